@@ -1,0 +1,24 @@
+// Package drivers defines the contract between berth and the kinds of
+// execution target it drives: the local host, SSH hosts, Docker, Daytona and
+// the in-memory fake.
+//
+// Start with Driver and Sandbox (driver.go): a driver acquires a sandbox, a
+// sandbox runs bounded commands and is released with a provider-confirmed
+// Receipt. Everything beyond that is an optional interface (optional.go),
+// each tied to one Capability (capability.go). A driver declares its
+// capabilities statically; Effective (resolve.go) intersects the declaration
+// with what the driver really implements and removes what a caller narrowed
+// (CAP-2). All type assertions on optional interfaces live in resolve.go.
+//
+// ConfigSchema (schema.go) is the single description of a driver's config:
+// it validates and normalizes, applies defaults, tells which fields are
+// secrets (moved out of configs and redacted), which identify the target
+// (fingerprints), and which are knobs or metadata.
+//
+// Errors (errors.go) are sentinels that every driver wraps with context;
+// CodeOf maps them to the stable codes of probe results and API errors.
+//
+// Registry (registry.go) holds the drivers a host composed; there is no
+// global registry. Package drivers/drivertest is the conformance suite every
+// driver passes.
+package drivers

@@ -1,0 +1,90 @@
+package drivers
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Registry holds the drivers a host composed. It is immutable after
+// NewRegistry and safe for concurrent use. There is no default registry.
+type Registry struct {
+	byName map[string]Driver
+	names  []string
+}
+
+// NewRegistry returns a registry of ds. It panics if two drivers share a name
+// or a name is empty: that is a programming error in the host.
+func NewRegistry(ds ...Driver) *Registry {
+	r := &Registry{byName: make(map[string]Driver, len(ds))}
+	for _, d := range ds {
+		n := d.Name()
+		if n == "" || strings.TrimSpace(n) != n {
+			panic(fmt.Sprintf("drivers: invalid driver name %q", n))
+		}
+		if _, dup := r.byName[n]; dup {
+			panic(fmt.Sprintf("drivers: driver %q registered twice", n))
+		}
+		r.byName[n] = d
+		r.names = append(r.names, n)
+	}
+	slices.Sort(r.names)
+	return r
+}
+
+// Lookup returns the driver named name, or an error wrapping ErrUnavailable
+// when no such driver is registered (CAP-3).
+func (r *Registry) Lookup(name string) (Driver, error) {
+	if d, ok := r.byName[name]; ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("driver %q is not registered: %w", name, ErrUnavailable)
+}
+
+// Names returns the registered driver names, sorted.
+func (r *Registry) Names() []string { return slices.Clone(r.names) }
+
+// DriverInfo describes a registered driver for listings. Building it does no
+// I/O and allocates nothing at any provider (CAP-1).
+type DriverInfo struct {
+	Name          string        `json:"name"`
+	Kind          Kind          `json:"kind"`
+	Declared      Set           `json:"declared"`
+	Effective     Set           `json:"effective"`
+	Available     bool          `json:"available"`
+	Reason        string        `json:"reason,omitempty"` // why unavailable
+	StartupBudget time.Duration `json:"startupBudget,omitempty"`
+}
+
+// Describe returns the DriverInfo of the named driver; an unregistered name is
+// described as unavailable, with the reason.
+func (r *Registry) Describe(name string) DriverInfo {
+	d, err := r.Lookup(name)
+	if err != nil {
+		return DriverInfo{Name: name, Reason: err.Error()}
+	}
+	c := d.Capabilities()
+	info := DriverInfo{
+		Name:          name,
+		Kind:          c.Kind,
+		Declared:      c.Declared,
+		Effective:     Effective(d, 0),
+		Available:     true,
+		StartupBudget: c.StartupBudget,
+	}
+	if err := Available(d); err != nil {
+		info.Available = false
+		info.Reason = err.Error()
+	}
+	return info
+}
+
+// List describes every registered driver, sorted by name.
+func (r *Registry) List() []DriverInfo {
+	out := make([]DriverInfo, 0, len(r.names))
+	for _, n := range r.names {
+		out = append(out, r.Describe(n))
+	}
+	return out
+}

@@ -1,0 +1,157 @@
+package images
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+)
+
+// IdentityKind says what an Identity names.
+type IdentityKind int
+
+const (
+	// KindNone is the zero Identity: no image is known.
+	KindNone IdentityKind = iota
+	// KindDigest is an OCI image pinned by its manifest digest (repo@sha256:...).
+	KindDigest
+	// KindSnapshot is a provider snapshot named by the id the provider assigned
+	// to it (for example a Daytona snapshot UUID).
+	KindSnapshot
+)
+
+// String returns "none", "digest" or "snapshot".
+func (k IdentityKind) String() string {
+	switch k {
+	case KindDigest:
+		return "digest"
+	case KindSnapshot:
+		return "snapshot"
+	default:
+		return "none"
+	}
+}
+
+// Identity is the immutable identity of an image: an OCI manifest digest in a
+// repository, or a provider snapshot id. It is a comparable value type; the
+// zero Identity names nothing.
+//
+// The text form is "repo@sha256:<hex>" for a digest and
+// "snapshot:<provider>/<id>" for a provider snapshot.
+type Identity struct {
+	kind     IdentityKind
+	repo     string // normalized repository, digest identities only
+	digest   string // "sha256:<hex>", digest identities only
+	provider string // snapshot identities only
+	id       string // provider snapshot id, snapshot identities only
+}
+
+var (
+	digestRE     = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
+	snapshotIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	providerRE   = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+)
+
+// ErrInvalidIdentity is returned (wrapped) when a string is not an Identity.
+var ErrInvalidIdentity = errors.New("images: invalid identity")
+
+// DigestIdentity returns the identity of the manifest digest in repo. repo is
+// normalized the way go-containerregistry normalizes repositories
+// ("alpine" becomes "index.docker.io/library/alpine").
+func DigestIdentity(repo, digest string) (Identity, error) {
+	if !digestRE.MatchString(digest) {
+		return Identity{}, fmt.Errorf("%w: digest %q is not sha256:<64 hex>", ErrInvalidIdentity, digest)
+	}
+	r, err := name.NewRepository(repo)
+	if err != nil {
+		return Identity{}, fmt.Errorf("%w: repository %q: %v", ErrInvalidIdentity, repo, err)
+	}
+	return Identity{kind: KindDigest, repo: r.Name(), digest: digest}, nil
+}
+
+// SnapshotIdentity returns the identity of a provider snapshot by the id the
+// provider assigned. A snapshot known only by its name has no identity.
+func SnapshotIdentity(provider, id string) (Identity, error) {
+	if !providerRE.MatchString(provider) {
+		return Identity{}, fmt.Errorf("%w: provider %q", ErrInvalidIdentity, provider)
+	}
+	if !snapshotIDRE.MatchString(id) {
+		return Identity{}, fmt.Errorf("%w: snapshot id %q", ErrInvalidIdentity, id)
+	}
+	return Identity{kind: KindSnapshot, provider: provider, id: id}, nil
+}
+
+// ParseIdentity parses the text form written by Identity.String. The empty
+// string parses to the zero Identity.
+func ParseIdentity(s string) (Identity, error) {
+	if s == "" {
+		return Identity{}, nil
+	}
+	if rest, ok := strings.CutPrefix(s, "snapshot:"); ok {
+		provider, id, ok := strings.Cut(rest, "/")
+		if !ok {
+			return Identity{}, fmt.Errorf("%w: %q: want snapshot:<provider>/<id>", ErrInvalidIdentity, s)
+		}
+		return SnapshotIdentity(provider, id)
+	}
+	repo, digest, ok := strings.Cut(s, "@")
+	if !ok {
+		return Identity{}, fmt.Errorf("%w: %q: want repo@sha256:<hex> or snapshot:<provider>/<id>", ErrInvalidIdentity, s)
+	}
+	return DigestIdentity(repo, digest)
+}
+
+// MustParseIdentity is ParseIdentity that panics on error; for tests and
+// constants.
+func MustParseIdentity(s string) Identity {
+	id, err := ParseIdentity(s)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
+// Kind reports what the identity names.
+func (i Identity) Kind() IdentityKind { return i.kind }
+
+// IsZero reports whether i names nothing.
+func (i Identity) IsZero() bool { return i.kind == KindNone }
+
+// Repository returns the normalized repository of a digest identity, or "".
+func (i Identity) Repository() string { return i.repo }
+
+// Digest returns "sha256:<hex>" for a digest identity, or "".
+func (i Identity) Digest() string { return i.digest }
+
+// Provider returns the provider of a snapshot identity, or "".
+func (i Identity) Provider() string { return i.provider }
+
+// SnapshotID returns the provider-assigned id of a snapshot identity, or "".
+func (i Identity) SnapshotID() string { return i.id }
+
+// String returns the text form; "" for the zero Identity.
+func (i Identity) String() string {
+	switch i.kind {
+	case KindDigest:
+		return i.repo + "@" + i.digest
+	case KindSnapshot:
+		return "snapshot:" + i.provider + "/" + i.id
+	default:
+		return ""
+	}
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (i Identity) MarshalText() ([]byte, error) { return []byte(i.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (i *Identity) UnmarshalText(b []byte) error {
+	v, err := ParseIdentity(string(b))
+	if err != nil {
+		return err
+	}
+	*i = v
+	return nil
+}
