@@ -1,0 +1,91 @@
+package environment
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// Status is the lifecycle status of an environment.
+type Status string
+
+const (
+	// StatusActive environments can be bound and leased.
+	StatusActive Status = "active"
+	// StatusArchived environments are kept for history; they cannot be
+	// bound or leased (ASG-2).
+	StatusArchived Status = "archived"
+)
+
+// Environment is a saved execution target: an instance-scoped catalog record
+// (CFG-1). Config is normalized by the driver's schema and never holds a
+// secret value: secret fields hold drivers.SecretRef values (CFG-3).
+type Environment struct {
+	ID          string            `json:"id"`
+	Name        string            `json:"name"`
+	Description string            `json:"description,omitempty"`
+	Driver      string            `json:"driver"`
+	Status      Status            `json:"status"`
+	Config      drivers.Config    `json:"config,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	// Revision starts at 1 and grows by one on every update (CFG-6).
+	Revision  int64     `json:"revision"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	CreatedBy string    `json:"createdBy,omitempty"` // actor id
+	UpdatedBy string    `json:"updatedBy,omitempty"` // actor id
+}
+
+// Errors of the environment package's contract (stores return them too).
+var (
+	// ErrNotFound: no environment (or binding) with that id.
+	ErrNotFound = errors.New("environment: not found")
+	// ErrConflict: a stale revision, a duplicate id or name, or a second
+	// environment of an exclusive driver (CFG-4, CFG-6).
+	ErrConflict = errors.New("environment: conflict")
+	// ErrDenied: the principal may not perform the action (CFG-2, PRB-7).
+	ErrDenied = errors.New("environment: permission denied")
+	// ErrInvalid: the request is malformed or names a reserved field (CFG-5, CFG-8).
+	ErrInvalid = errors.New("environment: invalid request")
+)
+
+// CreateOptions modifies Store.CreateEnvironment.
+type CreateOptions struct {
+	// ExclusiveDriver makes the store refuse, atomically and with
+	// ErrConflict, a new environment when another one with the same driver
+	// exists (one local environment per instance, CFG-4).
+	ExclusiveDriver bool
+}
+
+// ListFilter selects environments in Store.ListEnvironments. Zero fields
+// match everything.
+type ListFilter struct {
+	Driver string
+	Status Status
+}
+
+// Store persists environments. Implementations: the memory store in this
+// package, and SQLite and PostgreSQL in internal/sqlstore; all pass the
+// internal/storetest conformance suite. A Store is safe for concurrent use;
+// it stores and returns deep copies, never the caller's maps.
+type Store interface {
+	// CreateEnvironment inserts env (Revision must be 1). It returns an
+	// error wrapping ErrConflict if the id or name is taken, or if
+	// opts.ExclusiveDriver and an environment of env.Driver exists.
+	CreateEnvironment(ctx context.Context, env *Environment, opts CreateOptions) error
+	// GetEnvironment returns the environment, or an error wrapping ErrNotFound.
+	GetEnvironment(ctx context.Context, id string) (*Environment, error)
+	// ListEnvironments returns the matching environments sorted by name, then id.
+	ListEnvironments(ctx context.Context, f ListFilter) ([]*Environment, error)
+	// UpdateEnvironment replaces the stored environment env.ID if its stored
+	// revision equals baseRevision; env.Revision must be baseRevision+1.
+	// Otherwise it returns an error wrapping ErrConflict and changes nothing
+	// (ErrNotFound if there is no such environment).
+	UpdateEnvironment(ctx context.Context, env *Environment, baseRevision int64) error
+	// DeleteEnvironment removes env id if its stored revision equals
+	// baseRevision, else ErrConflict (ErrNotFound if absent).
+	DeleteEnvironment(ctx context.Context, id string, baseRevision int64) error
+}
