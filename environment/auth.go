@@ -1,0 +1,213 @@
+package environment
+
+import (
+	"context"
+	"fmt"
+	"slices"
+)
+
+// Role is the kind of principal acting on the catalog.
+type Role string
+
+// The roles the default policy knows. A host may use others with its own
+// Authorizer; DefaultPolicy denies every role it does not know.
+const (
+	// RoleInstanceAdmin administers the whole installation.
+	RoleInstanceAdmin Role = "instance_admin"
+	// RoleLocalOperator operates the installation from the machine it runs
+	// on (the host decides who that is); same powers as an instance admin.
+	RoleLocalOperator Role = "local_operator"
+	// RoleBoardMember is a (non-admin) member of a company's board: may read
+	// redacted views only.
+	RoleBoardMember Role = "board_member"
+	// RoleAgent is an AI agent acting through the host.
+	RoleAgent Role = "agent"
+)
+
+// Principal is who performs an action. Companies lists the companies the
+// principal has grants for; environments are instance-scoped, so grants never
+// widen catalog rights in DefaultPolicy (CFG-2), they only matter for
+// company-bound resources such as leases (ASG-3).
+type Principal struct {
+	ID        string   `json:"id"`
+	Role      Role     `json:"role"`
+	Companies []string `json:"companies,omitempty"`
+}
+
+// String returns "ROLE ID" (or "unknown principal ID" without a role); it
+// holds no grant details and no secret.
+func (p Principal) String() string {
+	role := string(p.Role)
+	if role == "" {
+		role = "unknown principal"
+	}
+	if p.ID == "" {
+		return role
+	}
+	return fmt.Sprintf("%s %q", role, p.ID)
+}
+
+// HasCompany reports whether p holds a grant for company.
+func (p Principal) HasCompany(company string) bool {
+	return company != "" && slices.Contains(p.Companies, company)
+}
+
+// Action is what a principal wants to do with a resource.
+type Action string
+
+// The actions berth authorizes. Mutations are Create, Update, Archive,
+// Delete, Bind and Setup.
+const (
+	// ActionRead: read the redacted view of an environment (or list them).
+	ActionRead Action = "read"
+	// ActionReadConfig: read the full view (config with secret references,
+	// env vars, metadata). Never grants secret values.
+	ActionReadConfig Action = "read_config"
+	// ActionCreate: save a new environment.
+	ActionCreate Action = "create"
+	// ActionUpdate: change a saved environment's name, description, config,
+	// env vars or metadata.
+	ActionUpdate Action = "update"
+	// ActionArchive covers archiving and restoring.
+	ActionArchive Action = "archive"
+	// ActionDelete covers deleting and reading the blast radius (CFG-7).
+	ActionDelete Action = "delete"
+	// ActionProbe: run a probe of a saved or draft target (PRB-7).
+	ActionProbe Action = "probe"
+	// ActionLease: acquire a lease of an environment for a run.
+	ActionLease Action = "lease"
+	// ActionBind: create, change or clear an assignment binding.
+	ActionBind Action = "bind"
+	// ActionSetup: run a custom-image setup session (capture, promote,
+	// rollback, revoke).
+	ActionSetup Action = "setup"
+)
+
+// IsMutation reports whether a changes stored state of the catalog or what
+// runs on a target (everything but read, read_config, probe and lease).
+func (a Action) IsMutation() bool {
+	switch a {
+	case ActionRead, ActionReadConfig, ActionProbe, ActionLease:
+		return false
+	}
+	return true
+}
+
+// ResourceKindEnvironment is the Resource.Kind of catalog environments.
+const ResourceKindEnvironment = "environment"
+
+// Resource describes what an action is about. Fields that are unknown (an
+// environment not yet created has no ID; a listing has neither ID nor Name)
+// are empty. It never holds config or secrets.
+type Resource struct {
+	Kind   string `json:"kind"`
+	ID     string `json:"id,omitempty"`
+	Name   string `json:"name,omitempty"`
+	Driver string `json:"driver,omitempty"`
+	// Company is set for company-bound resources (leases, bindings,
+	// qualification records); "" for instance-scoped catalog records.
+	Company string `json:"company,omitempty"`
+}
+
+// ResourceOf describes env as an authorization resource.
+func ResourceOf(env *Environment) Resource {
+	if env == nil {
+		return Resource{Kind: ResourceKindEnvironment}
+	}
+	return Resource{Kind: ResourceKindEnvironment, ID: env.ID, Name: env.Name, Driver: env.Driver}
+}
+
+// String names the resource for error messages: `environment "name" (id)`.
+func (r Resource) String() string {
+	kind := r.Kind
+	if kind == "" {
+		kind = "resource"
+	}
+	s := kind
+	switch {
+	case r.Name != "" && r.ID != "":
+		s += fmt.Sprintf(" %q (%s)", r.Name, r.ID)
+	case r.Name != "":
+		s += fmt.Sprintf(" %q", r.Name)
+	case r.ID != "":
+		s += " " + r.ID
+	}
+	if r.Company != "" {
+		s += fmt.Sprintf(" of company %q", r.Company)
+	}
+	return s
+}
+
+// Authorizer decides whether a principal may perform an action (AUTH-1). The
+// host provides it; DefaultPolicy implements CFG-2 and PRB-7. Authorize
+// returns nil to allow, or an error wrapping ErrDenied that names the
+// principal's role and the action and never contains a secret. It must not
+// block on I/O for long: it is called on every catalog operation.
+type Authorizer interface {
+	Authorize(ctx context.Context, p Principal, a Action, r Resource) error
+}
+
+// AuthorizerFunc adapts a function to Authorizer.
+type AuthorizerFunc func(ctx context.Context, p Principal, a Action, r Resource) error
+
+// Authorize calls f.
+func (f AuthorizerFunc) Authorize(ctx context.Context, p Principal, a Action, r Resource) error {
+	return f(ctx, p, a, r)
+}
+
+// Denied returns the error an Authorizer returns to refuse p the action a on
+// r: it wraps ErrDenied and names the role, principal id, action and
+// resource.
+func Denied(p Principal, a Action, r Resource) error {
+	return fmt.Errorf("environment: %s may not %s %s: %w", p, a, r, ErrDenied)
+}
+
+// DefaultPolicy is the Authorizer of CFG-2 and PRB-7:
+//
+//   - instance admins and local operators may do everything;
+//   - board members may read the redacted view (ActionRead) and nothing
+//     else: no config, no probe, no mutation;
+//   - agents may read the redacted view (name, driver, status: what they need
+//     to know where they run) and lease an environment for a company-bound
+//     resource of a company they hold a grant for (ASG-3); they are denied
+//     every mutation, every probe and the full view, whatever their grants;
+//   - a principal without a known role is denied everything, and every
+//     action DefaultPolicy does not know is denied.
+type DefaultPolicy struct{}
+
+var _ Authorizer = DefaultPolicy{}
+
+// Authorize implements Authorizer.
+func (DefaultPolicy) Authorize(_ context.Context, p Principal, a Action, r Resource) error {
+	if allowedByDefault(p, a, r) {
+		return nil
+	}
+	return Denied(p, a, r)
+}
+
+func allowedByDefault(p Principal, a Action, r Resource) bool {
+	known := false
+	switch a {
+	case ActionRead, ActionReadConfig, ActionCreate, ActionUpdate, ActionArchive,
+		ActionDelete, ActionProbe, ActionLease, ActionBind, ActionSetup:
+		known = true
+	}
+	if !known {
+		return false
+	}
+	switch p.Role {
+	case RoleInstanceAdmin, RoleLocalOperator:
+		return true
+	case RoleBoardMember:
+		return a == ActionRead
+	case RoleAgent:
+		switch a {
+		case ActionRead:
+			return true
+		case ActionLease:
+			return p.HasCompany(r.Company)
+		}
+		return false
+	}
+	return false
+}

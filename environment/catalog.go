@@ -1,0 +1,400 @@
+package environment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/clock"
+)
+
+// Options configures a Catalog. The zero value (or a nil *Options) gives the
+// defaults documented on each field.
+type Options struct {
+	// TestMode lets environments of test drivers be saved and resolved
+	// (CFG-4). Default false: the fake driver is refused as a working target.
+	TestMode bool
+	// TestDrivers names drivers besides "fake" that are for tests only.
+	// Default none.
+	TestDrivers []string
+	// ExclusiveDrivers names drivers that allow at most one environment per
+	// instance (CFG-4). Default (nil): ["local"]. A non-nil empty slice means
+	// none.
+	ExclusiveDrivers []string
+	// Authorizer decides every action (AUTH-1). Default DefaultPolicy.
+	Authorizer Authorizer
+	// Logger receives one line per mutation (and per refused mutation); no
+	// line holds a config value, an env var value or a secret. Default: discard.
+	Logger *slog.Logger
+	// Clock stamps created/updated times. Default: the wall clock.
+	Clock clock.Clock
+	// NewID returns a fresh environment id. Default: "env_" + 16 random hex
+	// digits.
+	NewID func() string
+	// UsageReporters tell what references an environment (CFG-7): bindings,
+	// leases, setup sessions. Those that also implement ReferenceClearer
+	// have their references cleared when the environment is deleted.
+	// Default none.
+	UsageReporters []UsageReporter
+	// Protected, if not nil, returns a non-empty reason when env must not be
+	// deleted (the managed local or instance-default environment, CFG-7).
+	// Default: nothing is protected.
+	Protected func(env *Environment) (reason string)
+}
+
+// Catalog is the environment catalog (CFG-1..8): it authorizes every call
+// (AUTH-1), validates and normalizes configs through the driver's schema,
+// moves pasted secrets into the SecretStore, rejects reserved fields, checks
+// revisions, and shows the blast radius of a delete. It is safe for
+// concurrent use.
+type Catalog struct {
+	store     Store
+	reg       *drivers.Registry
+	secrets   SecretStore
+	testMode  bool
+	testNames []string
+	exclusive []string
+	authz     Authorizer
+	log       *slog.Logger
+	clock     clock.Clock
+	newID     func() string
+	reporters []UsageReporter
+	protected func(*Environment) string
+}
+
+// NewCatalog returns a catalog over store, the drivers of reg and secrets.
+// It panics if store, reg or secrets is nil (a programming error of the
+// host).
+func NewCatalog(store Store, reg *drivers.Registry, secrets SecretStore, opts *Options) *Catalog {
+	if store == nil || reg == nil || secrets == nil {
+		panic("environment: NewCatalog needs a store, a driver registry and a secret store")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	c := &Catalog{
+		store: store, reg: reg, secrets: secrets,
+		testMode:  o.TestMode,
+		testNames: append([]string{"fake"}, o.TestDrivers...),
+		exclusive: o.ExclusiveDrivers,
+		authz:     o.Authorizer,
+		log:       o.Logger,
+		clock:     o.Clock,
+		newID:     o.NewID,
+		reporters: slices.Clone(o.UsageReporters),
+		protected: o.Protected,
+	}
+	if c.exclusive == nil {
+		c.exclusive = []string{"local"}
+	}
+	if c.authz == nil {
+		c.authz = DefaultPolicy{}
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.clock == nil {
+		c.clock = clock.Real{}
+	}
+	if c.newID == nil {
+		c.newID = func() string { return "env_" + randomHex(8) }
+	}
+	return c
+}
+
+// Create saves a new environment (CFG-1): authorize (instance admin or local
+// operator, CFG-2), validate name, env vars and metadata (CFG-5), normalize
+// the config through the driver's schema (CFG-8), refuse a test driver
+// outside test mode and a second environment of an exclusive driver (CFG-4),
+// move pasted secrets into the SecretStore (CFG-3), store at revision 1. On
+// any error nothing is saved and no secret is left behind. It returns the
+// full view.
+func (c *Catalog) Create(ctx context.Context, p Principal, req CreateRequest) (*View, error) {
+	res := Resource{Kind: ResourceKindEnvironment, Name: req.Name, Driver: req.Driver}
+	if err := c.authorize(ctx, p, ActionCreate, res); err != nil {
+		return nil, err
+	}
+	env, err := c.create(ctx, p, req)
+	if err != nil {
+		c.logFailure(ctx, p, ActionCreate, res, err)
+		return nil, err
+	}
+	c.logMutation(ctx, p, "environment created", env)
+	return c.view(env, true), nil
+}
+
+func (c *Catalog) create(ctx context.Context, p Principal, req CreateRequest) (*Environment, error) {
+	label := fmt.Sprintf("%q", req.Name)
+	if err := validateFields(label, req.Name, req.Description, req.Env, req.Metadata); err != nil {
+		return nil, err
+	}
+	schema, err := c.schemaFor(label, req.Driver)
+	if err != nil {
+		return nil, err
+	}
+	exclusive := slices.Contains(c.exclusive, req.Driver)
+	if exclusive {
+		existing, err := c.store.ListEnvironments(ctx, ListFilter{Driver: req.Driver})
+		if err != nil {
+			return nil, fmt.Errorf("environment %s: %w", label, err)
+		}
+		if len(existing) > 0 {
+			return nil, &FieldError{Environment: label, Field: "driver", Err: ErrConflict,
+				Reason: fmt.Sprintf("only one %q environment is allowed per instance and %q (%s) exists", req.Driver, existing[0].Name, existing[0].ID)}
+		}
+	}
+	cfg, err := schema.Normalize(req.Config)
+	if err != nil {
+		return nil, &ConfigError{Name: req.Name, Err: err}
+	}
+	for _, f := range schema.Fields {
+		if _, isRef := cfg.SecretRef(f.Name); f.Kind == drivers.Secret && isRef {
+			return nil, &FieldError{Environment: label, Field: "config." + f.Name, Err: ErrInvalid,
+				Reason: "a new environment cannot point at a stored secret; paste the secret value (CFG-3)"}
+		}
+	}
+	id := c.newID()
+	moved, err := c.moveSecrets(ctx, label, id, schema, cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	now := c.clock.Now().UTC()
+	env := &Environment{
+		ID: id, Name: req.Name, Description: req.Description, Driver: req.Driver,
+		Status: StatusActive, Config: cfg, Env: req.Env, Metadata: req.Metadata,
+		Revision: 1, CreatedAt: now, UpdatedAt: now, CreatedBy: p.ID, UpdatedBy: p.ID,
+	}
+	env = cloneEnvironment(env)
+	if err := c.store.CreateEnvironment(ctx, env, CreateOptions{ExclusiveDriver: exclusive}); err != nil {
+		c.dropSecrets(ctx, moved)
+		return nil, fmt.Errorf("environment %s: %w", label, err)
+	}
+	return env, nil
+}
+
+// Get returns one environment: the full view (config with secret references
+// only, env vars, metadata) for principals allowed ActionReadConfig, the
+// redacted view (no config, no env vars, no metadata, CFG-2) for those
+// allowed only ActionRead, and an error wrapping ErrDenied otherwise. A
+// missing environment is ErrNotFound, reported only to principals allowed to
+// read.
+func (c *Catalog) Get(ctx context.Context, p Principal, id string) (*View, error) {
+	env, err := c.load(ctx, p, ActionRead, id)
+	if err != nil {
+		return nil, err
+	}
+	full := c.authz.Authorize(ctx, p, ActionReadConfig, ResourceOf(env)) == nil
+	return c.view(env, full), nil
+}
+
+// List returns the environments matching f, sorted by name then id, each as
+// Get would show it to p. It reads only the store: no driver or provider is
+// called (CAP-1).
+func (c *Catalog) List(ctx context.Context, p Principal, f ListFilter) ([]*View, error) {
+	if err := c.authorize(ctx, p, ActionRead, Resource{Kind: ResourceKindEnvironment}); err != nil {
+		return nil, err
+	}
+	envs, err := c.store.ListEnvironments(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("environment: list: %w", err)
+	}
+	out := make([]*View, 0, len(envs))
+	for _, env := range envs {
+		if c.authz.Authorize(ctx, p, ActionRead, ResourceOf(env)) != nil {
+			continue
+		}
+		full := c.authz.Authorize(ctx, p, ActionReadConfig, ResourceOf(env)) == nil
+		out = append(out, c.view(env, full))
+	}
+	return out, nil
+}
+
+// ResolvedConfig loads environment id and returns it together with its
+// config normalized by the driver's schema and its secret references resolved
+// to values: the config a driver's Acquire takes. It is for the lease and
+// probe layers, never for API responses: it does no authorization, and the
+// returned Config holds secret values that must not be logged or shown (the
+// returned Environment holds references only). It fails with ErrNotFound,
+// with drivers.ErrUnavailable when the driver is not registered or is a test
+// driver outside test mode, and with a ConfigError naming the environment
+// and field when the stored config no longer validates (CFG-8). Callers check
+// Status themselves: archived environments are returned too, so that cleanups
+// can run.
+func (c *Catalog) ResolvedConfig(ctx context.Context, id string) (*Environment, drivers.Config, error) {
+	env, err := c.store.GetEnvironment(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	label := labelOf(env)
+	schema, err := c.schemaFor(label, env.Driver)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := schema.Normalize(env.Config)
+	if err != nil {
+		return nil, nil, &ConfigError{ID: env.ID, Name: env.Name, Err: err}
+	}
+	if plain := schema.PlainSecrets(cfg); len(plain) > 0 {
+		return nil, nil, &FieldError{Environment: label, Field: "config." + plain[0], Err: ErrInvalid,
+			Reason: "stored config holds an inline secret instead of a reference; update the environment"}
+	}
+	resolved, err := schema.ResolveSecrets(ctx, cfg, c.secrets.Get)
+	if err != nil {
+		return nil, nil, fmt.Errorf("environment %s: %w", label, err)
+	}
+	env.Config = cfg
+	return env, resolved, nil
+}
+
+// Draft validates req as Create would (fields, driver, test mode, schema)
+// without saving anything or touching the secret store, for draft probes of
+// an unsaved config (PRB-4). It needs ActionProbe (PRB-7). The name may be
+// empty. It returns the driver and the normalized config, whose secret
+// fields still hold the pasted values: the config must not be logged or
+// shown. A config pointing at a stored secret is refused.
+func (c *Catalog) Draft(ctx context.Context, p Principal, req CreateRequest) (drivers.Driver, drivers.Config, error) {
+	if err := c.authorize(ctx, p, ActionProbe, Resource{Kind: ResourceKindEnvironment, Name: req.Name, Driver: req.Driver}); err != nil {
+		return nil, nil, err
+	}
+	name := req.Name
+	if name == "" {
+		name = "draft"
+	}
+	label := fmt.Sprintf("%q", name)
+	if err := validateFields(label, name, req.Description, req.Env, req.Metadata); err != nil {
+		return nil, nil, err
+	}
+	schema, err := c.schemaFor(label, req.Driver)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := schema.Normalize(req.Config)
+	if err != nil {
+		return nil, nil, &ConfigError{Name: name, Err: err}
+	}
+	for _, f := range schema.Fields {
+		if _, isRef := cfg.SecretRef(f.Name); f.Kind == drivers.Secret && isRef {
+			return nil, nil, &FieldError{Environment: label, Field: "config." + f.Name, Err: ErrInvalid,
+				Reason: "a draft cannot point at a stored secret; paste the value or probe the saved environment"}
+		}
+	}
+	d, err := c.reg.Lookup(req.Driver)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, cfg, nil
+}
+
+// load reads environment id and authorizes a on it. A missing environment is
+// reported as denied to principals who may not perform a at all, so that
+// existence does not leak.
+func (c *Catalog) load(ctx context.Context, p Principal, a Action, id string) (*Environment, error) {
+	env, err := c.store.GetEnvironment(ctx, id)
+	if err != nil {
+		if aerr := c.authorize(ctx, p, a, Resource{Kind: ResourceKindEnvironment, ID: id}); aerr != nil {
+			return nil, aerr
+		}
+		return nil, err
+	}
+	if err := c.authorize(ctx, p, a, ResourceOf(env)); err != nil {
+		return nil, err
+	}
+	return env, nil
+}
+
+// authorize asks the Authorizer and makes sure a refusal wraps ErrDenied
+// even if a host's Authorizer forgot to.
+func (c *Catalog) authorize(ctx context.Context, p Principal, a Action, r Resource) error {
+	err := c.authz.Authorize(ctx, p, a, r)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, ErrDenied) {
+		err = fmt.Errorf("%w: %w", Denied(p, a, r), err)
+	}
+	if a.IsMutation() || a == ActionProbe {
+		c.log.LogAttrs(ctx, slog.LevelWarn, "environment action denied",
+			slog.String("action", string(a)), slog.String("resource", r.String()),
+			slog.String("actor", p.ID), slog.String("role", string(p.Role)))
+	}
+	return err
+}
+
+// schemaFor returns the schema of a registered, usable driver.
+func (c *Catalog) schemaFor(label, driver string) (*drivers.ConfigSchema, error) {
+	if driver == "" {
+		return nil, &FieldError{Environment: label, Field: "driver", Reason: "required", Err: ErrInvalid}
+	}
+	d, err := c.reg.Lookup(driver)
+	if err != nil {
+		return nil, &FieldError{Environment: label, Field: "driver", Err: errors.Join(ErrInvalid, err),
+			Reason: fmt.Sprintf("driver %q is not registered in this instance (%v)", driver, drivers.ErrUnavailable)}
+	}
+	if c.isTestDriver(driver) && !c.testMode {
+		return nil, &FieldError{Environment: label, Field: "driver", Err: errors.Join(ErrInvalid, drivers.ErrUnavailable),
+			Reason: fmt.Sprintf("driver %q is for tests only and cannot be saved as a working target unless the host enables test mode (CFG-4)", driver)}
+	}
+	return d.Schema(), nil
+}
+
+func (c *Catalog) isTestDriver(name string) bool { return slices.Contains(c.testNames, name) }
+
+// moveSecrets moves every pasted secret of cfg into the secret store
+// (CFG-3), replacing it by its reference in cfg. prev, if not nil, is the
+// stored config: a pasted value for a field that already has a secret
+// becomes that secret's next version. It returns the references it created,
+// for rollback. On error it has rolled back itself.
+func (c *Catalog) moveSecrets(ctx context.Context, label, owner string, schema *drivers.ConfigSchema, cfg, prev drivers.Config) ([]drivers.SecretRef, error) {
+	var created []drivers.SecretRef
+	for _, field := range schema.PlainSecrets(cfg) {
+		value, _ := cfg[field].(string)
+		var ref drivers.SecretRef
+		var err error
+		old, ok := prev.SecretRef(field)
+		if ok {
+			ref, err = c.secrets.Replace(ctx, old, value)
+		}
+		if !ok || errors.Is(err, ErrNotFound) {
+			// No secret yet, or the stored one is gone: start a new one.
+			ref, err = c.secrets.Put(ctx, owner, field, value)
+		}
+		if err != nil {
+			c.dropSecrets(ctx, created)
+			return nil, fmt.Errorf("environment %s: field %q: storing the secret: %w", label, "config."+field, err)
+		}
+		created = append(created, ref)
+		cfg[field] = ref
+	}
+	return created, nil
+}
+
+// dropSecrets deletes refs (best effort: a failure is logged without value).
+func (c *Catalog) dropSecrets(ctx context.Context, refs []drivers.SecretRef) {
+	ctx = context.WithoutCancel(ctx)
+	for _, r := range refs {
+		if err := c.secrets.Delete(ctx, r); err != nil {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "environment: deleting secret failed",
+				slog.String("secret", r.String()), slog.String("error", err.Error()))
+		}
+	}
+}
+
+func (c *Catalog) logMutation(ctx context.Context, p Principal, msg string, env *Environment) {
+	c.log.LogAttrs(ctx, slog.LevelInfo, msg,
+		slog.String("id", env.ID), slog.String("name", env.Name), slog.String("driver", env.Driver),
+		slog.String("status", string(env.Status)), slog.Int64("revision", env.Revision),
+		slog.String("actor", p.ID), slog.String("role", string(p.Role)))
+}
+
+func (c *Catalog) logFailure(ctx context.Context, p Principal, a Action, r Resource, err error) {
+	c.log.LogAttrs(ctx, slog.LevelWarn, "environment "+string(a)+" failed",
+		slog.String("resource", r.String()), slog.String("actor", p.ID),
+		slog.String("role", string(p.Role)), slog.String("error", err.Error()))
+}
+
+// labelOf names a saved environment: `"name" (id)`.
+func labelOf(env *Environment) string { return fmt.Sprintf("%q (%s)", env.Name, env.ID) }

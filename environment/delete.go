@@ -1,0 +1,212 @@
+package environment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// Reference is one thing that points at an environment: a binding, a lease,
+// a setup session. It holds ids and a short description, never a secret.
+type Reference struct {
+	// Kind is what refers: "binding", "lease", "setup_session", ...
+	Kind    string `json:"kind"`
+	ID      string `json:"id"`
+	Company string `json:"company,omitempty"`
+	// Detail is a short human-readable description ("workspace ws_1
+	// default", "reuse_by_workspace lease, last used 5m ago").
+	Detail string `json:"detail,omitempty"`
+}
+
+// Usage is what one UsageReporter knows about the references to an
+// environment (CFG-7).
+type Usage struct {
+	// Assignments are bindings and defaults that point at the environment.
+	Assignments []Reference `json:"assignments,omitempty"`
+	// ActiveLeases are leases in use now.
+	ActiveLeases []Reference `json:"activeLeases,omitempty"`
+	// ReusableLeases are live leases a later run may resume; they block a
+	// delete.
+	ReusableLeases []Reference `json:"reusableLeases,omitempty"`
+	// PendingCleanupLeases are leases whose sandbox is not yet confirmed
+	// gone; they block a delete.
+	PendingCleanupLeases []Reference `json:"pendingCleanupLeases,omitempty"`
+	// SetupSessions are active custom-image setup sessions.
+	SetupSessions []Reference `json:"setupSessions,omitempty"`
+}
+
+func (u *Usage) add(o Usage) {
+	u.Assignments = append(u.Assignments, o.Assignments...)
+	u.ActiveLeases = append(u.ActiveLeases, o.ActiveLeases...)
+	u.ReusableLeases = append(u.ReusableLeases, o.ReusableLeases...)
+	u.PendingCleanupLeases = append(u.PendingCleanupLeases, o.PendingCleanupLeases...)
+	u.SetupSessions = append(u.SetupSessions, o.SetupSessions...)
+}
+
+// UsageReporter reports what references an environment: the assignment,
+// lease and image-setup layers implement it and the host passes them in
+// Options.UsageReporters. EnvironmentUsage reads records only: it never
+// calls a provider (CAP-1).
+type UsageReporter interface {
+	EnvironmentUsage(ctx context.Context, envID string) (Usage, error)
+}
+
+// ReferenceClearer is an optional interface that may be implemented by a
+// UsageReporter that owns references which must go with the environment
+// (assignment bindings, ASG-5). Catalog.Delete calls ClearEnvironment after
+// the environment is deleted. If a UsageReporter does not implement
+// ReferenceClearer, Delete leaves its references alone (leases and sessions
+// end by their own rules).
+type ReferenceClearer interface {
+	// ClearEnvironment removes every reference to envID it owns. It is
+	// idempotent.
+	ClearEnvironment(ctx context.Context, envID string) error
+}
+
+// BlastRadius is what a delete of an environment would touch (CFG-7).
+type BlastRadius struct {
+	EnvironmentID   string `json:"environmentId"`
+	EnvironmentName string `json:"environmentName"`
+	// Revision is the revision the radius was computed at; pass it to Delete.
+	Revision int64 `json:"revision"`
+	Usage
+	// Protected, if not empty, is why the environment may never be deleted
+	// (managed local, instance default).
+	Protected string `json:"protected,omitempty"`
+	// Blockers lists why Delete would be refused now; empty when it may
+	// proceed.
+	Blockers []string `json:"blockers,omitempty"`
+}
+
+// Deletable reports whether nothing blocks the delete.
+func (b *BlastRadius) Deletable() bool { return len(b.Blockers) == 0 }
+
+// DeleteRefusedError is returned by Delete when the blast radius blocks it
+// (CFG-7). It wraps ErrConflict.
+type DeleteRefusedError struct {
+	Radius *BlastRadius
+}
+
+// Error returns `environment "NAME" (ID): delete refused: BLOCKERS`.
+func (e *DeleteRefusedError) Error() string {
+	return fmt.Sprintf("environment %q (%s): delete refused: %s", e.Radius.EnvironmentName, e.Radius.EnvironmentID, strings.Join(e.Radius.Blockers, "; "))
+}
+
+// Unwrap returns ErrConflict.
+func (e *DeleteRefusedError) Unwrap() error { return ErrConflict }
+
+// BlastRadius returns what deleting environment id would touch, gathered from
+// the usage reporters, and what blocks the delete. It needs ActionDelete. A
+// reporter's error is returned (a radius that cannot be known is never
+// guessed).
+func (c *Catalog) BlastRadius(ctx context.Context, p Principal, id string) (*BlastRadius, error) {
+	env, err := c.load(ctx, p, ActionDelete, id)
+	if err != nil {
+		return nil, err
+	}
+	return c.blastRadius(ctx, env)
+}
+
+func (c *Catalog) blastRadius(ctx context.Context, env *Environment) (*BlastRadius, error) {
+	b := &BlastRadius{EnvironmentID: env.ID, EnvironmentName: env.Name, Revision: env.Revision}
+	for _, r := range c.reporters {
+		u, err := r.EnvironmentUsage(ctx, env.ID)
+		if err != nil {
+			return nil, fmt.Errorf("environment %s: reading its usage: %w", labelOf(env), err)
+		}
+		b.add(u)
+	}
+	if c.protected != nil {
+		b.Protected = c.protected(cloneEnvironment(env))
+	}
+	if b.Protected != "" {
+		b.Blockers = append(b.Blockers, "protected: "+b.Protected)
+	}
+	if n := len(b.ReusableLeases); n > 0 {
+		b.Blockers = append(b.Blockers, fmt.Sprintf("%d reusable lease(s) live: %s", n, refIDs(b.ReusableLeases)))
+	}
+	if n := len(b.PendingCleanupLeases); n > 0 {
+		b.Blockers = append(b.Blockers, fmt.Sprintf("%d lease(s) pending cleanup: %s", n, refIDs(b.PendingCleanupLeases)))
+	}
+	return b, nil
+}
+
+func refIDs(rs []Reference) string {
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i] = r.ID
+	}
+	return strings.Join(ids, ", ")
+}
+
+// Delete removes environment id at baseRevision (else ErrConflict) after
+// computing its blast radius (CFG-7). It is refused with a
+// *DeleteRefusedError (wrapping ErrConflict) while a reusable lease is live,
+// while a cleanup is pending, or for a protected environment. After the
+// record is gone it clears the references of every ReferenceClearer
+// (bindings, ASG-5) and deletes the environment's secrets. It returns the
+// blast radius it acted on; if clearing references fails, the environment
+// is deleted and the error says which clear failed. It needs ActionDelete.
+func (c *Catalog) Delete(ctx context.Context, p Principal, id string, baseRevision int64) (*BlastRadius, error) {
+	env, err := c.load(ctx, p, ActionDelete, id)
+	if err != nil {
+		return nil, err
+	}
+	b, err := c.delete(ctx, env, baseRevision)
+	if err != nil {
+		c.logFailure(ctx, p, ActionDelete, ResourceOf(env), err)
+		return b, err
+	}
+	c.log.LogAttrs(ctx, slog.LevelInfo, "environment deleted",
+		slog.String("id", env.ID), slog.String("name", env.Name), slog.String("driver", env.Driver),
+		slog.Int64("revision", env.Revision), slog.Int("assignmentsCleared", len(b.Assignments)),
+		slog.String("actor", p.ID), slog.String("role", string(p.Role)))
+	return b, nil
+}
+
+func (c *Catalog) delete(ctx context.Context, env *Environment, base int64) (*BlastRadius, error) {
+	label := labelOf(env)
+	if base != env.Revision {
+		return nil, &FieldError{Environment: label, Field: "baseRevision", Err: ErrConflict,
+			Reason: fmt.Sprintf("stale revision %d: the stored revision is %d (CFG-6)", base, env.Revision)}
+	}
+	b, err := c.blastRadius(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	if !b.Deletable() {
+		return b, &DeleteRefusedError{Radius: b}
+	}
+	if err := c.store.DeleteEnvironment(ctx, env.ID, base); err != nil {
+		return b, fmt.Errorf("environment %s: %w", label, err)
+	}
+	// The record is gone: finish the rest even if the caller gives up.
+	ctx = context.WithoutCancel(ctx)
+	var errs []error
+	for _, r := range c.reporters {
+		if cl, ok := r.(ReferenceClearer); ok {
+			if err := cl.ClearEnvironment(ctx, env.ID); err != nil {
+				errs = append(errs, fmt.Errorf("environment %s deleted, but clearing its references failed: %w", label, err))
+			}
+		}
+	}
+	c.dropSecrets(ctx, wholeSecrets(env.Config))
+	return b, errors.Join(errs...)
+}
+
+// wholeSecrets returns a Version-0 reference (the whole secret) for every
+// secret reference in cfg. It needs no schema, so the secrets of an
+// environment whose driver is no longer registered are deleted too.
+func wholeSecrets(cfg drivers.Config) []drivers.SecretRef {
+	var out []drivers.SecretRef
+	for k := range cfg {
+		if ref, ok := cfg.SecretRef(k); ok {
+			out = append(out, drivers.SecretRef{ID: ref.ID})
+		}
+	}
+	return out
+}

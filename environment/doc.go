@@ -1,0 +1,57 @@
+// Package environment is berth's catalog of execution environments: saved,
+// instance-scoped targets (CFG-1) with authorization (AUTH-1).
+//
+// Start with Catalog (catalog.go): NewCatalog(store, registry, secrets,
+// opts) and its methods Create, Get, List, Update (update.go), Archive,
+// Restore, BlastRadius and Delete (delete.go). Every method takes a
+// Principal and asks the Authorizer (auth.go) first; DefaultPolicy is CFG-2 /
+// PRB-7. ResolvedConfig and Draft are for the lease and probe layers: they
+// return configs with secret values, ready for a driver's Acquire, and must
+// never be exposed (Draft validates an unsaved config for a draft probe,
+// PRB-4, and saves nothing).
+//
+// Guarantees:
+//
+//   - Authorization (CFG-2, AUTH-1): with DefaultPolicy, only instance admins
+//     and local operators create, update, archive, delete, probe, bind or run
+//     setups, and only they see the full view. Board members get the
+//     redacted view (no config, no env vars, no metadata). Agents get the
+//     redacted view too and may lease for a company they hold a grant for;
+//     they are denied every mutation and every probe, whatever their grants.
+//     Refusals wrap ErrDenied and name role, principal and action. A
+//     missing environment is reported as denied to those who may not act.
+//   - Secrets (CFG-3): a secret pasted into a config is moved into the
+//     SecretStore (secrets.go) and the config keeps a drivers.SecretRef; an
+//     update with a new value stores the secret's next version; a reference
+//     that is not the one stored for that field of that environment is
+//     refused. No View, error, log line or String holds a secret value. Env
+//     vars whose names look like credentials (LooksLikeSecretName) are
+//     refused, because env vars are stored and shown inline.
+//   - Exclusivity and test drivers (CFG-4): at most one environment of each
+//     exclusive driver (default "local") per instance, checked atomically by
+//     the Store; the "fake" driver (and Options.TestDrivers) cannot be saved
+//     or resolved unless Options.TestMode.
+//   - Reserved fields (CFG-5): payloads naming a server-owned field
+//     (ReservedFields) or a metadata key with ReservedMetadataPrefix are
+//     refused with the field named; DecodeCreateRequest and
+//     DecodeUpdateRequest (request.go) decode strictly (one object, no
+//     unknown fields, exact member names, types checked).
+//   - Revisions (CFG-6): Update, Archive, Restore and Delete carry the
+//     revision they were based on; a stale one is ErrConflict and nothing
+//     changes.
+//   - Blast radius (CFG-7): Delete first gathers bindings, leases and setup
+//     sessions from the UsageReporters, refuses while a reusable lease is
+//     live, a cleanup is pending, or the environment is protected, and
+//     clears bindings through ReferenceClearer once the record is gone.
+//   - Errors name things (CFG-8): config errors are *ConfigError naming the
+//     environment (name, and id once saved) and each field, wrapping
+//     drivers.ErrInvalidConfig and ErrInvalid; other request errors are
+//     *FieldError. On any error nothing is saved and no secret is left in
+//     the SecretStore.
+//   - Logging: one slog line per mutation (and per refused one), with ids,
+//     names, driver, revision and actor; never config or env var values.
+//
+// Store (environment.go) is the persistence contract; MemoryStore
+// (memstore.go) implements it in memory, internal/sqlstore in SQLite and
+// PostgreSQL.
+package environment

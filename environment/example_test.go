@@ -1,0 +1,54 @@
+package environment_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/berthdev/berth/environment"
+)
+
+// An operator saves an environment with a pasted API key; the catalog keeps
+// only a secret reference, a board member sees the redacted view, and an
+// agent may not edit it.
+func Example() {
+	ctx := context.Background()
+	cat := environment.NewCatalog(environment.NewMemoryStore(), newRegistry(), environment.NewMemorySecretStore(),
+		&environment.Options{NewID: func() string { return "env_1" }})
+
+	req, err := environment.DecodeCreateRequest([]byte(`{
+		"name": "build box",
+		"driver": "remote",
+		"config": {"host": "build-1.example", "apiKey": "pasted-secret"}
+	}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	op := environment.Principal{ID: "u_1", Role: environment.RoleLocalOperator}
+	v, err := cat.Create(ctx, op, req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ref, _ := v.Config.SecretRef("apiKey")
+	fmt.Println("saved", v.ID, "revision", v.Revision, "apiKey stored as a reference:", ref.Version == 1)
+
+	board := environment.Principal{ID: "u_2", Role: environment.RoleBoardMember}
+	rv, _ := cat.Get(ctx, board, v.ID)
+	out, _ := json.Marshal(map[string]any{"name": rv.Name, "driver": rv.Driver, "redacted": rv.Redacted, "config": rv.Config})
+	fmt.Println(string(out))
+
+	agent := environment.Principal{ID: "agent_7", Role: environment.RoleAgent, Companies: []string{"acme"}}
+	_, err = cat.Archive(ctx, agent, v.ID, v.Revision)
+	fmt.Println(errors.Is(err, environment.ErrDenied), err)
+
+	_, err = environment.DecodeCreateRequest([]byte(`{"name": "x", "driver": "remote", "qualification": {"ok": true}}`))
+	fmt.Println(err)
+	// Output:
+	// saved env_1 revision 1 apiKey stored as a reference: true
+	// {"config":null,"driver":"remote","name":"build box","redacted":true}
+	// true environment: agent "agent_7" may not archive environment "build box" (env_1): environment: permission denied
+	// environment: field "qualification": reserved server-owned field; it cannot be set by a request (CFG-5)
+}

@@ -1,0 +1,274 @@
+package environment
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// CreateRequest is what an operator submits to create an environment.
+// Config is the raw driver config: secret fields hold pasted values, which
+// Catalog.Create moves into the SecretStore (CFG-3). A CreateRequest may hold
+// secret values, so its String and LogValue show only name and driver.
+type CreateRequest struct {
+	Name        string            `json:"name"`
+	Description string            `json:"description,omitempty"`
+	Driver      string            `json:"driver"`
+	Config      map[string]any    `json:"config,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+}
+
+// String returns `create environment "NAME" (driver D)`: no config, no env
+// values.
+func (r CreateRequest) String() string {
+	return fmt.Sprintf("create environment %q (driver %q)", r.Name, r.Driver)
+}
+
+// LogValue implements slog.LogValuer: name, driver and config field names
+// only, never values.
+func (r CreateRequest) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("name", r.Name), slog.String("driver", r.Driver),
+		slog.Any("configFields", slices.Sorted(maps.Keys(r.Config))))
+}
+
+// UpdateRequest is an optimistic update of one environment (CFG-6).
+// BaseRevision is the revision the change was based on and is required. Every
+// other field is optional: nil means "keep". A non-nil Config replaces the
+// whole config: secret fields hold either the secret reference the full view
+// showed (kept unchanged) or a newly pasted value (stored as the secret's next
+// version). A non-nil Env or Metadata (even empty) replaces the map. The
+// driver cannot be changed; the status changes through Archive and Restore.
+// Like CreateRequest, its String and LogValue hide values.
+type UpdateRequest struct {
+	BaseRevision int64             `json:"baseRevision"`
+	Name         *string           `json:"name,omitempty"`
+	Description  *string           `json:"description,omitempty"`
+	Config       map[string]any    `json:"config,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
+}
+
+// String returns "update environment at revision N": no values.
+func (r UpdateRequest) String() string {
+	return fmt.Sprintf("update environment at revision %d", r.BaseRevision)
+}
+
+// LogValue implements slog.LogValuer: the base revision and the config field
+// names only, never values.
+func (r UpdateRequest) LogValue() slog.Value {
+	return slog.GroupValue(slog.Int64("baseRevision", r.BaseRevision),
+		slog.Any("configFields", slices.Sorted(maps.Keys(r.Config))))
+}
+
+// ReservedFields lists the top-level payload fields that belong to the server
+// (CFG-5): identity and bookkeeping of the record, and qualification and
+// platform data that only probes write. A create or update payload naming
+// one (in any letter case) is rejected with an error wrapping ErrInvalid that
+// names the field, and nothing is saved.
+var ReservedFields = []string{
+	"id", "status", "revision", "createdAt", "updatedAt", "createdBy", "updatedBy",
+	"qualification", "qualifications", "platformQualification",
+	"platform", "platformMeasurement", "platformMeasurements",
+	"fingerprint", "configFingerprint", "imageIdentity", "template", "activeTemplate",
+	"leases", "secrets",
+}
+
+// ReservedMetadataPrefix is the prefix of metadata keys that belong to the
+// server (CFG-5). Metadata keys with this prefix, and keys equal (in any
+// letter case) to one of ReservedFields' qualification and platform names,
+// are rejected.
+const ReservedMetadataPrefix = "berth."
+
+var reservedMetadataKeys = []string{
+	"qualification", "qualifications", "platformqualification",
+	"platform", "platformmeasurement", "platformmeasurements", "fingerprint", "configfingerprint",
+}
+
+func isReservedField(name string) bool {
+	for _, r := range ReservedFields {
+		if strings.EqualFold(r, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkMetadata rejects server-owned metadata keys (CFG-5).
+func checkMetadata(md map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		lk := strings.ToLower(k)
+		if strings.HasPrefix(lk, ReservedMetadataPrefix) || slices.Contains(reservedMetadataKeys, lk) {
+			return &FieldError{Field: "metadata." + k, Reason: "reserved server-owned metadata key", Err: ErrInvalid}
+		}
+	}
+	return nil
+}
+
+// FieldError is a request problem about one named field (CFG-5, CFG-8). It
+// wraps Err (ErrInvalid, ErrConflict, ...). Its text names the environment
+// when known and the field, never a value of a secret field or env var.
+type FieldError struct {
+	// Environment names the environment: `"name"` or `"name" (id)`; "" when
+	// the problem was found before the payload was read (e.g. malformed JSON).
+	Environment string
+	Field       string
+	Reason      string
+	Err         error
+}
+
+// Error returns `environment "NAME" (ID): field "F": REASON`, leaving out
+// the parts that are unknown.
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	b.WriteString("environment")
+	if e.Environment != "" {
+		b.WriteString(" " + e.Environment)
+	}
+	if e.Field != "" {
+		fmt.Fprintf(&b, ": field %q", e.Field)
+	}
+	b.WriteString(": " + e.Reason)
+	return b.String()
+}
+
+// Unwrap returns the sentinel the error wraps.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// DecodeCreateRequest decodes a JSON create payload strictly: exactly one
+// JSON object, no unknown fields, no reserved server-owned fields (CFG-5),
+// values of the right types. Numbers in config are kept exact
+// (json.Number). Every error wraps ErrInvalid and names the field; no
+// error quotes a value.
+func DecodeCreateRequest(data []byte) (CreateRequest, error) {
+	var r CreateRequest
+	if err := decodeStrict(data, &r, createFields, nil); err != nil {
+		return CreateRequest{}, err
+	}
+	if err := checkMetadata(r.Metadata); err != nil {
+		return CreateRequest{}, err
+	}
+	return r, nil
+}
+
+// DecodeUpdateRequest decodes a JSON update payload with the rules of
+// DecodeCreateRequest; "baseRevision" is required and "driver" may not be
+// given (the driver of an environment never changes).
+func DecodeUpdateRequest(data []byte) (UpdateRequest, error) {
+	var r UpdateRequest
+	immutable := map[string]string{"driver": "the driver of a saved environment cannot be changed; create a new environment"}
+	if err := decodeStrict(data, &r, updateFields, immutable); err != nil {
+		return UpdateRequest{}, err
+	}
+	if r.BaseRevision <= 0 {
+		return UpdateRequest{}, &FieldError{Field: "baseRevision", Reason: "required: the revision the update is based on (CFG-6)", Err: ErrInvalid}
+	}
+	if err := checkMetadata(r.Metadata); err != nil {
+		return UpdateRequest{}, err
+	}
+	return r, nil
+}
+
+var (
+	createFields = []string{"name", "description", "driver", "config", "env", "metadata"}
+	updateFields = []string{"baseRevision", "name", "description", "config", "env", "metadata"}
+)
+
+// decodeStrict decodes one JSON object into v. The top level is read first
+// into raw members so that reserved and immutable fields are reported by name
+// before the typed decode, and so that member names must match exactly
+// (encoding/json alone would accept "NAME" for "name").
+func decodeStrict(data []byte, v any, allowed []string, immutable map[string]string) error {
+	var top map[string]json.RawMessage
+	if err := decodeOne(data, &top); err != nil {
+		return err
+	}
+	if top == nil {
+		return &FieldError{Reason: "malformed JSON: want an object, got null", Err: ErrInvalid}
+	}
+	for _, k := range slices.Sorted(maps.Keys(top)) {
+		if isReservedField(k) {
+			return &FieldError{Field: k, Reason: "reserved server-owned field; it cannot be set by a request (CFG-5)", Err: ErrInvalid}
+		}
+		for name, why := range immutable {
+			if strings.EqualFold(k, name) {
+				return &FieldError{Field: k, Reason: why, Err: ErrInvalid}
+			}
+		}
+		if !slices.Contains(allowed, k) {
+			return &FieldError{Field: k, Reason: fmt.Sprintf("unknown field (known: %s)", strings.Join(allowed, ", ")), Err: ErrInvalid}
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	return nil
+}
+
+// decodeOne decodes exactly one JSON value from data into v.
+func decodeOne(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return &FieldError{Reason: "malformed JSON: empty payload", Err: ErrInvalid}
+		}
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return &FieldError{Reason: "malformed JSON: unexpected data after the JSON object", Err: ErrInvalid}
+	}
+	return nil
+}
+
+// jsonError turns an encoding/json error into a FieldError that names the
+// field and never quotes the offending value.
+func jsonError(err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return &FieldError{Reason: fmt.Sprintf("malformed JSON at byte %d: %s", syn.Offset, syn.Error()), Err: ErrInvalid}
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			got, _, _ := strings.Cut(typ.Value, " ")
+			return &FieldError{Reason: fmt.Sprintf("malformed JSON: want an object, got %s", got), Err: ErrInvalid}
+		}
+		got, _, _ := strings.Cut(typ.Value, " ") // "number 12" -> "number": never quote a value
+		return &FieldError{Field: field, Reason: fmt.Sprintf("want %s, got %s", jsonTypeName(typ.Type.String()), got), Err: ErrInvalid}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &FieldError{Reason: "malformed JSON: unexpected end of input", Err: ErrInvalid}
+	}
+	const unknown = "json: unknown field "
+	if msg := err.Error(); strings.HasPrefix(msg, unknown) {
+		name := strings.Trim(strings.TrimPrefix(msg, unknown), `"`)
+		return &FieldError{Field: name, Reason: "unknown field", Err: ErrInvalid}
+	}
+	return &FieldError{Reason: "malformed JSON: " + err.Error(), Err: ErrInvalid}
+}
+
+// jsonTypeName names a Go type of the request structs in JSON words.
+func jsonTypeName(goType string) string {
+	switch {
+	case goType == "string", goType == "*string":
+		return "string"
+	case goType == "int64":
+		return "integer"
+	case strings.HasPrefix(goType, "map["):
+		if strings.HasSuffix(goType, "string") {
+			return "object of strings"
+		}
+		return "object"
+	}
+	return goType
+}

@@ -1,0 +1,212 @@
+package environment_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestDecodeCreateRequest (CFG-5): payloads are decoded strictly; every
+// error wraps ErrInvalid and names the field; none quotes a value.
+func TestDecodeCreateRequest(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		payload string
+		want    []string // parts of the error text; nil = must decode
+	}{
+		{"valid", `{"name":"a","driver":"remote","config":{"host":"h","port":2222,"apiKey":"` + canary + `"},"env":{"A":"1"},"metadata":{"team":"x"}}`, nil},
+		{"malformed", `{"name":"a",`, []string{"malformed JSON"}},
+		{"not JSON", `name=a`, []string{"malformed JSON"}},
+		{"empty", ``, []string{"empty payload"}},
+		{"null", `null`, []string{"want an object"}},
+		{"array", `[1]`, []string{"want an object"}},
+		{"two values", `{"name":"a"} {"name":"b"}`, []string{"after the JSON object"}},
+		{"trailing garbage", `{"name":"a"}x`, []string{"after the JSON object"}},
+		{"unknown field", `{"name":"a","driver":"remote","colour":"red"}`, []string{`field "colour"`, "unknown field"}},
+		{"case mismatch is unknown", `{"NAME":"a","driver":"remote"}`, []string{`field "NAME"`, "unknown field"}},
+		{"wrong type name", `{"name":7,"driver":"remote"}`, []string{`field "name"`, "want string, got number"}},
+		{"wrong type config", `{"name":"a","config":"` + canary + `"}`, []string{`field "config"`, "want object, got string"}},
+		{"wrong type env value", `{"name":"a","env":{"A":12345}}`, []string{`field "env"`, "want string, got number"}},
+		{"reserved id", `{"id":"env_x","name":"a"}`, []string{`field "id"`, "reserved"}},
+		{"reserved revision", `{"name":"a","revision":4}`, []string{`field "revision"`, "reserved"}},
+		{"reserved createdAt", `{"name":"a","createdAt":"2020-01-01T00:00:00Z"}`, []string{`field "createdAt"`, "reserved"}},
+		{"reserved status", `{"name":"a","status":"active"}`, []string{`field "status"`, "reserved"}},
+		{"reserved qualification", `{"name":"a","qualification":{"ok":true}}`, []string{`field "qualification"`, "reserved"}},
+		{"reserved platform", `{"name":"a","platform":{"os":"linux"}}`, []string{`field "platform"`, "reserved"}},
+		{"reserved platformQualification any case", `{"name":"a","PlatformQualification":{}}`, []string{`field "PlatformQualification"`, "reserved"}},
+		{"reserved metadata prefix", `{"name":"a","metadata":{"berth.qualifiedAt":"now"}}`, []string{`field "metadata.berth.qualifiedAt"`, "reserved"}},
+		{"reserved metadata key", `{"name":"a","metadata":{"platformQualification":"{}"}}`, []string{`field "metadata.platformQualification"`, "reserved"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			req, err := environment.DecodeCreateRequest([]byte(tc.payload))
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := environment.CreateRequest{Name: "a", Driver: "remote",
+					Config: map[string]any{"host": "h", "port": jsonNumber("2222"), "apiKey": canary},
+					Env:    map[string]string{"A": "1"}, Metadata: map[string]string{"team": "x"}}
+				if diff := cmp.Diff(want, req); diff != "" {
+					t.Errorf("decoded (-want +got):\n%s", diff)
+				}
+				return
+			}
+			wantErr(t, err, environment.ErrInvalid)
+			wantText(t, err, tc.want...)
+			if strings.Contains(err.Error(), canary) || strings.Contains(err.Error(), "12345") {
+				t.Errorf("error quotes a value: %q", err)
+			}
+		})
+	}
+}
+
+// TestDecodeUpdateRequest (CFG-5, CFG-6): the same strictness, plus a
+// required base revision and no driver change.
+func TestDecodeUpdateRequest(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		payload string
+		want    []string
+	}{
+		{"valid", `{"baseRevision":3,"name":"b","config":{"apiKey":{"$secret":"sec_1","version":2}},"env":{}}`, nil},
+		{"missing base revision", `{"name":"b"}`, []string{`field "baseRevision"`, "required"}},
+		{"fractional base revision", `{"baseRevision":1.5}`, []string{`field "baseRevision"`, "want integer"}},
+		{"revision is reserved", `{"baseRevision":1,"revision":2}`, []string{`field "revision"`, "reserved"}},
+		{"driver is immutable", `{"baseRevision":1,"driver":"local"}`, []string{`field "driver"`, "cannot be changed"}},
+		{"updatedBy is reserved", `{"baseRevision":1,"updatedBy":"root"}`, []string{`field "updatedBy"`, "reserved"}},
+		{"unknown", `{"baseRevision":1,"nmae":"typo"}`, []string{`field "nmae"`, "unknown"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			req, err := environment.DecodeUpdateRequest([]byte(tc.payload))
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				name := "b"
+				want := environment.UpdateRequest{BaseRevision: 3, Name: &name,
+					Config: map[string]any{"apiKey": map[string]any{"$secret": "sec_1", "version": jsonNumber("2")}},
+					Env:    map[string]string{}}
+				if diff := cmp.Diff(want, req); diff != "" {
+					t.Errorf("decoded (-want +got):\n%s", diff)
+				}
+				return
+			}
+			wantErr(t, err, environment.ErrInvalid)
+			wantText(t, err, tc.want...)
+		})
+	}
+}
+
+// TestBadInputSavesNothing (CFG-5, CFG-8): every rejected create names the
+// environment and the field, wraps ErrInvalid (and ErrInvalidConfig for
+// config errors), and leaves neither a record nor a secret behind.
+func TestBadInputSavesNothing(t *testing.T) {
+	t.Parallel()
+	base := func(mod func(*environment.CreateRequest)) environment.CreateRequest {
+		r := remoteRequest("bad-one")
+		mod(&r)
+		return r
+	}
+	tests := []struct {
+		name    string
+		req     environment.CreateRequest
+		targets []error
+		want    []string
+	}{
+		{"missing required field", base(func(r *environment.CreateRequest) { delete(r.Config, "host") }),
+			[]error{environment.ErrInvalid, drivers.ErrInvalidConfig}, []string{`environment "bad-one"`, `field "host"`, "required"}},
+		{"missing required secret", base(func(r *environment.CreateRequest) { delete(r.Config, "apiKey") }),
+			[]error{environment.ErrInvalid, drivers.ErrInvalidConfig, drivers.ErrCredentialsMissing}, []string{`field "apiKey"`, "required"}},
+		{"wrong type", base(func(r *environment.CreateRequest) { r.Config["port"] = "twenty-two" }),
+			[]error{environment.ErrInvalid, drivers.ErrInvalidConfig}, []string{`environment "bad-one"`, `field "port"`, "want integer"}},
+		{"secret of the wrong type", base(func(r *environment.CreateRequest) { r.Config["token"] = 42 }),
+			[]error{environment.ErrInvalid, drivers.ErrInvalidConfig}, []string{`field "token"`}},
+		{"unknown config field", base(func(r *environment.CreateRequest) { r.Config["hostname"] = "x" }),
+			[]error{environment.ErrInvalid, drivers.ErrInvalidConfig}, []string{`environment "bad-one"`, `field "hostname"`, "unknown field"}},
+		{"two bad fields both named", base(func(r *environment.CreateRequest) { delete(r.Config, "host"); r.Config["mode"] = "turbo" }),
+			[]error{environment.ErrInvalid, drivers.ErrInvalidConfig}, []string{`field "host"`, `field "mode"`}},
+		{"secret reference on create", base(func(r *environment.CreateRequest) {
+			r.Config["token"] = map[string]any{"$secret": "sec_other", "version": 1}
+		}), []error{environment.ErrInvalid}, []string{`environment "bad-one"`, `field "config.token"`, "paste the secret value"}},
+		{"unregistered driver", base(func(r *environment.CreateRequest) { r.Driver = "daytona" }),
+			[]error{environment.ErrInvalid, drivers.ErrUnavailable}, []string{`environment "bad-one"`, `field "driver"`, "not registered"}},
+		{"no driver", base(func(r *environment.CreateRequest) { r.Driver = "" }),
+			[]error{environment.ErrInvalid}, []string{`field "driver"`, "required"}},
+		{"no name", base(func(r *environment.CreateRequest) { r.Name = "" }),
+			[]error{environment.ErrInvalid}, []string{`field "name"`, "required"}},
+		{"name with spaces around", base(func(r *environment.CreateRequest) { r.Name = " x " }),
+			[]error{environment.ErrInvalid}, []string{`field "name"`}},
+		{"reserved metadata", base(func(r *environment.CreateRequest) { r.Metadata["berth.qualification"] = "yes" }),
+			[]error{environment.ErrInvalid}, []string{`environment "bad-one"`, `field "metadata.berth.qualification"`, "reserved"}},
+		{"bad env name", base(func(r *environment.CreateRequest) { r.Env["1BAD"] = "x" }),
+			[]error{environment.ErrInvalid}, []string{`field "env.1BAD"`}},
+		{"credential in env var", base(func(r *environment.CreateRequest) { r.Env["GITHUB_TOKEN"] = canary }),
+			[]error{environment.ErrInvalid}, []string{`environment "bad-one"`, `field "env.GITHUB_TOKEN"`, "credential"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil)
+			_, err := f.cat.Create(context.Background(), admin, tc.req)
+			wantErr(t, err, tc.targets...)
+			wantText(t, err, tc.want...)
+			if strings.Contains(err.Error(), canary) {
+				t.Errorf("error holds the secret: %q", err)
+			}
+			if n := f.count(t); n != 0 {
+				t.Errorf("store holds %d environments, want 0", n)
+			}
+			if s := f.secrets.List(); len(s) != 0 {
+				t.Errorf("secret store holds %+v, want nothing", s)
+			}
+		})
+	}
+}
+
+// TestConfigErrorNamesSavedEnvironment (CFG-8): once saved, config errors
+// name the environment by name and id, and each field; ConfigError exposes
+// the fields and the driver's *drivers.ConfigError.
+func TestConfigErrorNamesSavedEnvironment(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, nil)
+	v := f.mustCreate(t, remoteRequest("build"))
+	_, err := f.cat.Update(ctx, operator, v.ID, environment.UpdateRequest{BaseRevision: 1,
+		Config: map[string]any{"host": "h", "apiKey": "x", "timeout": "soon", "mode": "turbo"}})
+	wantErr(t, err, environment.ErrInvalid, drivers.ErrInvalidConfig)
+	wantText(t, err, `environment "build" (env_001): remote config: field "timeout"`, `environment "build" (env_001): remote config: field "mode"`)
+	var ce *environment.ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("error %T is not a *ConfigError", err)
+	}
+	if diff := cmp.Diff([]string{"timeout", "mode"}, ce.Fields()); diff != "" {
+		t.Errorf("Fields (-want +got):\n%s", diff)
+	}
+	var dce *drivers.ConfigError
+	if !errors.As(err, &dce) || dce.Driver != "remote" {
+		t.Errorf("errors.As(*drivers.ConfigError) = %v", dce)
+	}
+
+	// A stored config that no longer validates is named when resolved.
+	raw, _ := f.store.GetEnvironment(ctx, v.ID)
+	raw.Config["port"] = "not a port"
+	base := raw.Revision
+	raw.Revision++
+	if err := f.store.UpdateEnvironment(ctx, raw, base); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = f.cat.ResolvedConfig(ctx, v.ID)
+	wantErr(t, err, environment.ErrInvalid, drivers.ErrInvalidConfig)
+	wantText(t, err, `environment "build" (env_001)`, `field "port"`)
+}

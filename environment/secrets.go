@@ -1,0 +1,157 @@
+package environment
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// SecretStore keeps secret values (SSH private keys, provider API keys) out
+// of configs (CFG-3). The catalog moves every pasted secret into it and keeps
+// only the drivers.SecretRef. Versions are immutable: Replace adds a version
+// and leaves the older ones readable until they are deleted, so that a
+// failed update can be rolled back without touching the stored config's
+// secret. Implementations are safe for concurrent use and never put a value
+// in an error, a log line or a String method.
+type SecretStore interface {
+	// Put stores value as a new secret owned by the environment owner's
+	// config field and returns its reference (Version 1).
+	Put(ctx context.Context, owner, field, value string) (drivers.SecretRef, error)
+	// Replace stores value as the next version of ref.ID and returns the new
+	// reference (latest Version + 1). It returns an error wrapping
+	// ErrNotFound if the secret does not exist.
+	Replace(ctx context.Context, ref drivers.SecretRef, value string) (drivers.SecretRef, error)
+	// Get returns the value of exactly ref's version, or an error wrapping
+	// ErrNotFound (the error names the reference, never a value).
+	Get(ctx context.Context, ref drivers.SecretRef) (string, error)
+	// Delete removes version ref.Version of ref.ID, or the whole secret when
+	// ref.Version is 0. Deleting something absent is not an error.
+	Delete(ctx context.Context, ref drivers.SecretRef) error
+}
+
+// SecretInfo describes a stored secret without its value.
+type SecretInfo struct {
+	ID       string  `json:"id"`
+	Owner    string  `json:"owner"`
+	Field    string  `json:"field"`
+	Versions []int64 `json:"versions"`
+}
+
+// MemorySecretStore is an in-memory SecretStore for tests and the embedded
+// default. It is safe for concurrent use. Its zero value is not usable; call
+// NewMemorySecretStore.
+type MemorySecretStore struct {
+	mu      sync.Mutex
+	secrets map[string]*memSecret
+}
+
+type memSecret struct {
+	owner, field string
+	latest       int64
+	values       map[int64]string
+}
+
+var _ SecretStore = (*MemorySecretStore)(nil)
+
+// NewMemorySecretStore returns an empty in-memory secret store.
+func NewMemorySecretStore() *MemorySecretStore {
+	return &MemorySecretStore{secrets: map[string]*memSecret{}}
+}
+
+// Put implements SecretStore. The id is "sec_" followed by 16 random hex
+// digits.
+func (m *MemorySecretStore) Put(ctx context.Context, owner, field, value string) (drivers.SecretRef, error) {
+	if err := ctx.Err(); err != nil {
+		return drivers.SecretRef{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id := "sec_" + randomHex(8)
+	for m.secrets[id] != nil {
+		id = "sec_" + randomHex(8)
+	}
+	m.secrets[id] = &memSecret{owner: owner, field: field, latest: 1, values: map[int64]string{1: value}}
+	return drivers.SecretRef{ID: id, Version: 1}, nil
+}
+
+// Replace implements SecretStore.
+func (m *MemorySecretStore) Replace(ctx context.Context, ref drivers.SecretRef, value string) (drivers.SecretRef, error) {
+	if err := ctx.Err(); err != nil {
+		return drivers.SecretRef{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.secrets[ref.ID]
+	if s == nil {
+		return drivers.SecretRef{}, fmt.Errorf("environment: secret %s: %w", ref, ErrNotFound)
+	}
+	s.latest++
+	s.values[s.latest] = value
+	return drivers.SecretRef{ID: ref.ID, Version: s.latest}, nil
+}
+
+// Get implements SecretStore.
+func (m *MemorySecretStore) Get(ctx context.Context, ref drivers.SecretRef) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.secrets[ref.ID]; s != nil {
+		if v, ok := s.values[ref.Version]; ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("environment: secret %s: %w", ref, ErrNotFound)
+}
+
+// Delete implements SecretStore.
+func (m *MemorySecretStore) Delete(ctx context.Context, ref drivers.SecretRef) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.secrets[ref.ID]
+	if s == nil {
+		return nil
+	}
+	if ref.Version != 0 {
+		delete(s.values, ref.Version)
+	}
+	if ref.Version == 0 || len(s.values) == 0 {
+		delete(m.secrets, ref.ID)
+	}
+	return nil
+}
+
+// List describes every stored secret (ids, owners, fields and versions; no
+// values), sorted by id. It exists for tests and diagnostics.
+func (m *MemorySecretStore) List() []SecretInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]SecretInfo, 0, len(m.secrets))
+	for id, s := range m.secrets {
+		info := SecretInfo{ID: id, Owner: s.owner, Field: s.field}
+		for v := range s.values {
+			info.Versions = append(info.Versions, v)
+		}
+		slices.Sort(info.Versions)
+		out = append(out, info)
+	}
+	slices.SortFunc(out, func(a, b SecretInfo) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// randomHex returns 2n random hex digits.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,149 @@
+package environment
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// Update applies req to environment id if req.BaseRevision is its current
+// revision (CFG-6); otherwise it returns an error wrapping ErrConflict and
+// nothing changes. A new Config is normalized by the driver's schema
+// (errors name the environment and field, CFG-8). In it each secret field
+// holds either the reference the full view showed (kept) or a pasted value
+// (stored as that secret's next version, CFG-3); a reference that is not the
+// one stored for that field of this environment is refused, so that no
+// environment can point at another's secret. A secret field left out is
+// removed together with its secret. On any error nothing is saved and no
+// secret version is left behind. It returns the full view at the new
+// revision.
+func (c *Catalog) Update(ctx context.Context, p Principal, id string, req UpdateRequest) (*View, error) {
+	cur, err := c.load(ctx, p, ActionUpdate, id)
+	if err != nil {
+		return nil, err
+	}
+	env, err := c.update(ctx, p, cur, req)
+	if err != nil {
+		c.logFailure(ctx, p, ActionUpdate, ResourceOf(cur), err)
+		return nil, err
+	}
+	c.logMutation(ctx, p, "environment updated", env)
+	return c.view(env, true), nil
+}
+
+func (c *Catalog) update(ctx context.Context, p Principal, cur *Environment, req UpdateRequest) (*Environment, error) {
+	label := labelOf(cur)
+	if req.BaseRevision <= 0 {
+		return nil, &FieldError{Environment: label, Field: "baseRevision", Err: ErrInvalid,
+			Reason: "required: the revision the update is based on (CFG-6)"}
+	}
+	if req.BaseRevision != cur.Revision {
+		return nil, &FieldError{Environment: label, Field: "baseRevision", Err: ErrConflict,
+			Reason: fmt.Sprintf("stale revision %d: the stored revision is %d; reload and apply the change again (CFG-6)", req.BaseRevision, cur.Revision)}
+	}
+	next := cloneEnvironment(cur)
+	if req.Name != nil {
+		next.Name = *req.Name
+	}
+	if req.Description != nil {
+		next.Description = *req.Description
+	}
+	if req.Env != nil {
+		next.Env = maps.Clone(req.Env)
+	}
+	if req.Metadata != nil {
+		next.Metadata = maps.Clone(req.Metadata)
+	}
+	if err := validateFields(label, next.Name, next.Description, req.Env, req.Metadata); err != nil {
+		return nil, err
+	}
+	schema, err := c.schemaFor(label, cur.Driver)
+	if err != nil {
+		return nil, err
+	}
+	var created, superseded []drivers.SecretRef
+	if req.Config != nil {
+		cfg, err := schema.Normalize(req.Config)
+		if err != nil {
+			return nil, &ConfigError{ID: cur.ID, Name: cur.Name, Err: err}
+		}
+		prev := drivers.Config(cur.Config)
+		for _, f := range schema.Fields {
+			if f.Kind != drivers.Secret {
+				continue
+			}
+			old, hadOld := prev.SecretRef(f.Name)
+			v, present := cfg[f.Name]
+			switch ref, isRef := v.(drivers.SecretRef); {
+			case !present:
+				if hadOld {
+					superseded = append(superseded, drivers.SecretRef{ID: old.ID}) // the whole secret
+				}
+			case isRef && (!hadOld || ref != old):
+				return nil, &FieldError{Environment: label, Field: "config." + f.Name, Err: ErrInvalid,
+					Reason: fmt.Sprintf("secret reference %s is not the one stored for this field of this environment; keep the stored reference or paste a new value (CFG-3)", ref)}
+			case !isRef && hadOld:
+				superseded = append(superseded, old) // this version, once the new one is saved
+			}
+		}
+		created, err = c.moveSecrets(ctx, label, cur.ID, schema, cfg, prev)
+		if err != nil {
+			return nil, err
+		}
+		next.Config = cfg
+	}
+	next.Revision = cur.Revision + 1
+	next.UpdatedAt = c.clock.Now().UTC()
+	next.UpdatedBy = p.ID
+	if err := c.store.UpdateEnvironment(ctx, next, req.BaseRevision); err != nil {
+		c.dropSecrets(ctx, created)
+		return nil, fmt.Errorf("environment %s: %w", label, err)
+	}
+	c.dropSecrets(ctx, superseded)
+	return next, nil
+}
+
+// Archive sets environment id to StatusArchived (kept for history; cannot
+// be bound or leased, ASG-2) if baseRevision is current (else ErrConflict).
+// Archiving an archived environment is an error wrapping ErrConflict. It
+// needs ActionArchive (CFG-2) and returns the full view.
+func (c *Catalog) Archive(ctx context.Context, p Principal, id string, baseRevision int64) (*View, error) {
+	return c.setStatus(ctx, p, id, baseRevision, StatusArchived, "environment archived")
+}
+
+// Restore sets an archived environment back to StatusActive, with the rules
+// of Archive.
+func (c *Catalog) Restore(ctx context.Context, p Principal, id string, baseRevision int64) (*View, error) {
+	return c.setStatus(ctx, p, id, baseRevision, StatusActive, "environment restored")
+}
+
+func (c *Catalog) setStatus(ctx context.Context, p Principal, id string, base int64, to Status, msg string) (*View, error) {
+	cur, err := c.load(ctx, p, ActionArchive, id)
+	if err != nil {
+		return nil, err
+	}
+	label := labelOf(cur)
+	fail := func(err error) (*View, error) {
+		c.logFailure(ctx, p, ActionArchive, ResourceOf(cur), err)
+		return nil, err
+	}
+	switch {
+	case base != cur.Revision:
+		return fail(&FieldError{Environment: label, Field: "baseRevision", Err: ErrConflict,
+			Reason: fmt.Sprintf("stale revision %d: the stored revision is %d (CFG-6)", base, cur.Revision)})
+	case cur.Status == to:
+		return fail(&FieldError{Environment: label, Field: "status", Err: ErrConflict, Reason: "already " + string(to)})
+	}
+	next := cloneEnvironment(cur)
+	next.Status = to
+	next.Revision = cur.Revision + 1
+	next.UpdatedAt = c.clock.Now().UTC()
+	next.UpdatedBy = p.ID
+	if err := c.store.UpdateEnvironment(ctx, next, base); err != nil {
+		return fail(fmt.Errorf("environment %s: %w", label, err))
+	}
+	c.logMutation(ctx, p, msg, next)
+	return c.view(next, true), nil
+}

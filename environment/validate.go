@@ -1,0 +1,184 @@
+package environment
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// Limits on the free-text fields of an environment.
+const (
+	// MaxNameLen is the longest name, in bytes.
+	MaxNameLen = 128
+	// MaxDescriptionLen is the longest description, in bytes.
+	MaxDescriptionLen = 4096
+)
+
+// ConfigError is a config problem of one environment (CFG-8). Its text
+// names the environment (name and id when it is saved, the name when it is
+// being created) and every failing field. It wraps Err, the driver schema's
+// error (so errors.Is(err, drivers.ErrInvalidConfig) holds and errors.As
+// finds each *drivers.ConfigError), and ErrInvalid. It never holds a secret
+// value.
+type ConfigError struct {
+	ID   string // "" while creating
+	Name string
+	Err  error
+}
+
+// Error returns one `environment "NAME" (ID): DRIVER config: field "F": REASON`
+// per failing field, joined by "; ".
+func (e *ConfigError) Error() string {
+	prefix := fmt.Sprintf("environment %q", e.Name)
+	if e.ID != "" {
+		prefix += " (" + e.ID + ")"
+	}
+	var parts []string
+	for _, err := range flatten(e.Err) {
+		parts = append(parts, prefix+": "+err.Error())
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Fields returns the names of the failing config fields, in report order
+// ("" entries are left out: errors about the whole config).
+func (e *ConfigError) Fields() []string {
+	var out []string
+	for _, err := range flatten(e.Err) {
+		var ce *drivers.ConfigError
+		if errors.As(err, &ce) && ce.Field != "" {
+			out = append(out, ce.Field)
+		}
+	}
+	return out
+}
+
+// Unwrap returns the schema error and ErrInvalid.
+func (e *ConfigError) Unwrap() []error { return []error{e.Err, ErrInvalid} }
+
+// flatten splits an errors.Join tree into its leaves; a *drivers.ConfigError
+// is a leaf.
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := err.(*drivers.ConfigError); ok {
+		return []error{err}
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+// validateFields checks the non-config parts of a create or update. label
+// names the environment in errors.
+func validateFields(label, name, description string, env, metadata map[string]string) error {
+	if err := checkName(name); err != nil {
+		return &FieldError{Environment: label, Field: "name", Reason: err.Error(), Err: ErrInvalid}
+	}
+	if len(description) > MaxDescriptionLen {
+		return &FieldError{Environment: label, Field: "description", Err: ErrInvalid,
+			Reason: fmt.Sprintf("longer than %d bytes", MaxDescriptionLen)}
+	}
+	if !utf8.ValidString(description) {
+		return &FieldError{Environment: label, Field: "description", Reason: "not valid UTF-8", Err: ErrInvalid}
+	}
+	if err := checkEnv(label, env); err != nil {
+		return err
+	}
+	if err := checkMetadata(metadata); err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			fe.Environment = label
+		}
+		return err
+	}
+	return nil
+}
+
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("required")
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("longer than %d bytes", MaxNameLen)
+	case !utf8.ValidString(name):
+		return errors.New("not valid UTF-8")
+	case strings.TrimSpace(name) != name:
+		return errors.New("has leading or trailing spaces")
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return errors.New("contains control characters")
+	}
+	return nil
+}
+
+// checkEnv validates env var names and values. Values are never quoted in
+// errors. Names that look like credentials are refused: berth keeps
+// credentials only in secret config fields, which are moved into the secret
+// store (CFG-3); env vars are stored inline and shown in the full view.
+func checkEnv(label string, env map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		field := "env." + k
+		if !validEnvName(k) {
+			return &FieldError{Environment: label, Field: field, Err: ErrInvalid,
+				Reason: "invalid variable name (want letters, digits and underscores, not starting with a digit)"}
+		}
+		if strings.IndexByte(env[k], 0) >= 0 {
+			return &FieldError{Environment: label, Field: field, Reason: "value contains a NUL byte", Err: ErrInvalid}
+		}
+		if LooksLikeSecretName(k) {
+			return &FieldError{Environment: label, Field: field, Err: ErrInvalid,
+				Reason: "looks like a credential; env vars are stored and shown inline, so put credentials in the driver's secret fields (CFG-3)"}
+		}
+	}
+	return nil
+}
+
+func validEnvName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i, r := range k {
+		switch {
+		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// LooksLikeSecretName reports whether an env var name looks like it holds a
+// credential: a word (split on "_", "-", ".") ending in TOKEN(S), SECRET(S),
+// PASSWORD, PASSWD, APIKEY, PRIVATEKEY or CREDENTIAL(S), or KEY(S) after API,
+// PRIVATE, SECRET, ACCESS, SIGNING, ENCRYPTION, MASTER or AUTH. Case is
+// ignored. Such env vars are refused by the catalog and redacted in views.
+func LooksLikeSecretName(name string) bool {
+	words := strings.FieldsFunc(strings.ToUpper(name), func(r rune) bool { return r == '_' || r == '-' || r == '.' })
+	for i, w := range words {
+		for _, s := range []string{"TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "APIKEY", "PRIVATEKEY", "CREDENTIAL", "CREDENTIALS"} {
+			if strings.HasSuffix(w, s) {
+				return true
+			}
+		}
+		if (w == "KEY" || w == "KEYS") && i > 0 {
+			switch words[i-1] {
+			case "API", "PRIVATE", "SECRET", "ACCESS", "SIGNING", "ENCRYPTION", "MASTER", "AUTH":
+				return true
+			}
+		}
+	}
+	return false
+}
