@@ -1,0 +1,335 @@
+package drivertest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/images"
+)
+
+func testResumeUnknown(t *testing.T, ctx context.Context, h Harness) {
+	r, err := drivers.AsResumer(h.Driver())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Resume(ctx, h.Config(), "berth-conformance-no-such-sandbox-"+uniqueSuffix())
+	if !errors.Is(err, drivers.ErrNotFound) {
+		t.Errorf("Resume of an unknown id: err = %v, want ErrNotFound", err)
+	}
+}
+
+// LEASE-6: a stopped sandbox is resumable and runs commands again.
+func testStopResume(t *testing.T, ctx context.Context, h Harness) {
+	r, err := drivers.AsResumer(h.Driver())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
+	execOK(t, ctx, sb, drivers.Command{Argv: []string{"echo", "before"}})
+	rc, err := sb.Release(ctx, drivers.Stop)
+	if err != nil {
+		t.Fatalf("Release(stop): %v", err)
+	}
+	if !rc.Proves(sb.ID(), drivers.Stop) {
+		t.Errorf("stop receipt %+v does not prove stop of %q", rc, sb.ID())
+	}
+	again, err := r.Resume(ctx, h.Config(), sb.ID())
+	if err != nil {
+		t.Fatalf("Resume(%q): %v", sb.ID(), err)
+	}
+	t.Cleanup(func() { cleanup(t, h, again) })
+	if again.ID() != sb.ID() {
+		t.Errorf("resumed ID %q, want %q", again.ID(), sb.ID())
+	}
+	if got := string(execOK(t, ctx, again, drivers.Command{Argv: []string{"echo", "after"}}).Stdout); got != "after\n" {
+		t.Errorf("echo after resume: %q", got)
+	}
+}
+
+func testKeepResume(t *testing.T, ctx context.Context, h Harness) {
+	r, err := drivers.AsResumer(h.Driver())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
+	if _, err := sb.Release(ctx, drivers.Keep); err != nil {
+		t.Fatalf("Release(keep): %v", err)
+	}
+	if _, err := sb.Exec(ctx, drivers.Command{Argv: []string{"echo", "x"}}); !errors.Is(err, drivers.ErrReleased) {
+		t.Errorf("Exec on a kept handle: err = %v, want ErrReleased", err)
+	}
+	again, err := r.Resume(ctx, h.Config(), sb.ID())
+	if err != nil {
+		t.Fatalf("Resume of a kept sandbox: %v", err)
+	}
+	t.Cleanup(func() { cleanup(t, h, again) })
+	if got := string(execOK(t, ctx, again, drivers.Command{Argv: []string{"echo", "kept"}}).Stdout); got != "kept\n" {
+		t.Errorf("echo in a resumed kept sandbox: %q", got)
+	}
+}
+
+// LEASE-9: sweeps find sandboxes by label, and only those.
+func testList(t *testing.T, ctx context.Context, h Harness) {
+	l, err := drivers.AsLister(h.Driver())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := uniqueSuffix()
+	a := acquire(t, ctx, h, drivers.AcquireRequest{Labels: map[string]string{"berth.test/run": run, "berth.test/which": "a"}})
+	b := acquire(t, ctx, h, drivers.AcquireRequest{Labels: map[string]string{"berth.test/run": run, "berth.test/which": "b"}})
+	ids := func(labels map[string]string) []string {
+		infos, err := l.List(ctx, h.Config(), labels)
+		if err != nil {
+			t.Fatalf("List(%v): %v", labels, err)
+		}
+		var out []string
+		for _, i := range infos {
+			out = append(out, i.ProviderLeaseID)
+			if i.ProviderLeaseID == a.ID() && i.Labels["berth.test/which"] != "a" {
+				t.Errorf("List reported labels %v for %q", i.Labels, a.ID())
+			}
+		}
+		return out
+	}
+	got := ids(map[string]string{"berth.test/run": run, "berth.test/which": "a"})
+	if !slices.Contains(got, a.ID()) || slices.Contains(got, b.ID()) {
+		t.Errorf("List(which=a) = %v, want %q and not %q", got, a.ID(), b.ID())
+	}
+	got = ids(map[string]string{"berth.test/run": run})
+	if !slices.Contains(got, a.ID()) || !slices.Contains(got, b.ID()) {
+		t.Errorf("List(run) = %v, want both %q and %q", got, a.ID(), b.ID())
+	}
+	if _, err := a.Release(ctx, drivers.Destroy); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if got := ids(map[string]string{"berth.test/run": run}); slices.Contains(got, a.ID()) {
+		t.Errorf("List after destroy still reports %q: %v", a.ID(), got)
+	}
+}
+
+func testDestroyByID(t *testing.T, ctx context.Context, h Harness) {
+	ds, err := drivers.AsDestroyer(h.Driver())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
+	for i := range 2 {
+		r, err := ds.Destroy(ctx, h.Config(), sb.ID())
+		if err != nil {
+			t.Fatalf("Destroy #%d: %v", i+1, err)
+		}
+		if !r.Proves(sb.ID(), drivers.Destroy) {
+			t.Errorf("Destroy #%d: receipt %+v does not prove destroy of %q", i+1, r, sb.ID())
+		}
+	}
+	if _, err := sb.Exec(ctx, drivers.Command{Argv: []string{"echo", "x"}}); err == nil {
+		t.Errorf("Exec in a destroyed sandbox succeeded")
+	}
+	unknown := "berth-conformance-no-such-sandbox-" + uniqueSuffix()
+	if r, err := ds.Destroy(ctx, h.Config(), unknown); err != nil || !r.Proves(unknown, drivers.Destroy) {
+		t.Errorf("Destroy of an unknown id: %+v, %v; want a confirmed destroyed receipt for it", r, err)
+	}
+}
+
+// IMG-3: the live identity is an immutable one.
+func testImageIdentity(t *testing.T, ctx context.Context, h Harness) {
+	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
+	ir, err := drivers.AsImageReporter(h.Driver(), sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := ir.ImageIdentity(ctx)
+	if err != nil {
+		t.Fatalf("ImageIdentity: %v", err)
+	}
+	if k := id.Kind(); k != images.KindDigest && k != images.KindSnapshot {
+		t.Errorf("ImageIdentity = %q of kind %s, want a digest or snapshot", id, k)
+	}
+	if round, err := images.ParseIdentity(id.String()); err != nil || round != id {
+		t.Errorf("identity %q does not round-trip: %v, %v", id, round, err)
+	}
+}
+
+func testStreamExec(t *testing.T, ctx context.Context, h Harness) {
+	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
+	se, err := drivers.AsStreamExecer(h.Driver(), sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errw := newWatcher(), newWatcher()
+	p, err := se.Start(ctx, sh("echo one; echo two 1>&2; cat; exit 4"), out, errw)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	out.waitFor(t, "one\n") // streamed before the process ends
+	errw.waitFor(t, "two\n")
+	if err := p.CloseStdin(); err != nil {
+		t.Errorf("CloseStdin: %v", err)
+	}
+	var res *drivers.Result
+	within(t, bound, "Wait", func() { res, err = p.Wait() })
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if res.ExitCode != 4 || out.String() != "one\n" || errw.String() != "two\n" {
+		t.Errorf("exit %d stdout %q stderr %q, want 4 %q %q", res.ExitCode, out, errw, "one\n", "two\n")
+	}
+	in := drivers.Command{Argv: []string{"cat"}, Stdin: strings.NewReader("piped\n")}
+	cat := newWatcher()
+	p, err = se.Start(ctx, in, cat, nil)
+	if err != nil {
+		t.Fatalf("Start cat: %v", err)
+	}
+	within(t, bound, "Wait for cat", func() { res, err = p.Wait() })
+	if err != nil || res.ExitCode != 0 || cat.String() != "piped\n" {
+		t.Errorf("cat with stdin: %v exit %v stdout %q", err, res, cat)
+	}
+}
+
+func testStreamKill(t *testing.T, ctx context.Context, h Harness) {
+	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
+	se, err := drivers.AsStreamExecer(h.Driver(), sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := newWatcher()
+	p, err := se.Start(ctx, sh("echo ready; sleep 300"), out, nil)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	out.waitFor(t, "ready")
+	if err := p.Signal(ctx, "KILL"); err != nil {
+		t.Fatalf("Signal(KILL): %v", err)
+	}
+	var res *drivers.Result
+	within(t, promptBound, "Wait after KILL", func() { res, err = p.Wait() })
+	if err == nil && res.ExitCode == 0 {
+		t.Errorf("a killed process exited 0")
+	}
+}
+
+func testStreamCancel(t *testing.T, ctx context.Context, h Harness) {
+	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
+	se, err := drivers.AsStreamExecer(h.Driver(), sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := newWatcher()
+	p, err := se.Start(cctx, sh("echo ready; sleep 300"), out, nil)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	out.waitFor(t, "ready")
+	cancel()
+	within(t, promptBound, "Wait after cancel", func() { _, err = p.Wait() })
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait after cancel: err = %v, want it to wrap context.Canceled", err)
+	}
+}
+
+// IMG-5: the terminal echoes input, runs it, and resizes.
+func testTerminal(t *testing.T, ctx context.Context, h Harness) {
+	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
+	tm, err := drivers.AsTerminal(h.Driver(), sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := tm.OpenTerminal(ctx, drivers.TerminalRequest{Argv: []string{"sh"}, Rows: 24, Cols: 80})
+	if err != nil {
+		t.Fatalf("OpenTerminal: %v", err)
+	}
+	defer ts.Close()
+	out := newWatcher()
+	pumped := pump(ts, out)
+	if _, err := io.WriteString(ts, "echo berth\"\"-term-ok\n"); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	out.waitFor(t, `echo berth""-term-ok`) // the echo of the input
+	out.waitFor(t, "berth-term-ok\r\n")    // the command's output
+	if err := ts.Resize(ctx, 30, 100); err != nil {
+		t.Errorf("Resize: %v", err)
+	}
+	if _, err := io.WriteString(ts, "exit 5\n"); err != nil {
+		t.Fatalf("Write exit: %v", err)
+	}
+	var res *drivers.Result
+	within(t, bound, "terminal Wait after exit", func() { res, err = ts.Wait() })
+	if err != nil || res == nil || res.ExitCode != 5 {
+		t.Errorf("terminal Wait: %+v, %v; want exit 5", res, err)
+	}
+	ts.Close()
+	within(t, bound, "terminal output end", func() { <-pumped })
+}
+
+// IMG-4: a capture yields a new immutable identity; template delete removes it.
+func testCapture(t *testing.T, ctx context.Context, h Harness) {
+	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
+	c, err := drivers.AsCapturer(h.Driver(), sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.Capture(ctx, drivers.CaptureRequest{Name: "berth-conformance-" + uniqueSuffix()})
+	if err != nil {
+		t.Fatalf("Capture: %v", err)
+	}
+	if k := id.Kind(); k != images.KindDigest && k != images.KindSnapshot {
+		t.Fatalf("Capture = %q of kind %s, want a digest or snapshot", id, k)
+	}
+	ih, canAcquire := h.(ImageHarness)
+	if canAcquire {
+		cfg, ok := ih.ConfigWithImage(id)
+		if canAcquire = ok; ok {
+			from, err := h.Driver().Acquire(ctx, cfg, drivers.AcquireRequest{})
+			if err != nil {
+				t.Fatalf("Acquire of the captured image: %v", err)
+			}
+			cleanup(t, h, from)
+		}
+	}
+	if !drivers.Effective(h.Driver(), 0).Has(drivers.CapTemplateDelete) {
+		return
+	}
+	td, err := drivers.AsTemplateDeleter(h.Driver())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 { // deleting one that is gone succeeds
+		if err := td.DeleteTemplate(ctx, h.Config(), id); err != nil {
+			t.Fatalf("DeleteTemplate #%d: %v", i+1, err)
+		}
+	}
+	if canAcquire {
+		cfg, _ := ih.ConfigWithImage(id)
+		sb2, err := h.Driver().Acquire(ctx, cfg, drivers.AcquireRequest{})
+		if err == nil {
+			cleanup(t, h, sb2)
+		}
+		if !errors.Is(err, drivers.ErrImageNotFound) {
+			t.Errorf("Acquire of a deleted template: err = %v, want ErrImageNotFound", err)
+		}
+	}
+}
+
+func testRunnerIngress(t *testing.T, ctx context.Context, h Harness) {
+	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
+	ri, err := drivers.AsRunnerIngress(h.Driver(), sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ri.ControllerURL(ctx, "ws://127.0.0.1:8765/prp")
+	if err != nil {
+		t.Fatalf("ControllerURL: %v", err)
+	}
+	u, err := url.Parse(got)
+	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" || u.Path != "/prp" {
+		t.Errorf("ControllerURL = %q, want an absolute ws(s) URL with path /prp", got)
+	}
+}

@@ -1,0 +1,77 @@
+package fake_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+)
+
+// A fake sandbox runs commands in Go and reports the platform it was given.
+func Example_acquireExecRelease() {
+	ctx := context.Background()
+	d := fake.New(nil)
+	cfg, err := d.Schema().Normalize(map[string]any{"image": fake.DefaultImage})
+	if err != nil {
+		panic(err)
+	}
+	sb, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{Labels: map[string]string{"berth.dev/owner": "example"}})
+	if err != nil {
+		panic(err)
+	}
+	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "uname -sm && cat /etc/hostname"}})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%s exit %d: %s", sb.ID(), res.ExitCode, res.Stdout)
+	r, err := sb.Release(ctx, drivers.Destroy)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(r.State, r.Proves(sb.ID(), drivers.Destroy))
+	// Output:
+	// fake-1 exit 0: Linux x86_64
+	// fake-1
+	// destroyed true
+}
+
+// Capabilities are static: declared AND implemented AND not narrowed.
+func Example_capabilities() {
+	d := fake.New(&fake.Options{Undeclared: drivers.NewSet(drivers.CapTerminal)})
+	fmt.Println(drivers.Effective(d, drivers.NewSet(drivers.CapRunnerIngress)))
+	fmt.Println("provider calls:", d.TotalCalls())
+	// Output:
+	// exec,stream_exec,reuse,list,destroy_by_id,image_identity,template_capture,template_delete
+	// provider calls: 0
+}
+
+// Faults are deterministic: the second create fails, a refused stop leaves
+// the sandbox running, and a faked stop is no proof.
+func Example_faultInjection() {
+	ctx := context.Background()
+	d := fake.New(nil)
+	d.FailNth(fake.OpCreate, 2, drivers.ErrTransient)
+
+	a, _ := d.Acquire(ctx, drivers.Config{}, drivers.AcquireRequest{})
+	_, err := d.Acquire(ctx, drivers.Config{}, drivers.AcquireRequest{})
+	fmt.Println("second create transient:", errors.Is(err, drivers.ErrTransient))
+
+	d.RefuseStop(a.ID(), drivers.ErrUnreachable)
+	_, err = a.Release(ctx, drivers.Stop)
+	st, _ := d.State(a.ID())
+	fmt.Println("refused:", errors.Is(err, drivers.ErrUnreachable), st)
+
+	d.ClearFaults()
+	d.FakeStop(a.ID(), fake.LieUnconfirmed)
+	r, _ := a.Release(ctx, drivers.Stop)
+	st, _ = d.State(a.ID())
+	fmt.Println("faked:", r.Proves(a.ID(), drivers.Stop), st)
+	fmt.Println("creates:", d.Calls(fake.OpCreate), "stops:", d.Calls(fake.OpStop))
+	// Output:
+	// second create transient: true
+	// refused: true running
+	// faked: false running
+	// creates: 2 stops: 2
+}

@@ -1,0 +1,213 @@
+package fake
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// Op names one provider operation of the fake, for counters (Driver.Calls)
+// and fault injection (Fault).
+type Op int
+
+// The operations. Every call of an operation is counted, including calls
+// that fail.
+const (
+	// OpCreate is the create call of Acquire, before a sandbox exists.
+	OpCreate Op = iota
+	// OpStart starts a created sandbox (Acquire, after Allocated) or a
+	// stopped one (Resume).
+	OpStart
+	// OpExec is Sandbox.Exec.
+	OpExec
+	// OpStream is StreamExecer.Start.
+	OpStream
+	// OpTerminal is Terminal.OpenTerminal.
+	OpTerminal
+	// OpStop is Release(Stop).
+	OpStop
+	// OpDestroy is Release(Destroy) and Destroyer.Destroy.
+	OpDestroy
+	// OpResume is Resumer.Resume.
+	OpResume
+	// OpList is Lister.List.
+	OpList
+	// OpImageIdentity is ImageReporter.ImageIdentity.
+	OpImageIdentity
+	// OpCapture is Capturer.Capture.
+	OpCapture
+	// OpDeleteTemplate is TemplateDeleter.DeleteTemplate.
+	OpDeleteTemplate
+
+	numOps
+)
+
+var opNames = [numOps]string{
+	OpCreate: "create", OpStart: "start", OpExec: "exec", OpStream: "stream",
+	OpTerminal: "terminal", OpStop: "stop", OpDestroy: "destroy", OpResume: "resume",
+	OpList: "list", OpImageIdentity: "image_identity", OpCapture: "capture",
+	OpDeleteTemplate: "delete_template",
+}
+
+// String returns the operation's name ("create", "exec", ...).
+func (o Op) String() string {
+	if o >= 0 && o < numOps {
+		return opNames[o]
+	}
+	return fmt.Sprintf("op(%d)", int(o))
+}
+
+// Fault makes calls of one operation fail. Faults are deterministic: they
+// depend only on call counts and sandbox ids, never on time.
+type Fault struct {
+	// Op is the operation that fails.
+	Op Op
+	// Nth, if > 0, fails only the Nth call of Op on this driver (1-based,
+	// counted as Driver.Calls counts, from the driver's creation). 0 fails
+	// every matching call until ClearFaults.
+	Nth int
+	// Sandbox, if not "", fails only calls about that provider lease id.
+	Sandbox string
+	// Err is the error returned, wrapped with the operation and sandbox;
+	// nil means an error wrapping drivers.ErrTransient.
+	Err error
+}
+
+// Lie is a false stop confirmation the fake can give (see FakeStop).
+type Lie int
+
+const (
+	// LieUnconfirmed returns a receipt that reports the requested state but
+	// is not confirmed ("stop accepted").
+	LieUnconfirmed Lie = iota + 1
+	// LieForeignID returns a confirmed receipt for a different provider
+	// lease id.
+	LieForeignID
+)
+
+// Inject adds a fault. It is safe to call while the driver is in use.
+func (d *Driver) Inject(f Fault) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.faults = append(d.faults, f)
+}
+
+// FailNth makes the nth call (1-based, counted from the driver's creation)
+// of op fail with err (nil: an error wrapping drivers.ErrTransient).
+func (d *Driver) FailNth(op Op, n int, err error) {
+	if n <= 0 {
+		panic("fake: FailNth needs n >= 1")
+	}
+	d.Inject(Fault{Op: op, Nth: n, Err: err})
+}
+
+// RefuseStop makes every Release(Stop), Release(Destroy) and Destroy of the
+// sandbox id fail with err (nil: an error wrapping drivers.ErrTransient),
+// leaving its state unchanged, until ClearFaults.
+func (d *Driver) RefuseStop(id string, err error) {
+	d.Inject(Fault{Op: OpStop, Sandbox: id, Err: err})
+	d.Inject(Fault{Op: OpDestroy, Sandbox: id, Err: err})
+}
+
+// FakeStop makes every Release(Stop), Release(Destroy) and Destroy of the
+// sandbox id return a receipt that is not proof (see drivers.Receipt.Proves)
+// and leave the sandbox running, until ClearFaults.
+func (d *Driver) FakeStop(id string, lie Lie) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.lies[id] = lie
+}
+
+// ReportWrongImage makes ImageIdentity of the sandbox id report an image
+// other than the one it runs, until ClearFaults.
+func (d *Driver) ReportWrongImage(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.wrongImage[id] = true
+}
+
+// ClearFaults removes every injected fault, stop lie and wrong image report.
+// Call counts are kept.
+func (d *Driver) ClearFaults() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.faults = nil
+	clear(d.lies)
+	clear(d.wrongImage)
+}
+
+// Lose makes the sandbox id vanish from the provider, as if it had been
+// deleted behind berth's back: Exec and Resume then fail with
+// drivers.ErrNotFound, List no longer reports it, and destroying it succeeds
+// with a confirmed "not found" receipt. It returns an error wrapping
+// drivers.ErrNotFound when there is no such sandbox.
+func (d *Driver) Lose(id string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b, ok := d.boxes[id]
+	if !ok {
+		return fmt.Errorf("fake: lose %s: %w", id, drivers.ErrNotFound)
+	}
+	b.kill()
+	delete(d.boxes, id)
+	return nil
+}
+
+// SetStartDelay sets how long, on the driver's clock, sandboxes created or
+// resumed from now on stay starting. Acquire and Resume wait for it (or the
+// context). Zero makes them run at once.
+func (d *Driver) SetStartDelay(delay time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.startDelay = delay
+}
+
+// Calls returns how many times op was called on this driver, failed calls
+// included.
+func (d *Driver) Calls(op Op) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.calls[op]
+}
+
+// TotalCalls returns the number of provider operations called so far; a
+// test asserts it is 0 to show that reading capabilities, schemas or
+// listings allocated nothing (CAP-1).
+func (d *Driver) TotalCalls() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, c := range d.calls {
+		n += c
+	}
+	return n
+}
+
+// callLocked counts a call of op about sandbox id and returns the injected
+// fault's error for it, if any. d.mu must be held.
+func (d *Driver) callLocked(op Op, id string) error {
+	d.calls[op]++
+	n := d.calls[op]
+	for _, f := range d.faults {
+		if f.Op != op || (f.Nth > 0 && f.Nth != n) || (f.Sandbox != "" && f.Sandbox != id) {
+			continue
+		}
+		err := f.Err
+		if err == nil {
+			err = fmt.Errorf("injected failure: %w", drivers.ErrTransient)
+		}
+		if id == "" {
+			return fmt.Errorf("fake: %s (call %d): %w", op, n, err)
+		}
+		return fmt.Errorf("fake: %s %s (call %d): %w", op, id, n, err)
+	}
+	return nil
+}
+
+// call is callLocked taking the lock.
+func (d *Driver) call(op Op, id string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.callLocked(op, id)
+}

@@ -1,0 +1,145 @@
+package fake_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/images"
+)
+
+func acquireImage(t *testing.T, d *fake.Driver, image string) (images.Identity, error) {
+	t.Helper()
+	cfg, err := d.Schema().Normalize(map[string]any{"image": image})
+	if err != nil {
+		t.Fatalf("Normalize(image %q): %v", image, err)
+	}
+	sb, err := d.Acquire(bg, cfg, drivers.AcquireRequest{})
+	if err != nil {
+		return images.Identity{}, err
+	}
+	defer sb.Release(bg, drivers.Destroy)
+	return sb.(drivers.ImageReporter).ImageIdentity(bg)
+}
+
+func TestTagsAndDigests(t *testing.T) {
+	t.Parallel()
+	d := fake.New(nil)
+	v1 := d.AddImage("example.test/app:1")
+	if v1.Kind() != images.KindDigest || v1.Repository() != "example.test/app" {
+		t.Fatalf("AddImage = %v", v1)
+	}
+	if again := fake.New(nil).AddImage("example.test/app:1"); again != v1 {
+		t.Errorf("digests are not deterministic: %v vs %v", again, v1)
+	}
+	if got, err := acquireImage(t, d, "example.test/app:1"); err != nil || got != v1 {
+		t.Errorf("acquire tag: %v, %v; want %v", got, err, v1)
+	}
+	v2 := d.AddImage("example.test/app:1") // pushing the tag again moves it
+	if v2 == v1 {
+		t.Fatalf("re-push kept the digest %v", v1)
+	}
+	if got, _ := acquireImage(t, d, "example.test/app:1"); got != v2 {
+		t.Errorf("tag now runs %v, want %v", got, v2)
+	}
+	if got, err := acquireImage(t, d, v1.String()); err != nil || got != v1 {
+		t.Errorf("old digest: %v, %v; want %v", got, err, v1)
+	}
+	if err := d.Retag("example.test/app:1", v1); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := acquireImage(t, d, "example.test/app:1"); got != v1 {
+		t.Errorf("after Retag the tag runs %v, want %v", got, v1)
+	}
+	d.RemoveImage(v1)
+	for _, ref := range []string{v1.String(), "example.test/app:1", "example.test/other:1", "example.test/app@sha256:" + strings.Repeat("0", 64)} {
+		_, err := acquireImage(t, d, ref)
+		if !errors.Is(err, drivers.ErrImageNotFound) || !strings.Contains(err.Error(), ref) {
+			t.Errorf("acquire %q: err = %v, want ErrImageNotFound naming it", ref, err)
+		}
+	}
+}
+
+// QUAL-5, QUAL-6: snapshot ids are immutable, names are not; a deleted id
+// never resolves to a replacement of the same name.
+func TestSnapshots(t *testing.T) {
+	t.Parallel()
+	d := fake.New(nil)
+	id1 := d.AddSnapshot("base")
+	want1, _ := d.SnapshotIdentity(id1)
+	for _, ref := range []string{"snapshot:" + id1, "snapshot:fake/" + id1, "snapshot-name:base"} {
+		if got, err := acquireImage(t, d, ref); err != nil || got != want1 {
+			t.Errorf("acquire %q: %v, %v; want %v", ref, got, err, want1)
+		}
+	}
+	d.DeleteSnapshot(id1)
+	id2 := d.AddSnapshot("base")
+	if id2 == id1 {
+		t.Fatalf("new snapshot reused id %q", id1)
+	}
+	if _, err := acquireImage(t, d, "snapshot:"+id1); !errors.Is(err, drivers.ErrImageNotFound) {
+		t.Errorf("acquire deleted id: err = %v, want ErrImageNotFound", err)
+	}
+	want2, _ := d.SnapshotIdentity(id2)
+	if got, _ := acquireImage(t, d, "snapshot-name:base"); got != want2 {
+		t.Errorf("name resolves to %v, want the new %v", got, want2)
+	}
+	if _, err := acquireImage(t, d, "snapshot:other/"+id2); !errors.Is(err, drivers.ErrImageNotFound) {
+		t.Errorf("another provider's snapshot: err = %v, want ErrImageNotFound", err)
+	}
+	if _, err := acquireImage(t, d, "snapshot-name:nope"); !errors.Is(err, drivers.ErrImageNotFound) {
+		t.Errorf("unknown name: err = %v, want ErrImageNotFound", err)
+	}
+}
+
+func TestSchema(t *testing.T) {
+	t.Parallel()
+	s := fake.New(nil).Schema()
+	cfg, err := s.Normalize(map[string]any{"image": "alpine", "cpus": float64(2), "notes": "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.String("region") != fake.DefaultRegion || cfg.Int("cpus") != 2 || s.ImageField != "image" {
+		t.Errorf("normalized %v", cfg)
+	}
+	p := s.Partition(cfg)
+	if _, ok := p.Identity["image"]; !ok || p.Knobs["cpus"] != int64(2) || p.Metadata["notes"] != "n" {
+		t.Errorf("Partition = %+v", p)
+	}
+	for _, raw := range []map[string]any{
+		{"image": "Not A Reference!"},
+		{"image": "snapshot:"},
+		{"image": "snapshot-name:"},
+		{"cpus": float64(0)},
+		{"cpus": "two"},
+		{"zones": "x"},
+	} {
+		if _, err := s.Normalize(raw); !errors.Is(err, drivers.ErrInvalidConfig) {
+			t.Errorf("Normalize(%v): err = %v, want ErrInvalidConfig", raw, err)
+		}
+	}
+}
+
+func TestCaptureAndDeleteTemplate(t *testing.T) {
+	t.Parallel()
+	d := fake.New(&fake.Options{Name: "fake-b"})
+	sb := mustAcquire(t, d, drivers.AcquireRequest{})
+	id, err := sb.(drivers.Capturer).Capture(bg, drivers.CaptureRequest{Name: "tpl"})
+	if err != nil || id.Provider() != "fake-b" {
+		t.Fatalf("Capture = %v, %v; want a fake-b snapshot", id, err)
+	}
+	if got, err := acquireImage(t, d, "snapshot-name:tpl"); err != nil || got != id {
+		t.Errorf("acquire captured: %v, %v", got, err)
+	}
+	if err := d.DeleteTemplate(bg, drivers.Config{}, images.MustParseIdentity("snapshot:fake/"+id.SnapshotID())); !errors.Is(err, drivers.ErrNotFound) {
+		t.Errorf("DeleteTemplate of another provider's id: %v, want ErrNotFound", err)
+	}
+	if err := d.DeleteTemplate(bg, drivers.Config{}, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acquireImage(t, d, "snapshot:"+id.SnapshotID()); !errors.Is(err, drivers.ErrImageNotFound) {
+		t.Errorf("acquire deleted template: %v", err)
+	}
+}

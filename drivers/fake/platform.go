@@ -1,0 +1,115 @@
+package fake
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Platform is the operating system profile a fake sandbox reports through
+// its built-in commands (uname, ldd --version, cat /etc/os-release,
+// hostname). The zero value of a field means "not reported"; see the
+// presets PlatformDebian12, PlatformAlpine and PlatformBusybox.
+type Platform struct {
+	// OS is the kernel name in lower case as Go spells it ("linux"); uname -s
+	// prints it capitalized ("Linux").
+	OS string
+	// Machine is what uname -m prints ("x86_64", "aarch64").
+	Machine string
+	// Kernel is what uname -r prints ("6.1.0-18-amd64").
+	Kernel string
+	// LibcFamily is "glibc", "musl" or "" (no C library: ldd is not found).
+	LibcFamily string
+	// LibcVersion is the libc version ("2.36", "1.2.4").
+	LibcVersion string
+	// LibcBuild is the distribution's glibc package version shown by
+	// ldd --version ("2.36-9+deb12u4"); "" means LibcVersion.
+	LibcBuild string
+	// OSReleaseID and OSReleaseVersionID are ID and VERSION_ID of
+	// /etc/os-release ("debian", "12"). An empty OSReleaseID means the
+	// sandbox has no /etc/os-release.
+	OSReleaseID        string
+	OSReleaseVersionID string
+	// PrettyName is PRETTY_NAME of /etc/os-release; "" derives it from the
+	// ID and VERSION_ID.
+	PrettyName string
+	// Hostname is what hostname and uname -n print; "" means the sandbox's
+	// provider lease id.
+	Hostname string
+}
+
+// PlatformDebian12 returns the default profile: Debian 12 on x86_64 with
+// glibc 2.36.
+func PlatformDebian12() Platform {
+	return Platform{
+		OS: "linux", Machine: "x86_64", Kernel: "6.1.0-18-amd64",
+		LibcFamily: "glibc", LibcVersion: "2.36", LibcBuild: "2.36-9+deb12u4",
+		OSReleaseID: "debian", OSReleaseVersionID: "12",
+		PrettyName: "Debian GNU/Linux 12 (bookworm)",
+	}
+}
+
+// PlatformAlpine returns an Alpine 3.19 profile on x86_64 with musl 1.2.4.
+func PlatformAlpine() Platform {
+	return Platform{
+		OS: "linux", Machine: "x86_64", Kernel: "6.1.0-18-amd64",
+		LibcFamily: "musl", LibcVersion: "1.2.4",
+		OSReleaseID: "alpine", OSReleaseVersionID: "3.19.1",
+		PrettyName: "Alpine Linux v3.19",
+	}
+}
+
+// PlatformBusybox returns a static busybox profile on x86_64: no C library
+// (ldd is not found) and no /etc/os-release.
+func PlatformBusybox() Platform {
+	return Platform{OS: "linux", Machine: "x86_64", Kernel: "6.1.0-18-amd64"}
+}
+
+func (p Platform) unameS() string {
+	if p.OS == "" {
+		return "Linux"
+	}
+	return strings.ToUpper(p.OS[:1]) + p.OS[1:]
+}
+
+// lddVersion returns the output, the stream (1 stdout, 2 stderr) and the
+// exit status of "ldd --version", or ok=false when ldd does not exist.
+func (p Platform) lddVersion() (out string, fd, code int, ok bool) {
+	switch p.LibcFamily {
+	case "glibc":
+		build := p.LibcBuild
+		if build == "" {
+			build = p.LibcVersion
+		}
+		distro := "GNU libc"
+		if p.OSReleaseID != "" {
+			distro = strings.ToUpper(p.OSReleaseID[:1]) + p.OSReleaseID[1:] + " GLIBC"
+		}
+		return fmt.Sprintf("ldd (%s %s) %s\nCopyright (C) 2022 Free Software Foundation, Inc.\n"+
+			"This is free software; see the source for copying conditions.  There is NO\n"+
+			"warranty; not even for MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.\n"+
+			"Written by Roland McGrath and Ulrich Drepper.\n", distro, build, p.LibcVersion), 1, 0, true
+	case "musl":
+		return fmt.Sprintf("musl libc (%s)\nVersion %s\nDynamic Program Path: /lib/ld-musl-%s.so.1\n"+
+			"Usage: ldd [options] [--] pathname\n", p.Machine, p.LibcVersion, p.Machine), 2, 1, true
+	}
+	return "", 0, 0, false
+}
+
+// osRelease returns the content of /etc/os-release, or ok=false.
+func (p Platform) osRelease() (string, bool) {
+	if p.OSReleaseID == "" {
+		return "", false
+	}
+	pretty := p.PrettyName
+	if pretty == "" {
+		pretty = strings.TrimSpace(p.OSReleaseID + " " + p.OSReleaseVersionID)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "PRETTY_NAME=%q\n", pretty)
+	fmt.Fprintf(&b, "NAME=%q\n", strings.ToUpper(p.OSReleaseID[:1])+p.OSReleaseID[1:])
+	if p.OSReleaseVersionID != "" {
+		fmt.Fprintf(&b, "VERSION_ID=%q\n", p.OSReleaseVersionID)
+	}
+	fmt.Fprintf(&b, "ID=%s\n", p.OSReleaseID)
+	return b.String(), true
+}

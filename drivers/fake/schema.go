@@ -1,0 +1,61 @@
+package fake
+
+import (
+	"errors"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// Config field names of the fake driver.
+const (
+	FieldImage          = "image"
+	FieldRegion         = "region"
+	FieldCPUs           = "cpus"
+	FieldStartupTimeout = "startup_timeout"
+	FieldAPIKey         = "api_key"
+	FieldNotes          = "notes"
+)
+
+// DefaultRegion is the default of the region field.
+const DefaultRegion = "local-1"
+
+func newSchema(driver string, keyRequired bool) *drivers.ConfigSchema {
+	return &drivers.ConfigSchema{
+		Driver:     driver,
+		ImageField: FieldImage,
+		Fields: []drivers.Field{
+			{
+				Name: FieldImage, Kind: drivers.Identity, Type: drivers.String,
+				Doc: "OCI reference (repo:tag or repo@sha256:...), snapshot:<id> or snapshot-name:<name>; " +
+					"absent: the provider default image",
+				Check: checkImageRef,
+			},
+			{
+				Name: FieldRegion, Kind: drivers.Identity, Type: drivers.String, Default: DefaultRegion,
+				Doc: "provider region; part of the target's identity",
+			},
+			{
+				Name: FieldCPUs, Kind: drivers.Knob, Type: drivers.Int, Default: int64(1),
+				Doc: "CPUs per sandbox (1-64)",
+				Check: func(v any) error {
+					if n, _ := v.(int64); n < 1 || n > 64 {
+						return errors.New("must be between 1 and 64")
+					}
+					return nil
+				},
+			},
+			{
+				Name: FieldStartupTimeout, Kind: drivers.Knob, Type: drivers.Duration,
+				Doc: "startup budget of a lease; absent: the provider-declared one",
+			},
+			{
+				Name: FieldAPIKey, Kind: drivers.Secret, Type: drivers.String, Required: keyRequired,
+				Doc: "provider API key (required when the fake was built with Options.APIKey)",
+			},
+			{
+				Name: FieldNotes, Kind: drivers.Metadata, Type: drivers.String,
+				Doc: "free text for operators",
+			},
+		},
+	}
+}

@@ -1,0 +1,202 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// Name is the driver name.
+const Name = "local"
+
+// Config field names of the local driver.
+const (
+	FieldWorkdir = "workdir"
+	FieldShell   = "shell"
+)
+
+// DefaultShell is the default of the shell field.
+const DefaultShell = "/bin/sh"
+
+// Options configure the local driver. nil means defaults.
+type Options struct {
+	// WaitDelay bounds how long Exec waits for output pipes after the
+	// process ended or was killed (grandchildren may hold them); default 2s.
+	WaitDelay time.Duration
+	// ReleaseGrace bounds how long Release waits for killed processes to
+	// disappear before it returns an unconfirmed receipt; default 5s.
+	ReleaseGrace time.Duration
+}
+
+// Driver is the host target: it runs commands on the machine berth runs on.
+// Acquire opens a session in a working directory; Release ends it and every
+// process it started. It is safe for concurrent use.
+type Driver struct {
+	waitDelay time.Duration
+	grace     time.Duration
+	schema    *drivers.ConfigSchema
+	seq       atomic.Int64
+}
+
+var _ drivers.Driver = (*Driver)(nil)
+
+// New returns the local driver; nil opts means defaults.
+func New(opts *Options) *Driver {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	d := &Driver{waitDelay: o.WaitDelay, grace: o.ReleaseGrace}
+	if d.waitDelay <= 0 {
+		d.waitDelay = 2 * time.Second
+	}
+	if d.grace <= 0 {
+		d.grace = 5 * time.Second
+	}
+	d.schema = &drivers.ConfigSchema{
+		Driver: Name,
+		Fields: []drivers.Field{
+			{
+				Name: FieldWorkdir, Kind: drivers.Identity, Type: drivers.String,
+				Doc:   "absolute working directory of the session; absent: the process's working directory at acquire",
+				Check: checkAbs,
+			},
+			{
+				Name: FieldShell, Kind: drivers.Knob, Type: drivers.String, Default: DefaultShell,
+				Doc:   "absolute path of the shell that runs commands whose argv[0] is \"sh\"",
+				Check: checkAbs,
+			},
+		},
+	}
+	return d
+}
+
+func checkAbs(v any) error {
+	if s, _ := v.(string); !filepath.IsAbs(s) {
+		return fmt.Errorf("%q is not an absolute path", s)
+	}
+	return nil
+}
+
+// Name returns "local".
+func (d *Driver) Name() string { return Name }
+
+// Capabilities returns Kind host with exec and stream_exec declared. No I/O.
+func (d *Driver) Capabilities() drivers.Capabilities {
+	return drivers.Capabilities{Kind: drivers.KindHost, Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec)}
+}
+
+// Schema returns the config schema: workdir (identity) and shell (knob).
+func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
+
+// Prototype returns a typed nil *Sandbox.
+func (d *Driver) Prototype() drivers.Sandbox { return (*Sandbox)(nil) }
+
+// Acquire opens a session. The working directory is the config's workdir,
+// else req.Workspace, else the process's working directory; it must be an
+// existing directory that the process may enter and read (else an error
+// wrapping drivers.ErrNotFound), and is reported resolved (symlinks
+// evaluated) by Sandbox.Dir. The shell must be an executable file (else an
+// error wrapping drivers.ErrInvalidConfig). The provider lease id is
+// "local://<hostname><workdir>#<n>".
+func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("local: acquire: %w", err)
+	}
+	dir := cfg.String(FieldWorkdir)
+	if dir == "" {
+		dir = req.Workspace
+	}
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("local: working directory: %w", err)
+		}
+		dir = wd
+	}
+	dir, err := usableDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	shell := cfg.String(FieldShell)
+	if shell == "" {
+		shell = DefaultShell
+	}
+	if fi, err := os.Stat(shell); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return nil, &drivers.ConfigError{Driver: Name, Field: FieldShell, Reason: fmt.Sprintf("%q is not an executable file", shell)}
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("local: host name: %w", err)
+	}
+	id := fmt.Sprintf("local://%s%s#%d", host, dir, d.seq.Add(1))
+	if req.Allocated != nil {
+		if err := req.Allocated(id); err != nil {
+			return nil, err
+		}
+	}
+	return &Sandbox{d: d, id: id, host: host, dir: dir, shell: shell, groups: map[int]bool{}}, nil
+}
+
+func usableDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("local: workdir %q does not exist: %w", dir, drivers.ErrNotFound)
+		}
+		return "", fmt.Errorf("local: workdir %q: %w", dir, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("local: workdir %q: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("local: workdir %q is not a directory: %w", dir, drivers.ErrNotFound)
+	}
+	if err := syscall.Access(abs, 0x1|0x4); err != nil { // X_OK|R_OK
+		return "", fmt.Errorf("local: workdir %q is not usable: %v: %w", dir, err, drivers.ErrNotFound)
+	}
+	return abs, nil
+}
+
+// Sandbox is a session on the local host. Safe for concurrent use.
+type Sandbox struct {
+	d     *Driver
+	id    string
+	host  string
+	dir   string
+	shell string
+
+	mu       sync.Mutex
+	released bool
+	groups   map[int]bool // process group ids started by the session
+}
+
+var (
+	_ drivers.Sandbox      = (*Sandbox)(nil)
+	_ drivers.StreamExecer = (*Sandbox)(nil)
+)
+
+// ID returns "local://<hostname><workdir>#<n>".
+func (s *Sandbox) ID() string { return s.id }
+
+// Hostname returns the host name read at Acquire (PRB-1).
+func (s *Sandbox) Hostname() string { return s.host }
+
+// Dir returns the session's working directory, absolute with symlinks
+// resolved, verified usable at Acquire (PRB-1).
+func (s *Sandbox) Dir() string { return s.dir }
+
+// Shell returns the shell that runs "sh" commands.
+func (s *Sandbox) Shell() string { return s.shell }

@@ -1,0 +1,270 @@
+package local_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/drivertest"
+	"github.com/berthdev/berth/drivers/local"
+)
+
+type harness struct {
+	d   *local.Driver
+	cfg drivers.Config
+}
+
+func (h *harness) Driver() drivers.Driver { return h.d }
+func (h *harness) Config() drivers.Config { return h.cfg.Clone() }
+func (h *harness) Close()                 {}
+
+func newHarness(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
+	d := local.New(nil)
+	cfg, err := d.Schema().Normalize(map[string]any{"workdir": tb.TempDir()})
+	if err != nil {
+		return nil, err
+	}
+	return &harness{d: d, cfg: cfg}, nil
+}
+
+func TestConformance(t *testing.T) {
+	drivertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
+		return newHarness(ctx, t)
+	})
+}
+
+func BenchmarkDriver(b *testing.B) { drivertest.RunBenchmarks(b, newHarness) }
+
+func acquire(t *testing.T, raw map[string]any) *local.Sandbox {
+	t.Helper()
+	d := local.New(nil)
+	cfg, err := d.Schema().Normalize(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := d.Acquire(context.Background(), cfg, drivers.AcquireRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Release(context.Background(), drivers.Destroy) })
+	return sb.(*local.Sandbox)
+}
+
+// PRB-1: the session reports the host name and its verified directory.
+func TestReportsHostAndDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	sb := acquire(t, map[string]any{"workdir": dir})
+	host, _ := os.Hostname()
+	want, _ := filepath.EvalSymlinks(dir)
+	if sb.Hostname() != host || sb.Dir() != want {
+		t.Errorf("Hostname, Dir = %q, %q; want %q, %q", sb.Hostname(), sb.Dir(), host, want)
+	}
+	if wantID := "local://" + host + want + "#1"; sb.ID() != wantID {
+		t.Errorf("ID = %q, want %q", sb.ID(), wantID)
+	}
+	res, err := sb.Exec(context.Background(), drivers.Command{Argv: []string{"pwd"}})
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != want {
+		t.Errorf("pwd = %q, %v; want %q", res.Stdout, err, want)
+	}
+}
+
+func TestDefaultWorkdirIsCwd(t *testing.T) {
+	t.Parallel()
+	sb := acquire(t, map[string]any{})
+	wd, _ := os.Getwd()
+	wd, _ = filepath.EvalSymlinks(wd)
+	if sb.Dir() != wd {
+		t.Errorf("Dir = %q, want the process cwd %q", sb.Dir(), wd)
+	}
+}
+
+func TestUnusableWorkdir(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := local.New(nil)
+	for _, dir := range []string{filepath.Join(t.TempDir(), "missing"), file} {
+		cfg, err := d.Schema().Normalize(map[string]any{"workdir": dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.Acquire(context.Background(), cfg, drivers.AcquireRequest{})
+		if !errors.Is(err, drivers.ErrNotFound) || !strings.Contains(err.Error(), dir) {
+			t.Errorf("Acquire(workdir %q): err = %v, want ErrNotFound naming the dir", dir, err)
+		}
+	}
+	if _, err := d.Schema().Normalize(map[string]any{"workdir": "relative/dir"}); !errors.Is(err, drivers.ErrInvalidConfig) {
+		t.Errorf("relative workdir: err = %v, want ErrInvalidConfig", err)
+	}
+	cfg, _ := d.Schema().Normalize(map[string]any{"shell": "/nonexistent/sh"})
+	if _, err := d.Acquire(context.Background(), cfg, drivers.AcquireRequest{}); !errors.Is(err, drivers.ErrInvalidConfig) {
+		t.Errorf("missing shell: err = %v, want ErrInvalidConfig", err)
+	}
+}
+
+// CAP-2: the host target declares exec and stream_exec only.
+func TestCapabilities(t *testing.T) {
+	t.Parallel()
+	d := local.New(nil)
+	c := d.Capabilities()
+	if c.Kind != drivers.KindHost || c.Declared != drivers.NewSet(drivers.CapExec, drivers.CapStreamExec) {
+		t.Errorf("Capabilities = %+v, want host with exec,stream_exec", c)
+	}
+	if got := drivers.Effective(d, 0); got != c.Declared {
+		t.Errorf("Effective = %s, want %s", got, c.Declared)
+	}
+}
+
+// groupAlive reports whether a process of group pgid, zombies excluded, exists.
+func groupAlive(t *testing.T, pgid int) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return syscall.Kill(-pgid, 0) != syscall.ESRCH
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
+			return true
+		}
+	}
+	return false
+}
+
+// waitGone polls the real process table until group pgid is gone.
+func waitGone(t *testing.T, pgid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for groupAlive(t, pgid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process group %d still has live processes", pgid)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// readPid polls for the pid file the shell writes.
+func readPid(t *testing.T, file string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(file)
+		if n, convErr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && convErr == nil && strings.HasSuffix(string(b), "\n") {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid file %s not written", file)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Cancellation kills the whole process group, background children included.
+func TestCancelKillsProcessGroup(t *testing.T) {
+	t.Parallel()
+	sb := acquire(t, map[string]any{"workdir": t.TempDir()})
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "echo $$ > " + pidFile + "; sleep 300 & sleep 300"}})
+		done <- err
+	}()
+	pgid := readPid(t, pidFile)
+	if !groupAlive(t, pgid) {
+		t.Fatalf("group %d not running", pgid)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Exec: err = %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("cancelled Exec did not return")
+	}
+	waitGone(t, pgid)
+}
+
+// Release ends background processes the session left running.
+func TestReleaseEndsSessionProcesses(t *testing.T) {
+	t.Parallel()
+	sb := acquire(t, map[string]any{"workdir": t.TempDir()})
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	ctx := context.Background()
+	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "echo $$ > " + pidFile + "; sleep 300 >/dev/null 2>&1 &"}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Exec: %v %+v", err, res)
+	}
+	pgid := readPid(t, pidFile)
+	if !groupAlive(t, pgid) {
+		t.Fatalf("background sleep of group %d is not running", pgid)
+	}
+	r, err := sb.Release(ctx, drivers.Destroy)
+	if err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if !r.Proves(sb.ID(), drivers.Destroy) || r.Evidence != "session closed, 1 processes ended" {
+		t.Errorf("receipt %+v, want confirmed destroyed with 1 process ended", r)
+	}
+	if groupAlive(t, pgid) {
+		t.Errorf("group %d survived Release", pgid)
+	}
+}
+
+func TestSignalName(t *testing.T) {
+	t.Parallel()
+	sb := acquire(t, map[string]any{})
+	res, err := sb.Exec(context.Background(), drivers.Command{Argv: []string{"sh", "-c", "kill -TERM $$"}})
+	if err != nil || res.ExitCode != -1 || res.Signal != "TERM" {
+		t.Errorf("self-TERM: %+v, %v; want exit -1 signal TERM", res, err)
+	}
+	res, err = sb.Exec(context.Background(), drivers.Command{Argv: []string{"berth-no-such-program"}})
+	if err != nil || res.ExitCode != 127 {
+		t.Errorf("unknown program: %+v, %v; want exit 127", res, err)
+	}
+}
+
+// Pipes held open by a background grandchild do not hang Exec: WaitDelay
+// bounds the wait, and Release ends the grandchild.
+func TestGrandchildHoldingPipes(t *testing.T) {
+	t.Parallel()
+	d := local.New(&local.Options{WaitDelay: 100 * time.Millisecond})
+	cfg, _ := d.Schema().Normalize(map[string]any{"workdir": t.TempDir()})
+	sb, err := d.Acquire(context.Background(), cfg, drivers.AcquireRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var res *drivers.Result
+	go func() {
+		defer close(done)
+		res, err = sb.Exec(context.Background(), drivers.Command{Argv: []string{"sh", "-c", "echo started; sleep 300 &"}})
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Exec hung on pipes held by a grandchild")
+	}
+	if err != nil || res.ExitCode != 0 || string(res.Stdout) != "started\n" {
+		t.Errorf("Exec = %+v, %v; want exit 0 with output", res, err)
+	}
+	r, err := sb.Release(context.Background(), drivers.Destroy)
+	if err != nil || !r.Proves(sb.ID(), drivers.Destroy) || r.Evidence != "session closed, 1 processes ended" {
+		t.Errorf("Release = %+v, %v", r, err)
+	}
+}

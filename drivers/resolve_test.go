@@ -1,0 +1,186 @@
+package drivers_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync/atomic"
+	"testing"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/images"
+)
+
+// countingDriver counts every call of a method that would do I/O.
+type countingDriver struct {
+	name     string
+	declared drivers.Set
+	unavail  error
+	ioCalls  *atomic.Int64
+}
+
+func (d *countingDriver) Name() string { return d.name }
+func (d *countingDriver) Capabilities() drivers.Capabilities {
+	return drivers.Capabilities{Kind: drivers.KindSandbox, Declared: d.declared}
+}
+func (d *countingDriver) Schema() *drivers.ConfigSchema { return &drivers.ConfigSchema{Driver: d.name} }
+func (d *countingDriver) Prototype() drivers.Sandbox    { return (*plainSandbox)(nil) }
+func (d *countingDriver) Acquire(context.Context, drivers.Config, drivers.AcquireRequest) (drivers.Sandbox, error) {
+	d.ioCalls.Add(1)
+	return nil, errors.New("counting driver: acquire")
+}
+
+// resumingDriver implements Resumer and Lister and has a streaming sandbox.
+type resumingDriver struct{ countingDriver }
+
+func (d *resumingDriver) Resume(context.Context, drivers.Config, string) (drivers.Sandbox, error) {
+	d.ioCalls.Add(1)
+	return nil, errors.New("resume")
+}
+func (d *resumingDriver) List(context.Context, drivers.Config, map[string]string) ([]drivers.SandboxInfo, error) {
+	d.ioCalls.Add(1)
+	return nil, nil
+}
+func (d *resumingDriver) Prototype() drivers.Sandbox { return (*streamSandbox)(nil) }
+
+// unavailableDriver reports itself unavailable.
+type unavailableDriver struct{ resumingDriver }
+
+func (d *unavailableDriver) Availability() error { return d.unavail }
+
+type plainSandbox struct{}
+
+func (*plainSandbox) ID() string { return "plain" }
+func (*plainSandbox) Exec(context.Context, drivers.Command) (*drivers.Result, error) {
+	panic("Exec called during capability resolution")
+}
+func (*plainSandbox) Release(context.Context, drivers.Disposition) (drivers.Receipt, error) {
+	panic("Release called during capability resolution")
+}
+
+type streamSandbox struct{ plainSandbox }
+
+func (*streamSandbox) Start(context.Context, drivers.Command, io.Writer, io.Writer) (drivers.Process, error) {
+	panic("Start called during capability resolution")
+}
+
+// imageSandbox implements ImageReporter.
+type imageSandbox struct{ plainSandbox }
+
+func (*imageSandbox) ImageIdentity(context.Context) (images.Identity, error) {
+	panic("ImageIdentity called during capability resolution")
+}
+
+type imageDriver struct{ countingDriver }
+
+func (d *imageDriver) Prototype() drivers.Sandbox { return (*imageSandbox)(nil) }
+
+func all() drivers.Set { return drivers.NewSet(drivers.AllCapabilities()...) }
+
+// CAP-2: effective = declared AND implemented AND not narrowed.
+func TestEffective(t *testing.T) {
+	t.Parallel()
+	calls := &atomic.Int64{}
+	base := countingDriver{name: "d", ioCalls: calls}
+	withDecl := func(s drivers.Set) countingDriver { b := base; b.declared = s; return b }
+	for _, tc := range []struct {
+		name     string
+		d        drivers.Driver
+		narrowed drivers.Set
+		want     drivers.Set
+	}{
+		{"declares everything, implements nothing", &countingDriver{name: "d", declared: all(), ioCalls: calls}, 0, drivers.NewSet(drivers.CapExec)},
+		{"implements reuse and list without declaring", &resumingDriver{withDecl(drivers.NewSet(drivers.CapExec))}, 0, drivers.NewSet(drivers.CapExec)},
+		{"declares and implements", &resumingDriver{withDecl(all())}, 0, drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList)},
+		{"narrowing removes", &resumingDriver{withDecl(all())}, drivers.NewSet(drivers.CapList, drivers.CapStreamExec), drivers.NewSet(drivers.CapExec, drivers.CapReuse)},
+		{"narrowing what is absent adds nothing", &resumingDriver{withDecl(drivers.NewSet(drivers.CapExec))}, drivers.NewSet(drivers.CapTerminal), drivers.NewSet(drivers.CapExec)},
+		{"sandbox capability needs the prototype", &imageDriver{withDecl(all())}, 0, drivers.NewSet(drivers.CapExec, drivers.CapImageIdentity)},
+		{"sandbox capability declared but not on the prototype", &countingDriver{name: "d", declared: drivers.NewSet(drivers.CapExec, drivers.CapImageIdentity), ioCalls: calls}, 0, drivers.NewSet(drivers.CapExec)},
+		{"unavailable driver has none", &unavailableDriver{resumingDriver{countingDriver{name: "u", declared: all(), unavail: errors.New("no key"), ioCalls: calls}}}, 0, 0},
+		{"available reporter with nil error", &unavailableDriver{resumingDriver{withDecl(all())}}, 0, drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := drivers.Effective(tc.d, tc.narrowed); got != tc.want {
+				t.Errorf("Effective = %s, want %s", got, tc.want)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		if n := calls.Load(); n != 0 { // CAP-1
+			t.Errorf("resolution called I/O methods %d times", n)
+		}
+	})
+}
+
+func TestNarrowingOnlyRemoves(t *testing.T) {
+	t.Parallel()
+	d := &resumingDriver{countingDriver{name: "d", declared: all(), ioCalls: &atomic.Int64{}}}
+	full := drivers.Effective(d, 0)
+	for _, c := range drivers.AllCapabilities() {
+		narrowed := drivers.Effective(d, drivers.NewSet(c))
+		if narrowed.Has(c) || narrowed.Without(full) != 0 {
+			t.Errorf("narrowing %s gives %s from %s", c, narrowed, full)
+		}
+	}
+}
+
+// CAP-1: listing drivers and resolving helpers never allocate.
+func TestResolvingAndListingCallNothing(t *testing.T) {
+	t.Parallel()
+	calls := &atomic.Int64{}
+	r := &resumingDriver{countingDriver{name: "a", declared: all(), ioCalls: calls}}
+	u := &unavailableDriver{resumingDriver{countingDriver{name: "b", declared: all(), unavail: errors.New("engine down"), ioCalls: calls}}}
+	reg := drivers.NewRegistry(r, u)
+	infos := reg.List()
+	if len(infos) != 2 || !infos[0].Available || infos[1].Available || infos[1].Effective != 0 || infos[1].Reason == "" {
+		t.Errorf("List = %+v", infos)
+	}
+	if _, err := drivers.AsResumer(r); err != nil {
+		t.Errorf("AsResumer(a): %v", err)
+	}
+	if _, err := drivers.AsResumer(u); !errors.Is(err, drivers.ErrUnsupported) {
+		t.Errorf("AsResumer(unavailable): %v, want ErrUnsupported", err)
+	}
+	if _, err := drivers.AsDestroyer(r); !errors.Is(err, drivers.ErrUnsupported) {
+		t.Errorf("AsDestroyer(not implemented): %v, want ErrUnsupported", err)
+	}
+	if _, err := drivers.AsStreamExecer(r, &plainSandbox{}); !errors.Is(err, drivers.ErrUnsupported) {
+		t.Errorf("AsStreamExecer of a plain sandbox: %v, want ErrUnsupported", err)
+	}
+	if d := reg.Describe("missing"); d.Available || d.Reason == "" {
+		t.Errorf("Describe(missing) = %+v", d)
+	}
+	if _, err := reg.Lookup("missing"); !errors.Is(err, drivers.ErrUnavailable) {
+		t.Errorf("Lookup(missing): %v, want ErrUnavailable", err)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("listing called I/O methods %d times", n)
+	}
+}
+
+func TestRegistryPanics(t *testing.T) {
+	t.Parallel()
+	calls := &atomic.Int64{}
+	for _, tc := range []struct {
+		name string
+		ds   []drivers.Driver
+	}{
+		{"duplicate", []drivers.Driver{&countingDriver{name: "x", ioCalls: calls}, &countingDriver{name: "x", ioCalls: calls}}},
+		{"empty name", []drivers.Driver{&countingDriver{name: "", ioCalls: calls}}},
+		{"spaces", []drivers.Driver{&countingDriver{name: " x", ioCalls: calls}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			defer func() {
+				if recover() == nil {
+					t.Errorf("NewRegistry did not panic")
+				}
+			}()
+			drivers.NewRegistry(tc.ds...)
+		})
+	}
+	if got := drivers.NewRegistry(&countingDriver{name: "b", ioCalls: calls}, &countingDriver{name: "a", ioCalls: calls}).Names(); got[0] != "a" || got[1] != "b" {
+		t.Errorf("Names = %v, want sorted", got)
+	}
+}

@@ -1,0 +1,289 @@
+package drivers_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+const canary = "canary-secret-value-8c1f"
+
+func testSchema() *drivers.ConfigSchema {
+	return &drivers.ConfigSchema{
+		Driver:     "test",
+		ImageField: "image",
+		Fields: []drivers.Field{
+			{Name: "host", Kind: drivers.Identity, Type: drivers.String, Required: true},
+			{Name: "port", Kind: drivers.Identity, Type: drivers.Int, Default: int64(22)},
+			{Name: "image", Kind: drivers.Identity, Type: drivers.String},
+			{Name: "mode", Kind: drivers.Knob, Type: drivers.String, Enum: []string{"fast", "safe"}, Default: "safe"},
+			{Name: "verbose", Kind: drivers.Knob, Type: drivers.Bool},
+			{Name: "timeout", Kind: drivers.Knob, Type: drivers.Duration, Default: "30s"},
+			{Name: "tags", Kind: drivers.Metadata, Type: drivers.StringList},
+			{Name: "labels", Kind: drivers.Metadata, Type: drivers.StringMap},
+			{Name: "key", Kind: drivers.Secret, Type: drivers.String, Required: true},
+			{Name: "token", Kind: drivers.Secret, Type: drivers.String,
+				Check: func(v any) error {
+					if s, ok := v.(string); ok && len(s) < 4 {
+						return errors.New("too short")
+					}
+					return nil
+				}},
+		},
+	}
+}
+
+func fromJSON(t *testing.T, s string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestNormalize(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		raw  string
+		want drivers.Config
+	}{
+		{"defaults applied", `{"host":"h","key":"k"}`,
+			drivers.Config{"host": "h", "port": int64(22), "mode": "safe", "timeout": "30s", "key": "k"}},
+		{"values normalized", `{"host":"h","port":2222,"mode":"fast","verbose":true,"timeout":"1m30s","tags":["a"],"labels":{"x":"y"},"key":{"$secret":"s1","version":3}}`,
+			drivers.Config{"host": "h", "port": int64(2222), "mode": "fast", "verbose": true, "timeout": "1m30s",
+				"tags": []string{"a"}, "labels": map[string]string{"x": "y"}, "key": drivers.SecretRef{ID: "s1", Version: 3}}},
+		{"null means absent", `{"host":"h","key":"k","port":null}`,
+			drivers.Config{"host": "h", "port": int64(22), "mode": "safe", "timeout": "30s", "key": "k"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := testSchema().Normalize(fromJSON(t, tc.raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			// A normalized config normalizes to itself, also after JSON.
+			b, _ := json.Marshal(got)
+			again, err := testSchema().Normalize(fromJSON(t, string(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(got, again); diff != "" {
+				t.Errorf("not idempotent through JSON (-first +second):\n%s", diff)
+			}
+		})
+	}
+}
+
+// CFG-8: every config error names the field.
+func TestNormalizeErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		raw         string
+		fields      []string
+		credentials bool
+	}{
+		{"unknown field", `{"host":"h","key":"k","hots":"x"}`, []string{"hots"}, false},
+		{"wrong type string", `{"host":7,"key":"k"}`, []string{"host"}, false},
+		{"wrong type int", `{"host":"h","key":"k","port":"22"}`, []string{"port"}, false},
+		{"fractional int", `{"host":"h","key":"k","port":22.5}`, []string{"port"}, false},
+		{"wrong type bool", `{"host":"h","key":"k","verbose":"yes"}`, []string{"verbose"}, false},
+		{"bad duration", `{"host":"h","key":"k","timeout":"soon"}`, []string{"timeout"}, false},
+		{"negative duration", `{"host":"h","key":"k","timeout":"-1s"}`, []string{"timeout"}, false},
+		{"enum", `{"host":"h","key":"k","mode":"reckless"}`, []string{"mode"}, false},
+		{"list element", `{"host":"h","key":"k","tags":["a",1]}`, []string{"tags"}, false},
+		{"map value", `{"host":"h","key":"k","labels":{"a":1}}`, []string{"labels"}, false},
+		{"missing required", `{"key":"k"}`, []string{"host"}, false},
+		{"missing secret", `{"host":"h"}`, []string{"key"}, true},
+		{"empty secret", `{"host":"h","key":""}`, []string{"key"}, false},
+		{"secret wrong type", `{"host":"h","key":42}`, []string{"key"}, false},
+		{"several", `{"port":"x","zzz":1,"key":"k"}`, []string{"zzz", "host", "port"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := testSchema().Normalize(fromJSON(t, tc.raw))
+			if !errors.Is(err, drivers.ErrInvalidConfig) {
+				t.Fatalf("err = %v, want ErrInvalidConfig", err)
+			}
+			if errors.Is(err, drivers.ErrCredentialsMissing) != tc.credentials {
+				t.Errorf("errors.Is(ErrCredentialsMissing) = %v, want %v (%v)", !tc.credentials, tc.credentials, err)
+			}
+			var fields []string
+			for _, e := range flatten(err) {
+				var ce *drivers.ConfigError
+				if errors.As(e, &ce) {
+					fields = append(fields, ce.Field)
+					if ce.Driver != "test" || !strings.Contains(ce.Error(), fmt.Sprintf("%q", ce.Field)) {
+						t.Errorf("error %q does not name driver and field", ce)
+					}
+				}
+			}
+			if diff := cmp.Diff(tc.fields, fields); diff != "" {
+				t.Errorf("fields (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		if _, isCE := err.(*drivers.ConfigError); !isCE {
+			var out []error
+			for _, e := range j.Unwrap() {
+				out = append(out, flatten(e)...)
+			}
+			return out
+		}
+	}
+	return []error{err}
+}
+
+// CFG-3: a secret value never appears in an error.
+func TestSecretNeverInErrors(t *testing.T) {
+	t.Parallel()
+	s := testSchema()
+	for _, raw := range []map[string]any{
+		{"host": "h", "key": canary, "token": "abc"},       // check failure of another secret
+		{"host": 5, "key": canary},                         // unrelated error
+		{"host": "h", "key": map[string]any{"x": canary}},  // malformed reference
+		{"host": "h", "key": canary, "token": []any{"ab"}}, // wrong type
+	} {
+		_, err := s.Normalize(raw)
+		if err == nil {
+			t.Fatalf("Normalize(%v) succeeded", raw)
+		}
+		if msg := err.Error(); strings.Contains(msg, canary) {
+			t.Errorf("error contains the secret: %s", msg)
+		}
+	}
+	_, err := s.ResolveSecrets(context.Background(), drivers.Config{"key": drivers.SecretRef{ID: "s", Version: 1}},
+		func(context.Context, drivers.SecretRef) (string, error) { return canary, errors.New("store down") })
+	if err == nil || strings.Contains(err.Error(), canary) || !strings.Contains(err.Error(), `"key"`) {
+		t.Errorf("ResolveSecrets error = %v, want the field named and no value", err)
+	}
+}
+
+func TestRedactPartitionResolve(t *testing.T) {
+	t.Parallel()
+	s := testSchema()
+	ref := drivers.SecretRef{ID: "tok-1", Version: 2}
+	cfg := drivers.Config{"host": "h", "port": int64(22), "mode": "safe", "tags": []string{"t"}, "key": canary, "token": ref, "stray": "x"}
+
+	red := s.Redact(cfg)
+	if red["key"] != drivers.Redacted || red["token"] != ref || cfg["key"] != canary {
+		t.Errorf("Redact = %v (input %v)", red, cfg)
+	}
+	if b, _ := json.Marshal(red); strings.Contains(string(b), canary) {
+		t.Errorf("redacted JSON contains the secret: %s", b)
+	}
+	if diff := cmp.Diff([]string{"key"}, s.PlainSecrets(cfg)); diff != "" {
+		t.Errorf("PlainSecrets (-want +got):\n%s", diff)
+	}
+
+	want := drivers.Parts{
+		Identity: map[string]any{"host": "h", "port": int64(22)},
+		Secrets:  map[string]drivers.SecretRef{"token": ref}, // plain values take no part
+		Knobs:    map[string]any{"mode": "safe"},
+		Metadata: map[string]any{"tags": []string{"t"}},
+	}
+	if diff := cmp.Diff(want, s.Partition(cfg)); diff != "" {
+		t.Errorf("Partition (-want +got):\n%s", diff)
+	}
+
+	var asked []drivers.SecretRef
+	got, err := s.ResolveSecrets(context.Background(), cfg, func(_ context.Context, r drivers.SecretRef) (string, error) {
+		asked = append(asked, r)
+		return "resolved-" + r.ID, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["token"] != "resolved-tok-1" || got["key"] != canary || cfg["token"] != ref {
+		t.Errorf("ResolveSecrets = %v (input %v)", got, cfg)
+	}
+	if diff := cmp.Diff([]drivers.SecretRef{ref}, asked); diff != "" {
+		t.Errorf("lookups (-want +got):\n%s", diff)
+	}
+	if s := ref.String(); s != "secret:tok-1@v2" {
+		t.Errorf("SecretRef.String = %q", s)
+	}
+}
+
+// LEASE-7: only a confirmed receipt for the same sandbox in the asked state is proof.
+func TestReceiptProves(t *testing.T) {
+	t.Parallel()
+	ok := func(st drivers.State) drivers.Receipt {
+		return drivers.Receipt{ProviderLeaseID: "sb-1", State: st, Confirmed: true}
+	}
+	for _, tc := range []struct {
+		name string
+		r    drivers.Receipt
+		id   string
+		d    drivers.Disposition
+		want bool
+	}{
+		{"keep needs no proof", drivers.Receipt{}, "sb-1", drivers.Keep, true},
+		{"confirmed stop", ok(drivers.StateStopped), "sb-1", drivers.Stop, true},
+		{"destroyed satisfies stop", ok(drivers.StateDestroyed), "sb-1", drivers.Stop, true},
+		{"confirmed destroy", ok(drivers.StateDestroyed), "sb-1", drivers.Destroy, true},
+		{"stopped is not destroyed", ok(drivers.StateStopped), "sb-1", drivers.Destroy, false},
+		{"running is not stopped", ok(drivers.StateRunning), "sb-1", drivers.Stop, false},
+		{"stop accepted is not proof", drivers.Receipt{ProviderLeaseID: "sb-1", State: drivers.StateStopped}, "sb-1", drivers.Stop, false},
+		{"another sandbox", ok(drivers.StateDestroyed), "sb-2", drivers.Destroy, false},
+		{"empty ids", drivers.Receipt{State: drivers.StateDestroyed, Confirmed: true}, "", drivers.Destroy, false},
+		{"unknown disposition", ok(drivers.StateDestroyed), "sb-1", drivers.Disposition(9), false},
+	} {
+		if got := tc.r.Proves(tc.id, tc.d); got != tc.want {
+			t.Errorf("%s: Proves = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestCodeOf(t *testing.T) {
+	t.Parallel()
+	wrap := func(err error) error { return fmt.Errorf("ssh a@b:22: %w", err) }
+	for _, tc := range []struct {
+		err  error
+		want drivers.Code
+	}{
+		{nil, drivers.CodeOK},
+		{wrap(drivers.ErrUnreachable), drivers.CodeUnreachable},
+		{wrap(drivers.ErrAuth), drivers.CodeAuthFailed},
+		{wrap(drivers.ErrHostKeyMismatch), drivers.CodeHostKeyMismatch},
+		{wrap(drivers.ErrHostKeyUnknown), drivers.CodeHostKeyUnknown},
+		{wrap(drivers.ErrCredentialsMissing), drivers.CodeMissingCredentials},
+		{wrap(drivers.ErrImageNotFound), drivers.CodeImageNotFound},
+		{wrap(drivers.ErrNotFound), drivers.CodeNotFound},
+		{wrap(drivers.ErrTransient), drivers.CodeTransient},
+		{wrap(drivers.ErrUnsupported), drivers.CodeUnsupported},
+		{wrap(drivers.ErrUnavailable), drivers.CodeProviderUnavailable},
+		{wrap(drivers.ErrTimeout), drivers.CodeTimeout},
+		{wrap(context.DeadlineExceeded), drivers.CodeTimeout},
+		{wrap(context.Canceled), drivers.CodeCancelled},
+		{wrap(drivers.ErrInvalidConfig), drivers.CodeInvalidConfig},
+		{errors.New("boom"), drivers.CodeInternal},
+		// A missing secret is a config error but reported as missing credentials.
+		{&drivers.ConfigError{Driver: "d", Field: "key", Reason: "required"}, drivers.CodeInvalidConfig},
+		{errors.Join(drivers.ErrTransient, drivers.ErrHostKeyMismatch), drivers.CodeHostKeyMismatch},
+	} {
+		if got := drivers.CodeOf(tc.err); got != tc.want {
+			t.Errorf("CodeOf(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+	_, err := testSchema().Normalize(map[string]any{"host": "h"})
+	if got := drivers.CodeOf(err); got != drivers.CodeMissingCredentials {
+		t.Errorf("CodeOf(missing secret) = %q, want %q", got, drivers.CodeMissingCredentials)
+	}
+}
