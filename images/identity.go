@@ -68,6 +68,9 @@ func DigestIdentity(repo, digest string) (Identity, error) {
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: repository %q: %v", ErrInvalidIdentity, repo, err)
 	}
+	if !repoPathRE.MatchString(r.RepositoryStr()) {
+		return Identity{}, fmt.Errorf("%w: repository %q: path is not lowercase components separated by /", ErrInvalidIdentity, repo)
+	}
 	return Identity{kind: KindDigest, repo: r.Name(), digest: digest}, nil
 }
 
@@ -154,4 +157,18 @@ func (i *Identity) UnmarshalText(b []byte) error {
 	}
 	*i = v
 	return nil
+}
+
+// Reference returns the pinned Reference that names i: a digest reference
+// for a digest identity, a snapshot-id reference for a snapshot identity,
+// and the zero Reference for the zero Identity.
+func (i Identity) Reference() Reference {
+	switch i.kind {
+	case KindDigest:
+		return Reference{kind: RefDigest, repo: i.repo, digest: i.digest}
+	case KindSnapshot:
+		return Reference{kind: RefSnapshotID, provider: i.provider, snapshot: i.id}
+	default:
+		return Reference{}
+	}
 }

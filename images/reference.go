@@ -1,0 +1,280 @@
+package images
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+)
+
+// RefKind says what a Reference names.
+type RefKind int
+
+const (
+	// RefNone is the zero Reference: no image configured (a provider
+	// default). It is mutable.
+	RefNone RefKind = iota
+	// RefTag is an OCI reference by tag (repo:tag, or a bare repo, which
+	// means repo:latest). It is mutable.
+	RefTag
+	// RefDigest is an OCI reference pinned by manifest digest
+	// (repo@sha256:<hex>). It is immutable.
+	RefDigest
+	// RefSnapshotID is a provider snapshot referenced by the id the provider
+	// assigned ("snapshot:<provider>/<id>"). It is immutable.
+	RefSnapshotID
+	// RefSnapshotName is a provider snapshot known only by its name
+	// ("snapshot-name:<provider>/<name>"). It is mutable: the provider may
+	// resolve the name to another snapshot at any time.
+	RefSnapshotName
+)
+
+// String returns "none", "tag", "digest", "snapshot-id" or "snapshot-name".
+func (k RefKind) String() string {
+	switch k {
+	case RefTag:
+		return "tag"
+	case RefDigest:
+		return "digest"
+	case RefSnapshotID:
+		return "snapshot-id"
+	case RefSnapshotName:
+		return "snapshot-name"
+	default:
+		return "none"
+	}
+}
+
+// ErrInvalidReference is returned (wrapped, with the input quoted) when a
+// string is not a Reference.
+var ErrInvalidReference = errors.New("images: invalid reference")
+
+// Reference is a parsed, normalized image reference: an OCI reference by tag
+// or digest, or a provider snapshot by id or by name. It is a comparable
+// value type; the zero Reference names no image (a provider default).
+//
+// Text forms (String writes the normalized one, ParseReference reads all):
+//
+//	alpine                          -> index.docker.io/library/alpine:latest (tag)
+//	127.0.0.1:5000/app:v1           -> 127.0.0.1:5000/app:v1 (tag)
+//	repo@sha256:<64 hex>            -> <normalized repo>@sha256:<hex> (digest)
+//	repo:tag@sha256:<64 hex>        -> the tag is dropped: the digest pins
+//	snapshot:<provider>/<id>        -> provider snapshot by id (pinned)
+//	snapshot-name:<provider>/<name> -> provider snapshot by name (mutable)
+type Reference struct {
+	kind     RefKind
+	repo     string // normalized repository, OCI references only
+	tag      string // tag references only
+	digest   string // "sha256:<hex>", digest references only
+	provider string // snapshot references only
+	snapshot string // snapshot id or name
+}
+
+const (
+	snapshotIDPrefix   = "snapshot:"
+	snapshotNamePrefix = "snapshot-name:"
+)
+
+// snapshotNameRE accepts printable names without whitespace; provider
+// snapshot names may look like OCI references ("org/image:1.2").
+var snapshotNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,254}$`)
+
+// repoPathRE is the OCI distribution grammar for a repository path:
+// components of lowercase alphanumerics joined by separators, split by "/".
+// go-containerregistry's weak validation accepts more ("a//b").
+var repoPathRE = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$`)
+
+// ParseReference parses and normalizes an image reference (IMG-1). Errors
+// wrap ErrInvalidReference and quote s. The empty string is an error: a
+// provider default is the zero Reference, never parsed text.
+func ParseReference(s string) (Reference, error) {
+	if s == "" {
+		return Reference{}, fmt.Errorf("%w %q: empty", ErrInvalidReference, s)
+	}
+	if rest, ok := strings.CutPrefix(s, snapshotNamePrefix); ok {
+		provider, snap, ok := strings.Cut(rest, "/")
+		if !ok || !providerRE.MatchString(provider) || !snapshotNameRE.MatchString(snap) {
+			return Reference{}, fmt.Errorf("%w %q: want snapshot-name:<provider>/<name>", ErrInvalidReference, s)
+		}
+		return Reference{kind: RefSnapshotName, provider: provider, snapshot: snap}, nil
+	}
+	if strings.HasPrefix(s, snapshotIDPrefix) {
+		id, err := ParseIdentity(s)
+		if err != nil {
+			return Reference{}, fmt.Errorf("%w %q: want snapshot:<provider>/<id>: %w", ErrInvalidReference, s, err)
+		}
+		return id.Reference(), nil
+	}
+	if strings.TrimSpace(s) != s {
+		return Reference{}, fmt.Errorf("%w %q: surrounding whitespace", ErrInvalidReference, s)
+	}
+	r, err := name.ParseReference(s)
+	if err != nil {
+		return Reference{}, fmt.Errorf("%w %q: %v", ErrInvalidReference, s, err)
+	}
+	if path := r.Context().RepositoryStr(); !repoPathRE.MatchString(path) {
+		return Reference{}, fmt.Errorf("%w %q: repository path %q is not lowercase components separated by /", ErrInvalidReference, s, path)
+	}
+	switch r := r.(type) {
+	case name.Digest:
+		d := r.DigestStr()
+		if !digestRE.MatchString(d) {
+			return Reference{}, fmt.Errorf("%w %q: digest must be sha256:<64 lowercase hex>", ErrInvalidReference, s)
+		}
+		return Reference{kind: RefDigest, repo: r.Context().Name(), digest: d}, nil
+	case name.Tag:
+		return Reference{kind: RefTag, repo: r.Context().Name(), tag: r.TagStr()}, nil
+	default:
+		return Reference{}, fmt.Errorf("%w %q: unknown reference type %T", ErrInvalidReference, s, r)
+	}
+}
+
+// SnapshotNameReference returns the mutable reference to the provider
+// snapshot named name (a snapshot known only by its name, QUAL-5). Errors
+// wrap ErrInvalidReference. For a snapshot id use SnapshotIdentity and
+// Identity.Reference.
+func SnapshotNameReference(provider, name string) (Reference, error) {
+	return ParseReference(snapshotNamePrefix + provider + "/" + name)
+}
+
+// MustParseReference is ParseReference that panics on error; for tests and
+// constants.
+func MustParseReference(s string) Reference {
+	r, err := ParseReference(s)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// Kind reports what the reference names.
+func (r Reference) Kind() RefKind { return r.kind }
+
+// IsZero reports whether r names no image (a provider default).
+func (r Reference) IsZero() bool { return r.kind == RefNone }
+
+// Pinned reports whether r names one immutable image: an OCI digest or a
+// provider snapshot id. Tags (also the implicit :latest), snapshot names and
+// the zero Reference are mutable (QUAL-5).
+func (r Reference) Pinned() bool { return r.kind == RefDigest || r.kind == RefSnapshotID }
+
+// IsOCI reports whether r is an OCI registry reference (tag or digest).
+func (r Reference) IsOCI() bool { return r.kind == RefTag || r.kind == RefDigest }
+
+// Repository returns the normalized repository of an OCI reference
+// ("alpine" gives "index.docker.io/library/alpine"), or "".
+func (r Reference) Repository() string { return r.repo }
+
+// Registry returns the registry host of an OCI reference
+// ("index.docker.io", "127.0.0.1:5000"), or "".
+func (r Reference) Registry() string {
+	if !r.IsOCI() {
+		return ""
+	}
+	reg, _, _ := strings.Cut(r.repo, "/")
+	return reg
+}
+
+// Tag returns the tag of a tag reference ("latest" when it was implicit),
+// or "".
+func (r Reference) Tag() string { return r.tag }
+
+// Digest returns "sha256:<hex>" of a digest reference, or "".
+func (r Reference) Digest() string { return r.digest }
+
+// Provider returns the provider of a snapshot reference, or "".
+func (r Reference) Provider() string { return r.provider }
+
+// SnapshotID returns the provider-assigned id of a snapshot-id reference,
+// or "".
+func (r Reference) SnapshotID() string {
+	if r.kind != RefSnapshotID {
+		return ""
+	}
+	return r.snapshot
+}
+
+// SnapshotName returns the name of a snapshot-name reference, or "".
+func (r Reference) SnapshotName() string {
+	if r.kind != RefSnapshotName {
+		return ""
+	}
+	return r.snapshot
+}
+
+// Identity returns the immutable identity r pins, and true, for a digest or
+// snapshot-id reference; the zero Identity and false for a mutable one.
+func (r Reference) Identity() (Identity, bool) {
+	switch r.kind {
+	case RefDigest:
+		return Identity{kind: KindDigest, repo: r.repo, digest: r.digest}, true
+	case RefSnapshotID:
+		return Identity{kind: KindSnapshot, provider: r.provider, id: r.snapshot}, true
+	default:
+		return Identity{}, false
+	}
+}
+
+// WithDigest returns the digest reference of digest in r's repository. r
+// must be an OCI reference.
+func (r Reference) WithDigest(digest string) (Reference, error) {
+	if !r.IsOCI() {
+		return Reference{}, fmt.Errorf("%w %q: not an OCI reference", ErrInvalidReference, r.String())
+	}
+	if !digestRE.MatchString(digest) {
+		return Reference{}, fmt.Errorf("%w: digest %q is not sha256:<64 hex>", ErrInvalidReference, digest)
+	}
+	return Reference{kind: RefDigest, repo: r.repo, digest: digest}, nil
+}
+
+// Name returns r as a go-containerregistry reference, for registry calls,
+// and false for snapshot references and the zero Reference. opts are passed
+// to name.ParseReference (for example name.Insecure).
+func (r Reference) Name(opts ...name.Option) (name.Reference, bool) {
+	if !r.IsOCI() {
+		return nil, false
+	}
+	n, err := name.ParseReference(r.String(), opts...)
+	if err != nil {
+		// Unreachable: r was parsed by the same rules.
+		return nil, false
+	}
+	return n, true
+}
+
+// String returns the normalized text form; "" for the zero Reference.
+// ParseReference(r.String()) returns r.
+func (r Reference) String() string {
+	switch r.kind {
+	case RefTag:
+		return r.repo + ":" + r.tag
+	case RefDigest:
+		return r.repo + "@" + r.digest
+	case RefSnapshotID:
+		return snapshotIDPrefix + r.provider + "/" + r.snapshot
+	case RefSnapshotName:
+		return snapshotNamePrefix + r.provider + "/" + r.snapshot
+	default:
+		return ""
+	}
+}
+
+// MarshalText implements encoding.TextMarshaler; the zero Reference is "".
+func (r Reference) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler; "" is the zero
+// Reference.
+func (r *Reference) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*r = Reference{}
+		return nil
+	}
+	v, err := ParseReference(string(b))
+	if err != nil {
+		return err
+	}
+	*r = v
+	return nil
+}

@@ -1,0 +1,225 @@
+package images
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const hexA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+type refFacts struct {
+	Kind       string
+	String     string
+	Pinned     bool
+	Repository string
+	Registry   string
+	Tag        string
+	Digest     string
+	Provider   string
+	SnapshotID string
+	SnapName   string
+	Identity   string
+}
+
+func factsOf(r Reference) refFacts {
+	id, ok := r.Identity()
+	f := refFacts{
+		Kind: r.Kind().String(), String: r.String(), Pinned: r.Pinned(),
+		Repository: r.Repository(), Registry: r.Registry(), Tag: r.Tag(), Digest: r.Digest(),
+		Provider: r.Provider(), SnapshotID: r.SnapshotID(), SnapName: r.SnapshotName(),
+	}
+	if ok {
+		f.Identity = id.String()
+	}
+	return f
+}
+
+// IMG-1: parse and normalize; pinned (digest, snapshot id) vs mutable.
+func TestParseReferenceGood(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   string
+		want refFacts
+	}{
+		{"bare name is docker hub library with implicit latest, mutable", "alpine", refFacts{
+			Kind: "tag", String: "index.docker.io/library/alpine:latest", Repository: "index.docker.io/library/alpine",
+			Registry: "index.docker.io", Tag: "latest"}},
+		{"docker.io is normalized to index.docker.io", "docker.io/library/alpine:3.19", refFacts{
+			Kind: "tag", String: "index.docker.io/library/alpine:3.19", Repository: "index.docker.io/library/alpine",
+			Registry: "index.docker.io", Tag: "3.19"}},
+		{"loopback registry with port keeps its host", "127.0.0.1:5000/team/app:v1", refFacts{
+			Kind: "tag", String: "127.0.0.1:5000/team/app:v1", Repository: "127.0.0.1:5000/team/app",
+			Registry: "127.0.0.1:5000", Tag: "v1"}},
+		{"digest reference is pinned and has an identity", "ghcr.io/org/app@sha256:" + hexA, refFacts{
+			Kind: "digest", String: "ghcr.io/org/app@sha256:" + hexA, Pinned: true, Repository: "ghcr.io/org/app",
+			Registry: "ghcr.io", Digest: "sha256:" + hexA, Identity: "ghcr.io/org/app@sha256:" + hexA}},
+		{"tag plus digest: the digest pins and the tag is dropped", "alpine:3.19@sha256:" + hexA, refFacts{
+			Kind: "digest", String: "index.docker.io/library/alpine@sha256:" + hexA, Pinned: true,
+			Repository: "index.docker.io/library/alpine", Registry: "index.docker.io", Digest: "sha256:" + hexA,
+			Identity: "index.docker.io/library/alpine@sha256:" + hexA}},
+		{"snapshot by provider id is pinned", "snapshot:daytona/0b5f3c1e-9a7d-4c1e-8f00-1234567890ab", refFacts{
+			Kind: "snapshot-id", String: "snapshot:daytona/0b5f3c1e-9a7d-4c1e-8f00-1234567890ab", Pinned: true,
+			Provider: "daytona", SnapshotID: "0b5f3c1e-9a7d-4c1e-8f00-1234567890ab",
+			Identity: "snapshot:daytona/0b5f3c1e-9a7d-4c1e-8f00-1234567890ab"}},
+		{"snapshot known only by name is mutable", "snapshot-name:daytona/daytonaio/sandbox:0.4.3", refFacts{
+			Kind: "snapshot-name", String: "snapshot-name:daytona/daytonaio/sandbox:0.4.3",
+			Provider: "daytona", SnapName: "daytonaio/sandbox:0.4.3"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r, err := ParseReference(tt.in)
+			if err != nil {
+				t.Fatalf("ParseReference(%q): %v", tt.in, err)
+			}
+			if diff := cmp.Diff(tt.want, factsOf(r)); diff != "" {
+				t.Errorf("ParseReference(%q) (-want +got):\n%s", tt.in, diff)
+			}
+			again, err := ParseReference(r.String())
+			if err != nil || again != r {
+				t.Errorf("round trip of %q: got %v, %v; want %v", r.String(), again, err, r)
+			}
+		})
+	}
+}
+
+// IMG-1: malformed references are rejected with an error quoting the input.
+func TestParseReferenceBad(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, in string }{
+		{"empty is not a reference (provider default is the zero value)", ""},
+		{"upper-case repository", "Alpine:latest"},
+		{"space inside", "alpine latest"},
+		{"surrounding whitespace", " alpine"},
+		{"bad tag characters", "alpine:bad tag"},
+		{"short digest", "alpine@sha256:abc"},
+		{"upper-case digest hex", "alpine@sha256:" + strings.ToUpper(hexA)},
+		{"non-sha256 digest", "alpine@sha512:" + hexA + hexA},
+		{"snapshot without provider", "snapshot:abc"},
+		{"snapshot with empty id", "snapshot:daytona/"},
+		{"snapshot with bad provider", "snapshot:Day Tona/x"},
+		{"snapshot name without name", "snapshot-name:daytona/"},
+		{"snapshot name with space", "snapshot-name:daytona/my snap"},
+		{"trailing colon", "alpine:"},
+		{"double slash", "ghcr.io//app"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseReference(tt.in)
+			if err == nil {
+				t.Fatalf("ParseReference(%q) = nil error, want error", tt.in)
+			}
+			if !errors.Is(err, ErrInvalidReference) {
+				t.Errorf("error %v does not wrap ErrInvalidReference", err)
+			}
+			if q := strings.TrimPrefix(strings.TrimSuffix(jsonQuote(tt.in), `"`), `"`); !strings.Contains(err.Error(), `"`+q+`"`) {
+				t.Errorf("error %q does not quote the input %q", err, tt.in)
+			}
+		})
+	}
+}
+
+func jsonQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func TestReferenceIdentityRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"127.0.0.1:5000/app@sha256:" + hexA, "snapshot:daytona/snap-1"} {
+		r := MustParseReference(s)
+		id, ok := r.Identity()
+		if !ok {
+			t.Fatalf("%q: no identity", s)
+		}
+		if got := id.Reference(); got != r {
+			t.Errorf("Identity(%q).Reference() = %v, want %v", s, got, r)
+		}
+	}
+	if _, ok := MustParseReference("alpine").Identity(); ok {
+		t.Error("a tag reference has an identity")
+	}
+	if got := (Identity{}).Reference(); !got.IsZero() {
+		t.Errorf("zero Identity gives reference %v", got)
+	}
+}
+
+func TestReferenceWithDigestAndName(t *testing.T) {
+	t.Parallel()
+	r := MustParseReference("127.0.0.1:5000/app:v1")
+	d, err := r.WithDigest("sha256:" + hexA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := d.String(), "127.0.0.1:5000/app@sha256:"+hexA; got != want {
+		t.Errorf("WithDigest = %q, want %q", got, want)
+	}
+	if _, err := r.WithDigest("sha256:nothex"); !errors.Is(err, ErrInvalidReference) {
+		t.Errorf("WithDigest(bad) error = %v", err)
+	}
+	if _, err := MustParseReference("snapshot:daytona/x").WithDigest("sha256:" + hexA); err == nil {
+		t.Error("WithDigest on a snapshot reference succeeded")
+	}
+	n, ok := d.Name()
+	if !ok || n.Name() != d.String() {
+		t.Errorf("Name() = %v, %v; want %q", n, ok, d.String())
+	}
+	if _, ok := MustParseReference("snapshot-name:daytona/x").Name(); ok {
+		t.Error("a snapshot reference has a registry name")
+	}
+}
+
+func TestReferenceText(t *testing.T) {
+	t.Parallel()
+	type doc struct {
+		Image Reference `json:"image"`
+	}
+	in := doc{Image: MustParseReference("alpine@sha256:" + hexA)}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"image":"index.docker.io/library/alpine@sha256:` + hexA + `"}`; string(b) != want {
+		t.Errorf("json = %s, want %s", b, want)
+	}
+	var out doc
+	if err := json.Unmarshal(b, &out); err != nil || out != in {
+		t.Errorf("unmarshal = %v, %v; want %v", out, err, in)
+	}
+	var zero doc
+	if err := json.Unmarshal([]byte(`{"image":""}`), &zero); err != nil || !zero.Image.IsZero() {
+		t.Errorf("empty image: %v, %v", zero, err)
+	}
+	if err := json.Unmarshal([]byte(`{"image":"Bad Ref"}`), &zero); !errors.Is(err, ErrInvalidReference) {
+		t.Errorf("bad image error = %v", err)
+	}
+}
+
+func TestRefKindString(t *testing.T) {
+	t.Parallel()
+	got := []string{RefNone.String(), RefTag.String(), RefDigest.String(), RefSnapshotID.String(), RefSnapshotName.String()}
+	want := []string{"none", "tag", "digest", "snapshot-id", "snapshot-name"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Error(diff)
+	}
+}
+
+func TestSnapshotNameReference(t *testing.T) {
+	t.Parallel()
+	r, err := SnapshotNameReference("daytona", "org/img:1.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Kind() != RefSnapshotName || r.Pinned() || r.SnapshotName() != "org/img:1.2" || r.Provider() != "daytona" {
+		t.Errorf("SnapshotNameReference = %+v", factsOf(r))
+	}
+	if _, err := SnapshotNameReference("daytona", ""); !errors.Is(err, ErrInvalidReference) {
+		t.Errorf("empty snapshot name: %v", err)
+	}
+}

@@ -1,0 +1,67 @@
+package qualification
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const (
+	thisPkg   = "github.com/berthdev/berth/qualification"
+	imagesPkg = "github.com/berthdev/berth/images"
+)
+
+// forbidden are packages that do I/O a pure package must not do.
+var forbidden = []string{
+	"net", "net/http", "net/rpc", "os", "os/exec", "os/signal", "io/ioutil", "syscall",
+	"database/sql", "database/sql/driver", "log", "log/slog",
+}
+
+// The qualification package stays pure: no I/O and no berth package other
+// than images (go-containerregistry depcheck style). images' own dependency
+// go-containerregistry/pkg/name pulls in net and os for host parsing; those
+// are allowed only through images, never imported here directly.
+func TestPurity(t *testing.T) {
+	t.Parallel()
+	direct := goList(t, "-f", `{{join .Imports "\n"}}`, thisPkg)
+	deps := goList(t, "-deps", thisPkg)
+	viaImages := goList(t, "-deps", imagesPkg)
+
+	for _, p := range direct {
+		if slices.Contains(forbidden, p) {
+			t.Errorf("qualification imports %s directly; it must do no I/O", p)
+		}
+	}
+	for _, p := range deps {
+		if strings.HasPrefix(p, "github.com/berthdev/berth/") && p != thisPkg && p != imagesPkg {
+			t.Errorf("qualification depends on %s; only images is allowed", p)
+		}
+		if slices.Contains(forbidden, p) && !slices.Contains(viaImages, p) {
+			t.Errorf("qualification depends on %s (not through images); it must do no I/O", p)
+		}
+	}
+	if !slices.Contains(deps, imagesPkg) {
+		t.Errorf("go list -deps %s does not list %s; the check is not looking at the right graph: %v", thisPkg, imagesPkg, deps)
+	}
+}
+
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.Command(goTool, append([]string{"list"}, args...)...)
+	out, err := cmd.Output()
+	if err != nil {
+		msg := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			msg = string(ee.Stderr)
+		}
+		t.Fatalf("go list %v: %v\n%s", args, err, msg)
+	}
+	return strings.Fields(string(out))
+}

@@ -1,0 +1,27 @@
+// Package qualification decides, without any I/O, whether a probe's
+// evidence proves that a pinned image runs on a saved environment, and
+// keeps the resulting records (QUAL-1..8).
+//
+// Where to start:
+//
+//   - evaluate.go: Subject (the environment as configured now, for one
+//     company), Evidence (what a saved sandbox probe observed), and
+//     Evaluate, which returns a Record only when every QUAL-1 condition
+//     holds, else a Diagnostic naming the first one that failed with a
+//     stable Code. Valid says whether a stored Record still applies: same
+//     company (QUAL-4), same environment, same config fingerprint (QUAL-3).
+//   - fingerprint.go: Fingerprint over the fields the caller classified with
+//     the driver's schema (identity fields, secret references with versions,
+//     image, active template); knobs and metadata are not inputs.
+//   - platform.go: Platform, the measured os/arch/libc/kernel, normalized,
+//     with a text form (String, ParsePlatform, MarshalText).
+//   - runtime.go: CanRun, whether a platform meets a runner artifact's
+//     Requirements and why not (QUAL-8).
+//   - view.go: View, the public read without private metadata (QUAL-7).
+//   - store.go: the Store interface and MemoryStore; store implementations
+//     prove themselves with qualificationtest.RunStoreTests.
+//
+// The package imports no driver, lease, probe or environment code and does
+// no I/O; depcheck_test.go fails if that changes. Its only berth dependency
+// is package images.
+package qualification

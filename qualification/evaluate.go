@@ -1,0 +1,220 @@
+package qualification
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/berthdev/berth/images"
+)
+
+// Code is a stable, machine-readable diagnostic code. Codes never change
+// meaning; messages may be reworded.
+type Code string
+
+// Codes of Evaluate (why a qualification was or was not recorded, in the
+// order of the QUAL-1 conditions) and of Valid.
+const (
+	// CodeRecorded: every condition held; a record was made.
+	CodeRecorded Code = "recorded"
+	// CodeNotSaved: the environment is a draft or was deleted (PRB-4).
+	CodeNotSaved Code = "not_saved"
+	// CodeNoCompany: no company to bind the record to (QUAL-4).
+	CodeNoCompany Code = "no_company"
+	// CodeNoFingerprint: the subject carries no config fingerprint.
+	CodeNoFingerprint Code = "no_fingerprint"
+	// CodeImageNotPinned: a mutable tag, a provider default or a snapshot
+	// known only by name (QUAL-5).
+	CodeImageNotPinned Code = "image_not_pinned"
+	// CodeIdentityNotReported: the live sandbox did not report its image.
+	CodeIdentityNotReported Code = "identity_not_reported"
+	// CodeIdentityMismatch: the live sandbox runs another image than the
+	// configured one.
+	CodeIdentityMismatch Code = "identity_mismatch"
+	// CodePlatformNotMeasured: no (valid) platform measurement.
+	CodePlatformNotMeasured Code = "platform_not_measured"
+	// CodeCleanupNotConfirmed: the probe lease's release was not confirmed.
+	CodeCleanupNotConfirmed Code = "cleanup_not_confirmed"
+	// CodeIncompleteEvidence: the evidence lacks the probe lease id or time.
+	CodeIncompleteEvidence Code = "incomplete_evidence"
+
+	// CodeQualified: Valid found the record applies to the current subject.
+	CodeQualified Code = "qualified"
+	// CodeNoRecord: there is no record for the company and environment.
+	CodeNoRecord Code = "no_record"
+	// CodeOtherCompany: the record was made for another company (QUAL-4).
+	CodeOtherCompany Code = "other_company"
+	// CodeOtherEnvironment: the record was made for another environment.
+	CodeOtherEnvironment Code = "other_environment"
+	// CodeStale: target, account, image or template changed since the
+	// record was made (QUAL-3); a stale record is never reused.
+	CodeStale Code = "stale_fingerprint"
+)
+
+// Diagnostic says why a qualification was or was not recorded (Evaluate),
+// or whether a record applies (Valid): a stable code and a human message.
+// Messages name images and fields, never secret values.
+type Diagnostic struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+}
+
+// OK reports whether the diagnostic is CodeRecorded or CodeQualified.
+func (d Diagnostic) OK() bool { return d.Code == CodeRecorded || d.Code == CodeQualified }
+
+// String returns "code: message".
+func (d Diagnostic) String() string { return string(d.Code) + ": " + d.Message }
+
+// Subject is the environment being qualified, as it is configured now, for
+// the company that asks.
+type Subject struct {
+	// Company is the tenant the qualification is for (QUAL-4).
+	Company string
+	// Environment is the environment id.
+	Environment string
+	// Saved is false for a draft config (PRB-4) and for a deleted
+	// environment.
+	Saved bool
+	// Fingerprint is the current config fingerprint (see Fingerprint).
+	Fingerprint string
+	// Image is the configured image; the zero Reference is a provider
+	// default. Only a pinned Reference qualifies (QUAL-5).
+	Image images.Reference
+	// Template is the identity of the active captured template, "" for none.
+	Template string
+}
+
+// Evidence is what a saved sandbox probe observed (PRB-3).
+type Evidence struct {
+	// LiveImage is the image identity the live sandbox reported; zero if it
+	// reported none.
+	LiveImage images.Identity
+	// Platform is the measured platform; the zero Platform if it was not
+	// measured. Evaluate normalizes it.
+	Platform Platform
+	// CleanupConfirmed is true only when the provider confirmed the probe
+	// lease's sandbox stopped or destroyed (LEASE-7).
+	CleanupConfirmed bool
+	// LeaseID is the probe lease's id.
+	LeaseID string
+	// At is when the probe observed this.
+	At time.Time
+}
+
+// Record is a recorded qualification (QUAL-2). Only the library writes one
+// (CFG-5); it is valid only while Valid says so.
+type Record struct {
+	Company     string          `json:"company"`
+	Environment string          `json:"environment"`
+	Fingerprint string          `json:"fingerprint"`
+	Image       images.Identity `json:"image"`
+	// Template is the active captured template identity, "" for none.
+	Template string   `json:"template,omitempty"`
+	Platform Platform `json:"platform"`
+	// LeaseID is the probe lease id: private, never shown in a View.
+	LeaseID    string    `json:"leaseId"`
+	RecordedAt time.Time `json:"recordedAt"`
+}
+
+// IsZero reports whether r is the zero Record (no record).
+func (r Record) IsZero() bool { return r == Record{} }
+
+// Evaluate decides whether the probe's evidence qualifies the subject
+// (QUAL-1). It returns a Record and a CodeRecorded diagnostic when the
+// environment is saved, its image is pinned, the live sandbox reported that
+// same identity, the platform was measured and cleanup was confirmed.
+// Otherwise it returns the zero Record and a diagnostic naming the first
+// condition that failed, in that order. It is pure.
+func Evaluate(s Subject, ev Evidence) (Record, Diagnostic) {
+	fail := func(c Code, format string, args ...any) (Record, Diagnostic) {
+		return Record{}, Diagnostic{Code: c, Message: fmt.Sprintf(format, args...)}
+	}
+	if !s.Saved || s.Environment == "" {
+		return fail(CodeNotSaved, "the environment is not saved: a draft probe never records a qualification")
+	}
+	if s.Company == "" {
+		return fail(CodeNoCompany, "no company: a qualification is recorded for one company")
+	}
+	if s.Fingerprint == "" {
+		return fail(CodeNoFingerprint, "no config fingerprint for environment %s", s.Environment)
+	}
+	want, ok := s.Image.Identity()
+	if !ok {
+		return fail(CodeImageNotPinned, "%s", notPinnedMessage(s.Image))
+	}
+	if ev.LiveImage.IsZero() {
+		return fail(CodeIdentityNotReported, "the live sandbox did not report its image identity; expected %s", want)
+	}
+	if ev.LiveImage != want {
+		return fail(CodeIdentityMismatch, "the live sandbox runs %s, but the environment is configured with %s", ev.LiveImage, want)
+	}
+	p := ev.Platform.Normalize()
+	if !p.Measured() {
+		return fail(CodePlatformNotMeasured, "the platform (os, arch, libc) was not measured")
+	}
+	if err := p.Validate(); err != nil {
+		return fail(CodePlatformNotMeasured, "the platform measurement is not usable: %v", err)
+	}
+	if !ev.CleanupConfirmed {
+		return fail(CodeCleanupNotConfirmed, "the probe lease's cleanup was not confirmed by the provider; the lease is pending cleanup")
+	}
+	if ev.LeaseID == "" || ev.At.IsZero() {
+		return fail(CodeIncompleteEvidence, "the evidence lacks the probe lease id or the probe time")
+	}
+	rec := Record{
+		Company:     s.Company,
+		Environment: s.Environment,
+		Fingerprint: s.Fingerprint,
+		Image:       want,
+		Template:    s.Template,
+		Platform:    p,
+		LeaseID:     ev.LeaseID,
+		RecordedAt:  ev.At,
+	}
+	return rec, Diagnostic{Code: CodeRecorded, Message: fmt.Sprintf("qualified %s on %s", want, p)}
+}
+
+func notPinnedMessage(r images.Reference) string {
+	switch r.Kind() {
+	case images.RefNone:
+		return "no image is configured: a provider default image never qualifies; configure repo@sha256:<digest> or a provider snapshot id"
+	case images.RefTag:
+		return fmt.Sprintf("image %q is a mutable tag: pin it by digest (repo@sha256:...) to qualify", r.String())
+	case images.RefSnapshotName:
+		return fmt.Sprintf("snapshot %q is known only by its name: reference it by its provider id to qualify", r.SnapshotName())
+	default:
+		return fmt.Sprintf("image %q is not pinned", r.String())
+	}
+}
+
+// Valid reports whether rec qualifies the current subject (QUAL-3, QUAL-4):
+// only for the same company and environment, while the environment is
+// saved, and while the current fingerprint equals the recorded one. A stale
+// record is never reused. The diagnostic is CodeQualified when valid, else
+// says why not.
+func Valid(rec Record, cur Subject) (bool, Diagnostic) {
+	no := func(c Code, format string, args ...any) (bool, Diagnostic) {
+		return false, Diagnostic{Code: c, Message: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case rec.IsZero():
+		return no(CodeNoRecord, "no qualification is recorded; probe the saved environment with a pinned image")
+	case rec.Company != cur.Company:
+		return no(CodeOtherCompany, "the qualification was recorded for another company")
+	case rec.Environment != cur.Environment:
+		return no(CodeOtherEnvironment, "the qualification was recorded for another environment")
+	case !cur.Saved:
+		return no(CodeNotSaved, "the environment is not saved")
+	case rec.Fingerprint != cur.Fingerprint:
+		return no(CodeStale, "the target, account, image or template changed since the qualification; probe again")
+	case rec.Template != cur.Template:
+		return no(CodeStale, "the active template changed since the qualification; probe again")
+	}
+	want, ok := cur.Image.Identity()
+	if !ok {
+		return no(CodeImageNotPinned, "%s", notPinnedMessage(cur.Image))
+	}
+	if want != rec.Image {
+		return no(CodeStale, "the image changed since the qualification; probe again")
+	}
+	return true, Diagnostic{Code: CodeQualified, Message: fmt.Sprintf("qualified on %s at %s", rec.Platform, rec.RecordedAt.UTC().Format(time.RFC3339))}
+}

@@ -1,0 +1,197 @@
+// Package qualificationtest is the conformance suite for qualification.Store
+// implementations. A store's test calls RunStoreTests with a constructor
+// that returns a fresh, empty store for each subtest.
+package qualificationtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/qualification"
+)
+
+// NewStore returns a fresh, empty store for one subtest; it registers its
+// own cleanup with t. Subtests run in parallel, so the stores it returns
+// must not share records.
+type NewStore func(t *testing.T) qualification.Store
+
+// recordCmp compares records: identities by value, times by Equal.
+var recordCmp = cmp.Options{
+	cmp.Comparer(func(a, b images.Identity) bool { return a == b }),
+	cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) }),
+}
+
+// Record returns a complete record for company and environment, with a
+// fingerprint seeded by n. Times have microsecond precision, which every
+// store keeps.
+func Record(company, environment string, n int) qualification.Record {
+	return qualification.Record{
+		Company:     company,
+		Environment: environment,
+		Fingerprint: fmt.Sprintf("sha256:%064x", n),
+		Image:       images.MustParseIdentity(fmt.Sprintf("127.0.0.1:5000/app@sha256:%064x", n+1)),
+		Template:    fmt.Sprintf("snapshot:fake/template-%d", n),
+		Platform:    qualification.MustParsePlatform("linux/amd64 libc=glibc:2.36 kernel=6.1.0-18-amd64 release=debian:12"),
+		LeaseID:     fmt.Sprintf("lease-%d", n),
+		RecordedAt:  time.Date(2026, 11, 29, 10, 0, n%60, 123456000, time.UTC),
+	}
+}
+
+// RunStoreTests runs the conformance suite against the stores newStore
+// makes (QUAL-2, QUAL-4).
+func RunStoreTests(t *testing.T, newStore NewStore) {
+	t.Helper()
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s qualification.Store)
+	}{
+		{"missing record is ErrNotFound", func(t *testing.T, s qualification.Store) {
+			if _, err := s.GetQualification(ctx, "acme", "env-1"); !errors.Is(err, qualification.ErrNotFound) {
+				t.Errorf("Get of a missing record: %v, want ErrNotFound", err)
+			}
+		}},
+		{"put then get returns the same record", func(t *testing.T, s qualification.Store) {
+			want := Record("acme", "env-1", 1)
+			mustPut(t, s, want)
+			got, err := s.GetQualification(ctx, "acme", "env-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got, recordCmp); diff != "" {
+				t.Errorf("Get (-want +got):\n%s", diff)
+			}
+		}},
+		{"put replaces the record of the same company and environment", func(t *testing.T, s qualification.Store) {
+			mustPut(t, s, Record("acme", "env-1", 1))
+			want := Record("acme", "env-1", 2)
+			mustPut(t, s, want)
+			got, err := s.GetQualification(ctx, "acme", "env-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got, recordCmp); diff != "" {
+				t.Errorf("Get after replace (-want +got):\n%s", diff)
+			}
+			list, err := s.ListQualifications(ctx, "env-1")
+			if err != nil || len(list) != 1 {
+				t.Errorf("List after replace = %d records, %v; want 1", len(list), err)
+			}
+		}},
+		// QUAL-4
+		{"record for company A is not returned for company B", func(t *testing.T, s qualification.Store) {
+			mustPut(t, s, Record("company-a", "env-1", 1))
+			if got, err := s.GetQualification(ctx, "company-b", "env-1"); !errors.Is(err, qualification.ErrNotFound) {
+				t.Errorf("Get for company B = %+v, %v; want ErrNotFound", got, err)
+			}
+		}},
+		{"list returns every company's record of one environment sorted by company", func(t *testing.T, s qualification.Store) {
+			b, a, other := Record("beta", "env-1", 1), Record("alpha", "env-1", 2), Record("alpha", "env-2", 3)
+			for _, r := range []qualification.Record{b, a, other} {
+				mustPut(t, s, r)
+			}
+			got, err := s.ListQualifications(ctx, "env-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]qualification.Record{a, b}, got, recordCmp); diff != "" {
+				t.Errorf("List(env-1) (-want +got):\n%s", diff)
+			}
+			none, err := s.ListQualifications(ctx, "env-unknown")
+			if err != nil || len(none) != 0 {
+				t.Errorf("List of an environment without records = %v, %v; want empty, nil", none, err)
+			}
+		}},
+		{"delete removes every company's record of the environment only", func(t *testing.T, s qualification.Store) {
+			keep := Record("alpha", "env-2", 3)
+			for _, r := range []qualification.Record{Record("alpha", "env-1", 1), Record("beta", "env-1", 2), keep} {
+				mustPut(t, s, r)
+			}
+			if err := s.DeleteQualifications(ctx, "env-1"); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []string{"alpha", "beta"} {
+				if _, err := s.GetQualification(ctx, c, "env-1"); !errors.Is(err, qualification.ErrNotFound) {
+					t.Errorf("Get(%s, env-1) after delete: %v, want ErrNotFound", c, err)
+				}
+			}
+			got, err := s.GetQualification(ctx, "alpha", "env-2")
+			if err != nil {
+				t.Fatalf("the other environment's record was deleted: %v", err)
+			}
+			if diff := cmp.Diff(keep, got, recordCmp); diff != "" {
+				t.Errorf("kept record (-want +got):\n%s", diff)
+			}
+			if err := s.DeleteQualifications(ctx, "env-unknown"); err != nil {
+				t.Errorf("delete of an environment without records: %v", err)
+			}
+		}},
+		{"record without company or environment is refused and not stored", func(t *testing.T, s qualification.Store) {
+			noCompany, noEnv := Record("", "env-1", 1), Record("acme", "", 2)
+			for _, r := range []qualification.Record{noCompany, noEnv} {
+				if err := s.PutQualification(ctx, r); !errors.Is(err, qualification.ErrInvalidRecord) {
+					t.Errorf("Put(company %q, environment %q): %v, want ErrInvalidRecord", r.Company, r.Environment, err)
+				}
+			}
+			if list, err := s.ListQualifications(ctx, "env-1"); err != nil || len(list) != 0 {
+				t.Errorf("List after refused puts = %v, %v; want empty", list, err)
+			}
+		}},
+		{"zero platform and template round trip", func(t *testing.T, s qualification.Store) {
+			want := Record("acme", "env-1", 1)
+			want.Template, want.Platform = "", qualification.Platform{}
+			mustPut(t, s, want)
+			got, err := s.GetQualification(ctx, "acme", "env-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got, recordCmp); diff != "" {
+				t.Errorf("Get (-want +got):\n%s", diff)
+			}
+		}},
+		{"concurrent puts for many companies all land", func(t *testing.T, s qualification.Store) {
+			const n = 20
+			var wg sync.WaitGroup
+			errs := make(chan error, n)
+			for i := range n {
+				wg.Go(func() { errs <- s.PutQualification(ctx, Record(fmt.Sprintf("c%02d", i), "env-1", i)) })
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			list, err := s.ListQualifications(ctx, "env-1")
+			if err != nil || len(list) != n {
+				t.Fatalf("List = %d records, %v; want %d", len(list), err, n)
+			}
+			for i, r := range list {
+				if want := fmt.Sprintf("c%02d", i); r.Company != want {
+					t.Errorf("List[%d].Company = %q, want %q", i, r.Company, want)
+				}
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.fn(t, newStore(t))
+		})
+	}
+}
+
+func mustPut(t *testing.T, s qualification.Store, r qualification.Record) {
+	t.Helper()
+	if err := s.PutQualification(context.Background(), r); err != nil {
+		t.Fatalf("Put(%s, %s): %v", r.Company, r.Environment, err)
+	}
+}

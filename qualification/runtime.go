@@ -1,0 +1,206 @@
+package qualification
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Requirement is one platform a runner artifact supports (QUAL-8): an OS,
+// an architecture (and optional variant), and the C library it needs. Libc
+// "" or LibcNone means a static binary that runs on any libc;
+// MinLibcVersion "" means any version of the family.
+type Requirement struct {
+	OS             string     `json:"os"`
+	Arch           string     `json:"arch"`
+	Variant        string     `json:"variant,omitempty"`
+	Libc           LibcFamily `json:"libc,omitempty"`
+	MinLibcVersion string     `json:"minLibcVersion,omitempty"`
+}
+
+// String returns "os/arch[/variant][ libc[>=version]]".
+func (r Requirement) String() string {
+	s := r.OS + "/" + r.Arch
+	if r.Variant != "" {
+		s += "/" + r.Variant
+	}
+	if r.Libc != "" {
+		s += " " + string(r.Libc)
+		if r.MinLibcVersion != "" {
+			s += ">=" + r.MinLibcVersion
+		}
+	}
+	return s
+}
+
+func (r Requirement) normalize() Requirement {
+	r.OS = NormalizeOS(r.OS)
+	r.Arch, r.Variant = NormalizeArch(r.Arch, r.Variant)
+	r.Libc = NormalizeLibc(string(r.Libc))
+	r.MinLibcVersion = strings.TrimSpace(r.MinLibcVersion)
+	return r
+}
+
+// Verdict codes.
+const (
+	// VerdictOK: a requirement is met.
+	VerdictOK Code = "ok"
+	// VerdictNoRequirements: the artifact lists no platform.
+	VerdictNoRequirements Code = "no_requirements"
+	// VerdictNotMeasured: the platform was not measured.
+	VerdictNotMeasured Code = "platform_not_measured"
+	// VerdictUnsupportedPlatform: no build for the OS and architecture.
+	VerdictUnsupportedPlatform Code = "unsupported_platform"
+	// VerdictLibcMismatch: builds exist for the OS and architecture, but
+	// for another libc family (glibc vs musl), or the platform has none.
+	VerdictLibcMismatch Code = "libc_mismatch"
+	// VerdictLibcTooOld: the platform's libc is older than required.
+	VerdictLibcTooOld Code = "libc_too_old"
+	// VerdictLibcUnknown: the platform's libc family or version is unknown,
+	// so a libc requirement cannot be shown to hold.
+	VerdictLibcUnknown Code = "libc_unknown"
+)
+
+// Verdict says whether a platform can run an artifact and why not.
+type Verdict struct {
+	OK bool `json:"ok"`
+	// Code is VerdictOK or the reason of the closest failing requirement.
+	Code Code `json:"code"`
+	// Reason is a human message ("needs glibc >= 2.36, platform has glibc 2.31").
+	Reason string `json:"reason"`
+	// Match is the requirement that was met (OK) or came closest (same OS
+	// and architecture); the zero Requirement when none did.
+	Match Requirement `json:"match"`
+}
+
+// CanRun reports whether platform p can run an artifact that supports reqs
+// (QUAL-8). A requirement is met when OS and architecture match (and the
+// variant, when it names one), and its libc family and minimum version hold:
+// glibc needs glibc, musl needs musl, versions compare numerically (2.31 <
+// 2.36), and a static binary (libc none or "") runs on any libc. It is
+// pure and conservative: an unknown libc meets no libc requirement.
+func CanRun(p Platform, reqs []Requirement) Verdict {
+	p = p.Normalize()
+	if !p.Measured() {
+		return Verdict{Code: VerdictNotMeasured, Reason: "the platform was not measured"}
+	}
+	if len(reqs) == 0 {
+		return Verdict{Code: VerdictNoRequirements, Reason: "the artifact lists no supported platform"}
+	}
+	var closest *Verdict
+	var listed []string
+	for _, r := range reqs {
+		r = r.normalize()
+		listed = append(listed, r.String())
+		if r.OS != p.OS || r.Arch != p.Arch || (r.Variant != "" && r.Variant != p.Variant) {
+			continue
+		}
+		v := checkLibc(p, r)
+		if v.OK {
+			return v
+		}
+		if closest == nil {
+			closest = &v
+		}
+	}
+	if closest != nil {
+		return *closest
+	}
+	plat := p.OS + "/" + p.Arch
+	if p.Variant != "" {
+		plat += "/" + p.Variant
+	}
+	return Verdict{Code: VerdictUnsupportedPlatform,
+		Reason: fmt.Sprintf("no build for %s; the artifact supports %s", plat, strings.Join(listed, ", "))}
+}
+
+func checkLibc(p Platform, r Requirement) Verdict {
+	v := Verdict{Match: r}
+	if r.Libc == "" || r.Libc == LibcNone {
+		v.OK, v.Code, v.Reason = true, VerdictOK, fmt.Sprintf("static build for %s/%s", r.OS, r.Arch)
+		return v
+	}
+	switch {
+	case p.Libc == LibcUnknown || p.Libc == "":
+		v.Code, v.Reason = VerdictLibcUnknown, fmt.Sprintf("needs %s, but the platform's libc is unknown", r.Libc)
+		return v
+	case p.Libc == LibcNone:
+		v.Code, v.Reason = VerdictLibcMismatch, fmt.Sprintf("needs %s, but the platform has no libc", r.Libc)
+		return v
+	case p.Libc != r.Libc:
+		v.Code, v.Reason = VerdictLibcMismatch, fmt.Sprintf("needs %s, but the platform has %s", r.Libc, p.Libc)
+		return v
+	}
+	if r.MinLibcVersion != "" {
+		if p.LibcVersion == "" {
+			v.Code, v.Reason = VerdictLibcUnknown, fmt.Sprintf("needs %s >= %s, but the platform's %s version is unknown", r.Libc, r.MinLibcVersion, p.Libc)
+			return v
+		}
+		c, ok := CompareVersions(p.LibcVersion, r.MinLibcVersion)
+		if !ok {
+			v.Code, v.Reason = VerdictLibcUnknown, fmt.Sprintf("cannot compare %s version %q with %q", p.Libc, p.LibcVersion, r.MinLibcVersion)
+			return v
+		}
+		if c < 0 {
+			v.Code, v.Reason = VerdictLibcTooOld, fmt.Sprintf("needs %s >= %s, but the platform has %s %s", r.Libc, r.MinLibcVersion, p.Libc, p.LibcVersion)
+			return v
+		}
+	}
+	v.OK, v.Code, v.Reason = true, VerdictOK, fmt.Sprintf("%s build runs on %s %s", r, p.Libc, p.LibcVersion)
+	return v
+}
+
+// CompareVersions compares dotted numeric versions numerically: -1 if a < b,
+// 0 if equal, +1 if a > b ("2.31" < "2.36" < "2.100"; "2.31" == "2.31.0").
+// Each component counts by its leading digits, so distribution suffixes are
+// ignored ("2.36-9+deb12u4" is 2.36). ok is false when a component has no
+// leading digit.
+func CompareVersions(a, b string) (int, bool) {
+	as, aok := versionParts(a)
+	bs, bok := versionParts(b)
+	if !aok || !bok {
+		return 0, false
+	}
+	for i := range max(len(as), len(bs)) {
+		var x, y uint64
+		if i < len(as) {
+			x = as[i]
+		}
+		if i < len(bs) {
+			y = bs[i]
+		}
+		switch {
+		case x < y:
+			return -1, true
+		case x > y:
+			return 1, true
+		}
+	}
+	return 0, true
+}
+
+func versionParts(s string) ([]uint64, bool) {
+	if s == "" {
+		return nil, false
+	}
+	var out []uint64
+	for _, part := range strings.Split(s, ".") {
+		n := 0
+		for n < len(part) && part[n] >= '0' && part[n] <= '9' {
+			n++
+		}
+		if n == 0 {
+			return nil, false
+		}
+		v, err := strconv.ParseUint(part[:n], 10, 64)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, v)
+		if n < len(part) {
+			// A suffix ("36-9+deb12u4", "0rc1") ends the numeric version.
+			break
+		}
+	}
+	return out, true
+}

@@ -1,0 +1,122 @@
+package qualification
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// Errors of the store contract.
+var (
+	// ErrNotFound: no record for the company and environment.
+	ErrNotFound = errors.New("qualification: record not found")
+	// ErrInvalidRecord: a record without company or environment.
+	ErrInvalidRecord = errors.New("qualification: invalid record")
+)
+
+// Store persists qualification records, one per (company, environment)
+// (QUAL-2, QUAL-4). Implementations: MemoryStore here, and SQLite and
+// PostgreSQL in internal/sqlstore; all pass qualificationtest.RunStoreTests.
+// A Store is safe for concurrent use. Records are values: a Store never
+// shares state with the caller.
+type Store interface {
+	// PutQualification stores rec, replacing the record of the same
+	// company and environment. A record without company or environment is
+	// refused with an error wrapping ErrInvalidRecord, and nothing changes.
+	PutQualification(ctx context.Context, rec Record) error
+	// GetQualification returns the record of company for environment, or an
+	// error wrapping ErrNotFound. Another company's record is never
+	// returned (QUAL-4).
+	GetQualification(ctx context.Context, company, environment string) (Record, error)
+	// ListQualifications returns every company's record for environment,
+	// sorted by company; an empty list (no error) when there is none.
+	ListQualifications(ctx context.Context, environment string) ([]Record, error)
+	// DeleteQualifications removes every company's record for environment
+	// (when the environment is deleted). Deleting none is not an error.
+	DeleteQualifications(ctx context.Context, environment string) error
+}
+
+// CheckRecord returns an error wrapping ErrInvalidRecord when rec cannot be
+// stored: it lacks a company or an environment. Stores call it in Put.
+func CheckRecord(rec Record) error {
+	if rec.Company == "" || rec.Environment == "" {
+		return fmt.Errorf("%w: company %q, environment %q: both are required", ErrInvalidRecord, rec.Company, rec.Environment)
+	}
+	return nil
+}
+
+// MemoryStore is an in-memory Store. The zero value is not usable; call
+// NewMemoryStore.
+type MemoryStore struct {
+	mu   sync.Mutex
+	recs map[memKey]Record
+}
+
+type memKey struct{ company, environment string }
+
+var _ Store = (*MemoryStore)(nil)
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore { return &MemoryStore{recs: map[memKey]Record{}} }
+
+// PutQualification implements Store.
+func (m *MemoryStore) PutQualification(ctx context.Context, rec Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := CheckRecord(rec); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.recs[memKey{rec.Company, rec.Environment}] = rec
+	return nil
+}
+
+// GetQualification implements Store.
+func (m *MemoryStore) GetQualification(ctx context.Context, company, environment string) (Record, error) {
+	if err := ctx.Err(); err != nil {
+		return Record{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, ok := m.recs[memKey{company, environment}]
+	if !ok {
+		return Record{}, fmt.Errorf("%w: company %q, environment %q", ErrNotFound, company, environment)
+	}
+	return rec, nil
+}
+
+// ListQualifications implements Store.
+func (m *MemoryStore) ListQualifications(ctx context.Context, environment string) ([]Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := []Record{}
+	for k, rec := range m.recs {
+		if k.environment == environment {
+			out = append(out, rec)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Company < out[j].Company })
+	return out, nil
+}
+
+// DeleteQualifications implements Store.
+func (m *MemoryStore) DeleteQualifications(ctx context.Context, environment string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.recs {
+		if k.environment == environment {
+			delete(m.recs, k)
+		}
+	}
+	return nil
+}
