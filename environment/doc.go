@@ -51,6 +51,22 @@
 //   - Logging: one slog line per mutation (and per refused one), with ids,
 //     names, driver, revision and actor; never config or env var values.
 //
+// Assignments (assign_service.go; types and BindingStore in assign.go)
+// binds environments to a workspace, project or agent of a company, or as
+// the instance default (ASG-1). Resolve (assign_resolve.go) takes the
+// strongest binding of a Scope (workspace > project > agent > instance
+// default) and returns a Resolution naming it; a winning binding whose
+// environment is gone, archived, unavailable, a test target outside test
+// mode, under-capable or of another company is a *BindingError naming the
+// binding, never a fall-through to a weaker binding or the host (ASG-2,
+// ASG-3); nothing bound is ErrNoBinding. The lease layer checks every lease
+// against its Resolution with CheckLeaseTarget (ASG-4). Passed in
+// Options.UsageReporters, Assignments shows bindings in a delete's blast
+// radius and clears them after it (ASG-5); Assignments.Protected can serve
+// as Options.Protected to keep the instance default from being deleted.
+// MemoryBindingStore keeps bindings in memory, internal/sqlstore in SQLite
+// and PostgreSQL.
+//
 // Store (environment.go) is the persistence contract; MemoryStore
 // (memstore.go) implements it in memory, internal/sqlstore in SQLite and
 // PostgreSQL.

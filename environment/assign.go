@@ -1,0 +1,203 @@
+package environment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// BindingKind is the level an assignment binding applies at (ASG-1).
+type BindingKind string
+
+// The binding kinds, from the strongest to the weakest in resolution
+// (ASG-1): workspace, then project, then agent default, then instance
+// default.
+const (
+	// BindingWorkspace binds one workspace (Key = workspace id) of a company.
+	BindingWorkspace BindingKind = "workspace"
+	// BindingProject binds one project (Key = project id) of a company.
+	BindingProject BindingKind = "project"
+	// BindingAgent is an agent's default (Key = agent id) within its company.
+	BindingAgent BindingKind = "agent"
+	// BindingInstanceDefault is the instance default: it has no key and no
+	// company and applies to every company of the instance.
+	BindingInstanceDefault BindingKind = "instance_default"
+)
+
+// BindingKinds lists the kinds in resolution precedence, strongest first
+// (ASG-1).
+func BindingKinds() []BindingKind {
+	return []BindingKind{BindingWorkspace, BindingProject, BindingAgent, BindingInstanceDefault}
+}
+
+// Valid reports whether k is one of the four binding kinds.
+func (k BindingKind) Valid() bool {
+	switch k {
+	case BindingWorkspace, BindingProject, BindingAgent, BindingInstanceDefault:
+		return true
+	}
+	return false
+}
+
+// ResourceKindBinding is the Resource.Kind of assignment bindings in
+// authorization requests that are about a binding rather than one
+// environment (reading bindings, clearing one).
+const ResourceKindBinding = "binding"
+
+// AnyRevision as a base revision makes Assignments.Set and Clear act on
+// whatever binding is stored (last writer wins) instead of checking a
+// revision.
+const AnyRevision int64 = -1
+
+// ErrNoBinding is returned (wrapped) by Resolve when no binding applies to a
+// scope. It wraps ErrNotFound. Resolve never substitutes the local host or
+// any other environment for a missing binding (ASG-2).
+var ErrNoBinding = fmt.Errorf("no environment bound: %w", ErrNotFound)
+
+// ErrArchived is wrapped by a BindingError when the bound environment is
+// archived (ASG-2).
+var ErrArchived = errors.New("environment: archived")
+
+// ErrTargetMismatch is wrapped by CheckLeaseTarget when a lease does not
+// belong to the resolution it is used for (ASG-4). It wraps ErrConflict.
+var ErrTargetMismatch = fmt.Errorf("lease does not match the resolved target: %w", ErrConflict)
+
+// BindingRef identifies a binding: its kind and key. The key is the
+// workspace, project or agent id; it is "" for the instance default.
+// Bindings are unique by (Kind, Key) in an instance, whatever their company.
+type BindingRef struct {
+	Kind BindingKind `json:"kind"`
+	Key  string      `json:"key,omitempty"`
+}
+
+// String returns "workspace ws_1", "project p_1", "agent a_1" or
+// "instance default".
+func (r BindingRef) String() string {
+	if r.Kind == BindingInstanceDefault {
+		return "instance default"
+	}
+	if r.Key == "" {
+		return string(r.Kind)
+	}
+	return fmt.Sprintf("%s %s", r.Kind, r.Key)
+}
+
+// Binding assigns an environment to a workspace, project, agent or the
+// whole instance (ASG-1). Workspace, project and agent bindings belong to a
+// company: only that company's runs may use them (ASG-3). The instance
+// default belongs to no company and applies to every company. A Binding
+// holds ids only, never config or secrets.
+type Binding struct {
+	BindingRef
+	// Company owns the binding; "" for the instance default.
+	Company string `json:"company,omitempty"`
+	// EnvironmentID is the bound environment.
+	EnvironmentID string `json:"environmentId"`
+	// Revision starts at 1 and grows by one on every change.
+	Revision  int64     `json:"revision"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	CreatedBy string    `json:"createdBy,omitempty"` // actor id
+	UpdatedBy string    `json:"updatedBy,omitempty"` // actor id
+}
+
+// Ref returns the binding's kind and key.
+func (b Binding) Ref() BindingRef { return b.BindingRef }
+
+// String names the binding for messages: `workspace ws_1 binding of
+// company "acme"`, or `instance default binding`. It holds no secret.
+func (b Binding) String() string {
+	s := b.BindingRef.String() + " binding"
+	if b.Company != "" {
+		s += fmt.Sprintf(" of company %q", b.Company)
+	}
+	return s
+}
+
+// maxBindingIDLen bounds keys, companies and environment ids of bindings.
+const maxBindingIDLen = 200
+
+// Validate checks the shape of b: a known kind; for the instance default no
+// key and no company; for the other kinds a key and a company; an
+// environment id; ids without control characters or surrounding space, at
+// most 200 bytes each. It returns an error wrapping ErrInvalid that names
+// the field.
+func (b Binding) Validate() error {
+	if !b.Kind.Valid() {
+		return fmt.Errorf("environment: binding: field \"kind\": %q is not one of workspace, project, agent, instance_default: %w", b.Kind, ErrInvalid)
+	}
+	if b.Kind == BindingInstanceDefault {
+		if b.Key != "" {
+			return fmt.Errorf("environment: %s: field \"key\": must be empty for the instance default: %w", b, ErrInvalid)
+		}
+		if b.Company != "" {
+			return fmt.Errorf("environment: %s: field \"company\": must be empty: the instance default applies to every company: %w", b, ErrInvalid)
+		}
+	} else {
+		if err := checkBindingID(b, "key", b.Key); err != nil {
+			return err
+		}
+		if err := checkBindingID(b, "company", b.Company); err != nil {
+			return err
+		}
+	}
+	return checkBindingID(b, "environmentId", b.EnvironmentID)
+}
+
+func checkBindingID(b Binding, field, v string) error {
+	reason := ""
+	switch {
+	case v == "":
+		reason = "required"
+	case len(v) > maxBindingIDLen:
+		reason = fmt.Sprintf("longer than %d bytes", maxBindingIDLen)
+	case strings.TrimSpace(v) != v:
+		reason = "has leading or trailing space"
+	case strings.ContainsFunc(v, unicode.IsControl):
+		reason = "contains a control character"
+	}
+	if reason == "" {
+		return nil
+	}
+	return fmt.Errorf("environment: %s: field %q: %s: %w", b, field, reason, ErrInvalid)
+}
+
+// BindingFilter selects bindings in BindingStore.ListBindings. Zero fields
+// match everything.
+type BindingFilter struct {
+	Kind          BindingKind
+	Company       string
+	EnvironmentID string
+}
+
+// BindingStore persists assignment bindings. Implementations:
+// MemoryBindingStore in this package, and SQLite and PostgreSQL in
+// internal/sqlstore; all pass the internal/storetest binding suite. A
+// BindingStore is safe for concurrent use, each method is atomic, and it
+// stores and returns copies. It does not check that environments exist:
+// Assignments does.
+type BindingStore interface {
+	// PutBinding stores b. b.Validate must pass (else ErrInvalid) and
+	// b.Revision must be baseRevision+1 (else ErrConflict). With
+	// baseRevision 0 it inserts b and returns an error wrapping ErrConflict
+	// if a binding with b's kind and key exists. Otherwise it replaces the
+	// stored binding if its revision equals baseRevision, else ErrConflict
+	// (ErrNotFound if none is stored). Nothing changes on error.
+	PutBinding(ctx context.Context, b *Binding, baseRevision int64) error
+	// GetBinding returns the binding with ref's kind and key, or an error
+	// wrapping ErrNotFound.
+	GetBinding(ctx context.Context, ref BindingRef) (*Binding, error)
+	// DeleteBinding removes the binding ref if its stored revision equals
+	// baseRevision, else ErrConflict (ErrNotFound if absent).
+	DeleteBinding(ctx context.Context, ref BindingRef, baseRevision int64) error
+	// ListBindings returns the matching bindings sorted by kind, then key
+	// (byte order).
+	ListBindings(ctx context.Context, f BindingFilter) ([]*Binding, error)
+	// DeleteEnvironmentBindings removes every binding of environment envID
+	// at once and returns how many it removed (0 when none: it is
+	// idempotent).
+	DeleteEnvironmentBindings(ctx context.Context, envID string) (int, error)
+}

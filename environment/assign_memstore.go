@@ -1,0 +1,131 @@
+package environment
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// MemoryBindingStore is an in-memory BindingStore for tests, demos and
+// single-process hosts. Every method runs under one lock, so each is atomic;
+// it stores and returns copies. Its zero value is not usable; call
+// NewMemoryBindingStore.
+type MemoryBindingStore struct {
+	mu       sync.RWMutex
+	bindings map[BindingRef]*Binding
+}
+
+var _ BindingStore = (*MemoryBindingStore)(nil)
+
+// NewMemoryBindingStore returns an empty in-memory binding store.
+func NewMemoryBindingStore() *MemoryBindingStore {
+	return &MemoryBindingStore{bindings: map[BindingRef]*Binding{}}
+}
+
+// PutBinding implements BindingStore.
+func (m *MemoryBindingStore) PutBinding(ctx context.Context, b *Binding, baseRevision int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if b == nil {
+		return fmt.Errorf("environment: put binding: nil binding: %w", ErrInvalid)
+	}
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	if b.Revision != baseRevision+1 || baseRevision < 0 {
+		return fmt.Errorf("environment: %s: revision %d does not follow base revision %d: %w", b, b.Revision, baseRevision, ErrConflict)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.bindings[b.BindingRef]
+	switch {
+	case baseRevision == 0 && ok:
+		return fmt.Errorf("environment: %s already exists at revision %d: %w", b, cur.Revision, ErrConflict)
+	case baseRevision > 0 && !ok:
+		return fmt.Errorf("environment: %s: %w", b, ErrNotFound)
+	case baseRevision > 0 && cur.Revision != baseRevision:
+		return fmt.Errorf("environment: %s: stale revision %d, stored revision is %d: %w", b, baseRevision, cur.Revision, ErrConflict)
+	}
+	c := *b
+	m.bindings[b.BindingRef] = &c
+	return nil
+}
+
+// GetBinding implements BindingStore.
+func (m *MemoryBindingStore) GetBinding(ctx context.Context, ref BindingRef) (*Binding, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	b, ok := m.bindings[ref]
+	if !ok {
+		return nil, fmt.Errorf("environment: %s binding: %w", ref, ErrNotFound)
+	}
+	c := *b
+	return &c, nil
+}
+
+// DeleteBinding implements BindingStore.
+func (m *MemoryBindingStore) DeleteBinding(ctx context.Context, ref BindingRef, baseRevision int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.bindings[ref]
+	if !ok {
+		return fmt.Errorf("environment: %s binding: %w", ref, ErrNotFound)
+	}
+	if cur.Revision != baseRevision {
+		return fmt.Errorf("environment: %s: stale revision %d, stored revision is %d: %w", cur, baseRevision, cur.Revision, ErrConflict)
+	}
+	delete(m.bindings, ref)
+	return nil
+}
+
+// ListBindings implements BindingStore.
+func (m *MemoryBindingStore) ListBindings(ctx context.Context, f BindingFilter) ([]*Binding, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	out := make([]*Binding, 0, len(m.bindings))
+	for _, b := range m.bindings {
+		if matchBinding(b, f) {
+			c := *b
+			out = append(out, &c)
+		}
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *Binding) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Key, b.Key))
+	})
+	return out, nil
+}
+
+// DeleteEnvironmentBindings implements BindingStore.
+func (m *MemoryBindingStore) DeleteEnvironmentBindings(ctx context.Context, envID string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for ref, b := range m.bindings {
+		if b.EnvironmentID == envID {
+			delete(m.bindings, ref)
+			n++
+		}
+	}
+	return n, nil
+}
+
+func matchBinding(b *Binding, f BindingFilter) bool {
+	return (f.Kind == "" || b.Kind == f.Kind) &&
+		(f.Company == "" || b.Company == f.Company) &&
+		(f.EnvironmentID == "" || b.EnvironmentID == f.EnvironmentID)
+}

@@ -1,0 +1,16 @@
+package environment_test
+
+import (
+	"testing"
+
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/storetest"
+)
+
+// TestMemoryBindingStoreConformance runs the environment.BindingStore
+// conformance suite (ASG-1, ASG-5 at the store level) against
+// MemoryBindingStore.
+func TestMemoryBindingStoreConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunBindingStoreTests(t, func(*testing.T) environment.BindingStore { return environment.NewMemoryBindingStore() })
+}

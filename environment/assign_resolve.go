@@ -1,0 +1,216 @@
+package environment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// Scope is what a run needs a target for: its company (required) and the
+// workspace, project and agent it belongs to ("" when it has none).
+type Scope struct {
+	Company   string `json:"company"`
+	Workspace string `json:"workspace,omitempty"`
+	Project   string `json:"project,omitempty"`
+	Agent     string `json:"agent,omitempty"`
+}
+
+// key returns the scope's key for kind, and whether the scope has one (the
+// instance default always applies).
+func (s Scope) key(kind BindingKind) (string, bool) {
+	switch kind {
+	case BindingWorkspace:
+		return s.Workspace, s.Workspace != ""
+	case BindingProject:
+		return s.Project, s.Project != ""
+	case BindingAgent:
+		return s.Agent, s.Agent != ""
+	}
+	return "", true
+}
+
+// String returns `company "acme" (workspace ws_1, project p_1, agent a_1)`,
+// leaving out what the scope does not have.
+func (s Scope) String() string {
+	var parts []string
+	for _, k := range BindingKinds() {
+		if key, ok := s.key(k); ok && key != "" {
+			parts = append(parts, string(k)+" "+key)
+		}
+	}
+	out := fmt.Sprintf("company %q", s.Company)
+	if len(parts) > 0 {
+		out += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return out
+}
+
+// Resolution is the execution target of a scope (ASG-1): the binding that
+// won and the environment it points at, checked usable for the required
+// capabilities at resolution time. The lease layer leases Environment and
+// checks the lease with CheckLeaseTarget (ASG-4).
+type Resolution struct {
+	Scope Scope `json:"scope"`
+	// Binding is the binding that won.
+	Binding Binding `json:"binding"`
+	// Environment is the bound environment's record; its config holds
+	// secret references only (Catalog.ResolvedConfig gives the values).
+	Environment *Environment `json:"environment"`
+	// Capabilities is the effective capability set of the environment's
+	// driver; it covers Required.
+	Capabilities drivers.Set `json:"capabilities"`
+	Required     drivers.Set `json:"required"`
+}
+
+// BindingError is why the binding that won a resolution cannot be used
+// (ASG-2, ASG-3): it names the binding (kind, key and company) and the
+// environment, and wraps the cause: ErrNotFound (the environment is gone),
+// ErrArchived, drivers.ErrUnavailable (driver not registered, test driver
+// outside test mode, provider unavailable), drivers.ErrUnsupported (a
+// required capability is missing; Missing lists them), ErrDenied (the
+// binding belongs to another company) or a *ConfigError. Resolve never
+// falls through to a weaker binding or to the host after a BindingError.
+type BindingError struct {
+	Binding Binding
+	// Environment is `"name" (id)`, or the id when the record is gone.
+	Environment string
+	Reason      string
+	// Missing lists the required capabilities the environment lacks.
+	Missing []drivers.Capability
+	Err     error
+}
+
+// Error returns `environment: KIND KEY binding of company "C" -> environment
+// "NAME" (ID): REASON; not falling back to a weaker binding or the host`.
+func (e *BindingError) Error() string {
+	return fmt.Sprintf("environment: %s -> environment %s: %s; not falling back to a weaker binding or the host (ASG-2)",
+		e.Binding, e.Environment, e.Reason)
+}
+
+// Unwrap returns the cause.
+func (e *BindingError) Unwrap() error { return e.Err }
+
+// Resolve returns the execution target of scope (ASG-1): the bound
+// environment of the strongest binding that exists, in the order workspace,
+// project, agent default, instance default. The winning binding must be
+// usable, else Resolve returns a *BindingError naming it and never tries a
+// weaker binding or the local host (ASG-2): its company must be the
+// scope's (ErrDenied otherwise, ASG-3); the environment must exist
+// (ErrNotFound), be active (ErrArchived) and have a registered, available
+// driver that is not a test driver outside test mode
+// (drivers.ErrUnavailable), a config its driver still accepts, and an
+// effective capability set covering required (drivers.ErrUnsupported; the
+// error names the missing capabilities, CAP-4). When no binding applies it
+// returns an error wrapping ErrNoBinding (and so ErrNotFound). A store error
+// is returned, never skipped. Resolve does no authorization (the lease layer
+// authorizes ActionLease for the company) and no I/O beyond the two stores:
+// it never calls a provider (CAP-1).
+func (a *Assignments) Resolve(ctx context.Context, scope Scope, required drivers.Set) (*Resolution, error) {
+	if scope.Company == "" {
+		return nil, fmt.Errorf("environment: resolve: field \"company\": required: %w", ErrInvalid)
+	}
+	for _, kind := range BindingKinds() {
+		key, ok := scope.key(kind)
+		if !ok {
+			continue
+		}
+		ref := BindingRef{Kind: kind, Key: key}
+		b, err := a.bindings.GetBinding(ctx, ref)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("environment: resolve for %s: reading the %s binding: %w", scope, ref, err)
+		}
+		res, err := a.check(ctx, scope, b, required)
+		if err != nil {
+			a.log.LogAttrs(ctx, slog.LevelWarn, "environment resolution refused",
+				slog.String("scope", scope.String()), slog.String("binding", b.String()),
+				slog.String("environment", b.EnvironmentID), slog.String("error", err.Error()))
+			return nil, err
+		}
+		return res, nil
+	}
+	return nil, fmt.Errorf("environment: resolve for %s: no workspace, project or agent binding and no instance default: %w", scope, ErrNoBinding)
+}
+
+// check returns the resolution of scope through b, or the BindingError that
+// says why b cannot be used.
+func (a *Assignments) check(ctx context.Context, scope Scope, b *Binding, required drivers.Set) (*Resolution, error) {
+	refuse := func(env string, err error, format string, args ...any) error {
+		return &BindingError{Binding: *b, Environment: env, Reason: fmt.Sprintf(format, args...), Err: err}
+	}
+	if b.Company != "" && b.Company != scope.Company {
+		return nil, refuse(b.EnvironmentID, ErrDenied,
+			"the binding belongs to company %q and cannot be used by company %q (ASG-3)", b.Company, scope.Company)
+	}
+	env, err := a.envs.GetEnvironment(ctx, b.EnvironmentID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, refuse(b.EnvironmentID, ErrNotFound, "the bound environment no longer exists")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("environment: %s: reading environment %s: %w", b, b.EnvironmentID, err)
+	}
+	label := labelOf(env)
+	if env.Status != StatusActive {
+		return nil, refuse(label, ErrArchived, "the bound environment is %s", env.Status)
+	}
+	d, err := a.reg.Lookup(env.Driver)
+	if err != nil {
+		return nil, refuse(label, err, "driver %q is not registered in this instance", env.Driver)
+	}
+	if a.isTestDriver(env.Driver) && !a.testMode {
+		return nil, refuse(label, drivers.ErrUnavailable,
+			"driver %q is for tests only and test mode is off (CFG-4)", env.Driver)
+	}
+	if err := drivers.Available(d); err != nil {
+		return nil, refuse(label, err, "provider unavailable: %v", err)
+	}
+	if _, err := d.Schema().Normalize(env.Config); err != nil {
+		return nil, refuse(label, &ConfigError{ID: env.ID, Name: env.Name, Err: err},
+			"the stored config no longer validates: %v", err)
+	}
+	eff := drivers.Effective(d, 0)
+	if missing := eff.Missing(required); len(missing) > 0 {
+		names := make([]string, len(missing))
+		for i, c := range missing {
+			names[i] = c.String()
+		}
+		return nil, &BindingError{Binding: *b, Environment: label, Missing: missing, Err: drivers.ErrUnsupported,
+			Reason: fmt.Sprintf("driver %q lacks required capability %s (effective: %s) (CAP-4)",
+				env.Driver, strings.Join(names, ", "), eff)}
+	}
+	return &Resolution{Scope: scope, Binding: *b, Environment: env, Capabilities: eff, Required: required}, nil
+}
+
+func (a *Assignments) isTestDriver(name string) bool { return slices.Contains(a.testNames, name) }
+
+// CheckLeaseTarget is the ASG-4 check that the lease layer runs before it
+// uses a lease for a resolved target: the lease must be of the resolved
+// environment and of the resolution's company. It returns nil when both
+// match, else an error wrapping ErrTargetMismatch (and so ErrConflict) that
+// names the binding, the resolved environment and company, and the lease's;
+// an empty value on either side is a mismatch, never a guess. It is pure:
+// no I/O.
+func CheckLeaseTarget(res *Resolution, leaseEnvironmentID, leaseCompany string) error {
+	if res == nil || res.Environment == nil {
+		return fmt.Errorf("environment: lease of environment %q for company %q checked without a resolution (ASG-4): %w",
+			leaseEnvironmentID, leaseCompany, ErrTargetMismatch)
+	}
+	var why []string
+	if res.Environment.ID == "" || leaseEnvironmentID != res.Environment.ID {
+		why = append(why, fmt.Sprintf("the lease is of environment %q, the resolution is environment %s", leaseEnvironmentID, labelOf(res.Environment)))
+	}
+	if res.Scope.Company == "" || leaseCompany != res.Scope.Company {
+		why = append(why, fmt.Sprintf("the lease is for company %q, the resolution for company %q", leaseCompany, res.Scope.Company))
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return fmt.Errorf("environment: %s: %s (ASG-4): %w", res.Binding, strings.Join(why, "; "), ErrTargetMismatch)
+}

@@ -1,0 +1,399 @@
+package environment_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
+	"github.com/google/go-cmp/cmp"
+)
+
+// fullScope has a workspace, a project and an agent of company acme.
+var fullScope = environment.Scope{Company: "acme", Workspace: "ws_1", Project: "p_1", Agent: "agent_1"}
+
+// allFour binds every level of fullScope to a different usable environment.
+var allFour = []bind{
+	wsBind("ws_1", "acme", "full"), projectBind("p_1", "acme", "lean"),
+	agentBind("agent_1", "acme", "host"), defaultBind("host"),
+}
+
+// TestResolvePrecedence (ASG-1): workspace, then project, then agent
+// default, then instance default; the result says which binding won.
+func TestResolvePrecedence(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		bindings []bind
+		scope    environment.Scope
+		required drivers.Set
+		wantRef  environment.BindingRef
+		wantEnv  string
+	}{
+		{
+			name: "workspace binding beats project, agent and instance default", bindings: allFour,
+			scope: fullScope, wantRef: wsBind("ws_1", "", "").ref(), wantEnv: "full",
+		},
+		{
+			name: "project binding wins when the workspace has none", bindings: allFour[1:],
+			scope: fullScope, wantRef: projectBind("p_1", "", "").ref(), wantEnv: "lean",
+		},
+		{
+			name: "agent default wins when workspace and project have none", bindings: allFour[2:],
+			scope: fullScope, wantRef: agentBind("agent_1", "", "").ref(), wantEnv: "host",
+		},
+		{
+			name: "instance default applies when nothing else is bound", bindings: []bind{defaultBind("full")},
+			scope: fullScope, wantRef: defaultBind("").ref(), wantEnv: "full",
+		},
+		{
+			name: "instance default applies to every company", bindings: []bind{defaultBind("full")},
+			scope:   environment.Scope{Company: "globex", Workspace: "ws_9"},
+			wantRef: defaultBind("").ref(), wantEnv: "full",
+		},
+		{
+			name:     "a scope without a workspace skips the workspace level",
+			bindings: allFour, scope: environment.Scope{Company: "acme", Project: "p_1", Agent: "agent_1"},
+			wantRef: projectBind("p_1", "", "").ref(), wantEnv: "lean",
+		},
+		{
+			name:     "bindings of other workspaces and projects do not apply",
+			bindings: []bind{wsBind("ws_2", "acme", "lean"), projectBind("p_2", "acme", "lean"), agentBind("agent_1", "acme", "full")},
+			scope:    fullScope, wantRef: agentBind("agent_1", "", "").ref(), wantEnv: "full",
+		},
+		{
+			name:     "a target covering the required capabilities resolves (CAP-4)",
+			bindings: []bind{wsBind("ws_1", "acme", "full")}, scope: fullScope,
+			required: drivers.NewSet(drivers.CapReuse, drivers.CapTerminal, drivers.CapExec),
+			wantRef:  wsBind("ws_1", "", "").ref(), wantEnv: "full",
+		},
+		{
+			name:     "the local host resolves when it is bound and capable",
+			bindings: []bind{projectBind("p_1", "acme", "host")}, scope: fullScope,
+			required: drivers.NewSet(drivers.CapStreamExec),
+			wantRef:  projectBind("p_1", "", "").ref(), wantEnv: "host",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newAsgFixture(t, nil)
+			f.put(t, tc.bindings...)
+			res, err := f.asg.Resolve(context.Background(), tc.scope, tc.required)
+			if err != nil {
+				t.Fatalf("Resolve(%s): %v", tc.scope, err)
+			}
+			got := struct {
+				Ref     environment.BindingRef
+				Env     string
+				Company string
+			}{res.Binding.BindingRef, res.Environment.ID, res.Scope.Company}
+			want := got
+			want.Ref, want.Env, want.Company = tc.wantRef, f.ids[tc.wantEnv], tc.scope.Company
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("resolution mismatch (-want +got):\n%s", d)
+			}
+			if res.Binding.EnvironmentID != res.Environment.ID {
+				t.Errorf("binding points at %s, resolution environment is %s", res.Binding.EnvironmentID, res.Environment.ID)
+			}
+			if !res.Capabilities.Covers(tc.required) || res.Required != tc.required {
+				t.Errorf("capabilities %s, required %s: want a set covering %s", res.Capabilities, res.Required, tc.required)
+			}
+			if err := environment.CheckLeaseTarget(res, res.Environment.ID, tc.scope.Company); err != nil {
+				t.Errorf("CheckLeaseTarget of the resolved target: %v", err)
+			}
+		})
+	}
+}
+
+// TestResolveRefusals (ASG-2, ASG-3, CAP-3, CAP-4, CFG-4): a winning binding
+// that cannot be used is an error naming that binding; resolution never
+// falls through to a weaker binding and never substitutes the local host,
+// even when the host or another usable target is bound below it.
+func TestResolveRefusals(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		bindings []bind
+		scope    environment.Scope
+		required drivers.Set
+		strict   bool // resolve with test mode off
+		wantErr  []error
+		// wantRef is the binding the error must name (a *BindingError);
+		// nil for errors that are not about one binding.
+		wantRef     *environment.BindingRef
+		wantText    []string
+		wantMissing []drivers.Capability
+	}{
+		{
+			name:     "nothing bound is an error, not the host",
+			bindings: nil, scope: fullScope,
+			wantErr:  []error{environment.ErrNoBinding, environment.ErrNotFound},
+			wantText: []string{`company "acme"`, "workspace ws_1", "no workspace, project or agent binding and no instance default"},
+		},
+		{
+			name:     "nothing bound for this scope is an error even when other scopes are bound",
+			bindings: []bind{wsBind("ws_2", "acme", "host"), agentBind("agent_2", "acme", "host")},
+			scope:    fullScope,
+			wantErr:  []error{environment.ErrNoBinding},
+		},
+		{
+			name:     "archived workspace target is an error; the project binding is not used",
+			bindings: []bind{wsBind("ws_1", "acme", "old"), projectBind("p_1", "acme", "full"), defaultBind("host")},
+			scope:    fullScope, wantErr: []error{environment.ErrArchived},
+			wantRef: ref(wsBind("ws_1", "", "")), wantText: []string{"workspace ws_1 binding", `"old"`, "archived"},
+		},
+		{
+			name:     "deleted project target is an error; the agent default is not used",
+			bindings: []bind{projectBind("p_1", "acme", "missing"), agentBind("agent_1", "acme", "full")},
+			scope:    fullScope, wantErr: []error{environment.ErrNotFound},
+			wantRef: ref(projectBind("p_1", "", "")), wantText: []string{"project p_1 binding", "env_missing", "no longer exists"},
+		},
+		{
+			name:     "deleted instance default is an error, not the host",
+			bindings: []bind{defaultBind("missing")}, scope: fullScope,
+			wantErr: []error{environment.ErrNotFound}, wantRef: ref(defaultBind("")),
+			wantText: []string{"instance default binding", "env_missing"},
+		},
+		{
+			name:     "unregistered driver is unavailable (CAP-3)",
+			bindings: []bind{wsBind("ws_1", "acme", "retired"), defaultBind("host")},
+			scope:    fullScope, wantErr: []error{drivers.ErrUnavailable},
+			wantRef: ref(wsBind("ws_1", "", "")), wantText: []string{`driver "retired" is not registered`},
+		},
+		{
+			name:     "unavailable provider is refused (CAP-3)",
+			bindings: []bind{agentBind("agent_1", "acme", "down"), defaultBind("host")},
+			scope:    fullScope, wantErr: []error{drivers.ErrUnavailable},
+			wantRef: ref(agentBind("agent_1", "", "")), wantText: []string{"agent agent_1 binding", "provider unavailable", errProviderDisabled.Error()},
+		},
+		{
+			name:     "test driver outside test mode is refused (CFG-4)",
+			bindings: []bind{wsBind("ws_1", "acme", "full"), defaultBind("host")},
+			scope:    fullScope, strict: true, wantErr: []error{drivers.ErrUnavailable},
+			wantRef: ref(wsBind("ws_1", "", "")), wantText: []string{`driver "fake" is for tests only`},
+		},
+		{
+			name:     "missing capabilities are refused and named (CAP-4)",
+			bindings: []bind{wsBind("ws_1", "acme", "lean"), defaultBind("full")},
+			scope:    fullScope, required: drivers.NewSet(drivers.CapExec, drivers.CapReuse, drivers.CapTerminal),
+			wantErr: []error{drivers.ErrUnsupported}, wantRef: ref(wsBind("ws_1", "", "")),
+			wantText:    []string{"lacks required capability reuse, terminal"},
+			wantMissing: []drivers.Capability{drivers.CapReuse, drivers.CapTerminal},
+		},
+		{
+			name:     "the bound local host lacking a capability is refused like any target",
+			bindings: []bind{defaultBind("host")}, scope: fullScope,
+			required: drivers.NewSet(drivers.CapReuse),
+			wantErr:  []error{drivers.ErrUnsupported}, wantRef: ref(defaultBind("")),
+			wantText: []string{`driver "local" lacks required capability reuse`}, wantMissing: []drivers.Capability{drivers.CapReuse},
+		},
+		{
+			name:     "a workspace binding of another company is denied (ASG-3)",
+			bindings: []bind{wsBind("ws_1", "globex", "full"), projectBind("p_1", "acme", "full")},
+			scope:    fullScope, wantErr: []error{environment.ErrDenied},
+			wantRef: ref(wsBind("ws_1", "", "")), wantText: []string{`company "globex"`, `cannot be used by company "acme"`},
+		},
+		{
+			name:     "an agent default of another company is denied (ASG-3)",
+			bindings: []bind{agentBind("agent_1", "globex", "full"), defaultBind("full")},
+			scope:    fullScope, wantErr: []error{environment.ErrDenied},
+			wantRef: ref(agentBind("agent_1", "", "")),
+		},
+		{
+			name:     "a stored config the driver no longer accepts is refused (CFG-8)",
+			bindings: []bind{projectBind("p_1", "acme", "broken"), defaultBind("full")},
+			scope:    fullScope, wantErr: []error{drivers.ErrInvalidConfig, environment.ErrInvalid},
+			wantRef: ref(projectBind("p_1", "", "")), wantText: []string{`"broken"`, "cpus"},
+		},
+		{
+			name:     "a scope without a company is invalid",
+			bindings: []bind{defaultBind("full")}, scope: environment.Scope{Workspace: "ws_1"},
+			wantErr: []error{environment.ErrInvalid}, wantText: []string{`"company"`},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newAsgFixture(t, nil)
+			f.put(t, tc.bindings...)
+			asg := f.asg
+			if tc.strict {
+				asg = f.strict
+			}
+			res, err := asg.Resolve(context.Background(), tc.scope, tc.required)
+			if err == nil {
+				t.Fatalf("Resolve(%s) = %s via %s, want an error", tc.scope, res.Environment.Name, res.Binding)
+			}
+			if res != nil {
+				t.Errorf("Resolve returned a resolution (%s) with its error", res.Environment.Name)
+			}
+			wantErr(t, err, tc.wantErr...)
+			wantText(t, err, tc.wantText...)
+			if strings.Contains(err.Error(), f.ids["host"]) && !failingBindsTo(tc.bindings, "host", tc.wantRef) {
+				t.Errorf("error %q mentions the host environment although the failing binding is not the host", err)
+			}
+			var be *environment.BindingError
+			if tc.wantRef == nil {
+				if errors.As(err, &be) {
+					t.Errorf("got a BindingError naming %s, want an error about the scope", be.Binding)
+				}
+				return
+			}
+			if !errors.As(err, &be) {
+				t.Fatalf("error %q is not a *BindingError", err)
+			}
+			if be.Binding.BindingRef != *tc.wantRef {
+				t.Errorf("error names %s, want %s", be.Binding.BindingRef, *tc.wantRef)
+			}
+			if !strings.Contains(err.Error(), be.Binding.String()) {
+				t.Errorf("error %q does not name the binding %q", err, be.Binding.String())
+			}
+			if d := cmp.Diff(tc.wantMissing, be.Missing); d != "" {
+				t.Errorf("missing capabilities (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func ref(b bind) *environment.BindingRef { r := b.ref(); return &r }
+
+// failingBindsTo reports whether the failing binding itself points at env.
+func failingBindsTo(bs []bind, env string, failing *environment.BindingRef) bool {
+	for _, b := range bs {
+		if failing != nil && b.ref() == *failing && b.env == env {
+			return true
+		}
+	}
+	return false
+}
+
+// failingBindings is a BindingStore whose reads fail for one kind.
+type failingBindings struct {
+	environment.BindingStore
+	kind environment.BindingKind
+}
+
+var errBindingStoreDown = errors.New("binding store down")
+
+func (s failingBindings) GetBinding(ctx context.Context, r environment.BindingRef) (*environment.Binding, error) {
+	if r.Kind == s.kind {
+		return nil, errBindingStoreDown
+	}
+	return s.BindingStore.GetBinding(ctx, r)
+}
+
+// TestResolveStoreErrorIsNotSkipped (ASG-2): a binding that cannot be read
+// is an error, not a reason to try the weaker levels.
+func TestResolveStoreErrorIsNotSkipped(t *testing.T) {
+	t.Parallel()
+	mem := environment.NewMemoryBindingStore()
+	f := newAsgFixtureOn(t, environment.NewMemoryStore(), failingBindings{mem, environment.BindingProject}, nil)
+	f.put(t, projectBind("p_1", "acme", "full"), defaultBind("host"))
+	_, err := f.asg.Resolve(context.Background(), fullScope, 0)
+	wantErr(t, err, errBindingStoreDown)
+	wantText(t, err, "project p_1")
+}
+
+// TestCheckLeaseTarget (ASG-4): a lease is used for a resolution only when
+// it is of the resolved environment and company; anything else is an error
+// naming both sides, never a guess.
+func TestCheckLeaseTarget(t *testing.T) {
+	t.Parallel()
+	res := &environment.Resolution{
+		Scope:       environment.Scope{Company: "acme", Workspace: "ws_1"},
+		Binding:     environment.Binding{BindingRef: environment.BindingRef{Kind: environment.BindingWorkspace, Key: "ws_1"}, Company: "acme", EnvironmentID: "env_1"},
+		Environment: &environment.Environment{ID: "env_1", Name: "full"},
+	}
+	noCompany := *res
+	noCompany.Scope.Company = ""
+	tests := []struct {
+		name       string
+		res        *environment.Resolution
+		env, comp  string
+		wantOK     bool
+		wantInText []string
+	}{
+		{name: "lease of the resolved environment and company matches", res: res, env: "env_1", comp: "acme", wantOK: true},
+		{name: "lease of another environment is a mismatch", res: res, env: "env_2", comp: "acme",
+			wantInText: []string{"workspace ws_1 binding", `environment "env_2"`, `"full" (env_1)`}},
+		{name: "lease of another company is a mismatch", res: res, env: "env_1", comp: "globex",
+			wantInText: []string{`company "globex"`, `company "acme"`}},
+		{name: "lease without an environment is a mismatch, not a guess", res: res, env: "", comp: "acme"},
+		{name: "lease without a company is a mismatch, not a guess", res: res, env: "env_1", comp: ""},
+		{name: "a resolution without a company matches nothing", res: &noCompany, env: "env_1", comp: ""},
+		{name: "no resolution matches nothing", res: nil, env: "env_1", comp: "acme", wantInText: []string{"without a resolution"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := environment.CheckLeaseTarget(tc.res, tc.env, tc.comp)
+			if tc.wantOK {
+				if err != nil {
+					t.Fatalf("CheckLeaseTarget: %v", err)
+				}
+				return
+			}
+			wantErr(t, err, environment.ErrTargetMismatch, environment.ErrConflict)
+			wantText(t, err, append([]string{"ASG-4"}, tc.wantInText...)...)
+		})
+	}
+}
+
+// TestResolveThenLeaseMismatch (ASG-4) runs the check on a real resolution:
+// the lease layer's view of a lease of another environment is refused.
+func TestResolveThenLeaseMismatch(t *testing.T) {
+	t.Parallel()
+	f := newAsgFixture(t, nil)
+	f.put(t, wsBind("ws_1", "acme", "full"))
+	res, err := f.asg.Resolve(context.Background(), fullScope, drivers.NewSet(drivers.CapReuse))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, environment.CheckLeaseTarget(res, f.ids["lean"], "acme"), environment.ErrTargetMismatch)
+	if err := environment.CheckLeaseTarget(res, f.ids["full"], "acme"); err != nil {
+		t.Errorf("lease of the resolved environment refused: %v", err)
+	}
+}
+
+func ExampleAssignments_Resolve() {
+	ctx := context.Background()
+	reg := assignRegistry()
+	envs := environment.NewMemoryStore()
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.AssignmentOptions{TestMode: true})
+	n := 0
+	cat := environment.NewCatalog(envs, reg, environment.NewMemorySecretStore(), &environment.Options{
+		TestMode: true, UsageReporters: []environment.UsageReporter{asg},
+		NewID: func() string { n++; return fmt.Sprintf("env_%d", n) },
+	})
+	op := environment.Principal{ID: "u_1", Role: environment.RoleLocalOperator}
+	sandbox, _ := cat.Create(ctx, op, environment.CreateRequest{Name: "sandboxes", Driver: "fake"})
+	host, _ := cat.Create(ctx, op, environment.CreateRequest{Name: "this host", Driver: "local"})
+
+	_, _ = asg.Set(ctx, op, environment.SetBinding{Kind: environment.BindingInstanceDefault, EnvironmentID: host.ID})
+	_, _ = asg.Set(ctx, op, environment.SetBinding{Kind: environment.BindingProject, Key: "p_1", Company: "acme", EnvironmentID: sandbox.ID})
+
+	res, _ := asg.Resolve(ctx, environment.Scope{Company: "acme", Project: "p_1"}, drivers.NewSet(drivers.CapReuse))
+	fmt.Println(res.Binding.String(), "->", res.Environment.Name)
+	res, _ = asg.Resolve(ctx, environment.Scope{Company: "acme", Project: "p_2"}, 0)
+	fmt.Println(res.Binding.String(), "->", res.Environment.Name)
+
+	// The bound host cannot resume sandboxes: an error, not another target.
+	_, err := asg.Resolve(ctx, environment.Scope{Company: "acme", Project: "p_2"}, drivers.NewSet(drivers.CapReuse))
+	fmt.Println(errors.Is(err, drivers.ErrUnsupported))
+
+	// Deleting the sandbox environment clears its binding (ASG-5).
+	b, _ := cat.Delete(ctx, op, sandbox.ID, sandbox.Revision)
+	fmt.Println("cleared:", b.Assignments[0].ID)
+	res, _ = asg.Resolve(ctx, environment.Scope{Company: "acme", Project: "p_1"}, 0)
+	fmt.Println(res.Binding.String(), "->", res.Environment.Name)
+	// Output:
+	// project p_1 binding of company "acme" -> sandboxes
+	// instance default binding -> this host
+	// true
+	// cleared: project:p_1
+	// instance default binding -> this host
+}

@@ -1,0 +1,384 @@
+package environment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/clock"
+)
+
+// AssignmentOptions configures Assignments. The zero value (or a nil
+// *AssignmentOptions) gives the defaults documented on each field. TestMode
+// and TestDrivers must be the ones the Catalog was given.
+type AssignmentOptions struct {
+	// TestMode lets environments of test drivers be bound and resolved
+	// (CFG-4). Default false: an environment of the fake driver is refused.
+	TestMode bool
+	// TestDrivers names drivers besides "fake" that are for tests only.
+	// Default none.
+	TestDrivers []string
+	// Authorizer decides Set, Clear, Show and List (AUTH-1). Default
+	// DefaultPolicy: only instance admins and local operators bind.
+	Authorizer Authorizer
+	// Logger receives one line per binding change, refused change and
+	// refused resolution; lines hold ids only. Default: discard.
+	Logger *slog.Logger
+	// Clock stamps created/updated times. Default: the wall clock.
+	Clock clock.Clock
+}
+
+// Assignments manages assignment bindings and resolves execution targets
+// (ASG-1..5). It reads environments from the catalog's Store and drivers
+// from the Registry, and keeps bindings in a BindingStore. Pass it in the
+// Catalog's Options.UsageReporters: it reports the bindings of an
+// environment in the delete's blast radius and clears them after the delete
+// (CFG-7, ASG-5). It is safe for concurrent use.
+type Assignments struct {
+	bindings  BindingStore
+	envs      Store
+	reg       *drivers.Registry
+	testMode  bool
+	testNames []string
+	authz     Authorizer
+	log       *slog.Logger
+	clock     clock.Clock
+}
+
+var (
+	_ UsageReporter    = (*Assignments)(nil)
+	_ ReferenceClearer = (*Assignments)(nil)
+)
+
+// NewAssignments returns the assignment service over bindings, the
+// environments of envs and the drivers of reg. It panics if one of them is
+// nil (a programming error of the host).
+func NewAssignments(bindings BindingStore, envs Store, reg *drivers.Registry, opts *AssignmentOptions) *Assignments {
+	if bindings == nil || envs == nil || reg == nil {
+		panic("environment: NewAssignments needs a binding store, an environment store and a driver registry")
+	}
+	var o AssignmentOptions
+	if opts != nil {
+		o = *opts
+	}
+	a := &Assignments{
+		bindings: bindings, envs: envs, reg: reg,
+		testMode:  o.TestMode,
+		testNames: append([]string{"fake"}, o.TestDrivers...),
+		authz:     o.Authorizer,
+		log:       o.Logger,
+		clock:     o.Clock,
+	}
+	if a.authz == nil {
+		a.authz = DefaultPolicy{}
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.clock == nil {
+		a.clock = clock.Real{}
+	}
+	return a
+}
+
+// SetBinding is a request to bind an environment (Assignments.Set).
+type SetBinding struct {
+	Kind BindingKind `json:"kind"`
+	// Key is the workspace, project or agent id; "" for the instance default.
+	Key string `json:"key,omitempty"`
+	// Company owns the binding; required except for the instance default,
+	// which must have none.
+	Company       string `json:"company,omitempty"`
+	EnvironmentID string `json:"environmentId"`
+	// BaseRevision is the revision of the binding the change is based on:
+	// 0 creates a new binding (ErrConflict if one exists), n > 0 replaces
+	// revision n (ErrConflict if stale), AnyRevision creates or replaces
+	// whatever is stored.
+	BaseRevision int64 `json:"baseRevision"`
+}
+
+// Set binds req.EnvironmentID at req's kind and key (ASG-1). It needs
+// ActionBind on the environment for req.Company (instance admins and local
+// operators under DefaultPolicy; agents are denied). The environment must
+// exist (ErrNotFound; reported as denied to principals who may not bind), be
+// active (ErrArchived), and have a registered, available driver that is not
+// a test driver outside test mode (drivers.ErrUnavailable). A binding keeps
+// its company: rebinding a key of another company is ErrConflict (ASG-3).
+// If the environment is deleted or archived while Set runs, Set removes the
+// binding it wrote and fails, so no binding outlives its environment
+// (ASG-5). It returns the stored binding.
+func (a *Assignments) Set(ctx context.Context, p Principal, req SetBinding) (*Binding, error) {
+	b := Binding{BindingRef: BindingRef{Kind: req.Kind, Key: req.Key}, Company: req.Company, EnvironmentID: req.EnvironmentID}
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	env, err := a.envs.GetEnvironment(ctx, req.EnvironmentID)
+	if err != nil {
+		res := Resource{Kind: ResourceKindEnvironment, ID: req.EnvironmentID, Company: req.Company}
+		if aerr := a.authorize(ctx, p, ActionBind, res); aerr != nil {
+			return nil, aerr
+		}
+		return nil, fmt.Errorf("environment: cannot bind %s: %w", b, err)
+	}
+	res := ResourceOf(env)
+	res.Company = req.Company
+	if err := a.authorize(ctx, p, ActionBind, res); err != nil {
+		return nil, err
+	}
+	stored, err := a.set(ctx, p, b, env, req.BaseRevision)
+	if err != nil {
+		a.log.LogAttrs(ctx, slog.LevelWarn, "environment binding failed",
+			slog.String("binding", b.String()), slog.String("environment", env.ID),
+			slog.String("actor", p.ID), slog.String("role", string(p.Role)), slog.String("error", err.Error()))
+		return nil, err
+	}
+	a.log.LogAttrs(ctx, slog.LevelInfo, "environment bound",
+		slog.String("binding", stored.String()), slog.String("environment", env.ID),
+		slog.String("environmentName", env.Name), slog.Int64("revision", stored.Revision),
+		slog.String("actor", p.ID), slog.String("role", string(p.Role)))
+	return stored, nil
+}
+
+// maxSetAttempts bounds how often Set with AnyRevision retries after losing
+// a race with another writer.
+const maxSetAttempts = 5
+
+func (a *Assignments) set(ctx context.Context, p Principal, b Binding, env *Environment, base int64) (*Binding, error) {
+	if why := a.unusable(env); why != nil {
+		return nil, fmt.Errorf("environment: cannot bind %s to environment %s: %w", b, labelOf(env), why)
+	}
+	if base < AnyRevision {
+		return nil, fmt.Errorf("environment: %s: field \"baseRevision\": %d is not a revision: %w", b, base, ErrInvalid)
+	}
+	now := a.clock.Now().UTC()
+	var err error
+	for range maxSetAttempts {
+		var put Binding
+		put, err = a.prepare(ctx, p, b, base, now)
+		if err != nil {
+			return nil, err
+		}
+		err = a.bindings.PutBinding(ctx, &put, put.Revision-1)
+		if err == nil {
+			return a.confirm(ctx, &put)
+		}
+		if base != AnyRevision || !(errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound)) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("environment: binding %s: %w", b, err)
+}
+
+// prepare returns the binding to store for base: a new one at revision 1,
+// or the next revision of the stored one, which keeps its company and
+// creation stamp.
+func (a *Assignments) prepare(ctx context.Context, p Principal, b Binding, base int64, now time.Time) (Binding, error) {
+	put := b
+	put.UpdatedAt, put.UpdatedBy = now, p.ID
+	if base == 0 {
+		put.Revision, put.CreatedAt, put.CreatedBy = 1, now, p.ID
+		return put, nil
+	}
+	cur, err := a.bindings.GetBinding(ctx, b.BindingRef)
+	switch {
+	case errors.Is(err, ErrNotFound) && base == AnyRevision:
+		put.Revision, put.CreatedAt, put.CreatedBy = 1, now, p.ID
+		return put, nil
+	case err != nil:
+		return put, fmt.Errorf("environment: binding %s: %w", b, err)
+	}
+	if cur.Company != b.Company {
+		return put, fmt.Errorf("environment: %s belongs to company %q: it cannot be rebound for company %q; clear it first (ASG-3): %w", b.BindingRef, cur.Company, b.Company, ErrConflict)
+	}
+	if base != AnyRevision && cur.Revision != base {
+		return put, fmt.Errorf("environment: %s: stale revision %d, stored revision is %d: %w", cur, base, cur.Revision, ErrConflict)
+	}
+	put.Revision, put.CreatedAt, put.CreatedBy = cur.Revision+1, cur.CreatedAt, cur.CreatedBy
+	return put, nil
+}
+
+// confirm re-reads the environment after a binding was stored: if it was
+// deleted or archived meanwhile, the binding is removed again. Together with
+// Catalog.Delete clearing bindings after removing the record, no binding
+// outlives its environment.
+func (a *Assignments) confirm(ctx context.Context, b *Binding) (*Binding, error) {
+	env, err := a.envs.GetEnvironment(ctx, b.EnvironmentID)
+	var why error
+	switch {
+	case errors.Is(err, ErrNotFound):
+		why = fmt.Errorf("environment %s was deleted meanwhile: %w", b.EnvironmentID, ErrNotFound)
+	case err != nil:
+		why = err
+	case env.Status != StatusActive:
+		why = fmt.Errorf("environment %s was archived meanwhile: %w", labelOf(env), ErrArchived)
+	}
+	if why == nil {
+		return b, nil
+	}
+	if derr := a.bindings.DeleteBinding(context.WithoutCancel(ctx), b.BindingRef, b.Revision); derr != nil && !errors.Is(derr, ErrNotFound) {
+		why = errors.Join(why, fmt.Errorf("removing the binding again failed: %w", derr))
+	}
+	return nil, fmt.Errorf("environment: binding %s: %w", b, why)
+}
+
+// unusable returns why env cannot be a working target, ignoring
+// capabilities: archived, driver not registered, test driver outside test
+// mode, provider unavailable. It does no I/O.
+func (a *Assignments) unusable(env *Environment) error {
+	if env.Status != StatusActive {
+		return fmt.Errorf("it is %s: %w", env.Status, ErrArchived)
+	}
+	d, err := a.reg.Lookup(env.Driver)
+	if err != nil {
+		return err
+	}
+	if a.isTestDriver(env.Driver) && !a.testMode {
+		return fmt.Errorf("driver %q is for tests only and test mode is off (CFG-4): %w", env.Driver, drivers.ErrUnavailable)
+	}
+	return drivers.Available(d)
+}
+
+// Clear removes the binding ref at baseRevision (AnyRevision: whatever is
+// stored). It needs ActionBind for the binding's company. A missing binding
+// is ErrNotFound (reported as denied to principals who may not bind); a
+// stale revision is ErrConflict.
+func (a *Assignments) Clear(ctx context.Context, p Principal, ref BindingRef, baseRevision int64) error {
+	b, err := a.bindings.GetBinding(ctx, ref)
+	if err != nil {
+		if aerr := a.authorize(ctx, p, ActionBind, bindingResource(ref, "")); aerr != nil {
+			return aerr
+		}
+		return err
+	}
+	if err := a.authorize(ctx, p, ActionBind, bindingResource(ref, b.Company)); err != nil {
+		return err
+	}
+	if baseRevision == AnyRevision {
+		baseRevision = b.Revision
+	}
+	if err := a.bindings.DeleteBinding(ctx, ref, baseRevision); err != nil {
+		return fmt.Errorf("environment: clearing %s: %w", b, err)
+	}
+	a.log.LogAttrs(ctx, slog.LevelInfo, "environment binding cleared",
+		slog.String("binding", b.String()), slog.String("environment", b.EnvironmentID),
+		slog.String("actor", p.ID), slog.String("role", string(p.Role)))
+	return nil
+}
+
+// Show returns the binding ref. It needs ActionRead for the binding's
+// company. A missing binding is ErrNotFound (reported as denied to
+// principals who may not read bindings).
+func (a *Assignments) Show(ctx context.Context, p Principal, ref BindingRef) (*Binding, error) {
+	b, err := a.bindings.GetBinding(ctx, ref)
+	if err != nil {
+		if aerr := a.authorize(ctx, p, ActionRead, bindingResource(ref, "")); aerr != nil {
+			return nil, aerr
+		}
+		return nil, err
+	}
+	if err := a.authorize(ctx, p, ActionRead, bindingResource(ref, b.Company)); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// List returns the bindings matching f that p may read (ActionRead for each
+// binding's company), sorted by kind, then key.
+func (a *Assignments) List(ctx context.Context, p Principal, f BindingFilter) ([]*Binding, error) {
+	if err := a.authorize(ctx, p, ActionRead, Resource{Kind: ResourceKindBinding, Company: f.Company}); err != nil {
+		return nil, err
+	}
+	bs, err := a.bindings.ListBindings(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("environment: list bindings: %w", err)
+	}
+	out := bs[:0]
+	for _, b := range bs {
+		if a.authz.Authorize(ctx, p, ActionRead, bindingResource(b.BindingRef, b.Company)) == nil {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+// EnvironmentUsage implements UsageReporter: the bindings that point at
+// envID, as references of kind "binding" (CFG-7). It reads the binding store
+// only.
+func (a *Assignments) EnvironmentUsage(ctx context.Context, envID string) (Usage, error) {
+	bs, err := a.bindings.ListBindings(ctx, BindingFilter{EnvironmentID: envID})
+	if err != nil {
+		return Usage{}, fmt.Errorf("environment: bindings of %s: %w", envID, err)
+	}
+	var u Usage
+	for _, b := range bs {
+		u.Assignments = append(u.Assignments, Reference{
+			Kind: "binding", ID: BindingReferenceID(b.BindingRef), Company: b.Company,
+			Detail: fmt.Sprintf("%s, revision %d", b, b.Revision),
+		})
+	}
+	return u, nil
+}
+
+// BindingReferenceID is the Reference.ID of a binding in a blast radius:
+// "workspace:ws_1", "project:p_1", "agent:a_1" or "instance_default".
+func BindingReferenceID(ref BindingRef) string {
+	if ref.Kind == BindingInstanceDefault {
+		return string(ref.Kind)
+	}
+	return string(ref.Kind) + ":" + ref.Key
+}
+
+// ClearEnvironment implements ReferenceClearer: it removes every binding of
+// envID (ASG-5). It is idempotent.
+func (a *Assignments) ClearEnvironment(ctx context.Context, envID string) error {
+	n, err := a.bindings.DeleteEnvironmentBindings(ctx, envID)
+	if err != nil {
+		return fmt.Errorf("environment: clearing the bindings of %s: %w", envID, err)
+	}
+	a.log.LogAttrs(ctx, slog.LevelInfo, "environment bindings cleared",
+		slog.String("environment", envID), slog.Int("count", n))
+	return nil
+}
+
+// Protected reports, for Options.Protected of the Catalog, that env is the
+// instance default and must not be deleted (CFG-7): it returns a reason
+// when the instance default binding points at env, "" otherwise. When the
+// binding store cannot be read it returns a reason too (a delete is never
+// allowed on a guess). Options.Protected has no context, so it reads with
+// context.Background().
+func (a *Assignments) Protected(env *Environment) string {
+	b, err := a.bindings.GetBinding(context.Background(), BindingRef{Kind: BindingInstanceDefault})
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return ""
+	case err != nil:
+		return fmt.Sprintf("cannot tell whether it is the instance default: %v", err)
+	case b.EnvironmentID == env.ID:
+		return "it is the instance default; bind another environment as the instance default or clear it first"
+	}
+	return ""
+}
+
+func bindingResource(ref BindingRef, company string) Resource {
+	return Resource{Kind: ResourceKindBinding, ID: BindingReferenceID(ref), Company: company}
+}
+
+// authorize asks the Authorizer and makes sure a refusal wraps ErrDenied.
+func (a *Assignments) authorize(ctx context.Context, p Principal, act Action, r Resource) error {
+	err := a.authz.Authorize(ctx, p, act, r)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, ErrDenied) {
+		err = fmt.Errorf("%w: %w", Denied(p, act, r), err)
+	}
+	if act.IsMutation() {
+		a.log.LogAttrs(ctx, slog.LevelWarn, "environment action denied",
+			slog.String("action", string(act)), slog.String("resource", r.String()),
+			slog.String("actor", p.ID), slog.String("role", string(p.Role)))
+	}
+	return err
+}
