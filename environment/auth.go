@@ -167,6 +167,8 @@ func Denied(p Principal, a Action, r Resource) error {
 //   - instance admins and local operators may do everything;
 //   - board members may read the redacted view (ActionRead) and nothing
 //     else: no config, no probe, no mutation;
+//   - board members and agents read a company-bound resource (a binding, a
+//     lease, a qualification record) only with a grant for its company;
 //   - agents may read the redacted view (name, driver, status: what they need
 //     to know where they run) and lease an environment for a company-bound
 //     resource of a company they hold a grant for (ASG-3); they are denied
@@ -185,6 +187,14 @@ func (DefaultPolicy) Authorize(_ context.Context, p Principal, a Action, r Resou
 	return Denied(p, a, r)
 }
 
+// companyVisible reports whether a non-admin principal may see r: every
+// instance-scoped resource (Company ""), and a company-bound one (a binding,
+// a lease, a qualification record) only with a grant for its company (ASG-3,
+// QUAL-4).
+func companyVisible(p Principal, r Resource) bool {
+	return r.Company == "" || p.HasCompany(r.Company)
+}
+
 func allowedByDefault(p Principal, a Action, r Resource) bool {
 	known := false
 	switch a {
@@ -199,11 +209,11 @@ func allowedByDefault(p Principal, a Action, r Resource) bool {
 	case RoleInstanceAdmin, RoleLocalOperator:
 		return true
 	case RoleBoardMember:
-		return a == ActionRead
+		return a == ActionRead && companyVisible(p, r)
 	case RoleAgent:
 		switch a {
 		case ActionRead:
-			return true
+			return companyVisible(p, r)
 		case ActionLease:
 			return p.HasCompany(r.Company)
 		}

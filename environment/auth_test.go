@@ -39,6 +39,9 @@ func TestDefaultPolicy(t *testing.T) {
 		{environment.ActionLease, companyLease, [4]bool{true, true, false, true}}, // ASG-3: own company
 		{environment.ActionLease, otherLease, adminsOnly},
 		{environment.ActionLease, env, adminsOnly}, // no company: never for agents
+		// ASG-3, QUAL-4: company-bound records are read only with a grant.
+		{environment.ActionRead, companyLease, all},
+		{environment.ActionRead, otherLease, adminsOnly},
 		{environment.Action("launch_missiles"), env, [4]bool{}},
 	}
 	for _, r := range rows {
