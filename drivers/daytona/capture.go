@@ -1,0 +1,106 @@
+package daytona
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/images"
+)
+
+// snapshotName derives a snapshot name from a template name: lower case
+// letters, digits, '-', '_' and '.', with a random suffix so that names
+// never clash (the API refuses a duplicate name with 409).
+func snapshotName(name string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(name) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+		if b.Len() >= 40 {
+			break
+		}
+	}
+	base := strings.Trim(b.String(), "-._")
+	if base == "" {
+		base = "berth-template"
+	}
+	return base + "-" + newToken()[:12]
+}
+
+// Capture saves the sandbox as a new Daytona snapshot (POST
+// /sandbox/{id}/snapshot) and waits within ctx's deadline until the
+// snapshot is active. It returns the snapshot's id as
+// images.SnapshotIdentity("daytona", id). The snapshot is looked up by the
+// unique name the driver gave it only to learn the id the API assigned; a
+// configured snapshot is never looked up by name. req.Labels are not stored:
+// Daytona snapshots have no labels. The API requires a container sandbox to
+// be started or stopped.
+func (sb *Sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (images.Identity, error) {
+	if err := sb.live(); err != nil {
+		return images.Identity{}, err
+	}
+	c := sb.s.c
+	host := c.api.Host
+	name := snapshotName(req.Name)
+	if _, err := c.snapshotSandbox(ctx, sb.id, name); err != nil {
+		return images.Identity{}, fmt.Errorf("daytona: capturing sandbox %s as %q: %w", sb.id, name, err)
+	}
+	p := sb.d.poller()
+	for {
+		live, err := c.getSandbox(ctx, sb.id)
+		if err != nil {
+			return images.Identity{}, fmt.Errorf("daytona: capturing sandbox %s as %q: %w", sb.id, name, err)
+		}
+		snap, err := c.getSnapshot(ctx, name)
+		switch {
+		case err == nil && snap.Name != name:
+			return images.Identity{}, fmt.Errorf("daytona: capturing sandbox %s: snapshot %q answered as %q", sb.id, name, snap.Name)
+		case err == nil && snap.State == snapshotActive:
+			if uuid.Validate(snap.ID) != nil {
+				return images.Identity{}, fmt.Errorf("daytona: captured snapshot %q at %s has id %q, not a UUID", name, host, snap.ID)
+			}
+			return images.SnapshotIdentity(DriverName, snap.ID)
+		case err == nil && (snap.State == snapshotErrorState || snap.State == snapshotBuildFail || snap.State == snapshotRemoving):
+			reason := ""
+			if snap.ErrorReason != nil {
+				reason = ": " + *snap.ErrorReason
+			}
+			return images.Identity{}, fmt.Errorf("daytona: captured snapshot %s (%q) at %s is %s%s", snap.ID, name, host, snap.State, reason)
+		case err != nil && !errors.Is(err, drivers.ErrNotFound):
+			return images.Identity{}, fmt.Errorf("daytona: capturing sandbox %s as %q: %w", sb.id, name, err)
+		case err != nil && live.State != stateSnapshotting:
+			// The API persists the snapshot before it clears snapshotting.
+			return images.Identity{}, fmt.Errorf("daytona: capturing sandbox %s at %s: snapshot %q was not created (sandbox %s %s)",
+				sb.id, host, name, live.State, live.ErrorReason)
+		}
+		if err := p.wait(ctx); err != nil {
+			return images.Identity{}, fmt.Errorf("daytona: capturing sandbox %s as %q: %w", sb.id, name, err)
+		}
+	}
+}
+
+// DeleteTemplate deletes a captured snapshot by its id (DELETE
+// /snapshots/{id}); one that is already gone succeeds. An identity that is
+// not a daytona snapshot is refused.
+func (d *Driver) DeleteTemplate(ctx context.Context, cfg drivers.Config, id images.Identity) error {
+	if id.Kind() != images.KindSnapshot || id.Provider() != DriverName {
+		return fmt.Errorf("daytona: %q is not a daytona snapshot identity", id)
+	}
+	s, err := d.open(cfg)
+	if err != nil {
+		return err
+	}
+	err = s.c.deleteSnapshot(ctx, id.SnapshotID())
+	if err != nil && !errors.Is(err, drivers.ErrNotFound) {
+		return fmt.Errorf("daytona: deleting snapshot %s: %w", id.SnapshotID(), err)
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package daytona_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/daytona"
+	"github.com/berthdev/berth/drivers/daytona/daytonatest"
+	"github.com/berthdev/berth/drivers/drivertest"
+	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/clock"
+)
+
+// syncBuffer is a log sink the driver writes to from many goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// env is one fake Daytona server, a snapshot on it, and a driver with fast
+// polling and retries.
+type env struct {
+	srv  *daytonatest.Server
+	drv  *daytona.Driver
+	snap daytonatest.Snapshot
+	log  *syncBuffer
+}
+
+type envOptions struct {
+	knobs daytonatest.Knobs
+	clk   clock.Clock
+}
+
+func newEnv(t testing.TB, o envOptions) *env {
+	t.Helper()
+	srv, err := daytonatest.New(&daytonatest.Options{Clock: o.clk, Knobs: o.knobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	snap, err := srv.CreateSnapshot("berth-base:1.0", "debian:12.7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &syncBuffer{}
+	drv := daytona.New(&daytona.Options{
+		Logger:       slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		PollInterval: time.Millisecond, PollMax: 20 * time.Millisecond,
+		RetryBase: time.Millisecond, RetryMax: 20 * time.Millisecond,
+		CleanupTimeout: 10 * time.Second,
+	})
+	return &env{srv: srv, drv: drv, snap: snap, log: log}
+}
+
+// config returns a normalized config for snapshot id.
+func (e *env) config(t testing.TB, snapshotID string) drivers.Config {
+	t.Helper()
+	cfg, err := e.drv.Schema().Normalize(map[string]any{
+		daytona.FieldAPIURL:           e.srv.URL(),
+		daytona.FieldAPIKey:           e.srv.APIKey(),
+		daytona.FieldOrganizationID:   e.srv.OrganizationID(),
+		daytona.FieldSnapshotID:       snapshotID,
+		daytona.FieldLabels:           map[string]any{"berth.test/suite": "daytona"},
+		daytona.FieldEnv:              map[string]any{"BERTH_SANDBOX": "1"},
+		daytona.FieldAutoStopInterval: int64(30),
+	})
+	if err != nil {
+		t.Fatalf("Normalize: %v", err)
+	}
+	return cfg
+}
+
+// harness adapts env to drivertest.Harness and ImageHarness.
+type harness struct {
+	e   *env
+	cfg drivers.Config
+}
+
+func (h *harness) Driver() drivers.Driver { return h.e.drv }
+func (h *harness) Config() drivers.Config { return h.cfg }
+func (h *harness) Close()                 {}
+
+func (h *harness) ConfigWithImage(id images.Identity) (drivers.Config, bool) {
+	if id.Kind() != images.KindSnapshot || id.Provider() != daytona.DriverName {
+		return nil, false
+	}
+	cfg := h.cfg.Clone()
+	cfg[daytona.FieldSnapshotID] = id.SnapshotID()
+	return cfg, true
+}
+
+// newHarness makes a fake server and a harness on it. Creates answer before
+// the sandbox is started (two reads are needed), so every acquire goes
+// through the driver's wait.
+func newHarness(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
+	e := newEnv(tb, envOptions{knobs: daytonatest.Knobs{StartPolls: 2}})
+	tb.Cleanup(func() { assertNoKey(tb, e) })
+	return &harness{e: e, cfg: e.config(tb, e.snap.ID)}, nil
+}
+
+// The driver passes the conformance suite against the fake server.
+func TestConformance(t *testing.T) {
+	drivertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
+		return newHarness(ctx, t)
+	})
+}
+
+// BenchmarkDriver runs the drivertest benchmarks against the fake server
+// (the toolbox runs real sh processes on this host).
+func BenchmarkDriver(b *testing.B) {
+	drivertest.RunBenchmarks(b, newHarness)
+}

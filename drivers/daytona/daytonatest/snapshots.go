@@ -1,0 +1,320 @@
+package daytonatest
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// snapshot is one snapshot at the fake provider. Guarded by Server.mu.
+type snapshot struct {
+	id, name, imageName, state string
+	cpu, mem, disk             float64
+	created, updated           time.Time
+	removeAt                   time.Time // when a removing snapshot is gone
+	files                      string    // captured home directory, "" for none
+}
+
+// Snapshot describes a snapshot as the fake holds it.
+type Snapshot struct {
+	ID        string
+	Name      string
+	ImageName string
+	State     string
+}
+
+var imageNameRE = regexp.MustCompile(`^[a-zA-Z0-9_.\-:]+(/[a-zA-Z0-9_.\-:]+)*(@sha256:[a-f0-9]{64})?$`)
+
+// validateImageName applies the API's rules for a snapshot's image: a tag
+// or a digest is required, ":latest" is refused.
+func validateImageName(name string) error {
+	if strings.Contains(name, "@sha256:") {
+		img, digest, _ := strings.Cut(name, "@sha256:")
+		if img == "" || !regexp.MustCompile(`^[a-f0-9]{64}$`).MatchString(digest) {
+			return errors.New("Invalid digest format. Must be image@sha256:64_hex_characters")
+		}
+		return nil
+	}
+	if !strings.Contains(name, ":") || strings.HasSuffix(strings.TrimSpace(name), ":") {
+		return errors.New("Image name must include a tag (e.g., ubuntu:22.04) or digest (@sha256:...)")
+	}
+	if strings.HasSuffix(name, ":latest") {
+		return errors.New(`Images with tag ":latest" are not allowed`)
+	}
+	if !imageNameRE.MatchString(name) {
+		return errors.New("Invalid image name format. Must be lowercase, may contain digits, dots, dashes, and single slashes between components")
+	}
+	return nil
+}
+
+// gcSnapshots drops removing snapshots whose time has come.
+func (s *Server) gcSnapshots() {
+	now := s.clk.Now()
+	for id, sn := range s.snapshots {
+		if sn.state == "removing" && !now.Before(sn.removeAt) {
+			if sn.files != "" {
+				_ = os.RemoveAll(sn.files)
+			}
+			delete(s.snapshots, id)
+		}
+	}
+}
+
+// findSnapshot finds a snapshot by name, or by id when idOrName is a UUID,
+// as GET /snapshots/{id} does.
+func (s *Server) findSnapshot(idOrName string) *snapshot {
+	s.gcSnapshots()
+	for _, sn := range s.snapshots {
+		if sn.name == idOrName {
+			return sn
+		}
+	}
+	if uuid.Validate(idOrName) == nil {
+		if sn, ok := s.snapshots[idOrName]; ok {
+			return sn
+		}
+	}
+	return nil
+}
+
+// resolveSnapshot resolves a create's snapshot (id or name) as the API's
+// createFromSnapshot does; nil and the API's message when it fails.
+func (s *Server) resolveSnapshot(idOrName string) (*snapshot, string) {
+	s.gcSnapshots()
+	var found []*snapshot
+	for _, sn := range s.snapshots {
+		if sn.name == idOrName || (uuid.Validate(idOrName) == nil && sn.id == idOrName) {
+			found = append(found, sn)
+		}
+	}
+	if len(found) == 0 {
+		return nil, fmt.Sprintf("Snapshot %s not found. Did you add it through the Daytona Dashboard?", idOrName)
+	}
+	i := slices.IndexFunc(found, func(sn *snapshot) bool { return sn.state == "active" })
+	if i < 0 {
+		return nil, fmt.Sprintf("Snapshot %s is %s", idOrName, found[0].state)
+	}
+	return found[i], ""
+}
+
+func (s *Server) snapshotDTO(sn *snapshot) map[string]any {
+	return map[string]any{
+		"id": sn.id, "organizationId": s.org, "general": false, "name": sn.name, "imageName": sn.imageName,
+		"state": sn.state, "size": nil, "entrypoint": nil, "cpu": sn.cpu, "gpu": 0, "mem": sn.mem, "disk": sn.disk,
+		"errorReason": nil, "createdAt": sn.created.UTC().Format(time.RFC3339Nano),
+		"updatedAt": sn.updated.UTC().Format(time.RFC3339Nano), "lastUsedAt": nil, "ref": sn.imageName,
+		"sandboxClass": "container",
+	}
+}
+
+// newSnapshotLocked adds an active snapshot after the API's checks.
+func (s *Server) newSnapshotLocked(name, imageName string) (*snapshot, int, error) {
+	if strings.TrimSpace(name) == "" {
+		return nil, http.StatusBadRequest, errors.New("name must not be empty")
+	}
+	if err := validateImageName(imageName); err != nil {
+		return nil, http.StatusBadRequest, err
+	}
+	s.gcSnapshots()
+	for _, sn := range s.snapshots {
+		if sn.name == name {
+			return nil, http.StatusConflict, fmt.Errorf("Snapshot with name %q already exists for this organization", name)
+		}
+	}
+	now := s.clk.Now()
+	sn := &snapshot{
+		id: uuid.NewString(), name: name, imageName: imageName, state: "active",
+		cpu: 1, mem: 1, disk: 3, created: now, updated: now,
+	}
+	s.snapshots[sn.id] = sn
+	return sn, http.StatusOK, nil
+}
+
+// CreateSnapshot adds an active snapshot named name for image imageName,
+// with the API's rules (imageName needs a tag or digest and not ":latest";
+// names are unique, else 409). Its id is a new UUID.
+func (s *Server) CreateSnapshot(name, imageName string) (Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, _, err := s.newSnapshotLocked(name, imageName)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("daytonatest: %w", err)
+	}
+	return Snapshot{ID: sn.id, Name: sn.name, ImageName: sn.imageName, State: sn.state}, nil
+}
+
+// DeleteSnapshot deletes snapshot id as DELETE /snapshots/{id} does: it is
+// removing, then gone after the StopDelay knob (at once with no delay).
+func (s *Server) DeleteSnapshot(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deleteSnapshotLocked(id)
+}
+
+func (s *Server) deleteSnapshotLocked(id string) error {
+	s.gcSnapshots()
+	sn, ok := s.snapshots[id]
+	if !ok {
+		return fmt.Errorf("Snapshot %s not found", id)
+	}
+	sn.state, sn.removeAt, sn.updated = "removing", s.clk.Now().Add(s.knobs.StopDelay), s.clk.Now()
+	s.gcSnapshots()
+	return nil
+}
+
+// LookupSnapshot returns the snapshot with id (never by name).
+func (s *Server) LookupSnapshot(id string) (Snapshot, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gcSnapshots()
+	sn, ok := s.snapshots[id]
+	if !ok {
+		return Snapshot{}, false
+	}
+	return Snapshot{ID: sn.id, Name: sn.name, ImageName: sn.imageName, State: sn.state}, true
+}
+
+// createSnapshotBody is the API's CreateSnapshot schema, every field.
+type createSnapshotBody struct {
+	Name         string   `json:"name"`
+	ImageName    string   `json:"imageName"`
+	Entrypoint   []string `json:"entrypoint"`
+	CPU          int      `json:"cpu"`
+	GPU          int      `json:"gpu"`
+	GPUType      []string `json:"gpuType"`
+	Memory       int      `json:"memory"`
+	Disk         int      `json:"disk"`
+	BuildInfo    any      `json:"buildInfo"`
+	RegionID     string   `json:"regionId"`
+	SandboxClass string   `json:"sandboxClass"`
+}
+
+func (s *Server) createSnapshotHTTP(w http.ResponseWriter, r *http.Request) {
+	var req createSnapshotBody
+	if err := decodeStrict(r, &req); err != nil {
+		apiError(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	if req.BuildInfo != nil {
+		apiError(w, r, http.StatusBadRequest, "daytonatest: declarative builds (buildInfo) are not supported by the fake")
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, status, err := s.newSnapshotLocked(req.Name, req.ImageName)
+	if err != nil {
+		apiError(w, r, status, err.Error())
+		return
+	}
+	if req.CPU > 0 {
+		sn.cpu = float64(req.CPU)
+	}
+	if req.Memory > 0 {
+		sn.mem = float64(req.Memory)
+	}
+	if req.Disk > 0 {
+		sn.disk = float64(req.Disk)
+	}
+	writeJSON(w, http.StatusOK, s.snapshotDTO(sn))
+}
+
+func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := r.PathValue("id")
+	sn := s.findSnapshot(id)
+	if sn == nil {
+		apiError(w, r, http.StatusNotFound, fmt.Sprintf("Snapshot %s not found", id))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.snapshotDTO(sn))
+}
+
+func (s *Server) deleteSnapshotHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.deleteSnapshotLocked(r.PathValue("id")); err != nil {
+		apiError(w, r, http.StatusNotFound, err.Error())
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gcSnapshots()
+	items := []map[string]any{}
+	for _, sn := range s.snapshots {
+		items = append(items, s.snapshotDTO(sn))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "total": len(items), "page": 1, "totalPages": 1})
+}
+
+// snapshotSandbox is POST /sandbox/{id}/snapshot: the sandbox must rest
+// started or stopped; it is snapshotting until the StopDelay knob passes,
+// then the snapshot (a copy of the sandbox's home directory) is active and
+// the sandbox returns to its state.
+func (s *Server) snapshotSandbox(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Name          string `json:"name"`
+		IncludeMemory bool   `json:"includeMemory"`
+	}
+	if err := decodeStrict(r, &req); err != nil {
+		apiError(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb := s.action(w, r)
+	switch {
+	case sb == nil:
+		return
+	case req.IncludeMemory:
+		apiError(w, r, http.StatusBadRequest, "Container sandboxes do not support memory snapshots")
+		return
+	case sb.state != "started" && sb.state != "stopped":
+		apiError(w, r, http.StatusBadRequest, "Sandbox must be in started or stopped state to create a snapshot")
+		return
+	case sb.pending || sb.state != sb.desired:
+		apiError(w, r, http.StatusConflict, "Sandbox state change in progress")
+		return
+	case strings.TrimSpace(req.Name) == "":
+		apiError(w, r, http.StatusBadRequest, "name must not be empty")
+		return
+	}
+	s.gcSnapshots()
+	for _, sn := range s.snapshots {
+		if sn.name == req.Name {
+			apiError(w, r, http.StatusConflict, fmt.Sprintf("Snapshot with name %q already exists for this organization", req.Name))
+			return
+		}
+	}
+	files := filepath.Join(s.dir, "snapshots", uuid.NewString())
+	if err := os.MkdirAll(filepath.Dir(files), 0o700); err != nil {
+		apiError(w, r, http.StatusInternalServerError, err.Error())
+		return
+	}
+	if err := os.CopyFS(files, os.DirFS(sb.home)); err != nil {
+		apiError(w, r, http.StatusInternalServerError, "daytonatest: copying the sandbox: "+err.Error())
+		return
+	}
+	prev := sb.state
+	name, image := req.Name, "daytonatest.local/"+sb.id+":"+req.Name
+	s.begin(sb, "snapshotting", prev, s.knobs.StopDelay, 0)
+	sb.after = func() {
+		now := s.clk.Now()
+		sn := &snapshot{id: uuid.NewString(), name: name, imageName: image, state: "active",
+			cpu: sb.cpu, mem: sb.mem, disk: sb.disk, created: now, updated: now, files: files}
+		s.snapshots[sn.id] = sn
+	}
+	writeJSON(w, http.StatusOK, s.dto(sb))
+}

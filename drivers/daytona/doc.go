@@ -1,0 +1,95 @@
+// Package daytona drives Daytona sandboxes through Daytona's REST API
+// (v0.190.0: libs/api-client-go/api/openapi.yaml) and the toolbox API
+// reached through each sandbox's toolbox proxy
+// (libs/toolbox-api-client-go/api/openapi.yaml). It is a focused client of
+// the documented endpoints written for berth; Daytona's Go client is not
+// used.
+//
+// Start with New and Driver.Acquire (driver.go); the config fields are in
+// schema.go, the sandbox handle in sandbox.go, state waits and receipts in
+// lifecycle.go, the HTTP client and its error mapping in client.go, retries
+// in retry.go, the exec wrapper in exec.go, terminals in terminal.go,
+// capture and template deletion in capture.go. Package daytonatest is a fake
+// Daytona server that keeps the real API's rules; the tests run the driver
+// and the conformance suite against it.
+//
+// # Covered
+//
+//   - Auth: bearer API key (config api_key, a secret), optional
+//     X-Daytona-Organization-ID (organization_id).
+//   - Sandboxes: POST /sandbox from a snapshot id with name, labels, env,
+//     target, autoStopInterval, autoArchiveInterval, autoDeleteInterval;
+//     GET /sandbox/{id}; GET /sandbox?labels=...&cursor=... (cursor pages of
+//     ListSandboxesResponse); POST /sandbox/{id}/start and /stop; DELETE
+//     /sandbox/{id}; POST /sandbox/{id}/snapshot (Capturer); GET
+//     /sandbox/{id}/toolbox-proxy-url when a sandbox lacks toolboxProxyUrl.
+//   - Snapshots: GET /snapshots/{id} (the answer must carry that id: the
+//     endpoint also matches names), DELETE /snapshots/{id}
+//     (TemplateDeleter).
+//   - Toolbox: POST {toolboxProxyUrl}/{sandboxId}/process/execute
+//     ({command, cwd, envs, timeout} -> {exitCode, result}); PTY sessions
+//     (Terminal): POST /process/pty {id, cwd, envs, cols, rows}, the
+//     WebSocket /process/pty/{id}/connect (a text control message
+//     "connected", output as binary messages, keystrokes as messages, the
+//     exit code in the close frame's JSON reason), POST
+//     /process/pty/{id}/resize, DELETE /process/pty/{id} (terminal.go).
+//   - Errors: 401/403 drivers.ErrAuth, 404 drivers.ErrNotFound, 408
+//     drivers.ErrTimeout, 409 (state change in progress), 429 (Retry-After
+//     honoured) and 5xx drivers.ErrTransient; dial failures
+//     drivers.ErrUnreachable. Messages name the operation, the sandbox or
+//     snapshot id and the API host, never the key (which is also scrubbed
+//     from provider text).
+//   - Leases: Acquire calls AcquireRequest.Allocated as soon as the create
+//     answers, then waits with backoff until the sandbox is started; error
+//     and build_failed end the wait with the provider's errorReason, and a
+//     deadline leaves the sandbox to finish starting, resumable by id
+//     (Resumer starts stopped or archived sandboxes). Release(Stop) and
+//     Release(Destroy) return receipts confirmed by reading the sandbox
+//     back (stopped, or 404 after the soft delete); Destroyer deletes by id;
+//     Lister lists by labels. Sandboxes carry the label LabelLeaseID.
+//   - Retries: transient failures are retried with jittered exponential
+//     backoff inside the caller's deadline; no retry starts that could not
+//     finish before it (LEASE-3). Create is made idempotent by a unique
+//     sandbox name: a retried create that meets the name conflict reads the
+//     sandbox back by that name.
+//
+// # Qualification binding (QUAL-6)
+//
+// The config names the snapshot by id (a UUID; names are refused). Acquire
+// reads the snapshot by id, creates by that id, and checks that the new
+// sandbox reports that snapshot. The API reports a sandbox's snapshot by
+// name, not id; since names are unique per organization, the driver binds
+// by reading the snapshot by id and comparing its name with the sandbox's,
+// and ImageIdentity repeats both reads on the live sandbox before reporting
+// images.SnapshotIdentity("daytona", id). A deleted id is
+// drivers.ErrImageNotFound before anything is created; it is never
+// resolved by name to a replacement.
+//
+// # Exec: combined output
+//
+// process/execute returns stdout and stderr combined. Exec keeps them apart
+// honestly by running each command in a POSIX sh wrapper that redirects
+// them to private files in the sandbox's TMPDIR (default /tmp) and prints
+// both back in one framed, base64-encoded answer (exec.go). The wrapper
+// also applies the output limit inside the sandbox and feeds Command.Stdin
+// (at most 8 MiB, embedded in the command). The sandbox image needs sh,
+// head, base64 and rm. Because the toolbox reports only an exit
+// status, a command killed by a signal reports the shell's 128+n and
+// Result.Signal stays empty. The toolbox does not end a command whose
+// request was cancelled, so a cancelled Exec kills the command's process
+// group through a second request.
+//
+// # Not covered
+//
+//   - Streaming sessions (/process/session and their logs): StreamExecer
+//     is not implemented and not declared.
+//   - Terminal.OpenTerminal with Argv: the toolbox always starts the login
+//     shell, so the driver types "exec <argv>" as the first input.
+//   - Runner ingress (preview URLs): not implemented, not declared.
+//   - Sandbox resources (cpu, memory, disk, gpu): the API refuses them when
+//     creating from a snapshot; they come from the snapshot.
+//   - Archive, pause, resize, fork, backups, volumes, network settings,
+//     preview URLs, file, git and LSP toolbox endpoints: not used.
+//   - Snapshot creation from an image (POST /snapshots): the fake server
+//     implements it for tests; the driver does not need it.
+package daytona

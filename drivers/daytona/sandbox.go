@@ -1,0 +1,241 @@
+package daytona
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/images"
+)
+
+// Sandbox is one Daytona sandbox acquired or resumed by the driver. It is
+// safe for concurrent use.
+type Sandbox struct {
+	d     *Driver
+	s     *settings
+	id    string
+	proxy string // toolboxProxyUrl as the API reported it
+
+	mu       sync.Mutex
+	toolbox  *url.URL
+	released bool
+}
+
+var (
+	_ drivers.Sandbox       = (*Sandbox)(nil)
+	_ drivers.ImageReporter = (*Sandbox)(nil)
+	_ drivers.Capturer      = (*Sandbox)(nil)
+	_ drivers.Terminal      = (*Sandbox)(nil)
+)
+
+func (d *Driver) newSandbox(s *settings, sb *apiSandbox) *Sandbox {
+	return &Sandbox{d: d, s: s, id: sb.ID, proxy: sb.ToolboxProxyURL}
+}
+
+// ID returns the Daytona sandbox id.
+func (sb *Sandbox) ID() string { return sb.id }
+
+func (sb *Sandbox) live() error {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.released {
+		return fmt.Errorf("daytona: sandbox %s: %w", sb.id, drivers.ErrReleased)
+	}
+	return nil
+}
+
+func (sb *Sandbox) toolboxURL(ctx context.Context) (*url.URL, error) {
+	sb.mu.Lock()
+	u := sb.toolbox
+	sb.mu.Unlock()
+	if u != nil {
+		return u, nil
+	}
+	u, err := sb.s.c.toolboxBase(ctx, &apiSandbox{ID: sb.id, ToolboxProxyURL: sb.proxy})
+	if err != nil {
+		return nil, err
+	}
+	sb.mu.Lock()
+	sb.toolbox = u
+	sb.mu.Unlock()
+	return u, nil
+}
+
+// Exec runs cmd through the toolbox's process/execute. The command runs in
+// a POSIX sh wrapper (see exec.go) so that stdout and stderr come back
+// separately, each capped at cmd.Limit() inside the sandbox, with stdin
+// passed through. cmd.Dir is the request's cwd and cmd.Env its envs.
+//
+// The toolbox's timeout is the earlier of the config's exec_timeout and the
+// context's deadline (rounded up to whole seconds); when the toolbox gives
+// up, Exec returns an error wrapping drivers.ErrTimeout. The toolbox does
+// not end a command when its request is cancelled, so on cancellation Exec
+// kills the command's process group with a second request (best effort,
+// bounded by Options.CleanupTimeout) and returns an error wrapping
+// ctx.Err(). Killed by a signal, a command reports the shell's status
+// 128+n as its exit code; Result.Signal stays empty because the toolbox
+// reports only the status.
+func (sb *Sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
+	if err := sb.live(); err != nil {
+		return nil, err
+	}
+	if len(cmd.Argv) == 0 {
+		return nil, fmt.Errorf("daytona: exec in sandbox %s: empty argv", sb.id)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("daytona: exec in sandbox %s: %w", sb.id, err)
+	}
+	var stdin []byte
+	if cmd.Stdin != nil {
+		var err error
+		if stdin, err = readStdin(cmd.Stdin); err != nil {
+			return nil, fmt.Errorf("daytona: exec in sandbox %s: reading stdin: %w", sb.id, err)
+		}
+		if stdin == nil {
+			stdin = []byte{}
+		}
+	}
+	toolbox, err := sb.toolboxURL(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("daytona: exec in sandbox %s: %w", sb.id, err)
+	}
+	ws := buildExec(cmd.Argv, stdin, cmd.Limit(), newToken())
+	req := apiExecuteRequest{Command: ws.script, Cwd: cmd.Dir, Envs: cmd.Env, Timeout: sb.timeout(ctx)}
+	start := time.Now()
+	resp, err := sb.s.c.execute(ctx, toolbox, req)
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			sb.kill(toolbox, ws.base)
+			return nil, fmt.Errorf("daytona: exec in sandbox %s: %w", sb.id, cerr)
+		}
+		if errors.Is(err, drivers.ErrTimeout) {
+			return nil, fmt.Errorf("daytona: exec in sandbox %s: the toolbox's time limit of %ds passed: %w", sb.id, req.Timeout, err)
+		}
+		return nil, fmt.Errorf("daytona: exec in sandbox %s: %w", sb.id, err)
+	}
+	f, perr := parseFrame(resp.Result)
+	if perr != nil {
+		return nil, fmt.Errorf("daytona: exec in sandbox %s: the command did not run (exit code %d): %s",
+			sb.id, resp.ExitCode, shorten(sb.s.c.scrub(resp.Result)))
+	}
+	limit := cmd.Limit()
+	res := &drivers.Result{
+		Stdout:   f.stdout,
+		Stderr:   append([]byte(f.noise), f.stderr...),
+		ExitCode: f.exit,
+		Duration: time.Since(start),
+	}
+	if len(res.Stdout) > limit {
+		res.Stdout, res.Truncated = res.Stdout[:limit], true
+	}
+	if len(res.Stderr) > limit {
+		res.Stderr, res.Truncated = res.Stderr[:limit], true
+	}
+	return res, nil
+}
+
+// timeout is the toolbox timeout of a request: whole seconds, 0 for none.
+func (sb *Sandbox) timeout(ctx context.Context) uint32 {
+	limit := sb.s.execLimit
+	if dl, ok := ctx.Deadline(); ok {
+		if rem := time.Until(dl); limit == 0 || rem < limit {
+			limit = rem
+		}
+	}
+	if limit <= 0 {
+		return 0
+	}
+	secs := math.Ceil(limit.Seconds())
+	return uint32(min(max(secs, 1), math.MaxUint32))
+}
+
+// kill ends a cancelled command's process group through a second request.
+func (sb *Sandbox) kill(toolbox *url.URL, base string) {
+	ctx, cancel := context.WithTimeout(context.Background(), sb.d.opts.CleanupTimeout)
+	defer cancel()
+	req := apiExecuteRequest{Command: killScript(base), Timeout: 10}
+	if _, err := sb.s.c.execute(ctx, toolbox, req); err != nil {
+		sb.d.opts.Logger.Warn("daytona: killing a cancelled command failed", "sandbox", sb.id, "err", err)
+	}
+}
+
+// Release ends the lease. Keep leaves the sandbox as it is and returns an
+// unconfirmed running receipt (Keep needs no proof). Stop stops it and
+// reads it back until it is stopped (or gone, for a sandbox the API deletes
+// on stop). Destroy deletes it and reads it back until the API answers 404.
+// After a Release that returned no error, Exec returns drivers.ErrReleased
+// and a second Release returns drivers.ErrReleased.
+func (sb *Sandbox) Release(ctx context.Context, disp drivers.Disposition) (drivers.Receipt, error) {
+	if err := sb.live(); err != nil {
+		return drivers.Receipt{}, err
+	}
+	var rc drivers.Receipt
+	var err error
+	switch disp {
+	case drivers.Keep:
+		rc = drivers.Receipt{ProviderLeaseID: sb.id, State: drivers.StateRunning}
+	case drivers.Stop:
+		rc, err = sb.d.stop(ctx, sb.s, sb.id)
+	case drivers.Destroy:
+		rc, err = sb.d.destroy(ctx, sb.s, sb.id)
+	default:
+		return drivers.Receipt{}, fmt.Errorf("daytona: release of sandbox %s: unknown disposition %s", sb.id, disp)
+	}
+	if err != nil {
+		return drivers.Receipt{}, err
+	}
+	sb.mu.Lock()
+	sb.released = true
+	sb.mu.Unlock()
+	return rc, nil
+}
+
+// ImageIdentity reads the live sandbox and the configured snapshot from the
+// API and returns images.SnapshotIdentity("daytona", id) when the sandbox
+// runs that snapshot: the snapshot read by its id (which must answer with
+// that id) carries the name the sandbox reports. The API reports a
+// sandbox's snapshot by name; names are unique in an organization, so the
+// pair of reads binds the sandbox to the id (QUAL-6). A deleted snapshot is
+// drivers.ErrImageNotFound.
+func (sb *Sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
+	if err := sb.live(); err != nil {
+		return images.Identity{}, err
+	}
+	live, err := sb.s.c.getSandbox(ctx, sb.id)
+	if err != nil {
+		return images.Identity{}, fmt.Errorf("daytona: image identity of sandbox %s: %w", sb.id, err)
+	}
+	snap, err := sb.s.c.getSnapshot(ctx, sb.s.snapshotID)
+	switch {
+	case errors.Is(err, drivers.ErrNotFound):
+		return images.Identity{}, fmt.Errorf("daytona: image identity of sandbox %s: snapshot id %s: %w: %w",
+			sb.id, sb.s.snapshotID, drivers.ErrImageNotFound, err)
+	case err != nil:
+		return images.Identity{}, fmt.Errorf("daytona: image identity of sandbox %s: %w", sb.id, err)
+	case snap.ID != sb.s.snapshotID:
+		return images.Identity{}, fmt.Errorf("daytona: image identity of sandbox %s: snapshot id %s answered as %s: %w",
+			sb.id, sb.s.snapshotID, snap.ID, drivers.ErrImageNotFound)
+	case live.Snapshot != snap.Name:
+		return images.Identity{}, fmt.Errorf("daytona: sandbox %s at %s runs snapshot %q, not %q (id %s): %w",
+			sb.id, sb.s.c.api.Host, live.Snapshot, snap.Name, snap.ID, drivers.ErrImageNotFound)
+	case createdBefore(live.CreatedAt, snap.CreatedAt):
+		// Same name, but the sandbox is older than the snapshot: it was
+		// made from an earlier snapshot of that name.
+		return images.Identity{}, fmt.Errorf("daytona: sandbox %s at %s was created before snapshot %s (%q) existed: %w",
+			sb.id, sb.s.c.api.Host, snap.ID, snap.Name, drivers.ErrImageNotFound)
+	}
+	return images.SnapshotIdentity(DriverName, snap.ID)
+}
+
+// createdBefore reports whether timestamp a is before b; false when either
+// does not parse.
+func createdBefore(a, b string) bool {
+	ta, err1 := time.Parse(time.RFC3339Nano, a)
+	tb, err2 := time.Parse(time.RFC3339Nano, b)
+	return err1 == nil && err2 == nil && ta.Before(tb)
+}

@@ -1,0 +1,110 @@
+package daytona
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+
+	"github.com/google/uuid"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// Config field names of the daytona driver.
+const (
+	// FieldAPIURL is the API base URL (Identity, required), for example
+	// https://app.daytona.io/api.
+	FieldAPIURL = "api_url"
+	// FieldAPIKey is the API key sent as a bearer token (Secret, required).
+	FieldAPIKey = "api_key"
+	// FieldOrganizationID is sent as X-Daytona-Organization-ID (Identity,
+	// optional).
+	FieldOrganizationID = "organization_id"
+	// FieldSnapshotID is the id (a UUID) of the snapshot sandboxes are
+	// created from (Identity, required; the schema's ImageField). A snapshot
+	// name is refused: names do not qualify (QUAL-5, QUAL-6).
+	FieldSnapshotID = "snapshot_id"
+	// FieldTarget is the region sandboxes are created in (Identity,
+	// optional; absent: the organization's default region).
+	FieldTarget = "target"
+	// FieldEnv holds environment variables of every sandbox (Knob).
+	FieldEnv = "env"
+	// FieldLabels holds extra labels of every sandbox (Metadata); the
+	// acquire request's labels win on a clash.
+	FieldLabels = "labels"
+	// FieldAutoStopInterval is the API's autoStopInterval in minutes (Knob;
+	// 0 disables auto-stop; absent: the provider default).
+	FieldAutoStopInterval = "auto_stop_interval"
+	// FieldAutoArchiveInterval is the API's autoArchiveInterval in minutes
+	// (Knob; 0 means the provider maximum; absent: the provider default).
+	FieldAutoArchiveInterval = "auto_archive_interval"
+	// FieldAutoDeleteInterval is the API's autoDeleteInterval in minutes
+	// (Knob; negative disables auto-delete, 0 deletes the sandbox as soon as
+	// it stops, which makes Release(Stop) a destroy; absent: the provider
+	// default).
+	FieldAutoDeleteInterval = "auto_delete_interval"
+	// FieldExecTimeout is the toolbox's own time limit for one Exec, sent as
+	// the execute request's timeout in whole seconds (Knob, duration; absent
+	// or 0: none beyond the caller's context). When the toolbox gives up,
+	// Exec fails with drivers.ErrTimeout.
+	FieldExecTimeout = "exec_timeout"
+)
+
+func newSchema() *drivers.ConfigSchema {
+	minutes := func(min int64) func(v any) error {
+		return func(v any) error {
+			if n, _ := v.(int64); n < min || n > 1<<31-1 {
+				return fmt.Errorf("must be between %d and %d minutes", min, 1<<31-1)
+			}
+			return nil
+		}
+	}
+	return &drivers.ConfigSchema{
+		Driver:     DriverName,
+		ImageField: FieldSnapshotID,
+		Fields: []drivers.Field{
+			{Name: FieldAPIURL, Kind: drivers.Identity, Type: drivers.String, Required: true,
+				Doc: "Daytona API base URL, for example https://app.daytona.io/api", Check: checkAPIURL},
+			{Name: FieldAPIKey, Kind: drivers.Secret, Type: drivers.String, Required: true,
+				Doc: "Daytona API key"},
+			{Name: FieldOrganizationID, Kind: drivers.Identity, Type: drivers.String,
+				Doc: "organization id sent as X-Daytona-Organization-ID"},
+			{Name: FieldSnapshotID, Kind: drivers.Identity, Type: drivers.String, Required: true,
+				Doc: "id (UUID) of the snapshot sandboxes are created from; never a name", Check: checkSnapshotID},
+			{Name: FieldTarget, Kind: drivers.Identity, Type: drivers.String,
+				Doc: "region; absent: the organization's default"},
+			{Name: FieldEnv, Kind: drivers.Knob, Type: drivers.StringMap,
+				Doc: "environment variables of every sandbox"},
+			{Name: FieldLabels, Kind: drivers.Metadata, Type: drivers.StringMap,
+				Doc: "extra labels of every sandbox"},
+			{Name: FieldAutoStopInterval, Kind: drivers.Knob, Type: drivers.Int, Check: minutes(0),
+				Doc: "minutes of inactivity before auto-stop; 0 disables"},
+			{Name: FieldAutoArchiveInterval, Kind: drivers.Knob, Type: drivers.Int, Check: minutes(0),
+				Doc: "minutes stopped before auto-archive; 0 means the provider maximum"},
+			{Name: FieldAutoDeleteInterval, Kind: drivers.Knob, Type: drivers.Int, Check: minutes(-1),
+				Doc: "minutes stopped before auto-delete; -1 disables, 0 deletes on stop"},
+			{Name: FieldExecTimeout, Kind: drivers.Knob, Type: drivers.Duration,
+				Doc: "the toolbox's own time limit for one command (whole seconds)"},
+		},
+	}
+}
+
+func checkAPIURL(v any) error {
+	s, _ := v.(string)
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("must be an http(s) URL such as https://app.daytona.io/api")
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return errors.New("must not carry user info, a query or a fragment")
+	}
+	return nil
+}
+
+func checkSnapshotID(v any) error {
+	s, _ := v.(string)
+	if err := uuid.Validate(s); err != nil || len(s) != 36 {
+		return fmt.Errorf("%q is not a snapshot id (a UUID); snapshots known only by name do not qualify", s)
+	}
+	return nil
+}
