@@ -1,0 +1,40 @@
+package sqlstore
+
+// Environment is the environment component: the catalog's records
+// (environment.Store, methods in environment.go).
+func (components) Environment() Component {
+	return Component{
+		Name: "environment",
+		Migrations: []Migration{{
+			Version: 1,
+			Name:    "create environments",
+			SQL: []string{
+				`CREATE TABLE environments (
+					id TEXT NOT NULL PRIMARY KEY,
+					name TEXT NOT NULL,
+					description TEXT NOT NULL,
+					driver TEXT NOT NULL,
+					status TEXT NOT NULL,
+					config TEXT,
+					env TEXT,
+					metadata TEXT,
+					revision BIGINT NOT NULL,
+					created_at BIGINT,
+					updated_at BIGINT,
+					created_by TEXT NOT NULL,
+					updated_by TEXT NOT NULL,
+					exclusive_key TEXT
+				)`,
+				// One name per instance (CFG-1).
+				`CREATE UNIQUE INDEX environments_name_key ON environments (name)`,
+				// exclusive_key is the driver of an environment created
+				// with CreateOptions.ExclusiveDriver and NULL otherwise;
+				// NULLs are distinct, so the index admits one exclusive
+				// environment per driver, atomically across processes
+				// (CFG-4).
+				`CREATE UNIQUE INDEX environments_exclusive_key ON environments (exclusive_key)`,
+				`CREATE INDEX environments_driver ON environments (driver)`,
+			},
+		}},
+	}
+}
