@@ -1,0 +1,209 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"regexp"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/images"
+)
+
+var nameRE = regexp.MustCompile(`[^a-z0-9._-]+`)
+
+// templateName turns a human-readable name into a repository path
+// component: lower case, [a-z0-9._-], at most 64 characters.
+func templateName(s string) string {
+	n := strings.Trim(nameRE.ReplaceAllString(strings.ToLower(s), "-"), "-._")
+	if len(n) > 64 {
+		n = strings.Trim(n[:64], "-._")
+	}
+	if n == "" {
+		n = "template"
+	}
+	return n
+}
+
+// Capture commits the container (paused during the commit) to a new image
+// labelled LabelTemplate=NAME plus req.Labels, and returns its immutable
+// identity:
+//
+//   - without capture_repository, the image stays in this engine, tagged
+//     berth.local/templates/NAME:RANDOM, and its identity is
+//     "berth.local/templates/NAME@<image id>" (see LocalRegistry);
+//   - with capture_repository REPO, the image is also pushed as
+//     REPO:NAME-RANDOM with registry_auth, and its identity is
+//     "REPO@<manifest digest>" as the registry reported it.
+//
+// Labels the container carried (berth.managed, the lease labels) are
+// blanked in the image so that containers made from it are not mistaken for
+// this lease's. The image keeps the container's environment and the
+// driver's idle entrypoint (which Acquire always overrides).
+func (s *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (images.Identity, error) {
+	if err := s.checkLive(); err != nil {
+		return images.Identity{}, err
+	}
+	ins, err := s.cli.ContainerInspect(ctx, s.id)
+	if err != nil {
+		return images.Identity{}, engineErr(s.cfg.host, "inspect container "+s.id, err)
+	}
+	nm := templateName(req.Name)
+	labels := map[string]string{}
+	if ins.Config != nil {
+		for k := range ins.Config.Labels {
+			if _, extra := s.cfg.labels[k]; !extra {
+				labels[k] = ""
+			}
+		}
+	}
+	maps.Copy(labels, req.Labels)
+	labels[LabelTemplate] = nm
+	localRepo := LocalRegistry + "/templates/" + nm
+	tag := randomHex(6)
+	resp, err := s.cli.ContainerCommit(ctx, s.id, container.CommitOptions{
+		Reference: localRepo + ":" + tag,
+		Comment:   "berth template " + nm,
+		Pause:     true,
+		Config:    &container.Config{Labels: labels},
+	})
+	if err != nil {
+		return images.Identity{}, engineErr(s.cfg.host, "commit container "+s.id, err)
+	}
+	if s.cfg.captureRepo == "" {
+		return images.DigestIdentity(localRepo, resp.ID)
+	}
+	return s.push(ctx, resp.ID, nm+"-"+tag)
+}
+
+// push tags imageID as capture_repository:tag, pushes it and returns the
+// manifest digest the engine reported.
+func (s *sandbox) push(ctx context.Context, imageID, tag string) (images.Identity, error) {
+	repo, err := name.NewRepository(s.cfg.captureRepo, name.WeakValidation)
+	if err != nil {
+		return images.Identity{}, fmt.Errorf("docker config: field %q: %v: %w", FieldCaptureRepo, err, drivers.ErrInvalidConfig)
+	}
+	target := s.cfg.captureRepo + ":" + tag
+	if err := s.cli.ImageTag(ctx, imageID, target); err != nil {
+		return images.Identity{}, engineErr(s.cfg.host, "tag image "+target, err)
+	}
+	auth, err := encodeAuth(s.d.secretOf(s.cfg), repo.Tag(tag))
+	if err != nil {
+		return images.Identity{}, err
+	}
+	if auth == "" {
+		auth = emptyAuth // the engine requires the header on push
+	}
+	rc, err := s.cli.ImagePush(ctx, target, image.PushOptions{RegistryAuth: auth})
+	if err != nil {
+		return images.Identity{}, pullErr(s.cfg, target, err)
+	}
+	defer rc.Close()
+	dec := json.NewDecoder(rc)
+	var digest string
+	for {
+		var m struct {
+			pullMessage
+			Aux *struct {
+				Digest string `json:"Digest"`
+			} `json:"aux"`
+		}
+		if err := dec.Decode(&m); err == io.EOF {
+			break
+		} else if err != nil {
+			return images.Identity{}, fmt.Errorf("docker %s: pushing %q: %v: %w", s.cfg.host, target, err, drivers.ErrTransient)
+		}
+		if m.Error != "" {
+			return images.Identity{}, pullErr(s.cfg, target, errors.New(m.Error))
+		}
+		if m.Aux != nil && m.Aux.Digest != "" {
+			digest = m.Aux.Digest
+		}
+	}
+	if digest == "" {
+		return images.Identity{}, fmt.Errorf("docker %s: pushing %q: the engine reported no digest", s.cfg.host, target)
+	}
+	return images.DigestIdentity(repo.Name(), digest)
+}
+
+// emptyAuth is the X-Registry-Auth value of "no credential" ({} in base64url).
+const emptyAuth = "e30="
+
+// DeleteTemplate removes a captured template: from the engine (by image id
+// for berth.local identities, by REPO@DIGEST otherwise) and, for a pushed
+// template, its manifest from the registry. A template that is already gone
+// (in the engine or the registry) is not an error.
+func (d *Driver) DeleteTemplate(ctx context.Context, raw drivers.Config, id images.Identity) error {
+	if id.Kind() != images.KindDigest {
+		return fmt.Errorf("docker: template %q is not an image digest: %w", id, drivers.ErrInvalidConfig)
+	}
+	cfg, err := d.parseConfig(raw)
+	if err != nil {
+		return err
+	}
+	cli, err := d.client(cfg.host)
+	if err != nil {
+		return err
+	}
+	ref, err := name.NewDigest(id.String(), name.WeakValidation)
+	if err != nil {
+		return fmt.Errorf("docker: template %q: %v: %w", id, err, drivers.ErrInvalidConfig)
+	}
+	local := isLocal(ref)
+	lookup := id.String()
+	if local {
+		lookup = id.Digest()
+	}
+	ins, err := cli.ImageInspect(ctx, lookup)
+	switch {
+	case err == nil:
+		if local && ins.ID != id.Digest() {
+			return nil
+		}
+		_, err := cli.ImageRemove(ctx, ins.ID, image.RemoveOptions{Force: true, PruneChildren: true})
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			return engineErr(cfg.host, "remove image "+id.String(), err)
+		}
+	case !cerrdefs.IsNotFound(err):
+		return engineErr(cfg.host, "inspect image "+id.String(), err)
+	}
+	if local {
+		return nil
+	}
+	opts := []remote.Option{remote.WithContext(ctx)}
+	if secret := d.secretOf(cfg); secret != "" {
+		opts = append(opts, remote.WithAuth(authenticator(secret)))
+	}
+	if err := remote.Delete(ref, opts...); err != nil {
+		var te *transport.Error
+		if errors.As(err, &te) && te.StatusCode == http.StatusNotFound {
+			return nil
+		}
+		return fmt.Errorf("docker: deleting template %s at the registry: %w", id, err)
+	}
+	return nil
+}
+
+// authenticator returns the go-containerregistry form of registry_auth.
+func authenticator(secret string) authn.Authenticator {
+	if u, p, ok := strings.Cut(secret, ":"); ok {
+		return &authn.Basic{Username: u, Password: p}
+	}
+	return &authn.Bearer{Token: secret}
+}
+
+// secretOf returns the resolved registry credential of cfg.
+func (d *Driver) secretOf(cfg *config) string { return cfg.secret }

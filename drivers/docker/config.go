@@ -1,0 +1,332 @@
+package docker
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/registry"
+	"github.com/docker/docker/client"
+	"github.com/docker/go-units"
+	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// Config field names.
+const (
+	FieldHost           = "host"
+	FieldImage          = "image"
+	FieldRegistryAuth   = "registry_auth"
+	FieldPullPolicy     = "pull_policy"
+	FieldCPUs           = "cpus"
+	FieldMemory         = "memory"
+	FieldPidsLimit      = "pids_limit"
+	FieldNetwork        = "network"
+	FieldPorts          = "ports"
+	FieldReadonlyRootfs = "readonly_rootfs"
+	FieldWorkdir        = "workdir"
+	FieldEnv            = "env"
+	FieldLabels         = "labels"
+	FieldStartupTimeout = "startup_timeout"
+	FieldCaptureRepo    = "capture_repository"
+)
+
+// Pull policies of the pull_policy field.
+const (
+	PullMissing = "missing" // pull only when the engine lacks the image (the Docker CLI's default)
+	PullAlways  = "always"  // pull tags on every acquire; pinned digests are still pulled only when missing
+	PullNever   = "never"   // never pull; a missing image is ErrImageNotFound
+)
+
+// Defaults of the knobs.
+const (
+	DefaultMemory         = "1g"
+	DefaultPidsLimit      = 512
+	DefaultNetwork        = "none"
+	DefaultWorkdir        = "/"
+	DefaultStartupTimeout = 60 * time.Second
+)
+
+// LocalRegistry is the registry host of images that exist only in one
+// engine (templates captured without a capture_repository). Their identity
+// is "berth.local/templates/NAME@sha256:<image id>": the digest is the
+// engine's image ID (the digest of the image config), which is as immutable
+// as a manifest digest but valid only on the engine that holds the image.
+const LocalRegistry = "berth.local"
+
+// config is a normalized Config read into typed values.
+type config struct {
+	host        string
+	image       string
+	ref         name.Reference
+	auth        string // encoded X-Registry-Auth, "" when none
+	secret      string // the resolved registry_auth value; never logged or put in errors
+	pullPolicy  string
+	nanoCPUs    int64
+	memory      int64
+	pids        int64
+	network     string
+	ports       []string
+	readonly    bool
+	workdir     string
+	env         map[string]string
+	labels      map[string]string
+	startup     time.Duration
+	captureRepo string
+}
+
+// defaultHost returns the engine host the Docker CLI would use: DOCKER_HOST,
+// else the platform's default socket. (Docker CLI contexts are not read.)
+func defaultHost() string {
+	if h := os.Getenv(client.EnvOverrideHost); h != "" {
+		return h
+	}
+	return client.DefaultDockerHost
+}
+
+func newSchema(host string) *drivers.ConfigSchema {
+	return &drivers.ConfigSchema{
+		Driver:     Name,
+		ImageField: FieldImage,
+		Fields: []drivers.Field{
+			{Name: FieldHost, Kind: drivers.Identity, Type: drivers.String, Default: host, Check: checkHost,
+				Doc: "Docker engine host (unix:///var/run/docker.sock, tcp://HOST:2376, ssh is not supported); default: DOCKER_HOST of the berth host, else the default socket. TLS settings come from DOCKER_CERT_PATH / DOCKER_TLS_VERIFY of the berth host."},
+			{Name: FieldImage, Kind: drivers.Identity, Type: drivers.String, Required: true, Check: checkImage,
+				Doc: "image reference; pin it as repo@sha256:... for qualification. berth.local/templates/NAME@sha256:ID names a template captured into the engine only."},
+			{Name: FieldRegistryAuth, Kind: drivers.Secret, Type: drivers.String, Check: checkAuth,
+				Doc: `registry credential for pulls and capture pushes: "username:password", or a bare bearer token (sent as the registry token)`},
+			{Name: FieldPullPolicy, Kind: drivers.Knob, Type: drivers.String, Default: PullMissing, Enum: []string{PullMissing, PullAlways, PullNever},
+				Doc: "when to pull a tag: missing (default), always, never; a pinned digest is pulled only when missing"},
+			{Name: FieldCPUs, Kind: drivers.Knob, Type: drivers.String, Check: checkCPUs,
+				Doc: `CPU limit as a decimal number of CPUs ("1.5"); default: no CPU limit`},
+			{Name: FieldMemory, Kind: drivers.Knob, Type: drivers.String, Default: DefaultMemory, Check: checkMemory,
+				Doc: `memory limit in bytes or with a unit ("512m", "2g"); swap is disabled; default "1g"`},
+			{Name: FieldPidsLimit, Kind: drivers.Knob, Type: drivers.Int, Default: int64(DefaultPidsLimit), Check: checkPids,
+				Doc: "maximum number of processes in the container; default 512"},
+			{Name: FieldNetwork, Kind: drivers.Knob, Type: drivers.String, Default: DefaultNetwork, Check: checkNetwork,
+				Doc: `network: "none" (default: no network), "bridge" or a user network name; "host" and "container:..." are refused`},
+			{Name: FieldPorts, Kind: drivers.Knob, Type: drivers.StringList, Check: checkPorts,
+				Doc: `container ports to publish ("8080", "8080/tcp"), always on 127.0.0.1 with an ephemeral host port; needs a network other than none`},
+			{Name: FieldReadonlyRootfs, Kind: drivers.Knob, Type: drivers.Bool, Default: false,
+				Doc: "mount the root filesystem read-only (with a tmpfs on /tmp); default false"},
+			{Name: FieldWorkdir, Kind: drivers.Knob, Type: drivers.String, Default: DefaultWorkdir, Check: checkAbs,
+				Doc: `default working directory of commands; default "/"`},
+			{Name: FieldEnv, Kind: drivers.Knob, Type: drivers.StringMap, Check: checkEnv,
+				Doc: "environment variables of the container"},
+			{Name: FieldLabels, Kind: drivers.Metadata, Type: drivers.StringMap, Check: checkLabels,
+				Doc: `extra container labels; keys starting with "berth." are reserved`},
+			{Name: FieldStartupTimeout, Kind: drivers.Knob, Type: drivers.Duration, Default: DefaultStartupTimeout.String(),
+				Doc: "time an acquire may take (pull, create, start), within the caller's deadline; default 60s"},
+			{Name: FieldCaptureRepo, Kind: drivers.Knob, Type: drivers.String, Check: checkRepo,
+				Doc: "repository captured templates are pushed to (REGISTRY/PATH); default: none, templates stay in the engine as berth.local/templates/NAME"},
+		},
+		Check: func(c drivers.Config) error {
+			if len(c.Strings(FieldPorts)) > 0 && c.String(FieldNetwork) == "none" {
+				return &drivers.ConfigError{Driver: Name, Field: FieldPorts, Reason: `publishing ports needs a network other than "none"`}
+			}
+			return nil
+		},
+	}
+}
+
+func checkHost(v any) error {
+	h := v.(string)
+	switch {
+	case h == "":
+		return errors.New("must not be empty")
+	case strings.HasPrefix(h, "unix://"), strings.HasPrefix(h, "tcp://"), strings.HasPrefix(h, "npipe://"):
+		return nil
+	}
+	return fmt.Errorf("%q: want unix://PATH or tcp://HOST:PORT", h)
+}
+
+func parseImage(s string) (name.Reference, error) {
+	return name.ParseReference(s, name.WeakValidation)
+}
+
+func checkImage(v any) error {
+	_, err := parseImage(v.(string))
+	if err != nil {
+		return fmt.Errorf("invalid image reference %q: %v", v, err)
+	}
+	return nil
+}
+
+func checkRepo(v any) error {
+	if _, err := name.NewRepository(v.(string)); err != nil {
+		return fmt.Errorf("invalid repository %q: %v", v, err)
+	}
+	return nil
+}
+
+// checkAuth validates the credential's shape. It never quotes the value.
+func checkAuth(v any) error {
+	s, ok := v.(string)
+	if !ok {
+		return nil // a SecretRef; resolved before Acquire
+	}
+	if strings.ContainsAny(s, "\r\n") {
+		return errors.New("must be username:password or a token on one line")
+	}
+	return nil
+}
+
+func checkCPUs(v any) error {
+	f, err := strconv.ParseFloat(v.(string), 64)
+	if err != nil || f <= 0 || f > 1024 || math.IsNaN(f) {
+		return fmt.Errorf("%q: want a positive number of CPUs such as \"1.5\"", v)
+	}
+	return nil
+}
+
+func checkMemory(v any) error {
+	n, err := units.RAMInBytes(v.(string))
+	if err != nil {
+		return fmt.Errorf("%q: want bytes or a size such as \"512m\"", v)
+	}
+	if n < 6<<20 {
+		return fmt.Errorf("%q: the engine needs at least 6m", v)
+	}
+	return nil
+}
+
+func checkPids(v any) error {
+	if n := v.(int64); n < 1 {
+		return fmt.Errorf("%d: want at least 1", n)
+	}
+	return nil
+}
+
+func checkNetwork(v any) error {
+	n := v.(string)
+	switch {
+	case n == "":
+		return errors.New("must not be empty")
+	case n == "host":
+		return errors.New(`"host" would share the host's network; refused`)
+	case strings.HasPrefix(n, "container:"):
+		return fmt.Errorf("%q would join another container's network; refused", n)
+	}
+	return nil
+}
+
+func checkPorts(v any) error {
+	for _, p := range v.([]string) {
+		if _, err := parsePort(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parsePort reads "8080" or "8080/tcp" into "8080/tcp".
+func parsePort(p string) (string, error) {
+	num, proto, ok := strings.Cut(p, "/")
+	if !ok {
+		proto = "tcp"
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 1 || n > 65535 || (proto != "tcp" && proto != "udp") {
+		return "", fmt.Errorf("port %q: want PORT or PORT/tcp|udp", p)
+	}
+	return strconv.Itoa(n) + "/" + proto, nil
+}
+
+func checkAbs(v any) error {
+	if !strings.HasPrefix(v.(string), "/") {
+		return fmt.Errorf("%q: want an absolute path", v)
+	}
+	return nil
+}
+
+func checkEnv(v any) error {
+	for k := range v.(map[string]string) {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("invalid variable name %q", k)
+		}
+	}
+	return nil
+}
+
+func checkLabels(v any) error {
+	for k := range v.(map[string]string) {
+		if k == "" {
+			return errors.New("empty label key")
+		}
+		if strings.HasPrefix(k, "berth.") {
+			return fmt.Errorf("label %q: the berth. prefix is reserved", k)
+		}
+	}
+	return nil
+}
+
+// encodeAuth turns a registry_auth value into an X-Registry-Auth header
+// value for the registry of ref. The error never contains the value.
+func encodeAuth(secret string, ref name.Reference) (string, error) {
+	if secret == "" {
+		return "", nil
+	}
+	ac := registry.AuthConfig{ServerAddress: ref.Context().RegistryStr()}
+	if u, p, ok := strings.Cut(secret, ":"); ok {
+		ac.Username, ac.Password = u, p
+	} else {
+		ac.RegistryToken = secret
+	}
+	s, err := registry.EncodeAuthConfig(ac)
+	if err != nil {
+		return "", fmt.Errorf("docker config: field %q: cannot encode the credential: %w", FieldRegistryAuth, drivers.ErrInvalidConfig)
+	}
+	return s, nil
+}
+
+// parseConfig reads a normalized config (secrets resolved). A config that
+// has not been normalized is normalized first, so that Acquire never runs
+// with unchecked values.
+func (d *Driver) parseConfig(raw drivers.Config) (*config, error) {
+	cfg, err := d.schema.Normalize(map[string]any(raw))
+	if err != nil {
+		return nil, err
+	}
+	if _, isRef := cfg.SecretRef(FieldRegistryAuth); isRef {
+		return nil, fmt.Errorf("docker config: field %q holds an unresolved secret reference: %w", FieldRegistryAuth, drivers.ErrCredentialsMissing)
+	}
+	c := &config{
+		host:        cfg.String(FieldHost),
+		image:       cfg.String(FieldImage),
+		pullPolicy:  cfg.String(FieldPullPolicy),
+		pids:        cfg.Int(FieldPidsLimit),
+		network:     cfg.String(FieldNetwork),
+		readonly:    cfg.Bool(FieldReadonlyRootfs),
+		workdir:     cfg.String(FieldWorkdir),
+		env:         maps.Clone(cfg.StringMap(FieldEnv)),
+		labels:      maps.Clone(cfg.StringMap(FieldLabels)),
+		startup:     cfg.Duration(FieldStartupTimeout),
+		captureRepo: cfg.String(FieldCaptureRepo),
+	}
+	if c.ref, err = parseImage(c.image); err != nil {
+		return nil, err
+	}
+	c.secret = cfg.String(FieldRegistryAuth)
+	if c.auth, err = encodeAuth(c.secret, c.ref); err != nil {
+		return nil, err
+	}
+	if s := cfg.String(FieldCPUs); s != "" {
+		f, _ := strconv.ParseFloat(s, 64)
+		c.nanoCPUs = int64(f * 1e9)
+	}
+	c.memory, _ = units.RAMInBytes(cfg.String(FieldMemory))
+	for _, p := range cfg.Strings(FieldPorts) {
+		pp, _ := parsePort(p)
+		c.ports = append(c.ports, pp)
+	}
+	if c.startup <= 0 {
+		c.startup = DefaultStartupTimeout
+	}
+	return c, nil
+}

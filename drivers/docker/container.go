@@ -1,0 +1,182 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sort"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/strslice"
+	"github.com/docker/docker/client"
+	"github.com/docker/go-connections/nat"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// idleScript is the container's main process: it idles until stopped and
+// exits at once on TERM/INT, so that a stop is fast. The engine's init
+// (docker-init) runs as PID 1 and reaps orphans of killed commands.
+const idleScript = `trap 'exit 0' TERM INT; while :; do sleep 86400 & wait $!; done`
+
+// containerSpec returns the hardened container configuration: all
+// capabilities dropped, no-new-privileges, pids and memory limits (no
+// swap), never privileged, never the host's network, PID, IPC or UTS
+// namespace, ports published only on 127.0.0.1.
+func containerSpec(cfg *config, imageID string, req drivers.AcquireRequest) (*container.Config, *container.HostConfig, error) {
+	labels := make(map[string]string, len(cfg.labels)+len(req.Labels)+2)
+	maps.Copy(labels, cfg.labels)
+	maps.Copy(labels, req.Labels)
+	labels[LabelManaged] = "true"
+	labels[LabelLease] = req.LeaseID
+	env := make([]string, 0, len(cfg.env))
+	for _, k := range sortedKeys(cfg.env) {
+		env = append(env, k+"="+cfg.env[k])
+	}
+	init := true
+	pids := cfg.pids
+	cc := &container.Config{
+		Image:      imageID,
+		Entrypoint: strslice.StrSlice{"/bin/sh", "-c", idleScript},
+		Cmd:        strslice.StrSlice{},
+		Env:        env,
+		WorkingDir: cfg.workdir,
+		Labels:     labels,
+		StopSignal: "SIGTERM",
+	}
+	hc := &container.HostConfig{
+		NetworkMode:    container.NetworkMode(cfg.network),
+		CapDrop:        strslice.StrSlice{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges:true"},
+		Privileged:     false,
+		ReadonlyRootfs: cfg.readonly,
+		Init:           &init,
+		IpcMode:        container.IPCModePrivate,
+		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		Resources: container.Resources{
+			Memory:     cfg.memory,
+			MemorySwap: cfg.memory,
+			NanoCPUs:   cfg.nanoCPUs,
+			PidsLimit:  &pids,
+		},
+	}
+	if cfg.readonly {
+		hc.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev,size=256m"}
+	}
+	if len(cfg.ports) > 0 {
+		cc.ExposedPorts = nat.PortSet{}
+		hc.PortBindings = nat.PortMap{}
+		for _, p := range cfg.ports {
+			port := nat.Port(p)
+			cc.ExposedPorts[port] = struct{}{}
+			hc.PortBindings[port] = []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: ""}}
+		}
+	}
+	if hc.NetworkMode.IsHost() || hc.NetworkMode.IsContainer() || hc.Privileged {
+		return nil, nil, fmt.Errorf("docker: refusing network %q: %w", cfg.network, drivers.ErrInvalidConfig)
+	}
+	return cc, hc, nil
+}
+
+func startOptions() container.StartOptions { return container.StartOptions{} }
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// waitRunning polls the engine until the container runs; a container that
+// exited instead is an error. ContainerStart returns once the process has
+// started, so the first inspect normally answers.
+func (s *sandbox) waitRunning(ctx context.Context) error {
+	delay := 5 * time.Millisecond
+	for {
+		ins, err := s.cli.ContainerInspect(ctx, s.id)
+		if err != nil {
+			return engineErr(s.cfg.host, "inspect container "+s.id, err)
+		}
+		st := ins.State
+		switch {
+		case st != nil && st.Running:
+			return nil
+		case st != nil && (st.Status == container.StateExited || st.Status == container.StateDead):
+			return fmt.Errorf("docker %s: container %s exited at start (code %d): %s", s.cfg.host, s.id, st.ExitCode, st.Error)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("docker %s: waiting for container %s to run: %w", s.cfg.host, s.id, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 200*time.Millisecond)
+	}
+}
+
+// inspectManaged inspects a container that berth made; a missing container
+// or one without LabelManaged is an error wrapping drivers.ErrNotFound.
+func inspectManaged(ctx context.Context, cli *client.Client, host, id string) (container.InspectResponse, error) {
+	if id == "" {
+		return container.InspectResponse{}, fmt.Errorf("docker %s: empty container id: %w", host, drivers.ErrNotFound)
+	}
+	ins, err := cli.ContainerInspect(ctx, id)
+	if err != nil {
+		return ins, engineErr(host, "inspect container "+id, err)
+	}
+	if ins.Config == nil || ins.Config.Labels[LabelManaged] != "true" {
+		return ins, fmt.Errorf("docker %s: container %s is not a berth sandbox (no %s label): %w", host, id, LabelManaged, drivers.ErrNotFound)
+	}
+	return ins, nil
+}
+
+// stateOf maps an engine state to a drivers.State.
+func stateOf(status container.ContainerState) drivers.State {
+	switch status {
+	case container.StateRunning, container.StatePaused:
+		return drivers.StateRunning
+	case container.StateCreated, container.StateRestarting:
+		return drivers.StateStarting
+	case container.StateExited:
+		return drivers.StateStopped
+	case container.StateDead:
+		return drivers.StateError
+	case container.StateRemoving:
+		return drivers.StateDestroyed
+	}
+	return drivers.StateUnknown
+}
+
+// removeContainer force-removes id (and its anonymous volumes) and waits
+// until the engine no longer knows it. A container already gone, or whose
+// removal another caller started, is fine.
+func removeContainer(ctx context.Context, cli *client.Client, id string) error {
+	err := cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) && !isRemovalInProgress(err) {
+		return err
+	}
+	delay := 5 * time.Millisecond
+	for {
+		_, err := cli.ContainerInspect(ctx, id)
+		if cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 200*time.Millisecond)
+	}
+}
+
+func isRemovalInProgress(err error) bool {
+	return cerrdefs.IsConflict(err) || strings.Contains(err.Error(), "already in progress")
+}

@@ -1,0 +1,384 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// How commands are run so that they can be ended (docker exec has no kill):
+// every command runs under a small sh wrapper that starts it, in its own
+// session and process group (setsid), with the environment variable
+// BERTH_EXEC_ID=<random id> that all its descendants inherit, and waits for
+// it, exiting with its status. Signals and cancellation run a second exec
+// that sends the signal to every process carrying the marker and to the
+// process group each of them leads; a cancellation repeats the kill until the
+// engine reports the wrapper ended and no marked process is left. The image
+// must provide sh, grep and kill (busybox, Debian, Alpine and most distros
+// do); setsid is used when present.
+const (
+	markerEnv = "BERTH_EXEC_ID"
+
+	// wrapperScript: $1 is the marker id, the rest is argv. The wrapper
+	// itself does not carry the marker, so that a signal reaches the
+	// command and not the wrapper waiting for it. Standard input is moved
+	// to fd 3 because sh gives background commands /dev/null.
+	wrapperScript = `id=$1; shift; exec 3<&0 </dev/null
+if command -v setsid >/dev/null 2>&1; then ` + markerEnv + `=$id setsid "$@" <&3 3<&- &
+else ` + markerEnv + `=$id "$@" <&3 3<&- &
+fi
+pid=$!; exec 3<&-; wait $pid`
+
+	// killScript: $1 is the signal, $2 the marker id. It prints how many
+	// marked processes it found.
+	killScript = `sig=$1; id=$2; n=0
+for d in /proc/[0-9]*; do p=${d#/proc/}
+if grep -q "` + markerEnv + `=$id" "$d/environ" 2>/dev/null; then n=$((n+1)); kill -s "$sig" -- "-$p" 2>/dev/null; kill -s "$sig" "$p" 2>/dev/null; fi
+done; echo $n`
+)
+
+var signalRE = regexp.MustCompile(`^[A-Z][A-Z0-9]{1,7}$`)
+
+// signalNumbers maps the signals Result.Signal reports (exit status 128+n).
+var signalNumbers = map[string]int{"HUP": 1, "INT": 2, "QUIT": 3, "KILL": 9, "USR1": 10, "USR2": 12, "TERM": 15}
+
+// sandbox is one container. It is safe for concurrent use.
+type sandbox struct {
+	d        *Driver
+	cli      *client.Client
+	cfg      *config
+	id       string
+	released atomic.Bool
+}
+
+var (
+	_ drivers.Sandbox       = (*sandbox)(nil)
+	_ drivers.StreamExecer  = (*sandbox)(nil)
+	_ drivers.ImageReporter = (*sandbox)(nil)
+	_ drivers.Terminal      = (*sandbox)(nil)
+	_ drivers.Capturer      = (*sandbox)(nil)
+)
+
+// ID returns the container id.
+func (s *sandbox) ID() string { return s.id }
+
+func (s *sandbox) checkLive() error {
+	if s.released.Load() {
+		return fmt.Errorf("docker: container %s: %w", s.id, drivers.ErrReleased)
+	}
+	return nil
+}
+
+// Exec runs cmd in the container and returns its output (demultiplexed)
+// and exit status. On cancellation the command's processes are killed, the
+// kill is verified, and the error wraps ctx.Err().
+func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
+	out := &limitBuffer{limit: cmd.Limit()}
+	errb := &limitBuffer{limit: cmd.Limit()}
+	p, err := s.start(ctx, cmd, out, errb)
+	if err != nil {
+		return nil, err
+	}
+	res, err := p.Wait()
+	if res != nil {
+		res.Stdout, res.Stderr = out.Bytes(), errb.Bytes()
+		res.Truncated = out.truncated || errb.truncated
+	}
+	return res, err
+}
+
+// Start runs cmd and streams its output; see drivers.StreamExecer.
+func (s *sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
+	return s.start(ctx, cmd, stdout, stderr)
+}
+
+func (s *sandbox) start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (*process, error) {
+	if err := s.checkLive(); err != nil {
+		return nil, err
+	}
+	if len(cmd.Argv) == 0 || cmd.Argv[0] == "" {
+		return nil, errors.New("docker: exec: empty argv")
+	}
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	marker := randomHex(8)
+	dir := cmd.Dir
+	if dir == "" {
+		dir = s.cfg.workdir
+	}
+	opts := container.ExecOptions{
+		AttachStdout: true,
+		AttachStderr: true,
+		AttachStdin:  cmd.Stdin != nil,
+		Env:          envList(cmd.Env),
+		WorkingDir:   dir,
+		Cmd:          append([]string{"/bin/sh", "-c", wrapperScript, "berth-exec", marker}, cmd.Argv...),
+	}
+	started := time.Now()
+	created, err := s.cli.ContainerExecCreate(ctx, s.id, opts)
+	if err != nil {
+		return nil, engineErr(s.cfg.host, "exec in container "+s.id, err)
+	}
+	hj, err := s.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, engineErr(s.cfg.host, "attach exec in container "+s.id, err)
+	}
+	p := &process{s: s, execID: created.ID, marker: marker, hj: hj, started: started, ctx: ctx, stdin: cmd.Stdin != nil,
+		done: make(chan struct{}), finished: make(chan struct{}), watchDone: make(chan struct{})}
+	go func() {
+		_, p.copyErr = stdcopy.StdCopy(stdout, stderr, hj.Reader)
+		close(p.done)
+	}()
+	if cmd.Stdin != nil {
+		go func() {
+			_, _ = io.Copy(hj.Conn, cmd.Stdin)
+			_ = hj.CloseWrite()
+		}()
+	}
+	go p.watch()
+	return p, nil
+}
+
+func envList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for _, k := range sortedKeys(env) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+// process is one exec started by start.
+type process struct {
+	s       *sandbox
+	execID  string
+	marker  string
+	hj      types.HijackedResponse
+	started time.Time
+	ctx     context.Context
+	done    chan struct{} // output copied to the end
+	copyErr error
+	stdin   bool // the command's stdin is attached
+
+	finished  chan struct{} // closed by wait once the exit status is known
+	watchDone chan struct{} // closed when watch returns
+	wasKilled bool          // set by watch before watchDone
+	killErr   error         // set by watch before watchDone
+
+	signalled atomic.Value // last signal name sent by Signal
+	waitOnce  sync.Once
+	res       *drivers.Result
+	err       error
+	closeOnce sync.Once
+}
+
+// watch ends the process tree when the context is cancelled before the
+// exit status is known.
+func (p *process) watch() {
+	defer close(p.watchDone)
+	select {
+	case <-p.finished:
+		return
+	case <-p.ctx.Done():
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p.killErr = p.killVerified(ctx)
+	p.wasKilled = true
+	p.closeConn()
+}
+
+func (p *process) closeConn() { p.closeOnce.Do(func() { p.hj.Close() }) }
+
+// killVerified kills every marked process until the engine reports that the
+// wrapper ended and no marked process is left (a command that had not yet
+// exec'd when the first kill ran is caught by a later round).
+func (p *process) killVerified(ctx context.Context) error {
+	delay := 10 * time.Millisecond
+	for {
+		n, err := p.s.signalMarked(ctx, p.marker, "KILL")
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			ins, err := p.s.cli.ContainerExecInspect(ctx, p.execID)
+			if err != nil {
+				return engineErr(p.s.cfg.host, "inspect exec", err)
+			}
+			if execEnded(ins) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("docker %s: container %s: process tree still running after kill: %w", p.s.cfg.host, p.s.id, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 250*time.Millisecond)
+	}
+}
+
+// signalMarked sends sig to every process in the container carrying the
+// marker and to the groups they lead; it returns how many it found.
+func (s *sandbox) signalMarked(ctx context.Context, marker, sig string) (int, error) {
+	created, err := s.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
+		AttachStdout: true, AttachStderr: true,
+		Cmd: []string{"/bin/sh", "-c", killScript, "berth-kill", sig, marker},
+	})
+	if err != nil {
+		return 0, engineErr(s.cfg.host, "exec kill in container "+s.id, err)
+	}
+	hj, err := s.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return 0, engineErr(s.cfg.host, "attach kill in container "+s.id, err)
+	}
+	defer hj.Close()
+	var out, errb bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &errb, hj.Reader); err != nil {
+		return 0, fmt.Errorf("docker %s: kill in container %s: %v", s.cfg.host, s.id, err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(out.String()))
+	if err != nil {
+		return 0, fmt.Errorf("docker %s: kill in container %s: unexpected output %q (stderr %q): the image needs sh, grep and kill", s.cfg.host, s.id, out.String(), errb.String())
+	}
+	return n, nil
+}
+
+// Wait waits for the output to end and reads the exit status from the
+// engine. After a cancellation it returns the result with Signal "KILL" and
+// an error wrapping the context's error, once the kill has been verified.
+func (p *process) Wait() (*drivers.Result, error) {
+	p.waitOnce.Do(func() { p.res, p.err = p.wait() })
+	return p.res, p.err
+}
+
+func (p *process) wait() (*drivers.Result, error) {
+	select {
+	case <-p.done:
+	case <-p.ctx.Done():
+		// watch kills the tree and closes the connection, which ends done.
+		<-p.done
+	}
+	exit, err := p.exitCode()
+	res := &drivers.Result{Duration: time.Since(p.started)}
+	if err == nil || p.ctx.Err() == nil {
+		close(p.finished) // else watch is ending the tree
+	}
+	<-p.watchDone
+	p.closeConn()
+	if p.wasKilled || err != nil && p.ctx.Err() != nil {
+		res.ExitCode, res.Signal = -1, "KILL"
+		if p.killErr != nil {
+			return res, fmt.Errorf("docker %s: container %s: cancelled, but ending the process tree failed: %v: %w", p.s.cfg.host, p.s.id, p.killErr, p.ctx.Err())
+		}
+		return res, fmt.Errorf("docker %s: container %s: exec cancelled: %w", p.s.cfg.host, p.s.id, p.ctx.Err())
+	}
+	if err != nil {
+		return nil, err
+	}
+	res.ExitCode = exit
+	if sig, _ := p.signalled.Load().(string); sig != "" && exit == 128+signalNumbers[sig] {
+		res.ExitCode, res.Signal = -1, sig
+	}
+	if p.copyErr != nil && !errors.Is(p.copyErr, io.EOF) {
+		return res, fmt.Errorf("docker %s: container %s: reading exec output: %v: %w", p.s.cfg.host, p.s.id, p.copyErr, drivers.ErrTransient)
+	}
+	return res, nil
+}
+
+// exitCode polls exec inspect until the engine reports the exec ended (it
+// may lag the end of the output stream slightly, and a command that closed
+// its output keeps running). It gives up when the process's context ends.
+func (p *process) exitCode() (int, error) {
+	delay := time.Millisecond
+	for {
+		ins, err := p.s.cli.ContainerExecInspect(p.ctx, p.execID)
+		if err != nil {
+			return 0, engineErr(p.s.cfg.host, "inspect exec", err)
+		}
+		if execEnded(ins) {
+			return ins.ExitCode, nil
+		}
+		select {
+		case <-p.ctx.Done():
+			return 0, p.ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 100*time.Millisecond)
+	}
+}
+
+// execEnded reports whether an exec has started and ended. Right after
+// the attach returns, the engine may not have started the process yet
+// (not running, no pid): that is not an end.
+func execEnded(ins container.ExecInspect) bool {
+	return !ins.Running && (ins.Pid != 0 || ins.ExitCode != 0)
+}
+
+// Signal sends sig ("TERM", "KILL", "INT", "HUP", ...) to the command's
+// processes and their process groups.
+func (p *process) Signal(ctx context.Context, sig string) error {
+	sig = strings.TrimPrefix(strings.ToUpper(sig), "SIG")
+	if !signalRE.MatchString(sig) {
+		return fmt.Errorf("docker: invalid signal %q", sig)
+	}
+	p.signalled.Store(sig)
+	_, err := p.s.signalMarked(ctx, p.marker, sig)
+	return err
+}
+
+// CloseStdin closes the command's standard input (a no-op when the command
+// had none).
+func (p *process) CloseStdin() error {
+	if !p.stdin {
+		return nil
+	}
+	return p.hj.CloseWrite()
+}
+
+// limitBuffer keeps the first limit bytes written and notes truncation.
+type limitBuffer struct {
+	mu        sync.Mutex
+	buf       bytes.Buffer
+	limit     int
+	truncated bool
+}
+
+func (b *limitBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	room := b.limit - b.buf.Len()
+	if room < len(p) {
+		b.truncated = true
+		if room > 0 {
+			b.buf.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	b.buf.Write(p)
+	return len(p), nil
+}
+
+func (b *limitBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}
