@@ -1,0 +1,234 @@
+package ssh
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	xssh "golang.org/x/crypto/ssh"
+)
+
+// The config fields of the ssh driver.
+const (
+	FieldHost           = "host"
+	FieldPort           = "port"
+	FieldUser           = "user"
+	FieldPrivateKey     = "private_key"
+	FieldKnownHosts     = "known_hosts"
+	FieldWorkdir        = "workdir"
+	FieldConnectTimeout = "connect_timeout"
+	FieldKeepalive      = "keepalive"
+	FieldMaxSessions    = "max_sessions"
+)
+
+// DefaultMaxSessions is the default of max_sessions: OpenSSH's default
+// MaxSessions.
+const DefaultMaxSessions = 10
+
+func newSchema() *drivers.ConfigSchema {
+	return &drivers.ConfigSchema{
+		Driver: driverName,
+		Fields: []drivers.Field{
+			{Name: FieldHost, Kind: drivers.Identity, Type: drivers.String, Required: true,
+				Doc: "host name or IP address of the SSH server", Check: checkHost},
+			{Name: FieldPort, Kind: drivers.Identity, Type: drivers.Int, Default: int64(22),
+				Doc: "TCP port of the SSH server", Check: checkPort},
+			{Name: FieldUser, Kind: drivers.Identity, Type: drivers.String, Required: true,
+				Doc: "login user", Check: checkUser},
+			{Name: FieldPrivateKey, Kind: drivers.Secret, Type: drivers.String, Required: true,
+				Doc: "unencrypted private key in PEM form (OpenSSH, PKCS#1, PKCS#8 or SEC1)", Check: checkPrivateKey},
+			{Name: FieldKnownHosts, Kind: drivers.Identity, Type: drivers.StringList,
+				Doc:   "trusted host keys as known_hosts lines; without a line for the host every connection is refused (see ScanHostKey)",
+				Check: checkKnownHosts},
+			{Name: FieldWorkdir, Kind: drivers.Identity, Type: drivers.String, Default: "~",
+				Doc:   `remote workspace directory, created if missing: "~" is the login user's home, "~/x" and relative paths are under it, absolute paths are used as given`,
+				Check: checkWorkdir},
+			{Name: FieldConnectTimeout, Kind: drivers.Knob, Type: drivers.Duration, Default: "10s",
+				Doc: "limit for TCP connect plus SSH handshake and authentication"},
+			{Name: FieldKeepalive, Kind: drivers.Knob, Type: drivers.Duration,
+				Doc: "interval of keepalive@openssh.com requests on idle connections; 0 or absent disables them"},
+			{Name: FieldMaxSessions, Kind: drivers.Knob, Type: drivers.Int, Default: int64(DefaultMaxSessions),
+				Doc:   "the server's MaxSessions: channels opened at once on one connection (one is kept for control commands)",
+				Check: checkMaxSessions},
+		},
+	}
+}
+
+func checkHost(v any) error {
+	s, _ := v.(string)
+	if s == "" || strings.ContainsAny(s, " \t\r\n@/") {
+		return fmt.Errorf("%q is not a host name or address", s)
+	}
+	return nil
+}
+
+func checkPort(v any) error {
+	n, _ := v.(int64)
+	if n < 1 || n > 65535 {
+		return fmt.Errorf("port %d is not between 1 and 65535", n)
+	}
+	return nil
+}
+
+func checkUser(v any) error {
+	s, _ := v.(string)
+	if s == "" || strings.ContainsAny(s, " \t\r\n@:/") {
+		return fmt.Errorf("%q is not a login name", s)
+	}
+	return nil
+}
+
+func checkWorkdir(v any) error {
+	s, _ := v.(string)
+	if strings.ContainsAny(s, "\x00\n") {
+		return errors.New("path contains a NUL or newline")
+	}
+	return nil
+}
+
+func checkMaxSessions(v any) error {
+	n, _ := v.(int64)
+	if n < 2 || n > 1024 {
+		return fmt.Errorf("%d is not between 2 and 1024", n)
+	}
+	return nil
+}
+
+// checkPrivateKey validates a private key value. A secret reference (not yet
+// resolved) is accepted as is. The error never contains key material: the
+// parser's own message is not passed on.
+func checkPrivateKey(v any) error {
+	s, ok := v.(string)
+	if !ok {
+		return nil // a SecretRef: checked when resolved, at Acquire
+	}
+	_, err := parseSigner(s)
+	return err
+}
+
+func parseSigner(pemText string) (xssh.Signer, error) {
+	signer, err := xssh.ParsePrivateKey([]byte(pemText))
+	if err == nil {
+		return signer, nil
+	}
+	var pp *xssh.PassphraseMissingError
+	if errors.As(err, &pp) {
+		return nil, errors.New("private key is encrypted with a passphrase, which is not supported")
+	}
+	if !strings.Contains(pemText, "-----BEGIN ") {
+		return nil, errors.New("not a PEM-encoded private key")
+	}
+	return nil, errors.New("private key could not be parsed (unsupported type or corrupt PEM)")
+}
+
+func checkKnownHosts(v any) error {
+	l, _ := v.([]string)
+	_, err := parseKnownHosts(l)
+	return err
+}
+
+// target is a parsed, validated config: everything a connection needs.
+type target struct {
+	host           string
+	port           int
+	user           string
+	signer         xssh.Signer
+	known          *hostKeyDB
+	workdir        string
+	connectTimeout time.Duration
+	keepalive      time.Duration
+	maxSessions    int
+	// poolKey identifies the connection: a hash of the identity fields
+	// that shape it and of the client public key (never the private key).
+	poolKey string
+}
+
+func (t *target) addr() string {
+	return joinHostPort(t.host, t.port)
+}
+
+func joinHostPort(host string, port int) string {
+	if strings.Contains(host, ":") {
+		return "[" + host + "]:" + strconv.Itoa(port)
+	}
+	return host + ":" + strconv.Itoa(port)
+}
+
+// parseTarget reads a normalized config whose secrets are resolved. Errors
+// wrap drivers.ErrInvalidConfig or drivers.ErrCredentialsMissing and never
+// contain the private key.
+func parseTarget(schema *drivers.ConfigSchema, cfg drivers.Config) (*target, error) {
+	cfgErr := func(field, reason string) error {
+		return &drivers.ConfigError{Driver: driverName, Field: field, Reason: reason}
+	}
+	t := &target{
+		host:           cfg.String(FieldHost),
+		port:           int(cfg.Int(FieldPort)),
+		user:           cfg.String(FieldUser),
+		workdir:        cfg.String(FieldWorkdir),
+		connectTimeout: cfg.Duration(FieldConnectTimeout),
+		keepalive:      cfg.Duration(FieldKeepalive),
+		maxSessions:    int(cfg.Int(FieldMaxSessions)),
+	}
+	if t.port == 0 {
+		t.port = 22
+	}
+	if t.workdir == "" {
+		t.workdir = "~"
+	}
+	if t.connectTimeout <= 0 {
+		t.connectTimeout = 10 * time.Second
+	}
+	if t.maxSessions == 0 {
+		t.maxSessions = DefaultMaxSessions
+	}
+	for _, c := range []struct {
+		field string
+		v     any
+		check func(any) error
+	}{
+		{FieldHost, t.host, checkHost},
+		{FieldPort, int64(t.port), checkPort},
+		{FieldUser, t.user, checkUser},
+		{FieldWorkdir, t.workdir, checkWorkdir},
+		{FieldMaxSessions, int64(t.maxSessions), checkMaxSessions},
+	} {
+		if err := c.check(c.v); err != nil {
+			return nil, cfgErr(c.field, err.Error())
+		}
+	}
+	if _, isRef := cfg.SecretRef(FieldPrivateKey); isRef {
+		return nil, fmt.Errorf("ssh %s@%s: private_key is an unresolved secret reference: %w", t.user, t.addr(), drivers.ErrCredentialsMissing)
+	}
+	key := cfg.String(FieldPrivateKey)
+	if key == "" {
+		return nil, fmt.Errorf("ssh %s@%s: private_key is missing: %w", t.user, t.addr(), drivers.ErrCredentialsMissing)
+	}
+	signer, err := parseSigner(key)
+	if err != nil {
+		return nil, cfgErr(FieldPrivateKey, err.Error())
+	}
+	t.signer = signer
+	known, err := parseKnownHosts(cfg.Strings(FieldKnownHosts))
+	if err != nil {
+		return nil, cfgErr(FieldKnownHosts, err.Error())
+	}
+	t.known = known
+
+	h := sha256.New()
+	for _, part := range []string{
+		t.host, strconv.Itoa(t.port), t.user,
+		strings.Join(cfg.Strings(FieldKnownHosts), "\n"),
+		string(signer.PublicKey().Marshal()),
+		t.keepalive.String(), strconv.Itoa(t.maxSessions),
+	} {
+		fmt.Fprintf(h, "%d:%s;", len(part), part)
+	}
+	t.poolKey = hex.EncodeToString(h.Sum(nil))
+	return t, nil
+}

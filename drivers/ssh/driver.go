@@ -1,0 +1,144 @@
+package ssh
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+const driverName = "ssh"
+
+// Options configure a Driver. A nil *Options means defaults.
+type Options struct {
+	// Logger receives connection events (connect, redial, cancellation
+	// kills). Nil discards them. Nothing logged ever holds key material.
+	Logger *slog.Logger
+}
+
+// Driver is the ssh driver: a host driver (drivers.KindHost) whose leases are
+// sessions on an SSH server, reached with public-key authentication and
+// strict host key checking. It is safe for concurrent use; connections are
+// shared by leases of the same config through a reference-counted pool.
+type Driver struct {
+	log    *slog.Logger
+	schema *drivers.ConfigSchema
+	pool   *pool
+}
+
+var (
+	_ drivers.Driver       = (*Driver)(nil)
+	_ drivers.Sandbox      = (*Sandbox)(nil)
+	_ drivers.StreamExecer = (*Sandbox)(nil)
+	_ drivers.Terminal     = (*Sandbox)(nil)
+)
+
+// New returns an ssh driver. opts may be nil.
+func New(opts *Options) *Driver {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Driver{
+		log:    o.Logger,
+		schema: newSchema(),
+		pool:   &pool{log: o.Logger, conns: map[string]*conn{}},
+	}
+}
+
+// Name returns "ssh".
+func (d *Driver) Name() string { return driverName }
+
+// Capabilities declares a host driver with exec, streaming exec and
+// terminals. It does no I/O.
+func (d *Driver) Capabilities() drivers.Capabilities {
+	return drivers.Capabilities{
+		Kind:     drivers.KindHost,
+		Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapTerminal),
+	}
+}
+
+// Schema returns the config schema (see the Field constants). The same
+// pointer is returned on every call.
+func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
+
+// Prototype returns a typed nil *Sandbox.
+func (d *Driver) Prototype() drivers.Sandbox { return (*Sandbox)(nil) }
+
+// Acquire opens a session on the host: it connects (or shares the pooled
+// connection of the same config) with strict host key checking, makes sure
+// the workspace directory exists and reads back its physical path, which
+// becomes the sandbox's Cwd and the path of its id
+// "ssh://user@host:port/path". req.Workspace, if set, names the workspace
+// instead of the config's workdir: absolute as given, relative under the
+// workdir. Errors wrap drivers.ErrHostKeyUnknown, ErrHostKeyMismatch,
+// ErrAuth, ErrUnreachable, ErrInvalidConfig or ctx.Err(); none contains the
+// private key.
+func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+	t, err := parseTarget(d.schema, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c, err := d.pool.get(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	sb := &Sandbox{d: d, c: c, t: t, running: map[*process]struct{}{}}
+	wd := pathExpr(t.workdir, `"$HOME"`)
+	if req.Workspace != "" {
+		wd = pathExpr(req.Workspace, wd)
+	}
+	script := wrapSh(`d=` + wd + ` && mkdir -p -- "$d" && cd -- "$d" && pwd -P && printf '%s\n' "${SHELL:-}"`)
+	res, err := sb.run(ctx, script, drivers.Command{OutputLimit: 64 << 10})
+	if err != nil {
+		d.pool.put(c)
+		return nil, err
+	}
+	lines := strings.Split(strings.TrimSuffix(string(res.Stdout), "\n"), "\n")
+	if res.ExitCode != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "/") {
+		d.pool.put(c)
+		return nil, fmt.Errorf("ssh %s@%s: preparing workspace %q: exit %d: %s: %w",
+			t.user, t.addr(), t.workdir, res.ExitCode, clip(res.Stderr), drivers.ErrUnavailable)
+	}
+	cwd := lines[0]
+	if posixShells[path.Base(lines[1])] {
+		c.posix.Store(true)
+	}
+	sb.cwd = cwd
+	sb.id = (&url.URL{Scheme: "ssh", User: url.User(t.user), Host: t.addr(), Path: cwd}).String()
+	if req.Allocated != nil {
+		if err := req.Allocated(sb.id); err != nil {
+			d.pool.put(c)
+			return nil, err
+		}
+	}
+	d.log.Debug("ssh lease acquired", "id", sb.id, "lease", req.LeaseID)
+	return sb, nil
+}
+
+// clip returns at most a short line of b for error messages.
+func clip(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// String returns the lease id; it never contains key material.
+func (sb *Sandbox) String() string { return sb.id }
+
+// String describes the target without its key.
+func (t *target) String() string { return "ssh://" + t.user + "@" + t.addr() }
+
+// GoString is String, so that %#v does not print the signer.
+func (t *target) GoString() string { return t.String() }

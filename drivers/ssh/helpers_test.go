@@ -1,0 +1,90 @@
+package ssh
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/testenv"
+)
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// env is a driver wired to a real sshd.
+type env struct {
+	srv *testenv.SSHServer
+	d   *Driver
+	log *syncBuffer
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	srv := testenv.SSHD(t)
+	lb := &syncBuffer{}
+	d := New(&Options{Logger: slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	return &env{srv: srv, d: d, log: lb}
+}
+
+// raw returns the config fields for the server, before normalization.
+func (e *env) raw(t testing.TB) map[string]any {
+	return map[string]any{
+		FieldHost:        e.srv.Host(),
+		FieldPort:        e.srv.Port(),
+		FieldUser:        e.srv.User(),
+		FieldPrivateKey:  e.srv.ClientKeyPEM(),
+		FieldKnownHosts:  []any{e.srv.KnownHostsLine()},
+		FieldWorkdir:     t.TempDir(),
+		FieldMaxSessions: 10,
+	}
+}
+
+func (e *env) config(t testing.TB, edit func(map[string]any)) drivers.Config {
+	t.Helper()
+	raw := e.raw(t)
+	if edit != nil {
+		edit(raw)
+	}
+	cfg, err := e.d.Schema().Normalize(raw)
+	if err != nil {
+		t.Fatalf("Normalize: %v", err)
+	}
+	return cfg
+}
+
+func (e *env) acquire(t testing.TB, cfg drivers.Config) *Sandbox {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sb, err := e.d.Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: "lease-1"})
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	t.Cleanup(func() { _, _ = sb.Release(context.Background(), drivers.Destroy) })
+	return sb.(*Sandbox)
+}
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

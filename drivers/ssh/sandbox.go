@@ -1,0 +1,225 @@
+package ssh
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// Sandbox is an ssh lease: a session on the host through the pooled
+// connection of its config. It is safe for concurrent use; commands run at
+// once up to the server's MaxSessions (max_sessions) and queue beyond.
+type Sandbox struct {
+	d   *Driver
+	c   *conn
+	t   *target
+	id  string
+	cwd string
+
+	mu       sync.Mutex
+	running  map[*process]struct{}
+	released bool
+	receipt  drivers.Receipt
+	relDone  chan struct{}
+	relErr   error
+}
+
+// ID returns the provider lease id "ssh://user@host:port/path", where path
+// is the verified workspace directory.
+func (sb *Sandbox) ID() string { return sb.id }
+
+// Cwd returns the workspace directory as the server resolved it at Acquire
+// (absolute, symlinks resolved): the default directory of commands.
+func (sb *Sandbox) Cwd() string { return sb.cwd }
+
+// Exec runs cmd in its own process group on the server and returns its
+// output (each stream capped at cmd.Limit()) and exit status; a non-zero
+// exit is not an error. Env is exported by the remote shell (no AcceptEnv
+// needed); Dir "" is Cwd, relative Dirs are under Cwd. A Dir that cannot
+// be entered makes the command exit 125, a program not found exits 127,
+// each with the shell's message on stderr. On cancellation the
+// command's whole process group is killed on the server before Exec returns
+// an error wrapping ctx.Err(). After Release it returns drivers.ErrReleased.
+func (sb *Sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
+	out := &limitBuffer{limit: cmd.Limit()}
+	errb := &limitBuffer{limit: cmd.Limit()}
+	p, err := sb.startCommand(ctx, cmd, out, errb)
+	if err != nil {
+		return nil, err
+	}
+	res, err := p.Wait()
+	if res != nil {
+		var t1, t2 bool
+		res.Stdout, t1 = out.bytes()
+		res.Stderr, t2 = errb.bytes()
+		res.Truncated = t1 || t2
+	}
+	return res, err
+}
+
+func (sb *Sandbox) startCommand(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (*process, error) {
+	dir := sb.cwd
+	switch {
+	case cmd.Dir == "":
+	case strings.HasPrefix(cmd.Dir, "/"):
+		dir = cmd.Dir
+	default:
+		dir = strings.TrimSuffix(sb.cwd, "/") + "/" + cmd.Dir
+	}
+	script, err := execScript(dir, cmd.Env, cmd.Argv, false)
+	if err != nil {
+		return nil, err
+	}
+	script = sb.c.command(script)
+	return sb.start(ctx, script, cmd, stdout, stderr, startOpts{})
+}
+
+// run executes a driver-built script (no pgid marker) and collects output.
+func (sb *Sandbox) run(ctx context.Context, script string, cmd drivers.Command) (*drivers.Result, error) {
+	out := &limitBuffer{limit: cmd.Limit()}
+	errb := &limitBuffer{limit: cmd.Limit()}
+	p, err := sb.start(ctx, script, cmd, out, errb, startOpts{raw: true})
+	if err != nil {
+		return nil, err
+	}
+	res, err := p.Wait()
+	if res != nil {
+		res.Stdout, _ = out.bytes()
+		res.Stderr, _ = errb.bytes()
+	}
+	return res, err
+}
+
+func (sb *Sandbox) errReleased() error {
+	return fmt.Errorf("ssh %s: %w", sb.id, drivers.ErrReleased)
+}
+
+func (sb *Sandbox) track(p *process) bool {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.released {
+		return false
+	}
+	sb.running[p] = struct{}{}
+	return true
+}
+
+func (sb *Sandbox) untrack(p *process) {
+	sb.mu.Lock()
+	delete(sb.running, p)
+	sb.mu.Unlock()
+}
+
+// control runs a short driver script on the control slot, outside any
+// lease bookkeeping, and returns its stdout and exit status.
+func (c *conn) control(ctx context.Context, script string) (string, int, error) {
+	rel, err := c.slot(ctx, true)
+	if err != nil {
+		return "", -1, err
+	}
+	defer rel()
+	s, err := c.session(ctx)
+	if err != nil {
+		return "", -1, err
+	}
+	defer s.Close()
+	var out bytes.Buffer
+	s.Stdout = &out
+	stop := context.AfterFunc(ctx, func() { _ = s.Close() })
+	defer stop()
+	err = s.Run(c.command(script))
+	code, _, werr := exitOf(err)
+	if werr != nil {
+		if ctx.Err() != nil {
+			return out.String(), -1, fmt.Errorf("ssh %s@%s: control command: %w", c.t.user, c.t.addr(), ctx.Err())
+		}
+		return out.String(), -1, fmt.Errorf("ssh %s@%s: control command: %w", c.t.user, c.t.addr(), werr)
+	}
+	return out.String(), code, nil
+}
+
+// Release ends the session, whatever the disposition (a host is never
+// stopped or destroyed): it kills the process groups of the lease's
+// commands still running, waits until the server no longer has them, and
+// drops the lease's reference on the pooled connection. The receipt is
+// StateDestroyed and confirmed once no process group of the lease is left
+// (read back with kill -0 on the server); if that cannot be confirmed the
+// receipt is unconfirmed and an error is returned. Releasing again returns
+// the first receipt.
+func (sb *Sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.Receipt, error) {
+	sb.mu.Lock()
+	if sb.released {
+		done := sb.relDone
+		sb.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return drivers.Receipt{ProviderLeaseID: sb.id}, fmt.Errorf("ssh %s: release: %w", sb.id, ctx.Err())
+		}
+		return sb.receipt, sb.relErr
+	}
+	sb.released = true
+	sb.relDone = make(chan struct{})
+	procs := make([]*process, 0, len(sb.running))
+	for p := range sb.running {
+		procs = append(procs, p)
+	}
+	sb.mu.Unlock()
+
+	sb.receipt, sb.relErr = sb.endSession(ctx, procs)
+	sb.d.pool.put(sb.c)
+	close(sb.relDone)
+	sb.d.log.Debug("ssh lease released", "id", sb.id, "disposition", d, "confirmed", sb.receipt.Confirmed)
+	return sb.receipt, sb.relErr
+}
+
+func (sb *Sandbox) endSession(ctx context.Context, procs []*process) (drivers.Receipt, error) {
+	r := drivers.Receipt{ProviderLeaseID: sb.id}
+	var groups []int
+	for _, p := range procs {
+		if p.finished() {
+			continue
+		}
+		if g := p.waitGroup(ctx); g > 0 {
+			groups = append(groups, g)
+		} else if !p.finished() {
+			return r, fmt.Errorf("ssh %s: release: the process group of a running command is unknown; cannot confirm it ended", sb.id)
+		}
+	}
+	if len(groups) > 0 {
+		out, code, err := sb.c.control(ctx, killScript("KILL", groups, true))
+		if err != nil {
+			return r, fmt.Errorf("ssh %s: release: killing process groups: %w", sb.id, err)
+		}
+		if code != 0 {
+			return r, fmt.Errorf("ssh %s: release: process groups still present after KILL: %s", sb.id, strings.TrimSpace(out))
+		}
+		for _, p := range procs {
+			select {
+			case <-p.done:
+			case <-ctx.Done():
+				return r, fmt.Errorf("ssh %s: release: waiting for sessions to end: %w", sb.id, ctx.Err())
+			}
+		}
+	}
+	r.State = drivers.StateDestroyed
+	r.Confirmed = true
+	r.ConfirmedAt = time.Now()
+	if len(groups) == 0 {
+		r.Evidence = "session ended; no command of the lease was running"
+	} else {
+		gs := make([]string, len(groups))
+		for i, g := range groups {
+			gs[i] = strconv.Itoa(g)
+		}
+		r.Evidence = "session ended; killed process groups " + strings.Join(gs, ",") + " and kill -0 confirmed them gone"
+	}
+	return r, nil
+}
