@@ -1,0 +1,175 @@
+// Package retry runs an operation again after transient failures, with
+// jittered exponential backoff, inside one deadline shared by every attempt
+// (LEASE-3).
+//
+// Start with Do and Policy. A retry is started only when the backoff sleep
+// plus the expected duration of one attempt still ends before the deadline;
+// a sleep never runs past it. Time comes from an injectable clock.Clock and
+// jitter from an injectable random source, so tests are deterministic and
+// never sleep. WithDeadline makes a context whose deadline is measured on
+// such a clock.
+//
+// The default classifier retries only errors wrapping drivers.ErrTransient.
+// (This package imports drivers for that sentinel alone; drivers does not
+// import it back.)
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/clock"
+)
+
+// Defaults of Policy's zero fields.
+const (
+	DefaultInitial    = 200 * time.Millisecond
+	DefaultMax        = 10 * time.Second
+	DefaultMultiplier = 2.0
+	DefaultJitter     = 0.5
+)
+
+// ErrNoTimeLeft is wrapped by Do's error when it stops because the next
+// attempt could not finish before the deadline.
+var ErrNoTimeLeft = errors.New("retry: no time left before the deadline")
+
+// ErrAttemptsExhausted is wrapped by Do's error when Policy.MaxAttempts
+// attempts all failed with retryable errors.
+var ErrAttemptsExhausted = errors.New("retry: attempts exhausted")
+
+// Policy configures Do. The zero Policy is usable: it retries errors wrapping
+// drivers.ErrTransient until the context's deadline, with the defaults below.
+type Policy struct {
+	// Initial is the backoff before the second attempt. Default DefaultInitial.
+	Initial time.Duration
+	// Max caps one backoff. Default DefaultMax.
+	Max time.Duration
+	// Multiplier grows the backoff after each attempt. Default DefaultMultiplier.
+	Multiplier float64
+	// Jitter is the fraction of each backoff that is randomized: the sleep
+	// is uniformly drawn from [b*(1-Jitter), b]. 0 means DefaultJitter; a
+	// negative value disables jitter.
+	Jitter float64
+	// MaxAttempts bounds the number of attempts; 0 means no bound other than
+	// the deadline.
+	MaxAttempts int
+	// AttemptEstimate is the expected duration of one attempt. A retry is
+	// started only when now + backoff + estimate is not after the deadline.
+	// 0 means the longest attempt observed so far in this Do call.
+	AttemptEstimate time.Duration
+	// Retryable classifies an attempt's error; only errors for which it
+	// returns true are retried. Default IsTransient.
+	Retryable func(error) bool
+	// Clock measures time and sleeps. Default clock.Real.
+	Clock clock.Clock
+	// Rand returns a uniform number in [0, 1) for jitter. Default math/rand/v2.
+	Rand func() float64
+}
+
+// IsTransient reports whether err wraps drivers.ErrTransient: the default
+// classifier.
+func IsTransient(err error) bool { return errors.Is(err, drivers.ErrTransient) }
+
+func (p Policy) withDefaults() Policy {
+	if p.Initial <= 0 {
+		p.Initial = DefaultInitial
+	}
+	if p.Max <= 0 {
+		p.Max = DefaultMax
+	}
+	if p.Max < p.Initial {
+		p.Max = p.Initial
+	}
+	if p.Multiplier < 1 {
+		p.Multiplier = DefaultMultiplier
+	}
+	switch {
+	case p.Jitter == 0:
+		p.Jitter = DefaultJitter
+	case p.Jitter > 1:
+		p.Jitter = 1
+	}
+	if p.Retryable == nil {
+		p.Retryable = IsTransient
+	}
+	if p.Clock == nil {
+		p.Clock = clock.Real{}
+	}
+	if p.Rand == nil {
+		p.Rand = rand.Float64
+	}
+	return p
+}
+
+// Backoff returns the sleep before attempt n+1 after n failed attempts
+// (n >= 1), jitter included. It is exported for tests and for callers that
+// schedule their own retries.
+func (p Policy) Backoff(n int) time.Duration {
+	p = p.withDefaults()
+	if n < 1 {
+		n = 1
+	}
+	b := float64(p.Initial) * math.Pow(p.Multiplier, float64(n-1))
+	if b > float64(p.Max) || math.IsInf(b, 0) || math.IsNaN(b) {
+		b = float64(p.Max)
+	}
+	r := p.Rand()
+	if r < 0 || r >= 1 {
+		r = 0
+	}
+	return time.Duration(b * (1 - max(p.Jitter, 0)*r))
+}
+
+// Do calls op until it succeeds, returns an error the policy does not retry,
+// or no further attempt can finish before ctx's deadline. attempt counts from
+// 1. It never sleeps past the deadline and returns promptly when ctx is done.
+//
+// On success Do returns nil. Otherwise the returned error wraps the last
+// attempt's error (so errors.Is sees its sentinels) and, when Do gave up for
+// a reason of its own, ErrNoTimeLeft, ErrAttemptsExhausted or ctx.Err().
+// A non-retryable error is returned unchanged.
+func Do(ctx context.Context, p Policy, op func(ctx context.Context, attempt int) error) error {
+	p = p.withDefaults()
+	deadline, hasDeadline := ctx.Deadline()
+	var longest time.Duration
+	for attempt := 1; ; attempt++ {
+		start := p.Clock.Now()
+		err := op(ctx, attempt)
+		if err == nil {
+			return nil
+		}
+		if d := p.Clock.Now().Sub(start); d > longest {
+			longest = d
+		}
+		if !p.Retryable(err) {
+			return err
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return fmt.Errorf("retry: attempt %d: %w (then: %w)", attempt, err, cerr)
+		}
+		if p.MaxAttempts > 0 && attempt >= p.MaxAttempts {
+			return fmt.Errorf("%w after %d attempts: %w", ErrAttemptsExhausted, attempt, err)
+		}
+		sleep := p.Backoff(attempt)
+		if hasDeadline {
+			estimate := p.AttemptEstimate
+			if estimate <= 0 {
+				estimate = longest
+			}
+			if p.Clock.Now().Add(sleep).Add(estimate).After(deadline) {
+				return fmt.Errorf("%w for attempt %d (backoff %s, attempt estimate %s): %w",
+					ErrNoTimeLeft, attempt+1, sleep, estimate, err)
+			}
+		}
+		select {
+		case <-p.Clock.After(sleep):
+		case <-ctx.Done():
+			return fmt.Errorf("retry: waiting for attempt %d: %w (last error: %w)", attempt+1, ctx.Err(), err)
+		}
+	}
+}

@@ -1,0 +1,381 @@
+package sqlstore
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/lease"
+)
+
+var _ lease.Store = (*DB)(nil)
+
+// leaseColumns are the leases table's columns in the order of leaseArgs and
+// scanLease.
+const leaseColumns = `id, company, environment_id, workspace, run, status, policy, provider, provider_lease_id,
+	acquired_at, last_used_at, expires_at, released_at,
+	failure_reason, cleanup, cleanup_disposition, after_cleanup, cleanup_attempts, cleanup_evidence,
+	fingerprint, reuse_key, run_key, replaces, replace_reason, uses,
+	config, labels, metadata, claimed_by, claimed_until, version`
+
+// leasePlaceholders has one ? per column of leaseColumns.
+var leasePlaceholders = strings.TrimSuffix(strings.Repeat("?, ", strings.Count(leaseColumns, ",")+1), ", ")
+
+// leaseUpdateSQL sets every column but id, in leaseColumns order, on the
+// lease with the id and version bound to its last two ?.
+var leaseUpdateSQL = func() string {
+	cols := strings.Split(leaseColumns, ",")
+	set := make([]string, 0, len(cols)-1)
+	for _, c := range cols[1:] {
+		set = append(set, strings.TrimSpace(c)+" = ?")
+	}
+	return "UPDATE leases SET " + strings.Join(set, ", ") + " WHERE id = ? AND version = ?"
+}()
+
+// maxKeyAttempts bounds how often InsertLease and ClaimLease start over when
+// the row that refused them changed before it could be read (a key released,
+// a claim expired): under any sane contention one retry suffices.
+const maxKeyAttempts = 5
+
+// nullText is s as a nullable TEXT column: NULL for "".
+func nullText(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+// leaseArgs returns l's column values in leaseColumns order, with version
+// as the stored version.
+func leaseArgs(l *lease.Lease, version int64) ([]any, error) {
+	config, err := jsonText(l.Config)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	labels, err := jsonText(l.Labels)
+	if err != nil {
+		return nil, fmt.Errorf("labels: %w", err)
+	}
+	metadata, err := jsonText(l.Metadata)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	return []any{
+		l.ID, l.Company, l.Environment, l.Workspace, l.Run, string(l.Status), string(l.Policy), l.Provider, l.ProviderLeaseID,
+		nanos(l.AcquiredAt), nanos(l.LastUsedAt), nanos(l.ExpiresAt), nanos(l.ReleasedAt),
+		l.FailureReason, string(l.Cleanup), int64(l.CleanupDisposition), string(l.AfterCleanup), int64(l.CleanupAttempts), l.CleanupEvidence,
+		l.Fingerprint, nullText(l.ReuseKey), nullText(l.RunKey), l.Replaces, string(l.ReplaceReason), int64(l.Uses),
+		config, labels, metadata, l.ClaimedBy, nanos(l.ClaimedUntil), version,
+	}, nil
+}
+
+// scanLease reads one row of leaseColumns.
+func scanLease(s scanner) (*lease.Lease, error) {
+	var l lease.Lease
+	var status, policy, cleanup, afterCleanup, replaceReason string
+	var disposition, attempts, uses int64
+	var acquired, lastUsed, expires, released, claimedUntil sql.NullInt64
+	var reuseKey, runKey, config, labels, metadata sql.NullString
+	if err := s.Scan(&l.ID, &l.Company, &l.Environment, &l.Workspace, &l.Run, &status, &policy, &l.Provider, &l.ProviderLeaseID,
+		&acquired, &lastUsed, &expires, &released,
+		&l.FailureReason, &cleanup, &disposition, &afterCleanup, &attempts, &l.CleanupEvidence,
+		&l.Fingerprint, &reuseKey, &runKey, &l.Replaces, &replaceReason, &uses,
+		&config, &labels, &metadata, &l.ClaimedBy, &claimedUntil, &l.Version); err != nil {
+		return nil, err
+	}
+	l.Status, l.Policy = lease.Status(status), lease.Policy(policy)
+	l.AcquiredAt, l.LastUsedAt, l.ExpiresAt, l.ReleasedAt = fromNanos(acquired), fromNanos(lastUsed), fromNanos(expires), fromNanos(released)
+	l.Cleanup, l.CleanupDisposition, l.AfterCleanup = lease.CleanupStatus(cleanup), drivers.Disposition(disposition), lease.Status(afterCleanup)
+	l.CleanupAttempts, l.Uses = int(attempts), int(uses)
+	l.ReuseKey, l.RunKey = reuseKey.String, runKey.String
+	l.ReplaceReason = lease.ReplaceReason(replaceReason)
+	l.ClaimedUntil = fromNanos(claimedUntil)
+	if err := fromJSONText(config, &l.Config); err != nil {
+		return nil, fmt.Errorf("lease %s: config: %w", l.ID, err)
+	}
+	if err := fromJSONText(labels, &l.Labels); err != nil {
+		return nil, fmt.Errorf("lease %s: labels: %w", l.ID, err)
+	}
+	if err := fromJSONText(metadata, &l.Metadata); err != nil {
+		return nil, fmt.Errorf("lease %s: metadata: %w", l.ID, err)
+	}
+	return &l, nil
+}
+
+// scanLeases reads every row of rows and closes it.
+func scanLeases(rows *sql.Rows) ([]*lease.Lease, error) {
+	defer rows.Close()
+	var out []*lease.Lease
+	for rows.Next() {
+		l, err := scanLease(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// sortLeases orders ls as ListLeases does: by AcquiredAt, then ID.
+func sortLeases(ls []*lease.Lease) {
+	slices.SortFunc(ls, func(a, b *lease.Lease) int {
+		if c := a.AcquiredAt.Compare(b.AcquiredAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+}
+
+// leaseKeyHolder returns the lease other than l that holds l's reuse key or
+// run key, or nil if none does (any more).
+func (db *DB) leaseKeyHolder(ctx context.Context, l *lease.Lease) (*lease.Lease, error) {
+	if l.ReuseKey == "" && l.RunKey == "" {
+		return nil, nil
+	}
+	o, err := scanLease(db.writes().queryRow(ctx, "SELECT "+leaseColumns+` FROM leases
+		WHERE id <> ? AND (reuse_key = ? OR run_key = ?) ORDER BY id`+db.d.collateC()+` LIMIT 1`,
+		l.ID, nullText(l.ReuseKey), nullText(l.RunKey)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return o, err
+}
+
+// InsertLease implements lease.Store. The insert is one statement with ON
+// CONFLICT DO NOTHING: the primary key and the partial unique indexes on
+// reuse_key and run_key decide between concurrent inserts in any processes,
+// so of concurrent acquisitions of one key exactly one writes its record
+// (LEASE-8, LEASE-10). A refused insert is answered with the lease that
+// holds the key, read after the refusal; if that lease gave the key up in
+// between, the insert is tried again.
+func (db *DB) InsertLease(ctx context.Context, l *lease.Lease) (*lease.Lease, error) {
+	if l == nil || l.ID == "" {
+		return nil, errors.New("sqlstore: insert lease: empty id")
+	}
+	args, err := leaseArgs(l, 1)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: insert lease %s: %w", l.ID, err)
+	}
+	for range maxKeyAttempts {
+		res, err := db.writes().exec(ctx, `INSERT INTO leases (`+leaseColumns+`) VALUES (`+leasePlaceholders+`)
+			ON CONFLICT DO NOTHING`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: insert lease %s: %w", l.ID, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: insert lease %s: %w", l.ID, err)
+		}
+		if n == 1 {
+			l.Version = 1
+			return nil, nil
+		}
+		var one int
+		err = db.writes().queryRow(ctx, "SELECT 1 FROM leases WHERE id = ?", l.ID).Scan(&one)
+		if err == nil {
+			return nil, fmt.Errorf("sqlstore: insert lease %s: id taken: %w", l.ID, lease.ErrConflict)
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("sqlstore: insert lease %s: %w", l.ID, err)
+		}
+		holder, err := db.leaseKeyHolder(ctx, l)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: insert lease %s: find key holder: %w", l.ID, err)
+		}
+		if holder != nil {
+			return holder, fmt.Errorf("sqlstore: insert lease %s: key held by lease %s: %w", l.ID, holder.ID, lease.ErrConflict)
+		}
+	}
+	return nil, fmt.Errorf("sqlstore: insert lease %s: its keys kept changing hands: %w", l.ID, lease.ErrConflict)
+}
+
+// GetLease implements lease.Store.
+func (db *DB) GetLease(ctx context.Context, id string) (*lease.Lease, error) {
+	l, err := scanLease(db.reads().queryRow(ctx, "SELECT "+leaseColumns+" FROM leases WHERE id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlstore: lease %s: %w", id, lease.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: get lease %s: %w", id, err)
+	}
+	return l, nil
+}
+
+// UpdateLease implements lease.Store with one version-checked statement
+// (UPDATE ... WHERE id = ? AND version = ?): of concurrent updates from one
+// version exactly one wins, in any process, and a key another lease holds
+// is refused by the unique indexes.
+func (db *DB) UpdateLease(ctx context.Context, l *lease.Lease) error {
+	if l == nil || l.ID == "" {
+		return errors.New("sqlstore: update lease: empty id")
+	}
+	args, err := leaseArgs(l, l.Version+1)
+	if err != nil {
+		return fmt.Errorf("sqlstore: update lease %s: %w", l.ID, err)
+	}
+	res, err := db.writes().exec(ctx, leaseUpdateSQL, append(args[1:], l.ID, l.Version)...)
+	if err != nil {
+		if _, ok := uniqueViolation(err); ok {
+			if holder, herr := db.leaseKeyHolder(ctx, l); herr == nil && holder != nil {
+				return fmt.Errorf("sqlstore: update lease %s: key held by lease %s: %w", l.ID, holder.ID, lease.ErrConflict)
+			}
+			return fmt.Errorf("sqlstore: update lease %s: key held by another lease: %w", l.ID, lease.ErrConflict)
+		}
+		return fmt.Errorf("sqlstore: update lease %s: %w", l.ID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("sqlstore: update lease %s: %w", l.ID, err)
+	}
+	if n == 0 {
+		var stored int64
+		err := db.writes().queryRow(ctx, "SELECT version FROM leases WHERE id = ?", l.ID).Scan(&stored)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("sqlstore: update lease %s: %w", l.ID, lease.ErrNotFound)
+		case err != nil:
+			return fmt.Errorf("sqlstore: update lease %s: %w", l.ID, err)
+		}
+		return fmt.Errorf("sqlstore: update lease %s: stored version %d, update based on %d: %w", l.ID, stored, l.Version, lease.ErrConflict)
+	}
+	l.Version++
+	return nil
+}
+
+// FindByReuseKey implements lease.Store; the empty key is never held.
+func (db *DB) FindByReuseKey(ctx context.Context, key string) (*lease.Lease, error) {
+	return db.findLeaseBy(ctx, "reuse_key", key)
+}
+
+// FindByRunKey implements lease.Store; the empty key is never held.
+func (db *DB) FindByRunKey(ctx context.Context, key string) (*lease.Lease, error) {
+	return db.findLeaseBy(ctx, "run_key", key)
+}
+
+// findLeaseBy returns the lease whose column (reuse_key or run_key) is key.
+func (db *DB) findLeaseBy(ctx context.Context, column, key string) (*lease.Lease, error) {
+	if key == "" {
+		return nil, fmt.Errorf("sqlstore: lease with empty %s: %w", column, lease.ErrNotFound)
+	}
+	l, err := scanLease(db.reads().queryRow(ctx, "SELECT "+leaseColumns+" FROM leases WHERE "+column+" = ?", key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlstore: lease with %s %q: %w", column, key, lease.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: find lease by %s %q: %w", column, key, err)
+	}
+	return l, nil
+}
+
+// ListLeases implements lease.Store: the leases matching f (as f.Match
+// decides), ordered by AcquiredAt (none first), then ID in byte order.
+func (db *DB) ListLeases(ctx context.Context, f lease.Filter) ([]*lease.Lease, error) {
+	q := "SELECT " + leaseColumns + " FROM leases WHERE 1 = 1"
+	var args []any
+	for _, c := range []struct{ column, value string }{
+		{"company", f.Company}, {"environment_id", f.Environment}, {"run", f.Run},
+		{"provider", f.Provider}, {"provider_lease_id", f.ProviderLeaseID},
+	} {
+		if c.value != "" {
+			q += " AND " + c.column + " = ?"
+			args = append(args, c.value)
+		}
+	}
+	if len(f.Statuses) > 0 {
+		q += " AND status IN (" + strings.TrimSuffix(strings.Repeat("?, ", len(f.Statuses)), ", ") + ")"
+		for _, s := range f.Statuses {
+			args = append(args, string(s))
+		}
+	}
+	q += " ORDER BY acquired_at NULLS FIRST, id" + db.d.collateC()
+	rows, err := db.reads().query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: list leases: %w", err)
+	}
+	out, err := scanLeases(rows)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: list leases: %w", err)
+	}
+	return out, nil
+}
+
+// claimFreeSQL is the condition "nobody but the owner bound to the first ?
+// holds a live claim at the second ?" (lease.Lease.claimFree). ClaimForSweep
+// binds the owner to "", which no claim has.
+const claimFreeSQL = `(claimed_by = '' OR claimed_by = ? OR claimed_until IS NULL OR claimed_until <= ?)`
+
+// ClaimLease implements lease.Store with one conditional UPDATE ...
+// RETURNING: the claim is set only if at that instant nobody else holds a
+// live one, so two managers in any processes never both hold a claim on a
+// lease at once (LEASE-10).
+func (db *DB) ClaimLease(ctx context.Context, id, owner string, now, until time.Time) (*lease.Lease, error) {
+	for range maxKeyAttempts {
+		l, err := scanLease(db.writes().queryRow(ctx, `UPDATE leases SET claimed_by = ?, claimed_until = ?, version = version + 1
+			WHERE id = ? AND `+claimFreeSQL+` RETURNING `+leaseColumns,
+			owner, nanos(until), id, owner, nanos(now)))
+		if err == nil {
+			return l, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("sqlstore: claim lease %s: %w", id, err)
+		}
+		cur, err := db.GetLease(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if cur.ClaimedBy != "" && cur.ClaimedBy != owner && now.Before(cur.ClaimedUntil) {
+			return cur, fmt.Errorf("sqlstore: claim lease %s: claimed by %s until %s: %w", id, cur.ClaimedBy, cur.ClaimedUntil.Format(time.RFC3339), lease.ErrClaimed)
+		}
+		// The claim ended between the UPDATE and the read: try again.
+	}
+	return nil, fmt.Errorf("sqlstore: claim lease %s: its claim kept changing hands: %w", id, lease.ErrClaimed)
+}
+
+// needsSweepSQL is lease.NeedsSweep at the instant bound to its three ?,
+// built from the lease package's status names.
+var needsSweepSQL = fmt.Sprintf(`(status = '%s'
+	OR (status = '%s' AND (claimed_until IS NULL OR claimed_until <= ?))
+	OR (status IN ('%s', '%s') AND expires_at IS NOT NULL AND expires_at <= ?)
+	OR (status = '%s' AND reuse_key IS NOT NULL AND expires_at IS NOT NULL AND expires_at <= ?))`,
+	lease.StatusPendingCleanup, lease.StatusStarting, lease.StatusActive, lease.StatusRetained, lease.StatusReleased)
+
+// ClaimForSweep implements lease.Store in one statement. On PostgreSQL the
+// candidates are selected FOR UPDATE SKIP LOCKED, and a candidate that
+// another sweeper claimed since the statement began is re-checked on its
+// newest version and dropped; on SQLite the statement runs under the
+// database's write lock. Either way a lease is never handed to two
+// claimants whose claims overlap (LEASE-10). The leases come back ordered
+// by AcquiredAt, then ID.
+func (db *DB) ClaimForSweep(ctx context.Context, owner string, now, until time.Time, limit int) ([]*lease.Lease, error) {
+	n := nanos(now)
+	cond := needsSweepSQL + " AND " + claimFreeSQL
+	condArgs := []any{n, n, n, "", n}
+	pick := "SELECT id FROM leases WHERE " + cond + " ORDER BY acquired_at NULLS FIRST, id" + db.d.collateC()
+	if limit > 0 {
+		pick += fmt.Sprintf(" LIMIT %d", limit)
+	}
+	var q string
+	args := []any{owner, nanos(until)}
+	if db.d == postgres {
+		// A materialized CTE runs the locking SELECT exactly once.
+		q = "WITH picked AS MATERIALIZED (" + pick + " FOR UPDATE SKIP LOCKED)" +
+			" UPDATE leases SET claimed_by = ?, claimed_until = ?, version = version + 1" +
+			" WHERE id IN (SELECT id FROM picked) AND " + cond + " RETURNING " + leaseColumns
+		args = append(append(append([]any(nil), condArgs...), args...), condArgs...)
+	} else {
+		q = "UPDATE leases SET claimed_by = ?, claimed_until = ?, version = version + 1" +
+			" WHERE id IN (" + pick + ") RETURNING " + leaseColumns
+		args = append(args, condArgs...)
+	}
+	rows, err := db.writes().query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: claim leases for sweep: %w", err)
+	}
+	out, err := scanLeases(rows)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: claim leases for sweep: %w", err)
+	}
+	sortLeases(out)
+	return out, nil
+}

@@ -1,0 +1,63 @@
+package sqlstore
+
+// Lease is the lease component: the lease manager's records
+// (lease.Store, methods in lease.go).
+func (components) Lease() Component {
+	return Component{
+		Name: "lease",
+		Migrations: []Migration{{
+			Version: 1,
+			Name:    "create leases",
+			SQL: []string{
+				// Times are UTC Unix nanoseconds (NULL for none), config,
+				// labels and metadata JSON TEXT. reuse_key and run_key are
+				// NULL while the lease holds no key; claimed_by is "" for
+				// no claim. No foreign key to environments: leases outlive
+				// a deleted environment until their cleanup is proven.
+				`CREATE TABLE leases (
+					id TEXT NOT NULL PRIMARY KEY,
+					company TEXT NOT NULL,
+					environment_id TEXT NOT NULL,
+					workspace TEXT NOT NULL,
+					run TEXT NOT NULL,
+					status TEXT NOT NULL,
+					policy TEXT NOT NULL,
+					provider TEXT NOT NULL,
+					provider_lease_id TEXT NOT NULL,
+					acquired_at BIGINT,
+					last_used_at BIGINT,
+					expires_at BIGINT,
+					released_at BIGINT,
+					failure_reason TEXT NOT NULL,
+					cleanup TEXT NOT NULL,
+					cleanup_disposition INTEGER NOT NULL,
+					after_cleanup TEXT NOT NULL,
+					cleanup_attempts INTEGER NOT NULL,
+					cleanup_evidence TEXT NOT NULL,
+					fingerprint TEXT NOT NULL,
+					reuse_key TEXT,
+					run_key TEXT,
+					replaces TEXT NOT NULL,
+					replace_reason TEXT NOT NULL,
+					uses INTEGER NOT NULL,
+					config TEXT,
+					labels TEXT,
+					metadata TEXT,
+					claimed_by TEXT NOT NULL,
+					claimed_until BIGINT,
+					version BIGINT NOT NULL
+				)`,
+				// At most one lease holds a reuse key, and one a run key,
+				// atomically across processes and replicas (LEASE-8,
+				// LEASE-10): the partial unique indexes decide between
+				// concurrent inserts and updates.
+				`CREATE UNIQUE INDEX leases_reuse_key ON leases (reuse_key) WHERE reuse_key IS NOT NULL`,
+				`CREATE UNIQUE INDEX leases_run_key ON leases (run_key) WHERE run_key IS NOT NULL`,
+				`CREATE INDEX leases_status ON leases (status)`,
+				`CREATE INDEX leases_environment ON leases (environment_id)`,
+				`CREATE INDEX leases_provider_lease_id ON leases (provider_lease_id)`,
+				`CREATE INDEX leases_acquired ON leases (acquired_at, id)`,
+			},
+		}},
+	}
+}

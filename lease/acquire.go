@@ -1,0 +1,456 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/retry"
+)
+
+// StartupTimeoutField is the config knob, when a driver's schema has one of
+// type Duration, that configures an environment's startup budget (LEASE-3).
+const StartupTimeoutField = "startup_timeout"
+
+// AcquireRequest asks for a lease of one environment.
+type AcquireRequest struct {
+	// Company is the tenant the lease is for. Required.
+	Company string
+	// Environment is the saved environment: ID, Driver, Status and Config
+	// (normalized by the driver's schema, secrets as references). Required.
+	// Archived environments are refused.
+	Environment *environment.Environment
+	// Workspace is the workspace of the run (a working directory hint for
+	// host drivers, and part of the reuse key of ReuseByWorkspace).
+	Workspace string
+	// Run identifies the run. Acquiring again with the same Company, Run and
+	// Environment while the lease is active returns the same lease (LEASE-8).
+	Run string
+	// Policy defaults to Ephemeral.
+	Policy Policy
+	// Budget is the startup budget of this acquisition. Zero means the
+	// environment's startup_timeout knob, else the driver's declared
+	// StartupBudget, else Options.StartupBudget (LEASE-3).
+	Budget time.Duration
+	// Required lists capabilities the caller needs; an environment whose
+	// effective set lacks one is refused naming it (CAP-4). Reusable
+	// policies add drivers.CapReuse.
+	Required drivers.Set
+	// Metadata is copied onto a new lease record.
+	Metadata map[string]string
+	// Resolution, if not nil, is the assignment resolution that chose the
+	// target (environment.Resolve). Environment and Company default to its
+	// environment and company, and a lease of another environment or
+	// company is refused with an error wrapping environment.ErrTargetMismatch
+	// (ASG-4).
+	Resolution *environment.Resolution
+}
+
+// acq is one prepared acquisition.
+type acq struct {
+	req      AcquireRequest
+	env      *environment.Environment
+	drv      drivers.Driver
+	snapshot drivers.Config // secret references only: recorded on the lease
+	cfg      drivers.Config // secrets resolved: given to the driver
+	fp       string
+	reuseKey string
+	runKey   string
+	budget   time.Duration
+	// set when a recorded sandbox was replaced (LEASE-4)
+	replaces      string
+	replaceReason ReplaceReason
+}
+
+func (a *acq) reusable() bool { return a.reuseKey != "" }
+
+// Acquire returns a lease of req.Environment with a live sandbox.
+//
+// A durable starting record is written before the driver is asked to create
+// anything; if the store refuses it, nothing is created (LEASE-2). The
+// provider lease id is recorded as soon as the provider assigns it. One
+// startup budget bounds all attempts; only transient errors are retried
+// (LEASE-3). Reusable policies resume the recorded sandbox when its reuse
+// fingerprint matches, else replace it and record why (LEASE-4); a failed
+// resume keeps the lease and returns an error wrapping ErrPreserved
+// (LEASE-5). The same run acquiring again gets the same lease, and
+// concurrent acquisitions of one reuse key make one sandbox (LEASE-8).
+//
+// Errors: ErrInvalid for a malformed request; drivers.ErrUnavailable for an
+// unregistered, unavailable driver or an archived environment;
+// drivers.ErrUnsupported naming a missing capability; ErrStartupBudget when
+// the budget ran out; ErrCleanupPending when a failed start could not be
+// cleaned up (a Sweep retries it); the driver's sentinels otherwise.
+// Concurrent callers coalesced onto one acquisition share its outcome.
+func (m *Manager) Acquire(ctx context.Context, req AcquireRequest) (*Handle, error) {
+	a, err := m.prepare(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	key := ""
+	switch {
+	case a.reuseKey != "":
+		key = "reuse:" + a.reuseKey
+	case a.runKey != "":
+		key = "run:" + a.runKey
+	default:
+		return m.acquire(ctx, a)
+	}
+	v, err, _ := m.sf.Do(key, func() (any, error) { return m.acquire(ctx, a) })
+	if err != nil {
+		return nil, err
+	}
+	return v.(*Handle), nil
+}
+
+func (m *Manager) prepare(ctx context.Context, req AcquireRequest) (*acq, error) {
+	if res := req.Resolution; res != nil {
+		if req.Environment == nil {
+			req.Environment = res.Environment
+		}
+		if req.Company == "" {
+			req.Company = res.Scope.Company
+		}
+		envID := ""
+		if req.Environment != nil {
+			envID = req.Environment.ID
+		}
+		if err := environment.CheckLeaseTarget(res, envID, req.Company); err != nil {
+			return nil, fmt.Errorf("lease: %w", err)
+		}
+	}
+	env := req.Environment
+	switch {
+	case req.Company == "":
+		return nil, fmt.Errorf("lease: acquire: company is required: %w", ErrInvalid)
+	case env == nil || env.ID == "":
+		return nil, fmt.Errorf("lease: acquire: a saved environment is required: %w", ErrInvalid)
+	}
+	name := fmt.Sprintf("environment %s (%s)", env.ID, env.Name)
+	if env.Status == environment.StatusArchived {
+		return nil, fmt.Errorf("lease: %s is archived: %w", name, drivers.ErrUnavailable)
+	}
+	if req.Policy == "" {
+		req.Policy = Ephemeral
+	}
+	if !req.Policy.Valid() {
+		return nil, fmt.Errorf("lease: acquire %s: unknown policy %q: %w", name, req.Policy, ErrInvalid)
+	}
+	drv, err := m.reg.Lookup(env.Driver)
+	if err != nil {
+		return nil, fmt.Errorf("lease: %s: %w", name, err)
+	}
+	if err := drivers.Available(drv); err != nil {
+		return nil, fmt.Errorf("lease: %s: %w", name, err)
+	}
+	required := req.Required
+	if req.Policy.Reusable() {
+		required = required.With(drivers.CapReuse)
+	}
+	if missing := drivers.Effective(drv, 0).Missing(required); len(missing) > 0 {
+		return nil, fmt.Errorf("lease: %s: driver %q lacks capability %s needed by policy %s: %w",
+			name, drv.Name(), drivers.NewSet(missing...), req.Policy, drivers.ErrUnsupported)
+	}
+	schema := drv.Schema()
+	if plain := schema.PlainSecrets(env.Config); len(plain) > 0 {
+		return nil, &drivers.ConfigError{Driver: drv.Name(), Field: plain[0],
+			Reason: fmt.Sprintf("%s holds a secret value, not a secret reference; save it through the catalog", name)}
+	}
+	a := &acq{req: req, env: env, drv: drv, snapshot: env.Config.Clone()}
+	a.cfg, err = m.resolveConfig(ctx, drv, a.snapshot)
+	if err != nil {
+		return nil, fmt.Errorf("lease: %s: %w", name, err)
+	}
+	a.fp = Fingerprint(drv, a.snapshot)
+	a.budget = req.Budget
+	if a.budget <= 0 {
+		if f, ok := schema.Field(StartupTimeoutField); ok && f.Type == drivers.Duration {
+			a.budget = a.snapshot.Duration(StartupTimeoutField)
+		}
+	}
+	if a.budget <= 0 {
+		a.budget = drv.Capabilities().StartupBudget
+	}
+	if a.budget <= 0 {
+		a.budget = m.o.StartupBudget
+	}
+	switch req.Policy {
+	case ReuseByEnvironment:
+		a.reuseKey = fmt.Sprintf("env:%q:%q", req.Company, env.ID)
+	case ReuseByWorkspace:
+		a.reuseKey = fmt.Sprintf("ws:%q:%q:%q", req.Company, env.ID, req.Workspace)
+	default:
+		if req.Run != "" {
+			a.runKey = fmt.Sprintf("run:%q:%q:%q", req.Company, env.ID, req.Run)
+		}
+	}
+	return a, nil
+}
+
+// maxRaces bounds how often one acquisition re-reads the store after
+// losing a race to another manager.
+const maxRaces = 32
+
+func (m *Manager) acquire(ctx context.Context, a *acq) (*Handle, error) {
+	for range maxRaces {
+		var existing *Lease
+		var err error
+		if a.runKey != "" {
+			existing, err = m.store.FindByRunKey(ctx, a.runKey)
+		} else if a.reuseKey != "" {
+			existing, err = m.store.FindByReuseKey(ctx, a.reuseKey)
+		}
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("lease: acquire environment %s: %w", a.env.ID, err)
+		}
+		if existing != nil {
+			h, again, err := m.useExisting(ctx, a, existing)
+			if again {
+				continue
+			}
+			return h, err
+		}
+		l := m.newLease(a)
+		holder, err := m.store.InsertLease(ctx, l)
+		if err != nil {
+			if errors.Is(err, ErrConflict) && holder != nil {
+				continue // another manager won the key; use its lease
+			}
+			return nil, fmt.Errorf("lease: write-ahead record for environment %s refused; nothing was created: %w", a.env.ID, err)
+		}
+		return m.create(ctx, a, l)
+	}
+	return nil, fmt.Errorf("lease: acquire environment %s: too many concurrent changes: %w", a.env.ID, ErrConflict)
+}
+
+func (m *Manager) newLease(a *acq) *Lease {
+	now := m.now()
+	id := m.o.NewID()
+	l := &Lease{
+		ID: id, Company: a.req.Company, Environment: a.env.ID, Workspace: a.req.Workspace, Run: a.req.Run,
+		Status: StatusStarting, Policy: a.req.Policy, Provider: a.drv.Name(),
+		AcquiredAt: now, LastUsedAt: now,
+		Fingerprint: a.fp, ReuseKey: a.reuseKey, RunKey: a.runKey,
+		Replaces: a.replaces, ReplaceReason: a.replaceReason,
+		Config: a.snapshot.Clone(),
+		Labels: map[string]string{
+			LabelInstance: m.o.InstanceID, LabelEnvironment: a.env.ID, LabelLease: id,
+		},
+		Metadata:  maps.Clone(a.req.Metadata),
+		ClaimedBy: m.opOwner(), ClaimedUntil: now.Add(a.budget + m.o.ClaimGrace),
+	}
+	return l
+}
+
+// useExisting acts on the lease that holds the acquisition's key. again
+// means: re-read the store and start over.
+func (m *Manager) useExisting(ctx context.Context, a *acq, l *Lease) (h *Handle, again bool, err error) {
+	now := m.now()
+	if h := m.liveHandle(l.ID); h != nil && l.Status == StatusActive && l.Fingerprint == a.fp {
+		m.touch(ctx, l, a)
+		return h, false, nil
+	}
+	switch l.Status {
+	case StatusStarting:
+		if l.ClaimedUntil.After(now) {
+			if err := m.waitChange(ctx, l); err != nil {
+				return nil, false, err
+			}
+			return nil, true, nil
+		}
+		if !a.reusable() || l.ProviderLeaseID == "" {
+			// Its acquirer vanished (a crash): leave it to the sweep.
+			m.abandon(ctx, l, "acquisition interrupted before it finished (its claim expired)")
+			return nil, true, nil
+		}
+	case StatusActive:
+		if !a.reusable() {
+			return nil, false, fmt.Errorf("lease %s of run %s (environment %s) is active in another process or with an earlier configuration; release it first: %w",
+				l.ID, l.Run, l.Environment, ErrConflict)
+		}
+	}
+	return m.resume(ctx, a, l)
+}
+
+// waitChange waits (polling the store on the wall clock) until the lease
+// changes, its claim expires on the manager's clock, or ctx ends.
+func (m *Manager) waitChange(ctx context.Context, l *Lease) error {
+	t := time.NewTicker(m.o.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lease %s: waiting for another manager to finish with it: %w", l.ID, ctx.Err())
+		case <-t.C:
+		}
+		cur, err := m.store.GetLease(ctx, l.ID)
+		if err != nil || cur.Version != l.Version || !cur.ClaimedUntil.After(m.now()) {
+			return nil
+		}
+	}
+}
+
+// touch records another use of a live lease (best effort).
+func (m *Manager) touch(ctx context.Context, l *Lease, a *acq) {
+	upd := l.Clone()
+	now := m.now()
+	upd.Run, upd.LastUsedAt, upd.ExpiresAt = a.req.Run, now, now.Add(m.o.LeaseTTL)
+	upd.Uses++
+	if err := m.store.UpdateLease(ctx, upd); err != nil {
+		m.o.Logger.Debug("lease: recording reuse", "lease", l.ID, "err", err)
+	}
+}
+
+// abandon turns a lease whose acquirer vanished into pending_cleanup.
+func (m *Manager) abandon(ctx context.Context, l *Lease, reason string) {
+	now := m.now()
+	owner := m.opOwner()
+	cl, err := m.store.ClaimLease(ctx, l.ID, owner, now, now.Add(m.o.CleanupBudget))
+	if err != nil {
+		return
+	}
+	if cl.Status != StatusStarting {
+		m.unclaim(ctx, cl, "")
+		return
+	}
+	cl.Status, cl.Cleanup, cl.CleanupDisposition, cl.AfterCleanup = StatusPendingCleanup, CleanupPending, drivers.Destroy, StatusFailed
+	cl.FailureReason = reason
+	cl.ReuseKey, cl.RunKey, cl.ClaimedBy, cl.ClaimedUntil = "", "", "", time.Time{}
+	if err := m.store.UpdateLease(ctx, cl); err != nil {
+		m.o.Logger.Warn("lease: marking an interrupted acquisition for cleanup", "lease", l.ID, "err", err)
+	}
+}
+
+// resume resumes the recorded sandbox of a reusable lease (LEASE-4, 5).
+func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, error) {
+	now := m.now()
+	switch {
+	case l.Fingerprint != a.fp && l.Status == StatusActive && (l.ExpiresAt.IsZero() || l.ExpiresAt.After(now)):
+		// Never pull a sandbox from under a run that uses it.
+		return nil, false, fmt.Errorf("lease %s is in use by run %s with an earlier configuration of environment %s; it is replaced once released or expired: %w",
+			l.ID, l.Run, l.Environment, ErrConflict)
+	case l.Fingerprint != a.fp:
+		return m.replace(ctx, a, l, ReplaceIdentityMismatch, "")
+	case l.Status != StatusStarting && !l.ExpiresAt.IsZero() && !l.ExpiresAt.After(now):
+		return m.replace(ctx, a, l, ReplaceExpired, "")
+	}
+	owner := m.opOwner()
+	cl, err := m.store.ClaimLease(ctx, l.ID, owner, now, now.Add(a.budget+m.o.ClaimGrace))
+	if errors.Is(err, ErrClaimed) {
+		if cl == nil {
+			cl = l
+		}
+		if werr := m.waitChange(ctx, cl); werr != nil {
+			return nil, false, werr
+		}
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("lease %s: claiming it for resume: %w", l.ID, err)
+	}
+	resumer, err := drivers.AsResumer(a.drv)
+	if err != nil {
+		m.unclaim(ctx, cl, "")
+		return nil, false, fmt.Errorf("lease %s: %w", l.ID, err)
+	}
+	pid := cl.ProviderLeaseID
+	bctx, cancel := retry.WithTimeout(ctx, m.o.Clock, a.budget)
+	var sb drivers.Sandbox
+	err = retry.Do(bctx, m.retryPolicy(), func(ctx context.Context, _ int) error {
+		s, err := resumer.Resume(ctx, a.cfg, pid)
+		sb = s
+		return err
+	})
+	budgetOut := errors.Is(bctx.Err(), context.DeadlineExceeded)
+	cancel()
+	if err == nil {
+		now = m.now()
+		upd := cl.Clone()
+		upd.Status, upd.Run, upd.Workspace = StatusActive, a.req.Run, a.req.Workspace
+		upd.LastUsedAt, upd.ExpiresAt, upd.ReleasedAt = now, now.Add(m.o.LeaseTTL), time.Time{}
+		upd.Uses++
+		upd.FailureReason, upd.Cleanup, upd.CleanupEvidence = "", CleanupNone, ""
+		upd.Config = a.snapshot.Clone()
+		upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
+		if err := m.store.UpdateLease(context.WithoutCancel(ctx), upd); err != nil {
+			// The record still owns the sandbox (provider id, reuse key).
+			return nil, false, fmt.Errorf("lease %s: resumed sandbox %s but could not record it; the lease is kept for reuse: %w", l.ID, pid, err)
+		}
+		h := &Handle{m: m, lease: upd, driver: a.drv, sandbox: sb, resumed: true}
+		m.cacheHandle(h)
+		return h, false, nil
+	}
+	if errors.Is(err, drivers.ErrNotFound) {
+		return m.replace(ctx, a, cl, ReplaceNotFound, owner)
+	}
+	m.unclaim(ctx, cl, "resume failed: "+err.Error())
+	if budgetOut {
+		err = fmt.Errorf("%w: %w", ErrStartupBudget, err)
+	}
+	return nil, false, fmt.Errorf("lease %s preserved: resuming sandbox %s of environment %s failed and no replacement was created: %w: %w",
+		l.ID, pid, l.Environment, ErrPreserved, err)
+}
+
+// unclaim drops this manager's claim on l, recording reason if not "".
+func (m *Manager) unclaim(ctx context.Context, l *Lease, reason string) {
+	upd := l.Clone()
+	upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
+	if reason != "" {
+		upd.FailureReason = reason
+	}
+	if err := m.store.UpdateLease(context.WithoutCancel(ctx), upd); err != nil {
+		m.o.Logger.Warn("lease: dropping a claim", "lease", l.ID, "err", err)
+	}
+}
+
+// replace retires a reusable lease whose sandbox cannot be resumed so that
+// the acquisition makes a replacement, recording the reason (LEASE-4).
+// owner is the claim the caller already holds on old, or "".
+func (m *Manager) replace(ctx context.Context, a *acq, old *Lease, reason ReplaceReason, owner string) (*Handle, bool, error) {
+	now := m.now()
+	if owner == "" {
+		owner = m.opOwner()
+	}
+	cl, err := m.store.ClaimLease(ctx, old.ID, owner, now, now.Add(m.o.CleanupBudget))
+	if errors.Is(err, ErrClaimed) {
+		if cl == nil {
+			cl = old
+		}
+		if werr := m.waitChange(ctx, cl); werr != nil {
+			return nil, false, werr
+		}
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("lease %s: claiming it for replacement: %w", old.ID, err)
+	}
+	cl.ReuseKey, cl.RunKey = "", ""
+	cl.FailureReason = fmt.Sprintf("replaced (%s)", reason)
+	if reason == ReplaceNotFound {
+		cl.Status, cl.Cleanup, cl.ReleasedAt = StatusFailed, CleanupConfirmed, now
+		cl.CleanupEvidence = fmt.Sprintf("resume: provider has no sandbox %s", cl.ProviderLeaseID)
+		cl.ClaimedBy, cl.ClaimedUntil = "", time.Time{}
+		if err := m.store.UpdateLease(ctx, cl); err != nil {
+			return nil, false, fmt.Errorf("lease %s: recording its replacement: %w", old.ID, err)
+		}
+	} else {
+		cl.Status, cl.Cleanup, cl.CleanupDisposition = StatusPendingCleanup, CleanupPending, drivers.Destroy
+		cl.AfterCleanup = StatusReleased
+		if reason == ReplaceExpired {
+			cl.AfterCleanup = StatusExpired
+		}
+		if err := m.store.UpdateLease(ctx, cl); err != nil {
+			return nil, false, fmt.Errorf("lease %s: recording its replacement: %w", old.ID, err)
+		}
+		// Best effort now; a Sweep retries what is not proven.
+		if _, err := m.cleanup(ctx, cl); err != nil {
+			m.o.Logger.Info("lease: cleanup of a replaced sandbox left pending", "lease", cl.ID, "err", err)
+		}
+	}
+	a.replaces, a.replaceReason = cl.ID, reason
+	return nil, true, nil
+}

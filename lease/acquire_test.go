@@ -1,0 +1,415 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/lease"
+)
+
+var bg = context.Background()
+
+func TestAcquireExecRelease(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, worldOpts{})
+	h := w.acquire(lease.Ephemeral, "run-1")
+	l := w.get(h.ID())
+	if l.Status != lease.StatusActive || l.ProviderLeaseID != h.Sandbox().ID() || l.Provider != "fake" {
+		t.Fatalf("lease after acquire: status %s, provider %s/%s; want active fake/%s", l.Status, l.Provider, l.ProviderLeaseID, h.Sandbox().ID())
+	}
+	wantLabels := map[string]string{lease.LabelInstance: "test-instance", lease.LabelEnvironment: "env-1", lease.LabelLease: h.ID()}
+	if diff := cmp.Diff(wantLabels, w.fk.Sandboxes()[0].Labels); diff != "" {
+		t.Errorf("provider labels (-want +got):\n%s", diff)
+	}
+	if !l.ExpiresAt.Equal(t0.Add(leaseTTL)) || l.Uses != 1 || l.Fingerprint == "" {
+		t.Errorf("lease: expires %s uses %d fingerprint %q", l.ExpiresAt, l.Uses, l.Fingerprint)
+	}
+	res, err := h.Sandbox().Exec(bg, drivers.Command{Argv: []string{"echo", "hi"}})
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != "hi" {
+		t.Fatalf("Exec: %v, %v", res, err)
+	}
+	rel, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	if err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if rel.Status != lease.StatusReleased || rel.Cleanup != lease.CleanupConfirmed || rel.ReleasedAt.IsZero() || rel.CleanupEvidence == "" {
+		t.Errorf("released lease: %+v", rel)
+	}
+	if st := w.state(l.ProviderLeaseID); st != drivers.StateDestroyed {
+		t.Errorf("sandbox state %s, want destroyed", st)
+	}
+	again, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	if err != nil || again.Status != lease.StatusReleased {
+		t.Errorf("second Release: %v, %v; want the released lease", again, err)
+	}
+}
+
+// writeAheadDriver checks, when asked to create, that the store already
+// holds a starting record for the lease (LEASE-2), and reports its claim.
+type writeAheadDriver struct {
+	*fake.Driver
+	store   lease.Store
+	t       *testing.T
+	claimed chan time.Time
+}
+
+func (d writeAheadDriver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+	l, err := d.store.GetLease(ctx, req.LeaseID)
+	if err != nil {
+		d.t.Errorf("driver asked to create before the lease record exists: %v", err)
+	} else {
+		if l.Status != lease.StatusStarting || l.ProviderLeaseID != "" {
+			d.t.Errorf("record before create: status %s, pid %q; want starting, none", l.Status, l.ProviderLeaseID)
+		}
+		d.claimed <- l.ClaimedUntil
+	}
+	alloc := req.Allocated
+	req.Allocated = func(id string) error {
+		err := alloc(id)
+		if l, gerr := d.store.GetLease(ctx, req.LeaseID); gerr != nil || l.ProviderLeaseID != id {
+			d.t.Errorf("provider lease id %s not recorded as soon as allocated: %v, %v", id, l, gerr)
+		}
+		return err
+	}
+	return d.Driver.Acquire(ctx, cfg, req)
+}
+
+func TestWriteAheadAndBudgetPrecedence(t *testing.T) {
+	t.Parallel()
+	// LEASE-2: the record exists before create and gets the provider id as
+	// soon as it is allocated. LEASE-3: the budget is the request's, else the
+	// environment's startup_timeout knob, else the provider's, else the
+	// manager default; it shows in the acquisition's claim.
+	tests := []struct {
+		name       string
+		reqBudget  time.Duration
+		knob       string
+		provider   time.Duration
+		wantBudget time.Duration
+	}{
+		{"request budget wins", 3 * time.Minute, "2m", 4 * time.Minute, 3 * time.Minute},
+		{"config knob", 0, "2m", 4 * time.Minute, 2 * time.Minute},
+		{"provider declared", 0, "", 4 * time.Minute, 4 * time.Minute},
+		{"manager default", 0, "", 0, 7 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			claimed := make(chan time.Time, 1)
+			w := newWorld(t, worldOpts{
+				fake: &fake.Options{StartupBudget: tt.provider},
+				wrap: func(fk *fake.Driver, s lease.Store) drivers.Driver {
+					return writeAheadDriver{Driver: fk, store: s, t: t, claimed: claimed}
+				},
+				options: func(o *lease.Options) { o.StartupBudget = 7 * time.Minute },
+			})
+			raw := map[string]any{}
+			if tt.knob != "" {
+				raw["startup_timeout"] = tt.knob
+			}
+			cfg, err := w.fk.Schema().Normalize(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.env.Config = cfg
+			req := w.req(lease.Ephemeral, "r")
+			req.Budget = tt.reqBudget
+			if _, err := w.m.Acquire(bg, req); err != nil {
+				t.Fatal(err)
+			}
+			if got := (<-claimed).Sub(t0); got != tt.wantBudget+claimGrace {
+				t.Errorf("claim of the starting record: %s, want budget %s + grace %s", got, tt.wantBudget, claimGrace)
+			}
+		})
+	}
+}
+
+func TestRejectedInsertCreatesNothing(t *testing.T) {
+	t.Parallel()
+	// LEASE-2: a refused write-ahead record means no create at all.
+	fs := &failingStore{Store: lease.NewMemoryStore()}
+	fs.failInsert.Store(true)
+	w := newWorld(t, worldOpts{store: fs})
+	_, err := w.m.Acquire(bg, w.req(lease.Ephemeral, "r"))
+	if !errors.Is(err, errStoreDown) || !strings.Contains(err.Error(), "nothing was created") {
+		t.Errorf("Acquire: %v, want the store error saying nothing was created", err)
+	}
+	if n := w.fk.Calls(fake.OpCreate); n != 0 {
+		t.Errorf("provider create called %d times, want 0", n)
+	}
+}
+
+func TestAcquireRefusals(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		fake    *fake.Options
+		mod     func(*world, *lease.AcquireRequest)
+		want    error
+		mention string
+	}{
+		{"reusable policy needs the reuse capability (LEASE-4, CAP-4)", &fake.Options{Undeclared: drivers.NewSet(drivers.CapReuse)},
+			func(w *world, r *lease.AcquireRequest) { r.Policy = lease.ReuseByEnvironment }, drivers.ErrUnsupported, "reuse"},
+		{"a required capability the driver lacks", &fake.Options{Undeclared: drivers.NewSet(drivers.CapTerminal)},
+			func(w *world, r *lease.AcquireRequest) { r.Required = drivers.NewSet(drivers.CapTerminal) }, drivers.ErrUnsupported, "terminal"},
+		{"archived environment", nil,
+			func(w *world, r *lease.AcquireRequest) {
+				e := *w.env
+				e.Status = environment.StatusArchived
+				r.Environment = &e
+			}, drivers.ErrUnavailable, "archived"},
+		{"unregistered driver", nil,
+			func(w *world, r *lease.AcquireRequest) { e := *w.env; e.Driver = "nope"; r.Environment = &e }, drivers.ErrUnavailable, "nope"},
+		{"unavailable driver", &fake.Options{Unavailable: errors.New("disabled")}, nil, drivers.ErrUnavailable, "disabled"},
+		{"no company", nil, func(w *world, r *lease.AcquireRequest) { r.Company = "" }, lease.ErrInvalid, "company"},
+		{"unknown policy", nil, func(w *world, r *lease.AcquireRequest) { r.Policy = "forever" }, lease.ErrInvalid, "forever"},
+		{"a secret value instead of a reference (CFG-3)", nil,
+			func(w *world, r *lease.AcquireRequest) {
+				e := *w.env
+				e.Config = e.Config.Clone()
+				e.Config["api_key"] = "pasted-secret"
+				r.Environment = &e
+			}, drivers.ErrInvalidConfig, "api_key"},
+		{"an unresolvable secret reference", nil,
+			func(w *world, r *lease.AcquireRequest) {
+				e := *w.env
+				e.Config = e.Config.Clone()
+				e.Config["api_key"] = drivers.SecretRef{ID: "missing", Version: 1}
+				r.Environment = &e
+			}, nil, "api_key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, worldOpts{fake: tt.fake})
+			req := w.req(lease.Ephemeral, "r")
+			if tt.mod != nil {
+				tt.mod(w, &req)
+			}
+			_, err := w.m.Acquire(bg, req)
+			if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) || !strings.Contains(err.Error(), tt.mention) {
+				t.Errorf("Acquire: %v; want an error wrapping %v that mentions %q", err, tt.want, tt.mention)
+			}
+			if strings.Contains(err.Error(), "pasted-secret") {
+				t.Errorf("error leaks the secret: %v", err)
+			}
+			if n := w.fk.TotalCalls(); n != 0 {
+				t.Errorf("refused acquisition made %d provider calls", n)
+			}
+			if ls, _ := w.store.ListLeases(bg, lease.Filter{}); len(ls) != 0 {
+				t.Errorf("refused acquisition left %d lease records", len(ls))
+			}
+		})
+	}
+}
+
+func TestSameRunIsIdempotent(t *testing.T) {
+	t.Parallel()
+	// LEASE-8: the same company, run and environment get the same lease.
+	for _, p := range []lease.Policy{lease.Ephemeral, lease.RetainOnFailure, lease.ReuseByEnvironment, lease.ReuseByWorkspace} {
+		t.Run(string(p), func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, worldOpts{})
+			h1 := w.acquire(p, "run-1")
+			h2 := w.acquire(p, "run-1")
+			if h1.ID() != h2.ID() || h1.Sandbox().ID() != h2.Sandbox().ID() {
+				t.Errorf("second acquire in the run: lease %s/%s, want %s/%s", h2.ID(), h2.Sandbox().ID(), h1.ID(), h1.Sandbox().ID())
+			}
+			if n := w.fk.Calls(fake.OpCreate); n != 1 {
+				t.Errorf("creates = %d, want 1", n)
+			}
+			h3 := w.acquire(p, "run-2")
+			if p.Reusable() {
+				if h3.ID() != h1.ID() {
+					t.Errorf("reusable lease not shared by another run: %s vs %s", h3.ID(), h1.ID())
+				}
+			} else if h3.ID() == h1.ID() {
+				t.Errorf("another run got the same ephemeral lease %s", h3.ID())
+			}
+			// After release, the run gets a fresh lease.
+			if !p.Reusable() {
+				if _, err := h1.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+					t.Fatal(err)
+				}
+				if h4 := w.acquire(p, "run-1"); h4.ID() == h1.ID() {
+					t.Errorf("released lease %s returned again", h4.ID())
+				}
+			}
+		})
+	}
+}
+
+func TestConcurrentAcquisitionsOfOneReuseKeyMakeOneSandbox(t *testing.T) {
+	t.Parallel()
+	// LEASE-8, LEASE-10: 50 concurrent acquisitions through two managers
+	// sharing one store make one sandbox.
+	w := newWorld(t, worldOpts{})
+	managers := []*lease.Manager{w.m, w.newManager(nil)}
+	const n = 50
+	ids := make([]string, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var dones []<-chan struct{}
+	for i := range n {
+		dones = append(dones, inBackground(func() {
+			<-start
+			h, err := managers[i%2].Acquire(bg, w.req(lease.ReuseByEnvironment, "run-"+string(rune('a'+i%26))))
+			errs[i] = err
+			if err == nil {
+				ids[i] = h.ID()
+			}
+		}))
+	}
+	close(start)
+	for _, d := range dones {
+		<-d
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("acquisition %d: %v", i, err)
+		}
+	}
+	if got := slices.Compact(slices.Sorted(slices.Values(ids))); len(got) != 1 {
+		t.Errorf("leases handed out: %v, want one", got)
+	}
+	if n := w.fk.Calls(fake.OpCreate); n != 1 {
+		t.Errorf("provider creates = %d, want 1", n)
+	}
+	if got := w.liveSandboxes(); len(got) != 1 {
+		t.Errorf("sandboxes at the provider: %v, want one", got)
+	}
+}
+
+func TestSecretsAreReferencesOnTheRecord(t *testing.T) {
+	t.Parallel()
+	// CFG-3: the record keeps the reference; cleanup resolves it again.
+	w := newWorld(t, worldOpts{fake: &fake.Options{APIKey: "s3cret-value"},
+		config: map[string]any{"api_key": map[string]any{"$secret": "fake-key", "version": 3}}})
+	h := w.acquire(lease.Ephemeral, "r")
+	l := w.get(h.ID())
+	if ref, ok := l.Config.SecretRef("api_key"); !ok || ref.ID != "fake-key" {
+		t.Errorf("recorded api_key = %v, want the secret reference", l.Config["api_key"])
+	}
+	before := w.secretLookups.Load()
+	w.fk.FakeStop(l.ProviderLeaseID, fake.LieUnconfirmed)
+	if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
+		t.Fatalf("Release: %v, want ErrCleanupPending", err)
+	}
+	w.fk.ClearFaults()
+	rep, err := w.m.Sweep(bg)
+	if err != nil || rep.CleanedUp != 1 {
+		t.Fatalf("Sweep: %+v, %v; want one cleanup", rep, err)
+	}
+	if w.secretLookups.Load() == before {
+		t.Error("cleanup did not resolve the secret reference again")
+	}
+	all, _ := w.store.ListLeases(bg, lease.Filter{})
+	for _, l := range all {
+		for k, v := range l.Config {
+			if s, ok := v.(string); ok && strings.Contains(s, "s3cret") {
+				t.Errorf("lease %s config field %s holds the secret value", l.ID, k)
+			}
+		}
+		if strings.Contains(l.FailureReason+l.CleanupEvidence, "s3cret") {
+			t.Errorf("lease %s reasons leak the secret", l.ID)
+		}
+	}
+}
+
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	// CFG-7: blast-radius counts for the catalog.
+	w := newWorld(t, worldOpts{})
+	w.acquire(lease.Ephemeral, "a")
+	reusable := w.acquire(lease.ReuseByEnvironment, "b")
+	pending := w.acquire(lease.Ephemeral, "c")
+	w.fk.RefuseStop(pending.Sandbox().ID(), nil)
+	if _, err := pending.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
+		t.Fatalf("Release: %v", err)
+	}
+	if _, err := reusable.Release(bg, lease.ReleaseOptions{Disposition: drivers.Stop}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := w.m.Usage(bg, "env-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(lease.Usage{Active: 1, Reusable: 1, PendingCleanup: 1}, u); diff != "" {
+		t.Errorf("Usage (-want +got):\n%s", diff)
+	}
+	if other, _ := w.m.Usage(bg, "env-2"); other != (lease.Usage{}) {
+		t.Errorf("Usage(other env) = %+v, want zero", other)
+	}
+	eu, err := w.m.EnvironmentUsage(bg, "env-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refIDs := func(rs []environment.Reference) []string {
+		var out []string
+		for _, r := range rs {
+			if r.Kind != "lease" || r.Company != "acme" || r.Detail == "" {
+				t.Errorf("reference %+v", r)
+			}
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	if diff := cmp.Diff([][]string{{"L1"}, {reusable.ID()}, {pending.ID()}},
+		[][]string{refIDs(eu.ActiveLeases), refIDs(eu.ReusableLeases), refIDs(eu.PendingCleanupLeases)}); diff != "" {
+		t.Errorf("EnvironmentUsage active/reusable/pending (-want +got):\n%s", diff)
+	}
+}
+
+// silentDriver never reports the allocation, as a host driver may.
+type silentDriver struct{ *fake.Driver }
+
+func (d silentDriver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+	req.Allocated = nil
+	return d.Driver.Acquire(ctx, cfg, req)
+}
+
+func TestProviderIDRecordedWithoutAllocatedCallback(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, worldOpts{wrap: func(fk *fake.Driver, _ lease.Store) drivers.Driver { return silentDriver{fk} }})
+	h := w.acquire(lease.Ephemeral, "r")
+	if l := w.get(h.ID()); l.ProviderLeaseID != h.Sandbox().ID() || l.ProviderLeaseID == "" {
+		t.Errorf("recorded provider lease id %q, want %q", l.ProviderLeaseID, h.Sandbox().ID())
+	}
+}
+
+func TestAcquireChecksTheResolution(t *testing.T) {
+	t.Parallel()
+	// ASG-4: a lease is for the resolved environment and company, never a
+	// guess.
+	w := newWorld(t, worldOpts{})
+	res := &environment.Resolution{Scope: environment.Scope{Company: "acme", Workspace: "ws"}, Environment: w.env}
+	h, err := w.m.Acquire(bg, lease.AcquireRequest{Resolution: res, Run: "r"})
+	if err != nil {
+		t.Fatalf("Acquire from a resolution: %v", err)
+	}
+	if l := h.Lease(); l.Company != "acme" || l.Environment != w.env.ID {
+		t.Errorf("lease for %s/%s, want acme/%s", l.Company, l.Environment, w.env.ID)
+	}
+	other := *w.env
+	other.ID = "env-other"
+	for name, req := range map[string]lease.AcquireRequest{
+		"another environment": {Resolution: res, Environment: &other, Run: "r2"},
+		"another company":     {Resolution: res, Company: "evil", Run: "r3"},
+	} {
+		if _, err := w.m.Acquire(bg, req); !errors.Is(err, environment.ErrTargetMismatch) {
+			t.Errorf("%s: %v, want ErrTargetMismatch", name, err)
+		}
+	}
+	if n := w.fk.Calls(fake.OpCreate); n != 1 {
+		t.Errorf("creates = %d, want 1", n)
+	}
+}

@@ -1,0 +1,164 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/retry"
+)
+
+// hostEvidence is the cleanup evidence of host drivers (local, ssh), whose
+// leases are sessions: they end with the process that holds them and leave
+// nothing at the provider to remove.
+const hostEvidence = "host session: ends with the process that holds it; nothing to remove at the provider"
+
+// terminate stops or destroys the sandbox of l and returns the provider's
+// receipt. With preferHandle it uses the live handle sb when there is one;
+// otherwise it prefers drivers.Destroyer by provider lease id (which proves
+// a stop too). Host drivers without a live handle get a receipt that says
+// the session ended with its process.
+func (m *Manager) terminate(ctx context.Context, drv drivers.Driver, l *Lease, sb drivers.Sandbox, d drivers.Disposition, preferHandle bool) (drivers.Receipt, error) {
+	cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.CleanupBudget)
+	defer cancel()
+	if sb != nil && preferHandle {
+		return sb.Release(cctx, d)
+	}
+	host := drv.Capabilities().Kind == drivers.KindHost
+	if destroyer, err := drivers.AsDestroyer(drv); err == nil && !host && l.ProviderLeaseID != "" {
+		cfg, err := m.resolveConfig(cctx, drv, l.Config)
+		if err != nil {
+			return drivers.Receipt{}, err
+		}
+		return destroyer.Destroy(cctx, cfg, l.ProviderLeaseID)
+	}
+	if sb != nil {
+		return sb.Release(cctx, d)
+	}
+	if host {
+		return drivers.Receipt{ProviderLeaseID: l.ProviderLeaseID, State: drivers.StateDestroyed, Confirmed: true,
+			ConfirmedAt: m.now(), Evidence: hostEvidence}, nil
+	}
+	if l.ProviderLeaseID == "" {
+		return drivers.Receipt{}, fmt.Errorf("lease %s: no provider lease id recorded", l.ID)
+	}
+	return drivers.Receipt{}, fmt.Errorf("lease %s: no live handle for sandbox %s and driver %q cannot destroy by id: %w",
+		l.ID, l.ProviderLeaseID, drv.Name(), drivers.ErrUnsupported)
+}
+
+// markPending records upd as pending cleanup (owing d, then status after)
+// and returns the stored lease. ok is false when the store refused it.
+func (m *Manager) markPending(ctx context.Context, upd *Lease, d drivers.Disposition, after Status, reason string) (*Lease, bool) {
+	upd.Status, upd.Cleanup, upd.CleanupDisposition, upd.AfterCleanup = StatusPendingCleanup, CleanupPending, d, after
+	upd.FailureReason = reason
+	upd.ReuseKey, upd.RunKey, upd.ClaimedBy, upd.ClaimedUntil = "", "", "", time.Time{}
+	if err := m.store.UpdateLease(ctx, upd); err != nil {
+		m.o.Logger.Warn("lease: recording a pending cleanup", "lease", upd.ID, "err", err)
+		return nil, false
+	}
+	return upd, true
+}
+
+// cleanup performs the pending cleanup of l (status pending_cleanup, as
+// stored, claimed by the caller or unclaimed) with the config recorded on
+// the lease (LEASE-9). It returns the updated lease; the error wraps
+// ErrCleanupPending when the provider did not prove the cleanup.
+func (m *Manager) cleanup(ctx context.Context, l *Lease) (*Lease, error) {
+	var proven bool
+	var evidence string
+	var cerr error
+	drv, err := m.reg.Lookup(l.Provider)
+	switch {
+	case err != nil:
+		cerr = err
+	case l.ProviderLeaseID == "" && m.liveHandle(l.ID) == nil:
+		proven, evidence, cerr = m.cleanupByLabel(ctx, drv, l)
+	default:
+		var sb drivers.Sandbox
+		if h := m.liveHandle(l.ID); h != nil {
+			sb = h.sandbox
+		}
+		rc, err := m.terminate(ctx, drv, l, sb, l.CleanupDisposition, false)
+		proven, evidence, cerr = proof(rc, err, l.ProviderLeaseID, l.CleanupDisposition)
+	}
+	upd := l.Clone()
+	upd.CleanupAttempts++
+	upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
+	if proven {
+		upd.Status = l.AfterCleanup
+		if upd.Status == "" {
+			upd.Status = StatusReleased
+		}
+		upd.Cleanup, upd.CleanupEvidence, upd.ReleasedAt = CleanupConfirmed, evidence, m.now()
+	} else {
+		upd.CleanupEvidence = cerr.Error()
+	}
+	if err := m.store.UpdateLease(context.WithoutCancel(ctx), upd); err != nil {
+		return l, fmt.Errorf("lease %s: recording cleanup: %w: %w", l.ID, ErrCleanupPending, err)
+	}
+	if proven {
+		m.dropHandle(l.ID)
+		return upd, nil
+	}
+	return upd, fmt.Errorf("lease %s: %w: %w", l.ID, ErrCleanupPending, cerr)
+}
+
+// proof turns a receipt into a verdict (LEASE-7): only a confirmed receipt
+// for the same provider lease id in the asked-for state proves anything.
+func proof(rc drivers.Receipt, err error, pid string, d drivers.Disposition) (bool, string, error) {
+	if err != nil {
+		return false, "", fmt.Errorf("%s of sandbox %s failed: %w", d, pid, err)
+	}
+	if !rc.Proves(pid, d) {
+		return false, "", fmt.Errorf("%s of sandbox %s not confirmed by the provider (receipt: id %q, state %q, confirmed %t, %q)",
+			d, pid, rc.ProviderLeaseID, rc.State, rc.Confirmed, rc.Evidence)
+	}
+	ev := rc.Evidence
+	if ev == "" {
+		ev = fmt.Sprintf("provider confirmed %s", rc.State)
+	}
+	return true, ev, nil
+}
+
+// cleanupByLabel cleans up a lease whose provider lease id was never
+// recorded: it destroys every sandbox labelled for the lease.
+func (m *Manager) cleanupByLabel(ctx context.Context, drv drivers.Driver, l *Lease) (bool, string, error) {
+	if drv.Capabilities().Kind == drivers.KindHost {
+		return true, hostEvidence, nil
+	}
+	lister, err := drivers.AsLister(drv)
+	if err != nil {
+		return false, "", fmt.Errorf("no provider lease id recorded and the driver cannot list sandboxes by label; an operator must check: %w", err)
+	}
+	destroyer, err := drivers.AsDestroyer(drv)
+	if err != nil {
+		return false, "", fmt.Errorf("no provider lease id recorded and the driver cannot destroy by id: %w", err)
+	}
+	cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.CleanupBudget)
+	defer cancel()
+	cfg, err := m.resolveConfig(cctx, drv, l.Config)
+	if err != nil {
+		return false, "", err
+	}
+	inst := l.Labels[LabelInstance]
+	if inst == "" {
+		inst = m.o.InstanceID
+	}
+	found, err := lister.List(cctx, cfg, map[string]string{LabelInstance: inst, LabelLease: l.ID})
+	if err != nil {
+		return false, "", fmt.Errorf("listing sandboxes labelled for the lease: %w", err)
+	}
+	var errs []error
+	for _, sb := range found {
+		rc, err := destroyer.Destroy(cctx, cfg, sb.ProviderLeaseID)
+		if ok, _, perr := proof(rc, err, sb.ProviderLeaseID, drivers.Destroy); !ok {
+			errs = append(errs, perr)
+		}
+	}
+	if len(errs) > 0 {
+		return false, "", errors.Join(errs...)
+	}
+	return true, fmt.Sprintf("no provider lease id recorded; %d sandbox(es) labelled for the lease destroyed", len(found)), nil
+}

@@ -1,0 +1,72 @@
+// Package lease hands out sandboxes (and host sessions) of saved
+// environments to runs, and makes sure none is ever lost track of.
+//
+// Start with Manager (manager.go): Acquire (acquire.go, create.go) returns a
+// Handle with a live drivers.Sandbox; Release (release.go) ends it with a
+// disposition; Sweep (sweep.go) cleans up what crashes and failures left
+// behind; Usage and EnvironmentUsage (usage.go) report leases for the
+// catalog's delete blast radius (the Manager is an
+// environment.UsageReporter). AcquireRequest.Resolution ties an acquisition
+// to an assignment resolution (ASG-4). Lease
+// (lease.go) is the record; Store (store.go) persists it, MemoryStore
+// (memstore.go) is the in-memory implementation, and package leasetest holds
+// the conformance suite every Store passes.
+//
+// # Guarantees
+//
+// Write-ahead (LEASE-2): a lease record with the internal status starting is
+// stored, with a claim of the acquiring manager, before the driver is asked
+// to create anything; the provider lease id is recorded from
+// drivers.AcquireRequest.Allocated as soon as the provider assigns it. Every
+// sandbox carries the labels berth.instance, berth.environment and
+// berth.lease, so a sandbox whose id never reached the store is still found.
+// A crash leaves a starting record whose claim expires; the next Sweep turns
+// it into pending_cleanup and destroys the sandbox (by id, else by label).
+//
+// Budget and retries (LEASE-3): the startup budget is AcquireRequest.Budget,
+// else the environment's startup_timeout knob, else the driver's declared
+// StartupBudget, else Options.StartupBudget. One deadline bounds every
+// attempt (internal/retry); only errors wrapping drivers.ErrTransient are
+// retried, with jittered exponential backoff, and no attempt starts that
+// cannot finish in time. Before retrying after a failure that already
+// allocated a sandbox, that sandbox is destroyed with proof; without proof
+// there is no retry and the lease is left pending cleanup.
+//
+// Reuse (LEASE-4, LEASE-5): ReuseByEnvironment and ReuseByWorkspace need
+// drivers.CapReuse. One lease record owns one reusable sandbox across runs
+// (its ReuseKey). An acquisition resumes it when the reuse Fingerprint
+// (driver, identity fields, secret references and versions; knobs and
+// metadata left out) matches, including a sandbox that finished starting
+// after an earlier acquisition ran out of budget (that lease is kept
+// retained). Otherwise a replacement is made and its lease records Replaces
+// and ReplaceReason (not_found, expired, identity_mismatch). A resume that
+// fails otherwise keeps the lease and returns an error wrapping
+// ErrPreserved; nothing replaces it silently.
+//
+// Release (LEASE-6, LEASE-7): Keep leaves the lease retained; Stop leaves
+// it released and, for reusable policies, resumable; Destroy releases it.
+// Only a drivers.Receipt that Proves the disposition for the lease's
+// provider lease id counts; anything else leaves pending_cleanup with the
+// reason. RetainOnFailure keeps a failed run's sandbox retained.
+//
+// Coalescing (LEASE-8, LEASE-10): acquisitions of one reuse key, or of one
+// company, run and environment, are coalesced in-process (singleflight) and
+// across replicas by the store: at most one lease holds a reuse key or run
+// key, and claims keep replicas off a lease another one works on, so that
+// one reuse key makes one sandbox and one cleanup is processed once.
+//
+// # Status mapping
+//
+// The SPEC lists active, released, expired, failed, retained and
+// pending_cleanup. This package adds starting for the write-ahead record
+// while a sandbox is created or resumed (shown to operators as pending). A
+// starting lease becomes active, failed (nothing left at the provider),
+// retained (a reusable start that outlived its budget) or pending_cleanup
+// (a sandbox whose removal is not proven, or an acquirer that vanished).
+//
+// # Secrets
+//
+// Lease records keep the environment's normalized config with secret
+// references only; a config holding a secret value is refused. Secrets are
+// resolved through Options.Secrets when acquiring and again at cleanup time.
+package lease

@@ -1,0 +1,39 @@
+package lease_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/lease"
+)
+
+func Example() {
+	ctx := context.Background()
+	fk := fake.New(nil)
+	cfg, _ := fk.Schema().Normalize(map[string]any{"region": "local-1"})
+	env := &environment.Environment{ID: "env-1", Name: "scratch", Driver: "fake", Status: environment.StatusActive, Config: cfg, Revision: 1}
+	m := lease.NewManager(lease.NewMemoryStore(), drivers.NewRegistry(fk), &lease.Options{InstanceID: "example"})
+
+	h, err := m.Acquire(ctx, lease.AcquireRequest{Company: "acme", Environment: env, Run: "run-1", Policy: lease.ReuseByEnvironment})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	res, _ := h.Sandbox().Exec(ctx, drivers.Command{Argv: []string{"echo", "hello"}})
+	fmt.Print(string(res.Stdout))
+
+	l, _ := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Stop})
+	fmt.Println(l.Status, l.Cleanup, l.ReuseKey != "")
+
+	// The next run resumes the stopped sandbox.
+	h2, _ := m.Acquire(ctx, lease.AcquireRequest{Company: "acme", Environment: env, Run: "run-2", Policy: lease.ReuseByEnvironment})
+	fmt.Println(h2.ID() == h.ID(), h2.Resumed(), strings.HasPrefix(h2.Sandbox().ID(), "fake-"))
+	// Output:
+	// hello
+	// released confirmed true
+	// true true true
+}

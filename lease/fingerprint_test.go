@@ -1,0 +1,102 @@
+package lease_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/lease"
+)
+
+func TestFingerprint(t *testing.T) {
+	t.Parallel()
+	// LEASE-4 / QUAL-3: identity fields and secret references with their
+	// versions count; knobs and metadata do not.
+	fk := fake.New(nil)
+	other := fake.New(&fake.Options{Name: "fake2"})
+	base := drivers.Config{"region": "r1", "cpus": int64(1), "api_key": drivers.SecretRef{ID: "k", Version: 1}}
+	with := func(k string, v any) drivers.Config { c := base.Clone(); c[k] = v; return c }
+	tests := []struct {
+		name string
+		d    drivers.Driver
+		cfg  drivers.Config
+		same bool
+	}{
+		{"same config", fk, base.Clone(), true},
+		{"knob changed", fk, with("cpus", int64(8)), true},
+		{"metadata changed", fk, with("notes", "hello"), true},
+		{"startup timeout changed", fk, with("startup_timeout", "5m"), true},
+		{"identity changed", fk, with("region", "r2"), false},
+		{"image changed", fk, with("image", "busybox:1"), false},
+		{"secret version changed", fk, with("api_key", drivers.SecretRef{ID: "k", Version: 2}), false},
+		{"secret reference changed", fk, with("api_key", drivers.SecretRef{ID: "k2", Version: 1}), false},
+		{"other driver", other, base.Clone(), false},
+		{"JSON-decoded secret reference", fk, with("api_key", map[string]any{"$secret": "k", "version": float64(1)}), true},
+	}
+	want := lease.Fingerprint(fk, base)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := lease.Fingerprint(tt.d, tt.cfg); (got == want) != tt.same {
+				t.Errorf("Fingerprint equal to the base: %t, want %t", got == want, tt.same)
+			}
+		})
+	}
+}
+
+func TestActiveLeaseIsNeverReplacedUnderItsRun(t *testing.T) {
+	t.Parallel()
+	// LEASE-4 with LEASE-8: a reusable lease in use is not destroyed because
+	// the environment changed; it is replaced after its release.
+	w := newWorld(t, worldOpts{})
+	h := w.acquire(lease.ReuseByEnvironment, "run-1")
+	w.env.Config = w.env.Config.Clone()
+	w.env.Config["region"] = "elsewhere-2"
+	_, err := w.m.Acquire(bg, w.req(lease.ReuseByEnvironment, "run-2"))
+	if !errors.Is(err, lease.ErrConflict) {
+		t.Fatalf("Acquire with a changed identity while in use: %v, want ErrConflict", err)
+	}
+	if st := w.state(h.Sandbox().ID()); st != drivers.StateRunning {
+		t.Fatalf("in-use sandbox %s, want running", st)
+	}
+	if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Keep}); err != nil {
+		t.Fatal(err)
+	}
+	h2 := w.acquire(lease.ReuseByEnvironment, "run-2")
+	if l := h2.Lease(); l.Replaces != h.ID() || l.ReplaceReason != lease.ReplaceIdentityMismatch {
+		t.Errorf("after release: replaces %q (%s), want %s identity_mismatch", l.Replaces, l.ReplaceReason, h.ID())
+	}
+}
+
+func TestActiveRunLeaseInAnotherProcess(t *testing.T) {
+	t.Parallel()
+	// LEASE-8: the same run acquiring through another manager while the
+	// lease is active there gets a conflict, not a second sandbox.
+	w := newWorld(t, worldOpts{})
+	w.acquire(lease.Ephemeral, "run-1")
+	_, err := w.newManager(nil).Acquire(bg, w.req(lease.Ephemeral, "run-1"))
+	if !errors.Is(err, lease.ErrConflict) {
+		t.Errorf("Acquire from another process: %v, want ErrConflict", err)
+	}
+	if n := w.fk.Calls(fake.OpCreate); n != 1 {
+		t.Errorf("creates = %d, want 1", n)
+	}
+}
+
+func TestAnotherProcessSharesAnActiveReusableSandbox(t *testing.T) {
+	t.Parallel()
+	// LEASE-8, LEASE-10: a second replica resumes the same running sandbox.
+	w := newWorld(t, worldOpts{})
+	h1 := w.acquire(lease.ReuseByEnvironment, "run-1")
+	h2, err := w.newManager(nil).Acquire(bg, w.req(lease.ReuseByEnvironment, "run-2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h2.ID() != h1.ID() || h2.Sandbox().ID() != h1.Sandbox().ID() || !h2.Resumed() {
+		t.Errorf("second replica: lease %s sandbox %s; want %s %s resumed", h2.ID(), h2.Sandbox().ID(), h1.ID(), h1.Sandbox().ID())
+	}
+	if n := w.fk.Calls(fake.OpCreate); n != 1 {
+		t.Errorf("creates = %d, want 1", n)
+	}
+}

@@ -1,0 +1,266 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/clock"
+	"github.com/berthdev/berth/lease"
+)
+
+var t0 = time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+
+// Budgets of the test world.
+const (
+	budget     = time.Minute
+	claimGrace = 30 * time.Second
+	cleanupB   = 20 * time.Second
+	leaseTTL   = 24 * time.Hour
+	retainTTL  = 48 * time.Hour
+)
+
+// stepClock is a fake clock on which short waits (retry backoff) pass at
+// once by advancing the fake time, while long ones (budgets, cleanup
+// bounds, slow starts) wait for the test to advance it. The provider gets
+// its own stepClock over the same fake time, which counts its long waits,
+// so that a test advances only once the provider waits for a start.
+type stepClock struct {
+	*clock.Fake
+	w *waits // nil: not counted
+}
+
+// waits counts long waits.
+type waits struct {
+	mu      sync.Mutex
+	n       int
+	changed chan struct{}
+}
+
+const stepThreshold = time.Second
+
+func (c *stepClock) After(d time.Duration) <-chan time.Time {
+	if d < stepThreshold {
+		c.Fake.Advance(max(d, 0))
+		ch := make(chan time.Time, 1)
+		ch <- c.Fake.Now()
+		return ch
+	}
+	ch := c.Fake.After(d)
+	if c.w != nil {
+		c.w.mu.Lock()
+		c.w.n++
+		close(c.w.changed)
+		c.w.changed = make(chan struct{})
+		c.w.mu.Unlock()
+	}
+	return ch
+}
+
+// count returns the number of long waits registered so far.
+func (w *waits) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n
+}
+
+// waitFor waits until n long waits were registered or done is closed.
+func (w *waits) waitFor(n int, done <-chan struct{}) bool {
+	for {
+		w.mu.Lock()
+		if w.n >= n {
+			w.mu.Unlock()
+			return true
+		}
+		ch := w.changed
+		w.mu.Unlock()
+		select {
+		case <-ch:
+		case <-done:
+			return false
+		}
+	}
+}
+
+// world is one test setup: a fake provider on a step clock, a store and a
+// manager.
+type world struct {
+	t     testing.TB
+	clk   *stepClock // the manager's clock
+	fkw   *waits     // the provider's long waits
+	fk    *fake.Driver
+	store lease.Store
+	reg   *drivers.Registry
+	env   *environment.Environment
+	m     *lease.Manager
+	ids   atomic.Int64
+	// secretLookups counts secret resolutions.
+	secretLookups atomic.Int64
+}
+
+type worldOpts struct {
+	fake    *fake.Options
+	store   lease.Store
+	wrap    func(*fake.Driver, lease.Store) drivers.Driver // wraps the fake for the registry
+	config  map[string]any                                 // raw environment config
+	options func(*lease.Options)
+}
+
+func newWorld(t testing.TB, wo worldOpts) *world {
+	f := clock.NewFake(t0)
+	w := &world{t: t, clk: &stepClock{Fake: f}, fkw: &waits{changed: make(chan struct{})}}
+	fo := fake.Options{}
+	if wo.fake != nil {
+		fo = *wo.fake
+	}
+	fo.Clock = &stepClock{Fake: f, w: w.fkw}
+	w.fk = fake.New(&fo)
+	w.store = wo.store
+	if w.store == nil {
+		w.store = lease.NewMemoryStore()
+	}
+	var d drivers.Driver = w.fk
+	if wo.wrap != nil {
+		d = wo.wrap(w.fk, w.store)
+	}
+	w.reg = drivers.NewRegistry(d)
+	raw := map[string]any{"startup_timeout": budget.String()}
+	if wo.config != nil {
+		raw = wo.config
+	}
+	cfg, err := w.fk.Schema().Normalize(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.env = &environment.Environment{ID: "env-1", Name: "sandbox one", Driver: w.fk.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
+	w.m = w.newManager(wo.options)
+	return w
+}
+
+func (w *world) options() *lease.Options {
+	return &lease.Options{
+		InstanceID:    "test-instance",
+		Clock:         w.clk,
+		Rand:          func() float64 { return 0 },
+		NewID:         func() string { return fmt.Sprintf("L%d", w.ids.Add(1)) },
+		LeaseTTL:      leaseTTL,
+		RetainTTL:     retainTTL,
+		ClaimGrace:    claimGrace,
+		CleanupBudget: cleanupB,
+		RetryInitial:  100 * time.Millisecond,
+		RetryMax:      400 * time.Millisecond,
+		PollInterval:  time.Millisecond,
+		Secrets: func(_ context.Context, ref drivers.SecretRef) (string, error) {
+			w.secretLookups.Add(1)
+			if ref.ID == "fake-key" {
+				return "s3cret-value", nil
+			}
+			return "", fmt.Errorf("no secret %s", ref)
+		},
+	}
+}
+
+func (w *world) newManager(mod func(*lease.Options)) *lease.Manager {
+	o := w.options()
+	if mod != nil {
+		mod(o)
+	}
+	return lease.NewManager(w.store, w.reg, o)
+}
+
+func (w *world) req(p lease.Policy, run string) lease.AcquireRequest {
+	return lease.AcquireRequest{Company: "acme", Environment: w.env, Workspace: "/work", Run: run, Policy: p}
+}
+
+func (w *world) acquire(p lease.Policy, run string) *lease.Handle {
+	w.t.Helper()
+	h, err := w.m.Acquire(context.Background(), w.req(p, run))
+	if err != nil {
+		w.t.Fatalf("Acquire(%s, %s): %v", p, run, err)
+	}
+	return h
+}
+
+func (w *world) get(id string) *lease.Lease {
+	w.t.Helper()
+	l, err := w.store.GetLease(context.Background(), id)
+	if err != nil {
+		w.t.Fatalf("GetLease(%s): %v", id, err)
+	}
+	return l
+}
+
+func (w *world) state(id string) drivers.State {
+	st, ok := w.fk.State(id)
+	if !ok {
+		return "lost"
+	}
+	return st
+}
+
+// liveSandboxes returns the ids of sandboxes the fake holds that are not
+// destroyed.
+func (w *world) liveSandboxes() []string {
+	var out []string
+	for _, s := range w.fk.Sandboxes() {
+		if s.State != drivers.StateDestroyed {
+			out = append(out, s.ID)
+		}
+	}
+	return out
+}
+
+// inBackground runs f in a goroutine and returns a channel closed when it
+// returns.
+func inBackground(f func()) <-chan struct{} {
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	return done
+}
+
+// advanceWhenStarting runs f and, each time the provider starts waiting for
+// a slow start while f runs, advances the clock by d; it returns when f is
+// done.
+func (w *world) advanceWhenStarting(d time.Duration, f func()) {
+	base := w.fkw.count()
+	done := inBackground(f)
+	for w.fkw.waitFor(base+1, done) {
+		w.clk.Advance(d)
+		base = w.fkw.count()
+	}
+	<-done
+}
+
+var errPermanent = errors.New("injected permanent failure")
+
+// failingStore fails chosen operations.
+type failingStore struct {
+	lease.Store
+	failInsert atomic.Bool
+	// failUpdates > 0 fails that many next updates.
+	failUpdates atomic.Int64
+}
+
+var errStoreDown = errors.New("store unavailable")
+
+func (s *failingStore) InsertLease(ctx context.Context, l *lease.Lease) (*lease.Lease, error) {
+	if s.failInsert.Load() {
+		return nil, errStoreDown
+	}
+	return s.Store.InsertLease(ctx, l)
+}
+
+func (s *failingStore) UpdateLease(ctx context.Context, l *lease.Lease) error {
+	if s.failUpdates.Add(-1) >= 0 {
+		return errStoreDown
+	}
+	s.failUpdates.Store(0)
+	return s.Store.UpdateLease(ctx, l)
+}

@@ -1,0 +1,228 @@
+package lease
+
+import (
+	"errors"
+	"maps"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// Status is the lifecycle status of a lease (LEASE-1).
+//
+// The SPEC's statuses are active, released, expired, failed, retained and
+// pending_cleanup. The lease package adds one internal status, starting: the
+// write-ahead record (LEASE-2) of an acquisition whose sandbox is being
+// created or resumed. A starting lease is shown as "pending" to operators; it
+// becomes active when the sandbox runs, failed or pending_cleanup when the
+// start fails, or retained when a reusable start outlived its budget. A
+// starting lease whose owner vanished (a crash: its claim expired) is turned
+// into pending_cleanup by the next Sweep.
+type Status string
+
+// The lease statuses.
+const (
+	StatusStarting       Status = "starting"
+	StatusActive         Status = "active"
+	StatusReleased       Status = "released"
+	StatusExpired        Status = "expired"
+	StatusFailed         Status = "failed"
+	StatusRetained       Status = "retained"
+	StatusPendingCleanup Status = "pending_cleanup"
+)
+
+// Valid reports whether s is one of the lease statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusStarting, StatusActive, StatusReleased, StatusExpired, StatusFailed, StatusRetained, StatusPendingCleanup:
+		return true
+	}
+	return false
+}
+
+// Policy says whether a lease's sandbox outlives its run (LEASE-1).
+type Policy string
+
+// The lease policies.
+const (
+	// Ephemeral leases are destroyed (or stopped) at release; never reused.
+	Ephemeral Policy = "ephemeral"
+	// ReuseByEnvironment leases are reused by later acquisitions of the same
+	// company and environment. Needs drivers.CapReuse.
+	ReuseByEnvironment Policy = "reuse_by_environment"
+	// ReuseByWorkspace leases are reused by later acquisitions of the same
+	// company, environment and workspace. Needs drivers.CapReuse.
+	ReuseByWorkspace Policy = "reuse_by_workspace"
+	// RetainOnFailure leases are ephemeral, except that releasing one after
+	// a failed run keeps the sandbox (retained) for inspection.
+	RetainOnFailure Policy = "retain_on_failure"
+)
+
+// Valid reports whether p is one of the policies.
+func (p Policy) Valid() bool {
+	switch p {
+	case Ephemeral, ReuseByEnvironment, ReuseByWorkspace, RetainOnFailure:
+		return true
+	}
+	return false
+}
+
+// Reusable reports whether leases of p are resumed by later acquisitions.
+func (p Policy) Reusable() bool { return p == ReuseByEnvironment || p == ReuseByWorkspace }
+
+// CleanupStatus says how far the cleanup of a lease's sandbox got.
+type CleanupStatus string
+
+// The cleanup statuses.
+const (
+	// CleanupNone: nothing to clean up yet (starting, active, retained).
+	CleanupNone CleanupStatus = ""
+	// CleanupPending: a stop or destroy is owed and not proven yet.
+	CleanupPending CleanupStatus = "pending"
+	// CleanupConfirmed: the provider confirmed the stop or destroy for the
+	// lease's provider lease id (LEASE-7), or nothing was ever allocated.
+	CleanupConfirmed CleanupStatus = "confirmed"
+)
+
+// ReplaceReason says why a reusable lease's recorded sandbox was not resumed
+// and a replacement was made (LEASE-4).
+type ReplaceReason string
+
+// The replacement reasons.
+const (
+	ReplaceNotFound         ReplaceReason = "not_found"
+	ReplaceExpired          ReplaceReason = "expired"
+	ReplaceIdentityMismatch ReplaceReason = "identity_mismatch"
+)
+
+// Label keys that the manager puts on every sandbox it creates, so that
+// sweeps find them at the provider (LEASE-9).
+const (
+	LabelInstance    = "berth.instance"
+	LabelEnvironment = "berth.environment"
+	LabelLease       = "berth.lease"
+)
+
+// Lease is one use of an environment (LEASE-1). For reusable policies one
+// record owns one sandbox across the runs that reuse it: Run is the run that
+// acquired it last. Config is a snapshot of the environment's normalized
+// config as the sandbox was created from it, holding secret references only
+// (never a secret value): cleanup re-resolves the secrets through the host.
+type Lease struct {
+	ID          string `json:"id"`
+	Company     string `json:"company"`
+	Environment string `json:"environment"`
+	Workspace   string `json:"workspace,omitempty"`
+	Run         string `json:"run,omitempty"`
+	Status      Status `json:"status"`
+	Policy      Policy `json:"policy"`
+	// Provider is the driver name.
+	Provider string `json:"provider"`
+	// ProviderLeaseID is the sandbox's id at the provider; "" until the
+	// provider assigned it.
+	ProviderLeaseID string `json:"providerLeaseId,omitempty"`
+
+	AcquiredAt time.Time `json:"acquiredAt"`
+	LastUsedAt time.Time `json:"lastUsedAt,omitzero"`
+	ExpiresAt  time.Time `json:"expiresAt,omitzero"`
+	ReleasedAt time.Time `json:"releasedAt,omitzero"`
+
+	// FailureReason says why the lease failed, or why cleanup is pending.
+	FailureReason string `json:"failureReason,omitempty"`
+	// Cleanup is how far the cleanup got; CleanupDisposition is what it
+	// owes (stop or destroy) while pending.
+	Cleanup            CleanupStatus       `json:"cleanup,omitempty"`
+	CleanupDisposition drivers.Disposition `json:"cleanupDisposition,omitempty"`
+	// AfterCleanup is the status the lease takes once a pending cleanup is
+	// proven: released, expired or failed.
+	AfterCleanup Status `json:"afterCleanup,omitempty"`
+	// CleanupAttempts counts sweeps that tried the pending cleanup.
+	CleanupAttempts int `json:"cleanupAttempts,omitempty"`
+	// CleanupEvidence is the provider's confirmation note (Receipt.Evidence).
+	CleanupEvidence string `json:"cleanupEvidence,omitempty"`
+
+	// Fingerprint is the reuse fingerprint: driver, identity fields and
+	// secret references with their versions (see Fingerprint).
+	Fingerprint string `json:"fingerprint"`
+	// ReuseKey is set while a reusable lease holds a sandbox that later
+	// acquisitions may resume; at most one lease of a store holds a key.
+	ReuseKey string `json:"reuseKey,omitempty"`
+	// RunKey is set while a non-reusable lease is starting or active; at
+	// most one lease of a store holds a key (LEASE-8).
+	RunKey string `json:"runKey,omitempty"`
+	// Replaces is the id of the lease whose sandbox this one replaced, and
+	// ReplaceReason why (LEASE-4).
+	Replaces      string        `json:"replaces,omitempty"`
+	ReplaceReason ReplaceReason `json:"replaceReason,omitempty"`
+	// Uses counts the acquisitions that returned this lease.
+	Uses int `json:"uses"`
+
+	// Config is the normalized environment config with secret references,
+	// recorded for cleanup (LEASE-9). It never holds a secret value.
+	Config drivers.Config `json:"config,omitempty"`
+	// Labels are the provider labels put on the sandbox.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Metadata is free-form host data.
+	Metadata map[string]string `json:"metadata,omitempty"`
+
+	// ClaimedBy and ClaimedUntil mark the manager that works on the lease
+	// (acquiring, resuming, cleaning up) so that other replicas keep off it
+	// until the claim expires (LEASE-10).
+	ClaimedBy    string    `json:"claimedBy,omitempty"`
+	ClaimedUntil time.Time `json:"claimedUntil,omitzero"`
+
+	// Version grows by one on every store update (compare-and-set).
+	Version int64 `json:"version"`
+}
+
+// Clone returns a deep copy of l.
+func (l *Lease) Clone() *Lease {
+	if l == nil {
+		return nil
+	}
+	c := *l
+	c.Config = l.Config.Clone()
+	c.Labels = maps.Clone(l.Labels)
+	c.Metadata = maps.Clone(l.Metadata)
+	return &c
+}
+
+// HoldsSandbox reports whether the lease still owns a sandbox at the
+// provider that must not be destroyed by an orphan sweep: starting, active,
+// retained, or released by a stop that keeps it resumable.
+func (l *Lease) HoldsSandbox() bool {
+	switch l.Status {
+	case StatusStarting, StatusActive, StatusRetained:
+		return true
+	case StatusReleased:
+		return l.ReuseKey != ""
+	}
+	return false
+}
+
+// claimFree reports whether nobody but owner holds a live claim at now.
+func (l *Lease) claimFree(owner string, now time.Time) bool {
+	return l.ClaimedBy == "" || l.ClaimedBy == owner || !now.Before(l.ClaimedUntil)
+}
+
+// Errors of the lease package's contract.
+var (
+	// ErrNotFound: no lease with that id or key.
+	ErrNotFound = errors.New("lease: not found")
+	// ErrConflict: a stale version in a compare-and-set update, or a key
+	// (reuse key, run key, id) already held by another lease.
+	ErrConflict = errors.New("lease: conflict")
+	// ErrClaimed: another manager holds a live claim on the lease.
+	ErrClaimed = errors.New("lease: claimed by another manager")
+	// ErrPreserved: a reusable lease's sandbox could not be resumed; the
+	// lease and its sandbox were kept and nothing replaced them (LEASE-5).
+	ErrPreserved = errors.New("lease: preserved")
+	// ErrCleanupPending: a release or start failure left the lease pending
+	// cleanup; a Sweep retries it (LEASE-6, LEASE-7).
+	ErrCleanupPending = errors.New("lease: cleanup pending")
+	// ErrInvalid: the request is malformed.
+	ErrInvalid = errors.New("lease: invalid request")
+	// ErrStartupBudget: the sandbox did not start within the startup
+	// budget (LEASE-3).
+	ErrStartupBudget = errors.New("lease: startup budget exhausted")
+)

@@ -1,0 +1,58 @@
+package leasetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/lease"
+)
+
+// BenchmarkAcquireRelease measures ephemeral acquire + destroy release
+// cycles through a lease.Manager over store with the fake driver, and, as
+// the anchor in the same run, the same cycles on the fake driver alone. It
+// reports manager cycles/s, driver cycles/s and the ratio x-driver (the
+// manager's cost as a multiple of the bare driver's).
+func BenchmarkAcquireRelease(b *testing.B, store lease.Store) {
+	ctx := context.Background()
+	fk := fake.New(nil)
+	cfg, err := fk.Schema().Normalize(map[string]any{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	env := &environment.Environment{ID: "bench-env", Name: "bench", Driver: fk.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
+	m := lease.NewManager(store, drivers.NewRegistry(fk), &lease.Options{InstanceID: "bench"})
+
+	anchorStart := time.Now()
+	for range b.N {
+		sb, err := fk.Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: "anchor", Labels: map[string]string{"k": "v"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := sb.Release(ctx, drivers.Destroy); err != nil {
+			b.Fatal(err)
+		}
+	}
+	anchor := time.Since(anchorStart)
+
+	b.ResetTimer()
+	start := time.Now()
+	for i := range b.N {
+		h, err := m.Acquire(ctx, lease.AcquireRequest{Company: "acme", Environment: env, Run: fmt.Sprint("run-", i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "cycles/s")
+	b.ReportMetric(float64(b.N)/anchor.Seconds(), "driver-cycles/s")
+	b.ReportMetric(elapsed.Seconds()/anchor.Seconds(), "x-driver")
+}

@@ -1,0 +1,435 @@
+// Package leasetest is the conformance suite of lease.Store. Every store
+// implementation's test calls RunStoreTests with a constructor of fresh,
+// empty stores, and may call BenchmarkAcquireRelease from a benchmark.
+package leasetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/lease"
+)
+
+// NewStore returns a fresh, empty store for one subtest.
+type NewStore func(t *testing.T) lease.Store
+
+var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+
+// Sample returns a lease for tests with the given id, status and keys;
+// times are whole seconds in UTC so that every store keeps them exactly.
+func Sample(id string, status lease.Status, reuseKey, runKey string) *lease.Lease {
+	return &lease.Lease{
+		ID: id, Company: "acme", Environment: "env-1", Workspace: "/w", Run: "run-" + id,
+		Status: status, Policy: lease.Ephemeral, Provider: "fake",
+		AcquiredAt: t0, LastUsedAt: t0,
+		Fingerprint: "sha256:abc", ReuseKey: reuseKey, RunKey: runKey,
+		Config:   drivers.Config{"image": "busybox", "api_key": drivers.SecretRef{ID: "s1", Version: 2}},
+		Labels:   map[string]string{lease.LabelLease: id, lease.LabelInstance: "i1"},
+		Metadata: map[string]string{"k": "v"},
+	}
+}
+
+var cmpLease = cmp.Options{
+	cmpopts.IgnoreFields(lease.Lease{}, "Config"),
+	cmpopts.EquateEmpty(),
+}
+
+// RunStoreTests runs the lease.Store conformance suite against stores made
+// by newStore.
+func RunStoreTests(t *testing.T, newStore NewStore) {
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s lease.Store)
+	}{
+		{"insert then get round-trips the record", testRoundTrip},
+		{"insert refuses a taken id without a holder", testDuplicateID},
+		{"one reuse key is held by one lease (LEASE-8)", testReuseKeyUnique},
+		{"one run key is held by one lease (LEASE-8)", testRunKeyUnique},
+		{"update is compare-and-set on the version", testUpdateCAS},
+		{"update refuses a key another lease holds", testUpdateKeyConflict},
+		{"a cleared key can be taken again", testKeyReuse},
+		{"find by key", testFind},
+		{"list filters and orders", testList},
+		{"claim excludes other owners until it expires (LEASE-10)", testClaim},
+		{"claim for sweep picks the leases that need one", testClaimForSweep},
+		{"concurrent inserts of one reuse key: one wins (LEASE-8, LEASE-10)", testConcurrentInsert},
+		{"concurrent sweeps claim disjoint leases (LEASE-10)", testConcurrentSweepClaims},
+		{"returned leases are copies", testCopies},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_ = ctx
+			tt.fn(t, newStore(t))
+		})
+	}
+}
+
+func mustInsert(t *testing.T, s lease.Store, l *lease.Lease) *lease.Lease {
+	t.Helper()
+	if _, err := s.InsertLease(context.Background(), l); err != nil {
+		t.Fatalf("InsertLease(%s): %v", l.ID, err)
+	}
+	return l
+}
+
+func mustGet(t *testing.T, s lease.Store, id string) *lease.Lease {
+	t.Helper()
+	l, err := s.GetLease(context.Background(), id)
+	if err != nil {
+		t.Fatalf("GetLease(%s): %v", id, err)
+	}
+	return l
+}
+
+func testRoundTrip(t *testing.T, s lease.Store) {
+	ctx := context.Background()
+	in := Sample("l1", lease.StatusActive, "rk", "")
+	in.ProviderLeaseID = "p-1"
+	in.ExpiresAt = t0.Add(time.Hour)
+	in.FailureReason = "why"
+	in.Cleanup, in.CleanupDisposition, in.AfterCleanup = lease.CleanupPending, drivers.Stop, lease.StatusReleased
+	in.Replaces, in.ReplaceReason, in.Uses = "l0", lease.ReplaceIdentityMismatch, 3
+	in.ClaimedBy, in.ClaimedUntil = "o", t0.Add(time.Minute)
+	holder, err := s.InsertLease(ctx, in)
+	if err != nil || holder != nil {
+		t.Fatalf("InsertLease: %v, holder %v", err, holder)
+	}
+	if in.Version != 1 {
+		t.Errorf("Version after insert = %d, want 1", in.Version)
+	}
+	got := mustGet(t, s, "l1")
+	if diff := cmp.Diff(in, got, cmpLease); diff != "" {
+		t.Errorf("GetLease (-inserted +got):\n%s", diff)
+	}
+	if got.Config.String("image") != "busybox" {
+		t.Errorf("config image = %q", got.Config.String("image"))
+	}
+	if ref, ok := got.Config.SecretRef("api_key"); !ok || ref != (drivers.SecretRef{ID: "s1", Version: 2}) {
+		t.Errorf("config secret reference = %v, %v; want secret:s1@v2", ref, ok)
+	}
+	if _, err := s.GetLease(ctx, "nope"); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("GetLease(missing): %v, want ErrNotFound", err)
+	}
+}
+
+func testDuplicateID(t *testing.T, s lease.Store) {
+	mustInsert(t, s, Sample("l1", lease.StatusActive, "", ""))
+	holder, err := s.InsertLease(context.Background(), Sample("l1", lease.StatusActive, "", ""))
+	if !errors.Is(err, lease.ErrConflict) || holder != nil {
+		t.Errorf("InsertLease(dup id): %v, holder %v; want ErrConflict, nil", err, holder)
+	}
+}
+
+func testReuseKeyUnique(t *testing.T, s lease.Store) {
+	mustInsert(t, s, Sample("a", lease.StatusStarting, "rk", ""))
+	holder, err := s.InsertLease(context.Background(), Sample("b", lease.StatusStarting, "rk", ""))
+	if !errors.Is(err, lease.ErrConflict) {
+		t.Fatalf("InsertLease(held reuse key): %v, want ErrConflict", err)
+	}
+	if holder == nil || holder.ID != "a" {
+		t.Errorf("holder = %v, want lease a", holder)
+	}
+	if _, err := s.GetLease(context.Background(), "b"); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("refused lease was stored: %v", err)
+	}
+	mustInsert(t, s, Sample("c", lease.StatusStarting, "rk2", ""))
+	mustInsert(t, s, Sample("d", lease.StatusStarting, "", ""))
+	mustInsert(t, s, Sample("e", lease.StatusStarting, "", ""))
+}
+
+func testRunKeyUnique(t *testing.T, s lease.Store) {
+	mustInsert(t, s, Sample("a", lease.StatusStarting, "", "run"))
+	holder, err := s.InsertLease(context.Background(), Sample("b", lease.StatusStarting, "", "run"))
+	if !errors.Is(err, lease.ErrConflict) || holder == nil || holder.ID != "a" {
+		t.Errorf("InsertLease(held run key): %v, holder %v; want ErrConflict and lease a", err, holder)
+	}
+}
+
+func testUpdateCAS(t *testing.T, s lease.Store) {
+	ctx := context.Background()
+	mustInsert(t, s, Sample("a", lease.StatusStarting, "", ""))
+	l := mustGet(t, s, "a")
+	stale := l.Clone()
+	l.Status, l.ProviderLeaseID = lease.StatusActive, "p-1"
+	if err := s.UpdateLease(ctx, l); err != nil {
+		t.Fatalf("UpdateLease: %v", err)
+	}
+	if l.Version != 2 {
+		t.Errorf("Version after update = %d, want 2", l.Version)
+	}
+	stale.Status = lease.StatusFailed
+	if err := s.UpdateLease(ctx, stale); !errors.Is(err, lease.ErrConflict) {
+		t.Errorf("UpdateLease(stale): %v, want ErrConflict", err)
+	}
+	got := mustGet(t, s, "a")
+	if got.Status != lease.StatusActive || got.ProviderLeaseID != "p-1" || got.Version != 2 {
+		t.Errorf("after stale update: status %s, pid %q, version %d; want active, p-1, 2", got.Status, got.ProviderLeaseID, got.Version)
+	}
+	missing := Sample("zz", lease.StatusActive, "", "")
+	missing.Version = 1
+	if err := s.UpdateLease(ctx, missing); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("UpdateLease(missing): %v, want ErrNotFound", err)
+	}
+}
+
+func testUpdateKeyConflict(t *testing.T, s lease.Store) {
+	mustInsert(t, s, Sample("a", lease.StatusActive, "rk", "run-a"))
+	mustInsert(t, s, Sample("b", lease.StatusActive, "", ""))
+	for _, mod := range []func(*lease.Lease){
+		func(l *lease.Lease) { l.ReuseKey = "rk" },
+		func(l *lease.Lease) { l.RunKey = "run-a" },
+	} {
+		b := mustGet(t, s, "b")
+		mod(b)
+		if err := s.UpdateLease(context.Background(), b); !errors.Is(err, lease.ErrConflict) {
+			t.Errorf("UpdateLease(taking a held key): %v, want ErrConflict", err)
+		}
+	}
+	if b := mustGet(t, s, "b"); b.ReuseKey != "" || b.RunKey != "" || b.Version != 1 {
+		t.Errorf("refused update changed lease b: %+v", b)
+	}
+}
+
+func testKeyReuse(t *testing.T, s lease.Store) {
+	mustInsert(t, s, Sample("a", lease.StatusActive, "rk", ""))
+	a := mustGet(t, s, "a")
+	a.Status, a.ReuseKey = lease.StatusReleased, ""
+	if err := s.UpdateLease(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	mustInsert(t, s, Sample("b", lease.StatusStarting, "rk", ""))
+}
+
+func testFind(t *testing.T, s lease.Store) {
+	ctx := context.Background()
+	mustInsert(t, s, Sample("a", lease.StatusActive, "rk", ""))
+	mustInsert(t, s, Sample("b", lease.StatusActive, "", "run"))
+	if l, err := s.FindByReuseKey(ctx, "rk"); err != nil || l.ID != "a" {
+		t.Errorf("FindByReuseKey: %v, %v; want lease a", l, err)
+	}
+	if l, err := s.FindByRunKey(ctx, "run"); err != nil || l.ID != "b" {
+		t.Errorf("FindByRunKey: %v, %v; want lease b", l, err)
+	}
+	for _, key := range []string{"", "other"} {
+		if _, err := s.FindByReuseKey(ctx, key); !errors.Is(err, lease.ErrNotFound) {
+			t.Errorf("FindByReuseKey(%q): %v, want ErrNotFound", key, err)
+		}
+		if _, err := s.FindByRunKey(ctx, key); !errors.Is(err, lease.ErrNotFound) {
+			t.Errorf("FindByRunKey(%q): %v, want ErrNotFound", key, err)
+		}
+	}
+}
+
+func ids(ls []*lease.Lease) []string {
+	out := make([]string, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, l.ID)
+	}
+	return out
+}
+
+func testList(t *testing.T, s lease.Store) {
+	mk := func(id string, st lease.Status, env, run, pid string, at time.Duration) {
+		l := Sample(id, st, "", "")
+		l.Environment, l.Run, l.ProviderLeaseID, l.AcquiredAt = env, run, pid, t0.Add(at)
+		mustInsert(t, s, l)
+	}
+	mk("c", lease.StatusActive, "e1", "r1", "p1", 0)
+	mk("a", lease.StatusActive, "e1", "r2", "p2", 0)
+	mk("b", lease.StatusFailed, "e2", "r1", "p3", -time.Minute)
+	tests := []struct {
+		f    lease.Filter
+		want []string
+	}{
+		{lease.Filter{}, []string{"b", "a", "c"}},
+		{lease.Filter{Environment: "e1"}, []string{"a", "c"}},
+		{lease.Filter{Run: "r1"}, []string{"b", "c"}},
+		{lease.Filter{ProviderLeaseID: "p2"}, []string{"a"}},
+		{lease.Filter{Statuses: []lease.Status{lease.StatusFailed, lease.StatusExpired}}, []string{"b"}},
+		{lease.Filter{Company: "other"}, []string{}},
+		{lease.Filter{Provider: "fake", Environment: "e2"}, []string{"b"}},
+	}
+	for _, tt := range tests {
+		got, err := s.ListLeases(context.Background(), tt.f)
+		if err != nil {
+			t.Fatalf("ListLeases(%+v): %v", tt.f, err)
+		}
+		if diff := cmp.Diff(tt.want, ids(got), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("ListLeases(%+v) (-want +got):\n%s", tt.f, diff)
+		}
+	}
+}
+
+func testClaim(t *testing.T, s lease.Store) {
+	ctx := context.Background()
+	mustInsert(t, s, Sample("a", lease.StatusActive, "", ""))
+	l, err := s.ClaimLease(ctx, "a", "o1", t0, t0.Add(time.Minute))
+	if err != nil {
+		t.Fatalf("ClaimLease(free): %v", err)
+	}
+	if l.ClaimedBy != "o1" || !l.ClaimedUntil.Equal(t0.Add(time.Minute)) || l.Version != 2 {
+		t.Errorf("claimed lease: by %q until %s version %d", l.ClaimedBy, l.ClaimedUntil, l.Version)
+	}
+	held, err := s.ClaimLease(ctx, "a", "o2", t0.Add(30*time.Second), t0.Add(2*time.Minute))
+	if !errors.Is(err, lease.ErrClaimed) || held == nil || held.ClaimedBy != "o1" {
+		t.Errorf("ClaimLease(held by other): %v, %v; want ErrClaimed and the holder", err, held)
+	}
+	if _, err := s.ClaimLease(ctx, "a", "o1", t0.Add(30*time.Second), t0.Add(2*time.Minute)); err != nil {
+		t.Errorf("ClaimLease(same owner): %v", err)
+	}
+	l, err = s.ClaimLease(ctx, "a", "o2", t0.Add(2*time.Minute), t0.Add(3*time.Minute))
+	if err != nil || l.ClaimedBy != "o2" {
+		t.Errorf("ClaimLease(expired claim): %v, %v; want o2", l, err)
+	}
+	if _, err := s.ClaimLease(ctx, "zz", "o1", t0, t0); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("ClaimLease(missing): %v, want ErrNotFound", err)
+	}
+}
+
+func testClaimForSweep(t *testing.T, s lease.Store) {
+	ctx := context.Background()
+	now := t0.Add(time.Hour)
+	add := func(id string, st lease.Status, reuse string, expires time.Time, claimBy string, claimUntil time.Time) {
+		l := Sample(id, st, reuse, "")
+		l.ExpiresAt, l.ClaimedBy, l.ClaimedUntil = expires, claimBy, claimUntil
+		mustInsert(t, s, l)
+	}
+	past, future := now.Add(-time.Minute), now.Add(time.Minute)
+	add("pending", lease.StatusPendingCleanup, "", time.Time{}, "", time.Time{})
+	add("pending-claimed", lease.StatusPendingCleanup, "", time.Time{}, "other", future)
+	add("pending-claim-expired", lease.StatusPendingCleanup, "", time.Time{}, "other", past)
+	add("starting-crashed", lease.StatusStarting, "", time.Time{}, "dead", past)
+	add("starting-live", lease.StatusStarting, "", time.Time{}, "alive", future)
+	add("active-expired", lease.StatusActive, "", past, "", time.Time{})
+	add("active-expires-now", lease.StatusActive, "", now, "", time.Time{})
+	add("active-live", lease.StatusActive, "", future, "", time.Time{})
+	add("active-no-expiry", lease.StatusActive, "", time.Time{}, "", time.Time{})
+	add("retained-expired", lease.StatusRetained, "rk1", past, "", time.Time{})
+	add("stopped-expired", lease.StatusReleased, "rk2", past, "", time.Time{})
+	add("released-done", lease.StatusReleased, "", past, "", time.Time{})
+	add("failed", lease.StatusFailed, "", past, "", time.Time{})
+	add("expired", lease.StatusExpired, "", past, "", time.Time{})
+	got, err := s.ClaimForSweep(ctx, "sweeper", now, now.Add(time.Minute), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"active-expired", "active-expires-now", "pending", "pending-claim-expired", "retained-expired", "starting-crashed", "stopped-expired"}
+	if diff := cmp.Diff(want, ids(got), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("ClaimForSweep (-want +got):\n%s", diff)
+	}
+	for _, l := range got {
+		if l.ClaimedBy != "sweeper" || !l.ClaimedUntil.Equal(now.Add(time.Minute)) {
+			t.Errorf("lease %s: claimed by %q until %s", l.ID, l.ClaimedBy, l.ClaimedUntil)
+		}
+		if stored := mustGet(t, s, l.ID); stored.ClaimedBy != "sweeper" || stored.Version != l.Version {
+			t.Errorf("lease %s: stored claim %q version %d, returned version %d", l.ID, stored.ClaimedBy, stored.Version, l.Version)
+		}
+	}
+	again, err := s.ClaimForSweep(ctx, "sweeper-2", now.Add(30*time.Second), now.Add(2*time.Minute), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again) != 0 {
+		t.Errorf("second sweeper claimed %v while the first claim is live", ids(again))
+	}
+	limited, err := s.ClaimForSweep(ctx, "sweeper-3", now.Add(5*time.Minute), now.Add(6*time.Minute), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(limited) != 2 {
+		t.Errorf("ClaimForSweep(limit 2) claimed %d", len(limited))
+	}
+}
+
+func testConcurrentInsert(t *testing.T, s lease.Store) {
+	const n = 50
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	won, conflicts := 0, 0
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.InsertLease(context.Background(), Sample(fmt.Sprintf("l%02d", i), lease.StatusStarting, "rk", ""))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				won++
+			case errors.Is(err, lease.ErrConflict):
+				conflicts++
+			default:
+				t.Errorf("InsertLease: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if won != 1 || conflicts != n-1 {
+		t.Errorf("%d inserts won and %d conflicted; want 1 and %d", won, conflicts, n-1)
+	}
+}
+
+func testConcurrentSweepClaims(t *testing.T, s lease.Store) {
+	const n = 40
+	for i := range n {
+		mustInsert(t, s, Sample(fmt.Sprintf("p%02d", i), lease.StatusPendingCleanup, "", ""))
+	}
+	now := t0.Add(time.Hour)
+	var wg sync.WaitGroup
+	results := make([][]*lease.Lease, 4)
+	for w := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n + 1 { // bounded: a store that re-hands leases must not hang the suite
+				got, err := s.ClaimForSweep(context.Background(), fmt.Sprintf("w%d", w), now, now.Add(time.Minute), 3)
+				if err != nil {
+					t.Errorf("ClaimForSweep: %v", err)
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				results[w] = append(results[w], got...)
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[string]int{}
+	for _, r := range results {
+		for _, l := range r {
+			seen[l.ID]++
+		}
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("lease %s claimed %d times", id, c)
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("%d leases claimed, want %d", len(seen), n)
+	}
+}
+
+func testCopies(t *testing.T, s lease.Store) {
+	in := Sample("a", lease.StatusActive, "", "")
+	mustInsert(t, s, in)
+	in.Labels["x"] = "mutated"
+	in.Config["image"] = "mutated"
+	got := mustGet(t, s, "a")
+	got.Metadata["k"] = "mutated"
+	again := mustGet(t, s, "a")
+	if again.Labels["x"] != "" || again.Config.String("image") != "busybox" || again.Metadata["k"] != "v" {
+		t.Errorf("store shares maps with callers: labels %v, image %q, metadata %v", again.Labels, again.Config.String("image"), again.Metadata)
+	}
+}

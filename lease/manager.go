@@ -1,0 +1,255 @@
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/clock"
+	"github.com/berthdev/berth/internal/retry"
+)
+
+// Defaults of Options' zero fields.
+const (
+	DefaultInstanceID    = "berth"
+	DefaultStartupBudget = 5 * time.Minute
+	DefaultLeaseTTL      = 24 * time.Hour
+	DefaultRetainTTL     = 7 * 24 * time.Hour
+	DefaultClaimGrace    = time.Minute
+	DefaultCleanupBudget = time.Minute
+	DefaultPollInterval  = 20 * time.Millisecond
+	DefaultSweepLimit    = 100
+)
+
+// SecretLookup returns the value of a secret reference from the host's
+// secret store. Errors must not contain the value.
+type SecretLookup func(ctx context.Context, ref drivers.SecretRef) (string, error)
+
+// Options configure a Manager; nil means all defaults.
+type Options struct {
+	// InstanceID is put on every sandbox as the berth.instance label and
+	// scopes orphan sweeps to this installation. Default DefaultInstanceID.
+	InstanceID string
+	// Clock measures budgets, expiry and claims. Default the wall clock.
+	Clock clock.Clock
+	// Logger receives operational messages (never secrets). Default discard.
+	Logger *slog.Logger
+	// Rand returns uniform numbers in [0, 1) for backoff jitter. Default
+	// math/rand/v2.
+	Rand func() float64
+	// NewID returns a new lease id. Default "lse_" and 16 random hex digits.
+	NewID func() string
+	// Secrets resolves the secret references of environment configs at
+	// acquire and again at cleanup time; lease records keep references only.
+	// Default: none, so a config with a secret reference fails with
+	// drivers.ErrCredentialsMissing.
+	Secrets SecretLookup
+	// StartupBudget is used when neither the request, the environment's
+	// startup_timeout knob nor the driver declares a budget (LEASE-3).
+	// Default DefaultStartupBudget.
+	StartupBudget time.Duration
+	// LeaseTTL is how long an active lease lives without being acquired
+	// again before a sweep expires it. Default DefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// RetainTTL is how long a retained or stopped (resumable) lease is kept
+	// before a sweep expires it. Default DefaultRetainTTL.
+	RetainTTL time.Duration
+	// ClaimGrace is added to the startup budget to form the claim of an
+	// acquisition; after it another replica treats the acquisition as
+	// crashed. Default DefaultClaimGrace.
+	ClaimGrace time.Duration
+	// CleanupBudget bounds one stop, destroy or listing done for cleanup.
+	// Default DefaultCleanupBudget.
+	CleanupBudget time.Duration
+	// RetryInitial and RetryMax shape the backoff between attempts; zero
+	// means the internal/retry defaults (200ms, 10s).
+	RetryInitial, RetryMax time.Duration
+	// PollInterval is how often (wall clock) an acquisition re-reads a lease
+	// that another manager is starting. Default DefaultPollInterval.
+	PollInterval time.Duration
+	// SweepLimit bounds the leases one Sweep claims. Default DefaultSweepLimit.
+	SweepLimit int
+	// SweepEnvironments, if not nil, lists the environments whose providers
+	// a Sweep searches for orphans. Default: every environment that appears
+	// on a lease in the store (with the config recorded on its newest lease).
+	SweepEnvironments func(ctx context.Context) ([]*environment.Environment, error)
+}
+
+// Manager hands out leases of environments: it acquires sandboxes with a
+// write-ahead record, a startup budget and reuse, releases them with
+// provider-confirmed proof, and sweeps expired leases, pending cleanups and
+// orphans. It is safe for concurrent use; several Managers (one per host
+// replica) may share one Store.
+type Manager struct {
+	store Store
+	reg   *drivers.Registry
+	o     Options
+	owner string // this manager's claim owner prefix
+	opSeq atomic.Int64
+	sf    singleflight.Group
+
+	mu   sync.Mutex
+	live map[string]*Handle // lease id -> live handle in this process
+}
+
+// NewManager returns a Manager over store and the drivers of reg.
+func NewManager(store Store, reg *drivers.Registry, opts *Options) *Manager {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.InstanceID == "" {
+		o.InstanceID = DefaultInstanceID
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.NewID == nil {
+		o.NewID = func() string { return "lse_" + randomHex(8) }
+	}
+	if o.StartupBudget <= 0 {
+		o.StartupBudget = DefaultStartupBudget
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.RetainTTL <= 0 {
+		o.RetainTTL = DefaultRetainTTL
+	}
+	if o.ClaimGrace <= 0 {
+		o.ClaimGrace = DefaultClaimGrace
+	}
+	if o.CleanupBudget <= 0 {
+		o.CleanupBudget = DefaultCleanupBudget
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.SweepLimit <= 0 {
+		o.SweepLimit = DefaultSweepLimit
+	}
+	return &Manager{
+		store: store, reg: reg, o: o,
+		owner: o.InstanceID + "/" + randomHex(4),
+		live:  map[string]*Handle{},
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// opOwner returns a claim owner unique to one operation of this manager, so
+// that claims are never re-entrant between concurrent operations.
+func (m *Manager) opOwner() string {
+	return m.owner + "#" + strconv.FormatInt(m.opSeq.Add(1), 10)
+}
+
+func (m *Manager) now() time.Time { return m.o.Clock.Now() }
+
+func (m *Manager) retryPolicy() retry.Policy {
+	return retry.Policy{Initial: m.o.RetryInitial, Max: m.o.RetryMax, Clock: m.o.Clock, Rand: m.o.Rand}
+}
+
+// Store returns the manager's store.
+func (m *Manager) Store() Store { return m.store }
+
+// Handle is an acquired lease with its live sandbox. Handles returned for
+// the same lease (same-run or concurrent acquisitions) share the sandbox;
+// releasing any of them releases the lease.
+type Handle struct {
+	m       *Manager
+	lease   *Lease
+	driver  drivers.Driver
+	sandbox drivers.Sandbox
+	resumed bool
+}
+
+// Lease returns a copy of the lease record as of the acquisition.
+func (h *Handle) Lease() *Lease { return h.lease.Clone() }
+
+// ID returns the lease id.
+func (h *Handle) ID() string { return h.lease.ID }
+
+// Sandbox returns the live sandbox.
+func (h *Handle) Sandbox() drivers.Sandbox { return h.sandbox }
+
+// Driver returns the driver of the sandbox, for capability helpers such as
+// drivers.AsImageReporter.
+func (h *Handle) Driver() drivers.Driver { return h.driver }
+
+// Resumed reports whether the acquisition resumed a recorded sandbox rather
+// than creating one.
+func (h *Handle) Resumed() bool { return h.resumed }
+
+// Release releases the lease; see Manager.Release.
+func (h *Handle) Release(ctx context.Context, opts ReleaseOptions) (*Lease, error) {
+	return h.m.Release(ctx, h.lease.ID, opts)
+}
+
+// Fingerprint returns the reuse fingerprint of cfg for driver d: a SHA-256
+// over the driver name, the identity fields and the secret references with
+// their versions (LEASE-4). Knobs and metadata are left out, so that tuning
+// a timeout keeps a sandbox reusable while changing the image, target or
+// account does not.
+func Fingerprint(d drivers.Driver, cfg drivers.Config) string {
+	p := d.Schema().Partition(cfg)
+	b, err := json.Marshal(struct {
+		Driver   string                       `json:"driver"`
+		Identity map[string]any               `json:"identity"`
+		Secrets  map[string]drivers.SecretRef `json:"secrets"`
+	}{d.Name(), p.Identity, p.Secrets})
+	if err != nil {
+		// Normalized configs hold JSON values only; anything else is a bug.
+		panic(fmt.Sprintf("lease: fingerprint of a %s config: %v", d.Name(), err))
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func (m *Manager) cacheHandle(h *Handle) {
+	m.mu.Lock()
+	m.live[h.lease.ID] = h
+	m.mu.Unlock()
+}
+
+func (m *Manager) liveHandle(id string) *Handle {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.live[id]
+}
+
+func (m *Manager) dropHandle(id string) {
+	m.mu.Lock()
+	delete(m.live, id)
+	m.mu.Unlock()
+}
+
+// resolveConfig resolves the secret references of a recorded config.
+func (m *Manager) resolveConfig(ctx context.Context, d drivers.Driver, cfg drivers.Config) (drivers.Config, error) {
+	lookup := m.o.Secrets
+	if lookup == nil {
+		lookup = func(_ context.Context, ref drivers.SecretRef) (string, error) {
+			return "", fmt.Errorf("no secret resolver configured for %s: %w", ref, drivers.ErrCredentialsMissing)
+		}
+	}
+	return d.Schema().ResolveSecrets(ctx, cfg, lookup)
+}

@@ -1,0 +1,205 @@
+package lease
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// MemoryStore is an in-memory Store for tests and single-process hosts. One
+// mutex serializes every operation, which gives it the key and claim
+// atomicity the Store contract asks for. The zero value is not usable; call
+// NewMemoryStore.
+type MemoryStore struct {
+	mu      sync.Mutex
+	leases  map[string]*Lease
+	byReuse map[string]string // reuse key -> lease id
+	byRun   map[string]string // run key -> lease id
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{leases: map[string]*Lease{}, byReuse: map[string]string{}, byRun: map[string]string{}}
+}
+
+// keyHolderLocked returns another lease than l holding l's reuse or run key.
+func (s *MemoryStore) keyHolderLocked(l *Lease) *Lease {
+	if id, ok := s.byReuse[l.ReuseKey]; ok && l.ReuseKey != "" && id != l.ID {
+		return s.leases[id]
+	}
+	if id, ok := s.byRun[l.RunKey]; ok && l.RunKey != "" && id != l.ID {
+		return s.leases[id]
+	}
+	return nil
+}
+
+// putLocked stores a copy of l and keeps the key indexes in step.
+func (s *MemoryStore) putLocked(l *Lease) {
+	if old, ok := s.leases[l.ID]; ok {
+		if old.ReuseKey != "" {
+			delete(s.byReuse, old.ReuseKey)
+		}
+		if old.RunKey != "" {
+			delete(s.byRun, old.RunKey)
+		}
+	}
+	if l.ReuseKey != "" {
+		s.byReuse[l.ReuseKey] = l.ID
+	}
+	if l.RunKey != "" {
+		s.byRun[l.RunKey] = l.ID
+	}
+	s.leases[l.ID] = l.Clone()
+}
+
+// InsertLease implements Store.
+func (s *MemoryStore) InsertLease(ctx context.Context, l *Lease) (*Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.leases[l.ID]; ok {
+		return nil, fmt.Errorf("lease %s: id taken: %w", l.ID, ErrConflict)
+	}
+	if o := s.keyHolderLocked(l); o != nil {
+		return o.Clone(), fmt.Errorf("lease %s: key held by lease %s: %w", l.ID, o.ID, ErrConflict)
+	}
+	l.Version = 1
+	s.putLocked(l)
+	return nil, nil
+}
+
+// GetLease implements Store.
+func (s *MemoryStore) GetLease(ctx context.Context, id string) (*Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.leases[id]
+	if !ok {
+		return nil, fmt.Errorf("lease %s: %w", id, ErrNotFound)
+	}
+	return l.Clone(), nil
+}
+
+// UpdateLease implements Store.
+func (s *MemoryStore) UpdateLease(ctx context.Context, l *Lease) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.leases[l.ID]
+	if !ok {
+		return fmt.Errorf("lease %s: %w", l.ID, ErrNotFound)
+	}
+	if old.Version != l.Version {
+		return fmt.Errorf("lease %s: stored version %d, update based on %d: %w", l.ID, old.Version, l.Version, ErrConflict)
+	}
+	if o := s.keyHolderLocked(l); o != nil {
+		return fmt.Errorf("lease %s: key held by lease %s: %w", l.ID, o.ID, ErrConflict)
+	}
+	l.Version++
+	s.putLocked(l)
+	return nil
+}
+
+// FindByReuseKey implements Store.
+func (s *MemoryStore) FindByReuseKey(ctx context.Context, key string) (*Lease, error) {
+	return s.findBy(ctx, key, s.byReuse)
+}
+
+// FindByRunKey implements Store.
+func (s *MemoryStore) FindByRunKey(ctx context.Context, key string) (*Lease, error) {
+	return s.findBy(ctx, key, s.byRun)
+}
+
+func (s *MemoryStore) findBy(ctx context.Context, key string, index map[string]string) (*Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id, ok := index[key]; ok && key != "" {
+		return s.leases[id].Clone(), nil
+	}
+	return nil, fmt.Errorf("lease key %q: %w", key, ErrNotFound)
+}
+
+// ListLeases implements Store.
+func (s *MemoryStore) ListLeases(ctx context.Context, f Filter) ([]*Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	var out []*Lease
+	for _, l := range s.leases {
+		if f.Match(l) {
+			out = append(out, l.Clone())
+		}
+	}
+	s.mu.Unlock()
+	sortLeases(out)
+	return out, nil
+}
+
+func sortLeases(ls []*Lease) {
+	slices.SortFunc(ls, func(a, b *Lease) int {
+		if c := a.AcquiredAt.Compare(b.AcquiredAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+}
+
+// ClaimLease implements Store.
+func (s *MemoryStore) ClaimLease(ctx context.Context, id, owner string, now, until time.Time) (*Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.leases[id]
+	if !ok {
+		return nil, fmt.Errorf("lease %s: %w", id, ErrNotFound)
+	}
+	if !l.claimFree(owner, now) {
+		return l.Clone(), fmt.Errorf("lease %s: claimed by %s until %s: %w", id, l.ClaimedBy, l.ClaimedUntil.Format(time.RFC3339), ErrClaimed)
+	}
+	l.ClaimedBy, l.ClaimedUntil = owner, until
+	l.Version++
+	return l.Clone(), nil
+}
+
+// ClaimForSweep implements Store.
+func (s *MemoryStore) ClaimForSweep(ctx context.Context, owner string, now, until time.Time, limit int) ([]*Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var cand []*Lease
+	for _, l := range s.leases {
+		if NeedsSweep(l, now) && l.claimFree("", now) {
+			cand = append(cand, l)
+		}
+	}
+	sortLeases(cand)
+	if limit > 0 && len(cand) > limit {
+		cand = cand[:limit]
+	}
+	out := make([]*Lease, 0, len(cand))
+	for _, l := range cand {
+		l.ClaimedBy, l.ClaimedUntil = owner, until
+		l.Version++
+		out = append(out, l.Clone())
+	}
+	return out, nil
+}

@@ -1,0 +1,109 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// ReleaseOptions say how a lease ends.
+type ReleaseOptions struct {
+	// Disposition: drivers.Keep leaves the sandbox running (retained),
+	// drivers.Stop stops it and keeps it resumable (released),
+	// drivers.Destroy removes it (released) (LEASE-6).
+	Disposition drivers.Disposition
+	// RunFailed says the run failed. A RetainOnFailure lease is then kept
+	// (retained) whatever the disposition.
+	RunFailed bool
+	// Reason is recorded as the failure reason when RunFailed.
+	Reason string
+}
+
+// Release ends the active (or retained) lease id. It uses the live handle
+// when this manager acquired the lease, else drivers.Destroyer by provider
+// lease id. A stop or destroy counts only when the provider's receipt proves
+// it for the lease's provider lease id (LEASE-7); otherwise the lease is
+// left pending_cleanup with the reason, and the error wraps
+// ErrCleanupPending. Releasing a lease that already ended returns it
+// unchanged with a nil error. It returns the lease as stored afterwards.
+func (m *Manager) Release(ctx context.Context, id string, opts ReleaseOptions) (*Lease, error) {
+	now := m.now()
+	owner := m.opOwner()
+	l, err := m.store.ClaimLease(ctx, id, owner, now, now.Add(m.o.CleanupBudget))
+	if errors.Is(err, ErrClaimed) {
+		return l, fmt.Errorf("lease %s: cannot release now: %w", id, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lease %s: release: %w", id, err)
+	}
+	switch l.Status {
+	case StatusActive, StatusRetained:
+	case StatusReleased, StatusExpired, StatusFailed:
+		m.unclaim(ctx, l, "")
+		m.dropHandle(id)
+		return m.store.GetLease(ctx, id)
+	case StatusPendingCleanup:
+		m.unclaim(ctx, l, "")
+		return m.store.GetLease(ctx, id)
+	default:
+		m.unclaim(ctx, l, "")
+		return l, fmt.Errorf("lease %s is %s; it can be released once it is active: %w", id, l.Status, ErrConflict)
+	}
+	d := opts.Disposition
+	if l.Policy == RetainOnFailure && opts.RunFailed {
+		d = drivers.Keep
+	}
+	drv, err := m.reg.Lookup(l.Provider)
+	if err != nil {
+		m.unclaim(ctx, l, "")
+		return l, fmt.Errorf("lease %s: release: %w", id, err)
+	}
+	var sb drivers.Sandbox
+	if h := m.liveHandle(id); h != nil {
+		sb = h.sandbox
+	}
+	upd := l.Clone()
+	upd.ClaimedBy, upd.ClaimedUntil, upd.RunKey = "", time.Time{}, ""
+	if opts.RunFailed && opts.Reason != "" {
+		upd.FailureReason = opts.Reason
+	}
+	wctx := context.WithoutCancel(ctx)
+	if d == drivers.Keep {
+		if sb != nil {
+			// Frees the handle's local resources; the sandbox keeps running.
+			if _, err := sb.Release(ctx, drivers.Keep); err != nil {
+				m.o.Logger.Info("lease: releasing a kept handle", "lease", id, "err", err)
+			}
+		}
+		upd.Status, upd.LastUsedAt, upd.ExpiresAt = StatusRetained, now, now.Add(m.o.RetainTTL)
+		m.dropHandle(id)
+		if err := m.store.UpdateLease(wctx, upd); err != nil {
+			return l, fmt.Errorf("lease %s: recording retained: %w", id, err)
+		}
+		return upd, nil
+	}
+	rc, terr := m.terminate(ctx, drv, l, sb, d, true)
+	proven, evidence, perr := proof(rc, terr, l.ProviderLeaseID, d)
+	m.dropHandle(id)
+	if !proven {
+		pending, ok := m.markPending(wctx, upd, d, StatusReleased, perr.Error())
+		if !ok {
+			return l, fmt.Errorf("lease %s: %w: %w (and recording it failed)", id, ErrCleanupPending, perr)
+		}
+		return pending, fmt.Errorf("lease %s: %w: %w", id, ErrCleanupPending, perr)
+	}
+	now = m.now()
+	upd.Status, upd.Cleanup, upd.CleanupEvidence, upd.ReleasedAt, upd.LastUsedAt = StatusReleased, CleanupConfirmed, evidence, now, now
+	if d == drivers.Stop && l.Policy.Reusable() && rc.State == drivers.StateStopped {
+		upd.ExpiresAt = now.Add(m.o.RetainTTL) // resumable until then
+	} else {
+		upd.ReuseKey = ""
+	}
+	if err := m.store.UpdateLease(wctx, upd); err != nil {
+		return l, fmt.Errorf("lease %s: sandbox %s %s (confirmed) but recording it failed: %w", id, l.ProviderLeaseID, d, err)
+	}
+	return upd, nil
+}

@@ -1,0 +1,207 @@
+package lease_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/lease"
+)
+
+func TestReleaseDispositions(t *testing.T) {
+	t.Parallel()
+	// LEASE-6.
+	tests := []struct {
+		name      string
+		policy    lease.Policy
+		opts      lease.ReleaseOptions
+		status    lease.Status
+		sandbox   drivers.State
+		resumable bool
+	}{
+		{"keep retains", lease.Ephemeral, lease.ReleaseOptions{Disposition: drivers.Keep}, lease.StatusRetained, drivers.StateRunning, false},
+		{"stop of an ephemeral lease", lease.Ephemeral, lease.ReleaseOptions{Disposition: drivers.Stop}, lease.StatusReleased, drivers.StateStopped, false},
+		{"stop of a reusable lease keeps it resumable", lease.ReuseByWorkspace, lease.ReleaseOptions{Disposition: drivers.Stop}, lease.StatusReleased, drivers.StateStopped, true},
+		{"keep of a reusable lease", lease.ReuseByEnvironment, lease.ReleaseOptions{Disposition: drivers.Keep}, lease.StatusRetained, drivers.StateRunning, true},
+		{"destroy", lease.ReuseByEnvironment, lease.ReleaseOptions{Disposition: drivers.Destroy}, lease.StatusReleased, drivers.StateDestroyed, false},
+		{"retain on failure keeps a failed run's sandbox", lease.RetainOnFailure,
+			lease.ReleaseOptions{Disposition: drivers.Destroy, RunFailed: true, Reason: "tests failed"}, lease.StatusRetained, drivers.StateRunning, false},
+		{"retain on failure destroys after success", lease.RetainOnFailure,
+			lease.ReleaseOptions{Disposition: drivers.Destroy}, lease.StatusReleased, drivers.StateDestroyed, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, worldOpts{})
+			h := w.acquire(tt.policy, "r")
+			l, err := h.Release(bg, tt.opts)
+			if err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			if l.Status != tt.status || (l.ReuseKey != "") != tt.resumable {
+				t.Errorf("lease: status %s reuse key %q; want %s resumable %t", l.Status, l.ReuseKey, tt.status, tt.resumable)
+			}
+			if st := w.state(l.ProviderLeaseID); st != tt.sandbox {
+				t.Errorf("sandbox %s, want %s", st, tt.sandbox)
+			}
+			if stored := w.get(l.ID); stored.Version != l.Version || stored.Status != l.Status {
+				t.Errorf("returned lease differs from the stored one")
+			}
+			if tt.opts.RunFailed && l.FailureReason != tt.opts.Reason {
+				t.Errorf("failure reason %q, want %q", l.FailureReason, tt.opts.Reason)
+			}
+		})
+	}
+}
+
+func TestUnconfirmedStopIsNotProof(t *testing.T) {
+	t.Parallel()
+	// LEASE-7: only a confirmed receipt for the same provider lease id
+	// proves a stop; otherwise the lease is pending cleanup and a sweep
+	// finishes it.
+	tests := []struct {
+		name   string
+		inject func(fk *fake.Driver, pid string)
+	}{
+		{"stop accepted but not confirmed", func(fk *fake.Driver, pid string) { fk.FakeStop(pid, fake.LieUnconfirmed) }},
+		{"confirmation for another sandbox", func(fk *fake.Driver, pid string) { fk.FakeStop(pid, fake.LieForeignID) }},
+		{"stop refused", func(fk *fake.Driver, pid string) { fk.RefuseStop(pid, nil) }},
+	}
+	for _, tt := range tests {
+		for _, d := range []drivers.Disposition{drivers.Stop, drivers.Destroy} {
+			t.Run(tt.name+"/"+d.String(), func(t *testing.T) {
+				t.Parallel()
+				w := newWorld(t, worldOpts{})
+				h := w.acquire(lease.ReuseByEnvironment, "r")
+				pid := h.Sandbox().ID()
+				tt.inject(w.fk, pid)
+				l, err := h.Release(bg, lease.ReleaseOptions{Disposition: d})
+				if !errors.Is(err, lease.ErrCleanupPending) {
+					t.Fatalf("Release: %v, want ErrCleanupPending", err)
+				}
+				if l.Status != lease.StatusPendingCleanup || l.Cleanup != lease.CleanupPending || l.FailureReason == "" || l.ReuseKey != "" {
+					t.Errorf("lease: %+v", l)
+				}
+				if st := w.state(pid); st != drivers.StateRunning {
+					t.Errorf("sandbox %s, want still running", st)
+				}
+				// While the fault lasts the sweep keeps it pending.
+				rep, err := w.m.Sweep(bg)
+				if err != nil || rep.StillPending != 1 {
+					t.Errorf("Sweep during the fault: %+v, %v", rep, err)
+				}
+				if got := w.get(l.ID); got.Status != lease.StatusPendingCleanup || got.CleanupAttempts != 1 {
+					t.Errorf("after failed sweep: %s attempts %d", got.Status, got.CleanupAttempts)
+				}
+				w.fk.ClearFaults()
+				rep, err = w.m.Sweep(bg)
+				if err != nil || rep.CleanedUp != 1 {
+					t.Errorf("Sweep: %+v, %v", rep, err)
+				}
+				got := w.get(l.ID)
+				if got.Status != lease.StatusReleased || got.Cleanup != lease.CleanupConfirmed || w.state(pid) != drivers.StateDestroyed {
+					t.Errorf("after sweep: %s/%s, sandbox %s", got.Status, got.Cleanup, w.state(pid))
+				}
+				// The reuse key is free again: a new sandbox is made.
+				if h2 := w.acquire(lease.ReuseByEnvironment, "r2"); h2.ID() == l.ID {
+					t.Errorf("pending lease %s was reused", l.ID)
+				}
+			})
+		}
+	}
+}
+
+func TestSweepExpiresAndDestroysOrphans(t *testing.T) {
+	t.Parallel()
+	// LEASE-9.
+	w := newWorld(t, worldOpts{})
+	active := w.acquire(lease.Ephemeral, "a")
+	kept := w.acquire(lease.Ephemeral, "b")
+	if _, err := kept.Release(bg, lease.ReleaseOptions{Disposition: drivers.Keep}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := w.env.Config
+	// An orphan of this instance and environment, one of another instance,
+	// and one labelled for a lease that ended.
+	orphan, err := w.fk.Acquire(bg, cfg, drivers.AcquireRequest{LeaseID: "gone", Labels: map[string]string{
+		lease.LabelInstance: "test-instance", lease.LabelEnvironment: "env-1", lease.LabelLease: "gone"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := w.fk.Acquire(bg, cfg, drivers.AcquireRequest{Labels: map[string]string{
+		lease.LabelInstance: "other-instance", lease.LabelEnvironment: "env-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := w.acquire(lease.Ephemeral, "c")
+	stray, err := w.fk.Acquire(bg, cfg, drivers.AcquireRequest{Labels: done.Lease().Labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := done.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := w.m.Sweep(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(lease.SweepReport{OrphansDestroyed: 2}, rep); diff != "" {
+		t.Errorf("first Sweep (-want +got):\n%s", diff)
+	}
+	for id, want := range map[string]drivers.State{
+		orphan.ID(): drivers.StateDestroyed, stray.ID(): drivers.StateDestroyed, foreign.ID(): drivers.StateRunning,
+		active.Sandbox().ID(): drivers.StateRunning, kept.Sandbox().ID(): drivers.StateRunning,
+	} {
+		if got := w.state(id); got != want {
+			t.Errorf("sandbox %s: %s, want %s", id, got, want)
+		}
+	}
+	w.clk.Advance(leaseTTL + time.Second)
+	rep, err = w.m.Sweep(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(lease.SweepReport{Claimed: 1, Expired: 1}, rep); diff != "" {
+		t.Errorf("Sweep after the lease TTL (-want +got):\n%s", diff)
+	}
+	if l := w.get(active.ID()); l.Status != lease.StatusExpired || w.state(l.ProviderLeaseID) != drivers.StateDestroyed {
+		t.Errorf("expired lease %s, sandbox %s", l.Status, w.state(l.ProviderLeaseID))
+	}
+	w.clk.Advance(retainTTL)
+	if rep, _ := w.m.Sweep(bg); rep.Expired != 1 || w.get(kept.ID()).Status != lease.StatusExpired {
+		t.Errorf("retained lease not expired after the retain TTL: %+v", rep)
+	}
+}
+
+func TestConcurrentSweepsCleanEachLeaseOnce(t *testing.T) {
+	t.Parallel()
+	// LEASE-10 on the memory store: two managers sweeping at once destroy
+	// each pending sandbox once.
+	w := newWorld(t, worldOpts{})
+	const n = 20
+	for i := range n {
+		h := w.acquire(lease.Ephemeral, "r"+string(rune('a'+i)))
+		w.fk.RefuseStop(h.Sandbox().ID(), nil)
+		if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
+			t.Fatal(err)
+		}
+	}
+	w.fk.ClearFaults()
+	before := w.fk.Calls(fake.OpDestroy)
+	m2 := w.newManager(nil)
+	var r1, r2 lease.SweepReport
+	d1 := inBackground(func() { r1, _ = w.m.Sweep(bg) })
+	d2 := inBackground(func() { r2, _ = m2.Sweep(bg) })
+	<-d1
+	<-d2
+	if r1.CleanedUp+r2.CleanedUp != n || r1.Claimed+r2.Claimed != n {
+		t.Errorf("sweeps cleaned %d+%d (claimed %d+%d), want %d in all", r1.CleanedUp, r2.CleanedUp, r1.Claimed, r2.Claimed, n)
+	}
+	if got := w.fk.Calls(fake.OpDestroy) - before; got != n {
+		t.Errorf("provider destroys = %d, want %d (each cleanup once)", got, n)
+	}
+}

@@ -1,0 +1,107 @@
+package lease
+
+import (
+	"context"
+	"time"
+)
+
+// Store persists leases. Implementations: MemoryStore in this package, and
+// the SQL stores, which pass the same conformance suite
+// (lease/leasetest.RunStoreTests). A Store is safe for concurrent use and
+// shared by every replica of a host; it stores and returns deep copies.
+//
+// Two kinds of atomicity carry the manager's guarantees across replicas
+// (LEASE-8, LEASE-10):
+//   - keys: at most one lease holds a given non-empty ReuseKey, and at most
+//     one a given non-empty RunKey. InsertLease and UpdateLease refuse a key
+//     another lease holds (SQL: partial unique indexes, INSERT ... ON
+//     CONFLICT DO NOTHING).
+//   - claims: ClaimLease and ClaimForSweep set ClaimedBy/ClaimedUntil only
+//     on leases nobody else holds a live claim on (SQL: UPDATE ... WHERE
+//     claimed_until <= now, or SELECT ... FOR UPDATE SKIP LOCKED).
+type Store interface {
+	// InsertLease writes l as a new lease with Version 1 (it sets
+	// l.Version). If l.ID exists, or another lease holds l.ReuseKey or
+	// l.RunKey, it writes nothing and returns an error wrapping ErrConflict
+	// together with that other lease (nil when only the id collided).
+	InsertLease(ctx context.Context, l *Lease) (holder *Lease, err error)
+	// GetLease returns the lease id, or an error wrapping ErrNotFound.
+	GetLease(ctx context.Context, id string) (*Lease, error)
+	// UpdateLease replaces the stored lease l.ID if its stored version
+	// equals l.Version, and then sets l.Version (and the stored one) to
+	// l.Version+1. A stale version, or a ReuseKey or RunKey held by another
+	// lease, is an error wrapping ErrConflict and changes nothing; a missing
+	// lease is ErrNotFound.
+	UpdateLease(ctx context.Context, l *Lease) error
+	// FindByReuseKey returns the lease holding the reuse key, or an error
+	// wrapping ErrNotFound.
+	FindByReuseKey(ctx context.Context, key string) (*Lease, error)
+	// FindByRunKey returns the lease holding the run key, or an error
+	// wrapping ErrNotFound.
+	FindByRunKey(ctx context.Context, key string) (*Lease, error)
+	// ListLeases returns the leases matching f, ordered by AcquiredAt, then
+	// ID.
+	ListLeases(ctx context.Context, f Filter) ([]*Lease, error)
+	// ClaimLease sets the claim of lease id to owner until until, if at now
+	// nobody else holds a live claim on it (ClaimedUntil > now), and returns
+	// the claimed lease (its Version grown by one). Otherwise it returns an
+	// error wrapping ErrClaimed and the lease as stored.
+	ClaimLease(ctx context.Context, id, owner string, now, until time.Time) (*Lease, error)
+	// ClaimForSweep atomically claims for owner until until, and returns,
+	// up to limit leases (limit <= 0: no limit) that need a sweep at now and
+	// on which nobody (owner included) holds a live claim: pending_cleanup leases;
+	// starting leases whose claim expired; active, retained or released
+	// (resumable) leases whose ExpiresAt is set and not after now. A lease
+	// is never handed to two claimants whose claims overlap in time.
+	ClaimForSweep(ctx context.Context, owner string, now, until time.Time, limit int) ([]*Lease, error)
+}
+
+// Filter selects leases in Store.ListLeases. Zero fields match everything.
+type Filter struct {
+	Company     string
+	Environment string
+	Run         string
+	Provider    string
+	// ProviderLeaseID matches leases recorded for that sandbox.
+	ProviderLeaseID string
+	// Statuses, if not empty, matches leases in any of these statuses.
+	Statuses []Status
+}
+
+// Match reports whether l matches f. Stores may use it; SQL stores
+// translate f into a WHERE clause with the same meaning.
+func (f Filter) Match(l *Lease) bool {
+	if f.Company != "" && l.Company != f.Company ||
+		f.Environment != "" && l.Environment != f.Environment ||
+		f.Run != "" && l.Run != f.Run ||
+		f.Provider != "" && l.Provider != f.Provider ||
+		f.ProviderLeaseID != "" && l.ProviderLeaseID != f.ProviderLeaseID {
+		return false
+	}
+	if len(f.Statuses) == 0 {
+		return true
+	}
+	for _, s := range f.Statuses {
+		if l.Status == s {
+			return true
+		}
+	}
+	return false
+}
+
+// NeedsSweep reports whether a sweep at now should work on l (see
+// Store.ClaimForSweep), ignoring claims. SQL stores translate it into a
+// WHERE clause with the same meaning.
+func NeedsSweep(l *Lease, now time.Time) bool {
+	switch l.Status {
+	case StatusPendingCleanup:
+		return true
+	case StatusStarting:
+		return !l.ClaimedUntil.After(now)
+	case StatusActive, StatusRetained:
+		return !l.ExpiresAt.IsZero() && !l.ExpiresAt.After(now)
+	case StatusReleased:
+		return l.ReuseKey != "" && !l.ExpiresAt.IsZero() && !l.ExpiresAt.After(now)
+	}
+	return false
+}

@@ -1,0 +1,214 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/retry"
+)
+
+// SweepReport counts what one Sweep did.
+type SweepReport struct {
+	// Claimed counts the leases this sweep claimed.
+	Claimed int `json:"claimed"`
+	// Interrupted counts starting leases whose acquirer vanished.
+	Interrupted int `json:"interrupted"`
+	// Expired counts leases past their expiry whose sandbox was destroyed.
+	Expired int `json:"expired"`
+	// CleanedUp counts pending cleanups that are now proven.
+	CleanedUp int `json:"cleanedUp"`
+	// StillPending counts cleanups that are still not proven.
+	StillPending int `json:"stillPending"`
+	// OrphansDestroyed counts sandboxes labelled by this instance that no
+	// lease owned, destroyed with proof; OrphansFailed those not proven.
+	OrphansDestroyed int `json:"orphansDestroyed"`
+	OrphansFailed    int `json:"orphansFailed"`
+	// EnvironmentsSkipped counts environments whose driver cannot list
+	// sandboxes (no orphan search possible) or could not be listed.
+	EnvironmentsSkipped int `json:"environmentsSkipped"`
+}
+
+// Sweep expires leases past their expiry (destroying their sandboxes),
+// resolves acquisitions whose acquirer vanished, retries pending cleanups
+// with the config recorded on each lease, and destroys orphans: sandboxes
+// that carry this instance's labels but that no lease owns (LEASE-9). Each
+// lease is claimed in the store first, so that sweeps of several replicas
+// never process one cleanup twice (LEASE-10). Failures to clean up are
+// counted in the report, not returned; the error reports a store failure or
+// a failed orphan listing (joined).
+func (m *Manager) Sweep(ctx context.Context) (SweepReport, error) {
+	var rep SweepReport
+	now := m.now()
+	owner := m.opOwner()
+	claimed, err := m.store.ClaimForSweep(ctx, owner, now, now.Add(m.o.CleanupBudget), m.o.SweepLimit)
+	if err != nil {
+		return rep, fmt.Errorf("lease: sweep: %w", err)
+	}
+	rep.Claimed = len(claimed)
+	for _, l := range claimed {
+		// Renew the claim right before the work, so that a long batch never
+		// works on a lease whose claim expired and was taken by another
+		// replica (LEASE-10).
+		t := m.now()
+		renewed, err := m.store.ClaimLease(ctx, l.ID, owner, t, t.Add(m.o.CleanupBudget))
+		if err != nil || renewed.Version != l.Version+1 {
+			if err == nil {
+				m.unclaim(ctx, renewed, "")
+			}
+			continue
+		}
+		m.sweepOne(ctx, renewed, t, &rep)
+	}
+	err = m.sweepOrphans(ctx, &rep)
+	return rep, err
+}
+
+func (m *Manager) sweepOne(ctx context.Context, l *Lease, now time.Time, rep *SweepReport) {
+	switch l.Status {
+	case StatusStarting:
+		rep.Interrupted++
+		pending, ok := m.markPending(ctx, l.Clone(), drivers.Destroy, StatusFailed,
+			"acquisition interrupted before it finished (its claim expired)")
+		if !ok {
+			return
+		}
+		l = pending
+	case StatusActive, StatusRetained, StatusReleased:
+		pending, ok := m.markPending(ctx, l.Clone(), drivers.Destroy, StatusExpired,
+			fmt.Sprintf("expired at %s", l.ExpiresAt.Format(time.RFC3339)))
+		if !ok {
+			return
+		}
+		l = pending
+	case StatusPendingCleanup:
+	default:
+		m.unclaim(ctx, l, "")
+		return
+	}
+	done, err := m.cleanup(ctx, l)
+	switch {
+	case err != nil:
+		rep.StillPending++
+	case done.Status == StatusExpired:
+		rep.Expired++
+	default:
+		rep.CleanedUp++
+	}
+}
+
+// sweepOrphans lists, per environment, the sandboxes labelled by this
+// instance and destroys those no lease owns.
+func (m *Manager) sweepOrphans(ctx context.Context, rep *SweepReport) error {
+	envs, err := m.sweepTargets(ctx)
+	if err != nil {
+		return fmt.Errorf("lease: sweep: listing environments: %w", err)
+	}
+	var errs []error
+	for _, env := range envs {
+		drv, err := m.reg.Lookup(env.Driver)
+		if err != nil {
+			rep.EnvironmentsSkipped++
+			continue
+		}
+		lister, lerr := drivers.AsLister(drv)
+		destroyer, derr := drivers.AsDestroyer(drv)
+		if lerr != nil || derr != nil {
+			rep.EnvironmentsSkipped++
+			continue
+		}
+		cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.CleanupBudget)
+		cfg, err := m.resolveConfig(cctx, drv, env.Config)
+		var found []drivers.SandboxInfo
+		listedAt := m.now()
+		if err == nil {
+			found, err = lister.List(cctx, cfg, map[string]string{LabelInstance: m.o.InstanceID, LabelEnvironment: env.ID})
+		}
+		if err != nil {
+			cancel()
+			rep.EnvironmentsSkipped++
+			errs = append(errs, fmt.Errorf("environment %s: listing sandboxes: %w", env.ID, err))
+			continue
+		}
+		for _, info := range found {
+			if m.owned(cctx, info, listedAt) {
+				continue
+			}
+			rc, err := destroyer.Destroy(cctx, cfg, info.ProviderLeaseID)
+			if ok, _, perr := proof(rc, err, info.ProviderLeaseID, drivers.Destroy); ok {
+				rep.OrphansDestroyed++
+				m.o.Logger.Info("lease: destroyed an orphan sandbox", "environment", env.ID, "sandbox", info.ProviderLeaseID, "lease", info.Labels[LabelLease])
+			} else {
+				rep.OrphansFailed++
+				m.o.Logger.Warn("lease: orphan sandbox not destroyed", "environment", env.ID, "sandbox", info.ProviderLeaseID, "err", perr)
+			}
+		}
+		cancel()
+	}
+	return errors.Join(errs...)
+}
+
+// owned reports whether a lease record owns the listed sandbox: its lease
+// (by label) records it and still holds a sandbox, or is starting under a
+// live claim and has not recorded its provider lease id yet, or is pending
+// cleanup (the cleanup phase owns those). On a store error it answers true:
+// a sandbox is never destroyed on a guess.
+func (m *Manager) owned(ctx context.Context, info drivers.SandboxInfo, listedAt time.Time) bool {
+	id := info.Labels[LabelLease]
+	if id != "" {
+		l, err := m.store.GetLease(ctx, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return true
+		case l.Status == StatusPendingCleanup && (l.ProviderLeaseID == info.ProviderLeaseID || l.ProviderLeaseID == ""):
+			return true
+		case l.ProviderLeaseID == info.ProviderLeaseID && l.HoldsSandbox():
+			return true
+		case l.ProviderLeaseID == info.ProviderLeaseID && l.Cleanup == CleanupConfirmed && !l.ReleasedAt.Before(listedAt):
+			// Its cleanup was proven after the listing: the listing is stale.
+			return true
+		case l.Status == StatusStarting && l.ProviderLeaseID == "" && l.ClaimedUntil.After(m.now()):
+			return true
+		}
+	}
+	// A record may point at the sandbox without the label matching.
+	ls, err := m.store.ListLeases(ctx, Filter{ProviderLeaseID: info.ProviderLeaseID})
+	if err != nil {
+		return true
+	}
+	for _, l := range ls {
+		if l.HoldsSandbox() || l.Status == StatusPendingCleanup {
+			return true
+		}
+	}
+	return false
+}
+
+// sweepTargets returns the environments to search for orphans.
+func (m *Manager) sweepTargets(ctx context.Context) ([]*environment.Environment, error) {
+	if m.o.SweepEnvironments != nil {
+		return m.o.SweepEnvironments(ctx)
+	}
+	ls, err := m.store.ListLeases(ctx, Filter{})
+	if err != nil {
+		return nil, err
+	}
+	newest := map[string]*Lease{}
+	var order []string
+	for _, l := range ls { // ordered by AcquiredAt: later ones win
+		if _, seen := newest[l.Environment]; !seen {
+			order = append(order, l.Environment)
+		}
+		newest[l.Environment] = l
+	}
+	out := make([]*environment.Environment, 0, len(order))
+	for _, id := range order {
+		l := newest[id]
+		out = append(out, &environment.Environment{ID: id, Driver: l.Provider, Status: environment.StatusActive, Config: l.Config})
+	}
+	return out, nil
+}
