@@ -28,7 +28,10 @@ type ReleaseOptions struct {
 // it for the lease's provider lease id (LEASE-7); otherwise the lease is
 // left pending_cleanup with the reason, and the error wraps
 // ErrCleanupPending. Releasing a lease that already ended returns it
-// unchanged with a nil error. It returns the lease as stored afterwards.
+// unchanged with a nil error, except that drivers.Destroy on a released
+// reusable lease whose stopped sandbox is still resumable destroys that
+// sandbox (with proof) and ends the reuse. It returns the lease as stored
+// afterwards.
 func (m *Manager) Release(ctx context.Context, id string, opts ReleaseOptions) (*Lease, error) {
 	now := m.now()
 	owner := m.opOwner()
@@ -39,13 +42,16 @@ func (m *Manager) Release(ctx context.Context, id string, opts ReleaseOptions) (
 	if err != nil {
 		return nil, fmt.Errorf("lease %s: release: %w", id, err)
 	}
-	switch l.Status {
-	case StatusActive, StatusRetained:
-	case StatusReleased, StatusExpired, StatusFailed:
+	switch {
+	case l.Status == StatusActive, l.Status == StatusRetained:
+	case l.Status == StatusReleased && l.HoldsSandbox() && opts.Disposition == drivers.Destroy && !opts.RunFailed:
+		// A stopped, resumable sandbox of a reusable lease: destroying it
+		// ends the reuse (and unblocks deleting its environment, CFG-7).
+	case l.Status == StatusReleased, l.Status == StatusExpired, l.Status == StatusFailed:
 		m.unclaim(ctx, l, "")
 		m.dropHandle(id)
 		return m.store.GetLease(ctx, id)
-	case StatusPendingCleanup:
+	case l.Status == StatusPendingCleanup:
 		m.unclaim(ctx, l, "")
 		return m.store.GetLease(ctx, id)
 	default:

@@ -205,3 +205,33 @@ func TestConcurrentSweepsCleanEachLeaseOnce(t *testing.T) {
 		t.Errorf("provider destroys = %d, want %d (each cleanup once)", got, n)
 	}
 }
+
+func TestDestroyingAStoppedReusableLease(t *testing.T) {
+	t.Parallel()
+	// LEASE-6, CFG-7: a reusable lease stopped earlier still holds its
+	// sandbox; Release with Destroy destroys it with proof and ends the
+	// reuse, while Stop or Keep on it change nothing.
+	w := newWorld(t, worldOpts{})
+	h := w.acquire(lease.ReuseByEnvironment, "r")
+	stopped, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Stop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := stopped.ProviderLeaseID
+	for _, d := range []drivers.Disposition{drivers.Stop, drivers.Keep} {
+		l, err := w.m.Release(bg, stopped.ID, lease.ReleaseOptions{Disposition: d})
+		if err != nil || l.ReuseKey == "" || w.state(pid) != drivers.StateStopped {
+			t.Fatalf("release %s of a stopped reusable lease: err %v, reuse key %q, sandbox %s; want unchanged", d, err, l.ReuseKey, w.state(pid))
+		}
+	}
+	l, err := w.m.Release(bg, stopped.ID, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Status != lease.StatusReleased || l.ReuseKey != "" || l.Cleanup != lease.CleanupConfirmed {
+		t.Errorf("lease after destroy: status %s, reuse key %q, cleanup %s", l.Status, l.ReuseKey, l.Cleanup)
+	}
+	if st := w.state(pid); st != drivers.StateDestroyed {
+		t.Errorf("sandbox %s, want destroyed", st)
+	}
+}
