@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/clock"
 )
 
 // DriverName is the name of the daytona driver.
@@ -151,7 +152,7 @@ func (d *Driver) open(cfg drivers.Config) (*settings, error) {
 	s := &settings{
 		c: &client{
 			http: d.opts.HTTPClient, api: api, key: key, org: cfg.String(FieldOrganizationID),
-			retry: backoff{base: d.opts.RetryBase, max: d.opts.RetryMax}, log: d.opts.Logger,
+			retry: newBackoff(d.opts.RetryBase, d.opts.RetryMax, clock.Real{}), log: d.opts.Logger,
 		},
 		snapshotID: cfg.String(FieldSnapshotID),
 		target:     cfg.String(FieldTarget),

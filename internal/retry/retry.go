@@ -65,6 +65,10 @@ type Policy struct {
 	// Retryable classifies an attempt's error; only errors for which it
 	// returns true are retried. Default IsTransient.
 	Retryable func(error) bool
+	// MinDelay, if not nil, returns the least wait a failed attempt asked
+	// for (a provider's Retry-After); the backoff is raised to it, and the
+	// deadline check uses the raised wait. Default: none.
+	MinDelay func(error) time.Duration
 	// Clock measures time and sleeps. Default clock.Real.
 	Clock clock.Clock
 	// Rand returns a uniform number in [0, 1) for jitter. Default math/rand/v2.
@@ -156,6 +160,9 @@ func Do(ctx context.Context, p Policy, op func(ctx context.Context, attempt int)
 			return fmt.Errorf("%w after %d attempts: %w", ErrAttemptsExhausted, attempt, err)
 		}
 		sleep := p.Backoff(attempt)
+		if p.MinDelay != nil {
+			sleep = max(sleep, p.MinDelay(err))
+		}
 		if hasDeadline {
 			estimate := p.AttemptEstimate
 			if estimate <= 0 {

@@ -301,3 +301,41 @@ func TestWithDeadline(t *testing.T) {
 		}
 	})
 }
+
+// TestMinDelay: a provider's requested wait raises the backoff, and a wait
+// that cannot end before the deadline is not waited for (LEASE-3).
+func TestMinDelay(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		min       time.Duration
+		deadline  time.Duration
+		wantSleep []time.Duration
+		wantErr   error
+	}{
+		{"raised to the provider's wait", 3 * time.Second, time.Minute, []time.Duration{3 * time.Second}, nil},
+		{"a wait past the deadline is not started", time.Hour, time.Minute, nil, ErrNoTimeLeft},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clk := &autoClock{f: clock.NewFake(t0)}
+			ctx := deadlineCtx{context.Background(), t0.Add(tc.deadline)}
+			calls := 0
+			err := Do(ctx, Policy{Clock: clk, Initial: time.Millisecond, Jitter: -1,
+				MinDelay: func(error) time.Duration { return tc.min }},
+				func(context.Context, int) error {
+					calls++
+					if calls == 1 {
+						return transient(1)
+					}
+					return nil
+				})
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+				t.Fatalf("Do: %v, want %v", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.wantSleep, clk.sleeps); diff != "" {
+				t.Errorf("sleeps (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
