@@ -294,10 +294,16 @@ func (m *Manager) waitChange(ctx context.Context, l *Lease) error {
 	}
 }
 
-// touch records another use of a live lease (best effort).
+// touch records another use of a live lease (best effort). It writes
+// nothing while another operation holds a claim on the lease: writing back
+// a snapshot that carries that claim would persist it past the claimant's
+// own (then stale) update, and keep everyone waiting until it expires.
 func (m *Manager) touch(ctx context.Context, l *Lease, a *acq) {
-	upd := l.Clone()
 	now := m.now()
+	if l.ClaimedBy != "" && l.ClaimedUntil.After(now) {
+		return
+	}
+	upd := l.Clone()
 	upd.Run, upd.LastUsedAt, upd.ExpiresAt = a.req.Run, now, now.Add(m.o.LeaseTTL)
 	upd.Uses++
 	if err := m.store.UpdateLease(ctx, upd); err != nil {

@@ -413,3 +413,28 @@ func TestAcquireChecksTheResolution(t *testing.T) {
 		t.Errorf("creates = %d, want 1", n)
 	}
 }
+
+func TestReuseDoesNotOverwriteAnotherManagersClaim(t *testing.T) {
+	t.Parallel()
+	// LEASE-8, LEASE-10: recording another use of a live lease must not
+	// write back a snapshot that carries another manager's claim; that
+	// manager's own update would then be stale and its claim would stay.
+	w := newWorld(t, worldOpts{})
+	h := w.acquire(lease.ReuseByEnvironment, "r1")
+	now := w.clk.Now()
+	claimed, err := w.store.ClaimLease(bg, h.ID(), "other-replica#1", now, now.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.m.Acquire(bg, w.req(lease.ReuseByEnvironment, "r2")); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.get(h.ID()); got.Version != claimed.Version {
+		t.Fatalf("the lease was written while another manager held its claim (version %d, want %d)", got.Version, claimed.Version)
+	}
+	done := claimed.Clone()
+	done.ClaimedBy, done.ClaimedUntil = "", time.Time{}
+	if err := w.store.UpdateLease(bg, done); err != nil {
+		t.Fatalf("the claimant's update failed: %v", err)
+	}
+}
