@@ -308,6 +308,13 @@ func (c *Catalog) load(ctx context.Context, p Principal, a Action, id string) (*
 
 // authorize asks the Authorizer and makes sure a refusal wraps ErrDenied
 // even if a host's Authorizer forgot to.
+// Authorize decides whether p may perform a on r with the catalog's
+// Authorizer, so that the layers above (probe, hosts) decide with the same
+// policy. A refusal wraps ErrDenied and is logged for mutations and probes.
+func (c *Catalog) Authorize(ctx context.Context, p Principal, a Action, r Resource) error {
+	return c.authorize(ctx, p, a, r)
+}
+
 func (c *Catalog) authorize(ctx context.Context, p Principal, a Action, r Resource) error {
 	err := c.authz.Authorize(ctx, p, a, r)
 	if err == nil {

@@ -172,6 +172,11 @@ func (m *Manager) retryPolicy() retry.Policy {
 // Store returns the manager's store.
 func (m *Manager) Store() Store { return m.store }
 
+// InstanceID returns the instance id that labels this manager's sandboxes
+// (LabelInstance), so that others who allocate for the same instance label
+// alike and sweeps find them.
+func (m *Manager) InstanceID() string { return m.o.InstanceID }
+
 // Handle is an acquired lease with its live sandbox. Handles returned for
 // the same lease (same-run or concurrent acquisitions) share the sandbox;
 // releasing any of them releases the lease.

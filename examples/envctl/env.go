@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/berthdev/berth/environment"
+)
+
+const envUsage = `usage: envctl env COMMAND [FLAGS]
+
+  create --name N --driver D [--config FILE|-] [--description S] [--env K=V]... [--meta K=V]...
+  list [--driver D] [--status active|archived]
+  show ID|NAME
+  update ID|NAME --revision N [--name N] [--description S] [--config FILE|-] [--env K=V]... [--meta K=V]...
+  archive ID|NAME
+  delete ID|NAME [--yes]
+
+--config reads the driver config as a JSON object from FILE (or - for stdin).
+Secret fields (private keys, API keys) are moved into the secret store and
+never printed back.
+`
+
+func runEnv(ctx context.Context, g *globals, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "help" {
+		fmt.Fprint(g.stderr, envUsage)
+		return errUsage
+	}
+	sys, err := openSystem(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+	cat := sys.Catalog
+	sub, args := args[0], args[1:]
+	fs := flag.NewFlagSet("env "+sub, flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	fs.BoolVar(&g.json, "json", g.json, "print JSON")
+	switch sub {
+	case "create":
+		name := fs.String("name", "", "environment name (required)")
+		driver := fs.String("driver", "", "driver name (required)")
+		desc := fs.String("description", "", "description")
+		cfgPath := fs.String("config", "", "driver config JSON file, - for stdin")
+		var env, meta kvList
+		fs.Var(&env, "env", "environment variable K=V (repeatable)")
+		fs.Var(&meta, "meta", "metadata K=V (repeatable)")
+		if _, err := parseInterleaved(fs, args); err != nil {
+			return errUsage
+		}
+		cfg, err := readConfig(g, *cfgPath)
+		if err != nil {
+			return err
+		}
+		v, err := cat.Create(ctx, g.as, environment.CreateRequest{
+			Name: *name, Description: *desc, Driver: *driver, Config: cfg, Env: env, Metadata: meta,
+		})
+		if err != nil {
+			return err
+		}
+		return printView(g, v)
+	case "list":
+		driver := fs.String("driver", "", "only this driver")
+		status := fs.String("status", "", "only this status")
+		if _, err := parseInterleaved(fs, args); err != nil {
+			return errUsage
+		}
+		vs, err := cat.List(ctx, g.as, environment.ListFilter{Driver: *driver, Status: environment.Status(*status)})
+		if err != nil {
+			return err
+		}
+		if g.json {
+			return writeJSON(g.stdout, vs)
+		}
+		tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tDRIVER\tSTATUS\tREV\tNOTE")
+		for _, v := range vs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", v.ID, v.Name, v.Driver, v.Status, v.Revision, v.Unavailable)
+		}
+		return tw.Flush()
+	case "show", "archive", "delete", "update":
+	default:
+		fmt.Fprint(g.stderr, envUsage)
+		return errUsage
+	}
+
+	// Commands on one environment.
+	rev := fs.Int64("revision", 0, "revision the update is based on (required for update)")
+	name := fs.String("name", "", "new name")
+	desc := fs.String("description", "", "new description")
+	cfgPath := fs.String("config", "", "new driver config JSON file, - for stdin")
+	yes := fs.Bool("yes", false, "delete without asking")
+	var env, meta kvList
+	fs.Var(&env, "env", "environment variable K=V (repeatable; replaces all)")
+	fs.Var(&meta, "meta", "metadata K=V (repeatable; replaces all)")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return errUsage
+	}
+	if len(pos) != 1 {
+		fmt.Fprintf(g.stderr, "envctl env %s: want one environment id or name\n", sub)
+		return errUsage
+	}
+	id, err := lookupID(ctx, g, cat, pos[0])
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "show":
+		v, err := cat.Get(ctx, g.as, id)
+		if err != nil {
+			return err
+		}
+		return printView(g, v)
+	case "archive":
+		cur, err := cat.Get(ctx, g.as, id)
+		if err != nil {
+			return err
+		}
+		base := cur.Revision
+		if *rev != 0 {
+			base = *rev
+		}
+		v, err := cat.Archive(ctx, g.as, id, base)
+		if err != nil {
+			return err
+		}
+		return printView(g, v)
+	case "update":
+		if *rev == 0 {
+			return fmt.Errorf("env update %s: --revision is required (optimistic update)", pos[0])
+		}
+		req := environment.UpdateRequest{BaseRevision: *rev, Env: env, Metadata: meta}
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "name":
+				req.Name = name
+			case "description":
+				req.Description = desc
+			}
+		})
+		if *cfgPath != "" {
+			if req.Config, err = readConfig(g, *cfgPath); err != nil {
+				return err
+			}
+		}
+		v, err := cat.Update(ctx, g.as, id, req)
+		if err != nil {
+			return err
+		}
+		return printView(g, v)
+	case "delete":
+		br, err := cat.BlastRadius(ctx, g.as, id)
+		if err != nil {
+			return err
+		}
+		if !*yes || !br.Deletable() {
+			if g.json {
+				if err := writeJSON(g.stdout, br); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(g.stdout, "blast radius of %s:\n", pos[0])
+				printBlastRadius(g.stdout, br)
+			}
+			if !br.Deletable() {
+				return fmt.Errorf("env delete %s: refused: %s", pos[0], strings.Join(br.Blockers, "; "))
+			}
+			fmt.Fprintln(g.stdout, "run again with --yes to delete")
+			return nil
+		}
+		if _, err := cat.Delete(ctx, g.as, id, br.Revision); err != nil {
+			return err
+		}
+		fmt.Fprintf(g.stdout, "deleted environment %q (%s)\n", br.EnvironmentName, br.EnvironmentID)
+		return nil
+	}
+	return errUsage
+}
+
+// lookupID accepts an environment id or a unique name.
+func lookupID(ctx context.Context, g *globals, cat *environment.Catalog, s string) (string, error) {
+	vs, err := cat.List(ctx, g.as, environment.ListFilter{})
+	if err != nil {
+		return "", err
+	}
+	for _, v := range vs {
+		if v.ID == s {
+			return v.ID, nil
+		}
+	}
+	for _, v := range vs {
+		if v.Name == s {
+			return v.ID, nil
+		}
+	}
+	return "", fmt.Errorf("environment %q: %w", s, environment.ErrNotFound)
+}
+
+func readConfig(g *globals, path string) (map[string]any, error) {
+	if path == "" {
+		return nil, nil
+	}
+	var r io.Reader = g.stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	dec := json.NewDecoder(r)
+	dec.UseNumber()
+	var cfg map[string]any
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, fmt.Errorf("config %s: not a JSON object: %w", path, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("config %s: more than one JSON value", path)
+	}
+	return cfg, nil
+}
+
+func printView(g *globals, v *environment.View) error {
+	if g.json {
+		return writeJSON(g.stdout, v)
+	}
+	w := g.stdout
+	fmt.Fprintf(w, "%s\n", v)
+	if v.Description != "" {
+		fmt.Fprintf(w, "  description: %s\n", v.Description)
+	}
+	if v.Redacted {
+		fmt.Fprintln(w, "  (redacted view: config, env vars and metadata are not shown)")
+	}
+	if v.Unavailable != "" {
+		fmt.Fprintf(w, "  unavailable: %s\n", v.Unavailable)
+	}
+	if len(v.Config) > 0 {
+		b, err := json.Marshal(v.Config)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "  config: %s\n", b)
+	}
+	for _, m := range []struct {
+		name string
+		kv   map[string]string
+	}{{"env", v.Env}, {"metadata", v.Metadata}} {
+		if len(m.kv) > 0 {
+			b, _ := json.Marshal(m.kv)
+			fmt.Fprintf(w, "  %s: %s\n", m.name, b)
+		}
+	}
+	return nil
+}
+
+func printBlastRadius(w io.Writer, br *environment.BlastRadius) {
+	b, _ := json.MarshalIndent(br, "  ", "  ")
+	fmt.Fprintf(w, "  %s\n", b)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/berthdev/berth"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/lease"
+)
+
+const leaseUsage = `usage: envctl lease COMMAND [FLAGS]
+
+  acquire ENV --company C [--run R] [--workspace W] [--require CAP,...]
+          [--policy ephemeral|reuse_by_environment|reuse_by_workspace|retain_on_failure]
+  release LEASE [--disposition keep|stop|destroy] [--failed] [--reason S]
+  list [--env ENV] [--company C] [--status S]
+  sweep
+
+envctl ends after each command; the lease outlives it as a record. For host
+drivers (local, ssh) the session ends when envctl exits: the record stays
+active until 'lease release' (or a sweep after its expiry), which ends it
+with a confirmed receipt. For sandbox drivers (docker, daytona) the sandbox
+keeps running until 'lease release' destroys (or stops) it by its provider
+id. The fake driver's sandboxes live in the envctl process only.
+
+release defaults to --disposition destroy. A release or cleanup the provider
+did not confirm leaves the lease pending_cleanup; 'lease sweep' retries it,
+expires leases past their expiry and destroys orphan sandboxes labelled by
+this instance.
+`
+
+// policy is the authorizer envctl's System runs with (openSystem sets no
+// other); the lease commands ask it before calling the lease manager, which
+// does no authorization of its own.
+var policy environment.Authorizer = environment.DefaultPolicy{}
+
+// resourceKindLease names leases in authorization requests.
+const resourceKindLease = "lease"
+
+func runLease(ctx context.Context, g *globals, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "help" {
+		fmt.Fprint(g.stderr, leaseUsage)
+		return errUsage
+	}
+	sub, args := args[0], args[1:]
+	fs := flag.NewFlagSet("lease "+sub, flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	fs.BoolVar(&g.json, "json", g.json, "print JSON")
+	switch sub {
+	case "acquire":
+		company := fs.String("company", "", "company the lease is for (required)")
+		runID := fs.String("run", "", "run id (the same run acquiring again gets the same lease)")
+		workspace := fs.String("workspace", "", "workspace (working directory hint; reuse key of reuse_by_workspace)")
+		pol := fs.String("policy", string(lease.Ephemeral), "lease policy")
+		require := fs.String("require", "", "required capabilities, comma separated (exec,terminal,...)")
+		pos, err := parseInterleaved(fs, args)
+		if err != nil || len(pos) != 1 {
+			fmt.Fprint(g.stderr, leaseUsage)
+			return errUsage
+		}
+		return leaseAcquire(ctx, g, pos[0], *company, *runID, *workspace, lease.Policy(*pol), *require)
+	case "release":
+		disp := fs.String("disposition", "destroy", "keep, stop or destroy")
+		failed := fs.Bool("failed", false, "the run failed (a retain_on_failure lease is kept)")
+		reason := fs.String("reason", "", "failure reason recorded with --failed")
+		pos, err := parseInterleaved(fs, args)
+		if err != nil || len(pos) != 1 {
+			fmt.Fprint(g.stderr, leaseUsage)
+			return errUsage
+		}
+		var d drivers.Disposition
+		if err := d.UnmarshalText([]byte(*disp)); err != nil {
+			return fmt.Errorf("lease release %s: flag --disposition: %q is not keep, stop or destroy", pos[0], *disp)
+		}
+		return leaseRelease(ctx, g, pos[0], lease.ReleaseOptions{Disposition: d, RunFailed: *failed, Reason: *reason})
+	case "list":
+		env := fs.String("env", "", "only leases of this environment (id or name)")
+		company := fs.String("company", "", "only leases of this company")
+		status := fs.String("status", "", "only leases in this status")
+		pos, err := parseInterleaved(fs, args)
+		if err != nil || len(pos) != 0 {
+			fmt.Fprint(g.stderr, leaseUsage)
+			return errUsage
+		}
+		return leaseList(ctx, g, *env, *company, *status)
+	case "sweep":
+		pos, err := parseInterleaved(fs, args)
+		if err != nil || len(pos) != 0 {
+			fmt.Fprint(g.stderr, leaseUsage)
+			return errUsage
+		}
+		return leaseSweep(ctx, g)
+	}
+	fmt.Fprint(g.stderr, leaseUsage)
+	return errUsage
+}
+
+func leaseAcquire(ctx context.Context, g *globals, envArg, company, runID, workspace string, pol lease.Policy, require string) error {
+	if company == "" {
+		return fmt.Errorf("lease acquire %s: flag --company is required (a lease belongs to a company)", envArg)
+	}
+	if !pol.Valid() {
+		return fmt.Errorf("lease acquire %s: flag --policy: %q is not one of ephemeral, reuse_by_environment, reuse_by_workspace, retain_on_failure", envArg, pol)
+	}
+	required, err := parseCaps(require)
+	if err != nil {
+		return fmt.Errorf("lease acquire %s: flag --require: %w", envArg, err)
+	}
+	sys, err := openSystem(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+	env, err := loadEnvironment(ctx, g, sys, envArg)
+	if err != nil {
+		return err
+	}
+	res := environment.ResourceOf(env)
+	res.Company = company
+	if err := policy.Authorize(ctx, g.as, environment.ActionLease, res); err != nil {
+		return err
+	}
+	h, err := sys.Leases.Acquire(ctx, lease.AcquireRequest{
+		Company: company, Environment: env, Run: runID, Workspace: workspace, Policy: pol, Required: required,
+	})
+	if err != nil {
+		return fmt.Errorf("lease acquire %s (%q): %w", env.ID, env.Name, err)
+	}
+	l := h.Lease()
+	if g.json {
+		return writeJSON(g.stdout, l)
+	}
+	verb := "acquired"
+	if h.Resumed() {
+		verb = "resumed"
+	}
+	fmt.Fprintf(g.stdout, "lease %s %s: environment %q (%s), driver %s", l.ID, verb, env.Name, env.ID, l.Provider)
+	if l.ProviderLeaseID != "" {
+		fmt.Fprintf(g.stdout, ", provider lease %s", l.ProviderLeaseID)
+	}
+	fmt.Fprintln(g.stdout)
+	printLeaseDetails(g.stdout, l)
+	if h.Driver().Capabilities().Kind == drivers.KindHost {
+		fmt.Fprintln(g.stdout, "  note: this host session ends when envctl exits; release the lease with 'envctl lease release "+l.ID+"'")
+	}
+	return nil
+}
+
+func leaseRelease(ctx context.Context, g *globals, id string, opts lease.ReleaseOptions) error {
+	sys, err := openSystem(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+	cur, err := sys.Leases.Store().GetLease(ctx, id)
+	if err != nil {
+		if errors.Is(err, lease.ErrNotFound) {
+			return fmt.Errorf("lease %q: %w", id, err)
+		}
+		return err
+	}
+	if err := policy.Authorize(ctx, g.as, environment.ActionLease, leaseResource(cur)); err != nil {
+		return err
+	}
+	l, err := sys.Leases.Release(ctx, id, opts)
+	if l != nil {
+		if perr := printLease(g, l); perr != nil {
+			return perr
+		}
+	}
+	return err
+}
+
+func leaseList(ctx context.Context, g *globals, envArg, company, status string) error {
+	f := lease.Filter{Company: company}
+	if status != "" {
+		st := lease.Status(status)
+		if status == "pending" {
+			st = lease.StatusStarting
+		}
+		if !st.Valid() {
+			return fmt.Errorf("lease list: flag --status: %q is not a lease status (starting, active, released, expired, failed, retained, pending_cleanup)", status)
+		}
+		f.Statuses = []lease.Status{st}
+	}
+	sys, err := openSystem(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+	if envArg != "" {
+		if f.Environment, err = lookupID(ctx, g, sys.Catalog, envArg); err != nil {
+			return fmt.Errorf("lease list: flag --env: %w", err)
+		}
+	}
+	all, err := sys.Leases.Store().ListLeases(ctx, f)
+	if err != nil {
+		return fmt.Errorf("lease list: %w", err)
+	}
+	ls := make([]*lease.Lease, 0, len(all))
+	for _, l := range all {
+		if policy.Authorize(ctx, g.as, environment.ActionRead, leaseResource(l)) == nil {
+			ls = append(ls, l)
+		}
+	}
+	if g.json {
+		return writeJSON(g.stdout, ls)
+	}
+	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LEASE\tSTATUS\tCOMPANY\tENVIRONMENT\tDRIVER\tPROVIDER LEASE\tPOLICY\tCLEANUP\tACQUIRED")
+	for _, l := range ls {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.Status, l.Company, l.Environment, l.Provider,
+			dash(l.ProviderLeaseID), l.Policy, dash(string(l.Cleanup)), l.AcquiredAt.UTC().Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+func leaseSweep(ctx context.Context, g *globals) error {
+	// A sweep destroys sandboxes: it is an instance-wide destructive act.
+	if err := policy.Authorize(ctx, g.as, environment.ActionDelete, environment.Resource{Kind: resourceKindLease}); err != nil {
+		return err
+	}
+	sys, err := openSystem(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+	rep, err := sys.Leases.Sweep(ctx)
+	if g.json {
+		if jerr := writeJSON(g.stdout, rep); jerr != nil {
+			return jerr
+		}
+	} else {
+		printSweep(g.stdout, rep)
+	}
+	if err != nil {
+		return fmt.Errorf("lease sweep: %w", err)
+	}
+	return nil
+}
+
+// printSweep prints a SweepReport one fact per line.
+func printSweep(w io.Writer, rep lease.SweepReport) {
+	fmt.Fprintf(w, "sweep: %d leases claimed\n", rep.Claimed)
+	for _, l := range []struct {
+		n    int
+		what string
+	}{
+		{rep.Expired, "leases past their expiry, sandbox destroyed"},
+		{rep.Interrupted, "acquisitions whose acquirer vanished"},
+		{rep.CleanedUp, "pending cleanups now confirmed by the provider"},
+		{rep.StillPending, "cleanups still not confirmed (retried by the next sweep)"},
+		{rep.OrphansDestroyed, "orphan sandboxes of this instance destroyed"},
+		{rep.OrphansFailed, "orphan sandboxes whose destroy was not confirmed"},
+		{rep.EnvironmentsSkipped, "environments without orphan search (host drivers, or listing failed)"},
+	} {
+		fmt.Fprintf(w, "  %d %s\n", l.n, l.what)
+	}
+}
+
+func printLease(g *globals, l *lease.Lease) error {
+	if g.json {
+		return writeJSON(g.stdout, l)
+	}
+	fmt.Fprintf(g.stdout, "lease %s: %s, environment %s, driver %s", l.ID, l.Status, l.Environment, l.Provider)
+	if l.ProviderLeaseID != "" {
+		fmt.Fprintf(g.stdout, ", provider lease %s", l.ProviderLeaseID)
+	}
+	fmt.Fprintln(g.stdout)
+	printLeaseDetails(g.stdout, l)
+	return nil
+}
+
+func printLeaseDetails(w io.Writer, l *lease.Lease) {
+	fmt.Fprintf(w, "  status: %s  policy: %s  company: %s\n", l.Status, l.Policy, l.Company)
+	if l.Run != "" || l.Workspace != "" {
+		fmt.Fprintf(w, "  run: %s  workspace: %s\n", dash(l.Run), dash(l.Workspace))
+	}
+	if !l.ExpiresAt.IsZero() {
+		fmt.Fprintf(w, "  expires: %s\n", l.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if l.Replaces != "" {
+		fmt.Fprintf(w, "  replaces: lease %s (%s)\n", l.Replaces, l.ReplaceReason)
+	}
+	if l.Cleanup != lease.CleanupNone {
+		fmt.Fprintf(w, "  cleanup: %s", l.Cleanup)
+		if l.CleanupEvidence != "" {
+			fmt.Fprintf(w, " (%s)", l.CleanupEvidence)
+		}
+		fmt.Fprintln(w)
+	}
+	if l.FailureReason != "" {
+		fmt.Fprintf(w, "  reason: %s\n", l.FailureReason)
+	}
+}
+
+// loadEnvironment returns the stored record of the environment named by an
+// id or unique name, after checking that g.as may read it.
+func loadEnvironment(ctx context.Context, g *globals, sys *berth.System, arg string) (*environment.Environment, error) {
+	id, err := lookupID(ctx, g, sys.Catalog, arg)
+	if err != nil {
+		return nil, err
+	}
+	return sys.Store.GetEnvironment(ctx, id)
+}
+
+func leaseResource(l *lease.Lease) environment.Resource {
+	return environment.Resource{Kind: resourceKindLease, ID: l.ID, Company: l.Company, Driver: l.Provider}
+}
+
+// parseCaps parses "exec,terminal" into a capability set.
+func parseCaps(s string) (drivers.Set, error) {
+	var set drivers.Set
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		c, err := drivers.ParseCapability(name)
+		if err != nil {
+			return 0, err
+		}
+		set = set.With(c)
+	}
+	return set, nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/lease"
+)
+
+// TestLeaseCommands drives lease acquire/list/release/sweep on a fake
+// environment through separate commands on one SQLite file, as an operator
+// would: every command is a fresh process, so releases and sweeps work by
+// provider lease id (LEASE-6, 7, 8, 9).
+func TestLeaseCommands(t *testing.T) {
+	c := newCLI(t)
+	const canary = "CANARY-lease-5e1f"
+	envID := c.createFake("sbx", `{"image":"`+c.fake.DefaultImageIdentity().String()+`","api_key":"`+canary+`"}`)
+
+	// Acquire: an active lease recorded with the provider's sandbox id.
+	var l lease.Lease
+	c.okJSON(&l, "lease", "acquire", "sbx", "--company", "acme", "--run", "r1")
+	if l.Status != lease.StatusActive || l.Company != "acme" || l.Environment != envID || l.ProviderLeaseID == "" {
+		t.Fatalf("acquired lease: %+v", l)
+	}
+	if st, ok := c.fake.State(l.ProviderLeaseID); !ok || st != drivers.StateRunning {
+		t.Fatalf("sandbox %s at the provider: %v %v", l.ProviderLeaseID, st, ok)
+	}
+	// LEASE-8: the same run acquiring again from another process (a new
+	// envctl) cannot take over the live lease: it is refused naming the
+	// lease, and no second sandbox is made.
+	_, msg := c.fail("lease", "acquire", envID, "--company", "acme", "--run", "r1")
+	wantContains(t, "second acquire of run r1", msg, l.ID, "release it first")
+	if n := len(c.fake.Sandboxes()); n != 1 {
+		t.Errorf("second acquire of run r1: %d sandboxes, want 1", n)
+	}
+	wantContains(t, "lease list", c.ok("lease", "list", "--status", "active"), l.ID, "active", "acme", l.ProviderLeaseID)
+	var listed []*lease.Lease
+	c.okJSON(&listed, "lease", "list", "--env", "sbx")
+	if len(listed) != 1 || listed[0].ID != l.ID {
+		t.Errorf("lease list --env sbx: %+v", listed)
+	}
+
+	// Release: destroyed at the provider, proven by its receipt (LEASE-7).
+	out := c.ok("lease", "release", l.ID, "--disposition", "destroy")
+	wantContains(t, "release", out, "released", "cleanup: confirmed")
+	if st, _ := c.fake.State(l.ProviderLeaseID); st != drivers.StateDestroyed {
+		t.Errorf("after release the sandbox is %s, want destroyed", st)
+	}
+	// Releasing an ended lease returns it unchanged.
+	wantContains(t, "second release", c.ok("lease", "release", l.ID), "released")
+
+	// retain_on_failure keeps a failed run's sandbox (retained).
+	var kept lease.Lease
+	c.okJSON(&kept, "lease", "acquire", "sbx", "--company", "acme", "--run", "r2", "--policy", "retain_on_failure")
+	var retained lease.Lease
+	c.okJSON(&retained, "lease", "release", kept.ID, "--failed", "--reason", "tests failed")
+	if retained.Status != lease.StatusRetained || retained.FailureReason != "tests failed" {
+		t.Errorf("release --failed of a retain_on_failure lease: %s %q", retained.Status, retained.FailureReason)
+	}
+
+	// An unconfirmed destroy leaves the lease pending cleanup; a sweep
+	// retries it once the provider cooperates (LEASE-7, LEASE-9).
+	var stuck lease.Lease
+	c.okJSON(&stuck, "lease", "acquire", "sbx", "--company", "acme", "--run", "r3")
+	c.fake.RefuseStop(stuck.ProviderLeaseID, errors.New("provider busy"))
+	_, msg = c.fail("lease", "release", stuck.ID)
+	wantContains(t, "refused release", msg, stuck.ID, "cleanup pending")
+	wantContains(t, "pending list", c.ok("lease", "list", "--status", "pending_cleanup"), stuck.ID)
+	c.fake.ClearFaults()
+
+	// An orphan: a sandbox labelled by this instance that no lease owns.
+	orphan, err := c.fake.Acquire(context.Background(), drivers.Config{}, drivers.AcquireRequest{
+		LeaseID: "lse_gone", Labels: map[string]string{lease.LabelInstance: lease.DefaultInstanceID, lease.LabelEnvironment: envID, lease.LabelLease: "lse_gone"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep lease.SweepReport
+	c.okJSON(&rep, "lease", "sweep")
+	if rep.CleanedUp != 1 || rep.OrphansDestroyed != 1 || rep.StillPending != 0 {
+		t.Errorf("sweep report: %+v; want 1 cleaned up, 1 orphan destroyed", rep)
+	}
+	for id, want := range map[string]drivers.State{
+		stuck.ProviderLeaseID: drivers.StateDestroyed,
+		orphan.ID():           drivers.StateDestroyed,
+		kept.ProviderLeaseID:  drivers.StateRunning, // owned by the retained lease
+	} {
+		if st, _ := c.fake.State(id); st != want {
+			t.Errorf("after sweep sandbox %s is %s, want %s", id, st, want)
+		}
+	}
+	wantContains(t, "readable sweep", c.ok("lease", "sweep"), "sweep: 0 leases claimed", "orphan sandboxes of this instance destroyed")
+
+	if strings.Contains(c.all.String(), canary) {
+		t.Errorf("the api key was printed")
+	}
+}
+
+// TestLeaseErrors: malformed or refused lease commands fail with a message
+// that names the environment, lease or flag.
+func TestLeaseErrors(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.createFake("sbx", `{}`)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"company required", []string{"lease", "acquire", "sbx"}, []string{"sbx", "--company"}},
+		{"bad policy", []string{"lease", "acquire", "sbx", "--company", "acme", "--policy", "forever"}, []string{"sbx", "--policy", `"forever"`}},
+		{"bad capability", []string{"lease", "acquire", "sbx", "--company", "acme", "--require", "teleport"}, []string{"sbx", "--require", `"teleport"`}},
+		{"unknown environment", []string{"lease", "acquire", "nope", "--company", "acme"}, []string{`"nope"`, "not found"}},
+		{"agent without a grant", []string{"--as", "agent:a1", "lease", "acquire", "sbx", "--company", "acme"}, []string{"agent", "may not lease", "sbx"}},
+		{"unknown lease", []string{"lease", "release", "lse_nope"}, []string{`"lse_nope"`, "not found"}},
+		{"bad disposition", []string{"lease", "release", "lse_x", "--disposition", "burn"}, []string{"lse_x", `"burn"`}},
+		{"bad status", []string{"lease", "list", "--status", "sleeping"}, []string{"--status", `"sleeping"`}},
+		{"board member may not sweep", []string{"--as", "board_member:b", "lease", "sweep"}, []string{"board_member", "may not delete"}},
+	} {
+		_, msg := c.fail(tc.args...)
+		for _, w := range tc.want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%s: error %q lacks %q", tc.name, msg, w)
+			}
+		}
+	}
+	if n := len(c.fake.Sandboxes()); n != 0 {
+		t.Errorf("refused commands created %d sandboxes", n)
+	}
+}

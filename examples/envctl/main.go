@@ -1,0 +1,236 @@
+// Command envctl is an operator CLI over berth: it saves execution targets
+// in a catalog, shows drivers and their capabilities, and runs the main job
+// end to end (`envctl demo`).
+//
+// Usage:
+//
+//	envctl [--db PATH] [--json] [--as ROLE[:ID]] [--test-mode] COMMAND [ARGS]
+//
+// Commands:
+//
+//	demo                                  run the main job on a temporary store
+//	drivers                               list drivers and their capabilities
+//	env create --name N --driver D [--config FILE|-] [--description S] [--env K=V]... [--meta K=V]...
+//	env list [--driver D] [--status S]
+//	env show ID|NAME
+//	env update ID|NAME --revision N [--name N] [--description S] [--config FILE|-] [--env K=V]... [--meta K=V]...
+//	env archive ID|NAME
+//	env delete ID|NAME [--yes]
+//	lease acquire ENV --company C [--run R] [--workspace W] [--policy P] [--require CAPS]
+//	lease release LEASE [--disposition keep|stop|destroy] [--failed] [--reason S]
+//	lease list [--env E] [--company C] [--status S]
+//	lease sweep
+//	assign set KIND [KEY] ENV --company C
+//	assign show [--company C] [--env E] [--kind K]
+//	assign clear KIND [KEY]
+//	assign resolve --company C [--workspace W] [--project P] [--agent A] [--require CAPS]
+//	image pin REF [--platform os/arch] [--insecure-registry HOST]...
+//	probe ENV --company C
+//	probe --draft --driver D --config FILE|-
+//	qualification show ENV --company C
+//
+// envctl ends after each command. A lease acquired by `lease acquire`
+// outlives the process as a record: a host driver's session (local, ssh)
+// ends when envctl exits, a sandbox driver's sandbox (docker, daytona) keeps
+// running until `lease release` or a sweep after its expiry. The fake
+// driver's sandboxes live in the envctl process and vanish with it.
+//
+// The database defaults to $XDG_DATA_HOME/berth/envctl.db (or
+// ~/.local/share/berth/envctl.db). Secrets pasted into configs are moved
+// into an encrypted file beside it (PATH.secrets, key in PATH.key).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
+)
+
+// globals are the flags every command takes.
+type globals struct {
+	db       string
+	json     bool
+	as       environment.Principal
+	testMode bool
+	stdout   io.Writer
+	stderr   io.Writer
+	stdin    io.Reader
+	// drivers, when not nil, replaces registeredDrivers() (tests share one
+	// fake driver across commands with it).
+	drivers []drivers.Driver
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, errUsage) {
+			fmt.Fprintln(os.Stderr, "envctl:", err)
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+var errUsage = errors.New("usage")
+
+func exitCode(err error) int {
+	if errors.Is(err, errUsage) {
+		return 2
+	}
+	return 1
+}
+
+const usage = `usage: envctl [--db PATH] [--json] [--as ROLE[:ID]] [--test-mode] COMMAND [ARGS]
+
+commands:
+  demo                       run the main job end to end on a temporary store
+  drivers                    list drivers and their capabilities
+  env create|list|show|update|archive|delete
+                             manage saved environments (see 'envctl env -h')
+  lease acquire|release|list|sweep
+                             lease environments for runs (see 'envctl lease -h')
+  assign set|show|clear|resolve
+                             bind environments to workspaces, projects, agents
+                             and the instance default (see 'envctl assign -h')
+  image pin REF [--platform os/arch] [--insecure-registry HOST]
+                             pin an image tag to repo@sha256:...
+  probe ENV --company C      probe a saved environment (progress on stderr)
+  probe --draft --driver D --config FILE
+                             probe an unsaved config; saves nothing
+  qualification show ENV --company C
+                             show an environment's platform qualification
+
+envctl ends after each command: a lease outlives it as a record. A host
+driver's session (local, ssh) ends when envctl exits; a sandbox (docker,
+daytona) keeps running until 'lease release' or a sweep after its expiry.
+`
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	return runWith(ctx, &globals{stdout: stdout, stderr: stderr, stdin: stdin}, args)
+}
+
+// runWith runs one command with g's streams (and g.drivers, if set).
+func runWith(ctx context.Context, g *globals, args []string) error {
+	stderr := g.stderr
+	fs := flag.NewFlagSet("envctl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	fs.StringVar(&g.db, "db", defaultDB(), "SQLite database file")
+	fs.BoolVar(&g.json, "json", false, "print JSON")
+	as := fs.String("as", "local_operator:envctl", "act as ROLE[:ID] (instance_admin, local_operator, board_member, agent)")
+	fs.BoolVar(&g.testMode, "test-mode", false, "allow test-only drivers (fake) as saved targets")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return errUsage
+	}
+	role, id, _ := strings.Cut(*as, ":")
+	g.as = environment.Principal{ID: id, Role: environment.Role(role)}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return errUsage
+	}
+	cmd, rest := fs.Arg(0), fs.Args()[1:]
+	switch cmd {
+	case "demo":
+		return runDemo(ctx, g, rest)
+	case "drivers":
+		return runDrivers(ctx, g, rest)
+	case "env":
+		return runEnv(ctx, g, rest)
+	case "lease":
+		return runLease(ctx, g, rest)
+	case "assign":
+		return runAssign(ctx, g, rest)
+	case "image":
+		return runImage(ctx, g, rest)
+	case "probe":
+		return runProbe(ctx, g, rest)
+	case "qualification":
+		return runQualification(ctx, g, rest)
+	case "help", "-h", "--help":
+		fs.Usage()
+		return nil
+	}
+	fmt.Fprintf(stderr, "envctl: unknown command %q\n", cmd)
+	fs.Usage()
+	return errUsage
+}
+
+func defaultDB() string {
+	dir := os.Getenv("XDG_DATA_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "envctl.db"
+		}
+		dir = filepath.Join(home, ".local", "share")
+	}
+	return filepath.Join(dir, "berth", "envctl.db")
+}
+
+// parseInterleaved parses fs from args in which flags and positional
+// arguments may be mixed ("show ID --json" as well as "show --json ID").
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			continue // let fs.Parse report it
+		}
+		if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+			continue
+		}
+		if i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	if err := fs.Parse(flags); err != nil {
+		return nil, err
+	}
+	return pos, nil
+}
+
+// kvList is a repeatable K=V flag.
+type kvList map[string]string
+
+func (l *kvList) String() string { return "" }
+
+func (l *kvList) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want KEY=VALUE, got %q", s)
+	}
+	if *l == nil {
+		*l = kvList{}
+	}
+	(*l)[k] = v
+	return nil
+}

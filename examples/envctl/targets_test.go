@@ -1,0 +1,179 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/daytona"
+	"github.com/berthdev/berth/drivers/daytona/daytonatest"
+	"github.com/berthdev/berth/drivers/docker"
+	"github.com/berthdev/berth/drivers/ssh"
+	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/internal/testimage"
+	"github.com/berthdev/berth/probe"
+)
+
+// configFile writes cfg as a JSON config file and returns its path.
+func configFile(t *testing.T, cfg map[string]any) string {
+	t.Helper()
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, string(b))
+}
+
+// TestProbeSSH: `envctl probe` of a saved SSH environment against a real
+// sshd connects with the pinned host key, reports the remote working
+// directory and platform, says what it did not validate (PRB-2), and a
+// mismatched host key fails with its stable code (PRB-5, PRB-8). The
+// private key is never printed.
+func TestProbeSSH(t *testing.T) {
+	t.Parallel()
+	srv := testenv.SSHD(t)
+	c := newCLI(t)
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := func(name, knownHost string) {
+		c.ok("env", "create", "--name", name, "--driver", "ssh", "--config", configFile(t, map[string]any{
+			ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
+			ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []string{knownHost}, ssh.FieldWorkdir: dir,
+		}))
+	}
+	create("box", srv.KnownHostsLine())
+	target := srv.User() + "@" + srv.Host() + ":" + strconv.Itoa(srv.Port())
+
+	out, progress, err := c.exec("", "probe", "box", "--company", "acme")
+	if err != nil {
+		t.Fatalf("probe box: %v\n%s%s", err, out, progress)
+	}
+	wantContains(t, "ssh probe", out, "probe OK", "trusted host key", target, dir, "platform: linux", probe.NotValidatedNote,
+		"platform qualification recorded: false")
+	wantContains(t, "ssh progress", progress, "acquire", "detect", "release")
+
+	create("impostor", srv.MismatchedKnownHostsLine())
+	var res probe.Result
+	out, _, err = c.exec("", "--json", "probe", "impostor", "--company", "acme")
+	if err == nil || json.Unmarshal([]byte(out), &res) != nil || res.OK || res.Code != drivers.CodeHostKeyMismatch || res.Cwd != "" {
+		t.Errorf("probe with a mismatched host key: err=%v code=%s\n%s", err, res.Code, out)
+	}
+	if all := c.all.String(); strings.Contains(all, "PRIVATE KEY") || strings.Contains(all, srv.ClientKeyPEM()) {
+		t.Errorf("key material was printed")
+	}
+}
+
+// TestProbeDocker: `envctl probe` of a Docker environment on this machine's
+// engine with an image pinned on a loopback registry records a
+// qualification bound to the image (PRB-3, QUAL-1); the same image by tag
+// probes fine and is not recorded (QUAL-5).
+func TestProbeDocker(t *testing.T) {
+	t.Parallel()
+	cli := testenv.Docker(t)
+	reg := testenv.StartRegistry(t, nil)
+	img := testimage.Busybox(t, reg, nil)
+	run := randomHex(t)
+	const runLabel = "test.berth/run"
+	testenv.RemoveRegistryImagesAtCleanup(t, cli, reg.Host)
+	testenv.RemoveContainersAtCleanup(t, cli, runLabel, run)
+
+	c := newCLI(t)
+	create := func(name, ref string) {
+		c.ok("env", "create", "--name", name, "--driver", "docker", "--config", configFile(t, map[string]any{
+			docker.FieldImage: ref, docker.FieldLabels: map[string]string{runLabel: run}, docker.FieldStartupTimeout: "2m",
+		}))
+	}
+	create("pinned", img.Ref)
+	create("tagged", img.TagRef)
+
+	var res probe.Result
+	c.okJSON(&res, "probe", "pinned", "--company", "acme")
+	if !res.OK || !res.PlatformQualificationRecorded || res.ImageIdentity.String() != img.Ref ||
+		res.Platform.OS != "linux" || res.Cleanup == nil || !res.Cleanup.Confirmed {
+		t.Errorf("docker probe of a pinned image: ok=%t recorded=%t image=%s platform=%s cleanup=%+v\n%s",
+			res.OK, res.PlatformQualificationRecorded, res.ImageIdentity, res.Platform, res.Cleanup, res.Summary)
+	}
+	wantContains(t, "qualification show", c.ok("qualification", "show", "pinned", "--company", "acme"), "is qualified", "linux/")
+
+	res = probe.Result{}
+	c.okJSON(&res, "probe", "tagged", "--company", "acme")
+	if !res.OK || res.PlatformQualificationRecorded || res.QualificationDiagnostic == nil {
+		t.Errorf("docker probe of a tag: ok=%t recorded=%t diag=%v", res.OK, res.PlatformQualificationRecorded, res.QualificationDiagnostic)
+	}
+}
+
+// TestDockerWithoutEngine: the Docker driver is constructed and listed
+// without an engine (no I/O at construction); an environment on an engine
+// that is not there fails its probe at acquire with the unreachable code,
+// and nothing else is tried in its place (PRB-8).
+func TestDockerWithoutEngine(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	wantContains(t, "drivers", c.ok("drivers"), "docker", "sandbox")
+	sock := filepath.Join(t.TempDir(), "no-engine.sock")
+	c.ok("env", "create", "--name", "gone", "--driver", "docker", "--config", configFile(t, map[string]any{
+		docker.FieldHost: "unix://" + sock, docker.FieldImage: "127.0.0.1:5/berth/none@sha256:" + strings.Repeat("a", 64),
+	}))
+	var res probe.Result
+	out, _, err := c.exec("", "--json", "probe", "gone", "--company", "acme")
+	if err == nil || json.Unmarshal([]byte(out), &res) != nil {
+		t.Fatalf("probe without an engine: err=%v\n%s", err, out)
+	}
+	st, _ := res.Stage(probe.StageAcquire)
+	if want := drivers.CodeOf(drivers.ErrUnreachable); res.OK || res.Code != want || st.OK || st.Code != want {
+		t.Errorf("probe without an engine: code %s, acquire stage %+v; want %s at acquire", res.Code, st, want)
+	}
+}
+
+// TestProbeDaytona: `envctl probe` of a Daytona environment on the fake
+// Daytona API reports the live snapshot and the platform, destroys the
+// sandbox and records the qualification for the pinned snapshot id.
+func TestProbeDaytona(t *testing.T) {
+	t.Parallel()
+	srv, err := daytonatest.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	snap, err := srv.CreateSnapshot("berth-base:1.0", "debian:12.7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCLI(t)
+	const canaryFree = "daytonatest-key" // the fake's key: must not be printed either
+	c.ok("env", "create", "--name", "cloud", "--driver", "daytona", "--config", configFile(t, map[string]any{
+		daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldOrganizationID: srv.OrganizationID(),
+		daytona.FieldSnapshotID: snap.ID,
+	}))
+	var res probe.Result
+	c.okJSON(&res, "probe", "cloud", "--company", "acme")
+	if !res.OK || res.ImageIdentity.IsZero() || !strings.Contains(res.ImageIdentity.String(), snap.ID) ||
+		res.Cleanup == nil || !res.Cleanup.Confirmed || res.Platform.OS != "linux" {
+		t.Errorf("daytona probe: ok=%t image=%s cleanup=%+v platform=%s\n%s", res.OK, res.ImageIdentity, res.Cleanup, res.Platform, res.Summary)
+	}
+	if !res.PlatformQualificationRecorded {
+		t.Errorf("daytona probe of a snapshot id did not record a qualification: %v", res.QualificationDiagnostic)
+	}
+	if n := len(srv.Sandboxes()); n != 0 {
+		t.Errorf("the probe left %d Daytona sandboxes", n)
+	}
+	if strings.Contains(c.all.String(), canaryFree) {
+		t.Errorf("the Daytona API key was printed")
+	}
+}
+
+func randomHex(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}

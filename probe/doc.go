@@ -1,0 +1,59 @@
+// Package probe checks that an execution target works and, for sandbox
+// drivers with a pinned image, records a platform qualification
+// (PRB-1..8, QUAL-1..7).
+//
+// Where to start:
+//
+//   - prober.go: New, Options (authorizer, progress callback, clock,
+//     cleanup timeout) and the stage runner.
+//   - saved.go: Prober.Probe, the probe of a saved environment. It
+//     authorizes first (ActionProbe, PRB-7), allocates a fresh ephemeral
+//     lease through lease.Manager (never a reused one), runs DetectScript
+//     in one Exec, reads the live image identity through
+//     drivers.AsImageReporter, releases the lease with Destroy and confirms
+//     the cleanup, then evaluates the qualification and stores the record
+//     only when qualification.Evaluate says so.
+//   - draft.go: Prober.ProbeDraft, the probe of an unsaved config
+//     (environment.Catalog.Draft; nothing saved, no lease record, never a
+//     qualification, PRB-4).
+//   - qualify.go: the qualification subject of a saved environment (its
+//     fingerprint from the driver schema's Partition) and
+//     Prober.Qualification, the allocation-free public read (QUAL-7).
+//   - detect.go: DetectScript and its pure parser ParseDetection /
+//     ParsePlatform, tolerant of missing tools, tested on real outputs
+//     (testdata/).
+//   - result.go and summary.go: Result, Stage, Cleanup, and the summary
+//     that names the target.
+//
+// # Host and sandbox targets
+//
+// Every saved probe goes through the lease manager, also for host drivers:
+// a local or ssh lease is a host session, and its release ends the session
+// with a confirmed receipt. This keeps one path, one record per probe and
+// one cleanup rule for every driver. A local probe (PRB-1) reports the host
+// name and the working directory the driver verified at acquire; an ssh
+// probe (PRB-2) reports the remote working directory the server resolved
+// at acquire (the ssh driver connects with strict host key checking). Both
+// measure the platform with the same one-Exec script, and their summaries
+// say plainly that the probe did NOT validate an adapter, a workspace or
+// task execution. Host targets have no image: they are never qualified and
+// their results carry no qualification diagnostic.
+//
+// # Failures
+//
+// Probe and ProbeDraft return errors only for authorization, not-found and
+// malformed requests. Every target failure is a Result with OK false, the
+// stable code of the first failed stage (drivers.CodeOf, plus
+// drivers.CodeCleanupFailed for an unconfirmed cleanup, CodePlatformUnknown
+// and CodeArchived) and per-stage timings (PRB-5). A failed acquisition is
+// the probe's failure: nothing else, and never the server host, is tried in
+// its place (PRB-8). A lease whose cleanup is not confirmed is left pending
+// cleanup by the lease manager and reported in Result.Cleanup.
+//
+// # Secrets
+//
+// A Result holds no config values. Error texts come from drivers, which
+// never put secrets in errors; as a second line of defence the prober
+// replaces every secret value it knows (resolved or pasted) in the texts it
+// puts into a Result.
+package probe

@@ -1,0 +1,146 @@
+package probe
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/drivers/local"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/qualification"
+)
+
+// canary is the api_key pasted into fake configs; no result may contain it.
+const canary = "canary-SECRET-5a1b2c3d"
+
+var (
+	admin    = environment.Principal{ID: "root", Role: environment.RoleInstanceAdmin}
+	operator = environment.Principal{ID: "op", Role: environment.RoleLocalOperator}
+	board    = environment.Principal{ID: "bob", Role: environment.RoleBoardMember, Companies: []string{"acme"}}
+	agent    = environment.Principal{ID: "agent-7", Role: environment.RoleAgent, Companies: []string{"acme"}}
+)
+
+// world is one host composition over a fake and the local driver.
+type world struct {
+	fake    *fake.Driver
+	reg     *drivers.Registry
+	secrets *environment.MemorySecretStore
+	cat     *environment.Catalog
+	leases  *lease.Manager
+	lstore  *lease.MemoryStore
+	quals   *qualification.MemoryStore
+	prober  *Prober
+	stages  chan Stage // progress events, when asked for
+}
+
+type worldOpts struct {
+	fake     *fake.Options
+	progress bool
+}
+
+func newWorld(t *testing.T, o worldOpts) *world {
+	t.Helper()
+	w := &world{fake: fake.New(o.fake)}
+	w.reg = drivers.NewRegistry(w.fake, local.New(nil))
+	w.secrets = environment.NewMemorySecretStore()
+	w.cat = environment.NewCatalog(environment.NewMemoryStore(), w.reg, w.secrets, &environment.Options{TestMode: true})
+	w.lstore = lease.NewMemoryStore()
+	w.leases = lease.NewManager(w.lstore, w.reg, &lease.Options{Secrets: w.secrets.Get})
+	w.quals = qualification.NewMemoryStore()
+	opts := &Options{}
+	if o.progress {
+		w.stages = make(chan Stage, 64)
+		opts.Progress = func(s Stage) { w.stages <- s }
+	}
+	w.prober = New(w.cat, w.reg, w.leases, w.quals, opts)
+	return w
+}
+
+// create saves a fake environment with image (and the canary api_key).
+func (w *world) create(t *testing.T, name, image string) *environment.View {
+	t.Helper()
+	cfg := map[string]any{"api_key": canary}
+	if image != "" {
+		cfg["image"] = image
+	}
+	v, err := w.cat.Create(context.Background(), admin, environment.CreateRequest{Name: name, Driver: "fake", Config: cfg})
+	if err != nil {
+		t.Fatalf("create %q: %v", name, err)
+	}
+	return v
+}
+
+// update replaces the environment's config fields in set (others kept as
+// the full view shows them) and/or renames it.
+func (w *world) update(t *testing.T, id string, set map[string]any, rename string) {
+	t.Helper()
+	ctx := context.Background()
+	v, err := w.cat.Get(ctx, admin, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := environment.UpdateRequest{BaseRevision: v.Revision}
+	if set != nil {
+		cfg := map[string]any{}
+		for k, val := range v.Config {
+			cfg[k] = val
+		}
+		for k, val := range set {
+			cfg[k] = val
+		}
+		req.Config = cfg
+	}
+	if rename != "" {
+		req.Name = &rename
+	}
+	if _, err := w.cat.Update(ctx, admin, id, req); err != nil {
+		t.Fatalf("update %s: %v", id, err)
+	}
+}
+
+func (w *world) probe(t *testing.T, id, company string) *Result {
+	t.Helper()
+	res, err := w.prober.Probe(context.Background(), admin, id, ProbeOptions{Company: company})
+	if err != nil {
+		t.Fatalf("Probe(%s): %v", id, err)
+	}
+	assertNoSecret(t, res)
+	return res
+}
+
+// nextSandbox is the provider id the fake gives its next sandbox.
+func (w *world) nextSandbox() string {
+	return "fake-" + strconv.Itoa(len(w.fake.Sandboxes())+1)
+}
+
+// assertNoSecret fails when the result's JSON or summary holds the canary.
+func assertNoSecret(t *testing.T, res *Result) {
+	t.Helper()
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), canary) || strings.Contains(res.Summary, canary) {
+		t.Fatalf("result contains the secret canary: %s", b)
+	}
+}
+
+func stageNames(res *Result) []StageName {
+	var out []StageName
+	for _, s := range res.Stages {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func diagCode(res *Result) qualification.Code {
+	if res.QualificationDiagnostic == nil {
+		return ""
+	}
+	return res.QualificationDiagnostic.Code
+}

@@ -1,0 +1,298 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/qualification"
+)
+
+func (w *world) createLocal(t *testing.T, dir string) *environment.View {
+	t.Helper()
+	v, err := w.cat.Create(context.Background(), admin, environment.CreateRequest{
+		Name: "this host", Driver: "local", Config: map[string]any{"workdir": dir},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// The local probe reports the host name and the usable working directory,
+// measures the platform, and says plainly what it did not validate (PRB-1).
+func TestLocalProbe(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, worldOpts{})
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := w.createLocal(t, dir)
+
+	res, err := w.prober.Probe(ctx, operator, env.ID, ProbeOptions{Company: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.OK || res.Code != drivers.CodeOK {
+		t.Fatalf("local probe failed: %s", res.Summary)
+	}
+	host, _ := os.Hostname()
+	if res.Hostname != host || res.Cwd != dir || res.Target != "host "+host {
+		t.Errorf("hostname %q, cwd %q, target %q; want %q, %q", res.Hostname, res.Cwd, res.Target, host, dir)
+	}
+	for _, s := range []string{NotValidatedNote, host, dir, env.ID, "usable"} {
+		if !strings.Contains(res.Summary, s) {
+			t.Errorf("summary lacks %q: %q", s, res.Summary)
+		}
+	}
+	if diff := cmp.Diff([]StageName{StageResolve, StageAcquire, StageDetect, StageRelease}, stageNames(res)); diff != "" {
+		t.Errorf("stages (-want +got):\n%s", diff)
+	}
+	if res.Platform.OS != "linux" || !res.Platform.Measured() {
+		t.Errorf("platform %q", res.Platform)
+	}
+	if res.QualificationDiagnostic != nil || res.PlatformQualificationRecorded {
+		t.Errorf("a host probe made a qualification: %+v", res.QualificationDiagnostic)
+	}
+	if c := res.Cleanup; c == nil || !c.Confirmed || c.LeaseStatus != lease.StatusReleased {
+		t.Errorf("cleanup %+v", c)
+	}
+}
+
+// A local probe whose working directory is gone fails at acquire; it is
+// not replaced by another directory or host (PRB-5, PRB-8).
+func TestLocalProbeMissingWorkdir(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, worldOpts{})
+	dir := filepath.Join(t.TempDir(), "gone")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := w.createLocal(t, dir)
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	res, err := w.prober.Probe(ctx, admin, env.ID, ProbeOptions{Company: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK || res.Code != drivers.CodeNotFound || res.Cwd != "" || res.Hostname != "" {
+		t.Fatalf("ok=%v code=%s cwd=%q: %s", res.OK, res.Code, res.Cwd, res.Summary)
+	}
+	if !strings.Contains(res.Summary, env.ID) || !strings.Contains(res.Summary, "acquire") || !strings.Contains(res.Summary, NotValidatedNote) {
+		t.Errorf("summary %q", res.Summary)
+	}
+}
+
+// A target that cannot be allocated fails the probe: no other driver, no
+// host, is tried, and the failure carries a stable code (PRB-5, PRB-8).
+func TestNoFallbackToHost(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		opts   *fake.Options
+		inject func(d *fake.Driver)
+		code   drivers.Code
+		stage  StageName
+	}{
+		{"provider unreachable", nil, func(d *fake.Driver) { d.FailNth(fake.OpCreate, 1, drivers.ErrUnreachable) }, drivers.CodeUnreachable, StageAcquire},
+		{"credentials refused", nil, func(d *fake.Driver) { d.FailNth(fake.OpCreate, 1, drivers.ErrAuth) }, drivers.CodeAuthFailed, StageAcquire},
+		{"provider unavailable", &fake.Options{Unavailable: errors.New("switched off")}, func(*fake.Driver) {}, drivers.CodeProviderUnavailable, StageResolve},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, worldOpts{fake: tt.opts})
+			img := w.fake.AddImage("registry.fake.test/team/app:v1")
+			env := w.create(t, "e", img.String())
+			tt.inject(w.fake)
+			res := w.probe(t, env.ID, "acme")
+			if res.OK || res.Code != tt.code {
+				t.Fatalf("ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
+			}
+			if st, ok := res.Stage(tt.stage); !ok || st.OK || st.Code != tt.code {
+				t.Errorf("stage %s: %+v", tt.stage, st)
+			}
+			if _, ran := res.Stage(StageDetect); ran || res.Hostname != "" || !res.Platform.IsZero() {
+				t.Errorf("something was measured after a failed allocation: %+v", res)
+			}
+			if res.PlatformQualificationRecorded || len(w.fake.Sandboxes()) != 0 {
+				t.Errorf("recorded %v, sandboxes %+v", res.PlatformQualificationRecorded, w.fake.Sandboxes())
+			}
+			if !strings.Contains(res.Summary, env.ID) || !strings.Contains(res.Summary, "driver fake") || !strings.Contains(res.Summary, string(tt.code)) {
+				t.Errorf("summary %q", res.Summary)
+			}
+			if st, _ := res.Stage(tt.stage); st.Duration <= 0 {
+				t.Errorf("stage %s has no timing", tt.stage)
+			}
+		})
+	}
+}
+
+// No result holds a secret, even when a driver's error quotes one (CFG-3).
+func TestResultScrubsSecrets(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, worldOpts{})
+	img := w.fake.AddImage("registry.fake.test/team/app:v1")
+	env := w.create(t, "e", img.String())
+	w.fake.FailNth(fake.OpCreate, 1, errors.New("bad key "+canary+": "+drivers.ErrAuth.Error()))
+	res := w.probe(t, env.ID, "acme") // asserts the canary is absent
+	if res.OK || !strings.Contains(res.Summary, drivers.Redacted) {
+		t.Errorf("summary %q", res.Summary)
+	}
+	res, err := w.prober.ProbeDraft(context.Background(), admin, "fake", map[string]any{"api_key": canary, "cpus": 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertNoSecret(t, res)
+}
+
+// A draft probe checks config and reachability, saves nothing and never
+// records a qualification (PRB-4).
+func TestDraftProbe(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, worldOpts{})
+	img := w.fake.AddImage("registry.fake.test/team/app:v1")
+
+	res, err := w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"image": img.String(), "api_key": canary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertNoSecret(t, res)
+	if !res.OK || !res.Draft || res.ImageIdentity != img || !res.Platform.Measured() {
+		t.Fatalf("draft probe: %s", res.Summary)
+	}
+	if res.PlatformQualificationRecorded || diagCode(res) != qualification.CodeNotSaved {
+		t.Errorf("diagnostic %+v", res.QualificationDiagnostic)
+	}
+	if c := res.Cleanup; c == nil || !c.Confirmed || c.PendingCleanup {
+		t.Errorf("cleanup %+v", c)
+	}
+	// Nothing saved: no environment, no secret, no lease, no record.
+	envs, err := w.cat.List(ctx, admin, environment.ListFilter{})
+	if err != nil || len(envs) != 0 {
+		t.Errorf("environments %v, %v", envs, err)
+	}
+	if s := w.secrets.List(); len(s) != 0 {
+		t.Errorf("secrets stored: %+v", s)
+	}
+	if ls, _ := w.lstore.ListLeases(ctx, lease.Filter{}); len(ls) != 0 {
+		t.Errorf("leases %+v", ls)
+	}
+	sbs := w.fake.Sandboxes()
+	if len(sbs) != 1 || sbs[0].State != drivers.StateDestroyed || sbs[0].Labels[LabelDraftProbe] != "true" {
+		t.Errorf("sandboxes %+v", sbs)
+	}
+
+	// An invalid draft fails at resolve with invalid_config and allocates nothing.
+	before := w.fake.TotalCalls()
+	res, err = w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"cpus": 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK || res.Code != drivers.CodeInvalidConfig || !strings.Contains(res.Summary, "cpus") {
+		t.Errorf("invalid draft: %s %s", res.Code, res.Summary)
+	}
+	if w.fake.TotalCalls() != before {
+		t.Errorf("an invalid draft called the provider")
+	}
+	// An unknown driver is a failed result too.
+	res, err = w.prober.ProbeDraft(ctx, admin, "nope", nil)
+	if err != nil || res.OK || res.Code != drivers.CodeInvalidConfig && res.Code != drivers.CodeProviderUnavailable {
+		t.Errorf("unknown driver: %+v, %v", res, err)
+	}
+}
+
+// A draft whose destroy is not confirmed reports it (PRB-3, PRB-4).
+func TestDraftProbeUnconfirmedCleanup(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, worldOpts{})
+	w.fake.FakeStop(w.nextSandbox(), fake.LieUnconfirmed)
+	res, err := w.prober.ProbeDraft(context.Background(), admin, "fake", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK || res.Code != drivers.CodeCleanupFailed || res.Cleanup == nil || !res.Cleanup.PendingCleanup || res.Cleanup.Confirmed {
+		t.Fatalf("%+v: %s", res.Cleanup, res.Summary)
+	}
+	if !strings.Contains(res.Summary, "may still exist") {
+		t.Errorf("summary %q", res.Summary)
+	}
+}
+
+// A probe whose context ends mid-way fails with code timeout, and its
+// lease is still released and confirmed (PRB-3, PRB-5).
+func TestProbeTimeoutStillCleansUp(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, worldOpts{fake: &fake.Options{Handlers: map[string]fake.HandlerFunc{
+		"uname": func(ctx context.Context, _ fake.Invocation) (int, error) {
+			<-ctx.Done()
+			return -1, ctx.Err()
+		},
+	}}})
+	img := w.fake.AddImage("registry.fake.test/team/app:v1")
+	env := w.create(t, "slow", img.String())
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	res, err := w.prober.Probe(ctx, admin, env.ID, ProbeOptions{Company: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK || res.Code != drivers.CodeTimeout {
+		t.Fatalf("ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
+	}
+	if st, _ := res.Stage(StageDetect); st.OK || st.Code != drivers.CodeTimeout {
+		t.Errorf("detect stage %+v", st)
+	}
+	if c := res.Cleanup; c == nil || !c.Confirmed || c.LeaseStatus != lease.StatusReleased {
+		t.Errorf("cleanup after the deadline: %+v", c)
+	}
+	if res.PlatformQualificationRecorded || diagCode(res) != qualification.CodePlatformNotMeasured && diagCode(res) != qualification.CodeIdentityNotReported {
+		t.Errorf("diagnostic %+v", res.QualificationDiagnostic)
+	}
+}
+
+// A start that fails and whose sandbox cannot be removed: the probe fails
+// with the start's code and reports the pending cleanup (LEASE-2, PRB-3).
+func TestFailedStartPendingCleanup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, worldOpts{})
+	img := w.fake.AddImage("registry.fake.test/team/app:v1")
+	env := w.create(t, "e", img.String())
+	id := w.nextSandbox()
+	w.fake.FailNth(fake.OpStart, 1, drivers.ErrUnreachable)
+	w.fake.RefuseStop(id, drivers.ErrUnreachable)
+
+	res := w.probe(t, env.ID, "acme")
+	if res.OK || res.Code != drivers.CodeUnreachable {
+		t.Fatalf("ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
+	}
+	if c := res.Cleanup; c == nil || c.Confirmed || !c.PendingCleanup || c.LeaseStatus != lease.StatusPendingCleanup {
+		t.Fatalf("cleanup %+v", c)
+	}
+	if !strings.Contains(res.Summary, "cleanup is not confirmed") {
+		t.Errorf("summary %q", res.Summary)
+	}
+	ls, err := w.lstore.ListLeases(ctx, lease.Filter{Environment: env.ID})
+	if err != nil || len(ls) != 1 || ls[0].Status != lease.StatusPendingCleanup {
+		t.Errorf("leases %+v, %v", ls, err)
+	}
+	if _, ran := res.Stage(StageDetect); ran {
+		t.Error("detect ran after a failed start")
+	}
+}

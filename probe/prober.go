@@ -1,0 +1,219 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/clock"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/qualification"
+)
+
+// Defaults of Options' zero fields.
+const (
+	// DefaultCleanupTimeout bounds the release of a probe's lease.
+	DefaultCleanupTimeout = time.Minute
+	// DefaultDraftBudget bounds a draft probe's acquisition when neither
+	// the context nor the driver sets a deadline.
+	DefaultDraftBudget = 5 * time.Minute
+	// DefaultOutputLimit caps the detection script's output.
+	DefaultOutputLimit = 64 << 10
+)
+
+// Probe codes besides the drivers' codes (drivers.Code values).
+const (
+	// CodePlatformUnknown: the target ran the detection script, but its
+	// output did not say which OS and architecture it is.
+	CodePlatformUnknown drivers.Code = "platform_unknown"
+	// CodeArchived: the environment is archived; it is not probed.
+	CodeArchived drivers.Code = "archived"
+)
+
+// CodeRecordFailed is the qualification diagnostic code when every QUAL-1
+// condition held but storing the record failed.
+const CodeRecordFailed qualification.Code = "record_failed"
+
+// ErrInvalid is wrapped by errors about a malformed probe request (no
+// company for a saved probe, no driver for a draft).
+var ErrInvalid = errors.New("probe: invalid request")
+
+// Options configure a Prober. nil means defaults.
+type Options struct {
+	// Progress, if not nil, is called when each stage starts (Stage.Running
+	// set) and when it ends, from the probing goroutine, so that a CLI can
+	// show progress. It must not block for long.
+	Progress func(Stage)
+	// Clock stamps results and evidence. Default the wall clock. Stage
+	// durations are always measured on the wall clock.
+	Clock clock.Clock
+	// Logger receives one line per probe (target, code, duration); never a
+	// secret or a config value. Default: discard.
+	Logger *slog.Logger
+	// CleanupTimeout bounds releasing the probe's lease; the release runs
+	// even after the probe's context ended. Default DefaultCleanupTimeout.
+	CleanupTimeout time.Duration
+	// DraftBudget bounds a draft probe's acquisition when the context has no
+	// deadline and the driver declares no startup budget. Default
+	// DefaultDraftBudget.
+	DraftBudget time.Duration
+}
+
+// ProbeOptions parameterize one probe.
+type ProbeOptions struct {
+	// Company is the tenant the probe's lease and qualification are for
+	// (QUAL-4). Required for saved environments.
+	Company string
+	// Workspace is a working directory hint for host drivers; "" uses the
+	// environment's configured directory.
+	Workspace string
+}
+
+// Prober probes execution targets (PRB-1..8): saved environments through a
+// fresh ephemeral lease of the lease Manager, and unsaved drafts directly
+// through their driver. It is safe for concurrent use.
+type Prober struct {
+	cat    *environment.Catalog
+	reg    *drivers.Registry
+	leases *lease.Manager
+	quals  qualification.Store
+	o      Options
+}
+
+// New returns a Prober over the catalog, the drivers, the lease manager and
+// the qualification store. It panics if any of them is nil (a programming
+// error of the host).
+func New(cat *environment.Catalog, reg *drivers.Registry, leases *lease.Manager, quals qualification.Store, opts *Options) *Prober {
+	if cat == nil || reg == nil || leases == nil || quals == nil {
+		panic("probe: New needs a catalog, a driver registry, a lease manager and a qualification store")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.CleanupTimeout <= 0 {
+		o.CleanupTimeout = DefaultCleanupTimeout
+	}
+	if o.DraftBudget <= 0 {
+		o.DraftBudget = DefaultDraftBudget
+	}
+	return &Prober{cat: cat, reg: reg, leases: leases, quals: quals, o: o}
+}
+
+// authorize decides with the catalog's Authorizer (PRB-7); a refusal wraps
+// environment.ErrDenied.
+func (p *Prober) authorize(ctx context.Context, pr environment.Principal, a environment.Action, r environment.Resource) error {
+	err := p.cat.Authorize(ctx, pr, a, r)
+	if err == nil {
+		return nil
+	}
+	p.o.Logger.LogAttrs(ctx, slog.LevelWarn, "probe denied",
+		slog.String("action", string(a)), slog.String("resource", r.String()),
+		slog.String("actor", pr.ID), slog.String("role", string(pr.Role)))
+	return err
+}
+
+// load authorizes action a on environment id for company and reads it.
+// A principal who may not perform a at all is denied before anything is
+// read, so that existence does not leak; a missing environment is an error
+// wrapping environment.ErrNotFound. The View names the environment even when
+// its config can no longer be resolved.
+func (p *Prober) load(ctx context.Context, pr environment.Principal, a environment.Action, id, company string) (*environment.View, error) {
+	if err := p.authorize(ctx, pr, a, environment.Resource{Kind: environment.ResourceKindEnvironment, ID: id, Company: company}); err != nil {
+		return nil, err
+	}
+	v, err := p.cat.Get(ctx, pr, id)
+	if err != nil {
+		return nil, fmt.Errorf("probe: environment %s: %w", id, err)
+	}
+	r := environment.Resource{Kind: environment.ResourceKindEnvironment, ID: v.ID, Name: v.Name, Driver: v.Driver, Company: company}
+	if err := p.authorize(ctx, pr, a, r); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// run is one probe in progress: the Result it builds and its stage runner.
+type run struct {
+	p     *Prober
+	res   *Result
+	scrub scrubber
+	start time.Time
+}
+
+func (p *Prober) newRun(driver string) *run {
+	return &run{p: p, start: time.Now(), res: &Result{Driver: driver, OK: true, Code: drivers.CodeOK, StartedAt: p.o.Clock.Now(), Stages: []Stage{}}}
+}
+
+// stage runs fn as stage n, times it, reports progress and records it. A
+// failure marks the probe failed; the first failure sets the Result's code.
+// code, if not "", overrides the code derived from the error.
+func (r *run) stage(n StageName, fn func() (note string, code drivers.Code, err error)) bool {
+	if r.p.o.Progress != nil {
+		r.p.o.Progress(Stage{Name: n, Running: true})
+	}
+	t0 := time.Now()
+	note, code, err := fn()
+	s := Stage{Name: n, Duration: time.Since(t0), OK: err == nil, Note: r.scrub.scrub(note)}
+	if err != nil {
+		if code == "" {
+			code = codeOf(err)
+		}
+		s.Code, s.Error = code, r.scrub.scrub(err.Error())
+		r.fail(code)
+	}
+	r.res.Stages = append(r.res.Stages, s)
+	if r.p.o.Progress != nil {
+		r.p.o.Progress(s)
+	}
+	return err == nil
+}
+
+func (r *run) fail(code drivers.Code) {
+	if r.res.OK {
+		r.res.OK, r.res.Code = false, code
+	}
+}
+
+// finish stamps the duration and logs the probe.
+func (r *run) finish(ctx context.Context) *Result {
+	r.res.Duration = time.Since(r.start)
+	r.res.Summary = r.scrub.scrub(r.res.Summary)
+	r.p.o.Logger.LogAttrs(ctx, slog.LevelInfo, "probe finished",
+		slog.String("environment", r.res.Environment), slog.String("driver", r.res.Driver),
+		slog.String("target", r.res.Target), slog.Bool("ok", r.res.OK), slog.String("code", string(r.res.Code)),
+		slog.Bool("qualified", r.res.PlatformQualificationRecorded), slog.Duration("duration", r.res.Duration))
+	return r.res
+}
+
+// failedStage returns the first failed stage.
+func (r *run) failedStage() (Stage, bool) {
+	for _, s := range r.res.Stages {
+		if !s.OK {
+			return s, true
+		}
+	}
+	return Stage{}, false
+}
+
+// codeOf maps an error to a stable code: the drivers' mapping, plus the
+// lease and probe errors it does not know.
+func codeOf(err error) drivers.Code {
+	switch {
+	case errors.Is(err, ErrDetection):
+		return CodePlatformUnknown
+	case errors.Is(err, lease.ErrStartupBudget):
+		return drivers.CodeTimeout
+	}
+	return drivers.CodeOf(err)
+}

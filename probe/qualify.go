@@ -1,0 +1,133 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/qualification"
+)
+
+// ImageReferencer is an optional interface that may be implemented by a
+// Driver. ImageReference returns the image reference that a normalized
+// config's image field names, in the images package's terms (so that a
+// driver whose field holds a bare snapshot id can say so). If a Driver
+// does not implement it, the probe package reads the field itself: "" is the
+// provider default; "snapshot:<id>" and "snapshot-name:<name>" without a
+// provider get the driver's name as provider; a value of an image field
+// whose name contains "snapshot" is a snapshot id of that provider; anything
+// else is parsed with images.ParseReference.
+type ImageReferencer interface {
+	ImageReference(cfg drivers.Config) (images.Reference, error)
+}
+
+// imageReference returns the reference of cfg's image field, or the zero
+// Reference (a provider default) when the schema has no image field or the
+// field is empty.
+func imageReference(d drivers.Driver, cfg drivers.Config) (images.Reference, error) {
+	if ir, ok := d.(ImageReferencer); ok {
+		return ir.ImageReference(cfg)
+	}
+	field := d.Schema().ImageField
+	raw := cfg.String(field)
+	if field == "" || raw == "" {
+		return images.Reference{}, nil
+	}
+	provider := d.Name()
+	if rest, ok := strings.CutPrefix(raw, "snapshot-name:"); ok && !strings.Contains(rest, "/") {
+		return images.ParseReference("snapshot-name:" + provider + "/" + rest)
+	}
+	if rest, ok := strings.CutPrefix(raw, "snapshot:"); ok && !strings.Contains(rest, "/") {
+		return images.ParseReference("snapshot:" + provider + "/" + rest)
+	}
+	if strings.Contains(field, "snapshot") && !strings.Contains(raw, ":") {
+		id, err := images.SnapshotIdentity(provider, raw)
+		if err != nil {
+			return images.Reference{}, err
+		}
+		return id.Reference(), nil
+	}
+	return images.ParseReference(raw)
+}
+
+// subjectOf builds the qualification subject of a saved environment for
+// company (QUAL-2, QUAL-3): the fingerprint covers the driver, the schema's
+// identity fields, the secret references with their versions, the image
+// and the active template (templates are not implemented yet: none). Knobs
+// and metadata stay out, so a rename or a timeout change keeps a record.
+// imgProblem is set when the image field could not be read as a reference.
+func subjectOf(d drivers.Driver, env *environment.Environment, company string) (subj qualification.Subject, imgProblem string) {
+	schema := d.Schema()
+	parts := schema.Partition(env.Config)
+	target := maps.Clone(parts.Identity)
+	delete(target, schema.ImageField) // counted once, normalized, as Image
+	secrets := make(map[string]qualification.SecretRef, len(parts.Secrets))
+	for k, ref := range parts.Secrets {
+		secrets[k] = qualification.SecretRef{ID: ref.ID, Version: ref.Version}
+	}
+	raw := env.Config.String(schema.ImageField)
+	ref, err := imageReference(d, env.Config)
+	image := raw
+	if err != nil {
+		ref = images.Reference{}
+		imgProblem = fmt.Sprintf("image %q of environment %s is not a reference berth can pin (%v): it never qualifies", raw, env.ID, err)
+	} else if !ref.IsZero() {
+		image = ref.String()
+	}
+	subj = qualification.Subject{
+		Company:     company,
+		Environment: env.ID,
+		Saved:       true,
+		Fingerprint: qualification.Fingerprint(qualification.FingerprintInput{
+			Driver: d.Name(), Target: target, Secrets: secrets, Image: image,
+		}),
+		Image: ref,
+	}
+	return subj, imgProblem
+}
+
+// Qualification returns the public view of environment envID's
+// qualification for company (QUAL-7): qualified or not, why, and the
+// platform and time while qualified. A stale record (QUAL-3) or another
+// company's (QUAL-4) shows as not qualified. It reads the catalog, the
+// secret store and the qualification store only: no driver or provider is
+// called and nothing is allocated (CAP-1). It needs ActionRead on the
+// environment; errors are authorization, not-found and store errors.
+func (p *Prober) Qualification(ctx context.Context, pr environment.Principal, envID, company string) (qualification.View, error) {
+	if _, err := p.load(ctx, pr, environment.ActionRead, envID, company); err != nil {
+		return qualification.View{}, err
+	}
+	subj, err := p.currentSubject(ctx, envID, company)
+	if err != nil {
+		return qualification.View{}, err
+	}
+	rec, err := p.quals.GetQualification(ctx, company, envID)
+	if errors.Is(err, qualification.ErrNotFound) {
+		rec, err = qualification.Record{}, nil
+	}
+	if err != nil {
+		return qualification.View{}, fmt.Errorf("probe: qualification of environment %s: %w", envID, err)
+	}
+	return qualification.NewView(rec, subj), nil
+}
+
+// currentSubject returns the subject of the saved environment envID as it
+// is configured now. It does no authorization.
+func (p *Prober) currentSubject(ctx context.Context, envID, company string) (qualification.Subject, error) {
+	env, resolved, err := p.cat.ResolvedConfig(ctx, envID)
+	if err != nil {
+		return qualification.Subject{}, fmt.Errorf("probe: environment %s: %w", envID, err)
+	}
+	clear(resolved)
+	d, err := p.reg.Lookup(env.Driver)
+	if err != nil {
+		return qualification.Subject{}, fmt.Errorf("probe: environment %s: %w", envID, err)
+	}
+	subj, _ := subjectOf(d, env, company)
+	return subj, nil
+}

@@ -1,0 +1,74 @@
+package probe
+
+import (
+	"context"
+	"testing"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/daytona"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/images"
+)
+
+// The image field of each driver's config reads as the reference the
+// qualification rules need (QUAL-5, QUAL-6): tags and snapshot names are
+// mutable, digests and snapshot ids pinned; a Daytona snapshot_id is a
+// provider snapshot id.
+func TestImageReference(t *testing.T) {
+	t.Parallel()
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	fk := fake.New(nil)
+	dt := daytona.New(nil)
+	tests := []struct {
+		name   string
+		d      drivers.Driver
+		image  string
+		kind   images.RefKind
+		wantID string // identity text for pinned references
+	}{
+		{"fake default", fk, "", images.RefNone, ""},
+		{"fake tag", fk, "registry.fake.test/app:v1", images.RefTag, ""},
+		{"fake bare repo", fk, "alpine", images.RefTag, ""},
+		{"fake digest", fk, "registry.fake.test/app@" + digest, images.RefDigest, "registry.fake.test/app@" + digest},
+		{"fake snapshot id", fk, "snapshot:snap-1", images.RefSnapshotID, "snapshot:fake/snap-1"},
+		{"fake snapshot identity text", fk, "snapshot:fake/snap-1", images.RefSnapshotID, "snapshot:fake/snap-1"},
+		{"fake snapshot name", fk, "snapshot-name:base", images.RefSnapshotName, ""},
+		{"daytona snapshot id", dt, "3fa85f64-5717-4562-b3fc-2c963f66afa6", images.RefSnapshotID, "snapshot:daytona/3fa85f64-5717-4562-b3fc-2c963f66afa6"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := drivers.Config{}
+			if tt.image != "" {
+				cfg[tt.d.Schema().ImageField] = tt.image
+			}
+			ref, err := imageReference(tt.d, cfg)
+			if err != nil {
+				t.Fatalf("imageReference(%q): %v", tt.image, err)
+			}
+			if ref.Kind() != tt.kind {
+				t.Errorf("kind %s, want %s", ref.Kind(), tt.kind)
+			}
+			id, pinned := ref.Identity()
+			if pinned != (tt.wantID != "") || id.String() != tt.wantID {
+				t.Errorf("identity %q (pinned %v), want %q", id, pinned, tt.wantID)
+			}
+		})
+	}
+}
+
+// An archived environment is not probed: the result says so and nothing
+// is allocated.
+func TestArchivedEnvironmentNotProbed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, worldOpts{})
+	env := w.create(t, "old", "")
+	if _, err := w.cat.Archive(ctx, admin, env.ID, env.Revision); err != nil {
+		t.Fatal(err)
+	}
+	res := w.probe(t, env.ID, "acme")
+	if res.OK || res.Code != CodeArchived || w.fake.TotalCalls() != 0 {
+		t.Errorf("ok=%v code=%s calls=%d: %s", res.OK, res.Code, w.fake.TotalCalls(), res.Summary)
+	}
+}

@@ -1,0 +1,156 @@
+package probe
+
+import (
+	"strings"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/qualification"
+)
+
+// StageName names one step of a probe. Stages run in the order of the
+// constants; a probe skips the stages that do not apply to its target.
+type StageName string
+
+// The probe stages.
+const (
+	// StageResolve loads the environment (or validates the draft) and its
+	// driver.
+	StageResolve StageName = "resolve"
+	// StageAcquire opens the host session or allocates the fresh sandbox.
+	StageAcquire StageName = "acquire"
+	// StageDetect runs the detection script in one Exec.
+	StageDetect StageName = "detect"
+	// StageImage reads the live image identity (sandbox drivers).
+	StageImage StageName = "image"
+	// StageRelease releases the lease with Destroy and confirms cleanup.
+	StageRelease StageName = "release"
+	// StageQualify evaluates and records the qualification (saved sandbox
+	// environments only).
+	StageQualify StageName = "qualify"
+)
+
+// Stage is the outcome and timing of one probe stage (PRB-5).
+type Stage struct {
+	Name StageName `json:"name"`
+	// Duration is how long the stage took (wall clock).
+	Duration time.Duration `json:"duration"`
+	OK       bool          `json:"ok"`
+	// Running is set only in Options.Progress calls made when the stage
+	// starts; stages in a Result never have it.
+	Running bool `json:"running,omitempty"`
+	// Code is the stable code of the stage's failure, "" when OK.
+	Code drivers.Code `json:"code,omitempty"`
+	// Error says what failed; never a secret.
+	Error string `json:"error,omitempty"`
+	// Note says what the stage found or why it was a no-op.
+	Note string `json:"note,omitempty"`
+}
+
+// Cleanup reports the end of the probe's lease (PRB-3).
+type Cleanup struct {
+	// Confirmed is true only when the provider confirmed the sandbox (or
+	// host session) ended, for the lease's provider lease id (LEASE-7).
+	Confirmed bool `json:"confirmed"`
+	// LeaseStatus is the lease record's status after release: released, or
+	// pending_cleanup when the release was not proven; "" for a draft probe,
+	// which has no lease record.
+	LeaseStatus lease.Status `json:"leaseStatus,omitempty"`
+	// PendingCleanup is true when the sandbox may still exist at the
+	// provider: the lease is pending cleanup (a Sweep retries it) or, for a
+	// draft, the destroy was not confirmed.
+	PendingCleanup bool `json:"pendingCleanup"`
+	// Evidence is the provider's confirmation note, or why there is none.
+	Evidence string `json:"evidence,omitempty"`
+}
+
+// Result is the outcome of a probe (PRB-5, PRB-6). A failing target is a
+// Result with OK false, never an error. A Result never holds a secret: no
+// config values, and error texts are scrubbed of the secret values the
+// probe knew.
+type Result struct {
+	// OK is true when every stage that ran succeeded.
+	OK bool `json:"ok"`
+	// Driver is the driver name.
+	Driver string `json:"driver"`
+	// Environment and EnvironmentName identify the saved environment; ""
+	// for a draft.
+	Environment     string `json:"environment,omitempty"`
+	EnvironmentName string `json:"environmentName,omitempty"`
+	// Draft is true for ProbeDraft results.
+	Draft bool `json:"draft,omitempty"`
+	// Target names what was probed without secrets: "user@host:port" for
+	// ssh-like drivers, the host name for local, "provider <driver>" (with
+	// its region when configured) for sandbox drivers.
+	Target string `json:"target"`
+	// Summary is one or two sentences for an operator, naming the target.
+	Summary string `json:"summary"`
+	// Code is drivers.CodeOK, or the stable code of the first failure
+	// (drivers.CodeCleanupFailed for an unconfirmed cleanup).
+	Code drivers.Code `json:"code"`
+	// Stages lists the stages that ran, in order, with their timings.
+	Stages []Stage `json:"stages"`
+	// Hostname and Cwd are the target's host name and its verified working
+	// directory (PRB-1, PRB-2); "" when not reached.
+	Hostname string `json:"hostname,omitempty"`
+	Cwd      string `json:"cwd,omitempty"`
+	// Platform is the measured platform; zero when not measured.
+	Platform qualification.Platform `json:"platform,omitzero"`
+	// ImageIdentity is the identity the live sandbox reported; zero when
+	// none was reported.
+	ImageIdentity images.Identity `json:"imageIdentity,omitzero"`
+	// LeaseID is the probe's lease id ("" for a draft or when no lease was
+	// made), so that an operator can follow a pending cleanup.
+	LeaseID string `json:"leaseId,omitempty"`
+	// Cleanup is nil when nothing was acquired.
+	Cleanup *Cleanup `json:"cleanup,omitempty"`
+	// PlatformQualificationRecorded is true only when this probe stored a
+	// qualification record (QUAL-1).
+	PlatformQualificationRecorded bool `json:"platformQualificationRecorded"`
+	// QualificationDiagnostic says why a qualification was or was not
+	// recorded; nil for host targets, which have no image to qualify.
+	QualificationDiagnostic *qualification.Diagnostic `json:"qualificationDiagnostic,omitempty"`
+	// StartedAt and Duration time the whole probe.
+	StartedAt time.Time     `json:"startedAt"`
+	Duration  time.Duration `json:"duration"`
+}
+
+// Stage returns the stage named n, and false if it did not run.
+func (r *Result) Stage(n StageName) (Stage, bool) {
+	for _, s := range r.Stages {
+		if s.Name == n {
+			return s, true
+		}
+	}
+	return Stage{}, false
+}
+
+// scrubber replaces known secret values in texts that go into a Result, as
+// a second line of defence behind the drivers' own guarantee.
+type scrubber []string
+
+func (s scrubber) scrub(text string) string {
+	for _, v := range s {
+		if len(v) >= 4 {
+			text = strings.ReplaceAll(text, v, drivers.Redacted)
+		}
+	}
+	return text
+}
+
+// secretValues returns the values of cfg's Secret fields that hold plain
+// strings (resolved or pasted secrets).
+func secretValues(schema *drivers.ConfigSchema, cfg drivers.Config) scrubber {
+	var out scrubber
+	for _, f := range schema.Fields {
+		if f.Kind != drivers.Secret {
+			continue
+		}
+		if v, ok := cfg[f.Name].(string); ok && v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}

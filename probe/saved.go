@@ -1,0 +1,246 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/qualification"
+)
+
+// Probe probes the saved environment envID for opts.Company.
+//
+// It authorizes first (ActionProbe: instance admins and local operators
+// under DefaultPolicy; agents and board members are denied, PRB-7), then
+// allocates a FRESH ephemeral lease through the lease Manager (never a
+// reused one, PRB-3), runs the detection script in one Exec, reads the live
+// image identity (sandbox drivers), releases the lease with Destroy and
+// confirms cleanup. For host drivers (local, ssh) the lease is a host
+// session: the result reports the host name and the verified working
+// directory (PRB-1, PRB-2). For sandbox drivers it then evaluates the
+// qualification (QUAL-1) and stores the record only when Evaluate says so;
+// the result carries the diagnostic either way.
+//
+// It returns an error only when the principal is denied (wrapping
+// environment.ErrDenied), the environment does not exist
+// (environment.ErrNotFound) or the request is malformed (ErrInvalid). Every
+// failure of the target is a Result with OK false, a stable Code and the
+// failed stage (PRB-5). A failed acquisition is a failed probe: nothing
+// else is ever tried in its place (PRB-8).
+func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID string, opts ProbeOptions) (*Result, error) {
+	v, err := p.load(ctx, pr, environment.ActionProbe, envID, opts.Company)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Company == "" {
+		return nil, fmt.Errorf("probe: environment %s: a company is required (the lease and qualification are company-bound): %w", envID, ErrInvalid)
+	}
+	r := p.newRun(v.Driver)
+	r.res.Environment, r.res.EnvironmentName = v.ID, v.Name
+	r.res.Target = "provider " + v.Driver
+
+	var (
+		env *environment.Environment
+		drv drivers.Driver
+	)
+	r.stage(StageResolve, func() (string, drivers.Code, error) {
+		if v.Status == environment.StatusArchived {
+			return "", CodeArchived, fmt.Errorf("environment %s (%q) is archived; restore it to probe it", v.ID, v.Name)
+		}
+		e, resolved, err := p.cat.ResolvedConfig(ctx, envID)
+		if err != nil {
+			return "", "", err
+		}
+		d, err := p.reg.Lookup(e.Driver)
+		if err != nil {
+			return "", "", err
+		}
+		r.scrub = secretValues(d.Schema(), resolved)
+		clear(resolved) // the lease manager resolves secrets itself
+		env, drv = e, d
+		r.res.Target = targetOf(d, e.Config)
+		if err := drivers.Available(d); err != nil {
+			return "", "", err
+		}
+		return fmt.Sprintf("driver %s (%s)", d.Name(), d.Capabilities().Kind), "", nil
+	})
+	if r.res.OK {
+		p.probeSaved(ctx, r, env, drv, opts)
+	}
+	if drv != nil && drv.Capabilities().Kind == drivers.KindSandbox && env != nil {
+		p.qualify(ctx, r, drv, env, opts.Company)
+	}
+	if r.res.Hostname != "" && drv != nil && drv.Capabilities().Kind == drivers.KindHost && r.res.Target == "host "+drv.Name() {
+		r.res.Target = "host " + r.res.Hostname
+	}
+	r.res.Summary = summarize(r, drv)
+	return r.finish(ctx), nil
+}
+
+// probeSaved runs the acquire, detect, image and release stages on a fresh
+// ephemeral lease.
+func (p *Prober) probeSaved(ctx context.Context, r *run, env *environment.Environment, drv drivers.Driver, opts ProbeOptions) {
+	var h *lease.Handle
+	ok := r.stage(StageAcquire, func() (string, drivers.Code, error) {
+		var err error
+		h, err = p.leases.Acquire(ctx, lease.AcquireRequest{
+			Company: opts.Company, Environment: env, Workspace: opts.Workspace,
+			Policy:   lease.Ephemeral, // no Run: never coalesced with, or reusing, another lease
+			Metadata: map[string]string{"purpose": "probe"},
+		})
+		if err != nil {
+			if errors.Is(err, lease.ErrCleanupPending) {
+				r.res.Cleanup = &Cleanup{LeaseStatus: lease.StatusPendingCleanup, PendingCleanup: true,
+					Evidence: r.scrub.scrub("the failed start could not be cleaned up; a sweep retries it: " + err.Error())}
+			}
+			return "", "", err
+		}
+		r.res.LeaseID = h.ID()
+		if h.Resumed() {
+			// Cannot happen for an ephemeral lease without a run; refuse
+			// rather than measure a reused sandbox (PRB-3).
+			return "", drivers.CodeInternal, fmt.Errorf("lease %s resumed a recorded sandbox; a probe needs a fresh one", h.ID())
+		}
+		return fmt.Sprintf("fresh lease %s, sandbox %s", h.ID(), h.Sandbox().ID()), "", nil
+	})
+	if h == nil {
+		return
+	}
+	if ok {
+		p.measure(ctx, r, drv, h.Sandbox())
+	}
+	r.stage(StageRelease, func() (string, drivers.Code, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.CleanupTimeout)
+		defer cancel()
+		l, err := h.Release(rctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+		c := &Cleanup{}
+		r.res.Cleanup = c
+		if l != nil {
+			c.LeaseStatus = l.Status
+			c.Confirmed = l.Status == lease.StatusReleased && l.Cleanup == lease.CleanupConfirmed
+			c.PendingCleanup = l.Status == lease.StatusPendingCleanup
+			c.Evidence = l.CleanupEvidence
+			if !c.Confirmed && l.FailureReason != "" {
+				c.Evidence = l.FailureReason
+			}
+		}
+		c.Evidence = r.scrub.scrub(c.Evidence)
+		if err != nil || !c.Confirmed {
+			c.Confirmed = false
+			if err == nil {
+				err = fmt.Errorf("lease %s ended %s without a confirmed cleanup", h.ID(), c.LeaseStatus)
+			}
+			if l == nil || errors.Is(err, lease.ErrCleanupPending) {
+				c.PendingCleanup = true
+			}
+			return "", drivers.CodeCleanupFailed, err
+		}
+		return "cleanup confirmed: " + c.Evidence, "", nil
+	})
+}
+
+// measure runs the detect stage, and the image stage for sandbox drivers.
+func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, sb drivers.Sandbox) {
+	r.stage(StageDetect, func() (string, drivers.Code, error) {
+		res, err := sb.Exec(ctx, drivers.Command{Argv: DetectArgv(), OutputLimit: DefaultOutputLimit})
+		if err != nil {
+			return "", "", err
+		}
+		// Host drivers verified their working directory at acquire.
+		switch s := sb.(type) {
+		case interface{ Cwd() string }: // ssh: the remote cwd the server resolved
+			r.res.Cwd = s.Cwd()
+		case interface{ Dir() string }: // local
+			r.res.Cwd = s.Dir()
+		}
+		if s, ok := sb.(interface{ Hostname() string }); ok {
+			r.res.Hostname = s.Hostname()
+		}
+		det, perr := ParseDetection(string(res.Stdout))
+		if perr != nil {
+			if res.ExitCode != 0 {
+				perr = fmt.Errorf("%w (the script exited %d: %s)", perr, res.ExitCode, clip(res.Stderr))
+			}
+			return "", "", perr
+		}
+		r.res.Platform = det.Platform
+		if r.res.Hostname == "" {
+			r.res.Hostname = det.Hostname
+		}
+		if r.res.Cwd == "" {
+			r.res.Cwd = det.Cwd
+		}
+		note := det.Platform.String()
+		if det.PrettyName != "" {
+			note += " (" + det.PrettyName + ")"
+		}
+		for _, n := range det.Notes {
+			note += "; " + n
+		}
+		return note, "", nil
+	})
+	if drv.Capabilities().Kind != drivers.KindSandbox {
+		return
+	}
+	r.stage(StageImage, func() (string, drivers.Code, error) {
+		ir, err := drivers.AsImageReporter(drv, sb)
+		if errors.Is(err, drivers.ErrUnsupported) {
+			return fmt.Sprintf("driver %s does not report the live image identity", drv.Name()), "", nil
+		}
+		if err != nil {
+			return "", "", err
+		}
+		id, err := ir.ImageIdentity(ctx)
+		if err != nil {
+			return "", "", err
+		}
+		r.res.ImageIdentity = id
+		return "live image " + id.String(), "", nil
+	})
+}
+
+// qualify runs the qualify stage: evaluate the evidence of a saved sandbox
+// probe and store the record when every QUAL-1 condition held.
+func (p *Prober) qualify(ctx context.Context, r *run, drv drivers.Driver, env *environment.Environment, company string) {
+	r.stage(StageQualify, func() (string, drivers.Code, error) {
+		subj, imgProblem := subjectOf(drv, env, company)
+		ev := qualification.Evidence{
+			LiveImage:        r.res.ImageIdentity,
+			Platform:         r.res.Platform,
+			CleanupConfirmed: r.res.Cleanup != nil && r.res.Cleanup.Confirmed,
+			LeaseID:          r.res.LeaseID,
+			At:               p.o.Clock.Now(),
+		}
+		rec, diag := qualification.Evaluate(subj, ev)
+		if diag.Code == qualification.CodeImageNotPinned && imgProblem != "" {
+			diag.Message = imgProblem
+		}
+		if diag.Code == qualification.CodeRecorded && !r.res.OK {
+			// Evaluate's conditions cover every stage; keep the guard anyway.
+			st, _ := r.failedStage()
+			diag = qualification.Diagnostic{Code: qualification.Code(st.Code), Message: "the probe failed at stage " + string(st.Name)}
+		}
+		if diag.Code == qualification.CodeRecorded {
+			if err := p.quals.PutQualification(ctx, rec); err != nil {
+				diag = qualification.Diagnostic{Code: CodeRecordFailed, Message: "every condition held, but storing the record failed: " + err.Error()}
+				r.res.QualificationDiagnostic = &diag
+				return "", drivers.CodeInternal, err
+			}
+			r.res.PlatformQualificationRecorded = true
+		}
+		diag.Message = r.scrub.scrub(diag.Message)
+		r.res.QualificationDiagnostic = &diag
+		return diag.String(), "", nil
+	})
+}
+
+func clip(b []byte) string {
+	const n = 200
+	if len(b) > n {
+		return string(b[:n]) + "..."
+	}
+	return string(b)
+}

@@ -1,0 +1,100 @@
+package probe
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// NotValidatedNote is what every host probe summary says plainly (PRB-1).
+const NotValidatedNote = "This probe did NOT validate an adapter, a workspace or task execution."
+
+// targetOf names the target of a config without secrets: "user@host:port"
+// when the config has a host field, else the driver's kind and name, with
+// the region when the config has one.
+func targetOf(d drivers.Driver, cfg drivers.Config) string {
+	if host := cfg.String("host"); host != "" {
+		t := host
+		if port := cfg.Int("port"); port > 0 {
+			t += ":" + strconv.FormatInt(port, 10)
+		}
+		if user := cfg.String("user"); user != "" {
+			t = user + "@" + t
+		}
+		return t
+	}
+	if d.Capabilities().Kind == drivers.KindHost {
+		return "host " + d.Name()
+	}
+	t := "provider " + d.Name()
+	if region := cfg.String("region"); region != "" {
+		t += " (region " + region + ")"
+	}
+	return t
+}
+
+// label names the probed thing: `environment env_1 ("name", driver fake,
+// provider fake (region local-1))`, or `draft config (driver ssh, ...)`.
+func (r *run) label() string {
+	res := r.res
+	if res.Draft {
+		return fmt.Sprintf("draft config (driver %s, %s)", res.Driver, res.Target)
+	}
+	return fmt.Sprintf("environment %s (%q, driver %s, %s)", res.Environment, res.EnvironmentName, res.Driver, res.Target)
+}
+
+// summarize writes the Result's summary: what was reached and measured, or
+// where it failed; the cleanup; the qualification; and, for host targets,
+// what the probe did not validate.
+func summarize(r *run, d drivers.Driver) string {
+	res := r.res
+	host := d != nil && d.Capabilities().Kind == drivers.KindHost
+	var b strings.Builder
+	if res.OK {
+		switch {
+		case host && res.Driver == "local":
+			fmt.Fprintf(&b, "Local probe of %s: host %q is reachable and working directory %s is usable", r.label(), res.Hostname, res.Cwd)
+		case host:
+			fmt.Fprintf(&b, "Connected to %s with a trusted host key; remote working directory %s exists", r.label(), res.Cwd)
+		default:
+			what := "a fresh lease"
+			if res.LeaseID != "" {
+				what = "fresh lease " + res.LeaseID
+			}
+			fmt.Fprintf(&b, "Probed %s on %s", r.label(), what)
+			if !res.ImageIdentity.IsZero() {
+				fmt.Fprintf(&b, "; live image %s", res.ImageIdentity)
+			}
+		}
+		if !res.Platform.IsZero() {
+			fmt.Fprintf(&b, "; platform %s", res.Platform)
+		}
+		if res.Cleanup != nil && res.Cleanup.Confirmed {
+			b.WriteString("; cleanup confirmed")
+		}
+		b.WriteString(".")
+	} else {
+		st, _ := r.failedStage()
+		fmt.Fprintf(&b, "Probe of %s failed at stage %s (%s): %s.", r.label(), st.Name, st.Code, st.Error)
+		if c := res.Cleanup; c != nil && c.PendingCleanup {
+			if res.LeaseID != "" {
+				fmt.Fprintf(&b, " Lease %s is pending cleanup; a sweep retries it.", res.LeaseID)
+			} else {
+				b.WriteString(" The sandbox's cleanup is not confirmed; it may still exist at the provider.")
+			}
+		}
+	}
+	if diag := res.QualificationDiagnostic; diag != nil {
+		if res.PlatformQualificationRecorded {
+			fmt.Fprintf(&b, " Qualification recorded: %s.", diag.Message)
+		} else {
+			fmt.Fprintf(&b, " Qualification not recorded (%s): %s.", diag.Code, diag.Message)
+		}
+	}
+	if host {
+		b.WriteString(" " + NotValidatedNote)
+	}
+	return b.String()
+}
