@@ -48,6 +48,15 @@ type AcquireRequest struct {
 	// company is refused with an error wrapping environment.ErrTargetMismatch
 	// (ASG-4).
 	Resolution *environment.Resolution
+	// Draft acquires for an unsaved config (a draft probe, PRB-4): the
+	// Environment is not in the catalog (its ID only names the draft), its
+	// Config may hold pasted secret values, and Company may be empty. The
+	// write-ahead record is kept as for every lease (LEASE-2), but without
+	// the config's secret fields, so nothing secret is stored: a cleanup
+	// that must be retried later runs without credentials, and stays
+	// pending_cleanup for an operator if the driver needs them. Only the
+	// Ephemeral policy is allowed.
+	Draft bool
 }
 
 // acq is one prepared acquisition.
@@ -125,8 +134,10 @@ func (m *Manager) prepare(ctx context.Context, req AcquireRequest) (*acq, error)
 	}
 	env := req.Environment
 	switch {
-	case req.Company == "":
+	case req.Company == "" && !req.Draft:
 		return nil, fmt.Errorf("lease: acquire: company is required: %w", ErrInvalid)
+	case req.Draft && req.Policy != "" && req.Policy != Ephemeral:
+		return nil, fmt.Errorf("lease: acquire: a draft lease is ephemeral, not %s: %w", req.Policy, ErrInvalid)
 	case env == nil || env.ID == "":
 		return nil, fmt.Errorf("lease: acquire: a saved environment is required: %w", ErrInvalid)
 	}
@@ -156,7 +167,7 @@ func (m *Manager) prepare(ctx context.Context, req AcquireRequest) (*acq, error)
 			name, drv.Name(), drivers.NewSet(missing...), req.Policy, drivers.ErrUnsupported)
 	}
 	schema := drv.Schema()
-	if plain := schema.PlainSecrets(env.Config); len(plain) > 0 {
+	if plain := schema.PlainSecrets(env.Config); len(plain) > 0 && !req.Draft {
 		return nil, &drivers.ConfigError{Driver: drv.Name(), Field: plain[0],
 			Reason: fmt.Sprintf("%s holds a secret value, not a secret reference; save it through the catalog", name)}
 	}
@@ -164,6 +175,13 @@ func (m *Manager) prepare(ctx context.Context, req AcquireRequest) (*acq, error)
 	a.cfg, err = m.resolveConfig(ctx, drv, a.snapshot)
 	if err != nil {
 		return nil, fmt.Errorf("lease: %s: %w", name, err)
+	}
+	if req.Draft {
+		for _, f := range schema.Fields {
+			if f.Kind == drivers.Secret {
+				delete(a.snapshot, f.Name) // the record never holds a secret
+			}
+		}
 	}
 	a.fp = Fingerprint(drv, a.snapshot)
 	a.budget = req.Budget

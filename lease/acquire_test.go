@@ -438,3 +438,39 @@ func TestReuseDoesNotOverwriteAnotherManagersClaim(t *testing.T) {
 		t.Fatalf("the claimant's update failed: %v", err)
 	}
 }
+
+func TestDraftLeases(t *testing.T) {
+	t.Parallel()
+	// LEASE-2, PRB-4: a draft acquisition (an unsaved config with a pasted
+	// secret) still gets a write-ahead record, and the record never holds
+	// the secret; drafts are ephemeral only, and outside a draft a pasted
+	// secret is refused.
+	w := newWorld(t, worldOpts{})
+	const pasted = "draft-secret-5e1"
+	cfg, err := w.fk.Schema().Normalize(map[string]any{"api_key": pasted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &environment.Environment{ID: "draft-1", Name: "draft", Driver: w.fk.Name(), Status: environment.StatusActive, Config: cfg}
+	h, err := w.m.Acquire(bg, lease.AcquireRequest{Environment: env, Draft: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := w.get(h.ID())
+	if rec.ProviderLeaseID != h.Sandbox().ID() {
+		t.Errorf("record points at %q, sandbox is %q", rec.ProviderLeaseID, h.Sandbox().ID())
+	}
+	if _, has := rec.Config["api_key"]; has {
+		t.Errorf("the draft record holds the secret field: %v", rec.Config)
+	}
+	if l, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil || l.Cleanup != lease.CleanupConfirmed {
+		t.Fatalf("release: %+v, %v", l, err)
+	}
+	if _, err := w.m.Acquire(bg, lease.AcquireRequest{Environment: env, Draft: true, Policy: lease.ReuseByEnvironment}); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("reusable draft: %v, want ErrInvalid", err)
+	}
+	_, err = w.m.Acquire(bg, lease.AcquireRequest{Company: "acme", Environment: env})
+	if !errors.Is(err, drivers.ErrInvalidConfig) || strings.Contains(err.Error(), pasted) {
+		t.Errorf("pasted secret outside a draft: %v, want ErrInvalidConfig without the value", err)
+	}
+}

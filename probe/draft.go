@@ -9,28 +9,19 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
-
-// LabelDraftProbe is the provider label put on a draft probe's sandbox
-// (value "true"), next to lease.LabelInstance.
-const LabelDraftProbe = "berth.draft-probe"
 
 // ProbeDraft probes an unsaved config of driver (PRB-4): the catalog
 // validates it as Create would, without saving anything or touching the
 // secret store (environment.Catalog.Draft, which needs ActionProbe), and the
-// probe then checks reachability by acquiring from the driver directly,
-// running the detection script, reading the live image (sandbox drivers)
-// and destroying what it acquired. No lease record is written, nothing is
-// saved, and a qualification is never recorded: the diagnostic is always
-// qualification.CodeNotSaved.
-//
-// A sandbox driver's draft probe creates a real sandbox, labelled with
-// lease.LabelInstance (the lease Manager's InstanceID) and LabelDraftProbe. If its
-// destroy cannot be confirmed (also after drivers.Destroyer, where the
-// driver has it) the result says so with Cleanup.PendingCleanup, and the
-// sandbox is left to the provider-side orphan sweep.
+// probe then checks reachability on a fresh ephemeral draft lease
+// (lease.AcquireRequest.Draft): it runs the detection script, reads the live
+// image (sandbox drivers) and destroys what it acquired. Like every lease,
+// the draft lease has a write-ahead record (LEASE-2), so no sandbox exists
+// that no record points at; the record keeps the config without its secret
+// fields. Nothing else is saved, and a qualification is never recorded: the
+// diagnostic is always qualification.CodeNotSaved.
 //
 // It returns an error only when the principal is denied (wrapping
 // environment.ErrDenied) or driver is empty (ErrInvalid); an invalid config
@@ -79,7 +70,9 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr environment.Principal, drive
 		return nil, denied
 	}
 	if r.res.OK {
-		p.probeDraft(ctx, r, drv, cfg)
+		env := &environment.Environment{ID: "draft-" + randomHex(6), Name: "draft", Driver: driver,
+			Status: environment.StatusActive, Config: cfg}
+		p.probeSaved(ctx, r, env, drv, ProbeOptions{}, true)
 	}
 	clear(cfg)
 	diag := qualification.Diagnostic{Code: qualification.CodeNotSaved,
@@ -90,65 +83,6 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr environment.Principal, drive
 	}
 	r.res.Summary = summarize(r, drv)
 	return r.finish(ctx), nil
-}
-
-// probeDraft acquires from the driver directly (there is no saved
-// environment to hold a lease record), measures, and destroys.
-func (p *Prober) probeDraft(ctx context.Context, r *run, drv drivers.Driver, cfg drivers.Config) {
-	var sb drivers.Sandbox
-	ok := r.stage(StageAcquire, func() (string, drivers.Code, error) {
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if _, has := ctx.Deadline(); !has {
-			budget := drv.Capabilities().StartupBudget
-			if budget <= 0 {
-				budget = p.o.DraftBudget
-			}
-			actx, cancel = context.WithTimeout(ctx, budget)
-		}
-		defer cancel()
-		var err error
-		sb, err = drv.Acquire(actx, cfg, drivers.AcquireRequest{
-			LeaseID: "draft-probe-" + randomHex(6),
-			Labels:  map[string]string{lease.LabelInstance: p.leases.InstanceID(), LabelDraftProbe: "true"},
-		})
-		if err != nil {
-			return "", "", err
-		}
-		return "acquired " + sb.ID(), "", nil
-	})
-	if sb == nil {
-		return
-	}
-	if ok {
-		p.measure(ctx, r, drv, sb)
-	}
-	r.stage(StageRelease, func() (string, drivers.Code, error) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.CleanupTimeout)
-		defer cancel()
-		id := sb.ID()
-		rc, err := sb.Release(rctx, drivers.Destroy)
-		proven := err == nil && rc.Proves(id, drivers.Destroy)
-		if !proven {
-			if ds, derr := drivers.AsDestroyer(drv); derr == nil {
-				rc2, err2 := ds.Destroy(rctx, cfg, id)
-				if err2 == nil && rc2.Proves(id, drivers.Destroy) {
-					rc, err, proven = rc2, nil, true
-				}
-			}
-		}
-		c := &Cleanup{Confirmed: proven, PendingCleanup: !proven, Evidence: r.scrub.scrub(rc.Evidence)}
-		r.res.Cleanup = c
-		if !proven {
-			if err == nil {
-				err = fmt.Errorf("the provider did not confirm that sandbox %s was destroyed (state %q)", id, rc.State)
-			}
-			if c.Evidence == "" {
-				c.Evidence = r.scrub.scrub(err.Error())
-			}
-			return "", drivers.CodeCleanupFailed, err
-		}
-		return "destroy confirmed: " + c.Evidence, "", nil
-	})
 }
 
 func randomHex(n int) string {

@@ -182,7 +182,7 @@ func TestDraftProbe(t *testing.T) {
 	if c := res.Cleanup; c == nil || !c.Confirmed || c.PendingCleanup {
 		t.Errorf("cleanup %+v", c)
 	}
-	// Nothing saved: no environment, no secret, no lease, no record.
+	// Nothing saved: no environment, no secret, no qualification record.
 	envs, err := w.cat.List(ctx, admin, environment.ListFilter{})
 	if err != nil || len(envs) != 0 {
 		t.Errorf("environments %v, %v", envs, err)
@@ -190,11 +190,18 @@ func TestDraftProbe(t *testing.T) {
 	if s := w.secrets.List(); len(s) != 0 {
 		t.Errorf("secrets stored: %+v", s)
 	}
-	if ls, _ := w.lstore.ListLeases(ctx, lease.Filter{}); len(ls) != 0 {
-		t.Errorf("leases %+v", ls)
+	// LEASE-2: the sandbox had a write-ahead record, a released draft
+	// lease whose recorded config holds no secret.
+	ls, _ := w.lstore.ListLeases(ctx, lease.Filter{})
+	if len(ls) != 1 || ls[0].Status != lease.StatusReleased || ls[0].Cleanup != lease.CleanupConfirmed ||
+		ls[0].Metadata["purpose"] != "draft-probe" || !strings.HasPrefix(ls[0].Environment, "draft-") {
+		t.Fatalf("leases %+v", ls)
+	}
+	if _, has := ls[0].Config["api_key"]; has {
+		t.Errorf("the draft lease records the secret field: %v", ls[0].Config)
 	}
 	sbs := w.fake.Sandboxes()
-	if len(sbs) != 1 || sbs[0].State != drivers.StateDestroyed || sbs[0].Labels[LabelDraftProbe] != "true" {
+	if len(sbs) != 1 || sbs[0].State != drivers.StateDestroyed || sbs[0].Labels[lease.LabelLease] != ls[0].ID {
 		t.Errorf("sandboxes %+v", sbs)
 	}
 
@@ -217,7 +224,8 @@ func TestDraftProbe(t *testing.T) {
 	}
 }
 
-// A draft whose destroy is not confirmed reports it (PRB-3, PRB-4).
+// A draft whose destroy is not confirmed reports it and leaves its lease
+// pending cleanup (PRB-3, PRB-4, LEASE-2).
 func TestDraftProbeUnconfirmedCleanup(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOpts{})
@@ -229,8 +237,14 @@ func TestDraftProbeUnconfirmedCleanup(t *testing.T) {
 	if res.OK || res.Code != drivers.CodeCleanupFailed || res.Cleanup == nil || !res.Cleanup.PendingCleanup || res.Cleanup.Confirmed {
 		t.Fatalf("%+v: %s", res.Cleanup, res.Summary)
 	}
-	if !strings.Contains(res.Summary, "may still exist") {
+	if !strings.Contains(res.Summary, "pending cleanup; a sweep retries it") {
 		t.Errorf("summary %q", res.Summary)
+	}
+	// LEASE-2: the sandbox the provider may still hold has a record the
+	// sweep retries.
+	ls, _ := w.lstore.ListLeases(context.Background(), lease.Filter{})
+	if len(ls) != 1 || ls[0].Status != lease.StatusPendingCleanup {
+		t.Errorf("leases %+v", ls)
 	}
 }
 

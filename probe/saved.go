@@ -68,7 +68,7 @@ func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID stri
 		return fmt.Sprintf("driver %s (%s)", d.Name(), d.Capabilities().Kind), "", nil
 	})
 	if r.res.OK {
-		p.probeSaved(ctx, r, env, drv, opts)
+		p.probeSaved(ctx, r, env, drv, opts, false)
 	}
 	if drv != nil && drv.Capabilities().Kind == drivers.KindSandbox && env != nil {
 		p.qualify(ctx, r, drv, env, opts.Company)
@@ -82,14 +82,19 @@ func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID stri
 
 // probeSaved runs the acquire, detect, image and release stages on a fresh
 // ephemeral lease.
-func (p *Prober) probeSaved(ctx context.Context, r *run, env *environment.Environment, drv drivers.Driver, opts ProbeOptions) {
+func (p *Prober) probeSaved(ctx context.Context, r *run, env *environment.Environment, drv drivers.Driver, opts ProbeOptions, draft bool) {
+	purpose := "probe"
+	if draft {
+		purpose = "draft-probe"
+	}
 	var h *lease.Handle
 	ok := r.stage(StageAcquire, func() (string, drivers.Code, error) {
 		var err error
 		h, err = p.leases.Acquire(ctx, lease.AcquireRequest{
 			Company: opts.Company, Environment: env, Workspace: opts.Workspace,
 			Policy:   lease.Ephemeral, // no Run: never coalesced with, or reusing, another lease
-			Metadata: map[string]string{"purpose": "probe"},
+			Metadata: map[string]string{"purpose": purpose},
+			Draft:    draft,
 		})
 		if err != nil {
 			if errors.Is(err, lease.ErrCleanupPending) {
