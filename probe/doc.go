@@ -4,8 +4,9 @@
 //
 // Where to start:
 //
-//   - prober.go: New, Options (authorizer, progress callback, clock,
-//     cleanup timeout) and the stage runner.
+//   - prober.go: New, Options (progress callback, clock, cleanup timeout)
+//     and the stage runner. Authorization is the catalog's
+//     (environment.Catalog.Authorize), so a host sets its policy once.
 //   - saved.go: Prober.Probe, the probe of a saved environment. It
 //     authorizes first (ActionProbe, PRB-7), allocates a fresh ephemeral
 //     lease through lease.Manager (never a reused one), runs DetectScript
@@ -14,8 +15,9 @@
 //     the cleanup, then evaluates the qualification and stores the record
 //     only when qualification.Evaluate says so.
 //   - draft.go: Prober.ProbeDraft, the probe of an unsaved config
-//     (environment.Catalog.Draft; nothing saved, no lease record, never a
-//     qualification, PRB-4).
+//     (environment.Catalog.Draft; nothing saved but the draft lease's
+//     write-ahead record, which keeps no secret; never a qualification,
+//     PRB-4, LEASE-2).
 //   - qualify.go: the qualification subject of a saved environment (its
 //     fingerprint from the driver schema's Partition) and
 //     Prober.Qualification, the allocation-free public read (QUAL-7).
