@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/berthdev/berth/images"
 )
 
 // FieldKind classifies a config field. The classification drives secret
@@ -113,6 +115,11 @@ type ConfigSchema struct {
 	// ImageField names the Identity field that holds the image reference or
 	// snapshot id the sandboxes run, or "" for drivers without images.
 	ImageField string
+	// ImageReference, if not nil, reads the image a normalized config names
+	// (for drivers whose ImageField is not an OCI reference, such as a
+	// provider snapshot id). If nil, the ImageField's value is parsed with
+	// images.ParseReference. See ConfigSchema.Image.
+	ImageReference func(Config) (images.Reference, error)
 	// Check, if not nil, validates the whole normalized config (cross-field
 	// rules). Return *ConfigError values to name fields.
 	Check func(Config) error
@@ -126,6 +133,21 @@ func (s *ConfigSchema) Field(name string) (Field, bool) {
 		}
 	}
 	return Field{}, false
+}
+
+// Image returns the image cfg names as an images.Reference: the zero
+// Reference when the schema has no ImageField or the config leaves it
+// empty (a provider default, which is mutable and never qualifies, QUAL-5).
+// It does no I/O.
+func (s *ConfigSchema) Image(cfg Config) (images.Reference, error) {
+	if s.ImageReference != nil {
+		return s.ImageReference(cfg)
+	}
+	raw := cfg.String(s.ImageField)
+	if s.ImageField == "" || raw == "" {
+		return images.Reference{}, nil
+	}
+	return images.ParseReference(raw)
 }
 
 // SecretRef points at a secret in the host's secret store. Version changes

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strings"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
@@ -13,46 +12,10 @@ import (
 	"github.com/berthdev/berth/qualification"
 )
 
-// ImageReferencer is an optional interface that may be implemented by a
-// Driver. ImageReference returns the image reference that a normalized
-// config's image field names, in the images package's terms (so that a
-// driver whose field holds a bare snapshot id can say so). If a Driver
-// does not implement it, the probe package reads the field itself: "" is the
-// provider default; "snapshot:<id>" and "snapshot-name:<name>" without a
-// provider get the driver's name as provider; a value of an image field
-// whose name contains "snapshot" is a snapshot id of that provider; anything
-// else is parsed with images.ParseReference.
-type ImageReferencer interface {
-	ImageReference(cfg drivers.Config) (images.Reference, error)
-}
-
-// imageReference returns the reference of cfg's image field, or the zero
-// Reference (a provider default) when the schema has no image field or the
-// field is empty.
+// imageReference reads the image a config names, as the driver's schema
+// says (drivers.ConfigSchema.Image).
 func imageReference(d drivers.Driver, cfg drivers.Config) (images.Reference, error) {
-	if ir, ok := d.(ImageReferencer); ok {
-		return ir.ImageReference(cfg)
-	}
-	field := d.Schema().ImageField
-	raw := cfg.String(field)
-	if field == "" || raw == "" {
-		return images.Reference{}, nil
-	}
-	provider := d.Name()
-	if rest, ok := strings.CutPrefix(raw, "snapshot-name:"); ok && !strings.Contains(rest, "/") {
-		return images.ParseReference("snapshot-name:" + provider + "/" + rest)
-	}
-	if rest, ok := strings.CutPrefix(raw, "snapshot:"); ok && !strings.Contains(rest, "/") {
-		return images.ParseReference("snapshot:" + provider + "/" + rest)
-	}
-	if strings.Contains(field, "snapshot") && !strings.Contains(raw, ":") {
-		id, err := images.SnapshotIdentity(provider, raw)
-		if err != nil {
-			return images.Reference{}, err
-		}
-		return id.Reference(), nil
-	}
-	return images.ParseReference(raw)
+	return d.Schema().Image(cfg)
 }
 
 // subjectOf builds the qualification subject of a saved environment for

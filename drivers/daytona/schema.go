@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/images"
 )
 
 // Config field names of the daytona driver.
@@ -62,6 +63,14 @@ func newSchema() *drivers.ConfigSchema {
 	return &drivers.ConfigSchema{
 		Driver:     DriverName,
 		ImageField: FieldSnapshotID,
+		// The snapshot id is the provider's own id: pinned (QUAL-6).
+		ImageReference: func(cfg drivers.Config) (images.Reference, error) {
+			id, err := images.SnapshotIdentity(DriverName, cfg.String(FieldSnapshotID))
+			if err != nil {
+				return images.Reference{}, err
+			}
+			return id.Reference(), nil
+		},
 		Fields: []drivers.Field{
 			{Name: FieldAPIURL, Kind: drivers.Identity, Type: drivers.String, Required: true,
 				Doc: "Daytona API base URL, for example https://app.daytona.io/api", Check: checkAPIURL},

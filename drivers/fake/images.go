@@ -28,6 +28,21 @@ const (
 	SnapshotNamePrefix = "snapshot-name:"
 )
 
+// imageReference reads the image field of a fake config: snapshots by id
+// (pinned) or by name (mutable) with provider name driver, else an OCI
+// reference; "" is the provider default (the zero Reference).
+func imageReference(driver, raw string) (images.Reference, error) {
+	switch {
+	case raw == "":
+		return images.Reference{}, nil
+	case strings.HasPrefix(raw, SnapshotNamePrefix) && !strings.Contains(raw[len(SnapshotNamePrefix):], "/"):
+		return images.ParseReference(SnapshotNamePrefix + driver + "/" + raw[len(SnapshotNamePrefix):])
+	case strings.HasPrefix(raw, SnapshotPrefix) && !strings.Contains(raw[len(SnapshotPrefix):], "/"):
+		return images.ParseReference(SnapshotPrefix + driver + "/" + raw[len(SnapshotPrefix):])
+	}
+	return images.ParseReference(raw)
+}
+
 // images is the fake provider's image table. Guarded by Driver.mu.
 type imageTable struct {
 	tags      map[string]string // "repo:tag" -> "sha256:..."

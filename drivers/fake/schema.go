@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/images"
 )
 
 // Config field names of the fake driver.
@@ -23,6 +24,9 @@ func newSchema(driver string, keyRequired bool) *drivers.ConfigSchema {
 	return &drivers.ConfigSchema{
 		Driver:     driver,
 		ImageField: FieldImage,
+		ImageReference: func(cfg drivers.Config) (images.Reference, error) {
+			return imageReference(driver, cfg.String(FieldImage))
+		},
 		Fields: []drivers.Field{
 			{
 				Name: FieldImage, Kind: drivers.Identity, Type: drivers.String,
