@@ -88,8 +88,8 @@ func (s *sandbox) checkLive() error {
 // and exit status. On cancellation the command's processes are killed, the
 // kill is verified, and the error wraps ctx.Err().
 func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
-	out := &limitBuffer{limit: cmd.Limit()}
-	errb := &limitBuffer{limit: cmd.Limit()}
+	out := drivers.NewOutputBuffer(cmd.Limit())
+	errb := drivers.NewOutputBuffer(cmd.Limit())
 	p, err := s.start(ctx, cmd, out, errb)
 	if err != nil {
 		return nil, err
@@ -97,7 +97,7 @@ func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Resul
 	res, err := p.Wait()
 	if res != nil {
 		res.Stdout, res.Stderr = out.Bytes(), errb.Bytes()
-		res.Truncated = out.truncated || errb.truncated
+		res.Truncated = out.Truncated() || errb.Truncated()
 	}
 	return res, err
 }
@@ -352,33 +352,4 @@ func (p *process) CloseStdin() error {
 		return nil
 	}
 	return p.hj.CloseWrite()
-}
-
-// limitBuffer keeps the first limit bytes written and notes truncation.
-type limitBuffer struct {
-	mu        sync.Mutex
-	buf       bytes.Buffer
-	limit     int
-	truncated bool
-}
-
-func (b *limitBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	room := b.limit - b.buf.Len()
-	if room < len(p) {
-		b.truncated = true
-		if room > 0 {
-			b.buf.Write(p[:room])
-		}
-		return len(p), nil
-	}
-	b.buf.Write(p)
-	return len(p), nil
-}
-
-func (b *limitBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
 }

@@ -65,26 +65,6 @@ func (s *Sandbox) begin(op Op) (live, error) {
 	return live{alive: b.alive, host: b.hostname}, nil
 }
 
-// limitBuffer keeps the first limit bytes written to it.
-type limitBuffer struct {
-	buf       []byte
-	limit     int
-	truncated bool
-}
-
-func (b *limitBuffer) Write(p []byte) (int, error) {
-	room := b.limit - len(b.buf)
-	if len(p) > room {
-		b.truncated = true
-		if room > 0 {
-			b.buf = append(b.buf, p[:room]...)
-		}
-		return len(p), nil
-	}
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
 // lockedWriter serializes writes of concurrent goroutines to one writer.
 type lockedWriter struct {
 	mu *sync.Mutex
@@ -121,8 +101,8 @@ func (s *Sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Resul
 	stop := context.AfterFunc(lv.alive, cancel)
 	defer stop()
 	var mu sync.Mutex
-	stdout := &limitBuffer{limit: cmd.Limit()}
-	stderr := &limitBuffer{limit: cmd.Limit()}
+	stdout := drivers.NewOutputBuffer(cmd.Limit())
+	stderr := drivers.NewOutputBuffer(cmd.Limit())
 	sh := s.d.newShell(s.id, lv.host, cmd.Env, cmd.Dir, cmd.Stdin)
 	code, err := sh.runArgv(rctx, cmd.Argv, lockedWriter{&mu, stdout}, lockedWriter{&mu, stderr})
 	if ctx.Err() != nil {
@@ -130,8 +110,8 @@ func (s *Sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Resul
 	}
 	res := &drivers.Result{Duration: s.d.clk.Now().Sub(start)}
 	mu.Lock()
-	res.Stdout, res.Stderr = stdout.buf, stderr.buf
-	res.Truncated = stdout.truncated || stderr.truncated
+	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
+	res.Truncated = stdout.Truncated() || stderr.Truncated()
 	mu.Unlock()
 	switch {
 	case lv.alive.Err() != nil:

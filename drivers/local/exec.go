@@ -111,26 +111,6 @@ func signalName(sig syscall.Signal) string {
 	return fmt.Sprintf("SIG%d", int(sig))
 }
 
-// limitBuffer keeps the first limit bytes written to it.
-type limitBuffer struct {
-	buf       []byte
-	limit     int
-	truncated bool
-}
-
-func (b *limitBuffer) Write(p []byte) (int, error) {
-	room := b.limit - len(b.buf)
-	if len(p) > room {
-		b.truncated = true
-		if room > 0 {
-			b.buf = append(b.buf, p[:room]...)
-		}
-		return len(p), nil
-	}
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
 // Exec runs cmd on the host in its own process group, in cmd.Dir (relative
 // to the session's directory) or the session's directory, with the host's
 // environment plus cmd.Env. An Argv[0] of "sh" runs the configured shell. A
@@ -147,7 +127,7 @@ func (s *Sandbox) Exec(ctx context.Context, c drivers.Command) (*drivers.Result,
 	}
 	cmd := s.command(ctx, c)
 	cmd.Stdin = c.Stdin
-	stdout, stderr := &limitBuffer{limit: c.Limit()}, &limitBuffer{limit: c.Limit()}
+	stdout, stderr := drivers.NewOutputBuffer(c.Limit()), drivers.NewOutputBuffer(c.Limit())
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	began := time.Now()
 	if res, err := s.start(cmd); res != nil || err != nil {
@@ -158,8 +138,8 @@ func (s *Sandbox) Exec(ctx context.Context, c drivers.Command) (*drivers.Result,
 	if err != nil {
 		return nil, err
 	}
-	res.Stdout, res.Stderr = stdout.buf, stderr.buf
-	res.Truncated = stdout.truncated || stderr.truncated
+	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
+	res.Truncated = stdout.Truncated() || stderr.Truncated()
 	return res, nil
 }
 

@@ -48,8 +48,8 @@ func (sb *Sandbox) Cwd() string { return sb.cwd }
 // command's whole process group is killed on the server before Exec returns
 // an error wrapping ctx.Err(). After Release it returns drivers.ErrReleased.
 func (sb *Sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
-	out := &limitBuffer{limit: cmd.Limit()}
-	errb := &limitBuffer{limit: cmd.Limit()}
+	out := drivers.NewOutputBuffer(cmd.Limit())
+	errb := drivers.NewOutputBuffer(cmd.Limit())
 	p, err := sb.startCommand(ctx, cmd, out, errb)
 	if err != nil {
 		return nil, err
@@ -57,8 +57,8 @@ func (sb *Sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Resu
 	res, err := p.Wait()
 	if res != nil {
 		var t1, t2 bool
-		res.Stdout, t1 = out.bytes()
-		res.Stderr, t2 = errb.bytes()
+		res.Stdout, t1 = out.Bytes(), out.Truncated()
+		res.Stderr, t2 = errb.Bytes(), errb.Truncated()
 		res.Truncated = t1 || t2
 	}
 	return res, err
@@ -83,16 +83,16 @@ func (sb *Sandbox) startCommand(ctx context.Context, cmd drivers.Command, stdout
 
 // run executes a driver-built script (no pgid marker) and collects output.
 func (sb *Sandbox) run(ctx context.Context, script string, cmd drivers.Command) (*drivers.Result, error) {
-	out := &limitBuffer{limit: cmd.Limit()}
-	errb := &limitBuffer{limit: cmd.Limit()}
+	out := drivers.NewOutputBuffer(cmd.Limit())
+	errb := drivers.NewOutputBuffer(cmd.Limit())
 	p, err := sb.start(ctx, script, cmd, out, errb, startOpts{raw: true})
 	if err != nil {
 		return nil, err
 	}
 	res, err := p.Wait()
 	if res != nil {
-		res.Stdout, _ = out.bytes()
-		res.Stderr, _ = errb.bytes()
+		res.Stdout = out.Bytes()
+		res.Stderr = errb.Bytes()
 	}
 	return res, err
 }

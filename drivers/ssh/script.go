@@ -224,32 +224,3 @@ func (s *pgidSniffer) group() int {
 	defer s.mu.Unlock()
 	return s.pgid
 }
-
-// limitBuffer keeps the first limit bytes written and counts the rest.
-type limitBuffer struct {
-	mu        sync.Mutex
-	buf       bytes.Buffer
-	limit     int
-	truncated bool
-}
-
-func (b *limitBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	room := b.limit - b.buf.Len()
-	if room < len(p) {
-		b.truncated = true
-		if room > 0 {
-			b.buf.Write(p[:room])
-		}
-		return len(p), nil
-	}
-	b.buf.Write(p)
-	return len(p), nil
-}
-
-func (b *limitBuffer) bytes() ([]byte, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes()), b.truncated
-}
