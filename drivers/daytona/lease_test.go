@@ -1,0 +1,67 @@
+package daytona_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/daytona"
+	"github.com/berthdev/berth/drivers/daytona/daytonatest"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/clock"
+	"github.com/berthdev/berth/lease"
+)
+
+// LEASE-4, LEASE-5 through the lease manager: a Daytona start longer than
+// the lease budget fails the acquisition but keeps the recorded sandbox,
+// and the next acquisition resumes that same sandbox by id once it has
+// started; no second sandbox is created.
+func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	e := newEnv(t, envOptions{clk: clk, knobs: daytonatest.Knobs{StartDelay: 2 * time.Minute}})
+
+	secrets := environment.NewMemorySecretStore()
+	cfg := e.config(t, e.snap.ID)
+	ref, err := secrets.Put(ctx, "env-1", daytona.FieldAPIKey, cfg.String(daytona.FieldAPIKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg[daytona.FieldAPIKey] = ref
+	env := &environment.Environment{ID: "env-1", Name: "daytona", Driver: e.drv.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
+	m := lease.NewManager(lease.NewMemoryStore(), drivers.NewRegistry(e.drv), &lease.Options{Secrets: secrets.Get})
+	req := lease.AcquireRequest{Company: "acme", Environment: env, Run: "run-1", Policy: lease.ReuseByEnvironment, Budget: 2 * time.Second}
+
+	if _, err := m.Acquire(ctx, req); err == nil {
+		t.Fatal("an acquisition whose start outlasts its budget succeeded")
+	}
+	ls, err := m.Store().ListLeases(ctx, lease.Filter{Environment: env.ID})
+	if err != nil || len(ls) != 1 || ls[0].ProviderLeaseID == "" {
+		t.Fatalf("after the budget ran out: leases %+v, %v; want one record holding the sandbox id", ls, err)
+	}
+	first := ls[0]
+
+	e.srv.Advance(2 * time.Minute) // the start finishes after the budget
+	req.Run, req.Budget = "run-2", 20*time.Second
+	h, err := m.Acquire(ctx, req)
+	if err != nil {
+		t.Fatalf("second acquisition: %v", err)
+	}
+	if !h.Resumed() || h.Sandbox().ID() != first.ProviderLeaseID || h.ID() != first.ID {
+		t.Errorf("second acquisition: resumed %v, sandbox %s lease %s; want a resume of %s (lease %s)",
+			h.Resumed(), h.Sandbox().ID(), h.ID(), first.ProviderLeaseID, first.ID)
+	}
+	res, err := h.Sandbox().Exec(ctx, drivers.Command{Argv: []string{"echo", "resumed"}})
+	if err != nil || string(res.Stdout) != "resumed\n" {
+		t.Fatalf("exec in the resumed sandbox: %v %+v", err, res)
+	}
+	if got := e.srv.Calls(daytonatest.RouteCreateSandbox); got != 1 {
+		t.Errorf("%d creates, want 1", got)
+	}
+	l, err := m.Release(ctx, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	if err != nil || l.Cleanup != lease.CleanupConfirmed {
+		t.Fatalf("release: %+v, %v", l, err)
+	}
+}
