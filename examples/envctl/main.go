@@ -107,7 +107,7 @@ commands:
                              pin an image tag to repo@sha256:...
   probe ENV --company C      probe a saved environment (progress on stderr)
   probe --draft --driver D --config FILE
-                             probe an unsaved config; saves nothing
+                             probe an unsaved config; saves no environment
   qualification show ENV --company C
                              show an environment's platform qualification
 

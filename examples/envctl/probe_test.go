@@ -15,7 +15,7 @@ import (
 // each stage as it completes, the platform, the confirmed cleanup and the
 // recorded qualification, which `qualification show` then reports for that
 // company only (PRB-3, PRB-5, QUAL-4, QUAL-7). A local probe says what it
-// did not validate (PRB-1); a draft saves nothing (PRB-4); a board member
+// did not validate (PRB-1); a draft saves no environment (PRB-4); a board member
 // may not probe (PRB-7).
 func TestProbeCommands(t *testing.T) {
 	c := newCLI(t)
@@ -77,7 +77,7 @@ func TestProbeCommands(t *testing.T) {
 	out = c.ok("probe", "here", "--company", "acme")
 	wantContains(t, "local probe", out, "Local probe", dir, "platform: linux", probe.NotValidatedNote, "platform qualification recorded: false")
 
-	// PRB-4: a draft probe saves nothing and never qualifies.
+	// PRB-4: a draft probe saves no environment and never qualifies.
 	before := c.ok("--json", "env", "list")
 	cfg := writeFile(t, `{"image":"`+c.fake.DefaultImageIdentity().String()+`"}`)
 	res = probe.Result{}
