@@ -285,6 +285,26 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) *sandbox {
 
 func errored(sb *sandbox) bool { return sb.state == "error" || sb.state == "build_failed" }
 
+// transition reports whether sb may leave one of the states in from, and
+// otherwise answers the request as the real API orders its checks: an
+// errored sandbox is 400, a state change in progress is 409 (checked before
+// and after the from states), any other state is 400 with notFrom.
+func transition(w http.ResponseWriter, r *http.Request, sb *sandbox, notFrom string, from ...string) bool {
+	switch {
+	case errored(sb):
+		apiError(w, r, http.StatusBadRequest, "Sandbox is in an errored state")
+	case sb.state != sb.desired:
+		apiError(w, r, http.StatusConflict, "Sandbox state change in progress")
+	case !slices.Contains(from, sb.state):
+		apiError(w, r, http.StatusBadRequest, notFrom)
+	case sb.pending:
+		apiError(w, r, http.StatusConflict, "Sandbox state change in progress")
+	default:
+		return true
+	}
+	return false
+}
+
 func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -295,17 +315,7 @@ func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) {
 	case sb.state == "started" && sb.desired == "started":
 		writeJSON(w, http.StatusOK, s.dto(sb))
 		return
-	case errored(sb):
-		apiError(w, r, http.StatusBadRequest, "Sandbox is in an errored state")
-		return
-	case sb.state != sb.desired:
-		apiError(w, r, http.StatusConflict, "Sandbox state change in progress")
-		return
-	case sb.state != "stopped" && sb.state != "archived":
-		apiError(w, r, http.StatusBadRequest, "Sandbox is not in valid state")
-		return
-	case sb.pending:
-		apiError(w, r, http.StatusConflict, "Sandbox state change in progress")
+	case !transition(w, r, sb, "Sandbox is not in valid state", "stopped", "archived"):
 		return
 	}
 	shown := "starting"
@@ -324,19 +334,7 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	sb := s.action(w, r)
 	switch {
-	case sb == nil:
-		return
-	case errored(sb):
-		apiError(w, r, http.StatusBadRequest, "Sandbox is in an errored state")
-		return
-	case sb.state != sb.desired:
-		apiError(w, r, http.StatusConflict, "Sandbox state change in progress")
-		return
-	case sb.state != "started":
-		apiError(w, r, http.StatusBadRequest, "Sandbox is not in a stoppable state")
-		return
-	case sb.pending:
-		apiError(w, r, http.StatusConflict, "Sandbox state change in progress")
+	case sb == nil, !transition(w, r, sb, "Sandbox is not in a stoppable state", "started"):
 		return
 	}
 	if sb.autoDelete == 0 {
@@ -353,19 +351,7 @@ func (s *Server) archiveSandbox(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	sb := s.action(w, r)
 	switch {
-	case sb == nil:
-		return
-	case errored(sb):
-		apiError(w, r, http.StatusBadRequest, "Sandbox is in an errored state")
-		return
-	case sb.state != sb.desired:
-		apiError(w, r, http.StatusConflict, "Sandbox state change in progress")
-		return
-	case sb.state != "stopped":
-		apiError(w, r, http.StatusBadRequest, "Sandbox is not stopped")
-		return
-	case sb.pending:
-		apiError(w, r, http.StatusConflict, "Sandbox state change in progress")
+	case sb == nil, !transition(w, r, sb, "Sandbox is not stopped", "stopped"):
 		return
 	case sb.autoDelete == 0:
 		apiError(w, r, http.StatusBadRequest, "Ephemeral sandboxes cannot be archived")
