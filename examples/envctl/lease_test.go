@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -129,5 +132,35 @@ func TestLeaseErrors(t *testing.T) {
 	}
 	if n := len(c.fake.Sandboxes()); n != 0 {
 		t.Errorf("refused commands created %d sandboxes", n)
+	}
+}
+
+// ASG-3 through --as grants: an agent leases for a company it holds a
+// grant for, and only for that one.
+func TestAgentLeasesWithAGrant(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.createFake("sbx", `{}`)
+	_, msg := c.fail("--as", "agent:a1@globex", "lease", "acquire", "sbx", "--company", "acme")
+	if !strings.Contains(msg, "may not lease") {
+		t.Errorf("agent with another company's grant: %q", msg)
+	}
+	out := c.ok("--as", "agent:a1@globex,acme", "lease", "acquire", "sbx", "--company", "acme")
+	if !strings.Contains(out, "active") {
+		t.Errorf("agent with a grant for acme could not lease:\n%s", out)
+	}
+}
+
+func TestParsePrincipal(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]environment.Principal{
+		"local_operator:envctl": {ID: "envctl", Role: environment.RoleLocalOperator},
+		"agent":                 {Role: environment.RoleAgent},
+		"agent:a1@acme, globex": {ID: "a1", Role: environment.RoleAgent, Companies: []string{"acme", "globex"}},
+		"board_member:b@":       {ID: "b", Role: environment.RoleBoardMember},
+	} {
+		if diff := cmp.Diff(want, parsePrincipal(in)); diff != "" {
+			t.Errorf("parsePrincipal(%q) (-want +got):\n%s", in, diff)
+		}
 	}
 }

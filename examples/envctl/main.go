@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	envctl [--db PATH] [--json] [--as ROLE[:ID]] [--test-mode] COMMAND [ARGS]
+//	envctl [--db PATH] [--json] [--as ROLE[:ID][@COMPANY,...]] [--test-mode] COMMAND [ARGS]
 //
 // Commands:
 //
@@ -91,7 +91,7 @@ func exitCode(err error) int {
 	return 1
 }
 
-const usage = `usage: envctl [--db PATH] [--json] [--as ROLE[:ID]] [--test-mode] COMMAND [ARGS]
+const usage = `usage: envctl [--db PATH] [--json] [--as ROLE[:ID][@COMPANY,...]] [--test-mode] COMMAND [ARGS]
 
 commands:
   demo                       run the main job end to end on a temporary store
@@ -128,7 +128,7 @@ func runWith(ctx context.Context, g *globals, args []string) error {
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	fs.StringVar(&g.db, "db", defaultDB(), "SQLite database file")
 	fs.BoolVar(&g.json, "json", false, "print JSON")
-	as := fs.String("as", "local_operator:envctl", "act as ROLE[:ID] (instance_admin, local_operator, board_member, agent)")
+	as := fs.String("as", "local_operator:envctl", "act as ROLE[:ID][@COMPANY,...] (roles: instance_admin, local_operator, board_member, agent; @ lists company grants)")
 	fs.BoolVar(&g.testMode, "test-mode", false, "allow test-only drivers (fake) as saved targets")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -136,8 +136,7 @@ func runWith(ctx context.Context, g *globals, args []string) error {
 		}
 		return errUsage
 	}
-	role, id, _ := strings.Cut(*as, ":")
-	g.as = environment.Principal{ID: id, Role: environment.Role(role)}
+	g.as = parsePrincipal(*as)
 	if fs.NArg() == 0 {
 		fs.Usage()
 		return errUsage
@@ -167,6 +166,20 @@ func runWith(ctx context.Context, g *globals, args []string) error {
 	fmt.Fprintf(stderr, "envctl: unknown command %q\n", cmd)
 	fs.Usage()
 	return errUsage
+}
+
+// parsePrincipal reads ROLE[:ID][@COMPANY,...]: a role, an optional id and
+// the companies the principal holds grants for.
+func parsePrincipal(s string) environment.Principal {
+	who, grants, _ := strings.Cut(s, "@")
+	role, id, _ := strings.Cut(who, ":")
+	p := environment.Principal{ID: id, Role: environment.Role(role)}
+	for _, c := range strings.Split(grants, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			p.Companies = append(p.Companies, c)
+		}
+	}
+	return p
 }
 
 func defaultDB() string {
