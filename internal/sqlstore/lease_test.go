@@ -19,25 +19,10 @@ import (
 // LEASE-1, LEASE-8, LEASE-10: the lease store conformance suite on every
 // database.
 
-func TestLeaseStoreSQLite(t *testing.T) {
+func TestLeaseStore(t *testing.T) {
 	t.Parallel()
-	leasetest.RunStoreTests(t, func(t *testing.T) lease.Store {
-		return openTest(t, sqliteURL(t))
-	})
-}
-
-func TestLeaseStoreSQLiteMemory(t *testing.T) {
-	t.Parallel()
-	leasetest.RunStoreTests(t, func(t *testing.T) lease.Store {
-		return openTest(t, "sqlite::memory:")
-	})
-}
-
-func TestLeaseStorePostgres(t *testing.T) {
-	t.Parallel()
-	testenv.Postgres(t) // skip or fail once, before the subtests
-	leasetest.RunStoreTests(t, func(t *testing.T) lease.Store {
-		return openTest(t, testenv.Postgres(t))
+	eachDatabase(t, false, func(t *testing.T, url func(*testing.T) string) {
+		leasetest.RunStoreTests(t, func(t *testing.T) lease.Store { return openTest(t, url(t)) })
 	})
 }
 
@@ -84,20 +69,15 @@ func (p *twoPools) ClaimForSweep(ctx context.Context, owner string, now, until t
 	return p.pick().ClaimForSweep(ctx, owner, now, until, limit)
 }
 
-func TestLeaseStoreSQLiteTwoPools(t *testing.T) {
+// The same suite on a store whose every call alternates between two
+// separate pools on one database: key and claim atomicity hold across pools.
+func TestLeaseStoreTwoPools(t *testing.T) {
 	t.Parallel()
-	leasetest.RunStoreTests(t, func(t *testing.T) lease.Store {
-		url := sqliteURL(t)
-		return &twoPools{dbs: [2]*DB{openTest(t, url), openTest(t, url)}}
-	})
-}
-
-func TestLeaseStorePostgresTwoPools(t *testing.T) {
-	t.Parallel()
-	testenv.Postgres(t)
-	leasetest.RunStoreTests(t, func(t *testing.T) lease.Store {
-		url := testenv.Postgres(t)
-		return &twoPools{dbs: [2]*DB{openTest(t, url), openTest(t, url)}}
+	eachDatabase(t, true, func(t *testing.T, url func(*testing.T) string) {
+		leasetest.RunStoreTests(t, func(t *testing.T) lease.Store {
+			u := url(t)
+			return &twoPools{dbs: [2]*DB{openTest(t, u), openTest(t, u)}}
+		})
 	})
 }
 

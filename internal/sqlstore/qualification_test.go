@@ -16,25 +16,10 @@ import (
 // QUAL-2, QUAL-4: the qualification store conformance suite on every
 // database.
 
-func TestQualificationStoreSQLite(t *testing.T) {
+func TestQualificationStore(t *testing.T) {
 	t.Parallel()
-	qualificationtest.RunStoreTests(t, func(t *testing.T) qualification.Store {
-		return openTest(t, sqliteURL(t))
-	})
-}
-
-func TestQualificationStoreSQLiteMemory(t *testing.T) {
-	t.Parallel()
-	qualificationtest.RunStoreTests(t, func(t *testing.T) qualification.Store {
-		return openTest(t, "sqlite::memory:")
-	})
-}
-
-func TestQualificationStorePostgres(t *testing.T) {
-	t.Parallel()
-	testenv.Postgres(t) // skip or fail once, before the subtests
-	qualificationtest.RunStoreTests(t, func(t *testing.T) qualification.Store {
-		return openTest(t, testenv.Postgres(t))
+	eachDatabase(t, false, func(t *testing.T, url func(*testing.T) string) {
+		qualificationtest.RunStoreTests(t, func(t *testing.T) qualification.Store { return openTest(t, url(t)) })
 	})
 }
 
