@@ -45,7 +45,7 @@ var cmpLease = cmp.Options{
 // RunStoreTests runs the lease.Store conformance suite against stores made
 // by newStore.
 func RunStoreTests(t *testing.T, newStore NewStore) {
-	ctx := context.Background()
+	t.Helper()
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, s lease.Store)
@@ -68,7 +68,6 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_ = ctx
 			tt.fn(t, newStore(t))
 		})
 	}
