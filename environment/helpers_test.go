@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/clock"
+	"github.com/berthdev/berth/internal/testenv"
 )
 
 // canary is the secret value pasted into configs; it must never come back
@@ -93,22 +94,7 @@ var principals = []struct {
 }{{"admin", admin}, {"operator", operator}, {"board member", board}, {"agent", agent}}
 
 // logBuffer collects slog output of a catalog, safe for concurrent writes.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type logBuffer struct{ testenv.Buffer }
 
 // lines returns the log lines whose message is msg.
 func (l *logBuffer) lines(msg string) []string {

@@ -1,10 +1,8 @@
 package daytona_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,25 +12,11 @@ import (
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/clock"
+	"github.com/berthdev/berth/internal/testenv"
 )
 
 // syncBuffer is a log sink the driver writes to from many goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = testenv.Buffer
 
 // env is one fake Daytona server, a snapshot on it, and a driver with fast
 // polling and retries.
