@@ -190,22 +190,7 @@ func TestCancelledExecLeavesNothingRunning(t *testing.T) {
 	})
 	t.Run("streamed process tree", func(t *testing.T) {
 		t.Parallel()
-		m := marker(t)
-		ctx, cancel := context.WithCancel(context.Background())
-		p, err := sb.Start(ctx, treeCmd(m), nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ps := waitProcs(t, m, twoSleeps); !twoSleeps(ps) {
-			t.Fatalf("tree never started:\n%s", ps)
-		}
-		cancel()
-		if _, err := p.Wait(); !errors.Is(err, context.Canceled) {
-			t.Fatalf("Wait error %v; want context.Canceled", err)
-		}
-		if ps := remoteProcs(t, m); ps != "" {
-			t.Fatalf("processes left on the server after cancellation:\n%s", ps)
-		}
+		cancelStreamedTree(t, sb)
 	})
 	t.Run("deadline", func(t *testing.T) {
 		t.Parallel()
@@ -438,5 +423,29 @@ func TestPrivateKeyNeverLeaks(t *testing.T) {
 		if strings.Contains(all, hex.EncodeToString([]byte(body))[:32]) {
 			t.Fatalf("hex key material appears in errors or logs")
 		}
+	}
+}
+
+// cancelStreamedTree starts a process tree with streaming exec, cancels it
+// once both of its sleeps run, and checks that Wait reports the
+// cancellation and that nothing of the tree is left on the server.
+func cancelStreamedTree(t *testing.T, sb *Sandbox) {
+	t.Helper()
+	m := marker(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := sb.Start(ctx, treeCmd(m), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := waitProcs(t, m, twoSleeps); !twoSleeps(ps) {
+		t.Fatalf("tree never started:\n%s", ps)
+	}
+	cancel()
+	if _, err := p.Wait(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait error %v; want context.Canceled", err)
+	}
+	if ps := remoteProcs(t, m); ps != "" {
+		t.Fatalf("processes left on the server after cancellation:\n%s", ps)
 	}
 }

@@ -2,7 +2,6 @@ package ssh
 
 import (
 	"bytes"
-	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -260,20 +259,5 @@ func TestWrappedScriptsForOtherLoginShells(t *testing.T) {
 	if err != nil || string(res.Stdout) != "it's b'c\n" || len(res.Stderr) != 0 {
 		t.Fatalf("wrapped exec: %v %+v", err, res)
 	}
-	m := marker(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	p, err := sb.Start(ctx, treeCmd(m), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ps := waitProcs(t, m, twoSleeps); !twoSleeps(ps) {
-		t.Fatalf("tree never started:\n%s", ps)
-	}
-	cancel()
-	if _, err := p.Wait(); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Wait: %v", err)
-	}
-	if ps := remoteProcs(t, m); ps != "" {
-		t.Fatalf("left running:\n%s", ps)
-	}
+	cancelStreamedTree(t, sb)
 }
