@@ -9,8 +9,13 @@ import (
 // Sentinel errors. Every driver returns these, wrapped with context that
 // names the target (never a secret), so that callers test them with errors.Is.
 var (
-	// ErrUnreachable: the target's host, engine or API could not be reached.
+	// ErrUnreachable: the target host or sandbox could not be reached (an
+	// SSH host, a Daytona toolbox). A provider control plane that cannot be
+	// reached (the Docker engine, the Daytona API) is ErrUnavailable.
 	ErrUnreachable = errors.New("target unreachable")
+	// ErrTLSUnverified: a server certificate failed verification. It is an
+	// identity failure, like a host key mismatch, and is never retried.
+	ErrTLSUnverified = errors.New("tls certificate not verified")
 	// ErrAuth: the target refused the credentials.
 	ErrAuth = errors.New("authentication failed")
 	// ErrHostKeyMismatch: the host offered a key other than the one trusted for it.
@@ -21,6 +26,10 @@ var (
 	ErrCredentialsMissing = errors.New("credentials missing")
 	// ErrImageNotFound: the configured image or snapshot does not exist.
 	ErrImageNotFound = errors.New("image not found")
+	// ErrImageInactive: the provider reports the pinned snapshot inactive
+	// (idle too long). It still exists, so it does not invalidate a
+	// qualification; reactivating it by id makes it usable again.
+	ErrImageInactive = errors.New("image inactive")
 	// ErrNotFound: the sandbox (or other named object) does not exist.
 	ErrNotFound = errors.New("not found")
 	// ErrTransient: a failure worth retrying (rate limit, state change in
@@ -28,8 +37,10 @@ var (
 	ErrTransient = errors.New("transient failure")
 	// ErrUnsupported: the driver does not offer the operation.
 	ErrUnsupported = errors.New("unsupported")
-	// ErrUnavailable: the provider cannot be used now (not registered,
-	// disabled, engine down).
+	// ErrUnavailable: the provider cannot be used now: its control plane
+	// (Docker engine, Daytona API) cannot be reached or refuses service, the
+	// driver is not registered, or a test-only driver is used outside test
+	// mode.
 	ErrUnavailable = errors.New("provider unavailable")
 	// ErrTimeout: the provider gave up on an operation within its own time
 	// limit (distinct from the caller's context deadline).
@@ -79,6 +90,8 @@ const (
 	CodeHostKeyUnknown      Code = "host_key_unknown"
 	CodeMissingCredentials  Code = "missing_credentials"
 	CodeImageNotFound       Code = "image_not_found"
+	CodeImageInactive       Code = "image_inactive"
+	CodeTLSUnverified       Code = "tls_unverified"
 	CodeNotFound            Code = "not_found"
 	CodeTimeout             Code = "timeout"
 	CodeCancelled           Code = "cancelled"
@@ -101,10 +114,14 @@ func CodeOf(err error) Code {
 		return CodeHostKeyMismatch
 	case errors.Is(err, ErrHostKeyUnknown):
 		return CodeHostKeyUnknown
+	case errors.Is(err, ErrTLSUnverified):
+		return CodeTLSUnverified
 	case errors.Is(err, ErrAuth):
 		return CodeAuthFailed
 	case errors.Is(err, ErrCredentialsMissing):
 		return CodeMissingCredentials
+	case errors.Is(err, ErrImageInactive):
+		return CodeImageInactive
 	case errors.Is(err, ErrImageNotFound):
 		return CodeImageNotFound
 	case errors.Is(err, ErrInvalidConfig):

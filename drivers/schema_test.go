@@ -265,6 +265,12 @@ func TestCodeOf(t *testing.T) {
 		{wrap(drivers.ErrHostKeyUnknown), drivers.CodeHostKeyUnknown},
 		{wrap(drivers.ErrCredentialsMissing), drivers.CodeMissingCredentials},
 		{wrap(drivers.ErrImageNotFound), drivers.CodeImageNotFound},
+		{wrap(drivers.ErrImageInactive), drivers.CodeImageInactive},
+		{wrap(drivers.ErrTLSUnverified), drivers.CodeTLSUnverified},
+		// A certificate failure is an identity failure, never an auth failure
+		// or a transient one, whatever else the error carries.
+		{errors.Join(drivers.ErrAuth, drivers.ErrTLSUnverified), drivers.CodeTLSUnverified},
+		{errors.Join(drivers.ErrTransient, drivers.ErrTLSUnverified), drivers.CodeTLSUnverified},
 		{wrap(drivers.ErrNotFound), drivers.CodeNotFound},
 		{wrap(drivers.ErrTransient), drivers.CodeTransient},
 		{wrap(drivers.ErrUnsupported), drivers.CodeUnsupported},
