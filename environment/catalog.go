@@ -147,6 +147,9 @@ func (c *Catalog) create(ctx context.Context, p Principal, req CreateRequest) (*
 				Reason: fmt.Sprintf("only one %q environment is allowed per instance and %q (%s) exists", req.Driver, existing[0].Name, existing[0].ID)}
 		}
 	}
+	if err := checkReservedConfig(label, schema, req.Config); err != nil {
+		return nil, err
+	}
 	cfg, err := schema.Normalize(req.Config)
 	if err != nil {
 		return nil, &ConfigError{Name: req.Name, Err: err}
@@ -270,6 +273,9 @@ func (c *Catalog) Draft(ctx context.Context, p Principal, req CreateRequest) (dr
 	}
 	schema, err := c.schemaFor(label, req.Driver)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkReservedConfig(label, schema, req.Config); err != nil {
 		return nil, nil, err
 	}
 	cfg, err := schema.Normalize(req.Config)

@@ -31,9 +31,10 @@
 //     exclusive driver (default "local") per instance, checked atomically by
 //     the Store; the "fake" driver (and Options.TestDrivers) cannot be saved
 //     or resolved unless Options.TestMode.
-//   - Reserved fields (CFG-5): payloads naming a server-owned field
-//     (ReservedFields) or a metadata key with ReservedMetadataPrefix are
-//     refused with the field named; DecodeCreateRequest and
+//   - Reserved fields (CFG-5, reserved.go): payloads naming a
+//     server-owned field (ReservedFields) at the top level or inside the
+//     config, or a metadata key that IsReservedMetadataKey refuses, are
+//     refused as reserved with the field named; DecodeCreateRequest and
 //     DecodeUpdateRequest (request.go) decode strictly (one object, no
 //     unknown fields, exact member names, types checked).
 //   - Revisions (CFG-6): Update, Archive, Restore and Delete carry the

@@ -67,50 +67,6 @@ func (r UpdateRequest) LogValue() slog.Value {
 		slog.Any("configFields", slices.Sorted(maps.Keys(r.Config))))
 }
 
-// ReservedFields lists the top-level payload fields that belong to the server
-// (CFG-5): identity and bookkeeping of the record, and qualification and
-// platform data that only probes write. A create or update payload naming
-// one (in any letter case) is rejected with an error wrapping ErrInvalid that
-// names the field, and nothing is saved.
-var ReservedFields = []string{
-	"id", "status", "revision", "createdAt", "updatedAt", "createdBy", "updatedBy",
-	"qualification", "qualifications", "platformQualification",
-	"platform", "platformMeasurement", "platformMeasurements",
-	"fingerprint", "configFingerprint", "imageIdentity", "template", "activeTemplate",
-	"leases", "secrets",
-}
-
-// ReservedMetadataPrefix is the prefix of metadata keys that belong to the
-// server (CFG-5). Metadata keys with this prefix, and keys equal (in any
-// letter case) to one of ReservedFields' qualification and platform names,
-// are rejected.
-const ReservedMetadataPrefix = "berth."
-
-var reservedMetadataKeys = []string{
-	"qualification", "qualifications", "platformqualification",
-	"platform", "platformmeasurement", "platformmeasurements", "fingerprint", "configfingerprint",
-}
-
-func isReservedField(name string) bool {
-	for _, r := range ReservedFields {
-		if strings.EqualFold(r, name) {
-			return true
-		}
-	}
-	return false
-}
-
-// checkMetadata rejects server-owned metadata keys (CFG-5).
-func checkMetadata(md map[string]string) error {
-	for _, k := range slices.Sorted(maps.Keys(md)) {
-		lk := strings.ToLower(k)
-		if strings.HasPrefix(lk, ReservedMetadataPrefix) || slices.Contains(reservedMetadataKeys, lk) {
-			return &FieldError{Field: "metadata." + k, Reason: "reserved server-owned metadata key", Err: ErrInvalid}
-		}
-	}
-	return nil
-}
-
 // FieldError is a request problem about one named field (CFG-5, CFG-8). It
 // wraps Err (ErrInvalid, ErrConflict, ...). Its text names the environment
 // when known and the field, never a value of a secret field or env var.

@@ -3,6 +3,7 @@ package environment_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -149,6 +150,21 @@ func TestBadInputSavesNothing(t *testing.T) {
 			[]error{environment.ErrInvalid}, []string{`field "name"`}},
 		{"reserved metadata", base(func(r *environment.CreateRequest) { r.Metadata["berth.qualification"] = "yes" }),
 			[]error{environment.ErrInvalid}, []string{`environment "bad-one"`, `field "metadata.berth.qualification"`, "reserved"}},
+		// CFG-5: server-owned fields inside config are refused as reserved,
+		// not as unknown fields, and the field is named.
+		{"reserved field in config", base(func(r *environment.CreateRequest) { r.Config["qualification"] = map[string]any{"ok": true} }),
+			[]error{environment.ErrInvalid}, []string{`environment "bad-one"`, `field "config.qualification"`, "reserved"}},
+		{"reserved platform in config any case", base(func(r *environment.CreateRequest) { r.Config["Platform"] = "linux/amd64" }),
+			[]error{environment.ErrInvalid}, []string{`field "config.Platform"`, "reserved"}},
+		{"qualification imitation in config", base(func(r *environment.CreateRequest) { r.Config["platformQualificationRecorded"] = true }),
+			[]error{environment.ErrInvalid}, []string{`field "config.platformQualificationRecorded"`, "reserved"}},
+		// Metadata keys that imitate server-owned qualification state, in any case.
+		{"metadata imitates qualified", base(func(r *environment.CreateRequest) { r.Metadata["QUALIFIED"] = "true" }),
+			[]error{environment.ErrInvalid}, []string{`field "metadata.QUALIFIED"`, "reserved"}},
+		{"metadata imitates recorded flag", base(func(r *environment.CreateRequest) { r.Metadata["platform_qualification_recorded"] = "true" }),
+			[]error{environment.ErrInvalid}, []string{`field "metadata.platform_qualification_recorded"`, "reserved"}},
+		{"metadata imitates image identity", base(func(r *environment.CreateRequest) { r.Metadata["Image-Identity"] = "sha256:x" }),
+			[]error{environment.ErrInvalid}, []string{`field "metadata.Image-Identity"`, "reserved"}},
 		{"bad env name", base(func(r *environment.CreateRequest) { r.Env["1BAD"] = "x" }),
 			[]error{environment.ErrInvalid}, []string{`field "env.1BAD"`}},
 		{"credential in env var", base(func(r *environment.CreateRequest) { r.Env["GITHUB_TOKEN"] = canary }),
@@ -209,4 +225,49 @@ func TestConfigErrorNamesSavedEnvironment(t *testing.T) {
 	_, _, err = f.cat.ResolvedConfig(ctx, v.ID)
 	wantErr(t, err, environment.ErrInvalid, drivers.ErrInvalidConfig)
 	wantText(t, err, `environment "build" (env_001)`, `field "port"`)
+}
+
+// TestReservedConfigOnUpdateAndDraft (CFG-5): the reserved-field rule for
+// config members holds for updates and drafts too, and the stored record is
+// unchanged after a refused update.
+func TestReservedConfigOnUpdateAndDraft(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, nil)
+	v := f.mustCreate(t, remoteRequest("build"))
+	_, err := f.cat.Update(ctx, operator, v.ID, environment.UpdateRequest{BaseRevision: v.Revision,
+		Config: map[string]any{"host": "h", "apiKey": "x", "configFingerprint": "abc"}})
+	wantErr(t, err, environment.ErrInvalid)
+	wantText(t, err, `environment "build"`, `field "config.configFingerprint"`, "reserved")
+	after, err := f.cat.Get(ctx, operator, v.ID)
+	if err != nil || after.Revision != v.Revision {
+		t.Fatalf("after a refused update: revision %d, err %v; want %d", after.Revision, err, v.Revision)
+	}
+	req := remoteRequest("draft")
+	req.Config["is_qualified"] = true
+	_, _, err = f.cat.Draft(ctx, operator, req)
+	wantErr(t, err, environment.ErrInvalid)
+	wantText(t, err, `field "config.is_qualified"`, "reserved")
+}
+
+func TestIsReservedMetadataKey(t *testing.T) {
+	t.Parallel()
+	for key, want := range map[string]bool{
+		"berth.anything": true, "BERTH.x": true, "qualified": true, "Qualification": true,
+		"platformQualificationRecorded": true, "qualification-status": true, "platform": true,
+		"config_fingerprint": true, "imageIdentity": true,
+		"team": false, "owner": false, "platform-team": false, "berthing": false, "cost-center": false,
+	} {
+		if got := environment.IsReservedMetadataKey(key); got != want {
+			t.Errorf("IsReservedMetadataKey(%q) = %v, want %v", key, got, want)
+		}
+	}
+	if got := environment.ReservedFields(); !slices.Contains(got, "qualification") {
+		t.Errorf("ReservedFields() = %v, lacks qualification", got)
+	} else {
+		got[0] = "mutated"
+		if environment.ReservedFields()[0] == "mutated" {
+			t.Error("ReservedFields returns the package's own slice")
+		}
+	}
 }

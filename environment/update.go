@@ -65,6 +65,9 @@ func (c *Catalog) update(ctx context.Context, p Principal, cur *Environment, req
 	}
 	var created, superseded []drivers.SecretRef
 	if req.Config != nil {
+		if err := checkReservedConfig(label, schema, req.Config); err != nil {
+			return nil, err
+		}
 		cfg, err := schema.Normalize(req.Config)
 		if err != nil {
 			return nil, &ConfigError{ID: cur.ID, Name: cur.Name, Err: err}

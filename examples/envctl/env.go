@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -16,13 +17,19 @@ import (
 const envUsage = `usage: envctl env COMMAND [FLAGS]
 
   create --name N --driver D [--config FILE|-] [--description S] [--env K=V]... [--meta K=V]...
+  create --json-body FILE|-
   list [--driver D] [--status active|archived]
   show ID|NAME
   update ID|NAME --revision N [--name N] [--description S] [--config FILE|-] [--env K=V]... [--meta K=V]...
+  update ID|NAME --json-body FILE|-
   archive ID|NAME
   delete ID|NAME [--yes]
 
 --config reads the driver config as a JSON object from FILE (or - for stdin).
+--json-body reads the whole request as one JSON object (the library's
+CreateRequest / UpdateRequest shape: name, description, driver, config, env,
+metadata; baseRevision for update), decoded strictly: unknown and reserved
+server-owned fields are refused by name. It excludes the other request flags.
 Secret fields (private keys, API keys) are moved into the secret store and
 never printed back.
 `
@@ -48,19 +55,33 @@ func runEnv(ctx context.Context, g *globals, args []string) error {
 		driver := fs.String("driver", "", "driver name (required)")
 		desc := fs.String("description", "", "description")
 		cfgPath := fs.String("config", "", "driver config JSON file, - for stdin")
+		body := fs.String("json-body", "", "the whole request as JSON, FILE or - for stdin")
 		var env, meta kvList
 		fs.Var(&env, "env", "environment variable K=V (repeatable)")
 		fs.Var(&meta, "meta", "metadata K=V (repeatable)")
 		if _, err := parseInterleaved(fs, args); err != nil {
 			return errUsage
 		}
-		cfg, err := readConfig(g, *cfgPath)
-		if err != nil {
-			return err
+		var req environment.CreateRequest
+		if *body != "" {
+			if err := onlyFlag(fs, "json-body", "json"); err != nil {
+				return err
+			}
+			data, err := readInput(g, *body)
+			if err != nil {
+				return err
+			}
+			if req, err = environment.DecodeCreateRequest(data); err != nil {
+				return err
+			}
+		} else {
+			cfg, err := readConfig(g, *cfgPath)
+			if err != nil {
+				return err
+			}
+			req = environment.CreateRequest{Name: *name, Description: *desc, Driver: *driver, Config: cfg, Env: env, Metadata: meta}
 		}
-		v, err := cat.Create(ctx, g.as, environment.CreateRequest{
-			Name: *name, Description: *desc, Driver: *driver, Config: cfg, Env: env, Metadata: meta,
-		})
+		v, err := cat.Create(ctx, g.as, req)
 		if err != nil {
 			return err
 		}
@@ -96,6 +117,7 @@ func runEnv(ctx context.Context, g *globals, args []string) error {
 	desc := fs.String("description", "", "new description")
 	cfgPath := fs.String("config", "", "new driver config JSON file, - for stdin")
 	yes := fs.Bool("yes", false, "delete without asking")
+	body := fs.String("json-body", "", "the whole update request as JSON, FILE or - for stdin")
 	var env, meta kvList
 	fs.Var(&env, "env", "environment variable K=V (repeatable; replaces all)")
 	fs.Var(&meta, "meta", "metadata K=V (repeatable; replaces all)")
@@ -133,6 +155,24 @@ func runEnv(ctx context.Context, g *globals, args []string) error {
 		}
 		return printView(g, v)
 	case "update":
+		if *body != "" {
+			if err := onlyFlag(fs, "json-body", "json"); err != nil {
+				return err
+			}
+			data, err := readInput(g, *body)
+			if err != nil {
+				return err
+			}
+			req, err := environment.DecodeUpdateRequest(data)
+			if err != nil {
+				return err
+			}
+			v, err := cat.Update(ctx, g.as, id, req)
+			if err != nil {
+				return err
+			}
+			return printView(g, v)
+		}
 		if *rev == 0 {
 			return fmt.Errorf("env update %s: --revision is required (optimistic update)", pos[0])
 		}
@@ -201,6 +241,28 @@ func lookupID(ctx context.Context, g *globals, cat *environment.Catalog, s strin
 		}
 	}
 	return "", fmt.Errorf("environment %q: %w", s, environment.ErrNotFound)
+}
+
+// onlyFlag refuses any flag of fs that was set besides the allowed ones.
+func onlyFlag(fs *flag.FlagSet, allowed ...string) error {
+	var extra []string
+	fs.Visit(func(f *flag.Flag) {
+		if !slices.Contains(allowed, f.Name) {
+			extra = append(extra, "--"+f.Name)
+		}
+	})
+	if len(extra) > 0 {
+		return fmt.Errorf("%s: --%s carries the whole request; drop %s", fs.Name(), allowed[0], strings.Join(extra, ", "))
+	}
+	return nil
+}
+
+// readInput reads all of FILE, or stdin for "-".
+func readInput(g *globals, path string) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(g.stdin)
+	}
+	return os.ReadFile(path)
 }
 
 func readConfig(g *globals, path string) (map[string]any, error) {

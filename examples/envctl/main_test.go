@@ -120,3 +120,47 @@ func TestEnvLifecycle(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvJSONBody (CFG-5): `env create --json-body` and `env update
+// --json-body` take the whole request shape, so reserved top-level fields,
+// reserved config members and imitating metadata keys are refused by name
+// through the CLI, and nothing is saved.
+func TestEnvJSONBody(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "envctl.db")
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct{ name, body, field string }{
+		{"top-level", `{"name":"x","driver":"local","platformQualificationRecorded":true}`, `field "platformQualificationRecorded"`},
+		{"in config", `{"name":"x","driver":"local","config":{"qualified":true}}`, `field "config.qualified"`},
+		{"in metadata", `{"name":"x","driver":"local","metadata":{"Qualified":"yes"}}`, `field "metadata.Qualified"`},
+	} {
+		_, _, err := runCLI(t, "", "--db", db, "env", "create", "--json-body", write(tc.name+".json", tc.body))
+		if err == nil || !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), "reserved") {
+			t.Errorf("%s: err = %v, want reserved %s", tc.name, err, tc.field)
+		}
+	}
+	if _, _, err := runCLI(t, "", "--db", db, "env", "create", "--json-body", "-", "--name", "y"); err == nil || !strings.Contains(err.Error(), "--name") {
+		t.Errorf("--json-body with --name: err = %v, want a refusal naming --name", err)
+	}
+	if out, _, _ := runCLI(t, "", "--db", db, "env", "list"); strings.Contains(out, "local") {
+		t.Fatalf("a refused request saved something:\n%s", out)
+	}
+	out, errOut, err := runCLI(t, `{"name":"here","driver":"local","description":"from a body"}`, "--db", db, "env", "create", "--json-body", "-")
+	if err != nil || !strings.Contains(out, "here") {
+		t.Fatalf("create from body: %v\n%s%s", err, out, errOut)
+	}
+	_, _, err = runCLI(t, `{"baseRevision":1,"qualification":{}}`, "--db", db, "env", "update", "here", "--json-body", "-")
+	if err == nil || !strings.Contains(err.Error(), `field "qualification"`) {
+		t.Errorf("update with a reserved field: err = %v", err)
+	}
+	out, errOut, err = runCLI(t, `{"baseRevision":1,"description":"changed"}`, "--db", db, "env", "update", "here", "--json-body", "-")
+	if err != nil || !strings.Contains(out, "revision 2") {
+		t.Fatalf("update from body: %v\n%s%s", err, out, errOut)
+	}
+}

@@ -1,0 +1,105 @@
+package environment
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// reservedFields are the payload fields that belong to the server (CFG-5).
+var reservedFields = []string{
+	"id", "status", "revision", "createdAt", "updatedAt", "createdBy", "updatedBy",
+	"qualification", "qualifications", "platformQualification", "platformQualificationRecorded",
+	"qualified", "qualificationDiagnostic",
+	"platform", "platformMeasurement", "platformMeasurements",
+	"fingerprint", "configFingerprint", "imageIdentity", "template", "activeTemplate",
+	"leases", "secrets",
+}
+
+// ReservedFields returns the payload fields that belong to the server
+// (CFG-5): identity and bookkeeping of the record, and qualification and
+// platform data that only probes write. A create or update payload naming
+// one (in any letter case) at its top level or inside its config, unless
+// the driver's schema declares a config field of that name, is rejected
+// with an error wrapping ErrInvalid that names the field, and nothing is
+// saved. The slice is a fresh copy.
+func ReservedFields() []string { return slices.Clone(reservedFields) }
+
+// ReservedMetadataPrefix is the prefix of metadata keys that belong to the
+// server (CFG-5). Metadata keys with this prefix are rejected, and so are
+// keys that imitate server-owned qualification or platform state (see
+// IsReservedMetadataKey).
+const ReservedMetadataPrefix = "berth."
+
+// reservedMetadataStems are folded keys (lower case, letters and digits
+// only) that imitate server-owned state; any folded key containing
+// "qualif" is reserved as well.
+var reservedMetadataStems = []string{
+	"platform", "platformmeasurement", "platformmeasurements",
+	"fingerprint", "configfingerprint", "imageidentity",
+}
+
+// IsReservedMetadataKey reports whether a metadata key belongs to the
+// server (CFG-5): it starts with ReservedMetadataPrefix (in any letter
+// case), or, folded to lower-case letters and digits, it mentions
+// qualification ("qualified", "platformQualificationRecorded",
+// "is_qualified", "Qualification-Status", ...) or names a platform
+// measurement, fingerprint or image identity.
+func IsReservedMetadataKey(key string) bool {
+	if strings.HasPrefix(strings.ToLower(key), ReservedMetadataPrefix) {
+		return true
+	}
+	f := fold(key)
+	return strings.Contains(f, "qualif") || slices.Contains(reservedMetadataStems, f)
+}
+
+// fold lowers s and keeps only its letters and digits, so that
+// "Platform_Qualification-Recorded" and "platformqualificationrecorded"
+// compare equal.
+func fold(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if ('a' <= r && r <= 'z') || ('0' <= r && r <= '9') {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func isReservedField(name string) bool {
+	for _, r := range reservedFields {
+		if strings.EqualFold(r, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkMetadata rejects server-owned metadata keys (CFG-5).
+func checkMetadata(md map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		if IsReservedMetadataKey(k) {
+			return &FieldError{Field: "metadata." + k, Reason: "reserved server-owned metadata key (CFG-5)", Err: ErrInvalid}
+		}
+	}
+	return nil
+}
+
+// checkReservedConfig rejects config members that name a server-owned field
+// (CFG-5) and that the driver's schema does not declare, so that such a
+// payload is refused as reserved, naming the field, rather than as an
+// unknown field.
+func checkReservedConfig(label string, schema *drivers.ConfigSchema, raw map[string]any) error {
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		if _, declared := schema.Field(k); declared {
+			continue
+		}
+		if isReservedField(k) || strings.Contains(fold(k), "qualif") {
+			return &FieldError{Environment: label, Field: "config." + k, Err: ErrInvalid,
+				Reason: "reserved server-owned field; it cannot be set by a request (CFG-5)"}
+		}
+	}
+	return nil
+}
