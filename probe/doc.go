@@ -38,10 +38,18 @@
 // at acquire (the ssh driver connects with strict host key checking). Both
 // measure the platform with the same one-Exec script, and their summaries
 // say plainly that the probe did NOT validate an adapter, a workspace or
-// task execution. Host targets have no image: they are never qualified and
-// their results carry no qualification diagnostic.
+// task execution. Host targets have no image: they are never qualified, and
+// their results say so in the qualification diagnostic (CodeHostTarget).
 //
 // # Failures
+//
+// Every stage has a deadline (Options.StageTimeouts; the release has
+// Options.CleanupTimeout and runs even after the caller's context ended). A
+// stage that runs past it fails with drivers.CodeTimeout naming the stage
+// and the target, so a host that accepts a connection and never answers, or
+// never finishes the detection command, cannot hang a probe. After the
+// first failure the later stages are recorded as skipped (never "ok"), and
+// the qualification diagnostic names that failure (CodeProbeFailed).
 //
 // Probe and ProbeDraft return errors only for authorization, not-found and
 // malformed requests. Every target failure is a Result with OK false, the

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
@@ -43,6 +44,9 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr environment.Principal, drive
 			cfg[k] = v
 		}
 		r.scrub = secretValues(d.Schema(), cfg)
+		// Name the target from what was pasted, so that a config that
+		// fails validation is still reported by host (user@host:port).
+		r.res.Target = targetOf(d, withDefaults(d.Schema(), cfg))
 	}
 
 	var (
@@ -50,7 +54,7 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr environment.Principal, drive
 		cfg    drivers.Config
 		denied error
 	)
-	r.stage(StageResolve, func() (string, drivers.Code, error) {
+	r.stage(ctx, StageResolve, func(ctx context.Context) (string, drivers.Code, error) {
 		d, c, err := p.cat.Draft(ctx, pr, environment.CreateRequest{Name: "draft", Driver: driver, Config: rawConfig})
 		if errors.Is(err, environment.ErrDenied) {
 			denied = err
@@ -69,11 +73,9 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr environment.Principal, drive
 	if denied != nil {
 		return nil, denied
 	}
-	if r.res.OK {
-		env := &environment.Environment{ID: "draft-" + randomHex(6), Name: "draft", Driver: driver,
-			Status: environment.StatusActive, Config: cfg}
-		p.probeSaved(ctx, r, env, drv, ProbeOptions{}, true)
-	}
+	env := &environment.Environment{ID: "draft-" + randomHex(6), Name: "draft", Driver: driver,
+		Status: environment.StatusActive, Config: cfg}
+	p.probeSaved(ctx, r, env, drv, ProbeOptions{}, true)
 	clear(cfg)
 	diag := qualification.Diagnostic{Code: qualification.CodeNotSaved,
 		Message: "a draft probe never records a qualification; save the environment and probe it"}
@@ -89,4 +91,16 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// withDefaults returns cfg with the schema's defaults filled in for absent
+// fields; the values are not validated (it only serves naming the target).
+func withDefaults(schema *drivers.ConfigSchema, cfg drivers.Config) drivers.Config {
+	out := maps.Clone(cfg)
+	for _, f := range schema.Fields {
+		if _, ok := out[f.Name]; !ok && f.Default != nil {
+			out[f.Name] = f.Default
+		}
+	}
+	return out
 }

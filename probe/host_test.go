@@ -63,8 +63,9 @@ func TestLocalProbe(t *testing.T) {
 	if res.Platform.OS != "linux" || !res.Platform.Measured() {
 		t.Errorf("platform %q", res.Platform)
 	}
-	if res.QualificationDiagnostic != nil || res.PlatformQualificationRecorded {
-		t.Errorf("a host probe made a qualification: %+v", res.QualificationDiagnostic)
+	// PRB-6: the result says why nothing was recorded.
+	if diagCode(res) != CodeHostTarget || res.PlatformQualificationRecorded || !strings.Contains(res.QualificationDiagnostic.Message, "no image to qualify") {
+		t.Errorf("a host probe's qualification diagnostic: %+v, recorded %v", res.QualificationDiagnostic, res.PlatformQualificationRecorded)
 	}
 	if c := res.Cleanup; c == nil || !c.Confirmed || c.LeaseStatus != lease.StatusReleased {
 		t.Errorf("cleanup %+v", c)
@@ -126,8 +127,14 @@ func TestNoFallbackToHost(t *testing.T) {
 			if st, ok := res.Stage(tt.stage); !ok || st.OK || st.Code != tt.code {
 				t.Errorf("stage %s: %+v", tt.stage, st)
 			}
-			if _, ran := res.Stage(StageDetect); ran || res.Hostname != "" || !res.Platform.IsZero() {
+			if st, _ := res.Stage(StageDetect); !st.Skipped || st.OK || res.Hostname != "" || !res.Platform.IsZero() {
 				t.Errorf("something was measured after a failed allocation: %+v", res)
+			}
+			// The first failure is named; every later stage is skipped,
+			// never ok, and the diagnostic names the failure.
+			wantSkippedAfter(t, res, tt.stage)
+			if diagCode(res) != CodeProbeFailed || !strings.Contains(res.QualificationDiagnostic.Message, "stage "+string(tt.stage)) {
+				t.Errorf("diagnostic %+v", res.QualificationDiagnostic)
 			}
 			if res.PlatformQualificationRecorded || len(w.fake.Sandboxes()) != 0 {
 				t.Errorf("recorded %v, sandboxes %+v", res.PlatformQualificationRecorded, w.fake.Sandboxes())
@@ -275,9 +282,10 @@ func TestProbeTimeoutStillCleansUp(t *testing.T) {
 	if c := res.Cleanup; c == nil || !c.Confirmed || c.LeaseStatus != lease.StatusReleased {
 		t.Errorf("cleanup after the deadline: %+v", c)
 	}
-	if res.PlatformQualificationRecorded || diagCode(res) != qualification.CodePlatformNotMeasured && diagCode(res) != qualification.CodeIdentityNotReported {
+	if res.PlatformQualificationRecorded || diagCode(res) != CodeProbeFailed || !strings.Contains(res.QualificationDiagnostic.Message, "stage detect") {
 		t.Errorf("diagnostic %+v", res.QualificationDiagnostic)
 	}
+	wantSkippedAfter(t, res, StageDetect)
 }
 
 // A start that fails and whose sandbox cannot be removed: the probe fails
@@ -306,7 +314,26 @@ func TestFailedStartPendingCleanup(t *testing.T) {
 	if err != nil || len(ls) != 1 || ls[0].Status != lease.StatusPendingCleanup {
 		t.Errorf("leases %+v, %v", ls, err)
 	}
-	if _, ran := res.Stage(StageDetect); ran {
-		t.Error("detect ran after a failed start")
+	if st, _ := res.Stage(StageDetect); !st.Skipped || st.OK {
+		t.Errorf("detect after a failed start: %+v, want skipped", st)
+	}
+}
+
+// wantSkippedAfter checks that every stage after failed, but the release
+// when it ran, is skipped and not ok.
+func wantSkippedAfter(t *testing.T, res *Result, failed StageName) {
+	t.Helper()
+	seen := false
+	for _, st := range res.Stages {
+		switch {
+		case st.Name == failed:
+			seen = true
+		case seen && st.Name == StageRelease && !st.Skipped:
+		case seen && (!st.Skipped || st.OK):
+			t.Errorf("stage %s after the failed %s: %+v, want skipped", st.Name, failed, st)
+		}
+	}
+	if !seen {
+		t.Errorf("stage %s not in %+v", failed, res.Stages)
 	}
 }

@@ -18,9 +18,18 @@ import (
 const (
 	// DefaultCleanupTimeout bounds the release of a probe's lease.
 	DefaultCleanupTimeout = time.Minute
-	// DefaultDraftBudget bounds a draft probe's acquisition when neither
-	// the context nor the driver sets a deadline.
-	DefaultDraftBudget = 5 * time.Minute
+	// DefaultResolveTimeout bounds the resolve stage (store reads, config
+	// validation, secret resolution).
+	DefaultResolveTimeout = 30 * time.Second
+	// DefaultAcquireTimeout bounds the acquire stage: opening the host
+	// session or allocating the sandbox, retries included.
+	DefaultAcquireTimeout = 5 * time.Minute
+	// DefaultDetectTimeout bounds the detection script's one Exec.
+	DefaultDetectTimeout = 2 * time.Minute
+	// DefaultImageTimeout bounds reading the live image identity.
+	DefaultImageTimeout = 30 * time.Second
+	// DefaultQualifyTimeout bounds evaluating and storing the qualification.
+	DefaultQualifyTimeout = 30 * time.Second
 	// DefaultOutputLimit caps the detection script's output.
 	DefaultOutputLimit = 64 << 10
 )
@@ -34,9 +43,18 @@ const (
 	CodeArchived drivers.Code = "archived"
 )
 
-// CodeRecordFailed is the qualification diagnostic code when every QUAL-1
-// condition held but storing the record failed.
-const CodeRecordFailed qualification.Code = "record_failed"
+// Qualification diagnostic codes of the probe, besides Evaluate's.
+const (
+	// CodeRecordFailed: every QUAL-1 condition held but storing the record
+	// failed.
+	CodeRecordFailed qualification.Code = "record_failed"
+	// CodeHostTarget: a host target (local, ssh) has no image to qualify;
+	// nothing is recorded (PRB-6).
+	CodeHostTarget qualification.Code = "host_target"
+	// CodeProbeFailed: a stage failed before the evidence was complete;
+	// the message names the stage and its code.
+	CodeProbeFailed qualification.Code = "probe_failed"
+)
 
 // ErrInvalid is wrapped by errors about a malformed probe request (no
 // company for a saved probe, no driver for a draft).
@@ -54,13 +72,50 @@ type Options struct {
 	// Logger receives one line per probe (target, code, duration); never a
 	// secret or a config value. Default: discard.
 	Logger *slog.Logger
-	// CleanupTimeout bounds releasing the probe's lease; the release runs
-	// even after the probe's context ended. Default DefaultCleanupTimeout.
+	// CleanupTimeout bounds the release stage; the release runs even after
+	// the probe's context ended, on its own deadline. Default
+	// DefaultCleanupTimeout.
 	CleanupTimeout time.Duration
-	// DraftBudget bounds a draft probe's acquisition when the context has no
-	// deadline and the driver declares no startup budget. Default
-	// DefaultDraftBudget.
-	DraftBudget time.Duration
+	// StageTimeouts bound the other stages (PRB-5). A stage that runs past
+	// its deadline fails with drivers.CodeTimeout and an error naming the
+	// stage and the target; the stages after it are skipped, and the
+	// release still runs on its own deadline.
+	StageTimeouts StageTimeouts
+}
+
+// StageTimeouts are the deadlines of the probe stages other than release
+// (see Options.CleanupTimeout). A zero field takes its default. The
+// caller's context still bounds every stage but the release.
+type StageTimeouts struct {
+	Resolve time.Duration // default DefaultResolveTimeout
+	Acquire time.Duration // default DefaultAcquireTimeout
+	Detect  time.Duration // default DefaultDetectTimeout
+	Image   time.Duration // default DefaultImageTimeout
+	Qualify time.Duration // default DefaultQualifyTimeout
+}
+
+// of returns the deadline of stage n.
+func (t StageTimeouts) of(n StageName, cleanup time.Duration) time.Duration {
+	pick := func(d, def time.Duration) time.Duration {
+		if d > 0 {
+			return d
+		}
+		return def
+	}
+	switch n {
+	case StageResolve:
+		return pick(t.Resolve, DefaultResolveTimeout)
+	case StageAcquire:
+		return pick(t.Acquire, DefaultAcquireTimeout)
+	case StageDetect:
+		return pick(t.Detect, DefaultDetectTimeout)
+	case StageImage:
+		return pick(t.Image, DefaultImageTimeout)
+	case StageRelease:
+		return cleanup
+	default:
+		return pick(t.Qualify, DefaultQualifyTimeout)
+	}
 }
 
 // ProbeOptions parameterize one probe.
@@ -103,9 +158,6 @@ func New(cat *environment.Catalog, reg *drivers.Registry, leases *lease.Manager,
 	}
 	if o.CleanupTimeout <= 0 {
 		o.CleanupTimeout = DefaultCleanupTimeout
-	}
-	if o.DraftBudget <= 0 {
-		o.DraftBudget = DefaultDraftBudget
 	}
 	return &Prober{cat: cat, reg: reg, leases: leases, quals: quals, o: o}
 }
@@ -155,17 +207,35 @@ func (p *Prober) newRun(driver string) *run {
 	return &run{p: p, start: time.Now(), res: &Result{Driver: driver, OK: true, Code: drivers.CodeOK, StartedAt: p.o.Clock.Now(), Stages: []Stage{}}}
 }
 
-// stage runs fn as stage n, times it, reports progress and records it. A
-// failure marks the probe failed; the first failure sets the Result's code.
-// code, if not "", overrides the code derived from the error.
-func (r *run) stage(n StageName, fn func() (note string, code drivers.Code, err error)) bool {
+// errStageDeadline is the cause of a stage's deadline.
+var errStageDeadline = errors.New("stage deadline")
+
+// stage runs fn as stage n on a context bounded by the stage's deadline,
+// times it, reports progress and records it. A failure marks the probe
+// failed; the first failure sets the Result's code. code, if not "",
+// overrides the code derived from the error. A stage whose deadline fired
+// fails with drivers.CodeTimeout and an error naming the stage and the
+// target, whatever the error fn returned. Once the probe has failed, every
+// later stage but the release is recorded as skipped and fn is not called.
+func (r *run) stage(ctx context.Context, n StageName, fn func(ctx context.Context) (note string, code drivers.Code, err error)) bool {
+	if !r.res.OK && n != StageRelease {
+		r.skip(n)
+		return false
+	}
 	if r.p.o.Progress != nil {
 		r.p.o.Progress(Stage{Name: n, Running: true})
 	}
+	limit := r.p.o.StageTimeouts.of(n, r.p.o.CleanupTimeout)
+	sctx, cancel := context.WithTimeoutCause(ctx, limit, errStageDeadline)
+	defer cancel()
 	t0 := time.Now()
-	note, code, err := fn()
+	note, code, err := fn(sctx)
 	s := Stage{Name: n, Duration: time.Since(t0), OK: err == nil, Note: r.scrub.scrub(note)}
 	if err != nil {
+		if ctx.Err() == nil && errors.Is(context.Cause(sctx), errStageDeadline) {
+			code = drivers.CodeTimeout
+			err = fmt.Errorf("stage %s on %s ran past its deadline of %s: %w", n, r.res.Target, limit, err)
+		}
 		if code == "" {
 			code = codeOf(err)
 		}
@@ -177,6 +247,16 @@ func (r *run) stage(n StageName, fn func() (note string, code drivers.Code, err 
 		r.p.o.Progress(s)
 	}
 	return err == nil
+}
+
+// skip records stage n as skipped because an earlier stage failed.
+func (r *run) skip(n StageName) {
+	first, _ := r.failedStage()
+	s := Stage{Name: n, Skipped: true, Note: fmt.Sprintf("skipped: stage %s failed (%s)", first.Name, first.Code)}
+	r.res.Stages = append(r.res.Stages, s)
+	if r.p.o.Progress != nil {
+		r.p.o.Progress(s)
+	}
 }
 
 func (r *run) fail(code drivers.Code) {
@@ -199,7 +279,7 @@ func (r *run) finish(ctx context.Context) *Result {
 // failedStage returns the first failed stage.
 func (r *run) failedStage() (Stage, bool) {
 	for _, s := range r.res.Stages {
-		if !s.OK {
+		if !s.OK && !s.Skipped {
 			return s, true
 		}
 	}

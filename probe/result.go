@@ -11,7 +11,9 @@ import (
 )
 
 // StageName names one step of a probe. Stages run in the order of the
-// constants; a probe skips the stages that do not apply to its target.
+// constants; a probe leaves out the stages that do not apply to its target
+// (no image stage for host drivers, no qualify stage for drafts), and
+// records the ones after a failure as skipped (the release still runs).
 type StageName string
 
 // The probe stages.
@@ -37,7 +39,12 @@ type Stage struct {
 	Name StageName `json:"name"`
 	// Duration is how long the stage took (wall clock).
 	Duration time.Duration `json:"duration"`
-	OK       bool          `json:"ok"`
+	// OK is true when the stage ran and succeeded; false when it failed or
+	// was skipped.
+	OK bool `json:"ok"`
+	// Skipped is true when the stage did not run because an earlier stage
+	// failed; Note names that stage. A skipped stage is never OK.
+	Skipped bool `json:"skipped,omitempty"`
 	// Running is set only in Options.Progress calls made when the stage
 	// starts; stages in a Result never have it.
 	Running bool `json:"running,omitempty"`
@@ -110,7 +117,9 @@ type Result struct {
 	// qualification record (QUAL-1).
 	PlatformQualificationRecorded bool `json:"platformQualificationRecorded"`
 	// QualificationDiagnostic says why a qualification was or was not
-	// recorded; nil for host targets, which have no image to qualify.
+	// recorded (PRB-6); never nil: host targets say they have no image to
+	// qualify (CodeHostTarget), drafts that they are not saved, and a failed
+	// probe names its first failed stage (CodeProbeFailed).
 	QualificationDiagnostic *qualification.Diagnostic `json:"qualificationDiagnostic,omitempty"`
 	// StartedAt and Duration time the whole probe.
 	StartedAt time.Time     `json:"startedAt"`

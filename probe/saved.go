@@ -46,7 +46,7 @@ func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID stri
 		env *environment.Environment
 		drv drivers.Driver
 	)
-	r.stage(StageResolve, func() (string, drivers.Code, error) {
+	r.stage(ctx, StageResolve, func(ctx context.Context) (string, drivers.Code, error) {
 		if v.Status == environment.StatusArchived {
 			return "", CodeArchived, fmt.Errorf("environment %s (%q) is archived; restore it to probe it", v.ID, v.Name)
 		}
@@ -67,10 +67,12 @@ func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID stri
 		}
 		return fmt.Sprintf("driver %s (%s)", d.Name(), d.Capabilities().Kind), "", nil
 	})
-	if r.res.OK {
-		p.probeSaved(ctx, r, env, drv, opts, false)
-	}
-	if drv != nil && drv.Capabilities().Kind == drivers.KindSandbox && env != nil {
+	p.probeSaved(ctx, r, env, drv, opts, false)
+	if drv != nil && drv.Capabilities().Kind == drivers.KindHost {
+		diag := qualification.Diagnostic{Code: CodeHostTarget,
+			Message: fmt.Sprintf("driver %s is a host target: it has no image to qualify, so nothing was recorded", drv.Name())}
+		r.res.QualificationDiagnostic = &diag
+	} else {
 		p.qualify(ctx, r, drv, env, opts.Company)
 	}
 	if r.res.Hostname != "" && drv != nil && drv.Capabilities().Kind == drivers.KindHost && r.res.Target == "host "+drv.Name() {
@@ -81,14 +83,15 @@ func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID stri
 }
 
 // probeSaved runs the acquire, detect, image and release stages on a fresh
-// ephemeral lease.
+// ephemeral lease. After a failure the remaining stages are recorded as
+// skipped; the release runs whenever something was acquired.
 func (p *Prober) probeSaved(ctx context.Context, r *run, env *environment.Environment, drv drivers.Driver, opts ProbeOptions, draft bool) {
 	purpose := "probe"
 	if draft {
 		purpose = "draft-probe"
 	}
 	var h *lease.Handle
-	ok := r.stage(StageAcquire, func() (string, drivers.Code, error) {
+	ok := r.stage(ctx, StageAcquire, func(ctx context.Context) (string, drivers.Code, error) {
 		var err error
 		h, err = p.leases.Acquire(ctx, lease.AcquireRequest{
 			Company: opts.Company, Environment: env, Workspace: opts.Workspace,
@@ -112,15 +115,22 @@ func (p *Prober) probeSaved(ctx context.Context, r *run, env *environment.Enviro
 		return fmt.Sprintf("fresh lease %s, sandbox %s", h.ID(), h.Sandbox().ID()), "", nil
 	})
 	if h == nil {
+		// Nothing to measure or release: say so rather than leave the
+		// stages out.
+		r.skip(StageDetect)
+		if drv != nil && drv.Capabilities().Kind == drivers.KindSandbox {
+			r.skip(StageImage)
+		}
+		r.skip(StageRelease)
 		return
 	}
 	if ok {
 		p.measure(ctx, r, drv, h.Sandbox())
 	}
-	r.stage(StageRelease, func() (string, drivers.Code, error) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.CleanupTimeout)
-		defer cancel()
-		l, err := h.Release(rctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	// The release runs even after the probe's context ended, on its own
+	// deadline (Options.CleanupTimeout).
+	r.stage(context.WithoutCancel(ctx), StageRelease, func(ctx context.Context) (string, drivers.Code, error) {
+		l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
 		c := &Cleanup{}
 		r.res.Cleanup = c
 		if l != nil {
@@ -149,7 +159,7 @@ func (p *Prober) probeSaved(ctx context.Context, r *run, env *environment.Enviro
 
 // measure runs the detect stage, and the image stage for sandbox drivers.
 func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, sb drivers.Sandbox) {
-	r.stage(StageDetect, func() (string, drivers.Code, error) {
+	r.stage(ctx, StageDetect, func(ctx context.Context) (string, drivers.Code, error) {
 		res, err := sb.Exec(ctx, drivers.Command{Argv: DetectArgv(), OutputLimit: DefaultOutputLimit})
 		if err != nil {
 			return "", "", err
@@ -190,7 +200,7 @@ func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, sb dri
 	if drv.Capabilities().Kind != drivers.KindSandbox {
 		return
 	}
-	r.stage(StageImage, func() (string, drivers.Code, error) {
+	r.stage(ctx, StageImage, func(ctx context.Context) (string, drivers.Code, error) {
 		ir, err := drivers.AsImageReporter(drv, sb)
 		if errors.Is(err, drivers.ErrUnsupported) {
 			return fmt.Sprintf("driver %s does not report the live image identity", drv.Name()), "", nil
@@ -208,26 +218,28 @@ func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, sb dri
 }
 
 // qualify runs the qualify stage: evaluate the evidence of a saved sandbox
-// probe and store the record when every QUAL-1 condition held.
+// probe and store the record when every QUAL-1 condition held. After a
+// failed stage it evaluates nothing: the stage is skipped and the
+// diagnostic names the first failure (CodeProbeFailed).
 func (p *Prober) qualify(ctx context.Context, r *run, drv drivers.Driver, env *environment.Environment, company string) {
-	r.stage(StageQualify, func() (string, drivers.Code, error) {
-		subj, imgProblem := subjectOf(drv, env, company)
-		ev := qualification.Evidence{
-			LiveImage:        r.res.ImageIdentity,
-			Platform:         r.res.Platform,
-			CleanupConfirmed: r.res.Cleanup != nil && r.res.Cleanup.Confirmed,
-			LeaseID:          r.res.LeaseID,
-			At:               p.o.Clock.Now(),
+	if !r.res.OK {
+		st, _ := r.failedStage()
+		diag := qualification.Diagnostic{Code: CodeProbeFailed,
+			Message: fmt.Sprintf("the probe failed at stage %s (%s), so nothing was qualified: %s", st.Name, st.Code, st.Error)}
+		if st.Name == StageRelease {
+			// Every measurement ran: Evaluate names the condition that
+			// failed (cleanup_not_confirmed), and never records.
+			if _, d := p.evaluate(r, drv, env, company); d.Code != qualification.CodeRecorded {
+				diag = d
+			}
 		}
-		rec, diag := qualification.Evaluate(subj, ev)
-		if diag.Code == qualification.CodeImageNotPinned && imgProblem != "" {
-			diag.Message = imgProblem
-		}
-		if diag.Code == qualification.CodeRecorded && !r.res.OK {
-			// Evaluate's conditions cover every stage; keep the guard anyway.
-			st, _ := r.failedStage()
-			diag = qualification.Diagnostic{Code: qualification.Code(st.Code), Message: "the probe failed at stage " + string(st.Name)}
-		}
+		diag.Message = r.scrub.scrub(diag.Message)
+		r.res.QualificationDiagnostic = &diag
+		r.skip(StageQualify)
+		return
+	}
+	r.stage(ctx, StageQualify, func(ctx context.Context) (string, drivers.Code, error) {
+		rec, diag := p.evaluate(r, drv, env, company)
 		if diag.Code == qualification.CodeRecorded {
 			if err := p.quals.PutQualification(ctx, rec); err != nil {
 				diag = qualification.Diagnostic{Code: CodeRecordFailed, Message: "every condition held, but storing the record failed: " + err.Error()}
@@ -248,4 +260,21 @@ func clip(b []byte) string {
 		return string(b[:n]) + "..."
 	}
 	return string(b)
+}
+
+// evaluate applies qualification.Evaluate to the evidence r collected.
+func (p *Prober) evaluate(r *run, drv drivers.Driver, env *environment.Environment, company string) (qualification.Record, qualification.Diagnostic) {
+	subj, imgProblem := subjectOf(drv, env, company)
+	ev := qualification.Evidence{
+		LiveImage:        r.res.ImageIdentity,
+		Platform:         r.res.Platform,
+		CleanupConfirmed: r.res.Cleanup != nil && r.res.Cleanup.Confirmed,
+		LeaseID:          r.res.LeaseID,
+		At:               p.o.Clock.Now(),
+	}
+	rec, diag := qualification.Evaluate(subj, ev)
+	if diag.Code == qualification.CodeImageNotPinned && imgProblem != "" {
+		diag.Message = imgProblem
+	}
+	return rec, diag
 }

@@ -71,7 +71,9 @@ func classifyHandshake(ctx context.Context, addr, user string, err error) error 
 	case ctx.Err() != nil:
 		cause := context.Cause(ctx)
 		if errors.Is(cause, errConnectTimeout) {
-			return fmt.Errorf("ssh %s: handshake did not finish within connect_timeout: %w", who, drivers.ErrUnreachable)
+			// The server accepted the connection and then stayed silent
+			// (or too slow): a timeout, not an unreachable host (PRB-5).
+			return fmt.Errorf("ssh %s: the server accepted the connection but the handshake did not finish within connect_timeout: %w", who, drivers.ErrTimeout)
 		}
 		return fmt.Errorf("ssh %s: handshake: %w", who, cause)
 	case errors.As(err, new(*xssh.AlgorithmNegotiationError)):

@@ -170,15 +170,17 @@ func TestUnreachable(t *testing.T) {
 			t.Fatalf("error %v; want ErrUnreachable from a refused connection", err)
 		}
 	})
-	t.Run("silent server hits connect_timeout", func(t *testing.T) {
+	t.Run("silent server is a timeout, not unreachable", func(t *testing.T) {
 		t.Parallel()
+		// PRB-5: a server that accepts and never speaks ran past a
+		// deadline; the host itself was reached.
 		cfg := e.config(t, func(m map[string]any) {
 			m[FieldPort] = silentListener(t)
 			m[FieldConnectTimeout] = "200ms"
 		})
 		_, err := e.d.Acquire(testCtx(t), cfg, drivers.AcquireRequest{})
-		if !errors.Is(err, drivers.ErrUnreachable) {
-			t.Fatalf("error %v; want ErrUnreachable", err)
+		if !errors.Is(err, drivers.ErrTimeout) || errors.Is(err, drivers.ErrUnreachable) || drivers.CodeOf(err) != drivers.CodeTimeout {
+			t.Fatalf("error %v (code %s); want ErrTimeout only", err, drivers.CodeOf(err))
 		}
 	})
 	t.Run("dial honours cancellation", func(t *testing.T) {

@@ -123,7 +123,9 @@ func newProber(g *globals, sys *berth.System, progress bool) *probe.Prober {
 // stageLine is one completed stage: "acquire  ok      1.2s  note".
 func stageLine(st probe.Stage) string {
 	verdict := "ok"
-	if !st.OK {
+	if st.Skipped {
+		verdict = "skipped"
+	} else if !st.OK {
 		verdict = "FAILED"
 		if st.Code != "" {
 			verdict += " (" + string(st.Code) + ")"
@@ -150,7 +152,9 @@ func printProbe(w io.Writer, res *probe.Result) {
 	fmt.Fprintln(tw, "  STAGE\tRESULT\tDURATION\tNOTE")
 	for _, st := range res.Stages {
 		ok := "ok"
-		if !st.OK {
+		if st.Skipped {
+			ok = "skipped"
+		} else if !st.OK {
 			ok = "failed"
 			if st.Code != "" {
 				ok += " (" + string(st.Code) + ")"

@@ -39,6 +39,7 @@ type SSHServer struct {
 	knownHosts string // path of a known_hosts file holding KnownHostsLine
 	clientFile string // path of the client private key file (0600)
 	home       string // HOME of sessions
+	authLine   string // the client key's authorized_keys line
 
 	cmd    *exec.Cmd
 	logMu  sync.Mutex
@@ -82,7 +83,8 @@ func SSHD(t testing.TB) *SSHServer {
 	s.clientFile = filepath.Join(s.dir, "client_ed25519")
 	write(t, filepath.Join(s.dir, "host_ed25519"), hostPEM)
 	write(t, s.clientFile, s.clientPEM)
-	write(t, filepath.Join(s.dir, "authorized_keys"), string(ssh.MarshalAuthorizedKey(clientSigner.PublicKey())))
+	s.authLine = string(ssh.MarshalAuthorizedKey(clientSigner.PublicKey()))
+	write(t, filepath.Join(s.dir, "authorized_keys"), s.authLine)
 
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -288,4 +290,18 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ForceCommand makes sshd run script (a POSIX sh script) in place of every
+// command the client key asks for from the next login on; the command asked
+// for is in $SSH_ORIGINAL_COMMAND. It rewrites authorized_keys with a
+// command= option, which sshd reads at each login, so a test can make the
+// server accept logins and then misbehave (e.g. never finish one command).
+func (s *SSHServer) ForceCommand(t testing.TB, script string) {
+	t.Helper()
+	path := filepath.Join(s.dir, "force-command.sh")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	write(t, filepath.Join(s.dir, "authorized_keys"), `command="`+path+`" `+s.authLine)
 }

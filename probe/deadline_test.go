@@ -1,0 +1,201 @@
+package probe
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/drivers/ssh"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/qualification"
+)
+
+// A detection command that never finishes is cut by the detect stage's
+// own deadline, not by the caller's context (which has none): the probe
+// reports timeout naming the stage and the target, the later stages are
+// skipped, and the lease is still released and confirmed (PRB-5).
+func TestStageDeadlineWithoutCallerDeadline(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, worldOpts{fake: &fake.Options{Handlers: map[string]fake.HandlerFunc{
+		"uname": func(ctx context.Context, _ fake.Invocation) (int, error) {
+			<-ctx.Done()
+			return -1, ctx.Err()
+		},
+	}}})
+	w.prober = New(w.cat, w.reg, w.leases, w.quals, &Options{StageTimeouts: StageTimeouts{Detect: 50 * time.Millisecond}})
+	img := w.fake.AddImage("registry.fake.test/team/app:v1")
+	env := w.create(t, "hangs", img.String())
+	res := w.probe(t, env.ID, "acme")
+	if res.OK || res.Code != drivers.CodeTimeout {
+		t.Fatalf("ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
+	}
+	st, _ := res.Stage(StageDetect)
+	if st.OK || st.Code != drivers.CodeTimeout || !strings.Contains(st.Error, "stage detect") || !strings.Contains(st.Error, res.Target) {
+		t.Errorf("detect stage %+v; want a timeout naming the stage and target %q", st, res.Target)
+	}
+	wantSkippedAfter(t, res, StageDetect)
+	if c := res.Cleanup; c == nil || !c.Confirmed || c.LeaseStatus != lease.StatusReleased {
+		t.Errorf("cleanup %+v", c)
+	}
+	for _, sb := range w.fake.Sandboxes() {
+		if sb.State != drivers.StateDestroyed {
+			t.Errorf("sandbox %s left %s", sb.ID, sb.State)
+		}
+	}
+}
+
+// sshProber is a prober over the ssh driver alone, with stage deadlines.
+func sshProber(t *testing.T, st StageTimeouts) (*Prober, *environment.Catalog) {
+	t.Helper()
+	reg := drivers.NewRegistry(ssh.New(nil))
+	secrets := environment.NewMemorySecretStore()
+	cat := environment.NewCatalog(environment.NewMemoryStore(), reg, secrets, nil)
+	leases := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get})
+	return New(cat, reg, leases, qualification.NewMemoryStore(), &Options{StageTimeouts: st}), cat
+}
+
+// acceptSilently listens on loopback, accepts connections and never
+// speaks; it returns the port.
+func acceptSilently(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { l.Close(); <-done })
+	go func() {
+		defer close(done)
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// A TCP server that accepts and never speaks is a timeout, not an
+// unreachable host, whichever deadline fires first: the driver's
+// connect_timeout or the acquire stage's deadline (PRB-5). The result names
+// the target by host, and its diagnostic says why nothing was recorded.
+func TestSilentServerIsTimeout(t *testing.T) {
+	t.Parallel()
+	srv := testenv.SSHD(t) // for a valid key and known_hosts line only
+	port := acceptSilently(t)
+	cfg := func(connectTimeout string) map[string]any {
+		return map[string]any{
+			ssh.FieldHost: "127.0.0.1", ssh.FieldPort: port, ssh.FieldUser: "nobody",
+			ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldConnectTimeout: connectTimeout,
+			ssh.FieldKnownHosts: []any{strings.Replace(srv.KnownHostsLine(), strconv.Itoa(srv.Port()), strconv.Itoa(port), 1)},
+		}
+	}
+	target := "nobody@127.0.0.1:" + strconv.Itoa(port)
+	for _, tc := range []struct {
+		name           string
+		connectTimeout string
+		stages         StageTimeouts
+	}{
+		{"driver connect_timeout", "200ms", StageTimeouts{}},
+		{"acquire stage deadline", "10m", StageTimeouts{Acquire: 200 * time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, _ := sshProber(t, tc.stages)
+			res, err := p.ProbeDraft(context.Background(), admin, "ssh", cfg(tc.connectTimeout))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.OK || res.Code != drivers.CodeTimeout || res.Target != target {
+				t.Fatalf("ok=%v code=%s target=%q: %s", res.OK, res.Code, res.Target, res.Summary)
+			}
+			if st, _ := res.Stage(StageAcquire); st.Code != drivers.CodeTimeout || !strings.Contains(res.Summary, target) {
+				t.Errorf("acquire stage %+v; summary %q", st, res.Summary)
+			}
+			wantSkippedAfter(t, res, StageAcquire)
+		})
+	}
+}
+
+// An SSH host that completes the handshake and the workspace check but
+// never finishes the detection command cannot hang a probe: the detect
+// stage's deadline ends it with timeout, and the release still ends the
+// session with a confirmed receipt (PRB-5), against OpenSSH's sshd.
+func TestSSHDetectionHangIsTimeout(t *testing.T) {
+	t.Parallel()
+	srv := testenv.SSHD(t)
+	// The detection script is the only command that runs uname: it runs
+	// as asked (under the driver's process-group wrapper), but its uname
+	// never returns.
+	hang := t.TempDir()
+	if err := os.WriteFile(filepath.Join(hang, "uname"), []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv.ForceCommand(t, `case "$SSH_ORIGINAL_COMMAND" in
+*uname*) PATH=`+hang+`:$PATH; export PATH ;;
+esac
+exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
+`)
+	p, cat := sshProber(t, StageTimeouts{Detect: 500 * time.Millisecond})
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	v, err := cat.Create(ctx, admin, environment.CreateRequest{Name: "silent-detect", Driver: "ssh", Config: map[string]any{
+		ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
+		ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: dir,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Probe(ctx, admin, v.ID, ProbeOptions{Company: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK || res.Code != drivers.CodeTimeout {
+		t.Fatalf("ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
+	}
+	if st, _ := res.Stage(StageDetect); st.Code != drivers.CodeTimeout || !strings.Contains(st.Error, "stage detect") {
+		t.Errorf("detect stage %+v", st)
+	}
+	if c := res.Cleanup; c == nil || !c.Confirmed {
+		t.Errorf("cleanup %+v", c)
+	}
+	if diagCode(res) != CodeHostTarget {
+		t.Errorf("diagnostic %+v", res.QualificationDiagnostic)
+	}
+}
+
+// A draft of an invalid SSH config is named by host, not "provider ssh"
+// (issue: the target must be recognisable when validation fails).
+func TestInvalidSSHDraftNamesHost(t *testing.T) {
+	t.Parallel()
+	p, _ := sshProber(t, StageTimeouts{})
+	res, err := p.ProbeDraft(context.Background(), admin, "ssh", map[string]any{
+		ssh.FieldHost: "build-7.internal", ssh.FieldUser: "ci", ssh.FieldPrivateKey: "not a key",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK || res.Code != drivers.CodeInvalidConfig || res.Target != "ci@build-7.internal:22" || !strings.Contains(res.Summary, "ci@build-7.internal:22") {
+		t.Fatalf("ok=%v code=%s target=%q: %s", res.OK, res.Code, res.Target, res.Summary)
+	}
+}
