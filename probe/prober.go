@@ -226,13 +226,15 @@ func (r *run) stage(ctx context.Context, n StageName, fn func(ctx context.Contex
 		r.p.o.Progress(Stage{Name: n, Running: true})
 	}
 	limit := r.p.o.StageTimeouts.of(n, r.p.o.CleanupTimeout)
+	t0 := time.Now() // before the deadline is set, so t0+limit is not after it
 	sctx, cancel := context.WithTimeoutCause(ctx, limit, errStageDeadline)
 	defer cancel()
-	t0 := time.Now()
 	note, code, err := fn(sctx)
 	s := Stage{Name: n, Duration: time.Since(t0), OK: err == nil, Note: r.scrub.scrub(note)}
 	if err != nil {
-		if ctx.Err() == nil && errors.Is(context.Cause(sctx), errStageDeadline) {
+		// The stage's own deadline fired (a driver may notice it through
+		// a socket deadline a moment before sctx reports done).
+		if ctx.Err() == nil && (errors.Is(context.Cause(sctx), errStageDeadline) || !time.Now().Before(t0.Add(limit))) {
 			code = drivers.CodeTimeout
 			err = fmt.Errorf("stage %s on %s ran past its deadline of %s: %w", n, r.res.Target, limit, err)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
@@ -68,12 +70,19 @@ func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID stri
 		return fmt.Sprintf("driver %s (%s)", d.Name(), d.Capabilities().Kind), "", nil
 	})
 	p.probeSaved(ctx, r, env, drv, opts, false)
+	invalidated := false
+	if r.res.Code == drivers.CodeImageNotFound && drv != nil && drv.Capabilities().Kind == drivers.KindSandbox {
+		invalidated = p.invalidate(ctx, r, drv, env, opts.Company)
+	}
 	if drv != nil && drv.Capabilities().Kind == drivers.KindHost {
 		diag := qualification.Diagnostic{Code: CodeHostTarget,
 			Message: fmt.Sprintf("driver %s is a host target: it has no image to qualify, so nothing was recorded", drv.Name())}
 		r.res.QualificationDiagnostic = &diag
 	} else {
 		p.qualify(ctx, r, drv, env, opts.Company)
+	}
+	if invalidated {
+		r.res.QualificationDiagnostic.Message += "; the recorded qualification of this image is now invalidated (QUAL-3)"
 	}
 	if r.res.Hostname != "" && drv != nil && drv.Capabilities().Kind == drivers.KindHost && r.res.Target == "host "+drv.Name() {
 		r.res.Target = "host " + r.res.Hostname
@@ -277,4 +286,30 @@ func (p *Prober) evaluate(r *run, drv drivers.Driver, env *environment.Environme
 		diag.Message = imgProblem
 	}
 	return rec, diag
+}
+
+// invalidate records, on the company's qualification record of env, that
+// the provider reported the qualified identity gone (QUAL-3), so that reads
+// say invalidated with the reason and time. Only a record that applies to
+// the environment as configured now is marked (a stale one already reads
+// stale); an inactive identity (drivers.ErrImageInactive) is not gone and
+// never gets here. It reports whether a record was marked; a failed write
+// is logged, and the probe's result stands.
+func (p *Prober) invalidate(ctx context.Context, r *run, drv drivers.Driver, env *environment.Environment, company string) bool {
+	rec, err := p.quals.GetQualification(ctx, company, env.ID)
+	if err != nil {
+		return false
+	}
+	subj, _ := subjectOf(drv, env, company)
+	if ok, _ := qualification.Valid(rec, subj); !ok {
+		return false
+	}
+	at := p.o.Clock.Now()
+	reason := fmt.Sprintf("a probe at %s found image %s gone: the provider reported it not found", at.UTC().Format(time.RFC3339), rec.Image)
+	if err := p.quals.PutQualification(ctx, rec.Invalidate(reason, at)); err != nil {
+		p.o.Logger.LogAttrs(ctx, slog.LevelError, "recording an invalidated qualification failed",
+			slog.String("environment", env.ID), slog.String("company", company), slog.String("error", err.Error()))
+		return false
+	}
+	return true
 }

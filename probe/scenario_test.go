@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -505,4 +506,53 @@ func failedProbe(t *testing.T, w *world) *Result {
 		t.Fatal("probe of a missing digest succeeded")
 	}
 	return res
+}
+
+// A qualified snapshot that the provider later reports not found
+// invalidates the record: reads say invalidated, with the reason and time
+// (QUAL-3). A snapshot reported inactive is not gone: the record stands.
+func TestGoneIdentityInvalidatesRecord(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		break_  func(w *world, snap string)
+		code    drivers.Code
+		viewNow qualification.Code
+	}{
+		{"deleted snapshot", func(w *world, snap string) { w.fake.DeleteSnapshot(snap) }, drivers.CodeImageNotFound, qualification.CodeInvalidated},
+		{"inactive snapshot", func(w *world, _ string) {
+			w.fake.FailNth(fake.OpCreate, 2, fmt.Errorf("snapshot is inactive: %w", drivers.ErrImageInactive))
+		}, drivers.CodeImageInactive, qualification.CodeQualified},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, worldOpts{})
+			snap := w.fake.AddSnapshot("base")
+			env := w.create(t, "snap", "snapshot:"+snap)
+			if res := w.probe(t, env.ID, "acme"); !res.PlatformQualificationRecorded {
+				t.Fatalf("first probe did not qualify: %s", res.Summary)
+			}
+			tc.break_(w, snap)
+			res := w.probe(t, env.ID, "acme")
+			if res.OK || res.Code != tc.code {
+				t.Fatalf("ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
+			}
+			v, err := w.prober.Qualification(ctx, admin, env.ID, "acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Code != tc.viewNow {
+				t.Fatalf("view after %s: %+v, want %s", tc.name, v, tc.viewNow)
+			}
+			if tc.viewNow == qualification.CodeInvalidated {
+				if v.Qualified || v.InvalidatedAt == nil || !strings.Contains(v.Reason, "not found") || v.Platform != nil {
+					t.Errorf("invalidated view %+v", v)
+				}
+				if !strings.Contains(res.QualificationDiagnostic.Message, "invalidated") {
+					t.Errorf("diagnostic %+v does not say the record was invalidated", res.QualificationDiagnostic)
+				}
+			}
+		})
+	}
 }

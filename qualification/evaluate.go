@@ -48,6 +48,9 @@ const (
 	// CodeStale: target, account, image or template changed since the
 	// record was made (QUAL-3); a stale record is never reused.
 	CodeStale Code = "stale_fingerprint"
+	// CodeInvalidated: a later probe found the qualified identity gone at
+	// the provider (QUAL-3); the reason and time say what and when.
+	CodeInvalidated Code = "invalidated"
 )
 
 // Diagnostic says why a qualification was or was not recorded (Evaluate),
@@ -113,6 +116,26 @@ type Record struct {
 	// LeaseID is the probe lease id: private, never shown in a View.
 	LeaseID    string    `json:"leaseId"`
 	RecordedAt time.Time `json:"recordedAt"`
+	// InvalidatedAt is when a later probe found the qualified identity gone
+	// at the provider (QUAL-3); zero while the record stands. An
+	// invalidated record is never valid, whatever its fingerprint.
+	InvalidatedAt time.Time `json:"invalidatedAt,omitzero"`
+	// InvalidReason says what the provider reported; "" while the record
+	// stands. It names the identity, never a secret.
+	InvalidReason string `json:"invalidReason,omitempty"`
+}
+
+// Invalidated reports whether a probe invalidated r (see Invalidate).
+func (r Record) Invalidated() bool { return !r.InvalidatedAt.IsZero() }
+
+// Invalidate returns r marked invalid at at for reason: the provider said
+// the qualified identity is gone (a deleted snapshot, a removed image). An
+// identity the provider reports inactive is not gone and does not
+// invalidate a record. The platform and time of the original record are
+// kept for the record's history; Valid never accepts it again.
+func (r Record) Invalidate(reason string, at time.Time) Record {
+	r.InvalidatedAt, r.InvalidReason = at.UTC(), reason
+	return r
 }
 
 // IsZero reports whether r is the zero Record (no record).
@@ -215,6 +238,9 @@ func Valid(rec Record, cur Subject) (bool, Diagnostic) {
 	}
 	if want != rec.Image {
 		return no(CodeStale, "the image changed since the qualification; probe again")
+	}
+	if rec.Invalidated() {
+		return no(CodeInvalidated, "invalidated at %s: %s", rec.InvalidatedAt.UTC().Format(time.RFC3339), rec.InvalidReason)
 	}
 	return true, Diagnostic{Code: CodeQualified, Message: fmt.Sprintf("qualified on %s at %s", rec.Platform, rec.RecordedAt.UTC().Format(time.RFC3339))}
 }

@@ -13,6 +13,9 @@ type View struct {
 	// Platform and RecordedAt are set only when Qualified.
 	Platform   *Platform  `json:"platform,omitempty"`
 	RecordedAt *time.Time `json:"recordedAt,omitempty"`
+	// InvalidatedAt is set only when the record applies to the current
+	// subject but a later probe found its identity gone (CodeInvalidated).
+	InvalidatedAt *time.Time `json:"invalidatedAt,omitempty"`
 }
 
 // NewView returns the view of rec (the zero Record when none is stored)
@@ -24,6 +27,10 @@ func NewView(rec Record, cur Subject) View {
 	if ok {
 		p, at := rec.Platform, rec.RecordedAt.UTC()
 		v.Platform, v.RecordedAt = &p, &at
+	}
+	if d.Code == CodeInvalidated {
+		at := rec.InvalidatedAt.UTC()
+		v.InvalidatedAt = &at
 	}
 	return v
 }

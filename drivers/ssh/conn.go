@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,6 +69,11 @@ func classifyHandshake(ctx context.Context, addr, user string, err error) error 
 		return nil
 	case errors.As(err, &hk):
 		return hk
+	case ctx.Err() == nil && errors.Is(err, os.ErrDeadlineExceeded):
+		// The connection's deadline (ctx's, set on the socket) fired just
+		// before ctx itself reports done: the server accepted and stayed
+		// silent past the deadline (PRB-5).
+		return fmt.Errorf("ssh %s: the server accepted the connection but the handshake did not finish before the deadline: %w", who, drivers.ErrTimeout)
 	case ctx.Err() != nil:
 		cause := context.Cause(ctx)
 		if errors.Is(cause, errConnectTimeout) {

@@ -35,6 +35,14 @@ func (components) Qualification() Component {
 				)`,
 				`CREATE INDEX qualifications_environment ON qualifications (environment_id)`,
 			},
+		}, {
+			Version: 2,
+			Name:    "qualification invalidation",
+			SQL: []string{
+				// QUAL-3: a later probe that found the identity gone.
+				`ALTER TABLE qualifications ADD COLUMN invalidated_at BIGINT`,
+				`ALTER TABLE qualifications ADD COLUMN invalid_reason TEXT NOT NULL DEFAULT ''`,
+			},
 		}},
 	}
 }

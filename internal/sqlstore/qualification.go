@@ -14,16 +14,18 @@ var _ qualification.Store = (*DB)(nil)
 
 const qualColumns = `company, environment_id, fingerprint, image, template,
 	platform_os, platform_arch, platform_variant, platform_libc, platform_libc_version,
-	platform_kernel, platform_release_id, platform_release_version, lease_id, recorded_at`
+	platform_kernel, platform_release_id, platform_release_version, lease_id, recorded_at,
+	invalidated_at, invalid_reason`
 
 func scanQual(s scanner) (qualification.Record, error) {
 	var r qualification.Record
 	var image, libc string
-	var recorded sql.NullInt64
+	var recorded, invalidated sql.NullInt64
 	p := &r.Platform
 	if err := s.Scan(&r.Company, &r.Environment, &r.Fingerprint, &image, &r.Template,
 		&p.OS, &p.Arch, &p.Variant, &libc, &p.LibcVersion,
-		&p.Kernel, &p.ReleaseID, &p.ReleaseVersion, &r.LeaseID, &recorded); err != nil {
+		&p.Kernel, &p.ReleaseID, &p.ReleaseVersion, &r.LeaseID, &recorded,
+		&invalidated, &r.InvalidReason); err != nil {
 		return qualification.Record{}, err
 	}
 	p.Libc = qualification.LibcFamily(libc)
@@ -33,6 +35,7 @@ func scanQual(s scanner) (qualification.Record, error) {
 	}
 	r.Image = id
 	r.RecordedAt = fromNanos(recorded)
+	r.InvalidatedAt = fromNanos(invalidated)
 	return r, nil
 }
 
@@ -47,7 +50,7 @@ func (db *DB) PutQualification(ctx context.Context, rec qualification.Record) er
 	}
 	p := rec.Platform
 	_, err := db.writes().exec(ctx, `INSERT INTO qualifications (`+qualColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (company, environment_id) DO UPDATE SET
 			fingerprint = excluded.fingerprint, image = excluded.image, template = excluded.template,
 			platform_os = excluded.platform_os, platform_arch = excluded.platform_arch,
@@ -55,10 +58,12 @@ func (db *DB) PutQualification(ctx context.Context, rec qualification.Record) er
 			platform_libc_version = excluded.platform_libc_version, platform_kernel = excluded.platform_kernel,
 			platform_release_id = excluded.platform_release_id,
 			platform_release_version = excluded.platform_release_version,
-			lease_id = excluded.lease_id, recorded_at = excluded.recorded_at`,
+			lease_id = excluded.lease_id, recorded_at = excluded.recorded_at,
+			invalidated_at = excluded.invalidated_at, invalid_reason = excluded.invalid_reason`,
 		rec.Company, rec.Environment, rec.Fingerprint, rec.Image.String(), rec.Template,
 		p.OS, p.Arch, p.Variant, string(p.Libc), p.LibcVersion,
-		p.Kernel, p.ReleaseID, p.ReleaseVersion, rec.LeaseID, nanos(rec.RecordedAt))
+		p.Kernel, p.ReleaseID, p.ReleaseVersion, rec.LeaseID, nanos(rec.RecordedAt),
+		nanos(rec.InvalidatedAt), rec.InvalidReason)
 	if err != nil {
 		return fmt.Errorf("sqlstore: put qualification of company %q for environment %q: %w", rec.Company, rec.Environment, err)
 	}

@@ -69,6 +69,24 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 				t.Errorf("Get (-want +got):\n%s", diff)
 			}
 		}},
+		// QUAL-3: an invalidation round-trips with its reason and time.
+		{"an invalidated record round-trips", func(t *testing.T, s qualification.Store) {
+			want := Record("acme", "env-1", 3).Invalidate("snapshot snap-9 not found at the provider", time.Date(2026, 11, 30, 8, 0, 0, 654321000, time.UTC))
+			mustPut(t, s, want)
+			got, err := s.GetQualification(ctx, "acme", "env-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got, recordCmp); diff != "" || !got.Invalidated() {
+				t.Errorf("Get of an invalidated record (-want +got):\n%s", diff)
+			}
+			// Putting a new record (a later successful probe) clears it.
+			fresh := Record("acme", "env-1", 4)
+			mustPut(t, s, fresh)
+			if got, err := s.GetQualification(ctx, "acme", "env-1"); err != nil || got.Invalidated() {
+				t.Errorf("Get after a fresh put = %+v, %v; want a standing record", got, err)
+			}
+		}},
 		{"put replaces the record of the same company and environment", func(t *testing.T, s qualification.Store) {
 			mustPut(t, s, Record("acme", "env-1", 1))
 			want := Record("acme", "env-1", 2)
