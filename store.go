@@ -11,8 +11,8 @@ import (
 
 // Store persists the state of every berth package behind one value, so that
 // a host opens one database and hands the same Store to each package. It
-// serves environment.Store, environment.BindingStore, qualification.Store
-// and lease.Store today; the custom image store joins this interface when
+// serves environment.Store, environment.BindingStore, environment.HealthStore,
+// qualification.Store and lease.Store today; the custom image store joins this interface when
 // that package lands (the SQL store gains its methods in
 // internal/sqlstore, the memory store embeds its memory store). Both
 // implementations pass each package's store conformance suite
@@ -21,6 +21,7 @@ import (
 type Store interface {
 	environment.Store
 	environment.BindingStore
+	environment.HealthStore
 	qualification.Store
 	lease.Store
 	// Close releases the store's connections. The Store must not be used
@@ -51,7 +52,8 @@ func OpenStore(ctx context.Context, url string) (Store, error) {
 // NewMemoryStore returns an empty in-memory Store: the embedded default for
 // tests and demos. Its contents live as long as the value; it never fails.
 func NewMemoryStore() Store {
-	return memoryStore{environment.NewMemoryStore(), environment.NewMemoryBindingStore(), qualification.NewMemoryStore(), lease.NewMemoryStore()}
+	return memoryStore{environment.NewMemoryStore(), environment.NewMemoryBindingStore(), environment.NewMemoryHealthStore(),
+		qualification.NewMemoryStore(), lease.NewMemoryStore()}
 }
 
 // The packages' memory stores share the type name MemoryStore; aliases give
@@ -66,6 +68,7 @@ type (
 type memoryStore struct {
 	*envMemory
 	*environment.MemoryBindingStore
+	*environment.MemoryHealthStore
 	*qualMemory
 	*leaseMemory
 }

@@ -34,6 +34,9 @@ func TestStores(t *testing.T) {
 			t.Run("environment", func(t *testing.T) {
 				storetest.RunEnvironmentStoreTests(t, func(t *testing.T) environment.Store { return open(t) })
 			})
+			t.Run("health", func(t *testing.T) {
+				storetest.RunHealthStoreTests(t, func(t *testing.T) environment.HealthStore { return open(t) })
+			})
 			t.Run("bindings", func(t *testing.T) {
 				storetest.RunBindingStoreTests(t, func(t *testing.T) environment.BindingStore { return open(t) })
 			})

@@ -3,6 +3,7 @@ package berth
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
@@ -49,6 +50,8 @@ type System struct {
 	// default to environments and resolves execution targets (ASG-1..5).
 	Assignments *environment.Assignments
 	Leases      *lease.Manager
+
+	log *slog.Logger
 }
 
 // New composes a System. It opens (and migrates) the store named by
@@ -76,7 +79,11 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		secrets = environment.NewMemorySecretStore()
 	}
 	reg := drivers.NewRegistry(ds...)
-	sys := &System{Store: st, Drivers: reg, Secrets: secrets}
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	sys := &System{Store: st, Drivers: reg, Secrets: secrets, log: logger}
 	sys.Leases = lease.NewManager(st, reg, &lease.Options{
 		InstanceID: o.InstanceID,
 		Logger:     o.Logger,
@@ -89,6 +96,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		TestMode:   o.TestMode,
 		Authorizer: o.Authorizer,
 		Logger:     o.Logger,
+		Health:     st,
 	})
 	sys.Catalog = environment.NewCatalog(st, reg, secrets, &environment.Options{
 		TestMode:       o.TestMode,
@@ -96,8 +104,35 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Logger:         o.Logger,
 		UsageReporters: []environment.UsageReporter{sys.Assignments, sys.Leases},
 		Protected:      sys.Assignments.Protected,
+		Health:         st,
 	})
 	return sys, nil
+}
+
+// RunHealthChecks measures the health of every provider endpoint that an
+// active saved environment uses (CAP-3), now and then every interval, until
+// ctx ends; it returns ctx's error. Results go to the store, where listings,
+// resolution, probes and lease acquisition of every process read them. A
+// host runs it in a goroutine; without it, providers are measured only by
+// probes and explicit refreshes (environment.Catalog.RefreshHealth). A
+// round's errors (a config that cannot be resolved, a store failure) are
+// logged and the next round runs. interval <= 0 means a minute.
+func (s *System) RunHealthChecks(ctx context.Context, interval time.Duration) error {
+	if interval <= 0 {
+		interval = time.Minute
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := s.Catalog.RefreshAllHealth(ctx); err != nil && ctx.Err() == nil {
+			s.log.LogAttrs(ctx, slog.LevelWarn, "provider health round failed", slog.String("error", err.Error()))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // Close closes the store.

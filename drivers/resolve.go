@@ -140,3 +140,10 @@ func AsCapturer(d Driver, sb Sandbox) (Capturer, error) {
 func AsRunnerIngress(d Driver, sb Sandbox) (RunnerIngress, error) {
 	return sandboxAs[RunnerIngress](d, sb, CapRunnerIngress)
 }
+
+// AsHealthChecker returns d as a HealthChecker, and false when d's provider
+// has no health of its own (see HealthChecker).
+func AsHealthChecker(d Driver) (HealthChecker, bool) {
+	hc, ok := d.(HealthChecker)
+	return hc, ok
+}

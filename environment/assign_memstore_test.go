@@ -14,3 +14,8 @@ func TestMemoryBindingStoreConformance(t *testing.T) {
 	t.Parallel()
 	storetest.RunBindingStoreTests(t, func(*testing.T) environment.BindingStore { return environment.NewMemoryBindingStore() })
 }
+
+func TestMemoryHealthStore(t *testing.T) {
+	t.Parallel()
+	storetest.RunHealthStoreTests(t, func(*testing.T) environment.HealthStore { return environment.NewMemoryHealthStore() })
+}

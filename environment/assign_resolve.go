@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 
 	"github.com/berthdev/berth/drivers"
@@ -156,39 +155,18 @@ func (a *Assignments) check(ctx context.Context, scope Scope, b *Binding, requir
 	if err != nil {
 		return nil, fmt.Errorf("environment: %s: reading environment %s: %w", b, b.EnvironmentID, err)
 	}
-	label := labelOf(env)
-	if env.Status != StatusActive {
-		return nil, refuse(label, ErrArchived, "the bound environment is %s", env.Status)
+	// The one gate (CAP-3): archived, driver, test mode, provider health
+	// last measured, config, capabilities.
+	_, eff, err := a.gate.Check(ctx, env, required)
+	var ue *UnusableError
+	if errors.As(err, &ue) {
+		return nil, &BindingError{Binding: *b, Environment: ue.Environment, Reason: ue.Reason, Missing: ue.Missing, Err: ue.Err}
 	}
-	d, err := a.reg.Lookup(env.Driver)
 	if err != nil {
-		return nil, refuse(label, err, "driver %q is not registered in this instance", env.Driver)
-	}
-	if a.isTestDriver(env.Driver) && !a.testMode {
-		return nil, refuse(label, drivers.ErrUnavailable,
-			"driver %q is for tests only and test mode is off (CFG-4)", env.Driver)
-	}
-	if err := drivers.Available(d); err != nil {
-		return nil, refuse(label, err, "provider unavailable: %v", err)
-	}
-	if _, err := d.Schema().Normalize(env.Config); err != nil {
-		return nil, refuse(label, &ConfigError{ID: env.ID, Name: env.Name, Err: err},
-			"the stored config no longer validates: %v", err)
-	}
-	eff := drivers.Effective(d, 0)
-	if missing := eff.Missing(required); len(missing) > 0 {
-		names := make([]string, len(missing))
-		for i, c := range missing {
-			names[i] = c.String()
-		}
-		return nil, &BindingError{Binding: *b, Environment: label, Missing: missing, Err: drivers.ErrUnsupported,
-			Reason: fmt.Sprintf("driver %q lacks required capability %s (effective: %s) (CAP-4)",
-				env.Driver, strings.Join(names, ", "), eff)}
+		return nil, fmt.Errorf("environment: %s: %w", b, err)
 	}
 	return &Resolution{Scope: scope, Binding: *b, Environment: env, Capabilities: eff, Required: required}, nil
 }
-
-func (a *Assignments) isTestDriver(name string) bool { return slices.Contains(a.testNames, name) }
 
 // CheckLeaseTarget is the ASG-4 check that the lease layer runs before it
 // uses a lease for a resolved target: the lease must be of the resolved

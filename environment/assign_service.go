@@ -29,6 +29,10 @@ type AssignmentOptions struct {
 	Logger *slog.Logger
 	// Clock stamps created/updated times. Default: the wall clock.
 	Clock clock.Clock
+	// Health keeps the provider health last measured, read by the gate that
+	// resolution passes (CAP-3); pass the catalog's. Default: an empty
+	// in-memory store (every provider not measured).
+	Health HealthStore
 }
 
 // Assignments manages assignment bindings and resolves execution targets
@@ -38,14 +42,13 @@ type AssignmentOptions struct {
 // environment in the delete's blast radius and clears them after the delete
 // (CFG-7, ASG-5). It is safe for concurrent use.
 type Assignments struct {
-	bindings  BindingStore
-	envs      Store
-	reg       *drivers.Registry
-	testMode  bool
-	testNames []string
-	authz     Authorizer
-	log       *slog.Logger
-	clock     clock.Clock
+	bindings BindingStore
+	envs     Store
+	reg      *drivers.Registry
+	gate     *Gate
+	authz    Authorizer
+	log      *slog.Logger
+	clock    clock.Clock
 }
 
 var (
@@ -66,11 +69,10 @@ func NewAssignments(bindings BindingStore, envs Store, reg *drivers.Registry, op
 	}
 	a := &Assignments{
 		bindings: bindings, envs: envs, reg: reg,
-		testMode:  o.TestMode,
-		testNames: append([]string{"fake"}, o.TestDrivers...),
-		authz:     o.Authorizer,
-		log:       o.Logger,
-		clock:     o.Clock,
+		gate:  NewGate(reg, &GateOptions{TestMode: o.TestMode, TestDrivers: o.TestDrivers, Health: o.Health}),
+		authz: o.Authorizer,
+		log:   o.Logger,
+		clock: o.Clock,
 	}
 	if a.authz == nil {
 		a.authz = DefaultPolicy{}
@@ -231,14 +233,7 @@ func (a *Assignments) unusable(env *Environment) error {
 	if env.Status != StatusActive {
 		return fmt.Errorf("it is %s: %w", env.Status, ErrArchived)
 	}
-	d, err := a.reg.Lookup(env.Driver)
-	if err != nil {
-		return err
-	}
-	if a.isTestDriver(env.Driver) && !a.testMode {
-		return fmt.Errorf("driver %q is for tests only and test mode is off (CFG-4): %w", env.Driver, drivers.ErrUnavailable)
-	}
-	return drivers.Available(d)
+	return a.gate.DriverStatus(env.Driver)
 }
 
 // Clear removes the binding ref at baseRevision (AnyRevision: whatever is

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/internal/clock"
@@ -43,6 +44,13 @@ type Options struct {
 	// deleted (the managed local or instance-default environment, CFG-7).
 	// Default: nothing is protected.
 	Protected func(env *Environment) (reason string)
+	// Health keeps the provider health last measured (CAP-3), shown in
+	// listings and read by the Gate. Default: an in-memory store private to
+	// this catalog (pass the host's store so that processes share it).
+	Health HealthStore
+	// HealthTimeout bounds one provider health measurement. Default
+	// DefaultHealthTimeout.
+	HealthTimeout time.Duration
 }
 
 // Catalog is the environment catalog (CFG-1..8): it authorizes every call
@@ -63,6 +71,9 @@ type Catalog struct {
 	newID     func() string
 	reporters []UsageReporter
 	protected func(*Environment) string
+	health    HealthStore
+	gate      *Gate
+	healthTTL time.Duration
 }
 
 // NewCatalog returns a catalog over store, the drivers of reg and secrets.
@@ -103,8 +114,21 @@ func NewCatalog(store Store, reg *drivers.Registry, secrets SecretStore, opts *O
 	if c.newID == nil {
 		c.newID = func() string { return "env_" + randomHex(8) }
 	}
+	c.health = o.Health
+	if c.health == nil {
+		c.health = NewMemoryHealthStore()
+	}
+	c.healthTTL = o.HealthTimeout
+	if c.healthTTL <= 0 {
+		c.healthTTL = DefaultHealthTimeout
+	}
+	c.gate = NewGate(reg, &GateOptions{TestMode: o.TestMode, TestDrivers: o.TestDrivers, Health: c.health})
 	return c
 }
+
+// Gate returns the catalog's gate: the one check that resolution, probes
+// and lease acquisition pass (CAP-3). It reads the catalog's health store.
+func (c *Catalog) Gate() *Gate { return c.gate }
 
 // Create saves a new environment (CFG-1): authorize (instance admin or local
 // operator, CFG-2), validate name, env vars and metadata (CFG-5), normalize
@@ -191,7 +215,7 @@ func (c *Catalog) Get(ctx context.Context, p Principal, id string) (*View, error
 		return nil, err
 	}
 	full := c.authz.Authorize(ctx, p, ActionReadConfig, ResourceOf(env)) == nil
-	return c.view(env, full), nil
+	return c.withHealth(ctx, c.view(env, full), env)
 }
 
 // List returns the environments matching f, sorted by name then id, each as
@@ -211,7 +235,11 @@ func (c *Catalog) List(ctx context.Context, p Principal, f ListFilter) ([]*View,
 			continue
 		}
 		full := c.authz.Authorize(ctx, p, ActionReadConfig, ResourceOf(env)) == nil
-		out = append(out, c.view(env, full))
+		v, err := c.withHealth(ctx, c.view(env, full), env)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
 	}
 	return out, nil
 }

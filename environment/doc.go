@@ -68,6 +68,19 @@
 // MemoryBindingStore keeps bindings in memory, internal/sqlstore in SQLite
 // and PostgreSQL.
 //
+// Availability (CAP-1, CAP-3; gate.go, health.go, health_refresh.go): the
+// Gate is the one check that resolution, probes and lease acquisition pass:
+// archived, driver not registered, test driver outside test mode, a driver
+// reporting itself unavailable, a provider endpoint last measured
+// unavailable, a config that no longer validates, or a missing required
+// capability refuse the environment with an *UnusableError. Provider health
+// (drivers.HealthChecker) is measured by Catalog.RefreshHealth (an
+// operator's refresh, and every probe before it gates) and by
+// Catalog.RefreshAllHealth (the host's background round), kept per driver
+// and endpoint in a HealthStore shared by every process, and shown by Get
+// and List with its time, never measured by them; a provider never
+// measured counts as available and shows "not measured".
+//
 // Store (environment.go) is the persistence contract; MemoryStore
 // (memstore.go) implements it in memory, internal/sqlstore in SQLite and
 // PostgreSQL.

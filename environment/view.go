@@ -1,6 +1,7 @@
 package environment
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"time"
@@ -32,8 +33,28 @@ type View struct {
 	Redacted bool `json:"redacted,omitempty"`
 	// Unavailable, if not empty, says why the environment cannot be used as
 	// a target now (driver not registered, test driver outside test mode,
-	// provider unavailable; CAP-3). Reading it does no I/O.
+	// provider last measured unavailable; CAP-3). Reading it calls no
+	// provider.
 	Unavailable string `json:"unavailable,omitempty"`
+	// Health is the provider health last measured for the endpoint the
+	// config addresses, with its time, or "not measured" (CAP-1, CAP-3);
+	// nil for drivers without provider health (host targets).
+	Health *HealthView `json:"health,omitempty"`
+}
+
+// withHealth adds the provider health last measured to v: a store read,
+// never a measurement (CAP-1).
+func (c *Catalog) withHealth(ctx context.Context, v *View, env *Environment) (*View, error) {
+	h, err := c.gate.HealthView(ctx, env)
+	if err != nil {
+		return nil, fmt.Errorf("environment %s: reading provider health: %w", labelOf(env), err)
+	}
+	v.Health = h
+	if h != nil && h.Status == HealthUnavailable && v.Unavailable == "" {
+		v.Unavailable = fmt.Sprintf("provider %s at %s last measured unavailable at %s: %s",
+			env.Driver, h.Endpoint, h.CheckedAt.UTC().Format(time.RFC3339), h.Reason)
+	}
+	return v, nil
 }
 
 // String returns `environment "NAME" (ID) driver D, STATUS, revision N`.
@@ -50,17 +71,10 @@ func (c *Catalog) view(env *Environment, full bool) *View {
 		Status: env.Status, Revision: env.Revision, CreatedAt: env.CreatedAt, UpdatedAt: env.UpdatedAt,
 		CreatedBy: env.CreatedBy, UpdatedBy: env.UpdatedBy, Redacted: !full,
 	}
-	d, err := c.reg.Lookup(env.Driver)
-	switch {
-	case err != nil:
+	if err := c.gate.DriverStatus(env.Driver); err != nil {
 		v.Unavailable = err.Error()
-	case c.isTestDriver(env.Driver) && !c.testMode:
-		v.Unavailable = fmt.Sprintf("driver %q is for tests only and test mode is off", env.Driver)
-	default:
-		if aerr := drivers.Available(d); aerr != nil {
-			v.Unavailable = aerr.Error()
-		}
 	}
+	d, _ := c.reg.Lookup(env.Driver)
 	if !full {
 		return v
 	}

@@ -68,6 +68,13 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr environment.Principal, drive
 		if err := drivers.Available(d); err != nil {
 			return "", "", err
 		}
+		// CAP-3: measure the provider; a draft stores nothing, so the
+		// measurement is not kept.
+		if hc, ok := drivers.AsHealthChecker(d); ok {
+			if err := hc.CheckHealth(ctx, c); err != nil {
+				return "", "", err
+			}
+		}
 		return "config valid; nothing saved", "", nil
 	})
 	if denied != nil {

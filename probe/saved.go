@@ -64,10 +64,23 @@ func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID stri
 		clear(resolved) // the lease manager resolves secrets itself
 		env, drv = e, d
 		r.res.Target = targetOf(d, e.Config)
-		if err := drivers.Available(d); err != nil {
+		// CAP-3: measure the provider first (stored for every reader),
+		// then pass the one gate that resolution and leases pass too.
+		h, err := p.cat.RefreshHealth(ctx, pr, envID)
+		if err != nil {
 			return "", "", err
 		}
-		return fmt.Sprintf("driver %s (%s)", d.Name(), d.Capabilities().Kind), "", nil
+		if h != nil && h.Status == environment.HealthUnavailable {
+			return "", h.Code, fmt.Errorf("provider %s at %s is unavailable: %s: %w", d.Name(), h.Endpoint, h.Reason, drivers.ErrUnavailable)
+		}
+		if _, _, err := p.cat.Gate().Check(ctx, e, 0); err != nil {
+			return "", "", err
+		}
+		note := fmt.Sprintf("driver %s (%s)", d.Name(), d.Capabilities().Kind)
+		if h != nil {
+			note += "; provider " + h.Endpoint + " available"
+		}
+		return note, "", nil
 	})
 	p.probeSaved(ctx, r, env, drv, opts, false)
 	invalidated := false

@@ -39,6 +39,8 @@ const (
 	OpCapture
 	// OpDeleteTemplate is TemplateDeleter.DeleteTemplate.
 	OpDeleteTemplate
+	// OpHealth is drivers.HealthChecker.CheckHealth.
+	OpHealth
 
 	numOps
 )
@@ -47,7 +49,7 @@ var opNames = [numOps]string{
 	OpCreate: "create", OpStart: "start", OpExec: "exec", OpStream: "stream",
 	OpTerminal: "terminal", OpStop: "stop", OpDestroy: "destroy", OpResume: "resume",
 	OpList: "list", OpImageIdentity: "image_identity", OpCapture: "capture",
-	OpDeleteTemplate: "delete_template",
+	OpDeleteTemplate: "delete_template", OpHealth: "health",
 }
 
 // String returns the operation's name ("create", "exec", ...).

@@ -53,11 +53,22 @@ func openSystem(ctx context.Context, g *globals) (*berth.System, error) {
 	})
 }
 
-// runDrivers lists drivers and capabilities; it opens no store.
-func runDrivers(_ context.Context, g *globals, args []string) error {
-	reg := drivers.NewRegistry(g.driverList()...)
-	if g.json {
-		return writeJSON(g.stdout, reg.List())
+// runDrivers lists drivers, whether each can be used (test mode
+// included), their capabilities and the provider health last measured. It
+// reads the store and calls no provider.
+func runDrivers(ctx context.Context, g *globals, args []string) error {
+	sys, err := openSystem(ctx, g)
+	if err != nil {
+		return err
 	}
-	return printDrivers(g.stdout, reg)
+	defer sys.Close()
+	health, err := sys.Store.ListProviderHealth(ctx)
+	if err != nil {
+		return err
+	}
+	rows := driverRows(sys.Drivers, sys.Catalog.Gate(), health)
+	if g.json {
+		return writeJSON(g.stdout, rows)
+	}
+	return printDrivers(g.stdout, rows)
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/drivers"
@@ -62,7 +63,7 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 	fmt.Fprintf(w, "store: SQLite at %s (temporary); secrets sealed in %s\n", dbPath, filepath.Base(dbPath)+".secrets")
 
 	section("Drivers and what they can do (reading this allocates nothing)")
-	if err := printDrivers(w, sys.Drivers); err != nil {
+	if err := printDrivers(w, driverRows(sys.Drivers, sys.Catalog.Gate(), nil)); err != nil {
 		return err
 	}
 
@@ -162,16 +163,52 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 	return nil
 }
 
-// printDrivers lists the registered drivers with their effective capabilities.
-func printDrivers(w io.Writer, reg *drivers.Registry) error {
+// driverRow is one driver as `envctl drivers` shows it: the registry's
+// description, the gate's verdict (test mode included) and the provider
+// health last measured for each endpoint, read from the store (never
+// measured here, CAP-1).
+type driverRow struct {
+	drivers.DriverInfo
+	Health []environment.ProviderHealth `json:"health,omitempty"`
+}
+
+// driverRows describes every registered driver through gate, with the
+// health records of health.
+func driverRows(reg *drivers.Registry, gate *environment.Gate, health []environment.ProviderHealth) []driverRow {
+	var rows []driverRow
+	for _, info := range reg.List() {
+		if err := gate.DriverStatus(info.Name); err != nil && info.Available {
+			info.Available, info.Reason, info.Effective = false, err.Error(), 0
+		}
+		row := driverRow{DriverInfo: info}
+		for _, h := range health {
+			if h.Driver == info.Name {
+				row.Health = append(row.Health, h)
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// printDrivers lists drivers with their effective capabilities and, under
+// each, the provider endpoints last measured.
+func printDrivers(w io.Writer, rows []driverRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "   DRIVER\tKIND\tAVAILABLE\tCAPABILITIES")
-	for _, d := range reg.List() {
+	for _, d := range rows {
 		avail := "yes"
 		if !d.Available {
 			avail = "no: " + d.Reason
 		}
 		fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\n", d.Name, d.Kind, avail, strings.ReplaceAll(d.Effective.String(), ",", " "))
+		for _, h := range d.Health {
+			state := "available"
+			if !h.Available {
+				state = "UNAVAILABLE (" + string(h.Code) + "): " + h.Reason
+			}
+			fmt.Fprintf(tw, "     endpoint %s\t\t%s\tmeasured %s\n", h.Endpoint, state, h.CheckedAt.UTC().Format(time.RFC3339))
+		}
 	}
 	return tw.Flush()
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/berthdev/berth/environment"
 )
@@ -24,6 +25,7 @@ const envUsage = `usage: envctl env COMMAND [FLAGS]
   update ID|NAME --json-body FILE|-
   archive ID|NAME
   delete ID|NAME [--yes]
+  health [ID|NAME]   measure provider health now (all environments when none is named)
 
 --config reads the driver config as a JSON object from FILE (or - for stdin).
 --json-body reads the whole request as one JSON object (the library's
@@ -100,11 +102,18 @@ func runEnv(ctx context.Context, g *globals, args []string) error {
 			return writeJSON(g.stdout, vs)
 		}
 		tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tDRIVER\tSTATUS\tREV\tNOTE")
+		fmt.Fprintln(tw, "ID\tNAME\tDRIVER\tSTATUS\tREV\tPROVIDER\tNOTE")
 		for _, v := range vs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", v.ID, v.Name, v.Driver, v.Status, v.Revision, v.Unavailable)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", v.ID, v.Name, v.Driver, v.Status, v.Revision, healthCell(v.Health), v.Unavailable)
 		}
 		return tw.Flush()
+	case "health":
+		pos, err := parseInterleaved(fs, args)
+		if err != nil || len(pos) > 1 {
+			fmt.Fprint(g.stderr, envUsage)
+			return errUsage
+		}
+		return envHealth(ctx, g, cat, pos)
 	case "show", "archive", "delete", "update":
 	default:
 		fmt.Fprint(g.stderr, envUsage)
@@ -333,4 +342,61 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// healthCell is the PROVIDER column of env list: the health last measured
+// and its age, "not measured", or "-" for host targets.
+func healthCell(h *environment.HealthView) string {
+	switch {
+	case h == nil:
+		return "-"
+	case h.CheckedAt == nil:
+		return "not measured"
+	}
+	return fmt.Sprintf("%s %s ago", h.Status, time.Since(*h.CheckedAt).Round(time.Second))
+}
+
+// envHealth measures the provider health of the named environment, or of
+// every environment the principal may see, through the catalog (which
+// authorizes each: ActionProbe).
+func envHealth(ctx context.Context, g *globals, cat *environment.Catalog, pos []string) error {
+	var ids []string
+	if len(pos) == 1 {
+		id, err := lookupID(ctx, g, cat, pos[0])
+		if err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	} else {
+		vs, err := cat.List(ctx, g.as, environment.ListFilter{Status: environment.StatusActive})
+		if err != nil {
+			return err
+		}
+		for _, v := range vs {
+			ids = append(ids, v.ID)
+		}
+	}
+	type row struct {
+		Environment string                  `json:"environment"`
+		Health      *environment.HealthView `json:"health"`
+	}
+	var rows []row
+	for _, id := range ids {
+		h, err := cat.RefreshHealth(ctx, g.as, id)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row{id, h})
+	}
+	if g.json {
+		return writeJSON(g.stdout, rows)
+	}
+	for _, r := range rows {
+		if r.Health == nil {
+			fmt.Fprintf(g.stdout, "%s: host target, no provider health (a probe checks the host)\n", r.Environment)
+			continue
+		}
+		fmt.Fprintf(g.stdout, "%s: provider %s %s\n", r.Environment, r.Health.Endpoint, r.Health)
+	}
+	return nil
 }

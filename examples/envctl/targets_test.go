@@ -109,10 +109,14 @@ func TestProbeDocker(t *testing.T) {
 	}
 }
 
-// TestDockerWithoutEngine: the Docker driver is constructed and listed
-// without an engine (no I/O at construction); an environment on an engine
-// that is not there fails its probe at acquire with the unreachable code,
-// and nothing else is tried in its place (PRB-8).
+// TestDockerWithoutEngine (CAP-1, CAP-3, ASG-2, PRB-5): the Docker driver
+// is constructed and listed without an engine (no I/O at construction). An
+// environment on an engine that is not there is "not measured" until
+// something measures it; its probe measures first and fails with
+// provider_unavailable, nothing else tried in its place (PRB-8); from then
+// on listings show it unavailable with the reason and time (without
+// measuring), resolution refuses it naming the binding, and a successful
+// measurement clears it.
 func TestDockerWithoutEngine(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
@@ -121,14 +125,51 @@ func TestDockerWithoutEngine(t *testing.T) {
 	c.ok("env", "create", "--name", "gone", "--driver", "docker", "--config", configFile(t, map[string]any{
 		docker.FieldHost: "unix://" + sock, docker.FieldImage: "127.0.0.1:5/berth/none@sha256:" + strings.Repeat("a", 64),
 	}))
+	wantContains(t, "env list before any measurement", c.ok("env", "list"), "gone", "not measured")
+	c.ok("assign", "set", "default", "gone")
+	wantContains(t, "resolve before any measurement", c.ok("assign", "resolve", "--company", "acme"), "gone")
+
 	var res probe.Result
 	out, _, err := c.exec("", "--json", "probe", "gone", "--company", "acme")
 	if err == nil || json.Unmarshal([]byte(out), &res) != nil {
 		t.Fatalf("probe without an engine: err=%v\n%s", err, out)
 	}
-	st, _ := res.Stage(probe.StageAcquire)
-	if want := drivers.CodeOf(drivers.ErrUnreachable); res.OK || res.Code != want || st.OK || st.Code != want {
-		t.Errorf("probe without an engine: code %s, acquire stage %+v; want %s at acquire", res.Code, st, want)
+	st, _ := res.Stage(probe.StageResolve)
+	if res.OK || res.Code != drivers.CodeProviderUnavailable || st.OK || st.Code != drivers.CodeProviderUnavailable || !strings.Contains(st.Error, sock) {
+		t.Errorf("probe without an engine: code %s, resolve stage %+v; want provider_unavailable naming the socket", res.Code, st)
+	}
+	if acq, _ := res.Stage(probe.StageAcquire); !acq.Skipped {
+		t.Errorf("acquire ran after the provider was found unavailable: %+v", acq)
+	}
+	list := c.ok("env", "list")
+	wantContains(t, "env list after the probe", list, "unavailable", "last measured unavailable", sock)
+	wantContains(t, "drivers after the probe", c.ok("drivers"), "endpoint unix://"+sock, "UNAVAILABLE (provider_unavailable)")
+	_, msg := c.fail("assign", "resolve", "--company", "acme")
+	wantContains(t, "resolve after the probe", msg, "instance default", "gone", "last measured unavailable")
+	// An explicit refresh measures again: still down, still refused.
+	wantContains(t, "env health", c.ok("env", "health", "gone"), "unix://"+sock, "unavailable")
+}
+
+// TestFakeUnavailableOutsideTestMode (CAP-3, CFG-4): with test mode off,
+// `envctl drivers` lists the fake as unavailable with the reason.
+func TestFakeUnavailableOutsideTestMode(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "envctl.db")
+	out, errOut, err := runCLI(t, "", "--db", db, "drivers")
+	if err != nil {
+		t.Fatalf("drivers: %v\n%s", err, errOut)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, " fake ") && !strings.Contains(line, "no: driver \"fake\" is for tests only and test mode is off") {
+			t.Errorf("fake outside test mode: %q", line)
+		}
+	}
+	if !strings.Contains(out, "fake") {
+		t.Errorf("drivers lacks fake:\n%s", out)
+	}
+	out, _, err = runCLI(t, "", "--db", db, "--test-mode", "drivers")
+	if err != nil || strings.Contains(out, "test mode is off") {
+		t.Errorf("drivers in test mode: %v\n%s", err, out)
 	}
 }
 

@@ -1,0 +1,44 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+var _ drivers.HealthChecker = (*Driver)(nil)
+
+// Endpoint implements drivers.HealthChecker: the engine host the config
+// addresses (its host field, else the driver's default host). It does no
+// I/O.
+func (d *Driver) Endpoint(cfg drivers.Config) string {
+	if h := cfg.String(FieldHost); h != "" {
+		return h
+	}
+	if f, ok := d.schema.Field(FieldHost); ok {
+		if h, _ := f.Default.(string); h != "" {
+			return h
+		}
+	}
+	return ""
+}
+
+// CheckHealth implements drivers.HealthChecker with the engine's /_ping:
+// nothing is allocated. An engine that cannot be reached or does not answer
+// the ping is drivers.ErrUnavailable (PRB-5: the provider's control plane);
+// the error names the host.
+func (d *Driver) CheckHealth(ctx context.Context, cfg drivers.Config) error {
+	host := d.Endpoint(cfg)
+	cli, err := d.client(host)
+	if err != nil {
+		return err
+	}
+	if _, err := cli.Ping(ctx); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("docker %s: ping: %w: %w", host, drivers.ErrUnavailable, ctx.Err())
+		}
+		return fmt.Errorf("docker %s: ping: %v: %w", host, err, drivers.ErrUnavailable)
+	}
+	return nil
+}

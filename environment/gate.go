@@ -1,0 +1,192 @@
+package environment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// GateOptions configure a Gate. nil means defaults.
+type GateOptions struct {
+	// TestMode lets environments of test drivers through (CFG-4). Default
+	// false: the fake driver (and TestDrivers) are refused.
+	TestMode bool
+	// TestDrivers names drivers besides "fake" that are for tests only.
+	TestDrivers []string
+	// Health holds the provider health last measured (CAP-3). Default: an
+	// empty in-memory store, so every provider counts as never measured
+	// (available) until something measures it.
+	Health HealthStore
+}
+
+// Gate is the one check that decides whether an environment can become a
+// working target now (CAP-3, CAP-4, CFG-4, ASG-2). Resolution, probes and
+// lease acquisition all pass it, so none of them is a way around another.
+// It refuses an environment that is archived, whose driver is not
+// registered, is a test driver outside test mode or reports itself
+// unavailable (drivers.Available), whose provider endpoint was last
+// measured unavailable, whose stored config no longer validates, or whose
+// effective capabilities lack one that is required. It reads the health
+// store and never measures: it calls no provider (CAP-1). A Gate is safe
+// for concurrent use.
+type Gate struct {
+	reg       *drivers.Registry
+	health    HealthStore
+	testMode  bool
+	testNames []string
+}
+
+// NewGate returns the gate over the drivers of reg. It panics if reg is nil.
+func NewGate(reg *drivers.Registry, opts *GateOptions) *Gate {
+	if reg == nil {
+		panic("environment: NewGate needs a driver registry")
+	}
+	var o GateOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Health == nil {
+		o.Health = NewMemoryHealthStore()
+	}
+	return &Gate{reg: reg, health: o.Health, testMode: o.TestMode, testNames: append([]string{"fake"}, o.TestDrivers...)}
+}
+
+// UnusableError says why an environment cannot be a working target now. It
+// names the environment (`"name" (id)`) and wraps the cause: ErrArchived,
+// drivers.ErrUnavailable, drivers.ErrUnsupported (Missing lists the
+// capabilities), or a *ConfigError.
+type UnusableError struct {
+	Environment string
+	Reason      string
+	Missing     []drivers.Capability
+	Err         error
+}
+
+// Error returns `environment "NAME" (ID) cannot be used: REASON`.
+func (e *UnusableError) Error() string {
+	return fmt.Sprintf("environment %s cannot be used: %s", e.Environment, e.Reason)
+}
+
+// Unwrap returns the cause.
+func (e *UnusableError) Unwrap() error { return e.Err }
+
+// IsTestDriver reports whether name is a test-only driver (CFG-4).
+func (g *Gate) IsTestDriver(name string) bool { return slices.Contains(g.testNames, name) }
+
+// TestMode reports whether test drivers are let through.
+func (g *Gate) TestMode() bool { return g.testMode }
+
+// Check returns env's driver and effective capability set when env can be a
+// working target and its effective set covers required, else an
+// *UnusableError (see Gate). A failing health store read is returned as it
+// is, never taken as "available".
+func (g *Gate) Check(ctx context.Context, env *Environment, required drivers.Set) (drivers.Driver, drivers.Set, error) {
+	label := labelOf(env)
+	refuse := func(err error, format string, args ...any) (drivers.Driver, drivers.Set, error) {
+		return nil, 0, &UnusableError{Environment: label, Reason: fmt.Sprintf(format, args...), Err: err}
+	}
+	if env.Status != StatusActive {
+		return refuse(ErrArchived, "it is %s", env.Status)
+	}
+	d, reason, err := g.driverOf(env.Driver)
+	if err != nil {
+		return refuse(err, "%s", reason)
+	}
+	h, measured, err := g.lastHealth(ctx, d, env.Config)
+	if err != nil {
+		return nil, 0, fmt.Errorf("environment %s: reading provider health: %w", label, err)
+	}
+	if measured && !h.Available {
+		return refuse(drivers.ErrUnavailable, "provider %s at %s was last measured unavailable at %s: %s",
+			h.Driver, h.Endpoint, h.CheckedAt.UTC().Format(time.RFC3339), h.Reason)
+	}
+	if _, err := d.Schema().Normalize(env.Config); err != nil {
+		return refuse(&ConfigError{ID: env.ID, Name: env.Name, Err: err}, "the stored config no longer validates: %v", err)
+	}
+	eff := drivers.Effective(d, 0)
+	if missing := eff.Missing(required); len(missing) > 0 {
+		names := make([]string, len(missing))
+		for i, c := range missing {
+			names[i] = c.String()
+		}
+		return nil, 0, &UnusableError{Environment: label, Missing: missing, Err: drivers.ErrUnsupported,
+			Reason: fmt.Sprintf("driver %q lacks required capability %s (effective: %s) (CAP-4)", env.Driver, strings.Join(names, ", "), eff)}
+	}
+	return d, eff, nil
+}
+
+// DriverStatus returns nil when the driver name can be used at all (it is
+// registered, is not a test driver outside test mode, and does not report
+// itself unavailable), else an error wrapping drivers.ErrUnavailable that
+// says why. It reads nothing and calls no provider.
+func (g *Gate) DriverStatus(name string) error {
+	_, reason, err := g.driverOf(name)
+	if err != nil {
+		return fmt.Errorf("%s: %w", reason, drivers.ErrUnavailable)
+	}
+	return nil
+}
+
+func (g *Gate) driverOf(name string) (drivers.Driver, string, error) {
+	d, err := g.reg.Lookup(name)
+	if err != nil {
+		return nil, fmt.Sprintf("driver %q is not registered in this instance", name), err
+	}
+	if g.IsTestDriver(name) && !g.testMode {
+		return nil, fmt.Sprintf("driver %q is for tests only and test mode is off (CFG-4)", name), drivers.ErrUnavailable
+	}
+	if err := drivers.Available(d); err != nil {
+		return nil, fmt.Sprintf("provider unavailable: %v", err), err
+	}
+	return d, "", nil
+}
+
+// lastHealth returns the last measured health of the provider endpoint cfg
+// addresses, and false when it was never measured or d has no provider
+// health.
+func (g *Gate) lastHealth(ctx context.Context, d drivers.Driver, cfg map[string]any) (ProviderHealth, bool, error) {
+	hc, ok := drivers.AsHealthChecker(d)
+	if !ok {
+		return ProviderHealth{}, false, nil
+	}
+	ep := hc.Endpoint(drivers.Config(cfg))
+	if ep == "" {
+		return ProviderHealth{}, false, nil
+	}
+	h, err := g.health.GetProviderHealth(ctx, d.Name(), ep)
+	if errors.Is(err, ErrNotFound) {
+		return ProviderHealth{}, false, nil
+	}
+	if err != nil {
+		return ProviderHealth{}, false, err
+	}
+	return h, true, nil
+}
+
+// HealthView returns the health an environment's listing shows: nil when
+// its driver has no provider health (or is not registered), else the last
+// measurement or "not measured". It never measures.
+func (g *Gate) HealthView(ctx context.Context, env *Environment) (*HealthView, error) {
+	d, err := g.reg.Lookup(env.Driver)
+	if err != nil {
+		return nil, nil
+	}
+	hc, ok := drivers.AsHealthChecker(d)
+	if !ok {
+		return nil, nil
+	}
+	ep := hc.Endpoint(drivers.Config(env.Config))
+	if ep == "" {
+		return nil, nil
+	}
+	h, measured, err := g.lastHealth(ctx, d, env.Config)
+	if err != nil {
+		return nil, err
+	}
+	return healthView(ep, h, measured), nil
+}

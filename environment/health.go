@@ -1,0 +1,155 @@
+package environment
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// ProviderHealth is the last measured health of one provider endpoint
+// (CAP-3): a driver plus the endpoint its configs address (see
+// drivers.HealthChecker). The next measurement replaces it, so a success
+// clears an earlier failure.
+type ProviderHealth struct {
+	Driver   string `json:"driver"`
+	Endpoint string `json:"endpoint"`
+	// Available is true when the provider served the ping.
+	Available bool `json:"available"`
+	// Code is the stable code of the failure (drivers.CodeOf); "" when
+	// Available.
+	Code drivers.Code `json:"code,omitempty"`
+	// Reason says what failed; never a secret. "" when Available.
+	Reason string `json:"reason,omitempty"`
+	// CheckedAt is when the measurement ended.
+	CheckedAt time.Time `json:"checkedAt"`
+}
+
+// HealthStore persists provider health, one record per driver and endpoint,
+// so that separate processes sharing a store see the same measurements.
+// Implementations: MemoryHealthStore here, SQLite and PostgreSQL in
+// internal/sqlstore; all pass the store conformance suite. A HealthStore is
+// safe for concurrent use.
+type HealthStore interface {
+	// PutProviderHealth stores h, replacing the record of the same driver
+	// and endpoint.
+	PutProviderHealth(ctx context.Context, h ProviderHealth) error
+	// GetProviderHealth returns the record of driver and endpoint, or an
+	// error wrapping ErrNotFound when the endpoint was never measured.
+	GetProviderHealth(ctx context.Context, driver, endpoint string) (ProviderHealth, error)
+	// ListProviderHealth returns every record, sorted by driver, then
+	// endpoint; an empty list when there is none.
+	ListProviderHealth(ctx context.Context) ([]ProviderHealth, error)
+}
+
+// HealthStatus is what a listing says of an environment's provider.
+type HealthStatus string
+
+// The health statuses.
+const (
+	// HealthAvailable: last measured available.
+	HealthAvailable HealthStatus = "available"
+	// HealthUnavailable: last measured unavailable; the environment cannot
+	// become a working target until a measurement succeeds.
+	HealthUnavailable HealthStatus = "unavailable"
+	// HealthNotMeasured: never measured; it counts as available.
+	HealthNotMeasured HealthStatus = "not_measured"
+)
+
+// HealthView is the provider health shown with an environment: the last
+// measurement and its time, never a new one (CAP-1).
+type HealthView struct {
+	Status   HealthStatus `json:"status"`
+	Endpoint string       `json:"endpoint"`
+	Code     drivers.Code `json:"code,omitempty"`
+	Reason   string       `json:"reason,omitempty"`
+	// CheckedAt is nil when never measured.
+	CheckedAt *time.Time `json:"checkedAt,omitempty"`
+}
+
+// String returns "available (measured 2026-...)", "not measured" or
+// "unavailable (measured ...): REASON".
+func (h *HealthView) String() string {
+	switch h.Status {
+	case HealthNotMeasured:
+		return "not measured"
+	case HealthUnavailable:
+		return fmt.Sprintf("unavailable (measured %s): %s", h.CheckedAt.UTC().Format(time.RFC3339), h.Reason)
+	}
+	return fmt.Sprintf("available (measured %s)", h.CheckedAt.UTC().Format(time.RFC3339))
+}
+
+func healthView(endpoint string, h ProviderHealth, measured bool) *HealthView {
+	if !measured {
+		return &HealthView{Status: HealthNotMeasured, Endpoint: endpoint}
+	}
+	at := h.CheckedAt.UTC()
+	v := &HealthView{Status: HealthAvailable, Endpoint: endpoint, CheckedAt: &at}
+	if !h.Available {
+		v.Status, v.Code, v.Reason = HealthUnavailable, h.Code, h.Reason
+	}
+	return v
+}
+
+// MemoryHealthStore is an in-memory HealthStore. The zero value is not
+// usable; call NewMemoryHealthStore.
+type MemoryHealthStore struct {
+	mu   sync.Mutex
+	recs map[[2]string]ProviderHealth
+}
+
+var _ HealthStore = (*MemoryHealthStore)(nil)
+
+// NewMemoryHealthStore returns an empty MemoryHealthStore.
+func NewMemoryHealthStore() *MemoryHealthStore {
+	return &MemoryHealthStore{recs: map[[2]string]ProviderHealth{}}
+}
+
+// PutProviderHealth implements HealthStore.
+func (m *MemoryHealthStore) PutProviderHealth(ctx context.Context, h ProviderHealth) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if h.Driver == "" || h.Endpoint == "" {
+		return fmt.Errorf("environment: provider health needs a driver and an endpoint: %w", ErrInvalid)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.recs[[2]string{h.Driver, h.Endpoint}] = h
+	return nil
+}
+
+// GetProviderHealth implements HealthStore.
+func (m *MemoryHealthStore) GetProviderHealth(ctx context.Context, driver, endpoint string) (ProviderHealth, error) {
+	if err := ctx.Err(); err != nil {
+		return ProviderHealth{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.recs[[2]string{driver, endpoint}]
+	if !ok {
+		return ProviderHealth{}, fmt.Errorf("environment: health of provider %s at %s: %w", driver, endpoint, ErrNotFound)
+	}
+	return h, nil
+}
+
+// ListProviderHealth implements HealthStore.
+func (m *MemoryHealthStore) ListProviderHealth(ctx context.Context) ([]ProviderHealth, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	out := make([]ProviderHealth, 0, len(m.recs))
+	for _, h := range m.recs {
+		out = append(out, h)
+	}
+	m.mu.Unlock()
+	slices.SortFunc(out, func(a, b ProviderHealth) int {
+		return cmp.Or(cmp.Compare(a.Driver, b.Driver), cmp.Compare(a.Endpoint, b.Endpoint))
+	})
+	return out, nil
+}

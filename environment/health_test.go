@@ -1,0 +1,132 @@
+package environment_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/environment"
+)
+
+// TestProviderHealthGate (CAP-1, CAP-3, ASG-2): a provider never measured
+// counts as available and is shown "not measured"; an explicit refresh
+// that fails is kept with its reason and time, shown by listings of every
+// catalog sharing the store (without measuring again), and refused by the
+// gate that resolution passes; the next successful measurement clears it.
+func TestProviderHealthGate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fd := fake.New(nil)
+	reg := drivers.NewRegistry(fd)
+	envs := environment.NewMemoryStore()
+	health := environment.NewMemoryHealthStore()
+	secrets := environment.NewMemorySecretStore()
+	opts := &environment.Options{TestMode: true, Health: health}
+	cat := environment.NewCatalog(envs, reg, secrets, opts)
+	other := environment.NewCatalog(envs, reg, secrets, opts) // another process on the same store
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg,
+		&environment.AssignmentOptions{TestMode: true, Health: health})
+
+	v, err := cat.Create(ctx, admin, environment.CreateRequest{Name: "sbx", Driver: "fake", Config: map[string]any{"region": "eu-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := asg.Set(ctx, admin, environment.SetBinding{Kind: environment.BindingInstanceDefault, EnvironmentID: v.ID}); err != nil {
+		t.Fatal(err)
+	}
+	scope := environment.Scope{Company: "acme", Workspace: "ws"}
+	list := func(c *environment.Catalog) *environment.View {
+		t.Helper()
+		vs, err := c.List(ctx, admin, environment.ListFilter{})
+		if err != nil || len(vs) != 1 {
+			t.Fatalf("List = %v, %v", vs, err)
+		}
+		return vs[0]
+	}
+
+	if got := list(cat); got.Health == nil || got.Health.Status != environment.HealthNotMeasured || got.Unavailable != "" {
+		t.Fatalf("before any measurement: health %+v, unavailable %q", got.Health, got.Unavailable)
+	}
+	if _, err := asg.Resolve(ctx, scope, 0); err != nil {
+		t.Fatalf("a provider never measured must count as available: %v", err)
+	}
+
+	fd.Inject(fake.Fault{Op: fake.OpHealth, Err: errors.New("control plane answers 503")})
+	h, err := cat.RefreshHealth(ctx, admin, v.ID)
+	if err != nil || h == nil || h.Status != environment.HealthUnavailable || h.Code != drivers.CodeProviderUnavailable ||
+		!strings.Contains(h.Reason, "503") || h.CheckedAt == nil || h.Endpoint != "fake region eu-1" {
+		t.Fatalf("RefreshHealth of a failing provider = %+v, %v", h, err)
+	}
+	calls := fd.Calls(fake.OpHealth)
+	for _, c := range []*environment.Catalog{cat, other} {
+		got := list(c)
+		if got.Health == nil || got.Health.Status != environment.HealthUnavailable || !strings.Contains(got.Unavailable, "503") ||
+			!strings.Contains(got.Unavailable, "last measured unavailable at") {
+			t.Errorf("listing after a failed measurement: health %+v, unavailable %q", got.Health, got.Unavailable)
+		}
+		if _, err := c.Get(ctx, admin, v.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fd.Calls(fake.OpHealth); n != calls {
+		t.Errorf("listings measured the provider %d times (CAP-1)", n-calls)
+	}
+	_, err = asg.Resolve(ctx, scope, 0)
+	var be *environment.BindingError
+	if !errors.As(err, &be) || !errors.Is(err, drivers.ErrUnavailable) || !strings.Contains(err.Error(), "instance default") || !strings.Contains(err.Error(), "503") {
+		t.Errorf("Resolve of an unavailable provider: %v; want a BindingError naming the binding and the reason", err)
+	}
+	env, err := envs.GetEnvironment(ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cat.Gate().Check(ctx, env, 0); !errors.Is(err, drivers.ErrUnavailable) {
+		t.Errorf("Gate.Check: %v, want ErrUnavailable", err)
+	}
+
+	fd.ClearFaults()
+	if h, err := other.RefreshHealth(ctx, admin, v.ID); err != nil || h.Status != environment.HealthAvailable {
+		t.Fatalf("RefreshHealth after recovery = %+v, %v", h, err)
+	}
+	if got := list(cat); got.Health.Status != environment.HealthAvailable || got.Unavailable != "" {
+		t.Errorf("after recovery: health %+v, unavailable %q", got.Health, got.Unavailable)
+	}
+	if _, err := asg.Resolve(ctx, scope, 0); err != nil {
+		t.Errorf("Resolve after recovery: %v", err)
+	}
+
+	// PRB-7: measuring is an operator's action.
+	agent := environment.Principal{ID: "a", Role: environment.RoleAgent, Companies: []string{"acme"}}
+	if _, err := cat.RefreshHealth(ctx, agent, v.ID); !errors.Is(err, environment.ErrDenied) {
+		t.Errorf("agent RefreshHealth: %v, want ErrDenied", err)
+	}
+}
+
+// TestRefreshAllHealth: the background round measures each endpoint once,
+// however many environments share it, and skips host drivers.
+func TestRefreshAllHealth(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fd := fake.New(nil)
+	reg := drivers.NewRegistry(fd)
+	health := environment.NewMemoryHealthStore()
+	cat := environment.NewCatalog(environment.NewMemoryStore(), reg, environment.NewMemorySecretStore(), &environment.Options{TestMode: true, Health: health})
+	for _, r := range []struct{ name, region string }{{"a", "eu-1"}, {"b", "eu-1"}, {"c", "us-1"}} {
+		if _, err := cat.Create(ctx, admin, environment.CreateRequest{Name: r.name, Driver: "fake", Config: map[string]any{"region": r.region}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cat.RefreshAllHealth(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := fd.Calls(fake.OpHealth); n != 2 {
+		t.Errorf("%d health checks for 2 endpoints", n)
+	}
+	hs, err := health.ListProviderHealth(ctx)
+	if err != nil || len(hs) != 2 || !hs[0].Available || hs[0].Endpoint != "fake region eu-1" || hs[1].Endpoint != "fake region us-1" {
+		t.Errorf("health records %+v, %v", hs, err)
+	}
+}
