@@ -46,6 +46,8 @@
 // an operation (FailNth, Inject), refuse a stop (RefuseStop), fake a stop
 // (FakeStop), lose a sandbox (Lose), report a wrong image
 // (ReportWrongImage), make starts slow on the injectable clock
-// (Options.StartDelay, SetStartDelay). Calls and TotalCalls count
+// (Options.StartDelay, SetStartDelay), make the provider unhealthy
+// (inject a fault for OpHealth: CheckHealth then fails with
+// drivers.ErrUnavailable, see health.go). Calls and TotalCalls count
 // operations; Sandboxes lists the provider's sandboxes for leak checks.
 package fake
