@@ -3,12 +3,15 @@ package docker
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -129,22 +132,43 @@ func (d *Driver) client(host string) (*client.Client, error) {
 	return c, nil
 }
 
-// engineErr classifies an engine error: unreachable engine, not found,
-// cancellation, or as is. what names the operation and object.
+// engineErr classifies an engine error by the PRB-5 table: a certificate
+// that failed verification is drivers.ErrTLSUnverified, an engine that
+// cannot be reached is drivers.ErrUnavailable (the engine is the provider's
+// control plane), then not found, cancellation, or as is. what names the
+// operation and object.
 func engineErr(host, what string, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("docker %s: %s: %w", host, what, err)
+	case isTLSErr(err):
+		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrTLSUnverified)
 	case client.IsErrConnectionFailed(err), isNetErr(err):
-		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrUnreachable)
+		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrUnavailable)
 	case cerrdefs.IsNotFound(err):
 		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrNotFound)
 	case cerrdefs.IsUnavailable(err):
 		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrTransient)
 	}
 	return fmt.Errorf("docker %s: %s: %w", host, what, err)
+}
+
+// isTLSErr reports whether err is a failed certificate verification. The
+// engine client flattens some errors to text, so the x509 prefix of the
+// standard library's messages is checked too.
+func isTLSErr(err error) bool {
+	var (
+		cv *tls.CertificateVerificationError
+		ua x509.UnknownAuthorityError
+		hn x509.HostnameError
+		ci x509.CertificateInvalidError
+	)
+	if errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci) {
+		return true
+	}
+	return strings.Contains(err.Error(), "x509: ") || strings.Contains(err.Error(), "tls: failed to verify certificate")
 }
 
 func isNetErr(err error) bool {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,10 +69,13 @@ func classifyHandshake(ctx context.Context, addr, user string, err error) error 
 		return nil
 	case errors.As(err, &hk):
 		return hk
-	case ctx.Err() != nil:
+	case ctx.Err() != nil, errors.Is(err, os.ErrDeadlineExceeded) && hasDeadline(ctx):
+		// The connection's deadline is ctx's deadline: when it fired first,
+		// ctx is done at once, and its cause says whose deadline it was.
+		<-ctx.Done()
 		cause := context.Cause(ctx)
 		if errors.Is(cause, errConnectTimeout) {
-			return fmt.Errorf("ssh %s: handshake did not finish within connect_timeout: %w", who, drivers.ErrUnreachable)
+			return fmt.Errorf("ssh %s: handshake did not finish within connect_timeout: %w", who, drivers.ErrTimeout)
 		}
 		return fmt.Errorf("ssh %s: handshake: %w", who, cause)
 	case errors.As(err, new(*xssh.AlgorithmNegotiationError)):
@@ -81,6 +85,11 @@ func classifyHandshake(ctx context.Context, addr, user string, err error) error 
 	default:
 		return fmt.Errorf("ssh %s: handshake: %w: %v", who, drivers.ErrUnreachable, err)
 	}
+}
+
+func hasDeadline(ctx context.Context) bool {
+	_, ok := ctx.Deadline()
+	return ok
 }
 
 // dial opens an authenticated client with strict host key checking. The

@@ -81,7 +81,7 @@ func (d *Driver) Prototype() drivers.Sandbox { return (*Sandbox)(nil) }
 // "ssh://user@host:port/path". req.Workspace, if set, names the workspace
 // instead of the config's workdir: absolute as given, relative under the
 // workdir. Errors wrap drivers.ErrHostKeyUnknown, ErrHostKeyMismatch,
-// ErrAuth, ErrUnreachable, ErrInvalidConfig or ctx.Err(); none contains the
+// ErrAuth, ErrUnreachable, ErrTimeout, ErrInvalidConfig or ctx.Err(); none contains the
 // private key.
 func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	t, err := parseTarget(d.schema, cfg)

@@ -111,8 +111,9 @@ func TestProbeDocker(t *testing.T) {
 
 // TestDockerWithoutEngine: the Docker driver is constructed and listed
 // without an engine (no I/O at construction); an environment on an engine
-// that is not there fails its probe at acquire with the unreachable code,
-// and nothing else is tried in its place (PRB-8).
+// that is not there fails its probe at acquire with provider_unavailable
+// (the engine is the provider's control plane, PRB-5), and nothing else is
+// tried in its place (PRB-8).
 func TestDockerWithoutEngine(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
@@ -127,7 +128,7 @@ func TestDockerWithoutEngine(t *testing.T) {
 		t.Fatalf("probe without an engine: err=%v\n%s", err, out)
 	}
 	st, _ := res.Stage(probe.StageAcquire)
-	if want := drivers.CodeOf(drivers.ErrUnreachable); res.OK || res.Code != want || st.OK || st.Code != want {
+	if want := drivers.CodeProviderUnavailable; res.OK || res.Code != want || st.OK || st.Code != want {
 		t.Errorf("probe without an engine: code %s, acquire stage %+v; want %s at acquire", res.Code, st, want)
 	}
 }
