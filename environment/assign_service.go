@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/internal/clock"
 )
 
 // AssignmentOptions configures Assignments. The zero value (or a nil

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"slices"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/internal/clock"
 )
 
 // Options configures a Catalog. The zero value (or a nil *Options) gives the

@@ -16,9 +16,9 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/retry"
 )
 

@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )

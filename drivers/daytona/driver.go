@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/internal/clock"
 )
 
 // DriverName is the name of the daytona driver.

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/images"
-	"github.com/berthdev/berth/internal/clock"
 )
 
 // Options configure a fake Driver. The zero value (or nil) gives defaults.
