@@ -2,6 +2,7 @@ package drivers
 
 import (
 	"fmt"
+	"io"
 )
 
 // This file holds every type assertion on the optional interfaces, so that
@@ -42,6 +43,20 @@ func Implemented(d Driver) Set {
 		s = s.With(CapRunnerIngress)
 	}
 	return s
+}
+
+// CloseDriver closes d when it implements io.Closer (see Closer) and
+// returns its error wrapped with the driver's name; otherwise it does
+// nothing and returns nil.
+func CloseDriver(d Driver) error {
+	c, ok := d.(io.Closer)
+	if !ok {
+		return nil
+	}
+	if err := c.Close(); err != nil {
+		return fmt.Errorf("driver %q: close: %w", d.Name(), err)
+	}
+	return nil
 }
 
 // Effective returns the capabilities of d that a caller may use: declared

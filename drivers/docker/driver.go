@@ -63,6 +63,7 @@ var (
 	_ drivers.Lister          = (*Driver)(nil)
 	_ drivers.Destroyer       = (*Driver)(nil)
 	_ drivers.TemplateDeleter = (*Driver)(nil)
+	_ drivers.Closer          = (*Driver)(nil)
 )
 
 // New returns a Docker driver. It does no I/O: engines are contacted on
