@@ -123,8 +123,6 @@ var (
 	_ drivers.Destroyer = crashDriver{}
 )
 
-func (d crashDriver) Prototype() drivers.Sandbox { return (*crashSandbox)(nil) }
-
 func (d crashDriver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	if err := d.c.call(); err != nil {
 		return nil, err

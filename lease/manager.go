@@ -198,7 +198,7 @@ func (h *Handle) ID() string { return h.lease.ID }
 func (h *Handle) Sandbox() drivers.Sandbox { return h.sandbox }
 
 // Driver returns the driver of the sandbox, for capability helpers such as
-// drivers.AsImageReporter.
+// drivers.Narrowing.
 func (h *Handle) Driver() drivers.Driver { return h.driver }
 
 // Resumed reports whether the acquisition resumed a recorded sandbox rather

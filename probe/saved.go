@@ -191,7 +191,7 @@ func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, sb dri
 		return
 	}
 	r.stage(StageImage, func() (string, drivers.Code, error) {
-		ir, err := drivers.AsImageReporter(drv, sb)
+		ir, err := drivers.AsImageReporter(sb, drivers.Narrowing(drv, 0))
 		if errors.Is(err, drivers.ErrUnsupported) {
 			return fmt.Sprintf("driver %s does not report the live image identity", drv.Name()), "", nil
 		}

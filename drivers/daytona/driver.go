@@ -117,9 +117,6 @@ func (d *Driver) Capabilities() drivers.Capabilities {
 // Schema returns the config schema; the same pointer on every call.
 func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
 
-// Prototype returns a typed nil *Sandbox.
-func (d *Driver) Prototype() drivers.Sandbox { return (*Sandbox)(nil) }
-
 // settings is a config read for use.
 type settings struct {
 	c          *client

@@ -109,7 +109,7 @@ func TestDeletedSnapshotIDIsNotResolvedByName(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	ir, err := drivers.AsImageReporter(e.drv, sb)
+	ir, err := drivers.AsImageReporter(sb, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

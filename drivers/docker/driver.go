@@ -100,9 +100,6 @@ func (d *Driver) Capabilities() drivers.Capabilities {
 // Schema returns the config schema (the same pointer on every call).
 func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
 
-// Prototype returns a typed nil *sandbox for capability resolution.
-func (d *Driver) Prototype() drivers.Sandbox { return (*sandbox)(nil) }
-
 // Close closes the driver's engine clients. Sandboxes obtained before must
 // not be used afterwards.
 func (d *Driver) Close() error {

@@ -47,6 +47,9 @@ func testStopResume(t *testing.T, ctx context.Context, h Harness) {
 	if again.ID() != sb.ID() {
 		t.Errorf("resumed ID %q, want %q", again.ID(), sb.ID())
 	}
+	for _, msg := range declaredMismatch(h.Driver().Name(), "resumed sandbox", h.Driver().Capabilities().Declared, drivers.SandboxImplemented(again), drivers.SandboxLevel()) {
+		t.Error(msg)
+	}
 	if got := string(execOK(t, ctx, again, drivers.Command{Argv: []string{"echo", "after"}}).Stdout); got != "after\n" {
 		t.Errorf("echo after resume: %q", got)
 	}
@@ -140,7 +143,7 @@ func testDestroyByID(t *testing.T, ctx context.Context, h Harness) {
 // IMG-3: the live identity is an immutable one.
 func testImageIdentity(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	ir, err := drivers.AsImageReporter(h.Driver(), sb)
+	ir, err := drivers.AsImageReporter(sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +161,7 @@ func testImageIdentity(t *testing.T, ctx context.Context, h Harness) {
 
 func testStreamExec(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	se, err := drivers.AsStreamExecer(h.Driver(), sb)
+	se, err := drivers.AsStreamExecer(sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +197,7 @@ func testStreamExec(t *testing.T, ctx context.Context, h Harness) {
 
 func testStreamKill(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	se, err := drivers.AsStreamExecer(h.Driver(), sb)
+	se, err := drivers.AsStreamExecer(sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +219,7 @@ func testStreamKill(t *testing.T, ctx context.Context, h Harness) {
 
 func testStreamCancel(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	se, err := drivers.AsStreamExecer(h.Driver(), sb)
+	se, err := drivers.AsStreamExecer(sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +241,7 @@ func testStreamCancel(t *testing.T, ctx context.Context, h Harness) {
 // IMG-5: the terminal echoes input, runs it, and resizes.
 func testTerminal(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	tm, err := drivers.AsTerminal(h.Driver(), sb)
+	tm, err := drivers.AsTerminal(sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +275,7 @@ func testTerminal(t *testing.T, ctx context.Context, h Harness) {
 // IMG-4: a capture yields a new immutable identity; template delete removes it.
 func testCapture(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	c, err := drivers.AsCapturer(h.Driver(), sb)
+	c, err := drivers.AsCapturer(sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +323,7 @@ func testCapture(t *testing.T, ctx context.Context, h Harness) {
 
 func testRunnerIngress(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	ri, err := drivers.AsRunnerIngress(h.Driver(), sb)
+	ri, err := drivers.AsRunnerIngress(sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}

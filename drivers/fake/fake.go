@@ -20,7 +20,11 @@ type Options struct {
 	// when it is a valid provider name (else "fake").
 	Name string
 	// Undeclared lists capabilities the fake does not declare, although it
-	// implements them all; default none (it declares every capability).
+	// still implements them all; default none (it declares every
+	// capability). Such a fake is deliberately wrong: it fails the
+	// conformance suite (declared == implemented), and it serves to test that
+	// an undeclared capability is never effective (drivers.Effective,
+	// drivers.Narrowing).
 	Undeclared drivers.Set
 	// Clock runs slow starts and sleep; default the wall clock.
 	Clock clock.Clock
@@ -161,9 +165,6 @@ func (d *Driver) Capabilities() drivers.Capabilities {
 // Schema returns the config schema (see the package documentation); the
 // same pointer on every call.
 func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
-
-// Prototype returns a typed nil *Sandbox.
-func (d *Driver) Prototype() drivers.Sandbox { return (*Sandbox)(nil) }
 
 // Availability returns Options.Unavailable.
 func (d *Driver) Availability() error { return d.unavail }

@@ -39,7 +39,6 @@ func TestReadingCapabilitiesCallsNothing(t *testing.T) {
 	d := fake.New(nil)
 	_ = d.Capabilities()
 	_ = d.Schema()
-	_ = d.Prototype()
 	_ = drivers.Effective(d, 0)
 	_ = drivers.NewRegistry(d).List()
 	if _, err := drivers.AsLister(d); err != nil {
@@ -62,6 +61,17 @@ func TestDeclarationOptions(t *testing.T) {
 	}
 	if _, err := drivers.AsResumer(d); !errors.Is(err, drivers.ErrUnsupported) {
 		t.Errorf("AsResumer of an undeclaring fake: %v, want ErrUnsupported", err)
+	}
+	// Its live sandbox implements Terminal; the driver's narrowing withholds it.
+	sb, err := d.Acquire(context.Background(), drivers.Config{}, drivers.AcquireRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drivers.AsTerminal(sb, drivers.Narrowing(d, 0)); !errors.Is(err, drivers.ErrUnsupported) {
+		t.Errorf("AsTerminal with the undeclaring fake's narrowing: %v, want ErrUnsupported", err)
+	}
+	if _, err := drivers.AsTerminal(sb, 0); err != nil {
+		t.Errorf("AsTerminal of the live sandbox without narrowing: %v", err)
 	}
 	down := fake.New(&fake.Options{Unavailable: errors.New("disabled by test")})
 	if got := drivers.Effective(down, 0); got != 0 { // CAP-3

@@ -71,9 +71,6 @@ func (d *Driver) Capabilities() drivers.Capabilities {
 // pointer is returned on every call.
 func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
 
-// Prototype returns a typed nil *Sandbox.
-func (d *Driver) Prototype() drivers.Sandbox { return (*Sandbox)(nil) }
-
 // Acquire opens a session on the host: it connects (or shares the pooled
 // connection of the same config) with strict host key checking, makes sure
 // the workspace directory exists and reads back its physical path, which
