@@ -210,7 +210,7 @@ func (r *run) failedStage() (Stage, bool) {
 // lease and probe errors it does not know.
 func codeOf(err error) drivers.Code {
 	switch {
-	case errors.Is(err, ErrDetection):
+	case errors.Is(err, qualification.ErrDetection):
 		return CodePlatformUnknown
 	case errors.Is(err, lease.ErrStartupBudget):
 		return drivers.CodeTimeout

@@ -150,7 +150,7 @@ func (p *Prober) probeSaved(ctx context.Context, r *run, env *environment.Enviro
 // measure runs the detect stage, and the image stage for sandbox drivers.
 func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, sb drivers.Sandbox) {
 	r.stage(StageDetect, func() (string, drivers.Code, error) {
-		res, err := sb.Exec(ctx, drivers.Command{Argv: DetectArgv(), OutputLimit: DefaultOutputLimit})
+		res, err := sb.Exec(ctx, drivers.Command{Argv: qualification.DetectArgv(), OutputLimit: DefaultOutputLimit})
 		if err != nil {
 			return "", "", err
 		}
@@ -164,7 +164,7 @@ func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, sb dri
 		if s, ok := sb.(interface{ Hostname() string }); ok {
 			r.res.Hostname = s.Hostname()
 		}
-		det, perr := ParseDetection(string(res.Stdout))
+		det, perr := qualification.ParseDetection(string(res.Stdout))
 		if perr != nil {
 			if res.ExitCode != 0 {
 				perr = fmt.Errorf("%w (the script exited %d: %s)", perr, res.ExitCode, clip(res.Stderr))
