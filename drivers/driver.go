@@ -37,9 +37,11 @@ type AcquireRequest struct {
 	Workspace string
 	// Allocated, if not nil, is called once, as soon as the provider has
 	// assigned the sandbox's provider lease id and before Acquire waits for
-	// it to start (LEASE-2, LEASE-4). If it returns an error, Acquire
-	// destroys the sandbox (best effort) and returns that error.
-	Allocated func(providerLeaseID string) error
+	// it to start (LEASE-2, LEASE-4), with Acquire's context (its values and
+	// cancellation; the callback writes to a store and may block). If it
+	// returns an error, Acquire destroys the sandbox (best effort) and
+	// returns that error.
+	Allocated func(ctx context.Context, providerLeaseID string) error
 }
 
 // Sandbox is one acquired lease target. It is safe for concurrent use: many

@@ -41,8 +41,9 @@ type Options struct {
 	UsageReporters []UsageReporter
 	// Protected, if not nil, returns a non-empty reason when env must not be
 	// deleted (the managed local or instance-default environment, CFG-7).
-	// Default: nothing is protected.
-	Protected func(env *Environment) (reason string)
+	// It gets the context of the call that asks (BlastRadius, Delete) and
+	// may block on it. Default: nothing is protected.
+	Protected func(ctx context.Context, env *Environment) (reason string)
 }
 
 // Catalog is the environment catalog (CFG-1..8): it authorizes every call
@@ -62,7 +63,7 @@ type Catalog struct {
 	clock     clock.Clock
 	newID     func() string
 	reporters []UsageReporter
-	protected func(*Environment) string
+	protected func(context.Context, *Environment) string
 }
 
 // NewCatalog returns a catalog over store, the drivers of reg and secrets.

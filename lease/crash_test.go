@@ -128,8 +128,8 @@ func (d crashDriver) Acquire(ctx context.Context, cfg drivers.Config, req driver
 		return nil, err
 	}
 	if alloc := req.Allocated; alloc != nil {
-		req.Allocated = func(id string) error {
-			err := alloc(id)
+		req.Allocated = func(actx context.Context, id string) error {
+			err := alloc(actx, id)
 			if d.c.dead.Load() {
 				return nil // the process is gone: nobody tells the provider anything
 			}

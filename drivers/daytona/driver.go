@@ -258,7 +258,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 		return nil, d.createFailed(ctx, s, create.Name, snap, req, err)
 	}
 	if req.Allocated != nil {
-		if aerr := req.Allocated(sb.ID); aerr != nil {
+		if aerr := req.Allocated(ctx, sb.ID); aerr != nil {
 			d.cleanup(s, sb.ID)
 			return nil, fmt.Errorf("daytona: sandbox %s: recording the allocation: %w", sb.ID, aerr)
 		}
@@ -299,7 +299,7 @@ func (d *Driver) createFailed(ctx context.Context, s *settings, name string, sna
 	case statusOf(err) == http.StatusBadRequest && strings.Contains(msg, "failed to start"):
 		if sb, gerr := s.c.getSandbox(ctx, name); gerr == nil {
 			if req.Allocated != nil {
-				if aerr := req.Allocated(sb.ID); aerr != nil {
+				if aerr := req.Allocated(ctx, sb.ID); aerr != nil {
 					d.cleanup(s, sb.ID)
 				}
 			} else {

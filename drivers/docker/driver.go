@@ -212,7 +212,7 @@ func (d *Driver) Acquire(ctx context.Context, raw drivers.Config, req drivers.Ac
 	id := created.ID
 	sb := &sandbox{d: d, cli: cli, cfg: cfg, id: id}
 	if req.Allocated != nil {
-		if err := req.Allocated(id); err != nil {
+		if err := req.Allocated(ctx, id); err != nil {
 			d.removeQuietly(cli, id)
 			return nil, err
 		}

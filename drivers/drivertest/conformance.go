@@ -47,6 +47,8 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 	gated(t, "stream exec", drivers.CapStreamExec, newHarness, testStreamExec)
 	gated(t, "stream exec signal kill", drivers.CapStreamExec, newHarness, testStreamKill)
 	gated(t, "stream exec cancellation", drivers.CapStreamExec, newHarness, testStreamCancel)
+	gated(t, "stream exec Wait honours its context", drivers.CapStreamExec, newHarness, testStreamWaitContext)
+	gated(t, "stream exec stdin copy ends with the process", drivers.CapStreamExec, newHarness, testStdinCopyEndsWithProcess)
 	gated(t, "terminal", drivers.CapTerminal, newHarness, testTerminal)
 	gated(t, "capture and delete template", drivers.CapTemplateCapture, newHarness, testCapture)
 	gated(t, "runner ingress", drivers.CapRunnerIngress, newHarness, testRunnerIngress)
@@ -156,14 +158,23 @@ func testAcquireExecRelease(t *testing.T, ctx context.Context, h Harness) {
 	}
 }
 
-// LEASE-2: the provider lease id is handed out before Acquire waits.
+// allocatedKey marks the context given to Acquire, so that the suite sees
+// that Allocated receives Acquire's context.
+type allocatedKey struct{}
+
+// LEASE-2: the provider lease id is handed out before Acquire waits, with
+// Acquire's context (the callback writes to a store and may block).
 func testAllocated(t *testing.T, ctx context.Context, h Harness) {
 	var mu sync.Mutex
 	var ids []string
-	sb := acquire(t, ctx, h, drivers.AcquireRequest{Allocated: func(id string) error {
+	actx := context.WithValue(ctx, allocatedKey{}, "acquire")
+	sb := acquire(t, actx, h, drivers.AcquireRequest{Allocated: func(cbctx context.Context, id string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		ids = append(ids, id)
+		if cbctx.Value(allocatedKey{}) != "acquire" {
+			t.Errorf("Allocated(%q) got a context that is not derived from Acquire's", id)
+		}
 		return nil
 	}})
 	mu.Lock()
@@ -173,7 +184,7 @@ func testAllocated(t *testing.T, ctx context.Context, h Harness) {
 	}
 
 	refuse := errors.New("conformance: refused by the lease store")
-	_, err := h.Driver().Acquire(ctx, h.Config(), drivers.AcquireRequest{Allocated: func(string) error { return refuse }})
+	_, err := h.Driver().Acquire(ctx, h.Config(), drivers.AcquireRequest{Allocated: func(context.Context, string) error { return refuse }})
 	if !errors.Is(err, refuse) {
 		t.Errorf("Acquire with a failing Allocated: err = %v, want it to wrap the callback's error", err)
 	}

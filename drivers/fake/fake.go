@@ -227,7 +227,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 	d.mu.Unlock()
 
 	if req.Allocated != nil {
-		if err := req.Allocated(b.id); err != nil {
+		if err := req.Allocated(ctx, b.id); err != nil {
 			d.mu.Lock()
 			b.kill()
 			b.state = drivers.StateDestroyed

@@ -127,7 +127,7 @@ func TestFailedStartLeavesAllocatedSandbox(t *testing.T) {
 	d := fake.New(nil)
 	d.FailNth(fake.OpStart, 1, nil)
 	var allocated string
-	_, err := d.Acquire(bg, drivers.Config{}, drivers.AcquireRequest{Allocated: func(id string) error { allocated = id; return nil }})
+	_, err := d.Acquire(bg, drivers.Config{}, drivers.AcquireRequest{Allocated: func(_ context.Context, id string) error { allocated = id; return nil }})
 	if !errors.Is(err, drivers.ErrTransient) {
 		t.Fatalf("Acquire: err = %v, want ErrTransient", err)
 	}
@@ -149,7 +149,7 @@ func TestSlowStartOutlivesCancelledAcquire(t *testing.T) {
 	allocated := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		_, err := d.Acquire(ctx, drivers.Config{}, drivers.AcquireRequest{Allocated: func(id string) error { allocated <- id; return nil }})
+		_, err := d.Acquire(ctx, drivers.Config{}, drivers.AcquireRequest{Allocated: func(_ context.Context, id string) error { allocated <- id; return nil }})
 		done <- err
 	}()
 	id := <-allocated // called before Acquire waits
@@ -412,7 +412,7 @@ func TestTerminalResize(t *testing.T) {
 		t.Errorf("Resize(0, 1) succeeded")
 	}
 	ts.Write([]byte("stty size\nexit\n"))
-	res, _ := ts.Wait()
+	res, _ := ts.Wait(context.Background())
 	b := make([]byte, 4096)
 	var all []byte
 	for {

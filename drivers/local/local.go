@@ -136,7 +136,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 	}
 	id := fmt.Sprintf("local://%s%s#%d", host, dir, d.seq.Add(1))
 	if req.Allocated != nil {
-		if err := req.Allocated(id); err != nil {
+		if err := req.Allocated(ctx, id); err != nil {
 			return nil, err
 		}
 	}

@@ -113,7 +113,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 	sb.cwd = cwd
 	sb.id = (&url.URL{Scheme: "ssh", User: url.User(t.user), Host: t.addr(), Path: cwd}).String()
 	if req.Allocated != nil {
-		if err := req.Allocated(sb.id); err != nil {
+		if err := req.Allocated(ctx, sb.id); err != nil {
 			d.pool.put(c)
 			return nil, err
 		}

@@ -46,7 +46,7 @@ func TestTerminal(t *testing.T) {
 	io.WriteString(ts, "stty size\n")
 	expect("40 100")
 	io.WriteString(ts, "exit 7\n")
-	res, err := ts.Wait()
+	res, err := ts.Wait(testCtx(t))
 	if err != nil || res.ExitCode != 7 {
 		t.Fatalf("Wait: %v %+v", err, res)
 	}
