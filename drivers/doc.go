@@ -20,6 +20,10 @@
 // secrets (moved out of configs and redacted), which identify the target
 // (fingerprints), and which are knobs or metadata.
 //
+// Helpers for driver implementations (output.go): OutputBuffer applies
+// Command.OutputLimit, AwaitDone makes a Wait honour its context, and
+// CopyStdin feeds Command.Stdin without outliving the process.
+//
 // Errors (errors.go) are sentinels that every driver wraps with context;
 // CodeOf maps them to the stable codes of probe results and API errors.
 //
