@@ -17,7 +17,9 @@
 //
 //   - images, qualification: pure values (OCI references and identities;
 //     qualification evaluation, fingerprints, platforms). images/resolve pins
-//     tags to digests over the network.
+//     tags to digests over the network. clock: the Clock that Options fields
+//     take, with a Fake that drives the fake driver's delays and the lease
+//     manager's time deterministically.
 //   - drivers: the driver contract (Driver, Sandbox, optional capability
 //     interfaces, ConfigSchema, sentinel errors, Registry). drivers/local,
 //     drivers/ssh, drivers/docker, drivers/daytona and drivers/fake implement

@@ -2,6 +2,7 @@ package berth
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -40,7 +41,7 @@ type Options struct {
 
 // System is a composed berth: a store, drivers, a catalog and a lease
 // manager wired together. Its fields are ready to use; Close releases the
-// store.
+// drivers and the store.
 type System struct {
 	Store   Store
 	Drivers *drivers.Registry
@@ -135,10 +136,18 @@ func (s *System) RunHealthChecks(ctx context.Context, interval time.Duration) er
 	}
 }
 
-// Close closes the store.
+// Close closes the registered drivers that implement io.Closer (see
+// drivers.Registry.Close), then the store, and returns their joined errors.
 func (s *System) Close() error {
-	if s == nil || s.Store == nil {
+	if s == nil {
 		return nil
 	}
-	return s.Store.Close()
+	var errs []error
+	if s.Drivers != nil {
+		errs = append(errs, s.Drivers.Close())
+	}
+	if s.Store != nil {
+		errs = append(errs, s.Store.Close())
+	}
+	return errors.Join(errs...)
 }

@@ -81,3 +81,28 @@ func TestSystemWiring(t *testing.T) {
 		t.Fatalf("resolve after delete: %v, want no binding (ErrNotFound)", err)
 	}
 }
+
+// closingFake is the fake driver with an io.Closer, as a driver that holds
+// engine clients has.
+type closingFake struct {
+	*fake.Driver
+	closed int
+}
+
+func (d *closingFake) Close() error { d.closed++; return nil }
+
+// System.Close closes the drivers that implement io.Closer (docker's engine
+// clients), not only the store.
+func TestSystemCloseClosesDrivers(t *testing.T) {
+	d := &closingFake{Driver: fake.New(nil)}
+	sys, err := berth.New(context.Background(), &berth.Options{Drivers: []drivers.Driver{d}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d.closed != 1 {
+		t.Errorf("driver closed %d times by System.Close, want 1", d.closed)
+	}
+}

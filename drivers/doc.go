@@ -5,15 +5,24 @@
 // Start with Driver and Sandbox (driver.go): a driver acquires a sandbox, a
 // sandbox runs bounded commands and is released with a provider-confirmed
 // Receipt. Everything beyond that is an optional interface (optional.go),
-// each tied to one Capability (capability.go). A driver declares its
-// capabilities statically; Effective (resolve.go) intersects the declaration
-// with what the driver really implements and removes what a caller narrowed
-// (CAP-2). All type assertions on optional interfaces live in resolve.go.
+// each tied to one Capability (capability.go), implemented either by the
+// Driver or by its live Sandbox values. A driver declares its capabilities
+// statically for discovery without allocation (CAP-1); Effective
+// (resolve.go) intersects the declaration with what the driver implements
+// and removes what a caller narrowed (CAP-2), and the As* helpers assert on
+// the live value: the driver for driver-level interfaces, the sandbox (with
+// the caller's narrowing) for sandbox-level ones. The conformance suite
+// proves declared == implemented. All type assertions on optional
+// interfaces live in resolve.go.
 //
 // ConfigSchema (schema.go) is the single description of a driver's config:
 // it validates and normalizes, applies defaults, tells which fields are
 // secrets (moved out of configs and redacted), which identify the target
 // (fingerprints), and which are knobs or metadata.
+//
+// Helpers for driver implementations (output.go): OutputBuffer applies
+// Command.OutputLimit, AwaitDone makes a Wait honour its context, and
+// CopyStdin feeds Command.Stdin without outliving the process.
 //
 // Errors (errors.go) are sentinels that every driver wraps with context;
 // CodeOf maps them to the stable codes of probe results and API errors.

@@ -8,8 +8,9 @@ import (
 )
 
 // Driver is a kind of execution target (local, ssh, docker, daytona, fake).
-// A Driver is safe for concurrent use. Name, Capabilities, Schema and
-// Prototype do no I/O.
+// A Driver is safe for concurrent use. Name, Capabilities and Schema do no
+// I/O. Optional powers are optional interfaces on the Driver and on its
+// live Sandbox values (see resolve.go).
 type Driver interface {
 	// Name returns the stable driver name ("ssh", "docker", ...).
 	Name() string
@@ -18,10 +19,6 @@ type Driver interface {
 	// Schema returns the config schema. It never does I/O; the same pointer
 	// may be returned on every call and must not be modified.
 	Schema() *ConfigSchema
-	// Prototype returns a typed nil of the driver's Sandbox implementation. It
-	// is used only to resolve sandbox-level capabilities statically (CAP-2):
-	// its methods are never called.
-	Prototype() Sandbox
 	// Acquire allocates a sandbox (sandbox drivers) or opens a session on the
 	// host (host drivers). cfg has been normalized by Schema and its secrets
 	// resolved to values. The context's deadline is the startup budget; on
@@ -40,9 +37,11 @@ type AcquireRequest struct {
 	Workspace string
 	// Allocated, if not nil, is called once, as soon as the provider has
 	// assigned the sandbox's provider lease id and before Acquire waits for
-	// it to start (LEASE-2, LEASE-4). If it returns an error, Acquire
-	// destroys the sandbox (best effort) and returns that error.
-	Allocated func(providerLeaseID string) error
+	// it to start (LEASE-2, LEASE-4), with Acquire's context (its values and
+	// cancellation; the callback writes to a store and may block). If it
+	// returns an error, Acquire destroys the sandbox (best effort) and
+	// returns that error.
+	Allocated func(ctx context.Context, providerLeaseID string) error
 }
 
 // Sandbox is one acquired lease target. It is safe for concurrent use: many

@@ -65,8 +65,11 @@ type ImageReporter interface {
 type Process interface {
 	// Wait blocks until the process ends and its output has been written,
 	// and returns its exit status (Stdout/Stderr of the Result are empty).
-	// Cancelling the context given to Start ends the process tree.
-	Wait() (*Result, error)
+	// If ctx ends first, Wait returns promptly an error wrapping ctx.Err()
+	// and leaves the process running: Wait may be called again, and
+	// cancelling the context given to Start (or Signal) ends the process
+	// tree.
+	Wait(ctx context.Context) (*Result, error)
 	// Signal sends sig ("TERM", "KILL", "INT", "HUP") to the whole process
 	// group.
 	Signal(ctx context.Context, sig string) error
@@ -99,8 +102,10 @@ type TerminalSession interface {
 	io.ReadWriteCloser
 	// Resize changes the window size.
 	Resize(ctx context.Context, rows, cols int) error
-	// Wait blocks until the session's process ends.
-	Wait() (*Result, error)
+	// Wait blocks until the session's process ends and returns its exit
+	// status. If ctx ends first, Wait returns promptly an error wrapping
+	// ctx.Err() and leaves the session open; Close ends it.
+	Wait(ctx context.Context) (*Result, error)
 }
 
 // Terminal is an optional interface that may be implemented by a Sandbox
@@ -142,3 +147,10 @@ type RunnerIngress interface {
 type AvailabilityReporter interface {
 	Availability() error
 }
+
+// Closer (io.Closer) is an optional interface that may be implemented by a
+// Driver. Close releases what the driver holds for its whole life (engine
+// clients, pooled connections); sandboxes obtained before must not be used
+// afterwards. Registry.Close calls it once per driver. If a Driver does not
+// implement io.Closer, it holds nothing that needs closing.
+type Closer = io.Closer

@@ -1,6 +1,10 @@
 package drivers_test
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -30,5 +34,78 @@ func TestOutputBuffer(t *testing.T) {
 	wg.Wait()
 	if len(c.Bytes()) != 100 || !c.Truncated() {
 		t.Errorf("concurrent: kept %d truncated=%v", len(c.Bytes()), c.Truncated())
+	}
+}
+
+// closeCounter is a buffer that counts its Close calls.
+type closeCounter struct {
+	bytes.Buffer
+	mu     sync.Mutex
+	closes int
+}
+
+func (c *closeCounter) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Buffer.Write(b)
+}
+
+func (c *closeCounter) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closes++
+	return nil
+}
+
+// CopyStdin copies all of a finite stdin and closes the destination once.
+func TestCopyStdinCopiesAndClosesOnce(t *testing.T) {
+	t.Parallel()
+	dst := &closeCounter{}
+	ended := make(chan struct{})
+	<-drivers.CopyStdin(dst, strings.NewReader("hello stdin"), ended)
+	close(ended)
+	dst.mu.Lock()
+	defer dst.mu.Unlock()
+	if got := dst.String(); got != "hello stdin" || dst.closes != 1 {
+		t.Errorf("copied %q with %d closes, want %q and 1", got, dst.closes, "hello stdin")
+	}
+}
+
+// When the process ends first, the copy stops: a Read blocked on a pipe
+// with deadlines returns, and the goroutine ends without the writer ever
+// writing or closing the pipe.
+func TestCopyStdinEndsWithTheProcess(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	dst := &closeCounter{}
+	ended := make(chan struct{})
+	finished := drivers.CopyStdin(dst, r, ended)
+	close(ended) // the process ended; nobody ever writes to w
+	<-finished
+	dst.mu.Lock()
+	defer dst.mu.Unlock()
+	if dst.Len() != 0 || dst.closes != 1 {
+		t.Errorf("after the process ended: copied %d bytes, %d closes; want 0 and 1", dst.Len(), dst.closes)
+	}
+}
+
+// AwaitDone prefers done over an ended context and returns ctx's error
+// otherwise.
+func TestAwaitDone(t *testing.T) {
+	t.Parallel()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	done := make(chan struct{})
+	if err := drivers.AwaitDone(cancelled, done); !errors.Is(err, context.Canceled) {
+		t.Errorf("AwaitDone(cancelled, open) = %v, want context.Canceled", err)
+	}
+	close(done)
+	if err := drivers.AwaitDone(cancelled, done); err != nil {
+		t.Errorf("AwaitDone(cancelled, closed) = %v, want nil", err)
 	}
 }

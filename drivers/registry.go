@@ -1,17 +1,22 @@
 package drivers
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
-// Registry holds the drivers a host composed. It is immutable after
-// NewRegistry and safe for concurrent use. There is no default registry.
+// Registry holds the drivers a host composed. Its set of drivers is
+// immutable after NewRegistry and safe for concurrent use. There is no default registry.
 type Registry struct {
 	byName map[string]Driver
 	names  []string
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // NewRegistry returns a registry of ds. It panics if two drivers share a name
@@ -40,6 +45,21 @@ func (r *Registry) Lookup(name string) (Driver, error) {
 		return d, nil
 	}
 	return nil, fmt.Errorf("driver %q is not registered: %w", name, ErrUnavailable)
+}
+
+// Close closes every registered driver that implements io.Closer (see
+// Closer), in name order, once: later calls do nothing and return nil. It
+// returns the joined errors of the drivers that failed, each naming its
+// driver. The registry itself stays usable for lookups and listings.
+func (r *Registry) Close() error {
+	r.closeOnce.Do(func() {
+		var errs []error
+		for _, n := range r.names {
+			errs = append(errs, CloseDriver(r.byName[n]))
+		}
+		r.closeErr = errors.Join(errs...)
+	})
+	return r.closeErr
 }
 
 // Names returns the registered driver names, sorted.

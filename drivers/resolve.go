@@ -2,15 +2,36 @@ package drivers
 
 import (
 	"fmt"
+	"io"
 )
 
 // This file holds every type assertion on the optional interfaces, so that
-// capability resolution (CAP-2) has one home.
+// capability resolution (CAP-2) has one home. Driver-level capabilities come
+// from assertions on the driver, sandbox-level ones from assertions on the
+// live sandbox (the database/sql way); the declared set (Capabilities) is
+// what discovery reads without allocating anything (CAP-1), and the
+// conformance suite proves declared == implemented for every driver.
 
-// Implemented returns the capabilities d really provides: CapExec always,
-// driver-level capabilities when d implements their interface, and
-// sandbox-level capabilities when d.Prototype() does. It never calls a
-// method that does I/O.
+// driverLevel are the capabilities whose interface a Driver implements;
+// sandboxLevel those whose interface a Sandbox implements.
+var (
+	driverLevel  = NewSet(CapReuse, CapList, CapDestroyByID, CapTemplateDelete)
+	sandboxLevel = NewSet(CapStreamExec, CapImageIdentity, CapTerminal, CapTemplateCapture, CapRunnerIngress)
+)
+
+// DriverLevel returns the capabilities tied to an optional interface of a
+// Driver (Resumer, Lister, Destroyer, TemplateDeleter).
+func DriverLevel() Set { return driverLevel }
+
+// SandboxLevel returns the capabilities tied to an optional interface of a
+// Sandbox (StreamExecer, ImageReporter, Terminal, Capturer, RunnerIngress).
+// Only a live sandbox can show that they are implemented.
+func SandboxLevel() Set { return sandboxLevel }
+
+// Implemented returns CapExec plus the driver-level capabilities d really
+// provides, by type assertion on d. It never calls a method of d.
+// Sandbox-level capabilities are read from a live sandbox with
+// SandboxImplemented.
 func Implemented(d Driver) Set {
 	s := NewSet(CapExec)
 	if _, ok := d.(Resumer); ok {
@@ -25,7 +46,14 @@ func Implemented(d Driver) Set {
 	if _, ok := d.(TemplateDeleter); ok {
 		s = s.With(CapTemplateDelete)
 	}
-	sb := d.Prototype()
+	return s
+}
+
+// SandboxImplemented returns CapExec plus the sandbox-level capabilities the
+// live sandbox sb really provides, by type assertion on sb. It never calls a
+// method of sb. A wrapper type that hides an interface hides the capability.
+func SandboxImplemented(sb Sandbox) Set {
+	s := NewSet(CapExec)
 	if _, ok := sb.(StreamExecer); ok {
 		s = s.With(CapStreamExec)
 	}
@@ -44,16 +72,43 @@ func Implemented(d Driver) Set {
 	return s
 }
 
-// Effective returns the capabilities of d that a caller may use: declared
-// AND implemented AND NOT narrowed (CAP-2). Narrowing (by config, lease
-// policy or an unavailable provider) only removes; nothing can add a
-// capability the driver does not both declare and implement. An unavailable
-// driver (see Available) has no effective capabilities. Effective does no I/O.
+// CloseDriver closes d when it implements io.Closer (see Closer) and
+// returns its error wrapped with the driver's name; otherwise it does
+// nothing and returns nil.
+func CloseDriver(d Driver) error {
+	c, ok := d.(io.Closer)
+	if !ok {
+		return nil
+	}
+	if err := c.Close(); err != nil {
+		return fmt.Errorf("driver %q: close: %w", d.Name(), err)
+	}
+	return nil
+}
+
+// Effective returns the capabilities of d that a caller may plan with,
+// without allocating anything (CAP-1): declared AND implemented AND NOT
+// narrowed (CAP-2). Driver-level capabilities must be implemented by d;
+// sandbox-level ones can only be checked on a live sandbox, so Effective
+// takes the declaration for them (the conformance suite proves it equals
+// what a live sandbox implements), and the As* helpers for sandbox
+// interfaces check the live sandbox again. Narrowing (by config, lease
+// policy or an unavailable provider) only removes; nothing adds a
+// capability the driver does not declare. An unavailable driver (see
+// Available) has no effective capabilities. Effective does no I/O.
 func Effective(d Driver, narrowed Set) Set {
 	if Available(d) != nil {
 		return 0
 	}
-	return d.Capabilities().Declared.Intersect(Implemented(d)).Without(narrowed)
+	return d.Capabilities().Declared.Intersect(Implemented(d) | sandboxLevel).Without(narrowed)
+}
+
+// Narrowing returns the narrowing to pass to the As* helpers for the live
+// sandboxes of d: every capability that is not effective for d under
+// narrowed (undeclared, not implemented by the driver, narrowed, or all of
+// them when d is unavailable). It does no I/O.
+func Narrowing(d Driver, narrowed Set) Set {
+	return NewSet(AllCapabilities()...).Without(Effective(d, narrowed))
 }
 
 // Available returns nil when d can be used, else an error wrapping
@@ -67,78 +122,80 @@ func Available(d Driver) error {
 	return nil
 }
 
-func unsupported(d Driver, c Capability) error {
-	return fmt.Errorf("driver %q: capability %s: %w", d.Name(), c, ErrUnsupported)
-}
-
 func driverAs[T any](d Driver, c Capability) (T, error) {
 	var zero T
-	if !Effective(d, 0).Has(c) {
-		return zero, unsupported(d, c)
-	}
 	v, ok := d.(T)
-	if !ok {
-		return zero, unsupported(d, c)
+	if !ok || !Effective(d, 0).Has(c) {
+		return zero, fmt.Errorf("driver %q: capability %s: %w", d.Name(), c, ErrUnsupported)
 	}
 	return v, nil
 }
 
-func sandboxAs[T any](d Driver, sb Sandbox, c Capability) (T, error) {
+func sandboxAs[T any](sb Sandbox, narrowed Set, c Capability) (T, error) {
 	var zero T
-	if !Effective(d, 0).Has(c) {
-		return zero, unsupported(d, c)
+	if narrowed.Has(c) {
+		return zero, fmt.Errorf("sandbox %q: capability %s is narrowed away: %w", sb.ID(), c, ErrUnsupported)
 	}
 	v, ok := sb.(T)
 	if !ok {
-		return zero, unsupported(d, c)
+		return zero, fmt.Errorf("sandbox %q: capability %s: %w", sb.ID(), c, ErrUnsupported)
 	}
 	return v, nil
 }
 
-// AsResumer returns d as a Resumer when CapReuse is effective, else an error
-// wrapping ErrUnsupported that names the driver and capability.
+// AsResumer returns d as a Resumer when d implements it and CapReuse is
+// effective (declared, and d available), else an error wrapping
+// ErrUnsupported that names the driver and capability.
 func AsResumer(d Driver) (Resumer, error) { return driverAs[Resumer](d, CapReuse) }
 
-// AsLister returns d as a Lister when CapList is effective, else ErrUnsupported.
+// AsLister returns d as a Lister when d implements it and CapList is
+// effective, else an error wrapping ErrUnsupported.
 func AsLister(d Driver) (Lister, error) { return driverAs[Lister](d, CapList) }
 
-// AsDestroyer returns d as a Destroyer when CapDestroyByID is effective, else ErrUnsupported.
+// AsDestroyer returns d as a Destroyer when d implements it and
+// CapDestroyByID is effective, else an error wrapping ErrUnsupported.
 func AsDestroyer(d Driver) (Destroyer, error) { return driverAs[Destroyer](d, CapDestroyByID) }
 
-// AsTemplateDeleter returns d as a TemplateDeleter when CapTemplateDelete is
-// effective, else ErrUnsupported.
+// AsTemplateDeleter returns d as a TemplateDeleter when d implements it and
+// CapTemplateDelete is effective, else an error wrapping ErrUnsupported.
 func AsTemplateDeleter(d Driver) (TemplateDeleter, error) {
 	return driverAs[TemplateDeleter](d, CapTemplateDelete)
 }
 
-// AsStreamExecer returns sb (a sandbox of d) as a StreamExecer when
-// CapStreamExec is effective for d, else ErrUnsupported.
-func AsStreamExecer(d Driver, sb Sandbox) (StreamExecer, error) {
-	return sandboxAs[StreamExecer](d, sb, CapStreamExec)
+// AsStreamExecer returns the live sandbox sb as a StreamExecer when sb
+// implements it and narrowed does not hold CapStreamExec, else an error
+// wrapping ErrUnsupported that names the sandbox and capability. Pass
+// Narrowing(driver, policy) as narrowed to honour the driver's declaration.
+func AsStreamExecer(sb Sandbox, narrowed Set) (StreamExecer, error) {
+	return sandboxAs[StreamExecer](sb, narrowed, CapStreamExec)
 }
 
-// AsImageReporter returns sb as an ImageReporter when CapImageIdentity is
-// effective for d, else ErrUnsupported.
-func AsImageReporter(d Driver, sb Sandbox) (ImageReporter, error) {
-	return sandboxAs[ImageReporter](d, sb, CapImageIdentity)
+// AsImageReporter returns the live sandbox sb as an ImageReporter when sb
+// implements it and narrowed does not hold CapImageIdentity, else an error
+// wrapping ErrUnsupported.
+func AsImageReporter(sb Sandbox, narrowed Set) (ImageReporter, error) {
+	return sandboxAs[ImageReporter](sb, narrowed, CapImageIdentity)
 }
 
-// AsTerminal returns sb as a Terminal when CapTerminal is effective for d,
-// else ErrUnsupported.
-func AsTerminal(d Driver, sb Sandbox) (Terminal, error) {
-	return sandboxAs[Terminal](d, sb, CapTerminal)
+// AsTerminal returns the live sandbox sb as a Terminal when sb implements it
+// and narrowed does not hold CapTerminal, else an error wrapping
+// ErrUnsupported.
+func AsTerminal(sb Sandbox, narrowed Set) (Terminal, error) {
+	return sandboxAs[Terminal](sb, narrowed, CapTerminal)
 }
 
-// AsCapturer returns sb as a Capturer when CapTemplateCapture is effective
-// for d, else ErrUnsupported.
-func AsCapturer(d Driver, sb Sandbox) (Capturer, error) {
-	return sandboxAs[Capturer](d, sb, CapTemplateCapture)
+// AsCapturer returns the live sandbox sb as a Capturer when sb implements it
+// and narrowed does not hold CapTemplateCapture, else an error wrapping
+// ErrUnsupported.
+func AsCapturer(sb Sandbox, narrowed Set) (Capturer, error) {
+	return sandboxAs[Capturer](sb, narrowed, CapTemplateCapture)
 }
 
-// AsRunnerIngress returns sb as a RunnerIngress when CapRunnerIngress is
-// effective for d, else ErrUnsupported.
-func AsRunnerIngress(d Driver, sb Sandbox) (RunnerIngress, error) {
-	return sandboxAs[RunnerIngress](d, sb, CapRunnerIngress)
+// AsRunnerIngress returns the live sandbox sb as a RunnerIngress when sb
+// implements it and narrowed does not hold CapRunnerIngress, else an error
+// wrapping ErrUnsupported.
+func AsRunnerIngress(sb Sandbox, narrowed Set) (RunnerIngress, error) {
+	return sandboxAs[RunnerIngress](sb, narrowed, CapRunnerIngress)
 }
 
 // AsHealthChecker returns d as a HealthChecker, and false when d's provider

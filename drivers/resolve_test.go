@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -24,13 +25,12 @@ func (d *countingDriver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{Kind: drivers.KindSandbox, Declared: d.declared}
 }
 func (d *countingDriver) Schema() *drivers.ConfigSchema { return &drivers.ConfigSchema{Driver: d.name} }
-func (d *countingDriver) Prototype() drivers.Sandbox    { return (*plainSandbox)(nil) }
 func (d *countingDriver) Acquire(context.Context, drivers.Config, drivers.AcquireRequest) (drivers.Sandbox, error) {
 	d.ioCalls.Add(1)
 	return nil, errors.New("counting driver: acquire")
 }
 
-// resumingDriver implements Resumer and Lister and has a streaming sandbox.
+// resumingDriver implements Resumer and Lister.
 type resumingDriver struct{ countingDriver }
 
 func (d *resumingDriver) Resume(context.Context, drivers.Config, string) (drivers.Sandbox, error) {
@@ -41,7 +41,6 @@ func (d *resumingDriver) List(context.Context, drivers.Config, map[string]string
 	d.ioCalls.Add(1)
 	return nil, nil
 }
-func (d *resumingDriver) Prototype() drivers.Sandbox { return (*streamSandbox)(nil) }
 
 // unavailableDriver reports itself unavailable.
 type unavailableDriver struct{ resumingDriver }
@@ -71,10 +70,6 @@ func (*imageSandbox) ImageIdentity(context.Context) (images.Identity, error) {
 	panic("ImageIdentity called during capability resolution")
 }
 
-type imageDriver struct{ countingDriver }
-
-func (d *imageDriver) Prototype() drivers.Sandbox { return (*imageSandbox)(nil) }
-
 func all() drivers.Set { return drivers.NewSet(drivers.AllCapabilities()...) }
 
 // CAP-2: effective = declared AND implemented AND not narrowed.
@@ -83,21 +78,21 @@ func TestEffective(t *testing.T) {
 	calls := &atomic.Int64{}
 	base := countingDriver{name: "d", ioCalls: calls}
 	withDecl := func(s drivers.Set) countingDriver { b := base; b.declared = s; return b }
+	sb := drivers.SandboxLevel() // taken from the declaration: only a live sandbox shows it
 	for _, tc := range []struct {
 		name     string
 		d        drivers.Driver
 		narrowed drivers.Set
 		want     drivers.Set
 	}{
-		{"declares everything, implements nothing", &countingDriver{name: "d", declared: all(), ioCalls: calls}, 0, drivers.NewSet(drivers.CapExec)},
+		{"declares everything, implements nothing at driver level", &countingDriver{name: "d", declared: all(), ioCalls: calls}, 0, drivers.NewSet(drivers.CapExec) | sb},
 		{"implements reuse and list without declaring", &resumingDriver{withDecl(drivers.NewSet(drivers.CapExec))}, 0, drivers.NewSet(drivers.CapExec)},
-		{"declares and implements", &resumingDriver{withDecl(all())}, 0, drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList)},
-		{"narrowing removes", &resumingDriver{withDecl(all())}, drivers.NewSet(drivers.CapList, drivers.CapStreamExec), drivers.NewSet(drivers.CapExec, drivers.CapReuse)},
+		{"declares and implements", &resumingDriver{withDecl(all())}, 0, drivers.NewSet(drivers.CapExec, drivers.CapReuse, drivers.CapList) | sb},
+		{"narrowing removes", &resumingDriver{withDecl(all())}, drivers.NewSet(drivers.CapList, drivers.CapStreamExec), drivers.NewSet(drivers.CapExec, drivers.CapReuse) | sb.Without(drivers.NewSet(drivers.CapStreamExec))},
 		{"narrowing what is absent adds nothing", &resumingDriver{withDecl(drivers.NewSet(drivers.CapExec))}, drivers.NewSet(drivers.CapTerminal), drivers.NewSet(drivers.CapExec)},
-		{"sandbox capability needs the prototype", &imageDriver{withDecl(all())}, 0, drivers.NewSet(drivers.CapExec, drivers.CapImageIdentity)},
-		{"sandbox capability declared but not on the prototype", &countingDriver{name: "d", declared: drivers.NewSet(drivers.CapExec, drivers.CapImageIdentity), ioCalls: calls}, 0, drivers.NewSet(drivers.CapExec)},
+		{"sandbox capability undeclared is not effective", &countingDriver{name: "d", declared: drivers.NewSet(drivers.CapExec, drivers.CapImageIdentity), ioCalls: calls}, 0, drivers.NewSet(drivers.CapExec, drivers.CapImageIdentity)},
 		{"unavailable driver has none", &unavailableDriver{resumingDriver{countingDriver{name: "u", declared: all(), unavail: errors.New("no key"), ioCalls: calls}}}, 0, 0},
-		{"available reporter with nil error", &unavailableDriver{resumingDriver{withDecl(all())}}, 0, drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList)},
+		{"available reporter with nil error", &unavailableDriver{resumingDriver{withDecl(all())}}, 0, drivers.NewSet(drivers.CapExec, drivers.CapReuse, drivers.CapList) | sb},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -145,9 +140,6 @@ func TestResolvingAndListingCallNothing(t *testing.T) {
 	if _, err := drivers.AsDestroyer(r); !errors.Is(err, drivers.ErrUnsupported) {
 		t.Errorf("AsDestroyer(not implemented): %v, want ErrUnsupported", err)
 	}
-	if _, err := drivers.AsStreamExecer(r, &plainSandbox{}); !errors.Is(err, drivers.ErrUnsupported) {
-		t.Errorf("AsStreamExecer of a plain sandbox: %v, want ErrUnsupported", err)
-	}
 	if d := reg.Describe("missing"); d.Available || d.Reason == "" {
 		t.Errorf("Describe(missing) = %+v", d)
 	}
@@ -182,5 +174,56 @@ func TestRegistryPanics(t *testing.T) {
 	}
 	if got := drivers.NewRegistry(&countingDriver{name: "b", ioCalls: calls}, &countingDriver{name: "a", ioCalls: calls}).Names(); got[0] != "a" || got[1] != "b" {
 		t.Errorf("Names = %v, want sorted", got)
+	}
+}
+
+// hidingWrapper wraps a sandbox without forwarding its optional interfaces.
+type hidingWrapper struct{ drivers.Sandbox }
+
+// CONVENTIONS 17: sandbox capabilities come from the live sandbox: what it
+// implements, minus the caller's narrowing; a wrapper that hides an
+// interface hides the capability.
+func TestSandboxCapabilitiesComeFromTheLiveSandbox(t *testing.T) {
+	t.Parallel()
+	exec := drivers.NewSet(drivers.CapExec)
+	for _, tc := range []struct {
+		name string
+		sb   drivers.Sandbox
+		want drivers.Set
+	}{
+		{"plain", &plainSandbox{}, exec},
+		{"streaming", &streamSandbox{}, exec.With(drivers.CapStreamExec)},
+		{"image reporter", &imageSandbox{}, exec.With(drivers.CapImageIdentity)},
+		{"wrapper hides the interface", hidingWrapper{&imageSandbox{}}, exec},
+	} {
+		if got := drivers.SandboxImplemented(tc.sb); got != tc.want {
+			t.Errorf("%s: SandboxImplemented = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	if _, err := drivers.AsStreamExecer(&streamSandbox{}, 0); err != nil {
+		t.Errorf("AsStreamExecer of a streaming sandbox: %v", err)
+	}
+	_, err := drivers.AsStreamExecer(&streamSandbox{}, drivers.NewSet(drivers.CapStreamExec))
+	if !errors.Is(err, drivers.ErrUnsupported) || !strings.Contains(err.Error(), `"plain"`) {
+		t.Errorf("AsStreamExecer narrowed away: %v, want ErrUnsupported naming the sandbox", err)
+	}
+	if _, err := drivers.AsImageReporter(&streamSandbox{}, 0); !errors.Is(err, drivers.ErrUnsupported) {
+		t.Errorf("AsImageReporter of a sandbox without it: %v, want ErrUnsupported", err)
+	}
+	// Narrowing(d) withholds what d does not declare or cannot use.
+	calls := &atomic.Int64{}
+	d := &countingDriver{name: "d", declared: drivers.NewSet(drivers.CapExec, drivers.CapImageIdentity), ioCalls: calls}
+	if _, err := drivers.AsImageReporter(&imageSandbox{}, drivers.Narrowing(d, 0)); err != nil {
+		t.Errorf("AsImageReporter with the driver's narrowing: %v", err)
+	}
+	if _, err := drivers.AsStreamExecer(&streamSandbox{}, drivers.Narrowing(d, 0)); !errors.Is(err, drivers.ErrUnsupported) {
+		t.Errorf("AsStreamExecer of an undeclared capability: %v, want ErrUnsupported", err)
+	}
+	down := &unavailableDriver{resumingDriver{countingDriver{name: "u", declared: all(), unavail: errors.New("engine down"), ioCalls: calls}}}
+	if got := drivers.Narrowing(down, 0); got != all() {
+		t.Errorf("Narrowing of an unavailable driver = %s, want every capability", got)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("resolution called I/O methods %d times", n)
 	}
 }

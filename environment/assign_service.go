@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/internal/clock"
 )
 
 // AssignmentOptions configures Assignments. The zero value (or a nil
@@ -341,11 +341,10 @@ func (a *Assignments) ClearEnvironment(ctx context.Context, envID string) error 
 // Protected reports, for Options.Protected of the Catalog, that env is the
 // instance default and must not be deleted (CFG-7): it returns a reason
 // when the instance default binding points at env, "" otherwise. When the
-// binding store cannot be read it returns a reason too (a delete is never
-// allowed on a guess). Options.Protected has no context, so it reads with
-// context.Background().
-func (a *Assignments) Protected(env *Environment) string {
-	b, err := a.bindings.GetBinding(context.Background(), BindingRef{Kind: BindingInstanceDefault})
+// binding store cannot be read (ctx ended included) it returns a reason
+// too (a delete is never allowed on a guess). It reads with ctx.
+func (a *Assignments) Protected(ctx context.Context, env *Environment) string {
+	b, err := a.bindings.GetBinding(ctx, BindingRef{Kind: BindingInstanceDefault})
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return ""

@@ -3,6 +3,7 @@ package environment_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -309,7 +310,7 @@ func TestInstanceDefaultIsProtected(t *testing.T) {
 	ctx := context.Background()
 	var asg *environment.Assignments
 	f := newAsgFixture(t, func(o *environment.Options) {
-		o.Protected = func(env *environment.Environment) string { return asg.Protected(env) }
+		o.Protected = func(ctx context.Context, env *environment.Environment) string { return asg.Protected(ctx, env) }
 	})
 	asg = f.asg
 	f.set(t, defaultBind("full"))
@@ -328,6 +329,28 @@ func TestInstanceDefaultIsProtected(t *testing.T) {
 	}
 	if _, err := f.cat.Delete(ctx, admin, f.ids["full"], 1); err != nil {
 		t.Errorf("Delete once it is no longer the default: %v", err)
+	}
+}
+
+// Protected reads with the caller's context: a cancelled BlastRadius is
+// refused as protected (never a delete on a guess), and the reason names the
+// context's error.
+func TestProtectedHonoursTheCallersContext(t *testing.T) {
+	t.Parallel()
+	f := newAsgFixture(t, nil)
+	f.set(t, defaultBind("full"))
+	env, err := f.cat.Get(context.Background(), admin, f.ids["host"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	got := f.asg.Protected(ctx, &environment.Environment{ID: env.ID, Name: env.Name})
+	if !strings.Contains(got, context.Canceled.Error()) {
+		t.Errorf("Protected with a cancelled context = %q, want a reason naming %q", got, context.Canceled)
+	}
+	if got := f.asg.Protected(context.Background(), &environment.Environment{ID: env.ID, Name: env.Name}); got != "" {
+		t.Errorf("Protected of a non-default environment = %q, want none", got)
 	}
 }
 

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/internal/clock"
 )
 
 // Options configures a Catalog. The zero value (or a nil *Options) gives the
@@ -42,8 +42,9 @@ type Options struct {
 	UsageReporters []UsageReporter
 	// Protected, if not nil, returns a non-empty reason when env must not be
 	// deleted (the managed local or instance-default environment, CFG-7).
-	// Default: nothing is protected.
-	Protected func(env *Environment) (reason string)
+	// It gets the context of the call that asks (BlastRadius, Delete) and
+	// may block on it. Default: nothing is protected.
+	Protected func(ctx context.Context, env *Environment) (reason string)
 	// Health keeps the provider health last measured (CAP-3), shown in
 	// listings and read by the Gate. Default: an in-memory store private to
 	// this catalog (pass the host's store so that processes share it).
@@ -70,7 +71,7 @@ type Catalog struct {
 	clock     clock.Clock
 	newID     func() string
 	reporters []UsageReporter
-	protected func(*Environment) string
+	protected func(context.Context, *Environment) string
 	health    HealthStore
 	gate      *Gate
 	healthTTL time.Duration

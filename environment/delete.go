@@ -121,7 +121,7 @@ func (c *Catalog) blastRadius(ctx context.Context, env *Environment) (*BlastRadi
 		b.add(u)
 	}
 	if c.protected != nil {
-		b.Protected = c.protected(cloneEnvironment(env))
+		b.Protected = c.protected(ctx, cloneEnvironment(env))
 	}
 	if b.Protected != "" {
 		b.Blockers = append(b.Blockers, "protected: "+b.Protected)

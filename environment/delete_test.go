@@ -84,7 +84,7 @@ func TestDelete(t *testing.T) {
 			binds := &bindingTable{bindings: map[string][]environment.Reference{}}
 			f := newFixture(t, func(o *environment.Options) {
 				o.UsageReporters = []environment.UsageReporter{binds, leases}
-				o.Protected = func(env *environment.Environment) string {
+				o.Protected = func(_ context.Context, env *environment.Environment) string {
 					if env.Name == "build" {
 						return tc.protected
 					}

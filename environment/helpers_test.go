@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/testenv"
 )
 
@@ -34,7 +34,6 @@ func (d *testDriver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{Kind: drivers.KindSandbox, Declared: drivers.NewSet(drivers.CapExec)}
 }
 func (d *testDriver) Schema() *drivers.ConfigSchema { return d.schema }
-func (d *testDriver) Prototype() drivers.Sandbox    { return (*testSandbox)(nil) }
 func (d *testDriver) Acquire(context.Context, drivers.Config, drivers.AcquireRequest) (drivers.Sandbox, error) {
 	return nil, fmt.Errorf("test driver %s: acquire: %w", d.name, drivers.ErrUnsupported)
 }

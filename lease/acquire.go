@@ -183,7 +183,9 @@ func (m *Manager) prepare(ctx context.Context, req AcquireRequest) (*acq, error)
 			}
 		}
 	}
-	a.fp = Fingerprint(drv, a.snapshot)
+	if a.fp, err = Fingerprint(drv, a.snapshot); err != nil {
+		return nil, err
+	}
 	a.budget = req.Budget
 	if a.budget <= 0 {
 		if f, ok := schema.Field(StartupTimeoutField); ok && f.Type == drivers.Duration {

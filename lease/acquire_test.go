@@ -73,8 +73,8 @@ func (d writeAheadDriver) Acquire(ctx context.Context, cfg drivers.Config, req d
 		d.claimed <- l.ClaimedUntil
 	}
 	alloc := req.Allocated
-	req.Allocated = func(id string) error {
-		err := alloc(id)
+	req.Allocated = func(actx context.Context, id string) error {
+		err := alloc(actx, id)
 		if l, gerr := d.store.GetLease(ctx, req.LeaseID); gerr != nil || l.ProviderLeaseID != id {
 			d.t.Errorf("provider lease id %s not recorded as soon as allocated: %v, %v", id, l, gerr)
 		}

@@ -123,15 +123,13 @@ var (
 	_ drivers.Destroyer = crashDriver{}
 )
 
-func (d crashDriver) Prototype() drivers.Sandbox { return (*crashSandbox)(nil) }
-
 func (d crashDriver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	if err := d.c.call(); err != nil {
 		return nil, err
 	}
 	if alloc := req.Allocated; alloc != nil {
-		req.Allocated = func(id string) error {
-			err := alloc(id)
+		req.Allocated = func(actx context.Context, id string) error {
+			err := alloc(actx, id)
 			if d.c.dead.Load() {
 				return nil // the process is gone: nobody tells the provider anything
 			}

@@ -36,13 +36,16 @@ func (c *creation) snapshot() (*Lease, string, error) {
 func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error) {
 	st := &creation{cur: l}
 	wctx := context.WithoutCancel(ctx) // store writes outlive the budget
-	allocated := func(id string) error {
+	allocated := func(actx context.Context, id string) error {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		upd := st.cur.Clone()
 		upd.ProviderLeaseID = id
 		st.pid = id
-		if err := m.store.UpdateLease(wctx, upd); err != nil {
+		// The record of an allocated sandbox must land even when the budget
+		// ends meanwhile (else nothing points at it): the write keeps the
+		// driver's context values but not its cancellation.
+		if err := m.store.UpdateLease(context.WithoutCancel(actx), upd); err != nil {
 			st.recordErr = err
 			return fmt.Errorf("lease %s: recording provider lease id %s: %w", l.ID, id, err)
 		}

@@ -2,6 +2,8 @@ package lease_test
 
 import (
 	"errors"
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
@@ -34,12 +36,36 @@ func TestFingerprint(t *testing.T) {
 		{"other driver", other, base.Clone(), false},
 		{"JSON-decoded secret reference", fk, with("api_key", map[string]any{"$secret": "k", "version": float64(1)}), true},
 	}
-	want := lease.Fingerprint(fk, base)
+	want, err := lease.Fingerprint(fk, base)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := lease.Fingerprint(tt.d, tt.cfg); (got == want) != tt.same {
+			got, err := lease.Fingerprint(tt.d, tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (got == want) != tt.same {
 				t.Errorf("Fingerprint equal to the base: %t, want %t", got == want, tt.same)
+			}
+		})
+	}
+}
+
+// A config value without a JSON encoding is an error naming the driver, not
+// a panic; a store-decoded config never holds one, so this guards configs
+// built in Go.
+func TestFingerprintOfNonJSONValueIsAnError(t *testing.T) {
+	t.Parallel()
+	fk := fake.New(nil)
+	for name, v := range map[string]any{"channel": make(chan int), "func": func() {}, "NaN": math.NaN()} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fp, err := lease.Fingerprint(fk, drivers.Config{"region": v})
+			if !errors.Is(err, lease.ErrInvalid) || fp != "" || !strings.Contains(err.Error(), fk.Name()) {
+				t.Errorf("Fingerprint = %q, %v; want \"\" and ErrInvalid naming %q", fp, err, fk.Name())
 			}
 		})
 	}

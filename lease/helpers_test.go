@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/lease"
 )
 

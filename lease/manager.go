@@ -16,9 +16,9 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/retry"
 )
 
@@ -198,7 +198,7 @@ func (h *Handle) ID() string { return h.lease.ID }
 func (h *Handle) Sandbox() drivers.Sandbox { return h.sandbox }
 
 // Driver returns the driver of the sandbox, for capability helpers such as
-// drivers.AsImageReporter.
+// drivers.Narrowing.
 func (h *Handle) Driver() drivers.Driver { return h.driver }
 
 // Resumed reports whether the acquisition resumed a recorded sandbox rather
@@ -214,8 +214,10 @@ func (h *Handle) Release(ctx context.Context, opts ReleaseOptions) (*Lease, erro
 // over the driver name, the identity fields and the secret references with
 // their versions (LEASE-4). Knobs and metadata are left out, so that tuning
 // a timeout keeps a sandbox reusable while changing the image, target or
-// account does not.
-func Fingerprint(d drivers.Driver, cfg drivers.Config) string {
+// account does not. An identity value that has no JSON encoding (a channel,
+// a function, a NaN) is an error wrapping ErrInvalid that names the driver;
+// Fingerprint never panics.
+func Fingerprint(d drivers.Driver, cfg drivers.Config) (string, error) {
 	p := d.Schema().Partition(cfg)
 	b, err := json.Marshal(struct {
 		Driver   string                       `json:"driver"`
@@ -223,11 +225,10 @@ func Fingerprint(d drivers.Driver, cfg drivers.Config) string {
 		Secrets  map[string]drivers.SecretRef `json:"secrets"`
 	}{d.Name(), p.Identity, p.Secrets})
 	if err != nil {
-		// Normalized configs hold JSON values only; anything else is a bug.
-		panic(fmt.Sprintf("lease: fingerprint of a %s config: %v", d.Name(), err))
+		return "", fmt.Errorf("lease: fingerprint of a %s config: identity values must be JSON values: %v: %w", d.Name(), err, ErrInvalid)
 	}
 	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
 func (m *Manager) cacheHandle(h *Handle) {

@@ -9,9 +9,11 @@
 //     (environment.Catalog.Authorize), so a host sets its policy once.
 //   - saved.go: Prober.Probe, the probe of a saved environment. It
 //     authorizes first (ActionProbe, PRB-7), allocates a fresh ephemeral
-//     lease through lease.Manager (never a reused one), runs DetectScript
-//     in one Exec, reads the live image identity through
-//     drivers.AsImageReporter, releases the lease with Destroy and confirms
+//     lease through lease.Manager (never a reused one), runs
+//     qualification.DetectScript in one Exec and parses it with
+//     qualification.ParseDetection, reads the live image identity through
+//     drivers.AsImageReporter on the live sandbox (narrowed by
+//     drivers.Narrowing for its driver), releases the lease with Destroy and confirms
 //     the cleanup, then evaluates the qualification and stores the record
 //     only when qualification.Evaluate says so.
 //   - draft.go: Prober.ProbeDraft, the probe of an unsaved config
@@ -21,9 +23,9 @@
 //   - qualify.go: the qualification subject of a saved environment (its
 //     fingerprint from the driver schema's Partition) and
 //     Prober.Qualification, the allocation-free public read (QUAL-7).
-//   - detect.go: DetectScript and its pure parser ParseDetection /
-//     ParsePlatform, tolerant of missing tools, tested on real outputs
-//     (testdata/).
+//   - detect_test.go: the detection script (qualification.DetectScript,
+//     whose pure parser lives on the ground floor so that a runner reports
+//     the same platform) run in the fake driver and in every real shell.
 //   - result.go and summary.go: Result, Stage, Cleanup, and the summary
 //     that names the target.
 //

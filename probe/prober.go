@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
@@ -292,7 +292,7 @@ func (r *run) failedStage() (Stage, bool) {
 // lease and probe errors it does not know.
 func codeOf(err error) drivers.Code {
 	switch {
-	case errors.Is(err, ErrDetection):
+	case errors.Is(err, qualification.ErrDetection):
 		return CodePlatformUnknown
 	case errors.Is(err, lease.ErrStartupBudget):
 		return drivers.CodeTimeout

@@ -182,7 +182,7 @@ func (p *Prober) probeSaved(ctx context.Context, r *run, env *environment.Enviro
 // measure runs the detect stage, and the image stage for sandbox drivers.
 func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, sb drivers.Sandbox) {
 	r.stage(ctx, StageDetect, func(ctx context.Context) (string, drivers.Code, error) {
-		res, err := sb.Exec(ctx, drivers.Command{Argv: DetectArgv(), OutputLimit: DefaultOutputLimit})
+		res, err := sb.Exec(ctx, drivers.Command{Argv: qualification.DetectArgv(), OutputLimit: DefaultOutputLimit})
 		if err != nil {
 			return "", "", err
 		}
@@ -196,7 +196,7 @@ func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, sb dri
 		if s, ok := sb.(interface{ Hostname() string }); ok {
 			r.res.Hostname = s.Hostname()
 		}
-		det, perr := ParseDetection(string(res.Stdout))
+		det, perr := qualification.ParseDetection(string(res.Stdout))
 		if perr != nil {
 			if res.ExitCode != 0 {
 				perr = fmt.Errorf("%w (the script exited %d: %s)", perr, res.ExitCode, clip(res.Stderr))
@@ -223,7 +223,7 @@ func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, sb dri
 		return
 	}
 	r.stage(ctx, StageImage, func(ctx context.Context) (string, drivers.Code, error) {
-		ir, err := drivers.AsImageReporter(drv, sb)
+		ir, err := drivers.AsImageReporter(sb, drivers.Narrowing(drv, 0))
 		if errors.Is(err, drivers.ErrUnsupported) {
 			return fmt.Sprintf("driver %s does not report the live image identity", drv.Name()), "", nil
 		}

@@ -14,7 +14,13 @@
 //     the driver's schema (identity fields, secret references with versions,
 //     image, active template); knobs and metadata are not inputs.
 //   - platform.go: Platform, the measured os/arch/libc/kernel, normalized,
-//     with a text form (String, ParsePlatform, MarshalText).
+//     with a text form (String, ParsePlatform, MarshalText), and the one
+//     alias table of OS, architecture and libc names (NormalizeOS,
+//     NormalizeArch, NormalizeLibc).
+//   - detect.go: DetectScript, the one-Exec POSIX shell script that
+//     measures a platform, and its pure parser ParseDetection (tolerant of
+//     missing tools, tested on real outputs in testdata/ and fuzzed), shared
+//     by probe and by a runner that reports its platform.
 //   - runtime.go: CanRun, whether a platform meets a runner artifact's
 //     Requirements and why not (QUAL-8).
 //   - view.go: View, the public read without private metadata (QUAL-7).

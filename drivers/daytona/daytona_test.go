@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/images"
-	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/testenv"
 )
 

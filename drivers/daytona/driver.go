@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/internal/clock"
 )
 
 // DriverName is the name of the daytona driver.
@@ -116,9 +116,6 @@ func (d *Driver) Capabilities() drivers.Capabilities {
 
 // Schema returns the config schema; the same pointer on every call.
 func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
-
-// Prototype returns a typed nil *Sandbox.
-func (d *Driver) Prototype() drivers.Sandbox { return (*Sandbox)(nil) }
 
 // settings is a config read for use.
 type settings struct {
@@ -261,7 +258,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 		return nil, d.createFailed(ctx, s, create.Name, snap, req, err)
 	}
 	if req.Allocated != nil {
-		if aerr := req.Allocated(sb.ID); aerr != nil {
+		if aerr := req.Allocated(ctx, sb.ID); aerr != nil {
 			d.cleanup(s, sb.ID)
 			return nil, fmt.Errorf("daytona: sandbox %s: recording the allocation: %w", sb.ID, aerr)
 		}
@@ -302,7 +299,7 @@ func (d *Driver) createFailed(ctx context.Context, s *settings, name string, sna
 	case statusOf(err) == http.StatusBadRequest && strings.Contains(msg, "failed to start"):
 		if sb, gerr := s.c.getSandbox(ctx, name); gerr == nil {
 			if req.Allocated != nil {
-				if aerr := req.Allocated(sb.ID); aerr != nil {
+				if aerr := req.Allocated(ctx, sb.ID); aerr != nil {
 					d.cleanup(s, sb.ID)
 				}
 			} else {

@@ -12,11 +12,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/images"
-	"github.com/berthdev/berth/internal/clock"
 )
 
 // allocations records Allocated calls.
@@ -25,7 +25,7 @@ type allocations struct {
 	ids []string
 }
 
-func (a *allocations) record(id string) error {
+func (a *allocations) record(_ context.Context, id string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.ids = append(a.ids, id)
@@ -109,7 +109,7 @@ func TestDeletedSnapshotIDIsNotResolvedByName(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	ir, err := drivers.AsImageReporter(e.drv, sb)
+	ir, err := drivers.AsImageReporter(sb, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestStuckCreatingEndsAtTheDeadline(t *testing.T) {
 	e := newEnv(t, envOptions{knobs: daytonatest.Knobs{StuckCreating: true}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, err := e.drv.Acquire(ctx, e.config(t, e.snap.ID), drivers.AcquireRequest{Allocated: func(string) error { return nil }})
+	_, err := e.drv.Acquire(ctx, e.config(t, e.snap.ID), drivers.AcquireRequest{Allocated: func(context.Context, string) error { return nil }})
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "creating") {
 		t.Fatalf("err = %v, want the deadline and the state creating", err)
 	}

@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/lease"
 )
 

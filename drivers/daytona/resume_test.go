@@ -87,7 +87,7 @@ func TestCaptureCarriesTheSandboxFiles(t *testing.T) {
 	if _, err := sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", `echo captured > "$HOME/marker"`}}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := drivers.AsCapturer(e.drv, sb)
+	c, err := drivers.AsCapturer(sb, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestCaptureCarriesTheSandboxFiles(t *testing.T) {
 	if err != nil || string(res.Stdout) != "captured\n" {
 		t.Fatalf("the captured file in a new sandbox: %v %+v", err, res)
 	}
-	ir, _ := drivers.AsImageReporter(e.drv, from)
+	ir, _ := drivers.AsImageReporter(from, 0)
 	if live, err := ir.ImageIdentity(ctx); err != nil || live != id {
 		t.Errorf("ImageIdentity of a sandbox from the capture = %v, %v; want %v", live, err, id)
 	}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/retry"
 )
 

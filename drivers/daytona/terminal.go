@@ -220,9 +220,12 @@ func (t *terminal) Resize(ctx context.Context, rows, cols int) error {
 }
 
 // Wait blocks until the shell ends and returns its exit code, as the
-// toolbox reported it in the connection's close frame.
-func (t *terminal) Wait() (*drivers.Result, error) {
-	<-t.done
+// toolbox reported it in the connection's close frame. If ctx ends first it
+// returns an error wrapping ctx.Err() and the session stays open.
+func (t *terminal) Wait(ctx context.Context) (*drivers.Result, error) {
+	if err := drivers.AwaitDone(ctx, t.done); err != nil {
+		return nil, fmt.Errorf("daytona: terminal %s in sandbox %s: wait: %w", t.id, t.sb.id, err)
+	}
 	return t.res, t.waitErr
 }
 

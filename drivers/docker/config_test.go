@@ -102,8 +102,10 @@ func TestRegistryAuthNeverInErrors(t *testing.T) {
 	}
 }
 
-// An engine that cannot be reached is ErrUnreachable, naming the host.
-func TestUnreachableEngine(t *testing.T) {
+// An engine that cannot be reached (DOCKER_HOST at a dead unix socket) is
+// the provider's control plane being down: ErrUnavailable, code
+// provider_unavailable, naming the host (PRB-5).
+func TestDeadEngineIsProviderUnavailable(t *testing.T) {
 	t.Parallel()
 	d := docker.New(nil)
 	defer d.Close()
@@ -114,13 +116,16 @@ func TestUnreachableEngine(t *testing.T) {
 	}
 	ctx := context.Background()
 	_, err = d.Acquire(ctx, cfg, drivers.AcquireRequest{})
-	if !errors.Is(err, drivers.ErrUnreachable) || !strings.Contains(err.Error(), host) {
-		t.Errorf("Acquire: err = %v, want ErrUnreachable naming %s", err, host)
+	if !errors.Is(err, drivers.ErrUnavailable) || errors.Is(err, drivers.ErrUnreachable) || !strings.Contains(err.Error(), host) {
+		t.Errorf("Acquire: err = %v, want ErrUnavailable (not ErrUnreachable) naming %s", err, host)
 	}
-	if _, err := d.List(ctx, cfg, nil); !errors.Is(err, drivers.ErrUnreachable) {
-		t.Errorf("List: err = %v, want ErrUnreachable", err)
+	if got := drivers.CodeOf(err); got != drivers.CodeProviderUnavailable {
+		t.Errorf("CodeOf(Acquire error) = %s, want %s", got, drivers.CodeProviderUnavailable)
 	}
-	if _, err := d.Destroy(ctx, cfg, "abc"); !errors.Is(err, drivers.ErrUnreachable) {
-		t.Errorf("Destroy: err = %v, want ErrUnreachable", err)
+	if _, err := d.List(ctx, cfg, nil); !errors.Is(err, drivers.ErrUnavailable) {
+		t.Errorf("List: err = %v, want ErrUnavailable", err)
+	}
+	if _, err := d.Destroy(ctx, cfg, "abc"); !errors.Is(err, drivers.ErrUnavailable) {
+		t.Errorf("Destroy: err = %v, want ErrUnavailable", err)
 	}
 }

@@ -3,12 +3,15 @@ package docker
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,6 +63,7 @@ var (
 	_ drivers.Lister          = (*Driver)(nil)
 	_ drivers.Destroyer       = (*Driver)(nil)
 	_ drivers.TemplateDeleter = (*Driver)(nil)
+	_ drivers.Closer          = (*Driver)(nil)
 )
 
 // New returns a Docker driver. It does no I/O: engines are contacted on
@@ -96,9 +100,6 @@ func (d *Driver) Capabilities() drivers.Capabilities {
 // Schema returns the config schema (the same pointer on every call).
 func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
 
-// Prototype returns a typed nil *sandbox for capability resolution.
-func (d *Driver) Prototype() drivers.Sandbox { return (*sandbox)(nil) }
-
 // Close closes the driver's engine clients. Sandboxes obtained before must
 // not be used afterwards.
 func (d *Driver) Close() error {
@@ -129,22 +130,43 @@ func (d *Driver) client(host string) (*client.Client, error) {
 	return c, nil
 }
 
-// engineErr classifies an engine error: unreachable engine, not found,
-// cancellation, or as is. what names the operation and object.
+// engineErr classifies an engine error by the PRB-5 table: a certificate
+// that failed verification is drivers.ErrTLSUnverified, an engine that
+// cannot be reached is drivers.ErrUnavailable (the engine is the provider's
+// control plane), then not found, cancellation, or as is. what names the
+// operation and object.
 func engineErr(host, what string, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("docker %s: %s: %w", host, what, err)
+	case isTLSErr(err):
+		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrTLSUnverified)
 	case client.IsErrConnectionFailed(err), isNetErr(err):
-		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrUnreachable)
+		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrUnavailable)
 	case cerrdefs.IsNotFound(err):
 		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrNotFound)
 	case cerrdefs.IsUnavailable(err):
 		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrTransient)
 	}
 	return fmt.Errorf("docker %s: %s: %w", host, what, err)
+}
+
+// isTLSErr reports whether err is a failed certificate verification. The
+// engine client flattens some errors to text, so the x509 prefix of the
+// standard library's messages is checked too.
+func isTLSErr(err error) bool {
+	var (
+		cv *tls.CertificateVerificationError
+		ua x509.UnknownAuthorityError
+		hn x509.HostnameError
+		ci x509.CertificateInvalidError
+	)
+	if errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci) {
+		return true
+	}
+	return strings.Contains(err.Error(), "x509: ") || strings.Contains(err.Error(), "tls: failed to verify certificate")
 }
 
 func isNetErr(err error) bool {
@@ -190,7 +212,7 @@ func (d *Driver) Acquire(ctx context.Context, raw drivers.Config, req drivers.Ac
 	id := created.ID
 	sb := &sandbox{d: d, cli: cli, cfg: cfg, id: id}
 	if req.Allocated != nil {
-		if err := req.Allocated(id); err != nil {
+		if err := req.Allocated(ctx, id); err != nil {
 			d.removeQuietly(cli, id)
 			return nil, err
 		}

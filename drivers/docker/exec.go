@@ -94,7 +94,7 @@ func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Resul
 	if err != nil {
 		return nil, err
 	}
-	res, err := p.Wait()
+	res, err := p.result()
 	if res != nil {
 		res.Stdout, res.Stderr = out.Bytes(), errb.Bytes()
 		res.Truncated = out.Truncated() || errb.Truncated()
@@ -142,21 +142,24 @@ func (s *sandbox) start(ctx context.Context, cmd drivers.Command, stdout, stderr
 	if err != nil {
 		return nil, engineErr(s.cfg.host, "attach exec in container "+s.id, err)
 	}
-	p := &process{s: s, execID: created.ID, marker: marker, hj: hj, started: started, ctx: ctx, stdin: cmd.Stdin != nil,
-		done: make(chan struct{}), finished: make(chan struct{}), watchDone: make(chan struct{})}
+	p := &process{s: s, execID: created.ID, marker: marker, hj: hj, started: started, stdin: cmd.Stdin != nil,
+		done: make(chan struct{}), finished: make(chan struct{})}
 	go func() {
 		_, p.copyErr = stdcopy.StdCopy(stdout, stderr, hj.Reader)
 		close(p.done)
 	}()
 	if cmd.Stdin != nil {
-		go func() {
-			_, _ = io.Copy(hj.Conn, cmd.Stdin)
-			_ = hj.CloseWrite()
-		}()
+		drivers.CopyStdin(closeWriter{hj}, cmd.Stdin, p.finished)
 	}
-	go p.watch()
+	go p.run(ctx)
 	return p, nil
 }
+
+// closeWriter writes to an attached exec's stdin; Close half-closes it.
+type closeWriter struct{ hj types.HijackedResponse }
+
+func (w closeWriter) Write(b []byte) (int, error) { return w.hj.Conn.Write(b) }
+func (w closeWriter) Close() error                { return w.hj.CloseWrite() }
 
 func envList(env map[string]string) []string {
 	out := make([]string, 0, len(env))
@@ -166,44 +169,69 @@ func envList(env map[string]string) []string {
 	return out
 }
 
-// process is one exec started by start.
+// process is one exec started by start. Its outcome is decided by run, the
+// one goroutine that holds Start's context.
 type process struct {
 	s       *sandbox
 	execID  string
 	marker  string
 	hj      types.HijackedResponse
 	started time.Time
-	ctx     context.Context
 	done    chan struct{} // output copied to the end
 	copyErr error
 	stdin   bool // the command's stdin is attached
 
-	finished  chan struct{} // closed by wait once the exit status is known
-	watchDone chan struct{} // closed when watch returns
-	wasKilled bool          // set by watch before watchDone
-	killErr   error         // set by watch before watchDone
+	finished chan struct{} // closed by run once res and err are set
+	res      *drivers.Result
+	err      error
 
 	signalled atomic.Value // last signal name sent by Signal
-	waitOnce  sync.Once
-	res       *drivers.Result
-	err       error
 	closeOnce sync.Once
 }
 
-// watch ends the process tree when the context is cancelled before the
-// exit status is known.
-func (p *process) watch() {
-	defer close(p.watchDone)
-	select {
-	case <-p.finished:
-		return
-	case <-p.ctx.Done():
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	p.killErr = p.killVerified(ctx)
-	p.wasKilled = true
+// run decides the outcome: the exit status once the output ended and the
+// engine reports the exec ended, or, when ctx ends first, a verified kill of
+// the process tree and an error wrapping ctx.Err().
+func (p *process) run(ctx context.Context) {
+	defer close(p.finished)
+	p.res, p.err = p.outcome(ctx)
 	p.closeConn()
+}
+
+func (p *process) outcome(ctx context.Context) (*drivers.Result, error) {
+	select {
+	case <-p.done:
+		exit, err := p.exitCode(ctx)
+		if err == nil {
+			return p.exited(exit)
+		}
+		if ctx.Err() == nil {
+			return nil, err
+		}
+	case <-ctx.Done():
+	}
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	killErr := p.killVerified(kctx)
+	p.closeConn()
+	<-p.done
+	res := &drivers.Result{ExitCode: -1, Signal: "KILL", Duration: time.Since(p.started)}
+	if killErr != nil {
+		return res, fmt.Errorf("docker %s: container %s: cancelled, but ending the process tree failed: %v: %w", p.s.cfg.host, p.s.id, killErr, ctx.Err())
+	}
+	return res, fmt.Errorf("docker %s: container %s: exec cancelled: %w", p.s.cfg.host, p.s.id, ctx.Err())
+}
+
+// exited is the result of an exec that ended with status exit.
+func (p *process) exited(exit int) (*drivers.Result, error) {
+	res := &drivers.Result{ExitCode: exit, Duration: time.Since(p.started)}
+	if sig, _ := p.signalled.Load().(string); sig != "" && exit == 128+signalNumbers[sig] {
+		res.ExitCode, res.Signal = -1, sig
+	}
+	if p.copyErr != nil && !errors.Is(p.copyErr, io.EOF) {
+		return res, fmt.Errorf("docker %s: container %s: reading exec output: %v: %w", p.s.cfg.host, p.s.id, p.copyErr, drivers.ErrTransient)
+	}
+	return res, nil
 }
 
 func (p *process) closeConn() { p.closeOnce.Do(func() { p.hj.Close() }) }
@@ -263,54 +291,30 @@ func (s *sandbox) signalMarked(ctx context.Context, marker, sig string) (int, er
 }
 
 // Wait waits for the output to end and reads the exit status from the
-// engine. After a cancellation it returns the result with Signal "KILL" and
-// an error wrapping the context's error, once the kill has been verified.
-func (p *process) Wait() (*drivers.Result, error) {
-	p.waitOnce.Do(func() { p.res, p.err = p.wait() })
+// engine. After a cancellation of Start's context it returns the result
+// with Signal "KILL" and an error wrapping that context's error, once the
+// kill has been verified. If ctx ends first, Wait returns an error wrapping
+// ctx.Err() and the command keeps running.
+func (p *process) Wait(ctx context.Context) (*drivers.Result, error) {
+	if err := drivers.AwaitDone(ctx, p.finished); err != nil {
+		return nil, fmt.Errorf("docker %s: container %s: wait: %w", p.s.cfg.host, p.s.id, err)
+	}
 	return p.res, p.err
 }
 
-func (p *process) wait() (*drivers.Result, error) {
-	select {
-	case <-p.done:
-	case <-p.ctx.Done():
-		// watch kills the tree and closes the connection, which ends done.
-		<-p.done
-	}
-	exit, err := p.exitCode()
-	res := &drivers.Result{Duration: time.Since(p.started)}
-	if err == nil || p.ctx.Err() == nil {
-		close(p.finished) // else watch is ending the tree
-	}
-	<-p.watchDone
-	p.closeConn()
-	if p.wasKilled || err != nil && p.ctx.Err() != nil {
-		res.ExitCode, res.Signal = -1, "KILL"
-		if p.killErr != nil {
-			return res, fmt.Errorf("docker %s: container %s: cancelled, but ending the process tree failed: %v: %w", p.s.cfg.host, p.s.id, p.killErr, p.ctx.Err())
-		}
-		return res, fmt.Errorf("docker %s: container %s: exec cancelled: %w", p.s.cfg.host, p.s.id, p.ctx.Err())
-	}
-	if err != nil {
-		return nil, err
-	}
-	res.ExitCode = exit
-	if sig, _ := p.signalled.Load().(string); sig != "" && exit == 128+signalNumbers[sig] {
-		res.ExitCode, res.Signal = -1, sig
-	}
-	if p.copyErr != nil && !errors.Is(p.copyErr, io.EOF) {
-		return res, fmt.Errorf("docker %s: container %s: reading exec output: %v: %w", p.s.cfg.host, p.s.id, p.copyErr, drivers.ErrTransient)
-	}
-	return res, nil
+// result blocks until run decided the outcome.
+func (p *process) result() (*drivers.Result, error) {
+	<-p.finished
+	return p.res, p.err
 }
 
 // exitCode polls exec inspect until the engine reports the exec ended (it
 // may lag the end of the output stream slightly, and a command that closed
-// its output keeps running). It gives up when the process's context ends.
-func (p *process) exitCode() (int, error) {
+// its output keeps running). It gives up when ctx ends.
+func (p *process) exitCode(ctx context.Context) (int, error) {
 	delay := time.Millisecond
 	for {
-		ins, err := p.s.cli.ContainerExecInspect(p.ctx, p.execID)
+		ins, err := p.s.cli.ContainerExecInspect(ctx, p.execID)
 		if err != nil {
 			return 0, engineErr(p.s.cfg.host, "inspect exec", err)
 		}
@@ -318,8 +322,8 @@ func (p *process) exitCode() (int, error) {
 			return ins.ExitCode, nil
 		}
 		select {
-		case <-p.ctx.Done():
-			return 0, p.ctx.Err()
+		case <-ctx.Done():
+			return 0, ctx.Err()
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 100*time.Millisecond)

@@ -119,8 +119,10 @@ func pullErr(cfg *config, ref string, err error) error {
 	case cerrdefs.IsUnauthorized(err), strings.Contains(low, "unauthorized"), strings.Contains(low, "authentication required"),
 		strings.Contains(low, "denied"):
 		return fmt.Errorf("docker %s: pulling %q: %s: %w", cfg.host, ref, msg, drivers.ErrAuth)
+	case isTLSErr(err):
+		return fmt.Errorf("docker %s: pulling %q: %s: %w", cfg.host, ref, msg, drivers.ErrTLSUnverified)
 	case client.IsErrConnectionFailed(err):
-		return fmt.Errorf("docker %s: pulling %q: %s: %w", cfg.host, ref, msg, drivers.ErrUnreachable)
+		return fmt.Errorf("docker %s: pulling %q: %s: %w", cfg.host, ref, msg, drivers.ErrUnavailable)
 	case strings.Contains(low, "connection refused"), strings.Contains(low, "no such host"), strings.Contains(low, "i/o timeout"):
 		return fmt.Errorf("docker %s: pulling %q: registry unreachable: %s: %w", cfg.host, ref, msg, drivers.ErrUnreachable)
 	}

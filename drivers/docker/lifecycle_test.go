@@ -74,7 +74,7 @@ func TestCancelledSleepLeavesNothingRunning(t *testing.T) {
 		}
 		waitSleeps(t, ctx, sb, 3)
 		cancel()
-		res, err := p.Wait()
+		res, err := p.Wait(context.Background())
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("Wait after cancel: err = %v, want context.Canceled", err)
 		}

@@ -88,9 +88,10 @@ func (t *terminal) Resize(ctx context.Context, rows, cols int) error {
 	return engineErr(t.s.cfg.host, "resize terminal", err)
 }
 
-// Wait blocks until the session's process ends and returns its exit status.
-func (t *terminal) Wait() (*drivers.Result, error) {
-	ctx := context.Background()
+// Wait blocks until the session's process ends and returns its exit status,
+// polling the engine with ctx (backing off to 100ms). If ctx ends first it
+// returns an error wrapping ctx.Err() and the session stays open.
+func (t *terminal) Wait(ctx context.Context) (*drivers.Result, error) {
 	delay := 5 * time.Millisecond
 	for {
 		ins, err := t.s.cli.ContainerExecInspect(ctx, t.execID)
@@ -100,7 +101,11 @@ func (t *terminal) Wait() (*drivers.Result, error) {
 		if execEnded(ins) {
 			return &drivers.Result{ExitCode: ins.ExitCode, Duration: time.Since(t.started)}, nil
 		}
-		time.Sleep(delay)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("docker %s: container %s: terminal wait: %w", t.s.cfg.host, t.s.id, ctx.Err())
+		case <-time.After(delay):
+		}
 		delay = min(delay*2, 100*time.Millisecond)
 	}
 }

@@ -26,6 +26,7 @@ import (
 func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 	t.Helper()
 	subtest(t, "capabilities are static and cheap", newHarness, testCapabilities)
+	subtest(t, "declared capabilities equal those of a live sandbox", newHarness, testLiveCapabilities)
 	subtest(t, "acquire exec release", newHarness, testAcquireExecRelease)
 	subtest(t, "allocated callback", newHarness, testAllocated)
 	subtest(t, "acquire honours a cancelled context", newHarness, testAcquireCancelled)
@@ -46,21 +47,23 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 	gated(t, "stream exec", drivers.CapStreamExec, newHarness, testStreamExec)
 	gated(t, "stream exec signal kill", drivers.CapStreamExec, newHarness, testStreamKill)
 	gated(t, "stream exec cancellation", drivers.CapStreamExec, newHarness, testStreamCancel)
+	gated(t, "stream exec Wait honours its context", drivers.CapStreamExec, newHarness, testStreamWaitContext)
+	gated(t, "stream exec stdin copy ends with the process", drivers.CapStreamExec, newHarness, testStdinCopyEndsWithProcess)
 	gated(t, "terminal", drivers.CapTerminal, newHarness, testTerminal)
 	gated(t, "capture and delete template", drivers.CapTemplateCapture, newHarness, testCapture)
 	gated(t, "runner ingress", drivers.CapRunnerIngress, newHarness, testRunnerIngress)
 }
 
-// CAP-1, CAP-2: the declaration is static, cheap, and never more than what
-// the driver implements.
+// CAP-1, CAP-2: the declaration is static, cheap, and equal to what the
+// driver implements at driver level.
 func testCapabilities(t *testing.T, _ context.Context, h Harness) {
 	d := h.Driver()
 	c1, c2 := d.Capabilities(), d.Capabilities()
 	if diff := cmp.Diff(c1, c2); diff != "" {
 		t.Errorf("Capabilities changed between calls (-first +second):\n%s", diff)
 	}
-	if extra := c1.Declared.Without(drivers.Implemented(d)); extra != 0 {
-		t.Errorf("driver %q declares %s but does not implement it (CAP-2)", d.Name(), extra)
+	for _, msg := range declaredMismatch(d.Name(), "driver", c1.Declared, drivers.Implemented(d), drivers.DriverLevel()) {
+		t.Error(msg)
 	}
 	if !c1.Declared.Has(drivers.CapExec) {
 		t.Errorf("driver %q does not declare exec", d.Name())
@@ -95,9 +98,6 @@ func testCapabilities(t *testing.T, _ context.Context, h Harness) {
 			t.Errorf("secret field %q has a default", f.Name)
 		}
 	}
-	if d.Prototype() == nil {
-		t.Errorf("Prototype() is a nil interface; want a typed nil of the sandbox type")
-	}
 	// Listing through a registry reads only static data.
 	info := drivers.NewRegistry(d).Describe(d.Name())
 	if info.Effective.Without(c1.Declared) != 0 {
@@ -107,6 +107,31 @@ func testCapabilities(t *testing.T, _ context.Context, h Harness) {
 	if _, err := s.Normalize(map[string]any(h.Config())); err != nil {
 		t.Errorf("harness config does not normalize: %v", err)
 	}
+}
+
+// CAP-2, CONVENTIONS 17: a live sandbox implements exactly the declared
+// sandbox-level capabilities: one that implements an optional interface
+// without declaring it fails, as does one that declares what it lacks.
+func testLiveCapabilities(t *testing.T, ctx context.Context, h Harness) {
+	d := h.Driver()
+	sb := acquire(t, ctx, h, drivers.AcquireRequest{LeaseID: "conformance-" + uniqueSuffix()})
+	for _, msg := range declaredMismatch(d.Name(), "live sandbox", d.Capabilities().Declared, drivers.SandboxImplemented(sb), drivers.SandboxLevel()) {
+		t.Error(msg)
+	}
+}
+
+// declaredMismatch compares declared and implemented within scope and
+// describes each difference; nil when they agree.
+func declaredMismatch(driver, what string, declared, implemented, scope drivers.Set) []string {
+	declared, implemented = declared.Intersect(scope), implemented.Intersect(scope)
+	var out []string
+	if extra := declared.Without(implemented); extra != 0 {
+		out = append(out, fmt.Sprintf("driver %q declares %s but its %s does not implement it (CAP-2)", driver, extra, what))
+	}
+	if missing := implemented.Without(declared); missing != 0 {
+		out = append(out, fmt.Sprintf("driver %q does not declare %s although its %s implements it (CAP-2)", driver, missing, what))
+	}
+	return out
 }
 
 func testAcquireExecRelease(t *testing.T, ctx context.Context, h Harness) {
@@ -133,14 +158,23 @@ func testAcquireExecRelease(t *testing.T, ctx context.Context, h Harness) {
 	}
 }
 
-// LEASE-2: the provider lease id is handed out before Acquire waits.
+// allocatedKey marks the context given to Acquire, so that the suite sees
+// that Allocated receives Acquire's context.
+type allocatedKey struct{}
+
+// LEASE-2: the provider lease id is handed out before Acquire waits, with
+// Acquire's context (the callback writes to a store and may block).
 func testAllocated(t *testing.T, ctx context.Context, h Harness) {
 	var mu sync.Mutex
 	var ids []string
-	sb := acquire(t, ctx, h, drivers.AcquireRequest{Allocated: func(id string) error {
+	actx := context.WithValue(ctx, allocatedKey{}, "acquire")
+	sb := acquire(t, actx, h, drivers.AcquireRequest{Allocated: func(cbctx context.Context, id string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		ids = append(ids, id)
+		if cbctx.Value(allocatedKey{}) != "acquire" {
+			t.Errorf("Allocated(%q) got a context that is not derived from Acquire's", id)
+		}
 		return nil
 	}})
 	mu.Lock()
@@ -150,7 +184,7 @@ func testAllocated(t *testing.T, ctx context.Context, h Harness) {
 	}
 
 	refuse := errors.New("conformance: refused by the lease store")
-	_, err := h.Driver().Acquire(ctx, h.Config(), drivers.AcquireRequest{Allocated: func(string) error { return refuse }})
+	_, err := h.Driver().Acquire(ctx, h.Config(), drivers.AcquireRequest{Allocated: func(context.Context, string) error { return refuse }})
 	if !errors.Is(err, refuse) {
 		t.Errorf("Acquire with a failing Allocated: err = %v, want it to wrap the callback's error", err)
 	}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"io"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
@@ -46,6 +48,9 @@ func testStopResume(t *testing.T, ctx context.Context, h Harness) {
 	t.Cleanup(func() { cleanup(t, h, again) })
 	if again.ID() != sb.ID() {
 		t.Errorf("resumed ID %q, want %q", again.ID(), sb.ID())
+	}
+	for _, msg := range declaredMismatch(h.Driver().Name(), "resumed sandbox", h.Driver().Capabilities().Declared, drivers.SandboxImplemented(again), drivers.SandboxLevel()) {
+		t.Error(msg)
 	}
 	if got := string(execOK(t, ctx, again, drivers.Command{Argv: []string{"echo", "after"}}).Stdout); got != "after\n" {
 		t.Errorf("echo after resume: %q", got)
@@ -140,7 +145,7 @@ func testDestroyByID(t *testing.T, ctx context.Context, h Harness) {
 // IMG-3: the live identity is an immutable one.
 func testImageIdentity(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	ir, err := drivers.AsImageReporter(h.Driver(), sb)
+	ir, err := drivers.AsImageReporter(sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +163,7 @@ func testImageIdentity(t *testing.T, ctx context.Context, h Harness) {
 
 func testStreamExec(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	se, err := drivers.AsStreamExecer(h.Driver(), sb)
+	se, err := drivers.AsStreamExecer(sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +178,7 @@ func testStreamExec(t *testing.T, ctx context.Context, h Harness) {
 		t.Errorf("CloseStdin: %v", err)
 	}
 	var res *drivers.Result
-	within(t, bound, "Wait", func() { res, err = p.Wait() })
+	within(t, bound, "Wait", func() { res, err = p.Wait(ctx) })
 	if err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
@@ -186,7 +191,7 @@ func testStreamExec(t *testing.T, ctx context.Context, h Harness) {
 	if err != nil {
 		t.Fatalf("Start cat: %v", err)
 	}
-	within(t, bound, "Wait for cat", func() { res, err = p.Wait() })
+	within(t, bound, "Wait for cat", func() { res, err = p.Wait(ctx) })
 	if err != nil || res.ExitCode != 0 || cat.String() != "piped\n" {
 		t.Errorf("cat with stdin: %v exit %v stdout %q", err, res, cat)
 	}
@@ -194,7 +199,7 @@ func testStreamExec(t *testing.T, ctx context.Context, h Harness) {
 
 func testStreamKill(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	se, err := drivers.AsStreamExecer(h.Driver(), sb)
+	se, err := drivers.AsStreamExecer(sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +213,7 @@ func testStreamKill(t *testing.T, ctx context.Context, h Harness) {
 		t.Fatalf("Signal(KILL): %v", err)
 	}
 	var res *drivers.Result
-	within(t, promptBound, "Wait after KILL", func() { res, err = p.Wait() })
+	within(t, promptBound, "Wait after KILL", func() { res, err = p.Wait(ctx) })
 	if err == nil && res.ExitCode == 0 {
 		t.Errorf("a killed process exited 0")
 	}
@@ -216,7 +221,7 @@ func testStreamKill(t *testing.T, ctx context.Context, h Harness) {
 
 func testStreamCancel(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	se, err := drivers.AsStreamExecer(h.Driver(), sb)
+	se, err := drivers.AsStreamExecer(sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +234,7 @@ func testStreamCancel(t *testing.T, ctx context.Context, h Harness) {
 	}
 	out.waitFor(t, "ready")
 	cancel()
-	within(t, promptBound, "Wait after cancel", func() { _, err = p.Wait() })
+	within(t, promptBound, "Wait after cancel", func() { _, err = p.Wait(ctx) })
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Wait after cancel: err = %v, want it to wrap context.Canceled", err)
 	}
@@ -238,7 +243,7 @@ func testStreamCancel(t *testing.T, ctx context.Context, h Harness) {
 // IMG-5: the terminal echoes input, runs it, and resizes.
 func testTerminal(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	tm, err := drivers.AsTerminal(h.Driver(), sb)
+	tm, err := drivers.AsTerminal(sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,11 +262,23 @@ func testTerminal(t *testing.T, ctx context.Context, h Harness) {
 	if err := ts.Resize(ctx, 30, 100); err != nil {
 		t.Errorf("Resize: %v", err)
 	}
+	// Wait honours its context: a cancelled Wait returns promptly and the
+	// session stays open.
+	wctx, wcancel := context.WithCancel(ctx)
+	wcancel()
+	within(t, promptBound, "terminal Wait with a cancelled context", func() { _, err = ts.Wait(wctx) })
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("terminal Wait with a cancelled context: err = %v, want it to wrap context.Canceled", err)
+	}
+	if _, err := io.WriteString(ts, "echo still\"\"-open\n"); err != nil {
+		t.Fatalf("Write after a cancelled Wait: %v", err)
+	}
+	out.waitFor(t, "still-open\r\n")
 	if _, err := io.WriteString(ts, "exit 5\n"); err != nil {
 		t.Fatalf("Write exit: %v", err)
 	}
 	var res *drivers.Result
-	within(t, bound, "terminal Wait after exit", func() { res, err = ts.Wait() })
+	within(t, bound, "terminal Wait after exit", func() { res, err = ts.Wait(ctx) })
 	if err != nil || res == nil || res.ExitCode != 5 {
 		t.Errorf("terminal Wait: %+v, %v; want exit 5", res, err)
 	}
@@ -272,7 +289,7 @@ func testTerminal(t *testing.T, ctx context.Context, h Harness) {
 // IMG-4: a capture yields a new immutable identity; template delete removes it.
 func testCapture(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	c, err := drivers.AsCapturer(h.Driver(), sb)
+	c, err := drivers.AsCapturer(sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +337,7 @@ func testCapture(t *testing.T, ctx context.Context, h Harness) {
 
 func testRunnerIngress(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	ri, err := drivers.AsRunnerIngress(h.Driver(), sb)
+	ri, err := drivers.AsRunnerIngress(sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,4 +349,79 @@ func testRunnerIngress(t *testing.T, ctx context.Context, h Harness) {
 	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" || u.Path != "/prp" {
 		t.Errorf("ControllerURL = %q, want an absolute ws(s) URL with path /prp", got)
 	}
+}
+
+// CONVENTIONS 7: Wait honours its own context: it returns promptly with
+// ctx's error and leaves the process running; a later Wait gets the exit.
+func testStreamWaitContext(t *testing.T, ctx context.Context, h Harness) {
+	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
+	se, err := drivers.AsStreamExecer(sb, drivers.Narrowing(h.Driver(), 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := newWatcher()
+	p2, err := se.Start(ctx, sh("echo ready; sleep 300"), out, nil)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	out.waitFor(t, "ready")
+	wctx, wcancel := context.WithCancel(ctx)
+	wcancel()
+	var res *drivers.Result
+	within(t, promptBound, "Wait with a cancelled context", func() { res, err = p2.Wait(wctx) })
+	if !errors.Is(err, context.Canceled) || res != nil {
+		t.Fatalf("Wait with a cancelled context: %+v, %v; want nil and an error wrapping context.Canceled", res, err)
+	}
+	if err := p2.Signal(ctx, "KILL"); err != nil {
+		t.Fatalf("Signal(KILL) after the abandoned Wait: %v", err)
+	}
+	within(t, promptBound, "Wait after KILL", func() { res, err = p2.Wait(ctx) })
+	if err == nil && res.ExitCode == 0 {
+		t.Errorf("the process was not running after the abandoned Wait: exit 0")
+	}
+}
+
+// blockingStdin is the read end of an os.Pipe that nobody writes to: a Read
+// blocks until the pipe's read deadline is set. ended is closed when a Read
+// returned an error.
+type blockingStdin struct {
+	*os.File
+	once  sync.Once
+	ended chan struct{}
+}
+
+func (r *blockingStdin) Read(b []byte) (int, error) {
+	n, err := r.File.Read(b)
+	if err != nil {
+		r.once.Do(func() { close(r.ended) })
+	}
+	return n, err
+}
+
+// The goroutine that copies Command.Stdin does not outlive the process: a
+// command that exits without reading a stdin that never ends (a pipe with
+// deadlines) leaves no copy blocked in Read once Wait returned.
+func testStdinCopyEndsWithProcess(t *testing.T, ctx context.Context, h Harness) {
+	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
+	se, err := drivers.AsStreamExecer(sb, drivers.Narrowing(h.Driver(), 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	defer r.Close()
+	in := &blockingStdin{File: r, ended: make(chan struct{})}
+	p, err := se.Start(ctx, drivers.Command{Argv: []string{"echo", "done"}, Stdin: in}, nil, nil)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	var res *drivers.Result
+	within(t, bound, "Wait", func() { res, err = p.Wait(ctx) })
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("echo done: %+v, %v", res, err)
+	}
+	within(t, promptBound, "the stdin copy to end after the process", func() { <-in.ended })
 }

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/images"
-	"github.com/berthdev/berth/internal/clock"
 )
 
 // Options configure a fake Driver. The zero value (or nil) gives defaults.
@@ -20,7 +20,11 @@ type Options struct {
 	// when it is a valid provider name (else "fake").
 	Name string
 	// Undeclared lists capabilities the fake does not declare, although it
-	// implements them all; default none (it declares every capability).
+	// still implements them all; default none (it declares every
+	// capability). Such a fake is deliberately wrong: it fails the
+	// conformance suite (declared == implemented), and it serves to test that
+	// an undeclared capability is never effective (drivers.Effective,
+	// drivers.Narrowing).
 	Undeclared drivers.Set
 	// Clock runs slow starts and sleep; default the wall clock.
 	Clock clock.Clock
@@ -162,9 +166,6 @@ func (d *Driver) Capabilities() drivers.Capabilities {
 // same pointer on every call.
 func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
 
-// Prototype returns a typed nil *Sandbox.
-func (d *Driver) Prototype() drivers.Sandbox { return (*Sandbox)(nil) }
-
 // Availability returns Options.Unavailable.
 func (d *Driver) Availability() error { return d.unavail }
 
@@ -226,7 +227,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 	d.mu.Unlock()
 
 	if req.Allocated != nil {
-		if err := req.Allocated(b.id); err != nil {
+		if err := req.Allocated(ctx, b.id); err != nil {
 			d.mu.Lock()
 			b.kill()
 			b.state = drivers.StateDestroyed

@@ -8,9 +8,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
-	"github.com/berthdev/berth/internal/clock"
 )
 
 var bg = context.Background()
@@ -39,7 +39,6 @@ func TestReadingCapabilitiesCallsNothing(t *testing.T) {
 	d := fake.New(nil)
 	_ = d.Capabilities()
 	_ = d.Schema()
-	_ = d.Prototype()
 	_ = drivers.Effective(d, 0)
 	_ = drivers.NewRegistry(d).List()
 	if _, err := drivers.AsLister(d); err != nil {
@@ -62,6 +61,17 @@ func TestDeclarationOptions(t *testing.T) {
 	}
 	if _, err := drivers.AsResumer(d); !errors.Is(err, drivers.ErrUnsupported) {
 		t.Errorf("AsResumer of an undeclaring fake: %v, want ErrUnsupported", err)
+	}
+	// Its live sandbox implements Terminal; the driver's narrowing withholds it.
+	sb, err := d.Acquire(context.Background(), drivers.Config{}, drivers.AcquireRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drivers.AsTerminal(sb, drivers.Narrowing(d, 0)); !errors.Is(err, drivers.ErrUnsupported) {
+		t.Errorf("AsTerminal with the undeclaring fake's narrowing: %v, want ErrUnsupported", err)
+	}
+	if _, err := drivers.AsTerminal(sb, 0); err != nil {
+		t.Errorf("AsTerminal of the live sandbox without narrowing: %v", err)
 	}
 	down := fake.New(&fake.Options{Unavailable: errors.New("disabled by test")})
 	if got := drivers.Effective(down, 0); got != 0 { // CAP-3
@@ -117,7 +127,7 @@ func TestFailedStartLeavesAllocatedSandbox(t *testing.T) {
 	d := fake.New(nil)
 	d.FailNth(fake.OpStart, 1, nil)
 	var allocated string
-	_, err := d.Acquire(bg, drivers.Config{}, drivers.AcquireRequest{Allocated: func(id string) error { allocated = id; return nil }})
+	_, err := d.Acquire(bg, drivers.Config{}, drivers.AcquireRequest{Allocated: func(_ context.Context, id string) error { allocated = id; return nil }})
 	if !errors.Is(err, drivers.ErrTransient) {
 		t.Fatalf("Acquire: err = %v, want ErrTransient", err)
 	}
@@ -139,7 +149,7 @@ func TestSlowStartOutlivesCancelledAcquire(t *testing.T) {
 	allocated := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		_, err := d.Acquire(ctx, drivers.Config{}, drivers.AcquireRequest{Allocated: func(id string) error { allocated <- id; return nil }})
+		_, err := d.Acquire(ctx, drivers.Config{}, drivers.AcquireRequest{Allocated: func(_ context.Context, id string) error { allocated <- id; return nil }})
 		done <- err
 	}()
 	id := <-allocated // called before Acquire waits
@@ -402,7 +412,7 @@ func TestTerminalResize(t *testing.T) {
 		t.Errorf("Resize(0, 1) succeeded")
 	}
 	ts.Write([]byte("stty size\nexit\n"))
-	res, _ := ts.Wait()
+	res, _ := ts.Wait(context.Background())
 	b := make([]byte, 4096)
 	var all []byte
 	for {

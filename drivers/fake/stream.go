@@ -50,10 +50,7 @@ func (s *Sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr
 	pr, pw := io.Pipe()
 	p := &process{done: make(chan struct{}), stdin: pw}
 	if cmd.Stdin != nil {
-		go func() {
-			_, err := io.Copy(pw, cmd.Stdin)
-			pw.CloseWithError(err)
-		}()
+		drivers.CopyStdin(pw, cmd.Stdin, p.done)
 	} else {
 		pw.Close()
 	}
@@ -90,9 +87,12 @@ func (s *Sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr
 	return p, nil
 }
 
-// Wait blocks until the process ends.
-func (p *process) Wait() (*drivers.Result, error) {
-	<-p.done
+// Wait blocks until the process ends, or until ctx ends (then it returns an
+// error wrapping ctx.Err() and the process keeps running).
+func (p *process) Wait(ctx context.Context) (*drivers.Result, error) {
+	if err := drivers.AwaitDone(ctx, p.done); err != nil {
+		return nil, fmt.Errorf("fake: wait: %w", err)
+	}
 	return p.res, p.err
 }
 
@@ -295,8 +295,11 @@ func (t *termSession) size() (int, int) {
 }
 
 // Wait blocks until the session ends: ExitCode of "exit N", or -1 with
-// Signal "HUP" when it was closed.
-func (t *termSession) Wait() (*drivers.Result, error) {
-	<-t.done
+// Signal "HUP" when it was closed. If ctx ends first it returns an error
+// wrapping ctx.Err() and the session stays open.
+func (t *termSession) Wait(ctx context.Context) (*drivers.Result, error) {
+	if err := drivers.AwaitDone(ctx, t.done); err != nil {
+		return nil, fmt.Errorf("fake: terminal wait: %w", err)
+	}
 	return t.res, nil
 }

@@ -126,14 +126,26 @@ func (s *Sandbox) Exec(ctx context.Context, c drivers.Command) (*drivers.Result,
 		return nil, fmt.Errorf("local: exec %q in %s: %w", c.Argv[0], s.id, err)
 	}
 	cmd := s.command(ctx, c)
-	cmd.Stdin = c.Stdin
 	stdout, stderr := drivers.NewOutputBuffer(c.Limit()), drivers.NewOutputBuffer(c.Limit())
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	var stdin io.WriteCloser
+	if c.Stdin != nil {
+		w, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, fmt.Errorf("local: exec %q in %s: %w", c.Argv[0], s.id, err)
+		}
+		stdin = w
+	}
 	began := time.Now()
 	if res, err := s.start(cmd); res != nil || err != nil {
 		return res, err
 	}
+	ended := make(chan struct{})
+	if stdin != nil {
+		drivers.CopyStdin(stdin, c.Stdin, ended)
+	}
 	waitErr := cmd.Wait()
+	close(ended)
 	res, err := s.finish(ctx, cmd, waitErr, began)
 	if err != nil {
 		return nil, err
@@ -146,7 +158,6 @@ func (s *Sandbox) Exec(ctx context.Context, c drivers.Command) (*drivers.Result,
 // process is a command started by Start.
 type process struct {
 	s     *Sandbox
-	ctx   context.Context
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	began time.Time
@@ -167,7 +178,7 @@ func (s *Sandbox) Start(ctx context.Context, c drivers.Command, stdout, stderr i
 	}
 	cmd := s.command(ctx, c)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	p := &process{s: s, ctx: ctx, cmd: cmd, began: time.Now(), done: make(chan struct{})}
+	p := &process{s: s, cmd: cmd, began: time.Now(), done: make(chan struct{})}
 	if c.Stdin != nil {
 		w, err := cmd.StdinPipe()
 		if err != nil {
@@ -180,23 +191,26 @@ func (s *Sandbox) Start(ctx context.Context, c drivers.Command, stdout, stderr i
 	} else if res != nil {
 		return nil, fmt.Errorf("local: start %q in %s: %s", c.Argv[0], s.id, res.Stderr)
 	}
+	ended := make(chan struct{})
 	if p.stdin != nil {
-		go func() {
-			_, _ = io.Copy(p.stdin, c.Stdin)
-			_ = p.stdin.Close()
-		}()
+		drivers.CopyStdin(p.stdin, c.Stdin, ended)
 	}
 	go func() {
 		defer close(p.done)
 		waitErr := cmd.Wait()
+		close(ended)
 		p.res, p.err = s.finish(ctx, cmd, waitErr, p.began)
 	}()
 	return p, nil
 }
 
-// Wait blocks until the process ends and its output has been written.
-func (p *process) Wait() (*drivers.Result, error) {
-	<-p.done
+// Wait blocks until the process ends and its output has been written, or
+// until ctx ends (then it returns an error wrapping ctx.Err() and the
+// process keeps running).
+func (p *process) Wait(ctx context.Context) (*drivers.Result, error) {
+	if err := drivers.AwaitDone(ctx, p.done); err != nil {
+		return nil, fmt.Errorf("local: wait for %q in %s: %w", p.cmd.Args[0], p.s.id, err)
+	}
 	return p.res, p.err
 }
 

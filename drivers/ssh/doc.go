@@ -15,10 +15,10 @@
 // both are *HostKeyError values naming host, port and the offered key's
 // SHA256 fingerprint. Trust on first use is only ScanHostKey, which returns
 // the offered key as a known_hosts line for an operator to check and save.
-// A refused client key is drivers.ErrAuth; a refused port, or one that
-// does not accept within connect_timeout, is drivers.ErrUnreachable; a
-// server that accepts the connection and does not finish the handshake
-// within connect_timeout is drivers.ErrTimeout (PRB-5).
+// A refused client key is drivers.ErrAuth; a refused port, or one whose
+// connect does not finish, is drivers.ErrUnreachable; a server that accepts
+// and never finishes the handshake within connect_timeout is
+// drivers.ErrTimeout (PRB-5).
 //
 // Connections (conn.go) are pooled per config (a hash of the fields that
 // shape the connection and of the client's public key), shared by the

@@ -71,9 +71,6 @@ func (d *Driver) Capabilities() drivers.Capabilities {
 // pointer is returned on every call.
 func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
 
-// Prototype returns a typed nil *Sandbox.
-func (d *Driver) Prototype() drivers.Sandbox { return (*Sandbox)(nil) }
-
 // Acquire opens a session on the host: it connects (or shares the pooled
 // connection of the same config) with strict host key checking, makes sure
 // the workspace directory exists and reads back its physical path, which
@@ -81,8 +78,8 @@ func (d *Driver) Prototype() drivers.Sandbox { return (*Sandbox)(nil) }
 // "ssh://user@host:port/path". req.Workspace, if set, names the workspace
 // instead of the config's workdir: absolute as given, relative under the
 // workdir. Errors wrap drivers.ErrHostKeyUnknown, ErrHostKeyMismatch,
-// ErrAuth, ErrUnreachable, ErrTimeout (a silent server), ErrInvalidConfig or
-// ctx.Err(); none contains the private key.
+// ErrAuth, ErrUnreachable, ErrTimeout, ErrInvalidConfig or ctx.Err(); none contains the
+// private key.
 func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	t, err := parseTarget(d.schema, cfg)
 	if err != nil {
@@ -116,7 +113,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 	sb.cwd = cwd
 	sb.id = (&url.URL{Scheme: "ssh", User: url.User(t.user), Host: t.addr(), Path: cwd}).String()
 	if req.Allocated != nil {
-		if err := req.Allocated(sb.id); err != nil {
+		if err := req.Allocated(ctx, sb.id); err != nil {
 			d.pool.put(c)
 			return nil, err
 		}

@@ -239,7 +239,7 @@ func TestStreamExec(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	sb := e.acquire(t, e.config(t, nil))
-	sx, err := drivers.AsStreamExecer(e.d, sb)
+	sx, err := drivers.AsStreamExecer(sb, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestStreamExec(t *testing.T) {
 		if err := p.CloseStdin(); err != nil {
 			t.Fatal(err)
 		}
-		res, err := p.Wait()
+		res, err := p.Wait(context.Background())
 		if err != nil || res.ExitCode != 0 || errb.String() != "done\n" {
 			t.Fatalf("Wait: %v %+v stderr %q", err, res, errb.String())
 		}
@@ -279,7 +279,7 @@ func TestStreamExec(t *testing.T) {
 		if err := p.Signal(testCtx(t), "TERM"); err != nil {
 			t.Fatal(err)
 		}
-		res, err := p.Wait()
+		res, err := p.Wait(context.Background())
 		if err != nil || res.Signal != "TERM" {
 			t.Fatalf("Wait: %v %+v", err, res)
 		}
@@ -313,7 +313,7 @@ func TestReleaseKillsRunningCommands(t *testing.T) {
 	if ps := remoteProcs(t, m); ps != "" {
 		t.Fatalf("left running after release:\n%s", ps)
 	}
-	if res, _ := p.Wait(); res == nil || res.Signal != "KILL" {
+	if res, _ := p.Wait(context.Background()); res == nil || res.Signal != "KILL" {
 		t.Errorf("process result %+v; want killed", res)
 	}
 	if _, err := sb.Exec(testCtx(t), drivers.Command{Argv: []string{"true"}}); !errors.Is(err, drivers.ErrReleased) {
@@ -342,7 +342,7 @@ func TestAcquireWorkspace(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := e.config(t, func(m map[string]any) { m[FieldWorkdir] = tc.workdir })
 			var allocated string
-			sbi, err := e.d.Acquire(testCtx(t), cfg, drivers.AcquireRequest{Workspace: tc.workspace, Allocated: func(id string) error { allocated = id; return nil }})
+			sbi, err := e.d.Acquire(testCtx(t), cfg, drivers.AcquireRequest{Workspace: tc.workspace, Allocated: func(_ context.Context, id string) error { allocated = id; return nil }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -442,7 +442,7 @@ func cancelStreamedTree(t *testing.T, sb *Sandbox) {
 		t.Fatalf("tree never started:\n%s", ps)
 	}
 	cancel()
-	if _, err := p.Wait(); !errors.Is(err, context.Canceled) {
+	if _, err := p.Wait(context.Background()); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Wait error %v; want context.Canceled", err)
 	}
 	if ps := remoteProcs(t, m); ps != "" {

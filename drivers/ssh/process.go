@@ -133,10 +133,7 @@ func (sb *Sandbox) start(ctx context.Context, script string, cmd drivers.Command
 		return nil, fmt.Errorf("ssh %s@%s: starting command: %w: %v", sb.t.user, sb.t.addr(), drivers.ErrTransient, err)
 	}
 	if p.stdin != nil {
-		go func() {
-			_, _ = io.Copy(p.stdin, cmd.Stdin)
-			_ = p.stdin.Close()
-		}()
+		drivers.CopyStdin(p.stdin, cmd.Stdin, p.done)
 	}
 	p.stop = context.AfterFunc(ctx, func() { p.cancel(ctx.Err()) })
 	go p.wait()
@@ -241,9 +238,40 @@ func (p *process) cancel(cause error) {
 }
 
 // Wait blocks until the command ended and returns its exit status. After
-// cancellation it returns once the process group was killed, with an error
-// wrapping the context's error.
-func (p *process) Wait() (*drivers.Result, error) {
+// cancellation of Start's context it returns once the process group was
+// killed, with an error wrapping that context's error. If ctx ends first,
+// Wait returns an error wrapping ctx.Err() and the command keeps running.
+func (p *process) Wait(ctx context.Context) (*drivers.Result, error) {
+	if ctx.Done() == nil {
+		return p.result()
+	}
+	type outcome struct {
+		res *drivers.Result
+		err error
+	}
+	// The helper ends when the command's outcome is known: it never
+	// outlives the process.
+	ch := make(chan outcome, 1)
+	go func() {
+		res, err := p.result()
+		ch <- outcome{res, err}
+	}()
+	select {
+	case o := <-ch:
+		return o.res, o.err
+	case <-ctx.Done():
+		select {
+		case o := <-ch:
+			return o.res, o.err
+		default:
+		}
+		return nil, fmt.Errorf("ssh %s: wait: %w", p.sb.id, ctx.Err())
+	}
+}
+
+// result blocks until the command's outcome is known (its end, or the end
+// of the kill that Start's cancellation began).
+func (p *process) result() (*drivers.Result, error) {
 	for {
 		p.mu.Lock()
 		cerr, cdone := p.cancelErr, p.cancelDone

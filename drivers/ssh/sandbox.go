@@ -54,7 +54,7 @@ func (sb *Sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Resu
 	if err != nil {
 		return nil, err
 	}
-	res, err := p.Wait()
+	res, err := p.result()
 	if res != nil {
 		var t1, t2 bool
 		res.Stdout, t1 = out.Bytes(), out.Truncated()
@@ -89,7 +89,7 @@ func (sb *Sandbox) run(ctx context.Context, script string, cmd drivers.Command) 
 	if err != nil {
 		return nil, err
 	}
-	res, err := p.Wait()
+	res, err := p.result()
 	if res != nil {
 		res.Stdout = out.Bytes()
 		res.Stderr = errb.Bytes()

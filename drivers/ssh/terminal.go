@@ -82,8 +82,10 @@ func (t *terminal) Resize(ctx context.Context, rows, cols int) error {
 	return nil
 }
 
-// Wait blocks until the session's process ended and returns its status.
-func (t *terminal) Wait() (*drivers.Result, error) { return t.p.Wait() }
+// Wait blocks until the session's process ended and returns its status. If
+// ctx ends first it returns an error wrapping ctx.Err() and the session
+// stays open.
+func (t *terminal) Wait(ctx context.Context) (*drivers.Result, error) { return t.p.Wait(ctx) }
 
 // Close kills the session's processes on the server and waits until the
 // session ended.

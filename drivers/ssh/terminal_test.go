@@ -13,7 +13,7 @@ func TestTerminal(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	sb := e.acquire(t, e.config(t, nil))
-	term, err := drivers.AsTerminal(e.d, sb)
+	term, err := drivers.AsTerminal(sb, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestTerminal(t *testing.T) {
 	io.WriteString(ts, "stty size\n")
 	expect("40 100")
 	io.WriteString(ts, "exit 7\n")
-	res, err := ts.Wait()
+	res, err := ts.Wait(testCtx(t))
 	if err != nil || res.ExitCode != 7 {
 		t.Fatalf("Wait: %v %+v", err, res)
 	}

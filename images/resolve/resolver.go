@@ -13,8 +13,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/images"
-	"github.com/berthdev/berth/internal/clock"
 )
 
 // Errors of the resolver's contract. Every error returned by Resolve and Pin

@@ -13,8 +13,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers/daytona/daytonatest"
-	"github.com/berthdev/berth/internal/clock"
 )
 
 // client speaks raw HTTP to the fake.

@@ -1,12 +1,10 @@
-package probe
+package qualification
 
 import (
 	"errors"
 	"fmt"
 	"regexp"
 	"strings"
-
-	"github.com/berthdev/berth/qualification"
 )
 
 // markerPrefix starts every section marker line the detection script prints.
@@ -30,7 +28,7 @@ const (
 	secEnd       = "end"
 )
 
-// DetectScript is the POSIX shell script a probe runs, with `sh -c`, in ONE
+// DetectScript is the POSIX shell script a probe (or a runner) runs, with `sh -c`, in ONE
 // Exec to measure the platform (PRB-2, PRB-3). It prints each tool's output
 // after a marker line "@@berth-probe:<section>@@": uname -s, -m and -r; the
 // libc probes (ldd --version with stderr, getconf GNU_LIBC_VERSION, the musl
@@ -69,19 +67,19 @@ pwd 2>/dev/null || true
 echo '@@berth-probe:end@@'
 `
 
-// DetectArgv is the command line a probe gives Sandbox.Exec: the script
-// through sh -c.
+// DetectArgv is the command line that runs DetectScript (a probe gives it
+// to Sandbox.Exec): the script through sh -c. It returns a new slice.
 func DetectArgv() []string { return []string{"sh", "-c", DetectScript} }
 
-// ErrDetection is wrapped by ParseDetection and ParsePlatform errors: the
+// ErrDetection is wrapped by ParseDetection errors: the
 // output is not the detection script's, or it does not say which OS and
 // architecture the target is.
-var ErrDetection = errors.New("probe: platform detection failed")
+var ErrDetection = errors.New("qualification: platform detection failed")
 
 // Detection is what the detection script measured.
 type Detection struct {
-	// Platform is normalized and valid (qualification.Platform.Validate).
-	Platform qualification.Platform `json:"platform"`
+	// Platform is normalized and valid (Platform.Validate).
+	Platform Platform `json:"platform"`
 	// Hostname and Cwd are what hostname and pwd printed ("" if nothing).
 	Hostname string `json:"hostname,omitempty"`
 	Cwd      string `json:"cwd,omitempty"`
@@ -94,16 +92,6 @@ type Detection struct {
 
 // maxOutput bounds how much of an output the parser looks at.
 const maxOutput = 256 << 10
-
-// ParsePlatform parses the output of DetectScript into a normalized, valid
-// platform. It is pure and never panics; see ParseDetection for the rules.
-func ParsePlatform(output string) (qualification.Platform, error) {
-	d, err := ParseDetection(output)
-	if err != nil {
-		return qualification.Platform{}, err
-	}
-	return d.Platform, nil
-}
 
 var (
 	// "ldd (GNU libc) 2.36", "ldd (Debian GLIBC 2.36-9+deb12u4) 2.36",
@@ -131,7 +119,7 @@ var (
 //     is unknown;
 //   - release: ID and VERSION_ID of /etc/os-release, else "macos" and
 //     sw_vers -productVersion;
-//   - a measured value without a valid form (qualification.Platform
+//   - a measured value without a valid form (Platform
 //     Validate) is dropped and named in Notes rather than failing.
 func ParseDetection(output string) (Detection, error) {
 	if len(output) > maxOutput {
@@ -142,11 +130,11 @@ func ParseDetection(output string) (Detection, error) {
 		return Detection{}, err
 	}
 	var d Detection
-	p := qualification.Platform{
-		OS:     qualification.NormalizeOS(firstLine(secs[secOS])),
+	p := Platform{
+		OS:     NormalizeOS(firstLine(secs[secOS])),
 		Kernel: firstLine(secs[secKernel]),
 	}
-	p.Arch, p.Variant = qualification.NormalizeArch(firstLine(secs[secArch]), "")
+	p.Arch, p.Variant = NormalizeArch(firstLine(secs[secArch]), "")
 	if !p.Measured() {
 		return Detection{}, fmt.Errorf("%w: uname printed no operating system or architecture", ErrDetection)
 	}
@@ -226,7 +214,7 @@ func firstLine(lines []string) string {
 func nonEmpty(lines []string) bool { return firstLine(lines) != "" }
 
 // libcOf decides the libc family and version from the libc sections.
-func libcOf(goos string, secs map[string][]string) (qualification.LibcFamily, string, []string) {
+func libcOf(goos string, secs map[string][]string) (LibcFamily, string, []string) {
 	var notes []string
 	lddFamily, lddVersion, lddSaid := "", "", false
 	for _, raw := range secs[secLdd] {
@@ -265,19 +253,19 @@ func libcOf(goos string, secs map[string][]string) (qualification.LibcFamily, st
 		if muslLoader {
 			notes = append(notes, "a musl loader is present next to glibc; reporting glibc")
 		}
-		return qualification.LibcGlibc, v, notes
+		return LibcGlibc, v, notes
 	case lddFamily == "musl" || muslLoader:
-		return qualification.LibcMusl, lddVersion, notes
+		return LibcMusl, lddVersion, notes
 	case gnuLoader:
-		return qualification.LibcGlibc, "", append(notes, "glibc loader found, but no ldd or getconf to tell its version")
+		return LibcGlibc, "", append(notes, "glibc loader found, but no ldd or getconf to tell its version")
 	case goos == "darwin":
-		return qualification.LibcNone, "", notes
+		return LibcNone, "", notes
 	case lddSaid:
-		return qualification.LibcUnknown, "", append(notes, "ldd printed a banner that names neither glibc nor musl")
+		return LibcUnknown, "", append(notes, "ldd printed a banner that names neither glibc nor musl")
 	case goos == "linux":
-		return qualification.LibcNone, "", notes
+		return LibcNone, "", notes
 	}
-	return qualification.LibcUnknown, "", notes
+	return LibcUnknown, "", notes
 }
 
 func hasLine(lines []string, substr string) bool {
@@ -311,18 +299,18 @@ func osRelease(lines []string) map[string]string {
 // sanitize drops optional fields whose values have no valid form, so that
 // the result always passes Validate, and names what it dropped. It fails
 // when the OS or architecture itself is not a valid name.
-func sanitize(p qualification.Platform) (qualification.Platform, []string, error) {
+func sanitize(p Platform) (Platform, []string, error) {
 	if p.Validate() == nil {
 		return p, nil, nil
 	}
-	out := qualification.Platform{OS: p.OS, Arch: p.Arch, Variant: p.Variant, Libc: p.Libc}.Normalize()
+	out := Platform{OS: p.OS, Arch: p.Arch, Variant: p.Variant, Libc: p.Libc}.Normalize()
 	if out.Validate() != nil {
-		return qualification.Platform{}, nil, fmt.Errorf("%w: uname printed os %q, arch %q: not valid names", ErrDetection, p.OS, p.Arch)
+		return Platform{}, nil, fmt.Errorf("%w: uname printed os %q, arch %q: not valid names", ErrDetection, p.OS, p.Arch)
 	}
 	var notes []string
 	// Add each optional field alone, so that one bad value does not take
 	// the others with it.
-	add := func(field, value string, set func(*qualification.Platform)) {
+	add := func(field, value string, set func(*Platform)) {
 		q := out
 		set(&q)
 		if q = q.Normalize(); q.Validate() == nil {
@@ -331,11 +319,11 @@ func sanitize(p qualification.Platform) (qualification.Platform, []string, error
 			notes = append(notes, fmt.Sprintf("dropped %s %q: not a valid value", field, value))
 		}
 	}
-	add("libc version", p.LibcVersion, func(q *qualification.Platform) { q.LibcVersion = p.LibcVersion })
-	add("kernel", p.Kernel, func(q *qualification.Platform) { q.Kernel = p.Kernel })
-	add("release id", p.ReleaseID, func(q *qualification.Platform) { q.ReleaseID = p.ReleaseID })
+	add("libc version", p.LibcVersion, func(q *Platform) { q.LibcVersion = p.LibcVersion })
+	add("kernel", p.Kernel, func(q *Platform) { q.Kernel = p.Kernel })
+	add("release id", p.ReleaseID, func(q *Platform) { q.ReleaseID = p.ReleaseID })
 	if out.ReleaseID != "" {
-		add("release version", p.ReleaseVersion, func(q *qualification.Platform) { q.ReleaseVersion = p.ReleaseVersion })
+		add("release version", p.ReleaseVersion, func(q *Platform) { q.ReleaseVersion = p.ReleaseVersion })
 	}
 	return out, notes, nil
 }

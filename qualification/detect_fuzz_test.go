@@ -1,13 +1,13 @@
-package probe
+package qualification
 
 import (
 	"strings"
 	"testing"
 )
 
-// FuzzParsePlatform: the parser never panics, and whatever it accepts is a
+// FuzzParseDetection: the detection parser never panics, and whatever it accepts is a
 // measured, valid platform.
-func FuzzParsePlatform(f *testing.F) {
+func FuzzParseDetection(f *testing.F) {
 	for _, name := range []string{
 		"debian12-glibc.txt", "alpine319-musl.txt", "busybox-static.txt",
 		"macos14-arm64.txt", "macos-no-sw_vers.txt",
