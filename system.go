@@ -10,7 +10,9 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/images/resolve"
 	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/probe"
 )
 
 // Options configures New. The zero value (or nil) composes the embedded
@@ -37,10 +39,23 @@ type Options struct {
 	Authorizer environment.Authorizer
 	// Logger receives library logs; never a secret. Default: discard.
 	Logger *slog.Logger
+	// ClaimGrace is added to a startup budget to form the claim of an
+	// acquisition in progress; a claim older than that is taken for a
+	// crashed acquisition and swept (LEASE-9). Default
+	// lease.DefaultClaimGrace.
+	ClaimGrace time.Duration
+	// Probe configures the Prober (stage deadlines, progress). Default:
+	// probe's defaults.
+	Probe *probe.Options
+	// Images configures the image Resolver that pins tags to digests
+	// (IMG-2): the host's registry keychain, insecure registries. Default:
+	// anonymous access, loopback registries only over plain HTTP.
+	Images *resolve.Options
 }
 
-// System is a composed berth: a store, drivers, a catalog and a lease
-// manager wired together. Its fields are ready to use; Close releases the
+// System is a composed berth: a store, drivers, a catalog, assignments, a
+// lease manager, a prober and an image resolver wired together; every
+// service of the library is reachable from it with defaults. Its fields are ready to use; Close releases the
 // drivers and the store.
 type System struct {
 	Store   Store
@@ -51,6 +66,11 @@ type System struct {
 	// default to environments and resolves execution targets (ASG-1..5).
 	Assignments *environment.Assignments
 	Leases      *lease.Manager
+	// Prober probes saved environments and drafts and records
+	// qualifications (PRB-1..8, QUAL-1..7).
+	Prober *probe.Prober
+	// Images pins image tags to digests (IMG-2).
+	Images *resolve.Resolver
 
 	log *slog.Logger
 }
@@ -88,6 +108,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	sys.Leases = lease.NewManager(st, reg, &lease.Options{
 		InstanceID: o.InstanceID,
 		Logger:     o.Logger,
+		ClaimGrace: o.ClaimGrace,
 		Secrets:    secrets.Get,
 		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
 			return st.ListEnvironments(ctx, environment.ListFilter{})
@@ -107,6 +128,15 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Protected:      sys.Assignments.Protected,
 		Health:         st,
 	})
+	sys.Prober = probe.New(sys.Catalog, reg, sys.Leases, st, o.Probe)
+	ropts := resolve.Options{Logger: o.Logger}
+	if o.Images != nil {
+		ropts = *o.Images
+		if ropts.Logger == nil {
+			ropts.Logger = o.Logger
+		}
+	}
+	sys.Images = resolve.New(&ropts)
 	return sys, nil
 }
 

@@ -3,13 +3,21 @@ package berth_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/probe"
 )
 
 // TestSystemWiring: New composes the catalog with the lease manager and the
@@ -104,5 +112,83 @@ func TestSystemCloseClosesDrivers(t *testing.T) {
 	}
 	if d.closed != 1 {
 		t.Errorf("driver closed %d times by System.Close, want 1", d.closed)
+	}
+}
+
+// TestSystemComposesEveryService (issue 12 item 7): berth.New hands out a
+// Prober and an image Resolver with defaults, wired to the same store and
+// drivers: a probe records a qualification the store then holds, and the
+// resolver pins a tag from a registry on loopback.
+func TestSystemComposesEveryService(t *testing.T) {
+	ctx := context.Background()
+	fk := fake.New(nil)
+	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{fk}, TestMode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	admin := environment.Principal{ID: "root", Role: environment.RoleInstanceAdmin}
+	v, err := sys.Catalog.Create(ctx, admin, environment.CreateRequest{
+		Name: "sbx", Driver: fk.Name(), Config: map[string]any{"image": fk.DefaultImageIdentity().String()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sys.Prober.Probe(ctx, admin, v.ID, probe.ProbeOptions{Company: "acme"})
+	if err != nil || !res.OK || !res.PlatformQualificationRecorded {
+		t.Fatalf("probe through the System: %+v, %v", res, err)
+	}
+	if _, err := sys.Store.GetQualification(ctx, "acme", v.ID); err != nil {
+		t.Errorf("the System's store lacks the probe's record: %v", err)
+	}
+
+	reg := testenv.StartRegistry(t, nil)
+	img := testimage.Busybox(t, reg, nil)
+	id, err := sys.Images.Pin(ctx, images.MustParseReference(img.TagRef), v1.Platform{OS: "linux", Architecture: runtime.GOARCH})
+	if err != nil || id.String() != img.Ref {
+		t.Errorf("Pin(%s) = %s, %v; want %s", img.TagRef, id, err, img.Ref)
+	}
+}
+
+// TestRunHealthChecks (CAP-3): the System's background round measures every
+// provider endpoint in use and stores the result where every reader sees
+// it; it returns when its context ends.
+func TestRunHealthChecks(t *testing.T) {
+	ctx := context.Background()
+	fk := fake.New(nil)
+	fk.Inject(fake.Fault{Op: fake.OpHealth, Err: errors.New("api answers 503")})
+	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{fk}, TestMode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	admin := environment.Principal{ID: "root", Role: environment.RoleInstanceAdmin}
+	v, err := sys.Catalog.Create(ctx, admin, environment.CreateRequest{Name: "sbx", Driver: fk.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- sys.RunHealthChecks(rctx, time.Hour) }()
+	for {
+		hs, err := sys.Store.ListProviderHealth(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hs) > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("RunHealthChecks returned %v, want context.Canceled", err)
+	}
+	got, err := sys.Catalog.Get(ctx, admin, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Health == nil || got.Health.Status != environment.HealthUnavailable || got.Unavailable == "" {
+		t.Errorf("after a round: health %+v, unavailable %q", got.Health, got.Unavailable)
 	}
 }
