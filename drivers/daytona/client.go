@@ -3,6 +3,8 @@ package daytona
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -96,23 +98,89 @@ func seg(parts ...string) string {
 	return strings.Join(esc, "/")
 }
 
-// scrub removes the API key from text that came from outside.
-func (c *client) scrub(s string) string {
-	if c.key != "" {
-		s = strings.ReplaceAll(s, c.key, drivers.Redacted)
+// scrub removes the API key from text that came from outside (CFG-3): not
+// only the whole key but every run of 8 or more bytes that is a substring of
+// it, so that a key cut by a provider's (or anyone's) truncation, or split
+// across a line, is still redacted. Callers scrub before they shorten.
+func (c *client) scrub(s string) string { return redactSecret(s, c.key) }
+
+// minSecretRun is the shortest run of a secret that redactSecret removes.
+const minSecretRun = 8
+
+// redactSecret replaces in s every maximal run of at least minSecretRun
+// bytes that occurs in secret with drivers.Redacted.
+func redactSecret(s, secret string) string {
+	if len(secret) < minSecretRun || len(s) < minSecretRun {
+		if secret != "" {
+			s = strings.ReplaceAll(s, secret, drivers.Redacted)
+		}
+		return s
 	}
-	return s
+	grams := make(map[string]struct{}, len(secret))
+	for i := 0; i+minSecretRun <= len(secret); i++ {
+		grams[secret[i:i+minSecretRun]] = struct{}{}
+	}
+	var b strings.Builder
+	last := 0
+	for i := 0; i+minSecretRun <= len(s); {
+		if _, ok := grams[s[i:i+minSecretRun]]; !ok {
+			i++
+			continue
+		}
+		j := i + minSecretRun
+		for j < len(s) && strings.Contains(secret, s[i:j+1]) {
+			j++
+		}
+		b.WriteString(s[last:i])
+		b.WriteString(drivers.Redacted)
+		last, i = j, j
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
 }
+
+// Bounds of the answers the client reads (every answer is bounded, so that
+// a provider, or a command writing to the toolbox's stdout, cannot exhaust
+// the host's memory).
+const (
+	// apiAnswerLimit bounds one answer of the REST API (a list page of 100
+	// sandboxes with labels is well under it).
+	apiAnswerLimit = 8 << 20
+	// errorBodyLimit bounds the part of an error body that is read.
+	errorBodyLimit = 64 << 10
+)
+
+// errAnswerTooLarge marks an answer longer than the bound the request set.
+var errAnswerTooLarge = errors.New("answer exceeds its size bound")
+
+// errRedirect marks a redirect the client refused.
+var errRedirect = errors.New("redirect refused")
 
 // send makes one request to base joined with path (already escaped, see
 // seg) and query, with in as the JSON body when not nil, and decodes a 2xx
-// answer into out when not nil.
+// answer of at most apiAnswerLimit bytes into out when not nil.
 func (c *client) send(ctx context.Context, base *url.URL, method, path string, query url.Values, in, out any) error {
+	return c.sendLimit(ctx, base, method, path, query, in, out, apiAnswerLimit)
+}
+
+// sendLimit is send with the answer bounded to limit bytes: a longer
+// answer is not read further and fails with an error naming the bound.
+// The bearer token goes only to the configured API origin or to an https
+// origin (see tokenAllowed); redirects are refused when they change
+// scheme, host or port (see checkRedirect). A TLS verification failure is
+// drivers.ErrTLSUnverified, never transient.
+func (c *client) sendLimit(ctx context.Context, base *url.URL, method, path string, query url.Values, in, out any, limit int64) error {
 	u := *base
 	u.Path = strings.TrimRight(base.Path, "/") + "/" + path
 	u.RawPath = strings.TrimRight(base.EscapedPath(), "/") + "/" + path
 	u.RawQuery = query.Encode()
 	op := method + " " + strings.TrimPrefix(u.Path, strings.TrimRight(c.api.Path, "/"))
+	if err := c.tokenAllowed(&u); err != nil {
+		return fmt.Errorf("daytona: %s at %s: %w", op, u.Host, err)
+	}
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -141,8 +209,13 @@ func (c *client) send(ctx context.Context, base *url.URL, method, path string, q
 		if cerr := ctx.Err(); cerr != nil {
 			return fmt.Errorf("daytona: %s at %s: %w", op, u.Host, cerr)
 		}
-		kind := drivers.ErrTransient
-		if ne := (*net.OpError)(nil); errors.As(err, &ne) && ne.Op == "dial" {
+		var kind error = drivers.ErrTransient
+		switch {
+		case tlsUnverified(err):
+			kind = drivers.ErrTLSUnverified
+		case errors.Is(err, errRedirect):
+			kind = errRedirect
+		case isDial(err):
 			kind = drivers.ErrUnreachable
 		}
 		return fmt.Errorf("daytona: %s at %s: %w: %s", op, u.Host, kind, c.scrub(transportReason(err)))
@@ -150,27 +223,102 @@ func (c *client) send(ctx context.Context, base *url.URL, method, path string, q
 	defer resp.Body.Close()
 	c.log.DebugContext(ctx, "daytona request", "op", op, "host", u.Host, "status", resp.StatusCode, "elapsed", time.Since(start))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyLimit))
 		return &apiError{
 			op:         op,
 			host:       u.Host,
 			status:     resp.StatusCode,
-			message:    c.scrub(errorMessage(raw)),
+			message:    errorMessage(raw, c.scrub),
 			retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
 			kind:       statusKind(resp.StatusCode),
 		}
 	}
-	if out == nil {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-		return nil
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return fmt.Errorf("daytona: %s at %s: reading answer: %w", op, u.Host, cerr)
 		}
+		return fmt.Errorf("daytona: %s at %s: reading answer: %w: %s", op, u.Host, drivers.ErrTransient, c.scrub(err.Error()))
+	}
+	if int64(len(raw)) > limit {
+		return fmt.Errorf("daytona: %s at %s: %w: more than %d bytes", op, u.Host, errAnswerTooLarge, limit)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
 		return fmt.Errorf("daytona: %s at %s: decoding answer: %w: %v", op, u.Host, drivers.ErrTransient, err)
 	}
 	return nil
+}
+
+// isDial reports whether err is a failure to connect.
+func isDial(err error) bool {
+	var ne *net.OpError
+	return errors.As(err, &ne) && ne.Op == "dial"
+}
+
+// tlsUnverified reports whether err is a failed certificate verification:
+// a permanent failure of the target's configuration (PRB-5), not a
+// transient one.
+func tlsUnverified(err error) bool {
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ci x509.CertificateInvalidError
+	var ce x509.ConstraintViolationError
+	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci) || errors.As(err, &ce)
+}
+
+// sameOrigin reports whether a and b have the same scheme, host and port
+// (default ports made explicit).
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+}
+
+func port(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
+}
+
+// tokenAllowed checks that the bearer token may go to u: the configured
+// API origin, or any https origin (a toolbox proxy the API names). Plain
+// http to another origin is refused.
+func (c *client) tokenAllowed(u *url.URL) error {
+	if sameOrigin(u, c.api) || strings.EqualFold(u.Scheme, "https") {
+		return nil
+	}
+	return fmt.Errorf("refusing to send the API key over %s to %s, which is not the configured API origin %s://%s",
+		u.Scheme, u.Host, c.api.Scheme, c.api.Host)
+}
+
+// checkRedirect is the client's redirect policy: a redirect is followed
+// only to the same scheme, host and port as the request it answers, at
+// most 5 times; anything else ends the request with errRedirect, so that
+// the bearer token never follows a redirect elsewhere (Go's client keeps
+// Authorization across ports of one host).
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	prev := via[len(via)-1].URL
+	if !sameOrigin(req.URL, prev) {
+		return fmt.Errorf("%w: %s://%s to %s://%s", errRedirect, prev.Scheme, prev.Host, req.URL.Scheme, req.URL.Host)
+	}
+	if len(via) >= 5 {
+		return fmt.Errorf("%w: more than 5 redirects", errRedirect)
+	}
+	return nil
+}
+
+// withRedirectPolicy returns a copy of hc whose redirects follow
+// checkRedirect.
+func withRedirectPolicy(hc *http.Client) *http.Client {
+	c := *hc
+	c.CheckRedirect = checkRedirect
+	return &c
 }
 
 // transportReason returns the innermost reason of a transport error without
@@ -184,14 +332,19 @@ func transportReason(err error) string {
 	return err.Error()
 }
 
-// errorMessage reads the provider's message out of an error body, falling
-// back to the raw text, shortened.
-func errorMessage(raw []byte) string {
+// errorMessage reads the provider's message out of an error body (the
+// API's and toolbox's "message", the PTY's "error"), falling back to the
+// raw text; it scrubs the text first and shortens it after, so that a
+// secret cut by the shortening is still removed.
+func errorMessage(raw []byte, scrub func(string) string) string {
 	var b apiErrorBody
 	if json.Unmarshal(raw, &b) == nil && b.Message != "" {
-		return shorten(b.Message)
+		return shorten(scrub(b.Message))
 	}
-	return shorten(strings.TrimSpace(string(raw)))
+	if b.Message == "" && b.Error != "" && b.StatusCode == 0 {
+		return shorten(scrub(b.Error))
+	}
+	return shorten(scrub(strings.TrimSpace(string(raw))))
 }
 
 func shorten(s string) string {
@@ -336,17 +489,20 @@ func (c *client) toolboxBase(ctx context.Context, sb *apiSandbox) (*url.URL, err
 		proxy = p.URL
 	}
 	u, err := url.Parse(proxy)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("daytona: sandbox %s: toolbox proxy URL %q is not an http(s) URL", sb.ID, proxy)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return nil, fmt.Errorf("daytona: sandbox %s at %s: toolbox proxy URL %q is not an http(s) URL", sb.ID, c.api.Host, proxy)
+	}
+	if err := c.tokenAllowed(u); err != nil {
+		return nil, fmt.Errorf("daytona: sandbox %s: toolbox proxy URL: %w", sb.ID, err)
 	}
 	return u.JoinPath(sb.ID), nil
 }
 
 // execute runs one toolbox process/execute request, without retries: a
-// command must not run twice.
-func (c *client) execute(ctx context.Context, toolbox *url.URL, req apiExecuteRequest) (*apiExecuteResponse, error) {
+// command must not run twice. The answer is bounded to limit bytes.
+func (c *client) execute(ctx context.Context, toolbox *url.URL, req apiExecuteRequest, limit int64) (*apiExecuteResponse, error) {
 	var out apiExecuteResponse
-	if err := c.send(ctx, toolbox, http.MethodPost, "process/execute", nil, req, &out); err != nil {
+	if err := c.sendLimit(ctx, toolbox, http.MethodPost, "process/execute", nil, req, &out, limit); err != nil {
 		return nil, err
 	}
 	return &out, nil

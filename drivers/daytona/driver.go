@@ -28,7 +28,9 @@ const StartupBudget = 60 * time.Second
 // Options configure a Driver. nil means defaults.
 type Options struct {
 	// HTTPClient makes the requests; default a client with no overall
-	// timeout (every call is bounded by its context).
+	// timeout (every call is bounded by its context). The driver uses a
+	// copy whose redirect policy refuses any redirect that changes scheme,
+	// host or port (the copy's CheckRedirect replaces this one's).
 	HTTPClient *http.Client
 	// Logger receives one debug line per request (method, path, status,
 	// duration; never a header or a body); default discard.
@@ -55,8 +57,9 @@ type Options struct {
 // Driver drives Daytona sandboxes through the REST API. It is safe for
 // concurrent use; it holds no per-config state.
 type Driver struct {
-	opts   Options
-	schema *drivers.ConfigSchema
+	opts       Options
+	schema     *drivers.ConfigSchema
+	httpClient *http.Client // opts.HTTPClient with the redirect policy
 }
 
 var (
@@ -96,7 +99,7 @@ func New(opts *Options) *Driver {
 	if o.CleanupTimeout <= 0 {
 		o.CleanupTimeout = 30 * time.Second
 	}
-	return &Driver{opts: o, schema: newSchema()}
+	return &Driver{opts: o, schema: newSchema(), httpClient: withRedirectPolicy(o.HTTPClient)}
 }
 
 // Name returns "daytona".
@@ -151,7 +154,7 @@ func (d *Driver) open(cfg drivers.Config) (*settings, error) {
 	api, _ := url.Parse(raw)
 	s := &settings{
 		c: &client{
-			http: d.opts.HTTPClient, api: api, key: key, org: cfg.String(FieldOrganizationID),
+			http: d.httpClient, api: api, key: key, org: cfg.String(FieldOrganizationID),
 			retry: newBackoff(d.opts.RetryBase, d.opts.RetryMax, clock.Real{}), log: d.opts.Logger,
 		},
 		snapshotID: cfg.String(FieldSnapshotID),

@@ -107,7 +107,7 @@ func (sb *Sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Resu
 	ws := buildExec(cmd.Argv, stdin, cmd.Limit(), newToken())
 	req := apiExecuteRequest{Command: ws.script, Cwd: cmd.Dir, Envs: cmd.Env, Timeout: sb.timeout(ctx)}
 	start := time.Now()
-	resp, err := sb.s.c.execute(ctx, toolbox, req)
+	resp, err := sb.s.c.execute(ctx, toolbox, req, execAnswerLimit(cmd.Limit()))
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			sb.kill(toolbox, ws.base)
@@ -139,6 +139,16 @@ func (sb *Sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Resu
 	return res, nil
 }
 
+// execAnswerLimit bounds the toolbox's answer to a wrapped command whose
+// streams are each cut at limit bytes inside the sandbox: two base64 frames
+// of limit+1 bytes (4/3, plus line breaks, plus JSON escapes of them) fit in
+// 3*(limit+1), and 64 KiB of slack covers the header and the wrapper's own
+// messages. Anything longer (a command writing to the wrapper's own stdout)
+// fails the Exec instead of growing without bound on the host.
+func execAnswerLimit(limit int) int64 {
+	return 3*(int64(limit)+1) + 64<<10
+}
+
 // timeout is the toolbox timeout of a request: whole seconds, 0 for none.
 func (sb *Sandbox) timeout(ctx context.Context) uint32 {
 	limit := sb.s.execLimit
@@ -159,7 +169,7 @@ func (sb *Sandbox) kill(toolbox *url.URL, base string) {
 	ctx, cancel := context.WithTimeout(context.Background(), sb.d.opts.CleanupTimeout)
 	defer cancel()
 	req := apiExecuteRequest{Command: killScript(base), Timeout: 10}
-	if _, err := sb.s.c.execute(ctx, toolbox, req); err != nil {
+	if _, err := sb.s.c.execute(ctx, toolbox, req, execAnswerLimit(0)); err != nil {
 		sb.d.opts.Logger.Warn("daytona: killing a cancelled command failed", "sandbox", sb.id, "err", err)
 	}
 }

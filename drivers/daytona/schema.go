@@ -3,7 +3,9 @@ package daytona
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -98,6 +100,9 @@ func newSchema() *drivers.ConfigSchema {
 	}
 }
 
+// checkAPIURL accepts an https URL, or an http URL whose host is loopback
+// (a local fake or tunnel): the API key is a bearer token and must not
+// cross a network in clear.
 func checkAPIURL(v any) error {
 	s, _ := v.(string)
 	u, err := url.Parse(s)
@@ -107,7 +112,19 @@ func checkAPIURL(v any) error {
 	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return errors.New("must not carry user info, a query or a fragment")
 	}
+	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+		return fmt.Errorf("must use https: http is accepted only for a loopback host, not %q", u.Hostname())
+	}
 	return nil
+}
+
+// isLoopback reports whether host is localhost or a loopback IP address.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func checkSnapshotID(v any) error {

@@ -129,7 +129,7 @@ func (s *Server) dto(sb *sandbox) map[string]any {
 		"recoverable": false, "backupState": "None", "autoStopInterval": sb.autoStop,
 		"autoArchiveInterval": sb.autoArch, "autoDeleteInterval": sb.autoDelete,
 		"createdAt": sb.created.UTC().Format(time.RFC3339Nano), "updatedAt": sb.updated.UTC().Format(time.RFC3339Nano),
-		"sandboxClass": "container", "toolboxProxyUrl": s.ToolboxProxyURL(),
+		"sandboxClass": "container", "toolboxProxyUrl": s.toolboxProxyURLLocked(),
 	}
 	if sb.errorReason != "" {
 		m["errorReason"] = sb.errorReason
@@ -398,7 +398,7 @@ func (s *Server) toolboxProxyURL(w http.ResponseWriter, r *http.Request) {
 		apiError(w, r, http.StatusNotFound, fmt.Sprintf("Sandbox with ID %s not found", id))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"url": s.ToolboxProxyURL()})
+	writeJSON(w, http.StatusOK, map[string]any{"url": s.toolboxProxyURLLocked()})
 }
 
 // listSandboxes is GET /sandbox: labels (JSON) filter, cursor pages, newest

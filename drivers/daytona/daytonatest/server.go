@@ -59,6 +59,11 @@ type Knobs struct {
 	FailStart string
 	// PageSize caps a list page below the request's limit; 0: no cap.
 	PageSize int
+	// ToolboxProxyURL, if not "", is the toolboxProxyUrl sandboxes report
+	// (and GET /sandbox/{id}/toolbox-proxy-url answers) instead of the
+	// fake's own: the real API answers whatever its region is configured
+	// with, another origin than the API's.
+	ToolboxProxyURL string
 }
 
 // Options configure a Server. nil means defaults.
@@ -77,6 +82,9 @@ type Options struct {
 	// Dir holds the sandboxes' home directories; default a new temporary
 	// directory removed by Close.
 	Dir string
+	// TLS serves https with httptest's self-signed certificate (see
+	// Server.Client for a client that trusts it); default plain http.
+	TLS bool
 	// AfterCall, if not nil, is called after each authenticated request
 	// was answered, with its route and status, outside the server's lock:
 	// a test hook to act at an exact point of a conversation (for example
@@ -89,7 +97,9 @@ type Options struct {
 // Count times (0 means once; negative means forever). It answers Status
 // with Message in the API's error body, and a Retry-After header when
 // RetryAfter is not "". With Lose set, the request is served first and
-// only its answer is replaced: an answer lost on the way back.
+// only its answer is replaced: an answer lost on the way back. With
+// Location set, the answer is a redirect there (Status, default 307), as a
+// load balancer or a misconfigured proxy in front of the API may send.
 type Fault struct {
 	Route      string
 	Nth        int
@@ -98,6 +108,7 @@ type Fault struct {
 	Message    string
 	RetryAfter string
 	Lose       bool
+	Location   string
 
 	seen, fired int
 }
@@ -151,7 +162,12 @@ func New(opts *Options) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	s.routes(mux)
-	s.srv = httptest.NewServer(mux)
+	s.srv = httptest.NewUnstartedServer(mux)
+	if o.TLS {
+		s.srv.StartTLS()
+	} else {
+		s.srv.Start()
+	}
 	return s, nil
 }
 
@@ -184,8 +200,24 @@ func (s *Server) routes(mux *http.ServeMux) {
 // api_url.
 func (s *Server) URL() string { return s.srv.URL + "/api" }
 
-// ToolboxProxyURL returns the toolbox proxy URL sandboxes report.
-func (s *Server) ToolboxProxyURL() string { return s.srv.URL + "/toolbox" }
+// ToolboxProxyURL returns the toolbox proxy URL sandboxes report: the
+// fake's own (under /toolbox) unless Knobs.ToolboxProxyURL says otherwise.
+func (s *Server) ToolboxProxyURL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.toolboxProxyURLLocked()
+}
+
+func (s *Server) toolboxProxyURLLocked() string {
+	if s.knobs.ToolboxProxyURL != "" {
+		return s.knobs.ToolboxProxyURL
+	}
+	return s.srv.URL + "/toolbox"
+}
+
+// Client returns an HTTP client that trusts the server's certificate (with
+// Options.TLS) and reaches it.
+func (s *Server) Client() *http.Client { return s.srv.Client() }
 
 // APIKey returns the accepted API key.
 func (s *Server) APIKey() string { return s.key }
@@ -265,6 +297,14 @@ func (s *Server) wrap(route string, fn func(http.ResponseWriter, *http.Request))
 		}
 		if f.Lose {
 			fn(httptest.NewRecorder(), r)
+		}
+		if f.Location != "" {
+			status := f.Status
+			if status == 0 {
+				status = http.StatusTemporaryRedirect
+			}
+			http.Redirect(sw, r, f.Location, status)
+			return
 		}
 		if f.RetryAfter != "" {
 			w.Header().Set("Retry-After", f.RetryAfter)
