@@ -429,9 +429,19 @@ func (c *client) deleteSandbox(ctx context.Context, id string) error {
 }
 
 // listSandboxes walks every cursor page of GET /sandbox filtered by labels.
+// It asks for sort=createdAt, order=asc: the API's default order is
+// lastActivityAt desc with the cursor keyed on it (v0.190.0
+// apps/api/src/sandbox/dto/list-sandboxes-query.dto.ts and
+// adapters/sandbox-typeorm-search.adapter.ts), and the proxy bumps that
+// field on every toolbox request, so a walk in that order skips or repeats
+// sandboxes that are used while it runs. Creation times do not change;
+// ties break on the id. The endpoint is still eventually consistent: a
+// sandbox created or changed during the walk may be missing from it, and
+// is found by the next one. Ids seen twice are kept once.
 func (c *client) listSandboxes(ctx context.Context, labels map[string]string) ([]apiSandbox, error) {
 	var all []apiSandbox
-	q := url.Values{"limit": {"100"}}
+	seen := map[string]bool{}
+	q := url.Values{"limit": {"100"}, "sort": {"createdAt"}, "order": {"asc"}}
 	if len(labels) > 0 {
 		b, err := json.Marshal(labels)
 		if err != nil {
@@ -444,7 +454,12 @@ func (c *client) listSandboxes(ctx context.Context, labels map[string]string) ([
 		if err := c.call(ctx, http.MethodGet, "sandbox", q, nil, &resp); err != nil {
 			return nil, err
 		}
-		all = append(all, resp.Items...)
+		for _, it := range resp.Items {
+			if !seen[it.ID] {
+				seen[it.ID] = true
+				all = append(all, it)
+			}
+		}
 		if resp.NextCursor == nil || *resp.NextCursor == "" {
 			return all, nil
 		}

@@ -28,13 +28,14 @@ type env struct {
 }
 
 type envOptions struct {
-	knobs daytonatest.Knobs
-	clk   clock.Clock
+	knobs     daytonatest.Knobs
+	clk       clock.Clock
+	afterCall func(route string, status int)
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
-	srv, err := daytonatest.New(&daytonatest.Options{Clock: o.clk, Knobs: o.knobs})
+	srv, err := daytonatest.New(&daytonatest.Options{Clock: o.clk, Knobs: o.knobs, AfterCall: o.afterCall})
 	if err != nil {
 		t.Fatal(err)
 	}

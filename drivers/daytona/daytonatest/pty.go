@@ -155,6 +155,7 @@ func (s *Server) toolboxSandbox(w http.ResponseWriter, r *http.Request) *sandbox
 		toolboxError(w, r, http.StatusBadRequest, fmt.Sprintf("sandbox %s is not started (state %s)", id, sb.state))
 		return nil
 	}
+	s.touch(sb)
 	return sb
 }
 

@@ -27,6 +27,7 @@ type sandbox struct {
 	autoStop, autoArch int64
 	autoDelete         int64
 	created, updated   time.Time
+	lastActivity       time.Time
 
 	state, desired string
 	pending        bool
@@ -129,7 +130,7 @@ func (s *Server) dto(sb *sandbox) map[string]any {
 		"recoverable": false, "backupState": "None", "autoStopInterval": sb.autoStop,
 		"autoArchiveInterval": sb.autoArch, "autoDeleteInterval": sb.autoDelete,
 		"createdAt": sb.created.UTC().Format(time.RFC3339Nano), "updatedAt": sb.updated.UTC().Format(time.RFC3339Nano),
-		"sandboxClass": "container", "toolboxProxyUrl": s.toolboxProxyURLLocked(),
+		"lastActivityAt": sb.lastActivity.UTC().Format(time.RFC3339Nano), "sandboxClass": "container", "toolboxProxyUrl": s.toolboxProxyURLLocked(),
 	}
 	if sb.errorReason != "" {
 		m["errorReason"] = sb.errorReason
@@ -227,6 +228,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.sandboxes[id] = sb
+	s.touch(sb)
 	k := s.knobs
 	s.begin(sb, "creating", "started", k.StartDelay, k.StartPolls)
 	sb.stuck, sb.fail = k.StuckCreating, k.FailStart
@@ -401,16 +403,23 @@ func (s *Server) toolboxProxyURL(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"url": s.toolboxProxyURLLocked()})
 }
 
-// listSandboxes is GET /sandbox: labels (JSON) filter, cursor pages, newest
-// first; destroyed sandboxes and errored ones being deleted are left out
-// (unless includeErroredDeleted).
+// listSandboxes is GET /sandbox as v0.190.0 serves it
+// (apps/api/src/sandbox/dto/list-sandboxes-query.dto.ts,
+// adapters/sandbox-typeorm-search.adapter.ts): labels (JSON) filter, limit
+// 1-200 (default 100), sort (default lastActivityAt) and order (default
+// desc), id as the tie-breaker in the same direction, and a cursor holding
+// the last item's sort value and id. The cursor is keyed on the sort
+// field's current values: with the default sort, a sandbox whose activity
+// is bumped during a walk (every toolbox request does) jumps ahead of the
+// cursor and is missed by the walk. Destroyed sandboxes and errored ones
+// being deleted are left out (unless includeErroredDeleted).
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	limit := 100
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 200 {
-			apiError(w, r, http.StatusBadRequest, "limit must be a number between 1 and 200")
+			apiError(w, r, http.StatusBadRequest, "limit must not be greater than 200")
 			return
 		}
 		limit = n
@@ -422,15 +431,33 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	before := int64(-1)
+	field := q.Get("sort")
+	if field == "" {
+		field = "lastActivityAt"
+	}
+	key, ok := sortKeys[field]
+	if !ok {
+		apiError(w, r, http.StatusBadRequest, "sort must be one of the following values: name, cpu, memoryGib, diskGib, lastActivityAt, createdAt")
+		return
+	}
+	desc := true
+	switch q.Get("order") {
+	case "", "desc":
+	case "asc":
+		desc = false
+	default:
+		apiError(w, r, http.StatusBadRequest, "order must be one of the following values: asc, desc")
+		return
+	}
+	var after *listCursor
 	if c := q.Get("cursor"); c != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(c)
-		n, perr := strconv.ParseInt(strings.TrimPrefix(string(raw), "seq:"), 10, 64)
-		if err != nil || perr != nil || !strings.HasPrefix(string(raw), "seq:") {
-			apiError(w, r, http.StatusBadRequest, "Invalid cursor")
+		var lc listCursor
+		raw, err := base64.StdEncoding.DecodeString(c)
+		if err != nil || json.Unmarshal(raw, &lc) != nil || lc.ID == "" {
+			apiError(w, r, http.StatusBadRequest, "Invalid cursor provided: "+c)
 			return
 		}
-		before = n
+		after = &lc
 	}
 	withErrDeleted := q.Get("includeErroredDeleted") == "true"
 	s.mu.Lock()
@@ -438,13 +465,23 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	if s.knobs.PageSize > 0 {
 		limit = min(limit, s.knobs.PageSize)
 	}
+	cmp := func(av string, aid string, bv string, bid string) int {
+		c := strings.Compare(av, bv)
+		if c == 0 {
+			c = strings.Compare(aid, bid)
+		}
+		if desc {
+			c = -c
+		}
+		return c
+	}
 	var match []*sandbox
 	for _, sb := range s.sandboxes {
 		s.advance(sb, true)
 		if sb.state == "destroyed" || (errored(sb) && sb.desired == "destroyed" && !withErrDeleted) {
 			continue
 		}
-		if before >= 0 && sb.seq >= before {
+		if after != nil && cmp(key(sb), sb.id, after.SortValue, after.ID) <= 0 {
 			continue
 		}
 		ok := true
@@ -458,15 +495,47 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 			match = append(match, sb)
 		}
 	}
-	slices.SortFunc(match, func(a, b *sandbox) int { return int(b.seq - a.seq) })
+	slices.SortFunc(match, func(a, b *sandbox) int { return cmp(key(a), a.id, key(b), b.id) })
 	var next any
 	if len(match) > limit {
 		match = match[:limit]
-		next = base64.RawURLEncoding.EncodeToString([]byte("seq:" + strconv.FormatInt(match[limit-1].seq, 10)))
+		last := match[limit-1]
+		raw, _ := json.Marshal(listCursor{SortValue: key(last), ID: last.id})
+		next = base64.StdEncoding.EncodeToString(raw)
 	}
 	items := make([]map[string]any, len(match))
 	for i, sb := range match {
 		items[i] = s.dto(sb)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": next})
+}
+
+// listCursor is the API's cursor: the last item's sort value and id.
+type listCursor struct {
+	SortValue string `json:"sortValue"`
+	ID        string `json:"id"`
+}
+
+// sortKeys render a sandbox's value of each sort field as a string that
+// orders as the value does.
+var sortKeys = map[string]func(*sandbox) string{
+	"name":           func(sb *sandbox) string { return sb.name },
+	"cpu":            func(sb *sandbox) string { return fmt.Sprintf("%020.6f", sb.cpu) },
+	"memoryGib":      func(sb *sandbox) string { return fmt.Sprintf("%020.6f", sb.mem) },
+	"diskGib":        func(sb *sandbox) string { return fmt.Sprintf("%020.6f", sb.disk) },
+	"createdAt":      func(sb *sandbox) string { return fmt.Sprintf("%020d", sb.created.UnixNano()) },
+	"lastActivityAt": func(sb *sandbox) string { return fmt.Sprintf("%020d", sb.lastActivity.UnixNano()) },
+}
+
+// touch records activity on sb, as the proxy does on every toolbox request
+// (apps/api/src/sandbox/services/sandbox-activity.service.ts). The time
+// never repeats, so that the order of touches is the order of activity
+// even on a fake clock.
+func (s *Server) touch(sb *sandbox) {
+	now := s.clk.Now()
+	if !now.After(s.lastTouch) {
+		now = s.lastTouch.Add(time.Nanosecond)
+	}
+	s.lastTouch = now
+	sb.lastActivity = now
 }

@@ -93,6 +93,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		toolboxError(w, r, http.StatusBadRequest, fmt.Sprintf("sandbox %s is not started (state %s)", id, sb.state))
 		return
 	}
+	s.touch(sb)
 	env := s.baseEnv(sb)
 	for _, k := range keys {
 		env = append(env, k+"="+req.Envs[k])
