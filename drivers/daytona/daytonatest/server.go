@@ -127,7 +127,7 @@ type Server struct {
 	mu        sync.Mutex
 	knobs     Knobs
 	seq       int64
-	lastTouch time.Time // the last activity time given (see touch)
+	lastTouch time.Time           // the last activity time given (see touch)
 	sandboxes map[string]*sandbox // by id, destroyed ones included
 	snapshots map[string]*snapshot
 	calls     map[string]int
