@@ -24,6 +24,7 @@ const (
 	snapshotRemoving   = "removing"
 	snapshotBuilding   = "building"
 	snapshotPending    = "pending"
+	snapshotInactive   = "inactive"
 	snapshotPulling    = "pulling"
 	snapshotBuildFail  = "build_failed"
 	snapshotErrorState = "error"

@@ -51,6 +51,15 @@ const (
 	// or 0: none beyond the caller's context). When the toolbox gives up,
 	// Exec fails with drivers.ErrTimeout.
 	FieldExecTimeout = "exec_timeout"
+	// FieldReactivateSnapshot says whether the driver reactivates the
+	// configured snapshot when Daytona marked it inactive (Knob, bool,
+	// default true). Daytona marks a snapshot that is not general inactive
+	// after 14 idle days, and then refuses to create sandboxes from it. The
+	// driver reactivates it by its id (POST /snapshots/{id}/activate, never
+	// by name: QUAL-6) and waits until it is active again. When false, an
+	// inactive snapshot fails with drivers.ErrImageInactive (code
+	// image_inactive, PRB-5).
+	FieldReactivateSnapshot = "reactivate_snapshot"
 )
 
 func newSchema() *drivers.ConfigSchema {
@@ -96,6 +105,8 @@ func newSchema() *drivers.ConfigSchema {
 				Doc: "minutes stopped before auto-delete; -1 disables, 0 deletes on stop"},
 			{Name: FieldExecTimeout, Kind: drivers.Knob, Type: drivers.Duration,
 				Doc: "the toolbox's own time limit for one command (whole seconds)"},
+			{Name: FieldReactivateSnapshot, Kind: drivers.Knob, Type: drivers.Bool, Default: true,
+				Doc: "reactivate the snapshot (by id) when Daytona marked it inactive after 14 idle days"},
 		},
 	}
 }

@@ -21,20 +21,21 @@ import (
 // Routes of the fake, as Go ServeMux patterns. Fault.Route and Calls take
 // them.
 const (
-	RouteListSandboxes   = "GET /api/sandbox"
-	RouteCreateSandbox   = "POST /api/sandbox"
-	RouteGetSandbox      = "GET /api/sandbox/{sandboxIdOrName}"
-	RouteDeleteSandbox   = "DELETE /api/sandbox/{sandboxIdOrName}"
-	RouteStartSandbox    = "POST /api/sandbox/{sandboxIdOrName}/start"
-	RouteStopSandbox     = "POST /api/sandbox/{sandboxIdOrName}/stop"
-	RouteArchiveSandbox  = "POST /api/sandbox/{sandboxIdOrName}/archive"
-	RouteSnapshotSandbox = "POST /api/sandbox/{sandboxIdOrName}/snapshot"
-	RouteToolboxProxyURL = "GET /api/sandbox/{sandboxId}/toolbox-proxy-url"
-	RouteListSnapshots   = "GET /api/snapshots"
-	RouteCreateSnapshot  = "POST /api/snapshots"
-	RouteGetSnapshot     = "GET /api/snapshots/{id}"
-	RouteDeleteSnapshot  = "DELETE /api/snapshots/{id}"
-	RouteExecute         = "POST /toolbox/{sandboxId}/process/execute"
+	RouteListSandboxes    = "GET /api/sandbox"
+	RouteCreateSandbox    = "POST /api/sandbox"
+	RouteGetSandbox       = "GET /api/sandbox/{sandboxIdOrName}"
+	RouteDeleteSandbox    = "DELETE /api/sandbox/{sandboxIdOrName}"
+	RouteStartSandbox     = "POST /api/sandbox/{sandboxIdOrName}/start"
+	RouteStopSandbox      = "POST /api/sandbox/{sandboxIdOrName}/stop"
+	RouteArchiveSandbox   = "POST /api/sandbox/{sandboxIdOrName}/archive"
+	RouteSnapshotSandbox  = "POST /api/sandbox/{sandboxIdOrName}/snapshot"
+	RouteToolboxProxyURL  = "GET /api/sandbox/{sandboxId}/toolbox-proxy-url"
+	RouteListSnapshots    = "GET /api/snapshots"
+	RouteCreateSnapshot   = "POST /api/snapshots"
+	RouteGetSnapshot      = "GET /api/snapshots/{id}"
+	RouteDeleteSnapshot   = "DELETE /api/snapshots/{id}"
+	RouteActivateSnapshot = "POST /api/snapshots/{id}/activate"
+	RouteExecute          = "POST /toolbox/{sandboxId}/process/execute"
 )
 
 // Knobs are the fake's timing and failure behaviour. They apply to
@@ -59,6 +60,16 @@ type Knobs struct {
 	FailStart string
 	// PageSize caps a list page below the request's limit; 0: no cap.
 	PageSize int
+	// SnapshotDelay is how long, on the server's clock, a snapshot stays
+	// pending before it is active: one saved from a sandbox, one created
+	// through POST /snapshots, one activated. Default 0 (active at the
+	// next read; the answer to the request that made it pending still says
+	// pending).
+	SnapshotDelay time.Duration
+	// SnapshotBeforeRestore selects the older runners' capture order: the
+	// snapshot is saved before the sandbox leaves snapshotting. Default the
+	// job-based order: the state is restored first.
+	SnapshotBeforeRestore bool
 	// ToolboxProxyURL, if not "", is the toolboxProxyUrl sandboxes report
 	// (and GET /sandbox/{id}/toolbox-proxy-url answers) instead of the
 	// fake's own: the real API answers whatever its region is configured
@@ -130,6 +141,7 @@ type Server struct {
 	lastTouch time.Time           // the last activity time given (see touch)
 	sandboxes map[string]*sandbox // by id, destroyed ones included
 	snapshots map[string]*snapshot
+	saves     []pendingSave // snapshots saved after their sandbox's state
 	calls     map[string]int
 	faults    []*Fault
 	closed    bool
@@ -189,6 +201,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	h(RouteCreateSnapshot, s.createSnapshotHTTP)
 	h(RouteGetSnapshot, s.getSnapshot)
 	h(RouteDeleteSnapshot, s.deleteSnapshotHTTP)
+	h(RouteActivateSnapshot, s.activateSnapshot)
 	h(RouteExecute, s.execute)
 	h(RouteCreatePty, s.createPty)
 	h(RouteGetPty, s.getPty)
