@@ -19,6 +19,8 @@ const (
 	stateArchived      = "archived"
 	stateArchiving     = "archiving"
 	stateSnapshotting  = "snapshotting"
+	statePaused        = "paused"
+	statePausing       = "pausing"
 	desiredDestroyed   = "destroyed"
 	snapshotActive     = "active"
 	snapshotRemoving   = "removing"

@@ -439,8 +439,10 @@ func publicState(sb *apiSandbox) drivers.State {
 		return drivers.StateDestroyed
 	case stateError, stateBuildFailed:
 		return drivers.StateError
-	case stateStopping:
+	case stateStopping, statePausing:
 		return drivers.StateRunning
+	case statePaused:
+		return drivers.StateStopped
 	}
 	return drivers.StateStarting
 }

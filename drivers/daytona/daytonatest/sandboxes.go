@@ -40,6 +40,11 @@ type sandbox struct {
 	stuck     bool
 	fail      string // errorReason the transition ends with
 	after     func() // run when the transition finishes
+	// then, if not "", is the state the next read shows while the
+	// transition is still pending (the API answers a start with the state
+	// unchanged, and its manager moves it on).
+	then  string
+	class string // sandboxClass: container, linux-vm, windows
 
 	home, tmp string
 	procs     map[int]bool           // process group ids of running commands
@@ -60,7 +65,7 @@ func (sb *sandbox) killAll() {
 // begin starts a transition of sb to next.
 func (s *Server) begin(sb *sandbox, shown, next string, delay time.Duration, polls int) {
 	sb.state, sb.next, sb.pending = shown, next, true
-	sb.due, sb.pollsLeft, sb.stuck, sb.fail, sb.after = s.clk.Now().Add(delay), polls, false, "", nil
+	sb.due, sb.pollsLeft, sb.stuck, sb.fail, sb.after, sb.then = s.clk.Now().Add(delay), polls, false, "", nil, ""
 	sb.updated = s.clk.Now()
 }
 
@@ -69,6 +74,9 @@ func (s *Server) begin(sb *sandbox, shown, next string, delay time.Duration, pol
 func (s *Server) advance(sb *sandbox, read bool) {
 	if !sb.pending {
 		return
+	}
+	if sb.then != "" {
+		sb.state, sb.then = sb.then, ""
 	}
 	if read && sb.pollsLeft > 0 {
 		sb.pollsLeft--
@@ -87,7 +95,7 @@ func (s *Server) advance(sb *sandbox, read bool) {
 		sb.after()
 		sb.after = nil
 	}
-	if sb.state == "stopped" || sb.state == "archived" || sb.state == "destroyed" {
+	if sb.state == "stopped" || sb.state == "archived" || sb.state == "destroyed" || sb.state == "paused" {
 		sb.killAll()
 	}
 	if sb.state == "destroyed" {
@@ -130,7 +138,7 @@ func (s *Server) dto(sb *sandbox) map[string]any {
 		"recoverable": false, "backupState": "None", "autoStopInterval": sb.autoStop,
 		"autoArchiveInterval": sb.autoArch, "autoDeleteInterval": sb.autoDelete,
 		"createdAt": sb.created.UTC().Format(time.RFC3339Nano), "updatedAt": sb.updated.UTC().Format(time.RFC3339Nano),
-		"lastActivityAt": sb.lastActivity.UTC().Format(time.RFC3339Nano), "sandboxClass": "container", "toolboxProxyUrl": s.toolboxProxyURLLocked(),
+		"lastActivityAt": sb.lastActivity.UTC().Format(time.RFC3339Nano), "sandboxClass": sb.class, "toolboxProxyUrl": s.toolboxProxyURLLocked(),
 	}
 	if sb.errorReason != "" {
 		m["errorReason"] = sb.errorReason
@@ -209,10 +217,14 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		id: id, name: name, snapshot: snap.name, seq: s.seq, env: orEmpty(req.Env), labels: orEmpty(req.Labels),
 		cpu: snap.cpu, mem: snap.mem, disk: snap.disk, target: req.Target, autoStop: 15, autoArch: 10080,
 		autoDelete: -1, created: now, updated: now, desired: "started",
-		home: filepath.Join(root, "home"), tmp: filepath.Join(root, "tmp"), procs: map[int]bool{}, ptys: map[string]*ptySession{},
+		class: s.knobs.SandboxClass,
+		home:  filepath.Join(root, "home"), tmp: filepath.Join(root, "tmp"), procs: map[int]bool{}, ptys: map[string]*ptySession{},
 	}
 	if sb.target == "" {
 		sb.target = "us"
+	}
+	if sb.class == "" {
+		sb.class = "container"
 	}
 	if req.AutoStopInterval != nil {
 		sb.autoStop = *req.AutoStopInterval
@@ -311,24 +323,64 @@ func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sb := s.action(w, r)
-	switch {
-	case sb == nil:
+	if sb == nil {
 		return
+	}
+	// v0.190.0 sandbox.service.ts start: started is a no-op; an errored
+	// sandbox is 400; archiving towards archived may be started; stopped,
+	// archived, archiving and paused are startable; paused only for VM
+	// classes (422 otherwise).
+	switch {
 	case sb.state == "started" && sb.desired == "started":
 		writeJSON(w, http.StatusOK, s.dto(sb))
 		return
-	case !transition(w, r, sb, "Sandbox is not in valid state", "stopped", "archived"):
+	case errored(sb):
+		apiError(w, r, http.StatusBadRequest, "Sandbox is in an errored state")
+		return
+	case sb.state != sb.desired && (sb.desired != "archived" || (sb.state != "stopped" && sb.state != "archiving")):
+		apiError(w, r, http.StatusConflict, "Sandbox state change in progress")
+		return
+	case !slices.Contains([]string{"stopped", "archived", "archiving", "paused"}, sb.state):
+		apiError(w, r, http.StatusBadRequest, "Sandbox is not in valid state")
+		return
+	case sb.pending && sb.state != "archiving":
+		apiError(w, r, http.StatusConflict, "Sandbox state change in progress")
+		return
+	case sb.state == "paused" && sb.class != "linux-vm" && sb.class != "windows":
+		apiError(w, r, http.StatusUnprocessableEntity, "Resuming is not supported for this sandbox")
 		return
 	}
-	shown := "starting"
-	if sb.state == "archived" {
-		shown = "restoring"
-	}
+	then := map[string]string{"stopped": "starting", "archived": "restoring", "archiving": "restoring", "paused": "resuming"}[sb.state]
 	k := s.knobs
 	sb.desired = "started"
-	s.begin(sb, shown, "started", k.StartDelay, k.StartPolls)
+	s.begin(sb, sb.state, "started", k.StartDelay, k.StartPolls)
+	sb.then = then
 	sb.fail = k.FailStart
+	// The answer shows the state unchanged (pending, desired started); the
+	// next read shows the transition's own state.
 	writeJSON(w, http.StatusOK, s.dto(sb))
+}
+
+// Pause pauses sandbox id as POST /sandbox/{id}/pause does (v0.190.0
+// sandbox.service.ts pause): only a started VM sandbox (Knobs.SandboxClass
+// linux-vm or windows) can pause; it is pausing, then paused after the
+// StopDelay knob. A paused sandbox runs no commands; start resumes it and
+// stop stops it.
+func (s *Server) Pause(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb := s.lookup(id, false)
+	switch {
+	case sb == nil:
+		return fmt.Errorf("daytonatest: sandbox %s not found", id)
+	case sb.class != "linux-vm" && sb.class != "windows":
+		return fmt.Errorf("daytonatest: Pausing is not supported for this sandbox")
+	case sb.state != "started" || sb.pending || sb.desired != "started":
+		return fmt.Errorf("daytonatest: sandbox %s is %s, not started", id, sb.state)
+	}
+	sb.desired = "paused"
+	s.begin(sb, "pausing", "paused", s.knobs.StopDelay, 0)
+	return nil
 }
 
 func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
@@ -336,7 +388,7 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	sb := s.action(w, r)
 	switch {
-	case sb == nil, !transition(w, r, sb, "Sandbox is not in a stoppable state", "started"):
+	case sb == nil, !transition(w, r, sb, "Sandbox is not in a stoppable state", "started", "paused"):
 		return
 	}
 	if sb.autoDelete == 0 {

@@ -60,6 +60,10 @@ type Knobs struct {
 	FailStart string
 	// PageSize caps a list page below the request's limit; 0: no cap.
 	PageSize int
+	// SandboxClass is the sandboxClass of new sandboxes: "container" (the
+	// default), "linux-vm" or "windows". Only VM classes can be paused
+	// (Server.Pause).
+	SandboxClass string
 	// SnapshotDelay is how long, on the server's clock, a snapshot stays
 	// pending before it is active: one saved from a sandbox, one created
 	// through POST /snapshots, one activated. Default 0 (active at the

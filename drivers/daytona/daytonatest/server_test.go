@@ -119,8 +119,11 @@ func TestSandboxStateMachine(t *testing.T) {
 	c.want("POST", "/sandbox/"+id+"/stop", nil, 400) // not stoppable
 	c.want("POST", "/sandbox/"+id+"/archive", nil, 200)
 	srv.Advance(time.Minute)
-	if got := c.want("POST", "/sandbox/"+id+"/start", nil, 200); got["state"] != "restoring" {
-		t.Errorf("start of an archived sandbox: %v, want restoring", got["state"])
+	if got := c.want("POST", "/sandbox/"+id+"/start", nil, 200); got["state"] != "archived" || got["desiredState"] != "started" {
+		t.Errorf("start of an archived sandbox answered %v/%v, want archived towards started", got["state"], got["desiredState"])
+	}
+	if got := c.want("GET", "/sandbox/"+id, nil, 200); got["state"] != "restoring" {
+		t.Errorf("read after the start of an archived sandbox: %v, want restoring", got["state"])
 	}
 	srv.Advance(time.Minute)
 	del := c.want("DELETE", "/sandbox/"+id, nil, 200)
