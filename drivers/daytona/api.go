@@ -55,6 +55,7 @@ type apiSandbox struct {
 	CreatedAt           string            `json:"createdAt,omitempty"`
 	UpdatedAt           string            `json:"updatedAt,omitempty"`
 	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
+	DaemonVersion       string            `json:"daemonVersion,omitempty"`
 }
 
 // apiCreateSandbox is the API's CreateSandbox schema, reduced to the fields

@@ -43,8 +43,9 @@ type sandbox struct {
 	// then, if not "", is the state the next read shows while the
 	// transition is still pending (the API answers a start with the state
 	// unchanged, and its manager moves it on).
-	then  string
-	class string // sandboxClass: container, linux-vm, windows
+	then   string
+	class  string // sandboxClass: container, linux-vm, windows
+	daemon string // daemonVersion, "" when not reported
 
 	home, tmp string
 	procs     map[int]bool           // process group ids of running commands
@@ -143,6 +144,9 @@ func (s *Server) dto(sb *sandbox) map[string]any {
 	if sb.errorReason != "" {
 		m["errorReason"] = sb.errorReason
 	}
+	if sb.daemon != "" {
+		m["daemonVersion"] = sb.daemon
+	}
 	return m
 }
 
@@ -217,14 +221,17 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		id: id, name: name, snapshot: snap.name, seq: s.seq, env: orEmpty(req.Env), labels: orEmpty(req.Labels),
 		cpu: snap.cpu, mem: snap.mem, disk: snap.disk, target: req.Target, autoStop: 15, autoArch: 10080,
 		autoDelete: -1, created: now, updated: now, desired: "started",
-		class: s.knobs.SandboxClass,
-		home:  filepath.Join(root, "home"), tmp: filepath.Join(root, "tmp"), procs: map[int]bool{}, ptys: map[string]*ptySession{},
+		class: s.knobs.SandboxClass, daemon: s.knobs.DaemonVersion,
+		home: filepath.Join(root, "home"), tmp: filepath.Join(root, "tmp"), procs: map[int]bool{}, ptys: map[string]*ptySession{},
 	}
 	if sb.target == "" {
 		sb.target = "us"
 	}
 	if sb.class == "" {
 		sb.class = "container"
+	}
+	if sb.daemon == "" && !s.knobs.NoDaemonVersion {
+		sb.daemon = "0.190.0"
 	}
 	if req.AutoStopInterval != nil {
 		sb.autoStop = *req.AutoStopInterval

@@ -60,6 +60,17 @@ type Knobs struct {
 	FailStart string
 	// PageSize caps a list page below the request's limit; 0: no cap.
 	PageSize int
+	// DaemonVersion is the daemonVersion new sandboxes report and whose
+	// process/execute behaviour the toolbox reproduces (see execute);
+	// default "0.190.0". "" in a sandbox's answer: set NoDaemonVersion.
+	DaemonVersion string
+	// NoDaemonVersion leaves daemonVersion out of the sandbox records (the
+	// field is optional in the API's schema); the toolbox behaves as the
+	// newest daemon.
+	NoDaemonVersion bool
+	// Shell is the shell a v0.156.0+ daemon feeds commands to; default
+	// /bin/sh. The real daemon takes zsh, then bash, then sh.
+	Shell string
 	// SandboxClass is the sandboxClass of new sandboxes: "container" (the
 	// default), "linux-vm" or "windows". Only VM classes can be paused
 	// (Server.Pause).
