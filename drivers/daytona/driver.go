@@ -301,6 +301,10 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 			return nil, fmt.Errorf("daytona: sandbox %s: recording the allocation: %w", sb.ID, aerr)
 		}
 	}
+	if s.c.org != "" && sb.OrganizationID != "" && sb.OrganizationID != s.c.org {
+		d.opts.Logger.WarnContext(ctx, "daytona: organization_id does not scope API-key requests; the sandbox belongs to the key's organization",
+			"sandbox", sb.ID, "configured", s.c.org, "actual", sb.OrganizationID, "host", s.c.api.Host)
+	}
 	fail := func(err error) (drivers.Sandbox, error) {
 		switch {
 		case req.Allocated != nil:

@@ -21,7 +21,12 @@ const (
 	// FieldAPIKey is the API key sent as a bearer token (Secret, required).
 	FieldAPIKey = "api_key"
 	// FieldOrganizationID is sent as X-Daytona-Organization-ID (Identity,
-	// optional).
+	// optional). Daytona reads that header only for JWT (user session)
+	// credentials; with an API key, what this driver sends, the key's own
+	// organization is used and the header does nothing. The driver never
+	// relies on it for scoping: when a sandbox the API returns belongs to
+	// another organization than this field names, the driver logs a
+	// warning; it goes by sandbox ids and labels, never by organization.
 	FieldOrganizationID = "organization_id"
 	// FieldSnapshotID is the id (a UUID) of the snapshot sandboxes are
 	// created from (Identity, required; the schema's ImageField). A snapshot
@@ -88,7 +93,7 @@ func newSchema() *drivers.ConfigSchema {
 			{Name: FieldAPIKey, Kind: drivers.Secret, Type: drivers.String, Required: true,
 				Doc: "Daytona API key"},
 			{Name: FieldOrganizationID, Kind: drivers.Identity, Type: drivers.String,
-				Doc: "organization id sent as X-Daytona-Organization-ID"},
+				Doc: "organization id sent as X-Daytona-Organization-ID; effective only with JWTs, ignored for API keys"},
 			{Name: FieldSnapshotID, Kind: drivers.Identity, Type: drivers.String, Required: true,
 				Doc: "id (UUID) of the snapshot sandboxes are created from; never a name", Check: checkSnapshotID},
 			{Name: FieldTarget, Kind: drivers.Identity, Type: drivers.String,

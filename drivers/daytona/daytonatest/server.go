@@ -96,8 +96,8 @@ type Knobs struct {
 type Options struct {
 	// APIKey is the only bearer token accepted; default "daytonatest-key".
 	APIKey string
-	// OrganizationID is the organization of the key; a request carrying
-	// another X-Daytona-Organization-ID is refused with 403. Default a
+	// OrganizationID is the organization of the key. As with the real API
+	// and an API key, X-Daytona-Organization-ID is ignored. Default a
 	// random UUID.
 	OrganizationID string
 	// Clock runs the transitions; default the wall clock. Tests pass a
@@ -308,10 +308,10 @@ func (s *Server) wrap(route string, fn func(http.ResponseWriter, *http.Request))
 			fail(w, r, http.StatusUnauthorized, "Unauthorized")
 			return
 		}
-		if org := r.Header.Get("X-Daytona-Organization-ID"); org != "" && org != s.org {
-			fail(w, r, http.StatusForbidden, "Forbidden resource")
-			return
-		}
+		// X-Daytona-Organization-ID is read only by the API's JWT strategy
+		// (v0.190.0 apps/api/src/auth/jwt.strategy.ts); with an API key, the
+		// only credential the fake takes, the key's organization is used
+		// and the header is ignored.
 		s.mu.Lock()
 		s.calls[route]++
 		f := s.matchFault(route)
