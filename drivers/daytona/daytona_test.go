@@ -62,7 +62,7 @@ func (e *env) config(t testing.TB, snapshotID string) drivers.Config {
 		daytona.FieldAPIKey:           e.srv.APIKey(),
 		daytona.FieldOrganizationID:   e.srv.OrganizationID(),
 		daytona.FieldSnapshotID:       snapshotID,
-		daytona.FieldLabels:           map[string]any{"berth.test/suite": "daytona"},
+		daytona.FieldLabels:           map[string]any{"test/suite": "daytona"},
 		daytona.FieldEnv:              map[string]any{"BERTH_SANDBOX": "1"},
 		daytona.FieldAutoStopInterval: int64(30),
 	})

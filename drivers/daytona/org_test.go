@@ -32,3 +32,22 @@ func TestOrganizationHeaderIsIgnoredForAPIKeys(t *testing.T) {
 		t.Errorf("no warning that organization_id %s did not apply (the key's organization is %s); log:\n%s", other, e.srv.OrganizationID(), log)
 	}
 }
+
+// Issue #13 item 13: the daytona config's labels follow the one label rule
+// of the schema (the berth. prefix is reserved), as Docker's do.
+func TestConfigLabelsReservedPrefix(t *testing.T) {
+	t.Parallel()
+	drv := daytona.New(nil)
+	base := map[string]any{
+		daytona.FieldAPIURL: "https://app.daytona.io/api", daytona.FieldAPIKey: "k",
+		daytona.FieldSnapshotID: "0b5f6f3e-8f43-4d7c-9a0e-5a3c2b1d4e6f",
+	}
+	base[daytona.FieldLabels] = map[string]any{"berth.lease": "forged"}
+	if _, err := drv.Schema().Normalize(base); err == nil || !strings.Contains(err.Error(), "berth.lease") {
+		t.Errorf("labels with the berth. prefix: err = %v, want a refusal naming the key", err)
+	}
+	base[daytona.FieldLabels] = map[string]any{"team": "infra"}
+	if _, err := drv.Schema().Normalize(base); err != nil {
+		t.Errorf("ordinary labels: %v", err)
+	}
+}
