@@ -86,3 +86,30 @@ func TestExecTooLargeForOldDaemonIsRefused(t *testing.T) {
 		t.Errorf("%d execute requests, want none", n)
 	}
 }
+
+// Issue #13 item 8: the proxy may replay an execute request, so a command
+// runs twice, overlapping; the wrapper keeps each run's files apart, so the
+// answer is still whole, stdin included.
+func TestExecSurvivesAReplayedRequest(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{knobs: daytonatest.Knobs{ReplayExecute: true}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sb, err := e.drv.Acquire(ctx, e.config(t, e.snap.ID), drivers.AcquireRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Release(context.Background(), drivers.Destroy)
+	for range 3 {
+		res, err := sb.Exec(ctx, drivers.Command{
+			Argv:  []string{"sh", "-c", "echo start; cat; sleep 0.2; echo end; echo err >&2"},
+			Stdin: strings.NewReader("in\n"),
+		})
+		if err != nil {
+			t.Fatalf("Exec: %v", err)
+		}
+		if string(res.Stdout) != "start\nin\nend\n" || string(res.Stderr) != "err\n" || res.ExitCode != 0 {
+			t.Errorf("replayed Exec: stdout %q stderr %q exit %d, want start/in/end, err, 0", res.Stdout, res.Stderr, res.ExitCode)
+		}
+	}
+}

@@ -68,12 +68,15 @@ const maxStdin = 8 << 20
 func buildExec(argv []string, stdin []byte, limit int, token string, env map[string]string) execScript {
 	base := `"${TMPDIR:-/tmp}/berth-exec-` + token + `"`
 	var b strings.Builder
-	fmt.Fprintf(&b, "D=%s\numask 077\necho $$ >\"$D.pid\" || exit 125\n", base)
+	// R, the files of this run, carries the shell's pid: a request the
+	// proxy replays runs the same script twice, perhaps at once, and each
+	// run keeps its own files (at-least-once, see Sandbox.Exec).
+	fmt.Fprintf(&b, "D=%s\nR=\"$D-$$\"\numask 077\necho $$ >>\"$D.pid\" || exit 125\n", base)
 	in := "/dev/null"
 	if stdin != nil {
-		in = `"$D.i"`
+		in = `"$R.i"`
 		eof := "BERTH_STDIN_" + token
-		fmt.Fprintf(&b, "base64 -d >\"$D.i\" <<'%s'\n", eof)
+		fmt.Fprintf(&b, "base64 -d >\"$R.i\" <<'%s'\n", eof)
 		enc := base64.StdEncoding.EncodeToString(stdin)
 		for len(enc) > 76 {
 			b.WriteString(enc[:76])
@@ -94,21 +97,22 @@ func buildExec(argv []string, stdin []byte, limit int, token string, env map[str
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		exports += "export " + k + "=" + shellQuote(env[k]) + "; "
 	}
-	fmt.Fprintf(&b, "( %sexec %s ) <%s >\"$D.o\" 2>\"$D.e\"\n", exports, strings.Join(quoted, " "), in)
+	fmt.Fprintf(&b, "( %sexec %s ) <%s >\"$R.o\" 2>\"$R.e\"\n", exports, strings.Join(quoted, " "), in)
 	fmt.Fprintf(&b, "c=$?\necho '%s '\"$c\"\n", frameMagic)
-	fmt.Fprintf(&b, "head -c %d \"$D.o\" | base64\necho '#'\nhead -c %d \"$D.e\" | base64\n", limit+1, limit+1)
-	b.WriteString("rm -f \"$D.pid\" \"$D.i\" \"$D.o\" \"$D.e\"\nexit \"$c\"\n")
+	fmt.Fprintf(&b, "head -c %d \"$R.o\" | base64\necho '#'\nhead -c %d \"$R.e\" | base64\n", limit+1, limit+1)
+	b.WriteString("rm -f \"$D.pid\" \"$R.i\" \"$R.o\" \"$R.e\"\nexit \"$c\"\n")
 	return execScript{base: base, script: b.String()}
 }
 
-// killScript ends the process group of a cancelled command and removes its
-// files. It waits briefly for the pid file of a command that has only just
-// started.
+// killScript ends the process group of every run of a cancelled command
+// (a replayed request runs twice) and removes their files. It waits briefly
+// for the pid file of a command that has only just started. Running it
+// twice does no harm.
 func killScript(base string) string {
 	return "D=" + base + "\n" +
 		"i=0; while [ ! -s \"$D.pid\" ] && [ $i -lt 20 ]; do sleep 0.1 2>/dev/null || sleep 1; i=$((i+1)); done\n" +
-		"[ -s \"$D.pid\" ] && kill -KILL -- -\"$(cat \"$D.pid\")\" 2>/dev/null\n" +
-		"rm -f \"$D.pid\" \"$D.i\" \"$D.o\" \"$D.e\"\nexit 0\n"
+		"if [ -s \"$D.pid\" ]; then for p in $(cat \"$D.pid\"); do kill -KILL -- -\"$p\" 2>/dev/null; rm -f \"$D-$p.i\" \"$D-$p.o\" \"$D-$p.e\"; done; fi\n" +
+		"rm -f \"$D.pid\"\nexit 0\n"
 }
 
 // frame is a parsed wrapper answer.

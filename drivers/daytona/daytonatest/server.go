@@ -68,6 +68,11 @@ type Knobs struct {
 	// field is optional in the API's schema); the toolbox behaves as the
 	// newest daemon.
 	NoDaemonVersion bool
+	// ReplayExecute makes the toolbox run every process/execute command
+	// twice, overlapping, and answer with the second run, as Daytona's
+	// proxy does when it replays a POST once after a stale-connection
+	// error (the first run's answer is lost, the command is not stopped).
+	ReplayExecute bool
 	// Shell is the shell a v0.156.0+ daemon feeds commands to; default
 	// /bin/sh. The real daemon takes zsh, then bash, then sh.
 	Shell string

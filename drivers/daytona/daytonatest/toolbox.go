@@ -129,6 +129,14 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		cmd.Dir = *req.Cwd
 	}
 	cmd.Env = env
+	if s.knobs.ReplayExecute {
+		s.startReplayed(sb, cmd, req.Command)
+		// The replay comes once the first attempt's connection failed:
+		// later than the first run's start.
+		s.mu.Unlock()
+		time.Sleep(replayGap)
+		s.mu.Lock()
+	}
 	var out lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -257,4 +265,31 @@ func (s *Server) shellLocked() string {
 		return s.knobs.Shell
 	}
 	return "/bin/sh"
+}
+
+// replayGap is how long after the lost first attempt the proxy's replay
+// starts the command again.
+const replayGap = 50 * time.Millisecond
+
+// startReplayed starts a copy of cmd whose answer is lost, as the first
+// attempt of a request the proxy replays after a stale-connection error
+// (the daemon does not end a command whose connection dropped, so both
+// runs overlap). Guarded by s.mu.
+func (s *Server) startReplayed(sb *sandbox, cmd *exec.Cmd, command string) {
+	dup := exec.Command(cmd.Path, cmd.Args[1:]...)
+	dup.Dir, dup.Env, dup.SysProcAttr = cmd.Dir, cmd.Env, &syscall.SysProcAttr{Setpgid: true}
+	if cmd.Stdin != nil {
+		dup.Stdin = strings.NewReader(command)
+	}
+	if dup.Start() != nil {
+		return
+	}
+	pgid := dup.Process.Pid
+	sb.procs[pgid] = true
+	go func() {
+		_ = dup.Wait()
+		s.mu.Lock()
+		delete(sb.procs, pgid)
+		s.mu.Unlock()
+	}()
 }
