@@ -53,6 +53,10 @@ func clampDim(n, def int) uint16 {
 	return uint16(n)
 }
 
+// maxTerminalBuffer bounds the terminal output held for a reader that is
+// behind; older output beyond it is dropped.
+const maxTerminalBuffer = 1 << 20
+
 // maxInputMessage bounds one WebSocket message of terminal input: the
 // daemon's read limit is 64 KiB (pty/types.go readLimit), and a larger
 // message ends the connection.
@@ -189,6 +193,11 @@ func (t *terminal) readLoop() {
 		}
 		t.out.mu.Lock()
 		t.out.buf = append(t.out.buf, data...)
+		if over := len(t.out.buf) - maxTerminalBuffer; over > 0 {
+			// Bounded: a reader that fell this far behind loses the
+			// oldest output, as the daemon drops output for slow clients.
+			t.out.buf = append(t.out.buf[:0], t.out.buf[over:]...)
+		}
 		t.out.cond.Broadcast()
 		t.out.mu.Unlock()
 	}
@@ -202,7 +211,8 @@ func (t *terminal) closeOut() {
 }
 
 // Read returns the terminal's output; io.EOF after the session ended and
-// its output was read.
+// its output was read. At most maxTerminalBuffer (1 MiB) of unread output
+// is held: a reader further behind loses the oldest.
 func (t *terminal) Read(p []byte) (int, error) {
 	t.out.mu.Lock()
 	defer t.out.mu.Unlock()
