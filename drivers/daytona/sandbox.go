@@ -79,7 +79,9 @@ func (sb *Sandbox) toolboxURL(ctx context.Context) (*url.URL, error) {
 // script travels base64-encoded through sh -c, and a script too long for
 // one argument is refused with drivers.ErrUnsupported naming the version;
 // below v0.155.0 a missing time limit is sent as the largest one, since an
-// omitted timeout would mean 360 s.
+// omitted timeout would mean 360 s. Daemons below v0.156.0 start commands
+// in no process group of their own, so there the kill of a cancelled
+// command may fail (it is logged; the toolbox's timeout still applies).
 //
 // At-least-once: Daytona's proxy replays a POST once after a stale
 // connection error, so a command may run twice. Every command the driver
