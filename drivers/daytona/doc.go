@@ -7,7 +7,9 @@
 //
 // Start with New and Driver.Acquire (driver.go); the config fields are in
 // schema.go, the sandbox handle in sandbox.go, state waits and receipts in
-// lifecycle.go, the HTTP client and its error mapping in client.go, retries
+// lifecycle.go, the HTTP client and its error mapping in client.go, its
+// transport safety (redaction, token origins, redirects, TLS) in
+// transport.go, retries
 // in retry.go (on internal/retry), the exec wrapper in exec.go, terminals in terminal.go,
 // capture and template deletion in capture.go. Package daytonatest is a fake
 // Daytona server that keeps the real API's rules; the tests run the driver

@@ -6,7 +6,7 @@
 //
 // Start with New and Options (server.go); Knobs set timing and failures,
 // Fault injects error answers per route and call. sandboxes.go holds the
-// sandbox state machine, snapshots.go the snapshot rules, toolbox.go the
+// sandbox state machine, list.go the listing, snapshots.go the snapshot rules, toolbox.go the
 // command runner, pty.go the terminals, inspect.go what tests read back.
 //
 // Rules kept:
