@@ -5,7 +5,7 @@
 
 GO        ?= go
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS  := openssh-server openssh-client procps busybox-static postgresql
+APT_PKGS  := openssh-server openssh-client procps busybox-static postgresql dash bash zsh
 FUZZTIME  ?= 5s
 
 .PHONY: test prereqs build vet fuzz bench

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/berthdev/berth/images"
@@ -298,6 +299,12 @@ func (s *ConfigSchema) Normalize(raw map[string]any) (Config, error) {
 			fail(f.Name, err.Error())
 			continue
 		}
+		if f.Name == LabelsField && f.Type == StringMap {
+			if err := CheckLabels(nv); err != nil {
+				fail(f.Name, err.Error())
+				continue
+			}
+		}
 		if f.Check != nil {
 			if err := f.Check(nv); err != nil {
 				fail(f.Name, err.Error())
@@ -315,6 +322,32 @@ func (s *ConfigSchema) Normalize(raw map[string]any) (Config, error) {
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// LabelsField is the name of a driver's config field of extra labels for
+// its sandboxes. Normalize applies CheckLabels to every StringMap field of
+// that name, whatever the driver: one label rule for every driver.
+const LabelsField = "labels"
+
+// ReservedLabelPrefix starts the label keys berth itself sets on sandboxes
+// (lease, instance, environment, template); a config's labels may not use
+// it, so that they can never forge or clash with berth's own.
+const ReservedLabelPrefix = "berth."
+
+// CheckLabels is the rule for a config's labels (a map[string]string): no
+// empty key, and no key starting with ReservedLabelPrefix. The error names
+// the offending key.
+func CheckLabels(v any) error {
+	m, _ := v.(map[string]string)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if k == "" {
+			return errors.New("empty label key")
+		}
+		if strings.HasPrefix(k, ReservedLabelPrefix) {
+			return fmt.Errorf("label %q: the %s prefix is reserved for berth's own labels", k, ReservedLabelPrefix)
+		}
+	}
+	return nil
 }
 
 func normalizeValue(f Field, v any) (any, error) {

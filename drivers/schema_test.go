@@ -105,6 +105,8 @@ func TestNormalizeErrors(t *testing.T) {
 		{"enum", `{"host":"h","key":"k","mode":"reckless"}`, []string{"mode"}, false},
 		{"list element", `{"host":"h","key":"k","tags":["a",1]}`, []string{"tags"}, false},
 		{"map value", `{"host":"h","key":"k","labels":{"a":1}}`, []string{"labels"}, false},
+		{"reserved label prefix", `{"host":"h","key":"k","labels":{"berth.lease":"x"}}`, []string{"labels"}, false},
+		{"empty label key", `{"host":"h","key":"k","labels":{"":"x"}}`, []string{"labels"}, false},
 		{"missing required", `{"key":"k"}`, []string{"host"}, false},
 		{"missing secret", `{"host":"h"}`, []string{"key"}, true},
 		{"empty secret", `{"host":"h","key":""}`, []string{"key"}, false},

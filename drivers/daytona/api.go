@@ -19,11 +19,14 @@ const (
 	stateArchived      = "archived"
 	stateArchiving     = "archiving"
 	stateSnapshotting  = "snapshotting"
+	statePaused        = "paused"
+	statePausing       = "pausing"
 	desiredDestroyed   = "destroyed"
 	snapshotActive     = "active"
 	snapshotRemoving   = "removing"
 	snapshotBuilding   = "building"
 	snapshotPending    = "pending"
+	snapshotInactive   = "inactive"
 	snapshotPulling    = "pulling"
 	snapshotBuildFail  = "build_failed"
 	snapshotErrorState = "error"
@@ -52,6 +55,7 @@ type apiSandbox struct {
 	CreatedAt           string            `json:"createdAt,omitempty"`
 	UpdatedAt           string            `json:"updatedAt,omitempty"`
 	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
+	DaemonVersion       string            `json:"daemonVersion,omitempty"`
 }
 
 // apiCreateSandbox is the API's CreateSandbox schema, reduced to the fields

@@ -37,12 +37,21 @@ func snapshotName(name string) string {
 
 // Capture saves the sandbox as a new Daytona snapshot (POST
 // /sandbox/{id}/snapshot) and waits within ctx's deadline until the
-// snapshot is active. It returns the snapshot's id as
+// snapshot itself is active. It returns the snapshot's id as
 // images.SnapshotIdentity("daytona", id). The snapshot is looked up by the
 // unique name the driver gave it only to learn the id the API assigned; a
 // configured snapshot is never looked up by name. req.Labels are not stored:
 // Daytona snapshots have no labels. The API requires a container sandbox to
 // be started or stopped.
+//
+// The order in which the sandbox leaves snapshotting and the snapshot
+// appears depends on the provider's runner: job-based runners restore the
+// sandbox's state first and save the snapshot after, older runners the
+// other way round (v0.190.0 apps/api/src/sandbox/services/sandbox.service.ts
+// createSnapshotFromSandbox, services/job-state-handler.service.ts). So the
+// sandbox's state says nothing about the snapshot: Capture waits for the
+// snapshot (absent, pending, then active) until the deadline, and fails
+// early only when the snapshot or the sandbox reports an error.
 func (sb *Sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (images.Identity, error) {
 	if err := sb.live(); err != nil {
 		return images.Identity{}, err
@@ -54,11 +63,8 @@ func (sb *Sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (ima
 		return images.Identity{}, fmt.Errorf("daytona: capturing sandbox %s as %q: %w", sb.id, name, err)
 	}
 	p := sb.d.poller()
+	last := "not yet saved"
 	for {
-		live, err := c.getSandbox(ctx, sb.id)
-		if err != nil {
-			return images.Identity{}, fmt.Errorf("daytona: capturing sandbox %s as %q: %w", sb.id, name, err)
-		}
 		snap, err := c.getSnapshot(ctx, name)
 		switch {
 		case err == nil && snap.Name != name:
@@ -74,15 +80,24 @@ func (sb *Sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (ima
 				reason = ": " + *snap.ErrorReason
 			}
 			return images.Identity{}, fmt.Errorf("daytona: captured snapshot %s (%q) at %s is %s%s", snap.ID, name, host, snap.State, reason)
-		case err != nil && !errors.Is(err, drivers.ErrNotFound):
+		case err == nil:
+			last = snap.State
+		case !errors.Is(err, drivers.ErrNotFound):
 			return images.Identity{}, fmt.Errorf("daytona: capturing sandbox %s as %q: %w", sb.id, name, err)
-		case err != nil && live.State != stateSnapshotting:
-			// The API persists the snapshot before it clears snapshotting.
-			return images.Identity{}, fmt.Errorf("daytona: capturing sandbox %s at %s: snapshot %q was not created (sandbox %s %s)",
-				sb.id, host, name, live.State, live.ErrorReason)
+		default:
+			// Not saved yet: a sandbox that errored will not save it.
+			live, err := c.getSandbox(ctx, sb.id)
+			if err != nil {
+				return images.Identity{}, fmt.Errorf("daytona: capturing sandbox %s as %q: %w", sb.id, name, err)
+			}
+			if live.State == stateError || live.State == stateBuildFailed {
+				return images.Identity{}, fmt.Errorf("daytona: capturing sandbox %s at %s: snapshot %q was not saved: sandbox %s: %s",
+					sb.id, host, name, live.State, live.ErrorReason)
+			}
 		}
 		if err := p.wait(ctx); err != nil {
-			return images.Identity{}, fmt.Errorf("daytona: capturing sandbox %s as %q: %w", sb.id, name, err)
+			return images.Identity{}, fmt.Errorf("daytona: capturing sandbox %s at %s: snapshot %q still %s when the wait ended: %w",
+				sb.id, host, name, last, err)
 		}
 	}
 }

@@ -96,23 +96,45 @@ func seg(parts ...string) string {
 	return strings.Join(esc, "/")
 }
 
-// scrub removes the API key from text that came from outside.
-func (c *client) scrub(s string) string {
-	if c.key != "" {
-		s = strings.ReplaceAll(s, c.key, drivers.Redacted)
-	}
-	return s
-}
+// Bounds of the answers the client reads (every answer is bounded, so that
+// a provider, or a command writing to the toolbox's stdout, cannot exhaust
+// the host's memory).
+const (
+	// apiAnswerLimit bounds one answer of the REST API (a list page of 100
+	// sandboxes with labels is well under it).
+	apiAnswerLimit = 8 << 20
+	// errorBodyLimit bounds the part of an error body that is read.
+	errorBodyLimit = 64 << 10
+)
+
+// errAnswerTooLarge marks an answer longer than the bound the request set.
+var errAnswerTooLarge = errors.New("answer exceeds its size bound")
+
+// errRedirect marks a redirect the client refused.
+var errRedirect = errors.New("redirect refused")
 
 // send makes one request to base joined with path (already escaped, see
 // seg) and query, with in as the JSON body when not nil, and decodes a 2xx
-// answer into out when not nil.
+// answer of at most apiAnswerLimit bytes into out when not nil.
 func (c *client) send(ctx context.Context, base *url.URL, method, path string, query url.Values, in, out any) error {
+	return c.sendLimit(ctx, base, method, path, query, in, out, apiAnswerLimit)
+}
+
+// sendLimit is send with the answer bounded to limit bytes: a longer
+// answer is not read further and fails with an error naming the bound.
+// The bearer token goes only to the configured API origin or to an https
+// origin (see tokenAllowed); redirects are refused when they change
+// scheme, host or port (see checkRedirect). A TLS verification failure is
+// drivers.ErrTLSUnverified, never transient.
+func (c *client) sendLimit(ctx context.Context, base *url.URL, method, path string, query url.Values, in, out any, limit int64) error {
 	u := *base
 	u.Path = strings.TrimRight(base.Path, "/") + "/" + path
 	u.RawPath = strings.TrimRight(base.EscapedPath(), "/") + "/" + path
 	u.RawQuery = query.Encode()
 	op := method + " " + strings.TrimPrefix(u.Path, strings.TrimRight(c.api.Path, "/"))
+	if err := c.tokenAllowed(&u); err != nil {
+		return fmt.Errorf("daytona: %s at %s: %w", op, u.Host, err)
+	}
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -141,8 +163,13 @@ func (c *client) send(ctx context.Context, base *url.URL, method, path string, q
 		if cerr := ctx.Err(); cerr != nil {
 			return fmt.Errorf("daytona: %s at %s: %w", op, u.Host, cerr)
 		}
-		kind := drivers.ErrTransient
-		if ne := (*net.OpError)(nil); errors.As(err, &ne) && ne.Op == "dial" {
+		var kind error = drivers.ErrTransient
+		switch {
+		case tlsUnverified(err):
+			kind = drivers.ErrTLSUnverified
+		case errors.Is(err, errRedirect):
+			kind = errRedirect
+		case isDial(err):
 			kind = drivers.ErrUnreachable
 		}
 		return fmt.Errorf("daytona: %s at %s: %w: %s", op, u.Host, kind, c.scrub(transportReason(err)))
@@ -150,27 +177,39 @@ func (c *client) send(ctx context.Context, base *url.URL, method, path string, q
 	defer resp.Body.Close()
 	c.log.DebugContext(ctx, "daytona request", "op", op, "host", u.Host, "status", resp.StatusCode, "elapsed", time.Since(start))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyLimit))
 		return &apiError{
 			op:         op,
 			host:       u.Host,
 			status:     resp.StatusCode,
-			message:    c.scrub(errorMessage(raw)),
+			message:    errorMessage(raw, c.scrub),
 			retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
 			kind:       statusKind(resp.StatusCode),
 		}
 	}
-	if out == nil {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-		return nil
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return fmt.Errorf("daytona: %s at %s: reading answer: %w", op, u.Host, cerr)
 		}
+		return fmt.Errorf("daytona: %s at %s: reading answer: %w: %s", op, u.Host, drivers.ErrTransient, c.scrub(err.Error()))
+	}
+	if int64(len(raw)) > limit {
+		return fmt.Errorf("daytona: %s at %s: %w: more than %d bytes", op, u.Host, errAnswerTooLarge, limit)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
 		return fmt.Errorf("daytona: %s at %s: decoding answer: %w: %v", op, u.Host, drivers.ErrTransient, err)
 	}
 	return nil
+}
+
+// isDial reports whether err is a failure to connect.
+func isDial(err error) bool {
+	var ne *net.OpError
+	return errors.As(err, &ne) && ne.Op == "dial"
 }
 
 // transportReason returns the innermost reason of a transport error without
@@ -184,14 +223,19 @@ func transportReason(err error) string {
 	return err.Error()
 }
 
-// errorMessage reads the provider's message out of an error body, falling
-// back to the raw text, shortened.
-func errorMessage(raw []byte) string {
+// errorMessage reads the provider's message out of an error body (the
+// API's and toolbox's "message", the PTY's "error"), falling back to the
+// raw text; it scrubs the text first and shortens it after, so that a
+// secret cut by the shortening is still removed.
+func errorMessage(raw []byte, scrub func(string) string) string {
 	var b apiErrorBody
 	if json.Unmarshal(raw, &b) == nil && b.Message != "" {
-		return shorten(b.Message)
+		return shorten(scrub(b.Message))
 	}
-	return shorten(strings.TrimSpace(string(raw)))
+	if b.Message == "" && b.Error != "" && b.StatusCode == 0 {
+		return shorten(scrub(b.Error))
+	}
+	return shorten(scrub(strings.TrimSpace(string(raw))))
 }
 
 func shorten(s string) string {
@@ -276,9 +320,19 @@ func (c *client) deleteSandbox(ctx context.Context, id string) error {
 }
 
 // listSandboxes walks every cursor page of GET /sandbox filtered by labels.
+// It asks for sort=createdAt, order=asc: the API's default order is
+// lastActivityAt desc with the cursor keyed on it (v0.190.0
+// apps/api/src/sandbox/dto/list-sandboxes-query.dto.ts and
+// adapters/sandbox-typeorm-search.adapter.ts), and the proxy bumps that
+// field on every toolbox request, so a walk in that order skips or repeats
+// sandboxes that are used while it runs. Creation times do not change;
+// ties break on the id. The endpoint is still eventually consistent: a
+// sandbox created or changed during the walk may be missing from it, and
+// is found by the next one. Ids seen twice are kept once.
 func (c *client) listSandboxes(ctx context.Context, labels map[string]string) ([]apiSandbox, error) {
 	var all []apiSandbox
-	q := url.Values{"limit": {"100"}}
+	seen := map[string]bool{}
+	q := url.Values{"limit": {"100"}, "sort": {"createdAt"}, "order": {"asc"}}
 	if len(labels) > 0 {
 		b, err := json.Marshal(labels)
 		if err != nil {
@@ -291,7 +345,12 @@ func (c *client) listSandboxes(ctx context.Context, labels map[string]string) ([
 		if err := c.call(ctx, http.MethodGet, "sandbox", q, nil, &resp); err != nil {
 			return nil, err
 		}
-		all = append(all, resp.Items...)
+		for _, it := range resp.Items {
+			if !seen[it.ID] {
+				seen[it.ID] = true
+				all = append(all, it)
+			}
+		}
 		if resp.NextCursor == nil || *resp.NextCursor == "" {
 			return all, nil
 		}
@@ -336,17 +395,20 @@ func (c *client) toolboxBase(ctx context.Context, sb *apiSandbox) (*url.URL, err
 		proxy = p.URL
 	}
 	u, err := url.Parse(proxy)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("daytona: sandbox %s: toolbox proxy URL %q is not an http(s) URL", sb.ID, proxy)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return nil, fmt.Errorf("daytona: sandbox %s at %s: toolbox proxy URL %q is not an http(s) URL", sb.ID, c.api.Host, proxy)
+	}
+	if err := c.tokenAllowed(u); err != nil {
+		return nil, fmt.Errorf("daytona: sandbox %s: toolbox proxy URL: %w", sb.ID, err)
 	}
 	return u.JoinPath(sb.ID), nil
 }
 
 // execute runs one toolbox process/execute request, without retries: a
-// command must not run twice.
-func (c *client) execute(ctx context.Context, toolbox *url.URL, req apiExecuteRequest) (*apiExecuteResponse, error) {
+// command must not run twice. The answer is bounded to limit bytes.
+func (c *client) execute(ctx context.Context, toolbox *url.URL, req apiExecuteRequest, limit int64) (*apiExecuteResponse, error) {
 	var out apiExecuteResponse
-	if err := c.send(ctx, toolbox, http.MethodPost, "process/execute", nil, req, &out); err != nil {
+	if err := c.sendLimit(ctx, toolbox, http.MethodPost, "process/execute", nil, req, &out, limit); err != nil {
 		return nil, err
 	}
 	return &out, nil

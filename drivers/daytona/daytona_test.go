@@ -28,13 +28,14 @@ type env struct {
 }
 
 type envOptions struct {
-	knobs daytonatest.Knobs
-	clk   clock.Clock
+	knobs     daytonatest.Knobs
+	clk       clock.Clock
+	afterCall func(route string, status int)
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
-	srv, err := daytonatest.New(&daytonatest.Options{Clock: o.clk, Knobs: o.knobs})
+	srv, err := daytonatest.New(&daytonatest.Options{Clock: o.clk, Knobs: o.knobs, AfterCall: o.afterCall})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func (e *env) config(t testing.TB, snapshotID string) drivers.Config {
 		daytona.FieldAPIKey:           e.srv.APIKey(),
 		daytona.FieldOrganizationID:   e.srv.OrganizationID(),
 		daytona.FieldSnapshotID:       snapshotID,
-		daytona.FieldLabels:           map[string]any{"berth.test/suite": "daytona"},
+		daytona.FieldLabels:           map[string]any{"test/suite": "daytona"},
 		daytona.FieldEnv:              map[string]any{"BERTH_SANDBOX": "1"},
 		daytona.FieldAutoStopInterval: int64(30),
 	})

@@ -7,7 +7,9 @@
 //
 // Start with New and Driver.Acquire (driver.go); the config fields are in
 // schema.go, the sandbox handle in sandbox.go, state waits and receipts in
-// lifecycle.go, the HTTP client and its error mapping in client.go, retries
+// lifecycle.go, the HTTP client and its error mapping in client.go, its
+// transport safety (redaction, token origins, redirects, TLS) in
+// transport.go, retries
 // in retry.go (on internal/retry), the exec wrapper in exec.go, terminals in terminal.go,
 // capture and template deletion in capture.go. Package daytonatest is a fake
 // Daytona server that keeps the real API's rules; the tests run the driver
@@ -16,18 +18,41 @@
 // # Covered
 //
 //   - Auth: bearer API key (config api_key, a secret), optional
-//     X-Daytona-Organization-ID (organization_id).
+//     X-Daytona-Organization-ID (organization_id), which Daytona reads only
+//     for JWTs: with an API key it does nothing, and the driver never relies
+//     on it for scoping (it warns when a sandbox belongs elsewhere).
+//   - Transport safety: api_url must be https unless its host is loopback;
+//     redirects that change scheme, host or port are refused; the key goes
+//     only to the configured API origin or an https toolbox proxy; a TLS
+//     verification failure is drivers.ErrTLSUnverified (tls_unverified),
+//     never retried; every answer is read up to a bound (8 MiB for the API,
+//     about three times the output limit for an exec) and a longer one
+//     fails; provider text is scrubbed of every run of 8 or more bytes of
+//     the key before it is shortened.
 //   - Sandboxes: POST /sandbox from a snapshot id with name, labels, env,
 //     target, autoStopInterval, autoArchiveInterval, autoDeleteInterval;
-//     GET /sandbox/{id}; GET /sandbox?labels=...&cursor=... (cursor pages of
-//     ListSandboxesResponse); POST /sandbox/{id}/start and /stop; DELETE
+//     GET /sandbox/{id}; GET /sandbox?labels=...&sort=createdAt&order=asc
+//     &cursor=... (cursor pages of ListSandboxesResponse; the API's default
+//     order, by last activity, moves sandboxes during a walk; the list is
+//     eventually consistent, so a sandbox missing from one walk is found by
+//     the next); POST /sandbox/{id}/start (also resuming paused VM
+//     sandboxes) and /stop; DELETE
 //     /sandbox/{id}; POST /sandbox/{id}/snapshot (Capturer); GET
 //     /sandbox/{id}/toolbox-proxy-url when a sandbox lacks toolboxProxyUrl.
 //   - Snapshots: GET /snapshots/{id} (the answer must carry that id: the
 //     endpoint also matches names), DELETE /snapshots/{id}
-//     (TemplateDeleter).
+//     (TemplateDeleter), POST /snapshots/{id}/activate for a snapshot
+//     Daytona marked inactive after 14 idle days (config
+//     reactivate_snapshot, default true; false, or a refused activation,
+//     is drivers.ErrImageInactive, code image_inactive). An inactive
+//     snapshot keeps its id, so it does not change a sandbox's identity.
+//     Capture waits for the captured snapshot itself to be active: runners
+//     restore the sandbox's state before or after saving it.
 //   - Toolbox: POST {toolboxProxyUrl}/{sandboxId}/process/execute
-//     ({command, cwd, envs, timeout} -> {exitCode, result}); PTY sessions
+//     ({command, cwd, envs, timeout} -> {exitCode, result}), shaped for the
+//     sandbox's daemonVersion (env vars inline below 0.167.0 or when no
+//     version is reported, the script through sh -c below 0.156.0, an
+//     explicit time limit below 0.155.0); PTY sessions
 //     (Terminal): POST /process/pty {id, cwd, envs, cols, rows}, the
 //     WebSocket /process/pty/{id}/connect (a text control message
 //     "connected", output as binary messages, keystrokes as messages, the
@@ -77,7 +102,16 @@
 // status, a command killed by a signal reports the shell's 128+n and
 // Result.Signal stays empty. The toolbox does not end a command whose
 // request was cancelled, so a cancelled Exec kills the command's process
-// group through a second request.
+// group through a second request. The wrapper runs under any POSIX shell
+// and under zsh (the daemon picks zsh, then bash, then sh).
+//
+// # Exec: at least once
+//
+// Daytona's proxy replays a POST once after a stale-connection error, so a
+// command may run twice, overlapping. Exec is at-least-once at this
+// provider. The wrapper keeps each run's files apart, the kill request
+// ends every run, and the probe's detection script only reads; commands
+// that must not run twice must guard themselves.
 //
 // # Not covered
 //

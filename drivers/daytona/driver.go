@@ -28,7 +28,9 @@ const StartupBudget = 60 * time.Second
 // Options configure a Driver. nil means defaults.
 type Options struct {
 	// HTTPClient makes the requests; default a client with no overall
-	// timeout (every call is bounded by its context).
+	// timeout (every call is bounded by its context). The driver uses a
+	// copy whose redirect policy refuses any redirect that changes scheme,
+	// host or port (the copy's CheckRedirect replaces this one's).
 	HTTPClient *http.Client
 	// Logger receives one debug line per request (method, path, status,
 	// duration; never a header or a body); default discard.
@@ -55,8 +57,9 @@ type Options struct {
 // Driver drives Daytona sandboxes through the REST API. It is safe for
 // concurrent use; it holds no per-config state.
 type Driver struct {
-	opts   Options
-	schema *drivers.ConfigSchema
+	opts       Options
+	schema     *drivers.ConfigSchema
+	httpClient *http.Client // opts.HTTPClient with the redirect policy
 }
 
 var (
@@ -96,7 +99,7 @@ func New(opts *Options) *Driver {
 	if o.CleanupTimeout <= 0 {
 		o.CleanupTimeout = 30 * time.Second
 	}
-	return &Driver{opts: o, schema: newSchema()}
+	return &Driver{opts: o, schema: newSchema(), httpClient: withRedirectPolicy(o.HTTPClient)}
 }
 
 // Name returns "daytona".
@@ -119,15 +122,16 @@ func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
 
 // settings is a config read for use.
 type settings struct {
-	c          *client
-	snapshotID string
-	target     string
-	env        map[string]string
-	labels     map[string]string
-	autoStop   *int64
-	autoArch   *int64
-	autoDel    *int64
-	execLimit  time.Duration
+	c            *client
+	snapshotID   string
+	target       string
+	env          map[string]string
+	labels       map[string]string
+	autoStop     *int64
+	autoArch     *int64
+	autoDel      *int64
+	execLimit    time.Duration
+	reactivateOK bool
 }
 
 // open reads cfg (normalized, secrets resolved) into settings. A missing
@@ -148,14 +152,15 @@ func (d *Driver) open(cfg drivers.Config) (*settings, error) {
 	api, _ := url.Parse(raw)
 	s := &settings{
 		c: &client{
-			http: d.opts.HTTPClient, api: api, key: key, org: cfg.String(FieldOrganizationID),
+			http: d.httpClient, api: api, key: key, org: cfg.String(FieldOrganizationID),
 			retry: newBackoff(d.opts.RetryBase, d.opts.RetryMax, clock.Real{}), log: d.opts.Logger,
 		},
-		snapshotID: cfg.String(FieldSnapshotID),
-		target:     cfg.String(FieldTarget),
-		env:        cfg.StringMap(FieldEnv),
-		labels:     cfg.StringMap(FieldLabels),
-		execLimit:  cfg.Duration(FieldExecTimeout),
+		snapshotID:   cfg.String(FieldSnapshotID),
+		target:       cfg.String(FieldTarget),
+		env:          cfg.StringMap(FieldEnv),
+		labels:       cfg.StringMap(FieldLabels),
+		execLimit:    cfg.Duration(FieldExecTimeout),
+		reactivateOK: cfg.Bool(FieldReactivateSnapshot),
 	}
 	intp := func(name string) *int64 {
 		if _, ok := cfg[name]; !ok {
@@ -192,6 +197,8 @@ func (s *settings) verifiedSnapshot(ctx context.Context) (*apiSnapshot, error) {
 	case snapshotBuilding, snapshotPending, snapshotPulling:
 		return nil, fmt.Errorf("daytona: snapshot %s (%s) at %s is %s, not yet active: %w",
 			snap.ID, snap.Name, s.c.api.Host, snap.State, drivers.ErrTransient)
+	case snapshotInactive:
+		return nil, s.reactivate(ctx, snap)
 	default:
 		reason := ""
 		if snap.ErrorReason != nil && *snap.ErrorReason != "" {
@@ -200,6 +207,34 @@ func (s *settings) verifiedSnapshot(ctx context.Context) (*apiSnapshot, error) {
 		return nil, fmt.Errorf("daytona: snapshot %s (%s) at %s is %s%s: %w",
 			snap.ID, snap.Name, s.c.api.Host, snap.State, reason, drivers.ErrImageNotFound)
 	}
+}
+
+// reactivate handles the configured snapshot found inactive (Daytona's
+// cron marks snapshots that are not general inactive after 14 idle days,
+// v0.190.0 apps/api/src/sandbox/managers/snapshot.manager.ts). When the
+// config allows it, it asks POST /snapshots/{id}/activate with the id that
+// was just read back as itself (never a name, QUAL-6) and returns a
+// transient error, so that the caller's retry reads the snapshot again
+// until it is active (pending in between). Otherwise, or when the API
+// refuses the activation, the error wraps drivers.ErrImageInactive.
+func (s *settings) reactivate(ctx context.Context, snap *apiSnapshot) error {
+	host := s.c.api.Host
+	if !s.reactivateOK {
+		return fmt.Errorf("daytona: snapshot %s (%s) at %s is inactive (unused for 14 days) and %s is false: %w",
+			snap.ID, snap.Name, host, FieldReactivateSnapshot, drivers.ErrImageInactive)
+	}
+	err := s.c.send(ctx, s.c.api, http.MethodPost, seg("snapshots", snap.ID, "activate"), nil, nil, nil)
+	switch {
+	case err == nil:
+		s.c.log.InfoContext(ctx, "daytona: reactivated an inactive snapshot", "snapshot", snap.ID, "host", host)
+	case statusOf(err) == http.StatusBadRequest && strings.Contains(messageOf(err), "already active"):
+	case errors.Is(err, drivers.ErrTransient):
+		return err
+	default:
+		return fmt.Errorf("daytona: snapshot %s (%s) at %s is inactive and could not be reactivated: %w: %w",
+			snap.ID, snap.Name, host, drivers.ErrImageInactive, err)
+	}
+	return fmt.Errorf("daytona: snapshot %s (%s) at %s is being reactivated: %w", snap.ID, snap.Name, host, drivers.ErrTransient)
 }
 
 func newName() string {
@@ -263,6 +298,10 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 			return nil, fmt.Errorf("daytona: sandbox %s: recording the allocation: %w", sb.ID, aerr)
 		}
 	}
+	if s.c.org != "" && sb.OrganizationID != "" && sb.OrganizationID != s.c.org {
+		d.opts.Logger.WarnContext(ctx, "daytona: organization_id does not scope API-key requests; the sandbox belongs to the key's organization",
+			"sandbox", sb.ID, "configured", s.c.org, "actual", sb.OrganizationID, "host", s.c.api.Host)
+	}
 	fail := func(err error) (drivers.Sandbox, error) {
 		switch {
 		case req.Allocated != nil:
@@ -296,6 +335,10 @@ func (d *Driver) createFailed(ctx context.Context, s *settings, name string, sna
 	switch {
 	case statusOf(err) == http.StatusBadRequest && strings.Contains(msg, "not found") && strings.Contains(msg, snap.ID):
 		return fmt.Errorf("daytona: creating a sandbox from snapshot id %s at %s: %w: %w", snap.ID, s.c.api.Host, drivers.ErrImageNotFound, err)
+	case statusOf(err) == http.StatusBadRequest && strings.HasSuffix(msg, " is "+snapshotInactive) && strings.Contains(msg, snap.ID):
+		// Deactivated between the read and the create (sandbox.service.ts:
+		// "Snapshot <id> is inactive").
+		return fmt.Errorf("daytona: creating a sandbox from snapshot id %s at %s: %w: %w", snap.ID, s.c.api.Host, drivers.ErrImageInactive, err)
 	case statusOf(err) == http.StatusBadRequest && strings.Contains(msg, "failed to start"):
 		if sb, gerr := s.c.getSandbox(ctx, name); gerr == nil {
 			if req.Allocated != nil {
@@ -397,8 +440,10 @@ func publicState(sb *apiSandbox) drivers.State {
 		return drivers.StateDestroyed
 	case stateError, stateBuildFailed:
 		return drivers.StateError
-	case stateStopping:
+	case stateStopping, statePausing:
 		return drivers.StateRunning
+	case statePaused:
+		return drivers.StateStopped
 	}
 	return drivers.StateStarting
 }

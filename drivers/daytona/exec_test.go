@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -12,13 +13,28 @@ import (
 )
 
 // The wrapper keeps stdout and stderr apart, binary-safe, capped, with
-// stdin, when run by a real sh as the toolbox runs it (script on stdin,
-// both streams combined).
+// stdin and inline env, when run as the toolbox runs it (script on stdin,
+// both streams combined) by each shell the daemon may pick: dash (Debian's
+// sh), bash and zsh.
 func TestExecWrapperRoundTrip(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("sh"); err != nil {
-		t.Skip("no sh")
+	for _, shell := range []string{"dash", "bash", "zsh"} {
+		path, err := exec.LookPath(shell)
+		if err != nil {
+			if os.Getenv("BERTH_REQUIRE_REAL") != "" {
+				t.Fatalf("%s is not installed: %v", shell, err)
+			}
+			t.Logf("%s is not installed", shell)
+			continue
+		}
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			testWrapperUnder(t, path)
+		})
 	}
+}
+
+func testWrapperUnder(t *testing.T, shell string) {
 	tests := []struct {
 		name      string
 		argv      []string
@@ -38,12 +54,17 @@ func TestExecWrapperRoundTrip(t *testing.T) {
 		{"empty stdin", []string{"cat"}, []byte{}, 100, "", "", 0, false},
 		{"limit", []string{"echo", "hello world"}, nil, 4, "hello", "", 0, true},
 		{"unknown command", []string{"berth-no-such-command"}, nil, 100, "", "", 127, false},
+		{"inline env", []string{"sh", "-c", `printf %s "$V"`}, nil, 100, `a 'b' "$c"`, "", 0, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ws := buildExec(tc.argv, tc.stdin, tc.limit, newToken())
-			cmd := exec.Command("sh")
+			var env map[string]string
+			if tc.name == "inline env" {
+				env = map[string]string{"V": `a 'b' "$c"`}
+			}
+			ws := buildExec(tc.argv, tc.stdin, tc.limit, newToken(), env)
+			cmd := exec.Command(shell)
 			cmd.Stdin = strings.NewReader(ws.script)
 			cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + t.TempDir(), "HOME=/nonexistent"}
 			var combined bytes.Buffer

@@ -116,7 +116,7 @@ func TestRequestBodiesUseTheAPIFieldNames(t *testing.T) {
 	}
 	defer sb.Release(ctx, drivers.Destroy)
 	v, _ := e.srv.Sandbox(sb.ID())
-	wantLabels := map[string]string{"berth.test/suite": "daytona", "berth.io/instance": "i1", daytona.LabelLeaseID: "lease-fields"}
+	wantLabels := map[string]string{"test/suite": "daytona", "berth.io/instance": "i1", daytona.LabelLeaseID: "lease-fields"}
 	if diff := cmp.Diff(wantLabels, v.Labels); diff != "" {
 		t.Errorf("labels at the provider (-want +got):\n%s", diff)
 	}

@@ -2,6 +2,7 @@ package daytona_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,5 +64,88 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 	l, err := m.Release(ctx, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
 	if err != nil || l.Cleanup != lease.CleanupConfirmed {
 		t.Fatalf("release: %+v, %v", l, err)
+	}
+}
+
+// LEASE-9, issue #13 item 1: an orphan sweep over more than one page of
+// sandboxes, with toolbox activity on a sandbox of a later page while the
+// sweep walks the list (the API's default order is by last activity, with
+// the cursor keyed on it), destroys every orphan and leaves the leased
+// sandbox alone.
+func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		busy    drivers.Sandbox // an orphan used while the sweep lists
+		touched bool
+	)
+	e := newEnv(t, envOptions{knobs: daytonatest.Knobs{PageSize: 2}, afterCall: func(route string, status int) {
+		mu.Lock()
+		sb := busy
+		first := route == daytonatest.RouteListSandboxes && status == 200 && !touched && sb != nil
+		touched = touched || first
+		mu.Unlock()
+		if !first {
+			return
+		}
+		if _, err := sb.Exec(ctx, drivers.Command{Argv: []string{"true"}}); err != nil {
+			t.Errorf("activity during the sweep: %v", err)
+		}
+	}})
+	secrets := environment.NewMemorySecretStore()
+	cfg := e.config(t, e.snap.ID)
+	ref, err := secrets.Put(ctx, "env-1", daytona.FieldAPIKey, cfg.String(daytona.FieldAPIKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	envCfg := cfg.Clone()
+	envCfg[daytona.FieldAPIKey] = ref
+	env := &environment.Environment{ID: "env-1", Name: "daytona", Driver: e.drv.Name(), Status: environment.StatusActive, Config: envCfg, Revision: 1}
+	m := lease.NewManager(lease.NewMemoryStore(), drivers.NewRegistry(e.drv), &lease.Options{
+		Secrets:           secrets.Get,
+		SweepEnvironments: func(context.Context) ([]*environment.Environment, error) { return []*environment.Environment{env}, nil },
+	})
+	var orphans []drivers.Sandbox
+	for range 5 {
+		sb, err := e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{Labels: map[string]string{
+			lease.LabelInstance: lease.DefaultInstanceID, lease.LabelEnvironment: env.ID,
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		orphans = append(orphans, sb)
+	}
+	h, err := m.Acquire(ctx, lease.AcquireRequest{Company: "acme", Environment: env, Run: "run-1", Budget: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	busy = orphans[0] // the least recently active: on the last page
+	mu.Unlock()
+
+	rep, err := m.Sweep(ctx)
+	if err != nil {
+		t.Fatalf("Sweep: %v", err)
+	}
+	mu.Lock()
+	if !touched {
+		t.Error("no activity happened during the sweep's listing")
+	}
+	mu.Unlock()
+	if rep.OrphansDestroyed != len(orphans) || rep.OrphansFailed != 0 {
+		t.Errorf("sweep report %+v: want %d orphans destroyed", rep, len(orphans))
+	}
+	for _, o := range orphans {
+		if v, ok := e.srv.Sandbox(o.ID()); ok && v.State != "destroyed" && v.DesiredState != "destroyed" {
+			t.Errorf("orphan %s survived the sweep: %+v", o.ID(), v)
+		}
+	}
+	if v, _ := e.srv.Sandbox(h.Sandbox().ID()); v.State != "started" || v.DesiredState != "started" {
+		t.Errorf("the leased sandbox is %s/%s after the sweep, want started", v.State, v.DesiredState)
+	}
+	if calls := e.srv.Calls(daytonatest.RouteListSandboxes); calls < 3 {
+		t.Errorf("%d list pages read, want at least 3 (6 sandboxes, 2 per page)", calls)
 	}
 }

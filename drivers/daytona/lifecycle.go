@@ -32,8 +32,11 @@ func (p *poller) wait(ctx context.Context) error {
 }
 
 // waitStarted drives sandbox sb to started within ctx's deadline: it waits
-// while a transition is pending, starts it when it rests stopped or
-// archived, and fails on error, build_failed or deletion.
+// while a transition is pending, starts it when it rests stopped, archived
+// or paused (start resumes a paused VM sandbox), or is archiving (the API
+// lets a start overtake an archive, v0.190.0 sandbox.service.ts start), and
+// fails on error, build_failed or deletion. A pausing sandbox is waited
+// for until it is paused, then resumed.
 func (d *Driver) waitStarted(ctx context.Context, s *settings, sb *apiSandbox) (*apiSandbox, error) {
 	p := d.poller()
 	host := s.c.api.Host
@@ -50,7 +53,8 @@ func (d *Driver) waitStarted(ctx context.Context, s *settings, sb *apiSandbox) (
 			return nil, fmt.Errorf("daytona: sandbox %s at %s failed to start: state %s: %s", sb.ID, host, sb.State, reason)
 		case sb.State == stateStarted && settled:
 			return sb, nil
-		case (sb.State == stateStopped || sb.State == stateArchived) && settled:
+		case (sb.State == stateStopped || sb.State == stateArchived || sb.State == statePaused) && settled,
+			sb.State == stateArchiving && sb.DesiredState == stateArchived:
 			started, err := s.c.sandboxAction(ctx, sb.ID, "start")
 			if err != nil {
 				return nil, fmt.Errorf("daytona: starting sandbox %s: %w", sb.ID, err)

@@ -20,6 +20,7 @@ type Sandbox struct {
 	s     *settings
 	id    string
 	proxy string // toolboxProxyUrl as the API reported it
+	shape execShape
 
 	mu       sync.Mutex
 	toolbox  *url.URL
@@ -34,7 +35,7 @@ var (
 )
 
 func (d *Driver) newSandbox(s *settings, sb *apiSandbox) *Sandbox {
-	return &Sandbox{d: d, s: s, id: sb.ID, proxy: sb.ToolboxProxyURL}
+	return &Sandbox{d: d, s: s, id: sb.ID, proxy: sb.ToolboxProxyURL, shape: shapeFor(sb.DaemonVersion)}
 }
 
 // ID returns the Daytona sandbox id.
@@ -71,6 +72,22 @@ func (sb *Sandbox) toolboxURL(ctx context.Context) (*url.URL, error) {
 // separately, each capped at cmd.Limit() inside the sandbox, with stdin
 // passed through. cmd.Dir is the request's cwd and cmd.Env its envs.
 //
+// The request is shaped for the sandbox's daemonVersion (see shapeFor):
+// from v0.167.0 as above; below it, or when the API reports no version,
+// cmd.Env is exported inline in the script (a name that is not a shell
+// identifier is refused), never dropped; below v0.156.0 (no shell) the
+// script travels base64-encoded through sh -c, and a script too long for
+// one argument is refused with drivers.ErrUnsupported naming the version;
+// below v0.155.0 a missing time limit is sent as the largest one, since an
+// omitted timeout would mean 360 s. Daemons below v0.156.0 start commands
+// in no process group of their own, so there the kill of a cancelled
+// command may fail (it is logged; the toolbox's timeout still applies).
+//
+// At-least-once: Daytona's proxy replays a POST once after a stale
+// connection error, so a command may run twice. Every command the driver
+// itself issues (the kill of a cancelled command, the probe's detection)
+// is idempotent; callers whose commands are not should make them so.
+//
 // The toolbox's timeout is the earlier of the config's exec_timeout and the
 // context's deadline (rounded up to whole seconds); when the toolbox gives
 // up, Exec returns an error wrapping drivers.ErrTimeout. The toolbox does
@@ -104,10 +121,22 @@ func (sb *Sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Resu
 	if err != nil {
 		return nil, fmt.Errorf("daytona: exec in sandbox %s: %w", sb.id, err)
 	}
-	ws := buildExec(cmd.Argv, stdin, cmd.Limit(), newToken())
-	req := apiExecuteRequest{Command: ws.script, Cwd: cmd.Dir, Envs: cmd.Env, Timeout: sb.timeout(ctx)}
+	envs, inline := cmd.Env, map[string]string(nil)
+	if !sb.shape.envsField && len(cmd.Env) > 0 {
+		// The daemon would ignore envs: the variables travel in the script.
+		if err := checkEnvNames(cmd.Env); err != nil {
+			return nil, fmt.Errorf("daytona: exec in sandbox %s (daemon %q): %w", sb.id, sb.shape.version, err)
+		}
+		envs, inline = nil, cmd.Env
+	}
+	ws := buildExec(cmd.Argv, stdin, cmd.Limit(), newToken(), inline)
+	command, err := forShape(ws.script, sb.shape)
+	if err != nil {
+		return nil, fmt.Errorf("daytona: exec in sandbox %s: %w", sb.id, err)
+	}
+	req := apiExecuteRequest{Command: command, Cwd: cmd.Dir, Envs: envs, Timeout: sb.timeout(ctx)}
 	start := time.Now()
-	resp, err := sb.s.c.execute(ctx, toolbox, req)
+	resp, err := sb.s.c.execute(ctx, toolbox, req, execAnswerLimit(cmd.Limit()))
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			sb.kill(toolbox, ws.base)
@@ -139,6 +168,16 @@ func (sb *Sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Resu
 	return res, nil
 }
 
+// execAnswerLimit bounds the toolbox's answer to a wrapped command whose
+// streams are each cut at limit bytes inside the sandbox: two base64 frames
+// of limit+1 bytes (4/3, plus line breaks, plus JSON escapes of them) fit in
+// 3*(limit+1), and 64 KiB of slack covers the header and the wrapper's own
+// messages. Anything longer (a command writing to the wrapper's own stdout)
+// fails the Exec instead of growing without bound on the host.
+func execAnswerLimit(limit int) int64 {
+	return 3*(int64(limit)+1) + 64<<10
+}
+
 // timeout is the toolbox timeout of a request: whole seconds, 0 for none.
 func (sb *Sandbox) timeout(ctx context.Context) uint32 {
 	limit := sb.s.execLimit
@@ -148,6 +187,10 @@ func (sb *Sandbox) timeout(ctx context.Context) uint32 {
 		}
 	}
 	if limit <= 0 {
+		if sb.shape.needTimeout {
+			// An omitted timeout would mean 360 s to this daemon.
+			return math.MaxUint32
+		}
 		return 0
 	}
 	secs := math.Ceil(limit.Seconds())
@@ -158,8 +201,12 @@ func (sb *Sandbox) timeout(ctx context.Context) uint32 {
 func (sb *Sandbox) kill(toolbox *url.URL, base string) {
 	ctx, cancel := context.WithTimeout(context.Background(), sb.d.opts.CleanupTimeout)
 	defer cancel()
-	req := apiExecuteRequest{Command: killScript(base), Timeout: 10}
-	if _, err := sb.s.c.execute(ctx, toolbox, req); err != nil {
+	command, err := forShape(killScript(base), sb.shape)
+	if err != nil {
+		return
+	}
+	req := apiExecuteRequest{Command: command, Timeout: 10}
+	if _, err := sb.s.c.execute(ctx, toolbox, req, execAnswerLimit(0)); err != nil {
 		sb.d.opts.Logger.Warn("daytona: killing a cancelled command failed", "sandbox", sb.id, "err", err)
 	}
 }

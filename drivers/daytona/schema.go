@@ -3,7 +3,9 @@ package daytona
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -19,7 +21,12 @@ const (
 	// FieldAPIKey is the API key sent as a bearer token (Secret, required).
 	FieldAPIKey = "api_key"
 	// FieldOrganizationID is sent as X-Daytona-Organization-ID (Identity,
-	// optional).
+	// optional). Daytona reads that header only for JWT (user session)
+	// credentials; with an API key, what this driver sends, the key's own
+	// organization is used and the header does nothing. The driver never
+	// relies on it for scoping: when a sandbox the API returns belongs to
+	// another organization than this field names, the driver logs a
+	// warning; it goes by sandbox ids and labels, never by organization.
 	FieldOrganizationID = "organization_id"
 	// FieldSnapshotID is the id (a UUID) of the snapshot sandboxes are
 	// created from (Identity, required; the schema's ImageField). A snapshot
@@ -49,6 +56,15 @@ const (
 	// or 0: none beyond the caller's context). When the toolbox gives up,
 	// Exec fails with drivers.ErrTimeout.
 	FieldExecTimeout = "exec_timeout"
+	// FieldReactivateSnapshot says whether the driver reactivates the
+	// configured snapshot when Daytona marked it inactive (Knob, bool,
+	// default true). Daytona marks a snapshot that is not general inactive
+	// after 14 idle days, and then refuses to create sandboxes from it. The
+	// driver reactivates it by its id (POST /snapshots/{id}/activate, never
+	// by name: QUAL-6) and waits until it is active again. When false, an
+	// inactive snapshot fails with drivers.ErrImageInactive (code
+	// image_inactive, PRB-5).
+	FieldReactivateSnapshot = "reactivate_snapshot"
 )
 
 func newSchema() *drivers.ConfigSchema {
@@ -77,7 +93,7 @@ func newSchema() *drivers.ConfigSchema {
 			{Name: FieldAPIKey, Kind: drivers.Secret, Type: drivers.String, Required: true,
 				Doc: "Daytona API key"},
 			{Name: FieldOrganizationID, Kind: drivers.Identity, Type: drivers.String,
-				Doc: "organization id sent as X-Daytona-Organization-ID"},
+				Doc: "organization id sent as X-Daytona-Organization-ID; effective only with JWTs, ignored for API keys"},
 			{Name: FieldSnapshotID, Kind: drivers.Identity, Type: drivers.String, Required: true,
 				Doc: "id (UUID) of the snapshot sandboxes are created from; never a name", Check: checkSnapshotID},
 			{Name: FieldTarget, Kind: drivers.Identity, Type: drivers.String,
@@ -94,10 +110,15 @@ func newSchema() *drivers.ConfigSchema {
 				Doc: "minutes stopped before auto-delete; -1 disables, 0 deletes on stop"},
 			{Name: FieldExecTimeout, Kind: drivers.Knob, Type: drivers.Duration,
 				Doc: "the toolbox's own time limit for one command (whole seconds)"},
+			{Name: FieldReactivateSnapshot, Kind: drivers.Knob, Type: drivers.Bool, Default: true,
+				Doc: "reactivate the snapshot (by id) when Daytona marked it inactive after 14 idle days"},
 		},
 	}
 }
 
+// checkAPIURL accepts an https URL, or an http URL whose host is loopback
+// (a local fake or tunnel): the API key is a bearer token and must not
+// cross a network in clear.
 func checkAPIURL(v any) error {
 	s, _ := v.(string)
 	u, err := url.Parse(s)
@@ -107,7 +128,19 @@ func checkAPIURL(v any) error {
 	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return errors.New("must not carry user info, a query or a fragment")
 	}
+	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+		return fmt.Errorf("must use https: http is accepted only for a loopback host, not %q", u.Hostname())
+	}
 	return nil
+}
+
+// isLoopback reports whether host is localhost or a loopback IP address.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func checkSnapshotID(v any) error {

@@ -38,15 +38,29 @@ type apiPtyExit struct {
 	ExitReason *string `json:"exitReason"`
 }
 
+// maxDim is the largest terminal width or height the daemon accepts
+// (v0.190.0 apps/daemon/pkg/toolbox/process/pty/controller.go and
+// session.go refuse more than 1000).
+const maxDim = 1000
+
 func clampDim(n, def int) uint16 {
 	switch {
 	case n <= 0:
 		return uint16(def)
-	case n > 999:
-		return 999
+	case n > maxDim:
+		return maxDim
 	}
 	return uint16(n)
 }
+
+// maxTerminalBuffer bounds the terminal output held for a reader that is
+// behind; older output beyond it is dropped.
+const maxTerminalBuffer = 1 << 20
+
+// maxInputMessage bounds one WebSocket message of terminal input: the
+// daemon's read limit is 64 KiB (pty/types.go readLimit), and a larger
+// message ends the connection.
+const maxInputMessage = 32 << 10
 
 // OpenTerminal opens a PTY session in the sandbox through the toolbox
 // (POST /process/pty, then the WebSocket /process/pty/{id}/connect). The
@@ -55,6 +69,13 @@ func clampDim(n, def int) uint16 {
 // output starts with that line. req.Env and req.Term (default
 // xterm-256color) are the session's envs, req.Dir its cwd. ctx bounds the
 // opening only; Close ends the session and its processes.
+//
+// The daemon sends output only to the clients attached when it is produced
+// and replays nothing, so output of the shell before the attachment (its
+// first prompt) may be missing; the session is attached before any input
+// is sent. Other clients may attach to the same session; each sees the
+// output from its attachment on. Widths and heights are capped at 1000,
+// input is sent in messages under the daemon's 64 KiB limit.
 func (sb *Sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest) (drivers.TerminalSession, error) {
 	if err := sb.live(); err != nil {
 		return nil, err
@@ -172,6 +193,11 @@ func (t *terminal) readLoop() {
 		}
 		t.out.mu.Lock()
 		t.out.buf = append(t.out.buf, data...)
+		if over := len(t.out.buf) - maxTerminalBuffer; over > 0 {
+			// Bounded: a reader that fell this far behind loses the
+			// oldest output, as the daemon drops output for slow clients.
+			t.out.buf = append(t.out.buf[:0], t.out.buf[over:]...)
+		}
 		t.out.cond.Broadcast()
 		t.out.mu.Unlock()
 	}
@@ -185,7 +211,8 @@ func (t *terminal) closeOut() {
 }
 
 // Read returns the terminal's output; io.EOF after the session ended and
-// its output was read.
+// its output was read. At most maxTerminalBuffer (1 MiB) of unread output
+// is held: a reader further behind loses the oldest.
 func (t *terminal) Read(p []byte) (int, error) {
 	t.out.mu.Lock()
 	defer t.out.mu.Unlock()
@@ -200,14 +227,20 @@ func (t *terminal) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// Write sends keystrokes.
+// Write sends keystrokes, in messages of at most maxInputMessage bytes.
 func (t *terminal) Write(p []byte) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := t.conn.Write(ctx, websocket.MessageBinary, p); err != nil {
-		return 0, fmt.Errorf("daytona: terminal %s in sandbox %s: %w", t.id, t.sb.id, err)
+	n := 0
+	for n < len(p) {
+		chunk := p[n:min(len(p), n+maxInputMessage)]
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := t.conn.Write(ctx, websocket.MessageBinary, chunk)
+		cancel()
+		if err != nil {
+			return n, fmt.Errorf("daytona: terminal %s in sandbox %s: %w", t.id, t.sb.id, err)
+		}
+		n += len(chunk)
 	}
-	return len(p), nil
+	return n, nil
 }
 
 // Resize changes the window size (POST /process/pty/{id}/resize).

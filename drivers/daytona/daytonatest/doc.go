@@ -6,21 +6,27 @@
 //
 // Start with New and Options (server.go); Knobs set timing and failures,
 // Fault injects error answers per route and call. sandboxes.go holds the
-// sandbox state machine, snapshots.go the snapshot rules, toolbox.go the
+// sandbox state machine, list.go the listing, snapshots.go the snapshot rules, toolbox.go the
 // command runner, pty.go the terminals, inspect.go what tests read back.
 //
 // Rules kept:
 //
-//   - Bearer API key on every route (401); a foreign
-//     X-Daytona-Organization-ID is 403. Error bodies are the API's
-//     {path, timestamp, statusCode, error, message} and the toolbox's
-//     {statusCode, message, code, path, method, timestamp}.
+//   - Bearer API key on every route (401); X-Daytona-Organization-ID is
+//     ignored, as the API ignores it for API keys (only its JWT strategy
+//     reads it, apps/api/src/auth/jwt.strategy.ts). Error bodies are the
+//     API's {path, timestamp, statusCode, error, message}, the toolbox's
+//     {statusCode, message, code, path, method, timestamp} and the PTY
+//     controller's {error}. Options.TLS serves https with an untrusted
+//     certificate; Fault.Location answers a redirect.
 //   - Sandboxes have state and desiredState. Create answers before the
 //     sandbox is started (creating; the API's own 30 s wait is compressed
 //     to what is already due) unless the start is immediate; a start that
 //     fails at once answers 400 "Sandbox failed to start: <reason>" while
-//     the errored sandbox exists. Start from stopped (starting) or archived
-//     (restoring); stop only from started; archive only from stopped and
+//     the errored sandbox exists. Start from stopped (then starting),
+//     archived or archiving (then restoring) or paused (then resuming; VM
+//     classes only, Pause is the control) answers with the state
+//     unchanged and desired started; stop from
+//     started or paused; archive only from stopped and
 //     not for ephemeral sandboxes; any action while state != desiredState
 //     or while a change is pending is 409 "Sandbox state change in
 //     progress"; actions on an errored sandbox are 400. A stop of a sandbox
@@ -31,14 +37,30 @@
 //     active; resources (cpu, memory, disk, gpu) are refused as the API
 //     refuses them for snapshot creates; the sandbox reports the snapshot's
 //     name. Sandbox names are unique (409).
-//   - Snapshots: ids are UUIDs; names are unique (409); the image name needs
+//   - Snapshots: created pending, then active (Knobs.SnapshotDelay);
+//     AgeSnapshot makes one inactive as the 14-day idle cron does, and a
+//     create from it answers 400 "Snapshot X is inactive"; POST
+//     /snapshots/{id}/activate (UUID only, 10-minute cooldown after the
+//     deactivation) makes it pending again. Ids are UUIDs; names are unique
+//     (409); the image name needs
 //     a tag or digest and not ":latest" (400), as the API checks imageName;
 //     GET /snapshots/{id} matches a name or an id; delete is removing, then
 //     gone. POST /sandbox/{id}/snapshot copies the sandbox's home directory
-//     into a new snapshot, and sandboxes created from it start with a copy.
-//   - List: GET /sandbox with JSON labels, limit 1-200 and opaque cursors,
-//     newest first, destroyed sandboxes left out.
-//   - Toolbox execute runs the command for real with /bin/sh in a process
+//     into a new snapshot, and sandboxes created from it start with a copy;
+//     with job-based runners (default) the sandbox's state is restored
+//     before the snapshot is saved (Knobs.SnapshotBeforeRestore: the older
+//     order), and a duplicate name is not refused by the request: the save
+//     makes no snapshot.
+//   - List: GET /sandbox with JSON labels, limit 1-200, sort (default
+//     lastActivityAt, which every toolbox request bumps) and order (default
+//     desc), id as tie-breaker, and a cursor on the last item's sort value
+//     and id, destroyed sandboxes left out.
+//   - Toolbox execute runs the command for real, shaped by the sandbox's
+//     daemonVersion (Knobs.DaemonVersion, default 0.190.0): from 0.156.0
+//     fed to Knobs.Shell (default /bin/sh) on stdin, before split on spaces
+//     and run without a shell; envs only from 0.167.0; before 0.155.0 an
+//     omitted timeout is 360 s; Knobs.ReplayExecute runs it twice as the
+//     proxy's replay does. It runs in a process
 //     group, in a per-sandbox home directory (TMPDIR a per-sandbox tmp
 //     directory), stdout and stderr combined: 400 on an empty command or a
 //     bad env name, 408 when its timeout kills the group; like the daemon,
@@ -46,13 +68,14 @@
 //     the sandbox does. Commands run as the test's user on the test's host:
 //     the fake isolates directories, not privileges.
 //   - PTY sessions (pty.go): POST /process/pty starts /bin/sh -i -l on a
-//     real pseudo-terminal (duplicate ids 409, sizes below 1000); the
+//     real pseudo-terminal (duplicate ids 409); the
 //     WebSocket /process/pty/{id}/connect sends {"type":"control",
 //     "status":"connected"}, then output as binary messages, takes input
 //     messages, and closes with 1000 or 1011 and {"exitCode":N} when the
 //     shell ends; resize after the end is 410; delete kills the session.
-//     The fake takes one client per session and keeps output produced
-//     before it attached.
+//     Several clients may attach; output goes only to the clients attached
+//     when it is produced (nothing is replayed); sizes up to 1000; input
+//     messages over 64 KiB end the connection.
 //
 // Stricter than the real API, on purpose: unknown JSON fields in request
 // bodies are refused with 400, so a client using a wrong field name fails

@@ -37,8 +37,7 @@ type ptySession struct {
 	cmd        *exec.Cmd
 
 	mu         sync.Mutex
-	backlog    []byte      // output before the first client attached
-	client     chan []byte // output to the attached client, nil for none
+	clients    map[chan []byte]bool // output to each attached client
 	exited     chan struct{}
 	exitCode   int
 	ptmxClosed bool
@@ -78,22 +77,22 @@ func (p *ptySession) resize(cols, rows uint16) error {
 	return unix.IoctlSetWinsize(p.fd, unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
 }
 
-// pump copies the terminal's output to the attached client (or the
-// backlog) until the shell ends, then records its exit code.
+// pump copies the terminal's output to every attached client until the
+// shell ends, then records its exit code.
 func (p *ptySession) pump() {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := p.ptmx.Read(buf)
 		if n > 0 {
 			b := append([]byte(nil), buf[:n]...)
+			// Broadcast to the clients attached now; with none, the output
+			// is lost (websocket.go broadcast; nothing is replayed).
 			p.mu.Lock()
-			if p.client != nil {
+			for c := range p.clients {
 				select {
-				case p.client <- b:
+				case c <- b:
 				default: // a slow client loses output, as with the daemon
 				}
-			} else if len(p.backlog) < 1<<20 {
-				p.backlog = append(p.backlog, b...)
 			}
 			p.mu.Unlock()
 		}
@@ -155,6 +154,7 @@ func (s *Server) toolboxSandbox(w http.ResponseWriter, r *http.Request) *sandbox
 		toolboxError(w, r, http.StatusBadRequest, fmt.Sprintf("sandbox %s is not started (state %s)", id, sb.state))
 		return nil
 	}
+	s.touch(sb)
 	return sb
 }
 
@@ -168,15 +168,18 @@ func (s *Server) createPty(w http.ResponseWriter, r *http.Request) {
 		LazyStart bool              `json:"lazyStart"`
 	}
 	if err := decodeStrict(r, &req); err != nil {
-		toolboxError(w, r, http.StatusBadRequest, err.Error())
+		ptyError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	switch {
 	case req.ID == "":
-		toolboxError(w, r, http.StatusBadRequest, "session ID is required")
+		ptyError(w, http.StatusBadRequest, "session ID is required")
 		return
-	case req.Cols >= 1000 || req.Rows >= 1000:
-		toolboxError(w, r, http.StatusBadRequest, "invalid value for cols or rows - must be less than 1000")
+	case req.Cols > 1000:
+		ptyError(w, http.StatusBadRequest, "invalid value for cols - must be less than 1000")
+		return
+	case req.Rows > 1000:
+		ptyError(w, http.StatusBadRequest, "invalid value for rows - must be less than 1000")
 		return
 	}
 	if req.Cols == 0 {
@@ -192,12 +195,12 @@ func (s *Server) createPty(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, dup := sb.ptys[req.ID]; dup {
-		toolboxError(w, r, http.StatusConflict, fmt.Sprintf("PTY session with ID '%s' already exists", req.ID))
+		ptyError(w, http.StatusConflict, fmt.Sprintf("PTY session with ID '%s' already exists", req.ID))
 		return
 	}
 	ptmx, tty, err := openPTY()
 	if err != nil {
-		toolboxError(w, r, http.StatusInternalServerError, "failed to start PTY session: "+err.Error())
+		ptyError(w, http.StatusInternalServerError, "failed to start PTY session: "+err.Error())
 		return
 	}
 	defer tty.Close()
@@ -209,7 +212,7 @@ func (s *Server) createPty(w http.ResponseWriter, r *http.Request) {
 		fd: int(ptmx.Fd()), exited: make(chan struct{})}
 	if err := p.resize(req.Cols, req.Rows); err != nil {
 		ptmx.Close()
-		toolboxError(w, r, http.StatusInternalServerError, "failed to start PTY session: "+err.Error())
+		ptyError(w, http.StatusInternalServerError, "failed to start PTY session: "+err.Error())
 		return
 	}
 	cmd := exec.Command("/bin/sh", "-i", "-l")
@@ -222,7 +225,7 @@ func (s *Server) createPty(w http.ResponseWriter, r *http.Request) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := cmd.Start(); err != nil {
 		ptmx.Close()
-		toolboxError(w, r, http.StatusInternalServerError, "failed to start PTY session: "+err.Error())
+		ptyError(w, http.StatusInternalServerError, "failed to start PTY session: "+err.Error())
 		return
 	}
 	p.cmd = cmd
@@ -239,7 +242,7 @@ func (s *Server) pty(w http.ResponseWriter, r *http.Request) *ptySession {
 	}
 	p := sb.ptys[r.PathValue("sessionId")]
 	if p == nil {
-		toolboxError(w, r, http.StatusNotFound, "PTY session not found")
+		ptyError(w, http.StatusNotFound, "PTY session not found")
 	}
 	return p
 }
@@ -268,11 +271,11 @@ func (s *Server) resizePty(w http.ResponseWriter, r *http.Request) {
 		Rows uint16 `json:"rows"`
 	}
 	if err := decodeStrict(r, &req); err != nil {
-		toolboxError(w, r, http.StatusBadRequest, err.Error())
+		ptyError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if req.Cols >= 1000 || req.Rows >= 1000 || req.Cols == 0 || req.Rows == 0 {
-		toolboxError(w, r, http.StatusBadRequest, "cols and rows must be between 1 and 999")
+	if req.Cols > 1000 || req.Rows > 1000 || req.Cols == 0 || req.Rows == 0 {
+		ptyError(w, http.StatusBadRequest, "cols and rows must be between 1 and 1000")
 		return
 	}
 	s.mu.Lock()
@@ -282,16 +285,28 @@ func (s *Server) resizePty(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := p.resize(req.Cols, req.Rows); errors.Is(err, errPtyEnded) {
-		toolboxError(w, r, http.StatusGone, err.Error())
+		ptyError(w, http.StatusGone, err.Error())
 		return
 	} else if err != nil {
-		toolboxError(w, r, http.StatusInternalServerError, err.Error())
+		ptyError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, p.info())
 }
 
-// connectPty attaches one WebSocket client: a text control message
+// ptyReadLimit is the daemon's WebSocket read limit for PTY input.
+const ptyReadLimit = 64 << 10
+
+// ptyError writes the PTY routes' error body, {"error": msg}
+// (apps/daemon/pkg/toolbox/process/pty/controller.go), unlike the rest of
+// the toolbox.
+func ptyError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]any{"error": msg})
+}
+
+// connectPty attaches a WebSocket client (several may attach to one
+// session; each gets the output produced while it is attached, nothing
+// from before): a text control message
 // {"type":"control","status":"connected"}, then the terminal's output as
 // binary messages and the client's messages as input; when the shell ends
 // the connection closes with 1000 (exit 0) or 1011, and the reason
@@ -303,22 +318,16 @@ func (s *Server) connectPty(w http.ResponseWriter, r *http.Request) {
 	if p == nil {
 		return
 	}
-	p.mu.Lock()
-	if p.client != nil {
-		p.mu.Unlock()
-		toolboxError(w, r, http.StatusConflict, "daytonatest: one client per PTY session")
-		return
-	}
 	out := make(chan []byte, 256)
-	if len(p.backlog) > 0 {
-		out <- p.backlog
-		p.backlog = nil
+	p.mu.Lock()
+	if p.clients == nil {
+		p.clients = map[chan []byte]bool{}
 	}
-	p.client = out
+	p.clients[out] = true
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
-		p.client = nil
+		delete(p.clients, out)
 		p.mu.Unlock()
 	}()
 	conn, err := websocket.Accept(w, r, nil)
@@ -326,6 +335,9 @@ func (s *Server) connectPty(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer conn.CloseNow()
+	// The daemon's read limit (pty/types.go readLimit): a larger input
+	// message ends the connection.
+	conn.SetReadLimit(ptyReadLimit)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	_ = conn.Write(ctx, websocket.MessageText, []byte(`{"type":"control","status":"connected"}`))

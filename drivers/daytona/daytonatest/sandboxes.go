@@ -1,7 +1,6 @@
 package daytonatest
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -9,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -27,6 +24,7 @@ type sandbox struct {
 	autoStop, autoArch int64
 	autoDelete         int64
 	created, updated   time.Time
+	lastActivity       time.Time
 
 	state, desired string
 	pending        bool
@@ -39,6 +37,12 @@ type sandbox struct {
 	stuck     bool
 	fail      string // errorReason the transition ends with
 	after     func() // run when the transition finishes
+	// then, if not "", is the state the next read shows while the
+	// transition is still pending (the API answers a start with the state
+	// unchanged, and its manager moves it on).
+	then   string
+	class  string // sandboxClass: container, linux-vm, windows
+	daemon string // daemonVersion, "" when not reported
 
 	home, tmp string
 	procs     map[int]bool           // process group ids of running commands
@@ -59,7 +63,7 @@ func (sb *sandbox) killAll() {
 // begin starts a transition of sb to next.
 func (s *Server) begin(sb *sandbox, shown, next string, delay time.Duration, polls int) {
 	sb.state, sb.next, sb.pending = shown, next, true
-	sb.due, sb.pollsLeft, sb.stuck, sb.fail, sb.after = s.clk.Now().Add(delay), polls, false, "", nil
+	sb.due, sb.pollsLeft, sb.stuck, sb.fail, sb.after, sb.then = s.clk.Now().Add(delay), polls, false, "", nil, ""
 	sb.updated = s.clk.Now()
 }
 
@@ -68,6 +72,9 @@ func (s *Server) begin(sb *sandbox, shown, next string, delay time.Duration, pol
 func (s *Server) advance(sb *sandbox, read bool) {
 	if !sb.pending {
 		return
+	}
+	if sb.then != "" {
+		sb.state, sb.then = sb.then, ""
 	}
 	if read && sb.pollsLeft > 0 {
 		sb.pollsLeft--
@@ -86,7 +93,7 @@ func (s *Server) advance(sb *sandbox, read bool) {
 		sb.after()
 		sb.after = nil
 	}
-	if sb.state == "stopped" || sb.state == "archived" || sb.state == "destroyed" {
+	if sb.state == "stopped" || sb.state == "archived" || sb.state == "destroyed" || sb.state == "paused" {
 		sb.killAll()
 	}
 	if sb.state == "destroyed" {
@@ -129,10 +136,13 @@ func (s *Server) dto(sb *sandbox) map[string]any {
 		"recoverable": false, "backupState": "None", "autoStopInterval": sb.autoStop,
 		"autoArchiveInterval": sb.autoArch, "autoDeleteInterval": sb.autoDelete,
 		"createdAt": sb.created.UTC().Format(time.RFC3339Nano), "updatedAt": sb.updated.UTC().Format(time.RFC3339Nano),
-		"sandboxClass": "container", "toolboxProxyUrl": s.ToolboxProxyURL(),
+		"lastActivityAt": sb.lastActivity.UTC().Format(time.RFC3339Nano), "sandboxClass": sb.class, "toolboxProxyUrl": s.toolboxProxyURLLocked(),
 	}
 	if sb.errorReason != "" {
 		m["errorReason"] = sb.errorReason
+	}
+	if sb.daemon != "" {
+		m["daemonVersion"] = sb.daemon
 	}
 	return m
 }
@@ -208,10 +218,17 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		id: id, name: name, snapshot: snap.name, seq: s.seq, env: orEmpty(req.Env), labels: orEmpty(req.Labels),
 		cpu: snap.cpu, mem: snap.mem, disk: snap.disk, target: req.Target, autoStop: 15, autoArch: 10080,
 		autoDelete: -1, created: now, updated: now, desired: "started",
+		class: s.knobs.SandboxClass, daemon: s.knobs.DaemonVersion,
 		home: filepath.Join(root, "home"), tmp: filepath.Join(root, "tmp"), procs: map[int]bool{}, ptys: map[string]*ptySession{},
 	}
 	if sb.target == "" {
 		sb.target = "us"
+	}
+	if sb.class == "" {
+		sb.class = "container"
+	}
+	if sb.daemon == "" && !s.knobs.NoDaemonVersion {
+		sb.daemon = "0.190.0"
 	}
 	if req.AutoStopInterval != nil {
 		sb.autoStop = *req.AutoStopInterval
@@ -227,6 +244,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.sandboxes[id] = sb
+	s.touch(sb)
 	k := s.knobs
 	s.begin(sb, "creating", "started", k.StartDelay, k.StartPolls)
 	sb.stuck, sb.fail = k.StuckCreating, k.FailStart
@@ -309,24 +327,64 @@ func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sb := s.action(w, r)
-	switch {
-	case sb == nil:
+	if sb == nil {
 		return
+	}
+	// v0.190.0 sandbox.service.ts start: started is a no-op; an errored
+	// sandbox is 400; archiving towards archived may be started; stopped,
+	// archived, archiving and paused are startable; paused only for VM
+	// classes (422 otherwise).
+	switch {
 	case sb.state == "started" && sb.desired == "started":
 		writeJSON(w, http.StatusOK, s.dto(sb))
 		return
-	case !transition(w, r, sb, "Sandbox is not in valid state", "stopped", "archived"):
+	case errored(sb):
+		apiError(w, r, http.StatusBadRequest, "Sandbox is in an errored state")
+		return
+	case sb.state != sb.desired && (sb.desired != "archived" || (sb.state != "stopped" && sb.state != "archiving")):
+		apiError(w, r, http.StatusConflict, "Sandbox state change in progress")
+		return
+	case !slices.Contains([]string{"stopped", "archived", "archiving", "paused"}, sb.state):
+		apiError(w, r, http.StatusBadRequest, "Sandbox is not in valid state")
+		return
+	case sb.pending && sb.state != "archiving":
+		apiError(w, r, http.StatusConflict, "Sandbox state change in progress")
+		return
+	case sb.state == "paused" && sb.class != "linux-vm" && sb.class != "windows":
+		apiError(w, r, http.StatusUnprocessableEntity, "Resuming is not supported for this sandbox")
 		return
 	}
-	shown := "starting"
-	if sb.state == "archived" {
-		shown = "restoring"
-	}
+	then := map[string]string{"stopped": "starting", "archived": "restoring", "archiving": "restoring", "paused": "resuming"}[sb.state]
 	k := s.knobs
 	sb.desired = "started"
-	s.begin(sb, shown, "started", k.StartDelay, k.StartPolls)
+	s.begin(sb, sb.state, "started", k.StartDelay, k.StartPolls)
+	sb.then = then
 	sb.fail = k.FailStart
+	// The answer shows the state unchanged (pending, desired started); the
+	// next read shows the transition's own state.
 	writeJSON(w, http.StatusOK, s.dto(sb))
+}
+
+// Pause pauses sandbox id as POST /sandbox/{id}/pause does (v0.190.0
+// sandbox.service.ts pause): only a started VM sandbox (Knobs.SandboxClass
+// linux-vm or windows) can pause; it is pausing, then paused after the
+// StopDelay knob. A paused sandbox runs no commands; start resumes it and
+// stop stops it.
+func (s *Server) Pause(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb := s.lookup(id, false)
+	switch {
+	case sb == nil:
+		return fmt.Errorf("daytonatest: sandbox %s not found", id)
+	case sb.class != "linux-vm" && sb.class != "windows":
+		return fmt.Errorf("daytonatest: Pausing is not supported for this sandbox")
+	case sb.state != "started" || sb.pending || sb.desired != "started":
+		return fmt.Errorf("daytonatest: sandbox %s is %s, not started", id, sb.state)
+	}
+	sb.desired = "paused"
+	s.begin(sb, "pausing", "paused", s.knobs.StopDelay, 0)
+	return nil
 }
 
 func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
@@ -334,7 +392,7 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	sb := s.action(w, r)
 	switch {
-	case sb == nil, !transition(w, r, sb, "Sandbox is not in a stoppable state", "started"):
+	case sb == nil, !transition(w, r, sb, "Sandbox is not in a stoppable state", "started", "paused"):
 		return
 	}
 	if sb.autoDelete == 0 {
@@ -398,75 +456,5 @@ func (s *Server) toolboxProxyURL(w http.ResponseWriter, r *http.Request) {
 		apiError(w, r, http.StatusNotFound, fmt.Sprintf("Sandbox with ID %s not found", id))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"url": s.ToolboxProxyURL()})
-}
-
-// listSandboxes is GET /sandbox: labels (JSON) filter, cursor pages, newest
-// first; destroyed sandboxes and errored ones being deleted are left out
-// (unless includeErroredDeleted).
-func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	limit := 100
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 200 {
-			apiError(w, r, http.StatusBadRequest, "limit must be a number between 1 and 200")
-			return
-		}
-		limit = n
-	}
-	var labels map[string]string
-	if v := q.Get("labels"); v != "" {
-		if err := json.Unmarshal([]byte(v), &labels); err != nil {
-			apiError(w, r, http.StatusBadRequest, "Invalid labels JSON format")
-			return
-		}
-	}
-	before := int64(-1)
-	if c := q.Get("cursor"); c != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(c)
-		n, perr := strconv.ParseInt(strings.TrimPrefix(string(raw), "seq:"), 10, 64)
-		if err != nil || perr != nil || !strings.HasPrefix(string(raw), "seq:") {
-			apiError(w, r, http.StatusBadRequest, "Invalid cursor")
-			return
-		}
-		before = n
-	}
-	withErrDeleted := q.Get("includeErroredDeleted") == "true"
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.knobs.PageSize > 0 {
-		limit = min(limit, s.knobs.PageSize)
-	}
-	var match []*sandbox
-	for _, sb := range s.sandboxes {
-		s.advance(sb, true)
-		if sb.state == "destroyed" || (errored(sb) && sb.desired == "destroyed" && !withErrDeleted) {
-			continue
-		}
-		if before >= 0 && sb.seq >= before {
-			continue
-		}
-		ok := true
-		for k, v := range labels {
-			if sb.labels[k] != v {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			match = append(match, sb)
-		}
-	}
-	slices.SortFunc(match, func(a, b *sandbox) int { return int(b.seq - a.seq) })
-	var next any
-	if len(match) > limit {
-		match = match[:limit]
-		next = base64.RawURLEncoding.EncodeToString([]byte("seq:" + strconv.FormatInt(match[limit-1].seq, 10)))
-	}
-	items := make([]map[string]any, len(match))
-	for i, sb := range match {
-		items[i] = s.dto(sb)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": next})
+	writeJSON(w, http.StatusOK, map[string]any{"url": s.toolboxProxyURLLocked()})
 }

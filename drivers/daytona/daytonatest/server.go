@@ -21,20 +21,21 @@ import (
 // Routes of the fake, as Go ServeMux patterns. Fault.Route and Calls take
 // them.
 const (
-	RouteListSandboxes   = "GET /api/sandbox"
-	RouteCreateSandbox   = "POST /api/sandbox"
-	RouteGetSandbox      = "GET /api/sandbox/{sandboxIdOrName}"
-	RouteDeleteSandbox   = "DELETE /api/sandbox/{sandboxIdOrName}"
-	RouteStartSandbox    = "POST /api/sandbox/{sandboxIdOrName}/start"
-	RouteStopSandbox     = "POST /api/sandbox/{sandboxIdOrName}/stop"
-	RouteArchiveSandbox  = "POST /api/sandbox/{sandboxIdOrName}/archive"
-	RouteSnapshotSandbox = "POST /api/sandbox/{sandboxIdOrName}/snapshot"
-	RouteToolboxProxyURL = "GET /api/sandbox/{sandboxId}/toolbox-proxy-url"
-	RouteListSnapshots   = "GET /api/snapshots"
-	RouteCreateSnapshot  = "POST /api/snapshots"
-	RouteGetSnapshot     = "GET /api/snapshots/{id}"
-	RouteDeleteSnapshot  = "DELETE /api/snapshots/{id}"
-	RouteExecute         = "POST /toolbox/{sandboxId}/process/execute"
+	RouteListSandboxes    = "GET /api/sandbox"
+	RouteCreateSandbox    = "POST /api/sandbox"
+	RouteGetSandbox       = "GET /api/sandbox/{sandboxIdOrName}"
+	RouteDeleteSandbox    = "DELETE /api/sandbox/{sandboxIdOrName}"
+	RouteStartSandbox     = "POST /api/sandbox/{sandboxIdOrName}/start"
+	RouteStopSandbox      = "POST /api/sandbox/{sandboxIdOrName}/stop"
+	RouteArchiveSandbox   = "POST /api/sandbox/{sandboxIdOrName}/archive"
+	RouteSnapshotSandbox  = "POST /api/sandbox/{sandboxIdOrName}/snapshot"
+	RouteToolboxProxyURL  = "GET /api/sandbox/{sandboxId}/toolbox-proxy-url"
+	RouteListSnapshots    = "GET /api/snapshots"
+	RouteCreateSnapshot   = "POST /api/snapshots"
+	RouteGetSnapshot      = "GET /api/snapshots/{id}"
+	RouteDeleteSnapshot   = "DELETE /api/snapshots/{id}"
+	RouteActivateSnapshot = "POST /api/snapshots/{id}/activate"
+	RouteExecute          = "POST /toolbox/{sandboxId}/process/execute"
 )
 
 // Knobs are the fake's timing and failure behaviour. They apply to
@@ -59,14 +60,49 @@ type Knobs struct {
 	FailStart string
 	// PageSize caps a list page below the request's limit; 0: no cap.
 	PageSize int
+	// DaemonVersion is the daemonVersion new sandboxes report and whose
+	// process/execute behaviour the toolbox reproduces (see execute);
+	// default "0.190.0". "" in a sandbox's answer: set NoDaemonVersion.
+	DaemonVersion string
+	// NoDaemonVersion leaves daemonVersion out of the sandbox records (the
+	// field is optional in the API's schema); the toolbox behaves as the
+	// newest daemon.
+	NoDaemonVersion bool
+	// ReplayExecute makes the toolbox run every process/execute command
+	// twice, overlapping, and answer with the second run, as Daytona's
+	// proxy does when it replays a POST once after a stale-connection
+	// error (the first run's answer is lost, the command is not stopped).
+	ReplayExecute bool
+	// Shell is the shell a v0.156.0+ daemon feeds commands to; default
+	// /bin/sh. The real daemon takes zsh, then bash, then sh.
+	Shell string
+	// SandboxClass is the sandboxClass of new sandboxes: "container" (the
+	// default), "linux-vm" or "windows". Only VM classes can be paused
+	// (Server.Pause).
+	SandboxClass string
+	// SnapshotDelay is how long, on the server's clock, a snapshot stays
+	// pending before it is active: one saved from a sandbox, one created
+	// through POST /snapshots, one activated. Default 0 (active at the
+	// next read; the answer to the request that made it pending still says
+	// pending).
+	SnapshotDelay time.Duration
+	// SnapshotBeforeRestore selects the older runners' capture order: the
+	// snapshot is saved before the sandbox leaves snapshotting. Default the
+	// job-based order: the state is restored first.
+	SnapshotBeforeRestore bool
+	// ToolboxProxyURL, if not "", is the toolboxProxyUrl sandboxes report
+	// (and GET /sandbox/{id}/toolbox-proxy-url answers) instead of the
+	// fake's own: the real API answers whatever its region is configured
+	// with, another origin than the API's.
+	ToolboxProxyURL string
 }
 
 // Options configure a Server. nil means defaults.
 type Options struct {
 	// APIKey is the only bearer token accepted; default "daytonatest-key".
 	APIKey string
-	// OrganizationID is the organization of the key; a request carrying
-	// another X-Daytona-Organization-ID is refused with 403. Default a
+	// OrganizationID is the organization of the key. As with the real API
+	// and an API key, X-Daytona-Organization-ID is ignored. Default a
 	// random UUID.
 	OrganizationID string
 	// Clock runs the transitions; default the wall clock. Tests pass a
@@ -77,6 +113,9 @@ type Options struct {
 	// Dir holds the sandboxes' home directories; default a new temporary
 	// directory removed by Close.
 	Dir string
+	// TLS serves https with httptest's self-signed certificate (see
+	// Server.Client for a client that trusts it); default plain http.
+	TLS bool
 	// AfterCall, if not nil, is called after each authenticated request
 	// was answered, with its route and status, outside the server's lock:
 	// a test hook to act at an exact point of a conversation (for example
@@ -89,7 +128,9 @@ type Options struct {
 // Count times (0 means once; negative means forever). It answers Status
 // with Message in the API's error body, and a Retry-After header when
 // RetryAfter is not "". With Lose set, the request is served first and
-// only its answer is replaced: an answer lost on the way back.
+// only its answer is replaced: an answer lost on the way back. With
+// Location set, the answer is a redirect there (Status, default 307), as a
+// load balancer or a misconfigured proxy in front of the API may send.
 type Fault struct {
 	Route      string
 	Nth        int
@@ -98,6 +139,7 @@ type Fault struct {
 	Message    string
 	RetryAfter string
 	Lose       bool
+	Location   string
 
 	seen, fired int
 }
@@ -116,8 +158,10 @@ type Server struct {
 	mu        sync.Mutex
 	knobs     Knobs
 	seq       int64
+	lastTouch time.Time           // the last activity time given (see touch)
 	sandboxes map[string]*sandbox // by id, destroyed ones included
 	snapshots map[string]*snapshot
+	saves     []pendingSave // snapshots saved after their sandbox's state
 	calls     map[string]int
 	faults    []*Fault
 	closed    bool
@@ -151,7 +195,12 @@ func New(opts *Options) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	s.routes(mux)
-	s.srv = httptest.NewServer(mux)
+	s.srv = httptest.NewUnstartedServer(mux)
+	if o.TLS {
+		s.srv.StartTLS()
+	} else {
+		s.srv.Start()
+	}
 	return s, nil
 }
 
@@ -172,6 +221,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	h(RouteCreateSnapshot, s.createSnapshotHTTP)
 	h(RouteGetSnapshot, s.getSnapshot)
 	h(RouteDeleteSnapshot, s.deleteSnapshotHTTP)
+	h(RouteActivateSnapshot, s.activateSnapshot)
 	h(RouteExecute, s.execute)
 	h(RouteCreatePty, s.createPty)
 	h(RouteGetPty, s.getPty)
@@ -184,8 +234,24 @@ func (s *Server) routes(mux *http.ServeMux) {
 // api_url.
 func (s *Server) URL() string { return s.srv.URL + "/api" }
 
-// ToolboxProxyURL returns the toolbox proxy URL sandboxes report.
-func (s *Server) ToolboxProxyURL() string { return s.srv.URL + "/toolbox" }
+// ToolboxProxyURL returns the toolbox proxy URL sandboxes report: the
+// fake's own (under /toolbox) unless Knobs.ToolboxProxyURL says otherwise.
+func (s *Server) ToolboxProxyURL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.toolboxProxyURLLocked()
+}
+
+func (s *Server) toolboxProxyURLLocked() string {
+	if s.knobs.ToolboxProxyURL != "" {
+		return s.knobs.ToolboxProxyURL
+	}
+	return s.srv.URL + "/toolbox"
+}
+
+// Client returns an HTTP client that trusts the server's certificate (with
+// Options.TLS) and reaches it.
+func (s *Server) Client() *http.Client { return s.srv.Client() }
 
 // APIKey returns the accepted API key.
 func (s *Server) APIKey() string { return s.key }
@@ -247,10 +313,10 @@ func (s *Server) wrap(route string, fn func(http.ResponseWriter, *http.Request))
 			fail(w, r, http.StatusUnauthorized, "Unauthorized")
 			return
 		}
-		if org := r.Header.Get("X-Daytona-Organization-ID"); org != "" && org != s.org {
-			fail(w, r, http.StatusForbidden, "Forbidden resource")
-			return
-		}
+		// X-Daytona-Organization-ID is read only by the API's JWT strategy
+		// (v0.190.0 apps/api/src/auth/jwt.strategy.ts); with an API key, the
+		// only credential the fake takes, the key's organization is used
+		// and the header is ignored.
 		s.mu.Lock()
 		s.calls[route]++
 		f := s.matchFault(route)
@@ -265,6 +331,14 @@ func (s *Server) wrap(route string, fn func(http.ResponseWriter, *http.Request))
 		}
 		if f.Lose {
 			fn(httptest.NewRecorder(), r)
+		}
+		if f.Location != "" {
+			status := f.Status
+			if status == 0 {
+				status = http.StatusTemporaryRedirect
+			}
+			http.Redirect(sw, r, f.Location, status)
+			return
 		}
 		if f.RetryAfter != "" {
 			w.Header().Set("Retry-After", f.RetryAfter)

@@ -119,8 +119,11 @@ func TestSandboxStateMachine(t *testing.T) {
 	c.want("POST", "/sandbox/"+id+"/stop", nil, 400) // not stoppable
 	c.want("POST", "/sandbox/"+id+"/archive", nil, 200)
 	srv.Advance(time.Minute)
-	if got := c.want("POST", "/sandbox/"+id+"/start", nil, 200); got["state"] != "restoring" {
-		t.Errorf("start of an archived sandbox: %v, want restoring", got["state"])
+	if got := c.want("POST", "/sandbox/"+id+"/start", nil, 200); got["state"] != "archived" || got["desiredState"] != "started" {
+		t.Errorf("start of an archived sandbox answered %v/%v, want archived towards started", got["state"], got["desiredState"])
+	}
+	if got := c.want("GET", "/sandbox/"+id, nil, 200); got["state"] != "restoring" {
+		t.Errorf("read after the start of an archived sandbox: %v, want restoring", got["state"])
 	}
 	srv.Advance(time.Minute)
 	del := c.want("DELETE", "/sandbox/"+id, nil, 200)
@@ -274,14 +277,17 @@ func TestPtyRules(t *testing.T) {
 	sb := c.want("POST", "/sandbox", map[string]any{"snapshot": snap.ID}, 200)
 	base := srv.ToolboxProxyURL() + "/" + sb["id"].(string) + "/process/pty"
 	c.want("POST", base, map[string]any{"cols": 80}, 400)                 // id required
-	c.want("POST", base, map[string]any{"id": "p", "cols": 1000}, 400)    // too wide
+	c.want("POST", base, map[string]any{"id": "p", "cols": 1001}, 400)    // too wide (1000 is accepted)
 	c.want("POST", base, map[string]any{"id": "p", "command": "sh"}, 400) // unknown field
 	c.want("POST", base, map[string]any{"id": "p", "cols": 80, "rows": 24}, 201)
 	c.want("POST", base, map[string]any{"id": "p"}, 409)
 	if info := c.want("GET", base+"/p", nil, 200); info["active"] != true || info["cols"] != float64(80) {
 		t.Errorf("session info %v", info)
 	}
-	c.want("POST", base+"/p/resize", map[string]any{"cols": 100, "rows": 30}, 200)
+	c.want("POST", base+"/p/resize", map[string]any{"cols": 1000, "rows": 1000}, 200)
+	c.want("POST", base+"/p/resize", map[string]any{"cols": 1001, "rows": 30}, 400)
 	c.want("DELETE", base+"/p", nil, 200)
-	c.want("GET", base+"/p", nil, 404)
+	if got := c.want("GET", base+"/p", nil, 404); got["error"] != "PTY session not found" {
+		t.Errorf("PTY error body %v, want {\"error\": ...} as the daemon's PTY controller answers", got)
+	}
 }

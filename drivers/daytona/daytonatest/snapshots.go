@@ -20,6 +20,7 @@ type snapshot struct {
 	cpu, mem, disk             float64
 	created, updated           time.Time
 	removeAt                   time.Time // when a removing snapshot is gone
+	activeAt                   time.Time // when a pending snapshot is active
 	files                      string    // captured home directory, "" for none
 }
 
@@ -55,9 +56,25 @@ func validateImageName(name string) error {
 	return nil
 }
 
-// gcSnapshots drops removing snapshots whose time has come.
+// gcSnapshots drops removing snapshots whose time has come and activates
+// pending ones whose time has come (the snapshot manager's job in
+// apps/api/src/sandbox/managers/snapshot.manager.ts).
 func (s *Server) gcSnapshots() {
 	now := s.clk.Now()
+	for _, sn := range s.snapshots {
+		if sn.state == "pending" && !now.Before(sn.activeAt) {
+			sn.state, sn.updated = "active", now
+		}
+	}
+	kept := s.saves[:0]
+	for _, p := range s.saves {
+		if now.Before(p.at) {
+			kept = append(kept, p)
+		} else {
+			p.save()
+		}
+	}
+	s.saves = kept
 	for id, sn := range s.snapshots {
 		if sn.state == "removing" && !now.Before(sn.removeAt) {
 			if sn.files != "" {
@@ -214,6 +231,9 @@ func (s *Server) createSnapshotHTTP(w http.ResponseWriter, r *http.Request) {
 		apiError(w, r, status, err.Error())
 		return
 	}
+	// The API creates it pending; the snapshot manager pulls it, then it is
+	// active (snapshot.manager.ts).
+	sn.state, sn.activeAt = "pending", s.clk.Now().Add(s.knobs.SnapshotDelay)
 	if req.CPU > 0 {
 		sn.cpu = float64(req.CPU)
 	}
@@ -259,10 +279,16 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "total": len(items), "page": 1, "totalPages": 1})
 }
 
-// snapshotSandbox is POST /sandbox/{id}/snapshot: the sandbox must rest
-// started or stopped; it is snapshotting until the StopDelay knob passes,
-// then the snapshot (a copy of the sandbox's home directory) is active and
-// the sandbox returns to its state.
+// snapshotSandbox is POST /sandbox/{id}/snapshot as v0.190.0's
+// createSnapshotFromSandbox (apps/api/src/sandbox/services/sandbox.service.ts)
+// and the job state handler (services/job-state-handler.service.ts) do it:
+// the sandbox must rest started or stopped; it is snapshotting until the
+// StopDelay knob passes. With job-based runners (the default) the sandbox
+// returns to its state first and the snapshot (a copy of the sandbox's home
+// directory) is saved SnapshotDelay later, pending, then active another
+// SnapshotDelay later; with Knobs.SnapshotBeforeRestore (older runners) the
+// snapshot is saved before the state returns. A duplicate name is not
+// refused by the request: the save makes no snapshot.
 func (s *Server) snapshotSandbox(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Name          string `json:"name"`
@@ -291,13 +317,9 @@ func (s *Server) snapshotSandbox(w http.ResponseWriter, r *http.Request) {
 		apiError(w, r, http.StatusBadRequest, "name must not be empty")
 		return
 	}
-	s.gcSnapshots()
-	for _, sn := range s.snapshots {
-		if sn.name == req.Name {
-			apiError(w, r, http.StatusConflict, fmt.Sprintf("Snapshot with name %q already exists for this organization", req.Name))
-			return
-		}
-	}
+	// No name check here: v0.190.0 createSnapshotFromSandbox
+	// (sandbox.service.ts) hands the name to the runner, and a duplicate
+	// fails only when the snapshot is saved.
 	files := filepath.Join(s.dir, "snapshots", uuid.NewString())
 	if err := os.MkdirAll(filepath.Dir(files), 0o700); err != nil {
 		apiError(w, r, http.StatusInternalServerError, err.Error())
@@ -310,11 +332,102 @@ func (s *Server) snapshotSandbox(w http.ResponseWriter, r *http.Request) {
 	prev := sb.state
 	name, image := req.Name, "daytonatest.local/"+sb.id+":"+req.Name
 	s.begin(sb, "snapshotting", prev, s.knobs.StopDelay, 0)
-	sb.after = func() {
+	cpu, mem, disk := sb.cpu, sb.mem, sb.disk
+	save := func() {
 		now := s.clk.Now()
-		sn := &snapshot{id: uuid.NewString(), name: name, imageName: image, state: "active",
-			cpu: sb.cpu, mem: sb.mem, disk: sb.disk, created: now, updated: now, files: files}
+		for _, o := range s.snapshots {
+			if o.name == name {
+				// The name conflict surfaces on save: no snapshot is made.
+				_ = os.RemoveAll(files)
+				return
+			}
+		}
+		sn := &snapshot{id: uuid.NewString(), name: name, imageName: image, state: "pending",
+			cpu: cpu, mem: mem, disk: disk, created: now, updated: now, activeAt: now.Add(s.knobs.SnapshotDelay), files: files}
 		s.snapshots[sn.id] = sn
 	}
+	if s.knobs.SnapshotBeforeRestore {
+		// Older (v0) runners: the snapshot is persisted, then the state
+		// restored.
+		sb.after = save
+	} else {
+		// Job-based runners: the state is restored, then the snapshot is
+		// saved, SnapshotDelay later.
+		sb.after = func() { s.saves = append(s.saves, pendingSave{at: s.clk.Now().Add(s.knobs.SnapshotDelay), save: save}) }
+	}
 	writeJSON(w, http.StatusOK, s.dto(sb))
+}
+
+// SnapshotIdleLimit is how long a snapshot that is not general may stay
+// unused before the API's cron marks it inactive (v0.190.0
+// apps/api/src/sandbox/managers/snapshot.manager.ts,
+// DEFAULT_SNAPSHOT_DEACTIVATION_TIMEOUT_MINUTES).
+const SnapshotIdleLimit = 14 * 24 * time.Hour
+
+// activationCooldown is how long after its deactivation a snapshot cannot
+// be activated (snapshot.service.ts activateSnapshot: "Snapshot
+// deactivation is still in progress").
+const activationCooldown = 10 * time.Minute
+
+// AgeSnapshot makes snapshot id as if it had been unused for idle: from
+// SnapshotIdleLimit on it is inactive, deactivated when its idle time
+// reached the limit (so AgeSnapshot(id, SnapshotIdleLimit+time.Hour) was
+// deactivated an hour ago). Creating a sandbox from an inactive snapshot
+// answers 400 "Snapshot <id or name> is inactive"; POST
+// /snapshots/{id}/activate brings it back through pending.
+func (s *Server) AgeSnapshot(id string, idle time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gcSnapshots()
+	sn, ok := s.snapshots[id]
+	if !ok {
+		return fmt.Errorf("daytonatest: snapshot %s not found", id)
+	}
+	if idle < SnapshotIdleLimit || sn.state != "active" {
+		return nil
+	}
+	sn.state, sn.updated = "inactive", s.clk.Now().Add(-(idle - SnapshotIdleLimit))
+	return nil
+}
+
+// activateSnapshot is POST /snapshots/{id}/activate as v0.190.0 serves it
+// (snapshot.controller.ts takes the id through ParseUUIDPipe, never a name;
+// snapshot.service.ts activateSnapshot): 404 for an unknown id, 400 when
+// already active, when in another state than inactive, or within the
+// cooldown after the deactivation; otherwise the snapshot is pending, then
+// active after Knobs.SnapshotDelay.
+func (s *Server) activateSnapshot(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if uuid.Validate(id) != nil {
+		apiError(w, r, http.StatusBadRequest, "Validation failed (uuid is expected)")
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gcSnapshots()
+	sn, ok := s.snapshots[id]
+	switch {
+	case !ok:
+		apiError(w, r, http.StatusNotFound, fmt.Sprintf("Snapshot %s not found", id))
+		return
+	case sn.state == "active":
+		apiError(w, r, http.StatusBadRequest, fmt.Sprintf("Snapshot %s is already active", id))
+		return
+	case sn.state != "inactive":
+		apiError(w, r, http.StatusBadRequest, fmt.Sprintf("Snapshot %s cannot be activated - it is in %s state", id, sn.state))
+		return
+	case s.clk.Now().Sub(sn.updated) < activationCooldown:
+		apiError(w, r, http.StatusBadRequest, "Snapshot deactivation is still in progress. Please try again in a few minutes.")
+		return
+	}
+	now := s.clk.Now()
+	sn.state, sn.updated, sn.activeAt = "pending", now, now.Add(s.knobs.SnapshotDelay)
+	writeJSON(w, http.StatusOK, s.snapshotDTO(sn))
+}
+
+// pendingSave is a snapshot a job-based runner saves after it restored the
+// sandbox's state.
+type pendingSave struct {
+	at   time.Time
+	save func()
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,8 +45,14 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// execute is the toolbox's POST /process/execute, run for real: the command
-// is fed to /bin/sh on stdin, as the daemon does, in its own process group,
+// execute is the toolbox's POST /process/execute, run for real, shaped by
+// the sandbox's daemonVersion as apps/daemon/pkg/toolbox/process/execute.go
+// was at each version: from v0.156.0 the command is fed on stdin to the
+// shell the daemon picks (Knobs.Shell here; the daemon takes zsh, then
+// bash, then sh from /etc/shells, apps/daemon/pkg/common/get_shell.go);
+// before, it was split on spaces (quotes grouping, no escapes) and run with
+// no shell; envs are applied from v0.167.0 only; before v0.155.0 an
+// omitted timeout means 360 s. The command runs in its own process group,
 // with the sandbox's home directory as the default cwd and its tmp
 // directory as TMPDIR; stdout and stderr are combined. A timeout (whole
 // seconds, 0 for none) kills the group and answers 408. Like the daemon,
@@ -93,18 +100,43 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		toolboxError(w, r, http.StatusBadRequest, fmt.Sprintf("sandbox %s is not started (state %s)", id, sb.state))
 		return
 	}
+	s.touch(sb)
 	env := s.baseEnv(sb)
-	for _, k := range keys {
-		env = append(env, k+"="+req.Envs[k])
+	ver, _ := parseVersion(sb.daemon)
+	if !ver.less(version{0, 167, 0}) {
+		for _, k := range keys {
+			env = append(env, k+"="+req.Envs[k])
+		}
 	}
-	cmd := exec.Command("/bin/sh")
-	cmd.Stdin = strings.NewReader(req.Command)
+	var cmd *exec.Cmd
+	if ver.less(version{0, 156, 0}) {
+		// Before v0.156.0 the daemon split the string and ran it with no
+		// shell (and no process group).
+		argv := splitCommand(req.Command)
+		if len(argv) == 0 {
+			s.mu.Unlock()
+			toolboxError(w, r, http.StatusBadRequest, "empty command")
+			return
+		}
+		cmd = exec.Command(argv[0], argv[1:]...)
+	} else {
+		cmd = exec.Command(s.shellLocked())
+		cmd.Stdin = strings.NewReader(req.Command)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Dir = sb.home
 	if req.Cwd != nil && *req.Cwd != "" {
 		cmd.Dir = *req.Cwd
 	}
 	cmd.Env = env
+	if s.knobs.ReplayExecute {
+		s.startReplayed(sb, cmd, req.Command)
+		// The replay comes once the first attempt's connection failed:
+		// later than the first run's start.
+		s.mu.Unlock()
+		time.Sleep(replayGap)
+		s.mu.Lock()
+	}
 	var out lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -117,8 +149,14 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	var timedOut atomic.Bool
+	timeout := time.Duration(0)
 	if req.Timeout != nil && *req.Timeout > 0 {
-		t := time.AfterFunc(time.Duration(*req.Timeout)*time.Second, func() {
+		timeout = time.Duration(*req.Timeout) * time.Second
+	} else if ver.less(version{0, 155, 0}) {
+		timeout = 360 * time.Second // the old default
+	}
+	if timeout > 0 {
+		t := time.AfterFunc(timeout, func() {
 			timedOut.Store(true)
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		})
@@ -163,4 +201,95 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// version is a parsed daemon version.
+type version [3]int
+
+func parseVersion(s string) (version, bool) {
+	var v version
+	parts := strings.Split(strings.TrimPrefix(s, "v"), ".")
+	if len(parts) != 3 {
+		return version{1 << 30}, false // unknown: the newest behaviour
+	}
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return version{1 << 30}, false
+		}
+		v[i] = n
+	}
+	return v, true
+}
+
+func (v version) less(w version) bool {
+	for i := range v {
+		if v[i] != w[i] {
+			return v[i] < w[i]
+		}
+	}
+	return false
+}
+
+// splitCommand splits a command string as daemons before v0.156.0 did:
+// on spaces, with single or double quotes grouping (the quotes removed, the
+// other kind kept inside) and no escapes.
+func splitCommand(command string) []string {
+	var args []string
+	var cur strings.Builder
+	var quote rune
+	for _, r := range command {
+		switch {
+		case quote == 0 && (r == '"' || r == '\''):
+			quote = r
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote == 0 && r == ' ':
+			if cur.Len() > 0 {
+				args = append(args, cur.String())
+				cur.Reset()
+			}
+		default:
+			cur.WriteRune(r)
+		}
+	}
+	if cur.Len() > 0 {
+		args = append(args, cur.String())
+	}
+	return args
+}
+
+// shellLocked is the shell a v0.156.0+ daemon runs commands with.
+func (s *Server) shellLocked() string {
+	if s.knobs.Shell != "" {
+		return s.knobs.Shell
+	}
+	return "/bin/sh"
+}
+
+// replayGap is how long after the lost first attempt the proxy's replay
+// starts the command again.
+const replayGap = 50 * time.Millisecond
+
+// startReplayed starts a copy of cmd whose answer is lost, as the first
+// attempt of a request the proxy replays after a stale-connection error
+// (the daemon does not end a command whose connection dropped, so both
+// runs overlap). Guarded by s.mu.
+func (s *Server) startReplayed(sb *sandbox, cmd *exec.Cmd, command string) {
+	dup := exec.Command(cmd.Path, cmd.Args[1:]...)
+	dup.Dir, dup.Env, dup.SysProcAttr = cmd.Dir, cmd.Env, &syscall.SysProcAttr{Setpgid: true}
+	if cmd.Stdin != nil {
+		dup.Stdin = strings.NewReader(command)
+	}
+	if dup.Start() != nil {
+		return
+	}
+	pgid := dup.Process.Pid
+	sb.procs[pgid] = true
+	go func() {
+		_ = dup.Wait()
+		s.mu.Lock()
+		delete(sb.procs, pgid)
+		s.mu.Unlock()
+	}()
 }

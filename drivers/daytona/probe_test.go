@@ -1,0 +1,48 @@
+package daytona_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/daytona"
+	"github.com/berthdev/berth/drivers/daytona/daytonatest"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/probe"
+	"github.com/berthdev/berth/qualification"
+)
+
+// Issue #13 item 2, PRB-5: a probe of an environment whose pinned snapshot
+// went inactive (reactivation off) fails with code image_inactive, not
+// image_not_found.
+func TestProbeReportsImageInactive(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.srv.AgeSnapshot(e.snap.ID, daytonatest.SnapshotIdleLimit+time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	reg := drivers.NewRegistry(e.drv)
+	secrets := environment.NewMemorySecretStore()
+	cat := environment.NewCatalog(environment.NewMemoryStore(), reg, secrets, &environment.Options{TestMode: true})
+	leases := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get})
+	p := probe.New(cat, reg, leases, qualification.NewMemoryStore(), nil)
+	admin := environment.Principal{ID: "root", Role: environment.RoleInstanceAdmin}
+	env, err := cat.Create(ctx, admin, environment.CreateRequest{Name: "daytona", Driver: daytona.DriverName, Config: map[string]any{
+		daytona.FieldAPIURL: e.srv.URL(), daytona.FieldAPIKey: e.srv.APIKey(), daytona.FieldSnapshotID: e.snap.ID,
+		daytona.FieldReactivateSnapshot: false,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Probe(ctx, admin, env.ID, probe.ProbeOptions{Company: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK || res.Code != drivers.CodeImageInactive {
+		t.Errorf("probe of an inactive snapshot: ok %v code %s, want %s", res.OK, res.Code, drivers.CodeImageInactive)
+	}
+}
