@@ -40,7 +40,7 @@ func TestTerminalOutputIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ts.Close()
-	res, err := ts.Wait()
+	res, err := ts.Wait(ctx)
 	if err != nil || res.ExitCode != 3 {
 		t.Fatalf("Wait = %+v, %v; want exit 3", res, err)
 	}
