@@ -147,7 +147,9 @@ func (c *client) sendLimit(ctx context.Context, base *url.URL, method, path stri
 	if err != nil {
 		return fmt.Errorf("daytona: %s at %s: %w", op, u.Host, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "berth-daytona")
 	if in != nil {
@@ -169,8 +171,11 @@ func (c *client) sendLimit(ctx context.Context, base *url.URL, method, path stri
 			kind = drivers.ErrTLSUnverified
 		case errors.Is(err, errRedirect):
 			kind = errRedirect
+		case isDial(err) && sameOrigin(&u, c.api):
+			// The API is the provider's control plane (PRB-5).
+			kind = drivers.ErrUnavailable
 		case isDial(err):
-			kind = drivers.ErrUnreachable
+			kind = drivers.ErrUnreachable // the sandbox's toolbox
 		}
 		return fmt.Errorf("daytona: %s at %s: %w: %s", op, u.Host, kind, c.scrub(transportReason(err)))
 	}
@@ -258,6 +263,15 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 		return t.Sub(now)
 	}
 	return 0
+}
+
+// sendPublic makes one GET to a public API route (no credentials sent)
+// and decodes its bounded answer into out. It shares send's transport
+// rules (redirects, TLS, bounds).
+func (c *client) sendPublic(ctx context.Context, path string, out any) error {
+	anon := *c
+	anon.key, anon.org = "", ""
+	return anon.send(ctx, c.api, http.MethodGet, path, nil, nil, out)
 }
 
 // call is send with retries of transient failures inside ctx's deadline.

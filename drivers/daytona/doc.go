@@ -60,8 +60,13 @@
 //     /process/pty/{id}/resize, DELETE /process/pty/{id} (terminal.go).
 //   - Errors: 401/403 drivers.ErrAuth, 404 drivers.ErrNotFound, 408
 //     drivers.ErrTimeout, 409 (state change in progress), 429 (Retry-After
-//     honoured) and 5xx drivers.ErrTransient; dial failures
-//     drivers.ErrUnreachable. Messages name the operation, the sandbox or
+//     honoured) and 5xx drivers.ErrTransient; an API that cannot be dialled
+//     is drivers.ErrUnavailable (the provider's control plane), a toolbox
+//     that cannot be dialled drivers.ErrUnreachable (the sandbox), a
+//     certificate that fails verification drivers.ErrTLSUnverified.
+//   - Health (health.go): CheckHealth reads the public GET /health and one
+//     sandbox of the account (no allocation); Endpoint names the API URL
+//     and the API key's secret reference. Messages name the operation, the sandbox or
 //     snapshot id and the API host, never the key (which is also scrubbed
 //     from provider text).
 //   - Leases: Acquire calls AcquireRequest.Allocated as soon as the create

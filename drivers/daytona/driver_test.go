@@ -473,7 +473,9 @@ func TestListWalksCursorPages(t *testing.T) {
 	}
 }
 
-// An API that cannot be reached is drivers.ErrUnreachable, naming the host.
+// An API that cannot be reached is the provider's control plane down:
+// drivers.ErrUnavailable (provider_unavailable, PRB-5), naming the host;
+// the health check says the same.
 func TestUnreachableAPI(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
@@ -482,10 +484,14 @@ func TestUnreachableAPI(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	_, err := e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{})
-	if !errors.Is(err, drivers.ErrUnreachable) || drivers.CodeOf(err) != drivers.CodeUnreachable {
-		t.Fatalf("err = %v, want ErrUnreachable", err)
+	if !errors.Is(err, drivers.ErrUnavailable) || drivers.CodeOf(err) != drivers.CodeProviderUnavailable {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
-	if host := strings.TrimPrefix(strings.TrimSuffix(e.srv.URL(), "/api"), "http://"); !strings.Contains(err.Error(), host) {
+	host := strings.TrimPrefix(strings.TrimSuffix(e.srv.URL(), "/api"), "http://")
+	if !strings.Contains(err.Error(), host) {
 		t.Errorf("error %q does not name the host %s", err, host)
+	}
+	if err := e.drv.CheckHealth(ctx, cfg); !errors.Is(err, drivers.ErrUnavailable) || !strings.Contains(err.Error(), host) {
+		t.Errorf("CheckHealth of a dead API = %v, want ErrUnavailable naming %s", err, host)
 	}
 }

@@ -21,6 +21,7 @@ import (
 // Routes of the fake, as Go ServeMux patterns. Fault.Route and Calls take
 // them.
 const (
+	RouteHealth           = "GET /api/health"
 	RouteListSandboxes    = "GET /api/sandbox"
 	RouteCreateSandbox    = "POST /api/sandbox"
 	RouteGetSandbox       = "GET /api/sandbox/{sandboxIdOrName}"
@@ -208,6 +209,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	h := func(route string, fn func(http.ResponseWriter, *http.Request)) {
 		mux.HandleFunc(route, s.wrap(route, fn))
 	}
+	h(RouteHealth, s.health)
 	h(RouteListSandboxes, s.listSandboxes)
 	h(RouteCreateSandbox, s.createSandbox)
 	h(RouteGetSandbox, s.getSandbox)
@@ -309,7 +311,9 @@ func (s *Server) wrap(route string, fn func(http.ResponseWriter, *http.Request))
 			fail = toolboxError
 		}
 		auth := r.Header.Get("Authorization")
-		if tok, ok := strings.CutPrefix(auth, "Bearer "); !ok || tok != s.key {
+		// GET /health is @Public() in v0.190.0
+		// apps/api/src/health/health.controller.ts.
+		if tok, ok := strings.CutPrefix(auth, "Bearer "); route != RouteHealth && (!ok || tok != s.key) {
 			fail(w, r, http.StatusUnauthorized, "Unauthorized")
 			return
 		}
@@ -432,4 +436,11 @@ func decodeStrict(r *http.Request, v any) error {
 		return errors.New("trailing data after the JSON body")
 	}
 	return nil
+}
+
+// health answers the API's public liveness route as v0.190.0 does
+// (apps/api/src/health/health.controller.ts live(): {"status":"ok"}); a
+// Fault on RouteHealth makes it fail.
+func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }

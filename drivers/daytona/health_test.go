@@ -1,0 +1,75 @@
+package daytona_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/daytona"
+	"github.com/berthdev/berth/drivers/daytona/daytonatest"
+)
+
+// CheckHealth against the fake API (CAP-3, PRB-5): a live API and a valid
+// key pass without allocating anything; a refused key is ErrAuth; an API
+// that answers its liveness route with 503 is ErrUnavailable; the endpoint
+// names the key's secret reference, never the key.
+func TestCheckHealth(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg := e.config(t, e.snap.ID)
+	if err := e.drv.CheckHealth(ctx, cfg); err != nil {
+		t.Fatalf("CheckHealth of a live API: %v", err)
+	}
+	if n := e.srv.Calls(daytonatest.RouteCreateSandbox); n != 0 {
+		t.Errorf("a health check created %d sandboxes", n)
+	}
+	if n := e.srv.Calls(daytonatest.RouteHealth); n != 1 {
+		t.Errorf("GET /health called %d times, want 1", n)
+	}
+
+	stored := cfg.Clone()
+	ref := drivers.SecretRef{ID: "sec_1", Version: 2}
+	stored[daytona.FieldAPIKey] = ref
+	if ep := e.drv.Endpoint(stored); ep != e.srv.URL()+" account "+ref.String() {
+		t.Errorf("Endpoint of a stored config = %q", ep)
+	}
+	if ep := e.drv.Endpoint(cfg); strings.Contains(ep, e.srv.APIKey()) {
+		t.Errorf("Endpoint holds the key: %q", ep)
+	}
+
+	bad := cfg.Clone()
+	bad[daytona.FieldAPIKey] = "dtn_wrong_key_0123456789abcdef"
+	if err := e.drv.CheckHealth(ctx, bad); !errors.Is(err, drivers.ErrAuth) || strings.Contains(err.Error(), "dtn_wrong_key") {
+		t.Errorf("CheckHealth with a refused key = %v, want ErrAuth without the key", err)
+	}
+
+	e.srv.InjectFault(daytonatest.Fault{Route: daytonatest.RouteHealth, Status: http.StatusServiceUnavailable, Message: "Service Unavailable"})
+	if err := e.drv.CheckHealth(ctx, cfg); !errors.Is(err, drivers.ErrUnavailable) || drivers.CodeOf(err) != drivers.CodeProviderUnavailable {
+		t.Errorf("CheckHealth of an API that is not live = %v (code %s), want ErrUnavailable", err, drivers.CodeOf(err))
+	}
+}
+
+// An API whose certificate fails verification is tls_unverified in the
+// health check too, never unavailable (PRB-5).
+func TestCheckHealthTLSUnverified(t *testing.T) {
+	t.Parallel()
+	srv, err := daytonatest.New(&daytonatest.Options{TLS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	drv := daytona.New(nil)
+	cfg, err := drv.Schema().Normalize(map[string]any{daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldSnapshotID: "0b6c1a9e-8d2f-4c3b-9a1e-5f7d2c4b6a80"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := drv.CheckHealth(context.Background(), cfg); !errors.Is(err, drivers.ErrTLSUnverified) || drivers.CodeOf(err) != drivers.CodeTLSUnverified {
+		t.Errorf("CheckHealth against an untrusted certificate = %v (code %s)", err, drivers.CodeOf(err))
+	}
+}
