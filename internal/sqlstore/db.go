@@ -116,7 +116,7 @@ func open(rawURL string) (*DB, error) {
 		r.SetMaxIdleConns(4)
 		return &DB{d: sqlite, w: w, r: r, target: rawURL}, nil
 	}
-	return nil, fmt.Errorf("sqlstore: unsupported store URL %q: want sqlite:///path, sqlite::memory: or postgres://...", redact(rawURL))
+	return nil, fmt.Errorf("sqlstore: unsupported store URL %q: want sqlite:///path, sqlite::memory: or postgres://HOST/DB", redact(rawURL))
 }
 
 // createPrivate creates the database file at path with mode 0600 if it does

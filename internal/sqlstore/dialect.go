@@ -53,16 +53,6 @@ func (d dialect) rebind(q string) string {
 	return b.String()
 }
 
-// forUpdate is the row-locking suffix of a SELECT inside a transaction:
-// " FOR UPDATE" on PostgreSQL; "" on SQLite, whose transactions (BEGIN
-// IMMEDIATE) already hold the database's write lock.
-func (d dialect) forUpdate() string {
-	if d == postgres {
-		return " FOR UPDATE"
-	}
-	return ""
-}
-
 // collateC is the collation suffix that makes ORDER BY compare bytes, as Go
 // does: ` COLLATE "C"` on PostgreSQL (whose default follows the database
 // locale); "" on SQLite (BINARY by default).
