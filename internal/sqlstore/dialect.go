@@ -131,7 +131,7 @@ const maxTxAttempts = 5
 // inTx runs fn in a transaction and commits it if fn returns nil; any error
 // rolls it back. On SQLite the transaction holds the write lock from its
 // start (BEGIN IMMEDIATE); on PostgreSQL it runs at READ COMMITTED, so lock
-// the rows you will change (SELECT ... + db.d.forUpdate()). fn may be run
+// the rows you will change (SELECT ... FOR UPDATE there). fn may be run
 // again after a serialization failure or deadlock, so it must not have
 // effects outside tx. Inside fn use only tx: on SQLite the writer pool has a
 // single connection, and a query on db from inside fn would wait forever.
