@@ -60,6 +60,9 @@ func Open(ctx context.Context, rawURL string) (*DB, error) {
 	return db, nil
 }
 
+// maxPostgresConns is the size of a PostgreSQL store's connection pool.
+const maxPostgresConns = 16
+
 // sqlitePragmas are applied to every SQLite connection.
 const sqlitePragmas = "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
 
@@ -71,8 +74,8 @@ func open(rawURL string) (*DB, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sqlstore: open %s: %w", target, err)
 		}
-		w.SetMaxOpenConns(16)
-		w.SetMaxIdleConns(16)
+		w.SetMaxOpenConns(maxPostgresConns)
+		w.SetMaxIdleConns(maxPostgresConns)
 		return &DB{d: postgres, w: w, r: w, target: target}, nil
 	case strings.HasPrefix(rawURL, "sqlite:"):
 		path, memory, err := sqlitePath(rawURL)
