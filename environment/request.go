@@ -10,6 +10,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // CreateRequest is what an operator submits to create an environment.
@@ -100,12 +102,30 @@ func isReservedField(name string) bool {
 	return false
 }
 
-// checkMetadata rejects server-owned metadata keys (CFG-5).
+// checkMetadata rejects server-owned metadata keys (CFG-5), empty keys, and
+// keys and values beyond the limits (MaxMetadataEntries, MaxMetadataKeyLen,
+// MaxMetadataValueLen) or that are not valid UTF-8 or hold a NUL byte.
 func checkMetadata(md map[string]string) error {
+	if len(md) > MaxMetadataEntries {
+		return &FieldError{Field: "metadata", Reason: fmt.Sprintf("more than %d entries", MaxMetadataEntries), Err: ErrInvalid}
+	}
 	for _, k := range slices.Sorted(maps.Keys(md)) {
+		field := "metadata." + fieldKey(k)
+		if k == "" {
+			return &FieldError{Field: "metadata", Reason: "empty key", Err: ErrInvalid}
+		}
+		if reason := checkText(k, MaxMetadataKeyLen); reason != "" {
+			return &FieldError{Field: field, Reason: "key " + reason, Err: ErrInvalid}
+		}
+		if strings.IndexFunc(k, unicode.IsControl) >= 0 {
+			return &FieldError{Field: field, Reason: "key contains control characters", Err: ErrInvalid}
+		}
+		if reason := checkText(md[k], MaxMetadataValueLen); reason != "" {
+			return &FieldError{Field: field, Reason: "value " + reason, Err: ErrInvalid}
+		}
 		lk := strings.ToLower(k)
 		if strings.HasPrefix(lk, ReservedMetadataPrefix) || slices.Contains(reservedMetadataKeys, lk) {
-			return &FieldError{Field: "metadata." + k, Reason: "reserved server-owned metadata key", Err: ErrInvalid}
+			return &FieldError{Field: field, Reason: "reserved server-owned metadata key", Err: ErrInvalid}
 		}
 	}
 	return nil
@@ -188,6 +208,13 @@ func decodeStrict(data []byte, v any, allowed []string, immutable map[string]str
 	var top map[string]json.RawMessage
 	if err := decodeOne(data, &top); err != nil {
 		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(top)) {
+		// encoding/json would replace invalid UTF-8 with U+FFFD: refuse
+		// it instead, naming the top-level field that holds it.
+		if !utf8.Valid(top[k]) {
+			return &FieldError{Field: fieldKey(strings.ToValidUTF8(k, "?")), Reason: "not valid UTF-8", Err: ErrInvalid}
+		}
 	}
 	if top == nil {
 		return &FieldError{Reason: "malformed JSON: want an object, got null", Err: ErrInvalid}
