@@ -13,22 +13,28 @@ import (
 // config package are allowed: they live under other paths.
 var heavy = []string{"github.com/docker/docker", "go.opentelemetry.io/"}
 
-// depsOf returns what a program importing pkgs links, from go list -deps.
-func depsOf(t *testing.T, pkgs ...string) []string {
+// goList runs go list with args and returns its output.
+func goList(t *testing.T, args ...string) string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("the go tool is not on PATH: %v", err)
 	}
-	out, err := exec.Command(goTool, append([]string{"list", "-deps"}, pkgs...)...).Output()
+	out, err := exec.Command(goTool, append([]string{"list"}, args...)...).Output()
 	if err != nil {
 		msg := ""
 		if ee, ok := err.(*exec.ExitError); ok {
 			msg = string(ee.Stderr)
 		}
-		t.Fatalf("go list -deps %v: %v\n%s", pkgs, err, msg)
+		t.Fatalf("go list %v: %v\n%s", args, err, msg)
 	}
-	return strings.Fields(string(out))
+	return string(out)
+}
+
+// depsOf returns what a program importing pkgs links, from go list -deps.
+func depsOf(t *testing.T, pkgs ...string) []string {
+	t.Helper()
+	return strings.Fields(goList(t, append([]string{"-deps"}, pkgs...)...))
 }
 
 func heavyIn(deps []string) []string {
