@@ -20,7 +20,7 @@ func readmeFloors(t *testing.T) map[string]int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("(?m)^\\| (\\d+) \\| ([^|]+) \\|")
+	row := regexp.MustCompile(`(?m)^\| (\d+) \| ([^|]+) \|`)
 	tick := regexp.MustCompile("`([^`]+)`")
 	floors := map[string]int{}
 	for _, m := range row.FindAllStringSubmatch(string(b), -1) {
