@@ -119,7 +119,13 @@ func run(govulncheck, db, allowPath string, pkgs []string, out io.Writer) error 
 	if err != nil {
 		return err
 	}
+	return report(findings, allow, out)
+}
 
+// report prints the findings (allowed ones with their reason, standard
+// library ones as the toolchain's matter, the rest as failing) and returns
+// an error if any finding in a dependency is not allowed.
+func report(findings []finding, allow []allowed, out io.Writer) error {
 	var failing, std []finding
 	matched := map[allowed]bool{}
 	for _, f := range findings {
@@ -199,5 +205,8 @@ func reachable(r io.Reader) ([]finding, error) {
 	for i := range list {
 		list[i].summary = summaries[list[i].id]
 	}
+	slices.SortFunc(list, func(a, b finding) int {
+		return strings.Compare(a.id+" "+a.module, b.id+" "+b.module)
+	})
 	return list, nil
 }
