@@ -33,8 +33,10 @@ var (
 	// ErrNotFound: the sandbox (or other named object) does not exist.
 	ErrNotFound = errors.New("not found")
 	// ErrTransient: a failure worth retrying (rate limit, state change in
-	// progress, connection reset, provider 5xx).
-	ErrTransient = errors.New("transient failure")
+	// progress, connection reset, provider 5xx). Its Transient method
+	// returns true, which is how internal/retry's default classifier knows
+	// it without importing this package.
+	ErrTransient error = transientError{}
 	// ErrUnsupported: the driver does not offer the operation.
 	ErrUnsupported = errors.New("unsupported")
 	// ErrUnavailable: the provider cannot be used now: its control plane
@@ -144,3 +146,9 @@ func CodeOf(err error) Code {
 		return CodeInternal
 	}
 }
+
+// transientError is the type of ErrTransient.
+type transientError struct{}
+
+func (transientError) Error() string   { return "transient failure" }
+func (transientError) Transient() bool { return true }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/berthdev/berth/images"
 )
@@ -90,6 +91,19 @@ func (t FieldType) String() string {
 
 // MarshalText implements encoding.TextMarshaler.
 func (t FieldType) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// Limits on config values, checked by ConfigSchema.Normalize for every
+// field: a value beyond one is refused with a *ConfigError naming the field
+// (never quoting the value).
+const (
+	// MaxConfigStringLen is the longest string a config holds, in bytes:
+	// a String or secret value, an element of a StringList, a key or a
+	// value of a StringMap. It fits PEM keys and certificate chains.
+	MaxConfigStringLen = 64 << 10
+	// MaxConfigEntries is the most elements a StringList and the most
+	// entries a StringMap holds.
+	MaxConfigEntries = 1024
+)
 
 // Field describes one config field.
 type Field struct {
@@ -295,6 +309,9 @@ func (s *ConfigSchema) Normalize(raw map[string]any) (Config, error) {
 			continue
 		}
 		nv, err := normalizeValue(f, v)
+		if err == nil {
+			err = checkStrings(nv)
+		}
 		if err != nil {
 			fail(f.Name, err.Error())
 			continue
@@ -371,6 +388,9 @@ func normalizeValue(f Field, v any) (any, error) {
 			return nil, fmt.Errorf("want string, got %s", jsonType(v))
 		}
 		if len(f.Enum) > 0 && !slices.Contains(f.Enum, s) {
+			if len(s) > 64 {
+				return nil, fmt.Errorf("not one of %q", f.Enum)
+			}
 			return nil, fmt.Errorf("%q is not one of %q", s, f.Enum)
 		}
 		return s, nil
@@ -401,6 +421,53 @@ func normalizeValue(f Field, v any) (any, error) {
 		return toStringMap(v)
 	}
 	return nil, fmt.Errorf("unsupported field type %s", f.Type)
+}
+
+// checkStrings checks every string of a normalized value against
+// MaxConfigStringLen and MaxConfigEntries, and refuses NUL bytes and invalid
+// UTF-8 (which stores would cut or alter). Its errors name the list index or
+// map key, never a value.
+func checkStrings(v any) error {
+	check := func(s string) error {
+		switch {
+		case len(s) > MaxConfigStringLen:
+			return fmt.Errorf("longer than %d bytes", MaxConfigStringLen)
+		case strings.IndexByte(s, 0) >= 0:
+			return errors.New("contains a NUL byte")
+		case !utf8.ValidString(s):
+			return errors.New("not valid UTF-8")
+		}
+		return nil
+	}
+	switch t := v.(type) {
+	case string:
+		return check(t)
+	case []string:
+		if len(t) > MaxConfigEntries {
+			return fmt.Errorf("more than %d elements", MaxConfigEntries)
+		}
+		for i, e := range t {
+			if err := check(e); err != nil {
+				return fmt.Errorf("element %d: %w", i, err)
+			}
+		}
+	case map[string]string:
+		if len(t) > MaxConfigEntries {
+			return fmt.Errorf("more than %d entries", MaxConfigEntries)
+		}
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			if err := check(k); err != nil {
+				return fmt.Errorf("a key: %w", err)
+			}
+			if err := check(t[k]); err != nil {
+				if len(k) > 64 {
+					return fmt.Errorf("the value of a key: %w", err)
+				}
+				return fmt.Errorf("key %q: %w", k, err)
+			}
+		}
+	}
+	return nil
 }
 
 func jsonType(v any) string {

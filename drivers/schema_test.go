@@ -295,3 +295,66 @@ func TestCodeOf(t *testing.T) {
 		t.Errorf("CodeOf(missing secret) = %q, want %q", got, drivers.CodeMissingCredentials)
 	}
 }
+
+// Issue 11 item 5: every string of a config (String and secret values, list
+// elements, map keys and values) is bounded by MaxConfigStringLen, lists and
+// maps by MaxConfigEntries, and NUL bytes and invalid UTF-8 are refused; the
+// error names the field and never quotes a secret.
+func TestNormalizeRefusesOversizedAndMalformedStrings(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", drivers.MaxConfigStringLen+1)
+	many := func() []any {
+		l := make([]any, drivers.MaxConfigEntries+1)
+		for i := range l {
+			l[i] = "t"
+		}
+		return l
+	}
+	manyKeys := func() map[string]any {
+		m := map[string]any{}
+		for i := range drivers.MaxConfigEntries + 1 {
+			m[fmt.Sprint(i)] = "v"
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name, field, reason string
+		set                 any
+	}{
+		{"long string", "host", "longer than 65536 bytes", long},
+		{"NUL in a string", "host", "contains a NUL byte", "h\x00st"},
+		{"invalid UTF-8 string", "host", "not valid UTF-8", "h\xffst"},
+		{"long enum value is not quoted", "mode", "not one of", long},
+		{"long secret", "key", "longer than 65536 bytes", canary + long},
+		{"NUL in a secret", "key", "contains a NUL byte", canary + "\x00"},
+		{"invalid UTF-8 secret", "key", "not valid UTF-8", canary + "\xc3"},
+		{"list element", "tags", "element 1: contains a NUL byte", []any{"a", "b\x00"}},
+		{"long list", "tags", "more than 1024 elements", many()},
+		{"map value", "labels", `key "a": not valid UTF-8`, map[string]any{"a": "\xff"}},
+		{"map key", "labels", "a key: contains a NUL byte", map[string]any{"a\x00": "v"}},
+		{"big map", "labels", "more than 1024 entries", manyKeys()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			raw := map[string]any{"host": "h", "key": "k"}
+			raw[tc.field] = tc.set
+			_, err := testSchema().Normalize(raw)
+			var ce *drivers.ConfigError
+			if !errors.As(err, &ce) || !errors.Is(err, drivers.ErrInvalidConfig) {
+				t.Fatalf("Normalize: %v, want a *ConfigError wrapping ErrInvalidConfig", err)
+			}
+			if ce.Field != tc.field || !strings.Contains(ce.Reason, tc.reason) {
+				t.Errorf("error names field %q, reason %q; want %q, %q", ce.Field, ce.Reason, tc.field, tc.reason)
+			}
+			if msg := err.Error(); strings.Contains(msg, canary) || len(msg) > 1024 {
+				t.Errorf("error quotes the value (%d bytes): %.200s", len(msg), msg)
+			}
+		})
+	}
+	// At the limits, values are kept as given.
+	atLimit := strings.Repeat("é", drivers.MaxConfigStringLen/2)
+	cfg, err := testSchema().Normalize(map[string]any{"host": atLimit, "key": "k"})
+	if err != nil || cfg.String("host") != atLimit {
+		t.Errorf("a %d-byte UTF-8 host: %v", len(atLimit), err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // CreateRequest is what an operator submits to create an environment.
@@ -144,6 +145,13 @@ func decodeStrict(data []byte, v any, allowed []string, immutable map[string]str
 	var top map[string]json.RawMessage
 	if err := decodeOne(data, &top); err != nil {
 		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(top)) {
+		// encoding/json would replace invalid UTF-8 with U+FFFD: refuse
+		// it instead, naming the top-level field that holds it.
+		if !utf8.Valid(top[k]) {
+			return &FieldError{Field: fieldKey(strings.ToValidUTF8(k, "?")), Reason: "not valid UTF-8", Err: ErrInvalid}
+		}
 	}
 	if top == nil {
 		return &FieldError{Reason: "malformed JSON: want an object, got null", Err: ErrInvalid}

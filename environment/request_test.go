@@ -3,6 +3,7 @@ package environment_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -35,6 +36,7 @@ func TestDecodeCreateRequest(t *testing.T) {
 		{"wrong type config", `{"name":"a","config":"` + canary + `"}`, []string{`field "config"`, "want object, got string"}},
 		{"wrong type env value", `{"name":"a","env":{"A":12345}}`, []string{`field "env"`, "want string, got number"}},
 		{"reserved id", `{"id":"env_x","name":"a"}`, []string{`field "id"`, "reserved"}},
+		{"invalid UTF-8 is refused, not replaced", `{"name":"a","driver":"remote","metadata":{"team":"in` + "\xff" + `fra"}}`, []string{`field "metadata"`, "not valid UTF-8"}},
 		{"reserved revision", `{"name":"a","revision":4}`, []string{`field "revision"`, "reserved"}},
 		{"reserved createdAt", `{"name":"a","createdAt":"2020-01-01T00:00:00Z"}`, []string{`field "createdAt"`, "reserved"}},
 		{"reserved status", `{"name":"a","status":"active"}`, []string{`field "status"`, "reserved"}},
@@ -169,6 +171,38 @@ func TestBadInputSavesNothing(t *testing.T) {
 			[]error{environment.ErrInvalid}, []string{`field "env.1BAD"`}},
 		{"credential in env var", base(func(r *environment.CreateRequest) { r.Env["GITHUB_TOKEN"] = canary }),
 			[]error{environment.ErrInvalid}, []string{`environment "bad-one"`, `field "env.GITHUB_TOKEN"`, "credential"}},
+		// Issue 11 item 5: limits, empty keys, NUL bytes and invalid UTF-8.
+		{"empty metadata key", base(func(r *environment.CreateRequest) { r.Metadata[""] = "x" }),
+			[]error{environment.ErrInvalid}, []string{`environment "bad-one"`, `field "metadata"`, "empty key"}},
+		{"NUL in a metadata value", base(func(r *environment.CreateRequest) { r.Metadata["team"] = "in\x00fra" }),
+			[]error{environment.ErrInvalid}, []string{`field "metadata.team"`, "value contains a NUL byte"}},
+		{"NUL in a metadata key", base(func(r *environment.CreateRequest) { r.Metadata["te\x00am"] = "x" }),
+			[]error{environment.ErrInvalid}, []string{`field "metadata.te\x00am"`, "key contains a NUL byte"}},
+		{"invalid UTF-8 metadata value", base(func(r *environment.CreateRequest) { r.Metadata["team"] = "in\xfffra" }),
+			[]error{environment.ErrInvalid}, []string{`field "metadata.team"`, "value not valid UTF-8"}},
+		{"metadata key too long", base(func(r *environment.CreateRequest) {
+			r.Metadata[strings.Repeat("k", environment.MaxMetadataKeyLen+1)] = "x"
+		}), []error{environment.ErrInvalid}, []string{`field "metadata.kkkk`, "key longer than 128 bytes"}},
+		{"metadata value too long", base(func(r *environment.CreateRequest) {
+			r.Metadata["team"] = strings.Repeat("v", environment.MaxMetadataValueLen+1)
+		}), []error{environment.ErrInvalid}, []string{`field "metadata.team"`, "value longer than 4096 bytes"}},
+		{"too many metadata entries", base(func(r *environment.CreateRequest) {
+			for i := range environment.MaxMetadataEntries + 1 {
+				r.Metadata[fmt.Sprintf("k%d", i)] = "v"
+			}
+		}), []error{environment.ErrInvalid}, []string{`field "metadata"`, "more than 64 entries"}},
+		{"10 MiB env value", base(func(r *environment.CreateRequest) { r.Env["GREETING"] = canary + strings.Repeat("x", 10<<20) }),
+			[]error{environment.ErrInvalid}, []string{`field "env.GREETING"`, "value longer than 32768 bytes"}},
+		{"invalid UTF-8 env value", base(func(r *environment.CreateRequest) { r.Env["GREETING"] = canary + "\xff" }),
+			[]error{environment.ErrInvalid}, []string{`field "env.GREETING"`, "value not valid UTF-8"}},
+		{"NUL in the description", base(func(r *environment.CreateRequest) { r.Description = "a\x00b" }),
+			[]error{environment.ErrInvalid}, []string{`field "description"`, "NUL"}},
+		{"10 MiB config string", base(func(r *environment.CreateRequest) { r.Config["host"] = strings.Repeat("h", 10<<20) }),
+			[]error{environment.ErrInvalid, drivers.ErrInvalidConfig}, []string{`field "host"`, "longer than 65536 bytes"}},
+		{"NUL in a secret", base(func(r *environment.CreateRequest) { r.Config["apiKey"] = canary + "\x00" }),
+			[]error{environment.ErrInvalid, drivers.ErrInvalidConfig}, []string{`field "apiKey"`, "NUL"}},
+		{"invalid UTF-8 in a secret", base(func(r *environment.CreateRequest) { r.Config["apiKey"] = canary + "\xc3" }),
+			[]error{environment.ErrInvalid, drivers.ErrInvalidConfig}, []string{`field "apiKey"`, "not valid UTF-8"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,9 +1,11 @@
 package environment
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/berthdev/berth/drivers"
 )
@@ -77,11 +79,30 @@ func isReservedField(name string) bool {
 	return false
 }
 
-// checkMetadata rejects server-owned metadata keys (CFG-5).
+// checkMetadata rejects server-owned metadata keys (CFG-5, see
+// IsReservedMetadataKey), empty keys, and keys and values beyond the limits
+// (MaxMetadataEntries, MaxMetadataKeyLen, MaxMetadataValueLen) or that are
+// not valid UTF-8 or hold a NUL byte.
 func checkMetadata(md map[string]string) error {
+	if len(md) > MaxMetadataEntries {
+		return &FieldError{Field: "metadata", Reason: fmt.Sprintf("more than %d entries", MaxMetadataEntries), Err: ErrInvalid}
+	}
 	for _, k := range slices.Sorted(maps.Keys(md)) {
+		field := "metadata." + fieldKey(k)
+		if k == "" {
+			return &FieldError{Field: "metadata", Reason: "empty key", Err: ErrInvalid}
+		}
+		if reason := checkText(k, MaxMetadataKeyLen); reason != "" {
+			return &FieldError{Field: field, Reason: "key " + reason, Err: ErrInvalid}
+		}
+		if strings.IndexFunc(k, unicode.IsControl) >= 0 {
+			return &FieldError{Field: field, Reason: "key contains control characters", Err: ErrInvalid}
+		}
+		if reason := checkText(md[k], MaxMetadataValueLen); reason != "" {
+			return &FieldError{Field: field, Reason: "value " + reason, Err: ErrInvalid}
+		}
 		if IsReservedMetadataKey(k) {
-			return &FieldError{Field: "metadata." + k, Reason: "reserved server-owned metadata key (CFG-5)", Err: ErrInvalid}
+			return &FieldError{Field: field, Reason: "reserved server-owned metadata key (CFG-5)", Err: ErrInvalid}
 		}
 	}
 	return nil

@@ -12,13 +12,58 @@ import (
 	"github.com/berthdev/berth/drivers"
 )
 
-// Limits on the free-text fields of an environment.
+// Limits on the free-text fields of an environment. A create or update
+// beyond one is refused with a *FieldError naming the field (wrapping
+// ErrInvalid). Every text (names, descriptions, env values, metadata keys and
+// values) must also be valid UTF-8 without NUL bytes: the stores would alter
+// invalid UTF-8 and cut C strings at a NUL, so berth refuses both rather than
+// store something else than it was given. Config fields have the limits of
+// drivers.MaxConfigStringLen and drivers.MaxConfigEntries.
 const (
 	// MaxNameLen is the longest name, in bytes.
 	MaxNameLen = 128
 	// MaxDescriptionLen is the longest description, in bytes.
 	MaxDescriptionLen = 4096
+	// MaxEnvVars is the most env vars an environment sets.
+	MaxEnvVars = 256
+	// MaxEnvNameLen is the longest env var name, in bytes.
+	MaxEnvNameLen = 256
+	// MaxEnvValueLen is the longest env var value, in bytes (Linux refuses
+	// a single environment string over 128 KiB at exec).
+	MaxEnvValueLen = 32 << 10
+	// MaxMetadataEntries is the most metadata entries an environment has.
+	MaxMetadataEntries = 64
+	// MaxMetadataKeyLen is the longest metadata key, in bytes. Empty keys
+	// are refused.
+	MaxMetadataKeyLen = 128
+	// MaxMetadataValueLen is the longest metadata value, in bytes.
+	MaxMetadataValueLen = 4096
 )
+
+// checkText returns why s is not acceptable text of at most max bytes, or
+// "" when it is. The reason never quotes s (it may be a credential-bearing
+// env value).
+func checkText(s string, max int) string {
+	switch {
+	case len(s) > max:
+		return fmt.Sprintf("longer than %d bytes", max)
+	case strings.IndexByte(s, 0) >= 0:
+		return "contains a NUL byte"
+	case !utf8.ValidString(s):
+		return "not valid UTF-8"
+	}
+	return ""
+}
+
+// fieldKey returns a map key for a field name in an error: quoted by the
+// error itself, and cut when it is too long to be useful.
+func fieldKey(k string) string {
+	const max = 64
+	if len(k) > max {
+		return strings.ToValidUTF8(k[:max], "?") + "..."
+	}
+	return k
+}
 
 // ConfigError is a config problem of one environment (CFG-8). Its text
 // names the environment (name and id when it is saved, the name when it is
@@ -87,12 +132,8 @@ func validateFields(label, name, description string, env, metadata map[string]st
 	if err := checkName(name); err != nil {
 		return &FieldError{Environment: label, Field: "name", Reason: err.Error(), Err: ErrInvalid}
 	}
-	if len(description) > MaxDescriptionLen {
-		return &FieldError{Environment: label, Field: "description", Err: ErrInvalid,
-			Reason: fmt.Sprintf("longer than %d bytes", MaxDescriptionLen)}
-	}
-	if !utf8.ValidString(description) {
-		return &FieldError{Environment: label, Field: "description", Reason: "not valid UTF-8", Err: ErrInvalid}
+	if reason := checkText(description, MaxDescriptionLen); reason != "" {
+		return &FieldError{Environment: label, Field: "description", Reason: reason, Err: ErrInvalid}
 	}
 	if err := checkEnv(label, env); err != nil {
 		return err
@@ -128,14 +169,22 @@ func checkName(name string) error {
 // credentials only in secret config fields, which are moved into the secret
 // store (CFG-3); env vars are stored inline and shown in the full view.
 func checkEnv(label string, env map[string]string) error {
+	if len(env) > MaxEnvVars {
+		return &FieldError{Environment: label, Field: "env", Err: ErrInvalid,
+			Reason: fmt.Sprintf("more than %d variables", MaxEnvVars)}
+	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
-		field := "env." + k
+		field := "env." + fieldKey(k)
+		if len(k) > MaxEnvNameLen {
+			return &FieldError{Environment: label, Field: field, Err: ErrInvalid,
+				Reason: fmt.Sprintf("variable name longer than %d bytes", MaxEnvNameLen)}
+		}
 		if !validEnvName(k) {
 			return &FieldError{Environment: label, Field: field, Err: ErrInvalid,
 				Reason: "invalid variable name (want letters, digits and underscores, not starting with a digit)"}
 		}
-		if strings.IndexByte(env[k], 0) >= 0 {
-			return &FieldError{Environment: label, Field: field, Reason: "value contains a NUL byte", Err: ErrInvalid}
+		if reason := checkText(env[k], MaxEnvValueLen); reason != "" {
+			return &FieldError{Environment: label, Field: field, Reason: "value " + reason, Err: ErrInvalid}
 		}
 		if LooksLikeSecretName(k) {
 			return &FieldError{Environment: label, Field: field, Err: ErrInvalid,

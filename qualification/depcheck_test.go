@@ -2,8 +2,6 @@ package qualification
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -52,7 +50,7 @@ func goList(t *testing.T, args ...string) []string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("the go tool is not on PATH: %v", err)
 	}
 	cmd := exec.Command(goTool, append([]string{"list"}, args...)...)
 	out, err := cmd.Output()

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +31,7 @@ const (
 	FieldNetwork        = "network"
 	FieldPorts          = "ports"
 	FieldReadonlyRootfs = "readonly_rootfs"
+	FieldUser           = "user"
 	FieldWorkdir        = "workdir"
 	FieldEnv            = "env"
 	FieldLabels         = "labels"
@@ -74,6 +76,7 @@ type config struct {
 	network     string
 	ports       []string
 	readonly    bool
+	user        string // "UID" or "UID:GID"; "" runs as the image's user
 	workdir     string
 	env         map[string]string
 	labels      map[string]string
@@ -114,9 +117,16 @@ func newSchema(host string) *drivers.ConfigSchema {
 			{Name: FieldPorts, Kind: drivers.Knob, Type: drivers.StringList, Check: checkPorts,
 				Doc: `container ports to publish ("8080", "8080/tcp"), always on 127.0.0.1 with an ephemeral host port; needs a network other than none`},
 			{Name: FieldReadonlyRootfs, Kind: drivers.Knob, Type: drivers.Bool, Default: false,
-				Doc: "mount the root filesystem read-only (with a tmpfs on /tmp); default false"},
+				Doc: "mount the root filesystem read-only; default false. Commands can then write only to /tmp and the workdir, " +
+					"each an empty tmpfs (nosuid, nodev; owned by the user knob's uid and gid) whose contents count against the memory limit and vanish with the container. " +
+					"It trades persistence for integrity: nothing a command does survives outside those two, the image's own files in the workdir are hidden by the tmpfs, " +
+					"and a workdir other than \"/\" is required (\"/\" cannot be a tmpfs)"},
+			{Name: FieldUser, Kind: drivers.Knob, Type: drivers.String, Check: checkUser,
+				Doc: `numeric user the container and every command run as: "UID" or "UID:GID" (names are not looked up in the image); default: the image's user, which is root for most images. ` +
+					`root in the container keeps no capabilities and cannot gain privileges, but owns every file of the image; a non-root uid cannot change the image's files or the /tmp and workdir of other uids, ` +
+					`and may lack write access to directories the image made for root (give it readonly_rootfs, whose tmpfs workdir it owns, or an image made for it)`},
 			{Name: FieldWorkdir, Kind: drivers.Knob, Type: drivers.String, Default: DefaultWorkdir, Check: checkAbs,
-				Doc: `default working directory of commands; default "/"`},
+				Doc: `default working directory of commands; default "/". With readonly_rootfs it is a writable tmpfs and must not be "/"`},
 			{Name: FieldEnv, Kind: drivers.Knob, Type: drivers.StringMap, Check: checkEnv,
 				Doc: "environment variables of the container"},
 			{Name: FieldLabels, Kind: drivers.Metadata, Type: drivers.StringMap, Check: checkLabels,
@@ -129,6 +139,10 @@ func newSchema(host string) *drivers.ConfigSchema {
 		Check: func(c drivers.Config) error {
 			if len(c.Strings(FieldPorts)) > 0 && c.String(FieldNetwork) == "none" {
 				return &drivers.ConfigError{Driver: Name, Field: FieldPorts, Reason: `publishing ports needs a network other than "none"`}
+			}
+			if c.Bool(FieldReadonlyRootfs) && path.Clean(c.String(FieldWorkdir)) == "/" {
+				return &drivers.ConfigError{Driver: Name, Field: FieldWorkdir,
+					Reason: `readonly_rootfs needs a writable workdir other than "/" (it gets a tmpfs), such as "/workspace"`}
 			}
 			return nil
 		},
@@ -254,6 +268,24 @@ func checkEnv(v any) error {
 	return nil
 }
 
+// checkUser accepts "UID" or "UID:GID", decimal, each below 2^31.
+func checkUser(v any) error {
+	u := v.(string)
+	parts := strings.Split(u, ":")
+	ok := len(parts) <= 2
+	for _, n := range parts {
+		ok = ok && n != "" && strings.Trim(n, "0123456789") == ""
+		if ok {
+			_, err := strconv.ParseUint(n, 10, 31)
+			ok = err == nil
+		}
+	}
+	if !ok {
+		return fmt.Errorf("%q: want a numeric UID or UID:GID such as \"1000\" or \"1000:1000\"", u)
+	}
+	return nil
+}
+
 func checkLabels(v any) error {
 	for k := range v.(map[string]string) {
 		if k == "" {
@@ -303,6 +335,7 @@ func (d *Driver) parseConfig(raw drivers.Config) (*config, error) {
 		pids:        cfg.Int(FieldPidsLimit),
 		network:     cfg.String(FieldNetwork),
 		readonly:    cfg.Bool(FieldReadonlyRootfs),
+		user:        cfg.String(FieldUser),
 		workdir:     cfg.String(FieldWorkdir),
 		env:         maps.Clone(cfg.StringMap(FieldEnv)),
 		labels:      maps.Clone(cfg.StringMap(FieldLabels)),

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,6 +46,7 @@ func containerSpec(cfg *config, imageID string, req drivers.AcquireRequest) (*co
 		Cmd:        strslice.StrSlice{},
 		Env:        env,
 		WorkingDir: cfg.workdir,
+		User:       cfg.user,
 		Labels:     labels,
 		StopSignal: "SIGTERM",
 	}
@@ -64,7 +67,7 @@ func containerSpec(cfg *config, imageID string, req drivers.AcquireRequest) (*co
 		},
 	}
 	if cfg.readonly {
-		hc.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev,size=256m"}
+		hc.Tmpfs = readonlyTmpfs(cfg)
 	}
 	if len(cfg.ports) > 0 {
 		cc.ExposedPorts = nat.PortSet{}
@@ -79,6 +82,30 @@ func containerSpec(cfg *config, imageID string, req drivers.AcquireRequest) (*co
 		return nil, nil, fmt.Errorf("docker: refusing network %q: %w", cfg.network, drivers.ErrInvalidConfig)
 	}
 	return cc, hc, nil
+}
+
+// readonlyTmpfs returns the writable mounts of a read-only root: /tmp
+// (256 MiB) and the workdir (up to the memory limit), both owned by the
+// configured user so that a non-root uid can write to them. Their contents
+// count against the container's memory limit.
+func readonlyTmpfs(cfg *config) map[string]string {
+	owner := ""
+	if cfg.user != "" {
+		uid, gid, ok := strings.Cut(cfg.user, ":")
+		if !ok {
+			gid = uid
+		}
+		owner = ",uid=" + uid + ",gid=" + gid
+	}
+	mounts := map[string]string{"/tmp": "rw,nosuid,nodev,size=256m,mode=1777"}
+	if wd := path.Clean(cfg.workdir); wd != "/" && wd != "/tmp" {
+		size := ""
+		if cfg.memory > 0 {
+			size = ",size=" + strconv.FormatInt(cfg.memory, 10)
+		}
+		mounts[wd] = "rw,nosuid,nodev,mode=0755" + size + owner
+	}
+	return mounts
 }
 
 func startOptions() container.StartOptions { return container.StartOptions{} }

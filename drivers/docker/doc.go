@@ -17,9 +17,13 @@
 // "username:password" or a bare bearer token. The knobs are pull_policy,
 // cpus, memory (default 1g, swap disabled), pids_limit (default 512),
 // network (default "none": no network at all; "host" and "container:..."
-// are refused), ports (published only on 127.0.0.1), readonly_rootfs,
-// workdir, env, startup_timeout and capture_repository; labels (metadata)
-// are extra container labels.
+// are refused), ports (published only on 127.0.0.1), readonly_rootfs
+// (default false; when set, /tmp and the workdir, which must not be "/",
+// are the only writable places: empty tmpfs mounts owned by the user knob's
+// uid), user (numeric "UID[:GID]" for the container and every command;
+// default: the image's user, root for most images), workdir, env,
+// startup_timeout and capture_repository; labels (metadata) are extra
+// container labels. The field docs in config.go say what each knob trades.
 //
 // # Acquire
 //

@@ -71,7 +71,7 @@ func TestHardenedByDefault(t *testing.T) {
 		{
 			name: "limits and a read-only root filesystem from the knobs",
 			overrides: map[string]any{docker.FieldCPUs: "1.5", docker.FieldMemory: "256m", docker.FieldPidsLimit: 64,
-				docker.FieldReadonlyRootfs: true},
+				docker.FieldReadonlyRootfs: true, docker.FieldWorkdir: "/workspace"},
 			network: "none", pids: 64, memory: 256 << 20, nanoCPUs: 1_500_000_000, readonly: true,
 		},
 		{

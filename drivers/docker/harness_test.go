@@ -21,13 +21,12 @@ const runLabel = "test.berth/run"
 // env is one test's engine, loopback registry and pushed busybox image, with
 // cleanup of everything the test creates registered on tb.
 type env struct {
-	cli   *client.Client
-	reg   *testenv.Registry
-	img   testimage.Image
-	run   string
-	drv   *docker.Driver
-	tb    testing.TB
-	extra map[string]any
+	cli *client.Client
+	reg *testenv.Registry
+	img testimage.Image
+	run string
+	drv *docker.Driver
+	tb  testing.TB
 }
 
 // newEnv needs the Docker engine and busybox-static (testenv.Missing

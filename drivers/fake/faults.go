@@ -206,10 +206,3 @@ func (d *Driver) callLocked(op Op, id string) error {
 	}
 	return nil
 }
-
-// call is callLocked taking the lock.
-func (d *Driver) call(op Op, id string) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.callLocked(op, id)
-}

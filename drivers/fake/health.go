@@ -27,7 +27,10 @@ func (d *Driver) CheckHealth(ctx context.Context, cfg drivers.Config) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := d.call(OpHealth, ""); err != nil {
+	d.mu.Lock()
+	err := d.callLocked(OpHealth, "")
+	d.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("fake %s: %w: %w", d.Endpoint(cfg), drivers.ErrUnavailable, err)
 	}
 	return d.checkKey(cfg)

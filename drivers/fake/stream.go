@@ -14,14 +14,13 @@ import (
 
 // process is a command started by Start.
 type process struct {
-	done    chan struct{}
-	res     *drivers.Result
-	err     error
-	cancel  context.CancelFunc
-	stdin   *io.PipeWriter
-	mu      sync.Mutex
-	signal  string
-	stopped bool
+	done   chan struct{}
+	res    *drivers.Result
+	err    error
+	cancel context.CancelFunc
+	stdin  *io.PipeWriter
+	mu     sync.Mutex
+	signal string
 }
 
 var validSignals = map[string]bool{"TERM": true, "KILL": true, "INT": true, "HUP": true}

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sync"
 	"syscall"
 	"time"
 
@@ -161,7 +160,6 @@ type process struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	began time.Time
-	once  sync.Once
 	res   *drivers.Result
 	err   error
 	done  chan struct{}

@@ -41,7 +41,7 @@ func openSystem(ctx context.Context, g *globals) (*berth.System, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("envctl: database directory: %w", err)
 	}
-	secrets, err := openFileSecrets(path)
+	secrets, err := openFileSecrets(ctx, path)
 	if err != nil {
 		return nil, err
 	}

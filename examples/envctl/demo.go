@@ -36,7 +36,7 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	dbPath := filepath.Join(dir, "berth.db")
-	secrets, err := openFileSecrets(dbPath)
+	secrets, err := openFileSecrets(ctx, dbPath)
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,9 @@
 //
 // The database defaults to $XDG_DATA_HOME/berth/envctl.db (or
 // ~/.local/share/berth/envctl.db). Secrets pasted into configs are moved
-// into an encrypted file beside it (PATH.secrets, key in PATH.key).
+// into an encrypted file beside it (PATH.secrets, key in PATH.key); envctl
+// processes sharing a database take turns on them through an OS file lock
+// on PATH.lock.
 package main
 
 import (

@@ -23,8 +23,9 @@ import (
 // database, and the sealed values are kept in a 0600 JSON file. A real host
 // plugs in its own secret manager instead; berth only needs the interface.
 type fileSecrets struct {
-	mu   sync.Mutex
-	path string
+	mu   sync.Mutex // orders this process's goroutines
+	path string     // the sealed values
+	lock string     // the file flock(2)ed around every access, across processes
 	aead cipher.AEAD
 }
 
@@ -38,23 +39,36 @@ type sealedSecret struct {
 var _ environment.SecretStore = (*fileSecrets)(nil)
 
 // openFileSecrets opens (creating if needed) the secret file and key file
-// that belong to the database at dbPath.
-func openFileSecrets(dbPath string) (*fileSecrets, error) {
+// that belong to the database at dbPath. The key is created under the same
+// OS file lock (PATH.lock) that every read-modify-write of the secret file
+// takes, so concurrent envctl processes agree on one key and lose no secret.
+func openFileSecrets(ctx context.Context, dbPath string) (*fileSecrets, error) {
+	if err := os.MkdirAll(filepath.Dir(dbPath), 0o700); err != nil {
+		return nil, err
+	}
+	s := &fileSecrets{path: dbPath + ".secrets", lock: dbPath + ".lock"}
 	keyPath := dbPath + ".key"
-	key, err := os.ReadFile(keyPath)
-	if errors.Is(err, os.ErrNotExist) {
-		key = make([]byte, 32)
-		if _, err := rand.Read(key); err != nil {
-			return nil, err
+	var key []byte
+	err := withFileLock(ctx, s.lock, func() error {
+		var err error
+		key, err = os.ReadFile(keyPath)
+		if errors.Is(err, os.ErrNotExist) {
+			key = make([]byte, 32)
+			if _, err := rand.Read(key); err != nil {
+				return err
+			}
+			if err := writePrivate(keyPath, key); err != nil {
+				return fmt.Errorf("envctl: writing secret key %s: %w", keyPath, err)
+			}
+			return nil
 		}
-		if err := os.MkdirAll(filepath.Dir(keyPath), 0o700); err != nil {
-			return nil, err
+		if err != nil {
+			return fmt.Errorf("envctl: reading secret key %s: %w", keyPath, err)
 		}
-		if err := os.WriteFile(keyPath, key, 0o600); err != nil {
-			return nil, fmt.Errorf("envctl: writing secret key %s: %w", keyPath, err)
-		}
-	} else if err != nil {
-		return nil, fmt.Errorf("envctl: reading secret key %s: %w", keyPath, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(key) != 32 {
 		return nil, fmt.Errorf("envctl: secret key %s is not 32 bytes", keyPath)
@@ -63,11 +77,37 @@ func openFileSecrets(dbPath string) (*fileSecrets, error) {
 	if err != nil {
 		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
+	if s.aead, err = cipher.NewGCM(block); err != nil {
 		return nil, err
 	}
-	return &fileSecrets{path: dbPath + ".secrets", aead: aead}, nil
+	return s, nil
+}
+
+// writePrivate writes b to path through a 0600 temporary file and a rename,
+// so that a reader sees the old content or the new, never a part.
+func writePrivate(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// update runs a read-modify-write of the secret file: fn changes m, which is
+// saved if fn succeeds. It holds the in-process mutex and the OS file lock.
+func (s *fileSecrets) update(ctx context.Context, fn func(m map[string]*sealedSecret) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return withFileLock(ctx, s.lock, func() error {
+		m, err := s.load()
+		if err != nil {
+			return err
+		}
+		if err := fn(m); err != nil {
+			return err
+		}
+		return s.save(m)
+	})
 }
 
 func (s *fileSecrets) load() (map[string]*sealedSecret, error) {
@@ -90,11 +130,7 @@ func (s *fileSecrets) save(m map[string]*sealedSecret) error {
 	if err != nil {
 		return err
 	}
-	tmp := s.path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, s.path)
+	return writePrivate(s.path, b)
 }
 
 func (s *fileSecrets) seal(id string, version int64, value string) (string, error) {
@@ -123,12 +159,6 @@ func (s *fileSecrets) Put(ctx context.Context, owner, field, value string) (driv
 	if err := ctx.Err(); err != nil {
 		return drivers.SecretRef{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, err := s.load()
-	if err != nil {
-		return drivers.SecretRef{}, err
-	}
 	idb := make([]byte, 8)
 	if _, err := rand.Read(idb); err != nil {
 		return drivers.SecretRef{}, err
@@ -138,8 +168,11 @@ func (s *fileSecrets) Put(ctx context.Context, owner, field, value string) (driv
 	if err != nil {
 		return drivers.SecretRef{}, err
 	}
-	m[id] = &sealedSecret{Owner: owner, Field: field, Latest: 1, Sealed: map[string]string{"1": sealed}}
-	if err := s.save(m); err != nil {
+	err = s.update(ctx, func(m map[string]*sealedSecret) error {
+		m[id] = &sealedSecret{Owner: owner, Field: field, Latest: 1, Sealed: map[string]string{"1": sealed}}
+		return nil
+	})
+	if err != nil {
 		return drivers.SecretRef{}, err
 	}
 	return drivers.SecretRef{ID: id, Version: 1}, nil
@@ -149,24 +182,22 @@ func (s *fileSecrets) Replace(ctx context.Context, ref drivers.SecretRef, value 
 	if err := ctx.Err(); err != nil {
 		return drivers.SecretRef{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, err := s.load()
+	var v int64
+	err := s.update(ctx, func(m map[string]*sealedSecret) error {
+		sec, ok := m[ref.ID]
+		if !ok {
+			return fmt.Errorf("envctl: secret %s: %w", ref.ID, environment.ErrNotFound)
+		}
+		v = sec.Latest + 1
+		sealed, err := s.seal(ref.ID, v, value)
+		if err != nil {
+			return err
+		}
+		sec.Latest = v
+		sec.Sealed[fmt.Sprint(v)] = sealed
+		return nil
+	})
 	if err != nil {
-		return drivers.SecretRef{}, err
-	}
-	sec, ok := m[ref.ID]
-	if !ok {
-		return drivers.SecretRef{}, fmt.Errorf("envctl: secret %s: %w", ref.ID, environment.ErrNotFound)
-	}
-	v := sec.Latest + 1
-	sealed, err := s.seal(ref.ID, v, value)
-	if err != nil {
-		return drivers.SecretRef{}, err
-	}
-	sec.Latest = v
-	sec.Sealed[fmt.Sprint(v)] = sealed
-	if err := s.save(m); err != nil {
 		return drivers.SecretRef{}, err
 	}
 	return drivers.SecretRef{ID: ref.ID, Version: v}, nil
@@ -176,9 +207,14 @@ func (s *fileSecrets) Get(ctx context.Context, ref drivers.SecretRef) (string, e
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
+	var m map[string]*sealedSecret
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, err := s.load()
+	err := withFileLock(ctx, s.lock, func() error {
+		var err error
+		m, err = s.load()
+		return err
+	})
+	s.mu.Unlock()
 	if err != nil {
 		return "", err
 	}
@@ -197,23 +233,19 @@ func (s *fileSecrets) Delete(ctx context.Context, ref drivers.SecretRef) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, err := s.load()
-	if err != nil {
-		return err
-	}
-	sec, ok := m[ref.ID]
-	if !ok {
-		return nil
-	}
-	if ref.Version == 0 {
-		delete(m, ref.ID)
-	} else {
-		delete(sec.Sealed, fmt.Sprint(ref.Version))
-		if len(sec.Sealed) == 0 {
-			delete(m, ref.ID)
+	return s.update(ctx, func(m map[string]*sealedSecret) error {
+		sec, ok := m[ref.ID]
+		if !ok {
+			return nil
 		}
-	}
-	return s.save(m)
+		if ref.Version == 0 {
+			delete(m, ref.ID)
+		} else {
+			delete(sec.Sealed, fmt.Sprint(ref.Version))
+			if len(sec.Sealed) == 0 {
+				delete(m, ref.ID)
+			}
+		}
+		return nil
+	})
 }

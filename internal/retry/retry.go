@@ -9,9 +9,10 @@
 // never sleep. WithDeadline makes a context whose deadline is measured on
 // such a clock.
 //
-// The default classifier retries only errors wrapping drivers.ErrTransient.
-// (This package imports drivers for that sentinel alone; drivers does not
-// import it back.)
+// The caller classifies errors with Policy.Retryable. The default classifier,
+// IsTransient, retries errors that say they are transient through a
+// Transient() bool method anywhere in their chain, as drivers.ErrTransient
+// does; so this package imports no berth package but clock.
 package retry
 
 import (
@@ -23,7 +24,6 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/clock"
-	"github.com/berthdev/berth/drivers"
 )
 
 // Defaults of Policy's zero fields.
@@ -42,8 +42,9 @@ var ErrNoTimeLeft = errors.New("retry: no time left before the deadline")
 // attempts all failed with retryable errors.
 var ErrAttemptsExhausted = errors.New("retry: attempts exhausted")
 
-// Policy configures Do. The zero Policy is usable: it retries errors wrapping
-// drivers.ErrTransient until the context's deadline, with the defaults below.
+// Policy configures Do. The zero Policy is usable: it retries transient
+// errors (IsTransient; drivers.ErrTransient is one) until the context's
+// deadline, with the defaults below.
 type Policy struct {
 	// Initial is the backoff before the second attempt. Default DefaultInitial.
 	Initial time.Duration
@@ -75,9 +76,13 @@ type Policy struct {
 	Rand func() float64
 }
 
-// IsTransient reports whether err wraps drivers.ErrTransient: the default
-// classifier.
-func IsTransient(err error) bool { return errors.Is(err, drivers.ErrTransient) }
+// IsTransient reports whether an error in err's chain has a Transient() bool
+// method that returns true, as drivers.ErrTransient has: the default
+// classifier. The first error in the chain with the method decides.
+func IsTransient(err error) bool {
+	var t interface{ Transient() bool }
+	return errors.As(err, &t) && t.Transient()
+}
 
 func (p Policy) withDefaults() Policy {
 	if p.Initial <= 0 {

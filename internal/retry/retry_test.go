@@ -339,3 +339,37 @@ func TestMinDelay(t *testing.T) {
 		})
 	}
 }
+
+// notTransient says it is not transient, whatever it wraps.
+type notTransient struct{ err error }
+
+func (e notTransient) Error() string   { return "not transient: " + e.err.Error() }
+func (e notTransient) Unwrap() error   { return e.err }
+func (e notTransient) Transient() bool { return false }
+
+// Issue 13 item 2: the default classifier knows drivers.ErrTransient by its
+// Transient method, without this package importing drivers; the first error
+// in the chain with the method decides.
+func TestIsTransient(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"drivers.ErrTransient", drivers.ErrTransient, true},
+		{"wrapped", fmt.Errorf("daytona: 503: %w", drivers.ErrTransient), true},
+		{"joined", errors.Join(errors.New("x"), fmt.Errorf("y: %w", drivers.ErrTransient)), true},
+		{"another sentinel", fmt.Errorf("ssh: %w", drivers.ErrAuth), false},
+		{"plain", errors.New("transient failure"), false},
+		{"overridden by an outer error", notTransient{fmt.Errorf("x: %w", drivers.ErrTransient)}, false},
+		{"nil", nil, false},
+	} {
+		if got := IsTransient(tc.err); got != tc.want {
+			t.Errorf("%s: IsTransient(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
+	}
+	if !errors.Is(fmt.Errorf("x: %w", drivers.ErrTransient), drivers.ErrTransient) || errors.Is(drivers.ErrTransient, drivers.ErrAuth) {
+		t.Error("drivers.ErrTransient no longer compares as a sentinel")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -35,7 +36,7 @@ type DB struct {
 // Open opens the store at rawURL and applies every pending migration of
 // every component before returning (see doc.go). Accepted URLs:
 //
-//	sqlite:///abs/path.db     a file (created if absent, with its directories)
+//	sqlite:///abs/path.db     a file (created 0600 if absent, with its directories 0700)
 //	sqlite://rel/path.db      a file relative to the working directory
 //	sqlite::memory:           a private in-memory database
 //	postgres://... or postgresql://...   as understood by pgx
@@ -59,6 +60,9 @@ func Open(ctx context.Context, rawURL string) (*DB, error) {
 	return db, nil
 }
 
+// maxPostgresConns is the size of a PostgreSQL store's connection pool.
+const maxPostgresConns = 16
+
 // sqlitePragmas are applied to every SQLite connection.
 const sqlitePragmas = "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
 
@@ -70,8 +74,8 @@ func open(rawURL string) (*DB, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sqlstore: open %s: %w", target, err)
 		}
-		w.SetMaxOpenConns(16)
-		w.SetMaxIdleConns(16)
+		w.SetMaxOpenConns(maxPostgresConns)
+		w.SetMaxIdleConns(maxPostgresConns)
 		return &DB{d: postgres, w: w, r: w, target: target}, nil
 	case strings.HasPrefix(rawURL, "sqlite:"):
 		path, memory, err := sqlitePath(rawURL)
@@ -94,6 +98,9 @@ func open(rawURL string) (*DB, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("sqlstore: open %s: %w", rawURL, err)
 		}
+		if err := createPrivate(path); err != nil {
+			return nil, fmt.Errorf("sqlstore: open %s: %w", rawURL, err)
+		}
 		// BEGIN IMMEDIATE takes the write lock at the start of a
 		// transaction, so a transaction never fails half-way because
 		// another process started writing (SQLITE_BUSY_SNAPSHOT).
@@ -112,7 +119,28 @@ func open(rawURL string) (*DB, error) {
 		r.SetMaxIdleConns(4)
 		return &DB{d: sqlite, w: w, r: r, target: rawURL}, nil
 	}
-	return nil, fmt.Errorf("sqlstore: unsupported store URL %q: want sqlite:///path, sqlite::memory: or postgres://...", redact(rawURL))
+	return nil, fmt.Errorf("sqlstore: unsupported store URL %q: want sqlite:///path, sqlite::memory: or postgres://HOST/DB", redact(rawURL))
+}
+
+// createPrivate creates the database file at path with mode 0600 if it does
+// not exist yet. The mode is set with chmod after creation, so neither the
+// umask nor a parent directory's default ACL widens it. SQLite gives the
+// -wal and -shm files it creates beside the database the database file's
+// mode, so they are 0600 too. An existing file is left as it is: its mode is
+// its owner's choice.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // sqlitePath returns the file path of a sqlite: URL, or memory.

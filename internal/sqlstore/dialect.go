@@ -3,9 +3,11 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	msqlite "modernc.org/sqlite"
@@ -53,22 +55,24 @@ func (d dialect) rebind(q string) string {
 	return b.String()
 }
 
-// forUpdate is the row-locking suffix of a SELECT inside a transaction:
-// " FOR UPDATE" on PostgreSQL; "" on SQLite, whose transactions (BEGIN
-// IMMEDIATE) already hold the database's write lock.
-func (d dialect) forUpdate() string {
-	if d == postgres {
-		return " FOR UPDATE"
-	}
-	return ""
-}
-
 // collateC is the collation suffix that makes ORDER BY compare bytes, as Go
 // does: ` COLLATE "C"` on PostgreSQL (whose default follows the database
 // locale); "" on SQLite (BINARY by default).
 func (d dialect) collateC() string {
 	if d == postgres {
 		return ` COLLATE "C"`
+	}
+	return ""
+}
+
+// forUpdate is the row-locking suffix of a SELECT inside a transaction:
+// " FOR UPDATE" on PostgreSQL; "" on SQLite, whose transactions (BEGIN
+// IMMEDIATE) already hold the database's write lock.
+//
+//lint:ignore U1000 the helper doc.go gives components that lock rows in inTx; today's components use conditional UPDATEs instead.
+func (d dialect) forUpdate() string {
+	if d == postgres {
+		return " FOR UPDATE"
 	}
 	return ""
 }
@@ -100,6 +104,66 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
+// deadConn reports whether err says that the PostgreSQL connection was dead
+// before the statement ran, so running it again on another connection
+// cannot apply it twice: the server terminated the backend (57P01
+// admin_shutdown, as pg_terminate_backend or a restart does; 57P02
+// crash_shutdown; 57P03 cannot_connect_now), the connection could not be
+// made, pgx knows the request was never sent, or database/sql's
+// driver.ErrBadConn. A constraint violation, a conflict or an I/O error after
+// the statement was sent is never a dead connection.
+func deadConn(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, driver.ErrBadConn) || pgconn.SafeToRetry(err) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce)
+}
+
+// maxConnAttempts bounds how often a statement outside a transaction is
+// run when its connection turns out dead.
+const maxConnAttempts = 4
+
+// retryDead runs op, and again (at most maxConnAttempts times in all, with a
+// short backoff that honours ctx) while it fails on a dead connection. After
+// a dead connection the pool's idle connections are closed, since a server
+// that dropped one has usually dropped them all.
+func retryDead(ctx context.Context, pool *sql.DB, op func() error) error {
+	wait := 20 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := op()
+		if !deadConn(err) || attempt == maxConnAttempts || ctx.Err() != nil {
+			return err
+		}
+		dropIdle(pool)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait *= 4
+	}
+}
+
+// dropIdle closes the idle connections of pool; the ones in use are
+// closed when returned if they are dead.
+func dropIdle(pool *sql.DB) {
+	if pool == nil {
+		return
+	}
+	pool.SetMaxIdleConns(0)
+	pool.SetMaxIdleConns(maxPostgresConns)
+}
+
 // querier is what *sql.DB and *sql.Tx share.
 type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
@@ -108,47 +172,85 @@ type querier interface {
 }
 
 // handle runs queries written with ? placeholders on a pool or inside a
-// transaction, rebinding them for the dialect.
+// transaction, rebinding them for the dialect. On a PostgreSQL pool (pool
+// set) a statement that fails on a dead connection runs again on another
+// (retryDead); inside a transaction inTx retries the whole transaction.
 type handle struct {
-	q querier
-	d dialect
+	q    querier
+	d    dialect
+	pool *sql.DB // the PostgreSQL pool q is; nil in a transaction or on SQLite
 }
 
-func (h handle) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return h.q.ExecContext(ctx, h.d.rebind(query), args...)
+// run runs op once, or under retryDead on a PostgreSQL pool.
+func (h handle) run(ctx context.Context, op func() error) error {
+	if h.pool == nil {
+		return op()
+	}
+	return retryDead(ctx, h.pool, op)
 }
 
-func (h handle) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return h.q.QueryContext(ctx, h.d.rebind(query), args...)
+func (h handle) exec(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
+	err = h.run(ctx, func() error {
+		res, err = h.q.ExecContext(ctx, h.d.rebind(query), args...)
+		return err
+	})
+	return res, err
 }
 
-func (h handle) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	return h.q.QueryRowContext(ctx, h.d.rebind(query), args...)
+func (h handle) query(ctx context.Context, query string, args ...any) (rows *sql.Rows, err error) {
+	err = h.run(ctx, func() error {
+		rows, err = h.q.QueryContext(ctx, h.d.rebind(query), args...)
+		return err
+	})
+	return rows, err
+}
+
+func (h handle) queryRow(ctx context.Context, query string, args ...any) (row *sql.Row) {
+	_ = h.run(ctx, func() error {
+		row = h.q.QueryRowContext(ctx, h.d.rebind(query), args...)
+		return row.Err() // the query's error; sql.ErrNoRows comes only from Scan
+	})
+	return row
+}
+
+// poolHandle returns the handle for statements outside a transaction on p.
+func (db *DB) poolHandle(p *sql.DB) handle {
+	h := handle{q: p, d: db.d}
+	if db.d == postgres {
+		h.pool = p
+	}
+	return h
 }
 
 // reads returns the handle for reads outside a transaction. A read that
 // decides a write must happen inside inTx instead.
-func (db *DB) reads() handle { return handle{q: db.r, d: db.d} }
+func (db *DB) reads() handle { return db.poolHandle(db.r) }
 
 // writes returns the handle for single-statement writes outside a
 // transaction.
-func (db *DB) writes() handle { return handle{q: db.w, d: db.d} }
+func (db *DB) writes() handle { return db.poolHandle(db.w) }
 
 // maxTxAttempts bounds how often inTx runs fn when PostgreSQL reports a
-// serialization failure or deadlock.
+// serialization failure or deadlock, or the connection was dead.
 const maxTxAttempts = 5
 
 // inTx runs fn in a transaction and commits it if fn returns nil; any error
 // rolls it back. On SQLite the transaction holds the write lock from its
 // start (BEGIN IMMEDIATE); on PostgreSQL it runs at READ COMMITTED, so lock
 // the rows you will change (SELECT ... + db.d.forUpdate()). fn may be run
-// again after a serialization failure or deadlock, so it must not have
-// effects outside tx. Inside fn use only tx: on SQLite the writer pool has a
-// single connection, and a query on db from inside fn would wait forever.
+// again after a serialization failure or deadlock, or when its connection
+// was dead (deadConn: the server rolled the transaction back), so it must
+// not have effects outside tx. Inside fn use only tx: on SQLite the writer
+// pool has a single connection, and a query on db from inside fn would wait
+// forever.
 func (db *DB) inTx(ctx context.Context, fn func(tx handle) error) error {
 	var err error
 	for attempt := 0; attempt < maxTxAttempts; attempt++ {
 		err = db.runTx(ctx, fn)
+		if db.d == postgres && deadConn(err) && ctx.Err() == nil {
+			dropIdle(db.w)
+			continue
+		}
 		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return err
 		}

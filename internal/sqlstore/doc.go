@@ -23,6 +23,11 @@
 // busy_timeout, and a transaction never fails half-way on a lock upgrade.
 // Reads outside transactions use a separate pool of read-only connections.
 // PostgreSQL uses one pool for both; transactions run at READ COMMITTED.
+// When PostgreSQL drops connections (a restart, a failover,
+// pg_terminate_backend), a statement or transaction that fails on a dead
+// connection, before the server ran it, is run again on a new connection
+// (at most a few times, honouring ctx; see deadConn); constraint errors,
+// conflicts and errors after a statement was sent are never retried.
 //
 // # Adding a component (lease, qualification, custom_images, ...)
 //

@@ -57,6 +57,7 @@ type replicas struct {
 	env      *environment.Environment
 	managers [2]*lease.Manager
 	stores   [2]*sqlstore.DB
+	url      string // the database both stores open
 }
 
 // sweepLimit is small so that concurrent sweeps interleave their claims.
@@ -67,7 +68,7 @@ const sweepLimit = 3
 func newReplicas(t *testing.T, noOrphanSearch bool) *replicas {
 	t.Helper()
 	url := testenv.Postgres(t)
-	r := &replicas{provider: newCountingFake()}
+	r := &replicas{provider: newCountingFake(), url: url}
 	cfg, err := r.provider.Schema().Normalize(map[string]any{})
 	if err != nil {
 		t.Fatal(err)

@@ -40,17 +40,21 @@ func validateImageName(name string) error {
 	if strings.Contains(name, "@sha256:") {
 		img, digest, _ := strings.Cut(name, "@sha256:")
 		if img == "" || !regexp.MustCompile(`^[a-f0-9]{64}$`).MatchString(digest) {
+			//lint:ignore ST1005 the real Daytona server answers with this text word for word; the fake copies it.
 			return errors.New("Invalid digest format. Must be image@sha256:64_hex_characters")
 		}
 		return nil
 	}
 	if !strings.Contains(name, ":") || strings.HasSuffix(strings.TrimSpace(name), ":") {
+		//lint:ignore ST1005 the real Daytona server answers with this text word for word; the fake copies it.
 		return errors.New("Image name must include a tag (e.g., ubuntu:22.04) or digest (@sha256:...)")
 	}
 	if strings.HasSuffix(name, ":latest") {
+		//lint:ignore ST1005 the real Daytona server answers with this text word for word; the fake copies it.
 		return errors.New(`Images with tag ":latest" are not allowed`)
 	}
 	if !imageNameRE.MatchString(name) {
+		//lint:ignore ST1005 the real Daytona server answers with this text word for word; the fake copies it.
 		return errors.New("Invalid image name format. Must be lowercase, may contain digits, dots, dashes, and single slashes between components")
 	}
 	return nil

@@ -1,0 +1,69 @@
+package berth_test
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// heavy are module path prefixes a program using berth with only the SSH
+// driver must not link: the Docker engine client and OpenTelemetry (which
+// the Docker client pulls in). go-containerregistry's authn and docker/cli's
+// config package (with docker-credential-helpers, which it uses) are
+// allowed: they live under other module paths. Each entry is a module path
+// followed by "/", matching the module's packages and not a sibling module
+// whose name merely starts the same way.
+var heavy = []string{"github.com/docker/docker/", "go.opentelemetry.io/"}
+
+// goList runs go list with args and returns its output.
+func goList(t *testing.T, args ...string) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go tool is not on PATH: %v", err)
+	}
+	out, err := exec.Command(goTool, append([]string{"list"}, args...)...).Output()
+	if err != nil {
+		msg := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			msg = string(ee.Stderr)
+		}
+		t.Fatalf("go list %v: %v\n%s", args, err, msg)
+	}
+	return string(out)
+}
+
+// depsOf returns what a program importing pkgs links, from go list -deps.
+func depsOf(t *testing.T, pkgs ...string) []string {
+	t.Helper()
+	return strings.Fields(goList(t, append([]string{"-deps"}, pkgs...)...))
+}
+
+func heavyIn(deps []string) []string {
+	var found []string
+	for _, p := range deps {
+		if slices.ContainsFunc(heavy, func(h string) bool { return strings.HasPrefix(p, h) || p == strings.TrimSuffix(h, "/") }) {
+			found = append(found, p)
+		}
+	}
+	return found
+}
+
+// Issue 13 item 8: a host that composes berth with only the SSH driver links
+// no Docker engine client and no OpenTelemetry.
+func TestSSHOnlyProgramLinksNoDockerOrOpenTelemetry(t *testing.T) {
+	t.Parallel()
+	deps := depsOf(t, "github.com/berthdev/berth", "github.com/berthdev/berth/drivers/ssh")
+	// The graph is the right one: it holds the SSH client.
+	if !slices.Contains(deps, "golang.org/x/crypto/ssh") {
+		t.Fatalf("go list -deps does not list golang.org/x/crypto/ssh; the check looks at the wrong graph: %v", deps)
+	}
+	if found := heavyIn(deps); len(found) > 0 {
+		t.Errorf("berth + drivers/ssh links %d heavy packages: %v", len(found), found)
+	}
+	// The check can fail: the Docker driver does link them.
+	if found := heavyIn(depsOf(t, "github.com/berthdev/berth/drivers/docker")); len(found) == 0 {
+		t.Errorf("drivers/docker links neither github.com/docker/docker nor OpenTelemetry; the check finds nothing")
+	}
+}
