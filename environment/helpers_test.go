@@ -38,15 +38,6 @@ func (d *testDriver) Acquire(context.Context, drivers.Config, drivers.AcquireReq
 	return nil, fmt.Errorf("test driver %s: acquire: %w", d.name, drivers.ErrUnsupported)
 }
 
-type testSandbox struct{}
-
-func (*testSandbox) ID() string { return "" }
-func (*testSandbox) Exec(context.Context, drivers.Command) (*drivers.Result, error) {
-	return nil, drivers.ErrUnsupported
-}
-func (*testSandbox) Release(context.Context, drivers.Disposition) (drivers.Receipt, error) {
-	return drivers.Receipt{}, drivers.ErrUnsupported
-}
 
 // remoteSchema is the schema of the "remote" test driver.
 func remoteSchema(name string) *drivers.ConfigSchema {

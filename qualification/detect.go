@@ -211,8 +211,6 @@ func firstLine(lines []string) string {
 	return ""
 }
 
-func nonEmpty(lines []string) bool { return firstLine(lines) != "" }
-
 // libcOf decides the libc family and version from the libc sections.
 func libcOf(goos string, secs map[string][]string) (LibcFamily, string, []string) {
 	var notes []string
