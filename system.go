@@ -30,8 +30,8 @@ type Options struct {
 	// InstanceID names this installation; it labels every sandbox so that
 	// sweeps find this instance's orphans. Default lease.DefaultInstanceID.
 	InstanceID string
-	// Authorizer decides every catalog action. Default
-	// environment.DefaultPolicy.
+	// Authorizer decides every catalog, assignment and lease action
+	// (AUTH-1). Default environment.DefaultPolicy.
 	Authorizer environment.Authorizer
 	// Logger receives library logs; never a secret. Default: discard.
 	Logger *slog.Logger
@@ -77,18 +77,21 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	}
 	reg := drivers.NewRegistry(ds...)
 	sys := &System{Store: st, Drivers: reg, Secrets: secrets}
-	sys.Leases = lease.NewManager(st, reg, &lease.Options{
-		InstanceID: o.InstanceID,
-		Logger:     o.Logger,
-		Secrets:    secrets.Get,
-		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
-			return st.ListEnvironments(ctx, environment.ListFilter{})
-		},
-	})
+	// One Authorizer decides for the catalog, the assignments and the lease
+	// manager (which asks the assignments' Authorizer).
 	sys.Assignments = environment.NewAssignments(st, st, reg, &environment.AssignmentOptions{
 		TestMode:   o.TestMode,
 		Authorizer: o.Authorizer,
 		Logger:     o.Logger,
+	})
+	sys.Leases = lease.NewManager(st, reg, &lease.Options{
+		InstanceID:  o.InstanceID,
+		Logger:      o.Logger,
+		Secrets:     secrets.Get,
+		Assignments: sys.Assignments,
+		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
+			return st.ListEnvironments(ctx, environment.ListFilter{})
+		},
 	})
 	sys.Catalog = environment.NewCatalog(st, reg, secrets, &environment.Options{
 		TestMode:       o.TestMode,

@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/clock"
+	"github.com/berthdev/berth/internal/secretaccess"
 	"github.com/berthdev/berth/internal/testenv"
 )
 
@@ -252,3 +253,9 @@ func wantText(t testing.TB, err error, parts ...string) {
 }
 
 func jsonNumber(s string) json.Number { return json.Number(s) }
+
+// resolvedConfig reaches the catalog's unexported resolved config the way
+// berth's own packages do.
+func resolvedConfig(c *environment.Catalog, ctx context.Context, id string) (*environment.Environment, drivers.Config, error) {
+	return secretaccess.ResolvedConfig[*environment.Catalog, *environment.Environment](c, ctx, id)
+}

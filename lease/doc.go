@@ -3,16 +3,28 @@
 //
 // Start with Manager (manager.go): Acquire (acquire.go, create.go) returns a
 // Handle with a live drivers.Sandbox; Release (release.go) ends it with a
-// disposition; Sweep (sweep.go) cleans up what crashes and failures left
-// behind; Usage and EnvironmentUsage (usage.go) report leases for the
-// catalog's delete blast radius (the Manager is an
-// environment.UsageReporter). AcquireRequest.Resolution ties an acquisition
-// to an assignment resolution (ASG-4). Lease
+// disposition; Get and List (auth.go) read lease records; Sweep (sweep.go)
+// cleans up what crashes and failures left behind; Usage and
+// EnvironmentUsage (usage.go) report leases for the catalog's delete blast
+// radius (the Manager is an environment.UsageReporter). Lease
 // (lease.go) is the record; Store (store.go) persists it, MemoryStore
 // (memstore.go) is the in-memory implementation, and package leasetest holds
 // the conformance suite every Store passes.
 //
 // # Guarantees
+//
+// Authorization (AUTH-1, ASG-3, CFG-2): every Acquire, Release, Get, List
+// and Sweep takes the acting environment.Principal and asks the Authorizer
+// of Options.Assignments (auth.go). Acquire names an environment by id
+// (instance admins and local operators under DefaultPolicy) or a Scope,
+// whose binding the manager resolves from the store
+// (environment.Assignments.LeaseTarget); the record is fetched by the
+// manager, never taken from the caller. A company never leases an
+// environment bound to other companies only. Releases and reads need
+// ActionLease and ActionRead on the lease's company; records are redacted
+// (no config, no metadata) for principals without ActionReadConfig; a
+// Sweep needs ActionSweep. Refusals wrap environment.ErrDenied and name no
+// other tenant's company or environment.
 //
 // Write-ahead (LEASE-2): a lease record with the internal status starting is
 // stored, with a claim of the acquiring manager, before the driver is asked

@@ -53,7 +53,7 @@ func TestActiveLeaseIsNeverReplacedUnderItsRun(t *testing.T) {
 	h := w.acquire(lease.ReuseByEnvironment, "run-1")
 	w.env.Config = w.env.Config.Clone()
 	w.env.Config["region"] = "elsewhere-2"
-	_, err := w.m.Acquire(bg, w.req(lease.ReuseByEnvironment, "run-2"))
+	_, err := w.m.Acquire(bg, op, w.req(lease.ReuseByEnvironment, "run-2"))
 	if !errors.Is(err, lease.ErrConflict) {
 		t.Fatalf("Acquire with a changed identity while in use: %v, want ErrConflict", err)
 	}
@@ -75,7 +75,7 @@ func TestActiveRunLeaseInAnotherProcess(t *testing.T) {
 	// lease is active there gets a conflict, not a second sandbox.
 	w := newWorld(t, worldOpts{})
 	w.acquire(lease.Ephemeral, "run-1")
-	_, err := w.newManager(nil).Acquire(bg, w.req(lease.Ephemeral, "run-1"))
+	_, err := w.newManager(nil).Acquire(bg, op, w.req(lease.Ephemeral, "run-1"))
 	if !errors.Is(err, lease.ErrConflict) {
 		t.Errorf("Acquire from another process: %v, want ErrConflict", err)
 	}
@@ -89,7 +89,7 @@ func TestAnotherProcessSharesAnActiveReusableSandbox(t *testing.T) {
 	// LEASE-8, LEASE-10: a second replica resumes the same running sandbox.
 	w := newWorld(t, worldOpts{})
 	h1 := w.acquire(lease.ReuseByEnvironment, "run-1")
-	h2, err := w.newManager(nil).Acquire(bg, w.req(lease.ReuseByEnvironment, "run-2"))
+	h2, err := w.newManager(nil).Acquire(bg, op, w.req(lease.ReuseByEnvironment, "run-2"))
 	if err != nil {
 		t.Fatal(err)
 	}

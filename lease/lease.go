@@ -173,6 +173,20 @@ type Lease struct {
 
 	// Version grows by one on every store update (compare-and-set).
 	Version int64 `json:"version"`
+
+	// Redacted reports a record shown to a principal who may read the lease
+	// but not the environment's config (Manager.Get, Manager.List): Config
+	// and Metadata are left out (CFG-2). Stores never set it.
+	Redacted bool `json:"redacted,omitempty"`
+}
+
+// Redact returns a copy of l without the environment's config and the
+// host's metadata, marked Redacted: what a board member or an agent of the
+// lease's company sees (CFG-2).
+func (l *Lease) Redact() *Lease {
+	c := l.Clone()
+	c.Config, c.Metadata, c.Redacted = nil, nil, true
+	return c
 }
 
 // Clone returns a deep copy of l.

@@ -82,6 +82,12 @@ type Options struct {
 	PollInterval time.Duration
 	// SweepLimit bounds the leases one Sweep claims. Default DefaultSweepLimit.
 	SweepLimit int
+	// Assignments reads saved environments and bindings for Acquire (by
+	// environment id or through a scope), and its Authorizer (give it the
+	// catalog's) decides every acquire, release, read and sweep (AUTH-1).
+	// Without it Acquire refuses saved environments, and the other calls
+	// decide with environment.DefaultPolicy.
+	Assignments *environment.Assignments
 	// SweepEnvironments, if not nil, lists the environments whose providers
 	// a Sweep searches for orphans. Default: every environment that appears
 	// on a lease in the store (with the config recorded on its newest lease).
@@ -205,9 +211,10 @@ func (h *Handle) Driver() drivers.Driver { return h.driver }
 // than creating one.
 func (h *Handle) Resumed() bool { return h.resumed }
 
-// Release releases the lease; see Manager.Release.
+// Release releases the lease; see Manager.Release. The principal that
+// acquired the handle was authorized then; holding the handle is enough.
 func (h *Handle) Release(ctx context.Context, opts ReleaseOptions) (*Lease, error) {
-	return h.m.Release(ctx, h.lease.ID, opts)
+	return h.m.release(ctx, h.lease.ID, opts)
 }
 
 // Fingerprint returns the reuse fingerprint of cfg for driver d: a SHA-256

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
 )
 
 // ReleaseOptions say how a lease ends.
@@ -31,8 +32,25 @@ type ReleaseOptions struct {
 // unchanged with a nil error, except that drivers.Destroy on a released
 // reusable lease whose stopped sandbox is still resumable destroys that
 // sandbox (with proof) and ends the reuse. It returns the lease as stored
-// afterwards.
-func (m *Manager) Release(ctx context.Context, id string, opts ReleaseOptions) (*Lease, error) {
+// afterwards, as Get shows it to p.
+//
+// p must be allowed environment.ActionLease on the lease (instance admins,
+// local operators, and principals of the lease's company that may lease,
+// under DefaultPolicy); a refusal wraps environment.ErrDenied and names
+// only the id.
+func (m *Manager) Release(ctx context.Context, p environment.Principal, id string, opts ReleaseOptions) (*Lease, error) {
+	if _, err := m.load(ctx, p, environment.ActionLease, id); err != nil {
+		return nil, err
+	}
+	l, err := m.release(ctx, id, opts)
+	if l != nil {
+		l = m.view(ctx, p, l)
+	}
+	return l, err
+}
+
+// release is Release without authorization.
+func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (*Lease, error) {
 	now := m.now()
 	owner := m.opOwner()
 	l, err := m.store.ClaimLease(ctx, id, owner, now, now.Add(m.o.CleanupBudget))

@@ -90,6 +90,7 @@ func runSchedule(t *testing.T, seed uint64) (int, scheduleStats, []string) {
 	env2.Config = w.env.Config.Clone()
 	env2.Config["region"] = "other-1"
 	envs := []*environment.Environment{w.env, &env2}
+	w.save(&env2)
 	policies := []lease.Policy{lease.Ephemeral, lease.ReuseByEnvironment, lease.ReuseByWorkspace, lease.RetainOnFailure}
 	dispositions := []drivers.Disposition{drivers.Keep, drivers.Stop, drivers.Destroy}
 
@@ -108,12 +109,12 @@ func runSchedule(t *testing.T, seed uint64) (int, scheduleStats, []string) {
 		switch r := rng.IntN(100); {
 		case r < 30: // acquire
 			req := lease.AcquireRequest{
-				Company: "acme", Environment: envs[rng.IntN(len(envs))],
+				Company: "acme", EnvironmentID: envs[rng.IntN(len(envs))].ID,
 				Workspace: fmt.Sprintf("/w%d", rng.IntN(2)), Run: fmt.Sprintf("run-%d", rng.IntN(4)),
 				Policy: policies[rng.IntN(len(policies))],
 			}
 			var h *lease.Handle
-			acquire := func() { h, _ = m.Acquire(bg, req) }
+			acquire := func() { h, _ = m.Acquire(bg, op, req) }
 			if rng.IntN(8) == 0 { // a start longer than the budget
 				st.SlowStarts++
 				w.fk.SetStartDelay(3 * budget)
@@ -160,7 +161,7 @@ func runSchedule(t *testing.T, seed uint64) (int, scheduleStats, []string) {
 		case r < 93: // time passes
 			w.clk.Advance([]time.Duration{5 * time.Second, budget + claimGrace + time.Second, leaseTTL + time.Second}[rng.IntN(3)])
 		default:
-			_, _ = m.Sweep(bg)
+			_, _ = m.Sweep(bg, op)
 		}
 		if proc.dead.Load() {
 			// Restart: a new process; the dead one's claims expire meanwhile.
@@ -178,7 +179,7 @@ func runSchedule(t *testing.T, seed uint64) (int, scheduleStats, []string) {
 	w.clk.Advance(budget + claimGrace + cleanupB + time.Second)
 	var problems []string
 	for range 3 {
-		rep, err := final.Sweep(bg)
+		rep, err := final.Sweep(bg, op)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("final sweep: %v", err))
 		}

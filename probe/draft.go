@@ -70,9 +70,9 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr environment.Principal, drive
 		return nil, denied
 	}
 	if r.res.OK {
-		env := &environment.Environment{ID: "draft-" + randomHex(6), Name: "draft", Driver: driver,
+		env := &environment.Environment{ID: "draft", Name: "draft", Driver: driver,
 			Status: environment.StatusActive, Config: cfg}
-		p.probeSaved(ctx, r, env, drv, ProbeOptions{}, true)
+		p.probeSaved(ctx, pr, r, env, drv, ProbeOptions{}, true)
 	}
 	clear(cfg)
 	diag := qualification.Diagnostic{Code: qualification.CodeNotSaved,

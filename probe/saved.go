@@ -7,6 +7,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/secretaccess"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
@@ -50,7 +51,7 @@ func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID stri
 		if v.Status == environment.StatusArchived {
 			return "", CodeArchived, fmt.Errorf("environment %s (%q) is archived; restore it to probe it", v.ID, v.Name)
 		}
-		e, resolved, err := p.cat.ResolvedConfig(ctx, envID)
+		e, resolved, err := secretaccess.ResolvedConfig[*environment.Catalog, *environment.Environment](p.cat, ctx, envID)
 		if err != nil {
 			return "", "", err
 		}
@@ -68,7 +69,7 @@ func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID stri
 		return fmt.Sprintf("driver %s (%s)", d.Name(), d.Capabilities().Kind), "", nil
 	})
 	if r.res.OK {
-		p.probeSaved(ctx, r, env, drv, opts, false)
+		p.probeSaved(ctx, pr, r, env, drv, opts, false)
 	}
 	if drv != nil && drv.Capabilities().Kind == drivers.KindSandbox && env != nil {
 		p.qualify(ctx, r, drv, env, opts.Company)
@@ -82,20 +83,25 @@ func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID stri
 
 // probeSaved runs the acquire, detect, image and release stages on a fresh
 // ephemeral lease.
-func (p *Prober) probeSaved(ctx context.Context, r *run, env *environment.Environment, drv drivers.Driver, opts ProbeOptions, draft bool) {
+func (p *Prober) probeSaved(ctx context.Context, pr environment.Principal, r *run, env *environment.Environment, drv drivers.Driver, opts ProbeOptions, draft bool) {
 	purpose := "probe"
 	if draft {
 		purpose = "draft-probe"
 	}
 	var h *lease.Handle
 	ok := r.stage(StageAcquire, func() (string, drivers.Code, error) {
-		var err error
-		h, err = p.leases.Acquire(ctx, lease.AcquireRequest{
-			Company: opts.Company, Environment: env, Workspace: opts.Workspace,
+		req := lease.AcquireRequest{
+			Company: opts.Company, Workspace: opts.Workspace,
 			Policy:   lease.Ephemeral, // no Run: never coalesced with, or reusing, another lease
 			Metadata: map[string]string{"purpose": purpose},
-			Draft:    draft,
-		})
+		}
+		if draft {
+			req.Draft = &lease.Draft{Driver: env.Driver, Config: env.Config}
+		} else {
+			req.EnvironmentID = env.ID
+		}
+		var err error
+		h, err = p.leases.Acquire(ctx, pr, req)
 		if err != nil {
 			if errors.Is(err, lease.ErrCleanupPending) {
 				r.res.Cleanup = &Cleanup{LeaseStatus: lease.StatusPendingCleanup, PendingCleanup: true,

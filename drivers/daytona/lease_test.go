@@ -31,10 +31,17 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 	}
 	cfg[daytona.FieldAPIKey] = ref
 	env := &environment.Environment{ID: "env-1", Name: "daytona", Driver: e.drv.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
-	m := lease.NewManager(lease.NewMemoryStore(), drivers.NewRegistry(e.drv), &lease.Options{Secrets: secrets.Get})
-	req := lease.AcquireRequest{Company: "acme", Environment: env, Run: "run-1", Policy: lease.ReuseByEnvironment, Budget: 2 * time.Second}
+	envs := environment.NewMemoryStore()
+	if err := envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reg := drivers.NewRegistry(e.drv)
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
+	m := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get, Assignments: asg})
+	op := environment.Principal{ID: "op", Role: environment.RoleLocalOperator}
+	req := lease.AcquireRequest{Company: "acme", EnvironmentID: env.ID, Run: "run-1", Policy: lease.ReuseByEnvironment, Budget: 2 * time.Second}
 
-	if _, err := m.Acquire(ctx, req); err == nil {
+	if _, err := m.Acquire(ctx, op, req); err == nil {
 		t.Fatal("an acquisition whose start outlasts its budget succeeded")
 	}
 	ls, err := m.Store().ListLeases(ctx, lease.Filter{Environment: env.ID})
@@ -45,7 +52,7 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 
 	e.srv.Advance(2 * time.Minute) // the start finishes after the budget
 	req.Run, req.Budget = "run-2", 20*time.Second
-	h, err := m.Acquire(ctx, req)
+	h, err := m.Acquire(ctx, op, req)
 	if err != nil {
 		t.Fatalf("second acquisition: %v", err)
 	}
@@ -60,7 +67,7 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 	if got := e.srv.Calls(daytonatest.RouteCreateSandbox); got != 1 {
 		t.Errorf("%d creates, want 1", got)
 	}
-	l, err := m.Release(ctx, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := m.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
 	if err != nil || l.Cleanup != lease.CleanupConfirmed {
 		t.Fatalf("release: %+v, %v", l, err)
 	}

@@ -17,6 +17,7 @@
 //	env archive ID|NAME
 //	env delete ID|NAME [--yes]
 //	lease acquire ENV --company C [--run R] [--workspace W] [--policy P] [--require CAPS]
+//	lease acquire --company C [--workspace W] [--project P] [--agent A] [...]  (through the scope's binding)
 //	lease release LEASE [--disposition keep|stop|destroy] [--failed] [--reason S]
 //	lease list [--env E] [--company C] [--status S]
 //	lease sweep
