@@ -52,7 +52,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	out, err := h.Sandbox().Exec(ctx, drivers.Command{Argv: []string{"echo", "hello"}})
+	out, err := h.Exec(ctx, drivers.Command{Argv: []string{"echo", "hello"}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -128,13 +128,25 @@ func (m *Manager) Acquire(ctx context.Context, p environment.Principal, req Acqu
 	case a.runKey != "":
 		key = "run:" + a.runKey
 	default:
-		return m.acquire(ctx, a)
+		h, err := m.acquire(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		return m.forCaller(ctx, p, h), nil
 	}
 	v, err, _ := m.sf.Do(key, func() (any, error) { return m.acquire(ctx, a) })
 	if err != nil {
 		return nil, err
 	}
-	return v.(*Handle), nil
+	return m.forCaller(ctx, p, v.(*Handle)), nil
+}
+
+// forCaller returns a copy of the shared handle h whose Lease shows the
+// record as p may read it.
+func (m *Manager) forCaller(ctx context.Context, p environment.Principal, h *Handle) *Handle {
+	c := *h
+	c.shown = m.view(ctx, p, h.lease)
+	return &c
 }
 
 func (m *Manager) prepare(ctx context.Context, p environment.Principal, req AcquireRequest) (*acq, error) {

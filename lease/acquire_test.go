@@ -23,8 +23,8 @@ func TestAcquireExecRelease(t *testing.T) {
 	w := newWorld(t, worldOpts{})
 	h := w.acquire(lease.Ephemeral, "run-1")
 	l := w.get(h.ID())
-	if l.Status != lease.StatusActive || l.ProviderLeaseID != h.Sandbox().ID() || l.Provider != "fake" {
-		t.Fatalf("lease after acquire: status %s, provider %s/%s; want active fake/%s", l.Status, l.Provider, l.ProviderLeaseID, h.Sandbox().ID())
+	if l.Status != lease.StatusActive || l.ProviderLeaseID != h.SandboxID() || l.Provider != "fake" {
+		t.Fatalf("lease after acquire: status %s, provider %s/%s; want active fake/%s", l.Status, l.Provider, l.ProviderLeaseID, h.SandboxID())
 	}
 	wantLabels := map[string]string{lease.LabelInstance: "test-instance", lease.LabelEnvironment: "env-1", lease.LabelLease: h.ID()}
 	if diff := cmp.Diff(wantLabels, w.fk.Sandboxes()[0].Labels); diff != "" {
@@ -33,7 +33,7 @@ func TestAcquireExecRelease(t *testing.T) {
 	if !l.ExpiresAt.Equal(t0.Add(leaseTTL)) || l.Uses != 1 || l.Fingerprint == "" {
 		t.Errorf("lease: expires %s uses %d fingerprint %q", l.ExpiresAt, l.Uses, l.Fingerprint)
 	}
-	res, err := h.Sandbox().Exec(bg, drivers.Command{Argv: []string{"echo", "hi"}})
+	res, err := h.Exec(bg, drivers.Command{Argv: []string{"echo", "hi"}})
 	if err != nil || strings.TrimSpace(string(res.Stdout)) != "hi" {
 		t.Fatalf("Exec: %v, %v", res, err)
 	}
@@ -221,8 +221,8 @@ func TestSameRunIsIdempotent(t *testing.T) {
 			w := newWorld(t, worldOpts{})
 			h1 := w.acquire(p, "run-1")
 			h2 := w.acquire(p, "run-1")
-			if h1.ID() != h2.ID() || h1.Sandbox().ID() != h2.Sandbox().ID() {
-				t.Errorf("second acquire in the run: lease %s/%s, want %s/%s", h2.ID(), h2.Sandbox().ID(), h1.ID(), h1.Sandbox().ID())
+			if h1.ID() != h2.ID() || h1.SandboxID() != h2.SandboxID() {
+				t.Errorf("second acquire in the run: lease %s/%s, want %s/%s", h2.ID(), h2.SandboxID(), h1.ID(), h1.SandboxID())
 			}
 			if n := w.fk.Calls(fake.OpCreate); n != 1 {
 				t.Errorf("creates = %d, want 1", n)
@@ -332,7 +332,7 @@ func TestUsage(t *testing.T) {
 	w.acquire(lease.Ephemeral, "a")
 	reusable := w.acquire(lease.ReuseByEnvironment, "b")
 	pending := w.acquire(lease.Ephemeral, "c")
-	w.fk.RefuseStop(pending.Sandbox().ID(), nil)
+	w.fk.RefuseStop(pending.SandboxID(), nil)
 	if _, err := pending.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
 		t.Fatalf("Release: %v", err)
 	}
@@ -381,8 +381,8 @@ func TestProviderIDRecordedWithoutAllocatedCallback(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOpts{wrap: func(fk *fake.Driver, _ lease.Store) drivers.Driver { return silentDriver{fk} }})
 	h := w.acquire(lease.Ephemeral, "r")
-	if l := w.get(h.ID()); l.ProviderLeaseID != h.Sandbox().ID() || l.ProviderLeaseID == "" {
-		t.Errorf("recorded provider lease id %q, want %q", l.ProviderLeaseID, h.Sandbox().ID())
+	if l := w.get(h.ID()); l.ProviderLeaseID != h.SandboxID() || l.ProviderLeaseID == "" {
+		t.Errorf("recorded provider lease id %q, want %q", l.ProviderLeaseID, h.SandboxID())
 	}
 }
 
@@ -457,8 +457,8 @@ func TestDraftLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := w.get(h.ID())
-	if rec.ProviderLeaseID != h.Sandbox().ID() {
-		t.Errorf("record points at %q, sandbox is %q", rec.ProviderLeaseID, h.Sandbox().ID())
+	if rec.ProviderLeaseID != h.SandboxID() {
+		t.Errorf("record points at %q, sandbox is %q", rec.ProviderLeaseID, h.SandboxID())
 	}
 	if _, has := rec.Config["api_key"]; has {
 		t.Errorf("the draft record holds the secret field: %v", rec.Config)

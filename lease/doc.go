@@ -2,7 +2,10 @@
 // environments to runs, and makes sure none is ever lost track of.
 //
 // Start with Manager (manager.go): Acquire (acquire.go, create.go) returns a
-// Handle with a live drivers.Sandbox; Release (release.go) ends it with a
+// Handle (handle.go), a portable value that runs commands, streams,
+// terminals, image reports and captures on the live sandbox and releases
+// through the manager (the raw sandbox only through Handle.As, unsafe for
+// lifecycle); Release (release.go) ends it with a
 // disposition; Get and List (auth.go) read lease records; Sweep (sweep.go)
 // cleans up what crashes and failures left behind; Usage and
 // EnvironmentUsage (usage.go) report leases for the catalog's delete blast

@@ -27,7 +27,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	res, _ := h.Sandbox().Exec(ctx, drivers.Command{Argv: []string{"echo", "hello"}})
+	res, _ := h.Exec(ctx, drivers.Command{Argv: []string{"echo", "hello"}})
 	fmt.Print(string(res.Stdout))
 
 	l, _ := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Stop})
@@ -35,7 +35,7 @@ func Example() {
 
 	// The next run resumes the stopped sandbox.
 	h2, _ := m.Acquire(ctx, operator, lease.AcquireRequest{Company: "acme", EnvironmentID: "env-1", Run: "run-2", Policy: lease.ReuseByEnvironment})
-	fmt.Println(h2.ID() == h.ID(), h2.Resumed(), strings.HasPrefix(h2.Sandbox().ID(), "fake-"))
+	fmt.Println(h2.ID() == h.ID(), h2.Resumed(), strings.HasPrefix(h2.SandboxID(), "fake-"))
 	// Output:
 	// hello
 	// released confirmed true

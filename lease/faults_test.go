@@ -177,8 +177,8 @@ func TestCreateFailsAfterAllocating(t *testing.T) {
 			if len(ls) != 1 || ls[0].Status != tt.wantStatus {
 				t.Fatalf("leases: %+v, want one %s", ls, tt.wantStatus)
 			}
-			if h != nil && h.Sandbox().ID() != ls[0].ProviderLeaseID {
-				t.Errorf("handle sandbox %s, record %s", h.Sandbox().ID(), ls[0].ProviderLeaseID)
+			if h != nil && h.SandboxID() != ls[0].ProviderLeaseID {
+				t.Errorf("handle sandbox %s, record %s", h.SandboxID(), ls[0].ProviderLeaseID)
 			}
 			if n := w.fk.Calls(fake.OpCreate); n != tt.wantCreates {
 				t.Errorf("creates = %d, want %d", n, tt.wantCreates)
@@ -248,8 +248,8 @@ func TestSlowStartIsResumedByTheNextAcquisition(t *testing.T) {
 	w.clk.Advance(2 * budget) // the sandbox finishes starting
 	w.fk.SetStartDelay(0)
 	h := w.acquire(lease.ReuseByEnvironment, "run-2")
-	if !h.Resumed() || h.ID() != ls[0].ID || h.Sandbox().ID() != "fake-1" {
-		t.Errorf("second acquisition: lease %s sandbox %s resumed %t; want %s fake-1 resumed", h.ID(), h.Sandbox().ID(), h.Resumed(), ls[0].ID)
+	if !h.Resumed() || h.ID() != ls[0].ID || h.SandboxID() != "fake-1" {
+		t.Errorf("second acquisition: lease %s sandbox %s resumed %t; want %s fake-1 resumed", h.ID(), h.SandboxID(), h.Resumed(), ls[0].ID)
 	}
 	if n := w.fk.Calls(fake.OpCreate); n != 1 {
 		t.Errorf("creates = %d, want 1", n)
@@ -310,8 +310,8 @@ func TestFailedResumePreservesTheLease(t *testing.T) {
 	// Once the provider recovers, the same sandbox is resumed.
 	w.fk.ClearFaults()
 	h := w.acquire(lease.ReuseByEnvironment, "run-3")
-	if h.ID() != id || h.Sandbox().ID() != "fake-1" || !h.Resumed() {
-		t.Errorf("after recovery: lease %s sandbox %s", h.ID(), h.Sandbox().ID())
+	if h.ID() != id || h.SandboxID() != "fake-1" || !h.Resumed() {
+		t.Errorf("after recovery: lease %s sandbox %s", h.ID(), h.SandboxID())
 	}
 }
 

@@ -57,7 +57,7 @@ func TestActiveLeaseIsNeverReplacedUnderItsRun(t *testing.T) {
 	if !errors.Is(err, lease.ErrConflict) {
 		t.Fatalf("Acquire with a changed identity while in use: %v, want ErrConflict", err)
 	}
-	if st := w.state(h.Sandbox().ID()); st != drivers.StateRunning {
+	if st := w.state(h.SandboxID()); st != drivers.StateRunning {
 		t.Fatalf("in-use sandbox %s, want running", st)
 	}
 	if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Keep}); err != nil {
@@ -93,8 +93,8 @@ func TestAnotherProcessSharesAnActiveReusableSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h2.ID() != h1.ID() || h2.Sandbox().ID() != h1.Sandbox().ID() || !h2.Resumed() {
-		t.Errorf("second replica: lease %s sandbox %s; want %s %s resumed", h2.ID(), h2.Sandbox().ID(), h1.ID(), h1.Sandbox().ID())
+	if h2.ID() != h1.ID() || h2.SandboxID() != h1.SandboxID() || !h2.Resumed() {
+		t.Errorf("second replica: lease %s sandbox %s; want %s %s resumed", h2.ID(), h2.SandboxID(), h1.ID(), h1.SandboxID())
 	}
 	if n := w.fk.Calls(fake.OpCreate); n != 1 {
 		t.Errorf("creates = %d, want 1", n)

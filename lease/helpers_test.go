@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -96,18 +97,19 @@ func (w *waits) waitFor(n int, done <-chan struct{}) bool {
 // world is one test setup: a fake provider on a step clock, a store and a
 // manager.
 type world struct {
-	t     testing.TB
-	clk   *stepClock // the manager's clock
-	fkw   *waits     // the provider's long waits
-	fk    *fake.Driver
-	store lease.Store
-	reg   *drivers.Registry
-	env   *environment.Environment
-	envs  *environment.MemoryStore
-	binds *environment.MemoryBindingStore
-	asg   *environment.Assignments
-	m     *lease.Manager
-	ids   atomic.Int64
+	t      testing.TB
+	clk    *stepClock // the manager's clock
+	fkw    *waits     // the provider's long waits
+	fk     *fake.Driver
+	store  lease.Store
+	reg    *drivers.Registry
+	env    *environment.Environment
+	envs   *environment.MemoryStore
+	binds  *environment.MemoryBindingStore
+	asg    *environment.Assignments
+	saveMu sync.Mutex
+	m      *lease.Manager
+	ids    atomic.Int64
 	// secretLookups counts secret resolutions.
 	secretLookups atomic.Int64
 }
@@ -158,8 +160,13 @@ func newWorld(t testing.TB, wo worldOpts) *world {
 // the managers read.
 func (w *world) save(env *environment.Environment) {
 	w.t.Helper()
+	w.saveMu.Lock() // concurrent acquisitions build their requests at once
+	defer w.saveMu.Unlock()
 	ctx := context.Background()
 	cur, err := w.envs.GetEnvironment(ctx, env.ID)
+	if err == nil && cur.Status == env.Status && cur.Driver == env.Driver && reflect.DeepEqual(cur.Config, env.Config) {
+		return
+	}
 	if errors.Is(err, environment.ErrNotFound) {
 		if err := w.envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
 			w.t.Fatal(err)

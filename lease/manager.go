@@ -183,40 +183,6 @@ func (m *Manager) Store() Store { return m.store }
 // alike and sweeps find them.
 func (m *Manager) InstanceID() string { return m.o.InstanceID }
 
-// Handle is an acquired lease with its live sandbox. Handles returned for
-// the same lease (same-run or concurrent acquisitions) share the sandbox;
-// releasing any of them releases the lease.
-type Handle struct {
-	m       *Manager
-	lease   *Lease
-	driver  drivers.Driver
-	sandbox drivers.Sandbox
-	resumed bool
-}
-
-// Lease returns a copy of the lease record as of the acquisition.
-func (h *Handle) Lease() *Lease { return h.lease.Clone() }
-
-// ID returns the lease id.
-func (h *Handle) ID() string { return h.lease.ID }
-
-// Sandbox returns the live sandbox.
-func (h *Handle) Sandbox() drivers.Sandbox { return h.sandbox }
-
-// Driver returns the driver of the sandbox, for capability helpers such as
-// drivers.AsImageReporter.
-func (h *Handle) Driver() drivers.Driver { return h.driver }
-
-// Resumed reports whether the acquisition resumed a recorded sandbox rather
-// than creating one.
-func (h *Handle) Resumed() bool { return h.resumed }
-
-// Release releases the lease; see Manager.Release. The principal that
-// acquired the handle was authorized then; holding the handle is enough.
-func (h *Handle) Release(ctx context.Context, opts ReleaseOptions) (*Lease, error) {
-	return h.m.release(ctx, h.lease.ID, opts)
-}
-
 // Fingerprint returns the reuse fingerprint of cfg for driver d: a SHA-256
 // over the driver name, the identity fields and the secret references with
 // their versions (LEASE-4). Knobs and metadata are left out, so that tuning

@@ -77,7 +77,7 @@ func TestUnconfirmedStopIsNotProof(t *testing.T) {
 				t.Parallel()
 				w := newWorld(t, worldOpts{})
 				h := w.acquire(lease.ReuseByEnvironment, "r")
-				pid := h.Sandbox().ID()
+				pid := h.SandboxID()
 				tt.inject(w.fk, pid)
 				l, err := h.Release(bg, lease.ReleaseOptions{Disposition: d})
 				if !errors.Is(err, lease.ErrCleanupPending) {
@@ -154,7 +154,7 @@ func TestSweepExpiresAndDestroysOrphans(t *testing.T) {
 	}
 	for id, want := range map[string]drivers.State{
 		orphan.ID(): drivers.StateDestroyed, stray.ID(): drivers.StateDestroyed, foreign.ID(): drivers.StateRunning,
-		active.Sandbox().ID(): drivers.StateRunning, kept.Sandbox().ID(): drivers.StateRunning,
+		active.SandboxID(): drivers.StateRunning, kept.SandboxID(): drivers.StateRunning,
 	} {
 		if got := w.state(id); got != want {
 			t.Errorf("sandbox %s: %s, want %s", id, got, want)
@@ -185,7 +185,7 @@ func TestConcurrentSweepsCleanEachLeaseOnce(t *testing.T) {
 	const n = 20
 	for i := range n {
 		h := w.acquire(lease.Ephemeral, "r"+string(rune('a'+i)))
-		w.fk.RefuseStop(h.Sandbox().ID(), nil)
+		w.fk.RefuseStop(h.SandboxID(), nil)
 		if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
 			t.Fatal(err)
 		}

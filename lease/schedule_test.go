@@ -132,7 +132,7 @@ func runSchedule(t *testing.T, seed uint64) (int, scheduleStats, []string) {
 			}
 		case r < 42: // exec
 			if len(handles) > 0 {
-				_, _ = handles[rng.IntN(len(handles))].Sandbox().Exec(bg, drivers.Command{Argv: []string{"true"}})
+				_, _ = handles[rng.IntN(len(handles))].Exec(bg, drivers.Command{Argv: []string{"true"}})
 			}
 		case r < 62: // release
 			if len(handles) > 0 {

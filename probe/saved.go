@@ -115,13 +115,13 @@ func (p *Prober) probeSaved(ctx context.Context, pr environment.Principal, r *ru
 			// rather than measure a reused sandbox (PRB-3).
 			return "", drivers.CodeInternal, fmt.Errorf("lease %s resumed a recorded sandbox; a probe needs a fresh one", h.ID())
 		}
-		return fmt.Sprintf("fresh lease %s, sandbox %s", h.ID(), h.Sandbox().ID()), "", nil
+		return fmt.Sprintf("fresh lease %s, sandbox %s", h.ID(), h.SandboxID()), "", nil
 	})
 	if h == nil {
 		return
 	}
 	if ok {
-		p.measure(ctx, r, drv, h.Sandbox())
+		p.measure(ctx, r, drv, h)
 	}
 	r.stage(StageRelease, func() (string, drivers.Code, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.CleanupTimeout)
@@ -154,21 +154,25 @@ func (p *Prober) probeSaved(ctx context.Context, pr environment.Principal, r *ru
 }
 
 // measure runs the detect stage, and the image stage for sandbox drivers.
-func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, sb drivers.Sandbox) {
+func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, h *lease.Handle) {
 	r.stage(StageDetect, func() (string, drivers.Code, error) {
-		res, err := sb.Exec(ctx, drivers.Command{Argv: DetectArgv(), OutputLimit: DefaultOutputLimit})
+		res, err := h.Exec(ctx, drivers.Command{Argv: DetectArgv(), OutputLimit: DefaultOutputLimit})
 		if err != nil {
 			return "", "", err
 		}
-		// Host drivers verified their working directory at acquire.
-		switch s := sb.(type) {
-		case interface{ Cwd() string }: // ssh: the remote cwd the server resolved
-			r.res.Cwd = s.Cwd()
-		case interface{ Dir() string }: // local
-			r.res.Cwd = s.Dir()
+		// Host drivers verified their working directory at acquire; read it
+		// (and the host name) from the driver's session, read-only.
+		var cwd interface{ Cwd() string } // ssh: the remote cwd the server resolved
+		var dir interface{ Dir() string } // local
+		var host interface{ Hostname() string }
+		switch {
+		case h.As(&cwd):
+			r.res.Cwd = cwd.Cwd()
+		case h.As(&dir):
+			r.res.Cwd = dir.Dir()
 		}
-		if s, ok := sb.(interface{ Hostname() string }); ok {
-			r.res.Hostname = s.Hostname()
+		if h.As(&host) {
+			r.res.Hostname = host.Hostname()
 		}
 		det, perr := ParseDetection(string(res.Stdout))
 		if perr != nil {
@@ -197,14 +201,10 @@ func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, sb dri
 		return
 	}
 	r.stage(StageImage, func() (string, drivers.Code, error) {
-		ir, err := drivers.AsImageReporter(drv, sb)
+		id, err := h.ImageIdentity(ctx)
 		if errors.Is(err, drivers.ErrUnsupported) {
 			return fmt.Sprintf("driver %s does not report the live image identity", drv.Name()), "", nil
 		}
-		if err != nil {
-			return "", "", err
-		}
-		id, err := ir.ImageIdentity(ctx)
 		if err != nil {
 			return "", "", err
 		}

@@ -56,11 +56,11 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second acquisition: %v", err)
 	}
-	if !h.Resumed() || h.Sandbox().ID() != first.ProviderLeaseID || h.ID() != first.ID {
+	if !h.Resumed() || h.SandboxID() != first.ProviderLeaseID || h.ID() != first.ID {
 		t.Errorf("second acquisition: resumed %v, sandbox %s lease %s; want a resume of %s (lease %s)",
-			h.Resumed(), h.Sandbox().ID(), h.ID(), first.ProviderLeaseID, first.ID)
+			h.Resumed(), h.SandboxID(), h.ID(), first.ProviderLeaseID, first.ID)
 	}
-	res, err := h.Sandbox().Exec(ctx, drivers.Command{Argv: []string{"echo", "resumed"}})
+	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"echo", "resumed"}})
 	if err != nil || string(res.Stdout) != "resumed\n" {
 		t.Fatalf("exec in the resumed sandbox: %v %+v", err, res)
 	}

@@ -157,7 +157,7 @@ func leaseAcquire(ctx context.Context, g *globals, envArg string, req lease.Acqu
 	}
 	fmt.Fprintln(g.stdout)
 	printLeaseDetails(g.stdout, l)
-	if h.Driver().Capabilities().Kind == drivers.KindHost {
+	if h.Kind() == drivers.KindHost {
 		fmt.Fprintln(g.stdout, "  note: this host session ends when envctl exits; release the lease with 'envctl lease release "+l.ID+"'")
 	}
 	return nil
