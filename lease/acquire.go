@@ -115,7 +115,10 @@ func (a *acq) reusable() bool { return a.reuseKey != "" }
 // drivers.ErrUnsupported naming a missing capability; ErrStartupBudget when
 // the budget ran out; ErrCleanupPending when a failed start could not be
 // cleaned up (a Sweep retries it); the driver's sentinels otherwise.
-// Concurrent callers coalesced onto one acquisition share its outcome.
+// Concurrent callers coalesced onto one acquisition share its outcome; the
+// shared acquisition runs on a context detached from every caller and
+// bounded by the startup budget plus Options.ClaimGrace, and each caller
+// returns as soon as its own ctx ends (an error wrapping ctx.Err()).
 func (m *Manager) Acquire(ctx context.Context, p environment.Principal, req AcquireRequest) (*Handle, error) {
 	a, err := m.prepare(ctx, p, req)
 	if err != nil {
@@ -134,11 +137,28 @@ func (m *Manager) Acquire(ctx context.Context, p environment.Principal, req Acqu
 		}
 		return m.forCaller(ctx, p, h), nil
 	}
-	v, err, _ := m.sf.Do(key, func() (any, error) { return m.acquire(ctx, a) })
-	if err != nil {
-		return nil, err
+	// The shared acquisition runs detached from every caller, bounded by
+	// the budget (plus the claim grace for waiting on another manager), so
+	// that no caller's cancellation cancels it for the others; each caller
+	// waits for it only as long as its own ctx allows.
+	ch := m.sf.DoChan(key, func() (any, error) {
+		sctx, cancel := retry.WithTimeout(context.WithoutCancel(ctx), m.o.Clock, a.budget+m.o.ClaimGrace)
+		defer cancel()
+		return m.acquire(sctx, a)
+	})
+	if m.joined != nil {
+		m.joined(key)
 	}
-	return m.forCaller(ctx, p, v.(*Handle)), nil
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return m.forCaller(ctx, p, r.Val.(*Handle)), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("lease: acquire environment %s: gave up waiting for the shared acquisition (it goes on for the other callers; a later acquisition of the run or reuse key gets its lease): %w",
+			a.env.ID, ctx.Err())
+	}
 }
 
 // forCaller returns a copy of the shared handle h whose Lease shows the

@@ -106,6 +106,9 @@ type Manager struct {
 	owner string // this manager's claim owner prefix
 	opSeq atomic.Int64
 	sf    singleflight.Group
+	// joined, if not nil, is called once a caller has joined a coalesced
+	// acquisition (tests only, export_test.go).
+	joined func(key string)
 
 	mu   sync.Mutex
 	live map[string]*Handle // lease id -> live handle in this process
