@@ -38,8 +38,8 @@ type Options struct {
 }
 
 // System is a composed berth: a store, drivers, a catalog and a lease
-// manager wired together. Its fields are ready to use; Close releases the
-// store.
+// manager wired together. Its fields are ready to use; Close stops the
+// lease manager's heartbeats and releases the store.
 type System struct {
 	Store   Store
 	Drivers *drivers.Registry
@@ -103,9 +103,16 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	return sys, nil
 }
 
-// Close closes the store.
+// Close stops the lease manager's host lease heartbeats (it releases
+// nothing; see lease.Manager.Close) and closes the store.
 func (s *System) Close() error {
-	if s == nil || s.Store == nil {
+	if s == nil {
+		return nil
+	}
+	if s.Leases != nil {
+		_ = s.Leases.Close()
+	}
+	if s.Store == nil {
 		return nil
 	}
 	return s.Store.Close()

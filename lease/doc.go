@@ -64,6 +64,18 @@
 // provider lease id counts; anything else leaves pending_cleanup with the
 // reason. RetainOnFailure keeps a failed run's sandbox retained.
 //
+// Host leases (LEASE-7, LEASE-10; holder.go): a local or ssh lease is a
+// session in the acquiring manager's process. That manager is its Holder and
+// renews a claim on it every Options.HostHeartbeat (the claim lasts
+// HolderClaimBeats beats). Only the holder's handle ends the session with
+// a receipt (the driver kills its process groups and verifies none is
+// left). A release or sweep by any other manager records pending_cleanup
+// naming the holder and never confirms; the holder's own Release of such a
+// lease ends the session then. After the holder's claim expired the lease
+// stays pending_cleanup: ending it needs a check on the host (kill the
+// recorded process groups over a fresh connection and verify), which no
+// driver offers yet.
+//
 // Coalescing (LEASE-8, LEASE-10): acquisitions of one reuse key, or of one
 // company, run and environment, are coalesced in-process (singleflight) and
 // across replicas by the store: at most one lease holds a reuse key or run

@@ -26,6 +26,7 @@ type Handle struct {
 	driver  drivers.Driver
 	sandbox drivers.Sandbox
 	resumed bool
+	beat    *beat // the holder's heartbeat of a host lease; nil otherwise
 }
 
 // Lease returns a copy of the lease record as of the acquisition, as the

@@ -171,6 +171,16 @@ type Lease struct {
 	ClaimedBy    string    `json:"claimedBy,omitempty"`
 	ClaimedUntil time.Time `json:"claimedUntil,omitzero"`
 
+	// Holder is the manager (its claim owner prefix) that holds the live
+	// session of a host lease (local, ssh), and HolderUntil how long its
+	// claim lasts; the holder renews it every Options.HostHeartbeat while
+	// it holds the session. A host session ends only through its holder's
+	// handle or a check on the host: a release or sweep by any other
+	// manager leaves the lease pending_cleanup naming the holder, never
+	// "confirmed" (LEASE-7, LEASE-10).
+	Holder      string    `json:"holder,omitempty"`
+	HolderUntil time.Time `json:"holderUntil,omitzero"`
+
 	// Version grows by one on every store update (compare-and-set).
 	Version int64 `json:"version"`
 

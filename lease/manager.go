@@ -32,7 +32,12 @@ const (
 	DefaultCleanupBudget = time.Minute
 	DefaultPollInterval  = 20 * time.Millisecond
 	DefaultSweepLimit    = 100
+	DefaultHostHeartbeat = 10 * time.Second
 )
+
+// HolderClaimBeats is how many heartbeats a host lease holder's claim
+// lasts: a holder that misses this many renewals is taken as gone.
+const HolderClaimBeats = 3
 
 // SecretLookup returns the value of a secret reference from the host's
 // secret store. Errors must not contain the value.
@@ -82,6 +87,10 @@ type Options struct {
 	PollInterval time.Duration
 	// SweepLimit bounds the leases one Sweep claims. Default DefaultSweepLimit.
 	SweepLimit int
+	// HostHeartbeat is how often (on Clock) the manager that holds a host
+	// lease's live session renews its claim on it (Lease.Holder); the claim
+	// lasts HolderClaimBeats heartbeats. Default DefaultHostHeartbeat.
+	HostHeartbeat time.Duration
 	// Assignments reads saved environments and bindings for Acquire (by
 	// environment id or through a scope), and its Authorizer (give it the
 	// catalog's) decides every acquire, release, read and sweep (AUTH-1).
@@ -153,6 +162,9 @@ func NewManager(store Store, reg *drivers.Registry, opts *Options) *Manager {
 	if o.SweepLimit <= 0 {
 		o.SweepLimit = DefaultSweepLimit
 	}
+	if o.HostHeartbeat <= 0 {
+		o.HostHeartbeat = DefaultHostHeartbeat
+	}
 	return &Manager{
 		store: store, reg: reg, o: o,
 		owner: o.InstanceID + "/" + randomHex(4),
@@ -212,6 +224,19 @@ func (m *Manager) cacheHandle(h *Handle) {
 	m.mu.Unlock()
 }
 
+// Close stops the heartbeats of the host leases this manager holds; it
+// releases nothing. Their claims then expire after HolderClaimBeats
+// heartbeats, and other managers may end the sessions only by a check on
+// the host. The manager must not acquire afterwards.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, h := range m.live {
+		h.stopBeat()
+	}
+	return nil
+}
+
 func (m *Manager) liveHandle(id string) *Handle {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -220,6 +245,9 @@ func (m *Manager) liveHandle(id string) *Handle {
 
 func (m *Manager) dropHandle(id string) {
 	m.mu.Lock()
+	if h := m.live[id]; h != nil {
+		h.stopBeat()
+	}
 	delete(m.live, id)
 	m.mu.Unlock()
 }

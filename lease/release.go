@@ -25,7 +25,10 @@ type ReleaseOptions struct {
 
 // Release ends the active (or retained) lease id. It uses the live handle
 // when this manager acquired the lease, else drivers.Destroyer by provider
-// lease id. A stop or destroy counts only when the provider's receipt proves
+// lease id. A host lease (local, ssh) ends only through the live session of
+// its holder: released by another manager it is left pending_cleanup
+// naming the holder, never confirmed, and the holder's own Release of it
+// then ends the session and records its receipt (holder.go). A stop or destroy counts only when the provider's receipt proves
 // it for the lease's provider lease id (LEASE-7); otherwise the lease is
 // left pending_cleanup with the reason, and the error wraps
 // ErrCleanupPending. Releasing a lease that already ended returns it
@@ -69,6 +72,10 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 		m.unclaim(ctx, l, "")
 		m.dropHandle(id)
 		return m.store.GetLease(ctx, id)
+	case l.Status == StatusPendingCleanup && m.liveHandle(id) != nil:
+		// Another manager recorded the release of a session this manager
+		// holds (a host lease): end it here, with the session's receipt.
+		return m.cleanup(ctx, l)
 	case l.Status == StatusPendingCleanup:
 		m.unclaim(ctx, l, "")
 		return m.store.GetLease(ctx, id)

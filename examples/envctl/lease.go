@@ -32,11 +32,13 @@ another company, and lease records show config and metadata only to those
 who may read configs.
 
 envctl ends after each command; the lease outlives it as a record. For host
-drivers (local, ssh) the session ends when envctl exits: the record stays
-active until 'lease release' (or a sweep after its expiry), which ends it
-with a confirmed receipt. For sandbox drivers (docker, daytona) the sandbox
-keeps running until 'lease release' destroys (or stops) it by its provider
-id. The fake driver's sandboxes live in the envctl process only.
+drivers (local, ssh) the session lives in the envctl process that acquired
+it and ends when that process exits; a later 'lease release' has no live
+session to end or check, so it records pending_cleanup naming the holder
+and never claims a confirmed cleanup. For sandbox drivers (docker, daytona)
+the sandbox keeps running until 'lease release' destroys (or stops) it by
+its provider id. The fake driver's sandboxes live in the envctl process
+only.
 
 release defaults to --disposition destroy. A release or cleanup the provider
 did not confirm leaves the lease pending_cleanup; 'lease sweep' retries it,
@@ -158,7 +160,7 @@ func leaseAcquire(ctx context.Context, g *globals, envArg string, req lease.Acqu
 	fmt.Fprintln(g.stdout)
 	printLeaseDetails(g.stdout, l)
 	if h.Kind() == drivers.KindHost {
-		fmt.Fprintln(g.stdout, "  note: this host session ends when envctl exits; release the lease with 'envctl lease release "+l.ID+"'")
+		fmt.Fprintln(g.stdout, "  note: this host session ends when envctl exits; a later 'envctl lease release "+l.ID+"' records it pending_cleanup (nothing on the host is checked)")
 	}
 	return nil
 }

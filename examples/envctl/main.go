@@ -32,8 +32,10 @@
 //
 // envctl ends after each command. A lease acquired by `lease acquire`
 // outlives the process as a record: a host driver's session (local, ssh)
-// ends when envctl exits, a sandbox driver's sandbox (docker, daytona) keeps
-// running until `lease release` or a sweep after its expiry. The fake
+// ends when envctl exits, and a later `lease release` (which holds no live
+// session and checks nothing on the host) leaves it pending_cleanup naming
+// its holder; a sandbox driver's sandbox (docker, daytona) keeps running
+// until `lease release` or a sweep after its expiry. The fake
 // driver's sandboxes live in the envctl process and vanish with it.
 //
 // The database defaults to $XDG_DATA_HOME/berth/envctl.db (or
