@@ -13,8 +13,9 @@ import (
 // terminate stops or destroys the sandbox of l and returns the provider's
 // receipt. With preferHandle it uses the live handle sb when there is one;
 // otherwise it prefers drivers.Destroyer by provider lease id (which proves
-// a stop too). A host lease without a live handle is never confirmed: the
-// error names its holder (holder.go).
+// a stop too). A host lease without a live handle is never confirmed by
+// assertion: while its holder's claim lasts the error names the holder,
+// after it the lease ends only by a check on the host (holder.go).
 func (m *Manager) terminate(ctx context.Context, drv drivers.Driver, l *Lease, sb drivers.Sandbox, d drivers.Disposition, preferHandle bool) (drivers.Receipt, error) {
 	cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.CleanupBudget)
 	defer cancel()
@@ -33,8 +34,12 @@ func (m *Manager) terminate(ctx context.Context, drv drivers.Driver, l *Lease, s
 		return sb.Release(cctx, d)
 	}
 	if host {
-		// Only the holder's live session ends a host lease with proof.
-		return drivers.Receipt{}, m.hostUnchecked(l, d)
+		// The holder's live session ends a host lease; while its claim
+		// lasts nobody else does, and after it a check on the host must.
+		if l.Holder != "" && l.HolderUntil.After(m.now()) {
+			return drivers.Receipt{}, m.hostUnchecked(l)
+		}
+		return m.checkHost(cctx, drv, l)
 	}
 	if l.ProviderLeaseID == "" {
 		return drivers.Receipt{}, fmt.Errorf("lease %s: no provider lease id recorded", l.ID)

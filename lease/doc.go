@@ -67,14 +67,16 @@
 // Host leases (LEASE-7, LEASE-10; holder.go): a local or ssh lease is a
 // session in the acquiring manager's process. That manager is its Holder and
 // renews a claim on it every Options.HostHeartbeat (the claim lasts
-// HolderClaimBeats beats). Only the holder's handle ends the session with
-// a receipt (the driver kills its process groups and verifies none is
-// left). A release or sweep by any other manager records pending_cleanup
-// naming the holder and never confirms; the holder's own Release of such a
-// lease ends the session then. After the holder's claim expired the lease
-// stays pending_cleanup: ending it needs a check on the host (kill the
-// recorded process groups over a fresh connection and verify), which no
-// driver offers yet.
+// HolderClaimBeats beats). Every command a Handle runs carries EnvTag (the
+// lease id) in its environment. Only the holder's handle ends the session
+// with the driver's receipt (it kills its process groups and verifies none
+// is left). A release or sweep by any other manager while the claim lasts
+// records pending_cleanup naming the holder and never confirms; the
+// holder's own Release of such a lease ends the session then. After the
+// claim expired, the lease ends only by a check: over a fresh session the
+// manager kills the processes tagged with the lease id and verifies by a
+// /proc scan that none is left; if it cannot check, the lease stays
+// pending_cleanup.
 //
 // Coalescing (LEASE-8, LEASE-10): acquisitions of one reuse key, or of one
 // company, run and environment, are coalesced in-process (singleflight) and

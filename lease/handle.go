@@ -67,8 +67,10 @@ func (h *Handle) Release(ctx context.Context, opts ReleaseOptions) (*Lease, erro
 
 // Exec runs a bounded command in the sandbox (drivers.Sandbox.Exec): a
 // non-zero exit is not an error; on cancellation the process tree is ended.
+// Like every command a Handle runs, its environment carries EnvTag set to
+// the lease id.
 func (h *Handle) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
-	return h.sandbox.Exec(ctx, cmd)
+	return h.sandbox.Exec(ctx, tagged(cmd, h.lease.ID))
 }
 
 // Start starts a streamed process (drivers.StreamExecer); an error wraps
@@ -78,7 +80,7 @@ func (h *Handle) Start(ctx context.Context, cmd drivers.Command, stdout, stderr 
 	if err != nil {
 		return nil, h.wrap(err)
 	}
-	return se.Start(ctx, cmd, stdout, stderr)
+	return se.Start(ctx, tagged(cmd, h.lease.ID), stdout, stderr)
 }
 
 // ImageIdentity reports the live image of the sandbox
@@ -100,6 +102,12 @@ func (h *Handle) OpenTerminal(ctx context.Context, req drivers.TerminalRequest) 
 	if err != nil {
 		return nil, h.wrap(err)
 	}
+	env := make(map[string]string, len(req.Env)+1)
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	env[EnvTag] = h.lease.ID
+	req.Env = env
 	return t.OpenTerminal(ctx, req)
 }
 
@@ -135,7 +143,8 @@ func (h *Handle) ControllerURL(ctx context.Context, hostURL string) (string, err
 // Release (or a driver-specific stop) leaves the lease record active,
 // without a receipt and unknown to sweeps. Use it for driver-specific reads
 // (a host session's working directory, a container id); end the lease only
-// with Handle.Release or Manager.Release.
+// with Handle.Release or Manager.Release. Commands run on the raw value
+// carry no EnvTag, so a check on the host cannot find them.
 func (h *Handle) As(target any) bool {
 	v := reflect.ValueOf(target)
 	if target == nil || v.Kind() != reflect.Pointer || v.IsNil() {

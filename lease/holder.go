@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,17 +83,92 @@ func (m *Manager) renewHolder(id string) {
 }
 
 // hostUnchecked is why a host lease without this manager's live session
-// cannot be ended here: it names the holder and says what ends it.
-func (m *Manager) hostUnchecked(l *Lease, d drivers.Disposition) error {
-	now := m.now()
-	switch {
-	case l.Holder == "":
-		return fmt.Errorf("lease %s: host session with no recorded holder; this manager has no live session to %s, and nothing on the host was checked: %w",
-			l.ID, d, drivers.ErrUnsupported)
-	case l.HolderUntil.After(now):
-		return fmt.Errorf("lease %s: host session held by manager %s (claim renewed until %s); it ends when that manager releases it, or by a check on the host once the claim expires; not confirmed",
-			l.ID, l.Holder, l.HolderUntil.UTC().Format(time.RFC3339))
-	}
-	return fmt.Errorf("lease %s: host session of manager %s, whose claim expired at %s; ending it needs a check on the host (kill and verify its process groups), which driver %q does not offer: %w",
-		l.ID, l.Holder, l.HolderUntil.UTC().Format(time.RFC3339), l.Provider, drivers.ErrUnsupported)
+// cannot be ended here while its holder's claim lasts: it names the
+// holder and says what ends it.
+func (m *Manager) hostUnchecked(l *Lease) error {
+	return fmt.Errorf("lease %s: host session held by manager %s (claim renewed until %s); it ends when that manager releases it, or by a check on the host once the claim expires; not confirmed",
+		l.ID, l.Holder, l.HolderUntil.UTC().Format(time.RFC3339))
 }
+
+// EnvTag is the variable berth sets, to the lease id, in the environment of
+// every command a Handle runs, so that the processes of a host lease (and
+// their children, which inherit it) are found on the host after their
+// holder is gone.
+const EnvTag = "BERTH_LEASE"
+
+// tagged returns cmd with the lease's tag in its environment.
+func tagged(cmd drivers.Command, leaseID string) drivers.Command {
+	env := make(map[string]string, len(cmd.Env)+1)
+	for k, v := range cmd.Env {
+		env[k] = v
+	}
+	env[EnvTag] = leaseID
+	cmd.Env = env
+	return cmd
+}
+
+// checkHost ends a host lease whose holder is gone (no live session here,
+// the holder's claim expired) by a check: over a fresh session of the
+// driver it kills every process whose environment carries the lease's tag
+// and verifies, by scanning /proc again, that none is left. The receipt is
+// confirmed only when the scan found none; a host without /proc, a session
+// that cannot be opened or processes that survive leave an error.
+func (m *Manager) checkHost(ctx context.Context, drv drivers.Driver, l *Lease) (drivers.Receipt, error) {
+	if !safeTag(l.ID) {
+		return drivers.Receipt{}, fmt.Errorf("lease %s: the id cannot be used as a process tag; an operator must check the host", l.ID)
+	}
+	cfg, err := m.resolveConfig(ctx, drv, l.Config)
+	if err != nil {
+		return drivers.Receipt{}, fmt.Errorf("lease %s: check on the host: %w", l.ID, err)
+	}
+	sb, err := drv.Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: l.ID + "-check", Workspace: l.Workspace})
+	if err != nil {
+		return drivers.Receipt{}, fmt.Errorf("lease %s: check on the host: opening a fresh session: %w", l.ID, err)
+	}
+	defer func() {
+		if _, err := sb.Release(context.WithoutCancel(ctx), drivers.Destroy); err != nil {
+			m.o.Logger.Info("lease: ending a host check session", "lease", l.ID, "err", err)
+		}
+	}()
+	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", killTaggedScript, "berth-check", EnvTag + "=" + l.ID}})
+	if err != nil {
+		return drivers.Receipt{}, fmt.Errorf("lease %s: check on the host: %w", l.ID, err)
+	}
+	out := strings.TrimSpace(string(res.Stdout))
+	if res.ExitCode != 0 {
+		return drivers.Receipt{}, fmt.Errorf("lease %s: check on the host failed (exit %d): %s %s", l.ID, res.ExitCode, out, strings.TrimSpace(string(res.Stderr)))
+	}
+	return drivers.Receipt{ProviderLeaseID: l.ProviderLeaseID, State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: m.now(),
+		Evidence: fmt.Sprintf("holder %s gone (claim expired %s); checked on the host over a fresh session: %s; a /proc scan finds no process tagged %s=%s",
+			l.Holder, l.HolderUntil.UTC().Format(time.RFC3339), out, EnvTag, l.ID)}, nil
+}
+
+// safeTag reports whether id holds only characters that need no quoting.
+func safeTag(id string) bool {
+	if id == "" {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// killTaggedScript ($1 = NAME=VALUE) kills every process whose environment
+// holds $1 and waits (up to about five seconds) until a /proc scan finds
+// none; it prints "killed N tagged process(es)" and exits 0, or prints the
+// survivors and exits 1; without /proc it exits 3.
+const killTaggedScript = `tag=$1
+[ -r /proc/self/environ ] || { echo "no readable /proc on this host"; exit 3; }
+scan() { found=; for d in /proc/[0-9]*; do [ "$d" = "/proc/$$" ] && continue; if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF -- "$tag"; then found="$found ${d#/proc/}"; fi; done; }
+scan; n=0
+for p in $found; do kill -KILL "$p" 2>/dev/null && n=$((n+1)); done
+i=0
+while :; do
+  scan
+  if [ -z "$found" ]; then echo "killed $n tagged process(es)"; exit 0; fi
+  i=$((i+1)); if [ $i -ge 50 ]; then echo "still alive:$found"; exit 1; fi
+  sleep 0.1 2>/dev/null || sleep 1
+done`

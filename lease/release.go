@@ -70,6 +70,13 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 		// ends the reuse (and unblocks deleting its environment, CFG-7).
 	case l.Status == StatusReleased, l.Status == StatusExpired, l.Status == StatusFailed:
 		m.unclaim(ctx, l, "")
+		if h := m.liveHandle(id); h != nil {
+			// Another manager ended the lease (with proof); free what this
+			// process still holds of it (a host session's connection).
+			if _, err := h.sandbox.Release(ctx, drivers.Destroy); err != nil {
+				m.o.Logger.Info("lease: freeing the handle of a lease ended elsewhere", "lease", id, "err", err)
+			}
+		}
 		m.dropHandle(id)
 		return m.store.GetLease(ctx, id)
 	case l.Status == StatusPendingCleanup && m.liveHandle(id) != nil:

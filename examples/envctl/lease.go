@@ -33,9 +33,11 @@ who may read configs.
 
 envctl ends after each command; the lease outlives it as a record. For host
 drivers (local, ssh) the session lives in the envctl process that acquired
-it and ends when that process exits; a later 'lease release' has no live
-session to end or check, so it records pending_cleanup naming the holder
-and never claims a confirmed cleanup. For sandbox drivers (docker, daytona)
+it (its holder). A later 'lease release' has no live session: while the
+holder's claim lasts (three heartbeats, 30s) it records pending_cleanup
+naming the holder; after that it ends the lease only by a check on the host
+(kill the processes tagged with the lease id, verify none is left), and
+stays pending_cleanup if it cannot check. For sandbox drivers (docker, daytona)
 the sandbox keeps running until 'lease release' destroys (or stops) it by
 its provider id. The fake driver's sandboxes live in the envctl process
 only.
@@ -160,7 +162,7 @@ func leaseAcquire(ctx context.Context, g *globals, envArg string, req lease.Acqu
 	fmt.Fprintln(g.stdout)
 	printLeaseDetails(g.stdout, l)
 	if h.Kind() == drivers.KindHost {
-		fmt.Fprintln(g.stdout, "  note: this host session ends when envctl exits; a later 'envctl lease release "+l.ID+"' records it pending_cleanup (nothing on the host is checked)")
+		fmt.Fprintln(g.stdout, "  note: this host session ends when envctl exits; 'envctl lease release "+l.ID+"' ends the lease by a check on the host once this process's claim expired (30s)")
 	}
 	return nil
 }

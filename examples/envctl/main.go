@@ -32,9 +32,9 @@
 //
 // envctl ends after each command. A lease acquired by `lease acquire`
 // outlives the process as a record: a host driver's session (local, ssh)
-// ends when envctl exits, and a later `lease release` (which holds no live
-// session and checks nothing on the host) leaves it pending_cleanup naming
-// its holder; a sandbox driver's sandbox (docker, daytona) keeps running
+// ends when envctl exits, and a later `lease release` leaves it
+// pending_cleanup naming its holder while the holder's claim lasts, then
+// ends it only by a check on the host; a sandbox driver's sandbox (docker, daytona) keeps running
 // until `lease release` or a sweep after its expiry. The fake
 // driver's sandboxes live in the envctl process and vanish with it.
 //
