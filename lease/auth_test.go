@@ -175,8 +175,9 @@ func TestReleaseAndReadAuthorization(t *testing.T) {
 					wantNoTenantLeak(t, err, "", "")
 				case want.full && (got.Redacted || got.Config == nil || got.Metadata["ticket"] != "T-1"):
 					t.Errorf("Get: %+v, want the full record", got)
-				case !want.full && (!got.Redacted || got.Config != nil || got.Metadata != nil):
-					t.Errorf("Get: config %v metadata %v redacted %v; want no config and no metadata (CFG-2)", got.Config, got.Metadata, got.Redacted)
+				case !want.full && (!got.Redacted || got.Config != nil || got.Metadata != nil || got.Labels != nil || got.ProviderLeaseID != ""):
+					t.Errorf("Get: config %v metadata %v labels %v provider lease %q redacted %v; want none of them (CFG-2)",
+						got.Config, got.Metadata, got.Labels, got.ProviderLeaseID, got.Redacted)
 				}
 				ls, err := w.m.List(bg, p, lease.Filter{})
 				if err != nil || len(ls) != map[bool]int{true: 1, false: 0}[want.read] {

@@ -185,17 +185,22 @@ type Lease struct {
 	Version int64 `json:"version"`
 
 	// Redacted reports a record shown to a principal who may read the lease
-	// but not the environment's config (Manager.Get, Manager.List): Config
-	// and Metadata are left out (CFG-2). Stores never set it.
+	// but not the environment's config (Manager.Get, Manager.List): Config,
+	// Metadata, Labels, ProviderLeaseID, FailureReason and CleanupEvidence
+	// are left out, since they may name the target (an ssh provider lease
+	// id is "ssh://user@host:port/dir") (CFG-2). Stores never set it.
 	Redacted bool `json:"redacted,omitempty"`
 }
 
-// Redact returns a copy of l without the environment's config and the
-// host's metadata, marked Redacted: what a board member or an agent of the
-// lease's company sees (CFG-2).
+// Redact returns a copy of l without what may show the environment's
+// config (see Redacted), marked Redacted: what a board member or an agent
+// of the lease's company sees (CFG-2). Status, policy, times and the
+// cleanup status stay.
 func (l *Lease) Redact() *Lease {
 	c := l.Clone()
-	c.Config, c.Metadata, c.Redacted = nil, nil, true
+	c.Config, c.Metadata, c.Labels = nil, nil, nil
+	c.ProviderLeaseID, c.FailureReason, c.CleanupEvidence = "", "", ""
+	c.Redacted = true
 	return c
 }
 
