@@ -34,9 +34,10 @@ type sshReplicas struct {
 	asg     *environment.Assignments
 	secrets environment.SecretStore
 	cfg     drivers.Config // resolved, for the checks over fresh connections
+	secs    string         // the sleep's argument, distinct per test (they run in parallel)
 }
 
-func newSSHReplicas(t *testing.T) *sshReplicas {
+func newSSHReplicas(t *testing.T, secs string) *sshReplicas {
 	srv := testenv.SSHD(t)
 	ctx := context.Background()
 	dir, err := filepath.EvalSymlinks(t.TempDir())
@@ -57,7 +58,7 @@ func newSSHReplicas(t *testing.T) *sshReplicas {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &sshReplicas{t: t, envID: v.ID, store: lease.NewMemoryStore(), secrets: secrets, cfg: cfg,
+	return &sshReplicas{t: t, envID: v.ID, store: lease.NewMemoryStore(), secrets: secrets, cfg: cfg, secs: secs,
 		asg: environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)}
 }
 
@@ -68,7 +69,7 @@ func (r *sshReplicas) manager(clk clock.Clock) *lease.Manager {
 	return m
 }
 
-// sleeping reports whether a "sleep 3141" runs on the host, read over a
+// sleeping reports whether the test's sleep runs on the host, read over a
 // fresh connection (a new driver, so no pooled connection is reused).
 func (r *sshReplicas) sleeping() bool {
 	r.t.Helper()
@@ -78,7 +79,7 @@ func (r *sshReplicas) sleeping() bool {
 		r.t.Fatal(err)
 	}
 	defer func() { _, _ = sb.Release(ctx, drivers.Destroy) }()
-	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"pgrep", "-f", "slee[p] 3141"}})
+	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"pgrep", "-f", "slee[p] " + r.secs}})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func (r *sshReplicas) startSleep(m *lease.Manager) *lease.Handle {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	proc, err := h.Start(ctx, drivers.Command{Argv: []string{"sleep", "3141"}}, io.Discard, io.Discard)
+	proc, err := h.Start(ctx, drivers.Command{Argv: []string{"sleep", r.secs}}, io.Discard, io.Discard)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func (r *sshReplicas) startSleep(m *lease.Manager) *lease.Handle {
 func TestHostLeaseReleasedWithoutItsHandle(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	r := newSSHReplicas(t)
+	r := newSSHReplicas(t, "3141")
 	mA, mB := r.manager(nil), r.manager(nil)
 	store, sleeping := r.store, r.sleeping
 	h := r.startSleep(mA)
@@ -156,7 +157,7 @@ func TestHostLeaseReleasedWithoutItsHandle(t *testing.T) {
 func TestHostLeaseOfAGoneHolderEndsByACheck(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	r := newSSHReplicas(t)
+	r := newSSHReplicas(t, "2718")
 	mA := r.manager(nil)
 	h := r.startSleep(mA)
 	_ = mA.Close() // A stops renewing its claim and keeps its session

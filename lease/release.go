@@ -31,7 +31,8 @@ type ReleaseOptions struct {
 // then ends the session and records its receipt (holder.go). A stop or destroy counts only when the provider's receipt proves
 // it for the lease's provider lease id (LEASE-7); otherwise the lease is
 // left pending_cleanup with the reason, and the error wraps
-// ErrCleanupPending. Releasing a lease that already ended returns it
+// ErrCleanupPending; releasing a pending_cleanup lease retries its cleanup
+// (with proof, as a Sweep does). Releasing a lease that already ended returns it
 // unchanged with a nil error, except that drivers.Destroy on a released
 // reusable lease whose stopped sandbox is still resumable destroys that
 // sandbox (with proof) and ends the reuse. It returns the lease as stored
@@ -79,13 +80,11 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 		}
 		m.dropHandle(id)
 		return m.store.GetLease(ctx, id)
-	case l.Status == StatusPendingCleanup && m.liveHandle(id) != nil:
-		// Another manager recorded the release of a session this manager
-		// holds (a host lease): end it here, with the session's receipt.
-		return m.cleanup(ctx, l)
 	case l.Status == StatusPendingCleanup:
-		m.unclaim(ctx, l, "")
-		return m.store.GetLease(ctx, id)
+		// Retry the owed cleanup now, as a sweep would. When this manager
+		// holds the session (a host lease another manager released), its
+		// handle ends it with the session's receipt.
+		return m.cleanup(ctx, l)
 	default:
 		m.unclaim(ctx, l, "")
 		return l, fmt.Errorf("lease %s is %s; it can be released once it is active: %w", id, l.Status, ErrConflict)

@@ -264,3 +264,29 @@ func TestParsePrincipal(t *testing.T) {
 		}
 	}
 }
+
+// TestHostLeaseReleasedByALaterCommand (issue 10 item 4, LEASE-7): a local
+// lease's session lives in the envctl run that acquired it; the next run's
+// 'lease release' holds no session and checks nothing while the acquiring
+// run's claim lasts, so it records pending_cleanup naming that holder and
+// never claims a confirmed cleanup.
+func TestHostLeaseReleasedByALaterCommand(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	dir := t.TempDir()
+	c.ok("env", "create", "--name", "here", "--driver", "local", "--config", writeFile(t, `{"workdir":"`+dir+`"}`))
+	var l lease.Lease
+	c.okJSON(&l, "lease", "acquire", "here", "--company", "acme")
+	if l.Status != lease.StatusActive || l.Holder == "" {
+		t.Fatalf("acquired: %+v, want an active lease with a holder", l)
+	}
+	out, msg := c.fail("--json", "lease", "release", l.ID)
+	var after lease.Lease
+	if err := json.Unmarshal([]byte(out), &after); err != nil {
+		t.Fatalf("release output: %v\n%s", err, out)
+	}
+	if after.Status != lease.StatusPendingCleanup || after.Cleanup == lease.CleanupConfirmed || !strings.Contains(after.FailureReason, l.Holder) {
+		t.Errorf("after a release by a later run: %s, cleanup %s, reason %q; want pending_cleanup naming %s", after.Status, after.Cleanup, after.FailureReason, l.Holder)
+	}
+	wantContains(t, "release error", msg, "cleanup pending", l.Holder)
+}
