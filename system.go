@@ -34,8 +34,8 @@ type Options struct {
 	// InstanceID names this installation; it labels every sandbox so that
 	// sweeps find this instance's orphans. Default lease.DefaultInstanceID.
 	InstanceID string
-	// Authorizer decides every catalog action. Default
-	// environment.DefaultPolicy.
+	// Authorizer decides every catalog, assignment and lease action
+	// (AUTH-1). Default environment.DefaultPolicy.
 	Authorizer environment.Authorizer
 	// Logger receives library logs; never a secret. Default: discard.
 	Logger *slog.Logger
@@ -55,7 +55,8 @@ type Options struct {
 
 // System is a composed berth: a store, drivers, a catalog, assignments, a
 // lease manager, a prober and an image resolver wired together; every
-// service of the library is reachable from it with defaults. Its fields are ready to use; Close releases the
+// service of the library is reachable from it with defaults. Its fields are
+// ready to use; Close stops the lease manager's heartbeats and releases the
 // drivers and the store.
 type System struct {
 	Store   Store
@@ -105,20 +106,23 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	sys := &System{Store: st, Drivers: reg, Secrets: secrets, log: logger}
-	sys.Leases = lease.NewManager(st, reg, &lease.Options{
-		InstanceID: o.InstanceID,
-		Logger:     o.Logger,
-		ClaimGrace: o.ClaimGrace,
-		Secrets:    secrets.Get,
-		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
-			return st.ListEnvironments(ctx, environment.ListFilter{})
-		},
-	})
+	// One Authorizer decides for the catalog, the assignments and the lease
+	// manager (which asks the assignments' Authorizer).
 	sys.Assignments = environment.NewAssignments(st, st, reg, &environment.AssignmentOptions{
 		TestMode:   o.TestMode,
 		Authorizer: o.Authorizer,
 		Logger:     o.Logger,
 		Health:     st,
+	})
+	sys.Leases = lease.NewManager(st, reg, &lease.Options{
+		InstanceID:  o.InstanceID,
+		Logger:      o.Logger,
+		ClaimGrace:  o.ClaimGrace,
+		Secrets:     secrets.Get,
+		Assignments: sys.Assignments,
+		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
+			return st.ListEnvironments(ctx, environment.ListFilter{})
+		},
 	})
 	sys.Catalog = environment.NewCatalog(st, reg, secrets, &environment.Options{
 		TestMode:       o.TestMode,
@@ -166,11 +170,16 @@ func (s *System) RunHealthChecks(ctx context.Context, interval time.Duration) er
 	}
 }
 
-// Close closes the registered drivers that implement io.Closer (see
-// drivers.Registry.Close), then the store, and returns their joined errors.
+// Close stops the lease manager's host lease heartbeats (it releases
+// nothing; see lease.Manager.Close), closes the registered drivers that
+// implement io.Closer (see drivers.Registry.Close), then the store, and
+// returns their joined errors.
 func (s *System) Close() error {
 	if s == nil {
 		return nil
+	}
+	if s.Leases != nil {
+		_ = s.Leases.Close()
 	}
 	var errs []error
 	if s.Drivers != nil {

@@ -44,17 +44,14 @@ func TestSystemWiring(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := sys.Assignments.Resolve(ctx, environment.Scope{Company: "acme", Workspace: "ws_1"}, drivers.NewSet(drivers.CapExec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := sys.Leases.Acquire(ctx, lease.AcquireRequest{
-		Company: "acme", Environment: res.Environment, Run: "r1", Policy: lease.ReuseByEnvironment, Resolution: res,
+	h, err := sys.Leases.Acquire(ctx, op, lease.AcquireRequest{
+		Scope: &environment.Scope{Company: "acme", Workspace: "ws_1"}, Required: drivers.NewSet(drivers.CapExec),
+		Run: "r1", Policy: lease.ReuseByEnvironment,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sys.Leases.Release(ctx, h.ID(), lease.ReleaseOptions{Disposition: drivers.Stop}); err != nil {
+	if _, err := sys.Leases.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: drivers.Stop}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -71,7 +68,7 @@ func TestSystemWiring(t *testing.T) {
 
 	// Destroying the sandbox ends the reusable lease; the delete then goes
 	// through and takes the binding with it.
-	if _, err := sys.Leases.Release(ctx, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := sys.Leases.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 	br, err = sys.Catalog.BlastRadius(ctx, op, v.ID)
@@ -84,7 +81,7 @@ func TestSystemWiring(t *testing.T) {
 	if _, err := sys.Catalog.Delete(ctx, op, v.ID, br.Revision); err != nil {
 		t.Fatal(err)
 	}
-	_, err = sys.Assignments.Resolve(ctx, environment.Scope{Company: "acme", Workspace: "ws_1"}, 0)
+	_, err = sys.Assignments.Resolve(ctx, op, environment.Scope{Company: "acme", Workspace: "ws_1"}, 0)
 	if !errors.Is(err, environment.ErrNotFound) {
 		t.Fatalf("resolve after delete: %v, want no binding (ErrNotFound)", err)
 	}

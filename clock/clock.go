@@ -157,3 +157,20 @@ func (f *Fake) notifyLocked() {
 	close(f.changed)
 	f.changed = make(chan struct{})
 }
+
+// AfterAter is implemented by clocks that can fire at an absolute time
+// (Fake does). Code that waits for a deadline should use At, which prefers
+// it: an After(deadline - Now()) computed just before another goroutine
+// moves a Fake would wait a whole interval too long.
+type AfterAter interface {
+	AfterAt(deadline time.Time) <-chan time.Time
+}
+
+// At returns a channel that fires when c reaches deadline: c.AfterAt when c
+// implements AfterAter, else c.After(deadline - c.Now()).
+func At(c Clock, deadline time.Time) <-chan time.Time {
+	if a, ok := c.(AfterAter); ok {
+		return a.AfterAt(deadline)
+	}
+	return c.After(deadline.Sub(c.Now()))
+}

@@ -103,3 +103,27 @@ func ExampleFake() {
 	fmt.Println(<-done)
 	// Output: started at 00:05:00
 }
+
+// At waits for an absolute deadline: on a Fake it fires when the time
+// reaches the deadline even if the time moved between reading Now and
+// asking for the timer; on another Clock it falls back to After.
+func TestAt(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f := clock.NewFake(t0)
+	deadline := t0.Add(10 * time.Second)
+	f.Advance(4 * time.Second) // the caller read Now() before this move
+	ch := clock.At(f, deadline)
+	f.Advance(6 * time.Second)
+	select {
+	case got := <-ch:
+		if !got.Equal(deadline) {
+			t.Errorf("At fired at %s, want %s", got, deadline)
+		}
+	default:
+		t.Fatal("At did not fire when the fake time reached the deadline")
+	}
+	if got := <-clock.At(clock.Real{}, time.Now().Add(-time.Second)); got.IsZero() {
+		t.Error("At on the wall clock with a past deadline did not fire")
+	}
+}

@@ -51,14 +51,15 @@ func (s Scope) String() string {
 
 // Resolution is the execution target of a scope (ASG-1): the binding that
 // won and the environment it points at, checked usable for the required
-// capabilities at resolution time. The lease layer leases Environment and
-// checks the lease with CheckLeaseTarget (ASG-4).
+// capabilities at resolution time. The lease layer resolves its own (through
+// Assignments.LeaseTarget) and never takes one from a caller; a host checks
+// a lease against one with CheckLeaseTarget (ASG-4).
 type Resolution struct {
 	Scope Scope `json:"scope"`
 	// Binding is the binding that won.
 	Binding Binding `json:"binding"`
 	// Environment is the bound environment's record; its config holds
-	// secret references only (Catalog.ResolvedConfig gives the values).
+	// secret references only (the lease manager resolves the values).
 	Environment *Environment `json:"environment"`
 	// Capabilities is the effective capability set of the environment's
 	// driver; it covers Required.
@@ -106,10 +107,25 @@ func (e *BindingError) Unwrap() error { return e.Err }
 // effective capability set covering required (drivers.ErrUnsupported; the
 // error names the missing capabilities, CAP-4). When no binding applies it
 // returns an error wrapping ErrNoBinding (and so ErrNotFound). A store error
-// is returned, never skipped. Resolve does no authorization (the lease layer
-// authorizes ActionLease for the company) and no I/O beyond the two stores:
-// it never calls a provider (CAP-1).
-func (a *Assignments) Resolve(ctx context.Context, scope Scope, required drivers.Set) (*Resolution, error) {
+// is returned, never skipped. Resolve needs ActionRead on the bindings of
+// the scope's company (Resource Kind ResourceKindBinding, Company and Scope
+// set); a binding of another company is refused without naming that
+// company or its environment. It does no I/O beyond the two stores: it
+// never calls a provider (CAP-1). Leasing through a scope is
+// lease.Manager.Acquire, which resolves with LeaseTarget.
+func (a *Assignments) Resolve(ctx context.Context, p Principal, scope Scope, required drivers.Set) (*Resolution, error) {
+	if scope.Company == "" {
+		return nil, fmt.Errorf("environment: resolve: field \"company\": required: %w", ErrInvalid)
+	}
+	sc := scope
+	if err := a.authorize(ctx, p, ActionRead, Resource{Kind: ResourceKindBinding, Company: scope.Company, Scope: &sc}); err != nil {
+		return nil, err
+	}
+	return a.resolve(ctx, scope, required)
+}
+
+// resolve is Resolve without authorization.
+func (a *Assignments) resolve(ctx context.Context, scope Scope, required drivers.Set) (*Resolution, error) {
 	if scope.Company == "" {
 		return nil, fmt.Errorf("environment: resolve: field \"company\": required: %w", ErrInvalid)
 	}
@@ -145,8 +161,9 @@ func (a *Assignments) check(ctx context.Context, scope Scope, b *Binding, requir
 		return &BindingError{Binding: *b, Environment: env, Reason: fmt.Sprintf(format, args...), Err: err}
 	}
 	if b.Company != "" && b.Company != scope.Company {
-		return nil, refuse(b.EnvironmentID, ErrDenied,
-			"the binding belongs to company %q and cannot be used by company %q (ASG-3)", b.Company, scope.Company)
+		// Name neither the other company nor its environment (ASG-3).
+		return nil, &BindingError{Binding: Binding{BindingRef: b.BindingRef}, Environment: "(not shown)", Err: ErrDenied,
+			Reason: fmt.Sprintf("the binding belongs to another company and cannot be used by company %q (ASG-3)", scope.Company)}
 	}
 	env, err := a.envs.GetEnvironment(ctx, b.EnvironmentID)
 	if errors.Is(err, ErrNotFound) {

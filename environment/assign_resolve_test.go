@@ -82,7 +82,7 @@ func TestResolvePrecedence(t *testing.T) {
 			t.Parallel()
 			f := newAsgFixture(t, nil)
 			f.put(t, tc.bindings...)
-			res, err := f.asg.Resolve(context.Background(), tc.scope, tc.required)
+			res, err := f.asg.Resolve(context.Background(), admin, tc.scope, tc.required)
 			if err != nil {
 				t.Fatalf("Resolve(%s): %v", tc.scope, err)
 			}
@@ -195,7 +195,7 @@ func TestResolveRefusals(t *testing.T) {
 			name:     "a workspace binding of another company is denied (ASG-3)",
 			bindings: []bind{wsBind("ws_1", "globex", "full"), projectBind("p_1", "acme", "full")},
 			scope:    fullScope, wantErr: []error{environment.ErrDenied},
-			wantRef: ref(wsBind("ws_1", "", "")), wantText: []string{`company "globex"`, `cannot be used by company "acme"`},
+			wantRef: ref(wsBind("ws_1", "", "")), wantText: []string{"another company", `cannot be used by company "acme"`},
 		},
 		{
 			name:     "an agent default of another company is denied (ASG-3)",
@@ -224,7 +224,7 @@ func TestResolveRefusals(t *testing.T) {
 			if tc.strict {
 				asg = f.strict
 			}
-			res, err := asg.Resolve(context.Background(), tc.scope, tc.required)
+			res, err := asg.Resolve(context.Background(), admin, tc.scope, tc.required)
 			if err == nil {
 				t.Fatalf("Resolve(%s) = %s via %s, want an error", tc.scope, res.Environment.Name, res.Binding)
 			}
@@ -233,6 +233,9 @@ func TestResolveRefusals(t *testing.T) {
 			}
 			wantErr(t, err, tc.wantErr...)
 			wantText(t, err, tc.wantText...)
+			if strings.Contains(err.Error(), "globex") || strings.Contains(err.Error(), f.ids["full"]) && errors.Is(err, environment.ErrDenied) {
+				t.Errorf("refusal %q names another tenant's company or environment (ASG-3)", err)
+			}
 			if strings.Contains(err.Error(), f.ids["host"]) && !failingBindsTo(tc.bindings, "host", tc.wantRef) {
 				t.Errorf("error %q mentions the host environment although the failing binding is not the host", err)
 			}
@@ -293,7 +296,7 @@ func TestResolveStoreErrorIsNotSkipped(t *testing.T) {
 	mem := environment.NewMemoryBindingStore()
 	f := newAsgFixtureOn(t, environment.NewMemoryStore(), failingBindings{mem, environment.BindingProject}, nil)
 	f.put(t, projectBind("p_1", "acme", "full"), defaultBind("host"))
-	_, err := f.asg.Resolve(context.Background(), fullScope, 0)
+	_, err := f.asg.Resolve(context.Background(), admin, fullScope, 0)
 	wantErr(t, err, errBindingStoreDown)
 	wantText(t, err, "project p_1")
 }
@@ -349,7 +352,7 @@ func TestResolveThenLeaseMismatch(t *testing.T) {
 	t.Parallel()
 	f := newAsgFixture(t, nil)
 	f.put(t, wsBind("ws_1", "acme", "full"))
-	res, err := f.asg.Resolve(context.Background(), fullScope, drivers.NewSet(drivers.CapReuse))
+	res, err := f.asg.Resolve(context.Background(), admin, fullScope, drivers.NewSet(drivers.CapReuse))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,19 +379,19 @@ func ExampleAssignments_Resolve() {
 	_, _ = asg.Set(ctx, op, environment.SetBinding{Kind: environment.BindingInstanceDefault, EnvironmentID: host.ID})
 	_, _ = asg.Set(ctx, op, environment.SetBinding{Kind: environment.BindingProject, Key: "p_1", Company: "acme", EnvironmentID: sandbox.ID})
 
-	res, _ := asg.Resolve(ctx, environment.Scope{Company: "acme", Project: "p_1"}, drivers.NewSet(drivers.CapReuse))
+	res, _ := asg.Resolve(ctx, op, environment.Scope{Company: "acme", Project: "p_1"}, drivers.NewSet(drivers.CapReuse))
 	fmt.Println(res.Binding.String(), "->", res.Environment.Name)
-	res, _ = asg.Resolve(ctx, environment.Scope{Company: "acme", Project: "p_2"}, 0)
+	res, _ = asg.Resolve(ctx, op, environment.Scope{Company: "acme", Project: "p_2"}, 0)
 	fmt.Println(res.Binding.String(), "->", res.Environment.Name)
 
 	// The bound host cannot resume sandboxes: an error, not another target.
-	_, err := asg.Resolve(ctx, environment.Scope{Company: "acme", Project: "p_2"}, drivers.NewSet(drivers.CapReuse))
+	_, err := asg.Resolve(ctx, op, environment.Scope{Company: "acme", Project: "p_2"}, drivers.NewSet(drivers.CapReuse))
 	fmt.Println(errors.Is(err, drivers.ErrUnsupported))
 
 	// Deleting the sandbox environment clears its binding (ASG-5).
 	b, _ := cat.Delete(ctx, op, sandbox.ID, sandbox.Revision)
 	fmt.Println("cleared:", b.Assignments[0].ID)
-	res, _ = asg.Resolve(ctx, environment.Scope{Company: "acme", Project: "p_1"}, 0)
+	res, _ = asg.Resolve(ctx, op, environment.Scope{Company: "acme", Project: "p_1"}, 0)
 	fmt.Println(res.Binding.String(), "->", res.Environment.Name)
 	// Output:
 	// project p_1 binding of company "acme" -> sandboxes

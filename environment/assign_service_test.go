@@ -293,7 +293,7 @@ func TestDeleteClearsBindings(t *testing.T) {
 	if d := cmp.Diff([]string{"instance_default", "workspace:ws_2"}, leftIDs); d != "" {
 		t.Errorf("bindings after delete (-want +got):\n%s", d)
 	}
-	res, err := f.asg.Resolve(ctx, fullScope, 0)
+	res, err := f.asg.Resolve(ctx, admin, fullScope, 0)
 	if err != nil {
 		t.Fatalf("Resolve after delete: %v", err)
 	}

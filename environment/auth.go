@@ -81,6 +81,10 @@ const (
 	// ActionSetup: run a custom-image setup session (capture, promote,
 	// rollback, revoke).
 	ActionSetup Action = "setup"
+	// ActionSweep: sweep the lease store (expire leases, retry cleanups,
+	// destroy orphans). An operator action: it destroys sandboxes of every
+	// company.
+	ActionSweep Action = "sweep"
 )
 
 // IsMutation reports whether a changes stored state of the catalog or what
@@ -96,6 +100,10 @@ func (a Action) IsMutation() bool {
 // ResourceKindEnvironment is the Resource.Kind of catalog environments.
 const ResourceKindEnvironment = "environment"
 
+// ResourceKindLease is the Resource.Kind of lease records (releasing or
+// reading a lease; Company is the lease's company).
+const ResourceKindLease = "lease"
+
 // Resource describes what an action is about. Fields that are unknown (an
 // environment not yet created has no ID; a listing has neither ID nor Name)
 // are empty. It never holds config or secrets.
@@ -105,8 +113,16 @@ type Resource struct {
 	Name   string `json:"name,omitempty"`
 	Driver string `json:"driver,omitempty"`
 	// Company is set for company-bound resources (leases, bindings,
-	// qualification records); "" for instance-scoped catalog records.
+	// qualification records), and for ActionLease on an environment it is
+	// the company the lease would be for; "" for instance-scoped catalog
+	// records.
 	Company string `json:"company,omitempty"`
+	// Scope, for ActionLease on an environment, is the scope (company,
+	// project, workspace, agent) whose binding chose the environment; nil
+	// when the environment was named by id. The host's Authorizer decides
+	// whether the principal belongs to the scope: berth cannot know which
+	// projects or workspaces an agent works in (ASG-3).
+	Scope *Scope `json:"scope,omitempty"`
 }
 
 // ResourceOf describes env as an authorization resource.
@@ -134,6 +150,9 @@ func (r Resource) String() string {
 	}
 	if r.Company != "" {
 		s += fmt.Sprintf(" of company %q", r.Company)
+	}
+	if r.Scope != nil {
+		s += " through the binding of " + r.Scope.String()
 	}
 	return s
 }
@@ -170,9 +189,13 @@ func Denied(p Principal, a Action, r Resource) error {
 //   - board members and agents read a company-bound resource (a binding, a
 //     lease, a qualification record) only with a grant for its company;
 //   - agents may read the redacted view (name, driver, status: what they need
-//     to know where they run) and lease an environment for a company-bound
-//     resource of a company they hold a grant for (ASG-3); they are denied
-//     every mutation, every probe and the full view, whatever their grants;
+//     to know where they run); they lease an environment only through a
+//     binding: ActionLease with a Scope of a company they hold a grant for
+//     (and, when the scope names an agent, only their own id), never by
+//     environment id; they release a lease (ActionLease on a
+//     ResourceKindLease resource) of a company they hold a grant for
+//     (ASG-3); they are denied every mutation, every probe, every sweep and
+//     the full view, whatever their grants;
 //   - a principal without a known role is denied everything, and every
 //     action DefaultPolicy does not know is denied.
 type DefaultPolicy struct{}
@@ -199,7 +222,7 @@ func allowedByDefault(p Principal, a Action, r Resource) bool {
 	known := false
 	switch a {
 	case ActionRead, ActionReadConfig, ActionCreate, ActionUpdate, ActionArchive,
-		ActionDelete, ActionProbe, ActionLease, ActionBind, ActionSetup:
+		ActionDelete, ActionProbe, ActionLease, ActionBind, ActionSetup, ActionSweep:
 		known = true
 	}
 	if !known {
@@ -215,9 +238,23 @@ func allowedByDefault(p Principal, a Action, r Resource) bool {
 		case ActionRead:
 			return companyVisible(p, r)
 		case ActionLease:
-			return p.HasCompany(r.Company)
+			return agentMayLease(p, r)
 		}
 		return false
 	}
 	return false
+}
+
+// agentMayLease is DefaultPolicy's ActionLease rule for agents: a lease
+// record of a granted company, or an environment through a scope of a
+// granted company that names no other agent. Never by environment id.
+func agentMayLease(p Principal, r Resource) bool {
+	if r.Kind == ResourceKindLease {
+		return r.Scope == nil && p.HasCompany(r.Company)
+	}
+	s := r.Scope
+	if s == nil || s.Company != r.Company || !p.HasCompany(s.Company) {
+		return false
+	}
+	return s.Agent == "" || s.Agent == p.ID
 }

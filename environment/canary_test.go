@@ -60,7 +60,7 @@ func TestCanaryNeverLeaks(t *testing.T) {
 		t.Fatal(err)
 	}
 	collect("update view", v)
-	if _, cfg, err := f.cat.ResolvedConfig(ctx, v.ID); err != nil || cfg.String("apiKey") != rotated {
+	if _, cfg, err := resolvedConfig(f.cat, ctx, v.ID); err != nil || cfg.String("apiKey") != rotated {
 		t.Fatalf("the rotated canary did not reach the secret store: %v", err)
 	}
 

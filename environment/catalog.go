@@ -10,7 +10,12 @@ import (
 
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/secretaccess"
 )
+
+func init() {
+	secretaccess.SetResolvedConfig((*Catalog).resolvedConfig)
+}
 
 // Options configures a Catalog. The zero value (or a nil *Options) gives the
 // defaults documented on each field.
@@ -245,18 +250,18 @@ func (c *Catalog) List(ctx context.Context, p Principal, f ListFilter) ([]*View,
 	return out, nil
 }
 
-// ResolvedConfig loads environment id and returns it together with its
+// resolvedConfig loads environment id and returns it together with its
 // config normalized by the driver's schema and its secret references resolved
-// to values: the config a driver's Acquire takes. It is for the lease and
-// probe layers, never for API responses: it does no authorization, and the
-// returned Config holds secret values that must not be logged or shown (the
-// returned Environment holds references only). It fails with ErrNotFound,
-// with drivers.ErrUnavailable when the driver is not registered or is a test
-// driver outside test mode, and with a ConfigError naming the environment
-// and field when the stored config no longer validates (CFG-8). Callers check
-// Status themselves: archived environments are returned too, so that cleanups
-// can run.
-func (c *Catalog) ResolvedConfig(ctx context.Context, id string) (*Environment, drivers.Config, error) {
+// to values: the config a driver's Acquire takes. It is not exported: only
+// berth's own packages reach it (through internal/secretaccess), never a
+// host: it does no authorization, and the returned Config holds secret
+// values that must not be logged or shown (the returned Environment holds
+// references only). It fails with ErrNotFound, with drivers.ErrUnavailable
+// when the driver is not registered or is a test driver outside test mode,
+// and with a ConfigError naming the environment and field when the stored
+// config no longer validates (CFG-8). Archived environments are returned
+// too.
+func (c *Catalog) resolvedConfig(ctx context.Context, id string) (*Environment, drivers.Config, error) {
 	env, err := c.store.GetEnvironment(ctx, id)
 	if err != nil {
 		return nil, nil, err

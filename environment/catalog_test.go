@@ -266,11 +266,11 @@ func TestTestDrivers(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t, func(o *environment.Options) { o.TestMode = true })
 		v := f.mustCreate(t, environment.CreateRequest{Name: "sandbox", Driver: "fake"})
-		if _, cfg, err := f.cat.ResolvedConfig(ctx, v.ID); err != nil || cfg.String("image") != "busybox" {
+		if _, cfg, err := resolvedConfig(f.cat, ctx, v.ID); err != nil || cfg.String("image") != "busybox" {
 			t.Fatalf("ResolvedConfig in test mode: %v, %v", cfg, err)
 		}
 		prod := environment.NewCatalog(f.store, newRegistry(), f.secrets, nil)
-		_, _, err := prod.ResolvedConfig(ctx, v.ID)
+		_, _, err := resolvedConfig(prod, ctx, v.ID)
 		wantErr(t, err, drivers.ErrUnavailable)
 		got, err := prod.Get(ctx, admin, v.ID)
 		if err != nil || got.Unavailable == "" {
@@ -355,7 +355,7 @@ func TestStaleRevision(t *testing.T) {
 		if len(s) != 1 || len(s[0].Versions) != 1 || s[0].Versions[0] < 2 {
 			t.Errorf("secrets after the race: %+v, want one secret with only the winning version", s)
 		}
-		_, cfg, err := f.cat.ResolvedConfig(ctx, v.ID)
+		_, cfg, err := resolvedConfig(f.cat, ctx, v.ID)
 		if err != nil || cfg.String("apiKey") != "rotated-"+canary {
 			t.Errorf("winner's secret does not resolve: %v", err)
 		}
@@ -404,7 +404,7 @@ func TestUnavailableDriver(t *testing.T) {
 	if list[0].Unavailable == "" || list[0].Config != nil || list[0].Redacted {
 		t.Errorf("view of an unregistered driver: %+v; want Unavailable set and no config", list[0])
 	}
-	_, _, err = bare.ResolvedConfig(ctx, v.ID)
+	_, _, err = resolvedConfig(bare, ctx, v.ID)
 	wantErr(t, err, drivers.ErrUnavailable)
 	d := "x"
 	_, err = bare.Update(ctx, admin, v.ID, environment.UpdateRequest{BaseRevision: 1, Description: &d})

@@ -5,10 +5,11 @@
 // opts) and its methods Create, Get, List, Update (update.go), Archive,
 // Restore, BlastRadius and Delete (delete.go). Every method takes a
 // Principal and asks the Authorizer (auth.go) first; DefaultPolicy is CFG-2 /
-// PRB-7. ResolvedConfig and Draft are for the lease and probe layers: they
-// return configs with secret values, ready for a driver's Acquire, and must
-// never be exposed (Draft validates an unsaved config for a draft probe,
-// PRB-4, and saves nothing).
+// PRB-7. Draft is for the probe layer: it returns an unsaved config with its
+// pasted secret values, validated for a draft probe (PRB-4), and saves
+// nothing. The resolved config of a saved environment (secret values) is
+// not exported: only berth's own packages reach it, through
+// internal/secretaccess.
 //
 // Guarantees:
 //
@@ -16,8 +17,10 @@
 //     and local operators create, update, archive, delete, probe, bind or run
 //     setups, and only they see the full view. Board members get the
 //     redacted view (no config, no env vars, no metadata). Agents get the
-//     redacted view too and may lease for a company they hold a grant for;
-//     they are denied every mutation and every probe, whatever their grants.
+//     redacted view too and may lease only through a binding of a scope of
+//     a company they hold a grant for (LeaseTarget, assign_lease.go); they
+//     are denied every mutation, every probe and every sweep, whatever their
+//     grants.
 //     Refusals wrap ErrDenied and name role, principal and action. A
 //     missing environment is reported as denied to those who may not act.
 //   - Secrets (CFG-3): a secret pasted into a config is moved into the
@@ -60,8 +63,14 @@
 // environment is gone, archived, unavailable, a test target outside test
 // mode, under-capable or of another company is a *BindingError naming the
 // binding, never a fall-through to a weaker binding or the host (ASG-2,
-// ASG-3); nothing bound is ErrNoBinding. The lease layer checks every lease
-// against its Resolution with CheckLeaseTarget (ASG-4). Passed in
+// ASG-3); nothing bound is ErrNoBinding; a binding of another company is
+// refused without naming that company or its environment. Resolve takes
+// the principal (ActionRead on the company's bindings). LeaseTarget
+// (assign_lease.go) is the lease layer's way in: it authorizes ActionLease
+// (with the Scope, so that the host decides whether the principal belongs
+// to it), resolves the binding from the store or reads the environment by
+// id, and refuses an environment bound to other companies only.
+// CheckLeaseTarget checks a lease against a Resolution (ASG-4). Passed in
 // Options.UsageReporters, Assignments shows bindings in a delete's blast
 // radius and clears them after it (ASG-5); Assignments.Protected can serve
 // as Options.Protected to keep the instance default from being deleted.

@@ -88,7 +88,7 @@ func (c *Catalog) measure(ctx context.Context, env *Environment, d drivers.Drive
 	if ep == "" {
 		return ProviderHealth{}, fmt.Errorf("environment %s: the config names no provider endpoint: %w", labelOf(env), ErrInvalid)
 	}
-	_, cfg, err := c.ResolvedConfig(ctx, env.ID)
+	_, cfg, err := c.resolvedConfig(ctx, env.ID)
 	if err != nil {
 		return ProviderHealth{}, fmt.Errorf("environment %s: health check: %w", labelOf(env), err)
 	}

@@ -50,7 +50,7 @@ func TestProviderHealthGate(t *testing.T) {
 	if got := list(cat); got.Health == nil || got.Health.Status != environment.HealthNotMeasured || got.Unavailable != "" {
 		t.Fatalf("before any measurement: health %+v, unavailable %q", got.Health, got.Unavailable)
 	}
-	if _, err := asg.Resolve(ctx, scope, 0); err != nil {
+	if _, err := asg.Resolve(ctx, admin, scope, 0); err != nil {
 		t.Fatalf("a provider never measured must count as available: %v", err)
 	}
 
@@ -74,7 +74,7 @@ func TestProviderHealthGate(t *testing.T) {
 	if n := fd.Calls(fake.OpHealth); n != calls {
 		t.Errorf("listings measured the provider %d times (CAP-1)", n-calls)
 	}
-	_, err = asg.Resolve(ctx, scope, 0)
+	_, err = asg.Resolve(ctx, admin, scope, 0)
 	var be *environment.BindingError
 	if !errors.As(err, &be) || !errors.Is(err, drivers.ErrUnavailable) || !strings.Contains(err.Error(), "instance default") || !strings.Contains(err.Error(), "503") {
 		t.Errorf("Resolve of an unavailable provider: %v; want a BindingError naming the binding and the reason", err)
@@ -94,7 +94,7 @@ func TestProviderHealthGate(t *testing.T) {
 	if got := list(cat); got.Health.Status != environment.HealthAvailable || got.Unavailable != "" {
 		t.Errorf("after recovery: health %+v, unavailable %q", got.Health, got.Unavailable)
 	}
-	if _, err := asg.Resolve(ctx, scope, 0); err != nil {
+	if _, err := asg.Resolve(ctx, admin, scope, 0); err != nil {
 		t.Errorf("Resolve after recovery: %v", err)
 	}
 

@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/secretaccess"
 	"github.com/berthdev/berth/internal/testenv"
 )
 
@@ -37,7 +38,6 @@ func (d *testDriver) Schema() *drivers.ConfigSchema { return d.schema }
 func (d *testDriver) Acquire(context.Context, drivers.Config, drivers.AcquireRequest) (drivers.Sandbox, error) {
 	return nil, fmt.Errorf("test driver %s: acquire: %w", d.name, drivers.ErrUnsupported)
 }
-
 
 // remoteSchema is the schema of the "remote" test driver.
 func remoteSchema(name string) *drivers.ConfigSchema {
@@ -242,3 +242,9 @@ func wantText(t testing.TB, err error, parts ...string) {
 }
 
 func jsonNumber(s string) json.Number { return json.Number(s) }
+
+// resolvedConfig reaches the catalog's unexported resolved config the way
+// berth's own packages do.
+func resolvedConfig(c *environment.Catalog, ctx context.Context, id string) (*environment.Environment, drivers.Config, error) {
+	return secretaccess.ResolvedConfig[*environment.Catalog, *environment.Environment](c, ctx, id)
+}

@@ -256,7 +256,7 @@ func TestConfigErrorNamesSavedEnvironment(t *testing.T) {
 	if err := f.store.UpdateEnvironment(ctx, raw, base); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = f.cat.ResolvedConfig(ctx, v.ID)
+	_, _, err = resolvedConfig(f.cat, ctx, v.ID)
 	wantErr(t, err, environment.ErrInvalid, drivers.ErrInvalidConfig)
 	wantText(t, err, `environment "build" (env_001)`, `field "port"`)
 }

@@ -41,7 +41,7 @@ func testSecretLifecycle(t *testing.T, f *fixture) {
 	}
 	resolve := func(id, field string) string {
 		t.Helper()
-		_, cfg, err := f.cat.ResolvedConfig(ctx, id)
+		_, cfg, err := resolvedConfig(f.cat, ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}

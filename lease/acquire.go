@@ -16,19 +16,28 @@ import (
 // type Duration, that configures an environment's startup budget (LEASE-3).
 const StartupTimeoutField = "startup_timeout"
 
-// AcquireRequest asks for a lease of one environment.
+// AcquireRequest asks for a lease of one environment, named in one of
+// three ways: EnvironmentID (a saved environment by id), Scope (the
+// environment bound to a scope, resolved by the manager from the store) or
+// Draft (an unsaved config, for draft probes). The manager fetches the
+// saved record itself; a caller never hands it a record or a resolution.
 type AcquireRequest struct {
-	// Company is the tenant the lease is for. Required.
+	// EnvironmentID names a saved environment. Under DefaultPolicy only
+	// instance admins and local operators lease by id; Company is required.
+	EnvironmentID string
+	// Scope names the company, project, workspace and agent of a run; the
+	// environment is the one its binding resolves to (ASG-1..4). The host's
+	// Authorizer decides whether the principal belongs to the scope.
+	Scope *environment.Scope
+	// Company is the tenant the lease is for: required with EnvironmentID;
+	// with Scope it defaults to (and must equal) the scope's company.
 	Company string
-	// Environment is the saved environment: ID, Driver, Status and Config
-	// (normalized by the driver's schema, secrets as references). Required.
-	// Archived environments are refused.
-	Environment *environment.Environment
 	// Workspace is the workspace of the run (a working directory hint for
-	// host drivers, and part of the reuse key of ReuseByWorkspace).
+	// host drivers, and part of the reuse key of ReuseByWorkspace). With a
+	// Scope it defaults to the scope's workspace.
 	Workspace string
 	// Run identifies the run. Acquiring again with the same Company, Run and
-	// Environment while the lease is active returns the same lease (LEASE-8).
+	// environment while the lease is active returns the same lease (LEASE-8).
 	Run string
 	// Policy defaults to Ephemeral.
 	Policy Policy
@@ -42,26 +51,27 @@ type AcquireRequest struct {
 	Required drivers.Set
 	// Metadata is copied onto a new lease record.
 	Metadata map[string]string
-	// Resolution, if not nil, is the assignment resolution that chose the
-	// target (environment.Resolve). Environment and Company default to its
-	// environment and company, and a lease of another environment or
-	// company is refused with an error wrapping environment.ErrTargetMismatch
-	// (ASG-4).
-	Resolution *environment.Resolution
-	// Draft acquires for an unsaved config (a draft probe, PRB-4): the
-	// Environment is not in the catalog (its ID only names the draft), its
-	// Config may hold pasted secret values, and Company may be empty. The
-	// write-ahead record is kept as for every lease (LEASE-2), but without
-	// the config's secret fields, so nothing secret is stored: a cleanup
-	// that must be retried later runs without credentials, and stays
-	// pending_cleanup for an operator if the driver needs them. Only the
-	// Ephemeral policy is allowed.
-	Draft bool
+	// Draft acquires for an unsaved config (a draft probe, PRB-4); it needs
+	// environment.ActionProbe. The config may hold pasted secret values and
+	// Company may be empty. The write-ahead record is kept as for every
+	// lease (LEASE-2), but without the config's secret fields, so nothing
+	// secret is stored: a cleanup that must be retried later runs without
+	// credentials, and stays pending_cleanup for an operator if the driver
+	// needs them. Only the Ephemeral policy is allowed.
+	Draft *Draft
+}
+
+// Draft is an unsaved target: a driver and a config normalized by its
+// schema (environment.Catalog.Draft returns both).
+type Draft struct {
+	Driver string
+	Config drivers.Config
 }
 
 // acq is one prepared acquisition.
 type acq struct {
 	req      AcquireRequest
+	draft    bool
 	env      *environment.Environment
 	drv      drivers.Driver
 	snapshot drivers.Config // secret references only: recorded on the lease
@@ -77,7 +87,16 @@ type acq struct {
 
 func (a *acq) reusable() bool { return a.reuseKey != "" }
 
-// Acquire returns a lease of req.Environment with a live sandbox.
+// Acquire returns a lease of the environment req names, with a live
+// sandbox, for the acting principal p.
+//
+// Authorization (AUTH-1, ASG-3): the manager asks the Authorizer of
+// Options.Assignments for environment.ActionLease; by environment id the
+// resource carries the id and Company, through a scope also the Scope, and
+// the binding is resolved from the store (environment.Assignments.
+// LeaseTarget). A company never leases an environment bound to other
+// companies only. Refusals wrap environment.ErrDenied and name neither
+// another company nor an environment the caller did not name.
 //
 // A durable starting record is written before the driver is asked to create
 // anything; if the store refuses it, nothing is created (LEASE-2). The
@@ -89,14 +108,19 @@ func (a *acq) reusable() bool { return a.reuseKey != "" }
 // (LEASE-5). The same run acquiring again gets the same lease, and
 // concurrent acquisitions of one reuse key make one sandbox (LEASE-8).
 //
-// Errors: ErrInvalid for a malformed request; drivers.ErrUnavailable for an
-// unregistered, unavailable driver or an archived environment;
+// Errors: ErrInvalid for a malformed request; environment.ErrDenied;
+// environment.ErrNotFound (and ErrNoBinding) for a missing target;
+// drivers.ErrUnavailable for an unregistered, unavailable driver or an
+// archived environment (also environment.ErrArchived);
 // drivers.ErrUnsupported naming a missing capability; ErrStartupBudget when
 // the budget ran out; ErrCleanupPending when a failed start could not be
 // cleaned up (a Sweep retries it); the driver's sentinels otherwise.
-// Concurrent callers coalesced onto one acquisition share its outcome.
-func (m *Manager) Acquire(ctx context.Context, req AcquireRequest) (*Handle, error) {
-	a, err := m.prepare(ctx, req)
+// Concurrent callers coalesced onto one acquisition share its outcome; the
+// shared acquisition runs on a context detached from every caller and
+// bounded by the startup budget plus Options.ClaimGrace, and each caller
+// returns as soon as its own ctx ends (an error wrapping ctx.Err()).
+func (m *Manager) Acquire(ctx context.Context, p environment.Principal, req AcquireRequest) (*Handle, error) {
+	a, err := m.prepare(ctx, p, req)
 	if err != nil {
 		return nil, err
 	}
@@ -107,39 +131,55 @@ func (m *Manager) Acquire(ctx context.Context, req AcquireRequest) (*Handle, err
 	case a.runKey != "":
 		key = "run:" + a.runKey
 	default:
-		return m.acquire(ctx, a)
+		h, err := m.acquire(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		return m.forCaller(ctx, p, h), nil
 	}
-	v, err, _ := m.sf.Do(key, func() (any, error) { return m.acquire(ctx, a) })
+	// The shared acquisition runs detached from every caller, bounded by
+	// the budget (plus the claim grace for waiting on another manager), so
+	// that no caller's cancellation cancels it for the others; each caller
+	// waits for it only as long as its own ctx allows.
+	ch := m.sf.DoChan(key, func() (any, error) {
+		sctx, cancel := retry.WithTimeout(context.WithoutCancel(ctx), m.o.Clock, a.budget+m.o.ClaimGrace)
+		defer cancel()
+		return m.acquire(sctx, a)
+	})
+	if m.joined != nil {
+		m.joined(key)
+	}
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return m.forCaller(ctx, p, r.Val.(*Handle)), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("lease: acquire environment %s: gave up waiting for the shared acquisition (it goes on for the other callers; a later acquisition of the run or reuse key gets its lease): %w",
+			a.env.ID, ctx.Err())
+	}
+}
+
+// forCaller returns a copy of the shared handle h whose Lease shows the
+// record as p may read it.
+func (m *Manager) forCaller(ctx context.Context, p environment.Principal, h *Handle) *Handle {
+	c := *h
+	c.shown = m.view(ctx, p, h.lease)
+	return &c
+}
+
+func (m *Manager) prepare(ctx context.Context, p environment.Principal, req AcquireRequest) (*acq, error) {
+	env, err := m.target(ctx, p, &req)
 	if err != nil {
 		return nil, err
 	}
-	return v.(*Handle), nil
-}
-
-func (m *Manager) prepare(ctx context.Context, req AcquireRequest) (*acq, error) {
-	if res := req.Resolution; res != nil {
-		if req.Environment == nil {
-			req.Environment = res.Environment
-		}
-		if req.Company == "" {
-			req.Company = res.Scope.Company
-		}
-		envID := ""
-		if req.Environment != nil {
-			envID = req.Environment.ID
-		}
-		if err := environment.CheckLeaseTarget(res, envID, req.Company); err != nil {
-			return nil, fmt.Errorf("lease: %w", err)
-		}
-	}
-	env := req.Environment
+	draft := req.Draft != nil
 	switch {
-	case req.Company == "" && !req.Draft:
+	case req.Company == "" && !draft:
 		return nil, fmt.Errorf("lease: acquire: company is required: %w", ErrInvalid)
-	case req.Draft && req.Policy != "" && req.Policy != Ephemeral:
+	case draft && req.Policy != "" && req.Policy != Ephemeral:
 		return nil, fmt.Errorf("lease: acquire: a draft lease is ephemeral, not %s: %w", req.Policy, ErrInvalid)
-	case env == nil || env.ID == "":
-		return nil, fmt.Errorf("lease: acquire: a saved environment is required: %w", ErrInvalid)
 	}
 	name := fmt.Sprintf("environment %s (%s)", env.ID, env.Name)
 	if env.Status == environment.StatusArchived {
@@ -167,16 +207,16 @@ func (m *Manager) prepare(ctx context.Context, req AcquireRequest) (*acq, error)
 			name, drv.Name(), drivers.NewSet(missing...), req.Policy, drivers.ErrUnsupported)
 	}
 	schema := drv.Schema()
-	if plain := schema.PlainSecrets(env.Config); len(plain) > 0 && !req.Draft {
+	if plain := schema.PlainSecrets(env.Config); len(plain) > 0 && !draft {
 		return nil, &drivers.ConfigError{Driver: drv.Name(), Field: plain[0],
 			Reason: fmt.Sprintf("%s holds a secret value, not a secret reference; save it through the catalog", name)}
 	}
-	a := &acq{req: req, env: env, drv: drv, snapshot: env.Config.Clone()}
+	a := &acq{req: req, draft: draft, env: env, drv: drv, snapshot: env.Config.Clone()}
 	a.cfg, err = m.resolveConfig(ctx, drv, a.snapshot)
 	if err != nil {
 		return nil, fmt.Errorf("lease: %s: %w", name, err)
 	}
-	if req.Draft {
+	if draft {
 		for _, f := range schema.Fields {
 			if f.Kind == drivers.Secret {
 				delete(a.snapshot, f.Name) // the record never holds a secret

@@ -23,8 +23,8 @@ func TestAcquireExecRelease(t *testing.T) {
 	w := newWorld(t, worldOpts{})
 	h := w.acquire(lease.Ephemeral, "run-1")
 	l := w.get(h.ID())
-	if l.Status != lease.StatusActive || l.ProviderLeaseID != h.Sandbox().ID() || l.Provider != "fake" {
-		t.Fatalf("lease after acquire: status %s, provider %s/%s; want active fake/%s", l.Status, l.Provider, l.ProviderLeaseID, h.Sandbox().ID())
+	if l.Status != lease.StatusActive || l.ProviderLeaseID != h.SandboxID() || l.Provider != "fake" {
+		t.Fatalf("lease after acquire: status %s, provider %s/%s; want active fake/%s", l.Status, l.Provider, l.ProviderLeaseID, h.SandboxID())
 	}
 	wantLabels := map[string]string{lease.LabelInstance: "test-instance", lease.LabelEnvironment: "env-1", lease.LabelLease: h.ID()}
 	if diff := cmp.Diff(wantLabels, w.fk.Sandboxes()[0].Labels); diff != "" {
@@ -33,7 +33,7 @@ func TestAcquireExecRelease(t *testing.T) {
 	if !l.ExpiresAt.Equal(t0.Add(leaseTTL)) || l.Uses != 1 || l.Fingerprint == "" {
 		t.Errorf("lease: expires %s uses %d fingerprint %q", l.ExpiresAt, l.Uses, l.Fingerprint)
 	}
-	res, err := h.Sandbox().Exec(bg, drivers.Command{Argv: []string{"echo", "hi"}})
+	res, err := h.Exec(bg, drivers.Command{Argv: []string{"echo", "hi"}})
 	if err != nil || strings.TrimSpace(string(res.Stdout)) != "hi" {
 		t.Fatalf("Exec: %v, %v", res, err)
 	}
@@ -123,7 +123,7 @@ func TestWriteAheadAndBudgetPrecedence(t *testing.T) {
 			w.env.Config = cfg
 			req := w.req(lease.Ephemeral, "r")
 			req.Budget = tt.reqBudget
-			if _, err := w.m.Acquire(bg, req); err != nil {
+			if _, err := w.m.Acquire(bg, op, req); err != nil {
 				t.Fatal(err)
 			}
 			if got := (<-claimed).Sub(t0); got != tt.wantBudget+claimGrace {
@@ -139,7 +139,7 @@ func TestRejectedInsertCreatesNothing(t *testing.T) {
 	fs := &failingStore{Store: lease.NewMemoryStore()}
 	fs.failInsert.Store(true)
 	w := newWorld(t, worldOpts{store: fs})
-	_, err := w.m.Acquire(bg, w.req(lease.Ephemeral, "r"))
+	_, err := w.m.Acquire(bg, op, w.req(lease.Ephemeral, "r"))
 	if !errors.Is(err, errStoreDown) || !strings.Contains(err.Error(), "nothing was created") {
 		t.Errorf("Acquire: %v, want the store error saying nothing was created", err)
 	}
@@ -165,10 +165,10 @@ func TestAcquireRefusals(t *testing.T) {
 			func(w *world, r *lease.AcquireRequest) {
 				e := *w.env
 				e.Status = environment.StatusArchived
-				r.Environment = &e
+				w.save(&e)
 			}, drivers.ErrUnavailable, "archived"},
 		{"unregistered driver", nil,
-			func(w *world, r *lease.AcquireRequest) { e := *w.env; e.Driver = "nope"; r.Environment = &e }, drivers.ErrUnavailable, "nope"},
+			func(w *world, r *lease.AcquireRequest) { e := *w.env; e.Driver = "nope"; w.save(&e) }, drivers.ErrUnavailable, "nope"},
 		{"unavailable driver", &fake.Options{Unavailable: errors.New("disabled")}, nil, drivers.ErrUnavailable, "disabled"},
 		{"no company", nil, func(w *world, r *lease.AcquireRequest) { r.Company = "" }, lease.ErrInvalid, "company"},
 		{"unknown policy", nil, func(w *world, r *lease.AcquireRequest) { r.Policy = "forever" }, lease.ErrInvalid, "forever"},
@@ -177,14 +177,14 @@ func TestAcquireRefusals(t *testing.T) {
 				e := *w.env
 				e.Config = e.Config.Clone()
 				e.Config["api_key"] = "pasted-secret"
-				r.Environment = &e
+				w.save(&e)
 			}, drivers.ErrInvalidConfig, "api_key"},
 		{"an unresolvable secret reference", nil,
 			func(w *world, r *lease.AcquireRequest) {
 				e := *w.env
 				e.Config = e.Config.Clone()
 				e.Config["api_key"] = drivers.SecretRef{ID: "missing", Version: 1}
-				r.Environment = &e
+				w.save(&e)
 			}, nil, "api_key"},
 	}
 	for _, tt := range tests {
@@ -195,7 +195,7 @@ func TestAcquireRefusals(t *testing.T) {
 			if tt.mod != nil {
 				tt.mod(w, &req)
 			}
-			_, err := w.m.Acquire(bg, req)
+			_, err := w.m.Acquire(bg, op, req)
 			if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) || !strings.Contains(err.Error(), tt.mention) {
 				t.Errorf("Acquire: %v; want an error wrapping %v that mentions %q", err, tt.want, tt.mention)
 			}
@@ -221,8 +221,8 @@ func TestSameRunIsIdempotent(t *testing.T) {
 			w := newWorld(t, worldOpts{})
 			h1 := w.acquire(p, "run-1")
 			h2 := w.acquire(p, "run-1")
-			if h1.ID() != h2.ID() || h1.Sandbox().ID() != h2.Sandbox().ID() {
-				t.Errorf("second acquire in the run: lease %s/%s, want %s/%s", h2.ID(), h2.Sandbox().ID(), h1.ID(), h1.Sandbox().ID())
+			if h1.ID() != h2.ID() || h1.SandboxID() != h2.SandboxID() {
+				t.Errorf("second acquire in the run: lease %s/%s, want %s/%s", h2.ID(), h2.SandboxID(), h1.ID(), h1.SandboxID())
 			}
 			if n := w.fk.Calls(fake.OpCreate); n != 1 {
 				t.Errorf("creates = %d, want 1", n)
@@ -262,7 +262,7 @@ func TestConcurrentAcquisitionsOfOneReuseKeyMakeOneSandbox(t *testing.T) {
 	for i := range n {
 		dones = append(dones, inBackground(func() {
 			<-start
-			h, err := managers[i%2].Acquire(bg, w.req(lease.ReuseByEnvironment, "run-"+string(rune('a'+i%26))))
+			h, err := managers[i%2].Acquire(bg, op, w.req(lease.ReuseByEnvironment, "run-"+string(rune('a'+i%26))))
 			errs[i] = err
 			if err == nil {
 				ids[i] = h.ID()
@@ -305,7 +305,7 @@ func TestSecretsAreReferencesOnTheRecord(t *testing.T) {
 		t.Fatalf("Release: %v, want ErrCleanupPending", err)
 	}
 	w.fk.ClearFaults()
-	rep, err := w.m.Sweep(bg)
+	rep, err := w.m.Sweep(bg, op)
 	if err != nil || rep.CleanedUp != 1 {
 		t.Fatalf("Sweep: %+v, %v; want one cleanup", rep, err)
 	}
@@ -332,7 +332,7 @@ func TestUsage(t *testing.T) {
 	w.acquire(lease.Ephemeral, "a")
 	reusable := w.acquire(lease.ReuseByEnvironment, "b")
 	pending := w.acquire(lease.Ephemeral, "c")
-	w.fk.RefuseStop(pending.Sandbox().ID(), nil)
+	w.fk.RefuseStop(pending.SandboxID(), nil)
 	if _, err := pending.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
 		t.Fatalf("Release: %v", err)
 	}
@@ -381,33 +381,33 @@ func TestProviderIDRecordedWithoutAllocatedCallback(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOpts{wrap: func(fk *fake.Driver, _ lease.Store) drivers.Driver { return silentDriver{fk} }})
 	h := w.acquire(lease.Ephemeral, "r")
-	if l := w.get(h.ID()); l.ProviderLeaseID != h.Sandbox().ID() || l.ProviderLeaseID == "" {
-		t.Errorf("recorded provider lease id %q, want %q", l.ProviderLeaseID, h.Sandbox().ID())
+	if l := w.get(h.ID()); l.ProviderLeaseID != h.SandboxID() || l.ProviderLeaseID == "" {
+		t.Errorf("recorded provider lease id %q, want %q", l.ProviderLeaseID, h.SandboxID())
 	}
 }
 
-func TestAcquireChecksTheResolution(t *testing.T) {
+func TestAcquireThroughAScope(t *testing.T) {
 	t.Parallel()
-	// ASG-4: a lease is for the resolved environment and company, never a
-	// guess.
+	// ASG-1, ASG-4: through a scope the manager resolves the binding from
+	// the store; the lease is for the bound environment and the scope's
+	// company, and a request for another company is refused.
 	w := newWorld(t, worldOpts{})
-	res := &environment.Resolution{Scope: environment.Scope{Company: "acme", Workspace: "ws"}, Environment: w.env}
-	h, err := w.m.Acquire(bg, lease.AcquireRequest{Resolution: res, Run: "r"})
+	if _, err := w.asg.Set(bg, op, environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws", Company: "acme", EnvironmentID: w.env.ID}); err != nil {
+		t.Fatal(err)
+	}
+	scope := &environment.Scope{Company: "acme", Workspace: "ws"}
+	h, err := w.m.Acquire(bg, op, lease.AcquireRequest{Scope: scope, Run: "r"})
 	if err != nil {
-		t.Fatalf("Acquire from a resolution: %v", err)
+		t.Fatalf("Acquire through a scope: %v", err)
 	}
-	if l := h.Lease(); l.Company != "acme" || l.Environment != w.env.ID {
-		t.Errorf("lease for %s/%s, want acme/%s", l.Company, l.Environment, w.env.ID)
+	if l := h.Lease(); l.Company != "acme" || l.Environment != w.env.ID || l.Workspace != "ws" {
+		t.Errorf("lease for %s/%s in %q, want acme/%s in ws", l.Company, l.Environment, l.Workspace, w.env.ID)
 	}
-	other := *w.env
-	other.ID = "env-other"
-	for name, req := range map[string]lease.AcquireRequest{
-		"another environment": {Resolution: res, Environment: &other, Run: "r2"},
-		"another company":     {Resolution: res, Company: "evil", Run: "r3"},
-	} {
-		if _, err := w.m.Acquire(bg, req); !errors.Is(err, environment.ErrTargetMismatch) {
-			t.Errorf("%s: %v, want ErrTargetMismatch", name, err)
-		}
+	if _, err := w.m.Acquire(bg, op, lease.AcquireRequest{Scope: scope, Company: "evil", Run: "r3"}); !errors.Is(err, environment.ErrInvalid) {
+		t.Errorf("scope of acme for company evil: %v, want ErrInvalid", err)
+	}
+	if _, err := w.m.Acquire(bg, op, lease.AcquireRequest{Scope: scope, EnvironmentID: w.env.ID, Run: "r4"}); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("scope and id: %v, want ErrInvalid", err)
 	}
 	if n := w.fk.Calls(fake.OpCreate); n != 1 {
 		t.Errorf("creates = %d, want 1", n)
@@ -426,7 +426,7 @@ func TestReuseDoesNotOverwriteAnotherManagersClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.m.Acquire(bg, w.req(lease.ReuseByEnvironment, "r2")); err != nil {
+	if _, err := w.m.Acquire(bg, op, w.req(lease.ReuseByEnvironment, "r2")); err != nil {
 		t.Fatal(err)
 	}
 	if got := w.get(h.ID()); got.Version != claimed.Version {
@@ -451,14 +451,14 @@ func TestDraftLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &environment.Environment{ID: "draft-1", Name: "draft", Driver: w.fk.Name(), Status: environment.StatusActive, Config: cfg}
-	h, err := w.m.Acquire(bg, lease.AcquireRequest{Environment: env, Draft: true})
+	draft := &lease.Draft{Driver: w.fk.Name(), Config: cfg}
+	h, err := w.m.Acquire(bg, op, lease.AcquireRequest{Draft: draft})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := w.get(h.ID())
-	if rec.ProviderLeaseID != h.Sandbox().ID() {
-		t.Errorf("record points at %q, sandbox is %q", rec.ProviderLeaseID, h.Sandbox().ID())
+	if rec.ProviderLeaseID != h.SandboxID() {
+		t.Errorf("record points at %q, sandbox is %q", rec.ProviderLeaseID, h.SandboxID())
 	}
 	if _, has := rec.Config["api_key"]; has {
 		t.Errorf("the draft record holds the secret field: %v", rec.Config)
@@ -466,10 +466,15 @@ func TestDraftLeases(t *testing.T) {
 	if l, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil || l.Cleanup != lease.CleanupConfirmed {
 		t.Fatalf("release: %+v, %v", l, err)
 	}
-	if _, err := w.m.Acquire(bg, lease.AcquireRequest{Environment: env, Draft: true, Policy: lease.ReuseByEnvironment}); !errors.Is(err, lease.ErrInvalid) {
+	if _, err := w.m.Acquire(bg, op, lease.AcquireRequest{Draft: draft, Policy: lease.ReuseByEnvironment}); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("reusable draft: %v, want ErrInvalid", err)
 	}
-	_, err = w.m.Acquire(bg, lease.AcquireRequest{Company: "acme", Environment: env})
+	agent := environment.Principal{ID: "bot", Role: environment.RoleAgent, Companies: []string{"acme"}}
+	if _, err := w.m.Acquire(bg, agent, lease.AcquireRequest{Draft: draft}); !errors.Is(err, environment.ErrDenied) {
+		t.Errorf("draft by an agent: %v, want ErrDenied (PRB-7)", err)
+	}
+	w.save(&environment.Environment{ID: "pasted", Name: "pasted", Driver: w.fk.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1})
+	_, err = w.m.Acquire(bg, op, lease.AcquireRequest{Company: "acme", EnvironmentID: "pasted"})
 	if !errors.Is(err, drivers.ErrInvalidConfig) || strings.Contains(err.Error(), pasted) {
 		t.Errorf("pasted secret outside a draft: %v, want ErrInvalidConfig without the value", err)
 	}

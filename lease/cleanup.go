@@ -10,16 +10,12 @@ import (
 	"github.com/berthdev/berth/internal/retry"
 )
 
-// hostEvidence is the cleanup evidence of host drivers (local, ssh), whose
-// leases are sessions: they end with the process that holds them and leave
-// nothing at the provider to remove.
-const hostEvidence = "host session: ends with the process that holds it; nothing to remove at the provider"
-
 // terminate stops or destroys the sandbox of l and returns the provider's
 // receipt. With preferHandle it uses the live handle sb when there is one;
 // otherwise it prefers drivers.Destroyer by provider lease id (which proves
-// a stop too). Host drivers without a live handle get a receipt that says
-// the session ended with its process.
+// a stop too). A host lease without a live handle is never confirmed by
+// assertion: while its holder's claim lasts the error names the holder,
+// after it the lease ends only by a check on the host (holder.go).
 func (m *Manager) terminate(ctx context.Context, drv drivers.Driver, l *Lease, sb drivers.Sandbox, d drivers.Disposition, preferHandle bool) (drivers.Receipt, error) {
 	cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.CleanupBudget)
 	defer cancel()
@@ -38,8 +34,12 @@ func (m *Manager) terminate(ctx context.Context, drv drivers.Driver, l *Lease, s
 		return sb.Release(cctx, d)
 	}
 	if host {
-		return drivers.Receipt{ProviderLeaseID: l.ProviderLeaseID, State: drivers.StateDestroyed, Confirmed: true,
-			ConfirmedAt: m.now(), Evidence: hostEvidence}, nil
+		// The holder's live session ends a host lease; while its claim
+		// lasts nobody else does, and after it a check on the host must.
+		if l.Holder != "" && l.HolderUntil.After(m.now()) {
+			return drivers.Receipt{}, m.hostUnchecked(l)
+		}
+		return m.checkHost(cctx, drv, l)
 	}
 	if l.ProviderLeaseID == "" {
 		return drivers.Receipt{}, fmt.Errorf("lease %s: no provider lease id recorded", l.ID)
@@ -126,7 +126,10 @@ func proof(rc drivers.Receipt, err error, pid string, d drivers.Disposition) (bo
 // recorded: it destroys every sandbox labelled for the lease.
 func (m *Manager) cleanupByLabel(ctx context.Context, drv drivers.Driver, l *Lease) (bool, string, error) {
 	if drv.Capabilities().Kind == drivers.KindHost {
-		return true, hostEvidence, nil
+		// Its acquisition never recorded the session (it never became
+		// active), so no handle ever ran a command in it; the session's
+		// connection ended with the acquiring process.
+		return true, "host session never became active: no command of the lease was ever started", nil
 	}
 	lister, err := drivers.AsLister(drv)
 	if err != nil {

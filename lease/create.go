@@ -92,10 +92,17 @@ func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error)
 		upd.ProviderLeaseID = sb.ID()
 		upd.Status, upd.LastUsedAt, upd.ExpiresAt, upd.Uses = StatusActive, now, now.Add(m.o.LeaseTTL), 1
 		upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
+		host := a.drv.Capabilities().Kind == drivers.KindHost
+		if host {
+			m.hold(upd, now) // the session lives in this process (holder.go)
+		}
 		if uerr := m.store.UpdateLease(wctx, upd); uerr != nil {
 			return nil, m.failStart(wctx, a, cur, pid, sb, fmt.Errorf("recording the started sandbox: %w", uerr))
 		}
 		h := &Handle{m: m, lease: upd, driver: a.drv, sandbox: sb}
+		if host {
+			m.startBeat(h)
+		}
 		m.cacheHandle(h)
 		return h, nil
 	}

@@ -2,17 +2,32 @@
 // environments to runs, and makes sure none is ever lost track of.
 //
 // Start with Manager (manager.go): Acquire (acquire.go, create.go) returns a
-// Handle with a live drivers.Sandbox; Release (release.go) ends it with a
-// disposition; Sweep (sweep.go) cleans up what crashes and failures left
-// behind; Usage and EnvironmentUsage (usage.go) report leases for the
-// catalog's delete blast radius (the Manager is an
-// environment.UsageReporter). AcquireRequest.Resolution ties an acquisition
-// to an assignment resolution (ASG-4). Lease
+// Handle (handle.go), a portable value that runs commands, streams,
+// terminals, image reports and captures on the live sandbox and releases
+// through the manager (the raw sandbox only through Handle.As, unsafe for
+// lifecycle); Release (release.go) ends it with a
+// disposition; Get and List (auth.go) read lease records; Sweep (sweep.go)
+// cleans up what crashes and failures left behind; Usage and
+// EnvironmentUsage (usage.go) report leases for the catalog's delete blast
+// radius (the Manager is an environment.UsageReporter). Lease
 // (lease.go) is the record; Store (store.go) persists it, MemoryStore
 // (memstore.go) is the in-memory implementation, and package leasetest holds
 // the conformance suite every Store passes.
 //
 // # Guarantees
+//
+// Authorization (AUTH-1, ASG-3, CFG-2): every Acquire, Release, Get, List
+// and Sweep takes the acting environment.Principal and asks the Authorizer
+// of Options.Assignments (auth.go). Acquire names an environment by id
+// (instance admins and local operators under DefaultPolicy) or a Scope,
+// whose binding the manager resolves from the store
+// (environment.Assignments.LeaseTarget); the record is fetched by the
+// manager, never taken from the caller. A company never leases an
+// environment bound to other companies only. Releases and reads need
+// ActionLease and ActionRead on the lease's company; records are redacted
+// (no config, no metadata) for principals without ActionReadConfig; a
+// Sweep needs ActionSweep. Refusals wrap environment.ErrDenied and name no
+// other tenant's company or environment.
 //
 // Write-ahead (LEASE-2): a lease record with the internal status starting is
 // stored, with a claim of the acquiring manager, before the driver is asked
@@ -48,6 +63,20 @@
 // Only a drivers.Receipt that Proves the disposition for the lease's
 // provider lease id counts; anything else leaves pending_cleanup with the
 // reason. RetainOnFailure keeps a failed run's sandbox retained.
+//
+// Host leases (LEASE-7, LEASE-10; holder.go): a local or ssh lease is a
+// session in the acquiring manager's process. That manager is its Holder and
+// renews a claim on it every Options.HostHeartbeat (the claim lasts
+// HolderClaimBeats beats). Every command a Handle runs carries EnvTag (the
+// lease id) in its environment. Only the holder's handle ends the session
+// with the driver's receipt (it kills its process groups and verifies none
+// is left). A release or sweep by any other manager while the claim lasts
+// records pending_cleanup naming the holder and never confirms; the
+// holder's own Release of such a lease ends the session then. After the
+// claim expired, the lease ends only by a check: over a fresh session the
+// manager kills the processes tagged with the lease id and verifies by a
+// /proc scan that none is left; if it cannot check, the lease stays
+// pending_cleanup.
 //
 // Coalescing (LEASE-8, LEASE-10): acquisitions of one reuse key, or of one
 // company, run and environment, are coalesced in-process (singleflight) and

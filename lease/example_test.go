@@ -15,23 +15,27 @@ func Example() {
 	ctx := context.Background()
 	fk := fake.New(nil)
 	cfg, _ := fk.Schema().Normalize(map[string]any{"region": "local-1"})
-	env := &environment.Environment{ID: "env-1", Name: "scratch", Driver: "fake", Status: environment.StatusActive, Config: cfg, Revision: 1}
-	m := lease.NewManager(lease.NewMemoryStore(), drivers.NewRegistry(fk), &lease.Options{InstanceID: "example"})
+	envs := environment.NewMemoryStore() // a host passes its berth.Store
+	_ = envs.CreateEnvironment(ctx, &environment.Environment{ID: "env-1", Name: "scratch", Driver: "fake", Status: environment.StatusActive, Config: cfg, Revision: 1}, environment.CreateOptions{})
+	reg := drivers.NewRegistry(fk)
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.AssignmentOptions{TestMode: true})
+	m := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{InstanceID: "example", Assignments: asg})
+	operator := environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
 
-	h, err := m.Acquire(ctx, lease.AcquireRequest{Company: "acme", Environment: env, Run: "run-1", Policy: lease.ReuseByEnvironment})
+	h, err := m.Acquire(ctx, operator, lease.AcquireRequest{Company: "acme", EnvironmentID: "env-1", Run: "run-1", Policy: lease.ReuseByEnvironment})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	res, _ := h.Sandbox().Exec(ctx, drivers.Command{Argv: []string{"echo", "hello"}})
+	res, _ := h.Exec(ctx, drivers.Command{Argv: []string{"echo", "hello"}})
 	fmt.Print(string(res.Stdout))
 
 	l, _ := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Stop})
 	fmt.Println(l.Status, l.Cleanup, l.ReuseKey != "")
 
 	// The next run resumes the stopped sandbox.
-	h2, _ := m.Acquire(ctx, lease.AcquireRequest{Company: "acme", Environment: env, Run: "run-2", Policy: lease.ReuseByEnvironment})
-	fmt.Println(h2.ID() == h.ID(), h2.Resumed(), strings.HasPrefix(h2.Sandbox().ID(), "fake-"))
+	h2, _ := m.Acquire(ctx, operator, lease.AcquireRequest{Company: "acme", EnvironmentID: "env-1", Run: "run-2", Policy: lease.ReuseByEnvironment})
+	fmt.Println(h2.ID() == h.ID(), h2.Resumed(), strings.HasPrefix(h2.SandboxID(), "fake-"))
 	// Output:
 	// hello
 	// released confirmed true

@@ -38,7 +38,7 @@ func TestCrashDuringAcquisition(t *testing.T) {
 			w := newWorld(t, worldOpts{})
 			c := newCrasher()
 			c.arm(tt.crashAt)
-			_, err := w.process(c).Acquire(bg, w.req(lease.Ephemeral, "run-1"))
+			_, err := w.process(c).Acquire(bg, op, w.req(lease.Ephemeral, "run-1"))
 			if !errors.Is(err, errCrashed) {
 				t.Fatalf("Acquire in the crashing process: %v, want the crash", err)
 			}
@@ -54,12 +54,12 @@ func TestCrashDuringAcquisition(t *testing.T) {
 			}
 			// A new process: nothing happens while the claim is live.
 			m2 := w.newManager(nil)
-			rep, err := m2.Sweep(bg)
+			rep, err := m2.Sweep(bg, op)
 			if err != nil || rep.Interrupted != 0 {
 				t.Fatalf("Sweep with a live claim: %+v, %v; want nothing interrupted", rep, err)
 			}
 			w.clk.Advance(budget + claimGrace)
-			rep, err = m2.Sweep(bg)
+			rep, err = m2.Sweep(bg, op)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,7 +77,7 @@ func TestCrashDuringAcquisition(t *testing.T) {
 				t.Errorf("sandboxes left after the sweep: %v", live)
 			}
 			// The run can acquire again in the new process.
-			h, err := m2.Acquire(bg, w.req(lease.Ephemeral, "run-1"))
+			h, err := m2.Acquire(bg, op, w.req(lease.Ephemeral, "run-1"))
 			if err != nil {
 				t.Fatalf("Acquire after recovery: %v", err)
 			}
@@ -95,7 +95,7 @@ func TestCrashedAcquisitionBlocksItsRunUntilItExpires(t *testing.T) {
 	w := newWorld(t, worldOpts{})
 	c := newCrasher()
 	c.arm(3)
-	if _, err := w.process(c).Acquire(bg, w.req(lease.Ephemeral, "run-1")); !errors.Is(err, errCrashed) {
+	if _, err := w.process(c).Acquire(bg, op, w.req(lease.Ephemeral, "run-1")); !errors.Is(err, errCrashed) {
 		t.Fatal(err)
 	}
 	w.clk.Advance(budget + claimGrace)
@@ -169,7 +169,7 @@ func TestCreateFailsAfterAllocating(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, worldOpts{})
 			tt.setup(w.fk)
-			h, err := w.m.Acquire(bg, w.req(lease.Ephemeral, "r"))
+			h, err := w.m.Acquire(bg, op, w.req(lease.Ephemeral, "r"))
 			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) || tt.wantErr == nil && err != nil {
 				t.Fatalf("Acquire: %v, want %v", err, tt.wantErr)
 			}
@@ -177,8 +177,8 @@ func TestCreateFailsAfterAllocating(t *testing.T) {
 			if len(ls) != 1 || ls[0].Status != tt.wantStatus {
 				t.Fatalf("leases: %+v, want one %s", ls, tt.wantStatus)
 			}
-			if h != nil && h.Sandbox().ID() != ls[0].ProviderLeaseID {
-				t.Errorf("handle sandbox %s, record %s", h.Sandbox().ID(), ls[0].ProviderLeaseID)
+			if h != nil && h.SandboxID() != ls[0].ProviderLeaseID {
+				t.Errorf("handle sandbox %s, record %s", h.SandboxID(), ls[0].ProviderLeaseID)
 			}
 			if n := w.fk.Calls(fake.OpCreate); n != tt.wantCreates {
 				t.Errorf("creates = %d, want %d", n, tt.wantCreates)
@@ -192,7 +192,7 @@ func TestCreateFailsAfterAllocating(t *testing.T) {
 			}
 			if tt.wantStatus == lease.StatusPendingCleanup {
 				w.fk.ClearFaults()
-				if rep, err := w.m.Sweep(bg); err != nil || rep.CleanedUp != 1 {
+				if rep, err := w.m.Sweep(bg, op); err != nil || rep.CleanedUp != 1 {
 					t.Errorf("Sweep: %+v, %v", rep, err)
 				}
 				if l := w.get(ls[0].ID); l.Status != lease.StatusFailed || w.state(l.ProviderLeaseID) != drivers.StateDestroyed {
@@ -211,7 +211,7 @@ func TestRecordingTheProviderIDFails(t *testing.T) {
 	fs := &failingStore{Store: lease.NewMemoryStore()}
 	w := newWorld(t, worldOpts{store: fs})
 	fs.failUpdates.Store(1)
-	_, err := w.m.Acquire(bg, w.req(lease.Ephemeral, "r"))
+	_, err := w.m.Acquire(bg, op, w.req(lease.Ephemeral, "r"))
 	if !errors.Is(err, lease.ErrCleanupPending) || !errors.Is(err, errStoreDown) {
 		t.Fatalf("Acquire: %v, want ErrCleanupPending and the store error", err)
 	}
@@ -219,7 +219,7 @@ func TestRecordingTheProviderIDFails(t *testing.T) {
 	if len(ls) != 1 || ls[0].Status != lease.StatusPendingCleanup || ls[0].ProviderLeaseID != "fake-1" {
 		t.Fatalf("lease: %+v, want pending cleanup of fake-1", ls)
 	}
-	if rep, err := w.m.Sweep(bg); err != nil || rep.CleanedUp != 1 {
+	if rep, err := w.m.Sweep(bg, op); err != nil || rep.CleanedUp != 1 {
 		t.Errorf("Sweep: %+v, %v", rep, err)
 	}
 	if live := w.liveSandboxes(); len(live) != 0 {
@@ -234,7 +234,7 @@ func TestSlowStartIsResumedByTheNextAcquisition(t *testing.T) {
 	// resumes that same sandbox.
 	w := newWorld(t, worldOpts{fake: &fake.Options{StartDelay: 3 * budget}})
 	var err error
-	w.advanceWhenStarting(budget, func() { _, err = w.m.Acquire(bg, w.req(lease.ReuseByEnvironment, "run-1")) })
+	w.advanceWhenStarting(budget, func() { _, err = w.m.Acquire(bg, op, w.req(lease.ReuseByEnvironment, "run-1")) })
 	if !errors.Is(err, lease.ErrStartupBudget) || !strings.Contains(err.Error(), "retained") {
 		t.Fatalf("Acquire: %v, want ErrStartupBudget saying the sandbox is retained", err)
 	}
@@ -248,8 +248,8 @@ func TestSlowStartIsResumedByTheNextAcquisition(t *testing.T) {
 	w.clk.Advance(2 * budget) // the sandbox finishes starting
 	w.fk.SetStartDelay(0)
 	h := w.acquire(lease.ReuseByEnvironment, "run-2")
-	if !h.Resumed() || h.ID() != ls[0].ID || h.Sandbox().ID() != "fake-1" {
-		t.Errorf("second acquisition: lease %s sandbox %s resumed %t; want %s fake-1 resumed", h.ID(), h.Sandbox().ID(), h.Resumed(), ls[0].ID)
+	if !h.Resumed() || h.ID() != ls[0].ID || h.SandboxID() != "fake-1" {
+		t.Errorf("second acquisition: lease %s sandbox %s resumed %t; want %s fake-1 resumed", h.ID(), h.SandboxID(), h.Resumed(), ls[0].ID)
 	}
 	if n := w.fk.Calls(fake.OpCreate); n != 1 {
 		t.Errorf("creates = %d, want 1", n)
@@ -264,7 +264,7 @@ func TestSlowEphemeralStartIsDestroyed(t *testing.T) {
 	// LEASE-3: an ephemeral sandbox that did not start in time is destroyed.
 	w := newWorld(t, worldOpts{fake: &fake.Options{StartDelay: 3 * budget}})
 	var err error
-	w.advanceWhenStarting(budget, func() { _, err = w.m.Acquire(bg, w.req(lease.Ephemeral, "r")) })
+	w.advanceWhenStarting(budget, func() { _, err = w.m.Acquire(bg, op, w.req(lease.Ephemeral, "r")) })
 	if !errors.Is(err, lease.ErrStartupBudget) {
 		t.Fatalf("Acquire: %v, want ErrStartupBudget", err)
 	}
@@ -293,7 +293,7 @@ func TestFailedResumePreservesTheLease(t *testing.T) {
 	w := newWorld(t, worldOpts{})
 	id := stoppedReusable(t, w)
 	w.fk.Inject(fake.Fault{Op: fake.OpResume, Err: errPermanent})
-	_, err := w.m.Acquire(bg, w.req(lease.ReuseByEnvironment, "run-2"))
+	_, err := w.m.Acquire(bg, op, w.req(lease.ReuseByEnvironment, "run-2"))
 	if !errors.Is(err, lease.ErrPreserved) || !errors.Is(err, errPermanent) || !strings.Contains(err.Error(), "preserved") {
 		t.Fatalf("Acquire: %v, want ErrPreserved wrapping the cause", err)
 	}
@@ -310,8 +310,8 @@ func TestFailedResumePreservesTheLease(t *testing.T) {
 	// Once the provider recovers, the same sandbox is resumed.
 	w.fk.ClearFaults()
 	h := w.acquire(lease.ReuseByEnvironment, "run-3")
-	if h.ID() != id || h.Sandbox().ID() != "fake-1" || !h.Resumed() {
-		t.Errorf("after recovery: lease %s sandbox %s", h.ID(), h.Sandbox().ID())
+	if h.ID() != id || h.SandboxID() != "fake-1" || !h.Resumed() {
+		t.Errorf("after recovery: lease %s sandbox %s", h.ID(), h.SandboxID())
 	}
 }
 

@@ -79,11 +79,11 @@ func TestActiveLeaseIsNeverReplacedUnderItsRun(t *testing.T) {
 	h := w.acquire(lease.ReuseByEnvironment, "run-1")
 	w.env.Config = w.env.Config.Clone()
 	w.env.Config["region"] = "elsewhere-2"
-	_, err := w.m.Acquire(bg, w.req(lease.ReuseByEnvironment, "run-2"))
+	_, err := w.m.Acquire(bg, op, w.req(lease.ReuseByEnvironment, "run-2"))
 	if !errors.Is(err, lease.ErrConflict) {
 		t.Fatalf("Acquire with a changed identity while in use: %v, want ErrConflict", err)
 	}
-	if st := w.state(h.Sandbox().ID()); st != drivers.StateRunning {
+	if st := w.state(h.SandboxID()); st != drivers.StateRunning {
 		t.Fatalf("in-use sandbox %s, want running", st)
 	}
 	if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Keep}); err != nil {
@@ -101,7 +101,7 @@ func TestActiveRunLeaseInAnotherProcess(t *testing.T) {
 	// lease is active there gets a conflict, not a second sandbox.
 	w := newWorld(t, worldOpts{})
 	w.acquire(lease.Ephemeral, "run-1")
-	_, err := w.newManager(nil).Acquire(bg, w.req(lease.Ephemeral, "run-1"))
+	_, err := w.newManager(nil).Acquire(bg, op, w.req(lease.Ephemeral, "run-1"))
 	if !errors.Is(err, lease.ErrConflict) {
 		t.Errorf("Acquire from another process: %v, want ErrConflict", err)
 	}
@@ -115,12 +115,12 @@ func TestAnotherProcessSharesAnActiveReusableSandbox(t *testing.T) {
 	// LEASE-8, LEASE-10: a second replica resumes the same running sandbox.
 	w := newWorld(t, worldOpts{})
 	h1 := w.acquire(lease.ReuseByEnvironment, "run-1")
-	h2, err := w.newManager(nil).Acquire(bg, w.req(lease.ReuseByEnvironment, "run-2"))
+	h2, err := w.newManager(nil).Acquire(bg, op, w.req(lease.ReuseByEnvironment, "run-2"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h2.ID() != h1.ID() || h2.Sandbox().ID() != h1.Sandbox().ID() || !h2.Resumed() {
-		t.Errorf("second replica: lease %s sandbox %s; want %s %s resumed", h2.ID(), h2.Sandbox().ID(), h1.ID(), h1.Sandbox().ID())
+	if h2.ID() != h1.ID() || h2.SandboxID() != h1.SandboxID() || !h2.Resumed() {
+		t.Errorf("second replica: lease %s sandbox %s; want %s %s resumed", h2.ID(), h2.SandboxID(), h1.ID(), h1.SandboxID())
 	}
 	if n := w.fk.Calls(fake.OpCreate); n != 1 {
 		t.Errorf("creates = %d, want 1", n)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,10 @@ import (
 )
 
 var t0 = time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+
+// op is the local operator the tests act as, unless a test is about
+// authorization.
+var op = environment.Principal{ID: "op", Role: environment.RoleLocalOperator}
 
 // Budgets of the test world.
 const (
@@ -92,15 +97,19 @@ func (w *waits) waitFor(n int, done <-chan struct{}) bool {
 // world is one test setup: a fake provider on a step clock, a store and a
 // manager.
 type world struct {
-	t     testing.TB
-	clk   *stepClock // the manager's clock
-	fkw   *waits     // the provider's long waits
-	fk    *fake.Driver
-	store lease.Store
-	reg   *drivers.Registry
-	env   *environment.Environment
-	m     *lease.Manager
-	ids   atomic.Int64
+	t      testing.TB
+	clk    *stepClock // the manager's clock
+	fkw    *waits     // the provider's long waits
+	fk     *fake.Driver
+	store  lease.Store
+	reg    *drivers.Registry
+	env    *environment.Environment
+	envs   *environment.MemoryStore
+	binds  *environment.MemoryBindingStore
+	asg    *environment.Assignments
+	saveMu sync.Mutex
+	m      *lease.Manager
+	ids    atomic.Int64
 	// secretLookups counts secret resolutions.
 	secretLookups atomic.Int64
 }
@@ -140,13 +149,44 @@ func newWorld(t testing.TB, wo worldOpts) *world {
 		t.Fatal(err)
 	}
 	w.env = &environment.Environment{ID: "env-1", Name: "sandbox one", Driver: w.fk.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
+	w.envs, w.binds = environment.NewMemoryStore(), environment.NewMemoryBindingStore()
+	w.asg = environment.NewAssignments(w.binds, w.envs, w.reg, &environment.AssignmentOptions{TestMode: true})
+	w.save(w.env)
 	w.m = w.newManager(wo.options)
 	return w
+}
+
+// save stores env (as it is now) in the world's environment store, which
+// the managers read.
+func (w *world) save(env *environment.Environment) {
+	w.t.Helper()
+	w.saveMu.Lock() // concurrent acquisitions build their requests at once
+	defer w.saveMu.Unlock()
+	ctx := context.Background()
+	cur, err := w.envs.GetEnvironment(ctx, env.ID)
+	if err == nil && cur.Status == env.Status && cur.Driver == env.Driver && reflect.DeepEqual(cur.Config, env.Config) {
+		return
+	}
+	if errors.Is(err, environment.ErrNotFound) {
+		if err := w.envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
+			w.t.Fatal(err)
+		}
+		return
+	}
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	upd := *env
+	upd.Revision = cur.Revision + 1
+	if err := w.envs.UpdateEnvironment(ctx, &upd, cur.Revision); err != nil {
+		w.t.Fatal(err)
+	}
 }
 
 func (w *world) options() *lease.Options {
 	return &lease.Options{
 		InstanceID:    "test-instance",
+		Assignments:   w.asg,
 		Clock:         w.clk,
 		Rand:          func() float64 { return 0 },
 		NewID:         func() string { return fmt.Sprintf("L%d", w.ids.Add(1)) },
@@ -176,12 +216,13 @@ func (w *world) newManager(mod func(*lease.Options)) *lease.Manager {
 }
 
 func (w *world) req(p lease.Policy, run string) lease.AcquireRequest {
-	return lease.AcquireRequest{Company: "acme", Environment: w.env, Workspace: "/work", Run: run, Policy: p}
+	w.save(w.env)
+	return lease.AcquireRequest{Company: "acme", EnvironmentID: w.env.ID, Workspace: "/work", Run: run, Policy: p}
 }
 
 func (w *world) acquire(p lease.Policy, run string) *lease.Handle {
 	w.t.Helper()
-	h, err := w.m.Acquire(context.Background(), w.req(p, run))
+	h, err := w.m.Acquire(context.Background(), op, w.req(p, run))
 	if err != nil {
 		w.t.Fatalf("Acquire(%s, %s): %v", p, run, err)
 	}

@@ -171,8 +171,37 @@ type Lease struct {
 	ClaimedBy    string    `json:"claimedBy,omitempty"`
 	ClaimedUntil time.Time `json:"claimedUntil,omitzero"`
 
+	// Holder is the manager (its claim owner prefix) that holds the live
+	// session of a host lease (local, ssh), and HolderUntil how long its
+	// claim lasts; the holder renews it every Options.HostHeartbeat while
+	// it holds the session. A host session ends only through its holder's
+	// handle or a check on the host: a release or sweep by any other
+	// manager leaves the lease pending_cleanup naming the holder, never
+	// "confirmed" (LEASE-7, LEASE-10).
+	Holder      string    `json:"holder,omitempty"`
+	HolderUntil time.Time `json:"holderUntil,omitzero"`
+
 	// Version grows by one on every store update (compare-and-set).
 	Version int64 `json:"version"`
+
+	// Redacted reports a record shown to a principal who may read the lease
+	// but not the environment's config (Manager.Get, Manager.List): Config,
+	// Metadata, Labels, ProviderLeaseID, FailureReason and CleanupEvidence
+	// are left out, since they may name the target (an ssh provider lease
+	// id is "ssh://user@host:port/dir") (CFG-2). Stores never set it.
+	Redacted bool `json:"redacted,omitempty"`
+}
+
+// Redact returns a copy of l without what may show the environment's
+// config (see Redacted), marked Redacted: what a board member or an agent
+// of the lease's company sees (CFG-2). Status, policy, times and the
+// cleanup status stay.
+func (l *Lease) Redact() *Lease {
+	c := l.Clone()
+	c.Config, c.Metadata, c.Labels = nil, nil, nil
+	c.ProviderLeaseID, c.FailureReason, c.CleanupEvidence = "", "", ""
+	c.Redacted = true
+	return c
 }
 
 // Clone returns a deep copy of l.

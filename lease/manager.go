@@ -32,7 +32,12 @@ const (
 	DefaultCleanupBudget = time.Minute
 	DefaultPollInterval  = 20 * time.Millisecond
 	DefaultSweepLimit    = 100
+	DefaultHostHeartbeat = 10 * time.Second
 )
+
+// HolderClaimBeats is how many heartbeats a host lease holder's claim
+// lasts: a holder that misses this many renewals is taken as gone.
+const HolderClaimBeats = 3
 
 // SecretLookup returns the value of a secret reference from the host's
 // secret store. Errors must not contain the value.
@@ -82,6 +87,16 @@ type Options struct {
 	PollInterval time.Duration
 	// SweepLimit bounds the leases one Sweep claims. Default DefaultSweepLimit.
 	SweepLimit int
+	// HostHeartbeat is how often (on Clock) the manager that holds a host
+	// lease's live session renews its claim on it (Lease.Holder); the claim
+	// lasts HolderClaimBeats heartbeats. Default DefaultHostHeartbeat.
+	HostHeartbeat time.Duration
+	// Assignments reads saved environments and bindings for Acquire (by
+	// environment id or through a scope), and its Authorizer (give it the
+	// catalog's) decides every acquire, release, read and sweep (AUTH-1).
+	// Without it Acquire refuses saved environments, and the other calls
+	// decide with environment.DefaultPolicy.
+	Assignments *environment.Assignments
 	// SweepEnvironments, if not nil, lists the environments whose providers
 	// a Sweep searches for orphans. Default: every environment that appears
 	// on a lease in the store (with the config recorded on its newest lease).
@@ -100,6 +115,9 @@ type Manager struct {
 	owner string // this manager's claim owner prefix
 	opSeq atomic.Int64
 	sf    singleflight.Group
+	// joined, if not nil, is called once a caller has joined a coalesced
+	// acquisition (tests only, export_test.go).
+	joined func(key string)
 
 	mu   sync.Mutex
 	live map[string]*Handle // lease id -> live handle in this process
@@ -144,6 +162,9 @@ func NewManager(store Store, reg *drivers.Registry, opts *Options) *Manager {
 	if o.SweepLimit <= 0 {
 		o.SweepLimit = DefaultSweepLimit
 	}
+	if o.HostHeartbeat <= 0 {
+		o.HostHeartbeat = DefaultHostHeartbeat
+	}
 	return &Manager{
 		store: store, reg: reg, o: o,
 		owner: o.InstanceID + "/" + randomHex(4),
@@ -177,39 +198,6 @@ func (m *Manager) Store() Store { return m.store }
 // alike and sweeps find them.
 func (m *Manager) InstanceID() string { return m.o.InstanceID }
 
-// Handle is an acquired lease with its live sandbox. Handles returned for
-// the same lease (same-run or concurrent acquisitions) share the sandbox;
-// releasing any of them releases the lease.
-type Handle struct {
-	m       *Manager
-	lease   *Lease
-	driver  drivers.Driver
-	sandbox drivers.Sandbox
-	resumed bool
-}
-
-// Lease returns a copy of the lease record as of the acquisition.
-func (h *Handle) Lease() *Lease { return h.lease.Clone() }
-
-// ID returns the lease id.
-func (h *Handle) ID() string { return h.lease.ID }
-
-// Sandbox returns the live sandbox.
-func (h *Handle) Sandbox() drivers.Sandbox { return h.sandbox }
-
-// Driver returns the driver of the sandbox, for capability helpers such as
-// drivers.Narrowing.
-func (h *Handle) Driver() drivers.Driver { return h.driver }
-
-// Resumed reports whether the acquisition resumed a recorded sandbox rather
-// than creating one.
-func (h *Handle) Resumed() bool { return h.resumed }
-
-// Release releases the lease; see Manager.Release.
-func (h *Handle) Release(ctx context.Context, opts ReleaseOptions) (*Lease, error) {
-	return h.m.Release(ctx, h.lease.ID, opts)
-}
-
 // Fingerprint returns the reuse fingerprint of cfg for driver d: a SHA-256
 // over the driver name, the identity fields and the secret references with
 // their versions (LEASE-4). Knobs and metadata are left out, so that tuning
@@ -237,6 +225,19 @@ func (m *Manager) cacheHandle(h *Handle) {
 	m.mu.Unlock()
 }
 
+// Close stops the heartbeats of the host leases this manager holds; it
+// releases nothing. Their claims then expire after HolderClaimBeats
+// heartbeats, and other managers may end the sessions only by a check on
+// the host. The manager must not acquire afterwards.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, h := range m.live {
+		h.stopBeat()
+	}
+	return nil
+}
+
 func (m *Manager) liveHandle(id string) *Handle {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -245,6 +246,9 @@ func (m *Manager) liveHandle(id string) *Handle {
 
 func (m *Manager) dropHandle(id string) {
 	m.mu.Lock()
+	if h := m.live[id]; h != nil {
+		h.stopBeat()
+	}
 	delete(m.live, id)
 	m.mu.Unlock()
 }

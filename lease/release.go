@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
 )
 
 // ReleaseOptions say how a lease ends.
@@ -24,15 +25,36 @@ type ReleaseOptions struct {
 
 // Release ends the active (or retained) lease id. It uses the live handle
 // when this manager acquired the lease, else drivers.Destroyer by provider
-// lease id. A stop or destroy counts only when the provider's receipt proves
+// lease id. A host lease (local, ssh) ends only through the live session of
+// its holder: released by another manager it is left pending_cleanup
+// naming the holder, never confirmed, and the holder's own Release of it
+// then ends the session and records its receipt (holder.go). A stop or destroy counts only when the provider's receipt proves
 // it for the lease's provider lease id (LEASE-7); otherwise the lease is
 // left pending_cleanup with the reason, and the error wraps
-// ErrCleanupPending. Releasing a lease that already ended returns it
+// ErrCleanupPending; releasing a pending_cleanup lease retries its cleanup
+// (with proof, as a Sweep does). Releasing a lease that already ended returns it
 // unchanged with a nil error, except that drivers.Destroy on a released
 // reusable lease whose stopped sandbox is still resumable destroys that
 // sandbox (with proof) and ends the reuse. It returns the lease as stored
-// afterwards.
-func (m *Manager) Release(ctx context.Context, id string, opts ReleaseOptions) (*Lease, error) {
+// afterwards, as Get shows it to p.
+//
+// p must be allowed environment.ActionLease on the lease (instance admins,
+// local operators, and principals of the lease's company that may lease,
+// under DefaultPolicy); a refusal wraps environment.ErrDenied and names
+// only the id.
+func (m *Manager) Release(ctx context.Context, p environment.Principal, id string, opts ReleaseOptions) (*Lease, error) {
+	if _, err := m.load(ctx, p, environment.ActionLease, id); err != nil {
+		return nil, err
+	}
+	l, err := m.release(ctx, id, opts)
+	if l != nil {
+		l = m.view(ctx, p, l)
+	}
+	return l, err
+}
+
+// release is Release without authorization.
+func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (*Lease, error) {
 	now := m.now()
 	owner := m.opOwner()
 	l, err := m.store.ClaimLease(ctx, id, owner, now, now.Add(m.o.CleanupBudget))
@@ -49,11 +71,20 @@ func (m *Manager) Release(ctx context.Context, id string, opts ReleaseOptions) (
 		// ends the reuse (and unblocks deleting its environment, CFG-7).
 	case l.Status == StatusReleased, l.Status == StatusExpired, l.Status == StatusFailed:
 		m.unclaim(ctx, l, "")
+		if h := m.liveHandle(id); h != nil {
+			// Another manager ended the lease (with proof); free what this
+			// process still holds of it (a host session's connection).
+			if _, err := h.sandbox.Release(ctx, drivers.Destroy); err != nil {
+				m.o.Logger.Info("lease: freeing the handle of a lease ended elsewhere", "lease", id, "err", err)
+			}
+		}
 		m.dropHandle(id)
 		return m.store.GetLease(ctx, id)
 	case l.Status == StatusPendingCleanup:
-		m.unclaim(ctx, l, "")
-		return m.store.GetLease(ctx, id)
+		// Retry the owed cleanup now, as a sweep would. When this manager
+		// holds the session (a host lease another manager released), its
+		// handle ends it with the session's receipt.
+		return m.cleanup(ctx, l)
 	default:
 		m.unclaim(ctx, l, "")
 		return l, fmt.Errorf("lease %s is %s; it can be released once it is active: %w", id, l.Status, ErrConflict)

@@ -77,7 +77,7 @@ func TestUnconfirmedStopIsNotProof(t *testing.T) {
 				t.Parallel()
 				w := newWorld(t, worldOpts{})
 				h := w.acquire(lease.ReuseByEnvironment, "r")
-				pid := h.Sandbox().ID()
+				pid := h.SandboxID()
 				tt.inject(w.fk, pid)
 				l, err := h.Release(bg, lease.ReleaseOptions{Disposition: d})
 				if !errors.Is(err, lease.ErrCleanupPending) {
@@ -90,7 +90,7 @@ func TestUnconfirmedStopIsNotProof(t *testing.T) {
 					t.Errorf("sandbox %s, want still running", st)
 				}
 				// While the fault lasts the sweep keeps it pending.
-				rep, err := w.m.Sweep(bg)
+				rep, err := w.m.Sweep(bg, op)
 				if err != nil || rep.StillPending != 1 {
 					t.Errorf("Sweep during the fault: %+v, %v", rep, err)
 				}
@@ -98,7 +98,7 @@ func TestUnconfirmedStopIsNotProof(t *testing.T) {
 					t.Errorf("after failed sweep: %s attempts %d", got.Status, got.CleanupAttempts)
 				}
 				w.fk.ClearFaults()
-				rep, err = w.m.Sweep(bg)
+				rep, err = w.m.Sweep(bg, op)
 				if err != nil || rep.CleanedUp != 1 {
 					t.Errorf("Sweep: %+v, %v", rep, err)
 				}
@@ -145,7 +145,7 @@ func TestSweepExpiresAndDestroysOrphans(t *testing.T) {
 	if _, err := done.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := w.m.Sweep(bg)
+	rep, err := w.m.Sweep(bg, op)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,14 +154,14 @@ func TestSweepExpiresAndDestroysOrphans(t *testing.T) {
 	}
 	for id, want := range map[string]drivers.State{
 		orphan.ID(): drivers.StateDestroyed, stray.ID(): drivers.StateDestroyed, foreign.ID(): drivers.StateRunning,
-		active.Sandbox().ID(): drivers.StateRunning, kept.Sandbox().ID(): drivers.StateRunning,
+		active.SandboxID(): drivers.StateRunning, kept.SandboxID(): drivers.StateRunning,
 	} {
 		if got := w.state(id); got != want {
 			t.Errorf("sandbox %s: %s, want %s", id, got, want)
 		}
 	}
 	w.clk.Advance(leaseTTL + time.Second)
-	rep, err = w.m.Sweep(bg)
+	rep, err = w.m.Sweep(bg, op)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestSweepExpiresAndDestroysOrphans(t *testing.T) {
 		t.Errorf("expired lease %s, sandbox %s", l.Status, w.state(l.ProviderLeaseID))
 	}
 	w.clk.Advance(retainTTL)
-	if rep, _ := w.m.Sweep(bg); rep.Expired != 1 || w.get(kept.ID()).Status != lease.StatusExpired {
+	if rep, _ := w.m.Sweep(bg, op); rep.Expired != 1 || w.get(kept.ID()).Status != lease.StatusExpired {
 		t.Errorf("retained lease not expired after the retain TTL: %+v", rep)
 	}
 }
@@ -185,7 +185,7 @@ func TestConcurrentSweepsCleanEachLeaseOnce(t *testing.T) {
 	const n = 20
 	for i := range n {
 		h := w.acquire(lease.Ephemeral, "r"+string(rune('a'+i)))
-		w.fk.RefuseStop(h.Sandbox().ID(), nil)
+		w.fk.RefuseStop(h.SandboxID(), nil)
 		if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
 			t.Fatal(err)
 		}
@@ -194,8 +194,8 @@ func TestConcurrentSweepsCleanEachLeaseOnce(t *testing.T) {
 	before := w.fk.Calls(fake.OpDestroy)
 	m2 := w.newManager(nil)
 	var r1, r2 lease.SweepReport
-	d1 := inBackground(func() { r1, _ = w.m.Sweep(bg) })
-	d2 := inBackground(func() { r2, _ = m2.Sweep(bg) })
+	d1 := inBackground(func() { r1, _ = w.m.Sweep(bg, op) })
+	d2 := inBackground(func() { r2, _ = m2.Sweep(bg, op) })
 	<-d1
 	<-d2
 	if r1.CleanedUp+r2.CleanedUp != n || r1.Claimed+r2.Claimed != n {
@@ -219,12 +219,12 @@ func TestDestroyingAStoppedReusableLease(t *testing.T) {
 	}
 	pid := stopped.ProviderLeaseID
 	for _, d := range []drivers.Disposition{drivers.Stop, drivers.Keep} {
-		l, err := w.m.Release(bg, stopped.ID, lease.ReleaseOptions{Disposition: d})
+		l, err := w.m.Release(bg, op, stopped.ID, lease.ReleaseOptions{Disposition: d})
 		if err != nil || l.ReuseKey == "" || w.state(pid) != drivers.StateStopped {
 			t.Fatalf("release %s of a stopped reusable lease: err %v, reuse key %q, sandbox %s; want unchanged", d, err, l.ReuseKey, w.state(pid))
 		}
 	}
-	l, err := w.m.Release(bg, stopped.ID, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := w.m.Release(bg, op, stopped.ID, lease.ReleaseOptions{Disposition: drivers.Destroy})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,9 @@ import (
 )
 
 // TestRandomFaultSchedules runs seeded schedules of acquire, exec, release,
-// sweep, clock jumps and process crashes with provider faults injected.
+// sweep, clock jumps and process crashes with provider faults injected;
+// some releases and sweeps are done by a second replica that holds no
+// handle.
 // After the faults stop and a final sweep, every sandbox the provider holds
 // must be owned by an active or retained lease (or a stopped, resumable
 // one) or be destroyed (LEASE-2, LEASE-6, LEASE-7, LEASE-9).
@@ -49,7 +51,7 @@ func TestRandomFaultSchedules(t *testing.T) {
 	fmt.Printf("lease: %d random fault schedules, %d leaked sandboxes (%+v)\n", n, leaked, total)
 	// The schedules must really exercise crashes, faults and recovery.
 	if n > 1 && (total.Crashes < n/10 || total.SlowStarts < n/10 || total.Acquired < n || total.Sandboxes < n ||
-		total.Interrupted == 0 || total.CleanedUp == 0 || total.Orphans == 0) {
+		total.Interrupted == 0 || total.CleanedUp == 0 || total.Orphans == 0 || total.OtherReleases < n/10 || total.OtherSweeps < n/10) {
 		t.Errorf("schedules too tame: %+v", total)
 	}
 	if len(failures) > 0 {
@@ -63,6 +65,8 @@ var schedOps = []fake.Op{fake.OpCreate, fake.OpStart, fake.OpStop, fake.OpDestro
 // scheduleStats counts what schedules did.
 type scheduleStats struct {
 	Acquired, Failed, Crashes, SlowStarts, Sandboxes int
+	// releases and sweeps by a second replica without the handles
+	OtherReleases, OtherSweeps int
 	// from the final sweeps
 	Interrupted, CleanedUp, Expired, Orphans int
 }
@@ -73,6 +77,8 @@ func (s *scheduleStats) add(o scheduleStats) {
 	s.Crashes += o.Crashes
 	s.SlowStarts += o.SlowStarts
 	s.Sandboxes += o.Sandboxes
+	s.OtherReleases += o.OtherReleases
+	s.OtherSweeps += o.OtherSweeps
 	s.Interrupted += o.Interrupted
 	s.CleanedUp += o.CleanedUp
 	s.Expired += o.Expired
@@ -90,11 +96,15 @@ func runSchedule(t *testing.T, seed uint64) (int, scheduleStats, []string) {
 	env2.Config = w.env.Config.Clone()
 	env2.Config["region"] = "other-1"
 	envs := []*environment.Environment{w.env, &env2}
+	w.save(&env2)
 	policies := []lease.Policy{lease.Ephemeral, lease.ReuseByEnvironment, lease.ReuseByWorkspace, lease.RetainOnFailure}
 	dispositions := []drivers.Disposition{drivers.Keep, drivers.Stop, drivers.Destroy}
 
 	proc := newCrasher()
 	m := w.process(proc)
+	// other is a second replica on the same store and provider: it
+	// releases leases it holds no handle of, and sweeps (LEASE-10).
+	other := w.newManager(nil)
 	var handles []*lease.Handle
 	pickSandbox := func() string {
 		all := w.fk.Sandboxes()
@@ -108,12 +118,12 @@ func runSchedule(t *testing.T, seed uint64) (int, scheduleStats, []string) {
 		switch r := rng.IntN(100); {
 		case r < 30: // acquire
 			req := lease.AcquireRequest{
-				Company: "acme", Environment: envs[rng.IntN(len(envs))],
+				Company: "acme", EnvironmentID: envs[rng.IntN(len(envs))].ID,
 				Workspace: fmt.Sprintf("/w%d", rng.IntN(2)), Run: fmt.Sprintf("run-%d", rng.IntN(4)),
 				Policy: policies[rng.IntN(len(policies))],
 			}
 			var h *lease.Handle
-			acquire := func() { h, _ = m.Acquire(bg, req) }
+			acquire := func() { h, _ = m.Acquire(bg, op, req) }
 			if rng.IntN(8) == 0 { // a start longer than the budget
 				st.SlowStarts++
 				w.fk.SetStartDelay(3 * budget)
@@ -131,12 +141,18 @@ func runSchedule(t *testing.T, seed uint64) (int, scheduleStats, []string) {
 			}
 		case r < 42: // exec
 			if len(handles) > 0 {
-				_, _ = handles[rng.IntN(len(handles))].Sandbox().Exec(bg, drivers.Command{Argv: []string{"true"}})
+				_, _ = handles[rng.IntN(len(handles))].Exec(bg, drivers.Command{Argv: []string{"true"}})
 			}
-		case r < 62: // release
+		case r < 62: // release, by the holder or by the other replica
 			if len(handles) > 0 {
 				i := rng.IntN(len(handles))
-				_, _ = handles[i].Release(bg, lease.ReleaseOptions{Disposition: dispositions[rng.IntN(3)], RunFailed: rng.IntN(3) == 0})
+				opts := lease.ReleaseOptions{Disposition: dispositions[rng.IntN(3)], RunFailed: rng.IntN(3) == 0}
+				if rng.IntN(3) == 0 {
+					st.OtherReleases++
+					_, _ = other.Release(bg, op, handles[i].ID(), opts)
+				} else {
+					_, _ = handles[i].Release(bg, opts)
+				}
 				handles = slices.Delete(handles, i, i+1)
 			}
 		case r < 77: // a provider fault
@@ -160,7 +176,12 @@ func runSchedule(t *testing.T, seed uint64) (int, scheduleStats, []string) {
 		case r < 93: // time passes
 			w.clk.Advance([]time.Duration{5 * time.Second, budget + claimGrace + time.Second, leaseTTL + time.Second}[rng.IntN(3)])
 		default:
-			_, _ = m.Sweep(bg)
+			if rng.IntN(2) == 0 {
+				st.OtherSweeps++
+				_, _ = other.Sweep(bg, op)
+			} else {
+				_, _ = m.Sweep(bg, op)
+			}
 		}
 		if proc.dead.Load() {
 			// Restart: a new process; the dead one's claims expire meanwhile.
@@ -178,7 +199,7 @@ func runSchedule(t *testing.T, seed uint64) (int, scheduleStats, []string) {
 	w.clk.Advance(budget + claimGrace + cleanupB + time.Second)
 	var problems []string
 	for range 3 {
-		rep, err := final.Sweep(bg)
+		rep, err := final.Sweep(bg, op)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("final sweep: %v", err))
 		}

@@ -40,8 +40,15 @@ type SweepReport struct {
 // never process one cleanup twice (LEASE-10). Failures to clean up are
 // counted in the report, not returned; the error reports a store failure or
 // a failed orphan listing (joined).
-func (m *Manager) Sweep(ctx context.Context) (SweepReport, error) {
+//
+// A sweep is an operator action: p must be allowed environment.ActionSweep
+// (instance admins and local operators under DefaultPolicy), else the error
+// wraps environment.ErrDenied and nothing is done.
+func (m *Manager) Sweep(ctx context.Context, p environment.Principal) (SweepReport, error) {
 	var rep SweepReport
+	if err := m.authorize(ctx, p, environment.ActionSweep, environment.Resource{Kind: environment.ResourceKindLease}); err != nil {
+		return rep, fmt.Errorf("lease: sweep: %w", err)
+	}
 	now := m.now()
 	owner := m.opOwner()
 	claimed, err := m.store.ClaimForSweep(ctx, owner, now, now.Add(m.o.CleanupBudget), m.o.SweepLimit)

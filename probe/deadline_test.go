@@ -58,8 +58,10 @@ func sshProber(t *testing.T, st StageTimeouts) (*Prober, *environment.Catalog) {
 	t.Helper()
 	reg := drivers.NewRegistry(ssh.New(nil))
 	secrets := environment.NewMemorySecretStore()
-	cat := environment.NewCatalog(environment.NewMemoryStore(), reg, secrets, nil)
-	leases := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get})
+	envs := environment.NewMemoryStore()
+	cat := environment.NewCatalog(envs, reg, secrets, nil)
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
+	leases := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get, Assignments: asg})
 	return New(cat, reg, leases, qualification.NewMemoryStore(), &Options{StageTimeouts: st}), cat
 }
 

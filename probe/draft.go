@@ -2,8 +2,6 @@ package probe
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -80,9 +78,9 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr environment.Principal, drive
 	if denied != nil {
 		return nil, denied
 	}
-	env := &environment.Environment{ID: "draft-" + randomHex(6), Name: "draft", Driver: driver,
+	env := &environment.Environment{ID: "draft", Name: "draft", Driver: driver,
 		Status: environment.StatusActive, Config: cfg}
-	p.probeSaved(ctx, r, env, drv, ProbeOptions{}, true)
+	p.probeSaved(ctx, pr, r, env, drv, ProbeOptions{}, true)
 	clear(cfg)
 	diag := qualification.Diagnostic{Code: qualification.CodeNotSaved,
 		Message: "a draft probe never records a qualification; save the environment and probe it"}
@@ -94,11 +92,6 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr environment.Principal, drive
 	return r.finish(ctx), nil
 }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
 
 // withDefaults returns cfg with the schema's defaults filled in for absent
 // fields; the values are not validated (it only serves naming the target).

@@ -20,8 +20,10 @@ func ExampleProber_Probe() {
 	img := fk.AddImage("registry.fake.test/team/app:v1") // push a tag; pin its digest
 	reg := drivers.NewRegistry(fk)
 	secrets := environment.NewMemorySecretStore()
-	cat := environment.NewCatalog(environment.NewMemoryStore(), reg, secrets, &environment.Options{TestMode: true})
-	leases := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get})
+	envs := environment.NewMemoryStore()
+	cat := environment.NewCatalog(envs, reg, secrets, &environment.Options{TestMode: true})
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.AssignmentOptions{TestMode: true})
+	leases := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get, Assignments: asg})
 	p := probe.New(cat, reg, leases, qualification.NewMemoryStore(), nil)
 
 	admin := environment.Principal{ID: "root", Role: environment.RoleInstanceAdmin}

@@ -48,9 +48,11 @@ func newWorld(t *testing.T, o worldOpts) *world {
 	w := &world{fake: fake.New(o.fake)}
 	w.reg = drivers.NewRegistry(w.fake, local.New(nil))
 	w.secrets = environment.NewMemorySecretStore()
-	w.cat = environment.NewCatalog(environment.NewMemoryStore(), w.reg, w.secrets, &environment.Options{TestMode: true})
+	envs := environment.NewMemoryStore()
+	w.cat = environment.NewCatalog(envs, w.reg, w.secrets, &environment.Options{TestMode: true})
 	w.lstore = lease.NewMemoryStore()
-	w.leases = lease.NewManager(w.lstore, w.reg, &lease.Options{Secrets: w.secrets.Get})
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, w.reg, &environment.AssignmentOptions{TestMode: true})
+	w.leases = lease.NewManager(w.lstore, w.reg, &lease.Options{Secrets: w.secrets.Get, Assignments: asg})
 	w.quals = qualification.NewMemoryStore()
 	opts := &Options{}
 	if o.progress {

@@ -9,6 +9,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/secretaccess"
 	"github.com/berthdev/berth/qualification"
 )
 
@@ -82,7 +83,7 @@ func (p *Prober) Qualification(ctx context.Context, pr environment.Principal, en
 // currentSubject returns the subject of the saved environment envID as it
 // is configured now. It does no authorization.
 func (p *Prober) currentSubject(ctx context.Context, envID, company string) (qualification.Subject, error) {
-	env, resolved, err := p.cat.ResolvedConfig(ctx, envID)
+	env, resolved, err := secretaccess.ResolvedConfig[*environment.Catalog, *environment.Environment](p.cat, ctx, envID)
 	if err != nil {
 		return qualification.Subject{}, fmt.Errorf("probe: environment %s: %w", envID, err)
 	}

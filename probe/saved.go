@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/secretaccess"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
@@ -52,7 +53,7 @@ func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID stri
 		if v.Status == environment.StatusArchived {
 			return "", CodeArchived, fmt.Errorf("environment %s (%q) is archived; restore it to probe it", v.ID, v.Name)
 		}
-		e, resolved, err := p.cat.ResolvedConfig(ctx, envID)
+		e, resolved, err := secretaccess.ResolvedConfig[*environment.Catalog, *environment.Environment](p.cat, ctx, envID)
 		if err != nil {
 			return "", "", err
 		}
@@ -82,7 +83,7 @@ func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID stri
 		}
 		return note, "", nil
 	})
-	p.probeSaved(ctx, r, env, drv, opts, false)
+	p.probeSaved(ctx, pr, r, env, drv, opts, false)
 	invalidated := false
 	if r.res.Code == drivers.CodeImageNotFound && drv != nil && drv.Capabilities().Kind == drivers.KindSandbox {
 		invalidated = p.invalidate(ctx, r, drv, env, opts.Company)
@@ -107,20 +108,25 @@ func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID stri
 // probeSaved runs the acquire, detect, image and release stages on a fresh
 // ephemeral lease. After a failure the remaining stages are recorded as
 // skipped; the release runs whenever something was acquired.
-func (p *Prober) probeSaved(ctx context.Context, r *run, env *environment.Environment, drv drivers.Driver, opts ProbeOptions, draft bool) {
+func (p *Prober) probeSaved(ctx context.Context, pr environment.Principal, r *run, env *environment.Environment, drv drivers.Driver, opts ProbeOptions, draft bool) {
 	purpose := "probe"
 	if draft {
 		purpose = "draft-probe"
 	}
 	var h *lease.Handle
 	ok := r.stage(ctx, StageAcquire, func(ctx context.Context) (string, drivers.Code, error) {
-		var err error
-		h, err = p.leases.Acquire(ctx, lease.AcquireRequest{
-			Company: opts.Company, Environment: env, Workspace: opts.Workspace,
+		req := lease.AcquireRequest{
+			Company: opts.Company, Workspace: opts.Workspace,
 			Policy:   lease.Ephemeral, // no Run: never coalesced with, or reusing, another lease
 			Metadata: map[string]string{"purpose": purpose},
-			Draft:    draft,
-		})
+		}
+		if draft {
+			req.Draft = &lease.Draft{Driver: env.Driver, Config: env.Config}
+		} else {
+			req.EnvironmentID = env.ID
+		}
+		var err error
+		h, err = p.leases.Acquire(ctx, pr, req)
 		if err != nil {
 			if errors.Is(err, lease.ErrCleanupPending) {
 				r.res.Cleanup = &Cleanup{LeaseStatus: lease.StatusPendingCleanup, PendingCleanup: true,
@@ -134,7 +140,7 @@ func (p *Prober) probeSaved(ctx context.Context, r *run, env *environment.Enviro
 			// rather than measure a reused sandbox (PRB-3).
 			return "", drivers.CodeInternal, fmt.Errorf("lease %s resumed a recorded sandbox; a probe needs a fresh one", h.ID())
 		}
-		return fmt.Sprintf("fresh lease %s, sandbox %s", h.ID(), h.Sandbox().ID()), "", nil
+		return fmt.Sprintf("fresh lease %s, sandbox %s", h.ID(), h.SandboxID()), "", nil
 	})
 	if h == nil {
 		// Nothing to measure or release: say so rather than leave the
@@ -147,7 +153,7 @@ func (p *Prober) probeSaved(ctx context.Context, r *run, env *environment.Enviro
 		return
 	}
 	if ok {
-		p.measure(ctx, r, drv, h.Sandbox())
+		p.measure(ctx, r, drv, h)
 	}
 	// The release runs even after the probe's context ended, on its own
 	// deadline (Options.CleanupTimeout).
@@ -180,21 +186,25 @@ func (p *Prober) probeSaved(ctx context.Context, r *run, env *environment.Enviro
 }
 
 // measure runs the detect stage, and the image stage for sandbox drivers.
-func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, sb drivers.Sandbox) {
+func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, h *lease.Handle) {
 	r.stage(ctx, StageDetect, func(ctx context.Context) (string, drivers.Code, error) {
-		res, err := sb.Exec(ctx, drivers.Command{Argv: qualification.DetectArgv(), OutputLimit: DefaultOutputLimit})
+		res, err := h.Exec(ctx, drivers.Command{Argv: qualification.DetectArgv(), OutputLimit: DefaultOutputLimit})
 		if err != nil {
 			return "", "", err
 		}
-		// Host drivers verified their working directory at acquire.
-		switch s := sb.(type) {
-		case interface{ Cwd() string }: // ssh: the remote cwd the server resolved
-			r.res.Cwd = s.Cwd()
-		case interface{ Dir() string }: // local
-			r.res.Cwd = s.Dir()
+		// Host drivers verified their working directory at acquire; read it
+		// (and the host name) from the driver's session, read-only.
+		var cwd interface{ Cwd() string } // ssh: the remote cwd the server resolved
+		var dir interface{ Dir() string } // local
+		var host interface{ Hostname() string }
+		switch {
+		case h.As(&cwd):
+			r.res.Cwd = cwd.Cwd()
+		case h.As(&dir):
+			r.res.Cwd = dir.Dir()
 		}
-		if s, ok := sb.(interface{ Hostname() string }); ok {
-			r.res.Hostname = s.Hostname()
+		if h.As(&host) {
+			r.res.Hostname = host.Hostname()
 		}
 		det, perr := qualification.ParseDetection(string(res.Stdout))
 		if perr != nil {
@@ -223,14 +233,10 @@ func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, sb dri
 		return
 	}
 	r.stage(ctx, StageImage, func(ctx context.Context) (string, drivers.Code, error) {
-		ir, err := drivers.AsImageReporter(sb, drivers.Narrowing(drv, 0))
+		id, err := h.ImageIdentity(ctx)
 		if errors.Is(err, drivers.ErrUnsupported) {
 			return fmt.Sprintf("driver %s does not report the live image identity", drv.Name()), "", nil
 		}
-		if err != nil {
-			return "", "", err
-		}
-		id, err := ir.ImageIdentity(ctx)
 		if err != nil {
 			return "", "", err
 		}

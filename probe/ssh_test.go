@@ -25,9 +25,11 @@ func TestSSHProbe(t *testing.T) {
 	sshDrv := ssh.New(nil)
 	reg := drivers.NewRegistry(sshDrv)
 	secrets := environment.NewMemorySecretStore()
-	cat := environment.NewCatalog(environment.NewMemoryStore(), reg, secrets, nil)
+	envs := environment.NewMemoryStore()
+	cat := environment.NewCatalog(envs, reg, secrets, nil)
 	lstore := lease.NewMemoryStore()
-	p := New(cat, reg, lease.NewManager(lstore, reg, &lease.Options{Secrets: secrets.Get}), qualification.NewMemoryStore(), nil)
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
+	p := New(cat, reg, lease.NewManager(lstore, reg, &lease.Options{Secrets: secrets.Get, Assignments: asg}), qualification.NewMemoryStore(), nil)
 
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {

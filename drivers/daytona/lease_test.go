@@ -32,10 +32,17 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 	}
 	cfg[daytona.FieldAPIKey] = ref
 	env := &environment.Environment{ID: "env-1", Name: "daytona", Driver: e.drv.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
-	m := lease.NewManager(lease.NewMemoryStore(), drivers.NewRegistry(e.drv), &lease.Options{Secrets: secrets.Get})
-	req := lease.AcquireRequest{Company: "acme", Environment: env, Run: "run-1", Policy: lease.ReuseByEnvironment, Budget: 2 * time.Second}
+	envs := environment.NewMemoryStore()
+	if err := envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reg := drivers.NewRegistry(e.drv)
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
+	m := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get, Assignments: asg})
+	op := environment.Principal{ID: "op", Role: environment.RoleLocalOperator}
+	req := lease.AcquireRequest{Company: "acme", EnvironmentID: env.ID, Run: "run-1", Policy: lease.ReuseByEnvironment, Budget: 2 * time.Second}
 
-	if _, err := m.Acquire(ctx, req); err == nil {
+	if _, err := m.Acquire(ctx, op, req); err == nil {
 		t.Fatal("an acquisition whose start outlasts its budget succeeded")
 	}
 	ls, err := m.Store().ListLeases(ctx, lease.Filter{Environment: env.ID})
@@ -46,22 +53,22 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 
 	e.srv.Advance(2 * time.Minute) // the start finishes after the budget
 	req.Run, req.Budget = "run-2", 20*time.Second
-	h, err := m.Acquire(ctx, req)
+	h, err := m.Acquire(ctx, op, req)
 	if err != nil {
 		t.Fatalf("second acquisition: %v", err)
 	}
-	if !h.Resumed() || h.Sandbox().ID() != first.ProviderLeaseID || h.ID() != first.ID {
+	if !h.Resumed() || h.SandboxID() != first.ProviderLeaseID || h.ID() != first.ID {
 		t.Errorf("second acquisition: resumed %v, sandbox %s lease %s; want a resume of %s (lease %s)",
-			h.Resumed(), h.Sandbox().ID(), h.ID(), first.ProviderLeaseID, first.ID)
+			h.Resumed(), h.SandboxID(), h.ID(), first.ProviderLeaseID, first.ID)
 	}
-	res, err := h.Sandbox().Exec(ctx, drivers.Command{Argv: []string{"echo", "resumed"}})
+	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"echo", "resumed"}})
 	if err != nil || string(res.Stdout) != "resumed\n" {
 		t.Fatalf("exec in the resumed sandbox: %v %+v", err, res)
 	}
 	if got := e.srv.Calls(daytonatest.RouteCreateSandbox); got != 1 {
 		t.Errorf("%d creates, want 1", got)
 	}
-	l, err := m.Release(ctx, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := m.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
 	if err != nil || l.Cleanup != lease.CleanupConfirmed {
 		t.Fatalf("release: %+v, %v", l, err)
 	}
@@ -103,10 +110,17 @@ func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
 	envCfg := cfg.Clone()
 	envCfg[daytona.FieldAPIKey] = ref
 	env := &environment.Environment{ID: "env-1", Name: "daytona", Driver: e.drv.Name(), Status: environment.StatusActive, Config: envCfg, Revision: 1}
-	m := lease.NewManager(lease.NewMemoryStore(), drivers.NewRegistry(e.drv), &lease.Options{
+	envs := environment.NewMemoryStore()
+	if err := envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reg := drivers.NewRegistry(e.drv)
+	m := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{
 		Secrets:           secrets.Get,
+		Assignments:       environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil),
 		SweepEnvironments: func(context.Context) ([]*environment.Environment, error) { return []*environment.Environment{env}, nil },
 	})
+	op := environment.Principal{ID: "op", Role: environment.RoleLocalOperator}
 	var orphans []drivers.Sandbox
 	for range 5 {
 		sb, err := e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{Labels: map[string]string{
@@ -117,7 +131,7 @@ func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
 		}
 		orphans = append(orphans, sb)
 	}
-	h, err := m.Acquire(ctx, lease.AcquireRequest{Company: "acme", Environment: env, Run: "run-1", Budget: 20 * time.Second})
+	h, err := m.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: env.ID, Run: "run-1", Budget: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +139,7 @@ func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
 	busy = orphans[0] // the least recently active: on the last page
 	mu.Unlock()
 
-	rep, err := m.Sweep(ctx)
+	rep, err := m.Sweep(ctx, op)
 	if err != nil {
 		t.Fatalf("Sweep: %v", err)
 	}
@@ -142,7 +156,7 @@ func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
 			t.Errorf("orphan %s survived the sweep: %+v", o.ID(), v)
 		}
 	}
-	if v, _ := e.srv.Sandbox(h.Sandbox().ID()); v.State != "started" || v.DesiredState != "started" {
+	if v, _ := e.srv.Sandbox(h.SandboxID()); v.State != "started" || v.DesiredState != "started" {
 		t.Errorf("the leased sandbox is %s/%s after the sweep, want started", v.State, v.DesiredState)
 	}
 	if calls := e.srv.Calls(daytonatest.RouteListSandboxes); calls < 3 {

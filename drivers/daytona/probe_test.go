@@ -27,8 +27,10 @@ func TestProbeReportsImageInactive(t *testing.T) {
 	}
 	reg := drivers.NewRegistry(e.drv)
 	secrets := environment.NewMemorySecretStore()
-	cat := environment.NewCatalog(environment.NewMemoryStore(), reg, secrets, &environment.Options{TestMode: true})
-	leases := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get})
+	envs := environment.NewMemoryStore()
+	cat := environment.NewCatalog(envs, reg, secrets, &environment.Options{TestMode: true})
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.AssignmentOptions{TestMode: true})
+	leases := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get, Assignments: asg})
 	p := probe.New(cat, reg, leases, qualification.NewMemoryStore(), nil)
 	admin := environment.Principal{ID: "root", Role: environment.RoleInstanceAdmin}
 	env, err := cat.Create(ctx, admin, environment.CreateRequest{Name: "daytona", Driver: daytona.DriverName, Config: map[string]any{

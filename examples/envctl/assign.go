@@ -235,16 +235,12 @@ func assignResolve(ctx context.Context, g *globals, scope environment.Scope, req
 	if scope.Company == "" {
 		return errors.New("assign resolve: flag --company is required")
 	}
-	if err := policy.Authorize(ctx, g.as, environment.ActionRead,
-		environment.Resource{Kind: environment.ResourceKindBinding, Company: scope.Company}); err != nil {
-		return err
-	}
 	sys, err := openSystem(ctx, g)
 	if err != nil {
 		return err
 	}
 	defer sys.Close()
-	res, err := sys.Assignments.Resolve(ctx, scope, required)
+	res, err := sys.Assignments.Resolve(ctx, g.as, scope, required)
 	var be *environment.BindingError
 	if errors.As(err, &be) {
 		if g.json {

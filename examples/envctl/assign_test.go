@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -72,11 +73,14 @@ func TestAssignCommands(t *testing.T) {
 		{"archived target", []string{"--company", "acme", "--workspace", "ws1", "--project", "p1"},
 			[]string{`workspace ws1 binding of company "acme"`, `"ws-env"`, "archived", "not falling back"}},
 		{"another company's binding", []string{"--company", "globex", "--workspace", "ws1"},
-			[]string{`workspace ws1 binding of company "acme"`, `company "globex"`}},
+			[]string{`workspace ws1 binding`, "another company", `company "globex"`}},
 		{"under-capable target", []string{"--company", "acme", "--project", "p-host", "--require", "exec,terminal"},
 			[]string{`project p-host binding of company "acme"`, `"host"`, "terminal"}},
 	} {
 		out, msg := c.fail(append([]string{"--json", "assign", "resolve"}, tc.flags...)...)
+		if slices.Contains(tc.flags, "globex") && (strings.Contains(msg, "acme") || strings.Contains(msg, "ws-env")) {
+			t.Errorf("%s: refusal %q names another tenant's company or environment (ASG-3)", tc.name, msg)
+		}
 		for _, w := range tc.want {
 			if !strings.Contains(msg, w) {
 				t.Errorf("%s: error %q lacks %q", tc.name, msg, w)

@@ -118,12 +118,8 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 	section("Run a command on each environment, then release it")
 	released, confirmed := 0, 0
 	for _, v := range []*environment.View{hostEnv, sandboxEnv} {
-		env, err := sys.Store.GetEnvironment(ctx, v.ID)
-		if err != nil {
-			return err
-		}
-		h, err := sys.Leases.Acquire(ctx, lease.AcquireRequest{
-			Company: "acme", Environment: env, Run: "demo-run-1", Workspace: workdir,
+		h, err := sys.Leases.Acquire(ctx, operator, lease.AcquireRequest{
+			Company: "acme", EnvironmentID: v.ID, Run: "demo-run-1", Workspace: workdir,
 		})
 		if err != nil {
 			return fmt.Errorf("acquire %s: %w", v, err)
@@ -131,13 +127,13 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 		l := h.Lease()
 		fmt.Fprintf(w, "   %s: lease %s acquired (%s %s)\n", v.Name, l.ID, l.Provider, l.ProviderLeaseID)
 		argv := []string{"uname", "-sm"}
-		res, err := h.Sandbox().Exec(ctx, drivers.Command{Argv: argv, Env: env.Env})
+		res, err := h.Exec(ctx, drivers.Command{Argv: argv, Env: v.Env})
 		if err != nil {
 			return fmt.Errorf("exec on %s: %w", v, err)
 		}
 		fmt.Fprintf(w, "     $ %s\n     %s (exit %d, %s)\n", strings.Join(argv, " "),
 			strings.TrimSpace(string(res.Stdout)), res.ExitCode, res.Duration.Round(1000))
-		after, err := sys.Leases.Release(ctx, l.ID, lease.ReleaseOptions{Disposition: drivers.Destroy})
+		after, err := sys.Leases.Release(ctx, operator, l.ID, lease.ReleaseOptions{Disposition: drivers.Destroy})
 		if err != nil && !errors.Is(err, lease.ErrCleanupPending) {
 			return fmt.Errorf("release %s: %w", v, err)
 		}
@@ -149,7 +145,7 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 	}
 
 	section("Summary")
-	rep, err := sys.Leases.Sweep(ctx)
+	rep, err := sys.Leases.Sweep(ctx, operator)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
@@ -18,32 +16,37 @@ import (
 
 const leaseUsage = `usage: envctl lease COMMAND [FLAGS]
 
-  acquire ENV --company C [--run R] [--workspace W] [--require CAP,...]
-          [--policy ephemeral|reuse_by_environment|reuse_by_workspace|retain_on_failure]
+  acquire ENV --company C [--run R] [--workspace W] [--require CAP,...] [--policy P]
+  acquire --company C [--workspace W] [--project P] [--agent A] [--run R]
+          [--require CAP,...] [--policy P]
+          P: ephemeral|reuse_by_environment|reuse_by_workspace|retain_on_failure
   release LEASE [--disposition keep|stop|destroy] [--failed] [--reason S]
   list [--env ENV] [--company C] [--status S]
   sweep
 
+With ENV the environment is leased by id or name (instance admins and local
+operators); without it, through the binding of the scope (company,
+workspace, project, agent), which is how agents lease. berth authorizes
+every lease command as --as; a company never leases an environment bound to
+another company, and lease records show config and metadata only to those
+who may read configs.
+
 envctl ends after each command; the lease outlives it as a record. For host
-drivers (local, ssh) the session ends when envctl exits: the record stays
-active until 'lease release' (or a sweep after its expiry), which ends it
-with a confirmed receipt. For sandbox drivers (docker, daytona) the sandbox
-keeps running until 'lease release' destroys (or stops) it by its provider
-id. The fake driver's sandboxes live in the envctl process only.
+drivers (local, ssh) the session lives in the envctl process that acquired
+it (its holder). A later 'lease release' has no live session: while the
+holder's claim lasts (three heartbeats, 30s) it records pending_cleanup
+naming the holder; after that it ends the lease only by a check on the host
+(kill the processes tagged with the lease id, verify none is left), and
+stays pending_cleanup if it cannot check. For sandbox drivers (docker, daytona)
+the sandbox keeps running until 'lease release' destroys (or stops) it by
+its provider id. The fake driver's sandboxes live in the envctl process
+only.
 
 release defaults to --disposition destroy. A release or cleanup the provider
 did not confirm leaves the lease pending_cleanup; 'lease sweep' retries it,
 expires leases past their expiry and destroys orphan sandboxes labelled by
 this instance.
 `
-
-// policy is the authorizer envctl's System runs with (openSystem sets no
-// other); the lease commands ask it before calling the lease manager, which
-// does no authorization of its own.
-var policy environment.Authorizer = environment.DefaultPolicy{}
-
-// resourceKindLease names leases in authorization requests.
-const resourceKindLease = "lease"
 
 func runLease(ctx context.Context, g *globals, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "help" {
@@ -61,12 +64,21 @@ func runLease(ctx context.Context, g *globals, args []string) error {
 		workspace := fs.String("workspace", "", "workspace (working directory hint; reuse key of reuse_by_workspace)")
 		pol := fs.String("policy", string(lease.Ephemeral), "lease policy")
 		require := fs.String("require", "", "required capabilities, comma separated (exec,terminal,...)")
+		project := fs.String("project", "", "project of the scope (lease through its binding)")
+		agent := fs.String("agent", "", "agent of the scope (lease through its binding)")
 		pos, err := parseInterleaved(fs, args)
-		if err != nil || len(pos) != 1 {
+		if err != nil || len(pos) > 1 || len(pos) == 1 && (*project != "" || *agent != "") {
 			fmt.Fprint(g.stderr, leaseUsage)
 			return errUsage
 		}
-		return leaseAcquire(ctx, g, pos[0], *company, *runID, *workspace, lease.Policy(*pol), *require)
+		req := lease.AcquireRequest{Company: *company, Run: *runID, Workspace: *workspace, Policy: lease.Policy(*pol)}
+		envArg := ""
+		if len(pos) == 1 {
+			envArg = pos[0]
+		} else {
+			req.Scope = &environment.Scope{Company: *company, Workspace: *workspace, Project: *project, Agent: *agent}
+		}
+		return leaseAcquire(ctx, g, envArg, req, *require)
 	case "release":
 		disp := fs.String("disposition", "destroy", "keep, stop or destroy")
 		failed := fs.Bool("failed", false, "the run failed (a retain_on_failure lease is kept)")
@@ -103,38 +115,39 @@ func runLease(ctx context.Context, g *globals, args []string) error {
 	return errUsage
 }
 
-func leaseAcquire(ctx context.Context, g *globals, envArg, company, runID, workspace string, pol lease.Policy, require string) error {
-	if company == "" {
-		return fmt.Errorf("lease acquire %s: flag --company is required (a lease belongs to a company)", envArg)
+func leaseAcquire(ctx context.Context, g *globals, envArg string, req lease.AcquireRequest, require string) error {
+	what := envArg
+	if req.Scope != nil {
+		what = "through the binding of " + req.Scope.String()
 	}
-	if !pol.Valid() {
-		return fmt.Errorf("lease acquire %s: flag --policy: %q is not one of ephemeral, reuse_by_environment, reuse_by_workspace, retain_on_failure", envArg, pol)
+	if req.Company == "" {
+		return fmt.Errorf("lease acquire %s: flag --company is required (a lease belongs to a company)", what)
 	}
-	required, err := parseCaps(require)
-	if err != nil {
-		return fmt.Errorf("lease acquire %s: flag --require: %w", envArg, err)
+	if !req.Policy.Valid() {
+		return fmt.Errorf("lease acquire %s: flag --policy: %q is not one of ephemeral, reuse_by_environment, reuse_by_workspace, retain_on_failure", what, req.Policy)
+	}
+	var err error
+	if req.Required, err = parseCaps(require); err != nil {
+		return fmt.Errorf("lease acquire %s: flag --require: %w", what, err)
 	}
 	sys, err := openSystem(ctx, g)
 	if err != nil {
 		return err
 	}
 	defer sys.Close()
-	env, err := loadEnvironment(ctx, g, sys, envArg)
+	if envArg != "" {
+		if req.EnvironmentID, err = lookupID(ctx, g, sys.Catalog, envArg); err != nil {
+			return err
+		}
+	}
+	h, err := sys.Leases.Acquire(ctx, g.as, req)
+	if err != nil {
+		return fmt.Errorf("lease acquire %s: %w", what, err)
+	}
+	l, err := sys.Leases.Get(ctx, g.as, h.ID())
 	if err != nil {
 		return err
 	}
-	res := environment.ResourceOf(env)
-	res.Company = company
-	if err := policy.Authorize(ctx, g.as, environment.ActionLease, res); err != nil {
-		return err
-	}
-	h, err := sys.Leases.Acquire(ctx, lease.AcquireRequest{
-		Company: company, Environment: env, Run: runID, Workspace: workspace, Policy: pol, Required: required,
-	})
-	if err != nil {
-		return fmt.Errorf("lease acquire %s (%q): %w", env.ID, env.Name, err)
-	}
-	l := h.Lease()
 	if g.json {
 		return writeJSON(g.stdout, l)
 	}
@@ -142,14 +155,14 @@ func leaseAcquire(ctx context.Context, g *globals, envArg, company, runID, works
 	if h.Resumed() {
 		verb = "resumed"
 	}
-	fmt.Fprintf(g.stdout, "lease %s %s: environment %q (%s), driver %s", l.ID, verb, env.Name, env.ID, l.Provider)
+	fmt.Fprintf(g.stdout, "lease %s %s: environment %s, driver %s", l.ID, verb, l.Environment, l.Provider)
 	if l.ProviderLeaseID != "" {
 		fmt.Fprintf(g.stdout, ", provider lease %s", l.ProviderLeaseID)
 	}
 	fmt.Fprintln(g.stdout)
 	printLeaseDetails(g.stdout, l)
-	if h.Driver().Capabilities().Kind == drivers.KindHost {
-		fmt.Fprintln(g.stdout, "  note: this host session ends when envctl exits; release the lease with 'envctl lease release "+l.ID+"'")
+	if h.Kind() == drivers.KindHost {
+		fmt.Fprintln(g.stdout, "  note: this host session ends when envctl exits; 'envctl lease release "+l.ID+"' ends the lease by a check on the host once this process's claim expired (30s)")
 	}
 	return nil
 }
@@ -160,17 +173,7 @@ func leaseRelease(ctx context.Context, g *globals, id string, opts lease.Release
 		return err
 	}
 	defer sys.Close()
-	cur, err := sys.Leases.Store().GetLease(ctx, id)
-	if err != nil {
-		if errors.Is(err, lease.ErrNotFound) {
-			return fmt.Errorf("lease %q: %w", id, err)
-		}
-		return err
-	}
-	if err := policy.Authorize(ctx, g.as, environment.ActionLease, leaseResource(cur)); err != nil {
-		return err
-	}
-	l, err := sys.Leases.Release(ctx, id, opts)
+	l, err := sys.Leases.Release(ctx, g.as, id, opts)
 	if l != nil {
 		if perr := printLease(g, l); perr != nil {
 			return perr
@@ -201,15 +204,9 @@ func leaseList(ctx context.Context, g *globals, envArg, company, status string) 
 			return fmt.Errorf("lease list: flag --env: %w", err)
 		}
 	}
-	all, err := sys.Leases.Store().ListLeases(ctx, f)
+	ls, err := sys.Leases.List(ctx, g.as, f)
 	if err != nil {
 		return fmt.Errorf("lease list: %w", err)
-	}
-	ls := make([]*lease.Lease, 0, len(all))
-	for _, l := range all {
-		if policy.Authorize(ctx, g.as, environment.ActionRead, leaseResource(l)) == nil {
-			ls = append(ls, l)
-		}
 	}
 	if g.json {
 		return writeJSON(g.stdout, ls)
@@ -224,16 +221,12 @@ func leaseList(ctx context.Context, g *globals, envArg, company, status string) 
 }
 
 func leaseSweep(ctx context.Context, g *globals) error {
-	// A sweep destroys sandboxes: it is an instance-wide destructive act.
-	if err := policy.Authorize(ctx, g.as, environment.ActionDelete, environment.Resource{Kind: resourceKindLease}); err != nil {
-		return err
-	}
 	sys, err := openSystem(ctx, g)
 	if err != nil {
 		return err
 	}
 	defer sys.Close()
-	rep, err := sys.Leases.Sweep(ctx)
+	rep, err := sys.Leases.Sweep(ctx, g.as)
 	if g.json {
 		if jerr := writeJSON(g.stdout, rep); jerr != nil {
 			return jerr
@@ -300,20 +293,6 @@ func printLeaseDetails(w io.Writer, l *lease.Lease) {
 	if l.FailureReason != "" {
 		fmt.Fprintf(w, "  reason: %s\n", l.FailureReason)
 	}
-}
-
-// loadEnvironment returns the stored record of the environment named by an
-// id or unique name, after checking that g.as may read it.
-func loadEnvironment(ctx context.Context, g *globals, sys *berth.System, arg string) (*environment.Environment, error) {
-	id, err := lookupID(ctx, g, sys.Catalog, arg)
-	if err != nil {
-		return nil, err
-	}
-	return sys.Store.GetEnvironment(ctx, id)
-}
-
-func leaseResource(l *lease.Lease) environment.Resource {
-	return environment.Resource{Kind: resourceKindLease, ID: l.ID, Company: l.Company, Driver: l.Provider}
 }
 
 // parseCaps parses "exec,terminal" into a capability set.

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -118,10 +121,10 @@ func TestLeaseErrors(t *testing.T) {
 		{"bad capability", []string{"lease", "acquire", "sbx", "--company", "acme", "--require", "teleport"}, []string{"sbx", "--require", `"teleport"`}},
 		{"unknown environment", []string{"lease", "acquire", "nope", "--company", "acme"}, []string{`"nope"`, "not found"}},
 		{"agent without a grant", []string{"--as", "agent:a1", "lease", "acquire", "sbx", "--company", "acme"}, []string{"agent", "may not lease", "sbx"}},
-		{"unknown lease", []string{"lease", "release", "lse_nope"}, []string{`"lse_nope"`, "not found"}},
+		{"unknown lease", []string{"lease", "release", "lse_nope"}, []string{"lse_nope", "not found"}},
 		{"bad disposition", []string{"lease", "release", "lse_x", "--disposition", "burn"}, []string{"lse_x", `"burn"`}},
 		{"bad status", []string{"lease", "list", "--status", "sleeping"}, []string{"--status", `"sleeping"`}},
-		{"board member may not sweep", []string{"--as", "board_member:b", "lease", "sweep"}, []string{"board_member", "may not delete"}},
+		{"board member may not sweep", []string{"--as", "board_member:b", "lease", "sweep"}, []string{"board_member", "may not sweep"}},
 	} {
 		_, msg := c.fail(tc.args...)
 		for _, w := range tc.want {
@@ -135,20 +138,117 @@ func TestLeaseErrors(t *testing.T) {
 	}
 }
 
-// ASG-3 through --as grants: an agent leases for a company it holds a
-// grant for, and only for that one.
-func TestAgentLeasesWithAGrant(t *testing.T) {
+// TestLeaseAuthorizationThroughEnvctl is the AUTH-1 / ASG-3 table through
+// the CLI: roles (--as) x (own company, other company, bound, unbound,
+// archived). berth decides, not envctl: only admins and operators lease by
+// environment id; agents lease through their company's binding (a scope);
+// board members never lease; nobody leases an environment bound to another
+// company; refusals name no other tenant; releases, reads and sweeps follow
+// the same rules, and lease records show no config to board members or
+// agents (CFG-2).
+func TestLeaseAuthorizationThroughEnvctl(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	c.createFake("sbx", `{}`)
-	_, msg := c.fail("--as", "agent:a1@globex", "lease", "acquire", "sbx", "--company", "acme")
-	if !strings.Contains(msg, "may not lease") {
-		t.Errorf("agent with another company's grant: %q", msg)
+	const canary = "cfg-canary-71c"
+	own := c.createFake("own-box", `{"region":"`+canary+`"}`)
+	other := c.createFake("other-box", `{}`)
+	unbound := c.createFake("free-box", `{}`)
+	arch := c.createFake("old-box", `{}`)
+	c.ok("assign", "set", "workspace", "ws-a", own, "--company", "acme")
+	c.ok("assign", "set", "workspace", "ws-g", other, "--company", "globex")
+	c.ok("assign", "set", "workspace", "ws-old", arch, "--company", "acme")
+	c.ok("env", "archive", arch)
+
+	as := map[string]string{
+		"admin": "instance_admin:root", "operator": "local_operator:ops",
+		"board": "board_member:bea@acme", "agent": "agent:bot@acme",
 	}
-	out := c.ok("--as", "agent:a1@globex,acme", "lease", "acquire", "sbx", "--company", "acme")
-	if !strings.Contains(out, "active") {
-		t.Errorf("agent with a grant for acme could not lease:\n%s", out)
+	order := []string{"admin", "operator", "board", "agent"}
+	type cell struct {
+		ok   bool
+		want string // in the refusal
 	}
+	yes, denied := cell{ok: true}, cell{want: "permission denied"}
+	tests := []struct {
+		name string
+		args []string
+		want [4]cell // admin, operator, board member, agent
+	}{
+		{"own company, bound, through its scope", []string{"--company", "acme", "--workspace", "ws-a"}, [4]cell{yes, yes, denied, yes}},
+		{"own company, bound, by id", []string{own, "--company", "acme"}, [4]cell{yes, yes, denied, denied}},
+		{"own company, unbound, by id", []string{unbound, "--company", "acme"}, [4]cell{yes, yes, denied, denied}},
+		{"own company, archived, by id", []string{arch, "--company", "acme"}, [4]cell{{want: "archived"}, {want: "archived"}, denied, denied}},
+		{"own company, archived, through its scope", []string{"--company", "acme", "--workspace", "ws-old"}, [4]cell{{want: "archived"}, {want: "archived"}, denied, {want: "archived"}}},
+		{"own company, another company's binding", []string{"--company", "acme", "--workspace", "ws-g"}, [4]cell{{want: "another company"}, {want: "another company"}, denied, {want: "another company"}}},
+		{"own company, another company's environment by id", []string{other, "--company", "acme"}, [4]cell{{want: "another company"}, {want: "another company"}, denied, denied}},
+		{"other company, through its scope", []string{"--company", "globex", "--workspace", "ws-g"}, [4]cell{yes, yes, denied, denied}},
+	}
+	run := 0
+	for _, tc := range tests {
+		for i, role := range order {
+			run++
+			args := append([]string{"--as", as[role], "--json", "lease", "acquire", "--run", fmt.Sprint("r", run)}, tc.args...)
+			w := tc.want[i]
+			if w.ok {
+				var l lease.Lease
+				if err := json.Unmarshal([]byte(c.ok(args...)), &l); err != nil || l.Status != lease.StatusActive {
+					t.Errorf("%s as %s: %+v %v, want an active lease", tc.name, role, l, err)
+				}
+				if role == "agent" && (l.Config != nil || !l.Redacted) {
+					t.Errorf("%s as %s: the lease record shows the config %v (CFG-2)", tc.name, role, l.Config)
+				}
+				continue
+			}
+			_, msg := c.fail(args...)
+			if !strings.Contains(msg, w.want) {
+				t.Errorf("%s as %s: refusal %q lacks %q", tc.name, role, msg, w.want)
+			}
+			company := "acme"
+			if slices.Contains(tc.args, "globex") {
+				company = "globex"
+			}
+			for _, leak := range []string{"acme", "globex", other, own} {
+				if leak != company && !slices.Contains(tc.args, leak) && strings.Contains(msg, leak) {
+					t.Errorf("%s as %s: refusal %q names another tenant (%s)", tc.name, role, msg, leak)
+				}
+			}
+		}
+	}
+
+	// Reads, releases and sweeps of an acme lease and a globex lease.
+	var acmeL, globexL lease.Lease
+	c.okJSON(&acmeL, "lease", "acquire", own, "--company", "acme", "--run", "read-a")
+	c.okJSON(&globexL, "lease", "acquire", unbound, "--company", "globex", "--run", "read-g")
+	for _, role := range []string{"board", "agent"} {
+		out := c.ok("--as", as[role], "--json", "lease", "list")
+		if strings.Contains(out, canary) {
+			t.Errorf("lease list as %s shows the environment's config:\n%s", role, out)
+		}
+		var ls []*lease.Lease
+		if err := json.Unmarshal([]byte(out), &ls); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			if l.Company != "acme" || l.Config != nil || !l.Redacted {
+				t.Errorf("lease list as %s shows %s of %s with config %v (want acme's only, redacted)", role, l.ID, l.Company, l.Config)
+			}
+		}
+		_, msg := c.fail("--as", as[role], "lease", "release", globexL.ID)
+		if !strings.Contains(msg, "permission denied") || strings.Contains(msg, "globex") {
+			t.Errorf("release of globex's lease as %s: %q, want a refusal that does not name globex", role, msg)
+		}
+		_, msg = c.fail("--as", as[role], "lease", "sweep")
+		wantContains(t, "sweep as "+role, msg, "may not sweep")
+	}
+	var full []*lease.Lease
+	c.okJSON(&full, "--as", as["operator"], "lease", "list")
+	if len(full) == 0 || full[0].Config == nil || full[0].Redacted {
+		t.Errorf("lease list as operator: %+v, want full records", full)
+	}
+	_, msg := c.fail("--as", as["board"], "lease", "release", acmeL.ID)
+	wantContains(t, "release as board member", msg, "permission denied")
+	wantContains(t, "release as agent", c.ok("--as", as["agent"], "lease", "release", acmeL.ID), "released")
+	wantContains(t, "release as admin", c.ok("--as", as["admin"], "lease", "release", globexL.ID), "released")
 }
 
 func TestParsePrincipal(t *testing.T) {
@@ -163,4 +263,30 @@ func TestParsePrincipal(t *testing.T) {
 			t.Errorf("parsePrincipal(%q) (-want +got):\n%s", in, diff)
 		}
 	}
+}
+
+// TestHostLeaseReleasedByALaterCommand (issue 10 item 4, LEASE-7): a local
+// lease's session lives in the envctl run that acquired it; the next run's
+// 'lease release' holds no session and checks nothing while the acquiring
+// run's claim lasts, so it records pending_cleanup naming that holder and
+// never claims a confirmed cleanup.
+func TestHostLeaseReleasedByALaterCommand(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	dir := t.TempDir()
+	c.ok("env", "create", "--name", "here", "--driver", "local", "--config", writeFile(t, `{"workdir":"`+dir+`"}`))
+	var l lease.Lease
+	c.okJSON(&l, "lease", "acquire", "here", "--company", "acme")
+	if l.Status != lease.StatusActive || l.Holder == "" {
+		t.Fatalf("acquired: %+v, want an active lease with a holder", l)
+	}
+	out, msg := c.fail("--json", "lease", "release", l.ID)
+	var after lease.Lease
+	if err := json.Unmarshal([]byte(out), &after); err != nil {
+		t.Fatalf("release output: %v\n%s", err, out)
+	}
+	if after.Status != lease.StatusPendingCleanup || after.Cleanup == lease.CleanupConfirmed || !strings.Contains(after.FailureReason, l.Holder) {
+		t.Errorf("after a release by a later run: %s, cleanup %s, reason %q; want pending_cleanup naming %s", after.Status, after.Cleanup, after.FailureReason, l.Holder)
+	}
+	wantContains(t, "release error", msg, "cleanup pending", l.Holder)
 }

@@ -17,6 +17,7 @@
 //	env archive ID|NAME
 //	env delete ID|NAME [--yes]
 //	lease acquire ENV --company C [--run R] [--workspace W] [--policy P] [--require CAPS]
+//	lease acquire --company C [--workspace W] [--project P] [--agent A] [...]  (through the scope's binding)
 //	lease release LEASE [--disposition keep|stop|destroy] [--failed] [--reason S]
 //	lease list [--env E] [--company C] [--status S]
 //	lease sweep
@@ -31,8 +32,10 @@
 //
 // envctl ends after each command. A lease acquired by `lease acquire`
 // outlives the process as a record: a host driver's session (local, ssh)
-// ends when envctl exits, a sandbox driver's sandbox (docker, daytona) keeps
-// running until `lease release` or a sweep after its expiry. The fake
+// ends when envctl exits, and a later `lease release` leaves it
+// pending_cleanup naming its holder while the holder's claim lasts, then
+// ends it only by a check on the host; a sandbox driver's sandbox (docker, daytona) keeps running
+// until `lease release` or a sweep after its expiry. The fake
 // driver's sandboxes live in the envctl process and vanish with it.
 //
 // The database defaults to $XDG_DATA_HOME/berth/envctl.db (or

@@ -148,6 +148,35 @@ func TestDockerWithoutEngine(t *testing.T) {
 	wantContains(t, "resolve after the probe", msg, "instance default", "gone", "last measured unavailable")
 	// An explicit refresh measures again: still down, still refused.
 	wantContains(t, "env health", c.ok("env", "health", "gone"), "unix://"+sock, "unavailable")
+	// CAP-3: lease acquisition passes the same gate; nothing is created.
+	_, msg = c.fail("lease", "acquire", "gone", "--company", "acme")
+	wantContains(t, "lease acquire after the probe", msg, "gone", "last measured unavailable")
+	if out := c.ok("lease", "list", "--json"); strings.Contains(out, `"status":"active"`) {
+		t.Errorf("a refused acquisition left an active lease:\n%s", out)
+	}
+}
+
+// TestLeaseAcquirePassesTheGate (CAP-3, CFG-4): an environment of a
+// test-only driver saved in test mode is listed unavailable and refused by
+// lease acquisition once test mode is off, as resolution and probes refuse
+// it: lease acquire is no way around the gate.
+func TestLeaseAcquirePassesTheGate(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "envctl.db")
+	if _, errOut, err := runCLI(t, "", "--db", db, "--test-mode", "env", "create", "--name", "sbx", "--driver", "fake"); err != nil {
+		t.Fatalf("create: %v\n%s", err, errOut)
+	}
+	out, _, err := runCLI(t, "", "--db", db, "env", "list")
+	if err != nil || !strings.Contains(out, "test mode is off") {
+		t.Errorf("env list without test mode: %v\n%s", err, out)
+	}
+	_, _, err = runCLI(t, "", "--db", db, "lease", "acquire", "sbx", "--company", "acme")
+	if err == nil || !strings.Contains(err.Error(), "test mode is off") {
+		t.Errorf("lease acquire of a test driver without test mode: %v; want a refusal naming test mode", err)
+	}
+	if _, _, err := runCLI(t, "", "--db", db, "--test-mode", "lease", "acquire", "sbx", "--company", "acme"); err != nil {
+		t.Errorf("lease acquire in test mode: %v", err)
+	}
 }
 
 // TestFakeUnavailableOutsideTestMode (CAP-3, CFG-4): with test mode off,

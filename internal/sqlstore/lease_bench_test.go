@@ -68,11 +68,12 @@ func acquireReleaseCycle(b *testing.B, store lease.Store) func(i int) {
 	}
 	env := &environment.Environment{ID: "env-bench", Name: "bench", Driver: drv.Name(),
 		Status: environment.StatusActive, Config: cfg, Revision: 1}
-	m := lease.NewManager(store, drivers.NewRegistry(drv), nil)
+	reg := drivers.NewRegistry(drv)
+	m := lease.NewManager(store, reg, &lease.Options{Assignments: assignmentsWith(b, reg, env)})
 	ctx := context.Background()
 	return func(i int) {
-		h, err := m.Acquire(ctx, lease.AcquireRequest{
-			Company: "acme", Environment: env, Run: fmt.Sprintf("run-%d", i), Policy: lease.Ephemeral,
+		h, err := m.Acquire(ctx, leaseOperator, lease.AcquireRequest{
+			Company: "acme", EnvironmentID: env.ID, Run: fmt.Sprintf("run-%d", i), Policy: lease.Ephemeral,
 		})
 		if err != nil {
 			b.Fatal(err)

@@ -37,14 +37,14 @@ func TestReleaseAfterPostgresDroppedConnections(t *testing.T) {
 	r := newReplicas(t, true)
 	url := r.url
 	ctx := context.Background()
-	h, err := r.managers[0].Acquire(ctx, lease.AcquireRequest{Company: "acme", Environment: r.env, Run: "run-1"})
+	h, err := r.managers[0].Acquire(ctx, leaseOperator, lease.AcquireRequest{Company: "acme", EnvironmentID: r.env.ID, Run: "run-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := dropConnections(t, url); n == 0 {
 		t.Fatal("no connection was dropped; the test would prove nothing")
 	}
-	l, err := r.managers[0].Release(ctx, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := r.managers[0].Release(ctx, leaseOperator, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
 	if err != nil {
 		t.Fatalf("release after the connections dropped: %v", err)
 	}

@@ -76,6 +76,7 @@ func newReplicas(t *testing.T, noOrphanSearch bool) *replicas {
 	r.env = &environment.Environment{ID: "env-1", Name: "shared", Driver: r.provider.Name(),
 		Status: environment.StatusActive, Config: cfg, Revision: 1}
 	reg := drivers.NewRegistry(r.provider)
+	asg := assignmentsWith(t, reg, r.env)
 	for i := range r.managers {
 		db, err := sqlstore.Open(context.Background(), url)
 		if err != nil {
@@ -83,7 +84,7 @@ func newReplicas(t *testing.T, noOrphanSearch bool) *replicas {
 		}
 		t.Cleanup(func() { db.Close() })
 		r.stores[i] = db
-		o := &lease.Options{InstanceID: "berth-test", PollInterval: 5 * time.Millisecond, SweepLimit: sweepLimit}
+		o := &lease.Options{InstanceID: "berth-test", PollInterval: 5 * time.Millisecond, SweepLimit: sweepLimit, Assignments: asg}
 		if noOrphanSearch {
 			o.SweepEnvironments = func(context.Context) ([]*environment.Environment, error) { return nil, nil }
 		}
@@ -108,8 +109,8 @@ func TestReplicasOneSandboxPerReuseKey(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			h, err := r.managers[i%2].Acquire(ctx, lease.AcquireRequest{
-				Company: "acme", Environment: r.env, Workspace: "/w", Run: fmt.Sprintf("run-%d", i),
+			h, err := r.managers[i%2].Acquire(ctx, leaseOperator, lease.AcquireRequest{
+				Company: "acme", EnvironmentID: r.env.ID, Workspace: "/w", Run: fmt.Sprintf("run-%d", i),
 				Policy: lease.ReuseByEnvironment,
 			})
 			if err != nil {
@@ -182,8 +183,8 @@ func testSweepEachCleanupOnce(t *testing.T, r *replicas) {
 	const n = 30
 	pending := map[string]string{} // lease id -> sandbox id
 	for i := range n {
-		h, err := r.managers[i%2].Acquire(ctx, lease.AcquireRequest{
-			Company: "acme", Environment: r.env, Run: fmt.Sprintf("run-%d", i), Policy: lease.Ephemeral,
+		h, err := r.managers[i%2].Acquire(ctx, leaseOperator, lease.AcquireRequest{
+			Company: "acme", EnvironmentID: r.env.ID, Run: fmt.Sprintf("run-%d", i), Policy: lease.Ephemeral,
 		})
 		if err != nil {
 			t.Fatalf("acquire %d: %v", i, err)
@@ -211,7 +212,7 @@ func testSweepEachCleanupOnce(t *testing.T, r *replicas) {
 		wg.Go(func() {
 			<-start
 			for range n + 1 {
-				rep, err := m.Sweep(ctx)
+				rep, err := m.Sweep(ctx, leaseOperator)
 				if err != nil {
 					sweepErrs[i] = err
 					return
@@ -261,4 +262,20 @@ func testSweepEachCleanupOnce(t *testing.T, r *replicas) {
 			t.Errorf("sandbox %s of lease %s is %s, want destroyed", pid, id, st)
 		}
 	}
+}
+
+// leaseOperator is the principal the lease tests act as.
+var leaseOperator = environment.Principal{ID: "op", Role: environment.RoleLocalOperator}
+
+// assignmentsWith returns assignments over an in-memory environment store
+// holding envs, for lease managers to read environments from.
+func assignmentsWith(tb testing.TB, reg *drivers.Registry, envs ...*environment.Environment) *environment.Assignments {
+	tb.Helper()
+	st := environment.NewMemoryStore()
+	for _, e := range envs {
+		if err := st.CreateEnvironment(context.Background(), e, environment.CreateOptions{}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return environment.NewAssignments(environment.NewMemoryBindingStore(), st, reg, &environment.AssignmentOptions{TestMode: true})
 }

@@ -58,6 +58,15 @@ func (components) Lease() Component {
 				`CREATE INDEX leases_provider_lease_id ON leases (provider_lease_id)`,
 				`CREATE INDEX leases_acquired ON leases (acquired_at, id)`,
 			},
+		}, {
+			Version: 2,
+			Name:    "host lease holders",
+			SQL: []string{
+				// The manager holding a host lease's live session, and
+				// until when its heartbeat-renewed claim lasts.
+				`ALTER TABLE leases ADD COLUMN holder TEXT NOT NULL DEFAULT ''`,
+				`ALTER TABLE leases ADD COLUMN holder_until BIGINT`,
+			},
 		}},
 	}
 }

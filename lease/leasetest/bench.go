@@ -25,7 +25,14 @@ func BenchmarkAcquireRelease(b *testing.B, store lease.Store) {
 		b.Fatal(err)
 	}
 	env := &environment.Environment{ID: "bench-env", Name: "bench", Driver: fk.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
-	m := lease.NewManager(store, drivers.NewRegistry(fk), &lease.Options{InstanceID: "bench"})
+	envs := environment.NewMemoryStore()
+	if err := envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	reg := drivers.NewRegistry(fk)
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.AssignmentOptions{TestMode: true})
+	m := lease.NewManager(store, reg, &lease.Options{InstanceID: "bench", Assignments: asg})
+	op := environment.Principal{ID: "bench", Role: environment.RoleLocalOperator}
 
 	anchorStart := time.Now()
 	for range b.N {
@@ -42,7 +49,7 @@ func BenchmarkAcquireRelease(b *testing.B, store lease.Store) {
 	b.ResetTimer()
 	start := time.Now()
 	for i := range b.N {
-		h, err := m.Acquire(ctx, lease.AcquireRequest{Company: "acme", Environment: env, Run: fmt.Sprint("run-", i)})
+		h, err := m.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: env.ID, Run: fmt.Sprint("run-", i)})
 		if err != nil {
 			b.Fatal(err)
 		}

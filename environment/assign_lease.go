@@ -1,0 +1,138 @@
+package environment
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// LeaseTargetRequest names what a principal wants to lease: either an
+// environment by id (EnvironmentID, for Company) or the environment bound to
+// a scope (Scope; its company is the lease's). Exactly one of the two.
+type LeaseTargetRequest struct {
+	// EnvironmentID leases a saved environment by id. Under DefaultPolicy
+	// only instance admins and local operators may.
+	EnvironmentID string
+	// Company is the company the lease is for when leasing by id. With a
+	// Scope it must be "" or the scope's company.
+	Company string
+	// Scope leases the environment of the scope's binding, resolved from the
+	// store (never from a caller-built Resolution).
+	Scope *Scope
+	// Required lists the capabilities the caller needs (CAP-4).
+	Required drivers.Set
+}
+
+// LeaseTarget is the target a principal may lease: the environment record
+// (secret references only) and, for a scope, the resolution that chose it.
+type LeaseTarget struct {
+	Company     string
+	Environment *Environment
+	// Resolution is the scope's resolution; nil when leased by id.
+	Resolution *Resolution
+}
+
+// LeaseTarget authorizes p to lease req's target and returns it, for the
+// lease layer (lease.Manager.Acquire); hosts lease through that, not
+// through this. It asks the Authorizer for ActionLease on the environment
+// with Company (and Scope, for a scope) set, so that the host decides
+// whether the principal belongs to the scope. Through a scope, the binding
+// is resolved here, from the store, as Resolve does (ASG-1..3). By id, the
+// environment must exist (a missing one is reported as denied to principals
+// who may not lease it at all) and must not be archived (ErrArchived).
+// Either way a company never leases an environment bound (by a workspace,
+// project or agent binding) only to other companies: that is ErrDenied,
+// and the refusal names neither the other company nor, unless the caller
+// named it, the environment. It never calls a provider.
+func (a *Assignments) LeaseTarget(ctx context.Context, p Principal, req LeaseTargetRequest) (*LeaseTarget, error) {
+	switch {
+	case (req.EnvironmentID == "") == (req.Scope == nil):
+		return nil, fmt.Errorf("environment: lease target: exactly one of an environment id and a scope is required: %w", ErrInvalid)
+	case req.Scope != nil:
+		return a.leaseScope(ctx, p, *req.Scope, req.Company, req.Required)
+	}
+	if req.Company == "" {
+		return nil, fmt.Errorf("environment: lease of environment %s: field \"company\": required: %w", req.EnvironmentID, ErrInvalid)
+	}
+	// A refusal names only what the caller named: the id and its company.
+	asked := Resource{Kind: ResourceKindEnvironment, ID: req.EnvironmentID, Company: req.Company}
+	env, err := a.envs.GetEnvironment(ctx, req.EnvironmentID)
+	if err != nil {
+		if aerr := a.authorize(ctx, p, ActionLease, asked); aerr != nil {
+			return nil, aerr
+		}
+		return nil, fmt.Errorf("environment: lease of environment %s: %w", req.EnvironmentID, err)
+	}
+	r := ResourceOf(env)
+	r.Company = req.Company
+	if err := a.authorize(ctx, p, ActionLease, r); err != nil {
+		return nil, Denied(p, ActionLease, asked)
+	}
+	// The one gate (CAP-3, CAP-4): archived, driver, test mode, provider
+	// health last measured, config, required capabilities.
+	if _, _, err := a.gate.Check(ctx, env, req.Required); err != nil {
+		return nil, err
+	}
+	if err := a.boundElsewhere(ctx, env.ID, req.Company, "environment "+env.ID); err != nil {
+		return nil, err
+	}
+	return &LeaseTarget{Company: req.Company, Environment: env}, nil
+}
+
+func (a *Assignments) leaseScope(ctx context.Context, p Principal, scope Scope, company string, required drivers.Set) (*LeaseTarget, error) {
+	if scope.Company == "" {
+		return nil, fmt.Errorf("environment: lease: scope field \"company\": required: %w", ErrInvalid)
+	}
+	if company != "" && company != scope.Company {
+		return nil, fmt.Errorf("environment: lease for company %q through a scope of company %q: %w", company, scope.Company, ErrInvalid)
+	}
+	sc := scope
+	// Authorize before resolving, so that a refusal names no environment.
+	if err := a.authorize(ctx, p, ActionLease, Resource{Kind: ResourceKindEnvironment, Company: scope.Company, Scope: &sc}); err != nil {
+		return nil, err
+	}
+	res, err := a.resolve(ctx, scope, required)
+	if err != nil {
+		return nil, err
+	}
+	r := ResourceOf(res.Environment)
+	r.Company, r.Scope = scope.Company, &sc
+	if err := a.authorize(ctx, p, ActionLease, r); err != nil {
+		return nil, Denied(p, ActionLease, Resource{Kind: ResourceKindEnvironment, Company: scope.Company, Scope: &sc})
+	}
+	if err := a.boundElsewhere(ctx, res.Environment.ID, scope.Company, "the environment of the "+res.Binding.String()); err != nil {
+		return nil, err
+	}
+	return &LeaseTarget{Company: scope.Company, Environment: res.Environment, Resolution: res}, nil
+}
+
+// boundElsewhere refuses a lease for company of environment envID when a
+// company binding points at it and none is of company or the instance
+// default. label names the environment as the caller knows it.
+func (a *Assignments) boundElsewhere(ctx context.Context, envID, company, label string) error {
+	bs, err := a.bindings.ListBindings(ctx, BindingFilter{EnvironmentID: envID})
+	if err != nil {
+		return fmt.Errorf("environment: lease of %s: reading its bindings: %w", label, err)
+	}
+	other := false
+	for _, b := range bs {
+		switch {
+		case b.Kind == BindingInstanceDefault, b.Company == company:
+			return nil
+		case b.Company != "":
+			other = true
+		}
+	}
+	if other {
+		return fmt.Errorf("environment: %s is bound to another company and cannot be leased for company %q (ASG-3): %w", label, company, ErrDenied)
+	}
+	return nil
+}
+
+// Authorize decides whether p may perform act on r with the Authorizer of
+// the assignments (the catalog's), so that the lease layer decides with the
+// same policy. A refusal wraps ErrDenied.
+func (a *Assignments) Authorize(ctx context.Context, p Principal, act Action, r Resource) error {
+	return a.authorize(ctx, p, act, r)
+}

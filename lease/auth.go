@@ -1,0 +1,143 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
+)
+
+// target authorizes p for req and returns the environment to lease; it
+// fills req.Company and req.Workspace from a scope. Saved environments come
+// from the store through Options.Assignments (never from the caller).
+func (m *Manager) target(ctx context.Context, p environment.Principal, req *AcquireRequest) (*environment.Environment, error) {
+	named := 0
+	for _, set := range []bool{req.EnvironmentID != "", req.Scope != nil, req.Draft != nil} {
+		if set {
+			named++
+		}
+	}
+	if named != 1 {
+		return nil, fmt.Errorf("lease: acquire: exactly one of an environment id, a scope and a draft is required: %w", ErrInvalid)
+	}
+	if req.Draft != nil {
+		r := environment.Resource{Kind: environment.ResourceKindEnvironment, Driver: req.Draft.Driver, Company: req.Company}
+		if err := m.authorize(ctx, p, environment.ActionProbe, r); err != nil {
+			return nil, fmt.Errorf("lease: draft acquire: %w", err)
+		}
+		return &environment.Environment{ID: "draft-" + randomHex(6), Name: "draft", Driver: req.Draft.Driver,
+			Status: environment.StatusActive, Config: req.Draft.Config}, nil
+	}
+	if m.o.Assignments == nil {
+		return nil, fmt.Errorf("lease: acquire: the manager has no Options.Assignments to read environments and bindings from: %w", ErrInvalid)
+	}
+	if req.EnvironmentID != "" && req.Company == "" {
+		return nil, fmt.Errorf("lease: acquire environment %s: company is required: %w", req.EnvironmentID, ErrInvalid)
+	}
+	required := req.Required
+	if req.Policy.Reusable() {
+		required = required.With(drivers.CapReuse)
+	}
+	t, err := m.o.Assignments.LeaseTarget(ctx, p, environment.LeaseTargetRequest{
+		EnvironmentID: req.EnvironmentID, Company: req.Company, Scope: req.Scope, Required: required,
+	})
+	switch {
+	case errors.Is(err, environment.ErrArchived):
+		return nil, fmt.Errorf("lease: %w: %w", err, drivers.ErrUnavailable)
+	case err != nil:
+		return nil, fmt.Errorf("lease: %w", err)
+	}
+	req.Company = t.Company
+	if req.Scope != nil && req.Workspace == "" {
+		req.Workspace = req.Scope.Workspace
+	}
+	return t.Environment, nil
+}
+
+// authorize asks the Authorizer of Options.Assignments (the catalog's),
+// else environment.DefaultPolicy, whether p may perform a on r.
+func (m *Manager) authorize(ctx context.Context, p environment.Principal, a environment.Action, r environment.Resource) error {
+	if m.o.Assignments != nil {
+		return m.o.Assignments.Authorize(ctx, p, a, r)
+	}
+	err := environment.DefaultPolicy{}.Authorize(ctx, p, a, r)
+	if err != nil && !errors.Is(err, environment.ErrDenied) {
+		err = fmt.Errorf("%w: %w", environment.Denied(p, a, r), err)
+	}
+	return err
+}
+
+// leaseResource describes l for authorization.
+func leaseResource(l *Lease) environment.Resource {
+	return environment.Resource{Kind: environment.ResourceKindLease, ID: l.ID, Company: l.Company, Driver: l.Provider}
+}
+
+// authorizeLease decides a on lease l for p. The refusal names the lease id
+// the caller gave and nothing of the lease's company or environment.
+func (m *Manager) authorizeLease(ctx context.Context, p environment.Principal, a environment.Action, l *Lease) error {
+	if m.authorize(ctx, p, a, leaseResource(l)) == nil {
+		return nil
+	}
+	return fmt.Errorf("lease %s: %s may not %s it: %w", l.ID, p, a, environment.ErrDenied)
+}
+
+// load reads lease id for p, authorizing a. A missing lease is reported as
+// denied to principals who may not act on leases of any company they hold.
+func (m *Manager) load(ctx context.Context, p environment.Principal, a environment.Action, id string) (*Lease, error) {
+	l, err := m.store.GetLease(ctx, id)
+	if err != nil {
+		if !errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("lease %s: %w", id, err)
+		}
+		// Only principals who may act on every lease learn that it is
+		// missing; others get the refusal they get for another tenant's.
+		if m.authorize(ctx, p, a, environment.Resource{Kind: environment.ResourceKindLease, ID: id}) != nil {
+			return nil, fmt.Errorf("lease %s: %s may not %s it: %w", id, p, a, environment.ErrDenied)
+		}
+		return nil, fmt.Errorf("lease %s: %w", id, err)
+	}
+	if err := m.authorizeLease(ctx, p, a, l); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Get returns lease id as p may see it: the full record for principals
+// allowed environment.ActionReadConfig on it (instance admins and local
+// operators under DefaultPolicy), else the redacted record (no config, no
+// metadata; Redacted set) for those allowed ActionRead (principals of the
+// lease's company), else an error wrapping environment.ErrDenied that names
+// nothing but the id (CFG-2, ASG-3).
+func (m *Manager) Get(ctx context.Context, p environment.Principal, id string) (*Lease, error) {
+	l, err := m.load(ctx, p, environment.ActionRead, id)
+	if err != nil {
+		return nil, err
+	}
+	return m.view(ctx, p, l), nil
+}
+
+// List returns the leases matching f that p may read (ActionRead on each),
+// each as Get shows it to p, ordered as Store.ListLeases orders them.
+func (m *Manager) List(ctx context.Context, p environment.Principal, f Filter) ([]*Lease, error) {
+	ls, err := m.store.ListLeases(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("lease: list: %w", err)
+	}
+	out := make([]*Lease, 0, len(ls))
+	for _, l := range ls {
+		if m.authorize(ctx, p, environment.ActionRead, leaseResource(l)) == nil {
+			out = append(out, m.view(ctx, p, l))
+		}
+	}
+	return out, nil
+}
+
+// view returns l as p may see it (see Get).
+func (m *Manager) view(ctx context.Context, p environment.Principal, l *Lease) *Lease {
+	if m.authorize(ctx, p, environment.ActionReadConfig, leaseResource(l)) == nil {
+		return l
+	}
+	return l.Redact()
+}

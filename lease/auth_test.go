@@ -1,0 +1,227 @@
+package lease_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/lease"
+)
+
+// The four roles of the authorization tables. The board member and the
+// agent hold a grant for acme only.
+var (
+	roleAdmin = environment.Principal{ID: "root", Role: environment.RoleInstanceAdmin}
+	roleOp    = environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
+	roleBoard = environment.Principal{ID: "bea", Role: environment.RoleBoardMember, Companies: []string{"acme"}}
+	roleAgent = environment.Principal{ID: "bot", Role: environment.RoleAgent, Companies: []string{"acme"}}
+	roles     = []environment.Principal{roleAdmin, roleOp, roleBoard, roleAgent}
+)
+
+// authWorld saves four environments: "own" bound to acme's workspace
+// ws-a, "other" bound to globex's workspace ws-g, "unbound", and
+// "archived" (bound to acme's ws-arch, then archived).
+func authWorld(t *testing.T) *world {
+	w := newWorld(t, worldOpts{})
+	for _, id := range []string{"own", "other", "unbound", "archived"} {
+		e := *w.env
+		e.ID, e.Name = id, id+" box"
+		w.save(&e)
+	}
+	for ws, b := range map[string][2]string{"ws-a": {"acme", "own"}, "ws-g": {"globex", "other"}, "ws-arch": {"acme", "archived"}} {
+		if _, err := w.asg.Set(bg, op, environment.SetBinding{Kind: environment.BindingWorkspace, Key: ws, Company: b[0], EnvironmentID: b[1]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	arch := *w.env
+	arch.ID, arch.Name, arch.Status = "archived", "archived box", environment.StatusArchived
+	w.save(&arch)
+	return w
+}
+
+// TestAcquireAuthorization is the AUTH-1 / ASG-3 table through the library:
+// roles x (own company, other company, bound, unbound, archived), by
+// environment id and through a scope. Only instance admins and local
+// operators lease by id; agents lease through a binding of their company;
+// board members never lease; nobody leases an environment bound to another
+// company; and no refusal names another tenant's company or environment.
+func TestAcquireAuthorization(t *testing.T) {
+	t.Parallel()
+	byID := func(env, company string) lease.AcquireRequest {
+		return lease.AcquireRequest{EnvironmentID: env, Company: company}
+	}
+	byScope := func(company, ws string) lease.AcquireRequest {
+		return lease.AcquireRequest{Scope: &environment.Scope{Company: company, Workspace: ws}}
+	}
+	type want struct {
+		ok   bool
+		errs []error // each must be wrapped when !ok
+	}
+	allow, denied := want{ok: true}, want{errs: []error{environment.ErrDenied}}
+	archived := want{errs: []error{drivers.ErrUnavailable, environment.ErrArchived}}
+	noBinding := want{errs: []error{environment.ErrNoBinding}}
+	tests := []struct {
+		name string
+		req  lease.AcquireRequest
+		// per role: admin, operator, board member, agent
+		want [4]want
+		env  string // the environment leased when allowed
+	}{
+		{"own company, bound, through its scope", byScope("acme", "ws-a"), [4]want{allow, allow, denied, allow}, "own"},
+		{"own company, bound, by id", byID("own", "acme"), [4]want{allow, allow, denied, denied}, "own"},
+		{"own company, unbound, by id", byID("unbound", "acme"), [4]want{allow, allow, denied, denied}, "unbound"},
+		{"own company, a scope without a binding", byScope("acme", "ws-none"), [4]want{noBinding, noBinding, denied, noBinding}, ""},
+		{"own company, archived, by id", byID("archived", "acme"), [4]want{archived, archived, denied, denied}, ""},
+		{"own company, archived, through its scope", byScope("acme", "ws-arch"), [4]want{
+			{errs: []error{environment.ErrArchived}}, {errs: []error{environment.ErrArchived}}, denied, {errs: []error{environment.ErrArchived}}}, ""},
+		{"own company, another company's binding key", byScope("acme", "ws-g"), [4]want{denied, denied, denied, denied}, ""},
+		{"own company, another company's environment by id", byID("other", "acme"), [4]want{denied, denied, denied, denied}, ""},
+		{"other company, its own scope", byScope("globex", "ws-g"), [4]want{allow, allow, denied, denied}, "other"},
+		{"other company, an unbound environment by id", byID("unbound", "globex"), [4]want{allow, allow, denied, denied}, "unbound"},
+	}
+	for _, tc := range tests {
+		for i, p := range roles {
+			t.Run(tc.name+"/"+string(p.Role), func(t *testing.T) {
+				t.Parallel()
+				w := authWorld(t)
+				req := tc.req
+				req.Run = "r"
+				h, err := w.m.Acquire(bg, p, req)
+				wt := tc.want[i]
+				if wt.ok {
+					if err != nil {
+						t.Fatalf("Acquire: %v, want allowed", err)
+					}
+					if l := h.Lease(); l.Environment != tc.env {
+						t.Errorf("leased %s, want %s", l.Environment, tc.env)
+					}
+					return
+				}
+				if err == nil {
+					t.Fatalf("Acquire leased %s, want refused", h.Lease().Environment)
+				}
+				for _, e := range wt.errs {
+					if !errors.Is(err, e) {
+						t.Errorf("Acquire: %v, want it to wrap %v", err, e)
+					}
+				}
+				tenant := req.Company
+				if req.Scope != nil {
+					tenant = req.Scope.Company
+				}
+				wantNoTenantLeak(t, err, tenant, req.EnvironmentID)
+				if n := w.fk.TotalCalls(); n != 0 {
+					t.Errorf("a refused acquisition made %d provider calls", n)
+				}
+			})
+		}
+	}
+}
+
+// wantNoTenantLeak fails when err names a company other than the caller's
+// or an environment the caller did not name.
+func wantNoTenantLeak(t *testing.T, err error, company, named string) {
+	t.Helper()
+	msg := err.Error()
+	for _, c := range []string{"acme", "globex"} {
+		if c != company && strings.Contains(msg, c) {
+			t.Errorf("refusal %q names another company (%s)", msg, c)
+		}
+	}
+	for _, id := range []string{"own", "other", "unbound", "archived"} {
+		if id != named && strings.Contains(msg, `environment `+id) {
+			t.Errorf("refusal %q names environment %s, which the caller did not name", msg, id)
+		}
+	}
+}
+
+// TestReleaseAndReadAuthorization: a lease is released or read by instance
+// admins and local operators, and by principals of its company that may
+// (agents release and read; board members read only), redacted for all but
+// admins and operators (CFG-2); another company's lease is refused without
+// naming it; a sweep is an operator action.
+func TestReleaseAndReadAuthorization(t *testing.T) {
+	t.Parallel()
+	type rights struct{ release, read, full bool }
+	for _, tc := range []struct {
+		company string
+		want    [4]rights // admin, operator, board member, agent
+	}{
+		{"acme", [4]rights{{true, true, true}, {true, true, true}, {false, true, false}, {true, true, false}}},
+		{"globex", [4]rights{{true, true, true}, {true, true, true}, {false, false, false}, {false, false, false}}},
+	} {
+		for i, p := range roles {
+			t.Run(tc.company+"/"+string(p.Role), func(t *testing.T) {
+				t.Parallel()
+				w := authWorld(t)
+				req := lease.AcquireRequest{EnvironmentID: "unbound", Company: tc.company, Run: "r", Metadata: map[string]string{"ticket": "T-1"}}
+				h, err := w.m.Acquire(bg, op, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := tc.want[i]
+
+				got, err := w.m.Get(bg, p, h.ID())
+				switch {
+				case want.read && err != nil:
+					t.Fatalf("Get: %v, want allowed", err)
+				case !want.read:
+					if !errors.Is(err, environment.ErrDenied) {
+						t.Fatalf("Get: %+v, %v; want ErrDenied", got, err)
+					}
+					wantNoTenantLeak(t, err, "", "")
+				case want.full && (got.Redacted || got.Config == nil || got.Metadata["ticket"] != "T-1"):
+					t.Errorf("Get: %+v, want the full record", got)
+				case !want.full && (!got.Redacted || got.Config != nil || got.Metadata != nil || got.Labels != nil || got.ProviderLeaseID != ""):
+					t.Errorf("Get: config %v metadata %v labels %v provider lease %q redacted %v; want none of them (CFG-2)",
+						got.Config, got.Metadata, got.Labels, got.ProviderLeaseID, got.Redacted)
+				}
+				ls, err := w.m.List(bg, p, lease.Filter{})
+				if err != nil || len(ls) != map[bool]int{true: 1, false: 0}[want.read] {
+					t.Errorf("List: %d leases, %v; want %v", len(ls), err, want.read)
+				}
+				for _, l := range ls {
+					if l.Redacted == want.full || !want.full && (l.Config != nil || l.Metadata != nil) {
+						t.Errorf("List shows %+v, want full=%v", l, want.full)
+					}
+				}
+
+				l, err := w.m.Release(bg, p, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+				if want.release {
+					if err != nil || l.Status != lease.StatusReleased {
+						t.Fatalf("Release: %+v, %v; want released", l, err)
+					}
+					if !want.full && (l.Config != nil || !l.Redacted) {
+						t.Errorf("Release returned the config to a principal who may not read it")
+					}
+					return
+				}
+				if !errors.Is(err, environment.ErrDenied) || l != nil {
+					t.Fatalf("Release: %+v, %v; want ErrDenied and no record", l, err)
+				}
+				wantNoTenantLeak(t, err, "", "")
+				if st := w.get(h.ID()).Status; st != lease.StatusActive {
+					t.Errorf("after a refused release the lease is %s, want active", st)
+				}
+			})
+		}
+	}
+	for i, p := range roles {
+		w := authWorld(t)
+		_, err := w.m.Sweep(bg, p)
+		if allowed := i < 2; allowed != (err == nil) || !allowed && !errors.Is(err, environment.ErrDenied) {
+			t.Errorf("Sweep as %s: %v, want allowed=%v", p, err, allowed)
+		}
+	}
+	w := authWorld(t)
+	if _, err := w.m.Release(bg, roleAgent, "lse-missing", lease.ReleaseOptions{}); !errors.Is(err, environment.ErrDenied) {
+		t.Errorf("an agent releasing a missing lease: %v, want ErrDenied (existence is not shown)", err)
+	}
+	if _, err := w.m.Release(bg, roleAdmin, "lse-missing", lease.ReleaseOptions{}); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("an admin releasing a missing lease: %v, want ErrNotFound", err)
+	}
+	_ = fmt.Sprint
+}

@@ -1,0 +1,170 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"reflect"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/images"
+)
+
+// Handle is an acquired lease with its live sandbox: a portable value
+// whose methods run commands, stream processes, open terminals, report the
+// live image and capture it, each through the driver's sandbox, and whose
+// Release goes through Manager.Release (receipts, pending cleanup, the
+// lease record). The raw drivers.Sandbox is not handed out, except through
+// As, an explicit escape hatch. Handles returned for the same lease
+// (same-run or concurrent acquisitions) share the sandbox; releasing any of
+// them releases the lease. After the release the methods fail with
+// drivers.ErrReleased. A Handle is safe for concurrent use.
+type Handle struct {
+	m       *Manager
+	lease   *Lease // as stored at acquisition
+	shown   *Lease // as the acquiring principal may see it (nil: lease)
+	driver  drivers.Driver
+	sandbox drivers.Sandbox
+	resumed bool
+	beat    *beat // the holder's heartbeat of a host lease; nil otherwise
+}
+
+// Lease returns a copy of the lease record as of the acquisition, as the
+// acquiring principal may read it (redacted for those who may not read
+// configs, see Manager.Get).
+func (h *Handle) Lease() *Lease {
+	if h.shown != nil {
+		return h.shown.Clone()
+	}
+	return h.lease.Clone()
+}
+
+// ID returns the lease id.
+func (h *Handle) ID() string { return h.lease.ID }
+
+// SandboxID returns the provider lease id of the live sandbox.
+func (h *Handle) SandboxID() string { return h.sandbox.ID() }
+
+// Provider returns the driver name.
+func (h *Handle) Provider() string { return h.driver.Name() }
+
+// Kind says whether the lease is a sandbox or a host session.
+func (h *Handle) Kind() drivers.Kind { return h.driver.Capabilities().Kind }
+
+// Resumed reports whether the acquisition resumed a recorded sandbox rather
+// than creating one.
+func (h *Handle) Resumed() bool { return h.resumed }
+
+// Release releases the lease; see Manager.Release. The principal that
+// acquired the handle was authorized then; holding the handle is enough.
+func (h *Handle) Release(ctx context.Context, opts ReleaseOptions) (*Lease, error) {
+	l, err := h.m.release(ctx, h.lease.ID, opts)
+	if l != nil && h.shown != nil && h.shown.Redacted {
+		l = l.Redact()
+	}
+	return l, err
+}
+
+// Exec runs a bounded command in the sandbox (drivers.Sandbox.Exec): a
+// non-zero exit is not an error; on cancellation the process tree is ended.
+// Like every command a Handle runs, its environment carries EnvTag set to
+// the lease id.
+func (h *Handle) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
+	return h.sandbox.Exec(ctx, tagged(cmd, h.lease.ID))
+}
+
+// Start starts a streamed process (drivers.StreamExecer); an error wraps
+// drivers.ErrUnsupported when the driver cannot stream.
+func (h *Handle) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
+	se, err := capability(h, drivers.AsStreamExecer)
+	if err != nil {
+		return nil, h.wrap(err)
+	}
+	return se.Start(ctx, tagged(cmd, h.lease.ID), stdout, stderr)
+}
+
+// ImageIdentity reports the live image of the sandbox
+// (drivers.ImageReporter); an error wraps drivers.ErrUnsupported when the
+// driver cannot report it.
+func (h *Handle) ImageIdentity(ctx context.Context) (images.Identity, error) {
+	ir, err := capability(h, drivers.AsImageReporter)
+	if err != nil {
+		return images.Identity{}, h.wrap(err)
+	}
+	return ir.ImageIdentity(ctx)
+}
+
+// OpenTerminal opens an interactive terminal in the sandbox
+// (drivers.Terminal); an error wraps drivers.ErrUnsupported when the driver
+// has none.
+func (h *Handle) OpenTerminal(ctx context.Context, req drivers.TerminalRequest) (drivers.TerminalSession, error) {
+	t, err := capability(h, drivers.AsTerminal)
+	if err != nil {
+		return nil, h.wrap(err)
+	}
+	env := make(map[string]string, len(req.Env)+1)
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	env[EnvTag] = h.lease.ID
+	req.Env = env
+	return t.OpenTerminal(ctx, req)
+}
+
+// Capture captures the sandbox's filesystem as a provider template
+// (drivers.Capturer); an error wraps drivers.ErrUnsupported when the driver
+// cannot.
+func (h *Handle) Capture(ctx context.Context, req drivers.CaptureRequest) (images.Identity, error) {
+	c, err := capability(h, drivers.AsCapturer)
+	if err != nil {
+		return images.Identity{}, h.wrap(err)
+	}
+	return c.Capture(ctx, req)
+}
+
+// ControllerURL returns the URL under which a runner in the sandbox reaches
+// the host's controller at hostURL (drivers.RunnerIngress); an error wraps
+// drivers.ErrUnsupported when the driver has no ingress.
+func (h *Handle) ControllerURL(ctx context.Context, hostURL string) (string, error) {
+	ri, err := capability(h, drivers.AsRunnerIngress)
+	if err != nil {
+		return "", h.wrap(err)
+	}
+	return ri.ControllerURL(ctx, hostURL)
+}
+
+// As is the escape hatch to the driver's own sandbox value (the gocloud.dev
+// way): target must be a non-nil pointer to an interface or to the
+// driver's sandbox type; As sets it to the live sandbox and reports true
+// when the sandbox is assignable to it, else it leaves target alone and
+// reports false.
+//
+// UNSAFE for lifecycle: the raw value bypasses the manager. Calling its
+// Release (or a driver-specific stop) leaves the lease record active,
+// without a receipt and unknown to sweeps. Use it for driver-specific reads
+// (a host session's working directory, a container id); end the lease only
+// with Handle.Release or Manager.Release. Commands run on the raw value
+// carry no EnvTag, so a check on the host cannot find them.
+func (h *Handle) As(target any) bool {
+	v := reflect.ValueOf(target)
+	if target == nil || v.Kind() != reflect.Pointer || v.IsNil() {
+		return false
+	}
+	sv := reflect.ValueOf(h.sandbox)
+	if !sv.IsValid() || !sv.Type().AssignableTo(v.Elem().Type()) {
+		return false
+	}
+	v.Elem().Set(sv)
+	return true
+}
+
+// capability looks the handle's live sandbox up as a capability T with the
+// drivers.As* helper as, narrowed by everything the driver does not
+// effectively offer (drivers.Narrowing: undeclared, unimplemented, or an
+// unavailable provider). Every capability lookup of a Handle goes through
+// this one function.
+func capability[T any](h *Handle, as func(drivers.Sandbox, drivers.Set) (T, error)) (T, error) {
+	return as(h.sandbox, drivers.Narrowing(h.driver, 0))
+}
+
+func (h *Handle) wrap(err error) error { return fmt.Errorf("lease %s: %w", h.lease.ID, err) }

@@ -1,0 +1,69 @@
+package lease_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/local"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/lease"
+)
+
+// TestHolderRenewsItsClaim (issue 10 item 4): the manager holding a host
+// lease (the local driver) renews its claim every heartbeat on its clock,
+// so the claim always lasts HolderClaimBeats heartbeats from the last
+// renewal; the holder's own release ends the session with a receipt.
+func TestHolderRenewsItsClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	drv := local.New(nil)
+	reg := drivers.NewRegistry(drv)
+	cfg, err := drv.Schema().Normalize(map[string]any{local.FieldWorkdir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	envs := environment.NewMemoryStore()
+	if err := envs.CreateEnvironment(ctx, &environment.Environment{ID: "here", Name: "here", Driver: drv.Name(),
+		Status: environment.StatusActive, Config: cfg, Revision: 1}, environment.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store := lease.NewMemoryStore()
+	const beat = 10 * time.Second
+	m := lease.NewManager(store, reg, &lease.Options{Clock: clk, HostHeartbeat: beat,
+		Assignments: environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)})
+	defer m.Close()
+	h, err := m.Acquire(ctx, op, lease.AcquireRequest{EnvironmentID: "here", Company: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := h.Lease(); l.Holder == "" || !l.HolderUntil.Equal(t0.Add(lease.HolderClaimBeats*beat)) {
+		t.Fatalf("acquired: holder %q until %s; want a holder until %s", l.Holder, l.HolderUntil, t0.Add(lease.HolderClaimBeats*beat))
+	}
+	for i := 1; i <= 2; i++ {
+		clk.WaitForWaiters(1, nil) // the heartbeat waits on the clock
+		clk.Advance(beat)
+		want := t0.Add(time.Duration(i)*beat + lease.HolderClaimBeats*beat)
+		for { // until the heartbeat goroutine has written the renewal
+			l, err := store.GetLease(ctx, h.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.HolderUntil.Equal(want) {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := store.GetLease(ctx, h.ID())
+	if l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
+		t.Errorf("after the holder's release: %s, cleanup %s", l.Status, l.Cleanup)
+	}
+}

@@ -1,0 +1,201 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/berthdev/berth/clock"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// A host lease (local, ssh) is a session that lives in the process of the
+// manager that acquired it (its holder): nothing at a provider can be
+// destroyed by id, and "the process ended" is not something another
+// manager can see. So the holder keeps a claim on the lease (Lease.Holder,
+// HolderUntil), renewed on a heartbeat; only the holder's handle ends the
+// session with a receipt (the driver kills and verifies the process
+// groups); any other manager's release or sweep records pending_cleanup
+// naming the holder and never confirms what nobody checked (LEASE-7).
+
+// beat is the heartbeat of one held host lease.
+type beat struct {
+	stop chan struct{}
+	once sync.Once
+}
+
+func (h *Handle) stopBeat() {
+	if h.beat != nil {
+		h.beat.once.Do(func() { close(h.beat.stop) })
+	}
+}
+
+// holderTTL is how long a holder's claim lasts after a renewal.
+func (m *Manager) holderTTL() time.Duration {
+	return HolderClaimBeats * m.o.HostHeartbeat
+}
+
+// hold marks upd (a host lease about to become active) as held by this
+// manager.
+func (m *Manager) hold(upd *Lease, now time.Time) {
+	upd.Holder, upd.HolderUntil = m.owner, now.Add(m.holderTTL())
+}
+
+// startBeat renews this manager's claim on the host lease of h every
+// heartbeat until the handle is dropped or the manager closed.
+func (m *Manager) startBeat(h *Handle) {
+	h.beat = &beat{stop: make(chan struct{})}
+	next := m.now().Add(m.o.HostHeartbeat)
+	go func() {
+		for {
+			// Wait for the beat's own deadline, not a fixed interval from
+			// whenever this line runs: a clock that moved on meanwhile
+			// fires at once, and no beat is skipped.
+			select {
+			case <-h.beat.stop:
+				return
+			case <-clock.At(m.o.Clock, next):
+			}
+			m.renewHolder(h.lease.ID)
+			next = next.Add(m.o.HostHeartbeat)
+			if now := m.now(); next.Before(now) {
+				next = now // beats missed while renewing are not replayed
+			}
+		}
+	}()
+}
+
+// renewHolder extends this manager's claim on lease id. It writes nothing
+// while another operation holds a claim on the lease (its own update would
+// then be stale); the compare-and-set update loses to any concurrent write.
+func (m *Manager) renewHolder(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// A concurrent write of another field (a touch, a release's claim)
+	// makes the compare-and-set fail; read again and retry a few times so
+	// that an unrelated write does not cost the holder its renewal.
+	for range 3 {
+		if !m.renewHolderOnce(ctx, id) {
+			return
+		}
+	}
+}
+
+// renewHolderOnce tries one renewal; it reports whether it lost a
+// compare-and-set race and should be tried again.
+func (m *Manager) renewHolderOnce(ctx context.Context, id string) (retry bool) {
+	l, err := m.store.GetLease(ctx, id)
+	now := m.now()
+	if err != nil || l.Holder != m.owner || l.ClaimedBy != "" && l.ClaimedUntil.After(now) {
+		return
+	}
+	switch l.Status {
+	case StatusActive, StatusRetained, StatusPendingCleanup:
+	default:
+		return
+	}
+	upd := l.Clone()
+	upd.HolderUntil = now.Add(m.holderTTL())
+	err = m.store.UpdateLease(ctx, upd)
+	if errors.Is(err, ErrConflict) {
+		return true
+	}
+	if err != nil {
+		m.o.Logger.Info("lease: renewing a host lease claim", "lease", id, "err", err)
+	}
+	return false
+}
+
+// hostUnchecked is why a host lease without this manager's live session
+// cannot be ended here while its holder's claim lasts: it names the
+// holder and says what ends it.
+func (m *Manager) hostUnchecked(l *Lease) error {
+	return fmt.Errorf("lease %s: host session held by manager %s (claim renewed until %s); it ends when that manager releases it, or by a check on the host once the claim expires; not confirmed",
+		l.ID, l.Holder, l.HolderUntil.UTC().Format(time.RFC3339))
+}
+
+// EnvTag is the variable berth sets, to the lease id, in the environment of
+// every command a Handle runs, so that the processes of a host lease (and
+// their children, which inherit it) are found on the host after their
+// holder is gone.
+const EnvTag = "BERTH_LEASE"
+
+// tagged returns cmd with the lease's tag in its environment.
+func tagged(cmd drivers.Command, leaseID string) drivers.Command {
+	env := make(map[string]string, len(cmd.Env)+1)
+	for k, v := range cmd.Env {
+		env[k] = v
+	}
+	env[EnvTag] = leaseID
+	cmd.Env = env
+	return cmd
+}
+
+// checkHost ends a host lease whose holder is gone (no live session here,
+// the holder's claim expired) by a check: over a fresh session of the
+// driver it kills every process whose environment carries the lease's tag
+// and verifies, by scanning /proc again, that none is left. The receipt is
+// confirmed only when the scan found none; a host without /proc, a session
+// that cannot be opened or processes that survive leave an error.
+func (m *Manager) checkHost(ctx context.Context, drv drivers.Driver, l *Lease) (drivers.Receipt, error) {
+	if !safeTag(l.ID) {
+		return drivers.Receipt{}, fmt.Errorf("lease %s: the id cannot be used as a process tag; an operator must check the host", l.ID)
+	}
+	cfg, err := m.resolveConfig(ctx, drv, l.Config)
+	if err != nil {
+		return drivers.Receipt{}, fmt.Errorf("lease %s: check on the host: %w", l.ID, err)
+	}
+	sb, err := drv.Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: l.ID + "-check", Workspace: l.Workspace})
+	if err != nil {
+		return drivers.Receipt{}, fmt.Errorf("lease %s: check on the host: opening a fresh session: %w", l.ID, err)
+	}
+	defer func() {
+		if _, err := sb.Release(context.WithoutCancel(ctx), drivers.Destroy); err != nil {
+			m.o.Logger.Info("lease: ending a host check session", "lease", l.ID, "err", err)
+		}
+	}()
+	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", killTaggedScript, "berth-check", EnvTag + "=" + l.ID}})
+	if err != nil {
+		return drivers.Receipt{}, fmt.Errorf("lease %s: check on the host: %w", l.ID, err)
+	}
+	out := strings.TrimSpace(string(res.Stdout))
+	if res.ExitCode != 0 {
+		return drivers.Receipt{}, fmt.Errorf("lease %s: check on the host failed (exit %d): %s %s", l.ID, res.ExitCode, out, strings.TrimSpace(string(res.Stderr)))
+	}
+	return drivers.Receipt{ProviderLeaseID: l.ProviderLeaseID, State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: m.now(),
+		Evidence: fmt.Sprintf("holder %s gone (claim expired %s); checked on the host over a fresh session: %s; a /proc scan finds no process tagged %s=%s",
+			l.Holder, l.HolderUntil.UTC().Format(time.RFC3339), out, EnvTag, l.ID)}, nil
+}
+
+// safeTag reports whether id holds only characters that need no quoting.
+func safeTag(id string) bool {
+	if id == "" {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// killTaggedScript ($1 = NAME=VALUE) kills every process whose environment
+// holds $1 and waits (up to about five seconds) until a /proc scan finds
+// none; it prints "killed N tagged process(es)" and exits 0, or prints the
+// survivors and exits 1; without /proc it exits 3.
+const killTaggedScript = `tag=$1
+[ -r /proc/self/environ ] || { echo "no readable /proc on this host"; exit 3; }
+scan() { found=; for d in /proc/[0-9]*; do [ "$d" = "/proc/$$" ] && continue; if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF -- "$tag"; then found="$found ${d#/proc/}"; fi; done; }
+scan; n=0
+for p in $found; do kill -KILL "$p" 2>/dev/null && n=$((n+1)); done
+i=0
+while :; do
+  scan
+  if [ -z "$found" ]; then echo "killed $n tagged process(es)"; exit 0; fi
+  i=$((i+1)); if [ $i -ge 50 ]; then echo "still alive:$found"; exit 1; fi
+  sleep 0.1 2>/dev/null || sleep 1
+done`

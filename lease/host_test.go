@@ -1,0 +1,182 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/ssh"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/lease"
+)
+
+// TestHostLeaseReleasedWithoutItsHandle (issue 10 item 4, LEASE-7,
+// LEASE-10) on OpenSSH's sshd: manager A acquires an ssh lease and starts
+// a sleep; manager B, on the same store, releases it: the record is
+// pending_cleanup naming A, never confirmed, and the sleep still runs
+// (pgrep over a fresh connection). B's sweep leaves it pending. A's own
+// release then ends the session, and pgrep over a fresh connection finds
+// nothing.
+// sshReplicas is an ssh environment on OpenSSH's sshd, saved in a catalog
+// whose store and lease store replicas share; each replica gets its own ssh
+// driver (its own connections), as separate processes would.
+type sshReplicas struct {
+	t       *testing.T
+	envID   string
+	store   lease.Store
+	asg     *environment.Assignments
+	secrets environment.SecretStore
+	cfg     drivers.Config // resolved, for the checks over fresh connections
+	secs    string         // the sleep's argument, distinct per test (they run in parallel)
+}
+
+func newSSHReplicas(t *testing.T, secs string) *sshReplicas {
+	srv := testenv.SSHD(t)
+	ctx := context.Background()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := map[string]any{
+		ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
+		ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: dir,
+	}
+	envs, secrets := environment.NewMemoryStore(), environment.NewMemorySecretStore()
+	reg := drivers.NewRegistry(ssh.New(nil))
+	v, err := environment.NewCatalog(envs, reg, secrets, nil).Create(ctx, op, environment.CreateRequest{Name: "box", Driver: "ssh", Config: raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ssh.New(nil).Schema().Normalize(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &sshReplicas{t: t, envID: v.ID, store: lease.NewMemoryStore(), secrets: secrets, cfg: cfg, secs: secs,
+		asg: environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)}
+}
+
+// manager returns a replica's manager on clk (nil: the wall clock).
+func (r *sshReplicas) manager(clk clock.Clock) *lease.Manager {
+	m := lease.NewManager(r.store, drivers.NewRegistry(ssh.New(nil)), &lease.Options{Secrets: r.secrets.Get, Assignments: r.asg, Clock: clk})
+	r.t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// sleeping reports whether the test's sleep runs on the host, read over a
+// fresh connection (a new driver, so no pooled connection is reused).
+func (r *sshReplicas) sleeping() bool {
+	r.t.Helper()
+	ctx := context.Background()
+	sb, err := ssh.New(nil).Acquire(ctx, r.cfg, drivers.AcquireRequest{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer func() { _, _ = sb.Release(ctx, drivers.Destroy) }()
+	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"pgrep", "-f", "slee[p] " + r.secs}})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return res.ExitCode == 0
+}
+
+// startSleep acquires the lease with m and starts the sleep through its
+// handle; it returns when the host shows the sleep.
+func (r *sshReplicas) startSleep(m *lease.Manager) *lease.Handle {
+	r.t.Helper()
+	ctx := context.Background()
+	h, err := m.Acquire(ctx, op, lease.AcquireRequest{EnvironmentID: r.envID, Company: "acme"})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	proc, err := h.Start(ctx, drivers.Command{Argv: []string{"sleep", r.secs}}, io.Discard, io.Discard)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	go func() { _, _ = proc.Wait(context.Background()) }()
+	for !r.sleeping() { // the remote shell may still be starting it
+	}
+	return h
+}
+
+func TestHostLeaseReleasedWithoutItsHandle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newSSHReplicas(t, "3141")
+	mA, mB := r.manager(nil), r.manager(nil)
+	store, sleeping := r.store, r.sleeping
+	h := r.startSleep(mA)
+	holder := h.Lease().Holder
+	if holder == "" {
+		t.Fatalf("the host lease records no holder: %+v", h.Lease())
+	}
+
+	l, err := mB.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	if !errors.Is(err, lease.ErrCleanupPending) {
+		t.Fatalf("B's release: %v, want ErrCleanupPending", err)
+	}
+	if l.Status != lease.StatusPendingCleanup || l.Cleanup == lease.CleanupConfirmed || !strings.Contains(l.FailureReason, holder) {
+		t.Fatalf("after B's release: status %s, cleanup %s, reason %q; want pending_cleanup naming %s, not confirmed",
+			l.Status, l.Cleanup, l.FailureReason, holder)
+	}
+	if !sleeping() {
+		t.Fatal("the sleep is gone although nobody ended it")
+	}
+	rep, err := mB.Sweep(ctx, op)
+	if err != nil || rep.StillPending != 1 || rep.CleanedUp != 0 {
+		t.Errorf("B's sweep while A holds the lease: %+v, %v; want it still pending", rep, err)
+	}
+	if got, _ := store.GetLease(ctx, h.ID()); got.Status != lease.StatusPendingCleanup || got.Cleanup == lease.CleanupConfirmed {
+		t.Errorf("after B's sweep: %s, cleanup %s; want pending, unconfirmed", got.Status, got.Cleanup)
+	}
+	if !sleeping() {
+		t.Fatal("the sleep is gone although nobody ended it")
+	}
+
+	l, err = h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed || !strings.Contains(l.CleanupEvidence, "killed process groups") {
+		t.Fatalf("A's release: %+v, %v; want released, confirmed by the killed process groups", l, err)
+	}
+	if sleeping() {
+		t.Error("the sleep still runs after A's confirmed release")
+	}
+}
+
+// TestHostLeaseOfAGoneHolderEndsByACheck (issue 10 item 4): once the
+// holder's claim has expired (A stopped renewing it, as a crashed process
+// would; B's clock runs an hour ahead), B ends the lease only by a check:
+// over a fresh session it kills the processes tagged with the lease id and
+// verifies none is left. The receipt says what was checked, and pgrep over
+// a fresh connection finds no sleep.
+func TestHostLeaseOfAGoneHolderEndsByACheck(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newSSHReplicas(t, "2718")
+	mA := r.manager(nil)
+	h := r.startSleep(mA)
+	_ = mA.Close() // A stops renewing its claim and keeps its session
+
+	mB := r.manager(clock.NewFake(time.Now().Add(time.Hour)))
+	l, err := mB.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
+		t.Fatalf("B's release after A's claim expired: %+v, %v; want released by a check", l, err)
+	}
+	for _, want := range []string{"claim expired", "checked on the host", "killed 1", lease.EnvTag + "=" + h.ID()} {
+		if !strings.Contains(l.CleanupEvidence, want) {
+			t.Errorf("evidence %q lacks %q", l.CleanupEvidence, want)
+		}
+	}
+	if r.sleeping() {
+		t.Error("the sleep still runs after the checked release")
+	}
+	// A, back, finds the lease ended and frees its session.
+	if l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil || l.Status != lease.StatusReleased {
+		t.Errorf("A's release of the lease B ended: %+v, %v", l, err)
+	}
+}
