@@ -92,7 +92,6 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr environment.Principal, drive
 	return r.finish(ctx), nil
 }
 
-
 // withDefaults returns cfg with the schema's defaults filled in for absent
 // fields; the values are not validated (it only serves naming the target).
 func withDefaults(schema *drivers.ConfigSchema, cfg drivers.Config) drivers.Config {
