@@ -178,7 +178,7 @@ func (m *Manager) prepare(ctx context.Context, req AcquireRequest) (*acq, error)
 	}
 	if req.Draft {
 		for _, f := range schema.Fields {
-			if f.Kind == drivers.Secret {
+			if f.Kind == drivers.Secret || f.Kind == drivers.SecretMap {
 				delete(a.snapshot, f.Name) // the record never holds a secret
 			}
 		}
