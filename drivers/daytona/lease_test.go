@@ -31,6 +31,12 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg[daytona.FieldAPIKey] = ref
+	// The secret env is stored as the catalog would: a reference per value.
+	envRef, err := secrets.Put(ctx, "env-1", daytona.FieldEnv+".BERTH_SANDBOX", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg[daytona.FieldEnv] = map[string]any{"BERTH_SANDBOX": envRef}
 	env := &environment.Environment{ID: "env-1", Name: "daytona", Driver: e.drv.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
 	m := lease.NewManager(lease.NewMemoryStore(), drivers.NewRegistry(e.drv), &lease.Options{Secrets: secrets.Get})
 	req := lease.AcquireRequest{Company: "acme", Environment: env, Run: "run-1", Policy: lease.ReuseByEnvironment, Budget: 2 * time.Second}
@@ -54,8 +60,8 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 		t.Errorf("second acquisition: resumed %v, sandbox %s lease %s; want a resume of %s (lease %s)",
 			h.Resumed(), h.Sandbox().ID(), h.ID(), first.ProviderLeaseID, first.ID)
 	}
-	res, err := h.Sandbox().Exec(ctx, drivers.Command{Argv: []string{"echo", "resumed"}})
-	if err != nil || string(res.Stdout) != "resumed\n" {
+	res, err := h.Sandbox().Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", `echo "resumed $BERTH_SANDBOX"`}})
+	if err != nil || string(res.Stdout) != "resumed 1\n" {
 		t.Fatalf("exec in the resumed sandbox: %v %+v", err, res)
 	}
 	if got := e.srv.Calls(daytonatest.RouteCreateSandbox); got != 1 {
@@ -102,6 +108,7 @@ func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
 	}
 	envCfg := cfg.Clone()
 	envCfg[daytona.FieldAPIKey] = ref
+	delete(envCfg, daytona.FieldEnv) // a saved config holds references only
 	env := &environment.Environment{ID: "env-1", Name: "daytona", Driver: e.drv.Name(), Status: environment.StatusActive, Config: envCfg, Revision: 1}
 	m := lease.NewManager(lease.NewMemoryStore(), drivers.NewRegistry(e.drv), &lease.Options{
 		Secrets:           secrets.Get,
