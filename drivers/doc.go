@@ -17,8 +17,11 @@
 //
 // ConfigSchema (schema.go) is the single description of a driver's config:
 // it validates and normalizes, applies defaults, tells which fields are
-// secrets (moved out of configs and redacted), which identify the target
-// (fingerprints), and which are knobs or metadata.
+// secrets (moved out of configs and redacted), which are maps of secrets
+// (SecretMap, such as env vars: each value moved and redacted, the whole
+// field left out of fingerprints), which identify the target
+// (fingerprints), and which are knobs or metadata. Secret handling
+// (Redact, PlainSecrets, Partition, ResolveSecrets) is in secrets.go.
 //
 // Helpers for driver implementations (output.go): OutputBuffer applies
 // Command.OutputLimit, AwaitDone makes a Wait honour its context, and

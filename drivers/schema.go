@@ -1,7 +1,6 @@
 package drivers
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,9 +33,18 @@ const (
 	Secret
 	// Metadata fields are descriptive only; left out of fingerprints.
 	Metadata
+	// SecretMap fields are maps (Type StringMap) whose values are secrets,
+	// such as a sandbox's env vars. The catalog moves each pasted value
+	// into the secret store on its own and keeps a SecretRef for its key;
+	// keys stay visible. Secret-map references are left out of every
+	// fingerprint (Partition drops them), so that rotating a value keeps
+	// qualifications, reusable sandboxes and auth checks. Drivers hand the
+	// values to commands at exec time only, never to a sandbox's create-time
+	// environment. See secretmap.go.
+	SecretMap
 )
 
-// String returns "identity", "knob", "secret" or "metadata".
+// String returns "identity", "knob", "secret", "metadata" or "secret_map".
 func (k FieldKind) String() string {
 	switch k {
 	case Identity:
@@ -47,6 +55,8 @@ func (k FieldKind) String() string {
 		return "secret"
 	case Metadata:
 		return "metadata"
+	case SecretMap:
+		return "secret_map"
 	}
 	return fmt.Sprintf("fieldkind(%d)", int(k))
 }
@@ -58,7 +68,9 @@ func (k FieldKind) MarshalText() ([]byte, error) { return []byte(k.String()), ni
 // these Go types: String string, Int int64, Bool bool, Duration string (in
 // time.Duration.String form, so that configs stay JSON), StringList
 // []string, StringMap map[string]string. Secret fields are String typed and
-// hold a string (a value about to be moved) or a SecretRef.
+// hold a string (a value about to be moved) or a SecretRef. SecretMap fields
+// are StringMap typed and hold a map[string]any whose values are each a
+// string (pasted, or resolved) or a SecretRef.
 type FieldType int
 
 const (
@@ -118,7 +130,8 @@ type Field struct {
 	// Enum, if not empty, lists the allowed values of a String field.
 	Enum []string `json:"enum,omitempty"`
 	// Check, if not nil, validates the normalized value. Its error text is
-	// used as the reason; for Secret fields it must not contain the value.
+	// used as the reason; for Secret and SecretMap fields it must not
+	// contain a value. A SecretMap field's Check gets its map[string]any.
 	Check func(v any) error `json:"-"`
 }
 
@@ -262,7 +275,10 @@ func (c Config) Strings(name string) []string {
 	return l
 }
 
-// StringMap returns the map value of name (nil if absent).
+// StringMap returns the map value of name (nil if absent). For a SecretMap
+// field it returns the values of a resolved config (see
+// ConfigSchema.ResolveSecrets), and nil while any value is still a
+// SecretRef.
 func (c Config) StringMap(name string) map[string]string {
 	m, _ := toStringMap(c[name])
 	return m
@@ -368,6 +384,9 @@ func CheckLabels(v any) error {
 }
 
 func normalizeValue(f Field, v any) (any, error) {
+	if f.Kind == SecretMap {
+		return toSecretMap(v)
+	}
 	if f.Kind == Secret {
 		if ref, ok := asSecretRef(v); ok {
 			return ref, nil
@@ -460,6 +479,25 @@ func checkStrings(v any) error {
 				return fmt.Errorf("a key: %w", err)
 			}
 			if err := check(t[k]); err != nil {
+				if len(k) > 64 {
+					return fmt.Errorf("the value of a key: %w", err)
+				}
+				return fmt.Errorf("key %q: %w", k, err)
+			}
+		}
+	case map[string]any:
+		if len(t) > MaxConfigEntries {
+			return fmt.Errorf("more than %d entries", MaxConfigEntries)
+		}
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			if err := check(k); err != nil {
+				return fmt.Errorf("a key: %w", err)
+			}
+			s, ok := t[k].(string)
+			if !ok {
+				continue // a SecretRef
+			}
+			if err := check(s); err != nil {
 				if len(k) > 64 {
 					return fmt.Errorf("the value of a key: %w", err)
 				}
@@ -559,100 +597,4 @@ func toStringMap(v any) (map[string]string, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("want map of strings, got %s", jsonType(v))
-}
-
-// Redacted is what Redact puts in place of a secret value that has not been
-// moved into the secret store.
-const Redacted = "[redacted]"
-
-// Redact returns a copy of cfg in which every Secret field that holds a value
-// (rather than a SecretRef) is replaced by Redacted. References are kept: they
-// name a secret without revealing it.
-func (s *ConfigSchema) Redact(cfg Config) Config {
-	out := cfg.Clone()
-	for _, f := range s.Fields {
-		if f.Kind != Secret {
-			continue
-		}
-		if v, ok := out[f.Name]; ok {
-			if _, isRef := asSecretRef(v); !isRef {
-				out[f.Name] = Redacted
-			}
-		}
-	}
-	return out
-}
-
-// PlainSecrets returns the names of Secret fields of cfg that hold a value
-// rather than a SecretRef, in schema order: the values to move into the
-// secret store.
-func (s *ConfigSchema) PlainSecrets(cfg Config) []string {
-	var out []string
-	for _, f := range s.Fields {
-		if f.Kind != Secret {
-			continue
-		}
-		if v, ok := cfg[f.Name]; ok {
-			if _, isRef := asSecretRef(v); !isRef {
-				out = append(out, f.Name)
-			}
-		}
-	}
-	return out
-}
-
-// Parts is a config split by field kind.
-type Parts struct {
-	Identity map[string]any       // Identity fields present in the config
-	Secrets  map[string]SecretRef // Secret fields that hold references
-	Knobs    map[string]any
-	Metadata map[string]any
-}
-
-// Partition splits cfg by the kind of each field; fields the schema does not
-// know are dropped. Secret fields still holding a value are dropped too: only
-// references take part in fingerprints.
-func (s *ConfigSchema) Partition(cfg Config) Parts {
-	p := Parts{Identity: map[string]any{}, Secrets: map[string]SecretRef{}, Knobs: map[string]any{}, Metadata: map[string]any{}}
-	for _, f := range s.Fields {
-		v, ok := cfg[f.Name]
-		if !ok {
-			continue
-		}
-		switch f.Kind {
-		case Identity:
-			p.Identity[f.Name] = v
-		case Knob:
-			p.Knobs[f.Name] = v
-		case Metadata:
-			p.Metadata[f.Name] = v
-		case Secret:
-			if ref, isRef := asSecretRef(v); isRef {
-				p.Secrets[f.Name] = ref
-			}
-		}
-	}
-	return p
-}
-
-// ResolveSecrets returns a copy of cfg in which every SecretRef is replaced
-// by the value lookup returns for it: the config a driver's Acquire takes.
-// An error from lookup is wrapped with the field name (never a value).
-func (s *ConfigSchema) ResolveSecrets(ctx context.Context, cfg Config, lookup func(context.Context, SecretRef) (string, error)) (Config, error) {
-	out := cfg.Clone()
-	for _, f := range s.Fields {
-		if f.Kind != Secret {
-			continue
-		}
-		ref, ok := asSecretRef(out[f.Name])
-		if !ok {
-			continue
-		}
-		v, err := lookup(ctx, ref)
-		if err != nil {
-			return nil, fmt.Errorf("%s config: field %q: resolving %s: %w", s.Driver, f.Name, ref, err)
-		}
-		out[f.Name] = v
-	}
-	return out, nil
 }

@@ -184,11 +184,9 @@ func (c *Catalog) create(ctx context.Context, p Principal, req CreateRequest) (*
 	if err != nil {
 		return nil, &ConfigError{Name: req.Name, Err: err}
 	}
-	for _, f := range schema.Fields {
-		if _, isRef := cfg.SecretRef(f.Name); f.Kind == drivers.Secret && isRef {
-			return nil, &FieldError{Environment: label, Field: "config." + f.Name, Err: ErrInvalid,
-				Reason: "a new environment cannot point at a stored secret; paste the secret value (CFG-3)"}
-		}
+	if field := storedSecretField(schema, cfg); field != "" {
+		return nil, &FieldError{Environment: label, Field: field, Err: ErrInvalid,
+			Reason: "a new environment cannot point at a stored secret; paste the secret value (CFG-3)"}
 	}
 	id := c.newID()
 	moved, err := c.moveSecrets(ctx, label, id, schema, cfg, nil)
@@ -316,11 +314,9 @@ func (c *Catalog) Draft(ctx context.Context, p Principal, req CreateRequest) (dr
 	if err != nil {
 		return nil, nil, &ConfigError{Name: name, Err: err}
 	}
-	for _, f := range schema.Fields {
-		if _, isRef := cfg.SecretRef(f.Name); f.Kind == drivers.Secret && isRef {
-			return nil, nil, &FieldError{Environment: label, Field: "config." + f.Name, Err: ErrInvalid,
-				Reason: "a draft cannot point at a stored secret; paste the value or probe the saved environment"}
-		}
+	if field := storedSecretField(schema, cfg); field != "" {
+		return nil, nil, &FieldError{Environment: label, Field: field, Err: ErrInvalid,
+			Reason: "a draft cannot point at a stored secret; paste the value or probe the saved environment"}
 	}
 	d, err := c.reg.Lookup(req.Driver)
 	if err != nil {
@@ -389,46 +385,6 @@ func (c *Catalog) schemaFor(label, driver string) (*drivers.ConfigSchema, error)
 }
 
 func (c *Catalog) isTestDriver(name string) bool { return slices.Contains(c.testNames, name) }
-
-// moveSecrets moves every pasted secret of cfg into the secret store
-// (CFG-3), replacing it by its reference in cfg. prev, if not nil, is the
-// stored config: a pasted value for a field that already has a secret
-// becomes that secret's next version. It returns the references it created,
-// for rollback. On error it has rolled back itself.
-func (c *Catalog) moveSecrets(ctx context.Context, label, owner string, schema *drivers.ConfigSchema, cfg, prev drivers.Config) ([]drivers.SecretRef, error) {
-	var created []drivers.SecretRef
-	for _, field := range schema.PlainSecrets(cfg) {
-		value, _ := cfg[field].(string)
-		var ref drivers.SecretRef
-		var err error
-		old, ok := prev.SecretRef(field)
-		if ok {
-			ref, err = c.secrets.Replace(ctx, old, value)
-		}
-		if !ok || errors.Is(err, ErrNotFound) {
-			// No secret yet, or the stored one is gone: start a new one.
-			ref, err = c.secrets.Put(ctx, owner, field, value)
-		}
-		if err != nil {
-			c.dropSecrets(ctx, created)
-			return nil, fmt.Errorf("environment %s: field %q: storing the secret: %w", label, "config."+field, err)
-		}
-		created = append(created, ref)
-		cfg[field] = ref
-	}
-	return created, nil
-}
-
-// dropSecrets deletes refs (best effort: a failure is logged without value).
-func (c *Catalog) dropSecrets(ctx context.Context, refs []drivers.SecretRef) {
-	ctx = context.WithoutCancel(ctx)
-	for _, r := range refs {
-		if err := c.secrets.Delete(ctx, r); err != nil {
-			c.log.LogAttrs(ctx, slog.LevelWarn, "environment: deleting secret failed",
-				slog.String("secret", r.String()), slog.String("error", err.Error()))
-		}
-	}
-}
 
 func (c *Catalog) logMutation(ctx context.Context, p Principal, msg string, env *Environment) {
 	c.log.LogAttrs(ctx, slog.LevelInfo, msg,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/berthdev/berth/drivers"
@@ -194,18 +195,19 @@ func (c *Catalog) delete(ctx context.Context, env *Environment, base int64) (*Bl
 			}
 		}
 	}
-	c.dropSecrets(ctx, wholeSecrets(env.Config))
+	c.retireSecrets(ctx, wholeSecrets(env.Config))
 	return b, errors.Join(errs...)
 }
 
 // wholeSecrets returns a Version-0 reference (the whole secret) for every
-// secret reference in cfg. It needs no schema, so the secrets of an
-// environment whose driver is no longer registered are deleted too.
+// secret reference in cfg, in fields and in SecretMap values. It needs no
+// schema, so the secrets of an environment whose driver is no longer
+// registered are deleted too.
 func wholeSecrets(cfg drivers.Config) []drivers.SecretRef {
 	var out []drivers.SecretRef
-	for k := range cfg {
-		if ref, ok := cfg.SecretRef(k); ok {
-			out = append(out, drivers.SecretRef{ID: ref.ID})
+	for _, ref := range cfg.SecretRefs() {
+		if whole := (drivers.SecretRef{ID: ref.ID}); !slices.Contains(out, whole) {
+			out = append(out, whole)
 		}
 	}
 	return out

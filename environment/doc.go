@@ -27,9 +27,13 @@
 //     SecretStore (secrets.go) and the config keeps a drivers.SecretRef; an
 //     update with a new value stores the secret's next version; a reference
 //     that is not the one stored for that field of that environment is
-//     refused. No View, error, log line or String holds a secret value. Env
-//     vars whose names look like credentials (LooksLikeSecretName) are
-//     refused, because env vars are stored and shown inline.
+//     refused. Each value of a SecretMap config field (a driver's secret env
+//     vars, such as docker's and daytona's config.env) is a secret of its
+//     own (named FIELD.KEY), moved, versioned and checked key by key the
+//     same way; views show its keys with references. No View, error, log
+//     line or String holds a secret value. The environment's own Env vars
+//     whose names look like credentials (LooksLikeSecretName) are refused,
+//     because those are stored and shown inline.
 //   - Exclusivity and test drivers (CFG-4): at most one environment of each
 //     exclusive driver (default "local") per instance, checked atomically by
 //     the Store; the "fake" driver (and Options.TestDrivers) cannot be saved

@@ -117,14 +117,12 @@ func (c *Catalog) measure(ctx context.Context, env *Environment, d drivers.Drive
 	return h, nil
 }
 
-// secretStrings returns the plain values of cfg's secret fields.
+// secretStrings returns the plain values of cfg's secrets (Secret fields
+// and SecretMap values) long enough to scrub.
 func secretStrings(schema *drivers.ConfigSchema, cfg drivers.Config) []string {
 	var out []string
-	for _, f := range schema.Fields {
-		if f.Kind != drivers.Secret {
-			continue
-		}
-		if v, ok := cfg[f.Name].(string); ok && len(v) >= 4 {
+	for _, v := range schema.SecretValues(cfg) {
+		if len(v) >= 4 {
 			out = append(out, v)
 		}
 	}

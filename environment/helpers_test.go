@@ -52,6 +52,7 @@ func remoteSchema(name string) *drivers.ConfigSchema {
 			{Name: "mode", Kind: drivers.Knob, Type: drivers.String, Enum: []string{"fast", "slow"}, Default: "fast"},
 			{Name: "tags", Kind: drivers.Metadata, Type: drivers.StringList},
 			{Name: "label", Kind: drivers.Metadata, Type: drivers.String},
+			{Name: "env", Kind: drivers.SecretMap, Type: drivers.StringMap},
 		},
 	}
 }

@@ -13,10 +13,12 @@ import (
 // nothing changes. A new Config is normalized by the driver's schema
 // (errors name the environment and field, CFG-8). In it each secret field
 // holds either the reference the full view showed (kept) or a pasted value
-// (stored as that secret's next version, CFG-3); a reference that is not the
-// one stored for that field of this environment is refused, so that no
-// environment can point at another's secret. A secret field left out is
-// removed together with its secret. On any error nothing is saved and no
+// (stored as that secret's next version, CFG-3); the same holds for each
+// value of a SecretMap field (a driver's secret env vars), key by key. A
+// reference that is not the one stored for that field (and key) of this
+// environment is refused, so that no environment can point at another's
+// secret. A secret field or map key left out is removed together with its
+// secret. On any error nothing is saved and no
 // secret version is left behind. It returns the full view at the new
 // revision.
 func (c *Catalog) Update(ctx context.Context, p Principal, id string, req UpdateRequest) (*View, error) {
@@ -73,23 +75,8 @@ func (c *Catalog) update(ctx context.Context, p Principal, cur *Environment, req
 			return nil, &ConfigError{ID: cur.ID, Name: cur.Name, Err: err}
 		}
 		prev := drivers.Config(cur.Config)
-		for _, f := range schema.Fields {
-			if f.Kind != drivers.Secret {
-				continue
-			}
-			old, hadOld := prev.SecretRef(f.Name)
-			v, present := cfg[f.Name]
-			switch ref, isRef := v.(drivers.SecretRef); {
-			case !present:
-				if hadOld {
-					superseded = append(superseded, drivers.SecretRef{ID: old.ID}) // the whole secret
-				}
-			case isRef && (!hadOld || ref != old):
-				return nil, &FieldError{Environment: label, Field: "config." + f.Name, Err: ErrInvalid,
-					Reason: fmt.Sprintf("secret reference %s is not the one stored for this field of this environment; keep the stored reference or paste a new value (CFG-3)", ref)}
-			case !isRef && hadOld:
-				superseded = append(superseded, old) // this version, once the new one is saved
-			}
+		if superseded, err = supersededSecrets(label, schema, cfg, prev); err != nil {
+			return nil, err
 		}
 		created, err = c.moveSecrets(ctx, label, cur.ID, schema, cfg, prev)
 		if err != nil {
@@ -104,7 +91,7 @@ func (c *Catalog) update(ctx context.Context, p Principal, cur *Environment, req
 		c.dropSecrets(ctx, created)
 		return nil, fmt.Errorf("environment %s: %w", label, err)
 	}
-	c.dropSecrets(ctx, superseded)
+	c.retireSecrets(ctx, superseded)
 	return next, nil
 }
 

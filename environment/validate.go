@@ -166,8 +166,10 @@ func checkName(name string) error {
 
 // checkEnv validates env var names and values. Values are never quoted in
 // errors. Names that look like credentials are refused: berth keeps
-// credentials only in secret config fields, which are moved into the secret
-// store (CFG-3); env vars are stored inline and shown in the full view.
+// credentials only in secret config fields (Secret fields and SecretMap
+// fields such as the docker and daytona drivers' config.env), which are
+// moved into the secret store (CFG-3); these env vars are stored inline and
+// shown in the full view.
 func checkEnv(label string, env map[string]string) error {
 	if len(env) > MaxEnvVars {
 		return &FieldError{Environment: label, Field: "env", Err: ErrInvalid,
@@ -188,7 +190,7 @@ func checkEnv(label string, env map[string]string) error {
 		}
 		if LooksLikeSecretName(k) {
 			return &FieldError{Environment: label, Field: field, Err: ErrInvalid,
-				Reason: "looks like a credential; env vars are stored and shown inline, so put credentials in the driver's secret fields (CFG-3)"}
+				Reason: "looks like a credential; env vars are stored and shown inline, so put credentials in the driver's secret config fields, such as its secret env map config.env (CFG-3)"}
 		}
 	}
 	return nil

@@ -218,7 +218,7 @@ func (m *Manager) prepare(ctx context.Context, p environment.Principal, req Acqu
 	}
 	if draft {
 		for _, f := range schema.Fields {
-			if f.Kind == drivers.Secret {
+			if f.Kind == drivers.Secret || f.Kind == drivers.SecretMap {
 				delete(a.snapshot, f.Name) // the record never holds a secret
 			}
 		}

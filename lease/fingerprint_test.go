@@ -126,3 +126,50 @@ func TestAnotherProcessSharesAnActiveReusableSandbox(t *testing.T) {
 		t.Errorf("creates = %d, want 1", n)
 	}
 }
+
+// secretEnvDriver is the fake with a secret env map in its schema, as the
+// docker and daytona drivers have.
+type secretEnvDriver struct {
+	*fake.Driver
+	schema *drivers.ConfigSchema
+}
+
+func (d secretEnvDriver) Schema() *drivers.ConfigSchema { return d.schema }
+
+// Issue 11 item 2: rotating (or adding, or removing) a value of a secret
+// env map keeps the reuse fingerprint, so a reusable sandbox is not
+// replaced; an identity or account change still changes it.
+func TestFingerprintLeavesSecretMapsOut(t *testing.T) {
+	t.Parallel()
+	fk := fake.New(nil)
+	s := *fk.Schema()
+	s.Fields = append(append([]drivers.Field(nil), s.Fields...), drivers.Field{Name: "env", Kind: drivers.SecretMap, Type: drivers.StringMap})
+	d := secretEnvDriver{Driver: fk, schema: &s}
+	base := drivers.Config{"region": "r1", "api_key": drivers.SecretRef{ID: "k", Version: 1},
+		"env": map[string]any{"GITHUB_TOKEN": drivers.SecretRef{ID: "e", Version: 1}}}
+	with := func(k string, v any) drivers.Config { c := base.Clone(); c[k] = v; return c }
+	want, err := lease.Fingerprint(d, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		cfg  drivers.Config
+		same bool
+	}{
+		{"env value rotated", with("env", map[string]any{"GITHUB_TOKEN": drivers.SecretRef{ID: "e", Version: 2}}), true},
+		{"env value replaced by another secret", with("env", map[string]any{"GITHUB_TOKEN": drivers.SecretRef{ID: "e2", Version: 1}}), true},
+		{"env key added", with("env", map[string]any{"GITHUB_TOKEN": drivers.SecretRef{ID: "e", Version: 1}, "B": drivers.SecretRef{ID: "b", Version: 1}}), true},
+		{"env JSON form", with("env", map[string]any{"GITHUB_TOKEN": map[string]any{"$secret": "e", "version": float64(1)}}), true},
+		{"identity changed", with("region", "r2"), false},
+		{"account rotated", with("api_key", drivers.SecretRef{ID: "k", Version: 2}), false},
+	} {
+		got, err := lease.Fingerprint(d, tt.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (got == want) != tt.same {
+			t.Errorf("%s: fingerprint equal to the base: %t, want %t", tt.name, got == want, tt.same)
+		}
+	}
+}

@@ -200,9 +200,10 @@ func (m *Manager) InstanceID() string { return m.o.InstanceID }
 
 // Fingerprint returns the reuse fingerprint of cfg for driver d: a SHA-256
 // over the driver name, the identity fields and the secret references with
-// their versions (LEASE-4). Knobs and metadata are left out, so that tuning
-// a timeout keeps a sandbox reusable while changing the image, target or
-// account does not. An identity value that has no JSON encoding (a channel,
+// their versions (LEASE-4). Knobs, metadata and SecretMap fields (secret env
+// vars, keys and references alike) are left out, so that tuning a timeout or
+// rotating an env token keeps a sandbox reusable while changing the image,
+// target or account does not. An identity value that has no JSON encoding (a channel,
 // a function, a NaN) is an error wrapping ErrInvalid that names the driver;
 // Fingerprint never panics.
 func Fingerprint(d drivers.Driver, cfg drivers.Config) (string, error) {

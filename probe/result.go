@@ -149,17 +149,8 @@ func (s scrubber) scrub(text string) string {
 	return text
 }
 
-// secretValues returns the values of cfg's Secret fields that hold plain
-// strings (resolved or pasted secrets).
+// secretValues returns the plain values of cfg's secrets: Secret fields
+// and SecretMap values (resolved or pasted).
 func secretValues(schema *drivers.ConfigSchema, cfg drivers.Config) scrubber {
-	var out scrubber
-	for _, f := range schema.Fields {
-		if f.Kind != drivers.Secret {
-			continue
-		}
-		if v, ok := cfg[f.Name].(string); ok && v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
+	return scrubber(schema.SecretValues(cfg))
 }

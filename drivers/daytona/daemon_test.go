@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 )
 
@@ -43,7 +44,9 @@ func TestExecAcrossDaemonVersionsAndShells(t *testing.T) {
 				e := newEnv(t, envOptions{knobs: daytonatest.Knobs{Shell: path, DaemonVersion: version, NoDaemonVersion: version == ""}})
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
-				sb, err := e.drv.Acquire(ctx, e.config(t, e.snap.ID), drivers.AcquireRequest{})
+				cfg := e.config(t, e.snap.ID)
+				delete(cfg, daytona.FieldEnv) // a secret env needs envs (TestSecretEnvOnOldDaemonIsRefused)
+				sb, err := e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -73,7 +76,9 @@ func TestExecTooLargeForOldDaemonIsRefused(t *testing.T) {
 	e := newEnv(t, envOptions{knobs: daytonatest.Knobs{DaemonVersion: "0.150.0"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sb, err := e.drv.Acquire(ctx, e.config(t, e.snap.ID), drivers.AcquireRequest{})
+	cfg := e.config(t, e.snap.ID)
+	delete(cfg, daytona.FieldEnv) // refused for its own reason on this daemon
+	sb, err := e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,8 +29,10 @@
 //     about three times the output limit for an exec) and a longer one
 //     fails; provider text is scrubbed of every run of 8 or more bytes of
 //     the key before it is shortened.
-//   - Sandboxes: POST /sandbox from a snapshot id with name, labels, env,
-//     target, autoStopInterval, autoArchiveInterval, autoDeleteInterval;
+//   - Sandboxes: POST /sandbox from a snapshot id with name, labels,
+//     target, autoStopInterval, autoArchiveInterval, autoDeleteInterval
+//     (never env: the config's env is a drivers.SecretMap whose values go
+//     with each command's envs, so the API never shows them);
 //     GET /sandbox/{id}; GET /sandbox?labels=...&sort=createdAt&order=asc
 //     &cursor=... (cursor pages of ListSandboxesResponse; the API's default
 //     order, by last activity, moves sandboxes during a walk; the list is
@@ -50,8 +52,10 @@
 //     restore the sandbox's state before or after saving it.
 //   - Toolbox: POST {toolboxProxyUrl}/{sandboxId}/process/execute
 //     ({command, cwd, envs, timeout} -> {exitCode, result}), shaped for the
-//     sandbox's daemonVersion (env vars inline below 0.167.0 or when no
-//     version is reported, the script through sh -c below 0.156.0, an
+//     sandbox's daemonVersion (a command's own env vars inline below
+//     0.167.0 or when no version is reported, where a non-empty config env
+//     is refused with drivers.ErrUnsupported naming the version rather than
+//     inlined or dropped; the script through sh -c below 0.156.0, an
 //     explicit time limit below 0.155.0); PTY sessions
 //     (Terminal): POST /process/pty {id, cwd, envs, cols, rows}, the
 //     WebSocket /process/pty/{id}/connect (a text control message

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -125,7 +126,7 @@ type settings struct {
 	c            *client
 	snapshotID   string
 	target       string
-	env          map[string]string
+	env          map[string]string // secret values: sent with each command, never at create
 	labels       map[string]string
 	autoStop     *int64
 	autoArch     *int64
@@ -144,6 +145,10 @@ func (d *Driver) open(cfg drivers.Config) (*settings, error) {
 			return nil, &drivers.ConfigError{Driver: DriverName, Field: FieldAPIKey, Reason: "secret reference not resolved"}
 		}
 		return nil, fmt.Errorf("daytona config: field %q: %w", FieldAPIKey, drivers.ErrCredentialsMissing)
+	}
+	if refs := cfg.SecretMapRefs(FieldEnv); len(refs) > 0 {
+		return nil, &drivers.ConfigError{Driver: DriverName, Field: FieldEnv,
+			Reason: fmt.Sprintf("key %q: secret reference not resolved", fieldKey(slices.Sorted(maps.Keys(refs))[0]))}
 	}
 	raw := cfg.String(FieldAPIURL)
 	if err := checkAPIURL(raw); err != nil {
@@ -251,8 +256,8 @@ const LabelLeaseID = "berth.lease-id"
 //
 // It first reads the snapshot by id (a deleted id is
 // drivers.ErrImageNotFound and nothing is created), then creates the sandbox
-// by that id with a unique name, the config's and req's labels, env and
-// intervals. As soon as the API answers it calls req.Allocated with the
+// by that id with a unique name, the config's and req's labels and
+// intervals (the config's env is not sent: it goes with each command). As soon as the API answers it calls req.Allocated with the
 // sandbox id, then checks that the sandbox reports the snapshot read by id
 // (the API reports the snapshot's name, unique per organization), then
 // polls its state with backoff. A sandbox in state error or build_failed
@@ -285,7 +290,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 		labels[LabelLeaseID] = req.LeaseID
 	}
 	create := apiCreateSandbox{
-		Name: newName(), Snapshot: snap.ID, Env: s.env, Labels: labels, Target: s.target,
+		Name: newName(), Snapshot: snap.ID, Labels: labels, Target: s.target, // no Env: see FieldEnv
 		AutoStopInterval: s.autoStop, AutoArchiveInterval: s.autoArch, AutoDeleteInterval: s.autoDel,
 	}
 	sb, err := s.c.createSandbox(ctx, create)

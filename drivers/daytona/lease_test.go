@@ -31,6 +31,12 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg[daytona.FieldAPIKey] = ref
+	// The secret env is stored as the catalog would: a reference per value.
+	envRef, err := secrets.Put(ctx, "env-1", daytona.FieldEnv+".BERTH_SANDBOX", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg[daytona.FieldEnv] = map[string]any{"BERTH_SANDBOX": envRef}
 	env := &environment.Environment{ID: "env-1", Name: "daytona", Driver: e.drv.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
 	envs := environment.NewMemoryStore()
 	if err := envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
@@ -61,8 +67,8 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 		t.Errorf("second acquisition: resumed %v, sandbox %s lease %s; want a resume of %s (lease %s)",
 			h.Resumed(), h.SandboxID(), h.ID(), first.ProviderLeaseID, first.ID)
 	}
-	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"echo", "resumed"}})
-	if err != nil || string(res.Stdout) != "resumed\n" {
+	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", `echo "resumed $BERTH_SANDBOX"`}})
+	if err != nil || string(res.Stdout) != "resumed 1\n" {
 		t.Fatalf("exec in the resumed sandbox: %v %+v", err, res)
 	}
 	if got := e.srv.Calls(daytonatest.RouteCreateSandbox); got != 1 {
@@ -109,6 +115,7 @@ func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
 	}
 	envCfg := cfg.Clone()
 	envCfg[daytona.FieldAPIKey] = ref
+	delete(envCfg, daytona.FieldEnv) // a saved config holds references only
 	env := &environment.Environment{ID: "env-1", Name: "daytona", Driver: e.drv.Name(), Status: environment.StatusActive, Config: envCfg, Revision: 1}
 	envs := environment.NewMemoryStore()
 	if err := envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {

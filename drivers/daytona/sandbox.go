@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/url"
 	"sync"
@@ -41,6 +42,33 @@ func (d *Driver) newSandbox(s *settings, sb *apiSandbox) *Sandbox {
 // ID returns the Daytona sandbox id.
 func (sb *Sandbox) ID() string { return sb.id }
 
+// configEnvAllowed refuses a non-empty config env on a sandbox whose
+// daemon ignores a request's envs (before v0.167.0, or no version
+// reported): those values are secrets and must not travel in the command
+// string, and dropping them would run the command without them.
+func (sb *Sandbox) configEnvAllowed() error {
+	if len(sb.s.env) == 0 || sb.shape.envsField {
+		return nil
+	}
+	version := "reports no version"
+	if sb.shape.version != "" {
+		version = fmt.Sprintf("is version %s", sb.shape.version)
+	}
+	return fmt.Errorf("the config's env (field %q) is sent only in a request's envs, which the sandbox's daemon ignores before %s and this daemon %s; "+
+		"refused rather than inlined into the command or dropped: %w", FieldEnv, daemonEnvs, version, drivers.ErrUnsupported)
+}
+
+// commandEnvs returns the envs of one request: the config's env overridden
+// by the command's own (nil when both are empty).
+func commandEnvs(config, command map[string]string) map[string]string {
+	if len(config) == 0 {
+		return command
+	}
+	out := maps.Clone(config)
+	maps.Copy(out, command)
+	return out
+}
+
 func (sb *Sandbox) live() error {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
@@ -70,12 +98,15 @@ func (sb *Sandbox) toolboxURL(ctx context.Context) (*url.URL, error) {
 // Exec runs cmd through the toolbox's process/execute. The command runs in
 // a POSIX sh wrapper (see exec.go) so that stdout and stderr come back
 // separately, each capped at cmd.Limit() inside the sandbox, with stdin
-// passed through. cmd.Dir is the request's cwd and cmd.Env its envs.
+// passed through. cmd.Dir is the request's cwd; the request's envs are the
+// config's env (secret values) overridden by cmd.Env.
 //
 // The request is shaped for the sandbox's daemonVersion (see shapeFor):
 // from v0.167.0 as above; below it, or when the API reports no version,
-// cmd.Env is exported inline in the script (a name that is not a shell
-// identifier is refused), never dropped; below v0.156.0 (no shell) the
+// a non-empty config env is refused with drivers.ErrUnsupported naming the
+// version (its secrets are never put in the command string), and cmd.Env
+// is exported inline in the script (a name that is not a shell identifier
+// is refused), never dropped; below v0.156.0 (no shell) the
 // script travels base64-encoded through sh -c, and a script too long for
 // one argument is refused with drivers.ErrUnsupported naming the version;
 // below v0.155.0 a missing time limit is sent as the largest one, since an
@@ -121,7 +152,10 @@ func (sb *Sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Resu
 	if err != nil {
 		return nil, fmt.Errorf("daytona: exec in sandbox %s: %w", sb.id, err)
 	}
-	envs, inline := cmd.Env, map[string]string(nil)
+	if err := sb.configEnvAllowed(); err != nil {
+		return nil, fmt.Errorf("daytona: exec in sandbox %s: %w", sb.id, err)
+	}
+	envs, inline := commandEnvs(sb.s.env, cmd.Env), map[string]string(nil)
 	if !sb.shape.envsField && len(cmd.Env) > 0 {
 		// The daemon would ignore envs: the variables travel in the script.
 		if err := checkEnvNames(cmd.Env); err != nil {

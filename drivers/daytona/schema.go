@@ -35,7 +35,13 @@ const (
 	// FieldTarget is the region sandboxes are created in (Identity,
 	// optional; absent: the organization's default region).
 	FieldTarget = "target"
-	// FieldEnv holds environment variables of every sandbox (Knob).
+	// FieldEnv holds environment variables of every command (a
+	// drivers.SecretMap: each value is kept in the host's secret store).
+	// They travel in each request's envs (process/execute and PTY
+	// sessions), never in the sandbox's create-time env, which the API
+	// shows. Daemons before v0.167.0 ignore envs: there a non-empty env is
+	// refused with drivers.ErrUnsupported naming the daemon version, never
+	// inlined into the command or dropped.
 	FieldEnv = "env"
 	// FieldLabels holds extra labels of every sandbox (Metadata); the
 	// acquire request's labels win on a clash.
@@ -98,8 +104,9 @@ func newSchema() *drivers.ConfigSchema {
 				Doc: "id (UUID) of the snapshot sandboxes are created from; never a name", Check: checkSnapshotID},
 			{Name: FieldTarget, Kind: drivers.Identity, Type: drivers.String,
 				Doc: "region; absent: the organization's default"},
-			{Name: FieldEnv, Kind: drivers.Knob, Type: drivers.StringMap,
-				Doc: "environment variables of every sandbox"},
+			{Name: FieldEnv, Kind: drivers.SecretMap, Type: drivers.StringMap, Check: checkEnvField,
+				Doc: "environment variables of every command, for tokens and other secrets as well: each value is kept in the secret store " +
+					"and sent with each command (needs sandbox daemon v0.167.0 or later), never in the sandbox's own env; a command's own env wins on a clash"},
 			{Name: FieldLabels, Kind: drivers.Metadata, Type: drivers.StringMap,
 				Doc: "extra labels of every sandbox"},
 			{Name: FieldAutoStopInterval, Kind: drivers.Knob, Type: drivers.Int, Check: minutes(0),
@@ -141,6 +148,26 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// checkEnvField accepts variable names the daemon accepts in envs
+// (shell identifiers).
+func checkEnvField(v any) error {
+	m, _ := v.(map[string]any) // a SecretMap field's normalized form
+	for k := range m {
+		if !envNameRE.MatchString(k) {
+			return fmt.Errorf("variable name %q is not a shell identifier", fieldKey(k))
+		}
+	}
+	return nil
+}
+
+// fieldKey shortens a long map key for an error message.
+func fieldKey(k string) string {
+	if len(k) > 64 {
+		return strings.ToValidUTF8(k[:64], "?") + "..."
+	}
+	return k
 }
 
 func checkSnapshotID(v any) error {

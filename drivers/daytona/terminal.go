@@ -85,7 +85,10 @@ func (sb *Sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest
 	if err != nil {
 		return nil, fmt.Errorf("daytona: terminal in sandbox %s: %w", sb.id, err)
 	}
-	envs := maps.Clone(req.Env)
+	if err := sb.configEnvAllowed(); err != nil {
+		return nil, fmt.Errorf("daytona: terminal in sandbox %s: %w", sb.id, err)
+	}
+	envs := maps.Clone(commandEnvs(sb.s.env, req.Env))
 	if envs == nil {
 		envs = map[string]string{}
 	}

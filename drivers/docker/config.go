@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -78,7 +79,7 @@ type config struct {
 	readonly    bool
 	user        string // "UID" or "UID:GID"; "" runs as the image's user
 	workdir     string
-	env         map[string]string
+	env         map[string]string // secret values: handed to each exec, never to the container
 	labels      map[string]string
 	startup     time.Duration
 	captureRepo string
@@ -127,8 +128,10 @@ func newSchema(host string) *drivers.ConfigSchema {
 					`and may lack write access to directories the image made for root (give it readonly_rootfs, whose tmpfs workdir it owns, or an image made for it)`},
 			{Name: FieldWorkdir, Kind: drivers.Knob, Type: drivers.String, Default: DefaultWorkdir, Check: checkAbs,
 				Doc: `default working directory of commands; default "/". With readonly_rootfs it is a writable tmpfs and must not be "/"`},
-			{Name: FieldEnv, Kind: drivers.Knob, Type: drivers.StringMap, Check: checkEnv,
-				Doc: "environment variables of the container"},
+			{Name: FieldEnv, Kind: drivers.SecretMap, Type: drivers.StringMap, Check: checkEnv,
+				Doc: "environment variables of every command (exec, stream, terminal), for tokens and other secrets as well: " +
+					"each value is kept in the secret store and handed to each command when it starts, never put in the container's own " +
+					"environment (which docker inspect shows) or in a captured template; a command's own env wins on a clash"},
 			{Name: FieldLabels, Kind: drivers.Metadata, Type: drivers.StringMap, Check: checkLabels,
 				Doc: `extra container labels; keys starting with "berth." are reserved`},
 			{Name: FieldStartupTimeout, Kind: drivers.Knob, Type: drivers.Duration, Default: DefaultStartupTimeout.String(),
@@ -260,7 +263,8 @@ func checkAbs(v any) error {
 }
 
 func checkEnv(v any) error {
-	for k := range v.(map[string]string) {
+	m, _ := v.(map[string]any) // a SecretMap field's normalized form
+	for k := range m {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf("invalid variable name %q", k)
 		}
@@ -327,6 +331,10 @@ func (d *Driver) parseConfig(raw drivers.Config) (*config, error) {
 	}
 	if _, isRef := cfg.SecretRef(FieldRegistryAuth); isRef {
 		return nil, fmt.Errorf("docker config: field %q holds an unresolved secret reference: %w", FieldRegistryAuth, drivers.ErrCredentialsMissing)
+	}
+	if refs := cfg.SecretMapRefs(FieldEnv); len(refs) > 0 {
+		return nil, fmt.Errorf("docker config: field %q: key %q holds an unresolved secret reference: %w",
+			FieldEnv, slices.Sorted(maps.Keys(refs))[0], drivers.ErrCredentialsMissing)
 	}
 	c := &config{
 		host:        cfg.String(FieldHost),

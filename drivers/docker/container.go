@@ -27,25 +27,23 @@ const idleScript = `trap 'exit 0' TERM INT; while :; do sleep 86400 & wait $!; d
 // containerSpec returns the hardened container configuration: all
 // capabilities dropped, no-new-privileges, pids and memory limits (no
 // swap), never privileged, never the host's network, PID, IPC or UTS
-// namespace, ports published only on 127.0.0.1.
+// namespace, ports published only on 127.0.0.1. It carries no
+// environment variables: the config's env holds secrets, which the engine
+// would show in inspect and commit into captured images; each exec gets
+// them instead (execEnv).
 func containerSpec(cfg *config, imageID string, req drivers.AcquireRequest) (*container.Config, *container.HostConfig, error) {
 	labels := make(map[string]string, len(cfg.labels)+len(req.Labels)+2)
 	maps.Copy(labels, cfg.labels)
 	maps.Copy(labels, req.Labels)
 	labels[LabelManaged] = "true"
 	labels[LabelLease] = req.LeaseID
-	env := make([]string, 0, len(cfg.env))
-	for _, k := range sortedKeys(cfg.env) {
-		env = append(env, k+"="+cfg.env[k])
-	}
 	init := true
 	pids := cfg.pids
 	cc := &container.Config{
 		Image:      imageID,
 		Entrypoint: strslice.StrSlice{"/bin/sh", "-c", idleScript},
 		Cmd:        strslice.StrSlice{},
-		Env:        env,
-		WorkingDir: cfg.workdir,
+		WorkingDir: cfg.workdir, // no Env: the config's env is secret and goes to each exec (execEnv)
 		User:       cfg.user,
 		Labels:     labels,
 		StopSignal: "SIGTERM",

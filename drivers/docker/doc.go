@@ -21,9 +21,13 @@
 // (default false; when set, /tmp and the workdir, which must not be "/",
 // are the only writable places: empty tmpfs mounts owned by the user knob's
 // uid), user (numeric "UID[:GID]" for the container and every command;
-// default: the image's user, root for most images), workdir, env,
+// default: the image's user, root for most images), workdir,
 // startup_timeout and capture_repository; labels (metadata) are extra
-// container labels. The field docs in config.go say what each knob trades.
+// container labels. env is a secret map (drivers.SecretMap): the catalog
+// keeps each value in the secret store, and the driver hands the values to
+// every exec (Exec, Start, OpenTerminal; a command's own env wins), never to
+// the container's create-time environment, so docker inspect and captured
+// templates never show them. The field docs in config.go say what each knob trades.
 //
 // # Acquire
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"strconv"
 	"strings"
@@ -129,7 +130,7 @@ func (s *sandbox) start(ctx context.Context, cmd drivers.Command, stdout, stderr
 		AttachStdout: true,
 		AttachStderr: true,
 		AttachStdin:  cmd.Stdin != nil,
-		Env:          envList(cmd.Env),
+		Env:          s.execEnv(cmd.Env),
 		WorkingDir:   dir,
 		Cmd:          append([]string{"/bin/sh", "-c", wrapperScript, "berth-exec", marker}, cmd.Argv...),
 	}
@@ -160,6 +161,18 @@ type closeWriter struct{ hj types.HijackedResponse }
 
 func (w closeWriter) Write(b []byte) (int, error) { return w.hj.Conn.Write(b) }
 func (w closeWriter) Close() error                { return w.hj.CloseWrite() }
+
+// execEnv is the environment of one exec: the config's env (secret values,
+// never part of the container's own environment), overridden by the
+// command's own env.
+func (s *sandbox) execEnv(cmd map[string]string) []string {
+	env := maps.Clone(s.cfg.env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	maps.Copy(env, cmd)
+	return envList(env)
+}
 
 func envList(env map[string]string) []string {
 	out := make([]string, 0, len(env))

@@ -28,7 +28,7 @@ func (s *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest)
 		term = "xterm-256color"
 	}
 	marker := randomHex(8)
-	env := envList(req.Env)
+	env := s.execEnv(req.Env)
 	env = append(env, "TERM="+term, markerEnv+"="+marker)
 	dir := req.Dir
 	if dir == "" {

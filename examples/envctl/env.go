@@ -32,8 +32,9 @@ const envUsage = `usage: envctl env COMMAND [FLAGS]
 CreateRequest / UpdateRequest shape: name, description, driver, config, env,
 metadata; baseRevision for update), decoded strictly: unknown and reserved
 server-owned fields are refused by name. It excludes the other request flags.
-Secret fields (private keys, API keys) are moved into the secret store and
-never printed back.
+Secret fields (private keys, API keys) and each value of a secret map (the
+docker and daytona config.env) are moved into the secret store and never
+printed back; --env K=V is shown inline and refuses credential-like names.
 `
 
 func runEnv(ctx context.Context, g *globals, args []string) error {

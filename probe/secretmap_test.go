@@ -1,0 +1,63 @@
+package probe
+
+import (
+	"testing"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/environment"
+)
+
+// secretEnvDriver is the fake with a secret env map in its schema, as the
+// docker and daytona drivers have.
+type secretEnvDriver struct {
+	*fake.Driver
+	schema *drivers.ConfigSchema
+}
+
+func (d secretEnvDriver) Schema() *drivers.ConfigSchema { return d.schema }
+
+// Issue 11 item 2, QUAL-3: the qualification fingerprint leaves secret env
+// maps out, so rotating a token in env keeps a qualification; changing an
+// identity field or the account's secret version still makes it stale.
+func TestQualificationFingerprintLeavesSecretMapsOut(t *testing.T) {
+	t.Parallel()
+	fk := fake.New(nil)
+	s := *fk.Schema()
+	s.Fields = append(append([]drivers.Field(nil), s.Fields...), drivers.Field{Name: "env", Kind: drivers.SecretMap, Type: drivers.StringMap})
+	d := secretEnvDriver{Driver: fk, schema: &s}
+	base := drivers.Config{"region": "r1", "image": "registry.example/img@sha256:" + sha('a'),
+		"api_key": drivers.SecretRef{ID: "k", Version: 1},
+		"env":     map[string]any{"GITHUB_TOKEN": drivers.SecretRef{ID: "e", Version: 1}}}
+	fp := func(cfg drivers.Config) string {
+		subj, problem := subjectOf(d, &environment.Environment{ID: "env_1", Config: cfg}, "acme")
+		if problem != "" {
+			t.Fatal(problem)
+		}
+		return subj.Fingerprint
+	}
+	want := fp(base)
+	with := func(k string, v any) drivers.Config { c := base.Clone(); c[k] = v; return c }
+	for _, tt := range []struct {
+		name string
+		cfg  drivers.Config
+		same bool
+	}{
+		{"env value rotated", with("env", map[string]any{"GITHUB_TOKEN": drivers.SecretRef{ID: "e", Version: 2}}), true},
+		{"env key removed", with("env", map[string]any{}), true},
+		{"identity changed", with("region", "r2"), false},
+		{"account rotated", with("api_key", drivers.SecretRef{ID: "k", Version: 2}), false},
+	} {
+		if got := fp(tt.cfg); (got == want) != tt.same {
+			t.Errorf("%s: fingerprint equal to the base: %t, want %t", tt.name, got == want, tt.same)
+		}
+	}
+}
+
+func sha(c byte) string {
+	b := make([]byte, 64)
+	for i := range b {
+		b[i] = c
+	}
+	return string(b)
+}
