@@ -59,12 +59,19 @@ func (k FieldKind) MarshalText() ([]byte, error) { return []byte(k.String()), ni
 // hold a string (a value about to be moved) or a SecretRef.
 type FieldType int
 
+// The field types, with the Go type a normalized config holds for each.
 const (
+	// String fields hold a string.
 	String FieldType = iota
+	// Int fields hold an int64.
 	Int
+	// Bool fields hold a bool.
 	Bool
+	// Duration fields hold a string in time.Duration.String form.
 	Duration
+	// StringList fields hold a []string.
 	StringList
+	// StringMap fields hold a map[string]string.
 	StringMap
 )
 

@@ -246,7 +246,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 	if err := d.waitRunning(ctx, b.id); err != nil {
 		return nil, err
 	}
-	return &Sandbox{d: d, id: b.id}, nil
+	return &sandbox{d: d, id: b.id}, nil
 }
 
 // waitRunning waits on the clock until the sandbox id runs.
@@ -313,7 +313,7 @@ func (d *Driver) Resume(ctx context.Context, cfg drivers.Config, providerLeaseID
 	if err := d.waitRunning(ctx, providerLeaseID); err != nil {
 		return nil, err
 	}
-	return &Sandbox{d: d, id: providerLeaseID}, nil
+	return &sandbox{d: d, id: providerLeaseID}, nil
 }
 
 // List returns the sandboxes that carry every label of labels (all of them

@@ -30,7 +30,7 @@ var validSignals = map[string]bool{"TERM": true, "KILL": true, "INT": true, "HUP
 // discards) as the command writes it. Wait returns the exit status; a
 // signalled process ends with ExitCode -1 and Signal set. Cancelling ctx
 // ends the process and Wait returns an error wrapping ctx.Err().
-func (s *Sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
+func (s *sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
 	if len(cmd.Argv) == 0 {
 		return nil, fmt.Errorf("fake: start in %s: empty argv", s.id)
 	}
@@ -141,7 +141,7 @@ const Prompt = "$ "
 
 // OpenTerminal opens an echo-shell session (see the package
 // documentation). req.Argv is ignored; Env and Dir apply to its commands.
-func (s *Sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest) (drivers.TerminalSession, error) {
+func (s *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest) (drivers.TerminalSession, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("fake: terminal in %s: %w", s.id, err)
 	}

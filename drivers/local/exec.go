@@ -21,7 +21,7 @@ import (
 // command builds the process for c: its own process group, killed as a
 // whole (SIGKILL to -pgid) when ctx ends, with WaitDelay so that pipes held
 // by grandchildren cannot hang Wait.
-func (s *Sandbox) command(ctx context.Context, c drivers.Command) *exec.Cmd {
+func (s *sandbox) command(ctx context.Context, c drivers.Command) *exec.Cmd {
 	argv := slices.Clone(c.Argv)
 	if argv[0] == "sh" {
 		argv[0] = s.shell
@@ -46,7 +46,7 @@ func (s *Sandbox) command(ctx context.Context, c drivers.Command) *exec.Cmd {
 
 // start starts cmd and records its process group in the session. A command
 // that cannot be found or executed gives a Result (127 or 126) instead.
-func (s *Sandbox) start(cmd *exec.Cmd) (*drivers.Result, error) {
+func (s *sandbox) start(cmd *exec.Cmd) (*drivers.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.released {
@@ -67,7 +67,7 @@ func (s *Sandbox) start(cmd *exec.Cmd) (*drivers.Result, error) {
 
 // finish turns the end of cmd into a Result, or an error wrapping ctx.Err()
 // when ctx ended the process.
-func (s *Sandbox) finish(ctx context.Context, cmd *exec.Cmd, waitErr error, began time.Time) (*drivers.Result, error) {
+func (s *sandbox) finish(ctx context.Context, cmd *exec.Cmd, waitErr error, began time.Time) (*drivers.Result, error) {
 	pgid := cmd.Process.Pid
 	if syscall.Kill(-pgid, 0) == syscall.ESRCH {
 		s.mu.Lock()
@@ -118,7 +118,7 @@ func signalName(sig syscall.Signal) string {
 // group is killed and Exec returns an error wrapping ctx.Err(). Background
 // processes the command leaves running belong to the session and are ended
 // by Release.
-func (s *Sandbox) Exec(ctx context.Context, c drivers.Command) (*drivers.Result, error) {
+func (s *sandbox) Exec(ctx context.Context, c drivers.Command) (*drivers.Result, error) {
 	if len(c.Argv) == 0 {
 		return nil, fmt.Errorf("local: exec in %s: empty argv", s.id)
 	}
@@ -157,7 +157,7 @@ func (s *Sandbox) Exec(ctx context.Context, c drivers.Command) (*drivers.Result,
 
 // process is a command started by Start.
 type process struct {
-	s     *Sandbox
+	s     *sandbox
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	began time.Time
@@ -169,7 +169,7 @@ type process struct {
 
 // Start runs c like Exec, streaming stdout and stderr (nil discards) to
 // the writers as the process writes them.
-func (s *Sandbox) Start(ctx context.Context, c drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
+func (s *sandbox) Start(ctx context.Context, c drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
 	if len(c.Argv) == 0 {
 		return nil, fmt.Errorf("local: start in %s: empty argv", s.id)
 	}

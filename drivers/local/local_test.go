@@ -47,7 +47,7 @@ func TestConformance(t *testing.T) {
 
 func BenchmarkDriver(b *testing.B) { drivertest.RunBenchmarks(b, newHarness) }
 
-func acquire(t *testing.T, raw map[string]any) *local.Sandbox {
+func acquire(t *testing.T, raw map[string]any) local.Workspace {
 	t.Helper()
 	d := local.New(nil)
 	cfg, err := d.Schema().Normalize(raw)
@@ -59,7 +59,7 @@ func acquire(t *testing.T, raw map[string]any) *local.Sandbox {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sb.Release(context.Background(), drivers.Destroy) })
-	return sb.(*local.Sandbox)
+	return sb.(local.Workspace)
 }
 
 // PRB-1: the session reports the host name and its verified directory.

@@ -34,9 +34,10 @@ type Driver struct {
 
 var (
 	_ drivers.Driver       = (*Driver)(nil)
-	_ drivers.Sandbox      = (*Sandbox)(nil)
-	_ drivers.StreamExecer = (*Sandbox)(nil)
-	_ drivers.Terminal     = (*Sandbox)(nil)
+	_ drivers.Sandbox      = (*sandbox)(nil)
+	_ drivers.StreamExecer = (*sandbox)(nil)
+	_ drivers.Terminal     = (*sandbox)(nil)
+	_ Workspace            = (*sandbox)(nil)
 )
 
 // New returns an ssh driver. opts may be nil.
@@ -89,7 +90,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 	if err != nil {
 		return nil, err
 	}
-	sb := &Sandbox{d: d, c: c, t: t, running: map[*process]struct{}{}}
+	sb := &sandbox{d: d, c: c, t: t, running: map[*process]struct{}{}}
 	wd := pathExpr(t.workdir, `"$HOME"`)
 	if req.Workspace != "" {
 		wd = pathExpr(req.Workspace, wd)
@@ -132,7 +133,7 @@ func clip(b []byte) string {
 }
 
 // String returns the lease id; it never contains key material.
-func (sb *Sandbox) String() string { return sb.id }
+func (sb *sandbox) String() string { return sb.id }
 
 // String describes the target without its key.
 func (t *target) String() string { return "ssh://" + t.user + "@" + t.addr() }

@@ -19,7 +19,7 @@ const killGrace = 10 * time.Second
 
 // process is one command running in an ssh session.
 type process struct {
-	sb      *Sandbox
+	sb      *sandbox
 	sess    *xssh.Session
 	sniff   *pgidSniffer
 	stdin   io.WriteCloser
@@ -47,7 +47,7 @@ var _ drivers.Process = (*process)(nil)
 // process until it ends or CloseStdin is called. Cancelling ctx kills the
 // process group on the server; Wait then returns an error wrapping
 // ctx.Err().
-func (sb *Sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
+func (sb *sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
 	p, err := sb.startCommand(ctx, cmd, stdout, stderr)
 	if err != nil {
 		return nil, err
@@ -70,7 +70,7 @@ type ptyRequest struct {
 }
 
 // start opens a session and starts script.
-func (sb *Sandbox) start(ctx context.Context, script string, cmd drivers.Command, stdout, stderr io.Writer, o startOpts) (*process, error) {
+func (sb *sandbox) start(ctx context.Context, script string, cmd drivers.Command, stdout, stderr io.Writer, o startOpts) (*process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("ssh %s: %w", sb.t.addr(), err)
 	}
