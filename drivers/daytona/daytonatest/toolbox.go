@@ -1,7 +1,6 @@
 package daytonatest
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,10 +9,11 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/berthdev/berth/internal/syncbuf"
 )
 
 // executeBody is the toolbox's ExecuteRequest, every field.
@@ -25,24 +25,6 @@ type executeBody struct {
 }
 
 var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// lockedBuffer is the combined output of one command.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // execute is the toolbox's POST /process/execute, run for real: the command
 // is fed to /bin/sh on stdin, as the daemon does, in its own process group,
@@ -105,7 +87,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		cmd.Dir = *req.Cwd
 	}
 	cmd.Env = env
-	var out lockedBuffer
+	var out syncbuf.Buffer // the combined output
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		s.mu.Unlock()
