@@ -52,6 +52,7 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 	gated(t, "image identity", drivers.CapImageIdentity, newHarness, testImageIdentity)
 	gated(t, "stream exec", drivers.CapStreamExec, newHarness, testStreamExec)
 	gated(t, "stream exec signal kill", drivers.CapStreamExec, newHarness, testStreamKill)
+	gated(t, "stream exec signals are the shared set", drivers.CapStreamExec, newHarness, testStreamSignals)
 	gated(t, "stream exec cancellation", drivers.CapStreamExec, newHarness, testStreamCancel)
 	gated(t, "stream exec Wait honours its context", drivers.CapStreamExec, newHarness, testStreamWaitContext)
 	gated(t, "stream exec stdin copy ends with the process", drivers.CapStreamExec, newHarness, testStdinCopyEndsWithProcess)

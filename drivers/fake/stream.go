@@ -24,8 +24,6 @@ type process struct {
 	stopped bool
 }
 
-var validSignals = map[string]bool{"TERM": true, "KILL": true, "INT": true, "HUP": true}
-
 // Start runs cmd like Exec, streaming output to stdout and stderr (nil
 // discards) as the command writes it. Wait returns the exit status; a
 // signalled process ends with ExitCode -1 and Signal set. Cancelling ctx
@@ -96,12 +94,14 @@ func (p *process) Wait(ctx context.Context) (*drivers.Result, error) {
 	return p.res, p.err
 }
 
-// Signal ends the process with sig, one of TERM, KILL, INT and HUP (the fake
-// has no signal handlers, so every signal ends it). Signalling an ended
-// process does nothing.
+// Signal ends the process with sig, one of drivers.Signals (as
+// drivers.ParseSignal reads it; another name is an error wrapping
+// drivers.ErrUnsupported). The fake has no signal handlers, so every
+// signal of the set ends it. Signalling an ended process does nothing.
 func (p *process) Signal(ctx context.Context, sig string) error {
-	if !validSignals[sig] {
-		return fmt.Errorf("fake: signal %q: %w", sig, drivers.ErrUnsupported)
+	sig, err := drivers.ParseSignal(sig)
+	if err != nil {
+		return fmt.Errorf("fake: %w", err)
 	}
 	select {
 	case <-p.done:

@@ -100,8 +100,10 @@ var sigNames = map[syscall.Signal]string{
 	syscall.SIGUSR1: "USR1", syscall.SIGUSR2: "USR2",
 }
 
+// sigByName maps every name of drivers.Signals to its signal.
 var sigByName = map[string]syscall.Signal{
-	"KILL": syscall.SIGKILL, "TERM": syscall.SIGTERM, "INT": syscall.SIGINT, "HUP": syscall.SIGHUP,
+	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
+	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM,
 }
 
 func signalName(sig syscall.Signal) string {
@@ -214,12 +216,15 @@ func (p *process) Wait(ctx context.Context) (*drivers.Result, error) {
 	return p.res, p.err
 }
 
-// Signal sends sig (TERM, KILL, INT or HUP) to the process group.
+// Signal sends sig, one of drivers.Signals (as drivers.ParseSignal reads
+// it), to the process group; another name is an error wrapping
+// drivers.ErrUnsupported.
 func (p *process) Signal(ctx context.Context, sig string) error {
-	s, ok := sigByName[sig]
-	if !ok {
-		return fmt.Errorf("local: signal %q: %w", sig, drivers.ErrUnsupported)
+	name, err := drivers.ParseSignal(sig)
+	if err != nil {
+		return fmt.Errorf("local: %w", err)
 	}
+	s := sigByName[name]
 	select {
 	case <-p.done:
 		return nil

@@ -301,14 +301,14 @@ func (p *process) result() (*drivers.Result, error) {
 	}
 }
 
-var signals = map[string]bool{"TERM": true, "KILL": true, "INT": true, "HUP": true, "QUIT": true, "USR1": true, "USR2": true, "STOP": true, "CONT": true}
-
-// Signal sends sig ("TERM", "KILL", "INT", "HUP", ...) to the command's
-// whole process group on the server. A process that already ended is not
-// an error.
+// Signal sends sig, one of drivers.Signals (as drivers.ParseSignal reads
+// it; another name is an error wrapping drivers.ErrUnsupported), to the
+// command's whole process group on the server. A process that already
+// ended is not an error.
 func (p *process) Signal(ctx context.Context, sig string) error {
-	if !signals[sig] {
-		return fmt.Errorf("ssh: unsupported signal %q", sig)
+	sig, err := drivers.ParseSignal(sig)
+	if err != nil {
+		return fmt.Errorf("ssh %s: %w", p.sb.id, err)
 	}
 	g := p.waitGroup(ctx)
 	if p.finished() {
@@ -320,7 +320,7 @@ func (p *process) Signal(ctx context.Context, sig string) error {
 		}
 		return fmt.Errorf("ssh %s: signal: the command's process group is unknown", p.sb.id)
 	}
-	_, _, err := p.sb.c.control(ctx, killScript(sig, []int{g}, false))
+	_, _, err = p.sb.c.control(ctx, killScript(sig, []int{g}, false))
 	return err
 }
 
