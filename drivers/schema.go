@@ -20,30 +20,30 @@ import (
 type FieldKind int
 
 const (
-	// Identity fields say which target, image or template is used: changing
+	// KindIdentity fields say which target, image or template is used: changing
 	// one changes the config fingerprint (host, port, user, image, ...).
-	Identity FieldKind = iota
-	// Knob fields tune behaviour without changing the target (timeouts,
+	KindIdentity FieldKind = iota
+	// KindKnob fields tune behaviour without changing the target (timeouts,
 	// resources); they are left out of fingerprints.
-	Knob
-	// Secret fields hold credentials. They are never stored inline: the
+	KindKnob
+	// KindSecret fields hold credentials. They are never stored inline: the
 	// catalog moves a pasted value into the secret store and keeps a
 	// SecretRef; the ref and its version are part of the fingerprint.
-	Secret
-	// Metadata fields are descriptive only; left out of fingerprints.
-	Metadata
+	KindSecret
+	// KindMetadata fields are descriptive only; left out of fingerprints.
+	KindMetadata
 )
 
 // String returns "identity", "knob", "secret" or "metadata".
 func (k FieldKind) String() string {
 	switch k {
-	case Identity:
+	case KindIdentity:
 		return "identity"
-	case Knob:
+	case KindKnob:
 		return "knob"
-	case Secret:
+	case KindSecret:
 		return "secret"
-	case Metadata:
+	case KindMetadata:
 		return "metadata"
 	}
 	return fmt.Sprintf("fieldkind(%d)", int(k))
@@ -53,42 +53,43 @@ func (k FieldKind) String() string {
 func (k FieldKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
 // FieldType is the value type of a config field. Normalized configs hold
-// these Go types: String string, Int int64, Bool bool, Duration string (in
-// time.Duration.String form, so that configs stay JSON), StringList
-// []string, StringMap map[string]string. Secret fields are String typed and
-// hold a string (a value about to be moved) or a SecretRef.
+// these Go types: TypeString string, TypeInt int64, TypeBool bool,
+// TypeDuration string (in time.Duration.String form, so that configs stay
+// JSON), TypeStringList []string, TypeStringMap map[string]string.
+// KindSecret fields are TypeString typed and hold a string (a value about
+// to be moved) or a SecretRef.
 type FieldType int
 
 // The field types, with the Go type a normalized config holds for each.
 const (
-	// String fields hold a string.
-	String FieldType = iota
-	// Int fields hold an int64.
-	Int
-	// Bool fields hold a bool.
-	Bool
-	// Duration fields hold a string in time.Duration.String form.
-	Duration
-	// StringList fields hold a []string.
-	StringList
-	// StringMap fields hold a map[string]string.
-	StringMap
+	// TypeString fields hold a string.
+	TypeString FieldType = iota
+	// TypeInt fields hold an int64.
+	TypeInt
+	// TypeBool fields hold a bool.
+	TypeBool
+	// TypeDuration fields hold a string in time.Duration.String form.
+	TypeDuration
+	// TypeStringList fields hold a []string.
+	TypeStringList
+	// TypeStringMap fields hold a map[string]string.
+	TypeStringMap
 )
 
 // String returns the type's name as used in error messages.
 func (t FieldType) String() string {
 	switch t {
-	case String:
+	case TypeString:
 		return "string"
-	case Int:
+	case TypeInt:
 		return "integer"
-	case Bool:
+	case TypeBool:
 		return "boolean"
-	case Duration:
+	case TypeDuration:
 		return "duration"
-	case StringList:
+	case TypeStringList:
 		return "list of strings"
-	case StringMap:
+	case TypeStringMap:
 		return "map of strings"
 	}
 	return fmt.Sprintf("fieldtype(%d)", int(t))
@@ -288,7 +289,7 @@ func (s *ConfigSchema) Normalize(raw map[string]any) (Config, error) {
 		}
 		if !present {
 			if f.Required {
-				if f.Kind == Secret {
+				if f.Kind == KindSecret {
 					errs = append(errs, &ConfigError{Driver: s.Driver, Field: f.Name, Reason: "required", missingSecret: true})
 				} else {
 					fail(f.Name, "required")
@@ -325,7 +326,7 @@ func (s *ConfigSchema) Normalize(raw map[string]any) (Config, error) {
 }
 
 func normalizeValue(f Field, v any) (any, error) {
-	if f.Kind == Secret {
+	if f.Kind == KindSecret {
 		if ref, ok := asSecretRef(v); ok {
 			return ref, nil
 		}
@@ -339,7 +340,7 @@ func normalizeValue(f Field, v any) (any, error) {
 		return s, nil
 	}
 	switch f.Type {
-	case String:
+	case TypeString:
 		s, ok := v.(string)
 		if !ok {
 			return nil, fmt.Errorf("want string, got %s", jsonType(v))
@@ -348,19 +349,19 @@ func normalizeValue(f Field, v any) (any, error) {
 			return nil, fmt.Errorf("%q is not one of %q", s, f.Enum)
 		}
 		return s, nil
-	case Int:
+	case TypeInt:
 		n, err := toInt64(v)
 		if err != nil {
 			return nil, err
 		}
 		return n, nil
-	case Bool:
+	case TypeBool:
 		b, ok := v.(bool)
 		if !ok {
 			return nil, fmt.Errorf("want boolean, got %s", jsonType(v))
 		}
 		return b, nil
-	case Duration:
+	case TypeDuration:
 		d, err := toDuration(v)
 		if err != nil {
 			return nil, err
@@ -369,9 +370,9 @@ func normalizeValue(f Field, v any) (any, error) {
 			return nil, fmt.Errorf("duration %s is negative", d)
 		}
 		return d.String(), nil
-	case StringList:
+	case TypeStringList:
 		return toStringList(v)
-	case StringMap:
+	case TypeStringMap:
 		return toStringMap(v)
 	}
 	return nil, fmt.Errorf("unsupported field type %s", f.Type)
@@ -478,7 +479,7 @@ const Redacted = "[redacted]"
 func (s *ConfigSchema) Redact(cfg Config) Config {
 	out := cfg.Clone()
 	for _, f := range s.Fields {
-		if f.Kind != Secret {
+		if f.Kind != KindSecret {
 			continue
 		}
 		if v, ok := out[f.Name]; ok {
@@ -496,7 +497,7 @@ func (s *ConfigSchema) Redact(cfg Config) Config {
 func (s *ConfigSchema) PlainSecrets(cfg Config) []string {
 	var out []string
 	for _, f := range s.Fields {
-		if f.Kind != Secret {
+		if f.Kind != KindSecret {
 			continue
 		}
 		if v, ok := cfg[f.Name]; ok {
@@ -527,13 +528,13 @@ func (s *ConfigSchema) Partition(cfg Config) Parts {
 			continue
 		}
 		switch f.Kind {
-		case Identity:
+		case KindIdentity:
 			p.Identity[f.Name] = v
-		case Knob:
+		case KindKnob:
 			p.Knobs[f.Name] = v
-		case Metadata:
+		case KindMetadata:
 			p.Metadata[f.Name] = v
-		case Secret:
+		case KindSecret:
 			if ref, isRef := asSecretRef(v); isRef {
 				p.Secrets[f.Name] = ref
 			}
@@ -548,7 +549,7 @@ func (s *ConfigSchema) Partition(cfg Config) Parts {
 func (s *ConfigSchema) ResolveSecrets(ctx context.Context, cfg Config, lookup func(context.Context, SecretRef) (string, error)) (Config, error) {
 	out := cfg.Clone()
 	for _, f := range s.Fields {
-		if f.Kind != Secret {
+		if f.Kind != KindSecret {
 			continue
 		}
 		ref, ok := asSecretRef(out[f.Name])

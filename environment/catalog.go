@@ -173,7 +173,7 @@ func (c *Catalog) create(ctx context.Context, p Principal, req CreateRequest) (*
 		return nil, &ConfigError{Name: req.Name, Err: err}
 	}
 	for _, f := range schema.Fields {
-		if _, isRef := cfg.SecretRef(f.Name); f.Kind == drivers.Secret && isRef {
+		if _, isRef := cfg.SecretRef(f.Name); f.Kind == drivers.KindSecret && isRef {
 			return nil, &FieldError{Environment: label, Field: "config." + f.Name, Err: ErrInvalid,
 				Reason: "a new environment cannot point at a stored secret; paste the secret value (CFG-3)"}
 		}
@@ -305,7 +305,7 @@ func (c *Catalog) Draft(ctx context.Context, p Principal, req CreateRequest) (dr
 		return nil, nil, &ConfigError{Name: name, Err: err}
 	}
 	for _, f := range schema.Fields {
-		if _, isRef := cfg.SecretRef(f.Name); f.Kind == drivers.Secret && isRef {
+		if _, isRef := cfg.SecretRef(f.Name); f.Kind == drivers.KindSecret && isRef {
 			return nil, nil, &FieldError{Environment: label, Field: "config." + f.Name, Err: ErrInvalid,
 				Reason: "a draft cannot point at a stored secret; paste the value or probe the saved environment"}
 		}

@@ -121,7 +121,7 @@ func (c *Catalog) measure(ctx context.Context, env *Environment, d drivers.Drive
 func secretStrings(schema *drivers.ConfigSchema, cfg drivers.Config) []string {
 	var out []string
 	for _, f := range schema.Fields {
-		if f.Kind != drivers.Secret {
+		if f.Kind != drivers.KindSecret {
 			continue
 		}
 		if v, ok := cfg[f.Name].(string); ok && len(v) >= 4 {

@@ -74,7 +74,7 @@ func (c *Catalog) update(ctx context.Context, p Principal, cur *Environment, req
 		}
 		prev := drivers.Config(cur.Config)
 		for _, f := range schema.Fields {
-			if f.Kind != drivers.Secret {
+			if f.Kind != drivers.KindSecret {
 				continue
 			}
 			old, hadOld := prev.SecretRef(f.Name)

@@ -154,7 +154,7 @@ func (s scrubber) scrub(text string) string {
 func secretValues(schema *drivers.ConfigSchema, cfg drivers.Config) scrubber {
 	var out scrubber
 	for _, f := range schema.Fields {
-		if f.Kind != drivers.Secret {
+		if f.Kind != drivers.KindSecret {
 			continue
 		}
 		if v, ok := cfg[f.Name].(string); ok && v != "" {

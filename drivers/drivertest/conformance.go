@@ -96,12 +96,12 @@ func testCapabilities(t *testing.T, _ context.Context, h Harness) {
 	}
 	if s.ImageField != "" {
 		f, ok := s.Field(s.ImageField)
-		if !ok || f.Kind != drivers.Identity {
+		if !ok || f.Kind != drivers.KindIdentity {
 			t.Errorf("Schema().ImageField %q is not an identity field", s.ImageField)
 		}
 	}
 	for _, f := range s.Fields {
-		if f.Kind == drivers.Secret && f.Default != nil {
+		if f.Kind == drivers.KindSecret && f.Default != nil {
 			t.Errorf("secret field %q has a default", f.Name)
 		}
 	}

@@ -171,7 +171,7 @@ func brokenErr(ctx context.Context, d drivers.Driver, raw map[string]any) error 
 // string of 4 bytes or more) occurs in msg, or "".
 func secretIn(s *drivers.ConfigSchema, raw map[string]any, msg string) string {
 	for _, f := range s.Fields {
-		if f.Kind != drivers.Secret {
+		if f.Kind != drivers.KindSecret {
 			continue
 		}
 		if v, ok := raw[f.Name].(string); ok && len(v) >= 4 && strings.Contains(msg, v) {

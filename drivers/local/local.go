@@ -65,12 +65,12 @@ func New(opts *Options) *Driver {
 		Driver: Name,
 		Fields: []drivers.Field{
 			{
-				Name: FieldWorkdir, Kind: drivers.Identity, Type: drivers.String,
+				Name: FieldWorkdir, Kind: drivers.KindIdentity, Type: drivers.TypeString,
 				Doc:   "absolute working directory of the session; absent: the process's working directory at acquire",
 				Check: checkAbs,
 			},
 			{
-				Name: FieldShell, Kind: drivers.Knob, Type: drivers.String, Default: DefaultShell,
+				Name: FieldShell, Kind: drivers.KindKnob, Type: drivers.TypeString, Default: DefaultShell,
 				Doc:   "absolute path of the shell that runs commands whose argv[0] is \"sh\"",
 				Check: checkAbs,
 			},

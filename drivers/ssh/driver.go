@@ -13,7 +13,8 @@ import (
 	"github.com/berthdev/berth/drivers"
 )
 
-const driverName = "ssh"
+// Name is the driver name (Driver.Name and the schema's Driver).
+const Name = "ssh"
 
 // Options configure a Driver. A nil *Options means defaults.
 type Options struct {
@@ -57,7 +58,7 @@ func New(opts *Options) *Driver {
 }
 
 // Name returns "ssh".
-func (d *Driver) Name() string { return driverName }
+func (d *Driver) Name() string { return Name }
 
 // Capabilities declares a host driver with exec, streaming exec and
 // terminals. It does no I/O.
