@@ -168,9 +168,9 @@ func (h badLayer) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
 	return drivertest.Broken{Config: map[string]any{}, Layer: drivers.ErrAuth}, f == drivertest.FailUnreachable
 }
 
-// CheckFailure skips what does not apply and refuses a harness whose
-// unreachable layer is neither ErrUnavailable nor ErrUnreachable, before
-// anything is acquired.
+// CheckFailure skips what does not apply and refuses, before anything is
+// acquired, a harness whose unreachable layer is neither ErrUnavailable nor
+// ErrUnreachable, or whose broken config comes with another driver.
 func TestCheckFailureApplicability(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -184,6 +184,11 @@ func TestCheckFailureApplicability(t *testing.T) {
 	applies, err := drivertest.CheckFailure(ctx, badLayer{harness{d}}, drivertest.FailUnreachable)
 	if !applies || err == nil || !strings.Contains(err.Error(), "Layer") {
 		t.Errorf("a harness with layer ErrAuth: applies %v err %v, want true and an error about Layer", applies, err)
+	}
+	other := brokenHarness{harness{fake.New(&fake.Options{Name: "fake-other"})}, drivertest.FailUnreachable}
+	applies, err = drivertest.CheckFailure(ctx, other, drivertest.FailUnreachable)
+	if !applies || err == nil || !strings.Contains(err.Error(), "not the driver under test") {
+		t.Errorf("a harness whose broken driver is another one: applies %v err %v, want true and an error naming it", applies, err)
 	}
 	if n := d.Calls(fake.OpCreate); n != 0 {
 		t.Errorf("%d creates, want none", n)

@@ -64,7 +64,8 @@ func (f Failure) String() string {
 type Broken struct {
 	// Driver is the driver to acquire with; nil means the harness's
 	// Driver(). A harness sets it when the failure lives in the driver's
-	// options rather than in the config (a fake built with an API key).
+	// options rather than in the config (a fake built with an API key); it
+	// must have the same Name as the driver under test.
 	Driver drivers.Driver
 	// Config is the raw config, before normalization; the suite normalizes
 	// it with the driver's schema and acquires with the result.
@@ -133,6 +134,9 @@ func CheckFailure(ctx context.Context, h Harness, f Failure) (applies bool, err 
 	d := b.Driver
 	if d == nil {
 		d = h.Driver()
+	}
+	if d.Name() != h.Driver().Name() {
+		return true, fmt.Errorf("harness: Broken(%s).Driver is %q, not the driver under test %q", f, d.Name(), h.Driver().Name())
 	}
 	got := brokenErr(ctx, d, b.Config)
 	if got == nil {
