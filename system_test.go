@@ -131,7 +131,7 @@ func TestSystemComposesEveryService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := sys.Prober.Probe(ctx, admin, v.ID, probe.ProbeOptions{Company: "acme"})
+	res, err := sys.Prober.Probe(ctx, admin, v.ID, probe.Request{Company: "acme"})
 	if err != nil || !res.OK || !res.PlatformQualificationRecorded {
 		t.Fatalf("probe through the System: %+v, %v", res, err)
 	}

@@ -25,7 +25,9 @@
 //
 // Helpers for driver implementations (output.go): OutputBuffer applies
 // Command.OutputLimit, AwaitDone makes a Wait honour its context, and
-// CopyStdin feeds Command.Stdin without outliving the process.
+// CopyStdin feeds Command.Stdin without outliving the process. Signals and
+// ParseSignal (signal.go) are the one signal set Process.Signal accepts on
+// every driver.
 //
 // Errors (errors.go) are sentinels that every driver wraps with context;
 // CodeOf maps them to the stable codes of probe results and API errors.

@@ -63,6 +63,8 @@ type ConfigError struct {
 	missingSecret bool
 }
 
+// Error returns "DRIVER config: field "NAME": REASON" (without the field
+// part for an error about the whole config). It never contains a secret.
 func (e *ConfigError) Error() string {
 	if e.Field == "" {
 		return fmt.Sprintf("%s config: %s", e.Driver, e.Reason)

@@ -70,8 +70,10 @@ type Process interface {
 	// cancelling the context given to Start (or Signal) ends the process
 	// tree.
 	Wait(ctx context.Context) (*Result, error)
-	// Signal sends sig ("TERM", "KILL", "INT", "HUP") to the whole process
-	// group.
+	// Signal sends sig, one of Signals (in a form ParseSignal reads), to
+	// the whole process group; another name is an error wrapping
+	// ErrUnsupported. Signalling a process that already ended is not an
+	// error.
 	Signal(ctx context.Context, sig string) error
 	// CloseStdin closes the process's standard input.
 	CloseStdin() error

@@ -21,19 +21,19 @@ import (
 type FieldKind int
 
 const (
-	// Identity fields say which target, image or template is used: changing
+	// KindIdentity fields say which target, image or template is used: changing
 	// one changes the config fingerprint (host, port, user, image, ...).
-	Identity FieldKind = iota
-	// Knob fields tune behaviour without changing the target (timeouts,
+	KindIdentity FieldKind = iota
+	// KindKnob fields tune behaviour without changing the target (timeouts,
 	// resources); they are left out of fingerprints.
-	Knob
-	// Secret fields hold credentials. They are never stored inline: the
+	KindKnob
+	// KindSecret fields hold credentials. They are never stored inline: the
 	// catalog moves a pasted value into the secret store and keeps a
 	// SecretRef; the ref and its version are part of the fingerprint.
-	Secret
-	// Metadata fields are descriptive only; left out of fingerprints.
-	Metadata
-	// SecretMap fields are maps (Type StringMap) whose values are secrets,
+	KindSecret
+	// KindMetadata fields are descriptive only; left out of fingerprints.
+	KindMetadata
+	// KindSecretMap fields are maps (TypeStringMap) whose values are secrets,
 	// such as a sandbox's env vars. The catalog moves each pasted value
 	// into the secret store on its own and keeps a SecretRef for its key;
 	// keys stay visible. Secret-map references are left out of every
@@ -41,21 +41,21 @@ const (
 	// qualifications, reusable sandboxes and auth checks. Drivers hand the
 	// values to commands at exec time only, never to a sandbox's create-time
 	// environment. See secretmap.go.
-	SecretMap
+	KindSecretMap
 )
 
 // String returns "identity", "knob", "secret", "metadata" or "secret_map".
 func (k FieldKind) String() string {
 	switch k {
-	case Identity:
+	case KindIdentity:
 		return "identity"
-	case Knob:
+	case KindKnob:
 		return "knob"
-	case Secret:
+	case KindSecret:
 		return "secret"
-	case Metadata:
+	case KindMetadata:
 		return "metadata"
-	case SecretMap:
+	case KindSecretMap:
 		return "secret_map"
 	}
 	return fmt.Sprintf("fieldkind(%d)", int(k))
@@ -73,29 +73,36 @@ func (k FieldKind) MarshalText() ([]byte, error) { return []byte(k.String()), ni
 // string (pasted, or resolved) or a SecretRef.
 type FieldType int
 
+// The field types, with the Go type a normalized config holds for each.
 const (
-	String FieldType = iota
-	Int
-	Bool
-	Duration
-	StringList
-	StringMap
+	// TypeString fields hold a string.
+	TypeString FieldType = iota
+	// TypeInt fields hold an int64.
+	TypeInt
+	// TypeBool fields hold a bool.
+	TypeBool
+	// TypeDuration fields hold a string in time.Duration.String form.
+	TypeDuration
+	// TypeStringList fields hold a []string.
+	TypeStringList
+	// TypeStringMap fields hold a map[string]string.
+	TypeStringMap
 )
 
 // String returns the type's name as used in error messages.
 func (t FieldType) String() string {
 	switch t {
-	case String:
+	case TypeString:
 		return "string"
-	case Int:
+	case TypeInt:
 		return "integer"
-	case Bool:
+	case TypeBool:
 		return "boolean"
-	case Duration:
+	case TypeDuration:
 		return "duration"
-	case StringList:
+	case TypeStringList:
 		return "list of strings"
-	case StringMap:
+	case TypeStringMap:
 		return "map of strings"
 	}
 	return fmt.Sprintf("fieldtype(%d)", int(t))
@@ -312,7 +319,7 @@ func (s *ConfigSchema) Normalize(raw map[string]any) (Config, error) {
 		}
 		if !present {
 			if f.Required {
-				if f.Kind == Secret {
+				if f.Kind == KindSecret {
 					errs = append(errs, &ConfigError{Driver: s.Driver, Field: f.Name, Reason: "required", missingSecret: true})
 				} else {
 					fail(f.Name, "required")
@@ -332,7 +339,7 @@ func (s *ConfigSchema) Normalize(raw map[string]any) (Config, error) {
 			fail(f.Name, err.Error())
 			continue
 		}
-		if f.Name == LabelsField && f.Type == StringMap {
+		if f.Name == LabelsField && f.Type == TypeStringMap {
 			if err := CheckLabels(nv); err != nil {
 				fail(f.Name, err.Error())
 				continue
@@ -384,10 +391,10 @@ func CheckLabels(v any) error {
 }
 
 func normalizeValue(f Field, v any) (any, error) {
-	if f.Kind == SecretMap {
+	if f.Kind == KindSecretMap {
 		return toSecretMap(v)
 	}
-	if f.Kind == Secret {
+	if f.Kind == KindSecret {
 		if ref, ok := asSecretRef(v); ok {
 			return ref, nil
 		}
@@ -401,7 +408,7 @@ func normalizeValue(f Field, v any) (any, error) {
 		return s, nil
 	}
 	switch f.Type {
-	case String:
+	case TypeString:
 		s, ok := v.(string)
 		if !ok {
 			return nil, fmt.Errorf("want string, got %s", jsonType(v))
@@ -413,19 +420,19 @@ func normalizeValue(f Field, v any) (any, error) {
 			return nil, fmt.Errorf("%q is not one of %q", s, f.Enum)
 		}
 		return s, nil
-	case Int:
+	case TypeInt:
 		n, err := toInt64(v)
 		if err != nil {
 			return nil, err
 		}
 		return n, nil
-	case Bool:
+	case TypeBool:
 		b, ok := v.(bool)
 		if !ok {
 			return nil, fmt.Errorf("want boolean, got %s", jsonType(v))
 		}
 		return b, nil
-	case Duration:
+	case TypeDuration:
 		d, err := toDuration(v)
 		if err != nil {
 			return nil, err
@@ -434,9 +441,9 @@ func normalizeValue(f Field, v any) (any, error) {
 			return nil, fmt.Errorf("duration %s is negative", d)
 		}
 		return d.String(), nil
-	case StringList:
+	case TypeStringList:
 		return toStringList(v)
-	case StringMap:
+	case TypeStringMap:
 		return toStringMap(v)
 	}
 	return nil, fmt.Errorf("unsupported field type %s", f.Type)

@@ -20,16 +20,16 @@ func testSchema() *drivers.ConfigSchema {
 		Driver:     "test",
 		ImageField: "image",
 		Fields: []drivers.Field{
-			{Name: "host", Kind: drivers.Identity, Type: drivers.String, Required: true},
-			{Name: "port", Kind: drivers.Identity, Type: drivers.Int, Default: int64(22)},
-			{Name: "image", Kind: drivers.Identity, Type: drivers.String},
-			{Name: "mode", Kind: drivers.Knob, Type: drivers.String, Enum: []string{"fast", "safe"}, Default: "safe"},
-			{Name: "verbose", Kind: drivers.Knob, Type: drivers.Bool},
-			{Name: "timeout", Kind: drivers.Knob, Type: drivers.Duration, Default: "30s"},
-			{Name: "tags", Kind: drivers.Metadata, Type: drivers.StringList},
-			{Name: "labels", Kind: drivers.Metadata, Type: drivers.StringMap},
-			{Name: "key", Kind: drivers.Secret, Type: drivers.String, Required: true},
-			{Name: "token", Kind: drivers.Secret, Type: drivers.String,
+			{Name: "host", Kind: drivers.KindIdentity, Type: drivers.TypeString, Required: true},
+			{Name: "port", Kind: drivers.KindIdentity, Type: drivers.TypeInt, Default: int64(22)},
+			{Name: "image", Kind: drivers.KindIdentity, Type: drivers.TypeString},
+			{Name: "mode", Kind: drivers.KindKnob, Type: drivers.TypeString, Enum: []string{"fast", "safe"}, Default: "safe"},
+			{Name: "verbose", Kind: drivers.KindKnob, Type: drivers.TypeBool},
+			{Name: "timeout", Kind: drivers.KindKnob, Type: drivers.TypeDuration, Default: "30s"},
+			{Name: "tags", Kind: drivers.KindMetadata, Type: drivers.TypeStringList},
+			{Name: "labels", Kind: drivers.KindMetadata, Type: drivers.TypeStringMap},
+			{Name: "key", Kind: drivers.KindSecret, Type: drivers.TypeString, Required: true},
+			{Name: "token", Kind: drivers.KindSecret, Type: drivers.TypeString,
 				Check: func(v any) error {
 					if s, ok := v.(string); ok && len(s) < 4 {
 						return errors.New("too short")

@@ -23,11 +23,11 @@ func (s *ConfigSchema) Redact(cfg Config) Config {
 			continue
 		}
 		switch f.Kind {
-		case Secret:
+		case KindSecret:
 			if _, isRef := asSecretRef(v); !isRef {
 				out[f.Name] = Redacted
 			}
-		case SecretMap:
+		case KindSecretMap:
 			out[f.Name] = redactMap(v)
 		}
 	}
@@ -46,11 +46,11 @@ func (s *ConfigSchema) PlainSecrets(cfg Config) []string {
 			continue
 		}
 		switch f.Kind {
-		case Secret:
+		case KindSecret:
 			if _, isRef := asSecretRef(v); !isRef {
 				out = append(out, f.Name)
 			}
-		case SecretMap:
+		case KindSecretMap:
 			if len(cfg.PlainSecretKeys(f.Name)) > 0 {
 				out = append(out, f.Name)
 			}
@@ -81,13 +81,13 @@ func (s *ConfigSchema) Partition(cfg Config) Parts {
 			continue
 		}
 		switch f.Kind {
-		case Identity:
+		case KindIdentity:
 			p.Identity[f.Name] = v
-		case Knob:
+		case KindKnob:
 			p.Knobs[f.Name] = v
-		case Metadata:
+		case KindMetadata:
 			p.Metadata[f.Name] = v
-		case Secret:
+		case KindSecret:
 			if ref, isRef := asSecretRef(v); isRef {
 				p.Secrets[f.Name] = ref
 			}
@@ -105,7 +105,7 @@ func (s *ConfigSchema) ResolveSecrets(ctx context.Context, cfg Config, lookup fu
 	out := cfg.Clone()
 	for _, f := range s.Fields {
 		switch f.Kind {
-		case Secret:
+		case KindSecret:
 			ref, ok := asSecretRef(out[f.Name])
 			if !ok {
 				continue
@@ -115,7 +115,7 @@ func (s *ConfigSchema) ResolveSecrets(ctx context.Context, cfg Config, lookup fu
 				return nil, fmt.Errorf("%s config: field %q: resolving %s: %w", s.Driver, f.Name, ref, err)
 			}
 			out[f.Name] = v
-		case SecretMap:
+		case KindSecretMap:
 			m, ok := out[f.Name].(map[string]any)
 			if !ok {
 				if sm, isStrings := out[f.Name].(map[string]string); isStrings {
@@ -152,11 +152,11 @@ func (s *ConfigSchema) SecretValues(cfg Config) []string {
 	var out []string
 	for _, f := range s.Fields {
 		switch f.Kind {
-		case Secret:
+		case KindSecret:
 			if v, ok := cfg[f.Name].(string); ok && v != "" {
 				out = append(out, v)
 			}
-		case SecretMap:
+		case KindSecretMap:
 			switch m := cfg[f.Name].(type) {
 			case map[string]any:
 				for _, k := range slices.Sorted(maps.Keys(m)) {

@@ -16,7 +16,7 @@ import (
 // (issue 11 item 2, CFG-3).
 func secretMapSchema() *drivers.ConfigSchema {
 	s := testSchema()
-	s.Fields = append(s.Fields, drivers.Field{Name: "env", Kind: drivers.SecretMap, Type: drivers.StringMap})
+	s.Fields = append(s.Fields, drivers.Field{Name: "env", Kind: drivers.KindSecretMap, Type: drivers.TypeStringMap})
 	return s
 }
 

@@ -11,29 +11,11 @@ import (
 	"github.com/berthdev/berth/drivers"
 )
 
-// AssignmentOptions configures Assignments. The zero value (or a nil
-// *AssignmentOptions) gives the defaults documented on each field. TestMode
-// and TestDrivers must be the ones the Catalog was given.
-type AssignmentOptions struct {
-	// TestMode lets environments of test drivers be bound and resolved
-	// (CFG-4). Default false: an environment of the fake driver is refused.
-	TestMode bool
-	// TestDrivers names drivers besides "fake" that are for tests only.
-	// Default none.
-	TestDrivers []string
-	// Authorizer decides Set, Clear, Show and List (AUTH-1). Default
-	// DefaultPolicy: only instance admins and local operators bind.
-	Authorizer Authorizer
-	// Logger receives one line per binding change, refused change and
-	// refused resolution; lines hold ids only. Default: discard.
-	Logger *slog.Logger
-	// Clock stamps created/updated times. Default: the wall clock.
-	Clock clock.Clock
-	// Health keeps the provider health last measured, read by the gate that
-	// resolution passes (CAP-3); pass the catalog's. Default: an empty
-	// in-memory store (every provider not measured).
-	Health HealthStore
-}
+// AssignmentOptions is Options: NewAssignments reads the fields it shares
+// with NewCatalog (TestMode, TestDrivers, Authorizer, Logger, Clock,
+// Health) and ignores the catalog's own. A host passes the same *Options to
+// both, so that they agree on test mode and read one health store.
+type AssignmentOptions = Options
 
 // Assignments manages assignment bindings and resolves execution targets
 // (ASG-1..5). It reads environments from the catalog's Store and drivers
@@ -63,27 +45,11 @@ func NewAssignments(bindings BindingStore, envs Store, reg *drivers.Registry, op
 	if bindings == nil || envs == nil || reg == nil {
 		panic("environment: NewAssignments needs a binding store, an environment store and a driver registry")
 	}
-	var o AssignmentOptions
-	if opts != nil {
-		o = *opts
-	}
-	a := &Assignments{
+	cm := opts.common(reg)
+	return &Assignments{
 		bindings: bindings, envs: envs, reg: reg,
-		gate:  NewGate(reg, &GateOptions{TestMode: o.TestMode, TestDrivers: o.TestDrivers, Health: o.Health}),
-		authz: o.Authorizer,
-		log:   o.Logger,
-		clock: o.Clock,
+		gate: cm.gate, authz: cm.authz, log: cm.log, clock: cm.clock,
 	}
-	if a.authz == nil {
-		a.authz = DefaultPolicy{}
-	}
-	if a.log == nil {
-		a.log = slog.New(slog.DiscardHandler)
-	}
-	if a.clock == nil {
-		a.clock = clock.Real{}
-	}
-	return a
 }
 
 // SetBinding is a request to bind an environment (Assignments.Set).

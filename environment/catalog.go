@@ -20,8 +20,9 @@ func init() {
 // Options configures a Catalog. The zero value (or a nil *Options) gives the
 // defaults documented on each field.
 type Options struct {
-	// TestMode lets environments of test drivers be saved and resolved
-	// (CFG-4). Default false: the fake driver is refused as a working target.
+	// TestMode lets environments of test drivers be saved, bound and
+	// resolved (CFG-4). Default false: the fake driver is refused as a
+	// working target.
 	TestMode bool
 	// TestDrivers names drivers besides "fake" that are for tests only.
 	// Default none.
@@ -30,32 +31,39 @@ type Options struct {
 	// instance (CFG-4). Default (nil): ["local"]. A non-nil empty slice means
 	// none.
 	ExclusiveDrivers []string
-	// Authorizer decides every action (AUTH-1). Default DefaultPolicy.
+	// Authorizer decides every action (AUTH-1). Default DefaultPolicy:
+	// only instance admins and local operators change environments and
+	// bindings.
 	Authorizer Authorizer
-	// Logger receives one line per mutation (and per refused mutation); no
-	// line holds a config value, an env var value or a secret. Default: discard.
+	// Logger receives one line per mutation (and per refused mutation), and
+	// per refused resolution; no line holds a config value, an env var
+	// value or a secret. Default: discard.
 	Logger *slog.Logger
 	// Clock stamps created/updated times. Default: the wall clock.
 	Clock clock.Clock
-	// NewID returns a fresh environment id. Default: "env_" + 16 random hex
-	// digits.
+	// NewID returns a fresh environment id (Catalog only). Default: "env_"
+	// + 16 random hex digits.
 	NewID func() string
-	// UsageReporters tell what references an environment (CFG-7): bindings,
+	// UsageReporters (Catalog only) tell what references an environment
+	// (CFG-7): bindings,
 	// leases, setup sessions. Those that also implement ReferenceClearer
 	// have their references cleared when the environment is deleted.
 	// Default none.
 	UsageReporters []UsageReporter
-	// Protected, if not nil, returns a non-empty reason when env must not be
+	// Protected (Catalog only), if not nil, returns a non-empty reason when
+	// env must not be
 	// deleted (the managed local or instance-default environment, CFG-7).
 	// It gets the context of the call that asks (BlastRadius, Delete) and
 	// may block on it. Default: nothing is protected.
 	Protected func(ctx context.Context, env *Environment) (reason string)
 	// Health keeps the provider health last measured (CAP-3), shown in
-	// listings and read by the Gate. Default: an in-memory store private to
-	// this catalog (pass the host's store so that processes share it).
+	// listings and read by the Gate that saving, resolution and leasing
+	// pass. Default: an in-memory store private to the catalog or
+	// assignments built (pass the host's store so that they and other
+	// processes share it).
 	Health HealthStore
-	// HealthTimeout bounds one provider health measurement. Default
-	// DefaultHealthTimeout.
+	// HealthTimeout (Catalog only) bounds one provider health measurement.
+	// Default DefaultHealthTimeout.
 	HealthTimeout time.Duration
 }
 
@@ -68,8 +76,6 @@ type Catalog struct {
 	store     Store
 	reg       *drivers.Registry
 	secrets   SecretStore
-	testMode  bool
-	testNames []string
 	exclusive []string
 	authz     Authorizer
 	log       *slog.Logger
@@ -93,42 +99,29 @@ func NewCatalog(store Store, reg *drivers.Registry, secrets SecretStore, opts *O
 	if opts != nil {
 		o = *opts
 	}
+	cm := o.common(reg)
 	c := &Catalog{
 		store: store, reg: reg, secrets: secrets,
-		testMode:  o.TestMode,
-		testNames: append([]string{"fake"}, o.TestDrivers...),
 		exclusive: o.ExclusiveDrivers,
-		authz:     o.Authorizer,
-		log:       o.Logger,
-		clock:     o.Clock,
+		authz:     cm.authz,
+		log:       cm.log,
+		clock:     cm.clock,
 		newID:     o.NewID,
 		reporters: slices.Clone(o.UsageReporters),
 		protected: o.Protected,
+		health:    cm.health,
+		gate:      cm.gate,
 	}
 	if c.exclusive == nil {
 		c.exclusive = []string{"local"}
 	}
-	if c.authz == nil {
-		c.authz = DefaultPolicy{}
-	}
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
-	}
-	if c.clock == nil {
-		c.clock = clock.Real{}
-	}
 	if c.newID == nil {
 		c.newID = func() string { return "env_" + randomHex(8) }
-	}
-	c.health = o.Health
-	if c.health == nil {
-		c.health = NewMemoryHealthStore()
 	}
 	c.healthTTL = o.HealthTimeout
 	if c.healthTTL <= 0 {
 		c.healthTTL = DefaultHealthTimeout
 	}
-	c.gate = NewGate(reg, &GateOptions{TestMode: o.TestMode, TestDrivers: o.TestDrivers, Health: c.health})
 	return c
 }
 
@@ -377,14 +370,12 @@ func (c *Catalog) schemaFor(label, driver string) (*drivers.ConfigSchema, error)
 		return nil, &FieldError{Environment: label, Field: "driver", Err: errors.Join(ErrInvalid, err),
 			Reason: fmt.Sprintf("driver %q is not registered in this instance (%v)", driver, drivers.ErrUnavailable)}
 	}
-	if c.isTestDriver(driver) && !c.testMode {
+	if c.gate.IsTestDriver(driver) && !c.gate.TestMode() {
 		return nil, &FieldError{Environment: label, Field: "driver", Err: errors.Join(ErrInvalid, drivers.ErrUnavailable),
 			Reason: fmt.Sprintf("driver %q is for tests only and cannot be saved as a working target unless the host enables test mode (CFG-4)", driver)}
 	}
 	return d.Schema(), nil
 }
-
-func (c *Catalog) isTestDriver(name string) bool { return slices.Contains(c.testNames, name) }
 
 func (c *Catalog) logMutation(ctx context.Context, p Principal, msg string, env *Environment) {
 	c.log.LogAttrs(ctx, slog.LevelInfo, msg,

@@ -32,7 +32,7 @@ func testCreateGetRoundTrip(t *testing.T, f *fixture) {
 	if len(secrets) != 1 {
 		t.Fatalf("secret store holds %d secrets, want 1: %+v", len(secrets), secrets)
 	}
-	want := &environment.View{
+	want := &environment.View{Environment: environment.Environment{
 		ID: "env_001", Name: "build", Description: "a remote target", Driver: "remote",
 		Status: environment.StatusActive,
 		Config: drivers.Config{
@@ -42,7 +42,7 @@ func testCreateGetRoundTrip(t *testing.T, f *fixture) {
 		Env:      map[string]string{"GOFLAGS": "-mod=mod"},
 		Metadata: map[string]string{"team": "infra"},
 		Revision: 1, CreatedAt: t0, UpdatedAt: t0, CreatedBy: "u_admin", UpdatedBy: "u_admin",
-	}
+	}}
 	if diff := cmp.Diff(want, created); diff != "" {
 		t.Errorf("Create view (-want +got):\n%s", diff)
 	}
@@ -156,11 +156,11 @@ func TestReadViews(t *testing.T) {
 			}
 			want := created
 			if pr.p.Role == environment.RoleBoardMember || pr.p.Role == environment.RoleAgent {
-				want = &environment.View{
+				want = &environment.View{Environment: environment.Environment{
 					ID: created.ID, Name: "build", Description: "a remote target", Driver: "remote",
 					Status: environment.StatusActive, Revision: 1, CreatedAt: t0, UpdatedAt: t0,
-					CreatedBy: "u_admin", UpdatedBy: "u_admin", Redacted: true,
-				}
+					CreatedBy: "u_admin", UpdatedBy: "u_admin",
+				}, Redacted: true}
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("Get (-want +got):\n%s", diff)

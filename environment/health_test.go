@@ -26,9 +26,8 @@ func TestProviderHealthGate(t *testing.T) {
 	secrets := environment.NewMemorySecretStore()
 	opts := &environment.Options{TestMode: true, Health: health}
 	cat := environment.NewCatalog(envs, reg, secrets, opts)
-	other := environment.NewCatalog(envs, reg, secrets, opts) // another process on the same store
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg,
-		&environment.AssignmentOptions{TestMode: true, Health: health})
+	other := environment.NewCatalog(envs, reg, secrets, opts)                               // another process on the same store
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, opts) // the same options
 
 	v, err := cat.Create(ctx, admin, environment.CreateRequest{Name: "sbx", Driver: "fake", Config: map[string]any{"region": "eu-1"}})
 	if err != nil {

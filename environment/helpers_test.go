@@ -44,15 +44,15 @@ func remoteSchema(name string) *drivers.ConfigSchema {
 	return &drivers.ConfigSchema{
 		Driver: name,
 		Fields: []drivers.Field{
-			{Name: "host", Kind: drivers.Identity, Type: drivers.String, Required: true},
-			{Name: "port", Kind: drivers.Identity, Type: drivers.Int, Default: int64(22)},
-			{Name: "apiKey", Kind: drivers.Secret, Type: drivers.String, Required: true},
-			{Name: "token", Kind: drivers.Secret, Type: drivers.String},
-			{Name: "timeout", Kind: drivers.Knob, Type: drivers.Duration, Default: "30s"},
-			{Name: "mode", Kind: drivers.Knob, Type: drivers.String, Enum: []string{"fast", "slow"}, Default: "fast"},
-			{Name: "tags", Kind: drivers.Metadata, Type: drivers.StringList},
-			{Name: "label", Kind: drivers.Metadata, Type: drivers.String},
-			{Name: "env", Kind: drivers.SecretMap, Type: drivers.StringMap},
+			{Name: "host", Kind: drivers.KindIdentity, Type: drivers.TypeString, Required: true},
+			{Name: "port", Kind: drivers.KindIdentity, Type: drivers.TypeInt, Default: int64(22)},
+			{Name: "apiKey", Kind: drivers.KindSecret, Type: drivers.TypeString, Required: true},
+			{Name: "token", Kind: drivers.KindSecret, Type: drivers.TypeString},
+			{Name: "timeout", Kind: drivers.KindKnob, Type: drivers.TypeDuration, Default: "30s"},
+			{Name: "mode", Kind: drivers.KindKnob, Type: drivers.TypeString, Enum: []string{"fast", "slow"}, Default: "fast"},
+			{Name: "tags", Kind: drivers.KindMetadata, Type: drivers.TypeStringList},
+			{Name: "label", Kind: drivers.KindMetadata, Type: drivers.TypeString},
+			{Name: "env", Kind: drivers.KindSecretMap, Type: drivers.TypeStringMap},
 		},
 	}
 }
@@ -61,10 +61,10 @@ func newRegistry() *drivers.Registry {
 	return drivers.NewRegistry(
 		&testDriver{name: "remote", schema: remoteSchema("remote")},
 		&testDriver{name: "local", schema: &drivers.ConfigSchema{Driver: "local", Fields: []drivers.Field{
-			{Name: "cwd", Kind: drivers.Identity, Type: drivers.String, Default: "/"},
+			{Name: "cwd", Kind: drivers.KindIdentity, Type: drivers.TypeString, Default: "/"},
 		}}},
 		&testDriver{name: "fake", schema: &drivers.ConfigSchema{Driver: "fake", Fields: []drivers.Field{
-			{Name: "image", Kind: drivers.Identity, Type: drivers.String, Default: "busybox"},
+			{Name: "image", Kind: drivers.KindIdentity, Type: drivers.TypeString, Default: "busybox"},
 		}}},
 		&testDriver{name: "sim", schema: &drivers.ConfigSchema{Driver: "sim"}},
 	)

@@ -41,11 +41,11 @@ func configPath(field, key string) string {
 func storedSecretField(schema *drivers.ConfigSchema, cfg drivers.Config) string {
 	for _, f := range schema.Fields {
 		switch f.Kind {
-		case drivers.Secret:
+		case drivers.KindSecret:
 			if _, isRef := cfg.SecretRef(f.Name); isRef {
 				return configPath(f.Name, "")
 			}
-		case drivers.SecretMap:
+		case drivers.KindSecretMap:
 			if refs := cfg.SecretMapRefs(f.Name); len(refs) > 0 {
 				return configPath(f.Name, slices.Sorted(maps.Keys(refs))[0])
 			}
@@ -82,7 +82,7 @@ func (c *Catalog) moveSecrets(ctx context.Context, label, owner string, schema *
 	}
 	for _, f := range schema.Fields {
 		switch f.Kind {
-		case drivers.Secret:
+		case drivers.KindSecret:
 			value, plain := cfg[f.Name].(string)
 			if !plain {
 				continue
@@ -93,7 +93,7 @@ func (c *Catalog) moveSecrets(ctx context.Context, label, owner string, schema *
 				return nil, err
 			}
 			cfg[f.Name] = ref
-		case drivers.SecretMap:
+		case drivers.KindSecretMap:
 			keys := cfg.PlainSecretKeys(f.Name)
 			if len(keys) == 0 {
 				continue
@@ -130,7 +130,7 @@ func supersededSecrets(label string, schema *drivers.ConfigSchema, cfg, prev dri
 	}
 	for _, f := range schema.Fields {
 		switch f.Kind {
-		case drivers.Secret:
+		case drivers.KindSecret:
 			old, hadOld := prev.SecretRef(f.Name)
 			v, present := cfg[f.Name]
 			switch ref, isRef := v.(drivers.SecretRef); {
@@ -143,7 +143,7 @@ func supersededSecrets(label string, schema *drivers.ConfigSchema, cfg, prev dri
 			case !isRef && hadOld:
 				out = append(out, old) // this version, once the new one is saved
 			}
-		case drivers.SecretMap:
+		case drivers.KindSecretMap:
 			olds := prev.SecretMapRefs(f.Name)
 			m, _ := cfg[f.Name].(map[string]any)
 			for _, k := range slices.Sorted(maps.Keys(m)) {

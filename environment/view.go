@@ -15,20 +15,14 @@ import (
 // redacted view (Redacted true), shown to board members and agents, leaves
 // out config, env vars and metadata (CFG-2). Neither ever holds a secret
 // value, so a View may be logged or rendered as JSON.
+//
+// The record's fields are those of the embedded Environment, defined once
+// there; in JSON they sit at the top level beside the view's own fields,
+// exactly as Environment marshals them. The embedded Environment is a copy
+// (its Config redacted, or nil in the redacted view): changing it changes
+// nothing stored.
 type View struct {
-	ID          string            `json:"id"`
-	Name        string            `json:"name"`
-	Description string            `json:"description,omitempty"`
-	Driver      string            `json:"driver"`
-	Status      Status            `json:"status"`
-	Config      drivers.Config    `json:"config,omitempty"`
-	Env         map[string]string `json:"env,omitempty"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
-	Revision    int64             `json:"revision"`
-	CreatedAt   time.Time         `json:"createdAt"`
-	UpdatedAt   time.Time         `json:"updatedAt"`
-	CreatedBy   string            `json:"createdBy,omitempty"`
-	UpdatedBy   string            `json:"updatedBy,omitempty"`
+	Environment
 	// Redacted reports the redacted view.
 	Redacted bool `json:"redacted,omitempty"`
 	// Unavailable, if not empty, says why the environment cannot be used as
@@ -67,9 +61,12 @@ func (v *View) String() string {
 // out even of the full view.
 func (c *Catalog) view(env *Environment, full bool) *View {
 	v := &View{
-		ID: env.ID, Name: env.Name, Description: env.Description, Driver: env.Driver,
-		Status: env.Status, Revision: env.Revision, CreatedAt: env.CreatedAt, UpdatedAt: env.UpdatedAt,
-		CreatedBy: env.CreatedBy, UpdatedBy: env.UpdatedBy, Redacted: !full,
+		Environment: Environment{
+			ID: env.ID, Name: env.Name, Description: env.Description, Driver: env.Driver,
+			Status: env.Status, Revision: env.Revision, CreatedAt: env.CreatedAt, UpdatedAt: env.UpdatedAt,
+			CreatedBy: env.CreatedBy, UpdatedBy: env.UpdatedBy,
+		},
+		Redacted: !full,
 	}
 	if err := c.gate.DriverStatus(env.Driver); err != nil {
 		v.Unavailable = err.Error()

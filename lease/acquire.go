@@ -218,7 +218,7 @@ func (m *Manager) prepare(ctx context.Context, p environment.Principal, req Acqu
 	}
 	if draft {
 		for _, f := range schema.Fields {
-			if f.Kind == drivers.Secret || f.Kind == drivers.SecretMap {
+			if f.Kind == drivers.KindSecret || f.Kind == drivers.KindSecretMap {
 				delete(a.snapshot, f.Name) // the record never holds a secret
 			}
 		}
@@ -228,7 +228,7 @@ func (m *Manager) prepare(ctx context.Context, p environment.Principal, req Acqu
 	}
 	a.budget = req.Budget
 	if a.budget <= 0 {
-		if f, ok := schema.Field(StartupTimeoutField); ok && f.Type == drivers.Duration {
+		if f, ok := schema.Field(StartupTimeoutField); ok && f.Type == drivers.TypeDuration {
 			a.budget = a.snapshot.Duration(StartupTimeoutField)
 		}
 	}

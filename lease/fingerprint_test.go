@@ -143,7 +143,7 @@ func TestFingerprintLeavesSecretMapsOut(t *testing.T) {
 	t.Parallel()
 	fk := fake.New(nil)
 	s := *fk.Schema()
-	s.Fields = append(append([]drivers.Field(nil), s.Fields...), drivers.Field{Name: "env", Kind: drivers.SecretMap, Type: drivers.StringMap})
+	s.Fields = append(append([]drivers.Field(nil), s.Fields...), drivers.Field{Name: "env", Kind: drivers.KindSecretMap, Type: drivers.TypeStringMap})
 	d := secretEnvDriver{Driver: fk, schema: &s}
 	base := drivers.Config{"region": "r1", "api_key": drivers.SecretRef{ID: "k", Version: 1},
 		"env": map[string]any{"GITHUB_TOKEN": drivers.SecretRef{ID: "e", Version: 1}}}

@@ -168,7 +168,7 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := p.Probe(ctx, admin, v.ID, ProbeOptions{Company: "acme"})
+	res, err := p.Probe(ctx, admin, v.ID, Request{Company: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}

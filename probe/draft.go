@@ -80,7 +80,7 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr environment.Principal, drive
 	}
 	env := &environment.Environment{ID: "draft", Name: "draft", Driver: driver,
 		Status: environment.StatusActive, Config: cfg}
-	p.probeSaved(ctx, pr, r, env, drv, ProbeOptions{}, true)
+	p.probeSaved(ctx, pr, r, env, drv, Request{}, true)
 	clear(cfg)
 	diag := qualification.Diagnostic{Code: qualification.CodeNotSaved,
 		Message: "a draft probe never records a qualification; save the environment and probe it"}

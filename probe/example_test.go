@@ -33,7 +33,7 @@ func ExampleProber_Probe() {
 	if err != nil {
 		panic(err)
 	}
-	res, err := p.Probe(ctx, admin, env.ID, probe.ProbeOptions{Company: "acme"})
+	res, err := p.Probe(ctx, admin, env.ID, probe.Request{Company: "acme"})
 	if err != nil {
 		panic(err)
 	}

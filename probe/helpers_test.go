@@ -107,7 +107,7 @@ func (w *world) update(t *testing.T, id string, set map[string]any, rename strin
 
 func (w *world) probe(t *testing.T, id, company string) *Result {
 	t.Helper()
-	res, err := w.prober.Probe(context.Background(), admin, id, ProbeOptions{Company: company})
+	res, err := w.prober.Probe(context.Background(), admin, id, Request{Company: company})
 	if err != nil {
 		t.Fatalf("Probe(%s): %v", id, err)
 	}

@@ -41,7 +41,7 @@ func TestLocalProbe(t *testing.T) {
 	}
 	env := w.createLocal(t, dir)
 
-	res, err := w.prober.Probe(ctx, operator, env.ID, ProbeOptions{Company: "acme"})
+	res, err := w.prober.Probe(ctx, operator, env.ID, Request{Company: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestLocalProbeMissingWorkdir(t *testing.T) {
 	if err := os.Remove(dir); err != nil {
 		t.Fatal(err)
 	}
-	res, err := w.prober.Probe(ctx, admin, env.ID, ProbeOptions{Company: "acme"})
+	res, err := w.prober.Probe(ctx, admin, env.ID, Request{Company: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestProbeTimeoutStillCleansUp(t *testing.T) {
 	env := w.create(t, "slow", img.String())
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	res, err := w.prober.Probe(ctx, admin, env.ID, ProbeOptions{Company: "acme"})
+	res, err := w.prober.Probe(ctx, admin, env.ID, Request{Company: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}

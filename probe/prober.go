@@ -118,8 +118,8 @@ func (t StageTimeouts) of(n StageName, cleanup time.Duration) time.Duration {
 	}
 }
 
-// ProbeOptions parameterize one probe.
-type ProbeOptions struct {
+// Request says for whom and where one probe runs (Prober.Probe).
+type Request struct {
 	// Company is the tenant the probe's lease and qualification are for
 	// (QUAL-4). Required for saved environments.
 	Company string

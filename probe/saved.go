@@ -33,7 +33,7 @@ import (
 // failure of the target is a Result with OK false, a stable Code and the
 // failed stage (PRB-5). A failed acquisition is a failed probe: nothing
 // else is ever tried in its place (PRB-8).
-func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID string, opts ProbeOptions) (*Result, error) {
+func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID string, opts Request) (*Result, error) {
 	v, err := p.load(ctx, pr, environment.ActionProbe, envID, opts.Company)
 	if err != nil {
 		return nil, err
@@ -108,7 +108,7 @@ func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID stri
 // probeSaved runs the acquire, detect, image and release stages on a fresh
 // ephemeral lease. After a failure the remaining stages are recorded as
 // skipped; the release runs whenever something was acquired.
-func (p *Prober) probeSaved(ctx context.Context, pr environment.Principal, r *run, env *environment.Environment, drv drivers.Driver, opts ProbeOptions, draft bool) {
+func (p *Prober) probeSaved(ctx context.Context, pr environment.Principal, r *run, env *environment.Environment, drv drivers.Driver, opts Request, draft bool) {
 	purpose := "probe"
 	if draft {
 		purpose = "draft-probe"

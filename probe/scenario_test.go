@@ -351,7 +351,7 @@ func TestProbeAuthorization(t *testing.T) {
 	env := w.create(t, "e", img.String())
 	for _, pr := range []environment.Principal{agent, board, {ID: "nobody"}} {
 		for _, id := range []string{env.ID, "env_missing"} {
-			res, err := w.prober.Probe(ctx, pr, id, ProbeOptions{Company: "acme"})
+			res, err := w.prober.Probe(ctx, pr, id, Request{Company: "acme"})
 			if !errors.Is(err, environment.ErrDenied) || res != nil {
 				t.Errorf("%s probing %s: %v, %v; want denied", pr, id, res, err)
 			}
@@ -365,15 +365,15 @@ func TestProbeAuthorization(t *testing.T) {
 		t.Errorf("denied probes made %d provider calls", n)
 	}
 	for _, pr := range []environment.Principal{admin, operator} {
-		if _, err := w.prober.Probe(ctx, pr, "env_missing", ProbeOptions{Company: "acme"}); !errors.Is(err, environment.ErrNotFound) {
+		if _, err := w.prober.Probe(ctx, pr, "env_missing", Request{Company: "acme"}); !errors.Is(err, environment.ErrNotFound) {
 			t.Errorf("%s probing a missing environment: %v; want not found", pr, err)
 		}
-		res, err := w.prober.Probe(ctx, pr, env.ID, ProbeOptions{Company: "acme"})
+		res, err := w.prober.Probe(ctx, pr, env.ID, Request{Company: "acme"})
 		if err != nil || !res.OK {
 			t.Errorf("%s: %v, %+v", pr, err, res)
 		}
 	}
-	if _, err := w.prober.Probe(ctx, admin, env.ID, ProbeOptions{}); !errors.Is(err, ErrInvalid) {
+	if _, err := w.prober.Probe(ctx, admin, env.ID, Request{}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("probe without company: %v", err)
 	}
 }

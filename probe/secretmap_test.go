@@ -24,7 +24,7 @@ func TestQualificationFingerprintLeavesSecretMapsOut(t *testing.T) {
 	t.Parallel()
 	fk := fake.New(nil)
 	s := *fk.Schema()
-	s.Fields = append(append([]drivers.Field(nil), s.Fields...), drivers.Field{Name: "env", Kind: drivers.SecretMap, Type: drivers.StringMap})
+	s.Fields = append(append([]drivers.Field(nil), s.Fields...), drivers.Field{Name: "env", Kind: drivers.KindSecretMap, Type: drivers.TypeStringMap})
 	d := secretEnvDriver{Driver: fk, schema: &s}
 	base := drivers.Config{"region": "r1", "image": "registry.example/img@sha256:" + sha('a'),
 		"api_key": drivers.SecretRef{ID: "k", Version: 1},

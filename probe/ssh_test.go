@@ -49,7 +49,7 @@ func TestSSHProbe(t *testing.T) {
 
 	t.Run("trusted host", func(t *testing.T) {
 		id := create("box", srv.KnownHostsLine())
-		res, err := p.Probe(ctx, admin, id, ProbeOptions{Company: "acme"})
+		res, err := p.Probe(ctx, admin, id, Request{Company: "acme"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func TestSSHProbe(t *testing.T) {
 	})
 	t.Run("host key mismatch", func(t *testing.T) {
 		id := create("impostor", srv.MismatchedKnownHostsLine())
-		res, err := p.Probe(ctx, admin, id, ProbeOptions{Company: "acme"})
+		res, err := p.Probe(ctx, admin, id, Request{Company: "acme"})
 		if err != nil {
 			t.Fatal(err)
 		}

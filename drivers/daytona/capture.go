@@ -52,7 +52,7 @@ func snapshotName(name string) string {
 // sandbox's state says nothing about the snapshot: Capture waits for the
 // snapshot (absent, pending, then active) until the deadline, and fails
 // early only when the snapshot or the sandbox reports an error.
-func (sb *Sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (images.Identity, error) {
+func (sb *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (images.Identity, error) {
 	if err := sb.live(); err != nil {
 		return images.Identity{}, err
 	}
@@ -73,7 +73,7 @@ func (sb *Sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (ima
 			if uuid.Validate(snap.ID) != nil {
 				return images.Identity{}, fmt.Errorf("daytona: captured snapshot %q at %s has id %q, not a UUID", name, host, snap.ID)
 			}
-			return images.SnapshotIdentity(DriverName, snap.ID)
+			return images.SnapshotIdentity(Name, snap.ID)
 		case err == nil && (snap.State == snapshotErrorState || snap.State == snapshotBuildFail || snap.State == snapshotRemoving):
 			reason := ""
 			if snap.ErrorReason != nil {
@@ -106,7 +106,7 @@ func (sb *Sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (ima
 // /snapshots/{id}); one that is already gone succeeds. An identity that is
 // not a daytona snapshot is refused.
 func (d *Driver) DeleteTemplate(ctx context.Context, cfg drivers.Config, id images.Identity) error {
-	if id.Kind() != images.KindSnapshot || id.Provider() != DriverName {
+	if id.Kind() != images.KindSnapshot || id.Provider() != Name {
 		return fmt.Errorf("daytona: %q is not a daytona snapshot identity", id)
 	}
 	s, err := d.open(cfg)

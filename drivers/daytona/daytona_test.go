@@ -3,6 +3,7 @@ package daytona_test
 import (
 	"context"
 	"log/slog"
+	"net"
 	"testing"
 	"time"
 
@@ -83,12 +84,50 @@ func (h *harness) Config() drivers.Config { return h.cfg }
 func (h *harness) Close()                 {}
 
 func (h *harness) ConfigWithImage(id images.Identity) (drivers.Config, bool) {
-	if id.Kind() != images.KindSnapshot || id.Provider() != daytona.DriverName {
+	if id.Kind() != images.KindSnapshot || id.Provider() != daytona.Name {
 		return nil, false
 	}
 	cfg := h.cfg.Clone()
 	cfg[daytona.FieldSnapshotID] = id.SnapshotID()
 	return cfg, true
+}
+
+// Broken implements drivertest.FailureHarness against the fake server: a
+// loopback port nothing listens on as the API URL, a wrong API key, no API
+// key, a snapshot id the server does not hold. Sandboxes have no host keys.
+// A dead Daytona API is the provider's control plane: ErrUnavailable
+// (PRB-5).
+func (h *harness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
+	raw := map[string]any{}
+	for k, v := range h.cfg {
+		raw[k] = v
+	}
+	switch f {
+	case drivertest.FailUnreachable:
+		raw[daytona.FieldAPIURL] = deadURL()
+		return drivertest.Broken{Config: raw, Layer: drivers.ErrUnavailable}, true
+	case drivertest.FailBadCredentials:
+		raw[daytona.FieldAPIKey] = "not-" + h.e.srv.APIKey()
+		return drivertest.Broken{Config: raw}, true
+	case drivertest.FailMissingCredentials:
+		delete(raw, daytona.FieldAPIKey)
+		return drivertest.Broken{Config: raw}, true
+	case drivertest.FailUnknownImage:
+		raw[daytona.FieldSnapshotID] = "00000000-0000-4000-8000-00000000dead" // a UUID the server never issued
+		return drivertest.Broken{Config: raw}, true
+	}
+	return drivertest.Broken{}, false
+}
+
+// deadURL returns an API URL on a loopback port nothing listens on.
+func deadURL() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "http://127.0.0.1:1/api" // a port no test server takes
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return "http://" + addr + "/api"
 }
 
 // newHarness makes a fake server and a harness on it. Creates answer before
@@ -102,9 +141,7 @@ func newHarness(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
 
 // The driver passes the conformance suite against the fake server.
 func TestConformance(t *testing.T) {
-	drivertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return newHarness(ctx, t)
-	})
+	drivertest.RunConformanceTests(t, newHarness)
 }
 
 // BenchmarkDriver runs the drivertest benchmarks against the fake server

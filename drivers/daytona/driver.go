@@ -19,8 +19,8 @@ import (
 	"github.com/berthdev/berth/drivers"
 )
 
-// DriverName is the name of the daytona driver.
-const DriverName = "daytona"
+// Name is the name of the daytona driver.
+const Name = "daytona"
 
 // StartupBudget is the startup budget the driver declares: the default
 // create timeout of Daytona's SDKs (60 seconds).
@@ -104,7 +104,7 @@ func New(opts *Options) *Driver {
 }
 
 // Name returns "daytona".
-func (d *Driver) Name() string { return DriverName }
+func (d *Driver) Name() string { return Name }
 
 // Capabilities declares exec, reuse, list, destroy by id, image identity,
 // terminal, template capture and template delete, and StartupBudget. No
@@ -142,17 +142,17 @@ func (d *Driver) open(cfg drivers.Config) (*settings, error) {
 	key, ok := cfg[FieldAPIKey].(string)
 	if !ok || key == "" {
 		if _, isRef := cfg.SecretRef(FieldAPIKey); isRef {
-			return nil, &drivers.ConfigError{Driver: DriverName, Field: FieldAPIKey, Reason: "secret reference not resolved"}
+			return nil, &drivers.ConfigError{Driver: Name, Field: FieldAPIKey, Reason: "secret reference not resolved"}
 		}
 		return nil, fmt.Errorf("daytona config: field %q: %w", FieldAPIKey, drivers.ErrCredentialsMissing)
 	}
 	if refs := cfg.SecretMapRefs(FieldEnv); len(refs) > 0 {
-		return nil, &drivers.ConfigError{Driver: DriverName, Field: FieldEnv,
+		return nil, &drivers.ConfigError{Driver: Name, Field: FieldEnv,
 			Reason: fmt.Sprintf("key %q: secret reference not resolved", fieldKey(slices.Sorted(maps.Keys(refs))[0]))}
 	}
 	raw := cfg.String(FieldAPIURL)
 	if err := checkAPIURL(raw); err != nil {
-		return nil, &drivers.ConfigError{Driver: DriverName, Field: FieldAPIURL, Reason: err.Error()}
+		return nil, &drivers.ConfigError{Driver: Name, Field: FieldAPIURL, Reason: err.Error()}
 	}
 	api, _ := url.Parse(raw)
 	s := &settings{

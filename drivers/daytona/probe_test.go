@@ -33,14 +33,14 @@ func TestProbeReportsImageInactive(t *testing.T) {
 	leases := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get, Assignments: asg})
 	p := probe.New(cat, reg, leases, qualification.NewMemoryStore(), nil)
 	admin := environment.Principal{ID: "root", Role: environment.RoleInstanceAdmin}
-	env, err := cat.Create(ctx, admin, environment.CreateRequest{Name: "daytona", Driver: daytona.DriverName, Config: map[string]any{
+	env, err := cat.Create(ctx, admin, environment.CreateRequest{Name: "daytona", Driver: daytona.Name, Config: map[string]any{
 		daytona.FieldAPIURL: e.srv.URL(), daytona.FieldAPIKey: e.srv.APIKey(), daytona.FieldSnapshotID: e.snap.ID,
 		daytona.FieldReactivateSnapshot: false,
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := p.Probe(ctx, admin, env.ID, probe.ProbeOptions{Company: "acme"})
+	res, err := p.Probe(ctx, admin, env.ID, probe.Request{Company: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,9 @@ import (
 	"github.com/berthdev/berth/images"
 )
 
-// Sandbox is one Daytona sandbox acquired or resumed by the driver. It is
+// sandbox is one Daytona sandbox acquired or resumed by the driver. It is
 // safe for concurrent use.
-type Sandbox struct {
+type sandbox struct {
 	d     *Driver
 	s     *settings
 	id    string
@@ -29,24 +29,24 @@ type Sandbox struct {
 }
 
 var (
-	_ drivers.Sandbox       = (*Sandbox)(nil)
-	_ drivers.ImageReporter = (*Sandbox)(nil)
-	_ drivers.Capturer      = (*Sandbox)(nil)
-	_ drivers.Terminal      = (*Sandbox)(nil)
+	_ drivers.Sandbox       = (*sandbox)(nil)
+	_ drivers.ImageReporter = (*sandbox)(nil)
+	_ drivers.Capturer      = (*sandbox)(nil)
+	_ drivers.Terminal      = (*sandbox)(nil)
 )
 
-func (d *Driver) newSandbox(s *settings, sb *apiSandbox) *Sandbox {
-	return &Sandbox{d: d, s: s, id: sb.ID, proxy: sb.ToolboxProxyURL, shape: shapeFor(sb.DaemonVersion)}
+func (d *Driver) newSandbox(s *settings, sb *apiSandbox) *sandbox {
+	return &sandbox{d: d, s: s, id: sb.ID, proxy: sb.ToolboxProxyURL, shape: shapeFor(sb.DaemonVersion)}
 }
 
 // ID returns the Daytona sandbox id.
-func (sb *Sandbox) ID() string { return sb.id }
+func (sb *sandbox) ID() string { return sb.id }
 
 // configEnvAllowed refuses a non-empty config env on a sandbox whose
 // daemon ignores a request's envs (before v0.167.0, or no version
 // reported): those values are secrets and must not travel in the command
 // string, and dropping them would run the command without them.
-func (sb *Sandbox) configEnvAllowed() error {
+func (sb *sandbox) configEnvAllowed() error {
 	if len(sb.s.env) == 0 || sb.shape.envsField {
 		return nil
 	}
@@ -69,7 +69,7 @@ func commandEnvs(config, command map[string]string) map[string]string {
 	return out
 }
 
-func (sb *Sandbox) live() error {
+func (sb *sandbox) live() error {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	if sb.released {
@@ -78,7 +78,7 @@ func (sb *Sandbox) live() error {
 	return nil
 }
 
-func (sb *Sandbox) toolboxURL(ctx context.Context) (*url.URL, error) {
+func (sb *sandbox) toolboxURL(ctx context.Context) (*url.URL, error) {
 	sb.mu.Lock()
 	u := sb.toolbox
 	sb.mu.Unlock()
@@ -128,7 +128,7 @@ func (sb *Sandbox) toolboxURL(ctx context.Context) (*url.URL, error) {
 // ctx.Err(). Killed by a signal, a command reports the shell's status
 // 128+n as its exit code; Result.Signal stays empty because the toolbox
 // reports only the status.
-func (sb *Sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
+func (sb *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
 	if err := sb.live(); err != nil {
 		return nil, err
 	}
@@ -213,7 +213,7 @@ func execAnswerLimit(limit int) int64 {
 }
 
 // timeout is the toolbox timeout of a request: whole seconds, 0 for none.
-func (sb *Sandbox) timeout(ctx context.Context) uint32 {
+func (sb *sandbox) timeout(ctx context.Context) uint32 {
 	limit := sb.s.execLimit
 	if dl, ok := ctx.Deadline(); ok {
 		if rem := time.Until(dl); limit == 0 || rem < limit {
@@ -232,7 +232,7 @@ func (sb *Sandbox) timeout(ctx context.Context) uint32 {
 }
 
 // kill ends a cancelled command's process group through a second request.
-func (sb *Sandbox) kill(toolbox *url.URL, base string) {
+func (sb *sandbox) kill(toolbox *url.URL, base string) {
 	ctx, cancel := context.WithTimeout(context.Background(), sb.d.opts.CleanupTimeout)
 	defer cancel()
 	command, err := forShape(killScript(base), sb.shape)
@@ -251,7 +251,7 @@ func (sb *Sandbox) kill(toolbox *url.URL, base string) {
 // on stop). Destroy deletes it and reads it back until the API answers 404.
 // After a Release that returned no error, Exec returns drivers.ErrReleased
 // and a second Release returns drivers.ErrReleased.
-func (sb *Sandbox) Release(ctx context.Context, disp drivers.Disposition) (drivers.Receipt, error) {
+func (sb *sandbox) Release(ctx context.Context, disp drivers.Disposition) (drivers.Receipt, error) {
 	if err := sb.live(); err != nil {
 		return drivers.Receipt{}, err
 	}
@@ -283,7 +283,7 @@ func (sb *Sandbox) Release(ctx context.Context, disp drivers.Disposition) (drive
 // sandbox's snapshot by name; names are unique in an organization, so the
 // pair of reads binds the sandbox to the id (QUAL-6). A deleted snapshot is
 // drivers.ErrImageNotFound.
-func (sb *Sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
+func (sb *sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
 	if err := sb.live(); err != nil {
 		return images.Identity{}, err
 	}
@@ -310,7 +310,7 @@ func (sb *Sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
 		return images.Identity{}, fmt.Errorf("daytona: sandbox %s at %s was created before snapshot %s (%q) existed: %w",
 			sb.id, sb.s.c.api.Host, snap.ID, snap.Name, drivers.ErrImageNotFound)
 	}
-	return images.SnapshotIdentity(DriverName, snap.ID)
+	return images.SnapshotIdentity(Name, snap.ID)
 }
 
 // createdBefore reports whether timestamp a is before b; false when either

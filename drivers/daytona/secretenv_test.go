@@ -32,7 +32,7 @@ func TestSecretEnvTravelsPerCommand(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if f, _ := e.drv.Schema().Field(daytona.FieldEnv); f.Kind != drivers.SecretMap {
+	if f, _ := e.drv.Schema().Field(daytona.FieldEnv); f.Kind != drivers.KindSecretMap {
 		t.Fatalf("field %q is %s, want secret_map", daytona.FieldEnv, f.Kind)
 	}
 	sb, err := e.drv.Acquire(ctx, secretEnvConfig(t, e), drivers.AcquireRequest{})

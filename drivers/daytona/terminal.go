@@ -76,7 +76,7 @@ const maxInputMessage = 32 << 10
 // is sent. Other clients may attach to the same session; each sees the
 // output from its attachment on. Widths and heights are capped at 1000,
 // input is sent in messages under the daemon's 64 KiB limit.
-func (sb *Sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest) (drivers.TerminalSession, error) {
+func (sb *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest) (drivers.TerminalSession, error) {
 	if err := sb.live(); err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func isControl(msg []byte, status string) bool {
 
 // terminal is a live PTY session.
 type terminal struct {
-	sb   *Sandbox
+	sb   *sandbox
 	tb   *url.URL
 	id   string
 	conn *websocket.Conn

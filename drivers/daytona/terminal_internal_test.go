@@ -35,7 +35,7 @@ func TestTerminalOutputIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Release(context.Background(), drivers.Destroy)
-	ts, err := sb.(*Sandbox).OpenTerminal(ctx, drivers.TerminalRequest{Argv: []string{"sh", "-c", "head -c 8388608 /dev/zero | tr '\\0' x; echo; echo LAST; exit 3"}})
+	ts, err := sb.(*sandbox).OpenTerminal(ctx, drivers.TerminalRequest{Argv: []string{"sh", "-c", "head -c 8388608 /dev/zero | tr '\\0' x; echo; echo LAST; exit 3"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,8 +37,8 @@ func TestSchemaKinds(t *testing.T) {
 	if s.ImageField != "image" {
 		t.Errorf("ImageField = %q", s.ImageField)
 	}
-	want := map[string]drivers.FieldKind{"host": drivers.Identity, "image": drivers.Identity, "registry_auth": drivers.Secret,
-		"memory": drivers.Knob, "network": drivers.Knob, "labels": drivers.Metadata}
+	want := map[string]drivers.FieldKind{"host": drivers.KindIdentity, "image": drivers.KindIdentity, "registry_auth": drivers.KindSecret,
+		"memory": drivers.KindKnob, "network": drivers.KindKnob, "labels": drivers.KindMetadata}
 	for f, k := range want {
 		got, ok := s.Field(f)
 		if !ok || got.Kind != k {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,13 +36,17 @@ const (
 
 	// wrapperScript: $1 is the marker id, the rest is argv. The wrapper
 	// itself does not carry the marker, so that a signal reaches the
-	// command and not the wrapper waiting for it. Standard input is moved
-	// to fd 3 because sh gives background commands /dev/null.
-	wrapperScript = `id=$1; shift; exec 3<&0 </dev/null
-if command -v setsid >/dev/null 2>&1; then ` + markerEnv + `=$id setsid "$@" <&3 3<&- &
-else ` + markerEnv + `=$id "$@" <&3 3<&- &
+	// command and not the wrapper waiting for it. The command runs in the
+	// foreground: sh starts an asynchronous command with SIGINT and SIGQUIT
+	// ignored, which no trap can undo, and then those signals of
+	// drivers.Signals would not end it. The final exit keeps sh from
+	// exec'ing the command in the wrapper's place (the forked child is no
+	// process group leader, so setsid does not fork again).
+	wrapperScript = `id=$1; shift
+if command -v setsid >/dev/null 2>&1; then ` + markerEnv + `=$id setsid "$@"
+else ` + markerEnv + `=$id "$@"
 fi
-pid=$!; exec 3<&-; wait $pid`
+exit $?`
 
 	// killScript: $1 is the signal, $2 the marker id. It prints how many
 	// marked processes it found.
@@ -52,8 +55,6 @@ for d in /proc/[0-9]*; do p=${d#/proc/}
 if grep -q "` + markerEnv + `=$id" "$d/environ" 2>/dev/null; then n=$((n+1)); kill -s "$sig" -- "-$p" 2>/dev/null; kill -s "$sig" "$p" 2>/dev/null; fi
 done; echo $n`
 )
-
-var signalRE = regexp.MustCompile(`^[A-Z][A-Z0-9]{1,7}$`)
 
 // signalNumbers maps the signals Result.Signal reports (exit status 128+n).
 var signalNumbers = map[string]int{"HUP": 1, "INT": 2, "QUIT": 3, "KILL": 9, "USR1": 10, "USR2": 12, "TERM": 15}
@@ -350,15 +351,16 @@ func execEnded(ins container.ExecInspect) bool {
 	return !ins.Running && (ins.Pid != 0 || ins.ExitCode != 0)
 }
 
-// Signal sends sig ("TERM", "KILL", "INT", "HUP", ...) to the command's
-// processes and their process groups.
+// Signal sends sig, one of drivers.Signals (as drivers.ParseSignal reads
+// it; another name is an error wrapping drivers.ErrUnsupported), to the
+// command's processes and their process groups.
 func (p *process) Signal(ctx context.Context, sig string) error {
-	sig = strings.TrimPrefix(strings.ToUpper(sig), "SIG")
-	if !signalRE.MatchString(sig) {
-		return fmt.Errorf("docker: invalid signal %q", sig)
+	sig, err := drivers.ParseSignal(sig)
+	if err != nil {
+		return fmt.Errorf("docker %s: %w", p.s.id, err)
 	}
 	p.signalled.Store(sig)
-	_, err := p.s.signalMarked(ctx, p.marker, sig)
+	_, err = p.s.signalMarked(ctx, p.marker, sig)
 	return err
 }
 

@@ -2,6 +2,11 @@ package docker_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/docker/docker/client"
@@ -68,11 +73,92 @@ func (e *env) config(ref string, overrides map[string]any) drivers.Config {
 
 // harness is the conformance harness: one shared env per suite run.
 type harness struct {
-	e   *env
-	cfg drivers.Config
+	e      *env
+	cfg    drivers.Config
+	broken *brokenTargets // nil: the harness does not offer broken configs
 }
 
-var _ drivertest.ImageHarness = (*harness)(nil)
+// brokenTargets are the real components behind the harness's broken
+// configs: a unix socket nothing listens on, and a loopback registry that
+// holds a busybox image and asks for basic auth.
+type brokenTargets struct {
+	deadHost string // "unix://..." with no listener
+	authImg  string // pinned reference in the auth registry
+}
+
+// The credentials the auth registry accepts.
+const (
+	authUser     = "berth"
+	authPassword = "conformance-password"
+)
+
+// newBrokenTargets starts the auth registry, pushes an image to it, then
+// locks it: from then on every /v2/ request needs authUser:authPassword.
+func newBrokenTargets(tb testing.TB, e *env) *brokenTargets {
+	tb.Helper()
+	var locked atomic.Bool
+	reg := testenv.StartRegistry(tb, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if u, p, ok := r.BasicAuth(); locked.Load() && (!ok || u != authUser || p != authPassword) {
+				w.Header().Set("WWW-Authenticate", `Basic realm="berth-conformance"`)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = io.WriteString(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	img := testimage.Busybox(tb, reg, nil)
+	locked.Store(true)
+	testenv.RemoveRegistryImagesAtCleanup(tb, e.cli, reg.Host)
+	return &brokenTargets{deadHost: "unix://" + filepath.Join(tb.TempDir(), "dead.sock"), authImg: img.Ref}
+}
+
+// Broken implements drivertest.FailureHarness against the real engine: a
+// host socket nothing listens on (the engine is the provider's control
+// plane: ErrUnavailable), a wrong password for the auth registry, a
+// registry_auth that is an unresolved secret reference, a digest the
+// registry does not hold. Containers have no host keys.
+func (h *harness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
+	if h.broken == nil {
+		return drivertest.Broken{}, false
+	}
+	raw := map[string]any{}
+	for k, v := range h.cfg {
+		raw[k] = v
+	}
+	switch f {
+	case drivertest.FailUnreachable:
+		raw[docker.FieldHost] = h.broken.deadHost
+		return drivertest.Broken{Config: raw, Layer: drivers.ErrUnavailable}, true
+	case drivertest.FailBadCredentials:
+		raw[docker.FieldImage] = h.broken.authImg
+		raw[docker.FieldRegistryAuth] = authUser + ":not-" + authPassword
+		return drivertest.Broken{Config: raw}, true
+	case drivertest.FailMissingCredentials:
+		raw[docker.FieldImage] = h.broken.authImg
+		raw[docker.FieldRegistryAuth] = map[string]any{"$secret": "conformance-registry", "version": 1}
+		return drivertest.Broken{Config: raw}, true
+	case drivertest.FailUnknownImage:
+		raw[docker.FieldImage] = h.e.reg.Host + "/berth/no-such-image@sha256:" + strings.Repeat("0", 64)
+		return drivertest.Broken{Config: raw}, true
+	}
+	return drivertest.Broken{}, false
+}
+
+// conformanceParallel is the width of the suite's parallel subtest: the
+// engine starts containers one after another, so 32 at once mostly queue.
+const conformanceParallel = 8
+
+// Parallel implements drivertest.ParallelHarness.
+func (h *harness) Parallel() int { return conformanceParallel }
+
+var (
+	_ drivertest.ImageHarness    = (*harness)(nil)
+	_ drivertest.FailureHarness  = (*harness)(nil)
+	_ drivertest.ParallelHarness = (*harness)(nil)
+)
 
 func (h *harness) Driver() drivers.Driver { return h.e.drv }
 func (h *harness) Config() drivers.Config { return h.cfg.Clone() }
@@ -87,7 +173,8 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	cfg := e.config(e.img.Ref, nil)
-	drivertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return &harness{e: e, cfg: cfg}, nil
+	broken := newBrokenTargets(t, e)
+	drivertest.RunConformanceTests(t, func(context.Context, testing.TB) (drivertest.Harness, error) {
+		return &harness{e: e, cfg: cfg, broken: broken}, nil
 	})
 }

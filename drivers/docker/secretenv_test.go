@@ -22,7 +22,7 @@ func TestSecretEnvReachesCommandsNotTheContainer(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testCtx(t)
-	if f, _ := e.drv.Schema().Field(docker.FieldEnv); f.Kind != drivers.SecretMap {
+	if f, _ := e.drv.Schema().Field(docker.FieldEnv); f.Kind != drivers.KindSecretMap {
 		t.Fatalf("field %q is %s, want secret_map", docker.FieldEnv, f.Kind)
 	}
 	cfg := e.config(e.img.Ref, map[string]any{docker.FieldEnv: map[string]any{"GITHUB_TOKEN": envCanary, "SHARED": "from-config"}})

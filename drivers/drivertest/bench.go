@@ -8,18 +8,14 @@ import (
 	"github.com/berthdev/berth/drivers"
 )
 
-// BenchHarnessMaker makes a Harness for a benchmark. A driver's test file
-// that wants both the suite and the benchmarks writes one function taking
-// testing.TB and passes it to both (HarnessMaker takes *testing.T).
-type BenchHarnessMaker func(ctx context.Context, tb testing.TB) (Harness, error)
-
-// RunBenchmarks runs the driver benchmarks:
+// RunBenchmarks runs the driver benchmarks on one Harness made by
+// newHarness (the same HarnessMaker as for RunConformanceTests):
 //
 //   - exec: Exec of "echo x" on one held sandbox (the anchor);
 //   - acquire_exec_release: Acquire, Exec "echo x", Release(destroy), and
 //     the metric x_exec, its time per operation divided by the exec
 //     anchor's measured in the same run (no absolute times are asserted).
-func RunBenchmarks(b *testing.B, newHarness BenchHarnessMaker) {
+func RunBenchmarks(b *testing.B, newHarness HarnessMaker) {
 	ctx := context.Background()
 	h, err := newHarness(ctx, b)
 	if err != nil {

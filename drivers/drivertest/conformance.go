@@ -21,8 +21,11 @@ import (
 // capability the driver does not declare is skipped. Errors are checked with
 // errors.Is against the drivers sentinels, never by message text.
 //
-// Commands used are POSIX sh that exist in busybox and in the fake
-// driver's sh subset: echo, cat, pwd, sleep, exit, sh -c.
+// The target needs a POSIX sh: commands used are echo, cat, pwd, sleep,
+// exit and sh -c, which exist in busybox and in the fake driver's sh
+// interpreter. The error-table subtests (one per Failure) run when the
+// harness implements FailureHarness; the parallel subtest's width is
+// DefaultParallel unless the harness implements ParallelHarness.
 func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 	t.Helper()
 	subtest(t, "capabilities are static and cheap", newHarness, testCapabilities)
@@ -37,7 +40,10 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 	subtest(t, "output limit truncates", newHarness, testOutputLimit)
 	subtest(t, "exec after release", newHarness, testExecAfterRelease)
 	subtest(t, "cancellation stops a running command promptly", newHarness, testCancel)
-	subtest(t, "32 parallel acquire exec release", newHarness, testParallel)
+	subtest(t, "parallel acquire exec release", newHarness, testParallel)
+	for _, f := range Failures() {
+		subtest(t, "error table: "+f.String(), newHarness, testFailure(f))
+	}
 	gated(t, "resume of an unknown id is not found", drivers.CapReuse, newHarness, testResumeUnknown)
 	gated(t, "stop then resume", drivers.CapReuse, newHarness, testStopResume)
 	gated(t, "keep then resume", drivers.CapReuse, newHarness, testKeepResume)
@@ -46,6 +52,7 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 	gated(t, "image identity", drivers.CapImageIdentity, newHarness, testImageIdentity)
 	gated(t, "stream exec", drivers.CapStreamExec, newHarness, testStreamExec)
 	gated(t, "stream exec signal kill", drivers.CapStreamExec, newHarness, testStreamKill)
+	gated(t, "stream exec signals are the shared set", drivers.CapStreamExec, newHarness, testStreamSignals)
 	gated(t, "stream exec cancellation", drivers.CapStreamExec, newHarness, testStreamCancel)
 	gated(t, "stream exec Wait honours its context", drivers.CapStreamExec, newHarness, testStreamWaitContext)
 	gated(t, "stream exec stdin copy ends with the process", drivers.CapStreamExec, newHarness, testStdinCopyEndsWithProcess)
@@ -89,12 +96,12 @@ func testCapabilities(t *testing.T, _ context.Context, h Harness) {
 	}
 	if s.ImageField != "" {
 		f, ok := s.Field(s.ImageField)
-		if !ok || f.Kind != drivers.Identity {
+		if !ok || f.Kind != drivers.KindIdentity {
 			t.Errorf("Schema().ImageField %q is not an identity field", s.ImageField)
 		}
 	}
 	for _, f := range s.Fields {
-		if f.Kind == drivers.Secret && f.Default != nil {
+		if f.Kind == drivers.KindSecret && f.Default != nil {
 			t.Errorf("secret field %q has a default", f.Name)
 		}
 	}
@@ -298,8 +305,9 @@ func testCancel(t *testing.T, ctx context.Context, h Harness) {
 	}
 }
 
+// testParallel runs parallelWidth(h) acquire-exec-release workers at once.
 func testParallel(t *testing.T, ctx context.Context, h Harness) {
-	const n = 32
+	n := parallelWidth(h)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {

@@ -1,10 +1,24 @@
 // Package drivertest is the driver conformance suite: the executable form of
 // the drivers contract. Every driver's test file builds a Harness and calls
 // RunConformanceTests (conformance.go for the core contract, optional.go for
-// the capability-gated tests); RunBenchmarks (bench.go) measures
-// acquire+exec+release against an exec anchor of the same run.
+// the capability-gated tests, failures.go for SPEC PRB-5's error table);
+// RunBenchmarks (bench.go) measures acquire+exec+release against an exec
+// anchor of the same run. One HarnessMaker serves both.
 //
-// Start with Harness and HarnessMaker (harness.go). A Harness that can point
-// its config at a captured image implements ImageHarness so that capture
-// and template deletion are checked end to end.
+// Start with Harness and HarnessMaker (harness.go); the package example
+// shows a third-party driver's harness. A harness may also implement:
+//
+//   - FailureHarness, to hand the suite configs broken in each way of the
+//     error table (unreachable, bad or missing credentials, unknown image,
+//     host key mismatch); the suite asserts the sentinels with errors.Is
+//     and skips, saying so, a failure the harness says does not apply;
+//   - ImageHarness, to point its config at a captured image, so that
+//     capture and template deletion are checked end to end;
+//   - ParallelHarness, to set the width of the parallel acquire subtest
+//     (DefaultParallel otherwise).
+//
+// The target must offer a POSIX sh: the suite runs echo, cat, pwd, sleep,
+// exit and sh -c scripts (busybox is enough; the fake driver interprets
+// them). Whatever the driver needs to run (a server, an engine, a fake API)
+// is the harness's to start; the suite starts nothing.
 package drivertest

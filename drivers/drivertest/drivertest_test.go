@@ -2,6 +2,8 @@ package drivertest_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -50,7 +52,7 @@ func (s plainSandbox) Release(ctx context.Context, d drivers.Disposition) (drive
 // The suite's gating: a driver that declares and implements only exec
 // passes the core contract and skips every optional subtest.
 func TestSuiteGatesOnDeclaredCapabilities(t *testing.T) {
-	drivertest.RunConformanceTests(t, func(context.Context, *testing.T) (drivertest.Harness, error) {
+	drivertest.RunConformanceTests(t, func(context.Context, testing.TB) (drivertest.Harness, error) {
 		return harness{execOnly{fake.New(&fake.Options{Name: "fake-minimal"})}}, nil
 	})
 }
@@ -59,35 +61,88 @@ func TestSuiteGatesOnDeclaredCapabilities(t *testing.T) {
 // driver that TestSuiteOnWrongDriver runs the suite on.
 const wrongDriverEnv = "BERTH_DRIVERTEST_WRONG_DRIVER"
 
-// wrongDrivers are fakes that implement an optional interface they do not
-// declare (fake.Options.Undeclared): one at sandbox level, one at driver
-// level.
+// wrongDrivers are deliberately wrong drivers, each with the failure the
+// suite must report: fakes that implement an optional interface they do not
+// declare (fake.Options.Undeclared), one at sandbox level, one at driver
+// level; a wrapper that loses the sentinel of an unknown image; and a fake
+// that reports its dead control plane as an unreachable host.
 var wrongDrivers = map[string]struct {
-	undeclared drivers.Capability
-	want       string // in the suite's failure
+	harness drivertest.Harness
+	want    string // in the suite's failure
 }{
-	"terminal": {drivers.CapTerminal, `does not declare terminal although its live sandbox implements it`},
-	"reuse":    {drivers.CapReuse, `does not declare reuse although its driver implements it`},
+	"terminal": {
+		harness{fake.New(&fake.Options{Name: "fake-wrong", Undeclared: drivers.NewSet(drivers.CapTerminal)})},
+		`does not declare terminal although its live sandbox implements it`,
+	},
+	"reuse": {
+		harness{fake.New(&fake.Options{Name: "fake-wrong", Undeclared: drivers.NewSet(drivers.CapReuse)})},
+		`does not declare reuse although its driver implements it`,
+	},
+	"plain image error": {
+		brokenHarness{harness{plainErrors{fake.New(&fake.Options{Name: "fake-wrong"})}}, drivertest.FailUnknownImage},
+		`unknown image: driver "fake-wrong": err = fake: image "registry.example/none:1": no such tag: image not found; want it to wrap image not found (errors.Is)`,
+	},
+	"dead control plane as unreachable": {
+		brokenHarness{harness{fake.New(&fake.Options{Name: "fake-wrong"})}, drivertest.FailUnreachable},
+		`unreachable: driver "fake-wrong": err = fake: create (call 1): connection refused: target unreachable; want it to wrap provider unavailable (errors.Is)`,
+	},
 }
 
-// TestSuiteOnWrongDriver is the child half of
-// TestSuiteFailsADriverThatImplementsWhatItDoesNotDeclare; run directly it
+// plainErrors is a wrong driver: when the fake's Acquire fails with
+// drivers.ErrImageNotFound, it returns a plain error with the same message,
+// so the sentinel is lost.
+type plainErrors struct{ *fake.Driver }
+
+func (d plainErrors) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+	sb, err := d.Driver.Acquire(ctx, cfg, req)
+	if errors.Is(err, drivers.ErrImageNotFound) {
+		return nil, errors.New(err.Error())
+	}
+	return sb, err
+}
+
+// brokenHarness adds drivertest.FailureHarness to a harness, for one
+// failure: an unknown image, or a control plane said to be dead (Layer
+// ErrUnavailable) whose fake answers with drivers.ErrUnreachable instead.
+type brokenHarness struct {
+	harness
+	only drivertest.Failure
+}
+
+func (h brokenHarness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
+	if f != h.only {
+		return drivertest.Broken{}, false
+	}
+	switch f {
+	case drivertest.FailUnknownImage:
+		return drivertest.Broken{Config: map[string]any{fake.FieldImage: "registry.example/none:1"}}, true
+	case drivertest.FailUnreachable:
+		wrong := fmt.Errorf("connection refused: %w", drivers.ErrUnreachable)
+		d := fake.New(&fake.Options{Name: "fake-wrong", Faults: []fake.Fault{{Op: fake.OpCreate, Err: wrong}}})
+		return drivertest.Broken{Driver: d, Config: map[string]any{}, Layer: drivers.ErrUnavailable}, true
+	}
+	return drivertest.Broken{}, false
+}
+
+// TestSuiteOnWrongDriver is the child half of TestSuiteFailsAWrongDriver;
+// run directly it
 // does nothing.
 func TestSuiteOnWrongDriver(t *testing.T) {
 	name := os.Getenv(wrongDriverEnv)
 	if name == "" {
-		t.Skip("runs only as the child of TestSuiteFailsADriverThatImplementsWhatItDoesNotDeclare")
+		t.Skip("runs only as the child of TestSuiteFailsAWrongDriver")
 	}
 	w := wrongDrivers[name]
-	drivertest.RunConformanceTests(t, func(context.Context, *testing.T) (drivertest.Harness, error) {
-		return harness{fake.New(&fake.Options{Name: "fake-wrong", Undeclared: drivers.NewSet(w.undeclared)})}, nil
+	drivertest.RunConformanceTests(t, func(context.Context, testing.TB) (drivertest.Harness, error) {
+		return w.harness, nil
 	})
 }
 
-// CAP-2, CONVENTIONS 17: the suite asserts declared == implemented, so a
-// driver that implements an optional interface without declaring it fails
-// the suite, naming the capability.
-func TestSuiteFailsADriverThatImplementsWhatItDoesNotDeclare(t *testing.T) {
+// CAP-2, CONVENTIONS 17, PRB-5: the suite asserts declared == implemented
+// and the error table, so a driver that implements an optional interface
+// without declaring it, or answers a broken config without the table's
+// sentinel, fails the suite, naming what is wrong.
+func TestSuiteFailsAWrongDriver(t *testing.T) {
 	t.Parallel()
 	for name, w := range wrongDrivers {
 		t.Run(name, func(t *testing.T) {
@@ -96,11 +151,46 @@ func TestSuiteFailsADriverThatImplementsWhatItDoesNotDeclare(t *testing.T) {
 			cmd.Env = append(os.Environ(), wrongDriverEnv+"="+name)
 			out, err := cmd.CombinedOutput()
 			if _, failed := err.(*exec.ExitError); !failed {
-				t.Fatalf("the suite on a driver that does not declare %s: err = %v, want a failing test run; output:\n%s", w.undeclared, err, out)
+				t.Fatalf("the suite on wrong driver %q: err = %v, want a failing test run; output:\n%s", name, err, out)
 			}
 			if !strings.Contains(string(out), w.want) {
 				t.Errorf("the suite's failure does not say %q; output:\n%s", w.want, out)
 			}
 		})
+	}
+}
+
+// badLayer says a dead control plane answers with a sentinel that is not a
+// layer of the error table.
+type badLayer struct{ harness }
+
+func (h badLayer) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
+	return drivertest.Broken{Config: map[string]any{}, Layer: drivers.ErrAuth}, f == drivertest.FailUnreachable
+}
+
+// CheckFailure skips what does not apply and refuses, before anything is
+// acquired, a harness whose unreachable layer is neither ErrUnavailable nor
+// ErrUnreachable, or whose broken config comes with another driver.
+func TestCheckFailureApplicability(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := fake.New(nil)
+	if applies, err := drivertest.CheckFailure(ctx, harness{d}, drivertest.FailUnknownImage); applies || err != nil {
+		t.Errorf("a harness without FailureHarness: applies %v err %v, want false nil", applies, err)
+	}
+	if applies, err := drivertest.CheckFailure(ctx, badLayer{harness{d}}, drivertest.FailBadCredentials); applies || err != nil {
+		t.Errorf("a failure the harness says does not apply: applies %v err %v, want false nil", applies, err)
+	}
+	applies, err := drivertest.CheckFailure(ctx, badLayer{harness{d}}, drivertest.FailUnreachable)
+	if !applies || err == nil || !strings.Contains(err.Error(), "Layer") {
+		t.Errorf("a harness with layer ErrAuth: applies %v err %v, want true and an error about Layer", applies, err)
+	}
+	other := brokenHarness{harness{fake.New(&fake.Options{Name: "fake-other"})}, drivertest.FailUnreachable}
+	applies, err = drivertest.CheckFailure(ctx, other, drivertest.FailUnreachable)
+	if !applies || err == nil || !strings.Contains(err.Error(), "not the driver under test") {
+		t.Errorf("a harness whose broken driver is another one: applies %v err %v, want true and an error naming it", applies, err)
+	}
+	if n := d.Calls(fake.OpCreate); n != 0 {
+		t.Errorf("%d creates, want none", n)
 	}
 }

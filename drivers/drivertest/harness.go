@@ -20,6 +20,30 @@ type Harness interface {
 	Close()
 }
 
-// HarnessMaker makes a fresh Harness. It may call t.Skip (through
-// testenv.Missing) when the real component is unavailable.
-type HarnessMaker func(ctx context.Context, t *testing.T) (Harness, error)
+// HarnessMaker makes a fresh Harness. The same function serves
+// RunConformanceTests (tb is the subtest's *testing.T) and RunBenchmarks
+// (tb is the *testing.B). It may call tb.Skip when the real component the
+// driver needs is unavailable, and may register cleanups on tb.
+type HarnessMaker func(ctx context.Context, tb testing.TB) (Harness, error)
+
+// DefaultParallel is how many acquire-exec-release workers the parallel
+// subtest runs at once when the harness does not say otherwise.
+const DefaultParallel = 32
+
+// ParallelHarness is an optional interface that may be implemented by a
+// Harness whose driver should be tested with fewer (or more) concurrent
+// sandboxes. If a Harness does not implement it, or Parallel returns less
+// than 1, the parallel subtest runs DefaultParallel workers.
+type ParallelHarness interface {
+	Harness
+	// Parallel returns how many workers the parallel subtest runs at once.
+	Parallel() int
+}
+
+// parallelWidth returns h's parallel width.
+func parallelWidth(h Harness) int {
+	if p, ok := h.(ParallelHarness); ok && p.Parallel() > 0 {
+		return p.Parallel()
+	}
+	return DefaultParallel
+}

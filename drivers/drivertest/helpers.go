@@ -159,6 +159,28 @@ func (w *watcher) waitFor(t *testing.T, s string) {
 	}
 }
 
+// waitUntil is waitFor for other goroutines than the test's: it reports
+// whether the output contains s before bound passes or ctx ends.
+func (w *watcher) waitUntil(ctx context.Context, s string) bool {
+	deadline := time.After(bound)
+	for {
+		w.mu.Lock()
+		ok := strings.Contains(w.buf.String(), s)
+		ch := w.changed
+		w.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
 // pump copies r into w until r ends.
 func pump(r io.Reader, w io.Writer) <-chan struct{} {
 	done := make(chan struct{})

@@ -13,11 +13,15 @@ import (
 	"github.com/berthdev/berth/images"
 )
 
+// Name is the default driver name (Options.Name) and the provider of
+// snapshot identities when Options.Name is not a valid provider name.
+const Name = "fake"
+
 // Options configure a fake Driver. The zero value (or nil) gives defaults.
 type Options struct {
-	// Name is the driver name; default "fake". Tests register several fakes
-	// under different names. It is also the provider of snapshot identities
-	// when it is a valid provider name (else "fake").
+	// Name is the driver name; default Name ("fake"). Tests register
+	// several fakes under different names. It is also the provider of
+	// snapshot identities when it is a valid provider name (else "fake").
 	Name string
 	// Undeclared lists capabilities the fake does not declare, although it
 	// still implements them all; default none (it declares every
@@ -135,11 +139,11 @@ func New(opts *Options) *Driver {
 		faults: slices.Clone(o.Faults), lies: map[string]Lie{}, wrongImage: map[string]bool{},
 	}
 	if d.name == "" {
-		d.name = "fake"
+		d.name = Name
 	}
 	d.provider = d.name
 	if _, err := images.SnapshotIdentity(d.provider, "x"); err != nil {
-		d.provider = "fake"
+		d.provider = Name
 	}
 	if d.clk == nil {
 		d.clk = clock.Real{}
@@ -246,7 +250,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 	if err := d.waitRunning(ctx, b.id); err != nil {
 		return nil, err
 	}
-	return &Sandbox{d: d, id: b.id}, nil
+	return &sandbox{d: d, id: b.id}, nil
 }
 
 // waitRunning waits on the clock until the sandbox id runs.
@@ -313,7 +317,7 @@ func (d *Driver) Resume(ctx context.Context, cfg drivers.Config, providerLeaseID
 	if err := d.waitRunning(ctx, providerLeaseID); err != nil {
 		return nil, err
 	}
-	return &Sandbox{d: d, id: providerLeaseID}, nil
+	return &sandbox{d: d, id: providerLeaseID}, nil
 }
 
 // List returns the sandboxes that carry every label of labels (all of them

@@ -2,6 +2,7 @@ package fake_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
@@ -36,14 +37,38 @@ func (h *harness) ConfigWithImage(id images.Identity) (drivers.Config, bool) {
 
 func (h *harness) Close() {}
 
+// fakeAPIKey is the key of the fake built for the credential failures.
+const fakeAPIKey = "fake-conformance-key"
+
+// Broken implements drivertest.FailureHarness. The fake's provider is in
+// process, so a dead control plane is an injected create fault wrapping
+// drivers.ErrUnavailable, and credentials are checked by a fake built with
+// an API key. It has no host keys.
+func (h *harness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
+	raw := map[string]any{fake.FieldImage: fake.DefaultImage}
+	switch f {
+	case drivertest.FailUnreachable:
+		dead := fmt.Errorf("control plane refused the connection: %w", drivers.ErrUnavailable)
+		d := fake.New(&fake.Options{Faults: []fake.Fault{{Op: fake.OpCreate, Err: dead}}})
+		return drivertest.Broken{Driver: d, Config: raw, Layer: drivers.ErrUnavailable}, true
+	case drivertest.FailBadCredentials:
+		raw[fake.FieldAPIKey] = "not-" + fakeAPIKey
+		return drivertest.Broken{Driver: fake.New(&fake.Options{APIKey: fakeAPIKey}), Config: raw}, true
+	case drivertest.FailMissingCredentials:
+		return drivertest.Broken{Driver: fake.New(&fake.Options{APIKey: fakeAPIKey}), Config: raw}, true
+	case drivertest.FailUnknownImage:
+		raw[fake.FieldImage] = "registry.example/berth/no-such-image:1"
+		return drivertest.Broken{Config: raw}, true
+	}
+	return drivertest.Broken{}, false
+}
+
 func newHarness(_ context.Context, _ testing.TB) (drivertest.Harness, error) {
 	return &harness{d: fake.New(nil)}, nil
 }
 
 func TestConformance(t *testing.T) {
-	drivertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return newHarness(ctx, t)
-	})
+	drivertest.RunConformanceTests(t, newHarness)
 }
 
 func BenchmarkDriver(b *testing.B) { drivertest.RunBenchmarks(b, newHarness) }

@@ -359,7 +359,7 @@ func TestAPIKey(t *testing.T) {
 	t.Parallel()
 	const key = "canary-key-5f3a"
 	d := fake.New(&fake.Options{APIKey: key})
-	if f, _ := d.Schema().Field("api_key"); !f.Required || f.Kind != drivers.Secret {
+	if f, _ := d.Schema().Field("api_key"); !f.Required || f.Kind != drivers.KindSecret {
 		t.Errorf("api_key field = %+v, want a required secret", f)
 	}
 	_, err := d.Schema().Normalize(map[string]any{})

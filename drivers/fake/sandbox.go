@@ -12,10 +12,10 @@ import (
 	"github.com/berthdev/berth/images"
 )
 
-// Sandbox is a handle to one fake sandbox. Several handles may point at the
+// sandbox is a handle to one fake sandbox. Several handles may point at the
 // same provider sandbox (Acquire, then Resume); releasing one ends only that
 // handle, and the provider state is shared. Safe for concurrent use.
-type Sandbox struct {
+type sandbox struct {
 	d        *Driver
 	id       string
 	released atomic.Bool
@@ -23,19 +23,16 @@ type Sandbox struct {
 }
 
 var (
-	_ drivers.Sandbox       = (*Sandbox)(nil)
-	_ drivers.StreamExecer  = (*Sandbox)(nil)
-	_ drivers.ImageReporter = (*Sandbox)(nil)
-	_ drivers.Terminal      = (*Sandbox)(nil)
-	_ drivers.Capturer      = (*Sandbox)(nil)
-	_ drivers.RunnerIngress = (*Sandbox)(nil)
+	_ drivers.Sandbox       = (*sandbox)(nil)
+	_ drivers.StreamExecer  = (*sandbox)(nil)
+	_ drivers.ImageReporter = (*sandbox)(nil)
+	_ drivers.Terminal      = (*sandbox)(nil)
+	_ drivers.Capturer      = (*sandbox)(nil)
+	_ drivers.RunnerIngress = (*sandbox)(nil)
 )
 
 // ID returns the provider lease id ("fake-1", "fake-2", ...).
-func (s *Sandbox) ID() string { return s.id }
-
-// Driver returns the driver the sandbox belongs to.
-func (s *Sandbox) Driver() *Driver { return s.d }
+func (s *sandbox) ID() string { return s.id }
 
 // live is what a command needs to know about its running sandbox.
 type live struct {
@@ -45,7 +42,7 @@ type live struct {
 
 // begin counts a call of op and checks that the handle is not released and
 // the sandbox runs.
-func (s *Sandbox) begin(op Op) (live, error) {
+func (s *sandbox) begin(op Op) (live, error) {
 	if s.released.Load() {
 		return live{}, fmt.Errorf("fake: %s %s: %w", op, s.id, drivers.ErrReleased)
 	}
@@ -84,7 +81,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 // the command, the command ends as killed (ExitCode -1, Signal "KILL").
 // After Release it returns drivers.ErrReleased; a lost or destroyed sandbox
 // gives drivers.ErrNotFound.
-func (s *Sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
+func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
 	if len(cmd.Argv) == 0 {
 		return nil, fmt.Errorf("fake: exec in %s: empty argv", s.id)
 	}
@@ -133,7 +130,7 @@ func (s *Sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Resul
 // nothing. A lost sandbox gives a confirmed "not found" StateDestroyed
 // receipt for Stop and Destroy and drivers.ErrNotFound for Keep. A second
 // Release returns drivers.ErrReleased.
-func (s *Sandbox) Release(ctx context.Context, disp drivers.Disposition) (drivers.Receipt, error) {
+func (s *sandbox) Release(ctx context.Context, disp drivers.Disposition) (drivers.Receipt, error) {
 	s.relMu.Lock()
 	defer s.relMu.Unlock()
 	if s.released.Load() {
@@ -164,7 +161,7 @@ func (s *Sandbox) Release(ctx context.Context, disp drivers.Disposition) (driver
 // ImageIdentity returns the identity of the image the sandbox was created
 // from: a digest identity in its normalized repository, or a snapshot
 // identity of this provider. ReportWrongImage makes it lie.
-func (s *Sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
+func (s *sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
 	if err := ctx.Err(); err != nil {
 		return images.Identity{}, fmt.Errorf("fake: image identity of %s: %w", s.id, err)
 	}
@@ -191,7 +188,7 @@ func (s *Sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
 // req.Name (default "capture-<id>") and returns its snapshot identity. The
 // snapshot can be acquired with image "snapshot:<id>" and deleted with
 // DeleteTemplate.
-func (s *Sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (images.Identity, error) {
+func (s *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (images.Identity, error) {
 	if err := ctx.Err(); err != nil {
 		return images.Identity{}, fmt.Errorf("fake: capture %s: %w", s.id, err)
 	}
@@ -210,7 +207,7 @@ func (s *Sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (imag
 
 // ControllerURL returns hostURL unchanged: the fake's sandboxes share the
 // host's network. It fails for a URL that does not parse as absolute.
-func (s *Sandbox) ControllerURL(ctx context.Context, hostURL string) (string, error) {
+func (s *sandbox) ControllerURL(ctx context.Context, hostURL string) (string, error) {
 	if s.released.Load() {
 		return "", fmt.Errorf("fake: controller url in %s: %w", s.id, drivers.ErrReleased)
 	}

@@ -29,17 +29,17 @@ func newSchema(driver string, keyRequired bool) *drivers.ConfigSchema {
 		},
 		Fields: []drivers.Field{
 			{
-				Name: FieldImage, Kind: drivers.Identity, Type: drivers.String,
+				Name: FieldImage, Kind: drivers.KindIdentity, Type: drivers.TypeString,
 				Doc: "OCI reference (repo:tag or repo@sha256:...), snapshot:<id> or snapshot-name:<name>; " +
 					"absent: the provider default image",
 				Check: checkImageRef,
 			},
 			{
-				Name: FieldRegion, Kind: drivers.Identity, Type: drivers.String, Default: DefaultRegion,
+				Name: FieldRegion, Kind: drivers.KindIdentity, Type: drivers.TypeString, Default: DefaultRegion,
 				Doc: "provider region; part of the target's identity",
 			},
 			{
-				Name: FieldCPUs, Kind: drivers.Knob, Type: drivers.Int, Default: int64(1),
+				Name: FieldCPUs, Kind: drivers.KindKnob, Type: drivers.TypeInt, Default: int64(1),
 				Doc: "CPUs per sandbox (1-64)",
 				Check: func(v any) error {
 					if n, _ := v.(int64); n < 1 || n > 64 {
@@ -49,15 +49,15 @@ func newSchema(driver string, keyRequired bool) *drivers.ConfigSchema {
 				},
 			},
 			{
-				Name: FieldStartupTimeout, Kind: drivers.Knob, Type: drivers.Duration,
+				Name: FieldStartupTimeout, Kind: drivers.KindKnob, Type: drivers.TypeDuration,
 				Doc: "startup budget of a lease; absent: the provider-declared one",
 			},
 			{
-				Name: FieldAPIKey, Kind: drivers.Secret, Type: drivers.String, Required: keyRequired,
+				Name: FieldAPIKey, Kind: drivers.KindSecret, Type: drivers.TypeString, Required: keyRequired,
 				Doc: "provider API key (required when the fake was built with Options.APIKey)",
 			},
 			{
-				Name: FieldNotes, Kind: drivers.Metadata, Type: drivers.String,
+				Name: FieldNotes, Kind: drivers.KindMetadata, Type: drivers.TypeString,
 				Doc: "free text for operators",
 			},
 		},

@@ -23,13 +23,11 @@ type process struct {
 	signal string
 }
 
-var validSignals = map[string]bool{"TERM": true, "KILL": true, "INT": true, "HUP": true}
-
 // Start runs cmd like Exec, streaming output to stdout and stderr (nil
 // discards) as the command writes it. Wait returns the exit status; a
 // signalled process ends with ExitCode -1 and Signal set. Cancelling ctx
 // ends the process and Wait returns an error wrapping ctx.Err().
-func (s *Sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
+func (s *sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
 	if len(cmd.Argv) == 0 {
 		return nil, fmt.Errorf("fake: start in %s: empty argv", s.id)
 	}
@@ -95,12 +93,14 @@ func (p *process) Wait(ctx context.Context) (*drivers.Result, error) {
 	return p.res, p.err
 }
 
-// Signal ends the process with sig, one of TERM, KILL, INT and HUP (the fake
-// has no signal handlers, so every signal ends it). Signalling an ended
-// process does nothing.
+// Signal ends the process with sig, one of drivers.Signals (as
+// drivers.ParseSignal reads it; another name is an error wrapping
+// drivers.ErrUnsupported). The fake has no signal handlers, so every
+// signal of the set ends it. Signalling an ended process does nothing.
 func (p *process) Signal(ctx context.Context, sig string) error {
-	if !validSignals[sig] {
-		return fmt.Errorf("fake: signal %q: %w", sig, drivers.ErrUnsupported)
+	sig, err := drivers.ParseSignal(sig)
+	if err != nil {
+		return fmt.Errorf("fake: %w", err)
 	}
 	select {
 	case <-p.done:
@@ -140,7 +140,7 @@ const Prompt = "$ "
 
 // OpenTerminal opens an echo-shell session (see the package
 // documentation). req.Argv is ignored; Env and Dir apply to its commands.
-func (s *Sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest) (drivers.TerminalSession, error) {
+func (s *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest) (drivers.TerminalSession, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("fake: terminal in %s: %w", s.id, err)
 	}

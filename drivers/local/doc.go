@@ -7,6 +7,7 @@
 // os/exec, each in its own process group; cancellation kills the whole group
 // and WaitDelay keeps pipes held by grandchildren from hanging (exec.go).
 // Release kills what the session left running and confirms it through /proc
-// (release.go). The driver declares exec and stream_exec only; Sandbox
-// reports the host name and working directory for the local probe (PRB-1).
+// (release.go). The driver declares exec and stream_exec only. Its sandboxes
+// implement Workspace, which reports the host name and working directory
+// for the local probe (PRB-1).
 package local

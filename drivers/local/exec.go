@@ -20,7 +20,7 @@ import (
 // command builds the process for c: its own process group, killed as a
 // whole (SIGKILL to -pgid) when ctx ends, with WaitDelay so that pipes held
 // by grandchildren cannot hang Wait.
-func (s *Sandbox) command(ctx context.Context, c drivers.Command) *exec.Cmd {
+func (s *sandbox) command(ctx context.Context, c drivers.Command) *exec.Cmd {
 	argv := slices.Clone(c.Argv)
 	if argv[0] == "sh" {
 		argv[0] = s.shell
@@ -45,7 +45,7 @@ func (s *Sandbox) command(ctx context.Context, c drivers.Command) *exec.Cmd {
 
 // start starts cmd and records its process group in the session. A command
 // that cannot be found or executed gives a Result (127 or 126) instead.
-func (s *Sandbox) start(cmd *exec.Cmd) (*drivers.Result, error) {
+func (s *sandbox) start(cmd *exec.Cmd) (*drivers.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.released {
@@ -66,7 +66,7 @@ func (s *Sandbox) start(cmd *exec.Cmd) (*drivers.Result, error) {
 
 // finish turns the end of cmd into a Result, or an error wrapping ctx.Err()
 // when ctx ended the process.
-func (s *Sandbox) finish(ctx context.Context, cmd *exec.Cmd, waitErr error, began time.Time) (*drivers.Result, error) {
+func (s *sandbox) finish(ctx context.Context, cmd *exec.Cmd, waitErr error, began time.Time) (*drivers.Result, error) {
 	pgid := cmd.Process.Pid
 	if syscall.Kill(-pgid, 0) == syscall.ESRCH {
 		s.mu.Lock()
@@ -99,8 +99,10 @@ var sigNames = map[syscall.Signal]string{
 	syscall.SIGUSR1: "USR1", syscall.SIGUSR2: "USR2",
 }
 
+// sigByName maps every name of drivers.Signals to its signal.
 var sigByName = map[string]syscall.Signal{
-	"KILL": syscall.SIGKILL, "TERM": syscall.SIGTERM, "INT": syscall.SIGINT, "HUP": syscall.SIGHUP,
+	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
+	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM,
 }
 
 func signalName(sig syscall.Signal) string {
@@ -117,7 +119,7 @@ func signalName(sig syscall.Signal) string {
 // group is killed and Exec returns an error wrapping ctx.Err(). Background
 // processes the command leaves running belong to the session and are ended
 // by Release.
-func (s *Sandbox) Exec(ctx context.Context, c drivers.Command) (*drivers.Result, error) {
+func (s *sandbox) Exec(ctx context.Context, c drivers.Command) (*drivers.Result, error) {
 	if len(c.Argv) == 0 {
 		return nil, fmt.Errorf("local: exec in %s: empty argv", s.id)
 	}
@@ -156,7 +158,7 @@ func (s *Sandbox) Exec(ctx context.Context, c drivers.Command) (*drivers.Result,
 
 // process is a command started by Start.
 type process struct {
-	s     *Sandbox
+	s     *sandbox
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	began time.Time
@@ -167,7 +169,7 @@ type process struct {
 
 // Start runs c like Exec, streaming stdout and stderr (nil discards) to
 // the writers as the process writes them.
-func (s *Sandbox) Start(ctx context.Context, c drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
+func (s *sandbox) Start(ctx context.Context, c drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
 	if len(c.Argv) == 0 {
 		return nil, fmt.Errorf("local: start in %s: empty argv", s.id)
 	}
@@ -212,12 +214,15 @@ func (p *process) Wait(ctx context.Context) (*drivers.Result, error) {
 	return p.res, p.err
 }
 
-// Signal sends sig (TERM, KILL, INT or HUP) to the process group.
+// Signal sends sig, one of drivers.Signals (as drivers.ParseSignal reads
+// it), to the process group; another name is an error wrapping
+// drivers.ErrUnsupported.
 func (p *process) Signal(ctx context.Context, sig string) error {
-	s, ok := sigByName[sig]
-	if !ok {
-		return fmt.Errorf("local: signal %q: %w", sig, drivers.ErrUnsupported)
+	name, err := drivers.ParseSignal(sig)
+	if err != nil {
+		return fmt.Errorf("local: %w", err)
 	}
+	s := sigByName[name]
 	select {
 	case <-p.done:
 		return nil

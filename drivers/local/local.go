@@ -65,12 +65,12 @@ func New(opts *Options) *Driver {
 		Driver: Name,
 		Fields: []drivers.Field{
 			{
-				Name: FieldWorkdir, Kind: drivers.Identity, Type: drivers.String,
+				Name: FieldWorkdir, Kind: drivers.KindIdentity, Type: drivers.TypeString,
 				Doc:   "absolute working directory of the session; absent: the process's working directory at acquire",
 				Check: checkAbs,
 			},
 			{
-				Name: FieldShell, Kind: drivers.Knob, Type: drivers.String, Default: DefaultShell,
+				Name: FieldShell, Kind: drivers.KindKnob, Type: drivers.TypeString, Default: DefaultShell,
 				Doc:   "absolute path of the shell that runs commands whose argv[0] is \"sh\"",
 				Check: checkAbs,
 			},
@@ -101,7 +101,7 @@ func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
 // else req.Workspace, else the process's working directory; it must be an
 // existing directory that the process may enter and read (else an error
 // wrapping drivers.ErrNotFound), and is reported resolved (symlinks
-// evaluated) by Sandbox.Dir. The shell must be an executable file (else an
+// evaluated) by Workspace.Dir. The shell must be an executable file (else an
 // error wrapping drivers.ErrInvalidConfig). The provider lease id is
 // "local://<hostname><workdir>#<n>".
 func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
@@ -140,7 +140,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 			return nil, err
 		}
 	}
-	return &Sandbox{d: d, id: id, host: host, dir: dir, shell: shell, groups: map[int]bool{}}, nil
+	return &sandbox{d: d, id: id, host: host, dir: dir, shell: shell, groups: map[int]bool{}}, nil
 }
 
 func usableDir(dir string) (string, error) {
@@ -167,8 +167,23 @@ func usableDir(dir string) (string, error) {
 	return abs, nil
 }
 
-// Sandbox is a session on the local host. Safe for concurrent use.
-type Sandbox struct {
+// Workspace is implemented by every sandbox the local driver returns:
+// reads of the session that no other driver has. Assert it on a
+// drivers.Sandbox from this driver's Acquire; the values are fixed at
+// Acquire and the calls do no I/O.
+type Workspace interface {
+	drivers.Sandbox
+	// Hostname returns the host name read at Acquire (PRB-1).
+	Hostname() string
+	// Dir returns the session's working directory, absolute with symlinks
+	// resolved, verified usable at Acquire (PRB-1).
+	Dir() string
+	// Shell returns the shell that runs "sh" commands.
+	Shell() string
+}
+
+// sandbox is a session on the local host. Safe for concurrent use.
+type sandbox struct {
 	d     *Driver
 	id    string
 	host  string
@@ -181,19 +196,20 @@ type Sandbox struct {
 }
 
 var (
-	_ drivers.Sandbox      = (*Sandbox)(nil)
-	_ drivers.StreamExecer = (*Sandbox)(nil)
+	_ drivers.Sandbox      = (*sandbox)(nil)
+	_ Workspace            = (*sandbox)(nil)
+	_ drivers.StreamExecer = (*sandbox)(nil)
 )
 
 // ID returns "local://<hostname><workdir>#<n>".
-func (s *Sandbox) ID() string { return s.id }
+func (s *sandbox) ID() string { return s.id }
 
 // Hostname returns the host name read at Acquire (PRB-1).
-func (s *Sandbox) Hostname() string { return s.host }
+func (s *sandbox) Hostname() string { return s.host }
 
 // Dir returns the session's working directory, absolute with symlinks
 // resolved, verified usable at Acquire (PRB-1).
-func (s *Sandbox) Dir() string { return s.dir }
+func (s *sandbox) Dir() string { return s.dir }
 
 // Shell returns the shell that runs "sh" commands.
-func (s *Sandbox) Shell() string { return s.shell }
+func (s *sandbox) Shell() string { return s.shell }

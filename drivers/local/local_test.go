@@ -25,6 +25,13 @@ func (h *harness) Driver() drivers.Driver { return h.d }
 func (h *harness) Config() drivers.Config { return h.cfg.Clone() }
 func (h *harness) Close()                 {}
 
+// Broken implements drivertest.FailureHarness: no failure of the error
+// table applies to the local driver, which runs on the berth host itself
+// (nothing to reach, no credentials, no images, no host keys).
+func (h *harness) Broken(drivertest.Failure) (drivertest.Broken, bool) {
+	return drivertest.Broken{}, false
+}
+
 func newHarness(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
 	d := local.New(nil)
 	cfg, err := d.Schema().Normalize(map[string]any{"workdir": tb.TempDir()})
@@ -35,14 +42,12 @@ func newHarness(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
 }
 
 func TestConformance(t *testing.T) {
-	drivertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return newHarness(ctx, t)
-	})
+	drivertest.RunConformanceTests(t, newHarness)
 }
 
 func BenchmarkDriver(b *testing.B) { drivertest.RunBenchmarks(b, newHarness) }
 
-func acquire(t *testing.T, raw map[string]any) *local.Sandbox {
+func acquire(t *testing.T, raw map[string]any) local.Workspace {
 	t.Helper()
 	d := local.New(nil)
 	cfg, err := d.Schema().Normalize(raw)
@@ -54,7 +59,7 @@ func acquire(t *testing.T, raw map[string]any) *local.Sandbox {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sb.Release(context.Background(), drivers.Destroy) })
-	return sb.(*local.Sandbox)
+	return sb.(local.Workspace)
 }
 
 // PRB-1: the session reports the host name and its verified directory.

@@ -20,7 +20,7 @@ import (
 // grace period or ctx ends first, Release returns an unconfirmed receipt and
 // an error, and may be called again. A second successful Release returns
 // drivers.ErrReleased. The host itself is never touched.
-func (s *Sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.Receipt, error) {
+func (s *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.Receipt, error) {
 	s.mu.Lock()
 	if s.released {
 		s.mu.Unlock()

@@ -32,27 +32,27 @@ const DefaultMaxSessions = 10
 
 func newSchema() *drivers.ConfigSchema {
 	return &drivers.ConfigSchema{
-		Driver: driverName,
+		Driver: Name,
 		Fields: []drivers.Field{
-			{Name: FieldHost, Kind: drivers.Identity, Type: drivers.String, Required: true,
+			{Name: FieldHost, Kind: drivers.KindIdentity, Type: drivers.TypeString, Required: true,
 				Doc: "host name or IP address of the SSH server", Check: checkHost},
-			{Name: FieldPort, Kind: drivers.Identity, Type: drivers.Int, Default: int64(22),
+			{Name: FieldPort, Kind: drivers.KindIdentity, Type: drivers.TypeInt, Default: int64(22),
 				Doc: "TCP port of the SSH server", Check: checkPort},
-			{Name: FieldUser, Kind: drivers.Identity, Type: drivers.String, Required: true,
+			{Name: FieldUser, Kind: drivers.KindIdentity, Type: drivers.TypeString, Required: true,
 				Doc: "login user", Check: checkUser},
-			{Name: FieldPrivateKey, Kind: drivers.Secret, Type: drivers.String, Required: true,
+			{Name: FieldPrivateKey, Kind: drivers.KindSecret, Type: drivers.TypeString, Required: true,
 				Doc: "unencrypted private key in PEM form (OpenSSH, PKCS#1, PKCS#8 or SEC1)", Check: checkPrivateKey},
-			{Name: FieldKnownHosts, Kind: drivers.Identity, Type: drivers.StringList,
+			{Name: FieldKnownHosts, Kind: drivers.KindIdentity, Type: drivers.TypeStringList,
 				Doc:   "trusted host keys as known_hosts lines; without a line for the host every connection is refused (see ScanHostKey)",
 				Check: checkKnownHosts},
-			{Name: FieldWorkdir, Kind: drivers.Identity, Type: drivers.String, Default: "~",
+			{Name: FieldWorkdir, Kind: drivers.KindIdentity, Type: drivers.TypeString, Default: "~",
 				Doc:   `remote workspace directory, created if missing: "~" is the login user's home, "~/x" and relative paths are under it, absolute paths are used as given`,
 				Check: checkWorkdir},
-			{Name: FieldConnectTimeout, Kind: drivers.Knob, Type: drivers.Duration, Default: "10s",
+			{Name: FieldConnectTimeout, Kind: drivers.KindKnob, Type: drivers.TypeDuration, Default: "10s",
 				Doc: "limit for TCP connect plus SSH handshake and authentication"},
-			{Name: FieldKeepalive, Kind: drivers.Knob, Type: drivers.Duration,
+			{Name: FieldKeepalive, Kind: drivers.KindKnob, Type: drivers.TypeDuration,
 				Doc: "interval of keepalive@openssh.com requests on idle connections; 0 or absent disables them"},
-			{Name: FieldMaxSessions, Kind: drivers.Knob, Type: drivers.Int, Default: int64(DefaultMaxSessions),
+			{Name: FieldMaxSessions, Kind: drivers.KindKnob, Type: drivers.TypeInt, Default: int64(DefaultMaxSessions),
 				Doc:   "the server's MaxSessions: channels opened at once on one connection (one is kept for control commands)",
 				Check: checkMaxSessions},
 		},
@@ -164,7 +164,7 @@ func joinHostPort(host string, port int) string {
 // contain the private key.
 func parseTarget(schema *drivers.ConfigSchema, cfg drivers.Config) (*target, error) {
 	cfgErr := func(field, reason string) error {
-		return &drivers.ConfigError{Driver: driverName, Field: field, Reason: reason}
+		return &drivers.ConfigError{Driver: Name, Field: field, Reason: reason}
 	}
 	t := &target{
 		host:           cfg.String(FieldHost),

@@ -28,7 +28,7 @@
 // for control commands; further commands queue.
 //
 // Acquire creates the workspace directory (mkdir -p) and reads back its
-// physical path: Sandbox.Cwd, and the path of the provider lease id
+// physical path: Workspace.Cwd, and the path of the provider lease id
 // "ssh://user@host:port/path". workdir "~" (the default) is the login
 // user's home; "~/x" and relative paths are under the home; absolute paths
 // are used as given. AcquireRequest.Workspace, if set, replaces the workdir
@@ -43,10 +43,10 @@
 // opens a control session that kills the group and every process of its
 // session (pkill -s where available); Exec returns after the server ended
 // it. Processes that left the session themselves (setsid, daemons) are not
-// tracked. Sandbox.Start streams output (drivers.StreamExecer);
-// Sandbox.OpenTerminal runs a PTY with window changes (drivers.Terminal).
+// tracked. The sandbox's Start streams output (drivers.StreamExecer);
+// its OpenTerminal runs a PTY with window changes (drivers.Terminal).
 //
-// Sandbox.Release (sandbox.go) kills the process groups of the lease's
+// Release (sandbox.go) kills the process groups of the lease's
 // commands still running, reads back with kill -0 that none is left, drops
 // the connection reference and returns a confirmed StateDestroyed receipt.
 //

@@ -13,7 +13,8 @@ import (
 	"github.com/berthdev/berth/drivers"
 )
 
-const driverName = "ssh"
+// Name is the driver name (Driver.Name and the schema's Driver).
+const Name = "ssh"
 
 // Options configure a Driver. A nil *Options means defaults.
 type Options struct {
@@ -34,9 +35,10 @@ type Driver struct {
 
 var (
 	_ drivers.Driver       = (*Driver)(nil)
-	_ drivers.Sandbox      = (*Sandbox)(nil)
-	_ drivers.StreamExecer = (*Sandbox)(nil)
-	_ drivers.Terminal     = (*Sandbox)(nil)
+	_ drivers.Sandbox      = (*sandbox)(nil)
+	_ drivers.StreamExecer = (*sandbox)(nil)
+	_ drivers.Terminal     = (*sandbox)(nil)
+	_ Workspace            = (*sandbox)(nil)
 )
 
 // New returns an ssh driver. opts may be nil.
@@ -56,7 +58,7 @@ func New(opts *Options) *Driver {
 }
 
 // Name returns "ssh".
-func (d *Driver) Name() string { return driverName }
+func (d *Driver) Name() string { return Name }
 
 // Capabilities declares a host driver with exec, streaming exec and
 // terminals. It does no I/O.
@@ -89,7 +91,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 	if err != nil {
 		return nil, err
 	}
-	sb := &Sandbox{d: d, c: c, t: t, running: map[*process]struct{}{}}
+	sb := &sandbox{d: d, c: c, t: t, running: map[*process]struct{}{}}
 	wd := pathExpr(t.workdir, `"$HOME"`)
 	if req.Workspace != "" {
 		wd = pathExpr(req.Workspace, wd)
@@ -132,7 +134,7 @@ func clip(b []byte) string {
 }
 
 // String returns the lease id; it never contains key material.
-func (sb *Sandbox) String() string { return sb.id }
+func (sb *sandbox) String() string { return sb.id }
 
 // String describes the target without its key.
 func (t *target) String() string { return "ssh://" + t.user + "@" + t.addr() }

@@ -346,7 +346,7 @@ func TestAcquireWorkspace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sb := sbi.(*Sandbox)
+			sb := sbi.(*sandbox)
 			defer sb.Release(context.Background(), drivers.Destroy)
 			if sb.Cwd() != tc.want {
 				t.Errorf("cwd %q; want %q", sb.Cwd(), tc.want)
@@ -429,7 +429,7 @@ func TestPrivateKeyNeverLeaks(t *testing.T) {
 // cancelStreamedTree starts a process tree with streaming exec, cancels it
 // once both of its sleeps run, and checks that Wait reports the
 // cancellation and that nothing of the tree is left on the server.
-func cancelStreamedTree(t *testing.T, sb *Sandbox) {
+func cancelStreamedTree(t *testing.T, sb *sandbox) {
 	t.Helper()
 	m := marker(t)
 	ctx, cancel := context.WithCancel(context.Background())

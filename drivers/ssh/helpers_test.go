@@ -54,7 +54,7 @@ func (e *env) config(t testing.TB, edit func(map[string]any)) drivers.Config {
 	return cfg
 }
 
-func (e *env) acquire(t testing.TB, cfg drivers.Config) *Sandbox {
+func (e *env) acquire(t testing.TB, cfg drivers.Config) *sandbox {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -63,7 +63,7 @@ func (e *env) acquire(t testing.TB, cfg drivers.Config) *Sandbox {
 		t.Fatalf("Acquire: %v", err)
 	}
 	t.Cleanup(func() { _, _ = sb.Release(context.Background(), drivers.Destroy) })
-	return sb.(*Sandbox)
+	return sb.(*sandbox)
 }
 
 func testCtx(t testing.TB) context.Context {

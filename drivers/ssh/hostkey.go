@@ -24,6 +24,7 @@ import (
 // one). It names the host, the port and the offered key's fingerprint so that
 // an operator can compare it with the server's.
 type HostKeyError struct {
+	// Host and Port are the target as configured.
 	Host string
 	Port int
 	// KeyType and Fingerprint describe the key the server offered
@@ -39,6 +40,8 @@ type HostKeyError struct {
 	Err error
 }
 
+// Error names the host and port, the sentinel, and the offered key's type
+// and fingerprint; for an unknown host it says how to trust the key.
 func (e *HostKeyError) Error() string {
 	addr := joinHostPort(e.Host, e.Port)
 	switch {

@@ -19,7 +19,7 @@ const killGrace = 10 * time.Second
 
 // process is one command running in an ssh session.
 type process struct {
-	sb      *Sandbox
+	sb      *sandbox
 	sess    *xssh.Session
 	sniff   *pgidSniffer
 	stdin   io.WriteCloser
@@ -47,7 +47,7 @@ var _ drivers.Process = (*process)(nil)
 // process until it ends or CloseStdin is called. Cancelling ctx kills the
 // process group on the server; Wait then returns an error wrapping
 // ctx.Err().
-func (sb *Sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
+func (sb *sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
 	p, err := sb.startCommand(ctx, cmd, stdout, stderr)
 	if err != nil {
 		return nil, err
@@ -70,7 +70,7 @@ type ptyRequest struct {
 }
 
 // start opens a session and starts script.
-func (sb *Sandbox) start(ctx context.Context, script string, cmd drivers.Command, stdout, stderr io.Writer, o startOpts) (*process, error) {
+func (sb *sandbox) start(ctx context.Context, script string, cmd drivers.Command, stdout, stderr io.Writer, o startOpts) (*process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("ssh %s: %w", sb.t.addr(), err)
 	}
@@ -301,14 +301,14 @@ func (p *process) result() (*drivers.Result, error) {
 	}
 }
 
-var signals = map[string]bool{"TERM": true, "KILL": true, "INT": true, "HUP": true, "QUIT": true, "USR1": true, "USR2": true, "STOP": true, "CONT": true}
-
-// Signal sends sig ("TERM", "KILL", "INT", "HUP", ...) to the command's
-// whole process group on the server. A process that already ended is not
-// an error.
+// Signal sends sig, one of drivers.Signals (as drivers.ParseSignal reads
+// it; another name is an error wrapping drivers.ErrUnsupported), to the
+// command's whole process group on the server. A process that already
+// ended is not an error.
 func (p *process) Signal(ctx context.Context, sig string) error {
-	if !signals[sig] {
-		return fmt.Errorf("ssh: unsupported signal %q", sig)
+	sig, err := drivers.ParseSignal(sig)
+	if err != nil {
+		return fmt.Errorf("ssh %s: %w", p.sb.id, err)
 	}
 	g := p.waitGroup(ctx)
 	if p.finished() {
@@ -320,7 +320,7 @@ func (p *process) Signal(ctx context.Context, sig string) error {
 		}
 		return fmt.Errorf("ssh %s: signal: the command's process group is unknown", p.sb.id)
 	}
-	_, _, err := p.sb.c.control(ctx, killScript(sig, []int{g}, false))
+	_, _, err = p.sb.c.control(ctx, killScript(sig, []int{g}, false))
 	return err
 }
 

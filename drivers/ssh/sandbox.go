@@ -13,10 +13,21 @@ import (
 	"github.com/berthdev/berth/drivers"
 )
 
-// Sandbox is an ssh lease: a session on the host through the pooled
+// Workspace is implemented by every sandbox the ssh driver returns: a read
+// of the session that no other driver has. Assert it on a drivers.Sandbox
+// from this driver's Acquire.
+type Workspace interface {
+	drivers.Sandbox
+	// Cwd returns the workspace directory as the server resolved it at
+	// Acquire (absolute, symlinks resolved): the default directory of
+	// commands. No I/O.
+	Cwd() string
+}
+
+// sandbox is an ssh lease: a session on the host through the pooled
 // connection of its config. It is safe for concurrent use; commands run at
 // once up to the server's MaxSessions (max_sessions) and queue beyond.
-type Sandbox struct {
+type sandbox struct {
 	d   *Driver
 	c   *conn
 	t   *target
@@ -33,11 +44,11 @@ type Sandbox struct {
 
 // ID returns the provider lease id "ssh://user@host:port/path", where path
 // is the verified workspace directory.
-func (sb *Sandbox) ID() string { return sb.id }
+func (sb *sandbox) ID() string { return sb.id }
 
 // Cwd returns the workspace directory as the server resolved it at Acquire
 // (absolute, symlinks resolved): the default directory of commands.
-func (sb *Sandbox) Cwd() string { return sb.cwd }
+func (sb *sandbox) Cwd() string { return sb.cwd }
 
 // Exec runs cmd in its own process group on the server and returns its
 // output (each stream capped at cmd.Limit()) and exit status; a non-zero
@@ -47,7 +58,7 @@ func (sb *Sandbox) Cwd() string { return sb.cwd }
 // each with the shell's message on stderr. On cancellation the
 // command's whole process group is killed on the server before Exec returns
 // an error wrapping ctx.Err(). After Release it returns drivers.ErrReleased.
-func (sb *Sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
+func (sb *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
 	out := drivers.NewOutputBuffer(cmd.Limit())
 	errb := drivers.NewOutputBuffer(cmd.Limit())
 	p, err := sb.startCommand(ctx, cmd, out, errb)
@@ -64,7 +75,7 @@ func (sb *Sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Resu
 	return res, err
 }
 
-func (sb *Sandbox) startCommand(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (*process, error) {
+func (sb *sandbox) startCommand(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (*process, error) {
 	dir := sb.cwd
 	switch {
 	case cmd.Dir == "":
@@ -82,7 +93,7 @@ func (sb *Sandbox) startCommand(ctx context.Context, cmd drivers.Command, stdout
 }
 
 // run executes a driver-built script (no pgid marker) and collects output.
-func (sb *Sandbox) run(ctx context.Context, script string, cmd drivers.Command) (*drivers.Result, error) {
+func (sb *sandbox) run(ctx context.Context, script string, cmd drivers.Command) (*drivers.Result, error) {
 	out := drivers.NewOutputBuffer(cmd.Limit())
 	errb := drivers.NewOutputBuffer(cmd.Limit())
 	p, err := sb.start(ctx, script, cmd, out, errb, startOpts{raw: true})
@@ -97,11 +108,11 @@ func (sb *Sandbox) run(ctx context.Context, script string, cmd drivers.Command) 
 	return res, err
 }
 
-func (sb *Sandbox) errReleased() error {
+func (sb *sandbox) errReleased() error {
 	return fmt.Errorf("ssh %s: %w", sb.id, drivers.ErrReleased)
 }
 
-func (sb *Sandbox) track(p *process) bool {
+func (sb *sandbox) track(p *process) bool {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	if sb.released {
@@ -111,7 +122,7 @@ func (sb *Sandbox) track(p *process) bool {
 	return true
 }
 
-func (sb *Sandbox) untrack(p *process) {
+func (sb *sandbox) untrack(p *process) {
 	sb.mu.Lock()
 	delete(sb.running, p)
 	sb.mu.Unlock()
@@ -153,7 +164,7 @@ func (c *conn) control(ctx context.Context, script string) (string, int, error) 
 // (read back with kill -0 on the server); if that cannot be confirmed the
 // receipt is unconfirmed and an error is returned. Releasing again returns
 // the first receipt.
-func (sb *Sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.Receipt, error) {
+func (sb *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.Receipt, error) {
 	sb.mu.Lock()
 	if sb.released {
 		done := sb.relDone
@@ -180,7 +191,7 @@ func (sb *Sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.
 	return sb.receipt, sb.relErr
 }
 
-func (sb *Sandbox) endSession(ctx context.Context, procs []*process) (drivers.Receipt, error) {
+func (sb *sandbox) endSession(ctx context.Context, procs []*process) (drivers.Receipt, error) {
 	r := drivers.Receipt{ProviderLeaseID: sb.id}
 	var groups []int
 	for _, p := range procs {

@@ -2,6 +2,8 @@ package ssh
 
 import (
 	"context"
+	"maps"
+	"net"
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
@@ -10,24 +12,55 @@ import (
 
 // harness is the conformance harness: a fresh sshd and driver per subtest.
 type harness struct {
-	d   *Driver
-	cfg drivers.Config
+	e    *env
+	d    *Driver
+	cfg  drivers.Config
+	raw  map[string]any // the working config before normalization
+	dead int            // a loopback port nothing listens on
 }
 
 func (h *harness) Driver() drivers.Driver { return h.d }
 func (h *harness) Config() drivers.Config { return h.cfg.Clone() }
 func (h *harness) Close()                 {}
 
+// Broken implements drivertest.FailureHarness against the real sshd: a
+// closed loopback port (the target host: ErrUnreachable), a client key the
+// server does not authorize, no private key, a known_hosts line with
+// another key for the server. The driver has no images.
+func (h *harness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
+	raw := maps.Clone(h.raw)
+	switch f {
+	case drivertest.FailUnreachable:
+		raw[FieldPort] = h.dead
+		return drivertest.Broken{Config: raw, Layer: drivers.ErrUnreachable}, true
+	case drivertest.FailBadCredentials:
+		raw[FieldPrivateKey] = h.e.srv.UnauthorizedKeyPEM()
+		return drivertest.Broken{Config: raw}, true
+	case drivertest.FailMissingCredentials:
+		delete(raw, FieldPrivateKey)
+		return drivertest.Broken{Config: raw}, true
+	case drivertest.FailHostKeyMismatch:
+		raw[FieldKnownHosts] = []any{h.e.srv.MismatchedKnownHostsLine()}
+		return drivertest.Broken{Config: raw}, true
+	}
+	return drivertest.Broken{}, false
+}
+
 func newHarness(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
 	e := newEnv(tb)
-	return &harness{d: e.d, cfg: e.config(tb, nil)}, nil
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	dead := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close() // nothing listens on it any more
+	raw := e.raw(tb)
+	return &harness{e: e, d: e.d, cfg: e.config(tb, nil), raw: raw, dead: dead}, nil
 }
 
 // The driver passes the conformance suite against OpenSSH's sshd.
 func TestConformance(t *testing.T) {
-	drivertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return newHarness(ctx, t)
-	})
+	drivertest.RunConformanceTests(t, newHarness)
 }
 
 func BenchmarkDriver(b *testing.B) {

@@ -17,7 +17,7 @@ import (
 // req.Env exported. Reading returns the terminal's output, writing sends
 // keystrokes. Close kills the session's processes on the server and waits
 // for the session to end. ctx bounds opening only.
-func (sb *Sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest) (drivers.TerminalSession, error) {
+func (sb *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest) (drivers.TerminalSession, error) {
 	pr := &ptyRequest{term: req.Term, rows: req.Rows, cols: req.Cols}
 	if pr.term == "" {
 		pr.term = "xterm-256color"

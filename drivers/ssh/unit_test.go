@@ -107,9 +107,9 @@ func TestSchemaNormalize(t *testing.T) {
 			kinds[f.Name] = f.Kind
 		}
 		want := map[string]drivers.FieldKind{
-			FieldHost: drivers.Identity, FieldPort: drivers.Identity, FieldUser: drivers.Identity,
-			FieldPrivateKey: drivers.Secret, FieldKnownHosts: drivers.Identity, FieldWorkdir: drivers.Identity,
-			FieldConnectTimeout: drivers.Knob, FieldKeepalive: drivers.Knob, FieldMaxSessions: drivers.Knob,
+			FieldHost: drivers.KindIdentity, FieldPort: drivers.KindIdentity, FieldUser: drivers.KindIdentity,
+			FieldPrivateKey: drivers.KindSecret, FieldKnownHosts: drivers.KindIdentity, FieldWorkdir: drivers.KindIdentity,
+			FieldConnectTimeout: drivers.KindKnob, FieldKeepalive: drivers.KindKnob, FieldMaxSessions: drivers.KindKnob,
 		}
 		if diff := cmp.Diff(want, kinds); diff != "" {
 			t.Errorf("field kinds (-want +got):\n%s", diff)

@@ -87,7 +87,7 @@ func runProbe(ctx context.Context, g *globals, args []string) error {
 		if !g.json {
 			fmt.Fprintf(g.stderr, "probing environment %s (%s) for company %q\n", pos[0], id, *company)
 		}
-		res, err = p.Probe(ctx, g.as, id, probe.ProbeOptions{Company: *company, Workspace: *workspace})
+		res, err = p.Probe(ctx, g.as, id, probe.Request{Company: *company, Workspace: *workspace})
 	}
 	if err != nil {
 		return err

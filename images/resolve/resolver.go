@@ -43,9 +43,9 @@ var (
 // DefaultTTL is how long a resolved tag is cached when Options.TTL is 0.
 const DefaultTTL = 5 * time.Minute
 
-// DefaultPlatform is the platform resolved when the caller passes the zero
-// v1.Platform.
-var DefaultPlatform = v1.Platform{OS: "linux", Architecture: "amd64"}
+// DefaultPlatform returns the platform resolved when the caller passes the
+// zero v1.Platform: linux/amd64. Each call returns a fresh value.
+func DefaultPlatform() v1.Platform { return v1.Platform{OS: "linux", Architecture: "amd64"} }
 
 // Options configure a Resolver. The zero value (or nil) means defaults.
 type Options struct {
@@ -166,7 +166,7 @@ func (r *Resolver) Pin(ctx context.Context, ref images.Reference, platform v1.Pl
 }
 
 // Resolve resolves an OCI reference to the digest of the image manifest for
-// platform (the zero platform means DefaultPlatform). A tag is resolved with
+// platform (the zero platform means DefaultPlatform()). A tag is resolved with
 // a HEAD request where the registry allows, else a GET; a multi-platform
 // index is resolved to the manifest of the platform (os, architecture and,
 // when given, variant). A reference to a single-platform image manifest
@@ -185,7 +185,7 @@ func (r *Resolver) Resolve(ctx context.Context, ref images.Reference, platform v
 		return Result{}, fmt.Errorf("resolve %q (%s): %w", ref.String(), ref.Kind(), ErrNotRegistry)
 	}
 	if platform.OS == "" && platform.Architecture == "" {
-		platform = DefaultPlatform
+		platform = DefaultPlatform()
 	}
 	if platform.OS == "" || platform.Architecture == "" {
 		return Result{}, fmt.Errorf("resolve %q: %w: %q wants both os and architecture", ref.String(), ErrInvalidPlatform, platform.String())

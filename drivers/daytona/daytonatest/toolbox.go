@@ -1,7 +1,6 @@
 package daytonatest
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,10 +10,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/berthdev/berth/internal/syncbuf"
 )
 
 // executeBody is the toolbox's ExecuteRequest, every field.
@@ -26,24 +26,6 @@ type executeBody struct {
 }
 
 var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// lockedBuffer is the combined output of one command.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // execute is the toolbox's POST /process/execute, run for real, shaped by
 // the sandbox's daemonVersion as apps/daemon/pkg/toolbox/process/execute.go
@@ -137,7 +119,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(replayGap)
 		s.mu.Lock()
 	}
-	var out lockedBuffer
+	var out syncbuf.Buffer // the combined output
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		s.mu.Unlock()

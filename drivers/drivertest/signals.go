@@ -1,0 +1,68 @@
+package drivertest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// testStreamSignals: every driver accepts the one signal set of
+// drivers.Signals, and each signal of it, sent to the process group, ends
+// a command that has no handler for it; a name outside the set is
+// drivers.ErrUnsupported. The script ends with "exit $?" so that sh waits
+// for sleep instead of exec'ing it: busybox sh ignores SIGQUIT itself and
+// an exec'd command would inherit that (a shell that does not ignore the
+// signal dies of it too).
+func testStreamSignals(t *testing.T, ctx context.Context, h Harness) {
+	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
+	se, err := drivers.AsStreamExecer(sb, drivers.Narrowing(h.Driver(), 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, sig := range drivers.Signals() {
+		wg.Go(func() {
+			out := newWatcher()
+			p, err := se.Start(ctx, sh("echo ready; sleep 300; exit $?"), out, nil)
+			if err != nil {
+				t.Errorf("Start for %s: %v", sig, err)
+				return
+			}
+			if !out.waitUntil(ctx, "ready") {
+				t.Errorf("%s: the command did not print ready; output %q", sig, out.String())
+				_ = p.Signal(ctx, "KILL")
+				return
+			}
+			if err := p.Signal(ctx, sig); err != nil {
+				t.Errorf("Signal(%s): %v", sig, err)
+				_ = p.Signal(ctx, "KILL")
+				return
+			}
+			wctx, cancel := context.WithTimeout(ctx, promptBound)
+			defer cancel()
+			res, err := p.Wait(wctx)
+			switch {
+			case err != nil:
+				t.Errorf("Wait after Signal(%s): %v", sig, err)
+				_ = p.Signal(ctx, "KILL")
+			case res.ExitCode == 0:
+				t.Errorf("a process signalled with %s exited 0", sig)
+			case res.Signal != "" && res.Signal != sig:
+				t.Errorf("a process signalled with %s reports signal %s", sig, res.Signal)
+			}
+		})
+	}
+	wg.Wait()
+
+	p, err := se.Start(ctx, sh("sleep 300"), nil, nil)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer func() { _ = p.Signal(ctx, "KILL") }()
+	if err := p.Signal(ctx, "BERTH-NO-SUCH-SIGNAL"); !errors.Is(err, drivers.ErrUnsupported) {
+		t.Errorf("Signal of an unknown name: err = %v, want ErrUnsupported", err)
+	}
+}

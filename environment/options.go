@@ -1,0 +1,41 @@
+package environment
+
+import (
+	"log/slog"
+
+	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/drivers"
+)
+
+// common is what NewCatalog and NewAssignments build alike from the
+// Options fields they share, with the defaults documented there.
+type common struct {
+	authz  Authorizer
+	log    *slog.Logger
+	clock  clock.Clock
+	health HealthStore
+	gate   *Gate
+}
+
+// common returns the shared setup of o; a nil o means defaults.
+func (o *Options) common(reg *drivers.Registry) common {
+	var v Options
+	if o != nil {
+		v = *o
+	}
+	c := common{authz: v.Authorizer, log: v.Logger, clock: v.Clock, health: v.Health}
+	if c.authz == nil {
+		c.authz = DefaultPolicy{}
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.clock == nil {
+		c.clock = clock.Real{}
+	}
+	if c.health == nil {
+		c.health = NewMemoryHealthStore()
+	}
+	c.gate = NewGate(reg, &GateOptions{TestMode: v.TestMode, TestDrivers: v.TestDrivers, Health: c.health})
+	return c
+}
