@@ -31,6 +31,10 @@ type ExchangeResponse struct {
 	ExpiresAt time.Time `json:"expires_at"`
 	Session   string    `json:"session"`
 	Scope     Scope     `json:"scope"`
+	// Lease and Run are the scope the token grants; the runner refuses
+	// commands for anything else too (PRP-7).
+	Lease string `json:"lease"`
+	Run   string `json:"run"`
 }
 
 // ErrorResponse is the JSON body of a refused exchange or upgrade (HTTP
@@ -84,7 +88,7 @@ func (x *Exchanger) Exchange(ctx context.Context, req ExchangeRequest, now time.
 	if err != nil {
 		return ExchangeResponse{}, Claims{}, err
 	}
-	return ExchangeResponse{Token: tok, ExpiresAt: c.ExpiresAt, Session: session, Scope: r.Scope}, c, nil
+	return ExchangeResponse{Token: tok, ExpiresAt: c.ExpiresAt, Session: session, Scope: r.Scope, Lease: r.Lease, Run: r.Run}, c, nil
 }
 
 // Renew mints a token with the claims of c and a new expiry from now; the
