@@ -152,11 +152,12 @@ func (r *Runner) stopCommand(ctx context.Context, c prp.Command) {
 	r.mu.Lock()
 	t := r.tasks[id]
 	r.mu.Unlock()
-	pgid := 0
+	var pgid int
+	var since uint64
 	if t != nil {
-		pgid = t.pgid
+		pgid, since = t.pgid, t.since
 	} else if e, ok := r.j.taskStart(id); ok {
-		pgid = e.PGID
+		pgid, since = e.PGID, e.Since
 	} else {
 		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeUnknownTask, Message: "no task " + id + " was started here"})
 		return
@@ -166,7 +167,7 @@ func (r *Runner) stopCommand(ctx context.Context, c prp.Command) {
 		return
 	}
 	go func() {
-		proof := r.stopTask(ctx, id, pgid, c.TaskStop.Grace)
+		proof := r.stopTask(ctx, id, pgid, since, c.TaskStop.Grace)
 		r.emit(ctx, prp.Event{Kind: prp.EventProof, TaskID: id, Proof: &proof})
 		r.finish(ctx, c, prp.Result{Status: prp.ResultDone, Proof: &proof})
 	}()

@@ -23,6 +23,7 @@ type journalEntry struct {
 	TaskID string           `json:"task_id,omitempty"`
 	State  prp.JournalState `json:"state,omitempty"`
 	PGID   int              `json:"pgid,omitempty"`
+	Since  uint64           `json:"since,omitempty"`
 	Result *prp.Result      `json:"result,omitempty"`
 	At     time.Time        `json:"at"`
 }
@@ -98,7 +99,7 @@ func (j *journal) apply(e journalEntry) {
 			e.Kind, e.TaskID = old.Kind, old.TaskID
 		}
 		if e.PGID == 0 {
-			e.PGID = old.PGID
+			e.PGID, e.Since = old.PGID, old.Since
 		}
 		e.Seq = max(e.Seq, old.Seq)
 	}

@@ -17,6 +17,8 @@ import (
 type procInfo struct {
 	pid, ppid, pgid int
 	state           byte
+	// start is the start time in clock ticks after boot.
+	start uint64
 }
 
 // readStat parses /proc/<pid>/stat; ok is false when the process is gone.
@@ -35,12 +37,13 @@ func readStat(pid int) (procInfo, bool, error) {
 		return procInfo{}, false, fmt.Errorf("runner: /proc/%d/stat: unexpected format", pid)
 	}
 	f := strings.Fields(string(b[i+2:]))
-	if len(f) < 3 {
+	if len(f) < 20 {
 		return procInfo{}, false, fmt.Errorf("runner: /proc/%d/stat: unexpected format", pid)
 	}
 	ppid, _ := strconv.Atoi(f[1])
 	pgid, _ := strconv.Atoi(f[2])
-	return procInfo{pid: pid, ppid: ppid, pgid: pgid, state: f[0][0]}, true, nil
+	start, _ := strconv.ParseUint(f[19], 10, 64)
+	return procInfo{pid: pid, ppid: ppid, pgid: pgid, state: f[0][0], start: start}, true, nil
 }
 
 // listPIDs returns the pids in /proc.
@@ -60,9 +63,11 @@ func listPIDs() ([]int, error) {
 
 // taggedPIDs returns the live (non-zombie) processes whose environment
 // holds entry (KEY=value). unreadable counts processes whose environment
-// could not be read although they may be ours (same uid, or we are root):
-// a non-zero count makes the scan inconclusive.
-func taggedPIDs(entry string) (pids []int, unreadable int, err error) {
+// could not be read although they may be the task's: same uid (or we are
+// root) and, when notBefore (the task leader's start in clock ticks after
+// boot) is known, started no earlier than the task. A non-zero count makes
+// the scan inconclusive.
+func taggedPIDs(entry string, notBefore uint64) (pids []int, unreadable int, err error) {
 	all, err := listPIDs()
 	if err != nil {
 		return nil, 0, err
@@ -78,7 +83,7 @@ func taggedPIDs(entry string) (pids []int, unreadable int, err error) {
 			if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
 				continue // gone while we looked
 			}
-			if mayBeOurs(pid) {
+			if mayBeOurs(pid) && startedSince(pid, notBefore) {
 				unreadable++
 			}
 			continue
@@ -107,6 +112,27 @@ func mayBeOurs(pid int) bool {
 		return false
 	}
 	return int(st.Uid) == os.Geteuid()
+}
+
+// startedSince reports whether pid started at or after notBefore (always
+// true when notBefore is 0 or the start cannot be read): a process older
+// than a task cannot descend from it.
+func startedSince(pid int, notBefore uint64) bool {
+	if notBefore == 0 {
+		return true
+	}
+	info, ok, err := readStat(pid)
+	return err != nil || !ok || info.start >= notBefore
+}
+
+// startTicks returns pid's start time in clock ticks after boot, 0 if
+// unknown.
+func startTicks(pid int) uint64 {
+	info, ok, err := readStat(pid)
+	if err != nil || !ok {
+		return 0
+	}
+	return info.start
 }
 
 // groupMembers returns the live (non-zombie) processes of group pgid.

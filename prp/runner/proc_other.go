@@ -6,7 +6,9 @@ import "errors"
 
 var errNoProc = errors.New("runner: no /proc on this system")
 
-func taggedPIDs(string) ([]int, int, error) { return nil, 0, errNoProc }
+func taggedPIDs(string, uint64) ([]int, int, error) { return nil, 0, errNoProc }
+
+func startTicks(int) uint64 { return 0 }
 
 func groupMembers(int) ([]int, error) { return nil, errNoProc }
 

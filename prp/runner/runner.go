@@ -209,15 +209,15 @@ func (r *Runner) stopAll(ctx context.Context, why string) {
 	for _, t := range ts {
 		wg.Go(func() {
 			r.log.Info("runner: stopping task", "task", t.id, "why", why)
-			proof := r.stopTask(ctx, t.id, t.pgid, r.opts.StopGrace)
+			proof := r.stopTask(ctx, t.id, t.pgid, t.since, r.opts.StopGrace)
 			r.emit(ctx, prp.Event{Kind: prp.EventProof, TaskID: t.id, Proof: &proof})
 		})
 	}
 	wg.Wait()
 }
 
-func (r *Runner) stopTask(ctx context.Context, taskID string, pgid int, grace time.Duration) prp.StopProof {
-	return stopTree(ctx, taskID, pgid, r.Tag(taskID), grace, r.reap)
+func (r *Runner) stopTask(ctx context.Context, taskID string, pgid int, since uint64, grace time.Duration) prp.StopProof {
+	return stopTree(ctx, taskID, pgid, since, r.Tag(taskID), grace, r.reap)
 }
 
 func (r *Runner) reap() {
@@ -255,7 +255,7 @@ func (r *Runner) waitTasks(ctx context.Context) {
 func (r *Runner) reportInterrupted(ctx context.Context) {
 	for _, e := range r.interrupted {
 		if e.Kind == prp.CommandTaskStart && e.TaskID != "" {
-			proof := r.stopTask(ctx, e.TaskID, e.PGID, r.opts.StopGrace)
+			proof := r.stopTask(ctx, e.TaskID, e.PGID, e.Since, r.opts.StopGrace)
 			r.emit(ctx, prp.Event{Kind: prp.EventProof, TaskID: e.TaskID, Proof: &proof})
 		}
 		r.emit(ctx, prp.Event{Kind: prp.EventResult, Result: e.Result})

@@ -19,40 +19,41 @@ const killWait = 10 * time.Second
 const pollEvery = 10 * time.Millisecond
 
 // stopTree stops the processes of group pgid (0: unknown) and every process
-// whose environment carries tag: SIGTERM, up to grace for them to exit,
+// whose environment carries tag (since: the task's start in clock ticks
+// after boot, 0 if unknown; see taggedPIDs): SIGTERM, up to grace for them to exit,
 // SIGKILL, then a verification (PRP-6). It never assumes: a check that
 // cannot run makes the proof incomplete. reap collects zombie orphans.
-func stopTree(ctx context.Context, taskID string, pgid int, tag string, grace time.Duration, reap func()) prp.StopProof {
-	signalTree(pgid, tag, unix.SIGTERM)
-	waitGone(ctx, pgid, tag, grace, reap)
-	if !treeGone(pgid, tag) {
-		signalTree(pgid, tag, unix.SIGKILL)
-		waitGone(ctx, pgid, tag, killWait, reap)
+func stopTree(ctx context.Context, taskID string, pgid int, since uint64, tag string, grace time.Duration, reap func()) prp.StopProof {
+	signalTree(pgid, tag, since, unix.SIGTERM)
+	waitGone(ctx, pgid, tag, since, grace, reap)
+	if !treeGone(pgid, tag, since) {
+		signalTree(pgid, tag, since, unix.SIGKILL)
+		waitGone(ctx, pgid, tag, since, killWait, reap)
 	}
 	reap()
-	return verifyStopped(taskID, pgid, tag)
+	return verifyStopped(taskID, pgid, since, tag)
 }
 
-func signalTree(pgid int, tag string, sig unix.Signal) {
+func signalTree(pgid int, tag string, since uint64, sig unix.Signal) {
 	if pgid > 0 {
 		_ = unix.Kill(-pgid, sig)
 	}
 	// Escapees (setsid, a new group) are found by their tag; a process is
 	// signalled on its own, its group is covered when it is tagged too.
-	pids, _, _ := taggedPIDs(tag)
+	pids, _, _ := taggedPIDs(tag, since)
 	for _, pid := range pids {
 		_ = unix.Kill(pid, sig)
 	}
 }
 
-func waitGone(ctx context.Context, pgid int, tag string, d time.Duration, reap func()) {
+func waitGone(ctx context.Context, pgid int, tag string, since uint64, d time.Duration, reap func()) {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	for {
 		reap()
-		if treeGone(pgid, tag) {
+		if treeGone(pgid, tag, since) {
 			return
 		}
 		select {
@@ -65,13 +66,13 @@ func waitGone(ctx context.Context, pgid int, tag string, d time.Duration, reap f
 	}
 }
 
-func treeGone(pgid int, tag string) bool {
+func treeGone(pgid int, tag string, since uint64) bool {
 	if pgid > 0 {
 		if m, err := groupLive(pgid); err != nil || len(m) > 0 {
 			return false
 		}
 	}
-	pids, unreadable, err := taggedPIDs(tag)
+	pids, unreadable, err := taggedPIDs(tag, since)
 	return err == nil && unreadable == 0 && len(pids) == 0
 }
 
@@ -91,7 +92,7 @@ func groupLive(pgid int) ([]int, error) {
 
 // verifyStopped builds the proof: the group check and the tag scan, each
 // either ran (in Methods) or could not (in Failed).
-func verifyStopped(taskID string, pgid int, tag string) prp.StopProof {
+func verifyStopped(taskID string, pgid int, since uint64, tag string) prp.StopProof {
 	p := prp.StopProof{TaskID: taskID, Survivors: []int{}}
 	if pgid > 0 {
 		if m, err := groupLive(pgid); err != nil {
@@ -103,7 +104,7 @@ func verifyStopped(taskID string, pgid int, tag string) prp.StopProof {
 	} else {
 		p.Failed = append(p.Failed, prp.MethodGroup+": the process group is not known")
 	}
-	pids, unreadable, err := taggedPIDs(tag)
+	pids, unreadable, err := taggedPIDs(tag, since)
 	switch {
 	case err != nil:
 		p.Failed = append(p.Failed, prp.MethodProcTag+": "+err.Error())

@@ -21,6 +21,7 @@ type task struct {
 	id       string
 	cmdID    string
 	pgid     int
+	since    uint64 // the leader's start, clock ticks after boot
 	done     chan struct{}
 	timedOut atomic.Bool
 }
@@ -57,7 +58,7 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command) {
 	err := cmd.Start()
 	var t *task
 	if err == nil {
-		t = &task{id: ts.TaskID, cmdID: c.ID, pgid: cmd.Process.Pid, done: make(chan struct{})}
+		t = &task{id: ts.TaskID, cmdID: c.ID, pgid: cmd.Process.Pid, since: startTicks(cmd.Process.Pid), done: make(chan struct{})}
 		r.tasks[t.id] = t
 		r.leaders[t.pgid] = true
 	}
@@ -66,7 +67,7 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command) {
 		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeStartFailed, Message: "task " + ts.TaskID + ": " + err.Error()})
 		return
 	}
-	if err := r.j.record(journalEntry{ID: c.ID, State: prp.JournalExecuting, PGID: t.pgid}); err != nil {
+	if err := r.j.record(journalEntry{ID: c.ID, State: prp.JournalExecuting, PGID: t.pgid, Since: t.since}); err != nil {
 		r.log.Error("runner: journal", "command", c.ID, "err", err)
 	}
 	r.emit(ctx, prp.Event{Kind: prp.EventStarted, TaskID: t.id, PID: t.pgid})
@@ -75,7 +76,7 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command) {
 	if !ts.Deadline.IsZero() {
 		deadline = time.AfterFunc(time.Until(ts.Deadline), func() {
 			t.timedOut.Store(true)
-			proof := r.stopTask(ctx, t.id, t.pgid, r.opts.StopGrace)
+			proof := r.stopTask(ctx, t.id, t.pgid, t.since, r.opts.StopGrace)
 			r.emit(ctx, prp.Event{Kind: prp.EventProof, TaskID: t.id, Proof: &proof})
 		})
 	}
