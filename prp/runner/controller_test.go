@@ -203,12 +203,11 @@ func (c *testController) sendEnv(ctx context.Context, conn *websocket.Conn, env 
 }
 
 func (c *testController) sendCommands(ctx context.Context, conn *websocket.Conn, session string, sent uint64) {
-	rawSent := 0
 	for {
 		c.mu.Lock()
 		cmds := append([]prp.Command(nil), c.commands[min(int(sent), len(c.commands)):]...)
-		raws := append([]prp.Envelope(nil), c.raw[rawSent:]...)
-		rawSent = len(c.raw)
+		raws := c.raw // raw frames go out once, on the connection that is up
+		c.raw = nil
 		ch := c.changed
 		c.mu.Unlock()
 		for _, cmd := range cmds {
@@ -253,6 +252,12 @@ func (c *testController) readEvents(ctx context.Context, conn *websocket.Conn, s
 			return
 		}
 		c.mu.Lock()
+		if c.conn != conn {
+			// A newer connection took over; frames still buffered on this
+			// one are stale.
+			c.mu.Unlock()
+			return
+		}
 		c.cmdAcked = max(c.cmdAcked, env.Ack)
 		if env.Type == prp.TypeEvent {
 			switch prp.CheckSeq(c.received, env.Seq) {
@@ -269,7 +274,7 @@ func (c *testController) readEvents(ctx context.Context, conn *websocket.Conn, s
 					c.t.Errorf("controller: event %d replayed with another body", env.Seq)
 				}
 				c.received = env.Seq
-				c.unackSize[env.Seq] = len(b)
+				c.unackSize[env.Seq] = len(env.Body) // what the runner's outbox bounds
 				var unacked int64
 				for s, n := range c.unackSize {
 					if s > c.acked {
@@ -418,6 +423,14 @@ func (c *testController) output(task string, stream prp.Stream) []byte {
 		out = append(out, ch.Data...)
 	}
 	return out
+}
+
+// sendRaw sends env once on the current (or next) connection.
+func (c *testController) sendRaw(env prp.Envelope) {
+	c.mu.Lock()
+	c.raw = append(c.raw, env)
+	c.notify()
+	c.mu.Unlock()
 }
 
 // drop cuts the current connection.
