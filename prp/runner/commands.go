@@ -67,13 +67,15 @@ func (q *cmdQueue) close() {
 	}
 }
 
-func (r *Runner) commandLoop(ctx context.Context) {
+// commandLoop handles queued commands until ctx ends; tasks run under
+// taskCtx, which outlives ctx until the runner's shutdown.
+func (r *Runner) commandLoop(ctx, taskCtx context.Context) {
 	for {
 		x, ok := r.queue.pop(ctx)
 		if !ok {
 			return
 		}
-		r.handleCommand(ctx, x.seq, x.cmd)
+		r.handleCommand(taskCtx, x.seq, x.cmd)
 		select {
 		case r.ackNudge <- struct{}{}:
 		default:

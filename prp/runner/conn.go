@@ -119,9 +119,12 @@ func (r *Runner) handshake(ctx context.Context, conn *websocket.Conn, cred crede
 		r.log.Warn("runner: platform not measured", "err", err)
 	}
 	oldest, next, _ := r.out.cursor()
+	r.mu.Lock()
+	lastCmd := r.lastQueued
+	r.mu.Unlock()
 	h := prp.Hello{MinVersion: prp.MinVersion, MaxVersion: prp.MaxVersion, RunnerVersion: r.opts.Version,
 		BinarySHA256: r.opts.BinarySHA256, Platform: plat, Capabilities: capabilities,
-		Resume: prp.Resume{LastCommandSeq: r.j.last(), OldestUnackedEvent: oldest, NextEventSeq: next}}
+		Resume: prp.Resume{LastCommandSeq: lastCmd, OldestUnackedEvent: oldest, NextEventSeq: next}}
 	if err := r.send(ctx, conn, prp.TypeHello, "hello", cred.Session, 0, h, prp.DefaultMaxFrame); err != nil {
 		return prp.Welcome{}, err
 	}
@@ -228,7 +231,9 @@ func (r *Runner) heartbeat(ctx context.Context, conn *websocket.Conn, w prp.Welc
 // commands (checked for a contiguous seq) to the command queue, renewed
 // tokens to the credentials.
 func (r *Runner) reader(ctx context.Context, conn *websocket.Conn, session string, w prp.Welcome) error {
-	last := r.j.last()
+	r.mu.Lock()
+	last := r.lastQueued
+	r.mu.Unlock()
 	for {
 		_, b, err := conn.Read(ctx)
 		if err != nil {
@@ -257,6 +262,9 @@ func (r *Runner) reader(ctx context.Context, conn *websocket.Conn, session strin
 				return fmt.Errorf("runner: command seq %d after %d: gap", env.Seq, last)
 			case prp.SeqNext:
 				last = env.Seq
+				r.mu.Lock()
+				r.lastQueued = last
+				r.mu.Unlock()
 			}
 			var c prp.Command
 			if err := prp.DecodeBody(env, &c); err != nil {

@@ -47,6 +47,7 @@ type testController struct {
 	maxUnack    int64 // the most event bytes received but not acked
 	unackSize   map[uint64]int
 	lastSession string
+	mute        bool // when set, pings get no pong (a dead controller)
 }
 
 func newController(t *testing.T) *testController {
@@ -130,7 +131,12 @@ func (c *testController) connect(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: prp.CodeOf(err), Message: err.Error()})
 		return
 	}
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{prp.Subprotocol}})
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{prp.Subprotocol},
+		OnPingReceived: func(context.Context, []byte) bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return !c.mute
+		}})
 	if err != nil {
 		return
 	}
@@ -172,6 +178,7 @@ func (c *testController) connect(w http.ResponseWriter, r *http.Request) {
 	c.conn = conn
 	c.conns++
 	c.lastSession = claims.Session
+	c.notify()
 	c.mu.Unlock()
 	if err := c.send(ctx, conn, prp.TypeWelcome, claims.Session, 0, wel); err != nil {
 		return

@@ -42,6 +42,10 @@ type Runner struct {
 	interrupted []journalEntry
 
 	queue *cmdQueue
+	// lastQueued is the highest command seq received on any connection of
+	// this process (journaled or still queued); the hello's resume cursor,
+	// so that a reconnect does not fetch queued commands again.
+	lastQueued uint64
 	// ackNudge wakes the writer after a command was journaled, so that it
 	// acks the command even when no event is due.
 	ackNudge chan struct{}
@@ -89,6 +93,7 @@ func New(controllerURL, stateDir string, opts *Options) (*Runner, error) {
 	if r.j, r.interrupted, err = openJournal(stateDir); err != nil {
 		return nil, err
 	}
+	r.lastQueued = r.j.last()
 	if r.out, err = openOutbox(stateDir, o.MaxUnackedBytes); err != nil {
 		r.j.close()
 		return nil, err
@@ -129,15 +134,13 @@ func (r *Runner) Tag(taskID string) string { return TagEnv + "=" + r.id + ":" + 
 // and closed its files; a Runner runs once.
 func (r *Runner) Run(ctx context.Context) error {
 	defer r.close()
-	cmdCtx, cancelCmds := context.WithCancel(ctx)
+	// Tasks and their events outlive ctx until the shutdown below: output
+	// still in the pipes goes to the outbox, not away.
+	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelTasks()
 	var wg sync.WaitGroup
-	wg.Go(func() { r.commandLoop(cmdCtx) })
-	defer func() {
-		cancelCmds()
-		r.queue.close()
-		wg.Wait()
-	}()
-	r.reportInterrupted(ctx)
+	wg.Go(func() { r.commandLoop(ctx, taskCtx) })
+	r.reportInterrupted(taskCtx)
 
 	var err error
 	for attempt := 0; ; attempt++ {
@@ -155,7 +158,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			break
 		}
 		r.log.Info("runner: disconnected; reconnecting", "err", err, "attempt", attempt)
-		r.armOrphanTimer(ctx)
+		r.armOrphanTimer(taskCtx)
 		select {
 		case <-ctx.Done():
 		case <-time.After(r.opts.Backoff(attempt)):
@@ -170,6 +173,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer cancel()
 	r.stopAll(sctx, "the runner is shutting down")
 	r.waitTasks(sctx)
+	cancelTasks()
+	r.queue.close()
+	wg.Wait()
 	return err
 }
 
