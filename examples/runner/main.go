@@ -14,6 +14,9 @@
 // task ever sees it. A runner restarted on the same --state-dir needs no
 // ticket while its connection token is valid: it resumes its session.
 //
+// The runner makes itself a child subreaper, so that processes a task
+// orphans (double forks, setsid) are reaped by it rather than left to init.
+//
 // SIGTERM or SIGINT stop the runner's tasks (keeping the proofs for the
 // controller) and end it with status 0; a refusal by the controller ends
 // it with status 1.
@@ -64,7 +67,7 @@ func run(args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
-	r, err := runner.New(*controller, *stateDir, &runner.Options{Lease: *lease, Ticket: ticket, Logger: log})
+	r, err := runner.New(*controller, *stateDir, &runner.Options{Lease: *lease, Ticket: ticket, Logger: log, Subreaper: true})
 	if err != nil {
 		fmt.Fprintln(stderr, "berth-runner:", err)
 		return 1

@@ -6,7 +6,8 @@
 //
 // Where to start: New and Runner.Run in runner.go. Then, by concern:
 //
-//   - options.go: Options (lease, ticket, platform func, backoff, limits),
+//   - options.go: Options (lease, ticket, platform func, backoff, limits,
+//     subreaper),
 //     DefaultPlatform, TicketEnv and TagEnv.
 //   - bootstrap.go: the ticket exchange over HTTP before the upgrade and
 //     the credentials kept (0600) in the state directory.
@@ -28,6 +29,11 @@
 // runner's id; a runner restarted on it (after kill -9, say) resumes the
 // session while the token is valid, reports commands it was executing as
 // indeterminate and stops what is left of their tasks.
+//
+// Durability: the journal is fsynced at every state change; the outbox is
+// written (one write per event) but not fsynced per event, so it survives a
+// runner kill -9 but may lose its tail in a machine crash; the hello's
+// resume cursor then shows the controller which events are gone.
 //
 // Limits: the proof has no cgroup check yet (no cgroup v2 here to test one);
 // the tag scan does not see a process that re-executed itself with a

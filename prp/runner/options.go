@@ -62,6 +62,12 @@ type Options struct {
 	// BaseEnv is the environment tasks start from (their own env is added
 	// on top). Default: os.Environ() without TicketEnv and TagEnv.
 	BaseEnv []string
+	// Subreaper makes the runner's process a child subreaper (Linux), so
+	// that processes orphaned by a task become its children and are reaped
+	// by it. Set it only when the runner owns its process, as the binary
+	// does: it reaps every zombie child it did not start itself. Default:
+	// false (orphans go to init; the stop proof counts zombies as gone).
+	Subreaper bool
 	// Logger receives the runner's diagnostics; never secrets. Default:
 	// discard.
 	Logger *slog.Logger

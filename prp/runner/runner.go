@@ -98,8 +98,11 @@ func New(controllerURL, stateDir string, opts *Options) (*Runner, error) {
 		r.j.close()
 		return nil, err
 	}
-	if err := becomeSubreaper(); err != nil {
-		r.log.Warn("runner: cannot become a child subreaper; orphaned task processes are reaped by init", "err", err)
+	if o.Subreaper {
+		if err := becomeSubreaper(); err != nil {
+			r.log.Warn("runner: cannot become a child subreaper; orphaned task processes are reaped by init", "err", err)
+			r.opts.Subreaper = false
+		}
 	}
 	return r, nil
 }
@@ -226,7 +229,11 @@ func (r *Runner) stopTask(ctx context.Context, taskID string, pgid int, since ui
 	return stopTree(ctx, taskID, pgid, since, r.Tag(taskID), grace, r.reap)
 }
 
+// reap collects zombie orphans when the runner is a subreaper.
 func (r *Runner) reap() {
+	if !r.opts.Subreaper {
+		return
+	}
 	r.mu.Lock()
 	leaders := make(map[int]bool, len(r.leaders))
 	for pid := range r.leaders {
