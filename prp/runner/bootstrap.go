@@ -38,7 +38,10 @@ var ErrRefused = errors.New("runner: refused by the controller")
 // permanent marks an error after which reconnecting cannot help.
 type permanent struct{ err error }
 
+// Error returns the wrapped error's message.
 func (p permanent) Error() string { return p.err.Error() }
+
+// Unwrap returns the wrapped error.
 func (p permanent) Unwrap() error { return p.err }
 
 func loadCredentials(dir string) (credentials, bool, error) {
