@@ -224,3 +224,40 @@ func TestVersionNegotiationFails(t *testing.T) {
 		t.Errorf("Run = %v, want ErrRefused with close code 4004", err)
 	}
 }
+
+// PRP-2: a token the controller does not accept is refused with 401 before
+// the upgrade; the runner gives up with the controller's code.
+func TestInvalidTokenRefusedBeforeUpgrade(t *testing.T) {
+	t.Parallel()
+	c := newController(t)
+	dir := t.TempDir()
+	other, err := prp.NewSigner("k9", map[string][]byte{"k9": []byte(strings.Repeat("o", 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tok, err := other.Mint(prp.Claims{Lease: "lease-1", Run: "run-1", Company: "co-1", Scope: prp.ScopeTask, Session: "s_x", IssuedAt: now, ExpiresAt: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred := `{"token":"` + tok + `","expires_at":"` + now.Add(time.Hour).UTC().Format(time.RFC3339) + `","session":"s_x","scope":"task","lease":"lease-1","run":"run-1"}`
+	if err := os.WriteFile(filepath.Join(dir, "credentials.json"), []byte(cred), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := runner.New(c.URL(), dir, &runner.Options{Lease: "lease-1", Backoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Run(context.Background())
+	if !errors.Is(err, runner.ErrRefused) || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "token_invalid") {
+		t.Errorf("Run = %v, want ErrRefused with HTTP 401 token_invalid", err)
+	}
+	if strings.Contains(err.Error(), tok) {
+		t.Error("the error quotes the token")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conns != 0 {
+		t.Errorf("%d connections upgraded with an invalid token", c.conns)
+	}
+}
