@@ -1,0 +1,120 @@
+// Command runner is berth's reference runner (prp/runner) as a binary: it
+// runs inside a sandbox, dials out to the controller and executes the tasks
+// it is sent. Build it static (no cgo), so that it runs on any Linux libc:
+//
+//	CGO_ENABLED=0 go build -o berth-runner ./examples/runner
+//
+// Usage:
+//
+//	berth-runner --controller URL --lease LEASE [--ticket-file PATH] [--state-dir DIR] [--log-level LEVEL]
+//
+// The bootstrap ticket comes from --ticket-file (a file of mode 0600, removed
+// as soon as it is read) or from the BERTH_PRP_TICKET environment variable
+// (unset as soon as it is read); either way before any task starts, and no
+// task ever sees it. A runner restarted on the same --state-dir needs no
+// ticket while its connection token is valid: it resumes its session.
+//
+// The runner makes itself a child subreaper, so that processes a task
+// orphans (double forks, setsid) are reaped by it rather than left to init.
+//
+// SIGTERM or SIGINT stop the runner's tasks (keeping the proofs for the
+// controller) and end it with status 0; a refusal by the controller ends
+// it with status 1.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/berthdev/berth/prp/runner"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+func run(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("berth-runner", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	controller := fs.String("controller", "", "the controller's PRP base URL (http, https, ws or wss)")
+	lease := fs.String("lease", "", "the lease the ticket was minted for")
+	ticketFile := fs.String("ticket-file", "", "a 0600 file holding the bootstrap ticket; removed once read")
+	stateDir := fs.String("state-dir", defaultStateDir(), "the directory for the journal, outbox and credentials")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *controller == "" {
+		fmt.Fprintln(stderr, "berth-runner: --controller is required")
+		return 2
+	}
+	ticket, err := takeTicket(*ticketFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "berth-runner:", err)
+		return 1
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintln(stderr, "berth-runner: --log-level:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
+	r, err := runner.New(*controller, *stateDir, &runner.Options{Lease: *lease, Ticket: ticket, Logger: log, Subreaper: true})
+	if err != nil {
+		fmt.Fprintln(stderr, "berth-runner:", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "berth-runner:", err)
+		return 1
+	}
+	return 0
+}
+
+// takeTicket reads the ticket from path (refusing a file others can read,
+// and removing it at once) or from runner.TicketEnv (unsetting it at
+// once). No ticket is fine when the state directory holds credentials.
+func takeTicket(path string) (string, error) {
+	env, fromEnv := os.LookupEnv(runner.TicketEnv)
+	os.Unsetenv(runner.TicketEnv)
+	if path == "" {
+		return strings.TrimSpace(env), nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("ticket file: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		os.Remove(path)
+		return "", fmt.Errorf("ticket file %s: mode %v lets others read it (want 0600); removed", path, fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	rmErr := os.Remove(path)
+	if err != nil {
+		return "", fmt.Errorf("ticket file: %w", err)
+	}
+	if rmErr != nil {
+		return "", fmt.Errorf("ticket file: remove after reading: %w", rmErr)
+	}
+	if fromEnv {
+		return "", fmt.Errorf("ticket file %s and %s both given; use one", path, runner.TicketEnv)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func defaultStateDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return d + "/berth-runner"
+	}
+	return ".berth-runner"
+}

@@ -1,0 +1,27 @@
+// Package prp is the wire side of berth's runner protocol (PRP, SPEC
+// PRP-1..8): the frames a runner inside a sandbox and a controller in the
+// host exchange over a WebSocket, and the bootstrap that authenticates the
+// runner. It does no I/O besides crypto/rand; the runner is prp/runner and
+// the controller prp/controller.
+//
+// Where to start:
+//
+//   - wire.go: Envelope (protocol, version, type, id, session, seq, ack,
+//     body), DecodeFrame / EncodeFrame with a maximum frame size, the
+//     subprotocol and the close codes.
+//   - messages.go: Hello, Welcome (the controller's limits), Command
+//     (task.start, task.stop) with its idempotency digest.
+//   - events.go: Event (command results, task output as []byte, exits,
+//     stop proofs) and StopProof.
+//   - version.go: version negotiation and capability grants.
+//   - sequence.go: the contiguous-sequence check and the journal states
+//     both sides keep.
+//   - ticket.go, token.go: one-use tickets (32 random bytes, stored only as
+//     a hash) and expiring HMAC connection tokens with key ids and claims
+//     (lease, run, company, scope, session); stable error codes (CodeOf).
+//   - store.go, exchange.go: the TicketStore interface with a memory
+//     implementation, and the Exchanger that trades a ticket for a token in
+//     one conditional store update, so that a replay fails on any replica.
+//
+// prp/prptest holds the TicketStore conformance suite.
+package prp

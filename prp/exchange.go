@@ -1,0 +1,117 @@
+package prp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+)
+
+// ExchangePath is the HTTP path, relative to the controller's PRP base URL,
+// where a runner POSTs an ExchangeRequest before the WebSocket upgrade.
+const ExchangePath = "exchange"
+
+// ConnectPath is the path, relative to the PRP base URL, of the WebSocket
+// endpoint; the token travels as "Authorization: Bearer <token>".
+const ConnectPath = "connect"
+
+// MaxExchangeBody bounds an exchange request or response body.
+const MaxExchangeBody = 8 << 10
+
+// ExchangeRequest is the JSON body of the ticket exchange.
+type ExchangeRequest struct {
+	Ticket string `json:"ticket"`
+	Lease  string `json:"lease"`
+}
+
+// ExchangeResponse is the JSON answer to a successful exchange (HTTP 200).
+type ExchangeResponse struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Session   string    `json:"session"`
+	Scope     Scope     `json:"scope"`
+	// Lease and Run are the scope the token grants; the runner refuses
+	// commands for anything else too (PRP-7).
+	Lease string `json:"lease"`
+	Run   string `json:"run"`
+}
+
+// ErrorResponse is the JSON body of a refused exchange or upgrade (HTTP
+// 401 for ticket and token errors): a stable code and a message that
+// names no secret.
+type ErrorResponse struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+}
+
+// Exchanger turns tickets into connection tokens (PRP-2). It is the
+// controller's half of the bootstrap, kept here so that every controller
+// (and a test's) exchanges the same way.
+type Exchanger struct {
+	Store  TicketStore
+	Signer *Signer
+	// TokenTTL is the token lifetime for ScopeTask (DefaultTokenTTL if
+	// zero); probe tokens live at most MaxProbeTokenTTL.
+	TokenTTL time.Duration
+}
+
+// Exchange consumes the ticket in req (one conditional store update) and
+// mints a token for a new session. Ticket errors are the store's
+// (ErrTicketUnknown, ErrTicketForeign, ErrTicketReplayed,
+// ErrTicketExpired) or ErrTicketMalformed; none quotes the ticket.
+func (x *Exchanger) Exchange(ctx context.Context, req ExchangeRequest, now time.Time) (ExchangeResponse, Claims, error) {
+	t, err := ParseTicket(req.Ticket)
+	if err != nil {
+		return ExchangeResponse{}, Claims{}, err
+	}
+	if !ValidID(req.Lease) {
+		return ExchangeResponse{}, Claims{}, fmt.Errorf("%w: field lease is not a valid id", ErrTicketMalformed)
+	}
+	session, err := NewID("s")
+	if err != nil {
+		return ExchangeResponse{}, Claims{}, err
+	}
+	r, err := x.Store.ConsumeTicket(ctx, t.Hash(), req.Lease, session, now)
+	if err != nil {
+		return ExchangeResponse{}, Claims{}, err
+	}
+	ttl := x.TokenTTL
+	if ttl <= 0 {
+		ttl = DefaultTokenTTL
+	}
+	if r.Scope == ScopeProbe {
+		ttl = min(ttl, MaxProbeTokenTTL)
+	}
+	c := Claims{Lease: r.Lease, Run: r.Run, Company: r.Company, Scope: r.Scope, Session: session, IssuedAt: now, ExpiresAt: now.Add(ttl)}
+	tok, err := x.Signer.Mint(c)
+	if err != nil {
+		return ExchangeResponse{}, Claims{}, err
+	}
+	return ExchangeResponse{Token: tok, ExpiresAt: c.ExpiresAt, Session: session, Scope: r.Scope, Lease: r.Lease, Run: r.Run}, c, nil
+}
+
+// Renew mints a token with the claims of c and a new expiry from now; the
+// controller sends it in a TypeToken while the runner is connected.
+func (x *Exchanger) Renew(c Claims, now time.Time) (string, Claims, error) {
+	ttl := x.TokenTTL
+	if ttl <= 0 {
+		ttl = DefaultTokenTTL
+	}
+	if c.Scope == ScopeProbe {
+		// A probe identity is short-lived: never renewed past its first expiry.
+		return "", Claims{}, fmt.Errorf("%w: a probe token is not renewed", ErrScopeDenied)
+	}
+	c.IssuedAt, c.ExpiresAt = now, now.Add(ttl)
+	tok, err := x.Signer.Mint(c)
+	return tok, c, err
+}
+
+// NewID returns prefix + "_" + 16 random bytes in hex, a valid id.
+func NewID(prefix string) (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("prp: new id: %w", err)
+	}
+	return prefix + "_" + hex.EncodeToString(b[:]), nil
+}

@@ -1,0 +1,266 @@
+package prp
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/berthdev/berth/qualification"
+)
+
+// Capability is a feature flag; a feature is used only when the runner
+// offers it in the Hello and the controller grants it in the Welcome.
+type Capability string
+
+// The capabilities this package knows.
+const (
+	// CapTasks: the runner executes task.start / task.stop.
+	CapTasks Capability = "tasks"
+	// CapStopProof: task.stop answers with a StopProof.
+	CapStopProof Capability = "stop_proof"
+	// CapStdin: task.start may carry stdin bytes.
+	CapStdin Capability = "stdin"
+)
+
+// Resume is the runner's cursor in a Hello: what it has of both sequences.
+type Resume struct {
+	// LastCommandSeq is the highest command seq the runner has journaled
+	// (0: none). The controller sends from LastCommandSeq+1.
+	LastCommandSeq uint64 `json:"last_command_seq"`
+	// OldestUnackedEvent is the lowest event seq still in the runner's
+	// outbox (0: the outbox is empty); NextEventSeq the seq its next event
+	// gets. A controller whose ack+1 is below OldestUnackedEvent knows the
+	// events in between were lost on the sandbox's disk.
+	OldestUnackedEvent uint64 `json:"oldest_unacked_event"`
+	NextEventSeq       uint64 `json:"next_event_seq"`
+}
+
+// Hello is the runner's first message on every connection (PRP-3, PRP-8).
+type Hello struct {
+	MinVersion    int                    `json:"min_version"`
+	MaxVersion    int                    `json:"max_version"`
+	RunnerVersion string                 `json:"runner_version"`
+	BinarySHA256  string                 `json:"binary_sha256"`
+	Platform      qualification.Platform `json:"platform"`
+	Capabilities  []Capability           `json:"capabilities"`
+	Resume        Resume                 `json:"resume"`
+}
+
+// Validate checks the hello's fields.
+func (h *Hello) Validate() error {
+	if h.MinVersion < 1 || h.MaxVersion < h.MinVersion {
+		return fmt.Errorf("hello: field versions [%d,%d] is not a range", h.MinVersion, h.MaxVersion)
+	}
+	if h.RunnerVersion == "" || len(h.RunnerVersion) > 128 {
+		return errors.New("hello: field runner_version is empty or too long")
+	}
+	if len(h.BinarySHA256) != 64 {
+		return fmt.Errorf("hello: field binary_sha256 %q is not a SHA-256 hex digest", h.BinarySHA256)
+	}
+	if _, err := hex.DecodeString(h.BinarySHA256); err != nil {
+		return fmt.Errorf("hello: field binary_sha256 %q is not hex", h.BinarySHA256)
+	}
+	if len(h.Capabilities) > 64 {
+		return errors.New("hello: field capabilities has more than 64 entries")
+	}
+	if !h.Platform.IsZero() {
+		if err := h.Platform.Validate(); err != nil {
+			return fmt.Errorf("hello: field platform: %v", err)
+		}
+	}
+	return nil
+}
+
+// Welcome is the controller's answer to a Hello. The controller sets every
+// limit; the runner starts nothing before its first Welcome.
+type Welcome struct {
+	Version         int           `json:"version"`
+	Session         string        `json:"session"`
+	Heartbeat       time.Duration `json:"heartbeat_ns"`
+	DeadAfter       time.Duration `json:"dead_after_ns"`
+	MaxFrame        int           `json:"max_frame"`
+	MaxOutputChunk  int           `json:"max_output_chunk"`
+	MaxUnackedBytes int64         `json:"max_unacked_bytes"`
+	OrphanGrace     time.Duration `json:"orphan_grace_ns"`
+	// EventAck is the controller's cumulative ack of the runner's events;
+	// the runner replays its outbox from EventAck+1.
+	EventAck uint64 `json:"event_ack"`
+	// NextCommandSeq is the seq of the next command the controller sends.
+	NextCommandSeq uint64       `json:"next_command_seq"`
+	Capabilities   []Capability `json:"capabilities"`
+	TokenExpiry    time.Time    `json:"token_expiry"`
+}
+
+// Validate checks the welcome's fields, including that one output chunk,
+// base64-encoded in an event, fits into a frame.
+func (w *Welcome) Validate() error {
+	switch {
+	case w.Version < 1:
+		return fmt.Errorf("welcome: field version %d is invalid", w.Version)
+	case !ValidID(w.Session):
+		return fmt.Errorf("welcome: field session %q is not a valid id", w.Session)
+	case w.Heartbeat <= 0 || w.DeadAfter < w.Heartbeat:
+		return fmt.Errorf("welcome: fields heartbeat %v / dead_after %v are invalid", w.Heartbeat, w.DeadAfter)
+	case w.MaxFrame < MinMaxFrame || w.MaxFrame > HardMaxFrame:
+		return fmt.Errorf("welcome: field max_frame %d is outside [%d,%d]", w.MaxFrame, MinMaxFrame, HardMaxFrame)
+	case w.MaxOutputChunk < 1 || w.MaxOutputChunk/3*4+8192 > w.MaxFrame:
+		return fmt.Errorf("welcome: field max_output_chunk %d does not fit a frame of %d bytes", w.MaxOutputChunk, w.MaxFrame)
+	case w.MaxUnackedBytes < int64(w.MaxFrame):
+		return fmt.Errorf("welcome: field max_unacked_bytes %d is below max_frame", w.MaxUnackedBytes)
+	case w.OrphanGrace < 0:
+		return fmt.Errorf("welcome: field orphan_grace %v is negative", w.OrphanGrace)
+	case w.NextCommandSeq < 1:
+		return errors.New("welcome: field next_command_seq must be positive")
+	}
+	return nil
+}
+
+// Has reports whether caps contains c.
+func Has(caps []Capability, c Capability) bool {
+	for _, x := range caps {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// TokenRenewal carries a renewed connection token (TypeToken).
+type TokenRenewal struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// CommandKind names what a Command does.
+type CommandKind string
+
+// The command kinds.
+const (
+	CommandTaskStart CommandKind = "task.start"
+	CommandTaskStop  CommandKind = "task.stop"
+)
+
+// Command is the body of a TypeCommand envelope (PRP-4). ID is the
+// idempotency key; Digest is CommandDigest of the command. Lease and Run
+// name the scope it acts in (PRP-7). A command carries references, never
+// secret values.
+type Command struct {
+	ID        string      `json:"id"`
+	Digest    string      `json:"digest"`
+	Kind      CommandKind `json:"kind"`
+	Lease     string      `json:"lease"`
+	Run       string      `json:"run"`
+	TaskStart *TaskStart  `json:"task_start,omitempty"`
+	TaskStop  *TaskStop   `json:"task_stop,omitempty"`
+}
+
+// TaskStart starts a task (PRP-6). Deadline zero means none; OutputLimit
+// zero means no limit on the bytes kept from stdout plus stderr.
+type TaskStart struct {
+	TaskID      string            `json:"task_id"`
+	Argv        []string          `json:"argv"`
+	Env         map[string]string `json:"env,omitempty"`
+	Cwd         string            `json:"cwd,omitempty"`
+	Deadline    time.Time         `json:"deadline,omitzero"`
+	OutputLimit int64             `json:"output_limit,omitempty"`
+	Stdin       []byte            `json:"stdin,omitempty"`
+}
+
+// TaskStop stops a task's whole process tree: SIGTERM, Grace, SIGKILL.
+type TaskStop struct {
+	TaskID string        `json:"task_id"`
+	Grace  time.Duration `json:"grace_ns"`
+}
+
+// Validate checks the command's fields and that Digest matches.
+func (c *Command) Validate() error {
+	if !ValidID(c.ID) {
+		return fmt.Errorf("command: field id %q is not a valid id", c.ID)
+	}
+	if !ValidID(c.Lease) || !ValidID(c.Run) {
+		return fmt.Errorf("command %s: fields lease %q / run %q are not valid ids", c.ID, c.Lease, c.Run)
+	}
+	switch c.Kind {
+	case CommandTaskStart:
+		if c.TaskStart == nil || c.TaskStop != nil {
+			return fmt.Errorf("command %s: field task_start must be the only payload", c.ID)
+		}
+		if !ValidID(c.TaskStart.TaskID) {
+			return fmt.Errorf("command %s: field task_start.task_id %q is not a valid id", c.ID, c.TaskStart.TaskID)
+		}
+		if len(c.TaskStart.Argv) == 0 || c.TaskStart.Argv[0] == "" {
+			return fmt.Errorf("command %s: field task_start.argv is empty", c.ID)
+		}
+		if c.TaskStart.OutputLimit < 0 {
+			return fmt.Errorf("command %s: field task_start.output_limit is negative", c.ID)
+		}
+	case CommandTaskStop:
+		if c.TaskStop == nil || c.TaskStart != nil {
+			return fmt.Errorf("command %s: field task_stop must be the only payload", c.ID)
+		}
+		if !ValidID(c.TaskStop.TaskID) {
+			return fmt.Errorf("command %s: field task_stop.task_id %q is not a valid id", c.ID, c.TaskStop.TaskID)
+		}
+		if c.TaskStop.Grace < 0 {
+			return fmt.Errorf("command %s: field task_stop.grace is negative", c.ID)
+		}
+	default:
+		return fmt.Errorf("command %s: field kind %q is unknown", c.ID, c.Kind)
+	}
+	if want := CommandDigest(*c); c.Digest != want {
+		return fmt.Errorf("command %s: field digest does not match the body", c.ID)
+	}
+	return nil
+}
+
+// TaskID returns the id of the task the command acts on.
+func (c *Command) TaskID() string {
+	switch {
+	case c.TaskStart != nil:
+		return c.TaskStart.TaskID
+	case c.TaskStop != nil:
+		return c.TaskStop.TaskID
+	}
+	return ""
+}
+
+// CommandDigest returns the hex SHA-256 of the canonical JSON of c with its
+// Digest field cleared: object keys sorted, no insignificant whitespace,
+// bytes as base64. Two commands with the same id and a different digest are
+// an idempotency conflict (PRP-4).
+func CommandDigest(c Command) string {
+	c.Digest = ""
+	b, err := canonicalJSON(c)
+	if err != nil {
+		// A Command always marshals; this is a programmer error.
+		panic("prp: command digest: " + err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// SealCommand sets c.Digest and returns c.
+func SealCommand(c Command) Command {
+	c.Digest = CommandDigest(c)
+	return c
+}
+
+// canonicalJSON marshals v, then re-marshals it through generic values so
+// that every object's keys are sorted whatever produced it.
+func canonicalJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var g any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&g); err != nil {
+		return nil, err
+	}
+	return json.Marshal(g)
+}

@@ -1,0 +1,125 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/berthdev/berth/prp"
+)
+
+// credentials are what the runner keeps of its exchange, in a 0600 file of
+// the state directory, so that a restarted runner reconnects to its session
+// while the token is valid.
+type credentials struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Session   string    `json:"session"`
+	Scope     prp.Scope `json:"scope"`
+	Lease     string    `json:"lease"`
+	Run       string    `json:"run"`
+}
+
+const credFile = "credentials.json"
+
+// ErrRefused is returned (wrapped, with the controller's stable code) when
+// the controller refuses the ticket or the token: the runner cannot
+// continue without a new ticket.
+var ErrRefused = errors.New("runner: refused by the controller")
+
+// permanent marks an error after which reconnecting cannot help.
+type permanent struct{ err error }
+
+// Error returns the wrapped error's message.
+func (p permanent) Error() string { return p.err.Error() }
+
+// Unwrap returns the wrapped error.
+func (p permanent) Unwrap() error { return p.err }
+
+func loadCredentials(dir string) (credentials, bool, error) {
+	b, err := os.ReadFile(filepath.Join(dir, credFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return credentials{}, false, nil
+	}
+	if err != nil {
+		return credentials{}, false, fmt.Errorf("runner: credentials in %s: %w", dir, err)
+	}
+	var c credentials
+	if err := json.Unmarshal(b, &c); err != nil {
+		return credentials{}, false, fmt.Errorf("runner: credentials in %s: %w", dir, err)
+	}
+	return c, true, nil
+}
+
+func saveCredentials(dir string, c credentials) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, credFile+".tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("runner: save credentials: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, credFile)); err != nil {
+		return fmt.Errorf("runner: save credentials: %w", err)
+	}
+	return nil
+}
+
+// exchange trades the ticket for a token over HTTP, before any upgrade
+// (PRP-2). A 401 is permanent (ErrRefused with the controller's code).
+func exchange(ctx context.Context, client *http.Client, base, lease, ticket string) (credentials, error) {
+	url := base + prp.ExchangePath
+	body, _ := json.Marshal(prp.ExchangeRequest{Ticket: ticket, Lease: lease})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return credentials{}, permanent{fmt.Errorf("runner: exchange at %s: %w", url, err)}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return credentials{}, fmt.Errorf("runner: exchange at %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, prp.MaxExchangeBody))
+	if err != nil {
+		return credentials{}, fmt.Errorf("runner: exchange at %s: read: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		err := fmt.Errorf("runner: exchange at %s: HTTP %d: %s", url, resp.StatusCode, refusal(b))
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusBadRequest {
+			return credentials{}, permanent{fmt.Errorf("%w: %w", ErrRefused, err)}
+		}
+		return credentials{}, err
+	}
+	var xr prp.ExchangeResponse
+	if err := json.Unmarshal(b, &xr); err != nil || xr.Token == "" || !prp.ValidID(xr.Session) || !xr.Scope.Valid() {
+		return credentials{}, permanent{fmt.Errorf("runner: exchange at %s: the response is not an exchange response", url)}
+	}
+	return credentials{Token: xr.Token, ExpiresAt: xr.ExpiresAt, Session: xr.Session, Scope: xr.Scope, Lease: xr.Lease, Run: xr.Run}, nil
+}
+
+// refusal renders an ErrorResponse body (code and message), bounded.
+func refusal(b []byte) string {
+	var er prp.ErrorResponse
+	if json.Unmarshal(b, &er) == nil && er.Code != "" {
+		msg := er.Message
+		if len(msg) > 200 {
+			msg = msg[:200]
+		}
+		return string(er.Code) + ": " + msg
+	}
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}

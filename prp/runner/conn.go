@@ -1,0 +1,293 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/berthdev/berth/prp"
+)
+
+// capabilities the runner offers in its hello.
+var capabilities = []prp.Capability{prp.CapTasks, prp.CapStopProof, prp.CapStdin}
+
+// welcomeTimeout bounds the wait for the welcome after the hello.
+const welcomeTimeout = 30 * time.Second
+
+// credentialsFor returns valid credentials, exchanging the ticket if the
+// state directory holds none (or only expired ones).
+func (r *Runner) credentialsFor(ctx context.Context) (credentials, error) {
+	r.mu.Lock()
+	c, have := r.cred, r.haveCred
+	r.mu.Unlock()
+	if have && time.Now().Before(c.ExpiresAt) {
+		return c, nil
+	}
+	if r.opts.Ticket == "" {
+		return credentials{}, permanent{fmt.Errorf("%w: token_expired: the connection token expired and no ticket is left", ErrRefused)}
+	}
+	c, err := exchange(ctx, r.opts.HTTPClient, r.base, r.opts.Lease, r.opts.Ticket)
+	var p permanent
+	if err == nil || errors.As(err, &p) {
+		r.opts.Ticket = "" // one use, whatever the answer
+	}
+	if err != nil {
+		return credentials{}, err
+	}
+	if err := saveCredentials(r.dir, c); err != nil {
+		return credentials{}, permanent{err}
+	}
+	r.mu.Lock()
+	r.cred, r.haveCred = c, true
+	r.mu.Unlock()
+	return c, nil
+}
+
+// session runs one connection: dial, hello, welcome, then one reader (this
+// goroutine), one writer and one heartbeat goroutine until the connection
+// ends. welcomed reports whether a welcome arrived.
+func (r *Runner) session(ctx context.Context) (welcomed bool, _ error) {
+	cred, err := r.credentialsFor(ctx)
+	if err != nil {
+		return false, err
+	}
+	url := r.base + prp.ConnectPath
+	conn, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{
+		HTTPClient:   &http.Client{Transport: r.opts.HTTPClient.Transport},
+		HTTPHeader:   http.Header{"Authorization": {"Bearer " + cred.Token}},
+		Subprotocols: []string{prp.Subprotocol},
+	})
+	if err != nil {
+		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, prp.MaxExchangeBody))
+			return false, permanent{fmt.Errorf("%w: connect at %s: HTTP %d: %s", ErrRefused, url, resp.StatusCode, refusal(b))}
+		}
+		return false, fmt.Errorf("runner: connect at %s: %w", url, err)
+	}
+	conn.SetReadLimit(prp.DefaultMaxFrame)
+	defer conn.CloseNow()
+	if conn.Subprotocol() != prp.Subprotocol {
+		conn.Close(prp.CloseSubprotocol, "subprotocol "+prp.Subprotocol+" required")
+		return false, permanent{fmt.Errorf("runner: connect at %s: the controller did not negotiate %s", url, prp.Subprotocol)}
+	}
+	w, err := r.handshake(ctx, conn, cred)
+	if err != nil {
+		return false, err
+	}
+	conn.SetReadLimit(int64(w.MaxFrame))
+	if err := r.out.Ack(w.EventAck); err != nil {
+		conn.Close(prp.CloseProtocolError, "event ack beyond the last event")
+		return true, err
+	}
+	r.out.setLimit(min(r.opts.MaxUnackedBytes, w.MaxUnackedBytes))
+	r.mu.Lock()
+	r.welcome, r.welcomed, r.connected = w, true, true
+	r.disarmOrphanTimer()
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.connected = false
+		r.mu.Unlock()
+	}()
+
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	wg.Go(func() { cancel(r.writer(sctx, conn, cred.Session, w)) })
+	wg.Go(func() { cancel(r.heartbeat(sctx, conn, w)) })
+	rerr := r.reader(sctx, conn, cred.Session, w)
+	cancel(rerr)
+	conn.CloseNow()
+	wg.Wait()
+	if cause := context.Cause(sctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return true, cause
+	}
+	return true, rerr
+}
+
+// handshake sends the hello and reads and checks the welcome.
+func (r *Runner) handshake(ctx context.Context, conn *websocket.Conn, cred credentials) (prp.Welcome, error) {
+	plat, err := r.opts.Platform(ctx)
+	if err != nil {
+		r.log.Warn("runner: platform not measured", "err", err)
+	}
+	oldest, next, _ := r.out.cursor()
+	r.mu.Lock()
+	lastCmd := r.lastQueued
+	r.mu.Unlock()
+	h := prp.Hello{MinVersion: prp.MinVersion, MaxVersion: prp.MaxVersion, RunnerVersion: r.opts.Version,
+		BinarySHA256: r.opts.BinarySHA256, Platform: plat, Capabilities: capabilities,
+		Resume: prp.Resume{LastCommandSeq: lastCmd, OldestUnackedEvent: oldest, NextEventSeq: next}}
+	if err := r.send(ctx, conn, prp.TypeHello, "hello", cred.Session, 0, h, prp.DefaultMaxFrame); err != nil {
+		return prp.Welcome{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, welcomeTimeout)
+	defer cancel()
+	_, b, err := conn.Read(wctx)
+	if err != nil {
+		if websocket.CloseStatus(err) == prp.CloseVersionUnsupported || websocket.CloseStatus(err) == prp.CloseUnauthorized {
+			return prp.Welcome{}, permanent{fmt.Errorf("%w: %w", ErrRefused, err)}
+		}
+		return prp.Welcome{}, fmt.Errorf("runner: waiting for the welcome: %w", err)
+	}
+	env, err := prp.DecodeFrame(b, prp.DefaultMaxFrame)
+	var w prp.Welcome
+	if err == nil && env.Type != prp.TypeWelcome {
+		err = fmt.Errorf("%w: got a %s before the welcome", prp.ErrFrame, env.Type)
+	}
+	if err == nil {
+		err = prp.DecodeBody(env, &w)
+	}
+	if err == nil && (w.Version < prp.MinVersion || w.Version > prp.MaxVersion) {
+		err = fmt.Errorf("%w: welcome chose version %d", prp.ErrVersionUnsupported, w.Version)
+	}
+	if err == nil && w.Session != cred.Session {
+		err = fmt.Errorf("%w: welcome for session %q, token for %q", prp.ErrFrame, w.Session, cred.Session)
+	}
+	if err != nil {
+		conn.Close(prp.CloseProtocolError, "bad welcome")
+		return prp.Welcome{}, fmt.Errorf("runner: welcome: %w", err)
+	}
+	return w, nil
+}
+
+func (r *Runner) send(ctx context.Context, conn *websocket.Conn, t prp.Type, id, session string, seq uint64, body any, maxFrame int) error {
+	env, err := prp.NewEnvelope(prp.MaxVersion, t, id, session, body)
+	if err != nil {
+		return err
+	}
+	env.Seq, env.Ack = seq, r.j.last()
+	frame, err := prp.EncodeFrame(env, maxFrame)
+	if err != nil {
+		return err
+	}
+	return conn.Write(ctx, websocket.MessageText, frame)
+}
+
+// writer is the connection's only writer of data frames: it sends the
+// outbox from the welcome's ack on (replay after a reconnect, PRP-5), then
+// every new event, and acks commands.
+func (r *Runner) writer(ctx context.Context, conn *websocket.Conn, session string, w prp.Welcome) error {
+	sent := w.EventAck
+	ackedCmd := uint64(0)
+	for {
+		recs, changed := r.out.After(sent)
+		for _, rec := range recs {
+			env := prp.Envelope{Protocol: prp.Protocol, Version: w.Version, Type: prp.TypeEvent,
+				ID: "e" + strconv.FormatUint(rec.seq, 10), Session: session, Seq: rec.seq, Ack: r.j.last(), Body: rec.body}
+			frame, err := prp.EncodeFrame(env, w.MaxFrame)
+			if err != nil {
+				return fmt.Errorf("runner: event %d: %w", rec.seq, err)
+			}
+			if err := conn.Write(ctx, websocket.MessageText, frame); err != nil {
+				return fmt.Errorf("runner: send event %d: %w", rec.seq, err)
+			}
+			sent, ackedCmd = rec.seq, env.Ack
+		}
+		if last := r.j.last(); last > ackedCmd {
+			if err := r.send(ctx, conn, prp.TypeAck, "a"+strconv.FormatUint(last, 10), session, 0, nil, w.MaxFrame); err != nil {
+				return fmt.Errorf("runner: send ack: %w", err)
+			}
+			ackedCmd = last
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-r.ackNudge:
+		}
+	}
+}
+
+// heartbeat pings every heartbeat interval; a ping unanswered for the
+// dead-after interval ends the connection (PRP liveness).
+func (r *Runner) heartbeat(ctx context.Context, conn *websocket.Conn, w prp.Welcome) error {
+	t := time.NewTicker(w.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, w.DeadAfter)
+		err := conn.Ping(pctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			conn.Close(prp.CloseDead, "no pong within dead-after")
+			return fmt.Errorf("runner: controller missed heartbeats: %w", err)
+		}
+	}
+}
+
+// reader reads frames until the connection ends: acks go to the outbox,
+// commands (checked for a contiguous seq) to the command queue, renewed
+// tokens to the credentials.
+func (r *Runner) reader(ctx context.Context, conn *websocket.Conn, session string, w prp.Welcome) error {
+	r.mu.Lock()
+	last := r.lastQueued
+	r.mu.Unlock()
+	for {
+		_, b, err := conn.Read(ctx)
+		if err != nil {
+			return fmt.Errorf("runner: read: %w", err)
+		}
+		env, err := prp.DecodeFrame(b, w.MaxFrame)
+		if err == nil && env.Session != session {
+			err = fmt.Errorf("%w: frame for session %q", prp.ErrFrame, env.Session)
+		}
+		if err != nil {
+			conn.Close(prp.CloseProtocolError, "bad frame")
+			return fmt.Errorf("runner: %w", err)
+		}
+		if env.Ack > 0 {
+			if err := r.out.Ack(env.Ack); err != nil {
+				conn.Close(prp.CloseProtocolError, "ack beyond the last event")
+				return err
+			}
+		}
+		switch env.Type {
+		case prp.TypeAck:
+		case prp.TypeCommand:
+			switch prp.CheckSeq(last, env.Seq) {
+			case prp.SeqGap:
+				conn.Close(prp.CloseSequenceGap, fmt.Sprintf("command seq %d after %d", env.Seq, last))
+				return fmt.Errorf("runner: command seq %d after %d: gap", env.Seq, last)
+			case prp.SeqNext:
+				last = env.Seq
+				r.mu.Lock()
+				r.lastQueued = last
+				r.mu.Unlock()
+			}
+			var c prp.Command
+			if err := prp.DecodeBody(env, &c); err != nil {
+				conn.Close(prp.CloseProtocolError, "bad command")
+				return fmt.Errorf("runner: %w", err)
+			}
+			r.queue.push(queued{seq: env.Seq, cmd: c})
+		case prp.TypeToken:
+			var tr prp.TokenRenewal
+			if err := prp.DecodeBody(env, &tr); err != nil || tr.Token == "" {
+				conn.Close(prp.CloseProtocolError, "bad token renewal")
+				return fmt.Errorf("runner: token renewal: %v", err)
+			}
+			r.mu.Lock()
+			r.cred.Token, r.cred.ExpiresAt = tr.Token, tr.ExpiresAt
+			c := r.cred
+			r.mu.Unlock()
+			if err := saveCredentials(r.dir, c); err != nil {
+				r.log.Error("runner: save renewed token", "err", err)
+			}
+		default:
+			conn.Close(prp.CloseProtocolError, "unexpected "+string(env.Type))
+			return fmt.Errorf("runner: %w: unexpected %s", prp.ErrFrame, env.Type)
+		}
+	}
+}

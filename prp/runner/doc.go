@@ -1,0 +1,43 @@
+// Package runner is the runner side of berth's runner protocol (PRP, SPEC
+// PRP-1..8): a process inside a sandbox that dials out to the controller,
+// executes tasks and streams their output back, with nothing lost or run
+// twice across reconnects and runner restarts. examples/runner is its
+// binary.
+//
+// Where to start: New and Runner.Run in runner.go. Then, by concern:
+//
+//   - options.go: Options (lease, ticket, platform func, backoff, limits,
+//     subreaper),
+//     DefaultPlatform, TicketEnv and TagEnv.
+//   - bootstrap.go: the ticket exchange over HTTP before the upgrade and
+//     the credentials kept (0600) in the state directory.
+//   - conn.go: one connection: Dial with the subprotocol berth.prp.v1,
+//     SetReadLimit at once, hello, welcome, then one reader, one writer and
+//     a heartbeat (Ping with the reader running).
+//   - commands.go: the command loop: idempotency through the journal
+//     (duplicate, conflict), scope checks, the probe identity refusing
+//     every task, task.stop with its proof.
+//   - journal.go: the command journal (received, executing, done,
+//     indeterminate, result), fsynced before a command executes.
+//   - outbox.go: the bounded file-backed outbox; Append blocks when it is
+//     full (backpressure), replay starts at the controller's ack + 1.
+//   - task.go: a task in its own process group, tagged with TagEnv.
+//   - stop.go, proc_linux.go: SIGTERM, grace, SIGKILL, and the stop proof
+//     (kill(-pgid, 0) = ESRCH, and no process in /proc carries the tag).
+//
+// The state directory holds the journal, the outbox, the credentials and the
+// runner's id; a runner restarted on it (after kill -9, say) resumes the
+// session while the token is valid, reports commands it was executing as
+// indeterminate and stops what is left of their tasks.
+//
+// Durability: the journal is fsynced at every state change; the outbox is
+// written (one write per event) but not fsynced per event, so it survives a
+// runner kill -9 but may lose its tail in a machine crash; the hello's
+// resume cursor then shows the controller which events are gone.
+//
+// Limits: the proof has no cgroup check yet (no cgroup v2 here to test one);
+// the tag scan does not see a process that re-executed itself with a
+// cleared environment, nor processes of other users (a task cannot become
+// another user without a setuid binary). On systems without /proc the tag
+// check cannot run and every proof is incomplete.
+package runner

@@ -1,0 +1,5 @@
+package runner
+
+import "golang.org/x/sys/unix"
+
+func unixGetpgid() (int, error) { return unix.Getpgid(0) }

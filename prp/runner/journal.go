@@ -1,0 +1,166 @@
+package runner
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/berthdev/berth/prp"
+)
+
+// journalEntry is one line of the command journal. The last line for a
+// command id is its state.
+type journalEntry struct {
+	Seq    uint64           `json:"seq"`
+	ID     string           `json:"id,omitempty"`
+	Digest string           `json:"digest,omitempty"`
+	Kind   prp.CommandKind  `json:"kind,omitempty"`
+	TaskID string           `json:"task_id,omitempty"`
+	State  prp.JournalState `json:"state,omitempty"`
+	PGID   int              `json:"pgid,omitempty"`
+	Since  uint64           `json:"since,omitempty"`
+	Result *prp.Result      `json:"result,omitempty"`
+	At     time.Time        `json:"at"`
+}
+
+// journal is the runner's command journal (PRP-4): an append-only file of
+// JSON lines in the state directory, fsynced after every state change, so
+// that a command's state survives a runner kill -9 and a command never runs
+// twice.
+type journal struct {
+	mu      sync.Mutex
+	f       *os.File
+	byID    map[string]journalEntry
+	lastSeq uint64
+}
+
+const journalFile = "journal.jsonl"
+
+// openJournal opens (or creates) the journal in dir and replays it. Every
+// command found executing becomes indeterminate (journaled before
+// openJournal returns); those entries are returned so that the runner can
+// report them and clean up after them.
+func openJournal(dir string) (*journal, []journalEntry, error) {
+	path := filepath.Join(dir, journalFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("runner: journal %s: %w", path, err)
+	}
+	j := &journal{f: f, byID: map[string]journalEntry{}}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	var good int64
+	for sc.Scan() {
+		var e journalEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			break // a torn last line: everything before it stands
+		}
+		good += int64(len(sc.Bytes())) + 1
+		j.apply(e)
+	}
+	if err := f.Truncate(good); err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("runner: journal %s: truncate torn tail: %w", path, err)
+	}
+	var interrupted []journalEntry
+	for _, e := range j.byID {
+		if e.State != prp.JournalExecuting {
+			continue
+		}
+		e.State = prp.JournalIndeterminate
+		e.Result = &prp.Result{CommandID: e.ID, Status: prp.ResultIndeterminate, Code: prp.CodeInterrupted,
+			Message: "the runner restarted while the command was executing; it is not run again"}
+		e.At = time.Now().UTC()
+		if err := j.appendLocked(e); err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+		interrupted = append(interrupted, e)
+	}
+	return j, interrupted, nil
+}
+
+func (j *journal) apply(e journalEntry) {
+	j.lastSeq = max(j.lastSeq, e.Seq)
+	if e.ID == "" {
+		return
+	}
+	if old, ok := j.byID[e.ID]; ok {
+		// Later lines of one command keep what earlier lines said.
+		if e.Digest == "" {
+			e.Digest = old.Digest
+		}
+		if e.Kind == "" {
+			e.Kind, e.TaskID = old.Kind, old.TaskID
+		}
+		if e.PGID == 0 {
+			e.PGID, e.Since = old.PGID, old.Since
+		}
+		e.Seq = max(e.Seq, old.Seq)
+	}
+	j.byID[e.ID] = e
+}
+
+// record appends e and syncs it to disk before returning.
+func (j *journal) record(e journalEntry) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.appendLocked(e)
+}
+
+func (j *journal) appendLocked(e journalEntry) error {
+	if e.At.IsZero() {
+		e.At = time.Now().UTC()
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("runner: journal: %w", err)
+	}
+	if _, err := j.f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("runner: journal %s: write: %w", j.f.Name(), err)
+	}
+	if err := j.f.Sync(); err != nil {
+		return fmt.Errorf("runner: journal %s: sync: %w", j.f.Name(), err)
+	}
+	j.apply(e)
+	return nil
+}
+
+// lookup returns the journaled state of command id.
+func (j *journal) lookup(id string) (journalEntry, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e, ok := j.byID[id]
+	return e, ok
+}
+
+// taskStart returns the journaled task.start command of task id.
+func (j *journal) taskStart(id string) (journalEntry, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, e := range j.byID {
+		if e.Kind == prp.CommandTaskStart && e.TaskID == id {
+			return e, true
+		}
+	}
+	return journalEntry{}, false
+}
+
+// last returns the highest command seq journaled.
+func (j *journal) last() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.lastSeq
+}
+
+func (j *journal) close() error {
+	if j == nil || j.f == nil {
+		return nil
+	}
+	return errors.Join(j.f.Sync(), j.f.Close())
+}

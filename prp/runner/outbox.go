@@ -1,0 +1,272 @@
+package runner
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/berthdev/berth/prp"
+)
+
+// outbox holds the runner's events until the controller acknowledges them
+// (PRP-5). Every event is written to a segment file in the state directory
+// before it is sent, so that a runner kill -9 loses nothing; the
+// unacknowledged events are also kept in memory for replay. It is bounded:
+// Append blocks while the unacknowledged bytes would exceed the limit, so a
+// task's pipes are not read (backpressure) and no output is dropped.
+type outbox struct {
+	dir string
+
+	mu      sync.Mutex
+	seg     *os.File
+	segSize int64
+	segMax  int64
+	acked   uint64
+	next    uint64
+	pending []outRecord
+	bytes   int64
+	limit   int64
+	changed chan struct{} // closed and replaced on every append and ack
+}
+
+type outRecord struct {
+	seq  uint64
+	body []byte // the Event as JSON
+}
+
+const (
+	segPrefix = "outbox-"
+	ackFile   = "outbox.ack"
+	recHeader = 12 // seq (8) + length (4)
+)
+
+// openOutbox opens the outbox in dir, reloading unacknowledged events.
+func openOutbox(dir string, limit int64) (*outbox, error) {
+	o := &outbox{dir: dir, limit: limit, segMax: max(limit/4, 64<<10), changed: make(chan struct{})}
+	if b, err := os.ReadFile(filepath.Join(dir, ackFile)); err == nil {
+		o.acked, _ = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("runner: outbox %s: %w", dir, err)
+	}
+	o.next = o.acked + 1
+	segs, err := o.segments()
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range segs {
+		recs, good, err := readSegment(s)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.Truncate(s, good); err != nil {
+			return nil, fmt.Errorf("runner: outbox %s: truncate torn tail: %w", s, err)
+		}
+		for _, r := range recs {
+			if r.seq >= o.next {
+				o.next = r.seq + 1
+			}
+			if r.seq > o.acked {
+				o.pending = append(o.pending, r)
+				o.bytes += int64(len(r.body))
+			}
+		}
+	}
+	o.trimSegmentsLocked(segs)
+	return o, nil
+}
+
+// segments lists the segment files in seq order.
+func (o *outbox) segments() ([]string, error) {
+	ents, err := os.ReadDir(o.dir)
+	if err != nil {
+		return nil, fmt.Errorf("runner: outbox %s: %w", o.dir, err)
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), segPrefix) {
+			out = append(out, filepath.Join(o.dir, e.Name()))
+		}
+	}
+	sort.Strings(out) // names carry zero-padded first seqs
+	return out, nil
+}
+
+func readSegment(path string) ([]outRecord, int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, 0, fmt.Errorf("runner: outbox segment %s: %w", path, err)
+	}
+	var recs []outRecord
+	var off int64
+	for int64(len(b))-off >= recHeader {
+		seq := binary.BigEndian.Uint64(b[off:])
+		n := int64(binary.BigEndian.Uint32(b[off+8:]))
+		if int64(len(b))-off-recHeader < n {
+			break // torn tail
+		}
+		body := append([]byte(nil), b[off+recHeader:off+recHeader+n]...)
+		recs = append(recs, outRecord{seq: seq, body: body})
+		off += recHeader + n
+	}
+	return recs, off, nil
+}
+
+// Append stores ev under the next seq and returns it, blocking while the
+// outbox is full (unless it is empty: one event always fits). It fails only
+// on a disk error or when ctx ends.
+func (o *outbox) Append(ctx context.Context, ev prp.Event) (uint64, error) {
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return 0, fmt.Errorf("runner: outbox: encode %s: %w", ev.Kind, err)
+	}
+	o.mu.Lock()
+	for len(o.pending) > 0 && o.bytes+int64(len(body)) > o.limit {
+		ch := o.changed
+		o.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		o.mu.Lock()
+	}
+	defer o.mu.Unlock()
+	seq := o.next
+	if err := o.writeLocked(seq, body); err != nil {
+		return 0, err
+	}
+	o.next++
+	o.pending = append(o.pending, outRecord{seq: seq, body: body})
+	o.bytes += int64(len(body))
+	o.signalLocked()
+	return seq, nil
+}
+
+func (o *outbox) writeLocked(seq uint64, body []byte) error {
+	if o.seg == nil || o.segSize >= o.segMax {
+		if o.seg != nil {
+			o.seg.Close()
+		}
+		name := filepath.Join(o.dir, fmt.Sprintf("%s%020d", segPrefix, seq))
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("runner: outbox segment %s: %w", name, err)
+		}
+		o.seg, o.segSize = f, 0
+	}
+	rec := make([]byte, recHeader+len(body))
+	binary.BigEndian.PutUint64(rec, seq)
+	binary.BigEndian.PutUint32(rec[8:], uint32(len(body)))
+	copy(rec[recHeader:], body)
+	// One write per record: a kill -9 leaves a whole record or a torn tail
+	// that openOutbox cuts off, never a record that was acknowledged.
+	if _, err := o.seg.Write(rec); err != nil {
+		return fmt.Errorf("runner: outbox segment %s: write: %w", o.seg.Name(), err)
+	}
+	o.segSize += int64(len(rec))
+	return nil
+}
+
+func (o *outbox) signalLocked() {
+	close(o.changed)
+	o.changed = make(chan struct{})
+}
+
+// Ack drops the events up to and including seq and persists the ack. An
+// ack beyond the last appended event is a protocol error.
+func (o *outbox) Ack(seq uint64) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if seq <= o.acked {
+		return nil
+	}
+	if seq >= o.next {
+		return fmt.Errorf("runner: outbox: ack %d beyond the last event %d", seq, o.next-1)
+	}
+	o.acked = seq
+	i := sort.Search(len(o.pending), func(i int) bool { return o.pending[i].seq > seq })
+	for _, r := range o.pending[:i] {
+		o.bytes -= int64(len(r.body))
+	}
+	o.pending = append([]outRecord(nil), o.pending[i:]...)
+	tmp := filepath.Join(o.dir, ackFile+".tmp")
+	if err := os.WriteFile(tmp, []byte(strconv.FormatUint(seq, 10)), 0o600); err != nil {
+		return fmt.Errorf("runner: outbox: write ack: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(o.dir, ackFile)); err != nil {
+		return fmt.Errorf("runner: outbox: write ack: %w", err)
+	}
+	if segs, err := o.segments(); err == nil {
+		o.trimSegmentsLocked(segs)
+	}
+	o.signalLocked()
+	return nil
+}
+
+// trimSegmentsLocked removes segments whose every event is acknowledged: a
+// segment is done when the next segment starts at or below acked+1.
+func (o *outbox) trimSegmentsLocked(segs []string) {
+	for i := 0; i+1 < len(segs); i++ {
+		nextFirst, err := strconv.ParseUint(strings.TrimPrefix(filepath.Base(segs[i+1]), segPrefix), 10, 64)
+		if err != nil || nextFirst > o.acked+1 {
+			return
+		}
+		if o.seg != nil && o.seg.Name() == segs[i] {
+			return
+		}
+		os.Remove(segs[i])
+	}
+}
+
+// After returns copies of the unacknowledged events with seq > after, and a
+// channel closed at the next change.
+func (o *outbox) After(after uint64) ([]outRecord, <-chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	i := sort.Search(len(o.pending), func(i int) bool { return o.pending[i].seq > after })
+	return append([]outRecord(nil), o.pending[i:]...), o.changed
+}
+
+// cursor returns the oldest unacknowledged seq (0 if none) and the next seq.
+func (o *outbox) cursor() (oldest, next, acked uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.pending) > 0 {
+		oldest = o.pending[0].seq
+	}
+	return oldest, o.next, o.acked
+}
+
+// setLimit changes the bound (the welcome's max_unacked_bytes).
+func (o *outbox) setLimit(n int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.limit = n
+	o.signalLocked()
+}
+
+// unacked returns the bytes of unacknowledged events.
+func (o *outbox) unacked() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.bytes
+}
+
+func (o *outbox) close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.seg == nil {
+		return nil
+	}
+	err := o.seg.Close()
+	o.seg = nil
+	return err
+}

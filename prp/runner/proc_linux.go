@@ -1,0 +1,182 @@
+//go:build linux
+
+package runner
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// procInfo is what the stop proof reads of one process in /proc.
+type procInfo struct {
+	pid, ppid, pgid int
+	state           byte
+	// start is the start time in clock ticks after boot.
+	start uint64
+}
+
+// readStat parses /proc/<pid>/stat; ok is false when the process is gone.
+func readStat(pid int) (procInfo, bool, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+			return procInfo{}, false, nil
+		}
+		return procInfo{}, false, err
+	}
+	// The command name may hold spaces and parentheses: fields start after
+	// the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return procInfo{}, false, fmt.Errorf("runner: /proc/%d/stat: unexpected format", pid)
+	}
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 20 {
+		return procInfo{}, false, fmt.Errorf("runner: /proc/%d/stat: unexpected format", pid)
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	pgid, _ := strconv.Atoi(f[2])
+	start, _ := strconv.ParseUint(f[19], 10, 64)
+	return procInfo{pid: pid, ppid: ppid, pgid: pgid, state: f[0][0], start: start}, true, nil
+}
+
+// listPIDs returns the pids in /proc.
+func listPIDs() ([]int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// taggedPIDs returns the live (non-zombie) processes whose environment
+// holds entry (KEY=value). unreadable counts processes whose environment
+// could not be read although they may be the task's: same uid (or we are
+// root) and, when notBefore (the task leader's start in clock ticks after
+// boot) is known, started no earlier than the task. A non-zero count makes
+// the scan inconclusive.
+func taggedPIDs(entry string, notBefore uint64) (pids []int, unreadable int, err error) {
+	all, err := listPIDs()
+	if err != nil {
+		return nil, 0, err
+	}
+	self := os.Getpid()
+	want := []byte(entry)
+	for _, pid := range all {
+		if pid == self {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+				continue // gone while we looked
+			}
+			if mayBeOurs(pid) && startedSince(pid, notBefore) {
+				unreadable++
+			}
+			continue
+		}
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if bytes.Equal(kv, want) {
+				if info, ok, _ := readStat(pid); ok && info.state != 'Z' {
+					pids = append(pids, pid)
+				}
+				break
+			}
+		}
+	}
+	return pids, unreadable, nil
+}
+
+// mayBeOurs reports whether pid could be a task's process: it runs under
+// our uid, or we are root. Processes of other users cannot descend from a
+// task without a setuid binary; the proof documents that limit.
+func mayBeOurs(pid int) bool {
+	if os.Geteuid() == 0 {
+		return true
+	}
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/"+strconv.Itoa(pid), &st); err != nil {
+		return false
+	}
+	return int(st.Uid) == os.Geteuid()
+}
+
+// startedSince reports whether pid started at or after notBefore (always
+// true when notBefore is 0 or the start cannot be read): a process older
+// than a task cannot descend from it.
+func startedSince(pid int, notBefore uint64) bool {
+	if notBefore == 0 {
+		return true
+	}
+	info, ok, err := readStat(pid)
+	return err != nil || !ok || info.start >= notBefore
+}
+
+// startTicks returns pid's start time in clock ticks after boot, 0 if
+// unknown.
+func startTicks(pid int) uint64 {
+	info, ok, err := readStat(pid)
+	if err != nil || !ok {
+		return 0
+	}
+	return info.start
+}
+
+// groupMembers returns the live (non-zombie) processes of group pgid.
+func groupMembers(pgid int) ([]int, error) {
+	all, err := listPIDs()
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, pid := range all {
+		info, ok, err := readStat(pid)
+		if err != nil || !ok {
+			continue
+		}
+		if info.pgid == pgid && info.state != 'Z' {
+			out = append(out, pid)
+		}
+	}
+	return out, nil
+}
+
+// becomeSubreaper makes orphaned task descendants children of the runner,
+// so that reapOrphans can collect them instead of leaving zombies behind.
+func becomeSubreaper() error {
+	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+}
+
+// reapOrphans waits for the zombie children of the runner that are not in
+// leaders (the task leaders os/exec waits for itself).
+func reapOrphans(leaders map[int]bool) {
+	all, err := listPIDs()
+	if err != nil {
+		return
+	}
+	self := os.Getpid()
+	for _, pid := range all {
+		if leaders[pid] {
+			continue
+		}
+		info, ok, err := readStat(pid)
+		if err != nil || !ok || info.ppid != self || info.state != 'Z' {
+			continue
+		}
+		var ws unix.WaitStatus
+		_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	}
+}

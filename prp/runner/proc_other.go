@@ -1,0 +1,17 @@
+//go:build !linux
+
+package runner
+
+import "errors"
+
+var errNoProc = errors.New("runner: no /proc on this system")
+
+func taggedPIDs(string, uint64) ([]int, int, error) { return nil, 0, errNoProc }
+
+func startTicks(int) uint64 { return 0 }
+
+func groupMembers(int) ([]int, error) { return nil, errNoProc }
+
+func becomeSubreaper() error { return errNoProc }
+
+func reapOrphans(map[int]bool) {}

@@ -1,0 +1,293 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/berthdev/berth/prp"
+)
+
+// Runner is the runner side of PRP: it connects to the controller, reports
+// itself in a hello, executes the commands it is sent and streams events
+// back, resuming across reconnects and restarts from its state directory.
+// Create it with New and drive it with Run.
+type Runner struct {
+	base string
+	dir  string
+	opts Options
+	log  *slog.Logger
+	id   string
+
+	j   *journal
+	out *outbox
+
+	mu          sync.Mutex
+	cred        credentials
+	haveCred    bool
+	tasks       map[string]*task
+	leaders     map[int]bool
+	welcome     prp.Welcome
+	welcomed    bool
+	connected   bool
+	orphanTimer *time.Timer
+	interrupted []journalEntry
+
+	queue *cmdQueue
+	// lastQueued is the highest command seq received on any connection of
+	// this process (journaled or still queued); the hello's resume cursor,
+	// so that a reconnect does not fetch queued commands again.
+	lastQueued uint64
+	// ackNudge wakes the writer after a command was journaled, so that it
+	// acks the command even when no event is due.
+	ackNudge chan struct{}
+}
+
+// New returns a Runner for the controller's PRP base URL (http, https, ws
+// or wss; "exchange" and "connect" are resolved against it) keeping its
+// journal, outbox and credentials in stateDir (created 0700). It opens the
+// journal, marking commands interrupted by a previous runner's death
+// indeterminate; it connects nothing before Run.
+func New(controllerURL, stateDir string, opts *Options) (*Runner, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if controllerURL == "" {
+		return nil, errors.New("runner: controller URL is empty")
+	}
+	base := controllerURL
+	if !strings.HasSuffix(base, "/") {
+		base += "/"
+	}
+	switch {
+	case strings.HasPrefix(base, "ws://"):
+		base = "http://" + strings.TrimPrefix(base, "ws://")
+	case strings.HasPrefix(base, "wss://"):
+		base = "https://" + strings.TrimPrefix(base, "wss://")
+	case strings.HasPrefix(base, "http://"), strings.HasPrefix(base, "https://"):
+	default:
+		return nil, fmt.Errorf("runner: controller URL %q: want http, https, ws or wss", controllerURL)
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("runner: state directory %s: %w", stateDir, err)
+	}
+	r := &Runner{base: base, dir: stateDir, opts: o, log: o.Logger, tasks: map[string]*task{}, leaders: map[int]bool{}, queue: newCmdQueue(), ackNudge: make(chan struct{}, 1)}
+	if r.id, err = runnerID(stateDir); err != nil {
+		return nil, err
+	}
+	if r.cred, r.haveCred, err = loadCredentials(stateDir); err != nil {
+		return nil, err
+	}
+	if !r.haveCred && o.Ticket == "" {
+		return nil, fmt.Errorf("runner: state directory %s holds no credentials and no ticket was given", stateDir)
+	}
+	if r.j, r.interrupted, err = openJournal(stateDir); err != nil {
+		return nil, err
+	}
+	r.lastQueued = r.j.last()
+	if r.out, err = openOutbox(stateDir, o.MaxUnackedBytes); err != nil {
+		r.j.close()
+		return nil, err
+	}
+	if o.Subreaper {
+		if err := becomeSubreaper(); err != nil {
+			r.log.Warn("runner: cannot become a child subreaper; orphaned task processes are reaped by init", "err", err)
+			r.opts.Subreaper = false
+		}
+	}
+	return r, nil
+}
+
+// runnerID returns the runner's stable id from the state directory,
+// creating it on first use; task tags carry it.
+func runnerID(dir string) (string, error) {
+	path := filepath.Join(dir, "id")
+	if b, err := os.ReadFile(path); err == nil && prp.ValidID(strings.TrimSpace(string(b))) {
+		return strings.TrimSpace(string(b)), nil
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("runner: id: %w", err)
+	}
+	id := "r" + hex.EncodeToString(b[:])
+	if err := os.WriteFile(path, []byte(id), 0o600); err != nil {
+		return "", fmt.Errorf("runner: id in %s: %w", dir, err)
+	}
+	return id, nil
+}
+
+// Tag returns the TagEnv entry ("BERTH_TASK_TAG=<runner id>:<task id>")
+// that every process of task taskID carries.
+func (r *Runner) Tag(taskID string) string { return TagEnv + "=" + r.id + ":" + taskID }
+
+// Run connects, serves commands and reconnects with backoff until ctx ends
+// or the controller refuses the runner (ErrRefused, or the token expired).
+// While disconnected longer than the welcome's orphan grace, the runner
+// stops its tasks itself and keeps the proofs for the next connection. When
+// Run returns it has stopped every task it started (proofs in the outbox)
+// and closed its files; a Runner runs once.
+func (r *Runner) Run(ctx context.Context) error {
+	defer r.close()
+	// Tasks and their events outlive ctx until the shutdown below: output
+	// still in the pipes goes to the outbox, not away.
+	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelTasks()
+	var wg sync.WaitGroup
+	wg.Go(func() { r.commandLoop(ctx, taskCtx) })
+	r.reportInterrupted(taskCtx)
+
+	var err error
+	for attempt := 0; ; attempt++ {
+		var welcomed bool
+		welcomed, err = r.session(ctx)
+		if welcomed {
+			attempt = 0
+		}
+		if ctx.Err() != nil {
+			err = ctx.Err()
+			break
+		}
+		var p permanent
+		if errors.As(err, &p) {
+			break
+		}
+		r.log.Info("runner: disconnected; reconnecting", "err", err, "attempt", attempt)
+		r.armOrphanTimer(taskCtx)
+		select {
+		case <-ctx.Done():
+		case <-time.After(r.opts.Backoff(attempt)):
+		}
+		if ctx.Err() != nil {
+			err = ctx.Err()
+			break
+		}
+	}
+	// Shut down: stop what runs and wait for the tasks to be journaled.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killWait+r.opts.StopGrace+5*time.Second)
+	defer cancel()
+	r.stopAll(sctx, "the runner is shutting down")
+	r.waitTasks(sctx)
+	cancelTasks()
+	r.queue.close()
+	wg.Wait()
+	return err
+}
+
+// armOrphanTimer starts the orphan grace once per disconnection.
+func (r *Runner) armOrphanTimer(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.orphanTimer != nil || !r.welcomed {
+		return
+	}
+	r.orphanTimer = time.AfterFunc(r.welcome.OrphanGrace, func() {
+		r.mu.Lock()
+		connected := r.connected
+		r.mu.Unlock()
+		if !connected {
+			r.stopAll(ctx, "the controller was away longer than the orphan grace")
+		}
+	})
+}
+
+func (r *Runner) disarmOrphanTimer() {
+	if r.orphanTimer != nil {
+		r.orphanTimer.Stop()
+		r.orphanTimer = nil
+	}
+}
+
+// stopAll stops every running task and appends each proof to the outbox.
+func (r *Runner) stopAll(ctx context.Context, why string) {
+	r.mu.Lock()
+	var ts []*task
+	for _, t := range r.tasks {
+		ts = append(ts, t)
+	}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, t := range ts {
+		wg.Go(func() {
+			r.log.Info("runner: stopping task", "task", t.id, "why", why)
+			proof := r.stopTask(ctx, t.id, t.pgid, t.since, r.opts.StopGrace)
+			r.emit(ctx, prp.Event{Kind: prp.EventProof, TaskID: t.id, Proof: &proof})
+		})
+	}
+	wg.Wait()
+}
+
+func (r *Runner) stopTask(ctx context.Context, taskID string, pgid int, since uint64, grace time.Duration) prp.StopProof {
+	return stopTree(ctx, taskID, pgid, since, r.Tag(taskID), grace, r.reap)
+}
+
+// reap collects zombie orphans when the runner is a subreaper.
+func (r *Runner) reap() {
+	if !r.opts.Subreaper {
+		return
+	}
+	r.mu.Lock()
+	leaders := make(map[int]bool, len(r.leaders))
+	for pid := range r.leaders {
+		leaders[pid] = true
+	}
+	r.mu.Unlock()
+	reapOrphans(leaders)
+}
+
+func (r *Runner) waitTasks(ctx context.Context) {
+	for {
+		r.mu.Lock()
+		var t *task
+		for _, x := range r.tasks {
+			t = x
+			break
+		}
+		r.mu.Unlock()
+		if t == nil {
+			return
+		}
+		select {
+		case <-t.done:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// reportInterrupted reports the commands a previous runner left executing
+// (now indeterminate) and stops what is left of their tasks.
+func (r *Runner) reportInterrupted(ctx context.Context) {
+	for _, e := range r.interrupted {
+		if e.Kind == prp.CommandTaskStart && e.TaskID != "" {
+			proof := r.stopTask(ctx, e.TaskID, e.PGID, e.Since, r.opts.StopGrace)
+			r.emit(ctx, prp.Event{Kind: prp.EventProof, TaskID: e.TaskID, Proof: &proof})
+		}
+		r.emit(ctx, prp.Event{Kind: prp.EventResult, Result: e.Result})
+	}
+	r.interrupted = nil
+}
+
+// emit appends ev to the outbox; it blocks while the outbox is full.
+func (r *Runner) emit(ctx context.Context, ev prp.Event) {
+	if _, err := r.out.Append(ctx, ev); err != nil {
+		r.log.Error("runner: outbox append failed", "kind", ev.Kind, "task", ev.TaskID, "err", err)
+	}
+}
+
+func (r *Runner) close() {
+	r.mu.Lock()
+	r.disarmOrphanTimer()
+	r.mu.Unlock()
+	if err := errors.Join(r.out.close(), r.j.close()); err != nil {
+		r.log.Error("runner: close state", "err", err)
+	}
+}

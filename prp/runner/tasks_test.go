@@ -1,0 +1,120 @@
+package runner_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/runner"
+)
+
+// PRP-6: a task past its deadline is stopped (with a proof) and its exit
+// says timed out; output past the output limit is cut and marked.
+func TestDeadlineAndOutputLimit(t *testing.T) {
+	t.Parallel()
+	c := newController(t)
+	startRunner(t, c, t.TempDir(), runner.Options{Ticket: c.ticket("lease-1", prp.ScopeTask, time.Minute)})
+	slow := startCmd("c1", "t1", "sleep", "300")
+	slow.TaskStart.Deadline = time.Now().Add(200 * time.Millisecond)
+	c.command(slow)
+	loud := startCmd("c2", "t2", "sh", "-c", "printf 0123456789abcdef; printf more >&2")
+	loud.TaskStart.OutputLimit = 10
+	c.command(loud)
+	if res := c.waitResults("c1", 1)[0]; res.Exit == nil || !res.Exit.TimedOut || res.Exit.Signal == "" {
+		t.Errorf("deadline result = %+v, want timed out by signal", res)
+	}
+	c.waitFor("t1's proof", func() bool {
+		for _, e := range c.events {
+			if e.Kind == prp.EventProof && e.TaskID == "t1" {
+				return e.Proof.Complete
+			}
+		}
+		return false
+	})
+	res := c.waitResults("c2", 1)[0]
+	if res.Exit == nil || !res.Exit.Truncated || res.Exit.Code != 0 {
+		t.Errorf("output limit result = %+v, want truncated, exit 0", res)
+	}
+	if n := len(c.output("t2", prp.Stdout)) + len(c.output("t2", prp.Stderr)); n != 10 {
+		t.Errorf("%d output bytes kept, want the limit 10", n)
+	}
+}
+
+// PRP-6: stdin bytes reach the task; a stop of an unknown task is refused.
+func TestStdinAndUnknownStop(t *testing.T) {
+	t.Parallel()
+	c := newController(t)
+	startRunner(t, c, t.TempDir(), runner.Options{Ticket: c.ticket("lease-1", prp.ScopeTask, time.Minute)})
+	cat := startCmd("c1", "t1", "cat")
+	cat.TaskStart.Stdin = []byte{0, 1, 2, 0xff}
+	c.command(cat)
+	c.command(stopCmd("c2", "nope", 0))
+	c.waitResults("c1", 1)
+	if got := c.output("t1", prp.Stdout); !bytes.Equal(got, []byte{0, 1, 2, 0xff}) {
+		t.Errorf("cat echoed %v", got)
+	}
+	if res := c.waitResults("c2", 1)[0]; res.Status != prp.ResultRejected || res.Code != prp.CodeUnknownTask {
+		t.Errorf("stop of an unknown task = %+v, want unknown_task", res)
+	}
+	// A stop of a task that already ended still verifies, with a proof.
+	c.command(stopCmd("c3", "t1", 0))
+	if res := c.waitResults("c3", 1)[0]; res.Status != prp.ResultDone || res.Proof == nil || !res.Proof.Complete {
+		t.Errorf("stop of an ended task = %+v, want a complete proof", res)
+	}
+}
+
+// Liveness: a controller that stops answering pings is left after the
+// dead-after interval; the runner reconnects.
+func TestHeartbeatDetectsDeadController(t *testing.T) {
+	t.Parallel()
+	c := newController(t)
+	c.limits.Heartbeat, c.limits.DeadAfter = 50*time.Millisecond, 150*time.Millisecond
+	startRunner(t, c, t.TempDir(), runner.Options{Ticket: c.ticket("lease-1", prp.ScopeTask, time.Minute)})
+	c.waitFor("the welcome", func() bool { return c.conns == 1 })
+	c.mu.Lock()
+	c.mute = true
+	c.mu.Unlock()
+	c.waitFor("a reconnect", func() bool {
+		if c.conns >= 2 {
+			c.mute = false
+		}
+		return c.conns >= 2
+	})
+}
+
+// PRP-2: a renewed token replaces the stored one (0600), so that a
+// restarted runner uses it.
+func TestTokenRenewalIsKept(t *testing.T) {
+	t.Parallel()
+	c := newController(t)
+	dir := t.TempDir()
+	startRunner(t, c, dir, runner.Options{Ticket: c.ticket("lease-1", prp.ScopeTask, time.Minute)})
+	c.waitFor("the welcome", func() bool { return c.conns == 1 })
+	session := c.session()
+	now := time.Now()
+	tok, err := c.x.Signer.Mint(prp.Claims{Lease: "lease-1", Run: "run-1", Company: "co-1", Scope: prp.ScopeTask, Session: session, IssuedAt: now, ExpiresAt: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(prp.TokenRenewal{Token: tok, ExpiresAt: now.Add(time.Hour)})
+	c.sendRaw(prp.Envelope{Protocol: prp.Protocol, Version: 1, Type: prp.TypeToken, ID: "m-tok", Body: body})
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(filepath.Join(dir, "credentials.json")); bytes.Contains(b, []byte(tok)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the renewed token was not stored")
+		}
+	}
+	fi, err := os.Stat(filepath.Join(dir, "credentials.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("credentials mode %v, want 0600", fi.Mode().Perm())
+	}
+}

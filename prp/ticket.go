@@ -1,0 +1,164 @@
+package prp
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Scope is what a ticket or a token is for.
+type Scope string
+
+// The scopes.
+const (
+	// ScopeTask: a runner that executes tasks for one lease and run.
+	ScopeTask Scope = "task"
+	// ScopeProbe: a read-only probe identity; it answers hello and refuses
+	// every task (PRP-8).
+	ScopeProbe Scope = "probe"
+)
+
+// Valid reports whether s is a known scope.
+func (s Scope) Valid() bool { return s == ScopeTask || s == ScopeProbe }
+
+// Ticket lifetimes.
+const (
+	// MaxTicketTTL is the longest a ticket lives (PRP-2).
+	MaxTicketTTL = 5 * time.Minute
+	// MaxProbeTokenTTL is the longest a probe-scoped token lives.
+	MaxProbeTokenTTL = 2 * time.Minute
+)
+
+// ticketPrefix starts every ticket's text form.
+const ticketPrefix = "prpt1_"
+
+// ticketLen is the length of a ticket's text form: prefix + 43 base64url
+// characters of 32 random bytes.
+var ticketLen = len(ticketPrefix) + base64.RawURLEncoding.EncodedLen(32)
+
+// Ticket errors, each with a stable code (Code). The exchange answers them
+// with HTTP 401 before any upgrade.
+var (
+	// ErrTicketMalformed: the text is not a ticket.
+	ErrTicketMalformed = errors.New("prp: ticket malformed")
+	// ErrTicketUnknown: no ticket with that hash exists.
+	ErrTicketUnknown = errors.New("prp: ticket unknown")
+	// ErrTicketExpired: the ticket's expiry has passed.
+	ErrTicketExpired = errors.New("prp: ticket expired")
+	// ErrTicketReplayed: the ticket was already exchanged.
+	ErrTicketReplayed = errors.New("prp: ticket replayed")
+	// ErrTicketForeign: the ticket belongs to another lease than the one
+	// the exchange is for.
+	ErrTicketForeign = errors.New("prp: ticket foreign")
+	// ErrTicketExists: a ticket with that hash was already created.
+	ErrTicketExists = errors.New("prp: ticket exists")
+)
+
+// Ticket is a one-use bootstrap secret (PRP-2): 32 random bytes. Only its
+// Hash is ever stored.
+type Ticket struct{ b [32]byte }
+
+// TicketHash is the SHA-256 of a ticket's bytes, the only form stored.
+type TicketHash [32]byte
+
+// String returns the hash in hex.
+func (h TicketHash) String() string { return hex.EncodeToString(h[:]) }
+
+// NewTicket returns a fresh ticket from crypto/rand.
+func NewTicket() (Ticket, error) {
+	var t Ticket
+	if _, err := rand.Read(t.b[:]); err != nil {
+		return Ticket{}, fmt.Errorf("prp: new ticket: %w", err)
+	}
+	return t, nil
+}
+
+// String returns the ticket's text form, the secret to hand to the runner.
+func (t Ticket) String() string {
+	return ticketPrefix + base64.RawURLEncoding.EncodeToString(t.b[:])
+}
+
+// Hash returns the ticket's hash.
+func (t Ticket) Hash() TicketHash { return sha256.Sum256(t.b[:]) }
+
+// ParseTicket parses a ticket's text form; surrounding whitespace (a
+// trailing newline in a file) is ignored. The error never quotes the input.
+func ParseTicket(s string) (Ticket, error) {
+	s = strings.TrimSpace(s)
+	if len(s) != ticketLen || !strings.HasPrefix(s, ticketPrefix) {
+		return Ticket{}, fmt.Errorf("%w: want %d characters starting with %q", ErrTicketMalformed, ticketLen, ticketPrefix)
+	}
+	var t Ticket
+	n, err := base64.RawURLEncoding.Strict().Decode(t.b[:], []byte(s[len(ticketPrefix):]))
+	if err != nil || n != 32 {
+		return Ticket{}, fmt.Errorf("%w: not base64url of 32 bytes", ErrTicketMalformed)
+	}
+	return t, nil
+}
+
+// TicketRecord is what a store holds of a ticket: its hash and what it
+// grants. UsedAt is zero until the exchange.
+type TicketRecord struct {
+	Hash      TicketHash
+	Lease     string
+	Run       string
+	Company   string
+	Scope     Scope
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	UsedAt    time.Time
+	// Session is the session the exchange created (empty before).
+	Session string
+}
+
+// Validate checks the record's fields, including ExpiresAt - CreatedAt <=
+// MaxTicketTTL.
+func (r *TicketRecord) Validate() error {
+	switch {
+	case !ValidID(r.Lease) || !ValidID(r.Run) || !ValidID(r.Company):
+		return fmt.Errorf("prp: ticket record: fields lease %q / run %q / company %q must be valid ids", r.Lease, r.Run, r.Company)
+	case !r.Scope.Valid():
+		return fmt.Errorf("prp: ticket record: field scope %q is unknown", r.Scope)
+	case r.CreatedAt.IsZero() || !r.ExpiresAt.After(r.CreatedAt):
+		return errors.New("prp: ticket record: field expires_at must be after created_at")
+	case r.ExpiresAt.Sub(r.CreatedAt) > MaxTicketTTL:
+		return fmt.Errorf("prp: ticket record: lifetime %v exceeds %v", r.ExpiresAt.Sub(r.CreatedAt), MaxTicketTTL)
+	}
+	return nil
+}
+
+// Code is a stable error code for the wire and for hosts.
+type Code string
+
+// CodeOf returns the stable code of a prp error, or "" if err is none of
+// this package's sentinels.
+func CodeOf(err error) Code {
+	for _, c := range []struct {
+		err  error
+		code Code
+	}{
+		{ErrTicketMalformed, "ticket_malformed"},
+		{ErrTicketUnknown, "ticket_unknown"},
+		{ErrTicketExpired, "ticket_expired"},
+		{ErrTicketReplayed, "ticket_replayed"},
+		{ErrTicketForeign, "ticket_foreign"},
+		{ErrTicketExists, "ticket_exists"},
+		{ErrTokenMalformed, "token_malformed"},
+		{ErrTokenInvalid, "token_invalid"},
+		{ErrTokenExpired, "token_expired"},
+		{ErrScopeDenied, "scope_denied"},
+		{ErrVersionUnsupported, "version_unsupported"},
+		{ErrFrameTooLarge, "frame_too_large"},
+		{ErrFrame, "frame_invalid"},
+	} {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	return ""
+}

@@ -1,0 +1,175 @@
+package prp
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Token errors, each with a stable code (CodeOf).
+var (
+	// ErrTokenMalformed: the text is not a token.
+	ErrTokenMalformed = errors.New("prp: token malformed")
+	// ErrTokenInvalid: the signature does not verify or the key is unknown.
+	ErrTokenInvalid = errors.New("prp: token invalid")
+	// ErrTokenExpired: the token's expiry has passed.
+	ErrTokenExpired = errors.New("prp: token expired")
+	// ErrScopeDenied: a command for another lease or run than the token's,
+	// or a task under a probe identity (PRP-7, PRP-8).
+	ErrScopeDenied = errors.New("prp: scope denied")
+)
+
+// DefaultTokenTTL is the default lifetime of a task-scoped connection token;
+// the controller renews it while the runner is connected.
+const DefaultTokenTTL = 15 * time.Minute
+
+// MaxTokenLen bounds a token's text form.
+const MaxTokenLen = 2048
+
+const tokenPrefix = "prpk1"
+
+var kidRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+
+// Claims are what a connection token grants: one lease and run of one
+// company, a scope, and the session it belongs to.
+type Claims struct {
+	Lease     string    `json:"lease"`
+	Run       string    `json:"run"`
+	Company   string    `json:"company"`
+	Scope     Scope     `json:"scope"`
+	Session   string    `json:"session"`
+	IssuedAt  time.Time `json:"iat"`
+	ExpiresAt time.Time `json:"exp"`
+}
+
+// Validate checks the claims' fields.
+func (c *Claims) Validate() error {
+	switch {
+	case !ValidID(c.Lease) || !ValidID(c.Run) || !ValidID(c.Company) || !ValidID(c.Session):
+		return errors.New("claims: fields lease, run, company and session must be valid ids")
+	case !c.Scope.Valid():
+		return fmt.Errorf("claims: field scope %q is unknown", c.Scope)
+	case !c.ExpiresAt.After(c.IssuedAt):
+		return errors.New("claims: field exp must be after iat")
+	}
+	return nil
+}
+
+// Authorize returns nil if a command for lease and run is in the claims'
+// scope, else ErrScopeDenied naming the command's lease and run. A probe
+// scope authorizes no command.
+func (c *Claims) Authorize(lease, run string) error {
+	if c.Scope != ScopeTask {
+		return fmt.Errorf("%w: a %s identity runs no command", ErrScopeDenied, c.Scope)
+	}
+	if lease != c.Lease || run != c.Run {
+		return fmt.Errorf("%w: command for lease %q run %q on a connection for another lease or run", ErrScopeDenied, lease, run)
+	}
+	return nil
+}
+
+// Signer mints and verifies connection tokens with HMAC-SHA-256 under named
+// keys. The current key signs; every key verifies, so keys can rotate. A
+// Signer is safe for concurrent use and never changes after NewSigner.
+type Signer struct {
+	current string
+	keys    map[string][]byte
+}
+
+// NewSigner returns a Signer that signs with keys[current] and verifies
+// with any key. Key ids are 1-32 characters of [A-Za-z0-9_-]; keys are at
+// least 32 bytes.
+func NewSigner(current string, keys map[string][]byte) (*Signer, error) {
+	s := &Signer{current: current, keys: map[string][]byte{}}
+	for kid, k := range keys {
+		if !kidRE.MatchString(kid) {
+			return nil, fmt.Errorf("prp: signer: key id %q is invalid", kid)
+		}
+		if len(k) < 32 {
+			return nil, fmt.Errorf("prp: signer: key %q is shorter than 32 bytes", kid)
+		}
+		s.keys[kid] = append([]byte(nil), k...)
+	}
+	if _, ok := s.keys[current]; !ok {
+		return nil, fmt.Errorf("prp: signer: current key %q is not among the keys", current)
+	}
+	return s, nil
+}
+
+// Mint returns the text form of a token carrying c, signed with the current
+// key.
+func (s *Signer) Mint(c Claims) (string, error) {
+	if err := c.Validate(); err != nil {
+		return "", fmt.Errorf("prp: mint token: %w", err)
+	}
+	c.IssuedAt, c.ExpiresAt = c.IssuedAt.UTC(), c.ExpiresAt.UTC()
+	payload, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("prp: mint token: %w", err)
+	}
+	head := tokenPrefix + "." + s.current + "." + base64.RawURLEncoding.EncodeToString(payload)
+	tok := head + "." + base64.RawURLEncoding.EncodeToString(s.mac(s.current, head))
+	if len(tok) > MaxTokenLen {
+		return "", fmt.Errorf("prp: mint token: %d characters, limit %d", len(tok), MaxTokenLen)
+	}
+	return tok, nil
+}
+
+func (s *Signer) mac(kid, head string) []byte {
+	m := hmac.New(sha256.New, s.keys[kid])
+	m.Write([]byte(head))
+	return m.Sum(nil)
+}
+
+// Verify checks tok's signature and expiry at now and returns its claims:
+// ErrTokenMalformed, ErrTokenInvalid (unknown key, bad signature, bad
+// claims) or ErrTokenExpired. Errors never quote the token.
+func (s *Signer) Verify(tok string, now time.Time) (Claims, error) {
+	c, err := s.verifySignature(tok)
+	if err != nil {
+		return Claims{}, err
+	}
+	if !now.Before(c.ExpiresAt) {
+		return Claims{}, fmt.Errorf("%w: session %s expired at %s", ErrTokenExpired, c.Session, c.ExpiresAt.Format(time.RFC3339))
+	}
+	return c, nil
+}
+
+func (s *Signer) verifySignature(tok string) (Claims, error) {
+	if len(tok) > MaxTokenLen {
+		return Claims{}, fmt.Errorf("%w: longer than %d characters", ErrTokenMalformed, MaxTokenLen)
+	}
+	parts := strings.Split(tok, ".")
+	if len(parts) != 4 || parts[0] != tokenPrefix || !kidRE.MatchString(parts[1]) {
+		return Claims{}, fmt.Errorf("%w: want %s.<key id>.<claims>.<mac>", ErrTokenMalformed, tokenPrefix)
+	}
+	sig, err := base64.RawURLEncoding.Strict().DecodeString(parts[3])
+	if err != nil || len(sig) != sha256.Size {
+		return Claims{}, fmt.Errorf("%w: the mac is not base64url of %d bytes", ErrTokenMalformed, sha256.Size)
+	}
+	if _, ok := s.keys[parts[1]]; !ok {
+		return Claims{}, fmt.Errorf("%w: key id %q is unknown", ErrTokenInvalid, parts[1])
+	}
+	head := tok[:len(tok)-len(parts[3])-1]
+	if !hmac.Equal(sig, s.mac(parts[1], head)) {
+		return Claims{}, fmt.Errorf("%w: signature does not verify", ErrTokenInvalid)
+	}
+	payload, err := base64.RawURLEncoding.Strict().DecodeString(parts[2])
+	if err != nil {
+		return Claims{}, fmt.Errorf("%w: claims are not base64url", ErrTokenInvalid)
+	}
+	var c Claims
+	if err := strictUnmarshal(payload, &c); err != nil {
+		return Claims{}, fmt.Errorf("%w: claims: %v", ErrTokenInvalid, err)
+	}
+	if err := c.Validate(); err != nil {
+		return Claims{}, fmt.Errorf("%w: %v", ErrTokenInvalid, err)
+	}
+	return c, nil
+}
