@@ -10,12 +10,7 @@ import (
 
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/internal/secretaccess"
 )
-
-func init() {
-	secretaccess.SetResolvedConfig((*Catalog).resolvedConfig)
-}
 
 // Options configures a Catalog. The zero value (or a nil *Options) gives the
 // defaults documented on each field.
@@ -124,6 +119,13 @@ func NewCatalog(store Store, reg *drivers.Registry, secrets SecretStore, opts *O
 	}
 	return c
 }
+
+// Store returns the store the catalog was built over: the host's own, which
+// holds configs with secret references, never secret values. Reading it
+// bypasses authorization: berth's packages use it only for what they
+// derive without showing (a probe's qualification subject); a principal's
+// reads go through the catalog's methods.
+func (c *Catalog) Store() Store { return c.store }
 
 // Gate returns the catalog's gate: the one check that resolution, probes
 // and lease acquisition pass (CAP-3). It reads the catalog's health store.
@@ -243,9 +245,10 @@ func (c *Catalog) List(ctx context.Context, p Principal, f ListFilter) ([]*View,
 
 // resolvedConfig loads environment id and returns it together with its
 // config normalized by the driver's schema and its secret references resolved
-// to values: the config a driver's Acquire takes. It is not exported: only
-// berth's own packages reach it (through internal/secretaccess), never a
-// host: it does no authorization, and the returned Config holds secret
+// to values: the config a driver's Acquire takes. It is not exported (no
+// host reaches secret values through berth's API; the lease manager
+// resolves them itself, and other packages get only a Scrubber): it does no
+// authorization, and the returned Config holds secret
 // values that must not be logged or shown (the returned Environment holds
 // references only). It fails with ErrNotFound, with drivers.ErrUnavailable
 // when the driver is not registered or is a test driver outside test mode,

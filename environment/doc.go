@@ -8,8 +8,9 @@
 // PRB-7. Draft is for the probe layer: it returns an unsaved config with its
 // pasted secret values, validated for a draft probe (PRB-4), and saves
 // nothing. The resolved config of a saved environment (secret values) is
-// not exported: only berth's own packages reach it, through
-// internal/secretaccess.
+// not exported: the lease manager resolves secrets itself through the
+// host's SecretStore, and a prober gets only Scrubber (scrub.go), a
+// function that redacts those values in its texts.
 //
 // Guarantees:
 //

@@ -15,7 +15,6 @@ import (
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/internal/secretaccess"
 	"github.com/berthdev/berth/internal/testenv"
 )
 
@@ -247,5 +246,5 @@ func jsonNumber(s string) json.Number { return json.Number(s) }
 // resolvedConfig reaches the catalog's unexported resolved config the way
 // berth's own packages do.
 func resolvedConfig(c *environment.Catalog, ctx context.Context, id string) (*environment.Environment, drivers.Config, error) {
-	return secretaccess.ResolvedConfig[*environment.Catalog, *environment.Environment](c, ctx, id)
+	return environment.ResolvedConfigForTest(c, ctx, id)
 }

@@ -2,6 +2,7 @@ package environment_test
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -157,4 +158,28 @@ func TestSecretMapReferenceRefusedOnCreate(t *testing.T) {
 	_, _, err = f.cat.Draft(context.Background(), admin, req)
 	wantErr(t, err, environment.ErrInvalid)
 	wantText(t, err, "config.env.TOKEN")
+}
+
+// Scrubber redacts every secret value of an environment (secret fields and
+// secret-map values) in a text without handing the values out, and only to
+// principals who may probe (PRB-7, CFG-3).
+func TestScrubber(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, nil)
+	v := f.mustCreate(t, remoteRequest("scrubbed"))
+	sc, err := f.cat.Scrubber(ctx, operator, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sc("provider said: bad key " + canary + "!"); strings.Contains(got, canary) || !strings.Contains(got, drivers.Redacted) {
+		t.Errorf("scrubbed text %q", got)
+	}
+	if got := sc("nothing secret here"); got != "nothing secret here" {
+		t.Errorf("a text without secrets changed: %q", got)
+	}
+	board := environment.Principal{ID: "b", Role: environment.RoleBoardMember}
+	if _, err := f.cat.Scrubber(ctx, board, v.ID); !errors.Is(err, environment.ErrDenied) {
+		t.Errorf("board member Scrubber: %v, want ErrDenied", err)
+	}
 }

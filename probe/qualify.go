@@ -9,7 +9,6 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/images"
-	"github.com/berthdev/berth/internal/secretaccess"
 	"github.com/berthdev/berth/qualification"
 )
 
@@ -83,11 +82,10 @@ func (p *Prober) Qualification(ctx context.Context, pr environment.Principal, en
 // currentSubject returns the subject of the saved environment envID as it
 // is configured now. It does no authorization.
 func (p *Prober) currentSubject(ctx context.Context, envID, company string) (qualification.Subject, error) {
-	env, resolved, err := secretaccess.ResolvedConfig[*environment.Catalog, *environment.Environment](p.cat, ctx, envID)
+	env, err := p.cat.Store().GetEnvironment(ctx, envID) // secret references only
 	if err != nil {
 		return qualification.Subject{}, fmt.Errorf("probe: environment %s: %w", envID, err)
 	}
-	clear(resolved)
 	d, err := p.reg.Lookup(env.Driver)
 	if err != nil {
 		return qualification.Subject{}, fmt.Errorf("probe: environment %s: %w", envID, err)

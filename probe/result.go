@@ -137,20 +137,30 @@ func (r *Result) Stage(n StageName) (Stage, bool) {
 }
 
 // scrubber replaces known secret values in texts that go into a Result, as
-// a second line of defence behind the drivers' own guarantee.
-type scrubber []string
+// a second line of defence behind the drivers' own guarantee. The zero
+// scrubber changes nothing.
+type scrubber func(string) string
 
 func (s scrubber) scrub(text string) string {
-	for _, v := range s {
-		if len(v) >= 4 {
-			text = strings.ReplaceAll(text, v, drivers.Redacted)
-		}
+	if s == nil {
+		return text
 	}
-	return text
+	return s(text)
 }
 
-// secretValues returns the plain values of cfg's secrets: Secret fields
-// and SecretMap values (resolved or pasted).
+// secretValues returns the scrubber of cfg's plain secret values: Secret
+// fields and SecretMap values (pasted, for a draft).
 func secretValues(schema *drivers.ConfigSchema, cfg drivers.Config) scrubber {
-	return scrubber(schema.SecretValues(cfg))
+	var vals []string
+	for _, v := range schema.SecretValues(cfg) {
+		if len(v) >= 4 {
+			vals = append(vals, v)
+		}
+	}
+	return func(text string) string {
+		for _, v := range vals {
+			text = strings.ReplaceAll(text, v, drivers.Redacted)
+		}
+		return text
+	}
 }

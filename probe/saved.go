@@ -9,7 +9,6 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/internal/secretaccess"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
@@ -53,16 +52,18 @@ func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID stri
 		if v.Status == environment.StatusArchived {
 			return "", CodeArchived, fmt.Errorf("environment %s (%q) is archived; restore it to probe it", v.ID, v.Name)
 		}
-		e, resolved, err := secretaccess.ResolvedConfig[*environment.Catalog, *environment.Environment](p.cat, ctx, envID)
-		if err != nil {
-			return "", "", err
-		}
+		e := &v.Environment // secret references only
 		d, err := p.reg.Lookup(e.Driver)
 		if err != nil {
 			return "", "", err
 		}
-		r.scrub = secretValues(d.Schema(), resolved)
-		clear(resolved) // the lease manager resolves secrets itself
+		// The secret values stay in the catalog; the lease manager resolves
+		// them itself for the acquisition.
+		sc, err := p.cat.Scrubber(ctx, pr, envID)
+		if err != nil {
+			return "", "", err
+		}
+		r.scrub = sc
 		env, drv = e, d
 		r.res.Target = targetOf(d, e.Config)
 		// CAP-3: measure the provider first (stored for every reader),
