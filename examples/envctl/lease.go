@@ -22,7 +22,12 @@ const leaseUsage = `usage: envctl lease COMMAND [FLAGS]
           P: ephemeral|reuse_by_environment|reuse_by_workspace|retain_on_failure
   release LEASE [--disposition keep|stop|destroy] [--failed] [--reason S]
   list [--env ENV] [--company C] [--status S]
-  sweep
+  sweep [--claim-grace D]
+
+--claim-grace (acquire and sweep; default 1m) is the grace this process
+adds to the startup budget when it claims an acquisition in progress: a
+sweep takes over an acquisition, as abandoned by a crashed process, only
+once that claim has run out (LEASE-9).
 
 With ENV the environment is leased by id or name (instance admins and local
 operators); without it, through the binding of the scope (company,
@@ -57,6 +62,9 @@ func runLease(ctx context.Context, g *globals, args []string) error {
 	fs := flag.NewFlagSet("lease "+sub, flag.ContinueOnError)
 	fs.SetOutput(g.stderr)
 	fs.BoolVar(&g.json, "json", g.json, "print JSON")
+	if sub == "acquire" || sub == "sweep" {
+		fs.DurationVar(&g.claimGrace, "claim-grace", g.claimGrace, "grace added to the startup budget in acquisition claims (default 1m)")
+	}
 	switch sub {
 	case "acquire":
 		company := fs.String("company", "", "company the lease is for (required)")

@@ -290,3 +290,18 @@ func TestHostLeaseReleasedByALaterCommand(t *testing.T) {
 	}
 	wantContains(t, "release error", msg, "cleanup pending", l.Holder)
 }
+
+// TestLeaseClaimGraceFlag (LEASE-9): lease acquire and sweep take
+// --claim-grace (berth.Options.ClaimGrace); a malformed value is refused
+// naming the flag.
+func TestLeaseClaimGraceFlag(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.createFake("sbx", `{}`)
+	c.ok("lease", "sweep", "--claim-grace", "30s")
+	c.ok("lease", "acquire", "sbx", "--company", "acme", "--claim-grace", "2m")
+	out, errOut, err := c.exec("", "lease", "sweep", "--claim-grace", "soon")
+	if err == nil || !strings.Contains(errOut+out, "claim-grace") {
+		t.Errorf("a malformed --claim-grace: err %v, output %q", err, out+errOut)
+	}
+}

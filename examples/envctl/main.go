@@ -56,6 +56,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
@@ -67,9 +68,12 @@ type globals struct {
 	json     bool
 	as       environment.Principal
 	testMode bool
-	stdout   io.Writer
-	stderr   io.Writer
-	stdin    io.Reader
+	// claimGrace, if > 0, is berth.Options.ClaimGrace (lease acquire and
+	// sweep --claim-grace).
+	claimGrace time.Duration
+	stdout     io.Writer
+	stderr     io.Writer
+	stdin      io.Reader
 	// drivers, when not nil, replaces registeredDrivers() (tests share one
 	// fake driver across commands with it).
 	drivers []drivers.Driver
