@@ -8,7 +8,9 @@
 // workspaces to targets.
 //
 // Start with New: it composes a System (a store, a driver registry, the
-// catalog, the assignments and the lease manager) with sensible defaults.
+// catalog, the assignments, the lease manager, the prober and the image
+// resolver) with sensible defaults; System.RunHealthChecks keeps provider
+// health measured in the background.
 // OpenStore and NewMemoryStore return one Store that serves every package's
 // store interface. There is no global state: a host may also wire the
 // packages itself.
@@ -24,11 +26,16 @@
 //     interfaces, ConfigSchema, sentinel errors, Registry). drivers/local,
 //     drivers/ssh, drivers/docker, drivers/daytona and drivers/fake implement
 //     it, and drivers/drivertest is the conformance suite they all pass.
+//   - prp, prp/runner: the runner protocol's wire format, tickets and
+//     tokens, and the runner that executes tasks inside a sandbox
+//     (examples/runner is its binary; the controller is not built yet).
 //   - environment: the catalog (create, read, update, archive, delete with
 //     blast radius), secrets moved into a SecretStore, redaction, the
-//     authorization policy, and assignment bindings with Resolve.
-//   - lease: acquisition with write-ahead records, startup budgets, reuse,
-//     termination proofs and sweeps.
+//     authorization policy, assignment bindings with Resolve, provider
+//     health and the one availability gate.
+//   - lease: acquisition for a principal (by environment id, or through a
+//     scope's binding) with write-ahead records, startup budgets, reuse,
+//     termination proofs and sweeps; callers hold a portable Handle.
 //   - probe: local, host, saved-sandbox and draft probes with platform
 //     detection and qualification recording.
 //
