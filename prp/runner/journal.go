@@ -140,15 +140,25 @@ func (j *journal) lookup(id string) (journalEntry, bool) {
 }
 
 // taskStart returns the journaled task.start command of task id.
-func (j *journal) taskStart(id string) (journalEntry, bool) {
+//
+// It leaves out the command except (the one asking) and prefers the
+// command that started a process (a refused duplicate journals a
+// task.start too, without a process group), so the answer does not depend
+// on the journal's map order.
+func (j *journal) taskStart(id, except string) (journalEntry, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	var found journalEntry
+	ok := false
 	for _, e := range j.byID {
-		if e.Kind == prp.CommandTaskStart && e.TaskID == id {
-			return e, true
+		if e.Kind != prp.CommandTaskStart || e.TaskID != id || e.ID == except {
+			continue
+		}
+		if !ok || found.PGID == 0 && e.PGID != 0 {
+			found, ok = e, true
 		}
 	}
-	return journalEntry{}, false
+	return found, ok
 }
 
 // last returns the highest command seq journaled.
