@@ -78,12 +78,23 @@ $(VULNDB)/index/db.json: $(INDEXDB)
 	rm -rf $(VULNDB); mv $(VULNDB).tmp $(VULNDB)
 
 # fuzz runs every fuzz target briefly (seed corpus plus FUZZTIME of new inputs).
+# A run that the fuzzing engine itself aborts (its coordinator timing out a
+# worker on a loaded machine: "context deadline exceeded" with no failing
+# input written) is run once more; a failing input always fails.
 fuzz:
 	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' . || true); do \
 	  dir=$$(dirname $$f); \
 	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
 	    echo "fuzz $$dir $$t"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$dir; \
+	    log=$$(mktemp); \
+	    if ! $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$dir >$$log 2>&1; then \
+	      cat $$log; \
+	      if grep -q 'context deadline exceeded' $$log && ! grep -q 'Failing input written' $$log; then \
+	        echo "fuzz $$dir $$t: the fuzzing engine timed out a worker; running it once more"; \
+	        $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$dir; \
+	      else rm -f $$log; exit 1; fi; \
+	    else cat $$log; fi; \
+	    rm -f $$log; \
 	  done; \
 	done
 
