@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -65,35 +64,6 @@ func sshProber(t *testing.T, st StageTimeouts) (*Prober, *environment.Catalog) {
 	return New(cat, reg, leases, qualification.NewMemoryStore(), &Options{StageTimeouts: st}), cat
 }
 
-// acceptSilently listens on loopback, accepts connections and never
-// speaks; it returns the port.
-func acceptSilently(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() { l.Close(); <-done })
-	go func() {
-		defer close(done)
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // A TCP server that accepts and never speaks is a timeout, not an
 // unreachable host, whichever deadline fires first: the driver's
 // connect_timeout or the acquire stage's deadline (PRB-5). The result names
@@ -101,7 +71,7 @@ func acceptSilently(t *testing.T) int {
 func TestSilentServerIsTimeout(t *testing.T) {
 	t.Parallel()
 	srv := testenv.SSHD(t) // for a valid key and known_hosts line only
-	port := acceptSilently(t)
+	port := testenv.SilentListener(t)
 	cfg := func(connectTimeout string) map[string]any {
 		return map[string]any{
 			ssh.FieldHost: "127.0.0.1", ssh.FieldPort: port, ssh.FieldUser: "nobody",

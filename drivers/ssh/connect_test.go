@@ -126,31 +126,6 @@ func closedPort(t *testing.T) int {
 	return p
 }
 
-// silentListener accepts connections and never speaks SSH.
-func silentListener(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func TestUnreachable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -176,7 +151,7 @@ func TestUnreachable(t *testing.T) {
 	t.Run("silent server hits connect_timeout: code timeout (PRB-5)", func(t *testing.T) {
 		t.Parallel()
 		cfg := e.config(t, func(m map[string]any) {
-			m[FieldPort] = silentListener(t)
+			m[FieldPort] = testenv.SilentListener(t)
 			m[FieldConnectTimeout] = "200ms"
 		})
 		_, err := e.d.Acquire(testCtx(t), cfg, drivers.AcquireRequest{})
@@ -187,7 +162,7 @@ func TestUnreachable(t *testing.T) {
 	t.Run("dial honours cancellation", func(t *testing.T) {
 		t.Parallel()
 		cfg := e.config(t, func(m map[string]any) {
-			m[FieldPort] = silentListener(t)
+			m[FieldPort] = testenv.SilentListener(t)
 			m[FieldConnectTimeout] = "10m"
 		})
 		ctx, cancel := context.WithCancel(context.Background())

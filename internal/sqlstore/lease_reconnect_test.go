@@ -2,30 +2,12 @@ package sqlstore_test
 
 import (
 	"context"
-	"database/sql"
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 )
-
-// dropConnections makes PostgreSQL terminate every connection to the
-// database at url but its own, and returns how many it terminated.
-func dropConnections(t *testing.T, url string) int {
-	t.Helper()
-	admin, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	var n int
-	if err := admin.QueryRowContext(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
-		t.Fatalf("pg_terminate_backend: %v", err)
-	}
-	return n
-}
 
 // Issue 11 item 4: PostgreSQL drops every connection of a host between
 // acquire and release (a restart or failover); the release still claims,
@@ -41,7 +23,7 @@ func TestReleaseAfterPostgresDroppedConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := dropConnections(t, url); n == 0 {
+	if n := testenv.DropPostgresConnections(t, url); n == 0 {
 		t.Fatal("no connection was dropped; the test would prove nothing")
 	}
 	l, err := r.managers[0].Release(ctx, leaseOperator, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
@@ -51,7 +33,7 @@ func TestReleaseAfterPostgresDroppedConnections(t *testing.T) {
 	if l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
 		t.Errorf("lease is %s, cleanup %s; want released, confirmed", l.Status, l.Cleanup)
 	}
-	dropConnections(t, url)
+	testenv.DropPostgresConnections(t, url)
 	stored, err := r.stores[1].GetLease(ctx, h.ID())
 	if err != nil {
 		t.Fatal(err)

@@ -10,25 +10,6 @@ import (
 	"github.com/berthdev/berth/internal/testenv"
 )
 
-// terminateBackends makes the PostgreSQL server drop every connection to
-// the database at url (but the one it asks through), as a server restart
-// or a failover would, and returns how many it dropped.
-func terminateBackends(t *testing.T, url string) int {
-	t.Helper()
-	admin, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	var n int
-	err = admin.QueryRowContext(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n)
-	if err != nil {
-		t.Fatalf("pg_terminate_backend: %v", err)
-	}
-	return n
-}
-
 // Issue 11 item 4: after the server drops the store's connections, the next
 // store calls (single writes, reads, transactions) succeed on new
 // connections instead of failing on the dead ones.
@@ -45,19 +26,19 @@ func TestPostgresStoreSurvivesDroppedConnections(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := terminateBackends(t, url); n == 0 {
+	if n := testenv.DropPostgresConnections(t, url); n == 0 {
 		t.Fatal("no connection of the store was dropped; the test would prove nothing")
 	}
 	e, err := db.GetEnvironment(ctx, "e0")
 	if err != nil {
 		t.Fatalf("read after the connections dropped: %v", err)
 	}
-	terminateBackends(t, url)
+	testenv.DropPostgresConnections(t, url)
 	e.Description, e.Revision = "after", 2
 	if err := db.UpdateEnvironment(ctx, e, 1); err != nil {
 		t.Fatalf("write after the connections dropped: %v", err)
 	}
-	terminateBackends(t, url)
+	testenv.DropPostgresConnections(t, url)
 	if err := db.DeleteEnvironment(ctx, "e1", 1); err != nil {
 		t.Fatalf("delete after the connections dropped: %v", err)
 	}
@@ -86,7 +67,7 @@ func TestDeadConnClassifiesRealErrors(t *testing.T) {
 	if _, unique := uniqueViolation(err); !unique || deadConn(err) {
 		t.Errorf("duplicate key: uniqueViolation %v, deadConn %v (%v); want a unique violation that is not retried", unique, deadConn(err), err)
 	}
-	terminateBackends(t, url)
+	testenv.DropPostgresConnections(t, url)
 	_, err = raw.ExecContext(ctx, "INSERT INTO u VALUES ('b')")
 	if err == nil || !deadConn(err) {
 		t.Errorf("statement on a terminated backend: deadConn(%v) = false, want true", err)

@@ -379,3 +379,21 @@ func (c *pgClusterT) stop() error {
 	}
 	return nil
 }
+
+// DropPostgresConnections makes the PostgreSQL server terminate every
+// connection to the database at url but the one it asks through, as a
+// server restart or a failover would, and returns how many it terminated.
+func DropPostgresConnections(t testing.TB, url string) int {
+	t.Helper()
+	admin, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	var n int
+	if err := admin.QueryRowContext(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+		t.Fatalf("testenv: pg_terminate_backend: %v", err)
+	}
+	return n
+}
