@@ -62,7 +62,12 @@
 // it released and, for reusable policies, resumable; Destroy releases it.
 // Only a drivers.Receipt that Proves the disposition for the lease's
 // provider lease id counts; anything else leaves pending_cleanup with the
-// reason. RetainOnFailure keeps a failed run's sandbox retained.
+// reason. RetainOnFailure keeps a failed run's sandbox retained. Before it
+// stops or destroys, Release writes ahead that the lease expires when its
+// claim does (Options.CleanupBudget): should its final write fail even
+// after the store's retries, the next Sweep after the claim takes the
+// lease and destroys the sandbox with proof, rather than the lease staying
+// active until its TTL.
 //
 // Host leases (LEASE-7, LEASE-10; holder.go): a local or ssh lease is a
 // session in the acquiring manager's process. That manager is its Holder and
