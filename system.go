@@ -106,6 +106,9 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	sys := &System{Store: st, Drivers: reg, Secrets: secrets, log: logger}
+	// One keeper: the catalog retires secrets, the lease manager keeps them
+	// while a lease that is not proven clean uses them (CFG-7, LEASE-9).
+	keeper := environment.NewSecretKeeper(st, secrets, logger)
 	// One Authorizer decides for the catalog, the assignments and the lease
 	// manager (which asks the assignments' Authorizer).
 	sys.Assignments = environment.NewAssignments(st, st, reg, &environment.AssignmentOptions{
@@ -115,11 +118,12 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Health:     st,
 	})
 	sys.Leases = lease.NewManager(st, reg, &lease.Options{
-		InstanceID:  o.InstanceID,
-		Logger:      o.Logger,
-		ClaimGrace:  o.ClaimGrace,
-		Secrets:     secrets.Get,
-		Assignments: sys.Assignments,
+		InstanceID:   o.InstanceID,
+		Logger:       o.Logger,
+		ClaimGrace:   o.ClaimGrace,
+		Secrets:      secrets.Get,
+		SecretKeeper: keeper,
+		Assignments:  sys.Assignments,
 		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
 			return st.ListEnvironments(ctx, environment.ListFilter{})
 		},
@@ -131,6 +135,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		UsageReporters: []environment.UsageReporter{sys.Assignments, sys.Leases},
 		Protected:      sys.Assignments.Protected,
 		Health:         st,
+		SecretKeeper:   keeper,
 	})
 	sys.Prober = probe.New(sys.Catalog, reg, sys.Leases, st, o.Probe)
 	ropts := resolve.Options{Logger: o.Logger}

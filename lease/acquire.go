@@ -442,6 +442,10 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 		upd.FailureReason, upd.Cleanup, upd.CleanupEvidence = "", CleanupNone, ""
 		upd.Config = a.snapshot.Clone()
 		upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
+		if err := m.useSecrets(ctx, upd.ID, upd); err != nil {
+			m.unclaim(ctx, cl, "")
+			return nil, false, fmt.Errorf("lease %s: resumed sandbox %s but could not record it; the lease is kept for reuse: %w", l.ID, pid, err)
+		}
 		if err := m.store.UpdateLease(context.WithoutCancel(ctx), upd); err != nil {
 			// The record still owns the sandbox (provider id, reuse key).
 			return nil, false, fmt.Errorf("lease %s: resumed sandbox %s but could not record it; the lease is kept for reuse: %w", l.ID, pid, err)

@@ -97,6 +97,15 @@ type Options struct {
 	// Without it Acquire refuses saved environments, and the other calls
 	// decide with environment.DefaultPolicy.
 	Assignments *environment.Assignments
+	// SecretKeeper, if not nil, records the secret references of every
+	// lease record before it is written and releases them once the lease
+	// is proven clean (released, expired or failed with nothing left), so
+	// that a secret the catalog retired (an update superseded it, its
+	// environment was deleted) stays in the SecretStore until the last
+	// lease that uses it is clean and sweeps always have the credentials
+	// they need (CFG-7, LEASE-9). Give the catalog the same keeper
+	// (environment.Options.SecretKeeper). Default nil: nothing is recorded.
+	SecretKeeper *environment.SecretKeeper
 	// SweepEnvironments, if not nil, lists the environments whose providers
 	// a Sweep searches for orphans. Default: every environment that appears
 	// on a lease in the store (with the config recorded on its newest lease).
@@ -164,6 +173,9 @@ func NewManager(store Store, reg *drivers.Registry, opts *Options) *Manager {
 	}
 	if o.HostHeartbeat <= 0 {
 		o.HostHeartbeat = DefaultHostHeartbeat
+	}
+	if o.SecretKeeper != nil {
+		store = &keepingStore{Store: store, k: o.SecretKeeper, log: o.Logger.Warn}
 	}
 	return &Manager{
 		store: store, reg: reg, o: o,
