@@ -103,4 +103,11 @@
 // Lease records keep the environment's normalized config with secret
 // references only; a config holding a secret value is refused. Secrets are
 // resolved through Options.Secrets when acquiring and again at cleanup time.
+// With Options.SecretKeeper (shared with the catalog) the manager records
+// the references of each lease record before writing it, and releases them
+// once the lease is proven clean (released and not resumable, expired, or
+// failed with nothing left); a secret the catalog retired meanwhile (an
+// update superseded it, its environment was deleted) is deleted from the
+// SecretStore only then, so cleanups by any process keep their credentials
+// (CFG-7, LEASE-9; secrets.go).
 package lease
