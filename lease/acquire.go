@@ -297,6 +297,7 @@ func (m *Manager) newLease(a *acq) *Lease {
 		Fingerprint: a.fp, ReuseKey: a.reuseKey, RunKey: a.runKey,
 		Replaces: a.replaces, ReplaceReason: a.replaceReason,
 		Config: a.snapshot.Clone(),
+		Draft:  a.draft,
 		Labels: map[string]string{
 			LabelInstance: m.o.InstanceID, LabelEnvironment: a.env.ID, LabelLease: id,
 		},

@@ -89,6 +89,15 @@
 // key, and claims keep replicas off a lease another one works on, so that
 // one reuse key makes one sandbox and one cleanup is processed once.
 //
+// Records (store.go, secrets.go): the record of a draft lease
+// (AcquireRequest.Draft, Lease.Draft) is removed once its cleanup is proven
+// (PRB-4); an unproven one stays pending_cleanup until a release or Sweep
+// proves it. Records of ended leases (Lease.Ended) are kept, receipt
+// included, for Options.Retention after their release, then pruned by a
+// Sweep. Sweeps (Store.ClaimForSweep), EnvironmentUsage (Filter.Live) and
+// pruning read the SQL stores through indexes on status, so their cost
+// follows the live leases, not the history.
+//
 // # Status mapping
 //
 // The SPEC lists active, released, expired, failed, retained and

@@ -33,6 +33,7 @@ const (
 	DefaultPollInterval  = 20 * time.Millisecond
 	DefaultSweepLimit    = 100
 	DefaultHostHeartbeat = 10 * time.Second
+	DefaultRetention     = 30 * 24 * time.Hour
 )
 
 // HolderClaimBeats is how many heartbeats a host lease holder's claim
@@ -97,6 +98,11 @@ type Options struct {
 	// Without it Acquire refuses saved environments, and the other calls
 	// decide with environment.DefaultPolicy.
 	Assignments *environment.Assignments
+	// Retention is how long the record of an ended lease (released and not
+	// resumable, expired, failed) is kept after its ReleasedAt, receipt
+	// (CleanupEvidence) included; each Sweep then prunes it. Default
+	// DefaultRetention; a negative value keeps records forever.
+	Retention time.Duration
 	// SecretKeeper, if not nil, records the secret references of every
 	// lease record before it is written and releases them once the lease
 	// is proven clean (released, expired or failed with nothing left), so
@@ -171,12 +177,13 @@ func NewManager(store Store, reg *drivers.Registry, opts *Options) *Manager {
 	if o.SweepLimit <= 0 {
 		o.SweepLimit = DefaultSweepLimit
 	}
+	if o.Retention == 0 {
+		o.Retention = DefaultRetention
+	}
 	if o.HostHeartbeat <= 0 {
 		o.HostHeartbeat = DefaultHostHeartbeat
 	}
-	if o.SecretKeeper != nil {
-		store = &keepingStore{Store: store, k: o.SecretKeeper, log: o.Logger.Warn}
-	}
+	store = &recordStore{Store: store, k: o.SecretKeeper, log: o.Logger.Warn}
 	return &Manager{
 		store: store, reg: reg, o: o,
 		owner: o.InstanceID + "/" + randomHex(4),

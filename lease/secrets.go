@@ -6,23 +6,31 @@ import (
 	"github.com/berthdev/berth/environment"
 )
 
-// keepingStore records, through Options.SecretKeeper, the secret references
-// of every lease record before it is inserted, and releases them once an
-// update records the lease proven clean (CFG-7, LEASE-9), so that the
-// catalog deletes a retired secret only after the last lease that uses it
-// is clean. Updates that change a lease's config record its new uses
-// explicitly (Manager.useSecrets) before the write.
-type keepingStore struct {
+// recordStore wraps the manager's Store with what follows from a lease
+// record's writes:
+//   - with Options.SecretKeeper, the secret references of every lease
+//     record are recorded before it is inserted, and released once an
+//     update records the lease ended (CFG-7, LEASE-9), so that the catalog
+//     deletes a retired secret only after the last lease that uses it is
+//     proven clean. Updates that change a lease's config record its new
+//     uses explicitly (Manager.useSecrets) before the write.
+//   - the record of a draft lease (Lease.Draft) is deleted once an update
+//     records it ended, i.e. its cleanup proven (PRB-4): a draft probe
+//     leaves nothing behind, unless its cleanup is unproven (the
+//     pending_cleanup record stays until a release or sweep proves it).
+type recordStore struct {
 	Store
-	k   *environment.SecretKeeper
+	k   *environment.SecretKeeper // nil: no secret tracking
 	log func(msg string, args ...any)
 }
 
 // InsertLease records l's secret uses, then inserts it. If the insert
 // fails, the uses are released again (best effort).
-func (s *keepingStore) InsertLease(ctx context.Context, l *Lease) (*Lease, error) {
-	if err := s.k.Use(ctx, l.ID, l.Config); err != nil {
-		return nil, err
+func (s *recordStore) InsertLease(ctx context.Context, l *Lease) (*Lease, error) {
+	if s.k != nil {
+		if err := s.k.Use(ctx, l.ID, l.Config); err != nil {
+			return nil, err
+		}
 	}
 	holder, err := s.Store.InsertLease(ctx, l)
 	if err != nil {
@@ -31,32 +39,30 @@ func (s *keepingStore) InsertLease(ctx context.Context, l *Lease) (*Lease, error
 	return holder, err
 }
 
-// UpdateLease updates l and, once l is proven clean, releases its uses.
-func (s *keepingStore) UpdateLease(ctx context.Context, l *Lease) error {
+// UpdateLease updates l and, once l has ended, releases its secret uses and
+// deletes it if it is a draft's.
+func (s *recordStore) UpdateLease(ctx context.Context, l *Lease) error {
 	if err := s.Store.UpdateLease(ctx, l); err != nil {
 		return err
 	}
-	if l.provenClean() {
+	if l.Ended() {
 		s.release(ctx, l.ID)
+		if l.Draft {
+			if err := s.Store.DeleteLease(context.WithoutCancel(ctx), l.ID, l.Version); err != nil {
+				s.log("lease: removing the record of a draft lease whose cleanup is proven failed; retention prunes it", "lease", l.ID, "err", err)
+			}
+		}
 	}
 	return nil
 }
 
-func (s *keepingStore) release(ctx context.Context, id string) {
+func (s *recordStore) release(ctx context.Context, id string) {
+	if s.k == nil {
+		return
+	}
 	if err := s.k.Release(context.WithoutCancel(ctx), id); err != nil {
 		s.log("lease: releasing secret uses failed; the secrets are kept", "lease", id, "err", err)
 	}
-}
-
-// provenClean reports whether l's sandbox is gone with proof, or was never
-// made: released (not resumable), expired or failed. Its secrets are no
-// longer needed for a cleanup.
-func (l *Lease) provenClean() bool {
-	switch l.Status {
-	case StatusReleased, StatusExpired, StatusFailed:
-		return !l.HoldsSandbox()
-	}
-	return false
 }
 
 // useSecrets records that lease l will hold cfg before a write that puts
