@@ -425,6 +425,19 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 		return nil, false, fmt.Errorf("lease %s: %w", l.ID, err)
 	}
 	pid := cl.ProviderLeaseID
+	if m.o.SecretKeeper != nil && len(a.snapshot.SecretRefs()) > 0 {
+		// The resumed lease will record the environment's current config:
+		// hold its secrets first, and check that none was retired since
+		// they were resolved (CFG-7, LEASE-9).
+		err := m.useSecrets(ctx, cl.ID, &Lease{Config: a.snapshot})
+		if err == nil {
+			_, err = m.resolveConfig(ctx, a.drv, a.snapshot)
+		}
+		if err != nil {
+			m.unclaim(ctx, cl, "")
+			return nil, false, fmt.Errorf("lease %s preserved: the secrets of environment %s: %w: %w", l.ID, l.Environment, ErrPreserved, err)
+		}
+	}
 	bctx, cancel := retry.WithTimeout(ctx, m.o.Clock, a.budget)
 	var sb drivers.Sandbox
 	err = retry.Do(bctx, m.retryPolicy(), func(ctx context.Context, _ int) error {
@@ -443,10 +456,6 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 		upd.FailureReason, upd.Cleanup, upd.CleanupEvidence = "", CleanupNone, ""
 		upd.Config = a.snapshot.Clone()
 		upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
-		if err := m.useSecrets(ctx, upd.ID, upd); err != nil {
-			m.unclaim(ctx, cl, "")
-			return nil, false, fmt.Errorf("lease %s: resumed sandbox %s but could not record it; the lease is kept for reuse: %w", l.ID, pid, err)
-		}
 		if err := m.store.UpdateLease(context.WithoutCancel(ctx), upd); err != nil {
 			// The record still owns the sandbox (provider id, reuse key).
 			return nil, false, fmt.Errorf("lease %s: resumed sandbox %s but could not record it; the lease is kept for reuse: %w", l.ID, pid, err)

@@ -1,11 +1,15 @@
 package lease_test
 
 import (
+	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -110,5 +114,48 @@ func TestRetentionPrunesEndedLeases(t *testing.T) {
 	rep, err = w.newManager(func(o *lease.Options) { o.Retention = -1 }).Sweep(bg, op)
 	if err != nil || rep.Pruned != 0 {
 		t.Errorf("sweep with a negative retention = %+v, %v; want nothing pruned", rep, err)
+	}
+}
+
+func TestSecretsRetiredWhileStartingMakeNoSandbox(t *testing.T) {
+	t.Parallel()
+	// CFG-7, LEASE-9: the catalog retires (and, with no lease using it
+	// yet, deletes) the environment's secret right after the acquisition
+	// resolved it and before its record holds it. No sandbox may be made
+	// whose cleanup could not resolve its credentials.
+	ctx := context.Background()
+	secrets := environment.NewMemorySecretStore()
+	keeper := environment.NewSecretKeeper(environment.NewMemorySecretUseStore(), secrets, nil)
+	ref, err := secrets.Put(ctx, "env-1", "api_key", "k-123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var retired atomic.Bool
+	w := newWorld(t, worldOpts{
+		fake:   &fake.Options{APIKey: "k-123"},
+		config: map[string]any{"startup_timeout": budget.String(), "api_key": ref},
+		options: func(o *lease.Options) {
+			o.SecretKeeper = keeper
+			o.Secrets = func(ctx context.Context, r drivers.SecretRef) (string, error) {
+				v, err := secrets.Get(ctx, r)
+				if err == nil && retired.CompareAndSwap(false, true) {
+					if err := keeper.Retire(ctx, []drivers.SecretRef{{ID: r.ID}}); err != nil {
+						t.Error(err)
+					}
+				}
+				return v, err
+			}
+		},
+	})
+	_, err = w.m.Acquire(bg, op, w.req(lease.Ephemeral, "r1"))
+	if err == nil {
+		t.Fatal("Acquire succeeded although its secret was deleted before its record held it")
+	}
+	if live := w.liveSandboxes(); len(live) != 0 {
+		t.Errorf("sandboxes made: %v", live)
+	}
+	ls, _ := w.store.ListLeases(bg, lease.Filter{})
+	if len(ls) != 1 || ls[0].Status != lease.StatusFailed {
+		t.Errorf("lease records %+v; want one failed", ls)
 	}
 }
