@@ -1,7 +1,8 @@
 // Package lease hands out sandboxes (and host sessions) of saved
 // environments to runs, and makes sure none is ever lost track of.
 //
-// Start with Manager (manager.go): Acquire (acquire.go, create.go) returns a
+// Start with Manager (manager.go): Acquire (acquire.go, create.go,
+// resume.go) returns a
 // Handle (handle.go), a portable value that runs commands, streams,
 // terminals, image reports and captures on the live sandbox and releases
 // through the manager (the raw sandbox only through Handle.As, unsafe for
