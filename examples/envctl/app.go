@@ -46,10 +46,11 @@ func openSystem(ctx context.Context, g *globals) (*berth.System, error) {
 		return nil, err
 	}
 	return berth.New(ctx, &berth.Options{
-		StoreURL: "sqlite://" + path,
-		Drivers:  g.driverList(),
-		Secrets:  secrets,
-		TestMode: g.testMode,
+		StoreURL:       "sqlite://" + path,
+		Drivers:        g.driverList(),
+		Secrets:        secrets,
+		TestMode:       g.testMode,
+		LeaseRetention: g.leaseRetention,
 	})
 }
 

@@ -56,6 +56,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
@@ -73,6 +74,9 @@ type globals struct {
 	// drivers, when not nil, replaces registeredDrivers() (tests share one
 	// fake driver across commands with it).
 	drivers []drivers.Driver
+	// leaseRetention is berth.Options.LeaseRetention (lease sweep
+	// --retention); 0 for the default.
+	leaseRetention time.Duration
 }
 
 func main() {

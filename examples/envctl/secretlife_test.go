@@ -168,3 +168,28 @@ func wantCleanLease(t *testing.T, c *cli, id string) {
 	}
 	t.Errorf("lease %s not listed", id)
 }
+
+// TestLeaseSweepRetention: `lease sweep` keeps the record of an ended lease
+// (with its receipt) within the retention, and prunes it after
+// --retention (issue 11 item 7).
+func TestLeaseSweepRetention(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.createFake("sbx", `{"image":"`+c.fake.DefaultImageIdentity().String()+`"}`)
+	var l lease.Lease
+	c.okJSON(&l, "lease", "acquire", "sbx", "--company", "acme", "--run", "r1")
+	c.ok("lease", "release", l.ID)
+	var rep lease.SweepReport
+	c.okJSON(&rep, "lease", "sweep")
+	if rep.Pruned != 0 {
+		t.Errorf("a sweep with the default retention pruned %d records", rep.Pruned)
+	}
+	wantContains(t, "lease list within the retention", c.ok("lease", "list"), l.ID)
+	c.okJSON(&rep, "lease", "sweep", "--retention", "1ns")
+	if rep.Pruned != 1 {
+		t.Errorf("sweep --retention 1ns pruned %d records, want 1", rep.Pruned)
+	}
+	if out := c.ok("lease", "list"); strings.Contains(out, l.ID) {
+		t.Errorf("the ended lease is still listed after its retention:\n%s", out)
+	}
+}
