@@ -209,7 +209,10 @@ func (m *Manager) retryPolicy() retry.Policy {
 	return retry.Policy{Initial: m.o.RetryInitial, Max: m.o.RetryMax, Clock: m.o.Clock, Rand: m.o.Rand}
 }
 
-// Store returns the manager's store.
+// Store returns the manager's store as the manager writes it: writes
+// through it record and release secret uses (Options.SecretKeeper) and
+// remove the records of draft leases once they ended, as the manager's own
+// writes do.
 func (m *Manager) Store() Store { return m.store }
 
 // InstanceID returns the instance id that labels this manager's sandboxes
