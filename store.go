@@ -12,7 +12,7 @@ import (
 // Store persists the state of every berth package behind one value, so that
 // a host opens one database and hands the same Store to each package. It
 // serves environment.Store, environment.BindingStore, environment.HealthStore,
-// qualification.Store and lease.Store today; the custom image store joins this interface when
+// environment.SecretUseStore, qualification.Store and lease.Store today; the custom image store joins this interface when
 // that package lands (the SQL store gains its methods in
 // internal/sqlstore, the memory store embeds its memory store). Both
 // implementations pass each package's store conformance suite
@@ -22,6 +22,7 @@ type Store interface {
 	environment.Store
 	environment.BindingStore
 	environment.HealthStore
+	environment.SecretUseStore
 	qualification.Store
 	lease.Store
 	// Close releases the store's connections. The Store must not be used
@@ -52,7 +53,7 @@ func OpenStore(ctx context.Context, url string) (Store, error) {
 // NewMemoryStore returns an empty in-memory Store: the embedded default for
 // tests and demos. Its contents live as long as the value; it never fails.
 func NewMemoryStore() Store {
-	return memoryStore{environment.NewMemoryStore(), environment.NewMemoryBindingStore(), environment.NewMemoryHealthStore(),
+	return memoryStore{environment.NewMemoryStore(), environment.NewMemoryBindingStore(), environment.NewMemoryHealthStore(), environment.NewMemorySecretUseStore(),
 		qualification.NewMemoryStore(), lease.NewMemoryStore()}
 }
 
@@ -69,6 +70,7 @@ type memoryStore struct {
 	*envMemory
 	*environment.MemoryBindingStore
 	*environment.MemoryHealthStore
+	*environment.MemorySecretUseStore
 	*qualMemory
 	*leaseMemory
 }

@@ -37,6 +37,9 @@ func TestStores(t *testing.T) {
 			t.Run("health", func(t *testing.T) {
 				storetest.RunHealthStoreTests(t, func(t *testing.T) environment.HealthStore { return open(t) })
 			})
+			t.Run("secret uses", func(t *testing.T) {
+				storetest.RunSecretUseStoreTests(t, func(t *testing.T) environment.SecretUseStore { return open(t) })
+			})
 			t.Run("bindings", func(t *testing.T) {
 				storetest.RunBindingStoreTests(t, func(t *testing.T) environment.BindingStore { return open(t) })
 			})

@@ -44,6 +44,10 @@ type Options struct {
 	// crashed acquisition and swept (LEASE-9). Default
 	// lease.DefaultClaimGrace.
 	ClaimGrace time.Duration
+	// LeaseRetention is how long the record of an ended lease (with its
+	// cleanup receipt) is kept before a sweep prunes it. Default
+	// lease.DefaultRetention; negative keeps records forever.
+	LeaseRetention time.Duration
 	// Probe configures the Prober (stage deadlines, progress). Default:
 	// probe's defaults.
 	Probe *probe.Options
@@ -106,6 +110,9 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	sys := &System{Store: st, Drivers: reg, Secrets: secrets, log: logger}
+	// One keeper: the catalog retires secrets, the lease manager keeps them
+	// while a lease that is not proven clean uses them (CFG-7, LEASE-9).
+	keeper := environment.NewSecretKeeper(st, secrets, logger)
 	// One Authorizer decides for the catalog, the assignments and the lease
 	// manager (which asks the assignments' Authorizer).
 	sys.Assignments = environment.NewAssignments(st, st, reg, &environment.AssignmentOptions{
@@ -115,11 +122,13 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Health:     st,
 	})
 	sys.Leases = lease.NewManager(st, reg, &lease.Options{
-		InstanceID:  o.InstanceID,
-		Logger:      o.Logger,
-		ClaimGrace:  o.ClaimGrace,
-		Secrets:     secrets.Get,
-		Assignments: sys.Assignments,
+		InstanceID:   o.InstanceID,
+		Logger:       o.Logger,
+		ClaimGrace:   o.ClaimGrace,
+		Retention:    o.LeaseRetention,
+		Secrets:      secrets.Get,
+		SecretKeeper: keeper,
+		Assignments:  sys.Assignments,
 		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
 			return st.ListEnvironments(ctx, environment.ListFilter{})
 		},
@@ -131,6 +140,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		UsageReporters: []environment.UsageReporter{sys.Assignments, sys.Leases},
 		Protected:      sys.Assignments.Protected,
 		Health:         st,
+		SecretKeeper:   keeper,
 	})
 	sys.Prober = probe.New(sys.Catalog, reg, sys.Leases, st, o.Probe)
 	ropts := resolve.Options{Logger: o.Logger}

@@ -60,6 +60,12 @@ type Options struct {
 	// HealthTimeout (Catalog only) bounds one provider health measurement.
 	// Default DefaultHealthTimeout.
 	HealthTimeout time.Duration
+	// SecretKeeper, if not nil, keeps the secrets that an update supersedes
+	// or a delete gives up while a lease not proven clean uses them (give
+	// the lease manager the same keeper). Default nil: they are deleted at
+	// once, and leases that use them can no longer be cleaned up by another
+	// process; a host with leases sets it.
+	SecretKeeper *SecretKeeper
 }
 
 // Catalog is the environment catalog (CFG-1..8): it authorizes every call
@@ -81,6 +87,7 @@ type Catalog struct {
 	health    HealthStore
 	gate      *Gate
 	healthTTL time.Duration
+	keeper    *SecretKeeper
 }
 
 // NewCatalog returns a catalog over store, the drivers of reg and secrets.
@@ -106,6 +113,7 @@ func NewCatalog(store Store, reg *drivers.Registry, secrets SecretStore, opts *O
 		protected: o.Protected,
 		health:    cm.health,
 		gate:      cm.gate,
+		keeper:    o.SecretKeeper,
 	}
 	if c.exclusive == nil {
 		c.exclusive = []string{"local"}

@@ -35,6 +35,15 @@
 //     line or String holds a secret value. The environment's own Env vars
 //     whose names look like credentials (LooksLikeSecretName) are refused,
 //     because those are stored and shown inline.
+//   - Secrets live as long as the leases that use them (CFG-7, LEASE-9;
+//     secretuse.go): the version an update supersedes and the secrets of a
+//     deleted environment are retired through the one place
+//     (retireSecrets). With a SecretKeeper (Options.SecretKeeper, shared
+//     with the lease manager) a retired secret that a lease not proven
+//     clean uses is kept in the SecretStore, its uses recorded in a
+//     SecretUseStore (berth's own store), and deleted once the last such
+//     lease is proven clean; so another process's release or sweep always
+//     has the credentials it needs.
 //   - Exclusivity and test drivers (CFG-4): at most one environment of each
 //     exclusive driver (default "local") per instance, checked atomically by
 //     the Store; the "fake" driver (and Options.TestDrivers) cannot be saved

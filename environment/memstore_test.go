@@ -13,3 +13,8 @@ func TestMemoryStoreConformance(t *testing.T) {
 	t.Parallel()
 	storetest.RunEnvironmentStoreTests(t, func(*testing.T) environment.Store { return environment.NewMemoryStore() })
 }
+
+func TestMemorySecretUseStore(t *testing.T) {
+	t.Parallel()
+	storetest.RunSecretUseStoreTests(t, func(*testing.T) environment.SecretUseStore { return environment.NewMemorySecretUseStore() })
+}

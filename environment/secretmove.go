@@ -165,14 +165,21 @@ func supersededSecrets(label string, schema *drivers.ConfigSchema, cfg, prev dri
 	return out, nil
 }
 
-// retireSecrets deletes secrets (or versions) that a saved config no longer
-// references: the versions an update superseded and the secrets of a
+// retireSecrets retires secrets (or versions) that a saved config no
+// longer references: the versions an update superseded and the secrets of a
 // deleted environment. It is the one place where secrets that leases may
-// still reference are deleted (rollbacks of never-saved secrets use
-// dropSecrets), so that deferring such deletions until those leases are
-// clean changes this function only.
+// still reference are given up (rollbacks of never-saved secrets use
+// dropSecrets). With a SecretKeeper (Options.SecretKeeper) a secret that a
+// lease not proven clean uses is kept, marked retired, until the last such
+// lease is proven clean (CFG-7, LEASE-9); without one it is deleted now.
 func (c *Catalog) retireSecrets(ctx context.Context, refs []drivers.SecretRef) {
-	c.dropSecrets(ctx, refs)
+	if c.keeper == nil {
+		c.dropSecrets(ctx, refs)
+		return
+	}
+	if err := c.keeper.Retire(context.WithoutCancel(ctx), refs); err != nil {
+		c.log.LogAttrs(ctx, slog.LevelWarn, "environment: retiring secrets failed; they are kept", slog.String("error", err.Error()))
+	}
 }
 
 // dropSecrets deletes refs (best effort: a failure is logged without value).

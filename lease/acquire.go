@@ -297,6 +297,7 @@ func (m *Manager) newLease(a *acq) *Lease {
 		Fingerprint: a.fp, ReuseKey: a.reuseKey, RunKey: a.runKey,
 		Replaces: a.replaces, ReplaceReason: a.replaceReason,
 		Config: a.snapshot.Clone(),
+		Draft:  a.draft,
 		Labels: map[string]string{
 			LabelInstance: m.o.InstanceID, LabelEnvironment: a.env.ID, LabelLease: id,
 		},
@@ -389,76 +390,6 @@ func (m *Manager) abandon(ctx context.Context, l *Lease, reason string) {
 	if err := m.store.UpdateLease(ctx, cl); err != nil {
 		m.o.Logger.Warn("lease: marking an interrupted acquisition for cleanup", "lease", l.ID, "err", err)
 	}
-}
-
-// resume resumes the recorded sandbox of a reusable lease (LEASE-4, 5).
-func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, error) {
-	now := m.now()
-	switch {
-	case l.Fingerprint != a.fp && l.Status == StatusActive && (l.ExpiresAt.IsZero() || l.ExpiresAt.After(now)):
-		// Never pull a sandbox from under a run that uses it.
-		return nil, false, fmt.Errorf("lease %s is in use by run %s with an earlier configuration of environment %s; it is replaced once released or expired: %w",
-			l.ID, l.Run, l.Environment, ErrConflict)
-	case l.Fingerprint != a.fp:
-		return m.replace(ctx, a, l, ReplaceIdentityMismatch, "")
-	case l.Status != StatusStarting && !l.ExpiresAt.IsZero() && !l.ExpiresAt.After(now):
-		return m.replace(ctx, a, l, ReplaceExpired, "")
-	}
-	owner := m.opOwner()
-	cl, err := m.store.ClaimLease(ctx, l.ID, owner, now, now.Add(a.budget+m.o.ClaimGrace))
-	if errors.Is(err, ErrClaimed) {
-		if cl == nil {
-			cl = l
-		}
-		if werr := m.waitChange(ctx, cl); werr != nil {
-			return nil, false, werr
-		}
-		return nil, true, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("lease %s: claiming it for resume: %w", l.ID, err)
-	}
-	resumer, err := drivers.AsResumer(a.drv)
-	if err != nil {
-		m.unclaim(ctx, cl, "")
-		return nil, false, fmt.Errorf("lease %s: %w", l.ID, err)
-	}
-	pid := cl.ProviderLeaseID
-	bctx, cancel := retry.WithTimeout(ctx, m.o.Clock, a.budget)
-	var sb drivers.Sandbox
-	err = retry.Do(bctx, m.retryPolicy(), func(ctx context.Context, _ int) error {
-		s, err := resumer.Resume(ctx, a.cfg, pid)
-		sb = s
-		return err
-	})
-	budgetOut := errors.Is(bctx.Err(), context.DeadlineExceeded)
-	cancel()
-	if err == nil {
-		now = m.now()
-		upd := cl.Clone()
-		upd.Status, upd.Run, upd.Workspace = StatusActive, a.req.Run, a.req.Workspace
-		upd.LastUsedAt, upd.ExpiresAt, upd.ReleasedAt = now, now.Add(m.o.LeaseTTL), time.Time{}
-		upd.Uses++
-		upd.FailureReason, upd.Cleanup, upd.CleanupEvidence = "", CleanupNone, ""
-		upd.Config = a.snapshot.Clone()
-		upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
-		if err := m.store.UpdateLease(context.WithoutCancel(ctx), upd); err != nil {
-			// The record still owns the sandbox (provider id, reuse key).
-			return nil, false, fmt.Errorf("lease %s: resumed sandbox %s but could not record it; the lease is kept for reuse: %w", l.ID, pid, err)
-		}
-		h := &Handle{m: m, lease: upd, driver: a.drv, sandbox: sb, resumed: true}
-		m.cacheHandle(h)
-		return h, false, nil
-	}
-	if errors.Is(err, drivers.ErrNotFound) {
-		return m.replace(ctx, a, cl, ReplaceNotFound, owner)
-	}
-	m.unclaim(ctx, cl, "resume failed: "+err.Error())
-	if budgetOut {
-		err = fmt.Errorf("%w: %w", ErrStartupBudget, err)
-	}
-	return nil, false, fmt.Errorf("lease %s preserved: resuming sandbox %s of environment %s failed and no replacement was created: %w: %w",
-		l.ID, pid, l.Environment, ErrPreserved, err)
 }
 
 // unclaim drops this manager's claim on l, recording reason if not "".

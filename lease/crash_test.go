@@ -67,6 +67,20 @@ func (s crashStore) GetLease(ctx context.Context, id string) (*lease.Lease, erro
 	return s.s.GetLease(ctx, id)
 }
 
+func (s crashStore) DeleteLease(ctx context.Context, id string, version int64) error {
+	if err := s.c.call(); err != nil {
+		return err
+	}
+	return s.s.DeleteLease(ctx, id, version)
+}
+
+func (s crashStore) PruneLeases(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := s.c.call(); err != nil {
+		return 0, err
+	}
+	return s.s.PruneLeases(ctx, before, limit)
+}
+
 func (s crashStore) UpdateLease(ctx context.Context, l *lease.Lease) error {
 	if err := s.c.call(); err != nil {
 		return err

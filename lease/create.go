@@ -36,6 +36,16 @@ func (c *creation) snapshot() (*Lease, string, error) {
 func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error) {
 	st := &creation{cur: l}
 	wctx := context.WithoutCancel(ctx) // store writes outlive the budget
+	if m.o.SecretKeeper != nil && len(l.Config.SecretRefs()) > 0 {
+		// The secrets were resolved before the record (and its secret
+		// uses) was written; a catalog that retired them in between may
+		// have deleted them. Resolve again now that the uses hold them, so
+		// that no sandbox is made whose cleanup could not resolve its
+		// credentials (CFG-7, LEASE-9).
+		if _, err := m.resolveConfig(ctx, a.drv, l.Config); err != nil {
+			return nil, m.failStart(wctx, a, l, "", nil, fmt.Errorf("its secrets were retired while it started: %w", err))
+		}
+	}
 	allocated := func(actx context.Context, id string) error {
 		st.mu.Lock()
 		defer st.mu.Unlock()

@@ -1,7 +1,8 @@
 // Package lease hands out sandboxes (and host sessions) of saved
 // environments to runs, and makes sure none is ever lost track of.
 //
-// Start with Manager (manager.go): Acquire (acquire.go, create.go) returns a
+// Start with Manager (manager.go): Acquire (acquire.go, create.go,
+// resume.go) returns a
 // Handle (handle.go), a portable value that runs commands, streams,
 // terminals, image reports and captures on the live sandbox and releases
 // through the manager (the raw sandbox only through Handle.As, unsafe for
@@ -62,7 +63,12 @@
 // it released and, for reusable policies, resumable; Destroy releases it.
 // Only a drivers.Receipt that Proves the disposition for the lease's
 // provider lease id counts; anything else leaves pending_cleanup with the
-// reason. RetainOnFailure keeps a failed run's sandbox retained.
+// reason. RetainOnFailure keeps a failed run's sandbox retained. Before it
+// stops or destroys, Release writes ahead that the lease expires when its
+// claim does (Options.CleanupBudget): should its final write fail even
+// after the store's retries, the next Sweep after the claim takes the
+// lease and destroys the sandbox with proof, rather than the lease staying
+// active until its TTL.
 //
 // Host leases (LEASE-7, LEASE-10; holder.go): a local or ssh lease is a
 // session in the acquiring manager's process. That manager is its Holder and
@@ -84,6 +90,15 @@
 // key, and claims keep replicas off a lease another one works on, so that
 // one reuse key makes one sandbox and one cleanup is processed once.
 //
+// Records (store.go, secrets.go): the record of a draft lease
+// (AcquireRequest.Draft, Lease.Draft) is removed once its cleanup is proven
+// (PRB-4); an unproven one stays pending_cleanup until a release or Sweep
+// proves it. Records of ended leases (Lease.Ended) are kept, receipt
+// included, for Options.Retention after their release, then pruned by a
+// Sweep. Sweeps (Store.ClaimForSweep), EnvironmentUsage (Filter.Live) and
+// pruning read the SQL stores through indexes on status, so their cost
+// follows the live leases, not the history.
+//
 // # Status mapping
 //
 // The SPEC lists active, released, expired, failed, retained and
@@ -98,4 +113,11 @@
 // Lease records keep the environment's normalized config with secret
 // references only; a config holding a secret value is refused. Secrets are
 // resolved through Options.Secrets when acquiring and again at cleanup time.
+// With Options.SecretKeeper (shared with the catalog) the manager records
+// the references of each lease record before writing it, and releases them
+// once the lease is proven clean (released and not resumable, expired, or
+// failed with nothing left); a secret the catalog retired meanwhile (an
+// update superseded it, its environment was deleted) is deleted from the
+// SecretStore only then, so cleanups by any process keep their credentials
+// (CFG-7, LEASE-9; secrets.go).
 package lease

@@ -181,6 +181,11 @@ type Lease struct {
 	Holder      string    `json:"holder,omitempty"`
 	HolderUntil time.Time `json:"holderUntil,omitzero"`
 
+	// Draft marks the lease of a draft probe (AcquireRequest.Draft): its
+	// record exists while its sandbox may, and is removed once its cleanup
+	// is proven (PRB-4); its Config never holds a secret field.
+	Draft bool `json:"draft,omitempty"`
+
 	// Version grows by one on every store update (compare-and-set).
 	Version int64 `json:"version"`
 

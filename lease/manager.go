@@ -33,6 +33,7 @@ const (
 	DefaultPollInterval  = 20 * time.Millisecond
 	DefaultSweepLimit    = 100
 	DefaultHostHeartbeat = 10 * time.Second
+	DefaultRetention     = 30 * 24 * time.Hour
 )
 
 // HolderClaimBeats is how many heartbeats a host lease holder's claim
@@ -97,6 +98,20 @@ type Options struct {
 	// Without it Acquire refuses saved environments, and the other calls
 	// decide with environment.DefaultPolicy.
 	Assignments *environment.Assignments
+	// Retention is how long the record of an ended lease (released and not
+	// resumable, expired, failed) is kept after its ReleasedAt, receipt
+	// (CleanupEvidence) included; each Sweep then prunes it. Default
+	// DefaultRetention; a negative value keeps records forever.
+	Retention time.Duration
+	// SecretKeeper, if not nil, records the secret references of every
+	// lease record before it is written and releases them once the lease
+	// is proven clean (released, expired or failed with nothing left), so
+	// that a secret the catalog retired (an update superseded it, its
+	// environment was deleted) stays in the SecretStore until the last
+	// lease that uses it is clean and sweeps always have the credentials
+	// they need (CFG-7, LEASE-9). Give the catalog the same keeper
+	// (environment.Options.SecretKeeper). Default nil: nothing is recorded.
+	SecretKeeper *environment.SecretKeeper
 	// SweepEnvironments, if not nil, lists the environments whose providers
 	// a Sweep searches for orphans. Default: every environment that appears
 	// on a lease in the store (with the config recorded on its newest lease).
@@ -162,9 +177,13 @@ func NewManager(store Store, reg *drivers.Registry, opts *Options) *Manager {
 	if o.SweepLimit <= 0 {
 		o.SweepLimit = DefaultSweepLimit
 	}
+	if o.Retention == 0 {
+		o.Retention = DefaultRetention
+	}
 	if o.HostHeartbeat <= 0 {
 		o.HostHeartbeat = DefaultHostHeartbeat
 	}
+	store = &recordStore{Store: store, k: o.SecretKeeper, log: o.Logger.Warn}
 	return &Manager{
 		store: store, reg: reg, o: o,
 		owner: o.InstanceID + "/" + randomHex(4),
@@ -190,7 +209,10 @@ func (m *Manager) retryPolicy() retry.Policy {
 	return retry.Policy{Initial: m.o.RetryInitial, Max: m.o.RetryMax, Clock: m.o.Clock, Rand: m.o.Rand}
 }
 
-// Store returns the manager's store.
+// Store returns the manager's store as the manager writes it: writes
+// through it record and release secret uses (Options.SecretKeeper) and
+// remove the records of draft leases once they ended, as the manager's own
+// writes do.
 func (m *Manager) Store() Store { return m.store }
 
 // InstanceID returns the instance id that labels this manager's sandboxes

@@ -203,3 +203,59 @@ func (s *MemoryStore) ClaimForSweep(ctx context.Context, owner string, now, unti
 	}
 	return out, nil
 }
+
+// DeleteLease implements Store.
+func (s *MemoryStore) DeleteLease(ctx context.Context, id string, version int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.leases[id]
+	if !ok {
+		return fmt.Errorf("lease %s: %w", id, ErrNotFound)
+	}
+	if l.Version != version {
+		return fmt.Errorf("lease %s: stored version %d, delete based on %d: %w", id, l.Version, version, ErrConflict)
+	}
+	s.deleteLocked(l)
+	return nil
+}
+
+func (s *MemoryStore) deleteLocked(l *Lease) {
+	if l.ReuseKey != "" {
+		delete(s.byReuse, l.ReuseKey)
+	}
+	if l.RunKey != "" {
+		delete(s.byRun, l.RunKey)
+	}
+	delete(s.leases, l.ID)
+}
+
+// PruneLeases implements Store.
+func (s *MemoryStore) PruneLeases(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var cand []*Lease
+	for _, l := range s.leases {
+		if prunable(l, before) {
+			cand = append(cand, l)
+		}
+	}
+	sortLeases(cand)
+	if limit > 0 && len(cand) > limit {
+		cand = cand[:limit]
+	}
+	for _, l := range cand {
+		s.deleteLocked(l)
+	}
+	return len(cand), nil
+}
+
+// prunable reports whether PruneLeases at before removes l.
+func prunable(l *Lease, before time.Time) bool {
+	return l.Ended() && !l.ReleasedAt.IsZero() && l.ReleasedAt.Before(before) && l.claimFree("", before)
+}

@@ -35,7 +35,10 @@ type ReleaseOptions struct {
 // (with proof, as a Sweep does). Releasing a lease that already ended returns it
 // unchanged with a nil error, except that drivers.Destroy on a released
 // reusable lease whose stopped sandbox is still resumable destroys that
-// sandbox (with proof) and ends the reuse. It returns the lease as stored
+// sandbox (with proof) and ends the reuse. Before a stop or destroy the
+// lease is written to expire with the release's claim, so that a release
+// whose final write fails leaves the lease to the next Sweep after the
+// claim (it destroys with proof) instead of active until its TTL. It returns the lease as stored
 // afterwards, as Get shows it to p.
 //
 // p must be allowed environment.ActionLease on the lease (instance admins,
@@ -102,12 +105,28 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 	if h := m.liveHandle(id); h != nil {
 		sb = h.sandbox
 	}
+	wctx := context.WithoutCancel(ctx)
+	expires := l.ExpiresAt
+	if d != drivers.Keep {
+		// Write ahead: the lease expires when this release's claim does, so
+		// that if the final write below fails (even after the store's
+		// retries) the next sweep after the claim takes the lease and
+		// destroys its sandbox with proof, instead of the lease staying
+		// active until its TTL (LEASE-6, LEASE-9).
+		ahead := l.Clone()
+		ahead.ExpiresAt = l.ClaimedUntil
+		if err := m.store.UpdateLease(wctx, ahead); err != nil {
+			m.unclaim(ctx, l, "")
+			return l, fmt.Errorf("lease %s: release: recording the release: %w", id, err)
+		}
+		l = ahead
+	}
 	upd := l.Clone()
+	upd.ExpiresAt = expires
 	upd.ClaimedBy, upd.ClaimedUntil, upd.RunKey = "", time.Time{}, ""
 	if opts.RunFailed && opts.Reason != "" {
 		upd.FailureReason = opts.Reason
 	}
-	wctx := context.WithoutCancel(ctx)
 	if d == drivers.Keep {
 		if sb != nil {
 			// Frees the handle's local resources; the sandbox keeps running.

@@ -54,6 +54,28 @@ type Store interface {
 	// (resumable) leases whose ExpiresAt is set and not after now. A lease
 	// is never handed to two claimants whose claims overlap in time.
 	ClaimForSweep(ctx context.Context, owner string, now, until time.Time, limit int) ([]*Lease, error)
+	// DeleteLease removes lease id if its stored version equals version
+	// (compare-and-set): the record of a draft lease once its cleanup is
+	// proven (PRB-4). A stale version is an error wrapping ErrConflict, a
+	// missing lease ErrNotFound; either way nothing is removed.
+	DeleteLease(ctx context.Context, id string, version int64) error
+	// PruneLeases removes up to limit (limit <= 0: no limit) ended leases
+	// (Ended) whose ReleasedAt is set and before before, and on which
+	// nobody holds a live claim at before; it returns how many it removed.
+	// SQL stores read only ended leases through an index.
+	PruneLeases(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// Ended reports whether l is terminal and holds nothing: released (and not
+// resumable), expired or failed. Its cleanup is proven (or nothing was
+// ever allocated), so its record is history: its secrets may go (CFG-7)
+// and retention may prune it.
+func (l *Lease) Ended() bool {
+	switch l.Status {
+	case StatusReleased, StatusExpired, StatusFailed:
+		return !l.HoldsSandbox()
+	}
+	return false
 }
 
 // Filter selects leases in Store.ListLeases. Zero fields match everything.
@@ -66,6 +88,11 @@ type Filter struct {
 	ProviderLeaseID string
 	// Statuses, if not empty, matches leases in any of these statuses.
 	Statuses []Status
+	// Live, if set, matches only leases that have not ended (see Ended):
+	// starting, active, retained, pending_cleanup, and released leases
+	// that keep a resumable sandbox. SQL stores read them through an
+	// index, so the cost follows the live leases, not the history.
+	Live bool
 }
 
 // Match reports whether l matches f. Stores may use it; SQL stores
@@ -75,7 +102,8 @@ func (f Filter) Match(l *Lease) bool {
 		f.Environment != "" && l.Environment != f.Environment ||
 		f.Run != "" && l.Run != f.Run ||
 		f.Provider != "" && l.Provider != f.Provider ||
-		f.ProviderLeaseID != "" && l.ProviderLeaseID != f.ProviderLeaseID {
+		f.ProviderLeaseID != "" && l.ProviderLeaseID != f.ProviderLeaseID ||
+		f.Live && l.Ended() {
 		return false
 	}
 	if len(f.Statuses) == 0 {

@@ -30,6 +30,9 @@ type SweepReport struct {
 	// EnvironmentsSkipped counts environments whose driver cannot list
 	// sandboxes (no orphan search possible) or could not be listed.
 	EnvironmentsSkipped int `json:"environmentsSkipped"`
+	// Pruned counts records of ended leases removed after
+	// Options.Retention.
+	Pruned int `json:"pruned"`
 }
 
 // Sweep expires leases past their expiry (destroying their sandboxes),
@@ -71,6 +74,13 @@ func (m *Manager) Sweep(ctx context.Context, p environment.Principal) (SweepRepo
 		m.sweepOne(ctx, renewed, t, &rep)
 	}
 	err = m.sweepOrphans(ctx, &rep)
+	if m.o.Retention > 0 {
+		n, perr := m.store.PruneLeases(ctx, m.now().Add(-m.o.Retention), m.o.SweepLimit)
+		rep.Pruned = n
+		if perr != nil {
+			err = errors.Join(err, fmt.Errorf("lease: sweep: pruning ended leases: %w", perr))
+		}
+	}
 	return rep, err
 }
 

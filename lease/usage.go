@@ -35,9 +35,10 @@ func (m *Manager) Usage(ctx context.Context, envID string) (Usage, error) {
 // passes the Manager in the catalog's Options.UsageReporters (CFG-7): it
 // lists the active (and starting), reusable and pending-cleanup leases of
 // envID, one Reference of kind "lease" each. A lease may be both active and
-// reusable. It reads the store only; no provider is called (CAP-1).
+// reusable. It reads the store only, and the live leases only (Filter.Live),
+// not the environment's history; no provider is called (CAP-1).
 func (m *Manager) EnvironmentUsage(ctx context.Context, envID string) (environment.Usage, error) {
-	ls, err := m.store.ListLeases(ctx, Filter{Environment: envID})
+	ls, err := m.store.ListLeases(ctx, Filter{Environment: envID, Live: true})
 	if err != nil {
 		return environment.Usage{}, fmt.Errorf("lease: usage of environment %s: %w", envID, err)
 	}

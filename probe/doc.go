@@ -17,9 +17,10 @@
 //     the cleanup, then evaluates the qualification and stores the record
 //     only when qualification.Evaluate says so.
 //   - draft.go: Prober.ProbeDraft, the probe of an unsaved config
-//     (environment.Catalog.Draft; nothing saved but the draft lease's
-//     write-ahead record, which keeps no secret; never a qualification,
-//     PRB-4, LEASE-2).
+//     (environment.Catalog.Draft; nothing saved: the draft lease's
+//     write-ahead record, which keeps no secret, is removed once the
+//     cleanup is proven, and stays pending_cleanup only while it is not;
+//     never a qualification, PRB-4, LEASE-2).
 //   - qualify.go: the qualification subject of a saved environment (its
 //     fingerprint from the driver schema's Partition) and
 //     Prober.Qualification, the allocation-free public read (QUAL-7).

@@ -19,8 +19,11 @@ import (
 // image (sandbox drivers) and destroys what it acquired. Like every lease,
 // the draft lease has a write-ahead record (LEASE-2), so no sandbox exists
 // that no record points at; the record keeps the config without its secret
-// fields. Nothing else is saved, and a qualification is never recorded: the
-// diagnostic is always qualification.CodeNotSaved.
+// fields, and the lease manager removes it once the cleanup is proven
+// (Cleanup.RecordRemoved): a draft probe leaves nothing behind. Only an
+// unproven cleanup leaves a pending_cleanup record (no secret) for a sweep,
+// and Cleanup says so. Nothing else is saved, and a qualification is never
+// recorded: the diagnostic is always qualification.CodeNotSaved.
 //
 // It returns an error only when the principal is denied (wrapping
 // environment.ErrDenied) or driver is empty (ErrInvalid); an invalid config

@@ -197,20 +197,39 @@ func TestDraftProbe(t *testing.T) {
 	if s := w.secrets.List(); len(s) != 0 {
 		t.Errorf("secrets stored: %+v", s)
 	}
-	// LEASE-2: the sandbox had a write-ahead record, a released draft
-	// lease whose recorded config holds no secret.
-	ls, _ := w.lstore.ListLeases(ctx, lease.Filter{})
-	if len(ls) != 1 || ls[0].Status != lease.StatusReleased || ls[0].Cleanup != lease.CleanupConfirmed ||
-		ls[0].Metadata["purpose"] != "draft-probe" || !strings.HasPrefix(ls[0].Environment, "draft-") {
-		t.Fatalf("leases %+v", ls)
+	// LEASE-2, PRB-4: the sandbox had a write-ahead record while it
+	// existed, removed once its destroy was proven: nothing is left.
+	if ls, _ := w.lstore.ListLeases(ctx, lease.Filter{}); len(ls) != 0 {
+		t.Fatalf("a draft probe with a proven cleanup left lease records %+v", ls)
 	}
-	if _, has := ls[0].Config["api_key"]; has {
-		t.Errorf("the draft lease records the secret field: %v", ls[0].Config)
+	if !res.Cleanup.RecordRemoved || res.Cleanup.LeaseStatus != lease.StatusReleased {
+		t.Errorf("cleanup %+v; want the record removed after the release", res.Cleanup)
 	}
 	sbs := w.fake.Sandboxes()
-	if len(sbs) != 1 || sbs[0].State != drivers.StateDestroyed || sbs[0].Labels[lease.LabelLease] != ls[0].ID {
+	if len(sbs) != 1 || sbs[0].State != drivers.StateDestroyed || sbs[0].Labels[lease.LabelLease] != res.LeaseID {
 		t.Errorf("sandboxes %+v", sbs)
 	}
+
+	// An unproven cleanup leaves a pending_cleanup record without the
+	// secret field, and the result says so.
+	w.fake.Inject(fake.Fault{Op: fake.OpDestroy, Err: errors.New("provider busy")})
+	res, err = w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"image": img.String(), "api_key": canary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertNoSecret(t, res)
+	if c := res.Cleanup; c == nil || c.Confirmed || !c.PendingCleanup || c.RecordRemoved || c.LeaseStatus != lease.StatusPendingCleanup ||
+		!strings.Contains(c.Evidence, "pending_cleanup lease record") {
+		t.Errorf("unproven draft cleanup %+v", c)
+	}
+	ls, _ := w.lstore.ListLeases(ctx, lease.Filter{})
+	if len(ls) != 1 || ls[0].ID != res.LeaseID || ls[0].Status != lease.StatusPendingCleanup || !ls[0].Draft {
+		t.Fatalf("leases after an unproven draft cleanup %+v", ls)
+	}
+	if _, has := ls[0].Config["api_key"]; has {
+		t.Errorf("the pending draft record holds the secret field: %v", ls[0].Config)
+	}
+	w.fake.ClearFaults()
 
 	// An invalid draft fails at resolve with invalid_config and allocates nothing.
 	before := w.fake.TotalCalls()

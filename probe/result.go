@@ -62,9 +62,14 @@ type Cleanup struct {
 	// host session) ended, for the lease's provider lease id (LEASE-7).
 	Confirmed bool `json:"confirmed"`
 	// LeaseStatus is the lease record's status after release: released, or
-	// pending_cleanup when the release was not proven; "" for a draft probe,
-	// which has no lease record.
+	// pending_cleanup when the release was not proven.
 	LeaseStatus lease.Status `json:"leaseStatus,omitempty"`
+	// RecordRemoved is true for a draft probe whose cleanup was proven: its
+	// write-ahead lease record was removed, so the probe left nothing
+	// behind (PRB-4). A draft whose cleanup is unproven keeps a
+	// pending_cleanup record (without any secret field) until a release
+	// or sweep proves it, and RecordRemoved is false.
+	RecordRemoved bool `json:"recordRemoved,omitempty"`
 	// PendingCleanup is true when the sandbox may still exist at the
 	// provider: the lease is pending cleanup (a Sweep retries it) or, for a
 	// draft, the destroy was not confirmed.

@@ -171,6 +171,15 @@ func (p *Prober) probeSaved(ctx context.Context, pr environment.Principal, r *ru
 				c.Evidence = l.FailureReason
 			}
 		}
+		if draft && c.Confirmed {
+			// The manager removes a draft's record once its cleanup is
+			// proven (PRB-4); say so only if the store agrees.
+			_, gerr := p.leases.Store().GetLease(ctx, h.ID())
+			c.RecordRemoved = errors.Is(gerr, lease.ErrNotFound)
+		}
+		if draft && !c.Confirmed {
+			c.Evidence += "; the draft's pending_cleanup lease record (no secret) stays until a sweep proves the cleanup"
+		}
 		c.Evidence = r.scrub.scrub(c.Evidence)
 		if err != nil || !c.Confirmed {
 			c.Confirmed = false

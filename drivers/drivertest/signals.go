@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/berthdev/berth/drivers"
 )
@@ -43,6 +44,25 @@ func testStreamSignals(t *testing.T, ctx context.Context, h Harness) {
 			}
 			wctx, cancel := context.WithTimeout(ctx, promptBound)
 			defer cancel()
+			// A signal that reaches the group while sh is between fork and
+			// exec of sleep is taken by the child's copy of sh's handler and
+			// lost at the exec, and sh then waits for sleep (dash does):
+			// send it again until the command ends, so the test checks that
+			// the signal ends the command, not the shell's fork window.
+			resend := time.NewTicker(100 * time.Millisecond)
+			defer resend.Stop()
+			waited := make(chan struct{})
+			defer close(waited)
+			go func() {
+				for {
+					select {
+					case <-waited:
+						return
+					case <-resend.C:
+						_ = p.Signal(ctx, sig)
+					}
+				}
+			}()
 			res, err := p.Wait(wctx)
 			switch {
 			case err != nil:

@@ -22,7 +22,7 @@ const leaseUsage = `usage: envctl lease COMMAND [FLAGS]
           P: ephemeral|reuse_by_environment|reuse_by_workspace|retain_on_failure
   release LEASE [--disposition keep|stop|destroy] [--failed] [--reason S]
   list [--env ENV] [--company C] [--status S]
-  sweep [--claim-grace D]
+  sweep [--claim-grace D] [--retention DURATION]
 
 --claim-grace (acquire and sweep; default 1m) is the grace this process
 adds to the startup budget when it claims an acquisition in progress: a
@@ -50,7 +50,9 @@ only.
 release defaults to --disposition destroy. A release or cleanup the provider
 did not confirm leaves the lease pending_cleanup; 'lease sweep' retries it,
 expires leases past their expiry and destroys orphan sandboxes labelled by
-this instance.
+this instance. It then prunes the records of leases that ended more than
+--retention ago (default 30 days; their cleanup receipts are kept until
+then).
 `
 
 func runLease(ctx context.Context, g *globals, args []string) error {
@@ -112,6 +114,7 @@ func runLease(ctx context.Context, g *globals, args []string) error {
 		}
 		return leaseList(ctx, g, *env, *company, *status)
 	case "sweep":
+		fs.DurationVar(&g.leaseRetention, "retention", 0, "keep records of ended leases this long, then prune them (0: 30 days; negative: forever)")
 		pos, err := parseInterleaved(fs, args)
 		if err != nil || len(pos) != 0 {
 			fmt.Fprint(g.stderr, leaseUsage)
@@ -262,6 +265,7 @@ func printSweep(w io.Writer, rep lease.SweepReport) {
 		{rep.OrphansDestroyed, "orphan sandboxes of this instance destroyed"},
 		{rep.OrphansFailed, "orphan sandboxes whose destroy was not confirmed"},
 		{rep.EnvironmentsSkipped, "environments without orphan search (host drivers, or listing failed)"},
+		{rep.Pruned, "records of ended leases pruned after the retention period"},
 	} {
 		fmt.Fprintf(w, "  %d %s\n", l.n, l.what)
 	}

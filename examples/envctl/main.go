@@ -77,6 +77,9 @@ type globals struct {
 	// drivers, when not nil, replaces registeredDrivers() (tests share one
 	// fake driver across commands with it).
 	drivers []drivers.Driver
+	// leaseRetention is berth.Options.LeaseRetention (lease sweep
+	// --retention); 0 for the default.
+	leaseRetention time.Duration
 }
 
 func main() {

@@ -22,7 +22,7 @@ const leaseColumns = `id, company, environment_id, workspace, run, status, polic
 	acquired_at, last_used_at, expires_at, released_at,
 	failure_reason, cleanup, cleanup_disposition, after_cleanup, cleanup_attempts, cleanup_evidence,
 	fingerprint, reuse_key, run_key, replaces, replace_reason, uses,
-	config, labels, metadata, claimed_by, claimed_until, holder, holder_until, version`
+	config, labels, metadata, claimed_by, claimed_until, holder, holder_until, draft, version`
 
 // leasePlaceholders has one ? per column of leaseColumns.
 var leasePlaceholders = strings.TrimSuffix(strings.Repeat("?, ", strings.Count(leaseColumns, ",")+1), ", ")
@@ -66,7 +66,7 @@ func leaseArgs(l *lease.Lease, version int64) ([]any, error) {
 		nanos(l.AcquiredAt), nanos(l.LastUsedAt), nanos(l.ExpiresAt), nanos(l.ReleasedAt),
 		l.FailureReason, string(l.Cleanup), int64(l.CleanupDisposition), string(l.AfterCleanup), int64(l.CleanupAttempts), l.CleanupEvidence,
 		l.Fingerprint, nullText(l.ReuseKey), nullText(l.RunKey), l.Replaces, string(l.ReplaceReason), int64(l.Uses),
-		config, labels, metadata, l.ClaimedBy, nanos(l.ClaimedUntil), l.Holder, nanos(l.HolderUntil), version,
+		config, labels, metadata, l.ClaimedBy, nanos(l.ClaimedUntil), l.Holder, nanos(l.HolderUntil), l.Draft, version,
 	}, nil
 }
 
@@ -81,7 +81,7 @@ func scanLease(s scanner) (*lease.Lease, error) {
 		&acquired, &lastUsed, &expires, &released,
 		&l.FailureReason, &cleanup, &disposition, &afterCleanup, &attempts, &l.CleanupEvidence,
 		&l.Fingerprint, &reuseKey, &runKey, &l.Replaces, &replaceReason, &uses,
-		&config, &labels, &metadata, &l.ClaimedBy, &claimedUntil, &l.Holder, &holderUntil, &l.Version); err != nil {
+		&config, &labels, &metadata, &l.ClaimedBy, &claimedUntil, &l.Holder, &holderUntil, &l.Draft, &l.Version); err != nil {
 		return nil, err
 	}
 	l.Status, l.Policy = lease.Status(status), lease.Policy(policy)
@@ -271,24 +271,7 @@ func (db *DB) findLeaseBy(ctx context.Context, column, key string) (*lease.Lease
 // ListLeases implements lease.Store: the leases matching f (as f.Match
 // decides), ordered by AcquiredAt (none first), then ID in byte order.
 func (db *DB) ListLeases(ctx context.Context, f lease.Filter) ([]*lease.Lease, error) {
-	q := "SELECT " + leaseColumns + " FROM leases WHERE 1 = 1"
-	var args []any
-	for _, c := range []struct{ column, value string }{
-		{"company", f.Company}, {"environment_id", f.Environment}, {"run", f.Run},
-		{"provider", f.Provider}, {"provider_lease_id", f.ProviderLeaseID},
-	} {
-		if c.value != "" {
-			q += " AND " + c.column + " = ?"
-			args = append(args, c.value)
-		}
-	}
-	if len(f.Statuses) > 0 {
-		q += " AND status IN (" + strings.TrimSuffix(strings.Repeat("?, ", len(f.Statuses)), ", ") + ")"
-		for _, s := range f.Statuses {
-			args = append(args, string(s))
-		}
-	}
-	q += " ORDER BY acquired_at NULLS FIRST, id" + db.d.collateC()
+	q, args := db.listLeasesSQL(f)
 	rows, err := db.reads().query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: list leases: %w", err)
@@ -298,6 +281,38 @@ func (db *DB) ListLeases(ctx context.Context, f lease.Filter) ([]*lease.Lease, e
 		return nil, fmt.Errorf("sqlstore: list leases: %w", err)
 	}
 	return out, nil
+}
+
+// listLeasesSQL is ListLeases' query of f and its arguments.
+func (db *DB) listLeasesSQL(f lease.Filter) (string, []any) {
+	q := "SELECT " + leaseColumns + " FROM leases WHERE 1 = 1"
+	var args []any
+	for _, c := range []struct{ column, value string }{
+		{"company", f.Company}, {"environment_id", f.Environment}, {"run", f.Run},
+		{"provider", f.Provider}, {"provider_lease_id", f.ProviderLeaseID},
+	} {
+		if c.value != "" && !(f.Live && c.column == "environment_id") {
+			q += " AND " + c.column + " = ?"
+			args = append(args, c.value)
+		}
+	}
+	if f.Live && f.Environment != "" {
+		// The environment distributed into each term, so that every term
+		// reads the (environment_id, status, reuse_key) index for its live
+		// statuses only (EnvironmentUsage reads O(live leases)).
+		q += " AND " + strings.ReplaceAll(liveSQL, "(status", "(environment_id = ? AND status")
+		args = append(args, f.Environment, f.Environment)
+	} else if f.Live {
+		q += " AND " + liveSQL
+	}
+	if len(f.Statuses) > 0 {
+		q += " AND status IN (" + strings.TrimSuffix(strings.Repeat("?, ", len(f.Statuses)), ", ") + ")"
+		for _, s := range f.Statuses {
+			args = append(args, string(s))
+		}
+	}
+	q += " ORDER BY acquired_at NULLS FIRST, id" + db.d.collateC()
+	return q, args
 }
 
 // claimFreeSQL is the condition "nobody but the owner bound to the first ?
@@ -351,10 +366,7 @@ func (db *DB) ClaimForSweep(ctx context.Context, owner string, now, until time.T
 	n := nanos(now)
 	cond := needsSweepSQL + " AND " + claimFreeSQL
 	condArgs := []any{n, n, n, "", n}
-	pick := "SELECT id FROM leases WHERE " + cond + " ORDER BY acquired_at NULLS FIRST, id" + db.d.collateC()
-	if limit > 0 {
-		pick += fmt.Sprintf(" LIMIT %d", limit)
-	}
+	pick := db.sweepPickSQL(limit)
 	var q string
 	args := []any{owner, nanos(until)}
 	if db.d == postgres {
@@ -378,4 +390,72 @@ func (db *DB) ClaimForSweep(ctx context.Context, owner string, now, until time.T
 	}
 	sortLeases(out)
 	return out, nil
+}
+
+// liveSQL is "the lease has not ended" (lease.Filter.Live): a status that
+// holds or may hold a sandbox, or a released lease keeping a resumable one.
+// Each term starts with a status equality, so that an index on status (and
+// reuse_key) reads the live leases only.
+var liveSQL = fmt.Sprintf(`(status IN ('%s', '%s', '%s', '%s') OR (status = '%s' AND reuse_key IS NOT NULL))`,
+	lease.StatusStarting, lease.StatusActive, lease.StatusRetained, lease.StatusPendingCleanup, lease.StatusReleased)
+
+// endedSQL is lease.Lease.Ended.
+var endedSQL = fmt.Sprintf(`(status IN ('%s', '%s') OR (status = '%s' AND reuse_key IS NULL))`,
+	lease.StatusExpired, lease.StatusFailed, lease.StatusReleased)
+
+// DeleteLease implements lease.Store with one conditional DELETE on the id
+// and version.
+func (db *DB) DeleteLease(ctx context.Context, id string, version int64) error {
+	res, err := db.writes().exec(ctx, `DELETE FROM leases WHERE id = ? AND version = ?`, id, version)
+	if err != nil {
+		return fmt.Errorf("sqlstore: delete lease %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("sqlstore: delete lease %s: %w", id, err)
+	} else if n == 1 {
+		return nil
+	}
+	cur, err := db.GetLease(ctx, id)
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("sqlstore: delete lease %s: stored version %d, delete based on %d: %w", id, cur.Version, version, lease.ErrConflict)
+}
+
+// PruneLeases implements lease.Store in one DELETE of the ended leases
+// released before before (oldest first), read through the status and
+// release-time index.
+func (db *DB) PruneLeases(ctx context.Context, before time.Time, limit int) (int, error) {
+	b := nanos(before)
+	pick := db.prunePickSQL(limit)
+	res, err := db.writes().exec(ctx, "DELETE FROM leases WHERE id IN ("+pick+")", b, "", b)
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: prune leases released before %s: %w", before.Format(time.RFC3339), err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: prune leases: %w", err)
+	}
+	return int(n), nil
+}
+
+// sweepPickSQL selects the ids of up to limit leases that need a sweep and
+// that nobody holds a live claim on (its ? bound as in ClaimForSweep).
+func (db *DB) sweepPickSQL(limit int) string {
+	pick := "SELECT id FROM leases WHERE " + needsSweepSQL + " AND " + claimFreeSQL + " ORDER BY acquired_at NULLS FIRST, id" + db.d.collateC()
+	if limit > 0 {
+		pick += fmt.Sprintf(" LIMIT %d", limit)
+	}
+	return pick
+}
+
+// prunePickSQL selects the ids of up to limit ended leases released before
+// the first ? and not claimed at the third (the second is "").
+func (db *DB) prunePickSQL(limit int) string {
+	pick := "SELECT id FROM leases WHERE " + endedSQL + " AND released_at IS NOT NULL AND released_at < ? AND " + claimFreeSQL +
+		" ORDER BY released_at, id" + db.d.collateC()
+	if limit > 0 {
+		pick += fmt.Sprintf(" LIMIT %d", limit)
+	}
+	return pick
 }

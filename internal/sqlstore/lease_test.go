@@ -65,6 +65,14 @@ func (p *twoPools) ClaimLease(ctx context.Context, id, owner string, now, until 
 	return p.pick().ClaimLease(ctx, id, owner, now, until)
 }
 
+func (p *twoPools) DeleteLease(ctx context.Context, id string, version int64) error {
+	return p.pick().DeleteLease(ctx, id, version)
+}
+
+func (p *twoPools) PruneLeases(ctx context.Context, before time.Time, limit int) (int, error) {
+	return p.pick().PruneLeases(ctx, before, limit)
+}
+
 func (p *twoPools) ClaimForSweep(ctx context.Context, owner string, now, until time.Time, limit int) ([]*lease.Lease, error) {
 	return p.pick().ClaimForSweep(ctx, owner, now, until, limit)
 }
@@ -104,6 +112,8 @@ func TestLeaseEveryFieldRoundTrips(t *testing.T) {
 			f.SetInt(int64(i%2 + 1)) // 1 or 2: a valid drivers.Disposition
 		case f.Type() == reflect.TypeFor[map[string]string]():
 			f.Set(reflect.ValueOf(map[string]string{name: "v"}))
+		case f.Kind() == reflect.Bool:
+			f.SetBool(true)
 		default:
 			t.Fatalf("lease.Lease.%s has type %s, which this test cannot fill: extend it and the leases table", name, f.Type())
 		}

@@ -67,6 +67,22 @@ func (components) Lease() Component {
 				`ALTER TABLE leases ADD COLUMN holder TEXT NOT NULL DEFAULT ''`,
 				`ALTER TABLE leases ADD COLUMN holder_until BIGINT`,
 			},
+		}, {
+			Version: 3,
+			Name:    "draft leases, retention and live-lease indexes",
+			SQL: []string{
+				// The lease of a draft probe: removed once its cleanup is
+				// proven (PRB-4).
+				`ALTER TABLE leases ADD COLUMN draft BOOLEAN NOT NULL DEFAULT FALSE`,
+				// Sweeps and usage reads select by status (and, for
+				// stopped resumable leases, the reuse key): these indexes
+				// let them read the live leases only, never the history of
+				// released, expired and failed ones.
+				`CREATE INDEX leases_status_reuse ON leases (status, reuse_key)`,
+				`CREATE INDEX leases_environment_status ON leases (environment_id, status, reuse_key)`,
+				// Retention prunes ended leases by release time.
+				`CREATE INDEX leases_status_released ON leases (status, released_at)`,
+			},
 		}},
 	}
 }

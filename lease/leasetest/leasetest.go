@@ -64,6 +64,9 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 		{"concurrent inserts of one reuse key: one wins (LEASE-8, LEASE-10)", testConcurrentInsert},
 		{"concurrent sweeps claim disjoint leases (LEASE-10)", testConcurrentSweepClaims},
 		{"returned leases are copies", testCopies},
+		{"the live filter matches leases that have not ended", testLiveFilter},
+		{"delete is compare-and-set on the version", testDelete},
+		{"prune removes ended leases released before the cutoff", testPrune},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

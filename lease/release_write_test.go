@@ -1,0 +1,74 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/lease"
+)
+
+// finalWriteStore fails every update that would end a lease (released or
+// pending_cleanup) while broken is set: a release whose final write fails
+// even after the store's retries.
+type finalWriteStore struct {
+	lease.Store
+	broken atomic.Bool
+}
+
+func (s *finalWriteStore) UpdateLease(ctx context.Context, l *lease.Lease) error {
+	if s.broken.Load() && (l.Status == lease.StatusReleased || l.Status == lease.StatusPendingCleanup) {
+		return errStoreDown
+	}
+	return s.Store.UpdateLease(ctx, l)
+}
+
+func TestFailedReleaseWriteLeavesLeaseToTheSweep(t *testing.T) {
+	t.Parallel()
+	// Issue 11 item 4: a release whose final write fails must not leave
+	// the lease active until its TTL under a claim nobody clears; the next
+	// sweep after the release's claim takes it and destroys with proof.
+	for _, refuse := range []bool{false, true} {
+		name := "destroy confirmed"
+		if refuse {
+			name = "destroy refused"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fs := &finalWriteStore{Store: lease.NewMemoryStore()}
+			w := newWorld(t, worldOpts{store: fs})
+			h := w.acquire(lease.Ephemeral, "r")
+			pid := h.SandboxID()
+			if refuse {
+				w.fk.RefuseStop(pid, errors.New("provider busy"))
+			}
+			fs.broken.Store(true)
+			if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); err == nil {
+				t.Fatal("Release succeeded although its final write failed")
+			}
+			fs.broken.Store(false)
+			w.fk.ClearFaults()
+			if l := w.get(h.Lease().ID); l.Status != lease.StatusActive {
+				t.Fatalf("stored lease %s after the failed write, want active (the write never landed)", l.Status)
+			}
+			// Another manager's sweep, once the release's claim expired.
+			w.clk.Advance(cleanupB + 1)
+			rep, err := w.newManager(nil).Sweep(bg, op)
+			if err != nil {
+				t.Fatalf("Sweep: %v", err)
+			}
+			if rep.Expired != 1 {
+				t.Errorf("sweep report %+v, want the lease expired", rep)
+			}
+			l := w.get(h.Lease().ID)
+			if l.Status != lease.StatusExpired || l.Cleanup != lease.CleanupConfirmed || l.ClaimedBy != "" {
+				t.Errorf("lease after the sweep: status %s cleanup %q claimed by %q; want expired, confirmed, unclaimed", l.Status, l.Cleanup, l.ClaimedBy)
+			}
+			if st := w.state(pid); st != drivers.StateDestroyed {
+				t.Errorf("sandbox %s, want destroyed", st)
+			}
+		})
+	}
+}
