@@ -233,18 +233,23 @@ func TestTicketReplayFailsAcrossReplicas(t *testing.T) {
 	}
 }
 
-// exchange POSTs a ticket exchange to s and returns the status with the
-// decoded body (an ExchangeResponse's session, or an ErrorResponse's code).
-func exchange(t *testing.T, s *server, ticket, lease string) (int, struct {
+// exchangeResult is the decoded body of an exchange: an ExchangeResponse's
+// fields or an ErrorResponse's code.
+type exchangeResult struct {
 	Session string   `json:"session"`
+	Token   string   `json:"token"`
 	Code    prp.Code `json:"code"`
-}) {
+}
+
+// exchange POSTs a ticket exchange to s and returns the status and body.
+func exchange(t *testing.T, s *server, ticket, lease string) (int, exchangeResult) {
+	return exchangeBody(t, s, ticket, lease)
+}
+
+func exchangeBody(t *testing.T, s *server, ticket, lease string) (int, exchangeResult) {
 	b, _ := json.Marshal(prp.ExchangeRequest{Ticket: ticket, Lease: lease})
+	var out exchangeResult
 	resp, err := http.Post(s.URL()+prp.ExchangePath, "application/json", bytes.NewReader(b))
-	var out struct {
-		Session string   `json:"session"`
-		Code    prp.Code `json:"code"`
-	}
 	if err != nil {
 		t.Error(err)
 		return 0, out

@@ -67,10 +67,16 @@ func testSigner(t *testing.T) *prp.Signer {
 type server struct {
 	c   *controller.Controller
 	srv *httptest.Server
+	url string // the base URL runners dial, if not the server's own
 }
 
 // URL is the PRP base URL runners dial.
-func (s *server) URL() string { return s.srv.URL + "/prp/" }
+func (s *server) URL() string {
+	if s.url != "" {
+		return s.url
+	}
+	return s.srv.URL + "/prp/"
+}
 
 // newServer starts a controller with o (Signer, Authorizer and DataDir
 // defaulted for the test).
@@ -202,24 +208,30 @@ func runnerBinary(t *testing.T) string {
 	return binPath
 }
 
-// startChild runs the runner binary against s with a ticket in a 0600
-// file; it gets SIGTERM when the test ends.
-func startChild(t *testing.T, s *server) *exec.Cmd {
+// startChild runs the runner binary against s on stateDir, with a ticket
+// in a 0600 file unless ticket is false (a restart that resumes its
+// session); it gets SIGTERM when the test ends.
+func startChild(t *testing.T, s *server, stateDir string, ticket bool) *exec.Cmd {
 	t.Helper()
-	dir := t.TempDir()
-	tf := filepath.Join(dir, "ticket")
-	if err := os.WriteFile(tf, []byte(s.ticket(t, prp.ScopeTask)), 0o600); err != nil {
-		t.Fatal(err)
+	args := []string{"--controller", s.URL(), "--lease", "lease-1", "--state-dir", stateDir}
+	if ticket {
+		tf := filepath.Join(t.TempDir(), "ticket")
+		if err := os.WriteFile(tf, []byte(s.ticket(t, prp.ScopeTask)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--ticket-file", tf)
 	}
-	cmd := exec.Command(runnerBinary(t), "--controller", s.URL(), "--lease", "lease-1", "--ticket-file", tf, "--state-dir", filepath.Join(dir, "state"))
+	cmd := exec.Command(runnerBinary(t), args...)
 	var logs syncbuf.Buffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
+		if cmd.ProcessState == nil {
+			cmd.Process.Signal(syscall.SIGTERM)
+			cmd.Wait()
+		}
 		if t.Failed() {
 			t.Logf("runner pid %d log:\n%s", cmd.Process.Pid, logs.String())
 		}
