@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/berthdev/berth/environment"
@@ -106,8 +107,10 @@ func (c *Controller) Wait(ctx context.Context, p environment.Principal, session,
 
 // StopAndVerify authorizes p on session, stops every task the session
 // started (task.stop with grace, each under a fresh command id) and
-// returns the runner's proofs, one per task, in start order. If a proof is
-// incomplete or a stop was refused, it returns the proofs with an error
+// returns the runner's proofs, one per task, in start order. A proof counts
+// only if it is complete, names no survivor and no failed check, and both
+// the group check and the tag scan ran. If a proof does not count or a stop
+// was refused, it returns the proofs with an error
 // wrapping ErrProofIncomplete naming the tasks: the lease must stay pending
 // cleanup (PRP-6). Tasks whose start was rejected (nothing ran) are
 // skipped. ctx bounds the wait for the runner.
@@ -151,7 +154,7 @@ func (c *Controller) StopAndVerify(ctx context.Context, p environment.Principal,
 		switch {
 		case res.Proof == nil:
 			bad = append(bad, fmt.Errorf("task %s: stop %s (%s): no proof", task, res.Status, res.Code))
-		case !res.Proof.Complete:
+		case !verified(*res.Proof):
 			proofs = append(proofs, *res.Proof)
 			bad = append(bad, fmt.Errorf("task %s: survivors %v, checks that could not run %v", task, res.Proof.Survivors, res.Proof.Failed))
 		default:
@@ -162,4 +165,12 @@ func (c *Controller) StopAndVerify(ctx context.Context, p environment.Principal,
 		return proofs, fmt.Errorf("controller: stop of session %s: %w: %w", s.ID, ErrProofIncomplete, errors.Join(bad...))
 	}
 	return proofs, nil
+}
+
+// verified reports whether p proves the stop: complete, no survivor, no
+// check that failed, and both checks that work without cgroups ran. A
+// runner's "complete" alone is not trusted.
+func verified(p prp.StopProof) bool {
+	return p.Complete && len(p.Survivors) == 0 && len(p.Failed) == 0 &&
+		slices.Contains(p.Methods, prp.MethodGroup) && slices.Contains(p.Methods, prp.MethodProcTag)
 }
