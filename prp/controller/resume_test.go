@@ -127,3 +127,27 @@ func TestOutputSurvivesCutConnections(t *testing.T) {
 	}
 	t.Logf("%d cuts, %d connections, %d events, %d bytes compared", cuts, accepted, len(evs), want.Len())
 }
+
+// PRP-2: the controller renews a connected runner's token before it
+// expires, so that the runner reconnects after its first token's expiry.
+func TestTokenIsRenewedWhileConnected(t *testing.T) {
+	t.Parallel()
+	const ttl = 1500 * time.Millisecond
+	s := newServer(t, controller.Options{TokenTTL: ttl})
+	proxy := newCutProxy(t, s.srv.Listener.Addr().String())
+	s.url = "http://" + proxy.ln.Addr().String() + "/prp/"
+	session := startRunner(t, s, prp.ScopeTask)
+	// Outlive the first token (waiting, not measuring), then cut.
+	time.Sleep(2 * ttl)
+	proxy.cut()
+	ctx := context.Background()
+	if _, err := s.c.StartTask(ctx, operator, session, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"echo", "after"}}); err != nil {
+		t.Fatal(err)
+	}
+	if res := wait(t, s, session, "c1"); res.Exit == nil || res.Exit.Code != 0 {
+		t.Fatalf("result after reconnecting past the first token's expiry = %+v, want exit 0", res)
+	}
+	if out, err := s.c.Output(ctx, operator, session, "t1", prp.Stdout); err != nil || string(out) != "after\n" {
+		t.Errorf("output = %q, %v; want %q", out, err, "after\n")
+	}
+}
