@@ -139,16 +139,21 @@ func (j *journal) lookup(id string) (journalEntry, bool) {
 	return e, ok
 }
 
-// taskStart returns the journaled task.start command of task id.
+// taskStart returns the first journaled (lowest seq) task.start command
+// of task id: the one that may have run; later ones for the same task are
+// refused as task_exists. (Map order must not pick a later one: a second
+// command for the task would then find itself and run the task again.)
 func (j *journal) taskStart(id string) (journalEntry, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	var first journalEntry
+	found := false
 	for _, e := range j.byID {
-		if e.Kind == prp.CommandTaskStart && e.TaskID == id {
-			return e, true
+		if e.Kind == prp.CommandTaskStart && e.TaskID == id && (!found || e.Seq < first.Seq) {
+			first, found = e, true
 		}
 	}
-	return journalEntry{}, false
+	return first, found
 }
 
 // last returns the highest command seq journaled.
