@@ -158,7 +158,7 @@ func (r *Runner) stopCommand(ctx context.Context, c prp.Command) {
 	var since uint64
 	if t != nil {
 		pgid, since = t.pgid, t.since
-	} else if e, ok := r.j.taskStart(id, ""); ok {
+	} else if e, ok := r.j.taskStart(id); ok {
 		pgid, since = e.PGID, e.Since
 	} else {
 		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeUnknownTask, Message: "no task " + id + " was started here"})

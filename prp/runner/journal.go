@@ -139,26 +139,21 @@ func (j *journal) lookup(id string) (journalEntry, bool) {
 	return e, ok
 }
 
-// taskStart returns the journaled task.start command of task id.
-//
-// It leaves out the command except (the one asking) and prefers the
-// command that started a process (a refused duplicate journals a
-// task.start too, without a process group), so the answer does not depend
-// on the journal's map order.
-func (j *journal) taskStart(id, except string) (journalEntry, bool) {
+// taskStart returns the first journaled (lowest seq) task.start command
+// of task id: the one that may have run; later ones for the same task are
+// refused as task_exists. (Map order must not pick a later one: a second
+// command for the task would then find itself and run the task again.)
+func (j *journal) taskStart(id string) (journalEntry, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	var found journalEntry
-	ok := false
+	var first journalEntry
+	found := false
 	for _, e := range j.byID {
-		if e.Kind != prp.CommandTaskStart || e.TaskID != id || e.ID == except {
-			continue
-		}
-		if !ok || found.PGID == 0 && e.PGID != 0 {
-			found, ok = e, true
+		if e.Kind == prp.CommandTaskStart && e.TaskID == id && (!found || e.Seq < first.Seq) {
+			first, found = e, true
 		}
 	}
-	return found, ok
+	return first, found
 }
 
 // last returns the highest command seq journaled.

@@ -33,7 +33,7 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command) {
 	r.mu.Lock()
 	_, running := r.tasks[ts.TaskID]
 	r.mu.Unlock()
-	if _, ok := r.j.taskStart(ts.TaskID, c.ID); running || ok {
+	if prev, ok := r.j.taskStart(ts.TaskID); running || (ok && prev.ID != c.ID) {
 		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeTaskExists, Message: "task " + ts.TaskID + " was started before"})
 		return
 	}

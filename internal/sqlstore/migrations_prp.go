@@ -1,0 +1,62 @@
+package sqlstore
+
+// PRP is the runner protocol component: bootstrap tickets (prp.TicketStore)
+// and the controller's sessions, command journal and event metadata
+// (controller.Store), methods in prp.go.
+func (components) PRP() Component {
+	return Component{
+		Name: "prp",
+		Migrations: []Migration{{
+			Version: 1,
+			Name:    "create prp tickets, sessions, commands and events",
+			SQL: []string{
+				// A ticket is stored only as its hash (PRP-2); the exchange
+				// sets used_at and session in one conditional UPDATE.
+				`CREATE TABLE prp_tickets (
+					hash TEXT NOT NULL PRIMARY KEY,
+					lease TEXT NOT NULL,
+					run TEXT NOT NULL,
+					company TEXT NOT NULL,
+					scope TEXT NOT NULL,
+					created_at BIGINT NOT NULL,
+					expires_at BIGINT NOT NULL,
+					used_at BIGINT,
+					session TEXT
+				)`,
+				`CREATE TABLE prp_sessions (
+					id TEXT NOT NULL PRIMARY KEY,
+					lease TEXT NOT NULL,
+					run TEXT NOT NULL,
+					company TEXT NOT NULL,
+					scope TEXT NOT NULL,
+					created_at BIGINT NOT NULL
+				)`,
+				// The command journal: contiguous seq and unique ids per
+				// session (PRP-4); command is the sealed command's JSON.
+				`CREATE TABLE prp_commands (
+					session TEXT NOT NULL,
+					seq BIGINT NOT NULL,
+					id TEXT NOT NULL,
+					digest TEXT NOT NULL,
+					command TEXT NOT NULL,
+					state TEXT NOT NULL,
+					result TEXT,
+					created_at BIGINT NOT NULL,
+					updated_at BIGINT NOT NULL,
+					PRIMARY KEY (session, seq)
+				)`,
+				`CREATE UNIQUE INDEX prp_commands_id ON prp_commands (session, id)`,
+				// Event metadata, idempotent on (session, seq) (PRP-5);
+				// output bytes live in the output sink, ref locates them.
+				`CREATE TABLE prp_events (
+					session TEXT NOT NULL,
+					seq BIGINT NOT NULL,
+					event TEXT NOT NULL,
+					ref TEXT,
+					stored_at BIGINT NOT NULL,
+					PRIMARY KEY (session, seq)
+				)`,
+			},
+		}},
+	}
+}

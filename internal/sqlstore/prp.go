@@ -1,0 +1,123 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
+)
+
+// PRPStore is the runner protocol's part of the store: it implements
+// prp.TicketStore and controller.Store on the DB it came from. Its methods
+// live on their own type so that their names (CreateSession, PutEvent)
+// never collide with other components'.
+type PRPStore struct{ db *DB }
+
+var (
+	_ prp.TicketStore  = (*PRPStore)(nil)
+	_ controller.Store = (*PRPStore)(nil)
+)
+
+// PRP returns the runner protocol store on db; it shares db's connections
+// and is valid until db is closed.
+func (db *DB) PRP() *PRPStore { return &PRPStore{db: db} }
+
+// CreateTicket implements prp.TicketStore.
+func (s *PRPStore) CreateTicket(ctx context.Context, r prp.TicketRecord) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	_, err := s.db.writes().exec(ctx, `INSERT INTO prp_tickets (hash, lease, run, company, scope, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, r.Hash.String(), r.Lease, r.Run, r.Company, string(r.Scope), nanos(r.CreatedAt), nanos(r.ExpiresAt))
+	if _, dup := uniqueViolation(err); dup {
+		return fmt.Errorf("sqlstore: ticket for lease %s: %w", r.Lease, prp.ErrTicketExists)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlstore: create ticket for lease %s: %w", r.Lease, err)
+	}
+	return nil
+}
+
+const ticketColumns = `hash, lease, run, company, scope, created_at, expires_at, used_at, session`
+
+func scanTicket(sc scanner) (prp.TicketRecord, error) {
+	var r prp.TicketRecord
+	var hash, scope string
+	var created, expires, used sql.NullInt64
+	var session sql.NullString
+	if err := sc.Scan(&hash, &r.Lease, &r.Run, &r.Company, &scope, &created, &expires, &used, &session); err != nil {
+		return prp.TicketRecord{}, err
+	}
+	if b, err := hex.DecodeString(hash); err != nil || len(b) != len(r.Hash) {
+		return prp.TicketRecord{}, fmt.Errorf("ticket hash %q is not hex of %d bytes", hash, len(r.Hash))
+	} else {
+		copy(r.Hash[:], b)
+	}
+	r.Scope, r.CreatedAt, r.ExpiresAt, r.UsedAt, r.Session = prp.Scope(scope), fromNanos(created), fromNanos(expires), fromNanos(used), session.String
+	return r, nil
+}
+
+// ConsumeTicket implements prp.TicketStore with ONE conditional UPDATE
+// (unused, this lease, not expired), so that of concurrent or replayed
+// exchanges on any number of replicas exactly one succeeds; when no row
+// changed, a second read explains why with prp.ClassifyTicket.
+func (s *PRPStore) ConsumeTicket(ctx context.Context, hash prp.TicketHash, lease, session string, now time.Time) (prp.TicketRecord, error) {
+	r, err := scanTicket(s.db.writes().queryRow(ctx, `UPDATE prp_tickets SET used_at = ?, session = ?
+		WHERE hash = ? AND lease = ? AND used_at IS NULL AND expires_at > ?
+		RETURNING `+ticketColumns, nanos(now), session, hash.String(), lease, nanos(now)))
+	if err == nil {
+		return r, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return prp.TicketRecord{}, fmt.Errorf("sqlstore: consume ticket for lease %s: %w", lease, err)
+	}
+	r, err = scanTicket(s.db.writes().queryRow(ctx, "SELECT "+ticketColumns+" FROM prp_tickets WHERE hash = ?", hash.String()))
+	found := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return prp.TicketRecord{}, fmt.Errorf("sqlstore: consume ticket for lease %s: %w", lease, err)
+	}
+	if cerr := prp.ClassifyTicket(r, found, lease, now); cerr != nil {
+		return prp.TicketRecord{}, cerr
+	}
+	// The row changed between the two statements (another replica used it
+	// in between): a replay.
+	return prp.TicketRecord{}, fmt.Errorf("%w: lease %s", prp.ErrTicketReplayed, lease)
+}
+
+// CreateSession implements controller.Store.
+func (s *PRPStore) CreateSession(ctx context.Context, r controller.Session) error {
+	if !prp.ValidID(r.ID) || !prp.ValidID(r.Lease) || !prp.ValidID(r.Run) || !prp.ValidID(r.Company) || !r.Scope.Valid() {
+		return fmt.Errorf("sqlstore: session %q: fields id, lease, run, company and scope must be valid", r.ID)
+	}
+	_, err := s.db.writes().exec(ctx, `INSERT INTO prp_sessions (id, lease, run, company, scope, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		r.ID, r.Lease, r.Run, r.Company, string(r.Scope), nanos(r.CreatedAt))
+	if _, dup := uniqueViolation(err); dup {
+		return fmt.Errorf("sqlstore: session %s: %w", r.ID, controller.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlstore: create session %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// GetSession implements controller.Store.
+func (s *PRPStore) GetSession(ctx context.Context, id string) (controller.Session, error) {
+	var r controller.Session
+	var scope string
+	var created sql.NullInt64
+	err := s.db.reads().queryRow(ctx, `SELECT id, lease, run, company, scope, created_at FROM prp_sessions WHERE id = ?`, id).
+		Scan(&r.ID, &r.Lease, &r.Run, &r.Company, &scope, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return controller.Session{}, fmt.Errorf("sqlstore: session %q: %w", id, controller.ErrNotFound)
+	}
+	if err != nil {
+		return controller.Session{}, fmt.Errorf("sqlstore: get session %q: %w", id, err)
+	}
+	r.Scope, r.CreatedAt = prp.Scope(scope), fromNanos(created)
+	return r, nil
+}

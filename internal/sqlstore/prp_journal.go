@@ -1,0 +1,230 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
+)
+
+const commandColumns = `session, seq, command, state, result, created_at, updated_at`
+
+func scanCommand(sc scanner) (controller.CommandRecord, error) {
+	var r controller.CommandRecord
+	var cmd, result sql.NullString
+	var state string
+	var created, updated sql.NullInt64
+	if err := sc.Scan(&r.Session, &r.Seq, &cmd, &state, &result, &created, &updated); err != nil {
+		return controller.CommandRecord{}, err
+	}
+	if err := fromJSONText(cmd, &r.Command); err != nil {
+		return controller.CommandRecord{}, fmt.Errorf("command: %w", err)
+	}
+	if result.Valid {
+		r.Result = &prp.Result{}
+		if err := fromJSONText(result, r.Result); err != nil {
+			return controller.CommandRecord{}, fmt.Errorf("result: %w", err)
+		}
+	}
+	r.State, r.CreatedAt, r.UpdatedAt = prp.JournalState(state), fromNanos(created), fromNanos(updated)
+	return r, nil
+}
+
+// maxAppendAttempts bounds AppendCommand's retries after a concurrent
+// append took the seq or the id it was about to insert.
+const maxAppendAttempts = 20
+
+// AppendCommand implements controller.Store: in one transaction it looks
+// the id up, then inserts at max(seq)+1. The primary key (session, seq) and
+// the unique index (session, id) make a concurrent append of another
+// replica fail instead of sharing a seq or journaling an id twice; the
+// loser runs again and sees the winner's row.
+func (s *PRPStore) AppendCommand(ctx context.Context, session string, c prp.Command, now time.Time) (controller.CommandRecord, bool, error) {
+	if err := c.Validate(); err != nil {
+		return controller.CommandRecord{}, false, fmt.Errorf("sqlstore: session %s: %w", session, err)
+	}
+	body, err := jsonText(c)
+	if err != nil {
+		return controller.CommandRecord{}, false, fmt.Errorf("sqlstore: command %s of session %s: %w", c.ID, session, err)
+	}
+	for attempt := 0; ; attempt++ {
+		var out controller.CommandRecord
+		var existed bool
+		err := s.db.inTx(ctx, func(tx handle) error {
+			r, err := scanCommand(tx.queryRow(ctx, "SELECT "+commandColumns+" FROM prp_commands WHERE session = ? AND id = ?", session, c.ID))
+			switch {
+			case err == nil:
+				if r.Command.Digest != c.Digest {
+					return fmt.Errorf("sqlstore: command %q of session %s was journaled with another body: %w", c.ID, session, controller.ErrIdempotencyConflict)
+				}
+				out, existed = r, true
+				return nil
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
+			}
+			var last uint64
+			if err := tx.queryRow(ctx, "SELECT COALESCE(MAX(seq), 0) FROM prp_commands WHERE session = ?", session).Scan(&last); err != nil {
+				return err
+			}
+			out = controller.CommandRecord{Session: session, Seq: last + 1, Command: c, State: prp.JournalReceived, CreatedAt: now, UpdatedAt: now}
+			_, err = tx.exec(ctx, `INSERT INTO prp_commands (session, seq, id, digest, command, state, created_at, updated_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, session, out.Seq, c.ID, c.Digest, body, string(prp.JournalReceived), nanos(now), nanos(now))
+			return err
+		})
+		if _, dup := uniqueViolation(err); dup && attempt < maxAppendAttempts && ctx.Err() == nil {
+			continue
+		}
+		if errors.Is(err, controller.ErrIdempotencyConflict) {
+			return controller.CommandRecord{}, false, err
+		}
+		if err != nil {
+			return controller.CommandRecord{}, false, fmt.Errorf("sqlstore: append command %s to session %s: %w", c.ID, session, err)
+		}
+		return out, existed, nil
+	}
+}
+
+// GetCommand implements controller.Store.
+func (s *PRPStore) GetCommand(ctx context.Context, session, id string) (controller.CommandRecord, error) {
+	r, err := scanCommand(s.db.reads().queryRow(ctx, "SELECT "+commandColumns+" FROM prp_commands WHERE session = ? AND id = ?", session, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return controller.CommandRecord{}, fmt.Errorf("sqlstore: command %q of session %s: %w", id, session, controller.ErrNotFound)
+	}
+	if err != nil {
+		return controller.CommandRecord{}, fmt.Errorf("sqlstore: get command %q of session %s: %w", id, session, err)
+	}
+	return r, nil
+}
+
+// CommandsAfter implements controller.Store.
+func (s *PRPStore) CommandsAfter(ctx context.Context, session string, after uint64, limit int) ([]controller.CommandRecord, error) {
+	q := "SELECT " + commandColumns + " FROM prp_commands WHERE session = ? AND seq > ? ORDER BY seq"
+	args := []any{session, after}
+	if limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, limit)
+	}
+	rows, err := s.db.reads().query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: commands of session %s: %w", session, err)
+	}
+	defer rows.Close()
+	out := []controller.CommandRecord{}
+	for rows.Next() {
+		r, err := scanCommand(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: commands of session %s: %w", session, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlstore: commands of session %s: %w", session, err)
+	}
+	return out, nil
+}
+
+// CompleteCommand implements controller.Store with one conditional UPDATE
+// (only a command not yet done), then reads the record: the first result
+// wins on every replica.
+func (s *PRPStore) CompleteCommand(ctx context.Context, session string, res prp.Result, now time.Time) (controller.CommandRecord, error) {
+	res.Duplicate = false
+	body, err := jsonText(res)
+	if err != nil {
+		return controller.CommandRecord{}, fmt.Errorf("sqlstore: complete command %s of session %s: %w", res.CommandID, session, err)
+	}
+	state := prp.JournalDone
+	if res.Status == prp.ResultIndeterminate {
+		state = prp.JournalIndeterminate
+	}
+	if _, err := s.db.writes().exec(ctx, `UPDATE prp_commands SET state = ?, result = ?, updated_at = ?
+		WHERE session = ? AND id = ? AND state NOT IN (?, ?)`, string(state), body, nanos(now), session, res.CommandID,
+		string(prp.JournalDone), string(prp.JournalIndeterminate)); err != nil {
+		return controller.CommandRecord{}, fmt.Errorf("sqlstore: complete command %s of session %s: %w", res.CommandID, session, err)
+	}
+	r, err := scanCommand(s.db.writes().queryRow(ctx, "SELECT "+commandColumns+" FROM prp_commands WHERE session = ? AND id = ?", session, res.CommandID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return controller.CommandRecord{}, fmt.Errorf("sqlstore: complete command %q of session %s: %w", res.CommandID, session, controller.ErrNotFound)
+	}
+	if err != nil {
+		return controller.CommandRecord{}, fmt.Errorf("sqlstore: complete command %s of session %s: %w", res.CommandID, session, err)
+	}
+	return r, nil
+}
+
+// PutEvent implements controller.Store with INSERT ... ON CONFLICT DO
+// NOTHING on (session, seq).
+func (s *PRPStore) PutEvent(ctx context.Context, r controller.EventRecord) (bool, error) {
+	if r.Seq == 0 || r.Session == "" {
+		return false, fmt.Errorf("sqlstore: event of session %q: fields session and seq are required", r.Session)
+	}
+	ev, err := jsonText(r.Event)
+	if err != nil {
+		return false, fmt.Errorf("sqlstore: event %d of session %s: %w", r.Seq, r.Session, err)
+	}
+	ref, err := jsonText(r.Ref)
+	if err != nil {
+		return false, fmt.Errorf("sqlstore: event %d of session %s: %w", r.Seq, r.Session, err)
+	}
+	res, err := s.db.writes().exec(ctx, `INSERT INTO prp_events (session, seq, event, ref, stored_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (session, seq) DO NOTHING`, r.Session, r.Seq, ev, ref, nanos(r.StoredAt))
+	if err != nil {
+		return false, fmt.Errorf("sqlstore: put event %d of session %s: %w", r.Seq, r.Session, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("sqlstore: put event %d of session %s: %w", r.Seq, r.Session, err)
+	}
+	return n == 1, nil
+}
+
+// EventsAfter implements controller.Store.
+func (s *PRPStore) EventsAfter(ctx context.Context, session string, after uint64, limit int) ([]controller.EventRecord, error) {
+	q := "SELECT session, seq, event, ref, stored_at FROM prp_events WHERE session = ? AND seq > ? ORDER BY seq"
+	args := []any{session, after}
+	if limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, limit)
+	}
+	rows, err := s.db.reads().query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: events of session %s: %w", session, err)
+	}
+	defer rows.Close()
+	out := []controller.EventRecord{}
+	for rows.Next() {
+		var r controller.EventRecord
+		var ev, ref sql.NullString
+		var stored sql.NullInt64
+		if err := rows.Scan(&r.Session, &r.Seq, &ev, &ref, &stored); err != nil {
+			return nil, fmt.Errorf("sqlstore: events of session %s: %w", session, err)
+		}
+		if err := fromJSONText(ev, &r.Event); err != nil {
+			return nil, fmt.Errorf("sqlstore: event %d of session %s: %w", r.Seq, session, err)
+		}
+		if ref.Valid {
+			r.Ref = &controller.OutputRef{}
+			if err := fromJSONText(ref, r.Ref); err != nil {
+				return nil, fmt.Errorf("sqlstore: event %d of session %s: %w", r.Seq, session, err)
+			}
+		}
+		r.StoredAt = fromNanos(stored)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlstore: events of session %s: %w", session, err)
+	}
+	return out, nil
+}
+
+// LastEventSeq implements controller.Store.
+func (s *PRPStore) LastEventSeq(ctx context.Context, session string) (uint64, error) {
+	var last uint64
+	if err := s.db.reads().queryRow(ctx, "SELECT COALESCE(MAX(seq), 0) FROM prp_events WHERE session = ?", session).Scan(&last); err != nil {
+		return 0, fmt.Errorf("sqlstore: last event of session %s: %w", session, err)
+	}
+	return last, nil
+}

@@ -1,0 +1,323 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/berthdev/berth/prp"
+)
+
+// liveConn is one welcomed runner connection.
+type liveConn struct {
+	c       *Controller
+	ws      *websocket.Conn
+	sess    Session
+	claims  prp.Claims
+	version int
+	cancel  context.CancelFunc
+
+	// stored is the highest event seq stored (the reader's); the writer
+	// acks it after Sync.
+	mu     sync.Mutex
+	stored uint64
+	ackCh  chan struct{}
+}
+
+func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
+	// Authenticate before Accept (PRP-2): a bad token is a 401, never an
+	// upgrade.
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: "token_missing", Message: "an Authorization: Bearer token is required"})
+		return
+	}
+	claims, err := c.o.Signer.Verify(tok, time.Now())
+	if err != nil {
+		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: prp.CodeOf(err), Message: err.Error()})
+		return
+	}
+	sess, err := c.o.Store.GetSession(r.Context(), claims.Session)
+	if err != nil || sess.Lease != claims.Lease || sess.Run != claims.Run || sess.Scope != claims.Scope {
+		c.log.Warn("controller: connect: no session for the token", "session", claims.Session, "err", err)
+		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: "session_unknown", Message: "no session " + claims.Session})
+		return
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		writeJSON(w, http.StatusServiceUnavailable, prp.ErrorResponse{Code: "closed", Message: "the controller is closed"})
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{prp.Subprotocol}})
+	if err != nil {
+		return
+	}
+	ws.SetReadLimit(int64(c.limits.MaxFrame))
+	defer ws.CloseNow()
+	if ws.Subprotocol() != prp.Subprotocol {
+		ws.Close(prp.CloseSubprotocol, "subprotocol "+prp.Subprotocol+" required")
+		return
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	lc, h, err := c.handshake(ctx, ws, sess, claims)
+	if err != nil {
+		c.log.Info("controller: handshake", "session", sess.ID, "err", err)
+		return
+	}
+	lc.cancel = cancel
+	c.mu.Lock()
+	old := c.live[sess.ID]
+	c.live[sess.ID] = lc
+	c.hellos[sess.ID] = h
+	c.mu.Unlock()
+	if old != nil {
+		old.ws.CloseNow() // a newer connection of the session takes over
+	}
+	c.notify()
+	defer func() {
+		c.mu.Lock()
+		if c.live[sess.ID] == lc {
+			delete(c.live, sess.ID)
+		}
+		c.mu.Unlock()
+		c.notify()
+	}()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := lc.writer(ctx, h.Resume.LastCommandSeq); err != nil && ctx.Err() == nil {
+			c.log.Info("controller: writer", "session", sess.ID, "err", err)
+		}
+		cancel()
+		ws.CloseNow()
+	})
+	wg.Go(func() { lc.heartbeat(ctx) })
+	err = lc.reader(ctx)
+	if ctx.Err() == nil {
+		c.log.Info("controller: reader", "session", sess.ID, "err", err)
+	}
+	cancel()
+	ws.CloseNow()
+	wg.Wait()
+}
+
+// handshake reads the hello and sends the welcome (PRP-3).
+func (c *Controller) handshake(ctx context.Context, ws *websocket.Conn, sess Session, claims prp.Claims) (*liveConn, prp.Hello, error) {
+	hctx, cancel := context.WithTimeout(ctx, c.limits.DeadAfter)
+	_, b, err := ws.Read(hctx)
+	cancel()
+	if err != nil {
+		return nil, prp.Hello{}, fmt.Errorf("read hello: %w", err)
+	}
+	env, err := prp.DecodeFrame(b, c.limits.MaxFrame)
+	var h prp.Hello
+	if err == nil && env.Type != prp.TypeHello {
+		err = fmt.Errorf("%w: first frame is a %s, want a hello", prp.ErrFrame, env.Type)
+	}
+	if err == nil {
+		err = prp.DecodeBody(env, &h)
+	}
+	if err != nil {
+		ws.Close(prp.CloseProtocolError, string(prp.CodeOf(err)))
+		return nil, prp.Hello{}, err
+	}
+	v, err := prp.Negotiate(h.MinVersion, h.MaxVersion, prp.MinVersion, prp.MaxVersion)
+	if err != nil {
+		ws.Close(prp.CloseVersionUnsupported, string(prp.CodeOf(err)))
+		return nil, h, err
+	}
+	ack, err := c.o.Store.LastEventSeq(ctx, sess.ID)
+	if err != nil {
+		ws.Close(websocket.StatusInternalError, "store unavailable")
+		return nil, h, err
+	}
+	wel := c.limits
+	wel.Version, wel.Session, wel.EventAck, wel.NextCommandSeq = v, sess.ID, ack, h.Resume.LastCommandSeq+1
+	wel.TokenExpiry = claims.ExpiresAt
+	// A probe identity is granted nothing (PRP-8).
+	wel.Capabilities = []prp.Capability{}
+	if sess.Scope == prp.ScopeTask {
+		wel.Capabilities = prp.GrantCapabilities(h.Capabilities, []prp.Capability{prp.CapTasks, prp.CapStopProof, prp.CapStdin})
+	}
+	lc := &liveConn{c: c, ws: ws, sess: sess, claims: claims, version: v, stored: ack, ackCh: make(chan struct{}, 1)}
+	if err := lc.send(ctx, prp.TypeWelcome, 0, ack, wel); err != nil {
+		return nil, h, fmt.Errorf("send welcome: %w", err)
+	}
+	return lc, h, nil
+}
+
+// send writes one frame; only the writer goroutine calls it after the
+// welcome.
+func (lc *liveConn) send(ctx context.Context, t prp.Type, seq, ack uint64, body any) error {
+	id, err := prp.NewID("m")
+	if err != nil {
+		return err
+	}
+	env, err := prp.NewEnvelope(lc.version, t, id, lc.sess.ID, body)
+	if err != nil {
+		return err
+	}
+	env.Seq, env.Ack = seq, ack
+	b, err := prp.EncodeFrame(env, lc.c.limits.MaxFrame)
+	if err != nil {
+		return err
+	}
+	return lc.ws.Write(ctx, websocket.MessageText, b)
+}
+
+// writer is the connection's one writer: commands in seq order from the
+// journal (from the runner's cursor on), acks after the sink's Sync, and
+// token renewals at half life.
+func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
+	c := lc.c
+	var acked uint64
+	lc.mu.Lock()
+	acked = lc.stored
+	lc.mu.Unlock()
+	expiry := lc.claims.ExpiresAt
+	for {
+		ch := c.changes()
+		cmds, err := c.o.Store.CommandsAfter(ctx, lc.sess.ID, sent, 64)
+		if err != nil {
+			return err
+		}
+		for _, r := range cmds {
+			if err := lc.send(ctx, prp.TypeCommand, r.Seq, acked, r.Command); err != nil {
+				return err
+			}
+			sent = r.Seq
+		}
+		lc.mu.Lock()
+		stored := lc.stored
+		lc.mu.Unlock()
+		if stored > acked {
+			// Durable before the ack (PRP-5): the metadata is in the
+			// store already; the bytes are once the sink synced.
+			if err := c.o.Sink.Sync(ctx, lc.sess.ID); err != nil {
+				return err
+			}
+			if err := lc.send(ctx, prp.TypeAck, 0, stored, nil); err != nil {
+				return err
+			}
+			acked = stored
+		}
+		if lc.sess.Scope == prp.ScopeTask && time.Until(expiry) < c.o.TokenTTL/2 {
+			tok, cl, err := c.x.Renew(lc.claims, time.Now())
+			if err != nil {
+				return err
+			}
+			if err := lc.send(ctx, prp.TypeToken, 0, acked, prp.TokenRenewal{Token: tok, ExpiresAt: cl.ExpiresAt}); err != nil {
+				return err
+			}
+			expiry = cl.ExpiresAt
+		}
+		if len(cmds) == 64 {
+			continue
+		}
+		// Commands other replicas journaled arrive with the poll.
+		wake := time.NewTimer(min(max(time.Until(expiry)-c.o.TokenTTL/2, time.Millisecond), c.o.Poll))
+		select {
+		case <-ctx.Done():
+			wake.Stop()
+			return ctx.Err()
+		case <-ch:
+		case <-lc.ackCh:
+		case <-wake.C:
+		}
+		wake.Stop()
+	}
+}
+
+// heartbeat pings every heartbeat interval; a peer that does not answer
+// within dead-after is dropped.
+func (lc *liveConn) heartbeat(ctx context.Context) {
+	t := time.NewTicker(lc.c.limits.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, lc.c.limits.DeadAfter)
+		err := lc.ws.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				lc.c.log.Info("controller: runner missed its heartbeats", "session", lc.sess.ID, "err", err)
+				lc.ws.Close(prp.CloseDead, "heartbeat missed")
+				lc.cancel()
+			}
+			return
+		}
+	}
+}
+
+// reader is the connection's one reader: events in seq order, stored
+// durably before they count as received; a gap closes the connection
+// (the runner resumes from the ack).
+func (lc *liveConn) reader(ctx context.Context) error {
+	for {
+		_, b, err := lc.ws.Read(ctx)
+		if err != nil {
+			return err
+		}
+		env, err := prp.DecodeFrame(b, lc.c.limits.MaxFrame)
+		if err == nil && env.Session != lc.sess.ID {
+			err = fmt.Errorf("%w: frame for session %q on session %s", prp.ErrFrame, env.Session, lc.sess.ID)
+		}
+		if err != nil {
+			lc.ws.Close(prp.CloseProtocolError, string(prp.CodeOf(err)))
+			return err
+		}
+		switch env.Type {
+		case prp.TypeAck:
+			continue
+		case prp.TypeEvent:
+		default:
+			lc.ws.Close(prp.CloseProtocolError, "unexpected "+string(env.Type))
+			return fmt.Errorf("%w: unexpected %s from a runner", prp.ErrFrame, env.Type)
+		}
+		lc.mu.Lock()
+		stored := lc.stored
+		lc.mu.Unlock()
+		switch prp.CheckSeq(stored, env.Seq) {
+		case prp.SeqGap:
+			lc.ws.Close(prp.CloseSequenceGap, fmt.Sprintf("event %d after %d", env.Seq, stored))
+			return fmt.Errorf("event seq %d after %d", env.Seq, stored)
+		case prp.SeqDuplicate:
+			lc.wakeWriter() // re-ack: the runner missed our ack
+			continue
+		}
+		var ev prp.Event
+		if err := prp.DecodeBody(env, &ev); err != nil {
+			lc.ws.Close(prp.CloseProtocolError, string(prp.CodeOf(err)))
+			return err
+		}
+		if err := lc.c.intake(ctx, lc.sess, env.Seq, ev); err != nil {
+			if !errors.Is(err, context.Canceled) {
+				lc.ws.Close(websocket.StatusInternalError, "store unavailable")
+			}
+			return err
+		}
+		lc.mu.Lock()
+		lc.stored = env.Seq
+		lc.mu.Unlock()
+		lc.wakeWriter()
+	}
+}
+
+func (lc *liveConn) wakeWriter() {
+	select {
+	case lc.ackCh <- struct{}{}:
+	default:
+	}
+}

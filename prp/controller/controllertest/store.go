@@ -1,0 +1,222 @@
+// Package controllertest holds the conformance suite every
+// controller.Store passes: the memory store in prp/controller, the SQL
+// stores in berth's store package.
+package controllertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
+)
+
+// TestStore runs the Store conformance suite; newStore returns a fresh,
+// empty store for each subtest. Times are truncated to microseconds, the
+// precision SQL stores keep.
+func TestStore(t *testing.T, newStore func(t *testing.T) controller.Store) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	session := func(t *testing.T, s controller.Store, id string) controller.Session {
+		t.Helper()
+		r := controller.Session{ID: id, Lease: "lease-1", Run: "run-1", Company: "co-1", Scope: prp.ScopeTask, CreatedAt: now}
+		if err := s.CreateSession(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	start := func(id, argv string) prp.Command {
+		return prp.SealCommand(prp.Command{ID: id, Kind: prp.CommandTaskStart, Lease: "lease-1", Run: "run-1",
+			TaskStart: &prp.TaskStart{TaskID: "t-" + id, Argv: []string{argv}, Env: map[string]string{"A": "1"}}})
+	}
+
+	t.Run("a session is created once and read back", func(t *testing.T) {
+		s := newStore(t)
+		want := session(t, s, "s_1")
+		got, err := s.GetSession(ctx, "s_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("GetSession (-want +got):\n%s", diff)
+		}
+		if err := s.CreateSession(ctx, want); !errors.Is(err, controller.ErrExists) {
+			t.Errorf("second CreateSession = %v, want ErrExists", err)
+		}
+		if _, err := s.GetSession(ctx, "s_2"); !errors.Is(err, controller.ErrNotFound) {
+			t.Errorf("GetSession of an unknown session = %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("commands get contiguous seqs per session", func(t *testing.T) {
+		s := newStore(t)
+		session(t, s, "s_1")
+		session(t, s, "s_2")
+		for i, id := range []string{"c1", "c2", "c3"} {
+			r, existed, err := s.AppendCommand(ctx, "s_1", start(id, "echo"), now)
+			if err != nil || existed || r.Seq != uint64(i+1) || r.State != prp.JournalReceived {
+				t.Fatalf("AppendCommand(%s) = seq %d existed %v state %s, %v; want seq %d, new, received", id, r.Seq, existed, r.State, err, i+1)
+			}
+		}
+		if r, _, err := s.AppendCommand(ctx, "s_2", start("c1", "echo"), now); err != nil || r.Seq != 1 {
+			t.Errorf("AppendCommand in another session = seq %d, %v; want seq 1", r.Seq, err)
+		}
+		got, err := s.CommandsAfter(ctx, "s_1", 1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0].Seq != 2 || got[1].Seq != 3 || got[1].Command.ID != "c3" {
+			t.Errorf("CommandsAfter(1) = %+v, want c2, c3", got)
+		}
+		if diff := cmp.Diff(start("c3", "echo"), got[1].Command); diff != "" {
+			t.Errorf("stored command (-want +got):\n%s", diff)
+		}
+		if got, _ := s.CommandsAfter(ctx, "s_1", 0, 2); len(got) != 2 {
+			t.Errorf("CommandsAfter with limit 2 returned %d", len(got))
+		}
+	})
+	t.Run("a duplicate returns the journaled command and a changed body conflicts", func(t *testing.T) {
+		s := newStore(t)
+		session(t, s, "s_1")
+		first, _, err := s.AppendCommand(ctx, "s_1", start("c1", "echo"), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, existed, err := s.AppendCommand(ctx, "s_1", start("c1", "echo"), now.Add(time.Second))
+		if err != nil || !existed || again.Seq != first.Seq {
+			t.Errorf("duplicate AppendCommand = seq %d existed %v, %v; want seq %d existed", again.Seq, existed, err, first.Seq)
+		}
+		// PRP-4: the same id with another body is rejected.
+		if _, _, err := s.AppendCommand(ctx, "s_1", start("c1", "false"), now); !errors.Is(err, controller.ErrIdempotencyConflict) {
+			t.Errorf("AppendCommand with another body = %v, want ErrIdempotencyConflict", err)
+		}
+		if got, _ := s.CommandsAfter(ctx, "s_1", 0, 0); len(got) != 1 {
+			t.Errorf("journal holds %d commands, want 1", len(got))
+		}
+	})
+	t.Run("concurrent appends never share a seq or journal an id twice", func(t *testing.T) {
+		s := newStore(t)
+		session(t, s, "s_1")
+		var wg sync.WaitGroup
+		errs := make(chan error, 40)
+		for i := range 20 {
+			wg.Go(func() {
+				_, _, err := s.AppendCommand(ctx, "s_1", start(fmt.Sprintf("c%d", i), "echo"), now)
+				errs <- err
+			})
+			wg.Go(func() {
+				_, _, err := s.AppendCommand(ctx, "s_1", start("same", "echo"), now)
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Errorf("AppendCommand: %v", err)
+			}
+		}
+		got, err := s.CommandsAfter(ctx, "s_1", 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := map[string]bool{}
+		for i, r := range got {
+			if r.Seq != uint64(i+1) || ids[r.Command.ID] {
+				t.Errorf("journal entry %d: seq %d id %s; want seq %d and unique ids", i, r.Seq, r.Command.ID, i+1)
+			}
+			ids[r.Command.ID] = true
+		}
+		if len(got) != 21 {
+			t.Errorf("journal holds %d commands, want 21", len(got))
+		}
+	})
+	t.Run("the first result wins", func(t *testing.T) {
+		s := newStore(t)
+		session(t, s, "s_1")
+		if _, _, err := s.AppendCommand(ctx, "s_1", start("c1", "echo"), now); err != nil {
+			t.Fatal(err)
+		}
+		res := prp.Result{CommandID: "c1", Status: prp.ResultDone, Exit: &prp.Exit{Code: 3}}
+		r, err := s.CompleteCommand(ctx, "s_1", res, now.Add(time.Second))
+		if err != nil || r.State != prp.JournalDone || r.Result == nil || r.Result.Exit.Code != 3 {
+			t.Fatalf("CompleteCommand = %+v, %v; want done with exit 3", r, err)
+		}
+		dup := prp.Result{CommandID: "c1", Status: prp.ResultDone, Duplicate: true, Exit: &prp.Exit{Code: 4}}
+		r, err = s.CompleteCommand(ctx, "s_1", dup, now.Add(2*time.Second))
+		if err != nil || r.Result.Exit.Code != 3 || r.Result.Duplicate {
+			t.Errorf("second CompleteCommand = %+v, %v; want the first result kept", r.Result, err)
+		}
+		got, err := s.GetCommand(ctx, "s_1", "c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(res, *got.Result); diff != "" || !got.UpdatedAt.Equal(now.Add(time.Second)) {
+			t.Errorf("GetCommand result (-want +got):\n%s updated %v", diff, got.UpdatedAt)
+		}
+		if _, err := s.CompleteCommand(ctx, "s_1", prp.Result{CommandID: "c9", Status: prp.ResultDone}, now); !errors.Is(err, controller.ErrNotFound) {
+			t.Errorf("CompleteCommand of an unknown command = %v, want ErrNotFound", err)
+		}
+		if _, err := s.GetCommand(ctx, "s_1", "c9"); !errors.Is(err, controller.ErrNotFound) {
+			t.Errorf("GetCommand of an unknown command = %v, want ErrNotFound", err)
+		}
+		if _, _, err := s.AppendCommand(ctx, "s_1", start("c2", "echo"), now); err != nil {
+			t.Fatal(err)
+		}
+		r, err = s.CompleteCommand(ctx, "s_1", prp.Result{CommandID: "c2", Status: prp.ResultIndeterminate, Code: prp.CodeInterrupted}, now)
+		if err != nil || r.State != prp.JournalIndeterminate {
+			t.Errorf("CompleteCommand indeterminate = %s, %v; want indeterminate", r.State, err)
+		}
+	})
+	t.Run("events are stored once per seq and read in order", func(t *testing.T) {
+		s := newStore(t)
+		session(t, s, "s_1")
+		out := controller.EventRecord{Session: "s_1", Seq: 2, StoredAt: now, Ref: &controller.OutputRef{File: "s_1/0.chunk", Offset: 10, Length: 5},
+			Event: prp.Event{Kind: prp.EventOutput, TaskID: "t1", Output: &prp.Output{Stream: prp.Stdout, Offset: 7}}}
+		res := controller.EventRecord{Session: "s_1", Seq: 1, StoredAt: now,
+			Event: prp.Event{Kind: prp.EventResult, Result: &prp.Result{CommandID: "c1", Status: prp.ResultDone}}}
+		for _, r := range []controller.EventRecord{res, out} {
+			if ok, err := s.PutEvent(ctx, r); err != nil || !ok {
+				t.Fatalf("PutEvent(%d) = %v, %v; want stored", r.Seq, ok, err)
+			}
+		}
+		again := out
+		again.Ref = &controller.OutputRef{File: "other", Length: 1}
+		if ok, err := s.PutEvent(ctx, again); err != nil || ok {
+			t.Errorf("PutEvent of a stored seq = %v, %v; want false, nil", ok, err)
+		}
+		got, err := s.EventsAfter(ctx, "s_1", 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]controller.EventRecord{res, out}, got); diff != "" {
+			t.Errorf("EventsAfter (-want +got):\n%s", diff)
+		}
+		if got, _ := s.EventsAfter(ctx, "s_1", 1, 0); len(got) != 1 || got[0].Seq != 2 {
+			t.Errorf("EventsAfter(1) = %+v, want seq 2", got)
+		}
+		if got, _ := s.EventsAfter(ctx, "s_1", 0, 1); len(got) != 1 || got[0].Seq != 1 {
+			t.Errorf("EventsAfter limit 1 = %+v, want seq 1", got)
+		}
+		if n, err := s.LastEventSeq(ctx, "s_1"); err != nil || n != 2 {
+			t.Errorf("LastEventSeq = %d, %v; want 2", n, err)
+		}
+		if n, err := s.LastEventSeq(ctx, "s_2"); err != nil || n != 0 {
+			t.Errorf("LastEventSeq of a session without events = %d, %v; want 0", n, err)
+		}
+	})
+	t.Run("a cancelled context is honoured", func(t *testing.T) {
+		s := newStore(t)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := s.GetSession(cctx, "s_1"); !errors.Is(err, context.Canceled) {
+			t.Errorf("GetSession with a cancelled context = %v, want context.Canceled", err)
+		}
+	})
+}

@@ -1,0 +1,176 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/prp"
+)
+
+// session loads session and authorizes p on its lease (ActionLease of the
+// session's company). An unknown session and a refusal read alike to the
+// caller: both name only the id the caller gave.
+func (c *Controller) session(ctx context.Context, p environment.Principal, id string) (Session, error) {
+	s, err := c.o.Store.GetSession(ctx, id)
+	if err != nil {
+		return Session{}, err
+	}
+	if err := c.authorize(ctx, p, s.Lease, s.Company); err != nil {
+		return Session{}, err
+	}
+	return s, nil
+}
+
+// Dispatch authorizes p on session and journals cmd (sealed here: its
+// digest is computed from its body) for the session's runner, which gets
+// it on its connection, now or when it reconnects (PRP-4). A command for
+// another lease or run than the session's, or any command on a probe
+// session, is denied with prp.ErrScopeDenied and not journaled (PRP-7,
+// PRP-8). A command id used before returns the journaled record (with its
+// result, marked Duplicate, if it has one) and runs nothing again; the
+// same id with another body is ErrIdempotencyConflict.
+func (c *Controller) Dispatch(ctx context.Context, p environment.Principal, session string, cmd prp.Command) (CommandRecord, error) {
+	s, err := c.session(ctx, p, session)
+	if err != nil {
+		return CommandRecord{}, err
+	}
+	if s.Scope != prp.ScopeTask {
+		c.log.Warn("controller: command denied on a probe session", "session", s.ID, "command", cmd.ID)
+		return CommandRecord{}, fmt.Errorf("controller: command %q on session %s: %w: a %s identity runs no command", cmd.ID, s.ID, prp.ErrScopeDenied, s.Scope)
+	}
+	if cmd.Lease != s.Lease || cmd.Run != s.Run {
+		c.log.Warn("controller: command denied for another lease or run", "session", s.ID, "command", cmd.ID, "lease", cmd.Lease, "run", cmd.Run)
+		return CommandRecord{}, fmt.Errorf("controller: command %q for lease %q run %q on session %s: %w", cmd.ID, cmd.Lease, cmd.Run, s.ID, prp.ErrScopeDenied)
+	}
+	cmd = prp.SealCommand(cmd)
+	if err := cmd.Validate(); err != nil {
+		return CommandRecord{}, fmt.Errorf("controller: session %s: %w", s.ID, err)
+	}
+	r, existed, err := c.o.Store.AppendCommand(ctx, s.ID, cmd, time.Now().UTC())
+	if err != nil {
+		return CommandRecord{}, err
+	}
+	if existed && r.Result != nil {
+		r.Result.Duplicate = true
+	}
+	if !existed {
+		c.notify()
+	}
+	return r, nil
+}
+
+// StartTask dispatches task.start of ts with command id for the session's
+// lease and run (see Dispatch).
+func (c *Controller) StartTask(ctx context.Context, p environment.Principal, session, id string, ts prp.TaskStart) (CommandRecord, error) {
+	s, err := c.session(ctx, p, session)
+	if err != nil {
+		return CommandRecord{}, err
+	}
+	return c.Dispatch(ctx, p, session, prp.Command{ID: id, Kind: prp.CommandTaskStart, Lease: s.Lease, Run: s.Run, TaskStart: &ts})
+}
+
+// StopTask dispatches task.stop of task with grace and command id for the
+// session's lease and run (see Dispatch).
+func (c *Controller) StopTask(ctx context.Context, p environment.Principal, session, id, task string, grace time.Duration) (CommandRecord, error) {
+	s, err := c.session(ctx, p, session)
+	if err != nil {
+		return CommandRecord{}, err
+	}
+	return c.Dispatch(ctx, p, session, prp.Command{ID: id, Kind: prp.CommandTaskStop, Lease: s.Lease, Run: s.Run, TaskStop: &prp.TaskStop{TaskID: task, Grace: grace}})
+}
+
+// Wait authorizes p on session and waits until command id has a result
+// (done or indeterminate) and returns it; ctx bounds the wait.
+func (c *Controller) Wait(ctx context.Context, p environment.Principal, session, id string) (prp.Result, error) {
+	s, err := c.session(ctx, p, session)
+	if err != nil {
+		return prp.Result{}, err
+	}
+	for {
+		ch := c.changes()
+		r, err := c.o.Store.GetCommand(ctx, s.ID, id)
+		if err != nil {
+			return prp.Result{}, err
+		}
+		if r.State.Terminal() && r.Result != nil {
+			return *r.Result, nil
+		}
+		if err := c.await(ctx, ch); err != nil {
+			return prp.Result{}, fmt.Errorf("controller: wait for command %s of session %s: %w", id, s.ID, err)
+		}
+	}
+}
+
+// StopAndVerify authorizes p on session, stops every task the session
+// started (task.stop with grace, each under a fresh command id) and
+// returns the runner's proofs, one per task, in start order. A proof counts
+// only if it is complete, names no survivor and no failed check, and both
+// the group check and the tag scan ran. If a proof does not count or a stop
+// was refused, it returns the proofs with an error
+// wrapping ErrProofIncomplete naming the tasks: the lease must stay pending
+// cleanup (PRP-6). Tasks whose start was rejected (nothing ran) are
+// skipped. ctx bounds the wait for the runner.
+func (c *Controller) StopAndVerify(ctx context.Context, p environment.Principal, session string, grace time.Duration) ([]prp.StopProof, error) {
+	s, err := c.session(ctx, p, session)
+	if err != nil {
+		return nil, err
+	}
+	cmds, err := c.o.Store.CommandsAfter(ctx, s.ID, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	var tasks []string
+	seen := map[string]bool{}
+	for _, r := range cmds {
+		if r.Command.Kind != prp.CommandTaskStart || seen[r.Command.TaskID()] {
+			continue
+		}
+		if r.Result != nil && r.Result.Status == prp.ResultRejected {
+			continue
+		}
+		seen[r.Command.TaskID()] = true
+		tasks = append(tasks, r.Command.TaskID())
+	}
+	ids := make([]string, len(tasks))
+	for i, task := range tasks {
+		if ids[i], err = prp.NewID("stop"); err != nil {
+			return nil, err
+		}
+		if _, err := c.StopTask(ctx, p, s.ID, ids[i], task, grace); err != nil {
+			return nil, err
+		}
+	}
+	var proofs []prp.StopProof
+	var bad []error
+	for i, task := range tasks {
+		res, err := c.Wait(ctx, p, s.ID, ids[i])
+		if err != nil {
+			return proofs, err
+		}
+		switch {
+		case res.Proof == nil:
+			bad = append(bad, fmt.Errorf("task %s: stop %s (%s): no proof", task, res.Status, res.Code))
+		case !verified(*res.Proof):
+			proofs = append(proofs, *res.Proof)
+			bad = append(bad, fmt.Errorf("task %s: survivors %v, checks that could not run %v", task, res.Proof.Survivors, res.Proof.Failed))
+		default:
+			proofs = append(proofs, *res.Proof)
+		}
+	}
+	if len(bad) > 0 {
+		return proofs, fmt.Errorf("controller: stop of session %s: %w: %w", s.ID, ErrProofIncomplete, errors.Join(bad...))
+	}
+	return proofs, nil
+}
+
+// verified reports whether p proves the stop: complete, no survivor, no
+// check that failed, and both checks that work without cgroups ran. A
+// runner's "complete" alone is not trusted.
+func verified(p prp.StopProof) bool {
+	return p.Complete && len(p.Survivors) == 0 && len(p.Failed) == 0 &&
+		slices.Contains(p.Methods, prp.MethodGroup) && slices.Contains(p.Methods, prp.MethodProcTag)
+}

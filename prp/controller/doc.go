@@ -1,0 +1,28 @@
+// Package controller is the host's side of berth's runner protocol (PRP,
+// SPEC PRP-1..8): an http.Handler that exchanges bootstrap tickets for
+// connection tokens and serves the runners' WebSocket connections, the
+// dispatch of tasks to them, and the durable intake of their events.
+//
+// Where to start:
+//
+//   - controller.go: Controller, Options, New, MintTicket (authorized
+//     through the host's environment.Authorizer) and ServeHTTP (the
+//     "exchange" and "connect" paths).
+//   - conn.go: one connection: authentication before Accept, the
+//     subprotocol, the read limit, hello / welcome, one reader and one
+//     writer goroutine and the Ping heartbeat.
+//   - dispatch.go: StartTask, StopTask, Wait and StopAndVerify: commands on
+//     a contiguous seq with idempotent ids, scoped to the session's lease
+//     and run.
+//   - events.go: event intake (stored durably, acked cumulatively after the
+//     write) and Follow (subscribe, backfill, dedupe).
+//   - sink.go: OutputSink and the default FileSink (chunk files under a
+//     data directory; the store holds the index).
+//   - store.go, memstore.go: the Store interface (sessions, command
+//     journal, event metadata) and MemoryStore. controllertest holds the
+//     Store conformance suite; internal/sqlstore the SQL stores.
+//
+// Not here yet (part 2 of the runner protocol): lease integration (cleanup
+// waiting for StopAndVerify), marking tasks unknown while a runner is
+// disconnected, events_lost accounting, and delivering secret frames.
+package controller

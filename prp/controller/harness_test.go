@@ -1,0 +1,269 @@
+package controller_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/syncbuf"
+	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/prp/runner"
+	"github.com/berthdev/berth/qualification"
+)
+
+// TestMain stops the PostgreSQL cluster testenv.Postgres starts and
+// removes the runner binary.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	if err := testenv.StopPostgres(); err != nil && code == 0 {
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// operator may act on co-1's runners; stranger on none (AUTH-1).
+var (
+	operator = environment.Principal{ID: "op-1", Role: environment.RoleAgent, Companies: []string{"co-1"}}
+	stranger = environment.Principal{ID: "op-2", Role: environment.RoleAgent, Companies: []string{"co-2"}}
+)
+
+// companyPolicy allows ActionLease to principals with a grant for the
+// resource's company.
+var companyPolicy = environment.AuthorizerFunc(func(_ context.Context, p environment.Principal, a environment.Action, r environment.Resource) error {
+	if a == environment.ActionLease && p.HasCompany(r.Company) {
+		return nil
+	}
+	return environment.Denied(p, a, r)
+})
+
+func testSigner(t *testing.T) *prp.Signer {
+	t.Helper()
+	s, err := prp.NewSigner("k1", map[string][]byte{"k1": []byte(strings.Repeat("k", 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// server is a controller behind a real HTTP server on loopback.
+type server struct {
+	c   *controller.Controller
+	srv *httptest.Server
+	url string // the base URL runners dial, if not the server's own
+}
+
+// URL is the PRP base URL runners dial.
+func (s *server) URL() string {
+	if s.url != "" {
+		return s.url
+	}
+	return s.srv.URL + "/prp/"
+}
+
+// newServer starts a controller with o (Signer, Authorizer and DataDir
+// defaulted for the test).
+func newServer(t *testing.T, o controller.Options) *server {
+	t.Helper()
+	if o.Signer == nil {
+		o.Signer = testSigner(t)
+	}
+	if o.Authorizer == nil {
+		o.Authorizer = companyPolicy
+	}
+	if o.Sink == nil && o.DataDir == "" {
+		o.DataDir = t.TempDir()
+	}
+	if o.Limits.Heartbeat == 0 {
+		o.Limits.Heartbeat = time.Second
+	}
+	o.Poll = 50 * time.Millisecond
+	c, err := controller.New(&o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/prp/", c)
+	s := &server{c: c, srv: httptest.NewServer(mux)}
+	t.Cleanup(func() {
+		c.Close()
+		s.srv.Close()
+	})
+	return s
+}
+
+// ticket mints a ticket for lease-1 / run-1 of co-1.
+func (s *server) ticket(t *testing.T, scope prp.Scope) string {
+	t.Helper()
+	tk, _, err := s.c.MintTicket(context.Background(), operator, controller.TicketRequest{Lease: "lease-1", Run: "run-1", Company: "co-1", Scope: scope})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk.String()
+}
+
+// startRunner runs the real runner in-process against s with a fresh
+// ticket of scope and returns its session once welcomed.
+func startRunner(t *testing.T, s *server, scope prp.Scope) string {
+	t.Helper()
+	var logs syncbuf.Buffer
+	r, err := runner.New(s.URL(), t.TempDir(), &runner.Options{Lease: "lease-1", Ticket: s.ticket(t, scope),
+		BinarySHA256: strings.Repeat("ab", 32), StopGrace: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Backoff: func(int) time.Duration { return 20 * time.Millisecond },
+		Platform: func(context.Context) (qualification.Platform, error) {
+			return runner.DefaultPlatform(context.Background())
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var runErr error
+	wg.Go(func() { runErr = r.Run(ctx) })
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		if runErr != nil && !errors.Is(runErr, context.Canceled) {
+			t.Errorf("runner: %v", runErr)
+		}
+		if t.Failed() {
+			t.Logf("runner log:\n%s", logs.String())
+		}
+	})
+	return waitSession(t, s)
+}
+
+// waitSession waits until a runner is connected to s and returns its
+// session id.
+func waitSession(t *testing.T, s *server) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if ids := s.c.ConnectedSessions(); len(ids) > 0 {
+			return ids[0]
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("no runner connected within a minute")
+	return ""
+}
+
+// wait waits for the result of command id, failing the test after a
+// generous limit.
+func wait(t *testing.T, s *server, session, id string) prp.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := s.c.Wait(ctx, operator, session, id)
+	if err != nil {
+		t.Fatalf("Wait(%s): %v", id, err)
+	}
+	return res
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	binPath   string
+	buildErr  error
+)
+
+// runnerBinary builds examples/runner once per test binary, static.
+func runnerBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "berth-runner-bin-")
+		if buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "berth-runner")
+		cmd := exec.Command("go", "build", "-o", binPath, "github.com/berthdev/berth/examples/runner")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = err
+			binPath = string(out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build the runner: %v\n%s", buildErr, binPath)
+	}
+	return binPath
+}
+
+// startChild runs the runner binary against s on stateDir, with a ticket
+// in a 0600 file unless ticket is false (a restart that resumes its
+// session); it gets SIGTERM when the test ends.
+func startChild(t *testing.T, s *server, stateDir string, ticket bool) *exec.Cmd {
+	t.Helper()
+	args := []string{"--controller", s.URL(), "--lease", "lease-1", "--state-dir", stateDir}
+	if ticket {
+		tf := filepath.Join(t.TempDir(), "ticket")
+		if err := os.WriteFile(tf, []byte(s.ticket(t, prp.ScopeTask)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--ticket-file", tf)
+	}
+	cmd := exec.Command(runnerBinary(t), args...)
+	var logs syncbuf.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Signal(syscall.SIGTERM)
+			cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("runner pid %d log:\n%s", cmd.Process.Pid, logs.String())
+		}
+	})
+	return cmd
+}
+
+// tagged returns the live (not zombie) processes whose environment holds a
+// runner tag ending in ":"+task.
+func tagged(task string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if bytes.HasPrefix(kv, []byte(runner.TagEnv+"=")) && bytes.HasSuffix(kv, []byte(":"+task)) {
+				if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
+					f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+2:]))
+					if f[0] != "Z" {
+						out = append(out, pid)
+					}
+				}
+				break
+			}
+		}
+	}
+	return out
+}

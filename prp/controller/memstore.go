@@ -1,0 +1,236 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/berthdev/berth/prp"
+)
+
+// MemoryStore is a Store in memory, safe for concurrent use. The zero value
+// is ready. Records are copied in and out.
+type MemoryStore struct {
+	mu       sync.Mutex
+	sessions map[string]Session
+	commands map[string][]CommandRecord // by session, index seq-1
+	events   map[string]map[uint64]EventRecord
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+func (s *MemoryStore) init() {
+	if s.sessions == nil {
+		s.sessions = map[string]Session{}
+		s.commands = map[string][]CommandRecord{}
+		s.events = map[string]map[uint64]EventRecord{}
+	}
+}
+
+// CreateSession implements Store.
+func (s *MemoryStore) CreateSession(ctx context.Context, r Session) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validSession(r); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	if _, ok := s.sessions[r.ID]; ok {
+		return fmt.Errorf("controller: session %s: %w", r.ID, ErrExists)
+	}
+	s.sessions[r.ID] = r
+	return nil
+}
+
+// GetSession implements Store.
+func (s *MemoryStore) GetSession(ctx context.Context, id string) (Session, error) {
+	if err := ctx.Err(); err != nil {
+		return Session{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.sessions[id]
+	if !ok {
+		return Session{}, fmt.Errorf("controller: session %q: %w", id, ErrNotFound)
+	}
+	return r, nil
+}
+
+// AppendCommand implements Store.
+func (s *MemoryStore) AppendCommand(ctx context.Context, session string, c prp.Command, now time.Time) (CommandRecord, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return CommandRecord{}, false, err
+	}
+	if err := c.Validate(); err != nil {
+		return CommandRecord{}, false, fmt.Errorf("controller: session %s: %w", session, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	for _, r := range s.commands[session] {
+		if r.Command.ID == c.ID {
+			if r.Command.Digest != c.Digest {
+				return CommandRecord{}, false, conflict(session, c.ID)
+			}
+			return copyCommand(r), true, nil
+		}
+	}
+	r := CommandRecord{Session: session, Seq: uint64(len(s.commands[session]) + 1), Command: c, State: prp.JournalReceived, CreatedAt: now, UpdatedAt: now}
+	s.commands[session] = append(s.commands[session], copyCommand(r))
+	return r, false, nil
+}
+
+// GetCommand implements Store.
+func (s *MemoryStore) GetCommand(ctx context.Context, session, id string) (CommandRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return CommandRecord{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.commands[session] {
+		if r.Command.ID == id {
+			return copyCommand(r), nil
+		}
+	}
+	return CommandRecord{}, fmt.Errorf("controller: command %q of session %s: %w", id, session, ErrNotFound)
+}
+
+// CommandsAfter implements Store.
+func (s *MemoryStore) CommandsAfter(ctx context.Context, session string, after uint64, limit int) ([]CommandRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []CommandRecord{}
+	cmds := s.commands[session]
+	for i := after; i < uint64(len(cmds)); i++ {
+		if limit > 0 && len(out) == limit {
+			break
+		}
+		out = append(out, copyCommand(cmds[i]))
+	}
+	return out, nil
+}
+
+// CompleteCommand implements Store.
+func (s *MemoryStore) CompleteCommand(ctx context.Context, session string, res prp.Result, now time.Time) (CommandRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return CommandRecord{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cmds := s.commands[session]
+	for i := range cmds {
+		if cmds[i].Command.ID != res.CommandID {
+			continue
+		}
+		if !cmds[i].State.Terminal() {
+			res.Duplicate = false
+			cmds[i].State, cmds[i].Result, cmds[i].UpdatedAt = resultState(res), &res, now
+		}
+		return copyCommand(cmds[i]), nil
+	}
+	return CommandRecord{}, fmt.Errorf("controller: complete command %q of session %s: %w", res.CommandID, session, ErrNotFound)
+}
+
+// PutEvent implements Store.
+func (s *MemoryStore) PutEvent(ctx context.Context, r EventRecord) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if r.Seq == 0 || r.Session == "" {
+		return false, fmt.Errorf("controller: event of session %q: fields session and seq are required", r.Session)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	m := s.events[r.Session]
+	if m == nil {
+		m = map[uint64]EventRecord{}
+		s.events[r.Session] = m
+	}
+	if _, ok := m[r.Seq]; ok {
+		return false, nil
+	}
+	m[r.Seq] = copyEvent(r)
+	return true, nil
+}
+
+// EventsAfter implements Store.
+func (s *MemoryStore) EventsAfter(ctx context.Context, session string, after uint64, limit int) ([]EventRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []EventRecord{}
+	for seq, r := range s.events[session] {
+		if seq > after {
+			out = append(out, copyEvent(r))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// LastEventSeq implements Store.
+func (s *MemoryStore) LastEventSeq(ctx context.Context, session string) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var last uint64
+	for seq := range s.events[session] {
+		last = max(last, seq)
+	}
+	return last, nil
+}
+
+// validSession checks a session record's fields.
+func validSession(r Session) error {
+	if !prp.ValidID(r.ID) || !prp.ValidID(r.Lease) || !prp.ValidID(r.Run) || !prp.ValidID(r.Company) || !r.Scope.Valid() {
+		return fmt.Errorf("controller: session %q: fields id, lease, run, company and scope must be valid", r.ID)
+	}
+	return nil
+}
+
+// conflict is the ErrIdempotencyConflict of command id in session.
+func conflict(session, id string) error {
+	return fmt.Errorf("controller: command %q of session %s was journaled with another body: %w", id, session, ErrIdempotencyConflict)
+}
+
+// resultState is the journal state a result puts its command in.
+func resultState(res prp.Result) prp.JournalState {
+	if res.Status == prp.ResultIndeterminate {
+		return prp.JournalIndeterminate
+	}
+	return prp.JournalDone
+}
+
+// copyCommand returns r with its result copied, so that callers cannot
+// change the store's record.
+func copyCommand(r CommandRecord) CommandRecord {
+	if r.Result != nil {
+		res := *r.Result
+		r.Result = &res
+	}
+	return r
+}
+
+func copyEvent(r EventRecord) EventRecord {
+	if r.Ref != nil {
+		ref := *r.Ref
+		r.Ref = &ref
+	}
+	return r
+}

@@ -1,0 +1,13 @@
+package controller_test
+
+import (
+	"testing"
+
+	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/prp/controller/controllertest"
+)
+
+func TestMemoryStore(t *testing.T) {
+	t.Parallel()
+	controllertest.TestStore(t, func(*testing.T) controller.Store { return &controller.MemoryStore{} })
+}

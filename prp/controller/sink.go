@@ -1,0 +1,176 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/berthdev/berth/prp"
+)
+
+// OutputSink keeps the bytes of output events; the store keeps their index
+// (session, seq -> OutputRef). A host may supply its own (object storage,
+// say); the default is FileSink. Implementations are safe for concurrent
+// use.
+type OutputSink interface {
+	// WriteOutput stores data of event seq of session and returns where it
+	// is. The bytes are durable only after Sync returns.
+	WriteOutput(ctx context.Context, session string, seq uint64, data []byte) (OutputRef, error)
+	// Sync makes every write of session so far durable. The controller
+	// acks events only after Sync (PRP-5).
+	Sync(ctx context.Context, session string) error
+	// ReadOutput returns the bytes at ref, or an error wrapping
+	// ErrNotFound if they are not there.
+	ReadOutput(ctx context.Context, ref OutputRef) ([]byte, error)
+}
+
+// MaxChunkFile is the size at which FileSink starts a session's next
+// chunk file.
+const MaxChunkFile = 64 << 20
+
+// FileSink is the default OutputSink: per session, chunk files
+// "<dir>/<session>/<n>.chunk" that grow by appending, each up to
+// MaxChunkFile bytes; Sync is fsync. Files are 0600 in 0700 directories.
+type FileSink struct {
+	dir string
+	mu  sync.Mutex
+	cur map[string]*chunkFile
+}
+
+type chunkFile struct {
+	f    *os.File
+	rel  string
+	n    int
+	size int64
+}
+
+var _ OutputSink = (*FileSink)(nil)
+
+// NewFileSink returns a FileSink under dir, creating dir (0700) if needed.
+func NewFileSink(dir string) (*FileSink, error) {
+	if dir == "" {
+		return nil, errors.New("controller: file sink: a data directory is required")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("controller: file sink %s: %w", dir, err)
+	}
+	return &FileSink{dir: dir, cur: map[string]*chunkFile{}}, nil
+}
+
+// WriteOutput implements OutputSink.
+func (s *FileSink) WriteOutput(ctx context.Context, session string, seq uint64, data []byte) (OutputRef, error) {
+	if err := ctx.Err(); err != nil {
+		return OutputRef{}, err
+	}
+	if !prp.ValidID(session) || session == "." || session == ".." {
+		return OutputRef{}, fmt.Errorf("controller: file sink: session %q is not a valid id", session)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.cur[session]
+	if c == nil || c.size+int64(len(data)) > MaxChunkFile {
+		next := 0
+		if c != nil {
+			next = c.n + 1
+			if err := c.f.Sync(); err != nil {
+				return OutputRef{}, fmt.Errorf("controller: file sink: sync %s: %w", c.rel, err)
+			}
+			c.f.Close()
+		}
+		var err error
+		if c, err = s.open(session, next); err != nil {
+			return OutputRef{}, err
+		}
+		s.cur[session] = c
+	}
+	if _, err := c.f.Write(data); err != nil {
+		return OutputRef{}, fmt.Errorf("controller: file sink: write event %d of session %s: %w", seq, session, err)
+	}
+	ref := OutputRef{File: c.rel, Offset: c.size, Length: int64(len(data))}
+	c.size += int64(len(data))
+	return ref, nil
+}
+
+// open opens (appending) chunk n of session, or the last existing chunk
+// when a controller restarts.
+func (s *FileSink) open(session string, n int) (*chunkFile, error) {
+	if err := os.MkdirAll(filepath.Join(s.dir, session), 0o700); err != nil {
+		return nil, fmt.Errorf("controller: file sink: session %s: %w", session, err)
+	}
+	for {
+		rel := filepath.Join(session, strconv.Itoa(n)+".chunk")
+		f, err := os.OpenFile(filepath.Join(s.dir, rel), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("controller: file sink: open %s: %w", rel, err)
+		}
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("controller: file sink: stat %s: %w", rel, err)
+		}
+		if st.Size() < MaxChunkFile {
+			return &chunkFile{f: f, rel: rel, n: n, size: st.Size()}, nil
+		}
+		f.Close()
+		n++
+	}
+}
+
+// Sync implements OutputSink.
+func (s *FileSink) Sync(ctx context.Context, session string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.cur[session]; c != nil {
+		if err := c.f.Sync(); err != nil {
+			return fmt.Errorf("controller: file sink: sync %s: %w", c.rel, err)
+		}
+	}
+	return nil
+}
+
+// ReadOutput implements OutputSink; ref.File must be a local path under
+// the sink's directory.
+func (s *FileSink) ReadOutput(ctx context.Context, ref OutputRef) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !filepath.IsLocal(ref.File) || ref.Offset < 0 || ref.Length < 0 || ref.Length > MaxChunkFile {
+		return nil, fmt.Errorf("controller: file sink: ref %q at %d+%d is invalid", ref.File, ref.Offset, ref.Length)
+	}
+	f, err := os.Open(filepath.Join(s.dir, ref.File))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("controller: file sink: %s: %w", ref.File, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("controller: file sink: %w", err)
+	}
+	defer f.Close()
+	b := make([]byte, ref.Length)
+	if _, err := f.ReadAt(b, ref.Offset); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("controller: file sink: %s at %d+%d: %w", ref.File, ref.Offset, ref.Length, ErrNotFound)
+		}
+		return nil, fmt.Errorf("controller: file sink: read %s: %w", ref.File, err)
+	}
+	return b, nil
+}
+
+// Close syncs and closes the open chunk files.
+func (s *FileSink) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for k, c := range s.cur {
+		errs = append(errs, c.f.Sync(), c.f.Close())
+		delete(s.cur, k)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,106 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/berthdev/berth/prp"
+)
+
+// Store errors.
+var (
+	// ErrNotFound: no session or command with that id exists.
+	ErrNotFound = errors.New("controller: not found")
+	// ErrExists: a session with that id was already created.
+	ErrExists = errors.New("controller: already exists")
+	// ErrIdempotencyConflict: a command id was used before in the session
+	// with another body (another digest) (PRP-4).
+	ErrIdempotencyConflict = errors.New("controller: idempotency conflict")
+	// ErrProofIncomplete: a stop could not be verified for every task; the
+	// lease must stay pending cleanup (PRP-6).
+	ErrProofIncomplete = errors.New("controller: stop proof incomplete")
+)
+
+// Session is a runner session: created by the ticket exchange, resumed by
+// every connection that presents a token for it.
+type Session struct {
+	ID        string
+	Lease     string
+	Run       string
+	Company   string
+	Scope     prp.Scope
+	CreatedAt time.Time
+}
+
+// CommandRecord is one entry of the controller's command journal (PRP-4):
+// per session, Seq is contiguous from 1; ID is unique in the session.
+type CommandRecord struct {
+	Session string
+	Seq     uint64
+	Command prp.Command
+	// State is JournalReceived until the runner's result is stored, then
+	// JournalDone (or JournalIndeterminate for an indeterminate result).
+	State     prp.JournalState
+	Result    *prp.Result
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// OutputRef locates the bytes of one output event in an OutputSink.
+type OutputRef struct {
+	File   string `json:"file"`
+	Offset int64  `json:"offset"`
+	Length int64  `json:"length"`
+}
+
+// EventRecord is the stored metadata of one runner event (PRP-5). For an
+// output event, Event.Output.Data is nil and Ref locates the bytes.
+type EventRecord struct {
+	Session  string
+	Seq      uint64
+	Event    prp.Event
+	Ref      *OutputRef
+	StoredAt time.Time
+}
+
+// Store is what the controller persists: sessions, the command journal and
+// event metadata. Implementations: MemoryStore here and the SQL store of
+// internal/sqlstore; each passes controllertest.TestStore. A Store is safe
+// for concurrent use, and for use by several controller replicas at once.
+type Store interface {
+	// CreateSession stores s; ErrExists if a session with s.ID exists.
+	CreateSession(ctx context.Context, s Session) error
+	// GetSession returns the session with id, or ErrNotFound.
+	GetSession(ctx context.Context, id string) (Session, error)
+
+	// AppendCommand journals c in session under the next seq (last+1) in
+	// one atomic step, so that two replicas never give two commands one
+	// seq. If a command with c.ID is already journaled in session it
+	// returns that record and existed true when the digests match, else
+	// ErrIdempotencyConflict; nothing is journaled then.
+	AppendCommand(ctx context.Context, session string, c prp.Command, now time.Time) (r CommandRecord, existed bool, err error)
+	// GetCommand returns the command id of session, or ErrNotFound.
+	GetCommand(ctx context.Context, session, id string) (CommandRecord, error)
+	// CommandsAfter returns the commands of session with seq > after, in
+	// seq order, at most limit (all if limit <= 0).
+	CommandsAfter(ctx context.Context, session string, after uint64, limit int) ([]CommandRecord, error)
+	// CompleteCommand stores res as the result of command res.CommandID of
+	// session and marks it done (indeterminate for an indeterminate
+	// result). The first result wins: completing a completed command
+	// changes nothing and returns the stored record. ErrNotFound if the
+	// command is not journaled.
+	CompleteCommand(ctx context.Context, session string, res prp.Result, now time.Time) (CommandRecord, error)
+
+	// PutEvent stores r idempotently on (r.Session, r.Seq): it returns true
+	// if r was stored, false if an event with that seq already was (the
+	// stored one is kept).
+	PutEvent(ctx context.Context, r EventRecord) (bool, error)
+	// EventsAfter returns the events of session with seq > after, in seq
+	// order, at most limit (all if limit <= 0).
+	EventsAfter(ctx context.Context, session string, after uint64, limit int) ([]EventRecord, error)
+	// LastEventSeq returns the highest event seq stored for session (0:
+	// none). The controller stores events only in seq order, so this is
+	// the cumulative ack.
+	LastEventSeq(ctx context.Context, session string) (uint64, error)
+}
