@@ -8,8 +8,8 @@
 // workspaces to targets.
 //
 // Start with New: it composes a System (a store, a driver registry, the
-// catalog, the assignments, the lease manager, the prober and the image
-// resolver) with sensible defaults; System.RunHealthChecks keeps provider
+// catalog, the assignments, the lease manager, the prober, the image
+// resolver and the runner controller) with sensible defaults; System.RunHealthChecks keeps provider
 // health measured in the background.
 // OpenStore and NewMemoryStore return one Store that serves every package's
 // store interface. There is no global state: a host may also wire the
@@ -26,9 +26,11 @@
 //     interfaces, ConfigSchema, sentinel errors, Registry). drivers/local,
 //     drivers/ssh, drivers/docker, drivers/daytona and drivers/fake implement
 //     it, and drivers/drivertest is the conformance suite they all pass.
-//   - prp, prp/runner: the runner protocol's wire format, tickets and
-//     tokens, and the runner that executes tasks inside a sandbox
-//     (examples/runner is its binary; the controller is not built yet).
+//   - prp, prp/runner, prp/controller: the runner protocol's wire format,
+//     tickets and tokens; the runner that executes tasks inside a sandbox
+//     (examples/runner is its binary); and the controller the host serves
+//     (System.Runners), which dispatches tasks, stores events and verifies
+//     stop proofs.
 //   - environment: the catalog (create, read, update, archive, delete with
 //     blast radius), secrets moved into a SecretStore, redaction, the
 //     authorization policy, assignment bindings with Resolve, provider

@@ -2,8 +2,11 @@ package berth
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/berthdev/berth/drivers"
@@ -11,8 +14,11 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/images/resolve"
+	"github.com/berthdev/berth/internal/sqlstore"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
+	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
 )
 
 // Options configures New. The zero value (or nil) composes the embedded
@@ -55,6 +61,14 @@ type Options struct {
 	// (IMG-2): the host's registry keychain, insecure registries. Default:
 	// anonymous access, loopback registries only over plain HTTP.
 	Images *resolve.Options
+	// Runners configures the runner protocol's controller (System.Runners).
+	// Fields left zero are filled: Tickets and Store with the System's store
+	// (SQLite and PostgreSQL share them across replicas; the memory store
+	// keeps them in this process), Authorizer with Options.Authorizer, and
+	// Signer with a random key of this process (replicas must pass one
+	// Signer with shared keys). With neither Sink nor DataDir, output chunk
+	// files go to a directory New makes under os.TempDir and Close removes.
+	Runners *controller.Options
 }
 
 // System is a composed berth: a store, drivers, a catalog, assignments, a
@@ -76,12 +90,19 @@ type System struct {
 	Prober *probe.Prober
 	// Images pins image tags to digests (IMG-2).
 	Images *resolve.Resolver
+	// Runners is the runner protocol's controller (PRP): serve it over
+	// HTTP (it is an http.Handler) for runners to dial, mint tickets and
+	// dispatch tasks through it.
+	Runners *controller.Controller
 
-	log *slog.Logger
+	log     *slog.Logger
+	tempDir string // the runners' output directory New made, removed by Close
 }
 
 // New composes a System. It opens (and migrates) the store named by
-// opts.StoreURL; everything else is wiring and does no I/O.
+// opts.StoreURL and, unless Options.Runners names a Sink or a DataDir,
+// makes the runners' output directory under os.TempDir; everything else
+// is wiring and does no I/O.
 func New(ctx context.Context, opts *Options) (*System, error) {
 	var o Options
 	if opts != nil {
@@ -151,7 +172,67 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		}
 	}
 	sys.Images = resolve.New(&ropts)
+	if err := sys.composeRunners(st, o); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	return sys, nil
+}
+
+// composeRunners builds System.Runners from o.Runners with the defaults
+// Options.Runners documents.
+func (s *System) composeRunners(st Store, o Options) error {
+	var co controller.Options
+	if o.Runners != nil {
+		co = *o.Runners
+	}
+	if co.Tickets == nil || co.Store == nil {
+		var tickets prp.TicketStore = &prp.MemoryTicketStore{}
+		var cs controller.Store = &controller.MemoryStore{}
+		if db, ok := st.(interface{ PRP() *sqlstore.PRPStore }); ok {
+			ps := db.PRP()
+			tickets, cs = ps, ps
+		}
+		if co.Tickets == nil {
+			co.Tickets = tickets
+		}
+		if co.Store == nil {
+			co.Store = cs
+		}
+	}
+	if co.Authorizer == nil {
+		co.Authorizer = o.Authorizer
+	}
+	if co.Logger == nil {
+		co.Logger = o.Logger
+	}
+	if co.Signer == nil {
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return fmt.Errorf("berth: runner signing key: %w", err)
+		}
+		signer, err := prp.NewSigner("process", map[string][]byte{"process": key})
+		if err != nil {
+			return err
+		}
+		co.Signer = signer
+	}
+	if co.Sink == nil && co.DataDir == "" {
+		dir, err := os.MkdirTemp("", "berth-prp-")
+		if err != nil {
+			return fmt.Errorf("berth: runner output directory: %w", err)
+		}
+		co.DataDir, s.tempDir = dir, dir
+	}
+	c, err := controller.New(&co)
+	if err != nil {
+		if s.tempDir != "" {
+			_ = os.RemoveAll(s.tempDir)
+		}
+		return err
+	}
+	s.Runners = c
+	return nil
 }
 
 // RunHealthChecks measures the health of every provider endpoint that an
@@ -192,6 +273,12 @@ func (s *System) Close() error {
 		_ = s.Leases.Close()
 	}
 	var errs []error
+	if s.Runners != nil {
+		errs = append(errs, s.Runners.Close())
+	}
+	if s.tempDir != "" {
+		errs = append(errs, os.RemoveAll(s.tempDir))
+	}
 	if s.Drivers != nil {
 		errs = append(errs, s.Drivers.Close())
 	}

@@ -1,8 +1,13 @@
 package berth_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -18,6 +23,8 @@ import (
 	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
+	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
 )
 
 // TestSystemWiring: New composes the catalog with the lease manager and the
@@ -187,5 +194,53 @@ func TestRunHealthChecks(t *testing.T) {
 	}
 	if got.Health == nil || got.Health.Status != environment.HealthUnavailable || got.Unavailable == "" {
 		t.Errorf("after a round: health %+v, unavailable %q", got.Health, got.Unavailable)
+	}
+}
+
+// TestSystemRunners: berth.New composes the runner protocol's controller
+// on the System's store. A ticket minted by one System on a SQLite file is
+// exchanged once through another System's controller on the same file (the
+// ticket store is shared, as replicas on PostgreSQL share it), and a replay
+// is refused; an agent of another company may not mint.
+func TestSystemRunners(t *testing.T) {
+	ctx := context.Background()
+	url := "sqlite://" + filepath.Join(t.TempDir(), "berth.db")
+	open := func() *berth.System {
+		sys, err := berth.New(ctx, &berth.Options{StoreURL: url, Drivers: []drivers.Driver{fake.New(nil)}, TestMode: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sys.Close() })
+		if sys.Runners == nil {
+			t.Fatal("System.Runners is nil")
+		}
+		return sys
+	}
+	a, b := open(), open()
+	op := environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
+	tk, _, err := a.Runners.MintTicket(ctx, op, controller.TicketRequest{Lease: "lse_1", Run: "r1", Company: "acme", Scope: prp.ScopeTask})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b.Runners)
+	defer srv.Close()
+	exchange := func() int {
+		body, _ := json.Marshal(prp.ExchangeRequest{Ticket: tk.String(), Lease: "lse_1"})
+		resp, err := http.Post(srv.URL+"/"+prp.ExchangePath, "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := exchange(); got != http.StatusOK {
+		t.Fatalf("exchange of a ticket minted by another System on the same store: %d", got)
+	}
+	if got := exchange(); got != http.StatusUnauthorized {
+		t.Errorf("replayed ticket: %d, want 401", got)
+	}
+	stranger := environment.Principal{ID: "bot", Role: environment.RoleAgent, Companies: []string{"globex"}}
+	if _, _, err := a.Runners.MintTicket(ctx, stranger, controller.TicketRequest{Lease: "lse_1", Run: "r1", Company: "acme", Scope: prp.ScopeTask}); !errors.Is(err, environment.ErrDenied) {
+		t.Errorf("an agent of another company minted a ticket: %v", err)
 	}
 }
