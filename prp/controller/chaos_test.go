@@ -177,9 +177,6 @@ func (p *byteCutProxy) counts() (cuts, accepted int) {
 // and resumes. The stored output is byte-identical and the stored events'
 // seqs are contiguous from 1 (none lost, none stored twice).
 func TestChaosCutsAtSeededByteCounts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the chaos test takes about a minute; not with -short")
-	}
 	store := &controller.MemoryStore{}
 	// 4 KiB output chunks make frames of about 5.6 KiB, so that every
 	// connection's budget (8 to 24 KiB) carries at least one whole event
