@@ -135,6 +135,11 @@ func (c *Controller) handshake(ctx context.Context, ws *websocket.Conn, sess Ses
 		return nil, h, err
 	}
 	ack, err := c.o.Store.LastEventSeq(ctx, sess.ID)
+	if err == nil {
+		// Events the runner no longer has and the store never got are
+		// recorded as lost, and the session's commands fail loudly.
+		ack, err = c.lostEvents(ctx, sess, h, ack)
+	}
 	if err != nil {
 		ws.Close(websocket.StatusInternalError, "store unavailable")
 		return nil, h, err

@@ -18,11 +18,14 @@
 //     write) and Follow (subscribe, backfill, dedupe).
 //   - sink.go: OutputSink and the default FileSink (chunk files under a
 //     data directory; the store holds the index).
+//   - liveness.go: Tasks (a task reads unknown while its runner is not
+//     connected) and events_lost: a runner's resume cursor that shows
+//     events it no longer has and the store never got is recorded
+//     (EventEventsLost, EventsLost) and fails the session's commands.
 //   - store.go, memstore.go: the Store interface (sessions, command
 //     journal, event metadata) and MemoryStore. controllertest holds the
 //     Store conformance suite; internal/sqlstore the SQL stores.
 //
 // Not here yet (part 2 of the runner protocol): lease integration (cleanup
-// waiting for StopAndVerify), marking tasks unknown while a runner is
-// disconnected, events_lost accounting, and delivering secret frames.
+// waiting for StopAndVerify) and delivering secret frames.
 package controller

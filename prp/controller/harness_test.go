@@ -54,7 +54,7 @@ var companyPolicy = environment.AuthorizerFunc(func(_ context.Context, p environ
 	return environment.Denied(p, a, r)
 })
 
-func testSigner(t *testing.T) *prp.Signer {
+func testSigner(t testing.TB) *prp.Signer {
 	t.Helper()
 	s, err := prp.NewSigner("k1", map[string][]byte{"k1": []byte(strings.Repeat("k", 32))})
 	if err != nil {
@@ -80,7 +80,7 @@ func (s *server) URL() string {
 
 // newServer starts a controller with o (Signer, Authorizer and DataDir
 // defaulted for the test).
-func newServer(t *testing.T, o controller.Options) *server {
+func newServer(t testing.TB, o controller.Options) *server {
 	t.Helper()
 	if o.Signer == nil {
 		o.Signer = testSigner(t)
@@ -110,7 +110,7 @@ func newServer(t *testing.T, o controller.Options) *server {
 }
 
 // ticket mints a ticket for lease-1 / run-1 of co-1.
-func (s *server) ticket(t *testing.T, scope prp.Scope) string {
+func (s *server) ticket(t testing.TB, scope prp.Scope) string {
 	t.Helper()
 	tk, _, err := s.c.MintTicket(context.Background(), operator, controller.TicketRequest{Lease: "lease-1", Run: "run-1", Company: "co-1", Scope: scope})
 	if err != nil {
@@ -121,7 +121,7 @@ func (s *server) ticket(t *testing.T, scope prp.Scope) string {
 
 // startRunner runs the real runner in-process against s with a fresh
 // ticket of scope and returns its session once welcomed.
-func startRunner(t *testing.T, s *server, scope prp.Scope) string {
+func startRunner(t testing.TB, s *server, scope prp.Scope) string {
 	t.Helper()
 	var logs syncbuf.Buffer
 	r, err := runner.New(s.URL(), t.TempDir(), &runner.Options{Lease: "lease-1", Ticket: s.ticket(t, scope),
@@ -153,7 +153,7 @@ func startRunner(t *testing.T, s *server, scope prp.Scope) string {
 
 // waitSession waits until a runner is connected to s and returns its
 // session id.
-func waitSession(t *testing.T, s *server) string {
+func waitSession(t testing.TB, s *server) string {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
@@ -168,7 +168,7 @@ func waitSession(t *testing.T, s *server) string {
 
 // wait waits for the result of command id, failing the test after a
 // generous limit.
-func wait(t *testing.T, s *server, session, id string) prp.Result {
+func wait(t testing.TB, s *server, session, id string) prp.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -187,7 +187,7 @@ var (
 )
 
 // runnerBinary builds examples/runner once per test binary, static.
-func runnerBinary(t *testing.T) string {
+func runnerBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "berth-runner-bin-")
@@ -211,7 +211,7 @@ func runnerBinary(t *testing.T) string {
 // startChild runs the runner binary against s on stateDir, with a ticket
 // in a 0600 file unless ticket is false (a restart that resumes its
 // session); it gets SIGTERM when the test ends.
-func startChild(t *testing.T, s *server, stateDir string, ticket bool) *exec.Cmd {
+func startChild(t testing.TB, s *server, stateDir string, ticket bool) *exec.Cmd {
 	t.Helper()
 	args := []string{"--controller", s.URL(), "--lease", "lease-1", "--state-dir", stateDir}
 	if ticket {

@@ -1,0 +1,191 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/prp"
+)
+
+// TaskState is what the controller knows of a task (see Tasks).
+type TaskState string
+
+// The task states.
+const (
+	// TaskPending: the start is journaled; no task.started event is
+	// stored yet and the runner is connected.
+	TaskPending TaskState = "pending"
+	// TaskRunning: the task started, has not exited, and its runner is
+	// connected to this controller.
+	TaskRunning TaskState = "running"
+	// TaskUnknown: the task has not exited (as far as the store knows) and
+	// its runner is not connected to this controller: it may run, have
+	// exited, or be stopped by the runner's orphan grace. Heartbeats are
+	// not activity: a connection is dropped when the runner misses them
+	// (dead-after), and its tasks read unknown from then on until the
+	// runner reconnects.
+	TaskUnknown TaskState = "unknown"
+	// TaskExited: the task's exit is stored (Exit says how it ended).
+	TaskExited TaskState = "exited"
+	// TaskFailed: the start has a result without an exit: rejected (nothing
+	// ran) or indeterminate (the runner died while it executed, or its
+	// events were lost: Result.Code CodeEventsLost). Result says which.
+	TaskFailed TaskState = "failed"
+)
+
+// TaskStatus is one task of a session as Tasks reports it.
+type TaskStatus struct {
+	TaskID string
+	State  TaskState
+	// PID is the task's process id from its task.started event (0: none).
+	PID int
+	// Exit is how the task ended, for TaskExited.
+	Exit *prp.Exit
+	// Result is the start command's result, once stored.
+	Result *prp.Result
+}
+
+// CodeEventsLost is the result code with which the controller fails the
+// commands of a session whose runner lost events the controller never
+// stored (PRP-5).
+const CodeEventsLost = "events_lost"
+
+// EventEventsLost is the kind of the event record the controller stores
+// when a runner's resume cursor shows events that the controller never
+// stored and the runner no longer has (PRP-5). It is stored under the
+// last lost seq (To of the range); the seqs from From up to To-1 stay
+// unstored, so it is the only gap in a session's stored events, and it
+// carries a Result with Code CodeEventsLost whose Message names the range.
+const EventEventsLost prp.EventKind = "events_lost"
+
+// LostRange is a range of event seqs, both ends included, that a runner
+// lost before the controller stored them.
+type LostRange struct {
+	From, To uint64
+}
+
+// Tasks authorizes p on session and returns its tasks in start order with
+// what the controller knows of each. A task that has not exited reads
+// TaskUnknown while the session's runner is not connected to this
+// controller (a replica that does not hold the connection reads unknown
+// too: it cannot tell). It reads the session's commands and events from
+// the store (all of them: its cost grows with the session).
+func (c *Controller) Tasks(ctx context.Context, p environment.Principal, session string) ([]TaskStatus, error) {
+	s, err := c.session(ctx, p, session)
+	if err != nil {
+		return nil, err
+	}
+	connected := c.Connected(s.ID)
+	cmds, err := c.o.Store.CommandsAfter(ctx, s.ID, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := c.o.Store.EventsAfter(ctx, s.ID, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	pids, exits := map[string]int{}, map[string]*prp.Exit{}
+	for _, e := range evs {
+		switch e.Event.Kind {
+		case prp.EventStarted:
+			pids[e.Event.TaskID] = e.Event.PID
+		case prp.EventExit:
+			exits[e.Event.TaskID] = e.Event.Exit
+		}
+	}
+	var out []TaskStatus
+	seen := map[string]bool{}
+	for _, r := range cmds {
+		task := r.Command.TaskID()
+		if r.Command.Kind != prp.CommandTaskStart || seen[task] {
+			continue
+		}
+		seen[task] = true
+		st := TaskStatus{TaskID: task, PID: pids[task], Exit: exits[task], Result: r.Result}
+		if st.Exit == nil && r.Result != nil {
+			st.Exit = r.Result.Exit
+		}
+		_, started := pids[task]
+		switch {
+		case st.Exit != nil:
+			st.State = TaskExited
+		case r.Result != nil:
+			st.State = TaskFailed
+		case !connected:
+			st.State = TaskUnknown
+		case started:
+			st.State = TaskRunning
+		default:
+			st.State = TaskPending
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// EventsLost authorizes p on session and returns the ranges of event seqs
+// its runner lost before the controller stored them, in seq order (none:
+// nothing was lost).
+func (c *Controller) EventsLost(ctx context.Context, p environment.Principal, session string) ([]LostRange, error) {
+	s, err := c.session(ctx, p, session)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := c.o.Store.EventsAfter(ctx, s.ID, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []LostRange
+	var prev uint64
+	for _, e := range evs {
+		if e.Event.Kind == EventEventsLost {
+			out = append(out, LostRange{From: prev + 1, To: e.Seq})
+		}
+		prev = e.Seq
+	}
+	return out, nil
+}
+
+// lostEvents checks a hello's resume cursor against ack, the highest seq
+// stored for sess: events from ack+1 up to the runner's oldest unacked
+// event (or its next seq, with an empty outbox) are events the runner no
+// longer has and the controller never stored. It records them as an
+// EventEventsLost record under the last lost seq, fails every command the
+// runner received whose result is not stored (CodeEventsLost), and returns
+// the new cumulative ack; with nothing lost it returns ack.
+func (c *Controller) lostEvents(ctx context.Context, sess Session, h prp.Hello, ack uint64) (uint64, error) {
+	r := h.Resume
+	has := r.NextEventSeq // the lowest seq the runner still has or will send
+	if r.OldestUnackedEvent > 0 {
+		has = r.OldestUnackedEvent
+	}
+	if has <= ack+1 {
+		return ack, nil
+	}
+	lost := LostRange{From: ack + 1, To: has - 1}
+	msg := fmt.Sprintf("events %d to %d of session %s were lost on the runner's disk before the controller stored them", lost.From, lost.To, sess.ID)
+	c.log.Error("controller: events lost; failing the session's commands", "session", sess.ID, "from", lost.From, "to", lost.To)
+	now := time.Now().UTC()
+	rec := EventRecord{Session: sess.ID, Seq: lost.To, StoredAt: now, Event: prp.Event{Kind: EventEventsLost,
+		Result: &prp.Result{Status: prp.ResultIndeterminate, Code: CodeEventsLost, Message: msg}}}
+	if _, err := c.o.Store.PutEvent(ctx, rec); err != nil {
+		return ack, err
+	}
+	cmds, err := c.o.Store.CommandsAfter(ctx, sess.ID, 0, 0)
+	if err != nil {
+		return ack, err
+	}
+	for _, cr := range cmds {
+		if cr.Seq > r.LastCommandSeq || cr.State.Terminal() {
+			continue
+		}
+		res := prp.Result{CommandID: cr.Command.ID, Status: prp.ResultIndeterminate, Code: CodeEventsLost, Message: msg}
+		if _, err := c.o.Store.CompleteCommand(ctx, sess.ID, res, now); err != nil {
+			return ack, err
+		}
+	}
+	c.notify()
+	return lost.To, nil
+}
