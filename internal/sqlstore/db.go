@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
@@ -49,7 +50,7 @@ func Open(ctx context.Context, rawURL string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := db.Ping(ctx); err != nil {
+	if err := db.pingOpen(ctx); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -184,6 +185,26 @@ func (db *DB) Close() error {
 		err = errors.Join(err, db.r.Close())
 	}
 	return err
+}
+
+// pingOpen is the first Ping of Open. A new SQLite connection switches the
+// file to WAL mode, and SQLite answers SQLITE_BUSY at once, without its busy
+// handler, while another process's first connection is doing the same: so
+// a busy answer is retried, with a short pause, for up to the busy_timeout,
+// honouring ctx.
+func (db *DB) pingOpen(ctx context.Context) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := db.Ping(ctx)
+		if err == nil || db.d != sqlite || !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // Ping checks that the database answers, honouring ctx.
