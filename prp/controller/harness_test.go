@@ -30,9 +30,7 @@ import (
 // removes the runner binary.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	testenv.RemoveRunnerBinary()
 	if err := testenv.StopPostgres(); err != nil && code == 0 {
 		code = 1
 	}
@@ -179,34 +177,8 @@ func wait(t testing.TB, s *server, session, id string) prp.Result {
 	return res
 }
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	binPath   string
-	buildErr  error
-)
-
-// runnerBinary builds examples/runner once per test binary, static.
-func runnerBinary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "berth-runner-bin-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "berth-runner")
-		cmd := exec.Command("go", "build", "-o", binPath, "github.com/berthdev/berth/examples/runner")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = err
-			binPath = string(out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build the runner: %v\n%s", buildErr, binPath)
-	}
-	return binPath
-}
+// runnerBinary is the reference runner binary (testenv.RunnerBinary).
+func runnerBinary(t testing.TB) string { return testenv.RunnerBinary(t) }
 
 // startChild runs the runner binary against s on stateDir, with a ticket
 // in a 0600 file unless ticket is false (a restart that resumes its

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,42 +15,14 @@ import (
 	"github.com/berthdev/berth/prp"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	binDir    string
-)
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	testenv.RemoveRunnerBinary()
 	os.Exit(code)
 }
 
-// runnerBinary builds examples/runner once per test binary, static (no cgo).
-func runnerBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "berth-runner-bin-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "berth-runner")
-		cmd := exec.Command("go", "build", "-o", binPath, "github.com/berthdev/berth/examples/runner")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = err
-			binPath = string(out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build the runner: %v\n%s", buildErr, binPath)
-	}
-	return binPath
-}
+// runnerBinary is the reference runner binary (testenv.RunnerBinary).
+func runnerBinary(t testing.TB) string { return testenv.RunnerBinary(t) }
 
 // startChild starts the runner binary; it is killed when the test ends.
 func startChild(t *testing.T, env []string, args ...string) *exec.Cmd {
