@@ -117,18 +117,26 @@ func ParseReference(s string) (Reference, error) {
 	if path := r.Context().RepositoryStr(); !repoPathRE.MatchString(path) {
 		return Reference{}, fmt.Errorf("%w %q: repository path %q is not lowercase components separated by /", ErrInvalidReference, s, path)
 	}
+	var out Reference
 	switch r := r.(type) {
 	case name.Digest:
 		d := r.DigestStr()
 		if !digestRE.MatchString(d) {
 			return Reference{}, fmt.Errorf("%w %q: digest must be sha256:<64 lowercase hex>", ErrInvalidReference, s)
 		}
-		return Reference{kind: RefDigest, repo: r.Context().Name(), digest: d}, nil
+		out = Reference{kind: RefDigest, repo: r.Context().Name(), digest: d}
 	case name.Tag:
-		return Reference{kind: RefTag, repo: r.Context().Name(), tag: r.TagStr()}, nil
+		out = Reference{kind: RefTag, repo: r.Context().Name(), tag: r.TagStr()}
 	default:
 		return Reference{}, fmt.Errorf("%w %q: unknown reference type %T", ErrInvalidReference, s, r)
 	}
+	// Normalizing adds the registry and "library/" to a short name: a name
+	// within the length limits may exceed them once normalized, and a
+	// reference must stay parseable in the form berth stores and shows.
+	if _, err := name.ParseReference(out.String()); err != nil {
+		return Reference{}, fmt.Errorf("%w %q: its normalized form is not a valid reference: %v", ErrInvalidReference, s, err)
+	}
+	return out, nil
 }
 
 // SnapshotNameReference returns the mutable reference to the provider

@@ -223,3 +223,18 @@ func TestSnapshotNameReference(t *testing.T) {
 		t.Errorf("empty snapshot name: %v", err)
 	}
 }
+
+// A short name within the limits that exceeds them once normalized
+// (registry and library/ added) is refused, quoting the input, rather than
+// stored in a form that no longer parses (found by FuzzParseReference).
+func TestReferenceTooLongOnceNormalized(t *testing.T) {
+	t.Parallel()
+	s := strings.Repeat("0", 253)
+	_, err := ParseReference(s)
+	if !errors.Is(err, ErrInvalidReference) || !strings.Contains(err.Error(), "normalized form") {
+		t.Errorf("ParseReference(253 zeros) = %v; want ErrInvalidReference about the normalized form", err)
+	}
+	if _, err := ParseReference(strings.Repeat("0", 200)); err != nil {
+		t.Errorf("a 200-character short name: %v", err)
+	}
+}
