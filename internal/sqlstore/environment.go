@@ -244,3 +244,21 @@ func (db *DB) DeleteEnvironment(ctx context.Context, id string, baseRevision int
 	}
 	return fmt.Errorf("sqlstore: delete environment %q: %w", id, err)
 }
+
+// collect scans every row of rows with scan and closes rows; errors wrap
+// what. It returns an empty, non-nil slice when there is no row.
+func collect[T any](rows *sql.Rows, what string, scan func(scanner) (T, error)) ([]T, error) {
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: %s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlstore: %s: %w", what, err)
+	}
+	return out, nil
+}

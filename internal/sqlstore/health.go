@@ -62,17 +62,5 @@ func (db *DB) ListProviderHealth(ctx context.Context) ([]environment.ProviderHea
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: list provider health: %w", err)
 	}
-	defer rows.Close()
-	out := []environment.ProviderHealth{}
-	for rows.Next() {
-		h, err := scanHealth(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlstore: list provider health: %w", err)
-		}
-		out = append(out, h)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlstore: list provider health: %w", err)
-	}
-	return out, nil
+	return collect(rows, "list provider health", scanHealth)
 }

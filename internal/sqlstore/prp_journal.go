@@ -112,19 +112,7 @@ func (s *PRPStore) CommandsAfter(ctx context.Context, session string, after uint
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: commands of session %s: %w", session, err)
 	}
-	defer rows.Close()
-	out := []controller.CommandRecord{}
-	for rows.Next() {
-		r, err := scanCommand(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlstore: commands of session %s: %w", session, err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlstore: commands of session %s: %w", session, err)
-	}
-	return out, nil
+	return collect(rows, "commands of session "+session, scanCommand)
 }
 
 // CompleteCommand implements controller.Store with one conditional UPDATE
@@ -193,31 +181,25 @@ func (s *PRPStore) EventsAfter(ctx context.Context, session string, after uint64
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: events of session %s: %w", session, err)
 	}
-	defer rows.Close()
-	out := []controller.EventRecord{}
-	for rows.Next() {
+	return collect(rows, "events of session "+session, func(sc scanner) (controller.EventRecord, error) {
 		var r controller.EventRecord
 		var ev, ref sql.NullString
 		var stored sql.NullInt64
-		if err := rows.Scan(&r.Session, &r.Seq, &ev, &ref, &stored); err != nil {
-			return nil, fmt.Errorf("sqlstore: events of session %s: %w", session, err)
+		if err := sc.Scan(&r.Session, &r.Seq, &ev, &ref, &stored); err != nil {
+			return r, err
 		}
 		if err := fromJSONText(ev, &r.Event); err != nil {
-			return nil, fmt.Errorf("sqlstore: event %d of session %s: %w", r.Seq, session, err)
+			return r, fmt.Errorf("event %d: %w", r.Seq, err)
 		}
 		if ref.Valid {
 			r.Ref = &controller.OutputRef{}
 			if err := fromJSONText(ref, r.Ref); err != nil {
-				return nil, fmt.Errorf("sqlstore: event %d of session %s: %w", r.Seq, session, err)
+				return r, fmt.Errorf("event %d: %w", r.Seq, err)
 			}
 		}
 		r.StoredAt = fromNanos(stored)
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlstore: events of session %s: %w", session, err)
-	}
-	return out, nil
+		return r, nil
+	})
 }
 
 // LastEventSeq implements controller.Store.

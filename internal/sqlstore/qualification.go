@@ -93,19 +93,7 @@ func (db *DB) ListQualifications(ctx context.Context, environment string) ([]qua
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: list qualifications for environment %q: %w", environment, err)
 	}
-	defer rows.Close()
-	out := []qualification.Record{}
-	for rows.Next() {
-		r, err := scanQual(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlstore: list qualifications for environment %q: %w", environment, err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlstore: list qualifications for environment %q: %w", environment, err)
-	}
-	return out, nil
+	return collect(rows, fmt.Sprintf("list qualifications for environment %q", environment), scanQual)
 }
 
 // DeleteQualifications implements qualification.Store: it removes every

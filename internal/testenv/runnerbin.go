@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -44,4 +45,28 @@ func RemoveRunnerBinary() {
 	if runnerBin.dir != "" {
 		os.RemoveAll(runnerBin.dir)
 	}
+}
+
+// StartRunner starts the reference runner (RunnerBinary) with args and the
+// process environment plus env. At the test's cleanup it is stopped with
+// SIGTERM if it still runs, and its log is printed if the test failed.
+func StartRunner(t testing.TB, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(RunnerBinary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var logs Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("runner pid %d log:\n%s", cmd.Process.Pid, logs.String())
+		}
+	})
+	return cmd
 }

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -177,9 +176,6 @@ func wait(t testing.TB, s *server, session, id string) prp.Result {
 	return res
 }
 
-// runnerBinary is the reference runner binary (testenv.RunnerBinary).
-func runnerBinary(t testing.TB) string { return testenv.RunnerBinary(t) }
-
 // startChild runs the runner binary against s on stateDir, with a ticket
 // in a 0600 file unless ticket is false (a restart that resumes its
 // session); it gets SIGTERM when the test ends.
@@ -193,22 +189,7 @@ func startChild(t testing.TB, s *server, stateDir string, ticket bool) *exec.Cmd
 		}
 		args = append(args, "--ticket-file", tf)
 	}
-	cmd := exec.Command(runnerBinary(t), args...)
-	var logs syncbuf.Buffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Signal(syscall.SIGTERM)
-			cmd.Wait()
-		}
-		if t.Failed() {
-			t.Logf("runner pid %d log:\n%s", cmd.Process.Pid, logs.String())
-		}
-	})
-	return cmd
+	return testenv.StartRunner(t, nil, args...)
 }
 
 // tagged returns the live (not zombie) processes whose environment holds a

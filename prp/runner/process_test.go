@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,29 +20,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// runnerBinary is the reference runner binary (testenv.RunnerBinary).
-func runnerBinary(t testing.TB) string { return testenv.RunnerBinary(t) }
-
 // startChild starts the runner binary; it is killed when the test ends.
 func startChild(t *testing.T, env []string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(runnerBinary(t), args...)
-	cmd.Env = append(os.Environ(), env...)
-	var logs testenv.Buffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Signal(syscall.SIGTERM)
-			cmd.Wait()
-		}
-		if t.Failed() {
-			t.Logf("runner pid %d log:\n%s", cmd.Process.Pid, logs.String())
-		}
-	})
-	return cmd
+	return testenv.StartRunner(t, env, args...)
 }
 
 // procState returns a process's state letter and process group, ok false
