@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/berthdev/berth/drivers"
@@ -69,6 +70,13 @@ type Options struct {
 	// Signer with shared keys). With neither Sink nor DataDir, output chunk
 	// files go to a directory New makes under os.TempDir and Close removes.
 	Runners *controller.Options
+	// RunnerBinary is the path, on this host, of berth's runner binary (a
+	// static Linux build of examples/runner) that leases host for
+	// runner-based runs and probes (System.RunnerSpec). Default "": none;
+	// runner-based probes then fail as unsupported. The library reads no
+	// environment variable for it (examples/envctl reads
+	// BERTH_RUNNER_BINARY).
+	RunnerBinary string
 }
 
 // System is a composed berth: a store, drivers, a catalog, assignments, a
@@ -90,13 +98,33 @@ type System struct {
 	Prober *probe.Prober
 	// Images pins image tags to digests (IMG-2).
 	Images *resolve.Resolver
-	// Runners is the runner protocol's controller (PRP): serve it over
-	// HTTP (it is an http.Handler) for runners to dial, mint tickets and
-	// dispatch tasks through it.
+	// Runners is the runner protocol's controller (PRP): Attach connects a
+	// leased sandbox's runner (serving the controller on the sandbox's
+	// ingress), StartTask / Follow / StopAndVerify run tasks; it is also an
+	// http.Handler for runners that dial over HTTP. It is the lease
+	// manager's task hook (lease.Options.Tasks): releasing or sweeping a
+	// lease stops and verifies its runner tasks first.
 	Runners *controller.Controller
 
 	log     *slog.Logger
 	tempDir string // the runners' output directory New made, removed by Close
+
+	runnerBinary string
+	specOnce     sync.Once
+	spec         drivers.RunnerSpec
+	specErr      error
+}
+
+// RunnerSpec returns the drivers.RunnerSpec of Options.RunnerBinary (its
+// SHA-256, read once on the first call and kept), for
+// lease.AcquireRequest.Runner and controller.AttachRequest.Runner. Without
+// a RunnerBinary it returns an error wrapping drivers.ErrUnsupported.
+func (s *System) RunnerSpec() (drivers.RunnerSpec, error) {
+	if s.runnerBinary == "" {
+		return drivers.RunnerSpec{}, fmt.Errorf("berth: no runner binary configured (Options.RunnerBinary; build one with CGO_ENABLED=0 go build -o berth-runner ./examples/runner): %w", drivers.ErrUnsupported)
+	}
+	s.specOnce.Do(func() { s.spec, s.specErr = controller.RunnerSpecFromFile(s.runnerBinary) })
+	return s.spec, s.specErr
 }
 
 // New composes a System. It opens (and migrates) the store named by
@@ -130,7 +158,13 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	sys := &System{Store: st, Drivers: reg, Secrets: secrets, log: logger}
+	sys := &System{Store: st, Drivers: reg, Secrets: secrets, log: logger, runnerBinary: o.RunnerBinary}
+	// The runner controller first: the lease manager stops and verifies
+	// the runners' tasks through it before any sandbox is released (PRP-6).
+	if err := sys.composeRunners(st, o); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	// One keeper: the catalog retires secrets, the lease manager keeps them
 	// while a lease that is not proven clean uses them (CFG-7, LEASE-9).
 	keeper := environment.NewSecretKeeper(st, secrets, logger)
@@ -153,6 +187,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
 			return st.ListEnvironments(ctx, environment.ListFilter{})
 		},
+		Tasks: sys.Runners,
 	})
 	sys.Catalog = environment.NewCatalog(st, reg, secrets, &environment.Options{
 		TestMode:       o.TestMode,
@@ -163,7 +198,14 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Health:         st,
 		SecretKeeper:   keeper,
 	})
-	sys.Prober = probe.New(sys.Catalog, reg, sys.Leases, st, o.Probe)
+	var popts probe.Options
+	if o.Probe != nil {
+		popts = *o.Probe
+	}
+	if popts.Runner == nil {
+		popts.Runner = &probe.RunnerProbe{Controller: sys.Runners, Spec: sys.RunnerSpec}
+	}
+	sys.Prober = probe.New(sys.Catalog, reg, sys.Leases, st, &popts)
 	ropts := resolve.Options{Logger: o.Logger}
 	if o.Images != nil {
 		ropts = *o.Images
@@ -172,10 +214,6 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		}
 	}
 	sys.Images = resolve.New(&ropts)
-	if err := sys.composeRunners(st, o); err != nil {
-		_ = st.Close()
-		return nil, err
-	}
 	return sys, nil
 }
 
