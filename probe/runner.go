@@ -72,4 +72,3 @@ func short(sum string) string {
 	}
 	return sum
 }
-
