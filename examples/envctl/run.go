@@ -311,4 +311,3 @@ func signalNumber(name string) int {
 	}
 	return 9
 }
-

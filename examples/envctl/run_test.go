@@ -182,7 +182,7 @@ func TestProbeThroughTheRunner(t *testing.T) {
 		OK            bool   `json:"ok"`
 		RunnerVersion string `json:"runnerVersion"`
 		Platform      string `json:"platform"`
-		Stages []struct {
+		Stages        []struct {
 			Name string `json:"name"`
 		} `json:"stages"`
 	}
