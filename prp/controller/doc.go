@@ -26,6 +26,16 @@
 //     journal, event metadata) and MemoryStore. controllertest holds the
 //     Store conformance suite; internal/sqlstore the SQL stores.
 //
-// Not here yet (part 2 of the runner protocol): lease integration (cleanup
-// waiting for StopAndVerify) and delivering secret frames.
+//   - attach.go: Attach, which connects a leased sandbox's runner: it
+//     installs the runner (lease.Handle.HostRunner), serves the controller
+//     on the sandbox's ingress for as long as the lease lasts, mints a
+//     task or probe ticket (authorized), launches the runner and waits for
+//     its hello; RunnerSpecFromFile.
+//   - leasehook.go: the Controller is the lease manager's
+//     lease.TaskStopper: StopTasks stops and verifies every task of every
+//     session of a lease before its sandbox is released (tasks already
+//     proven stopped are not asked again), LeaseEnded closes the lease's
+//     ingress server.
+//
+// Not here yet: delivering secret frames.
 package controller
