@@ -278,3 +278,22 @@ func RunnerSpecFromFile(path string) (drivers.RunnerSpec, error) {
 	}
 	return drivers.RunnerSpec{Binary: abs, SHA256: hex.EncodeToString(hash.Sum(nil))}, nil
 }
+
+// Disconnect authorizes p on session and drops its runner's connection to
+// this controller, if there is one (it reports whether there was). The
+// runner is not stopped: it reconnects with its token and resumes (PRP-5);
+// its tasks keep running. Operators and tests use it to force a resume.
+func (c *Controller) Disconnect(ctx context.Context, p environment.Principal, session string) (bool, error) {
+	s, err := c.session(ctx, p, session)
+	if err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	lc := c.live[s.ID]
+	c.mu.Unlock()
+	if lc == nil {
+		return false, nil
+	}
+	lc.ws.CloseNow()
+	return true, nil
+}

@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -267,6 +268,50 @@ func TestAttachIsAuthorized(t *testing.T) {
 		t.Fatalf("Attach by a stranger = %v, want ErrDenied", err)
 	}
 	if _, err := h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// PRP-5: Disconnect drops the runner's connection, not the runner: it
+// reconnects and the task's output is complete.
+func TestDisconnectDropsTheConnectionNotTheRunner(t *testing.T) {
+	t.Parallel()
+	w := newLeaseWorld(t, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h := w.acquire(t)
+	att, err := w.s.c.Attach(ctx, leaseOperator, h, controller.AttachRequest{Runner: fakeSpec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	killTagged(t, "t-cut")
+	if _, err := w.s.c.StartTask(ctx, leaseOperator, att.Session, "c1", prp.TaskStart{TaskID: "t-cut",
+		Argv: []string{"sh", "-c", "i=0; while [ $i -lt 40 ]; do echo line-$i; i=$((i+1)); sleep 0.05; done"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitTaskState(t, w.s, att.Session, "t-cut", controller.TaskRunning)
+	if ok, err := w.s.c.Disconnect(ctx, leaseOperator, att.Session); err != nil || !ok {
+		t.Fatalf("Disconnect = %t, %v", ok, err)
+	}
+	if _, err := w.s.c.Disconnect(ctx, stranger, att.Session); !errors.Is(err, environment.ErrDenied) {
+		t.Errorf("Disconnect by a stranger = %v, want ErrDenied", err)
+	}
+	res := wait(t, w.s, att.Session, "c1")
+	if res.Exit == nil || res.Exit.Code != 0 {
+		t.Fatalf("result %+v, want exit 0", res)
+	}
+	out, err := w.s.c.Output(ctx, leaseOperator, att.Session, "t-cut", prp.Stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&want, "line-%d\n", i)
+	}
+	if string(out) != want.String() {
+		t.Errorf("output after the cut:\n%q\nwant\n%q", out, want.String())
+	}
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 }
