@@ -85,12 +85,20 @@ func (m *Manager) cleanup(ctx context.Context, l *Lease) (*Lease, error) {
 		// stop or destroy of a sandbox leaves no process, and a host
 		// lease's release kills and checks the processes tagged with the
 		// lease (the runner and its tasks carry the tag).
-		runnerEv, serr := m.stopTasks(ctx, l)
+		runnerEv, runners, serr := m.stopTasks(ctx, l)
 		if serr != nil {
 			runnerEv = serr.Error() + "; the sandbox's own proof instead"
 		}
+		var kerr error
+		if runnerEv, kerr = m.endRunners(ctx, drv, sb, l, runners, runnerEv); kerr != nil {
+			serr = errors.Join(serr, kerr)
+		}
 		rc, err := m.terminate(ctx, drv, l, sb, l.CleanupDisposition, false)
 		proven, evidence, cerr = proof(rc, err, l.ProviderLeaseID, l.CleanupDisposition)
+		if proven && kerr != nil {
+			// A host lease whose runner survived the tag check is not clean.
+			proven, cerr = false, kerr
+		}
 		if proven {
 			evidence = withRunner(runnerEv, evidence)
 		} else if serr != nil {

@@ -93,8 +93,10 @@
 // is; the cleanup that retries it asks the runner again and, if it still
 // cannot prove the stop, relies on the sandbox's own proof: a confirmed
 // stop or destroy of a sandbox, or the tag check of a host lease (the
-// runner and its tasks carry EnvTag). CleanupEvidence starts with
-// "runner: ..." saying which proved it.
+// runner and its tasks carry EnvTag). A host lease with runner sessions
+// always gets the tag check too, over its live session, since its runner
+// runs detached and outlives the session's command groups.
+// CleanupEvidence starts with "runner: ..." saying which proved it.
 //
 // Coalescing (LEASE-8, LEASE-10): acquisitions of one reuse key, or of one
 // company, run and environment, are coalesced in-process (singleflight) and

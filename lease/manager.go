@@ -123,7 +123,10 @@ type Options struct {
 	// it (a Sweep, a second Release) asks Tasks again and, if the runner
 	// still cannot prove the stop, relies on the sandbox's own proof: a
 	// confirmed stop or destroy of a sandbox (no process survives it), or
-	// the tag check of a host lease. The receipt (Lease.CleanupEvidence)
+	// the tag check of a host lease. A host lease with runner sessions
+	// gets the tag check in any case (its runner runs detached from the
+	// session): every process tagged with the lease (EnvTag) is killed and
+	// a /proc scan must find none. The receipt (Lease.CleanupEvidence)
 	// says which. Default nil: leases have no runner tasks to stop.
 	Tasks TaskStopper
 }

@@ -145,7 +145,10 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 	// sandbox as it is and the lease pending_cleanup with the reason; the
 	// handle stays, so that the retry (a Sweep, a second Release) can ask
 	// the runner again or end the sandbox with its own proof.
-	runnerEv, serr := m.stopTasks(ctx, l)
+	runnerEv, runners, serr := m.stopTasks(ctx, l)
+	if serr == nil {
+		runnerEv, serr = m.endRunners(ctx, drv, sb, l, runners, runnerEv)
+	}
 	if serr != nil {
 		pending, ok := m.markPending(wctx, upd, d, StatusReleased, serr.Error())
 		if !ok {
