@@ -139,7 +139,8 @@ func (d *Driver) makeRunnerDir(spec *drivers.RunnerSpec, name string) (*runnerMo
 		return nil, fmt.Errorf("docker: runner directory of %s: %w", name, err)
 	}
 	run := filepath.Join(dir, hostDirName)
-	if err := os.Mkdir(run, 0o711); err == nil {
+	err = os.Mkdir(run, 0o711)
+	if err == nil {
 		err = os.Chmod(run, 0o711) // the umask may have taken the x bits
 	}
 	if err != nil {
