@@ -70,7 +70,7 @@ func (l *trackingListener) cut() int {
 // prpHost is a real prp/controller (memory store) served on a container's
 // runner ingress.
 type prpHost struct {
-	t    *testing.T
+	t    testing.TB
 	c    *controller.Controller
 	host drivers.RunnerHost
 	spec drivers.RunnerSpec
@@ -81,7 +81,7 @@ type prpHost struct {
 	srv *http.Server
 }
 
-func newPRPHost(t *testing.T, sb drivers.Sandbox, spec drivers.RunnerSpec) *prpHost {
+func newPRPHost(t testing.TB, sb drivers.Sandbox, spec drivers.RunnerSpec) *prpHost {
 	t.Helper()
 	signer, err := prp.NewSigner("k1", map[string][]byte{"k1": []byte(strings.Repeat("k", 32))})
 	if err != nil {
@@ -166,7 +166,7 @@ func (h *prpHost) session(ctx context.Context, sb drivers.Sandbox) string {
 }
 
 // runnerSpec is the reference runner, built static once per test binary.
-func runnerSpec(t *testing.T) drivers.RunnerSpec {
+func runnerSpec(t testing.TB) drivers.RunnerSpec {
 	p, sum := testenv.RunnerBinarySum(t)
 	return drivers.RunnerSpec{Binary: p, SHA256: sum}
 }
