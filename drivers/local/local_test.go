@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/local"
+	"github.com/berthdev/berth/internal/testenv"
 )
 
 type harness struct {
@@ -30,6 +31,20 @@ func (h *harness) Close()                 {}
 // (nothing to reach, no credentials, no images, no host keys).
 func (h *harness) Broken(drivertest.Failure) (drivertest.Broken, bool) {
 	return drivertest.Broken{}, false
+}
+
+// RunnerSpec implements drivertest.RunnerHarness: the reference runner,
+// built static for this machine.
+func (h *harness) RunnerSpec(tb testing.TB) drivers.RunnerSpec {
+	bin, sum := testenv.RunnerBinarySum(tb)
+	return drivers.RunnerSpec{Binary: bin, SHA256: sum}
+}
+
+// TestMain removes the runner binary testenv built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.RemoveRunnerBinary()
+	os.Exit(code)
 }
 
 func newHarness(_ context.Context, tb testing.TB) (drivertest.Harness, error) {

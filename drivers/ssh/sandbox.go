@@ -40,6 +40,13 @@ type sandbox struct {
 	receipt  drivers.Receipt
 	relDone  chan struct{}
 	relErr   error
+
+	// The runner (runner.go): nonce names the lease directory on the
+	// server, fixed for the lease; leaseDir is its path once created.
+	nonce    string
+	runnerMu sync.Mutex
+	ingress  *ingress
+	leaseDir string
 }
 
 // ID returns the provider lease id "ssh://user@host:port/path", where path
@@ -159,7 +166,10 @@ func (c *conn) control(ctx context.Context, script string) (string, int, error) 
 // Release ends the session, whatever the disposition (a host is never
 // stopped or destroyed): it kills the process groups of the lease's
 // commands still running, waits until the server no longer has them, and
-// drops the lease's reference on the pooled connection. The receipt is
+// drops the lease's reference on the pooled connection. It first closes the
+// runner ingress, if open, and removes the lease directory of the runner
+// (its socket and state directories) on the server; runners it launched
+// are detached and keep running, and the uploaded runner binary stays. The receipt is
 // StateDestroyed and confirmed once no process group of the lease is left
 // (read back with kill -0 on the server); if that cannot be confirmed the
 // receipt is unconfirmed and an error is returned. Releasing again returns
@@ -184,6 +194,7 @@ func (sb *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.
 	}
 	sb.mu.Unlock()
 
+	sb.closeRunner(ctx)
 	sb.receipt, sb.relErr = sb.endSession(ctx, procs)
 	sb.d.pool.put(sb.c)
 	close(sb.relDone)
