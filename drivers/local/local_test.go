@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/prp/runner"
 )
 
 type harness struct {
@@ -132,13 +133,13 @@ func TestUnusableWorkdir(t *testing.T) {
 	}
 }
 
-// CAP-2: the host target declares exec and stream_exec only.
+// CAP-2: the host target declares exec, stream_exec and runner_ingress.
 func TestCapabilities(t *testing.T) {
 	t.Parallel()
 	d := local.New(nil)
 	c := d.Capabilities()
-	if c.Kind != drivers.KindHost || c.Declared != drivers.NewSet(drivers.CapExec, drivers.CapStreamExec) {
-		t.Errorf("Capabilities = %+v, want host with exec,stream_exec", c)
+	if c.Kind != drivers.KindHost || c.Declared != drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapRunnerIngress) {
+		t.Errorf("Capabilities = %+v, want host with exec,stream_exec,runner_ingress", c)
 	}
 	if got := drivers.Effective(d, 0); got != c.Declared {
 		t.Errorf("Effective = %s, want %s", got, c.Declared)
@@ -286,5 +287,105 @@ func TestGrandchildHoldingPipes(t *testing.T) {
 	r, err := sb.Release(context.Background(), drivers.Destroy)
 	if err != nil || !r.Proves(sb.ID(), drivers.Destroy) || r.Evidence != "session closed, 1 processes ended" {
 		t.Errorf("Release = %+v, %v", r, err)
+	}
+}
+
+// The runner's spec is checked before anything is made: a missing or
+// non-executable binary is refused naming binary, a sum that is not the
+// binary's naming sha256.
+func TestHostRunnerChecksTheBinary(t *testing.T) {
+	t.Parallel()
+	sb := acquire(t, map[string]any{"workdir": t.TempDir()})
+	host := sb.(drivers.RunnerHost)
+	bin, sum := testenv.RunnerBinarySum(t)
+	plain := filepath.Join(t.TempDir(), "plain")
+	if err := os.WriteFile(plain, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		spec  drivers.RunnerSpec
+		field string
+	}{
+		{"missing", drivers.RunnerSpec{Binary: bin + ".missing", SHA256: sum}, "binary"},
+		{"not executable", drivers.RunnerSpec{Binary: plain, SHA256: sum}, "binary"},
+		{"a directory", drivers.RunnerSpec{Binary: filepath.Dir(bin), SHA256: sum}, "binary"},
+		{"wrong sum", drivers.RunnerSpec{Binary: bin, SHA256: strings.Repeat("0", 64)}, "sha256"},
+		{"relative", drivers.RunnerSpec{Binary: "berth-runner", SHA256: sum}, "binary"},
+	} {
+		in, err := host.HostRunner(ctx, c.spec)
+		if err == nil {
+			in.Close()
+			t.Errorf("%s: HostRunner succeeded, want an error naming %s", c.name, c.field)
+			continue
+		}
+		if !strings.Contains(err.Error(), "runner spec: "+c.field) {
+			t.Errorf("%s: HostRunner = %v, want an error naming %s", c.name, err, c.field)
+		}
+	}
+}
+
+// The ingress socket is in a directory of mode 0700 that Release removes,
+// with the runners' state directories; the path is the same for every
+// ingress of the lease.
+func TestReleaseRemovesTheRunnerDirectory(t *testing.T) {
+	t.Parallel()
+	d := local.New(nil)
+	cfg, err := d.Schema().Normalize(map[string]any{"workdir": t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sb, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, sum := testenv.RunnerBinarySum(t)
+	spec := drivers.RunnerSpec{Binary: bin, SHA256: sum}
+	in, err := sb.(drivers.RunnerHost).HostRunner(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := strings.TrimPrefix(in.Endpoint(), "unix:")
+	dir := filepath.Dir(sock)
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("runner directory %s: %v, %v; want mode 0700", dir, fi, err)
+	}
+	if err := in.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket after Close: %v, want it removed", err)
+	}
+	in2, err := sb.(drivers.RunnerHost).HostRunner(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in2.Endpoint() != in.Endpoint() {
+		t.Errorf("second ingress at %s, want the lease's path %s", in2.Endpoint(), in.Endpoint())
+	}
+	if _, err := sb.Release(ctx, drivers.Destroy); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("runner directory after Release: %v, want it removed", err)
+	}
+	if _, err := in2.Accept(); err == nil {
+		t.Errorf("Accept after Release succeeded, want an error")
+	}
+}
+
+// The driver's own copy of the scheme stays prp/runner's.
+func TestUnixSchemeIsTheRunners(t *testing.T) {
+	sb := acquire(t, map[string]any{"workdir": t.TempDir()})
+	bin, sum := testenv.RunnerBinarySum(t)
+	in, err := sb.(drivers.RunnerHost).HostRunner(context.Background(), drivers.RunnerSpec{Binary: bin, SHA256: sum})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if !strings.HasPrefix(in.Endpoint(), runner.UnixScheme+"/") {
+		t.Errorf("Endpoint = %q, want %s and an absolute path", in.Endpoint(), runner.UnixScheme)
 	}
 }

@@ -46,14 +46,16 @@ func (s *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (driv
 	if err := checkRunner(spec); err != nil {
 		return nil, fmt.Errorf("local: host runner in %s: %w", s.id, err)
 	}
+	s.runnerMu.Lock()
+	defer s.runnerMu.Unlock()
+	// Under runnerMu: Release marks the session released before it takes
+	// runnerMu to remove the directory, so nothing made here outlives it.
 	s.mu.Lock()
 	released := s.released
 	s.mu.Unlock()
 	if released {
 		return nil, fmt.Errorf("local: host runner in %s: %w", s.id, drivers.ErrReleased)
 	}
-	s.runnerMu.Lock()
-	defer s.runnerMu.Unlock()
 	if s.ingress != nil {
 		return nil, fmt.Errorf("local: host runner in %s: an ingress is already open", s.id)
 	}

@@ -107,14 +107,16 @@ func (sb *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (dri
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("ssh %s: host runner: %w", sb.id, err)
 	}
+	sb.runnerMu.Lock()
+	defer sb.runnerMu.Unlock()
+	// Under runnerMu: Release marks the lease released before it takes
+	// runnerMu to close the ingress, so nothing opened here outlives it.
 	sb.mu.Lock()
 	released := sb.released
 	sb.mu.Unlock()
 	if released {
 		return nil, sb.errReleased()
 	}
-	sb.runnerMu.Lock()
-	defer sb.runnerMu.Unlock()
 	if sb.ingress != nil {
 		return nil, fmt.Errorf("ssh %s: host runner: an ingress is already open", sb.id)
 	}

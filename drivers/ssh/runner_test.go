@@ -366,10 +366,12 @@ func TestRunnerUploadedOncePerSum(t *testing.T) {
 	bin, sum := testenv.RunnerBinarySum(t)
 	spec := drivers.RunnerSpec{Binary: bin, SHA256: sum}
 	ctx := testCtx(t)
-	host := func() {
+	host := func() time.Duration {
 		t.Helper()
 		sb := e.acquire(t, e.config(t, nil))
+		start := time.Now()
 		in, err := sb.HostRunner(ctx, spec)
+		took := time.Since(start)
 		if err != nil {
 			t.Fatalf("HostRunner: %v", err)
 		}
@@ -379,6 +381,7 @@ func TestRunnerUploadedOncePerSum(t *testing.T) {
 		if _, err := os.Stat(in.(*ingress).sock); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("the socket after Close: %v, want it removed", err)
 		}
+		return took
 	}
 	remote := filepath.Join(e.srv.Home(), ".cache", "berth", "runner", sum)
 	fileSum := func() string {
@@ -390,7 +393,7 @@ func TestRunnerUploadedOncePerSum(t *testing.T) {
 		return hex.EncodeToString(h[:])
 	}
 
-	host()
+	cold := host()
 	if n := e.d.uploads.Load(); n != 1 {
 		t.Fatalf("uploads after the first lease = %d, want 1", n)
 	}
@@ -400,7 +403,7 @@ func TestRunnerUploadedOncePerSum(t *testing.T) {
 	if fi, err := os.Stat(filepath.Dir(remote)); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("runner directory: %v, %v; want mode 0700", fi.Mode(), err)
 	}
-	host()
+	warm := host()
 	if n := e.d.uploads.Load(); n != 1 {
 		t.Errorf("uploads after a second lease with the same sum = %d, want still 1", n)
 	}
@@ -415,6 +418,8 @@ func TestRunnerUploadedOncePerSum(t *testing.T) {
 	if got := fileSum(); got != sum {
 		t.Errorf("the replaced file's sum %s, want %s", got, sum)
 	}
+	fi, _ := os.Stat(bin)
+	t.Logf("HostRunner with an upload of %d bytes: %v; with the binary present: %v (%.1fx)", fi.Size(), cold, warm, float64(cold)/float64(warm))
 	if left, _ := filepath.Glob(remote + ".tmp.*"); len(left) != 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
