@@ -186,6 +186,11 @@ func TestRunnerThroughSSHIngressRunsATask(t *testing.T) {
 			}
 		}
 	}
+	if st, err := os.ReadFile("/proc/" + strconv.Itoa(pids[0]) + "/stat"); err != nil {
+		t.Fatal(err)
+	} else if f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:])); len(f) < 4 || f[3] != strconv.Itoa(pids[0]) {
+		t.Errorf("the runner (pid %d) is in session %v, want a session of its own", pids[0], f)
+	}
 	env, err := os.ReadFile("/proc/" + strconv.Itoa(pids[0]) + "/environ")
 	if err != nil {
 		t.Fatalf("reading the runner's environment: %v", err)
