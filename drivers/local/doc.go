@@ -18,7 +18,9 @@
 // directory at the lease's first HostRunner, so every ingress of the lease
 // has the same path. Launch starts the runner where it is through
 // drivers.LaunchRunnerByExec, detached in its own session, with a state
-// directory per berth lease id in that directory. Release removes the
-// directory; runners it launched are not part of the session's process
-// groups and keep running (the controller stops them).
+// directory per berth lease id in that directory, its environment marked
+// (BERTH_HOSTED_RUNNER, inherited by its tasks). Closing the ingress stops
+// no runner. Release with Stop or Destroy ends every marked process
+// (SIGTERM, then SIGKILL; survivors make the receipt unconfirmed), although
+// they left the session's process groups, and removes the directory.
 package local

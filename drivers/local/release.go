@@ -32,7 +32,7 @@ func (s *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.R
 	if d == drivers.Keep {
 		s.released = true
 		s.mu.Unlock()
-		_ = s.closeRunner()
+		_, _ = s.closeRunner(ctx, true)
 		return drivers.Receipt{ProviderLeaseID: s.id, State: drivers.StateRunning, Evidence: "session left open"}, nil
 	}
 	if d != drivers.Stop && d != drivers.Destroy {
@@ -45,7 +45,13 @@ func (s *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.R
 		groups = append(groups, g)
 	}
 	s.mu.Unlock()
-	_ = s.closeRunner()
+	runners, err := s.closeRunner(ctx, false)
+	if err != nil {
+		s.mu.Lock()
+		s.released = false
+		s.mu.Unlock()
+		return drivers.Receipt{ProviderLeaseID: s.id, State: drivers.StateRunning, Evidence: "session not closed: runner processes still running"}, err
+	}
 
 	ended := 0
 	if len(groups) > 0 {
@@ -78,7 +84,7 @@ func (s *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.R
 	s.mu.Unlock()
 	return drivers.Receipt{
 		ProviderLeaseID: s.id, State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: time.Now(),
-		Evidence: fmt.Sprintf("session closed, %d processes ended", ended),
+		Evidence: fmt.Sprintf("session closed, %d processes ended", ended) + runnerEvidence(runners),
 	}, nil
 }
 
@@ -133,4 +139,12 @@ func procStat(pid string) (state string, pgrp int, ok bool) {
 	}
 	pgrp, err = strconv.Atoi(f[2])
 	return f[0], pgrp, err == nil
+}
+
+// runnerEvidence is the receipt's note on ended runner processes.
+func runnerEvidence(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d runner processes ended", n)
 }

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,7 +11,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/berthdev/berth/drivers"
 )
@@ -23,7 +27,10 @@ import (
 // directory, made at the first HostRunner and kept until Release: the
 // ingress socket prp.sock (so every ingress of the lease has the same
 // path) and the runners' state directories, one per berth lease id.
-// Release removes the directory; runners are detached and keep running.
+// Launch marks the runner's environment (hostedRunnerEnv, which its tasks
+// inherit); Release with Stop or Destroy ends every process with the mark
+// (SIGTERM, then SIGKILL) and then removes the directory. Closing the
+// ingress stops no runner.
 
 // unixScheme is prp/runner.UnixScheme (a test keeps them equal); the driver
 // does not import the runner.
@@ -104,22 +111,27 @@ func checkRunner(spec drivers.RunnerSpec) error {
 	return nil
 }
 
-// closeRunner closes the lease's ingress and removes its runner directory.
-func (s *sandbox) closeRunner() error {
+// closeRunner closes the lease's ingress; unless keep is set it ends the
+// runners the lease launched (endRunners) and removes its runner directory.
+// It returns how many runner processes it ended.
+func (s *sandbox) closeRunner(ctx context.Context, keep bool) (int, error) {
 	s.runnerMu.Lock()
-	in, dir := s.ingress, s.runnerDir
+	defer s.runnerMu.Unlock()
+	if s.ingress != nil {
+		_ = s.ingress.closeLocked()
+	}
+	if s.runnerDir == "" || keep {
+		return 0, nil
+	}
+	n, err := s.endRunners(ctx, filepath.Base(s.runnerDir))
+	if err != nil {
+		return n, err
+	}
+	if err := os.RemoveAll(s.runnerDir); err != nil {
+		return n, fmt.Errorf("local: release %s: remove the runner directory: %w", s.id, err)
+	}
 	s.runnerDir = ""
-	s.runnerMu.Unlock()
-	if in != nil {
-		_ = in.Close()
-	}
-	if dir == "" {
-		return nil
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("local: release %s: remove the runner directory: %w", s.id, err)
-	}
-	return nil
+	return n, nil
 }
 
 // ingress is the local driver's drivers.RunnerIngress: a unix socket
@@ -143,6 +155,13 @@ func (in *ingress) Endpoint() string { return unixScheme + in.sock }
 // Close closes the listener, which removes the socket. It stops no
 // runner; a second Close does nothing.
 func (in *ingress) Close() error {
+	in.s.runnerMu.Lock()
+	defer in.s.runnerMu.Unlock()
+	return in.closeLocked()
+}
+
+// closeLocked is Close with the sandbox's runnerMu held.
+func (in *ingress) closeLocked() error {
 	in.mu.Lock()
 	if in.closed {
 		in.mu.Unlock()
@@ -155,11 +174,9 @@ func (in *ingress) Close() error {
 		err = nil // closed by an http.Server serving it
 	}
 	_ = os.Remove(in.sock)
-	in.s.runnerMu.Lock()
 	if in.s.ingress == in {
 		in.s.ingress = nil
 	}
-	in.s.runnerMu.Unlock()
 	return err
 }
 
@@ -176,5 +193,77 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	}
 	h := sha256.Sum256([]byte(req.Lease))
 	state := filepath.Join(in.dir, "state-"+hex.EncodeToString(h[:8]))
+	env := make(map[string]string, len(req.Env)+1)
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	env[hostedRunnerEnv] = filepath.Base(in.dir)
+	req.Env = env
 	return drivers.LaunchRunnerByExec(ctx, in.s, in.binary, in.Endpoint(), state, req)
+}
+
+// hostedRunnerEnv marks the runners a lease launched, and (inherited) their
+// tasks, with the name of the lease's runner directory, so that Release
+// finds them although they left the session's process groups.
+const hostedRunnerEnv = "BERTH_HOSTED_RUNNER"
+
+// hostedProcesses returns the live processes (zombies excluded) whose
+// environment carries hostedRunnerEnv=mark.
+func hostedProcesses(mark string) []int {
+	want := []byte(hostedRunnerEnv + "=" + mark + "\x00")
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		if !bytes.HasPrefix(b, want) && !bytes.Contains(b, append([]byte{0}, want...)) {
+			continue
+		}
+		if state, _, ok := procStat(e.Name()); ok && state != "Z" && state != "X" {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// endRunners ends the runners the lease launched and everything that
+// carries their mark: SIGTERM (a runner stops its tasks and exits), then
+// SIGKILL after half the grace period, until none is left or the grace
+// period or ctx ends. It returns how many processes it found.
+func (s *sandbox) endRunners(ctx context.Context, mark string) (int, error) {
+	pids := hostedProcesses(mark)
+	n := len(pids)
+	if n == 0 {
+		return 0, nil
+	}
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+	start := time.Now()
+	killed := false
+	for {
+		left := hostedProcesses(mark)
+		if len(left) == 0 {
+			return n, nil
+		}
+		if !killed && time.Since(start) > s.d.grace/2 {
+			for _, pid := range left {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			killed = true
+		}
+		if ctx.Err() != nil || time.Since(start) > s.d.grace {
+			return n, fmt.Errorf("local: release %s: %d runner processes still running: %w", s.id, len(left), drivers.ErrTimeout)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond): // polling real processes
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,7 +37,9 @@ import (
 // removing the socket file the old forward left behind (sshd's default
 // StreamLocalBindUnlink no keeps it, and the next bind would fail with
 // "Address already in use"). Runners' state directories are in the same
-// lease directory; Release removes it.
+// lease directory. Launch marks the runner's environment (hostedRunnerEnv,
+// inherited by its tasks); Release ends every marked process of the login
+// user (SIGTERM, then SIGKILL) and removes the lease directory.
 
 // unixScheme is prp/runner.UnixScheme (a test keeps them equal); the driver
 // does not import the runner.
@@ -211,10 +214,12 @@ func openRunner(spec drivers.RunnerSpec) (*os.File, error) {
 	return f, nil
 }
 
-// closeRunner closes the lease's ingress and removes its lease directory
-// (socket and runner state directories) on the server. Runners keep
-// running; the uploaded binary stays.
-func (sb *sandbox) closeRunner(ctx context.Context) {
+// closeRunner closes the lease's ingress, ends the runners the lease
+// launched (endRunnersScript) and removes its lease directory (socket and
+// runner state directories) on the server; the uploaded binary stays. It
+// returns how many runner processes it ended; an error means some may
+// still run.
+func (sb *sandbox) closeRunner(ctx context.Context) (int, error) {
 	sb.runnerMu.Lock()
 	in, dir := sb.ingress, sb.leaseDir
 	sb.runnerMu.Unlock()
@@ -222,13 +227,25 @@ func (sb *sandbox) closeRunner(ctx context.Context) {
 		_ = in.Close()
 	}
 	if dir == "" {
-		return
+		return 0, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, sb.t.connectTimeout+10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, sb.t.connectTimeout+20*time.Second)
 	defer cancel()
+	out, code, err := sb.c.control(ctx, endRunnersScript(sb.nonce))
+	if err != nil {
+		return 0, fmt.Errorf("ssh %s: release: ending the lease's runners: %w", sb.id, err)
+	}
+	n, perr := strconv.Atoi(strings.TrimSpace(out))
+	if code != 0 || perr != nil {
+		return 0, fmt.Errorf("ssh %s: release: runner processes still running after SIGKILL: %s", sb.id, clip([]byte(out)))
+	}
 	if _, code, err := sb.c.control(ctx, "rm -rf -- "+shQuote(dir)); err != nil || code != 0 {
 		sb.d.log.Warn("ssh release: removing the runner's lease directory failed", "id", sb.id, "dir", dir, "exit", code, "error", err)
 	}
+	sb.runnerMu.Lock()
+	sb.leaseDir = ""
+	sb.runnerMu.Unlock()
+	return n, nil
 }
 
 // ingress is the ssh driver's drivers.RunnerIngress: one listener on the
@@ -317,7 +334,33 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 		return fmt.Errorf("ssh %s: launch runner: the ingress is closed", in.sb.id)
 	}
 	state := in.dir + "/state-" + shortHash(req.Lease)
+	env := make(map[string]string, len(req.Env)+1)
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	env[hostedRunnerEnv] = in.sb.nonce
+	req.Env = env
 	return drivers.LaunchRunnerByExec(ctx, in.sb, in.binary, in.Endpoint(), state, req)
+}
+
+// hostedRunnerEnv marks the runners a lease launched, and (inherited) their
+// tasks, with the lease's nonce, so that Release finds them although they
+// left the lease's sessions.
+const hostedRunnerEnv = "BERTH_HOSTED_RUNNER"
+
+// endRunnersScript ends every process of the login user whose environment
+// holds the entry hostedRunnerEnv=nonce (grep -z, in GNU's and busybox's
+// grep): SIGTERM (a runner stops its tasks and
+// exits), SIGKILL after about 2.5 s, and prints how many it found once none
+// is left; after about 5 s more it prints "alive PID..." and exits 1.
+func endRunnersScript(nonce string) string {
+	return `m='` + hostedRunnerEnv + `=` + nonce + `'; ` +
+		`list() { for f in $(grep -lszxF "$m" /proc/[0-9]*/environ 2>/dev/null); do q=${f#/proc/}; printf '%s ' "${q%/environ}"; done; }; ` +
+		`wait_gone() { i=0; while [ $i -lt $1 ]; do [ -z "$(list)" ] && return 0; sleep 0.1; i=$((i+1)); done; return 1; }; ` +
+		`pids=$(list); set -- $pids; n=$#; [ $n -eq 0 ] && { echo 0; exit 0; }; ` +
+		`kill -TERM $pids 2>/dev/null; wait_gone 25 && { echo $n; exit 0; }; ` +
+		`pids=$(list); [ -n "$pids" ] && kill -KILL $pids 2>/dev/null; wait_gone 50 && { echo $n; exit 0; }; ` +
+		`echo "alive $(list)"; exit 1`
 }
 
 // listen opens the remote forward on the pooled connection's current

@@ -442,27 +442,71 @@ func TestRunnerUploadedOncePerSum(t *testing.T) {
 	}
 }
 
-// Release removes the lease directory (socket and runner state) on the
+// Release ends the runners the lease launched, with the processes that
+// inherited their mark (a task that left the runner's process group, here
+// emulated by a setsid'd sleep), although they are in sessions of their
+// own; it removes the lease directory (socket and runner state) on the
 // server and leaves the uploaded binary.
-func TestReleaseRemovesTheRunnersLeaseDirectory(t *testing.T) {
+func TestReleaseEndsRunnersAndRemovesTheLeaseDirectory(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	bin, sum := testenv.RunnerBinarySum(t)
 	ctx := testCtx(t)
 	sb := e.acquire(t, e.config(t, nil))
-	in, err := sb.HostRunner(ctx, drivers.RunnerSpec{Binary: bin, SHA256: sum})
+	ri, err := sb.HostRunner(ctx, drivers.RunnerSpec{Binary: bin, SHA256: sum})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := in.(*ingress).dir
-	if err := os.MkdirAll(filepath.Join(dir, "state-x"), 0o700); err != nil {
+	in := ri.(*ingress)
+	t.Cleanup(func() {
+		for _, pid := range runnerPIDs(in.sock) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	// Nobody serves the ingress: the runner waits for the controller.
+	if err := in.Launch(ctx, drivers.RunnerLaunch{Lease: "lease-1", Ticket: "not-a-real-ticket"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sb.Release(ctx, drivers.Destroy); err != nil {
+	res, err := sb.Exec(ctx, drivers.Command{
+		Argv: []string{"sh", "-c", `setsid sleep 300 </dev/null >/dev/null 2>&1 &`},
+		Env:  map[string]string{hostedRunnerEnv: sb.nonce},
+	})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("start the escapee: %v, %+v", err, res)
+	}
+	var runners []int
+	for deadline := time.Now().Add(30 * time.Second); len(runners) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		runners = runnerPIDs(in.sock)
+	}
+	if len(runners) != 1 {
+		t.Fatalf("runner processes %v, want one", runners)
+	}
+	marked := markedPIDs(sb.nonce)
+	t.Cleanup(func() {
+		for _, pid := range marked {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	if len(marked) != 2 {
+		t.Fatalf("marked processes %v, want the runner and the escapee", marked)
+	}
+	start := time.Now()
+	rc, err := sb.Release(ctx, drivers.Destroy)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("lease directory %s after Release: %v, want it removed", dir, err)
+	t.Logf("Release took %v", time.Since(start))
+	if left := runnerPIDs(in.sock); len(left) != 0 {
+		t.Errorf("runner processes after Release: %v", left)
+	}
+	if left := markedPIDs(sb.nonce); len(left) != 0 {
+		t.Errorf("marked processes after Release: %v", left)
+	}
+	if !rc.Confirmed || !strings.Contains(rc.Evidence, "2 runner processes ended") {
+		t.Errorf("receipt %+v, want confirmed with 2 runner processes ended", rc)
+	}
+	if _, err := os.Stat(in.dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("lease directory %s after Release: %v, want it removed", in.dir, err)
 	}
 	if _, err := os.Stat(filepath.Join(e.srv.Home(), ".cache", "berth", "runner", sum)); err != nil {
 		t.Errorf("the uploaded runner after Release: %v, want it kept", err)
@@ -470,4 +514,27 @@ func TestReleaseRemovesTheRunnersLeaseDirectory(t *testing.T) {
 	if _, err := in.Accept(); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Accept after Release = %v, want net.ErrClosed", err)
 	}
+}
+
+// markedPIDs returns the live processes whose environment holds the entry
+// hostedRunnerEnv=nonce.
+func markedPIDs(nonce string) []int {
+	want := []byte("\x00" + hostedRunnerEnv + "=" + nonce + "\x00")
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !bytes.Contains(append([]byte{0}, b...), want) {
+			continue
+		}
+		if st, _ := os.ReadFile("/proc/" + e.Name() + "/stat"); bytes.Contains(st, []byte(") Z ")) {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out
 }
