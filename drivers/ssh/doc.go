@@ -67,9 +67,11 @@
 // StreamLocalBindUnlink no keeps it). Launch starts the runner through
 // drivers.LaunchRunnerByExec, detached in its own session, so a dropped
 // connection does not end it; its state directory (one per berth lease id)
-// is in the lease directory. Closing the ingress cancels the forward and
-// removes the socket; Release removes the lease directory. Runners keep
-// running (the controller stops them).
+// is in the lease directory, and its environment is marked
+// (BERTH_HOSTED_RUNNER, inherited by its tasks). Closing the ingress cancels
+// the forward and removes the socket and stops no runner. Release ends
+// every marked process of the login user (SIGTERM, then SIGKILL; survivors
+// make the receipt unconfirmed) and removes the lease directory.
 //
 // Secrets: the private key never appears in errors, logs, String or %#v of
 // any value of this package; parse errors of the key are replaced by fixed
