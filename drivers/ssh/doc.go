@@ -55,7 +55,9 @@
 // $HOME/.cache/berth/runner/<sha256> (directory mode 0700; written to a
 // temporary name, checked with sha256sum or busybox sha256sum on the server,
 // then renamed; a file already there with the right sum is used as it is,
-// one with another sum is replaced). Uploaded binaries stay after the lease,
+// one with another sum is replaced). A binary that is no ELF executable is
+// refused naming it; one whose ELF machine is not the server's (uname -m)
+// with drivers.ErrUnsupported, before anything is copied. Uploaded binaries stay after the lease,
 // keyed by their sum, for later leases; an operator removes the directory to
 // reclaim the space. The ingress is a remote forward of the unix socket
 // /tmp/berth-<uid>/<lease nonce>/prp.sock (streamlocal-forward@openssh.com;

@@ -2,6 +2,7 @@ package ssh
 
 import (
 	"context"
+	"debug/elf"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -53,12 +54,23 @@ const sumFunc = `sum256() { if command -v sha256sum >/dev/null 2>&1; then set --
 	`elif command -v busybox >/dev/null 2>&1; then set -- $(busybox sha256sum "$1"); ` +
 	`else echo "neither sha256sum nor busybox is installed" >&2; return 4; fi; printf '%s' "$1"; }; `
 
-// runnerCheckScript prints "present PATH" when the runner of sum is
-// installed with that sum, else "missing PATH".
+// runnerCheckScript prints the server's machine (uname -m), then "present
+// PATH" when the runner of sum is installed with that sum, else "missing
+// PATH", on one line.
 func runnerCheckScript(sum string) string {
-	return sumFunc + `f="$HOME/.cache/berth/runner/` + sum + `"; ` +
+	return sumFunc + `f="$HOME/.cache/berth/runner/` + sum + `"; m=$(uname -m 2>/dev/null) || m=unknown; ` +
 		`if [ -f "$f" ] && [ ! -L "$f" ] && [ -x "$f" ] && [ "$(sum256 "$f")" = ` + sum + ` ]; ` +
-		`then printf 'present %s\n' "$f"; else printf 'missing %s\n' "$f"; fi`
+		`then printf '%s present %s\n' "${m:-unknown}" "$f"; else printf '%s missing %s\n' "${m:-unknown}" "$f"; fi`
+}
+
+// machines maps uname -m to the ELF machine of binaries that run there.
+var machines = map[string]elf.Machine{
+	"x86_64": elf.EM_X86_64, "amd64": elf.EM_X86_64,
+	"aarch64": elf.EM_AARCH64, "arm64": elf.EM_AARCH64,
+	"armv6l": elf.EM_ARM, "armv7l": elf.EM_ARM, "armv8l": elf.EM_ARM,
+	"i386": elf.EM_386, "i486": elf.EM_386, "i586": elf.EM_386, "i686": elf.EM_386,
+	"riscv64": elf.EM_RISCV, "ppc64le": elf.EM_PPC64, "ppc64": elf.EM_PPC64,
+	"s390x": elf.EM_S390, "loongarch64": elf.EM_LOONGARCH,
 }
 
 // runnerUploadScript writes standard input to a temporary name, checks its
@@ -157,7 +169,7 @@ func (sb *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (dri
 // installRunner makes sure the server holds the runner of spec and returns
 // its path there.
 func (sb *sandbox) installRunner(ctx context.Context, spec drivers.RunnerSpec) (string, error) {
-	f, err := openRunner(spec)
+	f, machine, err := openRunner(spec)
 	if err != nil {
 		return "", fmt.Errorf("ssh %s: host runner: %w", sb.id, err)
 	}
@@ -166,9 +178,13 @@ func (sb *sandbox) installRunner(ctx context.Context, spec drivers.RunnerSpec) (
 	if err != nil {
 		return "", fmt.Errorf("ssh %s: host runner: check the installed runner: %w", sb.id, err)
 	}
-	state, path, _ := strings.Cut(strings.TrimSpace(string(res.Stdout)), " ")
+	arch, rest, _ := strings.Cut(strings.TrimSpace(string(res.Stdout)), " ")
+	state, path, _ := strings.Cut(rest, " ")
 	if res.ExitCode != 0 || !strings.HasPrefix(path, "/") {
 		return "", fmt.Errorf("ssh %s: host runner: check the installed runner: exit %d: %s", sb.id, res.ExitCode, clip(res.Stderr))
+	}
+	if want, known := machines[arch]; known && want != machine {
+		return "", fmt.Errorf("ssh %s: host runner: runner spec: binary %q is built for %s, the server is %s: %w", sb.id, spec.Binary, machine, arch, drivers.ErrUnsupported)
 	}
 	if state == "present" {
 		return path, nil
@@ -186,32 +202,45 @@ func (sb *sandbox) installRunner(ctx context.Context, spec drivers.RunnerSpec) (
 	return path, nil
 }
 
-// openRunner opens spec.Binary after checking that it is a regular file
-// whose SHA-256 is spec.SHA256; the file is at offset 0.
-func openRunner(spec drivers.RunnerSpec) (*os.File, error) {
+// openRunner opens spec.Binary after checking that it is a regular ELF
+// file whose SHA-256 is spec.SHA256, and returns it at offset 0 with its
+// machine.
+func openRunner(spec drivers.RunnerSpec) (*os.File, elf.Machine, error) {
 	f, err := os.Open(spec.Binary)
 	if err != nil {
-		return nil, fmt.Errorf("runner spec: binary %q: %w", spec.Binary, err)
+		return nil, 0, fmt.Errorf("runner spec: binary %q: %w", spec.Binary, err)
+	}
+	fail := func(err error) (*os.File, elf.Machine, error) {
+		f.Close()
+		return nil, 0, fmt.Errorf("runner spec: binary %q: %w", spec.Binary, err)
 	}
 	fi, err := f.Stat()
-	if err == nil && !fi.Mode().IsRegular() {
-		err = errors.New("not a regular file")
-	}
-	if err == nil {
-		h := sha256.New()
-		if _, err = io.Copy(h, f); err == nil {
-			if got := hex.EncodeToString(h.Sum(nil)); got != spec.SHA256 {
-				f.Close()
-				return nil, fmt.Errorf("runner spec: sha256 %q: the binary %q has sha256 %s", spec.SHA256, spec.Binary, got)
-			}
-			_, err = f.Seek(0, 0)
-		}
-	}
 	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("runner spec: binary %q: %w", spec.Binary, err)
+		return fail(err)
 	}
-	return f, nil
+	if !fi.Mode().IsRegular() {
+		return fail(errors.New("not a regular file"))
+	}
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return fail(fmt.Errorf("not an ELF executable: %w", err))
+	}
+	machine := ef.Machine
+	h := sha256.New()
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fail(err)
+	}
+	if _, err := io.Copy(h, f); err != nil {
+		return fail(err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != spec.SHA256 {
+		f.Close()
+		return nil, 0, fmt.Errorf("runner spec: sha256 %q: the binary %q has sha256 %s", spec.SHA256, spec.Binary, got)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fail(err)
+	}
+	return f, machine, nil
 }
 
 // closeRunner closes the lease's ingress, ends the runners the lease

@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"debug/elf"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"net"
@@ -363,8 +365,9 @@ func TestStaleForwardSocketBlocksANewForward(t *testing.T) {
 
 // The runner is uploaded once per SHA-256: a second lease with the same
 // sum copies nothing; a file with the wrong contents is replaced; a spec
-// whose sum is not the binary's is refused naming sha256, before any
-// upload.
+// whose sum is not the binary's is refused naming sha256, a binary for
+// another machine with drivers.ErrUnsupported, a file that is no ELF
+// executable naming binary, all before any upload.
 func TestRunnerUploadedOncePerSum(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -436,6 +439,31 @@ func TestRunnerUploadedOncePerSum(t *testing.T) {
 	}
 	if _, err := sb.HostRunner(ctx, drivers.RunnerSpec{Binary: bin + ".missing", SHA256: sum}); err == nil || !strings.Contains(err.Error(), "binary") {
 		t.Errorf("HostRunner with a missing binary = %v, want an error naming binary", err)
+	}
+	// A binary for another machine (its ELF header says aarch64; the test
+	// sshd is this x86_64 host), and a file that is no ELF executable.
+	other := filepath.Join(t.TempDir(), "runner-other")
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if elf.Machine(binary.LittleEndian.Uint16(b[18:])) != elf.EM_X86_64 {
+		t.Skip("the test expects an x86_64 host")
+	}
+	binary.LittleEndian.PutUint16(b[18:], uint16(elf.EM_AARCH64))
+	script := filepath.Join(t.TempDir(), "runner-script")
+	for path, content := range map[string][]byte{other: b, script: []byte("#!/bin/sh\n")} {
+		if err := os.WriteFile(path, content, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	otherSum := sha256.Sum256(b)
+	if _, err := sb.HostRunner(ctx, drivers.RunnerSpec{Binary: other, SHA256: hex.EncodeToString(otherSum[:])}); !errors.Is(err, drivers.ErrUnsupported) || !strings.Contains(err.Error(), "EM_AARCH64") {
+		t.Errorf("HostRunner with an aarch64 binary = %v, want ErrUnsupported naming the machine", err)
+	}
+	scriptSum := sha256.Sum256([]byte("#!/bin/sh\n"))
+	if _, err := sb.HostRunner(ctx, drivers.RunnerSpec{Binary: script, SHA256: hex.EncodeToString(scriptSum[:])}); err == nil || !strings.Contains(err.Error(), "runner spec: binary") {
+		t.Errorf("HostRunner with a shell script = %v, want an error naming binary", err)
 	}
 	if n := e.d.uploads.Load(); n != 2 {
 		t.Errorf("uploads after refused specs = %d, want still 2", n)
