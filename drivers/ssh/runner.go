@@ -2,9 +2,9 @@ package ssh
 
 import (
 	"context"
-	"debug/elf"
 	"crypto/rand"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"fmt"
