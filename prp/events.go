@@ -103,6 +103,17 @@ const (
 	CodeUnknownTask         = "unknown_task"
 	CodeTaskExists          = "task_exists"
 	CodeInterrupted         = "interrupted"
+	// CodeSecretsMissing: a task.start with secrets found no values at the
+	// runner (the runner restarted after it received the command, so the
+	// values that live only in its memory are gone); nothing ran.
+	CodeSecretsMissing = "secrets_missing"
+	// CodeSecretsUnavailable: the controller could not resolve the task's
+	// secrets at delivery (SecretValues.Code says more); nothing ran.
+	CodeSecretsUnavailable = "secrets_unavailable"
+	// CodeNotStarted: the runner restarted after it journaled the command
+	// as received and before it started it; it is never run (it is not
+	// delivered again), so it is refused.
+	CodeNotStarted = "not_started"
 )
 
 // Result is the outcome of one command.

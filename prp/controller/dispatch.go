@@ -50,6 +50,10 @@ func (c *Controller) Dispatch(ctx context.Context, p environment.Principal, sess
 	if err := cmd.Validate(); err != nil {
 		return CommandRecord{}, fmt.Errorf("controller: session %s: %w", s.ID, err)
 	}
+	if err := c.checkSecrets(ctx, p, s, cmd); err != nil {
+		c.log.Warn("controller: command refused: its secrets cannot be delivered", "session", s.ID, "command", cmd.ID, "code", CodeOfSecrets(err))
+		return CommandRecord{}, err
+	}
 	r, existed, err := c.o.Store.AppendCommand(ctx, s.ID, cmd, time.Now().UTC())
 	if err != nil {
 		return CommandRecord{}, err
