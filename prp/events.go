@@ -110,10 +110,6 @@ const (
 	// CodeSecretsUnavailable: the controller could not resolve the task's
 	// secrets at delivery (SecretValues.Code says more); nothing ran.
 	CodeSecretsUnavailable = "secrets_unavailable"
-	// CodeNotStarted: the runner restarted after it journaled the command
-	// as received and before it started it; it is never run (it is not
-	// delivered again), so it is refused.
-	CodeNotStarted = "not_started"
 )
 
 // Result is the outcome of one command.

@@ -83,12 +83,6 @@ func openJournal(dir string) (*journal, []journalEntry, error) {
 			e.State = prp.JournalDone
 			e.Result = &prp.Result{CommandID: e.ID, Status: prp.ResultRejected, Code: prp.CodeSecretsMissing,
 				Message: "the runner restarted after it received the command and before it started it; its secret values are gone and nothing ran"}
-		case e.State == prp.JournalReceived:
-			// Journaled received, so never delivered again: refuse it
-			// rather than leave it without a result.
-			e.State = prp.JournalDone
-			e.Result = &prp.Result{CommandID: e.ID, Status: prp.ResultRejected, Code: prp.CodeNotStarted,
-				Message: "the runner restarted after it received the command and before it started it; nothing ran"}
 		default:
 			continue
 		}
