@@ -165,7 +165,7 @@ func TestSecretValuesReachOnlyTheTask(t *testing.T) {
 			var clog, rlog syncbuf.Buffer
 			dataDir := t.TempDir()
 			s := newServer(t, controller.Options{Store: db.PRP(), Tickets: db.PRP(), DataDir: dataDir,
-				Logger: slog.New(slog.NewTextHandler(&clog, &slog.HandlerOptions{Level: slog.LevelDebug})),
+				Logger:  slog.New(slog.NewTextHandler(&clog, &slog.HandlerOptions{Level: slog.LevelDebug})),
 				Secrets: mapResolver{values: map[string]string{"TOKEN": canary + "-env", "secret:acct@v1": canary + "-account"}}})
 			stateDir := t.TempDir()
 			startLoggedChild(t, s, stateDir, true, &rlog)

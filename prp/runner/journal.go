@@ -25,10 +25,10 @@ type journalEntry struct {
 	PGID   int              `json:"pgid,omitempty"`
 	// Secrets marks a task.start that needs secret values (which are
 	// never journaled: only this flag is).
-	Secrets bool `json:"secrets,omitempty"`
-	Since  uint64           `json:"since,omitempty"`
-	Result *prp.Result      `json:"result,omitempty"`
-	At     time.Time        `json:"at"`
+	Secrets bool        `json:"secrets,omitempty"`
+	Since   uint64      `json:"since,omitempty"`
+	Result  *prp.Result `json:"result,omitempty"`
+	At      time.Time   `json:"at"`
 }
 
 // journal is the runner's command journal (PRP-4): an append-only file of
