@@ -10,7 +10,9 @@ import (
 )
 
 // ErrSecretsUnsupported is returned by Dispatch for a task with secrets
-// when the controller has no SecretResolver (Options.Secrets).
+// when the controller has no SecretResolver (Options.Secrets), or when the
+// session's runner, as last connected to this controller, did not offer
+// prp.CapSecrets.
 var ErrSecretsUnsupported = errors.New("controller: no secret resolver: tasks with secrets are unsupported")
 
 // SecretTarget is what a task's secrets are resolved for: the session's
@@ -67,8 +69,17 @@ func (c *Controller) checkSecrets(ctx context.Context, p environment.Principal, 
 	if cmd.TaskStart == nil || len(cmd.TaskStart.Secrets) == 0 {
 		return nil
 	}
+	if _, err := c.o.Store.GetCommand(ctx, s.ID, cmd.ID); err == nil {
+		// Journaled before: Dispatch returns the stored record (or the
+		// conflict) and delivers nothing new, so nothing is checked again.
+		return nil
+	}
 	if c.o.Secrets == nil {
 		return fmt.Errorf("controller: command %q on session %s: %w", cmd.ID, s.ID, ErrSecretsUnsupported)
+	}
+	if h, ok := c.Hello(s.ID); ok && !prp.Has(h.Capabilities, prp.CapSecrets) {
+		return fmt.Errorf("controller: command %q on session %s: %w: the runner (%s) does not offer capability %s",
+			cmd.ID, s.ID, ErrSecretsUnsupported, h.RunnerVersion, prp.CapSecrets)
 	}
 	if err := c.o.Secrets.Check(ctx, p, targetOf(s), cmd.TaskStart.Secrets); err != nil {
 		return fmt.Errorf("controller: command %q on session %s: secrets: %w", cmd.ID, s.ID, err)
