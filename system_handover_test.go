@@ -3,6 +3,8 @@ package berth_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
+	"fmt"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -28,21 +30,31 @@ import (
 	"github.com/berthdev/berth/prp/controller"
 )
 
-// TestMain removes the runner binary testenv.RunnerBinary builds.
+// TestMain removes the runner binary testenv.RunnerBinary builds and
+// stops the PostgreSQL cluster testenv.Postgres starts.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	testenv.RemoveRunnerBinary()
+	if err := testenv.StopPostgres(); err != nil && code == 0 {
+		code = 1
+	}
 	os.Exit(code)
 }
 
 // TestManagedAccountHandover (AUTH-2, issue 18) through a System on
-// SQLite and the runner binary as a local child process on loopback: a
+// SQLite and on PostgreSQL, with the runner binary as a local child process on loopback: a
 // matching project auth check lets the managed account through, written
 // 0600 where the task expects it; each mismatch (projects added or
 // removed, another provider, version 2, a config edit) is refused at
 // dispatch with the code naming it; the account's value never appears in
 // events, lease records, logs, the database file or the runner's state.
 func TestManagedAccountHandover(t *testing.T) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) { testManagedAccountHandover(t, kind) })
+	}
+}
+
+func testManagedAccountHandover(t *testing.T, kind string) {
 	ctx := context.Background()
 	const canary = "canary-managed-account-c0ffee"
 	dir := t.TempDir()
@@ -50,11 +62,15 @@ func TestManagedAccountHandover(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(dbFile), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	storeURL := "sqlite://" + dbFile
+	if kind == "postgres" {
+		storeURL = testenv.Postgres(t)
+	}
 	var logs syncbuf.Buffer
 	secrets := environment.NewMemorySecretStore()
 	fk := fake.New(nil)
 	sinkDir := filepath.Join(dir, "sink")
-	sys, err := berth.New(ctx, &berth.Options{StoreURL: "sqlite://" + dbFile, Drivers: []drivers.Driver{fk}, TestMode: true,
+	sys, err := berth.New(ctx, &berth.Options{StoreURL: storeURL, Drivers: []drivers.Driver{fk}, TestMode: true,
 		Secrets: secrets, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Runners: &controller.Options{DataDir: sinkDir, Limits: prp.Welcome{Heartbeat: time.Second}, Poll: 50 * time.Millisecond},
 		ProjectAuthChecker: handover.CheckerFunc(func(context.Context, handover.CheckRequest) (handover.Result, error) {
@@ -226,7 +242,56 @@ func TestManagedAccountHandover(t *testing.T) {
 			return nil
 		})
 	}
-	t.Logf("canary absent from %d files, %d bytes of events and %d bytes of logs", files, evs.Len(), len(logs.String())+len(rlog.String()))
+	if kind == "postgres" {
+		files += assertNoRow(t, storeURL, canary)
+	}
+	t.Logf("%s: canary absent from %d files or rows, %d bytes of events and %d bytes of logs", kind, files, evs.Len(), len(logs.String())+len(rlog.String()))
+}
+
+// assertNoRow fails if any row of any table of the PostgreSQL database at
+// url holds canary; it returns the rows read.
+func assertNoRow(t *testing.T, url, canary string) int {
+	t.Helper()
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, n)
+	}
+	rows.Close()
+	n := 0
+	for _, tb := range tables {
+		rs, err := db.Query(fmt.Sprintf(`SELECT row_to_json(x)::text FROM %q x`, tb))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rs.Next() {
+			var s string
+			if err := rs.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			n++
+			if strings.Contains(s, canary) {
+				t.Errorf("table %s holds the secret", tb)
+			}
+		}
+		rs.Close()
+	}
+	if n == 0 {
+		t.Error("no rows read from PostgreSQL")
+	}
+	return n
 }
 
 var errDone = errors.New("done")
