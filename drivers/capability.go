@@ -36,7 +36,7 @@ const (
 	CapTemplateCapture
 	// CapTemplateDelete: delete a captured image at the provider (TemplateDeleter).
 	CapTemplateDelete
-	// CapRunnerIngress: a runner inside the sandbox can reach the controller (RunnerIngress).
+	// CapRunnerIngress: the sandbox hosts berth's runner and carries its connections to the host (RunnerHost).
 	CapRunnerIngress
 
 	numCapabilities

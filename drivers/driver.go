@@ -42,6 +42,13 @@ type AcquireRequest struct {
 	// returns an error, Acquire destroys the sandbox (best effort) and
 	// returns that error.
 	Allocated func(ctx context.Context, providerLeaseID string) error
+	// Runner, if not nil, says the sandbox will host berth's runner
+	// (RunnerHost). A driver that must prepare for it at creation does so
+	// (Docker mounts the binary and the ingress directory). A driver that
+	// cannot host a runner for this config refuses before allocating
+	// anything, with an error wrapping ErrUnsupported that names
+	// runner_ingress.
+	Runner *RunnerSpec
 }
 
 // Sandbox is one acquired lease target. It is safe for concurrent use: many

@@ -2,7 +2,11 @@ package drivers
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/berthdev/berth/images"
@@ -133,13 +137,77 @@ type Capturer interface {
 	Capture(ctx context.Context, req CaptureRequest) (images.Identity, error)
 }
 
-// RunnerIngress is an optional interface that may be implemented by a
-// Sandbox (capability CapRunnerIngress). ControllerURL maps a controller URL
-// reachable from the berth host (for example ws://127.0.0.1:PORT/prp) to the
-// URL a runner inside the sandbox dials to reach it. If a Sandbox does not
-// implement it, runner execution is refused for the driver.
+// RunnerSpec names berth's runner binary for a sandbox that will host it.
+type RunnerSpec struct {
+	// Binary is the path, on the berth host, of a static Linux runner
+	// binary for the sandbox's architecture that takes the flags of
+	// examples/runner (--controller, --lease, --ticket-file, --state-dir).
+	Binary string
+	// SHA256 is the lowercase hex SHA-256 of Binary's contents. Installs
+	// are keyed by it: a sandbox that already holds this sum copies nothing.
+	SHA256 string
+}
+
+// Validate reports whether s names an absolute binary path and a
+// well-formed sum, naming the field that is not.
+func (s RunnerSpec) Validate() error {
+	if s.Binary == "" || s.Binary[0] != '/' {
+		return fmt.Errorf("runner spec: binary %q: %w", s.Binary, errors.New("want an absolute path"))
+	}
+	if len(s.SHA256) != 64 || strings.Trim(s.SHA256, "0123456789abcdef") != "" {
+		return fmt.Errorf("runner spec: sha256 %q: %w", s.SHA256, errors.New("want 64 lowercase hex digits"))
+	}
+	return nil
+}
+
+// RunnerLaunch is what RunnerIngress.Launch needs to start the runner.
+type RunnerLaunch struct {
+	// Lease is the berth lease id the ticket was minted for (--lease).
+	Lease string
+	// Ticket is the one-use bootstrap ticket. The driver writes it to a
+	// file of mode 0600 in the sandbox, which the runner removes as soon
+	// as it has read it (--ticket-file). It never appears in an argv, an
+	// environment, a log or an error.
+	Ticket string
+	// Env is added to the runner's environment (the lease layer's process
+	// tag, for example); the runner's tasks inherit it.
+	Env map[string]string
+}
+
+// RunnerHost is an optional interface that may be implemented by a Sandbox
+// (capability CapRunnerIngress): the sandbox can host berth's runner and
+// carry its connections back to the berth host. A Sandbox that must be
+// prepared for it when it is created (Docker's bind mounts) is acquired
+// with AcquireRequest.Runner. If a Sandbox does not implement it, runner
+// execution is refused for the driver.
+type RunnerHost interface {
+	// HostRunner installs the runner of spec in the sandbox, once per
+	// SHA256 (a second call with the same sum copies nothing), and opens
+	// the ingress through which it reaches the host. A sandbox has at most
+	// one open ingress: HostRunner while one is open fails. spec must be
+	// the one the sandbox was acquired with (AcquireRequest.Runner) where
+	// the driver prepares at creation.
+	HostRunner(ctx context.Context, spec RunnerSpec) (RunnerIngress, error)
+}
+
+// RunnerIngress is a runner installed in a sandbox and its way back to
+// the berth host. As a net.Listener it yields, on the host, each
+// connection a runner in the sandbox made to Endpoint; the host serves the
+// controller (an http.Handler) on it. Its lifetime is the lease's: it
+// outlives the driver's own connections (an SSH forward is re-established
+// at the same Endpoint) and ends when it is closed or the sandbox is
+// released. Closing it stops no runner.
 type RunnerIngress interface {
-	ControllerURL(ctx context.Context, hostURL string) (string, error)
+	net.Listener
+	// Endpoint is the controller URL a runner in the sandbox dials, as
+	// its --controller flag: "unix:" and an absolute socket path in the
+	// sandbox (prp/runner.UnixScheme), or an absolute http(s) URL.
+	Endpoint() string
+	// Launch starts the installed runner detached from the driver's
+	// connection (in its own session, its output to a log file in its
+	// state directory), so that a dropped connection does not end it, and
+	// returns once it is started. The runner dials Endpoint.
+	Launch(ctx context.Context, req RunnerLaunch) error
 }
 
 // AvailabilityReporter is an optional interface that may be implemented by a

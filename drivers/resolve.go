@@ -24,7 +24,7 @@ var (
 func DriverLevel() Set { return driverLevel }
 
 // SandboxLevel returns the capabilities tied to an optional interface of a
-// Sandbox (StreamExecer, ImageReporter, Terminal, Capturer, RunnerIngress).
+// Sandbox (StreamExecer, ImageReporter, Terminal, Capturer, RunnerHost).
 // Only a live sandbox can show that they are implemented.
 func SandboxLevel() Set { return sandboxLevel }
 
@@ -66,7 +66,7 @@ func SandboxImplemented(sb Sandbox) Set {
 	if _, ok := sb.(Capturer); ok {
 		s = s.With(CapTemplateCapture)
 	}
-	if _, ok := sb.(RunnerIngress); ok {
+	if _, ok := sb.(RunnerHost); ok {
 		s = s.With(CapRunnerIngress)
 	}
 	return s
@@ -191,11 +191,11 @@ func AsCapturer(sb Sandbox, narrowed Set) (Capturer, error) {
 	return sandboxAs[Capturer](sb, narrowed, CapTemplateCapture)
 }
 
-// AsRunnerIngress returns the live sandbox sb as a RunnerIngress when sb
+// AsRunnerHost returns the live sandbox sb as a RunnerHost when sb
 // implements it and narrowed does not hold CapRunnerIngress, else an error
 // wrapping ErrUnsupported.
-func AsRunnerIngress(sb Sandbox, narrowed Set) (RunnerIngress, error) {
-	return sandboxAs[RunnerIngress](sb, narrowed, CapRunnerIngress)
+func AsRunnerHost(sb Sandbox, narrowed Set) (RunnerHost, error) {
+	return sandboxAs[RunnerHost](sb, narrowed, CapRunnerIngress)
 }
 
 // AsHealthChecker returns d as a HealthChecker, and false when d's provider

@@ -59,6 +59,11 @@ type AcquireRequest struct {
 	// credentials, and stays pending_cleanup for an operator if the driver
 	// needs them. Only the Ephemeral policy is allowed.
 	Draft *Draft
+	// Runner, if not nil, says the sandbox will host berth's runner
+	// (Handle.HostRunner): it adds drivers.CapRunnerIngress to Required
+	// and is handed to the driver, which prepares the sandbox for it at
+	// creation or refuses before allocating anything.
+	Runner *drivers.RunnerSpec
 }
 
 // Draft is an unsaved target: a driver and a config normalized by its
@@ -202,8 +207,14 @@ func (m *Manager) prepare(ctx context.Context, p environment.Principal, req Acqu
 	if req.Policy.Reusable() {
 		required = required.With(drivers.CapReuse)
 	}
+	if req.Runner != nil {
+		if err := req.Runner.Validate(); err != nil {
+			return nil, fmt.Errorf("lease: %s: %w", name, err)
+		}
+		required = required.With(drivers.CapRunnerIngress)
+	}
 	if missing := drivers.Effective(drv, 0).Missing(required); len(missing) > 0 {
-		return nil, fmt.Errorf("lease: %s: driver %q lacks capability %s needed by policy %s: %w",
+		return nil, fmt.Errorf("lease: %s: driver %q lacks capability %s needed by this request (policy %s): %w",
 			name, drv.Name(), drivers.NewSet(missing...), req.Policy, drivers.ErrUnsupported)
 	}
 	schema := drv.Schema()

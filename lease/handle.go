@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 
 	"github.com/berthdev/berth/drivers"
@@ -122,15 +123,22 @@ func (h *Handle) Capture(ctx context.Context, req drivers.CaptureRequest) (image
 	return c.Capture(ctx, req)
 }
 
-// ControllerURL returns the URL under which a runner in the sandbox reaches
-// the host's controller at hostURL (drivers.RunnerIngress); an error wraps
-// drivers.ErrUnsupported when the driver has no ingress.
-func (h *Handle) ControllerURL(ctx context.Context, hostURL string) (string, error) {
-	ri, err := capability(h, drivers.AsRunnerIngress)
+// HostRunner installs the runner of spec in the sandbox and opens the
+// ingress through which it reaches the host (drivers.RunnerHost); an error
+// wraps drivers.ErrUnsupported when the driver cannot host a runner. spec
+// is the one the lease was acquired with (AcquireRequest.Runner). The
+// caller closes the ingress; the runner it launches carries the lease's
+// process tag, so a host lease's cleanup finds it.
+func (h *Handle) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (drivers.RunnerIngress, error) {
+	rh, err := capability(h, drivers.AsRunnerHost)
 	if err != nil {
-		return "", h.wrap(err)
+		return nil, h.wrap(err)
 	}
-	return ri.ControllerURL(ctx, hostURL)
+	in, err := rh.HostRunner(ctx, spec)
+	if err != nil {
+		return nil, h.wrap(err)
+	}
+	return taggedIngress{in, h}, nil
 }
 
 // As is the escape hatch to the driver's own sandbox value (the gocloud.dev
@@ -168,3 +176,22 @@ func capability[T any](h *Handle, as func(drivers.Sandbox, drivers.Set) (T, erro
 }
 
 func (h *Handle) wrap(err error) error { return fmt.Errorf("lease %s: %w", h.lease.ID, err) }
+
+// taggedIngress launches runners with the lease's process tag (EnvTag) in
+// their environment, as every handle command carries it.
+type taggedIngress struct {
+	drivers.RunnerIngress
+	h *Handle
+}
+
+// Launch starts the runner with the lease's tag added to req.Env.
+func (t taggedIngress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
+	env := make(map[string]string, len(req.Env)+1)
+	maps.Copy(env, req.Env)
+	env[EnvTag] = t.h.lease.ID
+	req.Env = env
+	if err := t.RunnerIngress.Launch(ctx, req); err != nil {
+		return t.h.wrap(err)
+	}
+	return nil
+}

@@ -40,6 +40,15 @@ type ParallelHarness interface {
 	Parallel() int
 }
 
+// RunnerHarness is the interface a Harness implements when its driver
+// declares CapRunnerIngress. RunnerSpec returns the spec of a runner binary
+// built for the harness's target (a static build of examples/runner, with
+// its SHA-256); it may register cleanups on tb.
+type RunnerHarness interface {
+	Harness
+	RunnerSpec(tb testing.TB) drivers.RunnerSpec
+}
+
 // parallelWidth returns h's parallel width.
 func parallelWidth(h Harness) int {
 	if p, ok := h.(ParallelHarness); ok && p.Parallel() > 0 {

@@ -2,14 +2,21 @@ package drivertest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/images"
@@ -336,19 +343,101 @@ func testCapture(t *testing.T, ctx context.Context, h Harness) {
 }
 
 func testRunnerIngress(t *testing.T, ctx context.Context, h Harness) {
-	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	ri, err := drivers.AsRunnerIngress(sb, drivers.Narrowing(h.Driver(), 0))
+	rh, ok := h.(RunnerHarness)
+	if !ok {
+		t.Fatalf("the driver declares %s but the harness does not implement drivertest.RunnerHarness", drivers.CapRunnerIngress)
+	}
+	spec := rh.RunnerSpec(t)
+	sb := acquire(t, ctx, h, drivers.AcquireRequest{LeaseID: "runner-ingress", Runner: &spec})
+	host, err := drivers.AsRunnerHost(sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := ri.ControllerURL(ctx, "ws://127.0.0.1:8765/prp")
-	if err != nil {
-		t.Fatalf("ControllerURL: %v", err)
+	// Twice: the second ingress opens where the first was (a stale socket
+	// of a closed ingress must not stand in its way) and installs nothing
+	// new, and a second runner reaches the host through it.
+	for round := range 2 {
+		in, err := host.HostRunner(ctx, spec)
+		if err != nil {
+			t.Fatalf("round %d: HostRunner: %v", round, err)
+		}
+		ep := in.Endpoint()
+		if !validEndpoint(ep) {
+			t.Errorf("round %d: Endpoint = %q, want unix:/absolute/path or an absolute http(s)/ws(s) URL", round, ep)
+		}
+		if round == 0 {
+			if in2, err := host.HostRunner(ctx, spec); err == nil {
+				in2.Close()
+				t.Errorf("HostRunner while an ingress is open succeeded, want an error")
+			}
+		}
+		got := make(chan exchangeSeen, 4)
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var xr struct{ Ticket, Lease string }
+			body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<10))
+			_ = json.Unmarshal(body, &xr)
+			got <- exchangeSeen{method: r.Method, path: r.URL.Path, ticket: xr.Ticket, lease: xr.Lease}
+			// Refuse, so that the runner gives up and exits.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"code":"ticket_unknown","message":"conformance refusal"}`)
+		})}
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(in) }()
+		ticket := randomHex(t, 32)
+		lease := fmt.Sprintf("conformance-lease-%d", round)
+		if err := in.Launch(ctx, drivers.RunnerLaunch{Lease: lease, Ticket: ticket, Env: map[string]string{"BERTH_CONFORMANCE": "1"}}); err != nil {
+			srv.Close()
+			t.Fatalf("round %d: Launch: %v", round, err)
+		}
+		select {
+		case x := <-got:
+			if x.method != http.MethodPost || !strings.HasSuffix(x.path, "/exchange") {
+				t.Errorf("round %d: the runner sent %s %s, want POST .../exchange", round, x.method, x.path)
+			}
+			if x.ticket != ticket || x.lease != lease {
+				t.Errorf("round %d: the runner exchanged ticket %q for lease %q, want the launched ticket for %q", round, x.ticket, x.lease, lease)
+			}
+		case <-time.After(time.Until(deadlineOr(ctx, 90*time.Second))):
+			t.Errorf("round %d: no runner reached the host through the ingress at %s", round, ep)
+		}
+		srv.Close()
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			t.Errorf("round %d: serving the ingress: %v", round, err)
+		}
+		if err := in.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			t.Errorf("round %d: closing the ingress: %v", round, err)
+		}
 	}
-	u, err := url.Parse(got)
-	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" || u.Path != "/prp" {
-		t.Errorf("ControllerURL = %q, want an absolute ws(s) URL with path /prp", got)
+}
+
+// exchangeSeen is one request a runner made through an ingress.
+type exchangeSeen struct{ method, path, ticket, lease string }
+
+// validEndpoint reports whether ep is a runner's --controller value.
+func validEndpoint(ep string) bool {
+	if p, ok := strings.CutPrefix(ep, "unix:"); ok {
+		return strings.HasPrefix(p, "/")
 	}
+	u, err := url.Parse(ep)
+	return err == nil && u.IsAbs() && u.Host != "" && (u.Scheme == "http" || u.Scheme == "https" || u.Scheme == "ws" || u.Scheme == "wss")
+}
+
+// deadlineOr returns ctx's deadline, or now+d without one.
+func deadlineOr(ctx context.Context, d time.Duration) time.Time {
+	if dl, ok := ctx.Deadline(); ok {
+		return dl
+	}
+	return time.Now().Add(d)
+}
+
+// randomHex returns n random bytes in hex.
+func randomHex(t *testing.T, n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
 }
 
 // CONVENTIONS 7: Wait honours its own context: it returns promptly with

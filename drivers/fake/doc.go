@@ -38,7 +38,9 @@
 // Release(Keep) leaves a sandbox running; Release(Stop) stops it (Resume
 // starts it again); Release(Destroy) and Destroy remove it, with a
 // confirmed receipt. The terminal is an echo shell that runs each line
-// (stream.go); Capture saves a snapshot; ControllerURL maps URLs unchanged.
+// (stream.go); Capture saves a snapshot. HostRunner (runner.go) opens a
+// unix-socket ingress and runs prp/runner in this process: the tasks that
+// runner starts are the only host processes the fake starts.
 //
 // # Faults
 //

@@ -3,6 +3,7 @@ package fake_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
@@ -36,6 +37,12 @@ func (h *harness) ConfigWithImage(id images.Identity) (drivers.Config, bool) {
 }
 
 func (h *harness) Close() {}
+
+// RunnerSpec is well-formed; the fake runs prp/runner in-process and never
+// executes the binary.
+func (h *harness) RunnerSpec(testing.TB) drivers.RunnerSpec {
+	return drivers.RunnerSpec{Binary: "/nonexistent/berth-runner", SHA256: strings.Repeat("0", 64)}
+}
 
 // fakeAPIKey is the key of the fake built for the credential failures.
 const fakeAPIKey = "fake-conformance-key"

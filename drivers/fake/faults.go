@@ -41,6 +41,8 @@ const (
 	OpDeleteTemplate
 	// OpHealth is drivers.HealthChecker.CheckHealth.
 	OpHealth
+	// OpRunner is drivers.RunnerHost.HostRunner and RunnerIngress.Launch.
+	OpRunner
 
 	numOps
 )
@@ -49,7 +51,7 @@ var opNames = [numOps]string{
 	OpCreate: "create", OpStart: "start", OpExec: "exec", OpStream: "stream",
 	OpTerminal: "terminal", OpStop: "stop", OpDestroy: "destroy", OpResume: "resume",
 	OpList: "list", OpImageIdentity: "image_identity", OpCapture: "capture",
-	OpDeleteTemplate: "delete_template", OpHealth: "health",
+	OpDeleteTemplate: "delete_template", OpHealth: "health", OpRunner: "runner",
 }
 
 // String returns the operation's name ("create", "exec", ...).

@@ -2,9 +2,7 @@ package fake
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/url"
 	"sync"
 	"sync/atomic"
 
@@ -20,6 +18,9 @@ type sandbox struct {
 	id       string
 	released atomic.Bool
 	relMu    sync.Mutex // serializes Release
+
+	ingressMu sync.Mutex
+	ingress   *ingress // the open runner ingress, if any (runner.go)
 }
 
 var (
@@ -28,7 +29,7 @@ var (
 	_ drivers.ImageReporter = (*sandbox)(nil)
 	_ drivers.Terminal      = (*sandbox)(nil)
 	_ drivers.Capturer      = (*sandbox)(nil)
-	_ drivers.RunnerIngress = (*sandbox)(nil)
+	_ drivers.RunnerHost    = (*sandbox)(nil)
 )
 
 // ID returns the provider lease id ("fake-1", "fake-2", ...).
@@ -203,17 +204,4 @@ func (s *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (imag
 	id := s.d.addSnapshotLocked(n)
 	s.d.mu.Unlock()
 	return images.SnapshotIdentity(s.d.provider, id)
-}
-
-// ControllerURL returns hostURL unchanged: the fake's sandboxes share the
-// host's network. It fails for a URL that does not parse as absolute.
-func (s *sandbox) ControllerURL(ctx context.Context, hostURL string) (string, error) {
-	if s.released.Load() {
-		return "", fmt.Errorf("fake: controller url in %s: %w", s.id, drivers.ErrReleased)
-	}
-	u, err := url.Parse(hostURL)
-	if err != nil || !u.IsAbs() {
-		return "", fmt.Errorf("fake: controller url %q: %w", hostURL, errors.Join(errors.New("not an absolute URL"), err))
-	}
-	return hostURL, ctx.Err()
 }

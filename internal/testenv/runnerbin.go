@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,4 +71,17 @@ func StartRunner(t testing.TB, env []string, args ...string) *exec.Cmd {
 		}
 	})
 	return cmd
+}
+
+// RunnerBinarySum returns RunnerBinary's path and the lowercase hex SHA-256
+// of its contents (a drivers.RunnerSpec).
+func RunnerBinarySum(t testing.TB) (path, sum string) {
+	t.Helper()
+	path = RunnerBinary(t)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("testenv: read the runner: %v", err)
+	}
+	h := sha256.Sum256(b)
+	return path, hex.EncodeToString(h[:])
 }

@@ -55,7 +55,9 @@ type Runner struct {
 }
 
 // New returns a Runner for the controller's PRP base URL (http, https, ws
-// or wss; "exchange" and "connect" are resolved against it) keeping its
+// or wss; "exchange" and "connect" are resolved against it), or for
+// UnixScheme and the absolute path of a unix socket at which the controller
+// serves its PRP endpoints at the root (a sandbox's runner ingress), keeping its
 // journal, outbox and credentials in stateDir (created 0700). It opens the
 // journal, marking commands interrupted by a previous runner's death
 // indeterminate; it connects nothing before Run.
@@ -72,13 +74,23 @@ func New(controllerURL, stateDir string, opts *Options) (*Runner, error) {
 		base += "/"
 	}
 	switch {
+	case strings.HasPrefix(controllerURL, UnixScheme):
+		path := strings.TrimPrefix(controllerURL, UnixScheme)
+		if !filepath.IsAbs(path) {
+			return nil, fmt.Errorf("runner: controller URL %q: want %s followed by an absolute socket path", controllerURL, UnixScheme)
+		}
+		if opts != nil && opts.HTTPClient != nil {
+			return nil, fmt.Errorf("runner: controller URL %q: a unix socket and Options.HTTPClient exclude each other", controllerURL)
+		}
+		o.HTTPClient = unixClient(path)
+		base = "http://berth-controller/"
 	case strings.HasPrefix(base, "ws://"):
 		base = "http://" + strings.TrimPrefix(base, "ws://")
 	case strings.HasPrefix(base, "wss://"):
 		base = "https://" + strings.TrimPrefix(base, "wss://")
 	case strings.HasPrefix(base, "http://"), strings.HasPrefix(base, "https://"):
 	default:
-		return nil, fmt.Errorf("runner: controller URL %q: want http, https, ws or wss", controllerURL)
+		return nil, fmt.Errorf("runner: controller URL %q: want http, https, ws, wss or %s", controllerURL, UnixScheme)
 	}
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("runner: state directory %s: %w", stateDir, err)

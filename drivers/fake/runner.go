@@ -1,0 +1,129 @@
+package fake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/prp/runner"
+)
+
+// HostRunner opens an ingress on a unix socket in a fresh directory of the
+// host's temporary directory. The fake's sandboxes live in this process, so
+// its runner does too: Launch runs prp/runner in a goroutine (spec.Binary
+// is checked to be well-formed, never executed), and the runner's tasks
+// are real processes on this host, the only ones the fake starts. The
+// runner ends when the sandbox stops or is destroyed. One ingress at a
+// time per sandbox.
+func (s *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (drivers.RunnerIngress, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("fake: host runner in %s: %w", s.id, err)
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("fake: host runner in %s: %w", s.id, err)
+	}
+	lv, err := s.begin(OpRunner)
+	if err != nil {
+		return nil, err
+	}
+	s.ingressMu.Lock()
+	defer s.ingressMu.Unlock()
+	if s.ingress != nil && !s.ingress.closed() {
+		return nil, fmt.Errorf("fake: host runner in %s: an ingress is already open", s.id)
+	}
+	dir, err := os.MkdirTemp("", "berth-fake-runner-")
+	if err != nil {
+		return nil, fmt.Errorf("fake: host runner in %s: %w", s.id, err)
+	}
+	sock := filepath.Join(dir, "prp.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("fake: host runner in %s: %w", s.id, err)
+	}
+	in := &ingress{Listener: ln, s: s, dir: dir, sock: sock, alive: lv.alive}
+	s.ingress = in
+	return in, nil
+}
+
+// ingress is the fake's drivers.RunnerIngress.
+type ingress struct {
+	net.Listener
+	s     *sandbox
+	dir   string
+	sock  string
+	alive context.Context // the sandbox's life
+
+	mu       sync.Mutex
+	isClosed bool
+}
+
+var _ drivers.RunnerIngress = (*ingress)(nil)
+
+// Endpoint returns "unix:" and the socket's path.
+func (in *ingress) Endpoint() string { return runner.UnixScheme + in.sock }
+
+func (in *ingress) closed() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.isClosed
+}
+
+// Close closes the listener and removes its directory. Closing it stops
+// no runner.
+func (in *ingress) Close() error {
+	in.mu.Lock()
+	if in.isClosed {
+		in.mu.Unlock()
+		return nil
+	}
+	in.isClosed = true
+	in.mu.Unlock()
+	err := in.Listener.Close()
+	if rerr := os.RemoveAll(in.dir); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// Launch starts prp/runner in this process with a state directory of its
+// own; it runs until the sandbox stops or is destroyed. The ticket is
+// handed over in memory. req.Env is added to the environment its tasks
+// start from.
+func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fake: launch runner in %s: %w", in.s.id, err)
+	}
+	if in.closed() {
+		return fmt.Errorf("fake: launch runner in %s: the ingress is closed", in.s.id)
+	}
+	if _, err := in.s.begin(OpRunner); err != nil {
+		return err
+	}
+	if req.Lease == "" || req.Ticket == "" {
+		return fmt.Errorf("fake: launch runner in %s: %w", in.s.id, errors.New("lease and ticket are required"))
+	}
+	state, err := os.MkdirTemp("", "berth-fake-runner-state-")
+	if err != nil {
+		return fmt.Errorf("fake: launch runner in %s: %w", in.s.id, err)
+	}
+	env := os.Environ()
+	for k, v := range req.Env {
+		env = append(env, k+"="+v)
+	}
+	r, err := runner.New(in.Endpoint(), state, &runner.Options{Lease: req.Lease, Ticket: req.Ticket, BaseEnv: env})
+	if err != nil {
+		os.RemoveAll(state)
+		return fmt.Errorf("fake: launch runner in %s: %w", in.s.id, err)
+	}
+	go func() {
+		defer os.RemoveAll(state)
+		_ = r.Run(in.alive)
+	}()
+	return nil
+}

@@ -1,0 +1,82 @@
+package drivers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// RunnerLogName is the file, in the runner's state directory, that
+// LaunchRunnerByExec appends the runner's output to.
+const RunnerLogName = "runner.log"
+
+// writeTicketScript writes standard input to "$1" with mode 0600 (the
+// directory "$2" is created 0700 first), through a temporary name so that
+// the runner never reads half a ticket.
+const writeTicketScript = `umask 077 && mkdir -p "$2" && cat > "$1.tmp" && mv "$1.tmp" "$1"`
+
+// launchScript starts "$@" in its own session where the sandbox has setsid
+// (else in the background, its standard streams detached all the same), so
+// that the end of the driver's connection or of this command ends nothing.
+const launchScript = `log="$1"; shift; cd / || exit 1
+if command -v setsid >/dev/null 2>&1; then
+	setsid "$@" </dev/null >>"$log" 2>&1 &
+else
+	"$@" </dev/null >>"$log" 2>&1 &
+fi`
+
+// LaunchRunnerByExec starts the runner installed at binary in sb through
+// two Execs, as RunnerIngress.Launch describes, for drivers whose sandboxes
+// run a POSIX shell (sh with mkdir, cat and mv; setsid where present). The
+// ticket travels on the first command's standard input into a fresh file
+// of mode 0600 under stateDir, which the runner removes once read; the
+// second starts "binary --controller endpoint --lease LEASE --ticket-file
+// FILE --state-dir stateDir" in its own session, with req.Env, its output
+// appended to stateDir/runner.log. Nothing secret is in an argv.
+func LaunchRunnerByExec(ctx context.Context, sb Sandbox, binary, endpoint, stateDir string, req RunnerLaunch) error {
+	for _, f := range []struct{ name, v string }{{"binary", binary}, {"state directory", stateDir}} {
+		if !strings.HasPrefix(f.v, "/") || strings.ContainsRune(f.v, 0) {
+			return fmt.Errorf("launch runner in %s: %s %q: want an absolute path", sb.ID(), f.name, f.v)
+		}
+	}
+	if req.Lease == "" || req.Ticket == "" {
+		return fmt.Errorf("launch runner in %s: %w", sb.ID(), errors.New("lease and ticket are required"))
+	}
+	var nonce [8]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return fmt.Errorf("launch runner in %s: %w", sb.ID(), err)
+	}
+	ticketFile := strings.TrimSuffix(stateDir, "/") + "/ticket-" + hex.EncodeToString(nonce[:])
+	res, err := sb.Exec(ctx, Command{
+		Argv:  []string{"sh", "-c", writeTicketScript, "sh", ticketFile, stateDir},
+		Stdin: strings.NewReader(req.Ticket),
+	})
+	if err != nil {
+		return fmt.Errorf("launch runner in %s: write the ticket file: %w", sb.ID(), err)
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("launch runner in %s: write the ticket file under %s: exit %d: %s", sb.ID(), stateDir, res.ExitCode, bounded(res.Stderr))
+	}
+	argv := []string{"sh", "-c", launchScript, "sh", strings.TrimSuffix(stateDir, "/") + "/" + RunnerLogName,
+		binary, "--controller", endpoint, "--lease", req.Lease, "--ticket-file", ticketFile, "--state-dir", stateDir}
+	res, err = sb.Exec(ctx, Command{Argv: argv, Env: req.Env})
+	if err != nil {
+		return fmt.Errorf("launch runner in %s: %w", sb.ID(), err)
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("launch runner in %s: %s: exit %d: %s", sb.ID(), binary, res.ExitCode, bounded(res.Stderr))
+	}
+	return nil
+}
+
+// bounded renders at most 200 bytes of a command's stderr.
+func bounded(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
