@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/images/resolve"
 	"github.com/berthdev/berth/internal/sqlstore"
 	"github.com/berthdev/berth/lease"
@@ -66,9 +67,15 @@ type Options struct {
 	// (SQLite and PostgreSQL share them across replicas; the memory store
 	// keeps them in this process), Authorizer with Options.Authorizer, and
 	// Signer with a random key of this process (replicas must pass one
-	// Signer with shared keys). With neither Sink nor DataDir, output chunk
-	// files go to a directory New makes under os.TempDir and Close removes.
+	// Signer with shared keys), Secrets with System.Handover. With neither
+	// Sink nor DataDir, output chunk files go to a directory New makes
+	// under os.TempDir and Close removes.
 	Runners *controller.Options
+	// ProjectAuthChecker is the host's project auth check of managed
+	// accounts (AUTH-2), run by System.Handover.PrepareManagedAccount.
+	// Default: none; preparations stay pending until the host records
+	// the answer (Handover.RecordResult).
+	ProjectAuthChecker handover.Checker
 }
 
 // System is a composed berth: a store, drivers, a catalog, assignments, a
@@ -94,6 +101,11 @@ type System struct {
 	// HTTP (it is an http.Handler) for runners to dial, mint tickets and
 	// dispatch tasks through it.
 	Runners *controller.Controller
+	// Handover prepares managed accounts (project auth checks, AUTH-2)
+	// and resolves the secrets of runner tasks for Runners: a task's
+	// secret env keys from its lease's config, and managed accounts only
+	// while their project auth check matches exactly.
+	Handover *handover.Service
 
 	log     *slog.Logger
 	tempDir string // the runners' output directory New made, removed by Close
@@ -172,6 +184,12 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		}
 	}
 	sys.Images = resolve.New(&ropts)
+	sys.Handover, err = handover.New(handover.Sources{Checks: st, Environments: st, Drivers: reg, Leases: st, Secrets: secrets},
+		&handover.Options{Authorizer: o.Authorizer, Checker: o.ProjectAuthChecker, Logger: o.Logger})
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	if err := sys.composeRunners(st, o); err != nil {
 		_ = st.Close()
 		return nil, err
@@ -205,6 +223,9 @@ func (s *System) composeRunners(st Store, o Options) error {
 	}
 	if co.Logger == nil {
 		co.Logger = o.Logger
+	}
+	if co.Secrets == nil {
+		co.Secrets = s.Handover
 	}
 	if co.Signer == nil {
 		key := make([]byte, 32)

@@ -103,6 +103,13 @@ const (
 	CodeUnknownTask         = "unknown_task"
 	CodeTaskExists          = "task_exists"
 	CodeInterrupted         = "interrupted"
+	// CodeSecretsMissing: a task.start with secrets found no values at the
+	// runner (the runner restarted after it received the command, so the
+	// values that live only in its memory are gone); nothing ran.
+	CodeSecretsMissing = "secrets_missing"
+	// CodeSecretsUnavailable: the controller could not resolve the task's
+	// secrets at delivery (SecretValues.Code says more); nothing ran.
+	CodeSecretsUnavailable = "secrets_unavailable"
 )
 
 // Result is the outcome of one command.

@@ -25,7 +25,15 @@
 //   - store.go, memstore.go: the Store interface (sessions, command
 //     journal, event metadata) and MemoryStore. controllertest holds the
 //     Store conformance suite; internal/sqlstore the SQL stores.
+//   - secrets.go: a task's secrets (prp.SecretUse references in
+//     task.start): Dispatch asks the host's SecretResolver (Options.Secrets)
+//     to check them with the principal, before journaling; the writer
+//     resolves the values when it delivers the command and sends them in a
+//     TypeSecrets frame right before it, once: never for a command that
+//     has a result (a redelivery after a resume), never stored, logged or
+//     echoed. A resolution that fails at delivery goes to the runner as a
+//     code, and the runner refuses the command (nothing runs).
 //
 // Not here yet (part 2 of the runner protocol): lease integration (cleanup
-// waiting for StopAndVerify) and delivering secret frames.
+// waiting for StopAndVerify).
 package controller

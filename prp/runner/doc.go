@@ -22,6 +22,12 @@
 //   - outbox.go: the bounded file-backed outbox; Append blocks when it is
 //     full (backpressure), replay starts at the controller's ack + 1.
 //   - task.go: a task in its own process group, tagged with TagEnv.
+//   - secrets.go: a task's secret values (from the TypeSecrets frame that
+//     precedes its task.start, kept in memory only) go into its
+//     environment or into 0600 files removed when it ends. A task.start
+//     whose values did not arrive, or died with a previous runner (a
+//     command journaled received but not started), is refused
+//     secrets_missing: it never runs without them.
 //   - stop.go, proc_linux.go: SIGTERM, grace, SIGKILL, and the stop proof
 //     (kill(-pgid, 0) = ESRCH, and no process in /proc carries the tag).
 //
