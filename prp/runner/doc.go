@@ -34,7 +34,9 @@
 // The state directory holds the journal, the outbox, the credentials and the
 // runner's id; a runner restarted on it (after kill -9, say) resumes the
 // session while the token is valid, reports commands it was executing as
-// indeterminate and stops what is left of their tasks.
+// indeterminate and stops what is left of their tasks, and answers commands
+// it had received but not started as rejected "interrupted" (nothing ran;
+// the resume cursor keeps them from being sent again).
 //
 // Durability: the journal is fsynced at every state change; the outbox is
 // written (one write per event) but not fsynced per event, so it survives a

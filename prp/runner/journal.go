@@ -83,6 +83,14 @@ func openJournal(dir string) (*journal, []journalEntry, error) {
 			e.State = prp.JournalDone
 			e.Result = &prp.Result{CommandID: e.ID, Status: prp.ResultRejected, Code: prp.CodeSecretsMissing,
 				Message: "the runner restarted after it received the command and before it started it; its secret values are gone and nothing ran"}
+		case e.State == prp.JournalReceived:
+			// Received and never started: its body lived in the dead
+			// runner's queue and the resume cursor (the last seq
+			// journaled) keeps the controller from sending it again, so
+			// it is answered here, never left without a result.
+			e.State = prp.JournalDone
+			e.Result = &prp.Result{CommandID: e.ID, Status: prp.ResultRejected, Code: prp.CodeInterrupted,
+				Message: "the runner restarted after it received the command and before it started it; nothing ran"}
 		default:
 			continue
 		}
