@@ -9,7 +9,7 @@
 //
 // Start with New: it composes a System (a store, a driver registry, the
 // catalog, the assignments, the lease manager, the prober, the image
-// resolver and the runner controller) with sensible defaults; System.RunHealthChecks keeps provider
+// resolver, the runner controller and the secret hand-over) with sensible defaults; System.RunHealthChecks keeps provider
 // health measured in the background.
 // OpenStore and NewMemoryStore return one Store that serves every package's
 // store interface. There is no global state: a host may also wire the
@@ -30,7 +30,8 @@
 //     tickets and tokens; the runner that executes tasks inside a sandbox
 //     (examples/runner is its binary); and the controller the host serves
 //     (System.Runners), which dispatches tasks, stores events and verifies
-//     stop proofs.
+//     stop proofs. A task's secrets travel as references in the command
+//     and as values in a separate frame delivered once, never stored.
 //   - environment: the catalog (create, read, update, archive, delete with
 //     blast radius), secrets moved into a SecretStore, redaction, the
 //     authorization policy, assignment bindings with Resolve, provider
@@ -40,6 +41,10 @@
 //     termination proofs and sweeps; callers hold a portable Handle.
 //   - probe: local, host, saved-sandbox and draft probes with platform
 //     detection and qualification recording.
+//   - handover: project auth checks of managed accounts (AUTH-2,
+//     System.Handover) and the resolver that hands a task's secrets to
+//     the runner (secret env keys of its lease's config, managed accounts
+//     only while a check matches exactly).
 //
 // See examples/envctl for a complete host.
 package berth

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/internal/sqlstore"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
@@ -12,7 +13,8 @@ import (
 // Store persists the state of every berth package behind one value, so that
 // a host opens one database and hands the same Store to each package. It
 // serves environment.Store, environment.BindingStore, environment.HealthStore,
-// environment.SecretUseStore, qualification.Store and lease.Store today; the custom image store joins this interface when
+// environment.SecretUseStore, qualification.Store, lease.Store and
+// handover.Store (project auth checks, AUTH-2) today; the custom image store joins this interface when
 // that package lands (the SQL store gains its methods in
 // internal/sqlstore, the memory store embeds its memory store). Both
 // implementations pass each package's store conformance suite
@@ -25,6 +27,7 @@ type Store interface {
 	environment.SecretUseStore
 	qualification.Store
 	lease.Store
+	handover.Store
 	// Close releases the store's connections. The Store must not be used
 	// afterwards. Close of a memory store does nothing.
 	Close() error
@@ -54,15 +57,16 @@ func OpenStore(ctx context.Context, url string) (Store, error) {
 // tests and demos. Its contents live as long as the value; it never fails.
 func NewMemoryStore() Store {
 	return memoryStore{environment.NewMemoryStore(), environment.NewMemoryBindingStore(), environment.NewMemoryHealthStore(), environment.NewMemorySecretUseStore(),
-		qualification.NewMemoryStore(), lease.NewMemoryStore()}
+		qualification.NewMemoryStore(), lease.NewMemoryStore(), &handover.MemoryStore{}}
 }
 
 // The packages' memory stores share the type name MemoryStore; aliases give
 // the embedded fields distinct names.
 type (
-	envMemory   = environment.MemoryStore
-	qualMemory  = qualification.MemoryStore
-	leaseMemory = lease.MemoryStore
+	envMemory      = environment.MemoryStore
+	qualMemory     = qualification.MemoryStore
+	leaseMemory    = lease.MemoryStore
+	handoverMemory = handover.MemoryStore
 )
 
 // memoryStore composes the packages' memory stores into one Store.
@@ -73,6 +77,7 @@ type memoryStore struct {
 	*environment.MemorySecretUseStore
 	*qualMemory
 	*leaseMemory
+	*handoverMemory
 }
 
 // Close implements Store; it does nothing.

@@ -7,6 +7,8 @@ import (
 
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/handover"
+	"github.com/berthdev/berth/handover/handovertest"
 	"github.com/berthdev/berth/internal/storetest"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
@@ -48,6 +50,9 @@ func TestStores(t *testing.T) {
 			})
 			t.Run("lease", func(t *testing.T) {
 				leasetest.RunStoreTests(t, func(t *testing.T) lease.Store { return open(t) })
+			})
+			t.Run("handover", func(t *testing.T) {
+				handovertest.RunStoreTests(t, func(t *testing.T) handover.Store { return open(t) })
 			})
 		})
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/images/resolve"
 	"github.com/berthdev/berth/internal/sqlstore"
 	"github.com/berthdev/berth/lease"
@@ -67,8 +68,9 @@ type Options struct {
 	// (SQLite and PostgreSQL share them across replicas; the memory store
 	// keeps them in this process), Authorizer with Options.Authorizer, and
 	// Signer with a random key of this process (replicas must pass one
-	// Signer with shared keys). With neither Sink nor DataDir, output chunk
-	// files go to a directory New makes under os.TempDir and Close removes.
+	// Signer with shared keys), Secrets with System.Handover. With neither
+	// Sink nor DataDir, output chunk files go to a directory New makes
+	// under os.TempDir and Close removes.
 	Runners *controller.Options
 	// RunnerBinary is the path, on this host, of berth's runner binary (a
 	// static Linux build of examples/runner) that leases host for
@@ -77,6 +79,11 @@ type Options struct {
 	// environment variable for it (examples/envctl reads
 	// BERTH_RUNNER_BINARY).
 	RunnerBinary string
+	// ProjectAuthChecker is the host's project auth check of managed
+	// accounts (AUTH-2), run by System.Handover.PrepareManagedAccount.
+	// Default: none; preparations stay pending until the host records
+	// the answer (Handover.RecordResult).
+	ProjectAuthChecker handover.Checker
 }
 
 // System is a composed berth: a store, drivers, a catalog, assignments, a
@@ -105,6 +112,11 @@ type System struct {
 	// manager's task hook (lease.Options.Tasks): releasing or sweeping a
 	// lease stops and verifies its runner tasks first.
 	Runners *controller.Controller
+	// Handover prepares managed accounts (project auth checks, AUTH-2)
+	// and resolves the secrets of runner tasks for Runners: a task's
+	// secret env keys from its lease's config, and managed accounts only
+	// while their project auth check matches exactly.
+	Handover *handover.Service
 
 	log     *slog.Logger
 	tempDir string // the runners' output directory New made, removed by Close
@@ -159,8 +171,15 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	sys := &System{Store: st, Drivers: reg, Secrets: secrets, log: logger, runnerBinary: o.RunnerBinary}
-	// The runner controller first: the lease manager stops and verifies
-	// the runners' tasks through it before any sandbox is released (PRP-6).
+	sys.Handover, err = handover.New(handover.Sources{Checks: st, Environments: st, Drivers: reg, Leases: st, Secrets: secrets},
+		&handover.Options{Authorizer: o.Authorizer, Checker: o.ProjectAuthChecker, Logger: o.Logger})
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	// The runner controller (its secrets through the Handover) before the
+	// lease manager: the manager stops and verifies the runners' tasks
+	// through it before any sandbox is released (PRP-6).
 	if err := sys.composeRunners(st, o); err != nil {
 		_ = st.Close()
 		return nil, err
@@ -243,6 +262,9 @@ func (s *System) composeRunners(st Store, o Options) error {
 	}
 	if co.Logger == nil {
 		co.Logger = o.Logger
+	}
+	if co.Secrets == nil {
+		co.Secrets = s.Handover
 	}
 	if co.Signer == nil {
 		key := make([]byte, 32)

@@ -9,7 +9,9 @@
 // Driver or by its live Sandbox values. A driver declares its capabilities
 // statically for discovery without allocation (CAP-1); Effective
 // (resolve.go) intersects the declaration with what the driver implements
-// and removes what a caller narrowed (CAP-2), and the As* helpers assert on
+// and removes what a caller narrowed (CAP-2; ConfigNarrowing gives what a
+// config narrows, for a driver that implements ConfigNarrower), and the As*
+// helpers assert on
 // the live value: the driver for driver-level interfaces, the sandbox (with
 // the caller's narrowing) for sandbox-level ones. The conformance suite
 // proves declared == implemented. All type assertions on optional

@@ -210,6 +210,18 @@ type RunnerIngress interface {
 	Launch(ctx context.Context, req RunnerLaunch) error
 }
 
+// ConfigNarrower is an optional interface that may be implemented by a
+// Driver whose effective capabilities depend on its config (CAP-2:
+// narrowing by config). NarrowedBy returns, without I/O, the declared
+// capabilities that cfg (normalized) takes away; Docker narrows
+// runner_ingress away for an engine that does not share this host's
+// filesystem. A driver that implements it refuses, at Acquire, what the
+// config narrowed away. If a Driver does not implement it, no config
+// narrows it. ConfigNarrowing reads it.
+type ConfigNarrower interface {
+	NarrowedBy(cfg Config) Set
+}
+
 // AvailabilityReporter is an optional interface that may be implemented by a
 // Driver. Availability reports, without I/O, why the driver cannot be used
 // now (credentials missing from its options, disabled), or nil. If a Driver

@@ -111,6 +111,16 @@ func Narrowing(d Driver, narrowed Set) Set {
 	return NewSet(AllCapabilities()...).Without(Effective(d, narrowed))
 }
 
+// ConfigNarrowing returns the capabilities that cfg narrows away for d
+// (ConfigNarrower), or the empty set when d does not implement it; pass it
+// to Effective and Narrowing to plan with a config. It does no I/O.
+func ConfigNarrowing(d Driver, cfg Config) Set {
+	if cn, ok := d.(ConfigNarrower); ok {
+		return cn.NarrowedBy(cfg)
+	}
+	return 0
+}
+
 // Available returns nil when d can be used, else an error wrapping
 // ErrUnavailable with the driver's reason. It does no I/O.
 func Available(d Driver) error {

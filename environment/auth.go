@@ -85,13 +85,23 @@ const (
 	// destroy orphans). An operator action: it destroys sandboxes of every
 	// company.
 	ActionSweep Action = "sweep"
+	// ActionAuthCheck: prepare, record, read or clear a project auth check
+	// of a managed account (AUTH-2; Resource kind
+	// ResourceKindManagedAccount with the company). An operator action.
+	ActionAuthCheck Action = "auth_check"
+	// ActionUseAccount: hand a managed account into a sandbox with a task
+	// (AUTH-2; Resource kind ResourceKindManagedAccount, ID the account
+	// reference, Company the lease's company). Allowing it is not enough:
+	// a project auth check must match exactly too.
+	ActionUseAccount Action = "use_account"
 )
 
 // IsMutation reports whether a changes stored state of the catalog or what
-// runs on a target (everything but read, read_config, probe and lease).
+// runs on a target (everything but read, read_config, probe, lease and
+// use_account).
 func (a Action) IsMutation() bool {
 	switch a {
-	case ActionRead, ActionReadConfig, ActionProbe, ActionLease:
+	case ActionRead, ActionReadConfig, ActionProbe, ActionLease, ActionUseAccount:
 		return false
 	}
 	return true
@@ -103,6 +113,11 @@ const ResourceKindEnvironment = "environment"
 // ResourceKindLease is the Resource.Kind of lease records (releasing or
 // reading a lease; Company is the lease's company).
 const ResourceKindLease = "lease"
+
+// ResourceKindManagedAccount is the Resource.Kind of managed accounts and
+// their project auth checks (AUTH-2): ID is the account reference (never
+// its value), Company the company it is used for.
+const ResourceKindManagedAccount = "managed_account"
 
 // Resource describes what an action is about. Fields that are unknown (an
 // environment not yet created has no ID; a listing has neither ID nor Name)
@@ -194,8 +209,11 @@ func Denied(p Principal, a Action, r Resource) error {
 //     (and, when the scope names an agent, only their own id), never by
 //     environment id; they release a lease (ActionLease on a
 //     ResourceKindLease resource) of a company they hold a grant for
-//     (ASG-3); they are denied every mutation, every probe, every sweep and
-//     the full view, whatever their grants;
+//     (ASG-3); they hand a managed account into a sandbox
+//     (ActionUseAccount) only for a company they hold a grant for (the
+//     project auth check must match besides, AUTH-2); they are denied every
+//     mutation, every probe, every sweep, every project auth check
+//     (ActionAuthCheck) and the full view, whatever their grants;
 //   - a principal without a known role is denied everything, and every
 //     action DefaultPolicy does not know is denied.
 type DefaultPolicy struct{}
@@ -222,7 +240,8 @@ func allowedByDefault(p Principal, a Action, r Resource) bool {
 	known := false
 	switch a {
 	case ActionRead, ActionReadConfig, ActionCreate, ActionUpdate, ActionArchive,
-		ActionDelete, ActionProbe, ActionLease, ActionBind, ActionSetup, ActionSweep:
+		ActionDelete, ActionProbe, ActionLease, ActionBind, ActionSetup, ActionSweep,
+		ActionAuthCheck, ActionUseAccount:
 		known = true
 	}
 	if !known {
@@ -239,6 +258,8 @@ func allowedByDefault(p Principal, a Action, r Resource) bool {
 			return companyVisible(p, r)
 		case ActionLease:
 			return agentMayLease(p, r)
+		case ActionUseAccount:
+			return r.Kind == ResourceKindManagedAccount && p.HasCompany(r.Company)
 		}
 		return false
 	}

@@ -19,6 +19,8 @@ func TestDefaultPolicy(t *testing.T) {
 	env := environment.Resource{Kind: environment.ResourceKindEnvironment, ID: "env_1", Name: "build"}
 	companyLease := environment.Resource{Kind: "lease", ID: "lease_1", Company: "acme"}
 	otherLease := environment.Resource{Kind: "lease", ID: "lease_2", Company: "globex"}
+	companyAccount := environment.Resource{Kind: environment.ResourceKindManagedAccount, ID: "secret:sec_1@v1", Company: "acme"}
+	otherAccount := environment.Resource{Kind: environment.ResourceKindManagedAccount, ID: "secret:sec_1@v1", Company: "globex"}
 	type row struct {
 		action environment.Action
 		res    environment.Resource
@@ -42,6 +44,12 @@ func TestDefaultPolicy(t *testing.T) {
 		// ASG-3, QUAL-4: company-bound records are read only with a grant.
 		{environment.ActionRead, companyLease, all},
 		{environment.ActionRead, otherLease, adminsOnly},
+		// AUTH-2: operators record project auth checks; agents hand over a
+		// managed account only for a company they hold a grant for.
+		{environment.ActionAuthCheck, companyAccount, adminsOnly},
+		{environment.ActionUseAccount, companyAccount, [4]bool{true, true, false, true}},
+		{environment.ActionUseAccount, otherAccount, adminsOnly},
+		{environment.ActionUseAccount, companyLease, adminsOnly},
 		{environment.Action("launch_missiles"), env, [4]bool{}},
 	}
 	for _, r := range rows {

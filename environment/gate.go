@@ -105,10 +105,11 @@ func (g *Gate) Check(ctx context.Context, env *Environment, required drivers.Set
 		return refuse(drivers.ErrUnavailable, "provider %s at %s was last measured unavailable at %s: %s",
 			h.Driver, h.Endpoint, h.CheckedAt.UTC().Format(time.RFC3339), h.Reason)
 	}
-	if _, err := d.Schema().Normalize(env.Config); err != nil {
+	norm, err := d.Schema().Normalize(env.Config)
+	if err != nil {
 		return refuse(&ConfigError{ID: env.ID, Name: env.Name, Err: err}, "the stored config no longer validates: %v", err)
 	}
-	eff := drivers.Effective(d, 0)
+	eff := drivers.Effective(d, drivers.ConfigNarrowing(d, norm)) // CAP-2: the config may narrow (Docker over tcp://: no runner_ingress)
 	if missing := eff.Missing(required); len(missing) > 0 {
 		names := make([]string, len(missing))
 		for i, c := range missing {

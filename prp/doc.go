@@ -13,6 +13,10 @@
 //     (task.start, task.stop) with its idempotency digest.
 //   - events.go: Event (command results, task output as []byte, exits,
 //     stop proofs) and StopProof.
+//   - secrets.go: SecretUse (a task's reference to a secret value: from the
+//     lease environment's secret env map or a managed account, into an env
+//     var or a 0600 file) and SecretValues, the body of the TypeSecrets
+//     frame that carries the values once, right before the command.
 //   - version.go: version negotiation and capability grants.
 //   - sequence.go: the contiguous-sequence check and the journal states
 //     both sides keep.

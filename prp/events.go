@@ -102,7 +102,17 @@ const (
 	CodeStartFailed         = "start_failed"
 	CodeUnknownTask         = "unknown_task"
 	CodeTaskExists          = "task_exists"
-	CodeInterrupted         = "interrupted"
+	// CodeInterrupted: the runner restarted while the command was
+	// executing (ResultIndeterminate), or after it received the command
+	// and before it started it (ResultRejected: nothing ran).
+	CodeInterrupted = "interrupted"
+	// CodeSecretsMissing: a task.start with secrets found no values at the
+	// runner (the runner restarted after it received the command, so the
+	// values that live only in its memory are gone); nothing ran.
+	CodeSecretsMissing = "secrets_missing"
+	// CodeSecretsUnavailable: the controller could not resolve the task's
+	// secrets at delivery (SecretValues.Code says more); nothing ran.
+	CodeSecretsUnavailable = "secrets_unavailable"
 )
 
 // Result is the outcome of one command.

@@ -24,6 +24,9 @@ const (
 	CapStopProof Capability = "stop_proof"
 	// CapStdin: task.start may carry stdin bytes.
 	CapStdin Capability = "stdin"
+	// CapSecrets: task.start may carry secret references whose values
+	// arrive in a TypeSecrets frame.
+	CapSecrets Capability = "secrets"
 )
 
 // Resume is the runner's cursor in a Hello: what it has of both sequences.
@@ -168,6 +171,10 @@ type TaskStart struct {
 	Deadline    time.Time         `json:"deadline,omitzero"`
 	OutputLimit int64             `json:"output_limit,omitempty"`
 	Stdin       []byte            `json:"stdin,omitempty"`
+	// Secrets are references to the secret values the task needs (see
+	// SecretUse); the values arrive in a TypeSecrets frame, never in the
+	// command. A task with secrets never runs without their values.
+	Secrets []SecretUse `json:"secrets,omitempty"`
 }
 
 // TaskStop stops a task's whole process tree: SIGTERM, Grace, SIGKILL.
@@ -197,6 +204,9 @@ func (c *Command) Validate() error {
 		}
 		if c.TaskStart.OutputLimit < 0 {
 			return fmt.Errorf("command %s: field task_start.output_limit is negative", c.ID)
+		}
+		if err := validateSecretUses(c.TaskStart.Secrets); err != nil {
+			return fmt.Errorf("command %s: task_start: %w", c.ID, err)
 		}
 	case CommandTaskStop:
 		if c.TaskStop == nil || c.TaskStart != nil {

@@ -59,6 +59,10 @@ const (
 	TypeAck Type = "ack"
 	// TypeToken carries a renewed connection token (body TokenRenewal).
 	TypeToken Type = "token"
+	// TypeSecrets carries the secret values of the next task.start command
+	// (body SecretValues); controller to runner only, never sequenced,
+	// journaled or acked.
+	TypeSecrets Type = "secrets"
 )
 
 // Close codes (WebSocket application range 4000-4999) with which either
@@ -120,7 +124,7 @@ func (e *Envelope) Validate() error {
 		return fmt.Errorf("%w: field session %q is not a valid id", ErrFrame, e.Session)
 	}
 	switch e.Type {
-	case TypeHello, TypeWelcome, TypeAck, TypeToken:
+	case TypeHello, TypeWelcome, TypeAck, TypeToken, TypeSecrets:
 		if e.Seq != 0 {
 			return fmt.Errorf("%w: field seq must be 0 in a %s", ErrFrame, e.Type)
 		}

@@ -128,7 +128,9 @@
 //     is not implemented and not declared.
 //   - Terminal.OpenTerminal with Argv: the toolbox always starts the login
 //     shell, so the driver types "exec <argv>" as the first input.
-//   - Runner ingress (preview URLs): not implemented, not declared.
+//   - Runner ingress (preview URLs): not implemented, not declared;
+//     Acquire with AcquireRequest.Runner is refused before any API call
+//     (drivers.ErrUnsupported, naming runner_ingress).
 //   - Sandbox resources (cpu, memory, disk, gpu): the API refuses them when
 //     creating from a snapshot; they come from the snapshot.
 //   - Archive, pause, resize, fork, backups, volumes, network settings,

@@ -267,7 +267,15 @@ const LabelLeaseID = "berth.lease-id"
 // sandbox, so any failure after the create deletes it (best effort; after a
 // cancellation the delete runs on in the background, bounded by
 // Options.CleanupTimeout, so that Acquire returns promptly).
+//
+// A request with req.Runner set is refused before any API call, with an
+// error wrapping drivers.ErrUnsupported that names runner_ingress: the
+// driver has no way to carry a runner's connections back to the host.
 func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+	if req.Runner != nil {
+		return nil, fmt.Errorf("daytona: acquire for lease %q: capability %s: the driver has no runner ingress: %w",
+			req.LeaseID, drivers.CapRunnerIngress, drivers.ErrUnsupported)
+	}
 	s, err := d.open(cfg)
 	if err != nil {
 		return nil, err

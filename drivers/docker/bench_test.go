@@ -2,12 +2,14 @@ package docker_test
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/drivertest"
+	"github.com/berthdev/berth/prp"
 )
 
 // BenchmarkAcquireExecDestroyVsDockerRun measures one sandbox lifecycle
@@ -82,4 +84,54 @@ func BenchmarkDriver(b *testing.B) {
 	drivertest.RunBenchmarks(b, func(ctx context.Context, tb testing.TB) (drivertest.Harness, error) {
 		return &harness{e: e, cfg: cfg}, nil
 	})
+}
+
+// BenchmarkRunnerTaskVsDockerExec measures one task on a connected runner
+// in a container (StartTask of "true" until its result is stored, through
+// the ingress's unix socket) against its anchor measured in the same run,
+// `docker exec CONTAINER true` on the same container, alternating the two.
+// It reports speedup_vs_docker_exec: the anchor's mean time divided by the
+// runner's (goal: at least 10). No absolute time is asserted.
+//
+//	go test -run '^$' -bench RunnerTaskVsDockerExec -benchtime 50x ./drivers/docker/
+func BenchmarkRunnerTaskVsDockerExec(b *testing.B) {
+	cliPath, err := exec.LookPath("docker")
+	if err != nil {
+		b.Skipf("the docker CLI is needed for the anchor: %v", err)
+	}
+	e := newEnv(b)
+	ctx := context.Background()
+	spec := runnerSpec(b)
+	sb := e.acquire(ctx, e.config(e.img.Ref, nil), drivers.AcquireRequest{LeaseID: "lease-1", Runner: &spec})
+	h := newPRPHost(b, sb, spec)
+	h.launch(ctx, h.serve(ctx), "lease-1")
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	session := h.session(sctx, sb)
+	var runner, anchor time.Duration
+	n := 0
+	for b.Loop() {
+		id := fmt.Sprintf("c%d", n)
+		start := time.Now()
+		if _, err := h.c.StartTask(ctx, operator, session, id, prp.TaskStart{TaskID: "t" + id, Argv: []string{"true"}}); err != nil {
+			b.Fatal(err)
+		}
+		res, err := h.c.Wait(ctx, operator, session, id)
+		if err != nil || res.Status != prp.ResultDone || res.Exit == nil || res.Exit.Code != 0 {
+			b.Fatalf("task %s: %+v, %v", id, res, err)
+		}
+		runner += time.Since(start)
+
+		start = time.Now()
+		if out, err := exec.CommandContext(ctx, cliPath, "exec", sb.ID(), "true").CombinedOutput(); err != nil {
+			b.Fatalf("docker exec: %v: %s", err, out)
+		}
+		anchor += time.Since(start)
+		n++
+	}
+	if n > 0 && runner > 0 {
+		b.ReportMetric(float64(anchor)/float64(runner), "speedup_vs_docker_exec")
+		b.ReportMetric(float64(runner.Microseconds())/float64(n)/1000, "runner_task_ms")
+		b.ReportMetric(float64(anchor.Microseconds())/float64(n)/1000, "docker_exec_ms")
+	}
 }

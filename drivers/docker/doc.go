@@ -5,7 +5,8 @@
 // their kinds are in config.go, the container's hardening in container.go,
 // image presence and the live image identity in image.go, commands in
 // exec.go, release receipts, List and Destroy in release.go, templates in
-// capture.go and PTY sessions in terminal.go.
+// capture.go, PTY sessions in terminal.go and the runner ingress in
+// runner.go.
 //
 // # Config
 //
@@ -73,6 +74,47 @@
 // container"). Destroy by id of a container that is already gone is the same
 // confirmed receipt. List, Resume and Destroy only ever touch containers
 // that carry LabelManaged.
+//
+// # Runner ingress (CapRunnerIngress)
+//
+// A container that will host berth's runner is acquired with
+// AcquireRequest.Runner: Acquire checks that the binary has the spec's
+// SHA-256 (a mismatch names the sha256 field) and, at creation,
+// bind-mounts it read-only at RunnerBinaryPath (/.berth/bin/berth-runner),
+// bind-mounts read-only at RunnerSocketDir (/.berth/run) a host directory
+// that will hold the ingress socket, mounts a tmpfs owned by the user
+// knob's uid (mode 1777 without it) at RunnerStateDir (/.berth/state) for
+// the runner's state, and labels the container LabelRunner=<sha256>.
+// Nothing is copied: Docker's tmpfs mounts are noexec and a read-only root
+// has no other place. The runner reaches the host over that unix socket, so
+// it works with network "none" and sends no IP traffic; no network is
+// added. HostRunner listens on the host side: Options.RunnerDir (default
+// berth-docker-runner-UID in the temporary directory, 0700, owned by
+// berth's user) holds one 0700 directory per container, whose 0711 "run"
+// subdirectory is the mount, with the socket prp.sock (0666) in it; so a
+// non-root container user can connect and no other user of the host can.
+// The container cannot write in either mount. Endpoint is
+// "unix:/.berth/run/prp.sock"; Launch uses drivers.LaunchRunnerByExec
+// (the image needs sh, mkdir, cat and mv; setsid where present). A
+// container acquired without a Runner refuses HostRunner with
+// drivers.ErrUnsupported.
+//
+// This needs an engine that shares this host's filesystem: only a unix://
+// host does (an engine behind a unix socket in a VM, such as Docker
+// Desktop's, does not, and is not detected). For a tcp:// host the driver
+// narrows runner_ingress away (Driver.NarrowedBy, drivers.ConfigNarrower)
+// and Acquire with a Runner is refused before the engine is contacted.
+//
+// Release closes the handle's open ingress; Destroy (and Driver.Destroy
+// by id) removes the container's host directory once the engine confirms
+// the container is gone. A stopped or kept container keeps its mounts and
+// its directory: Resume reads them back from the engine, and its handle
+// hosts the runner the container was created with. HostRunner with a spec
+// of another SHA-256 is refused (drivers.ErrUnsupported naming sha256),
+// as is a binary changed in place since creation; to run another runner,
+// acquire a new container. A bind mount holds the file it was created with
+// (its inode): replacing the host file by a rename does not change what
+// the container runs.
 //
 // # Templates
 //

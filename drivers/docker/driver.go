@@ -11,6 +11,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -44,14 +47,22 @@ type Options struct {
 	Host string
 	// Logger receives debug logs; nil discards them. Secrets are never logged.
 	Logger *slog.Logger
+	// RunnerDir holds, for each container acquired with
+	// AcquireRequest.Runner, a 0700 directory whose "run" subdirectory is
+	// bind-mounted at RunnerSocketDir; default: berth-docker-runner-UID in
+	// the temporary directory. It must be owned by this process's user
+	// and writable by nobody else; unix socket paths are short (108
+	// bytes), so keep it short.
+	RunnerDir string
 }
 
 // Driver runs sandboxes as hardened containers on a Docker engine. It is
 // safe for concurrent use. Create it with New; Close releases its engine
 // connections.
 type Driver struct {
-	schema *drivers.ConfigSchema
-	log    *slog.Logger
+	schema    *drivers.ConfigSchema
+	log       *slog.Logger
+	runnerDir string
 
 	mu      sync.Mutex
 	clients map[string]*client.Client
@@ -64,6 +75,7 @@ var (
 	_ drivers.Destroyer       = (*Driver)(nil)
 	_ drivers.TemplateDeleter = (*Driver)(nil)
 	_ drivers.Closer          = (*Driver)(nil)
+	_ drivers.ConfigNarrower  = (*Driver)(nil)
 )
 
 // New returns a Docker driver. It does no I/O: engines are contacted on
@@ -80,19 +92,24 @@ func New(opts *Options) *Driver {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Driver{schema: newSchema(host), log: log, clients: map[string]*client.Client{}}
+	dir := opts.RunnerDir
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "berth-docker-runner-"+strconv.Itoa(os.Geteuid()))
+	}
+	return &Driver{schema: newSchema(host), log: log, runnerDir: filepath.Clean(dir), clients: map[string]*client.Client{}}
 }
 
 // Name returns "docker".
 func (d *Driver) Name() string { return Name }
 
-// Capabilities declares everything but runner ingress; no I/O.
+// Capabilities declares every capability; runner ingress only for an
+// engine that shares this host's filesystem (see NarrowedBy). No I/O.
 func (d *Driver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{
 		Kind: drivers.KindSandbox,
 		Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList,
 			drivers.CapDestroyByID, drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapTemplateCapture,
-			drivers.CapTemplateDelete),
+			drivers.CapTemplateDelete, drivers.CapRunnerIngress),
 		StartupBudget: DefaultStartupTimeout,
 	}
 }
@@ -183,6 +200,13 @@ func isNetErr(err error) bool {
 // and ctx's deadline both bound it. On a failure before req.Allocated the
 // container is removed; after it, a failed start removes it too, while a
 // cancelled start leaves it to the lease layer (which knows its id).
+//
+// With req.Runner, Acquire first checks that the engine shares this
+// host's filesystem (a unix:// host; otherwise an error wrapping
+// drivers.ErrUnsupported naming runner_ingress) and that the binary has
+// the spec's sum, then mounts it and the container's ingress directory
+// (see "Runner ingress" in the package documentation); nothing is created
+// when a check fails.
 func (d *Driver) Acquire(ctx context.Context, raw drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	cfg, err := d.parseConfig(raw)
 	if err != nil {
@@ -195,6 +219,11 @@ func (d *Driver) Acquire(ctx context.Context, raw drivers.Config, req drivers.Ac
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("docker %s: acquire: %w", cfg.host, err)
 	}
+	if req.Runner != nil {
+		if err := checkRunner(cfg, req.Runner); err != nil {
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.startup)
 	defer cancel()
 	imageID, err := d.ensureImage(ctx, cli, cfg)
@@ -205,27 +234,36 @@ func (d *Driver) Acquire(ctx context.Context, raw drivers.Config, req drivers.Ac
 	if err != nil {
 		return nil, err
 	}
-	created, err := cli.ContainerCreate(ctx, cc, hc, nil, nil, "berth-"+randomHex(6))
+	name := "berth-" + randomHex(6)
+	var rm *runnerMounts
+	if req.Runner != nil {
+		if rm, err = d.makeRunnerDir(req.Runner, name); err != nil {
+			return nil, err
+		}
+		addRunner(cfg, rm, cc, hc)
+	}
+	created, err := cli.ContainerCreate(ctx, cc, hc, nil, nil, name)
 	if err != nil {
+		d.removeRunnerDir(rm)
 		return nil, engineErr(cfg.host, "create container from "+cfg.image, err)
 	}
 	id := created.ID
-	sb := &sandbox{d: d, cli: cli, cfg: cfg, id: id}
+	sb := &sandbox{d: d, cli: cli, cfg: cfg, id: id, runner: rm}
 	if req.Allocated != nil {
 		if err := req.Allocated(ctx, id); err != nil {
-			d.removeQuietly(cli, id)
+			d.removeQuietly(cli, id, rm)
 			return nil, err
 		}
 	}
 	if err := cli.ContainerStart(ctx, id, startOptions()); err != nil {
 		if ctx.Err() == nil {
-			d.removeQuietly(cli, id)
+			d.removeQuietly(cli, id, rm)
 		}
 		return nil, engineErr(cfg.host, "start container "+id, err)
 	}
 	if err := sb.waitRunning(ctx); err != nil {
 		if ctx.Err() == nil {
-			d.removeQuietly(cli, id)
+			d.removeQuietly(cli, id, rm)
 		}
 		return nil, err
 	}
@@ -236,6 +274,8 @@ func (d *Driver) Acquire(ctx context.Context, raw drivers.Config, req drivers.Ac
 // Resume returns a handle to the berth container providerLeaseID, starting
 // it if it is stopped, and waits until it runs. A container that does not
 // exist, or was not made by berth, is an error wrapping drivers.ErrNotFound.
+// A container made with AcquireRequest.Runner keeps its mounts: its handle
+// hosts the runner it was created with (HostRunner refuses another sum).
 func (d *Driver) Resume(ctx context.Context, raw drivers.Config, providerLeaseID string) (drivers.Sandbox, error) {
 	cfg, err := d.parseConfig(raw)
 	if err != nil {
@@ -251,7 +291,7 @@ func (d *Driver) Resume(ctx context.Context, raw drivers.Config, providerLeaseID
 	if err != nil {
 		return nil, err
 	}
-	sb := &sandbox{d: d, cli: cli, cfg: cfg, id: ins.ID}
+	sb := &sandbox{d: d, cli: cli, cfg: cfg, id: ins.ID, runner: d.runnerOf(ins)}
 	if ins.State == nil || !ins.State.Running {
 		if err := cli.ContainerStart(ctx, ins.ID, startOptions()); err != nil {
 			return nil, engineErr(cfg.host, "start container "+ins.ID, err)
@@ -263,13 +303,16 @@ func (d *Driver) Resume(ctx context.Context, raw drivers.Config, providerLeaseID
 	return sb, nil
 }
 
-// removeQuietly force-removes a container that Acquire gave up on.
-func (d *Driver) removeQuietly(cli *client.Client, id string) {
+// removeQuietly force-removes a container that Acquire gave up on, and
+// its runner directory once the container is gone.
+func (d *Driver) removeQuietly(cli *client.Client, id string, rm *runnerMounts) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := removeContainer(ctx, cli, id); err != nil {
 		d.log.Warn("docker: removing abandoned container", "container", id, "err", err)
+		return
 	}
+	d.removeRunnerDir(rm)
 }
 
 func randomHex(n int) string {

@@ -66,6 +66,10 @@ type sandbox struct {
 	cfg      *config
 	id       string
 	released atomic.Bool
+	runner   *runnerMounts // nil: made without AcquireRequest.Runner
+
+	ingressMu sync.Mutex
+	ingress   *ingress // the open ingress, if any
 }
 
 var (
@@ -74,6 +78,7 @@ var (
 	_ drivers.ImageReporter = (*sandbox)(nil)
 	_ drivers.Terminal      = (*sandbox)(nil)
 	_ drivers.Capturer      = (*sandbox)(nil)
+	_ drivers.RunnerHost    = (*sandbox)(nil)
 )
 
 // ID returns the container id.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -154,7 +155,15 @@ const conformanceParallel = 8
 // Parallel implements drivertest.ParallelHarness.
 func (h *harness) Parallel() int { return conformanceParallel }
 
+// RunnerSpec implements drivertest.RunnerHarness: the reference runner,
+// built static once per test binary.
+func (h *harness) RunnerSpec(tb testing.TB) drivers.RunnerSpec {
+	p, sum := testenv.RunnerBinarySum(tb)
+	return drivers.RunnerSpec{Binary: p, SHA256: sum}
+}
+
 var (
+	_ drivertest.RunnerHarness   = (*harness)(nil)
 	_ drivertest.ImageHarness    = (*harness)(nil)
 	_ drivertest.FailureHarness  = (*harness)(nil)
 	_ drivertest.ParallelHarness = (*harness)(nil)
@@ -167,6 +176,13 @@ func (h *harness) ConfigWithImage(id images.Identity) (drivers.Config, bool) {
 	c := h.cfg.Clone()
 	c[docker.FieldImage] = id.String()
 	return c, true
+}
+
+// TestMain removes the runner binary that RunnerBinary built, if any.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.RemoveRunnerBinary()
+	os.Exit(code)
 }
 
 func TestConformance(t *testing.T) {

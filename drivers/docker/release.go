@@ -23,15 +23,24 @@ const stopTimeout = 10 * time.Second
 // StateDestroyed, a container that no longer runs proves StateStopped
 // (LEASE-7). After Release, Exec returns drivers.ErrReleased; Release itself
 // may be called again (for example to retry a failed destroy).
+//
+// Release closes the handle's open runner ingress (a kept or stopped
+// container keeps its runner directory for Resume); a confirmed Destroy
+// removes the container's runner directory.
 func (s *sandbox) Release(ctx context.Context, disp drivers.Disposition) (drivers.Receipt, error) {
 	s.released.Store(true)
+	s.closeIngress()
 	switch disp {
 	case drivers.Keep:
 		return confirmState(ctx, s.cli, s.cfg.host, s.id)
 	case drivers.Stop:
 		return stopContainer(ctx, s.cli, s.cfg.host, s.id)
 	case drivers.Destroy:
-		return destroyContainer(ctx, s.cli, s.cfg.host, s.id)
+		r, err := destroyContainer(ctx, s.cli, s.cfg.host, s.id)
+		if err == nil {
+			s.d.removeRunnerDir(s.runner)
+		}
+		return r, err
 	}
 	return drivers.Receipt{}, fmt.Errorf("docker: release %s: unknown disposition %s", s.id, disp)
 }
@@ -88,7 +97,8 @@ func destroyContainer(ctx context.Context, cli *client.Client, host, id string) 
 // returns the engine's confirmation. A container that is already gone
 // yields a confirmed StateDestroyed receipt; a container that exists but was
 // not made by berth (no LabelManaged) is refused with an error wrapping
-// drivers.ErrNotFound and left alone.
+// drivers.ErrNotFound and left alone. A confirmed destroy removes the
+// container's runner directory (found through its mounts).
 func (d *Driver) Destroy(ctx context.Context, raw drivers.Config, providerLeaseID string) (drivers.Receipt, error) {
 	cfg, err := d.parseConfig(raw)
 	if err != nil {
@@ -98,7 +108,8 @@ func (d *Driver) Destroy(ctx context.Context, raw drivers.Config, providerLeaseI
 	if err != nil {
 		return drivers.Receipt{}, err
 	}
-	if _, err := inspectManaged(ctx, cli, cfg.host, providerLeaseID); err != nil {
+	ins, err := inspectManaged(ctx, cli, cfg.host, providerLeaseID)
+	if err != nil {
 		if providerLeaseID != "" {
 			if _, ierr := cli.ContainerInspect(ctx, providerLeaseID); cerrdefs.IsNotFound(ierr) {
 				return confirmState(ctx, cli, cfg.host, providerLeaseID)
@@ -106,7 +117,11 @@ func (d *Driver) Destroy(ctx context.Context, raw drivers.Config, providerLeaseI
 		}
 		return drivers.Receipt{ProviderLeaseID: providerLeaseID}, err
 	}
-	return destroyContainer(ctx, cli, cfg.host, providerLeaseID)
+	r, err := destroyContainer(ctx, cli, cfg.host, providerLeaseID)
+	if err == nil {
+		d.removeRunnerDir(d.runnerOf(ins))
+	}
+	return r, err
 }
 
 // List returns the berth containers (LabelManaged) on the configured engine

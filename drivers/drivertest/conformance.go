@@ -18,7 +18,9 @@ import (
 // file calls it with a HarnessMaker. Each subtest makes a fresh Harness
 // and closes it at its end. Expectations on optional interfaces are gated on
 // the driver's effective capabilities (drivers.Effective); a subtest for a
-// capability the driver does not declare is skipped. Errors are checked with
+// capability the driver does not declare is skipped, and a driver without
+// runner ingress (undeclared, or narrowed away by the harness's config) is
+// checked to refuse an Acquire with a Runner before allocating anything. Errors are checked with
 // errors.Is against the drivers sentinels, never by message text.
 //
 // The target needs a POSIX sh: commands used are echo, cat, pwd, sleep,
@@ -59,6 +61,7 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 	gated(t, "terminal", drivers.CapTerminal, newHarness, testTerminal)
 	gated(t, "capture and delete template", drivers.CapTemplateCapture, newHarness, testCapture)
 	gated(t, "runner ingress", drivers.CapRunnerIngress, newHarness, testRunnerIngress)
+	ungated(t, "acquire with a runner is refused without runner ingress", drivers.CapRunnerIngress, newHarness, testRunnerRefused)
 }
 
 // CAP-1, CAP-2: the declaration is static, cheap, and equal to what the

@@ -15,7 +15,13 @@
 //   - ImageHarness, to point its config at a captured image, so that
 //     capture and template deletion are checked end to end;
 //   - ParallelHarness, to set the width of the parallel acquire subtest
-//     (DefaultParallel otherwise).
+//     (DefaultParallel otherwise);
+//   - RunnerHarness (required when the driver declares runner_ingress), to
+//     give the runner binary that the runner ingress subtest launches.
+//
+// A driver without runner_ingress (undeclared, or narrowed away by the
+// harness's config through drivers.ConfigNarrower) is checked to refuse an
+// Acquire with a Runner before allocating anything.
 //
 // The target must offer a POSIX sh: the suite runs echo, cat, pwd, sleep,
 // exit and sh -c scripts (busybox is enough; the fake driver interprets

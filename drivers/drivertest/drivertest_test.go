@@ -22,8 +22,12 @@ func (h harness) Close()                 {}
 
 // execOnly is an honest driver with no optional interface: it forwards the
 // required methods to a fake and hides every optional one, on the driver
-// and on its sandboxes, and declares only exec.
-type execOnly struct{ f *fake.Driver }
+// and on its sandboxes, and declares only exec. It refuses a Runner, as a
+// driver without runner ingress must (unless acceptsRunner: a wrong one).
+type execOnly struct {
+	f             *fake.Driver
+	acceptsRunner bool
+}
 
 func (d execOnly) Name() string { return d.f.Name() }
 func (d execOnly) Capabilities() drivers.Capabilities {
@@ -31,6 +35,9 @@ func (d execOnly) Capabilities() drivers.Capabilities {
 }
 func (d execOnly) Schema() *drivers.ConfigSchema { return d.f.Schema() }
 func (d execOnly) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+	if req.Runner != nil && !d.acceptsRunner {
+		return nil, fmt.Errorf("%s: capability %s: %w", d.Name(), drivers.CapRunnerIngress, drivers.ErrUnsupported)
+	}
 	sb, err := d.f.Acquire(ctx, cfg, req)
 	if err != nil {
 		return nil, err
@@ -53,7 +60,7 @@ func (s plainSandbox) Release(ctx context.Context, d drivers.Disposition) (drive
 // passes the core contract and skips every optional subtest.
 func TestSuiteGatesOnDeclaredCapabilities(t *testing.T) {
 	drivertest.RunConformanceTests(t, func(context.Context, testing.TB) (drivertest.Harness, error) {
-		return harness{execOnly{fake.New(&fake.Options{Name: "fake-minimal"})}}, nil
+		return harness{execOnly{f: fake.New(&fake.Options{Name: "fake-minimal"})}}, nil
 	})
 }
 
@@ -64,7 +71,7 @@ const wrongDriverEnv = "BERTH_DRIVERTEST_WRONG_DRIVER"
 // wrongDrivers are deliberately wrong drivers, each with the failure the
 // suite must report: fakes that implement an optional interface they do not
 // declare (fake.Options.Undeclared), one at sandbox level, one at driver
-// level; a wrapper that loses the sentinel of an unknown image; and a fake
+// level; a driver without runner ingress that accepts a Runner; a wrapper that loses the sentinel of an unknown image; and a fake
 // that reports its dead control plane as an unreachable host.
 var wrongDrivers = map[string]struct {
 	harness drivertest.Harness
@@ -81,6 +88,10 @@ var wrongDrivers = map[string]struct {
 	"plain image error": {
 		brokenHarness{harness{plainErrors{fake.New(&fake.Options{Name: "fake-wrong"})}}, drivertest.FailUnknownImage},
 		`unknown image: driver "fake-wrong": err = fake: image "registry.example/none:1": no such tag: image not found; want it to wrap image not found (errors.Is)`,
+	},
+	"runner accepted without ingress": {
+		harness{execOnly{f: fake.New(&fake.Options{Name: "fake-wrong"}), acceptsRunner: true}},
+		`driver "fake-wrong" does not offer runner_ingress, yet Acquire with a Runner succeeded`,
 	},
 	"dead control plane as unreachable": {
 		brokenHarness{harness{fake.New(&fake.Options{Name: "fake-wrong"})}, drivertest.FailUnreachable},

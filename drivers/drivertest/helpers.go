@@ -65,6 +65,19 @@ func gated(t *testing.T, name string, c drivers.Capability, mk HarnessMaker, bod
 	})
 }
 
+// ungated is subtest that is skipped when c is effective for the driver
+// under the harness's config (declared and not narrowed by it): it checks
+// what a driver without c must do.
+func ungated(t *testing.T, name string, c drivers.Capability, mk HarnessMaker, body func(t *testing.T, ctx context.Context, h Harness)) {
+	subtest(t, name, mk, func(t *testing.T, ctx context.Context, h Harness) {
+		d := h.Driver()
+		if drivers.Effective(d, drivers.ConfigNarrowing(d, h.Config())).Has(c) {
+			t.Skipf("driver %q offers %s", d.Name(), c)
+		}
+		body(t, ctx, h)
+	})
+}
+
 // acquire acquires a sandbox and destroys it at cleanup unless the test
 // released it.
 func acquire(t *testing.T, ctx context.Context, h Harness, req drivers.AcquireRequest) drivers.Sandbox {

@@ -3,6 +3,7 @@ package drivertest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -376,7 +378,10 @@ func testRunnerIngress(t *testing.T, ctx context.Context, h Harness) {
 			var xr struct{ Ticket, Lease string }
 			body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<10))
 			_ = json.Unmarshal(body, &xr)
-			got <- exchangeSeen{method: r.Method, path: r.URL.Path, ticket: xr.Ticket, lease: xr.Lease}
+			select { // never block the refusal on a full channel
+			case got <- exchangeSeen{method: r.Method, path: r.URL.Path, ticket: xr.Ticket, lease: xr.Lease}:
+			default:
+			}
 			// Refuse, so that the runner gives up and exits.
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
@@ -390,23 +395,101 @@ func testRunnerIngress(t *testing.T, ctx context.Context, h Harness) {
 			srv.Close()
 			t.Fatalf("round %d: Launch: %v", round, err)
 		}
-		select {
-		case x := <-got:
-			if x.method != http.MethodPost || !strings.HasSuffix(x.path, "/exchange") {
-				t.Errorf("round %d: the runner sent %s %s, want POST .../exchange", round, x.method, x.path)
+		timeout := time.After(time.Until(deadlineOr(ctx, 90*time.Second)))
+	wait:
+		for {
+			select {
+			case x := <-got:
+				if x.method != http.MethodPost || !strings.HasSuffix(x.path, "/exchange") {
+					t.Errorf("round %d: the runner sent %s %s, want POST .../exchange", round, x.method, x.path)
+				}
+				if round > 0 && x.lease == "conformance-lease-0" {
+					// The first round's runner, whose refusal may have
+					// been cut by the server's shutdown, retrying: closing
+					// an ingress stops no runner.
+					continue
+				}
+				if x.ticket != ticket || x.lease != lease {
+					t.Errorf("round %d: the runner exchanged ticket %q for lease %q, want the launched ticket for %q", round, x.ticket, x.lease, lease)
+				}
+				break wait
+			case <-timeout:
+				t.Errorf("round %d: no runner reached the host through the ingress at %s", round, ep)
+				break wait
 			}
-			if x.ticket != ticket || x.lease != lease {
-				t.Errorf("round %d: the runner exchanged ticket %q for lease %q, want the launched ticket for %q", round, x.ticket, x.lease, lease)
-			}
-		case <-time.After(time.Until(deadlineOr(ctx, 90*time.Second))):
-			t.Errorf("round %d: no runner reached the host through the ingress at %s", round, ep)
 		}
-		srv.Close()
+		// Shutdown lets the refusal reach the runner, which then exits.
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if srv.Shutdown(sctx) != nil {
+			srv.Close()
+		}
+		cancel()
 		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			t.Errorf("round %d: serving the ingress: %v", round, err)
 		}
 		if err := in.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			t.Errorf("round %d: closing the ingress: %v", round, err)
+		}
+	}
+}
+
+// A driver without runner ingress (undeclared, or narrowed away by the
+// config) refuses an Acquire with a Runner: the error wraps ErrUnsupported
+// and names runner_ingress, Allocated is never called, and, where the
+// driver lists sandboxes, none carries the request's labels.
+func testRunnerRefused(t *testing.T, ctx context.Context, h Harness) {
+	var spec drivers.RunnerSpec
+	if rh, ok := h.(RunnerHarness); ok {
+		spec = rh.RunnerSpec(t)
+	} else {
+		// A real file with its real sum, so that a refusal cannot be
+		// about the file.
+		spec.Binary = filepath.Join(t.TempDir(), "berth-runner")
+		body := []byte("#!/bin/sh\nexit 0\n")
+		if err := os.WriteFile(spec.Binary, body, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(body)
+		spec.SHA256 = hex.EncodeToString(sum[:])
+	}
+	labels := map[string]string{"berth.test/run": uniqueSuffix(), "berth.test/which": "runner-refused"}
+	var allocated []string
+	var mu sync.Mutex
+	sb, err := h.Driver().Acquire(ctx, h.Config(), drivers.AcquireRequest{
+		LeaseID: "runner-refused-" + uniqueSuffix(), Labels: labels, Runner: &spec,
+		Allocated: func(_ context.Context, id string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			allocated = append(allocated, id)
+			return nil
+		},
+	})
+	if err == nil {
+		cleanup(t, h, sb)
+		t.Fatalf("driver %q does not offer %s, yet Acquire with a Runner succeeded (%s); want an error wrapping ErrUnsupported",
+			h.Driver().Name(), drivers.CapRunnerIngress, sb.ID())
+	}
+	if !errors.Is(err, drivers.ErrUnsupported) {
+		t.Errorf("Acquire with a Runner: err = %v, want it to wrap ErrUnsupported (errors.Is)", err)
+	}
+	if !strings.Contains(err.Error(), drivers.CapRunnerIngress.String()) {
+		t.Errorf("Acquire with a Runner: err = %v, want it to name %s", err, drivers.CapRunnerIngress)
+	}
+	mu.Lock()
+	if len(allocated) > 0 {
+		t.Errorf("Acquire with a Runner called Allocated with %v before refusing, want nothing allocated", allocated)
+	}
+	mu.Unlock()
+	if l, lerr := drivers.AsLister(h.Driver()); lerr == nil {
+		infos, err := l.List(ctx, h.Config(), labels)
+		if err != nil {
+			t.Fatalf("List(%v): %v", labels, err)
+		}
+		for _, i := range infos {
+			t.Errorf("Acquire with a Runner was refused but left sandbox %s (%s) carrying its labels", i.ProviderLeaseID, i.State)
+			if ds, derr := drivers.AsDestroyer(h.Driver()); derr == nil {
+				_, _ = ds.Destroy(ctx, h.Config(), i.ProviderLeaseID)
+			}
 		}
 	}
 }

@@ -7,7 +7,20 @@
 // os/exec, each in its own process group; cancellation kills the whole group
 // and WaitDelay keeps pipes held by grandchildren from hanging (exec.go).
 // Release kills what the session left running and confirms it through /proc
-// (release.go). The driver declares exec and stream_exec only. Its sandboxes
-// implement Workspace, which reports the host name and working directory
-// for the local probe (PRB-1).
+// (release.go). The driver declares exec, stream_exec and runner_ingress.
+// Its sandboxes implement Workspace, which reports the host name and working
+// directory for the local probe (PRB-1).
+//
+// Runner ingress (runner.go, drivers.RunnerHost): HostRunner installs
+// nothing; it checks that spec.Binary is a regular executable file whose
+// SHA-256 is spec.SHA256 (refusing otherwise, naming the field) and opens a
+// unix socket prp.sock in a directory of mode 0700 made in the temporary
+// directory at the lease's first HostRunner, so every ingress of the lease
+// has the same path. Launch starts the runner where it is through
+// drivers.LaunchRunnerByExec, detached in its own session, with a state
+// directory per berth lease id in that directory, its environment marked
+// (BERTH_HOSTED_RUNNER, inherited by its tasks). Closing the ingress stops
+// no runner. Release with Stop or Destroy ends every marked process
+// (SIGTERM, then SIGKILL; survivors make the receipt unconfirmed), although
+// they left the session's process groups, and removes the directory.
 package local

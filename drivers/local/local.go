@@ -89,9 +89,10 @@ func checkAbs(v any) error {
 // Name returns "local".
 func (d *Driver) Name() string { return Name }
 
-// Capabilities returns Kind host with exec and stream_exec declared. No I/O.
+// Capabilities returns Kind host with exec, stream_exec and runner_ingress
+// declared. No I/O.
 func (d *Driver) Capabilities() drivers.Capabilities {
-	return drivers.Capabilities{Kind: drivers.KindHost, Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec)}
+	return drivers.Capabilities{Kind: drivers.KindHost, Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapRunnerIngress)}
 }
 
 // Schema returns the config schema: workdir (identity) and shell (knob).
@@ -193,12 +194,19 @@ type sandbox struct {
 	mu       sync.Mutex
 	released bool
 	groups   map[int]bool // process group ids started by the session
+
+	// The runner (runner.go): the lease's runner directory, made at the
+	// first HostRunner, and the open ingress.
+	runnerMu  sync.Mutex
+	runnerDir string
+	ingress   *ingress
 }
 
 var (
 	_ drivers.Sandbox      = (*sandbox)(nil)
 	_ Workspace            = (*sandbox)(nil)
 	_ drivers.StreamExecer = (*sandbox)(nil)
+	_ drivers.RunnerHost   = (*sandbox)(nil)
 )
 
 // ID returns "local://<hostname><workdir>#<n>".

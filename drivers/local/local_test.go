@@ -14,6 +14,8 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/local"
+	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/prp/runner"
 )
 
 type harness struct {
@@ -30,6 +32,20 @@ func (h *harness) Close()                 {}
 // (nothing to reach, no credentials, no images, no host keys).
 func (h *harness) Broken(drivertest.Failure) (drivertest.Broken, bool) {
 	return drivertest.Broken{}, false
+}
+
+// RunnerSpec implements drivertest.RunnerHarness: the reference runner,
+// built static for this machine.
+func (h *harness) RunnerSpec(tb testing.TB) drivers.RunnerSpec {
+	bin, sum := testenv.RunnerBinarySum(tb)
+	return drivers.RunnerSpec{Binary: bin, SHA256: sum}
+}
+
+// TestMain removes the runner binary testenv built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.RemoveRunnerBinary()
+	os.Exit(code)
 }
 
 func newHarness(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
@@ -117,13 +133,13 @@ func TestUnusableWorkdir(t *testing.T) {
 	}
 }
 
-// CAP-2: the host target declares exec and stream_exec only.
+// CAP-2: the host target declares exec, stream_exec and runner_ingress.
 func TestCapabilities(t *testing.T) {
 	t.Parallel()
 	d := local.New(nil)
 	c := d.Capabilities()
-	if c.Kind != drivers.KindHost || c.Declared != drivers.NewSet(drivers.CapExec, drivers.CapStreamExec) {
-		t.Errorf("Capabilities = %+v, want host with exec,stream_exec", c)
+	if c.Kind != drivers.KindHost || c.Declared != drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapRunnerIngress) {
+		t.Errorf("Capabilities = %+v, want host with exec,stream_exec,runner_ingress", c)
 	}
 	if got := drivers.Effective(d, 0); got != c.Declared {
 		t.Errorf("Effective = %s, want %s", got, c.Declared)
@@ -272,4 +288,190 @@ func TestGrandchildHoldingPipes(t *testing.T) {
 	if err != nil || !r.Proves(sb.ID(), drivers.Destroy) || r.Evidence != "session closed, 1 processes ended" {
 		t.Errorf("Release = %+v, %v", r, err)
 	}
+}
+
+// The runner's spec is checked before anything is made: a missing or
+// non-executable binary is refused naming binary, a sum that is not the
+// binary's naming sha256.
+func TestHostRunnerChecksTheBinary(t *testing.T) {
+	t.Parallel()
+	sb := acquire(t, map[string]any{"workdir": t.TempDir()})
+	host := sb.(drivers.RunnerHost)
+	bin, sum := testenv.RunnerBinarySum(t)
+	plain := filepath.Join(t.TempDir(), "plain")
+	if err := os.WriteFile(plain, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		spec  drivers.RunnerSpec
+		field string
+	}{
+		{"missing", drivers.RunnerSpec{Binary: bin + ".missing", SHA256: sum}, "binary"},
+		{"not executable", drivers.RunnerSpec{Binary: plain, SHA256: sum}, "binary"},
+		{"a directory", drivers.RunnerSpec{Binary: filepath.Dir(bin), SHA256: sum}, "binary"},
+		{"wrong sum", drivers.RunnerSpec{Binary: bin, SHA256: strings.Repeat("0", 64)}, "sha256"},
+		{"relative", drivers.RunnerSpec{Binary: "berth-runner", SHA256: sum}, "binary"},
+	} {
+		in, err := host.HostRunner(ctx, c.spec)
+		if err == nil {
+			in.Close()
+			t.Errorf("%s: HostRunner succeeded, want an error naming %s", c.name, c.field)
+			continue
+		}
+		if !strings.Contains(err.Error(), "runner spec: "+c.field) {
+			t.Errorf("%s: HostRunner = %v, want an error naming %s", c.name, err, c.field)
+		}
+	}
+}
+
+// The ingress socket is in a directory of mode 0700 that Release removes,
+// with the runners' state directories; the path is the same for every
+// ingress of the lease.
+func TestReleaseRemovesTheRunnerDirectory(t *testing.T) {
+	t.Parallel()
+	d := local.New(nil)
+	cfg, err := d.Schema().Normalize(map[string]any{"workdir": t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sb, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, sum := testenv.RunnerBinarySum(t)
+	spec := drivers.RunnerSpec{Binary: bin, SHA256: sum}
+	in, err := sb.(drivers.RunnerHost).HostRunner(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := strings.TrimPrefix(in.Endpoint(), "unix:")
+	dir := filepath.Dir(sock)
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("runner directory %s: %v, %v; want mode 0700", dir, fi, err)
+	}
+	if err := in.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket after Close: %v, want it removed", err)
+	}
+	in2, err := sb.(drivers.RunnerHost).HostRunner(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in2.Endpoint() != in.Endpoint() {
+		t.Errorf("second ingress at %s, want the lease's path %s", in2.Endpoint(), in.Endpoint())
+	}
+	if _, err := sb.Release(ctx, drivers.Destroy); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("runner directory after Release: %v, want it removed", err)
+	}
+	if _, err := in2.Accept(); err == nil {
+		t.Errorf("Accept after Release succeeded, want an error")
+	}
+}
+
+// The driver's own copy of the scheme stays prp/runner's.
+func TestUnixSchemeIsTheRunners(t *testing.T) {
+	sb := acquire(t, map[string]any{"workdir": t.TempDir()})
+	bin, sum := testenv.RunnerBinarySum(t)
+	in, err := sb.(drivers.RunnerHost).HostRunner(context.Background(), drivers.RunnerSpec{Binary: bin, SHA256: sum})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if !strings.HasPrefix(in.Endpoint(), runner.UnixScheme+"/") {
+		t.Errorf("Endpoint = %q, want %s and an absolute path", in.Endpoint(), runner.UnixScheme)
+	}
+}
+
+// A runner launched through the ingress is in a session of its own, so the
+// session's process groups do not hold it; Release (Destroy) still ends it
+// through its mark and says so in the receipt. Keep leaves it running.
+func TestReleaseEndsLaunchedRunners(t *testing.T) {
+	t.Parallel()
+	d := local.New(nil)
+	bin, sum := testenv.RunnerBinarySum(t)
+	ctx := context.Background()
+	for _, disp := range []drivers.Disposition{drivers.Destroy, drivers.Keep} {
+		cfg, err := d.Schema().Normalize(map[string]any{"workdir": t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := sb.(drivers.RunnerHost).HostRunner(ctx, drivers.RunnerSpec{Binary: bin, SHA256: sum})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Nobody serves the ingress: the runner waits for the controller.
+		if err := in.Launch(ctx, drivers.RunnerLaunch{Lease: "lease-1", Ticket: "not-a-real-ticket"}); err != nil {
+			t.Fatal(err)
+		}
+		sock := strings.TrimPrefix(in.Endpoint(), "unix:")
+		var pids []int
+		for deadline := time.Now().Add(30 * time.Second); len(pids) == 0 && time.Now().Before(deadline); {
+			pids = processesWith("\x00--controller\x00unix:" + sock + "\x00")
+			time.Sleep(10 * time.Millisecond)
+		}
+		if len(pids) != 1 {
+			t.Fatalf("%s: runner processes %v, want one", disp, pids)
+		}
+		t.Cleanup(func() {
+			_ = syscall.Kill(pids[0], syscall.SIGKILL)
+			os.RemoveAll(filepath.Dir(sock)) // Keep leaves the runner its directory
+		})
+		rc, err := sb.Release(ctx, disp)
+		if err != nil {
+			t.Fatalf("%s: Release: %v", disp, err)
+		}
+		alive := syscall.Kill(pids[0], 0) == nil && !zombie(pids[0])
+		switch disp {
+		case drivers.Destroy:
+			if alive {
+				t.Errorf("Destroy left the runner (pid %d) running", pids[0])
+			}
+			if !strings.Contains(rc.Evidence, "1 runner processes ended") {
+				t.Errorf("Destroy evidence = %q, want the runner counted", rc.Evidence)
+			}
+		case drivers.Keep:
+			if !alive {
+				t.Errorf("Keep ended the runner (pid %d)", pids[0])
+			}
+		}
+	}
+}
+
+// processesWith returns the pids whose cmdline contains s.
+func processesWith(s string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(b), s) && !zombie(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// zombie reports whether pid is a zombie (or gone).
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) == 0 || f[0] == "Z" || f[0] == "X"
 }

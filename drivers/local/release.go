@@ -19,7 +19,10 @@ import (
 // evidence "session closed, N processes ended". If processes survive the
 // grace period or ctx ends first, Release returns an unconfirmed receipt and
 // an error, and may be called again. A second successful Release returns
-// drivers.ErrReleased. The host itself is never touched.
+// drivers.ErrReleased. The host itself is never touched. Every
+// disposition closes the runner ingress, if open, and removes the lease's
+// runner directory (socket and runner state directories, best effort);
+// runners are detached from the session and keep running.
 func (s *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.Receipt, error) {
 	s.mu.Lock()
 	if s.released {
@@ -29,6 +32,7 @@ func (s *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.R
 	if d == drivers.Keep {
 		s.released = true
 		s.mu.Unlock()
+		_, _ = s.closeRunner(ctx, true)
 		return drivers.Receipt{ProviderLeaseID: s.id, State: drivers.StateRunning, Evidence: "session left open"}, nil
 	}
 	if d != drivers.Stop && d != drivers.Destroy {
@@ -41,6 +45,13 @@ func (s *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.R
 		groups = append(groups, g)
 	}
 	s.mu.Unlock()
+	runners, err := s.closeRunner(ctx, false)
+	if err != nil {
+		s.mu.Lock()
+		s.released = false
+		s.mu.Unlock()
+		return drivers.Receipt{ProviderLeaseID: s.id, State: drivers.StateRunning, Evidence: "session not closed: runner processes still running"}, err
+	}
 
 	ended := 0
 	if len(groups) > 0 {
@@ -73,7 +84,7 @@ func (s *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.R
 	s.mu.Unlock()
 	return drivers.Receipt{
 		ProviderLeaseID: s.id, State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: time.Now(),
-		Evidence: fmt.Sprintf("session closed, %d processes ended", ended),
+		Evidence: fmt.Sprintf("session closed, %d processes ended", ended) + runnerEvidence(runners),
 	}, nil
 }
 
@@ -128,4 +139,12 @@ func procStat(pid string) (state string, pgrp int, ok bool) {
 	}
 	pgrp, err = strconv.Atoi(f[2])
 	return f[0], pgrp, err == nil
+}
+
+// runnerEvidence is the receipt's note on ended runner processes.
+func runnerEvidence(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d runner processes ended", n)
 }

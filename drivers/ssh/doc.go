@@ -50,6 +50,31 @@
 // commands still running, reads back with kill -0 that none is left, drops
 // the connection reference and returns a confirmed StateDestroyed receipt.
 //
+// Runner ingress (runner.go, drivers.RunnerHost): HostRunner uploads the
+// runner once per SHA-256 over the pooled connection into
+// $HOME/.cache/berth/runner/<sha256> (directory mode 0700; written to a
+// temporary name, checked with sha256sum or busybox sha256sum on the server,
+// then renamed; a file already there with the right sum is used as it is,
+// one with another sum is replaced). A binary that is no ELF executable is
+// refused naming it; one whose ELF machine is not the server's (uname -m)
+// with drivers.ErrUnsupported, before anything is copied. Uploaded binaries stay after the lease,
+// keyed by their sum, for later leases; an operator removes the directory to
+// reclaim the space. The ingress is a remote forward of the unix socket
+// /tmp/berth-<uid>/<lease nonce>/prp.sock (streamlocal-forward@openssh.com;
+// the server must allow AllowStreamLocalForwarding, OpenSSH's default), in
+// directories of mode 0700 owned by the login user. Its host side is one
+// listener for the lease: when the pooled connection breaks, the ingress
+// redials it through the pool and opens the forward again at the same path,
+// first removing the socket file the old forward left behind (sshd's default
+// StreamLocalBindUnlink no keeps it). Launch starts the runner through
+// drivers.LaunchRunnerByExec, detached in its own session, so a dropped
+// connection does not end it; its state directory (one per berth lease id)
+// is in the lease directory, and its environment is marked
+// (BERTH_HOSTED_RUNNER, inherited by its tasks). Closing the ingress cancels
+// the forward and removes the socket and stops no runner. Release ends
+// every marked process of the login user (SIGTERM, then SIGKILL; survivors
+// make the receipt unconfirmed) and removes the lease directory.
+//
 // Secrets: the private key never appears in errors, logs, String or %#v of
 // any value of this package; parse errors of the key are replaced by fixed
 // reasons.

@@ -9,6 +9,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/berthdev/berth/drivers"
 )
@@ -31,6 +32,8 @@ type Driver struct {
 	log    *slog.Logger
 	schema *drivers.ConfigSchema
 	pool   *pool
+
+	uploads atomic.Int64 // runner binaries uploaded (runner.go)
 }
 
 var (
@@ -39,6 +42,7 @@ var (
 	_ drivers.StreamExecer = (*sandbox)(nil)
 	_ drivers.Terminal     = (*sandbox)(nil)
 	_ Workspace            = (*sandbox)(nil)
+	_ drivers.RunnerHost   = (*sandbox)(nil)
 )
 
 // New returns an ssh driver. opts may be nil.
@@ -60,12 +64,12 @@ func New(opts *Options) *Driver {
 // Name returns "ssh".
 func (d *Driver) Name() string { return Name }
 
-// Capabilities declares a host driver with exec, streaming exec and
-// terminals. It does no I/O.
+// Capabilities declares a host driver with exec, streaming exec, terminals
+// and runner ingress. It does no I/O.
 func (d *Driver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{
 		Kind:     drivers.KindHost,
-		Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapTerminal),
+		Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapTerminal, drivers.CapRunnerIngress),
 	}
 }
 
@@ -91,7 +95,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 	if err != nil {
 		return nil, err
 	}
-	sb := &sandbox{d: d, c: c, t: t, running: map[*process]struct{}{}}
+	sb := &sandbox{d: d, c: c, t: t, running: map[*process]struct{}{}, nonce: newNonce()}
 	wd := pathExpr(t.workdir, `"$HOME"`)
 	if req.Workspace != "" {
 		wd = pathExpr(req.Workspace, wd)

@@ -40,6 +40,13 @@ type sandbox struct {
 	receipt  drivers.Receipt
 	relDone  chan struct{}
 	relErr   error
+
+	// The runner (runner.go): nonce names the lease directory on the
+	// server, fixed for the lease; leaseDir is its path once created.
+	nonce    string
+	runnerMu sync.Mutex
+	ingress  *ingress
+	leaseDir string
 }
 
 // ID returns the provider lease id "ssh://user@host:port/path", where path
@@ -159,7 +166,12 @@ func (c *conn) control(ctx context.Context, script string) (string, int, error) 
 // Release ends the session, whatever the disposition (a host is never
 // stopped or destroyed): it kills the process groups of the lease's
 // commands still running, waits until the server no longer has them, and
-// drops the lease's reference on the pooled connection. The receipt is
+// drops the lease's reference on the pooled connection. It first closes the
+// runner ingress, if open, ends the runners the lease launched (and every
+// process that inherited their mark: SIGTERM, then SIGKILL; survivors make
+// the receipt unconfirmed) and removes the runner's lease directory (its
+// socket and state directories) on the server; the uploaded runner binary
+// stays. The receipt is
 // StateDestroyed and confirmed once no process group of the lease is left
 // (read back with kill -0 on the server); if that cannot be confirmed the
 // receipt is unconfirmed and an error is returned. Releasing again returns
@@ -184,7 +196,15 @@ func (sb *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.
 	}
 	sb.mu.Unlock()
 
+	runners, rerr := sb.closeRunner(ctx)
 	sb.receipt, sb.relErr = sb.endSession(ctx, procs)
+	switch {
+	case rerr != nil:
+		sb.receipt = drivers.Receipt{ProviderLeaseID: sb.id}
+		sb.relErr = rerr
+	case runners > 0 && sb.relErr == nil:
+		sb.receipt.Evidence += fmt.Sprintf("; %d runner processes ended", runners)
+	}
 	sb.d.pool.put(sb.c)
 	close(sb.relDone)
 	sb.d.log.Debug("ssh lease released", "id", sb.id, "disposition", d, "confirmed", sb.receipt.Confirmed)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"maps"
 	"net"
+	"os"
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/drivertest"
+	"github.com/berthdev/berth/internal/testenv"
 )
 
 // harness is the conformance harness: a fresh sshd and driver per subtest.
@@ -44,6 +46,20 @@ func (h *harness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
 		return drivertest.Broken{Config: raw}, true
 	}
 	return drivertest.Broken{}, false
+}
+
+// RunnerSpec implements drivertest.RunnerHarness: the reference runner,
+// built static for this machine (the test sshd runs here).
+func (h *harness) RunnerSpec(tb testing.TB) drivers.RunnerSpec {
+	bin, sum := testenv.RunnerBinarySum(tb)
+	return drivers.RunnerSpec{Binary: bin, SHA256: sum}
+}
+
+// TestMain removes the runner binary testenv built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.RemoveRunnerBinary()
+	os.Exit(code)
 }
 
 func newHarness(_ context.Context, tb testing.TB) (drivertest.Harness, error) {

@@ -31,6 +31,9 @@
 //	probe ENV --company C [--runner [--runner-binary PATH]]
 //	probe --draft --driver D --config FILE|-
 //	qualification show ENV --company C
+//	auth-check record ENV --company C (--account REF|--account-file FILE) [--project P]... --status succeeded|failed [--message S]
+//	auth-check show [--company C] [--account REF]
+//	auth-check clear --company C --account REF
 //
 // envctl ends after each command. A lease acquired by `lease acquire`
 // outlives the process as a record: a host driver's session (local, ssh)
@@ -135,6 +138,9 @@ commands:
                              probe an unsaved config; saves no environment
   qualification show ENV --company C
                              show an environment's platform qualification
+  auth-check record|show|clear
+                             project auth checks of managed accounts (AUTH-2;
+                             see 'envctl auth-check -h')
 
 envctl ends after each command: a lease outlives it as a record. A host
 driver's session (local, ssh) ends when envctl exits; a sandbox (docker,
@@ -186,6 +192,8 @@ func runWith(ctx context.Context, g *globals, args []string) error {
 		return runRun(ctx, g, rest)
 	case "qualification":
 		return runQualification(ctx, g, rest)
+	case "auth-check":
+		return runAuthCheck(ctx, g, rest)
 	case "help", "-h", "--help":
 		fs.Usage()
 		return nil

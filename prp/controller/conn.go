@@ -150,7 +150,7 @@ func (c *Controller) handshake(ctx context.Context, ws *websocket.Conn, sess Ses
 	// A probe identity is granted nothing (PRP-8).
 	wel.Capabilities = []prp.Capability{}
 	if sess.Scope == prp.ScopeTask {
-		wel.Capabilities = prp.GrantCapabilities(h.Capabilities, []prp.Capability{prp.CapTasks, prp.CapStopProof, prp.CapStdin})
+		wel.Capabilities = prp.GrantCapabilities(h.Capabilities, []prp.Capability{prp.CapTasks, prp.CapStopProof, prp.CapStdin, prp.CapSecrets})
 	}
 	lc := &liveConn{c: c, ws: ws, sess: sess, claims: claims, version: v, stored: ack, ackCh: make(chan struct{}, 1)}
 	if err := lc.send(ctx, prp.TypeWelcome, 0, ack, wel); err != nil {
@@ -195,6 +195,15 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 			return err
 		}
 		for _, r := range cmds {
+			// Secret values go right before their command, in their own
+			// frame, resolved now and never stored (PRP "secrets in
+			// commands").
+			if sv, ok := lc.secretsFor(ctx, r); ok {
+				if err := lc.send(ctx, prp.TypeSecrets, 0, acked, sv); err != nil {
+					return err
+				}
+				c.secretFrames.Add(1)
+			}
 			if err := lc.send(ctx, prp.TypeCommand, r.Seq, acked, r.Command); err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 	"path"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berthdev/berth/environment"
@@ -48,6 +49,11 @@ type Options struct {
 	// this process's own notifications (other replicas' writes). Default:
 	// 500 ms.
 	Poll time.Duration
+	// Secrets resolves the secret references of tasks (prp.SecretUse):
+	// checked at Dispatch, resolved when the command is delivered. Default:
+	// none, and a task with secrets is refused with an error wrapping
+	// ErrSecretsUnsupported.
+	Secrets SecretResolver
 	// Logger receives diagnostics; never secrets. Default: discard.
 	Logger *slog.Logger
 }
@@ -69,6 +75,9 @@ type Controller struct {
 	// attached holds the ingress servers of the runners Attach connected,
 	// by lease (attach.go).
 	attached map[string]*attachment
+
+	// secretFrames counts the secrets frames sent (for tests).
+	secretFrames atomic.Int64
 }
 
 // New returns a Controller with o's defaults filled in.

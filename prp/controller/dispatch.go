@@ -32,7 +32,9 @@ func (c *Controller) session(ctx context.Context, p environment.Principal, id st
 // session, is denied with prp.ErrScopeDenied and not journaled (PRP-7,
 // PRP-8). A command id used before returns the journaled record (with its
 // result, marked Duplicate, if it has one) and runs nothing again; the
-// same id with another body is ErrIdempotencyConflict.
+// same id with another body is ErrIdempotencyConflict. A task.start with
+// secrets (prp.SecretUse) is checked first by Options.Secrets with p; a
+// refusal journals nothing (its values are resolved only at delivery).
 func (c *Controller) Dispatch(ctx context.Context, p environment.Principal, session string, cmd prp.Command) (CommandRecord, error) {
 	s, err := c.session(ctx, p, session)
 	if err != nil {
@@ -49,6 +51,10 @@ func (c *Controller) Dispatch(ctx context.Context, p environment.Principal, sess
 	cmd = prp.SealCommand(cmd)
 	if err := cmd.Validate(); err != nil {
 		return CommandRecord{}, fmt.Errorf("controller: session %s: %w", s.ID, err)
+	}
+	if err := c.checkSecrets(ctx, p, s, cmd); err != nil {
+		c.log.Warn("controller: command refused: its secrets cannot be delivered", "session", s.ID, "command", cmd.ID, "code", CodeOfSecrets(err))
+		return CommandRecord{}, err
 	}
 	r, existed, err := c.o.Store.AppendCommand(ctx, s.ID, cmd, time.Now().UTC())
 	if err != nil {

@@ -31,6 +31,14 @@
 //   - store.go, memstore.go: the Store interface (sessions, command
 //     journal, event metadata) and MemoryStore. controllertest holds the
 //     Store conformance suite; internal/sqlstore the SQL stores.
+//   - secrets.go: a task's secrets (prp.SecretUse references in
+//     task.start): Dispatch asks the host's SecretResolver (Options.Secrets)
+//     to check them with the principal, before journaling; the writer
+//     resolves the values when it delivers the command and sends them in a
+//     TypeSecrets frame right before it, once: never for a command that
+//     has a result (a redelivery after a resume), never stored, logged or
+//     echoed. A resolution that fails at delivery goes to the runner as a
+//     code, and the runner refuses the command (nothing runs).
 //
 //   - attach.go: Attach, which connects a leased sandbox's runner: it
 //     installs the runner (lease.Handle.HostRunner), serves the controller
@@ -43,6 +51,4 @@
 //     session of a lease before its sandbox is released (tasks already
 //     proven stopped are not asked again), LeaseEnded closes the lease's
 //     ingress server.
-//
-// Not here yet: delivering secret frames.
 package controller

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/berthdev/berth/prp"
@@ -87,6 +88,9 @@ func (r *Runner) commandLoop(ctx, taskCtx context.Context) {
 // whether it is new, a duplicate (answered from the journal, marked
 // Duplicate), a conflict (same id, other digest) or still executing.
 func (r *Runner) handleCommand(ctx context.Context, seq uint64, c prp.Command) {
+	// Taken whatever happens next: values are used at most once.
+	sv, haveSecrets := r.takeSecrets(c.ID)
+	needSecrets := c.TaskStart != nil && len(c.TaskStart.Secrets) > 0
 	if e, ok := r.j.lookup(c.ID); ok {
 		r.journalSeq(seq)
 		switch {
@@ -103,7 +107,7 @@ func (r *Runner) handleCommand(ctx context.Context, seq uint64, c prp.Command) {
 			return // its result follows when it ends
 		}
 		// Received but never executing: it did not start; run it now.
-	} else if err := r.j.record(journalEntry{Seq: seq, ID: c.ID, Digest: c.Digest, Kind: c.Kind, TaskID: c.TaskID(), State: prp.JournalReceived}); err != nil {
+	} else if err := r.j.record(journalEntry{Seq: seq, ID: c.ID, Digest: c.Digest, Kind: c.Kind, TaskID: c.TaskID(), State: prp.JournalReceived, Secrets: needSecrets}); err != nil {
 		r.log.Error("runner: journal", "command", c.ID, "err", err)
 		return
 	}
@@ -119,9 +123,25 @@ func (r *Runner) handleCommand(ctx context.Context, seq uint64, c prp.Command) {
 			Message: "command for lease " + c.Lease + " run " + c.Run + " on a runner of another lease or run"})
 		return
 	}
+	if needSecrets {
+		switch {
+		case !haveSecrets:
+			r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeSecretsMissing,
+				Message: "task " + c.TaskID() + " needs secret values and none arrived for command " + c.ID + "; nothing ran"})
+			return
+		case sv.Code != "":
+			r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeSecretsUnavailable,
+				Message: sv.Code + ": " + sv.Message})
+			return
+		case len(sv.Values) != len(c.TaskStart.Secrets):
+			r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeSecretsMissing,
+				Message: fmt.Sprintf("task %s needs %d secret values, %d arrived; nothing ran", c.TaskID(), len(c.TaskStart.Secrets), len(sv.Values))})
+			return
+		}
+	}
 	switch c.Kind {
 	case prp.CommandTaskStart:
-		r.startTask(ctx, c)
+		r.startTask(ctx, c, sv.Values)
 	case prp.CommandTaskStop:
 		r.stopCommand(ctx, c)
 	}
@@ -173,4 +193,31 @@ func (r *Runner) stopCommand(ctx context.Context, c prp.Command) {
 		r.emit(ctx, prp.Event{Kind: prp.EventProof, TaskID: id, Proof: &proof})
 		r.finish(ctx, c, prp.Result{Status: prp.ResultDone, Proof: &proof})
 	}()
+}
+
+// maxPendingSecrets bounds the secrets frames kept for commands not yet
+// handled; a controller sends one right before its command, so more than
+// a queue's worth means a misbehaving peer.
+const maxPendingSecrets = 256
+
+// keepSecrets keeps sv in memory until its command is handled.
+func (r *Runner) keepSecrets(sv prp.SecretValues) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.secrets) >= maxPendingSecrets {
+		for id := range r.secrets {
+			delete(r.secrets, id)
+			break
+		}
+	}
+	r.secrets[sv.CommandID] = sv
+}
+
+// takeSecrets returns and forgets the values kept for command id.
+func (r *Runner) takeSecrets(id string) (prp.SecretValues, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sv, ok := r.secrets[id]
+	delete(r.secrets, id)
+	return sv, ok
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // capabilities the runner offers in its hello.
-var capabilities = []prp.Capability{prp.CapTasks, prp.CapStopProof, prp.CapStdin}
+var capabilities = []prp.Capability{prp.CapTasks, prp.CapStopProof, prp.CapStdin, prp.CapSecrets}
 
 // welcomeTimeout bounds the wait for the welcome after the hello.
 const welcomeTimeout = 30 * time.Second
@@ -272,6 +272,15 @@ func (r *Runner) reader(ctx context.Context, conn *websocket.Conn, session strin
 				return fmt.Errorf("runner: %w", err)
 			}
 			r.queue.push(queued{seq: env.Seq, cmd: c})
+		case prp.TypeSecrets:
+			var sv prp.SecretValues
+			if err := prp.DecodeBody(env, &sv); err != nil {
+				conn.Close(prp.CloseProtocolError, "bad secrets frame")
+				// The error names fields and lengths, never a value.
+				return fmt.Errorf("runner: secrets frame: %w", err)
+			}
+			r.log.Debug("runner: secrets frame received", "command", sv.CommandID, "secrets", len(sv.Values), "code", sv.Code)
+			r.keepSecrets(sv)
 		case prp.TypeToken:
 			var tr prp.TokenRenewal
 			if err := prp.DecodeBody(env, &tr); err != nil || tr.Token == "" {

@@ -22,13 +22,21 @@
 //   - outbox.go: the bounded file-backed outbox; Append blocks when it is
 //     full (backpressure), replay starts at the controller's ack + 1.
 //   - task.go: a task in its own process group, tagged with TagEnv.
+//   - secrets.go: a task's secret values (from the TypeSecrets frame that
+//     precedes its task.start, kept in memory only) go into its
+//     environment or into 0600 files removed when it ends. A task.start
+//     whose values did not arrive, or died with a previous runner (a
+//     command journaled received but not started), is refused
+//     secrets_missing: it never runs without them.
 //   - stop.go, proc_linux.go: SIGTERM, grace, SIGKILL, and the stop proof
 //     (kill(-pgid, 0) = ESRCH, and no process in /proc carries the tag).
 //
 // The state directory holds the journal, the outbox, the credentials and the
 // runner's id; a runner restarted on it (after kill -9, say) resumes the
 // session while the token is valid, reports commands it was executing as
-// indeterminate and stops what is left of their tasks.
+// indeterminate and stops what is left of their tasks, and answers commands
+// it had received but not started as rejected "interrupted" (nothing ran;
+// the resume cursor keeps them from being sent again).
 //
 // Durability: the journal is fsynced at every state change; the outbox is
 // written (one write per event) but not fsynced per event, so it survives a

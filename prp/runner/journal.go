@@ -23,9 +23,12 @@ type journalEntry struct {
 	TaskID string           `json:"task_id,omitempty"`
 	State  prp.JournalState `json:"state,omitempty"`
 	PGID   int              `json:"pgid,omitempty"`
-	Since  uint64           `json:"since,omitempty"`
-	Result *prp.Result      `json:"result,omitempty"`
-	At     time.Time        `json:"at"`
+	// Secrets marks a task.start that needs secret values (which are
+	// never journaled: only this flag is).
+	Secrets bool        `json:"secrets,omitempty"`
+	Since   uint64      `json:"since,omitempty"`
+	Result  *prp.Result `json:"result,omitempty"`
+	At      time.Time   `json:"at"`
 }
 
 // journal is the runner's command journal (PRP-4): an append-only file of
@@ -69,12 +72,28 @@ func openJournal(dir string) (*journal, []journalEntry, error) {
 	}
 	var interrupted []journalEntry
 	for _, e := range j.byID {
-		if e.State != prp.JournalExecuting {
+		switch {
+		case e.State == prp.JournalExecuting:
+			e.State = prp.JournalIndeterminate
+			e.Result = &prp.Result{CommandID: e.ID, Status: prp.ResultIndeterminate, Code: prp.CodeInterrupted,
+				Message: "the runner restarted while the command was executing; it is not run again"}
+		case e.State == prp.JournalReceived && e.Secrets:
+			// Its secret values lived in the dead runner's memory only:
+			// it never runs without them.
+			e.State = prp.JournalDone
+			e.Result = &prp.Result{CommandID: e.ID, Status: prp.ResultRejected, Code: prp.CodeSecretsMissing,
+				Message: "the runner restarted after it received the command and before it started it; its secret values are gone and nothing ran"}
+		case e.State == prp.JournalReceived:
+			// Received and never started: its body lived in the dead
+			// runner's queue and the resume cursor (the last seq
+			// journaled) keeps the controller from sending it again, so
+			// it is answered here, never left without a result.
+			e.State = prp.JournalDone
+			e.Result = &prp.Result{CommandID: e.ID, Status: prp.ResultRejected, Code: prp.CodeInterrupted,
+				Message: "the runner restarted after it received the command and before it started it; nothing ran"}
+		default:
 			continue
 		}
-		e.State = prp.JournalIndeterminate
-		e.Result = &prp.Result{CommandID: e.ID, Status: prp.ResultIndeterminate, Code: prp.CodeInterrupted,
-			Message: "the runner restarted while the command was executing; it is not run again"}
 		e.At = time.Now().UTC()
 		if err := j.appendLocked(e); err != nil {
 			f.Close()
@@ -101,6 +120,7 @@ func (j *journal) apply(e journalEntry) {
 		if e.PGID == 0 {
 			e.PGID, e.Since = old.PGID, old.Since
 		}
+		e.Secrets = e.Secrets || old.Secrets
 		e.Seq = max(e.Seq, old.Seq)
 	}
 	j.byID[e.ID] = e

@@ -40,6 +40,9 @@ type Runner struct {
 	connected   bool
 	orphanTimer *time.Timer
 	interrupted []journalEntry
+	// secrets holds the values of secrets frames until their task.start
+	// is handled (memory only: never journaled, logged or emitted).
+	secrets map[string]prp.SecretValues
 
 	queue *cmdQueue
 	// lastQueued is the highest command seq received on any connection of
@@ -92,7 +95,7 @@ func New(controllerURL, stateDir string, opts *Options) (*Runner, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("runner: state directory %s: %w", stateDir, err)
 	}
-	r := &Runner{base: base, dir: stateDir, opts: o, log: o.Logger, tasks: map[string]*task{}, leaders: map[int]bool{}, queue: newCmdQueue(), ackNudge: make(chan struct{}, 1)}
+	r := &Runner{base: base, dir: stateDir, opts: o, log: o.Logger, tasks: map[string]*task{}, secrets: map[string]prp.SecretValues{}, leaders: map[int]bool{}, queue: newCmdQueue(), ackNudge: make(chan struct{}, 1)}
 	if r.id, err = runnerID(stateDir); err != nil {
 		return nil, err
 	}
@@ -279,7 +282,7 @@ func (r *Runner) waitTasks(ctx context.Context) {
 // (now indeterminate) and stops what is left of their tasks.
 func (r *Runner) reportInterrupted(ctx context.Context) {
 	for _, e := range r.interrupted {
-		if e.Kind == prp.CommandTaskStart && e.TaskID != "" {
+		if e.Kind == prp.CommandTaskStart && e.TaskID != "" && e.Result.Status == prp.ResultIndeterminate {
 			proof := r.stopTask(ctx, e.TaskID, e.PGID, e.Since, r.opts.StopGrace)
 			r.emit(ctx, prp.Event{Kind: prp.EventProof, TaskID: e.TaskID, Proof: &proof})
 		}

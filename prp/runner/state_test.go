@@ -138,12 +138,13 @@ func TestJournalRestart(t *testing.T) {
 		{Seq: 2, ID: "c2", Digest: "d2", Kind: prp.CommandTaskStart, TaskID: "t2", State: prp.JournalReceived},
 		{ID: "c2", State: prp.JournalExecuting, PGID: 43},
 		{Seq: 3, ID: "c3", Digest: "d3", Kind: prp.CommandTaskStart, TaskID: "t3", State: prp.JournalReceived},
+		{Seq: 4, ID: "c4", Digest: "d4", Kind: prp.CommandTaskStart, TaskID: "t4", State: prp.JournalReceived, Secrets: true},
 	} {
 		if err := j.record(e); err != nil {
 			t.Fatal(err)
 		}
 	}
-	j.f.Write([]byte(`{"seq":4,"id":"c4"`)) // torn
+	j.f.Write([]byte(`{"seq":5,"id":"c5"`)) // torn
 	j.close()
 
 	j2, interrupted, err := openJournal(dir)
@@ -151,18 +152,26 @@ func TestJournalRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j2.close()
-	if len(interrupted) != 1 || interrupted[0].ID != "c2" || interrupted[0].PGID != 43 || interrupted[0].TaskID != "t2" ||
+	slices.SortFunc(interrupted, func(a, b journalEntry) int { return strings.Compare(a.ID, b.ID) })
+	if len(interrupted) != 3 || interrupted[0].ID != "c2" || interrupted[0].PGID != 43 || interrupted[0].TaskID != "t2" ||
 		interrupted[0].Result.Status != prp.ResultIndeterminate {
-		t.Fatalf("interrupted = %+v, want c2 indeterminate with its pgid", interrupted)
+		t.Fatalf("interrupted = %+v, want c2 indeterminate with its pgid, c3 and c4", interrupted)
 	}
-	if j2.last() != 3 {
-		t.Errorf("last seq = %d, want 3 (the torn line dropped)", j2.last())
+	// A task.start received and never started is answered: nothing ran
+	// (the resume cursor keeps it from being sent again).
+	if c3 := interrupted[1]; c3.ID != "c3" || c3.State != prp.JournalDone || c3.Result.Status != prp.ResultRejected || c3.Result.Code != prp.CodeInterrupted {
+		t.Errorf("c3 = %+v (result %+v), want done, rejected %s", c3, c3.Result, prp.CodeInterrupted)
+	}
+	// A task.start with secrets whose values died with the runner never
+	// runs: refused secrets_missing (its values are not redelivered).
+	if c4 := interrupted[2]; c4.ID != "c4" || c4.State != prp.JournalDone || c4.Result.Status != prp.ResultRejected || c4.Result.Code != prp.CodeSecretsMissing {
+		t.Errorf("c4 = %+v (result %+v), want done, rejected %s", c4, c4.Result, prp.CodeSecretsMissing)
+	}
+	if j2.last() != 4 {
+		t.Errorf("last seq = %d, want 4 (the torn line dropped)", j2.last())
 	}
 	if e, _ := j2.lookup("c1"); e.State != prp.JournalDone || e.Result.Exit == nil || e.Digest != "d1" {
 		t.Errorf("c1 = %+v, want done with its result and digest", e)
-	}
-	if e, _ := j2.lookup("c3"); e.State != prp.JournalReceived {
-		t.Errorf("c3 = %+v, want received (it never started, so it may run)", e)
 	}
 	j2.close()
 	j3, again, err := openJournal(dir)

@@ -28,7 +28,7 @@ type task struct {
 
 // startTask runs a task.start command (PRP-6): journaled executing (synced)
 // before the process starts; the result follows when the task ends.
-func (r *Runner) startTask(ctx context.Context, c prp.Command) {
+func (r *Runner) startTask(ctx context.Context, c prp.Command, secretValues []string) {
 	ts := c.TaskStart
 	r.mu.Lock()
 	_, running := r.tasks[ts.TaskID]
@@ -41,9 +41,14 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command) {
 		r.log.Error("runner: journal", "command", c.ID, "err", err)
 		return
 	}
+	secretEnv, files, err := placeSecrets(ts, secretValues)
+	if err != nil {
+		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeStartFailed, Message: "task " + ts.TaskID + ": " + err.Error()})
+		return
+	}
 	cmd := exec.Command(ts.Argv[0], ts.Argv[1:]...)
 	cmd.Dir = ts.Cwd
-	cmd.Env = r.taskEnv(ts)
+	cmd.Env = append(r.taskEnv(ts), secretEnv...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if len(ts.Stdin) > 0 {
 		cmd.Stdin = bytes.NewReader(ts.Stdin)
@@ -51,11 +56,12 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command) {
 	stdout, err1 := cmd.StdoutPipe()
 	stderr, err2 := cmd.StderrPipe()
 	if err := errors.Join(err1, err2); err != nil {
+		removeSecretFiles(files)
 		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeStartFailed, Message: err.Error()})
 		return
 	}
 	r.mu.Lock() // leaders is read by the reaper: register the pid before it can be a zombie
-	err := cmd.Start()
+	err = cmd.Start()
 	var t *task
 	if err == nil {
 		t = &task{id: ts.TaskID, cmdID: c.ID, pgid: cmd.Process.Pid, since: startTicks(cmd.Process.Pid), done: make(chan struct{})}
@@ -64,6 +70,7 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command) {
 	}
 	r.mu.Unlock()
 	if err != nil {
+		removeSecretFiles(files)
 		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeStartFailed, Message: "task " + ts.TaskID + ": " + err.Error()})
 		return
 	}
@@ -90,6 +97,7 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command) {
 		wg.Go(func() { r.pump(ctx, t.id, prp.Stderr, stderr, ts.OutputLimit > 0, &budget, &truncated) })
 		wg.Wait()
 		werr := cmd.Wait()
+		removeSecretFiles(files)
 		if deadline != nil {
 			deadline.Stop()
 		}

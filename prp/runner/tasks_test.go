@@ -118,3 +118,24 @@ func TestTokenRenewalIsKept(t *testing.T) {
 		t.Errorf("credentials mode %v, want 0600", fi.Mode().Perm())
 	}
 }
+
+// PRP "secrets in commands": a task.start with secret references whose
+// values never arrived (no secrets frame: a runner restarted, a peer that
+// forgot) is refused secrets_missing, and nothing runs.
+func TestTaskWithoutItsSecretsNeverRuns(t *testing.T) {
+	t.Parallel()
+	c := newController(t)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "marker")
+	startRunner(t, c, filepath.Join(dir, "state"), runner.Options{Ticket: c.ticket("lease-1", prp.ScopeTask, time.Minute)})
+	cmd := startCmd("c1", "t1", "sh", "-c", "echo ran > "+marker)
+	cmd.TaskStart.Secrets = []prp.SecretUse{{Source: prp.SecretFromEnvironment, Ref: "TOKEN", Env: "TOKEN"}}
+	c.command(cmd)
+	res := c.waitResults("c1", 1)[0]
+	if res.Status != prp.ResultRejected || res.Code != prp.CodeSecretsMissing {
+		t.Errorf("result = %+v, want rejected %s", res, prp.CodeSecretsMissing)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("the task ran without its secrets: %v", err)
+	}
+}

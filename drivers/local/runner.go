@@ -1,0 +1,269 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// How the runner is hosted on the berth host itself (drivers.RunnerHost).
+//
+// Nothing is installed: the runner runs where spec.Binary is, after a
+// check that it is a regular executable file whose SHA-256 is spec.SHA256.
+// The lease gets one directory of mode 0700 in the host's temporary
+// directory, made at the first HostRunner and kept until Release: the
+// ingress socket prp.sock (so every ingress of the lease has the same
+// path) and the runners' state directories, one per berth lease id.
+// Launch marks the runner's environment (hostedRunnerEnv, which its tasks
+// inherit); Release with Stop or Destroy ends every process with the mark
+// (SIGTERM, then SIGKILL) and then removes the directory. Closing the
+// ingress stops no runner.
+
+// unixScheme is prp/runner.UnixScheme (a test keeps them equal); the driver
+// does not import the runner.
+const unixScheme = "unix:"
+
+// ingressSocketName is the socket's name in the lease's runner directory.
+const ingressSocketName = "prp.sock"
+
+// HostRunner checks spec.Binary (a regular executable file with the sum
+// spec.SHA256; an error names the field that does not hold) and opens the
+// ingress: a unix socket at a path fixed for the lease, in a directory of
+// mode 0700. One ingress at a time per lease.
+func (s *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (drivers.RunnerIngress, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("local: host runner in %s: %w", s.id, err)
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("local: host runner in %s: %w", s.id, err)
+	}
+	if err := checkRunner(spec); err != nil {
+		return nil, fmt.Errorf("local: host runner in %s: %w", s.id, err)
+	}
+	s.runnerMu.Lock()
+	defer s.runnerMu.Unlock()
+	// Under runnerMu: Release marks the session released before it takes
+	// runnerMu to remove the directory, so nothing made here outlives it.
+	s.mu.Lock()
+	released := s.released
+	s.mu.Unlock()
+	if released {
+		return nil, fmt.Errorf("local: host runner in %s: %w", s.id, drivers.ErrReleased)
+	}
+	if s.ingress != nil {
+		return nil, fmt.Errorf("local: host runner in %s: an ingress is already open", s.id)
+	}
+	if s.runnerDir == "" {
+		dir, err := os.MkdirTemp("", "berth-runner-")
+		if err != nil {
+			return nil, fmt.Errorf("local: host runner in %s: %w", s.id, err)
+		}
+		s.runnerDir = dir
+	}
+	sock := filepath.Join(s.runnerDir, ingressSocketName)
+	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("local: host runner in %s: remove stale socket %s: %w", s.id, sock, err)
+	}
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return nil, fmt.Errorf("local: host runner in %s: %w", s.id, err)
+	}
+	in := &ingress{Listener: ln, s: s, dir: s.runnerDir, sock: sock, binary: spec.Binary}
+	s.ingress = in
+	return in, nil
+}
+
+// checkRunner reports whether spec.Binary is a regular executable file
+// whose SHA-256 is spec.SHA256, naming the field that is not.
+func checkRunner(spec drivers.RunnerSpec) error {
+	f, err := os.Open(spec.Binary)
+	if err != nil {
+		return fmt.Errorf("runner spec: binary %q: %w", spec.Binary, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("runner spec: binary %q: %w", spec.Binary, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("runner spec: binary %q: %w", spec.Binary, errors.New("not a regular executable file"))
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("runner spec: binary %q: %w", spec.Binary, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != spec.SHA256 {
+		return fmt.Errorf("runner spec: sha256 %q: the binary %q has sha256 %s", spec.SHA256, spec.Binary, got)
+	}
+	return nil
+}
+
+// closeRunner closes the lease's ingress; unless keep is set it ends the
+// runners the lease launched (endRunners) and removes its runner directory.
+// It returns how many runner processes it ended.
+func (s *sandbox) closeRunner(ctx context.Context, keep bool) (int, error) {
+	s.runnerMu.Lock()
+	defer s.runnerMu.Unlock()
+	if s.ingress != nil {
+		_ = s.ingress.closeLocked()
+	}
+	if s.runnerDir == "" || keep {
+		return 0, nil
+	}
+	n, err := s.endRunners(ctx, filepath.Base(s.runnerDir))
+	if err != nil {
+		return n, err
+	}
+	if err := os.RemoveAll(s.runnerDir); err != nil {
+		return n, fmt.Errorf("local: release %s: remove the runner directory: %w", s.id, err)
+	}
+	s.runnerDir = ""
+	return n, nil
+}
+
+// ingress is the local driver's drivers.RunnerIngress: a unix socket
+// listener on the host.
+type ingress struct {
+	net.Listener
+	s      *sandbox
+	dir    string
+	sock   string
+	binary string
+
+	mu     sync.Mutex
+	closed bool
+}
+
+var _ drivers.RunnerIngress = (*ingress)(nil)
+
+// Endpoint returns "unix:" and the socket's path.
+func (in *ingress) Endpoint() string { return unixScheme + in.sock }
+
+// Close closes the listener, which removes the socket. It stops no
+// runner; a second Close does nothing.
+func (in *ingress) Close() error {
+	in.s.runnerMu.Lock()
+	defer in.s.runnerMu.Unlock()
+	return in.closeLocked()
+}
+
+// closeLocked is Close with the sandbox's runnerMu held.
+func (in *ingress) closeLocked() error {
+	in.mu.Lock()
+	if in.closed {
+		in.mu.Unlock()
+		return nil
+	}
+	in.closed = true
+	in.mu.Unlock()
+	err := in.Listener.Close()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil // closed by an http.Server serving it
+	}
+	_ = os.Remove(in.sock)
+	if in.s.ingress == in {
+		in.s.ingress = nil
+	}
+	return err
+}
+
+// Launch starts the runner detached (drivers.LaunchRunnerByExec: its own
+// session, output to runner.log) with a state directory in the lease's
+// runner directory kept per req.Lease, so that a runner launched again for
+// the same lease resumes its session.
+func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
+	in.mu.Lock()
+	closed := in.closed
+	in.mu.Unlock()
+	if closed {
+		return fmt.Errorf("local: launch runner in %s: the ingress is closed", in.s.id)
+	}
+	h := sha256.Sum256([]byte(req.Lease))
+	state := filepath.Join(in.dir, "state-"+hex.EncodeToString(h[:8]))
+	env := make(map[string]string, len(req.Env)+1)
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	env[hostedRunnerEnv] = filepath.Base(in.dir)
+	req.Env = env
+	return drivers.LaunchRunnerByExec(ctx, in.s, in.binary, in.Endpoint(), state, req)
+}
+
+// hostedRunnerEnv marks the runners a lease launched, and (inherited) their
+// tasks, with the name of the lease's runner directory, so that Release
+// finds them although they left the session's process groups.
+const hostedRunnerEnv = "BERTH_HOSTED_RUNNER"
+
+// hostedProcesses returns the live processes (zombies excluded) whose
+// environment carries hostedRunnerEnv=mark.
+func hostedProcesses(mark string) []int {
+	want := []byte(hostedRunnerEnv + "=" + mark + "\x00")
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		if !bytes.HasPrefix(b, want) && !bytes.Contains(b, append([]byte{0}, want...)) {
+			continue
+		}
+		if state, _, ok := procStat(e.Name()); ok && state != "Z" && state != "X" {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// endRunners ends the runners the lease launched and everything that
+// carries their mark: SIGTERM (a runner stops its tasks and exits), then
+// SIGKILL after half the grace period, until none is left or the grace
+// period or ctx ends. It returns how many processes it found.
+func (s *sandbox) endRunners(ctx context.Context, mark string) (int, error) {
+	pids := hostedProcesses(mark)
+	n := len(pids)
+	if n == 0 {
+		return 0, nil
+	}
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+	start := time.Now()
+	killed := false
+	for {
+		left := hostedProcesses(mark)
+		if len(left) == 0 {
+			return n, nil
+		}
+		if !killed && time.Since(start) > s.d.grace/2 {
+			for _, pid := range left {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			killed = true
+		}
+		if ctx.Err() != nil || time.Since(start) > s.d.grace {
+			return n, fmt.Errorf("local: release %s: %d runner processes still running: %w", s.id, len(left), drivers.ErrTimeout)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond): // polling real processes
+		}
+	}
+}

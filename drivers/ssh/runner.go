@@ -1,0 +1,476 @@
+package ssh
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// How the runner is hosted on an SSH server (drivers.RunnerHost).
+//
+// The binary is uploaded once per SHA-256 to
+// $HOME/.cache/berth/runner/<sha256> (directory mode 0700): a file that is
+// there with the right sum is used as it is; otherwise the binary goes over
+// the pooled connection on a command's standard input into a temporary name,
+// its sum is checked on the server (sha256sum, else busybox sha256sum) and
+// only then is it renamed into place. The uploaded binary stays after the
+// lease (later leases with the same sum copy nothing); an operator removes
+// the directory to reclaim the space.
+//
+// The ingress is a remote forward (streamlocal-forward@openssh.com) of the
+// socket /tmp/berth-<uid>/<lease nonce>/prp.sock, in directories of mode
+// 0700 owned by the login user. The path is fixed for the lease: when the
+// pooled connection breaks, the ingress redials it (through the pool, as a
+// command would) and opens the forward again at the same path, after
+// removing the socket file the old forward left behind (sshd's default
+// StreamLocalBindUnlink no keeps it, and the next bind would fail with
+// "Address already in use"). Runners' state directories are in the same
+// lease directory. Launch marks the runner's environment (hostedRunnerEnv,
+// inherited by its tasks); Release ends every marked process of the login
+// user (SIGTERM, then SIGKILL) and removes the lease directory.
+
+// unixScheme is prp/runner.UnixScheme (a test keeps them equal); the driver
+// does not import the runner.
+const unixScheme = "unix:"
+
+// ingressSocketName is the socket's name in the lease directory.
+const ingressSocketName = "prp.sock"
+
+// sumFunc is a POSIX shell function printing the SHA-256 of "$1".
+const sumFunc = `sum256() { if command -v sha256sum >/dev/null 2>&1; then set -- $(sha256sum "$1"); ` +
+	`elif command -v busybox >/dev/null 2>&1; then set -- $(busybox sha256sum "$1"); ` +
+	`else echo "neither sha256sum nor busybox is installed" >&2; return 4; fi; printf '%s' "$1"; }; `
+
+// runnerCheckScript prints the server's machine (uname -m), then "present
+// PATH" when the runner of sum is installed with that sum, else "missing
+// PATH", on one line.
+func runnerCheckScript(sum string) string {
+	return sumFunc + `f="$HOME/.cache/berth/runner/` + sum + `"; m=$(uname -m 2>/dev/null) || m=unknown; ` +
+		`if [ -f "$f" ] && [ ! -L "$f" ] && [ -x "$f" ] && [ "$(sum256 "$f")" = ` + sum + ` ]; ` +
+		`then printf '%s present %s\n' "${m:-unknown}" "$f"; else printf '%s missing %s\n' "${m:-unknown}" "$f"; fi`
+}
+
+// machines maps uname -m to the ELF machine of binaries that run there.
+var machines = map[string]elf.Machine{
+	"x86_64": elf.EM_X86_64, "amd64": elf.EM_X86_64,
+	"aarch64": elf.EM_AARCH64, "arm64": elf.EM_AARCH64,
+	"armv6l": elf.EM_ARM, "armv7l": elf.EM_ARM, "armv8l": elf.EM_ARM,
+	"i386": elf.EM_386, "i486": elf.EM_386, "i586": elf.EM_386, "i686": elf.EM_386,
+	"riscv64": elf.EM_RISCV, "ppc64le": elf.EM_PPC64, "ppc64": elf.EM_PPC64,
+	"s390x": elf.EM_S390, "loongarch64": elf.EM_LOONGARCH,
+}
+
+// runnerUploadScript writes standard input to a temporary name, checks its
+// sum and renames it into place; it prints the binary's path.
+func runnerUploadScript(sum string) string {
+	return `umask 077; ` + sumFunc + `d="$HOME/.cache/berth/runner"; f="$d/` + sum + `"; ` +
+		`mkdir -p "$d" && chmod 700 "$d" || exit 3; ` +
+		`t="$f.tmp.$$"; cat > "$t" || { rm -f "$t"; exit 3; }; ` +
+		`s=$(sum256 "$t"); if [ "$s" != ` + sum + ` ]; then rm -f "$t"; echo "the uploaded file has sha256 ${s:-unknown}, want ` + sum + `" >&2; exit 5; fi; ` +
+		`chmod 700 "$t" && mv -f "$t" "$f" || { rm -f "$t"; exit 3; }; ` +
+		`printf '%s\n' "$f"`
+}
+
+// leaseDirScript makes the lease directory /tmp/berth-<uid>/<nonce> (mode
+// 0700; the parent must be a directory of the login user, not a link),
+// removes a stale socket in it and prints its path.
+func leaseDirScript(nonce string) string {
+	return `b="/tmp/berth-$(id -u)"; mkdir -m 700 "$b" 2>/dev/null; ` +
+		`if [ ! -d "$b" ] || [ -L "$b" ] || [ ! -O "$b" ]; then echo "$b is not a directory of the login user" >&2; exit 3; fi; ` +
+		`chmod 700 "$b" || exit 3; d="$b/` + nonce + `"; ` +
+		`if [ ! -d "$d" ]; then mkdir -m 700 "$d" || exit 3; fi; ` +
+		`rm -f "$d/` + ingressSocketName + `" && printf '%s\n' "$d"`
+}
+
+// newNonce returns 16 random hex digits: the lease directory's name.
+func newNonce() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+// shortHash returns 16 hex digits of the SHA-256 of s: a file name for a
+// lease id of any content.
+func shortHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:8])
+}
+
+// HostRunner uploads the runner of spec unless the server holds a file of
+// its SHA-256 already (see the package's runner notes), then opens the
+// ingress: a remote forward of a unix socket at a path fixed for the lease,
+// re-opened at the same path whenever the pooled connection is redialed.
+// spec.Binary is read on the berth host; its sum must be spec.SHA256. One
+// ingress at a time per lease.
+func (sb *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (drivers.RunnerIngress, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("ssh %s: host runner: %w", sb.id, err)
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("ssh %s: host runner: %w", sb.id, err)
+	}
+	sb.runnerMu.Lock()
+	defer sb.runnerMu.Unlock()
+	// Under runnerMu: Release marks the lease released before it takes
+	// runnerMu to close the ingress, so nothing opened here outlives it.
+	sb.mu.Lock()
+	released := sb.released
+	sb.mu.Unlock()
+	if released {
+		return nil, sb.errReleased()
+	}
+	if sb.ingress != nil {
+		return nil, fmt.Errorf("ssh %s: host runner: an ingress is already open", sb.id)
+	}
+	binary, err := sb.installRunner(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	res, err := sb.run(ctx, sb.c.command(leaseDirScript(sb.nonce)), drivers.Command{OutputLimit: 8 << 10})
+	if err != nil {
+		return nil, fmt.Errorf("ssh %s: host runner: lease directory: %w", sb.id, err)
+	}
+	dir := strings.TrimSpace(string(res.Stdout))
+	if res.ExitCode != 0 || !strings.HasPrefix(dir, "/") {
+		return nil, fmt.Errorf("ssh %s: host runner: lease directory: exit %d: %s", sb.id, res.ExitCode, clip(res.Stderr))
+	}
+	sb.leaseDir = dir
+	in := &ingress{
+		sb: sb, dir: dir, sock: dir + "/" + ingressSocketName, binary: binary,
+		conns: make(chan net.Conn), done: make(chan struct{}),
+	}
+	in.ctx, in.cancel = context.WithCancel(context.Background())
+	ln, err := in.listen(ctx)
+	if err != nil {
+		in.cancel()
+		return nil, fmt.Errorf("ssh %s: host runner: forward %s: %w", sb.id, in.sock, err)
+	}
+	in.ln = ln
+	in.wg.Add(1)
+	go in.serve(ln)
+	sb.ingress = in
+	sb.d.log.Debug("ssh runner ingress open", "id", sb.id, "socket", in.sock)
+	return in, nil
+}
+
+// installRunner makes sure the server holds the runner of spec and returns
+// its path there.
+func (sb *sandbox) installRunner(ctx context.Context, spec drivers.RunnerSpec) (string, error) {
+	f, machine, err := openRunner(spec)
+	if err != nil {
+		return "", fmt.Errorf("ssh %s: host runner: %w", sb.id, err)
+	}
+	defer f.Close()
+	res, err := sb.run(ctx, sb.c.command(runnerCheckScript(spec.SHA256)), drivers.Command{OutputLimit: 8 << 10})
+	if err != nil {
+		return "", fmt.Errorf("ssh %s: host runner: check the installed runner: %w", sb.id, err)
+	}
+	arch, rest, _ := strings.Cut(strings.TrimSpace(string(res.Stdout)), " ")
+	state, path, _ := strings.Cut(rest, " ")
+	if res.ExitCode != 0 || !strings.HasPrefix(path, "/") {
+		return "", fmt.Errorf("ssh %s: host runner: check the installed runner: exit %d: %s", sb.id, res.ExitCode, clip(res.Stderr))
+	}
+	if want, known := machines[arch]; known && want != machine {
+		return "", fmt.Errorf("ssh %s: host runner: runner spec: binary %q is built for %s, the server is %s: %w", sb.id, spec.Binary, machine, arch, drivers.ErrUnsupported)
+	}
+	if state == "present" {
+		return path, nil
+	}
+	sb.d.uploads.Add(1)
+	res, err = sb.run(ctx, sb.c.command(runnerUploadScript(spec.SHA256)), drivers.Command{Stdin: f, OutputLimit: 8 << 10})
+	if err != nil {
+		return "", fmt.Errorf("ssh %s: host runner: upload %s: %w", sb.id, spec.Binary, err)
+	}
+	path = strings.TrimSpace(string(res.Stdout))
+	if res.ExitCode != 0 || !strings.HasPrefix(path, "/") {
+		return "", fmt.Errorf("ssh %s: host runner: upload %s: exit %d: %s", sb.id, spec.Binary, res.ExitCode, clip(res.Stderr))
+	}
+	sb.d.log.Debug("ssh runner uploaded", "id", sb.id, "path", path)
+	return path, nil
+}
+
+// openRunner opens spec.Binary after checking that it is a regular ELF
+// file whose SHA-256 is spec.SHA256, and returns it at offset 0 with its
+// machine.
+func openRunner(spec drivers.RunnerSpec) (*os.File, elf.Machine, error) {
+	f, err := os.Open(spec.Binary)
+	if err != nil {
+		return nil, 0, fmt.Errorf("runner spec: binary %q: %w", spec.Binary, err)
+	}
+	fail := func(err error) (*os.File, elf.Machine, error) {
+		f.Close()
+		return nil, 0, fmt.Errorf("runner spec: binary %q: %w", spec.Binary, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fail(errors.New("not a regular file"))
+	}
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return fail(fmt.Errorf("not an ELF executable: %w", err))
+	}
+	machine := ef.Machine
+	h := sha256.New()
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fail(err)
+	}
+	if _, err := io.Copy(h, f); err != nil {
+		return fail(err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != spec.SHA256 {
+		f.Close()
+		return nil, 0, fmt.Errorf("runner spec: sha256 %q: the binary %q has sha256 %s", spec.SHA256, spec.Binary, got)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fail(err)
+	}
+	return f, machine, nil
+}
+
+// closeRunner closes the lease's ingress, ends the runners the lease
+// launched (endRunnersScript) and removes its lease directory (socket and
+// runner state directories) on the server; the uploaded binary stays. It
+// returns how many runner processes it ended; an error means some may
+// still run.
+func (sb *sandbox) closeRunner(ctx context.Context) (int, error) {
+	sb.runnerMu.Lock()
+	in, dir := sb.ingress, sb.leaseDir
+	sb.runnerMu.Unlock()
+	if in != nil {
+		_ = in.Close()
+	}
+	if dir == "" {
+		return 0, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, sb.t.connectTimeout+20*time.Second)
+	defer cancel()
+	out, code, err := sb.c.control(ctx, endRunnersScript(sb.nonce))
+	if err != nil {
+		return 0, fmt.Errorf("ssh %s: release: ending the lease's runners: %w", sb.id, err)
+	}
+	n, perr := strconv.Atoi(strings.TrimSpace(out))
+	if code != 0 || perr != nil {
+		return 0, fmt.Errorf("ssh %s: release: runner processes still running after SIGKILL: %s", sb.id, clip([]byte(out)))
+	}
+	if _, code, err := sb.c.control(ctx, "rm -rf -- "+shQuote(dir)); err != nil || code != 0 {
+		sb.d.log.Warn("ssh release: removing the runner's lease directory failed", "id", sb.id, "dir", dir, "exit", code, "error", err)
+	}
+	sb.runnerMu.Lock()
+	sb.leaseDir = ""
+	sb.runnerMu.Unlock()
+	return n, nil
+}
+
+// ingress is the ssh driver's drivers.RunnerIngress: one listener on the
+// berth host fed by a remote forward that is re-opened at the same socket
+// path on every new connection.
+type ingress struct {
+	sb     *sandbox
+	dir    string // the lease directory on the server
+	sock   string // the socket path on the server
+	binary string // the runner's path on the server
+
+	conns  chan net.Conn
+	done   chan struct{}
+	ctx    context.Context // ends at Close: bounds re-opening the forward
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	closed   bool
+	ln       net.Listener // the current remote forward
+	forwards int          // forwards opened so far
+}
+
+var _ drivers.RunnerIngress = (*ingress)(nil)
+
+// Endpoint returns "unix:" and the socket's path on the server.
+func (in *ingress) Endpoint() string { return unixScheme + in.sock }
+
+// Addr returns the socket's path on the server.
+func (in *ingress) Addr() net.Addr { return &net.UnixAddr{Name: in.sock, Net: "unix"} }
+
+// Accept returns the next connection a runner made to Endpoint, whatever
+// connection to the server carried it; after Close it returns an error
+// wrapping net.ErrClosed.
+func (in *ingress) Accept() (net.Conn, error) {
+	select {
+	case c := <-in.conns:
+		return c, nil
+	case <-in.done:
+		return nil, &net.OpError{Op: "accept", Net: "unix", Addr: in.Addr(), Err: net.ErrClosed}
+	}
+}
+
+// Close stops forwarding and removes the socket on the server. It stops
+// no runner; a second Close does nothing.
+func (in *ingress) Close() error {
+	in.mu.Lock()
+	if in.closed {
+		in.mu.Unlock()
+		return nil
+	}
+	in.closed = true
+	close(in.done)
+	in.cancel()
+	ln := in.ln
+	in.mu.Unlock()
+	if ln != nil {
+		_ = ln.Close() // cancel-streamlocal-forward; fails on a dead connection
+	}
+	in.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), in.sb.t.connectTimeout+10*time.Second)
+	defer cancel()
+	var err error
+	if _, code, cerr := in.sb.c.control(ctx, "rm -f -- "+shQuote(in.sock)); cerr != nil {
+		err = fmt.Errorf("ssh %s: close the runner ingress: remove %s: %w", in.sb.id, in.sock, cerr)
+	} else if code != 0 {
+		err = fmt.Errorf("ssh %s: close the runner ingress: remove %s: exit %d", in.sb.id, in.sock, code)
+	}
+	in.sb.runnerMu.Lock()
+	if in.sb.ingress == in {
+		in.sb.ingress = nil
+	}
+	in.sb.runnerMu.Unlock()
+	in.sb.d.log.Debug("ssh runner ingress closed", "id", in.sb.id, "socket", in.sock)
+	return err
+}
+
+// Launch starts the installed runner detached (drivers.LaunchRunnerByExec)
+// with a state directory of the lease directory kept per req.Lease, so that
+// a runner launched again for the same lease resumes its session.
+func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
+	in.mu.Lock()
+	closed := in.closed
+	in.mu.Unlock()
+	if closed {
+		return fmt.Errorf("ssh %s: launch runner: the ingress is closed", in.sb.id)
+	}
+	state := in.dir + "/state-" + shortHash(req.Lease)
+	env := make(map[string]string, len(req.Env)+1)
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	env[hostedRunnerEnv] = in.sb.nonce
+	req.Env = env
+	return drivers.LaunchRunnerByExec(ctx, in.sb, in.binary, in.Endpoint(), state, req)
+}
+
+// hostedRunnerEnv marks the runners a lease launched, and (inherited) their
+// tasks, with the lease's nonce, so that Release finds them although they
+// left the lease's sessions.
+const hostedRunnerEnv = "BERTH_HOSTED_RUNNER"
+
+// endRunnersScript ends every process of the login user whose environment
+// holds the entry hostedRunnerEnv=nonce (grep -z, in GNU's and busybox's
+// grep): SIGTERM (a runner stops its tasks and
+// exits), SIGKILL after about 2.5 s, and prints how many it found once none
+// is left; after about 5 s more it prints "alive PID..." and exits 1.
+func endRunnersScript(nonce string) string {
+	return `m='` + hostedRunnerEnv + `=` + nonce + `'; ` +
+		`list() { for f in $(grep -lszxF "$m" /proc/[0-9]*/environ 2>/dev/null); do q=${f#/proc/}; printf '%s ' "${q%/environ}"; done; }; ` +
+		`wait_gone() { i=0; while [ $i -lt $1 ]; do [ -z "$(list)" ] && return 0; sleep 0.1; i=$((i+1)); done; return 1; }; ` +
+		`pids=$(list); set -- $pids; n=$#; [ $n -eq 0 ] && { echo 0; exit 0; }; ` +
+		`kill -TERM $pids 2>/dev/null; wait_gone 25 && { echo $n; exit 0; }; ` +
+		`pids=$(list); [ -n "$pids" ] && kill -KILL $pids 2>/dev/null; wait_gone 50 && { echo $n; exit 0; }; ` +
+		`echo "alive $(list)"; exit 1`
+}
+
+// listen opens the remote forward on the pooled connection's current
+// client, after removing what an earlier forward left at the path; a
+// broken connection is redialed by the pool first.
+func (in *ingress) listen(ctx context.Context) (net.Listener, error) {
+	ctx, cancel := context.WithTimeout(ctx, in.sb.t.connectTimeout+10*time.Second)
+	defer cancel()
+	// The control command runs on the connection the forward will use:
+	// the pool redials a broken one before it.
+	_, code, err := in.sb.c.control(ctx, "rm -f -- "+shQuote(in.sock))
+	if err != nil {
+		return nil, err
+	}
+	if code != 0 {
+		return nil, fmt.Errorf("removing a stale socket: exit %d", code)
+	}
+	c := in.sb.c
+	c.mu.Lock()
+	cl, closed := c.client, c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("connection closed: %w", drivers.ErrReleased)
+	}
+	ln, err := cl.ListenUnix(in.sock)
+	if err != nil {
+		return nil, fmt.Errorf("streamlocal-forward@openssh.com (AllowStreamLocalForwarding): %w", err)
+	}
+	in.mu.Lock()
+	in.forwards++
+	in.mu.Unlock()
+	return ln, nil
+}
+
+// serve hands the connections of ln to Accept; when ln ends without Close
+// (the connection broke) it opens the forward again at the same path,
+// retrying with backoff until it succeeds or the ingress is closed.
+func (in *ingress) serve(ln net.Listener) {
+	defer in.wg.Done()
+	for {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				break
+			}
+			select {
+			case in.conns <- c:
+			case <-in.done:
+				c.Close()
+				return
+			}
+		}
+		_ = ln.Close()
+		backoff := 50 * time.Millisecond
+		for {
+			select {
+			case <-in.done:
+				return
+			default:
+			}
+			next, err := in.listen(in.ctx)
+			if err == nil {
+				in.mu.Lock()
+				if in.closed {
+					in.mu.Unlock()
+					_ = next.Close()
+					return
+				}
+				in.ln = next
+				in.mu.Unlock()
+				in.sb.d.log.Info("ssh runner ingress re-opened", "id", in.sb.id, "socket", in.sock)
+				ln = next
+				break
+			}
+			in.sb.d.log.Debug("ssh runner ingress: re-opening the forward failed", "id", in.sb.id, "error", err)
+			select {
+			case <-in.done:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}
+}

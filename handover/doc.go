@@ -1,0 +1,34 @@
+// Package handover decides what berth hands into a sandbox with a runner
+// task (PRP "secrets in commands", AUTH-2): the values of a task's secret
+// references, resolved at delivery and never stored, and managed accounts,
+// handed over only while a project auth check matches exactly.
+//
+// Where to start:
+//
+//   - record.go: AuthCheck, the record of a project auth check keyed by
+//     (company, managed-account reference): version (CheckVersion, 1),
+//     status, the prepared environment's config fingerprint (the lease
+//     reuse fingerprint, lease.Fingerprint), the provider (driver name and
+//     provider account: Daytona's API-key reference, else the environment
+//     id), the sorted project ids, when and by whom it was prepared and
+//     answered. Match compares it with a lease and a project set and says
+//     which part differs (MismatchError codes). Store is the record's
+//     store interface; handovertest holds its conformance suite, which
+//     MemoryStore (memstore.go) and internal/sqlstore pass.
+//   - service.go: Service, New(Sources, *Options). PrepareManagedAccount
+//     replaces any earlier record of the key with a pending one and runs
+//     the host's Checker (the project auth check berth cannot know);
+//     RecordResult, Get, List and Clear are for hosts and operators. Each
+//     authorizes environment.ActionAuthCheck.
+//   - resolver.go: Service implements controller.SecretResolver. Check
+//     (at Dispatch, with the principal: environment.ActionUseAccount for
+//     a managed account) and Resolve (at delivery, on any replica) look up
+//     the session's lease: a secret env key must be in its config's
+//     secret env map (drivers.KindSecretMap); a managed account needs an
+//     exactly matching project auth check, at dispatch and again at
+//     delivery. Resolve reads the values from the host's SecretStore.
+//
+// Floor 4: it reads lease records and fingerprints (lease, floor 3) and
+// implements the controller's resolver interface (prp/controller, floor
+// 4); berth's System wires it.
+package handover

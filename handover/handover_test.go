@@ -1,0 +1,279 @@
+package handover_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/daytona"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/handover"
+	"github.com/berthdev/berth/internal/syncbuf"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
+)
+
+var (
+	operator = environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
+	agent    = environment.Principal{ID: "agent-1", Role: environment.RoleAgent, Companies: []string{"acme"}}
+	outsider = environment.Principal{ID: "agent-2", Role: environment.RoleAgent, Companies: []string{"globex"}}
+)
+
+const (
+	tokenValue   = "canary-token-7f3a"
+	accountValue = "canary-account-91be"
+)
+
+// world is a daytona environment with a secret env map and a lease of it,
+// over memory stores (nothing is allocated: the service reads records).
+type world struct {
+	svc     *handover.Service
+	envs    *environment.MemoryStore
+	leases  *lease.MemoryStore
+	checks  *handover.MemoryStore
+	env     *environment.Environment
+	lease   *lease.Lease
+	account string // the managed account's reference
+	apiKey  drivers.SecretRef
+	logs    *syncbuf.Buffer
+	asked   []handover.CheckRequest
+}
+
+func newWorld(t *testing.T, checker bool) *world {
+	t.Helper()
+	ctx := context.Background()
+	w := &world{envs: environment.NewMemoryStore(), leases: lease.NewMemoryStore(), checks: &handover.MemoryStore{}, logs: &syncbuf.Buffer{}}
+	secrets := environment.NewMemorySecretStore()
+	var err error
+	if w.apiKey, err = secrets.Put(ctx, "env_1", "api_key", "canary-api-key"); err != nil {
+		t.Fatal(err)
+	}
+	token, _ := secrets.Put(ctx, "env_1", "env.TOKEN", tokenValue)
+	acct, _ := secrets.Put(ctx, "host", "account", accountValue)
+	w.account = acct.String()
+	cfg := drivers.Config{daytona.FieldAPIURL: "https://daytona.example/api", daytona.FieldAPIKey: w.apiKey,
+		daytona.FieldSnapshotID: "snap-1", daytona.FieldEnv: map[string]any{"TOKEN": token}}
+	w.env = &environment.Environment{ID: "env_1", Name: "sbx", Driver: "daytona", Status: environment.StatusActive, Config: cfg, Revision: 1}
+	if err := w.envs.CreateEnvironment(ctx, w.env, environment.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reg := drivers.NewRegistry(daytona.New(nil))
+	drv, _ := reg.Lookup("daytona")
+	fp, err := lease.Fingerprint(drv, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.lease = &lease.Lease{ID: "lease_1", Company: "acme", Environment: "env_1", Run: "run-1", Status: lease.StatusActive,
+		Policy: lease.Ephemeral, Provider: "daytona", Fingerprint: fp, Config: cfg.Clone(), AcquiredAt: time.Now()}
+	if _, err := w.leases.InsertLease(ctx, w.lease); err != nil {
+		t.Fatal(err)
+	}
+	opts := &handover.Options{Logger: slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	if checker {
+		opts.Checker = handover.CheckerFunc(func(_ context.Context, req handover.CheckRequest) (handover.Result, error) {
+			w.asked = append(w.asked, req)
+			for _, p := range req.Projects {
+				switch p {
+				case "denied":
+					return handover.Result{Message: "project denied has no access"}, nil
+				case "broken":
+					return handover.Result{}, errors.New("harness unreachable")
+				}
+			}
+			return handover.Result{Succeeded: true}, nil
+		})
+	}
+	if w.svc, err = handover.New(handover.Sources{Checks: w.checks, Environments: w.envs, Drivers: reg, Leases: w.leases, Secrets: secrets}, opts); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if strings.Contains(w.logs.String(), "canary") {
+			t.Errorf("the service's log holds a secret value:\n%s", w.logs.String())
+		}
+	})
+	return w
+}
+
+var target = controller.SecretTarget{Session: "s_1", Lease: "lease_1", Run: "run-1", Company: "acme"}
+
+func (w *world) uses(projects ...string) []prp.SecretUse {
+	return []prp.SecretUse{
+		{Source: prp.SecretFromEnvironment, Ref: "TOKEN", Env: "TOKEN"},
+		{Source: prp.SecretFromManagedAccount, Ref: w.account, File: "account.json", Projects: projects},
+	}
+}
+
+// AUTH-2: a preparation replaces the record with a pending one and stores
+// the host check's answer; the record names the environment's fingerprint,
+// the provider (daytona and its API key's reference) and the sorted
+// projects.
+func TestPrepareManagedAccount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, true)
+	rec, err := w.svc.PrepareManagedAccount(ctx, operator, "acme", w.account, "env_1", []string{"p2", "p1", "p2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := handover.AuthCheck{Company: "acme", AccountRef: w.account, Version: 1, Status: handover.StatusSucceeded,
+		Fingerprint: w.lease.Fingerprint, Provider: handover.Provider{Driver: "daytona", Account: w.apiKey.String()},
+		Projects: []string{"p1", "p2"}, Environment: "env_1", PreparedBy: "ops", CheckedBy: "ops"}
+	ignore := func(c handover.AuthCheck) handover.AuthCheck {
+		c.Preparation, c.PreparedAt, c.CheckedAt = "", time.Time{}, time.Time{}
+		return c
+	}
+	if d := cmp.Diff(want, ignore(rec)); d != "" {
+		t.Errorf("record (-want +got):\n%s", d)
+	}
+	if len(w.asked) != 1 || w.asked[0].Fingerprint != rec.Fingerprint || w.asked[0].Version != 1 || w.asked[0].AccountRef != w.account {
+		t.Errorf("the host's check was asked %+v", w.asked)
+	}
+	// A failed check replaces the succeeded record: the old validation is gone.
+	rec, err = w.svc.PrepareManagedAccount(ctx, operator, "acme", w.account, "env_1", []string{"p1", "denied"})
+	if err != nil || rec.Status != handover.StatusFailed || rec.Message != "project denied has no access" {
+		t.Errorf("prepare with a failing check = %+v, %v; want failed with the host's message", rec, err)
+	}
+	// A check that cannot run leaves a failed record and says why.
+	rec, err = w.svc.PrepareManagedAccount(ctx, operator, "acme", w.account, "env_1", []string{"broken"})
+	if err == nil || !strings.Contains(err.Error(), "harness unreachable") || rec.Status != handover.StatusFailed {
+		t.Errorf("prepare with a broken check = %+v, %v; want failed and the error", rec, err)
+	}
+	// Operators only; a malformed reference names the field.
+	if _, err := w.svc.PrepareManagedAccount(ctx, agent, "acme", w.account, "env_1", nil); !errors.Is(err, environment.ErrDenied) {
+		t.Errorf("an agent prepared: %v", err)
+	}
+	if _, err := w.svc.PrepareManagedAccount(ctx, operator, "acme", "acct-1", "env_1", nil); !errors.Is(err, handover.ErrInvalid) || !strings.Contains(err.Error(), "account_ref") {
+		t.Errorf("a malformed reference = %v, want ErrInvalid naming account_ref", err)
+	}
+	if err := w.svc.Clear(ctx, operator, "acme", w.account); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.svc.Get(ctx, operator, "acme", w.account); !errors.Is(err, handover.ErrNotFound) {
+		t.Errorf("Get after Clear = %v, want ErrNotFound", err)
+	}
+}
+
+// AUTH-2: without a Checker a preparation stays pending (refused) until
+// the host records the answer; an answer to a replaced preparation is
+// stale and stores nothing.
+func TestRecordResultLater(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, false)
+	first, err := w.svc.PrepareManagedAccount(ctx, operator, "acme", w.account, "env_1", []string{"p1"})
+	if err != nil || first.Status != handover.StatusPending {
+		t.Fatalf("prepare = %+v, %v; want pending", first, err)
+	}
+	if err := w.svc.Check(ctx, agent, target, w.uses("p1")); code(err) != handover.CodeCheckStatus {
+		t.Errorf("dispatch on a pending check = %v, want %s", err, handover.CodeCheckStatus)
+	}
+	second, _ := w.svc.PrepareManagedAccount(ctx, operator, "acme", w.account, "env_1", []string{"p1"})
+	if _, err := w.svc.RecordResult(ctx, operator, "acme", w.account, first.Preparation, handover.Result{Succeeded: true}); !errors.Is(err, handover.ErrStale) {
+		t.Errorf("answer to a replaced preparation = %v, want ErrStale", err)
+	}
+	if _, err := w.svc.RecordResult(ctx, operator, "acme", w.account, second.Preparation, handover.Result{Succeeded: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.svc.Check(ctx, agent, target, w.uses("p1")); err != nil {
+		t.Errorf("dispatch after the answer = %v", err)
+	}
+}
+
+func code(err error) string {
+	if err == nil {
+		return ""
+	}
+	return controller.CodeOfSecrets(err)
+}
+
+// AUTH-2: dispatch lets a managed account through only when the record
+// matches exactly, and refuses with a code naming the part that did not:
+// version, status, fingerprint (a config edit), provider, projects (one
+// added, one removed); nothing recorded is auth_check_missing. A secret
+// env key must be one of the lease environment's.
+func TestDispatchMatchesExactly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, true)
+	if err := w.svc.Check(ctx, agent, target, w.uses("p1", "p2")); code(err) != handover.CodeCheckMissing || !errors.Is(err, handover.ErrMismatch) {
+		t.Errorf("no record: %v, want %s", err, handover.CodeCheckMissing)
+	}
+	good, err := w.svc.PrepareManagedAccount(ctx, operator, "acme", w.account, "env_1", []string{"p1", "p2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.svc.Check(ctx, agent, target, w.uses("p2", "p1")); err != nil {
+		t.Fatalf("exact match refused: %v", err)
+	}
+	vals, err := w.svc.Resolve(ctx, target, w.uses("p1", "p2"))
+	if err != nil || len(vals) != 2 || vals[0] != tokenValue || vals[1] != accountValue {
+		t.Fatalf("Resolve = %d values, %v; want the token and the account", len(vals), err)
+	}
+	for _, tc := range []struct {
+		name     string
+		mutate   func(*handover.AuthCheck)
+		projects []string
+		want     string
+	}{
+		{"project added", nil, []string{"p1", "p2", "p3"}, handover.CodeCheckProjects},
+		{"project removed", nil, []string{"p1"}, handover.CodeCheckProjects},
+		{"version 2", func(c *handover.AuthCheck) { c.Version = 2 }, []string{"p1", "p2"}, handover.CodeCheckVersion},
+		{"failed", func(c *handover.AuthCheck) { c.Status = handover.StatusFailed }, []string{"p1", "p2"}, handover.CodeCheckStatus},
+		{"other provider", func(c *handover.AuthCheck) { c.Provider.Account = "secret:sec_other@v1" }, []string{"p1", "p2"}, handover.CodeCheckProvider},
+		{"other fingerprint", func(c *handover.AuthCheck) { c.Fingerprint = "sha256:00" }, []string{"p1", "p2"}, handover.CodeCheckFingerprint},
+	} {
+		rec := good
+		if tc.mutate != nil {
+			tc.mutate(&rec)
+		}
+		if err := w.checks.PutAuthCheck(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		err := w.svc.Check(ctx, agent, target, w.uses(tc.projects...))
+		if code(err) != tc.want {
+			t.Errorf("%s: Check = %v, want %s", tc.name, err, tc.want)
+		}
+		if _, err := w.svc.Resolve(ctx, target, w.uses(tc.projects...)); code(err) != tc.want {
+			t.Errorf("%s: Resolve = %v, want %s", tc.name, err, tc.want)
+		}
+	}
+	// A config edit: the new preparation is for the new fingerprint, the
+	// lease still runs the old config.
+	w.env.Config[daytona.FieldSnapshotID] = "snap-2"
+	w.env.Revision = 2
+	if err := w.envs.UpdateEnvironment(ctx, w.env, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.svc.PrepareManagedAccount(ctx, operator, "acme", w.account, "env_1", []string{"p1", "p2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.svc.Check(ctx, agent, target, w.uses("p1", "p2")); code(err) != handover.CodeCheckFingerprint {
+		t.Errorf("after a config edit: %v, want %s", err, handover.CodeCheckFingerprint)
+	}
+	// Secret env keys come from the lease's environment only.
+	unknown := []prp.SecretUse{{Source: prp.SecretFromEnvironment, Ref: "OTHER", Env: "OTHER"}}
+	if err := w.svc.Check(ctx, agent, target, unknown); code(err) != handover.CodeSecretUnknown || !errors.Is(err, handover.ErrSecretUnknown) {
+		t.Errorf("unknown secret env key: %v, want %s", err, handover.CodeSecretUnknown)
+	}
+	// Another company's session, or an agent of another company.
+	other := target
+	other.Company = "globex"
+	if err := w.svc.Check(ctx, operator, other, unknown); code(err) != handover.CodeLeaseMismatch {
+		t.Errorf("lease of another company: %v, want %s", err, handover.CodeLeaseMismatch)
+	}
+	if err := w.svc.Check(ctx, outsider, target, w.uses("p1", "p2")); !errors.Is(err, environment.ErrDenied) {
+		t.Errorf("an agent of another company handed over the account: %v", err)
+	}
+	for _, e := range []error{w.svc.Check(ctx, agent, target, w.uses("p1"))} {
+		if e != nil && (strings.Contains(e.Error(), accountValue) || strings.Contains(e.Error(), tokenValue)) {
+			t.Errorf("an error holds a secret value: %v", e)
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package handover
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// MemoryStore is an in-memory Store for tests and the embedded default.
+// Its zero value is ready; it is safe for concurrent use.
+type MemoryStore struct {
+	mu   sync.Mutex
+	recs map[[2]string]AuthCheck
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+func cloneCheck(c AuthCheck) AuthCheck {
+	c.Projects = slices.Clone(c.Projects)
+	if c.Projects == nil {
+		c.Projects = []string{}
+	}
+	return c
+}
+
+// PutAuthCheck implements Store.
+func (m *MemoryStore) PutAuthCheck(ctx context.Context, c AuthCheck) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if c.Company == "" || c.AccountRef == "" {
+		return fmt.Errorf("handover: a project auth check needs a company and an account reference: %w", ErrInvalid)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.recs == nil {
+		m.recs = map[[2]string]AuthCheck{}
+	}
+	m.recs[[2]string{c.Company, c.AccountRef}] = cloneCheck(c)
+	return nil
+}
+
+// CompleteAuthCheck implements Store.
+func (m *MemoryStore) CompleteAuthCheck(ctx context.Context, company, accountRef, prep string, status Status, checkedAt time.Time, checkedBy, message string) (AuthCheck, error) {
+	if err := ctx.Err(); err != nil {
+		return AuthCheck{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.recs[[2]string{company, accountRef}]
+	switch {
+	case !ok:
+		return AuthCheck{}, fmt.Errorf("handover: project auth check of %s for company %q: %w", accountRef, company, ErrNotFound)
+	case c.Preparation != prep:
+		return AuthCheck{}, fmt.Errorf("handover: project auth check of %s for company %q: preparation %s: %w", accountRef, company, prep, ErrStale)
+	}
+	c.Status, c.CheckedAt, c.CheckedBy, c.Message = status, checkedAt, checkedBy, message
+	m.recs[[2]string{company, accountRef}] = c
+	return cloneCheck(c), nil
+}
+
+// GetAuthCheck implements Store.
+func (m *MemoryStore) GetAuthCheck(ctx context.Context, company, accountRef string) (AuthCheck, error) {
+	if err := ctx.Err(); err != nil {
+		return AuthCheck{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.recs[[2]string{company, accountRef}]
+	if !ok {
+		return AuthCheck{}, fmt.Errorf("handover: project auth check of %s for company %q: %w", accountRef, company, ErrNotFound)
+	}
+	return cloneCheck(c), nil
+}
+
+// ListAuthChecks implements Store.
+func (m *MemoryStore) ListAuthChecks(ctx context.Context, company string) ([]AuthCheck, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := []AuthCheck{}
+	for k, c := range m.recs {
+		if company == "" || k[0] == company {
+			out = append(out, cloneCheck(c))
+		}
+	}
+	slices.SortFunc(out, func(a, b AuthCheck) int {
+		return cmp.Or(cmp.Compare(a.Company, b.Company), cmp.Compare(a.AccountRef, b.AccountRef))
+	})
+	return out, nil
+}
+
+// DeleteAuthCheck implements Store.
+func (m *MemoryStore) DeleteAuthCheck(ctx context.Context, company, accountRef string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{company, accountRef}
+	if _, ok := m.recs[k]; !ok {
+		return fmt.Errorf("handover: project auth check of %s for company %q: %w", accountRef, company, ErrNotFound)
+	}
+	delete(m.recs, k)
+	return nil
+}

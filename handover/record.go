@@ -1,0 +1,233 @@
+package handover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// CheckVersion is the only project auth check version berth accepts
+// (AUTH-2: projectAuthCheckVersion 1). A record of another version is
+// ignored: it never lets an account through.
+const CheckVersion = 1
+
+// Status is the state of a project auth check.
+type Status string
+
+// The statuses of a project auth check.
+const (
+	// StatusPending: prepared; the host's check has not answered yet.
+	StatusPending Status = "pending"
+	// StatusSucceeded: the host's check succeeded; the only status that
+	// lets the account through.
+	StatusSucceeded Status = "succeeded"
+	// StatusFailed: the host's check failed or could not run.
+	StatusFailed Status = "failed"
+)
+
+// Valid reports whether s is a known status.
+func (s Status) Valid() bool {
+	return s == StatusPending || s == StatusSucceeded || s == StatusFailed
+}
+
+// Provider is who provides the sandboxes of a prepared environment: the
+// driver name and the provider account (for Daytona the API key's secret
+// reference "secret:ID@vN"; for drivers without provider accounts the
+// environment id).
+type Provider struct {
+	Driver  string `json:"driver"`
+	Account string `json:"account"`
+}
+
+// String returns "driver/account"; it holds no secret value.
+func (p Provider) String() string { return p.Driver + "/" + p.Account }
+
+// AuthCheck is the record of a project auth check of a managed account
+// (AUTH-2), keyed by (Company, AccountRef). It holds references and ids,
+// never the account's value.
+type AuthCheck struct {
+	Company string `json:"company"`
+	// AccountRef is the managed account's reference in the host's secret
+	// store ("secret:ID@vN").
+	AccountRef string `json:"account_ref"`
+	// Version is CheckVersion for records berth writes.
+	Version int    `json:"version"`
+	Status  Status `json:"status"`
+	// Fingerprint is the lease reuse fingerprint (lease.Fingerprint) of
+	// the prepared environment's config.
+	Fingerprint string   `json:"fingerprint"`
+	Provider    Provider `json:"provider"`
+	// Projects are the project ids, sorted, without duplicates.
+	Projects []string `json:"projects"`
+	// Environment is the id of the prepared environment.
+	Environment string `json:"environment"`
+	// Preparation is the id of the preparation that wrote the record; a
+	// check result is stored only for the preparation it answers.
+	Preparation string    `json:"preparation"`
+	PreparedAt  time.Time `json:"prepared_at"`
+	PreparedBy  string    `json:"prepared_by"`
+	// CheckedAt and CheckedBy say when and by whom (the principal that
+	// prepared, or the one that recorded the host's answer) the check was
+	// answered; zero while pending.
+	CheckedAt time.Time `json:"checked_at,omitzero"`
+	CheckedBy string    `json:"checked_by,omitempty"`
+	// Message is the host's reason for a failed check; never a secret.
+	Message string `json:"message,omitempty"`
+}
+
+// Result is the host's answer to a project auth check.
+type Result struct {
+	Succeeded bool
+	// Message says why the check failed (or a note on success); it must
+	// hold no secret. At most 1024 bytes are kept.
+	Message string
+}
+
+// Errors of this package.
+var (
+	// ErrNotFound: no project auth check for that company and account.
+	ErrNotFound = errors.New("handover: not found")
+	// ErrStale: a check result answers a preparation that a newer
+	// preparation (or a clear) replaced; nothing was stored.
+	ErrStale = errors.New("handover: the preparation was replaced")
+	// ErrInvalid: a request field is malformed (the error names it).
+	ErrInvalid = errors.New("handover: invalid request")
+	// ErrMismatch: a managed account is refused at dispatch: no project
+	// auth check matches exactly (the *MismatchError says which part).
+	ErrMismatch = errors.New("handover: no matching project auth check")
+	// ErrSecretUnknown: a task names a secret env key that the lease's
+	// environment does not have.
+	ErrSecretUnknown = errors.New("handover: unknown secret")
+)
+
+// Codes of a refused hand-over: MismatchError.Code, and the code the
+// runner's refusal of the command reports (prp.Result.Message starts with
+// it).
+const (
+	CodeCheckMissing     = "auth_check_missing"
+	CodeCheckVersion     = "auth_check_version"
+	CodeCheckStatus      = "auth_check_status"
+	CodeCheckFingerprint = "auth_check_fingerprint"
+	CodeCheckProvider    = "auth_check_provider"
+	CodeCheckProjects    = "auth_check_projects"
+	// CodeSecretUnknown: a secret env key the lease's environment lacks.
+	CodeSecretUnknown = "secret_unknown"
+	// CodeLeaseMismatch: the session's lease is unknown, not active or of
+	// another company.
+	CodeLeaseMismatch = "lease_mismatch"
+)
+
+// MismatchError is a refused managed account: Code names the part of the
+// project auth check that did not match (CodeCheckMissing, ...Version,
+// ...Status, ...Fingerprint, ...Provider, ...Projects). It wraps
+// ErrMismatch and implements controller.SecretError.
+type MismatchError struct {
+	Code       string
+	Company    string
+	AccountRef string
+	Detail     string
+}
+
+// Error names the account reference, the company and the part that did
+// not match; never a value.
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("handover: managed account %s of company %q: %s: %s", e.AccountRef, e.Company, e.Code, e.Detail)
+}
+
+// Unwrap returns ErrMismatch.
+func (e *MismatchError) Unwrap() error { return ErrMismatch }
+
+// SecretCode returns Code (controller.SecretError).
+func (e *MismatchError) SecretCode() string { return e.Code }
+
+// codedError carries a stable code for controller.CodeOfSecrets.
+type codedError struct {
+	code string
+	err  error
+}
+
+func (e *codedError) Error() string      { return e.err.Error() }
+func (e *codedError) Unwrap() error      { return e.err }
+func (e *codedError) SecretCode() string { return e.code }
+
+// Match reports whether c lets the account through for a lease of
+// fingerprint and provider, handed to projects: nil, or a *MismatchError
+// naming the first part that differs, checked in this order: version,
+// status, fingerprint, provider, projects (compared sorted, without
+// duplicates).
+func (c AuthCheck) Match(fingerprint string, provider Provider, projects []string) error {
+	mis := func(code, format string, args ...any) error {
+		return &MismatchError{Code: code, Company: c.Company, AccountRef: c.AccountRef, Detail: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case c.Version != CheckVersion:
+		return mis(CodeCheckVersion, "the check is of version %d, want %d", c.Version, CheckVersion)
+	case c.Status != StatusSucceeded:
+		return mis(CodeCheckStatus, "the check is %s, not succeeded", c.Status)
+	case c.Fingerprint != fingerprint:
+		return mis(CodeCheckFingerprint, "the check was prepared for config %s, the lease runs %s", c.Fingerprint, fingerprint)
+	case c.Provider != provider:
+		return mis(CodeCheckProvider, "the check was prepared for provider %s, the lease is of %s", c.Provider, provider)
+	}
+	if want := NormalizeProjects(projects); !slices.Equal(c.Projects, want) {
+		return mis(CodeCheckProjects, "the check was prepared for projects %v, the task is for %v", c.Projects, want)
+	}
+	return nil
+}
+
+// NormalizeProjects returns the project ids sorted, without duplicates (a
+// new slice; never nil).
+func NormalizeProjects(projects []string) []string {
+	out := slices.Clone(projects)
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if out == nil {
+		out = []string{}
+	}
+	return out
+}
+
+// ParseAccountRef parses a managed-account reference "secret:ID@vN"
+// (drivers.SecretRef.String) with a version of at least 1.
+func ParseAccountRef(s string) (drivers.SecretRef, error) {
+	rest, ok := strings.CutPrefix(s, "secret:")
+	id, v, ok2 := strings.Cut(rest, "@v")
+	n, err := strconv.ParseInt(v, 10, 64)
+	if !ok || !ok2 || id == "" || err != nil || n < 1 || len(s) > 256 || strings.ContainsAny(id, " \t\r\n@") {
+		return drivers.SecretRef{}, fmt.Errorf("handover: field account_ref %q is not a secret reference secret:ID@vN: %w", s, ErrInvalid)
+	}
+	return drivers.SecretRef{ID: id, Version: n}, nil
+}
+
+// Store keeps project auth check records. Implementations: MemoryStore
+// here and the SQL stores of internal/sqlstore; each passes
+// handovertest.RunStoreTests. Safe for concurrent use, also by several
+// processes on one database.
+type Store interface {
+	// PutAuthCheck stores c as the record of (c.Company, c.AccountRef),
+	// replacing any earlier record of that key.
+	PutAuthCheck(ctx context.Context, c AuthCheck) error
+	// CompleteAuthCheck stores the answer of preparation prep in the
+	// record of (company, accountRef) in one conditional update: status,
+	// checkedAt, checkedBy and message. It returns the updated record, or
+	// an error wrapping ErrStale if the record's preparation is another
+	// one (replaced), ErrNotFound if there is none (cleared).
+	CompleteAuthCheck(ctx context.Context, company, accountRef, prep string, status Status, checkedAt time.Time, checkedBy, message string) (AuthCheck, error)
+	// GetAuthCheck returns the record of (company, accountRef), or an
+	// error wrapping ErrNotFound.
+	GetAuthCheck(ctx context.Context, company, accountRef string) (AuthCheck, error)
+	// ListAuthChecks returns the records of company (every company's
+	// when company is ""), sorted by company, then account reference.
+	ListAuthChecks(ctx context.Context, company string) ([]AuthCheck, error)
+	// DeleteAuthCheck removes the record of (company, accountRef); an
+	// error wrapping ErrNotFound if there is none.
+	DeleteAuthCheck(ctx context.Context, company, accountRef string) error
+}
+
+func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }

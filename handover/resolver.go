@@ -1,0 +1,124 @@
+package handover
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
+)
+
+var _ controller.SecretResolver = (*Service)(nil)
+
+// Check implements controller.SecretResolver: at dispatch, every use must
+// be deliverable to the runner of t's lease. A secret env key must be in
+// the secret env map of the lease's config; a managed account needs p to
+// be allowed environment.ActionUseAccount for t.Company and a project
+// auth check that matches exactly the lease's fingerprint and provider
+// and the use's projects (AUTH-2; a *MismatchError names the part that
+// did not). Nothing is read from the secret store.
+func (s *Service) Check(ctx context.Context, p environment.Principal, t controller.SecretTarget, uses []prp.SecretUse) error {
+	for _, u := range uses {
+		if u.Source == prp.SecretFromManagedAccount {
+			if err := s.authorize(ctx, p, environment.ActionUseAccount, t.Company, u.Ref); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := s.refs(ctx, t, uses)
+	if err != nil {
+		s.log.Warn("secret hand-over refused at dispatch", "session", t.Session, "lease", t.Lease, "company", t.Company,
+			"code", controller.CodeOfSecrets(err), "actor", p.ID)
+	}
+	return err
+}
+
+// Resolve implements controller.SecretResolver: at delivery it checks
+// the uses again (a project auth check cleared or replaced since the
+// dispatch refuses the account now) and reads the values from the host's
+// secret store, in the order of uses. Errors name references, never
+// values.
+func (s *Service) Resolve(ctx context.Context, t controller.SecretTarget, uses []prp.SecretUse) ([]string, error) {
+	refs, err := s.refs(ctx, t, uses)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(refs))
+	for i, ref := range refs {
+		v, err := s.src.Secrets.Get(ctx, ref)
+		if err != nil {
+			return nil, fmt.Errorf("handover: secret %s of lease %s: %w", uses[i].Ref, t.Lease, err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// refs checks the uses against t's lease and returns the secret
+// reference of each.
+func (s *Service) refs(ctx context.Context, t controller.SecretTarget, uses []prp.SecretUse) ([]drivers.SecretRef, error) {
+	l, err := s.src.Leases.GetLease(ctx, t.Lease)
+	switch {
+	case err != nil:
+		return nil, &codedError{CodeLeaseMismatch, fmt.Errorf("handover: lease %s of session %s: %w", t.Lease, t.Session, err)}
+	case l.Company != t.Company:
+		return nil, &codedError{CodeLeaseMismatch, fmt.Errorf("handover: lease %s is not of the session's company", t.Lease)}
+	case l.Status != lease.StatusActive:
+		return nil, &codedError{CodeLeaseMismatch, fmt.Errorf("handover: lease %s is %s, not active", t.Lease, l.Status)}
+	}
+	drv, err := s.src.Drivers.Lookup(l.Provider)
+	if err != nil {
+		return nil, fmt.Errorf("handover: lease %s: %w", t.Lease, err)
+	}
+	var envMaps []string
+	for _, f := range drv.Schema().Fields {
+		if f.Kind == drivers.KindSecretMap {
+			envMaps = append(envMaps, f.Name)
+		}
+	}
+	out := make([]drivers.SecretRef, len(uses))
+	for i, u := range uses {
+		switch u.Source {
+		case prp.SecretFromEnvironment:
+			found := false
+			for _, f := range envMaps {
+				if ref, ok := l.Config.SecretMapRefs(f)[u.Ref]; ok {
+					out[i], found = ref, true
+					break
+				}
+			}
+			if !found {
+				return nil, &codedError{CodeSecretUnknown, fmt.Errorf("handover: secret env %s: the environment of lease %s has no such secret: %w", u.Ref, t.Lease, ErrSecretUnknown)}
+			}
+		case prp.SecretFromManagedAccount:
+			ref, err := ParseAccountRef(u.Ref)
+			if err != nil {
+				return nil, err
+			}
+			if err := s.match(ctx, l, t.Company, u); err != nil {
+				return nil, err
+			}
+			out[i] = ref
+		default:
+			return nil, fmt.Errorf("handover: secret %s: source %q is unknown: %w", u.Ref, u.Source, ErrInvalid)
+		}
+	}
+	return out, nil
+}
+
+// match checks the project auth check of u's account for lease l.
+func (s *Service) match(ctx context.Context, l *lease.Lease, company string, u prp.SecretUse) error {
+	rec, err := s.src.Checks.GetAuthCheck(ctx, company, u.Ref)
+	if err != nil {
+		if !isNotFound(err) {
+			return fmt.Errorf("handover: managed account %s: %w", u.Ref, err)
+		}
+		return &MismatchError{Code: CodeCheckMissing, Company: company, AccountRef: u.Ref, Detail: "no project auth check is recorded"}
+	}
+	prov := Provider{Driver: l.Provider, Account: s.o.ProviderAccount(l.Provider, l.Config, l.Environment)}
+	return rec.Match(l.Fingerprint, prov, slices.Clone(u.Projects))
+}

@@ -1,0 +1,304 @@
+package handover
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/lease"
+)
+
+// CheckRequest is what the host's project auth check is asked: whether
+// the managed account AccountRef may be used by Company's Projects on
+// sandboxes of Provider made from a config of Fingerprint (the prepared
+// environment Environment). It holds references, never the account's
+// value; the host resolves the account itself if its check needs it.
+type CheckRequest struct {
+	Principal   environment.Principal
+	Company     string
+	AccountRef  string
+	Environment string
+	Version     int
+	Fingerprint string
+	Provider    Provider
+	Projects    []string
+}
+
+// Checker is the project auth check the host implements (berth cannot
+// know the agent harness: the seed's check_project_auth). CheckProjectAuth
+// returns the answer, or an error when the check could not run (the
+// record then says failed). It honours ctx and never puts a secret in its
+// result or error.
+type Checker interface {
+	CheckProjectAuth(ctx context.Context, req CheckRequest) (Result, error)
+}
+
+// CheckerFunc adapts a function to Checker.
+type CheckerFunc func(ctx context.Context, req CheckRequest) (Result, error)
+
+// CheckProjectAuth calls f.
+func (f CheckerFunc) CheckProjectAuth(ctx context.Context, req CheckRequest) (Result, error) {
+	return f(ctx, req)
+}
+
+// EnvironmentGetter reads saved environments (environment.Store has it).
+type EnvironmentGetter interface {
+	GetEnvironment(ctx context.Context, id string) (*environment.Environment, error)
+}
+
+// LeaseGetter reads lease records (lease.Store has it).
+type LeaseGetter interface {
+	GetLease(ctx context.Context, id string) (*lease.Lease, error)
+}
+
+// Sources are what a Service reads and writes. Every field is required.
+type Sources struct {
+	// Checks stores the project auth check records.
+	Checks Store
+	// Environments and Drivers give the prepared environment's
+	// fingerprint and provider.
+	Environments EnvironmentGetter
+	Drivers      *drivers.Registry
+	// Leases give a session's lease (its fingerprint, provider, company
+	// and the secret env map of its config) at dispatch.
+	Leases LeaseGetter
+	// Secrets is the host's secret store the values are read from at
+	// delivery.
+	Secrets environment.SecretStore
+}
+
+// Options configure a Service; nil means every default.
+type Options struct {
+	// Authorizer decides ActionAuthCheck and ActionUseAccount. Default:
+	// environment.DefaultPolicy.
+	Authorizer environment.Authorizer
+	// Checker is the host's project auth check. Default: none, and a
+	// preparation stays pending until RecordResult stores the host's
+	// answer.
+	Checker Checker
+	// ProviderAccount names the provider account of a config of a driver
+	// (see Provider). Default: DefaultProviderAccount.
+	ProviderAccount func(driver string, cfg drivers.Config, environmentID string) string
+	// Clock stamps preparations and answers. Default: the wall clock.
+	Clock clock.Clock
+	// Logger receives one line per preparation, answer, clear and refused
+	// hand-over; never a secret. Default: discard.
+	Logger *slog.Logger
+}
+
+// Service prepares managed accounts (AUTH-2) and resolves the secrets of
+// runner tasks: it implements controller.SecretResolver. Safe for
+// concurrent use.
+type Service struct {
+	src  Sources
+	o    Options
+	log  *slog.Logger
+	auth environment.Authorizer
+}
+
+// New returns a Service over src.
+func New(src Sources, opts *Options) (*Service, error) {
+	switch {
+	case src.Checks == nil:
+		return nil, errors.New("handover: sources: field Checks is required")
+	case src.Environments == nil:
+		return nil, errors.New("handover: sources: field Environments is required")
+	case src.Drivers == nil:
+		return nil, errors.New("handover: sources: field Drivers is required")
+	case src.Leases == nil:
+		return nil, errors.New("handover: sources: field Leases is required")
+	case src.Secrets == nil:
+		return nil, errors.New("handover: sources: field Secrets is required")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Authorizer == nil {
+		o.Authorizer = environment.DefaultPolicy{}
+	}
+	if o.ProviderAccount == nil {
+		o.ProviderAccount = DefaultProviderAccount
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{src: src, o: o, log: log, auth: o.Authorizer}, nil
+}
+
+// providerAccountFields names, per driver, the Secret config field whose
+// reference is the provider account. (A schema attribute in drivers would
+// say this without a list; until then, the one driver with provider
+// accounts is named here.)
+var providerAccountFields = map[string]string{"daytona": "api_key"}
+
+// DefaultProviderAccount returns the provider account of cfg: for Daytona
+// the reference of its API key ("secret:ID@vN"), for drivers without
+// provider accounts environmentID.
+func DefaultProviderAccount(driver string, cfg drivers.Config, environmentID string) string {
+	if f, ok := providerAccountFields[driver]; ok {
+		if ref, ok := cfg.SecretRef(f); ok {
+			return ref.String()
+		}
+	}
+	return environmentID
+}
+
+func (s *Service) now() time.Time { return s.o.Clock.Now().UTC().Truncate(time.Microsecond) }
+
+func (s *Service) authorize(ctx context.Context, p environment.Principal, a environment.Action, company, ref string) error {
+	r := environment.Resource{Kind: environment.ResourceKindManagedAccount, ID: ref, Company: company}
+	if err := s.auth.Authorize(ctx, p, a, r); err != nil {
+		if !errors.Is(err, environment.ErrDenied) {
+			err = fmt.Errorf("%w: %w", environment.Denied(p, a, r), err)
+		}
+		return fmt.Errorf("handover: %w", err)
+	}
+	return nil
+}
+
+// subject returns the fingerprint and provider of environment id.
+func (s *Service) subject(ctx context.Context, id string) (*environment.Environment, string, Provider, error) {
+	env, err := s.src.Environments.GetEnvironment(ctx, id)
+	if err != nil {
+		return nil, "", Provider{}, fmt.Errorf("handover: environment %s: %w", id, err)
+	}
+	drv, err := s.src.Drivers.Lookup(env.Driver)
+	if err != nil {
+		return nil, "", Provider{}, fmt.Errorf("handover: environment %s (%s): %w", env.ID, env.Name, err)
+	}
+	fp, err := lease.Fingerprint(drv, env.Config)
+	if err != nil {
+		return nil, "", Provider{}, fmt.Errorf("handover: environment %s (%s): %w", env.ID, env.Name, err)
+	}
+	return env, fp, Provider{Driver: env.Driver, Account: s.o.ProviderAccount(env.Driver, env.Config, env.ID)}, nil
+}
+
+// PrepareManagedAccount prepares the hand-over of managed account
+// accountRef ("secret:ID@vN") to company's projects on sandboxes of
+// environment environmentID (AUTH-2): it authorizes p
+// (environment.ActionAuthCheck), replaces any earlier record of (company,
+// accountRef) with a pending one for the environment's current
+// fingerprint, provider and the sorted project set, so that the old
+// validation is gone whatever the check says, then runs the host's
+// Checker and stores its answer (failed, with the error, when the check
+// could not run; the error is returned too). Without a Checker the record
+// stays pending for RecordResult. An answer that a newer preparation
+// overtook is not stored (ErrStale).
+func (s *Service) PrepareManagedAccount(ctx context.Context, p environment.Principal, company, accountRef, environmentID string, projects []string) (AuthCheck, error) {
+	if company == "" {
+		return AuthCheck{}, fmt.Errorf("handover: prepare managed account %s: field company is empty: %w", accountRef, ErrInvalid)
+	}
+	if _, err := ParseAccountRef(accountRef); err != nil {
+		return AuthCheck{}, err
+	}
+	for _, pr := range projects {
+		if pr == "" || len(pr) > 256 {
+			return AuthCheck{}, fmt.Errorf("handover: prepare managed account %s: field projects holds an empty or too long id: %w", accountRef, ErrInvalid)
+		}
+	}
+	if err := s.authorize(ctx, p, environment.ActionAuthCheck, company, accountRef); err != nil {
+		return AuthCheck{}, err
+	}
+	env, fp, prov, err := s.subject(ctx, environmentID)
+	if err != nil {
+		return AuthCheck{}, err
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	rec := AuthCheck{Company: company, AccountRef: accountRef, Version: CheckVersion, Status: StatusPending,
+		Fingerprint: fp, Provider: prov, Projects: NormalizeProjects(projects), Environment: env.ID,
+		Preparation: "prep_" + hex.EncodeToString(b[:]), PreparedAt: s.now(), PreparedBy: p.ID}
+	if err := s.src.Checks.PutAuthCheck(ctx, rec); err != nil {
+		return AuthCheck{}, fmt.Errorf("handover: prepare managed account %s of company %q: %w", accountRef, company, err)
+	}
+	s.log.Info("managed account prepared", "company", company, "account", accountRef, "environment", env.ID,
+		"fingerprint", fp, "provider", prov.String(), "projects", rec.Projects, "actor", p.ID)
+	if s.o.Checker == nil {
+		return rec, nil
+	}
+	res, cerr := s.o.Checker.CheckProjectAuth(ctx, CheckRequest{Principal: p, Company: company, AccountRef: accountRef,
+		Environment: env.ID, Version: CheckVersion, Fingerprint: fp, Provider: prov, Projects: rec.Projects})
+	if cerr != nil {
+		res = Result{Message: "the project auth check could not run: " + cerr.Error()}
+	}
+	done, err := s.complete(context.WithoutCancel(ctx), rec, res, p.ID)
+	if err != nil {
+		return rec, errors.Join(err, cerr)
+	}
+	if cerr != nil {
+		return done, fmt.Errorf("handover: project auth check of %s for company %q: %w", accountRef, company, cerr)
+	}
+	return done, nil
+}
+
+func (s *Service) complete(ctx context.Context, rec AuthCheck, res Result, by string) (AuthCheck, error) {
+	st := StatusFailed
+	if res.Succeeded {
+		st = StatusSucceeded
+	}
+	msg := res.Message
+	if len(msg) > 1024 {
+		msg = msg[:1024]
+	}
+	done, err := s.src.Checks.CompleteAuthCheck(ctx, rec.Company, rec.AccountRef, rec.Preparation, st, s.now(), by, msg)
+	if err != nil {
+		return AuthCheck{}, err
+	}
+	s.log.Info("project auth check answered", "company", rec.Company, "account", rec.AccountRef, "preparation", rec.Preparation, "status", st, "actor", by)
+	return done, nil
+}
+
+// RecordResult stores the host's answer to preparation prep of (company,
+// accountRef), for hosts whose check answers later than the preparation
+// returns. It authorizes p (environment.ActionAuthCheck); an answer for a
+// preparation that a newer one replaced is ErrStale and stores nothing.
+func (s *Service) RecordResult(ctx context.Context, p environment.Principal, company, accountRef, prep string, res Result) (AuthCheck, error) {
+	if err := s.authorize(ctx, p, environment.ActionAuthCheck, company, accountRef); err != nil {
+		return AuthCheck{}, err
+	}
+	return s.complete(ctx, AuthCheck{Company: company, AccountRef: accountRef, Preparation: prep}, res, p.ID)
+}
+
+// Get returns the record of (company, accountRef) after authorizing p
+// (environment.ActionAuthCheck); ErrNotFound if there is none.
+func (s *Service) Get(ctx context.Context, p environment.Principal, company, accountRef string) (AuthCheck, error) {
+	if err := s.authorize(ctx, p, environment.ActionAuthCheck, company, accountRef); err != nil {
+		return AuthCheck{}, err
+	}
+	return s.src.Checks.GetAuthCheck(ctx, company, accountRef)
+}
+
+// List returns company's records (every company's for "") after
+// authorizing p (environment.ActionAuthCheck).
+func (s *Service) List(ctx context.Context, p environment.Principal, company string) ([]AuthCheck, error) {
+	if err := s.authorize(ctx, p, environment.ActionAuthCheck, company, ""); err != nil {
+		return nil, err
+	}
+	return s.src.Checks.ListAuthChecks(ctx, company)
+}
+
+// Clear removes the record of (company, accountRef) after authorizing p
+// (environment.ActionAuthCheck): the account is refused until the next
+// preparation succeeds. ErrNotFound if there is none.
+func (s *Service) Clear(ctx context.Context, p environment.Principal, company, accountRef string) error {
+	if err := s.authorize(ctx, p, environment.ActionAuthCheck, company, accountRef); err != nil {
+		return err
+	}
+	if err := s.src.Checks.DeleteAuthCheck(ctx, company, accountRef); err != nil {
+		return err
+	}
+	s.log.Info("project auth check cleared", "company", company, "account", accountRef, "actor", p.ID)
+	return nil
+}

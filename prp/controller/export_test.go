@@ -1,0 +1,4 @@
+package controller
+
+// SecretFrames returns how many secrets frames c sent.
+func SecretFrames(c *Controller) int64 { return c.secretFrames.Load() }

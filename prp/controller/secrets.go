@@ -1,0 +1,118 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/prp"
+)
+
+// ErrSecretsUnsupported is returned by Dispatch for a task with secrets
+// when the controller has no SecretResolver (Options.Secrets), or when the
+// session's runner, as last connected to this controller, did not offer
+// prp.CapSecrets.
+var ErrSecretsUnsupported = errors.New("controller: no secret resolver: tasks with secrets are unsupported")
+
+// SecretTarget is what a task's secrets are resolved for: the session's
+// lease, run and company.
+type SecretTarget struct {
+	Session string
+	Lease   string
+	Run     string
+	Company string
+}
+
+// SecretResolver resolves the secret references of a task (prp.SecretUse)
+// for the runner of a lease. The host supplies it (berth's System wires
+// handover.Resolver: the lease environment's secret env map and managed
+// accounts with their project auth checks).
+//
+// Check is called by Dispatch, with the acting principal, before the
+// command is journaled: it authorizes p and refuses a use that cannot be
+// delivered, with an error naming the use (reference, env name or file)
+// and never a value. Resolve is called when the command is delivered to
+// the runner (on any replica, without a principal: the dispatch was
+// authorized) and returns the values in the order of uses, or an error
+// carrying a stable code (see CodeOfSecrets) that the runner's refusal of
+// the command reports. Neither may log or return a value in an error.
+type SecretResolver interface {
+	Check(ctx context.Context, p environment.Principal, t SecretTarget, uses []prp.SecretUse) error
+	Resolve(ctx context.Context, t SecretTarget, uses []prp.SecretUse) ([]string, error)
+}
+
+// SecretError is an error of a SecretResolver with a stable code (such as
+// a project auth check's mismatch, AUTH-2).
+type SecretError interface {
+	error
+	SecretCode() string
+}
+
+// CodeOfSecrets returns the stable code of a SecretResolver's error: the
+// SecretCode of the first error in its chain that has one, else
+// prp.CodeSecretsUnavailable.
+func CodeOfSecrets(err error) string {
+	var se SecretError
+	if errors.As(err, &se) {
+		return se.SecretCode()
+	}
+	return prp.CodeSecretsUnavailable
+}
+
+func targetOf(s Session) SecretTarget {
+	return SecretTarget{Session: s.ID, Lease: s.Lease, Run: s.Run, Company: s.Company}
+}
+
+// checkSecrets runs the resolver's dispatch check for cmd's secrets.
+func (c *Controller) checkSecrets(ctx context.Context, p environment.Principal, s Session, cmd prp.Command) error {
+	if cmd.TaskStart == nil || len(cmd.TaskStart.Secrets) == 0 {
+		return nil
+	}
+	if _, err := c.o.Store.GetCommand(ctx, s.ID, cmd.ID); err == nil {
+		// Journaled before: Dispatch returns the stored record (or the
+		// conflict) and delivers nothing new, so nothing is checked again.
+		return nil
+	}
+	if c.o.Secrets == nil {
+		return fmt.Errorf("controller: command %q on session %s: %w", cmd.ID, s.ID, ErrSecretsUnsupported)
+	}
+	if h, ok := c.Hello(s.ID); ok && !prp.Has(h.Capabilities, prp.CapSecrets) {
+		return fmt.Errorf("controller: command %q on session %s: %w: the runner (%s) does not offer capability %s",
+			cmd.ID, s.ID, ErrSecretsUnsupported, h.RunnerVersion, prp.CapSecrets)
+	}
+	if err := c.o.Secrets.Check(ctx, p, targetOf(s), cmd.TaskStart.Secrets); err != nil {
+		return fmt.Errorf("controller: command %q on session %s: secrets: %w", cmd.ID, s.ID, err)
+	}
+	return nil
+}
+
+// secretsFor resolves the values of r's secrets for delivery: a body
+// with the values, or with the code and message of the failure (which the
+// runner reports as the command's refusal). ok is false when r needs no
+// secrets frame: no secrets, or a result is stored already (a redelivery
+// runs nothing, so nothing is delivered again).
+func (lc *liveConn) secretsFor(ctx context.Context, r CommandRecord) (sv prp.SecretValues, ok bool) {
+	ts := r.Command.TaskStart
+	if ts == nil || len(ts.Secrets) == 0 || r.Result != nil {
+		return prp.SecretValues{}, false
+	}
+	c := lc.c
+	sv.CommandID = r.Command.ID
+	if c.o.Secrets == nil {
+		sv.Code, sv.Message = prp.CodeSecretsUnavailable, ErrSecretsUnsupported.Error()
+		return sv, true
+	}
+	vals, err := c.o.Secrets.Resolve(ctx, targetOf(lc.sess), ts.Secrets)
+	switch {
+	case err != nil:
+		sv.Code, sv.Message = CodeOfSecrets(err), err.Error()
+		c.log.Warn("controller: secrets of a command not resolved", "session", lc.sess.ID, "command", r.Command.ID, "code", sv.Code, "err", err)
+	case len(vals) != len(ts.Secrets):
+		sv.Code, sv.Message = prp.CodeSecretsUnavailable, fmt.Sprintf("the resolver returned %d values for %d secrets", len(vals), len(ts.Secrets))
+	default:
+		sv.Values = vals
+		c.log.Debug("controller: delivering secrets with their command", "session", lc.sess.ID, "command", r.Command.ID, "secrets", len(vals))
+	}
+	return sv, true
+}

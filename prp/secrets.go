@@ -1,0 +1,171 @@
+package prp
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// SecretSource says where the controller finds the value of a SecretUse.
+type SecretSource string
+
+// The secret sources.
+const (
+	// SecretFromEnvironment: Ref is a key of the secret env map (the
+	// drivers.KindSecretMap field, such as docker's and daytona's
+	// config.env) of the environment the session's lease was made from.
+	SecretFromEnvironment SecretSource = "environment"
+	// SecretFromManagedAccount: Ref is a managed-account reference (a
+	// secret reference "secret:ID@vN" in the host's secret store), handed
+	// over only while a project auth check matches exactly (AUTH-2).
+	SecretFromManagedAccount SecretSource = "managed_account"
+)
+
+// Limits of the secrets of one task.
+const (
+	// MaxSecretUses is the most SecretUse entries one task.start carries.
+	MaxSecretUses = 64
+	// MaxSecretValue is the largest secret value (64 KiB) a secrets frame
+	// carries.
+	MaxSecretValue = 64 << 10
+)
+
+// SecretUse is a reference to one secret value a task needs (PRP "secrets
+// in commands"): where the value comes from and where the task gets it,
+// as the environment variable Env or the file File (written with mode
+// 0600 before the task starts, removed when it ends; a relative path is
+// relative to the task's cwd). Exactly one of Env and File is set. A
+// command carries only these references; the values travel in a separate
+// TypeSecrets frame that is delivered once, right before the command, and
+// is never journaled, digested, stored or echoed in events.
+type SecretUse struct {
+	Source SecretSource `json:"source"`
+	Ref    string       `json:"ref"`
+	Env    string       `json:"env,omitempty"`
+	File   string       `json:"file,omitempty"`
+	// Projects are the project ids of the run the managed account is
+	// handed to; dispatch compares them, sorted, with the project auth
+	// check's (AUTH-2). Only for SecretFromManagedAccount.
+	Projects []string `json:"projects,omitempty"`
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// Validate checks one use: a known source, a reference of at most 256
+// printable characters, exactly one of a valid env name (not TicketEnv-like
+// reserved names, see reserved) and a clean file path, and projects only
+// for a managed account.
+func (u *SecretUse) Validate() error {
+	switch u.Source {
+	case SecretFromEnvironment, SecretFromManagedAccount:
+	default:
+		return fmt.Errorf("secret use: field source %q is unknown", u.Source)
+	}
+	if u.Ref == "" || len(u.Ref) > 256 || strings.ContainsFunc(u.Ref, func(r rune) bool { return r < 0x21 || r == 0x7f }) {
+		return fmt.Errorf("secret use: field ref %q is empty, too long or not printable", u.Ref)
+	}
+	switch {
+	case (u.Env == "") == (u.File == ""):
+		return fmt.Errorf("secret use %s: exactly one of the fields env and file must be set", u.Ref)
+	case u.Env != "" && !envNameRE.MatchString(u.Env):
+		return fmt.Errorf("secret use %s: field env %q is not an environment variable name", u.Ref, u.Env)
+	case u.Env != "" && strings.HasPrefix(u.Env, "BERTH_"):
+		return fmt.Errorf("secret use %s: field env %q: BERTH_ names are the runner's", u.Ref, u.Env)
+	case u.File != "" && (len(u.File) > 1024 || strings.ContainsRune(u.File, 0) || path.Clean(u.File) != u.File || u.File == "." || u.File == "/" || strings.HasSuffix(u.File, "/")):
+		return fmt.Errorf("secret use %s: field file %q is not a clean file path", u.Ref, u.File)
+	}
+	if u.Source != SecretFromManagedAccount && len(u.Projects) > 0 {
+		return fmt.Errorf("secret use %s: field projects is only for a managed account", u.Ref)
+	}
+	if len(u.Projects) > 256 {
+		return fmt.Errorf("secret use %s: field projects has more than 256 entries", u.Ref)
+	}
+	for _, p := range u.Projects {
+		if p == "" || len(p) > 256 {
+			return fmt.Errorf("secret use %s: field projects holds an empty or too long id", u.Ref)
+		}
+	}
+	return nil
+}
+
+// validateSecretUses checks a task's uses: each valid, at most
+// MaxSecretUses, no env name or file twice, at most one managed account.
+func validateSecretUses(uses []SecretUse) error {
+	if len(uses) > MaxSecretUses {
+		return fmt.Errorf("field secrets has %d entries, more than %d", len(uses), MaxSecretUses)
+	}
+	seen := map[string]bool{}
+	accounts := 0
+	for i := range uses {
+		u := &uses[i]
+		if err := u.Validate(); err != nil {
+			return fmt.Errorf("field secrets[%d]: %w", i, err)
+		}
+		key := "env:" + u.Env
+		if u.File != "" {
+			key = "file:" + u.File
+		}
+		if seen[key] {
+			return fmt.Errorf("field secrets[%d]: %s is the target of two secrets", i, strings.TrimPrefix(strings.TrimPrefix(key, "env:"), "file:"))
+		}
+		seen[key] = true
+		if u.Source == SecretFromManagedAccount {
+			accounts++
+		}
+	}
+	if accounts > 1 {
+		return errors.New("field secrets names more than one managed account")
+	}
+	return nil
+}
+
+// SecretValues is the body of a TypeSecrets envelope: the values of the
+// Secrets of task.start command CommandID, in the same order, sent by the
+// controller right before that command on the same connection and only
+// then (never on a redelivery of a command that has a result). The runner
+// keeps them in memory only and hands them to the task; they are never
+// journaled, stored or echoed in an event. Code and Message, set instead of
+// Values, say why the controller could not resolve them (the runner then
+// refuses the command with that code; Message names references, never a
+// value).
+type SecretValues struct {
+	CommandID string   `json:"command_id"`
+	Values    []string `json:"values,omitempty"`
+	Code      string   `json:"code,omitempty"`
+	Message   string   `json:"message,omitempty"`
+}
+
+// Validate checks the body: a valid command id, either values (each at most
+// MaxSecretValue bytes) or a code.
+func (s *SecretValues) Validate() error {
+	if !ValidID(s.CommandID) {
+		return fmt.Errorf("secrets: field command_id %q is not a valid id", s.CommandID)
+	}
+	if s.Code != "" && len(s.Values) > 0 {
+		return fmt.Errorf("secrets for %s: fields values and code are exclusive", s.CommandID)
+	}
+	if len(s.Values) > MaxSecretUses {
+		return fmt.Errorf("secrets for %s: field values has more than %d entries", s.CommandID, MaxSecretUses)
+	}
+	for i, v := range s.Values {
+		if len(v) > MaxSecretValue {
+			// The length only: never the value.
+			return fmt.Errorf("secrets for %s: field values[%d] is longer than %d bytes", s.CommandID, i, MaxSecretValue)
+		}
+	}
+	return nil
+}
+
+// String names the command and the number of values; never a value, so
+// that a log line or %v cannot show one.
+func (s SecretValues) String() string {
+	if s.Code != "" {
+		return fmt.Sprintf("secrets for %s: %s", s.CommandID, s.Code)
+	}
+	return fmt.Sprintf("secrets for %s: %d values", s.CommandID, len(s.Values))
+}
+
+// GoString is String, so that %#v cannot show a value either.
+func (s SecretValues) GoString() string { return s.String() }
