@@ -142,7 +142,9 @@ func BenchmarkRunner100TasksVsSSH(b *testing.B) {
 	if out, err := exec.Command(sshBin, args("true")...).CombinedOutput(); err != nil {
 		b.Fatalf("ssh over the ControlMaster: %v: %s", err, out)
 	}
-	b.Cleanup(func() { _ = exec.Command(sshBin, append([]string{"-O", "exit"}, args("")[:len(args(""))-1]...)...).Run() })
+	b.Cleanup(func() {
+		_ = exec.Command(sshBin, append([]string{"-O", "exit"}, args("")[:len(args(""))-1]...)...).Run()
+	})
 	ctx := context.Background()
 	a.task(b)
 	if _, err := a.h.Exec(ctx, drivers.Command{Argv: []string{"true"}}); err != nil {

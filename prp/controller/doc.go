@@ -31,6 +31,7 @@
 //   - store.go, memstore.go: the Store interface (sessions, command
 //     journal, event metadata) and MemoryStore. controllertest holds the
 //     Store conformance suite; internal/sqlstore the SQL stores.
+//
 //   - secrets.go: a task's secrets (prp.SecretUse references in
 //     task.start): Dispatch asks the host's SecretResolver (Options.Secrets)
 //     to check them with the principal, before journaling; the writer
