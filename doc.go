@@ -29,9 +29,13 @@
 //   - prp, prp/runner, prp/controller: the runner protocol's wire format,
 //     tickets and tokens; the runner that executes tasks inside a sandbox
 //     (examples/runner is its binary); and the controller the host serves
-//     (System.Runners), which dispatches tasks, stores events and verifies
-//     stop proofs. A task's secrets travel as references in the command
-//     and as values in a separate frame delivered once, never stored.
+//     (System.Runners), which attaches a leased sandbox's runner
+//     (Attach, with the runner binary of Options.RunnerBinary), dispatches
+//     tasks, stores events and verifies stop proofs; it is the lease
+//     manager's task hook, so a lease's release or sweep stops and verifies
+//     its runner tasks first. A task's secrets travel as references in the
+//     command and as values in a separate frame delivered once, never
+//     stored.
 //   - environment: the catalog (create, read, update, archive, delete with
 //     blast radius), secrets moved into a SecretStore, redaction, the
 //     authorization policy, assignment bindings with Resolve, provider
@@ -40,7 +44,8 @@
 //     scope's binding) with write-ahead records, startup budgets, reuse,
 //     termination proofs and sweeps; callers hold a portable Handle.
 //   - probe: local, host, saved-sandbox and draft probes with platform
-//     detection and qualification recording.
+//     detection (in one command, or from a runner's hello under a probe
+//     identity) and qualification recording.
 //   - handover: project auth checks of managed accounts (AUTH-2,
 //     System.Handover) and the resolver that hands a task's secrets to
 //     the runner (secret env keys of its lease's config, managed accounts

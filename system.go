@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/berthdev/berth/drivers"
@@ -71,6 +72,13 @@ type Options struct {
 	// Sink nor DataDir, output chunk files go to a directory New makes
 	// under os.TempDir and Close removes.
 	Runners *controller.Options
+	// RunnerBinary is the path, on this host, of berth's runner binary (a
+	// static Linux build of examples/runner) that leases host for
+	// runner-based runs and probes (System.RunnerSpec). Default "": none;
+	// runner-based probes then fail as unsupported. The library reads no
+	// environment variable for it (examples/envctl reads
+	// BERTH_RUNNER_BINARY).
+	RunnerBinary string
 	// ProjectAuthChecker is the host's project auth check of managed
 	// accounts (AUTH-2), run by System.Handover.PrepareManagedAccount.
 	// Default: none; preparations stay pending until the host records
@@ -97,9 +105,12 @@ type System struct {
 	Prober *probe.Prober
 	// Images pins image tags to digests (IMG-2).
 	Images *resolve.Resolver
-	// Runners is the runner protocol's controller (PRP): serve it over
-	// HTTP (it is an http.Handler) for runners to dial, mint tickets and
-	// dispatch tasks through it.
+	// Runners is the runner protocol's controller (PRP): Attach connects a
+	// leased sandbox's runner (serving the controller on the sandbox's
+	// ingress), StartTask / Follow / StopAndVerify run tasks; it is also an
+	// http.Handler for runners that dial over HTTP. It is the lease
+	// manager's task hook (lease.Options.Tasks): releasing or sweeping a
+	// lease stops and verifies its runner tasks first.
 	Runners *controller.Controller
 	// Handover prepares managed accounts (project auth checks, AUTH-2)
 	// and resolves the secrets of runner tasks for Runners: a task's
@@ -109,6 +120,23 @@ type System struct {
 
 	log     *slog.Logger
 	tempDir string // the runners' output directory New made, removed by Close
+
+	runnerBinary string
+	specOnce     sync.Once
+	spec         drivers.RunnerSpec
+	specErr      error
+}
+
+// RunnerSpec returns the drivers.RunnerSpec of Options.RunnerBinary (its
+// SHA-256, read once on the first call and kept), for
+// lease.AcquireRequest.Runner and controller.AttachRequest.Runner. Without
+// a RunnerBinary it returns an error wrapping drivers.ErrUnsupported.
+func (s *System) RunnerSpec() (drivers.RunnerSpec, error) {
+	if s.runnerBinary == "" {
+		return drivers.RunnerSpec{}, fmt.Errorf("berth: no runner binary configured (Options.RunnerBinary; build one with CGO_ENABLED=0 go build -o berth-runner ./examples/runner): %w", drivers.ErrUnsupported)
+	}
+	s.specOnce.Do(func() { s.spec, s.specErr = controller.RunnerSpecFromFile(s.runnerBinary) })
+	return s.spec, s.specErr
 }
 
 // New composes a System. It opens (and migrates) the store named by
@@ -142,7 +170,20 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	sys := &System{Store: st, Drivers: reg, Secrets: secrets, log: logger}
+	sys := &System{Store: st, Drivers: reg, Secrets: secrets, log: logger, runnerBinary: o.RunnerBinary}
+	sys.Handover, err = handover.New(handover.Sources{Checks: st, Environments: st, Drivers: reg, Leases: st, Secrets: secrets},
+		&handover.Options{Authorizer: o.Authorizer, Checker: o.ProjectAuthChecker, Logger: o.Logger})
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	// The runner controller (its secrets through the Handover) before the
+	// lease manager: the manager stops and verifies the runners' tasks
+	// through it before any sandbox is released (PRP-6).
+	if err := sys.composeRunners(st, o); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	// One keeper: the catalog retires secrets, the lease manager keeps them
 	// while a lease that is not proven clean uses them (CFG-7, LEASE-9).
 	keeper := environment.NewSecretKeeper(st, secrets, logger)
@@ -165,6 +206,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
 			return st.ListEnvironments(ctx, environment.ListFilter{})
 		},
+		Tasks: sys.Runners,
 	})
 	sys.Catalog = environment.NewCatalog(st, reg, secrets, &environment.Options{
 		TestMode:       o.TestMode,
@@ -175,7 +217,14 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Health:         st,
 		SecretKeeper:   keeper,
 	})
-	sys.Prober = probe.New(sys.Catalog, reg, sys.Leases, st, o.Probe)
+	var popts probe.Options
+	if o.Probe != nil {
+		popts = *o.Probe
+	}
+	if popts.Runner == nil {
+		popts.Runner = &probe.RunnerProbe{Controller: sys.Runners, Spec: sys.RunnerSpec}
+	}
+	sys.Prober = probe.New(sys.Catalog, reg, sys.Leases, st, &popts)
 	ropts := resolve.Options{Logger: o.Logger}
 	if o.Images != nil {
 		ropts = *o.Images
@@ -184,16 +233,6 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		}
 	}
 	sys.Images = resolve.New(&ropts)
-	sys.Handover, err = handover.New(handover.Sources{Checks: st, Environments: st, Drivers: reg, Leases: st, Secrets: secrets},
-		&handover.Options{Authorizer: o.Authorizer, Checker: o.ProjectAuthChecker, Logger: o.Logger})
-	if err != nil {
-		_ = st.Close()
-		return nil, err
-	}
-	if err := sys.composeRunners(st, o); err != nil {
-		_ = st.Close()
-		return nil, err
-	}
 	return sys, nil
 }
 

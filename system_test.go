@@ -7,8 +7,10 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -242,5 +244,73 @@ func TestSystemRunners(t *testing.T) {
 	stranger := environment.Principal{ID: "bot", Role: environment.RoleAgent, Companies: []string{"globex"}}
 	if _, _, err := a.Runners.MintTicket(ctx, stranger, controller.TicketRequest{Lease: "lse_1", Run: "r1", Company: "acme", Scope: prp.ScopeTask}); !errors.Is(err, environment.ErrDenied) {
 		t.Errorf("an agent of another company minted a ticket: %v", err)
+	}
+}
+
+// PRP-6, issue 17: the System's lease manager stops a runner's tasks
+// through the System's controller before it releases the sandbox, and
+// RunnerSpec reads Options.RunnerBinary.
+func TestSystemReleasesRunnerLeasesThroughTheController(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "berth-runner")
+	if err := os.WriteFile(bin, []byte("not a real runner: the fake never executes it"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sys, err := berth.New(ctx, &berth.Options{TestMode: true, RunnerBinary: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	spec, err := sys.RunnerSpec()
+	if err != nil || spec.Binary != bin || len(spec.SHA256) != 64 {
+		t.Fatalf("RunnerSpec = %+v, %v", spec, err)
+	}
+	operator := environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
+	v, err := sys.Catalog.Create(ctx, operator, environment.CreateRequest{Name: "f", Driver: "fake", Config: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := sys.Leases.Acquire(ctx, operator, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Runner: &spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	att, err := sys.Runners.Attach(ctx, operator, h, controller.AttachRequest{Runner: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys.Runners.StartTask(ctx, operator, att.Session, "c1", prp.TaskStart{TaskID: "sys-sleep", Argv: []string{"sleep", "300"}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ts, err := sys.Runners.Tasks(ctx, operator, att.Session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ts) == 1 && ts[0].State == controller.TaskRunning {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(l.CleanupEvidence, "runner: 1 task(s)") {
+		t.Errorf("evidence %q, want the runner's proof", l.CleanupEvidence)
+	}
+	ts, err := sys.Runners.Tasks(ctx, operator, att.Session)
+	if err != nil || len(ts) != 1 || ts[0].State != controller.TaskExited {
+		t.Errorf("tasks after the release = %+v, %v; want the task exited", ts, err)
+	}
+
+	empty, err := berth.New(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer empty.Close()
+	if _, err := empty.RunnerSpec(); !errors.Is(err, drivers.ErrUnsupported) {
+		t.Errorf("RunnerSpec without a binary = %v, want ErrUnsupported", err)
 	}
 }

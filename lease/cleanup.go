@@ -80,8 +80,30 @@ func (m *Manager) cleanup(ctx context.Context, l *Lease) (*Lease, error) {
 		if h := m.liveHandle(l.ID); h != nil {
 			sb = h.sandbox
 		}
+		// The runner's tasks first (PRP-6). If the runner still cannot
+		// prove their stop, the sandbox's own proof stands in: a confirmed
+		// stop or destroy of a sandbox leaves no process, and a host
+		// lease's release kills and checks the processes tagged with the
+		// lease (the runner and its tasks carry the tag).
+		runnerEv, runners, serr := m.stopTasks(ctx, l)
+		if serr != nil {
+			runnerEv = serr.Error() + "; the sandbox's own proof instead"
+		}
+		var kerr error
+		if runnerEv, kerr = m.endRunners(ctx, drv, sb, l, runners, runnerEv); kerr != nil {
+			serr = errors.Join(serr, kerr)
+		}
 		rc, err := m.terminate(ctx, drv, l, sb, l.CleanupDisposition, false)
 		proven, evidence, cerr = proof(rc, err, l.ProviderLeaseID, l.CleanupDisposition)
+		if proven && kerr != nil {
+			// A host lease whose runner survived the tag check is not clean.
+			proven, cerr = false, kerr
+		}
+		if proven {
+			evidence = withRunner(runnerEv, evidence)
+		} else if serr != nil {
+			cerr = fmt.Errorf("%w; %w", serr, cerr)
+		}
 	}
 	upd := l.Clone()
 	upd.CleanupAttempts++

@@ -84,6 +84,20 @@
 // /proc scan that none is left; if it cannot check, the lease stays
 // pending_cleanup.
 //
+// Runner tasks (PRP-6; tasks.go): with Options.Tasks (a TaskStopper;
+// prp/controller.Controller), a release that stops or destroys, and every
+// cleanup (a Sweep, a Release of a pending_cleanup lease), first has every
+// runner task of the lease stopped and verified. An unproven stop (an
+// incomplete proof, a runner that does not answer within CleanupBudget)
+// leaves a release pending_cleanup with the reason and the sandbox as it
+// is; the cleanup that retries it asks the runner again and, if it still
+// cannot prove the stop, relies on the sandbox's own proof: a confirmed
+// stop or destroy of a sandbox, or the tag check of a host lease (the
+// runner and its tasks carry EnvTag). A host lease with runner sessions
+// always gets the tag check too, over its live session, since its runner
+// runs detached and outlives the session's command groups.
+// CleanupEvidence starts with "runner: ..." saying which proved it.
+//
 // Coalescing (LEASE-8, LEASE-10): acquisitions of one reuse key, or of one
 // company, run and environment, are coalesced in-process (singleflight) and
 // across replicas by the store: at most one lease holds a reuse key or run

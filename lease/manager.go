@@ -116,6 +116,19 @@ type Options struct {
 	// a Sweep searches for orphans. Default: every environment that appears
 	// on a lease in the store (with the config recorded on its newest lease).
 	SweepEnvironments func(ctx context.Context) ([]*environment.Environment, error)
+	// Tasks, if not nil, stops and verifies the runner tasks of a lease
+	// before its release or cleanup stops or destroys the sandbox (PRP-6;
+	// prp/controller.Controller implements it). An unproven stop leaves
+	// the lease pending_cleanup with the reason; the cleanup that retries
+	// it (a Sweep, a second Release) asks Tasks again and, if the runner
+	// still cannot prove the stop, relies on the sandbox's own proof: a
+	// confirmed stop or destroy of a sandbox (no process survives it), or
+	// the tag check of a host lease. A host lease with runner sessions
+	// gets the tag check in any case (its runner runs detached from the
+	// session): every process tagged with the lease (EnvTag) is killed and
+	// a /proc scan must find none. The receipt (Lease.CleanupEvidence)
+	// says which. Default nil: leases have no runner tasks to stop.
+	Tasks TaskStopper
 }
 
 // Manager hands out leases of environments: it acquires sandboxes with a
@@ -274,6 +287,9 @@ func (m *Manager) dropHandle(id string) {
 	}
 	delete(m.live, id)
 	m.mu.Unlock()
+	if m.o.Tasks != nil {
+		m.o.Tasks.LeaseEnded(id)
+	}
 }
 
 // resolveConfig resolves the secret references of a recorded config.

@@ -141,8 +141,24 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 		}
 		return upd, nil
 	}
+	// The runner's tasks first (PRP-6): an unproven stop leaves the
+	// sandbox as it is and the lease pending_cleanup with the reason; the
+	// handle stays, so that the retry (a Sweep, a second Release) can ask
+	// the runner again or end the sandbox with its own proof.
+	runnerEv, runners, serr := m.stopTasks(ctx, l)
+	if serr == nil {
+		runnerEv, serr = m.endRunners(ctx, drv, sb, l, runners, runnerEv)
+	}
+	if serr != nil {
+		pending, ok := m.markPending(wctx, upd, d, StatusReleased, serr.Error())
+		if !ok {
+			return l, fmt.Errorf("lease %s: %w: %w (and recording it failed)", id, ErrCleanupPending, serr)
+		}
+		return pending, fmt.Errorf("lease %s: %w: %w", id, ErrCleanupPending, serr)
+	}
 	rc, terr := m.terminate(ctx, drv, l, sb, d, true)
 	proven, evidence, perr := proof(rc, terr, l.ProviderLeaseID, d)
+	evidence = withRunner(runnerEv, evidence)
 	m.dropHandle(id)
 	if !proven {
 		pending, ok := m.markPending(wctx, upd, d, StatusReleased, perr.Error())

@@ -16,6 +16,14 @@
 //     drivers.Narrowing for its driver), releases the lease with Destroy and confirms
 //     the cleanup, then evaluates the qualification and stores the record
 //     only when qualification.Evaluate says so.
+//   - runner.go: the runner-based probe (Request.Runner, PRP-8): the
+//     lease is acquired to host berth's runner, which starts under a
+//     short-lived probe identity (prp.ScopeProbe: it answers hello and
+//     refuses every task) through controller.Controller.Attach; its
+//     hello's platform (measured in the sandbox with the same ground-floor
+//     parser) and version are the evidence (StageRunner in place of
+//     StageDetect); the release then proves the cleanup as for any probe.
+//     Options.Runner names the controller and the runner binary.
 //   - draft.go: Prober.ProbeDraft, the probe of an unsaved config
 //     (environment.Catalog.Draft; nothing saved: the draft lease's
 //     write-ahead record, which keeps no secret, is removed once the

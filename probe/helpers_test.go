@@ -34,6 +34,7 @@ type world struct {
 	leases  *lease.Manager
 	lstore  *lease.MemoryStore
 	quals   *qualification.MemoryStore
+	asg     *environment.Assignments
 	prober  *Prober
 	stages  chan Stage // progress events, when asked for
 }
@@ -52,6 +53,7 @@ func newWorld(t *testing.T, o worldOpts) *world {
 	w.cat = environment.NewCatalog(envs, w.reg, w.secrets, &environment.Options{TestMode: true})
 	w.lstore = lease.NewMemoryStore()
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, w.reg, &environment.AssignmentOptions{TestMode: true})
+	w.asg = asg
 	w.leases = lease.NewManager(w.lstore, w.reg, &lease.Options{Secrets: w.secrets.Get, Assignments: asg})
 	w.quals = qualification.NewMemoryStore()
 	opts := &Options{}

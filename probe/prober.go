@@ -26,6 +26,9 @@ const (
 	DefaultAcquireTimeout = 5 * time.Minute
 	// DefaultDetectTimeout bounds the detection script's one Exec.
 	DefaultDetectTimeout = 2 * time.Minute
+	// DefaultRunnerTimeout bounds a runner-based probe's runner stage:
+	// installing the runner, launching it and its hello.
+	DefaultRunnerTimeout = 2 * time.Minute
 	// DefaultImageTimeout bounds reading the live image identity.
 	DefaultImageTimeout = 30 * time.Second
 	// DefaultQualifyTimeout bounds evaluating and storing the qualification.
@@ -81,6 +84,9 @@ type Options struct {
 	// stage and the target; the stages after it are skipped, and the
 	// release still runs on its own deadline.
 	StageTimeouts StageTimeouts
+	// Runner configures runner-based probes (Request.Runner). Default nil:
+	// they fail as unsupported.
+	Runner *RunnerProbe
 }
 
 // StageTimeouts are the deadlines of the probe stages other than release
@@ -91,6 +97,7 @@ type StageTimeouts struct {
 	Acquire time.Duration // default DefaultAcquireTimeout
 	Detect  time.Duration // default DefaultDetectTimeout
 	Image   time.Duration // default DefaultImageTimeout
+	Runner  time.Duration // default DefaultRunnerTimeout
 	Qualify time.Duration // default DefaultQualifyTimeout
 }
 
@@ -111,6 +118,8 @@ func (t StageTimeouts) of(n StageName, cleanup time.Duration) time.Duration {
 		return pick(t.Detect, DefaultDetectTimeout)
 	case StageImage:
 		return pick(t.Image, DefaultImageTimeout)
+	case StageRunner:
+		return pick(t.Runner, DefaultRunnerTimeout)
 	case StageRelease:
 		return cleanup
 	default:
@@ -126,6 +135,14 @@ type Request struct {
 	// Workspace is a working directory hint for host drivers; "" uses the
 	// environment's configured directory.
 	Workspace string
+	// Runner probes through berth's runner instead of the detection
+	// script's Exec (PRP-8): the lease is acquired to host a runner, the
+	// runner starts under a short-lived probe identity that answers hello
+	// and refuses every task, and its hello's platform (measured in the
+	// sandbox by the same detection parser) and version are the probe's
+	// evidence (stage StageRunner). Needs Options.Runner; without it the
+	// probe fails at acquire with drivers.CodeUnsupported.
+	Runner bool
 }
 
 // Prober probes execution targets (PRB-1..8): saved environments through a

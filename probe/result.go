@@ -25,6 +25,10 @@ const (
 	StageAcquire StageName = "acquire"
 	// StageDetect runs the detection script in one Exec.
 	StageDetect StageName = "detect"
+	// StageRunner, in place of StageDetect for a runner-based probe
+	// (Request.Runner, PRP-8), starts berth's runner in the sandbox under a
+	// probe identity and takes its hello's platform and version.
+	StageRunner StageName = "runner"
 	// StageImage reads the live image identity (sandbox drivers).
 	StageImage StageName = "image"
 	// StageRelease releases the lease with Destroy and confirms cleanup.
@@ -110,6 +114,10 @@ type Result struct {
 	Cwd      string `json:"cwd,omitempty"`
 	// Platform is the measured platform; zero when not measured.
 	Platform qualification.Platform `json:"platform,omitzero"`
+	// RunnerVersion and RunnerSHA256 are what the runner's hello reported
+	// in a runner-based probe (Request.Runner); "" otherwise.
+	RunnerVersion string `json:"runnerVersion,omitempty"`
+	RunnerSHA256  string `json:"runnerSha256,omitempty"`
 	// ImageIdentity is the identity the live sandbox reported; zero when
 	// none was reported.
 	ImageIdentity images.Identity `json:"imageIdentity,omitzero"`

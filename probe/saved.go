@@ -126,6 +126,13 @@ func (p *Prober) probeSaved(ctx context.Context, pr environment.Principal, r *ru
 		} else {
 			req.EnvironmentID = env.ID
 		}
+		if opts.Runner {
+			spec, err := p.runnerSpec()
+			if err != nil {
+				return "", "", err
+			}
+			req.Runner = &spec
+		}
 		var err error
 		h, err = p.leases.Acquire(ctx, pr, req)
 		if err != nil {
@@ -146,14 +153,21 @@ func (p *Prober) probeSaved(ctx context.Context, pr environment.Principal, r *ru
 	if h == nil {
 		// Nothing to measure or release: say so rather than leave the
 		// stages out.
-		r.skip(StageDetect)
+		if opts.Runner {
+			r.skip(StageRunner)
+		} else {
+			r.skip(StageDetect)
+		}
 		if drv != nil && drv.Capabilities().Kind == drivers.KindSandbox {
 			r.skip(StageImage)
 		}
 		r.skip(StageRelease)
 		return
 	}
-	if ok {
+	switch {
+	case ok && opts.Runner:
+		p.measureByRunner(ctx, pr, r, drv, h)
+	case ok:
 		p.measure(ctx, r, drv, h)
 	}
 	// The release runs even after the probe's context ended, on its own
@@ -239,6 +253,11 @@ func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, h *lea
 		}
 		return note, "", nil
 	})
+	p.measureImage(ctx, r, drv, h)
+}
+
+// measureImage runs the image stage for sandbox drivers.
+func (p *Prober) measureImage(ctx context.Context, r *run, drv drivers.Driver, h *lease.Handle) {
 	if drv.Capabilities().Kind != drivers.KindSandbox {
 		return
 	}

@@ -54,6 +54,14 @@ func summarize(r *run, d drivers.Driver) string {
 	var b strings.Builder
 	if res.OK {
 		switch {
+		case res.RunnerVersion != "":
+			fmt.Fprintf(&b, "Started berth's runner %s under a probe identity (no task can run) in %s", res.RunnerVersion, r.label())
+			if res.LeaseID != "" {
+				fmt.Fprintf(&b, " on fresh lease %s", res.LeaseID)
+			}
+			if !res.ImageIdentity.IsZero() {
+				fmt.Fprintf(&b, "; live image %s", res.ImageIdentity)
+			}
 		case host && res.Driver == "local":
 			fmt.Fprintf(&b, "Local probe of %s: host %q is reachable and working directory %s is usable", r.label(), res.Hostname, res.Cwd)
 		case host:

@@ -52,6 +52,7 @@ func openSystem(ctx context.Context, g *globals) (*berth.System, error) {
 		TestMode:       g.testMode,
 		ClaimGrace:     g.claimGrace,
 		LeaseRetention: g.leaseRetention,
+		RunnerBinary:   g.runnerBinary,
 	})
 }
 

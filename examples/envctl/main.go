@@ -26,7 +26,9 @@
 //	assign clear KIND [KEY]
 //	assign resolve --company C [--workspace W] [--project P] [--agent A] [--require CAPS]
 //	image pin REF [--platform os/arch] [--insecure-registry HOST]...
-//	probe ENV --company C
+//	run ENV --company C [--workspace W] [--run R] [--runner-binary PATH] -- ARGV...
+//	run --company C [--workspace W] [--project P] [--agent A] -- ARGV...  (through the scope's binding)
+//	probe ENV --company C [--runner [--runner-binary PATH]]
 //	probe --draft --driver D --config FILE|-
 //	qualification show ENV --company C
 //	auth-check record ENV --company C (--account REF|--account-file FILE) [--project P]... --status succeeded|failed [--message S]
@@ -83,6 +85,9 @@ type globals struct {
 	// leaseRetention is berth.Options.LeaseRetention (lease sweep
 	// --retention); 0 for the default.
 	leaseRetention time.Duration
+	// runnerBinary is berth.Options.RunnerBinary (run --runner-binary,
+	// probe --runner-binary).
+	runnerBinary string
 }
 
 func main() {
@@ -90,7 +95,8 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		if !errors.Is(err, errUsage) {
+		var es *exitStatus
+		if !errors.Is(err, errUsage) && !errors.As(err, &es) {
 			fmt.Fprintln(os.Stderr, "envctl:", err)
 		}
 		os.Exit(exitCode(err))
@@ -100,8 +106,12 @@ func main() {
 var errUsage = errors.New("usage")
 
 func exitCode(err error) int {
-	if errors.Is(err, errUsage) {
+	var es *exitStatus
+	switch {
+	case errors.Is(err, errUsage):
 		return 2
+	case errors.As(err, &es):
+		return es.code
 	}
 	return 1
 }
@@ -120,6 +130,9 @@ commands:
                              and the instance default (see 'envctl assign -h')
   image pin REF [--platform os/arch] [--insecure-registry HOST]
                              pin an image tag to repo@sha256:...
+  run ENV --company C [--workspace W] -- ARGV...
+                             run ARGV in a leased sandbox through berth's
+                             runner, streaming its output (see 'envctl run -h')
   probe ENV --company C      probe a saved environment (progress on stderr)
   probe --draft --driver D --config FILE
                              probe an unsaved config; saves no environment
@@ -175,6 +188,8 @@ func runWith(ctx context.Context, g *globals, args []string) error {
 		return runImage(ctx, g, rest)
 	case "probe":
 		return runProbe(ctx, g, rest)
+	case "run":
+		return runRun(ctx, g, rest)
 	case "qualification":
 		return runQualification(ctx, g, rest)
 	case "auth-check":

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,7 +14,7 @@ import (
 	"github.com/berthdev/berth/probe"
 )
 
-const probeUsage = `usage: envctl probe ENV --company C
+const probeUsage = `usage: envctl probe ENV --company C [--runner [--runner-binary PATH]]
        envctl probe --draft --driver D --config FILE|-
 
 probe checks that a saved environment (id or name) works: it acquires a
@@ -22,6 +23,11 @@ reads the live image (sandbox drivers), destroys the sandbox and confirms
 the cleanup, then records a platform qualification when the image is pinned
 and everything was proven. Each stage is printed to stderr as it completes
 (not with --json). A host probe (local, ssh) says what it did NOT validate.
+
+--runner probes through berth's runner instead of one command (PRP-8):
+the runner (--runner-binary, default $BERTH_RUNNER_BINARY) starts in the
+sandbox under a short-lived probe identity that can run no task, and its
+hello's platform and version are the evidence.
 
 --draft probes an unsaved config of driver D (the JSON object in FILE, or -
 for stdin): nothing is saved and no qualification is recorded.
@@ -42,6 +48,8 @@ func runProbe(ctx context.Context, g *globals, args []string) error {
 	draft := fs.Bool("draft", false, "probe an unsaved config")
 	driver := fs.String("driver", "", "driver of the draft config")
 	cfgPath := fs.String("config", "", "draft config JSON file, - for stdin")
+	byRunner := fs.Bool("runner", false, "probe through berth's runner under a probe identity")
+	binary := fs.String("runner-binary", os.Getenv(RunnerBinaryEnv), "runner binary on this host (with --runner; default $"+RunnerBinaryEnv+")")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		fmt.Fprint(g.stderr, probeUsage)
@@ -60,6 +68,12 @@ func runProbe(ctx context.Context, g *globals, args []string) error {
 		if *company == "" {
 			return fmt.Errorf("probe %s: flag --company is required (the probe's lease and qualification belong to a company)", pos[0])
 		}
+	}
+	if *byRunner {
+		if *binary == "" {
+			return fmt.Errorf("probe --runner: no runner binary: pass --runner-binary PATH or set $%s; build one with: %s", RunnerBinaryEnv, runnerBuildHint)
+		}
+		g.runnerBinary = *binary
 	}
 	var cfg map[string]any
 	if *draft {
@@ -87,7 +101,7 @@ func runProbe(ctx context.Context, g *globals, args []string) error {
 		if !g.json {
 			fmt.Fprintf(g.stderr, "probing environment %s (%s) for company %q\n", pos[0], id, *company)
 		}
-		res, err = p.Probe(ctx, g.as, id, probe.Request{Company: *company, Workspace: *workspace})
+		res, err = p.Probe(ctx, g.as, id, probe.Request{Company: *company, Workspace: *workspace, Runner: *byRunner})
 	}
 	if err != nil {
 		return err
@@ -117,6 +131,7 @@ func newProber(g *globals, sys *berth.System, progress bool) *probe.Prober {
 			fmt.Fprintf(g.stderr, "  %s\n", stageLine(st))
 		}
 	}
+	opts.Runner = &probe.RunnerProbe{Controller: sys.Runners, Spec: sys.RunnerSpec}
 	return probe.New(sys.Catalog, sys.Drivers, sys.Leases, sys.Store, &opts)
 }
 

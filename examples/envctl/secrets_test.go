@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/testenv"
 )
 
 // execEnv, when set in the environment, makes the test binary run envctl's
@@ -34,7 +35,9 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testenv.RemoveRunnerBinary()
+	os.Exit(code)
 }
 
 // envctlProcess returns a command that runs envctl (this test binary) in a

@@ -57,6 +57,14 @@ func (components) PRP() Component {
 					PRIMARY KEY (session, seq)
 				)`,
 			},
+		}, {
+			Version: 2,
+			Name:    "prp sessions by lease",
+			SQL: []string{
+				// A lease's cleanup stops the tasks of every session of
+				// the lease (controller.Store.LeaseSessions).
+				`CREATE INDEX prp_sessions_lease ON prp_sessions (lease, created_at)`,
+			},
 		}},
 	}
 }

@@ -121,3 +121,22 @@ func (s *PRPStore) GetSession(ctx context.Context, id string) (controller.Sessio
 	r.Scope, r.CreatedAt = prp.Scope(scope), fromNanos(created)
 	return r, nil
 }
+
+// LeaseSessions implements controller.Store through the index on
+// prp_sessions (lease).
+func (s *PRPStore) LeaseSessions(ctx context.Context, lease string) ([]controller.Session, error) {
+	rows, err := s.db.reads().query(ctx, `SELECT id, lease, run, company, scope, created_at FROM prp_sessions WHERE lease = ? ORDER BY created_at, id`, lease)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: sessions of lease %s: %w", lease, err)
+	}
+	return collect(rows, "sessions of lease "+lease, func(sc scanner) (controller.Session, error) {
+		var r controller.Session
+		var scope string
+		var created sql.NullInt64
+		if err := sc.Scan(&r.ID, &r.Lease, &r.Run, &r.Company, &scope, &created); err != nil {
+			return controller.Session{}, err
+		}
+		r.Scope, r.CreatedAt = prp.Scope(scope), fromNanos(created)
+		return r, nil
+	})
+}

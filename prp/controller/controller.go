@@ -72,6 +72,9 @@ type Controller struct {
 	live    map[string]*liveConn
 	hellos  map[string]prp.Hello
 	closed  bool
+	// attached holds the ingress servers of the runners Attach connected,
+	// by lease (attach.go).
+	attached map[string]*attachment
 
 	// secretFrames counts the secrets frames sent (for tests).
 	secretFrames atomic.Int64
@@ -82,7 +85,7 @@ func New(o *Options) (*Controller, error) {
 	if o == nil || o.Signer == nil {
 		return nil, errors.New("controller: options: field Signer is required")
 	}
-	c := &Controller{o: *o, changed: make(chan struct{}), live: map[string]*liveConn{}, hellos: map[string]prp.Hello{}}
+	c := &Controller{o: *o, changed: make(chan struct{}), live: map[string]*liveConn{}, hellos: map[string]prp.Hello{}, attached: map[string]*attachment{}}
 	if c.o.Tickets == nil {
 		c.o.Tickets = &prp.MemoryTicketStore{}
 	}
@@ -256,8 +259,9 @@ func (c *Controller) ConnectedSessions() []string {
 	return ids
 }
 
-// Close drops every runner connection (they reconnect elsewhere or later)
-// and refuses new ones; it does not close the stores.
+// Close drops every runner connection (they reconnect elsewhere or later),
+// refuses new ones and closes the ingress servers of attached runners
+// (Attach); it does not close the stores and stops no task.
 func (c *Controller) Close() error {
 	c.mu.Lock()
 	c.closed = true
@@ -269,6 +273,7 @@ func (c *Controller) Close() error {
 	for _, lc := range conns {
 		lc.ws.CloseNow()
 	}
+	c.closeAttachments()
 	return nil
 }
 

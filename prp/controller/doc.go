@@ -8,23 +8,30 @@
 //   - controller.go: Controller, Options, New, MintTicket (authorized
 //     through the host's environment.Authorizer) and ServeHTTP (the
 //     "exchange" and "connect" paths).
+//
 //   - conn.go: one connection: authentication before Accept, the
 //     subprotocol, the read limit, hello / welcome, one reader and one
 //     writer goroutine and the Ping heartbeat.
+//
 //   - dispatch.go: StartTask, StopTask, Wait and StopAndVerify: commands on
 //     a contiguous seq with idempotent ids, scoped to the session's lease
 //     and run.
+//
 //   - events.go: event intake (stored durably, acked cumulatively after the
 //     write) and Follow (subscribe, backfill, dedupe).
+//
 //   - sink.go: OutputSink and the default FileSink (chunk files under a
 //     data directory; the store holds the index).
+//
 //   - liveness.go: Tasks (a task reads unknown while its runner is not
 //     connected) and events_lost: a runner's resume cursor that shows
 //     events it no longer has and the store never got is recorded
 //     (EventEventsLost, EventsLost) and fails the session's commands.
+//
 //   - store.go, memstore.go: the Store interface (sessions, command
 //     journal, event metadata) and MemoryStore. controllertest holds the
 //     Store conformance suite; internal/sqlstore the SQL stores.
+//
 //   - secrets.go: a task's secrets (prp.SecretUse references in
 //     task.start): Dispatch asks the host's SecretResolver (Options.Secrets)
 //     to check them with the principal, before journaling; the writer
@@ -34,6 +41,15 @@
 //     echoed. A resolution that fails at delivery goes to the runner as a
 //     code, and the runner refuses the command (nothing runs).
 //
-// Not here yet (part 2 of the runner protocol): lease integration (cleanup
-// waiting for StopAndVerify).
+//   - attach.go: Attach, which connects a leased sandbox's runner: it
+//     installs the runner (lease.Handle.HostRunner), serves the controller
+//     on the sandbox's ingress for as long as the lease lasts, mints a
+//     task or probe ticket (authorized), launches the runner and waits for
+//     its hello; RunnerSpecFromFile.
+//
+//   - leasehook.go: the Controller is the lease manager's
+//     lease.TaskStopper: StopTasks stops and verifies every task of every
+//     session of a lease before its sandbox is released (tasks already
+//     proven stopped are not asked again), LeaseEnded closes the lease's
+//     ingress server.
 package controller

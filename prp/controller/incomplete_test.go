@@ -19,6 +19,12 @@ import (
 // read), which the real runner cannot be made to meet on this machine.
 func rawRunner(t *testing.T, s *server, proof prp.StopProof) {
 	t.Helper()
+	rawRunnerFunc(t, s, func() prp.StopProof { return proof })
+}
+
+// rawRunnerFunc is rawRunner answering each task.stop with proof().
+func rawRunnerFunc(t *testing.T, s *server, proof func() prp.StopProof) {
+	t.Helper()
 	ws := dialRaw(t, s, []string{prp.Subprotocol})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -54,7 +60,7 @@ func rawRunner(t *testing.T, s *server, proof prp.StopProof) {
 			}
 			res := prp.Result{CommandID: c.ID, Status: prp.ResultDone}
 			if c.Kind == prp.CommandTaskStop {
-				p := proof
+				p := proof()
 				p.TaskID = c.TaskStop.TaskID
 				res.Proof = &p
 			}

@@ -61,6 +61,28 @@ func (s *MemoryStore) GetSession(ctx context.Context, id string) (Session, error
 	return r, nil
 }
 
+// LeaseSessions implements Store.
+func (s *MemoryStore) LeaseSessions(ctx context.Context, lease string) ([]Session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []Session{}
+	for _, r := range s.sessions {
+		if r.Lease == lease {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
 // AppendCommand implements Store.
 func (s *MemoryStore) AppendCommand(ctx context.Context, session string, c prp.Command, now time.Time) (CommandRecord, bool, error) {
 	if err := ctx.Err(); err != nil {

@@ -73,6 +73,9 @@ type Store interface {
 	CreateSession(ctx context.Context, s Session) error
 	// GetSession returns the session with id, or ErrNotFound.
 	GetSession(ctx context.Context, id string) (Session, error)
+	// LeaseSessions returns the sessions of lease, oldest first (by
+	// CreatedAt, then id); none is an empty slice, not an error.
+	LeaseSessions(ctx context.Context, lease string) ([]Session, error)
 
 	// AppendCommand journals c in session under the next seq (last+1) in
 	// one atomic step, so that two replicas never give two commands one

@@ -54,6 +54,28 @@ func TestStore(t *testing.T, newStore func(t *testing.T) controller.Store) {
 			t.Errorf("GetSession of an unknown session = %v, want ErrNotFound", err)
 		}
 	})
+	t.Run("a lease's sessions are listed oldest first, no other lease's", func(t *testing.T) {
+		s := newStore(t)
+		if got, err := s.LeaseSessions(ctx, "lease-1"); err != nil || got == nil || len(got) != 0 {
+			t.Fatalf("LeaseSessions of a lease without sessions = %v, %v; want an empty slice", got, err)
+		}
+		later := controller.Session{ID: "s_0", Lease: "lease-1", Run: "run-2", Company: "co-1", Scope: prp.ScopeProbe, CreatedAt: now.Add(time.Second)}
+		if err := s.CreateSession(ctx, later); err != nil {
+			t.Fatal(err)
+		}
+		first := session(t, s, "s_1")
+		other := controller.Session{ID: "s_2", Lease: "lease-2", Run: "run-1", Company: "co-1", Scope: prp.ScopeTask, CreatedAt: now}
+		if err := s.CreateSession(ctx, other); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.LeaseSessions(ctx, "lease-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]controller.Session{first, later}, got); diff != "" {
+			t.Errorf("LeaseSessions (-want +got):\n%s", diff)
+		}
+	})
 	t.Run("commands get contiguous seqs per session", func(t *testing.T) {
 		s := newStore(t)
 		session(t, s, "s_1")

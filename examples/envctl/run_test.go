@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/prp"
+)
+
+// fakeRunnerBinary writes a file to stand for the runner binary: the fake
+// driver runs prp/runner in-process and never executes it.
+func fakeRunnerBinary(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "berth-runner")
+	if err := os.WriteFile(p, []byte("#!/bin/false\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// notifyWriter is a concurrency-safe buffer that closes hit once its
+// contents hold want.
+type notifyWriter struct {
+	mu   sync.Mutex
+	b    bytes.Buffer
+	want string
+	hit  chan struct{}
+	once sync.Once
+}
+
+func (w *notifyWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.b.Write(p)
+	if strings.Contains(w.b.String(), w.want) {
+		w.once.Do(func() { close(w.hit) })
+	}
+	return n, err
+}
+
+func (w *notifyWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// issue 17: envctl run streams the task's stdout and stderr separately and
+// byte-exact, shows progress while the runner installs and connects,
+// prints the lease receipt (the runner's proof first) and exits with the
+// task's exit code.
+func TestRunStreamsOutputAndExitsWithTheTasksCode(t *testing.T) {
+	c := newCLI(t)
+	c.createFake("sbx", `{"image":"`+c.fake.DefaultImageIdentity().String()+`"}`)
+	bin := fakeRunnerBinary(t)
+	out, errOut, err := c.exec("", "run", "sbx", "--company", "acme", "--runner-binary", bin, "--",
+		"sh", "-c", `printf 'a\000b\n\377'; printf 'to-stderr' >&2; exit 3`)
+	var es *exitStatus
+	if !errors.As(err, &es) || es.code != 3 || exitCode(err) != 3 {
+		t.Fatalf("run = %v, want the task's exit code 3\nstderr:\n%s", err, errOut)
+	}
+	if out != "a\x00b\n\xff" {
+		t.Errorf("stdout = %q, want the task's bytes exactly", out)
+	}
+	wantContains(t, "stderr", errOut, "to-stderr", "installing the runner", "launching the runner", "connecting...", "connected",
+		"released, cleanup confirmed (runner: 1 task(s) of 1 runner session(s) stopped and verified")
+	if strings.Contains(out, "envctl:") {
+		t.Errorf("progress went to stdout: %q", out)
+	}
+
+	// The exit code 0 is an exit without error.
+	if out := c.ok("run", "sbx", "--company", "acme", "--runner-binary", bin, "--", "echo", "hello"); out != "hello\n" {
+		t.Errorf("stdout = %q, want hello", out)
+	}
+}
+
+// Ctrl-C stops the task through the runner with a complete proof, leaves
+// nothing running and exits 130.
+func TestRunCtrlCStopsTheTaskWithProof(t *testing.T) {
+	c := newCLI(t)
+	c.createFake("sbx", `{"image":"`+c.fake.DefaultImageIdentity().String()+`"}`)
+	bin := fakeRunnerBinary(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errW := &notifyWriter{want: "started (pid", hit: make(chan struct{})}
+	var out bytes.Buffer
+	g := &globals{stdout: &out, stderr: errW, stdin: strings.NewReader(""), drivers: c.drivers}
+	go func() {
+		select {
+		case <-errW.hit:
+			cancel() // what main's signal.NotifyContext does on SIGINT
+		case <-time.After(time.Minute):
+		}
+	}()
+	const marker = "31415926"
+	err := runWith(ctx, g, []string{"--db", c.db, "--test-mode", "run", "sbx", "--company", "acme", "--runner-binary", bin, "--",
+		"sh", "-c", "sleep " + marker + " & sleep " + marker + "; wait"})
+	if exitCode(err) != 130 {
+		t.Fatalf("run = %v (exit %d), want 130 after Ctrl-C\nstderr:\n%s", err, exitCode(err), errW.String())
+	}
+	wantContains(t, "stderr", errW.String(), "interrupted: stopping task", "stop proof of task", "complete true", "methods "+prp.MethodGroup+"+"+prp.MethodProcTag, "survivors []",
+		"released, cleanup confirmed (runner: 1 task(s) of 1 runner session(s) stopped and verified", "1 of them by an earlier stop")
+	if left := processesWith(marker); len(left) > 0 {
+		t.Errorf("processes of the task left after Ctrl-C: %v", left)
+	}
+}
+
+// processesWith returns the pids whose command line contains s.
+func processesWith(s string) []string {
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(s)) {
+			st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if i := bytes.LastIndexByte(st, ')'); i > 0 && len(st) > i+2 && st[i+2] == 'Z' {
+				continue
+			}
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// --json prints the event log, the exit and the receipt as one object.
+func TestRunJSONPrintsTheEventLog(t *testing.T) {
+	c := newCLI(t)
+	c.createFake("sbx", `{"image":"`+c.fake.DefaultImageIdentity().String()+`"}`)
+	var rep struct {
+		Lease    string `json:"lease"`
+		Task     string `json:"task"`
+		Events   []struct{ Event prp.Event }
+		Exit     *prp.Exit    `json:"exit"`
+		Receipt  *lease.Lease `json:"receipt"`
+		ExitCode int          `json:"exitCode"`
+	}
+	c.okJSON(&rep, "run", "sbx", "--company", "acme", "--runner-binary", fakeRunnerBinary(t), "--", "printf", "x%sy", "-")
+	var got []byte
+	kinds := map[prp.EventKind]bool{}
+	for _, e := range rep.Events {
+		kinds[e.Event.Kind] = true
+		if e.Event.Kind == prp.EventOutput && e.Event.TaskID == rep.Task {
+			got = append(got, e.Event.Output.Data...)
+		}
+	}
+	if string(got) != "x-y" || rep.Exit == nil || rep.Exit.Code != 0 || rep.ExitCode != 0 {
+		t.Errorf("event log output %q exit %+v code %d, want x-y and 0", got, rep.Exit, rep.ExitCode)
+	}
+	if !kinds[prp.EventStarted] || !kinds[prp.EventExit] {
+		t.Errorf("event kinds %v, want task.started and task.exit", kinds)
+	}
+	if rep.Receipt == nil || rep.Receipt.ID != rep.Lease || rep.Receipt.Cleanup != lease.CleanupConfirmed {
+		t.Errorf("receipt %+v, want the confirmed release of lease %s", rep.Receipt, rep.Lease)
+	}
+}
+
+// Without a runner binary, run says how to build one and leases nothing.
+func TestRunWithoutARunnerBinaryNamesTheBuildCommand(t *testing.T) {
+	t.Setenv(RunnerBinaryEnv, "")
+	c := newCLI(t)
+	c.createFake("sbx", `{"image":"`+c.fake.DefaultImageIdentity().String()+`"}`)
+	_, msg := c.fail("run", "sbx", "--company", "acme", "--", "true")
+	wantContains(t, "error", msg, "--runner-binary", RunnerBinaryEnv, runnerBuildHint)
+	if n := len(c.fake.Sandboxes()); n != 0 {
+		t.Errorf("%d sandboxes made without a runner binary", n)
+	}
+}
+
+// PRP-8: probe --runner takes the platform from the runner's hello under
+// a probe identity and confirms the cleanup.
+func TestProbeThroughTheRunner(t *testing.T) {
+	c := newCLI(t)
+	c.createFake("sbx", `{"image":"`+c.fake.DefaultImageIdentity().String()+`"}`)
+	var res struct {
+		OK            bool   `json:"ok"`
+		RunnerVersion string `json:"runnerVersion"`
+		Platform      string `json:"platform"`
+		Stages        []struct {
+			Name string `json:"name"`
+		} `json:"stages"`
+	}
+	c.okJSON(&res, "probe", "sbx", "--company", "acme", "--runner", "--runner-binary", fakeRunnerBinary(t))
+	var names []string
+	for _, s := range res.Stages {
+		names = append(names, s.Name)
+	}
+	if !res.OK || res.RunnerVersion == "" || !strings.HasPrefix(res.Platform, "linux/") || !strings.Contains(strings.Join(names, ","), "runner") {
+		t.Errorf("probe --runner: ok %t runner %q platform %q stages %v", res.OK, res.RunnerVersion, res.Platform, names)
+	}
+}

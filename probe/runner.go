@@ -1,0 +1,74 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/qualification"
+)
+
+// RunnerProbe configures runner-based probes (Request.Runner, PRP-8).
+type RunnerProbe struct {
+	// Controller attaches the runner (controller.Controller.Attach) and
+	// serves it for the probe's lease. Required.
+	Controller *controller.Controller
+	// Spec returns the runner binary on this host (for example
+	// controller.RunnerSpecFromFile of a path). Required.
+	Spec func() (drivers.RunnerSpec, error)
+}
+
+// runnerSpec returns the runner binary of a runner-based probe, or an
+// error wrapping drivers.ErrUnsupported when the Prober has none.
+func (p *Prober) runnerSpec() (drivers.RunnerSpec, error) {
+	if p.o.Runner == nil || p.o.Runner.Controller == nil || p.o.Runner.Spec == nil {
+		return drivers.RunnerSpec{}, fmt.Errorf("probe: a runner-based probe needs Options.Runner (a controller and a runner binary): %w", drivers.ErrUnsupported)
+	}
+	spec, err := p.o.Runner.Spec()
+	if err != nil {
+		return drivers.RunnerSpec{}, fmt.Errorf("probe: runner binary: %w", err)
+	}
+	return spec, nil
+}
+
+// measureByRunner runs the runner stage (in place of detect) and the image
+// stage: it attaches the runner under a probe identity and takes its
+// hello's platform and version as the evidence. The probe identity runs no
+// task (the controller refuses to dispatch one, and the runner refuses any
+// it gets); its token lives at most prp.MaxProbeTokenTTL and the release
+// that follows ends the lease (the lease hook finds no task to stop and
+// closes the ingress).
+func (p *Prober) measureByRunner(ctx context.Context, pr environment.Principal, r *run, drv drivers.Driver, h *lease.Handle) {
+	ok := r.stage(ctx, StageRunner, func(ctx context.Context) (string, drivers.Code, error) {
+		spec, err := p.runnerSpec()
+		if err != nil {
+			return "", "", err
+		}
+		att, err := p.o.Runner.Controller.Attach(ctx, pr, h, controller.AttachRequest{Runner: spec, Scope: prp.ScopeProbe})
+		if err != nil {
+			return "", "", err
+		}
+		hello := att.Hello
+		r.res.RunnerVersion, r.res.RunnerSHA256 = hello.RunnerVersion, hello.BinarySHA256
+		if hello.Platform.OS == "" || hello.Platform.Arch == "" {
+			return "", CodePlatformUnknown, fmt.Errorf("runner %s in lease %s: its hello reports no platform: %w", hello.RunnerVersion, h.ID(), qualification.ErrDetection)
+		}
+		r.res.Platform = hello.Platform
+		return fmt.Sprintf("runner %s (sha256 %s) under a probe identity: %s", hello.RunnerVersion, short(hello.BinarySHA256), hello.Platform), "", nil
+	})
+	if !ok {
+		return
+	}
+	p.measureImage(ctx, r, drv, h)
+}
+
+func short(sum string) string {
+	if len(sum) > 12 {
+		return sum[:12]
+	}
+	return sum
+}

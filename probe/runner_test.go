@@ -1,0 +1,105 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
+)
+
+// runnerWorld is a world whose lease manager stops runner tasks through a
+// controller and whose prober probes through runners (PRP-8).
+func runnerWorld(t *testing.T) (*world, *controller.Controller, *controller.MemoryStore) {
+	t.Helper()
+	w := newWorld(t, worldOpts{})
+	signer, err := prp.NewSigner("k1", map[string][]byte{"k1": []byte(strings.Repeat("k", 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &controller.MemoryStore{}
+	c, err := controller.New(&controller.Options{Signer: signer, Store: cs, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	w.leases = lease.NewManager(w.lstore, w.reg, &lease.Options{Secrets: w.secrets.Get, Assignments: w.asg, Tasks: c})
+	spec := drivers.RunnerSpec{Binary: "/opt/berth/berth-runner", SHA256: strings.Repeat("cd", 32)}
+	w.prober = New(w.cat, w.reg, w.leases, w.quals, &Options{Runner: &RunnerProbe{Controller: c, Spec: func() (drivers.RunnerSpec, error) { return spec, nil }}})
+	return w, c, cs
+}
+
+// PRP-8: a runner-based probe takes the platform and version from the
+// runner's hello under a probe identity (no task session), releases the
+// lease with proof and qualifies as the Exec probe does.
+func TestARunnerProbeTakesItsEvidenceFromTheHello(t *testing.T) {
+	t.Parallel()
+	w, c, cs := runnerWorld(t)
+	img := w.fake.AddImage("registry.fake.test/team/app:v1")
+	v := w.create(t, "runner-probed", img.String())
+	res, err := w.prober.Probe(context.Background(), admin, v.ID, Request{Company: "acme", Runner: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertNoSecret(t, res)
+	if !res.OK {
+		t.Fatalf("runner probe failed: %s", res.Summary)
+	}
+	want := []StageName{StageResolve, StageAcquire, StageRunner, StageImage, StageRelease, StageQualify}
+	if got := stageNames(res); strings.Join(names(got), ",") != strings.Join(names(want), ",") {
+		t.Errorf("stages %v, want %v", got, want)
+	}
+	if res.RunnerVersion == "" || res.Platform.OS != "linux" || res.Platform.Arch == "" {
+		t.Errorf("runner version %q, platform %v; want the hello's", res.RunnerVersion, res.Platform)
+	}
+	if res.Cleanup == nil || !res.Cleanup.Confirmed {
+		t.Errorf("cleanup %+v, want confirmed", res.Cleanup)
+	}
+	if !res.PlatformQualificationRecorded {
+		t.Errorf("qualification not recorded: %+v", res.QualificationDiagnostic)
+	}
+	if !strings.Contains(res.Summary, "under a probe identity") {
+		t.Errorf("summary %q does not say the runner ran under a probe identity", res.Summary)
+	}
+	sessions, err := cs.LeaseSessions(context.Background(), res.LeaseID)
+	if err != nil || len(sessions) != 1 || sessions[0].Scope != prp.ScopeProbe {
+		t.Fatalf("sessions of the probe's lease = %+v, %v; want one probe session", sessions, err)
+	}
+	_, err = c.StartTask(context.Background(), admin, sessions[0].ID, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"true"}})
+	if !errors.Is(err, prp.ErrScopeDenied) {
+		t.Errorf("a task on the probe session = %v, want ErrScopeDenied", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); len(c.ConnectedSessions()) != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("runners still connected 30 s after the probe: %v", c.ConnectedSessions())
+		}
+	}
+}
+
+// A Prober without a runner configuration fails a runner probe as
+// unsupported at acquire, before anything is allocated.
+func TestARunnerProbeWithoutARunnerIsUnsupported(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, worldOpts{})
+	v := w.create(t, "no-runner", "")
+	res, err := w.prober.Probe(context.Background(), admin, v.ID, Request{Company: "acme", Runner: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK || res.Code != drivers.CodeUnsupported || len(w.fake.Sandboxes()) != 0 {
+		t.Errorf("ok %t code %s sandboxes %d, want unsupported and nothing allocated", res.OK, res.Code, len(w.fake.Sandboxes()))
+	}
+}
+
+func names(ss []StageName) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = string(s)
+	}
+	return out
+}

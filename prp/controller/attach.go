@@ -1,0 +1,299 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/prp"
+)
+
+// AttachStage is a step of Attach, reported to AttachRequest.Progress.
+type AttachStage string
+
+// The attach stages, in order.
+const (
+	// AttachInstalling: the runner binary is installed in the sandbox
+	// (copied once per SHA-256) and its ingress opened.
+	AttachInstalling AttachStage = "installing"
+	// AttachLaunching: the runner is started detached in the sandbox.
+	AttachLaunching AttachStage = "launching"
+	// AttachConnecting: waiting for the runner's hello.
+	AttachConnecting AttachStage = "connecting"
+	// AttachConnected: the runner is welcomed.
+	AttachConnected AttachStage = "connected"
+)
+
+// AttachRequest says how to connect a leased sandbox's runner.
+type AttachRequest struct {
+	// Runner is the runner binary on this host; it must be the spec the
+	// lease was acquired with (lease.AcquireRequest.Runner). Required.
+	Runner drivers.RunnerSpec
+	// Scope is the runner's identity: prp.ScopeTask (the default) runs
+	// tasks; prp.ScopeProbe answers hello and refuses every task (PRP-8),
+	// its token lives at most prp.MaxProbeTokenTTL and is never renewed.
+	Scope prp.Scope
+	// Run is the run the session is for. Default: the lease's run, else a
+	// new id.
+	Run string
+	// TicketTTL bounds the bootstrap ticket. Default prp.MaxTicketTTL (one
+	// minute for a probe).
+	TicketTTL time.Duration
+	// Progress, if not nil, is called as each stage starts, from the
+	// attaching goroutine. It must not block for long.
+	Progress func(AttachStage)
+}
+
+// Attachment is a runner connected to this controller for a lease.
+type Attachment struct {
+	// Session is the runner's session: StartTask, Follow, StopAndVerify
+	// and the rest take it.
+	Session string
+	Lease   string
+	Run     string
+	Company string
+	Scope   prp.Scope
+	// Hello is the runner's first hello: its version, binary digest and
+	// platform (os, arch, libc, kernel).
+	Hello prp.Hello
+}
+
+// attachment is what serves one lease's runner from this process.
+type attachment struct {
+	lease string
+	srv   *http.Server
+	in    drivers.RunnerIngress
+	done  chan struct{} // closed when Serve returned
+}
+
+func (a *attachment) close() {
+	_ = a.srv.Close() // closes the ingress listener too
+	_ = a.in.Close()
+	<-a.done
+}
+
+// Attach connects the runner of the leased sandbox h to this controller
+// for p: it installs the runner (h.HostRunner, once per SHA-256), serves
+// this controller on the ingress for as long as the lease lasts (until the
+// lease manager's LeaseEnded, or Close), mints a one-use ticket of
+// req.Scope for the lease (authorized: environment.ActionLease on the
+// lease's company; a refusal wraps environment.ErrDenied and nothing is
+// installed), launches the runner detached and waits for its hello. ctx
+// bounds everything; on failure the ingress is closed again. A lease has
+// at most one attached runner in this process: a second Attach while one
+// is attached fails. A driver that cannot host a runner fails with an
+// error wrapping drivers.ErrUnsupported.
+func (c *Controller) Attach(ctx context.Context, p environment.Principal, h *lease.Handle, req AttachRequest) (Attachment, error) {
+	l := h.Lease()
+	fail := func(err error) (Attachment, error) {
+		return Attachment{}, fmt.Errorf("controller: attach a runner to lease %s: %w", l.ID, err)
+	}
+	if err := req.Runner.Validate(); err != nil {
+		return fail(err)
+	}
+	scope := req.Scope
+	if scope == "" {
+		scope = prp.ScopeTask
+	}
+	if !scope.Valid() {
+		return fail(fmt.Errorf("field scope %q is unknown", scope))
+	}
+	run := req.Run
+	if run == "" {
+		run = l.Run
+	}
+	if run == "" || !prp.ValidID(run) {
+		var err error
+		if run, err = prp.NewID("run"); err != nil {
+			return fail(err)
+		}
+	}
+	ttl := req.TicketTTL
+	if ttl <= 0 {
+		ttl = prp.MaxTicketTTL
+		if scope == prp.ScopeProbe {
+			ttl = time.Minute
+		}
+	}
+	if err := c.authorize(ctx, p, l.ID, l.Company); err != nil {
+		return Attachment{}, err
+	}
+	progress := func(s AttachStage) {
+		if req.Progress != nil {
+			req.Progress(s)
+		}
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return fail(errors.New("the controller is closed"))
+	}
+	if c.attached[l.ID] != nil {
+		c.mu.Unlock()
+		return fail(errors.New("a runner is already attached to the lease in this process"))
+	}
+	c.mu.Unlock()
+
+	progress(AttachInstalling)
+	in, err := h.HostRunner(ctx, req.Runner)
+	if err != nil {
+		return fail(err)
+	}
+	a := &attachment{lease: l.ID, in: in, srv: &http.Server{Handler: c, ReadHeaderTimeout: 30 * time.Second}, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		if err := a.srv.Serve(in); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			c.log.Info("controller: runner ingress", "lease", l.ID, "err", err)
+		}
+	}()
+	c.mu.Lock()
+	if c.closed || c.attached[l.ID] != nil {
+		c.mu.Unlock()
+		a.close()
+		return fail(errors.New("the controller closed, or another runner attached meanwhile"))
+	}
+	c.attached[l.ID] = a
+	c.mu.Unlock()
+	detach := func() {
+		c.mu.Lock()
+		if c.attached[l.ID] == a {
+			delete(c.attached, l.ID)
+		}
+		c.mu.Unlock()
+		a.close()
+	}
+
+	t, _, err := c.MintTicket(ctx, p, TicketRequest{Lease: l.ID, Run: run, Company: l.Company, Scope: scope, TTL: ttl})
+	if err != nil {
+		detach()
+		return Attachment{}, err
+	}
+	progress(AttachLaunching)
+	if err := in.Launch(ctx, drivers.RunnerLaunch{Lease: l.ID, Ticket: t.String()}); err != nil {
+		detach()
+		return fail(err)
+	}
+	progress(AttachConnecting)
+	for {
+		ch := c.changes()
+		if id, hello, ok := c.liveRun(l.ID, run); ok {
+			progress(AttachConnected)
+			return Attachment{Session: id, Lease: l.ID, Run: run, Company: l.Company, Scope: scope, Hello: hello}, nil
+		}
+		select {
+		case <-ctx.Done():
+			detach()
+			return fail(fmt.Errorf("no hello from the runner at %s: %w", in.Endpoint(), ctx.Err()))
+		case <-ch:
+		}
+	}
+}
+
+// liveRun returns the session of lease and run whose runner is connected
+// to this controller, with its hello.
+func (c *Controller) liveRun(lease, run string) (string, prp.Hello, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, lc := range c.live {
+		if lc.sess.Lease == lease && lc.sess.Run == run {
+			return id, c.hellos[id], true
+		}
+	}
+	return "", prp.Hello{}, false
+}
+
+// Detach closes what serves lease's runner from this process (the ingress
+// server) and drops the connections of its sessions; the runner keeps
+// running and its tasks too (stop them first with StopAndVerify). It is
+// LeaseEnded under another name, for callers that end an attachment
+// without ending the lease.
+func (c *Controller) Detach(lease string) { c.LeaseEnded(lease) }
+
+// LeaseEnded implements lease.TaskStopper: the lease manager no longer
+// holds the lease's sandbox in this process, so the ingress server of its
+// attached runner is closed and its sessions' connections are dropped. It
+// stops no task.
+func (c *Controller) LeaseEnded(lease string) {
+	c.mu.Lock()
+	a := c.attached[lease]
+	delete(c.attached, lease)
+	var conns []*liveConn
+	for _, lc := range c.live {
+		if lc.sess.Lease == lease {
+			conns = append(conns, lc)
+		}
+	}
+	c.mu.Unlock()
+	if a != nil {
+		go a.close() // Serve returns promptly; LeaseEnded must not block
+	}
+	for _, lc := range conns {
+		lc.ws.CloseNow()
+	}
+}
+
+// closeAttachments closes every ingress server (Close).
+func (c *Controller) closeAttachments() {
+	c.mu.Lock()
+	as := make([]*attachment, 0, len(c.attached))
+	for id, a := range c.attached {
+		as = append(as, a)
+		delete(c.attached, id)
+	}
+	c.mu.Unlock()
+	for _, a := range as {
+		a.close()
+	}
+}
+
+// RunnerSpecFromFile returns the drivers.RunnerSpec of the runner binary
+// at path (made absolute): its SHA-256 over the file's contents. It reads
+// the whole file; an error names the path.
+func RunnerSpecFromFile(path string) (drivers.RunnerSpec, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return drivers.RunnerSpec{}, fmt.Errorf("controller: runner binary %q: %w", path, err)
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return drivers.RunnerSpec{}, fmt.Errorf("controller: runner binary: %w", err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return drivers.RunnerSpec{}, fmt.Errorf("controller: runner binary %q: not a regular file", abs)
+	}
+	hash := sha256.New()
+	if _, err := io.Copy(hash, f); err != nil {
+		return drivers.RunnerSpec{}, fmt.Errorf("controller: runner binary %q: %w", abs, err)
+	}
+	return drivers.RunnerSpec{Binary: abs, SHA256: hex.EncodeToString(hash.Sum(nil))}, nil
+}
+
+// Disconnect authorizes p on session and drops its runner's connection to
+// this controller, if there is one (it reports whether there was). The
+// runner is not stopped: it reconnects with its token and resumes (PRP-5);
+// its tasks keep running. Operators and tests use it to force a resume.
+func (c *Controller) Disconnect(ctx context.Context, p environment.Principal, session string) (bool, error) {
+	s, err := c.session(ctx, p, session)
+	if err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	lc := c.live[s.ID]
+	c.mu.Unlock()
+	if lc == nil {
+		return false, nil
+	}
+	lc.ws.CloseNow()
+	return true, nil
+}

@@ -1,0 +1,144 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/prp"
+)
+
+// LeaseStopGrace is how long StopTasks lets a task's processes exit after
+// SIGTERM before the runner sends SIGKILL.
+const LeaseStopGrace = 5 * time.Second
+
+var _ lease.TaskStopper = (*Controller)(nil)
+
+// StopTasks implements lease.TaskStopper: it stops every task of every
+// task session of lease (probe sessions run none) and verifies each stop
+// as StopAndVerify does (a proof counts only if complete, with no survivor
+// and no failed check, and both the group check and the tag scan ran). A
+// task whose stop is already verified in the store (an earlier StopTasks or
+// StopAndVerify) is not stopped again, so a retry after a partial failure
+// asks the runner only for what is left, and a retry after a full success
+// needs no runner. The runner may be connected to any replica: commands go
+// through the store. A stop the runner does not answer before ctx ends, an
+// incomplete proof and a refused stop are errors naming the session and
+// task (errors wrapping ErrProofIncomplete for proofs that do not count).
+//
+// The lease manager calls it after it authorized the release
+// (environment.ActionLease) or the sweep (environment.ActionSweep), so it
+// asks the Authorizer nothing itself; a host calls StopAndVerify, which
+// does, to stop tasks for a principal.
+func (c *Controller) StopTasks(ctx context.Context, leaseID string) (lease.TaskStopReport, error) {
+	sessions, err := c.o.Store.LeaseSessions(ctx, leaseID)
+	if err != nil {
+		return lease.TaskStopReport{}, fmt.Errorf("controller: stop the tasks of lease %s: %w", leaseID, err)
+	}
+	rep := lease.TaskStopReport{Sessions: len(sessions)}
+	var errs []error
+	stopped, earlier := 0, 0
+	for _, s := range sessions {
+		if s.Scope != prp.ScopeTask {
+			continue
+		}
+		n, before, err := c.stopSession(ctx, s, LeaseStopGrace)
+		stopped += n
+		earlier += before
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	rep.Tasks = stopped + earlier
+	if len(errs) > 0 {
+		return rep, fmt.Errorf("controller: stop the tasks of lease %s: %w", leaseID, errors.Join(errs...))
+	}
+	rep.Evidence = fmt.Sprintf("%d task(s) of %d runner session(s) stopped and verified by the runner (process group and tag scan)", rep.Tasks, rep.Sessions)
+	if earlier > 0 {
+		rep.Evidence += fmt.Sprintf(", %d of them by an earlier stop", earlier)
+	}
+	return rep, nil
+}
+
+// stopSession stops the tasks of s whose stop is not verified yet and
+// returns how many it verified now and how many were verified before.
+func (c *Controller) stopSession(ctx context.Context, s Session, grace time.Duration) (int, int, error) {
+	cmds, err := c.o.Store.CommandsAfter(ctx, s.ID, 0, 0)
+	if err != nil {
+		return 0, 0, fmt.Errorf("session %s: %w", s.ID, err)
+	}
+	var tasks []string
+	seen, proven := map[string]bool{}, map[string]bool{}
+	for _, r := range cmds {
+		switch r.Command.Kind {
+		case prp.CommandTaskStart:
+			task := r.Command.TaskID()
+			if seen[task] || (r.Result != nil && r.Result.Status == prp.ResultRejected) {
+				continue
+			}
+			seen[task] = true
+			tasks = append(tasks, task)
+		case prp.CommandTaskStop:
+			if r.Result != nil && r.Result.Proof != nil && verified(*r.Result.Proof) {
+				proven[r.Command.TaskID()] = true
+			}
+		}
+	}
+	var todo []string
+	for _, task := range tasks {
+		if !proven[task] {
+			todo = append(todo, task)
+		}
+	}
+	before := len(tasks) - len(todo)
+	ids := make([]string, len(todo))
+	for i, task := range todo {
+		if ids[i], err = prp.NewID("stop"); err != nil {
+			return 0, before, err
+		}
+		cmd := prp.SealCommand(prp.Command{ID: ids[i], Kind: prp.CommandTaskStop, Lease: s.Lease, Run: s.Run, TaskStop: &prp.TaskStop{TaskID: task, Grace: grace}})
+		if _, _, err := c.o.Store.AppendCommand(ctx, s.ID, cmd, time.Now().UTC()); err != nil {
+			return 0, before, fmt.Errorf("session %s: stop task %s: %w", s.ID, task, err)
+		}
+	}
+	if len(todo) > 0 {
+		c.notify()
+	}
+	var bad []string
+	for i, task := range todo {
+		res, err := c.waitResult(ctx, s.ID, ids[i])
+		switch {
+		case err != nil:
+			return 0, before, fmt.Errorf("session %s: stop of task %s not answered (runner connected here: %t): %w", s.ID, task, c.Connected(s.ID), err)
+		case res.Proof == nil:
+			bad = append(bad, fmt.Sprintf("task %s: stop %s (%s): no proof", task, res.Status, res.Code))
+		case !verified(*res.Proof):
+			bad = append(bad, fmt.Sprintf("task %s: survivors %v, checks that could not run %v", task, res.Proof.Survivors, res.Proof.Failed))
+		}
+	}
+	if len(bad) > 0 {
+		return len(todo) - len(bad), before, fmt.Errorf("session %s: %w: %s", s.ID, ErrProofIncomplete, strings.Join(bad, "; "))
+	}
+	return len(todo), before, nil
+}
+
+// waitResult waits until command id of session has a result; ctx bounds
+// the wait.
+func (c *Controller) waitResult(ctx context.Context, session, id string) (prp.Result, error) {
+	for {
+		ch := c.changes()
+		r, err := c.o.Store.GetCommand(ctx, session, id)
+		if err != nil {
+			return prp.Result{}, err
+		}
+		if r.State.Terminal() && r.Result != nil {
+			return *r.Result, nil
+		}
+		if err := c.await(ctx, ch); err != nil {
+			return prp.Result{}, err
+		}
+	}
+}

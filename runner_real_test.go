@@ -1,0 +1,293 @@
+package berth_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/docker"
+	"github.com/berthdev/berth/drivers/local"
+	"github.com/berthdev/berth/drivers/ssh"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/internal/testimage"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
+)
+
+// realTarget is a saved environment of a real driver for runner tests.
+type realTarget struct {
+	driver string
+	config map[string]any
+	// cut drops the runner's way to the host without touching the runner.
+	cut func(t *testing.T, sys *berth.System, session string)
+	// left returns the live processes in the target whose command line
+	// contains marker.
+	left func(t *testing.T, h *lease.Handle, marker string) []string
+	// sshd is the test sshd of an ssh target.
+	sshd *testenv.SSHServer
+}
+
+var realOperator = environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
+
+// dockerTarget is a busybox container without a network.
+func dockerTarget(t testing.TB) realTarget {
+	cli := testenv.Docker(t)
+	reg := testenv.StartRegistry(t, nil)
+	img := testimage.Busybox(t, reg, nil)
+	run := randomHex(t)
+	testenv.RemoveRegistryImagesAtCleanup(t, cli, reg.Host)
+	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", run)
+	return realTarget{driver: docker.Name, config: map[string]any{
+		docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run},
+	}, cut: func(t *testing.T, sys *berth.System, session string) {
+		if ok, err := sys.Runners.Disconnect(context.Background(), realOperator, session); err != nil || !ok {
+			t.Fatalf("Disconnect = %t, %v", ok, err)
+		}
+	}, left: func(t *testing.T, h *lease.Handle, marker string) []string {
+		// In the container: /proc of its pid namespace (the [x] keeps
+		// grep's own command line from matching).
+		pat := marker[:len(marker)-1] + "[" + marker[len(marker)-1:] + "]"
+		res, err := h.Exec(context.Background(), drivers.Command{Argv: []string{"sh", "-c",
+			`for p in /proc/[0-9]*; do s=$(cat $p/stat 2>/dev/null) || continue; case "$s" in *") Z "*) continue;; esac; tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -q "` + pat + `" && echo ${p#/proc/}; done; true`}})
+		if err != nil {
+			t.Fatalf("scan the container's /proc: %v", err)
+		}
+		return strings.Fields(string(res.Stdout))
+	}}
+}
+
+// sshTarget is this host through the test sshd.
+func sshTarget(t testing.TB) realTarget {
+	srv := testenv.SSHD(t)
+	return realTarget{driver: ssh.Name, sshd: srv, config: map[string]any{
+		ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
+		ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: t.TempDir(),
+	}, cut: func(t *testing.T, _ *berth.System, _ string) {
+		// Kill sshd's per-connection processes: the TCP connection (and
+		// the remote forward) drops; the runner runs in its own session.
+		kids := childrenOf(srv.PID())
+		if len(kids) == 0 {
+			t.Fatal("no sshd connection process to kill")
+		}
+		for _, pid := range kids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}, left: func(_ *testing.T, _ *lease.Handle, marker string) []string {
+		return hostProcessesWith([]byte(marker), "cmdline")
+	}}
+}
+
+// localTarget is this host through the local driver. A local task's cut
+// is the controller dropping the runner's connection (the runner dials a
+// unix socket on this host).
+func localTarget(t testing.TB) realTarget {
+	return realTarget{driver: local.Name, config: map[string]any{local.FieldWorkdir: t.TempDir()},
+		cut: func(t *testing.T, sys *berth.System, session string) {
+			if ok, err := sys.Runners.Disconnect(context.Background(), realOperator, session); err != nil || !ok {
+				t.Fatalf("Disconnect = %t, %v", ok, err)
+			}
+		}, left: func(_ *testing.T, _ *lease.Handle, marker string) []string {
+			return hostProcessesWith([]byte(marker), "cmdline")
+		}}
+}
+
+func randomHex(t testing.TB) string {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// childrenOf returns the pids whose parent is pid.
+func childrenOf(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(st, ')')
+		f := strings.Fields(string(st[i+2:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			n, _ := strconv.Atoi(e.Name())
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// hostProcessesWith returns the live host processes whose /proc file
+// (cmdline, environ) contains s.
+func hostProcessesWith(s []byte, file string) []string {
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), file))
+		if err != nil || !bytes.Contains(b, s) {
+			continue
+		}
+		st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if i := bytes.LastIndexByte(st, ')'); i > 0 && len(st) > i+2 && st[i+2] == 'Z' {
+			continue
+		}
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// issue 17: the real runner binary in a real Docker container (busybox,
+// network none), on the real sshd host and on this host (local), through
+// lease: output
+// byte-exact, the exit code, a cut connection the runner survives with
+// complete output, a stop with a complete proof and nothing left, and a
+// release whose receipt starts with the runner's proof.
+func TestRunnerTasksInRealTargets(t *testing.T) {
+	bin, _ := testenv.RunnerBinarySum(t)
+	for name, mk := range map[string]func(testing.TB) realTarget{"docker": dockerTarget, "ssh": sshTarget, "local": localTarget} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tg := mk(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{docker.New(nil), ssh.New(nil), local.New(nil)}, RunnerBinary: bin})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sys.Close()
+			v, err := sys.Catalog.Create(ctx, realOperator, environment.CreateRequest{Name: "runner-" + name, Driver: tg.driver, Config: tg.config})
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec, err := sys.RunnerSpec()
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := sys.Leases.Acquire(ctx, realOperator, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Runner: &spec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			released := false
+			defer func() {
+				if !released {
+					_, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+				}
+			}()
+			att, err := sys.Runners.Attach(ctx, realOperator, h, controller.AttachRequest{Runner: spec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if att.Hello.BinarySHA256 != spec.SHA256 || att.Hello.Platform.OS != "linux" {
+				t.Errorf("hello: binary %s platform %s, want the spec's sum and linux", att.Hello.BinarySHA256, att.Hello.Platform)
+			}
+			start := func(id string, argv ...string) {
+				t.Helper()
+				if _, err := sys.Runners.StartTask(ctx, realOperator, att.Session, "c-"+id, prp.TaskStart{TaskID: id, Argv: argv}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			result := func(id string) prp.Result {
+				t.Helper()
+				res, err := sys.Runners.Wait(ctx, realOperator, att.Session, "c-"+id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			output := func(id string, s prp.Stream) string {
+				t.Helper()
+				b, err := sys.Runners.Output(ctx, realOperator, att.Session, id, s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return string(b)
+			}
+
+			// Byte-exact output on two streams, and the exit code.
+			start("bytes", "sh", "-c", `printf 'a\000b\n\377'; printf 'to-stderr' >&2; exit 7`)
+			if res := result("bytes"); res.Exit == nil || res.Exit.Code != 7 {
+				t.Errorf("exit %+v, want 7", res.Exit)
+			}
+			if got := output("bytes", prp.Stdout); got != "a\x00b\n\xff" {
+				t.Errorf("stdout %q", got)
+			}
+			if got := output("bytes", prp.Stderr); got != "to-stderr" {
+				t.Errorf("stderr %q", got)
+			}
+
+			// The connection is cut mid-task; the task goes on, the runner
+			// reconnects, the output is complete.
+			start("cut", "sh", "-c", `i=0; while [ $i -lt 60 ]; do echo line-$i; i=$((i+1)); sleep 0.05; done`)
+			for deadline := time.Now().Add(time.Minute); !strings.Contains(output("cut", prp.Stdout), "line-3"); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("no output of the cut task")
+				}
+			}
+			tg.cut(t, sys, att.Session)
+			if res := result("cut"); res.Exit == nil || res.Exit.Code != 0 {
+				t.Errorf("cut task: exit %+v, want 0", res.Exit)
+			}
+			var want strings.Builder
+			for i := range 60 {
+				fmt.Fprintf(&want, "line-%d\n", i)
+			}
+			if got := output("cut", prp.Stdout); got != want.String() {
+				t.Errorf("output of the cut task:\n%q\nwant\n%q", got, want.String())
+			}
+
+			// A stop: a complete proof, nothing left in the target.
+			marker := "4" + strconv.Itoa(int(time.Now().UnixNano()%1e6)+1e6)
+			start("stop", "sh", "-c", "sleep "+marker+" & sleep "+marker+"; wait")
+			for deadline := time.Now().Add(time.Minute); len(tg.left(t, h, marker)) < 2; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the stop task's sleeps never showed up")
+				}
+			}
+			proofs, err := sys.Runners.StopAndVerify(ctx, realOperator, att.Session, 2*time.Second)
+			if err != nil {
+				t.Fatalf("StopAndVerify: %v (proofs %+v)", err, proofs)
+			}
+			for _, p := range proofs {
+				if !p.Complete || len(p.Survivors) != 0 {
+					t.Errorf("proof %+v, want complete without survivors", p)
+				}
+			}
+			if left := tg.left(t, h, marker); len(left) > 0 {
+				t.Errorf("processes of the stopped task left: %v", left)
+			}
+
+			l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+			released = true
+			if err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			if l.Cleanup != lease.CleanupConfirmed || !strings.HasPrefix(l.CleanupEvidence, "runner: 3 task(s) of 1 runner session(s) stopped and verified") {
+				t.Errorf("receipt %s %q, want confirmed with the runner's proof first", l.Cleanup, l.CleanupEvidence)
+			}
+			t.Logf("%s receipt: %s", name, l.CleanupEvidence)
+			if name != "docker" {
+				// The host lease's tag check ended the runner too.
+				if left := hostProcessesWith([]byte(lease.EnvTag+"="+h.ID()+"\x00"), "environ"); len(left) > 0 {
+					t.Errorf("processes tagged with lease %s left on the host: %v", h.ID(), left)
+				}
+			}
+		})
+	}
+}
