@@ -48,6 +48,7 @@ type byteCutProxy struct {
 	left     int // cuts still to make
 	cuts     int // cuts made
 	accepted int
+	total    int64 // runner-to-controller bytes forwarded since armed
 	live     map[*cutConn]struct{}
 }
 
@@ -148,6 +149,9 @@ func (p *byteCutProxy) forward(cc *cutConn) {
 				m, cut = cc.budget-cc.sent, true
 			}
 			cc.sent += m
+			if p.armed {
+				p.total += int64(m)
+			}
 			p.mu.Unlock()
 			if _, werr := cc.up.Write(buf[:m]); werr != nil {
 				return
@@ -163,6 +167,13 @@ func (p *byteCutProxy) forward(cc *cutConn) {
 			return
 		}
 	}
+}
+
+// forwarded returns the runner-to-controller bytes forwarded since armed.
+func (p *byteCutProxy) forwarded() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.total
 }
 
 func (p *byteCutProxy) counts() (cuts, accepted int) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -22,6 +23,9 @@ type liveConn struct {
 	claims  prp.Claims
 	version int
 	cancel  context.CancelFunc
+	// binary: output events may come in binary frames (CapBinaryOutput
+	// granted).
+	binary bool
 
 	// stored is the highest event seq stored (the reader's); the writer
 	// acks it after Sync.
@@ -150,9 +154,10 @@ func (c *Controller) handshake(ctx context.Context, ws *websocket.Conn, sess Ses
 	// A probe identity is granted nothing (PRP-8).
 	wel.Capabilities = []prp.Capability{}
 	if sess.Scope == prp.ScopeTask {
-		wel.Capabilities = prp.GrantCapabilities(h.Capabilities, []prp.Capability{prp.CapTasks, prp.CapStopProof, prp.CapStdin})
+		wel.Capabilities = prp.GrantCapabilities(h.Capabilities, c.grant)
 	}
-	lc := &liveConn{c: c, ws: ws, sess: sess, claims: claims, version: v, stored: ack, ackCh: make(chan struct{}, 1)}
+	lc := &liveConn{c: c, ws: ws, sess: sess, claims: claims, version: v, stored: ack, ackCh: make(chan struct{}, 1),
+		binary: prp.Has(wel.Capabilities, prp.CapBinaryOutput)}
 	if err := lc.send(ctx, prp.TypeWelcome, 0, ack, wel); err != nil {
 		return nil, h, fmt.Errorf("send welcome: %w", err)
 	}
@@ -270,53 +275,93 @@ func (lc *liveConn) heartbeat(ctx context.Context) {
 // durably before they count as received; a gap closes the connection
 // (the runner resumes from the ack).
 func (lc *liveConn) reader(ctx context.Context) error {
+	buf := make([]byte, 0, 64<<10) // the frame, reused: intake keeps nothing of it
 	for {
-		_, b, err := lc.ws.Read(ctx)
+		typ, rd, err := lc.ws.Reader(ctx)
 		if err != nil {
 			return err
 		}
-		env, err := prp.DecodeFrame(b, lc.c.limits.MaxFrame)
-		if err == nil && env.Session != lc.sess.ID {
-			err = fmt.Errorf("%w: frame for session %q on session %s", prp.ErrFrame, env.Session, lc.sess.ID)
-		}
-		if err != nil {
-			lc.ws.Close(prp.CloseProtocolError, string(prp.CodeOf(err)))
+		if buf, err = readMessage(rd, buf[:0]); err != nil {
 			return err
 		}
-		switch env.Type {
-		case prp.TypeAck:
-			continue
-		case prp.TypeEvent:
-		default:
-			lc.ws.Close(prp.CloseProtocolError, "unexpected "+string(env.Type))
-			return fmt.Errorf("%w: unexpected %s from a runner", prp.ErrFrame, env.Type)
+		var seq uint64
+		var ev prp.Event
+		if typ == websocket.MessageBinary {
+			// One parse, no copy: the output bytes go from this buffer to
+			// the sink.
+			var f prp.OutputFrame
+			if !lc.binary {
+				err = fmt.Errorf("%w: a binary frame, but %s was not granted", prp.ErrFrame, prp.CapBinaryOutput)
+			} else if f, err = prp.DecodeOutputFrame(buf, lc.c.limits.MaxFrame); err == nil && (f.Session != lc.sess.ID || f.Version != lc.version) {
+				err = fmt.Errorf("%w: output frame for session %q version %d on session %s version %d", prp.ErrFrame, f.Session, f.Version, lc.sess.ID, lc.version)
+			}
+			if err != nil {
+				lc.ws.Close(prp.CloseProtocolError, string(prp.CodeOf(err)))
+				return err
+			}
+			seq, ev = f.Seq, f.Event()
+		} else {
+			env, err := prp.DecodeFrame(buf, lc.c.limits.MaxFrame)
+			if err == nil && env.Session != lc.sess.ID {
+				err = fmt.Errorf("%w: frame for session %q on session %s", prp.ErrFrame, env.Session, lc.sess.ID)
+			}
+			if err != nil {
+				lc.ws.Close(prp.CloseProtocolError, string(prp.CodeOf(err)))
+				return err
+			}
+			switch env.Type {
+			case prp.TypeAck:
+				continue
+			case prp.TypeEvent:
+			default:
+				lc.ws.Close(prp.CloseProtocolError, "unexpected "+string(env.Type))
+				return fmt.Errorf("%w: unexpected %s from a runner", prp.ErrFrame, env.Type)
+			}
+			if err := prp.DecodeBody(env, &ev); err != nil {
+				lc.ws.Close(prp.CloseProtocolError, string(prp.CodeOf(err)))
+				return err
+			}
+			seq = env.Seq
 		}
 		lc.mu.Lock()
 		stored := lc.stored
 		lc.mu.Unlock()
-		switch prp.CheckSeq(stored, env.Seq) {
+		switch prp.CheckSeq(stored, seq) {
 		case prp.SeqGap:
-			lc.ws.Close(prp.CloseSequenceGap, fmt.Sprintf("event %d after %d", env.Seq, stored))
-			return fmt.Errorf("event seq %d after %d", env.Seq, stored)
+			lc.ws.Close(prp.CloseSequenceGap, fmt.Sprintf("event %d after %d", seq, stored))
+			return fmt.Errorf("event seq %d after %d", seq, stored)
 		case prp.SeqDuplicate:
 			lc.wakeWriter() // re-ack: the runner missed our ack
 			continue
 		}
-		var ev prp.Event
-		if err := prp.DecodeBody(env, &ev); err != nil {
-			lc.ws.Close(prp.CloseProtocolError, string(prp.CodeOf(err)))
-			return err
-		}
-		if err := lc.c.intake(ctx, lc.sess, env.Seq, ev); err != nil {
+		if err := lc.c.intake(ctx, lc.sess, seq, ev); err != nil {
 			if !errors.Is(err, context.Canceled) {
 				lc.ws.Close(websocket.StatusInternalError, "store unavailable")
 			}
 			return err
 		}
 		lc.mu.Lock()
-		lc.stored = env.Seq
+		lc.stored = seq
 		lc.mu.Unlock()
 		lc.wakeWriter()
+	}
+}
+
+// readMessage appends the rest of a message to buf (the connection's read
+// limit bounds it) and returns it.
+func readMessage(rd io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
 	}
 }
 

@@ -48,6 +48,10 @@ type Options struct {
 	// this process's own notifications (other replicas' writes). Default:
 	// 500 ms.
 	Poll time.Duration
+	// JSONOutput withholds prp.CapBinaryOutput, so that runners send
+	// output as JSON envelopes (base64) like runners that do not offer
+	// binary frames. Default: false (binary output frames are granted).
+	JSONOutput bool
 	// Logger receives diagnostics; never secrets. Default: discard.
 	Logger *slog.Logger
 }
@@ -60,6 +64,9 @@ type Controller struct {
 	x      *prp.Exchanger
 	limits prp.Welcome
 	log    *slog.Logger
+	// grant is what a task session may be granted of what its runner
+	// offers.
+	grant []prp.Capability
 
 	mu      sync.Mutex
 	changed chan struct{}
@@ -112,6 +119,10 @@ func New(o *Options) (*Controller, error) {
 		return nil, fmt.Errorf("controller: options: field Limits: %w", err)
 	}
 	c.limits = l
+	c.grant = []prp.Capability{prp.CapTasks, prp.CapStopProof, prp.CapStdin}
+	if !c.o.JSONOutput {
+		c.grant = append(c.grant, prp.CapBinaryOutput)
+	}
 	c.x = &prp.Exchanger{Store: c.o.Tickets, Signer: c.o.Signer, TokenTTL: c.o.TokenTTL}
 	return c, nil
 }

@@ -16,6 +16,19 @@
 //     and run.
 //   - events.go: event intake (stored durably, acked cumulatively after the
 //     write) and Follow (subscribe, backfill, dedupe).
+//
+// Durability of events, what is synced when: the connection's reader
+// stores each event as it arrives, its bytes written to the sink (not
+// synced) and its metadata put in the Store (durable when PutEvent
+// returns, as the Store documents). The connection's writer acks: it reads
+// the highest stored seq, calls Sink.Sync (FileSink: one fsync of the
+// session's current chunk file; a full chunk file was synced before the
+// next was opened), and only then acks that seq. A sync runs while the
+// reader stores on, so every sync covers all the events stored during the
+// previous one: the syncs batch themselves, one per event only when events
+// arrive slower than a sync takes. Output events from a runner granted
+// prp.CapBinaryOutput arrive as binary frames, parsed once into a reused
+// buffer that goes to the sink without a copy.
 //   - sink.go: OutputSink and the default FileSink (chunk files under a
 //     data directory; the store holds the index).
 //   - liveness.go: Tasks (a task reads unknown while its runner is not

@@ -47,6 +47,19 @@ type chunkFile struct {
 	rel  string
 	n    int
 	size int64
+	// syncing counts the Syncs running on f outside the lock; a chunk
+	// file that was replaced while one ran is closed by the last
+	// (retired).
+	syncing int
+	retired bool
+}
+
+// retire closes c, or leaves that to the last Sync running on it.
+func (c *chunkFile) retire() {
+	c.retired = true
+	if c.syncing == 0 {
+		c.f.Close()
+	}
 }
 
 var _ OutputSink = (*FileSink)(nil)
@@ -77,10 +90,12 @@ func (s *FileSink) WriteOutput(ctx context.Context, session string, seq uint64, 
 		next := 0
 		if c != nil {
 			next = c.n + 1
+			// A full chunk file is synced before the next one is opened,
+			// so that a Sync of the session covers it.
 			if err := c.f.Sync(); err != nil {
 				return OutputRef{}, fmt.Errorf("controller: file sink: sync %s: %w", c.rel, err)
 			}
-			c.f.Close()
+			c.retire()
 		}
 		var err error
 		if c, err = s.open(session, next); err != nil {
@@ -121,17 +136,31 @@ func (s *FileSink) open(session string, n int) (*chunkFile, error) {
 	}
 }
 
-// Sync implements OutputSink.
+// Sync implements OutputSink: fsync of the session's current chunk file
+// (every earlier one was synced when it was full). The fsync runs outside
+// the sink's lock, so that writes go on meanwhile; it covers at least
+// every write that returned before Sync was called.
 func (s *FileSink) Sync(ctx context.Context, session string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c := s.cur[session]; c != nil {
-		if err := c.f.Sync(); err != nil {
-			return fmt.Errorf("controller: file sink: sync %s: %w", c.rel, err)
-		}
+	c := s.cur[session]
+	if c == nil {
+		s.mu.Unlock()
+		return nil
+	}
+	c.syncing++
+	s.mu.Unlock()
+	err := c.f.Sync()
+	s.mu.Lock()
+	c.syncing--
+	if c.retired && c.syncing == 0 {
+		c.f.Close()
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("controller: file sink: sync %s: %w", c.rel, err)
 	}
 	return nil
 }
@@ -169,7 +198,8 @@ func (s *FileSink) Close() error {
 	defer s.mu.Unlock()
 	var errs []error
 	for k, c := range s.cur {
-		errs = append(errs, c.f.Sync(), c.f.Close())
+		errs = append(errs, c.f.Sync())
+		c.retire()
 		delete(s.cur, k)
 	}
 	return errors.Join(errs...)

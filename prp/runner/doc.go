@@ -31,9 +31,16 @@
 // indeterminate and stops what is left of their tasks.
 //
 // Durability: the journal is fsynced at every state change; the outbox is
-// written (one write per event) but not fsynced per event, so it survives a
-// runner kill -9 but may lose its tail in a machine crash; the hello's
-// resume cursor then shows the controller which events are gone.
+// written (one write per event) but never fsynced, so it survives a runner
+// kill -9 (the written pages belong to the kernel) but may lose its tail in
+// a crash of the sandbox's kernel; the hello's resume cursor then shows the
+// controller which events are gone (events_lost).
+//
+// Output: a task's pipes are grown to 1 MiB and read as they fill, each
+// read taking what the pipe holds (up to the welcome's max output chunk)
+// without waiting for more. An output event is kept in the outbox as a
+// binary record and sent as a binary frame (prp.OutputFrame) when the
+// controller granted prp.CapBinaryOutput, else as a JSON envelope.
 //
 // Limits: the proof has no cgroup check yet (no cgroup v2 here to test one);
 // the tag scan does not see a process that re-executed itself with a

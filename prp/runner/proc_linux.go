@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -178,5 +179,65 @@ func reapOrphans(leaders map[int]bool) {
 		}
 		var ws unix.WaitStatus
 		_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	}
+}
+
+// pipeSize is what a task's output pipes are grown to (best effort: the
+// system's pipe-max-size may be lower), so that a task writes on while the
+// runner sends what it read.
+const pipeSize = 1 << 20
+
+// growPipe sets the capacity of the pipe f to pipeSize, if it can.
+func growPipe(f *os.File) {
+	if rc, err := f.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) {
+			_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize)
+		})
+	}
+}
+
+// pipeReader returns a read function for the pipe f that reads into buf
+// what the pipe holds now, up to len(buf), waiting only while it holds
+// nothing: one output chunk per read, not one per write of the task. On a
+// blocking descriptor it is f.Read.
+func pipeReader(f *os.File) func(buf []byte) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return f.Read
+	}
+	nonblock := false
+	_ = rc.Control(func(fd uintptr) {
+		fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+		nonblock = err == nil && fl&unix.O_NONBLOCK != 0
+	})
+	if !nonblock {
+		return f.Read
+	}
+	return func(buf []byte) (int, error) {
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			for n < len(buf) {
+				m, err := unix.Read(int(fd), buf[n:])
+				switch {
+				case err == unix.EINTR:
+					continue
+				case err == unix.EAGAIN:
+					return n > 0 // nothing yet: wait for the poller
+				case err != nil:
+					rerr = err
+					return true
+				case m == 0:
+					rerr = io.EOF
+					return true
+				}
+				n += m
+			}
+			return true
+		})
+		if err != nil {
+			return n, err
+		}
+		return n, rerr
 	}
 }

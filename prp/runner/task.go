@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"sort"
 	"sync"
@@ -122,8 +123,9 @@ func (r *Runner) taskEnv(ts *prp.TaskStart) []string {
 	return append(env, r.Tag(ts.TaskID))
 }
 
-// pump reads one stream in chunks of the welcome's max output chunk and
-// appends each to the outbox. Append blocks while the outbox is full, and
+// pump reads one stream in chunks of up to the welcome's max output chunk
+// (what the pipe holds when it reads, see pipeReader) and appends each to
+// the outbox. Append blocks while the outbox is full, and
 // then pump does not read: the child blocks on its pipe (backpressure);
 // nothing is dropped. Past the output limit it reads and discards, marking
 // the task truncated.
@@ -134,10 +136,15 @@ func (r *Runner) pump(ctx context.Context, taskID string, stream prp.Stream, rd 
 	if chunk <= 0 {
 		chunk = prp.DefaultMaxOutputChunk
 	}
+	read := rd.Read
+	if f, ok := rd.(*os.File); ok {
+		growPipe(f)
+		read = pipeReader(f)
+	}
 	buf := make([]byte, chunk)
 	var off int64
 	for {
-		n, err := rd.Read(buf)
+		n, err := read(buf)
 		if n > 0 {
 			data := buf[:n]
 			if limited {
@@ -148,8 +155,10 @@ func (r *Runner) pump(ctx context.Context, taskID string, stream prp.Stream, rd 
 				}
 			}
 			if len(data) > 0 {
-				r.emit(ctx, prp.Event{Kind: prp.EventOutput, TaskID: taskID,
-					Output: &prp.Output{Stream: stream, Offset: off, Data: append([]byte(nil), data...)}})
+				// The outbox copies data into its record: buf is reused.
+				if _, err := r.out.AppendOutput(ctx, taskID, stream, off, data); err != nil {
+					r.log.Error("runner: outbox append failed", "kind", prp.EventOutput, "task", taskID, "err", err)
+				}
 				off += int64(len(data))
 			}
 		}
