@@ -24,13 +24,19 @@
 //   - task.go: a task in its own process group, tagged with TagEnv.
 //   - stop.go, proc_linux.go: SIGTERM, grace, SIGKILL, and the stop proof
 //     (kill(-pgid, 0) = ESRCH, and no process in /proc carries the tag).
+//     A stop waits without polling /proc: SIGCHLD and the leader's exit
+//     wake it, orphans are reaped by group (waitid), the group check is one
+//     kill(-pgid, 0); /proc is scanned once the group is gone, for tagged
+//     escapees (which then get SIGTERM, grace, SIGKILL) and for the proof.
 //
 // The state directory holds the journal, the outbox, the credentials and the
 // runner's id; a runner restarted on it (after kill -9, say) resumes the
 // session while the token is valid, reports commands it was executing as
 // indeterminate and stops what is left of their tasks.
 //
-// Durability: the journal is fsynced at every state change; the outbox is
+// Durability: the journal is fsynced at every state change but received
+// (written, then synced with the executing or done line that follows it
+// before anything runs); the outbox is
 // written (one write per event) but never fsynced, so it survives a runner
 // kill -9 (the written pages belong to the kernel) but may lose its tail in
 // a crash of the sandbox's kernel; the hello's resume cursor then shows the

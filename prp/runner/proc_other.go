@@ -5,6 +5,7 @@ package runner
 import (
 	"errors"
 	"os"
+	"syscall"
 )
 
 var errNoProc = errors.New("runner: no /proc on this system")
@@ -22,3 +23,7 @@ func reapOrphans(map[int]bool) {}
 func growPipe(*os.File) {}
 
 func pipeReader(f *os.File) func([]byte) (int, error) { return f.Read }
+
+func reapGroup(int) {}
+
+func pidAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }

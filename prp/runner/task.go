@@ -24,6 +24,7 @@ type task struct {
 	pgid     int
 	since    uint64 // the leader's start, clock ticks after boot
 	done     chan struct{}
+	exited   chan struct{} // closed once the leader was reaped
 	timedOut atomic.Bool
 }
 
@@ -59,7 +60,7 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command) {
 	err := cmd.Start()
 	var t *task
 	if err == nil {
-		t = &task{id: ts.TaskID, cmdID: c.ID, pgid: cmd.Process.Pid, since: startTicks(cmd.Process.Pid), done: make(chan struct{})}
+		t = &task{id: ts.TaskID, cmdID: c.ID, pgid: cmd.Process.Pid, since: startTicks(cmd.Process.Pid), done: make(chan struct{}), exited: make(chan struct{})}
 		r.tasks[t.id] = t
 		r.leaders[t.pgid] = true
 	}
@@ -91,6 +92,10 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command) {
 		wg.Go(func() { r.pump(ctx, t.id, prp.Stderr, stderr, ts.OutputLimit > 0, &budget, &truncated) })
 		wg.Wait()
 		werr := cmd.Wait()
+		r.mu.Lock()
+		delete(r.leaders, t.pgid) // reaped: its group's orphans may be reaped by group
+		r.mu.Unlock()
+		close(t.exited)
 		if deadline != nil {
 			deadline.Stop()
 		}
@@ -98,7 +103,6 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command) {
 		ex.Truncated, ex.TimedOut = truncated.Load(), t.timedOut.Load()
 		r.mu.Lock()
 		delete(r.tasks, t.id)
-		delete(r.leaders, t.pgid)
 		r.mu.Unlock()
 		r.emit(ctx, prp.Event{Kind: prp.EventExit, TaskID: t.id, Exit: &ex})
 		r.finish(ctx, c, prp.Result{Status: prp.ResultDone, Exit: &ex})
