@@ -36,6 +36,8 @@ const MaxChunkFile = 64 << 20
 // FileSink is the default OutputSink: per session, chunk files
 // "<dir>/<session>/<n>.chunk" that grow by appending, each up to
 // MaxChunkFile bytes; Sync is fsync. Files are 0600 in 0700 directories.
+// Replicas may share the directory (a shared volume): each write's
+// offset is where the append put it, whoever appended before.
 type FileSink struct {
 	dir string
 	mu  sync.Mutex
@@ -106,8 +108,16 @@ func (s *FileSink) WriteOutput(ctx context.Context, session string, seq uint64, 
 	if _, err := c.f.Write(data); err != nil {
 		return OutputRef{}, fmt.Errorf("controller: file sink: write event %d of session %s: %w", seq, session, err)
 	}
-	ref := OutputRef{File: c.rel, Offset: c.size, Length: int64(len(data))}
-	c.size += int64(len(data))
+	// Where the bytes landed is read from the descriptor, not from what
+	// this sink wrote before: another replica sharing the directory may
+	// have appended to the file meanwhile (an append moves this
+	// descriptor's offset to the end, then past the bytes, atomically).
+	end, err := c.f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return OutputRef{}, fmt.Errorf("controller: file sink: write event %d of session %s: %w", seq, session, err)
+	}
+	ref := OutputRef{File: c.rel, Offset: end - int64(len(data)), Length: int64(len(data))}
+	c.size = end
 	return ref, nil
 }
 
