@@ -271,11 +271,70 @@ func (lc *liveConn) heartbeat(ctx context.Context) {
 	}
 }
 
-// reader is the connection's one reader: events in seq order, stored
-// durably before they count as received; a gap closes the connection
+// reader is the connection's one reader: events in seq order, their
+// output bytes written to the sink at once (the frame's buffer is reused),
+// their metadata handed to the intake goroutine, which stores it in
+// batches (every event read while the previous batch was written, at most
+// MaxEventBatch) before they count as stored; a gap closes the connection
 // (the runner resumes from the ack).
 func (lc *liveConn) reader(ctx context.Context) error {
-	buf := make([]byte, 0, 64<<10) // the frame, reused: intake keeps nothing of it
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	recs := make(chan EventRecord, MaxEventBatch)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := lc.intake(ctx, recs); err != nil {
+			cancel(err)
+			if !errors.Is(err, context.Canceled) {
+				lc.ws.Close(websocket.StatusInternalError, "store unavailable")
+			}
+		}
+	})
+	err := lc.read(ctx, recs)
+	close(recs)
+	wg.Wait()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
+}
+
+// intake stores the records the reader hands over, in batches, and then
+// advances the stored seq and wakes the writer to ack.
+func (lc *liveConn) intake(ctx context.Context, recs <-chan EventRecord) error {
+	batch := make([]EventRecord, 0, MaxEventBatch)
+	for r := range recs {
+		batch = append(batch[:0], r)
+	more:
+		for len(batch) < MaxEventBatch {
+			select {
+			case r, ok := <-recs:
+				if !ok {
+					break more
+				}
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		if err := lc.c.intake(ctx, lc.sess, batch); err != nil {
+			return err
+		}
+		lc.mu.Lock()
+		lc.stored = batch[len(batch)-1].Seq
+		lc.mu.Unlock()
+		lc.wakeWriter()
+	}
+	return nil
+}
+
+// read reads frames until the connection ends, checks each event's seq
+// against the last one read, and hands the events on.
+func (lc *liveConn) read(ctx context.Context, recs chan<- EventRecord) error {
+	lc.mu.Lock()
+	last := lc.stored // the last event seq read
+	lc.mu.Unlock()
+	buf := make([]byte, 0, 64<<10) // the frame, reused: the records keep nothing of it
 	for {
 		typ, rd, err := lc.ws.Reader(ctx)
 		if err != nil {
@@ -323,27 +382,27 @@ func (lc *liveConn) reader(ctx context.Context) error {
 			}
 			seq = env.Seq
 		}
-		lc.mu.Lock()
-		stored := lc.stored
-		lc.mu.Unlock()
-		switch prp.CheckSeq(stored, seq) {
+		switch prp.CheckSeq(last, seq) {
 		case prp.SeqGap:
-			lc.ws.Close(prp.CloseSequenceGap, fmt.Sprintf("event %d after %d", seq, stored))
-			return fmt.Errorf("event seq %d after %d", seq, stored)
+			lc.ws.Close(prp.CloseSequenceGap, fmt.Sprintf("event %d after %d", seq, last))
+			return fmt.Errorf("event seq %d after %d", seq, last)
 		case prp.SeqDuplicate:
 			lc.wakeWriter() // re-ack: the runner missed our ack
 			continue
 		}
-		if err := lc.c.intake(ctx, lc.sess, seq, ev); err != nil {
+		rec, err := lc.c.record(ctx, lc.sess, seq, ev, time.Now().UTC())
+		if err != nil {
 			if !errors.Is(err, context.Canceled) {
-				lc.ws.Close(websocket.StatusInternalError, "store unavailable")
+				lc.ws.Close(websocket.StatusInternalError, "sink unavailable")
 			}
 			return err
 		}
-		lc.mu.Lock()
-		lc.stored = seq
-		lc.mu.Unlock()
-		lc.wakeWriter()
+		select {
+		case recs <- rec:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		last = seq
 	}
 }
 

@@ -18,9 +18,13 @@
 //     write) and Follow (subscribe, backfill, dedupe).
 //
 // Durability of events, what is synced when: the connection's reader
-// stores each event as it arrives, its bytes written to the sink (not
-// synced) and its metadata put in the Store (durable when PutEvent
-// returns, as the Store documents). The connection's writer acks: it reads
+// writes each event's output bytes to the sink as it arrives (not synced)
+// and hands its metadata to the connection's intake goroutine, which puts
+// every event read while its previous write ran (at most MaxEventBatch) in
+// the Store at once: one PutEvents transaction if the Store is an
+// EventBatcher (the SQL stores: one commit instead of one per event), else
+// PutEvent by PutEvent; durable when that returns, as the Store documents,
+// and only then counted as stored. The connection's writer acks: it reads
 // the highest stored seq, calls Sink.Sync (FileSink: one fsync of the
 // session's current chunk file; a full chunk file was synced before the
 // next was opened), and only then acks that seq. A sync runs while the
