@@ -9,6 +9,10 @@
 //   - wire.go: Envelope (protocol, version, type, id, session, seq, ack,
 //     body), DecodeFrame / EncodeFrame with a maximum frame size, the
 //     subprotocol and the close codes.
+//   - binary.go: OutputFrame, the binary frame an output event travels in
+//     when CapBinaryOutput is granted (a fixed header naming version,
+//     stream, session, task, seq, ack and offset, then the bytes; parsed
+//     once, nothing copied); every other message is JSON.
 //   - messages.go: Hello, Welcome (the controller's limits), Command
 //     (task.start, task.stop) with its idempotency digest.
 //   - events.go: Event (command results, task output as []byte, exits,

@@ -1,6 +1,7 @@
 package prp
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +77,42 @@ func FuzzParseCredentials(f *testing.F) {
 		}
 		if err != nil && len(in) > 12 && strings.Contains(err.Error(), in) {
 			t.Fatalf("token error quotes the input: %v", err)
+		}
+	})
+}
+
+// FuzzDecodeOutputFrame: the binary output frame decoder never panics, and
+// whatever it accepts re-encodes to the same bytes and is a valid output
+// event.
+func FuzzDecodeOutputFrame(f *testing.F) {
+	for _, fr := range []OutputFrame{
+		{Version: 1, Session: "s_1", Seq: 1, TaskID: "t", Output: Output{Stream: Stdout, Data: []byte("hello\n")}},
+		{Version: 1, Session: "s_1", Seq: 1 << 40, Ack: 9, TaskID: "task.2", Output: Output{Stream: Stderr, Offset: 1 << 33, Data: []byte{0xff, 0, 0xc3, 0x28}}},
+		{Version: 255, Session: strings.Repeat("s", 128), Seq: 3, TaskID: strings.Repeat("t", 128), Output: Output{Stream: Stdout}},
+	} {
+		b, err := AppendOutputFrame(nil, fr, 0)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{BinaryOutputKind})
+	f.Add([]byte(`{"protocol":"berth.prp"}`))
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		fr, err := DecodeOutputFrame(frame, MinMaxFrame)
+		if err != nil {
+			return
+		}
+		again, err := AppendOutputFrame(nil, fr, MinMaxFrame)
+		if err != nil {
+			t.Fatalf("an accepted frame does not re-encode: %v", err)
+		}
+		if !bytes.Equal(again, frame) {
+			t.Fatalf("re-encoded %x, want %x", again, frame)
+		}
+		ev := fr.Event()
+		if err := ev.Validate(); err != nil {
+			t.Fatalf("an accepted frame is not a valid event: %v", err)
 		}
 	})
 }

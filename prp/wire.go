@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 )
 
 // Protocol is the protocol name every Envelope carries.
@@ -34,11 +33,13 @@ const (
 	// HardMaxFrame is the largest frame this package ever decodes (16 MiB).
 	HardMaxFrame = 16 << 20
 	// DefaultMaxOutputChunk is the default maximum of output bytes one
-	// output event carries (64 KiB).
-	DefaultMaxOutputChunk = 64 << 10
+	// output event carries (256 KiB; a pipe read returns at most what the
+	// pipe holds, so that a chunk is sent without waiting for more).
+	DefaultMaxOutputChunk = 256 << 10
 	// DefaultMaxUnackedBytes is the default bound of the runner's outbox
-	// (8 MiB of encoded events not yet acknowledged).
-	DefaultMaxUnackedBytes = 8 << 20
+	// (16 MiB of encoded events not yet acknowledged): the controller syncs
+	// and acks in batches, and the runner streams on meanwhile.
+	DefaultMaxUnackedBytes = 16 << 20
 )
 
 // Type is the type of an Envelope.
@@ -105,11 +106,23 @@ var ErrFrame = errors.New("prp: invalid frame")
 // ErrFrameTooLarge is returned when a frame exceeds the maximum frame size.
 var ErrFrameTooLarge = errors.New("prp: frame too large")
 
-var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
-
 // ValidID reports whether s is a valid message, session, command or task id:
 // 1-128 characters of [A-Za-z0-9._:-], starting with a letter or digit.
-func ValidID(s string) bool { return idRE.MatchString(s) }
+func ValidID(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == ':' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Validate checks the envelope's header fields; it does not look into Body.
 func (e *Envelope) Validate() error {

@@ -169,6 +169,43 @@ func (s *PRPStore) PutEvent(ctx context.Context, r controller.EventRecord) (bool
 	return n == 1, nil
 }
 
+// PutEvents implements controller.EventBatcher: the events in one
+// transaction (one commit, one sync of the log), each idempotent on
+// (session, seq).
+func (s *PRPStore) PutEvents(ctx context.Context, rs []controller.EventRecord) error {
+	type row struct{ ev, ref sql.NullString }
+	rows := make([]row, len(rs))
+	for i, r := range rs {
+		if r.Seq == 0 || r.Session == "" {
+			return fmt.Errorf("sqlstore: event of session %q: fields session and seq are required", r.Session)
+		}
+		ev, err := jsonText(r.Event)
+		if err != nil {
+			return fmt.Errorf("sqlstore: event %d of session %s: %w", r.Seq, r.Session, err)
+		}
+		ref, err := jsonText(r.Ref)
+		if err != nil {
+			return fmt.Errorf("sqlstore: event %d of session %s: %w", r.Seq, r.Session, err)
+		}
+		rows[i] = row{ev, ref}
+	}
+	err := s.db.inTx(ctx, func(tx handle) error {
+		for i, r := range rs {
+			if _, err := tx.exec(ctx, `INSERT INTO prp_events (session, seq, event, ref, stored_at) VALUES (?, ?, ?, ?, ?)
+				ON CONFLICT (session, seq) DO NOTHING`, r.Session, r.Seq, rows[i].ev, rows[i].ref, nanos(r.StoredAt)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil && len(rs) > 0 {
+		return fmt.Errorf("sqlstore: put events %d..%d of session %s: %w", rs[0].Seq, rs[len(rs)-1].Seq, rs[0].Session, err)
+	}
+	return err
+}
+
+var _ controller.EventBatcher = (*PRPStore)(nil)
+
 // EventsAfter implements controller.Store.
 func (s *PRPStore) EventsAfter(ctx context.Context, session string, after uint64, limit int) ([]controller.EventRecord, error) {
 	q := "SELECT session, seq, event, ref, stored_at FROM prp_events WHERE session = ? AND seq > ? ORDER BY seq"

@@ -24,11 +24,11 @@ import (
 )
 
 // The chaos test's knobs: go test ./prp/controller -run Chaos -args
-// -chaos.cuts=1000 -chaos.seed=7 -chaos.lines=1200000.
+// -chaos.cuts=1000 -chaos.seed=7 -chaos.lines=1800000.
 var (
 	chaosCuts  = flag.Int("chaos.cuts", 1000, "connections the chaos test cuts at seeded byte counts")
 	chaosSeed  = flag.Uint64("chaos.seed", 1, "seed of the chaos test's cut byte counts")
-	chaosLines = flag.Int("chaos.lines", 1200000, "lines of `seq 1 N` the chaos test's task prints (1200000: about 8 MiB)")
+	chaosLines = flag.Int("chaos.lines", 1800000, "lines of `seq 1 N` the chaos test's task prints (1800000: about 13 MiB, enough for 1000 cuts with binary output frames)")
 )
 
 // byteCutProxy forwards TCP connections on loopback to a server. Once
@@ -48,6 +48,7 @@ type byteCutProxy struct {
 	left     int // cuts still to make
 	cuts     int // cuts made
 	accepted int
+	total    int64 // runner-to-controller bytes forwarded since armed
 	live     map[*cutConn]struct{}
 }
 
@@ -148,6 +149,9 @@ func (p *byteCutProxy) forward(cc *cutConn) {
 				m, cut = cc.budget-cc.sent, true
 			}
 			cc.sent += m
+			if p.armed {
+				p.total += int64(m)
+			}
 			p.mu.Unlock()
 			if _, werr := cc.up.Write(buf[:m]); werr != nil {
 				return
@@ -163,6 +167,13 @@ func (p *byteCutProxy) forward(cc *cutConn) {
 			return
 		}
 	}
+}
+
+// forwarded returns the runner-to-controller bytes forwarded since armed.
+func (p *byteCutProxy) forwarded() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.total
 }
 
 func (p *byteCutProxy) counts() (cuts, accepted int) {

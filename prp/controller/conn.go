@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -22,6 +23,9 @@ type liveConn struct {
 	claims  prp.Claims
 	version int
 	cancel  context.CancelFunc
+	// binary: output events may come in binary frames (CapBinaryOutput
+	// granted).
+	binary bool
 
 	// stored is the highest event seq stored (the reader's); the writer
 	// acks it after Sync.
@@ -150,9 +154,10 @@ func (c *Controller) handshake(ctx context.Context, ws *websocket.Conn, sess Ses
 	// A probe identity is granted nothing (PRP-8).
 	wel.Capabilities = []prp.Capability{}
 	if sess.Scope == prp.ScopeTask {
-		wel.Capabilities = prp.GrantCapabilities(h.Capabilities, []prp.Capability{prp.CapTasks, prp.CapStopProof, prp.CapStdin, prp.CapSecrets})
+		wel.Capabilities = prp.GrantCapabilities(h.Capabilities, c.grant)
 	}
-	lc := &liveConn{c: c, ws: ws, sess: sess, claims: claims, version: v, stored: ack, ackCh: make(chan struct{}, 1)}
+	lc := &liveConn{c: c, ws: ws, sess: sess, claims: claims, version: v, stored: ack, ackCh: make(chan struct{}, 1),
+		binary: prp.Has(wel.Capabilities, prp.CapBinaryOutput)}
 	if err := lc.send(ctx, prp.TypeWelcome, 0, ack, wel); err != nil {
 		return nil, h, fmt.Errorf("send welcome: %w", err)
 	}
@@ -275,57 +280,156 @@ func (lc *liveConn) heartbeat(ctx context.Context) {
 	}
 }
 
-// reader is the connection's one reader: events in seq order, stored
-// durably before they count as received; a gap closes the connection
+// reader is the connection's one reader: events in seq order, their
+// output bytes written to the sink at once (the frame's buffer is reused),
+// their metadata handed to the intake goroutine, which stores it in
+// batches (every event read while the previous batch was written, at most
+// MaxEventBatch) before they count as stored; a gap closes the connection
 // (the runner resumes from the ack).
 func (lc *liveConn) reader(ctx context.Context) error {
-	for {
-		_, b, err := lc.ws.Read(ctx)
-		if err != nil {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	recs := make(chan EventRecord, MaxEventBatch)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := lc.intake(ctx, recs); err != nil {
+			cancel(err)
+			if !errors.Is(err, context.Canceled) {
+				lc.ws.Close(websocket.StatusInternalError, "store unavailable")
+			}
+		}
+	})
+	err := lc.read(ctx, recs)
+	close(recs)
+	wg.Wait()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
+}
+
+// intake stores the records the reader hands over, in batches, and then
+// advances the stored seq and wakes the writer to ack.
+func (lc *liveConn) intake(ctx context.Context, recs <-chan EventRecord) error {
+	batch := make([]EventRecord, 0, MaxEventBatch)
+	for r := range recs {
+		batch = append(batch[:0], r)
+	more:
+		for len(batch) < MaxEventBatch {
+			select {
+			case r, ok := <-recs:
+				if !ok {
+					break more
+				}
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		if err := lc.c.intake(ctx, lc.sess, batch); err != nil {
 			return err
-		}
-		env, err := prp.DecodeFrame(b, lc.c.limits.MaxFrame)
-		if err == nil && env.Session != lc.sess.ID {
-			err = fmt.Errorf("%w: frame for session %q on session %s", prp.ErrFrame, env.Session, lc.sess.ID)
-		}
-		if err != nil {
-			lc.ws.Close(prp.CloseProtocolError, string(prp.CodeOf(err)))
-			return err
-		}
-		switch env.Type {
-		case prp.TypeAck:
-			continue
-		case prp.TypeEvent:
-		default:
-			lc.ws.Close(prp.CloseProtocolError, "unexpected "+string(env.Type))
-			return fmt.Errorf("%w: unexpected %s from a runner", prp.ErrFrame, env.Type)
 		}
 		lc.mu.Lock()
-		stored := lc.stored
+		lc.stored = batch[len(batch)-1].Seq
 		lc.mu.Unlock()
-		switch prp.CheckSeq(stored, env.Seq) {
+		lc.wakeWriter()
+	}
+	return nil
+}
+
+// read reads frames until the connection ends, checks each event's seq
+// against the last one read, and hands the events on.
+func (lc *liveConn) read(ctx context.Context, recs chan<- EventRecord) error {
+	lc.mu.Lock()
+	last := lc.stored // the last event seq read
+	lc.mu.Unlock()
+	buf := make([]byte, 0, 64<<10) // the frame, reused: the records keep nothing of it
+	for {
+		typ, rd, err := lc.ws.Reader(ctx)
+		if err != nil {
+			return err
+		}
+		if buf, err = readMessage(rd, buf[:0]); err != nil {
+			return err
+		}
+		var seq uint64
+		var ev prp.Event
+		if typ == websocket.MessageBinary {
+			// One parse, no copy: the output bytes go from this buffer to
+			// the sink.
+			var f prp.OutputFrame
+			if !lc.binary {
+				err = fmt.Errorf("%w: a binary frame, but %s was not granted", prp.ErrFrame, prp.CapBinaryOutput)
+			} else if f, err = prp.DecodeOutputFrame(buf, lc.c.limits.MaxFrame); err == nil && (f.Session != lc.sess.ID || f.Version != lc.version) {
+				err = fmt.Errorf("%w: output frame for session %q version %d on session %s version %d", prp.ErrFrame, f.Session, f.Version, lc.sess.ID, lc.version)
+			}
+			if err != nil {
+				lc.ws.Close(prp.CloseProtocolError, string(prp.CodeOf(err)))
+				return err
+			}
+			seq, ev = f.Seq, f.Event()
+		} else {
+			env, err := prp.DecodeFrame(buf, lc.c.limits.MaxFrame)
+			if err == nil && env.Session != lc.sess.ID {
+				err = fmt.Errorf("%w: frame for session %q on session %s", prp.ErrFrame, env.Session, lc.sess.ID)
+			}
+			if err != nil {
+				lc.ws.Close(prp.CloseProtocolError, string(prp.CodeOf(err)))
+				return err
+			}
+			switch env.Type {
+			case prp.TypeAck:
+				continue
+			case prp.TypeEvent:
+			default:
+				lc.ws.Close(prp.CloseProtocolError, "unexpected "+string(env.Type))
+				return fmt.Errorf("%w: unexpected %s from a runner", prp.ErrFrame, env.Type)
+			}
+			if err := prp.DecodeBody(env, &ev); err != nil {
+				lc.ws.Close(prp.CloseProtocolError, string(prp.CodeOf(err)))
+				return err
+			}
+			seq = env.Seq
+		}
+		switch prp.CheckSeq(last, seq) {
 		case prp.SeqGap:
-			lc.ws.Close(prp.CloseSequenceGap, fmt.Sprintf("event %d after %d", env.Seq, stored))
-			return fmt.Errorf("event seq %d after %d", env.Seq, stored)
+			lc.ws.Close(prp.CloseSequenceGap, fmt.Sprintf("event %d after %d", seq, last))
+			return fmt.Errorf("event seq %d after %d", seq, last)
 		case prp.SeqDuplicate:
 			lc.wakeWriter() // re-ack: the runner missed our ack
 			continue
 		}
-		var ev prp.Event
-		if err := prp.DecodeBody(env, &ev); err != nil {
-			lc.ws.Close(prp.CloseProtocolError, string(prp.CodeOf(err)))
-			return err
-		}
-		if err := lc.c.intake(ctx, lc.sess, env.Seq, ev); err != nil {
+		rec, err := lc.c.record(ctx, lc.sess, seq, ev, time.Now().UTC())
+		if err != nil {
 			if !errors.Is(err, context.Canceled) {
-				lc.ws.Close(websocket.StatusInternalError, "store unavailable")
+				lc.ws.Close(websocket.StatusInternalError, "sink unavailable")
 			}
 			return err
 		}
-		lc.mu.Lock()
-		lc.stored = env.Seq
-		lc.mu.Unlock()
-		lc.wakeWriter()
+		select {
+		case recs <- rec:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		last = seq
+	}
+}
+
+// readMessage appends the rest of a message to buf (the connection's read
+// limit bounds it) and returns it.
+func readMessage(rd io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
 	}
 }
 

@@ -54,6 +54,10 @@ type Options struct {
 	// none, and a task with secrets is refused with an error wrapping
 	// ErrSecretsUnsupported.
 	Secrets SecretResolver
+	// JSONOutput withholds prp.CapBinaryOutput, so that runners send
+	// output as JSON envelopes (base64) like runners that do not offer
+	// binary frames. Default: false (binary output frames are granted).
+	JSONOutput bool
 	// Logger receives diagnostics; never secrets. Default: discard.
 	Logger *slog.Logger
 }
@@ -66,6 +70,9 @@ type Controller struct {
 	x      *prp.Exchanger
 	limits prp.Welcome
 	log    *slog.Logger
+	// grant is what a task session may be granted of what its runner
+	// offers.
+	grant []prp.Capability
 
 	mu      sync.Mutex
 	changed chan struct{}
@@ -124,6 +131,10 @@ func New(o *Options) (*Controller, error) {
 		return nil, fmt.Errorf("controller: options: field Limits: %w", err)
 	}
 	c.limits = l
+	c.grant = []prp.Capability{prp.CapTasks, prp.CapStopProof, prp.CapStdin}
+	if !c.o.JSONOutput {
+		c.grant = append(c.grant, prp.CapBinaryOutput)
+	}
 	c.x = &prp.Exchanger{Store: c.o.Tickets, Signer: c.o.Signer, TokenTTL: c.o.TokenTTL}
 	return c, nil
 }

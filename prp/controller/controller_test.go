@@ -22,11 +22,29 @@ import (
 
 // PRP-5, PRP-6: a task's output is stored byte for byte (also bytes that
 // are not UTF-8), with its exit code, through the real runner over a real
-// WebSocket.
+// WebSocket: in binary output frames when the controller grants
+// prp.CapBinaryOutput, and in JSON envelopes (base64) when it does not. A
+// proxy counts the bytes the runner sends, which tells the two apart.
 func TestTaskOutputIsByteIdenticalWithItsExitCode(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, controller.Options{})
+	for _, jsonOutput := range []bool{false, true} {
+		name := map[bool]string{false: "binary output frames", true: "JSON output"}[jsonOutput]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testTaskOutput(t, jsonOutput)
+		})
+	}
+}
+
+func testTaskOutput(t *testing.T, jsonOutput bool) {
+	s := newServer(t, controller.Options{JSONOutput: jsonOutput})
+	proxy := newByteCutProxy(t, s.srv.Listener.Addr().String(), 1, 0, 1, 2)
+	s.url = "http://" + proxy.ln.Addr().String() + "/prp/"
 	session := startRunner(t, s, prp.ScopeTask)
+	if h, ok := s.c.Hello(session); !ok || !prp.Has(h.Capabilities, prp.CapBinaryOutput) {
+		t.Fatalf("hello = %+v, want the runner to offer %s", h, prp.CapBinaryOutput)
+	}
+	proxy.arm()
 	want := make([]byte, 300<<10)
 	rand.Read(want)
 	want = append(want, 0xff, 0xfe, 0x00, '\n')
@@ -83,6 +101,13 @@ func TestTaskOutputIsByteIdenticalWithItsExitCode(t *testing.T) {
 	if _, err := s.c.Output(ctx, stranger, session, "t1", prp.Stdout); !errors.Is(err, environment.ErrDenied) {
 		t.Errorf("Output for another company's principal = %v, want ErrDenied", err)
 	}
+	// Base64 makes 4 bytes of 3; binary frames add a small header per
+	// chunk.
+	sent := proxy.forwarded()
+	if jsonOutput && sent < int64(len(want))*4/3 || !jsonOutput && sent > int64(len(want))*21/20 {
+		t.Errorf("the runner sent %d bytes for %d bytes of output: not %s", sent, len(want), map[bool]string{false: "binary frames", true: "JSON"}[jsonOutput])
+	}
+	t.Logf("the runner sent %d bytes for %d bytes of output", sent, len(want))
 }
 
 // PRP-4: a duplicate command returns the stored result and runs nothing

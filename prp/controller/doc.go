@@ -52,4 +52,21 @@
 //     session of a lease before its sandbox is released (tasks already
 //     proven stopped are not asked again), LeaseEnded closes the lease's
 //     ingress server.
+//
+// Durability of events, what is synced when: the connection's reader
+// writes each event's output bytes to the sink as it arrives (not synced)
+// and hands its metadata to the connection's intake goroutine, which puts
+// every event read while its previous write ran (at most MaxEventBatch) in
+// the Store at once: one PutEvents transaction if the Store is an
+// EventBatcher (the SQL stores: one commit instead of one per event), else
+// PutEvent by PutEvent; durable when that returns, as the Store documents,
+// and only then counted as stored. The connection's writer acks: it reads
+// the highest stored seq, calls Sink.Sync (FileSink: one fsync of the
+// session's current chunk file; a full chunk file was synced before the
+// next was opened), and only then acks that seq. A sync runs while the
+// reader stores on, so every sync covers all the events stored during the
+// previous one: the syncs batch themselves, one per event only when events
+// arrive slower than a sync takes. Output events from a runner granted
+// prp.CapBinaryOutput arrive as binary frames, parsed once into a reused
+// buffer that goes to the sink without a copy.
 package controller

@@ -10,29 +10,45 @@ import (
 	"github.com/berthdev/berth/prp"
 )
 
-// intake stores event seq of sess durably (PRP-5): output bytes into the
-// sink, the metadata into the store (idempotent on (session, seq)), and a
-// command result into the journal (the first result wins).
-func (c *Controller) intake(ctx context.Context, sess Session, seq uint64, ev prp.Event) error {
-	now := time.Now().UTC()
+// record returns the stored form of event seq of sess, writing an output
+// event's bytes to the sink (not synced: the writer syncs before it acks).
+func (c *Controller) record(ctx context.Context, sess Session, seq uint64, ev prp.Event, now time.Time) (EventRecord, error) {
 	rec := EventRecord{Session: sess.ID, Seq: seq, Event: ev, StoredAt: now}
 	if ev.Kind == prp.EventOutput {
 		ref, err := c.o.Sink.WriteOutput(ctx, sess.ID, seq, ev.Output.Data)
 		if err != nil {
-			return err
+			return EventRecord{}, err
 		}
 		out := *ev.Output
 		out.Data = nil
 		rec.Event.Output, rec.Ref = &out, &ref
 	}
-	if _, err := c.o.Store.PutEvent(ctx, rec); err != nil {
-		return err
-	}
-	if ev.Kind == prp.EventResult {
-		// Always, even for an event stored before: a crash may have come
-		// between the two writes.
-		if _, err := c.o.Store.CompleteCommand(ctx, sess.ID, *ev.Result, now); err != nil && !errors.Is(err, ErrNotFound) {
+	return rec, nil
+}
+
+// intake stores the metadata of recs (events of sess in seq order, their
+// bytes in the sink) durably (PRP-5): in one PutEvents if the store is an
+// EventBatcher, else event by event, idempotent on (session, seq); then a
+// command result into the journal (the first result wins).
+func (c *Controller) intake(ctx context.Context, sess Session, recs []EventRecord) error {
+	if b, ok := c.o.Store.(EventBatcher); ok {
+		if err := b.PutEvents(ctx, recs); err != nil {
 			return err
+		}
+	} else {
+		for _, r := range recs {
+			if _, err := c.o.Store.PutEvent(ctx, r); err != nil {
+				return err
+			}
+		}
+	}
+	for _, r := range recs {
+		if r.Event.Kind == prp.EventResult {
+			// Always, even for an event stored before: a crash may have
+			// come between the two writes.
+			if _, err := c.o.Store.CompleteCommand(ctx, sess.ID, *r.Event.Result, r.StoredAt); err != nil && !errors.Is(err, ErrNotFound) {
+				return err
+			}
 		}
 	}
 	c.notify()

@@ -167,7 +167,13 @@ func waitSession(t testing.TB, s *server) string {
 // generous limit.
 func wait(t testing.TB, s *server, session, id string) prp.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return waitFor(t, s, session, id, 2*time.Minute)
+}
+
+// waitFor is wait with the limit d.
+func waitFor(t testing.TB, s *server, session, id string, d time.Duration) prp.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	res, err := s.c.Wait(ctx, operator, session, id)
 	if err != nil {

@@ -70,7 +70,9 @@ func (p *cutProxy) cut() {
 func TestOutputSurvivesCutConnections(t *testing.T) {
 	t.Parallel()
 	store := &controller.MemoryStore{}
-	s := newServer(t, controller.Options{Store: store})
+	// 16 KiB chunks: the 2 MB of output make over a hundred events, so
+	// that the cuts at events 3 to 15 come while it streams.
+	s := newServer(t, controller.Options{Store: store, Limits: prp.Welcome{MaxOutputChunk: 16 << 10}})
 	proxy := newCutProxy(t, s.srv.Listener.Addr().String())
 	s.url = "http://" + proxy.ln.Addr().String() + "/prp/"
 	session := startRunner(t, s, prp.ScopeTask)

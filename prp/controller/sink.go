@@ -36,6 +36,8 @@ const MaxChunkFile = 64 << 20
 // FileSink is the default OutputSink: per session, chunk files
 // "<dir>/<session>/<n>.chunk" that grow by appending, each up to
 // MaxChunkFile bytes; Sync is fsync. Files are 0600 in 0700 directories.
+// Replicas may share the directory (a shared volume): each write's
+// offset is where the append put it, whoever appended before.
 type FileSink struct {
 	dir string
 	mu  sync.Mutex
@@ -47,6 +49,19 @@ type chunkFile struct {
 	rel  string
 	n    int
 	size int64
+	// syncing counts the Syncs running on f outside the lock; a chunk
+	// file that was replaced while one ran is closed by the last
+	// (retired).
+	syncing int
+	retired bool
+}
+
+// retire closes c, or leaves that to the last Sync running on it.
+func (c *chunkFile) retire() {
+	c.retired = true
+	if c.syncing == 0 {
+		c.f.Close()
+	}
 }
 
 var _ OutputSink = (*FileSink)(nil)
@@ -77,10 +92,12 @@ func (s *FileSink) WriteOutput(ctx context.Context, session string, seq uint64, 
 		next := 0
 		if c != nil {
 			next = c.n + 1
+			// A full chunk file is synced before the next one is opened,
+			// so that a Sync of the session covers it.
 			if err := c.f.Sync(); err != nil {
 				return OutputRef{}, fmt.Errorf("controller: file sink: sync %s: %w", c.rel, err)
 			}
-			c.f.Close()
+			c.retire()
 		}
 		var err error
 		if c, err = s.open(session, next); err != nil {
@@ -91,8 +108,16 @@ func (s *FileSink) WriteOutput(ctx context.Context, session string, seq uint64, 
 	if _, err := c.f.Write(data); err != nil {
 		return OutputRef{}, fmt.Errorf("controller: file sink: write event %d of session %s: %w", seq, session, err)
 	}
-	ref := OutputRef{File: c.rel, Offset: c.size, Length: int64(len(data))}
-	c.size += int64(len(data))
+	// Where the bytes landed is read from the descriptor, not from what
+	// this sink wrote before: another replica sharing the directory may
+	// have appended to the file meanwhile (an append moves this
+	// descriptor's offset to the end, then past the bytes, atomically).
+	end, err := c.f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return OutputRef{}, fmt.Errorf("controller: file sink: write event %d of session %s: %w", seq, session, err)
+	}
+	ref := OutputRef{File: c.rel, Offset: end - int64(len(data)), Length: int64(len(data))}
+	c.size = end
 	return ref, nil
 }
 
@@ -121,17 +146,31 @@ func (s *FileSink) open(session string, n int) (*chunkFile, error) {
 	}
 }
 
-// Sync implements OutputSink.
+// Sync implements OutputSink: fsync of the session's current chunk file
+// (every earlier one was synced when it was full). The fsync runs outside
+// the sink's lock, so that writes go on meanwhile; it covers at least
+// every write that returned before Sync was called.
 func (s *FileSink) Sync(ctx context.Context, session string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c := s.cur[session]; c != nil {
-		if err := c.f.Sync(); err != nil {
-			return fmt.Errorf("controller: file sink: sync %s: %w", c.rel, err)
-		}
+	c := s.cur[session]
+	if c == nil {
+		s.mu.Unlock()
+		return nil
+	}
+	c.syncing++
+	s.mu.Unlock()
+	err := c.f.Sync()
+	s.mu.Lock()
+	c.syncing--
+	if c.retired && c.syncing == 0 {
+		c.f.Close()
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("controller: file sink: sync %s: %w", c.rel, err)
 	}
 	return nil
 }
@@ -169,7 +208,8 @@ func (s *FileSink) Close() error {
 	defer s.mu.Unlock()
 	var errs []error
 	for k, c := range s.cur {
-		errs = append(errs, c.f.Sync(), c.f.Close())
+		errs = append(errs, c.f.Sync())
+		c.retire()
 		delete(s.cur, k)
 	}
 	return errors.Join(errs...)

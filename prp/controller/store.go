@@ -107,3 +107,19 @@ type Store interface {
 	// the cumulative ack.
 	LastEventSeq(ctx context.Context, session string) (uint64, error)
 }
+
+// EventBatcher is an optional interface that may be implemented by a
+// Store. If a Store implements it, the controller stores the metadata of
+// the events it read while the previous write ran in one PutEvents call
+// (up to MaxEventBatch events, one transaction: one sync of a SQL store's
+// log instead of one per event). If a Store does not implement it, the
+// controller calls PutEvent for each event.
+type EventBatcher interface {
+	// PutEvents stores rs like PutEvent, each idempotently on (session,
+	// seq), all or none; they are durable when it returns.
+	PutEvents(ctx context.Context, rs []EventRecord) error
+}
+
+// MaxEventBatch is the most events the controller stores in one
+// EventBatcher.PutEvents call.
+const MaxEventBatch = 64

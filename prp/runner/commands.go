@@ -107,7 +107,7 @@ func (r *Runner) handleCommand(ctx context.Context, seq uint64, c prp.Command) {
 			return // its result follows when it ends
 		}
 		// Received but never executing: it did not start; run it now.
-	} else if err := r.j.record(journalEntry{Seq: seq, ID: c.ID, Digest: c.Digest, Kind: c.Kind, TaskID: c.TaskID(), State: prp.JournalReceived, Secrets: needSecrets}); err != nil {
+	} else if err := r.j.recordUnsynced(journalEntry{Seq: seq, ID: c.ID, Digest: c.Digest, Kind: c.Kind, TaskID: c.TaskID(), State: prp.JournalReceived, Secrets: needSecrets}); err != nil {
 		r.log.Error("runner: journal", "command", c.ID, "err", err)
 		return
 	}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +17,7 @@ import (
 )
 
 // capabilities the runner offers in its hello.
-var capabilities = []prp.Capability{prp.CapTasks, prp.CapStopProof, prp.CapStdin, prp.CapSecrets}
+var capabilities = []prp.Capability{prp.CapTasks, prp.CapStopProof, prp.CapStdin, prp.CapSecrets, prp.CapBinaryOutput}
 
 // welcomeTimeout bounds the wait for the welcome after the hello.
 const welcomeTimeout = 30 * time.Second
@@ -177,19 +178,37 @@ func (r *Runner) send(ctx context.Context, conn *websocket.Conn, t prp.Type, id,
 func (r *Runner) writer(ctx context.Context, conn *websocket.Conn, session string, w prp.Welcome) error {
 	sent := w.EventAck
 	ackedCmd := uint64(0)
+	binaryOut := prp.Has(w.Capabilities, prp.CapBinaryOutput)
+	var buf []byte // reused for every binary frame
 	for {
 		recs, changed := r.out.After(sent)
 		for _, rec := range recs {
-			env := prp.Envelope{Protocol: prp.Protocol, Version: w.Version, Type: prp.TypeEvent,
-				ID: "e" + strconv.FormatUint(rec.seq, 10), Session: session, Seq: rec.seq, Ack: r.j.last(), Body: rec.body}
-			frame, err := prp.EncodeFrame(env, w.MaxFrame)
+			ack := r.j.last()
+			typ, frame, err := websocket.MessageText, []byte(nil), error(nil)
+			if task, out, isOutput, oerr := rec.output(); oerr != nil {
+				err = oerr
+			} else if isOutput && binaryOut {
+				typ = websocket.MessageBinary
+				buf, err = prp.AppendOutputFrame(buf[:0], prp.OutputFrame{Version: w.Version, Session: session, Seq: rec.seq, Ack: ack, TaskID: task, Output: out}, w.MaxFrame)
+				frame = buf
+			} else {
+				body := rec.body
+				if isOutput { // a controller without binary output: JSON, data in base64
+					body, err = json.Marshal(prp.Event{Kind: prp.EventOutput, TaskID: task, Output: &out})
+				}
+				if err == nil {
+					env := prp.Envelope{Protocol: prp.Protocol, Version: w.Version, Type: prp.TypeEvent,
+						ID: "e" + strconv.FormatUint(rec.seq, 10), Session: session, Seq: rec.seq, Ack: ack, Body: body}
+					frame, err = prp.EncodeFrame(env, w.MaxFrame)
+				}
+			}
 			if err != nil {
 				return fmt.Errorf("runner: event %d: %w", rec.seq, err)
 			}
-			if err := conn.Write(ctx, websocket.MessageText, frame); err != nil {
+			if err := conn.Write(ctx, typ, frame); err != nil {
 				return fmt.Errorf("runner: send event %d: %w", rec.seq, err)
 			}
-			sent, ackedCmd = rec.seq, env.Ack
+			sent, ackedCmd = rec.seq, ack
 		}
 		if last := r.j.last(); last > ackedCmd {
 			if err := r.send(ctx, conn, prp.TypeAck, "a"+strconv.FormatUint(last, 10), session, 0, nil, w.MaxFrame); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/runner"
 )
 
 // testController is a minimal controller for the runner's tests: the ticket
@@ -281,7 +282,12 @@ func (c *testController) readEvents(ctx context.Context, conn *websocket.Conn, s
 					c.t.Errorf("controller: event %d replayed with another body", env.Seq)
 				}
 				c.received = env.Seq
-				c.unackSize[env.Seq] = len(env.Body) // what the runner's outbox bounds
+				// What the runner's outbox bounds: JSON, or for output its
+				// binary record.
+				c.unackSize[env.Seq] = len(env.Body)
+				if ev.Kind == prp.EventOutput && ev.Output != nil {
+					c.unackSize[env.Seq] = runner.OutboxRecordSize(ev.TaskID, len(ev.Output.Data))
+				}
 				var unacked int64
 				for s, n := range c.unackSize {
 					if s > c.acked {

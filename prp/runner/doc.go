@@ -30,6 +30,10 @@
 //     secrets_missing: it never runs without them.
 //   - stop.go, proc_linux.go: SIGTERM, grace, SIGKILL, and the stop proof
 //     (kill(-pgid, 0) = ESRCH, and no process in /proc carries the tag).
+//     A stop waits without polling /proc: SIGCHLD and the leader's exit
+//     wake it, orphans are reaped by group (waitid), the group check is one
+//     kill(-pgid, 0); /proc is scanned once the group is gone, for tagged
+//     escapees (which then get SIGTERM, grace, SIGKILL) and for the proof.
 //
 // The state directory holds the journal, the outbox, the credentials and the
 // runner's id; a runner restarted on it (after kill -9, say) resumes the
@@ -38,10 +42,19 @@
 // it had received but not started as rejected "interrupted" (nothing ran;
 // the resume cursor keeps them from being sent again).
 //
-// Durability: the journal is fsynced at every state change; the outbox is
-// written (one write per event) but not fsynced per event, so it survives a
-// runner kill -9 but may lose its tail in a machine crash; the hello's
-// resume cursor then shows the controller which events are gone.
+// Durability: the journal is fsynced at every state change but received
+// (written, then synced with the executing or done line that follows it
+// before anything runs); the outbox is
+// written (one write per event) but never fsynced, so it survives a runner
+// kill -9 (the written pages belong to the kernel) but may lose its tail in
+// a crash of the sandbox's kernel; the hello's resume cursor then shows the
+// controller which events are gone (events_lost).
+//
+// Output: a task's pipes are grown to 1 MiB and read as they fill, each
+// read taking what the pipe holds (up to the welcome's max output chunk)
+// without waiting for more. An output event is kept in the outbox as a
+// binary record and sent as a binary frame (prp.OutputFrame) when the
+// controller granted prp.CapBinaryOutput, else as a JSON envelope.
 //
 // Limits: the proof has no cgroup check yet (no cgroup v2 here to test one);
 // the tag scan does not see a process that re-executed itself with a

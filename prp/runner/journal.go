@@ -95,7 +95,7 @@ func openJournal(dir string) (*journal, []journalEntry, error) {
 			continue
 		}
 		e.At = time.Now().UTC()
-		if err := j.appendLocked(e); err != nil {
+		if err := j.appendLocked(e, true); err != nil {
 			f.Close()
 			return nil, nil, err
 		}
@@ -130,10 +130,21 @@ func (j *journal) apply(e journalEntry) {
 func (j *journal) record(e journalEntry) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.appendLocked(e)
+	return j.appendLocked(e, true)
 }
 
-func (j *journal) appendLocked(e journalEntry) error {
+// recordUnsynced appends e without a sync: for the received state, which
+// the executing or done state, synced before anything happens, follows
+// (one sync covers both lines). A received line lost in a machine crash
+// leaves a command the controller sends again, since the runner's resume
+// cursor no longer counts it.
+func (j *journal) recordUnsynced(e journalEntry) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.appendLocked(e, false)
+}
+
+func (j *journal) appendLocked(e journalEntry, sync bool) error {
 	if e.At.IsZero() {
 		e.At = time.Now().UTC()
 	}
@@ -144,8 +155,10 @@ func (j *journal) appendLocked(e journalEntry) error {
 	if _, err := j.f.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("runner: journal %s: write: %w", j.f.Name(), err)
 	}
-	if err := j.f.Sync(); err != nil {
-		return fmt.Errorf("runner: journal %s: sync: %w", j.f.Name(), err)
+	if sync {
+		if err := j.f.Sync(); err != nil {
+			return fmt.Errorf("runner: journal %s: sync: %w", j.f.Name(), err)
+		}
 	}
 	j.apply(e)
 	return nil

@@ -39,7 +39,7 @@ type outbox struct {
 
 type outRecord struct {
 	seq  uint64
-	body []byte // the Event as JSON
+	body []byte // the Event as JSON, or an output event as a binary record
 }
 
 const (
@@ -121,12 +121,41 @@ func readSegment(path string) ([]outRecord, int64, error) {
 
 // Append stores ev under the next seq and returns it, blocking while the
 // outbox is full (unless it is empty: one event always fits). It fails only
-// on a disk error or when ctx ends.
+// on a disk error or when ctx ends. An output event is stored as a binary
+// record (see outputRecord), every other event as JSON.
 func (o *outbox) Append(ctx context.Context, ev prp.Event) (uint64, error) {
+	if ev.Kind == prp.EventOutput && ev.Output != nil && prp.ValidID(ev.TaskID) {
+		return o.AppendOutput(ctx, ev.TaskID, ev.Output.Stream, ev.Output.Offset, ev.Output.Data)
+	}
 	body, err := json.Marshal(ev)
 	if err != nil {
 		return 0, fmt.Errorf("runner: outbox: encode %s: %w", ev.Kind, err)
 	}
+	rec := make([]byte, recHeader+len(body))
+	copy(rec[recHeader:], body)
+	return o.appendRecord(ctx, rec)
+}
+
+// AppendOutput stores an output event of task taskID (data at offset of
+// stream) as a binary record, copying data once; see Append.
+func (o *outbox) AppendOutput(ctx context.Context, taskID string, stream prp.Stream, offset int64, data []byte) (uint64, error) {
+	sb, ok := streamCode(stream)
+	if !ok || len(taskID) > 255 || offset < 0 {
+		return 0, fmt.Errorf("runner: outbox: output of task %q stream %q at %d is invalid", taskID, stream, offset)
+	}
+	rec := make([]byte, recHeader+outHeader+len(taskID)+len(data))
+	b := rec[recHeader:]
+	b[0], b[1], b[2] = outputRecord, sb, byte(len(taskID))
+	binary.BigEndian.PutUint64(b[3:], uint64(offset))
+	copy(b[outHeader:], taskID)
+	copy(b[outHeader+len(taskID):], data)
+	return o.appendRecord(ctx, rec)
+}
+
+// appendRecord stores rec (recHeader bytes free, then the body) under the
+// next seq.
+func (o *outbox) appendRecord(ctx context.Context, rec []byte) (uint64, error) {
+	body := rec[recHeader:]
 	o.mu.Lock()
 	for len(o.pending) > 0 && o.bytes+int64(len(body)) > o.limit {
 		ch := o.changed
@@ -140,7 +169,7 @@ func (o *outbox) Append(ctx context.Context, ev prp.Event) (uint64, error) {
 	}
 	defer o.mu.Unlock()
 	seq := o.next
-	if err := o.writeLocked(seq, body); err != nil {
+	if err := o.writeLocked(seq, rec); err != nil {
 		return 0, err
 	}
 	o.next++
@@ -150,7 +179,70 @@ func (o *outbox) Append(ctx context.Context, ev prp.Event) (uint64, error) {
 	return seq, nil
 }
 
-func (o *outbox) writeLocked(seq uint64, body []byte) error {
+// An outbox record's body is an event as JSON (it starts with '{') or an
+// output event as a binary record: outputRecord, the stream code, the
+// length of the task id, the offset (8 bytes, big-endian), the task id,
+// then the data.
+const (
+	outputRecord = 0x01
+	outHeader    = 11
+)
+
+func streamCode(s prp.Stream) (byte, bool) {
+	switch s {
+	case prp.Stdout:
+		return 1, true
+	case prp.Stderr:
+		return 2, true
+	}
+	return 0, false
+}
+
+// output returns the output event of a binary record (ok false for a JSON
+// record); Data aliases the record.
+func (r outRecord) output() (taskID string, out prp.Output, ok bool, err error) {
+	b := r.body
+	if len(b) == 0 || b[0] != outputRecord {
+		return "", prp.Output{}, false, nil
+	}
+	if len(b) < outHeader || len(b) < outHeader+int(b[2]) {
+		return "", prp.Output{}, true, fmt.Errorf("runner: outbox: output record %d is short", r.seq)
+	}
+	switch b[1] {
+	case 1:
+		out.Stream = prp.Stdout
+	case 2:
+		out.Stream = prp.Stderr
+	default:
+		return "", prp.Output{}, true, fmt.Errorf("runner: outbox: output record %d names stream %d", r.seq, b[1])
+	}
+	out.Offset = int64(binary.BigEndian.Uint64(b[3:]))
+	taskID = string(b[outHeader : outHeader+int(b[2])])
+	out.Data = b[outHeader+int(b[2]):]
+	return taskID, out, true, nil
+}
+
+// event returns the record's event.
+func (r outRecord) event() (prp.Event, error) {
+	task, out, ok, err := r.output()
+	if err != nil {
+		return prp.Event{}, err
+	}
+	if ok {
+		return prp.Event{Kind: prp.EventOutput, TaskID: task, Output: &out}, nil
+	}
+	var ev prp.Event
+	if err := json.Unmarshal(r.body, &ev); err != nil {
+		return prp.Event{}, fmt.Errorf("runner: outbox: record %d: %w", r.seq, err)
+	}
+	return ev, nil
+}
+
+// writeLocked writes rec (recHeader free bytes, then the body) to the
+// current segment. The record is written, not synced: the outbox survives a
+// runner kill -9 (the page cache belongs to the kernel), not a crash of
+// the sandbox's kernel, which events_lost reports.
+func (o *outbox) writeLocked(seq uint64, rec []byte) error {
 	if o.seg == nil || o.segSize >= o.segMax {
 		if o.seg != nil {
 			o.seg.Close()
@@ -162,10 +254,8 @@ func (o *outbox) writeLocked(seq uint64, body []byte) error {
 		}
 		o.seg, o.segSize = f, 0
 	}
-	rec := make([]byte, recHeader+len(body))
 	binary.BigEndian.PutUint64(rec, seq)
-	binary.BigEndian.PutUint32(rec[8:], uint32(len(body)))
-	copy(rec[recHeader:], body)
+	binary.BigEndian.PutUint32(rec[8:], uint32(len(rec)-recHeader))
 	// One write per record: a kill -9 leaves a whole record or a torn tail
 	// that openOutbox cuts off, never a record that was acknowledged.
 	if _, err := o.seg.Write(rec); err != nil {

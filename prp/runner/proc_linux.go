@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -73,12 +74,13 @@ func taggedPIDs(entry string, notBefore uint64) (pids []int, unreadable int, err
 		return nil, 0, err
 	}
 	self := os.Getpid()
-	want := []byte(entry)
+	buf := make([]byte, 16<<10) // reused for every environ
 	for _, pid := range all {
 		if pid == self {
 			continue
 		}
-		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		var env []byte
+		env, buf, err = readProcFile(pid, "environ", buf)
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
 				continue // gone while we looked
@@ -88,16 +90,55 @@ func taggedPIDs(entry string, notBefore uint64) (pids []int, unreadable int, err
 			}
 			continue
 		}
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if bytes.Equal(kv, want) {
-				if info, ok, _ := readStat(pid); ok && info.state != 'Z' {
-					pids = append(pids, pid)
-				}
-				break
+		if hasEntry(env, entry) {
+			if info, ok, _ := readStat(pid); ok && info.state != 'Z' {
+				pids = append(pids, pid)
 			}
 		}
 	}
 	return pids, unreadable, nil
+}
+
+// hasEntry reports whether the NUL-separated list env holds entry.
+func hasEntry(env []byte, entry string) bool {
+	for len(env) > 0 {
+		kv := env
+		if i := bytes.IndexByte(env, 0); i >= 0 {
+			kv, env = env[:i], env[i+1:]
+		} else {
+			env = nil
+		}
+		if string(kv) == entry {
+			return true
+		}
+	}
+	return false
+}
+
+// readProcFile reads /proc/<pid>/<name> into buf (grown as needed; the
+// grown buffer is returned for reuse) with one open, reads and a close.
+func readProcFile(pid int, name string, buf []byte) (data, grown []byte, err error) {
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, buf, err
+	}
+	defer unix.Close(fd)
+	n := 0
+	for {
+		if n == len(buf) {
+			buf = append(buf, make([]byte, len(buf))...)
+		}
+		m, err := unix.Read(fd, buf[n:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return nil, buf, err
+		case m == 0:
+			return buf[:n], buf, nil
+		}
+		n += m
+	}
 }
 
 // mayBeOurs reports whether pid could be a task's process: it runs under
@@ -123,6 +164,13 @@ func startedSince(pid int, notBefore uint64) bool {
 	}
 	info, ok, err := readStat(pid)
 	return err != nil || !ok || info.start >= notBefore
+}
+
+// pidAlive reports whether pid runs: it exists and is not a zombie (true
+// when /proc cannot tell).
+func pidAlive(pid int) bool {
+	info, ok, err := readStat(pid)
+	return err != nil || ok && info.state != 'Z'
 }
 
 // startTicks returns pid's start time in clock ticks after boot, 0 if
@@ -160,6 +208,23 @@ func becomeSubreaper() error {
 	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 }
 
+// reapGroup reaps the zombie children of the runner in group pgid (the
+// runner's orphans, as a subreaper), without reading /proc. The caller
+// makes sure that the group's leader is not a child os/exec still waits
+// for.
+func reapGroup(pgid int) {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PGID, pgid, &info, unix.WEXITED|unix.WNOHANG, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || info.Signo == 0 {
+			return // no child in the group, or none has exited
+		}
+	}
+}
+
 // reapOrphans waits for the zombie children of the runner that are not in
 // leaders (the task leaders os/exec waits for itself).
 func reapOrphans(leaders map[int]bool) {
@@ -178,5 +243,65 @@ func reapOrphans(leaders map[int]bool) {
 		}
 		var ws unix.WaitStatus
 		_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	}
+}
+
+// pipeSize is what a task's output pipes are grown to (best effort: the
+// system's pipe-max-size may be lower), so that a task writes on while the
+// runner sends what it read.
+const pipeSize = 1 << 20
+
+// growPipe sets the capacity of the pipe f to pipeSize, if it can.
+func growPipe(f *os.File) {
+	if rc, err := f.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) {
+			_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize)
+		})
+	}
+}
+
+// pipeReader returns a read function for the pipe f that reads into buf
+// what the pipe holds now, up to len(buf), waiting only while it holds
+// nothing: one output chunk per read, not one per write of the task. On a
+// blocking descriptor it is f.Read.
+func pipeReader(f *os.File) func(buf []byte) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return f.Read
+	}
+	nonblock := false
+	_ = rc.Control(func(fd uintptr) {
+		fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+		nonblock = err == nil && fl&unix.O_NONBLOCK != 0
+	})
+	if !nonblock {
+		return f.Read
+	}
+	return func(buf []byte) (int, error) {
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			for n < len(buf) {
+				m, err := unix.Read(int(fd), buf[n:])
+				switch {
+				case err == unix.EINTR:
+					continue
+				case err == unix.EAGAIN:
+					return n > 0 // nothing yet: wait for the poller
+				case err != nil:
+					rerr = err
+					return true
+				case m == 0:
+					rerr = io.EOF
+					return true
+				}
+				n += m
+			}
+			return true
+		})
+		if err != nil {
+			return n, err
+		}
+		return n, rerr
 	}
 }

@@ -2,7 +2,11 @@
 
 package runner
 
-import "errors"
+import (
+	"errors"
+	"os"
+	"syscall"
+)
 
 var errNoProc = errors.New("runner: no /proc on this system")
 
@@ -15,3 +19,11 @@ func groupMembers(int) ([]int, error) { return nil, errNoProc }
 func becomeSubreaper() error { return errNoProc }
 
 func reapOrphans(map[int]bool) {}
+
+func growPipe(*os.File) {}
+
+func pipeReader(f *os.File) func([]byte) (int, error) { return f.Read }
+
+func reapGroup(int) {}
+
+func pidAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }

@@ -75,19 +75,20 @@ func TestBackpressureEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "finished")
 	startRunner(t, c, filepath.Join(dir, "state"), runner.Options{Ticket: c.ticket("lease-1", prp.ScopeTask, time.Minute)})
-	c.command(startCmd("c1", "t1", "sh", "-c", "head -c 1048576 /dev/zero | tr '\\0' a; touch "+marker))
+	// 4 MiB: more than the task's pipe (grown to 1 MiB) and the outbox hold.
+	c.command(startCmd("c1", "t1", "sh", "-c", "head -c 4194304 /dev/zero | tr '\\0' a; touch "+marker))
 	// Wait until the outbox is full: the next 4 KiB chunk would not fit.
 	c.waitFor("a full outbox", func() bool { return c.maxUnack > 64<<10-8<<10 })
 	if _, err := os.Stat(marker); err == nil {
-		t.Error("the task finished writing 1 MiB although only 64 KiB could be unacknowledged")
+		t.Error("the task finished writing 4 MiB although only 64 KiB could be unacknowledged")
 	}
 	c.releaseAcks()
 	res := c.waitResults("c1", 1)[0]
 	if res.Exit == nil || res.Exit.Code != 0 {
 		t.Fatalf("result = %+v", res)
 	}
-	if got := c.output("t1", prp.Stdout); !bytes.Equal(got, bytes.Repeat([]byte("a"), 1<<20)) {
-		t.Errorf("stdout: %d bytes, want 1 MiB of a", len(got))
+	if got := c.output("t1", prp.Stdout); !bytes.Equal(got, bytes.Repeat([]byte("a"), 4<<20)) {
+		t.Errorf("stdout: %d bytes, want 4 MiB of a", len(got))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

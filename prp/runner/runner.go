@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/berthdev/berth/prp"
 )
@@ -52,6 +55,8 @@ type Runner struct {
 	// ackNudge wakes the writer after a command was journaled, so that it
 	// acks the command even when no event is due.
 	ackNudge chan struct{}
+	// chld is closed and replaced at every SIGCHLD (watchChildren).
+	chld chan struct{}
 }
 
 // New returns a Runner for the controller's PRP base URL (http, https, ws
@@ -95,7 +100,7 @@ func New(controllerURL, stateDir string, opts *Options) (*Runner, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("runner: state directory %s: %w", stateDir, err)
 	}
-	r := &Runner{base: base, dir: stateDir, opts: o, log: o.Logger, tasks: map[string]*task{}, secrets: map[string]prp.SecretValues{}, leaders: map[int]bool{}, queue: newCmdQueue(), ackNudge: make(chan struct{}, 1)}
+	r := &Runner{base: base, dir: stateDir, opts: o, log: o.Logger, tasks: map[string]*task{}, secrets: map[string]prp.SecretValues{}, leaders: map[int]bool{}, queue: newCmdQueue(), ackNudge: make(chan struct{}, 1), chld: make(chan struct{})}
 	if r.id, err = runnerID(stateDir); err != nil {
 		return nil, err
 	}
@@ -152,6 +157,7 @@ func (r *Runner) Tag(taskID string) string { return TagEnv + "=" + r.id + ":" + 
 // and closed its files; a Runner runs once.
 func (r *Runner) Run(ctx context.Context) error {
 	defer r.close()
+	defer r.watchChildren()()
 	// Tasks and their events outlive ctx until the shutdown below: output
 	// still in the pipes goes to the outbox, not away.
 	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
@@ -241,21 +247,77 @@ func (r *Runner) stopAll(ctx context.Context, why string) {
 }
 
 func (r *Runner) stopTask(ctx context.Context, taskID string, pgid int, since uint64, grace time.Duration) prp.StopProof {
-	return stopTree(ctx, taskID, pgid, since, r.Tag(taskID), grace, r.reap)
+	var exited <-chan struct{}
+	r.mu.Lock()
+	if t := r.tasks[taskID]; t != nil && t.pgid == pgid {
+		exited = t.exited
+	}
+	r.mu.Unlock()
+	return r.stopTree(ctx, taskID, pgid, since, grace, exited)
 }
 
-// reap collects zombie orphans when the runner is a subreaper.
-func (r *Runner) reap() {
-	if !r.opts.Subreaper {
-		return
-	}
+// leaderSet returns a copy of the task leaders' pids (os/exec reaps them).
+func (r *Runner) leaderSet() map[int]bool {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	leaders := make(map[int]bool, len(r.leaders))
 	for pid := range r.leaders {
 		leaders[pid] = true
 	}
-	r.mu.Unlock()
-	reapOrphans(leaders)
+	return leaders
+}
+
+// reap collects zombie orphans when the runner is a subreaper (a /proc
+// scan).
+func (r *Runner) reap() {
+	if r.opts.Subreaper {
+		reapOrphans(r.leaderSet())
+	}
+}
+
+// reapGroup reaps the runner's zombie orphans in group pgid when it is a
+// subreaper, without a /proc scan, unless a task leader os/exec still waits
+// for heads the group (startTask registers a leader under r.mu with its
+// start, so that none can appear meanwhile).
+func (r *Runner) reapGroup(pgid int) {
+	if !r.opts.Subreaper {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.leaders[pgid] {
+		reapGroup(pgid)
+	}
+}
+
+// childEvents returns a channel closed at the next SIGCHLD the runner gets
+// (while Run runs).
+func (r *Runner) childEvents() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.chld
+}
+
+// watchChildren turns SIGCHLD into closes of the childEvents channel
+// until stop is called.
+func (r *Runner) watchChildren() (stop func()) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, unix.SIGCHLD)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range sig {
+			r.mu.Lock()
+			close(r.chld)
+			r.chld = make(chan struct{})
+			r.mu.Unlock()
+		}
+	}()
+	return func() {
+		signal.Stop(sig)
+		close(sig)
+		<-done
+	}
 }
 
 func (r *Runner) waitTasks(ctx context.Context) {

@@ -2,12 +2,13 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/berthdev/berth/prp"
 )
@@ -78,8 +79,8 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 // pipe is then not read); nothing is dropped.
 func TestOutboxBackpressure(t *testing.T) {
 	t.Parallel()
-	small, _ := json.Marshal(outputEvent(200))
-	big, _ := json.Marshal(outputEvent(400))
+	// Output events are binary records: header, task id, data.
+	small, big := make([]byte, outHeader+len("t1")+200), make([]byte, outHeader+len("t1")+400)
 	limit := int64(3*len(small) + 10) // three small events fit, a big one does not
 	o, err := openOutbox(t.TempDir(), limit)
 	if err != nil {
@@ -213,4 +214,49 @@ func syscallGetpgid(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return pgid
+}
+
+// PRP-5: an outbox holds output events as binary records and every other
+// event as JSON; both come back whole after a reopen, invalid UTF-8
+// included.
+func TestOutboxRecordsRoundTrip(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	o, err := openOutbox(dir, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := []prp.Event{
+		{Kind: prp.EventStarted, TaskID: "t1", PID: 42},
+		{Kind: prp.EventOutput, TaskID: "t1", Output: &prp.Output{Stream: prp.Stdout, Offset: 0, Data: []byte{0xff, 0, 'a'}}},
+		{Kind: prp.EventOutput, TaskID: "t1", Output: &prp.Output{Stream: prp.Stderr, Offset: 1 << 35, Data: []byte("err\n")}},
+		{Kind: prp.EventExit, TaskID: "t1", Exit: &prp.Exit{Code: 3}},
+	}
+	for _, ev := range evs {
+		if _, err := o.Append(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o.close()
+	o2, err := openOutbox(dir, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o2.close()
+	recs, _ := o2.After(0)
+	if len(recs) != len(evs) {
+		t.Fatalf("%d records after reopen, want %d", len(recs), len(evs))
+	}
+	for i, r := range recs {
+		if _, _, isOutput, _ := r.output(); isOutput != (evs[i].Kind == prp.EventOutput) {
+			t.Errorf("record %d: binary %v, want binary only for output", r.seq, isOutput)
+		}
+		got, err := r.event()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(evs[i], got); diff != "" {
+			t.Errorf("record %d (-want +got):\n%s", r.seq, diff)
+		}
+	}
 }

@@ -15,65 +15,126 @@ import (
 // before it verifies (and, if they have not, reports survivors).
 const killWait = 10 * time.Second
 
-// pollEvery is how often a stop looks whether the processes are gone.
+// pollEvery is how often a stop looks whether the processes are gone when
+// nothing woke it before (a SIGCHLD or the leader's exit wakes it at once):
+// it covers processes that are not the runner's children.
 const pollEvery = 10 * time.Millisecond
 
-// stopTree stops the processes of group pgid (0: unknown) and every process
-// whose environment carries tag (since: the task's start in clock ticks
-// after boot, 0 if unknown; see taggedPIDs): SIGTERM, up to grace for them to exit,
-// SIGKILL, then a verification (PRP-6). It never assumes: a check that
-// cannot run makes the proof incomplete. reap collects zombie orphans.
-func stopTree(ctx context.Context, taskID string, pgid int, since uint64, tag string, grace time.Duration, reap func()) prp.StopProof {
-	signalTree(pgid, tag, since, unix.SIGTERM)
-	waitGone(ctx, pgid, tag, since, grace, reap)
-	if !treeGone(pgid, tag, since) {
-		signalTree(pgid, tag, since, unix.SIGKILL)
-		waitGone(ctx, pgid, tag, since, killWait, reap)
+// stopTree stops task taskID: the processes of group pgid (0: unknown) and
+// every process whose environment carries the task's tag (since: the
+// task's start in clock ticks after boot, 0 if unknown; see taggedPIDs).
+// SIGTERM to the group, up to grace for it to go, SIGKILL; once the group
+// is gone one /proc scan looks for tagged escapees (setsid, a new group),
+// which get SIGTERM, grace, SIGKILL in turn; then the proof (PRP-6). It
+// never assumes: a check that cannot run makes the proof incomplete.
+// exited, if not nil, is closed when the group's leader was reaped.
+//
+// The waits are woken by SIGCHLD (the runner is the parent of every leader
+// and, as a subreaper, of the orphans), by the leader's exit and, for
+// processes that are not its children, by a poll every pollEvery; the
+// group check is one kill(-pgid, 0), orphans are reaped by group
+// (waitid), and /proc is scanned once, for the tag, when the group is gone.
+func (r *Runner) stopTree(ctx context.Context, taskID string, pgid int, since uint64, grace time.Duration, exited <-chan struct{}) prp.StopProof {
+	tag := r.Tag(taskID)
+	if pgid <= 0 {
+		// No group to wait for: the tag scan is all there is.
+		r.stopTagged(ctx, tag, since, nil, grace)
+		return verifyStopped(taskID, pgid, since, tag)
 	}
-	reap()
+	_ = unix.Kill(-pgid, unix.SIGTERM)
+	if !r.waitGroup(ctx, pgid, grace, exited) {
+		_ = unix.Kill(-pgid, unix.SIGKILL)
+		r.waitGroup(ctx, pgid, killWait, exited)
+	}
+	proof := verifyStopped(taskID, pgid, since, tag)
+	if proof.Complete || len(proof.Survivors) == 0 {
+		return proof
+	}
+	r.stopTagged(ctx, tag, since, proof.Survivors, grace)
 	return verifyStopped(taskID, pgid, since, tag)
 }
 
-func signalTree(pgid int, tag string, since uint64, sig unix.Signal) {
-	if pgid > 0 {
-		_ = unix.Kill(-pgid, sig)
+// stopTagged stops the processes carrying tag (pids: those a scan found
+// already, nil to scan): SIGTERM, up to grace, then SIGKILL to whatever a
+// new scan finds, and up to killWait for them to go.
+func (r *Runner) stopTagged(ctx context.Context, tag string, since uint64, pids []int, grace time.Duration) {
+	if pids == nil {
+		pids, _, _ = taggedPIDs(tag, since)
 	}
-	// Escapees (setsid, a new group) are found by their tag; a process is
-	// signalled on its own, its group is covered when it is tagged too.
-	pids, _, _ := taggedPIDs(tag, since)
 	for _, pid := range pids {
-		_ = unix.Kill(pid, sig)
+		_ = unix.Kill(pid, unix.SIGTERM)
 	}
+	if r.waitPIDs(ctx, pids, grace) {
+		return
+	}
+	pids, _, _ = taggedPIDs(tag, since)
+	for _, pid := range pids {
+		_ = unix.Kill(pid, unix.SIGKILL)
+	}
+	r.waitPIDs(ctx, pids, killWait)
 }
 
-func waitGone(ctx context.Context, pgid int, tag string, since uint64, d time.Duration, reap func()) {
+// waitGroup waits up to d until group pgid is gone: kill(-pgid, 0) says
+// ESRCH, or (checked on the poll) only zombies are left in it. On every
+// wake it reaps the group's zombie orphans (reapGroup: once the leader
+// was reaped, no /proc scan).
+func (r *Runner) waitGroup(ctx context.Context, pgid int, d time.Duration, exited <-chan struct{}) bool {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	for {
-		reap()
-		if treeGone(pgid, tag, since) {
-			return
+		woken := r.childEvents() // before the check: a SIGCHLD after it wakes us
+		r.reapGroup(pgid)
+		if errors.Is(unix.Kill(-pgid, 0), unix.ESRCH) {
+			return true
 		}
 		select {
-		case <-ctx.Done():
-			return
-		case <-deadline.C:
-			return
+		case <-woken:
+		case <-exited:
+			exited = nil
 		case <-tick.C:
+			r.reap()
+			if m, err := groupLive(pgid); err == nil && len(m) == 0 {
+				return true
+			}
+		case <-deadline.C:
+			return false
+		case <-ctx.Done():
+			return false
 		}
 	}
 }
 
-func treeGone(pgid int, tag string, since uint64) bool {
-	if pgid > 0 {
-		if m, err := groupLive(pgid); err != nil || len(m) > 0 {
+// waitPIDs waits up to d until none of pids is alive (gone, or a zombie;
+// the runner's zombie orphans are reaped on the poll).
+func (r *Runner) waitPIDs(ctx context.Context, pids []int, d time.Duration) bool {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		woken := r.childEvents()
+		live := false
+		for _, pid := range pids {
+			if pidAlive(pid) {
+				live = true
+				break
+			}
+		}
+		if !live {
+			return true
+		}
+		select {
+		case <-woken:
+		case <-tick.C:
+			r.reap()
+		case <-deadline.C:
+			return false
+		case <-ctx.Done():
 			return false
 		}
 	}
-	pids, unreadable, err := taggedPIDs(tag, since)
-	return err == nil && unreadable == 0 && len(pids) == 0
 }
 
 // groupLive returns the live members of group pgid: none when kill(-pgid, 0)

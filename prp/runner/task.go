@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"sort"
 	"sync"
@@ -23,6 +24,7 @@ type task struct {
 	pgid     int
 	since    uint64 // the leader's start, clock ticks after boot
 	done     chan struct{}
+	exited   chan struct{} // closed once the leader was reaped
 	timedOut atomic.Bool
 }
 
@@ -64,7 +66,7 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command, secretValues []st
 	err = cmd.Start()
 	var t *task
 	if err == nil {
-		t = &task{id: ts.TaskID, cmdID: c.ID, pgid: cmd.Process.Pid, since: startTicks(cmd.Process.Pid), done: make(chan struct{})}
+		t = &task{id: ts.TaskID, cmdID: c.ID, pgid: cmd.Process.Pid, since: startTicks(cmd.Process.Pid), done: make(chan struct{}), exited: make(chan struct{})}
 		r.tasks[t.id] = t
 		r.leaders[t.pgid] = true
 	}
@@ -98,6 +100,10 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command, secretValues []st
 		wg.Wait()
 		werr := cmd.Wait()
 		removeSecretFiles(files)
+		r.mu.Lock()
+		delete(r.leaders, t.pgid) // reaped: its group's orphans may be reaped by group
+		r.mu.Unlock()
+		close(t.exited)
 		if deadline != nil {
 			deadline.Stop()
 		}
@@ -105,7 +111,6 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command, secretValues []st
 		ex.Truncated, ex.TimedOut = truncated.Load(), t.timedOut.Load()
 		r.mu.Lock()
 		delete(r.tasks, t.id)
-		delete(r.leaders, t.pgid)
 		r.mu.Unlock()
 		r.emit(ctx, prp.Event{Kind: prp.EventExit, TaskID: t.id, Exit: &ex})
 		r.finish(ctx, c, prp.Result{Status: prp.ResultDone, Exit: &ex})
@@ -130,8 +135,9 @@ func (r *Runner) taskEnv(ts *prp.TaskStart) []string {
 	return append(env, r.Tag(ts.TaskID))
 }
 
-// pump reads one stream in chunks of the welcome's max output chunk and
-// appends each to the outbox. Append blocks while the outbox is full, and
+// pump reads one stream in chunks of up to the welcome's max output chunk
+// (what the pipe holds when it reads, see pipeReader) and appends each to
+// the outbox. Append blocks while the outbox is full, and
 // then pump does not read: the child blocks on its pipe (backpressure);
 // nothing is dropped. Past the output limit it reads and discards, marking
 // the task truncated.
@@ -142,10 +148,15 @@ func (r *Runner) pump(ctx context.Context, taskID string, stream prp.Stream, rd 
 	if chunk <= 0 {
 		chunk = prp.DefaultMaxOutputChunk
 	}
+	read := rd.Read
+	if f, ok := rd.(*os.File); ok {
+		growPipe(f)
+		read = pipeReader(f)
+	}
 	buf := make([]byte, chunk)
 	var off int64
 	for {
-		n, err := rd.Read(buf)
+		n, err := read(buf)
 		if n > 0 {
 			data := buf[:n]
 			if limited {
@@ -156,8 +167,10 @@ func (r *Runner) pump(ctx context.Context, taskID string, stream prp.Stream, rd 
 				}
 			}
 			if len(data) > 0 {
-				r.emit(ctx, prp.Event{Kind: prp.EventOutput, TaskID: taskID,
-					Output: &prp.Output{Stream: stream, Offset: off, Data: append([]byte(nil), data...)}})
+				// The outbox copies data into its record: buf is reused.
+				if _, err := r.out.AppendOutput(ctx, taskID, stream, off, data); err != nil {
+					r.log.Error("runner: outbox append failed", "kind", prp.EventOutput, "task", taskID, "err", err)
+				}
 				off += int64(len(data))
 			}
 		}

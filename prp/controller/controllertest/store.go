@@ -233,6 +233,32 @@ func TestStore(t *testing.T, newStore func(t *testing.T) controller.Store) {
 			t.Errorf("LastEventSeq of a session without events = %d, %v; want 0", n, err)
 		}
 	})
+	t.Run("a batch of events is stored once per seq", func(t *testing.T) {
+		s := newStore(t)
+		b, ok := s.(controller.EventBatcher)
+		if !ok {
+			t.Skip("the store stores events one by one (no EventBatcher)")
+		}
+		session(t, s, "s_1")
+		ev := func(seq uint64, file string) controller.EventRecord {
+			return controller.EventRecord{Session: "s_1", Seq: seq, StoredAt: now, Ref: &controller.OutputRef{File: file, Length: 1},
+				Event: prp.Event{Kind: prp.EventOutput, TaskID: "t1", Output: &prp.Output{Stream: prp.Stdout, Offset: int64(seq)}}}
+		}
+		if err := b.PutEvents(ctx, []controller.EventRecord{ev(1, "a"), ev(2, "a")}); err != nil {
+			t.Fatal(err)
+		}
+		// A batch that repeats stored seqs keeps the stored events.
+		if err := b.PutEvents(ctx, []controller.EventRecord{ev(2, "b"), ev(3, "b")}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.EventsAfter(ctx, "s_1", 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]controller.EventRecord{ev(1, "a"), ev(2, "a"), ev(3, "b")}, got); diff != "" {
+			t.Errorf("EventsAfter (-want +got):\n%s", diff)
+		}
+	})
 	t.Run("a cancelled context is honoured", func(t *testing.T) {
 		s := newStore(t)
 		cctx, cancel := context.WithCancel(ctx)
