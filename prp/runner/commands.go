@@ -156,10 +156,15 @@ func (r *Runner) journalSeq(seq uint64) {
 	}
 }
 
-// finish journals c as done with res, then emits the result.
+// finish journals c as done with res, then emits the result. A stop's
+// lines are not synced (see stopCommand).
 func (r *Runner) finish(ctx context.Context, c prp.Command, res prp.Result) {
 	res.CommandID = c.ID
-	if err := r.j.record(journalEntry{ID: c.ID, State: prp.JournalDone, Result: &res}); err != nil {
+	record := r.j.record
+	if c.Kind == prp.CommandTaskStop {
+		record = r.j.recordUnsynced
+	}
+	if err := record(journalEntry{ID: c.ID, State: prp.JournalDone, Result: &res}); err != nil {
 		r.log.Error("runner: journal", "command", c.ID, "err", err)
 	}
 	r.emit(ctx, resultEvent(res))
@@ -184,7 +189,13 @@ func (r *Runner) stopCommand(ctx context.Context, c prp.Command) {
 		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeUnknownTask, Message: "no task " + id + " was started here"})
 		return
 	}
-	if err := r.j.record(journalEntry{ID: c.ID, State: prp.JournalExecuting}); err != nil {
+	// A stop is idempotent: running it again stops nothing more and
+	// verifies again. So its journal lines are written but not synced:
+	// they survive a runner kill -9 (the page cache keeps them), and a
+	// machine crash that loses them leaves a stop that the controller
+	// sends again (the resume cursor no longer counts it), never a task
+	// run twice. This keeps two fsyncs off the stop-to-proof path.
+	if err := r.j.recordUnsynced(journalEntry{ID: c.ID, State: prp.JournalExecuting}); err != nil {
 		r.log.Error("runner: journal", "command", c.ID, "err", err)
 		return
 	}

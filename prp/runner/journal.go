@@ -135,9 +135,10 @@ func (j *journal) record(e journalEntry) error {
 
 // recordUnsynced appends e without a sync: for the received state, which
 // the executing or done state, synced before anything happens, follows
-// (one sync covers both lines). A received line lost in a machine crash
-// leaves a command the controller sends again, since the runner's resume
-// cursor no longer counts it.
+// (one sync covers both lines), and for every line of a stop, which is
+// idempotent. A line lost in a machine crash (a runner kill -9 loses
+// none) leaves a command the controller sends again, since the runner's
+// resume cursor no longer counts it.
 func (j *journal) recordUnsynced(e journalEntry) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
