@@ -9,6 +9,13 @@ import (
 	"strings"
 )
 
+// RunnerMarkEnv is the environment variable with which a host driver
+// (local, SSH) marks the runners a sandbox launched (RunnerLaunch.Env),
+// and, inherited, their tasks: its value is the driver's mark of the
+// sandbox. A runner runs in a session of its own, so Release finds what to
+// end by this mark, not by the sandbox's process groups.
+const RunnerMarkEnv = "BERTH_HOSTED_RUNNER"
+
 // RunnerLogName is the file, in the runner's state directory, that
 // LaunchRunnerByExec appends the runner's output to.
 const RunnerLogName = "runner.log"

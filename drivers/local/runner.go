@@ -27,7 +27,7 @@ import (
 // directory, made at the first HostRunner and kept until Release: the
 // ingress socket prp.sock (so every ingress of the lease has the same
 // path) and the runners' state directories, one per berth lease id.
-// Launch marks the runner's environment (hostedRunnerEnv, which its tasks
+// Launch marks the runner's environment (drivers.RunnerMarkEnv, which its tasks
 // inherit); Release with Stop or Destroy ends every process with the mark
 // (SIGTERM, then SIGKILL) and then removes the directory. Closing the
 // ingress stops no runner.
@@ -197,20 +197,15 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	for k, v := range req.Env {
 		env[k] = v
 	}
-	env[hostedRunnerEnv] = filepath.Base(in.dir)
+	env[drivers.RunnerMarkEnv] = filepath.Base(in.dir)
 	req.Env = env
 	return drivers.LaunchRunnerByExec(ctx, in.s, in.binary, in.Endpoint(), state, req)
 }
 
-// hostedRunnerEnv marks the runners a lease launched, and (inherited) their
-// tasks, with the name of the lease's runner directory, so that Release
-// finds them although they left the session's process groups.
-const hostedRunnerEnv = "BERTH_HOSTED_RUNNER"
-
 // hostedProcesses returns the live processes (zombies excluded) whose
-// environment carries hostedRunnerEnv=mark.
+// environment carries drivers.RunnerMarkEnv=mark.
 func hostedProcesses(mark string) []int {
-	want := []byte(hostedRunnerEnv + "=" + mark + "\x00")
+	want := []byte(drivers.RunnerMarkEnv + "=" + mark + "\x00")
 	entries, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range entries {

@@ -38,7 +38,7 @@ import (
 // removing the socket file the old forward left behind (sshd's default
 // StreamLocalBindUnlink no keeps it, and the next bind would fail with
 // "Address already in use"). Runners' state directories are in the same
-// lease directory. Launch marks the runner's environment (hostedRunnerEnv,
+// lease directory. Launch marks the runner's environment (drivers.RunnerMarkEnv,
 // inherited by its tasks); Release ends every marked process of the login
 // user (SIGTERM, then SIGKILL) and removes the lease directory.
 
@@ -367,23 +367,18 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	for k, v := range req.Env {
 		env[k] = v
 	}
-	env[hostedRunnerEnv] = in.sb.nonce
+	env[drivers.RunnerMarkEnv] = in.sb.nonce
 	req.Env = env
 	return drivers.LaunchRunnerByExec(ctx, in.sb, in.binary, in.Endpoint(), state, req)
 }
 
-// hostedRunnerEnv marks the runners a lease launched, and (inherited) their
-// tasks, with the lease's nonce, so that Release finds them although they
-// left the lease's sessions.
-const hostedRunnerEnv = "BERTH_HOSTED_RUNNER"
-
 // endRunnersScript ends every process of the login user whose environment
-// holds the entry hostedRunnerEnv=nonce (grep -z, in GNU's and busybox's
+// holds the entry drivers.RunnerMarkEnv=nonce (grep -z, in GNU's and busybox's
 // grep): SIGTERM (a runner stops its tasks and
 // exits), SIGKILL after about 2.5 s, and prints how many it found once none
 // is left; after about 5 s more it prints "alive PID..." and exits 1.
 func endRunnersScript(nonce string) string {
-	return `m='` + hostedRunnerEnv + `=` + nonce + `'; ` +
+	return `m='` + drivers.RunnerMarkEnv + `=` + nonce + `'; ` +
 		`list() { for f in $(grep -lszxF "$m" /proc/[0-9]*/environ 2>/dev/null); do q=${f#/proc/}; printf '%s ' "${q%/environ}"; done; }; ` +
 		`wait_gone() { i=0; while [ $i -lt $1 ]; do [ -z "$(list)" ] && return 0; sleep 0.1; i=$((i+1)); done; return 1; }; ` +
 		`pids=$(list); set -- $pids; n=$#; [ $n -eq 0 ] && { echo 0; exit 0; }; ` +

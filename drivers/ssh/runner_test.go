@@ -497,7 +497,7 @@ func TestReleaseEndsRunnersAndRemovesTheLeaseDirectory(t *testing.T) {
 	}
 	res, err := sb.Exec(ctx, drivers.Command{
 		Argv: []string{"sh", "-c", `setsid sleep 300 </dev/null >/dev/null 2>&1 &`},
-		Env:  map[string]string{hostedRunnerEnv: sb.nonce},
+		Env:  map[string]string{drivers.RunnerMarkEnv: sb.nonce},
 	})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("start the escapee: %v, %+v", err, res)
@@ -545,9 +545,9 @@ func TestReleaseEndsRunnersAndRemovesTheLeaseDirectory(t *testing.T) {
 }
 
 // markedPIDs returns the live processes whose environment holds the entry
-// hostedRunnerEnv=nonce.
+// drivers.RunnerMarkEnv=nonce.
 func markedPIDs(nonce string) []int {
-	want := []byte("\x00" + hostedRunnerEnv + "=" + nonce + "\x00")
+	want := []byte("\x00" + drivers.RunnerMarkEnv + "=" + nonce + "\x00")
 	ents, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range ents {
