@@ -31,6 +31,11 @@ func readStat(pid int) (procInfo, bool, error) {
 		}
 		return procInfo{}, false, err
 	}
+	return parseStat(pid, b)
+}
+
+// parseStat parses the contents b of /proc/<pid>/stat.
+func parseStat(pid int, b []byte) (procInfo, bool, error) {
 	// The command name may hold spaces and parentheses: fields start after
 	// the last ')'.
 	i := bytes.LastIndexByte(b, ')')
@@ -75,9 +80,22 @@ func taggedPIDs(entry string, notBefore uint64) (pids []int, unreadable int, err
 	}
 	self := os.Getpid()
 	buf := make([]byte, 16<<10) // reused for every environ
+	statBuf := make([]byte, 1<<10)
 	for _, pid := range all {
 		if pid == self {
 			continue
+		}
+		if notBefore > 0 {
+			// A process older than the task cannot descend from it, and
+			// its stat is far cheaper to read than its environment (which
+			// takes the process's memory lock): skip it on its start time.
+			var st []byte
+			st, statBuf, err = readProcFile(pid, "stat", statBuf)
+			if err == nil {
+				if info, ok, perr := parseStat(pid, st); perr == nil && ok && info.start < notBefore {
+					continue
+				}
+			}
 		}
 		var env []byte
 		env, buf, err = readProcFile(pid, "environ", buf)
