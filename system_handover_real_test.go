@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -77,15 +78,17 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	lg := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	secrets := environment.NewMemorySecretStore()
 	sinkDir := filepath.Join(dir, "sink")
+	hooked := &hookedResolver{}
 	sys, err := berth.New(ctx, &berth.Options{StoreURL: storeURL, Secrets: secrets, Logger: lg, RunnerBinary: bin,
 		Drivers: []drivers.Driver{docker.New(&docker.Options{Logger: lg}), ssh.New(&ssh.Options{Logger: lg})},
-		Runners: &controller.Options{DataDir: sinkDir},
+		Runners: &controller.Options{DataDir: sinkDir, Secrets: hooked},
 		ProjectAuthChecker: handover.CheckerFunc(func(context.Context, handover.CheckRequest) (handover.Result, error) {
 			return handover.Result{Succeeded: true}, nil
 		})})
 	if err != nil {
 		t.Fatal(err)
 	}
+	hooked.set(sys.Handover, nil)
 	closed := false
 	defer func() {
 		if !closed {
@@ -265,6 +268,34 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 		t.Fatal(err)
 	}
 	refused("cleared", "cleared", handover.CodeCheckMissing, "p1", "p2")
+
+	// Delivery checks again: a record cleared after the dispatch passed
+	// (before the command reached the runner) makes the runner refuse the
+	// command with the code; nothing runs.
+	if _, err := sys.Handover.PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"}); err != nil {
+		t.Fatal(err)
+	}
+	// The edit above changed a's fingerprint: prepare for the lease's.
+	rec, err = sys.Handover.Get(ctx, op, "acme", account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Fingerprint = h.Lease().Fingerprint
+	if err := sys.Store.PutAuthCheck(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	hooked.set(sys.Handover, func() {
+		if err := sys.Handover.Clear(context.Background(), op, "acme", account); err != nil {
+			t.Errorf("clear between dispatch and delivery: %v", err)
+		}
+	})
+	if _, err := sys.Runners.StartTask(ctx, agent, att.Session, "c-late", task("late", touch, "p1", "p2")); err != nil {
+		t.Fatalf("dispatch with a matching record: %v", err)
+	}
+	if res, err := sys.Runners.Wait(ctx, agent, att.Session, "c-late"); err != nil || res.Status != prp.ResultRejected ||
+		res.Code != prp.CodeSecretsUnavailable || !strings.HasPrefix(res.Message, handover.CodeCheckMissing+":") || res.Exit != nil {
+		t.Errorf("a record cleared before delivery: %+v, %v; want rejected, %s: %s..., nothing run", res, err, prp.CodeSecretsUnavailable, handover.CodeCheckMissing)
+	}
 	if res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "test -e refused-ran && echo ran || echo none"}}); err != nil ||
 		strings.TrimSpace(string(res.Stdout)) != "none" {
 		t.Errorf("a refused task ran: %q, %v", res.Stdout, err)
@@ -282,7 +313,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 		if e.Event.Output != nil {
 			evs.Write(e.Event.Output.Data)
 		}
-		if e.Event.Kind == prp.EventResult && e.Event.Result.CommandID == "c-read" {
+		if e.Event.Kind == prp.EventResult && e.Event.Result.CommandID == "c-late" {
 			return errDone
 		}
 		return nil
@@ -371,4 +402,38 @@ func runnerState(t *testing.T, ctx context.Context, tg realTarget, h *lease.Hand
 		})
 	}
 	return all.Bytes()
+}
+
+// hookedResolver is System.Handover as the controller's SecretResolver,
+// with a hook that runs once after a dispatch check passed: what an
+// operator clearing a record between dispatch and delivery does.
+type hookedResolver struct {
+	mu    sync.Mutex
+	inner controller.SecretResolver
+	after func()
+}
+
+func (r *hookedResolver) set(inner controller.SecretResolver, after func()) {
+	r.mu.Lock()
+	r.inner, r.after = inner, after
+	r.mu.Unlock()
+}
+
+func (r *hookedResolver) Check(ctx context.Context, p environment.Principal, t controller.SecretTarget, uses []prp.SecretUse) error {
+	r.mu.Lock()
+	inner, after := r.inner, r.after
+	r.mu.Unlock()
+	err := inner.Check(ctx, p, t, uses)
+	if err == nil && after != nil {
+		r.set(inner, nil)
+		after()
+	}
+	return err
+}
+
+func (r *hookedResolver) Resolve(ctx context.Context, t controller.SecretTarget, uses []prp.SecretUse) ([]string, error) {
+	r.mu.Lock()
+	inner := r.inner
+	r.mu.Unlock()
+	return inner.Resolve(ctx, t, uses)
 }
