@@ -60,7 +60,7 @@ func TestAuthCheckCommands(t *testing.T) {
 	}
 }
 
-// What `envctl run --managed-account REF` will put into its task.
+// What `envctl run --managed-account REF` puts into its task.
 func TestManagedAccountSecret(t *testing.T) {
 	u, err := managedAccountSecret("secret:sec_1@v2", ".agent/account.json", []string{"p1"})
 	if err != nil || u.Source != prp.SecretFromManagedAccount || u.File != ".agent/account.json" {

@@ -26,7 +26,7 @@
 //	assign clear KIND [KEY]
 //	assign resolve --company C [--workspace W] [--project P] [--agent A] [--require CAPS]
 //	image pin REF [--platform os/arch] [--insecure-registry HOST]...
-//	run ENV --company C [--workspace W] [--run R] [--runner-binary PATH] -- ARGV...
+//	run ENV --company C [--workspace W] [--run R] [--runner-binary PATH] [--managed-account REF [--account-file PATH] [--project P]...] -- ARGV...
 //	run --company C [--workspace W] [--project P] [--agent A] -- ARGV...  (through the scope's binding)
 //	probe ENV --company C [--runner [--runner-binary PATH]]
 //	probe --draft --driver D --config FILE|-
@@ -130,9 +130,10 @@ commands:
                              and the instance default (see 'envctl assign -h')
   image pin REF [--platform os/arch] [--insecure-registry HOST]
                              pin an image tag to repo@sha256:...
-  run ENV --company C [--workspace W] -- ARGV...
+  run ENV --company C [--workspace W] [--managed-account REF] -- ARGV...
                              run ARGV in a leased sandbox through berth's
-                             runner, streaming its output (see 'envctl run -h')
+                             runner, streaming its output; --managed-account
+                             hands it a managed account (see 'envctl run -h')
   probe ENV --company C      probe a saved environment (progress on stderr)
   probe --draft --driver D --config FILE
                              probe an unsaved config; saves no environment

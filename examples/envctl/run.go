@@ -23,7 +23,12 @@ const RunnerBinaryEnv = "BERTH_RUNNER_BINARY"
 // runnerBuildHint says how to build a runner binary.
 const runnerBuildHint = "CGO_ENABLED=0 go build -o berth-runner ./examples/runner"
 
-const runUsage = `usage: envctl run ENV --company C [--workspace W] [--run R] [--runner-binary PATH] [--json] -- ARGV...
+// ManagedAccountFileEnv is the environment variable in which envctl run
+// --managed-account tells the task where its managed account's file is.
+const ManagedAccountFileEnv = "MANAGED_ACCOUNT_FILE"
+
+const runUsage = `usage: envctl run ENV --company C [--workspace W] [--run R] [--runner-binary PATH] [--json]
+                 [--managed-account REF [--account-file PATH] [--project P]...] -- ARGV...
        envctl run --company C [--workspace W] [--project P] [--agent A] [...] -- ARGV...
 
 run executes ARGV in a leased sandbox through berth's runner: it leases ENV
@@ -41,6 +46,24 @@ N ended, 130 after Ctrl-C, 1 when envctl itself failed).
 the runner for the sandbox's architecture:
 
     ` + runnerBuildHint + `
+
+--managed-account REF hands the managed account REF (a secret reference
+secret:ID@vN in envctl's secret store, see 'envctl auth-check record
+--account-file') to the task: resolved from the secret store when the task
+is dispatched, sent to the runner over its authenticated connection in the
+secret-values frame (never in the task's argv, env, events, logs or
+records) and written with mode 0600 at --account-file (an absolute path in
+the sandbox, or relative to the task's working directory; default
+/tmp/berth-managed-account-TASK, a name no other task shares, outside the
+working directory so that an agent cannot commit it), removed when the
+task ends. The task finds the path in $` + ManagedAccountFileEnv + `. It is
+handed over only while the project auth check of the company and account
+matches exactly: version 1, succeeded, the lease's config fingerprint and
+provider, and the project set (the --project flags: with ENV any number,
+without ENV the scope's one project). Otherwise the task is refused before
+it runs: envctl prints the code that names the part that did not match
+(auth_check_missing, _version, _status, _fingerprint, _provider,
+_projects), releases the lease and exits 1.
 
 --json prints, instead of the live output, the task's event log (every
 stored event, output bytes base64-encoded), the stop proofs and the lease
@@ -64,7 +87,10 @@ func runRun(ctx context.Context, g *globals, args []string) error {
 	company := fs.String("company", "", "company the lease is for (required)")
 	workspace := fs.String("workspace", "", "workspace of the scope (and working directory hint)")
 	runID := fs.String("run", "", "run id of the lease")
-	project := fs.String("project", "", "project of the scope (lease through its binding)")
+	var projects projectList
+	fs.Var(&projects, "project", "project of the scope (lease through its binding); with ENV, a project of the managed account's project set (repeatable)")
+	account := fs.String("managed-account", "", "managed account reference (secret:ID@vN) to hand to the task")
+	accountFile := fs.String("account-file", "", "where the task gets the managed account (default /tmp/berth-managed-account-TASK)")
 	agent := fs.String("agent", "", "agent of the scope (lease through its binding)")
 	binary := fs.String("runner-binary", os.Getenv(RunnerBinaryEnv), "runner binary on this host (default $"+RunnerBinaryEnv+")")
 	pos, err := parseInterleaved(fs, args)
@@ -75,16 +101,28 @@ func runRun(ctx context.Context, g *globals, args []string) error {
 	}
 	argv := args[dash+1:]
 	pos = pos[:len(pos)-len(argv)]
-	if len(pos) > 1 || len(pos) == 1 && (*project != "" || *agent != "") {
+	if len(pos) > 1 || len(pos) == 1 && *agent != "" {
 		fmt.Fprint(g.stderr, runUsage)
 		return errUsage
+	}
+	project := ""
+	switch {
+	case len(pos) == 1 && len(projects) > 0 && *account == "":
+		return fmt.Errorf("run %s: flag --project with ENV names the managed account's projects: it needs --managed-account", pos[0])
+	case len(pos) == 0 && len(projects) > 1:
+		return fmt.Errorf("run: flag --project: a scope has one project, got %d (name ENV to run for a project set)", len(projects))
+	case len(pos) == 0 && len(projects) == 1:
+		project = projects[0]
+	}
+	if *accountFile != "" && *account == "" {
+		return errors.New("run: flag --account-file needs --managed-account")
 	}
 	req := lease.AcquireRequest{Company: *company, Run: *runID, Workspace: *workspace}
 	what := ""
 	if len(pos) == 1 {
 		what = pos[0]
 	} else {
-		req.Scope = &environment.Scope{Company: *company, Workspace: *workspace, Project: *project, Agent: *agent}
+		req.Scope = &environment.Scope{Company: *company, Workspace: *workspace, Project: project, Agent: *agent}
 		what = "through the binding of " + req.Scope.String()
 	}
 	if *company == "" {
@@ -94,7 +132,29 @@ func runRun(ctx context.Context, g *globals, args []string) error {
 		return fmt.Errorf("run %s: no runner binary: pass --runner-binary PATH or set $%s; build one with: %s", what, RunnerBinaryEnv, runnerBuildHint)
 	}
 	g.runnerBinary = *binary
-	return runTask(ctx, g, what, pos, req, argv)
+	var acct *accountUse
+	if *account != "" {
+		acct = &accountUse{ref: *account, file: *accountFile, projects: projects}
+		// Refuse a malformed reference or path before leasing.
+		if _, err := managedAccountSecret(acct.ref, cmpOr(acct.file, "/tmp/f"), acct.projects); err != nil {
+			return fmt.Errorf("run %s: flag --managed-account: %w", what, err)
+		}
+	}
+	return runTask(ctx, g, what, pos, req, argv, acct)
+}
+
+// accountUse is the managed account of envctl run --managed-account.
+type accountUse struct {
+	ref      string
+	file     string // "" for the default
+	projects []string
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 func indexOf(ss []string, s string) int {
@@ -120,7 +180,7 @@ type runReport struct {
 	ExitCode int                      `json:"exitCode"`
 }
 
-func runTask(ctx context.Context, g *globals, what string, pos []string, req lease.AcquireRequest, argv []string) (err error) {
+func runTask(ctx context.Context, g *globals, what string, pos []string, req lease.AcquireRequest, argv []string, acct *accountUse) (err error) {
 	progress := func(format string, a ...any) {
 		if !g.json {
 			fmt.Fprintf(g.stderr, "envctl: "+format+"\n", a...)
@@ -195,7 +255,20 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 	}
 	rep.Task = task
 	startID := "start_" + strings.TrimPrefix(task, "task_")
-	if _, err := sys.Runners.StartTask(ctx, g.as, att.Session, startID, prp.TaskStart{TaskID: task, Argv: argv}); err != nil {
+	ts := prp.TaskStart{TaskID: task, Argv: argv}
+	if acct != nil {
+		file := cmpOr(acct.file, "/tmp/berth-managed-account-"+strings.TrimPrefix(task, "task_"))
+		use, err := managedAccountSecret(acct.ref, file, acct.projects)
+		if err != nil {
+			return fmt.Errorf("run %s: flag --managed-account: %w", what, err)
+		}
+		ts.Secrets = []prp.SecretUse{use}
+		ts.Env = map[string]string{ManagedAccountFileEnv: file}
+	}
+	if _, err := sys.Runners.StartTask(ctx, g.as, att.Session, startID, ts); err != nil {
+		if se := controller.SecretError(nil); acct != nil && errors.As(err, &se) {
+			return fmt.Errorf("run %s: managed account %s refused (%s): %w", what, acct.ref, se.SecretCode(), err)
+		}
 		return fmt.Errorf("run %s: start the task: %w", what, err)
 	}
 

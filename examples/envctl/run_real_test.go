@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 )
@@ -91,6 +96,91 @@ func TestRunInRealTargets(t *testing.T) {
 			if l := left(marker); len(l) > 0 {
 				t.Errorf("processes of the task left after Ctrl-C: %v", l)
 			}
+		})
+	}
+}
+
+// AUTH-2 (issue 18): envctl run --managed-account with the real runner
+// binary in a real Docker container and on the real sshd host. With a
+// matching project auth check (auth-check record) the task finds the
+// account at $MANAGED_ACCOUNT_FILE (default /tmp/berth-managed-account-TASK,
+// or --account-file) with mode 0600 and prints its SHA-256, never the
+// account; the file is gone after the task. With one project fewer the
+// task is refused before it runs: exit 1, the code auth_check_projects
+// printed, the lease released. The account is printed nowhere and is in
+// no file of envctl's database directory (SQLite with -wal; the secret
+// store seals it).
+func TestRunManagedAccountInRealTargets(t *testing.T) {
+	bin, _ := testenv.RunnerBinarySum(t)
+	c := newCLI(t)
+	realEnvs(t, c)
+	for _, name := range []string{"box", "host"} {
+		t.Run(name, func(t *testing.T) {
+			b := make([]byte, 6)
+			_, _ = rand.Read(b)
+			canary := "canary-envctl-account-" + hex.EncodeToString(b)
+			sum := sha256.Sum256([]byte(canary))
+			var rec handover.AuthCheck
+			c.okJSON(&rec, "auth-check", "record", name, "--company", "acme", "--account-file", writeFile(t, canary),
+				"--project", "p1", "--project", "p2", "--status", "succeeded")
+			reader := `printf '%s\n' "$MANAGED_ACCOUNT_FILE"; stat -c %a "$MANAGED_ACCOUNT_FILE"; sha256sum < "$MANAGED_ACCOUNT_FILE"`
+			run := func(extra ...string) (string, string, error) {
+				args := append([]string{"run", name, "--company", "acme", "--runner-binary", bin, "--managed-account", rec.AccountRef}, extra...)
+				return c.exec("", append(args, "--", "sh", "-c", reader)...)
+			}
+			custom := "/tmp/envctl-account-" + hex.EncodeToString(b) + "/account"
+			for _, file := range []string{"", custom} {
+				extra := []string{"--project", "p2", "--project", "p1"}
+				if file != "" {
+					extra = append(extra, "--account-file", file)
+				}
+				out, errOut, err := run(extra...)
+				if err != nil {
+					t.Fatalf("run --managed-account %v: %v\nstderr:\n%s", extra, err, errOut)
+				}
+				lines := strings.Split(strings.TrimSpace(out), "\n")
+				if len(lines) != 3 || lines[1] != "600" || !strings.HasPrefix(lines[2], hex.EncodeToString(sum[:])) {
+					t.Errorf("the task printed %q, want its account file's path, mode 600 and the account's SHA-256", out)
+				}
+				path := lines[0]
+				if file == "" && !strings.HasPrefix(path, "/tmp/berth-managed-account-") || file != "" && path != file {
+					t.Errorf("$%s = %q, want %q or the default", ManagedAccountFileEnv, path, file)
+				}
+				if name == "host" { // the sshd host is this host
+					if _, err := os.Stat(path); !os.IsNotExist(err) {
+						t.Errorf("the account file %s is still there after the task: %v", path, err)
+					}
+				}
+				wantContains(t, "stderr", errOut, "cleanup confirmed")
+			}
+			if name == "host" {
+				_ = os.RemoveAll(filepath.Dir(custom))
+			}
+
+			// One project fewer than the check was made for: refused.
+			out, errOut, err := run("--project", "p1")
+			if exitCode(err) != 1 || err == nil || !strings.Contains(err.Error(), "refused (auth_check_projects)") {
+				t.Fatalf("run with one project removed = %v (exit %d), want exit 1 naming auth_check_projects\nstdout:\n%s\nstderr:\n%s", err, exitCode(err), out, errOut)
+			}
+			if out != "" {
+				t.Errorf("the refused task printed %q", out)
+			}
+			t.Logf("refused: envctl: %v", err)
+			wantContains(t, "stderr", errOut, "cleanup confirmed")
+			if strings.Contains(c.all.String(), canary) {
+				t.Errorf("envctl printed the managed account")
+			}
+			files := 0
+			_ = filepath.WalkDir(filepath.Dir(c.db), func(p string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					files++
+					if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(canary)) {
+						t.Errorf("%s holds the managed account", p)
+					}
+				}
+				return nil
+			})
+			t.Logf("%s: canary absent from %d files of the database directory", name, files)
 		})
 	}
 }

@@ -195,3 +195,33 @@ func TestProbeThroughTheRunner(t *testing.T) {
 		t.Errorf("probe --runner: ok %t runner %q platform %q stages %v", res.OK, res.RunnerVersion, res.Platform, names)
 	}
 }
+
+// run --managed-account: flags that cannot work are refused before any
+// lease (naming the flag), and a task without a matching project auth
+// check is refused with its code after the lease, which is released.
+func TestRunManagedAccountFlags(t *testing.T) {
+	c := newCLI(t)
+	c.createFake("sbx", `{"image":"`+c.fake.DefaultImageIdentity().String()+`"}`)
+	bin := fakeRunnerBinary(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "sbx", "--company", "acme", "--account-file", "/tmp/a", "--", "true"}, "--account-file needs --managed-account"},
+		{[]string{"run", "sbx", "--company", "acme", "--project", "p1", "--", "true"}, "it needs --managed-account"},
+		{[]string{"run", "--company", "acme", "--project", "p1", "--project", "p2", "--managed-account", "secret:s@v1", "--", "true"}, "a scope has one project"},
+		{[]string{"run", "sbx", "--company", "acme", "--managed-account", "acct-1", "--", "true"}, "account_ref"},
+		{[]string{"run", "sbx", "--company", "acme", "--managed-account", "secret:s@v1", "--account-file", "a/../b", "--", "true"}, "not a clean file path"},
+	} {
+		_, msg := c.fail(append(tc.args[:1:1], append([]string{"--runner-binary", bin}, tc.args[1:]...)...)...)
+		wantContains(t, strings.Join(tc.args, " "), msg, tc.want)
+	}
+	if n := len(c.fake.Sandboxes()); n != 0 {
+		t.Errorf("%d sandboxes made for refused flags", n)
+	}
+	_, errOut, err := c.exec("", "run", "sbx", "--company", "acme", "--runner-binary", bin, "--managed-account", "secret:sec_none@v1", "--", "true")
+	if exitCode(err) != 1 || !strings.Contains(err.Error(), "refused (auth_check_missing)") {
+		t.Errorf("run without a project auth check = %v (exit %d), want exit 1 naming auth_check_missing", err, exitCode(err))
+	}
+	wantContains(t, "stderr", errOut, "cleanup confirmed")
+}
