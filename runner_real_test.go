@@ -232,6 +232,21 @@ func TestRunnerTasksInRealTargets(t *testing.T) {
 				t.Errorf("stderr %q", got)
 			}
 
+			// A task that names no working directory runs in the sandbox's
+			// default one, as the handle's commands do (never "/" by
+			// accident of how the runner was launched).
+			res, err := h.Exec(ctx, drivers.Command{Argv: []string{"pwd"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start("pwd", "pwd")
+			if r := result("pwd"); r.Exit == nil || r.Exit.Code != 0 {
+				t.Errorf("pwd: exit %+v", r.Exit)
+			}
+			if got, want := output("pwd", prp.Stdout), string(res.Stdout); got != want {
+				t.Errorf("a task's default working directory is %q, want the sandbox's %q", got, want)
+			}
+
 			// The connection is cut mid-task; the task goes on, the runner
 			// reconnects, the output is complete.
 			start("cut", "sh", "-c", `i=0; while [ $i -lt 60 ]; do echo line-$i; i=$((i+1)); sleep 0.05; done`)
@@ -278,7 +293,7 @@ func TestRunnerTasksInRealTargets(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Release: %v", err)
 			}
-			if l.Cleanup != lease.CleanupConfirmed || !strings.HasPrefix(l.CleanupEvidence, "runner: 3 task(s) of 1 runner session(s) stopped and verified") {
+			if l.Cleanup != lease.CleanupConfirmed || !strings.HasPrefix(l.CleanupEvidence, "runner: 4 task(s) of 1 runner session(s) stopped and verified") {
 				t.Errorf("receipt %s %q, want confirmed with the runner's proof first", l.Cleanup, l.CleanupEvidence)
 			}
 			t.Logf("%s receipt: %s", name, l.CleanupEvidence)

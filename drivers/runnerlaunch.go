@@ -28,7 +28,10 @@ const writeTicketScript = `umask 077 && mkdir -p "$2" && cat > "$1.tmp" && mv "$
 // launchScript starts "$@" in its own session where the sandbox has setsid
 // (else in the background, its standard streams detached all the same), so
 // that the end of the driver's connection or of this command ends nothing.
-const launchScript = `log="$1"; shift; cd / || exit 1
+// It stays in the command's working directory (the sandbox's default: the
+// workspace, the configured workdir, the login directory), which the
+// runner's tasks inherit when they name none.
+const launchScript = `log="$1"; shift
 if command -v setsid >/dev/null 2>&1; then
 	setsid "$@" </dev/null >>"$log" 2>&1 &
 else
@@ -41,7 +44,8 @@ fi`
 // ticket travels on the first command's standard input into a fresh file
 // of mode 0600 under stateDir, which the runner removes once read; the
 // second starts "binary --controller endpoint --lease LEASE --ticket-file
-// FILE --state-dir stateDir" in its own session, with req.Env, its output
+// FILE --state-dir stateDir" in its own session, in the sandbox's default
+// working directory (its tasks' default), with req.Env, its output
 // appended to stateDir/runner.log. Nothing secret is in an argv.
 func LaunchRunnerByExec(ctx context.Context, sb Sandbox, binary, endpoint, stateDir string, req RunnerLaunch) error {
 	for _, f := range []struct{ name, v string }{{"binary", binary}, {"state directory", stateDir}} {
