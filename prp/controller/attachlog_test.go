@@ -48,9 +48,9 @@ func busyboxRunner(t *testing.T) drivers.RunnerSpec {
 }
 
 // attachFailing leases a sandbox of drv with cfg and spec as its runner,
-// attaches with a short deadline and returns Attach's error and the
-// sandbox id. before, if not nil, runs on the handle before the release.
-func attachFailing(t *testing.T, drv drivers.Driver, cfg map[string]any, spec drivers.RunnerSpec, wait time.Duration, before func(*lease.Handle)) (error, string) {
+// attaches with a short deadline and returns the sandbox id and Attach's
+// error. before, if not nil, runs on the handle before the release.
+func attachFailing(t *testing.T, drv drivers.Driver, cfg map[string]any, spec drivers.RunnerSpec, wait time.Duration, before func(*lease.Handle)) (string, error) {
 	t.Helper()
 	s := newServer(t, controller.Options{Authorizer: leasePolicy})
 	ctx := context.Background()
@@ -85,7 +85,7 @@ func attachFailing(t *testing.T, drv drivers.Driver, cfg map[string]any, spec dr
 	if err == nil {
 		t.Fatalf("Attach of a runner that cannot start succeeded: %+v", att)
 	}
-	return err, h.SandboxID()
+	return h.SandboxID(), err
 }
 
 // checkAttachError: the error is the deadline's, names the sandbox and a
@@ -112,7 +112,7 @@ func checkAttachError(t *testing.T, err error, sandbox, want string) {
 func TestAttachErrorCarriesTheRunnersLogLocal(t *testing.T) {
 	t.Parallel()
 	spec := brokenRunner(t, []byte("#!/bin/sh\necho 'berth-test: cannot start: exec format error (simulated)' >&2\nprintf 'binary\\001\\033[31m junk\\n' >&2\nexit 1\n"))
-	err, sb := attachFailing(t, local.New(nil), map[string]any{local.FieldWorkdir: t.TempDir()}, spec, 3*time.Second, nil)
+	sb, err := attachFailing(t, local.New(nil), map[string]any{local.FieldWorkdir: t.TempDir()}, spec, 3*time.Second, nil)
 	checkAttachError(t, err, sb, "berth-test: cannot start: exec format error (simulated)")
 	if strings.Contains(err.Error(), "\x01") || strings.Contains(err.Error(), "\x1b") {
 		t.Errorf("Attach error %q holds control bytes of the log", err)
@@ -128,7 +128,7 @@ func TestAttachErrorCarriesTheRunnersLogSSH(t *testing.T) {
 		ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
 		ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: t.TempDir(),
 	}
-	err, sb := attachFailing(t, ssh.New(nil), cfg, spec, 10*time.Second, func(h *lease.Handle) {
+	sb, err := attachFailing(t, ssh.New(nil), cfg, spec, 10*time.Second, func(h *lease.Handle) {
 		// The upload stays after the lease (keyed by its sum): remove it.
 		_, _ = h.Exec(context.Background(), drivers.Command{Argv: []string{"sh", "-c", `rm -f "$HOME/.cache/berth/runner/` + spec.SHA256 + `"`}})
 	})
@@ -149,7 +149,7 @@ func TestAttachErrorCarriesTheRunnersLogDocker(t *testing.T) {
 	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", run)
 	spec := busyboxRunner(t)
 	cfg := map[string]any{docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run}}
-	err, sb := attachFailing(t, docker.New(nil), cfg, spec, 10*time.Second, nil)
+	sb, err := attachFailing(t, docker.New(nil), cfg, spec, 10*time.Second, nil)
 	checkAttachError(t, err, sb, "berth-runner: applet not found")
 }
 
