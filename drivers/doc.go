@@ -27,7 +27,13 @@
 //
 // Helpers for driver implementations (output.go): OutputBuffer applies
 // Command.OutputLimit, AwaitDone makes a Wait honour its context, and
-// CopyStdin feeds Command.Stdin without outliving the process. Signals and
+// CopyStdin feeds Command.Stdin without outliving the process. For runner
+// ingress (runnerlaunch.go), LaunchRunnerByExec starts the runner detached
+// through two Execs (the ticket in a 0600 file, never in an argv), its
+// output appended to runner.log in its state directory, and
+// RunnerLogTailByExec reads that log's end (tail -c) for
+// RunnerIngress.LogTail, which the controller puts in its error when a
+// runner never says hello. Signals and
 // ParseSignal (signal.go) are the one signal set Process.Signal accepts on
 // every driver.
 //

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -19,6 +20,9 @@ const RunnerMarkEnv = "BERTH_HOSTED_RUNNER"
 // RunnerLogName is the file, in the runner's state directory, that
 // LaunchRunnerByExec appends the runner's output to.
 const RunnerLogName = "runner.log"
+
+// MaxRunnerLogTail is the most RunnerIngress.LogTail returns.
+const MaxRunnerLogTail = 64 << 10
 
 // writeTicketScript writes standard input to "$1" with mode 0600 (the
 // directory "$2" is created 0700 first), through a temporary name so that
@@ -81,6 +85,38 @@ func LaunchRunnerByExec(ctx context.Context, sb Sandbox, binary, endpoint, state
 		return fmt.Errorf("launch runner in %s: %s: exit %d: %s", sb.ID(), binary, res.ExitCode, bounded(res.Stderr))
 	}
 	return nil
+}
+
+// logTailScript prints the last "$2" bytes of "$1", or nothing when there
+// is no such file.
+const logTailScript = `[ -f "$1" ] || exit 0; exec tail -c "$2" "$1"`
+
+// ClampLogTail returns n clamped to 1..MaxRunnerLogTail, as
+// RunnerIngress.LogTail takes its max.
+func ClampLogTail(n int) int { return min(max(n, 1), MaxRunnerLogTail) }
+
+// RunnerLogTailByExec returns at most the last limit bytes (clamped by
+// ClampLogTail) of stateDir/runner.log, the log LaunchRunnerByExec
+// appends to, through one Exec of tail -c in sb (RunnerIngress.LogTail
+// for drivers whose sandboxes run a POSIX shell with tail). It returns
+// nil when the file does not exist.
+func RunnerLogTailByExec(ctx context.Context, sb Sandbox, stateDir string, limit int) ([]byte, error) {
+	if !strings.HasPrefix(stateDir, "/") || strings.ContainsRune(stateDir, 0) {
+		return nil, fmt.Errorf("runner log of %s: state directory %q: want an absolute path", sb.ID(), stateDir)
+	}
+	n := ClampLogTail(limit)
+	file := strings.TrimSuffix(stateDir, "/") + "/" + RunnerLogName
+	res, err := sb.Exec(ctx, Command{Argv: []string{"sh", "-c", logTailScript, "sh", file, strconv.Itoa(n)}, OutputLimit: n})
+	if err != nil {
+		return nil, fmt.Errorf("runner log of %s: %s: %w", sb.ID(), file, err)
+	}
+	if res.ExitCode != 0 {
+		return nil, fmt.Errorf("runner log of %s: %s: tail exit %d: %s", sb.ID(), file, res.ExitCode, bounded(res.Stderr))
+	}
+	if len(res.Stdout) == 0 {
+		return nil, nil
+	}
+	return res.Stdout, nil
 }
 
 // bounded renders at most 200 bytes of a command's stderr.

@@ -195,3 +195,13 @@ func (t taggedIngress) Launch(ctx context.Context, req drivers.RunnerLaunch) err
 	}
 	return nil
 }
+
+// LogTail returns the tail of the runner's log (drivers.RunnerIngress),
+// an error naming the lease.
+func (t taggedIngress) LogTail(ctx context.Context, max int) ([]byte, error) {
+	b, err := t.RunnerIngress.LogTail(ctx, max)
+	if err != nil {
+		return nil, t.h.wrap(err)
+	}
+	return b, nil
+}

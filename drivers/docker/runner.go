@@ -306,8 +306,9 @@ type ingress struct {
 	net.Listener
 	s *sandbox
 
-	mu     sync.Mutex
-	closed bool
+	mu       sync.Mutex
+	closed   bool
+	launched bool
 }
 
 var _ drivers.RunnerIngress = (*ingress)(nil)
@@ -346,5 +347,25 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	if in.isClosed() {
 		return fmt.Errorf("docker: launch runner in %s: the ingress is closed", in.s.id)
 	}
+	in.mu.Lock()
+	in.launched = true
+	in.mu.Unlock()
 	return drivers.LaunchRunnerByExec(ctx, in.s, RunnerBinaryPath, runnerEndpoint, RunnerStateDir, req)
+}
+
+// LogTail returns the tail of RunnerStateDir/runner.log through one exec in
+// the container (drivers.RunnerLogTailByExec), nil before any Launch
+// through this ingress.
+func (in *ingress) LogTail(ctx context.Context, max int) ([]byte, error) {
+	in.mu.Lock()
+	launched := in.launched
+	in.mu.Unlock()
+	if !launched {
+		return nil, nil
+	}
+	b, err := drivers.RunnerLogTailByExec(ctx, in.s, RunnerStateDir, max)
+	if err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	return b, nil
 }

@@ -1,6 +1,7 @@
 package drivertest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -430,6 +431,39 @@ func testRunnerIngress(t *testing.T, ctx context.Context, h Harness) {
 		if err := in.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			t.Errorf("round %d: closing the ingress: %v", round, err)
 		}
+		checkRunnerLogTail(t, ctx, in, round, ticket)
+	}
+}
+
+// checkRunnerLogTail: after the refused exchange, the runner's log tail is
+// readable (also after Close), bounded by its max, not empty once the
+// runner has written its refusal, and never holds the ticket.
+func checkRunnerLogTail(t *testing.T, ctx context.Context, in drivers.RunnerIngress, round int, ticket string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Until(deadlineOr(ctx, 30*time.Second)))
+	var tail []byte
+	for {
+		b, err := in.LogTail(ctx, drivers.MaxRunnerLogTail)
+		if err != nil {
+			t.Errorf("round %d: LogTail after the refused exchange: %v", round, err)
+			return
+		}
+		if strings.Contains(string(b), ticket) {
+			t.Fatalf("round %d: the runner's log holds the ticket: %q", round, b)
+		}
+		tail = b
+		if bytes.Contains(b, []byte("ticket_unknown")) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // the runner writes its refusal as it exits
+	}
+	if len(tail) == 0 {
+		t.Errorf("round %d: LogTail after the refused exchange is empty, want the runner's log", round)
+	} else if !bytes.Contains(tail, []byte("ticket_unknown")) {
+		t.Logf("round %d: the runner's log does not name the refusal (ticket_unknown) yet: %q", round, tail)
+	}
+	if b, err := in.LogTail(ctx, 8); err != nil || len(b) > 8 {
+		t.Errorf("round %d: LogTail(8) = %d bytes, %v; want at most 8", round, len(b), err)
 	}
 }
 

@@ -40,7 +40,9 @@
 // confirmed receipt. The terminal is an echo shell that runs each line
 // (stream.go); Capture saves a snapshot. HostRunner (runner.go) opens a
 // unix-socket ingress and runs prp/runner in this process: the tasks that
-// runner starts are the only host processes the fake starts.
+// runner starts are the only host processes the fake starts. Its log (the
+// runner's slog text and the error it ended with) is kept in memory, the
+// last drivers.MaxRunnerLogTail bytes, for LogTail.
 //
 // # Faults
 //

@@ -1,9 +1,11 @@
 package fake
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -61,6 +63,7 @@ type ingress struct {
 
 	mu       sync.Mutex
 	isClosed bool
+	log      *tailLog // the last Launch's runner log
 }
 
 var _ drivers.RunnerIngress = (*ingress)(nil)
@@ -116,14 +119,69 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	for k, v := range req.Env {
 		env = append(env, k+"="+v)
 	}
-	r, err := runner.New(in.Endpoint(), state, &runner.Options{Lease: req.Lease, Ticket: req.Ticket, BaseEnv: env})
+	log := &tailLog{}
+	in.mu.Lock()
+	in.log = log
+	in.mu.Unlock()
+	r, err := runner.New(in.Endpoint(), state, &runner.Options{Lease: req.Lease, Ticket: req.Ticket, BaseEnv: env,
+		Logger: slog.New(slog.NewTextHandler(log, nil))})
 	if err != nil {
 		os.RemoveAll(state)
+		fmt.Fprintln(log, "berth-runner:", err)
 		return fmt.Errorf("fake: launch runner in %s: %w", in.s.id, err)
 	}
 	go func() {
 		defer os.RemoveAll(state)
-		_ = r.Run(in.alive)
+		// As examples/runner does: the error that ended the runner is
+		// its log's last line.
+		if err := r.Run(in.alive); err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintln(log, "berth-runner:", err)
+		}
 	}()
 	return nil
+}
+
+// LogTail returns the last max bytes of what the last Launch's in-process
+// runner logged (its slog text at info level and the error it ended with,
+// as examples/runner writes them; the fake keeps the last
+// drivers.MaxRunnerLogTail bytes in memory), nil before any Launch.
+func (in *ingress) LogTail(ctx context.Context, max int) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("fake: runner log of %s: %w", in.s.id, err)
+	}
+	in.mu.Lock()
+	log := in.log
+	in.mu.Unlock()
+	if log == nil {
+		return nil, nil
+	}
+	return log.tail(drivers.ClampLogTail(max)), nil
+}
+
+// tailLog is an io.Writer that keeps the last drivers.MaxRunnerLogTail
+// bytes written to it.
+type tailLog struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+// Write appends p, dropping the oldest bytes beyond the bound.
+func (l *tailLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	if over := len(l.buf) - drivers.MaxRunnerLogTail; over > 0 {
+		l.buf = append(l.buf[:0], l.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// tail returns a copy of the last n bytes, nil when empty.
+func (l *tailLog) tail(n int) []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf) == 0 {
+		return nil
+	}
+	return bytes.Clone(l.buf[max(0, len(l.buf)-n):])
 }

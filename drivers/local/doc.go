@@ -19,8 +19,9 @@
 // has the same path. Launch starts the runner where it is through
 // drivers.LaunchRunnerByExec, detached in its own session, with a state
 // directory per berth lease id in that directory, its environment marked
-// (BERTH_HOSTED_RUNNER, inherited by its tasks). Closing the ingress stops
-// no runner. Release with Stop or Destroy ends every marked process
+// (BERTH_HOSTED_RUNNER, inherited by its tasks); LogTail reads the end of
+// the last launched runner's runner.log there (tail -c, through Exec).
+// Closing the ingress stops no runner. Release with Stop or Destroy ends every marked process
 // (SIGTERM, then SIGKILL; survivors make the receipt unconfirmed), although
 // they left the session's process groups, and removes the directory.
 package local

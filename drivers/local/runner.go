@@ -143,8 +143,9 @@ type ingress struct {
 	sock   string
 	binary string
 
-	mu     sync.Mutex
-	closed bool
+	mu      sync.Mutex
+	closed  bool
+	lastDir string // the state directory of the last Launch
 }
 
 var _ drivers.RunnerIngress = (*ingress)(nil)
@@ -193,6 +194,9 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	}
 	h := sha256.Sum256([]byte(req.Lease))
 	state := filepath.Join(in.dir, "state-"+hex.EncodeToString(h[:8]))
+	in.mu.Lock()
+	in.lastDir = state
+	in.mu.Unlock()
 	env := make(map[string]string, len(req.Env)+1)
 	for k, v := range req.Env {
 		env[k] = v
@@ -200,6 +204,22 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	env[drivers.RunnerMarkEnv] = filepath.Base(in.dir)
 	req.Env = env
 	return drivers.LaunchRunnerByExec(ctx, in.s, in.binary, in.Endpoint(), state, req)
+}
+
+// LogTail returns the tail of runner.log in the state directory of the
+// last Launch (drivers.RunnerLogTailByExec), nil before any Launch.
+func (in *ingress) LogTail(ctx context.Context, max int) ([]byte, error) {
+	in.mu.Lock()
+	dir := in.lastDir
+	in.mu.Unlock()
+	if dir == "" {
+		return nil, nil
+	}
+	b, err := drivers.RunnerLogTailByExec(ctx, in.s, dir, max)
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	return b, nil
 }
 
 // hostedProcesses returns the live processes (zombies excluded) whose

@@ -70,7 +70,9 @@
 // drivers.LaunchRunnerByExec, detached in its own session, so a dropped
 // connection does not end it; its state directory (one per berth lease id)
 // is in the lease directory, and its environment is marked
-// (BERTH_HOSTED_RUNNER, inherited by its tasks). Closing the ingress cancels
+// (BERTH_HOSTED_RUNNER, inherited by its tasks); LogTail reads the end of
+// the last launched runner's runner.log there with tail -c over the pooled
+// connection. Closing the ingress cancels
 // the forward and removes the socket and stops no runner. Release ends
 // every marked process of the login user (SIGTERM, then SIGKILL; survivors
 // make the receipt unconfirmed) and removes the lease directory.

@@ -296,6 +296,7 @@ type ingress struct {
 	closed   bool
 	ln       net.Listener // the current remote forward
 	forwards int          // forwards opened so far
+	lastDir  string       // the state directory of the last Launch
 }
 
 var _ drivers.RunnerIngress = (*ingress)(nil)
@@ -363,6 +364,9 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 		return fmt.Errorf("ssh %s: launch runner: the ingress is closed", in.sb.id)
 	}
 	state := in.dir + "/state-" + shortHash(req.Lease)
+	in.mu.Lock()
+	in.lastDir = state
+	in.mu.Unlock()
 	env := make(map[string]string, len(req.Env)+1)
 	for k, v := range req.Env {
 		env[k] = v
@@ -370,6 +374,23 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	env[drivers.RunnerMarkEnv] = in.sb.nonce
 	req.Env = env
 	return drivers.LaunchRunnerByExec(ctx, in.sb, in.binary, in.Endpoint(), state, req)
+}
+
+// LogTail returns the tail of runner.log in the state directory of the
+// last Launch through one command on the pooled connection
+// (drivers.RunnerLogTailByExec), nil before any Launch.
+func (in *ingress) LogTail(ctx context.Context, max int) ([]byte, error) {
+	in.mu.Lock()
+	dir := in.lastDir
+	in.mu.Unlock()
+	if dir == "" {
+		return nil, nil
+	}
+	b, err := drivers.RunnerLogTailByExec(ctx, in.sb, dir, max)
+	if err != nil {
+		return nil, fmt.Errorf("ssh: %w", err)
+	}
+	return b, nil
 }
 
 // endRunnersScript ends every process of the login user whose environment

@@ -10,7 +10,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
@@ -89,7 +92,13 @@ func (a *attachment) close() {
 // req.Scope for the lease (authorized: environment.ActionLease on the
 // lease's company; a refusal wraps environment.ErrDenied and nothing is
 // installed), launches the runner detached and waits for its hello. ctx
-// bounds everything; on failure the ingress is closed again. A lease has
+// bounds everything; on failure the ingress is closed again. When ctx's
+// deadline passes without a hello (a runner built for another
+// architecture, one that crashed or whose ticket was refused), the error
+// names the sandbox and the endpoint and carries the end of the runner's
+// log (RunnerIngress.LogTail: at most MaxAttachLogTail bytes, printable
+// text only, never the ticket), read within a few seconds more; a
+// cancelled ctx returns at once without it. A lease has
 // at most one attached runner in this process: a second Attach while one
 // is attached fails. A driver that cannot host a runner fails with an
 // error wrapping drivers.ErrUnsupported.
@@ -192,11 +201,78 @@ func (c *Controller) Attach(ctx context.Context, p environment.Principal, h *lea
 		}
 		select {
 		case <-ctx.Done():
+			err := fmt.Errorf("no hello from the runner in sandbox %s at %s%s: %w", h.SandboxID(), in.Endpoint(), c.runnerLogTail(ctx, in, l.ID), ctx.Err())
 			detach()
-			return fail(fmt.Errorf("no hello from the runner at %s: %w", in.Endpoint(), ctx.Err()))
+			return fail(err)
 		case <-ch:
 		}
 	}
+}
+
+// MaxAttachLogTail is how many bytes of the runner's log (the end of it)
+// an Attach error carries when the runner sent no hello.
+const MaxAttachLogTail = 2 << 10
+
+// attachLogTailWait bounds reading the runner's log after Attach's
+// deadline passed.
+const attachLogTailWait = 5 * time.Second
+
+// runnerLogTail returns "; runner log: " and the sanitized end of the
+// runner's log (RunnerIngress.LogTail, at most MaxAttachLogTail bytes), or
+// a note of why there is none, for Attach's error when no hello came.
+// After ctx's deadline it reads with a fresh one of attachLogTailWait; a
+// cancelled ctx (the caller gave up) reads nothing.
+func (c *Controller) runnerLogTail(ctx context.Context, in drivers.RunnerIngress, lease string) string {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return ""
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attachLogTailWait)
+	defer cancel()
+	b, err := in.LogTail(rctx, MaxAttachLogTail)
+	if err != nil {
+		c.log.Info("controller: reading the runner's log", "lease", lease, "err", err)
+		return "; the runner's log is unreadable"
+	}
+	if t := printableLog(b, MaxAttachLogTail); t != "" {
+		return "; runner log: " + t
+	}
+	return "; the runner's log is empty"
+}
+
+// printableLog returns the last at most max bytes of b as printable text:
+// valid UTF-8, line breaks and tabs as spaces, every other control or
+// invalid byte dropped, runs of spaces collapsed, trimmed. It starts with
+// "..." when it cut something off the front.
+func printableLog(b []byte, max int) string {
+	var sb strings.Builder
+	space := false
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		b = b[n:]
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			continue
+		case r == '\n' || r == '\r' || r == '\t' || r == ' ':
+			space = sb.Len() > 0
+			continue
+		case !unicode.IsPrint(r):
+			continue
+		}
+		if space {
+			sb.WriteByte(' ')
+			space = false
+		}
+		sb.WriteRune(r)
+	}
+	s := sb.String()
+	if len(s) > max {
+		cut := len(s) - max
+		for cut < len(s) && !utf8.RuneStart(s[cut]) {
+			cut++
+		}
+		s = "..." + s[cut:]
+	}
+	return s
 }
 
 // liveRun returns the session of lease and run whose runner is connected

@@ -45,7 +45,9 @@
 //     installs the runner (lease.Handle.HostRunner), serves the controller
 //     on the sandbox's ingress for as long as the lease lasts, mints a
 //     task or probe ticket (authorized), launches the runner and waits for
-//     its hello; RunnerSpecFromFile.
+//     its hello; without one by ctx's deadline, its error names the
+//     sandbox and carries the printable end of the runner's log
+//     (RunnerIngress.LogTail, MaxAttachLogTail); RunnerSpecFromFile.
 //
 //   - leasehook.go: the Controller is the lease manager's
 //     lease.TaskStopper: StopTasks stops and verifies every task of every
