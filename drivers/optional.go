@@ -208,14 +208,14 @@ type RunnerIngress interface {
 	// state directory), so that a dropped connection does not end it, and
 	// returns once it is started. The runner dials Endpoint.
 	Launch(ctx context.Context, req RunnerLaunch) error
-	// LogTail returns at most the last max bytes (max is clamped to
+	// LogTail returns at most the last limit bytes (limit is clamped to
 	// 1..MaxRunnerLogTail) of the log of the runner last launched through
 	// this ingress: what the runner wrote before it failed to reach the
 	// host (a wrong architecture, a crash, a refused ticket). It is nil
 	// when nothing was launched or nothing logged yet. The log never holds
 	// the ticket. It is raw bytes from the sandbox: a caller that shows it
 	// keeps printable text only. It honours ctx and works after Close.
-	LogTail(ctx context.Context, max int) ([]byte, error)
+	LogTail(ctx context.Context, limit int) ([]byte, error)
 }
 
 // ConfigNarrower is an optional interface that may be implemented by a

@@ -198,8 +198,8 @@ func (t taggedIngress) Launch(ctx context.Context, req drivers.RunnerLaunch) err
 
 // LogTail returns the tail of the runner's log (drivers.RunnerIngress),
 // an error naming the lease.
-func (t taggedIngress) LogTail(ctx context.Context, max int) ([]byte, error) {
-	b, err := t.RunnerIngress.LogTail(ctx, max)
+func (t taggedIngress) LogTail(ctx context.Context, limit int) ([]byte, error) {
+	b, err := t.RunnerIngress.LogTail(ctx, limit)
 	if err != nil {
 		return nil, t.h.wrap(err)
 	}

@@ -356,14 +356,14 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 // LogTail returns the tail of RunnerStateDir/runner.log through one exec in
 // the container (drivers.RunnerLogTailByExec), nil before any Launch
 // through this ingress.
-func (in *ingress) LogTail(ctx context.Context, max int) ([]byte, error) {
+func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 	in.mu.Lock()
 	launched := in.launched
 	in.mu.Unlock()
 	if !launched {
 		return nil, nil
 	}
-	b, err := drivers.RunnerLogTailByExec(ctx, in.s, RunnerStateDir, max)
+	b, err := drivers.RunnerLogTailByExec(ctx, in.s, RunnerStateDir, limit)
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}

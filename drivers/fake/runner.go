@@ -141,11 +141,11 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	return nil
 }
 
-// LogTail returns the last max bytes of what the last Launch's in-process
+// LogTail returns the last limit bytes of what the last Launch's in-process
 // runner logged (its slog text at info level and the error it ended with,
 // as examples/runner writes them; the fake keeps the last
 // drivers.MaxRunnerLogTail bytes in memory), nil before any Launch.
-func (in *ingress) LogTail(ctx context.Context, max int) ([]byte, error) {
+func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("fake: runner log of %s: %w", in.s.id, err)
 	}
@@ -155,7 +155,7 @@ func (in *ingress) LogTail(ctx context.Context, max int) ([]byte, error) {
 	if log == nil {
 		return nil, nil
 	}
-	return log.tail(drivers.ClampLogTail(max)), nil
+	return log.tail(drivers.ClampLogTail(limit)), nil
 }
 
 // tailLog is an io.Writer that keeps the last drivers.MaxRunnerLogTail

@@ -208,14 +208,14 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 
 // LogTail returns the tail of runner.log in the state directory of the
 // last Launch (drivers.RunnerLogTailByExec), nil before any Launch.
-func (in *ingress) LogTail(ctx context.Context, max int) ([]byte, error) {
+func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 	in.mu.Lock()
 	dir := in.lastDir
 	in.mu.Unlock()
 	if dir == "" {
 		return nil, nil
 	}
-	b, err := drivers.RunnerLogTailByExec(ctx, in.s, dir, max)
+	b, err := drivers.RunnerLogTailByExec(ctx, in.s, dir, limit)
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
