@@ -288,13 +288,6 @@ func (c *Controller) liveRun(lease, run string) (string, prp.Hello, bool) {
 	return "", prp.Hello{}, false
 }
 
-// Detach closes what serves lease's runner from this process (the ingress
-// server) and drops the connections of its sessions; the runner keeps
-// running and its tasks too (stop them first with StopAndVerify). It is
-// LeaseEnded under another name, for callers that end an attachment
-// without ending the lease.
-func (c *Controller) Detach(lease string) { c.LeaseEnded(lease) }
-
 // LeaseEnded implements lease.TaskStopper: the lease manager no longer
 // holds the lease's sandbox in this process, so the ingress server of its
 // attached runner is closed and its sessions' connections are dropped. It

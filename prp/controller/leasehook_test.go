@@ -232,7 +232,7 @@ func TestAnUnreachableRunnerLeavesTheLeasePendingAndTheSweepDestroys(t *testing.
 		t.Fatal(err)
 	}
 	waitTaskState(t, w.s, att.Session, "t-unreach", controller.TaskRunning)
-	w.s.c.Detach(h.ID()) // the ingress closes: the runner cannot come back
+	w.s.c.LeaseEnded(h.ID()) // the ingress closes: the runner cannot come back
 
 	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
 	if !errors.Is(err, lease.ErrCleanupPending) || !strings.Contains(err.Error(), "not answered") {
