@@ -155,6 +155,11 @@ type ConfigSchema struct {
 	// provider snapshot id). If nil, the ImageField's value is parsed with
 	// images.ParseReference. See ConfigSchema.Image.
 	ImageReference func(Config) (images.Reference, error)
+	// AccountField names the Secret field whose reference identifies the
+	// provider account the sandboxes run under (Daytona's API key), or ""
+	// for drivers without provider accounts. A managed account's project
+	// auth check (AUTH-2) is bound to the driver and this reference.
+	AccountField string
 	// Check, if not nil, validates the whole normalized config (cross-field
 	// rules). Return *ConfigError values to name fields.
 	Check func(Config) error

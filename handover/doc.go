@@ -9,8 +9,8 @@
 //     (company, managed-account reference): version (CheckVersion, 1),
 //     status, the prepared environment's config fingerprint (the lease
 //     reuse fingerprint, lease.Fingerprint), the provider (driver name and
-//     provider account: Daytona's API-key reference, else the environment
-//     id), the sorted project ids, when and by whom it was prepared and
+//     provider account: the reference in the schema's AccountField, such
+//     as Daytona's API key, else the environment id), the sorted project ids, when and by whom it was prepared and
 //     answered. Match compares it with a lease and a project set and says
 //     which part differs (MismatchError codes). Store is the record's
 //     store interface; handovertest holds its conformance suite, which

@@ -99,7 +99,7 @@ func (s *Service) refs(ctx context.Context, t controller.SecretTarget, uses []pr
 			if err != nil {
 				return nil, err
 			}
-			if err := s.match(ctx, l, t.Company, u); err != nil {
+			if err := s.match(ctx, l, drv.Schema(), t.Company, u); err != nil {
 				return nil, err
 			}
 			out[i] = ref
@@ -110,8 +110,9 @@ func (s *Service) refs(ctx context.Context, t controller.SecretTarget, uses []pr
 	return out, nil
 }
 
-// match checks the project auth check of u's account for lease l.
-func (s *Service) match(ctx context.Context, l *lease.Lease, company string, u prp.SecretUse) error {
+// match checks the project auth check of u's account for lease l, whose
+// driver has schema.
+func (s *Service) match(ctx context.Context, l *lease.Lease, schema *drivers.ConfigSchema, company string, u prp.SecretUse) error {
 	rec, err := s.src.Checks.GetAuthCheck(ctx, company, u.Ref)
 	if err != nil {
 		if !isNotFound(err) {
@@ -119,6 +120,6 @@ func (s *Service) match(ctx context.Context, l *lease.Lease, company string, u p
 		}
 		return &MismatchError{Code: CodeCheckMissing, Company: company, AccountRef: u.Ref, Detail: "no project auth check is recorded"}
 	}
-	prov := Provider{Driver: l.Provider, Account: s.o.ProviderAccount(l.Provider, l.Config, l.Environment)}
+	prov := Provider{Driver: l.Provider, Account: s.o.ProviderAccount(schema, l.Config, l.Environment)}
 	return rec.Match(l.Fingerprint, prov, slices.Clone(u.Projects))
 }

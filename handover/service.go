@@ -84,8 +84,9 @@ type Options struct {
 	// answer.
 	Checker Checker
 	// ProviderAccount names the provider account of a config of a driver
-	// (see Provider). Default: DefaultProviderAccount.
-	ProviderAccount func(driver string, cfg drivers.Config, environmentID string) string
+	// with the given schema (see Provider). Default:
+	// DefaultProviderAccount.
+	ProviderAccount func(schema *drivers.ConfigSchema, cfg drivers.Config, environmentID string) string
 	// Clock stamps preparations and answers. Default: the wall clock.
 	Clock clock.Clock
 	// Logger receives one line per preparation, answer, clear and refused
@@ -137,18 +138,12 @@ func New(src Sources, opts *Options) (*Service, error) {
 	return &Service{src: src, o: o, log: log, auth: o.Authorizer}, nil
 }
 
-// providerAccountFields names, per driver, the Secret config field whose
-// reference is the provider account. (A schema attribute in drivers would
-// say this without a list; until then, the one driver with provider
-// accounts is named here.)
-var providerAccountFields = map[string]string{"daytona": "api_key"}
-
-// DefaultProviderAccount returns the provider account of cfg: for Daytona
-// the reference of its API key ("secret:ID@vN"), for drivers without
-// provider accounts environmentID.
-func DefaultProviderAccount(driver string, cfg drivers.Config, environmentID string) string {
-	if f, ok := providerAccountFields[driver]; ok {
-		if ref, ok := cfg.SecretRef(f); ok {
+// DefaultProviderAccount returns the provider account of cfg: the
+// reference held by the schema's AccountField (Daytona's API key,
+// "secret:ID@vN"), or environmentID for drivers without provider accounts.
+func DefaultProviderAccount(schema *drivers.ConfigSchema, cfg drivers.Config, environmentID string) string {
+	if schema != nil && schema.AccountField != "" {
+		if ref, ok := cfg.SecretRef(schema.AccountField); ok {
 			return ref.String()
 		}
 	}
@@ -182,7 +177,7 @@ func (s *Service) subject(ctx context.Context, id string) (*environment.Environm
 	if err != nil {
 		return nil, "", Provider{}, fmt.Errorf("handover: environment %s (%s): %w", env.ID, env.Name, err)
 	}
-	return env, fp, Provider{Driver: env.Driver, Account: s.o.ProviderAccount(env.Driver, env.Config, env.ID)}, nil
+	return env, fp, Provider{Driver: env.Driver, Account: s.o.ProviderAccount(drv.Schema(), env.Config, env.ID)}, nil
 }
 
 // PrepareManagedAccount prepares the hand-over of managed account

@@ -85,6 +85,8 @@ func newSchema() *drivers.ConfigSchema {
 	return &drivers.ConfigSchema{
 		Driver:     Name,
 		ImageField: FieldSnapshotID,
+		// The API key's reference names the Daytona account (AUTH-2).
+		AccountField: FieldAPIKey,
 		// The snapshot id is the provider's own id: pinned (QUAL-6).
 		ImageReference: func(cfg drivers.Config) (images.Reference, error) {
 			id, err := images.SnapshotIdentity(Name, cfg.String(FieldSnapshotID))

@@ -103,6 +103,12 @@ func testCapabilities(t *testing.T, _ context.Context, h Harness) {
 			t.Errorf("Schema().ImageField %q is not an identity field", s.ImageField)
 		}
 	}
+	if s.AccountField != "" {
+		f, ok := s.Field(s.AccountField)
+		if !ok || f.Kind != drivers.KindSecret {
+			t.Errorf("Schema().AccountField %q is not a secret field", s.AccountField)
+		}
+	}
 	for _, f := range s.Fields {
 		if f.Kind == drivers.KindSecret && f.Default != nil {
 			t.Errorf("secret field %q has a default", f.Name)
