@@ -26,7 +26,7 @@
 //	assign clear KIND [KEY]
 //	assign resolve --company C [--workspace W] [--project P] [--agent A] [--require CAPS]
 //	image pin REF [--platform os/arch] [--insecure-registry HOST]...
-//	run ENV --company C [--workspace W] [--run R] [--runner-binary PATH] [--managed-account REF [--account-file PATH] [--project P]...] -- ARGV...
+//	run ENV --company C [--workspace W] [--run R] [--runner-binary PATH] [--connect-timeout D] [--managed-account REF [--account-file PATH] [--project P]...] -- ARGV...
 //	run --company C [--workspace W] [--project P] [--agent A] -- ARGV...  (through the scope's binding)
 //	probe ENV --company C [--runner [--runner-binary PATH]]
 //	probe --draft --driver D --config FILE|-
@@ -88,6 +88,9 @@ type globals struct {
 	// runnerBinary is berth.Options.RunnerBinary (run --runner-binary,
 	// probe --runner-binary).
 	runnerBinary string
+	// connectTimeout bounds run's wait for its runner to install, start
+	// and connect (run --connect-timeout).
+	connectTimeout time.Duration
 }
 
 func main() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -27,7 +28,7 @@ const runnerBuildHint = "CGO_ENABLED=0 go build -o berth-runner ./examples/runne
 // --managed-account tells the task where its managed account's file is.
 const ManagedAccountFileEnv = "MANAGED_ACCOUNT_FILE"
 
-const runUsage = `usage: envctl run ENV --company C [--workspace W] [--run R] [--runner-binary PATH] [--json]
+const runUsage = `usage: envctl run ENV --company C [--workspace W] [--run R] [--runner-binary PATH] [--connect-timeout D] [--json]
                  [--managed-account REF [--account-file PATH] [--project P]...] -- ARGV...
        envctl run --company C [--workspace W] [--project P] [--agent A] [...] -- ARGV...
 
@@ -46,6 +47,10 @@ N ended, 130 after Ctrl-C, 1 when envctl itself failed).
 the runner for the sandbox's architecture:
 
     ` + runnerBuildHint + `
+
+--connect-timeout (default 2m) bounds the wait for the runner to install,
+start and connect; a runner that does not connect in time fails the run
+with the tail of its log, and the lease is released.
 
 --managed-account REF hands the managed account REF (a secret reference
 secret:ID@vN in envctl's secret store, see 'envctl auth-check record
@@ -93,6 +98,7 @@ func runRun(ctx context.Context, g *globals, args []string) error {
 	accountFile := fs.String("account-file", "", "where the task gets the managed account (default /tmp/berth-managed-account-TASK)")
 	agent := fs.String("agent", "", "agent of the scope (lease through its binding)")
 	binary := fs.String("runner-binary", os.Getenv(RunnerBinaryEnv), "runner binary on this host (default $"+RunnerBinaryEnv+")")
+	connectTimeout := fs.Duration("connect-timeout", 2*time.Minute, "how long to wait for the runner to install, start and connect")
 	pos, err := parseInterleaved(fs, args)
 	dash := indexOf(args, "--")
 	if err != nil || dash < 0 || len(args[dash+1:]) == 0 {
@@ -132,6 +138,7 @@ func runRun(ctx context.Context, g *globals, args []string) error {
 		return fmt.Errorf("run %s: no runner binary: pass --runner-binary PATH or set $%s; build one with: %s", what, RunnerBinaryEnv, runnerBuildHint)
 	}
 	g.runnerBinary = *binary
+	g.connectTimeout = *connectTimeout
 	var acct *accountUse
 	if *account != "" {
 		acct = &accountUse{ref: *account, file: *accountFile, projects: projects}
@@ -234,7 +241,9 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 		}
 	}()
 	progress("lease %s (%s, sandbox %s)", h.ID(), h.Provider(), h.SandboxID())
-	att, err := sys.Runners.Attach(ctx, g.as, h, controller.AttachRequest{Runner: spec, Progress: func(s controller.AttachStage) {
+	actx, acancel := context.WithTimeout(ctx, cmp.Or(g.connectTimeout, 2*time.Minute))
+	defer acancel()
+	att, err := sys.Runners.Attach(actx, g.as, h, controller.AttachRequest{Runner: spec, Progress: func(s controller.AttachStage) {
 		switch s {
 		case controller.AttachInstalling:
 			progress("installing the runner (sha256 %s)...", spec.SHA256[:12])

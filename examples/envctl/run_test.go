@@ -225,3 +225,22 @@ func TestRunManagedAccountFlags(t *testing.T) {
 	}
 	wantContains(t, "stderr", errOut, "cleanup confirmed")
 }
+
+// A runner that cannot start ends run at --connect-timeout with what the
+// runner wrote (its log's tail), and the lease is released: envctl never
+// waits forever for a hello.
+func TestRunConnectTimeoutShowsTheRunnersLog(t *testing.T) {
+	c := newCLI(t)
+	dir := t.TempDir()
+	c.ok("env", "create", "--name", "here", "--driver", "local", "--config", writeFile(t, `{"workdir":"`+dir+`"}`))
+	// A "runner" that says why it cannot run and exits.
+	bin := filepath.Join(t.TempDir(), "not-a-runner")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho 'not-a-runner: cannot start on this host' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, msg := c.fail("run", "here", "--company", "acme", "--runner-binary", bin, "--connect-timeout", "3s", "--", "true")
+	wantContains(t, "error", msg, "no hello from the runner", "not-a-runner: cannot start on this host")
+	if out := c.ok("lease", "list", "--status", "active"); strings.Contains(out, "here") {
+		t.Errorf("a lease is still active after the failed run:\n%s", out)
+	}
+}
