@@ -335,27 +335,12 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 		t.Fatal(err)
 	}
 	lb, _ := json.Marshal(leases)
-	files := 0
-	scanFiles := func(roots ...string) {
-		for _, root := range roots {
-			_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-				if err != nil || d.IsDir() {
-					return nil
-				}
-				files++
-				if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(canary)) {
-					t.Errorf("%s holds the managed account", p)
-				}
-				return nil
-			})
-		}
-	}
 	// SQLite's files while the store is open (the -wal and -shm too),
 	// and again after Close checkpointed the log into the database.
-	scanFiles(dbDir)
+	files := testenv.CanaryInFiles(t, canary, "the managed account", dbDir)
 	rows := 0
 	if store == "postgres" {
-		rows = assertNoRow(t, storeURL, canary)
+		rows = testenv.CanaryInPostgres(t, storeURL, canary)
 	}
 	closed = true
 	if err := sys.Close(); err != nil {
@@ -366,7 +351,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 			t.Errorf("%s hold the managed account", what)
 		}
 	}
-	scanFiles(dbDir, sinkDir)
+	files += testenv.CanaryInFiles(t, canary, "the managed account", dbDir, sinkDir)
 	t.Logf("%s: canary absent from %d files, %d PostgreSQL rows, %d bytes of events, %d bytes of runner state, %d bytes of logs, %d /proc scans",
 		tg.driver, files, rows, evs.Len(), len(state), len(logs.String()), scanned)
 }

@@ -3,11 +3,8 @@ package berth_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -229,69 +226,11 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 			t.Errorf("%s hold the managed account", what)
 		}
 	}
-	files := 0
-	for _, root := range []string{filepath.Dir(dbFile), stateDir, sinkDir} {
-		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return nil
-			}
-			files++
-			if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(canary)) {
-				t.Errorf("%s holds the managed account", p)
-			}
-			return nil
-		})
-	}
+	files := testenv.CanaryInFiles(t, canary, "the managed account", filepath.Dir(dbFile), stateDir, sinkDir)
 	if kind == "postgres" {
-		files += assertNoRow(t, storeURL, canary)
+		files += testenv.CanaryInPostgres(t, storeURL, canary)
 	}
 	t.Logf("%s: canary absent from %d files or rows, %d bytes of events and %d bytes of logs", kind, files, evs.Len(), len(logs.String())+len(rlog.String()))
-}
-
-// assertNoRow fails if any row of any table of the PostgreSQL database at
-// url holds canary; it returns the rows read.
-func assertNoRow(t *testing.T, url, canary string) int {
-	t.Helper()
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query(`SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tables []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		tables = append(tables, n)
-	}
-	rows.Close()
-	n := 0
-	for _, tb := range tables {
-		rs, err := db.Query(fmt.Sprintf(`SELECT row_to_json(x)::text FROM %q x`, tb))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rs.Next() {
-			var s string
-			if err := rs.Scan(&s); err != nil {
-				t.Fatal(err)
-			}
-			n++
-			if strings.Contains(s, canary) {
-				t.Errorf("table %s holds the secret", tb)
-			}
-		}
-		rs.Close()
-	}
-	if n == 0 {
-		t.Error("no rows read from PostgreSQL")
-	}
-	return n
 }
 
 var errDone = errors.New("done")

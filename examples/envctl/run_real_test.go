@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,16 +169,7 @@ func TestRunManagedAccountInRealTargets(t *testing.T) {
 			if strings.Contains(c.all.String(), canary) {
 				t.Errorf("envctl printed the managed account")
 			}
-			files := 0
-			_ = filepath.WalkDir(filepath.Dir(c.db), func(p string, d fs.DirEntry, err error) error {
-				if err == nil && !d.IsDir() {
-					files++
-					if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(canary)) {
-						t.Errorf("%s holds the managed account", p)
-					}
-				}
-				return nil
-			})
+			files := testenv.CanaryInFiles(t, canary, "the managed account", filepath.Dir(c.db))
 			t.Logf("%s: canary absent from %d files of the database directory", name, files)
 		})
 	}

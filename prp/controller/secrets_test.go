@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -117,29 +115,6 @@ func readFile(t *testing.T, path string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// assertAbsent fails if canary appears in any file under the paths.
-func assertAbsent(t *testing.T, canary, what string, paths ...string) int {
-	t.Helper()
-	n := 0
-	for _, root := range paths {
-		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return nil
-			}
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return nil
-			}
-			n++
-			if bytes.Contains(b, []byte(canary)) {
-				t.Errorf("%s: %s holds the secret", what, p)
-			}
-			return nil
-		})
-	}
-	return n
-}
-
 // PRP "secrets in commands": secret values reach the task (an env var and a
 // 0600 file) and nothing else: not the runner's state directory (journal,
 // outbox, credentials), not the controller's store (SQLite file bytes,
@@ -231,12 +206,12 @@ func TestSecretValuesReachOnlyTheTask(t *testing.T) {
 			if controller.SecretFrames(s.c) != 1 {
 				t.Errorf("secrets frames sent = %d, want 1", controller.SecretFrames(s.c))
 			}
-			n := assertAbsent(t, canary, "runner state", stateDir)
-			n += assertAbsent(t, canary, "output sink", dataDir)
+			n := testenv.CanaryInFiles(t, canary, "runner state", stateDir)
+			n += testenv.CanaryInFiles(t, canary, "output sink", dataDir)
 			if kind == "sqlite" {
-				n += assertAbsent(t, canary, "SQLite files", filepath.Dir(dbFile))
+				n += testenv.CanaryInFiles(t, canary, "SQLite files", filepath.Dir(dbFile))
 			} else {
-				n += assertNoRow(t, url, canary)
+				n += testenv.CanaryInPostgres(t, url, canary)
 			}
 			t.Logf("%s: scanned %d files or rows, the events, the journal and %d bytes of logs", kind, n, len(clog.String())+len(rlog.String()))
 		})
@@ -244,52 +219,6 @@ func TestSecretValuesReachOnlyTheTask(t *testing.T) {
 }
 
 var errStop = errors.New("stop")
-
-// assertNoRow fails if any row of any table of the PostgreSQL database at
-// url holds canary; it returns the rows read.
-func assertNoRow(t *testing.T, url, canary string) int {
-	t.Helper()
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query(`SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tables []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		tables = append(tables, n)
-	}
-	rows.Close()
-	if len(tables) == 0 {
-		t.Fatal("no tables found")
-	}
-	n := 0
-	for _, tb := range tables {
-		rs, err := db.Query(fmt.Sprintf(`SELECT row_to_json(x)::text FROM %q x`, tb))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rs.Next() {
-			var s string
-			if err := rs.Scan(&s); err != nil {
-				t.Fatal(err)
-			}
-			n++
-			if strings.Contains(s, canary) {
-				t.Errorf("table %s holds the secret", tb)
-			}
-		}
-		rs.Close()
-	}
-	return n
-}
 
 // A dispatch whose secrets the resolver refuses journals nothing; secrets
 // the resolver cannot resolve at delivery make the runner refuse the
