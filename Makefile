@@ -12,6 +12,7 @@ GO        ?= go
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PKGS  := openssh-server openssh-client procps busybox-static postgresql dash bash zsh
 FUZZTIME  ?= 5s
+TEST_ACCOUNT := berthtest
 
 # Pinned tools, installed from the Go module proxy into TOOLS once per version
 # and kept there (a run with everything cached installs nothing).
@@ -40,6 +41,17 @@ prereqs:
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	@# The unprivileged account that tests about what a sandboxed task can
+	@# reach run the runner and its tasks as (internal/testenv.UnprivilegedName):
+	@# a login shell and an unlocked password field ("*"), which sshd with
+	@# UsePAM no needs.
+	@if ! id -u $(TEST_ACCOUNT) >/dev/null 2>&1; then \
+	  echo "creating the test account $(TEST_ACCOUNT)"; \
+	  $(SUDO) useradd --system --create-home --shell /bin/sh $(TEST_ACCOUNT); \
+	fi; \
+	if [ "$$($(SUDO) getent shadow $(TEST_ACCOUNT) | cut -d: -f2)" != "*" ]; then \
+	  $(SUDO) usermod -p '*' $(TEST_ACCOUNT); \
 	fi
 
 build:

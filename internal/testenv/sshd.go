@@ -40,6 +40,9 @@ type SSHServer struct {
 	clientFile string // path of the client private key file (0600)
 	home       string // HOME of sessions
 	authLine   string // the client key's authorized_keys line
+	keysDir    string // AuthorizedKeysFile's directory: one file per login user
+	unpriv     *Account
+	unprivHome string
 
 	cmd    *exec.Cmd
 	logMu  sync.Mutex
@@ -84,7 +87,7 @@ func SSHD(t testing.TB) *SSHServer {
 	write(t, filepath.Join(s.dir, "host_ed25519"), hostPEM)
 	write(t, s.clientFile, s.clientPEM)
 	s.authLine = string(ssh.MarshalAuthorizedKey(clientSigner.PublicKey()))
-	write(t, filepath.Join(s.dir, "authorized_keys"), s.authLine)
+	s.setUpKeys(t)
 
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -116,7 +119,7 @@ func (s *SSHServer) start(port int) error {
 		"ListenAddress 127.0.0.1",
 		"HostKey " + filepath.Join(s.dir, "host_ed25519"),
 		"PidFile " + filepath.Join(s.dir, "sshd.pid"),
-		"AuthorizedKeysFile " + filepath.Join(s.dir, "authorized_keys"),
+		"AuthorizedKeysFile " + filepath.Join(s.keysDir, "%u"),
 		"UsePAM no",
 		"StrictModes no",
 		"PubkeyAuthentication yes",
@@ -132,6 +135,11 @@ func (s *SSHServer) start(port int) error {
 		"SetEnv HOME=" + s.home,
 		"",
 	}, "\n")
+	if s.unpriv != nil {
+		// Match blocks come last: the unprivileged account's sessions get a
+		// home of their own that it may write.
+		conf += "Match User " + s.unpriv.Name + "\n\tSetEnv HOME=" + s.unprivHome + "\n"
+	}
 	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 		return err
 	}
@@ -303,5 +311,62 @@ func (s *SSHServer) ForceCommand(t testing.TB, script string) {
 	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
-	write(t, filepath.Join(s.dir, "authorized_keys"), `command="`+path+`" `+s.authLine)
+	s.writeKeys(t, `command="`+path+`" `+s.authLine)
+}
+
+// setUpKeys makes the directory sshd reads each login user's authorized
+// keys from (AuthorizedKeysFile DIR/%u): a file for the user running the
+// test and, when the machine has it (UnprivilegedAccount), one for the
+// unprivileged test account, whose sessions get a home of their own. sshd
+// reads a user's file as that user, so the directory lives outside the
+// test's 0700 temp dir, world-traversable, and is removed at cleanup.
+func (s *SSHServer) setUpKeys(t testing.TB) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "berth-sshd-keys-")
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	s.keysDir = dir
+	if a, ok := lookupUnprivileged(); ok && os.Geteuid() == 0 {
+		s.unpriv = &a
+		s.unprivHome = filepath.Join(dir, "home-"+a.Name)
+		if err := os.Mkdir(s.unprivHome, 0o700); err != nil {
+			t.Fatalf("testenv: %v", err)
+		}
+		if err := os.Chown(s.unprivHome, a.UID, a.GID); err != nil {
+			t.Fatalf("testenv: %v", err)
+		}
+	}
+	s.writeKeys(t, s.authLine)
+}
+
+// writeKeys writes line as the authorized keys of every login user.
+func (s *SSHServer) writeKeys(t testing.TB, line string) {
+	t.Helper()
+	write(t, filepath.Join(s.keysDir, s.user), line)
+	if s.unpriv != nil {
+		p := filepath.Join(s.keysDir, s.unpriv.Name)
+		write(t, p, line)
+		if err := os.Chown(p, s.unpriv.UID, s.unpriv.GID); err != nil {
+			t.Fatalf("testenv: %v", err)
+		}
+	}
+}
+
+// UnprivilegedLogin returns the unprivileged test account
+// (UnprivilegedAccount) as a login user of this server, with the HOME its
+// sessions get (a directory it owns), authorized with ClientKeyPEM like
+// User. When the account is missing or the test does not run as root it
+// calls Missing.
+func (s *SSHServer) UnprivilegedLogin(t testing.TB) (a Account, home string) {
+	t.Helper()
+	if s.unpriv == nil {
+		UnprivilegedAccount(t) // ends the test with the reason
+		Missing(t, "an sshd login as the unprivileged test account", "run the tests as root", nil)
+	}
+	return *s.unpriv, s.unprivHome
 }
