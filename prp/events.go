@@ -113,6 +113,10 @@ const (
 	// CodeSecretsUnavailable: the controller could not resolve the task's
 	// secrets at delivery (SecretValues.Code says more); nothing ran.
 	CodeSecretsUnavailable = "secrets_unavailable"
+	// CodeSecretFile: a secret file could not be created safely by the
+	// runner itself (a file or symlink already at its path, a symlink in
+	// a parent directory); nothing was written and nothing ran.
+	CodeSecretFile = "secret_file_refused"
 )
 
 // Result is the outcome of one command.
