@@ -65,6 +65,14 @@ func (components) PRP() Component {
 				// the lease (controller.Store.LeaseSessions).
 				`CREATE INDEX prp_sessions_lease ON prp_sessions (lease, created_at)`,
 			},
+		}, {
+			Version: 3,
+			Name:    "prp secrets delivered at most once per command",
+			SQL: []string{
+				// ClaimSecrets sets it in one conditional UPDATE (NULL
+				// until the values of the command's secrets went out).
+				`ALTER TABLE prp_commands ADD COLUMN secrets_sent_at BIGINT`,
+			},
 		}},
 	}
 }

@@ -143,6 +143,28 @@ func (s *PRPStore) CompleteCommand(ctx context.Context, session string, res prp.
 	return r, nil
 }
 
+// ClaimSecrets implements controller.Store with one conditional UPDATE
+// (secrets_sent_at still NULL): of any number of replicas and connections
+// exactly one claim succeeds.
+func (s *PRPStore) ClaimSecrets(ctx context.Context, session, id string, now time.Time) (bool, error) {
+	res, err := s.db.writes().exec(ctx, `UPDATE prp_commands SET secrets_sent_at = ?
+		WHERE session = ? AND id = ? AND secrets_sent_at IS NULL`, nanos(now), session, id)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	if err != nil {
+		return false, fmt.Errorf("sqlstore: claim the secrets of command %s of session %s: %w", id, session, err)
+	}
+	if n == 1 {
+		return true, nil
+	}
+	if _, err := s.GetCommand(ctx, session, id); err != nil {
+		return false, err
+	}
+	return false, nil
+}
+
 // PutEvent implements controller.Store with INSERT ... ON CONFLICT DO
 // NOTHING on (session, seq).
 func (s *PRPStore) PutEvent(ctx context.Context, r controller.EventRecord) (bool, error) {

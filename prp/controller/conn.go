@@ -203,7 +203,11 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 			// Secret values go right before their command, in their own
 			// frame, resolved now and never stored (PRP "secrets in
 			// commands").
-			if sv, ok := lc.secretsFor(ctx, r); ok {
+			sv, ok, err := lc.secretsFor(ctx, r)
+			if err != nil {
+				return err
+			}
+			if ok {
 				if err := lc.send(ctx, prp.TypeSecrets, 0, acked, sv); err != nil {
 					return err
 				}

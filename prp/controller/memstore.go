@@ -17,6 +17,7 @@ type MemoryStore struct {
 	sessions map[string]Session
 	commands map[string][]CommandRecord // by session, index seq-1
 	events   map[string]map[uint64]EventRecord
+	claimed  map[[2]string]bool // secrets delivered, by (session, command id)
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -26,6 +27,7 @@ func (s *MemoryStore) init() {
 		s.sessions = map[string]Session{}
 		s.commands = map[string][]CommandRecord{}
 		s.events = map[string]map[uint64]EventRecord{}
+		s.claimed = map[[2]string]bool{}
 	}
 }
 
@@ -216,6 +218,27 @@ func (s *MemoryStore) LastEventSeq(ctx context.Context, session string) (uint64,
 		last = max(last, seq)
 	}
 	return last, nil
+}
+
+// ClaimSecrets implements Store.
+func (s *MemoryStore) ClaimSecrets(ctx context.Context, session, id string, _ time.Time) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	for _, r := range s.commands[session] {
+		if r.Command.ID == id {
+			k := [2]string{session, id}
+			if s.claimed[k] {
+				return false, nil
+			}
+			s.claimed[k] = true
+			return true, nil
+		}
+	}
+	return false, fmt.Errorf("controller: command %q of session %s: %w", id, session, ErrNotFound)
 }
 
 // validSession checks a session record's fields.

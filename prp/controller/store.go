@@ -106,6 +106,15 @@ type Store interface {
 	// none). The controller stores events only in seq order, so this is
 	// the cumulative ack.
 	LastEventSeq(ctx context.Context, session string) (uint64, error)
+
+	// ClaimSecrets records, in one compare-and-swap, that the secret
+	// values of command id of session are being delivered: true for the
+	// one call (on any replica) that made the claim, false for every call
+	// after it. The controller sends a secrets frame only after a claim
+	// returned true, so a value goes out at most once per command, across
+	// reconnects and replicas. ErrNotFound if the command is not
+	// journaled.
+	ClaimSecrets(ctx context.Context, session, id string, now time.Time) (bool, error)
 }
 
 // EventBatcher is an optional interface that may be implemented by a

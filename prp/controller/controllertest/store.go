@@ -259,6 +259,45 @@ func TestStore(t *testing.T, newStore func(t *testing.T) controller.Store) {
 			t.Errorf("EventsAfter (-want +got):\n%s", diff)
 		}
 	})
+	t.Run("the secrets of a command are claimed once, of concurrent claims one wins", func(t *testing.T) {
+		s := newStore(t)
+		session(t, s, "s_1")
+		if _, _, err := s.AppendCommand(ctx, "s_1", start("c1", "a"), now); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.AppendCommand(ctx, "s_1", start("c2", "b"), now); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		won := 0
+		for range 8 {
+			wg.Go(func() {
+				ok, err := s.ClaimSecrets(ctx, "s_1", "c1", now)
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					mu.Lock()
+					won++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if won != 1 {
+			t.Errorf("%d of 8 concurrent claims of c1 won, want 1", won)
+		}
+		if ok, err := s.ClaimSecrets(ctx, "s_1", "c1", now); ok || err != nil {
+			t.Errorf("a later claim of c1 = %v, %v; want false", ok, err)
+		}
+		if ok, err := s.ClaimSecrets(ctx, "s_1", "c2", now); !ok || err != nil {
+			t.Errorf("the first claim of c2 = %v, %v; want true", ok, err)
+		}
+		if _, err := s.ClaimSecrets(ctx, "s_1", "c3", now); !errors.Is(err, controller.ErrNotFound) {
+			t.Errorf("a claim of an unknown command = %v, want ErrNotFound", err)
+		}
+	})
 	t.Run("a cancelled context is honoured", func(t *testing.T) {
 		s := newStore(t)
 		cctx, cancel := context.WithCancel(ctx)
