@@ -140,6 +140,9 @@ type Output struct {
 	Stream Stream `json:"stream"`
 	Offset int64  `json:"offset"`
 	Data   []byte `json:"data"`
+	// Truncated is set by the controller on a stored chunk: the bytes of
+	// it discarded past an output limit (what a runner sends is ignored).
+	Truncated int64 `json:"truncated,omitempty"`
 }
 
 // Exit is how a task ended. Code is -1 when a signal ended it (Signal

@@ -18,6 +18,7 @@ type MemoryStore struct {
 	commands map[string][]CommandRecord // by session, index seq-1
 	events   map[string]map[uint64]EventRecord
 	claimed  map[[2]string]bool // secrets delivered, by (session, command id)
+	usage    map[[2]string]OutputUsage // by (session, task)
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -28,6 +29,7 @@ func (s *MemoryStore) init() {
 		s.commands = map[string][]CommandRecord{}
 		s.events = map[string]map[uint64]EventRecord{}
 		s.claimed = map[[2]string]bool{}
+		s.usage = map[[2]string]OutputUsage{}
 	}
 }
 
@@ -213,11 +215,38 @@ func (s *MemoryStore) LastEventSeq(ctx context.Context, session string) (uint64,
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var last uint64
+	last := s.usage[[2]string{session, ""}].Seq
 	for seq := range s.events[session] {
 		last = max(last, seq)
 	}
 	return last, nil
+}
+
+// OutputUsage implements Store.
+func (s *MemoryStore) OutputUsage(ctx context.Context, session, task string) (OutputUsage, error) {
+	if err := ctx.Err(); err != nil {
+		return OutputUsage{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.usage[[2]string{session, task}], nil
+}
+
+// PutOutputUsage implements Store.
+func (s *MemoryStore) PutOutputUsage(ctx context.Context, session string, us []TaskUsage) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	for _, u := range us {
+		k := [2]string{session, u.Task}
+		if old, ok := s.usage[k]; !ok || old.Seq < u.Usage.Seq {
+			s.usage[k] = u.Usage
+		}
+	}
+	return nil
 }
 
 // ClaimSecrets implements Store.
