@@ -168,3 +168,44 @@ func TestSessionOutputCapsHoldAcrossReplicas(t *testing.T) {
 		t.Errorf("stored events = %v, want 7", kinds)
 	}
 }
+
+// Issue 22 item 4 with the real runner: output_limit 16 stores 16 bytes
+// and the result says truncated; the session's byte cap, which the runner
+// does not know, cuts a second task's output and marks its exit, and the
+// task still runs to its end (it is not stopped).
+func TestRealRunnerOutputIsBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newServer(t, controller.Options{MaxSessionOutput: 1000})
+	session := startRunner(t, s, prp.ScopeTask)
+	if _, err := s.c.StartTask(ctx, operator, session, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"sh", "-c", "head -c 100000 /dev/zero"}, OutputLimit: 16}); err != nil {
+		t.Fatal(err)
+	}
+	if res := wait(t, s, session, "c1"); res.Exit == nil || !res.Exit.Truncated {
+		t.Errorf("c1 exit = %+v, want truncated", res.Exit)
+	}
+	if out, err := s.c.Output(ctx, operator, session, "t1", prp.Stdout); err != nil || len(out) != 16 {
+		t.Errorf("stored output of t1 = %d bytes (%v), want 16", len(out), err)
+	}
+	if _, err := s.c.StartTask(ctx, operator, session, "c2", prp.TaskStart{TaskID: "t2", Argv: []string{"sh", "-c", "head -c 5000 /dev/zero; echo done >&2; exit 3"}}); err != nil {
+		t.Fatal(err)
+	}
+	res := wait(t, s, session, "c2")
+	if res.Exit == nil || !res.Exit.Truncated || res.Exit.Code != 3 {
+		t.Errorf("c2 exit = %+v, want code 3 (ran to its end) and truncated", res.Exit)
+	}
+	out, err := s.c.Output(ctx, operator, session, "t2", prp.Stdout)
+	if err != nil || len(out) != 1000-16 {
+		t.Errorf("stored output of t2 = %d bytes (%v), want %d (the session's cap)", len(out), err, 1000-16)
+	}
+	if u, err := s.c.OutputStatus(ctx, operator, session, ""); err != nil || u.Bytes != 1000 {
+		t.Errorf("session usage = %+v, %v; want 1000 bytes stored", u, err)
+	}
+	// Reads from an offset, bounded.
+	if b, err := s.c.OutputFrom(ctx, operator, session, "t2", prp.Stdout, 900, 50); err != nil || len(b) != 50 {
+		t.Errorf("OutputFrom(900, 50) = %d bytes (%v), want 50", len(b), err)
+	}
+	if b, err := s.c.OutputFrom(ctx, operator, session, "t2", prp.Stdout, 950, 100); err != nil || len(b) != 1000-16-950 {
+		t.Errorf("OutputFrom(950, 100) = %d bytes (%v), want %d", len(b), err, 1000-16-950)
+	}
+}

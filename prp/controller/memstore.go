@@ -17,7 +17,7 @@ type MemoryStore struct {
 	sessions map[string]Session
 	commands map[string][]CommandRecord // by session, index seq-1
 	events   map[string]map[uint64]EventRecord
-	claimed  map[[2]string]bool // secrets delivered, by (session, command id)
+	claimed  map[[2]string]bool        // secrets delivered, by (session, command id)
 	usage    map[[2]string]OutputUsage // by (session, task)
 }
 
