@@ -140,15 +140,18 @@ func (a *accounting) decide(ctx context.Context, seq uint64, ev prp.Event, now t
 		it.total = a.total
 		return it, nil
 	}
-	if a.sess.Scope != prp.ScopeTask {
+	probe := a.sess.Scope != prp.ScopeTask
+	if probe && ev.Kind != prp.EventResult {
 		return discard("a probe session has no tasks")
 	}
 	if ev.Kind == prp.EventResult {
-		if a.total.Events >= c.o.MaxSessionEvents {
-			// Past the cap only a result a command still waits for.
+		if probe || a.total.Events >= c.o.MaxSessionEvents {
+			// Past the cap, and on a probe session (whose runner refuses
+			// a command a broken journal holds), only a result a command
+			// still waits for.
 			r, err := c.o.Store.GetCommand(ctx, a.sess.ID, ev.Result.CommandID)
 			if errors.Is(err, ErrNotFound) || (err == nil && r.State.Terminal()) {
-				return discard("the session's event cap")
+				return discard("the session's event cap, or a probe session")
 			}
 			if err != nil {
 				return intakeItem{}, err

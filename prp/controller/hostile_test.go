@@ -19,6 +19,9 @@ type hostileRunner struct {
 	ws      *websocket.Conn
 	session string
 	welcome prp.Welcome
+	// frames are the frames read after the welcome by a goroutine that
+	// keeps reading (so that pings are answered while the test writes).
+	frames chan []byte
 }
 
 // connectRaw dials s with token and sends a hello offering caps with
@@ -45,6 +48,17 @@ func connectRaw(t *testing.T, s *server, token string, caps []prp.Capability, r 
 		t.Fatal(err)
 	}
 	rr.session = rr.welcome.Session
+	rr.frames = make(chan []byte, 1024)
+	go func() {
+		defer close(rr.frames)
+		for {
+			_, b, err := ws.Read(context.Background())
+			if err != nil {
+				return
+			}
+			rr.frames <- b
+		}
+	}()
 	return rr
 }
 
@@ -70,9 +84,23 @@ func (rr *hostileRunner) send(typ prp.Type, seq uint64, body any) {
 // next reads the next frame.
 func (rr *hostileRunner) next(ctx context.Context) prp.Envelope {
 	rr.t.Helper()
-	_, b, err := rr.ws.Read(ctx)
-	if err != nil {
-		rr.t.Fatalf("read: %v", err)
+	var b []byte
+	if rr.frames == nil { // the welcome
+		_, m, err := rr.ws.Read(ctx)
+		if err != nil {
+			rr.t.Fatalf("read: %v", err)
+		}
+		b = m
+	} else {
+		select {
+		case m, ok := <-rr.frames:
+			if !ok {
+				rr.t.Fatal("read: the connection ended")
+			}
+			b = m
+		case <-ctx.Done():
+			rr.t.Fatal(ctx.Err())
+		}
 	}
 	env, err := prp.DecodeFrame(b, prp.HardMaxFrame)
 	if err != nil {

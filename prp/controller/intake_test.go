@@ -36,7 +36,7 @@ func storedEvents(t *testing.T, s *server, session string) []prp.EventKind {
 }
 
 // Issue 22 item 4, against a hostile runner speaking the protocol: a task
-// with output_limit 16 has 16 bytes stored of 1 MiB and its output marked
+// with output_limit 16 has 16 bytes stored of 257 KiB and its output marked
 // truncated (chunk, exit, result, OutputStatus), and is not stopped; the
 // output of a task never started in the session and every event of a
 // probe session are acked and discarded.
@@ -45,7 +45,8 @@ func TestOutputIntakeIsBounded(t *testing.T) {
 	ctx := context.Background()
 	t.Run("output limit", func(t *testing.T) {
 		t.Parallel()
-		s := newServer(t, controller.Options{})
+		// A heartbeat that outlasts a slow intake of the flood (-race).
+		s := newServer(t, controller.Options{Limits: prp.Welcome{Heartbeat: 10 * time.Second}})
 		_, token := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
 		rr := connectRaw(t, s, token, []prp.Capability{prp.CapTasks}, prp.Resume{})
 		if _, err := s.c.StartTask(ctx, operator, rr.session, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"yes"}, OutputLimit: 16}); err != nil {
@@ -53,10 +54,10 @@ func TestOutputIntakeIsBounded(t *testing.T) {
 		}
 		rr.until(prp.TypeCommand, nil)
 		rr.event(1, prp.Event{Kind: prp.EventStarted, TaskID: "t1", PID: 4242})
-		seq := rr.output(2, "t1", prp.Stdout, 1<<20)
+		seq := rr.output(2, "t1", prp.Stdout, 256<<10)
 		seq = rr.output(seq, "t1", prp.Stderr, 1<<10)
 		// Output of a task the session never started.
-		seq = rr.output(seq, "ghost", prp.Stdout, 1<<20)
+		seq = rr.output(seq, "ghost", prp.Stdout, 256<<10)
 		rr.event(seq, prp.Event{Kind: prp.EventExit, TaskID: "t1", Exit: &prp.Exit{Code: 0}})
 		rr.event(seq+1, prp.Event{Kind: prp.EventResult, Result: &prp.Result{CommandID: "c1", Status: prp.ResultDone, Exit: &prp.Exit{Code: 0}}})
 		rr.acked(seq + 1)
@@ -75,7 +76,7 @@ func TestOutputIntakeIsBounded(t *testing.T) {
 			t.Errorf("stored output of a task never started = %d bytes (%v), want none", len(out), err)
 		}
 		u, err := s.c.OutputStatus(ctx, operator, rr.session, "t1")
-		if err != nil || u.Bytes != 16 || u.Truncated != 1<<20+1<<10-16 {
+		if err != nil || u.Bytes != 16 || u.Truncated != 256<<10+1<<10-16 {
 			t.Errorf("OutputStatus(t1) = %+v, %v; want 16 bytes and the rest truncated", u, err)
 		}
 		var chunkCut, exitCut bool
