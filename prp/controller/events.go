@@ -376,7 +376,7 @@ func (c *Controller) OutputFrom(ctx context.Context, p environment.Principal, se
 	if limit <= 0 || limit > MaxOutputRead {
 		limit = MaxOutputRead
 	}
-	out := []byte{}
+	var out []byte
 	var last uint64
 	var end int64 // the stream's stored bytes so far
 	for {
