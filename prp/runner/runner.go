@@ -63,7 +63,8 @@ type Runner struct {
 // or wss; "exchange" and "connect" are resolved against it), or for
 // UnixScheme and the absolute path of a unix socket at which the controller
 // serves its PRP endpoints at the root (a sandbox's runner ingress), keeping its
-// journal, outbox and credentials in stateDir (created 0700). It opens the
+// journal and outbox in stateDir (created 0700); its token and state key it
+// keeps in memory only. It opens the
 // journal, marking commands interrupted by a previous runner's death
 // indeterminate; it connects nothing before Run.
 func New(controllerURL, stateDir string, opts *Options) (*Runner, error) {
@@ -104,11 +105,12 @@ func New(controllerURL, stateDir string, opts *Options) (*Runner, error) {
 	if r.id, err = runnerID(stateDir); err != nil {
 		return nil, err
 	}
-	if r.cred, r.haveCred, err = loadCredentials(stateDir); err != nil {
-		return nil, err
+	if o.Ticket == "" {
+		return nil, errors.New("runner: no ticket was given (a runner restarted on its state directory needs a resume ticket)")
 	}
-	if !r.haveCred && o.Ticket == "" {
-		return nil, fmt.Errorf("runner: state directory %s holds no credentials and no ticket was given", stateDir)
+	// Older runners kept their token here, where a task could read it.
+	if err := os.Remove(filepath.Join(stateDir, legacyCredFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("runner: remove the stored token of an older runner: %w", err)
 	}
 	if r.j, r.interrupted, err = openJournal(stateDir); err != nil {
 		return nil, err
