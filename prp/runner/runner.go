@@ -64,9 +64,11 @@ type Runner struct {
 // UnixScheme and the absolute path of a unix socket at which the controller
 // serves its PRP endpoints at the root (a sandbox's runner ingress), keeping its
 // journal and outbox in stateDir (created 0700); its token and state key it
-// keeps in memory only. It opens the
-// journal, marking commands interrupted by a previous runner's death
-// indeterminate; it connects nothing before Run.
+// keeps in memory only. It connects nothing before Run, which first
+// exchanges the ticket and then opens the journal and outbox with the
+// session's state key (marking commands interrupted by a previous
+// runner's death, or named by records that fail their check,
+// indeterminate).
 func New(controllerURL, stateDir string, opts *Options) (*Runner, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -112,14 +114,6 @@ func New(controllerURL, stateDir string, opts *Options) (*Runner, error) {
 	if err := os.Remove(filepath.Join(stateDir, legacyCredFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("runner: remove the stored token of an older runner: %w", err)
 	}
-	if r.j, r.interrupted, err = openJournal(stateDir); err != nil {
-		return nil, err
-	}
-	r.lastQueued = r.j.last()
-	if r.out, err = openOutbox(stateDir, o.MaxUnackedBytes); err != nil {
-		r.j.close()
-		return nil, err
-	}
 	if o.Subreaper {
 		if err := becomeSubreaper(); err != nil {
 			r.log.Warn("runner: cannot become a child subreaper; orphaned task processes are reaped by init", "err", err)
@@ -159,6 +153,15 @@ func (r *Runner) Tag(taskID string) string { return TagEnv + "=" + r.id + ":" + 
 // and closed its files; a Runner runs once.
 func (r *Runner) Run(ctx context.Context) error {
 	defer r.close()
+	// The state key comes with the exchange: the journal and outbox are
+	// opened (and their records checked) only then.
+	cred, err := r.bootstrap(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.openState(cred.StateKey); err != nil {
+		return err
+	}
 	defer r.watchChildren()()
 	// Tasks and their events outlive ctx until the shutdown below: output
 	// still in the pipes goes to the outbox, not away.
@@ -168,7 +171,6 @@ func (r *Runner) Run(ctx context.Context) error {
 	wg.Go(func() { r.commandLoop(ctx, taskCtx) })
 	r.reportInterrupted(taskCtx)
 
-	var err error
 	for attempt := 0; ; attempt++ {
 		var welcomed bool
 		welcomed, err = r.session(ctx)
@@ -203,6 +205,50 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.queue.close()
 	wg.Wait()
 	return err
+}
+
+// bootstrap exchanges the ticket, retrying with backoff until the
+// controller answers or ctx ends; a refusal is final.
+func (r *Runner) bootstrap(ctx context.Context) (credentials, error) {
+	for attempt := 0; ; attempt++ {
+		c, err := r.credentialsFor(ctx)
+		if err == nil {
+			if len(c.StateKey) != prp.StateKeyLen {
+				return credentials{}, fmt.Errorf("%w: the exchange sent no state key", ErrRefused)
+			}
+			return c, nil
+		}
+		var p permanent
+		if errors.As(err, &p) {
+			return credentials{}, err
+		}
+		r.log.Info("runner: exchange failed; retrying", "err", err, "attempt", attempt)
+		select {
+		case <-ctx.Done():
+			return credentials{}, ctx.Err()
+		case <-time.After(r.opts.Backoff(attempt)):
+		}
+	}
+}
+
+// openState opens the journal and the outbox with the session's state
+// key, marking commands interrupted by a previous runner's death (or named
+// by records that fail their check) indeterminate.
+func (r *Runner) openState(key []byte) error {
+	j, interrupted, err := openJournal(r.dir, key)
+	if err != nil {
+		return err
+	}
+	out, err := openOutbox(r.dir, r.opts.MaxUnackedBytes, key)
+	if err != nil {
+		j.close()
+		return err
+	}
+	r.mu.Lock()
+	r.j, r.interrupted, r.out = j, interrupted, out
+	r.lastQueued = j.last()
+	r.mu.Unlock()
+	return nil
 }
 
 // armOrphanTimer starts the orphan grace once per disconnection.
@@ -366,6 +412,9 @@ func (r *Runner) close() {
 	r.mu.Lock()
 	r.disarmOrphanTimer()
 	r.mu.Unlock()
+	if r.out == nil {
+		return
+	}
 	if err := errors.Join(r.out.close(), r.j.close()); err != nil {
 		r.log.Error("runner: close state", "err", err)
 	}
