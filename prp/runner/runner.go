@@ -2,7 +2,10 @@ package runner
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -159,6 +162,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := r.claimStateDir(cred); err != nil {
+		return err
+	}
 	if err := r.openState(cred.StateKey); err != nil {
 		return err
 	}
@@ -229,6 +235,33 @@ func (r *Runner) bootstrap(ctx context.Context) (credentials, error) {
 		case <-time.After(r.opts.Backoff(attempt)):
 		}
 	}
+}
+
+// sessionFile names the session whose journal and outbox the state
+// directory holds: "<session> <mac>", the mac an HMAC of the session id
+// under its state key.
+const sessionFile = "session"
+
+// claimStateDir checks, for a resume, that the state directory holds the
+// resumed session (its session file's mac verifies under the state key):
+// a runner without its session's journal would run the commands the
+// controller sends again. A fresh session's runner writes the file.
+func (r *Runner) claimStateDir(c credentials) error {
+	m := hmac.New(sha256.New, c.StateKey)
+	m.Write([]byte("berth runner state directory\x00" + c.Session))
+	want := c.Session + " " + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	path := filepath.Join(r.dir, sessionFile)
+	if c.Resume {
+		b, err := os.ReadFile(path)
+		if err != nil || !hmac.Equal([]byte(strings.TrimSpace(string(b))), []byte(want)) {
+			return permanent{fmt.Errorf("%w: a resume ticket of session %s, but the state directory %s does not hold that session's journal", ErrRefused, c.Session, r.dir)}
+		}
+		return nil
+	}
+	if err := os.WriteFile(path, []byte(want+"\n"), 0o600); err != nil {
+		return fmt.Errorf("runner: state directory %s: %w", r.dir, err)
+	}
+	return nil
 }
 
 // openState opens the journal and the outbox with the session's state

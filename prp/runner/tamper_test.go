@@ -133,3 +133,32 @@ func TestOutboxRecordsAreAuthenticated(t *testing.T) {
 		t.Errorf("cursor = %d, %d; want oldest 4 (1..3 lost), next 6", oldest, next)
 	}
 }
+
+// Issue 22 item 2: a resume ticket is used only on the state directory
+// that holds its session's journal: on another (a fresh one, whose runner
+// would run the session's commands again) the runner refuses to start.
+func TestResumeNeedsTheSessionsStateDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	key := bytes.Repeat([]byte{3}, 32)
+	r := &Runner{dir: dir}
+	if err := r.claimStateDir(credentials{Session: "s_1", StateKey: key}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.claimStateDir(credentials{Session: "s_1", StateKey: key, Resume: true}); err != nil {
+		t.Errorf("resume on the session's own state directory: %v", err)
+	}
+	if err := r.claimStateDir(credentials{Session: "s_1", StateKey: bytes.Repeat([]byte{4}, 32), Resume: true}); err == nil {
+		t.Error("resume with another state key accepted the state directory")
+	}
+	fresh := &Runner{dir: t.TempDir()}
+	if err := fresh.claimStateDir(credentials{Session: "s_1", StateKey: key, Resume: true}); err == nil {
+		t.Error("resume on a fresh state directory accepted")
+	}
+	if err := os.WriteFile(filepath.Join(fresh.dir, sessionFile), []byte("s_1 forged\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.claimStateDir(credentials{Session: "s_1", StateKey: key, Resume: true}); err == nil {
+		t.Error("resume on a state directory with a forged session file accepted")
+	}
+}
