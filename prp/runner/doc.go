@@ -39,7 +39,9 @@
 //
 // Nothing a task can reach is trusted (issue 22): tasks run as the runner's
 // user and can read and write its state directory. The state directory
-// holds the journal, the outbox and the runner's id, never a secret: the
+// holds the journal, the outbox, the runner's id and the session it belongs
+// to (with an HMAC under the state key: a resume ticket is used only on its
+// session's own directory), never a secret: the
 // token and the state key live in the runner's memory, and the binary makes
 // itself non-dumpable (MakeUndumpable) before it reads its ticket, so that
 // a task cannot read its memory, environment or fds. A journal line that
