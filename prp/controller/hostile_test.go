@@ -127,28 +127,8 @@ func TestAHostileTaskCannotBecomeItsRunner(t *testing.T) {
 
 	// Had the task the session's token: a second connection is refused
 	// while the (stopped) runner's connection lives.
-	now := time.Now()
-	tok, err := testSigner(t).Mint(prp.Claims{Lease: "lease-1", Run: "run-1", Company: "co-1", Scope: prp.ScopeTask, Session: session, IssuedAt: now, ExpiresAt: now.Add(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequest(http.MethodGet, s.URL()+prp.ConnectPath, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", "websocket")
-	req.Header.Set("Sec-WebSocket-Version", "13")
-	req.Header.Set("Sec-WebSocket-Key", base64.StdEncoding.EncodeToString([]byte("0123456789abcdef")))
-	req.Header.Set("Sec-WebSocket-Protocol", prp.Subprotocol)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusConflict {
-		t.Errorf("a second connection of the live session: HTTP %d, want 409", resp.StatusCode)
+	if code := connectStatus(t, s, session); code != http.StatusConflict {
+		t.Errorf("a second connection of the live session: HTTP %d, want 409", code)
 	}
 
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
