@@ -106,6 +106,10 @@ const (
 	// executing (ResultIndeterminate), or after it received the command
 	// and before it started it (ResultRejected: nothing ran).
 	CodeInterrupted = "interrupted"
+	// CodeJournalUnauthenticated: a record of the command in the runner's
+	// journal failed its authentication (a task may have written it); the
+	// command is indeterminate and never run again.
+	CodeJournalUnauthenticated = "journal_unauthenticated"
 	// CodeSecretsMissing: a task.start with secrets found no values at the
 	// runner (the runner restarted after it received the command, so the
 	// values that live only in its memory are gone); nothing ran.

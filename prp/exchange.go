@@ -35,6 +35,14 @@ type ExchangeResponse struct {
 	// commands for anything else too (PRP-7).
 	Lease string `json:"lease"`
 	Run   string `json:"run"`
+	// Resume is true when the ticket was a resume ticket: Session is the
+	// existing session the runner rejoins with its state directory.
+	Resume bool `json:"resume,omitempty"`
+	// StateKey is the session's state key (StateKeyLen bytes, base64 in
+	// JSON): the runner authenticates every record of its journal and
+	// outbox with it and keeps it in memory only. A resume exchange
+	// returns the same key again. Empty from a controller without one.
+	StateKey []byte `json:"state_key,omitempty"`
 }
 
 // ErrorResponse is the JSON body of a refused exchange or upgrade (HTTP
@@ -61,20 +69,33 @@ type Exchanger struct {
 // (ErrTicketUnknown, ErrTicketForeign, ErrTicketReplayed,
 // ErrTicketExpired) or ErrTicketMalformed; none quotes the ticket.
 func (x *Exchanger) Exchange(ctx context.Context, req ExchangeRequest, now time.Time) (ExchangeResponse, Claims, error) {
+	resp, c, _, err := x.ExchangeTicket(ctx, req, now)
+	return resp, c, err
+}
+
+// ExchangeTicket is Exchange that also returns the consumed ticket's
+// record (its Resume and Holder fields say what the session is). For a
+// resume ticket the token is for the record's Resume session and the
+// response says Resume; the caller checks that the session exists.
+func (x *Exchanger) ExchangeTicket(ctx context.Context, req ExchangeRequest, now time.Time) (ExchangeResponse, Claims, TicketRecord, error) {
 	t, err := ParseTicket(req.Ticket)
 	if err != nil {
-		return ExchangeResponse{}, Claims{}, err
+		return ExchangeResponse{}, Claims{}, TicketRecord{}, err
 	}
 	if !ValidID(req.Lease) {
-		return ExchangeResponse{}, Claims{}, fmt.Errorf("%w: field lease is not a valid id", ErrTicketMalformed)
+		return ExchangeResponse{}, Claims{}, TicketRecord{}, fmt.Errorf("%w: field lease is not a valid id", ErrTicketMalformed)
 	}
-	session, err := NewID("s")
+	fresh, err := NewID("s")
 	if err != nil {
-		return ExchangeResponse{}, Claims{}, err
+		return ExchangeResponse{}, Claims{}, TicketRecord{}, err
 	}
-	r, err := x.Store.ConsumeTicket(ctx, t.Hash(), req.Lease, session, now)
+	r, err := x.Store.ConsumeTicket(ctx, t.Hash(), req.Lease, fresh, now)
 	if err != nil {
-		return ExchangeResponse{}, Claims{}, err
+		return ExchangeResponse{}, Claims{}, TicketRecord{}, err
+	}
+	session := fresh
+	if r.Resume != "" {
+		session = r.Resume
 	}
 	ttl := x.TokenTTL
 	if ttl <= 0 {
@@ -86,9 +107,11 @@ func (x *Exchanger) Exchange(ctx context.Context, req ExchangeRequest, now time.
 	c := Claims{Lease: r.Lease, Run: r.Run, Company: r.Company, Scope: r.Scope, Session: session, IssuedAt: now, ExpiresAt: now.Add(ttl)}
 	tok, err := x.Signer.Mint(c)
 	if err != nil {
-		return ExchangeResponse{}, Claims{}, err
+		return ExchangeResponse{}, Claims{}, TicketRecord{}, err
 	}
-	return ExchangeResponse{Token: tok, ExpiresAt: c.ExpiresAt, Session: session, Scope: r.Scope, Lease: r.Lease, Run: r.Run}, c, nil
+	resp := ExchangeResponse{Token: tok, ExpiresAt: c.ExpiresAt, Session: session, Scope: r.Scope, Lease: r.Lease, Run: r.Run,
+		Resume: r.Resume != "", StateKey: x.Signer.StateKey(session)}
+	return resp, c, r, nil
 }
 
 // Renew mints a token with the claims of c and a new expiry from now; the

@@ -14,7 +14,8 @@ type TicketStore interface {
 	// CreateTicket stores r (validated first); ErrTicketExists if a ticket
 	// with r.Hash exists.
 	CreateTicket(ctx context.Context, r TicketRecord) error
-	// ConsumeTicket marks the ticket with hash as used at now by session,
+	// ConsumeTicket marks the ticket with hash as used at now by session
+	// (by the record's Resume session instead, for a resume ticket),
 	// in one conditional update that succeeds only if the ticket exists,
 	// belongs to lease, is unused and has not expired at now, so that of
 	// any number of concurrent or replayed exchanges (on any replica)
@@ -66,7 +67,7 @@ func (s *MemoryTicketStore) ConsumeTicket(ctx context.Context, hash TicketHash, 
 	if err := ClassifyTicket(r, ok, lease, now); err != nil {
 		return TicketRecord{}, err
 	}
-	r.UsedAt, r.Session = now, session
+	r.UsedAt, r.Session = now, cmpOr(r.Resume, session)
 	s.m[hash] = r
 	return r, nil
 }
@@ -87,4 +88,11 @@ func ClassifyTicket(r TicketRecord, found bool, lease string, now time.Time) err
 		return fmt.Errorf("%w: lease %s, expired at %s", ErrTicketExpired, lease, r.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+func cmpOr(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
 }

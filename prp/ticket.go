@@ -112,8 +112,18 @@ type TicketRecord struct {
 	CreatedAt time.Time
 	ExpiresAt time.Time
 	UsedAt    time.Time
-	// Session is the session the exchange created (empty before).
+	// Session is the session the exchange created or, for a resume
+	// ticket, rejoined (empty before).
 	Session string
+	// Resume, when set, makes this a resume ticket: its exchange creates
+	// no session but mints a token for the existing session Resume (of
+	// the same lease, run and scope), so that a restarted runner rejoins
+	// it with its state directory (PRP-5) without stored credentials.
+	Resume string
+	// Holder marks a ticket the lease's holder minted through the
+	// controller's Attach: the session it creates (or resumes) is one the
+	// holder's tasks go to and the lease's release stops.
+	Holder bool
 }
 
 // Validate checks the record's fields, including ExpiresAt - CreatedAt <=
@@ -126,6 +136,8 @@ func (r *TicketRecord) Validate() error {
 		return fmt.Errorf("prp: ticket record: field scope %q is unknown", r.Scope)
 	case r.CreatedAt.IsZero() || !r.ExpiresAt.After(r.CreatedAt):
 		return errors.New("prp: ticket record: field expires_at must be after created_at")
+	case r.Resume != "" && !ValidID(r.Resume):
+		return fmt.Errorf("prp: ticket record: field resume %q must be a valid id", r.Resume)
 	case r.ExpiresAt.Sub(r.CreatedAt) > MaxTicketTTL:
 		return fmt.Errorf("prp: ticket record: lifetime %v exceeds %v", r.ExpiresAt.Sub(r.CreatedAt), MaxTicketTTL)
 	}

@@ -173,3 +173,22 @@ func (s *Signer) verifySignature(tok string) (Claims, error) {
 	}
 	return c, nil
 }
+
+// StateKeyLen is the length of a session's state key (StateKey).
+const StateKeyLen = sha256.Size
+
+// StateKey returns the state key of session: the HMAC-SHA-256, under the
+// current signing key, of a fixed label and the session id. It is never
+// stored: every replica sharing the Signer's keys derives the same key,
+// and a resume exchange hands it to a restarted runner again. The runner
+// keeps it in memory and authenticates its journal and outbox records with
+// it, so that records a task wrote into its state directory are not
+// trusted. (Rotating the current key changes it: a runner resumed after a
+// rotation finds its older records unauthenticated and treats them as
+// lost, never as commands to run.)
+func (s *Signer) StateKey(session string) []byte {
+	m := hmac.New(sha256.New, s.keys[s.current])
+	m.Write([]byte("berth prp state key v1\x00"))
+	m.Write([]byte(session))
+	return m.Sum(nil)
+}

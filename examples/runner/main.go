@@ -11,8 +11,13 @@
 // The bootstrap ticket comes from --ticket-file (a file of mode 0600, removed
 // as soon as it is read) or from the BERTH_PRP_TICKET environment variable
 // (unset as soon as it is read); either way before any task starts, and no
-// task ever sees it. A runner restarted on the same --state-dir needs no
-// ticket while its connection token is valid: it resumes its session.
+// task ever sees it. Before it reads the ticket the runner makes itself
+// non-dumpable (prctl PR_SET_DUMPABLE 0), so that its tasks, which run as
+// the same user, cannot read its memory, environment or fds, or ptrace it.
+// Its connection token and state key live in its memory only, never in
+// --state-dir: a runner restarted on the same --state-dir rejoins its
+// session with a resume ticket (which Attach mints when it relaunches it)
+// and replays its journal and outbox. Its argv holds nothing secret.
 //
 // The runner makes itself a child subreaper, so that processes a task
 // orphans (double forks, setsid) are reaped by it rather than left to init.
@@ -47,7 +52,7 @@ func run(args []string, stderr io.Writer) int {
 	controller := fs.String("controller", "", "the controller's PRP base URL (http, https, ws or wss)")
 	lease := fs.String("lease", "", "the lease the ticket was minted for")
 	ticketFile := fs.String("ticket-file", "", "a 0600 file holding the bootstrap ticket; removed once read")
-	stateDir := fs.String("state-dir", defaultStateDir(), "the directory for the journal, outbox and credentials")
+	stateDir := fs.String("state-dir", defaultStateDir(), "the directory for the journal and outbox (no secret is kept there)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -55,6 +60,10 @@ func run(args []string, stderr io.Writer) int {
 	if *controller == "" {
 		fmt.Fprintln(stderr, "berth-runner: --controller is required")
 		return 2
+	}
+	if err := runner.MakeUndumpable(); err != nil {
+		fmt.Fprintln(stderr, "berth-runner:", err)
+		return 1
 	}
 	ticket, err := takeTicket(*ticketFile)
 	if err != nil {
@@ -83,7 +92,7 @@ func run(args []string, stderr io.Writer) int {
 
 // takeTicket reads the ticket from path (refusing a file others can read,
 // and removing it at once) or from runner.TicketEnv (unsetting it at
-// once). No ticket is fine when the state directory holds credentials.
+// once).
 func takeTicket(path string) (string, error) {
 	env, fromEnv := os.LookupEnv(runner.TicketEnv)
 	os.Unsetenv(runner.TicketEnv)

@@ -90,6 +90,22 @@ func (components) PRP() Component {
 					PRIMARY KEY (session, task)
 				)`,
 			},
+		}, {
+			Version: 5,
+			Name:    "prp resume tickets, holder sessions and live connections",
+			SQL: []string{
+				// A resume ticket rejoins an existing session (resume); a
+				// holder ticket was minted through the lease holder's
+				// Attach, and so is the session it creates.
+				`ALTER TABLE prp_tickets ADD COLUMN resume TEXT`,
+				`ALTER TABLE prp_tickets ADD COLUMN holder BOOLEAN NOT NULL DEFAULT FALSE`,
+				`ALTER TABLE prp_sessions ADD COLUMN ticket TEXT`,
+				`ALTER TABLE prp_sessions ADD COLUMN holder BOOLEAN NOT NULL DEFAULT FALSE`,
+				// The session's one live connection (any replica) and the
+				// expiry of its claim, renewed by its heartbeats.
+				`ALTER TABLE prp_sessions ADD COLUMN conn TEXT`,
+				`ALTER TABLE prp_sessions ADD COLUMN conn_until BIGINT`,
+			},
 		}},
 	}
 }

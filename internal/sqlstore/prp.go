@@ -32,8 +32,9 @@ func (s *PRPStore) CreateTicket(ctx context.Context, r prp.TicketRecord) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	_, err := s.db.writes().exec(ctx, `INSERT INTO prp_tickets (hash, lease, run, company, scope, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, r.Hash.String(), r.Lease, r.Run, r.Company, string(r.Scope), nanos(r.CreatedAt), nanos(r.ExpiresAt))
+	_, err := s.db.writes().exec(ctx, `INSERT INTO prp_tickets (hash, lease, run, company, scope, created_at, expires_at, resume, holder)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.Hash.String(), r.Lease, r.Run, r.Company, string(r.Scope), nanos(r.CreatedAt), nanos(r.ExpiresAt),
+		sql.NullString{String: r.Resume, Valid: r.Resume != ""}, r.Holder)
 	if _, dup := uniqueViolation(err); dup {
 		return fmt.Errorf("sqlstore: ticket for lease %s: %w", r.Lease, prp.ErrTicketExists)
 	}
@@ -43,14 +44,14 @@ func (s *PRPStore) CreateTicket(ctx context.Context, r prp.TicketRecord) error {
 	return nil
 }
 
-const ticketColumns = `hash, lease, run, company, scope, created_at, expires_at, used_at, session`
+const ticketColumns = `hash, lease, run, company, scope, created_at, expires_at, used_at, session, resume, holder`
 
 func scanTicket(sc scanner) (prp.TicketRecord, error) {
 	var r prp.TicketRecord
 	var hash, scope string
 	var created, expires, used sql.NullInt64
-	var session sql.NullString
-	if err := sc.Scan(&hash, &r.Lease, &r.Run, &r.Company, &scope, &created, &expires, &used, &session); err != nil {
+	var session, resume sql.NullString
+	if err := sc.Scan(&hash, &r.Lease, &r.Run, &r.Company, &scope, &created, &expires, &used, &session, &resume, &r.Holder); err != nil {
 		return prp.TicketRecord{}, err
 	}
 	if b, err := hex.DecodeString(hash); err != nil || len(b) != len(r.Hash) {
@@ -59,6 +60,7 @@ func scanTicket(sc scanner) (prp.TicketRecord, error) {
 		copy(r.Hash[:], b)
 	}
 	r.Scope, r.CreatedAt, r.ExpiresAt, r.UsedAt, r.Session = prp.Scope(scope), fromNanos(created), fromNanos(expires), fromNanos(used), session.String
+	r.Resume = resume.String
 	return r, nil
 }
 
@@ -67,7 +69,7 @@ func scanTicket(sc scanner) (prp.TicketRecord, error) {
 // exchanges on any number of replicas exactly one succeeds; when no row
 // changed, a second read explains why with prp.ClassifyTicket.
 func (s *PRPStore) ConsumeTicket(ctx context.Context, hash prp.TicketHash, lease, session string, now time.Time) (prp.TicketRecord, error) {
-	r, err := scanTicket(s.db.writes().queryRow(ctx, `UPDATE prp_tickets SET used_at = ?, session = ?
+	r, err := scanTicket(s.db.writes().queryRow(ctx, `UPDATE prp_tickets SET used_at = ?, session = COALESCE(resume, ?)
 		WHERE hash = ? AND lease = ? AND used_at IS NULL AND expires_at > ?
 		RETURNING `+ticketColumns, nanos(now), session, hash.String(), lease, nanos(now)))
 	if err == nil {
@@ -94,8 +96,8 @@ func (s *PRPStore) CreateSession(ctx context.Context, r controller.Session) erro
 	if !prp.ValidID(r.ID) || !prp.ValidID(r.Lease) || !prp.ValidID(r.Run) || !prp.ValidID(r.Company) || !r.Scope.Valid() {
 		return fmt.Errorf("sqlstore: session %q: fields id, lease, run, company and scope must be valid", r.ID)
 	}
-	_, err := s.db.writes().exec(ctx, `INSERT INTO prp_sessions (id, lease, run, company, scope, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		r.ID, r.Lease, r.Run, r.Company, string(r.Scope), nanos(r.CreatedAt))
+	_, err := s.db.writes().exec(ctx, `INSERT INTO prp_sessions (id, lease, run, company, scope, created_at, ticket, holder) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, r.Lease, r.Run, r.Company, string(r.Scope), nanos(r.CreatedAt), sql.NullString{String: r.Ticket, Valid: r.Ticket != ""}, r.Holder)
 	if _, dup := uniqueViolation(err); dup {
 		return fmt.Errorf("sqlstore: session %s: %w", r.ID, controller.ErrExists)
 	}
@@ -107,36 +109,64 @@ func (s *PRPStore) CreateSession(ctx context.Context, r controller.Session) erro
 
 // GetSession implements controller.Store.
 func (s *PRPStore) GetSession(ctx context.Context, id string) (controller.Session, error) {
-	var r controller.Session
-	var scope string
-	var created sql.NullInt64
-	err := s.db.reads().queryRow(ctx, `SELECT id, lease, run, company, scope, created_at FROM prp_sessions WHERE id = ?`, id).
-		Scan(&r.ID, &r.Lease, &r.Run, &r.Company, &scope, &created)
+	r, err := scanSession(s.db.reads().queryRow(ctx, `SELECT `+sessionColumns+` FROM prp_sessions WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return controller.Session{}, fmt.Errorf("sqlstore: session %q: %w", id, controller.ErrNotFound)
 	}
 	if err != nil {
 		return controller.Session{}, fmt.Errorf("sqlstore: get session %q: %w", id, err)
 	}
-	r.Scope, r.CreatedAt = prp.Scope(scope), fromNanos(created)
 	return r, nil
+}
+
+const sessionColumns = `id, lease, run, company, scope, created_at, ticket, holder, conn_until`
+
+func scanSession(sc scanner) (controller.Session, error) {
+	var r controller.Session
+	var scope string
+	var created, until sql.NullInt64
+	var ticket sql.NullString
+	if err := sc.Scan(&r.ID, &r.Lease, &r.Run, &r.Company, &scope, &created, &ticket, &r.Holder, &until); err != nil {
+		return controller.Session{}, err
+	}
+	r.Scope, r.CreatedAt, r.Ticket, r.ConnectedUntil = prp.Scope(scope), fromNanos(created), ticket.String, fromNanos(until)
+	return r, nil
+}
+
+// ClaimConnection implements controller.Store with one conditional UPDATE
+// (no other connection's claim lasts past now), so that of two replicas
+// only one accepts a session's connection.
+func (s *PRPStore) ClaimConnection(ctx context.Context, session, conn string, until, now time.Time) (bool, error) {
+	res, err := s.db.writes().exec(ctx, `UPDATE prp_sessions SET conn = ?, conn_until = ?
+		WHERE id = ? AND (conn IS NULL OR conn = ? OR conn_until IS NULL OR conn_until <= ?)`, conn, nanos(until), session, conn, nanos(now))
+	if err != nil {
+		return false, fmt.Errorf("sqlstore: claim the connection of session %s: %w", session, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return false, fmt.Errorf("sqlstore: claim the connection of session %s: %w", session, err)
+	} else if n == 1 {
+		return true, nil
+	}
+	if _, err := s.GetSession(ctx, session); err != nil {
+		return false, err
+	}
+	return false, nil
+}
+
+// ReleaseConnection implements controller.Store.
+func (s *PRPStore) ReleaseConnection(ctx context.Context, session, conn string) error {
+	if _, err := s.db.writes().exec(ctx, `UPDATE prp_sessions SET conn = NULL, conn_until = NULL WHERE id = ? AND conn = ?`, session, conn); err != nil {
+		return fmt.Errorf("sqlstore: release the connection of session %s: %w", session, err)
+	}
+	return nil
 }
 
 // LeaseSessions implements controller.Store through the index on
 // prp_sessions (lease).
 func (s *PRPStore) LeaseSessions(ctx context.Context, lease string) ([]controller.Session, error) {
-	rows, err := s.db.reads().query(ctx, `SELECT id, lease, run, company, scope, created_at FROM prp_sessions WHERE lease = ? ORDER BY created_at, id`, lease)
+	rows, err := s.db.reads().query(ctx, `SELECT `+sessionColumns+` FROM prp_sessions WHERE lease = ? ORDER BY created_at, id`, lease)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: sessions of lease %s: %w", lease, err)
 	}
-	return collect(rows, "sessions of lease "+lease, func(sc scanner) (controller.Session, error) {
-		var r controller.Session
-		var scope string
-		var created sql.NullInt64
-		if err := sc.Scan(&r.ID, &r.Lease, &r.Run, &r.Company, &scope, &created); err != nil {
-			return controller.Session{}, err
-		}
-		r.Scope, r.CreatedAt = prp.Scope(scope), fromNanos(created)
-		return r, nil
-	})
+	return collect(rows, "sessions of lease "+lease, scanSession)
 }

@@ -91,7 +91,13 @@ func (a *attachment) close() {
 // lease manager's LeaseEnded, or Close), mints a one-use ticket of
 // req.Scope for the lease (authorized: environment.ActionLease on the
 // lease's company; a refusal wraps environment.ErrDenied and nothing is
-// installed), launches the runner detached and waits for its hello. ctx
+// installed), launches the runner detached and waits for the hello on the
+// session of that ticket: the holder's own session (Session.Holder), never
+// another session of the lease and run. When the holder's own session for
+// the run and scope exists, Attach returns it while its runner is
+// connected here, waits while another connection's claim on it lasts (at
+// most DeadAfter for a dead one), and otherwise relaunches the runner with
+// a resume ticket of it (the runner replays its state directory). ctx
 // bounds everything; on failure the ingress is closed again. When ctx's
 // deadline passes without a hello (a runner built for another
 // architecture, one that crashed or whose ticket was refused), the error
@@ -182,7 +188,32 @@ func (c *Controller) Attach(ctx context.Context, p environment.Principal, h *lea
 		a.close()
 	}
 
-	t, _, err := c.MintTicket(ctx, p, TicketRequest{Lease: l.ID, Run: run, Company: l.Company, Scope: scope, TTL: ttl})
+	// The lease's own session: the newest one the holder's Attach created
+	// for this run and scope. Its runner is relaunched with a resume
+	// ticket when it is gone; without one a fresh holder ticket creates
+	// it. Sessions of the lease that other tickets created are never
+	// picked.
+	own, err := c.ownSession(ctx, l.ID, run, scope)
+	if err != nil {
+		detach()
+		return fail(err)
+	}
+	if own != nil {
+		if a, ok, err := c.awaitOwnRunner(ctx, *own, scope); err != nil {
+			detach()
+			return fail(err)
+		} else if ok {
+			progress(AttachConnected)
+			return a, nil
+		}
+	}
+	var t prp.Ticket
+	var rec prp.TicketRecord
+	if own != nil {
+		t, rec, err = c.mintTicket(ctx, p, TicketRequest{Lease: l.ID, Run: run, Company: l.Company, Scope: scope, TTL: ttl}, own.ID, true)
+	} else {
+		t, rec, err = c.MintTicket(ctx, p, TicketRequest{Lease: l.ID, Run: run, Company: l.Company, Scope: scope, TTL: ttl, Holder: h})
+	}
 	if err != nil {
 		detach()
 		return Attachment{}, err
@@ -195,7 +226,7 @@ func (c *Controller) Attach(ctx context.Context, p environment.Principal, h *lea
 	progress(AttachConnecting)
 	for {
 		ch := c.changes()
-		if id, hello, ok := c.liveRun(l.ID, run); ok {
+		if id, hello, ok := c.liveTicket(rec); ok {
 			progress(AttachConnected)
 			return Attachment{Session: id, Lease: l.ID, Run: run, Company: l.Company, Scope: scope, Hello: hello}, nil
 		}
@@ -205,6 +236,48 @@ func (c *Controller) Attach(ctx context.Context, p environment.Principal, h *lea
 			detach()
 			return fail(err)
 		case <-ch:
+		}
+	}
+}
+
+// ownSession returns the newest session of lease for run and scope that
+// the holder's Attach created (Session.Holder), or nil.
+func (c *Controller) ownSession(ctx context.Context, lease, run string, scope prp.Scope) (*Session, error) {
+	ss, err := c.o.Store.LeaseSessions(ctx, lease)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(ss) - 1; i >= 0; i-- {
+		if s := ss[i]; s.Holder && s.Run == run && s.Scope == scope {
+			return &s, nil
+		}
+	}
+	return nil, nil
+}
+
+// awaitOwnRunner returns the attachment of own when its runner is
+// connected to this controller (ok). While another connection's claim on
+// it lasts (a runner connected elsewhere, or a dead connection not yet
+// past its DeadAfter) it waits; when no runner is connected it returns ok
+// false: the caller relaunches the runner with a resume ticket.
+func (c *Controller) awaitOwnRunner(ctx context.Context, own Session, scope prp.Scope) (Attachment, bool, error) {
+	for {
+		ch := c.changes()
+		c.mu.Lock()
+		lc, hello := c.live[own.ID], c.hellos[own.ID]
+		c.mu.Unlock()
+		if lc != nil {
+			return Attachment{Session: own.ID, Lease: own.Lease, Run: own.Run, Company: own.Company, Scope: scope, Hello: hello}, true, nil
+		}
+		s, err := c.o.Store.GetSession(ctx, own.ID)
+		if err != nil {
+			return Attachment{}, false, err
+		}
+		if !s.ConnectedUntil.After(time.Now()) {
+			return Attachment{}, false, nil
+		}
+		if err := c.await(ctx, ch); err != nil {
+			return Attachment{}, false, fmt.Errorf("session %s is connected elsewhere: %w", own.ID, err)
 		}
 	}
 }
@@ -275,13 +348,22 @@ func printableLog(b []byte, max int) string {
 	return s
 }
 
-// liveRun returns the session of lease and run whose runner is connected
-// to this controller, with its hello.
-func (c *Controller) liveRun(lease, run string) (string, prp.Hello, bool) {
+// liveTicket returns the session of ticket r (the one its exchange created,
+// or for a resume ticket the session it resumes) when its runner is
+// connected to this controller, with its hello. A session some other
+// ticket created never matches, whatever its lease and run.
+func (c *Controller) liveTicket(r prp.TicketRecord) (string, prp.Hello, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if r.Resume != "" {
+		if c.live[r.Resume] != nil {
+			return r.Resume, c.hellos[r.Resume], true
+		}
+		return "", prp.Hello{}, false
+	}
+	hash := r.Hash.String()
 	for id, lc := range c.live {
-		if lc.sess.Lease == lease && lc.sess.Run == run {
+		if lc.sess.Ticket == hash {
 			return id, c.hellos[id], true
 		}
 	}

@@ -51,7 +51,7 @@ func BenchmarkStreamThroughput(b *testing.B) {
 	store := &controller.MemoryStore{}
 	dataDir := b.TempDir()
 	s := newServer(b, controller.Options{Store: store, DataDir: dataDir})
-	startChild(b, s, b.TempDir(), true)
+	startChild(b, s, b.TempDir(), "")
 	session := waitSession(b, s)
 	ctx := context.Background()
 
@@ -170,7 +170,7 @@ func BenchmarkStopProof(b *testing.B) {
 	}
 	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 	s := newServer(b, controller.Options{})
-	startChild(b, s, b.TempDir(), true)
+	startChild(b, s, b.TempDir(), "")
 	session := waitSession(b, s)
 	ctx := context.Background()
 

@@ -23,6 +23,9 @@ type liveConn struct {
 	claims  prp.Claims
 	version int
 	cancel  context.CancelFunc
+	// conn is the connection's id in the store's claim
+	// (Store.ClaimConnection).
+	conn string
 	// binary: output events may come in binary frames (CapBinaryOutput
 	// granted).
 	binary bool
@@ -60,6 +63,11 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, prp.ErrorResponse{Code: "closed", Message: "the controller is closed"})
 		return
 	}
+	conn, ok := c.claimConnection(w, r, sess.ID)
+	if !ok {
+		return
+	}
+	defer c.releaseConnection(sess.ID, conn)
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{prp.Subprotocol}})
 	if err != nil {
 		return
@@ -77,15 +85,11 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 		c.log.Info("controller: handshake", "session", sess.ID, "err", err)
 		return
 	}
-	lc.cancel = cancel
+	lc.cancel, lc.conn = cancel, conn
 	c.mu.Lock()
-	old := c.live[sess.ID]
 	c.live[sess.ID] = lc
 	c.hellos[sess.ID] = h
 	c.mu.Unlock()
-	if old != nil {
-		old.ws.CloseNow() // a newer connection of the session takes over
-	}
 	c.notify()
 	defer func() {
 		c.mu.Lock()
@@ -111,6 +115,41 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	cancel()
 	ws.CloseNow()
 	wg.Wait()
+}
+
+// claimConnection claims sess's one live connection in the store (on any
+// replica) before the upgrade and returns the connection's id. A session
+// whose live connection is another's is refused (HTTP 409,
+// session_connected): a second connection never replaces the first, so a
+// task that got hold of its runner's token could not take over the
+// session. The claim lasts DeadAfter and the heartbeat renews it; a dead
+// connection's claim ends within DeadAfter, so a runner whose connection
+// dropped reconnects after that at the latest.
+func (c *Controller) claimConnection(w http.ResponseWriter, r *http.Request, session string) (string, bool) {
+	conn, err := prp.NewID("c")
+	if err == nil {
+		now := time.Now()
+		var ok bool
+		if ok, err = c.o.Store.ClaimConnection(r.Context(), session, conn, now.Add(c.limits.DeadAfter), now); err == nil && !ok {
+			writeJSON(w, http.StatusConflict, prp.ErrorResponse{Code: "session_connected", Message: "session " + session + " is connected already"})
+			return "", false
+		}
+	}
+	if err != nil {
+		c.log.Error("controller: connect: claim the connection", "session", session, "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, prp.ErrorResponse{Code: "store_unavailable", Message: "the store is unavailable"})
+		return "", false
+	}
+	return conn, true
+}
+
+// releaseConnection drops the claim of connection conn of session.
+func (c *Controller) releaseConnection(session, conn string) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.limits.DeadAfter)
+	defer cancel()
+	if err := c.o.Store.ReleaseConnection(ctx, session, conn); err != nil {
+		c.log.Warn("controller: release the connection", "session", session, "err", err)
+	}
 }
 
 // handshake reads the hello and sends the welcome (PRP-3).
@@ -272,6 +311,14 @@ func (lc *liveConn) heartbeat(ctx context.Context) {
 		}
 		pctx, cancel := context.WithTimeout(ctx, lc.c.limits.DeadAfter)
 		err := lc.ws.Ping(pctx)
+		if err == nil {
+			// The peer answered: its claim lasts another DeadAfter.
+			now := time.Now()
+			var ok bool
+			if ok, err = lc.c.o.Store.ClaimConnection(pctx, lc.sess.ID, lc.conn, now.Add(lc.c.limits.DeadAfter), now); err == nil && !ok {
+				err = errors.New("another connection claimed the session")
+			}
+		}
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {

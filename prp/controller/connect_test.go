@@ -17,7 +17,13 @@ import (
 // token and subprotocols, as a hand-written runner would.
 func dialRaw(t *testing.T, s *server, subprotocols []string) *websocket.Conn {
 	t.Helper()
-	_, resp := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
+	return dialRawTicket(t, s, s.ticket(t, prp.ScopeTask), subprotocols)
+}
+
+// dialRawTicket is dialRaw with the session of ticket.
+func dialRawTicket(t *testing.T, s *server, ticket string, subprotocols []string) *websocket.Conn {
+	t.Helper()
+	_, resp := exchangeToken(t, s, ticket)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	h := http.Header{}

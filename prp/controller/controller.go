@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -169,6 +170,12 @@ type TicketRequest struct {
 	Company string
 	Scope   prp.Scope
 	TTL     time.Duration
+	// Holder, if not nil, is the handle of lease Lease held in this
+	// process: the ticket is the holder's, and the session its exchange
+	// creates is one the lease's release stops (StopTasks). Attach sets
+	// it. Without it the session's tasks are the minting host's own
+	// business and the release never waits on its runner.
+	Holder *lease.Handle
 }
 
 // MintTicket authorizes p (environment.ActionLease on the lease of
@@ -176,6 +183,30 @@ type TicketRequest struct {
 // stored. The ticket's text (Ticket.String) is the secret to hand to the
 // runner. A refusal wraps environment.ErrDenied.
 func (c *Controller) MintTicket(ctx context.Context, p environment.Principal, req TicketRequest) (prp.Ticket, prp.TicketRecord, error) {
+	if req.Holder != nil && req.Holder.ID() != req.Lease {
+		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: field Holder is the handle of another lease", req.Lease)
+	}
+	return c.mintTicket(ctx, p, req, "", req.Holder != nil)
+}
+
+// MintResumeTicket authorizes p on session (environment.ActionLease on
+// its lease's company) and returns a new one-use resume ticket for it: its
+// exchange creates no session but mints a token for session, so that a
+// restarted runner rejoins it with its state directory (PRP-5). A runner
+// keeps its token in memory only; a restart needs this ticket. ttl zero
+// means prp.MaxTicketTTL. Attach mints one itself when its session's
+// runner is gone.
+func (c *Controller) MintResumeTicket(ctx context.Context, p environment.Principal, session string, ttl time.Duration) (prp.Ticket, prp.TicketRecord, error) {
+	s, err := c.session(ctx, p, session)
+	if err != nil {
+		return prp.Ticket{}, prp.TicketRecord{}, err
+	}
+	return c.mintTicket(ctx, p, TicketRequest{Lease: s.Lease, Run: s.Run, Company: s.Company, Scope: s.Scope, TTL: ttl}, s.ID, s.Holder)
+}
+
+// mintTicket is MintTicket of a resume ticket for session resume (if not
+// empty) or of a holder ticket (Attach's).
+func (c *Controller) mintTicket(ctx context.Context, p environment.Principal, req TicketRequest, resume string, holder bool) (prp.Ticket, prp.TicketRecord, error) {
 	if err := c.authorize(ctx, p, req.Lease, req.Company); err != nil {
 		return prp.Ticket{}, prp.TicketRecord{}, err
 	}
@@ -185,7 +216,8 @@ func (c *Controller) MintTicket(ctx context.Context, p environment.Principal, re
 		return prp.Ticket{}, prp.TicketRecord{}, err
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	r := prp.TicketRecord{Hash: t.Hash(), Lease: req.Lease, Run: req.Run, Company: req.Company, Scope: req.Scope, CreatedAt: now, ExpiresAt: now.Add(ttl)}
+	r := prp.TicketRecord{Hash: t.Hash(), Lease: req.Lease, Run: req.Run, Company: req.Company, Scope: req.Scope, CreatedAt: now, ExpiresAt: now.Add(ttl),
+		Resume: resume, Holder: holder}
 	if err := c.o.Tickets.CreateTicket(ctx, r); err != nil {
 		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: %w", req.Lease, err)
 	}
@@ -235,7 +267,7 @@ func (c *Controller) exchange(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	resp, claims, err := c.x.Exchange(r.Context(), req, now)
+	resp, claims, rec, err := c.x.ExchangeTicket(r.Context(), req, now)
 	if err != nil {
 		if code := prp.CodeOf(err); code != "" {
 			writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: code, Message: err.Error()})
@@ -245,7 +277,20 @@ func (c *Controller) exchange(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusInternalServerError, prp.ErrorResponse{Code: "internal", Message: "the exchange failed"})
 		return
 	}
-	s := Session{ID: claims.Session, Lease: claims.Lease, Run: claims.Run, Company: claims.Company, Scope: claims.Scope, CreatedAt: now}
+	if rec.Resume != "" {
+		// A resume ticket rejoins its session, which must still be the
+		// one it was minted for.
+		s, err := c.o.Store.GetSession(r.Context(), rec.Resume)
+		if err != nil || s.Lease != claims.Lease || s.Run != claims.Run || s.Scope != claims.Scope || s.Company != claims.Company {
+			c.log.Warn("controller: exchange: no session for the resume ticket", "session", rec.Resume, "err", err)
+			writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: "session_unknown", Message: "no session " + rec.Resume})
+			return
+		}
+		writeJSON(w, http.StatusOK, resp)
+		return
+	}
+	s := Session{ID: claims.Session, Lease: claims.Lease, Run: claims.Run, Company: claims.Company, Scope: claims.Scope, CreatedAt: now,
+		Ticket: rec.Hash.String(), Holder: rec.Holder}
 	if err := c.o.Store.CreateSession(r.Context(), s); err != nil {
 		c.log.Error("controller: exchange: create session", "lease", req.Lease, "err", err)
 		writeJSON(w, http.StatusInternalServerError, prp.ErrorResponse{Code: "internal", Message: "the exchange failed"})

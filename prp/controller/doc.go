@@ -5,13 +5,20 @@
 //
 // Where to start:
 //
-//   - controller.go: Controller, Options, New, MintTicket (authorized
-//     through the host's environment.Authorizer) and ServeHTTP (the
-//     "exchange" and "connect" paths).
+//   - controller.go: Controller, Options, New, MintTicket and
+//     MintResumeTicket (authorized through the host's
+//     environment.Authorizer) and ServeHTTP (the "exchange" and "connect"
+//     paths). A session records the ticket that created it and whether the
+//     lease's holder minted it (Attach, or TicketRequest.Holder); a resume
+//     ticket's exchange rejoins its session and hands the runner the
+//     session's state key again.
 //
-//   - conn.go: one connection: authentication before Accept, the
-//     subprotocol, the read limit, hello / welcome, one reader and one
-//     writer goroutine and the Ping heartbeat.
+//   - conn.go: one connection: authentication before Accept, the session's
+//     one live connection claimed in the Store before the upgrade (a second
+//     connection is refused, 409 session_connected, on any replica; the
+//     heartbeat renews the claim, which lasts DeadAfter), the subprotocol,
+//     the read limit, hello / welcome, one reader and one writer goroutine
+//     and the Ping heartbeat.
 //
 //   - dispatch.go: StartTask, StopTask, Wait and StopAndVerify: commands on
 //     a contiguous seq with idempotent ids, scoped to the session's lease
@@ -54,14 +61,17 @@
 //   - attach.go: Attach, which connects a leased sandbox's runner: it
 //     installs the runner (lease.Handle.HostRunner), serves the controller
 //     on the sandbox's ingress for as long as the lease lasts, mints a
-//     task or probe ticket (authorized), launches the runner and waits for
-//     its hello; without one by ctx's deadline, its error names the
+//     task or probe ticket (authorized; a resume ticket when the holder's
+//     own session exists and its runner is gone), launches the runner and
+//     waits for the hello on the session of that ticket (never another
+//     session of the lease); without one by ctx's deadline, its error names the
 //     sandbox and carries the printable end of the runner's log
 //     (RunnerIngress.LogTail, MaxAttachLogTail); RunnerSpecFromFile.
 //
 //   - leasehook.go: the Controller is the lease manager's
 //     lease.TaskStopper: StopTasks stops and verifies every task of every
-//     session of a lease before its sandbox is released (tasks already
+//     holder session of a lease before its sandbox is released (sessions
+//     the holder did not mint are not waited on; tasks already
 //     proven stopped are not asked again), LeaseEnded closes the lease's
 //     ingress server.
 //

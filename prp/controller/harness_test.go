@@ -182,19 +182,28 @@ func waitFor(t testing.TB, s *server, session, id string, d time.Duration) prp.R
 	return res
 }
 
-// startChild runs the runner binary against s on stateDir, with a ticket
-// in a 0600 file unless ticket is false (a restart that resumes its
-// session); it gets SIGTERM when the test ends.
-func startChild(t testing.TB, s *server, stateDir string, ticket bool) *exec.Cmd {
+// startChild runs the runner binary against s on stateDir, with a fresh
+// ticket in a 0600 file, or with a resume ticket of session resume (a
+// restart that rejoins its session) when resume is not empty; it gets
+// SIGTERM when the test ends.
+func startChild(t testing.TB, s *server, stateDir, resume string) *exec.Cmd {
 	t.Helper()
 	args := []string{"--controller", s.URL(), "--lease", "lease-1", "--state-dir", stateDir}
-	if ticket {
-		tf := filepath.Join(t.TempDir(), "ticket")
-		if err := os.WriteFile(tf, []byte(s.ticket(t, prp.ScopeTask)), 0o600); err != nil {
+	tk := ""
+	if resume == "" {
+		tk = s.ticket(t, prp.ScopeTask)
+	} else {
+		rt, _, err := s.c.MintResumeTicket(context.Background(), operator, resume, 0)
+		if err != nil {
 			t.Fatal(err)
 		}
-		args = append(args, "--ticket-file", tf)
+		tk = rt.String()
 	}
+	tf := filepath.Join(t.TempDir(), "ticket")
+	if err := os.WriteFile(tf, []byte(tk), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args = append(args, "--ticket-file", tf)
 	return testenv.StartRunner(t, nil, args...)
 }
 

@@ -25,7 +25,13 @@ func rawRunner(t *testing.T, s *server, proof prp.StopProof) {
 // rawRunnerFunc is rawRunner answering each task.stop with proof().
 func rawRunnerFunc(t *testing.T, s *server, proof func() prp.StopProof) {
 	t.Helper()
-	ws := dialRaw(t, s, []string{prp.Subprotocol})
+	rawRunnerTicket(t, s, s.ticket(t, prp.ScopeTask), proof)
+}
+
+// rawRunnerTicket is rawRunnerFunc on the session of ticket.
+func rawRunnerTicket(t *testing.T, s *server, ticket string, proof func() prp.StopProof) {
+	t.Helper()
+	ws := dialRawTicket(t, s, ticket, []string{prp.Subprotocol})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if err := ws.Write(ctx, websocket.MessageText, helloWithTasks(t)); err != nil {

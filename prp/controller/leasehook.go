@@ -18,7 +18,10 @@ const LeaseStopGrace = 5 * time.Second
 var _ lease.TaskStopper = (*Controller)(nil)
 
 // StopTasks implements lease.TaskStopper: it stops every task of every
-// task session of lease (probe sessions run none) and verifies each stop
+// task session of lease that the holder's Attach created (Session.Holder;
+// probe sessions run none, and the tasks of sessions other tickets created
+// were not given by the holder: the release never waits on them) and
+// verifies each stop
 // as StopAndVerify does (a proof counts only if complete, with no survivor
 // and no failed check, and both the group check and the tag scan ran). A
 // task whose stop is already verified in the store (an earlier StopTasks or
@@ -40,9 +43,15 @@ func (c *Controller) StopTasks(ctx context.Context, leaseID string) (lease.TaskS
 	}
 	rep := lease.TaskStopReport{Sessions: len(sessions)}
 	var errs []error
-	stopped, earlier := 0, 0
+	stopped, earlier, foreign := 0, 0, 0
 	for _, s := range sessions {
-		if s.Scope != prp.ScopeTask {
+		if s.Scope != prp.ScopeTask || !s.Holder {
+			// Probe sessions run no task, and sessions the holder's
+			// Attach did not create were given no task by the holder:
+			// the release never waits on their runners.
+			if s.Scope == prp.ScopeTask {
+				foreign++
+			}
 			continue
 		}
 		n, before, err := c.stopSession(ctx, s, LeaseStopGrace)
@@ -59,6 +68,9 @@ func (c *Controller) StopTasks(ctx context.Context, leaseID string) (lease.TaskS
 	rep.Evidence = fmt.Sprintf("%d task(s) of %d runner session(s) stopped and verified by the runner (process group and tag scan)", rep.Tasks, rep.Sessions)
 	if earlier > 0 {
 		rep.Evidence += fmt.Sprintf(", %d of them by an earlier stop", earlier)
+	}
+	if foreign > 0 {
+		rep.Evidence += fmt.Sprintf("; %d task session(s) the holder's Attach did not create were not waited on", foreign)
 	}
 	return rep, nil
 }

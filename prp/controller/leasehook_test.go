@@ -46,7 +46,15 @@ type leaseWorld struct {
 // lease-1, lease-2, ... (so that server.ticket mints for the first).
 func newLeaseWorld(t *testing.T, cleanupBudget time.Duration) *leaseWorld {
 	t.Helper()
-	s := newServer(t, controller.Options{Authorizer: leasePolicy})
+	return newLeaseWorldWith(t, cleanupBudget, controller.Options{})
+}
+
+// newLeaseWorldWith is newLeaseWorld with the controller's options o
+// (Authorizer is leasePolicy).
+func newLeaseWorldWith(t *testing.T, cleanupBudget time.Duration, o controller.Options) *leaseWorld {
+	t.Helper()
+	o.Authorizer = leasePolicy
+	s := newServer(t, o)
 	fk := fake.New(nil)
 	cfg, err := fk.Schema().Normalize(map[string]any{"region": "local-1"})
 	if err != nil {
@@ -177,7 +185,12 @@ func TestAnIncompleteProofLeavesTheLeasePendingAndTheSweepRetries(t *testing.T) 
 		t.Fatalf("lease id %s, want lease-1", h.ID())
 	}
 	var complete atomic.Bool
-	rawRunnerFunc(t, w.s, func() prp.StopProof {
+	// The holder's ticket: the release stops the tasks of its session.
+	tk, _, err := w.s.c.MintTicket(ctx, leaseOperator, controller.TicketRequest{Lease: h.ID(), Run: "run-1", Company: "co-1", Scope: prp.ScopeTask, Holder: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawRunnerTicket(t, w.s, tk.String(), func() prp.StopProof {
 		if complete.Load() {
 			return prp.StopProof{Methods: []string{prp.MethodGroup, prp.MethodProcTag}, Survivors: []int{}, Complete: true, VerifiedAt: time.Now().UTC()}
 		}

@@ -177,7 +177,7 @@ func TestLostEventsAreRecordedAndFailTheSessionsTasks(t *testing.T) {
 	store := &controller.MemoryStore{}
 	s := newServer(t, controller.Options{Store: store})
 	state := t.TempDir()
-	child := startChild(t, s, state, true)
+	child := startChild(t, s, state, "")
 	session := waitSession(t, s)
 	ctx := context.Background()
 	if _, err := s.c.StartTask(ctx, operator, session, "c1", prp.TaskStart{TaskID: "left", Argv: []string{"sh", "-c", "echo hi; exec sleep 1000"}}); err != nil {
@@ -226,7 +226,7 @@ func TestLostEventsAreRecordedAndFailTheSessionsTasks(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(state, "outbox.ack"), []byte(strconv.FormatUint(ack+5, 10)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	startChild(t, s, state, false)
+	startChild(t, s, state, session)
 
 	res := wait(t, s, session, "c1")
 	if res.Status != prp.ResultIndeterminate || res.Code != controller.CodeEventsLost {

@@ -19,6 +19,13 @@ type MemoryStore struct {
 	events   map[string]map[uint64]EventRecord
 	claimed  map[[2]string]bool        // secrets delivered, by (session, command id)
 	usage    map[[2]string]OutputUsage // by (session, task)
+	conns    map[string]connClaim      // by session
+}
+
+// connClaim is a session's live connection and how long its claim lasts.
+type connClaim struct {
+	conn  string
+	until time.Time
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -30,6 +37,7 @@ func (s *MemoryStore) init() {
 		s.events = map[string]map[uint64]EventRecord{}
 		s.claimed = map[[2]string]bool{}
 		s.usage = map[[2]string]OutputUsage{}
+		s.conns = map[string]connClaim{}
 	}
 }
 
@@ -47,6 +55,7 @@ func (s *MemoryStore) CreateSession(ctx context.Context, r Session) error {
 	if _, ok := s.sessions[r.ID]; ok {
 		return fmt.Errorf("controller: session %s: %w", r.ID, ErrExists)
 	}
+	r.ConnectedUntil = time.Time{}
 	s.sessions[r.ID] = r
 	return nil
 }
@@ -62,7 +71,39 @@ func (s *MemoryStore) GetSession(ctx context.Context, id string) (Session, error
 	if !ok {
 		return Session{}, fmt.Errorf("controller: session %q: %w", id, ErrNotFound)
 	}
+	r.ConnectedUntil = s.conns[id].until
 	return r, nil
+}
+
+// ClaimConnection implements Store.
+func (s *MemoryStore) ClaimConnection(ctx context.Context, session, conn string, until, now time.Time) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	if _, ok := s.sessions[session]; !ok {
+		return false, fmt.Errorf("controller: session %q: %w", session, ErrNotFound)
+	}
+	if c, ok := s.conns[session]; ok && c.conn != conn && c.until.After(now) {
+		return false, nil
+	}
+	s.conns[session] = connClaim{conn: conn, until: until}
+	return true, nil
+}
+
+// ReleaseConnection implements Store.
+func (s *MemoryStore) ReleaseConnection(ctx context.Context, session, conn string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.conns[session]; ok && c.conn == conn {
+		delete(s.conns, session)
+	}
+	return nil
 }
 
 // LeaseSessions implements Store.
@@ -75,6 +116,7 @@ func (s *MemoryStore) LeaseSessions(ctx context.Context, lease string) ([]Sessio
 	out := []Session{}
 	for _, r := range s.sessions {
 		if r.Lease == lease {
+			r.ConnectedUntil = s.conns[r.ID].until
 			out = append(out, r)
 		}
 	}

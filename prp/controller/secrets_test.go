@@ -70,14 +70,29 @@ func newCanary(t *testing.T) string {
 // on stateDir, with a ticket unless ticket is false.
 func startLoggedChild(t *testing.T, s *server, stateDir string, ticket bool, logs *syncbuf.Buffer) *exec.Cmd {
 	t.Helper()
+	return startLoggedChildOf(t, s, stateDir, ticket, "", logs)
+}
+
+// startLoggedChildOf is startLoggedChild; a restart (ticket false) rejoins
+// session resume with a resume ticket.
+func startLoggedChildOf(t *testing.T, s *server, stateDir string, ticket bool, resume string, logs *syncbuf.Buffer) *exec.Cmd {
+	t.Helper()
 	args := []string{"--controller", s.URL(), "--lease", "lease-1", "--state-dir", stateDir, "--log-level", "debug"}
+	tk := ""
 	if ticket {
-		tf := filepath.Join(t.TempDir(), "ticket")
-		if err := os.WriteFile(tf, []byte(s.ticket(t, prp.ScopeTask)), 0o600); err != nil {
+		tk = s.ticket(t, prp.ScopeTask)
+	} else {
+		rt, _, err := s.c.MintResumeTicket(context.Background(), operator, resume, 0)
+		if err != nil {
 			t.Fatal(err)
 		}
-		args = append(args, "--ticket-file", tf)
+		tk = rt.String()
 	}
+	tf := filepath.Join(t.TempDir(), "ticket")
+	if err := os.WriteFile(tf, []byte(tk), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args = append(args, "--ticket-file", tf)
 	cmd := exec.Command(testenv.RunnerBinary(t), args...)
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
@@ -286,7 +301,7 @@ func TestSecretsNotRedeliveredOnResume(t *testing.T) {
 	for s.c.Connected(session) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	startLoggedChild(t, s, stateDir, false, &logs)
+	startLoggedChildOf(t, s, stateDir, false, session, &logs)
 	if got := waitSession(t, s); got != session {
 		t.Fatalf("the restarted runner resumed session %s, want %s", got, session)
 	}

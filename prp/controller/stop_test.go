@@ -19,7 +19,7 @@ import (
 func TestStopAndVerifyStopsAProcessTreeWithACompleteProof(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, controller.Options{})
-	startChild(t, s, t.TempDir(), true)
+	startChild(t, s, t.TempDir(), "")
 	session := waitSession(t, s)
 	ctx := context.Background()
 	// sh, 48 sleeps in its group and one that escapes with setsid: 50.
@@ -80,7 +80,7 @@ func TestKilledRunnerLeavesAnIndeterminateTaskThatIsStillStopped(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, controller.Options{})
 	state := t.TempDir()
-	child := startChild(t, s, state, true)
+	child := startChild(t, s, state, "")
 	session := waitSession(t, s)
 	ctx := context.Background()
 	marker := filepath.Join(t.TempDir(), "started")
@@ -99,7 +99,7 @@ func TestKilledRunnerLeavesAnIndeterminateTaskThatIsStillStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	child.Wait()
-	startChild(t, s, state, false) // resumes the session with its saved token
+	startChild(t, s, state, session) // resumes the session with a resume ticket
 	res := wait(t, s, session, "c1")
 	if res.Status != prp.ResultIndeterminate {
 		t.Errorf("result of the task start after kill -9 = %+v, want indeterminate", res)

@@ -31,6 +31,20 @@ type Session struct {
 	Company   string
 	Scope     prp.Scope
 	CreatedAt time.Time
+	// Ticket is the hash of the ticket whose exchange created the
+	// session (prp.TicketHash.String); Attach accepts only the session of
+	// the ticket it minted.
+	Ticket string
+	// Holder marks a session created through the lease holder's Attach:
+	// the lease's release (StopTasks) stops its tasks; the tasks of other
+	// sessions of the lease were not given by the holder, and the release
+	// never waits on them.
+	Holder bool
+	// ConnectedUntil is when the claim of the session's live connection
+	// (Store.ClaimConnection, on any replica) ends; zero or past: no
+	// runner is connected. Stores fill it in on reads; CreateSession
+	// ignores it.
+	ConnectedUntil time.Time
 }
 
 // CommandRecord is one entry of the controller's command journal (PRP-4):
@@ -73,6 +87,15 @@ type Store interface {
 	CreateSession(ctx context.Context, s Session) error
 	// GetSession returns the session with id, or ErrNotFound.
 	GetSession(ctx context.Context, id string) (Session, error)
+	// ClaimConnection records that connection conn is the session's live
+	// connection until until, in one conditional update that succeeds
+	// only if no other connection's claim on the session lasts past now
+	// (on any replica); conn renews its own claim the same way. It
+	// returns false, nil when another connection holds a live claim, and
+	// ErrNotFound for an unknown session.
+	ClaimConnection(ctx context.Context, session, conn string, until, now time.Time) (bool, error)
+	// ReleaseConnection drops conn's claim on session, if it holds it.
+	ReleaseConnection(ctx context.Context, session, conn string) error
 	// LeaseSessions returns the sessions of lease, oldest first (by
 	// CreatedAt, then id); none is an empty slice, not an error.
 	LeaseSessions(ctx context.Context, lease string) ([]Session, error)

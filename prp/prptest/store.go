@@ -50,6 +50,31 @@ func TestTicketStore(t *testing.T, newStore func(t *testing.T) prp.TicketStore) 
 			t.Errorf("second ConsumeTicket = %v, want ErrTicketReplayed", err)
 		}
 	})
+	t.Run("a resume ticket rejoins its session and keeps its holder mark", func(t *testing.T) {
+		s := newStore(t)
+		tk, r := record(t, "lease-1")
+		r.Resume, r.Holder = "s_old", true
+		if err := s.CreateTicket(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.ConsumeTicket(ctx, tk.Hash(), "lease-1", "s_new", now.Add(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Resume != "s_old" || got.Session != "s_old" || !got.Holder {
+			t.Errorf("ConsumeTicket = %+v, want resume and session s_old, holder", got)
+		}
+		if _, err := s.ConsumeTicket(ctx, tk.Hash(), "lease-1", "s_new", now.Add(2*time.Second)); !errors.Is(err, prp.ErrTicketReplayed) {
+			t.Errorf("second ConsumeTicket of a resume ticket = %v, want ErrTicketReplayed", err)
+		}
+		tk2, plain := record(t, "lease-1")
+		if err := s.CreateTicket(ctx, plain); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.ConsumeTicket(ctx, tk2.Hash(), "lease-1", "s_2", now.Add(time.Second)); err != nil || got.Resume != "" || got.Holder || got.Session != "s_2" {
+			t.Errorf("ConsumeTicket of a plain ticket = %+v, %v; want session s_2, no resume, not holder", got, err)
+		}
+	})
 	t.Run("an expired ticket is refused", func(t *testing.T) {
 		s := newStore(t)
 		tk, r := record(t, "lease-1")

@@ -8,27 +8,31 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/berthdev/berth/prp"
 )
 
-// credentials are what the runner keeps of its exchange, in a 0600 file of
-// the state directory, so that a restarted runner reconnects to its session
-// while the token is valid.
+// credentials are what the runner got from its exchange. They live in the
+// runner's memory only, never in its state directory, whose files its
+// tasks (the same user) can read and write: a restarted runner rejoins its
+// session with a resume ticket instead.
 type credentials struct {
-	Token     string    `json:"token"`
-	ExpiresAt time.Time `json:"expires_at"`
-	Session   string    `json:"session"`
-	Scope     prp.Scope `json:"scope"`
-	Lease     string    `json:"lease"`
-	Run       string    `json:"run"`
+	Token     string
+	ExpiresAt time.Time
+	Session   string
+	Scope     prp.Scope
+	Lease     string
+	Run       string
+	// StateKey authenticates the journal's and the outbox's records.
+	StateKey []byte
+	// Resume: the ticket was a resume ticket.
+	Resume bool
 }
 
-const credFile = "credentials.json"
+// legacyCredFile is where older runners saved their token; New removes it.
+const legacyCredFile = "credentials.json"
 
 // ErrRefused is returned (wrapped, with the controller's stable code) when
 // the controller refuses the ticket or the token: the runner cannot
@@ -43,36 +47,6 @@ func (p permanent) Error() string { return p.err.Error() }
 
 // Unwrap returns the wrapped error.
 func (p permanent) Unwrap() error { return p.err }
-
-func loadCredentials(dir string) (credentials, bool, error) {
-	b, err := os.ReadFile(filepath.Join(dir, credFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return credentials{}, false, nil
-	}
-	if err != nil {
-		return credentials{}, false, fmt.Errorf("runner: credentials in %s: %w", dir, err)
-	}
-	var c credentials
-	if err := json.Unmarshal(b, &c); err != nil {
-		return credentials{}, false, fmt.Errorf("runner: credentials in %s: %w", dir, err)
-	}
-	return c, true, nil
-}
-
-func saveCredentials(dir string, c credentials) error {
-	b, err := json.Marshal(c)
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, credFile+".tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("runner: save credentials: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, credFile)); err != nil {
-		return fmt.Errorf("runner: save credentials: %w", err)
-	}
-	return nil
-}
 
 // exchange trades the ticket for a token over HTTP, before any upgrade
 // (PRP-2). A 401 is permanent (ErrRefused with the controller's code).
@@ -104,7 +78,8 @@ func exchange(ctx context.Context, client *http.Client, base, lease, ticket stri
 	if err := json.Unmarshal(b, &xr); err != nil || xr.Token == "" || !prp.ValidID(xr.Session) || !xr.Scope.Valid() {
 		return credentials{}, permanent{fmt.Errorf("runner: exchange at %s: the response is not an exchange response", url)}
 	}
-	return credentials{Token: xr.Token, ExpiresAt: xr.ExpiresAt, Session: xr.Session, Scope: xr.Scope, Lease: xr.Lease, Run: xr.Run}, nil
+	return credentials{Token: xr.Token, ExpiresAt: xr.ExpiresAt, Session: xr.Session, Scope: xr.Scope, Lease: xr.Lease, Run: xr.Run,
+		StateKey: xr.StateKey, Resume: xr.Resume}, nil
 }
 
 // refusal renders an ErrorResponse body (code and message), bounded.

@@ -23,7 +23,7 @@ var capabilities = []prp.Capability{prp.CapTasks, prp.CapStopProof, prp.CapStdin
 const welcomeTimeout = 30 * time.Second
 
 // credentialsFor returns valid credentials, exchanging the ticket if the
-// state directory holds none (or only expired ones).
+// runner holds none yet (or only expired ones).
 func (r *Runner) credentialsFor(ctx context.Context) (credentials, error) {
 	r.mu.Lock()
 	c, have := r.cred, r.haveCred
@@ -41,9 +41,6 @@ func (r *Runner) credentialsFor(ctx context.Context) (credentials, error) {
 	}
 	if err != nil {
 		return credentials{}, err
-	}
-	if err := saveCredentials(r.dir, c); err != nil {
-		return credentials{}, permanent{err}
 	}
 	r.mu.Lock()
 	r.cred, r.haveCred = c, true
@@ -307,12 +304,8 @@ func (r *Runner) reader(ctx context.Context, conn *websocket.Conn, session strin
 				return fmt.Errorf("runner: token renewal: %v", err)
 			}
 			r.mu.Lock()
-			r.cred.Token, r.cred.ExpiresAt = tr.Token, tr.ExpiresAt
-			c := r.cred
+			r.cred.Token, r.cred.ExpiresAt = tr.Token, tr.ExpiresAt // memory only
 			r.mu.Unlock()
-			if err := saveCredentials(r.dir, c); err != nil {
-				r.log.Error("runner: save renewed token", "err", err)
-			}
 		default:
 			conn.Close(prp.CloseProtocolError, "unexpected "+string(env.Type))
 			return fmt.Errorf("runner: %w: unexpected %s", prp.ErrFrame, env.Type)

@@ -49,6 +49,11 @@ type testController struct {
 	unackSize   map[uint64]int
 	lastSession string
 	mute        bool // when set, pings get no pong (a dead controller)
+	// forged, when set, is the token the exchange hands out instead of
+	// its own (one the controller does not accept).
+	forged string
+	// tokens are the bearer tokens of the connect attempts, in order.
+	tokens []string
 }
 
 func newController(t *testing.T) *testController {
@@ -93,6 +98,22 @@ func (c *testController) ticket(lease string, scope prp.Scope, ttl time.Duration
 	return tk.String()
 }
 
+// resumeTicket mints a resume ticket of session (lease-1 / run-1 of co-1,
+// task scope), as Controller.MintResumeTicket does.
+func (c *testController) resumeTicket(session string) string {
+	c.t.Helper()
+	tk, err := prp.NewTicket()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	now := time.Now()
+	if err := c.store.CreateTicket(context.Background(), prp.TicketRecord{Hash: tk.Hash(), Lease: "lease-1", Run: "run-1", Company: "co-1", Scope: prp.ScopeTask,
+		CreatedAt: now, ExpiresAt: now.Add(time.Minute), Resume: session}); err != nil {
+		c.t.Fatal(err)
+	}
+	return tk.String()
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -110,6 +131,11 @@ func (c *testController) exchange(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: prp.CodeOf(err), Message: err.Error()})
 		return
 	}
+	c.mu.Lock()
+	if c.forged != "" {
+		resp.Token = c.forged
+	}
+	c.mu.Unlock()
 	writeJSON(w, http.StatusOK, resp)
 }
 
@@ -121,6 +147,7 @@ func (c *testController) notify() {
 func (c *testController) connect(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	refuse := c.refuse
+	c.tokens = append(c.tokens, strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
 	c.mu.Unlock()
 	if refuse {
 		http.Error(w, "away", http.StatusServiceUnavailable)

@@ -9,8 +9,8 @@
 //   - options.go: Options (lease, ticket, platform func, backoff, limits,
 //     subreaper),
 //     DefaultPlatform, TicketEnv and TagEnv.
-//   - bootstrap.go: the ticket exchange over HTTP before the upgrade and
-//     the credentials kept (0600) in the state directory.
+//   - bootstrap.go: the ticket exchange over HTTP before the upgrade; the
+//     token and the session's state key it returns live in memory only.
 //   - conn.go: one connection: Dial with the subprotocol berth.prp.v1,
 //     SetReadLimit at once, hello, welcome, then one reader, one writer and
 //     a heartbeat (Ping with the reader running).
@@ -18,9 +18,11 @@
 //     (duplicate, conflict), scope checks, the probe identity refusing
 //     every task, task.stop with its proof.
 //   - journal.go: the command journal (received, executing, done,
-//     indeterminate, result), fsynced before a command executes.
+//     indeterminate, result), fsynced before a command executes; each line
+//     carries an HMAC under the state key, chained over the previous line.
 //   - outbox.go: the bounded file-backed outbox; Append blocks when it is
-//     full (backpressure), replay starts at the controller's ack + 1.
+//     full (backpressure), replay starts at the controller's ack + 1; each
+//     record carries an HMAC under the state key.
 //   - task.go: a task in its own process group, tagged with TagEnv.
 //   - secrets.go: a task's secret values (from the TypeSecrets frame that
 //     precedes its task.start, kept in memory only) go into its
@@ -40,9 +42,22 @@
 //     kill(-pgid, 0); /proc is scanned once the group is gone, for tagged
 //     escapees (which then get SIGTERM, grace, SIGKILL) and for the proof.
 //
-// The state directory holds the journal, the outbox, the credentials and the
-// runner's id; a runner restarted on it (after kill -9, say) resumes the
-// session while the token is valid, reports commands it was executing as
+// Nothing a task can reach is trusted (issue 22): tasks run as the runner's
+// user and can read and write its state directory. The state directory
+// holds the journal, the outbox, the runner's id and the session it belongs
+// to (with an HMAC under the state key: a resume ticket is used only on its
+// session's own directory), never a secret: the
+// token and the state key live in the runner's memory, and the binary makes
+// itself non-dumpable (MakeUndumpable) before it reads its ticket, so that
+// a task cannot read its memory, environment or fds. A journal line that
+// fails its check is never acted on (its command is indeterminate,
+// journal_unauthenticated, never run again); an outbox record that fails
+// drops itself and what precedes it, which the controller reports as
+// events_lost. A runner restarted on its state directory (after kill -9,
+// say) needs a resume ticket of its session (the controller's
+// MintResumeTicket; Attach mints one when it relaunches it), which
+// returns the same state key; it replays its journal and outbox, reports
+// commands it was executing as
 // indeterminate and stops what is left of their tasks, and answers commands
 // it had received but not started as rejected "interrupted" (nothing ran;
 // the resume cursor keeps them from being sent again).
@@ -61,7 +76,9 @@
 // binary record and sent as a binary frame (prp.OutputFrame) when the
 // controller granted prp.CapBinaryOutput, else as a JSON envelope.
 //
-// Limits: the proof has no cgroup check yet (no cgroup v2 here to test one);
+// Limits: a task that truncates the journal's tail (its last complete
+// lines) is not detected: a command whose every line it removed is sent
+// again and may run again. The proof has no cgroup check yet (no cgroup v2 here to test one);
 // the tag scan does not see a process that re-executed itself with a
 // cleared environment, nor processes of other users (a task cannot become
 // another user without a setuid binary). On systems without /proc the tag

@@ -4,3 +4,6 @@ package runner
 // task with n bytes of data (a binary record); other events count as their
 // JSON.
 func OutboxRecordSize(task string, n int) int { return outHeader + len(task) + n }
+
+// testKey is the state key of the internal tests' journals and outboxes.
+var testKey = []byte("0123456789abcdef0123456789abcdef")

@@ -2,9 +2,14 @@ package runner
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -32,14 +37,27 @@ type journalEntry struct {
 }
 
 // journal is the runner's command journal (PRP-4): an append-only file of
-// JSON lines in the state directory, fsynced after every state change, so
+// lines in the state directory, fsynced after every state change, so
 // that a command's state survives a runner kill -9 and a command never runs
-// twice.
+// twice. Each line is "<mac> <entry as JSON>": mac is the base64url
+// HMAC-SHA-256, under the session's state key (memory only), of the
+// previous line's mac and the JSON, so that a line a task wrote, changed
+// or removed in the state directory fails its check (issue 22).
 type journal struct {
 	mu      sync.Mutex
 	f       *os.File
+	key     []byte
+	prevMAC []byte
 	byID    map[string]journalEntry
 	lastSeq uint64
+}
+
+// journalMAC is the mac of a journal line: HMAC(key, prev || body).
+func journalMAC(key, prev, body []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write(prev)
+	m.Write(body)
+	return m.Sum(nil)
 }
 
 const journalFile = "journal.jsonl"
@@ -48,22 +66,43 @@ const journalFile = "journal.jsonl"
 // command found executing becomes indeterminate (journaled before
 // openJournal returns); those entries are returned so that the runner can
 // report them and clean up after them.
-func openJournal(dir string) (*journal, []journalEntry, error) {
+//
+// A line that fails its check is never acted on: the command it names (if
+// it names one) becomes indeterminate (never run again), and its seq still
+// counts for the resume cursor, so that the controller does not send its
+// command again.
+func openJournal(dir string, key []byte) (*journal, []journalEntry, error) {
 	path := filepath.Join(dir, journalFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("runner: journal %s: %w", path, err)
 	}
-	j := &journal{f: f, byID: map[string]journalEntry{}}
-	sc := bufio.NewScanner(f)
+	j := &journal{f: f, key: key, byID: map[string]journalEntry{}}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("runner: journal %s: %w", path, err)
+	}
+	// Only complete lines count: a torn last line (no newline) is cut.
+	good := int64(bytes.LastIndexByte(b, '\n') + 1)
+	tainted := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(b[:good]))
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	var good int64
 	for sc.Scan() {
+		macText, body, _ := bytes.Cut(sc.Bytes(), []byte(" "))
+		mac, derr := base64.RawURLEncoding.DecodeString(string(macText))
 		var e journalEntry
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			break // a torn last line: everything before it stands
+		uerr := json.Unmarshal(body, &e)
+		if derr != nil || uerr != nil || !hmac.Equal(mac, journalMAC(key, j.prevMAC, body)) {
+			// Unauthenticated: what it names is never acted on.
+			j.lastSeq = max(j.lastSeq, e.Seq)
+			if e.ID != "" {
+				tainted[e.ID] = true
+			}
+			j.prevMAC = mac
+			continue
 		}
-		good += int64(len(sc.Bytes())) + 1
+		j.prevMAC = mac
 		j.apply(e)
 	}
 	if err := f.Truncate(good); err != nil {
@@ -71,7 +110,26 @@ func openJournal(dir string) (*journal, []journalEntry, error) {
 		return nil, nil, fmt.Errorf("runner: journal %s: truncate torn tail: %w", path, err)
 	}
 	var interrupted []journalEntry
+	for id := range tainted {
+		e := j.byID[id]
+		if e.State.Terminal() && e.Result != nil && e.Result.Code == prp.CodeJournalUnauthenticated {
+			continue // answered so by an earlier runner already
+		}
+		e.ID = id
+		e.State = prp.JournalIndeterminate
+		e.Result = &prp.Result{CommandID: id, Status: prp.ResultIndeterminate, Code: prp.CodeJournalUnauthenticated,
+			Message: "a journal record of the command failed its authentication; the command is not run again"}
+		e.At = time.Now().UTC()
+		if err := j.appendLocked(e, true); err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+		interrupted = append(interrupted, e)
+	}
 	for _, e := range j.byID {
+		if tainted[e.ID] {
+			continue
+		}
 		switch {
 		case e.State == prp.JournalExecuting:
 			e.State = prp.JournalIndeterminate
@@ -153,9 +211,14 @@ func (j *journal) appendLocked(e journalEntry, sync bool) error {
 	if err != nil {
 		return fmt.Errorf("runner: journal: %w", err)
 	}
-	if _, err := j.f.Write(append(b, '\n')); err != nil {
+	mac := journalMAC(j.key, j.prevMAC, b)
+	line := make([]byte, 0, base64.RawURLEncoding.EncodedLen(len(mac))+len(b)+2)
+	line = base64.RawURLEncoding.AppendEncode(line, mac)
+	line = append(append(append(line, ' '), b...), '\n')
+	if _, err := j.f.Write(line); err != nil {
 		return fmt.Errorf("runner: journal %s: write: %w", j.f.Name(), err)
 	}
+	j.prevMAC = mac
 	if sync {
 		if err := j.f.Sync(); err != nil {
 			return fmt.Errorf("runner: journal %s: sync: %w", j.f.Name(), err)

@@ -12,7 +12,7 @@ import (
 // is refused (task_exists) instead of running the task again.
 func TestTaskStartIsTheFirstJournaled(t *testing.T) {
 	t.Parallel()
-	j, _, err := openJournal(t.TempDir())
+	j, _, err := openJournal(t.TempDir(), testKey)
 	if err != nil {
 		t.Fatal(err)
 	}

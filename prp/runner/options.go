@@ -37,8 +37,11 @@ const Version = "berth-runner/0.1"
 type Options struct {
 	// Lease is the lease the ticket was minted for; required with Ticket.
 	Lease string
-	// Ticket is the bootstrap ticket's text. It is needed only when the
-	// state directory holds no valid connection token yet. Default: none.
+	// Ticket is the bootstrap ticket's text: a fresh ticket, or for a
+	// runner restarted on its state directory a resume ticket of its
+	// session (controller.Controller.MintResumeTicket; Attach mints one
+	// when it relaunches the runner). Required: the runner keeps its
+	// token in memory only.
 	Ticket string
 	// Platform returns the platform the hello reports. Default:
 	// DefaultPlatform (the probe's detection script and parser).

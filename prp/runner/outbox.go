@@ -2,6 +2,8 @@ package runner
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -24,6 +26,10 @@ import (
 // task's pipes are not read (backpressure) and no output is dropped.
 type outbox struct {
 	dir string
+	// key is the session's state key (memory only): every record carries
+	// its HMAC, so that a record a task wrote or changed in the state
+	// directory is never sent as the runner's event (issue 22).
+	key []byte
 
 	mu      sync.Mutex
 	seg     *os.File
@@ -40,17 +46,34 @@ type outbox struct {
 type outRecord struct {
 	seq  uint64
 	body []byte // the Event as JSON, or an output event as a binary record
+	// authentic: read back with a mac that verifies (always for records
+	// this process appended).
+	authentic bool
 }
 
 const (
 	segPrefix = "outbox-"
 	ackFile   = "outbox.ack"
-	recHeader = 12 // seq (8) + length (4)
+	recHeader = 12 + sha256.Size // seq (8) + length (4) + HMAC(key, seq || body) (32)
 )
 
-// openOutbox opens the outbox in dir, reloading unacknowledged events.
-func openOutbox(dir string, limit int64) (*outbox, error) {
-	o := &outbox{dir: dir, limit: limit, segMax: max(limit/4, 64<<10), changed: make(chan struct{})}
+// recordMAC is a record's HMAC under key: over its seq and body.
+func recordMAC(key []byte, seq uint64, body []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], seq)
+	m.Write(b[:])
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+// openOutbox opens the outbox in dir, reloading unacknowledged events. A
+// record that fails its check under key is never sent: it and every
+// record before it are dropped, so that the runner's resume cursor
+// (the oldest event it still has) shows the controller the events it
+// lost, which it reports as events_lost (PRP-5).
+func openOutbox(dir string, limit int64, key []byte) (*outbox, error) {
+	o := &outbox{dir: dir, key: key, limit: limit, segMax: max(limit/4, 64<<10), changed: make(chan struct{})}
 	if b, err := os.ReadFile(filepath.Join(dir, ackFile)); err == nil {
 		o.acked, _ = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -62,7 +85,7 @@ func openOutbox(dir string, limit int64) (*outbox, error) {
 		return nil, err
 	}
 	for _, s := range segs {
-		recs, good, err := readSegment(s)
+		recs, good, err := readSegment(s, o.key)
 		if err != nil {
 			return nil, err
 		}
@@ -72,6 +95,10 @@ func openOutbox(dir string, limit int64) (*outbox, error) {
 		for _, r := range recs {
 			if r.seq >= o.next {
 				o.next = r.seq + 1
+			}
+			if !r.authentic {
+				o.pending, o.bytes = nil, 0
+				continue
 			}
 			if r.seq > o.acked {
 				o.pending = append(o.pending, r)
@@ -99,7 +126,7 @@ func (o *outbox) segments() ([]string, error) {
 	return out, nil
 }
 
-func readSegment(path string) ([]outRecord, int64, error) {
+func readSegment(path string, key []byte) ([]outRecord, int64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, 0, fmt.Errorf("runner: outbox segment %s: %w", path, err)
@@ -113,7 +140,8 @@ func readSegment(path string) ([]outRecord, int64, error) {
 			break // torn tail
 		}
 		body := append([]byte(nil), b[off+recHeader:off+recHeader+n]...)
-		recs = append(recs, outRecord{seq: seq, body: body})
+		ok := hmac.Equal(b[off+12:off+recHeader], recordMAC(key, seq, body))
+		recs = append(recs, outRecord{seq: seq, body: body, authentic: ok})
 		off += recHeader + n
 	}
 	return recs, off, nil
@@ -173,7 +201,7 @@ func (o *outbox) appendRecord(ctx context.Context, rec []byte) (uint64, error) {
 		return 0, err
 	}
 	o.next++
-	o.pending = append(o.pending, outRecord{seq: seq, body: body})
+	o.pending = append(o.pending, outRecord{seq: seq, body: body, authentic: true})
 	o.bytes += int64(len(body))
 	o.signalLocked()
 	return seq, nil
@@ -256,6 +284,7 @@ func (o *outbox) writeLocked(seq uint64, rec []byte) error {
 	}
 	binary.BigEndian.PutUint64(rec, seq)
 	binary.BigEndian.PutUint32(rec[8:], uint32(len(rec)-recHeader))
+	copy(rec[12:recHeader], recordMAC(o.key, seq, rec[recHeader:]))
 	// One write per record: a kill -9 leaves a whole record or a torn tail
 	// that openOutbox cuts off, never a record that was acknowledged.
 	if _, err := o.seg.Write(rec); err != nil {

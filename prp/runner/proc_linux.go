@@ -323,3 +323,15 @@ func pipeReader(f *os.File) func(buf []byte) (int, error) {
 		return n, rerr
 	}
 }
+
+// MakeUndumpable makes the calling process non-dumpable
+// (prctl(PR_SET_DUMPABLE, 0)): processes of the same user, such as the
+// runner's tasks, can then no longer read its memory, /proc/<pid>/environ
+// or fds, or ptrace it. The runner binary calls it before it reads its
+// ticket; the runner's children are dumpable again after their execve.
+func MakeUndumpable() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("runner: prctl(PR_SET_DUMPABLE, 0): %w", err)
+	}
+	return nil
+}

@@ -103,7 +103,12 @@ func TestKill9MidCommandNeverRunsTwice(t *testing.T) {
 		t.Fatalf("after the runner's kill -9, %d processes carry the task's tag, want its sleep", n)
 	}
 
-	startChild(t, nil, args...) // no ticket: the state directory holds the session's token
+	c.mu.Lock()
+	session := c.lastSession
+	c.mu.Unlock()
+	// The token died with the runner (memory only): the restart rejoins
+	// the session with a resume ticket.
+	startChild(t, []string{"BERTH_PRP_TICKET=" + c.resumeTicket(session)}, args...)
 	res := c.waitResults("c1", 1)[0]
 	if res.Status != prp.ResultIndeterminate || res.Duplicate {
 		t.Errorf("result after the restart = %+v, want indeterminate", res)

@@ -2,7 +2,10 @@ package runner
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -63,9 +66,12 @@ type Runner struct {
 // or wss; "exchange" and "connect" are resolved against it), or for
 // UnixScheme and the absolute path of a unix socket at which the controller
 // serves its PRP endpoints at the root (a sandbox's runner ingress), keeping its
-// journal, outbox and credentials in stateDir (created 0700). It opens the
-// journal, marking commands interrupted by a previous runner's death
-// indeterminate; it connects nothing before Run.
+// journal and outbox in stateDir (created 0700); its token and state key it
+// keeps in memory only. It connects nothing before Run, which first
+// exchanges the ticket and then opens the journal and outbox with the
+// session's state key (marking commands interrupted by a previous
+// runner's death, or named by records that fail their check,
+// indeterminate).
 func New(controllerURL, stateDir string, opts *Options) (*Runner, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -104,19 +110,12 @@ func New(controllerURL, stateDir string, opts *Options) (*Runner, error) {
 	if r.id, err = runnerID(stateDir); err != nil {
 		return nil, err
 	}
-	if r.cred, r.haveCred, err = loadCredentials(stateDir); err != nil {
-		return nil, err
+	if o.Ticket == "" {
+		return nil, errors.New("runner: no ticket was given (a runner restarted on its state directory needs a resume ticket)")
 	}
-	if !r.haveCred && o.Ticket == "" {
-		return nil, fmt.Errorf("runner: state directory %s holds no credentials and no ticket was given", stateDir)
-	}
-	if r.j, r.interrupted, err = openJournal(stateDir); err != nil {
-		return nil, err
-	}
-	r.lastQueued = r.j.last()
-	if r.out, err = openOutbox(stateDir, o.MaxUnackedBytes); err != nil {
-		r.j.close()
-		return nil, err
+	// Older runners kept their token here, where a task could read it.
+	if err := os.Remove(filepath.Join(stateDir, legacyCredFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("runner: remove the stored token of an older runner: %w", err)
 	}
 	if o.Subreaper {
 		if err := becomeSubreaper(); err != nil {
@@ -157,6 +156,18 @@ func (r *Runner) Tag(taskID string) string { return TagEnv + "=" + r.id + ":" + 
 // and closed its files; a Runner runs once.
 func (r *Runner) Run(ctx context.Context) error {
 	defer r.close()
+	// The state key comes with the exchange: the journal and outbox are
+	// opened (and their records checked) only then.
+	cred, err := r.bootstrap(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.claimStateDir(cred); err != nil {
+		return err
+	}
+	if err := r.openState(cred.StateKey); err != nil {
+		return err
+	}
 	defer r.watchChildren()()
 	// Tasks and their events outlive ctx until the shutdown below: output
 	// still in the pipes goes to the outbox, not away.
@@ -166,7 +177,6 @@ func (r *Runner) Run(ctx context.Context) error {
 	wg.Go(func() { r.commandLoop(ctx, taskCtx) })
 	r.reportInterrupted(taskCtx)
 
-	var err error
 	for attempt := 0; ; attempt++ {
 		var welcomed bool
 		welcomed, err = r.session(ctx)
@@ -201,6 +211,77 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.queue.close()
 	wg.Wait()
 	return err
+}
+
+// bootstrap exchanges the ticket, retrying with backoff until the
+// controller answers or ctx ends; a refusal is final.
+func (r *Runner) bootstrap(ctx context.Context) (credentials, error) {
+	for attempt := 0; ; attempt++ {
+		c, err := r.credentialsFor(ctx)
+		if err == nil {
+			if len(c.StateKey) != prp.StateKeyLen {
+				return credentials{}, fmt.Errorf("%w: the exchange sent no state key", ErrRefused)
+			}
+			return c, nil
+		}
+		var p permanent
+		if errors.As(err, &p) {
+			return credentials{}, err
+		}
+		r.log.Info("runner: exchange failed; retrying", "err", err, "attempt", attempt)
+		select {
+		case <-ctx.Done():
+			return credentials{}, ctx.Err()
+		case <-time.After(r.opts.Backoff(attempt)):
+		}
+	}
+}
+
+// sessionFile names the session whose journal and outbox the state
+// directory holds: "<session> <mac>", the mac an HMAC of the session id
+// under its state key.
+const sessionFile = "session"
+
+// claimStateDir checks, for a resume, that the state directory holds the
+// resumed session (its session file's mac verifies under the state key):
+// a runner without its session's journal would run the commands the
+// controller sends again. A fresh session's runner writes the file.
+func (r *Runner) claimStateDir(c credentials) error {
+	m := hmac.New(sha256.New, c.StateKey)
+	m.Write([]byte("berth runner state directory\x00" + c.Session))
+	want := c.Session + " " + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	path := filepath.Join(r.dir, sessionFile)
+	if c.Resume {
+		b, err := os.ReadFile(path)
+		if err != nil || !hmac.Equal([]byte(strings.TrimSpace(string(b))), []byte(want)) {
+			return permanent{fmt.Errorf("%w: a resume ticket of session %s, but the state directory %s does not hold that session's journal", ErrRefused, c.Session, r.dir)}
+		}
+		return nil
+	}
+	if err := os.WriteFile(path, []byte(want+"\n"), 0o600); err != nil {
+		return fmt.Errorf("runner: state directory %s: %w", r.dir, err)
+	}
+	return nil
+}
+
+// openState opens the journal and the outbox with the session's state
+// key, marking commands interrupted by a previous runner's death (or named
+// by records that fail their check) indeterminate.
+func (r *Runner) openState(key []byte) error {
+	j, interrupted, err := openJournal(r.dir, key)
+	if err != nil {
+		return err
+	}
+	out, err := openOutbox(r.dir, r.opts.MaxUnackedBytes, key)
+	if err != nil {
+		j.close()
+		return err
+	}
+	r.mu.Lock()
+	r.j, r.interrupted, r.out = j, interrupted, out
+	r.lastQueued = j.last()
+	r.mu.Unlock()
+	return nil
 }
 
 // armOrphanTimer starts the orphan grace once per disconnection.
@@ -364,6 +445,9 @@ func (r *Runner) close() {
 	r.mu.Lock()
 	r.disarmOrphanTimer()
 	r.mu.Unlock()
+	if r.out == nil {
+		return
+	}
 	if err := errors.Join(r.out.close(), r.j.close()); err != nil {
 		r.log.Error("runner: close state", "err", err)
 	}

@@ -240,11 +240,8 @@ func TestInvalidTokenRefusedBeforeUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cred := `{"token":"` + tok + `","expires_at":"` + now.Add(time.Hour).UTC().Format(time.RFC3339) + `","session":"s_x","scope":"task","lease":"lease-1","run":"run-1"}`
-	if err := os.WriteFile(filepath.Join(dir, "credentials.json"), []byte(cred), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r, err := runner.New(c.URL(), dir, &runner.Options{Lease: "lease-1", Backoff: fastBackoff})
+	c.forged = tok
+	r, err := runner.New(c.URL(), dir, &runner.Options{Lease: "lease-1", Ticket: c.ticket("lease-1", prp.ScopeTask, time.Minute), Backoff: fastBackoff})
 	if err != nil {
 		t.Fatal(err)
 	}

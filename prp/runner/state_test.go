@@ -23,7 +23,7 @@ func outputEvent(n int) prp.Event {
 func TestOutboxSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	o, err := openOutbox(dir, 1<<20)
+	o, err := openOutbox(dir, 1<<20, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 	f.Write([]byte{0, 0, 0, 0, 0, 0, 0, 11, 0, 0, 1}) // a torn record
 	f.Close()
 
-	o2, err := openOutbox(dir, 1<<20)
+	o2, err := openOutbox(dir, 1<<20, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestOutboxBackpressure(t *testing.T) {
 	// Output events are binary records: header, task id, data.
 	small, big := make([]byte, outHeader+len("t1")+200), make([]byte, outHeader+len("t1")+400)
 	limit := int64(3*len(small) + 10) // three small events fit, a big one does not
-	o, err := openOutbox(t.TempDir(), limit)
+	o, err := openOutbox(t.TempDir(), limit, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestOutboxBackpressure(t *testing.T) {
 func TestJournalRestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	j, _, err := openJournal(dir)
+	j, _, err := openJournal(dir, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestJournalRestart(t *testing.T) {
 	j.f.Write([]byte(`{"seq":5,"id":"c5"`)) // torn
 	j.close()
 
-	j2, interrupted, err := openJournal(dir)
+	j2, interrupted, err := openJournal(dir, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestJournalRestart(t *testing.T) {
 		t.Errorf("c1 = %+v, want done with its result and digest", e)
 	}
 	j2.close()
-	j3, again, err := openJournal(dir)
+	j3, again, err := openJournal(dir, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func syscallGetpgid(t *testing.T) int {
 func TestOutboxRecordsRoundTrip(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	o, err := openOutbox(dir, 1<<20)
+	o, err := openOutbox(dir, 1<<20, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestOutboxRecordsRoundTrip(t *testing.T) {
 		}
 	}
 	o.close()
-	o2, err := openOutbox(dir, 1<<20)
+	o2, err := openOutbox(dir, 1<<20, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}

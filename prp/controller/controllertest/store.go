@@ -54,6 +54,59 @@ func TestStore(t *testing.T, newStore func(t *testing.T) controller.Store) {
 			t.Errorf("GetSession of an unknown session = %v, want ErrNotFound", err)
 		}
 	})
+	t.Run("a session keeps its ticket and holder mark", func(t *testing.T) {
+		s := newStore(t)
+		want := controller.Session{ID: "s_h", Lease: "lease-1", Run: "run-1", Company: "co-1", Scope: prp.ScopeTask, CreatedAt: now, Ticket: "ab12", Holder: true}
+		if err := s.CreateSession(ctx, want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetSession(ctx, "s_h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("GetSession (-want +got):\n%s", diff)
+		}
+		if ls, err := s.LeaseSessions(ctx, "lease-1"); err != nil || len(ls) != 1 || ls[0].Ticket != "ab12" || !ls[0].Holder {
+			t.Errorf("LeaseSessions = %+v, %v; want the session with its ticket and holder mark", ls, err)
+		}
+	})
+	t.Run("one connection of a session is live at a time", func(t *testing.T) {
+		s := newStore(t)
+		session(t, s, "s_1")
+		if ok, err := s.ClaimConnection(ctx, "s_1", "c_a", now.Add(time.Minute), now); err != nil || !ok {
+			t.Fatalf("first claim = %t, %v; want true", ok, err)
+		}
+		if got, err := s.GetSession(ctx, "s_1"); err != nil || !got.ConnectedUntil.Equal(now.Add(time.Minute)) {
+			t.Errorf("ConnectedUntil = %v, %v; want %v", got.ConnectedUntil, err, now.Add(time.Minute))
+		}
+		if ok, err := s.ClaimConnection(ctx, "s_1", "c_b", now.Add(2*time.Minute), now.Add(time.Second)); err != nil || ok {
+			t.Errorf("a second connection's claim while the first lasts = %t, %v; want false", ok, err)
+		}
+		if ok, err := s.ClaimConnection(ctx, "s_1", "c_a", now.Add(2*time.Minute), now.Add(time.Second)); err != nil || !ok {
+			t.Errorf("the first connection's renewal = %t, %v; want true", ok, err)
+		}
+		// An expired claim (a dead connection) gives way.
+		if ok, err := s.ClaimConnection(ctx, "s_1", "c_b", now.Add(4*time.Minute), now.Add(3*time.Minute)); err != nil || !ok {
+			t.Errorf("a claim after the first expired = %t, %v; want true", ok, err)
+		}
+		// A released claim gives way at once; releasing another's does nothing.
+		if err := s.ReleaseConnection(ctx, "s_1", "c_a"); err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := s.ClaimConnection(ctx, "s_1", "c_c", now.Add(5*time.Minute), now.Add(3*time.Minute)); ok {
+			t.Error("releasing another connection's claim dropped the live one")
+		}
+		if err := s.ReleaseConnection(ctx, "s_1", "c_b"); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.ClaimConnection(ctx, "s_1", "c_c", now.Add(5*time.Minute), now.Add(3*time.Minute)); err != nil || !ok {
+			t.Errorf("a claim after the release = %t, %v; want true", ok, err)
+		}
+		if _, err := s.ClaimConnection(ctx, "s_9", "c_a", now.Add(time.Minute), now); !errors.Is(err, controller.ErrNotFound) {
+			t.Errorf("a claim on an unknown session = %v, want ErrNotFound", err)
+		}
+	})
 	t.Run("a lease's sessions are listed oldest first, no other lease's", func(t *testing.T) {
 		s := newStore(t)
 		if got, err := s.LeaseSessions(ctx, "lease-1"); err != nil || got == nil || len(got) != 0 {
