@@ -43,6 +43,10 @@ type SSHServer struct {
 	keysDir    string // AuthorizedKeysFile's directory: one file per login user
 	unpriv     *Account
 	unprivHome string
+	// dropbear is set for a Dropbear server (Dropbear), whose sessions see
+	// home at sessionHome.
+	dropbear    bool
+	sessionHome string
 
 	cmd    *exec.Cmd
 	logMu  sync.Mutex
@@ -261,7 +265,8 @@ func (s *SSHServer) HostKey() ssh.PublicKey { return s.hostKey }
 func (s *SSHServer) HostKeyFingerprint() string { return ssh.FingerprintSHA256(s.hostKey) }
 
 // Home returns the HOME directory sessions get (an empty temp dir, set with
-// sshd's SetEnv so that the machine's dotfiles do not run).
+// sshd's SetEnv so that the machine's dotfiles do not run), as this process
+// sees it; Dropbear's sessions see it at SessionHome.
 func (s *SSHServer) Home() string { return s.home }
 
 // Dir returns the server's temp dir (keys, config, pid file).
@@ -347,6 +352,10 @@ func (s *SSHServer) setUpKeys(t testing.TB) {
 // writeKeys writes line as the authorized keys of every login user.
 func (s *SSHServer) writeKeys(t testing.TB, line string) {
 	t.Helper()
+	if s.dropbear {
+		s.dropbearKeys(t, line)
+		return
+	}
 	write(t, filepath.Join(s.keysDir, s.user), line)
 	if s.unpriv != nil {
 		p := filepath.Join(s.keysDir, s.unpriv.Name)
@@ -364,6 +373,9 @@ func (s *SSHServer) writeKeys(t testing.TB, line string) {
 // calls Missing.
 func (s *SSHServer) UnprivilegedLogin(t testing.TB) (a Account, home string) {
 	t.Helper()
+	if s.dropbear {
+		Missing(t, "an unprivileged login on the test Dropbear server", "use SSHD", nil)
+	}
 	if s.unpriv == nil {
 		UnprivilegedAccount(t) // ends the test with the reason
 		Missing(t, "an sshd login as the unprivileged test account", "run the tests as root", nil)

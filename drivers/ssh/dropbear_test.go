@@ -1,0 +1,136 @@
+package ssh
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+
+	"github.com/berthdev/berth/drivers/drivertest"
+	"github.com/berthdev/berth/internal/testenv"
+)
+
+// newDropbearEnv is newEnv against a real Dropbear server
+// (testenv.Dropbear): sessions share the server's process group and only
+// TCP is forwarded.
+func newDropbearEnv(t testing.TB) *env {
+	t.Helper()
+	srv := testenv.Dropbear(t)
+	lb := &syncBuffer{}
+	d := New(&Options{Logger: slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	return &env{srv: srv, d: d, log: lb}
+}
+
+// dropbearSessions is max_sessions against Dropbear.
+var dropbearSessions = 2
+
+func newDropbearHarness(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
+	e := newDropbearEnv(tb)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	dead := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	edit := func(m map[string]any) { m[FieldMaxSessions] = dropbearSessions }
+	raw := e.raw(tb)
+	edit(raw)
+	return &harness{e: e, d: e.d, cfg: e.config(tb, edit), raw: raw, dead: dead}, nil
+}
+
+// Issue 23: the driver passes the conformance suite against Dropbear as it
+// does against OpenSSH, including a cancelled process tree, a release with
+// a running tree (no survivor; a confirmed receipt only when nothing
+// survives) and the runner through the TCP remote forward.
+func TestConformanceDropbear(t *testing.T) {
+	drivertest.RunConformanceTests(t, newDropbearHarness)
+}
+
+// livePIDsWith returns the live (not zombie) processes whose argv holds
+// the argument arg.
+func livePIDsWith(arg string) []int {
+	want := []byte("\x00" + arg + "\x00")
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.Contains(b, want) {
+			continue
+		}
+		if st, _ := os.ReadFile("/proc/" + e.Name() + "/stat"); bytes.Contains(st, []byte(") Z ")) {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out
+}
+
+// treeCommand is a process tree: a shell with a background sleep and a
+// foreground one, both with the argument marker.
+func treeCommand(marker string) drivers.Command {
+	return drivers.Command{Argv: []string{"sh", "-c", "sleep " + marker + " & sleep " + marker + "; wait"}}
+}
+
+// waitStarted waits until n processes with marker run.
+func waitStarted(t *testing.T, marker string, n int) {
+	t.Helper()
+	for i := 0; i < 500; i++ {
+		if len(livePIDsWith(marker)) >= n {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("the tree with %s did not start", marker)
+}
+
+// Issue 23 item 1: Dropbear starts sessions in its own process group, not a
+// new one. A cancelled process tree leaves no process behind, and Release
+// with a running tree ends all of it, confirming the receipt only once
+// nothing of the lease survives: the wrapper makes the group itself.
+func TestDropbearCancelAndReleaseLeaveNoSurvivor(t *testing.T) {
+	e := newDropbearEnv(t)
+	sb := e.acquire(t, e.config(t, nil))
+
+	marker := strconv.Itoa(900000 + os.Getpid()%10000)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	p, err := sb.Start(ctx, treeCommand(marker), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStarted(t, marker, 2)
+	cancel()
+	if _, err := p.Wait(context.Background()); err == nil {
+		t.Error("Wait after cancellation returned no error")
+	}
+	if left := livePIDsWith(marker); len(left) > 0 {
+		t.Errorf("cancelled tree: processes %v still run", left)
+	}
+
+	marker2 := strconv.Itoa(910000 + os.Getpid()%10000)
+	if _, err := sb.Start(testCtx(t), treeCommand(marker2), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitStarted(t, marker2, 2)
+	r, err := sb.Release(testCtx(t), drivers.Destroy)
+	left := livePIDsWith(marker2)
+	if len(left) > 0 {
+		t.Errorf("release: processes %v still run (receipt confirmed %v: %s)", left, r.Confirmed, r.Evidence)
+	}
+	if err != nil || !r.Confirmed {
+		t.Errorf("release = %+v, %v; want a confirmed receipt once nothing survives", r, err)
+	}
+	for _, pid := range append(livePIDsWith(marker), left...) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
