@@ -3,10 +3,13 @@ package ssh
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -132,5 +135,61 @@ func TestDropbearCancelAndReleaseLeaveNoSurvivor(t *testing.T) {
 	}
 	for _, pid := range append(livePIDsWith(marker), left...) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// Issue 23 item 2: Dropbear refuses unix-socket forwarding; the ingress is
+// a TCP forward on the server's loopback instead (a port the server
+// picked), opened before the runner is uploaded, and a connection made to
+// it on the server arrives at Accept.
+func TestDropbearRunnerIngressFallsBackToLoopbackTCP(t *testing.T) {
+	e := newDropbearEnv(t)
+	sb := e.acquire(t, e.config(t, nil))
+	bin, sum := testenv.RunnerBinarySum(t)
+	ctx := testCtx(t)
+	ri, err := sb.HostRunner(ctx, drivers.RunnerSpec{Binary: bin, SHA256: sum})
+	if err != nil {
+		t.Fatalf("HostRunner: %v", err)
+	}
+	ep := ri.Endpoint()
+	host, port, err := net.SplitHostPort(strings.TrimPrefix(ep, "http://"))
+	if !strings.HasPrefix(ep, "http://") || err != nil || host != "127.0.0.1" || port == "0" {
+		t.Fatalf("Endpoint = %q, want http://127.0.0.1:PORT (a port the server picked)", ep)
+	}
+	go func() {
+		c, err := ri.Accept()
+		if err == nil {
+			_, _ = c.Write([]byte("hello over the forward\n"))
+			c.Close()
+		}
+	}()
+	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"busybox", "nc", "127.0.0.1", port}})
+	if err != nil || !strings.Contains(string(res.Stdout), "hello over the forward") {
+		t.Errorf("reading the forward on the server = %+v, %v", res, err)
+	}
+	if err := ri.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+// Issue 23 item 2: a server that forwards nothing (Dropbear -k) makes
+// HostRunner fail with ErrUnsupported naming both refused requests, and
+// nothing was uploaded.
+func TestRunnerOnAServerThatForwardsNothingIsUnsupported(t *testing.T) {
+	srv := testenv.Dropbear(t, "-k")
+	e := &env{srv: srv, d: New(nil), log: &syncBuffer{}}
+	sb := e.acquire(t, e.config(t, nil))
+	bin, sum := testenv.RunnerBinarySum(t)
+	_, err := sb.HostRunner(testCtx(t), drivers.RunnerSpec{Binary: bin, SHA256: sum})
+	if !errors.Is(err, drivers.ErrUnsupported) || drivers.CodeOf(err) != drivers.CodeUnsupported ||
+		!strings.Contains(err.Error(), "streamlocal-forward@openssh.com") || !strings.Contains(err.Error(), "tcpip-forward") ||
+		strings.Contains(err.Error(), "AllowStreamLocalForwarding") {
+		t.Errorf("HostRunner = %v, want ErrUnsupported (code unsupported) naming both refused forwards and no OpenSSH setting", err)
+	}
+	if n := e.d.uploads.Load(); n != 0 {
+		t.Errorf("%d uploads before the forward was refused, want none", n)
+	}
+	if _, err := os.Stat(filepath.Join(srv.Home(), ".cache", "berth", "runner", sum)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the runner binary is on the server: %v", err)
 	}
 }
