@@ -510,6 +510,60 @@ func (in *ingress) listen(ctx context.Context) (net.Listener, error) {
 	return ln, nil
 }
 
+// What a server forwards for the runner's ingress (MeasureForwarding, the
+// forwarding knob).
+const (
+	ForwardingUnix = "unix" // a unix socket (streamlocal-forward@openssh.com)
+	ForwardingTCP  = "tcp"  // a TCP port on its loopback only
+	ForwardingNone = "none" // neither
+)
+
+// MeasureForwarding reports what the server forwards for the runner's
+// ingress: it opens a remote forward of a unix socket in the lease
+// directory, else of a TCP port on the server's loopback, and closes it at
+// once; nothing is uploaded and no runner starts. It returns
+// ForwardingUnix, ForwardingTCP or ForwardingNone (both refused); an error
+// means the measurement itself failed (the connection). The probe reports
+// it (probe.Result.Forwarding); a config with forwarding "none" narrows
+// runner_ingress away.
+func (sb *sandbox) MeasureForwarding(ctx context.Context) (string, error) {
+	sb.runnerMu.Lock()
+	defer sb.runnerMu.Unlock()
+	res, err := sb.run(ctx, sb.c.command(leaseDirScript(sb.nonce)), drivers.Command{OutputLimit: 8 << 10})
+	if err != nil {
+		return "", fmt.Errorf("ssh %s: measure forwarding: lease directory: %w", sb.id, err)
+	}
+	dir := strings.TrimSpace(string(res.Stdout))
+	if res.ExitCode != 0 || !strings.HasPrefix(dir, "/") {
+		return "", fmt.Errorf("ssh %s: measure forwarding: lease directory: exit %d: %s", sb.id, res.ExitCode, clip(res.Stderr))
+	}
+	sb.leaseDir = dir // Release removes it
+	sb.c.mu.Lock()
+	cl, closed := sb.c.client, sb.c.closed
+	sb.c.mu.Unlock()
+	if closed {
+		return "", fmt.Errorf("ssh %s: measure forwarding: %w", sb.id, drivers.ErrReleased)
+	}
+	ln, err := cl.ListenUnix(dir + "/probe.sock")
+	if err == nil {
+		_ = ln.Close()
+		_, _, _ = sb.c.control(ctx, "rm -f -- "+shQuote(dir+"/probe.sock"))
+		return ForwardingUnix, nil
+	}
+	if !refused(err) {
+		return "", fmt.Errorf("ssh %s: measure forwarding: streamlocal-forward@openssh.com: %w", sb.id, err)
+	}
+	ln, err = cl.Listen("tcp", "127.0.0.1:0")
+	if err == nil {
+		_ = ln.Close()
+		return ForwardingTCP, nil
+	}
+	if !refused(err) {
+		return "", fmt.Errorf("ssh %s: measure forwarding: tcpip-forward: %w", sb.id, err)
+	}
+	return ForwardingNone, nil
+}
+
 // refused reports whether err is the server's answer "no" to a forward
 // request (x/crypto/ssh's "request denied by peer"), not a broken
 // connection.
