@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
@@ -11,6 +12,8 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/qualification"
 )
 
@@ -53,6 +56,29 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 			}
 			if res.Cleanup == nil || !res.Cleanup.Confirmed {
 				t.Errorf("cleanup %+v", res.Cleanup)
+			}
+			if want == ssh.ForwardingNone {
+				// probe --runner on that server: unsupported, never internal.
+				signer, err := prp.NewSigner("k1", map[string][]byte{"k1": []byte(strings.Repeat("k", 32))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c, err := controller.New(&controller.Options{Signer: signer, Store: &controller.MemoryStore{}, DataDir: t.TempDir()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				bin, sum := testenv.RunnerBinarySum(t)
+				leases := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get, Assignments: asg, Tasks: c})
+				rp := New(cat, reg, leases, qualification.NewMemoryStore(), &Options{Runner: &RunnerProbe{Controller: c,
+					Spec: func() (drivers.RunnerSpec, error) { return drivers.RunnerSpec{Binary: bin, SHA256: sum}, nil }}})
+				rres, err := rp.Probe(ctx, admin, v.ID, Request{Company: "acme", Runner: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rres.OK || rres.Code != drivers.CodeUnsupported {
+					t.Errorf("probe --runner: ok %v code %s (%s), want unsupported", rres.OK, rres.Code, rres.Summary)
+				}
 			}
 			// The measured fact saved as the config's forwarding knob.
 			cfg[ssh.FieldForwarding] = res.Forwarding
