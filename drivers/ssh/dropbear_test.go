@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -192,4 +193,34 @@ func TestRunnerOnAServerThatForwardsNothingIsUnsupported(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(srv.Home(), ".cache", "berth", "runner", sum)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the runner binary is on the server: %v", err)
 	}
+}
+
+// CAP-2 (issue 23): forwarding "none" narrows runner_ingress away; "unix",
+// "tcp" and absent do not; another value is refused naming the field.
+func TestForwardingNarrowsRunnerIngress(t *testing.T) {
+	d := New(nil)
+	base := map[string]any{FieldHost: "h", FieldUser: "u", FieldPrivateKey: pemOf(t), FieldKnownHosts: []any{}}
+	for f, want := range map[string]bool{"": true, ForwardingUnix: true, ForwardingTCP: true, ForwardingNone: false} {
+		raw := maps.Clone(base)
+		if f != "" {
+			raw[FieldForwarding] = f
+		}
+		cfg, err := d.Schema().Normalize(raw)
+		if err != nil {
+			t.Fatalf("forwarding %q: %v", f, err)
+		}
+		if got := drivers.Effective(d, drivers.ConfigNarrowing(d, cfg)).Has(drivers.CapRunnerIngress); got != want {
+			t.Errorf("forwarding %q: runner_ingress %v, want %v", f, got, want)
+		}
+	}
+	raw := maps.Clone(base)
+	raw[FieldForwarding] = "udp"
+	if _, err := d.Schema().Normalize(raw); err == nil || !strings.Contains(err.Error(), FieldForwarding) {
+		t.Errorf("forwarding udp: %v, want an error naming %s", err, FieldForwarding)
+	}
+}
+
+func pemOf(t testing.TB) string {
+	p, _ := genPEM(t, "")
+	return p
 }
