@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"maps"
 	"net"
 	"os"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
-
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/internal/testenv"
 )
@@ -26,27 +24,14 @@ import (
 // TCP is forwarded.
 func newDropbearEnv(t testing.TB) *env {
 	t.Helper()
-	srv := testenv.Dropbear(t)
-	lb := &syncBuffer{}
-	d := New(&Options{Logger: slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	return &env{srv: srv, d: d, log: lb}
+	return envOn(testenv.Dropbear(t))
 }
 
 // dropbearSessions is max_sessions against Dropbear.
 var dropbearSessions = 2
 
 func newDropbearHarness(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
-	e := newDropbearEnv(tb)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	dead := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	edit := func(m map[string]any) { m[FieldMaxSessions] = dropbearSessions }
-	raw := e.raw(tb)
-	edit(raw)
-	return &harness{e: e, d: e.d, cfg: e.config(tb, edit), raw: raw, dead: dead}, nil
+	return harnessOn(tb, newDropbearEnv(tb), func(m map[string]any) { m[FieldMaxSessions] = dropbearSessions })
 }
 
 // Issue 23: the driver passes the conformance suite against Dropbear as it
@@ -57,10 +42,10 @@ func TestConformanceDropbear(t *testing.T) {
 	drivertest.RunConformanceTests(t, newDropbearHarness)
 }
 
-// livePIDsWith returns the live (not zombie) processes whose argv holds
-// the argument arg.
-func livePIDsWith(arg string) []int {
-	want := []byte("\x00" + arg + "\x00")
+// livePIDsWith returns the live (not zombie) processes whose NUL-separated
+// argv holds seq.
+func livePIDsWith(seq string) []int {
+	want := []byte(seq)
 	ents, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range ents {
@@ -90,7 +75,7 @@ func treeCommand(marker string) drivers.Command {
 func waitStarted(t *testing.T, marker string, n int) {
 	t.Helper()
 	for i := 0; i < 500; i++ {
-		if len(livePIDsWith(marker)) >= n {
+		if len(livePIDsWith("\x00"+marker+"\x00")) >= n {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -117,7 +102,7 @@ func TestDropbearCancelAndReleaseLeaveNoSurvivor(t *testing.T) {
 	if _, err := p.Wait(context.Background()); err == nil {
 		t.Error("Wait after cancellation returned no error")
 	}
-	if left := livePIDsWith(marker); len(left) > 0 {
+	if left := livePIDsWith("\x00" + marker + "\x00"); len(left) > 0 {
 		t.Errorf("cancelled tree: processes %v still run", left)
 	}
 
@@ -127,14 +112,14 @@ func TestDropbearCancelAndReleaseLeaveNoSurvivor(t *testing.T) {
 	}
 	waitStarted(t, marker2, 2)
 	r, err := sb.Release(testCtx(t), drivers.Destroy)
-	left := livePIDsWith(marker2)
+	left := livePIDsWith("\x00" + marker2 + "\x00")
 	if len(left) > 0 {
 		t.Errorf("release: processes %v still run (receipt confirmed %v: %s)", left, r.Confirmed, r.Evidence)
 	}
 	if err != nil || !r.Confirmed {
 		t.Errorf("release = %+v, %v; want a confirmed receipt once nothing survives", r, err)
 	}
-	for _, pid := range append(livePIDsWith(marker), left...) {
+	for _, pid := range append(livePIDsWith("\x00"+marker+"\x00"), left...) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }

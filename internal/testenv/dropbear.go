@@ -1,8 +1,6 @@
 package testenv
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
@@ -10,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -96,27 +93,7 @@ func Dropbear(t testing.TB, args ...string) *SSHServer {
 	s.authLine = string(ssh.MarshalAuthorizedKey(clientSigner.PublicKey()))
 	s.writeKeys(t, s.authLine)
 
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			t.Fatalf("testenv: free port: %v", err)
-		}
-		if lastErr = s.startDropbear(unshare, hostKey, port, args); lastErr == nil {
-			break
-		}
-	}
-	if lastErr != nil {
-		t.Fatalf("testenv: starting dropbear: %v\n%s", lastErr, s.Log())
-	}
-	s.knownHosts = filepath.Join(s.dir, "known_hosts")
-	write(t, s.knownHosts, s.KnownHostsLine()+"\n")
-	t.Cleanup(func() {
-		s.stop()
-		if t.Failed() {
-			t.Logf("dropbear log:\n%s", s.Log())
-		}
-	})
+	s.serve(t, "dropbear", func(port int) error { return s.startDropbear(unshare, hostKey, port, args) })
 	return s
 }
 
@@ -132,31 +109,7 @@ func (s *SSHServer) startDropbear(unshare, hostKey string, port int, args []stri
 	argv := append([]string{unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sh",
 		s.home, s.sessionHome, DropbearPath, "-F", "-E", "-s", "-p", "127.0.0.1:" + strconv.Itoa(port), "-r", hostKey,
 		"-P", filepath.Join(s.dir, "dropbear.pid")}, args...)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout = (*lockedWriter)(s)
-	cmd.Stderr = (*lockedWriter)(s)
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	s.cmd = cmd
-	s.port = port
-	exited := s.exited
-	go func() { _ = cmd.Wait(); close(exited) }()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if ready(port) {
-			return nil
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("dropbear exited: %s", strings.TrimSpace(s.Log()))
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return errors.New("dropbear did not accept connections within 15s")
-		}
-	}
+	return s.launch("dropbear", exec.Command(argv[0], argv[1:]...), port)
 }
 
 // Dropbear reports whether the server is Dropbear (Dropbear) rather than

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -93,28 +92,36 @@ func SSHD(t testing.TB) *SSHServer {
 	s.authLine = string(ssh.MarshalAuthorizedKey(clientSigner.PublicKey()))
 	s.setUpKeys(t)
 
+	s.serve(t, "sshd", s.start)
+	return s
+}
+
+// serve starts the server called name with start on a free port (five
+// tries), writes the known_hosts file and stops the server at cleanup,
+// logging its output when the test failed.
+func (s *SSHServer) serve(t testing.TB, name string, start func(port int) error) {
+	t.Helper()
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		port, err := freePort()
 		if err != nil {
 			t.Fatalf("testenv: free port: %v", err)
 		}
-		if lastErr = s.start(port); lastErr == nil {
+		if lastErr = start(port); lastErr == nil {
 			break
 		}
 	}
 	if lastErr != nil {
-		t.Fatalf("testenv: starting sshd: %v\n%s", lastErr, s.Log())
+		t.Fatalf("testenv: starting %s: %v\n%s", name, lastErr, s.Log())
 	}
 	s.knownHosts = filepath.Join(s.dir, "known_hosts")
 	write(t, s.knownHosts, s.KnownHostsLine()+"\n")
 	t.Cleanup(func() {
 		s.stop()
 		if t.Failed() {
-			t.Logf("sshd log:\n%s", s.Log())
+			t.Logf("%s log:\n%s", name, s.Log())
 		}
 	})
-	return s
 }
 
 func (s *SSHServer) start(port int) error {
@@ -151,7 +158,12 @@ func (s *SSHServer) start(port int) error {
 	s.logMu.Lock()
 	s.log.Reset()
 	s.logMu.Unlock()
-	cmd := exec.Command(SSHDPath, "-D", "-e", "-f", cfg, "-p", strconv.Itoa(port))
+	return s.launch("sshd", exec.Command(SSHDPath, "-D", "-e", "-f", cfg, "-p", strconv.Itoa(port)), port)
+}
+
+// launch starts cmd, the server called name listening on port, its output
+// going to Log, and waits until it speaks SSH there.
+func (s *SSHServer) launch(name string, cmd *exec.Cmd, port int) error {
 	cmd.Stdout = (*lockedWriter)(s)
 	cmd.Stderr = (*lockedWriter)(s)
 	if err := cmd.Start(); err != nil {
@@ -168,12 +180,12 @@ func (s *SSHServer) start(port int) error {
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("sshd exited: %s", strings.TrimSpace(s.Log()))
+			return fmt.Errorf("%s exited: %s", name, strings.TrimSpace(s.Log()))
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			s.stop()
-			return errors.New("sshd did not accept connections within 15s")
+			return fmt.Errorf("%s did not accept connections within 15s", name)
 		}
 	}
 }
