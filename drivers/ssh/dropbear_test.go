@@ -27,7 +27,12 @@ func newDropbearEnv(t testing.TB) *env {
 	return envOn(testenv.Dropbear(t))
 }
 
-// dropbearSessions is max_sessions against Dropbear.
+// dropbearSessions is max_sessions against Dropbear. Dropbear 2022.83
+// sometimes closes a session channel just opened while another is open on
+// the same connection (Start then fails with "starting command: transient
+// failure: EOF"; 0 of 100 sequential commands, about 1 in 100 with two at
+// once, more with four): the conformance suite keeps it at one command
+// channel and the control one. Not understood yet; see issue 23's report.
 var dropbearSessions = 2
 
 func newDropbearHarness(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
