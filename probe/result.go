@@ -114,6 +114,14 @@ type Result struct {
 	Cwd      string `json:"cwd,omitempty"`
 	// Platform is the measured platform; zero when not measured.
 	Platform qualification.Platform `json:"platform,omitzero"`
+	// Forwarding is what a host target's server forwards for the runner's
+	// ingress, measured by opening and closing a remote forward (nothing
+	// uploaded): "unix", "tcp" (a port on its loopback only) or "none";
+	// "" when the driver has no such measurement (not an ssh target) or it
+	// was not reached. The measured fact lives in the probe result (and
+	// the stored probe record): an operator saves it as the ssh config's
+	// forwarding knob, and "none" there narrows runner_ingress away (CAP-2).
+	Forwarding string `json:"forwarding,omitempty"`
 	// RunnerVersion and RunnerSHA256 are what the runner's hello reported
 	// in a runner-based probe (Request.Runner); "" otherwise.
 	RunnerVersion string `json:"runnerVersion,omitempty"`

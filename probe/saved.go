@@ -251,6 +251,17 @@ func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, h *lea
 		for _, n := range det.Notes {
 			note += "; " + n
 		}
+		var fm interface { // ssh: what the server forwards for the runner
+			MeasureForwarding(ctx context.Context) (string, error)
+		}
+		if h.As(&fm) {
+			f, err := fm.MeasureForwarding(ctx)
+			if err != nil {
+				return "", "", err
+			}
+			r.res.Forwarding = f
+			note += "; the server forwards for the runner: " + f
+		}
 		return note, "", nil
 	})
 	p.measureImage(ctx, r, drv, h)

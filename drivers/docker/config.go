@@ -119,7 +119,7 @@ func newSchema(host string) *drivers.ConfigSchema {
 				Doc: `container ports to publish ("8080", "8080/tcp"), always on 127.0.0.1 with an ephemeral host port; needs a network other than none`},
 			{Name: FieldReadonlyRootfs, Kind: drivers.KindKnob, Type: drivers.TypeBool, Default: false,
 				Doc: "mount the root filesystem read-only; default false. Commands can then write only to /tmp and the workdir, " +
-					"each an empty tmpfs (nosuid, nodev; owned by the user knob's uid and gid) whose contents count against the memory limit and vanish with the container. " +
+					"each an empty tmpfs (exec, so that code built there runs; nosuid, nodev; owned by the user knob's uid and gid) whose contents count against the memory limit and vanish with the container. " +
 					"It trades persistence for integrity: nothing a command does survives outside those two, the image's own files in the workdir are hidden by the tmpfs, " +
 					"and a workdir other than \"/\" is required (\"/\" cannot be a tmpfs)"},
 			{Name: FieldUser, Kind: drivers.KindKnob, Type: drivers.TypeString, Check: checkUser,

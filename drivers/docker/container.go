@@ -85,7 +85,9 @@ func containerSpec(cfg *config, imageID string, req drivers.AcquireRequest) (*co
 // readonlyTmpfs returns the writable mounts of a read-only root: /tmp
 // (256 MiB) and the workdir (up to the memory limit), both owned by the
 // configured user so that a non-root uid can write to them. Their contents
-// count against the container's memory limit.
+// count against the container's memory limit. Both are exec (Docker's
+// default for tmpfs is noexec): agents build code there and run it; nosuid
+// and nodev stay.
 func readonlyTmpfs(cfg *config) map[string]string {
 	owner := ""
 	if cfg.user != "" {
@@ -95,13 +97,13 @@ func readonlyTmpfs(cfg *config) map[string]string {
 		}
 		owner = ",uid=" + uid + ",gid=" + gid
 	}
-	mounts := map[string]string{"/tmp": "rw,nosuid,nodev,size=256m,mode=1777"}
+	mounts := map[string]string{"/tmp": "rw,exec,nosuid,nodev,size=256m,mode=1777"}
 	if wd := path.Clean(cfg.workdir); wd != "/" && wd != "/tmp" {
 		size := ""
 		if cfg.memory > 0 {
 			size = ",size=" + strconv.FormatInt(cfg.memory, 10)
 		}
-		mounts[wd] = "rw,nosuid,nodev,mode=0755" + size + owner
+		mounts[wd] = "rw,exec,nosuid,nodev,mode=0755" + size + owner
 	}
 	return mounts
 }

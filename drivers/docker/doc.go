@@ -21,7 +21,7 @@
 // are refused), ports (published only on 127.0.0.1), readonly_rootfs
 // (default false; when set, /tmp and the workdir, which must not be "/",
 // are the only writable places: empty tmpfs mounts owned by the user knob's
-// uid), user (numeric "UID[:GID]" for the container and every command;
+// uid, exec so that code built there runs, nosuid and nodev), user (numeric "UID[:GID]" for the container and every command;
 // default: the image's user, root for most images), workdir,
 // startup_timeout and capture_repository; labels (metadata) are extra
 // container labels. env is a secret map (drivers.KindSecretMap): the catalog
@@ -85,8 +85,8 @@
 // that will hold the ingress socket, mounts a tmpfs owned by the user
 // knob's uid (mode 1777 without it) at RunnerStateDir (/.berth/state) for
 // the runner's state, and labels the container LabelRunner=<sha256>.
-// Nothing is copied: Docker's tmpfs mounts are noexec and a read-only root
-// has no other place. The runner reaches the host over that unix socket, so
+// Nothing is copied (the binary is mounted; the state tmpfs stays noexec),
+// The runner reaches the host over that unix socket, so
 // it works with network "none" and sends no IP traffic; no network is
 // added. HostRunner listens on the host side: Options.RunnerDir (default
 // berth-docker-runner-UID in the temporary directory, 0700, owned by

@@ -58,8 +58,8 @@ func TestReadonlyRootfsHasAWritableWorkdir(t *testing.T) {
 		t.Error("the engine reports a writable root filesystem")
 	}
 	wantTmpfs := map[string]string{
-		"/tmp":       "rw,nosuid,nodev,size=256m,mode=1777",
-		"/workspace": "rw,nosuid,nodev,mode=0755,size=268435456,uid=1234,gid=2345",
+		"/tmp":       "rw,exec,nosuid,nodev,size=256m,mode=1777",
+		"/workspace": "rw,exec,nosuid,nodev,mode=0755,size=268435456,uid=1234,gid=2345",
 	}
 	if diff := cmp.Diff(wantTmpfs, ins.HostConfig.Tmpfs); diff != "" {
 		t.Errorf("tmpfs mounts (-want +got):\n%s", diff)
@@ -73,6 +73,28 @@ func TestReadonlyRootfsHasAWritableWorkdir(t *testing.T) {
 	want := "/workspace\nhi\n1234:2345\nroot-readonly\ntmp-ok\n"
 	if got := string(res.Stdout); got != want {
 		t.Errorf("inside: stdout %q (stderr %q), want %q", got, res.Stderr, want)
+	}
+}
+
+// Issue 23 item 3: on a read-only root, a binary put in /tmp or in the
+// workdir runs (the tmpfs mounts are exec; nosuid and nodev stay): agents
+// build code there and run it. busybox has no compiler, so the executable
+// is a copy of busybox itself.
+func TestReadonlyRootfsRunsBinariesBuiltInTmpAndWorkdir(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	cfg := e.config(e.img.Ref, map[string]any{docker.FieldReadonlyRootfs: true, docker.FieldWorkdir: "/workspace",
+		docker.FieldUser: "1234:2345"})
+	sb := e.acquire(ctx, cfg, drivers.AcquireRequest{})
+	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c",
+		"b=$(readlink -f /bin/sh); cp \"$b\" /tmp/busybox && /tmp/busybox echo tmp-ran; cp \"$b\" ./busybox && ./busybox echo workdir-ran; " +
+			"grep -E ' /(tmp|workspace) ' /proc/mounts | grep -c nosuid,nodev"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "tmp-ran\nworkdir-ran\n2\n"; string(res.Stdout) != want || res.ExitCode != 0 {
+		t.Errorf("exit %d, stdout %q (stderr %q), want %q", res.ExitCode, res.Stdout, res.Stderr, want)
 	}
 }
 

@@ -24,6 +24,7 @@ const (
 	FieldConnectTimeout = "connect_timeout"
 	FieldKeepalive      = "keepalive"
 	FieldMaxSessions    = "max_sessions"
+	FieldForwarding     = "forwarding"
 )
 
 // DefaultMaxSessions is the default of max_sessions: OpenSSH's default
@@ -55,6 +56,9 @@ func newSchema() *drivers.ConfigSchema {
 			{Name: FieldMaxSessions, Kind: drivers.KindKnob, Type: drivers.TypeInt, Default: int64(DefaultMaxSessions),
 				Doc:   "the server's MaxSessions: channels opened at once on one connection (one is kept for control commands)",
 				Check: checkMaxSessions},
+			{Name: FieldForwarding, Kind: drivers.KindKnob, Type: drivers.TypeString, Check: checkForwarding,
+				Doc: `what the server forwards for the runner's ingress, as a probe measured it (probe.Result.Forwarding): "unix", "tcp" or "none"; ` +
+					`"none" narrows runner_ingress away (CAP-2), so a run that needs the runner is refused before anything is allocated; absent: not measured (the driver tries a unix socket, then TCP)`},
 		},
 	}
 }
@@ -65,6 +69,15 @@ func checkHost(v any) error {
 		return fmt.Errorf("%q is not a host name or address", s)
 	}
 	return nil
+}
+
+func checkForwarding(v any) error {
+	switch s, _ := v.(string); s {
+	case "", ForwardingUnix, ForwardingTCP, ForwardingNone:
+		return nil
+	default:
+		return fmt.Errorf("%q is not one of unix, tcp, none", s)
+	}
 }
 
 func checkPort(v any) error {

@@ -7,7 +7,9 @@
 // Start with New and Driver.Acquire (driver.go). The config (config.go,
 // Driver.Schema) has host, port, user, private_key (a secret: PEM text),
 // known_hosts (known_hosts lines), workdir, and the knobs connect_timeout,
-// keepalive and max_sessions.
+// keepalive, max_sessions and forwarding (what a probe measured the server
+// to forward for the runner; "none" narrows runner_ingress away, CAP-2:
+// Driver.NarrowedBy).
 //
 // Host keys (hostkey.go): only keys listed in known_hosts for the host and
 // port are accepted. No entry refuses the connection with
@@ -36,19 +38,31 @@
 //
 // Commands (script.go, process.go): every command runs as its own process
 // group on the server. The login user's shell must be a POSIX shell or
-// /bin/sh must exist; scripts rely on sshd starting every session with
-// setsid, as OpenSSH does. The command first reports its group id on a side
-// channel (the first stderr line, stripped), then changes directory, exports
-// Command.Env (no AcceptEnv needed) and execs Argv. Cancelling a command
-// opens a control session that kills the group and every process of its
-// session (pkill -s where available); Exec returns after the server ended
-// it. Processes that left the session themselves (setsid, daemons) are not
-// tracked. The sandbox's Start streams output (drivers.StreamExecer);
-// its OpenTerminal runs a PTY with window changes (drivers.Terminal).
+// /bin/sh must exist. The driver does not rely on the server's
+// process-group behaviour (OpenSSH's sshd starts each session with setsid,
+// Dropbear does not): the wrapper reads its own group (/proc/$$/stat, else
+// ps) and, when it does not lead one, re-executes itself under setsid(1)
+// (same pid, a new session and group). The command first reports the group
+// it leads on a side channel (the first stderr line, stripped; 0 when no
+// group could be made, e.g. no setsid), exports the lease's tag
+// (BERTH_SSH_LEASE=<lease nonce>-<command number>, inherited by its
+// children), then changes directory, exports Command.Env (no AcceptEnv
+// needed) and execs Argv. Cancelling a command opens a control session
+// that kills the group, every process of its session (pkill -s where
+// available) and every process carrying the command's tag; Exec returns
+// after the server ended it. A process that left the group and dropped the
+// tag from its environment is not tracked. The sandbox's Start streams
+// output (drivers.StreamExecer); its OpenTerminal runs a PTY with window
+// changes (drivers.Terminal).
 //
-// Release (sandbox.go) kills the process groups of the lease's
-// commands still running, reads back with kill -0 that none is left, drops
-// the connection reference and returns a confirmed StateDestroyed receipt.
+// Release (sandbox.go) kills the process groups of the lease's commands
+// still running and every process of the login user carrying the lease's
+// tag (read from /proc/PID/environ), reads back that the groups are gone
+// (pgrep -s, kill -0) and that no process carries the tag, drops the
+// connection reference and returns a confirmed StateDestroyed receipt. It
+// is not confirmed (an error) when something survives, when a running
+// command's group is unknown, or when the server has no /proc to read the
+// tags from. This holds on any POSIX sshd (tested on OpenSSH and Dropbear).
 //
 // Runner ingress (runner.go, drivers.RunnerHost): HostRunner uploads the
 // runner once per SHA-256 over the pooled connection into
@@ -59,14 +73,23 @@
 // refused naming it; one whose ELF machine is not the server's (uname -m)
 // with drivers.ErrUnsupported, before anything is copied. Uploaded binaries stay after the lease,
 // keyed by their sum, for later leases; an operator removes the directory to
-// reclaim the space. The ingress is a remote forward of the unix socket
-// /tmp/berth-<uid>/<lease nonce>/prp.sock (streamlocal-forward@openssh.com;
-// the server must allow AllowStreamLocalForwarding, OpenSSH's default), in
-// directories of mode 0700 owned by the login user. Its host side is one
+// reclaim the space. The ingress is opened before anything is uploaded: a
+// remote forward of the unix socket /tmp/berth-<uid>/<lease nonce>/prp.sock
+// (streamlocal-forward@openssh.com; OpenSSH's AllowStreamLocalForwarding,
+// on by default), in directories of mode 0700 owned by the login user. A
+// server that refuses it (Dropbear forwards TCP only) gets a TCP remote
+// forward bound to its loopback (127.0.0.1, a port the server picks) and
+// the runner's endpoint is http://127.0.0.1:PORT; other users of that host
+// can connect to the port but reach no session, since every runner
+// connection is authenticated by its one-use ticket and then its token. A
+// server that refuses both makes HostRunner fail, before any upload, with
+// an error wrapping drivers.ErrUnsupported (code unsupported) that names
+// both refused requests. MeasureForwarding (what the probe calls) opens and
+// closes such a forward and reports "unix", "tcp" or "none". Its host side is one
 // listener for the lease: when the pooled connection breaks, the ingress
-// redials it through the pool and opens the forward again at the same path,
-// first removing the socket file the old forward left behind (sshd's default
-// StreamLocalBindUnlink no keeps it). Launch starts the runner through
+// redials it through the pool and opens the forward again at the same path
+// (or port), first removing the socket file the old forward left behind
+// (sshd's default StreamLocalBindUnlink no keeps it). Launch starts the runner through
 // drivers.LaunchRunnerByExec, detached in its own session, so a dropped
 // connection does not end it; its state directory (one per berth lease id)
 // is in the lease directory, and its environment is marked

@@ -73,6 +73,16 @@ func (d *Driver) Capabilities() drivers.Capabilities {
 	}
 }
 
+// NarrowedBy implements drivers.ConfigNarrower: a config whose forwarding
+// is "none" (a probe found that the server forwards neither a unix socket
+// nor a TCP port) narrows runner_ingress away. No I/O.
+func (d *Driver) NarrowedBy(cfg drivers.Config) drivers.Set {
+	if cfg.String(FieldForwarding) == ForwardingNone {
+		return drivers.NewSet(drivers.CapRunnerIngress)
+	}
+	return 0
+}
+
 // Schema returns the config schema (see the Field constants). The same
 // pointer is returned on every call.
 func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }

@@ -22,7 +22,11 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	srv := testenv.SSHD(t)
+	return envOn(testenv.SSHD(t))
+}
+
+// envOn is a driver wired to srv, logging at debug level.
+func envOn(srv *testenv.SSHServer) *env {
 	lb := &syncBuffer{}
 	d := New(&Options{Logger: slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	return &env{srv: srv, d: d, log: lb}

@@ -24,6 +24,7 @@ type process struct {
 	sniff   *pgidSniffer
 	stdin   io.WriteCloser
 	started time.Time
+	tag     string // the command's leaseTagEnv value ("" for raw scripts)
 	rel     func() // gives the session slot back
 	stop    func() bool
 
@@ -62,6 +63,8 @@ type startOpts struct {
 	// pty, if set, runs the script on a pseudo-terminal; the marker then
 	// arrives on stdout, which carries all terminal output.
 	pty *ptyRequest
+	// tag is the command's leaseTagEnv value, which its script exports.
+	tag string
 }
 
 type ptyRequest struct {
@@ -92,7 +95,7 @@ func (sb *sandbox) start(ctx context.Context, script string, cmd drivers.Command
 	if stdout == nil {
 		stdout = io.Discard
 	}
-	p := &process{sb: sb, sess: sess, rel: rel, done: make(chan struct{}), cancelStarted: make(chan struct{})}
+	p := &process{sb: sb, sess: sess, rel: rel, tag: o.tag, done: make(chan struct{}), cancelStarted: make(chan struct{})}
 	if o.pty != nil {
 		p.sniff = newSniffer(stdout)
 		sess.Stdout = p.sniff
@@ -215,8 +218,12 @@ func (p *process) cancel(cause error) {
 	defer cancel()
 	log := p.sb.d.log
 	g := p.waitGroup(ctx)
-	if g > 0 && !p.finished() {
-		if _, _, err := p.sb.c.control(ctx, killScript("KILL", []int{g}, false)); err != nil {
+	if (g > 0 || p.tag != "") && !p.finished() {
+		var groups []int
+		if g > 0 {
+			groups = []int{g}
+		}
+		if _, _, err := p.sb.c.control(ctx, killScript("KILL", groups, tagPattern(p.tag, false), false)); err != nil {
 			log.Warn("ssh: killing cancelled command's process group failed", "id", p.sb.id, "pgid", g, "error", err)
 		} else {
 			log.Debug("ssh: killed cancelled command's process group", "id", p.sb.id, "pgid", g)
@@ -320,7 +327,7 @@ func (p *process) Signal(ctx context.Context, sig string) error {
 		}
 		return fmt.Errorf("ssh %s: signal: the command's process group is unknown", p.sb.id)
 	}
-	_, _, err = p.sb.c.control(ctx, killScript(sig, []int{g}, false))
+	_, _, err = p.sb.c.control(ctx, killScript(sig, []int{g}, "", false))
 	return err
 }
 

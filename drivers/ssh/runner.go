@@ -30,14 +30,24 @@ import (
 // lease (later leases with the same sum copy nothing); an operator removes
 // the directory to reclaim the space.
 //
-// The ingress is a remote forward (streamlocal-forward@openssh.com) of the
-// socket /tmp/berth-<uid>/<lease nonce>/prp.sock, in directories of mode
-// 0700 owned by the login user. The path is fixed for the lease: when the
+// The ingress is opened before anything is uploaded. It is a remote
+// forward (streamlocal-forward@openssh.com) of the socket
+// /tmp/berth-<uid>/<lease nonce>/prp.sock, in directories of mode 0700
+// owned by the login user. A server that refuses to forward unix sockets
+// (Dropbear forwards TCP only; OpenSSH with AllowStreamLocalForwarding no)
+// gets a TCP remote forward (tcpip-forward) bound to its loopback,
+// 127.0.0.1 with a port the server picks, and the runner's endpoint is
+// http://127.0.0.1:PORT. That adds no trust: other users of the host can
+// connect to the port, but every runner connection is authenticated by
+// its one-use ticket and then its token, so they reach no session. A
+// server that refuses both makes HostRunner fail with an error wrapping
+// drivers.ErrUnsupported that names what was refused. The path (or port)
+// is fixed for the lease: when the
 // pooled connection breaks, the ingress redials it (through the pool, as a
 // command would) and opens the forward again at the same path, after
 // removing the socket file the old forward left behind (sshd's default
 // StreamLocalBindUnlink no keeps it, and the next bind would fail with
-// "Address already in use"). Runners' state directories are in the same
+// "Address already in use"); a TCP forward asks for the same port again. Runners' state directories are in the same
 // lease directory. Launch marks the runner's environment (drivers.RunnerMarkEnv,
 // inherited by its tasks); Release ends every marked process of the login
 // user (SIGTERM, then SIGKILL) and removes the lease directory.
@@ -109,10 +119,13 @@ func shortHash(s string) string {
 	return hex.EncodeToString(h[:8])
 }
 
-// HostRunner uploads the runner of spec unless the server holds a file of
-// its SHA-256 already (see the package's runner notes), then opens the
-// ingress: a remote forward of a unix socket at a path fixed for the lease,
-// re-opened at the same path whenever the pooled connection is redialed.
+// HostRunner opens the ingress, then uploads the runner of spec unless the
+// server holds a file of its SHA-256 already (see the package's runner
+// notes). The ingress is a remote forward of a unix socket at a path fixed
+// for the lease or, where the server refuses that, of a TCP port on the
+// server's loopback; it is re-opened at the same path (port) whenever the
+// pooled connection is redialed. A server that forwards neither is an
+// error wrapping drivers.ErrUnsupported, returned before any upload.
 // spec.Binary is read on the berth host; its sum must be spec.SHA256. One
 // ingress at a time per lease.
 func (sb *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (drivers.RunnerIngress, error) {
@@ -135,10 +148,6 @@ func (sb *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (dri
 	if sb.ingress != nil {
 		return nil, fmt.Errorf("ssh %s: host runner: an ingress is already open", sb.id)
 	}
-	binary, err := sb.installRunner(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
 	res, err := sb.run(ctx, sb.c.command(leaseDirScript(sb.nonce)), drivers.Command{OutputLimit: 8 << 10})
 	if err != nil {
 		return nil, fmt.Errorf("ssh %s: host runner: lease directory: %w", sb.id, err)
@@ -149,20 +158,30 @@ func (sb *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (dri
 	}
 	sb.leaseDir = dir
 	in := &ingress{
-		sb: sb, dir: dir, sock: dir + "/" + ingressSocketName, binary: binary,
+		sb: sb, dir: dir, sock: dir + "/" + ingressSocketName,
 		conns: make(chan net.Conn), done: make(chan struct{}),
 	}
 	in.ctx, in.cancel = context.WithCancel(context.Background())
 	ln, err := in.listen(ctx)
 	if err != nil {
 		in.cancel()
-		return nil, fmt.Errorf("ssh %s: host runner: forward %s: %w", sb.id, in.sock, err)
+		return nil, fmt.Errorf("ssh %s: host runner: forward: %w", sb.id, err)
 	}
 	in.ln = ln
 	in.wg.Add(1)
 	go in.serve(ln)
 	sb.ingress = in
-	sb.d.log.Debug("ssh runner ingress open", "id", sb.id, "socket", in.sock)
+	binary, err := sb.installRunner(ctx, spec)
+	if err != nil {
+		sb.runnerMu.Unlock()
+		_ = in.Close()
+		sb.runnerMu.Lock()
+		return nil, err
+	}
+	in.mu.Lock()
+	in.binary = binary
+	in.mu.Unlock()
+	sb.d.log.Debug("ssh runner ingress open", "id", sb.id, "endpoint", in.Endpoint())
 	return in, nil
 }
 
@@ -281,10 +300,9 @@ func (sb *sandbox) closeRunner(ctx context.Context) (int, error) {
 // berth host fed by a remote forward that is re-opened at the same socket
 // path on every new connection.
 type ingress struct {
-	sb     *sandbox
-	dir    string // the lease directory on the server
-	sock   string // the socket path on the server
-	binary string // the runner's path on the server
+	sb   *sandbox
+	dir  string // the lease directory on the server
+	sock string // the socket path on the server
 
 	conns  chan net.Conn
 	done   chan struct{}
@@ -296,16 +314,37 @@ type ingress struct {
 	closed   bool
 	ln       net.Listener // the current remote forward
 	forwards int          // forwards opened so far
-	lastDir  string       // the state directory of the last Launch
+	binary   string       // the runner's path on the server
+	// tcp is the server's loopback address of a TCP forward ("" while the
+	// forward is a unix socket): set when the server refused the socket.
+	tcp     string
+	lastDir string // the state directory of the last Launch
 }
 
 var _ drivers.RunnerIngress = (*ingress)(nil)
 
-// Endpoint returns "unix:" and the socket's path on the server.
-func (in *ingress) Endpoint() string { return unixScheme + in.sock }
+// Endpoint returns "unix:" and the socket's path on the server, or
+// "http://127.0.0.1:PORT" for a TCP forward on the server's loopback.
+func (in *ingress) Endpoint() string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.tcp != "" {
+		return "http://" + in.tcp
+	}
+	return unixScheme + in.sock
+}
 
-// Addr returns the socket's path on the server.
-func (in *ingress) Addr() net.Addr { return &net.UnixAddr{Name: in.sock, Net: "unix"} }
+// Addr returns the socket's path on the server, or the TCP address on its
+// loopback.
+func (in *ingress) Addr() net.Addr {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.tcp != "" {
+		a, _ := net.ResolveTCPAddr("tcp", in.tcp)
+		return a
+	}
+	return &net.UnixAddr{Name: in.sock, Net: "unix"}
+}
 
 // Accept returns the next connection a runner made to Endpoint, whatever
 // connection to the server carried it; after Close it returns an error
@@ -373,7 +412,10 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	}
 	env[drivers.RunnerMarkEnv] = in.sb.nonce
 	req.Env = env
-	return drivers.LaunchRunnerByExec(ctx, in.sb, in.binary, in.Endpoint(), state, req)
+	in.mu.Lock()
+	binary := in.binary
+	in.mu.Unlock()
+	return drivers.LaunchRunnerByExec(ctx, in.sb, binary, in.Endpoint(), state, req)
 }
 
 // LogTail returns the tail of runner.log in the state directory of the
@@ -410,7 +452,9 @@ func endRunnersScript(nonce string) string {
 
 // listen opens the remote forward on the pooled connection's current
 // client, after removing what an earlier forward left at the path; a
-// broken connection is redialed by the pool first.
+// broken connection is redialed by the pool first. The first forward is a
+// unix socket, or a TCP port on the server's loopback when the server
+// refuses the socket; later ones repeat what the first got.
 func (in *ingress) listen(ctx context.Context) (net.Listener, error) {
 	ctx, cancel := context.WithTimeout(ctx, in.sb.t.connectTimeout+10*time.Second)
 	defer cancel()
@@ -430,14 +474,112 @@ func (in *ingress) listen(ctx context.Context) (net.Listener, error) {
 	if closed {
 		return nil, fmt.Errorf("connection closed: %w", drivers.ErrReleased)
 	}
-	ln, err := cl.ListenUnix(in.sock)
-	if err != nil {
-		return nil, fmt.Errorf("streamlocal-forward@openssh.com (AllowStreamLocalForwarding): %w", err)
+	in.mu.Lock()
+	tcp, first := in.tcp, in.forwards == 0
+	in.mu.Unlock()
+	var ln net.Listener
+	if tcp != "" {
+		ln, err = cl.Listen("tcp", tcp)
+		if err != nil {
+			return nil, fmt.Errorf("tcpip-forward %s: %w", tcp, err)
+		}
+	} else {
+		ln, err = cl.ListenUnix(in.sock)
+		switch {
+		case err != nil && first && refused(err):
+			var terr error
+			ln, terr = cl.Listen("tcp", "127.0.0.1:0")
+			if terr != nil {
+				if refused(terr) {
+					return nil, fmt.Errorf("the server %s refused to forward a unix socket (streamlocal-forward@openssh.com %s) and a TCP port on its loopback (tcpip-forward 127.0.0.1:0)%s: %w",
+						in.sb.t.addr(), in.sock, forwardHint(cl.ServerVersion()), drivers.ErrUnsupported)
+				}
+				return nil, fmt.Errorf("tcpip-forward 127.0.0.1:0: %w", terr)
+			}
+			in.mu.Lock()
+			in.tcp = ln.Addr().String()
+			in.mu.Unlock()
+			in.sb.d.log.Debug("ssh runner ingress: the server refused a unix socket forward; forwarding a TCP port on its loopback", "id", in.sb.id, "addr", ln.Addr().String())
+		case err != nil:
+			return nil, fmt.Errorf("streamlocal-forward@openssh.com %s: %w", in.sock, err)
+		}
 	}
 	in.mu.Lock()
 	in.forwards++
 	in.mu.Unlock()
 	return ln, nil
+}
+
+// What a server forwards for the runner's ingress (MeasureForwarding, the
+// forwarding knob).
+const (
+	ForwardingUnix = "unix" // a unix socket (streamlocal-forward@openssh.com)
+	ForwardingTCP  = "tcp"  // a TCP port on its loopback only
+	ForwardingNone = "none" // neither
+)
+
+// MeasureForwarding reports what the server forwards for the runner's
+// ingress: it opens a remote forward of a unix socket in the lease
+// directory, else of a TCP port on the server's loopback, and closes it at
+// once; nothing is uploaded and no runner starts. It returns
+// ForwardingUnix, ForwardingTCP or ForwardingNone (both refused); an error
+// means the measurement itself failed (the connection). The probe reports
+// it (probe.Result.Forwarding); a config with forwarding "none" narrows
+// runner_ingress away.
+func (sb *sandbox) MeasureForwarding(ctx context.Context) (string, error) {
+	sb.runnerMu.Lock()
+	defer sb.runnerMu.Unlock()
+	res, err := sb.run(ctx, sb.c.command(leaseDirScript(sb.nonce)), drivers.Command{OutputLimit: 8 << 10})
+	if err != nil {
+		return "", fmt.Errorf("ssh %s: measure forwarding: lease directory: %w", sb.id, err)
+	}
+	dir := strings.TrimSpace(string(res.Stdout))
+	if res.ExitCode != 0 || !strings.HasPrefix(dir, "/") {
+		return "", fmt.Errorf("ssh %s: measure forwarding: lease directory: exit %d: %s", sb.id, res.ExitCode, clip(res.Stderr))
+	}
+	sb.leaseDir = dir // Release removes it
+	sb.c.mu.Lock()
+	cl, closed := sb.c.client, sb.c.closed
+	sb.c.mu.Unlock()
+	if closed {
+		return "", fmt.Errorf("ssh %s: measure forwarding: %w", sb.id, drivers.ErrReleased)
+	}
+	ln, err := cl.ListenUnix(dir + "/probe.sock")
+	if err == nil {
+		_ = ln.Close()
+		_, _, _ = sb.c.control(ctx, "rm -f -- "+shQuote(dir+"/probe.sock"))
+		return ForwardingUnix, nil
+	}
+	if !refused(err) {
+		return "", fmt.Errorf("ssh %s: measure forwarding: streamlocal-forward@openssh.com: %w", sb.id, err)
+	}
+	ln, err = cl.Listen("tcp", "127.0.0.1:0")
+	if err == nil {
+		_ = ln.Close()
+		return ForwardingTCP, nil
+	}
+	if !refused(err) {
+		return "", fmt.Errorf("ssh %s: measure forwarding: tcpip-forward: %w", sb.id, err)
+	}
+	return ForwardingNone, nil
+}
+
+// refused reports whether err is the server's answer "no" to a forward
+// request (x/crypto/ssh's "request denied by peer"), not a broken
+// connection.
+func refused(err error) bool { return strings.Contains(err.Error(), "request denied by peer") }
+
+// forwardHint names the server setting that allows forwarding, for the
+// servers whose setting is known (by the version banner).
+func forwardHint(version []byte) string {
+	v := strings.ToLower(string(version))
+	switch {
+	case strings.Contains(v, "openssh"):
+		return " (OpenSSH: AllowStreamLocalForwarding or AllowTcpForwarding in sshd_config)"
+	case strings.Contains(v, "dropbear"):
+		return " (Dropbear: remote forwarding is off when it runs with -k)"
+	}
+	return ""
 }
 
 // serve hands the connections of ln to Accept; when ln ends without Close

@@ -134,24 +134,7 @@ func (r *runnerRig) waitSession(t *testing.T, not string) string {
 // runnerPIDs returns the live processes whose argv is a runner dialing
 // the socket sock.
 func runnerPIDs(sock string) []int {
-	want := []byte("\x00--controller\x00" + unixScheme + sock + "\x00")
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !bytes.Contains(b, want) {
-			continue
-		}
-		if st, _ := os.ReadFile("/proc/" + e.Name() + "/stat"); bytes.Contains(st, []byte(") Z ")) {
-			continue
-		}
-		out = append(out, pid)
-	}
-	return out
+	return livePIDsWith("\x00--controller\x00" + unixScheme + sock + "\x00")
 }
 
 // PRP over SSH: a real runner, uploaded and launched through the ingress,

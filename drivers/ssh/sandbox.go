@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berthdev/berth/drivers"
@@ -47,6 +48,7 @@ type sandbox struct {
 	runnerMu sync.Mutex
 	ingress  *ingress
 	leaseDir string
+	cmds     atomic.Int64 // commands started: numbers their tags
 }
 
 // ID returns the provider lease id "ssh://user@host:port/path", where path
@@ -91,12 +93,13 @@ func (sb *sandbox) startCommand(ctx context.Context, cmd drivers.Command, stdout
 	default:
 		dir = strings.TrimSuffix(sb.cwd, "/") + "/" + cmd.Dir
 	}
-	script, err := execScript(dir, cmd.Env, cmd.Argv, false)
+	tag := sb.nextTag()
+	script, err := execScript(dir, cmd.Env, cmd.Argv, false, tag)
 	if err != nil {
 		return nil, err
 	}
 	script = sb.c.command(script)
-	return sb.start(ctx, script, cmd, stdout, stderr, startOpts{})
+	return sb.start(ctx, script, cmd, stdout, stderr, startOpts{tag: tag})
 }
 
 // run executes a driver-built script (no pgid marker) and collects output.
@@ -113,6 +116,12 @@ func (sb *sandbox) run(ctx context.Context, script string, cmd drivers.Command) 
 		res.Stderr = errb.Bytes()
 	}
 	return res, err
+}
+
+// nextTag returns the leaseTagEnv value of the lease's next command: the
+// lease nonce, "-", the command's number.
+func (sb *sandbox) nextTag() string {
+	return sb.nonce + "-" + strconv.FormatInt(sb.cmds.Add(1), 10)
 }
 
 func (sb *sandbox) errReleased() error {
@@ -211,8 +220,46 @@ func (sb *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.
 	return sb.receipt, sb.relErr
 }
 
+// endSession ends what the lease's commands left on the server: the
+// process groups of the commands still running and every process carrying
+// the lease's tag (leaseTagEnv), then checks both. The receipt is
+// confirmed only when the groups are gone and no process carries the tag.
 func (sb *sandbox) endSession(ctx context.Context, procs []*process) (drivers.Receipt, error) {
 	r := drivers.Receipt{ProviderLeaseID: sb.id}
+	groups, err := sb.runningGroups(ctx, procs)
+	if err != nil {
+		return r, err
+	}
+	if err := sb.killLease(ctx, groups); err != nil {
+		return r, err
+	}
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return r, fmt.Errorf("ssh %s: release: waiting for sessions to end: %w", sb.id, ctx.Err())
+		}
+	}
+	r.State = drivers.StateDestroyed
+	r.Confirmed = true
+	r.ConfirmedAt = time.Now()
+	if len(groups) == 0 {
+		r.Evidence = "session ended; no command of the lease was running and no process carries the lease's tag"
+	} else {
+		gs := make([]string, len(groups))
+		for i, g := range groups {
+			gs[i] = strconv.Itoa(g)
+		}
+		r.Evidence = "session ended; killed process groups " + strings.Join(gs, ",") +
+			" (made by the driver's wrapper), which are gone, and no process carries the lease's tag"
+	}
+	return r, nil
+}
+
+// runningGroups returns the process groups of the lease's commands still
+// running; a running command whose group is unknown (its wrapper could not
+// make one) is an error: nothing could confirm it ended.
+func (sb *sandbox) runningGroups(ctx context.Context, procs []*process) ([]int, error) {
 	var groups []int
 	for _, p := range procs {
 		if p.finished() {
@@ -221,36 +268,26 @@ func (sb *sandbox) endSession(ctx context.Context, procs []*process) (drivers.Re
 		if g := p.waitGroup(ctx); g > 0 {
 			groups = append(groups, g)
 		} else if !p.finished() {
-			return r, fmt.Errorf("ssh %s: release: the process group of a running command is unknown; cannot confirm it ended", sb.id)
+			return nil, fmt.Errorf("ssh %s: release: the process group of a running command is unknown; cannot confirm it ended", sb.id)
 		}
 	}
-	if len(groups) > 0 {
-		out, code, err := sb.c.control(ctx, killScript("KILL", groups, true))
-		if err != nil {
-			return r, fmt.Errorf("ssh %s: release: killing process groups: %w", sb.id, err)
-		}
-		if code != 0 {
-			return r, fmt.Errorf("ssh %s: release: process groups still present after KILL: %s", sb.id, strings.TrimSpace(out))
-		}
-		for _, p := range procs {
-			select {
-			case <-p.done:
-			case <-ctx.Done():
-				return r, fmt.Errorf("ssh %s: release: waiting for sessions to end: %w", sb.id, ctx.Err())
-			}
-		}
+	return groups, nil
+}
+
+// killLease kills groups and every process of the login user carrying the
+// lease's tag, and returns nil once none of them is left (read back on the
+// server: pgrep -s and kill -0 for the groups, /proc/PID/environ for the
+// tag).
+func (sb *sandbox) killLease(ctx context.Context, groups []int) error {
+	out, code, err := sb.c.control(ctx, killScript("KILL", groups, tagPattern(sb.nonce+"-", true), true))
+	if err != nil {
+		return fmt.Errorf("ssh %s: release: killing the lease's processes: %w", sb.id, err)
 	}
-	r.State = drivers.StateDestroyed
-	r.Confirmed = true
-	r.ConfirmedAt = time.Now()
-	if len(groups) == 0 {
-		r.Evidence = "session ended; no command of the lease was running"
-	} else {
-		gs := make([]string, len(groups))
-		for i, g := range groups {
-			gs[i] = strconv.Itoa(g)
-		}
-		r.Evidence = "session ended; killed process groups " + strings.Join(gs, ",") + " and kill -0 confirmed them gone"
+	switch out = strings.TrimSpace(out); {
+	case code == 3 && out == "noproc":
+		return fmt.Errorf("ssh %s: release: the server has no /proc to read process environments from; cannot confirm that no process of the lease is left", sb.id)
+	case code != 0:
+		return fmt.Errorf("ssh %s: release: processes of the lease still present after KILL: %s", sb.id, out)
 	}
-	return r, nil
+	return nil
 }

@@ -17,15 +17,34 @@ import (
 //
 // The login shell receives the POSIX script as is when Acquire found it to
 // be a POSIX shell (bash, dash, zsh, ...: $SHELL), else wrapped as
-// `exec /bin/sh -c 'SCRIPT'`. sshd starts every
-// session in a new session and process group (OpenSSH's session.c calls
-// setsid for each), so the script's $$ is its process group id. The script
-// first prints "berth-pgid:$$" as a line on stderr — the side channel the
-// driver reads (and strips) to learn the group — then changes directory,
-// exports the environment and execs the command, which keeps the pid and
-// therefore the group. Cancelling a command opens another session and runs
-// `kill -KILL -PGID`, which ends the whole process tree the command started
-// (unless a process moved itself into another session, as daemons do).
+// `exec /bin/sh -c 'SCRIPT'`. The driver does not rely on the server
+// starting each session in a new process group (OpenSSH's sshd does,
+// Dropbear does not): the wrapper reads its own process group (field 5 of
+// /proc/$$/stat, else ps -o pgid=) and, when it is not the group's leader,
+// re-executes the script under setsid(1), which keeps the pid and makes it
+// the leader of a new session and group. The script then prints
+// "berth-pgid:$$" as a line on stderr — the side channel the driver reads
+// (and strips) to learn the group — or "berth-pgid:0" when it could not
+// make the group (no setsid), exports the lease's tag (leaseTagEnv, the
+// lease nonce and the command's number), changes directory, exports the
+// environment and execs the command, which keeps the pid and therefore
+// the group. Cancelling a command opens another session and runs
+// `kill -KILL -PGID` and kills every process carrying the command's tag,
+// which ends the whole process tree the command started, also processes
+// that moved into another session (unless they dropped the tag from their
+// environment).
+
+// leaseTagEnv is the environment variable every command of a lease carries
+// (inherited by its children): "<lease nonce>-<command number>". Release
+// ends every process of the login user whose environment holds the lease's
+// tag and confirms only when none is left.
+const leaseTagEnv = "BERTH_SSH_LEASE"
+
+// pgidDetect sets g to the process group of the shell ($$), empty when
+// neither /proc nor ps tells. Parameter expansion only (no word
+// splitting), so it holds in zsh too.
+const pgidDetect = `g=; if [ -r /proc/$$/stat ]; then read -r g < /proc/$$/stat; g=${g##*) }; g=${g#* }; g=${g#* }; g=${g%% *}; ` +
+	`else g=$(ps -o pgid= -p $$ 2>/dev/null); g=${g##* }; fi; `
 
 const pgidPrefix = "berth-pgid:"
 
@@ -60,10 +79,10 @@ func pathExpr(p, base string) string {
 }
 
 // execScript builds the remote command line for argv run in dir (already an
-// absolute path or "") with env. An empty argv runs the login user's shell
-// as a login shell. On a pty (pty=true) the marker goes to the terminal,
-// the only output stream.
-func execScript(dir string, env map[string]string, argv []string, pty bool) (string, error) {
+// absolute path or "") with env, tagged with tag (leaseTagEnv). An empty
+// argv runs the login user's shell as a login shell. On a pty (pty=true)
+// the marker goes to the terminal, the only output stream.
+func execScript(dir string, env map[string]string, argv []string, pty bool, tag string) (string, error) {
 	if len(argv) > 0 && argv[0] == "" {
 		return "", errors.New("ssh: empty command")
 	}
@@ -71,11 +90,14 @@ func execScript(dir string, env map[string]string, argv []string, pty bool) (str
 		return "", errors.New("ssh: empty command")
 	}
 	var b strings.Builder
-	b.WriteString(`printf '` + pgidPrefix + `%s\n' "$$"`)
+	b.WriteString(pgidDetect + `if [ "$g" = "$$" ]; then g=$$; else g=0; fi; printf '` + pgidPrefix + `%s\n' "$g"`)
 	if !pty {
 		b.WriteString(" >&2")
 	}
 	b.WriteString(" || exit 125; ")
+	if tag != "" {
+		b.WriteString("export " + leaseTagEnv + "=" + shQuote(tag) + "; ")
+	}
 	if dir != "" {
 		b.WriteString("cd -- " + shQuote(dir) + " || exit 125; ")
 	}
@@ -87,13 +109,22 @@ func execScript(dir string, env map[string]string, argv []string, pty bool) (str
 	}
 	if len(argv) == 0 {
 		b.WriteString(`exec "${SHELL:-/bin/sh}" -l`)
-		return b.String(), nil
+	} else {
+		b.WriteString("exec")
+		for _, a := range argv {
+			b.WriteString(" " + shQuote(a))
+		}
 	}
-	b.WriteString("exec")
-	for _, a := range argv {
-		b.WriteString(" " + shQuote(a))
-	}
-	return b.String(), nil
+	return groupWrap(b.String()), nil
+}
+
+// groupWrap runs script as the leader of its own process group: as it is
+// when the shell already leads its group (OpenSSH), else re-executed under
+// setsid (same pid, new session and group), else as it is (the script
+// then reports group 0).
+func groupWrap(script string) string {
+	return "s=" + shQuote(script) + "; " + pgidDetect +
+		`if [ "$g" != "$$" ] && command -v setsid >/dev/null 2>&1; then exec setsid /bin/sh -c "$s"; fi; eval "$s"`
 }
 
 // wrapSh makes script the command line given to a login shell that may not
@@ -116,23 +147,52 @@ func (c *conn) command(script string) string {
 	return wrapSh(script)
 }
 
+// tagScan defines tagged, which prints the pids of the login user's
+// processes whose environment holds an entry matching the grep -z pattern
+// $t (set by the caller; GNU's and busybox's grep), and exits 3 with
+// "noproc" where /proc cannot be read (then nothing can confirm that the
+// tags are gone).
+const tagScan = `tagged() { for f in $(grep -lsz -- "$t" /proc/[0-9]*/environ 2>/dev/null); do q=${f#/proc/}; printf '%s ' "${q%/environ}"; done; }; ` +
+	`[ -r /proc/self/environ ] || { echo noproc; exit 3; }; `
+
+// tagPattern returns the grep pattern matching tag (a leaseTag) exactly, or, with
+// prefix, every tag that starts with it.
+func tagPattern(tag string, prefix bool) string {
+	p := "^" + leaseTagEnv + "=" + tag // hex digits and "-": no metacharacters
+	if !prefix {
+		p += "$"
+	}
+	return p
+}
+
 // killScript sends sig to each process group (and, where pkill exists, to
 // every process of the session the group leads, which catches jobs a
-// shell with job control put in groups of their own) and, when verify is set, waits
-// up to about five seconds until none of them exists any more; it prints
-// "gone" or "alive PGID...".
-func killScript(sig string, pgids []int, verify bool) string {
+// shell with job control put in groups of their own) and, when tagPat is
+// set, to every process whose environment matches it (tagScan). When
+// verify is set it waits up to about five seconds until none of them
+// exists any more; it prints "gone" or "alive PGID... tagged PID...", and
+// "noproc" (exit 3) when the tags cannot be read.
+func killScript(sig string, pgids []int, tagPat string, verify bool) string {
 	var gs []string
 	for _, g := range pgids {
 		gs = append(gs, strconv.Itoa(g))
 	}
 	list := strings.Join(gs, " ")
-	s := "for g in " + list + "; do pkill -" + sig + " -s $g 2>/dev/null; kill -" + sig + " -$g 2>/dev/null || kill -" + sig + " $g 2>/dev/null; done; "
+	s := ""
+	if list != "" {
+		s = "for g in " + list + "; do pkill -" + sig + " -s $g 2>/dev/null; kill -" + sig + " -$g 2>/dev/null || kill -" + sig + " $g 2>/dev/null; done; "
+	}
+	if tagPat != "" {
+		s = "t=" + shQuote(tagPat) + "; " + tagScan + s + `p=$(tagged); [ -n "$p" ] && kill -` + sig + ` $p 2>/dev/null; `
+	}
 	if !verify {
 		return s + "exit 0"
 	}
-	s += `n=0; while :; do a=; for g in ` + list + `; do if pgrep -s $g >/dev/null 2>&1 || kill -0 -$g 2>/dev/null || kill -0 $g 2>/dev/null; then a="$a $g"; fi; done; ` +
-		`if [ -z "$a" ]; then echo gone; exit 0; fi; n=$((n+1)); if [ $n -ge 50 ]; then echo "alive$a"; exit 1; fi; ` +
+	s += `n=0; while :; do a=; for g in ` + list + `; do if pgrep -s $g >/dev/null 2>&1 || kill -0 -$g 2>/dev/null || kill -0 $g 2>/dev/null; then a="$a $g"; fi; done; `
+	if tagPat != "" {
+		s += `p=$(tagged); [ -n "$p" ] && { a="$a tagged $p"; kill -` + sig + ` $p 2>/dev/null; }; `
+	}
+	s += `if [ -z "$a" ]; then echo gone; exit 0; fi; n=$((n+1)); if [ $n -ge 50 ]; then echo "alive$a"; exit 1; fi; ` +
 		`sleep 0.1 2>/dev/null || sleep 1; done`
 	return s
 }

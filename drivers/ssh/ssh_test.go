@@ -63,7 +63,12 @@ func TestMain(m *testing.M) {
 }
 
 func newHarness(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
-	e := newEnv(tb)
+	return harnessOn(tb, newEnv(tb), nil)
+}
+
+// harnessOn is the conformance harness of e, its config changed by edit
+// (nil: none).
+func harnessOn(tb testing.TB, e *env, edit func(map[string]any)) (drivertest.Harness, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -71,7 +76,10 @@ func newHarness(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
 	dead := ln.Addr().(*net.TCPAddr).Port
 	_ = ln.Close() // nothing listens on it any more
 	raw := e.raw(tb)
-	return &harness{e: e, d: e.d, cfg: e.config(tb, nil), raw: raw, dead: dead}, nil
+	if edit != nil {
+		edit(raw)
+	}
+	return &harness{e: e, d: e.d, cfg: e.config(tb, edit), raw: raw, dead: dead}, nil
 }
 
 // The driver passes the conformance suite against OpenSSH's sshd.

@@ -36,14 +36,15 @@ func (sb *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest
 			dir = strings.TrimSuffix(sb.cwd, "/") + "/" + req.Dir
 		}
 	}
-	script, err := execScript(dir, req.Env, req.Argv, true)
+	tag := sb.nextTag()
+	script, err := execScript(dir, req.Env, req.Argv, true, tag)
 	if err != nil {
 		return nil, err
 	}
 	script = sb.c.command(script)
 	r, w := io.Pipe()
 	stdin, stdinW := io.Pipe()
-	p, err := sb.start(ctx, script, drivers.Command{Stdin: stdin}, w, nil, startOpts{pty: pr})
+	p, err := sb.start(ctx, script, drivers.Command{Stdin: stdin}, w, nil, startOpts{pty: pr, tag: tag})
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +96,7 @@ func (t *terminal) Close() error {
 			ctx, cancel := context.WithTimeout(context.Background(), killGrace)
 			defer cancel()
 			if g := t.p.waitGroup(ctx); g > 0 && !t.p.finished() {
-				if _, _, err := t.p.sb.c.control(ctx, killScript("KILL", []int{g}, false)); err != nil {
+				if _, _, err := t.p.sb.c.control(ctx, killScript("KILL", []int{g}, tagPattern(t.p.tag, false), false)); err != nil {
 					t.closeErr = err
 				}
 			}

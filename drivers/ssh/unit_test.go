@@ -110,6 +110,7 @@ func TestSchemaNormalize(t *testing.T) {
 			FieldHost: drivers.KindIdentity, FieldPort: drivers.KindIdentity, FieldUser: drivers.KindIdentity,
 			FieldPrivateKey: drivers.KindSecret, FieldKnownHosts: drivers.KindIdentity, FieldWorkdir: drivers.KindIdentity,
 			FieldConnectTimeout: drivers.KindKnob, FieldKeepalive: drivers.KindKnob, FieldMaxSessions: drivers.KindKnob,
+			FieldForwarding: drivers.KindKnob,
 		}
 		if diff := cmp.Diff(want, kinds); diff != "" {
 			t.Errorf("field kinds (-want +got):\n%s", diff)

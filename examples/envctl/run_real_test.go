@@ -39,9 +39,15 @@ func realEnvs(t *testing.T, c *cli) map[string]func(marker string) []string {
 	scfg, _ := json.Marshal(map[string]any{"host": srv.Host(), "port": srv.Port(), "user": srv.User(),
 		"private_key": srv.ClientKeyPEM(), "known_hosts": []string{srv.KnownHostsLine()}, "workdir": t.TempDir()})
 	c.createEnv("host", "ssh", string(scfg))
-	// Both targets' processes are this host's processes (the container's
+	// Dropbear (issue 23): sessions in the server's process group, and the
+	// runner reaches berth through a TCP forward on the server's loopback.
+	db := testenv.Dropbear(t)
+	bcfg, _ := json.Marshal(map[string]any{"host": db.Host(), "port": db.Port(), "user": db.User(),
+		"private_key": db.ClientKeyPEM(), "known_hosts": []string{db.KnownHostsLine()}, "workdir": t.TempDir(), "max_sessions": 2})
+	c.createEnv("dropbear", "ssh", string(bcfg))
+	// The targets' processes are this host's processes (the container's
 	// in their own pid namespace), so one host /proc scan sees them.
-	return map[string]func(string) []string{"box": processesWith, "host": processesWith}
+	return map[string]func(string) []string{"box": processesWith, "host": processesWith, "dropbear": processesWith}
 }
 
 // createEnv saves an environment of driver with cfg (JSON).
@@ -53,13 +59,14 @@ func (c *cli) createEnv(name, driver, cfg string) {
 }
 
 // issue 17: envctl run with the real runner binary in a real Docker
-// container and on the real sshd host: output byte-exact, the exit code,
-// and Ctrl-C stops the task with a complete proof, nothing left running.
+// container, on the real sshd host and (issue 23) on the real Dropbear
+// host through the TCP fallback: output byte-exact, the exit code, and
+// Ctrl-C stops the task with a complete proof, nothing left running.
 func TestRunInRealTargets(t *testing.T) {
 	bin, _ := testenv.RunnerBinarySum(t)
 	c := newCLI(t)
 	envs := realEnvs(t, c)
-	for _, name := range []string{"box", "host"} {
+	for _, name := range []string{"box", "host", "dropbear"} {
 		left := envs[name]
 		t.Run(name, func(t *testing.T) {
 			out, errOut, err := c.exec("", "run", name, "--company", "acme", "--runner-binary", bin, "--",

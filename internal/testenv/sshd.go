@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -43,6 +42,10 @@ type SSHServer struct {
 	keysDir    string // AuthorizedKeysFile's directory: one file per login user
 	unpriv     *Account
 	unprivHome string
+	// dropbear is set for a Dropbear server (Dropbear), whose sessions see
+	// home at sessionHome.
+	dropbear    bool
+	sessionHome string
 
 	cmd    *exec.Cmd
 	logMu  sync.Mutex
@@ -89,28 +92,36 @@ func SSHD(t testing.TB) *SSHServer {
 	s.authLine = string(ssh.MarshalAuthorizedKey(clientSigner.PublicKey()))
 	s.setUpKeys(t)
 
+	s.serve(t, "sshd", s.start)
+	return s
+}
+
+// serve starts the server called name with start on a free port (five
+// tries), writes the known_hosts file and stops the server at cleanup,
+// logging its output when the test failed.
+func (s *SSHServer) serve(t testing.TB, name string, start func(port int) error) {
+	t.Helper()
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		port, err := freePort()
 		if err != nil {
 			t.Fatalf("testenv: free port: %v", err)
 		}
-		if lastErr = s.start(port); lastErr == nil {
+		if lastErr = start(port); lastErr == nil {
 			break
 		}
 	}
 	if lastErr != nil {
-		t.Fatalf("testenv: starting sshd: %v\n%s", lastErr, s.Log())
+		t.Fatalf("testenv: starting %s: %v\n%s", name, lastErr, s.Log())
 	}
 	s.knownHosts = filepath.Join(s.dir, "known_hosts")
 	write(t, s.knownHosts, s.KnownHostsLine()+"\n")
 	t.Cleanup(func() {
 		s.stop()
 		if t.Failed() {
-			t.Logf("sshd log:\n%s", s.Log())
+			t.Logf("%s log:\n%s", name, s.Log())
 		}
 	})
-	return s
 }
 
 func (s *SSHServer) start(port int) error {
@@ -147,7 +158,12 @@ func (s *SSHServer) start(port int) error {
 	s.logMu.Lock()
 	s.log.Reset()
 	s.logMu.Unlock()
-	cmd := exec.Command(SSHDPath, "-D", "-e", "-f", cfg, "-p", strconv.Itoa(port))
+	return s.launch("sshd", exec.Command(SSHDPath, "-D", "-e", "-f", cfg, "-p", strconv.Itoa(port)), port)
+}
+
+// launch starts cmd, the server called name listening on port, its output
+// going to Log, and waits until it speaks SSH there.
+func (s *SSHServer) launch(name string, cmd *exec.Cmd, port int) error {
 	cmd.Stdout = (*lockedWriter)(s)
 	cmd.Stderr = (*lockedWriter)(s)
 	if err := cmd.Start(); err != nil {
@@ -164,12 +180,12 @@ func (s *SSHServer) start(port int) error {
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("sshd exited: %s", strings.TrimSpace(s.Log()))
+			return fmt.Errorf("%s exited: %s", name, strings.TrimSpace(s.Log()))
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			s.stop()
-			return errors.New("sshd did not accept connections within 15s")
+			return fmt.Errorf("%s did not accept connections within 15s", name)
 		}
 	}
 }
@@ -261,7 +277,8 @@ func (s *SSHServer) HostKey() ssh.PublicKey { return s.hostKey }
 func (s *SSHServer) HostKeyFingerprint() string { return ssh.FingerprintSHA256(s.hostKey) }
 
 // Home returns the HOME directory sessions get (an empty temp dir, set with
-// sshd's SetEnv so that the machine's dotfiles do not run).
+// sshd's SetEnv so that the machine's dotfiles do not run), as this process
+// sees it; Dropbear's sessions see it at SessionHome.
 func (s *SSHServer) Home() string { return s.home }
 
 // Dir returns the server's temp dir (keys, config, pid file).
@@ -347,6 +364,10 @@ func (s *SSHServer) setUpKeys(t testing.TB) {
 // writeKeys writes line as the authorized keys of every login user.
 func (s *SSHServer) writeKeys(t testing.TB, line string) {
 	t.Helper()
+	if s.dropbear {
+		s.dropbearKeys(t, line)
+		return
+	}
 	write(t, filepath.Join(s.keysDir, s.user), line)
 	if s.unpriv != nil {
 		p := filepath.Join(s.keysDir, s.unpriv.Name)
@@ -364,6 +385,9 @@ func (s *SSHServer) writeKeys(t testing.TB, line string) {
 // calls Missing.
 func (s *SSHServer) UnprivilegedLogin(t testing.TB) (a Account, home string) {
 	t.Helper()
+	if s.dropbear {
+		Missing(t, "an unprivileged login on the test Dropbear server", "use SSHD", nil)
+	}
 	if s.unpriv == nil {
 		UnprivilegedAccount(t) // ends the test with the reason
 		Missing(t, "an sshd login as the unprivileged test account", "run the tests as root", nil)

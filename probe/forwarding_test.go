@@ -1,0 +1,96 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/ssh"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/qualification"
+)
+
+// Issue 23 item 2: the ssh probe measures what the server forwards for the
+// runner (a forward opened and closed, nothing uploaded): unix on OpenSSH,
+// tcp on Dropbear, none on Dropbear with remote forwarding off. A config
+// that records "none" narrows runner_ingress away (CAP-2), so the gate
+// refuses a run that needs the runner before anything is allocated.
+func TestSSHProbeMeasuresForwarding(t *testing.T) {
+	servers := map[string]func(t *testing.T) *testenv.SSHServer{
+		ssh.ForwardingUnix: func(t *testing.T) *testenv.SSHServer { return testenv.SSHD(t) },
+		ssh.ForwardingTCP:  func(t *testing.T) *testenv.SSHServer { return testenv.Dropbear(t) },
+		ssh.ForwardingNone: func(t *testing.T) *testenv.SSHServer { return testenv.Dropbear(t, "-k") },
+	}
+	for _, want := range []string{ssh.ForwardingUnix, ssh.ForwardingTCP, ssh.ForwardingNone} {
+		t.Run(want, func(t *testing.T) {
+			srv := servers[want](t)
+			ctx := context.Background()
+			sshDrv := ssh.New(nil)
+			reg := drivers.NewRegistry(sshDrv)
+			secrets := environment.NewMemorySecretStore()
+			envs := environment.NewMemoryStore()
+			cat := environment.NewCatalog(envs, reg, secrets, nil)
+			asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
+			p := New(cat, reg, lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get, Assignments: asg}), qualification.NewMemoryStore(), nil)
+			cfg := map[string]any{
+				ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
+				ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: t.TempDir(),
+			}
+			v, err := cat.Create(ctx, admin, environment.CreateRequest{Name: "box", Driver: "ssh", Config: cfg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := p.Probe(ctx, admin, v.ID, Request{Company: "acme"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.OK || res.Forwarding != want {
+				t.Fatalf("probe OK %v, forwarding %q, want %q: %s", res.OK, res.Forwarding, want, res.Summary)
+			}
+			if res.Cleanup == nil || !res.Cleanup.Confirmed {
+				t.Errorf("cleanup %+v", res.Cleanup)
+			}
+			if want == ssh.ForwardingNone {
+				// probe --runner on that server: unsupported, never internal.
+				signer, err := prp.NewSigner("k1", map[string][]byte{"k1": []byte(strings.Repeat("k", 32))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c, err := controller.New(&controller.Options{Signer: signer, Store: &controller.MemoryStore{}, DataDir: t.TempDir()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				bin, sum := testenv.RunnerBinarySum(t)
+				leases := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get, Assignments: asg, Tasks: c})
+				rp := New(cat, reg, leases, qualification.NewMemoryStore(), &Options{Runner: &RunnerProbe{Controller: c,
+					Spec: func() (drivers.RunnerSpec, error) { return drivers.RunnerSpec{Binary: bin, SHA256: sum}, nil }}})
+				rres, err := rp.Probe(ctx, admin, v.ID, Request{Company: "acme", Runner: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rres.OK || rres.Code != drivers.CodeUnsupported {
+					t.Errorf("probe --runner: ok %v code %s (%s), want unsupported", rres.OK, rres.Code, rres.Summary)
+				}
+			}
+			// The measured fact saved as the config's forwarding knob.
+			cfg[ssh.FieldForwarding] = res.Forwarding
+			env := &environment.Environment{ID: "env_1", Name: "box", Driver: "ssh", Status: environment.StatusActive, Config: cfg}
+			_, eff, err := environment.NewGate(reg, nil).Check(ctx, env, drivers.NewSet(drivers.CapExec, drivers.CapRunnerIngress))
+			var ue *environment.UnusableError
+			switch {
+			case want != ssh.ForwardingNone && (err != nil || !eff.Has(drivers.CapRunnerIngress)):
+				t.Errorf("gate: effective %s, %v; want runner_ingress", eff, err)
+			case want == ssh.ForwardingNone && (!errors.As(err, &ue) || !slices.Equal(ue.Missing, []drivers.Capability{drivers.CapRunnerIngress})):
+				t.Errorf("gate: %v, want an UnusableError missing runner_ingress", err)
+			}
+		})
+	}
+}
