@@ -3,6 +3,7 @@ package ssh
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	xssh "golang.org/x/crypto/ssh"
 
 	"github.com/berthdev/berth/drivers"
 )
@@ -152,16 +155,29 @@ func (c *conn) control(ctx context.Context, script string) (string, int, error) 
 		return "", -1, err
 	}
 	defer rel()
-	s, err := c.session(ctx)
-	if err != nil {
-		return "", -1, err
+	var (
+		s   *xssh.Session
+		out bytes.Buffer
+	)
+	for attempt := 1; ; attempt++ {
+		if s, err = c.session(ctx); err != nil {
+			return "", -1, err
+		}
+		s.Stdout = &out
+		if err = s.Start(c.command(script)); err == nil {
+			break
+		}
+		s.Close()
+		// A channel that ended before its exec was answered ran nothing
+		// (errNotStarted): open another.
+		if !errors.Is(err, io.EOF) || attempt == maxStartAttempts || ctx.Err() != nil {
+			return "", -1, fmt.Errorf("ssh %s@%s: control command: %w: %v", c.t.user, c.t.addr(), drivers.ErrTransient, err)
+		}
 	}
 	defer s.Close()
-	var out bytes.Buffer
-	s.Stdout = &out
 	stop := context.AfterFunc(ctx, func() { _ = s.Close() })
 	defer stop()
-	err = s.Run(c.command(script))
+	err = s.Wait()
 	code, _, werr := exitOf(err)
 	if werr != nil {
 		if ctx.Err() != nil {
