@@ -89,9 +89,9 @@ func (a *attachment) close() {
 // for p: it installs the runner (h.HostRunner, once per SHA-256), serves
 // this controller on the ingress for as long as the lease lasts (until the
 // lease manager's LeaseEnded, or Close), mints a one-use ticket of
-// req.Scope for the lease (authorized: environment.ActionLease on the
-// lease's company; a refusal wraps environment.ErrDenied and nothing is
-// installed), launches the runner detached and waits for its hello. ctx
+// req.Scope for the lease (authorized as MintTicket authorizes: a lease
+// p may not read is ErrNotFound, one it may read but not lease
+// environment.ErrDenied; nothing is installed then), launches the runner detached and waits for its hello. ctx
 // bounds everything; on failure the ingress is closed again. When ctx's
 // deadline passes without a hello (a runner built for another
 // architecture, one that crashed or whose ticket was refused), the error
@@ -134,7 +134,7 @@ func (c *Controller) Attach(ctx context.Context, p environment.Principal, h *lea
 			ttl = time.Minute
 		}
 	}
-	if err := c.authorize(ctx, p, l.ID, l.Company); err != nil {
+	if _, err := c.leaseFor(ctx, p, l.ID); err != nil {
 		return Attachment{}, err
 	}
 	progress := func(s AttachStage) {

@@ -53,6 +53,9 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: "session_unknown", Message: "no session " + claims.Session})
 		return
 	}
+	if !c.connectLease(w, r, sess) {
+		return
+	}
 	c.mu.Lock()
 	closed := c.closed
 	c.mu.Unlock()
@@ -193,6 +196,7 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 	acked = lc.stored
 	lc.mu.Unlock()
 	expiry := lc.claims.ExpiresAt
+	renewAt := expiry.Add(-c.o.TokenTTL / 2)
 	for {
 		ch := c.changes()
 		cmds, err := c.o.Store.CommandsAfter(ctx, lc.sess.ID, sent, 64)
@@ -228,21 +232,29 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 			}
 			acked = stored
 		}
-		if lc.sess.Scope == prp.ScopeTask && time.Until(expiry) < c.o.TokenTTL/2 {
-			tok, cl, err := c.x.Renew(lc.claims, time.Now())
+		if lc.sess.Scope == prp.ScopeTask && !time.Now().Before(renewAt) {
+			// Renewed only while the lease is active, never past its end
+			// (renewal, leases.go).
+			tok, cl, next, err := lc.renewal(ctx, expiry)
+			if errors.Is(err, errLeaseOver) {
+				lc.ws.Close(prp.CloseUnauthorized, "lease ended")
+			}
 			if err != nil {
 				return err
 			}
-			if err := lc.send(ctx, prp.TypeToken, 0, acked, prp.TokenRenewal{Token: tok, ExpiresAt: cl.ExpiresAt}); err != nil {
-				return err
+			if tok != "" {
+				if err := lc.send(ctx, prp.TypeToken, 0, acked, prp.TokenRenewal{Token: tok, ExpiresAt: cl.ExpiresAt}); err != nil {
+					return err
+				}
+				expiry = cl.ExpiresAt
 			}
-			expiry = cl.ExpiresAt
+			renewAt = next
 		}
 		if len(cmds) == 64 {
 			continue
 		}
 		// Commands other replicas journaled arrive with the poll.
-		wake := time.NewTimer(min(max(time.Until(expiry)-c.o.TokenTTL/2, time.Millisecond), c.o.Poll))
+		wake := time.NewTimer(min(max(time.Until(renewAt), time.Millisecond), c.o.Poll))
 		select {
 		case <-ctx.Done():
 			wake.Stop()
