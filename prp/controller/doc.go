@@ -9,6 +9,16 @@
 //     through the host's environment.Authorizer) and ServeHTTP (the
 //     "exchange" and "connect" paths).
 //
+//   - leases.go: the controller's view of the lease records
+//     (Options.Leases, LeaseReader): a ticket is minted for an active
+//     lease only, bound to its recorded company; a connect and every token
+//     renewal read the session's lease, so a session lives no longer than
+//     its lease on every replica (a renewed token never outlives it; a live
+//     connection whose lease ended is closed with prp.CloseUnauthorized);
+//     and a session or lease the principal may not read is refused as a
+//     missing one (ErrNotFound, one text), "denied" kept for what it can
+//     see.
+//
 //   - conn.go: one connection: authentication before Accept, the
 //     subprotocol, the read limit, hello / welcome, one reader and one
 //     writer goroutine and the Ping heartbeat.
