@@ -26,6 +26,9 @@ type liveConn struct {
 	// binary: output events may come in binary frames (CapBinaryOutput
 	// granted).
 	binary bool
+	// leaseEnd is the session's lease's end as read at connect (zero:
+	// none); the writer reads the lease again by then (renewal).
+	leaseEnd time.Time
 
 	// stored is the highest event seq stored (the reader's); the writer
 	// acks it after Sync.
@@ -53,7 +56,8 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: "session_unknown", Message: "no session " + claims.Session})
 		return
 	}
-	if !c.connectLease(w, r, sess) {
+	leaseEnd, ok := c.connectLease(w, r, sess)
+	if !ok {
 		return
 	}
 	c.mu.Lock()
@@ -80,7 +84,7 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 		c.log.Info("controller: handshake", "session", sess.ID, "err", err)
 		return
 	}
-	lc.cancel = cancel
+	lc.cancel, lc.leaseEnd = cancel, leaseEnd
 	c.mu.Lock()
 	old := c.live[sess.ID]
 	c.live[sess.ID] = lc
@@ -197,6 +201,9 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 	lc.mu.Unlock()
 	expiry := lc.claims.ExpiresAt
 	renewAt := expiry.Add(-c.o.TokenTTL / 2)
+	if !lc.leaseEnd.IsZero() && lc.leaseEnd.Before(renewAt) {
+		renewAt = lc.leaseEnd
+	}
 	for {
 		ch := c.changes()
 		cmds, err := c.o.Store.CommandsAfter(ctx, lc.sess.ID, sent, 64)

@@ -152,12 +152,13 @@ func (lc *liveConn) renewal(ctx context.Context, expiry time.Time) (string, prp.
 // active in the lease records (on whichever replica the lease ended) and
 // answers the refusal itself: 401 "lease_ended" for a session whose lease
 // is over (the runner stops), 503 when the records cannot be read (it
-// retries). It reports whether the connection may go on.
-func (c *Controller) connectLease(w http.ResponseWriter, r *http.Request, s Session) bool {
-	_, err := c.sessionLease(r.Context(), s, time.Now())
+// retries). It reports whether the connection may go on, and until when
+// the lease lasts (zero: no end).
+func (c *Controller) connectLease(w http.ResponseWriter, r *http.Request, s Session) (time.Time, bool) {
+	end, err := c.sessionLease(r.Context(), s, time.Now())
 	switch {
 	case err == nil:
-		return true
+		return end, true
 	case errors.Is(err, errLeaseOver):
 		c.log.Info("controller: connect refused", "session", s.ID, "err", err)
 		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: "lease_ended", Message: "the lease of session " + s.ID + " is no longer active"})
@@ -165,5 +166,5 @@ func (c *Controller) connectLease(w http.ResponseWriter, r *http.Request, s Sess
 		c.log.Warn("controller: connect: lease unreadable", "session", s.ID, "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, prp.ErrorResponse{Code: "unavailable", Message: "the lease records cannot be read now"})
 	}
-	return false
+	return time.Time{}, false
 }

@@ -285,6 +285,32 @@ func TestARenewedTokenNeverOutlivesTheLease(t *testing.T) {
 	}
 }
 
+// Issue 22 item 6: with a token that would last far longer (the default
+// TTL, renewed at half life), a live connection still ends when its
+// lease's expiry passes.
+func TestALiveConnectionEndsAtItsLeasesEnd(t *testing.T) {
+	t.Parallel()
+	ls := lease.NewMemoryStore()
+	if _, err := ls.InsertLease(context.Background(), &lease.Lease{ID: "lease-1", Company: "co-1", Status: lease.StatusActive, Policy: lease.Ephemeral,
+		AcquiredAt: time.Now(), ExpiresAt: time.Now().Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t, controller.Options{Leases: ls})
+	ws := dialRaw(t, s, []string{prp.Subprotocol})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ws.Write(ctx, websocket.MessageText, helloWithTasks(t)); err != nil {
+		t.Fatal(err)
+	}
+	tokens, closed := renewals(ctx, ws)
+	for r := range tokens {
+		t.Errorf("a renewal (expires %v) for a lease that ends before the token's half life", r.ExpiresAt)
+	}
+	if st := <-closed; st != prp.CloseUnauthorized {
+		t.Errorf("the connection closed with %d, want %d once the lease's end passed", st, prp.CloseUnauthorized)
+	}
+}
+
 // Issue 22 item 6 across replicas: two controllers on one PostgreSQL;
 // the lease ends in the store, and the replica the runner did not use
 // refuses the session's token as well.
