@@ -260,19 +260,8 @@ func TestASessionEndsWithItsLease(t *testing.T) {
 // the connection ends when the lease does.
 func TestARenewedTokenNeverOutlivesTheLease(t *testing.T) {
 	t.Parallel()
-	ls := lease.NewMemoryStore()
 	end := time.Now().Add(2500 * time.Millisecond)
-	if _, err := ls.InsertLease(context.Background(), &lease.Lease{ID: "lease-1", Company: "co-1", Status: lease.StatusActive, Policy: lease.Ephemeral, AcquiredAt: time.Now(), ExpiresAt: end}); err != nil {
-		t.Fatal(err)
-	}
-	s := newServer(t, controller.Options{Leases: ls, TokenTTL: 2 * time.Second})
-	ws := dialRaw(t, s, []string{prp.Subprotocol})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := ws.Write(ctx, websocket.MessageText, helloWithTasks(t)); err != nil {
-		t.Fatal(err)
-	}
-	tokens, closed := renewals(ctx, ws)
+	tokens, closed := connectUntil(t, end, 2*time.Second)
 	n := 0
 	for r := range tokens {
 		n++
@@ -290,25 +279,32 @@ func TestARenewedTokenNeverOutlivesTheLease(t *testing.T) {
 // lease's expiry passes.
 func TestALiveConnectionEndsAtItsLeasesEnd(t *testing.T) {
 	t.Parallel()
-	ls := lease.NewMemoryStore()
-	if _, err := ls.InsertLease(context.Background(), &lease.Lease{ID: "lease-1", Company: "co-1", Status: lease.StatusActive, Policy: lease.Ephemeral,
-		AcquiredAt: time.Now(), ExpiresAt: time.Now().Add(time.Second)}); err != nil {
-		t.Fatal(err)
-	}
-	s := newServer(t, controller.Options{Leases: ls})
-	ws := dialRaw(t, s, []string{prp.Subprotocol})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := ws.Write(ctx, websocket.MessageText, helloWithTasks(t)); err != nil {
-		t.Fatal(err)
-	}
-	tokens, closed := renewals(ctx, ws)
+	tokens, closed := connectUntil(t, time.Now().Add(time.Second), 0)
 	for r := range tokens {
 		t.Errorf("a renewal (expires %v) for a lease that ends before the token's half life", r.ExpiresAt)
 	}
 	if st := <-closed; st != prp.CloseUnauthorized {
 		t.Errorf("the connection closed with %d, want %d once the lease's end passed", st, prp.CloseUnauthorized)
 	}
+}
+
+// connectUntil connects a raw runner for lease-1, recorded active until
+// end, to a controller with token TTL ttl (0: the default) and returns
+// its renewals and close status (renewals).
+func connectUntil(t *testing.T, end time.Time, ttl time.Duration) (<-chan prp.TokenRenewal, <-chan websocket.StatusCode) {
+	t.Helper()
+	ls := lease.NewMemoryStore()
+	if _, err := ls.InsertLease(context.Background(), &lease.Lease{ID: "lease-1", Company: "co-1", Status: lease.StatusActive, Policy: lease.Ephemeral, AcquiredAt: time.Now(), ExpiresAt: end}); err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t, controller.Options{Leases: ls, TokenTTL: ttl})
+	ws := dialRaw(t, s, []string{prp.Subprotocol})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	if err := ws.Write(ctx, websocket.MessageText, helloWithTasks(t)); err != nil {
+		t.Fatal(err)
+	}
+	return renewals(ctx, ws)
 }
 
 // Issue 22 item 6 across replicas: two controllers on one PostgreSQL;
