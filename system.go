@@ -68,7 +68,9 @@ type Options struct {
 	// (SQLite and PostgreSQL share them across replicas; the memory store
 	// keeps them in this process), Authorizer with Options.Authorizer, and
 	// Signer with a random key of this process (replicas must pass one
-	// Signer with shared keys), Secrets with System.Handover. With neither
+	// Signer with shared keys), Secrets with System.Handover, and Leases
+	// with a read-only view of the System's lease records (tickets are
+	// bound to the lease's company; sessions end with their lease). With neither
 	// Sink nor DataDir, output chunk files go to a directory New makes
 	// under os.TempDir and Close removes.
 	Runners *controller.Options
@@ -266,6 +268,9 @@ func (s *System) composeRunners(st Store, o Options) error {
 	if co.Secrets == nil {
 		co.Secrets = s.Handover
 	}
+	if co.Leases == nil {
+		co.Leases = leaseRecords{st}
+	}
 	if co.Signer == nil {
 		key := make([]byte, 32)
 		if _, err := rand.Read(key); err != nil {
@@ -293,6 +298,15 @@ func (s *System) composeRunners(st Store, o Options) error {
 	}
 	s.Runners = c
 	return nil
+}
+
+// leaseRecords is the runner controller's view of the lease store
+// (controller.LeaseReader): it reads one lease and hands out nothing that
+// writes.
+type leaseRecords struct{ st lease.Store }
+
+func (r leaseRecords) GetLease(ctx context.Context, id string) (*lease.Lease, error) {
+	return r.st.GetLease(ctx, id)
 }
 
 // RunHealthChecks measures the health of every provider endpoint that an

@@ -277,3 +277,44 @@ func TestDispatchMatchesExactly(t *testing.T) {
 		}
 	}
 }
+
+// Issue 22 item 7: a project auth check the principal may not read
+// (another company's) reads as a missing one: ErrNotFound with the same
+// text but for what the caller named; a principal who may read it but not
+// act on it (an agent of the company) is denied.
+func TestAnotherCompanysAuthCheckReadsAsMissing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, false)
+	rec, err := w.svc.PrepareManagedAccount(ctx, operator, "acme", w.account, "env_1", []string{"p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := "secret:missing@v1"
+	for name, op := range map[string]func(p environment.Principal, ref string) error{
+		"Get": func(p environment.Principal, ref string) error { _, err := w.svc.Get(ctx, p, "acme", ref); return err },
+		"RecordResult": func(p environment.Principal, ref string) error {
+			_, err := w.svc.RecordResult(ctx, p, "acme", ref, rec.Preparation, handover.Result{Succeeded: true})
+			return err
+		},
+		"Clear": func(p environment.Principal, ref string) error { return w.svc.Clear(ctx, p, "acme", ref) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			errMissing, errForeign := op(operator, missing), op(outsider, w.account)
+			for _, err := range []error{errMissing, errForeign} {
+				if !errors.Is(err, handover.ErrNotFound) || errors.Is(err, environment.ErrDenied) {
+					t.Fatalf("%s = %v, want ErrNotFound (not ErrDenied)", name, err)
+				}
+			}
+			if a, b := strings.ReplaceAll(errForeign.Error(), w.account, "REF"), strings.ReplaceAll(errMissing.Error(), missing, "REF"); a != b {
+				t.Errorf("another company's record reads %q, a missing one %q; want one text", a, b)
+			}
+			if err := op(agent, w.account); !errors.Is(err, environment.ErrDenied) || errors.Is(err, handover.ErrNotFound) {
+				t.Errorf("an agent of the company = %v, want ErrDenied (it may see the record)", err)
+			}
+		})
+	}
+	if got, err := w.svc.Get(ctx, operator, "acme", w.account); err != nil || got.Preparation != rec.Preparation {
+		t.Errorf("after the refusals the record is %+v, %v; want it unchanged", got, err)
+	}
+}

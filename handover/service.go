@@ -163,6 +163,38 @@ func (s *Service) authorize(ctx context.Context, p environment.Principal, a envi
 	return nil
 }
 
+// authorizeRecord authorizes p (environment.ActionAuthCheck) on the record
+// of (company, accountRef) that it names: a principal who may not read it
+// (environment.ActionRead on the managed account of company) gets
+// checkNotFound, as for a missing record; one who may read it but not act
+// on it is denied (issue 22 item 7).
+func (s *Service) authorizeRecord(ctx context.Context, p environment.Principal, company, accountRef string) error {
+	err := s.authorize(ctx, p, environment.ActionAuthCheck, company, accountRef)
+	if err == nil {
+		return nil
+	}
+	r := environment.Resource{Kind: environment.ResourceKindManagedAccount, ID: accountRef, Company: company}
+	if s.auth.Authorize(ctx, p, environment.ActionRead, r) != nil {
+		return checkNotFound(company, accountRef)
+	}
+	return err
+}
+
+// checkNotFound is the error for a missing record of (company, accountRef)
+// and for one the caller may not read alike: one sentinel, one text,
+// naming only what the caller gave.
+func checkNotFound(company, accountRef string) error {
+	return fmt.Errorf("handover: project auth check of %s for company %q: %w", accountRef, company, ErrNotFound)
+}
+
+// hideMissing turns a store's not found into checkNotFound.
+func hideMissing(err error, company, accountRef string) error {
+	if isNotFound(err) {
+		return checkNotFound(company, accountRef)
+	}
+	return err
+}
+
 // subject returns the fingerprint and provider of environment id.
 func (s *Service) subject(ctx context.Context, id string) (*environment.Environment, string, Provider, error) {
 	env, err := s.src.Environments.GetEnvironment(ctx, id)
@@ -259,20 +291,24 @@ func (s *Service) complete(ctx context.Context, rec AuthCheck, res Result, by st
 // accountRef), for hosts whose check answers later than the preparation
 // returns. It authorizes p (environment.ActionAuthCheck); an answer for a
 // preparation that a newer one replaced is ErrStale and stores nothing.
+// A record p may not read is ErrNotFound, as a missing one.
 func (s *Service) RecordResult(ctx context.Context, p environment.Principal, company, accountRef, prep string, res Result) (AuthCheck, error) {
-	if err := s.authorize(ctx, p, environment.ActionAuthCheck, company, accountRef); err != nil {
+	if err := s.authorizeRecord(ctx, p, company, accountRef); err != nil {
 		return AuthCheck{}, err
 	}
-	return s.complete(ctx, AuthCheck{Company: company, AccountRef: accountRef, Preparation: prep}, res, p.ID)
+	rec, err := s.complete(ctx, AuthCheck{Company: company, AccountRef: accountRef, Preparation: prep}, res, p.ID)
+	return rec, hideMissing(err, company, accountRef)
 }
 
 // Get returns the record of (company, accountRef) after authorizing p
-// (environment.ActionAuthCheck); ErrNotFound if there is none.
+// (environment.ActionAuthCheck); ErrNotFound if there is none, and the
+// same error (one text) if p may not read it.
 func (s *Service) Get(ctx context.Context, p environment.Principal, company, accountRef string) (AuthCheck, error) {
-	if err := s.authorize(ctx, p, environment.ActionAuthCheck, company, accountRef); err != nil {
+	if err := s.authorizeRecord(ctx, p, company, accountRef); err != nil {
 		return AuthCheck{}, err
 	}
-	return s.src.Checks.GetAuthCheck(ctx, company, accountRef)
+	rec, err := s.src.Checks.GetAuthCheck(ctx, company, accountRef)
+	return rec, hideMissing(err, company, accountRef)
 }
 
 // List returns company's records (every company's for "") after
@@ -286,13 +322,14 @@ func (s *Service) List(ctx context.Context, p environment.Principal, company str
 
 // Clear removes the record of (company, accountRef) after authorizing p
 // (environment.ActionAuthCheck): the account is refused until the next
-// preparation succeeds. ErrNotFound if there is none.
+// preparation succeeds. ErrNotFound if there is none, and the same error
+// (one text) if p may not read it.
 func (s *Service) Clear(ctx context.Context, p environment.Principal, company, accountRef string) error {
-	if err := s.authorize(ctx, p, environment.ActionAuthCheck, company, accountRef); err != nil {
+	if err := s.authorizeRecord(ctx, p, company, accountRef); err != nil {
 		return err
 	}
 	if err := s.src.Checks.DeleteAuthCheck(ctx, company, accountRef); err != nil {
-		return err
+		return hideMissing(err, company, accountRef)
 	}
 	s.log.Info("project auth check cleared", "company", company, "account", accountRef, "actor", p.ID)
 	return nil

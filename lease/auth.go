@@ -74,28 +74,35 @@ func leaseResource(l *Lease) environment.Resource {
 	return environment.Resource{Kind: environment.ResourceKindLease, ID: l.ID, Company: l.Company, Driver: l.Provider}
 }
 
-// authorizeLease decides a on lease l for p. The refusal names the lease id
-// the caller gave and nothing of the lease's company or environment.
+// authorizeLease decides a on lease l for p, who named it by id. A lease
+// p may not read (environment.ActionRead, or a itself) reads as a missing
+// one (notFound); one it may read but not act on is refused with an error
+// wrapping environment.ErrDenied that names only the id.
 func (m *Manager) authorizeLease(ctx context.Context, p environment.Principal, a environment.Action, l *Lease) error {
 	if m.authorize(ctx, p, a, leaseResource(l)) == nil {
 		return nil
 	}
-	return fmt.Errorf("lease %s: %s may not %s it: %w", l.ID, p, a, environment.ErrDenied)
+	if a != environment.ActionRead && m.authorize(ctx, p, environment.ActionRead, leaseResource(l)) == nil {
+		return fmt.Errorf("lease %s: %s may not %s it: %w", l.ID, p, a, environment.ErrDenied)
+	}
+	return notFound(l.ID)
 }
 
-// load reads lease id for p, authorizing a. A missing lease is reported as
-// denied to principals who may not act on leases of any company they hold.
+// notFound is the error for a lease that does not exist and for one the
+// principal may not read alike: one sentinel, one text, naming only the id
+// the caller gave (issue 22 item 7).
+func notFound(id string) error {
+	return fmt.Errorf("lease %s: %w", id, ErrNotFound)
+}
+
+// load reads lease id for p, authorizing a (authorizeLease). A missing
+// lease and one p may not read are the same notFound.
 func (m *Manager) load(ctx context.Context, p environment.Principal, a environment.Action, id string) (*Lease, error) {
 	l, err := m.store.GetLease(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, notFound(id)
+	}
 	if err != nil {
-		if !errors.Is(err, ErrNotFound) {
-			return nil, fmt.Errorf("lease %s: %w", id, err)
-		}
-		// Only principals who may act on every lease learn that it is
-		// missing; others get the refusal they get for another tenant's.
-		if m.authorize(ctx, p, a, environment.Resource{Kind: environment.ResourceKindLease, ID: id}) != nil {
-			return nil, fmt.Errorf("lease %s: %s may not %s it: %w", id, p, a, environment.ErrDenied)
-		}
 		return nil, fmt.Errorf("lease %s: %w", id, err)
 	}
 	if err := m.authorizeLease(ctx, p, a, l); err != nil {
@@ -108,8 +115,9 @@ func (m *Manager) load(ctx context.Context, p environment.Principal, a environme
 // allowed environment.ActionReadConfig on it (instance admins and local
 // operators under DefaultPolicy), else the redacted record (no config, no
 // metadata; Redacted set) for those allowed ActionRead (principals of the
-// lease's company), else an error wrapping environment.ErrDenied that names
-// nothing but the id (CFG-2, ASG-3).
+// lease's company), else an error wrapping ErrNotFound with the text a
+// missing lease gives, naming nothing but the id (CFG-2, ASG-3, issue 22
+// item 7).
 func (m *Manager) Get(ctx context.Context, p environment.Principal, id string) (*Lease, error) {
 	l, err := m.load(ctx, p, environment.ActionRead, id)
 	if err != nil {

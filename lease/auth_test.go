@@ -2,7 +2,6 @@ package lease_test
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -169,10 +168,7 @@ func TestReleaseAndReadAuthorization(t *testing.T) {
 				case want.read && err != nil:
 					t.Fatalf("Get: %v, want allowed", err)
 				case !want.read:
-					if !errors.Is(err, environment.ErrDenied) {
-						t.Fatalf("Get: %+v, %v; want ErrDenied", got, err)
-					}
-					wantNoTenantLeak(t, err, "", "")
+					wantReadsAsMissing(t, "Get", w, p, err, h.ID())
 				case want.full && (got.Redacted || got.Config == nil || got.Metadata["ticket"] != "T-1"):
 					t.Errorf("Get: %+v, want the full record", got)
 				case !want.full && (!got.Redacted || got.Config != nil || got.Metadata != nil || got.Labels != nil || got.ProviderLeaseID != ""):
@@ -199,10 +195,18 @@ func TestReleaseAndReadAuthorization(t *testing.T) {
 					}
 					return
 				}
-				if !errors.Is(err, environment.ErrDenied) || l != nil {
-					t.Fatalf("Release: %+v, %v; want ErrDenied and no record", l, err)
+				if l != nil {
+					t.Fatalf("Release: %+v, %v; want no record", l, err)
 				}
-				wantNoTenantLeak(t, err, "", "")
+				if want.read {
+					// A lease it can see: denied, naming only the id.
+					if !errors.Is(err, environment.ErrDenied) || errors.Is(err, lease.ErrNotFound) {
+						t.Fatalf("Release: %v; want ErrDenied", err)
+					}
+					wantNoTenantLeak(t, err, "", "")
+				} else {
+					wantReadsAsMissing(t, "Release", w, p, err, h.ID())
+				}
 				if st := w.get(h.ID()).Status; st != lease.StatusActive {
 					t.Errorf("after a refused release the lease is %s, want active", st)
 				}
@@ -217,11 +221,37 @@ func TestReleaseAndReadAuthorization(t *testing.T) {
 		}
 	}
 	w := authWorld(t)
-	if _, err := w.m.Release(bg, roleAgent, "lse-missing", lease.ReleaseOptions{}); !errors.Is(err, environment.ErrDenied) {
-		t.Errorf("an agent releasing a missing lease: %v, want ErrDenied (existence is not shown)", err)
+	for _, p := range roles {
+		if _, err := w.m.Release(bg, p, "lse-missing", lease.ReleaseOptions{}); !errors.Is(err, lease.ErrNotFound) || errors.Is(err, environment.ErrDenied) {
+			t.Errorf("%s releasing a missing lease: %v, want ErrNotFound", p.Role, err)
+		}
 	}
-	if _, err := w.m.Release(bg, roleAdmin, "lse-missing", lease.ReleaseOptions{}); !errors.Is(err, lease.ErrNotFound) {
-		t.Errorf("an admin releasing a missing lease: %v, want ErrNotFound", err)
+}
+
+// wantReadsAsMissing fails unless err, the refusal of op by p of lease id
+// (which exists and p may not read), is what op of a missing lease gives
+// p: ErrNotFound (never ErrDenied), the same text but for the id, naming
+// no tenant (issue 22 item 7).
+func wantReadsAsMissing(t *testing.T, op string, w *world, p environment.Principal, err error, id string) {
+	t.Helper()
+	const missing = "lse-missing"
+	var errMissing error
+	switch op {
+	case "Get":
+		_, errMissing = w.m.Get(bg, p, missing)
+	case "Release":
+		_, errMissing = w.m.Release(bg, p, missing, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	default:
+		t.Fatalf("no missing-lease case for %s", op)
 	}
-	_ = fmt.Sprint
+	if !errors.Is(err, lease.ErrNotFound) || errors.Is(err, environment.ErrDenied) {
+		t.Fatalf("%s of another company's lease: %v; want ErrNotFound, as a missing one", op, err)
+	}
+	if errMissing == nil {
+		t.Fatalf("%s of a missing lease succeeded", op)
+	}
+	if a, b := strings.ReplaceAll(err.Error(), id, "ID"), strings.ReplaceAll(errMissing.Error(), missing, "ID"); a != b {
+		t.Errorf("%s: another company's lease reads %q, a missing one %q; want one text", op, a, b)
+	}
+	wantNoTenantLeak(t, err, "", "")
 }

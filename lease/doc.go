@@ -27,8 +27,10 @@
 // environment bound to other companies only. Releases and reads need
 // ActionLease and ActionRead on the lease's company; records are redacted
 // (no config, no metadata) for principals without ActionReadConfig; a
-// Sweep needs ActionSweep. Refusals wrap environment.ErrDenied and name no
-// other tenant's company or environment.
+// Sweep needs ActionSweep. A lease the principal may not read reads as a
+// missing one (ErrNotFound, the same text); refusals of actions on what
+// it may see wrap environment.ErrDenied; neither names another tenant's
+// company or environment.
 //
 // Write-ahead (LEASE-2): a lease record with the internal status starting is
 // stored, with a claim of the acquiring manager, before the driver is asked

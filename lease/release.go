@@ -43,8 +43,10 @@ type ReleaseOptions struct {
 //
 // p must be allowed environment.ActionLease on the lease (instance admins,
 // local operators, and principals of the lease's company that may lease,
-// under DefaultPolicy); a refusal wraps environment.ErrDenied and names
-// only the id.
+// under DefaultPolicy). A lease p may not read is refused as a missing one
+// (ErrNotFound, the same text); one it may read but not release (a board
+// member of its company) with environment.ErrDenied; both name only the
+// id.
 func (m *Manager) Release(ctx context.Context, p environment.Principal, id string, opts ReleaseOptions) (*Lease, error) {
 	if _, err := m.load(ctx, p, environment.ActionLease, id); err != nil {
 		return nil, err

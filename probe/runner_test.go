@@ -23,7 +23,7 @@ func runnerWorld(t *testing.T) (*world, *controller.Controller, *controller.Memo
 		t.Fatal(err)
 	}
 	cs := &controller.MemoryStore{}
-	c, err := controller.New(&controller.Options{Signer: signer, Store: cs, DataDir: t.TempDir()})
+	c, err := controller.New(&controller.Options{Signer: signer, Store: cs, Leases: w.lstore, DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,8 @@ import (
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/lease/leasetest"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 )
@@ -70,10 +72,11 @@ func (l *trackingListener) cut() int {
 // prpHost is a real prp/controller (memory store) served on a container's
 // runner ingress.
 type prpHost struct {
-	t    testing.TB
-	c    *controller.Controller
-	host drivers.RunnerHost
-	spec drivers.RunnerSpec
+	t      testing.TB
+	c      *controller.Controller
+	leases *lease.MemoryStore
+	host   drivers.RunnerHost
+	spec   drivers.RunnerSpec
 
 	mu  sync.Mutex
 	in  drivers.RunnerIngress
@@ -87,7 +90,8 @@ func newPRPHost(t testing.TB, sb drivers.Sandbox, spec drivers.RunnerSpec) *prpH
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := controller.New(&controller.Options{Signer: signer, Authorizer: companyPolicy, DataDir: t.TempDir(),
+	leases := lease.NewMemoryStore()
+	c, err := controller.New(&controller.Options{Signer: signer, Authorizer: companyPolicy, Leases: leases, DataDir: t.TempDir(),
 		Limits: prp.Welcome{Heartbeat: time.Second}, Poll: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +100,7 @@ func newPRPHost(t testing.TB, sb drivers.Sandbox, spec drivers.RunnerSpec) *prpH
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &prpHost{t: t, c: c, host: host, spec: spec}
+	h := &prpHost{t: t, c: c, leases: leases, host: host, spec: spec}
 	t.Cleanup(func() {
 		h.stop()
 		c.Close()
@@ -138,6 +142,7 @@ func (h *prpHost) stop() int {
 // launch mints a ticket for lease and launches the runner with it.
 func (h *prpHost) launch(ctx context.Context, in drivers.RunnerIngress, lease string) string {
 	h.t.Helper()
+	leasetest.RecordActive(h.t, h.leases, lease, "co-1")
 	tk, _, err := h.c.MintTicket(ctx, operator, controller.TicketRequest{Lease: lease, Run: "run-1", Company: "co-1", Scope: prp.ScopeTask})
 	if err != nil {
 		h.t.Fatal(err)

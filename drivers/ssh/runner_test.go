@@ -23,6 +23,8 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/lease/leasetest"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/prp/runner"
@@ -62,8 +64,10 @@ func newRunnerRig(t *testing.T) *runnerRig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	leases := lease.NewMemoryStore()
+	leasetest.RecordActive(t, leases, "lease-1", "co-1")
 	ctrl, err := controller.New(&controller.Options{
-		Signer: signer, Store: &controller.MemoryStore{}, DataDir: t.TempDir(),
+		Signer: signer, Store: &controller.MemoryStore{}, Leases: leases, DataDir: t.TempDir(),
 		Authorizer: environment.AuthorizerFunc(func(_ context.Context, p environment.Principal, a environment.Action, r environment.Resource) error {
 			if a == environment.ActionLease && p.HasCompany(r.Company) {
 				return nil

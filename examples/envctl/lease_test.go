@@ -233,9 +233,12 @@ func TestLeaseAuthorizationThroughEnvctl(t *testing.T) {
 				t.Errorf("lease list as %s shows %s of %s with config %v (want acme's only, redacted)", role, l.ID, l.Company, l.Config)
 			}
 		}
+		// Another company's lease reads as a missing one: the same
+		// refusal but for the id (issue 22 item 7).
 		_, msg := c.fail("--as", as[role], "lease", "release", globexL.ID)
-		if !strings.Contains(msg, "permission denied") || strings.Contains(msg, "globex") {
-			t.Errorf("release of globex's lease as %s: %q, want a refusal that does not name globex", role, msg)
+		_, missing := c.fail("--as", as[role], "lease", "release", "lse-missing")
+		if strings.ReplaceAll(msg, globexL.ID, "ID") != strings.ReplaceAll(missing, "lse-missing", "ID") || !strings.Contains(msg, "not found") || strings.Contains(msg, "globex") {
+			t.Errorf("release of globex's lease as %s: %q, want the refusal of a missing lease (%q), not naming globex", role, msg, missing)
 		}
 		_, msg = c.fail("--as", as[role], "lease", "sweep")
 		wantContains(t, "sweep as "+role, msg, "may not sweep")

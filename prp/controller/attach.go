@@ -89,15 +89,16 @@ func (a *attachment) close() {
 // for p: it installs the runner (h.HostRunner, once per SHA-256), serves
 // this controller on the ingress for as long as the lease lasts (until the
 // lease manager's LeaseEnded, or Close), mints a one-use ticket of
-// req.Scope for the lease (authorized: environment.ActionLease on the
-// lease's company; a refusal wraps environment.ErrDenied and nothing is
-// installed), launches the runner detached and waits for the hello on the
-// session of that ticket: the holder's own session (Session.Holder), never
-// another session of the lease and run. When the holder's own session for
-// the run and scope exists, Attach returns it while its runner is
-// connected here, waits while another connection's claim on it lasts (at
-// most DeadAfter for a dead one), and otherwise relaunches the runner with
-// a resume ticket of it (the runner replays its state directory). ctx
+// req.Scope for the lease (authorized as MintTicket authorizes: a lease
+// p may not read is ErrNotFound, one it may read but not lease
+// environment.ErrDenied; nothing is installed then), launches the runner
+// detached and waits for the hello on the session of that ticket: the
+// holder's own session (Session.Holder), never another session of the
+// lease and run. When the holder's own session for the run and scope
+// exists, Attach returns it while its runner is connected here, waits
+// while another connection's claim on it lasts (at most DeadAfter for a
+// dead one), and otherwise relaunches the runner with a resume ticket of it
+// (the runner replays its state directory). ctx
 // bounds everything; on failure the ingress is closed again. When ctx's
 // deadline passes without a hello (a runner built for another
 // architecture, one that crashed or whose ticket was refused), the error
@@ -140,7 +141,7 @@ func (c *Controller) Attach(ctx context.Context, p environment.Principal, h *lea
 			ttl = time.Minute
 		}
 	}
-	if err := c.authorize(ctx, p, l.ID, l.Company); err != nil {
+	if _, err := c.leaseFor(ctx, p, l.ID); err != nil {
 		return Attachment{}, err
 	}
 	progress := func(s AttachStage) {

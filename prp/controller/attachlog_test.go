@@ -52,7 +52,8 @@ func busyboxRunner(t *testing.T) drivers.RunnerSpec {
 // error. before, if not nil, runs on the handle before the release.
 func attachFailing(t *testing.T, drv drivers.Driver, cfg map[string]any, spec drivers.RunnerSpec, wait time.Duration, before func(*lease.Handle)) (string, error) {
 	t.Helper()
-	s := newServer(t, controller.Options{Authorizer: leasePolicy})
+	leases := lease.NewMemoryStore()
+	s := newServer(t, controller.Options{Authorizer: leasePolicy, Leases: leases})
 	ctx := context.Background()
 	envs, secrets := environment.NewMemoryStore(), environment.NewMemorySecretStore()
 	reg := drivers.NewRegistry(drv)
@@ -63,7 +64,7 @@ func attachFailing(t *testing.T, drv drivers.Driver, cfg map[string]any, spec dr
 		t.Fatal(err)
 	}
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.AssignmentOptions{TestMode: true, Authorizer: leasePolicy})
-	m := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{InstanceID: "test", Assignments: asg, Tasks: s.c, Secrets: secrets.Get})
+	m := lease.NewManager(leases, reg, &lease.Options{InstanceID: "test", Assignments: asg, Tasks: s.c, Secrets: secrets.Get})
 	t.Cleanup(func() { m.Close() })
 	actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()

@@ -29,6 +29,9 @@ type liveConn struct {
 	// binary: output events may come in binary frames (CapBinaryOutput
 	// granted).
 	binary bool
+	// leaseEnd is the session's lease's end as read at connect (zero:
+	// none); the writer reads the lease again by then (renewal).
+	leaseEnd time.Time
 
 	// stored is the highest event seq stored (the reader's); the writer
 	// acks it after Sync.
@@ -54,6 +57,10 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	if err != nil || sess.Lease != claims.Lease || sess.Run != claims.Run || sess.Scope != claims.Scope {
 		c.log.Warn("controller: connect: no session for the token", "session", claims.Session, "err", err)
 		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: "session_unknown", Message: "no session " + claims.Session})
+		return
+	}
+	leaseEnd, ok := c.connectLease(w, r, sess)
+	if !ok {
 		return
 	}
 	c.mu.Lock()
@@ -85,7 +92,7 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 		c.log.Info("controller: handshake", "session", sess.ID, "err", err)
 		return
 	}
-	lc.cancel, lc.conn = cancel, conn
+	lc.cancel, lc.conn, lc.leaseEnd = cancel, conn, leaseEnd
 	c.mu.Lock()
 	c.live[sess.ID] = lc
 	c.hellos[sess.ID] = h
@@ -232,6 +239,10 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 	acked = lc.stored
 	lc.mu.Unlock()
 	expiry := lc.claims.ExpiresAt
+	renewAt := expiry.Add(-c.o.TokenTTL / 2)
+	if !lc.leaseEnd.IsZero() && lc.leaseEnd.Before(renewAt) {
+		renewAt = lc.leaseEnd
+	}
 	for {
 		ch := c.changes()
 		cmds, err := c.o.Store.CommandsAfter(ctx, lc.sess.ID, sent, 64)
@@ -271,21 +282,29 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 			}
 			acked = stored
 		}
-		if lc.sess.Scope == prp.ScopeTask && time.Until(expiry) < c.o.TokenTTL/2 {
-			tok, cl, err := c.x.Renew(lc.claims, time.Now())
+		if lc.sess.Scope == prp.ScopeTask && !time.Now().Before(renewAt) {
+			// Renewed only while the lease is active, never past its end
+			// (renewal, leases.go).
+			tok, cl, next, err := lc.renewal(ctx, expiry)
+			if errors.Is(err, errLeaseOver) {
+				lc.ws.Close(prp.CloseUnauthorized, "lease ended")
+			}
 			if err != nil {
 				return err
 			}
-			if err := lc.send(ctx, prp.TypeToken, 0, acked, prp.TokenRenewal{Token: tok, ExpiresAt: cl.ExpiresAt}); err != nil {
-				return err
+			if tok != "" {
+				if err := lc.send(ctx, prp.TypeToken, 0, acked, prp.TokenRenewal{Token: tok, ExpiresAt: cl.ExpiresAt}); err != nil {
+					return err
+				}
+				expiry = cl.ExpiresAt
 			}
-			expiry = cl.ExpiresAt
+			renewAt = next
 		}
 		if len(cmds) == 64 {
 			continue
 		}
 		// Commands other replicas journaled arrive with the poll.
-		wake := time.NewTimer(min(max(time.Until(expiry)-c.o.TokenTTL/2, time.Millisecond), c.o.Poll))
+		wake := time.NewTimer(min(max(time.Until(renewAt), time.Millisecond), c.o.Poll))
 		select {
 		case <-ctx.Done():
 			wake.Stop()

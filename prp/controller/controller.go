@@ -27,6 +27,12 @@ type Options struct {
 	// Tickets holds bootstrap tickets. Default: a prp.MemoryTicketStore
 	// (one process only; replicas need a shared store).
 	Tickets prp.TicketStore
+	// Leases reads the lease records (LeaseReader). Required: a ticket is
+	// minted only for an active lease, bound to the lease's recorded
+	// company, and a session connects and has its token renewed only
+	// while its lease is active, never past its end. Replicas read one
+	// lease store.
+	Leases LeaseReader
 	// Store holds sessions, the command journal and event metadata.
 	// Default: a MemoryStore.
 	Store Store
@@ -105,6 +111,9 @@ func New(o *Options) (*Controller, error) {
 	if o == nil || o.Signer == nil {
 		return nil, errors.New("controller: options: field Signer is required")
 	}
+	if o.Leases == nil {
+		return nil, errors.New("controller: options: field Leases is required")
+	}
 	c := &Controller{o: *o, changed: make(chan struct{}), live: map[string]*liveConn{}, hellos: map[string]prp.Hello{}, attached: map[string]*attachment{}}
 	if c.o.Tickets == nil {
 		c.o.Tickets = &prp.MemoryTicketStore{}
@@ -162,11 +171,13 @@ func cmpOr[T comparable](v, def T) T {
 	return v
 }
 
-// TicketRequest says what a ticket grants: a runner for one lease and run
-// of a company, with a scope. TTL zero means prp.MaxTicketTTL.
+// TicketRequest says what a ticket grants: a runner for one lease and run,
+// with a scope. TTL zero means prp.MaxTicketTTL.
 type TicketRequest struct {
-	Lease   string
-	Run     string
+	Lease string
+	Run   string
+	// Company, if set, must be the lease's recorded company; the ticket
+	// carries the recorded one either way.
 	Company string
 	Scope   prp.Scope
 	TTL     time.Duration
@@ -178,10 +189,16 @@ type TicketRequest struct {
 	Holder *lease.Handle
 }
 
-// MintTicket authorizes p (environment.ActionLease on the lease of
-// req.Company) and returns a new one-use ticket for req; only its hash is
-// stored. The ticket's text (Ticket.String) is the secret to hand to the
-// runner. A refusal wraps environment.ErrDenied.
+// MintTicket reads lease req.Lease from Options.Leases, authorizes p on it
+// (environment.ActionLease on the lease's recorded company) and returns a
+// new one-use ticket for req bound to that company; only its hash is
+// stored, and it expires no later than the lease. The ticket's text
+// (Ticket.String) is the secret to hand to the runner. A lease that does
+// not exist and one p may not read are refused alike, with an error
+// wrapping ErrNotFound that names only the id; a lease p may read but not
+// lease is refused with environment.ErrDenied; a lease that is not active
+// with lease.ErrConflict, and a req.Company that is not the lease's with
+// lease.ErrInvalid.
 func (c *Controller) MintTicket(ctx context.Context, p environment.Principal, req TicketRequest) (prp.Ticket, prp.TicketRecord, error) {
 	if req.Holder != nil && req.Holder.ID() != req.Lease {
 		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: field Holder is the handle of another lease", req.Lease)
@@ -207,34 +224,32 @@ func (c *Controller) MintResumeTicket(ctx context.Context, p environment.Princip
 // mintTicket is MintTicket of a resume ticket for session resume (if not
 // empty) or of a holder ticket (Attach's).
 func (c *Controller) mintTicket(ctx context.Context, p environment.Principal, req TicketRequest, resume string, holder bool) (prp.Ticket, prp.TicketRecord, error) {
-	if err := c.authorize(ctx, p, req.Lease, req.Company); err != nil {
+	l, err := c.leaseFor(ctx, p, req.Lease)
+	if err != nil {
 		return prp.Ticket{}, prp.TicketRecord{}, err
+	}
+	if req.Company != "" && req.Company != l.Company {
+		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: company %q is not the lease's: %w", req.Lease, req.Company, lease.ErrInvalid)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	end, ok := leaseEnd(l, now)
+	if !ok {
+		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: the lease is %s, not active: %w", req.Lease, l.Status, lease.ErrConflict)
 	}
 	ttl := cmpOr(req.TTL, prp.MaxTicketTTL)
 	t, err := prp.NewTicket()
 	if err != nil {
 		return prp.Ticket{}, prp.TicketRecord{}, err
 	}
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	r := prp.TicketRecord{Hash: t.Hash(), Lease: req.Lease, Run: req.Run, Company: req.Company, Scope: req.Scope, CreatedAt: now, ExpiresAt: now.Add(ttl),
+	r := prp.TicketRecord{Hash: t.Hash(), Lease: l.ID, Run: req.Run, Company: l.Company, Scope: req.Scope, CreatedAt: now, ExpiresAt: now.Add(ttl),
 		Resume: resume, Holder: holder}
+	if !end.IsZero() && end.Before(r.ExpiresAt) {
+		r.ExpiresAt = end
+	}
 	if err := c.o.Tickets.CreateTicket(ctx, r); err != nil {
 		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: %w", req.Lease, err)
 	}
 	return t, r, nil
-}
-
-// authorize asks the Authorizer whether p may act on the runner of lease
-// of company (environment.ActionLease).
-func (c *Controller) authorize(ctx context.Context, p environment.Principal, lease, company string) error {
-	r := environment.Resource{Kind: environment.ResourceKindLease, ID: lease, Company: company}
-	if err := c.o.Authorizer.Authorize(ctx, p, environment.ActionLease, r); err != nil {
-		if !errors.Is(err, environment.ErrDenied) {
-			err = fmt.Errorf("%w: %w", environment.Denied(p, environment.ActionLease, r), err)
-		}
-		return fmt.Errorf("controller: %w", err)
-	}
-	return nil
 }
 
 // ServeHTTP serves the runner protocol under any prefix: POST

@@ -12,14 +12,19 @@ import (
 )
 
 // session loads session and authorizes p on its lease (ActionLease of the
-// session's company). An unknown session and a refusal read alike to the
-// caller: both name only the id the caller gave.
+// session's company, authorizeRecord). An unknown session and one p may
+// not read are the same not found (ErrNotFound, one text naming only the
+// id the caller gave); a session p may read but not act on is denied
+// (environment.ErrDenied), naming only the id.
 func (c *Controller) session(ctx context.Context, p environment.Principal, id string) (Session, error) {
 	s, err := c.o.Store.GetSession(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return Session{}, notFound("session", id)
+	}
 	if err != nil {
 		return Session{}, err
 	}
-	if err := c.authorize(ctx, p, s.Lease, s.Company); err != nil {
+	if err := c.authorizeRecord(ctx, p, leaseResource(s.Lease, s.Company), "session", id); err != nil {
 		return Session{}, err
 	}
 	return s, nil

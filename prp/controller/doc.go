@@ -13,6 +13,16 @@
 //     ticket's exchange rejoins its session and hands the runner the
 //     session's state key again.
 //
+//   - leases.go: the controller's view of the lease records
+//     (Options.Leases, LeaseReader): a ticket is minted for an active
+//     lease only, bound to its recorded company; a connect and every token
+//     renewal read the session's lease, so a session lives no longer than
+//     its lease on every replica (a renewed token never outlives it; a live
+//     connection whose lease ended is closed with prp.CloseUnauthorized);
+//     and a session or lease the principal may not read is refused as a
+//     missing one (ErrNotFound, one text), "denied" kept for what it can
+//     see.
+//
 //   - conn.go: one connection: authentication before Accept, the session's
 //     one live connection claimed in the Store before the upgrade (a second
 //     connection is refused, 409 session_connected, on any replica; the

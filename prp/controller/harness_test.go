@@ -19,6 +19,8 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/lease/leasetest"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/prp/runner"
@@ -75,10 +77,22 @@ func (s *server) URL() string {
 	return s.srv.URL + "/prp/"
 }
 
-// newServer starts a controller with o (Signer, Authorizer and DataDir
-// defaulted for the test).
+// testLeases returns lease records holding lease-1 of co-1, active (the
+// lease server.ticket mints for).
+func testLeases(t testing.TB) *lease.MemoryStore {
+	t.Helper()
+	ls := lease.NewMemoryStore()
+	leasetest.RecordActive(t, ls, "lease-1", "co-1")
+	return ls
+}
+
+// newServer starts a controller with o (Signer, Authorizer, Leases
+// (testLeases) and DataDir defaulted for the test).
 func newServer(t testing.TB, o controller.Options) *server {
 	t.Helper()
+	if o.Leases == nil {
+		o.Leases = testLeases(t)
+	}
 	if o.Signer == nil {
 		o.Signer = testSigner(t)
 	}
