@@ -99,6 +99,9 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	c.mu.Unlock()
 	c.notify()
 	defer func() {
+		// The claim goes first: once Connected reports false, a new
+		// connection of the session is not refused for this one.
+		c.releaseConnection(sess.ID, conn)
 		c.mu.Lock()
 		if c.live[sess.ID] == lc {
 			delete(c.live, sess.ID)
@@ -303,8 +306,14 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 		if len(cmds) == 64 {
 			continue
 		}
-		// Commands other replicas journaled arrive with the poll.
-		wake := time.NewTimer(min(max(time.Until(renewAt), time.Millisecond), c.o.Poll))
+		// Commands other replicas journaled arrive with the poll; a task
+		// session also wakes for its renewal (a probe token is never
+		// renewed: its writer must not spin on a renewal time long past).
+		next := c.o.Poll
+		if lc.sess.Scope == prp.ScopeTask {
+			next = min(max(time.Until(renewAt), time.Millisecond), next)
+		}
+		wake := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
 			wake.Stop()
