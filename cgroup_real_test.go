@@ -14,11 +14,9 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
-	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 // escapeScript ($1 = pid file, $2 = sleep marker) leaves a process that
@@ -75,29 +73,8 @@ func TestHostLeaseReceiptsNameTheirEvidence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer sys.Close()
-			v, err := sys.Catalog.Create(ctx, realOperator, environment.CreateRequest{Name: "evidence-" + name, Driver: tg.driver, Config: tg.config})
-			if err != nil {
-				t.Fatal(err)
-			}
-			spec, err := sys.RunnerSpec()
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := sys.Leases.Acquire(ctx, realOperator, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Runner: &spec})
-			if err != nil {
-				t.Fatal(err)
-			}
-			released := false
-			defer func() {
-				if !released {
-					_, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy})
-				}
-			}()
-			att, err := sys.Runners.Attach(ctx, realOperator, h, controller.AttachRequest{Runner: spec})
-			if err != nil {
-				t.Fatal(err)
-			}
+			t.Cleanup(func() { sys.Close() })
+			h, att, _ := attachRunner(t, ctx, sys, "evidence-"+name, tg.driver, tg.config)
 			pidFile := filepath.Join(tg.dir, "escaped.pid")
 			marker := "7" + strconv.Itoa(int(time.Now().UnixNano()%1e6)+1e6)
 			if _, err := sys.Runners.StartTask(ctx, realOperator, att.Session, "c-escape", prp.TaskStart{TaskID: "escape",
@@ -123,7 +100,6 @@ func TestHostLeaseReceiptsNameTheirEvidence(t *testing.T) {
 			}
 
 			l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
-			released = true
 			if err != nil {
 				t.Fatalf("Release: %v", err)
 			}
