@@ -181,12 +181,18 @@ func safeTag(id string) bool {
 }
 
 // killTaggedScript ($1 = NAME=VALUE) kills every process whose environment
-// holds $1 and waits (up to about five seconds) until a /proc scan finds
+// holds $1 (one grep -z over every /proc/*/environ where grep has -z, else
+// a tr and grep per process) and waits (up to about five seconds) until a /proc scan finds
 // none; it prints "killed N tagged process(es)" and exits 0, or prints the
 // survivors and exits 1; without /proc it exits 3.
 const killTaggedScript = `tag=$1
 [ -r /proc/self/environ ] || { echo "no readable /proc on this host"; exit 3; }
-scan() { found=; for d in /proc/[0-9]*; do [ "$d" = "/proc/$$" ] && continue; if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF -- "$tag"; then found="$found ${d#/proc/}"; fi; done; }
+if printf 'x\0%s\0' "$tag" | grep -qzxF -- "$tag" 2>/dev/null; then
+  # One grep over every environ (NUL-separated entries), not two processes per pid.
+  scan() { found=; for f in $(grep -lszxF -- "$tag" /proc/[0-9]*/environ); do d=${f%/environ}; [ "$d" = "/proc/$$" ] || found="$found ${d#/proc/}"; done; }
+else
+  scan() { found=; for d in /proc/[0-9]*; do [ "$d" = "/proc/$$" ] && continue; if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF -- "$tag"; then found="$found ${d#/proc/}"; fi; done; }
+fi
 scan; n=0
 for p in $found; do kill -KILL "$p" 2>/dev/null && n=$((n+1)); done
 i=0
