@@ -113,6 +113,10 @@ const (
 	// CodeSecretsUnavailable: the controller could not resolve the task's
 	// secrets at delivery (SecretValues.Code says more); nothing ran.
 	CodeSecretsUnavailable = "secrets_unavailable"
+	// CodeSecretFile: a secret file could not be created safely by the
+	// runner itself (a file or symlink already at its path, a symlink in
+	// a parent directory); nothing was written and nothing ran.
+	CodeSecretFile = "secret_file_refused"
 )
 
 // Result is the outcome of one command.
@@ -136,6 +140,9 @@ type Output struct {
 	Stream Stream `json:"stream"`
 	Offset int64  `json:"offset"`
 	Data   []byte `json:"data"`
+	// Truncated is set by the controller on a stored chunk: the bytes of
+	// it discarded past an output limit (what a runner sends is ignored).
+	Truncated int64 `json:"truncated,omitempty"`
 }
 
 // Exit is how a task ended. Code is -1 when a signal ended it (Signal

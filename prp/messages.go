@@ -162,7 +162,9 @@ type Command struct {
 }
 
 // TaskStart starts a task (PRP-6). Deadline zero means none; OutputLimit
-// zero means no limit on the bytes kept from stdout plus stderr.
+// caps the bytes kept from stdout plus stderr, by the runner and by the
+// controller that stores them; zero means the session's cap (the
+// controller's Options.MaxSessionOutput) alone.
 type TaskStart struct {
 	TaskID      string            `json:"task_id"`
 	Argv        []string          `json:"argv"`

@@ -65,6 +65,31 @@ func (components) PRP() Component {
 				// the lease (controller.Store.LeaseSessions).
 				`CREATE INDEX prp_sessions_lease ON prp_sessions (lease, created_at)`,
 			},
+		}, {
+			Version: 3,
+			Name:    "prp secrets delivered at most once per command",
+			SQL: []string{
+				// ClaimSecrets sets it in one conditional UPDATE (NULL
+				// until the values of the command's secrets went out).
+				`ALTER TABLE prp_commands ADD COLUMN secrets_sent_at BIGINT`,
+			},
+		}, {
+			Version: 4,
+			Name:    "prp output accounting per session and task",
+			SQL: []string{
+				// controller.Store.OutputUsage: task '' holds the
+				// session's totals, whose seq also acks discarded events.
+				`CREATE TABLE prp_output_usage (
+					session TEXT NOT NULL,
+					task TEXT NOT NULL,
+					seq BIGINT NOT NULL,
+					bytes BIGINT NOT NULL,
+					events BIGINT NOT NULL,
+					truncated BIGINT NOT NULL,
+					discarded BIGINT NOT NULL,
+					PRIMARY KEY (session, task)
+				)`,
+			},
 		}},
 	}
 }

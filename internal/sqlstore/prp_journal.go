@@ -143,6 +143,28 @@ func (s *PRPStore) CompleteCommand(ctx context.Context, session string, res prp.
 	return r, nil
 }
 
+// ClaimSecrets implements controller.Store with one conditional UPDATE
+// (secrets_sent_at still NULL): of any number of replicas and connections
+// exactly one claim succeeds.
+func (s *PRPStore) ClaimSecrets(ctx context.Context, session, id string, now time.Time) (bool, error) {
+	res, err := s.db.writes().exec(ctx, `UPDATE prp_commands SET secrets_sent_at = ?
+		WHERE session = ? AND id = ? AND secrets_sent_at IS NULL`, nanos(now), session, id)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	if err != nil {
+		return false, fmt.Errorf("sqlstore: claim the secrets of command %s of session %s: %w", id, session, err)
+	}
+	if n == 1 {
+		return true, nil
+	}
+	if _, err := s.GetCommand(ctx, session, id); err != nil {
+		return false, err
+	}
+	return false, nil
+}
+
 // PutEvent implements controller.Store with INSERT ... ON CONFLICT DO
 // NOTHING on (session, seq).
 func (s *PRPStore) PutEvent(ctx context.Context, r controller.EventRecord) (bool, error) {
@@ -239,11 +261,49 @@ func (s *PRPStore) EventsAfter(ctx context.Context, session string, after uint64
 	})
 }
 
-// LastEventSeq implements controller.Store.
+// LastEventSeq implements controller.Store: the highest of the stored
+// events' seqs and the session's output accounting's (which acks the
+// events the controller discarded).
 func (s *PRPStore) LastEventSeq(ctx context.Context, session string) (uint64, error) {
-	var last uint64
-	if err := s.db.reads().queryRow(ctx, "SELECT COALESCE(MAX(seq), 0) FROM prp_events WHERE session = ?", session).Scan(&last); err != nil {
+	var last, acked uint64
+	if err := s.db.reads().queryRow(ctx, `SELECT COALESCE((SELECT MAX(seq) FROM prp_events WHERE session = ?), 0),
+		COALESCE((SELECT seq FROM prp_output_usage WHERE session = ? AND task = ''), 0)`, session, session).Scan(&last, &acked); err != nil {
 		return 0, fmt.Errorf("sqlstore: last event of session %s: %w", session, err)
 	}
-	return last, nil
+	return max(last, acked), nil
+}
+
+// OutputUsage implements controller.Store.
+func (s *PRPStore) OutputUsage(ctx context.Context, session, task string) (controller.OutputUsage, error) {
+	var u controller.OutputUsage
+	err := s.db.reads().queryRow(ctx, `SELECT seq, bytes, events, truncated, discarded FROM prp_output_usage WHERE session = ? AND task = ?`,
+		session, task).Scan(&u.Seq, &u.Bytes, &u.Events, &u.Truncated, &u.Discarded)
+	if errors.Is(err, sql.ErrNoRows) {
+		return controller.OutputUsage{}, nil
+	}
+	if err != nil {
+		return controller.OutputUsage{}, fmt.Errorf("sqlstore: output usage of session %s: %w", session, err)
+	}
+	return u, nil
+}
+
+// PutOutputUsage implements controller.Store: one transaction of upserts
+// that move a row only forwards (a higher seq).
+func (s *PRPStore) PutOutputUsage(ctx context.Context, session string, us []controller.TaskUsage) error {
+	err := s.db.inTx(ctx, func(tx handle) error {
+		for _, u := range us {
+			if _, err := tx.exec(ctx, `INSERT INTO prp_output_usage (session, task, seq, bytes, events, truncated, discarded) VALUES (?, ?, ?, ?, ?, ?, ?)
+				ON CONFLICT (session, task) DO UPDATE SET seq = excluded.seq, bytes = excluded.bytes, events = excluded.events,
+					truncated = excluded.truncated, discarded = excluded.discarded
+				WHERE prp_output_usage.seq < excluded.seq`,
+				session, u.Task, u.Usage.Seq, u.Usage.Bytes, u.Usage.Events, u.Usage.Truncated, u.Usage.Discarded); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlstore: output usage of session %s: %w", session, err)
+	}
+	return nil
 }

@@ -203,7 +203,11 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 			// Secret values go right before their command, in their own
 			// frame, resolved now and never stored (PRP "secrets in
 			// commands").
-			if sv, ok := lc.secretsFor(ctx, r); ok {
+			sv, ok, err := lc.secretsFor(ctx, r)
+			if err != nil {
+				return err
+			}
+			if ok {
 				if err := lc.send(ctx, prp.TypeSecrets, 0, acked, sv); err != nil {
 					return err
 				}
@@ -287,9 +291,14 @@ func (lc *liveConn) heartbeat(ctx context.Context) {
 // MaxEventBatch) before they count as stored; a gap closes the connection
 // (the runner resumes from the ack).
 func (lc *liveConn) reader(ctx context.Context) error {
+	acct, err := lc.c.newAccounting(ctx, lc.sess)
+	if err != nil {
+		lc.ws.Close(websocket.StatusInternalError, "store unavailable")
+		return err
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	recs := make(chan EventRecord, MaxEventBatch)
+	recs := make(chan intakeItem, MaxEventBatch)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := lc.intake(ctx, recs); err != nil {
@@ -299,7 +308,7 @@ func (lc *liveConn) reader(ctx context.Context) error {
 			}
 		}
 	})
-	err := lc.read(ctx, recs)
+	err = lc.read(ctx, recs, acct)
 	close(recs)
 	wg.Wait()
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
@@ -310,8 +319,8 @@ func (lc *liveConn) reader(ctx context.Context) error {
 
 // intake stores the records the reader hands over, in batches, and then
 // advances the stored seq and wakes the writer to ack.
-func (lc *liveConn) intake(ctx context.Context, recs <-chan EventRecord) error {
-	batch := make([]EventRecord, 0, MaxEventBatch)
+func (lc *liveConn) intake(ctx context.Context, recs <-chan intakeItem) error {
+	batch := make([]intakeItem, 0, MaxEventBatch)
 	for r := range recs {
 		batch = append(batch[:0], r)
 	more:
@@ -330,7 +339,7 @@ func (lc *liveConn) intake(ctx context.Context, recs <-chan EventRecord) error {
 			return err
 		}
 		lc.mu.Lock()
-		lc.stored = batch[len(batch)-1].Seq
+		lc.stored = batch[len(batch)-1].rec.Seq
 		lc.mu.Unlock()
 		lc.wakeWriter()
 	}
@@ -338,8 +347,8 @@ func (lc *liveConn) intake(ctx context.Context, recs <-chan EventRecord) error {
 }
 
 // read reads frames until the connection ends, checks each event's seq
-// against the last one read, and hands the events on.
-func (lc *liveConn) read(ctx context.Context, recs chan<- EventRecord) error {
+// against the last one read, and hands the events on as acct decided.
+func (lc *liveConn) read(ctx context.Context, recs chan<- intakeItem, acct *accounting) error {
 	lc.mu.Lock()
 	last := lc.stored // the last event seq read
 	lc.mu.Unlock()
@@ -399,7 +408,7 @@ func (lc *liveConn) read(ctx context.Context, recs chan<- EventRecord) error {
 			lc.wakeWriter() // re-ack: the runner missed our ack
 			continue
 		}
-		rec, err := lc.c.record(ctx, lc.sess, seq, ev, time.Now().UTC())
+		rec, err := acct.decide(ctx, seq, ev, time.Now().UTC())
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
 				lc.ws.Close(websocket.StatusInternalError, "sink unavailable")

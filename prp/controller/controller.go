@@ -54,6 +54,18 @@ type Options struct {
 	// none, and a task with secrets is refused with an error wrapping
 	// ErrSecretsUnsupported.
 	Secrets SecretResolver
+	// MaxSessionOutput caps the output bytes stored per session, over all
+	// its tasks; a task's own prp.TaskStart.OutputLimit (0: none but this)
+	// caps its share. Past a cap the controller acks the output and
+	// discards it, counts the bytes (OutputUsage.Truncated) and marks the
+	// task's output truncated (the chunk's Output.Truncated, its exit's
+	// and result's Exit.Truncated); the task is not stopped: the host
+	// decides. Default: 1 GiB.
+	MaxSessionOutput int64
+	// MaxSessionEvents caps the events stored per session; past it events
+	// are acked and discarded (counted in OutputUsage.Discarded), except a
+	// result of a command still waiting for one. Default: 1,000,000.
+	MaxSessionEvents int64
 	// JSONOutput withholds prp.CapBinaryOutput, so that runners send
 	// output as JSON envelopes (base64) like runners that do not offer
 	// binary frames. Default: false (binary output frames are granted).
@@ -112,6 +124,8 @@ func New(o *Options) (*Controller, error) {
 	if c.o.TokenTTL <= 0 {
 		c.o.TokenTTL = prp.DefaultTokenTTL
 	}
+	c.o.MaxSessionOutput = cmpOr(c.o.MaxSessionOutput, DefaultMaxSessionOutput)
+	c.o.MaxSessionEvents = cmpOr(c.o.MaxSessionEvents, DefaultMaxSessionEvents)
 	if c.o.Poll <= 0 {
 		c.o.Poll = 500 * time.Millisecond
 	}

@@ -20,7 +20,15 @@
 //     word (PRP-6), which never ends a lease alone.
 //
 //   - events.go: event intake (stored durably, acked cumulatively after the
-//     write) and Follow (subscribe, backfill, dedupe).
+//     write), bounded (issue 22): output only of tasks whose task.start is
+//     journaled in the session, none on a probe session, up to the task's
+//     output_limit and the session's caps (Options.MaxSessionOutput,
+//     MaxSessionEvents); past a limit events are acked and discarded, the
+//     cut counted in the store (OutputUsage, stored after each batch: the
+//     caps hold across reconnects and replicas; a discarded event's ack is
+//     the session usage's seq) and marked (Output.Truncated, Exit.Truncated,
+//     OutputStatus); Follow (subscribe, backfill, dedupe); Output and
+//     OutputFrom (from an offset, at most MaxOutputRead bytes).
 //
 //   - sink.go: OutputSink and the default FileSink (chunk files under a
 //     data directory; the store holds the index).
@@ -38,9 +46,11 @@
 //     task.start): Dispatch asks the host's SecretResolver (Options.Secrets)
 //     to check them with the principal, before journaling; the writer
 //     resolves the values when it delivers the command and sends them in a
-//     TypeSecrets frame right before it, once: never for a command that
-//     has a result (a redelivery after a resume), never stored, logged or
-//     echoed. A resolution that fails at delivery goes to the runner as a
+//     TypeSecrets frame right before it, at most once per command: the
+//     delivery is claimed in the store (Store.ClaimSecrets, a
+//     compare-and-swap) before the frame is sent, so no reconnect (even one
+//     asking from command seq 0) and no other replica sends it again; never
+//     for a command that has a result; never stored, logged or echoed. A resolution that fails at delivery goes to the runner as a
 //     code, and the runner refuses the command (nothing runs).
 //
 //   - attach.go: Attach, which connects a leased sandbox's runner: it

@@ -17,6 +17,8 @@ type MemoryStore struct {
 	sessions map[string]Session
 	commands map[string][]CommandRecord // by session, index seq-1
 	events   map[string]map[uint64]EventRecord
+	claimed  map[[2]string]bool        // secrets delivered, by (session, command id)
+	usage    map[[2]string]OutputUsage // by (session, task)
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -26,6 +28,8 @@ func (s *MemoryStore) init() {
 		s.sessions = map[string]Session{}
 		s.commands = map[string][]CommandRecord{}
 		s.events = map[string]map[uint64]EventRecord{}
+		s.claimed = map[[2]string]bool{}
+		s.usage = map[[2]string]OutputUsage{}
 	}
 }
 
@@ -211,11 +215,59 @@ func (s *MemoryStore) LastEventSeq(ctx context.Context, session string) (uint64,
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var last uint64
+	last := s.usage[[2]string{session, ""}].Seq
 	for seq := range s.events[session] {
 		last = max(last, seq)
 	}
 	return last, nil
+}
+
+// OutputUsage implements Store.
+func (s *MemoryStore) OutputUsage(ctx context.Context, session, task string) (OutputUsage, error) {
+	if err := ctx.Err(); err != nil {
+		return OutputUsage{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.usage[[2]string{session, task}], nil
+}
+
+// PutOutputUsage implements Store.
+func (s *MemoryStore) PutOutputUsage(ctx context.Context, session string, us []TaskUsage) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	for _, u := range us {
+		k := [2]string{session, u.Task}
+		if old, ok := s.usage[k]; !ok || old.Seq < u.Usage.Seq {
+			s.usage[k] = u.Usage
+		}
+	}
+	return nil
+}
+
+// ClaimSecrets implements Store.
+func (s *MemoryStore) ClaimSecrets(ctx context.Context, session, id string, _ time.Time) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	for _, r := range s.commands[session] {
+		if r.Command.ID == id {
+			k := [2]string{session, id}
+			if s.claimed[k] {
+				return false, nil
+			}
+			s.claimed[k] = true
+			return true, nil
+		}
+	}
+	return false, fmt.Errorf("controller: command %q of session %s: %w", id, session, ErrNotFound)
 }
 
 // validSession checks a session record's fields.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/prp"
@@ -90,18 +91,31 @@ func (c *Controller) checkSecrets(ctx context.Context, p environment.Principal, 
 // secretsFor resolves the values of r's secrets for delivery: a body
 // with the values, or with the code and message of the failure (which the
 // runner reports as the command's refusal). ok is false when r needs no
-// secrets frame: no secrets, or a result is stored already (a redelivery
-// runs nothing, so nothing is delivered again).
-func (lc *liveConn) secretsFor(ctx context.Context, r CommandRecord) (sv prp.SecretValues, ok bool) {
+// secrets frame: no secrets, a result is stored already (a redelivery
+// runs nothing, so nothing is delivered again), or the delivery was
+// claimed before (Store.ClaimSecrets: on another connection or replica,
+// or before a reconnect), since a value goes out at most once per command
+// (a runner without its values refuses the command, prp.CodeSecretsMissing;
+// sending them again needs a new command). The claim is stored before the
+// frame is sent; a store error fails the connection (err).
+func (lc *liveConn) secretsFor(ctx context.Context, r CommandRecord) (sv prp.SecretValues, ok bool, err error) {
 	ts := r.Command.TaskStart
 	if ts == nil || len(ts.Secrets) == 0 || r.Result != nil {
-		return prp.SecretValues{}, false
+		return prp.SecretValues{}, false, nil
 	}
 	c := lc.c
+	claimed, err := c.o.Store.ClaimSecrets(ctx, lc.sess.ID, r.Command.ID, time.Now().UTC())
+	if err != nil {
+		return prp.SecretValues{}, false, err
+	}
+	if !claimed {
+		c.log.Info("controller: secrets of a command went out before: not delivered again", "session", lc.sess.ID, "command", r.Command.ID)
+		return prp.SecretValues{}, false, nil
+	}
 	sv.CommandID = r.Command.ID
 	if c.o.Secrets == nil {
 		sv.Code, sv.Message = prp.CodeSecretsUnavailable, ErrSecretsUnsupported.Error()
-		return sv, true
+		return sv, true, nil
 	}
 	vals, err := c.o.Secrets.Resolve(ctx, targetOf(lc.sess), ts.Secrets)
 	switch {
@@ -114,5 +128,5 @@ func (lc *liveConn) secretsFor(ctx context.Context, r CommandRecord) (sv prp.Sec
 		sv.Values = vals
 		c.log.Debug("controller: delivering secrets with their command", "session", lc.sess.ID, "command", r.Command.ID, "secrets", len(vals))
 	}
-	return sv, true
+	return sv, true, nil
 }

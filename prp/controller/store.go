@@ -106,6 +106,46 @@ type Store interface {
 	// none). The controller stores events only in seq order, so this is
 	// the cumulative ack.
 	LastEventSeq(ctx context.Context, session string) (uint64, error)
+
+	// ClaimSecrets records, in one compare-and-swap, that the secret
+	// values of command id of session are being delivered: true for the
+	// one call (on any replica) that made the claim, false for every call
+	// after it. The controller sends a secrets frame only after a claim
+	// returned true, so a value goes out at most once per command, across
+	// reconnects and replicas. ErrNotFound if the command is not
+	// journaled.
+	ClaimSecrets(ctx context.Context, session, id string, now time.Time) (bool, error)
+
+	// OutputUsage returns the output accounting stored for task of
+	// session (task "": the session's totals); the zero OutputUsage if
+	// none is stored.
+	OutputUsage(ctx context.Context, session, task string) (OutputUsage, error)
+	// PutOutputUsage stores each of us for its task of session, in one
+	// step, keeping a stored one whose Seq is not below the new one's (a
+	// slower replica never moves a counter back). The session's totals
+	// (task "") also count as stored events for LastEventSeq: events the
+	// controller discarded have no record, yet are acked.
+	PutOutputUsage(ctx context.Context, session string, us []TaskUsage) error
+}
+
+// OutputUsage is the output accounting of a session or of one of its
+// tasks (issue 22 item 4), as of event Seq: the bytes and events stored,
+// the output bytes discarded past a limit (Truncated), and the events
+// discarded whole (Discarded: past the session's event cap, of a task not
+// started in the session, or on a probe session). For a task, Events and
+// Discarded are not kept.
+type OutputUsage struct {
+	Seq       uint64 `json:"seq"`
+	Bytes     int64  `json:"bytes"`
+	Events    int64  `json:"events"`
+	Truncated int64  `json:"truncated"`
+	Discarded int64  `json:"discarded"`
+}
+
+// TaskUsage is the OutputUsage of Task ("": the session's totals).
+type TaskUsage struct {
+	Task  string
+	Usage OutputUsage
 }
 
 // EventBatcher is an optional interface that may be implemented by a

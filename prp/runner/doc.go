@@ -24,7 +24,12 @@
 //   - task.go: a task in its own process group, tagged with TagEnv.
 //   - secrets.go: a task's secret values (from the TypeSecrets frame that
 //     precedes its task.start, kept in memory only) go into its
-//     environment or into 0600 files removed when it ends. A task.start
+//     environment or into 0600 files removed when it ends, each one the
+//     runner created itself (O_CREAT|O_EXCL, no symlink followed in any
+//     component: openat2 RESOLVE_NO_SYMLINKS on Linux, else an O_NOFOLLOW
+//     walk, secretdir_*.go); a file or symlink already at the path, or a
+//     symlinked parent, refuses the task (prp.CodeSecretFile), and on any
+//     error nothing holding a value remains. A task.start
 //     whose values did not arrive, or died with a previous runner (a
 //     command journaled received but not started), is refused
 //     secrets_missing: it never runs without them.

@@ -45,7 +45,11 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command, secretValues []st
 	}
 	secretEnv, files, err := placeSecrets(ts, secretValues)
 	if err != nil {
-		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeStartFailed, Message: "task " + ts.TaskID + ": " + err.Error()})
+		code := prp.CodeStartFailed
+		if errors.Is(err, errSecretFile) {
+			code = prp.CodeSecretFile
+		}
+		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: code, Message: "task " + ts.TaskID + ": " + err.Error()})
 		return
 	}
 	cmd := exec.Command(ts.Argv[0], ts.Argv[1:]...)

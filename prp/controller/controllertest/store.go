@@ -259,6 +259,76 @@ func TestStore(t *testing.T, newStore func(t *testing.T) controller.Store) {
 			t.Errorf("EventsAfter (-want +got):\n%s", diff)
 		}
 	})
+	t.Run("the secrets of a command are claimed once, of concurrent claims one wins", func(t *testing.T) {
+		s := newStore(t)
+		session(t, s, "s_1")
+		if _, _, err := s.AppendCommand(ctx, "s_1", start("c1", "a"), now); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.AppendCommand(ctx, "s_1", start("c2", "b"), now); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		won := 0
+		for range 8 {
+			wg.Go(func() {
+				ok, err := s.ClaimSecrets(ctx, "s_1", "c1", now)
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					mu.Lock()
+					won++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if won != 1 {
+			t.Errorf("%d of 8 concurrent claims of c1 won, want 1", won)
+		}
+		if ok, err := s.ClaimSecrets(ctx, "s_1", "c1", now); ok || err != nil {
+			t.Errorf("a later claim of c1 = %v, %v; want false", ok, err)
+		}
+		if ok, err := s.ClaimSecrets(ctx, "s_1", "c2", now); !ok || err != nil {
+			t.Errorf("the first claim of c2 = %v, %v; want true", ok, err)
+		}
+		if _, err := s.ClaimSecrets(ctx, "s_1", "c3", now); !errors.Is(err, controller.ErrNotFound) {
+			t.Errorf("a claim of an unknown command = %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("output usage moves only forwards and acks discarded events", func(t *testing.T) {
+		s := newStore(t)
+		session(t, s, "s_1")
+		if u, err := s.OutputUsage(ctx, "s_1", ""); err != nil || u != (controller.OutputUsage{}) {
+			t.Fatalf("OutputUsage of a new session = %+v, %v; want zero", u, err)
+		}
+		u5 := controller.OutputUsage{Seq: 5, Bytes: 10, Events: 3, Truncated: 7, Discarded: 2}
+		t5 := controller.OutputUsage{Seq: 4, Bytes: 10, Truncated: 7}
+		if err := s.PutOutputUsage(ctx, "s_1", []controller.TaskUsage{{Usage: u5}, {Task: "t1", Usage: t5}}); err != nil {
+			t.Fatal(err)
+		}
+		// A slower writer's older counters change nothing.
+		if err := s.PutOutputUsage(ctx, "s_1", []controller.TaskUsage{{Usage: controller.OutputUsage{Seq: 3, Bytes: 1}}, {Task: "t1", Usage: controller.OutputUsage{Seq: 2}}}); err != nil {
+			t.Fatal(err)
+		}
+		if u, err := s.OutputUsage(ctx, "s_1", ""); err != nil || u != u5 {
+			t.Errorf("session usage = %+v, %v; want %+v", u, err, u5)
+		}
+		if u, err := s.OutputUsage(ctx, "s_1", "t1"); err != nil || u != t5 {
+			t.Errorf("task usage = %+v, %v; want %+v", u, err, t5)
+		}
+		if last, err := s.LastEventSeq(ctx, "s_1"); err != nil || last != 5 {
+			t.Errorf("LastEventSeq with no event stored and usage at 5 = %d, %v; want 5", last, err)
+		}
+		if _, err := s.PutEvent(ctx, controller.EventRecord{Session: "s_1", Seq: 6, Event: prp.Event{Kind: prp.EventStarted, TaskID: "t1", PID: 1}, StoredAt: now}); err != nil {
+			t.Fatal(err)
+		}
+		if last, err := s.LastEventSeq(ctx, "s_1"); err != nil || last != 6 {
+			t.Errorf("LastEventSeq after event 6 = %d, %v; want 6", last, err)
+		}
+	})
 	t.Run("a cancelled context is honoured", func(t *testing.T) {
 		s := newStore(t)
 		cctx, cancel := context.WithCancel(ctx)
