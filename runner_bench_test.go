@@ -13,7 +13,6 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/ssh"
-	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
@@ -43,23 +42,7 @@ func attachTarget(b *testing.B, tg realTarget) *attached {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { sys.Close() })
-	v, err := sys.Catalog.Create(ctx, realOperator, environment.CreateRequest{Name: "bench", Driver: tg.driver, Config: tg.config})
-	if err != nil {
-		b.Fatal(err)
-	}
-	spec, err := sys.RunnerSpec()
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, err := sys.Leases.Acquire(ctx, realOperator, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Runner: &spec})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy}) })
-	att, err := sys.Runners.Attach(ctx, realOperator, h, controller.AttachRequest{Runner: spec})
-	if err != nil {
-		b.Fatal(err)
-	}
+	h, att, _ := attachRunner(b, ctx, sys, "bench", tg.driver, tg.config)
 	return &attached{sys: sys, h: h, att: att}
 }
 

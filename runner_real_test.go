@@ -104,6 +104,32 @@ func localTarget(t testing.TB) realTarget {
 		}}
 }
 
+// attachRunner saves an environment name of driver with config in sys,
+// acquires a lease of it for sys's runner and attaches the runner. The
+// lease is released at cleanup (nothing to do when the test released it);
+// register sys.Close with t.Cleanup before, so that it runs after.
+func attachRunner(t testing.TB, ctx context.Context, sys *berth.System, name, driver string, config map[string]any) (*lease.Handle, controller.Attachment, drivers.RunnerSpec) {
+	t.Helper()
+	v, err := sys.Catalog.Create(ctx, realOperator, environment.CreateRequest{Name: name, Driver: driver, Config: config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := sys.RunnerSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := sys.Leases.Acquire(ctx, realOperator, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Runner: &spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy}) })
+	att, err := sys.Runners.Attach(ctx, realOperator, h, controller.AttachRequest{Runner: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, att, spec
+}
+
 func randomHex(t testing.TB) string {
 	b := make([]byte, 6)
 	if _, err := rand.Read(b); err != nil {
@@ -171,29 +197,8 @@ func TestRunnerTasksInRealTargets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer sys.Close()
-			v, err := sys.Catalog.Create(ctx, realOperator, environment.CreateRequest{Name: "runner-" + name, Driver: tg.driver, Config: tg.config})
-			if err != nil {
-				t.Fatal(err)
-			}
-			spec, err := sys.RunnerSpec()
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := sys.Leases.Acquire(ctx, realOperator, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Runner: &spec})
-			if err != nil {
-				t.Fatal(err)
-			}
-			released := false
-			defer func() {
-				if !released {
-					_, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy})
-				}
-			}()
-			att, err := sys.Runners.Attach(ctx, realOperator, h, controller.AttachRequest{Runner: spec})
-			if err != nil {
-				t.Fatal(err)
-			}
+			t.Cleanup(func() { sys.Close() })
+			h, att, spec := attachRunner(t, ctx, sys, "runner-"+name, tg.driver, tg.config)
 			if att.Hello.BinarySHA256 != spec.SHA256 || att.Hello.Platform.OS != "linux" {
 				t.Errorf("hello: binary %s platform %s, want the spec's sum and linux", att.Hello.BinarySHA256, att.Hello.Platform)
 			}
@@ -289,11 +294,10 @@ func TestRunnerTasksInRealTargets(t *testing.T) {
 			}
 
 			l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
-			released = true
 			if err != nil {
 				t.Fatalf("Release: %v", err)
 			}
-			if l.Cleanup != lease.CleanupConfirmed || !strings.HasPrefix(l.CleanupEvidence, "runner: 4 task(s) of 1 runner session(s) stopped and verified") {
+			if l.Cleanup != lease.CleanupConfirmed || !strings.HasPrefix(l.CleanupEvidence, "runner (runner_attested): 4 task(s) of 1 runner session(s) stopped, attested by the runner") {
 				t.Errorf("receipt %s %q, want confirmed with the runner's proof first", l.Cleanup, l.CleanupEvidence)
 			}
 			t.Logf("%s receipt: %s", name, l.CleanupEvidence)

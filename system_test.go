@@ -304,7 +304,7 @@ func TestSystemReleasesRunnerLeasesThroughTheController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(l.CleanupEvidence, "runner: 1 task(s)") {
+	if !strings.HasPrefix(l.CleanupEvidence, "runner (runner_attested): 1 task(s)") {
 		t.Errorf("evidence %q, want the runner's proof", l.CleanupEvidence)
 	}
 	ts, err := sys.Runners.Tasks(ctx, operator, att.Session)

@@ -37,6 +37,11 @@
 // ParseSignal (signal.go) are the one signal set Process.Signal accepts on
 // every driver.
 //
+// EvidenceKind (evidence.go) names what a receipt or stop proof stands on
+// (PRP-6: provider, cgroup, tag_scan, runner_attested). Where a host
+// account can make one, LaunchRunnerByExec starts the runner in a cgroup of
+// the lease's own, which CgroupKillScript (cgroup.go) ends from outside.
+//
 // Errors (errors.go) are sentinels that every driver wraps with context;
 // CodeOf maps them to the stable codes of probe results and API errors.
 //

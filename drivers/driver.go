@@ -174,17 +174,25 @@ type Receipt struct {
 	// Evidence is a short human-readable note of how it was confirmed
 	// ("inspect: container not found", "GET /sandbox/x: 404"); never a secret.
 	Evidence string `json:"evidence,omitempty"`
+	// EvidenceKind names what the confirmation stands on (PRP-6):
+	// EvidenceProvider for a provider's read-back, EvidenceCgroup or
+	// EvidenceTagScan for a host driver's own check; EvidenceNone for a
+	// keep. A confirmed receipt that names none is taken as the
+	// provider's (Confirmed means read back from the provider);
+	// EvidenceRunnerAttested never proves a release (Proves).
+	EvidenceKind EvidenceKind `json:"evidenceKind,omitempty"`
 }
 
 // Proves reports whether r is proof that the sandbox providerLeaseID reached
 // the state that disposition d asks for (LEASE-7): confirmed by the provider,
 // for the same provider lease id, and stopped (Stop) or destroyed (Destroy).
-// Keep needs no proof. A destroyed sandbox also satisfies Stop.
+// Keep needs no proof. A destroyed sandbox also satisfies Stop. A receipt
+// that stands on the runner's attestation alone proves nothing.
 func (r Receipt) Proves(providerLeaseID string, d Disposition) bool {
 	if d == Keep {
 		return true
 	}
-	if !r.Confirmed || r.ProviderLeaseID == "" || r.ProviderLeaseID != providerLeaseID {
+	if !r.Confirmed || r.ProviderLeaseID == "" || r.ProviderLeaseID != providerLeaseID || r.EvidenceKind == EvidenceRunnerAttested {
 		return false
 	}
 	switch d {

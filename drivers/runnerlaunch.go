@@ -35,8 +35,11 @@ const writeTicketScript = `umask 077 && mkdir -p "$2" && cat > "$1.tmp" && mv "$
 // It stays in the command's working directory (the sandbox's default: the
 // workspace, the configured workdir, the login directory), which the
 // runner's tasks inherit when they name none.
-const launchScript = `log="$1"; shift
-if command -v setsid >/dev/null 2>&1; then
+//
+// "$2" is the lease id (or ""): where the account may create one, the
+// runner starts in the lease's cgroup (cgroupEnterScript).
+const launchScript = `log="$1"; lease="$2"; shift 2
+` + cgroupEnterScript + `if command -v setsid >/dev/null 2>&1; then
 	setsid "$@" </dev/null >>"$log" 2>&1 &
 else
 	"$@" </dev/null >>"$log" 2>&1 &
@@ -50,7 +53,9 @@ fi`
 // second starts "binary --controller endpoint --lease LEASE --ticket-file
 // FILE --state-dir stateDir" in its own session, in the sandbox's default
 // working directory (its tasks' default), with req.Env, its output
-// appended to stateDir/runner.log. Nothing secret is in an argv.
+// appended to stateDir/runner.log. Nothing secret is in an argv. Where the
+// sandbox's account is root and the host has a writable cgroup2 mount, the
+// runner starts in the lease's own cgroup (CgroupParent, CgroupKillScript).
 func LaunchRunnerByExec(ctx context.Context, sb Sandbox, binary, endpoint, stateDir string, req RunnerLaunch) error {
 	for _, f := range []struct{ name, v string }{{"binary", binary}, {"state directory", stateDir}} {
 		if !strings.HasPrefix(f.v, "/") || strings.ContainsRune(f.v, 0) {
@@ -75,7 +80,11 @@ func LaunchRunnerByExec(ctx context.Context, sb Sandbox, binary, endpoint, state
 	if res.ExitCode != 0 {
 		return fmt.Errorf("launch runner in %s: write the ticket file under %s: exit %d: %s", sb.ID(), stateDir, res.ExitCode, bounded(res.Stderr))
 	}
-	argv := []string{"sh", "-c", launchScript, "sh", strings.TrimSuffix(stateDir, "/") + "/" + RunnerLogName,
+	cg := req.Lease
+	if !cgroupName(cg) {
+		cg = ""
+	}
+	argv := []string{"sh", "-c", launchScript, "sh", strings.TrimSuffix(stateDir, "/") + "/" + RunnerLogName, cg,
 		binary, "--controller", endpoint, "--lease", req.Lease, "--ticket-file", ticketFile, "--state-dir", stateDir}
 	res, err = sb.Exec(ctx, Command{Argv: argv, Env: req.Env})
 	if err != nil {

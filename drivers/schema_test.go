@@ -246,9 +246,37 @@ func TestReceiptProves(t *testing.T) {
 		{"another sandbox", ok(drivers.StateDestroyed), "sb-2", drivers.Destroy, false},
 		{"empty ids", drivers.Receipt{State: drivers.StateDestroyed, Confirmed: true}, "", drivers.Destroy, false},
 		{"unknown disposition", ok(drivers.StateDestroyed), "sb-1", drivers.Disposition(9), false},
+		{"the runner's word is no proof", drivers.Receipt{ProviderLeaseID: "sb-1", State: drivers.StateDestroyed, Confirmed: true,
+			EvidenceKind: drivers.EvidenceRunnerAttested}, "sb-1", drivers.Destroy, false},
+		{"a host check", drivers.Receipt{ProviderLeaseID: "sb-1", State: drivers.StateDestroyed, Confirmed: true,
+			EvidenceKind: drivers.EvidenceTagScan}, "sb-1", drivers.Destroy, true},
 	} {
 		if got := tc.r.Proves(tc.id, tc.d); got != tc.want {
 			t.Errorf("%s: Proves = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// PRP-6: which evidence ends a lease, and which is stronger.
+func TestEvidenceKinds(t *testing.T) {
+	t.Parallel()
+	for k, want := range map[drivers.EvidenceKind]bool{
+		drivers.EvidenceProvider: true, drivers.EvidenceCgroup: true, drivers.EvidenceTagScan: true,
+		drivers.EvidenceRunnerAttested: false, drivers.EvidenceNone: false, "made-up": false,
+	} {
+		if got := k.Ends(); got != want {
+			t.Errorf("%q.Ends() = %t, want %t", k, got, want)
+		}
+	}
+	order := []drivers.EvidenceKind{drivers.EvidenceNone, drivers.EvidenceRunnerAttested, drivers.EvidenceTagScan, drivers.EvidenceCgroup, drivers.EvidenceProvider}
+	for i, weak := range order {
+		for _, strong := range order[i:] {
+			if got := weak.Stronger(strong); got != strong {
+				t.Errorf("%q.Stronger(%q) = %q", weak, strong, got)
+			}
+			if got := strong.Stronger(weak); got != strong {
+				t.Errorf("%q.Stronger(%q) = %q", strong, weak, got)
+			}
 		}
 	}
 }

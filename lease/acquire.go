@@ -441,6 +441,7 @@ func (m *Manager) replace(ctx context.Context, a *acq, old *Lease, reason Replac
 	if reason == ReplaceNotFound {
 		cl.Status, cl.Cleanup, cl.ReleasedAt = StatusFailed, CleanupConfirmed, now
 		cl.CleanupEvidence = fmt.Sprintf("resume: provider has no sandbox %s", cl.ProviderLeaseID)
+		cl.CleanupEvidenceKind = drivers.EvidenceProvider
 		cl.ClaimedBy, cl.ClaimedUntil = "", time.Time{}
 		if err := m.store.UpdateLease(ctx, cl); err != nil {
 			return nil, false, fmt.Errorf("lease %s: recording its replacement: %w", old.ID, err)

@@ -68,13 +68,14 @@ func (m *Manager) markPending(ctx context.Context, upd *Lease, d drivers.Disposi
 func (m *Manager) cleanup(ctx context.Context, l *Lease) (*Lease, error) {
 	var proven bool
 	var evidence string
+	var kind drivers.EvidenceKind
 	var cerr error
 	drv, err := m.reg.Lookup(l.Provider)
 	switch {
 	case err != nil:
 		cerr = err
 	case l.ProviderLeaseID == "" && m.liveHandle(l.ID) == nil:
-		proven, evidence, cerr = m.cleanupByLabel(ctx, drv, l)
+		proven, evidence, kind, cerr = m.cleanupByLabel(ctx, drv, l)
 	default:
 		var sb drivers.Sandbox
 		if h := m.liveHandle(l.ID); h != nil {
@@ -90,17 +91,19 @@ func (m *Manager) cleanup(ctx context.Context, l *Lease) (*Lease, error) {
 			runnerEv = serr.Error() + "; the sandbox's own proof instead"
 		}
 		var kerr error
-		if runnerEv, kerr = m.endRunners(ctx, drv, sb, l, runners, runnerEv); kerr != nil {
+		var hostKind drivers.EvidenceKind
+		if runnerEv, hostKind, kerr = m.endRunners(ctx, drv, sb, l, runners, runnerEv); kerr != nil {
 			serr = errors.Join(serr, kerr)
 		}
 		rc, err := m.terminate(ctx, drv, l, sb, l.CleanupDisposition, false)
-		proven, evidence, cerr = proof(rc, err, l.ProviderLeaseID, l.CleanupDisposition)
+		proven, evidence, kind, cerr = proof(rc, err, l.ProviderLeaseID, l.CleanupDisposition)
+		kind = kind.Stronger(hostKind)
 		if proven && kerr != nil {
 			// A host lease whose runner survived the tag check is not clean.
 			proven, cerr = false, kerr
 		}
 		if proven {
-			evidence = withRunner(runnerEv, evidence)
+			evidence = withCaveat(withRunner(runnerEv, evidence), kind)
 		} else if serr != nil {
 			cerr = fmt.Errorf("%w; %w", serr, cerr)
 		}
@@ -113,7 +116,7 @@ func (m *Manager) cleanup(ctx context.Context, l *Lease) (*Lease, error) {
 		if upd.Status == "" {
 			upd.Status = StatusReleased
 		}
-		upd.Cleanup, upd.CleanupEvidence, upd.ReleasedAt = CleanupConfirmed, evidence, m.now()
+		upd.Cleanup, upd.CleanupEvidence, upd.CleanupEvidenceKind, upd.ReleasedAt = CleanupConfirmed, evidence, kind, m.now()
 	} else {
 		upd.CleanupEvidence = cerr.Error()
 	}
@@ -128,44 +131,51 @@ func (m *Manager) cleanup(ctx context.Context, l *Lease) (*Lease, error) {
 }
 
 // proof turns a receipt into a verdict (LEASE-7): only a confirmed receipt
-// for the same provider lease id in the asked-for state proves anything.
-func proof(rc drivers.Receipt, err error, pid string, d drivers.Disposition) (bool, string, error) {
+// for the same provider lease id in the asked-for state, standing on
+// evidence that may end a lease (drivers.EvidenceKind.Ends: never the
+// runner's attestation), proves anything. It returns the evidence and its
+// kind (a confirmed receipt that names none is the provider's).
+func proof(rc drivers.Receipt, err error, pid string, d drivers.Disposition) (bool, string, drivers.EvidenceKind, error) {
 	if err != nil {
-		return false, "", fmt.Errorf("%s of sandbox %s failed: %w", d, pid, err)
+		return false, "", drivers.EvidenceNone, fmt.Errorf("%s of sandbox %s failed: %w", d, pid, err)
 	}
-	if !rc.Proves(pid, d) {
-		return false, "", fmt.Errorf("%s of sandbox %s not confirmed by the provider (receipt: id %q, state %q, confirmed %t, %q)",
-			d, pid, rc.ProviderLeaseID, rc.State, rc.Confirmed, rc.Evidence)
+	kind := rc.EvidenceKind
+	if kind == drivers.EvidenceNone {
+		kind = drivers.EvidenceProvider
+	}
+	if !rc.Proves(pid, d) || !kind.Ends() {
+		return false, "", drivers.EvidenceNone, fmt.Errorf("%s of sandbox %s not confirmed by the provider or a check of berth's own (receipt: id %q, state %q, confirmed %t, evidence %s %q)",
+			d, pid, rc.ProviderLeaseID, rc.State, rc.Confirmed, rc.EvidenceKind, rc.Evidence)
 	}
 	ev := rc.Evidence
 	if ev == "" {
 		ev = fmt.Sprintf("provider confirmed %s", rc.State)
 	}
-	return true, ev, nil
+	return true, ev, kind, nil
 }
 
 // cleanupByLabel cleans up a lease whose provider lease id was never
 // recorded: it destroys every sandbox labelled for the lease.
-func (m *Manager) cleanupByLabel(ctx context.Context, drv drivers.Driver, l *Lease) (bool, string, error) {
+func (m *Manager) cleanupByLabel(ctx context.Context, drv drivers.Driver, l *Lease) (bool, string, drivers.EvidenceKind, error) {
 	if drv.Capabilities().Kind == drivers.KindHost {
 		// Its acquisition never recorded the session (it never became
 		// active), so no handle ever ran a command in it; the session's
 		// connection ended with the acquiring process.
-		return true, "host session never became active: no command of the lease was ever started", nil
+		return true, "host session never became active: no command of the lease was ever started", drivers.EvidenceNone, nil
 	}
 	lister, err := drivers.AsLister(drv)
 	if err != nil {
-		return false, "", fmt.Errorf("no provider lease id recorded and the driver cannot list sandboxes by label; an operator must check: %w", err)
+		return false, "", drivers.EvidenceNone, fmt.Errorf("no provider lease id recorded and the driver cannot list sandboxes by label; an operator must check: %w", err)
 	}
 	destroyer, err := drivers.AsDestroyer(drv)
 	if err != nil {
-		return false, "", fmt.Errorf("no provider lease id recorded and the driver cannot destroy by id: %w", err)
+		return false, "", drivers.EvidenceNone, fmt.Errorf("no provider lease id recorded and the driver cannot destroy by id: %w", err)
 	}
 	cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.CleanupBudget)
 	defer cancel()
 	cfg, err := m.resolveConfig(cctx, drv, l.Config)
 	if err != nil {
-		return false, "", err
+		return false, "", drivers.EvidenceNone, err
 	}
 	inst := l.Labels[LabelInstance]
 	if inst == "" {
@@ -173,17 +183,17 @@ func (m *Manager) cleanupByLabel(ctx context.Context, drv drivers.Driver, l *Lea
 	}
 	found, err := lister.List(cctx, cfg, map[string]string{LabelInstance: inst, LabelLease: l.ID})
 	if err != nil {
-		return false, "", fmt.Errorf("listing sandboxes labelled for the lease: %w", err)
+		return false, "", drivers.EvidenceNone, fmt.Errorf("listing sandboxes labelled for the lease: %w", err)
 	}
 	var errs []error
 	for _, sb := range found {
 		rc, err := destroyer.Destroy(cctx, cfg, sb.ProviderLeaseID)
-		if ok, _, perr := proof(rc, err, sb.ProviderLeaseID, drivers.Destroy); !ok {
+		if ok, _, _, perr := proof(rc, err, sb.ProviderLeaseID, drivers.Destroy); !ok {
 			errs = append(errs, perr)
 		}
 	}
 	if len(errs) > 0 {
-		return false, "", errors.Join(errs...)
+		return false, "", drivers.EvidenceNone, errors.Join(errs...)
 	}
-	return true, fmt.Sprintf("no provider lease id recorded; %d sandbox(es) labelled for the lease destroyed", len(found)), nil
+	return true, fmt.Sprintf("no provider lease id recorded; %d sandbox(es) labelled for the lease destroyed", len(found)), drivers.EvidenceProvider, nil
 }

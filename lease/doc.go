@@ -98,7 +98,11 @@
 // runner and its tasks carry EnvTag). A host lease with runner sessions
 // always gets the tag check too, over its live session, since its runner
 // runs detached and outlives the session's command groups.
-// CleanupEvidence starts with "runner: ..." saying which proved it.
+// CleanupEvidence starts with "runner (runner_attested): ..." for the
+// runner's part, and CleanupEvidenceKind names what the cleanup stands on:
+// provider, cgroup (the host check emptied and removed the lease's runner
+// cgroup, drivers.CgroupKillScript) or tag_scan; never the runner's
+// attestation alone. A keep release's receipt says it stopped nothing.
 //
 // Coalescing (LEASE-8, LEASE-10): acquisitions of one reuse key, or of one
 // company, run and environment, are coalesced in-process (singleflight) and

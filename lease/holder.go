@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/berthdev/berth/clock"
-	"strings"
 	"sync"
 	"time"
 
@@ -136,8 +135,10 @@ func tagged(cmd drivers.Command, leaseID string) drivers.Command {
 
 // checkHost ends a host lease whose holder is gone (no live session here,
 // the holder's claim expired) by a check: over a fresh session of the
-// driver it kills every process whose environment carries the lease's tag
-// and verifies, by scanning /proc again, that none is left. The receipt is
+// driver it ends the lease's cgroup where its runner got one, kills every
+// process whose environment carries the lease's tag and verifies, by
+// scanning /proc again, that none is left (hostCheck: evidence cgroup or
+// tag_scan). The receipt is
 // confirmed only when the scan found none; a host without /proc, a session
 // that cannot be opened or processes that survive leave an error.
 func (m *Manager) checkHost(ctx context.Context, drv drivers.Driver, l *Lease) (drivers.Receipt, error) {
@@ -157,17 +158,13 @@ func (m *Manager) checkHost(ctx context.Context, drv drivers.Driver, l *Lease) (
 			m.o.Logger.Info("lease: ending a host check session", "lease", l.ID, "err", err)
 		}
 	}()
-	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", killTaggedScript, "berth-check", EnvTag + "=" + l.ID}})
+	ev, kind, err := hostCheck(ctx, sb, l.ID)
 	if err != nil {
 		return drivers.Receipt{}, fmt.Errorf("lease %s: check on the host: %w", l.ID, err)
 	}
-	out := strings.TrimSpace(string(res.Stdout))
-	if res.ExitCode != 0 {
-		return drivers.Receipt{}, fmt.Errorf("lease %s: check on the host failed (exit %d): %s %s", l.ID, res.ExitCode, out, strings.TrimSpace(string(res.Stderr)))
-	}
-	return drivers.Receipt{ProviderLeaseID: l.ProviderLeaseID, State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: m.now(),
-		Evidence: fmt.Sprintf("holder %s gone (claim expired %s); checked on the host over a fresh session: %s; a /proc scan finds no process tagged %s=%s",
-			l.Holder, l.HolderUntil.UTC().Format(time.RFC3339), out, EnvTag, l.ID)}, nil
+	return drivers.Receipt{ProviderLeaseID: l.ProviderLeaseID, State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: m.now(), EvidenceKind: kind,
+		Evidence: fmt.Sprintf("holder %s gone (claim expired %s); checked on the host over a fresh session: %s",
+			l.Holder, l.HolderUntil.UTC().Format(time.RFC3339), ev)}, nil
 }
 
 // safeTag reports whether id holds only characters that need no quoting.
@@ -184,12 +181,18 @@ func safeTag(id string) bool {
 }
 
 // killTaggedScript ($1 = NAME=VALUE) kills every process whose environment
-// holds $1 and waits (up to about five seconds) until a /proc scan finds
+// holds $1 (one grep -z over every /proc/*/environ where grep has -z, else
+// a tr and grep per process) and waits (up to about five seconds) until a /proc scan finds
 // none; it prints "killed N tagged process(es)" and exits 0, or prints the
 // survivors and exits 1; without /proc it exits 3.
 const killTaggedScript = `tag=$1
 [ -r /proc/self/environ ] || { echo "no readable /proc on this host"; exit 3; }
-scan() { found=; for d in /proc/[0-9]*; do [ "$d" = "/proc/$$" ] && continue; if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF -- "$tag"; then found="$found ${d#/proc/}"; fi; done; }
+if printf 'x\0%s\0' "$tag" | grep -qzxF -- "$tag" 2>/dev/null; then
+  # One grep over every environ (NUL-separated entries), not two processes per pid.
+  scan() { found=; for f in $(grep -lszxF -- "$tag" /proc/[0-9]*/environ); do d=${f%/environ}; [ "$d" = "/proc/$$" ] || found="$found ${d#/proc/}"; done; }
+else
+  scan() { found=; for d in /proc/[0-9]*; do [ "$d" = "/proc/$$" ] && continue; if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF -- "$tag"; then found="$found ${d#/proc/}"; fi; done; }
+fi
 scan; n=0
 for p in $found; do kill -KILL "$p" 2>/dev/null && n=$((n+1)); done
 i=0

@@ -143,6 +143,9 @@ func TestHostLeaseReleasedWithoutItsHandle(t *testing.T) {
 	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed || !strings.Contains(l.CleanupEvidence, "killed process groups") {
 		t.Fatalf("A's release: %+v, %v; want released, confirmed by the killed process groups", l, err)
 	}
+	if l.CleanupEvidenceKind != drivers.EvidenceTagScan || !strings.Contains(l.CleanupEvidence, "would evade this scan") {
+		t.Errorf("A's release: evidence %s %q, want tag_scan naming its evasion", l.CleanupEvidenceKind, l.CleanupEvidence)
+	}
 	if sleeping() {
 		t.Error("the sleep still runs after A's confirmed release")
 	}
@@ -167,10 +170,15 @@ func TestHostLeaseOfAGoneHolderEndsByACheck(t *testing.T) {
 	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
 		t.Fatalf("B's release after A's claim expired: %+v, %v; want released by a check", l, err)
 	}
-	for _, want := range []string{"claim expired", "checked on the host", "killed 1", lease.EnvTag + "=" + h.ID()} {
+	// No runner made a cgroup: berth's own tag scan, which names its
+	// evasion (PRP-6).
+	for _, want := range []string{"claim expired", "checked on the host", "tag_scan: killed 1", lease.EnvTag + "=" + h.ID(), "would evade this scan"} {
 		if !strings.Contains(l.CleanupEvidence, want) {
 			t.Errorf("evidence %q lacks %q", l.CleanupEvidence, want)
 		}
+	}
+	if l.CleanupEvidenceKind != drivers.EvidenceTagScan {
+		t.Errorf("evidence kind %q, want tag_scan", l.CleanupEvidenceKind)
 	}
 	if r.sleeping() {
 		t.Error("the sleep still runs after the checked release")

@@ -140,6 +140,15 @@ type Lease struct {
 	CleanupAttempts int `json:"cleanupAttempts,omitempty"`
 	// CleanupEvidence is the provider's confirmation note (Receipt.Evidence).
 	CleanupEvidence string `json:"cleanupEvidence,omitempty"`
+	// CleanupEvidenceKind names what a confirmed cleanup stands on (PRP-6,
+	// LEASE-7): drivers.EvidenceProvider (the provider destroyed or
+	// stopped the sandbox), drivers.EvidenceCgroup (the lease's runner
+	// cgroup emptied and removed by berth's check) or
+	// drivers.EvidenceTagScan (berth's own group and tag check from a
+	// fresh session). A runner's attestation alone never confirms a
+	// cleanup. drivers.EvidenceNone while nothing was proven (a keep
+	// release, whose CleanupEvidence says it stopped nothing).
+	CleanupEvidenceKind drivers.EvidenceKind `json:"cleanupEvidenceKind,omitempty"`
 
 	// Fingerprint is the reuse fingerprint: driver, identity fields and
 	// secret references with their versions (see Fingerprint).

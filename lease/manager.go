@@ -124,10 +124,11 @@ type Options struct {
 	// still cannot prove the stop, relies on the sandbox's own proof: a
 	// confirmed stop or destroy of a sandbox (no process survives it), or
 	// the tag check of a host lease. A host lease with runner sessions
-	// gets the tag check in any case (its runner runs detached from the
-	// session): every process tagged with the lease (EnvTag) is killed and
-	// a /proc scan must find none. The receipt (Lease.CleanupEvidence)
-	// says which. Default nil: leases have no runner tasks to stop.
+	// gets the host check in any case (its runner runs detached from the
+	// session): the lease's runner cgroup, where one was made, is killed,
+	// seen empty and removed; every process tagged with the lease (EnvTag)
+	// is killed and a /proc scan must find none. The receipt
+	// (Lease.CleanupEvidence, Lease.CleanupEvidenceKind) says which. Default nil: leases have no runner tasks to stop.
 	Tasks TaskStopper
 }
 

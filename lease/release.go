@@ -23,7 +23,11 @@ type ReleaseOptions struct {
 	Reason string
 }
 
-// Release ends the active (or retained) lease id. It uses the live handle
+// Release ends the active (or retained) lease id. A confirmed release
+// names its evidence (Lease.CleanupEvidenceKind: provider, cgroup or
+// tag_scan; the runner's own proofs, runner_attested, are recorded in the
+// evidence text but never end a lease alone); a kept lease's
+// CleanupEvidence says that nothing was stopped. It uses the live handle
 // when this manager acquired the lease, else drivers.Destroyer by provider
 // lease id. A host lease (local, ssh) ends only through the live session of
 // its holder: released by another manager it is left pending_cleanup
@@ -57,6 +61,9 @@ func (m *Manager) Release(ctx context.Context, p environment.Principal, id strin
 	}
 	return l, err
 }
+
+// keptEvidence is the receipt of a keep release.
+const keptEvidence = "kept: no task was stopped; the sandbox and its processes keep running (nothing proven)"
 
 // release is Release without authorization.
 func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (*Lease, error) {
@@ -137,6 +144,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 			}
 		}
 		upd.Status, upd.LastUsedAt, upd.ExpiresAt = StatusRetained, now, now.Add(m.o.RetainTTL)
+		upd.CleanupEvidence, upd.CleanupEvidenceKind = keptEvidence, drivers.EvidenceNone
 		m.dropHandle(id)
 		if err := m.store.UpdateLease(wctx, upd); err != nil {
 			return l, fmt.Errorf("lease %s: recording retained: %w", id, err)
@@ -148,8 +156,9 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 	// handle stays, so that the retry (a Sweep, a second Release) can ask
 	// the runner again or end the sandbox with its own proof.
 	runnerEv, runners, serr := m.stopTasks(ctx, l)
+	var hostKind drivers.EvidenceKind
 	if serr == nil {
-		runnerEv, serr = m.endRunners(ctx, drv, sb, l, runners, runnerEv)
+		runnerEv, hostKind, serr = m.endRunners(ctx, drv, sb, l, runners, runnerEv)
 	}
 	if serr != nil {
 		pending, ok := m.markPending(wctx, upd, d, StatusReleased, serr.Error())
@@ -159,8 +168,9 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 		return pending, fmt.Errorf("lease %s: %w: %w", id, ErrCleanupPending, serr)
 	}
 	rc, terr := m.terminate(ctx, drv, l, sb, d, true)
-	proven, evidence, perr := proof(rc, terr, l.ProviderLeaseID, d)
-	evidence = withRunner(runnerEv, evidence)
+	proven, evidence, kind, perr := proof(rc, terr, l.ProviderLeaseID, d)
+	kind = kind.Stronger(hostKind)
+	evidence = withCaveat(withRunner(runnerEv, evidence), kind)
 	m.dropHandle(id)
 	if !proven {
 		pending, ok := m.markPending(wctx, upd, d, StatusReleased, perr.Error())
@@ -171,6 +181,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 	}
 	now = m.now()
 	upd.Status, upd.Cleanup, upd.CleanupEvidence, upd.ReleasedAt, upd.LastUsedAt = StatusReleased, CleanupConfirmed, evidence, now, now
+	upd.CleanupEvidenceKind = kind
 	if d == drivers.Stop && l.Policy.Reusable() && rc.State == drivers.StateStopped {
 		upd.ExpiresAt = now.Add(m.o.RetainTTL) // resumable until then
 	} else {

@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,6 +55,15 @@ func TestReleaseDispositions(t *testing.T) {
 			if tt.opts.RunFailed && l.FailureReason != tt.opts.Reason {
 				t.Errorf("failure reason %q, want %q", l.FailureReason, tt.opts.Reason)
 			}
+			// Every receipt names its evidence (PRP-6): the provider's for
+			// a stop or destroy; a keep says it stopped nothing.
+			if tt.status == lease.StatusRetained {
+				if l.CleanupEvidenceKind != drivers.EvidenceNone || !strings.HasPrefix(l.CleanupEvidence, "kept: no task was stopped") {
+					t.Errorf("kept lease: evidence %s %q, want none and a receipt that says nothing was stopped", l.CleanupEvidenceKind, l.CleanupEvidence)
+				}
+			} else if l.CleanupEvidenceKind != drivers.EvidenceProvider {
+				t.Errorf("evidence kind %q, want provider", l.CleanupEvidenceKind)
+			}
 		})
 	}
 }
@@ -69,6 +79,8 @@ func TestUnconfirmedStopIsNotProof(t *testing.T) {
 	}{
 		{"stop accepted but not confirmed", func(fk *fake.Driver, pid string) { fk.FakeStop(pid, fake.LieUnconfirmed) }},
 		{"confirmation for another sandbox", func(fk *fake.Driver, pid string) { fk.FakeStop(pid, fake.LieForeignID) }},
+		// PRP-6: a runner's attestation alone never ends a lease.
+		{"confirmed by the runner's word only", func(fk *fake.Driver, pid string) { fk.FakeStop(pid, fake.LieRunnerAttested) }},
 		{"stop refused", func(fk *fake.Driver, pid string) { fk.RefuseStop(pid, nil) }},
 	}
 	for _, tt := range tests {
@@ -105,6 +117,9 @@ func TestUnconfirmedStopIsNotProof(t *testing.T) {
 				got := w.get(l.ID)
 				if got.Status != lease.StatusReleased || got.Cleanup != lease.CleanupConfirmed || w.state(pid) != drivers.StateDestroyed {
 					t.Errorf("after sweep: %s/%s, sandbox %s", got.Status, got.Cleanup, w.state(pid))
+				}
+				if got.CleanupEvidenceKind != drivers.EvidenceProvider {
+					t.Errorf("after sweep: evidence kind %q, want provider", got.CleanupEvidenceKind)
 				}
 				// The reuse key is free again: a new sandbox is made.
 				if h2 := w.acquire(lease.ReuseByEnvironment, "r2"); h2.ID() == l.ID {

@@ -71,7 +71,7 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 		upd.Status, upd.Run, upd.Workspace = StatusActive, a.req.Run, a.req.Workspace
 		upd.LastUsedAt, upd.ExpiresAt, upd.ReleasedAt = now, now.Add(m.o.LeaseTTL), time.Time{}
 		upd.Uses++
-		upd.FailureReason, upd.Cleanup, upd.CleanupEvidence = "", CleanupNone, ""
+		upd.FailureReason, upd.Cleanup, upd.CleanupEvidence, upd.CleanupEvidenceKind = "", CleanupNone, "", drivers.EvidenceNone
 		upd.Config = a.snapshot.Clone()
 		upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
 		if err := m.store.UpdateLease(context.WithoutCancel(ctx), upd); err != nil {

@@ -155,7 +155,7 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *SweepReport) error {
 				continue
 			}
 			rc, err := destroyer.Destroy(cctx, cfg, info.ProviderLeaseID)
-			if ok, _, perr := proof(rc, err, info.ProviderLeaseID, drivers.Destroy); ok {
+			if ok, _, _, perr := proof(rc, err, info.ProviderLeaseID, drivers.Destroy); ok {
 				rep.OrphansDestroyed++
 				m.o.Logger.Info("lease: destroyed an orphan sandbox", "environment", env.ID, "sandbox", info.ProviderLeaseID, "lease", info.Labels[LabelLease])
 			} else {

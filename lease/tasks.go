@@ -38,6 +38,10 @@ type TaskStopReport struct {
 	// Evidence says how the stops were verified, for the lease's cleanup
 	// receipt (Lease.CleanupEvidence).
 	Evidence string
+	// EvidenceKind names what the stops stand on: a runner's proofs are
+	// drivers.EvidenceRunnerAttested, which never ends a lease alone (the
+	// manager still needs the sandbox's own proof or the host check).
+	EvidenceKind drivers.EvidenceKind
 }
 
 // stopTasks runs the TaskStopper for l on the cleanup budget. It returns
@@ -58,48 +62,82 @@ func (m *Manager) stopTasks(ctx context.Context, l *Lease) (string, bool, error)
 	}
 	ev := rep.Evidence
 	if ev == "" {
-		ev = fmt.Sprintf("%d task(s) of %d runner session(s) stopped and verified", rep.Tasks, rep.Sessions)
+		ev = fmt.Sprintf("%d task(s) of %d runner session(s) stopped", rep.Tasks, rep.Sessions)
 	}
-	return "runner: " + ev, true, nil
+	kind := rep.EvidenceKind
+	if kind == drivers.EvidenceNone {
+		kind = drivers.EvidenceRunnerAttested
+	}
+	return fmt.Sprintf("runner (%s): %s", kind, ev), true, nil
 }
 
 // killRunners ends what a runner left on a host lease's live session sb:
 // the runner runs detached (its own session), so ending the lease's
 // command groups does not end it, nor a task that escaped its group. It
-// kills every process tagged with the lease (EnvTag: the runner and its
-// tasks carry it) and verifies by a /proc scan that none is left (the
-// host lease's tag-kill check). It returns the evidence; an error when the
-// check cannot run or processes survive.
-func (m *Manager) killRunners(ctx context.Context, sb drivers.Sandbox, l *Lease) (string, error) {
+// runs the host lease's own check (hostCheck) over a fresh command of the
+// session, in which no runner takes part. It returns the evidence and its
+// kind; an error when the check cannot run or processes survive.
+func (m *Manager) killRunners(ctx context.Context, sb drivers.Sandbox, l *Lease) (string, drivers.EvidenceKind, error) {
 	if !safeTag(l.ID) {
-		return "", fmt.Errorf("lease %s: the id cannot be used as a process tag; an operator must check the host", l.ID)
+		return "", drivers.EvidenceNone, fmt.Errorf("lease %s: the id cannot be used as a process tag; an operator must check the host", l.ID)
 	}
 	cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.CleanupBudget)
 	defer cancel()
-	// The raw sandbox's Exec carries no tag: the check never counts itself.
-	res, err := sb.Exec(cctx, drivers.Command{Argv: []string{"sh", "-c", killTaggedScript, "berth-check", EnvTag + "=" + l.ID}})
+	ev, kind, err := hostCheck(cctx, sb, l.ID)
 	if err != nil {
-		return "", fmt.Errorf("lease %s: the runner's tag check on the host: %w", l.ID, err)
+		return "", drivers.EvidenceNone, fmt.Errorf("lease %s: the runner's check on the host: %w", l.ID, err)
+	}
+	return "host check: " + ev, kind, nil
+}
+
+// tagScanCaveat is what a tag_scan receipt says of its limit (PRP-6).
+const tagScanCaveat = "no cgroup for the lease, so a task that cleared its environment (env -i) on this account would evade this scan"
+
+// hostCheck is a host lease's own check over a command of sb, which must
+// run as a fresh session outside the lease's processes (the raw sandbox's
+// Exec carries no tag: the check never counts itself). It ends the lease's
+// cgroup where its runner got one (drivers.CgroupKillScript: kill, wait
+// until empty, remove), then kills every process tagged with the lease
+// (EnvTag: the runner and its tasks carry it) and verifies by a /proc scan
+// that none is left. The kind is drivers.EvidenceCgroup when a cgroup was
+// emptied and removed, else drivers.EvidenceTagScan, whose evidence names
+// its limit (tagScanCaveat).
+func hostCheck(ctx context.Context, sb drivers.Sandbox, id string) (string, drivers.EvidenceKind, error) {
+	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", drivers.CgroupKillScript, "berth-check", id}})
+	if err != nil {
+		return "", drivers.EvidenceNone, fmt.Errorf("cgroup check: %w", err)
+	}
+	cg := strings.TrimSpace(string(res.Stdout))
+	if res.ExitCode != 0 {
+		return "", drivers.EvidenceNone, fmt.Errorf("cgroup check failed (exit %d): %s %s", res.ExitCode, cg, strings.TrimSpace(string(res.Stderr)))
+	}
+	res, err = sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", killTaggedScript, "berth-check", EnvTag + "=" + id}})
+	if err != nil {
+		return "", drivers.EvidenceNone, fmt.Errorf("tag check: %w", err)
 	}
 	out := strings.TrimSpace(string(res.Stdout))
 	if res.ExitCode != 0 {
-		return "", fmt.Errorf("lease %s: the runner's tag check on the host failed (exit %d): %s %s", l.ID, res.ExitCode, out, strings.TrimSpace(string(res.Stderr)))
+		return "", drivers.EvidenceNone, fmt.Errorf("tag check failed (exit %d): %s %s", res.ExitCode, out, strings.TrimSpace(string(res.Stderr)))
 	}
-	return fmt.Sprintf("host tag check: %s, a /proc scan finds no process tagged %s=%s", out, EnvTag, l.ID), nil
+	scan := fmt.Sprintf("%s, a /proc scan finds no process tagged %s=%s", out, EnvTag, id)
+	if cg == "no cgroup" {
+		return fmt.Sprintf("%s: %s; %s", drivers.EvidenceTagScan, scan, tagScanCaveat), drivers.EvidenceTagScan, nil
+	}
+	return fmt.Sprintf("%s: %s; %s", drivers.EvidenceCgroup, cg, scan), drivers.EvidenceCgroup, nil
 }
 
 // endRunners runs killRunners for a host lease with a live session whose
 // runner sessions exist (or could not be asked), and joins its evidence
-// to ev.
-func (m *Manager) endRunners(ctx context.Context, drv drivers.Driver, sb drivers.Sandbox, l *Lease, runners bool, ev string) (string, error) {
+// to ev. kind is the host check's (drivers.EvidenceNone when none ran).
+func (m *Manager) endRunners(ctx context.Context, drv drivers.Driver, sb drivers.Sandbox, l *Lease, runners bool, ev string) (string, drivers.EvidenceKind, error) {
 	if !runners || sb == nil || drv.Capabilities().Kind != drivers.KindHost {
-		return ev, nil
+		return ev, drivers.EvidenceNone, nil
 	}
-	kev, err := m.killRunners(ctx, sb, l)
+	kev, kind, err := m.killRunners(ctx, sb, l)
 	if err != nil {
-		return ev, err
+		return ev, drivers.EvidenceNone, err
 	}
-	return withRunner(ev, kev), nil
+	return withRunner(ev, kev), kind, nil
 }
 
 // withRunner joins the runner's evidence and the sandbox's receipt.
@@ -108,4 +146,13 @@ func withRunner(runner, evidence string) string {
 		return evidence
 	}
 	return runner + "; " + evidence
+}
+
+// withCaveat appends tagScanCaveat to the evidence of a tag_scan receipt
+// that does not name it yet (PRP-6: the evasion is named in the receipt).
+func withCaveat(evidence string, kind drivers.EvidenceKind) string {
+	if kind != drivers.EvidenceTagScan || strings.Contains(evidence, tagScanCaveat) {
+		return evidence
+	}
+	return evidence + "; " + tagScanCaveat
 }

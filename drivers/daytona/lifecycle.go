@@ -107,14 +107,14 @@ func (d *Driver) waitGone(ctx context.Context, s *settings, id, why string) (dri
 		switch {
 		case errors.Is(err, drivers.ErrNotFound):
 			return drivers.Receipt{
-				ProviderLeaseID: id, State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: time.Now(),
+				ProviderLeaseID: id, State: drivers.StateDestroyed, Confirmed: true, EvidenceKind: drivers.EvidenceProvider, ConfirmedAt: time.Now(),
 				Evidence: fmt.Sprintf("GET /sandbox/%s at %s: 404 %s", id, host, why),
 			}, nil
 		case err != nil:
 			return drivers.Receipt{}, fmt.Errorf("daytona: confirming sandbox %s is deleted: %w", id, err)
 		case sb.State == stateDestroyed:
 			return drivers.Receipt{
-				ProviderLeaseID: id, State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: time.Now(),
+				ProviderLeaseID: id, State: drivers.StateDestroyed, Confirmed: true, EvidenceKind: drivers.EvidenceProvider, ConfirmedAt: time.Now(),
 				Evidence: fmt.Sprintf("GET /sandbox/%s at %s: state destroyed %s", id, host, why),
 			}, nil
 		}
@@ -151,7 +151,7 @@ func (d *Driver) stop(ctx context.Context, s *settings, id string) (drivers.Rece
 			return d.waitGone(ctx, s, id, "after stop (ephemeral sandbox)")
 		case (sb.State == stateStopped || sb.State == stateArchived) && (sb.DesiredState == "" || sb.DesiredState == sb.State):
 			return drivers.Receipt{
-				ProviderLeaseID: id, State: drivers.StateStopped, Confirmed: true, ConfirmedAt: time.Now(),
+				ProviderLeaseID: id, State: drivers.StateStopped, Confirmed: true, EvidenceKind: drivers.EvidenceProvider, ConfirmedAt: time.Now(),
 				Evidence: fmt.Sprintf("GET /sandbox/%s at %s: state %s", id, host, sb.State),
 			}, nil
 		case sb.State == stateError || sb.State == stateBuildFailed:

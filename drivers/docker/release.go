@@ -50,7 +50,7 @@ func confirmState(ctx context.Context, cli *client.Client, host, id string) (dri
 	ins, err := cli.ContainerInspect(ctx, id)
 	now := time.Now()
 	if cerrdefs.IsNotFound(err) {
-		return drivers.Receipt{ProviderLeaseID: id, State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: now,
+		return drivers.Receipt{ProviderLeaseID: id, State: drivers.StateDestroyed, Confirmed: true, EvidenceKind: drivers.EvidenceProvider, ConfirmedAt: now,
 			Evidence: "inspect: no such container"}, nil
 	}
 	if err != nil {
@@ -61,7 +61,7 @@ func confirmState(ctx context.Context, cli *client.Client, host, id string) (dri
 	if ins.State != nil {
 		st, status = stateOf(ins.State.Status), ins.State.Status
 	}
-	return drivers.Receipt{ProviderLeaseID: id, State: st, Confirmed: true, ConfirmedAt: now,
+	return drivers.Receipt{ProviderLeaseID: id, State: st, Confirmed: true, EvidenceKind: drivers.EvidenceProvider, ConfirmedAt: now,
 		Evidence: "inspect: status " + status}, nil
 }
 
@@ -89,7 +89,7 @@ func destroyContainer(ctx context.Context, cli *client.Client, host, id string) 
 		return drivers.Receipt{ProviderLeaseID: id}, engineErr(host, "remove container "+id, err)
 	}
 	// removeContainer returned after an inspect answered "no such container".
-	return drivers.Receipt{ProviderLeaseID: id, State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: time.Now(),
+	return drivers.Receipt{ProviderLeaseID: id, State: drivers.StateDestroyed, Confirmed: true, EvidenceKind: drivers.EvidenceProvider, ConfirmedAt: time.Now(),
 		Evidence: "inspect: no such container"}, nil
 }
 

@@ -402,13 +402,16 @@ func (d *Driver) terminate(id string, disp drivers.Disposition) (drivers.Receipt
 			want = drivers.StateStopped
 		}
 		r := drivers.Receipt{ProviderLeaseID: id, State: want, Evidence: op.String() + " accepted"}
-		if lie == LieForeignID {
-			r = drivers.Receipt{ProviderLeaseID: id + "-other", State: want, Confirmed: true, ConfirmedAt: now, Evidence: "read back " + id + "-other"}
+		switch lie {
+		case LieForeignID:
+			r = drivers.Receipt{ProviderLeaseID: id + "-other", State: want, Confirmed: true, EvidenceKind: drivers.EvidenceProvider, ConfirmedAt: now, Evidence: "read back " + id + "-other"}
+		case LieRunnerAttested:
+			r = drivers.Receipt{ProviderLeaseID: id, State: want, Confirmed: true, EvidenceKind: drivers.EvidenceRunnerAttested, ConfirmedAt: now, Evidence: "the runner says its tasks ended"}
 		}
 		return r, nil
 	}
 	if !ok {
-		return drivers.Receipt{ProviderLeaseID: id, State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: now, Evidence: "sandbox not found at provider"}, nil
+		return drivers.Receipt{ProviderLeaseID: id, State: drivers.StateDestroyed, Confirmed: true, EvidenceKind: drivers.EvidenceProvider, ConfirmedAt: now, Evidence: "sandbox not found at provider"}, nil
 	}
 	b.kill()
 	switch {
@@ -418,7 +421,7 @@ func (d *Driver) terminate(id string, disp drivers.Disposition) (drivers.Receipt
 	default:
 		b.state = drivers.StateStopped
 	}
-	return drivers.Receipt{ProviderLeaseID: id, State: b.state, Confirmed: true, ConfirmedAt: now, Evidence: "state read back: " + string(b.state)}, nil
+	return drivers.Receipt{ProviderLeaseID: id, State: b.state, Confirmed: true, EvidenceKind: drivers.EvidenceProvider, ConfirmedAt: now, Evidence: "state read back: " + string(b.state)}, nil
 }
 
 // DeleteTemplate deletes a captured snapshot (or an image) of this provider;

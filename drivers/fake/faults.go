@@ -88,6 +88,10 @@ const (
 	// LieForeignID returns a confirmed receipt for a different provider
 	// lease id.
 	LieForeignID
+	// LieRunnerAttested returns a confirmed receipt for the sandbox in the
+	// requested state whose evidence is only the runner's word
+	// (drivers.EvidenceRunnerAttested), and leaves the sandbox running.
+	LieRunnerAttested
 )
 
 // Inject adds a fault. It is safe to call while the driver is in use.

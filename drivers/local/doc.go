@@ -24,4 +24,23 @@
 // Closing the ingress stops no runner. Release with Stop or Destroy ends every marked process
 // (SIGTERM, then SIGKILL; survivors make the receipt unconfirmed), although
 // they left the session's process groups, and removes the directory.
+//
+// Stop evidence (PRP-6): Release's receipt is drivers.EvidenceTagScan
+// (berth's own check of the session's process groups and of the runners'
+// mark). Where the login account is root and the host has a writable
+// cgroup2 mount, drivers.LaunchRunnerByExec starts the runner, and so its
+// tasks, in a cgroup of the lease's own, which the lease manager's release
+// check kills, sees empty and removes (drivers.EvidenceCgroup). Without a
+// cgroup, a task that double-forks and re-executes with a cleared
+// environment (env -i) carries neither the lease's tag nor the runner's
+// mark: it evades the tag scan and keeps running after the release, and
+// the lease's receipt says so.
+//
+// Isolation: none between leases. Every local lease's commands and runner
+// tasks run as the berth host process's own user, in reach of everything
+// that user can read and write: the other leases' workspaces, runner state
+// and processes, and berth's own files (a SQLite store file, envctl's key
+// file, the output sink's files). Use the local driver for trusted work
+// only; for agents, use a sandbox driver (Docker, Daytona), or SSH with an
+// account per company or agent, with berth's data outside its reach.
 package local

@@ -16,7 +16,8 @@ import (
 // running and needs no proof. Stop and Destroy kill every process group the
 // session started (SIGKILL), wait until no process of them is left (zombies
 // do not count), and return a confirmed StateDestroyed receipt with the
-// evidence "session closed, N processes ended". If processes survive the
+// evidence "session closed, N processes ended" (drivers.EvidenceTagScan:
+// the groups and the runners' mark checked by berth, not the runner). If processes survive the
 // grace period or ctx ends first, Release returns an unconfirmed receipt and
 // an error, and may be called again. A second successful Release returns
 // drivers.ErrReleased. The host itself is never touched. Every
@@ -83,7 +84,7 @@ func (s *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.R
 	clear(s.groups)
 	s.mu.Unlock()
 	return drivers.Receipt{
-		ProviderLeaseID: s.id, State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: time.Now(),
+		ProviderLeaseID: s.id, State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: time.Now(), EvidenceKind: drivers.EvidenceTagScan,
 		Evidence: fmt.Sprintf("session closed, %d processes ended", ended) + runnerEvidence(runners),
 	}, nil
 }

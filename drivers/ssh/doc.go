@@ -100,6 +100,31 @@
 // every marked process of the login user (SIGTERM, then SIGKILL; survivors
 // make the receipt unconfirmed) and removes the lease directory.
 //
+// Stop evidence (PRP-6): Release's receipt is drivers.EvidenceTagScan
+// (berth's own check of the session's process groups and of the runners'
+// mark). Where the login account is root and the host has a writable
+// cgroup2 mount, drivers.LaunchRunnerByExec starts the runner, and so its
+// tasks, in a cgroup of the lease's own, which the lease manager's release
+// check kills, sees empty and removes (drivers.EvidenceCgroup). Without a
+// cgroup, a task that double-forks and re-executes with a cleared
+// environment (env -i) carries neither the lease's tag nor the runner's
+// mark: it evades the tag scan and keeps running after the release, and
+// the lease's receipt says so.
+//
+// Isolation: none between leases of one account. Every lease of an
+// environment runs as its configured login user, so one lease's tasks can
+// read, write and signal every other lease's workspace, runner state and
+// processes on that account, and anything of berth's that the account can
+// reach (a SQLite store file, envctl's key file or the output sink, when
+// they are on that host in the account's reach). HostRunner re-sums the
+// cached runner binary each time, but a same-account task can replace it
+// between that check and the exec. An operator gives each company, or
+// each agent, an account of its own (one environment per account), keeps
+// berth's data outside that account's reach. The cgroup evidence needs a
+// root login today, whose tasks run as root too and could leave the cgroup
+// (or do anything else on the host): a root login is for trusted work; an
+// unprivileged account gets the tag scan, with its evasion.
+//
 // Secrets: the private key never appears in errors, logs, String or %#v of
 // any value of this package; parse errors of the key are replaced by fixed
 // reasons.

@@ -259,6 +259,7 @@ func (sb *sandbox) endSession(ctx context.Context, procs []*process) (drivers.Re
 	r.State = drivers.StateDestroyed
 	r.Confirmed = true
 	r.ConfirmedAt = time.Now()
+	r.EvidenceKind = drivers.EvidenceTagScan // berth's group and tag check over its own control channel
 	if len(groups) == 0 {
 		r.Evidence = "session ended; no command of the lease was running and no process carries the lease's tag"
 	} else {

@@ -297,6 +297,9 @@ func printLeaseDetails(w io.Writer, l *lease.Lease) {
 	}
 	if l.Cleanup != lease.CleanupNone {
 		fmt.Fprintf(w, "  cleanup: %s", l.Cleanup)
+		if l.CleanupEvidenceKind != drivers.EvidenceNone {
+			fmt.Fprintf(w, " by %s", l.CleanupEvidenceKind)
+		}
 		if l.CleanupEvidence != "" {
 			fmt.Fprintf(w, " (%s)", l.CleanupEvidence)
 		}

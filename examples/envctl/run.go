@@ -182,7 +182,7 @@ type runReport struct {
 	Events   []controller.StoredEvent `json:"events"`
 	Exit     *prp.Exit                `json:"exit,omitempty"`
 	Stopped  bool                     `json:"stopped"`
-	Proofs   []prp.StopProof          `json:"proofs,omitempty"`
+	Proofs   []controller.Proof       `json:"proofs,omitempty"`
 	Receipt  *lease.Lease             `json:"receipt,omitempty"`
 	ExitCode int                      `json:"exitCode"`
 }
@@ -223,6 +223,9 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 		rep.Receipt = l
 		if l != nil && !g.json {
 			fmt.Fprintf(g.stderr, "envctl: lease %s %s, cleanup %s", l.ID, l.Status, dash(string(l.Cleanup)))
+			if l.CleanupEvidenceKind != drivers.EvidenceNone {
+				fmt.Fprintf(g.stderr, " by %s", l.CleanupEvidenceKind)
+			}
 			if l.CleanupEvidence != "" {
 				fmt.Fprintf(g.stderr, " (%s)", l.CleanupEvidence)
 			}
@@ -339,7 +342,10 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 		rep.Proofs = proofs
 		for _, p := range proofs {
 			if !g.json {
-				fmt.Fprintf(g.stderr, "envctl: stop proof of task %s: complete %t, methods %s, survivors %v", p.TaskID, p.Complete, strings.Join(p.Methods, "+"), p.Survivors)
+				// The runner's proof is its word (runner_attested), never
+				// "verified": the lease's release below checks from outside.
+				fmt.Fprintf(g.stderr, "envctl: stop proof of task %s, attested by the runner (%s): complete %t, methods %s, survivors %v",
+					p.TaskID, p.Evidence, p.Complete, strings.Join(p.Methods, "+"), p.Survivors)
 				if len(p.Failed) > 0 {
 					fmt.Fprintf(g.stderr, ", checks that could not run %v", p.Failed)
 				}

@@ -78,7 +78,7 @@ func TestRunInRealTargets(t *testing.T) {
 				t.Errorf("stdout %q, want the task's bytes exactly", out)
 			}
 			wantContains(t, "stderr", errOut, "to-stderr", "installing the runner", "connecting...",
-				"cleanup confirmed (runner: 1 task(s) of 1 runner session(s) stopped and verified")
+				"cleanup confirmed by", "(runner (runner_attested): 1 task(s) of 1 runner session(s) stopped, attested by the runner")
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -98,7 +98,11 @@ func TestRunInRealTargets(t *testing.T) {
 			if exitCode(err) != 130 {
 				t.Fatalf("run = %v (exit %d), want 130 after Ctrl-C\nstderr:\n%s", err, exitCode(err), errW.String())
 			}
-			wantContains(t, "stderr", errW.String(), "stop proof of task", "complete true", "survivors []", "cleanup confirmed (runner: 1 task(s)")
+			wantContains(t, "stderr", errW.String(), "stop proof of task", "attested by the runner (runner_attested): complete true", "survivors []",
+				"cleanup confirmed by", "(runner (runner_attested): 1 task(s)")
+			if strings.Contains(errW.String(), "verified") {
+				t.Errorf("stderr calls a runner's proof verified:\n%s", errW.String())
+			}
 			if l := left(marker); len(l) > 0 {
 				t.Errorf("processes of the task left after Ctrl-C: %v", l)
 			}

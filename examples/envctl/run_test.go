@@ -70,7 +70,7 @@ func TestRunStreamsOutputAndExitsWithTheTasksCode(t *testing.T) {
 		t.Errorf("stdout = %q, want the task's bytes exactly", out)
 	}
 	wantContains(t, "stderr", errOut, "to-stderr", "installing the runner", "launching the runner", "connecting...", "connected",
-		"released, cleanup confirmed (runner: 1 task(s) of 1 runner session(s) stopped and verified")
+		"released, cleanup confirmed by provider (runner (runner_attested): 1 task(s) of 1 runner session(s) stopped, attested by the runner")
 	if strings.Contains(out, "envctl:") {
 		t.Errorf("progress went to stdout: %q", out)
 	}
@@ -105,8 +105,14 @@ func TestRunCtrlCStopsTheTaskWithProof(t *testing.T) {
 	if exitCode(err) != 130 {
 		t.Fatalf("run = %v (exit %d), want 130 after Ctrl-C\nstderr:\n%s", err, exitCode(err), errW.String())
 	}
-	wantContains(t, "stderr", errW.String(), "interrupted: stopping task", "stop proof of task", "complete true", "methods "+prp.MethodGroup+"+"+prp.MethodProcTag, "survivors []",
-		"released, cleanup confirmed (runner: 1 task(s) of 1 runner session(s) stopped and verified", "1 of them by an earlier stop")
+	wantContains(t, "stderr", errW.String(), "interrupted: stopping task", "stop proof of task", "attested by the runner (runner_attested): complete true",
+		"methods "+prp.MethodGroup+"+"+prp.MethodProcTag, "survivors []",
+		"released, cleanup confirmed by provider (runner (runner_attested): 1 task(s) of 1 runner session(s) stopped, attested by the runner", "1 of them by an earlier stop")
+	// The runner's proof is its word: nothing the runner reported is
+	// called verified (issue 22 item 3).
+	if strings.Contains(errW.String(), "verified") {
+		t.Errorf("stderr calls a runner's proof verified:\n%s", errW.String())
+	}
 	if left := processesWith(marker); len(left) > 0 {
 		t.Errorf("processes of the task left after Ctrl-C: %v", left)
 	}

@@ -22,7 +22,7 @@ const leaseColumns = `id, company, environment_id, workspace, run, status, polic
 	acquired_at, last_used_at, expires_at, released_at,
 	failure_reason, cleanup, cleanup_disposition, after_cleanup, cleanup_attempts, cleanup_evidence,
 	fingerprint, reuse_key, run_key, replaces, replace_reason, uses,
-	config, labels, metadata, claimed_by, claimed_until, holder, holder_until, draft, version`
+	config, labels, metadata, claimed_by, claimed_until, holder, holder_until, draft, cleanup_evidence_kind, version`
 
 // leasePlaceholders has one ? per column of leaseColumns.
 var leasePlaceholders = strings.TrimSuffix(strings.Repeat("?, ", strings.Count(leaseColumns, ",")+1), ", ")
@@ -66,14 +66,14 @@ func leaseArgs(l *lease.Lease, version int64) ([]any, error) {
 		nanos(l.AcquiredAt), nanos(l.LastUsedAt), nanos(l.ExpiresAt), nanos(l.ReleasedAt),
 		l.FailureReason, string(l.Cleanup), int64(l.CleanupDisposition), string(l.AfterCleanup), int64(l.CleanupAttempts), l.CleanupEvidence,
 		l.Fingerprint, nullText(l.ReuseKey), nullText(l.RunKey), l.Replaces, string(l.ReplaceReason), int64(l.Uses),
-		config, labels, metadata, l.ClaimedBy, nanos(l.ClaimedUntil), l.Holder, nanos(l.HolderUntil), l.Draft, version,
+		config, labels, metadata, l.ClaimedBy, nanos(l.ClaimedUntil), l.Holder, nanos(l.HolderUntil), l.Draft, string(l.CleanupEvidenceKind), version,
 	}, nil
 }
 
 // scanLease reads one row of leaseColumns.
 func scanLease(s scanner) (*lease.Lease, error) {
 	var l lease.Lease
-	var status, policy, cleanup, afterCleanup, replaceReason string
+	var status, policy, cleanup, afterCleanup, replaceReason, evidenceKind string
 	var disposition, attempts, uses int64
 	var acquired, lastUsed, expires, released, claimedUntil, holderUntil sql.NullInt64
 	var reuseKey, runKey, config, labels, metadata sql.NullString
@@ -81,7 +81,7 @@ func scanLease(s scanner) (*lease.Lease, error) {
 		&acquired, &lastUsed, &expires, &released,
 		&l.FailureReason, &cleanup, &disposition, &afterCleanup, &attempts, &l.CleanupEvidence,
 		&l.Fingerprint, &reuseKey, &runKey, &l.Replaces, &replaceReason, &uses,
-		&config, &labels, &metadata, &l.ClaimedBy, &claimedUntil, &l.Holder, &holderUntil, &l.Draft, &l.Version); err != nil {
+		&config, &labels, &metadata, &l.ClaimedBy, &claimedUntil, &l.Holder, &holderUntil, &l.Draft, &evidenceKind, &l.Version); err != nil {
 		return nil, err
 	}
 	l.Status, l.Policy = lease.Status(status), lease.Policy(policy)
@@ -90,6 +90,7 @@ func scanLease(s scanner) (*lease.Lease, error) {
 	l.CleanupAttempts, l.Uses = int(attempts), int(uses)
 	l.ReuseKey, l.RunKey = reuseKey.String, runKey.String
 	l.ReplaceReason = lease.ReplaceReason(replaceReason)
+	l.CleanupEvidenceKind = drivers.EvidenceKind(evidenceKind)
 	l.ClaimedUntil, l.HolderUntil = fromNanos(claimedUntil), fromNanos(holderUntil)
 	if err := fromJSONText(config, &l.Config); err != nil {
 		return nil, fmt.Errorf("lease %s: config: %w", l.ID, err)

@@ -83,6 +83,15 @@ func (components) Lease() Component {
 				// Retention prunes ended leases by release time.
 				`CREATE INDEX leases_status_released ON leases (status, released_at)`,
 			},
+		}, {
+			Version: 4,
+			Name:    "cleanup evidence kinds",
+			SQL: []string{
+				// What a confirmed cleanup stands on (PRP-6, LEASE-7):
+				// provider, cgroup or tag_scan; '' for none (kept, or
+				// recorded before this migration: its text says which).
+				`ALTER TABLE leases ADD COLUMN cleanup_evidence_kind TEXT NOT NULL DEFAULT ''`,
+			},
 		}},
 	}
 }

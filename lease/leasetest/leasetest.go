@@ -100,6 +100,7 @@ func testRoundTrip(t *testing.T, s lease.Store) {
 	in.ExpiresAt = t0.Add(time.Hour)
 	in.FailureReason = "why"
 	in.Cleanup, in.CleanupDisposition, in.AfterCleanup = lease.CleanupPending, drivers.Stop, lease.StatusReleased
+	in.CleanupEvidence, in.CleanupEvidenceKind = "cgroup emptied", drivers.EvidenceCgroup
 	in.Replaces, in.ReplaceReason, in.Uses = "l0", lease.ReplaceIdentityMismatch, 3
 	in.ClaimedBy, in.ClaimedUntil = "o", t0.Add(time.Minute)
 	holder, err := s.InsertLease(ctx, in)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/prp"
 )
@@ -116,16 +117,31 @@ func (c *Controller) Wait(ctx context.Context, p environment.Principal, session,
 	}
 }
 
+// Proof is a task's stop proof as the controller reports it: the runner's
+// StopProof and the evidence it stands on. A proof that comes from the
+// runner alone is drivers.EvidenceRunnerAttested: the runner runs inside
+// the sandbox, whose tasks may impersonate it, so the proof is attested,
+// not verified from outside (PRP-6, CONVENTIONS 25). Only a lease
+// release (its provider's confirmation, the lease's cgroup or berth's own
+// tag scan) proves from outside that nothing is left.
+type Proof struct {
+	prp.StopProof
+	// Evidence names what the proof stands on.
+	Evidence drivers.EvidenceKind `json:"evidence"`
+}
+
 // StopAndVerify authorizes p on session, stops every task the session
 // started (task.stop with grace, each under a fresh command id) and
-// returns the runner's proofs, one per task, in start order. A proof counts
+// returns the runner's proofs, one per task, in start order, each with
+// Evidence drivers.EvidenceRunnerAttested: the runner's word, which never
+// ends a lease alone (release the lease for a proof from outside). A proof counts
 // only if it is complete, names no survivor and no failed check, and both
 // the group check and the tag scan ran. If a proof does not count or a stop
 // was refused, it returns the proofs with an error
 // wrapping ErrProofIncomplete naming the tasks: the lease must stay pending
 // cleanup (PRP-6). Tasks whose start was rejected (nothing ran) are
 // skipped. ctx bounds the wait for the runner.
-func (c *Controller) StopAndVerify(ctx context.Context, p environment.Principal, session string, grace time.Duration) ([]prp.StopProof, error) {
+func (c *Controller) StopAndVerify(ctx context.Context, p environment.Principal, session string, grace time.Duration) ([]Proof, error) {
 	s, err := c.session(ctx, p, session)
 	if err != nil {
 		return nil, err
@@ -155,7 +171,7 @@ func (c *Controller) StopAndVerify(ctx context.Context, p environment.Principal,
 			return nil, err
 		}
 	}
-	var proofs []prp.StopProof
+	var proofs []Proof
 	var bad []error
 	for i, task := range tasks {
 		res, err := c.Wait(ctx, p, s.ID, ids[i])
@@ -166,10 +182,10 @@ func (c *Controller) StopAndVerify(ctx context.Context, p environment.Principal,
 		case res.Proof == nil:
 			bad = append(bad, fmt.Errorf("task %s: stop %s (%s): no proof", task, res.Status, res.Code))
 		case !verified(*res.Proof):
-			proofs = append(proofs, *res.Proof)
+			proofs = append(proofs, Proof{StopProof: *res.Proof, Evidence: drivers.EvidenceRunnerAttested})
 			bad = append(bad, fmt.Errorf("task %s: survivors %v, checks that could not run %v", task, res.Proof.Survivors, res.Proof.Failed))
 		default:
-			proofs = append(proofs, *res.Proof)
+			proofs = append(proofs, Proof{StopProof: *res.Proof, Evidence: drivers.EvidenceRunnerAttested})
 		}
 	}
 	if len(bad) > 0 {
@@ -178,9 +194,10 @@ func (c *Controller) StopAndVerify(ctx context.Context, p environment.Principal,
 	return proofs, nil
 }
 
-// verified reports whether p proves the stop: complete, no survivor, no
-// check that failed, and both checks that work without cgroups ran. A
-// runner's "complete" alone is not trusted.
+// verified reports whether the runner's p attests the stop: complete, no
+// survivor, no check that failed, and both checks that work without
+// cgroups ran. A runner's "complete" alone is not trusted; even a proof
+// that passes is only attested (drivers.EvidenceRunnerAttested).
 func verified(p prp.StopProof) bool {
 	return p.Complete && len(p.Survivors) == 0 && len(p.Failed) == 0 &&
 		slices.Contains(p.Methods, prp.MethodGroup) && slices.Contains(p.Methods, prp.MethodProcTag)

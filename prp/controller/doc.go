@@ -32,7 +32,9 @@
 //
 //   - dispatch.go: StartTask, StopTask, Wait and StopAndVerify: commands on
 //     a contiguous seq with idempotent ids, scoped to the session's lease
-//     and run.
+//     and run. StopAndVerify's Proof values are the runner's proofs with
+//     Evidence runner_attested: checked for completeness, but the runner's
+//     word (PRP-6), which never ends a lease alone.
 //
 //   - events.go: event intake (stored durably, acked cumulatively after the
 //     write), bounded (issue 22): output only of tasks whose task.start is
@@ -79,11 +81,12 @@
 //     (RunnerIngress.LogTail, MaxAttachLogTail); RunnerSpecFromFile.
 //
 //   - leasehook.go: the Controller is the lease manager's
-//     lease.TaskStopper: StopTasks stops and verifies every task of every
+//     lease.TaskStopper: StopTasks stops and checks every task of every
 //     holder session of a lease before its sandbox is released (sessions
-//     the holder did not mint are not waited on; tasks already
-//     proven stopped are not asked again), LeaseEnded closes the lease's
-//     ingress server.
+//     the holder did not mint are not waited on; tasks already proven
+//     stopped are not asked again; the report is runner_attested, so the
+//     lease still needs the sandbox's or the host's own proof), LeaseEnded
+//     closes the lease's ingress server.
 //
 // Durability of events, what is synced when: the connection's reader
 // writes each event's output bytes to the sink as it arrives (not synced)

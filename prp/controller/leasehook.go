@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 )
@@ -21,8 +22,9 @@ var _ lease.TaskStopper = (*Controller)(nil)
 // task session of lease that the holder's Attach created (Session.Holder;
 // probe sessions run none, and the tasks of sessions other tickets created
 // were not given by the holder: the release never waits on them) and
-// verifies each stop
-// as StopAndVerify does (a proof counts only if complete, with no survivor
+// checks each stop as StopAndVerify does; the report's evidence is
+// drivers.EvidenceRunnerAttested, which the lease manager never takes
+// alone to end the lease (a proof counts only if complete, with no survivor
 // and no failed check, and both the group check and the tag scan ran). A
 // task whose stop is already verified in the store (an earlier StopTasks or
 // StopAndVerify) is not stopped again, so a retry after a partial failure
@@ -65,7 +67,8 @@ func (c *Controller) StopTasks(ctx context.Context, leaseID string) (lease.TaskS
 	if len(errs) > 0 {
 		return rep, fmt.Errorf("controller: stop the tasks of lease %s: %w", leaseID, errors.Join(errs...))
 	}
-	rep.Evidence = fmt.Sprintf("%d task(s) of %d runner session(s) stopped and verified by the runner (process group and tag scan)", rep.Tasks, rep.Sessions)
+	rep.EvidenceKind = drivers.EvidenceRunnerAttested
+	rep.Evidence = fmt.Sprintf("%d task(s) of %d runner session(s) stopped, attested by the runner (its process group and tag checks)", rep.Tasks, rep.Sessions)
 	if earlier > 0 {
 		rep.Evidence += fmt.Sprintf(", %d of them by an earlier stop", earlier)
 	}

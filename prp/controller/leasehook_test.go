@@ -132,8 +132,11 @@ func TestReleaseStopsAndVerifiesTheRunnersTasksFirst(t *testing.T) {
 	if l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
 		t.Errorf("lease %s %s, want released confirmed", l.Status, l.Cleanup)
 	}
-	if !strings.HasPrefix(l.CleanupEvidence, "runner: 1 task(s) of 1 runner session(s) stopped and verified") {
+	if !strings.HasPrefix(l.CleanupEvidence, "runner (runner_attested): 1 task(s) of 1 runner session(s) stopped, attested by the runner") {
 		t.Errorf("evidence %q, want the runner's proof first", l.CleanupEvidence)
+	}
+	if l.CleanupEvidenceKind != drivers.EvidenceProvider {
+		t.Errorf("evidence kind %q, want provider (the sandbox's destroy), never the runner's attestation", l.CleanupEvidenceKind)
 	}
 	if left := tagged("t-release"); len(left) > 0 {
 		t.Errorf("processes of t-release left after the release: %v", left)
@@ -223,7 +226,7 @@ func TestAnIncompleteProofLeavesTheLeasePendingAndTheSweepRetries(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != lease.StatusReleased || got.Cleanup != lease.CleanupConfirmed || !strings.HasPrefix(got.CleanupEvidence, "runner: 1 task(s)") {
+	if got.Status != lease.StatusReleased || got.Cleanup != lease.CleanupConfirmed || !strings.HasPrefix(got.CleanupEvidence, "runner (runner_attested): 1 task(s)") {
 		t.Errorf("after the sweep: %s/%s evidence %q, want released, confirmed with the runner's proof", got.Status, got.Cleanup, got.CleanupEvidence)
 	}
 }
@@ -269,6 +272,60 @@ func TestAnUnreachableRunnerLeavesTheLeasePendingAndTheSweepDestroys(t *testing.
 	}
 	if st, ok := w.fk.State(h.SandboxID()); ok && st != drivers.StateDestroyed {
 		t.Errorf("the sandbox is %s after the sweep, want destroyed", st)
+	}
+}
+
+// PRP-6, issue 22 item 3: a perfect stop proof from the runner (here a
+// task impersonating it could have sent it) is only attested: while the
+// provider does not confirm the sandbox's destroy, the lease stays
+// pending_cleanup and names no evidence; the sweep ends it on the
+// provider's confirmation, and the receipt says which evidence is which.
+func TestARunnerAttestedProofAloneNeverEndsALease(t *testing.T) {
+	t.Parallel()
+	w := newLeaseWorld(t, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h := w.acquire(t)
+	rawRunnerFunc(t, w.s, func() prp.StopProof {
+		return prp.StopProof{Methods: []string{prp.MethodGroup, prp.MethodProcTag}, Survivors: []int{}, Complete: true, VerifiedAt: time.Now().UTC()}
+	})
+	session := waitSession(t, w.s)
+	if _, err := w.s.c.StartTask(ctx, leaseOperator, session, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, w.s, session, "c1")
+	proofs, err := w.s.c.StopAndVerify(ctx, leaseOperator, session, time.Second)
+	if err != nil || len(proofs) != 1 {
+		t.Fatalf("StopAndVerify = %+v, %v; want one proof", proofs, err)
+	}
+	if proofs[0].Evidence != drivers.EvidenceRunnerAttested || proofs[0].Evidence.Ends() {
+		t.Errorf("proof evidence %q, want runner_attested, which ends no lease", proofs[0].Evidence)
+	}
+
+	w.fk.FakeStop(h.SandboxID(), fake.LieUnconfirmed)
+	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	if !errors.Is(err, lease.ErrCleanupPending) {
+		t.Fatalf("Release = %v, want ErrCleanupPending: the runner's word alone is no proof", err)
+	}
+	if l.Status != lease.StatusPendingCleanup || l.Cleanup != lease.CleanupPending || l.CleanupEvidenceKind != drivers.EvidenceNone {
+		t.Errorf("lease %s/%s evidence %q, want pending_cleanup with no evidence", l.Status, l.Cleanup, l.CleanupEvidenceKind)
+	}
+	if st, ok := w.fk.State(h.SandboxID()); !ok || st != drivers.StateRunning {
+		t.Errorf("sandbox state %v (exists %t); want it still running", st, ok)
+	}
+
+	w.fk.ClearFaults()
+	if rep, err := w.m.Sweep(ctx, leaseOperator); err != nil || rep.CleanedUp != 1 {
+		t.Fatalf("Sweep = %+v, %v; want the pending cleanup done", rep, err)
+	}
+	got, err := w.m.Get(ctx, leaseOperator, h.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Cleanup != lease.CleanupConfirmed || got.CleanupEvidenceKind != drivers.EvidenceProvider ||
+		!strings.Contains(got.CleanupEvidence, "runner_attested") {
+		t.Errorf("after the sweep: %s evidence %s %q, want confirmed by the provider, the runner's part named runner_attested",
+			got.Cleanup, got.CleanupEvidenceKind, got.CleanupEvidence)
 	}
 }
 
