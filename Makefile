@@ -100,9 +100,10 @@ $(INDEXDB):
 
 # The database is built from the OSV reports the vulndb module ships under
 # data/osv (the module is in the module cache once indexdb is installed).
-# indexdb is order-only: one rebuilt for another toolchain makes the same
-# database.
-$(VULNDB)/index/db.json: | $(INDEXDB)
+# The database does not depend on the toolchain, so indexdb is installed only
+# when the database is built (a new toolchain does not rebuild either).
+$(VULNDB)/index/db.json:
+	@$(MAKE) --no-print-directory $(INDEXDB)
 	@set -e; \
 	src=$$(cd $(TOOLS) && $(GO) mod download -json golang.org/x/vulndb@$(VULNDB_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
 	test -d "$$src/data/osv" || { echo "golang.org/x/vulndb@$(VULNDB_VERSION) has no data/osv"; exit 1; }; \
