@@ -1,6 +1,7 @@
 # berth — build and test.
 #
-#   make test       installs what the tests need (Debian packages), runs
+#   make test       installs what the tests need (Debian packages), builds
+#                   with the machine's own Go (GOTOOLCHAIN=local), runs
 #                   staticcheck and govulncheck, then the whole suite against
 #                   the real components with -race.
 #   make lint       staticcheck at a pinned version.
@@ -14,20 +15,33 @@ APT_PKGS  := openssh-server openssh-client procps busybox-static postgresql dash
 FUZZTIME  ?= 5s
 TEST_ACCOUNT := berthtest
 
+# The Go toolchain berth is built, checked and tested with. Every go command
+# below runs with it (exported); the first one fetches it through the Go
+# module proxy when it is not in the module cache yet. go.mod keeps `go 1.26`
+# so adopters on Go 1.26 still compile: build-local checks that with the
+# machine's own Go.
+export GOTOOLCHAIN := go1.27.3
+GOVERSION := $(shell GOTOOLCHAIN=$(GOTOOLCHAIN) $(GO) env GOVERSION)
+ifeq ($(GOVERSION),)
+$(error cannot run $(GO) with GOTOOLCHAIN=$(GOTOOLCHAIN): see go's message above)
+endif
+
 # Pinned tools, installed from the Go module proxy into TOOLS once per version
-# and kept there (a run with everything cached installs nothing).
+# and Go toolchain and kept there (a run with everything cached installs
+# nothing; a tool built by one Go version is rebuilt for another, since it
+# type-checks with its own go/types and standard library).
 TOOLS               ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/berth-tools
 STATICCHECK_VERSION := v0.8.2
 GOVULNCHECK_VERSION := v1.9.0
 VULNDB_VERSION      := v0.0.0-20261105234957-e22db6528018
-STATICCHECK         := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
-GOVULNCHECK         := $(TOOLS)/govulncheck-$(GOVULNCHECK_VERSION)/govulncheck
-INDEXDB             := $(TOOLS)/indexdb-$(VULNDB_VERSION)/indexdb
+STATICCHECK         := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)-$(GOVERSION)/staticcheck
+GOVULNCHECK         := $(TOOLS)/govulncheck-$(GOVULNCHECK_VERSION)-$(GOVERSION)/govulncheck
+INDEXDB             := $(TOOLS)/indexdb-$(VULNDB_VERSION)-$(GOVERSION)/indexdb
 VULNDB              := $(TOOLS)/vulndb-$(VULNDB_VERSION)
 
-.PHONY: test prereqs build vet lint vulncheck fuzz bench
+.PHONY: test prereqs build build-local vet lint vulncheck fuzz bench
 
-test: prereqs lint vulncheck
+test: prereqs build-local lint vulncheck
 	BERTH_REQUIRE_REAL=1 $(GO) test -race -timeout 30m ./...
 	$(MAKE) --no-print-directory fuzz
 
@@ -57,6 +71,12 @@ prereqs:
 build:
 	$(GO) build ./...
 
+# build-local compiles with the machine's own Go instead of GOTOOLCHAIN: the
+# language and standard library go.mod promises adopters (`go 1.26`).
+build-local:
+	GOTOOLCHAIN=local $(GO) version
+	GOTOOLCHAIN=local $(GO) build ./...
+
 vet:
 	$(GO) vet ./...
 
@@ -80,7 +100,10 @@ $(INDEXDB):
 
 # The database is built from the OSV reports the vulndb module ships under
 # data/osv (the module is in the module cache once indexdb is installed).
-$(VULNDB)/index/db.json: $(INDEXDB)
+# The database does not depend on the toolchain, so indexdb is installed only
+# when the database is built (a new toolchain does not rebuild either).
+$(VULNDB)/index/db.json:
+	@$(MAKE) --no-print-directory $(INDEXDB)
 	@set -e; \
 	src=$$(cd $(TOOLS) && $(GO) mod download -json golang.org/x/vulndb@$(VULNDB_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
 	test -d "$$src/data/osv" || { echo "golang.org/x/vulndb@$(VULNDB_VERSION) has no data/osv"; exit 1; }; \

@@ -203,7 +203,9 @@ func jsonError(err error) error {
 	case errors.As(err, &syn):
 		return &FieldError{Reason: fmt.Sprintf("malformed JSON at byte %d: %s", syn.Offset, syn.Error()), Err: ErrInvalid}
 	case errors.As(err, &typ):
-		field := typ.Field
+		// The top-level field only: Go 1.27 adds a map's key ("env.A"),
+		// which Go 1.26 does not, and a key is the caller's data.
+		field, _, _ := strings.Cut(typ.Field, ".")
 		if field == "" {
 			got, _, _ := strings.Cut(typ.Value, " ")
 			return &FieldError{Reason: fmt.Sprintf("malformed JSON: want an object, got %s", got), Err: ErrInvalid}
