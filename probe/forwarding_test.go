@@ -63,13 +63,14 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				c, err := controller.New(&controller.Options{Signer: signer, Store: &controller.MemoryStore{}, DataDir: t.TempDir()})
+				lstore := lease.NewMemoryStore()
+				c, err := controller.New(&controller.Options{Signer: signer, Store: &controller.MemoryStore{}, Leases: lstore, DataDir: t.TempDir()})
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { c.Close() })
 				bin, sum := testenv.RunnerBinarySum(t)
-				leases := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get, Assignments: asg, Tasks: c})
+				leases := lease.NewManager(lstore, reg, &lease.Options{Secrets: secrets.Get, Assignments: asg, Tasks: c})
 				rp := New(cat, reg, leases, qualification.NewMemoryStore(), &Options{Runner: &RunnerProbe{Controller: c,
 					Spec: func() (drivers.RunnerSpec, error) { return drivers.RunnerSpec{Binary: bin, SHA256: sum}, nil }}})
 				rres, err := rp.Probe(ctx, admin, v.ID, Request{Company: "acme", Runner: true})

@@ -11,7 +11,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -247,6 +249,26 @@ func hostedProcesses(mark string) []int {
 	return out
 }
 
+// procStart returns the start time of pid (field 22 of /proc/PID/stat,
+// clock ticks since boot) while it runs and is not a zombie; ok is false
+// once it is gone, a zombie, or unreadable.
+func procStart(pid int) (start string, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return "", false
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state)
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
+		return "", false
+	}
+	return f[19], true
+}
+
 // endRunners ends the runners the lease launched and everything that
 // carries their mark: SIGTERM (a runner stops its tasks and exits), then
 // SIGKILL after half the grace period, until none is left or the grace
@@ -257,6 +279,15 @@ func (s *sandbox) endRunners(ctx context.Context, mark string) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
+	// A process in its exit has no environment to read any more: the ones
+	// found first count until they are gone or zombies (the same process:
+	// its start time, so that a reused pid is not waited for).
+	starts := map[int]string{}
+	for _, pid := range pids {
+		if st, ok := procStart(pid); ok {
+			starts[pid] = st
+		}
+	}
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 	}
@@ -264,7 +295,13 @@ func (s *sandbox) endRunners(ctx context.Context, mark string) (int, error) {
 	killed := false
 	for {
 		left := hostedProcesses(mark)
-		if len(left) == 0 {
+		exiting := 0
+		for pid, st := range starts {
+			if now, ok := procStart(pid); ok && now == st && !slices.Contains(left, pid) {
+				exiting++
+			}
+		}
+		if len(left) == 0 && exiting == 0 {
 			return n, nil
 		}
 		if !killed && time.Since(start) > s.d.grace/2 {
@@ -274,7 +311,7 @@ func (s *sandbox) endRunners(ctx context.Context, mark string) (int, error) {
 			killed = true
 		}
 		if ctx.Err() != nil || time.Since(start) > s.d.grace {
-			return n, fmt.Errorf("local: release %s: %d runner processes still running: %w", s.id, len(left), drivers.ErrTimeout)
+			return n, fmt.Errorf("local: release %s: %d runner processes still running: %w", s.id, len(left)+exiting, drivers.ErrTimeout)
 		}
 		select {
 		case <-ctx.Done():
