@@ -87,46 +87,9 @@ func (sb *sandbox) start(ctx context.Context, script string, cmd drivers.Command
 	if err != nil {
 		return nil, err
 	}
-	for attempt := 1; ; attempt++ {
-		p, err := sb.startOn(ctx, rel, script, cmd, stdout, stderr, o)
-		if !errors.Is(err, errNotStarted) || attempt == maxStartAttempts {
-			if err != nil {
-				rel()
-			}
-			return p, err
-		}
-		sb.c.p.log.Info("ssh: the server closed a new session before answering its request; opening another", "addr", sb.t.addr(), "attempt", attempt)
-	}
-}
-
-// maxStartAttempts bounds how often start opens a new session after the
-// server closed one before it answered the session's first request.
-const maxStartAttempts = 8
-
-// errNotStarted marks a start whose session the server closed before it
-// answered a request with a reply (the pty or the exec): nothing ran, since
-// a server answers a session's requests in order and would have answered
-// the exec before closing a channel whose command it started. Dropbear
-// 2022.83 closes a just-opened session channel now and then while other
-// channels of the connection end, so start opens another.
-var errNotStarted = errors.New("the server closed the session before it answered")
-
-// startFailure is the error of a session request (what) that failed with
-// err: transient, and marked errNotStarted when the channel ended without
-// an answer (x/crypto reports that as io.EOF). err's text is kept, not
-// wrapped.
-func (sb *sandbox) startFailure(what string, err error) error {
-	if errors.Is(err, io.EOF) {
-		return fmt.Errorf("ssh %s@%s: %s: %w: %w: %v", sb.t.user, sb.t.addr(), what, drivers.ErrTransient, errNotStarted, err)
-	}
-	return fmt.Errorf("ssh %s@%s: %s: %w: %v", sb.t.user, sb.t.addr(), what, drivers.ErrTransient, err)
-}
-
-// startOn opens a session on the slot rel holds and starts script on it;
-// on error the session is closed and the slot kept (start gives it back).
-func (sb *sandbox) startOn(ctx context.Context, rel func(), script string, cmd drivers.Command, stdout, stderr io.Writer, o startOpts) (*process, error) {
 	sess, err := sb.c.session(ctx)
 	if err != nil {
+		rel()
 		return nil, err
 	}
 	if stdout == nil {
@@ -140,7 +103,8 @@ func (sb *sandbox) startOn(ctx context.Context, rel func(), script string, cmd d
 		modes := xssh.TerminalModes{xssh.ECHO: 1, xssh.TTY_OP_ISPEED: 38400, xssh.TTY_OP_OSPEED: 38400}
 		if err := sess.RequestPty(o.pty.term, o.pty.rows, o.pty.cols, modes); err != nil {
 			sess.Close()
-			return nil, sb.startFailure("requesting a pty", err)
+			rel()
+			return nil, fmt.Errorf("ssh %s@%s: requesting a pty: %w: %v", sb.t.user, sb.t.addr(), drivers.ErrTransient, err)
 		}
 	} else {
 		p.sniff = newSniffer(stderr)
@@ -154,19 +118,30 @@ func (sb *sandbox) startOn(ctx context.Context, rel func(), script string, cmd d
 		w, err := sess.StdinPipe()
 		if err != nil {
 			sess.Close()
+			rel()
 			return nil, fmt.Errorf("ssh %s: stdin: %w", sb.t.addr(), err)
 		}
 		p.stdin = w
 	}
 	if !sb.track(p) {
 		sess.Close()
+		rel()
 		return nil, sb.errReleased()
 	}
 	p.started = time.Now()
 	if err := sess.Start(script); err != nil {
 		sb.untrack(p)
 		sess.Close()
-		return nil, sb.startFailure("starting command", err)
+		rel()
+		if errors.Is(err, io.EOF) {
+			// The server closed the session without answering the exec.
+			// A conforming server ran nothing, but Dropbear before
+			// mkj/dropbear#326 may have started it all the same
+			// (startCommand starts it again only behind a claim; the
+			// lease's tag finds it at release).
+			return nil, fmt.Errorf("ssh %s@%s: starting command: %w: %w: %v", sb.t.user, sb.t.addr(), drivers.ErrTransient, errUnanswered, err)
+		}
+		return nil, fmt.Errorf("ssh %s@%s: starting command: %w: %v", sb.t.user, sb.t.addr(), drivers.ErrTransient, err)
 	}
 	if p.stdin != nil {
 		drivers.CopyStdin(p.stdin, cmd.Stdin, p.done)

@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	xssh "golang.org/x/crypto/ssh"
-
 	"github.com/berthdev/berth/drivers"
 )
 
@@ -97,12 +95,53 @@ func (sb *sandbox) startCommand(ctx context.Context, cmd drivers.Command, stdout
 		dir = strings.TrimSuffix(sb.cwd, "/") + "/" + cmd.Dir
 	}
 	tag := sb.nextTag()
-	script, err := execScript(dir, cmd.Env, cmd.Argv, false, tag)
-	if err != nil {
-		return nil, err
+	for attempt := 1; ; attempt++ {
+		// On Dropbear each start claims a path first, so that a start
+		// whose session the server closed unanswered is started again only
+		// once the driver holds that claim: the first session's command
+		// (which Dropbear may run all the same) then never runs.
+		claim := ""
+		if sb.c.dropbear() {
+			claim = claimPath(tag, attempt)
+		}
+		script, err := execScript(dir, cmd.Env, cmd.Argv, false, tag, claim)
+		if err != nil {
+			return nil, err
+		}
+		p, err := sb.start(ctx, sb.c.command(script), cmd, stdout, stderr, startOpts{tag: tag})
+		if err == nil || claim == "" || !errors.Is(err, errUnanswered) || attempt == maxStartAttempts {
+			return p, err
+		}
+		if !sb.c.stealClaim(ctx, claim) {
+			return nil, fmt.Errorf("%w (its claim %s is taken: it started)", err, claim)
+		}
+		sb.d.log.Info("ssh: the server closed a session before it answered its exec; its command cannot run now, starting it again", "addr", sb.t.addr(), "attempt", attempt)
 	}
-	script = sb.c.command(script)
-	return sb.start(ctx, script, cmd, stdout, stderr, startOpts{tag: tag})
+}
+
+// maxStartAttempts bounds how often startCommand starts a command again
+// after the server closed its session unanswered (Dropbear only).
+const maxStartAttempts = 5
+
+// errUnanswered marks a start whose session the server closed before it
+// answered the exec (x/crypto's io.EOF): Dropbear before mkj/dropbear#326
+// may still run such a command.
+var errUnanswered = errors.New("the server closed the session before it answered (the command may have started)")
+
+// dropbear reports whether the server says it is Dropbear.
+func (c *conn) dropbear() bool {
+	c.mu.Lock()
+	cl := c.client
+	c.mu.Unlock()
+	return cl != nil && strings.HasPrefix(strings.ToLower(string(cl.ServerVersion())), "ssh-2.0-dropbear")
+}
+
+// stealClaim makes the start claim path on the server over the control
+// channel; true only when this call made it (so the command whose script
+// claims path can no longer run).
+func (c *conn) stealClaim(ctx context.Context, path string) bool {
+	out, code, err := c.control(ctx, "mkdir "+shQuote(path)+" 2>/dev/null && echo claimed")
+	return err == nil && code == 0 && strings.TrimSpace(out) == "claimed"
 }
 
 // run executes a driver-built script (no pgid marker) and collects output.
@@ -155,29 +194,16 @@ func (c *conn) control(ctx context.Context, script string) (string, int, error) 
 		return "", -1, err
 	}
 	defer rel()
-	var (
-		s   *xssh.Session
-		out bytes.Buffer
-	)
-	for attempt := 1; ; attempt++ {
-		if s, err = c.session(ctx); err != nil {
-			return "", -1, err
-		}
-		s.Stdout = &out
-		if err = s.Start(c.command(script)); err == nil {
-			break
-		}
-		s.Close()
-		// A channel that ended before its exec was answered ran nothing
-		// (errNotStarted): open another.
-		if !errors.Is(err, io.EOF) || attempt == maxStartAttempts || ctx.Err() != nil {
-			return "", -1, fmt.Errorf("ssh %s@%s: control command: %w: %v", c.t.user, c.t.addr(), drivers.ErrTransient, err)
-		}
+	s, err := c.session(ctx)
+	if err != nil {
+		return "", -1, err
 	}
 	defer s.Close()
+	var out bytes.Buffer
+	s.Stdout = &out
 	stop := context.AfterFunc(ctx, func() { _ = s.Close() })
 	defer stop()
-	err = s.Wait()
+	err = s.Run(c.command(script))
 	code, _, werr := exitOf(err)
 	if werr != nil {
 		if ctx.Err() != nil {
@@ -248,6 +274,11 @@ func (sb *sandbox) endSession(ctx context.Context, procs []*process) (drivers.Re
 	}
 	if err := sb.killLease(ctx, groups); err != nil {
 		return r, err
+	}
+	if sb.c.dropbear() {
+		// The lease's start claims (startCommand): best effort, they hold
+		// nothing but their names.
+		_, _, _ = sb.c.control(ctx, "rm -rf -- "+claimDir+"/"+claimPrefix+shQuote(sb.nonce)+"-*")
 	}
 	for _, p := range procs {
 		select {

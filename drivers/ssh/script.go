@@ -82,7 +82,12 @@ func pathExpr(p, base string) string {
 // absolute path or "") with env, tagged with tag (leaseTagEnv). An empty
 // argv runs the login user's shell as a login shell. On a pty (pty=true)
 // the marker goes to the terminal, the only output stream.
-func execScript(dir string, env map[string]string, argv []string, pty bool, tag string) (string, error) {
+//
+// claim, if not empty, is a path the script claims with mkdir before
+// anything else: when it cannot make it because it exists (the driver
+// claimed it first, see conn.stealClaim), the script exits 0 and runs
+// nothing; when it cannot make it at all, it runs as without a claim.
+func execScript(dir string, env map[string]string, argv []string, pty bool, tag, claim string) (string, error) {
 	if len(argv) > 0 && argv[0] == "" {
 		return "", errors.New("ssh: empty command")
 	}
@@ -90,6 +95,9 @@ func execScript(dir string, env map[string]string, argv []string, pty bool, tag 
 		return "", errors.New("ssh: empty command")
 	}
 	var b strings.Builder
+	if claim != "" {
+		b.WriteString("if ! mkdir " + shQuote(claim) + " 2>/dev/null && [ -d " + shQuote(claim) + " ]; then exit 0; fi; ")
+	}
 	b.WriteString(pgidDetect + `if [ "$g" = "$$" ]; then g=$$; else g=0; fi; printf '` + pgidPrefix + `%s\n' "$g"`)
 	if !pty {
 		b.WriteString(" >&2")
@@ -116,6 +124,19 @@ func execScript(dir string, env map[string]string, argv []string, pty bool, tag 
 		}
 	}
 	return groupWrap(b.String()), nil
+}
+
+// claimDir is where the start claims of a Dropbear lease live: one
+// directory per command start, named claimPrefix + the command's tag and
+// the attempt, removed at release.
+const claimDir = "/tmp"
+
+// claimPrefix begins the name of every start claim.
+const claimPrefix = ".berth-claim-"
+
+// claimPath is the start claim of attempt of the command tagged tag.
+func claimPath(tag string, attempt int) string {
+	return claimDir + "/" + claimPrefix + tag + "-" + strconv.Itoa(attempt)
 }
 
 // groupWrap runs script as the leader of its own process group: as it is

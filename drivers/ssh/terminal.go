@@ -37,7 +37,7 @@ func (sb *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest
 		}
 	}
 	tag := sb.nextTag()
-	script, err := execScript(dir, req.Env, req.Argv, true, tag)
+	script, err := execScript(dir, req.Env, req.Argv, true, tag, "")
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,9 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -261,4 +263,39 @@ func TestWrappedScriptsForOtherLoginShells(t *testing.T) {
 		t.Fatalf("wrapped exec: %v %+v", err, res)
 	}
 	cancelStreamedTree(t, sb)
+}
+
+// A start claim (Dropbear, startCommand): the script runs its command only
+// when it makes the claim itself; once the driver holds the claim, the
+// script of the unanswered session runs nothing; where no claim can be
+// made at all it runs as without one.
+func TestExecScriptClaim(t *testing.T) {
+	dir := t.TempDir()
+	ran := filepath.Join(dir, "ran")
+	run := func(claim string) string {
+		t.Helper()
+		_ = os.Remove(ran)
+		script, err := execScript("", nil, []string{"sh", "-c", `echo yes > "$0"`, ran}, false, "n-1", claim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("/bin/sh", "-c", script).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		b, _ := os.ReadFile(ran)
+		return string(b)
+	}
+	claim := filepath.Join(dir, "claim-1")
+	if got := run(claim); got != "yes\n" {
+		t.Fatalf("unclaimed: the command did not run (%q)", got)
+	}
+	if _, err := os.Stat(claim); err != nil {
+		t.Fatalf("the script did not make its claim: %v", err)
+	}
+	if got := run(claim); got != "" {
+		t.Fatalf("claimed by someone else: the command ran (%q)", got)
+	}
+	if got := run(filepath.Join(dir, "no-such-dir", "claim")); got != "yes\n" {
+		t.Fatalf("a claim that cannot be made: the command did not run (%q)", got)
+	}
 }
