@@ -74,9 +74,9 @@ type Process interface {
 	// cancelling the context given to Start (or Signal) ends the process
 	// tree.
 	Wait(ctx context.Context) (*Result, error)
-	// Signal sends sig, one of Signals (in a form ParseSignal reads), to
-	// the whole process group; another name is an error wrapping
-	// ErrUnsupported. Signalling a process that already ended is not an
+	// Signal sends sig, one of driverkit.Signals (in a form
+	// driverkit.ParseSignal reads), to the whole process group; another
+	// name is an error wrapping ErrUnsupported. Signalling a process that already ended is not an
 	// error.
 	Signal(ctx context.Context, sig string) error
 	// CloseStdin closes the process's standard input.
@@ -189,6 +189,9 @@ type RunnerHost interface {
 	// the driver prepares at creation.
 	HostRunner(ctx context.Context, spec RunnerSpec) (RunnerIngress, error)
 }
+
+// MaxRunnerLogTail is the most RunnerIngress.LogTail returns.
+const MaxRunnerLogTail = 64 << 10
 
 // RunnerIngress is a runner installed in a sandbox and its way back to
 // the berth host. As a net.Listener it yields, on the host, each

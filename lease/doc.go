@@ -101,7 +101,7 @@
 // CleanupEvidence starts with "runner (runner_attested): ..." for the
 // runner's part, and CleanupEvidenceKind names what the cleanup stands on:
 // provider, cgroup (the host check emptied and removed the lease's runner
-// cgroup, drivers.CgroupKillScript) or tag_scan; never the runner's
+// cgroup, driverkit.CgroupKillScript) or tag_scan; never the runner's
 // attestation alone. A keep release's receipt says it stopped nothing.
 //
 // Coalescing (LEASE-8, LEASE-10): acquisitions of one reuse key, or of one

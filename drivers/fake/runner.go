@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/prp/runner"
 )
 
@@ -155,7 +156,7 @@ func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 	if log == nil {
 		return nil, nil
 	}
-	return log.tail(drivers.ClampLogTail(limit)), nil
+	return log.tail(driverkit.ClampLogTail(limit)), nil
 }
 
 // tailLog is an io.Writer that keeps the last drivers.MaxRunnerLogTail

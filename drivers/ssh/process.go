@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 	xssh "golang.org/x/crypto/ssh"
 )
 
@@ -169,7 +170,7 @@ func (sb *sandbox) startOn(ctx context.Context, rel func(), script string, cmd d
 		return nil, sb.startFailure("starting command", err)
 	}
 	if p.stdin != nil {
-		drivers.CopyStdin(p.stdin, cmd.Stdin, p.done)
+		driverkit.CopyStdin(p.stdin, cmd.Stdin, p.done)
 	}
 	p.stop = context.AfterFunc(ctx, func() { p.cancel(ctx.Err()) })
 	go p.wait()
@@ -341,12 +342,12 @@ func (p *process) result() (*drivers.Result, error) {
 	}
 }
 
-// Signal sends sig, one of drivers.Signals (as drivers.ParseSignal reads
+// Signal sends sig, one of driverkit.Signals (as driverkit.ParseSignal reads
 // it; another name is an error wrapping drivers.ErrUnsupported), to the
 // command's whole process group on the server. A process that already
 // ended is not an error.
 func (p *process) Signal(ctx context.Context, sig string) error {
-	sig, err := drivers.ParseSignal(sig)
+	sig, err := driverkit.ParseSignal(sig)
 	if err != nil {
 		return fmt.Errorf("ssh %s: %w", p.sb.id, err)
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -107,7 +108,7 @@ func (r *runnerRig) launch(t *testing.T) (session, ticket string) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		if t.Failed() {
-			b, _ := os.ReadFile(r.stateDir("lease-1") + "/" + drivers.RunnerLogName)
+			b, _ := os.ReadFile(r.stateDir("lease-1") + "/" + driverkit.RunnerLogName)
 			t.Logf("runner.log:\n%s", b)
 		}
 	})
@@ -484,7 +485,7 @@ func TestReleaseEndsRunnersAndRemovesTheLeaseDirectory(t *testing.T) {
 	}
 	res, err := sb.Exec(ctx, drivers.Command{
 		Argv: []string{"sh", "-c", `setsid sleep 300 </dev/null >/dev/null 2>&1 &`},
-		Env:  map[string]string{drivers.RunnerMarkEnv: sb.nonce},
+		Env:  map[string]string{driverkit.RunnerMarkEnv: sb.nonce},
 	})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("start the escapee: %v, %+v", err, res)
@@ -532,9 +533,9 @@ func TestReleaseEndsRunnersAndRemovesTheLeaseDirectory(t *testing.T) {
 }
 
 // markedPIDs returns the live processes whose environment holds the entry
-// drivers.RunnerMarkEnv=nonce.
+// driverkit.RunnerMarkEnv=nonce.
 func markedPIDs(nonce string) []int {
-	want := []byte("\x00" + drivers.RunnerMarkEnv + "=" + nonce + "\x00")
+	want := []byte("\x00" + driverkit.RunnerMarkEnv + "=" + nonce + "\x00")
 	ents, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range ents {

@@ -15,6 +15,7 @@ import (
 	xssh "golang.org/x/crypto/ssh"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 )
 
 // Workspace is implemented by every sandbox the ssh driver returns: a read
@@ -71,8 +72,8 @@ func (sb *sandbox) Cwd() string { return sb.cwd }
 // command's whole process group is killed on the server before Exec returns
 // an error wrapping ctx.Err(). After Release it returns drivers.ErrReleased.
 func (sb *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
-	out := drivers.NewOutputBuffer(cmd.Limit())
-	errb := drivers.NewOutputBuffer(cmd.Limit())
+	out := driverkit.NewOutputBuffer(cmd.Limit())
+	errb := driverkit.NewOutputBuffer(cmd.Limit())
 	p, err := sb.startCommand(ctx, cmd, out, errb)
 	if err != nil {
 		return nil, err
@@ -107,8 +108,8 @@ func (sb *sandbox) startCommand(ctx context.Context, cmd drivers.Command, stdout
 
 // run executes a driver-built script (no pgid marker) and collects output.
 func (sb *sandbox) run(ctx context.Context, script string, cmd drivers.Command) (*drivers.Result, error) {
-	out := drivers.NewOutputBuffer(cmd.Limit())
-	errb := drivers.NewOutputBuffer(cmd.Limit())
+	out := driverkit.NewOutputBuffer(cmd.Limit())
+	errb := driverkit.NewOutputBuffer(cmd.Limit())
 	p, err := sb.start(ctx, script, cmd, out, errb, startOpts{raw: true})
 	if err != nil {
 		return nil, err
