@@ -190,6 +190,12 @@ type RunnerHost interface {
 	HostRunner(ctx context.Context, spec RunnerSpec) (RunnerIngress, error)
 }
 
+// UnixScheme prefixes a controller URL that names a unix socket rather
+// than a host: "unix:/run/berth/prp.sock", the form of
+// RunnerIngress.Endpoint for an ingress that sends no IP traffic. The
+// runner (prp/runner) reads it in its --controller flag.
+const UnixScheme = "unix:"
+
 // MaxRunnerLogTail is the most RunnerIngress.LogTail returns.
 const MaxRunnerLogTail = 64 << 10
 
@@ -204,7 +210,7 @@ type RunnerIngress interface {
 	net.Listener
 	// Endpoint is the controller URL a runner in the sandbox dials, as
 	// its --controller flag: "unix:" and an absolute socket path in the
-	// sandbox (prp/runner.UnixScheme), or an absolute http(s) URL.
+	// sandbox (UnixScheme), or an absolute http(s) URL.
 	Endpoint() string
 	// Launch starts the installed runner detached from the driver's
 	// connection (in its own session, its output to a log file in its

@@ -21,7 +21,6 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/driverkit"
-	"github.com/berthdev/berth/prp/runner"
 )
 
 // Where a container acquired with AcquireRequest.Runner finds berth's
@@ -43,7 +42,7 @@ const (
 )
 
 // runnerEndpoint is the --controller value of a runner in the container.
-const runnerEndpoint = runner.UnixScheme + RunnerSocketDir + "/" + RunnerSocketName
+const runnerEndpoint = drivers.UnixScheme + RunnerSocketDir + "/" + RunnerSocketName
 
 // hostDirName is the name, in a container's host directory, of the
 // directory mounted at RunnerSocketDir.

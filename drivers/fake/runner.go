@@ -70,7 +70,7 @@ type ingress struct {
 var _ drivers.RunnerIngress = (*ingress)(nil)
 
 // Endpoint returns "unix:" and the socket's path.
-func (in *ingress) Endpoint() string { return runner.UnixScheme + in.sock }
+func (in *ingress) Endpoint() string { return drivers.UnixScheme + in.sock }
 
 func (in *ingress) closed() bool {
 	in.mu.Lock()

@@ -35,10 +35,6 @@ import (
 // (SIGTERM, then SIGKILL) and then removes the directory. Closing the
 // ingress stops no runner.
 
-// unixScheme is prp/runner.UnixScheme (a test keeps them equal); the driver
-// does not import the runner.
-const unixScheme = "unix:"
-
 // ingressSocketName is the socket's name in the lease's runner directory.
 const ingressSocketName = "prp.sock"
 
@@ -154,7 +150,7 @@ type ingress struct {
 var _ drivers.RunnerIngress = (*ingress)(nil)
 
 // Endpoint returns "unix:" and the socket's path.
-func (in *ingress) Endpoint() string { return unixScheme + in.sock }
+func (in *ingress) Endpoint() string { return drivers.UnixScheme + in.sock }
 
 // Close closes the listener, which removes the socket. It stops no
 // runner; a second Close does nothing.

@@ -53,10 +53,6 @@ import (
 // inherited by its tasks); Release ends every marked process of the login
 // user (SIGTERM, then SIGKILL) and removes the lease directory.
 
-// unixScheme is prp/runner.UnixScheme (a test keeps them equal); the driver
-// does not import the runner.
-const unixScheme = "unix:"
-
 // ingressSocketName is the socket's name in the lease directory.
 const ingressSocketName = "prp.sock"
 
@@ -332,7 +328,7 @@ func (in *ingress) Endpoint() string {
 	if in.tcp != "" {
 		return "http://" + in.tcp
 	}
-	return unixScheme + in.sock
+	return drivers.UnixScheme + in.sock
 }
 
 // Addr returns the socket's path on the server, or the TCP address on its

@@ -28,16 +28,8 @@ import (
 	"github.com/berthdev/berth/lease/leasetest"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
-	"github.com/berthdev/berth/prp/runner"
 	xssh "golang.org/x/crypto/ssh"
 )
-
-// The driver's own copy of the scheme stays prp/runner's.
-func TestUnixSchemeIsTheRunners(t *testing.T) {
-	if unixScheme != runner.UnixScheme {
-		t.Errorf("unixScheme = %q, want runner.UnixScheme %q", unixScheme, runner.UnixScheme)
-	}
-}
 
 var runnerOperator = environment.Principal{ID: "op-1", Role: environment.RoleAgent, Companies: []string{"co-1"}}
 
@@ -139,7 +131,7 @@ func (r *runnerRig) waitSession(t *testing.T, not string) string {
 // runnerPIDs returns the live processes whose argv is a runner dialing
 // the socket sock.
 func runnerPIDs(sock string) []int {
-	return livePIDsWith("\x00--controller\x00" + unixScheme + sock + "\x00")
+	return livePIDsWith("\x00--controller\x00" + drivers.UnixScheme + sock + "\x00")
 }
 
 // PRP over SSH: a real runner, uploaded and launched through the ingress,
