@@ -191,7 +191,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	keeper := environment.NewSecretKeeper(st, secrets, logger)
 	// One Authorizer decides for the catalog, the assignments and the lease
 	// manager (which asks the assignments' Authorizer).
-	sys.Assignments = environment.NewAssignments(st, st, reg, &environment.AssignmentOptions{
+	sys.Assignments = environment.NewAssignments(st, st, reg, &environment.Options{
 		TestMode:   o.TestMode,
 		Authorizer: o.Authorizer,
 		Logger:     o.Logger,

@@ -246,10 +246,3 @@ type ConfigNarrower interface {
 type AvailabilityReporter interface {
 	Availability() error
 }
-
-// Closer (io.Closer) is an optional interface that may be implemented by a
-// Driver. Close releases what the driver holds for its whole life (engine
-// clients, pooled connections); sandboxes obtained before must not be used
-// afterwards. Registry.Close calls it once per driver. If a Driver does not
-// implement io.Closer, it holds nothing that needs closing.
-type Closer = io.Closer

@@ -72,9 +72,13 @@ func SandboxImplemented(sb Sandbox) Set {
 	return s
 }
 
-// CloseDriver closes d when it implements io.Closer (see Closer) and
-// returns its error wrapped with the driver's name; otherwise it does
-// nothing and returns nil.
+// CloseDriver closes d when it implements io.Closer and returns its error
+// wrapped with the driver's name; otherwise it does nothing and returns
+// nil. io.Closer is an optional interface that may be implemented by a
+// Driver: Close releases what the driver holds for its whole life (engine
+// clients, pooled connections); sandboxes obtained before must not be used
+// afterwards. A Driver that does not implement it holds nothing that needs
+// closing.
 func CloseDriver(d Driver) error {
 	c, ok := d.(io.Closer)
 	if !ok {
