@@ -114,7 +114,7 @@
 // (AcquireRequest.Draft, Lease.Draft) is removed once its cleanup is proven
 // (PRB-4); an unproven one stays pending_cleanup until a release or Sweep
 // proves it. Records of ended leases (Lease.Ended) are kept, receipt
-// included, for Options.Retention after their release, then pruned by a
+// included, for Options.PruneAfter after their release, then pruned by a
 // Sweep. Sweeps (Store.ClaimForSweep), EnvironmentUsage (Filter.Live) and
 // pruning read the SQL stores through indexes on status, so their cost
 // follows the live leases, not the history.

@@ -191,7 +191,7 @@ func (w *world) options() *lease.Options {
 		Rand:          func() float64 { return 0 },
 		NewID:         func() string { return fmt.Sprintf("L%d", w.ids.Add(1)) },
 		LeaseTTL:      leaseTTL,
-		RetainTTL:     retainTTL,
+		ResumableTTL:  retainTTL,
 		ClaimGrace:    claimGrace,
 		CleanupBudget: cleanupB,
 		RetryInitial:  100 * time.Millisecond,
