@@ -212,9 +212,15 @@ func AsRunnerHost(sb Sandbox, narrowed Set) (RunnerHost, error) {
 	return sandboxAs[RunnerHost](sb, narrowed, CapRunnerIngress)
 }
 
-// AsHealthChecker returns d as a HealthChecker, and false when d's provider
-// has no health of its own (see HealthChecker).
-func AsHealthChecker(d Driver) (HealthChecker, bool) {
+// AsHealthChecker returns d as a HealthChecker when d implements it, else
+// an error wrapping ErrUnsupported that names the driver: its provider has
+// no health of its own (see HealthChecker). Health is no capability, so
+// unlike the other As* helpers it reads neither the declaration nor
+// Available.
+func AsHealthChecker(d Driver) (HealthChecker, error) {
 	hc, ok := d.(HealthChecker)
-	return hc, ok
+	if !ok {
+		return nil, fmt.Errorf("driver %q: no provider health of its own: %w", d.Name(), ErrUnsupported)
+	}
+	return hc, nil
 }
