@@ -12,6 +12,7 @@ import (
 
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/internal/testenv"
@@ -112,7 +113,7 @@ func TestHostLeaseReceiptsNameTheirEvidence(t *testing.T) {
 			}
 			switch tg.want {
 			case drivers.EvidenceCgroup:
-				if !strings.Contains(l.CleanupEvidence, "cgroup ") || !strings.Contains(l.CleanupEvidence, "/"+drivers.CgroupParent+"/"+h.ID()) {
+				if !strings.Contains(l.CleanupEvidence, "cgroup ") || !strings.Contains(l.CleanupEvidence, "/"+driverkit.CgroupParent+"/"+h.ID()) {
 					t.Errorf("receipt %q does not name the lease's cgroup", l.CleanupEvidence)
 				}
 				if alive(pid) {

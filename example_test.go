@@ -2,8 +2,8 @@ package berth_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/drivers"
@@ -69,7 +69,7 @@ func Example() {
 
 	// An agent may not lease by id.
 	_, err = sys.Leases.Acquire(ctx, agent, lease.AcquireRequest{Company: "acme", EnvironmentID: view.ID})
-	fmt.Println(strings.Contains(err.Error(), "permission denied"))
+	fmt.Println(errors.Is(err, environment.ErrDenied))
 	// Output:
 	// hello
 	// released confirmed <nil>

@@ -52,10 +52,10 @@ type Options struct {
 	// crashed acquisition and swept (LEASE-9). Default
 	// lease.DefaultClaimGrace.
 	ClaimGrace time.Duration
-	// LeaseRetention is how long the record of an ended lease (with its
+	// LeasePruneAfter is how long the record of an ended lease (with its
 	// cleanup receipt) is kept before a sweep prunes it. Default
-	// lease.DefaultRetention; negative keeps records forever.
-	LeaseRetention time.Duration
+	// lease.DefaultPruneAfter; negative keeps records forever.
+	LeasePruneAfter time.Duration
 	// Probe configures the Prober (stage deadlines, progress). Default:
 	// probe's defaults.
 	Probe *probe.Options
@@ -191,7 +191,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	keeper := environment.NewSecretKeeper(st, secrets, logger)
 	// One Authorizer decides for the catalog, the assignments and the lease
 	// manager (which asks the assignments' Authorizer).
-	sys.Assignments = environment.NewAssignments(st, st, reg, &environment.AssignmentOptions{
+	sys.Assignments = environment.NewAssignments(st, st, reg, &environment.Options{
 		TestMode:   o.TestMode,
 		Authorizer: o.Authorizer,
 		Logger:     o.Logger,
@@ -201,7 +201,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		InstanceID:   o.InstanceID,
 		Logger:       o.Logger,
 		ClaimGrace:   o.ClaimGrace,
-		Retention:    o.LeaseRetention,
+		PruneAfter:   o.LeasePruneAfter,
 		Secrets:      secrets.Get,
 		SecretKeeper: keeper,
 		Assignments:  sys.Assignments,

@@ -25,22 +25,12 @@
 // (fingerprints), and which are knobs or metadata. Secret handling
 // (Redact, PlainSecrets, Partition, ResolveSecrets) is in secrets.go.
 //
-// Helpers for driver implementations (output.go): OutputBuffer applies
-// Command.OutputLimit, AwaitDone makes a Wait honour its context, and
-// CopyStdin feeds Command.Stdin without outliving the process. For runner
-// ingress (runnerlaunch.go), LaunchRunnerByExec starts the runner detached
-// through two Execs (the ticket in a 0600 file, never in an argv), its
-// output appended to runner.log in its state directory, and
-// RunnerLogTailByExec reads that log's end (tail -c) for
-// RunnerIngress.LogTail, which the controller puts in its error when a
-// runner never says hello. Signals and
-// ParseSignal (signal.go) are the one signal set Process.Signal accepts on
-// every driver.
+// Helpers for driver implementations (output buffers, stdin copying,
+// the signal set, runner launch by Exec, the per-lease cgroup scripts) are
+// in package drivers/driverkit; a host composing berth never needs them.
 //
 // EvidenceKind (evidence.go) names what a receipt or stop proof stands on
-// (PRP-6: provider, cgroup, tag_scan, runner_attested). Where a host
-// account can make one, LaunchRunnerByExec starts the runner in a cgroup of
-// the lease's own, which CgroupKillScript (cgroup.go) ends from outside.
+// (PRP-6: provider, cgroup, tag_scan, runner_attested).
 //
 // Errors (errors.go) are sentinels that every driver wraps with context;
 // CodeOf maps them to the stable codes of probe results and API errors.

@@ -74,9 +74,9 @@ type Process interface {
 	// cancelling the context given to Start (or Signal) ends the process
 	// tree.
 	Wait(ctx context.Context) (*Result, error)
-	// Signal sends sig, one of Signals (in a form ParseSignal reads), to
-	// the whole process group; another name is an error wrapping
-	// ErrUnsupported. Signalling a process that already ended is not an
+	// Signal sends sig, one of driverkit.Signals (in a form
+	// driverkit.ParseSignal reads), to the whole process group; another
+	// name is an error wrapping ErrUnsupported. Signalling a process that already ended is not an
 	// error.
 	Signal(ctx context.Context, sig string) error
 	// CloseStdin closes the process's standard input.
@@ -190,6 +190,15 @@ type RunnerHost interface {
 	HostRunner(ctx context.Context, spec RunnerSpec) (RunnerIngress, error)
 }
 
+// UnixScheme prefixes a controller URL that names a unix socket rather
+// than a host: "unix:/run/berth/prp.sock", the form of
+// RunnerIngress.Endpoint for an ingress that sends no IP traffic. The
+// runner (prp/runner) reads it in its --controller flag.
+const UnixScheme = "unix:"
+
+// MaxRunnerLogTail is the most RunnerIngress.LogTail returns.
+const MaxRunnerLogTail = 64 << 10
+
 // RunnerIngress is a runner installed in a sandbox and its way back to
 // the berth host. As a net.Listener it yields, on the host, each
 // connection a runner in the sandbox made to Endpoint; the host serves the
@@ -201,7 +210,7 @@ type RunnerIngress interface {
 	net.Listener
 	// Endpoint is the controller URL a runner in the sandbox dials, as
 	// its --controller flag: "unix:" and an absolute socket path in the
-	// sandbox (prp/runner.UnixScheme), or an absolute http(s) URL.
+	// sandbox (UnixScheme), or an absolute http(s) URL.
 	Endpoint() string
 	// Launch starts the installed runner detached from the driver's
 	// connection (in its own session, its output to a log file in its
@@ -237,10 +246,3 @@ type ConfigNarrower interface {
 type AvailabilityReporter interface {
 	Availability() error
 }
-
-// Closer (io.Closer) is an optional interface that may be implemented by a
-// Driver. Close releases what the driver holds for its whole life (engine
-// clients, pooled connections); sandboxes obtained before must not be used
-// afterwards. Registry.Close calls it once per driver. If a Driver does not
-// implement io.Closer, it holds nothing that needs closing.
-type Closer = io.Closer

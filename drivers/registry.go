@@ -48,7 +48,7 @@ func (r *Registry) Lookup(name string) (Driver, error) {
 }
 
 // Close closes every registered driver that implements io.Closer (see
-// Closer), in name order, once: later calls do nothing and return nil. It
+// CloseDriver), in name order, once: later calls do nothing and return nil. It
 // returns the joined errors of the drivers that failed, each naming its
 // driver. The registry itself stays usable for lookups and listings.
 func (r *Registry) Close() error {

@@ -72,9 +72,13 @@ func SandboxImplemented(sb Sandbox) Set {
 	return s
 }
 
-// CloseDriver closes d when it implements io.Closer (see Closer) and
-// returns its error wrapped with the driver's name; otherwise it does
-// nothing and returns nil.
+// CloseDriver closes d when it implements io.Closer and returns its error
+// wrapped with the driver's name; otherwise it does nothing and returns
+// nil. io.Closer is an optional interface that may be implemented by a
+// Driver: Close releases what the driver holds for its whole life (engine
+// clients, pooled connections); sandboxes obtained before must not be used
+// afterwards. A Driver that does not implement it holds nothing that needs
+// closing.
 func CloseDriver(d Driver) error {
 	c, ok := d.(io.Closer)
 	if !ok {
@@ -208,9 +212,15 @@ func AsRunnerHost(sb Sandbox, narrowed Set) (RunnerHost, error) {
 	return sandboxAs[RunnerHost](sb, narrowed, CapRunnerIngress)
 }
 
-// AsHealthChecker returns d as a HealthChecker, and false when d's provider
-// has no health of its own (see HealthChecker).
-func AsHealthChecker(d Driver) (HealthChecker, bool) {
+// AsHealthChecker returns d as a HealthChecker when d implements it, else
+// an error wrapping ErrUnsupported that names the driver: its provider has
+// no health of its own (see HealthChecker). Health is no capability, so
+// unlike the other As* helpers it reads neither the declaration nor
+// Available.
+func AsHealthChecker(d Driver) (HealthChecker, error) {
 	hc, ok := d.(HealthChecker)
-	return hc, ok
+	if !ok {
+		return nil, fmt.Errorf("driver %q: no provider health of its own: %w", d.Name(), ErrUnsupported)
+	}
+	return hc, nil
 }

@@ -227,3 +227,21 @@ func TestSandboxCapabilitiesComeFromTheLiveSandbox(t *testing.T) {
 		t.Errorf("resolution called I/O methods %d times", n)
 	}
 }
+
+type healthDriver struct{ countingDriver }
+
+func (d *healthDriver) Endpoint(drivers.Config) string                    { return "engine" }
+func (d *healthDriver) CheckHealth(context.Context, drivers.Config) error { return nil }
+
+// AsHealthChecker has the shape of the other As* helpers: the interface or
+// an error wrapping ErrUnsupported that names the driver.
+func TestAsHealthChecker(t *testing.T) {
+	hd := &healthDriver{countingDriver{name: "healthy"}}
+	if hc, err := drivers.AsHealthChecker(hd); err != nil || hc.Endpoint(nil) != "engine" {
+		t.Errorf("AsHealthChecker(health driver) = %v, %v; want the driver", hc, err)
+	}
+	hc, err := drivers.AsHealthChecker(&countingDriver{name: "plain"})
+	if !errors.Is(err, drivers.ErrUnsupported) || hc != nil || !strings.Contains(err.Error(), `"plain"`) {
+		t.Errorf("AsHealthChecker(plain driver) = %v, %v; want nil and an ErrUnsupported naming the driver", hc, err)
+	}
+}

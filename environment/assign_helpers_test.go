@@ -61,10 +61,10 @@ func newAsgFixtureOn(t testing.TB, envs environment.Store, bindings environment.
 	reg := assignRegistry()
 	f := &asgFixture{envs: envs, bindings: bindings, ids: map[string]string{}, clock: clock.NewFake(t0)}
 	testDrivers := []string{"lean", "down"}
-	f.asg = environment.NewAssignments(bindings, envs, reg, &environment.AssignmentOptions{
+	f.asg = environment.NewAssignments(bindings, envs, reg, &environment.Options{
 		TestMode: true, TestDrivers: testDrivers, Clock: f.clock,
 	})
-	f.strict = environment.NewAssignments(bindings, envs, reg, &environment.AssignmentOptions{TestDrivers: testDrivers})
+	f.strict = environment.NewAssignments(bindings, envs, reg, &environment.Options{TestDrivers: testDrivers})
 	var mu sync.Mutex
 	n := 0
 	opts := &environment.Options{

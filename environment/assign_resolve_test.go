@@ -366,7 +366,7 @@ func ExampleAssignments_Resolve() {
 	ctx := context.Background()
 	reg := assignRegistry()
 	envs := environment.NewMemoryStore()
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.AssignmentOptions{TestMode: true})
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
 	n := 0
 	cat := environment.NewCatalog(envs, reg, environment.NewMemorySecretStore(), &environment.Options{
 		TestMode: true, UsageReporters: []environment.UsageReporter{asg},

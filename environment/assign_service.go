@@ -11,12 +11,6 @@ import (
 	"github.com/berthdev/berth/drivers"
 )
 
-// AssignmentOptions is Options: NewAssignments reads the fields it shares
-// with NewCatalog (TestMode, TestDrivers, Authorizer, Logger, Clock,
-// Health) and ignores the catalog's own. A host passes the same *Options to
-// both, so that they agree on test mode and read one health store.
-type AssignmentOptions = Options
-
 // Assignments manages assignment bindings and resolves execution targets
 // (ASG-1..5). It reads environments from the catalog's Store and drivers
 // from the Registry, and keeps bindings in a BindingStore. Pass it in the
@@ -40,8 +34,11 @@ var (
 
 // NewAssignments returns the assignment service over bindings, the
 // environments of envs and the drivers of reg. It panics if one of them is
-// nil (a programming error of the host).
-func NewAssignments(bindings BindingStore, envs Store, reg *drivers.Registry, opts *AssignmentOptions) *Assignments {
+// nil (a programming error of the host). It reads the fields of opts it
+// shares with NewCatalog (TestMode, TestDrivers, Authorizer, Logger, Clock,
+// Health) and ignores the catalog's own: a host passes the same *Options to
+// both, so that they agree on test mode and read one health store.
+func NewAssignments(bindings BindingStore, envs Store, reg *drivers.Registry, opts *Options) *Assignments {
 	if bindings == nil || envs == nil || reg == nil {
 		panic("environment: NewAssignments needs a binding store, an environment store and a driver registry")
 	}

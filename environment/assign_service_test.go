@@ -206,7 +206,7 @@ func TestListBindings(t *testing.T) {
 		return environment.DefaultPolicy{}.Authorize(ctx, p, a, r)
 	})
 	f := newAsgFixture(t, nil)
-	scoped := environment.NewAssignments(f.bindings, f.envs, assignRegistry(), &environment.AssignmentOptions{TestMode: true, Authorizer: policy})
+	scoped := environment.NewAssignments(f.bindings, f.envs, assignRegistry(), &environment.Options{TestMode: true, Authorizer: policy})
 	f.put(t, wsBind("ws_1", "acme", "full"), wsBind("ws_2", "globex", "full"), projectBind("p_1", "acme", "lean"), defaultBind("host"))
 	refs := func(bs []*environment.Binding) []string {
 		out := []string{}

@@ -151,8 +151,8 @@ func (g *Gate) driverOf(name string) (drivers.Driver, string, error) {
 // addresses, and false when it was never measured or d has no provider
 // health.
 func (g *Gate) lastHealth(ctx context.Context, d drivers.Driver, cfg map[string]any) (ProviderHealth, bool, error) {
-	hc, ok := drivers.AsHealthChecker(d)
-	if !ok {
+	hc, err := drivers.AsHealthChecker(d)
+	if err != nil {
 		return ProviderHealth{}, false, nil
 	}
 	ep := hc.Endpoint(drivers.Config(cfg))
@@ -177,8 +177,8 @@ func (g *Gate) HealthView(ctx context.Context, env *Environment) (*HealthView, e
 	if err != nil {
 		return nil, nil
 	}
-	hc, ok := drivers.AsHealthChecker(d)
-	if !ok {
+	hc, err := drivers.AsHealthChecker(d)
+	if err != nil {
 		return nil, nil
 	}
 	ep := hc.Endpoint(drivers.Config(env.Config))

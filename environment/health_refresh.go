@@ -33,8 +33,8 @@ func (c *Catalog) RefreshHealth(ctx context.Context, p Principal, id string) (*H
 	if err != nil {
 		return nil, fmt.Errorf("environment %s: %w", labelOf(env), err)
 	}
-	hc, ok := drivers.AsHealthChecker(d)
-	if !ok {
+	hc, err := drivers.AsHealthChecker(d)
+	if err != nil {
 		return nil, nil
 	}
 	h, err := c.measure(ctx, env, d, hc)
@@ -66,8 +66,8 @@ func (c *Catalog) RefreshAllHealth(ctx context.Context) error {
 		if err != nil {
 			continue
 		}
-		hc, ok := drivers.AsHealthChecker(d)
-		if !ok {
+		hc, err := drivers.AsHealthChecker(d)
+		if err != nil {
 			continue
 		}
 		key := [2]string{d.Name(), hc.Endpoint(drivers.Config(env.Config))}

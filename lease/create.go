@@ -134,7 +134,7 @@ func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error)
 	if pid != "" && a.reusable() && budgetOut {
 		// LEASE-4: the sandbox may finish starting; keep it for resume.
 		upd := cur.Clone()
-		upd.Status, upd.ExpiresAt = StatusRetained, now.Add(m.o.RetainTTL)
+		upd.Status, upd.ExpiresAt = StatusRetained, now.Add(m.o.ResumableTTL)
 		upd.FailureReason = fmt.Sprintf("did not start within the budget of %s; kept for a later acquisition to resume", a.budget)
 		upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
 		if uerr := m.store.UpdateLease(wctx, upd); uerr != nil {

@@ -101,7 +101,7 @@
 // CleanupEvidence starts with "runner (runner_attested): ..." for the
 // runner's part, and CleanupEvidenceKind names what the cleanup stands on:
 // provider, cgroup (the host check emptied and removed the lease's runner
-// cgroup, drivers.CgroupKillScript) or tag_scan; never the runner's
+// cgroup, driverkit.CgroupKillScript) or tag_scan; never the runner's
 // attestation alone. A keep release's receipt says it stopped nothing.
 //
 // Coalescing (LEASE-8, LEASE-10): acquisitions of one reuse key, or of one
@@ -114,7 +114,7 @@
 // (AcquireRequest.Draft, Lease.Draft) is removed once its cleanup is proven
 // (PRB-4); an unproven one stays pending_cleanup until a release or Sweep
 // proves it. Records of ended leases (Lease.Ended) are kept, receipt
-// included, for Options.Retention after their release, then pruned by a
+// included, for Options.PruneAfter after their release, then pruned by a
 // Sweep. Sweeps (Store.ClaimForSweep), EnvironmentUsage (Filter.Live) and
 // pruning read the SQL stores through indexes on status, so their cost
 // follows the live leases, not the history.

@@ -18,7 +18,7 @@ func Example() {
 	envs := environment.NewMemoryStore() // a host passes its berth.Store
 	_ = envs.CreateEnvironment(ctx, &environment.Environment{ID: "env-1", Name: "scratch", Driver: "fake", Status: environment.StatusActive, Config: cfg, Revision: 1}, environment.CreateOptions{})
 	reg := drivers.NewRegistry(fk)
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.AssignmentOptions{TestMode: true})
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
 	m := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{InstanceID: "example", Assignments: asg})
 	operator := environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
 

@@ -150,7 +150,7 @@ func newWorld(t testing.TB, wo worldOpts) *world {
 	}
 	w.env = &environment.Environment{ID: "env-1", Name: "sandbox one", Driver: w.fk.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
 	w.envs, w.binds = environment.NewMemoryStore(), environment.NewMemoryBindingStore()
-	w.asg = environment.NewAssignments(w.binds, w.envs, w.reg, &environment.AssignmentOptions{TestMode: true})
+	w.asg = environment.NewAssignments(w.binds, w.envs, w.reg, &environment.Options{TestMode: true})
 	w.save(w.env)
 	w.m = w.newManager(wo.options)
 	return w
@@ -191,7 +191,7 @@ func (w *world) options() *lease.Options {
 		Rand:          func() float64 { return 0 },
 		NewID:         func() string { return fmt.Sprintf("L%d", w.ids.Add(1)) },
 		LeaseTTL:      leaseTTL,
-		RetainTTL:     retainTTL,
+		ResumableTTL:  retainTTL,
 		ClaimGrace:    claimGrace,
 		CleanupBudget: cleanupB,
 		RetryInitial:  100 * time.Millisecond,

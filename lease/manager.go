@@ -27,13 +27,13 @@ const (
 	DefaultInstanceID    = "berth"
 	DefaultStartupBudget = 5 * time.Minute
 	DefaultLeaseTTL      = 24 * time.Hour
-	DefaultRetainTTL     = 7 * 24 * time.Hour
+	DefaultResumableTTL  = 7 * 24 * time.Hour
 	DefaultClaimGrace    = time.Minute
 	DefaultCleanupBudget = time.Minute
 	DefaultPollInterval  = 20 * time.Millisecond
 	DefaultSweepLimit    = 100
 	DefaultHostHeartbeat = 10 * time.Second
-	DefaultRetention     = 30 * 24 * time.Hour
+	DefaultPruneAfter    = 30 * 24 * time.Hour
 )
 
 // HolderClaimBeats is how many heartbeats a host lease holder's claim
@@ -70,9 +70,9 @@ type Options struct {
 	// LeaseTTL is how long an active lease lives without being acquired
 	// again before a sweep expires it. Default DefaultLeaseTTL.
 	LeaseTTL time.Duration
-	// RetainTTL is how long a retained or stopped (resumable) lease is kept
-	// before a sweep expires it. Default DefaultRetainTTL.
-	RetainTTL time.Duration
+	// ResumableTTL is how long a retained or stopped (resumable) lease stays
+	// resumable before a sweep expires it. Default DefaultResumableTTL.
+	ResumableTTL time.Duration
 	// ClaimGrace is added to the startup budget to form the claim of an
 	// acquisition; after it another replica treats the acquisition as
 	// crashed. Default DefaultClaimGrace.
@@ -98,11 +98,11 @@ type Options struct {
 	// Without it Acquire refuses saved environments, and the other calls
 	// decide with environment.DefaultPolicy.
 	Assignments *environment.Assignments
-	// Retention is how long the record of an ended lease (released and not
+	// PruneAfter is how long the record of an ended lease (released and not
 	// resumable, expired, failed) is kept after its ReleasedAt, receipt
 	// (CleanupEvidence) included; each Sweep then prunes it. Default
-	// DefaultRetention; a negative value keeps records forever.
-	Retention time.Duration
+	// DefaultPruneAfter; a negative value keeps records forever.
+	PruneAfter time.Duration
 	// SecretKeeper, if not nil, records the secret references of every
 	// lease record before it is written and releases them once the lease
 	// is proven clean (released, expired or failed with nothing left), so
@@ -176,8 +176,8 @@ func NewManager(store Store, reg *drivers.Registry, opts *Options) *Manager {
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = DefaultLeaseTTL
 	}
-	if o.RetainTTL <= 0 {
-		o.RetainTTL = DefaultRetainTTL
+	if o.ResumableTTL <= 0 {
+		o.ResumableTTL = DefaultResumableTTL
 	}
 	if o.ClaimGrace <= 0 {
 		o.ClaimGrace = DefaultClaimGrace
@@ -191,8 +191,8 @@ func NewManager(store Store, reg *drivers.Registry, opts *Options) *Manager {
 	if o.SweepLimit <= 0 {
 		o.SweepLimit = DefaultSweepLimit
 	}
-	if o.Retention == 0 {
-		o.Retention = DefaultRetention
+	if o.PruneAfter == 0 {
+		o.PruneAfter = DefaultPruneAfter
 	}
 	if o.HostHeartbeat <= 0 {
 		o.HostHeartbeat = DefaultHostHeartbeat

@@ -81,14 +81,14 @@ func TestRetentionPrunesEndedLeases(t *testing.T) {
 	// retention period after their release; a sweep then prunes them. Live
 	// leases are never pruned.
 	const retention = 72 * time.Hour
-	w := newWorld(t, worldOpts{options: func(o *lease.Options) { o.Retention = retention }})
+	w := newWorld(t, worldOpts{options: func(o *lease.Options) { o.PruneAfter = retention }})
 	done := w.acquire(lease.Ephemeral, "r1")
 	if _, err := done.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 	live := w.acquire(lease.ReuseByEnvironment, "r2")
 	w.clk.Advance(retention - time.Minute)
-	m := w.newManager(func(o *lease.Options) { o.Retention = retention })
+	m := w.newManager(func(o *lease.Options) { o.PruneAfter = retention })
 	rep, err := m.Sweep(bg, op)
 	if err != nil || rep.Pruned != 0 {
 		t.Fatalf("sweep within the retention = %+v, %v; want nothing pruned", rep, err)
@@ -111,7 +111,7 @@ func TestRetentionPrunesEndedLeases(t *testing.T) {
 	}
 	// A negative retention keeps records forever.
 	w.clk.Advance(10 * retention)
-	rep, err = w.newManager(func(o *lease.Options) { o.Retention = -1 }).Sweep(bg, op)
+	rep, err = w.newManager(func(o *lease.Options) { o.PruneAfter = -1 }).Sweep(bg, op)
 	if err != nil || rep.Pruned != 0 {
 		t.Errorf("sweep with a negative retention = %+v, %v; want nothing pruned", rep, err)
 	}

@@ -143,7 +143,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 				m.o.Logger.Info("lease: releasing a kept handle", "lease", id, "err", err)
 			}
 		}
-		upd.Status, upd.LastUsedAt, upd.ExpiresAt = StatusRetained, now, now.Add(m.o.RetainTTL)
+		upd.Status, upd.LastUsedAt, upd.ExpiresAt = StatusRetained, now, now.Add(m.o.ResumableTTL)
 		upd.CleanupEvidence, upd.CleanupEvidenceKind = keptEvidence, drivers.EvidenceNone
 		m.dropHandle(id)
 		if err := m.store.UpdateLease(wctx, upd); err != nil {
@@ -183,7 +183,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 	upd.Status, upd.Cleanup, upd.CleanupEvidence, upd.ReleasedAt, upd.LastUsedAt = StatusReleased, CleanupConfirmed, evidence, now, now
 	upd.CleanupEvidenceKind = kind
 	if d == drivers.Stop && l.Policy.Reusable() && rc.State == drivers.StateStopped {
-		upd.ExpiresAt = now.Add(m.o.RetainTTL) // resumable until then
+		upd.ExpiresAt = now.Add(m.o.ResumableTTL) // resumable until then
 	} else {
 		upd.ReuseKey = ""
 	}

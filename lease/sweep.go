@@ -31,7 +31,7 @@ type SweepReport struct {
 	// sandboxes (no orphan search possible) or could not be listed.
 	EnvironmentsSkipped int `json:"environmentsSkipped"`
 	// Pruned counts records of ended leases removed after
-	// Options.Retention.
+	// Options.PruneAfter.
 	Pruned int `json:"pruned"`
 }
 
@@ -74,8 +74,8 @@ func (m *Manager) Sweep(ctx context.Context, p environment.Principal) (SweepRepo
 		m.sweepOne(ctx, renewed, t, &rep)
 	}
 	err = m.sweepOrphans(ctx, &rep)
-	if m.o.Retention > 0 {
-		n, perr := m.store.PruneLeases(ctx, m.now().Add(-m.o.Retention), m.o.SweepLimit)
+	if m.o.PruneAfter > 0 {
+		n, perr := m.store.PruneLeases(ctx, m.now().Add(-m.o.PruneAfter), m.o.SweepLimit)
 		rep.Pruned = n
 		if perr != nil {
 			err = errors.Join(err, fmt.Errorf("lease: sweep: pruning ended leases: %w", perr))

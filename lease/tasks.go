@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/internal/retry"
 )
 
@@ -96,14 +97,14 @@ const tagScanCaveat = "no cgroup for the lease, so a task that cleared its envir
 // hostCheck is a host lease's own check over a command of sb, which must
 // run as a fresh session outside the lease's processes (the raw sandbox's
 // Exec carries no tag: the check never counts itself). It ends the lease's
-// cgroup where its runner got one (drivers.CgroupKillScript: kill, wait
+// cgroup where its runner got one (driverkit.CgroupKillScript: kill, wait
 // until empty, remove), then kills every process tagged with the lease
 // (EnvTag: the runner and its tasks carry it) and verifies by a /proc scan
 // that none is left. The kind is drivers.EvidenceCgroup when a cgroup was
 // emptied and removed, else drivers.EvidenceTagScan, whose evidence names
 // its limit (tagScanCaveat).
 func hostCheck(ctx context.Context, sb drivers.Sandbox, id string) (string, drivers.EvidenceKind, error) {
-	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", drivers.CgroupKillScript, "berth-check", id}})
+	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", driverkit.CgroupKillScript, "berth-check", id}})
 	if err != nil {
 		return "", drivers.EvidenceNone, fmt.Errorf("cgroup check: %w", err)
 	}

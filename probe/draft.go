@@ -71,7 +71,7 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr environment.Principal, drive
 		}
 		// CAP-3: measure the provider; a draft stores nothing, so the
 		// measurement is not kept.
-		if hc, ok := drivers.AsHealthChecker(d); ok {
+		if hc, herr := drivers.AsHealthChecker(d); herr == nil {
 			if err := hc.CheckHealth(ctx, c); err != nil {
 				return "", "", err
 			}

@@ -52,7 +52,7 @@ func newWorld(t *testing.T, o worldOpts) *world {
 	envs := environment.NewMemoryStore()
 	w.cat = environment.NewCatalog(envs, w.reg, w.secrets, &environment.Options{TestMode: true})
 	w.lstore = lease.NewMemoryStore()
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, w.reg, &environment.AssignmentOptions{TestMode: true})
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, w.reg, &environment.Options{TestMode: true})
 	w.asg = asg
 	w.leases = lease.NewManager(w.lstore, w.reg, &lease.Options{Secrets: w.secrets.Get, Assignments: asg})
 	w.quals = qualification.NewMemoryStore()

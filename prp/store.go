@@ -1,6 +1,7 @@
 package prp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -67,7 +68,7 @@ func (s *MemoryTicketStore) ConsumeTicket(ctx context.Context, hash TicketHash, 
 	if err := ClassifyTicket(r, ok, lease, now); err != nil {
 		return TicketRecord{}, err
 	}
-	r.UsedAt, r.Session = now, cmpOr(r.Resume, session)
+	r.UsedAt, r.Session = now, cmp.Or(r.Resume, session)
 	s.m[hash] = r
 	return r, nil
 }
@@ -88,11 +89,4 @@ func ClassifyTicket(r TicketRecord, found bool, lease string, now time.Time) err
 		return fmt.Errorf("%w: lease %s, expired at %s", ErrTicketExpired, lease, r.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return nil
-}
-
-func cmpOr(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }

@@ -29,7 +29,7 @@ func TestProbeReportsImageInactive(t *testing.T) {
 	secrets := environment.NewMemorySecretStore()
 	envs := environment.NewMemoryStore()
 	cat := environment.NewCatalog(envs, reg, secrets, &environment.Options{TestMode: true})
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.AssignmentOptions{TestMode: true})
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
 	leases := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get, Assignments: asg})
 	p := probe.New(cat, reg, leases, qualification.NewMemoryStore(), nil)
 	admin := environment.Principal{ID: "root", Role: environment.RoleInstanceAdmin}

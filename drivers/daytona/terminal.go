@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 )
 
 // apiPtyCreate is the toolbox's PtyCreateRequest.
@@ -259,7 +260,7 @@ func (t *terminal) Resize(ctx context.Context, rows, cols int) error {
 // toolbox reported it in the connection's close frame. If ctx ends first it
 // returns an error wrapping ctx.Err() and the session stays open.
 func (t *terminal) Wait(ctx context.Context) (*drivers.Result, error) {
-	if err := drivers.AwaitDone(ctx, t.done); err != nil {
+	if err := driverkit.AwaitDone(ctx, t.done); err != nil {
 		return nil, fmt.Errorf("daytona: terminal %s in sandbox %s: wait: %w", t.id, t.sb.id, err)
 	}
 	return t.res, t.waitErr

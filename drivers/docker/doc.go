@@ -94,10 +94,10 @@
 // subdirectory is the mount, with the socket prp.sock (0666) in it; so a
 // non-root container user can connect and no other user of the host can.
 // The container cannot write in either mount. Endpoint is
-// "unix:/.berth/run/prp.sock"; Launch uses drivers.LaunchRunnerByExec
+// "unix:/.berth/run/prp.sock"; Launch uses driverkit.LaunchRunnerByExec
 // (the image needs sh, mkdir, cat and mv; setsid where present), and
 // LogTail reads the end of RunnerStateDir/runner.log with tail -c in the
-// container (drivers.RunnerLogTailByExec). A
+// container (driverkit.RunnerLogTailByExec). A
 // container acquired without a Runner refuses HostRunner with
 // drivers.ErrUnsupported.
 //

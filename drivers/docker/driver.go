@@ -74,7 +74,7 @@ var (
 	_ drivers.Lister          = (*Driver)(nil)
 	_ drivers.Destroyer       = (*Driver)(nil)
 	_ drivers.TemplateDeleter = (*Driver)(nil)
-	_ drivers.Closer          = (*Driver)(nil)
+	_ io.Closer               = (*Driver)(nil)
 	_ drivers.ConfigNarrower  = (*Driver)(nil)
 )
 

@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 )
 
 // How commands are run so that they can be ended (docker exec has no kill):
@@ -39,7 +40,7 @@ const (
 	// command and not the wrapper waiting for it. The command runs in the
 	// foreground: sh starts an asynchronous command with SIGINT and SIGQUIT
 	// ignored, which no trap can undo, and then those signals of
-	// drivers.Signals would not end it. The final exit keeps sh from
+	// driverkit.Signals would not end it. The final exit keeps sh from
 	// exec'ing the command in the wrapper's place (the forked child is no
 	// process group leader, so setsid does not fork again).
 	wrapperScript = `id=$1; shift
@@ -95,8 +96,8 @@ func (s *sandbox) checkLive() error {
 // and exit status. On cancellation the command's processes are killed, the
 // kill is verified, and the error wraps ctx.Err().
 func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
-	out := drivers.NewOutputBuffer(cmd.Limit())
-	errb := drivers.NewOutputBuffer(cmd.Limit())
+	out := driverkit.NewOutputBuffer(cmd.Limit())
+	errb := driverkit.NewOutputBuffer(cmd.Limit())
 	p, err := s.start(ctx, cmd, out, errb)
 	if err != nil {
 		return nil, err
@@ -156,7 +157,7 @@ func (s *sandbox) start(ctx context.Context, cmd drivers.Command, stdout, stderr
 		close(p.done)
 	}()
 	if cmd.Stdin != nil {
-		drivers.CopyStdin(closeWriter{hj}, cmd.Stdin, p.finished)
+		driverkit.CopyStdin(closeWriter{hj}, cmd.Stdin, p.finished)
 	}
 	go p.run(ctx)
 	return p, nil
@@ -315,7 +316,7 @@ func (s *sandbox) signalMarked(ctx context.Context, marker, sig string) (int, er
 // kill has been verified. If ctx ends first, Wait returns an error wrapping
 // ctx.Err() and the command keeps running.
 func (p *process) Wait(ctx context.Context) (*drivers.Result, error) {
-	if err := drivers.AwaitDone(ctx, p.finished); err != nil {
+	if err := driverkit.AwaitDone(ctx, p.finished); err != nil {
 		return nil, fmt.Errorf("docker %s: container %s: wait: %w", p.s.cfg.host, p.s.id, err)
 	}
 	return p.res, p.err
@@ -356,11 +357,11 @@ func execEnded(ins container.ExecInspect) bool {
 	return !ins.Running && (ins.Pid != 0 || ins.ExitCode != 0)
 }
 
-// Signal sends sig, one of drivers.Signals (as drivers.ParseSignal reads
+// Signal sends sig, one of driverkit.Signals (as driverkit.ParseSignal reads
 // it; another name is an error wrapping drivers.ErrUnsupported), to the
 // command's processes and their process groups.
 func (p *process) Signal(ctx context.Context, sig string) error {
-	sig, err := drivers.ParseSignal(sig)
+	sig, err := driverkit.ParseSignal(sig)
 	if err != nil {
 		return fmt.Errorf("docker %s: %w", p.s.id, err)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/prp/runner"
+	"github.com/berthdev/berth/drivers/driverkit"
 )
 
 // Where a container acquired with AcquireRequest.Runner finds berth's
@@ -42,7 +42,7 @@ const (
 )
 
 // runnerEndpoint is the --controller value of a runner in the container.
-const runnerEndpoint = runner.UnixScheme + RunnerSocketDir + "/" + RunnerSocketName
+const runnerEndpoint = drivers.UnixScheme + RunnerSocketDir + "/" + RunnerSocketName
 
 // hostDirName is the name, in a container's host directory, of the
 // directory mounted at RunnerSocketDir.
@@ -341,7 +341,7 @@ func (in *ingress) Close() error {
 }
 
 // Launch starts the mounted runner in the container, detached, through
-// drivers.LaunchRunnerByExec: state in RunnerStateDir, output appended to
+// driverkit.LaunchRunnerByExec: state in RunnerStateDir, output appended to
 // RunnerStateDir/runner.log, the ticket in a 0600 file there.
 func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	if in.isClosed() {
@@ -350,11 +350,11 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	in.mu.Lock()
 	in.launched = true
 	in.mu.Unlock()
-	return drivers.LaunchRunnerByExec(ctx, in.s, RunnerBinaryPath, runnerEndpoint, RunnerStateDir, req)
+	return driverkit.LaunchRunnerByExec(ctx, in.s, RunnerBinaryPath, runnerEndpoint, RunnerStateDir, req)
 }
 
 // LogTail returns the tail of RunnerStateDir/runner.log through one exec in
-// the container (drivers.RunnerLogTailByExec), nil before any Launch
+// the container (driverkit.RunnerLogTailByExec), nil before any Launch
 // through this ingress.
 func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 	in.mu.Lock()
@@ -363,7 +363,7 @@ func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 	if !launched {
 		return nil, nil
 	}
-	b, err := drivers.RunnerLogTailByExec(ctx, in.s, RunnerStateDir, limit)
+	b, err := driverkit.RunnerLogTailByExec(ctx, in.s, RunnerStateDir, limit)
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}

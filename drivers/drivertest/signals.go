@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 )
 
 // testStreamSignals: every driver accepts the one signal set of
-// drivers.Signals, and each signal of it, sent to the process group, ends
+// driverkit.Signals, and each signal of it, sent to the process group, ends
 // a command that has no handler for it; a name outside the set is
 // drivers.ErrUnsupported. The script ends with "exit $?" so that sh waits
 // for sleep instead of exec'ing it: busybox sh ignores SIGQUIT itself and
@@ -24,7 +25,7 @@ func testStreamSignals(t *testing.T, ctx context.Context, h Harness) {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	for _, sig := range drivers.Signals() {
+	for _, sig := range driverkit.Signals() {
 		wg.Go(func() {
 			out := newWatcher()
 			p, err := se.Start(ctx, sh("echo ready; sleep 300; exit $?"), out, nil)

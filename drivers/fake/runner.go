@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/prp/runner"
 )
 
@@ -69,7 +70,7 @@ type ingress struct {
 var _ drivers.RunnerIngress = (*ingress)(nil)
 
 // Endpoint returns "unix:" and the socket's path.
-func (in *ingress) Endpoint() string { return runner.UnixScheme + in.sock }
+func (in *ingress) Endpoint() string { return drivers.UnixScheme + in.sock }
 
 func (in *ingress) closed() bool {
 	in.mu.Lock()
@@ -155,7 +156,7 @@ func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 	if log == nil {
 		return nil, nil
 	}
-	return log.tail(drivers.ClampLogTail(limit)), nil
+	return log.tail(driverkit.ClampLogTail(limit)), nil
 }
 
 // tailLog is an io.Writer that keeps the last drivers.MaxRunnerLogTail

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/images"
 )
 
@@ -99,8 +100,8 @@ func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Resul
 	stop := context.AfterFunc(lv.alive, cancel)
 	defer stop()
 	var mu sync.Mutex
-	stdout := drivers.NewOutputBuffer(cmd.Limit())
-	stderr := drivers.NewOutputBuffer(cmd.Limit())
+	stdout := driverkit.NewOutputBuffer(cmd.Limit())
+	stderr := driverkit.NewOutputBuffer(cmd.Limit())
 	sh := s.d.newShell(s.id, lv.host, cmd.Env, cmd.Dir, cmd.Stdin)
 	code, err := sh.runArgv(rctx, cmd.Argv, lockedWriter{&mu, stdout}, lockedWriter{&mu, stderr})
 	if ctx.Err() != nil {

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 )
 
 // process is a command started by Start.
@@ -47,7 +48,7 @@ func (s *sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr
 	pr, pw := io.Pipe()
 	p := &process{done: make(chan struct{}), stdin: pw}
 	if cmd.Stdin != nil {
-		drivers.CopyStdin(pw, cmd.Stdin, p.done)
+		driverkit.CopyStdin(pw, cmd.Stdin, p.done)
 	} else {
 		pw.Close()
 	}
@@ -87,18 +88,18 @@ func (s *sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr
 // Wait blocks until the process ends, or until ctx ends (then it returns an
 // error wrapping ctx.Err() and the process keeps running).
 func (p *process) Wait(ctx context.Context) (*drivers.Result, error) {
-	if err := drivers.AwaitDone(ctx, p.done); err != nil {
+	if err := driverkit.AwaitDone(ctx, p.done); err != nil {
 		return nil, fmt.Errorf("fake: wait: %w", err)
 	}
 	return p.res, p.err
 }
 
-// Signal ends the process with sig, one of drivers.Signals (as
-// drivers.ParseSignal reads it; another name is an error wrapping
+// Signal ends the process with sig, one of driverkit.Signals (as
+// driverkit.ParseSignal reads it; another name is an error wrapping
 // drivers.ErrUnsupported). The fake has no signal handlers, so every
 // signal of the set ends it. Signalling an ended process does nothing.
 func (p *process) Signal(ctx context.Context, sig string) error {
-	sig, err := drivers.ParseSignal(sig)
+	sig, err := driverkit.ParseSignal(sig)
 	if err != nil {
 		return fmt.Errorf("fake: %w", err)
 	}
@@ -297,7 +298,7 @@ func (t *termSession) size() (int, int) {
 // Signal "HUP" when it was closed. If ctx ends first it returns an error
 // wrapping ctx.Err() and the session stays open.
 func (t *termSession) Wait(ctx context.Context) (*drivers.Result, error) {
-	if err := drivers.AwaitDone(ctx, t.done); err != nil {
+	if err := driverkit.AwaitDone(ctx, t.done); err != nil {
 		return nil, fmt.Errorf("fake: terminal wait: %w", err)
 	}
 	return t.res, nil

@@ -17,7 +17,7 @@
 // unix socket prp.sock in a directory of mode 0700 made in the temporary
 // directory at the lease's first HostRunner, so every ingress of the lease
 // has the same path. Launch starts the runner where it is through
-// drivers.LaunchRunnerByExec, detached in its own session, with a state
+// driverkit.LaunchRunnerByExec, detached in its own session, with a state
 // directory per berth lease id in that directory, its environment marked
 // (BERTH_HOSTED_RUNNER, inherited by its tasks); LogTail reads the end of
 // the last launched runner's runner.log there (tail -c, through Exec).
@@ -28,7 +28,7 @@
 // Stop evidence (PRP-6): Release's receipt is drivers.EvidenceTagScan
 // (berth's own check of the session's process groups and of the runners'
 // mark). Where the login account is root and the host has a writable
-// cgroup2 mount, drivers.LaunchRunnerByExec starts the runner, and so its
+// cgroup2 mount, driverkit.LaunchRunnerByExec starts the runner, and so its
 // tasks, in a cgroup of the lease's own, which the lease manager's release
 // check kills, sees empty and removes (drivers.EvidenceCgroup). Without a
 // cgroup, a task that double-forks and re-executes with a cleared

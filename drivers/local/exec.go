@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 )
 
 // command builds the process for c: its own process group, killed as a
@@ -99,7 +100,7 @@ var sigNames = map[syscall.Signal]string{
 	syscall.SIGUSR1: "USR1", syscall.SIGUSR2: "USR2",
 }
 
-// sigByName maps every name of drivers.Signals to its signal.
+// sigByName maps every name of driverkit.Signals to its signal.
 var sigByName = map[string]syscall.Signal{
 	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
 	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM,
@@ -127,7 +128,7 @@ func (s *sandbox) Exec(ctx context.Context, c drivers.Command) (*drivers.Result,
 		return nil, fmt.Errorf("local: exec %q in %s: %w", c.Argv[0], s.id, err)
 	}
 	cmd := s.command(ctx, c)
-	stdout, stderr := drivers.NewOutputBuffer(c.Limit()), drivers.NewOutputBuffer(c.Limit())
+	stdout, stderr := driverkit.NewOutputBuffer(c.Limit()), driverkit.NewOutputBuffer(c.Limit())
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	var stdin io.WriteCloser
 	if c.Stdin != nil {
@@ -143,7 +144,7 @@ func (s *sandbox) Exec(ctx context.Context, c drivers.Command) (*drivers.Result,
 	}
 	ended := make(chan struct{})
 	if stdin != nil {
-		drivers.CopyStdin(stdin, c.Stdin, ended)
+		driverkit.CopyStdin(stdin, c.Stdin, ended)
 	}
 	waitErr := cmd.Wait()
 	close(ended)
@@ -193,7 +194,7 @@ func (s *sandbox) Start(ctx context.Context, c drivers.Command, stdout, stderr i
 	}
 	ended := make(chan struct{})
 	if p.stdin != nil {
-		drivers.CopyStdin(p.stdin, c.Stdin, ended)
+		driverkit.CopyStdin(p.stdin, c.Stdin, ended)
 	}
 	go func() {
 		defer close(p.done)
@@ -208,17 +209,17 @@ func (s *sandbox) Start(ctx context.Context, c drivers.Command, stdout, stderr i
 // until ctx ends (then it returns an error wrapping ctx.Err() and the
 // process keeps running).
 func (p *process) Wait(ctx context.Context) (*drivers.Result, error) {
-	if err := drivers.AwaitDone(ctx, p.done); err != nil {
+	if err := driverkit.AwaitDone(ctx, p.done); err != nil {
 		return nil, fmt.Errorf("local: wait for %q in %s: %w", p.cmd.Args[0], p.s.id, err)
 	}
 	return p.res, p.err
 }
 
-// Signal sends sig, one of drivers.Signals (as drivers.ParseSignal reads
+// Signal sends sig, one of driverkit.Signals (as driverkit.ParseSignal reads
 // it), to the process group; another name is an error wrapping
 // drivers.ErrUnsupported.
 func (p *process) Signal(ctx context.Context, sig string) error {
-	name, err := drivers.ParseSignal(sig)
+	name, err := driverkit.ParseSignal(sig)
 	if err != nil {
 		return fmt.Errorf("local: %w", err)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/internal/testenv"
-	"github.com/berthdev/berth/prp/runner"
 )
 
 type harness struct {
@@ -376,8 +375,8 @@ func TestReleaseRemovesTheRunnerDirectory(t *testing.T) {
 	}
 }
 
-// The driver's own copy of the scheme stays prp/runner's.
-func TestUnixSchemeIsTheRunners(t *testing.T) {
+// The ingress's endpoint is drivers.UnixScheme and an absolute socket path.
+func TestEndpointIsUnixScheme(t *testing.T) {
 	sb := acquire(t, map[string]any{"workdir": t.TempDir()})
 	bin, sum := testenv.RunnerBinarySum(t)
 	in, err := sb.(drivers.RunnerHost).HostRunner(context.Background(), drivers.RunnerSpec{Binary: bin, SHA256: sum})
@@ -385,8 +384,8 @@ func TestUnixSchemeIsTheRunners(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	if !strings.HasPrefix(in.Endpoint(), runner.UnixScheme+"/") {
-		t.Errorf("Endpoint = %q, want %s and an absolute path", in.Endpoint(), runner.UnixScheme)
+	if !strings.HasPrefix(in.Endpoint(), drivers.UnixScheme+"/") {
+		t.Errorf("Endpoint = %q, want %s and an absolute path", in.Endpoint(), drivers.UnixScheme)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 )
 
 // How the runner is hosted on the berth host itself (drivers.RunnerHost).
@@ -29,14 +30,10 @@ import (
 // directory, made at the first HostRunner and kept until Release: the
 // ingress socket prp.sock (so every ingress of the lease has the same
 // path) and the runners' state directories, one per berth lease id.
-// Launch marks the runner's environment (drivers.RunnerMarkEnv, which its tasks
+// Launch marks the runner's environment (driverkit.RunnerMarkEnv, which its tasks
 // inherit); Release with Stop or Destroy ends every process with the mark
 // (SIGTERM, then SIGKILL) and then removes the directory. Closing the
 // ingress stops no runner.
-
-// unixScheme is prp/runner.UnixScheme (a test keeps them equal); the driver
-// does not import the runner.
-const unixScheme = "unix:"
 
 // ingressSocketName is the socket's name in the lease's runner directory.
 const ingressSocketName = "prp.sock"
@@ -153,7 +150,7 @@ type ingress struct {
 var _ drivers.RunnerIngress = (*ingress)(nil)
 
 // Endpoint returns "unix:" and the socket's path.
-func (in *ingress) Endpoint() string { return unixScheme + in.sock }
+func (in *ingress) Endpoint() string { return drivers.UnixScheme + in.sock }
 
 // Close closes the listener, which removes the socket. It stops no
 // runner; a second Close does nothing.
@@ -183,7 +180,7 @@ func (in *ingress) closeLocked() error {
 	return err
 }
 
-// Launch starts the runner detached (drivers.LaunchRunnerByExec: its own
+// Launch starts the runner detached (driverkit.LaunchRunnerByExec: its own
 // session, output to runner.log) with a state directory in the lease's
 // runner directory kept per req.Lease, so that a runner launched again for
 // the same lease resumes its session.
@@ -203,13 +200,13 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	for k, v := range req.Env {
 		env[k] = v
 	}
-	env[drivers.RunnerMarkEnv] = filepath.Base(in.dir)
+	env[driverkit.RunnerMarkEnv] = filepath.Base(in.dir)
 	req.Env = env
-	return drivers.LaunchRunnerByExec(ctx, in.s, in.binary, in.Endpoint(), state, req)
+	return driverkit.LaunchRunnerByExec(ctx, in.s, in.binary, in.Endpoint(), state, req)
 }
 
 // LogTail returns the tail of runner.log in the state directory of the
-// last Launch (drivers.RunnerLogTailByExec), nil before any Launch.
+// last Launch (driverkit.RunnerLogTailByExec), nil before any Launch.
 func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 	in.mu.Lock()
 	dir := in.lastDir
@@ -217,7 +214,7 @@ func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 	if dir == "" {
 		return nil, nil
 	}
-	b, err := drivers.RunnerLogTailByExec(ctx, in.s, dir, limit)
+	b, err := driverkit.RunnerLogTailByExec(ctx, in.s, dir, limit)
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
@@ -225,9 +222,9 @@ func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 }
 
 // hostedProcesses returns the live processes (zombies excluded) whose
-// environment carries drivers.RunnerMarkEnv=mark.
+// environment carries driverkit.RunnerMarkEnv=mark.
 func hostedProcesses(mark string) []int {
-	want := []byte(drivers.RunnerMarkEnv + "=" + mark + "\x00")
+	want := []byte(driverkit.RunnerMarkEnv + "=" + mark + "\x00")
 	entries, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range entries {

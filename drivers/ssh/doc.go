@@ -104,7 +104,7 @@
 // redials it through the pool and opens the forward again at the same path
 // (or port), first removing the socket file the old forward left behind
 // (sshd's default StreamLocalBindUnlink no keeps it). Launch starts the runner through
-// drivers.LaunchRunnerByExec, detached in its own session, so a dropped
+// driverkit.LaunchRunnerByExec, detached in its own session, so a dropped
 // connection does not end it; its state directory (one per berth lease id)
 // is in the lease directory, and its environment is marked
 // (BERTH_HOSTED_RUNNER, inherited by its tasks); LogTail reads the end of
@@ -117,7 +117,7 @@
 // Stop evidence (PRP-6): Release's receipt is drivers.EvidenceTagScan
 // (berth's own check of the session's process groups and of the runners'
 // mark). Where the login account is root and the host has a writable
-// cgroup2 mount, drivers.LaunchRunnerByExec starts the runner, and so its
+// cgroup2 mount, driverkit.LaunchRunnerByExec starts the runner, and so its
 // tasks, in a cgroup of the lease's own, which the lease manager's release
 // check kills, sees empty and removes (drivers.EvidenceCgroup). Without a
 // cgroup, a task that double-forks and re-executes with a cleared

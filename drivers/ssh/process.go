@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 	xssh "golang.org/x/crypto/ssh"
 )
 
@@ -144,7 +145,7 @@ func (sb *sandbox) start(ctx context.Context, script string, cmd drivers.Command
 		return nil, fmt.Errorf("ssh %s@%s: starting command: %w: %v", sb.t.user, sb.t.addr(), drivers.ErrTransient, err)
 	}
 	if p.stdin != nil {
-		drivers.CopyStdin(p.stdin, cmd.Stdin, p.done)
+		driverkit.CopyStdin(p.stdin, cmd.Stdin, p.done)
 	}
 	p.stop = context.AfterFunc(ctx, func() { p.cancel(ctx.Err()) })
 	go p.wait()
@@ -316,12 +317,12 @@ func (p *process) result() (*drivers.Result, error) {
 	}
 }
 
-// Signal sends sig, one of drivers.Signals (as drivers.ParseSignal reads
+// Signal sends sig, one of driverkit.Signals (as driverkit.ParseSignal reads
 // it; another name is an error wrapping drivers.ErrUnsupported), to the
 // command's whole process group on the server. A process that already
 // ended is not an error.
 func (p *process) Signal(ctx context.Context, sig string) error {
-	sig, err := drivers.ParseSignal(sig)
+	sig, err := driverkit.ParseSignal(sig)
 	if err != nil {
 		return fmt.Errorf("ssh %s: %w", p.sb.id, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 )
 
 // How the runner is hosted on an SSH server (drivers.RunnerHost).
@@ -48,13 +49,9 @@ import (
 // removing the socket file the old forward left behind (sshd's default
 // StreamLocalBindUnlink no keeps it, and the next bind would fail with
 // "Address already in use"); a TCP forward asks for the same port again. Runners' state directories are in the same
-// lease directory. Launch marks the runner's environment (drivers.RunnerMarkEnv,
+// lease directory. Launch marks the runner's environment (driverkit.RunnerMarkEnv,
 // inherited by its tasks); Release ends every marked process of the login
 // user (SIGTERM, then SIGKILL) and removes the lease directory.
-
-// unixScheme is prp/runner.UnixScheme (a test keeps them equal); the driver
-// does not import the runner.
-const unixScheme = "unix:"
 
 // ingressSocketName is the socket's name in the lease directory.
 const ingressSocketName = "prp.sock"
@@ -331,7 +328,7 @@ func (in *ingress) Endpoint() string {
 	if in.tcp != "" {
 		return "http://" + in.tcp
 	}
-	return unixScheme + in.sock
+	return drivers.UnixScheme + in.sock
 }
 
 // Addr returns the socket's path on the server, or the TCP address on its
@@ -392,7 +389,7 @@ func (in *ingress) Close() error {
 	return err
 }
 
-// Launch starts the installed runner detached (drivers.LaunchRunnerByExec)
+// Launch starts the installed runner detached (driverkit.LaunchRunnerByExec)
 // with a state directory of the lease directory kept per req.Lease, so that
 // a runner launched again for the same lease resumes its session.
 func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
@@ -410,17 +407,17 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	for k, v := range req.Env {
 		env[k] = v
 	}
-	env[drivers.RunnerMarkEnv] = in.sb.nonce
+	env[driverkit.RunnerMarkEnv] = in.sb.nonce
 	req.Env = env
 	in.mu.Lock()
 	binary := in.binary
 	in.mu.Unlock()
-	return drivers.LaunchRunnerByExec(ctx, in.sb, binary, in.Endpoint(), state, req)
+	return driverkit.LaunchRunnerByExec(ctx, in.sb, binary, in.Endpoint(), state, req)
 }
 
 // LogTail returns the tail of runner.log in the state directory of the
 // last Launch through one command on the pooled connection
-// (drivers.RunnerLogTailByExec), nil before any Launch.
+// (driverkit.RunnerLogTailByExec), nil before any Launch.
 func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 	in.mu.Lock()
 	dir := in.lastDir
@@ -428,7 +425,7 @@ func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 	if dir == "" {
 		return nil, nil
 	}
-	b, err := drivers.RunnerLogTailByExec(ctx, in.sb, dir, limit)
+	b, err := driverkit.RunnerLogTailByExec(ctx, in.sb, dir, limit)
 	if err != nil {
 		return nil, fmt.Errorf("ssh: %w", err)
 	}
@@ -436,12 +433,12 @@ func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 }
 
 // endRunnersScript ends every process of the login user whose environment
-// holds the entry drivers.RunnerMarkEnv=nonce (grep -z, in GNU's and busybox's
+// holds the entry driverkit.RunnerMarkEnv=nonce (grep -z, in GNU's and busybox's
 // grep): SIGTERM (a runner stops its tasks and
 // exits), SIGKILL after about 2.5 s, and prints how many it found once none
 // is left; after about 5 s more it prints "alive PID..." and exits 1.
 func endRunnersScript(nonce string) string {
-	return `m='` + drivers.RunnerMarkEnv + `=` + nonce + `'; ` +
+	return `m='` + driverkit.RunnerMarkEnv + `=` + nonce + `'; ` +
 		`list() { for f in $(grep -lszxF "$m" /proc/[0-9]*/environ 2>/dev/null); do q=${f#/proc/}; printf '%s ' "${q%/environ}"; done; }; ` +
 		`wait_gone() { i=0; while [ $i -lt $1 ]; do [ -z "$(list)" ] && return 0; sleep 0.1; i=$((i+1)); done; return 1; }; ` +
 		`pids=$(list); set -- $pids; n=$#; [ $n -eq 0 ] && { echo 0; exit 0; }; ` +

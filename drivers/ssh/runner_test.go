@@ -21,22 +21,15 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
-	"github.com/berthdev/berth/prp/runner"
 	xssh "golang.org/x/crypto/ssh"
 )
-
-// The driver's own copy of the scheme stays prp/runner's.
-func TestUnixSchemeIsTheRunners(t *testing.T) {
-	if unixScheme != runner.UnixScheme {
-		t.Errorf("unixScheme = %q, want runner.UnixScheme %q", unixScheme, runner.UnixScheme)
-	}
-}
 
 var runnerOperator = environment.Principal{ID: "op-1", Role: environment.RoleAgent, Companies: []string{"co-1"}}
 
@@ -107,7 +100,7 @@ func (r *runnerRig) launch(t *testing.T) (session, ticket string) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		if t.Failed() {
-			b, _ := os.ReadFile(r.stateDir("lease-1") + "/" + drivers.RunnerLogName)
+			b, _ := os.ReadFile(r.stateDir("lease-1") + "/" + driverkit.RunnerLogName)
 			t.Logf("runner.log:\n%s", b)
 		}
 	})
@@ -138,7 +131,7 @@ func (r *runnerRig) waitSession(t *testing.T, not string) string {
 // runnerPIDs returns the live processes whose argv is a runner dialing
 // the socket sock.
 func runnerPIDs(sock string) []int {
-	return livePIDsWith("\x00--controller\x00" + unixScheme + sock + "\x00")
+	return livePIDsWith("\x00--controller\x00" + drivers.UnixScheme + sock + "\x00")
 }
 
 // PRP over SSH: a real runner, uploaded and launched through the ingress,
@@ -484,7 +477,7 @@ func TestReleaseEndsRunnersAndRemovesTheLeaseDirectory(t *testing.T) {
 	}
 	res, err := sb.Exec(ctx, drivers.Command{
 		Argv: []string{"sh", "-c", `setsid sleep 300 </dev/null >/dev/null 2>&1 &`},
-		Env:  map[string]string{drivers.RunnerMarkEnv: sb.nonce},
+		Env:  map[string]string{driverkit.RunnerMarkEnv: sb.nonce},
 	})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("start the escapee: %v, %+v", err, res)
@@ -532,9 +525,9 @@ func TestReleaseEndsRunnersAndRemovesTheLeaseDirectory(t *testing.T) {
 }
 
 // markedPIDs returns the live processes whose environment holds the entry
-// drivers.RunnerMarkEnv=nonce.
+// driverkit.RunnerMarkEnv=nonce.
 func markedPIDs(nonce string) []int {
-	want := []byte("\x00" + drivers.RunnerMarkEnv + "=" + nonce + "\x00")
+	want := []byte("\x00" + driverkit.RunnerMarkEnv + "=" + nonce + "\x00")
 	ents, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range ents {

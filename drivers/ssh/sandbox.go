@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 )
 
 // Workspace is implemented by every sandbox the ssh driver returns: a read
@@ -69,8 +70,8 @@ func (sb *sandbox) Cwd() string { return sb.cwd }
 // command's whole process group is killed on the server before Exec returns
 // an error wrapping ctx.Err(). After Release it returns drivers.ErrReleased.
 func (sb *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
-	out := drivers.NewOutputBuffer(cmd.Limit())
-	errb := drivers.NewOutputBuffer(cmd.Limit())
+	out := driverkit.NewOutputBuffer(cmd.Limit())
+	errb := driverkit.NewOutputBuffer(cmd.Limit())
 	p, err := sb.startCommand(ctx, cmd, out, errb)
 	if err != nil {
 		return nil, err
@@ -146,8 +147,8 @@ func (c *conn) stealClaim(ctx context.Context, path string) bool {
 
 // run executes a driver-built script (no pgid marker) and collects output.
 func (sb *sandbox) run(ctx context.Context, script string, cmd drivers.Command) (*drivers.Result, error) {
-	out := drivers.NewOutputBuffer(cmd.Limit())
-	errb := drivers.NewOutputBuffer(cmd.Limit())
+	out := driverkit.NewOutputBuffer(cmd.Limit())
+	errb := driverkit.NewOutputBuffer(cmd.Limit())
 	p, err := sb.start(ctx, script, cmd, out, errb, startOpts{raw: true})
 	if err != nil {
 		return nil, err

@@ -46,13 +46,13 @@ func openSystem(ctx context.Context, g *globals) (*berth.System, error) {
 		return nil, err
 	}
 	return berth.New(ctx, &berth.Options{
-		StoreURL:       "sqlite://" + path,
-		Drivers:        g.driverList(),
-		Secrets:        secrets,
-		TestMode:       g.testMode,
-		ClaimGrace:     g.claimGrace,
-		LeaseRetention: g.leaseRetention,
-		RunnerBinary:   g.runnerBinary,
+		StoreURL:        "sqlite://" + path,
+		Drivers:         g.driverList(),
+		Secrets:         secrets,
+		TestMode:        g.testMode,
+		ClaimGrace:      g.claimGrace,
+		LeasePruneAfter: g.leaseRetention,
+		RunnerBinary:    g.runnerBinary,
 	})
 }
 

@@ -82,7 +82,7 @@ type globals struct {
 	// drivers, when not nil, replaces registeredDrivers() (tests share one
 	// fake driver across commands with it).
 	drivers []drivers.Driver
-	// leaseRetention is berth.Options.LeaseRetention (lease sweep
+	// leaseRetention is berth.Options.LeasePruneAfter (lease sweep
 	// --retention); 0 for the default.
 	leaseRetention time.Duration
 	// runnerBinary is berth.Options.RunnerBinary (run --runner-binary,

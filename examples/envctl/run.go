@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -100,7 +101,7 @@ func runRun(ctx context.Context, g *globals, args []string) error {
 	binary := fs.String("runner-binary", os.Getenv(RunnerBinaryEnv), "runner binary on this host (default $"+RunnerBinaryEnv+")")
 	connectTimeout := fs.Duration("connect-timeout", 2*time.Minute, "how long to wait for the runner to install, start and connect")
 	pos, err := parseInterleaved(fs, args)
-	dash := indexOf(args, "--")
+	dash := slices.Index(args, "--")
 	if err != nil || dash < 0 || len(args[dash+1:]) == 0 {
 		fmt.Fprint(g.stderr, runUsage)
 		return errUsage
@@ -143,7 +144,7 @@ func runRun(ctx context.Context, g *globals, args []string) error {
 	if *account != "" {
 		acct = &accountUse{ref: *account, file: *accountFile, projects: projects}
 		// Refuse a malformed reference or path before leasing.
-		if _, err := managedAccountSecret(acct.ref, cmpOr(acct.file, "/tmp/f"), acct.projects); err != nil {
+		if _, err := managedAccountSecret(acct.ref, cmp.Or(acct.file, "/tmp/f"), acct.projects); err != nil {
 			return fmt.Errorf("run %s: flag --managed-account: %w", what, err)
 		}
 	}
@@ -155,22 +156,6 @@ type accountUse struct {
 	ref      string
 	file     string // "" for the default
 	projects []string
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-func indexOf(ss []string, s string) int {
-	for i, x := range ss {
-		if x == s {
-			return i
-		}
-	}
-	return -1
 }
 
 // runReport is what --json prints.
@@ -269,7 +254,7 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 	startID := "start_" + strings.TrimPrefix(task, "task_")
 	ts := prp.TaskStart{TaskID: task, Argv: argv}
 	if acct != nil {
-		file := cmpOr(acct.file, "/tmp/berth-managed-account-"+strings.TrimPrefix(task, "task_"))
+		file := cmp.Or(acct.file, "/tmp/berth-managed-account-"+strings.TrimPrefix(task, "task_"))
 		use, err := managedAccountSecret(acct.ref, file, acct.projects)
 		if err != nil {
 			return fmt.Errorf("run %s: flag --managed-account: %w", what, err)

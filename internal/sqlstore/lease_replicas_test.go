@@ -277,5 +277,5 @@ func assignmentsWith(tb testing.TB, reg *drivers.Registry, envs ...*environment.
 			tb.Fatal(err)
 		}
 	}
-	return environment.NewAssignments(environment.NewMemoryBindingStore(), st, reg, &environment.AssignmentOptions{TestMode: true})
+	return environment.NewAssignments(environment.NewMemoryBindingStore(), st, reg, &environment.Options{TestMode: true})
 }

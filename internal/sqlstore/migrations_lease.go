@@ -80,7 +80,7 @@ func (components) Lease() Component {
 				// released, expired and failed ones.
 				`CREATE INDEX leases_status_reuse ON leases (status, reuse_key)`,
 				`CREATE INDEX leases_environment_status ON leases (environment_id, status, reuse_key)`,
-				// Retention prunes ended leases by release time.
+				// PruneAfter prunes ended leases by release time.
 				`CREATE INDEX leases_status_released ON leases (status, released_at)`,
 			},
 		}, {

@@ -30,7 +30,7 @@ func BenchmarkAcquireRelease(b *testing.B, store lease.Store) {
 		b.Fatal(err)
 	}
 	reg := drivers.NewRegistry(fk)
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.AssignmentOptions{TestMode: true})
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
 	m := lease.NewManager(store, reg, &lease.Options{InstanceID: "bench", Assignments: asg})
 	op := environment.Principal{ID: "bench", Role: environment.RoleLocalOperator}
 

@@ -63,7 +63,7 @@ func attachFailing(t *testing.T, drv drivers.Driver, cfg map[string]any, spec dr
 	if err != nil {
 		t.Fatal(err)
 	}
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.AssignmentOptions{TestMode: true, Authorizer: leasePolicy})
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true, Authorizer: leasePolicy})
 	m := lease.NewManager(leases, reg, &lease.Options{InstanceID: "test", Assignments: asg, Tasks: s.c, Secrets: secrets.Get})
 	t.Cleanup(func() { m.Close() })
 	actx, cancel := context.WithTimeout(ctx, 2*time.Minute)

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -134,8 +135,8 @@ func New(o *Options) (*Controller, error) {
 	if c.o.TokenTTL <= 0 {
 		c.o.TokenTTL = prp.DefaultTokenTTL
 	}
-	c.o.MaxSessionOutput = cmpOr(c.o.MaxSessionOutput, DefaultMaxSessionOutput)
-	c.o.MaxSessionEvents = cmpOr(c.o.MaxSessionEvents, DefaultMaxSessionEvents)
+	c.o.MaxSessionOutput = cmp.Or(c.o.MaxSessionOutput, DefaultMaxSessionOutput)
+	c.o.MaxSessionEvents = cmp.Or(c.o.MaxSessionEvents, DefaultMaxSessionEvents)
 	if c.o.Poll <= 0 {
 		c.o.Poll = 500 * time.Millisecond
 	}
@@ -144,12 +145,12 @@ func New(o *Options) (*Controller, error) {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	l := c.o.Limits
-	l.Heartbeat = cmpOr(l.Heartbeat, 10*time.Second)
-	l.DeadAfter = cmpOr(l.DeadAfter, 3*l.Heartbeat)
-	l.MaxFrame = cmpOr(l.MaxFrame, prp.DefaultMaxFrame)
-	l.MaxOutputChunk = cmpOr(l.MaxOutputChunk, prp.DefaultMaxOutputChunk)
-	l.MaxUnackedBytes = cmpOr(l.MaxUnackedBytes, prp.DefaultMaxUnackedBytes)
-	l.OrphanGrace = cmpOr(l.OrphanGrace, 5*time.Minute)
+	l.Heartbeat = cmp.Or(l.Heartbeat, 10*time.Second)
+	l.DeadAfter = cmp.Or(l.DeadAfter, 3*l.Heartbeat)
+	l.MaxFrame = cmp.Or(l.MaxFrame, prp.DefaultMaxFrame)
+	l.MaxOutputChunk = cmp.Or(l.MaxOutputChunk, prp.DefaultMaxOutputChunk)
+	l.MaxUnackedBytes = cmp.Or(l.MaxUnackedBytes, prp.DefaultMaxUnackedBytes)
+	l.OrphanGrace = cmp.Or(l.OrphanGrace, 5*time.Minute)
 	l.Version, l.Session, l.NextCommandSeq = prp.MaxVersion, "s_check", 1
 	if err := l.Validate(); err != nil {
 		return nil, fmt.Errorf("controller: options: field Limits: %w", err)
@@ -161,14 +162,6 @@ func New(o *Options) (*Controller, error) {
 	}
 	c.x = &prp.Exchanger{Store: c.o.Tickets, Signer: c.o.Signer, TokenTTL: c.o.TokenTTL}
 	return c, nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // TicketRequest says what a ticket grants: a runner for one lease and run,
@@ -236,7 +229,7 @@ func (c *Controller) mintTicket(ctx context.Context, p environment.Principal, re
 	if !ok {
 		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: the lease is %s, not active: %w", req.Lease, l.Status, lease.ErrConflict)
 	}
-	ttl := cmpOr(req.TTL, prp.MaxTicketTTL)
+	ttl := cmp.Or(req.TTL, prp.MaxTicketTTL)
 	t, err := prp.NewTicket()
 	if err != nil {
 		return prp.Ticket{}, prp.TicketRecord{}, err

@@ -67,7 +67,7 @@ func newLeaseWorldWith(t *testing.T, cleanupBudget time.Duration, o controller.O
 		t.Fatal(err)
 	}
 	reg := drivers.NewRegistry(fk)
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.AssignmentOptions{TestMode: true, Authorizer: leasePolicy})
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true, Authorizer: leasePolicy})
 	var n atomic.Int64
 	m := lease.NewManager(leases, reg, &lease.Options{InstanceID: "test", Assignments: asg, Tasks: s.c,
 		CleanupBudget: cleanupBudget, NewID: func() string { return "lease-" + string(rune('0'+n.Add(1))) }})

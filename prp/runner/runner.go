@@ -64,7 +64,7 @@ type Runner struct {
 
 // New returns a Runner for the controller's PRP base URL (http, https, ws
 // or wss; "exchange" and "connect" are resolved against it), or for
-// UnixScheme and the absolute path of a unix socket at which the controller
+// "unix:" (drivers.UnixScheme) and the absolute path of a unix socket at which the controller
 // serves its PRP endpoints at the root (a sandbox's runner ingress), keeping its
 // journal and outbox in stateDir (created 0700); its token and state key it
 // keeps in memory only. It connects nothing before Run, which first
@@ -85,10 +85,10 @@ func New(controllerURL, stateDir string, opts *Options) (*Runner, error) {
 		base += "/"
 	}
 	switch {
-	case strings.HasPrefix(controllerURL, UnixScheme):
-		path := strings.TrimPrefix(controllerURL, UnixScheme)
+	case strings.HasPrefix(controllerURL, unixScheme):
+		path := strings.TrimPrefix(controllerURL, unixScheme)
 		if !filepath.IsAbs(path) {
-			return nil, fmt.Errorf("runner: controller URL %q: want %s followed by an absolute socket path", controllerURL, UnixScheme)
+			return nil, fmt.Errorf("runner: controller URL %q: want %s followed by an absolute socket path", controllerURL, unixScheme)
 		}
 		if opts != nil && opts.HTTPClient != nil {
 			return nil, fmt.Errorf("runner: controller URL %q: a unix socket and Options.HTTPClient exclude each other", controllerURL)
@@ -101,7 +101,7 @@ func New(controllerURL, stateDir string, opts *Options) (*Runner, error) {
 		base = "https://" + strings.TrimPrefix(base, "wss://")
 	case strings.HasPrefix(base, "http://"), strings.HasPrefix(base, "https://"):
 	default:
-		return nil, fmt.Errorf("runner: controller URL %q: want http, https, ws, wss or %s", controllerURL, UnixScheme)
+		return nil, fmt.Errorf("runner: controller URL %q: want http, https, ws, wss or %s", controllerURL, unixScheme)
 	}
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("runner: state directory %s: %w", stateDir, err)

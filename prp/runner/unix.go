@@ -7,12 +7,13 @@ import (
 	"time"
 )
 
-// UnixScheme prefixes a controller URL that names a unix socket rather
+// unixScheme prefixes a controller URL that names a unix socket rather
 // than a host: "unix:/run/berth/prp.sock". The controller serves its PRP
 // endpoints at the socket's root. This is how a runner reaches the host
 // through a sandbox's runner ingress (drivers.RunnerIngress), which sends
-// no IP traffic.
-const UnixScheme = "unix:"
+// no IP traffic. It is drivers.UnixScheme (a test keeps them equal); the
+// runner imports no driver package.
+const unixScheme = "unix:"
 
 // unixClient is an HTTP client whose every connection dials the unix
 // socket at path, whatever host the URL names.

@@ -1,4 +1,4 @@
-package drivers
+package driverkit
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/berthdev/berth/drivers"
 )
 
 // RunnerMarkEnv is the environment variable with which a host driver
@@ -20,9 +22,6 @@ const RunnerMarkEnv = "BERTH_HOSTED_RUNNER"
 // RunnerLogName is the file, in the runner's state directory, that
 // LaunchRunnerByExec appends the runner's output to.
 const RunnerLogName = "runner.log"
-
-// MaxRunnerLogTail is the most RunnerIngress.LogTail returns.
-const MaxRunnerLogTail = 64 << 10
 
 // writeTicketScript writes standard input to "$1" with mode 0600 (the
 // directory "$2" is created 0700 first), through a temporary name so that
@@ -56,7 +55,7 @@ fi`
 // appended to stateDir/runner.log. Nothing secret is in an argv. Where the
 // sandbox's account is root and the host has a writable cgroup2 mount, the
 // runner starts in the lease's own cgroup (CgroupParent, CgroupKillScript).
-func LaunchRunnerByExec(ctx context.Context, sb Sandbox, binary, endpoint, stateDir string, req RunnerLaunch) error {
+func LaunchRunnerByExec(ctx context.Context, sb drivers.Sandbox, binary, endpoint, stateDir string, req drivers.RunnerLaunch) error {
 	for _, f := range []struct{ name, v string }{{"binary", binary}, {"state directory", stateDir}} {
 		if !strings.HasPrefix(f.v, "/") || strings.ContainsRune(f.v, 0) {
 			return fmt.Errorf("launch runner in %s: %s %q: want an absolute path", sb.ID(), f.name, f.v)
@@ -70,7 +69,7 @@ func LaunchRunnerByExec(ctx context.Context, sb Sandbox, binary, endpoint, state
 		return fmt.Errorf("launch runner in %s: %w", sb.ID(), err)
 	}
 	ticketFile := strings.TrimSuffix(stateDir, "/") + "/ticket-" + hex.EncodeToString(nonce[:])
-	res, err := sb.Exec(ctx, Command{
+	res, err := sb.Exec(ctx, drivers.Command{
 		Argv:  []string{"sh", "-c", writeTicketScript, "sh", ticketFile, stateDir},
 		Stdin: strings.NewReader(req.Ticket),
 	})
@@ -86,7 +85,7 @@ func LaunchRunnerByExec(ctx context.Context, sb Sandbox, binary, endpoint, state
 	}
 	argv := []string{"sh", "-c", launchScript, "sh", strings.TrimSuffix(stateDir, "/") + "/" + RunnerLogName, cg,
 		binary, "--controller", endpoint, "--lease", req.Lease, "--ticket-file", ticketFile, "--state-dir", stateDir}
-	res, err = sb.Exec(ctx, Command{Argv: argv, Env: req.Env})
+	res, err = sb.Exec(ctx, drivers.Command{Argv: argv, Env: req.Env})
 	if err != nil {
 		return fmt.Errorf("launch runner in %s: %w", sb.ID(), err)
 	}
@@ -100,22 +99,22 @@ func LaunchRunnerByExec(ctx context.Context, sb Sandbox, binary, endpoint, state
 // is no such file.
 const logTailScript = `[ -f "$1" ] || exit 0; exec tail -c "$2" "$1"`
 
-// ClampLogTail returns n clamped to 1..MaxRunnerLogTail, as
+// ClampLogTail returns n clamped to 1..drivers.MaxRunnerLogTail, as
 // RunnerIngress.LogTail takes its max.
-func ClampLogTail(n int) int { return min(max(n, 1), MaxRunnerLogTail) }
+func ClampLogTail(n int) int { return min(max(n, 1), drivers.MaxRunnerLogTail) }
 
 // RunnerLogTailByExec returns at most the last limit bytes (clamped by
 // ClampLogTail) of stateDir/runner.log, the log LaunchRunnerByExec
 // appends to, through one Exec of tail -c in sb (RunnerIngress.LogTail
 // for drivers whose sandboxes run a POSIX shell with tail). It returns
 // nil when the file does not exist.
-func RunnerLogTailByExec(ctx context.Context, sb Sandbox, stateDir string, limit int) ([]byte, error) {
+func RunnerLogTailByExec(ctx context.Context, sb drivers.Sandbox, stateDir string, limit int) ([]byte, error) {
 	if !strings.HasPrefix(stateDir, "/") || strings.ContainsRune(stateDir, 0) {
 		return nil, fmt.Errorf("runner log of %s: state directory %q: want an absolute path", sb.ID(), stateDir)
 	}
 	n := ClampLogTail(limit)
 	file := strings.TrimSuffix(stateDir, "/") + "/" + RunnerLogName
-	res, err := sb.Exec(ctx, Command{Argv: []string{"sh", "-c", logTailScript, "sh", file, strconv.Itoa(n)}, OutputLimit: n})
+	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", logTailScript, "sh", file, strconv.Itoa(n)}, OutputLimit: n})
 	if err != nil {
 		return nil, fmt.Errorf("runner log of %s: %s: %w", sb.ID(), file, err)
 	}

@@ -1,4 +1,4 @@
-package drivers
+package driverkit
 
 // Where a host account can create one (root on a host with a writable
 // cgroup2 mount), LaunchRunnerByExec starts the runner, and so every task

@@ -1,10 +1,11 @@
-package drivers_test
+package driverkit_test
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 )
 
 func TestParseSignal(t *testing.T) {
@@ -14,12 +15,12 @@ func TestParseSignal(t *testing.T) {
 	}{
 		{"TERM", "TERM"}, {"term", "TERM"}, {"SIGQUIT", "QUIT"}, {"sigusr1", "USR1"}, {"KILL", "KILL"},
 	} {
-		if got, err := drivers.ParseSignal(tc.in); err != nil || got != tc.want {
+		if got, err := driverkit.ParseSignal(tc.in); err != nil || got != tc.want {
 			t.Errorf("ParseSignal(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
 	}
 	for _, bad := range []string{"", "SIG", "STOP", "BOGUS", "9", "TERM ", "SIGSIGTERM"} {
-		if got, err := drivers.ParseSignal(bad); !errors.Is(err, drivers.ErrUnsupported) {
+		if got, err := driverkit.ParseSignal(bad); !errors.Is(err, drivers.ErrUnsupported) {
 			t.Errorf("ParseSignal(%q) = %q, %v; want an error wrapping ErrUnsupported", bad, got, err)
 		}
 	}

@@ -1,9 +1,11 @@
-package drivers
+package driverkit
 
 import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/berthdev/berth/drivers"
 )
 
 // Signals returns the names of the signals that Process.Signal accepts on
@@ -20,7 +22,7 @@ func Signals() []string { return []string{"HUP", "INT", "QUIT", "KILL", "USR1", 
 func ParseSignal(sig string) (string, error) {
 	name := strings.TrimPrefix(strings.ToUpper(sig), "SIG")
 	if !slices.Contains(Signals(), name) {
-		return "", fmt.Errorf("drivers: signal %q is not one of %s: %w", sig, strings.Join(Signals(), ", "), ErrUnsupported)
+		return "", fmt.Errorf("drivers: signal %q is not one of %s: %w", sig, strings.Join(Signals(), ", "), drivers.ErrUnsupported)
 	}
 	return name, nil
 }

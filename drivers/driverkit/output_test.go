@@ -1,4 +1,4 @@
-package drivers_test
+package driverkit_test
 
 import (
 	"bytes"
@@ -9,12 +9,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 )
 
 func TestOutputBuffer(t *testing.T) {
 	t.Parallel()
-	b := drivers.NewOutputBuffer(5)
+	b := driverkit.NewOutputBuffer(5)
 	if n, err := b.Write([]byte("abc")); n != 3 || err != nil || b.Truncated() {
 		t.Fatalf("first write: %d %v truncated=%v", n, err, b.Truncated())
 	}
@@ -26,7 +26,7 @@ func TestOutputBuffer(t *testing.T) {
 	}
 
 	// Concurrent writers keep exactly limit bytes under -race.
-	c := drivers.NewOutputBuffer(100)
+	c := driverkit.NewOutputBuffer(100)
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Go(func() { c.Write([]byte(strings.Repeat("x", 10))) })
@@ -62,7 +62,7 @@ func TestCopyStdinCopiesAndClosesOnce(t *testing.T) {
 	t.Parallel()
 	dst := &closeCounter{}
 	ended := make(chan struct{})
-	<-drivers.CopyStdin(dst, strings.NewReader("hello stdin"), ended)
+	<-driverkit.CopyStdin(dst, strings.NewReader("hello stdin"), ended)
 	close(ended)
 	dst.mu.Lock()
 	defer dst.mu.Unlock()
@@ -84,7 +84,7 @@ func TestCopyStdinEndsWithTheProcess(t *testing.T) {
 	defer w.Close()
 	dst := &closeCounter{}
 	ended := make(chan struct{})
-	finished := drivers.CopyStdin(dst, r, ended)
+	finished := driverkit.CopyStdin(dst, r, ended)
 	close(ended) // the process ended; nobody ever writes to w
 	<-finished
 	dst.mu.Lock()
@@ -101,11 +101,11 @@ func TestAwaitDone(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	done := make(chan struct{})
-	if err := drivers.AwaitDone(cancelled, done); !errors.Is(err, context.Canceled) {
+	if err := driverkit.AwaitDone(cancelled, done); !errors.Is(err, context.Canceled) {
 		t.Errorf("AwaitDone(cancelled, open) = %v, want context.Canceled", err)
 	}
 	close(done)
-	if err := drivers.AwaitDone(cancelled, done); err != nil {
+	if err := driverkit.AwaitDone(cancelled, done); err != nil {
 		t.Errorf("AwaitDone(cancelled, closed) = %v, want nil", err)
 	}
 }
