@@ -171,6 +171,10 @@ type conn struct {
 	execSlots chan struct{}
 	ctlSlots  chan struct{}
 
+	// ctl is a second connection for control commands to a Dropbear
+	// server (controlSession), dialed when first needed; guarded by mu.
+	ctl *xssh.Client
+
 	// posix is set once a lease found the login shell to be POSIX.
 	posix atomic.Bool
 }
@@ -237,12 +241,61 @@ func (p *pool) put(c *conn) {
 	<-c.ready
 	c.mu.Lock()
 	c.closed = true
-	cl := c.client
+	cl, ctl := c.client, c.ctl
 	c.stopKeepaliveLocked()
 	c.mu.Unlock()
+	if ctl != nil {
+		_ = ctl.Close()
+	}
 	if cl != nil {
 		_ = cl.Close()
 		p.log.Debug("ssh connection closed", "addr", c.t.addr(), "user", c.t.user)
+	}
+}
+
+// controlSession opens the session of a control command. On a Dropbear
+// server it opens it on a connection of its own (dialed once, redialed
+// when broken): Dropbear before mkj/dropbear#326 closes a session channel
+// that waits for its exec when another child of the same connection exits,
+// and a control command beside a command channel is exactly that. Each
+// connection then carries one session at a time (with max_sessions 2),
+// and the bug has no second child to trip over. Elsewhere it is session.
+func (c *conn) controlSession(ctx context.Context) (*xssh.Session, error) {
+	if !c.dropbear() {
+		return c.session(ctx)
+	}
+	for redialed := false; ; redialed = true {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, fmt.Errorf("ssh %s@%s: connection closed: %w", c.t.user, c.t.addr(), drivers.ErrReleased)
+		}
+		cl := c.ctl
+		c.mu.Unlock()
+		if cl == nil || redialed {
+			if cl != nil {
+				_ = cl.Close()
+			}
+			var err error
+			if cl, err = dial(ctx, c.t); err != nil {
+				return nil, err
+			}
+			c.mu.Lock()
+			if c.closed {
+				c.mu.Unlock()
+				_ = cl.Close()
+				return nil, fmt.Errorf("ssh %s@%s: connection closed: %w", c.t.user, c.t.addr(), drivers.ErrReleased)
+			}
+			c.ctl = cl
+			c.mu.Unlock()
+		}
+		s, err := cl.NewSession()
+		if err == nil {
+			return s, nil
+		}
+		if redialed {
+			return nil, fmt.Errorf("ssh %s@%s: opening a control session after redial: %w: %v", c.t.user, c.t.addr(), drivers.ErrUnreachable, err)
+		}
 	}
 }
 

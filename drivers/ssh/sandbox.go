@@ -195,7 +195,7 @@ func (c *conn) control(ctx context.Context, script string) (string, int, error) 
 		return "", -1, err
 	}
 	defer rel()
-	s, err := c.session(ctx)
+	s, err := c.controlSession(ctx)
 	if err != nil {
 		return "", -1, err
 	}
