@@ -165,10 +165,10 @@ func TestExchange(t *testing.T) {
 	if presp.Scope != prp.ScopeProbe || presp.ExpiresAt.After(now.Add(prp.MaxProbeTokenTTL)) {
 		t.Errorf("probe token: scope %s, expires %v; want probe within %v", presp.Scope, presp.ExpiresAt, prp.MaxProbeTokenTTL)
 	}
-	if _, _, err := x.Renew(pclaims, now); !errors.Is(err, prp.ErrScopeDenied) {
+	if _, _, err := x.Renew(pclaims, now, time.Time{}); !errors.Is(err, prp.ErrScopeDenied) {
 		t.Errorf("Renew of a probe token = %v, want ErrScopeDenied", err)
 	}
-	tok2, c2, err := x.Renew(claims, now.Add(time.Minute))
+	tok2, c2, err := x.Renew(claims, now.Add(time.Minute), time.Time{})
 	if err != nil || !c2.ExpiresAt.Equal(now.Add(time.Minute+prp.DefaultTokenTTL)) || c2.Session != claims.Session {
 		t.Errorf("Renew = %+v, %v", c2, err)
 	}

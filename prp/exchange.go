@@ -114,20 +114,32 @@ func (x *Exchanger) ExchangeTicket(ctx context.Context, req ExchangeRequest, now
 	return resp, c, r, nil
 }
 
-// Renew mints a token with the claims of c and a new expiry from now; the
-// controller sends it in a TypeToken while the runner is connected.
-func (x *Exchanger) Renew(c Claims, now time.Time) (string, Claims, error) {
-	ttl := x.TokenTTL
-	if ttl <= 0 {
-		ttl = DefaultTokenTTL
-	}
+// Renew mints a token with the claims of c and a new expiry from now, no
+// later than notAfter (zero: no bound; the controller passes the end of
+// the session's lease); the controller sends it in a TypeToken while the
+// runner is connected.
+func (x *Exchanger) Renew(c Claims, now, notAfter time.Time) (string, Claims, error) {
 	if c.Scope == ScopeProbe {
 		// A probe identity is short-lived: never renewed past its first expiry.
 		return "", Claims{}, fmt.Errorf("%w: a probe token is not renewed", ErrScopeDenied)
 	}
-	c.IssuedAt, c.ExpiresAt = now, now.Add(ttl)
+	c.IssuedAt, c.ExpiresAt = now, x.RenewedExpiry(now, notAfter)
 	tok, err := x.Signer.Mint(c)
 	return tok, c, err
+}
+
+// RenewedExpiry is the expiry Renew gives a token renewed at now: the
+// token TTL from now, no later than notAfter (zero: no bound).
+func (x *Exchanger) RenewedExpiry(now, notAfter time.Time) time.Time {
+	ttl := x.TokenTTL
+	if ttl <= 0 {
+		ttl = DefaultTokenTTL
+	}
+	exp := now.Add(ttl)
+	if !notAfter.IsZero() && notAfter.Before(exp) {
+		exp = notAfter
+	}
+	return exp
 }
 
 // NewID returns prefix + "_" + 16 random bytes in hex, a valid id.

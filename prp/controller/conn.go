@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -32,6 +33,12 @@ type liveConn struct {
 	// leaseEnd is the session's lease's end as read at connect (zero:
 	// none); the writer reads the lease again by then (renewal).
 	leaseEnd time.Time
+	// sentSeq is the highest command seq the runner may have got (its
+	// resume cursor, then every command the writer sends, stored before
+	// it is sent): the intake reads the journal for an event's task only
+	// when it grew (accounting.started), so events of made-up tasks cost
+	// the store nothing.
+	sentSeq atomic.Uint64
 
 	// stored is the highest event seq stored (the reader's); the writer
 	// acks it after Sync.
@@ -74,7 +81,8 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer c.releaseConnection(sess.ID, conn)
+	release := sync.OnceFunc(func() { c.releaseConnection(sess.ID, conn) })
+	defer release()
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{prp.Subprotocol}})
 	if err != nil {
 		return
@@ -93,6 +101,7 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lc.cancel, lc.conn, lc.leaseEnd = cancel, conn, leaseEnd
+	lc.sentSeq.Store(h.Resume.LastCommandSeq)
 	c.mu.Lock()
 	c.live[sess.ID] = lc
 	c.hellos[sess.ID] = h
@@ -101,7 +110,7 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		// The claim goes first: once Connected reports false, a new
 		// connection of the session is not refused for this one.
-		c.releaseConnection(sess.ID, conn)
+		release()
 		c.mu.Lock()
 		if c.live[sess.ID] == lc {
 			delete(c.live, sess.ID)
@@ -266,6 +275,7 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 				}
 				c.secretFrames.Add(1)
 			}
+			lc.sentSeq.Store(r.Seq)
 			if err := lc.send(ctx, prp.TypeCommand, r.Seq, acked, r.Command); err != nil {
 				return err
 			}
@@ -366,7 +376,7 @@ func (lc *liveConn) heartbeat(ctx context.Context) {
 // MaxEventBatch) before they count as stored; a gap closes the connection
 // (the runner resumes from the ack).
 func (lc *liveConn) reader(ctx context.Context) error {
-	acct, err := lc.c.newAccounting(ctx, lc.sess)
+	acct, err := lc.c.newAccounting(ctx, lc.sess, lc.sentSeq.Load)
 	if err != nil {
 		lc.ws.Close(websocket.StatusInternalError, "store unavailable")
 		return err

@@ -36,7 +36,12 @@ type accounting struct {
 	tasks map[string]*taskAccount
 	// journal is the last command seq read into starts; starts maps the
 	// task.start commands of the session by task id, byCmd their ids.
+	// sent is the connection's sentSeq, and readAt its value at the last
+	// read of the journal (read: there was one).
 	journal uint64
+	sent    func() uint64
+	readAt  uint64
+	read    bool
 	starts  map[string]prp.TaskStart
 	byCmd   map[string]string
 	warned  bool
@@ -49,8 +54,8 @@ type taskAccount struct {
 
 // newAccounting loads sess's totals: as stored, plus the events stored
 // after them (a crash between the two writes of a batch).
-func (c *Controller) newAccounting(ctx context.Context, sess Session) (*accounting, error) {
-	a := &accounting{c: c, sess: sess, tasks: map[string]*taskAccount{}, starts: map[string]prp.TaskStart{}, byCmd: map[string]string{}}
+func (c *Controller) newAccounting(ctx context.Context, sess Session, sent func() uint64) (*accounting, error) {
+	a := &accounting{c: c, sess: sess, sent: sent, tasks: map[string]*taskAccount{}, starts: map[string]prp.TaskStart{}, byCmd: map[string]string{}}
 	u, err := c.o.Store.OutputUsage(ctx, sess.ID, "")
 	if err != nil {
 		return nil, err
@@ -74,14 +79,26 @@ func (c *Controller) newAccounting(ctx context.Context, sess Session) (*accounti
 	return a, nil
 }
 
+// journalReadBatch is how many commands started reads from the journal at
+// a time.
+const journalReadBatch = 256
+
 // started returns the task.start of task in the session's journal, reading
-// the commands journaled since the last look.
+// the commands journaled since the last look, but only when the runner may
+// have got a command since (its connection's sentSeq grew): a task the
+// runner was never sent cannot be started, and a hostile runner's events
+// of made-up tasks make no store read.
 func (a *accounting) started(ctx context.Context, task string) (prp.TaskStart, bool, error) {
 	if ts, ok := a.starts[task]; ok {
 		return ts, true, nil
 	}
+	sent := a.sent()
+	if a.read && sent <= a.readAt {
+		return prp.TaskStart{}, false, nil
+	}
+	a.read, a.readAt = true, sent
 	for {
-		cmds, err := a.c.o.Store.CommandsAfter(ctx, a.sess.ID, a.journal, 256)
+		cmds, err := a.c.o.Store.CommandsAfter(ctx, a.sess.ID, a.journal, journalReadBatch)
 		if err != nil {
 			return prp.TaskStart{}, false, err
 		}
@@ -93,7 +110,7 @@ func (a *accounting) started(ctx context.Context, task string) (prp.TaskStart, b
 				}
 			}
 		}
-		if len(cmds) < 256 {
+		if len(cmds) < journalReadBatch {
 			break
 		}
 	}

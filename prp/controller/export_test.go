@@ -5,3 +5,6 @@ func SecretFrames(c *Controller) int64 { return c.secretFrames.Load() }
 
 // PrintableLog is printableLog, for tests.
 func PrintableLog(b []byte, max int) string { return printableLog(b, max) }
+
+// JournalReadBatch is journalReadBatch, for tests.
+const JournalReadBatch = journalReadBatch

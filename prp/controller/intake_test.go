@@ -3,6 +3,8 @@ package controller_test
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -208,5 +210,58 @@ func TestRealRunnerOutputIsBounded(t *testing.T) {
 	}
 	if b, err := s.c.OutputFrom(ctx, operator, session, "t2", prp.Stdout, 950, 100); err != nil || len(b) != 1000-16-950 {
 		t.Errorf("OutputFrom(950, 100) = %d bytes (%v), want %d", len(b), err, 1000-16-950)
+	}
+}
+
+// journalReads counts the intake's reads of the command journal (the
+// calls with JournalReadBatch as their limit; the writer reads 64 at a
+// time).
+type journalReads struct {
+	*controller.MemoryStore
+	n atomic.Int64
+}
+
+func (s *journalReads) CommandsAfter(ctx context.Context, session string, after uint64, limit int) ([]controller.CommandRecord, error) {
+	if limit == controller.JournalReadBatch {
+		s.n.Add(1)
+	}
+	return s.MemoryStore.CommandsAfter(ctx, session, after, limit)
+}
+
+// A hostile runner's events of tasks it was never sent cost the store
+// nothing: the intake reads the journal for an unknown task only when a
+// command was sent since its last read (CONVENTIONS 25: nothing the
+// sandbox sends may make the host work per frame).
+func TestEventsOfMadeUpTasksReadNoJournal(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := &journalReads{MemoryStore: &controller.MemoryStore{}}
+	s := newServer(t, controller.Options{Store: st})
+	_, token := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
+	rr := connectRaw(t, s, token, []prp.Capability{prp.CapTasks}, prp.Resume{})
+	if _, err := s.c.StartTask(ctx, operator, rr.session, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	rr.until(prp.TypeCommand, nil)
+	rr.event(1, prp.Event{Kind: prp.EventStarted, TaskID: "t1", PID: 4242})
+	rr.acked(1)
+	before := st.n.Load()
+	const flood = 200
+	for i := range flood {
+		rr.event(uint64(2+i), prp.Event{Kind: prp.EventStarted, TaskID: fmt.Sprintf("made-up-%d", i), PID: 1})
+	}
+	rr.acked(1 + flood)
+	if n := st.n.Load() - before; n != 0 {
+		t.Errorf("%d events of made-up tasks made %d journal reads, want none (no command was sent since)", flood, n)
+	}
+	// A task started afterwards is found: its command was sent.
+	if _, err := s.c.StartTask(ctx, operator, rr.session, "c2", prp.TaskStart{TaskID: "t2", Argv: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	rr.until(prp.TypeCommand, nil)
+	seq := rr.output(2+flood, "t2", prp.Stdout, 3)
+	rr.acked(seq - 1)
+	if out, err := s.c.Output(ctx, operator, rr.session, "t2", prp.Stdout); err != nil || string(out) != "xxx" {
+		t.Errorf("output of the task sent after the flood = %q, %v; want xxx", out, err)
 	}
 }

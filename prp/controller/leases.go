@@ -123,25 +123,21 @@ func (lc *liveConn) renewal(ctx context.Context, expiry time.Time) (string, prp.
 		c.log.Warn("controller: token renewal: lease unreadable; retrying", "session", lc.sess.ID, "err", err)
 		return "", prp.Claims{}, now.Add(c.o.Poll), nil
 	}
-	cl := lc.claims
-	cl.IssuedAt, cl.ExpiresAt = now.UTC(), now.UTC().Add(c.o.TokenTTL)
-	if !end.IsZero() && end.Before(cl.ExpiresAt) {
-		cl.ExpiresAt = end
-	}
+	exp := c.x.RenewedExpiry(now.UTC(), end)
 	// At the next half life; near the lease's end (a capped token) every
 	// eighth of the TTL, and at the end itself, so that a lease extended
 	// meanwhile is followed and an ended one ends the connection.
-	next := cl.ExpiresAt.Add(-c.o.TokenTTL / 2)
+	next := exp.Add(-c.o.TokenTTL / 2)
 	if !next.After(now) {
 		next = now.Add(c.o.TokenTTL / 8)
 		if !end.IsZero() && end.Before(next) {
 			next = end
 		}
 	}
-	if !cl.ExpiresAt.After(expiry) {
+	if !exp.After(expiry) {
 		return "", prp.Claims{}, next, nil
 	}
-	tok, err := c.o.Signer.Mint(cl)
+	tok, cl, err := c.x.Renew(lc.claims, now.UTC(), end)
 	if err != nil {
 		return "", prp.Claims{}, time.Time{}, err
 	}
