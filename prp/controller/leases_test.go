@@ -333,6 +333,11 @@ func TestAnEndedLeaseIsRefusedOnEveryReplica(t *testing.T) {
 			t.Fatalf("connect while the lease is active: %d", status)
 		}
 		ws.CloseNow()
+		// The session has one live connection on any replica: the next
+		// connects once this one's claim is gone from the store.
+		for claimed(t, dbs[0].PRP(), "lease-1") {
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 	endLease(t, dbs[0])
 	for i, s := range []*server{a, b} {
@@ -340,4 +345,20 @@ func TestAnEndedLeaseIsRefusedOnEveryReplica(t *testing.T) {
 			t.Errorf("replica %d: connect after the lease ended: %d %q (connected %t), want 401 lease_ended", i, status, code, ws != nil)
 		}
 	}
+}
+
+// claimed reports whether a session of lease has a live connection's claim
+// in st (Session.ConnectedUntil in the future).
+func claimed(t *testing.T, st controller.Store, lease string) bool {
+	t.Helper()
+	ss, err := st.LeaseSessions(context.Background(), lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ss {
+		if s.ConnectedUntil.After(time.Now()) {
+			return true
+		}
+	}
+	return false
 }
