@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/berthdev/berth"
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
@@ -28,8 +29,8 @@ func Example() {
 		return
 	}
 	defer sys.Close()
-	operator := environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
-	agent := environment.Principal{ID: "bot", Role: environment.RoleAgent, Companies: []string{"acme"}}
+	operator := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
+	agent := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
 
 	view, err := sys.Catalog.Create(ctx, operator, environment.CreateRequest{Name: "sandboxes", Driver: "fake"})
 	if err != nil {
@@ -45,7 +46,7 @@ func Example() {
 
 	// Through a scope: the way agents lease.
 	h, err := sys.Leases.Acquire(ctx, agent, lease.AcquireRequest{
-		Scope:    &environment.Scope{Company: "acme", Workspace: "ws"},
+		Scope:    &authz.Scope{Company: "acme", Workspace: "ws"},
 		Required: drivers.NewSet(drivers.CapExec),
 	})
 	if err != nil {
@@ -69,7 +70,7 @@ func Example() {
 
 	// An agent may not lease by id.
 	_, err = sys.Leases.Acquire(ctx, agent, lease.AcquireRequest{Company: "acme", EnvironmentID: view.ID})
-	fmt.Println(errors.Is(err, environment.ErrDenied))
+	fmt.Println(errors.Is(err, authz.ErrDenied))
 	// Output:
 	// hello
 	// released confirmed <nil>

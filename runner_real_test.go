@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth"
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/local"
@@ -40,7 +41,7 @@ type realTarget struct {
 	sshd *testenv.SSHServer
 }
 
-var realOperator = environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
+var realOperator = authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 
 // dockerTarget is a busybox container without a network.
 func dockerTarget(t testing.TB) realTarget {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
@@ -43,8 +44,8 @@ type Options struct {
 	// sweeps find this instance's orphans. Default lease.DefaultInstanceID.
 	InstanceID string
 	// Authorizer decides every catalog, assignment and lease action
-	// (AUTH-1). Default environment.DefaultPolicy.
-	Authorizer environment.Authorizer
+	// (AUTH-1). Default authz.DefaultPolicy.
+	Authorizer authz.Authorizer
 	// Logger receives library logs; never a secret. Default: discard.
 	Logger *slog.Logger
 	// ClaimGrace is added to a startup budget to form the claim of an

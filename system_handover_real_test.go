@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth"
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/ssh"
@@ -96,7 +97,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 		}
 	}()
 	op := realOperator
-	agent := environment.Principal{ID: "agent-1", Role: environment.RoleAgent, Companies: []string{"acme"}}
+	agent := authz.Principal{ID: "agent-1", Role: authz.RoleAgent, Companies: []string{"acme"}}
 	envA, err := sys.Catalog.Create(ctx, op, environment.CreateRequest{Name: "a", Driver: tg.driver, Config: tg.config})
 	if err != nil {
 		t.Fatal(err)
@@ -404,7 +405,7 @@ func (r *hookedResolver) set(inner controller.SecretResolver, after func()) {
 	r.mu.Unlock()
 }
 
-func (r *hookedResolver) Check(ctx context.Context, p environment.Principal, t controller.SecretTarget, uses []prp.SecretUse) error {
+func (r *hookedResolver) Check(ctx context.Context, p authz.Principal, t controller.SecretTarget, uses []prp.SecretUse) error {
 	r.mu.Lock()
 	inner, after := r.inner, r.after
 	r.mu.Unlock()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth"
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
@@ -80,8 +81,8 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 	srv := httptest.NewServer(sys.Runners)
 	defer srv.Close()
 
-	op := environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
-	agent := environment.Principal{ID: "agent-1", Role: environment.RoleAgent, Companies: []string{"acme"}}
+	op := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
+	agent := authz.Principal{ID: "agent-1", Role: authz.RoleAgent, Companies: []string{"acme"}}
 	cfg := map[string]any{"image": fk.DefaultImageIdentity().String()}
 	envA, err := sys.Catalog.Create(ctx, op, environment.CreateRequest{Name: "a", Driver: fk.Name(), Config: cfg})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth"
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
@@ -34,7 +35,7 @@ func TestSecretsOutliveTheirLeases(t *testing.T) {
 				return sys
 			}
 			a, b := open(), open()
-			op := environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
+			op := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 			v, err := a.Catalog.Create(ctx, op, environment.CreateRequest{Name: "sbx", Driver: fk.Name(),
 				Config: map[string]any{"image": fk.DefaultImageIdentity().String(), "api_key": key}})
 			if err != nil {

@@ -17,6 +17,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/berthdev/berth"
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
@@ -41,7 +42,7 @@ func TestSystemWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sys.Close()
-	op := environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
+	op := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 
 	v, err := sys.Catalog.Create(ctx, op, environment.CreateRequest{
 		Name: "sbx", Driver: fk.Name(), Config: map[string]any{"image": fk.DefaultImageIdentity().String()},
@@ -55,7 +56,7 @@ func TestSystemWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	h, err := sys.Leases.Acquire(ctx, op, lease.AcquireRequest{
-		Scope: &environment.Scope{Company: "acme", Workspace: "ws_1"}, Required: drivers.NewSet(drivers.CapExec),
+		Scope: &authz.Scope{Company: "acme", Workspace: "ws_1"}, Required: drivers.NewSet(drivers.CapExec),
 		Run: "r1", Policy: lease.ReuseByEnvironment,
 	})
 	if err != nil {
@@ -91,7 +92,7 @@ func TestSystemWiring(t *testing.T) {
 	if _, err := sys.Catalog.Delete(ctx, op, v.ID, br.Revision); err != nil {
 		t.Fatal(err)
 	}
-	_, err = sys.Assignments.Resolve(ctx, op, environment.Scope{Company: "acme", Workspace: "ws_1"}, 0)
+	_, err = sys.Assignments.Resolve(ctx, op, authz.Scope{Company: "acme", Workspace: "ws_1"}, 0)
 	if !errors.Is(err, environment.ErrNotFound) {
 		t.Fatalf("resolve after delete: %v, want no binding (ErrNotFound)", err)
 	}
@@ -134,7 +135,7 @@ func TestSystemComposesEveryService(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sys.Close()
-	admin := environment.Principal{ID: "root", Role: environment.RoleInstanceAdmin}
+	admin := authz.Principal{ID: "root", Role: authz.RoleInstanceAdmin}
 	v, err := sys.Catalog.Create(ctx, admin, environment.CreateRequest{
 		Name: "sbx", Driver: fk.Name(), Config: map[string]any{"image": fk.DefaultImageIdentity().String()},
 	})
@@ -169,7 +170,7 @@ func TestRunHealthChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sys.Close()
-	admin := environment.Principal{ID: "root", Role: environment.RoleInstanceAdmin}
+	admin := authz.Principal{ID: "root", Role: authz.RoleInstanceAdmin}
 	v, err := sys.Catalog.Create(ctx, admin, environment.CreateRequest{Name: "sbx", Driver: fk.Name()})
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +221,7 @@ func TestSystemRunners(t *testing.T) {
 		return sys
 	}
 	a, b := open(), open()
-	op := environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
+	op := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 	// Tickets are minted for leases recorded active in the store, bound
 	// to the recorded company (issue 22 item 1).
 	if _, _, err := a.Runners.MintTicket(ctx, op, controller.TicketRequest{Lease: "lse_1", Run: "r1", Scope: prp.ScopeTask}); !errors.Is(err, controller.ErrNotFound) {
@@ -248,7 +249,7 @@ func TestSystemRunners(t *testing.T) {
 	if got := exchange(); got != http.StatusUnauthorized {
 		t.Errorf("replayed ticket: %d, want 401", got)
 	}
-	stranger := environment.Principal{ID: "bot", Role: environment.RoleAgent, Companies: []string{"globex"}}
+	stranger := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"globex"}}
 	if _, _, err := a.Runners.MintTicket(ctx, stranger, controller.TicketRequest{Lease: "lse_1", Run: "r1", Company: "globex", Scope: prp.ScopeTask}); !errors.Is(err, controller.ErrNotFound) || strings.Contains(err.Error(), "acme") {
 		t.Errorf("an agent of another company minting a ticket: %v, want ErrNotFound naming no company", err)
 	}
@@ -274,7 +275,7 @@ func TestSystemReleasesRunnerLeasesThroughTheController(t *testing.T) {
 	if err != nil || spec.Binary != bin || len(spec.SHA256) != 64 {
 		t.Fatalf("RunnerSpec = %+v, %v", spec, err)
 	}
-	operator := environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
+	operator := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 	v, err := sys.Catalog.Create(ctx, operator, environment.CreateRequest{Name: "f", Driver: "fake", Config: map[string]any{}})
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 )
 
@@ -19,7 +20,7 @@ type LeaseTargetRequest struct {
 	Company string
 	// Scope leases the environment of the scope's binding, resolved from the
 	// store (never from a caller-built Resolution).
-	Scope *Scope
+	Scope *authz.Scope
 	// Required lists the capabilities the caller needs (CAP-4).
 	Required drivers.Set
 }
@@ -45,7 +46,7 @@ type LeaseTarget struct {
 // project or agent binding) only to other companies: that is ErrDenied,
 // and the refusal names neither the other company nor, unless the caller
 // named it, the environment. It never calls a provider.
-func (a *Assignments) LeaseTarget(ctx context.Context, p Principal, req LeaseTargetRequest) (*LeaseTarget, error) {
+func (a *Assignments) LeaseTarget(ctx context.Context, p authz.Principal, req LeaseTargetRequest) (*LeaseTarget, error) {
 	switch {
 	case (req.EnvironmentID == "") == (req.Scope == nil):
 		return nil, fmt.Errorf("environment: lease target: exactly one of an environment id and a scope is required: %w", ErrInvalid)
@@ -56,18 +57,18 @@ func (a *Assignments) LeaseTarget(ctx context.Context, p Principal, req LeaseTar
 		return nil, fmt.Errorf("environment: lease of environment %s: field \"company\": required: %w", req.EnvironmentID, ErrInvalid)
 	}
 	// A refusal names only what the caller named: the id and its company.
-	asked := Resource{Kind: ResourceKindEnvironment, ID: req.EnvironmentID, Company: req.Company}
+	asked := authz.Resource{Kind: authz.ResourceKindEnvironment, ID: req.EnvironmentID, Company: req.Company}
 	env, err := a.envs.GetEnvironment(ctx, req.EnvironmentID)
 	if err != nil {
-		if aerr := a.authorize(ctx, p, ActionLease, asked); aerr != nil {
+		if aerr := a.authorize(ctx, p, authz.ActionLease, asked); aerr != nil {
 			return nil, aerr
 		}
 		return nil, fmt.Errorf("environment: lease of environment %s: %w", req.EnvironmentID, err)
 	}
 	r := ResourceOf(env)
 	r.Company = req.Company
-	if err := a.authorize(ctx, p, ActionLease, r); err != nil {
-		return nil, Denied(p, ActionLease, asked)
+	if err := a.authorize(ctx, p, authz.ActionLease, r); err != nil {
+		return nil, authz.Denied(p, authz.ActionLease, asked)
 	}
 	// The one gate (CAP-3, CAP-4): archived, driver, test mode, provider
 	// health last measured, config, required capabilities.
@@ -80,7 +81,7 @@ func (a *Assignments) LeaseTarget(ctx context.Context, p Principal, req LeaseTar
 	return &LeaseTarget{Company: req.Company, Environment: env}, nil
 }
 
-func (a *Assignments) leaseScope(ctx context.Context, p Principal, scope Scope, company string, required drivers.Set) (*LeaseTarget, error) {
+func (a *Assignments) leaseScope(ctx context.Context, p authz.Principal, scope authz.Scope, company string, required drivers.Set) (*LeaseTarget, error) {
 	if scope.Company == "" {
 		return nil, fmt.Errorf("environment: lease: scope field \"company\": required: %w", ErrInvalid)
 	}
@@ -89,7 +90,7 @@ func (a *Assignments) leaseScope(ctx context.Context, p Principal, scope Scope, 
 	}
 	sc := scope
 	// Authorize before resolving, so that a refusal names no environment.
-	if err := a.authorize(ctx, p, ActionLease, Resource{Kind: ResourceKindEnvironment, Company: scope.Company, Scope: &sc}); err != nil {
+	if err := a.authorize(ctx, p, authz.ActionLease, authz.Resource{Kind: authz.ResourceKindEnvironment, Company: scope.Company, Scope: &sc}); err != nil {
 		return nil, err
 	}
 	res, err := a.resolve(ctx, scope, required)
@@ -98,8 +99,8 @@ func (a *Assignments) leaseScope(ctx context.Context, p Principal, scope Scope, 
 	}
 	r := ResourceOf(res.Environment)
 	r.Company, r.Scope = scope.Company, &sc
-	if err := a.authorize(ctx, p, ActionLease, r); err != nil {
-		return nil, Denied(p, ActionLease, Resource{Kind: ResourceKindEnvironment, Company: scope.Company, Scope: &sc})
+	if err := a.authorize(ctx, p, authz.ActionLease, r); err != nil {
+		return nil, authz.Denied(p, authz.ActionLease, authz.Resource{Kind: authz.ResourceKindEnvironment, Company: scope.Company, Scope: &sc})
 	}
 	if err := a.boundElsewhere(ctx, res.Environment.ID, scope.Company, "the environment of the "+res.Binding.String()); err != nil {
 		return nil, err
@@ -125,7 +126,7 @@ func (a *Assignments) boundElsewhere(ctx context.Context, envID, company, label 
 		}
 	}
 	if other {
-		return fmt.Errorf("environment: %s is bound to another company and cannot be leased for company %q (ASG-3): %w", label, company, ErrDenied)
+		return fmt.Errorf("environment: %s is bound to another company and cannot be leased for company %q (ASG-3): %w", label, company, authz.ErrDenied)
 	}
 	return nil
 }
@@ -133,6 +134,6 @@ func (a *Assignments) boundElsewhere(ctx context.Context, envID, company, label 
 // Authorize decides whether p may perform act on r with the Authorizer of
 // the assignments (the catalog's), so that the lease layer decides with the
 // same policy. A refusal wraps ErrDenied.
-func (a *Assignments) Authorize(ctx context.Context, p Principal, act Action, r Resource) error {
+func (a *Assignments) Authorize(ctx context.Context, p authz.Principal, act authz.Action, r authz.Resource) error {
 	return a.authorize(ctx, p, act, r)
 }

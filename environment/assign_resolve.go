@@ -7,21 +7,13 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 )
 
-// Scope is what a run needs a target for: its company (required) and the
-// workspace, project and agent it belongs to ("" when it has none).
-type Scope struct {
-	Company   string `json:"company"`
-	Workspace string `json:"workspace,omitempty"`
-	Project   string `json:"project,omitempty"`
-	Agent     string `json:"agent,omitempty"`
-}
-
-// key returns the scope's key for kind, and whether the scope has one (the
+// scopeKey returns s's key for kind, and whether the scope has one (the
 // instance default always applies).
-func (s Scope) key(kind BindingKind) (string, bool) {
+func scopeKey(s authz.Scope, kind BindingKind) (string, bool) {
 	switch kind {
 	case BindingWorkspace:
 		return s.Workspace, s.Workspace != ""
@@ -33,29 +25,13 @@ func (s Scope) key(kind BindingKind) (string, bool) {
 	return "", true
 }
 
-// String returns `company "acme" (workspace ws_1, project p_1, agent a_1)`,
-// leaving out what the scope does not have.
-func (s Scope) String() string {
-	var parts []string
-	for _, k := range BindingKinds() {
-		if key, ok := s.key(k); ok && key != "" {
-			parts = append(parts, string(k)+" "+key)
-		}
-	}
-	out := fmt.Sprintf("company %q", s.Company)
-	if len(parts) > 0 {
-		out += " (" + strings.Join(parts, ", ") + ")"
-	}
-	return out
-}
-
 // Resolution is the execution target of a scope (ASG-1): the binding that
 // won and the environment it points at, checked usable for the required
 // capabilities at resolution time. The lease layer resolves its own (through
 // Assignments.LeaseTarget) and never takes one from a caller; a host checks
 // a lease against one with CheckLeaseTarget (ASG-4).
 type Resolution struct {
-	Scope Scope `json:"scope"`
+	Scope authz.Scope `json:"scope"`
 	// Binding is the binding that won.
 	Binding Binding `json:"binding"`
 	// Environment is the bound environment's record; its config holds
@@ -113,24 +89,24 @@ func (e *BindingError) Unwrap() error { return e.Err }
 // company or its environment. It does no I/O beyond the two stores: it
 // never calls a provider (CAP-1). Leasing through a scope is
 // lease.Manager.Acquire, which resolves with LeaseTarget.
-func (a *Assignments) Resolve(ctx context.Context, p Principal, scope Scope, required drivers.Set) (*Resolution, error) {
+func (a *Assignments) Resolve(ctx context.Context, p authz.Principal, scope authz.Scope, required drivers.Set) (*Resolution, error) {
 	if scope.Company == "" {
 		return nil, fmt.Errorf("environment: resolve: field \"company\": required: %w", ErrInvalid)
 	}
 	sc := scope
-	if err := a.authorize(ctx, p, ActionRead, Resource{Kind: ResourceKindBinding, Company: scope.Company, Scope: &sc}); err != nil {
+	if err := a.authorize(ctx, p, authz.ActionRead, authz.Resource{Kind: ResourceKindBinding, Company: scope.Company, Scope: &sc}); err != nil {
 		return nil, err
 	}
 	return a.resolve(ctx, scope, required)
 }
 
 // resolve is Resolve without authorization.
-func (a *Assignments) resolve(ctx context.Context, scope Scope, required drivers.Set) (*Resolution, error) {
+func (a *Assignments) resolve(ctx context.Context, scope authz.Scope, required drivers.Set) (*Resolution, error) {
 	if scope.Company == "" {
 		return nil, fmt.Errorf("environment: resolve: field \"company\": required: %w", ErrInvalid)
 	}
 	for _, kind := range BindingKinds() {
-		key, ok := scope.key(kind)
+		key, ok := scopeKey(scope, kind)
 		if !ok {
 			continue
 		}
@@ -156,13 +132,13 @@ func (a *Assignments) resolve(ctx context.Context, scope Scope, required drivers
 
 // check returns the resolution of scope through b, or the BindingError that
 // says why b cannot be used.
-func (a *Assignments) check(ctx context.Context, scope Scope, b *Binding, required drivers.Set) (*Resolution, error) {
+func (a *Assignments) check(ctx context.Context, scope authz.Scope, b *Binding, required drivers.Set) (*Resolution, error) {
 	refuse := func(env string, err error, format string, args ...any) error {
 		return &BindingError{Binding: *b, Environment: env, Reason: fmt.Sprintf(format, args...), Err: err}
 	}
 	if b.Company != "" && b.Company != scope.Company {
 		// Name neither the other company nor its environment (ASG-3).
-		return nil, &BindingError{Binding: Binding{BindingRef: b.BindingRef}, Environment: "(not shown)", Err: ErrDenied,
+		return nil, &BindingError{Binding: Binding{BindingRef: b.BindingRef}, Environment: "(not shown)", Err: authz.ErrDenied,
 			Reason: fmt.Sprintf("the binding belongs to another company and cannot be used by company %q (ASG-3)", scope.Company)}
 	}
 	env, err := a.envs.GetEnvironment(ctx, b.EnvironmentID)

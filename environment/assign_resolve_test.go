@@ -7,13 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
-	"github.com/google/go-cmp/cmp"
 )
 
 // fullScope has a workspace, a project and an agent of company acme.
-var fullScope = environment.Scope{Company: "acme", Workspace: "ws_1", Project: "p_1", Agent: "agent_1"}
+var fullScope = authz.Scope{Company: "acme", Workspace: "ws_1", Project: "p_1", Agent: "agent_1"}
 
 // allFour binds every level of fullScope to a different usable environment.
 var allFour = []bind{
@@ -28,7 +30,7 @@ func TestResolvePrecedence(t *testing.T) {
 	tests := []struct {
 		name     string
 		bindings []bind
-		scope    environment.Scope
+		scope    authz.Scope
 		required drivers.Set
 		wantRef  environment.BindingRef
 		wantEnv  string
@@ -51,12 +53,12 @@ func TestResolvePrecedence(t *testing.T) {
 		},
 		{
 			name: "instance default applies to every company", bindings: []bind{defaultBind("full")},
-			scope:   environment.Scope{Company: "globex", Workspace: "ws_9"},
+			scope:   authz.Scope{Company: "globex", Workspace: "ws_9"},
 			wantRef: defaultBind("").ref(), wantEnv: "full",
 		},
 		{
 			name:     "a scope without a workspace skips the workspace level",
-			bindings: allFour, scope: environment.Scope{Company: "acme", Project: "p_1", Agent: "agent_1"},
+			bindings: allFour, scope: authz.Scope{Company: "acme", Project: "p_1", Agent: "agent_1"},
 			wantRef: projectBind("p_1", "", "").ref(), wantEnv: "lean",
 		},
 		{
@@ -118,7 +120,7 @@ func TestResolveRefusals(t *testing.T) {
 	tests := []struct {
 		name     string
 		bindings []bind
-		scope    environment.Scope
+		scope    authz.Scope
 		required drivers.Set
 		strict   bool // resolve with test mode off
 		wantErr  []error
@@ -194,13 +196,13 @@ func TestResolveRefusals(t *testing.T) {
 		{
 			name:     "a workspace binding of another company is denied (ASG-3)",
 			bindings: []bind{wsBind("ws_1", "globex", "full"), projectBind("p_1", "acme", "full")},
-			scope:    fullScope, wantErr: []error{environment.ErrDenied},
+			scope:    fullScope, wantErr: []error{authz.ErrDenied},
 			wantRef: ref(wsBind("ws_1", "", "")), wantText: []string{"another company", `cannot be used by company "acme"`},
 		},
 		{
 			name:     "an agent default of another company is denied (ASG-3)",
 			bindings: []bind{agentBind("agent_1", "globex", "full"), defaultBind("full")},
-			scope:    fullScope, wantErr: []error{environment.ErrDenied},
+			scope:    fullScope, wantErr: []error{authz.ErrDenied},
 			wantRef: ref(agentBind("agent_1", "", "")),
 		},
 		{
@@ -211,7 +213,7 @@ func TestResolveRefusals(t *testing.T) {
 		},
 		{
 			name:     "a scope without a company is invalid",
-			bindings: []bind{defaultBind("full")}, scope: environment.Scope{Workspace: "ws_1"},
+			bindings: []bind{defaultBind("full")}, scope: authz.Scope{Workspace: "ws_1"},
 			wantErr: []error{environment.ErrInvalid}, wantText: []string{`"company"`},
 		},
 	}
@@ -233,7 +235,7 @@ func TestResolveRefusals(t *testing.T) {
 			}
 			wantErr(t, err, tc.wantErr...)
 			wantText(t, err, tc.wantText...)
-			if strings.Contains(err.Error(), "globex") || strings.Contains(err.Error(), f.ids["full"]) && errors.Is(err, environment.ErrDenied) {
+			if strings.Contains(err.Error(), "globex") || strings.Contains(err.Error(), f.ids["full"]) && errors.Is(err, authz.ErrDenied) {
 				t.Errorf("refusal %q names another tenant's company or environment (ASG-3)", err)
 			}
 			if strings.Contains(err.Error(), f.ids["host"]) && !failingBindsTo(tc.bindings, "host", tc.wantRef) {
@@ -307,7 +309,7 @@ func TestResolveStoreErrorIsNotSkipped(t *testing.T) {
 func TestCheckLeaseTarget(t *testing.T) {
 	t.Parallel()
 	res := &environment.Resolution{
-		Scope:       environment.Scope{Company: "acme", Workspace: "ws_1"},
+		Scope:       authz.Scope{Company: "acme", Workspace: "ws_1"},
 		Binding:     environment.Binding{BindingRef: environment.BindingRef{Kind: environment.BindingWorkspace, Key: "ws_1"}, Company: "acme", EnvironmentID: "env_1"},
 		Environment: &environment.Environment{ID: "env_1", Name: "full"},
 	}
@@ -372,26 +374,26 @@ func ExampleAssignments_Resolve() {
 		TestMode: true, UsageReporters: []environment.UsageReporter{asg},
 		NewID: func() string { n++; return fmt.Sprintf("env_%d", n) },
 	})
-	op := environment.Principal{ID: "u_1", Role: environment.RoleLocalOperator}
+	op := authz.Principal{ID: "u_1", Role: authz.RoleLocalOperator}
 	sandbox, _ := cat.Create(ctx, op, environment.CreateRequest{Name: "sandboxes", Driver: "fake"})
 	host, _ := cat.Create(ctx, op, environment.CreateRequest{Name: "this host", Driver: "local"})
 
 	_, _ = asg.Set(ctx, op, environment.SetBinding{Kind: environment.BindingInstanceDefault, EnvironmentID: host.ID})
 	_, _ = asg.Set(ctx, op, environment.SetBinding{Kind: environment.BindingProject, Key: "p_1", Company: "acme", EnvironmentID: sandbox.ID})
 
-	res, _ := asg.Resolve(ctx, op, environment.Scope{Company: "acme", Project: "p_1"}, drivers.NewSet(drivers.CapReuse))
+	res, _ := asg.Resolve(ctx, op, authz.Scope{Company: "acme", Project: "p_1"}, drivers.NewSet(drivers.CapReuse))
 	fmt.Println(res.Binding.String(), "->", res.Environment.Name)
-	res, _ = asg.Resolve(ctx, op, environment.Scope{Company: "acme", Project: "p_2"}, 0)
+	res, _ = asg.Resolve(ctx, op, authz.Scope{Company: "acme", Project: "p_2"}, 0)
 	fmt.Println(res.Binding.String(), "->", res.Environment.Name)
 
 	// The bound host cannot resume sandboxes: an error, not another target.
-	_, err := asg.Resolve(ctx, op, environment.Scope{Company: "acme", Project: "p_2"}, drivers.NewSet(drivers.CapReuse))
+	_, err := asg.Resolve(ctx, op, authz.Scope{Company: "acme", Project: "p_2"}, drivers.NewSet(drivers.CapReuse))
 	fmt.Println(errors.Is(err, drivers.ErrUnsupported))
 
 	// Deleting the sandbox environment clears its binding (ASG-5).
 	b, _ := cat.Delete(ctx, op, sandbox.ID, sandbox.Revision)
 	fmt.Println("cleared:", b.Assignments[0].ID)
-	res, _ = asg.Resolve(ctx, op, environment.Scope{Company: "acme", Project: "p_1"}, 0)
+	res, _ = asg.Resolve(ctx, op, authz.Scope{Company: "acme", Project: "p_1"}, 0)
 	fmt.Println(res.Binding.String(), "->", res.Environment.Name)
 	// Output:
 	// project p_1 binding of company "acme" -> sandboxes

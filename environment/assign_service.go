@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 )
@@ -22,7 +23,7 @@ type Assignments struct {
 	envs     Store
 	reg      *drivers.Registry
 	gate     *Gate
-	authz    Authorizer
+	authz    authz.Authorizer
 	log      *slog.Logger
 	clock    clock.Clock
 }
@@ -75,22 +76,22 @@ type SetBinding struct {
 // If the environment is deleted or archived while Set runs, Set removes the
 // binding it wrote and fails, so no binding outlives its environment
 // (ASG-5). It returns the stored binding.
-func (a *Assignments) Set(ctx context.Context, p Principal, req SetBinding) (*Binding, error) {
+func (a *Assignments) Set(ctx context.Context, p authz.Principal, req SetBinding) (*Binding, error) {
 	b := Binding{BindingRef: BindingRef{Kind: req.Kind, Key: req.Key}, Company: req.Company, EnvironmentID: req.EnvironmentID}
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
 	env, err := a.envs.GetEnvironment(ctx, req.EnvironmentID)
 	if err != nil {
-		res := Resource{Kind: ResourceKindEnvironment, ID: req.EnvironmentID, Company: req.Company}
-		if aerr := a.authorize(ctx, p, ActionBind, res); aerr != nil {
+		res := authz.Resource{Kind: authz.ResourceKindEnvironment, ID: req.EnvironmentID, Company: req.Company}
+		if aerr := a.authorize(ctx, p, authz.ActionBind, res); aerr != nil {
 			return nil, aerr
 		}
 		return nil, fmt.Errorf("environment: cannot bind %s: %w", b, err)
 	}
 	res := ResourceOf(env)
 	res.Company = req.Company
-	if err := a.authorize(ctx, p, ActionBind, res); err != nil {
+	if err := a.authorize(ctx, p, authz.ActionBind, res); err != nil {
 		return nil, err
 	}
 	stored, err := a.set(ctx, p, b, env, req.BaseRevision)
@@ -111,7 +112,7 @@ func (a *Assignments) Set(ctx context.Context, p Principal, req SetBinding) (*Bi
 // a race with another writer.
 const maxSetAttempts = 5
 
-func (a *Assignments) set(ctx context.Context, p Principal, b Binding, env *Environment, base int64) (*Binding, error) {
+func (a *Assignments) set(ctx context.Context, p authz.Principal, b Binding, env *Environment, base int64) (*Binding, error) {
 	if why := a.unusable(env); why != nil {
 		return nil, fmt.Errorf("environment: cannot bind %s to environment %s: %w", b, labelOf(env), why)
 	}
@@ -140,7 +141,7 @@ func (a *Assignments) set(ctx context.Context, p Principal, b Binding, env *Envi
 // prepare returns the binding to store for base: a new one at revision 1,
 // or the next revision of the stored one, which keeps its company and
 // creation stamp.
-func (a *Assignments) prepare(ctx context.Context, p Principal, b Binding, base int64, now time.Time) (Binding, error) {
+func (a *Assignments) prepare(ctx context.Context, p authz.Principal, b Binding, base int64, now time.Time) (Binding, error) {
 	put := b
 	put.UpdatedAt, put.UpdatedBy = now, p.ID
 	if base == 0 {
@@ -203,15 +204,15 @@ func (a *Assignments) unusable(env *Environment) error {
 // stored). It needs ActionBind for the binding's company. A missing binding
 // is ErrNotFound (reported as denied to principals who may not bind); a
 // stale revision is ErrConflict.
-func (a *Assignments) Clear(ctx context.Context, p Principal, ref BindingRef, baseRevision int64) error {
+func (a *Assignments) Clear(ctx context.Context, p authz.Principal, ref BindingRef, baseRevision int64) error {
 	b, err := a.bindings.GetBinding(ctx, ref)
 	if err != nil {
-		if aerr := a.authorize(ctx, p, ActionBind, bindingResource(ref, "")); aerr != nil {
+		if aerr := a.authorize(ctx, p, authz.ActionBind, bindingResource(ref, "")); aerr != nil {
 			return aerr
 		}
 		return err
 	}
-	if err := a.authorize(ctx, p, ActionBind, bindingResource(ref, b.Company)); err != nil {
+	if err := a.authorize(ctx, p, authz.ActionBind, bindingResource(ref, b.Company)); err != nil {
 		return err
 	}
 	if baseRevision == AnyRevision {
@@ -229,15 +230,15 @@ func (a *Assignments) Clear(ctx context.Context, p Principal, ref BindingRef, ba
 // Show returns the binding ref. It needs ActionRead for the binding's
 // company. A missing binding is ErrNotFound (reported as denied to
 // principals who may not read bindings).
-func (a *Assignments) Show(ctx context.Context, p Principal, ref BindingRef) (*Binding, error) {
+func (a *Assignments) Show(ctx context.Context, p authz.Principal, ref BindingRef) (*Binding, error) {
 	b, err := a.bindings.GetBinding(ctx, ref)
 	if err != nil {
-		if aerr := a.authorize(ctx, p, ActionRead, bindingResource(ref, "")); aerr != nil {
+		if aerr := a.authorize(ctx, p, authz.ActionRead, bindingResource(ref, "")); aerr != nil {
 			return nil, aerr
 		}
 		return nil, err
 	}
-	if err := a.authorize(ctx, p, ActionRead, bindingResource(ref, b.Company)); err != nil {
+	if err := a.authorize(ctx, p, authz.ActionRead, bindingResource(ref, b.Company)); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -245,8 +246,8 @@ func (a *Assignments) Show(ctx context.Context, p Principal, ref BindingRef) (*B
 
 // List returns the bindings matching f that p may read (ActionRead for each
 // binding's company), sorted by kind, then key.
-func (a *Assignments) List(ctx context.Context, p Principal, f BindingFilter) ([]*Binding, error) {
-	if err := a.authorize(ctx, p, ActionRead, Resource{Kind: ResourceKindBinding, Company: f.Company}); err != nil {
+func (a *Assignments) List(ctx context.Context, p authz.Principal, f BindingFilter) ([]*Binding, error) {
+	if err := a.authorize(ctx, p, authz.ActionRead, authz.Resource{Kind: ResourceKindBinding, Company: f.Company}); err != nil {
 		return nil, err
 	}
 	bs, err := a.bindings.ListBindings(ctx, f)
@@ -255,7 +256,7 @@ func (a *Assignments) List(ctx context.Context, p Principal, f BindingFilter) ([
 	}
 	out := bs[:0]
 	for _, b := range bs {
-		if a.authz.Authorize(ctx, p, ActionRead, bindingResource(b.BindingRef, b.Company)) == nil {
+		if a.authz.Authorize(ctx, p, authz.ActionRead, bindingResource(b.BindingRef, b.Company)) == nil {
 			out = append(out, b)
 		}
 	}
@@ -319,18 +320,18 @@ func (a *Assignments) Protected(ctx context.Context, env *Environment) string {
 	return ""
 }
 
-func bindingResource(ref BindingRef, company string) Resource {
-	return Resource{Kind: ResourceKindBinding, ID: BindingReferenceID(ref), Company: company}
+func bindingResource(ref BindingRef, company string) authz.Resource {
+	return authz.Resource{Kind: ResourceKindBinding, ID: BindingReferenceID(ref), Company: company}
 }
 
 // authorize asks the Authorizer and makes sure a refusal wraps ErrDenied.
-func (a *Assignments) authorize(ctx context.Context, p Principal, act Action, r Resource) error {
+func (a *Assignments) authorize(ctx context.Context, p authz.Principal, act authz.Action, r authz.Resource) error {
 	err := a.authz.Authorize(ctx, p, act, r)
 	if err == nil {
 		return nil
 	}
-	if !errors.Is(err, ErrDenied) {
-		err = fmt.Errorf("%w: %w", Denied(p, act, r), err)
+	if !errors.Is(err, authz.ErrDenied) {
+		err = fmt.Errorf("%w: %w", authz.Denied(p, act, r), err)
 	}
 	if act.IsMutation() {
 		a.log.LogAttrs(ctx, slog.LevelWarn, "environment action denied",

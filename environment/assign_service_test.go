@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
-	"github.com/google/go-cmp/cmp"
 )
 
 // TestSetAuthorization (CFG-2, AUTH-1): binding is a mutation; only
@@ -24,9 +26,9 @@ func TestSetAuthorization(t *testing.T) {
 			f := newAsgFixture(t, nil)
 			req := environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_1", Company: "acme", EnvironmentID: f.ids["full"]}
 			b, err := f.asg.Set(context.Background(), tc.p, req)
-			allowed := tc.p.Role == environment.RoleInstanceAdmin || tc.p.Role == environment.RoleLocalOperator
+			allowed := tc.p.Role == authz.RoleInstanceAdmin || tc.p.Role == authz.RoleLocalOperator
 			if !allowed {
-				wantErr(t, err, environment.ErrDenied)
+				wantErr(t, err, authz.ErrDenied)
 				wantText(t, err, string(tc.p.Role), "bind")
 				if _, gerr := f.bindings.GetBinding(context.Background(), environment.BindingRef{Kind: req.Kind, Key: req.Key}); !errors.Is(gerr, environment.ErrNotFound) {
 					t.Errorf("denied bind stored a binding (get: %v)", gerr)
@@ -62,7 +64,7 @@ func TestSetRefusals(t *testing.T) {
 	tests := []struct {
 		name     string
 		existing []bind
-		p        environment.Principal
+		p        authz.Principal
 		req      environment.SetBinding
 		env      string // name of the environment to bind; overrides req.EnvironmentID
 		strict   bool
@@ -74,7 +76,7 @@ func TestSetRefusals(t *testing.T) {
 			wantErr: []error{environment.ErrNotFound}},
 		{name: "a missing environment is denied to an agent, not revealed", p: agent, env: "missing",
 			req:     environment.SetBinding{Kind: environment.BindingProject, Key: "p_1", Company: "acme"},
-			wantErr: []error{environment.ErrDenied}},
+			wantErr: []error{authz.ErrDenied}},
 		{name: "an archived environment cannot be bound", p: admin, env: "old",
 			req:     environment.SetBinding{Kind: environment.BindingProject, Key: "p_1", Company: "acme"},
 			wantErr: []error{environment.ErrArchived}, wantText: []string{"project p_1 binding", `"old"`}},
@@ -176,13 +178,13 @@ func TestSetRevisions(t *testing.T) {
 	}
 
 	wantErr(t, f.asg.Clear(ctx, admin, third.BindingRef, 2), environment.ErrConflict)
-	wantErr(t, f.asg.Clear(ctx, agent, third.BindingRef, 3), environment.ErrDenied)
-	wantErr(t, f.asg.Clear(ctx, board, third.BindingRef, environment.AnyRevision), environment.ErrDenied)
+	wantErr(t, f.asg.Clear(ctx, agent, third.BindingRef, 3), authz.ErrDenied)
+	wantErr(t, f.asg.Clear(ctx, board, third.BindingRef, environment.AnyRevision), authz.ErrDenied)
 	if err := f.asg.Clear(ctx, operator, third.BindingRef, 3); err != nil {
 		t.Fatalf("Clear: %v", err)
 	}
 	wantErr(t, f.asg.Clear(ctx, admin, third.BindingRef, environment.AnyRevision), environment.ErrNotFound)
-	wantErr(t, f.asg.Clear(ctx, agent, third.BindingRef, environment.AnyRevision), environment.ErrDenied)
+	wantErr(t, f.asg.Clear(ctx, agent, third.BindingRef, environment.AnyRevision), authz.ErrDenied)
 	_, err = f.asg.Show(ctx, admin, third.BindingRef)
 	wantErr(t, err, environment.ErrNotFound)
 	if err := f.asg.Clear(ctx, admin, fresh.BindingRef, environment.AnyRevision); err != nil {
@@ -196,14 +198,14 @@ func TestListBindings(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	// A host policy: board members read bindings of their companies only.
-	policy := environment.AuthorizerFunc(func(ctx context.Context, p environment.Principal, a environment.Action, r environment.Resource) error {
-		if p.Role == environment.RoleBoardMember && a == environment.ActionRead && r.Kind == environment.ResourceKindBinding {
+	policy := authz.AuthorizerFunc(func(ctx context.Context, p authz.Principal, a authz.Action, r authz.Resource) error {
+		if p.Role == authz.RoleBoardMember && a == authz.ActionRead && r.Kind == environment.ResourceKindBinding {
 			if r.Company == "" || p.HasCompany(r.Company) {
 				return nil
 			}
-			return environment.Denied(p, a, r)
+			return authz.Denied(p, a, r)
 		}
-		return environment.DefaultPolicy{}.Authorize(ctx, p, a, r)
+		return authz.DefaultPolicy{}.Authorize(ctx, p, a, r)
 	})
 	f := newAsgFixture(t, nil)
 	scoped := environment.NewAssignments(f.bindings, f.envs, assignRegistry(), &environment.Options{TestMode: true, Authorizer: policy})
@@ -217,7 +219,7 @@ func TestListBindings(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		p    environment.Principal
+		p    authz.Principal
 		f    environment.BindingFilter
 		want []string
 	}{
@@ -241,7 +243,7 @@ func TestListBindings(t *testing.T) {
 	t.Run("board member is denied another company's binding", func(t *testing.T) {
 		t.Parallel()
 		_, err := scoped.Show(ctx, board, environment.BindingRef{Kind: environment.BindingWorkspace, Key: "ws_2"})
-		wantErr(t, err, environment.ErrDenied)
+		wantErr(t, err, authz.ErrDenied)
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 )
@@ -29,7 +30,7 @@ type Options struct {
 	// Authorizer decides every action (AUTH-1). Default DefaultPolicy:
 	// only instance admins and local operators change environments and
 	// bindings.
-	Authorizer Authorizer
+	Authorizer authz.Authorizer
 	// Logger receives one line per mutation (and per refused mutation), and
 	// per refused resolution; no line holds a config value, an env var
 	// value or a secret. Default: discard.
@@ -78,7 +79,7 @@ type Catalog struct {
 	reg       *drivers.Registry
 	secrets   SecretStore
 	exclusive []string
-	authz     Authorizer
+	authz     authz.Authorizer
 	log       *slog.Logger
 	clock     clock.Clock
 	newID     func() string
@@ -146,21 +147,21 @@ func (c *Catalog) Gate() *Gate { return c.gate }
 // move pasted secrets into the SecretStore (CFG-3), store at revision 1. On
 // any error nothing is saved and no secret is left behind. It returns the
 // full view.
-func (c *Catalog) Create(ctx context.Context, p Principal, req CreateRequest) (*View, error) {
-	res := Resource{Kind: ResourceKindEnvironment, Name: req.Name, Driver: req.Driver}
-	if err := c.authorize(ctx, p, ActionCreate, res); err != nil {
+func (c *Catalog) Create(ctx context.Context, p authz.Principal, req CreateRequest) (*View, error) {
+	res := authz.Resource{Kind: authz.ResourceKindEnvironment, Name: req.Name, Driver: req.Driver}
+	if err := c.authorize(ctx, p, authz.ActionCreate, res); err != nil {
 		return nil, err
 	}
 	env, err := c.create(ctx, p, req)
 	if err != nil {
-		c.logFailure(ctx, p, ActionCreate, res, err)
+		c.logFailure(ctx, p, authz.ActionCreate, res, err)
 		return nil, err
 	}
 	c.logMutation(ctx, p, "environment created", env)
 	return c.view(env, true), nil
 }
 
-func (c *Catalog) create(ctx context.Context, p Principal, req CreateRequest) (*Environment, error) {
+func (c *Catalog) create(ctx context.Context, p authz.Principal, req CreateRequest) (*Environment, error) {
 	label := fmt.Sprintf("%q", req.Name)
 	if err := validateFields(label, req.Name, req.Description, req.Env, req.Metadata); err != nil {
 		return nil, err
@@ -216,20 +217,20 @@ func (c *Catalog) create(ctx context.Context, p Principal, req CreateRequest) (*
 // allowed only ActionRead, and an error wrapping ErrDenied otherwise. A
 // missing environment is ErrNotFound, reported only to principals allowed to
 // read.
-func (c *Catalog) Get(ctx context.Context, p Principal, id string) (*View, error) {
-	env, err := c.load(ctx, p, ActionRead, id)
+func (c *Catalog) Get(ctx context.Context, p authz.Principal, id string) (*View, error) {
+	env, err := c.load(ctx, p, authz.ActionRead, id)
 	if err != nil {
 		return nil, err
 	}
-	full := c.authz.Authorize(ctx, p, ActionReadConfig, ResourceOf(env)) == nil
+	full := c.authz.Authorize(ctx, p, authz.ActionReadConfig, ResourceOf(env)) == nil
 	return c.withHealth(ctx, c.view(env, full), env)
 }
 
 // List returns the environments matching f, sorted by name then id, each as
 // Get would show it to p. It reads only the store: no driver or provider is
 // called (CAP-1).
-func (c *Catalog) List(ctx context.Context, p Principal, f ListFilter) ([]*View, error) {
-	if err := c.authorize(ctx, p, ActionRead, Resource{Kind: ResourceKindEnvironment}); err != nil {
+func (c *Catalog) List(ctx context.Context, p authz.Principal, f ListFilter) ([]*View, error) {
+	if err := c.authorize(ctx, p, authz.ActionRead, authz.Resource{Kind: authz.ResourceKindEnvironment}); err != nil {
 		return nil, err
 	}
 	envs, err := c.store.ListEnvironments(ctx, f)
@@ -238,10 +239,10 @@ func (c *Catalog) List(ctx context.Context, p Principal, f ListFilter) ([]*View,
 	}
 	out := make([]*View, 0, len(envs))
 	for _, env := range envs {
-		if c.authz.Authorize(ctx, p, ActionRead, ResourceOf(env)) != nil {
+		if c.authz.Authorize(ctx, p, authz.ActionRead, ResourceOf(env)) != nil {
 			continue
 		}
-		full := c.authz.Authorize(ctx, p, ActionReadConfig, ResourceOf(env)) == nil
+		full := c.authz.Authorize(ctx, p, authz.ActionReadConfig, ResourceOf(env)) == nil
 		v, err := c.withHealth(ctx, c.view(env, full), env)
 		if err != nil {
 			return nil, err
@@ -295,8 +296,8 @@ func (c *Catalog) resolvedConfig(ctx context.Context, id string) (*Environment, 
 // empty. It returns the driver and the normalized config, whose secret
 // fields still hold the pasted values: the config must not be logged or
 // shown. A config pointing at a stored secret is refused.
-func (c *Catalog) Draft(ctx context.Context, p Principal, req CreateRequest) (drivers.Driver, drivers.Config, error) {
-	if err := c.authorize(ctx, p, ActionProbe, Resource{Kind: ResourceKindEnvironment, Name: req.Name, Driver: req.Driver}); err != nil {
+func (c *Catalog) Draft(ctx context.Context, p authz.Principal, req CreateRequest) (drivers.Driver, drivers.Config, error) {
+	if err := c.authorize(ctx, p, authz.ActionProbe, authz.Resource{Kind: authz.ResourceKindEnvironment, Name: req.Name, Driver: req.Driver}); err != nil {
 		return nil, nil, err
 	}
 	name := req.Name
@@ -332,10 +333,10 @@ func (c *Catalog) Draft(ctx context.Context, p Principal, req CreateRequest) (dr
 // load reads environment id and authorizes a on it. A missing environment is
 // reported as denied to principals who may not perform a at all, so that
 // existence does not leak.
-func (c *Catalog) load(ctx context.Context, p Principal, a Action, id string) (*Environment, error) {
+func (c *Catalog) load(ctx context.Context, p authz.Principal, a authz.Action, id string) (*Environment, error) {
 	env, err := c.store.GetEnvironment(ctx, id)
 	if err != nil {
-		if aerr := c.authorize(ctx, p, a, Resource{Kind: ResourceKindEnvironment, ID: id}); aerr != nil {
+		if aerr := c.authorize(ctx, p, a, authz.Resource{Kind: authz.ResourceKindEnvironment, ID: id}); aerr != nil {
 			return nil, aerr
 		}
 		return nil, err
@@ -351,19 +352,19 @@ func (c *Catalog) load(ctx context.Context, p Principal, a Action, id string) (*
 // Authorize decides whether p may perform a on r with the catalog's
 // Authorizer, so that the layers above (probe, hosts) decide with the same
 // policy. A refusal wraps ErrDenied and is logged for mutations and probes.
-func (c *Catalog) Authorize(ctx context.Context, p Principal, a Action, r Resource) error {
+func (c *Catalog) Authorize(ctx context.Context, p authz.Principal, a authz.Action, r authz.Resource) error {
 	return c.authorize(ctx, p, a, r)
 }
 
-func (c *Catalog) authorize(ctx context.Context, p Principal, a Action, r Resource) error {
+func (c *Catalog) authorize(ctx context.Context, p authz.Principal, a authz.Action, r authz.Resource) error {
 	err := c.authz.Authorize(ctx, p, a, r)
 	if err == nil {
 		return nil
 	}
-	if !errors.Is(err, ErrDenied) {
-		err = fmt.Errorf("%w: %w", Denied(p, a, r), err)
+	if !errors.Is(err, authz.ErrDenied) {
+		err = fmt.Errorf("%w: %w", authz.Denied(p, a, r), err)
 	}
-	if a.IsMutation() || a == ActionProbe {
+	if a.IsMutation() || a == authz.ActionProbe {
 		c.log.LogAttrs(ctx, slog.LevelWarn, "environment action denied",
 			slog.String("action", string(a)), slog.String("resource", r.String()),
 			slog.String("actor", p.ID), slog.String("role", string(p.Role)))
@@ -388,14 +389,14 @@ func (c *Catalog) schemaFor(label, driver string) (*drivers.ConfigSchema, error)
 	return d.Schema(), nil
 }
 
-func (c *Catalog) logMutation(ctx context.Context, p Principal, msg string, env *Environment) {
+func (c *Catalog) logMutation(ctx context.Context, p authz.Principal, msg string, env *Environment) {
 	c.log.LogAttrs(ctx, slog.LevelInfo, msg,
 		slog.String("id", env.ID), slog.String("name", env.Name), slog.String("driver", env.Driver),
 		slog.String("status", string(env.Status)), slog.Int64("revision", env.Revision),
 		slog.String("actor", p.ID), slog.String("role", string(p.Role)))
 }
 
-func (c *Catalog) logFailure(ctx context.Context, p Principal, a Action, r Resource, err error) {
+func (c *Catalog) logFailure(ctx context.Context, p authz.Principal, a authz.Action, r authz.Resource, err error) {
 	c.log.LogAttrs(ctx, slog.LevelWarn, "environment "+string(a)+" failed",
 		slog.String("resource", r.String()), slog.String("actor", p.ID),
 		slog.String("role", string(p.Role)), slog.String("error", err.Error()))

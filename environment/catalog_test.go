@@ -6,9 +6,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
-	"github.com/google/go-cmp/cmp"
 )
 
 // TestCreateGetRoundTrip (CFG-1): a saved environment is an instance-scoped
@@ -71,31 +73,31 @@ func TestCatalogAuthorization(t *testing.T) {
 	type op struct {
 		name   string
 		mutate bool
-		run    func(ctx context.Context, f *fixture, p environment.Principal, id string) error
+		run    func(ctx context.Context, f *fixture, p authz.Principal, id string) error
 	}
 	ops := []op{
-		{"create", true, func(ctx context.Context, f *fixture, p environment.Principal, _ string) error {
+		{"create", true, func(ctx context.Context, f *fixture, p authz.Principal, _ string) error {
 			_, err := f.cat.Create(ctx, p, remoteRequest("second"))
 			return err
 		}},
-		{"update", true, func(ctx context.Context, f *fixture, p environment.Principal, id string) error {
+		{"update", true, func(ctx context.Context, f *fixture, p authz.Principal, id string) error {
 			d := "changed"
 			_, err := f.cat.Update(ctx, p, id, environment.UpdateRequest{BaseRevision: 1, Description: &d})
 			return err
 		}},
-		{"archive", true, func(ctx context.Context, f *fixture, p environment.Principal, id string) error {
+		{"archive", true, func(ctx context.Context, f *fixture, p authz.Principal, id string) error {
 			_, err := f.cat.Archive(ctx, p, id, 1)
 			return err
 		}},
-		{"delete", true, func(ctx context.Context, f *fixture, p environment.Principal, id string) error {
+		{"delete", true, func(ctx context.Context, f *fixture, p authz.Principal, id string) error {
 			_, err := f.cat.Delete(ctx, p, id, 1)
 			return err
 		}},
-		{"blast radius", false, func(ctx context.Context, f *fixture, p environment.Principal, id string) error {
+		{"blast radius", false, func(ctx context.Context, f *fixture, p authz.Principal, id string) error {
 			_, err := f.cat.BlastRadius(ctx, p, id)
 			return err
 		}},
-		{"update of a missing id", true, func(ctx context.Context, f *fixture, p environment.Principal, _ string) error {
+		{"update of a missing id", true, func(ctx context.Context, f *fixture, p authz.Principal, _ string) error {
 			_, err := f.cat.Update(ctx, p, "env_missing", environment.UpdateRequest{BaseRevision: 1})
 			return err
 		}},
@@ -109,7 +111,7 @@ func TestCatalogAuthorization(t *testing.T) {
 				v := f.mustCreate(t, remoteRequest("build"))
 				before, _ := f.store.GetEnvironment(ctx, v.ID)
 				err := o.run(ctx, f, pr.p, v.ID)
-				privileged := pr.p.Role == environment.RoleInstanceAdmin || pr.p.Role == environment.RoleLocalOperator
+				privileged := pr.p.Role == authz.RoleInstanceAdmin || pr.p.Role == authz.RoleLocalOperator
 				if privileged {
 					if o.name == "update of a missing id" {
 						wantErr(t, err, environment.ErrNotFound)
@@ -118,7 +120,7 @@ func TestCatalogAuthorization(t *testing.T) {
 					}
 					return
 				}
-				wantErr(t, err, environment.ErrDenied)
+				wantErr(t, err, authz.ErrDenied)
 				wantText(t, err, string(pr.p.Role))
 				after, _ := f.store.GetEnvironment(ctx, v.ID)
 				if diff := cmp.Diff(before, after); diff != "" {
@@ -155,7 +157,7 @@ func TestReadViews(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := created
-			if pr.p.Role == environment.RoleBoardMember || pr.p.Role == environment.RoleAgent {
+			if pr.p.Role == authz.RoleBoardMember || pr.p.Role == authz.RoleAgent {
 				want = &environment.View{Environment: environment.Environment{
 					ID: created.ID, Name: "build", Description: "a remote target", Driver: "remote",
 					Status: environment.StatusActive, Revision: 1, CreatedAt: t0, UpdatedAt: t0,
@@ -245,7 +247,7 @@ func TestTestDrivers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, func(o *environment.Options) { o.TestMode = tc.testMode; o.TestDrivers = []string{"sim"} })
-			for _, p := range []environment.Principal{admin, operator} {
+			for _, p := range []authz.Principal{admin, operator} {
 				_, err := f.cat.Create(ctx, p, environment.CreateRequest{Name: "t-" + p.ID, Driver: tc.driver})
 				if !tc.wantErr {
 					if err != nil {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 )
 
@@ -104,8 +105,8 @@ func (e *DeleteRefusedError) Unwrap() error { return ErrConflict }
 // the usage reporters, and what blocks the delete. It needs ActionDelete. A
 // reporter's error is returned (a radius that cannot be known is never
 // guessed).
-func (c *Catalog) BlastRadius(ctx context.Context, p Principal, id string) (*BlastRadius, error) {
-	env, err := c.load(ctx, p, ActionDelete, id)
+func (c *Catalog) BlastRadius(ctx context.Context, p authz.Principal, id string) (*BlastRadius, error) {
+	env, err := c.load(ctx, p, authz.ActionDelete, id)
 	if err != nil {
 		return nil, err
 	}
@@ -152,14 +153,14 @@ func refIDs(rs []Reference) string {
 // (bindings, ASG-5) and deletes the environment's secrets. It returns the
 // blast radius it acted on; if clearing references fails, the environment
 // is deleted and the error says which clear failed. It needs ActionDelete.
-func (c *Catalog) Delete(ctx context.Context, p Principal, id string, baseRevision int64) (*BlastRadius, error) {
-	env, err := c.load(ctx, p, ActionDelete, id)
+func (c *Catalog) Delete(ctx context.Context, p authz.Principal, id string, baseRevision int64) (*BlastRadius, error) {
+	env, err := c.load(ctx, p, authz.ActionDelete, id)
 	if err != nil {
 		return nil, err
 	}
 	b, err := c.delete(ctx, env, baseRevision)
 	if err != nil {
-		c.logFailure(ctx, p, ActionDelete, ResourceOf(env), err)
+		c.logFailure(ctx, p, authz.ActionDelete, ResourceOf(env), err)
 		return b, err
 	}
 	c.log.LogAttrs(ctx, slog.LevelInfo, "environment deleted",

@@ -3,8 +3,8 @@
 //
 // Start with Catalog (catalog.go): NewCatalog(store, registry, secrets,
 // opts) and its methods Create, Get, List, Update (update.go), Archive,
-// Restore, BlastRadius and Delete (delete.go). Every method takes a
-// Principal and asks the Authorizer (auth.go) first; DefaultPolicy is CFG-2 /
+// Restore, BlastRadius and Delete (delete.go). Every method takes an
+// authz.Principal and asks the authz.Authorizer first; authz.DefaultPolicy is CFG-2 /
 // PRB-7. Draft is for the probe layer: it returns an unsaved config with its
 // pasted secret values, validated for a draft probe (PRB-4), and saves
 // nothing. The resolved config of a saved environment (secret values) is
@@ -14,7 +14,7 @@
 //
 // Guarantees:
 //
-//   - Authorization (CFG-2, AUTH-1): with DefaultPolicy, only instance admins
+//   - Authorization (CFG-2, AUTH-1): with authz.DefaultPolicy, only instance admins
 //     and local operators create, update, archive, delete, probe, bind or run
 //     setups, and only they see the full view. Board members get the
 //     redacted view (no config, no env vars, no metadata). Agents get the
@@ -22,7 +22,7 @@
 //     a company they hold a grant for (LeaseTarget, assign_lease.go); they
 //     are denied every mutation, every probe and every sweep, whatever their
 //     grants.
-//     Refusals wrap ErrDenied and name role, principal and action. A
+//     Refusals wrap authz.ErrDenied and name role, principal and action. A
 //     missing environment is reported as denied to those who may not act.
 //   - Secrets (CFG-3): a secret pasted into a config is moved into the
 //     SecretStore (secrets.go) and the config keeps a drivers.SecretRef; an

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 )
@@ -20,8 +21,8 @@ func TestDraft(t *testing.T) {
 			f := newFixture(t, nil)
 			d, cfg, err := f.cat.Draft(ctx, pr.p, environment.CreateRequest{Driver: "remote",
 				Config: map[string]any{"host": "h", "apiKey": canary}})
-			if pr.p.Role == environment.RoleBoardMember || pr.p.Role == environment.RoleAgent {
-				wantErr(t, err, environment.ErrDenied)
+			if pr.p.Role == authz.RoleBoardMember || pr.p.Role == authz.RoleAgent {
+				wantErr(t, err, authz.ErrDenied)
 				wantText(t, err, "probe")
 				return
 			}

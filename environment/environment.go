@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 )
 
@@ -46,8 +47,6 @@ var (
 	// ErrConflict: a stale revision, a duplicate id or name, or a second
 	// environment of an exclusive driver (CFG-4, CFG-6).
 	ErrConflict = errors.New("environment: conflict")
-	// ErrDenied: the principal may not perform the action (CFG-2, PRB-7).
-	ErrDenied = errors.New("environment: permission denied")
 	// ErrInvalid: the request is malformed or names a reserved field (CFG-5, CFG-8).
 	ErrInvalid = errors.New("environment: invalid request")
 )
@@ -88,4 +87,12 @@ type Store interface {
 	// DeleteEnvironment removes env id if its stored revision equals
 	// baseRevision, else ErrConflict (ErrNotFound if absent).
 	DeleteEnvironment(ctx context.Context, id string, baseRevision int64) error
+}
+
+// ResourceOf describes env as an authorization resource.
+func ResourceOf(env *Environment) authz.Resource {
+	if env == nil {
+		return authz.Resource{Kind: authz.ResourceKindEnvironment}
+	}
+	return authz.Resource{Kind: authz.ResourceKindEnvironment, ID: env.ID, Name: env.Name, Driver: env.Driver}
 }

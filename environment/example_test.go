@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/environment"
 )
 
@@ -26,7 +27,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	op := environment.Principal{ID: "u_1", Role: environment.RoleLocalOperator}
+	op := authz.Principal{ID: "u_1", Role: authz.RoleLocalOperator}
 	v, err := cat.Create(ctx, op, req)
 	if err != nil {
 		fmt.Println(err)
@@ -35,20 +36,20 @@ func Example() {
 	ref, _ := v.Config.SecretRef("apiKey")
 	fmt.Println("saved", v.ID, "revision", v.Revision, "apiKey stored as a reference:", ref.Version == 1)
 
-	board := environment.Principal{ID: "u_2", Role: environment.RoleBoardMember}
+	board := authz.Principal{ID: "u_2", Role: authz.RoleBoardMember}
 	rv, _ := cat.Get(ctx, board, v.ID)
 	out, _ := json.Marshal(map[string]any{"name": rv.Name, "driver": rv.Driver, "redacted": rv.Redacted, "config": rv.Config})
 	fmt.Println(string(out))
 
-	agent := environment.Principal{ID: "agent_7", Role: environment.RoleAgent, Companies: []string{"acme"}}
+	agent := authz.Principal{ID: "agent_7", Role: authz.RoleAgent, Companies: []string{"acme"}}
 	_, err = cat.Archive(ctx, agent, v.ID, v.Revision)
-	fmt.Println(errors.Is(err, environment.ErrDenied), err)
+	fmt.Println(errors.Is(err, authz.ErrDenied), err)
 
 	_, err = environment.DecodeCreateRequest([]byte(`{"name": "x", "driver": "remote", "qualification": {"ok": true}}`))
 	fmt.Println(err)
 	// Output:
 	// saved env_1 revision 1 apiKey stored as a reference: true
 	// {"config":null,"driver":"remote","name":"build box","redacted":true}
-	// true environment: agent "agent_7" may not archive environment "build box" (env_1): environment: permission denied
+	// true agent "agent_7" may not archive environment "build box" (env_1): permission denied
 	// environment: field "qualification": reserved server-owned field; it cannot be set by a request (CFG-5)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 )
 
@@ -24,8 +25,8 @@ const DefaultHealthTimeout = 10 * time.Second
 // not an error; errors are authorization, not-found, an unresolvable config
 // and store failures. The measurement is bounded by Options.HealthTimeout
 // and ctx, and allocates nothing at the provider.
-func (c *Catalog) RefreshHealth(ctx context.Context, p Principal, id string) (*HealthView, error) {
-	env, err := c.load(ctx, p, ActionProbe, id)
+func (c *Catalog) RefreshHealth(ctx context.Context, p authz.Principal, id string) (*HealthView, error) {
+	env, err := c.load(ctx, p, authz.ActionProbe, id)
 	if err != nil {
 		return nil, err
 	}

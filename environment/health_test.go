@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
@@ -36,7 +37,7 @@ func TestProviderHealthGate(t *testing.T) {
 	if _, err := asg.Set(ctx, admin, environment.SetBinding{Kind: environment.BindingInstanceDefault, EnvironmentID: v.ID}); err != nil {
 		t.Fatal(err)
 	}
-	scope := environment.Scope{Company: "acme", Workspace: "ws"}
+	scope := authz.Scope{Company: "acme", Workspace: "ws"}
 	list := func(c *environment.Catalog) *environment.View {
 		t.Helper()
 		vs, err := c.List(ctx, admin, environment.ListFilter{})
@@ -98,8 +99,8 @@ func TestProviderHealthGate(t *testing.T) {
 	}
 
 	// PRB-7: measuring is an operator's action.
-	agent := environment.Principal{ID: "a", Role: environment.RoleAgent, Companies: []string{"acme"}}
-	if _, err := cat.RefreshHealth(ctx, agent, v.ID); !errors.Is(err, environment.ErrDenied) {
+	agent := authz.Principal{ID: "a", Role: authz.RoleAgent, Companies: []string{"acme"}}
+	if _, err := cat.RefreshHealth(ctx, agent, v.ID); !errors.Is(err, authz.ErrDenied) {
 		t.Errorf("agent RefreshHealth: %v, want ErrDenied", err)
 	}
 }

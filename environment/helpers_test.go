@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
@@ -72,15 +73,15 @@ func newRegistry() *drivers.Registry {
 // The four principals of every table (CFG-2). The agent holds a company
 // grant: grants never widen catalog rights.
 var (
-	admin    = environment.Principal{ID: "u_admin", Role: environment.RoleInstanceAdmin}
-	operator = environment.Principal{ID: "u_op", Role: environment.RoleLocalOperator}
-	board    = environment.Principal{ID: "u_board", Role: environment.RoleBoardMember, Companies: []string{"acme"}}
-	agent    = environment.Principal{ID: "agent_1", Role: environment.RoleAgent, Companies: []string{"acme"}}
+	admin    = authz.Principal{ID: "u_admin", Role: authz.RoleInstanceAdmin}
+	operator = authz.Principal{ID: "u_op", Role: authz.RoleLocalOperator}
+	board    = authz.Principal{ID: "u_board", Role: authz.RoleBoardMember, Companies: []string{"acme"}}
+	agent    = authz.Principal{ID: "agent_1", Role: authz.RoleAgent, Companies: []string{"acme"}}
 )
 
 var principals = []struct {
 	name string
-	p    environment.Principal
+	p    authz.Principal
 }{{"admin", admin}, {"operator", operator}, {"board member", board}, {"agent", agent}}
 
 // logBuffer collects slog output of a catalog, safe for concurrent writes.

@@ -3,6 +3,7 @@ package environment
 import (
 	"log/slog"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 )
@@ -10,7 +11,7 @@ import (
 // common is what NewCatalog and NewAssignments build alike from the
 // Options fields they share, with the defaults documented there.
 type common struct {
-	authz  Authorizer
+	authz  authz.Authorizer
 	log    *slog.Logger
 	clock  clock.Clock
 	health HealthStore
@@ -25,7 +26,7 @@ func (o *Options) common(reg *drivers.Registry) common {
 	}
 	c := common{authz: v.Authorizer, log: v.Logger, clock: v.Clock, health: v.Health}
 	if c.authz == nil {
-		c.authz = DefaultPolicy{}
+		c.authz = authz.DefaultPolicy{}
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)

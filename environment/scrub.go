@@ -3,6 +3,8 @@ package environment
 import (
 	"context"
 	"fmt"
+
+	"github.com/berthdev/berth/authz"
 )
 
 // Scrubber returns a function that replaces, in a text, every secret value
@@ -14,8 +16,8 @@ import (
 // and the function holds them only as long as the caller keeps it. Errors:
 // authorization, ErrNotFound, and a config whose secrets cannot be resolved
 // (wrapping the SecretStore's error); none holds a secret value.
-func (c *Catalog) Scrubber(ctx context.Context, p Principal, id string) (func(string) string, error) {
-	if _, err := c.load(ctx, p, ActionProbe, id); err != nil {
+func (c *Catalog) Scrubber(ctx context.Context, p authz.Principal, id string) (func(string) string, error) {
+	if _, err := c.load(ctx, p, authz.ActionProbe, id); err != nil {
 		return nil, err
 	}
 	env, cfg, err := c.resolvedConfig(ctx, id)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 )
@@ -178,8 +179,8 @@ func TestScrubber(t *testing.T) {
 	if got := sc("nothing secret here"); got != "nothing secret here" {
 		t.Errorf("a text without secrets changed: %q", got)
 	}
-	board := environment.Principal{ID: "b", Role: environment.RoleBoardMember}
-	if _, err := f.cat.Scrubber(ctx, board, v.ID); !errors.Is(err, environment.ErrDenied) {
+	board := authz.Principal{ID: "b", Role: authz.RoleBoardMember}
+	if _, err := f.cat.Scrubber(ctx, board, v.ID); !errors.Is(err, authz.ErrDenied) {
 		t.Errorf("board member Scrubber: %v, want ErrDenied", err)
 	}
 }

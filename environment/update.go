@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 )
 
@@ -21,21 +22,21 @@ import (
 // secret. On any error nothing is saved and no
 // secret version is left behind. It returns the full view at the new
 // revision.
-func (c *Catalog) Update(ctx context.Context, p Principal, id string, req UpdateRequest) (*View, error) {
-	cur, err := c.load(ctx, p, ActionUpdate, id)
+func (c *Catalog) Update(ctx context.Context, p authz.Principal, id string, req UpdateRequest) (*View, error) {
+	cur, err := c.load(ctx, p, authz.ActionUpdate, id)
 	if err != nil {
 		return nil, err
 	}
 	env, err := c.update(ctx, p, cur, req)
 	if err != nil {
-		c.logFailure(ctx, p, ActionUpdate, ResourceOf(cur), err)
+		c.logFailure(ctx, p, authz.ActionUpdate, ResourceOf(cur), err)
 		return nil, err
 	}
 	c.logMutation(ctx, p, "environment updated", env)
 	return c.view(env, true), nil
 }
 
-func (c *Catalog) update(ctx context.Context, p Principal, cur *Environment, req UpdateRequest) (*Environment, error) {
+func (c *Catalog) update(ctx context.Context, p authz.Principal, cur *Environment, req UpdateRequest) (*Environment, error) {
 	label := labelOf(cur)
 	if req.BaseRevision <= 0 {
 		return nil, &FieldError{Environment: label, Field: "baseRevision", Err: ErrInvalid,
@@ -99,24 +100,24 @@ func (c *Catalog) update(ctx context.Context, p Principal, cur *Environment, req
 // be bound or leased, ASG-2) if baseRevision is current (else ErrConflict).
 // Archiving an archived environment is an error wrapping ErrConflict. It
 // needs ActionArchive (CFG-2) and returns the full view.
-func (c *Catalog) Archive(ctx context.Context, p Principal, id string, baseRevision int64) (*View, error) {
+func (c *Catalog) Archive(ctx context.Context, p authz.Principal, id string, baseRevision int64) (*View, error) {
 	return c.setStatus(ctx, p, id, baseRevision, StatusArchived, "environment archived")
 }
 
 // Restore sets an archived environment back to StatusActive, with the rules
 // of Archive.
-func (c *Catalog) Restore(ctx context.Context, p Principal, id string, baseRevision int64) (*View, error) {
+func (c *Catalog) Restore(ctx context.Context, p authz.Principal, id string, baseRevision int64) (*View, error) {
 	return c.setStatus(ctx, p, id, baseRevision, StatusActive, "environment restored")
 }
 
-func (c *Catalog) setStatus(ctx context.Context, p Principal, id string, base int64, to Status, msg string) (*View, error) {
-	cur, err := c.load(ctx, p, ActionArchive, id)
+func (c *Catalog) setStatus(ctx context.Context, p authz.Principal, id string, base int64, to Status, msg string) (*View, error) {
+	cur, err := c.load(ctx, p, authz.ActionArchive, id)
 	if err != nil {
 		return nil, err
 	}
 	label := labelOf(cur)
 	fail := func(err error) (*View, error) {
-		c.logFailure(ctx, p, ActionArchive, ResourceOf(cur), err)
+		c.logFailure(ctx, p, authz.ActionArchive, ResourceOf(cur), err)
 		return nil, err
 	}
 	switch {

@@ -19,9 +19,9 @@
 //     replaces any earlier record of the key with a pending one and runs
 //     the host's Checker (the project auth check berth cannot know);
 //     RecordResult, Get, List and Clear are for hosts and operators. Each
-//     authorizes environment.ActionAuthCheck.
+//     authorizes authz.ActionAuthCheck.
 //   - resolver.go: Service implements controller.SecretResolver. Check
-//     (at Dispatch, with the principal: environment.ActionUseAccount for
+//     (at Dispatch, with the principal: authz.ActionUseAccount for
 //     a managed account) and Resolve (at delivery, on any replica) look up
 //     the session's lease: a secret env key must be in its config's
 //     secret env map (drivers.KindSecretMap); a managed account needs an

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
@@ -23,8 +24,8 @@ import (
 // on memory stores.
 func ExampleService_PrepareManagedAccount() {
 	ctx := context.Background()
-	operator := environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
-	agent := environment.Principal{ID: "bot", Role: environment.RoleAgent, Companies: []string{"acme"}}
+	operator := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
+	agent := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
 
 	// The host's secret store holds the managed account; berth keeps
 	// only its reference.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/environment"
@@ -21,9 +22,9 @@ import (
 )
 
 var (
-	operator = environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
-	agent    = environment.Principal{ID: "agent-1", Role: environment.RoleAgent, Companies: []string{"acme"}}
-	outsider = environment.Principal{ID: "agent-2", Role: environment.RoleAgent, Companies: []string{"globex"}}
+	operator = authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
+	agent    = authz.Principal{ID: "agent-1", Role: authz.RoleAgent, Companies: []string{"acme"}}
+	outsider = authz.Principal{ID: "agent-2", Role: authz.RoleAgent, Companies: []string{"globex"}}
 )
 
 const (
@@ -146,7 +147,7 @@ func TestPrepareManagedAccount(t *testing.T) {
 		t.Errorf("prepare with a broken check = %+v, %v; want failed and the error", rec, err)
 	}
 	// Operators only; a malformed reference names the field.
-	if _, err := w.svc.PrepareManagedAccount(ctx, agent, "acme", w.account, "env_1", nil); !errors.Is(err, environment.ErrDenied) {
+	if _, err := w.svc.PrepareManagedAccount(ctx, agent, "acme", w.account, "env_1", nil); !errors.Is(err, authz.ErrDenied) {
 		t.Errorf("an agent prepared: %v", err)
 	}
 	if _, err := w.svc.PrepareManagedAccount(ctx, operator, "acme", "acct-1", "env_1", nil); !errors.Is(err, handover.ErrInvalid) || !strings.Contains(err.Error(), "account_ref") {
@@ -268,7 +269,7 @@ func TestDispatchMatchesExactly(t *testing.T) {
 	if err := w.svc.Check(ctx, operator, other, unknown); code(err) != handover.CodeLeaseMismatch {
 		t.Errorf("lease of another company: %v, want %s", err, handover.CodeLeaseMismatch)
 	}
-	if err := w.svc.Check(ctx, outsider, target, w.uses("p1", "p2")); !errors.Is(err, environment.ErrDenied) {
+	if err := w.svc.Check(ctx, outsider, target, w.uses("p1", "p2")); !errors.Is(err, authz.ErrDenied) {
 		t.Errorf("an agent of another company handed over the account: %v", err)
 	}
 	for _, e := range []error{w.svc.Check(ctx, agent, target, w.uses("p1"))} {
@@ -291,25 +292,25 @@ func TestAnotherCompanysAuthCheckReadsAsMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := "secret:missing@v1"
-	for name, op := range map[string]func(p environment.Principal, ref string) error{
-		"Get": func(p environment.Principal, ref string) error { _, err := w.svc.Get(ctx, p, "acme", ref); return err },
-		"RecordResult": func(p environment.Principal, ref string) error {
+	for name, op := range map[string]func(p authz.Principal, ref string) error{
+		"Get": func(p authz.Principal, ref string) error { _, err := w.svc.Get(ctx, p, "acme", ref); return err },
+		"RecordResult": func(p authz.Principal, ref string) error {
 			_, err := w.svc.RecordResult(ctx, p, "acme", ref, rec.Preparation, handover.Result{Succeeded: true})
 			return err
 		},
-		"Clear": func(p environment.Principal, ref string) error { return w.svc.Clear(ctx, p, "acme", ref) },
+		"Clear": func(p authz.Principal, ref string) error { return w.svc.Clear(ctx, p, "acme", ref) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			errMissing, errForeign := op(operator, missing), op(outsider, w.account)
 			for _, err := range []error{errMissing, errForeign} {
-				if !errors.Is(err, handover.ErrNotFound) || errors.Is(err, environment.ErrDenied) {
+				if !errors.Is(err, handover.ErrNotFound) || errors.Is(err, authz.ErrDenied) {
 					t.Fatalf("%s = %v, want ErrNotFound (not ErrDenied)", name, err)
 				}
 			}
 			if a, b := strings.ReplaceAll(errForeign.Error(), w.account, "REF"), strings.ReplaceAll(errMissing.Error(), missing, "REF"); a != b {
 				t.Errorf("another company's record reads %q, a missing one %q; want one text", a, b)
 			}
-			if err := op(agent, w.account); !errors.Is(err, environment.ErrDenied) || errors.Is(err, handover.ErrNotFound) {
+			if err := op(agent, w.account); !errors.Is(err, authz.ErrDenied) || errors.Is(err, handover.ErrNotFound) {
 				t.Errorf("an agent of the company = %v, want ErrDenied (it may see the record)", err)
 			}
 		})

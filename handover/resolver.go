@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -17,14 +17,14 @@ var _ controller.SecretResolver = (*Service)(nil)
 // Check implements controller.SecretResolver: at dispatch, every use must
 // be deliverable to the runner of t's lease. A secret env key must be in
 // the secret env map of the lease's config; a managed account needs p to
-// be allowed environment.ActionUseAccount for t.Company and a project
+// be allowed authz.ActionUseAccount for t.Company and a project
 // auth check that matches exactly the lease's fingerprint and provider
 // and the use's projects (AUTH-2; a *MismatchError names the part that
 // did not). Nothing is read from the secret store.
-func (s *Service) Check(ctx context.Context, p environment.Principal, t controller.SecretTarget, uses []prp.SecretUse) error {
+func (s *Service) Check(ctx context.Context, p authz.Principal, t controller.SecretTarget, uses []prp.SecretUse) error {
 	for _, u := range uses {
 		if u.Source == prp.SecretFromManagedAccount {
-			if err := s.authorize(ctx, p, environment.ActionUseAccount, t.Company, u.Ref); err != nil {
+			if err := s.authorize(ctx, p, authz.ActionUseAccount, t.Company, u.Ref); err != nil {
 				return err
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
@@ -21,7 +22,7 @@ import (
 // environment Environment). It holds references, never the account's
 // value; the host resolves the account itself if its check needs it.
 type CheckRequest struct {
-	Principal   environment.Principal
+	Principal   authz.Principal
 	Company     string
 	AccountRef  string
 	Environment string
@@ -77,8 +78,8 @@ type Sources struct {
 // Options configure a Service; nil means every default.
 type Options struct {
 	// Authorizer decides ActionAuthCheck and ActionUseAccount. Default:
-	// environment.DefaultPolicy.
-	Authorizer environment.Authorizer
+	// authz.DefaultPolicy.
+	Authorizer authz.Authorizer
 	// Checker is the host's project auth check. Default: none, and a
 	// preparation stays pending until RecordResult stores the host's
 	// answer.
@@ -101,7 +102,7 @@ type Service struct {
 	src  Sources
 	o    Options
 	log  *slog.Logger
-	auth environment.Authorizer
+	auth authz.Authorizer
 }
 
 // New returns a Service over src.
@@ -123,7 +124,7 @@ func New(src Sources, opts *Options) (*Service, error) {
 		o = *opts
 	}
 	if o.Authorizer == nil {
-		o.Authorizer = environment.DefaultPolicy{}
+		o.Authorizer = authz.DefaultPolicy{}
 	}
 	if o.ProviderAccount == nil {
 		o.ProviderAccount = DefaultProviderAccount
@@ -152,29 +153,29 @@ func DefaultProviderAccount(schema *drivers.ConfigSchema, cfg drivers.Config, en
 
 func (s *Service) now() time.Time { return s.o.Clock.Now().UTC().Truncate(time.Microsecond) }
 
-func (s *Service) authorize(ctx context.Context, p environment.Principal, a environment.Action, company, ref string) error {
-	r := environment.Resource{Kind: environment.ResourceKindManagedAccount, ID: ref, Company: company}
+func (s *Service) authorize(ctx context.Context, p authz.Principal, a authz.Action, company, ref string) error {
+	r := authz.Resource{Kind: authz.ResourceKindManagedAccount, ID: ref, Company: company}
 	if err := s.auth.Authorize(ctx, p, a, r); err != nil {
-		if !errors.Is(err, environment.ErrDenied) {
-			err = fmt.Errorf("%w: %w", environment.Denied(p, a, r), err)
+		if !errors.Is(err, authz.ErrDenied) {
+			err = fmt.Errorf("%w: %w", authz.Denied(p, a, r), err)
 		}
 		return fmt.Errorf("handover: %w", err)
 	}
 	return nil
 }
 
-// authorizeRecord authorizes p (environment.ActionAuthCheck) on the record
+// authorizeRecord authorizes p (authz.ActionAuthCheck) on the record
 // of (company, accountRef) that it names: a principal who may not read it
-// (environment.ActionRead on the managed account of company) gets
+// (authz.ActionRead on the managed account of company) gets
 // checkNotFound, as for a missing record; one who may read it but not act
 // on it is denied (issue 22 item 7).
-func (s *Service) authorizeRecord(ctx context.Context, p environment.Principal, company, accountRef string) error {
-	err := s.authorize(ctx, p, environment.ActionAuthCheck, company, accountRef)
+func (s *Service) authorizeRecord(ctx context.Context, p authz.Principal, company, accountRef string) error {
+	err := s.authorize(ctx, p, authz.ActionAuthCheck, company, accountRef)
 	if err == nil {
 		return nil
 	}
-	r := environment.Resource{Kind: environment.ResourceKindManagedAccount, ID: accountRef, Company: company}
-	if s.auth.Authorize(ctx, p, environment.ActionRead, r) != nil {
+	r := authz.Resource{Kind: authz.ResourceKindManagedAccount, ID: accountRef, Company: company}
+	if s.auth.Authorize(ctx, p, authz.ActionRead, r) != nil {
 		return checkNotFound(company, accountRef)
 	}
 	return err
@@ -215,7 +216,7 @@ func (s *Service) subject(ctx context.Context, id string) (*environment.Environm
 // PrepareManagedAccount prepares the hand-over of managed account
 // accountRef ("secret:ID@vN") to company's projects on sandboxes of
 // environment environmentID (AUTH-2): it authorizes p
-// (environment.ActionAuthCheck), replaces any earlier record of (company,
+// (authz.ActionAuthCheck), replaces any earlier record of (company,
 // accountRef) with a pending one for the environment's current
 // fingerprint, provider and the sorted project set, so that the old
 // validation is gone whatever the check says, then runs the host's
@@ -223,7 +224,7 @@ func (s *Service) subject(ctx context.Context, id string) (*environment.Environm
 // could not run; the error is returned too). Without a Checker the record
 // stays pending for RecordResult. An answer that a newer preparation
 // overtook is not stored (ErrStale).
-func (s *Service) PrepareManagedAccount(ctx context.Context, p environment.Principal, company, accountRef, environmentID string, projects []string) (AuthCheck, error) {
+func (s *Service) PrepareManagedAccount(ctx context.Context, p authz.Principal, company, accountRef, environmentID string, projects []string) (AuthCheck, error) {
 	if company == "" {
 		return AuthCheck{}, fmt.Errorf("handover: prepare managed account %s: field company is empty: %w", accountRef, ErrInvalid)
 	}
@@ -235,7 +236,7 @@ func (s *Service) PrepareManagedAccount(ctx context.Context, p environment.Princ
 			return AuthCheck{}, fmt.Errorf("handover: prepare managed account %s: field projects holds an empty or too long id: %w", accountRef, ErrInvalid)
 		}
 	}
-	if err := s.authorize(ctx, p, environment.ActionAuthCheck, company, accountRef); err != nil {
+	if err := s.authorize(ctx, p, authz.ActionAuthCheck, company, accountRef); err != nil {
 		return AuthCheck{}, err
 	}
 	env, fp, prov, err := s.subject(ctx, environmentID)
@@ -289,10 +290,10 @@ func (s *Service) complete(ctx context.Context, rec AuthCheck, res Result, by st
 
 // RecordResult stores the host's answer to preparation prep of (company,
 // accountRef), for hosts whose check answers later than the preparation
-// returns. It authorizes p (environment.ActionAuthCheck); an answer for a
+// returns. It authorizes p (authz.ActionAuthCheck); an answer for a
 // preparation that a newer one replaced is ErrStale and stores nothing.
 // A record p may not read is ErrNotFound, as a missing one.
-func (s *Service) RecordResult(ctx context.Context, p environment.Principal, company, accountRef, prep string, res Result) (AuthCheck, error) {
+func (s *Service) RecordResult(ctx context.Context, p authz.Principal, company, accountRef, prep string, res Result) (AuthCheck, error) {
 	if err := s.authorizeRecord(ctx, p, company, accountRef); err != nil {
 		return AuthCheck{}, err
 	}
@@ -301,9 +302,9 @@ func (s *Service) RecordResult(ctx context.Context, p environment.Principal, com
 }
 
 // Get returns the record of (company, accountRef) after authorizing p
-// (environment.ActionAuthCheck); ErrNotFound if there is none, and the
+// (authz.ActionAuthCheck); ErrNotFound if there is none, and the
 // same error (one text) if p may not read it.
-func (s *Service) Get(ctx context.Context, p environment.Principal, company, accountRef string) (AuthCheck, error) {
+func (s *Service) Get(ctx context.Context, p authz.Principal, company, accountRef string) (AuthCheck, error) {
 	if err := s.authorizeRecord(ctx, p, company, accountRef); err != nil {
 		return AuthCheck{}, err
 	}
@@ -312,19 +313,19 @@ func (s *Service) Get(ctx context.Context, p environment.Principal, company, acc
 }
 
 // List returns company's records (every company's for "") after
-// authorizing p (environment.ActionAuthCheck).
-func (s *Service) List(ctx context.Context, p environment.Principal, company string) ([]AuthCheck, error) {
-	if err := s.authorize(ctx, p, environment.ActionAuthCheck, company, ""); err != nil {
+// authorizing p (authz.ActionAuthCheck).
+func (s *Service) List(ctx context.Context, p authz.Principal, company string) ([]AuthCheck, error) {
+	if err := s.authorize(ctx, p, authz.ActionAuthCheck, company, ""); err != nil {
 		return nil, err
 	}
 	return s.src.Checks.ListAuthChecks(ctx, company)
 }
 
 // Clear removes the record of (company, accountRef) after authorizing p
-// (environment.ActionAuthCheck): the account is refused until the next
+// (authz.ActionAuthCheck): the account is refused until the next
 // preparation succeeds. ErrNotFound if there is none, and the same error
 // (one text) if p may not read it.
-func (s *Service) Clear(ctx context.Context, p environment.Principal, company, accountRef string) error {
+func (s *Service) Clear(ctx context.Context, p authz.Principal, company, accountRef string) error {
 	if err := s.authorizeRecord(ctx, p, company, accountRef); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/retry"
@@ -28,7 +29,7 @@ type AcquireRequest struct {
 	// Scope names the company, project, workspace and agent of a run; the
 	// environment is the one its binding resolves to (ASG-1..4). The host's
 	// Authorizer decides whether the principal belongs to the scope.
-	Scope *environment.Scope
+	Scope *authz.Scope
 	// Company is the tenant the lease is for: required with EnvironmentID;
 	// with Scope it defaults to (and must equal) the scope's company.
 	Company string
@@ -52,7 +53,7 @@ type AcquireRequest struct {
 	// Metadata is copied onto a new lease record.
 	Metadata map[string]string
 	// Draft acquires for an unsaved config (a draft probe, PRB-4); it needs
-	// environment.ActionProbe. The config may hold pasted secret values and
+	// authz.ActionProbe. The config may hold pasted secret values and
 	// Company may be empty. The write-ahead record is kept as for every
 	// lease (LEASE-2), but without the config's secret fields, so nothing
 	// secret is stored: a cleanup that must be retried later runs without
@@ -96,11 +97,11 @@ func (a *acq) reusable() bool { return a.reuseKey != "" }
 // sandbox, for the acting principal p.
 //
 // Authorization (AUTH-1, ASG-3): the manager asks the Authorizer of
-// Options.Assignments for environment.ActionLease; by environment id the
+// Options.Assignments for authz.ActionLease; by environment id the
 // resource carries the id and Company, through a scope also the Scope, and
 // the binding is resolved from the store (environment.Assignments.
 // LeaseTarget). A company never leases an environment bound to other
-// companies only. Refusals wrap environment.ErrDenied and name neither
+// companies only. Refusals wrap authz.ErrDenied and name neither
 // another company nor an environment the caller did not name.
 //
 // A durable starting record is written before the driver is asked to create
@@ -113,7 +114,7 @@ func (a *acq) reusable() bool { return a.reuseKey != "" }
 // (LEASE-5). The same run acquiring again gets the same lease, and
 // concurrent acquisitions of one reuse key make one sandbox (LEASE-8).
 //
-// Errors: ErrInvalid for a malformed request; environment.ErrDenied;
+// Errors: ErrInvalid for a malformed request; authz.ErrDenied;
 // environment.ErrNotFound (and ErrNoBinding) for a missing target;
 // drivers.ErrUnavailable for an unregistered, unavailable driver or an
 // archived environment (also environment.ErrArchived);
@@ -124,7 +125,7 @@ func (a *acq) reusable() bool { return a.reuseKey != "" }
 // shared acquisition runs on a context detached from every caller and
 // bounded by the startup budget plus Options.ClaimGrace, and each caller
 // returns as soon as its own ctx ends (an error wrapping ctx.Err()).
-func (m *Manager) Acquire(ctx context.Context, p environment.Principal, req AcquireRequest) (*Handle, error) {
+func (m *Manager) Acquire(ctx context.Context, p authz.Principal, req AcquireRequest) (*Handle, error) {
 	a, err := m.prepare(ctx, p, req)
 	if err != nil {
 		return nil, err
@@ -168,13 +169,13 @@ func (m *Manager) Acquire(ctx context.Context, p environment.Principal, req Acqu
 
 // forCaller returns a copy of the shared handle h whose Lease shows the
 // record as p may read it.
-func (m *Manager) forCaller(ctx context.Context, p environment.Principal, h *Handle) *Handle {
+func (m *Manager) forCaller(ctx context.Context, p authz.Principal, h *Handle) *Handle {
 	c := *h
 	c.shown = m.view(ctx, p, h.lease)
 	return &c
 }
 
-func (m *Manager) prepare(ctx context.Context, p environment.Principal, req AcquireRequest) (*acq, error) {
+func (m *Manager) prepare(ctx context.Context, p authz.Principal, req AcquireRequest) (*acq, error) {
 	env, err := m.target(ctx, p, &req)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
@@ -395,7 +396,7 @@ func TestAcquireThroughAScope(t *testing.T) {
 	if _, err := w.asg.Set(bg, op, environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws", Company: "acme", EnvironmentID: w.env.ID}); err != nil {
 		t.Fatal(err)
 	}
-	scope := &environment.Scope{Company: "acme", Workspace: "ws"}
+	scope := &authz.Scope{Company: "acme", Workspace: "ws"}
 	h, err := w.m.Acquire(bg, op, lease.AcquireRequest{Scope: scope, Run: "r"})
 	if err != nil {
 		t.Fatalf("Acquire through a scope: %v", err)
@@ -469,8 +470,8 @@ func TestDraftLeases(t *testing.T) {
 	if _, err := w.m.Acquire(bg, op, lease.AcquireRequest{Draft: draft, Policy: lease.ReuseByEnvironment}); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("reusable draft: %v, want ErrInvalid", err)
 	}
-	agent := environment.Principal{ID: "bot", Role: environment.RoleAgent, Companies: []string{"acme"}}
-	if _, err := w.m.Acquire(bg, agent, lease.AcquireRequest{Draft: draft}); !errors.Is(err, environment.ErrDenied) {
+	agent := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
+	if _, err := w.m.Acquire(bg, agent, lease.AcquireRequest{Draft: draft}); !errors.Is(err, authz.ErrDenied) {
 		t.Errorf("draft by an agent: %v, want ErrDenied (PRB-7)", err)
 	}
 	w.save(&environment.Environment{ID: "pasted", Name: "pasted", Driver: w.fk.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 )
@@ -12,7 +13,7 @@ import (
 // target authorizes p for req and returns the environment to lease; it
 // fills req.Company and req.Workspace from a scope. Saved environments come
 // from the store through Options.Assignments (never from the caller).
-func (m *Manager) target(ctx context.Context, p environment.Principal, req *AcquireRequest) (*environment.Environment, error) {
+func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireRequest) (*environment.Environment, error) {
 	named := 0
 	for _, set := range []bool{req.EnvironmentID != "", req.Scope != nil, req.Draft != nil} {
 		if set {
@@ -23,8 +24,8 @@ func (m *Manager) target(ctx context.Context, p environment.Principal, req *Acqu
 		return nil, fmt.Errorf("lease: acquire: exactly one of an environment id, a scope and a draft is required: %w", ErrInvalid)
 	}
 	if req.Draft != nil {
-		r := environment.Resource{Kind: environment.ResourceKindEnvironment, Driver: req.Draft.Driver, Company: req.Company}
-		if err := m.authorize(ctx, p, environment.ActionProbe, r); err != nil {
+		r := authz.Resource{Kind: authz.ResourceKindEnvironment, Driver: req.Draft.Driver, Company: req.Company}
+		if err := m.authorize(ctx, p, authz.ActionProbe, r); err != nil {
 			return nil, fmt.Errorf("lease: draft acquire: %w", err)
 		}
 		return &environment.Environment{ID: "draft-" + randomHex(6), Name: "draft", Driver: req.Draft.Driver,
@@ -57,33 +58,33 @@ func (m *Manager) target(ctx context.Context, p environment.Principal, req *Acqu
 }
 
 // authorize asks the Authorizer of Options.Assignments (the catalog's),
-// else environment.DefaultPolicy, whether p may perform a on r.
-func (m *Manager) authorize(ctx context.Context, p environment.Principal, a environment.Action, r environment.Resource) error {
+// else authz.DefaultPolicy, whether p may perform a on r.
+func (m *Manager) authorize(ctx context.Context, p authz.Principal, a authz.Action, r authz.Resource) error {
 	if m.o.Assignments != nil {
 		return m.o.Assignments.Authorize(ctx, p, a, r)
 	}
-	err := environment.DefaultPolicy{}.Authorize(ctx, p, a, r)
-	if err != nil && !errors.Is(err, environment.ErrDenied) {
-		err = fmt.Errorf("%w: %w", environment.Denied(p, a, r), err)
+	err := authz.DefaultPolicy{}.Authorize(ctx, p, a, r)
+	if err != nil && !errors.Is(err, authz.ErrDenied) {
+		err = fmt.Errorf("%w: %w", authz.Denied(p, a, r), err)
 	}
 	return err
 }
 
 // leaseResource describes l for authorization.
-func leaseResource(l *Lease) environment.Resource {
-	return environment.Resource{Kind: environment.ResourceKindLease, ID: l.ID, Company: l.Company, Driver: l.Provider}
+func leaseResource(l *Lease) authz.Resource {
+	return authz.Resource{Kind: authz.ResourceKindLease, ID: l.ID, Company: l.Company, Driver: l.Provider}
 }
 
 // authorizeLease decides a on lease l for p, who named it by id. A lease
-// p may not read (environment.ActionRead, or a itself) reads as a missing
+// p may not read (authz.ActionRead, or a itself) reads as a missing
 // one (notFound); one it may read but not act on is refused with an error
-// wrapping environment.ErrDenied that names only the id.
-func (m *Manager) authorizeLease(ctx context.Context, p environment.Principal, a environment.Action, l *Lease) error {
+// wrapping authz.ErrDenied that names only the id.
+func (m *Manager) authorizeLease(ctx context.Context, p authz.Principal, a authz.Action, l *Lease) error {
 	if m.authorize(ctx, p, a, leaseResource(l)) == nil {
 		return nil
 	}
-	if a != environment.ActionRead && m.authorize(ctx, p, environment.ActionRead, leaseResource(l)) == nil {
-		return fmt.Errorf("lease %s: %s may not %s it: %w", l.ID, p, a, environment.ErrDenied)
+	if a != authz.ActionRead && m.authorize(ctx, p, authz.ActionRead, leaseResource(l)) == nil {
+		return fmt.Errorf("lease %s: %s may not %s it: %w", l.ID, p, a, authz.ErrDenied)
 	}
 	return notFound(l.ID)
 }
@@ -97,7 +98,7 @@ func notFound(id string) error {
 
 // load reads lease id for p, authorizing a (authorizeLease). A missing
 // lease and one p may not read are the same notFound.
-func (m *Manager) load(ctx context.Context, p environment.Principal, a environment.Action, id string) (*Lease, error) {
+func (m *Manager) load(ctx context.Context, p authz.Principal, a authz.Action, id string) (*Lease, error) {
 	l, err := m.store.GetLease(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return nil, notFound(id)
@@ -112,14 +113,14 @@ func (m *Manager) load(ctx context.Context, p environment.Principal, a environme
 }
 
 // Get returns lease id as p may see it: the full record for principals
-// allowed environment.ActionReadConfig on it (instance admins and local
+// allowed authz.ActionReadConfig on it (instance admins and local
 // operators under DefaultPolicy), else the redacted record (no config, no
 // metadata; Redacted set) for those allowed ActionRead (principals of the
 // lease's company), else an error wrapping ErrNotFound with the text a
 // missing lease gives, naming nothing but the id (CFG-2, ASG-3, issue 22
 // item 7).
-func (m *Manager) Get(ctx context.Context, p environment.Principal, id string) (*Lease, error) {
-	l, err := m.load(ctx, p, environment.ActionRead, id)
+func (m *Manager) Get(ctx context.Context, p authz.Principal, id string) (*Lease, error) {
+	l, err := m.load(ctx, p, authz.ActionRead, id)
 	if err != nil {
 		return nil, err
 	}
@@ -128,14 +129,14 @@ func (m *Manager) Get(ctx context.Context, p environment.Principal, id string) (
 
 // List returns the leases matching f that p may read (ActionRead on each),
 // each as Get shows it to p, ordered as Store.ListLeases orders them.
-func (m *Manager) List(ctx context.Context, p environment.Principal, f Filter) ([]*Lease, error) {
+func (m *Manager) List(ctx context.Context, p authz.Principal, f Filter) ([]*Lease, error) {
 	ls, err := m.store.ListLeases(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("lease: list: %w", err)
 	}
 	out := make([]*Lease, 0, len(ls))
 	for _, l := range ls {
-		if m.authorize(ctx, p, environment.ActionRead, leaseResource(l)) == nil {
+		if m.authorize(ctx, p, authz.ActionRead, leaseResource(l)) == nil {
 			out = append(out, m.view(ctx, p, l))
 		}
 	}
@@ -143,8 +144,8 @@ func (m *Manager) List(ctx context.Context, p environment.Principal, f Filter) (
 }
 
 // view returns l as p may see it (see Get).
-func (m *Manager) view(ctx context.Context, p environment.Principal, l *Lease) *Lease {
-	if m.authorize(ctx, p, environment.ActionReadConfig, leaseResource(l)) == nil {
+func (m *Manager) view(ctx context.Context, p authz.Principal, l *Lease) *Lease {
+	if m.authorize(ctx, p, authz.ActionReadConfig, leaseResource(l)) == nil {
 		return l
 	}
 	return l.Redact()

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
@@ -13,11 +14,11 @@ import (
 // The four roles of the authorization tables. The board member and the
 // agent hold a grant for acme only.
 var (
-	roleAdmin = environment.Principal{ID: "root", Role: environment.RoleInstanceAdmin}
-	roleOp    = environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
-	roleBoard = environment.Principal{ID: "bea", Role: environment.RoleBoardMember, Companies: []string{"acme"}}
-	roleAgent = environment.Principal{ID: "bot", Role: environment.RoleAgent, Companies: []string{"acme"}}
-	roles     = []environment.Principal{roleAdmin, roleOp, roleBoard, roleAgent}
+	roleAdmin = authz.Principal{ID: "root", Role: authz.RoleInstanceAdmin}
+	roleOp    = authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
+	roleBoard = authz.Principal{ID: "bea", Role: authz.RoleBoardMember, Companies: []string{"acme"}}
+	roleAgent = authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
+	roles     = []authz.Principal{roleAdmin, roleOp, roleBoard, roleAgent}
 )
 
 // authWorld saves four environments: "own" bound to acme's workspace
@@ -53,13 +54,13 @@ func TestAcquireAuthorization(t *testing.T) {
 		return lease.AcquireRequest{EnvironmentID: env, Company: company}
 	}
 	byScope := func(company, ws string) lease.AcquireRequest {
-		return lease.AcquireRequest{Scope: &environment.Scope{Company: company, Workspace: ws}}
+		return lease.AcquireRequest{Scope: &authz.Scope{Company: company, Workspace: ws}}
 	}
 	type want struct {
 		ok   bool
 		errs []error // each must be wrapped when !ok
 	}
-	allow, denied := want{ok: true}, want{errs: []error{environment.ErrDenied}}
+	allow, denied := want{ok: true}, want{errs: []error{authz.ErrDenied}}
 	archived := want{errs: []error{drivers.ErrUnavailable, environment.ErrArchived}}
 	noBinding := want{errs: []error{environment.ErrNoBinding}}
 	tests := []struct {
@@ -200,7 +201,7 @@ func TestReleaseAndReadAuthorization(t *testing.T) {
 				}
 				if want.read {
 					// A lease it can see: denied, naming only the id.
-					if !errors.Is(err, environment.ErrDenied) || errors.Is(err, lease.ErrNotFound) {
+					if !errors.Is(err, authz.ErrDenied) || errors.Is(err, lease.ErrNotFound) {
 						t.Fatalf("Release: %v; want ErrDenied", err)
 					}
 					wantNoTenantLeak(t, err, "", "")
@@ -216,13 +217,13 @@ func TestReleaseAndReadAuthorization(t *testing.T) {
 	for i, p := range roles {
 		w := authWorld(t)
 		_, err := w.m.Sweep(bg, p)
-		if allowed := i < 2; allowed != (err == nil) || !allowed && !errors.Is(err, environment.ErrDenied) {
+		if allowed := i < 2; allowed != (err == nil) || !allowed && !errors.Is(err, authz.ErrDenied) {
 			t.Errorf("Sweep as %s: %v, want allowed=%v", p, err, allowed)
 		}
 	}
 	w := authWorld(t)
 	for _, p := range roles {
-		if _, err := w.m.Release(bg, p, "lse-missing", lease.ReleaseOptions{}); !errors.Is(err, lease.ErrNotFound) || errors.Is(err, environment.ErrDenied) {
+		if _, err := w.m.Release(bg, p, "lse-missing", lease.ReleaseOptions{}); !errors.Is(err, lease.ErrNotFound) || errors.Is(err, authz.ErrDenied) {
 			t.Errorf("%s releasing a missing lease: %v, want ErrNotFound", p.Role, err)
 		}
 	}
@@ -232,7 +233,7 @@ func TestReleaseAndReadAuthorization(t *testing.T) {
 // (which exists and p may not read), is what op of a missing lease gives
 // p: ErrNotFound (never ErrDenied), the same text but for the id, naming
 // no tenant (issue 22 item 7).
-func wantReadsAsMissing(t *testing.T, op string, w *world, p environment.Principal, err error, id string) {
+func wantReadsAsMissing(t *testing.T, op string, w *world, p authz.Principal, err error, id string) {
 	t.Helper()
 	const missing = "lse-missing"
 	var errMissing error
@@ -244,7 +245,7 @@ func wantReadsAsMissing(t *testing.T, op string, w *world, p environment.Princip
 	default:
 		t.Fatalf("no missing-lease case for %s", op)
 	}
-	if !errors.Is(err, lease.ErrNotFound) || errors.Is(err, environment.ErrDenied) {
+	if !errors.Is(err, lease.ErrNotFound) || errors.Is(err, authz.ErrDenied) {
 		t.Fatalf("%s of another company's lease: %v; want ErrNotFound, as a missing one", op, err)
 	}
 	if errMissing == nil {

@@ -18,7 +18,7 @@
 // # Guarantees
 //
 // Authorization (AUTH-1, ASG-3, CFG-2): every Acquire, Release, Get, List
-// and Sweep takes the acting environment.Principal and asks the Authorizer
+// and Sweep takes the acting authz.Principal and asks the Authorizer
 // of Options.Assignments (auth.go). Acquire names an environment by id
 // (instance admins and local operators under DefaultPolicy) or a Scope,
 // whose binding the manager resolves from the store
@@ -29,7 +29,7 @@
 // (no config, no metadata) for principals without ActionReadConfig; a
 // Sweep needs ActionSweep. A lease the principal may not read reads as a
 // missing one (ErrNotFound, the same text); refusals of actions on what
-// it may see wrap environment.ErrDenied; neither names another tenant's
+// it may see wrap authz.ErrDenied; neither names another tenant's
 // company or environment.
 //
 // Write-ahead (LEASE-2): a lease record with the internal status starting is

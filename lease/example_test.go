@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
@@ -20,7 +21,7 @@ func Example() {
 	reg := drivers.NewRegistry(fk)
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
 	m := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{InstanceID: "example", Assignments: asg})
-	operator := environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
+	operator := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 
 	h, err := m.Acquire(ctx, operator, lease.AcquireRequest{Company: "acme", EnvironmentID: "env-1", Run: "run-1", Policy: lease.ReuseByEnvironment})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
@@ -21,7 +22,7 @@ var t0 = time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
 
 // op is the local operator the tests act as, unless a test is about
 // authorization.
-var op = environment.Principal{ID: "op", Role: environment.RoleLocalOperator}
+var op = authz.Principal{ID: "op", Role: authz.RoleLocalOperator}
 
 // Budgets of the test world.
 const (

@@ -96,7 +96,7 @@ type Options struct {
 	// environment id or through a scope), and its Authorizer (give it the
 	// catalog's) decides every acquire, release, read and sweep (AUTH-1).
 	// Without it Acquire refuses saved environments, and the other calls
-	// decide with environment.DefaultPolicy.
+	// decide with authz.DefaultPolicy.
 	Assignments *environment.Assignments
 	// PruneAfter is how long the record of an ended lease (released and not
 	// resumable, expired, failed) is kept after its ReleasedAt, receipt

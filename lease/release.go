@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/environment"
 )
 
 // ReleaseOptions say how a lease ends.
@@ -45,14 +45,14 @@ type ReleaseOptions struct {
 // claim (it destroys with proof) instead of active until its TTL. It returns the lease as stored
 // afterwards, as Get shows it to p.
 //
-// p must be allowed environment.ActionLease on the lease (instance admins,
+// p must be allowed authz.ActionLease on the lease (instance admins,
 // local operators, and principals of the lease's company that may lease,
 // under DefaultPolicy). A lease p may not read is refused as a missing one
 // (ErrNotFound, the same text); one it may read but not release (a board
-// member of its company) with environment.ErrDenied; both name only the
+// member of its company) with authz.ErrDenied; both name only the
 // id.
-func (m *Manager) Release(ctx context.Context, p environment.Principal, id string, opts ReleaseOptions) (*Lease, error) {
-	if _, err := m.load(ctx, p, environment.ActionLease, id); err != nil {
+func (m *Manager) Release(ctx context.Context, p authz.Principal, id string, opts ReleaseOptions) (*Lease, error) {
+	if _, err := m.load(ctx, p, authz.ActionLease, id); err != nil {
 		return nil, err
 	}
 	l, err := m.release(ctx, id, opts)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/retry"
@@ -44,12 +45,12 @@ type SweepReport struct {
 // counted in the report, not returned; the error reports a store failure or
 // a failed orphan listing (joined).
 //
-// A sweep is an operator action: p must be allowed environment.ActionSweep
+// A sweep is an operator action: p must be allowed authz.ActionSweep
 // (instance admins and local operators under DefaultPolicy), else the error
-// wraps environment.ErrDenied and nothing is done.
-func (m *Manager) Sweep(ctx context.Context, p environment.Principal) (SweepReport, error) {
+// wraps authz.ErrDenied and nothing is done.
+func (m *Manager) Sweep(ctx context.Context, p authz.Principal) (SweepReport, error) {
 	var rep SweepReport
-	if err := m.authorize(ctx, p, environment.ActionSweep, environment.Resource{Kind: environment.ResourceKindLease}); err != nil {
+	if err := m.authorize(ctx, p, authz.ActionSweep, authz.Resource{Kind: authz.ResourceKindLease}); err != nil {
 		return rep, fmt.Errorf("lease: sweep: %w", err)
 	}
 	now := m.now()

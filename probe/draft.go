@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/qualification"
@@ -26,10 +27,10 @@ import (
 // recorded: the diagnostic is always qualification.CodeNotSaved.
 //
 // It returns an error only when the principal is denied (wrapping
-// environment.ErrDenied) or driver is empty (ErrInvalid); an invalid config
+// authz.ErrDenied) or driver is empty (ErrInvalid); an invalid config
 // or an unregistered driver is a Result with OK false.
-func (p *Prober) ProbeDraft(ctx context.Context, pr environment.Principal, driver string, rawConfig map[string]any) (*Result, error) {
-	if err := p.authorize(ctx, pr, environment.ActionProbe, environment.Resource{Kind: environment.ResourceKindEnvironment, Driver: driver}); err != nil {
+func (p *Prober) ProbeDraft(ctx context.Context, pr authz.Principal, driver string, rawConfig map[string]any) (*Result, error) {
+	if err := p.authorize(ctx, pr, authz.ActionProbe, authz.Resource{Kind: authz.ResourceKindEnvironment, Driver: driver}); err != nil {
 		return nil, err
 	}
 	if driver == "" {
@@ -57,7 +58,7 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr environment.Principal, drive
 	)
 	r.stage(ctx, StageResolve, func(ctx context.Context) (string, drivers.Code, error) {
 		d, c, err := p.cat.Draft(ctx, pr, environment.CreateRequest{Name: "draft", Driver: driver, Config: rawConfig})
-		if errors.Is(err, environment.ErrDenied) {
+		if errors.Is(err, authz.ErrDenied) {
 			denied = err
 			return "", "", err
 		}

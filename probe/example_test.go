@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
@@ -26,7 +27,7 @@ func ExampleProber_Probe() {
 	leases := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get, Assignments: asg})
 	p := probe.New(cat, reg, leases, qualification.NewMemoryStore(), nil)
 
-	admin := environment.Principal{ID: "root", Role: environment.RoleInstanceAdmin}
+	admin := authz.Principal{ID: "root", Role: authz.RoleInstanceAdmin}
 	env, err := cat.Create(ctx, admin, environment.CreateRequest{
 		Name: "pinned", Driver: "fake", Config: map[string]any{"image": img.String()},
 	})

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
@@ -19,10 +20,10 @@ import (
 const canary = "canary-SECRET-5a1b2c3d"
 
 var (
-	admin    = environment.Principal{ID: "root", Role: environment.RoleInstanceAdmin}
-	operator = environment.Principal{ID: "op", Role: environment.RoleLocalOperator}
-	board    = environment.Principal{ID: "bob", Role: environment.RoleBoardMember, Companies: []string{"acme"}}
-	agent    = environment.Principal{ID: "agent-7", Role: environment.RoleAgent, Companies: []string{"acme"}}
+	admin    = authz.Principal{ID: "root", Role: authz.RoleInstanceAdmin}
+	operator = authz.Principal{ID: "op", Role: authz.RoleLocalOperator}
+	board    = authz.Principal{ID: "bob", Role: authz.RoleBoardMember, Companies: []string{"acme"}}
+	agent    = authz.Principal{ID: "agent-7", Role: authz.RoleAgent, Companies: []string{"acme"}}
 )
 
 // world is one host composition over a fake and the local driver.

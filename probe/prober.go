@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
@@ -180,8 +181,8 @@ func New(cat *environment.Catalog, reg *drivers.Registry, leases *lease.Manager,
 }
 
 // authorize decides with the catalog's Authorizer (PRB-7); a refusal wraps
-// environment.ErrDenied.
-func (p *Prober) authorize(ctx context.Context, pr environment.Principal, a environment.Action, r environment.Resource) error {
+// authz.ErrDenied.
+func (p *Prober) authorize(ctx context.Context, pr authz.Principal, a authz.Action, r authz.Resource) error {
 	err := p.cat.Authorize(ctx, pr, a, r)
 	if err == nil {
 		return nil
@@ -197,15 +198,15 @@ func (p *Prober) authorize(ctx context.Context, pr environment.Principal, a envi
 // read, so that existence does not leak; a missing environment is an error
 // wrapping environment.ErrNotFound. The View names the environment even when
 // its config can no longer be resolved.
-func (p *Prober) load(ctx context.Context, pr environment.Principal, a environment.Action, id, company string) (*environment.View, error) {
-	if err := p.authorize(ctx, pr, a, environment.Resource{Kind: environment.ResourceKindEnvironment, ID: id, Company: company}); err != nil {
+func (p *Prober) load(ctx context.Context, pr authz.Principal, a authz.Action, id, company string) (*environment.View, error) {
+	if err := p.authorize(ctx, pr, a, authz.Resource{Kind: authz.ResourceKindEnvironment, ID: id, Company: company}); err != nil {
 		return nil, err
 	}
 	v, err := p.cat.Get(ctx, pr, id)
 	if err != nil {
 		return nil, fmt.Errorf("probe: environment %s: %w", id, err)
 	}
-	r := environment.Resource{Kind: environment.ResourceKindEnvironment, ID: v.ID, Name: v.Name, Driver: v.Driver, Company: company}
+	r := authz.Resource{Kind: authz.ResourceKindEnvironment, ID: v.ID, Name: v.Name, Driver: v.Driver, Company: company}
 	if err := p.authorize(ctx, pr, a, r); err != nil {
 		return nil, err
 	}

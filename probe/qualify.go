@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/images"
@@ -61,8 +62,8 @@ func subjectOf(d drivers.Driver, env *environment.Environment, company string) (
 // secret store and the qualification store only: no driver or provider is
 // called and nothing is allocated (CAP-1). It needs ActionRead on the
 // environment; errors are authorization, not-found and store errors.
-func (p *Prober) Qualification(ctx context.Context, pr environment.Principal, envID, company string) (qualification.View, error) {
-	if _, err := p.load(ctx, pr, environment.ActionRead, envID, company); err != nil {
+func (p *Prober) Qualification(ctx context.Context, pr authz.Principal, envID, company string) (qualification.View, error) {
+	if _, err := p.load(ctx, pr, authz.ActionRead, envID, company); err != nil {
 		return qualification.View{}, err
 	}
 	subj, err := p.currentSubject(ctx, envID, company)

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -42,7 +42,7 @@ func (p *Prober) runnerSpec() (drivers.RunnerSpec, error) {
 // it gets); its token lives at most prp.MaxProbeTokenTTL and the release
 // that follows ends the lease (the lease hook finds no task to stop and
 // closes the ingress).
-func (p *Prober) measureByRunner(ctx context.Context, pr environment.Principal, r *run, drv drivers.Driver, h *lease.Handle) {
+func (p *Prober) measureByRunner(ctx context.Context, pr authz.Principal, r *run, drv drivers.Driver, h *lease.Handle) {
 	ok := r.stage(ctx, StageRunner, func(ctx context.Context) (string, drivers.Code, error) {
 		spec, err := p.runnerSpec()
 		if err != nil {

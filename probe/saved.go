@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
@@ -27,13 +28,13 @@ import (
 // the result carries the diagnostic either way.
 //
 // It returns an error only when the principal is denied (wrapping
-// environment.ErrDenied), the environment does not exist
+// authz.ErrDenied), the environment does not exist
 // (environment.ErrNotFound) or the request is malformed (ErrInvalid). Every
 // failure of the target is a Result with OK false, a stable Code and the
 // failed stage (PRB-5). A failed acquisition is a failed probe: nothing
 // else is ever tried in its place (PRB-8).
-func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID string, opts Request) (*Result, error) {
-	v, err := p.load(ctx, pr, environment.ActionProbe, envID, opts.Company)
+func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, opts Request) (*Result, error) {
+	v, err := p.load(ctx, pr, authz.ActionProbe, envID, opts.Company)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +110,7 @@ func (p *Prober) Probe(ctx context.Context, pr environment.Principal, envID stri
 // probeSaved runs the acquire, detect, image and release stages on a fresh
 // ephemeral lease. After a failure the remaining stages are recorded as
 // skipped; the release runs whenever something was acquired.
-func (p *Prober) probeSaved(ctx context.Context, pr environment.Principal, r *run, env *environment.Environment, drv drivers.Driver, opts Request, draft bool) {
+func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env *environment.Environment, drv drivers.Driver, opts Request, draft bool) {
 	purpose := "probe"
 	if draft {
 		purpose = "draft-probe"

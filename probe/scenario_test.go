@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
@@ -349,22 +350,22 @@ func TestProbeAuthorization(t *testing.T) {
 	w := newWorld(t, worldOpts{})
 	img := w.fake.AddImage("registry.fake.test/team/app:v1")
 	env := w.create(t, "e", img.String())
-	for _, pr := range []environment.Principal{agent, board, {ID: "nobody"}} {
+	for _, pr := range []authz.Principal{agent, board, {ID: "nobody"}} {
 		for _, id := range []string{env.ID, "env_missing"} {
 			res, err := w.prober.Probe(ctx, pr, id, Request{Company: "acme"})
-			if !errors.Is(err, environment.ErrDenied) || res != nil {
+			if !errors.Is(err, authz.ErrDenied) || res != nil {
 				t.Errorf("%s probing %s: %v, %v; want denied", pr, id, res, err)
 			}
 		}
 		res, err := w.prober.ProbeDraft(ctx, pr, "fake", map[string]any{"image": img.String()})
-		if !errors.Is(err, environment.ErrDenied) || res != nil {
+		if !errors.Is(err, authz.ErrDenied) || res != nil {
 			t.Errorf("%s draft probe: %v, %v; want denied", pr, res, err)
 		}
 	}
 	if n := w.fake.TotalCalls(); n != 0 {
 		t.Errorf("denied probes made %d provider calls", n)
 	}
-	for _, pr := range []environment.Principal{admin, operator} {
+	for _, pr := range []authz.Principal{admin, operator} {
 		if _, err := w.prober.Probe(ctx, pr, "env_missing", Request{Company: "acme"}); !errors.Is(err, environment.ErrNotFound) {
 			t.Errorf("%s probing a missing environment: %v; want not found", pr, err)
 		}

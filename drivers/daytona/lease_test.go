@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
@@ -45,7 +46,7 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 	reg := drivers.NewRegistry(e.drv)
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
 	m := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get, Assignments: asg})
-	op := environment.Principal{ID: "op", Role: environment.RoleLocalOperator}
+	op := authz.Principal{ID: "op", Role: authz.RoleLocalOperator}
 	req := lease.AcquireRequest{Company: "acme", EnvironmentID: env.ID, Run: "run-1", Policy: lease.ReuseByEnvironment, Budget: 2 * time.Second}
 
 	if _, err := m.Acquire(ctx, op, req); err == nil {
@@ -127,7 +128,7 @@ func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
 		Assignments:       environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil),
 		SweepEnvironments: func(context.Context) ([]*environment.Environment, error) { return []*environment.Environment{env}, nil },
 	})
-	op := environment.Principal{ID: "op", Role: environment.RoleLocalOperator}
+	op := authz.Principal{ID: "op", Role: authz.RoleLocalOperator}
 	var orphans []drivers.Sandbox
 	for range 5 {
 		sb, err := e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{Labels: map[string]string{

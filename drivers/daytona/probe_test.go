@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/daytonatest"
@@ -32,7 +33,7 @@ func TestProbeReportsImageInactive(t *testing.T) {
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
 	leases := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get, Assignments: asg})
 	p := probe.New(cat, reg, leases, qualification.NewMemoryStore(), nil)
-	admin := environment.Principal{ID: "root", Role: environment.RoleInstanceAdmin}
+	admin := authz.Principal{ID: "root", Role: authz.RoleInstanceAdmin}
 	env, err := cat.Create(ctx, admin, environment.CreateRequest{Name: "daytona", Driver: daytona.Name, Config: map[string]any{
 		daytona.FieldAPIURL: e.srv.URL(), daytona.FieldAPIKey: e.srv.APIKey(), daytona.FieldSnapshotID: e.snap.ID,
 		daytona.FieldReactivateSnapshot: false,

@@ -16,10 +16,10 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/driverkit"
-	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
@@ -28,15 +28,15 @@ import (
 )
 
 // operator may act on co-1's runners.
-var operator = environment.Principal{ID: "op-1", Role: environment.RoleAgent, Companies: []string{"co-1"}}
+var operator = authz.Principal{ID: "op-1", Role: authz.RoleAgent, Companies: []string{"co-1"}}
 
 // companyPolicy allows ActionLease to principals with a grant for the
 // resource's company.
-var companyPolicy = environment.AuthorizerFunc(func(_ context.Context, p environment.Principal, a environment.Action, r environment.Resource) error {
-	if a == environment.ActionLease && p.HasCompany(r.Company) {
+var companyPolicy = authz.AuthorizerFunc(func(_ context.Context, p authz.Principal, a authz.Action, r authz.Resource) error {
+	if a == authz.ActionLease && p.HasCompany(r.Company) {
 		return nil
 	}
-	return environment.Denied(p, a, r)
+	return authz.Denied(p, a, r)
 })
 
 // trackingListener remembers the connections it accepted, so that a test

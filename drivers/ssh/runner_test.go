@@ -20,18 +20,19 @@ import (
 	"testing"
 	"time"
 
+	xssh "golang.org/x/crypto/ssh"
+
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/driverkit"
-	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
-	xssh "golang.org/x/crypto/ssh"
 )
 
-var runnerOperator = environment.Principal{ID: "op-1", Role: environment.RoleAgent, Companies: []string{"co-1"}}
+var runnerOperator = authz.Principal{ID: "op-1", Role: authz.RoleAgent, Companies: []string{"co-1"}}
 
 // runnerRig is a lease on the test sshd with an open runner ingress on
 // which a real controller (memory store) is served.
@@ -61,11 +62,11 @@ func newRunnerRig(t *testing.T) *runnerRig {
 	leasetest.RecordActive(t, leases, "lease-1", "co-1")
 	ctrl, err := controller.New(&controller.Options{
 		Signer: signer, Store: &controller.MemoryStore{}, Leases: leases, DataDir: t.TempDir(),
-		Authorizer: environment.AuthorizerFunc(func(_ context.Context, p environment.Principal, a environment.Action, r environment.Resource) error {
-			if a == environment.ActionLease && p.HasCompany(r.Company) {
+		Authorizer: authz.AuthorizerFunc(func(_ context.Context, p authz.Principal, a authz.Action, r authz.Resource) error {
+			if a == authz.ActionLease && p.HasCompany(r.Company) {
 				return nil
 			}
-			return environment.Denied(p, a, r)
+			return authz.Denied(p, a, r)
 		}),
 		Limits: prp.Welcome{Heartbeat: time.Second}, Poll: 50 * time.Millisecond,
 	})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"text/tabwriter"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 )
@@ -93,7 +94,7 @@ func runAssign(ctx context.Context, g *globals, args []string) error {
 		if err != nil {
 			return fmt.Errorf("assign resolve: flag --require: %w", err)
 		}
-		scope := environment.Scope{Company: *company, Workspace: *workspace, Project: *project, Agent: *agent}
+		scope := authz.Scope{Company: *company, Workspace: *workspace, Project: *project, Agent: *agent}
 		return assignResolve(ctx, g, scope, required)
 	}
 }
@@ -207,7 +208,7 @@ func assignShow(ctx context.Context, g *globals, company, envArg, kind string) e
 // resolved is the printed form of a Resolution: the environment's identity
 // only, never its config.
 type resolved struct {
-	Scope        environment.Scope   `json:"scope"`
+	Scope        authz.Scope         `json:"scope"`
 	Binding      environment.Binding `json:"binding"`
 	Environment  envSummary          `json:"environment"`
 	Capabilities drivers.Set         `json:"capabilities"`
@@ -216,7 +217,7 @@ type resolved struct {
 
 // refusal is the printed form of a *environment.BindingError.
 type refusal struct {
-	Scope       environment.Scope    `json:"scope"`
+	Scope       authz.Scope          `json:"scope"`
 	Refused     environment.Binding  `json:"refusedBinding"`
 	Environment string               `json:"environment"`
 	Reason      string               `json:"reason"`
@@ -231,7 +232,7 @@ type envSummary struct {
 	Status environment.Status `json:"status"`
 }
 
-func assignResolve(ctx context.Context, g *globals, scope environment.Scope, required drivers.Set) error {
+func assignResolve(ctx context.Context, g *globals, scope authz.Scope, required drivers.Set) error {
 	if scope.Company == "" {
 		return errors.New("assign resolve: flag --company is required")
 	}

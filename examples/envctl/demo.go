@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth"
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
@@ -55,9 +56,9 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 	w := g.stdout
 	step := 0
 	section := func(title string) { step++; fmt.Fprintf(w, "\n%d. %s\n", step, title) }
-	operator := environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
-	board := environment.Principal{ID: "bea", Role: environment.RoleBoardMember, Companies: []string{"acme"}}
-	agent := environment.Principal{ID: "agent-7", Role: environment.RoleAgent, Companies: []string{"acme"}}
+	operator := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
+	board := authz.Principal{ID: "bea", Role: authz.RoleBoardMember, Companies: []string{"acme"}}
+	agent := authz.Principal{ID: "agent-7", Role: authz.RoleAgent, Companies: []string{"acme"}}
 
 	fmt.Fprintln(w, "berth demo: save execution targets, read them as different people, run a command on each")
 	fmt.Fprintf(w, "store: SQLite at %s (temporary); secrets sealed in %s\n", dbPath, filepath.Base(dbPath)+".secrets")

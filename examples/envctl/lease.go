@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -86,7 +86,7 @@ func runLease(ctx context.Context, g *globals, args []string) error {
 		if len(pos) == 1 {
 			envArg = pos[0]
 		} else {
-			req.Scope = &environment.Scope{Company: *company, Workspace: *workspace, Project: *project, Agent: *agent}
+			req.Scope = &authz.Scope{Company: *company, Workspace: *workspace, Project: *project, Agent: *agent}
 		}
 		return leaseAcquire(ctx, g, envArg, req, *require)
 	case "release":

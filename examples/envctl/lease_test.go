@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -256,11 +256,11 @@ func TestLeaseAuthorizationThroughEnvctl(t *testing.T) {
 
 func TestParsePrincipal(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]environment.Principal{
-		"local_operator:envctl": {ID: "envctl", Role: environment.RoleLocalOperator},
-		"agent":                 {Role: environment.RoleAgent},
-		"agent:a1@acme, globex": {ID: "a1", Role: environment.RoleAgent, Companies: []string{"acme", "globex"}},
-		"board_member:b@":       {ID: "b", Role: environment.RoleBoardMember},
+	for in, want := range map[string]authz.Principal{
+		"local_operator:envctl": {ID: "envctl", Role: authz.RoleLocalOperator},
+		"agent":                 {Role: authz.RoleAgent},
+		"agent:a1@acme, globex": {ID: "a1", Role: authz.RoleAgent, Companies: []string{"acme", "globex"}},
+		"board_member:b@":       {ID: "b", Role: authz.RoleBoardMember},
 	} {
 		if diff := cmp.Diff(want, parsePrincipal(in)); diff != "" {
 			t.Errorf("parsePrincipal(%q) (-want +got):\n%s", in, diff)

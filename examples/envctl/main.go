@@ -63,15 +63,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/environment"
 )
 
 // globals are the flags every command takes.
 type globals struct {
 	db       string
 	json     bool
-	as       environment.Principal
+	as       authz.Principal
 	testMode bool
 	// claimGrace, if > 0, is berth.Options.ClaimGrace (lease acquire and
 	// sweep --claim-grace).
@@ -209,10 +209,10 @@ func runWith(ctx context.Context, g *globals, args []string) error {
 
 // parsePrincipal reads ROLE[:ID][@COMPANY,...]: a role, an optional id and
 // the companies the principal holds grants for.
-func parsePrincipal(s string) environment.Principal {
+func parsePrincipal(s string) authz.Principal {
 	who, grants, _ := strings.Cut(s, "@")
 	role, id, _ := strings.Cut(who, ":")
-	p := environment.Principal{ID: id, Role: environment.Role(role)}
+	p := authz.Principal{ID: id, Role: authz.Role(role)}
 	for _, c := range strings.Split(grants, ",") {
 		if c = strings.TrimSpace(c); c != "" {
 			p.Companies = append(p.Companies, c)

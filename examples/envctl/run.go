@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -129,7 +129,7 @@ func runRun(ctx context.Context, g *globals, args []string) error {
 	if len(pos) == 1 {
 		what = pos[0]
 	} else {
-		req.Scope = &environment.Scope{Company: *company, Workspace: *workspace, Project: project, Agent: *agent}
+		req.Scope = &authz.Scope{Company: *company, Workspace: *workspace, Project: project, Agent: *agent}
 		what = "through the binding of " + req.Scope.String()
 	}
 	if *company == "" {

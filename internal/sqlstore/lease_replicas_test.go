@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
@@ -265,7 +266,7 @@ func testSweepEachCleanupOnce(t *testing.T, r *replicas) {
 }
 
 // leaseOperator is the principal the lease tests act as.
-var leaseOperator = environment.Principal{ID: "op", Role: environment.RoleLocalOperator}
+var leaseOperator = authz.Principal{ID: "op", Role: authz.RoleLocalOperator}
 
 // assignmentsWith returns assignments over an in-memory environment store
 // holding envs, for lease managers to read environments from.

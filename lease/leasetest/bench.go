@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
@@ -32,7 +33,7 @@ func BenchmarkAcquireRelease(b *testing.B, store lease.Store) {
 	reg := drivers.NewRegistry(fk)
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
 	m := lease.NewManager(store, reg, &lease.Options{InstanceID: "bench", Assignments: asg})
-	op := environment.Principal{ID: "bench", Role: environment.RoleLocalOperator}
+	op := authz.Principal{ID: "bench", Role: authz.RoleLocalOperator}
 
 	anchorStart := time.Now()
 	for range b.N {

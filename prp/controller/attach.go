@@ -15,8 +15,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 )
@@ -91,7 +91,7 @@ func (a *attachment) close() {
 // lease manager's LeaseEnded, or Close), mints a one-use ticket of
 // req.Scope for the lease (authorized as MintTicket authorizes: a lease
 // p may not read is ErrNotFound, one it may read but not lease
-// environment.ErrDenied; nothing is installed then), launches the runner
+// authz.ErrDenied; nothing is installed then), launches the runner
 // detached and waits for the hello on the session of that ticket: the
 // holder's own session (Session.Holder), never another session of the
 // lease and run. When the holder's own session for the run and scope
@@ -109,7 +109,7 @@ func (a *attachment) close() {
 // at most one attached runner in this process: a second Attach while one
 // is attached fails. A driver that cannot host a runner fails with an
 // error wrapping drivers.ErrUnsupported.
-func (c *Controller) Attach(ctx context.Context, p environment.Principal, h *lease.Handle, req AttachRequest) (Attachment, error) {
+func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Handle, req AttachRequest) (Attachment, error) {
 	l := h.Lease()
 	fail := func(err error) (Attachment, error) {
 		return Attachment{}, fmt.Errorf("controller: attach a runner to lease %s: %w", l.ID, err)
@@ -435,7 +435,7 @@ func RunnerSpecFromFile(path string) (drivers.RunnerSpec, error) {
 // this controller, if there is one (it reports whether there was). The
 // runner is not stopped: it reconnects with its token and resumes (PRP-5);
 // its tasks keep running. Operators and tests use it to force a resume.
-func (c *Controller) Disconnect(ctx context.Context, p environment.Principal, session string) (bool, error) {
+func (c *Controller) Disconnect(ctx context.Context, p authz.Principal, session string) (bool, error) {
 	s, err := c.session(ctx, p, session)
 	if err != nil {
 		return false, err

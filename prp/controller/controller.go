@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 )
@@ -42,8 +42,8 @@ type Options struct {
 	// DataDir is the FileSink's directory; required when Sink is nil.
 	DataDir string
 	// Authorizer decides MintTicket, dispatch and reads (AUTH-1).
-	// Default: environment.DefaultPolicy.
-	Authorizer environment.Authorizer
+	// Default: authz.DefaultPolicy.
+	Authorizer authz.Authorizer
 	// Limits are the welcome's limits; Version, Session, EventAck,
 	// NextCommandSeq, Capabilities and TokenExpiry are ignored. Zero
 	// fields mean: heartbeat 10 s, dead after 30 s, prp.DefaultMaxFrame,
@@ -130,7 +130,7 @@ func New(o *Options) (*Controller, error) {
 		c.o.Sink = s
 	}
 	if c.o.Authorizer == nil {
-		c.o.Authorizer = environment.DefaultPolicy{}
+		c.o.Authorizer = authz.DefaultPolicy{}
 	}
 	if c.o.TokenTTL <= 0 {
 		c.o.TokenTTL = prp.DefaultTokenTTL
@@ -183,30 +183,30 @@ type TicketRequest struct {
 }
 
 // MintTicket reads lease req.Lease from Options.Leases, authorizes p on it
-// (environment.ActionLease on the lease's recorded company) and returns a
+// (authz.ActionLease on the lease's recorded company) and returns a
 // new one-use ticket for req bound to that company; only its hash is
 // stored, and it expires no later than the lease. The ticket's text
 // (Ticket.String) is the secret to hand to the runner. A lease that does
 // not exist and one p may not read are refused alike, with an error
 // wrapping ErrNotFound that names only the id; a lease p may read but not
-// lease is refused with environment.ErrDenied; a lease that is not active
+// lease is refused with authz.ErrDenied; a lease that is not active
 // with lease.ErrConflict, and a req.Company that is not the lease's with
 // lease.ErrInvalid.
-func (c *Controller) MintTicket(ctx context.Context, p environment.Principal, req TicketRequest) (prp.Ticket, prp.TicketRecord, error) {
+func (c *Controller) MintTicket(ctx context.Context, p authz.Principal, req TicketRequest) (prp.Ticket, prp.TicketRecord, error) {
 	if req.Holder != nil && req.Holder.ID() != req.Lease {
 		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: field Holder is the handle of another lease", req.Lease)
 	}
 	return c.mintTicket(ctx, p, req, "", req.Holder != nil)
 }
 
-// MintResumeTicket authorizes p on session (environment.ActionLease on
+// MintResumeTicket authorizes p on session (authz.ActionLease on
 // its lease's company) and returns a new one-use resume ticket for it: its
 // exchange creates no session but mints a token for session, so that a
 // restarted runner rejoins it with its state directory (PRP-5). A runner
 // keeps its token in memory only; a restart needs this ticket. ttl zero
 // means prp.MaxTicketTTL. Attach mints one itself when its session's
 // runner is gone.
-func (c *Controller) MintResumeTicket(ctx context.Context, p environment.Principal, session string, ttl time.Duration) (prp.Ticket, prp.TicketRecord, error) {
+func (c *Controller) MintResumeTicket(ctx context.Context, p authz.Principal, session string, ttl time.Duration) (prp.Ticket, prp.TicketRecord, error) {
 	s, err := c.session(ctx, p, session)
 	if err != nil {
 		return prp.Ticket{}, prp.TicketRecord{}, err
@@ -216,7 +216,7 @@ func (c *Controller) MintResumeTicket(ctx context.Context, p environment.Princip
 
 // mintTicket is MintTicket of a resume ticket for session resume (if not
 // empty) or of a holder ticket (Attach's).
-func (c *Controller) mintTicket(ctx context.Context, p environment.Principal, req TicketRequest, resume string, holder bool) (prp.Ticket, prp.TicketRecord, error) {
+func (c *Controller) mintTicket(ctx context.Context, p authz.Principal, req TicketRequest, resume string, holder bool) (prp.Ticket, prp.TicketRecord, error) {
 	l, err := c.leaseFor(ctx, p, req.Lease)
 	if err != nil {
 		return prp.Ticket{}, prp.TicketRecord{}, err

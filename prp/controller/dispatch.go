@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -16,8 +16,8 @@ import (
 // session's company, authorizeRecord). An unknown session and one p may
 // not read are the same not found (ErrNotFound, one text naming only the
 // id the caller gave); a session p may read but not act on is denied
-// (environment.ErrDenied), naming only the id.
-func (c *Controller) session(ctx context.Context, p environment.Principal, id string) (Session, error) {
+// (authz.ErrDenied), naming only the id.
+func (c *Controller) session(ctx context.Context, p authz.Principal, id string) (Session, error) {
 	s, err := c.o.Store.GetSession(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return Session{}, notFound("session", id)
@@ -41,7 +41,7 @@ func (c *Controller) session(ctx context.Context, p environment.Principal, id st
 // same id with another body is ErrIdempotencyConflict. A task.start with
 // secrets (prp.SecretUse) is checked first by Options.Secrets with p; a
 // refusal journals nothing (its values are resolved only at delivery).
-func (c *Controller) Dispatch(ctx context.Context, p environment.Principal, session string, cmd prp.Command) (CommandRecord, error) {
+func (c *Controller) Dispatch(ctx context.Context, p authz.Principal, session string, cmd prp.Command) (CommandRecord, error) {
 	s, err := c.session(ctx, p, session)
 	if err != nil {
 		return CommandRecord{}, err
@@ -77,7 +77,7 @@ func (c *Controller) Dispatch(ctx context.Context, p environment.Principal, sess
 
 // StartTask dispatches task.start of ts with command id for the session's
 // lease and run (see Dispatch).
-func (c *Controller) StartTask(ctx context.Context, p environment.Principal, session, id string, ts prp.TaskStart) (CommandRecord, error) {
+func (c *Controller) StartTask(ctx context.Context, p authz.Principal, session, id string, ts prp.TaskStart) (CommandRecord, error) {
 	s, err := c.session(ctx, p, session)
 	if err != nil {
 		return CommandRecord{}, err
@@ -87,7 +87,7 @@ func (c *Controller) StartTask(ctx context.Context, p environment.Principal, ses
 
 // StopTask dispatches task.stop of task with grace and command id for the
 // session's lease and run (see Dispatch).
-func (c *Controller) StopTask(ctx context.Context, p environment.Principal, session, id, task string, grace time.Duration) (CommandRecord, error) {
+func (c *Controller) StopTask(ctx context.Context, p authz.Principal, session, id, task string, grace time.Duration) (CommandRecord, error) {
 	s, err := c.session(ctx, p, session)
 	if err != nil {
 		return CommandRecord{}, err
@@ -97,7 +97,7 @@ func (c *Controller) StopTask(ctx context.Context, p environment.Principal, sess
 
 // Wait authorizes p on session and waits until command id has a result
 // (done or indeterminate) and returns it; ctx bounds the wait.
-func (c *Controller) Wait(ctx context.Context, p environment.Principal, session, id string) (prp.Result, error) {
+func (c *Controller) Wait(ctx context.Context, p authz.Principal, session, id string) (prp.Result, error) {
 	s, err := c.session(ctx, p, session)
 	if err != nil {
 		return prp.Result{}, err
@@ -141,7 +141,7 @@ type Proof struct {
 // wrapping ErrProofIncomplete naming the tasks: the lease must stay pending
 // cleanup (PRP-6). Tasks whose start was rejected (nothing ran) are
 // skipped. ctx bounds the wait for the runner.
-func (c *Controller) StopAndVerify(ctx context.Context, p environment.Principal, session string, grace time.Duration) ([]Proof, error) {
+func (c *Controller) StopAndVerify(ctx context.Context, p authz.Principal, session string, grace time.Duration) ([]Proof, error) {
 	s, err := c.session(ctx, p, session)
 	if err != nil {
 		return nil, err

@@ -7,7 +7,7 @@
 //
 //   - controller.go: Controller, Options, New, MintTicket and
 //     MintResumeTicket (authorized through the host's
-//     environment.Authorizer) and ServeHTTP (the "exchange" and "connect"
+//     authz.Authorizer) and ServeHTTP (the "exchange" and "connect"
 //     paths). A session records the ticket that created it and whether the
 //     lease's holder minted it (Attach, or TicketRequest.Holder); a resume
 //     ticket's exchange rejoins its session and hands the runner the

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -306,13 +306,13 @@ type StoredEvent struct {
 	StoredAt time.Time
 }
 
-// Follow authorizes p on session (environment.ActionLease), then calls fn
+// Follow authorizes p on session (authz.ActionLease), then calls fn
 // with every stored event of session after seq after, in seq order, each
 // once, and keeps following new events until ctx ends (returning
 // ctx.Err()) or fn returns an error (returned). It subscribes before it
 // backfills and drops what it delivered already, so that no event written
 // in between is missed or delivered twice.
-func (c *Controller) Follow(ctx context.Context, p environment.Principal, session string, after uint64, fn func(StoredEvent) error) error {
+func (c *Controller) Follow(ctx context.Context, p authz.Principal, session string, after uint64, fn func(StoredEvent) error) error {
 	sess, err := c.session(ctx, p, session)
 	if err != nil {
 		return err
@@ -375,7 +375,7 @@ const MaxOutputRead = 16 << 20
 // task from its start, at most MaxOutputRead of them (OutputFrom reads on
 // from an offset), checking that the chunks are contiguous (ErrOutputGap
 // otherwise). It reads what is stored now; it does not wait for more.
-func (c *Controller) Output(ctx context.Context, p environment.Principal, session, task string, stream prp.Stream) ([]byte, error) {
+func (c *Controller) Output(ctx context.Context, p authz.Principal, session, task string, stream prp.Stream) ([]byte, error) {
 	return c.OutputFrom(ctx, p, session, task, stream, 0, MaxOutputRead)
 }
 
@@ -385,7 +385,7 @@ func (c *Controller) Output(ctx context.Context, p environment.Principal, sessio
 // contiguous (ErrOutputGap otherwise). Fewer than limit bytes means that
 // is all that is stored now; it does not wait for more. Whether output
 // was cut by a limit is in OutputStatus.
-func (c *Controller) OutputFrom(ctx context.Context, p environment.Principal, session, task string, stream prp.Stream, from int64, limit int) ([]byte, error) {
+func (c *Controller) OutputFrom(ctx context.Context, p authz.Principal, session, task string, stream prp.Stream, from int64, limit int) ([]byte, error) {
 	sess, err := c.session(ctx, p, session)
 	if err != nil {
 		return nil, err
@@ -437,7 +437,7 @@ func (c *Controller) OutputFrom(ctx context.Context, p environment.Principal, se
 // OutputStatus authorizes p on session and returns the output accounting
 // of task (OutputUsage: the bytes stored and the bytes discarded past its
 // output limit or the session's cap; task "": the session's totals).
-func (c *Controller) OutputStatus(ctx context.Context, p environment.Principal, session, task string) (OutputUsage, error) {
+func (c *Controller) OutputStatus(ctx context.Context, p authz.Principal, session, task string) (OutputUsage, error) {
 	sess, err := c.session(ctx, p, session)
 	if err != nil {
 		return OutputUsage{}, err

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -40,17 +40,17 @@ func TestMain(m *testing.M) {
 
 // operator may act on co-1's runners; stranger on none (AUTH-1).
 var (
-	operator = environment.Principal{ID: "op-1", Role: environment.RoleAgent, Companies: []string{"co-1"}}
-	stranger = environment.Principal{ID: "op-2", Role: environment.RoleAgent, Companies: []string{"co-2"}}
+	operator = authz.Principal{ID: "op-1", Role: authz.RoleAgent, Companies: []string{"co-1"}}
+	stranger = authz.Principal{ID: "op-2", Role: authz.RoleAgent, Companies: []string{"co-2"}}
 )
 
 // companyPolicy allows ActionLease to principals with a grant for the
 // resource's company.
-var companyPolicy = environment.AuthorizerFunc(func(_ context.Context, p environment.Principal, a environment.Action, r environment.Resource) error {
-	if a == environment.ActionLease && p.HasCompany(r.Company) {
+var companyPolicy = authz.AuthorizerFunc(func(_ context.Context, p authz.Principal, a authz.Action, r authz.Resource) error {
+	if a == authz.ActionLease && p.HasCompany(r.Company) {
 		return nil
 	}
-	return environment.Denied(p, a, r)
+	return authz.Denied(p, a, r)
 })
 
 func testSigner(t testing.TB) *prp.Signer {

@@ -35,7 +35,7 @@ var _ lease.TaskStopper = (*Controller)(nil)
 // task (errors wrapping ErrProofIncomplete for proofs that do not count).
 //
 // The lease manager calls it after it authorized the release
-// (environment.ActionLease) or the sweep (environment.ActionSweep), so it
+// (authz.ActionLease) or the sweep (authz.ActionSweep), so it
 // asks the Authorizer nothing itself; a host calls StopAndVerify, which
 // does, to stop tasks for a principal.
 func (c *Controller) StopTasks(ctx context.Context, leaseID string) (lease.TaskStopReport, error) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
@@ -19,12 +20,12 @@ import (
 )
 
 // leaseOperator acquires and releases the test leases (and attaches).
-var leaseOperator = environment.Principal{ID: "ops", Role: environment.RoleLocalOperator}
+var leaseOperator = authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 
 // leasePolicy allows ActionLease to local operators and to principals
 // with a grant for the resource's company; it denies everything else.
-var leasePolicy = environment.AuthorizerFunc(func(ctx context.Context, p environment.Principal, a environment.Action, r environment.Resource) error {
-	if p.Role == environment.RoleLocalOperator {
+var leasePolicy = authz.AuthorizerFunc(func(ctx context.Context, p authz.Principal, a authz.Action, r authz.Resource) error {
+	if p.Role == authz.RoleLocalOperator {
 		return nil
 	}
 	return companyPolicy(ctx, p, a, r)

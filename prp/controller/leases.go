@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 )
@@ -39,29 +39,29 @@ func notFound(kind, id string) error {
 
 // leaseResource describes the lease of a session or ticket for
 // authorization.
-func leaseResource(id, company string) environment.Resource {
-	return environment.Resource{Kind: environment.ResourceKindLease, ID: id, Company: company}
+func leaseResource(id, company string) authz.Resource {
+	return authz.Resource{Kind: authz.ResourceKindLease, ID: id, Company: company}
 }
 
-// authorizeRecord decides environment.ActionLease on r for p, where the
+// authorizeRecord decides authz.ActionLease on r for p, where the
 // caller named a record (kind id) that stands on r: a principal who may
-// neither act on r nor read it (environment.ActionRead) gets notFound, as
+// neither act on r nor read it (authz.ActionRead) gets notFound, as
 // for a missing record; one who may read it but not act on it gets a
-// refusal wrapping environment.ErrDenied that names only the id.
-func (c *Controller) authorizeRecord(ctx context.Context, p environment.Principal, r environment.Resource, kind, id string) error {
-	if c.o.Authorizer.Authorize(ctx, p, environment.ActionLease, r) == nil {
+// refusal wrapping authz.ErrDenied that names only the id.
+func (c *Controller) authorizeRecord(ctx context.Context, p authz.Principal, r authz.Resource, kind, id string) error {
+	if c.o.Authorizer.Authorize(ctx, p, authz.ActionLease, r) == nil {
 		return nil
 	}
-	if c.o.Authorizer.Authorize(ctx, p, environment.ActionRead, r) != nil {
+	if c.o.Authorizer.Authorize(ctx, p, authz.ActionRead, r) != nil {
 		return notFound(kind, id)
 	}
-	return fmt.Errorf("controller: %s %q: %s may not %s it: %w", kind, id, p, environment.ActionLease, environment.ErrDenied)
+	return fmt.Errorf("controller: %s %q: %s may not %s it: %w", kind, id, p, authz.ActionLease, authz.ErrDenied)
 }
 
 // leaseFor reads lease id from the lease records and authorizes p on it
 // (authorizeRecord): a missing lease and one p may not read are the same
 // not found.
-func (c *Controller) leaseFor(ctx context.Context, p environment.Principal, id string) (*lease.Lease, error) {
+func (c *Controller) leaseFor(ctx context.Context, p authz.Principal, id string) (*lease.Lease, error) {
 	l, err := c.o.Leases.GetLease(ctx, id)
 	if errors.Is(err, lease.ErrNotFound) {
 		return nil, notFound("lease", id)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/internal/sqlstore"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -25,7 +25,7 @@ import (
 // caller gave and no company (issue 22 items 7, 8).
 func wantHidden(t *testing.T, what string, err error, id string) {
 	t.Helper()
-	if !errors.Is(err, controller.ErrNotFound) || errors.Is(err, environment.ErrDenied) {
+	if !errors.Is(err, controller.ErrNotFound) || errors.Is(err, authz.ErrDenied) {
 		t.Errorf("%s = %v, want ErrNotFound (not ErrDenied)", what, err)
 		return
 	}
@@ -41,49 +41,49 @@ func wantHidden(t *testing.T, what string, err error, id string) {
 // only the id.
 func TestARecordThePrincipalMayNotReadReadsAsAMissingOne(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, controller.Options{Authorizer: environment.DefaultPolicy{}})
+	s := newServer(t, controller.Options{Authorizer: authz.DefaultPolicy{}})
 	session := startRunner(t, s, prp.ScopeTask)
-	board := environment.Principal{ID: "bea", Role: environment.RoleBoardMember, Companies: []string{"co-1"}}
+	board := authz.Principal{ID: "bea", Role: authz.RoleBoardMember, Companies: []string{"co-1"}}
 	ctx := context.Background()
 	const missingSession, missingLease = "s_missing", "lease-missing"
-	sessionOps := map[string]func(p environment.Principal, id string) error{
-		"StartTask": func(p environment.Principal, id string) error {
+	sessionOps := map[string]func(p authz.Principal, id string) error{
+		"StartTask": func(p authz.Principal, id string) error {
 			_, err := s.c.StartTask(ctx, p, id, "c9", prp.TaskStart{TaskID: "t9", Argv: []string{"true"}})
 			return err
 		},
-		"StopTask": func(p environment.Principal, id string) error {
+		"StopTask": func(p authz.Principal, id string) error {
 			_, err := s.c.StopTask(ctx, p, id, "c8", "t9", time.Second)
 			return err
 		},
-		"Wait": func(p environment.Principal, id string) error {
+		"Wait": func(p authz.Principal, id string) error {
 			_, err := s.c.Wait(ctx, p, id, "c9")
 			return err
 		},
-		"StopAndVerify": func(p environment.Principal, id string) error {
+		"StopAndVerify": func(p authz.Principal, id string) error {
 			_, err := s.c.StopAndVerify(ctx, p, id, time.Second)
 			return err
 		},
-		"Follow": func(p environment.Principal, id string) error {
+		"Follow": func(p authz.Principal, id string) error {
 			return s.c.Follow(ctx, p, id, 0, func(controller.StoredEvent) error { return errors.New("an event was shown") })
 		},
-		"Output": func(p environment.Principal, id string) error {
+		"Output": func(p authz.Principal, id string) error {
 			_, err := s.c.Output(ctx, p, id, "t9", prp.Stdout)
 			return err
 		},
-		"Tasks": func(p environment.Principal, id string) error {
+		"Tasks": func(p authz.Principal, id string) error {
 			_, err := s.c.Tasks(ctx, p, id)
 			return err
 		},
-		"EventsLost": func(p environment.Principal, id string) error {
+		"EventsLost": func(p authz.Principal, id string) error {
 			_, err := s.c.EventsLost(ctx, p, id)
 			return err
 		},
-		"Disconnect": func(p environment.Principal, id string) error {
+		"Disconnect": func(p authz.Principal, id string) error {
 			_, err := s.c.Disconnect(ctx, p, id)
 			return err
 		},
 	}
-	check := func(t *testing.T, op func(environment.Principal, string) error, real, missing string) {
+	check := func(t *testing.T, op func(authz.Principal, string) error, real, missing string) {
 		errMissing, errForeign := op(operator, missing), op(stranger, real)
 		wantHidden(t, "missing", errMissing, missing)
 		wantHidden(t, "another company's", errForeign, real)
@@ -93,7 +93,7 @@ func TestARecordThePrincipalMayNotReadReadsAsAMissingOne(t *testing.T) {
 			}
 		}
 		errBoard := op(board, real)
-		if !errors.Is(errBoard, environment.ErrDenied) || errors.Is(errBoard, controller.ErrNotFound) || !strings.Contains(errBoard.Error(), real) {
+		if !errors.Is(errBoard, authz.ErrDenied) || errors.Is(errBoard, controller.ErrNotFound) || !strings.Contains(errBoard.Error(), real) {
 			t.Errorf("a board member of the company = %v, want ErrDenied naming %s (the record is visible to it)", errBoard, real)
 		}
 	}
@@ -101,7 +101,7 @@ func TestARecordThePrincipalMayNotReadReadsAsAMissingOne(t *testing.T) {
 		t.Run(name, func(t *testing.T) { check(t, op, session, missingSession) })
 	}
 	t.Run("MintTicket", func(t *testing.T) {
-		check(t, func(p environment.Principal, id string) error {
+		check(t, func(p authz.Principal, id string) error {
 			// The request names the caller's own company: the lease's
 			// recorded company decides.
 			_, _, err := s.c.MintTicket(ctx, p, controller.TicketRequest{Lease: id, Run: "run-1", Company: p.Companies[0], Scope: prp.ScopeTask})
@@ -115,15 +115,15 @@ func TestARecordThePrincipalMayNotReadReadsAsAMissingOne(t *testing.T) {
 func TestATicketCarriesTheLeasesRecordedCompany(t *testing.T) {
 	t.Parallel()
 	ls := testLeases(t)
-	admin := environment.Principal{ID: "root", Role: environment.RoleInstanceAdmin}
-	s := newServer(t, controller.Options{Authorizer: environment.DefaultPolicy{}, Leases: ls})
+	admin := authz.Principal{ID: "root", Role: authz.RoleInstanceAdmin}
+	s := newServer(t, controller.Options{Authorizer: authz.DefaultPolicy{}, Leases: ls})
 	ctx := context.Background()
 	_, rec, err := s.c.MintTicket(ctx, operator, controller.TicketRequest{Lease: "lease-1", Run: "run-1", Scope: prp.ScopeTask})
 	if err != nil || rec.Company != "co-1" {
 		t.Fatalf("MintTicket without a company = %+v, %v; want a ticket of co-1, the lease's", rec, err)
 	}
 	// A principal of both companies names the other one.
-	both := environment.Principal{ID: "bot-2", Role: environment.RoleAgent, Companies: []string{"co-1", "co-2"}}
+	both := authz.Principal{ID: "bot-2", Role: authz.RoleAgent, Companies: []string{"co-1", "co-2"}}
 	if _, _, err := s.c.MintTicket(ctx, both, controller.TicketRequest{Lease: "lease-1", Run: "run-1", Company: "co-2", Scope: prp.ScopeTask}); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("MintTicket naming another company than the lease's = %v, want lease.ErrInvalid", err)
 	}

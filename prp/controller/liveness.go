@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -72,7 +72,7 @@ type LostRange struct {
 // controller (a replica that does not hold the connection reads unknown
 // too: it cannot tell). It reads the session's commands and events from
 // the store (all of them: its cost grows with the session).
-func (c *Controller) Tasks(ctx context.Context, p environment.Principal, session string) ([]TaskStatus, error) {
+func (c *Controller) Tasks(ctx context.Context, p authz.Principal, session string) ([]TaskStatus, error) {
 	s, err := c.session(ctx, p, session)
 	if err != nil {
 		return nil, err
@@ -128,7 +128,7 @@ func (c *Controller) Tasks(ctx context.Context, p environment.Principal, session
 // EventsLost authorizes p on session and returns the ranges of event seqs
 // its runner lost before the controller stored them, in seq order (none:
 // nothing was lost).
-func (c *Controller) EventsLost(ctx context.Context, p environment.Principal, session string) ([]LostRange, error) {
+func (c *Controller) EventsLost(ctx context.Context, p authz.Principal, session string) ([]LostRange, error) {
 	s, err := c.session(ctx, p, session)
 	if err != nil {
 		return nil, err

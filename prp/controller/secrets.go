@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -39,7 +39,7 @@ type SecretTarget struct {
 // carrying a stable code (see CodeOfSecrets) that the runner's refusal of
 // the command reports. Neither may log or return a value in an error.
 type SecretResolver interface {
-	Check(ctx context.Context, p environment.Principal, t SecretTarget, uses []prp.SecretUse) error
+	Check(ctx context.Context, p authz.Principal, t SecretTarget, uses []prp.SecretUse) error
 	Resolve(ctx context.Context, t SecretTarget, uses []prp.SecretUse) ([]string, error)
 }
 
@@ -66,7 +66,7 @@ func targetOf(s Session) SecretTarget {
 }
 
 // checkSecrets runs the resolver's dispatch check for cmd's secrets.
-func (c *Controller) checkSecrets(ctx context.Context, p environment.Principal, s Session, cmd prp.Command) error {
+func (c *Controller) checkSecrets(ctx context.Context, p authz.Principal, s Session, cmd prp.Command) error {
 	if cmd.TaskStart == nil || len(cmd.TaskStart.Secrets) == 0 {
 		return nil
 	}

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/internal/sqlstore"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/internal/testenv"
@@ -38,7 +38,7 @@ type codedErr struct{ code, msg string }
 func (e codedErr) Error() string      { return e.msg }
 func (e codedErr) SecretCode() string { return e.code }
 
-func (m mapResolver) Check(_ context.Context, _ environment.Principal, _ controller.SecretTarget, uses []prp.SecretUse) error {
+func (m mapResolver) Check(_ context.Context, _ authz.Principal, _ controller.SecretTarget, uses []prp.SecretUse) error {
 	for _, u := range uses {
 		if _, ok := m.values[u.Ref]; !ok {
 			return codedErr{"unknown_secret", "secret " + u.Ref + " is unknown"}

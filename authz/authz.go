@@ -1,9 +1,11 @@
-package environment
+package authz
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Role is the kind of principal acting on the catalog.
@@ -140,14 +142,6 @@ type Resource struct {
 	Scope *Scope `json:"scope,omitempty"`
 }
 
-// ResourceOf describes env as an authorization resource.
-func ResourceOf(env *Environment) Resource {
-	if env == nil {
-		return Resource{Kind: ResourceKindEnvironment}
-	}
-	return Resource{Kind: ResourceKindEnvironment, ID: env.ID, Name: env.Name, Driver: env.Driver}
-}
-
 // String names the resource for error messages: `environment "name" (id)`.
 func (r Resource) String() string {
 	kind := r.Kind
@@ -193,7 +187,7 @@ func (f AuthorizerFunc) Authorize(ctx context.Context, p Principal, a Action, r 
 // r: it wraps ErrDenied and names the role, principal id, action and
 // resource.
 func Denied(p Principal, a Action, r Resource) error {
-	return fmt.Errorf("environment: %s may not %s %s: %w", p, a, r, ErrDenied)
+	return fmt.Errorf("%s may not %s %s: %w", p, a, r, ErrDenied)
 }
 
 // DefaultPolicy is the Authorizer of CFG-2 and PRB-7:
@@ -278,4 +272,37 @@ func agentMayLease(p Principal, r Resource) bool {
 		return false
 	}
 	return s.Agent == "" || s.Agent == p.ID
+}
+
+// ErrDenied is what an Authorizer's refusal wraps: the principal may see
+// the resource but may not perform the action on it. A record the principal
+// may not read is reported as missing (the package's own not-found error),
+// never as denied, so that a refusal tells nothing of other tenants.
+var ErrDenied = errors.New("permission denied")
+
+// Scope is what a run needs a target for: its company (required) and the
+// workspace, project and agent it belongs to ("" when it has none). The
+// environment package resolves a Scope to a target through its bindings;
+// here it tells an Authorizer through which binding a lease was chosen.
+type Scope struct {
+	Company   string `json:"company"`
+	Workspace string `json:"workspace,omitempty"`
+	Project   string `json:"project,omitempty"`
+	Agent     string `json:"agent,omitempty"`
+}
+
+// String returns `company "acme" (workspace ws_1, project p_1, agent a_1)`,
+// leaving out what the scope does not have.
+func (s Scope) String() string {
+	var parts []string
+	for _, kv := range [...][2]string{{"workspace", s.Workspace}, {"project", s.Project}, {"agent", s.Agent}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+" "+kv[1])
+		}
+	}
+	out := fmt.Sprintf("company %q", s.Company)
+	if len(parts) > 0 {
+		out += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return out
 }

@@ -1,0 +1,139 @@
+package authz_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/berthdev/berth/authz"
+)
+
+// The four principals of every table (CFG-2). The agent holds a company
+// grant: grants never widen catalog rights.
+var (
+	admin    = authz.Principal{ID: "u_admin", Role: authz.RoleInstanceAdmin}
+	operator = authz.Principal{ID: "u_op", Role: authz.RoleLocalOperator}
+	board    = authz.Principal{ID: "u_board", Role: authz.RoleBoardMember, Companies: []string{"acme"}}
+	agent    = authz.Principal{ID: "agent_1", Role: authz.RoleAgent, Companies: []string{"acme"}}
+)
+
+var principals = []struct {
+	name string
+	p    authz.Principal
+}{{"admin", admin}, {"operator", operator}, {"board member", board}, {"agent", agent}}
+
+func wantErr(t testing.TB, err error, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("error %v does not wrap %q", err, target)
+	}
+}
+
+func wantText(t testing.TB, err error, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("error %v does not mention %q", err, p)
+		}
+	}
+}
+
+// TestScopeString names what the scope has and nothing else.
+func TestScopeString(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[authz.Scope]string{
+		{Company: "acme"}: `company "acme"`,
+		{Company: "acme", Workspace: "ws_1", Project: "p_1", Agent: "a_1"}: `company "acme" (workspace ws_1, project p_1, agent a_1)`,
+		{Company: "acme", Agent: "a_1"}:                                    `company "acme" (agent a_1)`,
+	} {
+		if got := s.String(); got != want {
+			t.Errorf("%#v.String() = %q, want %q", s, got, want)
+		}
+	}
+}
+
+// TestDefaultPolicy is the CFG-2 / PRB-7 matrix: every role against every
+// action. Agents are denied every mutation and every probe even though they
+// hold a grant for the company of the resource.
+func TestDefaultPolicy(t *testing.T) {
+	t.Parallel()
+	env := authz.Resource{Kind: authz.ResourceKindEnvironment, ID: "env_1", Name: "build"}
+	companyLease := authz.Resource{Kind: "lease", ID: "lease_1", Company: "acme"}
+	otherLease := authz.Resource{Kind: "lease", ID: "lease_2", Company: "globex"}
+	companyAccount := authz.Resource{Kind: authz.ResourceKindManagedAccount, ID: "secret:sec_1@v1", Company: "acme"}
+	otherAccount := authz.Resource{Kind: authz.ResourceKindManagedAccount, ID: "secret:sec_1@v1", Company: "globex"}
+	type row struct {
+		action authz.Action
+		res    authz.Resource
+		// allowed per principal: admin, operator, board member, agent
+		allowed [4]bool
+	}
+	all, adminsOnly := [4]bool{true, true, true, true}, [4]bool{true, true, false, false}
+	rows := []row{
+		{authz.ActionRead, env, all},
+		{authz.ActionReadConfig, env, adminsOnly},
+		{authz.ActionCreate, env, adminsOnly},
+		{authz.ActionUpdate, env, adminsOnly},
+		{authz.ActionArchive, env, adminsOnly},
+		{authz.ActionDelete, env, adminsOnly},
+		{authz.ActionProbe, env, adminsOnly}, // PRB-7
+		{authz.ActionBind, env, adminsOnly},
+		{authz.ActionSetup, env, adminsOnly},
+		{authz.ActionLease, companyLease, [4]bool{true, true, false, true}}, // ASG-3: own company
+		{authz.ActionLease, otherLease, adminsOnly},
+		{authz.ActionLease, env, adminsOnly}, // no company: never for agents
+		// ASG-3, QUAL-4: company-bound records are read only with a grant.
+		{authz.ActionRead, companyLease, all},
+		{authz.ActionRead, otherLease, adminsOnly},
+		// AUTH-2: operators record project auth checks; agents hand over a
+		// managed account only for a company they hold a grant for.
+		{authz.ActionAuthCheck, companyAccount, adminsOnly},
+		{authz.ActionUseAccount, companyAccount, [4]bool{true, true, false, true}},
+		{authz.ActionUseAccount, otherAccount, adminsOnly},
+		{authz.ActionUseAccount, companyLease, adminsOnly},
+		{authz.Action("launch_missiles"), env, [4]bool{}},
+	}
+	for _, r := range rows {
+		for i, pr := range principals {
+			t.Run(string(r.action)+"/"+r.res.Kind+"/"+pr.name, func(t *testing.T) {
+				t.Parallel()
+				err := authz.DefaultPolicy{}.Authorize(context.Background(), pr.p, r.action, r.res)
+				if r.allowed[i] {
+					if err != nil {
+						t.Fatalf("want allowed, got %v", err)
+					}
+					return
+				}
+				wantErr(t, err, authz.ErrDenied)
+				wantText(t, err, string(pr.p.Role), string(r.action))
+			})
+		}
+	}
+}
+
+// TestDefaultPolicyUnknownPrincipal: a principal without a known role is
+// denied everything, reads included.
+func TestDefaultPolicyUnknownPrincipal(t *testing.T) {
+	t.Parallel()
+	for _, p := range []authz.Principal{{}, {ID: "x", Role: "root"}, {ID: "y", Role: "Agent"}} {
+		for _, a := range []authz.Action{authz.ActionRead, authz.ActionCreate, authz.ActionProbe} {
+			err := authz.DefaultPolicy{}.Authorize(context.Background(), p, a, authz.Resource{Kind: "environment"})
+			wantErr(t, err, authz.ErrDenied)
+		}
+	}
+}
+
+// TestDeniedErrorNamesPrincipalAndAction: refusals say who was refused what,
+// and nothing else.
+func TestDeniedErrorNamesPrincipalAndAction(t *testing.T) {
+	t.Parallel()
+	err := authz.Denied(agent, authz.ActionProbe, authz.Resource{Kind: "environment", ID: "env_9", Name: "gpu"})
+	want := `agent "agent_1" may not probe environment "gpu" (env_9): permission denied`
+	if err.Error() != want {
+		t.Errorf("got %q\nwant %q", err, want)
+	}
+	if strings.Contains(err.Error(), "acme") {
+		t.Errorf("denial leaks grants: %q", err)
+	}
+}
