@@ -18,10 +18,18 @@ import (
 	"github.com/berthdev/berth/environment"
 )
 
-// fileSecrets is envctl's durable environment.SecretStore: every value is
-// sealed with AES-256-GCM under a key kept in a 0600 file beside the
-// database, and the sealed values are kept in a 0600 JSON file. A real host
-// plugs in its own secret manager instead; berth only needs the interface.
+// fileSecrets is envctl's DEMO environment.SecretStore, and deliberately
+// not a package a host may import: every value is sealed with AES-256-GCM
+// under a key kept in a 0600 file beside the database, and the sealed
+// values are kept in a 0600 JSON file rewritten whole under a flock(2) on
+// every change. That keeps a CLI's secrets out of its database and its
+// output, and no more: the key sits next to the ciphertext, readable by the
+// same account (and so by any local lease's task, see the README's note on
+// host accounts), there is no key rotation, no audit and no access control
+// beyond file modes, and every write rewrites the file. A host plugs in its
+// own secret manager (Vault, a cloud KMS, the OS keyring) through the
+// four methods of environment.SecretStore; tests use
+// environment.NewMemorySecretStore.
 type fileSecrets struct {
 	mu   sync.Mutex // orders this process's goroutines
 	path string     // the sealed values
