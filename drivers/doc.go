@@ -2,40 +2,46 @@
 // execution target it drives: the local host, SSH hosts, Docker, Daytona and
 // the in-memory fake.
 //
-// Start with Driver and Sandbox (driver.go): a driver acquires a sandbox, a
-// sandbox runs bounded commands and is released with a provider-confirmed
-// Receipt. Everything beyond that is an optional interface (optional.go),
-// each tied to one Capability (capability.go), implemented either by the
-// Driver or by its live Sandbox values. A driver declares its capabilities
-// statically for discovery without allocation (CAP-1); Effective
-// (resolve.go) intersects the declaration with what the driver implements
-// and removes what a caller narrowed (CAP-2; ConfigNarrowing gives what a
-// config narrows, for a driver that implements ConfigNarrower), and the As*
-// helpers assert on
-// the live value: the driver for driver-level interfaces, the sandbox (with
-// the caller's narrowing) for sandbox-level ones. The conformance suite
-// proves declared == implemented. All type assertions on optional
-// interfaces live in resolve.go.
+//	reg := drivers.NewRegistry(local.New(nil), docker.New(nil))
+//	d, err := reg.Lookup("docker")
+//	cfg, err := d.Schema().Normalize(raw) // a *ConfigError names the field
+//	sb, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: id})
+//	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"uname"}})
+//	r, err := sb.Release(ctx, drivers.Destroy)
+//	gone := r.Proves(sb.ID(), drivers.Destroy) // confirmed by the provider
 //
-// ConfigSchema (schema.go) is the single description of a driver's config:
-// it validates and normalizes, applies defaults, tells which fields are
-// secrets (moved out of configs and redacted), which are maps of secrets
-// (SecretMap, such as env vars: each value moved and redacted, the whole
-// field left out of fingerprints), which identify the target
-// (fingerprints), and which are knobs or metadata. Secret handling
-// (Redact, PlainSecrets, Partition, ResolveSecrets) is in secrets.go.
+// Driver and Sandbox are the contract: a driver acquires a sandbox, a
+// sandbox runs bounded commands and is released with a provider-confirmed
+// Receipt. Everything beyond that is an optional interface, each tied to
+// one Capability, implemented either by the Driver or by its live Sandbox
+// values. A driver declares its capabilities statically for discovery
+// without allocation (CAP-1); Effective intersects the declaration with
+// what the driver implements and removes what a caller narrowed (CAP-2;
+// ConfigNarrowing gives what a config narrows, for a driver that implements
+// ConfigNarrower), and the As* helpers assert on the live value: the driver
+// for driver-level interfaces, the sandbox (with the caller's narrowing)
+// for sandbox-level ones. The conformance suite proves declared ==
+// implemented. The package makes every type assertion on an optional
+// interface in one place, behind Effective and the As* helpers.
+//
+// ConfigSchema is the single description of a driver's config: it validates
+// and normalizes, applies defaults, tells which fields are secrets (moved
+// out of configs and redacted), which are maps of secrets (KindSecretMap,
+// such as env vars: each value moved and redacted, the whole field left out
+// of fingerprints), which identify the target (fingerprints), and which are
+// knobs or metadata. Its methods Redact, PlainSecrets, Partition and
+// ResolveSecrets handle the secrets.
 //
 // Helpers for driver implementations (output buffers, stdin copying,
 // the signal set, runner launch by Exec, the per-lease cgroup scripts) are
 // in package drivers/driverkit; a host composing berth never needs them.
 //
-// EvidenceKind (evidence.go) names what a receipt or stop proof stands on
-// (PRP-6: provider, cgroup, tag_scan, runner_attested).
+// EvidenceKind names what a receipt or stop proof stands on (PRP-6:
+// provider, cgroup, tag_scan, runner_attested).
 //
-// Errors (errors.go) are sentinels that every driver wraps with context;
-// CodeOf maps them to the stable codes of probe results and API errors.
+// Errors are sentinels that every driver wraps with context; CodeOf maps
+// them to the stable codes of probe results and API errors.
 //
-// Registry (registry.go) holds the drivers a host composed; there is no
-// global registry. Package drivers/drivertest is the conformance suite every
-// driver passes.
+// Registry holds the drivers a host composed; there is no global registry.
+// Package drivers/drivertest is the conformance suite every driver passes.
 package drivers

@@ -3,27 +3,35 @@
 // directory; releasing ends the session and every process it started, never
 // the host.
 //
-// Start with New and Driver.Acquire (local.go). Commands run through
-// os/exec, each in its own process group; cancellation kills the whole group
-// and WaitDelay keeps pipes held by grandchildren from hanging (exec.go).
-// Release kills what the session left running and confirms it through /proc
-// (release.go). The driver declares exec, stream_exec and runner_ingress.
-// Its sandboxes implement Workspace, which reports the host name and working
+//	d := local.New(nil) // or drivers.NewRegistry(local.New(nil), ...)
+//	cfg, err := d.Schema().Normalize(map[string]any{"workdir": dir})
+//	sb, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: id})
+//	fmt.Println(sb.(local.Workspace).Dir()) // dir, symlinks resolved
+//	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"make"}})
+//	r, err := sb.Release(ctx, drivers.Destroy) // ends what it left
+//
+// New and Driver.Acquire are the entry points. Commands run through
+// os/exec, each in its own process group; cancellation kills the whole
+// group and WaitDelay keeps pipes held by grandchildren from hanging.
+// Release kills what the session left running and confirms it through
+// /proc. The driver declares exec, stream_exec and runner_ingress. Its
+// sandboxes implement Workspace, which reports the host name and working
 // directory for the local probe (PRB-1).
 //
-// Runner ingress (runner.go, drivers.RunnerHost): HostRunner installs
-// nothing; it checks that spec.Binary is a regular executable file whose
-// SHA-256 is spec.SHA256 (refusing otherwise, naming the field) and opens a
-// unix socket prp.sock in a directory of mode 0700 made in the temporary
+// Runner ingress (drivers.RunnerHost): HostRunner installs nothing; it
+// checks that spec.Binary is a regular executable file whose SHA-256 is
+// spec.SHA256 (refusing otherwise, naming the field) and opens a unix
+// socket prp.sock in a directory of mode 0700 made in the temporary
 // directory at the lease's first HostRunner, so every ingress of the lease
 // has the same path. Launch starts the runner where it is through
 // driverkit.LaunchRunnerByExec, detached in its own session, with a state
 // directory per berth lease id in that directory, its environment marked
 // (BERTH_HOSTED_RUNNER, inherited by its tasks); LogTail reads the end of
 // the last launched runner's runner.log there (tail -c, through Exec).
-// Closing the ingress stops no runner. Release with Stop or Destroy ends every marked process
-// (SIGTERM, then SIGKILL; survivors make the receipt unconfirmed), although
-// they left the session's process groups, and removes the directory.
+// Closing the ingress stops no runner. Release with Stop or Destroy ends
+// every marked process (SIGTERM, then SIGKILL; survivors make the receipt
+// unconfirmed), although they left the session's process groups, and
+// removes the directory.
 //
 // Stop evidence (PRP-6): Release's receipt is drivers.EvidenceTagScan
 // (berth's own check of the session's process groups and of the runners'
