@@ -5,15 +5,21 @@
 // the documented endpoints written for berth; Daytona's Go client is not
 // used.
 //
-// Start with New and Driver.Acquire (driver.go); the config fields are in
-// schema.go, the sandbox handle in sandbox.go, state waits and receipts in
-// lifecycle.go, the HTTP client and its error mapping in client.go, its
-// transport safety (redaction, token origins, redirects, TLS) in
-// transport.go, retries
-// in retry.go (on internal/retry), the exec wrapper in exec.go, terminals in terminal.go,
-// capture and template deletion in capture.go. Package daytonatest is a fake
-// Daytona server that keeps the real API's rules; the tests run the driver
-// and the conformance suite against it.
+//	d := daytona.New(nil)
+//	cfg, err := d.Schema().Normalize(map[string]any{
+//		"api_url":     "https://app.daytona.io/api",
+//		"api_key":     key,    // a secret, scrubbed from every error
+//		"snapshot_id": snapID, // a UUID: names are refused (QUAL-6)
+//	})
+//	sb, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: id})
+//	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"make"}})
+//	r, err := sb.Release(ctx, drivers.Destroy) // read back: 404
+//
+// New and Driver.Acquire are the entry points. The HTTP client maps errors
+// and keeps the transport safe (redaction, token origins, redirects, TLS);
+// retries run on internal/retry. Package daytonatest is a fake Daytona
+// server that keeps the real API's rules; the tests run the driver and the
+// conformance suite against it.
 //
 // # Covered
 //
@@ -56,21 +62,21 @@
 //     0.167.0 or when no version is reported, where a non-empty config env
 //     is refused with drivers.ErrUnsupported naming the version rather than
 //     inlined or dropped; the script through sh -c below 0.156.0, an
-//     explicit time limit below 0.155.0); PTY sessions
-//     (Terminal): POST /process/pty {id, cwd, envs, cols, rows}, the
-//     WebSocket /process/pty/{id}/connect (a text control message
-//     "connected", output as binary messages, keystrokes as messages, the
-//     exit code in the close frame's JSON reason), POST
-//     /process/pty/{id}/resize, DELETE /process/pty/{id} (terminal.go).
+//     explicit time limit below 0.155.0); PTY sessions (Terminal): POST
+//     /process/pty {id, cwd, envs, cols, rows}, the WebSocket
+//     /process/pty/{id}/connect (a text control message "connected", output
+//     as binary messages, keystrokes as messages, the exit code in the
+//     close frame's JSON reason), POST /process/pty/{id}/resize, DELETE
+//     /process/pty/{id}.
 //   - Errors: 401/403 drivers.ErrAuth, 404 drivers.ErrNotFound, 408
 //     drivers.ErrTimeout, 409 (state change in progress), 429 (Retry-After
 //     honoured) and 5xx drivers.ErrTransient; an API that cannot be dialled
 //     is drivers.ErrUnavailable (the provider's control plane), a toolbox
 //     that cannot be dialled drivers.ErrUnreachable (the sandbox), a
 //     certificate that fails verification drivers.ErrTLSUnverified.
-//   - Health (health.go): CheckHealth reads the public GET /health and one
-//     sandbox of the account (no allocation); Endpoint names the API URL
-//     and the API key's secret reference. Messages name the operation, the sandbox or
+//   - Health: CheckHealth reads the public GET /health and one sandbox of
+//     the account (no allocation); Endpoint names the API URL and the API
+//     key's secret reference. Messages name the operation, the sandbox or
 //     snapshot id and the API host, never the key (which is also scrubbed
 //     from provider text).
 //   - Leases: Acquire calls AcquireRequest.Allocated as soon as the create
@@ -104,15 +110,15 @@
 // process/execute returns stdout and stderr combined. Exec keeps them apart
 // honestly by running each command in a POSIX sh wrapper that redirects
 // them to private files in the sandbox's TMPDIR (default /tmp) and prints
-// both back in one framed, base64-encoded answer (exec.go). The wrapper
-// also applies the output limit inside the sandbox and feeds Command.Stdin
-// (at most 8 MiB, embedded in the command). The sandbox image needs sh,
-// head, base64 and rm. Because the toolbox reports only an exit
-// status, a command killed by a signal reports the shell's 128+n and
-// Result.Signal stays empty. The toolbox does not end a command whose
-// request was cancelled, so a cancelled Exec kills the command's process
-// group through a second request. The wrapper runs under any POSIX shell
-// and under zsh (the daemon picks zsh, then bash, then sh).
+// both back in one framed, base64-encoded answer. The wrapper also applies
+// the output limit inside the sandbox and feeds Command.Stdin (at most
+// 8 MiB, embedded in the command). The sandbox image needs sh, head, base64
+// and rm. Because the toolbox reports only an exit status, a command killed
+// by a signal reports the shell's 128+n and Result.Signal stays empty. The
+// toolbox does not end a command whose request was cancelled, so a
+// cancelled Exec kills the command's process group through a second
+// request. The wrapper runs under any POSIX shell and under zsh (the daemon
+// picks zsh, then bash, then sh).
 //
 // # Exec: at least once
 //

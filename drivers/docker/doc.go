@@ -1,34 +1,44 @@
 // Package docker is the berth driver for a Docker engine: every lease is a
 // hardened container, and the provider lease id is the container id.
 //
-// Start with New and Driver.Acquire (driver.go); the config fields and
-// their kinds are in config.go, the container's hardening in container.go,
-// image presence and the live image identity in image.go, commands in
-// exec.go, release receipts, List and Destroy in release.go, templates in
-// capture.go, PTY sessions in terminal.go and the runner ingress in
-// runner.go.
+//	d := docker.New(nil) // the engine of DOCKER_HOST, else the socket
+//	cfg, err := d.Schema().Normalize(map[string]any{
+//		"image":  "ghcr.io/acme/agent@sha256:...", // pinned: qualifies
+//		"memory": "2g", // network "none" unless set
+//	})
+//	sb, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: id})
+//	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"make"}})
+//	r, err := sb.Release(ctx, drivers.Destroy) // the engine confirms
+//
+// New and Driver.Acquire are the entry points. Beyond Exec, the sandboxes
+// stream commands (drivers.StreamExecer), open PTY sessions
+// (drivers.Terminal), report their live image identity and capture
+// templates; the driver resumes, lists and destroys containers by id and
+// hosts berth's runner. The sections below say how.
 //
 // # Config
 //
 // host (identity) is the engine, defaulting like the Docker CLI to
 // DOCKER_HOST, else the platform's default socket (Docker CLI contexts are
 // not read); TLS comes from DOCKER_CERT_PATH / DOCKER_TLS_VERIFY. image
-// (identity, the schema's ImageField) is the reference the sandboxes run; pin
-// it as repo@sha256:... for qualification. registry_auth (secret) is
+// (identity, the schema's ImageField) is the reference the sandboxes run;
+// pin it as repo@sha256:... for qualification. registry_auth (secret) is
 // "username:password" or a bare bearer token. The knobs are pull_policy,
 // cpus, memory (default 1g, swap disabled), pids_limit (default 512),
 // network (default "none": no network at all; "host" and "container:..."
 // are refused), ports (published only on 127.0.0.1), readonly_rootfs
 // (default false; when set, /tmp and the workdir, which must not be "/",
 // are the only writable places: empty tmpfs mounts owned by the user knob's
-// uid, exec so that code built there runs, nosuid and nodev), user (numeric "UID[:GID]" for the container and every command;
-// default: the image's user, root for most images), workdir,
-// startup_timeout and capture_repository; labels (metadata) are extra
-// container labels. env is a secret map (drivers.KindSecretMap): the catalog
-// keeps each value in the secret store, and the driver hands the values to
-// every exec (Exec, Start, OpenTerminal; a command's own env wins), never to
-// the container's create-time environment, so docker inspect and captured
-// templates never show them. The field docs in config.go say what each knob trades.
+// uid, exec so that code built there runs, nosuid and nodev), user (numeric
+// "UID[:GID]" for the container and every command; default: the image's
+// user, root for most images), workdir, startup_timeout and
+// capture_repository; labels (metadata) are extra container labels. env is
+// a secret map (drivers.KindSecretMap): the catalog keeps each value in the
+// secret store, and the driver hands the values to every exec (Exec, Start,
+// OpenTerminal; a command's own env wins), never to the container's
+// create-time environment, so docker inspect and captured templates never
+// show them. The schema's field docs (Driver.Schema) say what each knob
+// trades.
 //
 // # Acquire
 //
@@ -79,27 +89,26 @@
 //
 // A container that will host berth's runner is acquired with
 // AcquireRequest.Runner: Acquire checks that the binary has the spec's
-// SHA-256 (a mismatch names the sha256 field) and, at creation,
-// bind-mounts it read-only at RunnerBinaryPath (/.berth/bin/berth-runner),
-// bind-mounts read-only at RunnerSocketDir (/.berth/run) a host directory
-// that will hold the ingress socket, mounts a tmpfs owned by the user
-// knob's uid (mode 1777 without it) at RunnerStateDir (/.berth/state) for
-// the runner's state, and labels the container LabelRunner=<sha256>.
-// Nothing is copied (the binary is mounted; the state tmpfs stays noexec),
-// The runner reaches the host over that unix socket, so
-// it works with network "none" and sends no IP traffic; no network is
-// added. HostRunner listens on the host side: Options.RunnerDir (default
-// berth-docker-runner-UID in the temporary directory, 0700, owned by
-// berth's user) holds one 0700 directory per container, whose 0711 "run"
-// subdirectory is the mount, with the socket prp.sock (0666) in it; so a
-// non-root container user can connect and no other user of the host can.
-// The container cannot write in either mount. Endpoint is
-// "unix:/.berth/run/prp.sock"; Launch uses driverkit.LaunchRunnerByExec
-// (the image needs sh, mkdir, cat and mv; setsid where present), and
-// LogTail reads the end of RunnerStateDir/runner.log with tail -c in the
-// container (driverkit.RunnerLogTailByExec). A
-// container acquired without a Runner refuses HostRunner with
-// drivers.ErrUnsupported.
+// SHA-256 (a mismatch names the sha256 field) and, at creation, bind-mounts
+// it read-only at RunnerBinaryPath (/.berth/bin/berth-runner), bind-mounts
+// read-only at RunnerSocketDir (/.berth/run) a host directory that will
+// hold the ingress socket, mounts a tmpfs owned by the user knob's uid
+// (mode 1777 without it) at RunnerStateDir (/.berth/state) for the runner's
+// state, and labels the container LabelRunner=<sha256>. Nothing is copied
+// (the binary is mounted; the state tmpfs stays noexec). The runner reaches
+// the host over that unix socket, so it works with network "none" and sends
+// no IP traffic; no network is added. HostRunner listens on the host side:
+// Options.RunnerDir (default berth-docker-runner-UID in the temporary
+// directory, 0700, owned by berth's user) holds one 0700 directory per
+// container, whose 0711 "run" subdirectory is the mount, with the socket
+// prp.sock (0666) in it; so a non-root container user can connect and no
+// other user of the host can. The container cannot write in either mount.
+// Endpoint is "unix:/.berth/run/prp.sock"; Launch uses
+// driverkit.LaunchRunnerByExec (the image needs sh, mkdir, cat and mv;
+// setsid where present), and LogTail reads the end of
+// RunnerStateDir/runner.log with tail -c in the container
+// (driverkit.RunnerLogTailByExec). A container acquired without a Runner
+// refuses HostRunner with drivers.ErrUnsupported.
 //
 // This needs an engine that shares this host's filesystem: only a unix://
 // host does (an engine behind a unix socket in a VM, such as Docker

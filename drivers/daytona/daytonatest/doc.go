@@ -4,10 +4,21 @@
 // sandbox.controller.ts, snapshot.service.ts, the API's exception filter,
 // and the daemon's apps/daemon/pkg/toolbox/process/execute.go).
 //
-// Start with New and Options (server.go); Knobs set timing and failures,
-// Fault injects error answers per route and call. sandboxes.go holds the
-// sandbox state machine, list.go the listing, snapshots.go the snapshot rules, toolbox.go the
-// command runner, pty.go the terminals, inspect.go what tests read back.
+//	clk := clock.NewFake(time.Now())
+//	srv, err := daytonatest.New(&daytonatest.Options{Clock: clk})
+//	defer srv.Close()
+//	snap, err := srv.CreateSnapshot("base:1.0", "debian:12.7")
+//	cfg := map[string]any{"api_url": srv.URL(), "api_key": srv.APIKey(),
+//		"snapshot_id": snap.ID} // for daytona.New(nil)
+//	srv.InjectFault(daytonatest.Fault{
+//		Route: daytonatest.RouteCreateSandbox, Status: 503})
+//	srv.Advance(time.Second) // due transitions finish; no sleeps
+//
+// New and Options make a server; Knobs set timing and failures, Fault
+// injects error answers per route and call. The server keeps the sandbox
+// state machine, the listing, the snapshot rules, a command runner and the
+// terminals; Sandbox, Sandboxes, LookupSnapshot and Calls are what tests
+// read back.
 //
 // Rules kept:
 //
@@ -67,9 +78,9 @@
 //     a cancelled request does not end the command; stopping or deleting
 //     the sandbox does. Commands run as the test's user on the test's host:
 //     the fake isolates directories, not privileges.
-//   - PTY sessions (pty.go): POST /process/pty starts /bin/sh -i -l on a
-//     real pseudo-terminal (duplicate ids 409); the
-//     WebSocket /process/pty/{id}/connect sends {"type":"control",
+//   - PTY sessions: POST /process/pty starts /bin/sh -i -l on a real
+//     pseudo-terminal (duplicate ids 409); the WebSocket
+//     /process/pty/{id}/connect sends {"type":"control",
 //     "status":"connected"}, then output as binary messages, takes input
 //     messages, and closes with 1000 or 1011 and {"exitCode":N} when the
 //     shell ends; resize after the end is 410; delete kills the session.
