@@ -1,7 +1,14 @@
 // Package clock abstracts time so that timing behaviour (startup budgets,
 // slow starts, retries, expiry) can be driven deterministically, without
-// sleeps. Real is the wall clock; Fake moves only when its owner advances
-// it. Options fields across berth (fake.Options.Clock, lease.Options.Clock,
+// sleeps.
+//
+//	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+//	go work(clk)                 // waits on clock.At(clk, deadline)
+//	clk.WaitForWaiters(1, nil)   // work is waiting now
+//	clk.Advance(5 * time.Minute) // its timer fires; nothing slept
+//
+// Real is the wall clock; Fake moves only when its owner advances it.
+// Options fields across berth (fake.Options.Clock, lease.Options.Clock,
 // ...) take a Clock, so adopters can run the fake driver's delays and the
 // lease manager's time on a Fake. It imports nothing of berth (floor 0).
 package clock
