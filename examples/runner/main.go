@@ -6,7 +6,8 @@
 //
 // Usage:
 //
-//	berth-runner --controller URL --lease LEASE [--ticket-file PATH] [--state-dir DIR] [--log-level LEVEL]
+//	berth-runner --controller URL --lease LEASE [--ticket-file PATH]
+//		[--state-dir DIR] [--log-level LEVEL]
 //
 // The bootstrap ticket comes from --ticket-file (a file of mode 0600, removed
 // as soon as it is read) or from the BERTH_PRP_TICKET environment variable

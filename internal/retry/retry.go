@@ -2,12 +2,18 @@
 // jittered exponential backoff, inside one deadline shared by every attempt
 // (LEASE-3).
 //
-// Start with Do and Policy. A retry is started only when the backoff sleep
-// plus the expected duration of one attempt still ends before the deadline;
-// a sleep never runs past it. Time comes from an injectable clock.Clock and
-// jitter from an injectable random source, so tests are deterministic and
-// never sleep. WithDeadline makes a context whose deadline is measured on
-// such a clock.
+//	p := retry.Policy{Initial: 250 * time.Millisecond, Clock: clk}
+//	err := retry.Do(ctx, p, func(ctx context.Context, attempt int) error {
+//		return create(ctx) // retried while it is transient
+//	})
+//	if errors.Is(err, retry.ErrNoTimeLeft) { ... } // the deadline won
+//
+// Do and Policy are the entry points. A retry is started only when the
+// backoff sleep plus the expected duration of one attempt still ends before
+// the deadline; a sleep never runs past it. Time comes from an injectable
+// clock.Clock and jitter from an injectable random source, so tests are
+// deterministic and never sleep. WithDeadline makes a context whose
+// deadline is measured on such a clock.
 //
 // The caller classifies errors with Policy.Retryable. The default classifier,
 // IsTransient, retries errors that say they are transient through a

@@ -4,9 +4,12 @@
 // (internal/testenv.StartRegistry) so that the Docker engine pulls it by
 // digest. No image ever comes from an outside registry.
 //
-// Start with Busybox, which builds and pushes in one call and returns both
-// the pinned and the tag reference; Options.Glibc adds the host's glibc for
-// libc detection (glibc.go).
+//	reg := testenv.StartRegistry(t, nil)
+//	img := testimage.Busybox(t, reg, &testimage.Options{Glibc: true})
+//	cfg := map[string]any{"image": img.Ref} // pinned: REPO@sha256:...
+//
+// Busybox builds and pushes in one call and returns both the pinned and the
+// tag reference; Options.Glibc adds the host's glibc for libc detection.
 package testimage
 
 import (

@@ -4,41 +4,45 @@
 // twice across reconnects and runner restarts. examples/runner is its
 // binary.
 //
-// Where to start: New and Runner.Run in runner.go. Then, by concern:
+//	if err := runner.MakeUndumpable(); err != nil { ... } // first
+//	r, err := runner.New("unix:/.berth/run/prp.sock", stateDir,
+//		&runner.Options{Lease: lease, Ticket: ticket, Subreaper: true})
+//	err = r.Run(ctx) // reconnects until ctx ends or it is refused
+//	if errors.Is(err, runner.ErrRefused) { os.Exit(1) }
 //
-//   - options.go: Options (lease, ticket, platform func, backoff, limits,
-//     subreaper),
+// New and Runner.Run are the entry points. Then, by concern:
+//
+//   - Options (lease, ticket, platform func, backoff, limits, subreaper),
 //     DefaultPlatform, TicketEnv and TagEnv.
-//   - bootstrap.go: the ticket exchange over HTTP before the upgrade; the
+//   - Bootstrap: the ticket exchange over HTTP before the upgrade; the
 //     token and the session's state key it returns live in memory only.
-//   - conn.go: one connection: Dial with the subprotocol berth.prp.v1,
-//     SetReadLimit at once, hello, welcome, then one reader, one writer and
-//     a heartbeat (Ping with the reader running).
-//   - commands.go: the command loop: idempotency through the journal
+//   - One connection: Dial with the subprotocol berth.prp.v1, SetReadLimit
+//     at once, hello, welcome, then one reader, one writer and a heartbeat
+//     (Ping with the reader running).
+//   - The command loop: idempotency through the journal
 //     (duplicate, conflict), scope checks, the probe identity refusing
 //     every task, task.stop with its proof.
-//   - journal.go: the command journal (received, executing, done,
-//     indeterminate, result), fsynced before a command executes; each line
-//     carries an HMAC under the state key, chained over the previous line.
-//   - outbox.go: the bounded file-backed outbox; Append blocks when it is
-//     full (backpressure), replay starts at the controller's ack + 1; each
+//   - The command journal (received, executing, done, indeterminate,
+//     result), fsynced before a command executes; each line carries an HMAC
+//     under the state key, chained over the previous line.
+//   - The bounded file-backed outbox; Append blocks when it is full
+//     (backpressure), replay starts at the controller's ack + 1; each
 //     record carries an HMAC under the state key.
-//   - task.go: a task in its own process group, tagged with TagEnv.
-//   - secrets.go: a task's secret values (from the TypeSecrets frame that
-//     precedes its task.start, kept in memory only) go into its
-//     environment or into 0600 files removed when it ends, each one the
-//     runner created itself (O_CREAT|O_EXCL, no symlink followed in any
-//     component: openat2 RESOLVE_NO_SYMLINKS on Linux, else an O_NOFOLLOW
-//     walk, secretdir_*.go); a file or symlink already at the path, or a
-//     symlinked parent, refuses the task (prp.CodeSecretFile), and on any
-//     error nothing holding a value remains. A task.start
-//     whose values did not arrive, or died with a previous runner (a
-//     command journaled received but not started), is refused
-//     secrets_missing: it never runs without them.
-//   - stop.go, proc_linux.go: SIGTERM, grace, SIGKILL, and the stop proof
-//     (kill(-pgid, 0) = ESRCH, and no process in /proc carries the tag).
-//     A stop waits without polling /proc: SIGCHLD and the leader's exit
-//     wake it, orphans are reaped by group (waitid), the group check is one
+//   - Tasks: each in its own process group, tagged with TagEnv.
+//   - Secrets: a task's secret values (from the TypeSecrets frame that
+//     precedes its task.start, kept in memory only) go into its environment
+//     or into 0600 files removed when it ends, each one the runner created
+//     itself (O_CREAT|O_EXCL, no symlink followed in any component: openat2
+//     RESOLVE_NO_SYMLINKS on Linux, else an O_NOFOLLOW walk); a file or
+//     symlink already at the path, or a symlinked parent, refuses the task
+//     (prp.CodeSecretFile), and on any error nothing holding a value
+//     remains. A task.start whose values did not arrive, or died with a
+//     previous runner (a command journaled received but not started), is
+//     refused secrets_missing: it never runs without them.
+//   - Stopping: SIGTERM, grace, SIGKILL, and the stop proof
+//     (kill(-pgid, 0) = ESRCH, and no process in /proc carries the tag). A
+//     stop waits without polling /proc: SIGCHLD and the leader's exit wake
+//     it, orphans are reaped by group (waitid), the group check is one
 //     kill(-pgid, 0); /proc is scanned once the group is gone, for tagged
 //     escapees (which then get SIGTERM, grace, SIGKILL) and for the proof.
 //
@@ -78,9 +82,9 @@
 //
 // Limits: a task that truncates the journal's tail (its last complete
 // lines) is not detected: a command whose every line it removed is sent
-// again and may run again. The proof has no cgroup check yet (no cgroup v2 here to test one);
-// the tag scan does not see a process that re-executed itself with a
-// cleared environment, nor processes of other users (a task cannot become
-// another user without a setuid binary). On systems without /proc the tag
-// check cannot run and every proof is incomplete.
+// again and may run again. The proof has no cgroup check yet (no cgroup v2
+// here to test one); the tag scan does not see a process that re-executed
+// itself with a cleared environment, nor processes of other users (a task
+// cannot become another user without a setuid binary). On systems without
+// /proc the tag check cannot run and every proof is incomplete.
 package runner
