@@ -37,16 +37,17 @@
 //     the key before it is shortened.
 //   - Sandboxes: POST /sandbox from a snapshot id with name, labels,
 //     target, autoStopInterval, autoArchiveInterval, autoDeleteInterval
-//     (never env: the config's env is a drivers.KindSecretMap whose values go
-//     with each command's envs, so the API never shows them);
+//     (never env: the config's env is a drivers.KindSecretMap whose values
+//     go with each command's envs, so the API never shows them);
 //     GET /sandbox/{id}; GET /sandbox?labels=...&sort=createdAt&order=asc
 //     &cursor=... (cursor pages of ListSandboxesResponse; the API's default
 //     order, by last activity, moves sandboxes during a walk; the list is
 //     eventually consistent, so a sandbox missing from one walk is found by
 //     the next); POST /sandbox/{id}/start (also resuming paused VM
-//     sandboxes) and /stop; DELETE
-//     /sandbox/{id}; POST /sandbox/{id}/snapshot (Capturer); GET
-//     /sandbox/{id}/toolbox-proxy-url when a sandbox lacks toolboxProxyUrl.
+//     sandboxes) and /stop; DELETE /sandbox/{id};
+//     POST /sandbox/{id}/snapshot (Capturer);
+//     GET /sandbox/{id}/toolbox-proxy-url when a sandbox lacks
+//     toolboxProxyUrl.
 //   - Snapshots: GET /snapshots/{id} (the answer must carry that id: the
 //     endpoint also matches names), DELETE /snapshots/{id}
 //     (TemplateDeleter), POST /snapshots/{id}/activate for a snapshot

@@ -50,29 +50,28 @@
 // user and can read and write its state directory. The state directory
 // holds the journal, the outbox, the runner's id and the session it belongs
 // to (with an HMAC under the state key: a resume ticket is used only on its
-// session's own directory), never a secret: the
-// token and the state key live in the runner's memory, and the binary makes
-// itself non-dumpable (MakeUndumpable) before it reads its ticket, so that
-// a task cannot read its memory, environment or fds. A journal line that
-// fails its check is never acted on (its command is indeterminate,
-// journal_unauthenticated, never run again); an outbox record that fails
-// drops itself and what precedes it, which the controller reports as
-// events_lost. A runner restarted on its state directory (after kill -9,
-// say) needs a resume ticket of its session (the controller's
-// MintResumeTicket; Attach mints one when it relaunches it), which
-// returns the same state key; it replays its journal and outbox, reports
-// commands it was executing as
+// session's own directory), never a secret: the token and the state key
+// live in the runner's memory, and the binary makes itself non-dumpable
+// (MakeUndumpable) before it reads its ticket, so that a task cannot read
+// its memory, environment or fds. A journal line that fails its check is
+// never acted on (its command is indeterminate, journal_unauthenticated,
+// never run again); an outbox record that fails drops itself and what
+// precedes it, which the controller reports as events_lost. A runner
+// restarted on its state directory (after kill -9, say) needs a resume
+// ticket of its session (the controller's MintResumeTicket; Attach mints
+// one when it relaunches it), which returns the same state key; it replays
+// its journal and outbox, reports commands it was executing as
 // indeterminate and stops what is left of their tasks, and answers commands
 // it had received but not started as rejected "interrupted" (nothing ran;
 // the resume cursor keeps them from being sent again).
 //
 // Durability: the journal is fsynced at every state change but received
 // (written, then synced with the executing or done line that follows it
-// before anything runs); the outbox is
-// written (one write per event) but never fsynced, so it survives a runner
-// kill -9 (the written pages belong to the kernel) but may lose its tail in
-// a crash of the sandbox's kernel; the hello's resume cursor then shows the
-// controller which events are gone (events_lost).
+// before anything runs); the outbox is written (one write per event) but
+// never fsynced, so it survives a runner kill -9 (the written pages belong
+// to the kernel) but may lose its tail in a crash of the sandbox's kernel;
+// the hello's resume cursor then shows the controller which events are gone
+// (events_lost).
 //
 // Output: a task's pipes are grown to 1 MiB and read as they fill, each
 // read taking what the pipe holds (up to the welcome's max output chunk)

@@ -35,13 +35,12 @@
 //     fails at once answers 400 "Sandbox failed to start: <reason>" while
 //     the errored sandbox exists. Start from stopped (then starting),
 //     archived or archiving (then restoring) or paused (then resuming; VM
-//     classes only, Pause is the control) answers with the state
-//     unchanged and desired started; stop from
-//     started or paused; archive only from stopped and
-//     not for ephemeral sandboxes; any action while state != desiredState
-//     or while a change is pending is 409 "Sandbox state change in
-//     progress"; actions on an errored sandbox are 400. A stop of a sandbox
-//     with autoDeleteInterval 0 deletes it.
+//     classes only, Pause is the control) answers with the state unchanged
+//     and desired started; stop from started or paused; archive only from
+//     stopped and not for ephemeral sandboxes; any action while
+//     state != desiredState or while a change is pending is 409 "Sandbox
+//     state change in progress"; actions on an errored sandbox are 400. A
+//     stop of a sandbox with autoDeleteInterval 0 deletes it.
 //   - Delete is soft: desiredState destroyed, the name freed, then 404 once
 //     the transition finishes. Lookups go by id, then by name.
 //   - Create takes the snapshot by name or, for a UUID, by id, and needs it
@@ -50,18 +49,18 @@
 //     name. Sandbox names are unique (409).
 //   - Snapshots: created pending, then active (Knobs.SnapshotDelay);
 //     AgeSnapshot makes one inactive as the 14-day idle cron does, and a
-//     create from it answers 400 "Snapshot X is inactive"; POST
-//     /snapshots/{id}/activate (UUID only, 10-minute cooldown after the
-//     deactivation) makes it pending again. Ids are UUIDs; names are unique
-//     (409); the image name needs
-//     a tag or digest and not ":latest" (400), as the API checks imageName;
-//     GET /snapshots/{id} matches a name or an id; delete is removing, then
-//     gone. POST /sandbox/{id}/snapshot copies the sandbox's home directory
-//     into a new snapshot, and sandboxes created from it start with a copy;
-//     with job-based runners (default) the sandbox's state is restored
-//     before the snapshot is saved (Knobs.SnapshotBeforeRestore: the older
-//     order), and a duplicate name is not refused by the request: the save
-//     makes no snapshot.
+//     create from it answers 400 "Snapshot X is inactive";
+//     POST /snapshots/{id}/activate (UUID only, 10-minute cooldown after
+//     the deactivation) makes it pending again. Ids are UUIDs; names are
+//     unique (409); the image name needs a tag or digest and not ":latest"
+//     (400), as the API checks imageName; GET /snapshots/{id} matches a
+//     name or an id; delete is removing, then gone.
+//     POST /sandbox/{id}/snapshot copies the sandbox's home directory into
+//     a new snapshot, and sandboxes created from it start with a copy; with
+//     job-based runners (default) the sandbox's state is restored before
+//     the snapshot is saved (Knobs.SnapshotBeforeRestore: the older order),
+//     and a duplicate name is not refused by the request: the save makes no
+//     snapshot.
 //   - List: GET /sandbox with JSON labels, limit 1-200, sort (default
 //     lastActivityAt, which every toolbox request bumps) and order (default
 //     desc), id as tie-breaker, and a cursor on the last item's sort value
@@ -71,13 +70,13 @@
 //     fed to Knobs.Shell (default /bin/sh) on stdin, before split on spaces
 //     and run without a shell; envs only from 0.167.0; before 0.155.0 an
 //     omitted timeout is 360 s; Knobs.ReplayExecute runs it twice as the
-//     proxy's replay does. It runs in a process
-//     group, in a per-sandbox home directory (TMPDIR a per-sandbox tmp
-//     directory), stdout and stderr combined: 400 on an empty command or a
-//     bad env name, 408 when its timeout kills the group; like the daemon,
-//     a cancelled request does not end the command; stopping or deleting
-//     the sandbox does. Commands run as the test's user on the test's host:
-//     the fake isolates directories, not privileges.
+//     proxy's replay does. It runs in a process group, in a per-sandbox
+//     home directory (TMPDIR a per-sandbox tmp directory), stdout and
+//     stderr combined: 400 on an empty command or a bad env name, 408 when
+//     its timeout kills the group; like the daemon, a cancelled request
+//     does not end the command; stopping or deleting the sandbox does.
+//     Commands run as the test's user on the test's host: the fake isolates
+//     directories, not privileges.
 //   - PTY sessions: POST /process/pty starts /bin/sh -i -l on a real
 //     pseudo-terminal (duplicate ids 409); the WebSocket
 //     /process/pty/{id}/connect sends {"type":"control",
