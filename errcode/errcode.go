@@ -40,9 +40,10 @@ const (
 	// Unsupported: the driver, target or protocol peer does not offer what
 	// was asked (a capability, a platform, a protocol version).
 	Unsupported
-	// Unavailable: a provider or service cannot be used now (its control
-	// plane is down or refuses service, a transient failure, a driver not
-	// registered); a later attempt may succeed.
+	// Unavailable: a provider, service or record cannot be used now (its
+	// control plane is down or refuses service, a transient failure, a
+	// driver not registered, an inactive snapshot, a cleanup or stop that
+	// is not proven yet and is retried); a later attempt may succeed.
 	Unavailable
 	// Unreachable: the target host or sandbox could not be reached over
 	// the network.
@@ -58,9 +59,9 @@ const (
 	AuthFailed
 	// Canceled: the caller canceled the operation (context.Canceled).
 	Canceled
-	// Internal: a step failed that berth cannot classify further: an
-	// invariant did not hold, a cleanup could not be proven, a record is
-	// corrupt.
+	// Internal: an invariant of berth did not hold or stored data is
+	// inconsistent: a bug or a damaged store, not a condition of the
+	// target.
 	Internal
 )
 

@@ -26,7 +26,9 @@
 //     both sides keep.
 //   - ticket.go, token.go: one-use tickets (32 random bytes, stored only as
 //     a hash) and expiring HMAC connection tokens with key ids and claims
-//     (lease, run, company, scope, session); stable error codes (CodeOf).
+//     (lease, run, company, scope, session); stable error codes (CodeOf;
+//     codes.go: every wire code is a Code, a sub-code of errcode's set that
+//     Code.ErrorCode maps).
 //   - store.go, exchange.go: the TicketStore interface with a memory
 //     implementation, and the Exchanger that trades a ticket for a token in
 //     one conditional store update, so that a replay fails on any replica.
