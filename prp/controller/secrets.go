@@ -45,7 +45,9 @@ type SecretResolver interface {
 }
 
 // SecretError is an error of a SecretResolver with a stable code (such as
-// a project auth check's mismatch, AUTH-2).
+// a project auth check's mismatch, AUTH-2): the resolver's own sub-code
+// (handover.Code for berth's resolver), which travels to the runner in
+// prp.SecretValues.Code; errcode.Code of the error classifies it.
 type SecretError interface {
 	error
 	SecretCode() string
