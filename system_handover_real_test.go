@@ -212,10 +212,10 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	// Each mismatch is refused at dispatch with the part that did not
 	// match; nothing runs.
 	touch := []string{"sh", "-c", "touch refused-ran"}
-	refused := func(what, id, want string, projects ...string) {
+	refused := func(what, id string, want handover.Code, projects ...string) {
 		t.Helper()
 		_, err := sys.Runners.StartTask(ctx, agent, att.Session, "c-"+id, task(id, touch, projects...))
-		if !errors.Is(err, handover.ErrMismatch) || controller.CodeOfSecrets(err) != want {
+		if !errors.Is(err, handover.ErrMismatch) || controller.CodeOfSecrets(err) != string(want) {
 			t.Errorf("%s: dispatch = %v, want a refusal with code %s", what, err, want)
 		}
 		if err != nil && strings.Contains(err.Error(), canary) {
@@ -294,7 +294,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 		t.Fatalf("dispatch with a matching record: %v", err)
 	}
 	if res, err := sys.Runners.Wait(ctx, agent, att.Session, "c-late"); err != nil || res.Status != prp.ResultRejected ||
-		res.Code != prp.CodeSecretsUnavailable || !strings.HasPrefix(res.Message, handover.CodeCheckMissing+":") || res.Exit != nil {
+		res.Code != prp.CodeSecretsUnavailable || !strings.HasPrefix(res.Message, string(handover.CodeCheckMissing)+":") || res.Exit != nil {
 		t.Errorf("a record cleared before delivery: %+v, %v; want rejected, %s: %s..., nothing run", res, err, prp.CodeSecretsUnavailable, handover.CodeCheckMissing)
 	}
 	if res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "test -e refused-ran && echo ran || echo none"}}); err != nil ||

@@ -144,10 +144,10 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 			Argv:    []string{"sh", "-c", `cp .agent/account "$1/account" && stat -c %a .agent/account > "$1/mode" && echo handed`, "sh", out},
 			Secrets: []prp.SecretUse{{Source: prp.SecretFromManagedAccount, Ref: account, File: ".agent/account", Projects: projects}}}
 	}
-	refused := func(what, id, want string, projects ...string) {
+	refused := func(what, id string, want handover.Code, projects ...string) {
 		t.Helper()
 		_, err := sys.Runners.StartTask(ctx, agent, session, id, task(id, projects...))
-		if !errors.Is(err, handover.ErrMismatch) || controller.CodeOfSecrets(err) != want {
+		if !errors.Is(err, handover.ErrMismatch) || controller.CodeOfSecrets(err) != string(want) {
 			t.Errorf("%s: dispatch = %v, want a refusal with code %s", what, err, want)
 		}
 	}

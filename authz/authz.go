@@ -2,10 +2,11 @@ package authz
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // Role is the kind of principal acting on the catalog.
@@ -278,7 +279,7 @@ func agentMayLease(p Principal, r Resource) bool {
 // the resource but may not perform the action on it. A record the principal
 // may not read is reported as missing (the package's own not-found error),
 // never as denied, so that a refusal tells nothing of other tenants.
-var ErrDenied = errors.New("permission denied")
+var ErrDenied = errcode.New(errcode.Denied, "permission denied")
 
 // Scope is what a run needs a target for: its company (required) and the
 // workspace, project and agent it belongs to ("" when it has none). The

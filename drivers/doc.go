@@ -39,8 +39,10 @@
 // EvidenceKind names what a receipt or stop proof stands on (PRP-6:
 // provider, cgroup, tag_scan, runner_attested).
 //
-// Errors are sentinels that every driver wraps with context; CodeOf maps
-// them to the stable codes of probe results and API errors.
+// Errors are sentinels that every driver wraps with context;
+// each carries its errcode.ErrorCode (errcode.Code finds it), and CodeOf
+// maps them to the finer stable codes of probe results (PRB-5), a Code
+// being a sub-code of errcode's set (Code.ErrorCode).
 //
 // Registry holds the drivers a host composed; there is no global registry.
 // Package drivers/drivertest is the conformance suite every driver passes.

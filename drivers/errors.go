@@ -4,53 +4,61 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // Sentinel errors. Every driver returns these, wrapped with context that
 // names the target (never a secret), so that callers test them with errors.Is.
+// Each carries its errcode.ErrorCode (errcode.Code finds it): unreachable,
+// auth_failed (ErrAuth, ErrTLSUnverified, ErrHostKeyMismatch,
+// ErrHostKeyUnknown), invalid (ErrCredentialsMissing, ErrInvalidConfig),
+// not_found (ErrImageNotFound, ErrNotFound), unavailable (ErrImageInactive,
+// ErrTransient, ErrUnavailable), unsupported, timeout, and conflict
+// (ErrReleased). Code and CodeOf give the finer PRB-5 sub-code.
 var (
 	// ErrUnreachable: the target host or sandbox could not be reached (an
 	// SSH host, a Daytona toolbox). A provider control plane that cannot be
 	// reached (the Docker engine, the Daytona API) is ErrUnavailable.
-	ErrUnreachable = errors.New("target unreachable")
+	ErrUnreachable = errcode.New(errcode.Unreachable, "target unreachable")
 	// ErrTLSUnverified: a server certificate failed verification. It is an
 	// identity failure, like a host key mismatch, and is never retried.
-	ErrTLSUnverified = errors.New("tls certificate not verified")
+	ErrTLSUnverified = errcode.New(errcode.AuthFailed, "tls certificate not verified")
 	// ErrAuth: the target refused the credentials.
-	ErrAuth = errors.New("authentication failed")
+	ErrAuth = errcode.New(errcode.AuthFailed, "authentication failed")
 	// ErrHostKeyMismatch: the host offered a key other than the one trusted for it.
-	ErrHostKeyMismatch = errors.New("host key mismatch")
+	ErrHostKeyMismatch = errcode.New(errcode.AuthFailed, "host key mismatch")
 	// ErrHostKeyUnknown: no trusted key is configured for the host.
-	ErrHostKeyUnknown = errors.New("host key unknown")
+	ErrHostKeyUnknown = errcode.New(errcode.AuthFailed, "host key unknown")
 	// ErrCredentialsMissing: the config lacks a credential the driver needs.
-	ErrCredentialsMissing = errors.New("credentials missing")
+	ErrCredentialsMissing = errcode.New(errcode.Invalid, "credentials missing")
 	// ErrImageNotFound: the configured image or snapshot does not exist.
-	ErrImageNotFound = errors.New("image not found")
+	ErrImageNotFound = errcode.New(errcode.NotFound, "image not found")
 	// ErrImageInactive: the provider reports the pinned snapshot inactive
 	// (idle too long). It still exists, so it does not invalidate a
 	// qualification; reactivating it by id makes it usable again.
-	ErrImageInactive = errors.New("image inactive")
+	ErrImageInactive = errcode.New(errcode.Unavailable, "image inactive")
 	// ErrNotFound: the sandbox (or other named object) does not exist.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = errcode.New(errcode.NotFound, "not found")
 	// ErrTransient: a failure worth retrying (rate limit, state change in
 	// progress, connection reset, provider 5xx). Its Transient method
 	// returns true, which is how internal/retry's default classifier knows
-	// it without importing this package.
+	// it without importing this package; its code is errcode.Unavailable.
 	ErrTransient error = transientError{}
 	// ErrUnsupported: the driver does not offer the operation.
-	ErrUnsupported = errors.New("unsupported")
+	ErrUnsupported = errcode.New(errcode.Unsupported, "unsupported")
 	// ErrUnavailable: the provider cannot be used now: its control plane
 	// (Docker engine, Daytona API) cannot be reached or refuses service, the
 	// driver is not registered, or a test-only driver is used outside test
 	// mode.
-	ErrUnavailable = errors.New("provider unavailable")
+	ErrUnavailable = errcode.New(errcode.Unavailable, "provider unavailable")
 	// ErrTimeout: the provider gave up on an operation within its own time
 	// limit (distinct from the caller's context deadline).
-	ErrTimeout = errors.New("timed out")
+	ErrTimeout = errcode.New(errcode.Timeout, "timed out")
 	// ErrInvalidConfig: a config failed schema validation; see ConfigError.
-	ErrInvalidConfig = errors.New("invalid config")
+	ErrInvalidConfig = errcode.New(errcode.Invalid, "invalid config")
 	// ErrReleased: the sandbox handle was already released.
-	ErrReleased = errors.New("sandbox released")
+	ErrReleased = errcode.New(errcode.Conflict, "sandbox released")
 )
 
 // ConfigError reports one invalid config field. It wraps ErrInvalidConfig.
@@ -81,8 +89,14 @@ func (e *ConfigError) Unwrap() []error {
 	return []error{ErrInvalidConfig}
 }
 
-// Code is a stable, machine-readable error code for probe results and API
-// errors. The mapping from errors to codes lives only in CodeOf.
+// Code is the probe's stable, machine-readable failure code (PRB-5): what
+// probe results (probe.Result.Code, probe.Stage.Code) and provider health
+// records carry. It is a sub-code of an errcode.ErrorCode, finer where an
+// operator needs more (host_key_mismatch and tls_unverified are auth_failed,
+// provider_unavailable and image_inactive are unavailable); ErrorCode maps
+// it into the set. The mapping from errors to codes lives only in CodeOf;
+// the probe sets CodeCleanupFailed, CodePlatformUnknown and CodeArchived
+// from what it saw.
 type Code string
 
 // The stable codes.
@@ -104,8 +118,53 @@ const (
 	CodeInvalidConfig       Code = "invalid_config"
 	CodeTransient           Code = "transient"
 	CodeCleanupFailed       Code = "cleanup_failed"
-	CodeInternal            Code = "internal"
+	// CodeInternal is CodeOf's code for an error that no driver sentinel
+	// classifies.
+	CodeInternal Code = "internal"
+	// CodePlatformUnknown: the target ran the detection script, but its
+	// output did not say which OS and architecture it is (set by the
+	// probe).
+	CodePlatformUnknown Code = "platform_unknown"
+	// CodeArchived: the environment is archived; it is not probed (set by
+	// the probe).
+	CodeArchived Code = "archived"
 )
+
+// ErrorCode returns the code of errcode's set that c is a sub-code of:
+// OK for CodeOK; AuthFailed for auth_failed, host_key_mismatch,
+// host_key_unknown and tls_unverified; Invalid for missing_credentials and
+// invalid_config; NotFound for not_found and image_not_found; Unavailable
+// for provider_unavailable, image_inactive, transient and cleanup_failed
+// (the sweep retries it); Unsupported for unsupported and platform_unknown;
+// Conflict for archived; Unreachable, Timeout and Canceled (cancelled) for
+// their own; and Unknown for internal (an error no sentinel classifies) and
+// for a string that is none of the codes. For every driver sentinel,
+// CodeOf(err).ErrorCode() == errcode.Code(err).
+func (c Code) ErrorCode() errcode.ErrorCode {
+	switch c {
+	case CodeOK:
+		return errcode.OK
+	case CodeAuthFailed, CodeHostKeyMismatch, CodeHostKeyUnknown, CodeTLSUnverified:
+		return errcode.AuthFailed
+	case CodeMissingCredentials, CodeInvalidConfig:
+		return errcode.Invalid
+	case CodeNotFound, CodeImageNotFound:
+		return errcode.NotFound
+	case CodeProviderUnavailable, CodeImageInactive, CodeTransient, CodeCleanupFailed:
+		return errcode.Unavailable
+	case CodeUnsupported, CodePlatformUnknown:
+		return errcode.Unsupported
+	case CodeArchived:
+		return errcode.Conflict
+	case CodeUnreachable:
+		return errcode.Unreachable
+	case CodeTimeout:
+		return errcode.Timeout
+	case CodeCancelled:
+		return errcode.Canceled
+	}
+	return errcode.Unknown
+}
 
 // CodeOf maps an error to its stable code; nil maps to CodeOK and an error
 // that matches no sentinel to CodeInternal. Cleanup failures are classified
@@ -152,5 +211,6 @@ func CodeOf(err error) Code {
 // transientError is the type of ErrTransient.
 type transientError struct{}
 
-func (transientError) Error() string   { return "transient failure" }
-func (transientError) Transient() bool { return true }
+func (transientError) Error() string                { return "transient failure" }
+func (transientError) Transient() bool              { return true }
+func (transientError) ErrorCode() errcode.ErrorCode { return errcode.Unavailable }

@@ -2,11 +2,12 @@ package environment
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // BindingKind is the level an assignment binding applies at (ASG-1).
@@ -59,7 +60,7 @@ var ErrNoBinding = fmt.Errorf("no environment bound: %w", ErrNotFound)
 
 // ErrArchived is wrapped by a BindingError when the bound environment is
 // archived (ASG-2).
-var ErrArchived = errors.New("environment: archived")
+var ErrArchived = errcode.New(errcode.Conflict, "environment: archived")
 
 // ErrTargetMismatch is wrapped by CheckLeaseTarget when a lease does not
 // belong to the resolution it is used for (ASG-4). It wraps ErrConflict.

@@ -2,11 +2,11 @@ package environment
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // Status is the lifecycle status of an environment.
@@ -43,12 +43,12 @@ type Environment struct {
 // Errors of the environment package's contract (stores return them too).
 var (
 	// ErrNotFound: no environment (or binding) with that id.
-	ErrNotFound = errors.New("environment: not found")
+	ErrNotFound = errcode.New(errcode.NotFound, "environment: not found")
 	// ErrConflict: a stale revision, a duplicate id or name, or a second
 	// environment of an exclusive driver (CFG-4, CFG-6).
-	ErrConflict = errors.New("environment: conflict")
+	ErrConflict = errcode.New(errcode.Conflict, "environment: conflict")
 	// ErrInvalid: the request is malformed or names a reserved field (CFG-5, CFG-8).
-	ErrInvalid = errors.New("environment: invalid request")
+	ErrInvalid = errcode.New(errcode.Invalid, "environment: invalid request")
 )
 
 // CreateOptions modifies Store.CreateEnvironment.

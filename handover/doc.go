@@ -12,7 +12,9 @@
 //     provider account: the reference in the schema's AccountField, such
 //     as Daytona's API key, else the environment id), the sorted project ids, when and by whom it was prepared and
 //     answered. Match compares it with a lease and a project set and says
-//     which part differs (MismatchError codes). Store is the record's
+//     which part differs (MismatchError's Code: auth_check_missing,
+//     auth_check_version, ..., sub-codes of errcode.Conflict, which
+//     ErrMismatch carries). Store is the record's
 //     store interface; handovertest holds its conformance suite, which
 //     MemoryStore (memstore.go) and internal/sqlstore pass.
 //   - service.go: Service, New(Sources, *Options). PrepareManagedAccount

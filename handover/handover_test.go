@@ -187,11 +187,11 @@ func TestRecordResultLater(t *testing.T) {
 	}
 }
 
-func code(err error) string {
+func code(err error) handover.Code {
 	if err == nil {
 		return ""
 	}
-	return controller.CodeOfSecrets(err)
+	return handover.Code(controller.CodeOfSecrets(err))
 }
 
 // AUTH-2: dispatch lets a managed account through only when the record
@@ -221,7 +221,7 @@ func TestDispatchMatchesExactly(t *testing.T) {
 		name     string
 		mutate   func(*handover.AuthCheck)
 		projects []string
-		want     string
+		want     handover.Code
 	}{
 		{"project added", nil, []string{"p1", "p2", "p3"}, handover.CodeCheckProjects},
 		{"project removed", nil, []string{"p1"}, handover.CodeCheckProjects},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // CheckVersion is the only project auth check version berth accepts
@@ -92,43 +93,72 @@ type Result struct {
 // Errors of this package.
 var (
 	// ErrNotFound: no project auth check for that company and account.
-	ErrNotFound = errors.New("handover: not found")
+	ErrNotFound = errcode.New(errcode.NotFound, "handover: not found")
 	// ErrStale: a check result answers a preparation that a newer
 	// preparation (or a clear) replaced; nothing was stored.
-	ErrStale = errors.New("handover: the preparation was replaced")
+	ErrStale = errcode.New(errcode.Conflict, "handover: the preparation was replaced")
 	// ErrInvalid: a request field is malformed (the error names it).
-	ErrInvalid = errors.New("handover: invalid request")
+	ErrInvalid = errcode.New(errcode.Invalid, "handover: invalid request")
 	// ErrMismatch: a managed account is refused at dispatch: no project
 	// auth check matches exactly (the *MismatchError says which part).
-	ErrMismatch = errors.New("handover: no matching project auth check")
+	ErrMismatch = errcode.New(errcode.Conflict, "handover: no matching project auth check")
 	// ErrSecretUnknown: a task names a secret env key that the lease's
 	// environment does not have.
-	ErrSecretUnknown = errors.New("handover: unknown secret")
+	ErrSecretUnknown = errcode.New(errcode.Invalid, "handover: unknown secret")
 )
 
-// Codes of a refused hand-over: MismatchError.Code, and the code the
-// runner's refusal of the command reports (prp.Result.Message starts with
-// it).
+// Code says why a hand-over was refused: MismatchError.Code, the code of a
+// resolver's error (controller.CodeOfSecrets), and the code the runner's
+// refusal of the command reports (prp.Result.Message starts with it). The
+// strings travel to the runner and back and never change. Code is a
+// sub-code of errcode's set: ErrorCode maps it.
+type Code string
+
+// Codes of a refused hand-over.
 const (
-	CodeCheckMissing     = "auth_check_missing"
-	CodeCheckVersion     = "auth_check_version"
-	CodeCheckStatus      = "auth_check_status"
-	CodeCheckFingerprint = "auth_check_fingerprint"
-	CodeCheckProvider    = "auth_check_provider"
-	CodeCheckProjects    = "auth_check_projects"
+	// CodeCheckMissing: no project auth check is recorded for the company
+	// and account.
+	CodeCheckMissing Code = "auth_check_missing"
+	// CodeCheckVersion: the check is of another version than CheckVersion.
+	CodeCheckVersion Code = "auth_check_version"
+	// CodeCheckStatus: the check has not succeeded.
+	CodeCheckStatus Code = "auth_check_status"
+	// CodeCheckFingerprint: the check was prepared for another config.
+	CodeCheckFingerprint Code = "auth_check_fingerprint"
+	// CodeCheckProvider: the check was prepared for another provider.
+	CodeCheckProvider Code = "auth_check_provider"
+	// CodeCheckProjects: the check was prepared for other projects.
+	CodeCheckProjects Code = "auth_check_projects"
 	// CodeSecretUnknown: a secret env key the lease's environment lacks.
-	CodeSecretUnknown = "secret_unknown"
+	CodeSecretUnknown Code = "secret_unknown"
 	// CodeLeaseMismatch: the session's lease is unknown, not active or of
 	// another company.
-	CodeLeaseMismatch = "lease_mismatch"
+	CodeLeaseMismatch Code = "lease_mismatch"
 )
+
+// ErrorCode returns the code of errcode's set that c is a sub-code of:
+// Conflict for the auth_check_* codes (the project auth check does not
+// match: ErrMismatch's code), Invalid for secret_unknown (ErrSecretUnknown's),
+// NotFound for lease_mismatch (a lease of another company is reported as
+// missing), Unknown for a string that is none of the codes.
+func (c Code) ErrorCode() errcode.ErrorCode {
+	switch c {
+	case CodeCheckMissing, CodeCheckVersion, CodeCheckStatus, CodeCheckFingerprint, CodeCheckProvider, CodeCheckProjects:
+		return errcode.Conflict
+	case CodeSecretUnknown:
+		return errcode.Invalid
+	case CodeLeaseMismatch:
+		return errcode.NotFound
+	}
+	return errcode.Unknown
+}
 
 // MismatchError is a refused managed account: Code names the part of the
 // project auth check that did not match (CodeCheckMissing, ...Version,
 // ...Status, ...Fingerprint, ...Provider, ...Projects). It wraps
 // ErrMismatch and implements controller.SecretError.
 type MismatchError struct {
-	Code       string
+	Code       Code
 	Company    string
 	AccountRef string
 	Detail     string
@@ -144,17 +174,26 @@ func (e *MismatchError) Error() string {
 func (e *MismatchError) Unwrap() error { return ErrMismatch }
 
 // SecretCode returns Code (controller.SecretError).
-func (e *MismatchError) SecretCode() string { return e.Code }
+func (e *MismatchError) SecretCode() string { return string(e.Code) }
 
-// codedError carries a stable code for controller.CodeOfSecrets.
+// codedError carries a stable code for controller.CodeOfSecrets. Its
+// errcode is the wrapped error's when that has one (a store that is down
+// stays unavailable), else its Code's (a lease of another company is not
+// found).
 type codedError struct {
-	code string
+	code Code
 	err  error
 }
 
 func (e *codedError) Error() string      { return e.err.Error() }
 func (e *codedError) Unwrap() error      { return e.err }
-func (e *codedError) SecretCode() string { return e.code }
+func (e *codedError) SecretCode() string { return string(e.code) }
+func (e *codedError) ErrorCode() errcode.ErrorCode {
+	if c := errcode.Code(e.err); c != errcode.Unknown {
+		return c
+	}
+	return e.code.ErrorCode()
+}
 
 // Match reports whether c lets the account through for a lease of
 // fingerprint and provider, handed to projects: nil, or a *MismatchError
@@ -162,7 +201,7 @@ func (e *codedError) SecretCode() string { return e.code }
 // status, fingerprint, provider, projects (compared sorted, without
 // duplicates).
 func (c AuthCheck) Match(fingerprint string, provider Provider, projects []string) error {
-	mis := func(code, format string, args ...any) error {
+	mis := func(code Code, format string, args ...any) error {
 		return &MismatchError{Code: code, Company: c.Company, AccountRef: c.AccountRef, Detail: fmt.Sprintf(format, args...)}
 	}
 	switch {

@@ -1,12 +1,13 @@
 package images
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // IdentityKind says what an Identity names.
@@ -55,7 +56,7 @@ var (
 )
 
 // ErrInvalidIdentity is returned (wrapped) when a string is not an Identity.
-var ErrInvalidIdentity = errors.New("images: invalid identity")
+var ErrInvalidIdentity = errcode.New(errcode.Invalid, "images: invalid identity")
 
 // DigestIdentity returns the identity of the manifest digest in repo. repo is
 // normalized the way go-containerregistry normalizes repositories

@@ -1,12 +1,13 @@
 package images
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // RefKind says what a Reference names.
@@ -49,7 +50,7 @@ func (k RefKind) String() string {
 
 // ErrInvalidReference is returned (wrapped, with the input quoted) when a
 // string is not a Reference.
-var ErrInvalidReference = errors.New("images: invalid reference")
+var ErrInvalidReference = errcode.New(errcode.Invalid, "images: invalid reference")
 
 // Reference is a parsed, normalized image reference: an OCI reference by tag
 // or digest, or a provider snapshot by id or by name. It is a comparable

@@ -1,11 +1,11 @@
 package lease
 
 import (
-	"errors"
 	"maps"
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // Status is the lifecycle status of a lease (LEASE-1).
@@ -251,21 +251,21 @@ func (l *Lease) claimFree(owner string, now time.Time) bool {
 // Errors of the lease package's contract.
 var (
 	// ErrNotFound: no lease with that id or key.
-	ErrNotFound = errors.New("lease: not found")
+	ErrNotFound = errcode.New(errcode.NotFound, "lease: not found")
 	// ErrConflict: a stale version in a compare-and-set update, or a key
 	// (reuse key, run key, id) already held by another lease.
-	ErrConflict = errors.New("lease: conflict")
+	ErrConflict = errcode.New(errcode.Conflict, "lease: conflict")
 	// ErrClaimed: another manager holds a live claim on the lease.
-	ErrClaimed = errors.New("lease: claimed by another manager")
+	ErrClaimed = errcode.New(errcode.Conflict, "lease: claimed by another manager")
 	// ErrPreserved: a reusable lease's sandbox could not be resumed; the
 	// lease and its sandbox were kept and nothing replaced them (LEASE-5).
-	ErrPreserved = errors.New("lease: preserved")
+	ErrPreserved = errcode.New(errcode.Unavailable, "lease: preserved")
 	// ErrCleanupPending: a release or start failure left the lease pending
 	// cleanup; a Sweep retries it (LEASE-6, LEASE-7).
-	ErrCleanupPending = errors.New("lease: cleanup pending")
+	ErrCleanupPending = errcode.New(errcode.Unavailable, "lease: cleanup pending")
 	// ErrInvalid: the request is malformed.
-	ErrInvalid = errors.New("lease: invalid request")
+	ErrInvalid = errcode.New(errcode.Invalid, "lease: invalid request")
 	// ErrStartupBudget: the sandbox did not start within the startup
 	// budget (LEASE-3).
-	ErrStartupBudget = errors.New("lease: startup budget exhausted")
+	ErrStartupBudget = errcode.New(errcode.Timeout, "lease: startup budget exhausted")
 )

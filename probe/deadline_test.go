@@ -151,7 +151,7 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
 	if c := res.Cleanup; c == nil || !c.Confirmed {
 		t.Errorf("cleanup %+v", c)
 	}
-	if diagCode(res) != CodeHostTarget {
+	if diagCode(res) != qualification.CodeHostTarget {
 		t.Errorf("diagnostic %+v", res.QualificationDiagnostic)
 	}
 }

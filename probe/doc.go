@@ -50,7 +50,8 @@
 // measure the platform with the same one-Exec script, and their summaries
 // say plainly that the probe did NOT validate an adapter, a workspace or
 // task execution. Host targets have no image: they are never qualified, and
-// their results say so in the qualification diagnostic (CodeHostTarget).
+// their results say so in the qualification diagnostic
+// (qualification.CodeHostTarget).
 //
 // # Failures
 //
@@ -60,13 +61,16 @@
 // and the target, so a host that accepts a connection and never answers, or
 // never finishes the detection command, cannot hang a probe. After the
 // first failure the later stages are recorded as skipped (never "ok"), and
-// the qualification diagnostic names that failure (CodeProbeFailed).
+// the qualification diagnostic names that failure
+// (qualification.CodeProbeFailed).
 //
 // Probe and ProbeDraft return errors only for authorization, not-found and
 // malformed requests. Every target failure is a Result with OK false, the
 // stable code of the first failed stage (drivers.CodeOf, plus
-// drivers.CodeCleanupFailed for an unconfirmed cleanup, CodePlatformUnknown
-// and CodeArchived) and per-stage timings (PRB-5). A failed acquisition is
+// drivers.CodeCleanupFailed for an unconfirmed cleanup,
+// drivers.CodePlatformUnknown and drivers.CodeArchived; a sub-code of
+// errcode's set: Result.Code.ErrorCode() classifies it) and per-stage
+// timings (PRB-5). A failed acquisition is
 // the probe's failure: nothing else, and never the server host, is tried in
 // its place (PRB-8). A lease whose cleanup is not confirmed is left pending
 // cleanup by the lease manager and reported in Result.Cleanup.

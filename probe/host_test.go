@@ -64,7 +64,7 @@ func TestLocalProbe(t *testing.T) {
 		t.Errorf("platform %q", res.Platform)
 	}
 	// PRB-6: the result says why nothing was recorded.
-	if diagCode(res) != CodeHostTarget || res.PlatformQualificationRecorded || !strings.Contains(res.QualificationDiagnostic.Message, "no image to qualify") {
+	if diagCode(res) != qualification.CodeHostTarget || res.PlatformQualificationRecorded || !strings.Contains(res.QualificationDiagnostic.Message, "no image to qualify") {
 		t.Errorf("a host probe's qualification diagnostic: %+v, recorded %v", res.QualificationDiagnostic, res.PlatformQualificationRecorded)
 	}
 	if c := res.Cleanup; c == nil || !c.Confirmed || c.LeaseStatus != lease.StatusReleased {
@@ -133,7 +133,7 @@ func TestNoFallbackToHost(t *testing.T) {
 			// The first failure is named; every later stage is skipped,
 			// never ok, and the diagnostic names the failure.
 			wantSkippedAfter(t, res, tt.stage)
-			if diagCode(res) != CodeProbeFailed || !strings.Contains(res.QualificationDiagnostic.Message, "stage "+string(tt.stage)) {
+			if diagCode(res) != qualification.CodeProbeFailed || !strings.Contains(res.QualificationDiagnostic.Message, "stage "+string(tt.stage)) {
 				t.Errorf("diagnostic %+v", res.QualificationDiagnostic)
 			}
 			if res.PlatformQualificationRecorded || len(w.fake.Sandboxes()) != 0 {
@@ -301,7 +301,7 @@ func TestProbeTimeoutStillCleansUp(t *testing.T) {
 	if c := res.Cleanup; c == nil || !c.Confirmed || c.LeaseStatus != lease.StatusReleased {
 		t.Errorf("cleanup after the deadline: %+v", c)
 	}
-	if res.PlatformQualificationRecorded || diagCode(res) != CodeProbeFailed || !strings.Contains(res.QualificationDiagnostic.Message, "stage detect") {
+	if res.PlatformQualificationRecorded || diagCode(res) != qualification.CodeProbeFailed || !strings.Contains(res.QualificationDiagnostic.Message, "stage detect") {
 		t.Errorf("diagnostic %+v", res.QualificationDiagnostic)
 	}
 	wantSkippedAfter(t, res, StageDetect)

@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
@@ -38,31 +39,9 @@ const (
 	DefaultOutputLimit = 64 << 10
 )
 
-// Probe codes besides the drivers' codes (drivers.Code values).
-const (
-	// CodePlatformUnknown: the target ran the detection script, but its
-	// output did not say which OS and architecture it is.
-	CodePlatformUnknown drivers.Code = "platform_unknown"
-	// CodeArchived: the environment is archived; it is not probed.
-	CodeArchived drivers.Code = "archived"
-)
-
-// Qualification diagnostic codes of the probe, besides Evaluate's.
-const (
-	// CodeRecordFailed: every QUAL-1 condition held but storing the record
-	// failed.
-	CodeRecordFailed qualification.Code = "record_failed"
-	// CodeHostTarget: a host target (local, ssh) has no image to qualify;
-	// nothing is recorded (PRB-6).
-	CodeHostTarget qualification.Code = "host_target"
-	// CodeProbeFailed: a stage failed before the evidence was complete;
-	// the message names the stage and its code.
-	CodeProbeFailed qualification.Code = "probe_failed"
-)
-
 // ErrInvalid is wrapped by errors about a malformed probe request (no
 // company for a saved probe, no driver for a draft).
-var ErrInvalid = errors.New("probe: invalid request")
+var ErrInvalid = errcode.New(errcode.Invalid, "probe: invalid request")
 
 // Options configure a Prober. nil means defaults.
 type Options struct {
@@ -311,7 +290,7 @@ func (r *run) failedStage() (Stage, bool) {
 func codeOf(err error) drivers.Code {
 	switch {
 	case errors.Is(err, qualification.ErrDetection):
-		return CodePlatformUnknown
+		return drivers.CodePlatformUnknown
 	case errors.Is(err, lease.ErrStartupBudget):
 		return drivers.CodeTimeout
 	}

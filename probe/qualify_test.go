@@ -68,7 +68,7 @@ func TestArchivedEnvironmentNotProbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := w.probe(t, env.ID, "acme")
-	if res.OK || res.Code != CodeArchived || w.fake.TotalCalls() != 0 {
+	if res.OK || res.Code != drivers.CodeArchived || w.fake.TotalCalls() != 0 {
 		t.Errorf("ok=%v code=%s calls=%d: %s", res.OK, res.Code, w.fake.TotalCalls(), res.Summary)
 	}
 }

@@ -139,8 +139,9 @@ type Result struct {
 	PlatformQualificationRecorded bool `json:"platformQualificationRecorded"`
 	// QualificationDiagnostic says why a qualification was or was not
 	// recorded (PRB-6); never nil: host targets say they have no image to
-	// qualify (CodeHostTarget), drafts that they are not saved, and a failed
-	// probe names its first failed stage (CodeProbeFailed).
+	// qualify (qualification.CodeHostTarget), drafts that they are not
+	// saved, and a failed probe names its first failed stage
+	// (qualification.CodeProbeFailed).
 	QualificationDiagnostic *qualification.Diagnostic `json:"qualificationDiagnostic,omitempty"`
 	// StartedAt and Duration time the whole probe.
 	StartedAt time.Time     `json:"startedAt"`

@@ -51,7 +51,7 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 	)
 	r.stage(ctx, StageResolve, func(ctx context.Context) (string, drivers.Code, error) {
 		if v.Status == environment.StatusArchived {
-			return "", CodeArchived, fmt.Errorf("environment %s (%q) is archived; restore it to probe it", v.ID, v.Name)
+			return "", drivers.CodeArchived, fmt.Errorf("environment %s (%q) is archived; restore it to probe it", v.ID, v.Name)
 		}
 		e := &v.Environment // secret references only
 		d, err := p.reg.Lookup(e.Driver)
@@ -91,7 +91,7 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 		invalidated = p.invalidate(ctx, r, drv, env, opts.Company)
 	}
 	if drv != nil && drv.Capabilities().Kind == drivers.KindHost {
-		diag := qualification.Diagnostic{Code: CodeHostTarget,
+		diag := qualification.Diagnostic{Code: qualification.CodeHostTarget,
 			Message: fmt.Sprintf("driver %s is a host target: it has no image to qualify, so nothing was recorded", drv.Name())}
 		r.res.QualificationDiagnostic = &diag
 	} else {
@@ -289,11 +289,11 @@ func (p *Prober) measureImage(ctx context.Context, r *run, drv drivers.Driver, h
 // qualify runs the qualify stage: evaluate the evidence of a saved sandbox
 // probe and store the record when every QUAL-1 condition held. After a
 // failed stage it evaluates nothing: the stage is skipped and the
-// diagnostic names the first failure (CodeProbeFailed).
+// diagnostic names the first failure (qualification.CodeProbeFailed).
 func (p *Prober) qualify(ctx context.Context, r *run, drv drivers.Driver, env *environment.Environment, company string) {
 	if !r.res.OK {
 		st, _ := r.failedStage()
-		diag := qualification.Diagnostic{Code: CodeProbeFailed,
+		diag := qualification.Diagnostic{Code: qualification.CodeProbeFailed,
 			Message: fmt.Sprintf("the probe failed at stage %s (%s), so nothing was qualified: %s", st.Name, st.Code, st.Error)}
 		if st.Name == StageRelease {
 			// Every measurement ran: Evaluate names the condition that
@@ -311,7 +311,7 @@ func (p *Prober) qualify(ctx context.Context, r *run, drv drivers.Driver, env *e
 		rec, diag := p.evaluate(r, drv, env, company)
 		if diag.Code == qualification.CodeRecorded {
 			if err := p.quals.PutQualification(ctx, rec); err != nil {
-				diag = qualification.Diagnostic{Code: CodeRecordFailed, Message: "every condition held, but storing the record failed: " + err.Error()}
+				diag = qualification.Diagnostic{Code: qualification.CodeRecordFailed, Message: "every condition held, but storing the record failed: " + err.Error()}
 				r.res.QualificationDiagnostic = &diag
 				return "", drivers.CodeInternal, err
 			}

@@ -8,14 +8,14 @@ import (
 
 // floorZero reports whether package p may be imported by a floor-0 package
 // of berth (DESIGN.md: the standard library, golang.org/x, coder/websocket
-// and berth's qualification and images).
+// and berth's qualification, images and errcode).
 func floorZero(p string) bool {
 	switch {
 	case !strings.Contains(strings.SplitN(p, "/", 2)[0], "."):
 		return true // the standard library
 	case strings.HasPrefix(p, "golang.org/x/"), strings.HasPrefix(p, "github.com/coder/websocket"):
 		return true
-	case p == "github.com/berthdev/berth/qualification", p == "github.com/berthdev/berth/images":
+	case p == "github.com/berthdev/berth/qualification", p == "github.com/berthdev/berth/images", p == "github.com/berthdev/berth/errcode":
 		return true
 	case strings.HasPrefix(p, "github.com/berthdev/berth/prp") && !onFloorFour(p):
 		return true
@@ -31,7 +31,7 @@ func onFloorFour(p string) bool {
 }
 
 // The prp packages but the controller stay on floor 0: their direct imports are the standard
-// library, golang.org/x, coder/websocket, qualification, images and prp.
+// library, golang.org/x, coder/websocket, qualification, images, errcode and prp.
 func TestFloorZero(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}:{{join .Imports " "}}`, "github.com/berthdev/berth/prp/...").Output()

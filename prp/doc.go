@@ -36,7 +36,9 @@
 //     sides keep (JournalState).
 //   - One-use tickets (Ticket: 32 random bytes, stored only as a hash) and
 //     expiring HMAC connection tokens (Signer) with key ids and Claims
-//     (lease, run, company, scope, session); stable error codes (CodeOf).
+//     (lease, run, company, scope, session); stable error codes (CodeOf:
+//     every wire code is a Code, a sub-code of errcode's set that
+//     Code.ErrorCode maps).
 //   - The TicketStore interface with a memory implementation
 //     (MemoryTicketStore), and the Exchanger that trades a ticket for a
 //     token in one conditional store update, so that a replay fails on any

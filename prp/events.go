@@ -94,33 +94,45 @@ const (
 	ResultIndeterminate ResultStatus = "indeterminate"
 )
 
-// Result codes.
+// Result codes (Result.Code), set by the runner; CodeEventsLost is set by
+// the controller.
 const (
-	CodeIdempotencyConflict = "idempotency_conflict"
-	CodeProbeIdentity       = "probe_identity"
-	CodeScopeDenied         = "scope_denied"
-	CodeStartFailed         = "start_failed"
-	CodeUnknownTask         = "unknown_task"
-	CodeTaskExists          = "task_exists"
+	// CodeIdempotencyConflict: a command id was reused for another command.
+	CodeIdempotencyConflict Code = "idempotency_conflict"
+	// CodeProbeIdentity: a probe identity runs no task.
+	CodeProbeIdentity Code = "probe_identity"
+	// CodeScopeDenied: the session's scope does not allow the command (also
+	// the code of ErrScopeDenied on the exchange).
+	CodeScopeDenied Code = "scope_denied"
+	// CodeStartFailed: the task's process could not be started.
+	CodeStartFailed Code = "start_failed"
+	// CodeUnknownTask: no task of that id was started here.
+	CodeUnknownTask Code = "unknown_task"
+	// CodeTaskExists: a task of that id was started before.
+	CodeTaskExists Code = "task_exists"
 	// CodeInterrupted: the runner restarted while the command was
 	// executing (ResultIndeterminate), or after it received the command
 	// and before it started it (ResultRejected: nothing ran).
-	CodeInterrupted = "interrupted"
+	CodeInterrupted Code = "interrupted"
 	// CodeJournalUnauthenticated: a record of the command in the runner's
 	// journal failed its authentication (a task may have written it); the
 	// command is indeterminate and never run again.
-	CodeJournalUnauthenticated = "journal_unauthenticated"
+	CodeJournalUnauthenticated Code = "journal_unauthenticated"
 	// CodeSecretsMissing: a task.start with secrets found no values at the
 	// runner (the runner restarted after it received the command, so the
 	// values that live only in its memory are gone); nothing ran.
-	CodeSecretsMissing = "secrets_missing"
+	CodeSecretsMissing Code = "secrets_missing"
 	// CodeSecretsUnavailable: the controller could not resolve the task's
 	// secrets at delivery (SecretValues.Code says more); nothing ran.
-	CodeSecretsUnavailable = "secrets_unavailable"
+	CodeSecretsUnavailable Code = "secrets_unavailable"
 	// CodeSecretFile: a secret file could not be created safely by the
 	// runner itself (a file or symlink already at its path, a symlink in
 	// a parent directory); nothing was written and nothing ran.
-	CodeSecretFile = "secret_file_refused"
+	CodeSecretFile Code = "secret_file_refused"
+	// CodeEventsLost: the controller failed the command because events of
+	// the runner were lost (a gap in the stored sequence): the result is
+	// indeterminate and the message names the range.
+	CodeEventsLost Code = "events_lost"
 )
 
 // Result is the outcome of one command.
@@ -129,9 +141,11 @@ type Result struct {
 	Status    ResultStatus `json:"status"`
 	// Duplicate is true when this result answers a redelivered command
 	// from the journal; nothing ran again.
-	Duplicate bool   `json:"duplicate,omitempty"`
-	Code      string `json:"code,omitempty"`
-	Message   string `json:"message,omitempty"`
+	Duplicate bool `json:"duplicate,omitempty"`
+	// Code says why a command was rejected or is indeterminate ("" when it
+	// is done); Code.ErrorCode classifies it.
+	Code    Code   `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
 	// Exit is set for a task.start that ran to its end.
 	Exit *Exit `json:"exit,omitempty"`
 	// Proof is set for a task.stop.

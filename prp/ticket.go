@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // Scope is what a ticket or a token is for.
@@ -45,18 +47,18 @@ var ticketLen = len(ticketPrefix) + base64.RawURLEncoding.EncodedLen(32)
 // with HTTP 401 before any upgrade.
 var (
 	// ErrTicketMalformed: the text is not a ticket.
-	ErrTicketMalformed = errors.New("prp: ticket malformed")
+	ErrTicketMalformed = errcode.New(errcode.AuthFailed, "prp: ticket malformed")
 	// ErrTicketUnknown: no ticket with that hash exists.
-	ErrTicketUnknown = errors.New("prp: ticket unknown")
+	ErrTicketUnknown = errcode.New(errcode.AuthFailed, "prp: ticket unknown")
 	// ErrTicketExpired: the ticket's expiry has passed.
-	ErrTicketExpired = errors.New("prp: ticket expired")
+	ErrTicketExpired = errcode.New(errcode.AuthFailed, "prp: ticket expired")
 	// ErrTicketReplayed: the ticket was already exchanged.
-	ErrTicketReplayed = errors.New("prp: ticket replayed")
+	ErrTicketReplayed = errcode.New(errcode.AuthFailed, "prp: ticket replayed")
 	// ErrTicketForeign: the ticket belongs to another lease than the one
 	// the exchange is for.
-	ErrTicketForeign = errors.New("prp: ticket foreign")
+	ErrTicketForeign = errcode.New(errcode.AuthFailed, "prp: ticket foreign")
 	// ErrTicketExists: a ticket with that hash was already created.
-	ErrTicketExists = errors.New("prp: ticket exists")
+	ErrTicketExists = errcode.New(errcode.AlreadyExists, "prp: ticket exists")
 )
 
 // Ticket is a one-use bootstrap secret (PRP-2): 32 random bytes. Only its
@@ -142,35 +144,4 @@ func (r *TicketRecord) Validate() error {
 		return fmt.Errorf("prp: ticket record: lifetime %v exceeds %v", r.ExpiresAt.Sub(r.CreatedAt), MaxTicketTTL)
 	}
 	return nil
-}
-
-// Code is a stable error code for the wire and for hosts.
-type Code string
-
-// CodeOf returns the stable code of a prp error, or "" if err is none of
-// this package's sentinels.
-func CodeOf(err error) Code {
-	for _, c := range []struct {
-		err  error
-		code Code
-	}{
-		{ErrTicketMalformed, "ticket_malformed"},
-		{ErrTicketUnknown, "ticket_unknown"},
-		{ErrTicketExpired, "ticket_expired"},
-		{ErrTicketReplayed, "ticket_replayed"},
-		{ErrTicketForeign, "ticket_foreign"},
-		{ErrTicketExists, "ticket_exists"},
-		{ErrTokenMalformed, "token_malformed"},
-		{ErrTokenInvalid, "token_invalid"},
-		{ErrTokenExpired, "token_expired"},
-		{ErrScopeDenied, "scope_denied"},
-		{ErrVersionUnsupported, "version_unsupported"},
-		{ErrFrameTooLarge, "frame_too_large"},
-		{ErrFrame, "frame_invalid"},
-	} {
-		if errors.Is(err, c.err) {
-			return c.code
-		}
-	}
-	return ""
 }

@@ -10,19 +10,21 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // Token errors, each with a stable code (CodeOf).
 var (
 	// ErrTokenMalformed: the text is not a token.
-	ErrTokenMalformed = errors.New("prp: token malformed")
+	ErrTokenMalformed = errcode.New(errcode.AuthFailed, "prp: token malformed")
 	// ErrTokenInvalid: the signature does not verify or the key is unknown.
-	ErrTokenInvalid = errors.New("prp: token invalid")
+	ErrTokenInvalid = errcode.New(errcode.AuthFailed, "prp: token invalid")
 	// ErrTokenExpired: the token's expiry has passed.
-	ErrTokenExpired = errors.New("prp: token expired")
+	ErrTokenExpired = errcode.New(errcode.AuthFailed, "prp: token expired")
 	// ErrScopeDenied: a command for another lease or run than the token's,
 	// or a task under a probe identity (PRP-7, PRP-8).
-	ErrScopeDenied = errors.New("prp: scope denied")
+	ErrScopeDenied = errcode.New(errcode.Denied, "prp: scope denied")
 )
 
 // DefaultTokenTTL is the default lifetime of a task-scoped connection token;

@@ -1,13 +1,14 @@
 package prp
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // ErrVersionUnsupported is returned by Negotiate when the two version
 // ranges do not overlap; the controller closes with CloseVersionUnsupported.
-var ErrVersionUnsupported = errors.New("prp: no common protocol version")
+var ErrVersionUnsupported = errcode.New(errcode.Unsupported, "prp: no common protocol version")
 
 // Negotiate returns the highest version in both [runnerMin, runnerMax] and
 // [ctrlMin, ctrlMax], or ErrVersionUnsupported naming both ranges.

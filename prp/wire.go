@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // Protocol is the protocol name every Envelope carries.
@@ -101,10 +103,10 @@ type Envelope struct {
 
 // ErrFrame is returned (wrapped, naming the field) when a frame is not a
 // valid Envelope.
-var ErrFrame = errors.New("prp: invalid frame")
+var ErrFrame = errcode.New(errcode.Invalid, "prp: invalid frame")
 
 // ErrFrameTooLarge is returned when a frame exceeds the maximum frame size.
-var ErrFrameTooLarge = errors.New("prp: frame too large")
+var ErrFrameTooLarge = errcode.New(errcode.Invalid, "prp: frame too large")
 
 // ValidID reports whether s is a valid message, session, command or task id:
 // 1-128 characters of [A-Za-z0-9._:-], starting with a letter or digit.

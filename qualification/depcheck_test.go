@@ -10,6 +10,8 @@ import (
 const (
 	thisPkg   = "github.com/berthdev/berth/qualification"
 	imagesPkg = "github.com/berthdev/berth/images"
+	// errcodePkg is the error-code vocabulary: standard library only, no I/O.
+	errcodePkg = "github.com/berthdev/berth/errcode"
 )
 
 // forbidden are packages that do I/O a pure package must not do.
@@ -19,7 +21,7 @@ var forbidden = []string{
 }
 
 // The qualification package stays pure: no I/O and no berth package other
-// than images (go-containerregistry depcheck style). images' own dependency
+// than images and errcode (go-containerregistry depcheck style). images' own dependency
 // go-containerregistry/pkg/name pulls in net and os for host parsing; those
 // are allowed only through images, never imported here directly.
 func TestPurity(t *testing.T) {
@@ -34,8 +36,8 @@ func TestPurity(t *testing.T) {
 		}
 	}
 	for _, p := range deps {
-		if strings.HasPrefix(p, "github.com/berthdev/berth/") && p != thisPkg && p != imagesPkg {
-			t.Errorf("qualification depends on %s; only images is allowed", p)
+		if strings.HasPrefix(p, "github.com/berthdev/berth/") && p != thisPkg && p != imagesPkg && p != errcodePkg {
+			t.Errorf("qualification depends on %s; only images and errcode are allowed", p)
 		}
 		if slices.Contains(forbidden, p) && !slices.Contains(viaImages, p) {
 			t.Errorf("qualification depends on %s (not through images); it must do no I/O", p)

@@ -1,10 +1,11 @@
 package qualification
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // markerPrefix starts every section marker line the detection script prints.
@@ -74,7 +75,7 @@ func DetectArgv() []string { return []string{"sh", "-c", DetectScript} }
 // ErrDetection is wrapped by ParseDetection errors: the
 // output is not the detection script's, or it does not say which OS and
 // architecture the target is.
-var ErrDetection = errors.New("qualification: platform detection failed")
+var ErrDetection = errcode.New(errcode.Unsupported, "qualification: platform detection failed")
 
 // Detection is what the detection script measured.
 type Detection struct {

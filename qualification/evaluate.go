@@ -4,11 +4,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 )
 
 // Code is a stable, machine-readable diagnostic code. Codes never change
-// meaning; messages may be reworded.
+// meaning; messages may be reworded. A diagnostic is not an error, but a
+// host that reports a qualification that was not recorded or does not
+// apply as one has its errcode.ErrorCode from ErrorCode: Code is a
+// sub-code of errcode's set.
 type Code string
 
 // Codes of Evaluate (why a qualification was or was not recorded, in the
@@ -51,7 +55,48 @@ const (
 	// CodeInvalidated: a later probe found the qualified identity gone at
 	// the provider (QUAL-3); the reason and time say what and when.
 	CodeInvalidated Code = "invalidated"
+
+	// CodeRecordFailed: every QUAL-1 condition held but storing the record
+	// failed (set by the probe).
+	CodeRecordFailed Code = "record_failed"
+	// CodeHostTarget: a host target (local, ssh) has no image to qualify;
+	// nothing is recorded (PRB-6; set by the probe).
+	CodeHostTarget Code = "host_target"
+	// CodeProbeFailed: a stage failed before the evidence was complete;
+	// the message names the stage and its code (set by the probe).
+	CodeProbeFailed Code = "probe_failed"
 )
+
+// ErrorCode returns the code of errcode's set that c is a sub-code of: OK
+// for recorded, qualified and a runtime verdict's ok; NotFound when no record applies to the
+// company and environment (no_record, other_company, other_environment: a
+// record of another tenant is reported as missing); Invalid for a subject
+// that lacks what a record needs (no_company, no_fingerprint) and for an
+// artifact that lists no platform (no_requirements); Unsupported for a
+// runtime verdict that the artifact does not run on the platform
+// (unsupported_platform, libc_mismatch, libc_too_old, libc_unknown);
+// Unavailable when storing the record failed (record_failed); Conflict for
+// every other code (a QUAL-1 condition that did not hold, a stale or
+// invalidated record); Unknown for a string that is none of the codes.
+func (c Code) ErrorCode() errcode.ErrorCode {
+	switch c {
+	case CodeRecorded, CodeQualified, VerdictOK:
+		return errcode.OK
+	case CodeNoRecord, CodeOtherCompany, CodeOtherEnvironment:
+		return errcode.NotFound
+	case CodeNoCompany, CodeNoFingerprint, VerdictNoRequirements:
+		return errcode.Invalid
+	case VerdictUnsupportedPlatform, VerdictLibcMismatch, VerdictLibcTooOld, VerdictLibcUnknown:
+		return errcode.Unsupported
+	case CodeRecordFailed:
+		return errcode.Unavailable
+	case CodeNotSaved, CodeImageNotPinned, CodeIdentityNotReported, CodeIdentityMismatch,
+		CodePlatformNotMeasured, CodeCleanupNotConfirmed, CodeIncompleteEvidence,
+		CodeStale, CodeInvalidated, CodeHostTarget, CodeProbeFailed:
+		return errcode.Conflict
+	}
+	return errcode.Unknown
+}
 
 // Diagnostic says why a qualification was or was not recorded (Evaluate),
 // or whether a record applies (Valid): a stable code and a human message.

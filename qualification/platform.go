@@ -1,10 +1,11 @@
 package qualification
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // LibcFamily names the C library a platform provides.
@@ -27,7 +28,7 @@ const (
 
 // ErrInvalidPlatform is returned (wrapped, with the input quoted) when a
 // string or a field is not a valid Platform.
-var ErrInvalidPlatform = errors.New("qualification: invalid platform")
+var ErrInvalidPlatform = errcode.New(errcode.Invalid, "qualification: invalid platform")
 
 // Platform is a measured execution platform (PRB-2, PRB-3): operating
 // system, CPU architecture (and variant), libc family and version, kernel

@@ -2,18 +2,19 @@ package qualification
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // Errors of the store contract.
 var (
 	// ErrNotFound: no record for the company and environment.
-	ErrNotFound = errors.New("qualification: record not found")
+	ErrNotFound = errcode.New(errcode.NotFound, "qualification: record not found")
 	// ErrInvalidRecord: a record without company or environment.
-	ErrInvalidRecord = errors.New("qualification: invalid record")
+	ErrInvalidRecord = errcode.New(errcode.Invalid, "qualification: invalid record")
 )
 
 // Store persists qualification records, one per (company, environment)

@@ -65,6 +65,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // globals are the flags every command takes.
@@ -100,13 +101,22 @@ func main() {
 	if err != nil {
 		var es *exitStatus
 		if !errors.Is(err, errUsage) && !errors.As(err, &es) {
-			fmt.Fprintln(os.Stderr, "envctl:", err)
+			fmt.Fprintln(os.Stderr, errorLine(err))
 		}
 		os.Exit(exitCode(err))
 	}
 }
 
 var errUsage = errors.New("usage")
+
+// errorLine is the line envctl prints for a failed command: the error and,
+// when berth classified it, its code ("envctl: ERR (code not_found)").
+func errorLine(err error) string {
+	if c := errcode.Code(err); c != errcode.Unknown {
+		return fmt.Sprintf("envctl: %v (code %s)", err, c)
+	}
+	return "envctl: " + err.Error()
+}
 
 func exitCode(err error) int {
 	var es *exitStatus

@@ -2,7 +2,6 @@ package resolve
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 )
 
@@ -21,23 +21,23 @@ import (
 // wraps one of these (or a context error) and names the reference.
 var (
 	// ErrNotFound: the registry has no such repository, tag or digest.
-	ErrNotFound = errors.New("resolve: image not found")
+	ErrNotFound = errcode.New(errcode.NotFound, "resolve: image not found")
 	// ErrDenied: the registry refused the credentials (HTTP 401 / 403).
-	ErrDenied = errors.New("resolve: registry denied access")
+	ErrDenied = errcode.New(errcode.AuthFailed, "resolve: registry denied access")
 	// ErrNoPlatform: the reference names a multi-platform index without a
 	// manifest for the requested platform.
-	ErrNoPlatform = errors.New("resolve: no manifest for the requested platform")
+	ErrNoPlatform = errcode.New(errcode.Unsupported, "resolve: no manifest for the requested platform")
 	// ErrInsecureRegistry: the registry would be reached over plain HTTP,
 	// which is allowed only for loopback registries and for registries the
 	// host listed in Options.InsecureRegistries.
-	ErrInsecureRegistry = errors.New("resolve: plain HTTP registry not allowed")
+	ErrInsecureRegistry = errcode.New(errcode.Invalid, "resolve: plain HTTP registry not allowed")
 	// ErrNotRegistry: the reference is not an OCI registry reference (a
 	// provider snapshot or the zero Reference); its provider verifies it.
-	ErrNotRegistry = errors.New("resolve: not a registry reference")
+	ErrNotRegistry = errcode.New(errcode.Unsupported, "resolve: not a registry reference")
 	// ErrInvalidPlatform: the requested platform lacks an OS or architecture.
-	ErrInvalidPlatform = errors.New("resolve: invalid platform")
+	ErrInvalidPlatform = errcode.New(errcode.Invalid, "resolve: invalid platform")
 	// ErrRegistry: any other registry or network failure.
-	ErrRegistry = errors.New("resolve: registry request failed")
+	ErrRegistry = errcode.New(errcode.Unavailable, "resolve: registry request failed")
 )
 
 // DefaultTTL is how long a resolved tag is cached when Options.TTL is 0.

@@ -52,7 +52,7 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	// upgrade.
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok {
-		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: "token_missing", Message: "an Authorization: Bearer token is required"})
+		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: prp.CodeTokenMissing, Message: "an Authorization: Bearer token is required"})
 		return
 	}
 	claims, err := c.o.Signer.Verify(tok, time.Now())
@@ -63,7 +63,7 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	sess, err := c.o.Store.GetSession(r.Context(), claims.Session)
 	if err != nil || sess.Lease != claims.Lease || sess.Run != claims.Run || sess.Scope != claims.Scope {
 		c.log.Warn("controller: connect: no session for the token", "session", claims.Session, "err", err)
-		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: "session_unknown", Message: "no session " + claims.Session})
+		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: prp.CodeSessionUnknown, Message: "no session " + claims.Session})
 		return
 	}
 	leaseEnd, ok := c.connectLease(w, r, sess)
@@ -74,7 +74,7 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	closed := c.closed
 	c.mu.Unlock()
 	if closed {
-		writeJSON(w, http.StatusServiceUnavailable, prp.ErrorResponse{Code: "closed", Message: "the controller is closed"})
+		writeJSON(w, http.StatusServiceUnavailable, prp.ErrorResponse{Code: prp.CodeClosed, Message: "the controller is closed"})
 		return
 	}
 	conn, ok := c.claimConnection(w, r, sess.ID)
@@ -150,13 +150,13 @@ func (c *Controller) claimConnection(w http.ResponseWriter, r *http.Request, ses
 		now := time.Now()
 		var ok bool
 		if ok, err = c.o.Store.ClaimConnection(r.Context(), session, conn, now.Add(c.limits.DeadAfter), now); err == nil && !ok {
-			writeJSON(w, http.StatusConflict, prp.ErrorResponse{Code: "session_connected", Message: "session " + session + " is connected already"})
+			writeJSON(w, http.StatusConflict, prp.ErrorResponse{Code: prp.CodeSessionConnected, Message: "session " + session + " is connected already"})
 			return "", false
 		}
 	}
 	if err != nil {
 		c.log.Error("controller: connect: claim the connection", "session", session, "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, prp.ErrorResponse{Code: "store_unavailable", Message: "the store is unavailable"})
+		writeJSON(w, http.StatusServiceUnavailable, prp.ErrorResponse{Code: prp.CodeStoreUnavailable, Message: "the store is unavailable"})
 		return "", false
 	}
 	return conn, true

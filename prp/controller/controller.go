@@ -271,7 +271,7 @@ func (c *Controller) exchange(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, prp.MaxExchangeBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, prp.ErrorResponse{Code: "bad_request", Message: "the body is not an exchange request"})
+		writeJSON(w, http.StatusBadRequest, prp.ErrorResponse{Code: prp.CodeBadRequest, Message: "the body is not an exchange request"})
 		return
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
@@ -282,7 +282,7 @@ func (c *Controller) exchange(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		c.log.Error("controller: exchange", "lease", req.Lease, "err", err)
-		writeJSON(w, http.StatusInternalServerError, prp.ErrorResponse{Code: "internal", Message: "the exchange failed"})
+		writeJSON(w, http.StatusInternalServerError, prp.ErrorResponse{Code: prp.CodeInternal, Message: "the exchange failed"})
 		return
 	}
 	if rec.Resume != "" {
@@ -291,7 +291,7 @@ func (c *Controller) exchange(w http.ResponseWriter, r *http.Request) {
 		s, err := c.o.Store.GetSession(r.Context(), rec.Resume)
 		if err != nil || s.Lease != claims.Lease || s.Run != claims.Run || s.Scope != claims.Scope || s.Company != claims.Company {
 			c.log.Warn("controller: exchange: no session for the resume ticket", "session", rec.Resume, "err", err)
-			writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: "session_unknown", Message: "no session " + rec.Resume})
+			writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: prp.CodeSessionUnknown, Message: "no session " + rec.Resume})
 			return
 		}
 		writeJSON(w, http.StatusOK, resp)
@@ -301,7 +301,7 @@ func (c *Controller) exchange(w http.ResponseWriter, r *http.Request) {
 		Ticket: rec.Hash.String(), Holder: rec.Holder}
 	if err := c.o.Store.CreateSession(r.Context(), s); err != nil {
 		c.log.Error("controller: exchange: create session", "lease", req.Lease, "err", err)
-		writeJSON(w, http.StatusInternalServerError, prp.ErrorResponse{Code: "internal", Message: "the exchange failed"})
+		writeJSON(w, http.StatusInternalServerError, prp.ErrorResponse{Code: prp.CodeInternal, Message: "the exchange failed"})
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -366,7 +367,7 @@ func (c *Controller) load(ctx context.Context, r EventRecord) (StoredEvent, erro
 
 // ErrOutputGap is returned by Output when the stored chunks of a stream
 // are not contiguous.
-var ErrOutputGap = errors.New("controller: output not contiguous")
+var ErrOutputGap = errcode.New(errcode.Internal, "controller: output not contiguous")
 
 // MaxOutputRead is the most bytes one Output or OutputFrom returns.
 const MaxOutputRead = 16 << 20

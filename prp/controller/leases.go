@@ -157,10 +157,10 @@ func (c *Controller) connectLease(w http.ResponseWriter, r *http.Request, s Sess
 		return end, true
 	case errors.Is(err, errLeaseOver):
 		c.log.Info("controller: connect refused", "session", s.ID, "err", err)
-		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: "lease_ended", Message: "the lease of session " + s.ID + " is no longer active"})
+		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: prp.CodeLeaseEnded, Message: "the lease of session " + s.ID + " is no longer active"})
 	default:
 		c.log.Warn("controller: connect: lease unreadable", "session", s.ID, "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, prp.ErrorResponse{Code: "unavailable", Message: "the lease records cannot be read now"})
+		writeJSON(w, http.StatusServiceUnavailable, prp.ErrorResponse{Code: prp.CodeUnavailable, Message: "the lease records cannot be read now"})
 	}
 	return time.Time{}, false
 }

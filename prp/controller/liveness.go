@@ -31,7 +31,7 @@ const (
 	TaskExited TaskState = "exited"
 	// TaskFailed: the start has a result without an exit: rejected (nothing
 	// ran) or indeterminate (the runner died while it executed, or its
-	// events were lost: Result.Code CodeEventsLost). Result says which.
+	// events were lost: Result.Code prp.CodeEventsLost). Result says which.
 	TaskFailed TaskState = "failed"
 )
 
@@ -47,17 +47,12 @@ type TaskStatus struct {
 	Result *prp.Result
 }
 
-// CodeEventsLost is the result code with which the controller fails the
-// commands of a session whose runner lost events the controller never
-// stored (PRP-5).
-const CodeEventsLost = "events_lost"
-
 // EventEventsLost is the kind of the event record the controller stores
 // when a runner's resume cursor shows events that the controller never
 // stored and the runner no longer has (PRP-5). It is stored under the
 // last lost seq (To of the range); the seqs from From up to To-1 stay
 // unstored, so it is the only gap in a session's stored events, and it
-// carries a Result with Code CodeEventsLost whose Message names the range.
+// carries a Result with Code prp.CodeEventsLost whose Message names the range.
 const EventEventsLost prp.EventKind = "events_lost"
 
 // LostRange is a range of event seqs, both ends included, that a runner
@@ -153,7 +148,7 @@ func (c *Controller) EventsLost(ctx context.Context, p authz.Principal, session 
 // event (or its next seq, with an empty outbox) are events the runner no
 // longer has and the controller never stored. It records them as an
 // EventEventsLost record under the last lost seq, fails every command the
-// runner received whose result is not stored (CodeEventsLost), and returns
+// runner received whose result is not stored (prp.CodeEventsLost), and returns
 // the new cumulative ack; with nothing lost it returns ack.
 func (c *Controller) lostEvents(ctx context.Context, sess Session, h prp.Hello, ack uint64) (uint64, error) {
 	r := h.Resume
@@ -169,7 +164,7 @@ func (c *Controller) lostEvents(ctx context.Context, sess Session, h prp.Hello, 
 	c.log.Error("controller: events lost; failing the session's commands", "session", sess.ID, "from", lost.From, "to", lost.To)
 	now := time.Now().UTC()
 	rec := EventRecord{Session: sess.ID, Seq: lost.To, StoredAt: now, Event: prp.Event{Kind: EventEventsLost,
-		Result: &prp.Result{Status: prp.ResultIndeterminate, Code: CodeEventsLost, Message: msg}}}
+		Result: &prp.Result{Status: prp.ResultIndeterminate, Code: prp.CodeEventsLost, Message: msg}}}
 	if _, err := c.o.Store.PutEvent(ctx, rec); err != nil {
 		return ack, err
 	}
@@ -181,7 +176,7 @@ func (c *Controller) lostEvents(ctx context.Context, sess Session, h prp.Hello, 
 		if cr.Seq > r.LastCommandSeq || cr.State.Terminal() {
 			continue
 		}
-		res := prp.Result{CommandID: cr.Command.ID, Status: prp.ResultIndeterminate, Code: CodeEventsLost, Message: msg}
+		res := prp.Result{CommandID: cr.Command.ID, Status: prp.ResultIndeterminate, Code: prp.CodeEventsLost, Message: msg}
 		if _, err := c.o.Store.CompleteCommand(ctx, sess.ID, res, now); err != nil {
 			return ack, err
 		}

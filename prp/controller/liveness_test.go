@@ -229,8 +229,8 @@ func TestLostEventsAreRecordedAndFailTheSessionsTasks(t *testing.T) {
 	startChild(t, s, state, session)
 
 	res := wait(t, s, session, "c1")
-	if res.Status != prp.ResultIndeterminate || res.Code != controller.CodeEventsLost {
-		t.Errorf("result of the task whose events were lost = %+v, want indeterminate, %s", res, controller.CodeEventsLost)
+	if res.Status != prp.ResultIndeterminate || res.Code != prp.CodeEventsLost {
+		t.Errorf("result of the task whose events were lost = %+v, want indeterminate, %s", res, prp.CodeEventsLost)
 	}
 	lost, err := s.c.EventsLost(ctx, operator, session)
 	if err != nil {
@@ -260,8 +260,8 @@ func TestLostEventsAreRecordedAndFailTheSessionsTasks(t *testing.T) {
 	for i, e := range evs {
 		switch {
 		case e.Event.Kind == controller.EventEventsLost:
-			if e.Seq != ack+5 || e.Event.Result == nil || e.Event.Result.Code != controller.CodeEventsLost {
-				t.Errorf("events_lost record = %+v, want seq %d with code %s", e, ack+5, controller.CodeEventsLost)
+			if e.Seq != ack+5 || e.Event.Result == nil || e.Event.Result.Code != prp.CodeEventsLost {
+				t.Errorf("events_lost record = %+v, want seq %d with code %s", e, ack+5, prp.CodeEventsLost)
 			}
 		case i > 0 && e.Seq != evs[i-1].Seq+1:
 			t.Errorf("stored seq %d after %d without an events_lost record", e.Seq, evs[i-1].Seq)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -14,7 +15,7 @@ import (
 // when the controller has no SecretResolver (Options.Secrets), or when the
 // session's runner, as last connected to this controller, did not offer
 // prp.CapSecrets.
-var ErrSecretsUnsupported = errors.New("controller: no secret resolver: tasks with secrets are unsupported")
+var ErrSecretsUnsupported = errcode.New(errcode.Unsupported, "controller: no secret resolver: tasks with secrets are unsupported")
 
 // SecretTarget is what a task's secrets are resolved for: the session's
 // lease, run and company.
@@ -44,7 +45,9 @@ type SecretResolver interface {
 }
 
 // SecretError is an error of a SecretResolver with a stable code (such as
-// a project auth check's mismatch, AUTH-2).
+// a project auth check's mismatch, AUTH-2): the resolver's own sub-code
+// (handover.Code for berth's resolver), which travels to the runner in
+// prp.SecretValues.Code; errcode.Code of the error classifies it.
 type SecretError interface {
 	error
 	SecretCode() string
@@ -58,7 +61,7 @@ func CodeOfSecrets(err error) string {
 	if errors.As(err, &se) {
 		return se.SecretCode()
 	}
-	return prp.CodeSecretsUnavailable
+	return string(prp.CodeSecretsUnavailable)
 }
 
 func targetOf(s Session) SecretTarget {
@@ -114,7 +117,7 @@ func (lc *liveConn) secretsFor(ctx context.Context, r CommandRecord) (sv prp.Sec
 	}
 	sv.CommandID = r.Command.ID
 	if c.o.Secrets == nil {
-		sv.Code, sv.Message = prp.CodeSecretsUnavailable, ErrSecretsUnsupported.Error()
+		sv.Code, sv.Message = string(prp.CodeSecretsUnavailable), ErrSecretsUnsupported.Error()
 		return sv, true, nil
 	}
 	vals, err := c.o.Secrets.Resolve(ctx, targetOf(lc.sess), ts.Secrets)
@@ -123,7 +126,7 @@ func (lc *liveConn) secretsFor(ctx context.Context, r CommandRecord) (sv prp.Sec
 		sv.Code, sv.Message = CodeOfSecrets(err), err.Error()
 		c.log.Warn("controller: secrets of a command not resolved", "session", lc.sess.ID, "command", r.Command.ID, "code", sv.Code, "err", err)
 	case len(vals) != len(ts.Secrets):
-		sv.Code, sv.Message = prp.CodeSecretsUnavailable, fmt.Sprintf("the resolver returned %d values for %d secrets", len(vals), len(ts.Secrets))
+		sv.Code, sv.Message = string(prp.CodeSecretsUnavailable), fmt.Sprintf("the resolver returned %d values for %d secrets", len(vals), len(ts.Secrets))
 	default:
 		sv.Values = vals
 		c.log.Debug("controller: delivering secrets with their command", "session", lc.sess.ID, "command", r.Command.ID, "secrets", len(vals))

@@ -2,24 +2,24 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"time"
 
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/prp"
 )
 
 // Store errors.
 var (
 	// ErrNotFound: no session or command with that id exists.
-	ErrNotFound = errors.New("controller: not found")
+	ErrNotFound = errcode.New(errcode.NotFound, "controller: not found")
 	// ErrExists: a session with that id was already created.
-	ErrExists = errors.New("controller: already exists")
+	ErrExists = errcode.New(errcode.AlreadyExists, "controller: already exists")
 	// ErrIdempotencyConflict: a command id was used before in the session
 	// with another body (another digest) (PRP-4).
-	ErrIdempotencyConflict = errors.New("controller: idempotency conflict")
+	ErrIdempotencyConflict = errcode.New(errcode.Conflict, "controller: idempotency conflict")
 	// ErrProofIncomplete: a stop could not be verified for every task; the
 	// lease must stay pending cleanup (PRP-6).
-	ErrProofIncomplete = errors.New("controller: stop proof incomplete")
+	ErrProofIncomplete = errcode.New(errcode.Unavailable, "controller: stop proof incomplete")
 )
 
 // Session is a runner session: created by the ticket exchange, resumed by

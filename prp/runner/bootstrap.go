@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -37,7 +37,7 @@ const legacyCredFile = "credentials.json"
 // ErrRefused is returned (wrapped, with the controller's stable code) when
 // the controller refuses the ticket or the token: the runner cannot
 // continue without a new ticket.
-var ErrRefused = errors.New("runner: refused by the controller")
+var ErrRefused = errcode.New(errcode.AuthFailed, "runner: refused by the controller")
 
 // permanent marks an error after which reconnecting cannot help.
 type permanent struct{ err error }

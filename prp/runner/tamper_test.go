@@ -55,7 +55,7 @@ func TestJournalRecordsAreAuthenticated(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j2.close()
-	codes := map[string]string{}
+	codes := map[string]prp.Code{}
 	for _, e := range interrupted {
 		codes[e.ID] = e.Result.Code
 		if e.Result.Status != prp.ResultIndeterminate {

@@ -1,0 +1,300 @@
+package berth_test
+
+import (
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/ssh"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/handover"
+	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/images/resolve"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/probe"
+	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/prp/runner"
+	"github.com/berthdev/berth/qualification"
+)
+
+// sentinelCodes is every exported sentinel error of every public package
+// with its code (issue 24 item 3). A host maps codes to statuses, so a
+// code is part of the API: a new sentinel needs a row here, and a changed
+// code shows in review.
+var sentinelCodes = map[string]struct {
+	err  error
+	code errcode.ErrorCode
+}{
+	"authz.ErrDenied": {authz.ErrDenied, errcode.Denied},
+
+	"drivers.ErrUnreachable":        {drivers.ErrUnreachable, errcode.Unreachable},
+	"drivers.ErrTLSUnverified":      {drivers.ErrTLSUnverified, errcode.AuthFailed},
+	"drivers.ErrAuth":               {drivers.ErrAuth, errcode.AuthFailed},
+	"drivers.ErrHostKeyMismatch":    {drivers.ErrHostKeyMismatch, errcode.AuthFailed},
+	"drivers.ErrHostKeyUnknown":     {drivers.ErrHostKeyUnknown, errcode.AuthFailed},
+	"drivers.ErrCredentialsMissing": {drivers.ErrCredentialsMissing, errcode.Invalid},
+	"drivers.ErrImageNotFound":      {drivers.ErrImageNotFound, errcode.NotFound},
+	"drivers.ErrImageInactive":      {drivers.ErrImageInactive, errcode.Unavailable},
+	"drivers.ErrNotFound":           {drivers.ErrNotFound, errcode.NotFound},
+	"drivers.ErrTransient":          {drivers.ErrTransient, errcode.Unavailable},
+	"drivers.ErrUnsupported":        {drivers.ErrUnsupported, errcode.Unsupported},
+	"drivers.ErrUnavailable":        {drivers.ErrUnavailable, errcode.Unavailable},
+	"drivers.ErrTimeout":            {drivers.ErrTimeout, errcode.Timeout},
+	"drivers.ErrInvalidConfig":      {drivers.ErrInvalidConfig, errcode.Invalid},
+	"drivers.ErrReleased":           {drivers.ErrReleased, errcode.Conflict},
+
+	"environment.ErrNotFound":       {environment.ErrNotFound, errcode.NotFound},
+	"environment.ErrConflict":       {environment.ErrConflict, errcode.Conflict},
+	"environment.ErrInvalid":        {environment.ErrInvalid, errcode.Invalid},
+	"environment.ErrNoBinding":      {environment.ErrNoBinding, errcode.NotFound},
+	"environment.ErrArchived":       {environment.ErrArchived, errcode.Conflict},
+	"environment.ErrTargetMismatch": {environment.ErrTargetMismatch, errcode.Conflict},
+
+	"lease.ErrNotFound":       {lease.ErrNotFound, errcode.NotFound},
+	"lease.ErrConflict":       {lease.ErrConflict, errcode.Conflict},
+	"lease.ErrClaimed":        {lease.ErrClaimed, errcode.Conflict},
+	"lease.ErrPreserved":      {lease.ErrPreserved, errcode.Unavailable},
+	"lease.ErrCleanupPending": {lease.ErrCleanupPending, errcode.Unavailable},
+	"lease.ErrInvalid":        {lease.ErrInvalid, errcode.Invalid},
+	"lease.ErrStartupBudget":  {lease.ErrStartupBudget, errcode.Timeout},
+
+	"probe.ErrInvalid": {probe.ErrInvalid, errcode.Invalid},
+
+	"handover.ErrNotFound":      {handover.ErrNotFound, errcode.NotFound},
+	"handover.ErrStale":         {handover.ErrStale, errcode.Conflict},
+	"handover.ErrInvalid":       {handover.ErrInvalid, errcode.Invalid},
+	"handover.ErrMismatch":      {handover.ErrMismatch, errcode.Conflict},
+	"handover.ErrSecretUnknown": {handover.ErrSecretUnknown, errcode.Invalid},
+
+	"images.ErrInvalidIdentity":  {images.ErrInvalidIdentity, errcode.Invalid},
+	"images.ErrInvalidReference": {images.ErrInvalidReference, errcode.Invalid},
+
+	"images/resolve.ErrNotFound":         {resolve.ErrNotFound, errcode.NotFound},
+	"images/resolve.ErrDenied":           {resolve.ErrDenied, errcode.AuthFailed},
+	"images/resolve.ErrNoPlatform":       {resolve.ErrNoPlatform, errcode.Unsupported},
+	"images/resolve.ErrInsecureRegistry": {resolve.ErrInsecureRegistry, errcode.Invalid},
+	"images/resolve.ErrNotRegistry":      {resolve.ErrNotRegistry, errcode.Unsupported},
+	"images/resolve.ErrInvalidPlatform":  {resolve.ErrInvalidPlatform, errcode.Invalid},
+	"images/resolve.ErrRegistry":         {resolve.ErrRegistry, errcode.Unavailable},
+
+	"qualification.ErrNotFound":        {qualification.ErrNotFound, errcode.NotFound},
+	"qualification.ErrInvalidRecord":   {qualification.ErrInvalidRecord, errcode.Invalid},
+	"qualification.ErrDetection":       {qualification.ErrDetection, errcode.Unsupported},
+	"qualification.ErrInvalidPlatform": {qualification.ErrInvalidPlatform, errcode.Invalid},
+
+	"prp.ErrFrame":              {prp.ErrFrame, errcode.Invalid},
+	"prp.ErrFrameTooLarge":      {prp.ErrFrameTooLarge, errcode.Invalid},
+	"prp.ErrTokenMalformed":     {prp.ErrTokenMalformed, errcode.AuthFailed},
+	"prp.ErrTokenInvalid":       {prp.ErrTokenInvalid, errcode.AuthFailed},
+	"prp.ErrTokenExpired":       {prp.ErrTokenExpired, errcode.AuthFailed},
+	"prp.ErrScopeDenied":        {prp.ErrScopeDenied, errcode.Denied},
+	"prp.ErrTicketMalformed":    {prp.ErrTicketMalformed, errcode.AuthFailed},
+	"prp.ErrTicketUnknown":      {prp.ErrTicketUnknown, errcode.AuthFailed},
+	"prp.ErrTicketExpired":      {prp.ErrTicketExpired, errcode.AuthFailed},
+	"prp.ErrTicketReplayed":     {prp.ErrTicketReplayed, errcode.AuthFailed},
+	"prp.ErrTicketForeign":      {prp.ErrTicketForeign, errcode.AuthFailed},
+	"prp.ErrTicketExists":       {prp.ErrTicketExists, errcode.AlreadyExists},
+	"prp.ErrVersionUnsupported": {prp.ErrVersionUnsupported, errcode.Unsupported},
+
+	"prp/runner.ErrRefused": {runner.ErrRefused, errcode.AuthFailed},
+
+	"prp/controller.ErrSecretsUnsupported":  {controller.ErrSecretsUnsupported, errcode.Unsupported},
+	"prp/controller.ErrNotFound":            {controller.ErrNotFound, errcode.NotFound},
+	"prp/controller.ErrExists":              {controller.ErrExists, errcode.AlreadyExists},
+	"prp/controller.ErrIdempotencyConflict": {controller.ErrIdempotencyConflict, errcode.Conflict},
+	"prp/controller.ErrProofIncomplete":     {controller.ErrProofIncomplete, errcode.Unavailable},
+	"prp/controller.ErrOutputGap":           {controller.ErrOutputGap, errcode.Internal},
+}
+
+// errorTypeCodes is every exported error type of every public package, as
+// it is returned, with the code Code finds in it: the type's own
+// ErrorCode, or the sentinel it wraps.
+var errorTypeCodes = map[string]struct {
+	err  error
+	code errcode.ErrorCode
+}{
+	"drivers.ConfigError":             {&drivers.ConfigError{Driver: "ssh", Field: "host", Reason: "required"}, errcode.Invalid},
+	"drivers/ssh.HostKeyError":        {&ssh.HostKeyError{Host: "h", Port: 22, Err: drivers.ErrHostKeyMismatch}, errcode.AuthFailed},
+	"environment.ConfigError":         {&environment.ConfigError{Name: "e", Err: &drivers.ConfigError{Driver: "ssh", Field: "host", Reason: "required"}}, errcode.Invalid},
+	"environment.FieldError":          {&environment.FieldError{Field: "name", Reason: "taken", Err: environment.ErrConflict}, errcode.Conflict},
+	"environment.BindingError":        {&environment.BindingError{Reason: "another company's", Err: authz.ErrDenied}, errcode.Denied},
+	"environment.UnusableError":       {&environment.UnusableError{Reason: "driver not registered", Err: drivers.ErrUnavailable}, errcode.Unavailable},
+	"environment.DeleteRefusedError":  {&environment.DeleteRefusedError{Radius: &environment.BlastRadius{}}, errcode.Conflict},
+	"handover.MismatchError":          {&handover.MismatchError{Code: handover.CodeCheckVersion}, errcode.Conflict},
+	"prp/controller.SecretError":      {&handover.MismatchError{Code: handover.CodeCheckProjects}, errcode.Conflict},
+	"authz.Denied (func, not a type)": {authz.Denied(authz.Principal{ID: "a", Role: authz.RoleAgent}, authz.ActionDelete, authz.Resource{}), errcode.Denied},
+}
+
+// publicDecls parses every non-test .go file of the module's public
+// packages (internal, examples and testdata trees left out) and returns
+// the exported package-level vars named Err..., the exported types named
+// ...Error, and the string constants of the sub-code types, each as
+// "pkg/path.Name" (the path relative to the module root).
+func publicDecls(t *testing.T) (sentinels, errTypes []string, subCodes map[string][]string) {
+	t.Helper()
+	subCodes = map[string][]string{}
+	err := filepath.WalkDir(".", func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if de.IsDir() {
+			if n := de.Name(); p != "." && (n == "internal" || n == "examples" || n == "testdata" || strings.HasPrefix(n, ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		pkg := filepath.ToSlash(filepath.Dir(p))
+		if pkg == "." {
+			pkg = "berth"
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok {
+				continue
+			}
+			for _, s := range g.Specs {
+				switch s := s.(type) {
+				case *ast.TypeSpec:
+					if s.Name.IsExported() && strings.HasSuffix(s.Name.Name, "Error") {
+						errTypes = append(errTypes, pkg+"."+s.Name.Name)
+					}
+				case *ast.ValueSpec:
+					for i, n := range s.Names {
+						if g.Tok == token.VAR && n.IsExported() && strings.HasPrefix(n.Name, "Err") {
+							sentinels = append(sentinels, pkg+"."+n.Name)
+						}
+						if id, ok := s.Type.(*ast.Ident); g.Tok == token.CONST && ok && id.Name == "Code" && i < len(s.Values) {
+							if lit, ok := s.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+								v, _ := strconv.Unquote(lit.Value)
+								subCodes[pkg] = append(subCodes[pkg], v)
+							}
+						}
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(sentinels)
+	sort.Strings(errTypes)
+	return sentinels, errTypes, subCodes
+}
+
+// Every exported sentinel of every public package carries its code, and
+// the table lists each one: a new sentinel without a row (or without a
+// code) fails here. errors.Is still finds each sentinel by identity.
+func TestEverySentinelCarriesItsCode(t *testing.T) {
+	t.Parallel()
+	sentinels, _, _ := publicDecls(t)
+	if len(sentinels) < 60 {
+		t.Fatalf("found %d sentinels; the source walk is broken", len(sentinels))
+	}
+	found := map[string]bool{}
+	for _, name := range sentinels {
+		found[name] = true
+		if _, ok := sentinelCodes[name]; !ok {
+			t.Errorf("%s is an exported sentinel without a row in sentinelCodes: declare it with errcode.New and add its code", name)
+		}
+	}
+	for name, tc := range sentinelCodes {
+		if !found[name] {
+			t.Errorf("sentinelCodes lists %s, which the source does not declare", name)
+			continue
+		}
+		if got := errcode.Code(tc.err); got != tc.code {
+			t.Errorf("errcode.Code(%s) = %v, want %v", name, got, tc.code)
+		}
+		if tc.code == errcode.OK || tc.code == errcode.Unknown {
+			t.Errorf("%s: a sentinel's code must say something, not %v", name, tc.code)
+		}
+		wrapped := fmt.Errorf("context naming the target: %w", tc.err)
+		if got := errcode.Code(wrapped); got != tc.code || !errors.Is(wrapped, tc.err) {
+			t.Errorf("%s wrapped: Code = %v, errors.Is = %v; want %v, true", name, got, errors.Is(wrapped, tc.err), tc.code)
+		}
+	}
+	// Sentinels of one code stay distinct errors: seven not-founds are
+	// seven sentinels.
+	for a, x := range sentinelCodes {
+		for b, y := range sentinelCodes {
+			if a != b && errors.Is(x.err, y.err) && !strings.HasPrefix(a, "environment.Err") {
+				t.Errorf("errors.Is(%s, %s) holds", a, b)
+			}
+		}
+	}
+}
+
+// Every exported error type has its code, its own or its sentinel's; a new
+// error type without a row fails here.
+func TestEveryErrorTypeHasItsCode(t *testing.T) {
+	t.Parallel()
+	_, types, _ := publicDecls(t)
+	for _, name := range types {
+		if _, ok := errorTypeCodes[name]; !ok {
+			t.Errorf("%s is an exported error type without a row in errorTypeCodes", name)
+		}
+	}
+	for name, tc := range errorTypeCodes {
+		if got := errcode.Code(fmt.Errorf("op: %w", tc.err)); got != tc.code {
+			t.Errorf("errcode.Code(%s) = %v, want %v (%v)", name, got, tc.code, tc.err)
+		}
+	}
+}
+
+// The sub-codes of each package (its Code constants, parsed from the
+// source) map into the set: none is left unknown, so a new sub-code
+// without a mapping fails here. drivers.CodeInternal is CodeOf's code for
+// an error no sentinel classifies, and so Unknown.
+func TestEverySubCodeMaps(t *testing.T) {
+	t.Parallel()
+	_, _, subCodes := publicDecls(t)
+	mappers := map[string]func(string) errcode.ErrorCode{
+		"drivers":       func(s string) errcode.ErrorCode { return drivers.Code(s).ErrorCode() },
+		"prp":           func(s string) errcode.ErrorCode { return prp.Code(s).ErrorCode() },
+		"qualification": func(s string) errcode.ErrorCode { return qualification.Code(s).ErrorCode() },
+		"handover":      func(s string) errcode.ErrorCode { return handover.Code(s).ErrorCode() },
+	}
+	for pkg, codes := range subCodes {
+		m, ok := mappers[pkg]
+		if !ok {
+			t.Errorf("package %s declares Code constants %v; a sub-code type needs an ErrorCode method and a mapper here", pkg, codes)
+			continue
+		}
+		for _, c := range codes {
+			if got := m(c); got == errcode.Unknown && !(pkg == "drivers" && c == string(drivers.CodeInternal)) {
+				t.Errorf("%s code %q maps to %v", pkg, c, got)
+			}
+		}
+	}
+	for pkg := range mappers {
+		if len(subCodes[pkg]) == 0 {
+			t.Errorf("no Code constants found in %s; the source walk is broken", pkg)
+		}
+	}
+	for _, m := range mappers {
+		if got := m("no_such_code"); got != errcode.Unknown {
+			t.Errorf("an unknown sub-code maps to %v, want unknown", got)
+		}
+	}
+}
