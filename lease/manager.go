@@ -44,7 +44,9 @@ const HolderClaimBeats = 3
 // secret store. Errors must not contain the value.
 type SecretLookup func(ctx context.Context, ref drivers.SecretRef) (string, error)
 
-// Options configure a Manager; nil means all defaults.
+// Options configure a Manager: optional knobs, each documenting its
+// default; nil means all defaults. The Assignments and the runner
+// controller's TaskStopper hook are NewManager's arguments.
 type Options struct {
 	// InstanceID is put on every sandbox as the berth.instance label and
 	// scopes orphan sweeps to this installation. Default DefaultInstanceID.

@@ -14,7 +14,10 @@ import (
 
 // services are the service types of the library, by package directory:
 // their exported methods are entry points that act for someone (issue 24,
-// CONVENTIONS 18 and 24).
+// CONVENTIONS 18 and 24). A new service (the custom-images service when it
+// lands) gets a row. Handles (lease.Handle, the controller's attachment
+// and task values) are not services: they are the authority granted when
+// they were opened, and their methods take no principal.
 var services = map[string][]string{
 	"environment":    {"Catalog", "Assignments"},
 	"lease":          {"Manager"},

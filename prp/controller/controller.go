@@ -19,8 +19,10 @@ import (
 	"github.com/berthdev/berth/prp"
 )
 
-// Options configure a Controller. Signer is required; every other field
-// documents its default.
+// Options configure a Controller: optional knobs only, each documenting
+// its default (a nil *Options means every default). The required
+// collaborators (the Signer, the LeaseReader) and the SecretResolver hook
+// are New's arguments.
 type Options struct {
 	// Tickets holds bootstrap tickets. Default: a prp.MemoryTicketStore
 	// (one process only; replicas need a shared store).
