@@ -15,6 +15,21 @@
 // store interface. There is no global state: a host may also wire the
 // packages itself.
 //
+// Every exported method of a service (the catalog, the assignments, the
+// lease manager, the prober, the runner controller, the hand-over) that
+// acts for someone takes the acting authz.Principal right after its
+// context, and the library's Authorizer decides. What one service calls in
+// another at composition (the controller stopping a lease's tasks, the
+// hand-over resolving a task's secret values, the catalog counting a
+// delete's bindings and leases) is a hook: a value a constructor returns
+// or takes (lease.NewManager's TaskStopper from controller.New, the
+// controller.SecretResolver from handover.New, the lease manager's
+// environment.UsageReporter, the Assignments given to
+// environment.NewCatalog), never an exported method anyone holding the
+// service could call for no principal; New wires them (hooks.go). Handles
+// (lease.Handle, the controller's Attachment) take no principal: they are
+// the authority granted when they were opened.
+//
 // The packages, from the bottom up (imports only run downwards):
 //
 //   - images, qualification: pure values (OCI references and identities;
@@ -32,8 +47,8 @@
 //     (System.Runners), which attaches a leased sandbox's runner
 //     (Attach, with the runner binary of Options.RunnerBinary), dispatches
 //     tasks, stores events and verifies stop proofs; it is the lease
-//     manager's task hook, so a lease's release or sweep stops and verifies
-//     its runner tasks first. A task's secrets travel as references in the
+//     manager's task hook (controller.New returns it), so a lease's
+//     release or sweep stops and verifies its runner tasks first. A task's secrets travel as references in the
 //     command and as values in a separate frame delivered once, never
 //     stored.
 //   - environment: the catalog (create, read, update, archive, delete with

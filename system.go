@@ -67,14 +67,17 @@ type Options struct {
 	// Runners configures the runner protocol's controller (System.Runners).
 	// Fields left zero are filled: Tickets and Store with the System's store
 	// (SQLite and PostgreSQL share them across replicas; the memory store
-	// keeps them in this process), Authorizer with Options.Authorizer, and
-	// Signer with a random key of this process (replicas must pass one
-	// Signer with shared keys), Secrets with System.Handover, and Leases
-	// with a read-only view of the System's lease records (tickets are
-	// bound to the lease's company; sessions end with their lease). With neither
-	// Sink nor DataDir, output chunk files go to a directory New makes
-	// under os.TempDir and Close removes.
+	// keeps them in this process) and Authorizer with Options.Authorizer.
+	// With neither Sink nor DataDir, output chunk files go to a directory
+	// New makes under os.TempDir and Close removes. The controller's
+	// collaborators are New's to wire: a read-only view of the System's
+	// lease records (tickets are bound to the lease's company; sessions
+	// end with their lease) and System.Handover's secret resolver.
 	Runners *controller.Options
+	// RunnerSigner mints and verifies the runners' connection tokens.
+	// Default: a random key of this process; replicas must pass one Signer
+	// with shared keys.
+	RunnerSigner *prp.Signer
 	// RunnerBinary is the path, on this host, of berth's runner binary (a
 	// static Linux build of examples/runner) that leases host for
 	// runner-based runs and probes (System.RunnerSpec). Default "": none;
@@ -111,18 +114,23 @@ type System struct {
 	// Runners is the runner protocol's controller (PRP): Attach connects a
 	// leased sandbox's runner (serving the controller on the sandbox's
 	// ingress), StartTask / Follow / StopAndVerify run tasks; it is also an
-	// http.Handler for runners that dial over HTTP. It is the lease
-	// manager's task hook (lease.Options.Tasks): releasing or sweeping a
-	// lease stops and verifies its runner tasks first.
+	// http.Handler for runners that dial over HTTP. New gives the lease
+	// manager the controller's task hook (the lease.TaskStopper that
+	// controller.New returns): releasing or sweeping a lease stops and
+	// verifies its runner tasks first.
 	Runners *controller.Controller
 	// Handover prepares managed accounts (project auth checks, AUTH-2)
-	// and resolves the secrets of runner tasks for Runners: a task's
-	// secret env keys from its lease's config, and managed accounts only
-	// while their project auth check matches exactly.
+	// and checks the secrets of runner tasks for Runners; the resolver
+	// handover.New returns with it, which New gives the controller,
+	// resolves them at delivery: a task's secret env keys from its
+	// lease's config, and managed accounts only while their project auth
+	// check matches exactly.
 	Handover *handover.Service
 
 	log     *slog.Logger
 	tempDir string // the runners' output directory New made, removed by Close
+
+	secrets *taskSecrets // the controller's SecretResolver (hooks.go)
 
 	runnerBinary string
 	specOnce     sync.Once
@@ -174,16 +182,22 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	sys := &System{Store: st, Drivers: reg, Secrets: secrets, log: logger, runnerBinary: o.RunnerBinary}
-	sys.Handover, err = handover.New(handover.Sources{Checks: st, Environments: st, Drivers: reg, Leases: st, Secrets: secrets},
+	// The hooks one service gives another are values their constructors
+	// return (hooks.go), never exported methods anyone holding a service
+	// could call for no principal.
+	var resolver controller.SecretResolver
+	sys.Handover, resolver, err = handover.New(handover.Sources{Checks: st, Environments: st, Drivers: reg, Leases: st, Secrets: secrets},
 		&handover.Options{Authorizer: o.Authorizer, Checker: o.ProjectAuthChecker, Logger: o.Logger})
 	if err != nil {
 		_ = st.Close()
 		return nil, err
 	}
+	sys.secrets = &taskSecrets{SecretResolver: resolver}
 	// The runner controller (its secrets through the Handover) before the
 	// lease manager: the manager stops and verifies the runners' tasks
 	// through it before any sandbox is released (PRP-6).
-	if err := sys.composeRunners(st, o); err != nil {
+	tasks, err := sys.composeRunners(st, o)
+	if err != nil {
 		_ = st.Close()
 		return nil, err
 	}
@@ -198,25 +212,25 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Logger:     o.Logger,
 		Health:     st,
 	})
-	sys.Leases = lease.NewManager(st, reg, &lease.Options{
+	var leaseUsage environment.UsageReporter
+	sys.Leases, leaseUsage = lease.NewManager(st, reg, sys.Assignments, tasks, &lease.Options{
 		InstanceID:   o.InstanceID,
 		Logger:       o.Logger,
 		ClaimGrace:   o.ClaimGrace,
 		PruneAfter:   o.LeasePruneAfter,
 		Secrets:      secrets.Get,
 		SecretKeeper: keeper,
-		Assignments:  sys.Assignments,
 		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
 			return st.ListEnvironments(ctx, environment.ListFilter{})
 		},
-		Tasks: sys.Runners,
 	})
-	sys.Catalog = environment.NewCatalog(st, reg, secrets, &environment.Options{
+	// The catalog shows, clears and protects the Assignments' bindings
+	// itself, and counts leases through the manager's hook.
+	sys.Catalog = environment.NewCatalog(st, reg, secrets, sys.Assignments, &environment.Options{
 		TestMode:       o.TestMode,
 		Authorizer:     o.Authorizer,
 		Logger:         o.Logger,
-		UsageReporters: []environment.UsageReporter{sys.Assignments, sys.Leases},
-		Protected:      sys.Assignments.Protected,
+		UsageReporters: []environment.UsageReporter{leaseUsage},
 		Health:         st,
 		SecretKeeper:   keeper,
 	})
@@ -227,7 +241,12 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	if popts.Runner == nil {
 		popts.Runner = &probe.RunnerProbe{Controller: sys.Runners, Spec: sys.RunnerSpec}
 	}
-	sys.Prober = probe.New(sys.Catalog, reg, sys.Leases, st, &popts)
+	sys.Prober = probe.New(probe.Sources{
+		Catalog: sys.Catalog, Environments: st, Drivers: reg, Leases: sys.Leases, Qualifications: st,
+		// The gate the catalog and the assignments pass: one test mode,
+		// one health store.
+		Gate: environment.NewGate(reg, &environment.GateOptions{TestMode: o.TestMode, Health: st}),
+	}, &popts)
 	ropts := resolve.Options{Logger: o.Logger}
 	if o.Images != nil {
 		ropts = *o.Images
@@ -240,8 +259,9 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 }
 
 // composeRunners builds System.Runners from o.Runners with the defaults
-// Options.Runners documents.
-func (s *System) composeRunners(st Store, o Options) error {
+// Options.Runners documents, and returns the controller's hook for the
+// lease manager.
+func (s *System) composeRunners(st Store, o Options) (lease.TaskStopper, error) {
 	var co controller.Options
 	if o.Runners != nil {
 		co = *o.Runners
@@ -266,39 +286,33 @@ func (s *System) composeRunners(st Store, o Options) error {
 	if co.Logger == nil {
 		co.Logger = o.Logger
 	}
-	if co.Secrets == nil {
-		co.Secrets = s.Handover
-	}
-	if co.Leases == nil {
-		co.Leases = leaseRecords{st}
-	}
-	if co.Signer == nil {
+	signer := o.RunnerSigner
+	if signer == nil {
 		key := make([]byte, 32)
 		if _, err := rand.Read(key); err != nil {
-			return fmt.Errorf("berth: runner signing key: %w", err)
+			return nil, fmt.Errorf("berth: runner signing key: %w", err)
 		}
-		signer, err := prp.NewSigner("process", map[string][]byte{"process": key})
-		if err != nil {
-			return err
+		var err error
+		if signer, err = prp.NewSigner("process", map[string][]byte{"process": key}); err != nil {
+			return nil, err
 		}
-		co.Signer = signer
 	}
 	if co.Sink == nil && co.DataDir == "" {
 		dir, err := os.MkdirTemp("", "berth-prp-")
 		if err != nil {
-			return fmt.Errorf("berth: runner output directory: %w", err)
+			return nil, fmt.Errorf("berth: runner output directory: %w", err)
 		}
 		co.DataDir, s.tempDir = dir, dir
 	}
-	c, err := controller.New(&co)
+	c, tasks, err := controller.New(signer, leaseRecords{st}, s.secrets, &co)
 	if err != nil {
 		if s.tempDir != "" {
 			_ = os.RemoveAll(s.tempDir)
 		}
-		return err
+		return nil, err
 	}
 	s.Runners = c
-	return nil
+	return tasks, nil
 }
 
 // leaseRecords is the runner controller's view of the lease store
@@ -317,15 +331,23 @@ func (r leaseRecords) GetLease(ctx context.Context, id string) (*lease.Lease, er
 // host runs it in a goroutine; without it, providers are measured only by
 // probes and explicit refreshes (environment.Catalog.RefreshHealth). A
 // round's errors (a config that cannot be resolved, a store failure) are
-// logged and the next round runs. interval <= 0 means a minute.
-func (s *System) RunHealthChecks(ctx context.Context, interval time.Duration) error {
+// logged and the next round runs. interval <= 0 means a minute. The rounds
+// run for p (environment.Catalog.RefreshAllHealth: ActionProbe, an
+// instance admin or local operator under authz.DefaultPolicy, typically
+// the host's own service principal); a p who may not is refused at once
+// with an error wrapping authz.ErrDenied.
+func (s *System) RunHealthChecks(ctx context.Context, p authz.Principal, interval time.Duration) error {
 	if interval <= 0 {
 		interval = time.Minute
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if err := s.Catalog.RefreshAllHealth(ctx); err != nil && ctx.Err() == nil {
+		err := s.Catalog.RefreshAllHealth(ctx, p)
+		if errors.Is(err, authz.ErrDenied) {
+			return err
+		}
+		if err != nil && ctx.Err() == nil {
 			s.log.LogAttrs(ctx, slog.LevelWarn, "provider health round failed", slog.String("error", err.Error()))
 		}
 		select {

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -79,17 +78,15 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	lg := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	secrets := environment.NewMemorySecretStore()
 	sinkDir := filepath.Join(dir, "sink")
-	hooked := &hookedResolver{}
 	sys, err := berth.New(ctx, &berth.Options{StoreURL: storeURL, Secrets: secrets, Logger: lg, RunnerBinary: bin,
 		Drivers: []drivers.Driver{docker.New(&docker.Options{Logger: lg}), ssh.New(&ssh.Options{Logger: lg})},
-		Runners: &controller.Options{DataDir: sinkDir, Secrets: hooked},
+		Runners: &controller.Options{DataDir: sinkDir},
 		ProjectAuthChecker: handover.CheckerFunc(func(context.Context, handover.CheckRequest) (handover.Result, error) {
 			return handover.Result{Succeeded: true}, nil
 		})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hooked.set(sys.Handover, nil)
 	closed := false
 	defer func() {
 		if !closed {
@@ -285,7 +282,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	if err := sys.Store.PutAuthCheck(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	hooked.set(sys.Handover, func() {
+	berth.AfterSecretCheck(sys, func() {
 		if err := sys.Handover.Clear(context.Background(), op, "acme", account); err != nil {
 			t.Errorf("clear between dispatch and delivery: %v", err)
 		}
@@ -388,38 +385,4 @@ func runnerState(t *testing.T, ctx context.Context, tg realTarget, h *lease.Hand
 		})
 	}
 	return all.Bytes()
-}
-
-// hookedResolver is System.Handover as the controller's SecretResolver,
-// with a hook that runs once after a dispatch check passed: what an
-// operator clearing a record between dispatch and delivery does.
-type hookedResolver struct {
-	mu    sync.Mutex
-	inner controller.SecretResolver
-	after func()
-}
-
-func (r *hookedResolver) set(inner controller.SecretResolver, after func()) {
-	r.mu.Lock()
-	r.inner, r.after = inner, after
-	r.mu.Unlock()
-}
-
-func (r *hookedResolver) Check(ctx context.Context, p authz.Principal, t controller.SecretTarget, uses []prp.SecretUse) error {
-	r.mu.Lock()
-	inner, after := r.inner, r.after
-	r.mu.Unlock()
-	err := inner.Check(ctx, p, t, uses)
-	if err == nil && after != nil {
-		r.set(inner, nil)
-		after()
-	}
-	return err
-}
-
-func (r *hookedResolver) Resolve(ctx context.Context, t controller.SecretTarget, uses []prp.SecretUse) ([]string, error) {
-	r.mu.Lock()
-	inner := r.inner
-	r.mu.Unlock()
-	return inner.Resolve(ctx, t, uses)
 }

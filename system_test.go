@@ -175,9 +175,17 @@ func TestRunHealthChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A principal who may not probe is refused at once; nothing is measured.
+	agent := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
+	if err := sys.RunHealthChecks(ctx, agent, time.Hour); !errors.Is(err, authz.ErrDenied) {
+		t.Fatalf("RunHealthChecks for an agent: %v, want authz.ErrDenied", err)
+	}
+	if n := fk.Calls(fake.OpHealth); n != 0 {
+		t.Fatalf("a refused round measured %d times", n)
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- sys.RunHealthChecks(rctx, time.Hour) }()
+	go func() { done <- sys.RunHealthChecks(rctx, admin, time.Hour) }()
 	for {
 		hs, err := sys.Store.ListProviderHealth(ctx)
 		if err != nil {

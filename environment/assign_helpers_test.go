@@ -69,7 +69,6 @@ func newAsgFixtureOn(t testing.TB, envs environment.Store, bindings environment.
 	n := 0
 	opts := &environment.Options{
 		TestMode: true, TestDrivers: testDrivers, Clock: f.clock,
-		UsageReporters: []environment.UsageReporter{f.asg},
 		NewID: func() string {
 			mu.Lock()
 			defer mu.Unlock()
@@ -80,7 +79,7 @@ func newAsgFixtureOn(t testing.TB, envs environment.Store, bindings environment.
 	if mod != nil {
 		mod(opts)
 	}
-	f.cat = environment.NewCatalog(envs, reg, environment.NewMemorySecretStore(), opts)
+	f.cat = environment.NewCatalog(envs, reg, environment.NewMemorySecretStore(), f.asg, opts)
 	for _, e := range []struct{ name, driver string }{
 		{"full", "fake"}, {"lean", "lean"}, {"down", "down"}, {"host", "local"}, {"old", "fake"},
 	} {

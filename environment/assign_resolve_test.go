@@ -370,9 +370,9 @@ func ExampleAssignments_Resolve() {
 	envs := environment.NewMemoryStore()
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
 	n := 0
-	cat := environment.NewCatalog(envs, reg, environment.NewMemorySecretStore(), &environment.Options{
-		TestMode: true, UsageReporters: []environment.UsageReporter{asg},
-		NewID: func() string { n++; return fmt.Sprintf("env_%d", n) },
+	cat := environment.NewCatalog(envs, reg, environment.NewMemorySecretStore(), asg, &environment.Options{
+		TestMode: true,
+		NewID:    func() string { n++; return fmt.Sprintf("env_%d", n) },
 	})
 	op := authz.Principal{ID: "u_1", Role: authz.RoleLocalOperator}
 	sandbox, _ := cat.Create(ctx, op, environment.CreateRequest{Name: "sandboxes", Driver: "fake"})

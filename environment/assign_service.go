@@ -14,10 +14,11 @@ import (
 
 // Assignments manages assignment bindings and resolves execution targets
 // (ASG-1..5). It reads environments from the catalog's Store and drivers
-// from the Registry, and keeps bindings in a BindingStore. Pass it in the
-// Catalog's Options.UsageReporters: it reports the bindings of an
-// environment in the delete's blast radius and clears them after the delete
-// (CFG-7, ASG-5). It is safe for concurrent use.
+// from the Registry, and keeps bindings in a BindingStore. Give it to
+// NewCatalog: the catalog shows the bindings of an environment in the
+// delete's blast radius, clears them after the delete and protects the
+// instance default (CFG-7, ASG-5), through unexported methods that answer
+// for no principal. It is safe for concurrent use.
 type Assignments struct {
 	bindings BindingStore
 	envs     Store
@@ -27,11 +28,6 @@ type Assignments struct {
 	log      *slog.Logger
 	clock    clock.Clock
 }
-
-var (
-	_ UsageReporter    = (*Assignments)(nil)
-	_ ReferenceClearer = (*Assignments)(nil)
-)
 
 // NewAssignments returns the assignment service over bindings, the
 // environments of envs and the drivers of reg. It panics if one of them is
@@ -263,10 +259,11 @@ func (a *Assignments) List(ctx context.Context, p authz.Principal, f BindingFilt
 	return out, nil
 }
 
-// EnvironmentUsage implements UsageReporter: the bindings that point at
-// envID, as references of kind "binding" (CFG-7). It reads the binding store
-// only.
-func (a *Assignments) EnvironmentUsage(ctx context.Context, envID string) (Usage, error) {
+// environmentUsage is the catalog's hook (NewCatalog): the bindings that
+// point at envID, as references of kind "binding" (CFG-7). It reads the
+// binding store only and answers for no principal: the catalog authorized
+// the blast radius or the delete.
+func (a *Assignments) environmentUsage(ctx context.Context, envID string) (Usage, error) {
 	bs, err := a.bindings.ListBindings(ctx, BindingFilter{EnvironmentID: envID})
 	if err != nil {
 		return Usage{}, fmt.Errorf("environment: bindings of %s: %w", envID, err)
@@ -290,9 +287,10 @@ func BindingReferenceID(ref BindingRef) string {
 	return string(ref.Kind) + ":" + ref.Key
 }
 
-// ClearEnvironment implements ReferenceClearer: it removes every binding of
-// envID (ASG-5). It is idempotent.
-func (a *Assignments) ClearEnvironment(ctx context.Context, envID string) error {
+// clearEnvironment is the catalog's hook (NewCatalog): it removes every
+// binding of envID once the environment is deleted (ASG-5). It is
+// idempotent.
+func (a *Assignments) clearEnvironment(ctx context.Context, envID string) error {
 	n, err := a.bindings.DeleteEnvironmentBindings(ctx, envID)
 	if err != nil {
 		return fmt.Errorf("environment: clearing the bindings of %s: %w", envID, err)
@@ -302,12 +300,12 @@ func (a *Assignments) ClearEnvironment(ctx context.Context, envID string) error 
 	return nil
 }
 
-// Protected reports, for Options.Protected of the Catalog, that env is the
+// protected is the catalog's hook (NewCatalog): it reports that env is the
 // instance default and must not be deleted (CFG-7): it returns a reason
 // when the instance default binding points at env, "" otherwise. When the
 // binding store cannot be read (ctx ended included) it returns a reason
 // too (a delete is never allowed on a guess). It reads with ctx.
-func (a *Assignments) Protected(ctx context.Context, env *Environment) string {
+func (a *Assignments) protected(ctx context.Context, env *Environment) string {
 	b, err := a.bindings.GetBinding(ctx, BindingRef{Kind: BindingInstanceDefault})
 	switch {
 	case errors.Is(err, ErrNotFound):

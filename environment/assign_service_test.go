@@ -304,17 +304,13 @@ func TestDeleteClearsBindings(t *testing.T) {
 	}
 }
 
-// TestInstanceDefaultIsProtected (CFG-7): with Assignments.Protected as the
-// catalog's Options.Protected, the instance default cannot be deleted and
-// its binding stays; once another environment is the default, it can.
+// TestInstanceDefaultIsProtected (CFG-7): in a catalog built with the
+// Assignments, the instance default cannot be deleted and its binding
+// stays; once another environment is the default, it can.
 func TestInstanceDefaultIsProtected(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	var asg *environment.Assignments
-	f := newAsgFixture(t, func(o *environment.Options) {
-		o.Protected = func(ctx context.Context, env *environment.Environment) string { return asg.Protected(ctx, env) }
-	})
-	asg = f.asg
+	f := newAsgFixture(t, nil)
 	f.set(t, defaultBind("full"))
 	_, err := f.cat.Delete(ctx, admin, f.ids["full"], 1)
 	var refused *environment.DeleteRefusedError
@@ -347,11 +343,11 @@ func TestProtectedHonoursTheCallersContext(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	got := f.asg.Protected(ctx, &environment.Environment{ID: env.ID, Name: env.Name})
+	got := environment.Protected(f.asg, ctx, &environment.Environment{ID: env.ID, Name: env.Name})
 	if !strings.Contains(got, context.Canceled.Error()) {
 		t.Errorf("Protected with a cancelled context = %q, want a reason naming %q", got, context.Canceled)
 	}
-	if got := f.asg.Protected(context.Background(), &environment.Environment{ID: env.ID, Name: env.Name}); got != "" {
+	if got := environment.Protected(f.asg, context.Background(), &environment.Environment{ID: env.ID, Name: env.Name}); got != "" {
 		t.Errorf("Protected of a non-default environment = %q, want none", got)
 	}
 }

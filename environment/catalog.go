@@ -40,15 +40,17 @@ type Options struct {
 	// NewID returns a fresh environment id (Catalog only). Default: "env_"
 	// + 16 random hex digits.
 	NewID func() string
-	// UsageReporters (Catalog only) tell what references an environment
-	// (CFG-7): bindings,
-	// leases, setup sessions. Those that also implement ReferenceClearer
-	// have their references cleared when the environment is deleted.
-	// Default none.
+	// UsageReporters (Catalog only) tell what else references an
+	// environment (CFG-7): leases, setup sessions; the bindings of the
+	// catalog's Assignments are always shown. They are the hooks other
+	// services' constructors return (lease.NewManager's), not their
+	// exported methods. Those that also implement ReferenceClearer have
+	// their references cleared when the environment is deleted. Default
+	// none.
 	UsageReporters []UsageReporter
 	// Protected (Catalog only), if not nil, returns a non-empty reason when
-	// env must not be
-	// deleted (the managed local or instance-default environment, CFG-7).
+	// env must not be deleted (a host's managed environment, CFG-7); the
+	// instance default of the catalog's Assignments is always protected.
 	// It gets the context of the call that asks (BlastRadius, Delete) and
 	// may block on it. Default: nothing is protected.
 	Protected func(ctx context.Context, env *Environment) (reason string)
@@ -83,6 +85,7 @@ type Catalog struct {
 	log       *slog.Logger
 	clock     clock.Clock
 	newID     func() string
+	asg       *Assignments
 	reporters []UsageReporter
 	protected func(context.Context, *Environment) string
 	health    HealthStore
@@ -92,9 +95,14 @@ type Catalog struct {
 }
 
 // NewCatalog returns a catalog over store, the drivers of reg and secrets.
-// It panics if store, reg or secrets is nil (a programming error of the
-// host).
-func NewCatalog(store Store, reg *drivers.Registry, secrets SecretStore, opts *Options) *Catalog {
+// asg, if not nil, is the assignment service whose bindings point at the
+// catalog's environments: a delete's blast radius shows them, the delete
+// clears them (ASG-5) and the instance default is protected from it
+// (CFG-7); the catalog calls asg for that through unexported methods, so
+// no holder of either service can clear or list bindings without the
+// Authorizer. nil means no bindings (a catalog used alone). It panics if
+// store, reg or secrets is nil (a programming error of the host).
+func NewCatalog(store Store, reg *drivers.Registry, secrets SecretStore, asg *Assignments, opts *Options) *Catalog {
 	if store == nil || reg == nil || secrets == nil {
 		panic("environment: NewCatalog needs a store, a driver registry and a secret store")
 	}
@@ -104,7 +112,7 @@ func NewCatalog(store Store, reg *drivers.Registry, secrets SecretStore, opts *O
 	}
 	cm := o.common(reg)
 	c := &Catalog{
-		store: store, reg: reg, secrets: secrets,
+		store: store, reg: reg, secrets: secrets, asg: asg,
 		exclusive: o.ExclusiveDrivers,
 		authz:     cm.authz,
 		log:       cm.log,
@@ -128,17 +136,6 @@ func NewCatalog(store Store, reg *drivers.Registry, secrets SecretStore, opts *O
 	}
 	return c
 }
-
-// Store returns the store the catalog was built over: the host's own, which
-// holds configs with secret references, never secret values. Reading it
-// bypasses authorization: berth's packages use it only for what they
-// derive without showing (a probe's qualification subject); a principal's
-// reads go through the catalog's methods.
-func (c *Catalog) Store() Store { return c.store }
-
-// Gate returns the catalog's gate: the one check that resolution, probes
-// and lease acquisition pass (CAP-3). It reads the catalog's health store.
-func (c *Catalog) Gate() *Gate { return c.gate }
 
 // Create saves a new environment (CFG-1): authorize (instance admin or local
 // operator, CFG-2), validate name, env vars and metadata (CFG-5), normalize

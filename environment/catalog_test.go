@@ -271,7 +271,7 @@ func TestTestDrivers(t *testing.T) {
 		if _, cfg, err := resolvedConfig(f.cat, ctx, v.ID); err != nil || cfg.String("image") != "busybox" {
 			t.Fatalf("ResolvedConfig in test mode: %v, %v", cfg, err)
 		}
-		prod := environment.NewCatalog(f.store, newRegistry(), f.secrets, nil)
+		prod := environment.NewCatalog(f.store, newRegistry(), f.secrets, nil, nil)
 		_, _, err := resolvedConfig(prod, ctx, v.ID)
 		wantErr(t, err, drivers.ErrUnavailable)
 		got, err := prod.Get(ctx, admin, v.ID)
@@ -398,7 +398,7 @@ func TestUnavailableDriver(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	v := f.mustCreate(t, remoteRequest("build"))
-	bare := environment.NewCatalog(f.store, drivers.NewRegistry(), f.secrets, nil)
+	bare := environment.NewCatalog(f.store, drivers.NewRegistry(), f.secrets, nil, nil)
 	list, err := bare.List(ctx, admin, environment.ListFilter{})
 	if err != nil || len(list) != 1 {
 		t.Fatalf("List = %v, %v", list, err)

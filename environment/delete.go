@@ -49,10 +49,13 @@ func (u *Usage) add(o Usage) {
 	u.SetupSessions = append(u.SetupSessions, o.SetupSessions...)
 }
 
-// UsageReporter reports what references an environment: the assignment,
-// lease and image-setup layers implement it and the host passes them in
-// Options.UsageReporters. EnvironmentUsage reads records only: it never
-// calls a provider (CAP-1).
+// UsageReporter reports what references an environment, for the catalog's
+// blast radius (CFG-7): the lease and image-setup layers' constructors
+// return one (lease.NewManager) and the host passes it in
+// Options.UsageReporters. It is a hook between services, not an entry
+// point: it answers for no principal, so it is never an exported method of
+// a service (the catalog authorizes BlastRadius and Delete before it asks).
+// EnvironmentUsage reads records only: it never calls a provider (CAP-1).
 type UsageReporter interface {
 	EnvironmentUsage(ctx context.Context, envID string) (Usage, error)
 }
@@ -115,6 +118,14 @@ func (c *Catalog) BlastRadius(ctx context.Context, p authz.Principal, id string)
 
 func (c *Catalog) blastRadius(ctx context.Context, env *Environment) (*BlastRadius, error) {
 	b := &BlastRadius{EnvironmentID: env.ID, EnvironmentName: env.Name, Revision: env.Revision}
+	if c.asg != nil {
+		u, err := c.asg.environmentUsage(ctx, env.ID)
+		if err != nil {
+			return nil, fmt.Errorf("environment %s: reading its usage: %w", labelOf(env), err)
+		}
+		b.add(u)
+		b.Protected = c.asg.protected(ctx, env)
+	}
 	for _, r := range c.reporters {
 		u, err := r.EnvironmentUsage(ctx, env.ID)
 		if err != nil {
@@ -122,7 +133,7 @@ func (c *Catalog) blastRadius(ctx context.Context, env *Environment) (*BlastRadi
 		}
 		b.add(u)
 	}
-	if c.protected != nil {
+	if c.protected != nil && b.Protected == "" {
 		b.Protected = c.protected(ctx, cloneEnvironment(env))
 	}
 	if b.Protected != "" {
@@ -189,6 +200,11 @@ func (c *Catalog) delete(ctx context.Context, env *Environment, base int64) (*Bl
 	// The record is gone: finish the rest even if the caller gives up.
 	ctx = context.WithoutCancel(ctx)
 	var errs []error
+	if c.asg != nil {
+		if err := c.asg.clearEnvironment(ctx, env.ID); err != nil {
+			errs = append(errs, fmt.Errorf("environment %s deleted, but clearing its references failed: %w", label, err))
+		}
+	}
 	for _, r := range c.reporters {
 		if cl, ok := r.(ReferenceClearer); ok {
 			if err := cl.ClearEnvironment(ctx, env.ID); err != nil {

@@ -2,7 +2,7 @@
 // instance-scoped targets (CFG-1) with authorization (AUTH-1).
 //
 // Start with Catalog (catalog.go): NewCatalog(store, registry, secrets,
-// opts) and its methods Create, Get, List, Update (update.go), Archive,
+// assignments, opts) and its methods Create, Get, List, Update (update.go), Archive,
 // Restore, BlastRadius and Delete (delete.go). Every method takes an
 // authz.Principal and asks the authz.Authorizer first; authz.DefaultPolicy is CFG-2 /
 // PRB-7. Draft is for the probe layer: it returns an unsaved config with its
@@ -11,6 +11,17 @@
 // not exported: the lease manager resolves secrets itself through the
 // host's SecretStore, and a prober gets only Scrubber (scrub.go), a
 // function that redacts those values in its texts.
+//
+// Hooks: every exported method of Catalog and Assignments that acts for
+// someone takes the principal right after its context (internal/apicheck
+// checks it); what a service calls in another at composition is no
+// exported method. NewCatalog takes the Assignments and reaches its
+// bindings for the blast radius, their clearing and the instance default's
+// protection through unexported methods; other services' usage counts
+// (the lease manager's) are the environment.UsageReporter values their
+// constructors return, passed in Options.UsageReporters. berth.New wires
+// them. The catalog hands out no raw store and no Gate: a host builds a
+// Gate with NewGate from the same test mode and health store.
 //
 // Guarantees:
 //
@@ -84,10 +95,10 @@
 // (with the Scope, so that the host decides whether the principal belongs
 // to it), resolves the binding from the store or reads the environment by
 // id, and refuses an environment bound to other companies only.
-// CheckLeaseTarget checks a lease against a Resolution (ASG-4). Passed in
-// Options.UsageReporters, Assignments shows bindings in a delete's blast
-// radius and clears them after it (ASG-5); Assignments.Protected can serve
-// as Options.Protected to keep the instance default from being deleted.
+// CheckLeaseTarget checks a lease against a Resolution (ASG-4). Given to
+// NewCatalog, the Assignments' bindings show in a delete's blast radius and
+// are cleared after it (ASG-5), and the instance default cannot be deleted
+// (CFG-7).
 // MemoryBindingStore keeps bindings in memory, internal/sqlstore in SQLite
 // and PostgreSQL.
 //
@@ -99,7 +110,8 @@
 // capability refuse the environment with an *UnusableError. Provider health
 // (drivers.HealthChecker) is measured by Catalog.RefreshHealth (an
 // operator's refresh, and every probe before it gates) and by
-// Catalog.RefreshAllHealth (the host's background round), kept per driver
+// Catalog.RefreshAllHealth (the host's background round, for a principal
+// who may probe), kept per driver
 // and endpoint in a HealthStore shared by every process, and shown by Get
 // and List with its time, never measured by them; a provider never
 // measured counts as available and shows "not measured".

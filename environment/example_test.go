@@ -15,7 +15,7 @@ import (
 // agent may not edit it.
 func Example() {
 	ctx := context.Background()
-	cat := environment.NewCatalog(environment.NewMemoryStore(), newRegistry(), environment.NewMemorySecretStore(),
+	cat := environment.NewCatalog(environment.NewMemoryStore(), newRegistry(), environment.NewMemorySecretStore(), nil,
 		&environment.Options{NewID: func() string { return "env_1" }})
 
 	req, err := environment.DecodeCreateRequest([]byte(`{

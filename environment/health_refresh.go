@@ -47,12 +47,17 @@ func (c *Catalog) RefreshHealth(ctx context.Context, p authz.Principal, id strin
 
 // RefreshAllHealth measures, once each, every provider endpoint that an
 // active saved environment addresses, and stores the results (CAP-3). It is
-// the host's own background action (see berth's System.RunHealthChecks),
-// taken for no principal: it returns nothing but errors and changes no
-// environment. A failed measurement is stored as unavailable; the returned
+// the host's background action (see berth's System.RunHealthChecks),
+// taken for p, who needs ActionProbe on the catalog (a Resource of kind
+// environment without an id: instance admins and local operators under
+// DefaultPolicy; a refusal wraps authz.ErrDenied and measures nothing): it
+// returns nothing but errors and changes no environment. A failed measurement is stored as unavailable; the returned
 // error joins the failures to resolve a config or to store a result, and
 // the context's error when it ends the round early.
-func (c *Catalog) RefreshAllHealth(ctx context.Context) error {
+func (c *Catalog) RefreshAllHealth(ctx context.Context, p authz.Principal) error {
+	if err := c.authorize(ctx, p, authz.ActionProbe, authz.Resource{Kind: authz.ResourceKindEnvironment}); err != nil {
+		return err
+	}
 	envs, err := c.store.ListEnvironments(ctx, ListFilter{Status: StatusActive})
 	if err != nil {
 		return fmt.Errorf("environment: health refresh: %w", err)

@@ -26,8 +26,8 @@ func TestProviderHealthGate(t *testing.T) {
 	health := environment.NewMemoryHealthStore()
 	secrets := environment.NewMemorySecretStore()
 	opts := &environment.Options{TestMode: true, Health: health}
-	cat := environment.NewCatalog(envs, reg, secrets, opts)
-	other := environment.NewCatalog(envs, reg, secrets, opts)                               // another process on the same store
+	cat := environment.NewCatalog(envs, reg, secrets, nil, opts)
+	other := environment.NewCatalog(envs, reg, secrets, nil, opts)                          // another process on the same store
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, opts) // the same options
 
 	v, err := cat.Create(ctx, admin, environment.CreateRequest{Name: "sbx", Driver: "fake", Config: map[string]any{"region": "eu-1"}})
@@ -83,7 +83,8 @@ func TestProviderHealthGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := cat.Gate().Check(ctx, env, 0); !errors.Is(err, drivers.ErrUnavailable) {
+	gate := environment.NewGate(reg, &environment.GateOptions{TestMode: true, Health: health}) // the one probes get
+	if _, _, err := gate.Check(ctx, env, 0); !errors.Is(err, drivers.ErrUnavailable) {
 		t.Errorf("Gate.Check: %v, want ErrUnavailable", err)
 	}
 
@@ -113,13 +114,21 @@ func TestRefreshAllHealth(t *testing.T) {
 	fd := fake.New(nil)
 	reg := drivers.NewRegistry(fd)
 	health := environment.NewMemoryHealthStore()
-	cat := environment.NewCatalog(environment.NewMemoryStore(), reg, environment.NewMemorySecretStore(), &environment.Options{TestMode: true, Health: health})
+	cat := environment.NewCatalog(environment.NewMemoryStore(), reg, environment.NewMemorySecretStore(), nil, &environment.Options{TestMode: true, Health: health})
 	for _, r := range []struct{ name, region string }{{"a", "eu-1"}, {"b", "eu-1"}, {"c", "us-1"}} {
 		if _, err := cat.Create(ctx, admin, environment.CreateRequest{Name: r.name, Driver: "fake", Config: map[string]any{"region": r.region}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := cat.RefreshAllHealth(ctx); err != nil {
+	for _, p := range []authz.Principal{board, agent, {ID: "u_x"}} {
+		if err := cat.RefreshAllHealth(ctx, p); !errors.Is(err, authz.ErrDenied) {
+			t.Errorf("RefreshAllHealth for %s: %v, want authz.ErrDenied", p, err)
+		}
+	}
+	if n := fd.Calls(fake.OpHealth); n != 0 {
+		t.Errorf("refused rounds measured %d times", n)
+	}
+	if err := cat.RefreshAllHealth(ctx, admin); err != nil {
 		t.Fatal(err)
 	}
 	if n := fd.Calls(fake.OpHealth); n != 2 {

@@ -179,7 +179,7 @@ func newFixtureOn(t testing.TB, store environment.Store, mod func(*environment.O
 	if mod != nil {
 		mod(opts)
 	}
-	f.cat = environment.NewCatalog(f.store, newRegistry(), f.secrets, opts)
+	f.cat = environment.NewCatalog(f.store, newRegistry(), f.secrets, nil, opts)
 	return f
 }
 

@@ -17,14 +17,19 @@
 //     ErrMismatch carries). Store is the record's
 //     store interface; handovertest holds its conformance suite, which
 //     MemoryStore (memstore.go) and internal/sqlstore pass.
-//   - service.go: Service, New(Sources, *Options). PrepareManagedAccount
+//   - service.go: Service, New(Sources, *Options), which returns the
+//     Service and the controller.SecretResolver to give
+//     prp/controller.New. PrepareManagedAccount
 //     replaces any earlier record of the key with a pending one and runs
 //     the host's Checker (the project auth check berth cannot know);
 //     RecordResult, Get, List and Clear are for hosts and operators. Each
 //     authorizes authz.ActionAuthCheck.
-//   - resolver.go: Service implements controller.SecretResolver. Check
-//     (at Dispatch, with the principal: authz.ActionUseAccount for
-//     a managed account) and Resolve (at delivery, on any replica) look up
+//   - resolver.go: the resolver New returns, of an unexported type: its
+//     Resolve returns plaintext values for no principal, so it is no
+//     method of the Service, whose every exported method takes the
+//     principal (internal/apicheck checks it). Check (Service.Check, at
+//     Dispatch, with the principal: authz.ActionUseAccount for a managed
+//     account) and Resolve (at delivery, on any replica) look up
 //     the session's lease: a secret env key must be in its config's
 //     secret env map (drivers.KindSecretMap); a managed account needs an
 //     exactly matching project auth check, at dispatch and again at

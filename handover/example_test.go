@@ -57,7 +57,7 @@ func ExampleService_PrepareManagedAccount() {
 		return
 	}
 
-	svc, err := handover.New(handover.Sources{Checks: &handover.MemoryStore{}, Environments: envs, Drivers: reg, Leases: leases, Secrets: secrets},
+	svc, resolver, err := handover.New(handover.Sources{Checks: &handover.MemoryStore{}, Environments: envs, Drivers: reg, Leases: leases, Secrets: secrets},
 		&handover.Options{Checker: handover.CheckerFunc(func(_ context.Context, _ handover.CheckRequest) (handover.Result, error) {
 			// The host's project auth check: here, every project may.
 			return handover.Result{Succeeded: true}, nil
@@ -75,6 +75,10 @@ func ExampleService_PrepareManagedAccount() {
 		return []prp.SecretUse{{Source: prp.SecretFromManagedAccount, Ref: account.String(), File: "account.json", Projects: projects}}
 	}
 	fmt.Println(svc.Check(ctx, agent, target, use("api", "web")))
+	// At delivery, the controller asks the resolver New returned (no
+	// method of the Service) for the values.
+	vals, err := resolver.Resolve(ctx, target, use("api", "web"))
+	fmt.Println(len(vals), err)
 	err = svc.Check(ctx, agent, target, use("api", "web", "billing"))
 	var mismatch *handover.MismatchError
 	if errors.As(err, &mismatch) {
@@ -83,5 +87,6 @@ func ExampleService_PrepareManagedAccount() {
 	// Output:
 	// succeeded [api web] <nil>
 	// <nil>
+	// 1 <nil>
 	// true true auth_check_projects
 }

@@ -36,6 +36,7 @@ const (
 // over memory stores (nothing is allocated: the service reads records).
 type world struct {
 	svc     *handover.Service
+	res     controller.SecretResolver // the hook handover.New returned
 	envs    *environment.MemoryStore
 	leases  *lease.MemoryStore
 	checks  *handover.MemoryStore
@@ -91,7 +92,7 @@ func newWorld(t *testing.T, checker bool) *world {
 			return handover.Result{Succeeded: true}, nil
 		})
 	}
-	if w.svc, err = handover.New(handover.Sources{Checks: w.checks, Environments: w.envs, Drivers: reg, Leases: w.leases, Secrets: secrets}, opts); err != nil {
+	if w.svc, w.res, err = handover.New(handover.Sources{Checks: w.checks, Environments: w.envs, Drivers: reg, Leases: w.leases, Secrets: secrets}, opts); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -213,7 +214,7 @@ func TestDispatchMatchesExactly(t *testing.T) {
 	if err := w.svc.Check(ctx, agent, target, w.uses("p2", "p1")); err != nil {
 		t.Fatalf("exact match refused: %v", err)
 	}
-	vals, err := w.svc.Resolve(ctx, target, w.uses("p1", "p2"))
+	vals, err := w.res.Resolve(ctx, target, w.uses("p1", "p2"))
 	if err != nil || len(vals) != 2 || vals[0] != tokenValue || vals[1] != accountValue {
 		t.Fatalf("Resolve = %d values, %v; want the token and the account", len(vals), err)
 	}
@@ -241,7 +242,7 @@ func TestDispatchMatchesExactly(t *testing.T) {
 		if code(err) != tc.want {
 			t.Errorf("%s: Check = %v, want %s", tc.name, err, tc.want)
 		}
-		if _, err := w.svc.Resolve(ctx, target, w.uses(tc.projects...)); code(err) != tc.want {
+		if _, err := w.res.Resolve(ctx, target, w.uses(tc.projects...)); code(err) != tc.want {
 			t.Errorf("%s: Resolve = %v, want %s", tc.name, err, tc.want)
 		}
 	}

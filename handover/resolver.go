@@ -12,9 +12,27 @@ import (
 	"github.com/berthdev/berth/prp/controller"
 )
 
-var _ controller.SecretResolver = (*Service)(nil)
+// secretResolver is the Service's hook for the runner controller, returned
+// by New (see there): an unexported type, so that only the composer who
+// built the Service can resolve secret values, which no principal asks
+// for.
+type secretResolver struct{ s *Service }
 
-// Check implements controller.SecretResolver: at dispatch, every use must
+var _ controller.SecretResolver = secretResolver{}
+
+// Check implements controller.SecretResolver with Service.Check.
+func (r secretResolver) Check(ctx context.Context, p authz.Principal, t controller.SecretTarget, uses []prp.SecretUse) error {
+	return r.s.Check(ctx, p, t, uses)
+}
+
+// Resolve implements controller.SecretResolver (Service.resolve).
+func (r secretResolver) Resolve(ctx context.Context, t controller.SecretTarget, uses []prp.SecretUse) ([]string, error) {
+	return r.s.resolve(ctx, t, uses)
+}
+
+// Check is the dispatch-time check of a task's secret uses (the resolver
+// New returns calls it as controller.SecretResolver.Check), and a host may
+// call it to ask the same question first: every use must
 // be deliverable to the runner of t's lease. A secret env key must be in
 // the secret env map of the lease's config; a managed account needs p to
 // be allowed authz.ActionUseAccount for t.Company and a project
@@ -37,12 +55,12 @@ func (s *Service) Check(ctx context.Context, p authz.Principal, t controller.Sec
 	return err
 }
 
-// Resolve implements controller.SecretResolver: at delivery it checks
-// the uses again (a project auth check cleared or replaced since the
-// dispatch refuses the account now) and reads the values from the host's
-// secret store, in the order of uses. Errors name references, never
-// values.
-func (s *Service) Resolve(ctx context.Context, t controller.SecretTarget, uses []prp.SecretUse) ([]string, error) {
+// resolve is the resolver's Resolve at delivery (see New): it checks the
+// uses again (a project auth check cleared or replaced since the dispatch
+// refuses the account now) and reads the values from the host's secret
+// store, in the order of uses. Errors name references, never values. It
+// answers for no principal: the dispatch was authorized.
+func (s *Service) resolve(ctx context.Context, t controller.SecretTarget, uses []prp.SecretUse) ([]string, error) {
 	refs, err := s.refs(ctx, t, uses)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/prp/controller"
 )
 
 // CheckRequest is what the host's project auth check is asked: whether
@@ -105,19 +106,25 @@ type Service struct {
 	auth authz.Authorizer
 }
 
-// New returns a Service over src.
-func New(src Sources, opts *Options) (*Service, error) {
+// New returns a Service over src, and the hook the runner controller needs
+// from it: the controller.SecretResolver to give prp/controller.New. The
+// resolver's Check is Service.Check (authorized with the dispatching
+// principal); its Resolve returns plaintext secret values at delivery, for
+// no principal (the dispatch was authorized), so it is handed to the
+// composer here and is no method of the Service, which anyone holding it
+// could call.
+func New(src Sources, opts *Options) (*Service, controller.SecretResolver, error) {
 	switch {
 	case src.Checks == nil:
-		return nil, errors.New("handover: sources: field Checks is required")
+		return nil, nil, errors.New("handover: sources: field Checks is required")
 	case src.Environments == nil:
-		return nil, errors.New("handover: sources: field Environments is required")
+		return nil, nil, errors.New("handover: sources: field Environments is required")
 	case src.Drivers == nil:
-		return nil, errors.New("handover: sources: field Drivers is required")
+		return nil, nil, errors.New("handover: sources: field Drivers is required")
 	case src.Leases == nil:
-		return nil, errors.New("handover: sources: field Leases is required")
+		return nil, nil, errors.New("handover: sources: field Leases is required")
 	case src.Secrets == nil:
-		return nil, errors.New("handover: sources: field Secrets is required")
+		return nil, nil, errors.New("handover: sources: field Secrets is required")
 	}
 	var o Options
 	if opts != nil {
@@ -136,7 +143,8 @@ func New(src Sources, opts *Options) (*Service, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{src: src, o: o, log: log, auth: o.Authorizer}, nil
+	svc := &Service{src: src, o: o, log: log, auth: o.Authorizer}
+	return svc, secretResolver{svc}, nil
 }
 
 // DefaultProviderAccount returns the provider account of cfg: the

@@ -96,8 +96,8 @@ func (a *acq) reusable() bool { return a.reuseKey != "" }
 // Acquire returns a lease of the environment req names, with a live
 // sandbox, for the acting principal p.
 //
-// Authorization (AUTH-1, ASG-3): the manager asks the Authorizer of
-// Options.Assignments for authz.ActionLease; by environment id the
+// Authorization (AUTH-1, ASG-3): the manager asks the Authorizer of the
+// Assignments it was built with (NewManager) for authz.ActionLease; by environment id the
 // resource carries the id and Company, through a scope also the Scope, and
 // the binding is resolved from the store (environment.Assignments.
 // LeaseTarget). A company never leases an environment bound to other

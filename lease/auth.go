@@ -12,7 +12,7 @@ import (
 
 // target authorizes p for req and returns the environment to lease; it
 // fills req.Company and req.Workspace from a scope. Saved environments come
-// from the store through Options.Assignments (never from the caller).
+// from the store through the manager's Assignments (never from the caller).
 func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireRequest) (*environment.Environment, error) {
 	named := 0
 	for _, set := range []bool{req.EnvironmentID != "", req.Scope != nil, req.Draft != nil} {
@@ -31,8 +31,8 @@ func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireReq
 		return &environment.Environment{ID: "draft-" + randomHex(6), Name: "draft", Driver: req.Draft.Driver,
 			Status: environment.StatusActive, Config: req.Draft.Config}, nil
 	}
-	if m.o.Assignments == nil {
-		return nil, fmt.Errorf("lease: acquire: the manager has no Options.Assignments to read environments and bindings from: %w", ErrInvalid)
+	if m.asg == nil {
+		return nil, fmt.Errorf("lease: acquire: the manager has no Assignments (NewManager) to read environments and bindings from: %w", ErrInvalid)
 	}
 	if req.EnvironmentID != "" && req.Company == "" {
 		return nil, fmt.Errorf("lease: acquire environment %s: company is required: %w", req.EnvironmentID, ErrInvalid)
@@ -41,7 +41,7 @@ func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireReq
 	if req.Policy.Reusable() {
 		required = required.With(drivers.CapReuse)
 	}
-	t, err := m.o.Assignments.LeaseTarget(ctx, p, environment.LeaseTargetRequest{
+	t, err := m.asg.LeaseTarget(ctx, p, environment.LeaseTargetRequest{
 		EnvironmentID: req.EnvironmentID, Company: req.Company, Scope: req.Scope, Required: required,
 	})
 	switch {
@@ -57,11 +57,11 @@ func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireReq
 	return t.Environment, nil
 }
 
-// authorize asks the Authorizer of Options.Assignments (the catalog's),
+// authorize asks the Authorizer of the manager's Assignments (the catalog's),
 // else authz.DefaultPolicy, whether p may perform a on r.
 func (m *Manager) authorize(ctx context.Context, p authz.Principal, a authz.Action, r authz.Resource) error {
-	if m.o.Assignments != nil {
-		return m.o.Assignments.Authorize(ctx, p, a, r)
+	if m.asg != nil {
+		return m.asg.Authorize(ctx, p, a, r)
 	}
 	err := authz.DefaultPolicy{}.Authorize(ctx, p, a, r)
 	if err != nil && !errors.Is(err, authz.ErrDenied) {

@@ -208,5 +208,6 @@ func (s *crashSandbox) Release(ctx context.Context, d drivers.Disposition) (driv
 // store and provider, crashing as c says.
 func (w *world) process(c *crasher) *lease.Manager {
 	reg := drivers.NewRegistry(crashDriver{Driver: w.fk, c: c})
-	return lease.NewManager(crashStore{s: w.store, c: c}, reg, w.options())
+	m, _ := lease.NewManager(crashStore{s: w.store, c: c}, reg, w.asg, nil, w.options())
+	return m
 }

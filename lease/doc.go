@@ -5,21 +5,33 @@
 // resume.go) returns a
 // Handle (handle.go), a portable value that runs commands, streams,
 // terminals, image reports and captures on the live sandbox and releases
-// through the manager (the raw sandbox only through Handle.As, unsafe for
-// lifecycle); Release (release.go) ends it with a
-// disposition; Get and List (auth.go) read lease records; Sweep (sweep.go)
-// cleans up what crashes and failures left behind; Usage and
-// EnvironmentUsage (usage.go) report leases for the catalog's delete blast
-// radius (the Manager is an environment.UsageReporter). Lease
+// through the manager (the raw sandbox only inside Handle.Raw, scoped as
+// database/sql.Conn.Raw and unsafe for lifecycle); Release (release.go)
+// ends it with a disposition; Get and List (auth.go) read lease records;
+// Sweep (sweep.go) cleans up what crashes and failures left behind. Lease
 // (lease.go) is the record; Store (store.go) persists it, MemoryStore
 // (memstore.go) is the in-memory implementation, and package leasetest holds
 // the conformance suite every Store passes.
+//
+// # Hooks, principals and handles
+//
+// Every exported method of the Manager that acts for someone takes the
+// acting authz.Principal right after its context and asks the Authorizer
+// (internal/apicheck checks it). What the manager and other services call
+// in each other at composition is not an exported method: NewManager takes
+// the Assignments (for environments, bindings and the Authorizer) and the
+// runner controller's TaskStopper (the value prp/controller.New returns),
+// and returns, next to the Manager, the environment.UsageReporter that
+// counts leases for the catalog's delete blast radius (usage.go). berth.New
+// wires them. A Handle's methods take no principal: the Handle is the
+// authority Acquire granted to the principal who acquired it, as an open
+// *os.File is.
 //
 // # Guarantees
 //
 // Authorization (AUTH-1, ASG-3, CFG-2): every Acquire, Release, Get, List
 // and Sweep takes the acting authz.Principal and asks the Authorizer
-// of Options.Assignments (auth.go). Acquire names an environment by id
+// of the manager's Assignments (auth.go). Acquire names an environment by id
 // (instance admins and local operators under DefaultPolicy) or a Scope,
 // whose binding the manager resolves from the store
 // (environment.Assignments.LeaseTarget); the record is fetched by the
@@ -86,8 +98,8 @@
 // /proc scan that none is left; if it cannot check, the lease stays
 // pending_cleanup.
 //
-// Runner tasks (PRP-6; tasks.go): with Options.Tasks (a TaskStopper;
-// prp/controller.Controller), a release that stops or destroys, and every
+// Runner tasks (PRP-6; tasks.go): with a TaskStopper (NewManager's tasks,
+// the hook prp/controller.New returns), a release that stops or destroys, and every
 // cleanup (a Sweep, a Release of a pending_cleanup lease), first has every
 // runner task of the lease stopped and verified. An unproven stop (an
 // incomplete proof, a runner that does not answer within CleanupBudget)
@@ -115,7 +127,7 @@
 // (PRB-4); an unproven one stays pending_cleanup until a release or Sweep
 // proves it. Records of ended leases (Lease.Ended) are kept, receipt
 // included, for Options.PruneAfter after their release, then pruned by a
-// Sweep. Sweeps (Store.ClaimForSweep), EnvironmentUsage (Filter.Live) and
+// Sweep. Sweeps (Store.ClaimForSweep), the blast radius's lease counts (Filter.Live) and
 // pruning read the SQL stores through indexes on status, so their cost
 // follows the live leases, not the history.
 //

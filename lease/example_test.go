@@ -20,7 +20,7 @@ func Example() {
 	_ = envs.CreateEnvironment(ctx, &environment.Environment{ID: "env-1", Name: "scratch", Driver: "fake", Status: environment.StatusActive, Config: cfg, Revision: 1}, environment.CreateOptions{})
 	reg := drivers.NewRegistry(fk)
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
-	m := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{InstanceID: "example", Assignments: asg})
+	m, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{InstanceID: "example"})
 	operator := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 
 	h, err := m.Acquire(ctx, operator, lease.AcquireRequest{Company: "acme", EnvironmentID: "env-1", Run: "run-1", Policy: lease.ReuseByEnvironment})

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"reflect"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/images"
@@ -15,8 +14,15 @@ import (
 // whose methods run commands, stream processes, open terminals, report the
 // live image and capture it, each through the driver's sandbox, and whose
 // Release goes through Manager.Release (receipts, pending cleanup, the
-// lease record). The raw drivers.Sandbox is not handed out, except through
-// As, an explicit escape hatch. Handles returned for the same lease
+// lease record). The raw drivers.Sandbox is not handed out, except inside
+// Raw, an explicit and scoped escape hatch.
+//
+// A Handle is the authority over its lease: Manager.Acquire authorized the
+// principal who acquired it, and its methods take no principal, as the
+// methods of an *os.File need no permission check once the file is open.
+// Whoever the holder gives the Handle to acts with the acquirer's grant
+// until the lease is released; a host that must not share that grant keeps
+// the Handle to itself. Handles returned for the same lease
 // (same-run or concurrent acquisitions) share the sandbox; releasing any of
 // them releases the lease. After the release the methods fail with
 // drivers.ErrReleased. A Handle is safe for concurrent use.
@@ -141,11 +147,13 @@ func (h *Handle) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (drive
 	return taggedIngress{in, h}, nil
 }
 
-// As is the escape hatch to the driver's own sandbox value (the gocloud.dev
-// way): target must be a non-nil pointer to an interface or to the
-// driver's sandbox type; As sets it to the live sandbox and reports true
-// when the sandbox is assignable to it, else it leaves target alone and
-// reports false.
+// Raw is the escape hatch to the driver's own sandbox value, scoped as
+// database/sql.Conn.Raw scopes its driver connection: it calls f with the
+// live drivers.Sandbox (the driver's own type: assert it to an interface
+// or to that type) and returns f's error. The value is valid only inside
+// f: f must not keep it, start work with it that outlives f, or hand it
+// on; after f returns the lease may be released at any time. A nil f is
+// an error wrapping drivers.ErrUnsupported.
 //
 // UNSAFE for lifecycle: the raw value bypasses the manager. Calling its
 // Release (or a driver-specific stop) leaves the lease record active,
@@ -153,17 +161,11 @@ func (h *Handle) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (drive
 // (a host session's working directory, a container id); end the lease only
 // with Handle.Release or Manager.Release. Commands run on the raw value
 // carry no EnvTag, so a check on the host cannot find them.
-func (h *Handle) As(target any) bool {
-	v := reflect.ValueOf(target)
-	if target == nil || v.Kind() != reflect.Pointer || v.IsNil() {
-		return false
+func (h *Handle) Raw(f func(sandbox any) error) error {
+	if f == nil {
+		return fmt.Errorf("lease %s: Raw needs a function: %w", h.lease.ID, drivers.ErrUnsupported)
 	}
-	sv := reflect.ValueOf(h.sandbox)
-	if !sv.IsValid() || !sv.Type().AssignableTo(v.Elem().Type()) {
-		return false
-	}
-	v.Elem().Set(sv)
-	return true
+	return f(h.sandbox)
 }
 
 // capability looks the handle's live sandbox up as a capability T with the

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -53,13 +54,23 @@ func TestHandleIsPortable(t *testing.T) {
 	if h.SandboxID() != w.get(h.ID()).ProviderLeaseID || h.Provider() != "fake" || h.Kind() != drivers.KindSandbox {
 		t.Errorf("identity: sandbox %s provider %s kind %s", h.SandboxID(), h.Provider(), h.Kind())
 	}
-	var sb drivers.Sandbox
-	if !h.As(&sb) || sb.ID() != h.SandboxID() {
-		t.Errorf("As(*drivers.Sandbox) did not reach the sandbox")
+	var inside string
+	errStop := errors.New("stop here")
+	if err := h.Raw(func(raw any) error {
+		sb, ok := raw.(drivers.Sandbox)
+		if !ok {
+			return fmt.Errorf("Raw gave a %T, not the drivers.Sandbox", raw)
+		}
+		if _, ok := raw.(*bytes.Buffer); ok {
+			return errors.New("Raw gave a value of another type")
+		}
+		inside = sb.ID()
+		return errStop
+	}); !errors.Is(err, errStop) || inside != h.SandboxID() {
+		t.Errorf("Raw: %v, sandbox %q; want the callback's error and sandbox %q", err, inside, h.SandboxID())
 	}
-	var notIt *bytes.Buffer
-	if h.As(&notIt) || h.As(nil) {
-		t.Errorf("As accepted a target the sandbox is not assignable to")
+	if err := h.Raw(nil); !errors.Is(err, drivers.ErrUnsupported) {
+		t.Errorf("Raw(nil): %v, want ErrUnsupported", err)
 	}
 
 	l, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy})

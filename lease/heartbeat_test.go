@@ -34,8 +34,7 @@ func TestHolderRenewsItsClaim(t *testing.T) {
 	}
 	store := lease.NewMemoryStore()
 	const beat = 10 * time.Second
-	m := lease.NewManager(store, reg, &lease.Options{Clock: clk, HostHeartbeat: beat,
-		Assignments: environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)})
+	m, _ := lease.NewManager(store, reg, environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil), nil, &lease.Options{Clock: clk, HostHeartbeat: beat})
 	defer m.Close()
 	h, err := m.Acquire(ctx, op, lease.AcquireRequest{EnvironmentID: "here", Company: "acme"})
 	if err != nil {

@@ -187,7 +187,6 @@ func (w *world) save(env *environment.Environment) {
 func (w *world) options() *lease.Options {
 	return &lease.Options{
 		InstanceID:    "test-instance",
-		Assignments:   w.asg,
 		Clock:         w.clk,
 		Rand:          func() float64 { return 0 },
 		NewID:         func() string { return fmt.Sprintf("L%d", w.ids.Add(1)) },
@@ -213,7 +212,8 @@ func (w *world) newManager(mod func(*lease.Options)) *lease.Manager {
 	if mod != nil {
 		mod(o)
 	}
-	return lease.NewManager(w.store, w.reg, o)
+	m, _ := lease.NewManager(w.store, w.reg, w.asg, nil, o)
+	return m
 }
 
 func (w *world) req(p lease.Policy, run string) lease.AcquireRequest {

@@ -50,7 +50,7 @@ func newSSHReplicas(t *testing.T, secs string) *sshReplicas {
 	}
 	envs, secrets := environment.NewMemoryStore(), environment.NewMemorySecretStore()
 	reg := drivers.NewRegistry(ssh.New(nil))
-	v, err := environment.NewCatalog(envs, reg, secrets, nil).Create(ctx, op, environment.CreateRequest{Name: "box", Driver: "ssh", Config: raw})
+	v, err := environment.NewCatalog(envs, reg, secrets, nil, nil).Create(ctx, op, environment.CreateRequest{Name: "box", Driver: "ssh", Config: raw})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func newSSHReplicas(t *testing.T, secs string) *sshReplicas {
 
 // manager returns a replica's manager on clk (nil: the wall clock).
 func (r *sshReplicas) manager(clk clock.Clock) *lease.Manager {
-	m := lease.NewManager(r.store, drivers.NewRegistry(ssh.New(nil)), &lease.Options{Secrets: r.secrets.Get, Assignments: r.asg, Clock: clk})
+	m, _ := lease.NewManager(r.store, drivers.NewRegistry(ssh.New(nil)), r.asg, nil, &lease.Options{Secrets: r.secrets.Get, Clock: clk})
 	r.t.Cleanup(func() { _ = m.Close() })
 	return m
 }

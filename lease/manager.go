@@ -44,7 +44,9 @@ const HolderClaimBeats = 3
 // secret store. Errors must not contain the value.
 type SecretLookup func(ctx context.Context, ref drivers.SecretRef) (string, error)
 
-// Options configure a Manager; nil means all defaults.
+// Options configure a Manager: optional knobs, each documenting its
+// default; nil means all defaults. The Assignments and the runner
+// controller's TaskStopper hook are NewManager's arguments.
 type Options struct {
 	// InstanceID is put on every sandbox as the berth.instance label and
 	// scopes orphan sweeps to this installation. Default DefaultInstanceID.
@@ -92,12 +94,6 @@ type Options struct {
 	// lease's live session renews its claim on it (Lease.Holder); the claim
 	// lasts HolderClaimBeats heartbeats. Default DefaultHostHeartbeat.
 	HostHeartbeat time.Duration
-	// Assignments reads saved environments and bindings for Acquire (by
-	// environment id or through a scope), and its Authorizer (give it the
-	// catalog's) decides every acquire, release, read and sweep (AUTH-1).
-	// Without it Acquire refuses saved environments, and the other calls
-	// decide with authz.DefaultPolicy.
-	Assignments *environment.Assignments
 	// PruneAfter is how long the record of an ended lease (released and not
 	// resumable, expired, failed) is kept after its ReleasedAt, receipt
 	// (CleanupEvidence) included; each Sweep then prunes it. Default
@@ -116,20 +112,6 @@ type Options struct {
 	// a Sweep searches for orphans. Default: every environment that appears
 	// on a lease in the store (with the config recorded on its newest lease).
 	SweepEnvironments func(ctx context.Context) ([]*environment.Environment, error)
-	// Tasks, if not nil, stops and verifies the runner tasks of a lease
-	// before its release or cleanup stops or destroys the sandbox (PRP-6;
-	// prp/controller.Controller implements it). An unproven stop leaves
-	// the lease pending_cleanup with the reason; the cleanup that retries
-	// it (a Sweep, a second Release) asks Tasks again and, if the runner
-	// still cannot prove the stop, relies on the sandbox's own proof: a
-	// confirmed stop or destroy of a sandbox (no process survives it), or
-	// the tag check of a host lease. A host lease with runner sessions
-	// gets the host check in any case (its runner runs detached from the
-	// session): the lease's runner cgroup, where one was made, is killed,
-	// seen empty and removed; every process tagged with the lease (EnvTag)
-	// is killed and a /proc scan must find none. The receipt
-	// (Lease.CleanupEvidence, Lease.CleanupEvidenceKind) says which. Default nil: leases have no runner tasks to stop.
-	Tasks TaskStopper
 }
 
 // Manager hands out leases of environments: it acquires sandboxes with a
@@ -140,6 +122,8 @@ type Options struct {
 type Manager struct {
 	store Store
 	reg   *drivers.Registry
+	asg   *environment.Assignments
+	tasks TaskStopper
 	o     Options
 	owner string // this manager's claim owner prefix
 	opSeq atomic.Int64
@@ -152,8 +136,39 @@ type Manager struct {
 	live map[string]*Handle // lease id -> live handle in this process
 }
 
-// NewManager returns a Manager over store and the drivers of reg.
-func NewManager(store Store, reg *drivers.Registry, opts *Options) *Manager {
+// NewManager returns a Manager over store and the drivers of reg, with
+// the hook the catalog needs from it.
+//
+// asg reads saved environments and bindings for Acquire (by environment id
+// or through a scope), and its Authorizer (give it the catalog's) decides
+// every acquire, release, read and sweep (AUTH-1). With a nil asg Acquire
+// refuses saved environments, and the other calls decide with
+// authz.DefaultPolicy.
+//
+// tasks, if not nil, is the runner protocol's hook (the lease.TaskStopper
+// that prp/controller.New returns): it stops and verifies the runner
+// tasks of a lease before its release or cleanup stops or destroys the
+// sandbox (PRP-6). An unproven stop leaves the lease pending_cleanup with
+// the reason; the cleanup that retries it (a Sweep, a second Release) asks
+// tasks again and, if the runner still cannot prove the stop, relies on
+// the sandbox's own proof: a confirmed stop or destroy of a sandbox (no
+// process survives it), or the tag check of a host lease. A host lease
+// with runner sessions gets the host check in any case (its runner runs
+// detached from the session): the lease's runner cgroup, where one was
+// made, is killed, seen empty and removed; every process tagged with the
+// lease (EnvTag) is killed and a /proc scan must find none. The receipt
+// (Lease.CleanupEvidence, Lease.CleanupEvidenceKind) says which. nil: the
+// leases have no runner tasks to stop.
+//
+// The returned environment.UsageReporter is the manager's hook for the
+// catalog's blast radius (environment.Options.UsageReporters, CFG-7): it
+// lists the active (and starting), reusable and pending-cleanup leases of
+// an environment, one Reference of kind "lease" each (a lease may be both
+// active and reusable), reading the live records only (Filter.Live) and
+// calling no provider (CAP-1). It answers for no principal, so it is
+// handed to the composer here and is no method of the Manager: the
+// catalog authorizes BlastRadius and Delete before it asks.
+func NewManager(store Store, reg *drivers.Registry, asg *environment.Assignments, tasks TaskStopper, opts *Options) (*Manager, environment.UsageReporter) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -198,11 +213,12 @@ func NewManager(store Store, reg *drivers.Registry, opts *Options) *Manager {
 		o.HostHeartbeat = DefaultHostHeartbeat
 	}
 	store = &recordStore{Store: store, k: o.SecretKeeper, log: o.Logger.Warn}
-	return &Manager{
-		store: store, reg: reg, o: o,
+	m := &Manager{
+		store: store, reg: reg, asg: asg, tasks: tasks, o: o,
 		owner: o.InstanceID + "/" + randomHex(4),
 		live:  map[string]*Handle{},
 	}
+	return m, leaseUsage{m}
 }
 
 func randomHex(n int) string {
@@ -222,12 +238,6 @@ func (m *Manager) now() time.Time { return m.o.Clock.Now() }
 func (m *Manager) retryPolicy() retry.Policy {
 	return retry.Policy{Initial: m.o.RetryInitial, Max: m.o.RetryMax, Clock: m.o.Clock, Rand: m.o.Rand}
 }
-
-// Store returns the manager's store as the manager writes it: writes
-// through it record and release secret uses (Options.SecretKeeper) and
-// remove the records of draft leases once they ended, as the manager's own
-// writes do.
-func (m *Manager) Store() Store { return m.store }
 
 // InstanceID returns the instance id that labels this manager's sandboxes
 // (LabelInstance), so that others who allocate for the same instance label
@@ -288,8 +298,8 @@ func (m *Manager) dropHandle(id string) {
 	}
 	delete(m.live, id)
 	m.mu.Unlock()
-	if m.o.Tasks != nil {
-		m.o.Tasks.LeaseEnded(id)
+	if m.tasks != nil {
+		m.tasks.LeaseEnded(id)
 	}
 }
 

@@ -11,7 +11,9 @@ import (
 )
 
 // TaskStopper is the lease manager's hook into the runner protocol
-// (Options.Tasks; prp/controller.Controller implements it). Before a
+// (NewManager's tasks argument: the value prp/controller.New returns next
+// to its Controller, of an unexported type, so that no holder of the
+// Controller can stop a lease's tasks without the Authorizer). Before a
 // release or a cleanup stops or destroys a lease's sandbox, the manager
 // calls StopTasks: every task of every runner session of the lease must be
 // stopped and its stop verified (PRP-6). The manager calls it only after
@@ -49,12 +51,12 @@ type TaskStopReport struct {
 // the evidence to put before the sandbox's receipt ("" when there is no
 // hook or no runner session) and whether the lease has runner sessions.
 func (m *Manager) stopTasks(ctx context.Context, l *Lease) (string, bool, error) {
-	if m.o.Tasks == nil {
+	if m.tasks == nil {
 		return "", false, nil
 	}
 	cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.CleanupBudget)
 	defer cancel()
-	rep, err := m.o.Tasks.StopTasks(cctx, l.ID)
+	rep, err := m.tasks.StopTasks(cctx, l.ID)
 	if err != nil {
 		return "", true, fmt.Errorf("runner tasks of lease %s not proven stopped: %w", l.ID, err)
 	}

@@ -30,7 +30,7 @@ func TestStageDeadlineWithoutCallerDeadline(t *testing.T) {
 			return -1, ctx.Err()
 		},
 	}}})
-	w.prober = New(w.cat, w.reg, w.leases, w.quals, &Options{StageTimeouts: StageTimeouts{Detect: 50 * time.Millisecond}})
+	w.prober = New(w.sources(), &Options{StageTimeouts: StageTimeouts{Detect: 50 * time.Millisecond}})
 	img := w.fake.AddImage("registry.fake.test/team/app:v1")
 	env := w.create(t, "hangs", img.String())
 	res := w.probe(t, env.ID, "acme")
@@ -58,10 +58,10 @@ func sshProber(t *testing.T, st StageTimeouts) (*Prober, *environment.Catalog) {
 	reg := drivers.NewRegistry(ssh.New(nil))
 	secrets := environment.NewMemorySecretStore()
 	envs := environment.NewMemoryStore()
-	cat := environment.NewCatalog(envs, reg, secrets, nil)
+	cat := environment.NewCatalog(envs, reg, secrets, nil, nil)
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
-	leases := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get, Assignments: asg})
-	return New(cat, reg, leases, qualification.NewMemoryStore(), &Options{StageTimeouts: st}), cat
+	leases, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
+	return New(testSources(cat, envs, reg, leases, qualification.NewMemoryStore(), false), &Options{StageTimeouts: st}), cat
 }
 
 // A TCP server that accepts and never speaks is a timeout, not an

@@ -4,9 +4,18 @@
 //
 // Where to start:
 //
-//   - prober.go: New, Options (progress callback, clock, cleanup timeout)
-//     and the stage runner. Authorization is the catalog's
-//     (environment.Catalog.Authorize), so a host sets its policy once.
+//   - prober.go: New(Sources, *Options): its required collaborators in
+//     Sources (the catalog, the environments as stored for the
+//     qualification subject, the availability Gate, the drivers, the
+//     lease manager, the qualification store), Options (progress
+//     callback, clock, cleanup timeout) and the stage runner.
+//     Authorization is the catalog's (environment.Catalog.Authorize), so
+//     a host sets its policy once; every exported method of the Prober
+//     takes the principal (internal/apicheck checks it), and the Prober
+//     reaches no record through a raw store the catalog or the lease
+//     manager would hand out (they hand out none): the draft lease's
+//     record is read back with lease.Manager.Get for the probing
+//     principal.
 //   - saved.go: Prober.Probe, the probe of a saved environment. It
 //     authorizes first (ActionProbe, PRB-7), allocates a fresh ephemeral
 //     lease through lease.Manager (never a reused one), runs

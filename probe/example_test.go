@@ -22,10 +22,12 @@ func ExampleProber_Probe() {
 	reg := drivers.NewRegistry(fk)
 	secrets := environment.NewMemorySecretStore()
 	envs := environment.NewMemoryStore()
-	cat := environment.NewCatalog(envs, reg, secrets, &environment.Options{TestMode: true})
+	cat := environment.NewCatalog(envs, reg, secrets, nil, &environment.Options{TestMode: true})
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
-	leases := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get, Assignments: asg})
-	p := probe.New(cat, reg, leases, qualification.NewMemoryStore(), nil)
+	leases, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
+	p := probe.New(probe.Sources{Catalog: cat, Environments: envs, Drivers: reg, Leases: leases,
+		Qualifications: qualification.NewMemoryStore(),
+		Gate:           environment.NewGate(reg, &environment.GateOptions{TestMode: true})}, nil)
 
 	admin := authz.Principal{ID: "root", Role: authz.RoleInstanceAdmin}
 	env, err := cat.Create(ctx, admin, environment.CreateRequest{

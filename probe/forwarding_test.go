@@ -36,9 +36,10 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 			reg := drivers.NewRegistry(sshDrv)
 			secrets := environment.NewMemorySecretStore()
 			envs := environment.NewMemoryStore()
-			cat := environment.NewCatalog(envs, reg, secrets, nil)
+			cat := environment.NewCatalog(envs, reg, secrets, nil, nil)
 			asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
-			p := New(cat, reg, lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get, Assignments: asg}), qualification.NewMemoryStore(), nil)
+			m, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
+			p := New(testSources(cat, envs, reg, m, qualification.NewMemoryStore(), false), nil)
 			cfg := map[string]any{
 				ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
 				ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: t.TempDir(),
@@ -64,14 +65,14 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 					t.Fatal(err)
 				}
 				lstore := lease.NewMemoryStore()
-				c, err := controller.New(&controller.Options{Signer: signer, Store: &controller.MemoryStore{}, Leases: lstore, DataDir: t.TempDir()})
+				c, tasks, err := controller.New(signer, lstore, nil, &controller.Options{Store: &controller.MemoryStore{}, DataDir: t.TempDir()})
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { c.Close() })
 				bin, sum := testenv.RunnerBinarySum(t)
-				leases := lease.NewManager(lstore, reg, &lease.Options{Secrets: secrets.Get, Assignments: asg, Tasks: c})
-				rp := New(cat, reg, leases, qualification.NewMemoryStore(), &Options{Runner: &RunnerProbe{Controller: c,
+				leases, _ := lease.NewManager(lstore, reg, asg, tasks, &lease.Options{Secrets: secrets.Get})
+				rp := New(testSources(cat, envs, reg, leases, qualification.NewMemoryStore(), false), &Options{Runner: &RunnerProbe{Controller: c,
 					Spec: func() (drivers.RunnerSpec, error) { return drivers.RunnerSpec{Binary: bin, SHA256: sum}, nil }}})
 				rres, err := rp.Probe(ctx, admin, v.ID, Request{Company: "acme", Runner: true})
 				if err != nil {

@@ -28,6 +28,7 @@ var (
 
 // world is one host composition over a fake and the local driver.
 type world struct {
+	envs    *environment.MemoryStore
 	fake    *fake.Driver
 	reg     *drivers.Registry
 	secrets *environment.MemorySecretStore
@@ -51,19 +52,32 @@ func newWorld(t *testing.T, o worldOpts) *world {
 	w.reg = drivers.NewRegistry(w.fake, local.New(nil))
 	w.secrets = environment.NewMemorySecretStore()
 	envs := environment.NewMemoryStore()
-	w.cat = environment.NewCatalog(envs, w.reg, w.secrets, &environment.Options{TestMode: true})
+	w.cat = environment.NewCatalog(envs, w.reg, w.secrets, nil, &environment.Options{TestMode: true})
 	w.lstore = lease.NewMemoryStore()
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, w.reg, &environment.Options{TestMode: true})
 	w.asg = asg
-	w.leases = lease.NewManager(w.lstore, w.reg, &lease.Options{Secrets: w.secrets.Get, Assignments: asg})
+	w.leases, _ = lease.NewManager(w.lstore, w.reg, asg, nil, &lease.Options{Secrets: w.secrets.Get})
 	w.quals = qualification.NewMemoryStore()
 	opts := &Options{}
 	if o.progress {
 		w.stages = make(chan Stage, 64)
 		opts.Progress = func(s Stage) { w.stages <- s }
 	}
-	w.prober = New(w.cat, w.reg, w.leases, w.quals, opts)
+	w.envs = envs
+	w.prober = New(w.sources(), opts)
 	return w
+}
+
+// sources are the world's Sources for New (in test mode).
+func (w *world) sources() Sources {
+	return testSources(w.cat, w.envs, w.reg, w.leases, w.quals, true)
+}
+
+// testSources are the Sources of a test prober over cat, envs, reg,
+// leases and quals, with a gate of testMode.
+func testSources(cat *environment.Catalog, envs EnvironmentReader, reg *drivers.Registry, leases *lease.Manager, quals qualification.Store, testMode bool) Sources {
+	return Sources{Catalog: cat, Environments: envs, Drivers: reg, Leases: leases, Qualifications: quals,
+		Gate: environment.NewGate(reg, &environment.GateOptions{TestMode: testMode})}
 }
 
 // create saves a fake environment with image (and the canary api_key).

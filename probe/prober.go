@@ -130,19 +130,53 @@ type Request struct {
 // through their driver. It is safe for concurrent use.
 type Prober struct {
 	cat    *environment.Catalog
+	envs   EnvironmentReader
+	gate   *environment.Gate
 	reg    *drivers.Registry
 	leases *lease.Manager
 	quals  qualification.Store
 	o      Options
 }
 
-// New returns a Prober over the catalog, the drivers, the lease manager and
-// the qualification store. It panics if any of them is nil (a programming
-// error of the host).
-func New(cat *environment.Catalog, reg *drivers.Registry, leases *lease.Manager, quals qualification.Store, opts *Options) *Prober {
-	if cat == nil || reg == nil || leases == nil || quals == nil {
-		panic("probe: New needs a catalog, a driver registry, a lease manager and a qualification store")
+// EnvironmentReader reads one saved environment as stored (config with
+// secret references, never values); environment.Store has this method.
+// The Prober reads through it only what it derives without showing, after
+// the catalog authorized the principal: the qualification subject of
+// Prober.Qualification (its fingerprint covers the secret references that
+// the principal's redacted view leaves out).
+type EnvironmentReader interface {
+	GetEnvironment(ctx context.Context, id string) (*environment.Environment, error)
+}
+
+// Sources are what a Prober reads and acts through. Every field is
+// required.
+type Sources struct {
+	// Catalog authorizes every probe (PRB-7), reads the principal's view
+	// of saved environments, resolves drafts and measures provider health.
+	Catalog *environment.Catalog
+	// Environments reads saved environments as stored, for the
+	// qualification subject (see EnvironmentReader): the catalog's store.
+	Environments EnvironmentReader
+	// Gate is the availability check a saved environment passes before
+	// its lease (CAP-3): the gate of the catalog's test mode and health
+	// store (environment.NewGate with the same GateOptions).
+	Gate *environment.Gate
+	// Drivers are the registered drivers.
+	Drivers *drivers.Registry
+	// Leases acquires and releases the probes' ephemeral leases, for the
+	// probing principal.
+	Leases *lease.Manager
+	// Qualifications keeps the qualification records (QUAL-1..7).
+	Qualifications qualification.Store
+}
+
+// New returns a Prober over src. It panics if a field of src is nil (a
+// programming error of the host).
+func New(src Sources, opts *Options) *Prober {
+	if src.Catalog == nil || src.Environments == nil || src.Gate == nil || src.Drivers == nil || src.Leases == nil || src.Qualifications == nil {
+		panic("probe: New needs every field of Sources: a catalog, its environments, a gate, a driver registry, a lease manager and a qualification store")
 	}
+	cat, reg, leases, quals := src.Catalog, src.Drivers, src.Leases, src.Qualifications
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -156,7 +190,7 @@ func New(cat *environment.Catalog, reg *drivers.Registry, leases *lease.Manager,
 	if o.CleanupTimeout <= 0 {
 		o.CleanupTimeout = DefaultCleanupTimeout
 	}
-	return &Prober{cat: cat, reg: reg, leases: leases, quals: quals, o: o}
+	return &Prober{cat: cat, envs: src.Environments, gate: src.Gate, reg: reg, leases: leases, quals: quals, o: o}
 }
 
 // authorize decides with the catalog's Authorizer (PRB-7); a refusal wraps

@@ -83,7 +83,7 @@ func (p *Prober) Qualification(ctx context.Context, pr authz.Principal, envID, c
 // currentSubject returns the subject of the saved environment envID as it
 // is configured now. It does no authorization.
 func (p *Prober) currentSubject(ctx context.Context, envID, company string) (qualification.Subject, error) {
-	env, err := p.cat.Store().GetEnvironment(ctx, envID) // secret references only
+	env, err := p.envs.GetEnvironment(ctx, envID) // secret references only
 	if err != nil {
 		return qualification.Subject{}, fmt.Errorf("probe: environment %s: %w", envID, err)
 	}

@@ -23,14 +23,14 @@ func runnerWorld(t *testing.T) (*world, *controller.Controller, *controller.Memo
 		t.Fatal(err)
 	}
 	cs := &controller.MemoryStore{}
-	c, err := controller.New(&controller.Options{Signer: signer, Store: cs, Leases: w.lstore, DataDir: t.TempDir()})
+	c, tasks, err := controller.New(signer, w.lstore, nil, &controller.Options{Store: cs, DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	w.leases = lease.NewManager(w.lstore, w.reg, &lease.Options{Secrets: w.secrets.Get, Assignments: w.asg, Tasks: c})
+	w.leases, _ = lease.NewManager(w.lstore, w.reg, w.asg, tasks, &lease.Options{Secrets: w.secrets.Get})
 	spec := drivers.RunnerSpec{Binary: "/opt/berth/berth-runner", SHA256: strings.Repeat("cd", 32)}
-	w.prober = New(w.cat, w.reg, w.leases, w.quals, &Options{Runner: &RunnerProbe{Controller: c, Spec: func() (drivers.RunnerSpec, error) { return spec, nil }}})
+	w.prober = New(w.sources(), &Options{Runner: &RunnerProbe{Controller: c, Spec: func() (drivers.RunnerSpec, error) { return spec, nil }}})
 	return w, c, cs
 }
 

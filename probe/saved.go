@@ -76,7 +76,7 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 		if h != nil && h.Status == environment.HealthUnavailable {
 			return "", h.Code, fmt.Errorf("provider %s at %s is unavailable: %s: %w", d.Name(), h.Endpoint, h.Reason, drivers.ErrUnavailable)
 		}
-		if _, _, err := p.cat.Gate().Check(ctx, e, 0); err != nil {
+		if _, _, err := p.gate.Check(ctx, e, 0); err != nil {
 			return "", "", err
 		}
 		note := fmt.Sprintf("driver %s (%s)", d.Name(), d.Capabilities().Kind)
@@ -189,7 +189,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 		if draft && c.Confirmed {
 			// The manager removes a draft's record once its cleanup is
 			// proven (PRB-4); say so only if the store agrees.
-			_, gerr := p.leases.Store().GetLease(ctx, h.ID())
+			_, gerr := p.leases.Get(ctx, pr, h.ID())
 			c.RecordRemoved = errors.Is(gerr, lease.ErrNotFound)
 		}
 		if draft && !c.Confirmed {
@@ -219,18 +219,18 @@ func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, h *lea
 		}
 		// Host drivers verified their working directory at acquire; read it
 		// (and the host name) from the driver's session, read-only.
-		var cwd interface{ Cwd() string } // ssh: the remote cwd the server resolved
-		var dir interface{ Dir() string } // local
-		var host interface{ Hostname() string }
-		switch {
-		case h.As(&cwd):
-			r.res.Cwd = cwd.Cwd()
-		case h.As(&dir):
-			r.res.Cwd = dir.Dir()
-		}
-		if h.As(&host) {
-			r.res.Hostname = host.Hostname()
-		}
+		_ = h.Raw(func(sb any) error {
+			switch s := sb.(type) {
+			case interface{ Cwd() string }: // ssh: the remote cwd the server resolved
+				r.res.Cwd = s.Cwd()
+			case interface{ Dir() string }: // local
+				r.res.Cwd = s.Dir()
+			}
+			if s, ok := sb.(interface{ Hostname() string }); ok {
+				r.res.Hostname = s.Hostname()
+			}
+			return nil
+		})
 		det, perr := qualification.ParseDetection(string(res.Stdout))
 		if perr != nil {
 			if res.ExitCode != 0 {
@@ -252,16 +252,25 @@ func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, h *lea
 		for _, n := range det.Notes {
 			note += "; " + n
 		}
-		var fm interface { // ssh: what the server forwards for the runner
-			MeasureForwarding(ctx context.Context) (string, error)
-		}
-		if h.As(&fm) {
+		measured := false
+		if err := h.Raw(func(sb any) error {
+			fm, ok := sb.(interface { // ssh: what the server forwards for the runner
+				MeasureForwarding(ctx context.Context) (string, error)
+			})
+			if !ok {
+				return nil
+			}
 			f, err := fm.MeasureForwarding(ctx)
 			if err != nil {
-				return "", "", err
+				return err
 			}
-			r.res.Forwarding = f
-			note += "; the server forwards for the runner: " + f
+			r.res.Forwarding, measured = f, true
+			return nil
+		}); err != nil {
+			return "", "", err
+		}
+		if measured {
+			note += "; the server forwards for the runner: " + r.res.Forwarding
 		}
 		return note, "", nil
 	})

@@ -26,10 +26,11 @@ func TestSSHProbe(t *testing.T) {
 	reg := drivers.NewRegistry(sshDrv)
 	secrets := environment.NewMemorySecretStore()
 	envs := environment.NewMemoryStore()
-	cat := environment.NewCatalog(envs, reg, secrets, nil)
+	cat := environment.NewCatalog(envs, reg, secrets, nil, nil)
 	lstore := lease.NewMemoryStore()
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
-	p := New(cat, reg, lease.NewManager(lstore, reg, &lease.Options{Secrets: secrets.Get, Assignments: asg}), qualification.NewMemoryStore(), nil)
+	m, _ := lease.NewManager(lstore, reg, asg, nil, &lease.Options{Secrets: secrets.Get})
+	p := New(testSources(cat, envs, reg, m, qualification.NewMemoryStore(), false), nil)
 
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {

@@ -45,14 +45,15 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 	}
 	reg := drivers.NewRegistry(e.drv)
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
-	m := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{Secrets: secrets.Get, Assignments: asg})
+	lstore := lease.NewMemoryStore()
+	m, _ := lease.NewManager(lstore, reg, asg, nil, &lease.Options{Secrets: secrets.Get})
 	op := authz.Principal{ID: "op", Role: authz.RoleLocalOperator}
 	req := lease.AcquireRequest{Company: "acme", EnvironmentID: env.ID, Run: "run-1", Policy: lease.ReuseByEnvironment, Budget: 2 * time.Second}
 
 	if _, err := m.Acquire(ctx, op, req); err == nil {
 		t.Fatal("an acquisition whose start outlasts its budget succeeded")
 	}
-	ls, err := m.Store().ListLeases(ctx, lease.Filter{Environment: env.ID})
+	ls, err := lstore.ListLeases(ctx, lease.Filter{Environment: env.ID})
 	if err != nil || len(ls) != 1 || ls[0].ProviderLeaseID == "" {
 		t.Fatalf("after the budget ran out: leases %+v, %v; want one record holding the sandbox id", ls, err)
 	}
@@ -123,11 +124,9 @@ func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := drivers.NewRegistry(e.drv)
-	m := lease.NewManager(lease.NewMemoryStore(), reg, &lease.Options{
+	m, _ := lease.NewManager(lease.NewMemoryStore(), reg, environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil), nil, &lease.Options{
 		Secrets:           secrets.Get,
-		Assignments:       environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil),
-		SweepEnvironments: func(context.Context) ([]*environment.Environment, error) { return []*environment.Environment{env}, nil },
-	})
+		SweepEnvironments: func(context.Context) ([]*environment.Environment, error) { return []*environment.Environment{env}, nil }})
 	op := authz.Principal{ID: "op", Role: authz.RoleLocalOperator}
 	var orphans []drivers.Sandbox
 	for range 5 {

@@ -92,7 +92,7 @@ func newPRPHost(t testing.TB, sb drivers.Sandbox, spec drivers.RunnerSpec) *prpH
 		t.Fatal(err)
 	}
 	leases := lease.NewMemoryStore()
-	c, err := controller.New(&controller.Options{Signer: signer, Authorizer: companyPolicy, Leases: leases, DataDir: t.TempDir(),
+	c, _, err := controller.New(signer, leases, nil, &controller.Options{Authorizer: companyPolicy, DataDir: t.TempDir(),
 		Limits: prp.Welcome{Heartbeat: time.Second}, Poll: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -60,8 +60,8 @@ func newRunnerRig(t *testing.T) *runnerRig {
 	}
 	leases := lease.NewMemoryStore()
 	leasetest.RecordActive(t, leases, "lease-1", "co-1")
-	ctrl, err := controller.New(&controller.Options{
-		Signer: signer, Store: &controller.MemoryStore{}, Leases: leases, DataDir: t.TempDir(),
+	ctrl, _, err := controller.New(signer, leases, nil, &controller.Options{
+		Store: &controller.MemoryStore{}, DataDir: t.TempDir(),
 		Authorizer: authz.AuthorizerFunc(func(_ context.Context, p authz.Principal, a authz.Action, r authz.Resource) error {
 			if a == authz.ActionLease && p.HasCompany(r.Company) {
 				return nil

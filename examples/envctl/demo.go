@@ -64,7 +64,7 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 	fmt.Fprintf(w, "store: SQLite at %s (temporary); secrets sealed in %s\n", dbPath, filepath.Base(dbPath)+".secrets")
 
 	section("Drivers and what they can do (reading this allocates nothing)")
-	if err := printDrivers(w, driverRows(sys.Drivers, sys.Catalog.Gate(), nil)); err != nil {
+	if err := printDrivers(w, driverRows(sys.Drivers, newGate(sys, true), nil)); err != nil {
 		return err
 	}
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth"
+	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/probe"
 )
 
@@ -132,7 +133,15 @@ func newProber(g *globals, sys *berth.System, progress bool) *probe.Prober {
 		}
 	}
 	opts.Runner = &probe.RunnerProbe{Controller: sys.Runners, Spec: sys.RunnerSpec}
-	return probe.New(sys.Catalog, sys.Drivers, sys.Leases, sys.Store, &opts)
+	return probe.New(probe.Sources{Catalog: sys.Catalog, Environments: sys.Store, Drivers: sys.Drivers,
+		Leases: sys.Leases, Qualifications: sys.Store, Gate: newGate(sys, g.testMode)}, &opts)
+}
+
+// newGate returns the availability gate berth.New gives the System's
+// catalog, assignments and prober: the registered drivers in testMode,
+// with the store's provider health.
+func newGate(sys *berth.System, testMode bool) *environment.Gate {
+	return environment.NewGate(sys.Drivers, &environment.GateOptions{TestMode: testMode, Health: sys.Store})
 }
 
 // stageLine is one completed stage: "acquire  ok      1.2s  note".

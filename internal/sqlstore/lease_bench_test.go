@@ -69,7 +69,7 @@ func acquireReleaseCycle(b *testing.B, store lease.Store) func(i int) {
 	env := &environment.Environment{ID: "env-bench", Name: "bench", Driver: drv.Name(),
 		Status: environment.StatusActive, Config: cfg, Revision: 1}
 	reg := drivers.NewRegistry(drv)
-	m := lease.NewManager(store, reg, &lease.Options{Assignments: assignmentsWith(b, reg, env)})
+	m, _ := lease.NewManager(store, reg, assignmentsWith(b, reg, env), nil, nil)
 	ctx := context.Background()
 	return func(i int) {
 		h, err := m.Acquire(ctx, leaseOperator, lease.AcquireRequest{

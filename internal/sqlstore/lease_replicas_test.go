@@ -85,11 +85,11 @@ func newReplicas(t *testing.T, noOrphanSearch bool) *replicas {
 		}
 		t.Cleanup(func() { db.Close() })
 		r.stores[i] = db
-		o := &lease.Options{InstanceID: "berth-test", PollInterval: 5 * time.Millisecond, SweepLimit: sweepLimit, Assignments: asg}
+		o := &lease.Options{InstanceID: "berth-test", PollInterval: 5 * time.Millisecond, SweepLimit: sweepLimit}
 		if noOrphanSearch {
 			o.SweepEnvironments = func(context.Context) ([]*environment.Environment, error) { return nil, nil }
 		}
-		r.managers[i] = lease.NewManager(db, reg, o)
+		r.managers[i], _ = lease.NewManager(db, reg, asg, nil, o)
 	}
 	return r
 }

@@ -12,8 +12,8 @@ import (
 // RecordActive records lease id of company in s as an active ephemeral
 // lease without a sandbox, unless a lease with that id is recorded
 // already: for tests of the runner controller, which mints tickets and
-// connects sessions only for leases recorded active (its
-// Options.Leases), without a lease manager.
+// connects sessions only for leases recorded active (the LeaseReader
+// given to controller.New), without a lease manager.
 func RecordActive(t testing.TB, s lease.Store, id, company string) {
 	t.Helper()
 	l := &lease.Lease{ID: id, Company: company, Environment: "env-test", Provider: "test", Status: lease.StatusActive,

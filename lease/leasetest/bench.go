@@ -32,7 +32,7 @@ func BenchmarkAcquireRelease(b *testing.B, store lease.Store) {
 	}
 	reg := drivers.NewRegistry(fk)
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
-	m := lease.NewManager(store, reg, &lease.Options{InstanceID: "bench", Assignments: asg})
+	m, _ := lease.NewManager(store, reg, asg, nil, &lease.Options{InstanceID: "bench"})
 	op := authz.Principal{ID: "bench", Role: authz.RoleLocalOperator}
 
 	anchorStart := time.Now()

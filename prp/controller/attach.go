@@ -57,7 +57,12 @@ type AttachRequest struct {
 	Progress func(AttachStage)
 }
 
-// Attachment is a runner connected to this controller for a lease.
+// Attachment is a runner connected to this controller for a lease. It is
+// a handle: the authority Attach granted to the principal who attached
+// the runner, as a lease.Handle is the authority Manager.Acquire granted
+// (and an open *os.File the permission its open checked); whoever holds it
+// acts on the runner's session with that grant, so a host keeps it to
+// itself.
 type Attachment struct {
 	// Session is the runner's session: StartTask, Follow, StopAndVerify
 	// and the rest take it.
@@ -371,11 +376,11 @@ func (c *Controller) liveTicket(r prp.TicketRecord) (string, prp.Hello, bool) {
 	return "", prp.Hello{}, false
 }
 
-// LeaseEnded implements lease.TaskStopper: the lease manager no longer
+// leaseEnded is the lease manager's LeaseEnded: the lease manager no longer
 // holds the lease's sandbox in this process, so the ingress server of its
 // attached runner is closed and its sessions' connections are dropped. It
 // stops no task.
-func (c *Controller) LeaseEnded(lease string) {
+func (c *Controller) leaseEnded(lease string) {
 	c.mu.Lock()
 	a := c.attached[lease]
 	delete(c.attached, lease)

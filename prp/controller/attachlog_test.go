@@ -53,18 +53,18 @@ func busyboxRunner(t *testing.T) drivers.RunnerSpec {
 func attachFailing(t *testing.T, drv drivers.Driver, cfg map[string]any, spec drivers.RunnerSpec, wait time.Duration, before func(*lease.Handle)) (string, error) {
 	t.Helper()
 	leases := lease.NewMemoryStore()
-	s := newServer(t, controller.Options{Authorizer: leasePolicy, Leases: leases})
+	s := newServer(t, serverOptions{Leases: leases, Options: controller.Options{Authorizer: leasePolicy}})
 	ctx := context.Background()
 	envs, secrets := environment.NewMemoryStore(), environment.NewMemorySecretStore()
 	reg := drivers.NewRegistry(drv)
 	t.Cleanup(func() { reg.Close() })
-	v, err := environment.NewCatalog(envs, reg, secrets, &environment.Options{TestMode: true, Authorizer: leasePolicy}).
+	v, err := environment.NewCatalog(envs, reg, secrets, nil, &environment.Options{TestMode: true, Authorizer: leasePolicy}).
 		Create(ctx, leaseOperator, environment.CreateRequest{Name: "target", Driver: drv.Name(), Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true, Authorizer: leasePolicy})
-	m := lease.NewManager(leases, reg, &lease.Options{InstanceID: "test", Assignments: asg, Tasks: s.c, Secrets: secrets.Get})
+	m, _ := lease.NewManager(leases, reg, asg, s.tasks, &lease.Options{InstanceID: "test", Secrets: secrets.Get})
 	t.Cleanup(func() { m.Close() })
 	actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()

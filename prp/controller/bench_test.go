@@ -50,7 +50,7 @@ func BenchmarkStreamThroughput(b *testing.B) {
 		"head -c " + strconv.FormatInt(n, 10) + " /dev/zero"}
 	store := &controller.MemoryStore{}
 	dataDir := b.TempDir()
-	s := newServer(b, controller.Options{Store: store, DataDir: dataDir})
+	s := newServer(b, serverOptions{Options: controller.Options{Store: store, DataDir: dataDir}})
 	startChild(b, s, b.TempDir(), "")
 	session := waitSession(b, s)
 	ctx := context.Background()
@@ -169,7 +169,7 @@ func BenchmarkStopProof(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
-	s := newServer(b, controller.Options{})
+	s := newServer(b, serverOptions{})
 	startChild(b, s, b.TempDir(), "")
 	session := waitSession(b, s)
 	ctx := context.Background()

@@ -55,7 +55,7 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: prp.CodeTokenMissing, Message: "an Authorization: Bearer token is required"})
 		return
 	}
-	claims, err := c.o.Signer.Verify(tok, time.Now())
+	claims, err := c.signer.Verify(tok, time.Now())
 	if err != nil {
 		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: prp.CodeOf(err), Message: err.Error()})
 		return

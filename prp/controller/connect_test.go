@@ -54,7 +54,7 @@ func hello(t *testing.T, minV, maxV int) []byte {
 // frame over the limit, each with its documented code.
 func TestConnectionsThatBreakTheProtocolAreClosed(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, controller.Options{Limits: prp.Welcome{MaxFrame: prp.MinMaxFrame, MaxOutputChunk: 4 << 10, MaxUnackedBytes: prp.DefaultMaxUnackedBytes}})
+	s := newServer(t, serverOptions{Options: controller.Options{Limits: prp.Welcome{MaxFrame: prp.MinMaxFrame, MaxOutputChunk: 4 << 10, MaxUnackedBytes: prp.DefaultMaxUnackedBytes}}})
 	for _, tc := range []struct {
 		name         string
 		subprotocols []string

@@ -19,21 +19,14 @@ import (
 	"github.com/berthdev/berth/prp"
 )
 
-// Options configure a Controller. Signer is required; every other field
-// documents its default.
+// Options configure a Controller: optional knobs only, each documenting
+// its default (a nil *Options means every default). The required
+// collaborators (the Signer, the LeaseReader) and the SecretResolver hook
+// are New's arguments.
 type Options struct {
-	// Signer mints and verifies connection tokens. Required; replicas
-	// share its keys.
-	Signer *prp.Signer
 	// Tickets holds bootstrap tickets. Default: a prp.MemoryTicketStore
 	// (one process only; replicas need a shared store).
 	Tickets prp.TicketStore
-	// Leases reads the lease records (LeaseReader). Required: a ticket is
-	// minted only for an active lease, bound to the lease's recorded
-	// company, and a session connects and has its token renewed only
-	// while its lease is active, never past its end. Replicas read one
-	// lease store.
-	Leases LeaseReader
 	// Store holds sessions, the command journal and event metadata.
 	// Default: a MemoryStore.
 	Store Store
@@ -57,11 +50,6 @@ type Options struct {
 	// this process's own notifications (other replicas' writes). Default:
 	// 500 ms.
 	Poll time.Duration
-	// Secrets resolves the secret references of tasks (prp.SecretUse):
-	// checked at Dispatch, resolved when the command is delivered. Default:
-	// none, and a task with secrets is refused with an error wrapping
-	// ErrSecretsUnsupported.
-	Secrets SecretResolver
 	// MaxSessionOutput caps the output bytes stored per session, over all
 	// its tasks; a task's own prp.TaskStart.OutputLimit (0: none but this)
 	// caps its share. Past a cap the controller acks the output and
@@ -86,10 +74,13 @@ type Options struct {
 // safe for concurrent use; several controllers (replicas) may share one
 // Store, TicketStore and Signer.
 type Controller struct {
-	o      Options
-	x      *prp.Exchanger
-	limits prp.Welcome
-	log    *slog.Logger
+	o       Options
+	signer  *prp.Signer
+	leases  LeaseReader
+	secrets SecretResolver
+	x       *prp.Exchanger
+	limits  prp.Welcome
+	log     *slog.Logger
 	// grant is what a task session may be granted of what its runner
 	// offers.
 	grant []prp.Capability
@@ -107,15 +98,40 @@ type Controller struct {
 	secretFrames atomic.Int64
 }
 
-// New returns a Controller with o's defaults filled in.
-func New(o *Options) (*Controller, error) {
-	if o == nil || o.Signer == nil {
-		return nil, errors.New("controller: options: field Signer is required")
+// New returns a Controller with opts' defaults filled in (nil opts: every
+// default), and the hook the lease manager needs from it.
+//
+// signer mints and verifies connection tokens; replicas share its keys.
+// leases reads the lease records: a ticket is minted only for an active
+// lease, bound to the lease's recorded company, and a session connects and
+// has its token renewed only while its lease is active, never past its
+// end; replicas read one lease store. Both are required (an error
+// otherwise). secrets, if not nil, resolves the secret references of tasks
+// (prp.SecretUse): checked at Dispatch, resolved when the command is
+// delivered (the SecretResolver that handover.New returns); nil: a task
+// with secrets is refused with an error wrapping ErrSecretsUnsupported.
+//
+// The returned lease.TaskStopper is the controller's hook for the lease
+// manager (lease.NewManager's tasks argument): it stops and verifies the
+// runner tasks of a lease before its release or cleanup ends the sandbox
+// (PRP-6), and closes what serves the lease's runners from this process
+// once the manager no longer holds the lease. It answers for no
+// principal: the manager calls it after it authorized the release or the
+// sweep. So it is handed to the composer here and is no method of the
+// Controller, which anyone holding it could call; a host stops tasks for a
+// principal with StopAndVerify.
+func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *Options) (*Controller, lease.TaskStopper, error) {
+	if signer == nil {
+		return nil, nil, errors.New("controller: New needs a Signer")
 	}
-	if o.Leases == nil {
-		return nil, errors.New("controller: options: field Leases is required")
+	if leases == nil {
+		return nil, nil, errors.New("controller: New needs a LeaseReader")
 	}
-	c := &Controller{o: *o, changed: make(chan struct{}), live: map[string]*liveConn{}, hellos: map[string]prp.Hello{}, attached: map[string]*attachment{}}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	c := &Controller{o: o, signer: signer, leases: leases, secrets: secrets, changed: make(chan struct{}), live: map[string]*liveConn{}, hellos: map[string]prp.Hello{}, attached: map[string]*attachment{}}
 	if c.o.Tickets == nil {
 		c.o.Tickets = &prp.MemoryTicketStore{}
 	}
@@ -125,7 +141,7 @@ func New(o *Options) (*Controller, error) {
 	if c.o.Sink == nil {
 		s, err := NewFileSink(c.o.DataDir)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		c.o.Sink = s
 	}
@@ -153,15 +169,15 @@ func New(o *Options) (*Controller, error) {
 	l.OrphanGrace = cmp.Or(l.OrphanGrace, 5*time.Minute)
 	l.Version, l.Session, l.NextCommandSeq = prp.MaxVersion, "s_check", 1
 	if err := l.Validate(); err != nil {
-		return nil, fmt.Errorf("controller: options: field Limits: %w", err)
+		return nil, nil, fmt.Errorf("controller: options: field Limits: %w", err)
 	}
 	c.limits = l
 	c.grant = []prp.Capability{prp.CapTasks, prp.CapStopProof, prp.CapStdin}
 	if !c.o.JSONOutput {
 		c.grant = append(c.grant, prp.CapBinaryOutput)
 	}
-	c.x = &prp.Exchanger{Store: c.o.Tickets, Signer: c.o.Signer, TokenTTL: c.o.TokenTTL}
-	return c, nil
+	c.x = &prp.Exchanger{Store: c.o.Tickets, Signer: c.signer, TokenTTL: c.o.TokenTTL}
+	return c, taskStopper{c}, nil
 }
 
 // TicketRequest says what a ticket grants: a runner for one lease and run,
@@ -182,7 +198,7 @@ type TicketRequest struct {
 	Holder *lease.Handle
 }
 
-// MintTicket reads lease req.Lease from Options.Leases, authorizes p on it
+// MintTicket reads lease req.Lease from the LeaseReader (New), authorizes p on it
 // (authz.ActionLease on the lease's recorded company) and returns a
 // new one-use ticket for req bound to that company; only its hash is
 // stored, and it expires no later than the lease. The ticket's text
@@ -308,8 +324,22 @@ func (c *Controller) exchange(w http.ResponseWriter, r *http.Request) {
 }
 
 // Hello returns the last hello a runner sent on session to this
-// controller, and whether there was one.
-func (c *Controller) Hello(session string) (prp.Hello, bool) {
+// controller (its platform, version and capabilities), and whether there
+// was one. p must be allowed to read the session's lease: a session that
+// does not exist and one p may not read are the same not found (an error
+// wrapping ErrNotFound), read from the store as Tasks reads it.
+func (c *Controller) Hello(ctx context.Context, p authz.Principal, session string) (prp.Hello, bool, error) {
+	s, err := c.session(ctx, p, session)
+	if err != nil {
+		return prp.Hello{}, false, err
+	}
+	h, ok := c.hello(s.ID)
+	return h, ok, nil
+}
+
+// hello returns the last hello a runner sent on session to this
+// controller, and whether there was one. It authorizes nothing.
+func (c *Controller) hello(session string) (prp.Hello, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h, ok := c.hellos[session]

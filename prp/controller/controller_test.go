@@ -36,11 +36,11 @@ func TestTaskOutputIsByteIdenticalWithItsExitCode(t *testing.T) {
 }
 
 func testTaskOutput(t *testing.T, jsonOutput bool) {
-	s := newServer(t, controller.Options{JSONOutput: jsonOutput})
+	s := newServer(t, serverOptions{Options: controller.Options{JSONOutput: jsonOutput}})
 	proxy := newByteCutProxy(t, s.srv.Listener.Addr().String(), 1, 0, 1, 2)
 	s.url = "http://" + proxy.ln.Addr().String() + "/prp/"
 	session := startRunner(t, s, prp.ScopeTask)
-	if h, ok := s.c.Hello(session); !ok || !prp.Has(h.Capabilities, prp.CapBinaryOutput) {
+	if h, ok, err := s.c.Hello(context.Background(), operator, session); err != nil || !ok || !prp.Has(h.Capabilities, prp.CapBinaryOutput) {
 		t.Fatalf("hello = %+v, want the runner to offer %s", h, prp.CapBinaryOutput)
 	}
 	proxy.arm()
@@ -113,7 +113,7 @@ func testTaskOutput(t *testing.T, jsonOutput bool) {
 // again; the same id with another body is an idempotency conflict.
 func TestDuplicateReturnsStoredResultAndChangedBodyConflicts(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, controller.Options{})
+	s := newServer(t, serverOptions{})
 	session := startRunner(t, s, prp.ScopeTask)
 	ctx := context.Background()
 	start := prp.TaskStart{TaskID: "t1", Argv: []string{"sh", "-c", "echo ran; exit 3"}}
@@ -150,7 +150,7 @@ func TestDuplicateReturnsStoredResultAndChangedBodyConflicts(t *testing.T) {
 func TestCommandsOutsideTheTokensScopeAreDenied(t *testing.T) {
 	t.Parallel()
 	store := &controller.MemoryStore{}
-	s := newServer(t, controller.Options{Store: store})
+	s := newServer(t, serverOptions{Options: controller.Options{Store: store}})
 	session := startRunner(t, s, prp.ScopeTask)
 	ctx := context.Background()
 	for _, c := range []prp.Command{
@@ -176,13 +176,18 @@ func TestCommandsOutsideTheTokensScopeAreDenied(t *testing.T) {
 func TestProbeIdentityRefusesTasks(t *testing.T) {
 	t.Parallel()
 	store := &controller.MemoryStore{}
-	s := newServer(t, controller.Options{Store: store})
+	s := newServer(t, serverOptions{Options: controller.Options{Store: store}})
 	session := startRunner(t, s, prp.ScopeProbe)
-	h, ok := s.c.Hello(session)
-	if !ok || h.Platform.OS != "linux" || h.RunnerVersion == "" {
-		t.Errorf("hello of the probe identity = %+v, %v; want its platform and version", h, ok)
-	}
 	ctx := context.Background()
+	h, ok, err := s.c.Hello(ctx, operator, session)
+	if err != nil || !ok || h.Platform.OS != "linux" || h.RunnerVersion == "" {
+		t.Errorf("hello of the probe identity = %+v, %v, %v; want its platform and version", h, ok, err)
+	}
+	// Another company's principal learns nothing of the session, not even
+	// that it exists (issue 24: Hello takes the principal).
+	if h, ok, err := s.c.Hello(ctx, stranger, session); !errors.Is(err, controller.ErrNotFound) || ok || h.RunnerVersion != "" {
+		t.Errorf("Hello for a stranger = %+v, %v, %v; want ErrNotFound and nothing", h, ok, err)
+	}
 	if _, err := s.c.StartTask(ctx, operator, session, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"true"}}); !errors.Is(err, prp.ErrScopeDenied) {
 		t.Errorf("StartTask on a probe session = %v, want ErrScopeDenied", err)
 	}
@@ -211,7 +216,7 @@ func TestTicketReplayFailsAcrossReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		return newServer(t, controller.Options{Signer: signer, Tickets: db.PRP(), Store: db.PRP()})
+		return newServer(t, serverOptions{Signer: signer, Options: controller.Options{Tickets: db.PRP(), Store: db.PRP()}})
 	}
 	a, b := replica(), replica()
 	tk := a.ticket(t, prp.ScopeTask)

@@ -39,7 +39,7 @@ func (c *Controller) session(ctx context.Context, p authz.Principal, id string) 
 // PRP-8). A command id used before returns the journaled record (with its
 // result, marked Duplicate, if it has one) and runs nothing again; the
 // same id with another body is ErrIdempotencyConflict. A task.start with
-// secrets (prp.SecretUse) is checked first by Options.Secrets with p; a
+// secrets (prp.SecretUse) is checked first by the SecretResolver (New) with p; a
 // refusal journals nothing (its values are resolved only at delivery).
 func (c *Controller) Dispatch(ctx context.Context, p authz.Principal, session string, cmd prp.Command) (CommandRecord, error) {
 	s, err := c.session(ctx, p, session)

@@ -3,6 +3,17 @@
 // connection tokens and serves the runners' WebSocket connections, the
 // dispatch of tasks to them, and the durable intake of their events.
 //
+// Principals, hooks and handles: every exported method of the Controller
+// that acts for someone takes the acting authz.Principal right after its
+// context and asks the Authorizer (internal/apicheck checks it; Close,
+// ServeHTTP, where runners authenticate with tickets and tokens, and
+// Connected and ConnectedSessions, pure reads of this process's own
+// connections, are the exceptions). New(signer, leases, secrets, opts)
+// takes its required collaborators and the host's SecretResolver hook as
+// arguments and returns the lease manager's hook, a lease.TaskStopper,
+// next to the Controller; berth.New wires them. The Attachment Attach
+// returns is a handle: the authority Attach granted to its principal.
+//
 // Where to start:
 //
 //   - controller.go: Controller, Options, New, MintTicket and
@@ -14,7 +25,7 @@
 //     session's state key again.
 //
 //   - leases.go: the controller's view of the lease records
-//     (Options.Leases, LeaseReader): a ticket is minted for an active
+//     (New's LeaseReader): a ticket is minted for an active
 //     lease only, bound to its recorded company; a connect and every token
 //     renewal read the session's lease, so a session lives no longer than
 //     its lease on every replica (a renewed token never outlives it; a live
@@ -60,7 +71,7 @@
 //     Store conformance suite; internal/sqlstore the SQL stores.
 //
 //   - secrets.go: a task's secrets (prp.SecretUse references in
-//     task.start): Dispatch asks the host's SecretResolver (Options.Secrets)
+//     task.start): Dispatch asks the host's SecretResolver (New's secrets)
 //     to check them with the principal, before journaling; the writer
 //     resolves the values when it delivers the command and sends them in a
 //     TypeSecrets frame right before it, at most once per command: the
@@ -80,8 +91,10 @@
 //     sandbox and carries the printable end of the runner's log
 //     (RunnerIngress.LogTail, MaxAttachLogTail); RunnerSpecFromFile.
 //
-//   - leasehook.go: the Controller is the lease manager's
-//     lease.TaskStopper: StopTasks stops and checks every task of every
+//   - leasehook.go: the controller's hook for the lease manager, the
+//     lease.TaskStopper that New returns next to the Controller (an
+//     unexported type: no method of the Controller stops a lease's tasks
+//     for no principal): StopTasks stops and checks every task of every
 //     holder session of a lease before its sandbox is released (sessions
 //     the holder did not mint are not waited on; tasks already proven
 //     stopped are not asked again; the report is runner_attested, so the

@@ -64,9 +64,10 @@ func testSigner(t testing.TB) *prp.Signer {
 
 // server is a controller behind a real HTTP server on loopback.
 type server struct {
-	c   *controller.Controller
-	srv *httptest.Server
-	url string // the base URL runners dial, if not the server's own
+	c     *controller.Controller
+	tasks lease.TaskStopper // the hook controller.New returned for the lease manager
+	srv   *httptest.Server
+	url   string // the base URL runners dial, if not the server's own
 }
 
 // URL is the PRP base URL runners dial.
@@ -86,9 +87,17 @@ func testLeases(t testing.TB) *lease.MemoryStore {
 	return ls
 }
 
+// serverOptions are a test controller's constructor arguments and options.
+type serverOptions struct {
+	controller.Options
+	Signer  *prp.Signer
+	Leases  controller.LeaseReader
+	Secrets controller.SecretResolver
+}
+
 // newServer starts a controller with o (Signer, Authorizer, Leases
 // (testLeases) and DataDir defaulted for the test).
-func newServer(t testing.TB, o controller.Options) *server {
+func newServer(t testing.TB, o serverOptions) *server {
 	t.Helper()
 	if o.Leases == nil {
 		o.Leases = testLeases(t)
@@ -106,13 +115,13 @@ func newServer(t testing.TB, o controller.Options) *server {
 		o.Limits.Heartbeat = time.Second
 	}
 	o.Poll = 50 * time.Millisecond
-	c, err := controller.New(&o)
+	c, tasks, err := controller.New(o.Signer, o.Leases, o.Secrets, &o.Options)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/prp/", c)
-	s := &server{c: c, srv: httptest.NewServer(mux)}
+	s := &server{c: c, tasks: tasks, srv: httptest.NewServer(mux)}
 	t.Cleanup(func() {
 		c.Close()
 		s.srv.Close()

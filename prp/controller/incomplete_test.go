@@ -100,7 +100,7 @@ func helloWithTasks(t *testing.T) []byte {
 // verified stop.
 func TestAnIncompleteProofIsReportedAsIncomplete(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, controller.Options{})
+	s := newServer(t, serverOptions{})
 	rawRunner(t, s, prp.StopProof{Methods: []string{prp.MethodGroup}, Failed: []string{prp.MethodProcTag + ": /proc is not readable"}, Survivors: []int{}, VerifiedAt: time.Now().UTC()})
 	session := waitSession(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -121,7 +121,7 @@ func TestAnIncompleteProofIsReportedAsIncomplete(t *testing.T) {
 // A proof that claims to be complete but names a survivor is not trusted.
 func TestAProofClaimingCompletionWithASurvivorIsNotTrusted(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, controller.Options{})
+	s := newServer(t, serverOptions{})
 	rawRunner(t, s, prp.StopProof{Methods: []string{prp.MethodGroup, prp.MethodProcTag}, Survivors: []int{4242}, Complete: true, VerifiedAt: time.Now().UTC()})
 	session := waitSession(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

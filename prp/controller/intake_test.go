@@ -48,7 +48,7 @@ func TestOutputIntakeIsBounded(t *testing.T) {
 	t.Run("output limit", func(t *testing.T) {
 		t.Parallel()
 		// A heartbeat that outlasts a slow intake of the flood (-race).
-		s := newServer(t, controller.Options{Limits: prp.Welcome{Heartbeat: 10 * time.Second}})
+		s := newServer(t, serverOptions{Options: controller.Options{Limits: prp.Welcome{Heartbeat: 10 * time.Second}}})
 		_, token := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
 		rr := connectRaw(t, s, token, []prp.Capability{prp.CapTasks}, prp.Resume{})
 		if _, err := s.c.StartTask(ctx, operator, rr.session, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"yes"}, OutputLimit: 16}); err != nil {
@@ -105,7 +105,7 @@ func TestOutputIntakeIsBounded(t *testing.T) {
 	})
 	t.Run("probe session", func(t *testing.T) {
 		t.Parallel()
-		s := newServer(t, controller.Options{})
+		s := newServer(t, serverOptions{})
 		_, token := exchangeToken(t, s, s.ticket(t, prp.ScopeProbe))
 		rr := connectRaw(t, s, token, nil, prp.Resume{})
 		rr.event(1, prp.Event{Kind: prp.EventStarted, TaskID: "t1", PID: 4242})
@@ -129,7 +129,7 @@ func TestSessionOutputCapsHoldAcrossReplicas(t *testing.T) {
 	ctx := context.Background()
 	store := &controller.MemoryStore{}
 	signer := testSigner(t)
-	o := controller.Options{Store: store, Signer: signer, DataDir: t.TempDir(), MaxSessionOutput: 100, MaxSessionEvents: 6}
+	o := serverOptions{Signer: signer, Options: controller.Options{Store: store, DataDir: t.TempDir(), MaxSessionOutput: 100, MaxSessionEvents: 6}}
 	a := newServer(t, o)
 	_, token := exchangeToken(t, a, a.ticket(t, prp.ScopeTask))
 	rr := connectRaw(t, a, token, []prp.Capability{prp.CapTasks}, prp.Resume{})
@@ -179,7 +179,7 @@ func TestSessionOutputCapsHoldAcrossReplicas(t *testing.T) {
 func TestRealRunnerOutputIsBounded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := newServer(t, controller.Options{MaxSessionOutput: 1000})
+	s := newServer(t, serverOptions{Options: controller.Options{MaxSessionOutput: 1000}})
 	session := startRunner(t, s, prp.ScopeTask)
 	if _, err := s.c.StartTask(ctx, operator, session, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"sh", "-c", "head -c 100000 /dev/zero"}, OutputLimit: 16}); err != nil {
 		t.Fatal(err)
@@ -236,7 +236,7 @@ func TestEventsOfMadeUpTasksReadNoJournal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := &journalReads{MemoryStore: &controller.MemoryStore{}}
-	s := newServer(t, controller.Options{Store: st})
+	s := newServer(t, serverOptions{Options: controller.Options{Store: st}})
 	_, token := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
 	rr := connectRaw(t, s, token, []prp.Capability{prp.CapTasks}, prp.Resume{})
 	if _, err := s.c.StartTask(ctx, operator, rr.session, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"true"}}); err != nil {

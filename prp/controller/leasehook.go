@@ -16,9 +16,22 @@ import (
 // SIGTERM before the runner sends SIGKILL.
 const LeaseStopGrace = 5 * time.Second
 
-var _ lease.TaskStopper = (*Controller)(nil)
+// taskStopper is the controller's hook for the lease manager, returned by
+// New (see there): an unexported type, so that only the composer who built
+// the Controller can stop a lease's tasks without a principal.
+type taskStopper struct{ c *Controller }
 
-// StopTasks implements lease.TaskStopper: it stops every task of every
+var _ lease.TaskStopper = taskStopper{}
+
+// StopTasks implements lease.TaskStopper (stopTasks).
+func (t taskStopper) StopTasks(ctx context.Context, leaseID string) (lease.TaskStopReport, error) {
+	return t.c.stopTasks(ctx, leaseID)
+}
+
+// LeaseEnded implements lease.TaskStopper (leaseEnded).
+func (t taskStopper) LeaseEnded(leaseID string) { t.c.leaseEnded(leaseID) }
+
+// stopTasks is the lease manager's StopTasks: it stops every task of every
 // task session of lease that the holder's Attach created (Session.Holder;
 // probe sessions run none, and the tasks of sessions other tickets created
 // were not given by the holder: the release never waits on them) and
@@ -38,7 +51,7 @@ var _ lease.TaskStopper = (*Controller)(nil)
 // (authz.ActionLease) or the sweep (authz.ActionSweep), so it
 // asks the Authorizer nothing itself; a host calls StopAndVerify, which
 // does, to stop tasks for a principal.
-func (c *Controller) StopTasks(ctx context.Context, leaseID string) (lease.TaskStopReport, error) {
+func (c *Controller) stopTasks(ctx context.Context, leaseID string) (lease.TaskStopReport, error) {
 	sessions, err := c.o.Store.LeaseSessions(ctx, leaseID)
 	if err != nil {
 		return lease.TaskStopReport{}, fmt.Errorf("controller: stop the tasks of lease %s: %w", leaseID, err)

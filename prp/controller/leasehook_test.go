@@ -47,12 +47,12 @@ type leaseWorld struct {
 // lease-1, lease-2, ... (so that server.ticket mints for the first).
 func newLeaseWorld(t *testing.T, cleanupBudget time.Duration) *leaseWorld {
 	t.Helper()
-	return newLeaseWorldWith(t, cleanupBudget, controller.Options{})
+	return newLeaseWorldWith(t, cleanupBudget, serverOptions{})
 }
 
 // newLeaseWorldWith is newLeaseWorld with the controller's options o
 // (Authorizer is leasePolicy, Leases the world's lease store).
-func newLeaseWorldWith(t *testing.T, cleanupBudget time.Duration, o controller.Options) *leaseWorld {
+func newLeaseWorldWith(t *testing.T, cleanupBudget time.Duration, o serverOptions) *leaseWorld {
 	t.Helper()
 	leases := lease.NewMemoryStore()
 	o.Authorizer, o.Leases = leasePolicy, leases
@@ -70,7 +70,7 @@ func newLeaseWorldWith(t *testing.T, cleanupBudget time.Duration, o controller.O
 	reg := drivers.NewRegistry(fk)
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true, Authorizer: leasePolicy})
 	var n atomic.Int64
-	m := lease.NewManager(leases, reg, &lease.Options{InstanceID: "test", Assignments: asg, Tasks: s.c,
+	m, _ := lease.NewManager(leases, reg, asg, s.tasks, &lease.Options{InstanceID: "test",
 		CleanupBudget: cleanupBudget, NewID: func() string { return "lease-" + string(rune('0'+n.Add(1))) }})
 	t.Cleanup(func() { m.Close() })
 	return &leaseWorld{s: s, fk: fk, m: m}
@@ -250,7 +250,7 @@ func TestAnUnreachableRunnerLeavesTheLeasePendingAndTheSweepDestroys(t *testing.
 		t.Fatal(err)
 	}
 	waitTaskState(t, w.s, att.Session, "t-unreach", controller.TaskRunning)
-	w.s.c.LeaseEnded(h.ID()) // the ingress closes: the runner cannot come back
+	w.s.tasks.LeaseEnded(h.ID()) // the ingress closes: the runner cannot come back
 
 	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
 	if !errors.Is(err, lease.ErrCleanupPending) || !strings.Contains(err.Error(), "not answered") {

@@ -12,12 +12,12 @@ import (
 	"github.com/berthdev/berth/prp"
 )
 
-// LeaseReader is the controller's view of the lease records
-// (Options.Leases): a ticket's company is the lease's recorded company,
+// LeaseReader is the controller's view of the lease records (New's
+// leases): a ticket's company is the lease's recorded company,
 // and a session lives no longer than its lease (every connect and every
 // token renewal reads the lease). It reads one record and changes
-// nothing. lease.Store has this method; berth.New fills Options.Leases
-// with a read-only adapter over the system's lease store, so that every
+// nothing. lease.Store has this method; berth.New passes a read-only
+// adapter over the system's lease store, so that every
 // replica on one store sees the same records.
 type LeaseReader interface {
 	// GetLease returns the lease id, or an error wrapping
@@ -62,7 +62,7 @@ func (c *Controller) authorizeRecord(ctx context.Context, p authz.Principal, r a
 // (authorizeRecord): a missing lease and one p may not read are the same
 // not found.
 func (c *Controller) leaseFor(ctx context.Context, p authz.Principal, id string) (*lease.Lease, error) {
-	l, err := c.o.Leases.GetLease(ctx, id)
+	l, err := c.leases.GetLease(ctx, id)
 	if errors.Is(err, lease.ErrNotFound) {
 		return nil, notFound("lease", id)
 	}
@@ -89,7 +89,7 @@ func leaseEnd(l *lease.Lease, now time.Time) (time.Time, bool) {
 // is missing, or belongs to another company than s is an error wrapping
 // errLeaseOver; a failed read is returned as it is.
 func (c *Controller) sessionLease(ctx context.Context, s Session, now time.Time) (time.Time, error) {
-	l, err := c.o.Leases.GetLease(ctx, s.Lease)
+	l, err := c.leases.GetLease(ctx, s.Lease)
 	switch {
 	case errors.Is(err, lease.ErrNotFound):
 		return time.Time{}, fmt.Errorf("session %s: lease %s is gone: %w", s.ID, s.Lease, errLeaseOver)

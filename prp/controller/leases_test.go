@@ -41,7 +41,7 @@ func wantHidden(t *testing.T, what string, err error, id string) {
 // only the id.
 func TestARecordThePrincipalMayNotReadReadsAsAMissingOne(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, controller.Options{Authorizer: authz.DefaultPolicy{}})
+	s := newServer(t, serverOptions{Options: controller.Options{Authorizer: authz.DefaultPolicy{}}})
 	session := startRunner(t, s, prp.ScopeTask)
 	board := authz.Principal{ID: "bea", Role: authz.RoleBoardMember, Companies: []string{"co-1"}}
 	ctx := context.Background()
@@ -116,7 +116,7 @@ func TestATicketCarriesTheLeasesRecordedCompany(t *testing.T) {
 	t.Parallel()
 	ls := testLeases(t)
 	admin := authz.Principal{ID: "root", Role: authz.RoleInstanceAdmin}
-	s := newServer(t, controller.Options{Authorizer: authz.DefaultPolicy{}, Leases: ls})
+	s := newServer(t, serverOptions{Leases: ls, Options: controller.Options{Authorizer: authz.DefaultPolicy{}}})
 	ctx := context.Background()
 	_, rec, err := s.c.MintTicket(ctx, operator, controller.TicketRequest{Lease: "lease-1", Run: "run-1", Scope: prp.ScopeTask})
 	if err != nil || rec.Company != "co-1" {
@@ -216,7 +216,7 @@ func TestASessionEndsWithItsLease(t *testing.T) {
 	ls := testLeases(t)
 	// Renewals at half life (3 s); each token lasts 6 s, long enough to
 	// be presented again after the lease ended.
-	s := newServer(t, controller.Options{Leases: ls, TokenTTL: 6 * time.Second})
+	s := newServer(t, serverOptions{Leases: ls, Options: controller.Options{TokenTTL: 6 * time.Second}})
 	code, token := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
 	if code != http.StatusOK {
 		t.Fatalf("exchange: %d", code)
@@ -297,7 +297,7 @@ func connectUntil(t *testing.T, end time.Time, ttl time.Duration) (<-chan prp.To
 	if _, err := ls.InsertLease(context.Background(), &lease.Lease{ID: "lease-1", Company: "co-1", Status: lease.StatusActive, Policy: lease.Ephemeral, AcquiredAt: time.Now(), ExpiresAt: end}); err != nil {
 		t.Fatal(err)
 	}
-	s := newServer(t, controller.Options{Leases: ls, TokenTTL: ttl})
+	s := newServer(t, serverOptions{Leases: ls, Options: controller.Options{TokenTTL: ttl}})
 	ws := dialRaw(t, s, []string{prp.Subprotocol})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -322,7 +322,7 @@ func TestAnEndedLeaseIsRefusedOnEveryReplica(t *testing.T) {
 		}
 		t.Cleanup(func() { db.Close() })
 		dbs = append(dbs, db)
-		return newServer(t, controller.Options{Signer: signer, Tickets: db.PRP(), Store: db.PRP(), Leases: db, DataDir: t.TempDir()})
+		return newServer(t, serverOptions{Signer: signer, Leases: db, Options: controller.Options{Tickets: db.PRP(), Store: db.PRP(), DataDir: t.TempDir()}})
 	}
 	a, b := replica(), replica()
 	leasetest.RecordActive(t, dbs[0], "lease-1", "co-1")

@@ -137,7 +137,7 @@ func waitState(t *testing.T, s *server, session, task string, want controller.Ta
 // and running again when the runner reconnects.
 func TestTasksReadUnknownWhileTheRunnerIsDisconnected(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, controller.Options{Limits: prp.Welcome{Heartbeat: 200 * time.Millisecond, DeadAfter: time.Second}})
+	s := newServer(t, serverOptions{Options: controller.Options{Limits: prp.Welcome{Heartbeat: 200 * time.Millisecond, DeadAfter: time.Second}}})
 	proxy := newGateProxy(t, s.srv.Listener.Addr().String())
 	s.url = "http://" + proxy.ln.Addr().String() + "/prp/"
 	session := startRunner(t, s, prp.ScopeTask)
@@ -175,7 +175,7 @@ func TestTasksReadUnknownWhileTheRunnerIsDisconnected(t *testing.T) {
 func TestLostEventsAreRecordedAndFailTheSessionsTasks(t *testing.T) {
 	t.Parallel()
 	store := &controller.MemoryStore{}
-	s := newServer(t, controller.Options{Store: store})
+	s := newServer(t, serverOptions{Options: controller.Options{Store: store}})
 	state := t.TempDir()
 	child := startChild(t, s, state, "")
 	session := waitSession(t, s)

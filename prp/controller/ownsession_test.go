@@ -57,7 +57,7 @@ func silentRunner(t *testing.T, s *server, ticket string) string {
 func TestAttachUsesOnlyItsOwnSession(t *testing.T) {
 	t.Parallel()
 	tickets := &prp.MemoryTicketStore{}
-	w := newLeaseWorldWith(t, time.Minute, controller.Options{Tickets: tickets})
+	w := newLeaseWorldWith(t, time.Minute, serverOptions{Options: controller.Options{Tickets: tickets}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	h := w.acquire(t)

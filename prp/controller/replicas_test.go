@@ -123,7 +123,7 @@ func TestTwoReplicasOnOnePostgreSQLNeverRunACommandTwice(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		return newServer(t, controller.Options{Signer: signer, Tickets: db.PRP(), Store: db.PRP(), DataDir: dataDir})
+		return newServer(t, serverOptions{Signer: signer, Options: controller.Options{Tickets: db.PRP(), Store: db.PRP(), DataDir: dataDir}})
 	}
 	a, b := replica(), replica()
 	addr := func(s *server) string { return s.srv.Listener.Addr().String() }

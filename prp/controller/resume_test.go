@@ -72,7 +72,7 @@ func TestOutputSurvivesCutConnections(t *testing.T) {
 	store := &controller.MemoryStore{}
 	// 16 KiB chunks: the 2 MB of output make over a hundred events, so
 	// that the cuts at events 3 to 15 come while it streams.
-	s := newServer(t, controller.Options{Store: store, Limits: prp.Welcome{MaxOutputChunk: 16 << 10}})
+	s := newServer(t, serverOptions{Options: controller.Options{Store: store, Limits: prp.Welcome{MaxOutputChunk: 16 << 10}}})
 	proxy := newCutProxy(t, s.srv.Listener.Addr().String())
 	s.url = "http://" + proxy.ln.Addr().String() + "/prp/"
 	session := startRunner(t, s, prp.ScopeTask)
@@ -135,7 +135,7 @@ func TestOutputSurvivesCutConnections(t *testing.T) {
 func TestTokenIsRenewedWhileConnected(t *testing.T) {
 	t.Parallel()
 	const ttl = 1500 * time.Millisecond
-	s := newServer(t, controller.Options{TokenTTL: ttl})
+	s := newServer(t, serverOptions{Options: controller.Options{TokenTTL: ttl}})
 	proxy := newCutProxy(t, s.srv.Listener.Addr().String())
 	s.url = "http://" + proxy.ln.Addr().String() + "/prp/"
 	session := startRunner(t, s, prp.ScopeTask)

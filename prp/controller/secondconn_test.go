@@ -43,8 +43,8 @@ func connectStatus(t *testing.T, s *server, session string) int {
 func TestASecondConnectionOfALiveSessionIsRefusedOnEveryReplica(t *testing.T) {
 	t.Parallel()
 	store, tickets := &controller.MemoryStore{}, &prp.MemoryTicketStore{}
-	a := newServer(t, controller.Options{Store: store, Tickets: tickets})
-	b := newServer(t, controller.Options{Store: store, Tickets: tickets})
+	a := newServer(t, serverOptions{Options: controller.Options{Store: store, Tickets: tickets}})
+	b := newServer(t, serverOptions{Options: controller.Options{Store: store, Tickets: tickets}})
 	session := startRunner(t, a, prp.ScopeTask)
 	for _, s := range []*server{a, b} {
 		if code := connectStatus(t, s, session); code != http.StatusConflict {

@@ -12,7 +12,6 @@ import (
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 // startAccountRunner runs the runner binary as acct against s, with a
@@ -53,7 +52,7 @@ func TestSecretFileOnlyTheRunnersOwn(t *testing.T) {
 	t.Parallel()
 	acct := testenv.UnprivilegedAccount(t)
 	canary := newCanary(t)
-	s := newServer(t, controller.Options{Secrets: mapResolver{values: map[string]string{"V": canary}}})
+	s := newServer(t, serverOptions{Secrets: mapResolver{values: map[string]string{"V": canary}}})
 	var logs syncbuf.Buffer
 	startAccountRunner(t, s, acct, &logs)
 	session := waitSession(t, s)

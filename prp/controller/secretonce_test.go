@@ -40,7 +40,7 @@ func TestSecretValueGoesOutOncePerCommand(t *testing.T) {
 	}
 	t.Run("reconnects", func(t *testing.T) {
 		t.Parallel()
-		s := newServer(t, controller.Options{Secrets: res})
+		s := newServer(t, serverOptions{Secrets: res})
 		_, token := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
 		rr := connectRaw(t, s, token, []prp.Capability{prp.CapTasks, prp.CapSecrets}, prp.Resume{})
 		session := rr.session
@@ -75,7 +75,7 @@ func TestSecretValueGoesOutOncePerCommand(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { db.Close() })
-			return newServer(t, controller.Options{Signer: signer, Tickets: db.PRP(), Store: db.PRP(), DataDir: dataDir, Secrets: res})
+			return newServer(t, serverOptions{Signer: signer, Secrets: res, Options: controller.Options{Tickets: db.PRP(), Store: db.PRP(), DataDir: dataDir}})
 		}
 		a, b := replica(), replica()
 		_, token := exchangeToken(t, a, a.ticket(t, prp.ScopeTask))

@@ -12,7 +12,7 @@ import (
 )
 
 // ErrSecretsUnsupported is returned by Dispatch for a task with secrets
-// when the controller has no SecretResolver (Options.Secrets), or when the
+// when the controller has no SecretResolver (New's secrets), or when the
 // session's runner, as last connected to this controller, did not offer
 // prp.CapSecrets.
 var ErrSecretsUnsupported = errcode.New(errcode.Unsupported, "controller: no secret resolver: tasks with secrets are unsupported")
@@ -27,9 +27,13 @@ type SecretTarget struct {
 }
 
 // SecretResolver resolves the secret references of a task (prp.SecretUse)
-// for the runner of a lease. The host supplies it (berth's System wires
-// handover.Resolver: the lease environment's secret env map and managed
-// accounts with their project auth checks).
+// for the runner of a lease: a hook given to New, not an entry point. The
+// host supplies it (berth.New wires the resolver that handover.New
+// returns next to its Service: the lease environment's secret env map and
+// managed accounts with their project auth checks). Since Resolve returns
+// plaintext values for no principal, an implementation must not be an
+// exported method set of a service anyone can call: return it from a
+// constructor as a value of an unexported type, as handover.New does.
 //
 // Check is called by Dispatch, with the acting principal, before the
 // command is journaled: it authorizes p and refuses a use that cannot be
@@ -78,14 +82,14 @@ func (c *Controller) checkSecrets(ctx context.Context, p authz.Principal, s Sess
 		// conflict) and delivers nothing new, so nothing is checked again.
 		return nil
 	}
-	if c.o.Secrets == nil {
+	if c.secrets == nil {
 		return fmt.Errorf("controller: command %q on session %s: %w", cmd.ID, s.ID, ErrSecretsUnsupported)
 	}
-	if h, ok := c.Hello(s.ID); ok && !prp.Has(h.Capabilities, prp.CapSecrets) {
+	if h, ok := c.hello(s.ID); ok && !prp.Has(h.Capabilities, prp.CapSecrets) {
 		return fmt.Errorf("controller: command %q on session %s: %w: the runner (%s) does not offer capability %s",
 			cmd.ID, s.ID, ErrSecretsUnsupported, h.RunnerVersion, prp.CapSecrets)
 	}
-	if err := c.o.Secrets.Check(ctx, p, targetOf(s), cmd.TaskStart.Secrets); err != nil {
+	if err := c.secrets.Check(ctx, p, targetOf(s), cmd.TaskStart.Secrets); err != nil {
 		return fmt.Errorf("controller: command %q on session %s: secrets: %w", cmd.ID, s.ID, err)
 	}
 	return nil
@@ -116,11 +120,11 @@ func (lc *liveConn) secretsFor(ctx context.Context, r CommandRecord) (sv prp.Sec
 		return prp.SecretValues{}, false, nil
 	}
 	sv.CommandID = r.Command.ID
-	if c.o.Secrets == nil {
+	if c.secrets == nil {
 		sv.Code, sv.Message = string(prp.CodeSecretsUnavailable), ErrSecretsUnsupported.Error()
 		return sv, true, nil
 	}
-	vals, err := c.o.Secrets.Resolve(ctx, targetOf(lc.sess), ts.Secrets)
+	vals, err := c.secrets.Resolve(ctx, targetOf(lc.sess), ts.Secrets)
 	switch {
 	case err != nil:
 		sv.Code, sv.Message = CodeOfSecrets(err), err.Error()

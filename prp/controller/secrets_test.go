@@ -154,9 +154,8 @@ func TestSecretValuesReachOnlyTheTask(t *testing.T) {
 			defer db.Close()
 			var clog, rlog syncbuf.Buffer
 			dataDir := t.TempDir()
-			s := newServer(t, controller.Options{Store: db.PRP(), Tickets: db.PRP(), DataDir: dataDir,
-				Logger:  slog.New(slog.NewTextHandler(&clog, &slog.HandlerOptions{Level: slog.LevelDebug})),
-				Secrets: mapResolver{values: map[string]string{"TOKEN": canary + "-env", "secret:acct@v1": canary + "-account"}}})
+			s := newServer(t, serverOptions{Secrets: mapResolver{values: map[string]string{"TOKEN": canary + "-env", "secret:acct@v1": canary + "-account"}}, Options: controller.Options{Store: db.PRP(), Tickets: db.PRP(), DataDir: dataDir,
+				Logger: slog.New(slog.NewTextHandler(&clog, &slog.HandlerOptions{Level: slog.LevelDebug}))}})
 			stateDir := t.TempDir()
 			startLoggedChild(t, s, stateDir, true, &rlog)
 			session := waitSession(t, s)
@@ -240,7 +239,7 @@ var errStop = errors.New("stop")
 // command with the resolver's code, and nothing runs.
 func TestSecretsRefusedAtDispatchAndDelivery(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, controller.Options{Secrets: mapResolver{
+	s := newServer(t, serverOptions{Secrets: mapResolver{
 		values: map[string]string{"TOKEN": "v", "secret:acct@v1": "a"},
 		gone:   map[string]bool{"secret:acct@v1": true}}})
 	var logs syncbuf.Buffer
@@ -267,7 +266,7 @@ func TestSecretsRefusedAtDispatchAndDelivery(t *testing.T) {
 		t.Errorf("the task ran without its secrets: %v", err)
 	}
 	// Without a resolver, a task with secrets is refused at dispatch.
-	bare := newServer(t, controller.Options{})
+	bare := newServer(t, serverOptions{})
 	startLoggedChild(t, bare, t.TempDir(), true, &logs)
 	bs := waitSession(t, bare)
 	if _, err := bare.c.StartTask(ctx, operator, bs, "c1", secretTask("t1", work, out)); !errors.Is(err, controller.ErrSecretsUnsupported) {
@@ -281,7 +280,7 @@ func TestSecretsRefusedAtDispatchAndDelivery(t *testing.T) {
 // frame is sent again.
 func TestSecretsNotRedeliveredOnResume(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, controller.Options{Secrets: mapResolver{values: map[string]string{"TOKEN": "v1", "secret:acct@v1": "a1"}}})
+	s := newServer(t, serverOptions{Secrets: mapResolver{values: map[string]string{"TOKEN": "v1", "secret:acct@v1": "a1"}}})
 	var logs syncbuf.Buffer
 	stateDir := t.TempDir()
 	child := startLoggedChild(t, s, stateDir, true, &logs)

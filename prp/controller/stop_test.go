@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 // PRP-6: stop-and-verify of a 50-process tree with a setsid escapee, run
@@ -18,7 +17,7 @@ import (
 // runner's proof is complete.
 func TestStopAndVerifyStopsAProcessTreeWithACompleteProof(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, controller.Options{})
+	s := newServer(t, serverOptions{})
 	startChild(t, s, t.TempDir(), "")
 	session := waitSession(t, s)
 	ctx := context.Background()
@@ -78,7 +77,7 @@ func has(list []string, s string) bool {
 // behind, with a complete proof.
 func TestKilledRunnerLeavesAnIndeterminateTaskThatIsStillStopped(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, controller.Options{})
+	s := newServer(t, serverOptions{})
 	state := t.TempDir()
 	child := startChild(t, s, state, "")
 	session := waitSession(t, s)
