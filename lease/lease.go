@@ -93,6 +93,11 @@ const (
 	ReplaceNotFound         ReplaceReason = "not_found"
 	ReplaceExpired          ReplaceReason = "expired"
 	ReplaceIdentityMismatch ReplaceReason = "identity_mismatch"
+	// ReplaceRunnerMismatch: the sandbox was prepared at creation for
+	// another runner binary than the acquisition names (Docker's bind
+	// mount of Lease.Runner is fixed when the container is created), so it
+	// is never run with the old one.
+	ReplaceRunnerMismatch ReplaceReason = "runner_mismatch"
 )
 
 // Label keys that the manager puts on every sandbox it creates, so that
@@ -166,6 +171,13 @@ type Lease struct {
 	// Uses counts the acquisitions that returned this lease.
 	Uses int `json:"uses"`
 
+	// Runner is the runner binary the sandbox was acquired for
+	// (AcquireRequest.Runner: the set's binary for the target's
+	// architecture), nil for a lease without a runner. controller.Attach
+	// installs this one; a reusable lease resumed for another binary of a
+	// driver that prepares at creation is replaced (ReplaceRunnerMismatch).
+	Runner *drivers.RunnerSpec `json:"runner,omitempty"`
+
 	// Config is the normalized environment config with secret references,
 	// recorded for cleanup (LEASE-9). It never holds a secret value.
 	Config drivers.Config `json:"config,omitempty"`
@@ -227,6 +239,16 @@ func (l *Lease) Clone() *Lease {
 	c.Config = l.Config.Clone()
 	c.Labels = maps.Clone(l.Labels)
 	c.Metadata = maps.Clone(l.Metadata)
+	c.Runner = cloneRunner(l.Runner)
+	return &c
+}
+
+// cloneRunner returns a copy of r (nil for nil).
+func cloneRunner(r *drivers.RunnerSpec) *drivers.RunnerSpec {
+	if r == nil {
+		return nil
+	}
+	c := *r
 	return &c
 }
 

@@ -131,7 +131,7 @@ func newProber(g *globals, sys *berth.System, progress bool) *probe.Prober {
 			fmt.Fprintf(g.stderr, "  %s\n", stageLine(st))
 		}
 	}
-	opts.Runner = &probe.RunnerProbe{Controller: sys.Runners, Spec: sys.RunnerSpec}
+	opts.Runner = &probe.RunnerProbe{Controller: sys.Runners, Runners: sys.RunnerSet}
 	return probe.New(sys.Catalog, sys.Drivers, sys.Leases, sys.Store, &opts)
 }
 
