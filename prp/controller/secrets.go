@@ -10,7 +10,7 @@ import (
 	"github.com/berthdev/berth/prp"
 )
 
-// ErrSecretsUnsupported is returned by Dispatch for a task with secrets
+// ErrSecretsUnsupported is returned by Attachment.Start for a task with secrets
 // when the controller has no SecretResolver (Options.Secrets), or when the
 // session's runner, as last connected to this controller, did not offer
 // prp.CapSecrets.
@@ -30,7 +30,7 @@ type SecretTarget struct {
 // handover.Resolver: the lease environment's secret env map and managed
 // accounts with their project auth checks).
 //
-// Check is called by Dispatch, with the acting principal, before the
+// Check is called by Attachment.Start, with the acting principal, before the
 // command is journaled: it authorizes p and refuses a use that cannot be
 // delivered, with an error naming the use (reference, env name or file)
 // and never a value. Resolve is called when the command is delivered to
