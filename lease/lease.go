@@ -214,7 +214,9 @@ type Lease struct {
 	// but not the environment's config (Manager.Get, Manager.List): Config,
 	// Metadata, Labels, ProviderLeaseID, FailureReason and CleanupEvidence
 	// are left out, since they may name the target (an ssh provider lease
-	// id is "ssh://user@host:port/dir") (CFG-2). Stores never set it.
+	// id is "ssh://user@host:port/dir") (CFG-2), and so is the runner's
+	// Binary path on the berth host (its SHA256 and Arch stay). Stores
+	// never set it.
 	Redacted bool `json:"redacted,omitempty"`
 }
 
@@ -226,6 +228,9 @@ func (l *Lease) Redact() *Lease {
 	c := l.Clone()
 	c.Config, c.Metadata, c.Labels = nil, nil, nil
 	c.ProviderLeaseID, c.FailureReason, c.CleanupEvidence = "", "", ""
+	if c.Runner != nil {
+		c.Runner.Binary = "" // a path on the berth host; the sum and arch stay
+	}
 	c.Redacted = true
 	return c
 }
