@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
 )
 
 // escapeScript ($1 = pid file, $2 = sleep marker) leaves a process that
@@ -78,12 +79,13 @@ func TestHostLeaseReceiptsNameTheirEvidence(t *testing.T) {
 			h, att, _ := attachRunner(t, ctx, sys, "evidence-"+name, tg.driver, tg.config)
 			pidFile := filepath.Join(tg.dir, "escaped.pid")
 			marker := "7" + strconv.Itoa(int(time.Now().UnixNano()%1e6)+1e6)
-			if _, err := sys.Runners.StartTask(ctx, realOperator, att.Session, "c-escape", prp.TaskStart{TaskID: "escape",
-				Argv: []string{"sh", "-c", escapeScript, "escape", pidFile, marker}}); err != nil {
+			task, err := att.Start(ctx, realOperator, controller.TaskSpec{TaskStart: prp.TaskStart{TaskID: "escape",
+				Argv: []string{"sh", "-c", escapeScript, "escape", pidFile, marker}}})
+			if err != nil {
 				t.Fatal(err)
 			}
-			if res, err := sys.Runners.Wait(ctx, realOperator, att.Session, "c-escape"); err != nil || res.Exit == nil || res.Exit.Code != 0 {
-				t.Fatalf("the escaping task: %+v, %v", res, err)
+			if exit, err := task.Wait(ctx); err != nil || exit.Code != 0 {
+				t.Fatalf("the escaping task: %+v, %v", exit, err)
 			}
 			pid := 0
 			for deadline := time.Now().Add(30 * time.Second); pid == 0; time.Sleep(20 * time.Millisecond) {

@@ -44,11 +44,13 @@
 //   - prp, prp/runner, prp/controller: the runner protocol's wire format,
 //     tickets and tokens; the runner that executes tasks inside a sandbox
 //     (examples/runner is its binary); and the controller the host serves
-//     (System.Runners), which attaches a leased sandbox's runner
-//     (Attach, with the runner binary of Options.RunnerBinary), dispatches
-//     tasks, stores events and verifies stop proofs; it is the lease
-//     manager's task hook (controller.New returns it), so a lease's
-//     release or sweep stops and verifies its runner tasks first. A task's secrets travel as references in the
+//     (System.Runners), which attaches a leased sandbox's runner (Attach
+//     installs the binary the lease records: System.RunnerSet of
+//     Options.RunnerBinary given at acquisition) and returns a handle
+//     whose Start runs tasks (a controller.Task: Wait, Output, Stop),
+//     stores events and verifies stop proofs; it is the lease manager's
+//     task hook (controller.New returns it), so a lease's release or sweep
+//     stops and verifies its runner tasks first. A task's secrets travel as references in the
 //     command and as values in a separate frame delivered once, never
 //     stored.
 //   - environment: the catalog (create, read, update, archive, delete with

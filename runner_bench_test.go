@@ -29,7 +29,7 @@ import (
 type attached struct {
 	sys *berth.System
 	h   *lease.Handle
-	att controller.Attachment
+	att *controller.Attachment
 	n   int
 }
 
@@ -54,13 +54,14 @@ func (a *attached) task(b *testing.B) time.Duration {
 	id := fmt.Sprintf("t%d", a.n)
 	ctx := context.Background()
 	t0 := time.Now()
-	if _, err := a.sys.Runners.StartTask(ctx, realOperator, a.att.Session, "c"+id, prp.TaskStart{TaskID: id, Argv: []string{"true"}}); err != nil {
+	task, err := a.att.Start(ctx, realOperator, controller.TaskSpec{TaskStart: prp.TaskStart{TaskID: id, Argv: []string{"true"}}})
+	if err != nil {
 		b.Fatal(err)
 	}
-	res, err := a.sys.Runners.Wait(ctx, realOperator, a.att.Session, "c"+id)
+	exit, err := task.Wait(ctx)
 	exited := time.Since(t0)
-	if err != nil || res.Exit == nil || res.Exit.Code != 0 {
-		b.Fatalf("task %s: %+v, %v", id, res, err)
+	if err != nil || exit.Code != 0 {
+		b.Fatalf("task %s: %+v, %v", id, exit, err)
 	}
 	return exited
 }

@@ -109,22 +109,23 @@ func localTarget(t testing.TB) realTarget {
 // acquires a lease of it for sys's runner and attaches the runner. The
 // lease is released at cleanup (nothing to do when the test released it);
 // register sys.Close with t.Cleanup before, so that it runs after.
-func attachRunner(t testing.TB, ctx context.Context, sys *berth.System, name, driver string, config map[string]any) (*lease.Handle, controller.Attachment, drivers.RunnerSpec) {
+func attachRunner(t testing.TB, ctx context.Context, sys *berth.System, name, driver string, config map[string]any) (*lease.Handle, *controller.Attachment, drivers.RunnerSpec) {
 	t.Helper()
 	v, err := sys.Catalog.Create(ctx, realOperator, environment.CreateRequest{Name: name, Driver: driver, Config: config})
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := sys.RunnerSpec()
+	set, err := sys.RunnerSet()
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := sys.Leases.Acquire(ctx, realOperator, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Runner: &spec})
+	h, err := sys.Leases.Acquire(ctx, realOperator, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Runner: set})
 	if err != nil {
 		t.Fatal(err)
 	}
+	spec := *h.Lease().Runner
 	t.Cleanup(func() { _, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy}) })
-	att, err := sys.Runners.Attach(ctx, realOperator, h, controller.AttachRequest{Runner: spec})
+	att, err := sys.Runners.Attach(ctx, realOperator, h, controller.AttachRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,26 +201,29 @@ func TestRunnerTasksInRealTargets(t *testing.T) {
 			}
 			t.Cleanup(func() { sys.Close() })
 			h, att, spec := attachRunner(t, ctx, sys, "runner-"+name, tg.driver, tg.config)
-			if att.Hello.BinarySHA256 != spec.SHA256 || att.Hello.Platform.OS != "linux" {
-				t.Errorf("hello: binary %s platform %s, want the spec's sum and linux", att.Hello.BinarySHA256, att.Hello.Platform)
+			if att.Hello().BinarySHA256 != spec.SHA256 || att.Hello().Platform.OS != "linux" {
+				t.Errorf("hello: binary %s platform %s, want the spec's sum and linux", att.Hello().BinarySHA256, att.Hello().Platform)
 			}
+			tasks := map[string]*controller.Task{}
 			start := func(id string, argv ...string) {
 				t.Helper()
-				if _, err := sys.Runners.StartTask(ctx, realOperator, att.Session, "c-"+id, prp.TaskStart{TaskID: id, Argv: argv}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			result := func(id string) prp.Result {
-				t.Helper()
-				res, err := sys.Runners.Wait(ctx, realOperator, att.Session, "c-"+id)
+				task, err := att.Start(ctx, realOperator, controller.TaskSpec{TaskStart: prp.TaskStart{TaskID: id, Argv: argv}})
 				if err != nil {
 					t.Fatal(err)
 				}
-				return res
+				tasks[id] = task
+			}
+			result := func(id string) prp.Result {
+				t.Helper()
+				exit, err := tasks[id].Wait(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return prp.Result{Status: prp.ResultDone, Exit: &exit}
 			}
 			output := func(id string, s prp.Stream) string {
 				t.Helper()
-				b, err := sys.Runners.Output(ctx, realOperator, att.Session, id, s)
+				b, err := sys.Runners.Output(ctx, realOperator, att.Session(), id, s)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -261,7 +265,7 @@ func TestRunnerTasksInRealTargets(t *testing.T) {
 					t.Fatal("no output of the cut task")
 				}
 			}
-			tg.cut(t, sys, att.Session)
+			tg.cut(t, sys, att.Session())
 			if res := result("cut"); res.Exit == nil || res.Exit.Code != 0 {
 				t.Errorf("cut task: exit %+v, want 0", res.Exit)
 			}
@@ -281,14 +285,12 @@ func TestRunnerTasksInRealTargets(t *testing.T) {
 					t.Fatal("the stop task's sleeps never showed up")
 				}
 			}
-			proofs, err := sys.Runners.StopAndVerify(ctx, realOperator, att.Session, 2*time.Second)
+			p, err := tasks["stop"].Stop(ctx)
 			if err != nil {
-				t.Fatalf("StopAndVerify: %v (proofs %+v)", err, proofs)
+				t.Fatalf("Stop: %v (proof %+v)", err, p)
 			}
-			for _, p := range proofs {
-				if !p.Complete || len(p.Survivors) != 0 {
-					t.Errorf("proof %+v, want complete without survivors", p)
-				}
+			if !p.Complete || len(p.Survivors) != 0 || p.TaskID != "stop" || p.Evidence != drivers.EvidenceRunnerAttested {
+				t.Errorf("proof %+v, want task stop's, complete without survivors, runner_attested", p)
 			}
 			if left := tg.left(t, h, marker); len(left) > 0 {
 				t.Errorf("processes of the stopped task left: %v", left)

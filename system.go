@@ -80,7 +80,7 @@ type Options struct {
 	RunnerSigner *prp.Signer
 	// RunnerBinary is the path, on this host, of berth's runner binary (a
 	// static Linux build of examples/runner) that leases host for
-	// runner-based runs and probes (System.RunnerSpec). Default "": none;
+	// runner-based runs and probes (System.RunnerSet). Default "": none;
 	// runner-based probes then fail as unsupported. The library reads no
 	// environment variable for it (examples/envctl reads
 	// BERTH_RUNNER_BINARY).
@@ -113,11 +113,12 @@ type System struct {
 	Images *resolve.Resolver
 	// Runners is the runner protocol's controller (PRP): Attach connects a
 	// leased sandbox's runner (serving the controller on the sandbox's
-	// ingress), StartTask / Follow / StopAndVerify run tasks; it is also an
-	// http.Handler for runners that dial over HTTP. New gives the lease
-	// manager the controller's task hook (the lease.TaskStopper that
-	// controller.New returns): releasing or sweeping a lease stops and
-	// verifies its runner tasks first.
+	// ingress) and returns a handle whose Start runs tasks
+	// (controller.Task: Wait, Output, Stop); it is also an http.Handler
+	// for runners that dial over HTTP. New gives the lease manager the
+	// controller's task hook (the lease.TaskStopper that controller.New
+	// returns): releasing or sweeping a lease stops and verifies its
+	// runner tasks first.
 	Runners *controller.Controller
 	// Handover prepares managed accounts (project auth checks, AUTH-2)
 	// and checks the secrets of runner tasks for Runners; the resolver
@@ -134,19 +135,20 @@ type System struct {
 
 	runnerBinary string
 	specOnce     sync.Once
-	spec         drivers.RunnerSpec
+	spec         *drivers.RunnerSet
 	specErr      error
 }
 
-// RunnerSpec returns the drivers.RunnerSpec of Options.RunnerBinary (its
-// SHA-256, read once on the first call and kept), for
-// lease.AcquireRequest.Runner and controller.AttachRequest.Runner. Without
-// a RunnerBinary it returns an error wrapping drivers.ErrUnsupported.
-func (s *System) RunnerSpec() (drivers.RunnerSpec, error) {
+// RunnerSet returns the drivers.RunnerSet of Options.RunnerBinary (its
+// architecture and SHA-256, read once on the first call and kept), for
+// lease.AcquireRequest.Runner (controller.Attach reads the binary from the
+// lease). Without a RunnerBinary it returns an error wrapping
+// drivers.ErrUnsupported.
+func (s *System) RunnerSet() (*drivers.RunnerSet, error) {
 	if s.runnerBinary == "" {
-		return drivers.RunnerSpec{}, fmt.Errorf("berth: no runner binary configured (Options.RunnerBinary; build one with CGO_ENABLED=0 go build -o berth-runner ./examples/runner): %w", drivers.ErrUnsupported)
+		return nil, fmt.Errorf("berth: no runner binary configured (Options.RunnerBinary; build one with CGO_ENABLED=0 go build -o berth-runner ./examples/runner): %w", drivers.ErrUnsupported)
 	}
-	s.specOnce.Do(func() { s.spec, s.specErr = controller.RunnerSpecFromFile(s.runnerBinary) })
+	s.specOnce.Do(func() { s.spec, s.specErr = controller.RunnerSetFromFiles(s.runnerBinary) })
 	return s.spec, s.specErr
 }
 
@@ -239,7 +241,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		popts = *o.Probe
 	}
 	if popts.Runner == nil {
-		popts.Runner = &probe.RunnerProbe{Controller: sys.Runners, Spec: sys.RunnerSpec}
+		popts.Runner = &probe.RunnerProbe{Controller: sys.Runners, Runners: sys.RunnerSet}
 	}
 	sys.Prober = probe.New(probe.Sources{
 		Catalog: sys.Catalog, Environments: st, Drivers: reg, Leases: sys.Leases, Qualifications: st,

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -106,11 +107,11 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := sys.RunnerSpec()
+	set, err := sys.RunnerSet()
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := sys.Leases.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: envA.ID, Run: "run-1", Runner: &spec})
+	h, err := sys.Leases.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: envA.ID, Run: "run-1", Runner: set})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 			_, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy})
 		}
 	}()
-	att, err := sys.Runners.Attach(ctx, op, h, controller.AttachRequest{Runner: spec})
+	att, err := sys.Runners.Attach(ctx, op, h, controller.AttachRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,8 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	if res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "mkdir -p .agent && touch .agent/hold"}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("prepare the hold file: %+v, %v", res, err)
 	}
-	if _, err := sys.Runners.StartTask(ctx, agent, att.Session, "c-read", task("read", reader, "p2", "p1")); err != nil {
+	readTask, err := att.Start(ctx, agent, controller.TaskSpec{CommandID: "c-read", TaskStart: task("read", reader, "p2", "p1")})
+	if err != nil {
 		t.Fatalf("a matching record was refused: %v", err)
 	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
@@ -159,7 +161,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 			break
 		}
 		if time.Now().After(deadline) {
-			out, _ := sys.Runners.Output(ctx, op, att.Session, "read", prp.Stderr)
+			out, _ := sys.Runners.Output(ctx, op, att.Session(), "read", prp.Stderr)
 			t.Fatalf("the task never read the account (stderr %q)", out)
 		}
 	}
@@ -189,11 +191,10 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	if res, err := h.Exec(ctx, drivers.Command{Argv: []string{"rm", ".agent/hold"}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("release the hold: %+v, %v", res, err)
 	}
-	res, err := sys.Runners.Wait(ctx, agent, att.Session, "c-read")
-	if err != nil || res.Status != prp.ResultDone || res.Exit == nil || res.Exit.Code != 0 {
-		t.Fatalf("the reading task = %+v, %v; want done with exit 0", res, err)
+	if exit, err := readTask.Wait(ctx); err != nil || exit.Code != 0 {
+		t.Fatalf("the reading task = %+v, %v; want exit 0", exit, err)
 	}
-	out, err := sys.Runners.Output(ctx, agent, att.Session, "read", prp.Stdout)
+	out, err := sys.Runners.Output(ctx, agent, att.Session(), "read", prp.Stdout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +212,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	touch := []string{"sh", "-c", "touch refused-ran"}
 	refused := func(what, id string, want handover.Code, projects ...string) {
 		t.Helper()
-		_, err := sys.Runners.StartTask(ctx, agent, att.Session, "c-"+id, task(id, touch, projects...))
+		_, err := att.Start(ctx, agent, controller.TaskSpec{CommandID: "c-" + id, TaskStart: task(id, touch, projects...)})
 		if !errors.Is(err, handover.ErrMismatch) || controller.CodeOfSecrets(err) != string(want) {
 			t.Errorf("%s: dispatch = %v, want a refusal with code %s", what, err, want)
 		}
@@ -287,12 +288,13 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 			t.Errorf("clear between dispatch and delivery: %v", err)
 		}
 	})
-	if _, err := sys.Runners.StartTask(ctx, agent, att.Session, "c-late", task("late", touch, "p1", "p2")); err != nil {
+	lateTask, err := att.Start(ctx, agent, controller.TaskSpec{CommandID: "c-late", TaskStart: task("late", touch, "p1", "p2")})
+	if err != nil {
 		t.Fatalf("dispatch with a matching record: %v", err)
 	}
-	if res, err := sys.Runners.Wait(ctx, agent, att.Session, "c-late"); err != nil || res.Status != prp.ResultRejected ||
-		res.Code != prp.CodeSecretsUnavailable || !strings.HasPrefix(res.Message, string(handover.CodeCheckMissing)+":") || res.Exit != nil {
-		t.Errorf("a record cleared before delivery: %+v, %v; want rejected, %s: %s..., nothing run", res, err, prp.CodeSecretsUnavailable, handover.CodeCheckMissing)
+	if exit, err := lateTask.Wait(ctx); !errors.Is(err, controller.ErrTaskNotRun) ||
+		!strings.Contains(fmt.Sprint(err), string(prp.ResultRejected)+" ("+string(prp.CodeSecretsUnavailable)+"): "+string(handover.CodeCheckMissing)+":") {
+		t.Errorf("a record cleared before delivery: %+v, %v; want not run: rejected (%s): %s..., nothing run", exit, err, prp.CodeSecretsUnavailable, handover.CodeCheckMissing)
 	}
 	if res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "test -e refused-ran && echo ran || echo none"}}); err != nil ||
 		strings.TrimSpace(string(res.Stdout)) != "none" {
@@ -303,20 +305,22 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	// runner's state directory and log in the target, then the lease
 	// records, the logs, the sink and the database after the release.
 	var evs bytes.Buffer
-	fctx, fcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer fcancel()
-	ferr := sys.Runners.Follow(fctx, op, att.Session, 0, func(e controller.StoredEvent) error {
-		b, _ := json.Marshal(e)
-		evs.Write(b)
-		if e.Event.Output != nil {
-			evs.Write(e.Event.Output.Data)
+	var ferr error
+	for after := uint64(0); ; {
+		page, err := att.Events(ctx, after, 0)
+		if ferr = err; err != nil || len(page) == 0 {
+			break
 		}
-		if e.Event.Kind == prp.EventResult && e.Event.Result.CommandID == "c-late" {
-			return errDone
+		for _, e := range page {
+			b, _ := json.Marshal(e)
+			evs.Write(b)
+			if e.Event.Output != nil {
+				evs.Write(e.Event.Output.Data)
+			}
+			after = e.Seq
 		}
-		return nil
-	})
-	if !errors.Is(ferr, errDone) || !bytes.Contains(evs.Bytes(), []byte(wantSum)) {
+	}
+	if ferr != nil || !bytes.Contains(evs.Bytes(), []byte(wantSum)) {
 		t.Errorf("the events lack the task's output (%v)", ferr)
 	}
 	state := runnerState(t, ctx, tg, h)

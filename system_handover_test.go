@@ -137,6 +137,10 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 	if session == "" {
 		t.Fatal("no runner connected within a minute")
 	}
+	att, err := sys.Runners.Reattach(ctx, agent, session)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	work, out := t.TempDir(), t.TempDir()
 	task := func(id string, projects ...string) prp.TaskStart {
@@ -146,21 +150,21 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 	}
 	refused := func(what, id string, want handover.Code, projects ...string) {
 		t.Helper()
-		_, err := sys.Runners.StartTask(ctx, agent, session, id, task(id, projects...))
+		_, err := att.Start(ctx, agent, controller.TaskSpec{CommandID: id, TaskStart: task(id, projects...)})
 		if !errors.Is(err, handover.ErrMismatch) || controller.CodeOfSecrets(err) != string(want) {
 			t.Errorf("%s: dispatch = %v, want a refusal with code %s", what, err, want)
 		}
 	}
 
 	// A matching record: the task reads the account from a 0600 file.
-	if _, err := sys.Runners.StartTask(ctx, agent, session, "c1", task("t1", "p2", "p1")); err != nil {
+	t1, err := att.Start(ctx, agent, controller.TaskSpec{CommandID: "c1", TaskStart: task("t1", "p2", "p1")})
+	if err != nil {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	res, err := sys.Runners.Wait(wctx, agent, session, "c1")
-	if err != nil || res.Status != prp.ResultDone || res.Exit == nil || res.Exit.Code != 0 {
-		t.Fatalf("c1 = %+v, %v; want done with exit 0", res, err)
+	if exit, err := t1.Wait(wctx); err != nil || exit.Code != 0 {
+		t.Fatalf("c1 = %+v, %v; want exit 0", exit, err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(out, "account")); string(b) != canary {
 		t.Errorf("the task read %q, want the managed account", b)
@@ -201,19 +205,23 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 	// Canary: events (output read back), lease records, logs, the
 	// database's files, the runner's state and the output sink.
 	var evs bytes.Buffer
-	fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer fcancel()
-	_ = sys.Runners.Follow(fctx, agent, session, 0, func(e controller.StoredEvent) error {
-		b, _ := json.Marshal(e)
-		evs.Write(b)
-		if e.Event.Output != nil {
-			evs.Write(e.Event.Output.Data)
+	for after := uint64(0); ; {
+		page, err := att.Events(ctx, after, 0)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if e.Event.Kind == prp.EventResult && e.Event.Result.CommandID == "c1" {
-			return errDone
+		if len(page) == 0 {
+			break
 		}
-		return nil
-	})
+		for _, e := range page {
+			b, _ := json.Marshal(e)
+			evs.Write(b)
+			if e.Event.Output != nil {
+				evs.Write(e.Event.Output.Data)
+			}
+			after = e.Seq
+		}
+	}
 	if !bytes.Contains(evs.Bytes(), []byte("handed")) {
 		t.Errorf("the events lack the task's output")
 	}
@@ -233,5 +241,3 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 	}
 	t.Logf("%s: canary absent from %d files or rows, %d bytes of events and %d bytes of logs", kind, files, evs.Len(), len(logs.String())+len(rlog.String()))
 }
-
-var errDone = errors.New("done")

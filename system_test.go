@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -270,37 +269,34 @@ func TestSystemReleasesRunnerLeasesThroughTheController(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	bin := filepath.Join(t.TempDir(), "berth-runner")
-	if err := os.WriteFile(bin, []byte("not a real runner: the fake never executes it"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := testenv.FakeRunnerBinary(t) // the fake never executes it
 	sys, err := berth.New(ctx, &berth.Options{TestMode: true, RunnerBinary: bin})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sys.Close()
-	spec, err := sys.RunnerSpec()
-	if err != nil || spec.Binary != bin || len(spec.SHA256) != 64 {
-		t.Fatalf("RunnerSpec = %+v, %v", spec, err)
+	set, err := sys.RunnerSet()
+	if err != nil || len(set.Binaries) != 1 || set.Binaries[runtime.GOARCH].Binary != bin || len(set.Binaries[runtime.GOARCH].SHA256) != 64 {
+		t.Fatalf("RunnerSet = %+v, %v; want the binary for %s", set, err, runtime.GOARCH)
 	}
 	operator := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 	v, err := sys.Catalog.Create(ctx, operator, environment.CreateRequest{Name: "f", Driver: "fake", Config: map[string]any{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := sys.Leases.Acquire(ctx, operator, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Runner: &spec})
+	h, err := sys.Leases.Acquire(ctx, operator, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Runner: set})
 	if err != nil {
 		t.Fatal(err)
 	}
-	att, err := sys.Runners.Attach(ctx, operator, h, controller.AttachRequest{Runner: spec})
+	att, err := sys.Runners.Attach(ctx, operator, h, controller.AttachRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sys.Runners.StartTask(ctx, operator, att.Session, "c1", prp.TaskStart{TaskID: "sys-sleep", Argv: []string{"sleep", "300"}}); err != nil {
+	if _, err := att.Start(ctx, operator, controller.TaskSpec{TaskStart: prp.TaskStart{TaskID: "sys-sleep", Argv: []string{"sleep", "300"}}}); err != nil {
 		t.Fatal(err)
 	}
 	for {
-		ts, err := sys.Runners.Tasks(ctx, operator, att.Session)
+		ts, err := sys.Runners.Tasks(ctx, operator, att.Session())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -316,7 +312,7 @@ func TestSystemReleasesRunnerLeasesThroughTheController(t *testing.T) {
 	if !strings.HasPrefix(l.CleanupEvidence, "runner (runner_attested): 1 task(s)") {
 		t.Errorf("evidence %q, want the runner's proof", l.CleanupEvidence)
 	}
-	ts, err := sys.Runners.Tasks(ctx, operator, att.Session)
+	ts, err := sys.Runners.Tasks(ctx, operator, att.Session())
 	if err != nil || len(ts) != 1 || ts[0].State != controller.TaskExited {
 		t.Errorf("tasks after the release = %+v, %v; want the task exited", ts, err)
 	}
@@ -326,7 +322,7 @@ func TestSystemReleasesRunnerLeasesThroughTheController(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer empty.Close()
-	if _, err := empty.RunnerSpec(); !errors.Is(err, drivers.ErrUnsupported) {
-		t.Errorf("RunnerSpec without a binary = %v, want ErrUnsupported", err)
+	if _, err := empty.RunnerSet(); !errors.Is(err, drivers.ErrUnsupported) {
+		t.Errorf("RunnerSet without a binary = %v, want ErrUnsupported", err)
 	}
 }

@@ -1,12 +1,16 @@
 package drivers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/berthdev/berth/images"
@@ -142,10 +146,14 @@ type RunnerSpec struct {
 	// Binary is the path, on the berth host, of a static Linux runner
 	// binary for the sandbox's architecture that takes the flags of
 	// examples/runner (--controller, --lease, --ticket-file, --state-dir).
-	Binary string
+	Binary string `json:"binary"`
 	// SHA256 is the lowercase hex SHA-256 of Binary's contents. Installs
 	// are keyed by it: a sandbox that already holds this sum copies nothing.
-	SHA256 string
+	SHA256 string `json:"sha256"`
+	// Arch is the GOARCH the binary is built for ("amd64", "arm64"), as
+	// its ELF header says (controller.RunnerSpecFromFile reads it); ""
+	// when unknown. RunnerSet keys by it.
+	Arch string `json:"arch,omitempty"`
 }
 
 // Validate reports whether s names an absolute binary path and a
@@ -158,6 +166,138 @@ func (s RunnerSpec) Validate() error {
 		return fmt.Errorf("runner spec: sha256 %q: %w", s.SHA256, errors.New("want 64 lowercase hex digits"))
 	}
 	return nil
+}
+
+// RunnerSet names berth's runner binaries, one per architecture, so that
+// one lease manager serves targets of every architecture it names; a
+// target of another architecture is refused before anything is allocated
+// (lease.AcquireRequest.Runner).
+type RunnerSet struct {
+	// Binaries maps a GOARCH ("amd64", "arm64") to the binary built for
+	// it.
+	Binaries map[string]RunnerSpec
+	// Build, if not nil, returns the binary for an architecture Binaries
+	// has none for (envctl builds one from the module's source); it is
+	// called before anything is allocated, and its error refuses the
+	// acquisition. The set calls it at most once per architecture and
+	// keeps what it returned.
+	Build func(ctx context.Context, arch string) (RunnerSpec, error)
+
+	mu    sync.Mutex
+	built map[string]RunnerSpec
+}
+
+// RunnerSetOf returns a set of specs keyed by their Arch (RunnerSpec.Arch,
+// which RunnerSpecFromFile reads from the binary). It panics on a spec
+// without Arch or two for one architecture: a programmer's error.
+func RunnerSetOf(specs ...RunnerSpec) *RunnerSet {
+	s := &RunnerSet{Binaries: map[string]RunnerSpec{}}
+	for _, spec := range specs {
+		if spec.Arch == "" {
+			panic(fmt.Sprintf("drivers: RunnerSetOf: binary %q has no architecture", spec.Binary))
+		}
+		if _, dup := s.Binaries[spec.Arch]; dup {
+			panic(fmt.Sprintf("drivers: RunnerSetOf: two binaries for %s", spec.Arch))
+		}
+		s.Binaries[spec.Arch] = spec
+	}
+	return s
+}
+
+// Validate reports whether every binary of s is well-formed
+// (RunnerSpec.Validate) and keyed by a GOARCH that agrees with its Arch
+// where that is known, naming the architecture that is not, and whether s
+// names a binary or a Build at all.
+func (s *RunnerSet) Validate() error {
+	if len(s.Binaries) == 0 && s.Build == nil {
+		return errors.New("runner set: no binary and no Build")
+	}
+	for _, arch := range s.Arches() {
+		spec := s.Binaries[arch]
+		if !validGOARCH(arch) {
+			return fmt.Errorf("runner set: architecture %q: want a GOARCH such as amd64 or arm64", arch)
+		}
+		if spec.Arch != "" && spec.Arch != arch {
+			return fmt.Errorf("runner set: the %s binary %q is built for %s", arch, spec.Binary, spec.Arch)
+		}
+		if err := spec.Validate(); err != nil {
+			return fmt.Errorf("runner set: %s: %w", arch, err)
+		}
+	}
+	return nil
+}
+
+// Arches returns the architectures s has a binary for, sorted (what Build
+// may add is not among them).
+func (s *RunnerSet) Arches() []string {
+	return slices.Sorted(maps.Keys(s.Binaries))
+}
+
+// For returns the binary of s for arch, its Arch filled in: from Binaries,
+// else from Build. When arch is "" (the target's architecture is not
+// known before allocation) and Binaries holds exactly one binary, it
+// returns that one: the driver checks at install whether it fits.
+// Otherwise an error wrapping ErrUnsupported names the architecture and
+// the ones s has; Build's error is returned wrapped.
+func (s *RunnerSet) For(ctx context.Context, arch string) (RunnerSpec, error) {
+	if arch == "" {
+		if len(s.Binaries) == 1 {
+			for a, spec := range s.Binaries {
+				spec.Arch = a
+				return spec, nil
+			}
+		}
+		return RunnerSpec{}, fmt.Errorf("runner set: the target's architecture is not known before allocation and the set names %d binaries (%s): name one: %w",
+			len(s.Binaries), cmp.Or(strings.Join(s.Arches(), ", "), "none"), ErrUnsupported)
+	}
+	if spec, ok := s.Binaries[arch]; ok {
+		spec.Arch = arch
+		return spec, nil
+	}
+	if s.Build == nil {
+		return RunnerSpec{}, fmt.Errorf("runner set: no runner binary for architecture %s (the set has %s): %w",
+			arch, cmp.Or(strings.Join(s.Arches(), ", "), "none"), ErrUnsupported)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if spec, ok := s.built[arch]; ok {
+		return spec, nil
+	}
+	spec, err := s.Build(ctx, arch)
+	if err != nil {
+		return RunnerSpec{}, fmt.Errorf("runner set: the runner binary for %s: %w", arch, err)
+	}
+	if spec.Arch != "" && spec.Arch != arch {
+		return RunnerSpec{}, fmt.Errorf("runner set: Build returned the binary %q for %s, not %s", spec.Binary, spec.Arch, arch)
+	}
+	spec.Arch = arch
+	if err := spec.Validate(); err != nil {
+		return RunnerSpec{}, fmt.Errorf("runner set: %s: %w", arch, err)
+	}
+	if s.built == nil {
+		s.built = map[string]RunnerSpec{}
+	}
+	s.built[arch] = spec
+	return spec, nil
+}
+
+func validGOARCH(a string) bool {
+	if a == "" || len(a) > 16 {
+		return false
+	}
+	return strings.Trim(a, "abcdefghijklmnopqrstuvwxyz0123456789") == ""
+}
+
+// ArchReporter is an optional interface that may be implemented by a
+// Driver. RunnerArch returns the GOARCH ("amd64", "arm64") of the
+// sandboxes Acquire would create for cfg (normalized, secrets resolved),
+// without allocating anything (the local host's own; the Docker engine's),
+// so that the lease manager picks the runner binary of a RunnerSet before
+// a sandbox exists. If a Driver does not implement it, the architecture
+// is unknown before allocation: a set of one binary is used as it is (the
+// driver checks it at install), a set of several is refused.
+type ArchReporter interface {
+	RunnerArch(ctx context.Context, cfg Config) (string, error)
 }
 
 // RunnerLaunch is what RunnerIngress.Launch needs to start the runner.

@@ -212,6 +212,18 @@ func AsRunnerHost(sb Sandbox, narrowed Set) (RunnerHost, error) {
 	return sandboxAs[RunnerHost](sb, narrowed, CapRunnerIngress)
 }
 
+// AsArchReporter returns d as an ArchReporter when d implements it, else
+// an error wrapping ErrUnsupported that names the driver: it cannot say
+// its sandboxes' architecture before allocating one. Like health, this is
+// no capability: it reads neither the declaration nor Available.
+func AsArchReporter(d Driver) (ArchReporter, error) {
+	ar, ok := d.(ArchReporter)
+	if !ok {
+		return nil, fmt.Errorf("driver %q: reports no architecture before allocation: %w", d.Name(), ErrUnsupported)
+	}
+	return ar, nil
+}
+
 // AsHealthChecker returns d as a HealthChecker when d implements it, else
 // an error wrapping ErrUnsupported that names the driver: its provider has
 // no health of its own (see HealthChecker). Health is no capability, so

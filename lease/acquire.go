@@ -61,10 +61,18 @@ type AcquireRequest struct {
 	// needs them. Only the Ephemeral policy is allowed.
 	Draft *Draft
 	// Runner, if not nil, says the sandbox will host berth's runner
-	// (Handle.HostRunner): it adds drivers.CapRunnerIngress to Required
-	// and is handed to the driver, which prepares the sandbox for it at
-	// creation or refuses before allocating anything.
-	Runner *drivers.RunnerSpec
+	// (Handle.HostRunner, controller.Attach): it adds
+	// drivers.CapRunnerIngress to Required. The binary for the target's
+	// architecture is picked before anything is allocated: the driver
+	// reports the architecture (drivers.ArchReporter: local, Docker, the
+	// fake), else a set of one binary is used as it is (the driver checks
+	// it at install: SSH reads its ELF header). A target of an
+	// architecture the set has no binary for is refused then, naming the
+	// architecture, with an error wrapping drivers.ErrUnsupported; nothing
+	// is written or created. The picked binary is handed to the driver,
+	// which prepares the sandbox for it at creation (Docker's bind mount),
+	// and recorded on the lease (Lease.Runner).
+	Runner *drivers.RunnerSet
 }
 
 // Draft is an unsaved target: a driver and a config normalized by its
@@ -86,6 +94,7 @@ type acq struct {
 	reuseKey string
 	runKey   string
 	budget   time.Duration
+	runner   *drivers.RunnerSpec // the binary of req.Runner for the target's architecture
 	// set when a recorded sandbox was replaced (LEASE-4)
 	replaces      string
 	replaceReason ReplaceReason
@@ -250,6 +259,13 @@ func (m *Manager) prepare(ctx context.Context, p authz.Principal, req AcquireReq
 	if a.budget <= 0 {
 		a.budget = m.o.StartupBudget
 	}
+	if req.Runner != nil {
+		spec, err := m.runnerFor(ctx, drv, a.cfg, req.Runner)
+		if err != nil {
+			return nil, fmt.Errorf("lease: %s: %w", name, err)
+		}
+		a.runner = &spec
+	}
 	switch req.Policy {
 	case ReuseByEnvironment:
 		a.reuseKey = fmt.Sprintf("env:%q:%q", req.Company, env.ID)
@@ -261,6 +277,23 @@ func (m *Manager) prepare(ctx context.Context, p authz.Principal, req AcquireReq
 		}
 	}
 	return a, nil
+}
+
+// runnerFor picks the binary of set for the architecture drv reports for
+// cfg (drivers.ArchReporter), before anything is allocated; a driver that
+// reports none gets the set's only binary (drivers.RunnerSet.For).
+func (m *Manager) runnerFor(ctx context.Context, drv drivers.Driver, cfg drivers.Config, set *drivers.RunnerSet) (drivers.RunnerSpec, error) {
+	arch := ""
+	if ar, err := drivers.AsArchReporter(drv); err == nil {
+		if arch, err = ar.RunnerArch(ctx, cfg); err != nil {
+			return drivers.RunnerSpec{}, fmt.Errorf("the target's architecture, for its runner binary: %w", err)
+		}
+	}
+	spec, err := set.For(ctx, arch)
+	if err != nil && arch != "" {
+		return drivers.RunnerSpec{}, fmt.Errorf("the target is linux/%s: %w", arch, err)
+	}
+	return spec, err
 }
 
 // maxRaces bounds how often one acquisition re-reads the store after
@@ -309,6 +342,7 @@ func (m *Manager) newLease(a *acq) *Lease {
 		Fingerprint: a.fp, ReuseKey: a.reuseKey, RunKey: a.runKey,
 		Replaces: a.replaces, ReplaceReason: a.replaceReason,
 		Config: a.snapshot.Clone(),
+		Runner: cloneRunner(a.runner),
 		Draft:  a.draft,
 		Labels: map[string]string{
 			LabelInstance: m.o.InstanceID, LabelEnvironment: a.env.ID, LabelLease: id,
@@ -323,7 +357,7 @@ func (m *Manager) newLease(a *acq) *Lease {
 // means: re-read the store and start over.
 func (m *Manager) useExisting(ctx context.Context, a *acq, l *Lease) (h *Handle, again bool, err error) {
 	now := m.now()
-	if h := m.liveHandle(l.ID); h != nil && l.Status == StatusActive && l.Fingerprint == a.fp {
+	if h := m.liveHandle(l.ID); h != nil && l.Status == StatusActive && l.Fingerprint == a.fp && !preparedForOtherRunner(a, l) {
 		m.touch(ctx, l, a)
 		return h, false, nil
 	}

@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -157,7 +158,8 @@ func TestReleaseAndReadAuthorization(t *testing.T) {
 			t.Run(tc.company+"/"+string(p.Role), func(t *testing.T) {
 				t.Parallel()
 				w := authWorld(t)
-				req := lease.AcquireRequest{EnvironmentID: "unbound", Company: tc.company, Run: "r", Metadata: map[string]string{"ticket": "T-1"}}
+				req := lease.AcquireRequest{EnvironmentID: "unbound", Company: tc.company, Run: "r", Metadata: map[string]string{"ticket": "T-1"},
+					Runner: drivers.RunnerSetOf(runnerSpec(runtime.GOARCH, "ab"))}
 				h, err := w.m.Acquire(bg, op, req)
 				if err != nil {
 					t.Fatal(err)
@@ -175,6 +177,8 @@ func TestReleaseAndReadAuthorization(t *testing.T) {
 				case !want.full && (!got.Redacted || got.Config != nil || got.Metadata != nil || got.Labels != nil || got.ProviderLeaseID != ""):
 					t.Errorf("Get: config %v metadata %v labels %v provider lease %q redacted %v; want none of them (CFG-2)",
 						got.Config, got.Metadata, got.Labels, got.ProviderLeaseID, got.Redacted)
+				case got.Runner == nil || got.Runner.SHA256 != strings.Repeat("ab", 32) || (got.Runner.Binary != "") != want.full:
+					t.Errorf("Get: runner %+v; want its sum, and its path on the berth host only in the full record", got.Runner)
 				}
 				ls, err := w.m.List(bg, p, lease.Filter{})
 				if err != nil || len(ls) != map[bool]int{true: 1, false: 0}[want.read] {

@@ -72,7 +72,7 @@ func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error)
 	var sb drivers.Sandbox
 	err := retry.Do(bctx, policy, func(actx context.Context, _ int) error {
 		s, err := a.drv.Acquire(actx, a.cfg, drivers.AcquireRequest{
-			LeaseID: l.ID, Labels: l.Labels, Workspace: a.req.Workspace, Allocated: allocated, Runner: a.req.Runner,
+			LeaseID: l.ID, Labels: l.Labels, Workspace: a.req.Workspace, Allocated: allocated, Runner: a.runner,
 		})
 		if err == nil {
 			sb = s

@@ -98,6 +98,16 @@
 // /proc scan that none is left; if it cannot check, the lease stays
 // pending_cleanup.
 //
+// Runner binaries: AcquireRequest.Runner is a drivers.RunnerSet, one
+// binary per architecture. Before the write-ahead record, the manager asks
+// the driver for the target's architecture (drivers.ArchReporter; a driver
+// without it gets the set's only binary) and picks that binary, or refuses
+// a target of an architecture the set lacks, naming it; nothing is written
+// or created then. The pick is recorded (Lease.Runner) and is what
+// Handle.HostRunner installs. A reusable sandbox of a driver that prepares
+// for its runner at creation (KindSandbox: Docker's bind mount) is not
+// resumed for another binary: it is replaced, ReplaceRunnerMismatch.
+//
 // Runner tasks (PRP-6; tasks.go): with a TaskStopper (NewManager's tasks,
 // the hook prp/controller.New returns), a release that stops or destroys, and every
 // cleanup (a Sweep, a Release of a pending_cleanup lease), first has every

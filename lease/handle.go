@@ -129,13 +129,18 @@ func (h *Handle) Capture(ctx context.Context, req drivers.CaptureRequest) (image
 	return c.Capture(ctx, req)
 }
 
-// HostRunner installs the runner of spec in the sandbox and opens the
-// ingress through which it reaches the host (drivers.RunnerHost); an error
-// wraps drivers.ErrUnsupported when the driver cannot host a runner. spec
-// is the one the lease was acquired with (AcquireRequest.Runner). The
+// HostRunner installs the runner the lease was acquired for (Lease.Runner:
+// AcquireRequest.Runner's binary for the target's architecture) in the
+// sandbox and opens the ingress through which it reaches the host
+// (drivers.RunnerHost); an error wraps drivers.ErrUnsupported when the
+// driver cannot host a runner or the lease was acquired without one. The
 // caller closes the ingress; the runner it launches carries the lease's
 // process tag, so a host lease's cleanup finds it.
-func (h *Handle) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (drivers.RunnerIngress, error) {
+func (h *Handle) HostRunner(ctx context.Context) (drivers.RunnerIngress, error) {
+	if h.lease.Runner == nil {
+		return nil, fmt.Errorf("lease %s was acquired without a runner (AcquireRequest.Runner): %w", h.lease.ID, drivers.ErrUnsupported)
+	}
+	spec := *h.lease.Runner
 	rh, err := capability(h, drivers.AsRunnerHost)
 	if err != nil {
 		return nil, h.wrap(err)

@@ -93,6 +93,11 @@ const (
 	ReplaceNotFound         ReplaceReason = "not_found"
 	ReplaceExpired          ReplaceReason = "expired"
 	ReplaceIdentityMismatch ReplaceReason = "identity_mismatch"
+	// ReplaceRunnerMismatch: the sandbox was prepared at creation for
+	// another runner binary than the acquisition names (Docker's bind
+	// mount of Lease.Runner is fixed when the container is created), so it
+	// is never run with the old one.
+	ReplaceRunnerMismatch ReplaceReason = "runner_mismatch"
 )
 
 // Label keys that the manager puts on every sandbox it creates, so that
@@ -166,6 +171,13 @@ type Lease struct {
 	// Uses counts the acquisitions that returned this lease.
 	Uses int `json:"uses"`
 
+	// Runner is the runner binary the sandbox was acquired for
+	// (AcquireRequest.Runner: the set's binary for the target's
+	// architecture), nil for a lease without a runner. controller.Attach
+	// installs this one; a reusable lease resumed for another binary of a
+	// driver that prepares at creation is replaced (ReplaceRunnerMismatch).
+	Runner *drivers.RunnerSpec `json:"runner,omitempty"`
+
 	// Config is the normalized environment config with secret references,
 	// recorded for cleanup (LEASE-9). It never holds a secret value.
 	Config drivers.Config `json:"config,omitempty"`
@@ -202,7 +214,9 @@ type Lease struct {
 	// but not the environment's config (Manager.Get, Manager.List): Config,
 	// Metadata, Labels, ProviderLeaseID, FailureReason and CleanupEvidence
 	// are left out, since they may name the target (an ssh provider lease
-	// id is "ssh://user@host:port/dir") (CFG-2). Stores never set it.
+	// id is "ssh://user@host:port/dir") (CFG-2), and so is the runner's
+	// Binary path on the berth host (its SHA256 and Arch stay). Stores
+	// never set it.
 	Redacted bool `json:"redacted,omitempty"`
 }
 
@@ -214,6 +228,9 @@ func (l *Lease) Redact() *Lease {
 	c := l.Clone()
 	c.Config, c.Metadata, c.Labels = nil, nil, nil
 	c.ProviderLeaseID, c.FailureReason, c.CleanupEvidence = "", "", ""
+	if c.Runner != nil {
+		c.Runner.Binary = "" // a path on the berth host; the sum and arch stay
+	}
 	c.Redacted = true
 	return c
 }
@@ -227,6 +244,16 @@ func (l *Lease) Clone() *Lease {
 	c.Config = l.Config.Clone()
 	c.Labels = maps.Clone(l.Labels)
 	c.Metadata = maps.Clone(l.Metadata)
+	c.Runner = cloneRunner(l.Runner)
+	return &c
+}
+
+// cloneRunner returns a copy of r (nil for nil).
+func cloneRunner(r *drivers.RunnerSpec) *drivers.RunnerSpec {
+	if r == nil {
+		return nil
+	}
+	c := *r
 	return &c
 }
 

@@ -10,6 +10,26 @@ import (
 	"github.com/berthdev/berth/internal/retry"
 )
 
+// preparedForOtherRunner reports whether the acquisition needs a runner
+// that l's sandbox was not prepared for at creation: a driver of sandboxes
+// (KindSandbox: Docker mounts the binary when it creates the container)
+// whose recorded Lease.Runner is another binary, or none. A host lease
+// installs the binary when it attaches, so any binary fits it.
+func preparedForOtherRunner(a *acq, l *Lease) bool {
+	if a.runner == nil || a.drv.Capabilities().Kind == drivers.KindHost {
+		return false
+	}
+	return l.Runner == nil || l.Runner.SHA256 != a.runner.SHA256
+}
+
+// runnerSum is the short sum of r, or "none".
+func runnerSum(r *drivers.RunnerSpec) string {
+	if r == nil || len(r.SHA256) < 12 {
+		return "none"
+	}
+	return r.SHA256[:12]
+}
+
 // resume resumes the recorded sandbox of a reusable lease (LEASE-4, 5).
 func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, error) {
 	now := m.now()
@@ -20,6 +40,11 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 			l.ID, l.Run, l.Environment, ErrConflict)
 	case l.Fingerprint != a.fp:
 		return m.replace(ctx, a, l, ReplaceIdentityMismatch, "")
+	case preparedForOtherRunner(a, l) && l.Status == StatusActive && (l.ExpiresAt.IsZero() || l.ExpiresAt.After(now)):
+		return nil, false, fmt.Errorf("lease %s is in use by run %s with another runner binary (sha256 %s); it is replaced once released or expired: %w",
+			l.ID, l.Run, runnerSum(l.Runner), ErrConflict)
+	case preparedForOtherRunner(a, l):
+		return m.replace(ctx, a, l, ReplaceRunnerMismatch, "")
 	case l.Status != StatusStarting && !l.ExpiresAt.IsZero() && !l.ExpiresAt.After(now):
 		return m.replace(ctx, a, l, ReplaceExpired, "")
 	}
@@ -73,6 +98,9 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 		upd.Uses++
 		upd.FailureReason, upd.Cleanup, upd.CleanupEvidence, upd.CleanupEvidenceKind = "", CleanupNone, "", drivers.EvidenceNone
 		upd.Config = a.snapshot.Clone()
+		if a.runner != nil {
+			upd.Runner = cloneRunner(a.runner)
+		}
 		upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
 		if err := m.store.UpdateLease(context.WithoutCancel(ctx), upd); err != nil {
 			// The record still owns the sandbox (provider id, reuse key).

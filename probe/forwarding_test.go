@@ -70,10 +70,10 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { c.Close() })
-				bin, sum := testenv.RunnerBinarySum(t)
+				bin := testenv.RunnerBinary(t)
 				leases, _ := lease.NewManager(lstore, reg, asg, tasks, &lease.Options{Secrets: secrets.Get})
 				rp := New(testSources(cat, envs, reg, leases, qualification.NewMemoryStore(), false), &Options{Runner: &RunnerProbe{Controller: c,
-					Spec: func() (drivers.RunnerSpec, error) { return drivers.RunnerSpec{Binary: bin, SHA256: sum}, nil }}})
+					Runners: func() (*drivers.RunnerSet, error) { return controller.RunnerSetFromFiles(bin) }}})
 				rres, err := rp.Probe(ctx, admin, v.ID, Request{Company: "acme", Runner: true})
 				if err != nil {
 					t.Fatal(err)

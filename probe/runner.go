@@ -17,22 +17,23 @@ type RunnerProbe struct {
 	// Controller attaches the runner (controller.Controller.Attach) and
 	// serves it for the probe's lease. Required.
 	Controller *controller.Controller
-	// Spec returns the runner binary on this host (for example
-	// controller.RunnerSpecFromFile of a path). Required.
-	Spec func() (drivers.RunnerSpec, error)
+	// Runners returns the runner binaries on this host, one per
+	// architecture (for example controller.RunnerSetFromFiles of paths);
+	// the lease picks the one of the target's architecture. Required.
+	Runners func() (*drivers.RunnerSet, error)
 }
 
-// runnerSpec returns the runner binary of a runner-based probe, or an
+// runnerSet returns the runner binaries of a runner-based probe, or an
 // error wrapping drivers.ErrUnsupported when the Prober has none.
-func (p *Prober) runnerSpec() (drivers.RunnerSpec, error) {
-	if p.o.Runner == nil || p.o.Runner.Controller == nil || p.o.Runner.Spec == nil {
-		return drivers.RunnerSpec{}, fmt.Errorf("probe: a runner-based probe needs Options.Runner (a controller and a runner binary): %w", drivers.ErrUnsupported)
+func (p *Prober) runnerSet() (*drivers.RunnerSet, error) {
+	if p.o.Runner == nil || p.o.Runner.Controller == nil || p.o.Runner.Runners == nil {
+		return nil, fmt.Errorf("probe: a runner-based probe needs Options.Runner (a controller and a runner binary): %w", drivers.ErrUnsupported)
 	}
-	spec, err := p.o.Runner.Spec()
+	set, err := p.o.Runner.Runners()
 	if err != nil {
-		return drivers.RunnerSpec{}, fmt.Errorf("probe: runner binary: %w", err)
+		return nil, fmt.Errorf("probe: runner binary: %w", err)
 	}
-	return spec, nil
+	return set, nil
 }
 
 // measureByRunner runs the runner stage (in place of detect) and the image
@@ -44,15 +45,11 @@ func (p *Prober) runnerSpec() (drivers.RunnerSpec, error) {
 // closes the ingress).
 func (p *Prober) measureByRunner(ctx context.Context, pr authz.Principal, r *run, drv drivers.Driver, h *lease.Handle) {
 	ok := r.stage(ctx, StageRunner, func(ctx context.Context) (string, drivers.Code, error) {
-		spec, err := p.runnerSpec()
+		att, err := p.o.Runner.Controller.Attach(ctx, pr, h, controller.AttachRequest{Scope: prp.ScopeProbe})
 		if err != nil {
 			return "", "", err
 		}
-		att, err := p.o.Runner.Controller.Attach(ctx, pr, h, controller.AttachRequest{Runner: spec, Scope: prp.ScopeProbe})
-		if err != nil {
-			return "", "", err
-		}
-		hello := att.Hello
+		hello := att.Hello()
 		r.res.RunnerVersion, r.res.RunnerSHA256 = hello.RunnerVersion, hello.BinarySHA256
 		if hello.Platform.OS == "" || hello.Platform.Arch == "" {
 			return "", drivers.CodePlatformUnknown, fmt.Errorf("runner %s in lease %s: its hello reports no platform: %w", hello.RunnerVersion, h.ID(), qualification.ErrDetection)

@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -29,8 +30,8 @@ func runnerWorld(t *testing.T) (*world, *controller.Controller, *controller.Memo
 	}
 	t.Cleanup(func() { c.Close() })
 	w.leases, _ = lease.NewManager(w.lstore, w.reg, w.asg, tasks, &lease.Options{Secrets: w.secrets.Get})
-	spec := drivers.RunnerSpec{Binary: "/opt/berth/berth-runner", SHA256: strings.Repeat("cd", 32)}
-	w.prober = New(w.sources(), &Options{Runner: &RunnerProbe{Controller: c, Spec: func() (drivers.RunnerSpec, error) { return spec, nil }}})
+	set := drivers.RunnerSetOf(drivers.RunnerSpec{Binary: "/opt/berth/berth-runner", SHA256: strings.Repeat("cd", 32), Arch: runtime.GOARCH})
+	w.prober = New(w.sources(), &Options{Runner: &RunnerProbe{Controller: c, Runners: func() (*drivers.RunnerSet, error) { return set, nil }}})
 	return w, c, cs
 }
 
@@ -70,7 +71,11 @@ func TestARunnerProbeTakesItsEvidenceFromTheHello(t *testing.T) {
 	if err != nil || len(sessions) != 1 || sessions[0].Scope != prp.ScopeProbe {
 		t.Fatalf("sessions of the probe's lease = %+v, %v; want one probe session", sessions, err)
 	}
-	_, err = c.StartTask(context.Background(), admin, sessions[0].ID, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"true"}})
+	att, err := c.Reattach(context.Background(), admin, sessions[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = att.Start(context.Background(), admin, controller.TaskSpec{TaskStart: prp.TaskStart{Argv: []string{"true"}}})
 	if !errors.Is(err, prp.ErrScopeDenied) {
 		t.Errorf("a task on the probe session = %v, want ErrScopeDenied", err)
 	}

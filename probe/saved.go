@@ -128,11 +128,11 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 			req.EnvironmentID = env.ID
 		}
 		if opts.Runner {
-			spec, err := p.runnerSpec()
+			set, err := p.runnerSet()
 			if err != nil {
 				return "", "", err
 			}
-			req.Runner = &spec
+			req.Runner = set
 		}
 		var err error
 		h, err = p.leases.Acquire(ctx, pr, req)

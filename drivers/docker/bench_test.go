@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
 )
 
 // BenchmarkAcquireExecDestroyVsDockerRun measures one sandbox lifecycle
@@ -108,17 +109,22 @@ func BenchmarkRunnerTaskVsDockerExec(b *testing.B) {
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	session := h.session(sctx, sb)
+	att, err := h.c.Reattach(ctx, operator, session)
+	if err != nil {
+		b.Fatal(err)
+	}
 	var runner, anchor time.Duration
 	n := 0
 	for b.Loop() {
 		id := fmt.Sprintf("c%d", n)
 		start := time.Now()
-		if _, err := h.c.StartTask(ctx, operator, session, id, prp.TaskStart{TaskID: "t" + id, Argv: []string{"true"}}); err != nil {
+		task, err := att.Start(ctx, operator, controller.TaskSpec{TaskStart: prp.TaskStart{TaskID: "t" + id, Argv: []string{"true"}}})
+		if err != nil {
 			b.Fatal(err)
 		}
-		res, err := h.c.Wait(ctx, operator, session, id)
-		if err != nil || res.Status != prp.ResultDone || res.Exit == nil || res.Exit.Code != 0 {
-			b.Fatalf("task %s: %+v, %v", id, res, err)
+		exit, err := task.Wait(ctx)
+		if err != nil || exit.Code != 0 {
+			b.Fatalf("task %s: %+v, %v", id, exit, err)
 		}
 		runner += time.Since(start)
 

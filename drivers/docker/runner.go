@@ -21,6 +21,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/driverkit"
+	"github.com/berthdev/berth/qualification"
 )
 
 // Where a container acquired with AcquireRequest.Runner finds berth's
@@ -368,4 +369,27 @@ func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
 	return b, nil
+}
+
+var _ drivers.ArchReporter = (*Driver)(nil)
+
+// RunnerArch implements drivers.ArchReporter: the engine's architecture
+// (its /info, normalized: x86_64 is amd64, aarch64 is arm64), the one its
+// containers run natively. Nothing is allocated; an engine that cannot
+// be reached is drivers.ErrUnavailable naming the host.
+func (d *Driver) RunnerArch(ctx context.Context, raw drivers.Config) (string, error) {
+	cfg, err := d.parseConfig(raw)
+	if err != nil {
+		return "", err
+	}
+	cli, err := d.client(cfg.host)
+	if err != nil {
+		return "", err
+	}
+	info, err := cli.Info(ctx)
+	if err != nil {
+		return "", fmt.Errorf("docker %s: info: %v: %w", cfg.host, err, drivers.ErrUnavailable)
+	}
+	arch, _ := qualification.NormalizeArch(info.Architecture, "")
+	return arch, nil
 }

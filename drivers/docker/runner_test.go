@@ -209,16 +209,21 @@ func TestRunnerInAHardenedContainerRunsATask(t *testing.T) {
 		fmt.Fprintf(&want, "%d\n", i)
 	}
 	want.Write([]byte{0xff, 0xfe, 0x00, '\n'})
-	if _, err := h.c.StartTask(ctx, operator, session, "c1", prp.TaskStart{TaskID: "t1",
-		Argv: []string{"sh", "-c", `seq 1 20000; printf '\377\376\000\n'; printf 'to stderr' >&2; id -u >/workspace/uid; exit 7`}}); err != nil {
+	att, err := h.c.Reattach(ctx, operator, session)
+	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := h.c.Wait(ctx, operator, session, "c1")
+	task, err := att.Start(ctx, operator, controller.TaskSpec{TaskStart: prp.TaskStart{TaskID: "t1",
+		Argv: []string{"sh", "-c", `seq 1 20000; printf '\377\376\000\n'; printf 'to stderr' >&2; id -u >/workspace/uid; exit 7`}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exit, err := task.Wait(ctx)
 	if err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
-	if res.Status != prp.ResultDone || res.Exit == nil || res.Exit.Code != 7 {
-		t.Fatalf("result = %+v, want done with exit code 7", res)
+	if exit.Code != 7 {
+		t.Fatalf("exit = %+v, want exit code 7", exit)
 	}
 	if got, err := h.c.Output(ctx, operator, session, "t1", prp.Stdout); err != nil || !bytes.Equal(got, want.Bytes()) {
 		t.Errorf("stdout: %d bytes, %v; want the %d bytes, identical", len(got), err, want.Len())
@@ -341,8 +346,15 @@ func TestRunnerReconnectsAfterTheConnectionIsCut(t *testing.T) {
 	h.launch(ctx, in, "lease-1")
 	session := h.session(ctx, sb)
 	const lines = 60
-	if _, err := h.c.StartTask(ctx, operator, session, "c1", prp.TaskStart{TaskID: "t1",
-		Argv: []string{"sh", "-c", fmt.Sprintf(`i=1; while [ $i -le %d ]; do echo "line $i"; i=$((i+1)); sleep 0.05; done; exit 3`, lines)}}); err != nil {
+	att, err := h.c.Reattach(ctx, operator, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The handle's writer gets every line once, across the reconnect.
+	var followed bytes.Buffer
+	task, err := att.Start(ctx, operator, controller.TaskSpec{Stdout: &followed, TaskStart: prp.TaskStart{TaskID: "t1",
+		Argv: []string{"sh", "-c", fmt.Sprintf(`i=1; while [ $i -le %d ]; do echo "line $i"; i=$((i+1)); sleep 0.05; done; exit 3`, lines)}}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	// Cut once some output arrived.
@@ -362,16 +374,19 @@ func TestRunnerReconnectsAfterTheConnectionIsCut(t *testing.T) {
 	waitDisconnected(t, ctx, h.c)
 	time.Sleep(time.Second) // the runner finds no socket for a while; the task runs on
 	h.serve(ctx)
-	res, err := h.c.Wait(ctx, operator, session, "c1")
+	exit, err := task.Wait(ctx)
 	if err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
-	if res.Status != prp.ResultDone || res.Exit == nil || res.Exit.Code != 3 {
-		t.Fatalf("result = %+v, want done with exit code 3", res)
+	if exit.Code != 3 {
+		t.Fatalf("exit = %+v, want exit code 3", exit)
 	}
 	var want strings.Builder
 	for i := 1; i <= lines; i++ {
 		fmt.Fprintf(&want, "line %d\n", i)
+	}
+	if followed.String() != want.String() {
+		t.Errorf("the handle's stdout writer got %q; want %d complete lines, once", followed.String(), lines)
 	}
 	if got, err := h.c.Output(ctx, operator, session, "t1", prp.Stdout); err != nil || string(got) != want.String() {
 		t.Errorf("stdout after the reconnect = %q, %v; want %d complete lines", got, err, lines)

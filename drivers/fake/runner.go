@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 
 	"github.com/berthdev/berth/drivers"
@@ -185,4 +186,13 @@ func (l *tailLog) tail(n int) []byte {
 		return nil
 	}
 	return bytes.Clone(l.buf[max(0, len(l.buf)-n):])
+}
+
+var _ drivers.ArchReporter = (*Driver)(nil)
+
+// RunnerArch implements drivers.ArchReporter: the fake's runner runs in
+// this process, so its sandboxes have this host's architecture
+// (runtime.GOARCH).
+func (d *Driver) RunnerArch(ctx context.Context, cfg drivers.Config) (string, error) {
+	return runtime.GOARCH, nil
 }

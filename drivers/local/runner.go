@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -315,4 +316,12 @@ func (s *sandbox) endRunners(ctx context.Context, mark string) (int, error) {
 		case <-time.After(10 * time.Millisecond): // polling real processes
 		}
 	}
+}
+
+var _ drivers.ArchReporter = (*Driver)(nil)
+
+// RunnerArch implements drivers.ArchReporter: the local host's own
+// architecture (runtime.GOARCH of this process), read without I/O.
+func (d *Driver) RunnerArch(ctx context.Context, cfg drivers.Config) (string, error) {
+	return runtime.GOARCH, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/driverkit"
+	"github.com/berthdev/berth/qualification"
 )
 
 // How the runner is hosted on an SSH server (drivers.RunnerHost).
@@ -628,4 +629,33 @@ func (in *ingress) serve(ln net.Listener) {
 			backoff = min(2*backoff, 2*time.Second)
 		}
 	}
+}
+
+var _ drivers.ArchReporter = (*Driver)(nil)
+
+// RunnerArch implements drivers.ArchReporter: the host's `uname -m`,
+// normalized (x86_64 is amd64, aarch64 is arm64), over the config's
+// (pooled) connection; no workspace is made and nothing is left on the
+// host. Errors are Acquire's connection errors, or drivers.ErrUnavailable
+// when uname fails.
+func (d *Driver) RunnerArch(ctx context.Context, cfg drivers.Config) (string, error) {
+	t, err := parseTarget(d.schema, cfg)
+	if err != nil {
+		return "", err
+	}
+	c, err := d.pool.get(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	defer d.pool.put(c)
+	sb := &sandbox{d: d, c: c, t: t, running: map[*process]struct{}{}, nonce: newNonce()}
+	res, err := sb.run(ctx, wrapSh(`uname -m`), drivers.Command{OutputLimit: 4 << 10})
+	if err != nil {
+		return "", err
+	}
+	if res.ExitCode != 0 {
+		return "", fmt.Errorf("ssh %s@%s: uname -m: exit %d: %s: %w", t.user, t.addr(), res.ExitCode, clip(res.Stderr), drivers.ErrUnavailable)
+	}
+	arch, _ := qualification.NormalizeArch(string(res.Stdout), "")
+	return arch, nil
 }

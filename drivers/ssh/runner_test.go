@@ -198,15 +198,20 @@ func TestRunnerThroughSSHIngressRunsATask(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := testCtx(t)
-	if _, err := r.ctrl.StartTask(ctx, runnerOperator, session, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"sh", "-c", `cat "$1"; printf err >&2; exit 7`, "sh", file}}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := r.ctrl.Wait(ctx, runnerOperator, session, "c1")
+	att, err := r.ctrl.Reattach(ctx, runnerOperator, session)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != prp.ResultDone || res.Exit == nil || res.Exit.Code != 7 {
-		t.Fatalf("result = %+v, want done with exit code 7", res)
+	task, err := att.Start(ctx, runnerOperator, controller.TaskSpec{TaskStart: prp.TaskStart{TaskID: "t1", Argv: []string{"sh", "-c", `cat "$1"; printf err >&2; exit 7`, "sh", file}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exit, err := task.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exit.Code != 7 {
+		t.Fatalf("exit = %+v, want exit code 7", exit)
 	}
 	got, err := r.ctrl.Output(ctx, runnerOperator, session, "t1", prp.Stdout)
 	if err != nil {
@@ -240,7 +245,12 @@ func TestRunnerIngressSurvivesADroppedConnection(t *testing.T) {
 	ctx := testCtx(t)
 	const lines = 3000
 	script := `i=1; while [ $i -le ` + strconv.Itoa(lines) + ` ]; do echo "line $i"; i=$((i+1)); if [ $((i % 100)) -eq 0 ]; then sleep 0.05; fi; done`
-	if _, err := r.ctrl.StartTask(ctx, runnerOperator, session, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"sh", "-c", script}}); err != nil {
+	att, err := r.ctrl.Reattach(ctx, runnerOperator, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := att.Start(ctx, runnerOperator, controller.TaskSpec{TaskStart: prp.TaskStart{TaskID: "t1", Argv: []string{"sh", "-c", script}}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	// Mid-task: some output is in, the task still runs.
@@ -262,12 +272,12 @@ func TestRunnerIngressSurvivesADroppedConnection(t *testing.T) {
 	if out, err := exec.Command("pkill", "-KILL", "-P", strconv.Itoa(r.e.srv.PID())).CombinedOutput(); err != nil {
 		t.Fatalf("pkill sshd's connection processes: %v %s", err, out)
 	}
-	res, err := r.ctrl.Wait(ctx, runnerOperator, session, "c1")
+	exit, err := task.Wait(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != prp.ResultDone || res.Exit == nil || res.Exit.Code != 0 {
-		t.Fatalf("result = %+v, want done with exit code 0", res)
+	if exit.Code != 0 {
+		t.Fatalf("exit = %+v, want exit code 0", exit)
 	}
 	var want bytes.Buffer
 	for i := 1; i <= lines; i++ {

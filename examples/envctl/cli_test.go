@@ -16,6 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
+	"github.com/berthdev/berth/examples/internal/runnerbuild"
 )
 
 // cli runs envctl commands in-process against one SQLite file, with one fake
@@ -25,6 +26,8 @@ type cli struct {
 	db      string
 	fake    *fake.Driver
 	drivers []drivers.Driver
+	// runnerBuild, when not nil, is globals.runnerBuild of every command.
+	runnerBuild *runnerbuild.Options
 	// all collects every output, to check that no secret was printed.
 	all strings.Builder
 }
@@ -49,7 +52,7 @@ func (c *cli) exec(stdin string, args ...string) (stdout, stderr string, err err
 	c.t.Helper()
 	var out, errb bytes.Buffer
 	g := &globals{stdout: &out, stderr: &errb, stdin: strings.NewReader(stdin),
-		drivers: c.drivers}
+		drivers: c.drivers, runnerBuild: c.runnerBuild}
 	err = runWith(context.Background(), g, append([]string{"--db", c.db, "--test-mode"}, args...))
 	c.all.WriteString(out.String() + errb.String())
 	return out.String(), errb.String(), err

@@ -66,6 +66,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/examples/internal/runnerbuild"
 )
 
 // globals are the flags every command takes.
@@ -92,6 +93,10 @@ type globals struct {
 	// connectTimeout bounds run's wait for its runner to install, start
 	// and connect (run --connect-timeout).
 	connectTimeout time.Duration
+	// runnerBuild, when not nil, configures run's build of the runner
+	// from source when no binary is named (tests: an empty cache, no go
+	// command).
+	runnerBuild *runnerbuild.Options
 }
 
 func main() {

@@ -132,7 +132,7 @@ func newProber(g *globals, sys *berth.System, progress bool) *probe.Prober {
 			fmt.Fprintf(g.stderr, "  %s\n", stageLine(st))
 		}
 	}
-	opts.Runner = &probe.RunnerProbe{Controller: sys.Runners, Spec: sys.RunnerSpec}
+	opts.Runner = &probe.RunnerProbe{Controller: sys.Runners, Runners: sys.RunnerSet}
 	return probe.New(probe.Sources{Catalog: sys.Catalog, Environments: sys.Store, Drivers: sys.Drivers,
 		Leases: sys.Leases, Qualifications: sys.Store, Gate: newGate(sys, g.testMode)}, &opts)
 }

@@ -49,6 +49,12 @@ the runner for the sandbox's architecture:
 
     ` + runnerBuildHint + `
 
+Without one, envctl builds the runner from the module's own source with
+the go command for the architecture the target reports (once per source
+and architecture, into the user's cache; a progress line on stderr). A
+binary install of envctl (no go command, or built without its source)
+needs --runner-binary.
+
 --connect-timeout (default 2m) bounds the wait for the runner to install,
 start and connect; a runner that does not connect in time fails the run
 with the tail of its log, and the lease is released.
@@ -135,9 +141,6 @@ func runRun(ctx context.Context, g *globals, args []string) error {
 	if *company == "" {
 		return fmt.Errorf("run %s: flag --company is required (a lease belongs to a company)", what)
 	}
-	if *binary == "" {
-		return fmt.Errorf("run %s: no runner binary: pass --runner-binary PATH or set $%s; build one with: %s", what, RunnerBinaryEnv, runnerBuildHint)
-	}
 	g.runnerBinary = *binary
 	g.connectTimeout = *connectTimeout
 	var acct *accountUse
@@ -178,21 +181,19 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 			fmt.Fprintf(g.stderr, "envctl: "+format+"\n", a...)
 		}
 	}
+	if req.Runner, err = runnerSet(g, progress); err != nil {
+		return fmt.Errorf("run %s: %w", what, err)
+	}
 	sys, err := openSystem(ctx, g)
 	if err != nil {
 		return err
 	}
 	defer sys.Close()
-	spec, err := sys.RunnerSpec()
-	if err != nil {
-		return fmt.Errorf("run %s: flag --runner-binary: %w (build one with: %s)", what, err, runnerBuildHint)
-	}
 	if len(pos) == 1 {
 		if req.EnvironmentID, err = lookupID(ctx, g, sys.Catalog, pos[0]); err != nil {
 			return err
 		}
 	}
-	req.Runner = &spec
 	progress("leasing %s for company %s", what, req.Company)
 	h, err := sys.Leases.Acquire(ctx, g.as, req)
 	if err != nil {
@@ -202,27 +203,9 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 	// Whatever happens from here, the lease is released (its task hook
 	// stops and verifies every task first) and its receipt printed.
 	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		defer cancel()
-		l, rerr := h.Release(rctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
-		rep.Receipt = l
-		if l != nil && !g.json {
-			fmt.Fprintf(g.stderr, "envctl: lease %s %s, cleanup %s", l.ID, l.Status, dash(string(l.Cleanup)))
-			if l.CleanupEvidenceKind != drivers.EvidenceNone {
-				fmt.Fprintf(g.stderr, " by %s", l.CleanupEvidenceKind)
-			}
-			if l.CleanupEvidence != "" {
-				fmt.Fprintf(g.stderr, " (%s)", l.CleanupEvidence)
-			}
-			if l.FailureReason != "" {
-				fmt.Fprintf(g.stderr, "; reason: %s", l.FailureReason)
-			}
-			fmt.Fprintln(g.stderr)
-		}
-		if g.json && rep.Session != "" {
-			if jerr := writeJSON(g.stdout, rep); jerr != nil && err == nil {
-				err = jerr
-			}
+		rerr, jerr := releaseRun(ctx, g, h, rep)
+		if jerr != nil && err == nil {
+			err = jerr
 		}
 		if rerr != nil && (err == nil || errors.As(err, new(*exitStatus))) {
 			err = fmt.Errorf("run %s: release lease %s: %w", what, h.ID(), rerr)
@@ -231,10 +214,10 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 	progress("lease %s (%s, sandbox %s)", h.ID(), h.Provider(), h.SandboxID())
 	actx, acancel := context.WithTimeout(ctx, cmp.Or(g.connectTimeout, 2*time.Minute))
 	defer acancel()
-	att, err := sys.Runners.Attach(actx, g.as, h, controller.AttachRequest{Runner: spec, Progress: func(s controller.AttachStage) {
+	att, err := sys.Runners.Attach(actx, g.as, h, controller.AttachRequest{Progress: func(s controller.AttachStage) {
 		switch s {
 		case controller.AttachInstalling:
-			progress("installing the runner (sha256 %s)...", spec.SHA256[:12])
+			progress("installing the runner (sha256 %s)...", h.Lease().Runner.SHA256[:12])
 		case controller.AttachLaunching:
 			progress("launching the runner...")
 		case controller.AttachConnecting:
@@ -244,127 +227,151 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 	if err != nil {
 		return fmt.Errorf("run %s: %w", what, err)
 	}
-	rep.Session, rep.Runner = att.Session, att.Hello.RunnerVersion
-	progress("runner %s connected (%s)", att.Hello.RunnerVersion, att.Hello.Platform)
-	task, err := prp.NewID("task")
-	if err != nil {
+	rep.Session, rep.Runner = att.Session(), att.Hello().RunnerVersion
+	progress("runner %s connected (%s)", att.Hello().RunnerVersion, att.Hello().Platform)
+	spec := controller.TaskSpec{TaskStart: prp.TaskStart{Argv: argv}, StopGrace: 2 * time.Second}
+	if spec.TaskID, err = prp.NewID("task"); err != nil {
 		return err
 	}
-	rep.Task = task
-	startID := "start_" + strings.TrimPrefix(task, "task_")
-	ts := prp.TaskStart{TaskID: task, Argv: argv}
+	rep.Task = spec.TaskID
+	if !g.json {
+		spec.Stdout, spec.Stderr = g.stdout, g.stderr
+		spec.Started = func(pid int) { progress("task %s started (pid %d)", rep.Task, pid) }
+	}
 	if acct != nil {
-		file := cmp.Or(acct.file, "/tmp/berth-managed-account-"+strings.TrimPrefix(task, "task_"))
+		file := cmp.Or(acct.file, "/tmp/berth-managed-account-"+strings.TrimPrefix(rep.Task, "task_"))
 		use, err := managedAccountSecret(acct.ref, file, acct.projects)
 		if err != nil {
 			return fmt.Errorf("run %s: flag --managed-account: %w", what, err)
 		}
-		ts.Secrets = []prp.SecretUse{use}
-		ts.Env = map[string]string{ManagedAccountFileEnv: file}
+		spec.Secrets = []prp.SecretUse{use}
+		spec.Env = map[string]string{ManagedAccountFileEnv: file}
 	}
-	if _, err := sys.Runners.StartTask(ctx, g.as, att.Session, startID, ts); err != nil {
+	task, err := att.Start(ctx, g.as, spec)
+	if err != nil {
 		if se := controller.SecretError(nil); acct != nil && errors.As(err, &se) {
 			return fmt.Errorf("run %s: managed account %s refused (%s): %w", what, acct.ref, se.SecretCode(), err)
 		}
 		return fmt.Errorf("run %s: start the task: %w", what, err)
 	}
 
-	// Follow the task until it exits; Ctrl-C (ctx ends) stops it with
-	// proof and keeps following until its exit is stored.
-	fctx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopFollow()
+	// Wait streams the output until the task exits; Ctrl-C (ctx ends)
+	// stops it with proof and keeps waiting until its exit is stored.
 	type outcome struct {
-		exit *prp.Exit
+		exit prp.Exit
 		err  error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		var o outcome
-		errDone := errors.New("done")
-		ferr := sys.Runners.Follow(fctx, g.as, att.Session, 0, func(se controller.StoredEvent) error {
-			ev := se.Event
-			if g.json {
-				rep.Events = append(rep.Events, se)
-			}
-			switch {
-			case ev.Kind == prp.EventOutput && ev.TaskID == task && !g.json:
-				w := g.stdout
-				if ev.Output.Stream == prp.Stderr {
-					w = g.stderr
-				}
-				if _, err := w.Write(ev.Output.Data); err != nil {
-					return err
-				}
-			case ev.Kind == prp.EventStarted && ev.TaskID == task:
-				progress("task %s started (pid %d)", task, ev.PID)
-			case ev.Kind == prp.EventExit && ev.TaskID == task:
-				o.exit = ev.Exit
-				return errDone
-			case ev.Kind == prp.EventResult && ev.Result != nil && ev.Result.CommandID == startID && ev.Result.Exit == nil &&
-				ev.Result.Status != prp.ResultDone:
-				o.err = fmt.Errorf("the runner did not run the task: %s (%s): %s", ev.Result.Status, ev.Result.Code, ev.Result.Message)
-				return errDone
-			case ev.Kind == controller.EventEventsLost:
-				o.err = fmt.Errorf("events of the task were lost: %s", ev.Result.Message)
-				return errDone
-			}
-			return nil
-		})
-		if !errors.Is(ferr, errDone) && o.err == nil {
-			o.err = ferr
-		}
-		done <- o
+		exit, err := task.Wait(context.WithoutCancel(ctx))
+		done <- outcome{exit, err}
 	}()
+	defer func() { rep.Events = runEvents(ctx, g, att) }()
 	var o outcome
 	select {
 	case o = <-done:
 	case <-ctx.Done():
-		rep.Stopped = true
-		progress("interrupted: stopping task %s...", task)
+		rep.Stopped, rep.ExitCode = true, 130
+		progress("interrupted: stopping task %s...", task.ID())
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		proofs, serr := sys.Runners.StopAndVerify(sctx, g.as, att.Session, 2*time.Second)
+		p, serr := task.Stop(sctx)
 		cancel()
-		rep.Proofs = proofs
-		for _, p := range proofs {
-			if !g.json {
-				// The runner's proof is its word (runner_attested), never
-				// "verified": the lease's release below checks from outside.
-				fmt.Fprintf(g.stderr, "envctl: stop proof of task %s, attested by the runner (%s): complete %t, methods %s, survivors %v",
-					p.TaskID, p.Evidence, p.Complete, strings.Join(p.Methods, "+"), p.Survivors)
-				if len(p.Failed) > 0 {
-					fmt.Fprintf(g.stderr, ", checks that could not run %v", p.Failed)
-				}
-				fmt.Fprintln(g.stderr)
-			}
+		if p.TaskID != "" {
+			rep.Proofs = []controller.Proof{p}
+			printProof(g, p)
 		}
 		if serr != nil {
-			return fmt.Errorf("run %s: stop task %s: %w", what, task, serr)
+			return fmt.Errorf("run %s: stop task %s: %w", what, task.ID(), serr)
 		}
 		select {
 		case o = <-done:
-		case <-time.After(30 * time.Second):
-			o.err = fmt.Errorf("task %s was stopped with proof but its exit was not stored within 30s", task)
+			if o.err == nil {
+				rep.Exit = &o.exit
+			}
+		case <-time.After(30 * time.Second): // stopped with proof; its exit was not stored
 		}
-		rep.ExitCode = 130
-		rep.Exit = o.exit
 		return &exitStatus{code: 130}
 	}
 	if o.err != nil {
-		return fmt.Errorf("run %s: task %s: %w", what, task, o.err)
+		return fmt.Errorf("run %s: task %s: %w", what, task.ID(), o.err)
 	}
-	rep.Exit = o.exit
+	rep.Exit = &o.exit
 	code := o.exit.Code
 	if code < 0 {
 		code = 128 + signalNumber(o.exit.Signal)
 	}
 	if o.exit.Error != "" {
-		progress("task %s: %s", task, o.exit.Error)
+		progress("task %s: %s", task.ID(), o.exit.Error)
 	}
 	rep.ExitCode = code
 	if code != 0 {
 		return &exitStatus{code: code}
 	}
 	return nil
+}
+
+// printProof prints the runner's stop proof: its word (runner_attested),
+// never "verified": the lease's release checks from outside.
+func printProof(g *globals, p controller.Proof) {
+	if g.json {
+		return
+	}
+	fmt.Fprintf(g.stderr, "envctl: stop proof of task %s, attested by the runner (%s): complete %t, methods %s, survivors %v",
+		p.TaskID, p.Evidence, p.Complete, strings.Join(p.Methods, "+"), p.Survivors)
+	if len(p.Failed) > 0 {
+		fmt.Fprintf(g.stderr, ", checks that could not run %v", p.Failed)
+	}
+	fmt.Fprintln(g.stderr)
+}
+
+// runEvents returns the session's stored events for --json (nil without
+// --json).
+func runEvents(ctx context.Context, g *globals, att *controller.Attachment) []controller.StoredEvent {
+	if !g.json {
+		return nil
+	}
+	var out []controller.StoredEvent
+	for {
+		evs, err := att.Events(context.WithoutCancel(ctx), lastSeq(out), 0)
+		if err != nil || len(evs) == 0 {
+			return out
+		}
+		out = append(out, evs...)
+	}
+}
+
+func lastSeq(evs []controller.StoredEvent) uint64 {
+	if len(evs) == 0 {
+		return 0
+	}
+	return evs[len(evs)-1].Seq
+}
+
+// releaseRun releases the lease of envctl run (destroy) and prints its
+// receipt, or with --json the report; it returns the release's error and
+// the report's.
+func releaseRun(ctx context.Context, g *globals, h *lease.Handle, rep *runReport) (rerr, jerr error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	l, rerr := h.Release(rctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	rep.Receipt = l
+	if l != nil && !g.json {
+		fmt.Fprintf(g.stderr, "envctl: lease %s %s, cleanup %s", l.ID, l.Status, dash(string(l.Cleanup)))
+		if l.CleanupEvidenceKind != drivers.EvidenceNone {
+			fmt.Fprintf(g.stderr, " by %s", l.CleanupEvidenceKind)
+		}
+		if l.CleanupEvidence != "" {
+			fmt.Fprintf(g.stderr, " (%s)", l.CleanupEvidence)
+		}
+		if l.FailureReason != "" {
+			fmt.Fprintf(g.stderr, "; reason: %s", l.FailureReason)
+		}
+		fmt.Fprintln(g.stderr)
+	}
+	if g.json && rep.Session != "" {
+		jerr = writeJSON(g.stdout, rep)
+	}
+	return rerr, jerr
 }
 
 // signalNumber maps the runner's signal names to their numbers (SIGKILL

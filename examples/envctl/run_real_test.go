@@ -8,11 +8,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/examples/internal/runnerbuild"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
@@ -183,5 +186,45 @@ func TestRunManagedAccountInRealTargets(t *testing.T) {
 			files := testenv.CanaryInFiles(t, canary, "the managed account", filepath.Dir(c.db))
 			t.Logf("%s: canary absent from %d files of the database directory", name, files)
 		})
+	}
+}
+
+// issue 25: envctl run without a runner flag on a local and a Docker
+// target, from an empty cache: the runner is built from the module's
+// source for the architecture the target reports, once (a progress line
+// on stderr), and the task runs with it; the Docker run after the local
+// one finds it in the cache (one architecture, one build).
+func TestRunWithoutARunnerFlagInRealTargets(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	t.Setenv(RunnerBinaryEnv, "")
+	c := newCLI(t)
+	cache := t.TempDir()
+	c.runnerBuild = &runnerbuild.Options{CacheDir: cache}
+	c.ok("env", "create", "--name", "here", "--driver", "local", "--config", writeFile(t, `{"workdir":"`+t.TempDir()+`"}`))
+	cli := testenv.Docker(t)
+	reg := testenv.StartRegistry(t, nil)
+	img := testimage.Busybox(t, reg, nil)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	run := hex.EncodeToString(b)
+	testenv.RemoveRegistryImagesAtCleanup(t, cli, reg.Host)
+	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", run)
+	dcfg, _ := json.Marshal(map[string]any{"image": img.Ref, "network": "none", "labels": map[string]string{"test.berth/run": run}})
+	c.createEnv("box", "docker", string(dcfg))
+	for i, name := range []string{"here", "box"} {
+		out, errOut, err := c.exec("", "run", name, "--company", "acme", "--", "sh", "-c", `printf 'a\000b\n'; printf 'to-stderr' >&2; exit 4`)
+		if exitCode(err) != 4 || out != "a\x00b\n" {
+			t.Fatalf("run %s = %q, %v (exit %d); want the bytes and exit 4\nstderr:\n%s", name, out, err, exitCode(err), errOut)
+		}
+		built := strings.Contains(errOut, "envctl: building the runner for linux/"+runtime.GOARCH)
+		if built != (i == 0) {
+			t.Errorf("run %s: built the runner %t, want %t (an empty cache first, then a hit)\nstderr:\n%s", name, built, i == 0, errOut)
+		}
+		wantContains(t, name+" stderr", errOut, "to-stderr", "installing the runner", "connecting...", "cleanup confirmed by")
+	}
+	if bins, _ := filepath.Glob(filepath.Join(cache, "*-linux-"+runtime.GOARCH, "berth-runner")); len(bins) != 1 {
+		t.Errorf("cached runners %v, want one", bins)
 	}
 }

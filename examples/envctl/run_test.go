@@ -5,25 +5,26 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/examples/internal/runnerbuild"
+	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 )
 
-// fakeRunnerBinary writes a file to stand for the runner binary: the fake
-// driver runs prp/runner in-process and never executes it.
+// fakeRunnerBinary writes a file to stand for the runner binary (an ELF
+// header of this host's architecture): the fake driver runs prp/runner
+// in-process and never executes it.
 func fakeRunnerBinary(t *testing.T) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "berth-runner")
-	if err := os.WriteFile(p, []byte("#!/bin/false\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testenv.FakeRunnerBinary(t)
 }
 
 // notifyWriter is a concurrency-safe buffer that closes hit once its
@@ -167,15 +168,64 @@ func TestRunJSONPrintsTheEventLog(t *testing.T) {
 	}
 }
 
-// Without a runner binary, run says how to build one and leases nothing.
-func TestRunWithoutARunnerBinaryNamesTheBuildCommand(t *testing.T) {
+// issue 25: without a runner binary named, run builds one from the
+// module's source for the target's architecture, once, into the user's
+// cache (a progress line on stderr), and runs the task with it; a second
+// run finds it in the cache and builds nothing.
+func TestRunWithoutARunnerFlagBuildsTheRunnerOnce(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
 	t.Setenv(RunnerBinaryEnv, "")
 	c := newCLI(t)
+	cache := t.TempDir()
+	c.runnerBuild = &runnerbuild.Options{CacheDir: cache}
 	c.createFake("sbx", `{"image":"`+c.fake.DefaultImageIdentity().String()+`"}`)
-	_, msg := c.fail("run", "sbx", "--company", "acme", "--", "true")
-	wantContains(t, "error", msg, "--runner-binary", RunnerBinaryEnv, runnerBuildHint)
-	if n := len(c.fake.Sandboxes()); n != 0 {
-		t.Errorf("%d sandboxes made without a runner binary", n)
+	out, errOut, err := c.exec("", "run", "sbx", "--company", "acme", "--", "echo", "hi")
+	if err != nil || out != "hi\n" {
+		t.Fatalf("run = %q, %v; want hi\nstderr:\n%s", out, err, errOut)
+	}
+	wantContains(t, "stderr", errOut, "envctl: building the runner for linux/"+runtime.GOARCH, cache)
+	if i, j := strings.Index(errOut, "building the runner"), strings.Index(errOut, "envctl: lease lse_"); i < 0 || j < 0 || i > j {
+		t.Errorf("the build is not reported before the sandbox is allocated:\n%s", errOut)
+	}
+	bins, _ := filepath.Glob(filepath.Join(cache, "*-linux-"+runtime.GOARCH, "berth-runner"))
+	if len(bins) != 1 {
+		t.Fatalf("cached runners %v, want one for linux/%s", bins, runtime.GOARCH)
+	}
+	out, errOut, err = c.exec("", "run", "sbx", "--company", "acme", "--", "echo", "again")
+	if err != nil || out != "again\n" {
+		t.Fatalf("second run = %q, %v\nstderr:\n%s", out, err, errOut)
+	}
+	if strings.Contains(errOut, "building the runner") {
+		t.Errorf("the second run built the runner again:\n%s", errOut)
+	}
+}
+
+// Without a runner binary and without a go command or the module's
+// source (a binary install), run says so and how to name a binary, and
+// leases nothing.
+func TestRunWithoutARunnerBinaryOrAGoCommandSaysHowToNameOne(t *testing.T) {
+	t.Setenv(RunnerBinaryEnv, "")
+	for _, tc := range []struct {
+		name string
+		o    runnerbuild.Options
+		want string
+	}{
+		{"no go command", runnerbuild.Options{Go: "/nonexistent/go"}, "no go command"},
+		{"no source", runnerbuild.Options{SourceDir: "/nonexistent/src"}, "source is not available"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCLI(t)
+			tc.o.CacheDir = t.TempDir()
+			c.runnerBuild = &tc.o
+			c.createFake("sbx", `{"image":"`+c.fake.DefaultImageIdentity().String()+`"}`)
+			_, msg := c.fail("run", "sbx", "--company", "acme", "--", "true")
+			wantContains(t, "error", msg, "no runner binary", "--runner-binary", RunnerBinaryEnv, runnerBuildHint, tc.want, "for "+runtime.GOARCH)
+			if n := len(c.fake.Sandboxes()); n != 0 {
+				t.Errorf("%d sandboxes made without a runner binary", n)
+			}
+		})
 	}
 }
 

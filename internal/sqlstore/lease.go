@@ -22,7 +22,7 @@ const leaseColumns = `id, company, environment_id, workspace, run, status, polic
 	acquired_at, last_used_at, expires_at, released_at,
 	failure_reason, cleanup, cleanup_disposition, after_cleanup, cleanup_attempts, cleanup_evidence,
 	fingerprint, reuse_key, run_key, replaces, replace_reason, uses,
-	config, labels, metadata, claimed_by, claimed_until, holder, holder_until, draft, cleanup_evidence_kind, version`
+	config, labels, metadata, claimed_by, claimed_until, holder, holder_until, draft, cleanup_evidence_kind, runner, version`
 
 // leasePlaceholders has one ? per column of leaseColumns.
 var leasePlaceholders = strings.TrimSuffix(strings.Repeat("?, ", strings.Count(leaseColumns, ",")+1), ", ")
@@ -61,12 +61,18 @@ func leaseArgs(l *lease.Lease, version int64) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metadata: %w", err)
 	}
+	var runner sql.NullString
+	if l.Runner != nil {
+		if runner, err = jsonText(l.Runner); err != nil {
+			return nil, fmt.Errorf("runner: %w", err)
+		}
+	}
 	return []any{
 		l.ID, l.Company, l.Environment, l.Workspace, l.Run, string(l.Status), string(l.Policy), l.Provider, l.ProviderLeaseID,
 		nanos(l.AcquiredAt), nanos(l.LastUsedAt), nanos(l.ExpiresAt), nanos(l.ReleasedAt),
 		l.FailureReason, string(l.Cleanup), int64(l.CleanupDisposition), string(l.AfterCleanup), int64(l.CleanupAttempts), l.CleanupEvidence,
 		l.Fingerprint, nullText(l.ReuseKey), nullText(l.RunKey), l.Replaces, string(l.ReplaceReason), int64(l.Uses),
-		config, labels, metadata, l.ClaimedBy, nanos(l.ClaimedUntil), l.Holder, nanos(l.HolderUntil), l.Draft, string(l.CleanupEvidenceKind), version,
+		config, labels, metadata, l.ClaimedBy, nanos(l.ClaimedUntil), l.Holder, nanos(l.HolderUntil), l.Draft, string(l.CleanupEvidenceKind), runner, version,
 	}, nil
 }
 
@@ -76,12 +82,12 @@ func scanLease(s scanner) (*lease.Lease, error) {
 	var status, policy, cleanup, afterCleanup, replaceReason, evidenceKind string
 	var disposition, attempts, uses int64
 	var acquired, lastUsed, expires, released, claimedUntil, holderUntil sql.NullInt64
-	var reuseKey, runKey, config, labels, metadata sql.NullString
+	var reuseKey, runKey, config, labels, metadata, runner sql.NullString
 	if err := s.Scan(&l.ID, &l.Company, &l.Environment, &l.Workspace, &l.Run, &status, &policy, &l.Provider, &l.ProviderLeaseID,
 		&acquired, &lastUsed, &expires, &released,
 		&l.FailureReason, &cleanup, &disposition, &afterCleanup, &attempts, &l.CleanupEvidence,
 		&l.Fingerprint, &reuseKey, &runKey, &l.Replaces, &replaceReason, &uses,
-		&config, &labels, &metadata, &l.ClaimedBy, &claimedUntil, &l.Holder, &holderUntil, &l.Draft, &evidenceKind, &l.Version); err != nil {
+		&config, &labels, &metadata, &l.ClaimedBy, &claimedUntil, &l.Holder, &holderUntil, &l.Draft, &evidenceKind, &runner, &l.Version); err != nil {
 		return nil, err
 	}
 	l.Status, l.Policy = lease.Status(status), lease.Policy(policy)
@@ -100,6 +106,12 @@ func scanLease(s scanner) (*lease.Lease, error) {
 	}
 	if err := fromJSONText(metadata, &l.Metadata); err != nil {
 		return nil, fmt.Errorf("lease %s: metadata: %w", l.ID, err)
+	}
+	if runner.Valid {
+		l.Runner = new(drivers.RunnerSpec)
+		if err := fromJSONText(runner, l.Runner); err != nil {
+			return nil, fmt.Errorf("lease %s: runner: %w", l.ID, err)
+		}
 	}
 	return &l, nil
 }

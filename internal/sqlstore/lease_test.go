@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -106,6 +107,8 @@ func TestLeaseEveryFieldRoundTrips(t *testing.T) {
 			f.Set(reflect.ValueOf(base.Add(time.Duration(i) * time.Minute)))
 		case f.Type() == reflect.TypeFor[drivers.Config]():
 			f.Set(reflect.ValueOf(drivers.Config{"image": name}))
+		case f.Type() == reflect.TypeFor[*drivers.RunnerSpec]():
+			f.Set(reflect.ValueOf(&drivers.RunnerSpec{Binary: "/v-" + name, SHA256: strings.Repeat("ab", 32), Arch: "arm64"}))
 		case f.Kind() == reflect.String:
 			f.SetString("v-" + name)
 		case f.Kind() == reflect.Int || f.Kind() == reflect.Int64:

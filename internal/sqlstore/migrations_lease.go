@@ -92,6 +92,15 @@ func (components) Lease() Component {
 				// recorded before this migration: its text says which).
 				`ALTER TABLE leases ADD COLUMN cleanup_evidence_kind TEXT NOT NULL DEFAULT ''`,
 			},
+		}, {
+			Version: 5,
+			Name:    "runner binaries of leases",
+			SQL: []string{
+				// The runner binary the sandbox was acquired for
+				// (lease.Lease.Runner) as JSON TEXT; NULL for none (a lease
+				// without a runner, or recorded before this migration).
+				`ALTER TABLE leases ADD COLUMN runner TEXT`,
+			},
 		}},
 	}
 }

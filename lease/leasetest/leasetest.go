@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -101,8 +102,9 @@ func testRoundTrip(t *testing.T, s lease.Store) {
 	in.FailureReason = "why"
 	in.Cleanup, in.CleanupDisposition, in.AfterCleanup = lease.CleanupPending, drivers.Stop, lease.StatusReleased
 	in.CleanupEvidence, in.CleanupEvidenceKind = "cgroup emptied", drivers.EvidenceCgroup
-	in.Replaces, in.ReplaceReason, in.Uses = "l0", lease.ReplaceIdentityMismatch, 3
+	in.Replaces, in.ReplaceReason, in.Uses = "l0", lease.ReplaceRunnerMismatch, 3
 	in.ClaimedBy, in.ClaimedUntil = "o", t0.Add(time.Minute)
+	in.Runner = &drivers.RunnerSpec{Binary: "/opt/berth/runner-arm64", SHA256: strings.Repeat("ab", 32), Arch: "arm64"}
 	holder, err := s.InsertLease(ctx, in)
 	if err != nil || holder != nil {
 		t.Fatalf("InsertLease: %v, holder %v", err, holder)
@@ -122,6 +124,19 @@ func testRoundTrip(t *testing.T, s lease.Store) {
 	}
 	if _, err := s.GetLease(ctx, "nope"); !errors.Is(err, lease.ErrNotFound) {
 		t.Errorf("GetLease(missing): %v, want ErrNotFound", err)
+	}
+	// The runner binary is kept across updates, and a lease without one
+	// reads back without one (nil, not a zero spec).
+	got.Runner.SHA256 = strings.Repeat("cd", 32)
+	if err := s.UpdateLease(ctx, got); err != nil {
+		t.Fatalf("UpdateLease: %v", err)
+	}
+	if r := mustGet(t, s, "l1").Runner; r == nil || r.SHA256 != strings.Repeat("cd", 32) || r.Arch != "arm64" || r.Binary != "/opt/berth/runner-arm64" {
+		t.Errorf("Runner after update = %+v, want the updated spec", r)
+	}
+	mustInsert(t, s, Sample("l2", lease.StatusActive, "", ""))
+	if r := mustGet(t, s, "l2").Runner; r != nil {
+		t.Errorf("Runner of a lease without one = %+v, want nil", r)
 	}
 }
 

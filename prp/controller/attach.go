@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -37,11 +38,10 @@ const (
 	AttachConnected AttachStage = "connected"
 )
 
-// AttachRequest says how to connect a leased sandbox's runner.
+// AttachRequest says how to connect a leased sandbox's runner. The runner
+// binary is the one the lease records (lease.Lease.Runner, from
+// lease.AcquireRequest.Runner): it is not given twice.
 type AttachRequest struct {
-	// Runner is the runner binary on this host; it must be the spec the
-	// lease was acquired with (lease.AcquireRequest.Runner). Required.
-	Runner drivers.RunnerSpec
 	// Scope is the runner's identity: prp.ScopeTask (the default) runs
 	// tasks; prp.ScopeProbe answers hello and refuses every task (PRP-8),
 	// its token lives at most prp.MaxProbeTokenTTL and is never renewed.
@@ -57,23 +57,63 @@ type AttachRequest struct {
 	Progress func(AttachStage)
 }
 
-// Attachment is a runner connected to this controller for a lease. It is
-// a handle: the authority Attach granted to the principal who attached
-// the runner, as a lease.Handle is the authority Manager.Acquire granted
-// (and an open *os.File the permission its open checked); whoever holds it
-// acts on the runner's session with that grant, so a host keeps it to
-// itself.
+// Attachment is a handle of a runner connected to this controller for a
+// lease (Attach, Reattach): Start runs tasks on it. Its methods other than
+// Start and its accessors take no principal: the handle carries the
+// authority granted to the principal it was made for, as an os.File
+// carries the access granted when it was opened. It is safe for
+// concurrent use.
 type Attachment struct {
-	// Session is the runner's session: StartTask, Follow, StopAndVerify
-	// and the rest take it.
-	Session string
-	Lease   string
-	Run     string
-	Company string
-	Scope   prp.Scope
-	// Hello is the runner's first hello: its version, binary digest and
-	// platform (os, arch, libc, kernel).
-	Hello prp.Hello
+	c                            *Controller
+	p                            authz.Principal
+	session, lease, run, company string
+	scope                        prp.Scope
+	hello                        prp.Hello
+}
+
+// Session returns the runner's session id.
+func (a *Attachment) Session() string { return a.session }
+
+// Lease returns the lease id the runner serves.
+func (a *Attachment) Lease() string { return a.lease }
+
+// Run returns the run the session is for.
+func (a *Attachment) Run() string { return a.run }
+
+// Company returns the lease's company.
+func (a *Attachment) Company() string { return a.company }
+
+// Scope returns the runner's identity: prp.ScopeTask or prp.ScopeProbe.
+func (a *Attachment) Scope() prp.Scope { return a.scope }
+
+// Hello returns the runner's first hello on this controller: its version,
+// binary digest and platform (os, arch, libc, kernel). Zero for a
+// Reattach whose runner is not connected here.
+func (a *Attachment) Hello() prp.Hello { return a.hello }
+
+// Events returns at most limit (<= 0 or above 256: 256) stored events of
+// the session after seq after, in seq order, output bytes read back; it
+// does not wait for more. It acts as the attachment's principal.
+func (a *Attachment) Events(ctx context.Context, after uint64, limit int) ([]StoredEvent, error) {
+	if limit <= 0 || limit > 256 {
+		limit = 256
+	}
+	return a.c.eventsAfter(ctx, a.p, a.session, after, limit)
+}
+
+// Reattach returns the handle of session for p, whose runner some Attach
+// (in this process or another replica) or a ticket the host minted
+// connected: for a host that restarted, or a follower that reconnects. It
+// authorizes p on the session as every session call does (a session p may
+// not read is ErrNotFound, one it may read but not act on authz.ErrDenied)
+// and serves nothing: the runner reconnects to the controller it knows.
+func (c *Controller) Reattach(ctx context.Context, p authz.Principal, session string) (*Attachment, error) {
+	s, err := c.session(ctx, p, session)
+	if err != nil {
+		return nil, err
+	}
+	hello, _ := c.hello(s.ID)
+	return &Attachment{c: c, p: p, session: s.ID, lease: s.Lease, run: s.Run, company: s.Company, scope: s.Scope, hello: hello}, nil
 }
 
 // attachment is what serves one lease's runner from this process.
@@ -91,7 +131,10 @@ func (a *attachment) close() {
 }
 
 // Attach connects the runner of the leased sandbox h to this controller
-// for p: it installs the runner (h.HostRunner, once per SHA-256), serves
+// for p and returns its handle: it installs the runner the lease was
+// acquired for (lease.Lease.Runner, through h.HostRunner, once per
+// SHA-256; a lease acquired without one is refused with an error wrapping
+// drivers.ErrUnsupported), serves
 // this controller on the ingress for as long as the lease lasts (until the
 // lease manager's LeaseEnded, or Close), mints a one-use ticket of
 // req.Scope for the lease (authorized as MintTicket authorizes: a lease
@@ -114,13 +157,13 @@ func (a *attachment) close() {
 // at most one attached runner in this process: a second Attach while one
 // is attached fails. A driver that cannot host a runner fails with an
 // error wrapping drivers.ErrUnsupported.
-func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Handle, req AttachRequest) (Attachment, error) {
+func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Handle, req AttachRequest) (*Attachment, error) {
 	l := h.Lease()
-	fail := func(err error) (Attachment, error) {
-		return Attachment{}, fmt.Errorf("controller: attach a runner to lease %s: %w", l.ID, err)
+	fail := func(err error) (*Attachment, error) {
+		return nil, fmt.Errorf("controller: attach a runner to lease %s: %w", l.ID, err)
 	}
-	if err := req.Runner.Validate(); err != nil {
-		return fail(err)
+	if l.Runner == nil {
+		return fail(fmt.Errorf("the lease was acquired without a runner (lease.AcquireRequest.Runner): %w", drivers.ErrUnsupported))
 	}
 	scope := req.Scope
 	if scope == "" {
@@ -147,7 +190,7 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 		}
 	}
 	if _, err := c.leaseFor(ctx, p, l.ID); err != nil {
-		return Attachment{}, err
+		return nil, err
 	}
 	progress := func(s AttachStage) {
 		if req.Progress != nil {
@@ -166,7 +209,7 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 	c.mu.Unlock()
 
 	progress(AttachInstalling)
-	in, err := h.HostRunner(ctx, req.Runner)
+	in, err := h.HostRunner(ctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -205,7 +248,7 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 		return fail(err)
 	}
 	if own != nil {
-		if a, ok, err := c.awaitOwnRunner(ctx, *own, scope); err != nil {
+		if a, ok, err := c.awaitOwnRunner(ctx, p, *own, scope); err != nil {
 			detach()
 			return fail(err)
 		} else if ok {
@@ -222,7 +265,7 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 	}
 	if err != nil {
 		detach()
-		return Attachment{}, err
+		return nil, err
 	}
 	progress(AttachLaunching)
 	if err := in.Launch(ctx, drivers.RunnerLaunch{Lease: l.ID, Ticket: t.String()}); err != nil {
@@ -234,7 +277,7 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 		ch := c.changes()
 		if id, hello, ok := c.liveTicket(rec); ok {
 			progress(AttachConnected)
-			return Attachment{Session: id, Lease: l.ID, Run: run, Company: l.Company, Scope: scope, Hello: hello}, nil
+			return &Attachment{c: c, p: p, session: id, lease: l.ID, run: run, company: l.Company, scope: scope, hello: hello}, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -266,24 +309,24 @@ func (c *Controller) ownSession(ctx context.Context, lease, run string, scope pr
 // it lasts (a runner connected elsewhere, or a dead connection not yet
 // past its DeadAfter) it waits; when no runner is connected it returns ok
 // false: the caller relaunches the runner with a resume ticket.
-func (c *Controller) awaitOwnRunner(ctx context.Context, own Session, scope prp.Scope) (Attachment, bool, error) {
+func (c *Controller) awaitOwnRunner(ctx context.Context, p authz.Principal, own Session, scope prp.Scope) (*Attachment, bool, error) {
 	for {
 		ch := c.changes()
 		c.mu.Lock()
 		lc, hello := c.live[own.ID], c.hellos[own.ID]
 		c.mu.Unlock()
 		if lc != nil {
-			return Attachment{Session: own.ID, Lease: own.Lease, Run: own.Run, Company: own.Company, Scope: scope, Hello: hello}, true, nil
+			return &Attachment{c: c, p: p, session: own.ID, lease: own.Lease, run: own.Run, company: own.Company, scope: scope, hello: hello}, true, nil
 		}
 		s, err := c.o.Store.GetSession(ctx, own.ID)
 		if err != nil {
-			return Attachment{}, false, err
+			return nil, false, err
 		}
 		if !s.ConnectedUntil.After(time.Now()) {
-			return Attachment{}, false, nil
+			return nil, false, nil
 		}
 		if err := c.await(ctx, ch); err != nil {
-			return Attachment{}, false, fmt.Errorf("session %s is connected elsewhere: %w", own.ID, err)
+			return nil, false, fmt.Errorf("session %s is connected elsewhere: %w", own.ID, err)
 		}
 	}
 }
@@ -414,8 +457,9 @@ func (c *Controller) closeAttachments() {
 }
 
 // RunnerSpecFromFile returns the drivers.RunnerSpec of the runner binary
-// at path (made absolute): its SHA-256 over the file's contents. It reads
-// the whole file; an error names the path.
+// at path (made absolute): its SHA-256 over the file's contents and, for
+// an ELF file, the GOARCH its header names (Arch; "" for another format).
+// It reads the whole file; an error names the path.
 func RunnerSpecFromFile(path string) (drivers.RunnerSpec, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -433,7 +477,60 @@ func RunnerSpecFromFile(path string) (drivers.RunnerSpec, error) {
 	if _, err := io.Copy(hash, f); err != nil {
 		return drivers.RunnerSpec{}, fmt.Errorf("controller: runner binary %q: %w", abs, err)
 	}
-	return drivers.RunnerSpec{Binary: abs, SHA256: hex.EncodeToString(hash.Sum(nil))}, nil
+	return drivers.RunnerSpec{Binary: abs, SHA256: hex.EncodeToString(hash.Sum(nil)), Arch: elfArch(f)}, nil
+}
+
+// RunnerSetFromFiles returns the drivers.RunnerSet of the runner binaries
+// at paths (RunnerSpecFromFile), keyed by the architecture each one's ELF
+// header names. A binary whose architecture is unknown, or two for one
+// architecture, is an error naming the path.
+func RunnerSetFromFiles(paths ...string) (*drivers.RunnerSet, error) {
+	set := &drivers.RunnerSet{Binaries: map[string]drivers.RunnerSpec{}}
+	for _, p := range paths {
+		spec, err := RunnerSpecFromFile(p)
+		if err != nil {
+			return nil, err
+		}
+		if spec.Arch == "" {
+			return nil, fmt.Errorf("controller: runner binary %q: not a Linux executable of a known architecture", spec.Binary)
+		}
+		if o, ok := set.Binaries[spec.Arch]; ok {
+			return nil, fmt.Errorf("controller: runner binaries %q and %q are both for %s", o.Binary, spec.Binary, spec.Arch)
+		}
+		set.Binaries[spec.Arch] = spec
+	}
+	return set, nil
+}
+
+// elfArch returns the GOARCH of the ELF file f, or "".
+func elfArch(f io.ReaderAt) string {
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return ""
+	}
+	defer ef.Close()
+	switch ef.Machine {
+	case elf.EM_X86_64:
+		return "amd64"
+	case elf.EM_AARCH64:
+		return "arm64"
+	case elf.EM_386:
+		return "386"
+	case elf.EM_ARM:
+		return "arm"
+	case elf.EM_RISCV:
+		if ef.Class == elf.ELFCLASS64 {
+			return "riscv64"
+		}
+	case elf.EM_PPC64:
+		if ef.Data == elf.ELFDATA2LSB {
+			return "ppc64le"
+		}
+		return "ppc64"
+	case elf.EM_S390:
+		return "s390x"
+	}
+	return ""
 }
 
 // Disconnect authorizes p on session and drops its runner's connection to

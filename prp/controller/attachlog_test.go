@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +69,7 @@ func attachFailing(t *testing.T, drv drivers.Driver, cfg map[string]any, spec dr
 	t.Cleanup(func() { m.Close() })
 	actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	h, err := m.Acquire(actx, leaseOperator, lease.AcquireRequest{Company: "co-1", EnvironmentID: v.ID, Run: "run-1", Runner: &spec})
+	h, err := m.Acquire(actx, leaseOperator, lease.AcquireRequest{Company: "co-1", EnvironmentID: v.ID, Run: "run-1", Runner: &drivers.RunnerSet{Binaries: map[string]drivers.RunnerSpec{runtime.GOARCH: spec}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func attachFailing(t *testing.T, drv drivers.Driver, cfg map[string]any, spec dr
 	}()
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	att, err := s.c.Attach(wctx, leaseOperator, h, controller.AttachRequest{Runner: spec})
+	att, err := s.c.Attach(wctx, leaseOperator, h, controller.AttachRequest{})
 	if err == nil {
 		t.Fatalf("Attach of a runner that cannot start succeeded: %+v", att)
 	}

@@ -41,11 +41,23 @@
 //     the read limit, hello / welcome, one reader and one writer goroutine
 //     and the Ping heartbeat.
 //
-//   - dispatch.go: StartTask, StopTask, Wait and StopAndVerify: commands on
-//     a contiguous seq with idempotent ids, scoped to the session's lease
-//     and run. StopAndVerify's Proof values are the runner's proofs with
-//     Evidence runner_attested: checked for completeness, but the runner's
-//     word (PRP-6), which never ends a lease alone.
+//   - task.go: the handles a host runs tasks with. Attach returns an
+//     *Attachment (Reattach finds one again by session); its Start(ctx, p,
+//     TaskSpec) journals task.start under a command id derived from the
+//     task id (TaskSpec.CommandID for a caller's own), so starting the
+//     same task again runs nothing twice, and returns a *Task: Wait
+//     feeds the spec's writers in order and returns the prp.Exit (a Wait
+//     cut short goes on where it stopped), Output(ctx, from) reads the
+//     chunks after an event seq (a follower that reconnects misses
+//     nothing), Stop returns the runner's Proof with Evidence
+//     runner_attested: checked for completeness, but the runner's word
+//     (PRP-6), which never ends a lease alone. The handles take no
+//     principal: they carry the authority of the one they were made for,
+//     as an os.File carries the access granted when it was opened.
+//
+//   - dispatch.go: dispatch and wait under the handles: commands on a
+//     contiguous seq with idempotent ids, scoped to the session's lease
+//     and run.
 //
 //   - events.go: event intake (stored durably, acked cumulatively after the
 //     write), bounded (issue 22): output only of tasks whose task.start is
@@ -55,7 +67,7 @@
 //     cut counted in the store (OutputUsage, stored after each batch: the
 //     caps hold across reconnects and replicas; a discarded event's ack is
 //     the session usage's seq) and marked (Output.Truncated, Exit.Truncated,
-//     OutputStatus); Follow (subscribe, backfill, dedupe); Output and
+//     OutputStatus); follow (subscribe, backfill, dedupe) under Task.Wait; Output and
 //     OutputFrom (from an offset, at most MaxOutputRead bytes).
 //
 //   - sink.go: OutputSink and the default FileSink (chunk files under a
@@ -71,7 +83,7 @@
 //     Store conformance suite; internal/sqlstore the SQL stores.
 //
 //   - secrets.go: a task's secrets (prp.SecretUse references in
-//     task.start): Dispatch asks the host's SecretResolver (New's secrets)
+//     task.start): Start asks the host's SecretResolver (New's secrets)
 //     to check them with the principal, before journaling; the writer
 //     resolves the values when it delivers the command and sends them in a
 //     TypeSecrets frame right before it, at most once per command: the
@@ -82,14 +94,16 @@
 //     code, and the runner refuses the command (nothing runs).
 //
 //   - attach.go: Attach, which connects a leased sandbox's runner: it
-//     installs the runner (lease.Handle.HostRunner), serves the controller
+//     installs the runner the lease records (lease.Lease.Runner, through
+//     lease.Handle.HostRunner), serves the controller
 //     on the sandbox's ingress for as long as the lease lasts, mints a
 //     task or probe ticket (authorized; a resume ticket when the holder's
 //     own session exists and its runner is gone), launches the runner and
 //     waits for the hello on the session of that ticket (never another
 //     session of the lease); without one by ctx's deadline, its error names the
 //     sandbox and carries the printable end of the runner's log
-//     (RunnerIngress.LogTail, MaxAttachLogTail); RunnerSpecFromFile.
+//     (RunnerIngress.LogTail, MaxAttachLogTail); RunnerSpecFromFile (the
+//     sum and the ELF header's architecture) and RunnerSetFromFiles.
 //
 //   - leasehook.go: the controller's hook for the lease manager, the
 //     lease.TaskStopper that New returns next to the Controller (an

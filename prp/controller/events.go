@@ -307,13 +307,13 @@ type StoredEvent struct {
 	StoredAt time.Time
 }
 
-// Follow authorizes p on session (authz.ActionLease), then calls fn
+// follow authorizes p on session (authz.ActionLease), then calls fn
 // with every stored event of session after seq after, in seq order, each
 // once, and keeps following new events until ctx ends (returning
 // ctx.Err()) or fn returns an error (returned). It subscribes before it
 // backfills and drops what it delivered already, so that no event written
 // in between is missed or delivered twice.
-func (c *Controller) Follow(ctx context.Context, p authz.Principal, session string, after uint64, fn func(StoredEvent) error) error {
+func (c *Controller) follow(ctx context.Context, p authz.Principal, session string, after uint64, fn func(StoredEvent) error) error {
 	sess, err := c.session(ctx, p, session)
 	if err != nil {
 		return err
@@ -345,6 +345,31 @@ func (c *Controller) Follow(ctx context.Context, p authz.Principal, session stri
 			return err
 		}
 	}
+}
+
+// eventsAfter authorizes p on session and returns at most limit of its
+// stored events after seq after, output bytes loaded; it does not wait.
+func (c *Controller) eventsAfter(ctx context.Context, p authz.Principal, session string, after uint64, limit int) ([]StoredEvent, error) {
+	sess, err := c.session(ctx, p, session)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := c.o.Store.EventsAfter(ctx, sess.ID, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]StoredEvent, 0, len(recs))
+	for _, r := range recs {
+		if r.Seq <= after {
+			continue
+		}
+		se, err := c.load(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, se)
+	}
+	return out, nil
 }
 
 // load fills in an output event's bytes.

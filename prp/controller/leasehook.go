@@ -35,12 +35,12 @@ func (t taskStopper) LeaseEnded(leaseID string) { t.c.leaseEnded(leaseID) }
 // task session of lease that the holder's Attach created (Session.Holder;
 // probe sessions run none, and the tasks of sessions other tickets created
 // were not given by the holder: the release never waits on them) and
-// checks each stop as StopAndVerify does; the report's evidence is
+// checks each stop as Task.Stop does; the report's evidence is
 // drivers.EvidenceRunnerAttested, which the lease manager never takes
 // alone to end the lease (a proof counts only if complete, with no survivor
 // and no failed check, and both the group check and the tag scan ran). A
 // task whose stop is already verified in the store (an earlier StopTasks or
-// StopAndVerify) is not stopped again, so a retry after a partial failure
+// Task.Stop) is not stopped again, so a retry after a partial failure
 // asks the runner only for what is left, and a retry after a full success
 // needs no runner. The runner may be connected to any replica: commands go
 // through the store. A stop the runner does not answer before ctx ends, an
@@ -49,8 +49,8 @@ func (t taskStopper) LeaseEnded(leaseID string) { t.c.leaseEnded(leaseID) }
 //
 // The lease manager calls it after it authorized the release
 // (authz.ActionLease) or the sweep (authz.ActionSweep), so it
-// asks the Authorizer nothing itself; a host calls StopAndVerify, which
-// does, to stop tasks for a principal.
+// asks the Authorizer nothing itself; a host calls Task.Stop, whose handle
+// was authorized, to stop a task for a principal.
 func (c *Controller) stopTasks(ctx context.Context, leaseID string) (lease.TaskStopReport, error) {
 	sessions, err := c.o.Store.LeaseSessions(ctx, leaseID)
 	if err != nil {

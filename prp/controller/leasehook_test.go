@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -33,7 +34,7 @@ var leasePolicy = authz.AuthorizerFunc(func(ctx context.Context, p authz.Princip
 
 // fakeSpec is a well-formed runner spec; the fake runs prp/runner
 // in-process and never executes the binary.
-var fakeSpec = drivers.RunnerSpec{Binary: "/opt/berth/berth-runner", SHA256: strings.Repeat("cd", 32)}
+var fakeSpec = drivers.RunnerSpec{Binary: "/opt/berth/berth-runner", SHA256: strings.Repeat("cd", 32), Arch: runtime.GOARCH}
 
 // leaseWorld is the fake driver, a lease manager whose task hook is the
 // controller of s, and one saved environment.
@@ -78,7 +79,7 @@ func newLeaseWorldWith(t *testing.T, cleanupBudget time.Duration, o serverOption
 
 func (w *leaseWorld) acquire(t *testing.T) *lease.Handle {
 	t.Helper()
-	h, err := w.m.Acquire(context.Background(), leaseOperator, lease.AcquireRequest{Company: "co-1", EnvironmentID: "env-1", Run: "run-1", Runner: &fakeSpec})
+	h, err := w.m.Acquire(context.Background(), leaseOperator, lease.AcquireRequest{Company: "co-1", EnvironmentID: "env-1", Run: "run-1", Runner: drivers.RunnerSetOf(fakeSpec)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestReleaseStopsAndVerifiesTheRunnersTasksFirst(t *testing.T) {
 	defer cancel()
 	h := w.acquire(t)
 	var stages []controller.AttachStage
-	att, err := w.s.c.Attach(ctx, leaseOperator, h, controller.AttachRequest{Runner: fakeSpec, Progress: func(s controller.AttachStage) { stages = append(stages, s) }})
+	att, err := w.s.c.Attach(ctx, leaseOperator, h, controller.AttachRequest{Progress: func(s controller.AttachStage) { stages = append(stages, s) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,17 +115,17 @@ func TestReleaseStopsAndVerifiesTheRunnersTasksFirst(t *testing.T) {
 	if strings.Join(toStrings(stages), ",") != strings.Join(toStrings(want), ",") {
 		t.Errorf("progress = %v, want %v", stages, want)
 	}
-	if att.Lease != h.ID() || att.Run != "run-1" || att.Scope != prp.ScopeTask || att.Hello.Platform.OS == "" {
+	if att.Lease() != h.ID() || att.Run() != "run-1" || att.Scope() != prp.ScopeTask || att.Hello().Platform.OS == "" {
 		t.Errorf("attachment = %+v, want lease %s, run run-1, a task scope and the hello's platform", att, h.ID())
 	}
-	if _, err := w.s.c.Attach(ctx, leaseOperator, h, controller.AttachRequest{Runner: fakeSpec}); err == nil {
+	if _, err := w.s.c.Attach(ctx, leaseOperator, h, controller.AttachRequest{}); err == nil {
 		t.Error("a second Attach to the same lease succeeded")
 	}
 	killTagged(t, "t-release")
-	if _, err := w.s.c.StartTask(ctx, leaseOperator, att.Session, "c1", prp.TaskStart{TaskID: "t-release", Argv: []string{"sh", "-c", "sleep 300 & sleep 300"}}); err != nil {
+	if _, err := w.s.c.StartTask(ctx, leaseOperator, att.Session(), "c1", prp.TaskStart{TaskID: "t-release", Argv: []string{"sh", "-c", "sleep 300 & sleep 300"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitTaskState(t, w.s, att.Session, "t-release", controller.TaskRunning)
+	waitTaskState(t, w.s, att.Session(), "t-release", controller.TaskRunning)
 
 	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
 	if err != nil {
@@ -142,7 +143,7 @@ func TestReleaseStopsAndVerifiesTheRunnersTasksFirst(t *testing.T) {
 	if left := tagged("t-release"); len(left) > 0 {
 		t.Errorf("processes of t-release left after the release: %v", left)
 	}
-	for deadline := time.Now().Add(30 * time.Second); w.s.c.Connected(att.Session); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); w.s.c.Connected(att.Session()); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the runner is still connected 30 s after the lease ended")
 		}
@@ -241,15 +242,15 @@ func TestAnUnreachableRunnerLeavesTheLeasePendingAndTheSweepDestroys(t *testing.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	h := w.acquire(t)
-	att, err := w.s.c.Attach(ctx, leaseOperator, h, controller.AttachRequest{Runner: fakeSpec})
+	att, err := w.s.c.Attach(ctx, leaseOperator, h, controller.AttachRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	killTagged(t, "t-unreach")
-	if _, err := w.s.c.StartTask(ctx, leaseOperator, att.Session, "c1", prp.TaskStart{TaskID: "t-unreach", Argv: []string{"sleep", "300"}}); err != nil {
+	if _, err := w.s.c.StartTask(ctx, leaseOperator, att.Session(), "c1", prp.TaskStart{TaskID: "t-unreach", Argv: []string{"sleep", "300"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitTaskState(t, w.s, att.Session, "t-unreach", controller.TaskRunning)
+	waitTaskState(t, w.s, att.Session(), "t-unreach", controller.TaskRunning)
 	w.s.tasks.LeaseEnded(h.ID()) // the ingress closes: the runner cannot come back
 
 	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
@@ -336,7 +337,7 @@ func TestAttachIsAuthorized(t *testing.T) {
 	w := newLeaseWorld(t, time.Minute)
 	h := w.acquire(t)
 	calls := w.fk.TotalCalls()
-	_, err := w.s.c.Attach(context.Background(), stranger, h, controller.AttachRequest{Runner: fakeSpec})
+	_, err := w.s.c.Attach(context.Background(), stranger, h, controller.AttachRequest{})
 	wantHidden(t, "Attach by a stranger", err, h.ID())
 	if n := w.fk.TotalCalls() - calls; n != 0 {
 		t.Errorf("a refused Attach made %d provider calls", n)
@@ -354,26 +355,26 @@ func TestDisconnectDropsTheConnectionNotTheRunner(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	h := w.acquire(t)
-	att, err := w.s.c.Attach(ctx, leaseOperator, h, controller.AttachRequest{Runner: fakeSpec})
+	att, err := w.s.c.Attach(ctx, leaseOperator, h, controller.AttachRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	killTagged(t, "t-cut")
-	if _, err := w.s.c.StartTask(ctx, leaseOperator, att.Session, "c1", prp.TaskStart{TaskID: "t-cut",
+	if _, err := w.s.c.StartTask(ctx, leaseOperator, att.Session(), "c1", prp.TaskStart{TaskID: "t-cut",
 		Argv: []string{"sh", "-c", "i=0; while [ $i -lt 40 ]; do echo line-$i; i=$((i+1)); sleep 0.05; done"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitTaskState(t, w.s, att.Session, "t-cut", controller.TaskRunning)
-	if ok, err := w.s.c.Disconnect(ctx, leaseOperator, att.Session); err != nil || !ok {
+	waitTaskState(t, w.s, att.Session(), "t-cut", controller.TaskRunning)
+	if ok, err := w.s.c.Disconnect(ctx, leaseOperator, att.Session()); err != nil || !ok {
 		t.Fatalf("Disconnect = %t, %v", ok, err)
 	}
-	_, err = w.s.c.Disconnect(ctx, stranger, att.Session)
-	wantHidden(t, "Disconnect by a stranger", err, att.Session)
-	res := wait(t, w.s, att.Session, "c1")
+	_, err = w.s.c.Disconnect(ctx, stranger, att.Session())
+	wantHidden(t, "Disconnect by a stranger", err, att.Session())
+	res := wait(t, w.s, att.Session(), "c1")
 	if res.Exit == nil || res.Exit.Code != 0 {
 		t.Fatalf("result %+v, want exit 0", res)
 	}
-	out, err := w.s.c.Output(ctx, leaseOperator, att.Session, "t-cut", prp.Stdout)
+	out, err := w.s.c.Output(ctx, leaseOperator, att.Session(), "t-cut", prp.Stdout)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,18 +77,18 @@ func TestAttachUsesOnlyItsOwnSession(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	att, err := w.s.c.Attach(ctx, leaseOperator, h, controller.AttachRequest{Runner: fakeSpec})
+	att, err := w.s.c.Attach(ctx, leaseOperator, h, controller.AttachRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if att.Session == other {
+	if att.Session() == other {
 		t.Fatalf("Attach returned the other runner's session %s", other)
 	}
 	marker := filepath.Join(t.TempDir(), "ran")
-	if _, err := w.s.c.StartTask(ctx, leaseOperator, att.Session, "a1", prp.TaskStart{TaskID: "a-task", Argv: []string{"sh", "-c", "echo ran > " + marker}}); err != nil {
+	if _, err := w.s.c.StartTask(ctx, leaseOperator, att.Session(), "a1", prp.TaskStart{TaskID: "a-task", Argv: []string{"sh", "-c", "echo ran > " + marker}}); err != nil {
 		t.Fatal(err)
 	}
-	if res := wait(t, w.s, att.Session, "a1"); res.Status != prp.ResultDone || res.Exit == nil || res.Exit.Code != 0 {
+	if res := wait(t, w.s, att.Session(), "a1"); res.Status != prp.ResultDone || res.Exit == nil || res.Exit.Code != 0 {
 		t.Fatalf("the holder's task = %+v, want done with exit 0", res)
 	}
 	if b, err := os.ReadFile(marker); err != nil || string(b) != "ran\n" {

@@ -11,8 +11,8 @@ import (
 	"github.com/berthdev/berth/prp"
 )
 
-// ErrSecretsUnsupported is returned by Dispatch for a task with secrets
-// when the controller has no SecretResolver (New's secrets), or when the
+// ErrSecretsUnsupported is returned by Attachment.Start for a task with
+// secrets when the controller has no SecretResolver (New's secrets), or when the
 // session's runner, as last connected to this controller, did not offer
 // prp.CapSecrets.
 var ErrSecretsUnsupported = errcode.New(errcode.Unsupported, "controller: no secret resolver: tasks with secrets are unsupported")
@@ -35,7 +35,7 @@ type SecretTarget struct {
 // exported method set of a service anyone can call: return it from a
 // constructor as a value of an unexported type, as handover.New does.
 //
-// Check is called by Dispatch, with the acting principal, before the
+// Check is called by Attachment.Start, with the acting principal, before the
 // command is journaled: it authorizes p and refuses a use that cannot be
 // delivered, with an error naming the use (reference, env name or file)
 // and never a value. Resolve is called when the command is delivered to
