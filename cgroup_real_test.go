@@ -78,11 +78,11 @@ func TestHostLeaseReceiptsNameTheirEvidence(t *testing.T) {
 			h, att, _ := attachRunner(t, ctx, sys, "evidence-"+name, tg.driver, tg.config)
 			pidFile := filepath.Join(tg.dir, "escaped.pid")
 			marker := "7" + strconv.Itoa(int(time.Now().UnixNano()%1e6)+1e6)
-			if _, err := sys.Runners.StartTask(ctx, realOperator, att.Session, "c-escape", prp.TaskStart{TaskID: "escape",
+			if _, err := sys.Runners().StartTask(ctx, realOperator, att.Session, "c-escape", prp.TaskStart{TaskID: "escape",
 				Argv: []string{"sh", "-c", escapeScript, "escape", pidFile, marker}}); err != nil {
 				t.Fatal(err)
 			}
-			if res, err := sys.Runners.Wait(ctx, realOperator, att.Session, "c-escape"); err != nil || res.Exit == nil || res.Exit.Code != 0 {
+			if res, err := sys.Runners().Wait(ctx, realOperator, att.Session, "c-escape"); err != nil || res.Exit == nil || res.Exit.Code != 0 {
 				t.Fatalf("the escaping task: %+v, %v", res, err)
 			}
 			pid := 0

@@ -54,10 +54,10 @@ func (a *attached) task(b *testing.B) time.Duration {
 	id := fmt.Sprintf("t%d", a.n)
 	ctx := context.Background()
 	t0 := time.Now()
-	if _, err := a.sys.Runners.StartTask(ctx, realOperator, a.att.Session, "c"+id, prp.TaskStart{TaskID: id, Argv: []string{"true"}}); err != nil {
+	if _, err := a.sys.Runners().StartTask(ctx, realOperator, a.att.Session, "c"+id, prp.TaskStart{TaskID: id, Argv: []string{"true"}}); err != nil {
 		b.Fatal(err)
 	}
-	res, err := a.sys.Runners.Wait(ctx, realOperator, a.att.Session, "c"+id)
+	res, err := a.sys.Runners().Wait(ctx, realOperator, a.att.Session, "c"+id)
 	exited := time.Since(t0)
 	if err != nil || res.Exit == nil || res.Exit.Code != 0 {
 		b.Fatalf("task %s: %+v, %v", id, res, err)

@@ -80,7 +80,8 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	secrets := environment.NewMemorySecretStore()
 	sinkDir := filepath.Join(dir, "sink")
 	hooked := &hookedResolver{}
-	sys, err := berth.New(ctx, &berth.Options{StoreURL: storeURL, Secrets: secrets, Logger: lg, RunnerBinary: bin,
+	st := openStores(t, storeURL)
+	sys, err := berth.New(ctx, &berth.Options{Stores: st, Secrets: secrets, Logger: lg, RunnerBinary: bin,
 		Drivers: []drivers.Driver{docker.New(&docker.Options{Logger: lg}), ssh.New(&ssh.Options{Logger: lg})},
 		Runners: &controller.Options{DataDir: sinkDir, Secrets: hooked},
 		ProjectAuthChecker: handover.CheckerFunc(func(context.Context, handover.CheckRequest) (handover.Result, error) {
@@ -89,7 +90,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	if err != nil {
 		t.Fatal(err)
 	}
-	hooked.set(sys.Handover, nil)
+	hooked.set(sys.Handover(), nil)
 	closed := false
 	defer func() {
 		if !closed {
@@ -98,14 +99,14 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	}()
 	op := realOperator
 	agent := authz.Principal{ID: "agent-1", Role: authz.RoleAgent, Companies: []string{"acme"}}
-	envA, err := sys.Catalog.Create(ctx, op, environment.CreateRequest{Name: "a", Driver: tg.driver, Config: tg.config})
+	envA, err := sys.Catalog().Create(ctx, op, environment.CreateRequest{Name: "a", Driver: tg.driver, Config: tg.config})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The same config saved twice: another environment is another
 	// provider account (drivers without provider accounts name the
 	// environment).
-	envB, err := sys.Catalog.Create(ctx, op, environment.CreateRequest{Name: "b", Driver: tg.driver, Config: tg.config})
+	envB, err := sys.Catalog().Create(ctx, op, environment.CreateRequest{Name: "b", Driver: tg.driver, Config: tg.config})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := sys.Leases.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: envA.ID, Run: "run-1", Runner: &spec})
+	h, err := sys.Leases().Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: envA.ID, Run: "run-1", Runner: &spec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 			_, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy})
 		}
 	}()
-	att, err := sys.Runners.Attach(ctx, op, h, controller.AttachRequest{Runner: spec})
+	att, err := sys.Runners().Attach(ctx, op, h, controller.AttachRequest{Runner: spec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 		t.Fatal(err)
 	}
 	account := ref.String()
-	if _, err := sys.Handover.PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"}); err != nil {
+	if _, err := sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -153,7 +154,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	if res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "mkdir -p .agent && touch .agent/hold"}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("prepare the hold file: %+v, %v", res, err)
 	}
-	if _, err := sys.Runners.StartTask(ctx, agent, att.Session, "c-read", task("read", reader, "p2", "p1")); err != nil {
+	if _, err := sys.Runners().StartTask(ctx, agent, att.Session, "c-read", task("read", reader, "p2", "p1")); err != nil {
 		t.Fatalf("a matching record was refused: %v", err)
 	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
@@ -162,7 +163,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 			break
 		}
 		if time.Now().After(deadline) {
-			out, _ := sys.Runners.Output(ctx, op, att.Session, "read", prp.Stderr)
+			out, _ := sys.Runners().Output(ctx, op, att.Session, "read", prp.Stderr)
 			t.Fatalf("the task never read the account (stderr %q)", out)
 		}
 	}
@@ -192,11 +193,11 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	if res, err := h.Exec(ctx, drivers.Command{Argv: []string{"rm", ".agent/hold"}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("release the hold: %+v, %v", res, err)
 	}
-	res, err := sys.Runners.Wait(ctx, agent, att.Session, "c-read")
+	res, err := sys.Runners().Wait(ctx, agent, att.Session, "c-read")
 	if err != nil || res.Status != prp.ResultDone || res.Exit == nil || res.Exit.Code != 0 {
 		t.Fatalf("the reading task = %+v, %v; want done with exit 0", res, err)
 	}
-	out, err := sys.Runners.Output(ctx, agent, att.Session, "read", prp.Stdout)
+	out, err := sys.Runners().Output(ctx, agent, att.Session, "read", prp.Stdout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +215,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	touch := []string{"sh", "-c", "touch refused-ran"}
 	refused := func(what, id, want string, projects ...string) {
 		t.Helper()
-		_, err := sys.Runners.StartTask(ctx, agent, att.Session, "c-"+id, task(id, touch, projects...))
+		_, err := sys.Runners().StartTask(ctx, agent, att.Session, "c-"+id, task(id, touch, projects...))
 		if !errors.Is(err, handover.ErrMismatch) || controller.CodeOfSecrets(err) != want {
 			t.Errorf("%s: dispatch = %v, want a refusal with code %s", what, err, want)
 		}
@@ -224,7 +225,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	}
 	refused("one project added", "added", handover.CodeCheckProjects, "p1", "p2", "p3")
 	refused("one project removed", "removed", handover.CodeCheckProjects, "p1")
-	recB, err := sys.Handover.PrepareManagedAccount(ctx, op, "acme", account, envB.ID, []string{"p1", "p2"})
+	recB, err := sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envB.ID, []string{"p1", "p2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,17 +235,17 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 		// fingerprint differs too, and is checked first. Store b's record
 		// with a's fingerprint, so that only the provider differs.
 		recB.Fingerprint = fp
-		if err := sys.Store.PutAuthCheck(ctx, recB); err != nil {
+		if err := st.AuthChecks.PutAuthCheck(ctx, recB); err != nil {
 			t.Fatal(err)
 		}
 	}
 	refused("prepared for another provider (environment b, same config)", "provider", handover.CodeCheckProvider, "p1", "p2")
-	rec, err := sys.Handover.PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"})
+	rec, err := sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec.Version = 2
-	if err := sys.Store.PutAuthCheck(ctx, rec); err != nil {
+	if err := st.AuthChecks.PutAuthCheck(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
 	refused("a record of version 2", "v2", handover.CodeCheckVersion, "p1", "p2")
@@ -258,14 +259,14 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	case ssh.Name:
 		edited[ssh.FieldWorkdir] = t.TempDir()
 	}
-	if _, err := sys.Catalog.Update(ctx, op, envA.ID, environment.UpdateRequest{BaseRevision: envA.Revision, Config: edited}); err != nil {
+	if _, err := sys.Catalog().Update(ctx, op, envA.ID, environment.UpdateRequest{BaseRevision: envA.Revision, Config: edited}); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err = sys.Handover.PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"}); err != nil || rec.Fingerprint == h.Lease().Fingerprint {
+	if rec, err = sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"}); err != nil || rec.Fingerprint == h.Lease().Fingerprint {
 		t.Fatalf("prepare after the edit = %+v, %v; want a new fingerprint", rec, err)
 	}
 	refused("prepared after a config edit, the lease runs the old config", "edit", handover.CodeCheckFingerprint, "p1", "p2")
-	if err := sys.Handover.Clear(ctx, op, "acme", account); err != nil {
+	if err := sys.Handover().Clear(ctx, op, "acme", account); err != nil {
 		t.Fatal(err)
 	}
 	refused("cleared", "cleared", handover.CodeCheckMissing, "p1", "p2")
@@ -273,27 +274,27 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	// Delivery checks again: a record cleared after the dispatch passed
 	// (before the command reached the runner) makes the runner refuse the
 	// command with the code; nothing runs.
-	if _, err := sys.Handover.PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"}); err != nil {
+	if _, err := sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"}); err != nil {
 		t.Fatal(err)
 	}
 	// The edit above changed a's fingerprint: prepare for the lease's.
-	rec, err = sys.Handover.Get(ctx, op, "acme", account)
+	rec, err = sys.Handover().Get(ctx, op, "acme", account)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec.Fingerprint = h.Lease().Fingerprint
-	if err := sys.Store.PutAuthCheck(ctx, rec); err != nil {
+	if err := st.AuthChecks.PutAuthCheck(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	hooked.set(sys.Handover, func() {
-		if err := sys.Handover.Clear(context.Background(), op, "acme", account); err != nil {
+	hooked.set(sys.Handover(), func() {
+		if err := sys.Handover().Clear(context.Background(), op, "acme", account); err != nil {
 			t.Errorf("clear between dispatch and delivery: %v", err)
 		}
 	})
-	if _, err := sys.Runners.StartTask(ctx, agent, att.Session, "c-late", task("late", touch, "p1", "p2")); err != nil {
+	if _, err := sys.Runners().StartTask(ctx, agent, att.Session, "c-late", task("late", touch, "p1", "p2")); err != nil {
 		t.Fatalf("dispatch with a matching record: %v", err)
 	}
-	if res, err := sys.Runners.Wait(ctx, agent, att.Session, "c-late"); err != nil || res.Status != prp.ResultRejected ||
+	if res, err := sys.Runners().Wait(ctx, agent, att.Session, "c-late"); err != nil || res.Status != prp.ResultRejected ||
 		res.Code != prp.CodeSecretsUnavailable || !strings.HasPrefix(res.Message, handover.CodeCheckMissing+":") || res.Exit != nil {
 		t.Errorf("a record cleared before delivery: %+v, %v; want rejected, %s: %s..., nothing run", res, err, prp.CodeSecretsUnavailable, handover.CodeCheckMissing)
 	}
@@ -308,7 +309,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	var evs bytes.Buffer
 	fctx, fcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer fcancel()
-	ferr := sys.Runners.Follow(fctx, op, att.Session, 0, func(e controller.StoredEvent) error {
+	ferr := sys.Runners().Follow(fctx, op, att.Session, 0, func(e controller.StoredEvent) error {
 		b, _ := json.Marshal(e)
 		evs.Write(b)
 		if e.Event.Output != nil {
@@ -331,7 +332,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	if err != nil || l.Cleanup != lease.CleanupConfirmed {
 		t.Errorf("release = %+v, %v; want cleanup confirmed", l, err)
 	}
-	leases, err := sys.Leases.List(ctx, op, lease.Filter{})
+	leases, err := sys.Leases().List(ctx, op, lease.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}

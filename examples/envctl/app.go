@@ -69,7 +69,7 @@ func runDrivers(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
-	rows := driverRows(sys.Drivers, sys.Catalog.Gate(), health)
+	rows := driverRows(sys.Drivers(), sys.Catalog().Gate(), health)
 	if g.json {
 		return writeJSON(g.stdout, rows)
 	}

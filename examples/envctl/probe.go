@@ -95,7 +95,7 @@ func runProbe(ctx context.Context, g *globals, args []string) error {
 		res, err = p.ProbeDraft(ctx, g.as, *driver, cfg)
 	} else {
 		var id string
-		if id, err = lookupID(ctx, g, sys.Catalog, pos[0]); err != nil {
+		if id, err = lookupID(ctx, g, sys.Catalog(), pos[0]); err != nil {
 			return fmt.Errorf("probe: %w", err)
 		}
 		if !g.json {
@@ -131,8 +131,8 @@ func newProber(g *globals, sys *berth.System, progress bool) *probe.Prober {
 			fmt.Fprintf(g.stderr, "  %s\n", stageLine(st))
 		}
 	}
-	opts.Runner = &probe.RunnerProbe{Controller: sys.Runners, Spec: sys.RunnerSpec}
-	return probe.New(sys.Catalog, sys.Drivers, sys.Leases, sys.Store, &opts)
+	opts.Runner = &probe.RunnerProbe{Controller: sys.Runners(), Spec: sys.RunnerSpec}
+	return probe.New(sys.Catalog(), sys.Drivers(), sys.Leases(), sys.Store, &opts)
 }
 
 // stageLine is one completed stage: "acquire  ok      1.2s  note".

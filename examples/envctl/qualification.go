@@ -46,7 +46,7 @@ func runQualification(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer sys.Close()
-	id, err := lookupID(ctx, g, sys.Catalog, pos[0])
+	id, err := lookupID(ctx, g, sys.Catalog(), pos[0])
 	if err != nil {
 		return fmt.Errorf("qualification show: %w", err)
 	}

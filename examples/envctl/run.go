@@ -188,13 +188,13 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 		return fmt.Errorf("run %s: flag --runner-binary: %w (build one with: %s)", what, err, runnerBuildHint)
 	}
 	if len(pos) == 1 {
-		if req.EnvironmentID, err = lookupID(ctx, g, sys.Catalog, pos[0]); err != nil {
+		if req.EnvironmentID, err = lookupID(ctx, g, sys.Catalog(), pos[0]); err != nil {
 			return err
 		}
 	}
 	req.Runner = &spec
 	progress("leasing %s for company %s", what, req.Company)
-	h, err := sys.Leases.Acquire(ctx, g.as, req)
+	h, err := sys.Leases().Acquire(ctx, g.as, req)
 	if err != nil {
 		return fmt.Errorf("run %s: %w", what, err)
 	}
@@ -231,7 +231,7 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 	progress("lease %s (%s, sandbox %s)", h.ID(), h.Provider(), h.SandboxID())
 	actx, acancel := context.WithTimeout(ctx, cmp.Or(g.connectTimeout, 2*time.Minute))
 	defer acancel()
-	att, err := sys.Runners.Attach(actx, g.as, h, controller.AttachRequest{Runner: spec, Progress: func(s controller.AttachStage) {
+	att, err := sys.Runners().Attach(actx, g.as, h, controller.AttachRequest{Runner: spec, Progress: func(s controller.AttachStage) {
 		switch s {
 		case controller.AttachInstalling:
 			progress("installing the runner (sha256 %s)...", spec.SHA256[:12])
@@ -262,7 +262,7 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 		ts.Secrets = []prp.SecretUse{use}
 		ts.Env = map[string]string{ManagedAccountFileEnv: file}
 	}
-	if _, err := sys.Runners.StartTask(ctx, g.as, att.Session, startID, ts); err != nil {
+	if _, err := sys.Runners().StartTask(ctx, g.as, att.Session, startID, ts); err != nil {
 		if se := controller.SecretError(nil); acct != nil && errors.As(err, &se) {
 			return fmt.Errorf("run %s: managed account %s refused (%s): %w", what, acct.ref, se.SecretCode(), err)
 		}
@@ -281,7 +281,7 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 	go func() {
 		var o outcome
 		errDone := errors.New("done")
-		ferr := sys.Runners.Follow(fctx, g.as, att.Session, 0, func(se controller.StoredEvent) error {
+		ferr := sys.Runners().Follow(fctx, g.as, att.Session, 0, func(se controller.StoredEvent) error {
 			ev := se.Event
 			if g.json {
 				rep.Events = append(rep.Events, se)
@@ -322,7 +322,7 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 		rep.Stopped = true
 		progress("interrupted: stopping task %s...", task)
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		proofs, serr := sys.Runners.StopAndVerify(sctx, g.as, att.Session, 2*time.Second)
+		proofs, serr := sys.Runners().StopAndVerify(sctx, g.as, att.Session, 2*time.Second)
 		cancel()
 		rep.Proofs = proofs
 		for _, p := range proofs {
