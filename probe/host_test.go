@@ -160,7 +160,7 @@ func TestResultScrubsSecrets(t *testing.T) {
 	if res.OK || !strings.Contains(res.Summary, drivers.Redacted) {
 		t.Errorf("summary %q", res.Summary)
 	}
-	res, err := w.prober.ProbeDraft(context.Background(), admin, "fake", map[string]any{"api_key": canary, "cpus": 1000})
+	res, err := w.prober.ProbeDraft(context.Background(), admin, "fake", map[string]any{"api_key": canary, "cpus": 1000}, Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestDraftProbe(t *testing.T) {
 	w := newWorld(t, worldOpts{})
 	img := w.fake.AddImage("registry.fake.test/team/app:v1")
 
-	res, err := w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"image": img.String(), "api_key": canary})
+	res, err := w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"image": img.String(), "api_key": canary}, Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestDraftProbe(t *testing.T) {
 	// An unproven cleanup leaves a pending_cleanup record without the
 	// secret field, and the result says so.
 	w.fake.Inject(fake.Fault{Op: fake.OpDestroy, Err: errors.New("provider busy")})
-	res, err = w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"image": img.String(), "api_key": canary})
+	res, err = w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"image": img.String(), "api_key": canary}, Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestDraftProbe(t *testing.T) {
 
 	// An invalid draft fails at resolve with invalid_config and allocates nothing.
 	before := w.fake.TotalCalls()
-	res, err = w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"cpus": 1000})
+	res, err = w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"cpus": 1000}, Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestDraftProbe(t *testing.T) {
 		t.Errorf("an invalid draft called the provider")
 	}
 	// An unknown driver is a failed result too.
-	res, err = w.prober.ProbeDraft(ctx, admin, "nope", nil)
+	res, err = w.prober.ProbeDraft(ctx, admin, "nope", nil, Request{})
 	if err != nil || res.OK || res.Code != drivers.CodeInvalidConfig && res.Code != drivers.CodeProviderUnavailable {
 		t.Errorf("unknown driver: %+v, %v", res, err)
 	}
@@ -256,7 +256,7 @@ func TestDraftProbeUnconfirmedCleanup(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOpts{})
 	w.fake.FakeStop(w.nextSandbox(), fake.LieUnconfirmed)
-	res, err := w.prober.ProbeDraft(context.Background(), admin, "fake", nil)
+	res, err := w.prober.ProbeDraft(context.Background(), admin, "fake", nil, Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/store/sqlite"
 )
 
 // runDemo runs the main job end to end on the embedded default: a temporary
@@ -41,9 +42,14 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
+	db, err := sqlite.Open(ctx, dbPath)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
 	fakeDrv := fake.New(nil)
 	sys, err := berth.New(ctx, &berth.Options{
-		StoreURL: "sqlite://" + dbPath,
+		Stores:   db.Stores(),
 		Drivers:  []drivers.Driver{local.New(nil), fakeDrv},
 		Secrets:  secrets,
 		TestMode: true,

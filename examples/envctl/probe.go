@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/probe"
 )
 
@@ -86,13 +85,17 @@ func runProbe(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer sys.Close()
-	p := newProber(g, sys, !g.json)
+	p := sys.Prober()
+	req := probe.Request{Company: *company, Workspace: *workspace, Runner: *byRunner}
+	if !g.json {
+		req.Progress = progressLines(g)
+	}
 	var res *probe.Result
 	if *draft {
 		if !g.json {
 			fmt.Fprintf(g.stderr, "probing a draft config of driver %s (nothing is saved)\n", *driver)
 		}
-		res, err = p.ProbeDraft(ctx, g.as, *driver, cfg)
+		res, err = p.ProbeDraft(ctx, g.as, *driver, cfg, req)
 	} else {
 		var id string
 		if id, err = lookupID(ctx, g, sys.Catalog(), pos[0]); err != nil {
@@ -101,7 +104,7 @@ func runProbe(ctx context.Context, g *globals, args []string) error {
 		if !g.json {
 			fmt.Fprintf(g.stderr, "probing environment %s (%s) for company %q\n", pos[0], id, *company)
 		}
-		res, err = p.Probe(ctx, g.as, id, probe.Request{Company: *company, Workspace: *workspace, Runner: *byRunner})
+		res, err = p.Probe(ctx, g.as, id, req)
 	}
 	if err != nil {
 		return err
@@ -119,20 +122,15 @@ func runProbe(ctx context.Context, g *globals, args []string) error {
 	return nil
 }
 
-// newProber returns a Prober over sys; with progress, each stage is written
-// to g.stderr as it completes.
-func newProber(g *globals, sys *berth.System, progress bool) *probe.Prober {
-	var opts probe.Options
-	if progress {
-		opts.Progress = func(st probe.Stage) {
-			if st.Running {
-				return
-			}
-			fmt.Fprintf(g.stderr, "  %s\n", stageLine(st))
+// progressLines is a probe.Request.Progress that writes each stage to
+// g.stderr as it completes.
+func progressLines(g *globals) func(probe.Stage) {
+	return func(st probe.Stage) {
+		if st.Running {
+			return
 		}
+		fmt.Fprintf(g.stderr, "  %s\n", stageLine(st))
 	}
-	opts.Runner = &probe.RunnerProbe{Controller: sys.Runners(), Spec: sys.RunnerSpec}
-	return probe.New(sys.Catalog(), sys.Drivers(), sys.Leases(), sys.Store, &opts)
 }
 
 // stageLine is one completed stage: "acquire  ok      1.2s  note".

@@ -50,7 +50,7 @@ func runQualification(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return fmt.Errorf("qualification show: %w", err)
 	}
-	v, err := newProber(g, sys, false).Qualification(ctx, g.as, id, *company)
+	v, err := sys.Prober().Qualification(ctx, g.as, id, *company)
 	if err != nil {
 		return err
 	}
