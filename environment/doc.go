@@ -88,7 +88,7 @@
 // Options.UsageReporters, Assignments shows bindings in a delete's blast
 // radius and clears them after it (ASG-5); Assignments.Protected can serve
 // as Options.Protected to keep the instance default from being deleted.
-// MemoryBindingStore keeps bindings in memory, internal/sqlstore in SQLite
+// MemoryBindingStore keeps bindings in memory, store/sqlite and store/postgres in SQLite
 // and PostgreSQL.
 //
 // Availability (CAP-1, CAP-3; gate.go, health.go, health_refresh.go): the
@@ -105,6 +105,6 @@
 // measured counts as available and shows "not measured".
 //
 // Store (environment.go) is the persistence contract; MemoryStore
-// (memstore.go) implements it in memory, internal/sqlstore in SQLite and
+// (memstore.go) implements it in memory, store/sqlite and store/postgres in SQLite and
 // PostgreSQL.
 package environment

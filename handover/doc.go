@@ -14,7 +14,7 @@
 //     answered. Match compares it with a lease and a project set and says
 //     which part differs (MismatchError codes). Store is the record's
 //     store interface; handovertest holds its conformance suite, which
-//     MemoryStore (memstore.go) and internal/sqlstore pass.
+//     MemoryStore (memstore.go) and store/sqlite and store/postgres pass.
 //   - service.go: Service, New(Sources, *Options). PrepareManagedAccount
 //     replaces any earlier record of the key with a pending one and runs
 //     the host's Checker (the project auth check berth cannot know);

@@ -17,7 +17,7 @@ import (
 // with a JSON body of the same size; x_raw_sql is the ratio of the two (the
 // cost of the store's transaction, encoding and checks).
 //
-//	go test -run '^$' -bench EnvironmentCreateGet ./internal/sqlstore/
+//	go test -run '^$' -bench EnvironmentCreateGet ./store/internal/sqlstore/
 func BenchmarkEnvironmentCreateGet(b *testing.B) {
 	for _, tc := range []struct {
 		name string

@@ -1,10 +1,18 @@
-// Package sqlstore is berth's durable store: one *DB that implements every
-// package's Store interface on SQLite (modernc.org/sqlite, pure Go) or
-// PostgreSQL (pgx through database/sql), with one SQL code path.
+// Package sqlstore is the core of berth's durable stores: one *DB that
+// implements every package's Store interface on SQLite (modernc.org/sqlite,
+// pure Go) or PostgreSQL (pgx through database/sql), with one SQL code
+// path. Hosts use it through store/sqlite and store/postgres, which
+// register their database/sql driver, call Open and hand out DB.Stores
+// (stores.go); this package names no driver, so a host links only the
+// one of the dialect it imports. Driver errors are classified by the
+// methods they have (dialect.go), and the one pgx type the core needs to
+// know (a failed connection attempt) comes from store/postgres through
+// Options.ConnectFailed.
 //
 // Start with Open (db.go). The rest, by concern:
 //
 //   - db.go: URLs, connection pools, Close, Ping.
+//   - stores.go: the store.Stores value of a DB.
 //   - dialect.go: the dialect layer (placeholders, FOR UPDATE, collation,
 //     unique-violation and retry classification) and the query helpers
 //     every component uses: db.reads(), db.writes(), db.inTx.
@@ -66,8 +74,8 @@
 // on *DB (add `var _ lease.Store = (*DB)(nil)`), following environment.go:
 //
 //   - method names carry the record's name (CreateLease, GetLease, not
-//     Create, Get): one *DB serves every package's Store interface, and
-//     berth.Store embeds them all;
+//     Create, Get): one *DB serves every package's Store interface
+//     (stores.go hands it out as each store.Stores field);
 //   - write queries once, with ? placeholders; the handles rebind them;
 //   - reads outside a transaction: db.reads().query/queryRow;
 //   - a single-statement write: db.writes().exec;
@@ -88,8 +96,16 @@
 //   - errors start with "sqlstore: ", name the record, and wrap the
 //     package's sentinels; they never contain secret values.
 //
-// Then run the package's conformance suite from internal/storetest (add
-// Run<Component>StoreTests in its own file there) against SQLite and
-// PostgreSQL in a <component>_test.go here, as environment_test.go does.
-// Tests get a fresh PostgreSQL database from testenv.Postgres(t).
+// A new package's store is a new store.Stores field, set in stores.go; its
+// conformance suite lives in the package (<pkg>/<pkg>test, RunStoreTests)
+// and store/storetest runs it over every Stores, so store/sqlite and
+// store/postgres run it on SQLite and PostgreSQL without a test here.
+// Tests of this package get a fresh PostgreSQL database from
+// testenv.Postgres(t) and pass TestOptions to Open.
+//
+// # Upgrades
+//
+// testdata/upgrade holds a SQLite file and a PostgreSQL dump written by
+// the code before the store per package (see its README);
+// TestUpgradeFromFixtures migrates copies and reads every row back.
 package sqlstore

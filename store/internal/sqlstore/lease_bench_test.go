@@ -21,7 +21,7 @@ import (
 // store), mem_ops/s (anchor) and x_memory, the time ratio of the two (the
 // cost of durable, cross-process atomic lease records).
 //
-//	go test -run '^$' -bench LeaseAcquireRelease ./internal/sqlstore/
+//	go test -run '^$' -bench LeaseAcquireRelease ./store/internal/sqlstore/
 func BenchmarkLeaseAcquireRelease(b *testing.B) {
 	for _, tc := range []struct {
 		name string
