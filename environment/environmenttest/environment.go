@@ -114,18 +114,18 @@ func testEnvRoundTrip(t *testing.T, s environment.Store) {
 	e.Name = "changed"
 
 	got := mustGet(t, s, "env-1")
-	diff(t, "GetEnvironment", want, got, ConfigAsJSON)
+	diff(t, "GetEnvironment", want, got, configAsJSON)
 	// Mutating a returned value must not reach the store either.
 	got.Config["host"] = "changed"
 	got.Env["PATH"] = "changed"
 	got.Metadata["owner"] = "changed"
-	diff(t, "GetEnvironment after mutating a result", want, mustGet(t, s, "env-1"), ConfigAsJSON)
+	diff(t, "GetEnvironment after mutating a result", want, mustGet(t, s, "env-1"), configAsJSON)
 
 	list, err := s.ListEnvironments(context.Background(), environment.ListFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	diff(t, "ListEnvironments", []*environment.Environment{want}, list, ConfigAsJSON)
+	diff(t, "ListEnvironments", []*environment.Environment{want}, list, configAsJSON)
 }
 
 func testEnvMinimalRoundTrip(t *testing.T, s environment.Store) {
@@ -164,7 +164,7 @@ func testEnvDuplicateID(t *testing.T, s environment.Store) {
 	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
 	err := s.CreateEnvironment(context.Background(), sampleEnv("env-1", "beta", "docker"), environment.CreateOptions{})
 	wantErr(t, "create with a taken id", err, environment.ErrConflict)
-	diff(t, "stored environment", sampleEnv("env-1", "alpha", "ssh"), mustGet(t, s, "env-1"), ConfigAsJSON)
+	diff(t, "stored environment", sampleEnv("env-1", "alpha", "ssh"), mustGet(t, s, "env-1"), configAsJSON)
 }
 
 func testEnvDuplicateName(t *testing.T, s environment.Store) {

@@ -34,7 +34,7 @@ func testEnvUpdate(t *testing.T, s environment.Store) {
 	}
 	want := next(sampleEnv("env-1", "alpha", "ssh"), "edited")
 	want.Name = "alpha renamed"
-	diff(t, "after update", want, mustGet(t, s, "env-1"), ConfigAsJSON)
+	diff(t, "after update", want, mustGet(t, s, "env-1"), configAsJSON)
 	// The old name is free again.
 	mustCreate(t, s, sampleEnv("env-2", "alpha", "ssh"), environment.CreateOptions{})
 }
@@ -55,7 +55,7 @@ func testEnvUpdateStale(t *testing.T, s environment.Store) {
 	if err := s.UpdateEnvironment(ctx, skip, 2); err == nil {
 		t.Errorf("update with revision 7 from base 2 succeeded")
 	}
-	diff(t, "after refused updates", v2, mustGet(t, s, "env-1"), ConfigAsJSON)
+	diff(t, "after refused updates", v2, mustGet(t, s, "env-1"), configAsJSON)
 	missing := next(sampleEnv("nope", "nope", "ssh"), "x")
 	wantErr(t, "update of a missing environment", s.UpdateEnvironment(ctx, missing, 1), environment.ErrNotFound)
 }
@@ -66,7 +66,7 @@ func testEnvUpdateTakenName(t *testing.T, s environment.Store) {
 	upd := next(sampleEnv("env-2", "beta", "ssh"), "x")
 	upd.Name = "alpha"
 	wantErr(t, "rename onto a taken name", s.UpdateEnvironment(context.Background(), upd, 1), environment.ErrConflict)
-	diff(t, "after refused rename", sampleEnv("env-2", "beta", "ssh"), mustGet(t, s, "env-2"), ConfigAsJSON)
+	diff(t, "after refused rename", sampleEnv("env-2", "beta", "ssh"), mustGet(t, s, "env-2"), configAsJSON)
 }
 
 // CFG-6: optimistic concurrency holds under contention.
@@ -92,7 +92,7 @@ func testEnvUpdateConcurrent(t *testing.T, s environment.Store) {
 	if winner < 0 {
 		t.Fatalf("no writer of %d succeeded", n)
 	}
-	diff(t, "stored environment", next(sampleEnv("env-1", "alpha", "ssh"), fmt.Sprintf("writer %d", winner)), mustGet(t, s, "env-1"), ConfigAsJSON)
+	diff(t, "stored environment", next(sampleEnv("env-1", "alpha", "ssh"), fmt.Sprintf("writer %d", winner)), mustGet(t, s, "env-1"), configAsJSON)
 }
 
 // CFG-6, CFG-7: delete is revision-checked too.
@@ -142,5 +142,5 @@ func testEnvCancelled(t *testing.T, s environment.Store) {
 
 	_, err = s.GetEnvironment(context.Background(), "env-2")
 	wantErr(t, "get environment created with a cancelled context", err, environment.ErrNotFound)
-	diff(t, "after cancelled update and delete", sampleEnv("env-1", "alpha", "ssh"), mustGet(t, s, "env-1"), ConfigAsJSON)
+	diff(t, "after cancelled update and delete", sampleEnv("env-1", "alpha", "ssh"), mustGet(t, s, "env-1"), configAsJSON)
 }

@@ -13,12 +13,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// ConfigAsJSON is a cmp option that compares drivers.Config values by their
-// JSON form. Stores that persist configs as JSON return them decoded
+// ConfigAsJSON returns a cmp option that compares drivers.Config values by
+// their JSON form. Stores that persist configs as JSON return them decoded
 // (json.Number, []any, map[string]any for a SecretRef); the drivers.Config
 // accessors read both forms, and the JSON form is what a store promises to
 // keep.
-var ConfigAsJSON = cmp.FilterPath(func(p cmp.Path) bool {
+func ConfigAsJSON() cmp.Option { return configAsJSON }
+
+var configAsJSON = cmp.FilterPath(func(p cmp.Path) bool {
 	// Only values declared as drivers.Config: the decoded map[string]any
 	// is assignable to drivers.Config and must not be transformed again.
 	return p.Last().Type() == reflect.TypeFor[drivers.Config]()

@@ -79,7 +79,7 @@ func checkUpgraded(t *testing.T, db *DB) {
 	ctx := context.Background()
 	r := makeUpgradeRows()
 	cmpOpts := cmp.Options{
-		environmenttest.ConfigAsJSON,
+		environmenttest.ConfigAsJSON(),
 		cmp.Comparer(func(a, b images.Identity) bool { return a == b }),
 		cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) }),
 	}
