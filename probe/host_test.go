@@ -175,13 +175,19 @@ func TestDraftProbe(t *testing.T) {
 	w := newWorld(t, worldOpts{})
 	img := w.fake.AddImage("registry.fake.test/team/app:v1")
 
-	res, err := w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"image": img.String(), "api_key": canary}, Request{})
+	// Issue 25: the request's Progress sees each stage start and end.
+	var events []Stage
+	res, err := w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"image": img.String(), "api_key": canary},
+		Request{Progress: func(s Stage) { events = append(events, s) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	assertNoSecret(t, res)
 	if !res.OK || !res.Draft || res.ImageIdentity != img || !res.Platform.Measured() {
 		t.Fatalf("draft probe: %s", res.Summary)
+	}
+	if len(events) != 2*len(res.Stages) || len(events) == 0 || !events[0].Running || events[len(events)-1].Name != res.Stages[len(res.Stages)-1].Name {
+		t.Errorf("progress of the draft probe: %d events %+v for %d stages", len(events), events, len(res.Stages))
 	}
 	if res.PlatformQualificationRecorded || diagCode(res) != qualification.CodeNotSaved {
 		t.Errorf("diagnostic %+v", res.QualificationDiagnostic)

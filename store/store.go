@@ -17,6 +17,8 @@
 package store
 
 import (
+	"reflect"
+
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/lease"
@@ -61,24 +63,14 @@ type RunnerStore interface {
 }
 
 // Missing returns the names of the nil fields of s ("Leases", ...), in
-// field order; none is nil.
+// field order; none is nil. A field added to Stores is covered without
+// editing Missing.
 func (s Stores) Missing() []string {
 	var out []string
-	for _, f := range []struct {
-		name string
-		nil  bool
-	}{
-		{"Environments", s.Environments == nil},
-		{"Bindings", s.Bindings == nil},
-		{"Health", s.Health == nil},
-		{"SecretUses", s.SecretUses == nil},
-		{"Qualifications", s.Qualifications == nil},
-		{"Leases", s.Leases == nil},
-		{"AuthChecks", s.AuthChecks == nil},
-		{"Runners", s.Runners == nil},
-	} {
-		if f.nil {
-			out = append(out, f.name)
+	v := reflect.ValueOf(s)
+	for i := range v.NumField() {
+		if v.Field(i).IsNil() {
+			out = append(out, v.Type().Field(i).Name)
 		}
 	}
 	return out
