@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-	"context"
 	"crypto/sha256"
 	"fmt"
 	"time"
@@ -17,10 +16,12 @@ import (
 )
 
 // upgradeRows are the representative rows of every table that the upgrade
-// fixtures (testdata/upgrade) hold: TestWriteUpgradeFixtures wrote them
-// with the code of the commit named in testdata/upgrade/README.md, and the
-// upgrade test reads them back from the migrated copies. The values are
-// fixed (no clock, no randomness) so that both sides agree.
+// fixtures (testdata/upgrade) hold: writeUpgradeRows and
+// TestWriteUpgradeFixtures of commit 6975b94 wrote them with the code of
+// main before the store per package (testdata/upgrade/README.md), and
+// TestUpgradeFromFixtures reads them back from the migrated copies. The
+// values are fixed (no clock, no randomness) so that both sides agree;
+// never change them, or the fixtures no longer match.
 type upgradeRows struct {
 	environments   []*environment.Environment
 	bindings       []*environment.Binding
@@ -196,109 +197,4 @@ func makeUpgradeRows() upgradeRows {
 		"s_1": {{Task: "t_1", Usage: controller.OutputUsage{Seq: 3, Bytes: 12, Events: 1, Truncated: 0, Discarded: 0}}},
 	}
 	return r
-}
-
-// writeUpgradeRows writes r into db through the store's own methods.
-func writeUpgradeRows(ctx context.Context, db *DB, r upgradeRows) error {
-	// Records of a later revision are created at revision 1 and updated
-	// to theirs.
-	for _, e := range r.environments {
-		c := *e
-		c.Revision = 1
-		if err := db.CreateEnvironment(ctx, &c, environment.CreateOptions{ExclusiveDriver: e.Driver == "local"}); err != nil {
-			return err
-		}
-		for rev := int64(2); rev <= e.Revision; rev++ {
-			c.Revision = rev
-			if err := db.UpdateEnvironment(ctx, &c, rev-1); err != nil {
-				return err
-			}
-		}
-	}
-	for _, b := range r.bindings {
-		c := *b
-		for rev := int64(1); rev <= b.Revision; rev++ {
-			c.Revision = rev
-			if err := db.PutBinding(ctx, &c, rev-1); err != nil {
-				return err
-			}
-		}
-	}
-	for _, h := range r.health {
-		if err := db.PutProviderHealth(ctx, h); err != nil {
-			return err
-		}
-	}
-	for _, l := range r.leases {
-		if _, err := db.InsertLease(ctx, l); err != nil {
-			return err
-		}
-	}
-	for _, id := range []string{"lease_active", "lease_draft"} {
-		if err := db.UseSecrets(ctx, id, r.secretUses[id]); err != nil {
-			return err
-		}
-	}
-	if _, err := db.RetireSecrets(ctx, r.retired); err != nil {
-		return err
-	}
-	for _, q := range r.qualifications {
-		if err := db.PutQualification(ctx, q); err != nil {
-			return err
-		}
-	}
-	for _, a := range r.authChecks {
-		if err := db.PutAuthCheck(ctx, a); err != nil {
-			return err
-		}
-	}
-	ps := db.PRP()
-	for _, tk := range r.tickets {
-		created := tk
-		created.UsedAt, created.Session = time.Time{}, ""
-		if err := ps.CreateTicket(ctx, created); err != nil {
-			return err
-		}
-		if tk.Session != "" {
-			if _, err := ps.ConsumeTicket(ctx, tk.Hash, tk.Lease, tk.Session, tk.UsedAt); err != nil {
-				return err
-			}
-		}
-	}
-	for _, s := range r.sessions {
-		connected := s.ConnectedUntil
-		s.ConnectedUntil = time.Time{}
-		if err := ps.CreateSession(ctx, s); err != nil {
-			return err
-		}
-		if !connected.IsZero() {
-			if ok, err := ps.ClaimConnection(ctx, s.ID, "conn-1", connected, s.CreatedAt); err != nil || !ok {
-				return fmt.Errorf("claim connection of %s: %t, %v", s.ID, ok, err)
-			}
-		}
-	}
-	for i, c := range r.commands {
-		if _, _, err := ps.AppendCommand(ctx, c.session, c.command, upgradeT0.Add(time.Duration(40+i)*time.Minute)); err != nil {
-			return err
-		}
-		if c.secretsSent {
-			if ok, err := ps.ClaimSecrets(ctx, c.session, c.command.ID, upgradeT0.Add(time.Duration(40+i)*time.Minute)); err != nil || !ok {
-				return fmt.Errorf("claim secrets of %s: %t, %v", c.command.ID, ok, err)
-			}
-		}
-		if c.result != nil {
-			if _, err := ps.CompleteCommand(ctx, c.session, *c.result, upgradeT0.Add(time.Duration(45+i)*time.Minute)); err != nil {
-				return err
-			}
-		}
-	}
-	if err := ps.PutEvents(ctx, r.events); err != nil {
-		return err
-	}
-	for s, us := range r.usage {
-		if err := ps.PutOutputUsage(ctx, s, us); err != nil {
-			return err
-		}
-	}
-	return nil
 }
