@@ -107,5 +107,6 @@
 //
 // testdata/upgrade holds a SQLite file and a PostgreSQL dump written by
 // the code before the store per package (see its README);
-// TestUpgradeFromFixtures migrates copies and reads every row back.
+// TestUpgradeFromFixtures migrates copies and reads every row back, and
+// TestUpgradedSchemaPassesTheSuites runs every store suite on them.
 package sqlstore
