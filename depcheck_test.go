@@ -104,8 +104,8 @@ func TestImportsRunDownwards(t *testing.T) {
 		f := strings.Fields(line)
 		imports[f[0]] = f[1:]
 	}
-	if _, ok := imports[module+"/internal/sqlstore"]; !ok || len(imports) < 20 {
-		t.Fatalf("go list ./... listed %d packages, without internal/sqlstore; the check looks at the wrong graph", len(imports))
+	if _, ok := imports[module+"/store/internal/sqlstore"]; !ok || len(imports) < 20 {
+		t.Fatalf("go list ./... listed %d packages, without store/internal/sqlstore; the check looks at the wrong graph", len(imports))
 	}
 	for _, p := range upwardImports(floors, imports) {
 		t.Error(p)
@@ -121,14 +121,14 @@ func TestUpwardImportsAreFound(t *testing.T) {
 		module + "/lease/leasetest":      {module + "/lease"},         // a sub-package takes its parent's floor
 		module + "/qualification":        {module + "/images", "net"}, // 0 -> 0
 		module + "/nowhere":              nil,
-		module + "/internal/testenv":     {module + "/internal/sqlstore"}, // 0 -> 5
-		module + "/examples/envctl":      {module},                        // 5 -> 5
+		module + "/internal/testenv":     {module + "/store/internal/sqlstore"}, // 0 -> 6
+		module + "/examples/envctl":      {module},                              // 6 -> 6
 		module + "/drivers/daytona/fake": {module + "/clock"},
 	})
 	want := []string{
 		module + "/drivers (floor 1) imports " + module + "/lease (floor 3)",
 		module + "/nowhere has no floor",
-		module + "/internal/testenv (floor 0) imports " + module + "/internal/sqlstore (floor 5)",
+		module + "/internal/testenv (floor 0) imports " + module + "/store/internal/sqlstore (floor 6)",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("upwardImports found %d problems, want %d: %q", len(got), len(want), got)

@@ -67,3 +67,54 @@ func TestSSHOnlyProgramLinksNoDockerOrOpenTelemetry(t *testing.T) {
 		t.Errorf("drivers/docker links neither github.com/docker/docker nor OpenTelemetry; the check finds nothing")
 	}
 }
+
+// withPrefix returns the packages of deps under module path prefix mod.
+func withPrefix(deps []string, mod string) []string {
+	var found []string
+	for _, p := range deps {
+		if p == mod || strings.HasPrefix(p, mod+"/") {
+			found = append(found, p)
+		}
+	}
+	return found
+}
+
+// Issue 25 item 1: the root package opens no database, so a host links the
+// SQL driver of the dialect it names and no other: PostgreSQL alone links
+// no SQLite, SQLite alone no pgx, neither links either.
+func TestAStoreLinksOnlyItsDriver(t *testing.T) {
+	t.Parallel()
+	const sqliteMod, pgxMod = "modernc.org/sqlite", "github.com/jackc/pgx/v5"
+	pg := depsOf(t, module, module+"/store/postgres")
+	if len(withPrefix(pg, pgxMod)) == 0 {
+		t.Fatalf("berth + store/postgres links no pgx; the check looks at the wrong graph")
+	}
+	if found := withPrefix(pg, sqliteMod); len(found) > 0 {
+		t.Errorf("berth + store/postgres links SQLite: %v", found)
+	}
+	lite := depsOf(t, module, module+"/store/sqlite")
+	if len(withPrefix(lite, sqliteMod)) == 0 {
+		t.Fatalf("berth + store/sqlite links no modernc.org/sqlite; the check looks at the wrong graph")
+	}
+	if found := withPrefix(lite, pgxMod); len(found) > 0 {
+		t.Errorf("berth + store/sqlite links pgx: %v", found)
+	}
+	root := depsOf(t, module)
+	if found := append(withPrefix(root, sqliteMod), withPrefix(root, pgxMod)...); len(found) > 0 {
+		t.Errorf("berth alone links a SQL driver: %v", found)
+	}
+}
+
+// Issue 25 item 1: the fake driver is no default, so a program that does
+// not name it does not link it.
+func TestTheFakeIsLinkedOnlyWhenNamed(t *testing.T) {
+	t.Parallel()
+	fake := module + "/drivers/fake"
+	if deps := depsOf(t, module, module+"/store/sqlite", module+"/drivers/ssh"); slices.Contains(deps, fake) {
+		t.Errorf("berth + store/sqlite + drivers/ssh links %s", fake)
+	}
+	// The check can fail: naming it links it.
+	if deps := depsOf(t, module, fake); !slices.Contains(deps, fake) {
+		t.Errorf("go list -deps of berth + drivers/fake does not list it; the check finds nothing")
+	}
+}

@@ -7,13 +7,31 @@
 // qualify pinned images, lease sandboxes, and bind agents, projects and
 // workspaces to targets.
 //
-// Start with New: it composes a System (a store, a driver registry, the
-// catalog, the assignments, the lease manager, the prober, the image
-// resolver, the runner controller and the secret hand-over) with sensible defaults; System.RunHealthChecks keeps provider
-// health measured in the background.
-// OpenStore and NewMemoryStore return one Store that serves every package's
-// store interface. There is no global state: a host may also wire the
-// packages itself.
+// Start with New, over the host's stores:
+//
+//	db, err := sqlite.Open(ctx, "/var/lib/app/berth.db") // store/sqlite, or store/postgres
+//	if err != nil { ... }
+//	defer db.Close()
+//	sys, err := berth.New(ctx, &berth.Options{
+//		Stores:  db.Stores(), // or none: memory stores
+//		Drivers: []drivers.Driver{local.New(nil), ssh.New(nil)},
+//	})
+//	if err != nil { ... }
+//	defer sys.Close()
+//	view, err := sys.Catalog().Create(ctx, operator, environment.CreateRequest{...})
+//
+// New composes a System (a driver registry, the catalog, the assignments,
+// the lease manager, the prober, the image resolver, the runner controller
+// and the secret hand-over) with sensible defaults, reachable through its
+// accessors (Catalog, Assignments, Leases, Prober, Images, Runners,
+// Handover, Drivers, Secrets); System.RunHealthChecks keeps provider
+// health measured in the background. The root package opens no database:
+// Options.Stores (package store) names each package's store, and
+// store/sqlite and store/postgres open a database and return them all, so a
+// host links the SQL driver it names and no other. The default drivers are
+// local only; the fake (drivers/fake) is named by the tests and demos that
+// want it. There is no global state: a host may also wire the packages
+// itself.
 //
 // Every exported method of a service (the catalog, the assignments, the
 // lease manager, the prober, the runner controller, the hand-over) that
@@ -44,7 +62,7 @@
 //   - prp, prp/runner, prp/controller: the runner protocol's wire format,
 //     tickets and tokens; the runner that executes tasks inside a sandbox
 //     (examples/runner is its binary); and the controller the host serves
-//     (System.Runners), which attaches a leased sandbox's runner (Attach
+//     (System.Runners()), which attaches a leased sandbox's runner (Attach
 //     installs the binary the lease records: System.RunnerSet of
 //     Options.RunnerBinary given at acquisition) and returns a handle
 //     whose Start runs tasks (a controller.Task: Wait, Output, Stop),
@@ -67,6 +85,12 @@
 //     System.Handover) and the resolver that hands a task's secrets to
 //     the runner (secret env keys of its lease's config, managed accounts
 //     only while a check matches exactly).
+//   - store: Stores, one field per package store, and Memory;
+//     store/sqlite and store/postgres open a database, migrate it and
+//     return its Stores; store/storetest runs every package's store suite
+//     over one Stores. Each package owns its store interfaces, memory
+//     stores and conformance suite (environment/environmenttest,
+//     lease/leasetest, ...).
 //
 // See examples/envctl for a complete host.
 package berth

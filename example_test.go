@@ -20,7 +20,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	sys, err := berth.New(ctx, &berth.Options{
-		StoreURL: "", // or sqlite:///var/lib/app/berth.db, or postgres://...
+		// Stores: db.Stores() of store/sqlite or store/postgres; none for memory stores.
 		Drivers:  []drivers.Driver{fake.New(nil)},
 		TestMode: true, // the fake driver is for tests only
 	})
@@ -32,12 +32,12 @@ func Example() {
 	operator := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 	agent := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
 
-	view, err := sys.Catalog.Create(ctx, operator, environment.CreateRequest{Name: "sandboxes", Driver: "fake"})
+	view, err := sys.Catalog().Create(ctx, operator, environment.CreateRequest{Name: "sandboxes", Driver: "fake"})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	_, err = sys.Assignments.Set(ctx, operator, environment.SetBinding{
+	_, err = sys.Assignments().Set(ctx, operator, environment.SetBinding{
 		Kind: environment.BindingWorkspace, Key: "ws", Company: "acme", EnvironmentID: view.ID})
 	if err != nil {
 		fmt.Println(err)
@@ -45,7 +45,7 @@ func Example() {
 	}
 
 	// Through a scope: the way agents lease.
-	h, err := sys.Leases.Acquire(ctx, agent, lease.AcquireRequest{
+	h, err := sys.Leases().Acquire(ctx, agent, lease.AcquireRequest{
 		Scope:    &authz.Scope{Company: "acme", Workspace: "ws"},
 		Required: drivers.NewSet(drivers.CapExec),
 	})
@@ -59,17 +59,17 @@ func Example() {
 		return
 	}
 	fmt.Print(string(out.Stdout))
-	l, err := sys.Leases.Release(ctx, agent, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := sys.Leases().Release(ctx, agent, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
 	fmt.Println(l.Status, l.Cleanup, err)
 
 	// By environment id: instance admins and local operators.
-	h, err = sys.Leases.Acquire(ctx, operator, lease.AcquireRequest{Company: "acme", EnvironmentID: view.ID})
+	h, err = sys.Leases().Acquire(ctx, operator, lease.AcquireRequest{Company: "acme", EnvironmentID: view.ID})
 	fmt.Println(h.Lease().Environment == view.ID, err)
-	l, err = sys.Leases.Release(ctx, operator, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err = sys.Leases().Release(ctx, operator, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
 	fmt.Println(l.Status, l.Cleanup, err)
 
 	// An agent may not lease by id.
-	_, err = sys.Leases.Acquire(ctx, agent, lease.AcquireRequest{Company: "acme", EnvironmentID: view.ID})
+	_, err = sys.Leases().Acquire(ctx, agent, lease.AcquireRequest{Company: "acme", EnvironmentID: view.ID})
 	fmt.Println(errors.Is(err, authz.ErrDenied))
 	// Output:
 	// hello

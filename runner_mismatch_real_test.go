@@ -45,7 +45,7 @@ func TestAReusedDockerSandboxOfAnotherRunnerIsReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sys.Close() })
-	v, err := sys.Catalog.Create(ctx, realOperator, environment.CreateRequest{Name: "reuse", Driver: tg.driver, Config: tg.config})
+	v, err := sys.Catalog().Create(ctx, realOperator, environment.CreateRequest{Name: "reuse", Driver: tg.driver, Config: tg.config})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,11 +58,11 @@ func TestAReusedDockerSandboxOfAnotherRunnerIsReplaced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := sys.Leases.Acquire(ctx, realOperator, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Run: runID, Policy: lease.ReuseByEnvironment, Runner: set})
+		h, err := sys.Leases().Acquire(ctx, realOperator, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Run: runID, Policy: lease.ReuseByEnvironment, Runner: set})
 		if err != nil {
 			t.Fatal(err)
 		}
-		att, err := sys.Runners.Attach(ctx, realOperator, h, controller.AttachRequest{})
+		att, err := sys.Runners().Attach(ctx, realOperator, h, controller.AttachRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +77,7 @@ func TestAReusedDockerSandboxOfAnotherRunnerIsReplaced(t *testing.T) {
 		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Stop}); err != nil {
 			t.Fatal(err)
 		}
-		l, err := sys.Leases.Get(ctx, realOperator, h.ID())
+		l, err := sys.Leases().Get(ctx, realOperator, h.ID())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -54,7 +54,7 @@ func dockerTarget(t testing.TB) realTarget {
 	return realTarget{driver: docker.Name, config: map[string]any{
 		docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run},
 	}, cut: func(t *testing.T, sys *berth.System, session string) {
-		if ok, err := sys.Runners.Disconnect(context.Background(), realOperator, session); err != nil || !ok {
+		if ok, err := sys.Runners().Disconnect(context.Background(), realOperator, session); err != nil || !ok {
 			t.Fatalf("Disconnect = %t, %v", ok, err)
 		}
 	}, left: func(t *testing.T, h *lease.Handle, marker string) []string {
@@ -97,7 +97,7 @@ func sshTarget(t testing.TB) realTarget {
 func localTarget(t testing.TB) realTarget {
 	return realTarget{driver: local.Name, config: map[string]any{local.FieldWorkdir: t.TempDir()},
 		cut: func(t *testing.T, sys *berth.System, session string) {
-			if ok, err := sys.Runners.Disconnect(context.Background(), realOperator, session); err != nil || !ok {
+			if ok, err := sys.Runners().Disconnect(context.Background(), realOperator, session); err != nil || !ok {
 				t.Fatalf("Disconnect = %t, %v", ok, err)
 			}
 		}, left: func(_ *testing.T, _ *lease.Handle, marker string) []string {
@@ -111,7 +111,7 @@ func localTarget(t testing.TB) realTarget {
 // register sys.Close with t.Cleanup before, so that it runs after.
 func attachRunner(t testing.TB, ctx context.Context, sys *berth.System, name, driver string, config map[string]any) (*lease.Handle, *controller.Attachment, drivers.RunnerSpec) {
 	t.Helper()
-	v, err := sys.Catalog.Create(ctx, realOperator, environment.CreateRequest{Name: name, Driver: driver, Config: config})
+	v, err := sys.Catalog().Create(ctx, realOperator, environment.CreateRequest{Name: name, Driver: driver, Config: config})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,13 +119,13 @@ func attachRunner(t testing.TB, ctx context.Context, sys *berth.System, name, dr
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := sys.Leases.Acquire(ctx, realOperator, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Runner: set})
+	h, err := sys.Leases().Acquire(ctx, realOperator, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Runner: set})
 	if err != nil {
 		t.Fatal(err)
 	}
 	spec := *h.Lease().Runner
 	t.Cleanup(func() { _, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy}) })
-	att, err := sys.Runners.Attach(ctx, realOperator, h, controller.AttachRequest{})
+	att, err := sys.Runners().Attach(ctx, realOperator, h, controller.AttachRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestRunnerTasksInRealTargets(t *testing.T) {
 			}
 			output := func(id string, s prp.Stream) string {
 				t.Helper()
-				b, err := sys.Runners.Output(ctx, realOperator, att.Session(), id, s)
+				b, err := sys.Runners().Output(ctx, realOperator, att.Session(), id, s)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -7,32 +7,39 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/images/resolve"
-	"github.com/berthdev/berth/internal/sqlstore"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/store"
 )
 
 // Options configures New. The zero value (or nil) composes the embedded
-// default: an in-memory store, an in-memory secret store, the local and fake
-// drivers, and the default authorization policy.
+// default: memory stores, an in-memory secret store, the local driver, and
+// the default authorization policy.
 type Options struct {
-	// StoreURL selects the store: "" for the in-memory store,
-	// "sqlite:///path/to/file.db" or "postgres://..." (see OpenStore).
-	StoreURL string
-	// Drivers are the drivers to register. Default: local.New(nil) and
-	// fake.New(nil).
+	// Stores are the stores of every package: the zero value for memory
+	// stores (lost when the process ends), or every field set, as
+	// store/sqlite's and store/postgres's DB.Stores return them. A Stores
+	// with some fields set and others nil is refused with an error that
+	// names the nil ones: a host's durable store never sits beside a memory
+	// store it did not ask for (fill such fields from store.Memory()). New
+	// neither opens nor closes them: the host closes its database after
+	// the System.
+	Stores store.Stores
+	// Drivers are the drivers to register. Default: local.New(nil) only;
+	// name the others (fake.New for tests and demos).
 	Drivers []drivers.Driver
 	// Secrets is the host's secret store. Default: an in-memory one, whose
 	// secrets are lost when the process ends.
@@ -65,7 +72,7 @@ type Options struct {
 	// anonymous access, loopback registries only over plain HTTP.
 	Images *resolve.Options
 	// Runners configures the runner protocol's controller (System.Runners).
-	// Fields left zero are filled: Tickets and Store with the System's store
+	// Fields left zero are filled: Tickets and Store with Stores.Runners
 	// (SQLite and PostgreSQL share them across replicas; the memory store
 	// keeps them in this process) and Authorizer with Options.Authorizer.
 	// With neither Sink nor DataDir, output chunk files go to a directory
@@ -92,52 +99,77 @@ type Options struct {
 	ProjectAuthChecker handover.Checker
 }
 
-// System is a composed berth: a store, drivers, a catalog, assignments, a
-// lease manager, a prober and an image resolver wired together; every
-// service of the library is reachable from it with defaults. Its fields are
-// ready to use; Close stops the lease manager's heartbeats and releases the
-// drivers and the store.
+// System is a composed berth: drivers, a catalog, assignments, a lease
+// manager, a prober, an image resolver, the runner controller and the
+// secret hand-over wired together over the host's stores; every service of
+// the library is reachable from its accessors, which return the same
+// values for the System's life. Close stops the lease manager's heartbeats
+// and the controller and releases the drivers; the stores stay the host's.
 type System struct {
-	Store   Store
-	Drivers *drivers.Registry
-	Secrets environment.SecretStore
-	Catalog *environment.Catalog
-	// Assignments binds agents, projects, workspaces and the instance
-	// default to environments and resolves execution targets (ASG-1..5).
-	Assignments *environment.Assignments
-	Leases      *lease.Manager
-	// Prober probes saved environments and drafts and records
-	// qualifications (PRB-1..8, QUAL-1..7).
-	Prober *probe.Prober
-	// Images pins image tags to digests (IMG-2).
-	Images *resolve.Resolver
-	// Runners is the runner protocol's controller (PRP): Attach connects a
-	// leased sandbox's runner (serving the controller on the sandbox's
-	// ingress) and returns a handle whose Start runs tasks
-	// (controller.Task: Wait, Output, Stop); it is also an http.Handler
-	// for runners that dial over HTTP. New gives the lease manager the
-	// controller's task hook (the lease.TaskStopper that controller.New
-	// returns): releasing or sweeping a lease stops and verifies its
-	// runner tasks first.
-	Runners *controller.Controller
-	// Handover prepares managed accounts (project auth checks, AUTH-2)
-	// and checks the secrets of runner tasks for Runners; the resolver
-	// handover.New returns with it, which New gives the controller,
-	// resolves them at delivery: a task's secret env keys from its
-	// lease's config, and managed accounts only while their project auth
-	// check matches exactly.
-	Handover *handover.Service
+	drivers     *drivers.Registry
+	secrets     environment.SecretStore
+	catalog     *environment.Catalog
+	assignments *environment.Assignments
+	leases      *lease.Manager
+	prober      *probe.Prober
+	images      *resolve.Resolver
+	runners     *controller.Controller
+	handover    *handover.Service
 
 	log     *slog.Logger
 	tempDir string // the runners' output directory New made, removed by Close
 
-	secrets *taskSecrets // the controller's SecretResolver (hooks.go)
+	taskSecrets *taskSecrets // the controller's SecretResolver (hooks.go)
 
 	runnerBinary string
 	specOnce     sync.Once
 	spec         *drivers.RunnerSet
 	specErr      error
 }
+
+// Drivers returns the registry of the drivers the System was composed
+// with.
+func (s *System) Drivers() *drivers.Registry { return s.drivers }
+
+// Secrets returns the secret store (Options.Secrets or the in-memory
+// default) that holds the secrets pasted into configs.
+func (s *System) Secrets() environment.SecretStore { return s.secrets }
+
+// Catalog returns the catalog of saved environments (CFG-1..8).
+func (s *System) Catalog() *environment.Catalog { return s.catalog }
+
+// Assignments returns the assignments, which bind agents, projects,
+// workspaces and the instance default to environments and resolve
+// execution targets (ASG-1..5).
+func (s *System) Assignments() *environment.Assignments { return s.assignments }
+
+// Leases returns the lease manager (LEASE-1..10).
+func (s *System) Leases() *lease.Manager { return s.leases }
+
+// Prober returns the prober, which probes saved environments and drafts
+// and records qualifications (PRB-1..8, QUAL-1..7).
+func (s *System) Prober() *probe.Prober { return s.prober }
+
+// Images returns the image resolver, which pins image tags to digests
+// (IMG-2).
+func (s *System) Images() *resolve.Resolver { return s.images }
+
+// Runners returns the runner protocol's controller (PRP): Attach connects
+// a leased sandbox's runner (serving the controller on the sandbox's
+// ingress) and returns a handle whose Start runs tasks (controller.Task:
+// Wait, Output, Stop); it is also an http.Handler for runners that dial
+// over HTTP. New gives the lease manager the controller's task hook (the
+// lease.TaskStopper that controller.New returns): releasing or sweeping a
+// lease stops and verifies its runner tasks first.
+func (s *System) Runners() *controller.Controller { return s.runners }
+
+// Handover returns the hand-over service, which prepares managed accounts
+// (project auth checks, AUTH-2) and checks the secrets of runner tasks for
+// Runners; the resolver handover.New returns with it, which New gives the
+// controller, resolves them at delivery: a task's secret env keys from its
+// lease's config, and managed accounts only while their project auth check
+// matches exactly.
+func (s *System) Handover() *handover.Service { return s.handover }
 
 // RunnerSet returns the drivers.RunnerSet of Options.RunnerBinary (its
 // architecture and SHA-256, read once on the first call and kept), for
@@ -152,27 +184,25 @@ func (s *System) RunnerSet() (*drivers.RunnerSet, error) {
 	return s.spec, s.specErr
 }
 
-// New composes a System. It opens (and migrates) the store named by
-// opts.StoreURL and, unless Options.Runners names a Sink or a DataDir,
-// makes the runners' output directory under os.TempDir; everything else
-// is wiring and does no I/O.
+// New composes a System over opts.Stores (memory stores when empty). It
+// opens no database: the host opens one with store/sqlite or
+// store/postgres and passes its Stores. Unless Options.Runners names a
+// Sink or a DataDir, New makes the runners' output directory under
+// os.TempDir; everything else is wiring and does no I/O.
 func New(ctx context.Context, opts *Options) (*System, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
-	var (
-		st  Store
-		err error
-	)
-	if o.StoreURL == "" {
-		st = NewMemoryStore()
-	} else if st, err = OpenStore(ctx, o.StoreURL); err != nil {
-		return nil, err
+	st := o.Stores
+	if missing := st.Missing(); len(missing) == reflect.TypeFor[store.Stores]().NumField() {
+		st = store.Memory()
+	} else if len(missing) > 0 {
+		return nil, fmt.Errorf("berth: Options.Stores sets some stores and leaves %s nil: set every field (store.Memory() for the ones kept in memory), or none for memory stores", strings.Join(prefixed("Stores.", missing), ", "))
 	}
 	ds := o.Drivers
 	if ds == nil {
-		ds = []drivers.Driver{local.New(nil), fake.New(nil)}
+		ds = []drivers.Driver{local.New(nil)}
 	}
 	secrets := o.Secrets
 	if secrets == nil {
@@ -183,39 +213,41 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	sys := &System{Store: st, Drivers: reg, Secrets: secrets, log: logger, runnerBinary: o.RunnerBinary}
+	sys := &System{drivers: reg, secrets: secrets, log: logger, runnerBinary: o.RunnerBinary}
 	// The hooks one service gives another are values their constructors
 	// return (hooks.go), never exported methods anyone holding a service
 	// could call for no principal.
-	var resolver controller.SecretResolver
-	sys.Handover, resolver, err = handover.New(handover.Sources{Checks: st, Environments: st, Drivers: reg, Leases: st, Secrets: secrets},
+	var (
+		resolver controller.SecretResolver
+		err      error
+	)
+	sys.handover, resolver, err = handover.New(handover.Sources{Checks: st.AuthChecks, Environments: st.Environments, Drivers: reg, Leases: st.Leases, Secrets: secrets},
 		&handover.Options{Authorizer: o.Authorizer, Checker: o.ProjectAuthChecker, Logger: o.Logger})
 	if err != nil {
-		_ = st.Close()
 		return nil, err
 	}
-	sys.secrets = &taskSecrets{SecretResolver: resolver}
+	sys.taskSecrets = &taskSecrets{SecretResolver: resolver}
 	// The runner controller (its secrets through the Handover) before the
 	// lease manager: the manager stops and verifies the runners' tasks
 	// through it before any sandbox is released (PRP-6).
 	tasks, err := sys.composeRunners(st, o)
 	if err != nil {
-		_ = st.Close()
 		return nil, err
 	}
 	// One keeper: the catalog retires secrets, the lease manager keeps them
 	// while a lease that is not proven clean uses them (CFG-7, LEASE-9).
-	keeper := environment.NewSecretKeeper(st, secrets, logger)
+	keeper := environment.NewSecretKeeper(st.SecretUses, secrets, logger)
 	// One Authorizer decides for the catalog, the assignments and the lease
 	// manager (which asks the assignments' Authorizer).
-	sys.Assignments = environment.NewAssignments(st, st, reg, &environment.Options{
+	sys.assignments = environment.NewAssignments(st.Bindings, st.Environments, reg, &environment.Options{
 		TestMode:   o.TestMode,
 		Authorizer: o.Authorizer,
 		Logger:     o.Logger,
-		Health:     st,
+		Health:     st.Health,
 	})
+	envs := st.Environments
 	var leaseUsage environment.UsageReporter
-	sys.Leases, leaseUsage = lease.NewManager(st, reg, sys.Assignments, tasks, &lease.Options{
+	sys.leases, leaseUsage = lease.NewManager(st.Leases, reg, sys.assignments, tasks, &lease.Options{
 		InstanceID:   o.InstanceID,
 		Logger:       o.Logger,
 		ClaimGrace:   o.ClaimGrace,
@@ -223,17 +255,17 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Secrets:      secrets.Get,
 		SecretKeeper: keeper,
 		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
-			return st.ListEnvironments(ctx, environment.ListFilter{})
+			return envs.ListEnvironments(ctx, environment.ListFilter{})
 		},
 	})
 	// The catalog shows, clears and protects the Assignments' bindings
 	// itself, and counts leases through the manager's hook.
-	sys.Catalog = environment.NewCatalog(st, reg, secrets, sys.Assignments, &environment.Options{
+	sys.catalog = environment.NewCatalog(st.Environments, reg, secrets, sys.assignments, &environment.Options{
 		TestMode:       o.TestMode,
 		Authorizer:     o.Authorizer,
 		Logger:         o.Logger,
 		UsageReporters: []environment.UsageReporter{leaseUsage},
-		Health:         st,
+		Health:         st.Health,
 		SecretKeeper:   keeper,
 	})
 	var popts probe.Options
@@ -241,13 +273,13 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		popts = *o.Probe
 	}
 	if popts.Runner == nil {
-		popts.Runner = &probe.RunnerProbe{Controller: sys.Runners, Runners: sys.RunnerSet}
+		popts.Runner = &probe.RunnerProbe{Controller: sys.runners, Runners: sys.RunnerSet}
 	}
-	sys.Prober = probe.New(probe.Sources{
-		Catalog: sys.Catalog, Environments: st, Drivers: reg, Leases: sys.Leases, Qualifications: st,
+	sys.prober = probe.New(probe.Sources{
+		Catalog: sys.catalog, Environments: st.Environments, Drivers: reg, Leases: sys.leases, Qualifications: st.Qualifications,
 		// The gate the catalog and the assignments pass: one test mode,
 		// one health store.
-		Gate: environment.NewGate(reg, &environment.GateOptions{TestMode: o.TestMode, Health: st}),
+		Gate: environment.NewGate(reg, &environment.GateOptions{TestMode: o.TestMode, Health: st.Health}),
 	}, &popts)
 	ropts := resolve.Options{Logger: o.Logger}
 	if o.Images != nil {
@@ -256,31 +288,32 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 			ropts.Logger = o.Logger
 		}
 	}
-	sys.Images = resolve.New(&ropts)
+	sys.images = resolve.New(&ropts)
 	return sys, nil
+}
+
+// prefixed returns each of names with prefix before it.
+func prefixed(prefix string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = prefix + n
+	}
+	return out
 }
 
 // composeRunners builds System.Runners from o.Runners with the defaults
 // Options.Runners documents, and returns the controller's hook for the
 // lease manager.
-func (s *System) composeRunners(st Store, o Options) (lease.TaskStopper, error) {
+func (s *System) composeRunners(st store.Stores, o Options) (lease.TaskStopper, error) {
 	var co controller.Options
 	if o.Runners != nil {
 		co = *o.Runners
 	}
-	if co.Tickets == nil || co.Store == nil {
-		var tickets prp.TicketStore = &prp.MemoryTicketStore{}
-		var cs controller.Store = &controller.MemoryStore{}
-		if db, ok := st.(interface{ PRP() *sqlstore.PRPStore }); ok {
-			ps := db.PRP()
-			tickets, cs = ps, ps
-		}
-		if co.Tickets == nil {
-			co.Tickets = tickets
-		}
-		if co.Store == nil {
-			co.Store = cs
-		}
+	if co.Tickets == nil {
+		co.Tickets = st.Runners
+	}
+	if co.Store == nil {
+		co.Store = st.Runners
 	}
 	if co.Authorizer == nil {
 		co.Authorizer = o.Authorizer
@@ -306,14 +339,14 @@ func (s *System) composeRunners(st Store, o Options) (lease.TaskStopper, error) 
 		}
 		co.DataDir, s.tempDir = dir, dir
 	}
-	c, tasks, err := controller.New(signer, leaseRecords{st}, s.secrets, &co)
+	c, tasks, err := controller.New(signer, leaseRecords{st.Leases}, s.taskSecrets, &co)
 	if err != nil {
 		if s.tempDir != "" {
 			_ = os.RemoveAll(s.tempDir)
 		}
 		return nil, err
 	}
-	s.Runners = c
+	s.runners = c
 	return tasks, nil
 }
 
@@ -345,7 +378,7 @@ func (s *System) RunHealthChecks(ctx context.Context, p authz.Principal, interva
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		err := s.Catalog.RefreshAllHealth(ctx, p)
+		err := s.catalog.RefreshAllHealth(ctx, p)
 		if errors.Is(err, authz.ErrDenied) {
 			return err
 		}
@@ -361,28 +394,26 @@ func (s *System) RunHealthChecks(ctx context.Context, p authz.Principal, interva
 }
 
 // Close stops the lease manager's host lease heartbeats (it releases
-// nothing; see lease.Manager.Close), closes the registered drivers that
-// implement io.Closer (see drivers.Registry.Close), then the store, and
-// returns their joined errors.
+// nothing; see lease.Manager.Close), closes the runner controller and the
+// registered drivers that implement io.Closer (see drivers.Registry.Close),
+// and returns their joined errors. It closes no store: the host closes the
+// database it opened, after the System.
 func (s *System) Close() error {
 	if s == nil {
 		return nil
 	}
-	if s.Leases != nil {
-		_ = s.Leases.Close()
+	if s.leases != nil {
+		_ = s.leases.Close()
 	}
 	var errs []error
-	if s.Runners != nil {
-		errs = append(errs, s.Runners.Close())
+	if s.runners != nil {
+		errs = append(errs, s.runners.Close())
 	}
 	if s.tempDir != "" {
 		errs = append(errs, os.RemoveAll(s.tempDir))
 	}
-	if s.Drivers != nil {
-		errs = append(errs, s.Drivers.Close())
-	}
-	if s.Store != nil {
-		errs = append(errs, s.Store.Close())
+	if s.drivers != nil {
+		errs = append(errs, s.drivers.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -79,7 +79,8 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	lg := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	secrets := environment.NewMemorySecretStore()
 	sinkDir := filepath.Join(dir, "sink")
-	sys, err := berth.New(ctx, &berth.Options{StoreURL: storeURL, Secrets: secrets, Logger: lg, RunnerBinary: bin,
+	st := openStores(t, storeURL)
+	sys, err := berth.New(ctx, &berth.Options{Stores: st, Secrets: secrets, Logger: lg, RunnerBinary: bin,
 		Drivers: []drivers.Driver{docker.New(&docker.Options{Logger: lg}), ssh.New(&ssh.Options{Logger: lg})},
 		Runners: &controller.Options{DataDir: sinkDir},
 		ProjectAuthChecker: handover.CheckerFunc(func(context.Context, handover.CheckRequest) (handover.Result, error) {
@@ -96,14 +97,14 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	}()
 	op := realOperator
 	agent := authz.Principal{ID: "agent-1", Role: authz.RoleAgent, Companies: []string{"acme"}}
-	envA, err := sys.Catalog.Create(ctx, op, environment.CreateRequest{Name: "a", Driver: tg.driver, Config: tg.config})
+	envA, err := sys.Catalog().Create(ctx, op, environment.CreateRequest{Name: "a", Driver: tg.driver, Config: tg.config})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The same config saved twice: another environment is another
 	// provider account (drivers without provider accounts name the
 	// environment).
-	envB, err := sys.Catalog.Create(ctx, op, environment.CreateRequest{Name: "b", Driver: tg.driver, Config: tg.config})
+	envB, err := sys.Catalog().Create(ctx, op, environment.CreateRequest{Name: "b", Driver: tg.driver, Config: tg.config})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := sys.Leases.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: envA.ID, Run: "run-1", Runner: set})
+	h, err := sys.Leases().Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: envA.ID, Run: "run-1", Runner: set})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 			_, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy})
 		}
 	}()
-	att, err := sys.Runners.Attach(ctx, op, h, controller.AttachRequest{})
+	att, err := sys.Runners().Attach(ctx, op, h, controller.AttachRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 		t.Fatal(err)
 	}
 	account := ref.String()
-	if _, err := sys.Handover.PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"}); err != nil {
+	if _, err := sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -161,7 +162,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 			break
 		}
 		if time.Now().After(deadline) {
-			out, _ := sys.Runners.Output(ctx, op, att.Session(), "read", prp.Stderr)
+			out, _ := sys.Runners().Output(ctx, op, att.Session(), "read", prp.Stderr)
 			t.Fatalf("the task never read the account (stderr %q)", out)
 		}
 	}
@@ -194,7 +195,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	if exit, err := readTask.Wait(ctx); err != nil || exit.Code != 0 {
 		t.Fatalf("the reading task = %+v, %v; want exit 0", exit, err)
 	}
-	out, err := sys.Runners.Output(ctx, agent, att.Session(), "read", prp.Stdout)
+	out, err := sys.Runners().Output(ctx, agent, att.Session(), "read", prp.Stdout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +223,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	}
 	refused("one project added", "added", handover.CodeCheckProjects, "p1", "p2", "p3")
 	refused("one project removed", "removed", handover.CodeCheckProjects, "p1")
-	recB, err := sys.Handover.PrepareManagedAccount(ctx, op, "acme", account, envB.ID, []string{"p1", "p2"})
+	recB, err := sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envB.ID, []string{"p1", "p2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,17 +233,17 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 		// fingerprint differs too, and is checked first. Store b's record
 		// with a's fingerprint, so that only the provider differs.
 		recB.Fingerprint = fp
-		if err := sys.Store.PutAuthCheck(ctx, recB); err != nil {
+		if err := st.AuthChecks.PutAuthCheck(ctx, recB); err != nil {
 			t.Fatal(err)
 		}
 	}
 	refused("prepared for another provider (environment b, same config)", "provider", handover.CodeCheckProvider, "p1", "p2")
-	rec, err := sys.Handover.PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"})
+	rec, err := sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec.Version = 2
-	if err := sys.Store.PutAuthCheck(ctx, rec); err != nil {
+	if err := st.AuthChecks.PutAuthCheck(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
 	refused("a record of version 2", "v2", handover.CodeCheckVersion, "p1", "p2")
@@ -256,14 +257,14 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	case ssh.Name:
 		edited[ssh.FieldWorkdir] = t.TempDir()
 	}
-	if _, err := sys.Catalog.Update(ctx, op, envA.ID, environment.UpdateRequest{BaseRevision: envA.Revision, Config: edited}); err != nil {
+	if _, err := sys.Catalog().Update(ctx, op, envA.ID, environment.UpdateRequest{BaseRevision: envA.Revision, Config: edited}); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err = sys.Handover.PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"}); err != nil || rec.Fingerprint == h.Lease().Fingerprint {
+	if rec, err = sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"}); err != nil || rec.Fingerprint == h.Lease().Fingerprint {
 		t.Fatalf("prepare after the edit = %+v, %v; want a new fingerprint", rec, err)
 	}
 	refused("prepared after a config edit, the lease runs the old config", "edit", handover.CodeCheckFingerprint, "p1", "p2")
-	if err := sys.Handover.Clear(ctx, op, "acme", account); err != nil {
+	if err := sys.Handover().Clear(ctx, op, "acme", account); err != nil {
 		t.Fatal(err)
 	}
 	refused("cleared", "cleared", handover.CodeCheckMissing, "p1", "p2")
@@ -271,20 +272,20 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	// Delivery checks again: a record cleared after the dispatch passed
 	// (before the command reached the runner) makes the runner refuse the
 	// command with the code; nothing runs.
-	if _, err := sys.Handover.PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"}); err != nil {
+	if _, err := sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"}); err != nil {
 		t.Fatal(err)
 	}
 	// The edit above changed a's fingerprint: prepare for the lease's.
-	rec, err = sys.Handover.Get(ctx, op, "acme", account)
+	rec, err = sys.Handover().Get(ctx, op, "acme", account)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec.Fingerprint = h.Lease().Fingerprint
-	if err := sys.Store.PutAuthCheck(ctx, rec); err != nil {
+	if err := st.AuthChecks.PutAuthCheck(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
 	berth.AfterSecretCheck(sys, func() {
-		if err := sys.Handover.Clear(context.Background(), op, "acme", account); err != nil {
+		if err := sys.Handover().Clear(context.Background(), op, "acme", account); err != nil {
 			t.Errorf("clear between dispatch and delivery: %v", err)
 		}
 	})
@@ -332,7 +333,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	if err != nil || l.Cleanup != lease.CleanupConfirmed {
 		t.Errorf("release = %+v, %v; want cleanup confirmed", l, err)
 	}
-	leases, err := sys.Leases.List(ctx, op, lease.Filter{})
+	leases, err := sys.Leases().List(ctx, op, lease.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}

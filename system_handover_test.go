@@ -68,7 +68,8 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 	secrets := environment.NewMemorySecretStore()
 	fk := fake.New(nil)
 	sinkDir := filepath.Join(dir, "sink")
-	sys, err := berth.New(ctx, &berth.Options{StoreURL: storeURL, Drivers: []drivers.Driver{fk}, TestMode: true,
+	st := openStores(t, storeURL)
+	sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk}, TestMode: true,
 		Secrets: secrets, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Runners: &controller.Options{DataDir: sinkDir, Limits: prp.Welcome{Heartbeat: time.Second}, Poll: 50 * time.Millisecond},
 		ProjectAuthChecker: handover.CheckerFunc(func(context.Context, handover.CheckRequest) (handover.Result, error) {
@@ -78,21 +79,21 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 		t.Fatal(err)
 	}
 	defer sys.Close()
-	srv := httptest.NewServer(sys.Runners)
+	srv := httptest.NewServer(sys.Runners())
 	defer srv.Close()
 
 	op := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 	agent := authz.Principal{ID: "agent-1", Role: authz.RoleAgent, Companies: []string{"acme"}}
 	cfg := map[string]any{"image": fk.DefaultImageIdentity().String()}
-	envA, err := sys.Catalog.Create(ctx, op, environment.CreateRequest{Name: "a", Driver: fk.Name(), Config: cfg})
+	envA, err := sys.Catalog().Create(ctx, op, environment.CreateRequest{Name: "a", Driver: fk.Name(), Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	envB, err := sys.Catalog.Create(ctx, op, environment.CreateRequest{Name: "b", Driver: fk.Name(), Config: cfg})
+	envB, err := sys.Catalog().Create(ctx, op, environment.CreateRequest{Name: "b", Driver: fk.Name(), Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := sys.Leases.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: envA.ID, Run: "run-1"})
+	h, err := sys.Leases().Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: envA.ID, Run: "run-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,11 +102,11 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 		t.Fatal(err)
 	}
 	account := ref.String()
-	if _, err := sys.Handover.PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"}); err != nil {
+	if _, err := sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"}); err != nil {
 		t.Fatal(err)
 	}
 
-	tk, _, err := sys.Runners.MintTicket(ctx, op, controller.TicketRequest{Lease: h.ID(), Run: "run-1", Company: "acme", Scope: prp.ScopeTask})
+	tk, _, err := sys.Runners().MintTicket(ctx, op, controller.TicketRequest{Lease: h.ID(), Run: "run-1", Company: "acme", Scope: prp.ScopeTask})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,14 +131,14 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 	}()
 	var session string
 	for deadline := time.Now().Add(time.Minute); session == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if ids := sys.Runners.ConnectedSessions(); len(ids) > 0 {
+		if ids := sys.Runners().ConnectedSessions(); len(ids) > 0 {
 			session = ids[0]
 		}
 	}
 	if session == "" {
 		t.Fatal("no runner connected within a minute")
 	}
-	att, err := sys.Runners.Reattach(ctx, agent, session)
+	att, err := sys.Runners().Reattach(ctx, agent, session)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,28 +177,28 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 	// Each mismatch is refused with the part that did not match.
 	refused("one project added", "c2", handover.CodeCheckProjects, "p1", "p2", "p3")
 	refused("one project removed", "c3", handover.CodeCheckProjects, "p1")
-	if _, err := sys.Handover.PrepareManagedAccount(ctx, op, "acme", account, envB.ID, []string{"p1", "p2"}); err != nil {
+	if _, err := sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envB.ID, []string{"p1", "p2"}); err != nil {
 		t.Fatal(err)
 	}
 	refused("prepared for another provider (environment b, same config)", "c4", handover.CodeCheckProvider, "p1", "p2")
-	rec, err := sys.Handover.PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"})
+	rec, err := sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec.Version = 2
-	if err := sys.Store.PutAuthCheck(ctx, rec); err != nil {
+	if err := st.AuthChecks.PutAuthCheck(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
 	refused("a record of version 2", "c5", handover.CodeCheckVersion, "p1", "p2")
 	edited := map[string]any{"image": fk.DefaultImageIdentity().String(), "region": "eu-2"}
-	if _, err := sys.Catalog.Update(ctx, op, envA.ID, environment.UpdateRequest{BaseRevision: envA.Revision, Config: edited}); err != nil {
+	if _, err := sys.Catalog().Update(ctx, op, envA.ID, environment.UpdateRequest{BaseRevision: envA.Revision, Config: edited}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sys.Handover.PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"}); err != nil {
+	if _, err := sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"}); err != nil {
 		t.Fatal(err)
 	}
 	refused("prepared after a config edit, the lease runs the old config", "c6", handover.CodeCheckFingerprint, "p1", "p2")
-	if err := sys.Handover.Clear(ctx, op, "acme", account); err != nil {
+	if err := sys.Handover().Clear(ctx, op, "acme", account); err != nil {
 		t.Fatal(err)
 	}
 	refused("cleared", "c7", handover.CodeCheckMissing, "p1", "p2")
@@ -225,7 +226,7 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 	if !bytes.Contains(evs.Bytes(), []byte("handed")) {
 		t.Errorf("the events lack the task's output")
 	}
-	leases, err := sys.Leases.List(ctx, op, lease.Filter{})
+	leases, err := sys.Leases().List(ctx, op, lease.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func TestSecretsOutliveTheirLeases(t *testing.T) {
 			secrets := environment.NewMemorySecretStore()
 			url := "sqlite://" + filepath.Join(t.TempDir(), "berth.db")
 			open := func() *berth.System {
-				sys, err := berth.New(ctx, &berth.Options{StoreURL: url, Drivers: []drivers.Driver{fk}, TestMode: true, Secrets: secrets})
+				sys, err := berth.New(ctx, &berth.Options{Stores: openStores(t, url), Drivers: []drivers.Driver{fk}, TestMode: true, Secrets: secrets})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -36,12 +36,12 @@ func TestSecretsOutliveTheirLeases(t *testing.T) {
 			}
 			a, b := open(), open()
 			op := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
-			v, err := a.Catalog.Create(ctx, op, environment.CreateRequest{Name: "sbx", Driver: fk.Name(),
+			v, err := a.Catalog().Create(ctx, op, environment.CreateRequest{Name: "sbx", Driver: fk.Name(),
 				Config: map[string]any{"image": fk.DefaultImageIdentity().String(), "api_key": key}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, err := a.Leases.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Run: "r1"})
+			h, err := a.Leases().Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Run: "r1"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,18 +54,18 @@ func TestSecretsOutliveTheirLeases(t *testing.T) {
 			switch change {
 			case "rotate":
 				cfg := map[string]any{"image": fk.DefaultImageIdentity().String(), "api_key": "k-rotated-5678"}
-				if _, err := a.Catalog.Update(ctx, op, v.ID, environment.UpdateRequest{BaseRevision: v.Revision, Config: cfg}); err != nil {
+				if _, err := a.Catalog().Update(ctx, op, v.ID, environment.UpdateRequest{BaseRevision: v.Revision, Config: cfg}); err != nil {
 					t.Fatal(err)
 				}
 			case "delete":
-				br, err := a.Catalog.BlastRadius(ctx, op, v.ID)
+				br, err := a.Catalog().BlastRadius(ctx, op, v.ID)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if len(br.ActiveLeases) != 1 || !br.Deletable() {
 					t.Fatalf("blast radius = %+v; want the active lease listed, deletable", br)
 				}
-				if _, err := a.Catalog.Delete(ctx, op, v.ID, br.Revision); err != nil {
+				if _, err := a.Catalog().Delete(ctx, op, v.ID, br.Revision); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -76,14 +76,14 @@ func TestSecretsOutliveTheirLeases(t *testing.T) {
 			// The release fails unproven, so the lease waits for a sweep;
 			// the sweep runs in the other System (another process).
 			fk.RefuseStop(pid, errors.New("provider busy"))
-			if _, err := a.Leases.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
+			if _, err := a.Leases().Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
 				t.Fatalf("Release with a refused destroy: %v, want ErrCleanupPending", err)
 			}
 			fk.ClearFaults()
 			if _, err := secrets.Get(ctx, ref); err != nil {
 				t.Fatalf("the secret of a lease pending cleanup is gone: %v", err)
 			}
-			rep, err := b.Leases.Sweep(ctx, op)
+			rep, err := b.Leases().Sweep(ctx, op)
 			// The fake accepts the original key only, so after a rotation
 			// the orphan search with the environment's current config is
 			// refused (and reported); the lease's cleanup uses the version
@@ -97,7 +97,7 @@ func TestSecretsOutliveTheirLeases(t *testing.T) {
 			if st, _ := fk.State(pid); st != drivers.StateDestroyed {
 				t.Errorf("sandbox %s after the sweep, want destroyed", st)
 			}
-			l, err := b.Leases.Get(ctx, op, h.ID())
+			l, err := b.Leases().Get(ctx, op, h.ID())
 			if err != nil || l.Cleanup != lease.CleanupConfirmed {
 				t.Fatalf("lease after the sweep: %+v, %v; want cleanup confirmed", l, err)
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/testenv"
@@ -28,6 +29,7 @@ import (
 	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/store"
 )
 
 // TestSystemWiring: New composes the catalog with the lease manager and the
@@ -43,55 +45,55 @@ func TestSystemWiring(t *testing.T) {
 	defer sys.Close()
 	op := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 
-	v, err := sys.Catalog.Create(ctx, op, environment.CreateRequest{
+	v, err := sys.Catalog().Create(ctx, op, environment.CreateRequest{
 		Name: "sbx", Driver: fk.Name(), Config: map[string]any{"image": fk.DefaultImageIdentity().String()},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sys.Assignments.Set(ctx, op, environment.SetBinding{
+	if _, err := sys.Assignments().Set(ctx, op, environment.SetBinding{
 		Kind: environment.BindingWorkspace, Key: "ws_1", Company: "acme", EnvironmentID: v.ID,
 	}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := sys.Leases.Acquire(ctx, op, lease.AcquireRequest{
+	h, err := sys.Leases().Acquire(ctx, op, lease.AcquireRequest{
 		Scope: &authz.Scope{Company: "acme", Workspace: "ws_1"}, Required: drivers.NewSet(drivers.CapExec),
 		Run: "r1", Policy: lease.ReuseByEnvironment,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sys.Leases.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: drivers.Stop}); err != nil {
+	if _, err := sys.Leases().Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: drivers.Stop}); err != nil {
 		t.Fatal(err)
 	}
 
-	br, err := sys.Catalog.BlastRadius(ctx, op, v.ID)
+	br, err := sys.Catalog().BlastRadius(ctx, op, v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(br.Assignments) != 1 || len(br.ReusableLeases) != 1 || br.Deletable() {
 		t.Fatalf("blast radius = %+v; want one binding, one reusable lease, not deletable", br)
 	}
-	if _, err := sys.Catalog.Delete(ctx, op, v.ID, br.Revision); !errors.Is(err, environment.ErrConflict) {
+	if _, err := sys.Catalog().Delete(ctx, op, v.ID, br.Revision); !errors.Is(err, environment.ErrConflict) {
 		t.Fatalf("delete with a reusable lease: %v, want ErrConflict", err)
 	}
 
 	// Destroying the sandbox ends the reusable lease; the delete then goes
 	// through and takes the binding with it.
-	if _, err := sys.Leases.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := sys.Leases().Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
 		t.Fatal(err)
 	}
-	br, err = sys.Catalog.BlastRadius(ctx, op, v.ID)
+	br, err = sys.Catalog().BlastRadius(ctx, op, v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !br.Deletable() {
 		t.Fatalf("blast radius after destroy = %+v; want deletable", br)
 	}
-	if _, err := sys.Catalog.Delete(ctx, op, v.ID, br.Revision); err != nil {
+	if _, err := sys.Catalog().Delete(ctx, op, v.ID, br.Revision); err != nil {
 		t.Fatal(err)
 	}
-	_, err = sys.Assignments.Resolve(ctx, op, authz.Scope{Company: "acme", Workspace: "ws_1"}, 0)
+	_, err = sys.Assignments().Resolve(ctx, op, authz.Scope{Company: "acme", Workspace: "ws_1"}, 0)
 	if !errors.Is(err, environment.ErrNotFound) {
 		t.Fatalf("resolve after delete: %v, want no binding (ErrNotFound)", err)
 	}
@@ -129,29 +131,30 @@ func TestSystemCloseClosesDrivers(t *testing.T) {
 func TestSystemComposesEveryService(t *testing.T) {
 	ctx := context.Background()
 	fk := fake.New(nil)
-	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{fk}, TestMode: true})
+	st := store.Memory()
+	sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk}, TestMode: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sys.Close()
 	admin := authz.Principal{ID: "root", Role: authz.RoleInstanceAdmin}
-	v, err := sys.Catalog.Create(ctx, admin, environment.CreateRequest{
+	v, err := sys.Catalog().Create(ctx, admin, environment.CreateRequest{
 		Name: "sbx", Driver: fk.Name(), Config: map[string]any{"image": fk.DefaultImageIdentity().String()},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := sys.Prober.Probe(ctx, admin, v.ID, probe.Request{Company: "acme"})
+	res, err := sys.Prober().Probe(ctx, admin, v.ID, probe.Request{Company: "acme"})
 	if err != nil || !res.OK || !res.PlatformQualificationRecorded {
 		t.Fatalf("probe through the System: %+v, %v", res, err)
 	}
-	if _, err := sys.Store.GetQualification(ctx, "acme", v.ID); err != nil {
+	if _, err := st.Qualifications.GetQualification(ctx, "acme", v.ID); err != nil {
 		t.Errorf("the System's store lacks the probe's record: %v", err)
 	}
 
 	reg := testenv.StartRegistry(t, nil)
 	img := testimage.Busybox(t, reg, nil)
-	id, err := sys.Images.Pin(ctx, images.MustParseReference(img.TagRef), v1.Platform{OS: "linux", Architecture: runtime.GOARCH})
+	id, err := sys.Images().Pin(ctx, images.MustParseReference(img.TagRef), v1.Platform{OS: "linux", Architecture: runtime.GOARCH})
 	if err != nil || id.String() != img.Ref {
 		t.Errorf("Pin(%s) = %s, %v; want %s", img.TagRef, id, err, img.Ref)
 	}
@@ -164,13 +167,14 @@ func TestRunHealthChecks(t *testing.T) {
 	ctx := context.Background()
 	fk := fake.New(nil)
 	fk.Inject(fake.Fault{Op: fake.OpHealth, Err: errors.New("api answers 503")})
-	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{fk}, TestMode: true})
+	st := store.Memory()
+	sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk}, TestMode: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sys.Close()
 	admin := authz.Principal{ID: "root", Role: authz.RoleInstanceAdmin}
-	v, err := sys.Catalog.Create(ctx, admin, environment.CreateRequest{Name: "sbx", Driver: fk.Name()})
+	v, err := sys.Catalog().Create(ctx, admin, environment.CreateRequest{Name: "sbx", Driver: fk.Name()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +190,7 @@ func TestRunHealthChecks(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- sys.RunHealthChecks(rctx, admin, time.Hour) }()
 	for {
-		hs, err := sys.Store.ListProviderHealth(ctx)
+		hs, err := st.Health.ListProviderHealth(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +203,7 @@ func TestRunHealthChecks(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("RunHealthChecks returned %v, want context.Canceled", err)
 	}
-	got, err := sys.Catalog.Get(ctx, admin, v.ID)
+	got, err := sys.Catalog().Get(ctx, admin, v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,13 +220,16 @@ func TestRunHealthChecks(t *testing.T) {
 func TestSystemRunners(t *testing.T) {
 	ctx := context.Background()
 	url := "sqlite://" + filepath.Join(t.TempDir(), "berth.db")
+	var stores []store.Stores
 	open := func() *berth.System {
-		sys, err := berth.New(ctx, &berth.Options{StoreURL: url, Drivers: []drivers.Driver{fake.New(nil)}, TestMode: true})
+		st := openStores(t, url)
+		stores = append(stores, st)
+		sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fake.New(nil)}, TestMode: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { sys.Close() })
-		if sys.Runners == nil {
+		if sys.Runners() == nil {
 			t.Fatal("System.Runners is nil")
 		}
 		return sys
@@ -231,15 +238,15 @@ func TestSystemRunners(t *testing.T) {
 	op := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 	// Tickets are minted for leases recorded active in the store, bound
 	// to the recorded company (issue 22 item 1).
-	if _, _, err := a.Runners.MintTicket(ctx, op, controller.TicketRequest{Lease: "lse_1", Run: "r1", Scope: prp.ScopeTask}); !errors.Is(err, controller.ErrNotFound) {
+	if _, _, err := a.Runners().MintTicket(ctx, op, controller.TicketRequest{Lease: "lse_1", Run: "r1", Scope: prp.ScopeTask}); !errors.Is(err, controller.ErrNotFound) {
 		t.Errorf("a ticket for a lease the store does not hold: %v, want ErrNotFound", err)
 	}
-	leasetest.RecordActive(t, a.Store, "lse_1", "acme")
-	tk, _, err := a.Runners.MintTicket(ctx, op, controller.TicketRequest{Lease: "lse_1", Run: "r1", Company: "acme", Scope: prp.ScopeTask})
+	leasetest.RecordActive(t, stores[0].Leases, "lse_1", "acme")
+	tk, _, err := a.Runners().MintTicket(ctx, op, controller.TicketRequest{Lease: "lse_1", Run: "r1", Company: "acme", Scope: prp.ScopeTask})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(b.Runners)
+	srv := httptest.NewServer(b.Runners())
 	defer srv.Close()
 	exchange := func() int {
 		body, _ := json.Marshal(prp.ExchangeRequest{Ticket: tk.String(), Lease: "lse_1"})
@@ -257,7 +264,7 @@ func TestSystemRunners(t *testing.T) {
 		t.Errorf("replayed ticket: %d, want 401", got)
 	}
 	stranger := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"globex"}}
-	if _, _, err := a.Runners.MintTicket(ctx, stranger, controller.TicketRequest{Lease: "lse_1", Run: "r1", Company: "globex", Scope: prp.ScopeTask}); !errors.Is(err, controller.ErrNotFound) || strings.Contains(err.Error(), "acme") {
+	if _, _, err := a.Runners().MintTicket(ctx, stranger, controller.TicketRequest{Lease: "lse_1", Run: "r1", Company: "globex", Scope: prp.ScopeTask}); !errors.Is(err, controller.ErrNotFound) || strings.Contains(err.Error(), "acme") {
 		t.Errorf("an agent of another company minting a ticket: %v, want ErrNotFound naming no company", err)
 	}
 }
@@ -270,7 +277,7 @@ func TestSystemReleasesRunnerLeasesThroughTheController(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	bin := testenv.FakeRunnerBinary(t) // the fake never executes it
-	sys, err := berth.New(ctx, &berth.Options{TestMode: true, RunnerBinary: bin})
+	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{local.New(nil), fake.New(nil)}, TestMode: true, RunnerBinary: bin})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,15 +287,15 @@ func TestSystemReleasesRunnerLeasesThroughTheController(t *testing.T) {
 		t.Fatalf("RunnerSet = %+v, %v; want the binary for %s", set, err, runtime.GOARCH)
 	}
 	operator := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
-	v, err := sys.Catalog.Create(ctx, operator, environment.CreateRequest{Name: "f", Driver: "fake", Config: map[string]any{}})
+	v, err := sys.Catalog().Create(ctx, operator, environment.CreateRequest{Name: "f", Driver: "fake", Config: map[string]any{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := sys.Leases.Acquire(ctx, operator, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Runner: set})
+	h, err := sys.Leases().Acquire(ctx, operator, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Runner: set})
 	if err != nil {
 		t.Fatal(err)
 	}
-	att, err := sys.Runners.Attach(ctx, operator, h, controller.AttachRequest{})
+	att, err := sys.Runners().Attach(ctx, operator, h, controller.AttachRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +303,7 @@ func TestSystemReleasesRunnerLeasesThroughTheController(t *testing.T) {
 		t.Fatal(err)
 	}
 	for {
-		ts, err := sys.Runners.Tasks(ctx, operator, att.Session())
+		ts, err := sys.Runners().Tasks(ctx, operator, att.Session())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -312,7 +319,7 @@ func TestSystemReleasesRunnerLeasesThroughTheController(t *testing.T) {
 	if !strings.HasPrefix(l.CleanupEvidence, "runner (runner_attested): 1 task(s)") {
 		t.Errorf("evidence %q, want the runner's proof", l.CleanupEvidence)
 	}
-	ts, err := sys.Runners.Tasks(ctx, operator, att.Session())
+	ts, err := sys.Runners().Tasks(ctx, operator, att.Session())
 	if err != nil || len(ts) != 1 || ts[0].State != controller.TaskExited {
 		t.Errorf("tasks after the release = %+v, %v; want the task exited", ts, err)
 	}

@@ -176,7 +176,7 @@ type BindingFilter struct {
 
 // BindingStore persists assignment bindings. Implementations:
 // MemoryBindingStore in this package, and SQLite and PostgreSQL in
-// internal/sqlstore; all pass the internal/storetest binding suite. A
+// store/sqlite and store/postgres; all pass the environment/environmenttest binding suite. A
 // BindingStore is safe for concurrent use, each method is atomic, and it
 // stores and returns copies. It does not check that environments exist:
 // Assignments does.

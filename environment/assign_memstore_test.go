@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/internal/storetest"
+	"github.com/berthdev/berth/environment/environmenttest"
 )
 
 // TestMemoryBindingStoreConformance runs the environment.BindingStore
@@ -12,10 +12,10 @@ import (
 // MemoryBindingStore.
 func TestMemoryBindingStoreConformance(t *testing.T) {
 	t.Parallel()
-	storetest.RunBindingStoreTests(t, func(*testing.T) environment.BindingStore { return environment.NewMemoryBindingStore() })
+	environmenttest.RunBindingStoreTests(t, func(*testing.T) environment.BindingStore { return environment.NewMemoryBindingStore() })
 }
 
 func TestMemoryHealthStore(t *testing.T) {
 	t.Parallel()
-	storetest.RunHealthStoreTests(t, func(*testing.T) environment.HealthStore { return environment.NewMemoryHealthStore() })
+	environmenttest.RunHealthStoreTests(t, func(*testing.T) environment.HealthStore { return environment.NewMemoryHealthStore() })
 }

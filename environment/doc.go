@@ -99,7 +99,7 @@
 // NewCatalog, the Assignments' bindings show in a delete's blast radius and
 // are cleared after it (ASG-5), and the instance default cannot be deleted
 // (CFG-7).
-// MemoryBindingStore keeps bindings in memory, internal/sqlstore in SQLite
+// MemoryBindingStore keeps bindings in memory, store/sqlite and store/postgres in SQLite
 // and PostgreSQL.
 //
 // Availability (CAP-1, CAP-3; gate.go, health.go, health_refresh.go): the
@@ -117,6 +117,6 @@
 // measured counts as available and shows "not measured".
 //
 // Store (environment.go) is the persistence contract; MemoryStore
-// (memstore.go) implements it in memory, internal/sqlstore in SQLite and
+// (memstore.go) implements it in memory, store/sqlite and store/postgres in SQLite and
 // PostgreSQL.
 package environment

@@ -67,8 +67,8 @@ type ListFilter struct {
 }
 
 // Store persists environments. Implementations: the memory store in this
-// package, and SQLite and PostgreSQL in internal/sqlstore; all pass the
-// internal/storetest conformance suite. A Store is safe for concurrent use;
+// package, and SQLite and PostgreSQL in store/sqlite and store/postgres; all pass the
+// environment/environmenttest conformance suite. A Store is safe for concurrent use;
 // it stores and returns deep copies, never the caller's maps.
 type Store interface {
 	// CreateEnvironment inserts env (Revision must be 1). It returns an

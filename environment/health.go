@@ -32,7 +32,7 @@ type ProviderHealth struct {
 // HealthStore persists provider health, one record per driver and endpoint,
 // so that separate processes sharing a store see the same measurements.
 // Implementations: MemoryHealthStore here, SQLite and PostgreSQL in
-// internal/sqlstore; all pass the store conformance suite. A HealthStore is
+// store/sqlite and store/postgres; all pass the store conformance suite. A HealthStore is
 // safe for concurrent use.
 type HealthStore interface {
 	// PutProviderHealth stores h, replacing the record of the same driver

@@ -129,7 +129,7 @@ var stores = []struct {
 
 // jsonStore is a MemoryStore that keeps each environment in its JSON form:
 // configs come back with json.Number, []any and map-form secret references,
-// as from internal/sqlstore.
+// as from store/sqlite and store/postgres.
 type jsonStore struct{ *environment.MemoryStore }
 
 func (s jsonStore) CreateEnvironment(ctx context.Context, env *environment.Environment, opts environment.CreateOptions) error {

@@ -4,17 +4,17 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/internal/storetest"
+	"github.com/berthdev/berth/environment/environmenttest"
 )
 
 // TestMemoryStoreConformance runs the environment.Store conformance suite
 // (CFG-1, CFG-4, CFG-6 at the store level) against MemoryStore.
 func TestMemoryStoreConformance(t *testing.T) {
 	t.Parallel()
-	storetest.RunEnvironmentStoreTests(t, func(*testing.T) environment.Store { return environment.NewMemoryStore() })
+	environmenttest.RunStoreTests(t, func(*testing.T) environment.Store { return environment.NewMemoryStore() })
 }
 
 func TestMemorySecretUseStore(t *testing.T) {
 	t.Parallel()
-	storetest.RunSecretUseStoreTests(t, func(*testing.T) environment.SecretUseStore { return environment.NewMemorySecretUseStore() })
+	environmenttest.RunSecretUseStoreTests(t, func(*testing.T) environment.SecretUseStore { return environment.NewMemorySecretUseStore() })
 }

@@ -23,7 +23,7 @@ import (
 // use of version v of secret S is covered by a retirement of S@v and by one
 // of the whole secret S (Version 0). Implementations: MemorySecretUseStore,
 // and the SQL stores, which pass the same conformance suite
-// (internal/storetest.RunSecretUseStoreTests). Each method is atomic with
+// (internal/environmenttest.RunSecretUseStoreTests). Each method is atomic with
 // respect to the others, across processes sharing the store.
 type SecretUseStore interface {
 	// UseSecrets records that lease uses refs (each with Version > 0).

@@ -16,7 +16,7 @@
 //     auth_check_version, ..., sub-codes of errcode.Conflict, which
 //     ErrMismatch carries). Store is the record's
 //     store interface; handovertest holds its conformance suite, which
-//     MemoryStore (memstore.go) and internal/sqlstore pass.
+//     MemoryStore (memstore.go) and store/sqlite and store/postgres pass.
 //   - service.go: Service, New(Sources, *Options), which returns the
 //     Service and the controller.SecretResolver to give
 //     prp/controller.New. PrepareManagedAccount

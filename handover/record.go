@@ -245,7 +245,7 @@ func ParseAccountRef(s string) (drivers.SecretRef, error) {
 }
 
 // Store keeps project auth check records. Implementations: MemoryStore
-// here and the SQL stores of internal/sqlstore; each passes
+// here and the SQL stores of store/sqlite and store/postgres; each passes
 // handovertest.RunStoreTests. Safe for concurrent use, also by several
 // processes on one database.
 type Store interface {

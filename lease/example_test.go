@@ -16,7 +16,7 @@ func Example() {
 	ctx := context.Background()
 	fk := fake.New(nil)
 	cfg, _ := fk.Schema().Normalize(map[string]any{"region": "local-1"})
-	envs := environment.NewMemoryStore() // a host passes its berth.Store
+	envs := environment.NewMemoryStore() // a host passes its store.Stores fields
 	_ = envs.CreateEnvironment(ctx, &environment.Environment{ID: "env-1", Name: "scratch", Driver: "fake", Status: environment.StatusActive, Config: cfg, Revision: 1}, environment.CreateOptions{})
 	reg := drivers.NewRegistry(fk)
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})

@@ -91,7 +91,7 @@ func TestSilentServerIsTimeout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p, _ := sshProber(t, tc.stages)
-			res, err := p.ProbeDraft(context.Background(), admin, "ssh", cfg(tc.connectTimeout))
+			res, err := p.ProbeDraft(context.Background(), admin, "ssh", cfg(tc.connectTimeout), Request{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -163,7 +163,7 @@ func TestInvalidSSHDraftNamesHost(t *testing.T) {
 	p, _ := sshProber(t, StageTimeouts{})
 	res, err := p.ProbeDraft(context.Background(), admin, "ssh", map[string]any{
 		ssh.FieldHost: "build-7.internal", ssh.FieldUser: "ci", ssh.FieldPrivateKey: "not a key",
-	})
+	}, Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

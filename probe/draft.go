@@ -29,14 +29,17 @@ import (
 // It returns an error only when the principal is denied (wrapping
 // authz.ErrDenied) or driver is empty (ErrInvalid); an invalid config
 // or an unregistered driver is a Result with OK false.
-func (p *Prober) ProbeDraft(ctx context.Context, pr authz.Principal, driver string, rawConfig map[string]any) (*Result, error) {
+//
+// Of req, a draft probe uses Progress; Company, Workspace and Runner are
+// for saved environments and ignored.
+func (p *Prober) ProbeDraft(ctx context.Context, pr authz.Principal, driver string, rawConfig map[string]any, req Request) (*Result, error) {
 	if err := p.authorize(ctx, pr, authz.ActionProbe, authz.Resource{Kind: authz.ResourceKindEnvironment, Driver: driver}); err != nil {
 		return nil, err
 	}
 	if driver == "" {
 		return nil, fmt.Errorf("probe: a draft probe needs a driver name: %w", ErrInvalid)
 	}
-	r := p.newRun(driver)
+	r := p.newRun(driver, req.Progress)
 	r.res.Draft = true
 	r.res.Target = "provider " + driver
 	if d, err := p.reg.Lookup(driver); err == nil {

@@ -39,6 +39,8 @@ type world struct {
 	asg     *environment.Assignments
 	prober  *Prober
 	stages  chan Stage // progress events, when asked for
+	// progress is the Request.Progress of w.probe, when asked for.
+	progress func(Stage)
 }
 
 type worldOpts struct {
@@ -58,13 +60,12 @@ func newWorld(t *testing.T, o worldOpts) *world {
 	w.asg = asg
 	w.leases, _ = lease.NewManager(w.lstore, w.reg, asg, nil, &lease.Options{Secrets: w.secrets.Get})
 	w.quals = qualification.NewMemoryStore()
-	opts := &Options{}
 	if o.progress {
 		w.stages = make(chan Stage, 64)
-		opts.Progress = func(s Stage) { w.stages <- s }
+		w.progress = func(s Stage) { w.stages <- s }
 	}
 	w.envs = envs
-	w.prober = New(w.sources(), opts)
+	w.prober = New(w.sources(), &Options{})
 	return w
 }
 
@@ -124,7 +125,7 @@ func (w *world) update(t *testing.T, id string, set map[string]any, rename strin
 
 func (w *world) probe(t *testing.T, id, company string) *Result {
 	t.Helper()
-	res, err := w.prober.Probe(context.Background(), admin, id, Request{Company: company})
+	res, err := w.prober.Probe(context.Background(), admin, id, Request{Company: company, Progress: w.progress})
 	if err != nil {
 		t.Fatalf("Probe(%s): %v", id, err)
 	}

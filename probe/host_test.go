@@ -160,7 +160,7 @@ func TestResultScrubsSecrets(t *testing.T) {
 	if res.OK || !strings.Contains(res.Summary, drivers.Redacted) {
 		t.Errorf("summary %q", res.Summary)
 	}
-	res, err := w.prober.ProbeDraft(context.Background(), admin, "fake", map[string]any{"api_key": canary, "cpus": 1000})
+	res, err := w.prober.ProbeDraft(context.Background(), admin, "fake", map[string]any{"api_key": canary, "cpus": 1000}, Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,13 +175,19 @@ func TestDraftProbe(t *testing.T) {
 	w := newWorld(t, worldOpts{})
 	img := w.fake.AddImage("registry.fake.test/team/app:v1")
 
-	res, err := w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"image": img.String(), "api_key": canary})
+	// Issue 25: the request's Progress sees each stage start and end.
+	var events []Stage
+	res, err := w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"image": img.String(), "api_key": canary},
+		Request{Progress: func(s Stage) { events = append(events, s) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	assertNoSecret(t, res)
 	if !res.OK || !res.Draft || res.ImageIdentity != img || !res.Platform.Measured() {
 		t.Fatalf("draft probe: %s", res.Summary)
+	}
+	if len(events) != 2*len(res.Stages) || len(events) == 0 || !events[0].Running || events[len(events)-1].Name != res.Stages[len(res.Stages)-1].Name {
+		t.Errorf("progress of the draft probe: %d events %+v for %d stages", len(events), events, len(res.Stages))
 	}
 	if res.PlatformQualificationRecorded || diagCode(res) != qualification.CodeNotSaved {
 		t.Errorf("diagnostic %+v", res.QualificationDiagnostic)
@@ -213,7 +219,7 @@ func TestDraftProbe(t *testing.T) {
 	// An unproven cleanup leaves a pending_cleanup record without the
 	// secret field, and the result says so.
 	w.fake.Inject(fake.Fault{Op: fake.OpDestroy, Err: errors.New("provider busy")})
-	res, err = w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"image": img.String(), "api_key": canary})
+	res, err = w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"image": img.String(), "api_key": canary}, Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +239,7 @@ func TestDraftProbe(t *testing.T) {
 
 	// An invalid draft fails at resolve with invalid_config and allocates nothing.
 	before := w.fake.TotalCalls()
-	res, err = w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"cpus": 1000})
+	res, err = w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"cpus": 1000}, Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +250,7 @@ func TestDraftProbe(t *testing.T) {
 		t.Errorf("an invalid draft called the provider")
 	}
 	// An unknown driver is a failed result too.
-	res, err = w.prober.ProbeDraft(ctx, admin, "nope", nil)
+	res, err = w.prober.ProbeDraft(ctx, admin, "nope", nil, Request{})
 	if err != nil || res.OK || res.Code != drivers.CodeInvalidConfig && res.Code != drivers.CodeProviderUnavailable {
 		t.Errorf("unknown driver: %+v, %v", res, err)
 	}
@@ -256,7 +262,7 @@ func TestDraftProbeUnconfirmedCleanup(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOpts{})
 	w.fake.FakeStop(w.nextSandbox(), fake.LieUnconfirmed)
-	res, err := w.prober.ProbeDraft(context.Background(), admin, "fake", nil)
+	res, err := w.prober.ProbeDraft(context.Background(), admin, "fake", nil, Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,10 +45,6 @@ var ErrInvalid = errcode.New(errcode.Invalid, "probe: invalid request")
 
 // Options configure a Prober. nil means defaults.
 type Options struct {
-	// Progress, if not nil, is called when each stage starts (Stage.Running
-	// set) and when it ends, from the probing goroutine, so that a CLI can
-	// show progress. It must not block for long.
-	Progress func(Stage)
 	// Clock stamps results and evidence. Default the wall clock. Stage
 	// durations are always measured on the wall clock.
 	Clock clock.Clock
@@ -123,6 +119,10 @@ type Request struct {
 	// evidence (stage StageRunner). Needs Options.Runner; without it the
 	// probe fails at acquire with drivers.CodeUnsupported.
 	Runner bool
+	// Progress, if not nil, is called when each stage of this probe starts
+	// (Stage.Running set) and when it ends, from the probing goroutine, so
+	// that a CLI can show progress. It must not block for long.
+	Progress func(Stage)
 }
 
 // Prober probes execution targets (PRB-1..8): saved environments through a
@@ -232,10 +232,12 @@ type run struct {
 	res   *Result
 	scrub scrubber
 	start time.Time
+	// progress is Request.Progress.
+	progress func(Stage)
 }
 
-func (p *Prober) newRun(driver string) *run {
-	return &run{p: p, start: time.Now(), res: &Result{Driver: driver, OK: true, Code: drivers.CodeOK, StartedAt: p.o.Clock.Now(), Stages: []Stage{}}}
+func (p *Prober) newRun(driver string, progress func(Stage)) *run {
+	return &run{p: p, start: time.Now(), progress: progress, res: &Result{Driver: driver, OK: true, Code: drivers.CodeOK, StartedAt: p.o.Clock.Now(), Stages: []Stage{}}}
 }
 
 // errStageDeadline is the cause of a stage's deadline.
@@ -253,8 +255,8 @@ func (r *run) stage(ctx context.Context, n StageName, fn func(ctx context.Contex
 		r.skip(n)
 		return false
 	}
-	if r.p.o.Progress != nil {
-		r.p.o.Progress(Stage{Name: n, Running: true})
+	if r.progress != nil {
+		r.progress(Stage{Name: n, Running: true})
 	}
 	limit := r.p.o.StageTimeouts.of(n, r.p.o.CleanupTimeout)
 	t0 := time.Now() // before the deadline is set, so t0+limit is not after it
@@ -276,8 +278,8 @@ func (r *run) stage(ctx context.Context, n StageName, fn func(ctx context.Contex
 		r.fail(code)
 	}
 	r.res.Stages = append(r.res.Stages, s)
-	if r.p.o.Progress != nil {
-		r.p.o.Progress(s)
+	if r.progress != nil {
+		r.progress(s)
 	}
 	return err == nil
 }
@@ -287,8 +289,8 @@ func (r *run) skip(n StageName) {
 	first, _ := r.failedStage()
 	s := Stage{Name: n, Skipped: true, Note: fmt.Sprintf("skipped: stage %s failed (%s)", first.Name, first.Code)}
 	r.res.Stages = append(r.res.Stages, s)
-	if r.p.o.Progress != nil {
-		r.p.o.Progress(s)
+	if r.progress != nil {
+		r.progress(s)
 	}
 }
 

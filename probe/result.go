@@ -49,7 +49,7 @@ type Stage struct {
 	// Skipped is true when the stage did not run because an earlier stage
 	// failed; Note names that stage. A skipped stage is never OK.
 	Skipped bool `json:"skipped,omitempty"`
-	// Running is set only in Options.Progress calls made when the stage
+	// Running is set only in Request.Progress calls made when the stage
 	// starts; stages in a Result never have it.
 	Running bool `json:"running,omitempty"`
 	// Code is the stable code of the stage's failure, "" when OK.

@@ -41,7 +41,7 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 	if opts.Company == "" {
 		return nil, fmt.Errorf("probe: environment %s: a company is required (the lease and qualification are company-bound): %w", envID, ErrInvalid)
 	}
-	r := p.newRun(v.Driver)
+	r := p.newRun(v.Driver, opts.Progress)
 	r.res.Environment, r.res.EnvironmentName = v.ID, v.Name
 	r.res.Target = "provider " + v.Driver
 

@@ -357,7 +357,7 @@ func TestProbeAuthorization(t *testing.T) {
 				t.Errorf("%s probing %s: %v, %v; want denied", pr, id, res, err)
 			}
 		}
-		res, err := w.prober.ProbeDraft(ctx, pr, "fake", map[string]any{"image": img.String()})
+		res, err := w.prober.ProbeDraft(ctx, pr, "fake", map[string]any{"image": img.String()}, Request{})
 		if !errors.Is(err, authz.ErrDenied) || res != nil {
 			t.Errorf("%s draft probe: %v, %v; want denied", pr, res, err)
 		}

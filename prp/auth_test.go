@@ -12,7 +12,7 @@ import (
 )
 
 func TestMemoryTicketStore(t *testing.T) {
-	prptest.TestTicketStore(t, func(*testing.T) prp.TicketStore { return &prp.MemoryTicketStore{} })
+	prptest.RunTicketStoreTests(t, func(*testing.T) prp.TicketStore { return &prp.MemoryTicketStore{} })
 }
 
 func TestParseTicket(t *testing.T) {

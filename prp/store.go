@@ -10,7 +10,7 @@ import (
 
 // TicketStore holds ticket records (PRP-2). Implementations: MemoryTicketStore
 // here; SQLite and PostgreSQL in the berth store. Each passes
-// prptest.TestTicketStore.
+// prptest.RunTicketStoreTests.
 type TicketStore interface {
 	// CreateTicket stores r (validated first); ErrTicketExists if a ticket
 	// with r.Hash exists.

@@ -19,7 +19,7 @@ var (
 
 // Store persists qualification records, one per (company, environment)
 // (QUAL-2, QUAL-4). Implementations: MemoryStore here, and SQLite and
-// PostgreSQL in internal/sqlstore; all pass qualificationtest.RunStoreTests.
+// PostgreSQL in store/sqlite and store/postgres; all pass qualificationtest.RunStoreTests.
 // A Store is safe for concurrent use. Records are values: a Store never
 // shares state with the caller.
 type Store interface {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,9 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/store"
+	"github.com/berthdev/berth/store/sqlite"
 )
 
 // registeredDrivers are the drivers envctl offers: the local host, SSH
@@ -32,8 +36,28 @@ func (g *globals) driverList() []drivers.Driver {
 	return registeredDrivers()
 }
 
+// system is a berth.System over the --db file's stores; Close closes the
+// System, then the database.
+type system struct {
+	*berth.System
+	stores store.Stores
+	db     *sqlite.DB
+}
+
+// gate returns the availability gate berth.New gives the System's catalog,
+// assignments and prober: the registered drivers in testMode, with the
+// stores' provider health.
+func (s *system) gate(testMode bool) *environment.Gate {
+	return environment.NewGate(s.Drivers(), &environment.GateOptions{TestMode: testMode, Health: s.stores.Health})
+}
+
+// Close closes the System and then its database.
+func (s *system) Close() error {
+	return errors.Join(s.System.Close(), s.db.Close())
+}
+
 // openSystem opens the catalog in the --db file.
-func openSystem(ctx context.Context, g *globals) (*berth.System, error) {
+func openSystem(ctx context.Context, g *globals) (*system, error) {
 	path, err := filepath.Abs(g.db)
 	if err != nil {
 		return nil, err
@@ -45,8 +69,12 @@ func openSystem(ctx context.Context, g *globals) (*berth.System, error) {
 	if err != nil {
 		return nil, err
 	}
-	return berth.New(ctx, &berth.Options{
-		StoreURL:        "sqlite://" + path,
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	sys, err := berth.New(ctx, &berth.Options{
+		Stores:          db.Stores(),
 		Drivers:         g.driverList(),
 		Secrets:         secrets,
 		TestMode:        g.testMode,
@@ -54,6 +82,11 @@ func openSystem(ctx context.Context, g *globals) (*berth.System, error) {
 		LeasePruneAfter: g.leaseRetention,
 		RunnerBinary:    g.runnerBinary,
 	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &system{System: sys, stores: db.Stores(), db: db}, nil
 }
 
 // runDrivers lists drivers, whether each can be used (test mode
@@ -65,11 +98,11 @@ func runDrivers(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer sys.Close()
-	health, err := sys.Store.ListProviderHealth(ctx)
+	health, err := sys.stores.Health.ListProviderHealth(ctx)
 	if err != nil {
 		return err
 	}
-	rows := driverRows(sys.Drivers, newGate(sys, g.testMode), health)
+	rows := driverRows(sys.Drivers(), sys.gate(g.testMode), health)
 	if g.json {
 		return writeJSON(g.stdout, rows)
 	}

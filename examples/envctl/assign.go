@@ -133,11 +133,11 @@ func assignSet(ctx context.Context, g *globals, ref environment.BindingRef, comp
 		return err
 	}
 	defer sys.Close()
-	id, err := lookupID(ctx, g, sys.Catalog, envArg)
+	id, err := lookupID(ctx, g, sys.Catalog(), envArg)
 	if err != nil {
 		return fmt.Errorf("assign set %s: %w", ref, err)
 	}
-	b, err := sys.Assignments.Set(ctx, g.as, environment.SetBinding{
+	b, err := sys.Assignments().Set(ctx, g.as, environment.SetBinding{
 		Kind: ref.Kind, Key: ref.Key, Company: company, EnvironmentID: id, BaseRevision: environment.AnyRevision,
 	})
 	if err != nil {
@@ -156,7 +156,7 @@ func assignClear(ctx context.Context, g *globals, ref environment.BindingRef) er
 		return err
 	}
 	defer sys.Close()
-	if err := sys.Assignments.Clear(ctx, g.as, ref, environment.AnyRevision); err != nil {
+	if err := sys.Assignments().Clear(ctx, g.as, ref, environment.AnyRevision); err != nil {
 		return fmt.Errorf("assign clear %s: %w", ref, err)
 	}
 	if g.json {
@@ -180,11 +180,11 @@ func assignShow(ctx context.Context, g *globals, company, envArg, kind string) e
 	}
 	defer sys.Close()
 	if envArg != "" {
-		if f.EnvironmentID, err = lookupID(ctx, g, sys.Catalog, envArg); err != nil {
+		if f.EnvironmentID, err = lookupID(ctx, g, sys.Catalog(), envArg); err != nil {
 			return fmt.Errorf("assign show: flag --env: %w", err)
 		}
 	}
-	bs, err := sys.Assignments.List(ctx, g.as, f)
+	bs, err := sys.Assignments().List(ctx, g.as, f)
 	if err != nil {
 		return err
 	}
@@ -192,7 +192,7 @@ func assignShow(ctx context.Context, g *globals, company, envArg, kind string) e
 		return writeJSON(g.stdout, bs)
 	}
 	names := map[string]string{}
-	if vs, err := sys.Catalog.List(ctx, g.as, environment.ListFilter{}); err == nil {
+	if vs, err := sys.Catalog().List(ctx, g.as, environment.ListFilter{}); err == nil {
 		for _, v := range vs {
 			names[v.ID] = v.Name
 		}
@@ -241,7 +241,7 @@ func assignResolve(ctx context.Context, g *globals, scope authz.Scope, required 
 		return err
 	}
 	defer sys.Close()
-	res, err := sys.Assignments.Resolve(ctx, g.as, scope, required)
+	res, err := sys.Assignments().Resolve(ctx, g.as, scope, required)
 	var be *environment.BindingError
 	if errors.As(err, &be) {
 		if g.json {

@@ -97,7 +97,7 @@ func runAuthCheck(ctx context.Context, g *globals, args []string) error {
 			return err
 		}
 		defer sys.Close()
-		if err := sys.Handover.Clear(ctx, g.as, *company, *account); err != nil {
+		if err := sys.Handover().Clear(ctx, g.as, *company, *account); err != nil {
 			return err
 		}
 		fmt.Fprintf(g.stdout, "cleared the project auth check of %s for company %q\n", *account, *company)
@@ -113,7 +113,7 @@ func authCheckRecord(ctx context.Context, g *globals, envArg, company, account, 
 		return err
 	}
 	defer sys.Close()
-	id, err := lookupID(ctx, g, sys.Catalog, envArg)
+	id, err := lookupID(ctx, g, sys.Catalog(), envArg)
 	if err != nil {
 		return fmt.Errorf("auth-check record: %w", err)
 	}
@@ -122,18 +122,18 @@ func authCheckRecord(ctx context.Context, g *globals, envArg, company, account, 
 		if err != nil {
 			return fmt.Errorf("auth-check record: --account-file: %w", err)
 		}
-		ref, err := sys.Secrets.Put(ctx, "managed-account", "account", string(b))
+		ref, err := sys.Secrets().Put(ctx, "managed-account", "account", string(b))
 		if err != nil {
 			return fmt.Errorf("auth-check record: store the account: %w", err)
 		}
 		account = ref.String()
 		fmt.Fprintf(g.stderr, "stored the managed account as %s\n", account)
 	}
-	rec, err := sys.Handover.PrepareManagedAccount(ctx, g.as, company, account, id, projects)
+	rec, err := sys.Handover().PrepareManagedAccount(ctx, g.as, company, account, id, projects)
 	if err != nil {
 		return err
 	}
-	rec, err = sys.Handover.RecordResult(ctx, g.as, company, account, rec.Preparation,
+	rec, err = sys.Handover().RecordResult(ctx, g.as, company, account, rec.Preparation,
 		handover.Result{Succeeded: st == handover.StatusSucceeded, Message: message})
 	if err != nil {
 		return err
@@ -156,12 +156,12 @@ func authCheckShow(ctx context.Context, g *globals, company, account string) err
 		if company == "" {
 			return errors.New("auth-check show: --account needs --company")
 		}
-		rec, err := sys.Handover.Get(ctx, g.as, company, account)
+		rec, err := sys.Handover().Get(ctx, g.as, company, account)
 		if err != nil {
 			return err
 		}
 		recs = []handover.AuthCheck{rec}
-	} else if recs, err = sys.Handover.List(ctx, g.as, company); err != nil {
+	} else if recs, err = sys.Handover().List(ctx, g.as, company); err != nil {
 		return err
 	}
 	if g.json {

@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/store/sqlite"
 )
 
 // runDemo runs the main job end to end on the embedded default: a temporary
@@ -41,9 +42,14 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
+	db, err := sqlite.Open(ctx, dbPath)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
 	fakeDrv := fake.New(nil)
 	sys, err := berth.New(ctx, &berth.Options{
-		StoreURL: "sqlite://" + dbPath,
+		Stores:   db.Stores(),
 		Drivers:  []drivers.Driver{local.New(nil), fakeDrv},
 		Secrets:  secrets,
 		TestMode: true,
@@ -64,12 +70,12 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 	fmt.Fprintf(w, "store: SQLite at %s (temporary); secrets sealed in %s\n", dbPath, filepath.Base(dbPath)+".secrets")
 
 	section("Drivers and what they can do (reading this allocates nothing)")
-	if err := printDrivers(w, driverRows(sys.Drivers, newGate(sys, true), nil)); err != nil {
+	if err := printDrivers(w, driverRows(sys.Drivers(), (&system{System: sys, stores: db.Stores(), db: db}).gate(true), nil)); err != nil {
 		return err
 	}
 
 	section(fmt.Sprintf("Save two environments as %s", operator))
-	hostEnv, err := sys.Catalog.Create(ctx, operator, environment.CreateRequest{
+	hostEnv, err := sys.Catalog().Create(ctx, operator, environment.CreateRequest{
 		Name: "this-host", Description: "the machine envctl runs on", Driver: local.Name,
 		Config: map[string]any{"workdir": workdir},
 	})
@@ -78,7 +84,7 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 	}
 	fmt.Fprintf(w, "   saved %s\n", hostEnv)
 	const pastedKey = "demo-api-key-0d5e9b" // a secret an operator pastes
-	sandboxEnv, err := sys.Catalog.Create(ctx, operator, environment.CreateRequest{
+	sandboxEnv, err := sys.Catalog().Create(ctx, operator, environment.CreateRequest{
 		Name: "fake-sandbox", Description: "an in-memory sandbox provider (test mode)", Driver: fakeDrv.Name(),
 		Config:   map[string]any{"image": fakeDrv.DefaultImageIdentity().String(), "api_key": pastedKey},
 		Env:      map[string]string{"GREETING": "hello"},
@@ -91,13 +97,13 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 	if ref, ok := sandboxEnv.Config.SecretRef("api_key"); ok {
 		fmt.Fprintf(w, "   the pasted api_key was moved to the secret store; the config keeps only %s\n", ref)
 	}
-	_, err = sys.Catalog.Create(ctx, operator, environment.CreateRequest{
+	_, err = sys.Catalog().Create(ctx, operator, environment.CreateRequest{
 		Name: "second-host", Driver: local.Name, Config: map[string]any{"workdir": workdir},
 	})
 	fmt.Fprintf(w, "   a second local environment is refused: %v\n", err)
 
 	section("What each reader sees")
-	adminView, err := sys.Catalog.Get(ctx, operator, sandboxEnv.ID)
+	adminView, err := sys.Catalog().Get(ctx, operator, sandboxEnv.ID)
 	if err != nil {
 		return err
 	}
@@ -105,7 +111,7 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 	if err := printView(&globals{stdout: indent(w, "     ")}, adminView); err != nil {
 		return err
 	}
-	boardView, err := sys.Catalog.Get(ctx, board, sandboxEnv.ID)
+	boardView, err := sys.Catalog().Get(ctx, board, sandboxEnv.ID)
 	if err != nil {
 		return err
 	}
@@ -113,13 +119,13 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 	if err := printView(&globals{stdout: indent(w, "     ")}, boardView); err != nil {
 		return err
 	}
-	_, err = sys.Catalog.Create(ctx, agent, environment.CreateRequest{Name: "agent-made", Driver: local.Name})
+	_, err = sys.Catalog().Create(ctx, agent, environment.CreateRequest{Name: "agent-made", Driver: local.Name})
 	fmt.Fprintf(w, "   an agent trying to create an environment: %v\n", err)
 
 	section("Run a command on each environment, then release it")
 	released, confirmed := 0, 0
 	for _, v := range []*environment.View{hostEnv, sandboxEnv} {
-		h, err := sys.Leases.Acquire(ctx, operator, lease.AcquireRequest{
+		h, err := sys.Leases().Acquire(ctx, operator, lease.AcquireRequest{
 			Company: "acme", EnvironmentID: v.ID, Run: "demo-run-1", Workspace: workdir,
 		})
 		if err != nil {
@@ -134,7 +140,7 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 		}
 		fmt.Fprintf(w, "     $ %s\n     %s (exit %d, %s)\n", strings.Join(argv, " "),
 			strings.TrimSpace(string(res.Stdout)), res.ExitCode, res.Duration.Round(1000))
-		after, err := sys.Leases.Release(ctx, operator, l.ID, lease.ReleaseOptions{Disposition: drivers.Destroy})
+		after, err := sys.Leases().Release(ctx, operator, l.ID, lease.ReleaseOptions{Disposition: drivers.Destroy})
 		if err != nil && !errors.Is(err, lease.ErrCleanupPending) {
 			return fmt.Errorf("release %s: %w", v, err)
 		}
@@ -146,7 +152,7 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 	}
 
 	section("Summary")
-	rep, err := sys.Leases.Sweep(ctx, operator)
+	rep, err := sys.Leases().Sweep(ctx, operator)
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ func runEnv(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer sys.Close()
-	cat := sys.Catalog
+	cat := sys.Catalog()
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("env "+sub, flag.ContinueOnError)
 	fs.SetOutput(g.stderr)

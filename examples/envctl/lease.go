@@ -147,15 +147,15 @@ func leaseAcquire(ctx context.Context, g *globals, envArg string, req lease.Acqu
 	}
 	defer sys.Close()
 	if envArg != "" {
-		if req.EnvironmentID, err = lookupID(ctx, g, sys.Catalog, envArg); err != nil {
+		if req.EnvironmentID, err = lookupID(ctx, g, sys.Catalog(), envArg); err != nil {
 			return err
 		}
 	}
-	h, err := sys.Leases.Acquire(ctx, g.as, req)
+	h, err := sys.Leases().Acquire(ctx, g.as, req)
 	if err != nil {
 		return fmt.Errorf("lease acquire %s: %w", what, err)
 	}
-	l, err := sys.Leases.Get(ctx, g.as, h.ID())
+	l, err := sys.Leases().Get(ctx, g.as, h.ID())
 	if err != nil {
 		return err
 	}
@@ -184,7 +184,7 @@ func leaseRelease(ctx context.Context, g *globals, id string, opts lease.Release
 		return err
 	}
 	defer sys.Close()
-	l, err := sys.Leases.Release(ctx, g.as, id, opts)
+	l, err := sys.Leases().Release(ctx, g.as, id, opts)
 	if l != nil {
 		if perr := printLease(g, l); perr != nil {
 			return perr
@@ -211,11 +211,11 @@ func leaseList(ctx context.Context, g *globals, envArg, company, status string) 
 	}
 	defer sys.Close()
 	if envArg != "" {
-		if f.Environment, err = lookupID(ctx, g, sys.Catalog, envArg); err != nil {
+		if f.Environment, err = lookupID(ctx, g, sys.Catalog(), envArg); err != nil {
 			return fmt.Errorf("lease list: flag --env: %w", err)
 		}
 	}
-	ls, err := sys.Leases.List(ctx, g.as, f)
+	ls, err := sys.Leases().List(ctx, g.as, f)
 	if err != nil {
 		return fmt.Errorf("lease list: %w", err)
 	}
@@ -237,7 +237,7 @@ func leaseSweep(ctx context.Context, g *globals) error {
 		return err
 	}
 	defer sys.Close()
-	rep, err := sys.Leases.Sweep(ctx, g.as)
+	rep, err := sys.Leases().Sweep(ctx, g.as)
 	if g.json {
 		if jerr := writeJSON(g.stdout, rep); jerr != nil {
 			return jerr

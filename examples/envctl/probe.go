@@ -10,8 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/berthdev/berth"
-	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/probe"
 )
 
@@ -87,22 +85,26 @@ func runProbe(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer sys.Close()
-	p := newProber(g, sys, !g.json)
+	p := sys.Prober()
+	req := probe.Request{Company: *company, Workspace: *workspace, Runner: *byRunner}
+	if !g.json {
+		req.Progress = progressLines(g)
+	}
 	var res *probe.Result
 	if *draft {
 		if !g.json {
 			fmt.Fprintf(g.stderr, "probing a draft config of driver %s (nothing is saved)\n", *driver)
 		}
-		res, err = p.ProbeDraft(ctx, g.as, *driver, cfg)
+		res, err = p.ProbeDraft(ctx, g.as, *driver, cfg, req)
 	} else {
 		var id string
-		if id, err = lookupID(ctx, g, sys.Catalog, pos[0]); err != nil {
+		if id, err = lookupID(ctx, g, sys.Catalog(), pos[0]); err != nil {
 			return fmt.Errorf("probe: %w", err)
 		}
 		if !g.json {
 			fmt.Fprintf(g.stderr, "probing environment %s (%s) for company %q\n", pos[0], id, *company)
 		}
-		res, err = p.Probe(ctx, g.as, id, probe.Request{Company: *company, Workspace: *workspace, Runner: *byRunner})
+		res, err = p.Probe(ctx, g.as, id, req)
 	}
 	if err != nil {
 		return err
@@ -120,28 +122,15 @@ func runProbe(ctx context.Context, g *globals, args []string) error {
 	return nil
 }
 
-// newProber returns a Prober over sys; with progress, each stage is written
-// to g.stderr as it completes.
-func newProber(g *globals, sys *berth.System, progress bool) *probe.Prober {
-	var opts probe.Options
-	if progress {
-		opts.Progress = func(st probe.Stage) {
-			if st.Running {
-				return
-			}
-			fmt.Fprintf(g.stderr, "  %s\n", stageLine(st))
+// progressLines is a probe.Request.Progress that writes each stage to
+// g.stderr as it completes.
+func progressLines(g *globals) func(probe.Stage) {
+	return func(st probe.Stage) {
+		if st.Running {
+			return
 		}
+		fmt.Fprintf(g.stderr, "  %s\n", stageLine(st))
 	}
-	opts.Runner = &probe.RunnerProbe{Controller: sys.Runners, Runners: sys.RunnerSet}
-	return probe.New(probe.Sources{Catalog: sys.Catalog, Environments: sys.Store, Drivers: sys.Drivers,
-		Leases: sys.Leases, Qualifications: sys.Store, Gate: newGate(sys, g.testMode)}, &opts)
-}
-
-// newGate returns the availability gate berth.New gives the System's
-// catalog, assignments and prober: the registered drivers in testMode,
-// with the store's provider health.
-func newGate(sys *berth.System, testMode bool) *environment.Gate {
-	return environment.NewGate(sys.Drivers, &environment.GateOptions{TestMode: testMode, Health: sys.Store})
 }
 
 // stageLine is one completed stage: "acquire  ok      1.2s  note".

@@ -46,11 +46,11 @@ func runQualification(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer sys.Close()
-	id, err := lookupID(ctx, g, sys.Catalog, pos[0])
+	id, err := lookupID(ctx, g, sys.Catalog(), pos[0])
 	if err != nil {
 		return fmt.Errorf("qualification show: %w", err)
 	}
-	v, err := newProber(g, sys, false).Qualification(ctx, g.as, id, *company)
+	v, err := sys.Prober().Qualification(ctx, g.as, id, *company)
 	if err != nil {
 		return err
 	}

@@ -190,12 +190,12 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 	}
 	defer sys.Close()
 	if len(pos) == 1 {
-		if req.EnvironmentID, err = lookupID(ctx, g, sys.Catalog, pos[0]); err != nil {
+		if req.EnvironmentID, err = lookupID(ctx, g, sys.Catalog(), pos[0]); err != nil {
 			return err
 		}
 	}
 	progress("leasing %s for company %s", what, req.Company)
-	h, err := sys.Leases.Acquire(ctx, g.as, req)
+	h, err := sys.Leases().Acquire(ctx, g.as, req)
 	if err != nil {
 		return fmt.Errorf("run %s: %w", what, err)
 	}
@@ -214,7 +214,7 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 	progress("lease %s (%s, sandbox %s)", h.ID(), h.Provider(), h.SandboxID())
 	actx, acancel := context.WithTimeout(ctx, cmp.Or(g.connectTimeout, 2*time.Minute))
 	defer acancel()
-	att, err := sys.Runners.Attach(actx, g.as, h, controller.AttachRequest{Progress: func(s controller.AttachStage) {
+	att, err := sys.Runners().Attach(actx, g.as, h, controller.AttachRequest{Progress: func(s controller.AttachStage) {
 		switch s {
 		case controller.AttachInstalling:
 			progress("installing the runner (sha256 %s)...", h.Lease().Runner.SHA256[:12])

@@ -74,7 +74,7 @@ func TestSecretEnvDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := sys.Leases.Acquire(ctx, g.as, lease.AcquireRequest{Company: "acme", EnvironmentID: l.Environment, Policy: lease.ReuseByEnvironment, Run: "r2"})
+	h, err := sys.Leases().Acquire(ctx, g.as, lease.AcquireRequest{Company: "acme", EnvironmentID: l.Environment, Policy: lease.ReuseByEnvironment, Run: "r2"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/drivers/docker"
@@ -17,6 +16,7 @@ import (
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/store/sqlite"
 )
 
 // TestSecretsOutliveLeasesDocker (issue 11 item 1; CFG-7, LEASE-6,
@@ -138,11 +138,12 @@ func changeEnvironment(t *testing.T, c *cli, change, name, field, value string) 
 func expireLease(t *testing.T, c *cli, id string) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := berth.OpenStore(ctx, "sqlite://"+c.db)
+	db, err := sqlite.Open(ctx, c.db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	defer db.Close()
+	st := db.Stores().Leases
 	l, err := st.GetLease(ctx, id)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 // Package handovertest is the conformance suite of handover.Store: every
 // implementation (handover.MemoryStore, the SQL stores of
-// internal/sqlstore) passes RunStoreTests.
+// store/sqlite and store/postgres) passes RunStoreTests.
 package handovertest
 
 import (

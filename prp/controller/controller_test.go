@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/internal/sqlstore"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -211,12 +210,8 @@ func TestTicketReplayFailsAcrossReplicas(t *testing.T) {
 	url := testenv.Postgres(t)
 	signer := testSigner(t)
 	replica := func() *server {
-		db, err := sqlstore.Open(context.Background(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return newServer(t, serverOptions{Signer: signer, Options: controller.Options{Tickets: db.PRP(), Store: db.PRP()}})
+		db := openStores(t, url)
+		return newServer(t, serverOptions{Signer: signer, Options: controller.Options{Tickets: db.Runners, Store: db.Runners}})
 	}
 	a, b := replica(), replica()
 	tk := a.ticket(t, prp.ScopeTask)

@@ -80,7 +80,7 @@
 //
 //   - store.go, memstore.go: the Store interface (sessions, command
 //     journal, event metadata) and MemoryStore. controllertest holds the
-//     Store conformance suite; internal/sqlstore the SQL stores.
+//     Store conformance suite; store/sqlite and store/postgres the SQL stores.
 //
 //   - secrets.go: a task's secrets (prp.SecretUse references in
 //     task.start): Start asks the host's SecretResolver (New's secrets)

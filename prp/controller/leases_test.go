@@ -12,12 +12,12 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/berthdev/berth/authz"
-	"github.com/berthdev/berth/internal/sqlstore"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/store"
 )
 
 // wantHidden fails unless err is the refusal of a record the caller may
@@ -314,18 +314,14 @@ func TestAnEndedLeaseIsRefusedOnEveryReplica(t *testing.T) {
 	t.Parallel()
 	url := testenv.Postgres(t)
 	signer := testSigner(t)
-	var dbs []*sqlstore.DB
+	var dbs []store.Stores
 	replica := func() *server {
-		db, err := sqlstore.Open(context.Background(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
+		db := openStores(t, url)
 		dbs = append(dbs, db)
-		return newServer(t, serverOptions{Signer: signer, Leases: db, Options: controller.Options{Tickets: db.PRP(), Store: db.PRP(), DataDir: t.TempDir()}})
+		return newServer(t, serverOptions{Signer: signer, Leases: db.Leases, Options: controller.Options{Tickets: db.Runners, Store: db.Runners, DataDir: t.TempDir()}})
 	}
 	a, b := replica(), replica()
-	leasetest.RecordActive(t, dbs[0], "lease-1", "co-1")
+	leasetest.RecordActive(t, dbs[0].Leases, "lease-1", "co-1")
 	_, token := exchangeToken(t, a, a.ticket(t, prp.ScopeTask))
 	for _, s := range []*server{a, b} {
 		ws, status, _ := connectWith(t, s, token)
@@ -335,11 +331,11 @@ func TestAnEndedLeaseIsRefusedOnEveryReplica(t *testing.T) {
 		ws.CloseNow()
 		// The session has one live connection on any replica: the next
 		// connects once this one's claim is gone from the store.
-		for claimed(t, dbs[0].PRP(), "lease-1") {
+		for claimed(t, dbs[0].Runners, "lease-1") {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	endLease(t, dbs[0])
+	endLease(t, dbs[0].Leases)
 	for i, s := range []*server{a, b} {
 		if ws, status, code := connectWith(t, s, token); ws != nil || status != http.StatusUnauthorized || code != "lease_ended" {
 			t.Errorf("replica %d: connect after the lease ended: %d %q (connected %t), want 401 lease_ended", i, status, code, ws != nil)

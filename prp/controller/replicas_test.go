@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/internal/sqlstore"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/prp"
@@ -118,12 +117,8 @@ func TestTwoReplicasOnOnePostgreSQLNeverRunACommandTwice(t *testing.T) {
 	// reads the output the other stored.
 	dataDir := t.TempDir()
 	replica := func() *server {
-		db, err := sqlstore.Open(context.Background(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return newServer(t, serverOptions{Signer: signer, Options: controller.Options{Tickets: db.PRP(), Store: db.PRP(), DataDir: dataDir}})
+		db := openStores(t, url)
+		return newServer(t, serverOptions{Signer: signer, Options: controller.Options{Tickets: db.Runners, Store: db.Runners, DataDir: dataDir}})
 	}
 	a, b := replica(), replica()
 	addr := func(s *server) string { return s.srv.Listener.Addr().String() }

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berthdev/berth/internal/sqlstore"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -70,12 +69,8 @@ func TestSecretValueGoesOutOncePerCommand(t *testing.T) {
 		signer := testSigner(t)
 		dataDir := t.TempDir()
 		replica := func() *server {
-			db, err := sqlstore.Open(context.Background(), url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			return newServer(t, serverOptions{Signer: signer, Secrets: res, Options: controller.Options{Tickets: db.PRP(), Store: db.PRP(), DataDir: dataDir}})
+			db := openStores(t, url)
+			return newServer(t, serverOptions{Signer: signer, Secrets: res, Options: controller.Options{Tickets: db.Runners, Store: db.Runners, DataDir: dataDir}})
 		}
 		a, b := replica(), replica()
 		_, token := exchangeToken(t, a, a.ticket(t, prp.ScopeTask))

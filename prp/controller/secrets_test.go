@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
-	"github.com/berthdev/berth/internal/sqlstore"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/prp"
@@ -147,14 +146,10 @@ func TestSecretValuesReachOnlyTheTask(t *testing.T) {
 			} else {
 				url = testenv.Postgres(t)
 			}
-			db, err := sqlstore.Open(context.Background(), url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
+			db := openStores(t, url)
 			var clog, rlog syncbuf.Buffer
 			dataDir := t.TempDir()
-			s := newServer(t, serverOptions{Secrets: mapResolver{values: map[string]string{"TOKEN": canary + "-env", "secret:acct@v1": canary + "-account"}}, Options: controller.Options{Store: db.PRP(), Tickets: db.PRP(), DataDir: dataDir,
+			s := newServer(t, serverOptions{Secrets: mapResolver{values: map[string]string{"TOKEN": canary + "-env", "secret:acct@v1": canary + "-account"}}, Options: controller.Options{Store: db.Runners, Tickets: db.Runners, DataDir: dataDir,
 				Logger: slog.New(slog.NewTextHandler(&clog, &slog.HandlerOptions{Level: slog.LevelDebug}))}})
 			stateDir := t.TempDir()
 			startLoggedChild(t, s, stateDir, true, &rlog)
@@ -185,7 +180,7 @@ func TestSecretValuesReachOnlyTheTask(t *testing.T) {
 			var evs bytes.Buffer
 			fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			last, err := db.PRP().LastEventSeq(ctx, session)
+			last, err := db.Runners.LastEventSeq(ctx, session)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -206,7 +201,7 @@ func TestSecretValuesReachOnlyTheTask(t *testing.T) {
 			if !bytes.Contains(evs.Bytes(), []byte("ran")) {
 				t.Errorf("the events lack the task's output: %s", evs.String())
 			}
-			cmds, err := db.PRP().CommandsAfter(ctx, session, 0, 0)
+			cmds, err := db.Runners.CommandsAfter(ctx, session, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

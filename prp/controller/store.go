@@ -80,7 +80,7 @@ type EventRecord struct {
 
 // Store is what the controller persists: sessions, the command journal and
 // event metadata. Implementations: MemoryStore here and the SQL store of
-// internal/sqlstore; each passes controllertest.TestStore. A Store is safe
+// store/sqlite and store/postgres; each passes controllertest.RunStoreTests. A Store is safe
 // for concurrent use, and for use by several controller replicas at once.
 type Store interface {
 	// CreateSession stores s; ErrExists if a session with s.ID exists.

@@ -13,10 +13,10 @@ import (
 	"github.com/berthdev/berth/prp"
 )
 
-// TestTicketStore runs the TicketStore conformance suite; newStore returns a
+// RunTicketStoreTests runs the TicketStore conformance suite; newStore returns a
 // fresh, empty store for each subtest. Times are truncated to microseconds,
 // the precision SQL stores keep.
-func TestTicketStore(t *testing.T, newStore func(t *testing.T) prp.TicketStore) {
+func RunTicketStoreTests(t *testing.T, newStore func(t *testing.T) prp.TicketStore) {
 	t.Helper()
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	record := func(t *testing.T, lease string) (prp.Ticket, prp.TicketRecord) {

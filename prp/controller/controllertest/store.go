@@ -17,10 +17,10 @@ import (
 	"github.com/berthdev/berth/prp/controller"
 )
 
-// TestStore runs the Store conformance suite; newStore returns a fresh,
+// RunStoreTests runs the Store conformance suite; newStore returns a fresh,
 // empty store for each subtest. Times are truncated to microseconds, the
 // precision SQL stores keep.
-func TestStore(t *testing.T, newStore func(t *testing.T) controller.Store) {
+func RunStoreTests(t *testing.T, newStore func(t *testing.T) controller.Store) {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Microsecond)

@@ -1,0 +1,146 @@
+package environmenttest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/environment"
+)
+
+// next returns a copy of e edited as an update from e's revision would be.
+func next(e *environment.Environment, description string) *environment.Environment {
+	n := *e
+	n.Config = e.Config.Clone()
+	n.Description = description
+	n.Config["host"] = "build-2.example.test"
+	n.Env = map[string]string{"ONLY": "this"}
+	n.Metadata = nil
+	n.Revision = e.Revision + 1
+	n.UpdatedAt = e.UpdatedAt.Add(time.Second + 1)
+	n.UpdatedBy = "admin-3"
+	return &n
+}
+
+// CFG-6: an update based on the stored revision replaces the record.
+func testEnvUpdate(t *testing.T, s environment.Store) {
+	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
+	upd := next(sampleEnv("env-1", "alpha", "ssh"), "edited")
+	upd.Name = "alpha renamed"
+	if err := s.UpdateEnvironment(context.Background(), upd, 1); err != nil {
+		t.Fatalf("UpdateEnvironment: %v", err)
+	}
+	want := next(sampleEnv("env-1", "alpha", "ssh"), "edited")
+	want.Name = "alpha renamed"
+	diff(t, "after update", want, mustGet(t, s, "env-1"), configAsJSON)
+	// The old name is free again.
+	mustCreate(t, s, sampleEnv("env-2", "alpha", "ssh"), environment.CreateOptions{})
+}
+
+// CFG-6: a stale revision is a conflict and the stored record is unchanged.
+func testEnvUpdateStale(t *testing.T, s environment.Store) {
+	ctx := context.Background()
+	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
+	v2 := next(sampleEnv("env-1", "alpha", "ssh"), "second")
+	if err := s.UpdateEnvironment(ctx, v2, 1); err != nil {
+		t.Fatal(err)
+	}
+	stale := next(sampleEnv("env-1", "alpha", "ssh"), "stale edit")
+	wantErr(t, "update from revision 1 after revision 2", s.UpdateEnvironment(ctx, stale, 1), environment.ErrConflict)
+	// A revision that does not follow the base is refused too.
+	skip := next(v2, "skipping")
+	skip.Revision = 7
+	if err := s.UpdateEnvironment(ctx, skip, 2); err == nil {
+		t.Errorf("update with revision 7 from base 2 succeeded")
+	}
+	diff(t, "after refused updates", v2, mustGet(t, s, "env-1"), configAsJSON)
+	missing := next(sampleEnv("nope", "nope", "ssh"), "x")
+	wantErr(t, "update of a missing environment", s.UpdateEnvironment(ctx, missing, 1), environment.ErrNotFound)
+}
+
+func testEnvUpdateTakenName(t *testing.T, s environment.Store) {
+	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
+	mustCreate(t, s, sampleEnv("env-2", "beta", "ssh"), environment.CreateOptions{})
+	upd := next(sampleEnv("env-2", "beta", "ssh"), "x")
+	upd.Name = "alpha"
+	wantErr(t, "rename onto a taken name", s.UpdateEnvironment(context.Background(), upd, 1), environment.ErrConflict)
+	diff(t, "after refused rename", sampleEnv("env-2", "beta", "ssh"), mustGet(t, s, "env-2"), configAsJSON)
+}
+
+// CFG-6: optimistic concurrency holds under contention.
+func testEnvUpdateConcurrent(t *testing.T, s environment.Store) {
+	const n = 20
+	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
+	warm(t, s, n)
+	errs := race(n, func(i int) error {
+		return s.UpdateEnvironment(context.Background(), next(sampleEnv("env-1", "alpha", "ssh"), fmt.Sprintf("writer %d", i)), 1)
+	})
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			if winner >= 0 {
+				t.Errorf("writers %d and %d both succeeded from revision 1", winner, i)
+			}
+			winner = i
+		case !errors.Is(err, environment.ErrConflict):
+			t.Errorf("writer %d: got %v, want nil or ErrConflict", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no writer of %d succeeded", n)
+	}
+	diff(t, "stored environment", next(sampleEnv("env-1", "alpha", "ssh"), fmt.Sprintf("writer %d", winner)), mustGet(t, s, "env-1"), configAsJSON)
+}
+
+// CFG-6, CFG-7: delete is revision-checked too.
+func testEnvDelete(t *testing.T, s environment.Store) {
+	ctx := context.Background()
+	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
+	if err := s.UpdateEnvironment(ctx, next(sampleEnv("env-1", "alpha", "ssh"), "v2"), 1); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "delete with a stale revision", s.DeleteEnvironment(ctx, "env-1", 1), environment.ErrConflict)
+	if got := mustGet(t, s, "env-1"); got.Revision != 2 {
+		t.Errorf("after refused delete: revision %d, want 2", got.Revision)
+	}
+	if err := s.DeleteEnvironment(ctx, "env-1", 2); err != nil {
+		t.Fatalf("delete with the right revision: %v", err)
+	}
+	_, err := s.GetEnvironment(ctx, "env-1")
+	wantErr(t, "get after delete", err, environment.ErrNotFound)
+	wantErr(t, "delete again", s.DeleteEnvironment(ctx, "env-1", 2), environment.ErrNotFound)
+	// The id and name are free again.
+	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
+}
+
+func testEnvNotFound(t *testing.T, s environment.Store) {
+	ctx := context.Background()
+	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
+	_, err := s.GetEnvironment(ctx, "env-2")
+	wantErr(t, "get missing", err, environment.ErrNotFound)
+	_, err = s.GetEnvironment(ctx, "")
+	wantErr(t, "get empty id", err, environment.ErrNotFound)
+	wantErr(t, "delete missing", s.DeleteEnvironment(ctx, "env-2", 1), environment.ErrNotFound)
+}
+
+// Every call honours cancellation (CONVENTIONS 7): a cancelled context
+// returns an error wrapping context.Canceled and writes nothing.
+func testEnvCancelled(t *testing.T, s environment.Store) {
+	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	wantErr(t, "create", s.CreateEnvironment(ctx, sampleEnv("env-2", "beta", "ssh"), environment.CreateOptions{}), context.Canceled)
+	_, err := s.GetEnvironment(ctx, "env-1")
+	wantErr(t, "get", err, context.Canceled)
+	_, err = s.ListEnvironments(ctx, environment.ListFilter{})
+	wantErr(t, "list", err, context.Canceled)
+	wantErr(t, "update", s.UpdateEnvironment(ctx, next(sampleEnv("env-1", "alpha", "ssh"), "x"), 1), context.Canceled)
+	wantErr(t, "delete", s.DeleteEnvironment(ctx, "env-1", 1), context.Canceled)
+
+	_, err = s.GetEnvironment(context.Background(), "env-2")
+	wantErr(t, "get environment created with a cancelled context", err, environment.ErrNotFound)
+	diff(t, "after cancelled update and delete", sampleEnv("env-1", "alpha", "ssh"), mustGet(t, s, "env-1"), configAsJSON)
+}

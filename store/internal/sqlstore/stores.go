@@ -1,0 +1,19 @@
+package sqlstore
+
+import "github.com/berthdev/berth/store"
+
+// Stores returns db as the store of every berth package: one database
+// serves them all, and replicas opening it share every record (the runner
+// protocol's tickets, sessions and journal included).
+func (db *DB) Stores() store.Stores {
+	return store.Stores{
+		Environments:   db,
+		Bindings:       db,
+		Health:         db,
+		SecretUses:     db,
+		Qualifications: db,
+		Leases:         db,
+		AuthChecks:     db,
+		Runners:        db.PRP(),
+	}
+}

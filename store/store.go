@@ -1,0 +1,103 @@
+// Package store names the store of every berth package in one value,
+// Stores, that a host hands to berth.New (Options.Stores):
+//
+//	db, err := sqlite.Open(ctx, "/var/lib/app/berth.db") // or postgres.Open(ctx, "postgres://...")
+//	if err != nil { ... }
+//	defer db.Close()
+//	sys, err := berth.New(ctx, &berth.Options{Stores: db.Stores(), ...})
+//
+// Each package owns its store interfaces, their memory implementations and
+// their conformance suites (environment and environment/environmenttest,
+// lease and lease/leasetest, ...); this package only names them, so that
+// the SQL packages (store/sqlite, store/postgres) and the root package use
+// one value without importing each other. A new package's store is a new
+// field, which breaks no one: the SQL packages fill it, and Memory does.
+//
+// store/storetest runs every package's suite over one Stores value.
+package store
+
+import (
+	"reflect"
+
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/handover"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/qualification"
+)
+
+// Stores holds the store of every berth package. berth.New takes either
+// none (the zero value: memory stores for all) or all of them: a Stores
+// with some fields set and others nil is refused, naming the nil fields,
+// so that a host's durable store never sits beside an in-memory one it did
+// not ask for. Fill the fields you keep in memory explicitly from Memory().
+type Stores struct {
+	// Environments holds the catalog's saved environments.
+	Environments environment.Store
+	// Bindings holds the assignment bindings of agents, projects,
+	// workspaces and the instance default.
+	Bindings environment.BindingStore
+	// Health holds the provider health last measured.
+	Health environment.HealthStore
+	// SecretUses tracks which leases use which secret versions.
+	SecretUses environment.SecretUseStore
+	// Qualifications holds image qualification records.
+	Qualifications qualification.Store
+	// Leases holds the lease manager's write-ahead records.
+	Leases lease.Store
+	// AuthChecks holds the project auth checks of managed accounts
+	// (AUTH-2).
+	AuthChecks handover.Store
+	// Runners holds the runner protocol's tickets, sessions, command
+	// journal and events (shared by every replica of a SQL store).
+	Runners RunnerStore
+}
+
+// RunnerStore is the store of the runner protocol: its one-use tickets
+// (prp.TicketStore) and the controller's sessions, command journal and
+// events (controller.Store).
+type RunnerStore interface {
+	prp.TicketStore
+	controller.Store
+}
+
+// Missing returns the names of the nil fields of s ("Leases", ...), in
+// field order; none is nil. A field added to Stores is covered without
+// editing Missing.
+func (s Stores) Missing() []string {
+	var out []string
+	v := reflect.ValueOf(s)
+	for i := range v.NumField() {
+		if v.Field(i).IsNil() {
+			out = append(out, v.Type().Field(i).Name)
+		}
+	}
+	return out
+}
+
+// Memory returns a Stores of new, empty memory stores: each package's own.
+// Their contents live as long as the values, in this process only.
+func Memory() Stores {
+	return Stores{
+		Environments:   environment.NewMemoryStore(),
+		Bindings:       environment.NewMemoryBindingStore(),
+		Health:         environment.NewMemoryHealthStore(),
+		SecretUses:     environment.NewMemorySecretUseStore(),
+		Qualifications: qualification.NewMemoryStore(),
+		Leases:         lease.NewMemoryStore(),
+		AuthChecks:     &handover.MemoryStore{},
+		Runners:        NewMemoryRunnerStore(),
+	}
+}
+
+// NewMemoryRunnerStore returns an empty memory RunnerStore: a
+// prp.MemoryTicketStore and a controller.MemoryStore.
+func NewMemoryRunnerStore() RunnerStore {
+	return memoryRunners{&prp.MemoryTicketStore{}, &controller.MemoryStore{}}
+}
+
+type memoryRunners struct {
+	*prp.MemoryTicketStore
+	*controller.MemoryStore
+}

@@ -1,0 +1,71 @@
+// Package storetest runs the conformance suite of every berth package's
+// store over the fields of one store.Stores: the memory stores
+// (store.Memory), store/sqlite and store/postgres pass it.
+//
+//	storetest.RunStoreTests(t, func(t *testing.T) store.Stores { return freshStores(t) })
+//
+// Each package owns its suite (environment/environmenttest,
+// qualification/qualificationtest, lease/leasetest, handover/handovertest,
+// prp/prptest, prp/controller/controllertest); this package only calls
+// them, one subtest per Stores field.
+package storetest
+
+import (
+	"testing"
+
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/environment/environmenttest"
+	"github.com/berthdev/berth/handover"
+	"github.com/berthdev/berth/handover/handovertest"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/lease/leasetest"
+	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/prp/controller/controllertest"
+	"github.com/berthdev/berth/prp/prptest"
+	"github.com/berthdev/berth/qualification"
+	"github.com/berthdev/berth/qualification/qualificationtest"
+	"github.com/berthdev/berth/store"
+)
+
+// RunStoreTests runs every package's store suite; newStores returns a
+// Stores over a fresh, empty database (or fresh memory stores) for each
+// subtest, with every field set.
+func RunStoreTests(t *testing.T, newStores func(t *testing.T) store.Stores) {
+	t.Helper()
+	stores := func(t *testing.T) store.Stores {
+		t.Helper()
+		s := newStores(t)
+		if m := s.Missing(); len(m) > 0 {
+			t.Fatalf("newStores returned Stores without %v", m)
+		}
+		return s
+	}
+	t.Run("Environments", func(t *testing.T) {
+		environmenttest.RunStoreTests(t, func(t *testing.T) environment.Store { return stores(t).Environments })
+	})
+	t.Run("Bindings", func(t *testing.T) {
+		environmenttest.RunBindingStoreTests(t, func(t *testing.T) environment.BindingStore { return stores(t).Bindings })
+	})
+	t.Run("Health", func(t *testing.T) {
+		environmenttest.RunHealthStoreTests(t, func(t *testing.T) environment.HealthStore { return stores(t).Health })
+	})
+	t.Run("SecretUses", func(t *testing.T) {
+		environmenttest.RunSecretUseStoreTests(t, func(t *testing.T) environment.SecretUseStore { return stores(t).SecretUses })
+	})
+	t.Run("Qualifications", func(t *testing.T) {
+		qualificationtest.RunStoreTests(t, func(t *testing.T) qualification.Store { return stores(t).Qualifications })
+	})
+	t.Run("Leases", func(t *testing.T) {
+		leasetest.RunStoreTests(t, func(t *testing.T) lease.Store { return stores(t).Leases })
+	})
+	t.Run("AuthChecks", func(t *testing.T) {
+		handovertest.RunStoreTests(t, func(t *testing.T) handover.Store { return stores(t).AuthChecks })
+	})
+	t.Run("Runners/Tickets", func(t *testing.T) {
+		prptest.RunTicketStoreTests(t, func(t *testing.T) prp.TicketStore { return stores(t).Runners })
+	})
+	t.Run("Runners/Controller", func(t *testing.T) {
+		controllertest.RunStoreTests(t, func(t *testing.T) controller.Store { return stores(t).Runners })
+	})
+}

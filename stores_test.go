@@ -1,0 +1,41 @@
+package berth_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/berthdev/berth/store"
+	"github.com/berthdev/berth/store/postgres"
+	"github.com/berthdev/berth/store/sqlite"
+)
+
+// openStores opens the SQL store at url (sqlite://... or postgres://...)
+// for the test, closed at cleanup (after the Systems the test closes
+// itself), and returns its Stores.
+func openStores(t testing.TB, url string) store.Stores {
+	t.Helper()
+	var (
+		st    store.Stores
+		close func() error
+	)
+	if strings.HasPrefix(url, "sqlite:") {
+		db, err := sqlite.Open(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, close = db.Stores(), db.Close
+	} else {
+		db, err := postgres.Open(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, close = db.Stores(), db.Close
+	}
+	t.Cleanup(func() {
+		if err := close(); err != nil {
+			t.Errorf("close the store: %v", err)
+		}
+	})
+	return st
+}
