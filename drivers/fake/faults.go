@@ -157,7 +157,7 @@ func (d *Driver) Lose(id string) error {
 	if !ok {
 		return fmt.Errorf("fake: lose %s: %w", id, drivers.ErrNotFound)
 	}
-	b.kill()
+	b.cancel()
 	delete(d.boxes, id)
 	return nil
 }
