@@ -290,11 +290,9 @@ func (d *Driver) cat(ctx context.Context, inv Invocation, host string) (int, err
 		rel, hasRel := d.platform.osRelease()
 		switch {
 		case f == "-":
-			b, err := readAll(ctx, inv.Stdin)
-			if err != nil {
+			if _, err := io.Copy(inv.Stdout, inv.Stdin); err != nil {
 				return -1, err
 			}
-			inv.Stdout.Write(b)
 		case (f == "/etc/os-release" || f == "/usr/lib/os-release") && hasRel:
 			io.WriteString(inv.Stdout, rel)
 		case f == "/etc/hostname":
@@ -305,23 +303,6 @@ func (d *Driver) cat(ctx context.Context, inv Invocation, host string) (int, err
 		}
 	}
 	return code, nil
-}
-
-// readAll reads r to its end, or until ctx ends.
-func readAll(ctx context.Context, r io.Reader) ([]byte, error) {
-	ch := make(chan []byte, 1)
-	var err error
-	go func() {
-		b, rerr := io.ReadAll(r)
-		err = rerr
-		ch <- b
-	}()
-	select {
-	case b := <-ch:
-		return b, err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 }
 
 // detect prints what qualification.DetectScript prints on the fake's
