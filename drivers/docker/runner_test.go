@@ -18,8 +18,8 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
-	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/driverkit"
+	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
