@@ -37,7 +37,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	p, err := se.Start(ctx, drivers.Command{Argv: []string{"sh", "-c", "echo streamed; exit 3"}}, os.Stdout, nil)
+	p, err := se.Start(ctx, drivers.Command{Argv: []string{"echo", "streamed"}}, os.Stdout, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -56,7 +56,7 @@ func Example() {
 	// Output:
 	// invalid_config - fake config: field "cpus": must be between 1 and 64
 	// streamed
-	// exit 3
+	// exit 0
 	// destroyed true <nil>
 	// image_not_found
 }

@@ -25,7 +25,7 @@ import (
 func TestStageDeadlineWithoutCallerDeadline(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOpts{fake: &fake.Options{Handlers: map[string]fake.HandlerFunc{
-		"uname": func(ctx context.Context, _ fake.Invocation) (int, error) {
+		qualification.DetectScript: func(ctx context.Context, _ fake.Invocation) (int, error) {
 			<-ctx.Done()
 			return -1, ctx.Err()
 		},

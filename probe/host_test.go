@@ -285,7 +285,7 @@ func TestDraftProbeUnconfirmedCleanup(t *testing.T) {
 func TestProbeTimeoutStillCleansUp(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOpts{fake: &fake.Options{Handlers: map[string]fake.HandlerFunc{
-		"uname": func(ctx context.Context, _ fake.Invocation) (int, error) {
+		qualification.DetectScript: func(ctx context.Context, _ fake.Invocation) (int, error) {
 			<-ctx.Done()
 			return -1, ctx.Err()
 		},

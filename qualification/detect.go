@@ -38,10 +38,10 @@ const (
 // || true`), so the script always runs to its end marker.
 //
 // It uses only a flat list of simple commands, "||", and redirections of
-// fd 2: it runs in busybox sh, dash, bash, macOS sh and the fake driver's
-// shell subset (drivers/fake/shell.go), which has no control flow,
-// subshells or globbing. The globs of the loader checks expand in real
-// shells; in the fake, ls does not exist and the section stays empty.
+// fd 2: it runs in busybox sh, dash, bash and macOS sh, which need no
+// control flow, subshells or globbing (the globs of the loader checks expand
+// in real shells). The fake driver recognises it by identity and answers
+// from its platform profile.
 const DetectScript = `echo '@@berth-probe:begin v1@@'
 echo '@@berth-probe:uname-s@@'
 uname -s 2>/dev/null || true

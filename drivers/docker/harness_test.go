@@ -162,11 +162,17 @@ func (h *harness) RunnerSpec(tb testing.TB) drivers.RunnerSpec {
 	return drivers.RunnerSpec{Binary: p, SHA256: sum}
 }
 
+// RunnersAreHostProcesses implements drivertest.HostProcessHarness: the
+// runner ingress needs the engine's unix socket, so the containers, and
+// their runners, are processes of this host.
+func (h *harness) RunnersAreHostProcesses() bool { return true }
+
 var (
-	_ drivertest.RunnerHarness   = (*harness)(nil)
-	_ drivertest.ImageHarness    = (*harness)(nil)
-	_ drivertest.FailureHarness  = (*harness)(nil)
-	_ drivertest.ParallelHarness = (*harness)(nil)
+	_ drivertest.HostProcessHarness = (*harness)(nil)
+	_ drivertest.RunnerHarness      = (*harness)(nil)
+	_ drivertest.ImageHarness       = (*harness)(nil)
+	_ drivertest.FailureHarness     = (*harness)(nil)
+	_ drivertest.ParallelHarness    = (*harness)(nil)
 )
 
 func (h *harness) Driver() drivers.Driver { return h.e.drv }

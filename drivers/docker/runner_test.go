@@ -20,6 +20,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/driverkit"
+	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
@@ -255,14 +256,14 @@ func TestRunnerInAHardenedContainerRunsATask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; len(procsHolding(marker)) == 0; i++ {
+	for i := 0; len(drivertest.LivePIDs(marker)) == 0; i++ {
 		if i == 100 {
 			t.Error("control: the scan of /proc does not find a marker in a container process's environment")
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if leaks := procsHolding(ticket); len(leaks) > 0 {
+	if leaks := drivertest.LivePIDs(ticket); len(leaks) > 0 {
 		t.Errorf("the ticket is in %v", leaks)
 	}
 	stop()
@@ -295,20 +296,6 @@ func TestRunnerInAHardenedContainerRunsATask(t *testing.T) {
 	if got := run(t, ctx, sb, "sh", "-c", "cat /proc/net/dev | grep -c :"); got != "1\n" {
 		t.Errorf("network interfaces in the container: %q, want only lo", got)
 	}
-}
-
-// procsHolding returns the /proc files of this host's processes whose
-// argv or environment hold s.
-func procsHolding(s string) []string {
-	var out []string
-	files, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	envs, _ := filepath.Glob("/proc/[0-9]*/environ")
-	for _, f := range append(files, envs...) {
-		if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(s)) {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // checkHostLayout checks the host side of the ingress: a 0700 directory

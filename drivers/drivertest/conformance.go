@@ -24,8 +24,8 @@ import (
 // errors.Is against the drivers sentinels, never by message text.
 //
 // The target needs a POSIX sh: commands used are echo, cat, pwd, sleep,
-// exit and sh -c, which exist in busybox and in the fake driver's sh
-// interpreter. The error-table subtests (one per Failure) run when the
+// exit and sh -c, which exist in busybox (an in-process driver such as the
+// fake registers the scripts of several commands). The error-table subtests (one per Failure) run when the
 // harness implements FailureHarness; the parallel subtest's width is
 // DefaultParallel unless the harness implements ParallelHarness.
 func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
@@ -61,6 +61,7 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 	gated(t, "terminal", drivers.CapTerminal, newHarness, testTerminal)
 	gated(t, "capture and delete template", drivers.CapTemplateCapture, newHarness, testCapture)
 	gated(t, "runner ingress", drivers.CapRunnerIngress, newHarness, testRunnerIngress)
+	gated(t, "a launched runner is one host process that Release ends", drivers.CapRunnerIngress, newHarness, testRunnerProcess)
 	ungated(t, "acquire with a runner is refused without runner ingress", drivers.CapRunnerIngress, newHarness, testRunnerRefused)
 }
 

@@ -17,14 +17,20 @@
 //   - ParallelHarness, to set the width of the parallel acquire subtest
 //     (DefaultParallel otherwise);
 //   - RunnerHarness (required when the driver declares runner_ingress), to
-//     give the runner binary that the runner ingress subtest launches.
+//     give the runner binary that the runner ingress subtest launches;
+//   - HostProcessHarness, to say that its runners are processes of this
+//     host, so that the suite checks a launched runner's process (one, its
+//     ticket in neither argv nor environment) and that Release ends it
+//     (runnerproc.go, with LivePIDs and LaunchUnserved, which the drivers'
+//     own runner tests share).
 //
 // A driver without runner_ingress (undeclared, or narrowed away by the
 // harness's config through drivers.ConfigNarrower) is checked to refuse an
 // Acquire with a Runner before allocating anything.
 //
 // The target must offer a POSIX sh: the suite runs echo, cat, pwd, sleep,
-// exit and sh -c scripts (busybox is enough; the fake driver interprets
-// them). Whatever the driver needs to run (a server, an engine, a fake API)
+// exit and sh -c scripts (busybox is enough; the fake driver, which runs
+// argv and no shell, registers the suite's scripts of several commands as
+// handlers in its harness). Whatever the driver needs to run (a server, an engine, a fake API)
 // is the harness's to start; the suite starts nothing.
 package drivertest

@@ -56,11 +56,27 @@ func (s plainSandbox) Release(ctx context.Context, d drivers.Disposition) (drive
 	return s.sb.Release(ctx, d)
 }
 
+// suiteScripts are the suite's exec scripts of more than one command,
+// which the fake runs through handlers registered by their text (its
+// built-in sh -c runs one command; drivers/fake's harness also has the
+// streaming ones).
+var suiteScripts = map[string]fake.HandlerFunc{
+	"echo out; echo err 1>&2": func(_ context.Context, inv fake.Invocation) (int, error) {
+		fmt.Fprintln(inv.Stdout, "out")
+		fmt.Fprintln(inv.Stderr, "err")
+		return 0, nil
+	},
+	"echo partial; exit 1": func(_ context.Context, inv fake.Invocation) (int, error) {
+		fmt.Fprintln(inv.Stdout, "partial")
+		return 1, nil
+	},
+}
+
 // The suite's gating: a driver that declares and implements only exec
 // passes the core contract and skips every optional subtest.
 func TestSuiteGatesOnDeclaredCapabilities(t *testing.T) {
 	drivertest.RunConformanceTests(t, func(context.Context, testing.TB) (drivertest.Harness, error) {
-		return harness{execOnly{f: fake.New(&fake.Options{Name: "fake-minimal"})}}, nil
+		return harness{execOnly{f: fake.New(&fake.Options{Name: "fake-minimal", Handlers: suiteScripts})}}, nil
 	})
 }
 

@@ -21,24 +21,30 @@
 //
 // # Commands
 //
-// Commands run in Go, never on the host (builtins.go): echo, printf, true,
-// false, sleep (on Options.Clock, or until the context ends), uname
-// (-s -n -r -v -m -o -a), ldd --version (in glibc or musl format, absent
-// without a libc), cat (stdin, /etc/os-release, /etc/hostname), head,
-// hostname, pwd, env, id, whoami, command -v, stty size (in a terminal) and
-// sh, whose small subset is documented in shell.go: ";", newlines, "&&",
-// "||", "|" (run one after the other), quoting, $VAR, $(...), assignments,
-// redirections of fd 1 and 2 to /dev/null or to each other, exit, cd,
-// export. Unknown commands exit 127 with "not found" on stderr.
-// Options.Handlers run Go functions for any argv[0]. The reported platform
-// comes from Options.Platform (platform.go).
+// Commands run in Go, never on the host (exec.go), and the fake has no shell
+// interpreter: it runs a command's argv. A handler of Options.Handlers
+// runs first, found by argv[0], by its base name, or, for
+// "sh -c SCRIPT ...", by the whole SCRIPT. Then come the built-ins, which
+// are what berth itself sends: qualification.DetectScript (recognised by
+// identity and answered from Options.Platform, platform.go), true, false,
+// echo [-n], uname (-s -n -r -v -m -o -a), cat (stdin, /etc/os-release,
+// /etc/hostname), sleep (on Options.Clock, or until the context ends), env,
+// pwd, exit [N], and sh -c of ONE such command: its words split with
+// 'single' and "double" quotes, backslashes, $NAME, ${NAME} and $0..$9.
+// Anything else (another program, a list, a pipeline, a redirection, a
+// substitution) exits 127 with a message on stderr that names the handler
+// to register, e.g.
+//
+//	fake: no handler for "make": register one in Options.Handlers["make"]
+//
+// Tests that send scripts of several commands register them by their text.
 //
 // # Sandbox operations
 //
 // Release(Keep) leaves a sandbox running; Release(Stop) stops it (Resume
 // starts it again); Release(Destroy) and Destroy remove it, with a
-// confirmed receipt. The terminal is an echo shell that runs each line
-// (stream.go); Capture saves a snapshot. HostRunner (runner.go) opens a
+// confirmed receipt. The terminal is an echo shell that runs each line as
+// sh -c LINE (terminal.go); Capture saves a snapshot. HostRunner (runner.go) opens a
 // unix-socket ingress and runs prp/runner in this process: the tasks that
 // runner starts are the only host processes the fake starts. Its log (the
 // runner's slog text and the error it ended with) is kept in memory, the

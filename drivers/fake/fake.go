@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -19,36 +20,32 @@ const Name = "fake"
 
 // Options configure a fake Driver. The zero value (or nil) gives defaults.
 type Options struct {
-	// Name is the driver name; default Name ("fake"). Tests register
-	// several fakes under different names. It is also the provider of
-	// snapshot identities when it is a valid provider name (else "fake").
+	// Name is the driver name; default Name ("fake"). It is also the
+	// provider of snapshot identities when it is a valid provider name.
 	Name string
 	// Undeclared lists capabilities the fake does not declare, although it
-	// still implements them all; default none (it declares every
-	// capability). Such a fake is deliberately wrong: it fails the
-	// conformance suite (declared == implemented), and it serves to test that
-	// an undeclared capability is never effective (drivers.Effective,
-	// drivers.Narrowing).
+	// still implements them all: such a fake fails the conformance suite,
+	// and serves to test that an undeclared capability is never effective.
 	Undeclared drivers.Set
 	// Clock runs slow starts and sleep; default the wall clock.
 	Clock clock.Clock
-	// StartupBudget is the provider-declared startup budget; default 0
-	// (none declared).
+	// StartupBudget is the provider-declared startup budget; default none.
 	StartupBudget time.Duration
 	// StartDelay is how long sandboxes stay starting on Clock; default 0.
-	// See Driver.SetStartDelay.
 	StartDelay time.Duration
 	// Platform is the profile sandboxes report; default PlatformDebian12().
 	Platform *Platform
-	// Handlers run Go code for commands: the key is argv[0] (or its base
-	// name); a handler takes precedence over the built-in command of that
-	// name. Default none.
+	// Handlers run Go code for commands. The key is argv[0] or its base
+	// name ("make"), or, for "sh -c SCRIPT ...", the whole SCRIPT (for
+	// example qualification.DetectScript, or a script of several commands
+	// that a test sends). A handler takes precedence over the built-in
+	// commands. Default none.
 	Handlers map[string]HandlerFunc
 	// Faults are injected from the start; see Driver.Inject.
 	Faults []Fault
 	// APIKey, if not "", makes the config field api_key required, and
 	// Acquire, Resume, List and Destroy fail with drivers.ErrAuth unless the
-	// config holds this value. Default "" (no key needed).
+	// config holds this value.
 	APIKey string
 	// Unavailable, if not nil, is what Availability reports: the driver is
 	// listed as unavailable and has no effective capabilities (CAP-3).
@@ -59,17 +56,15 @@ type Options struct {
 // images, snapshots, call counts, faults) lives in the Driver and is shared
 // by all its sandboxes. It is safe for concurrent use.
 type Driver struct {
-	name       string
-	provider   string
-	declared   drivers.Set
-	clk        clock.Clock
-	budget     time.Duration
-	platform   Platform
-	handlers   map[string]HandlerFunc
-	apiKey     string
-	unavail    error
-	schema     *drivers.ConfigSchema
-	defaultImg images.Identity
+	name, provider, apiKey string
+	declared               drivers.Set
+	clk                    clock.Clock
+	budget                 time.Duration
+	platform               Platform
+	handlers               map[string]HandlerFunc
+	unavail                error
+	schema                 *drivers.ConfigSchema
+	defaultImg             images.Identity
 
 	mu         sync.Mutex
 	startDelay time.Duration
@@ -84,28 +79,18 @@ type Driver struct {
 
 // box is one sandbox at the fake provider. Guarded by Driver.mu.
 type box struct {
-	id       string
-	state    drivers.State // StateStarting resolves to running at readyAt
-	readyAt  time.Time
-	labels   map[string]string
-	image    images.Identity
-	created  time.Time
-	leaseID  string
-	hostname string
-	alive    context.Context // cancelled when the sandbox stops or vanishes
-	cancel   context.CancelFunc
-}
-
-func (b *box) kill() {
-	if b.cancel != nil {
-		b.cancel()
-	}
+	id, leaseID, hostname string
+	state                 drivers.State // StateStarting resolves to running at readyAt
+	readyAt, created      time.Time
+	labels                map[string]string
+	image                 images.Identity
+	alive                 context.Context // cancelled when the sandbox stops or vanishes
+	cancel                context.CancelFunc
 }
 
 func (b *box) boot(now time.Time, delay time.Duration) {
 	b.alive, b.cancel = context.WithCancel(context.Background())
-	b.state = drivers.StateStarting
-	b.readyAt = now.Add(delay)
+	b.state, b.readyAt = drivers.StateStarting, now.Add(delay)
 }
 
 // stateAt resolves a finished start.
@@ -117,7 +102,6 @@ func (b *box) stateAt(now time.Time) drivers.State {
 }
 
 var (
-	_ drivers.Driver               = (*Driver)(nil)
 	_ drivers.Resumer              = (*Driver)(nil)
 	_ drivers.Lister               = (*Driver)(nil)
 	_ drivers.Destroyer            = (*Driver)(nil)
@@ -133,13 +117,10 @@ func New(opts *Options) *Driver {
 		o = *opts
 	}
 	d := &Driver{
-		name: o.Name, clk: o.Clock, budget: o.StartupBudget, platform: PlatformDebian12(),
+		name: cmp.Or(o.Name, Name), clk: o.Clock, budget: o.StartupBudget, platform: PlatformDebian12(),
 		handlers: maps.Clone(o.Handlers), apiKey: o.APIKey, unavail: o.Unavailable,
 		startDelay: o.StartDelay, boxes: map[string]*box{}, images: newImageTable(),
 		faults: slices.Clone(o.Faults), lies: map[string]Lie{}, wrongImage: map[string]bool{},
-	}
-	if d.name == "" {
-		d.name = Name
 	}
 	d.provider = d.name
 	if _, err := images.SnapshotIdentity(d.provider, "x"); err != nil {
@@ -173,9 +154,6 @@ func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
 // Availability returns Options.Unavailable.
 func (d *Driver) Availability() error { return d.unavail }
 
-// Clock returns the driver's clock.
-func (d *Driver) Clock() clock.Clock { return d.clk }
-
 func (d *Driver) checkKey(cfg drivers.Config) error {
 	if d.apiKey == "" {
 		return nil
@@ -207,76 +185,63 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 		return nil, err
 	}
 	d.mu.Lock()
-	if err := d.callLocked(OpCreate, ""); err != nil {
-		d.mu.Unlock()
-		return nil, err
-	}
 	img, err := d.resolveImageLocked(cfg.String("image"))
-	if err != nil {
+	if cerr := d.callLocked(OpCreate, ""); cerr != nil || err != nil {
 		d.mu.Unlock()
-		return nil, err
+		return nil, cmp.Or(cerr, err)
 	}
 	d.seq++
 	now := d.clk.Now()
-	b := &box{
-		id: fmt.Sprintf("%s-%d", d.name, d.seq), labels: maps.Clone(req.Labels),
-		image: img, created: now, leaseID: req.LeaseID,
-	}
-	b.hostname = d.platform.Hostname
-	if b.hostname == "" {
-		b.hostname = b.id
-	}
+	b := &box{id: fmt.Sprintf("%s-%d", d.name, d.seq), labels: maps.Clone(req.Labels), image: img, created: now, leaseID: req.LeaseID}
+	b.hostname = cmp.Or(d.platform.Hostname, b.id)
 	b.boot(now, d.startDelay)
 	d.boxes[b.id] = b
 	d.mu.Unlock()
 
-	if req.Allocated != nil {
-		if err := req.Allocated(ctx, b.id); err != nil {
-			d.mu.Lock()
-			b.kill()
-			b.state = drivers.StateDestroyed
-			d.mu.Unlock()
-			return nil, err
-		}
-	}
-	d.mu.Lock()
-	if err := d.callLocked(OpStart, b.id); err != nil {
-		b.kill()
-		b.state = drivers.StateError
+	fail := func(st drivers.State, err error) (drivers.Sandbox, error) {
+		d.mu.Lock()
+		b.cancel()
+		b.state = st
 		d.mu.Unlock()
 		return nil, err
 	}
-	d.mu.Unlock()
-	if err := d.waitRunning(ctx, b.id); err != nil {
-		return nil, err
+	if req.Allocated != nil {
+		if err := req.Allocated(ctx, b.id); err != nil {
+			return fail(drivers.StateDestroyed, err)
+		}
 	}
-	return &sandbox{d: d, id: b.id}, nil
+	d.mu.Lock()
+	err = d.callLocked(OpStart, b.id)
+	d.mu.Unlock()
+	if err != nil {
+		return fail(drivers.StateError, err)
+	}
+	return d.waitRunning(ctx, b.id)
 }
 
 // waitRunning waits on the clock until the sandbox id runs.
-func (d *Driver) waitRunning(ctx context.Context, id string) error {
+func (d *Driver) waitRunning(ctx context.Context, id string) (drivers.Sandbox, error) {
 	for {
 		d.mu.Lock()
 		b, ok := d.boxes[id]
 		if !ok {
 			d.mu.Unlock()
-			return fmt.Errorf("fake: sandbox %s vanished while starting: %w", id, drivers.ErrNotFound)
+			return nil, fmt.Errorf("fake: sandbox %s vanished while starting: %w", id, drivers.ErrNotFound)
 		}
 		now := d.clk.Now()
-		st := b.stateAt(now)
-		wait := b.readyAt.Sub(now)
+		st, wait := b.stateAt(now), b.readyAt.Sub(now)
 		d.mu.Unlock()
 		switch st {
 		case drivers.StateRunning:
-			return nil
+			return &sandbox{d: d, id: id}, nil
 		case drivers.StateStarting:
 		default:
-			return fmt.Errorf("fake: sandbox %s is %s, not starting", id, st)
+			return nil, fmt.Errorf("fake: sandbox %s is %s, not starting", id, st)
 		}
 		select {
 		case <-d.clk.After(wait):
 		case <-ctx.Done():
-			return fmt.Errorf("fake: sandbox %s still starting: %w", id, ctx.Err())
+			return nil, fmt.Errorf("fake: sandbox %s still starting: %w", id, ctx.Err())
 		}
 	}
 }
@@ -291,33 +256,34 @@ func (d *Driver) Resume(ctx context.Context, cfg drivers.Config, providerLeaseID
 	if err := d.checkKey(cfg); err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	if err := d.callLocked(OpResume, providerLeaseID); err != nil {
-		d.mu.Unlock()
+	if err := d.resume(providerLeaseID); err != nil {
 		return nil, err
 	}
-	b, ok := d.boxes[providerLeaseID]
+	return d.waitRunning(ctx, providerLeaseID)
+}
+
+// resume counts the resume and starts a stopped sandbox again.
+func (d *Driver) resume(id string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.callLocked(OpResume, id); err != nil {
+		return err
+	}
+	b, ok := d.boxes[id]
 	if !ok || b.state == drivers.StateDestroyed {
-		d.mu.Unlock()
-		return nil, fmt.Errorf("fake: resume %s: %w", providerLeaseID, drivers.ErrNotFound)
+		return fmt.Errorf("fake: resume %s: %w", id, drivers.ErrNotFound)
 	}
 	now := d.clk.Now()
 	switch b.stateAt(now) {
 	case drivers.StateStopped:
 		if err := d.callLocked(OpStart, b.id); err != nil {
-			d.mu.Unlock()
-			return nil, err
+			return err
 		}
 		b.boot(now, d.startDelay)
 	case drivers.StateError:
-		d.mu.Unlock()
-		return nil, fmt.Errorf("fake: resume %s: sandbox failed to start", providerLeaseID)
+		return fmt.Errorf("fake: resume %s: sandbox failed to start", id)
 	}
-	d.mu.Unlock()
-	if err := d.waitRunning(ctx, providerLeaseID); err != nil {
-		return nil, err
-	}
-	return &sandbox{d: d, id: providerLeaseID}, nil
+	return nil
 }
 
 // List returns the sandboxes that carry every label of labels (all of them
@@ -330,20 +296,17 @@ func (d *Driver) List(ctx context.Context, cfg drivers.Config, labels map[string
 		return nil, err
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.callLocked(OpList, ""); err != nil {
+	err := d.callLocked(OpList, "")
+	d.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
 	var out []drivers.SandboxInfo
-	now := d.clk.Now()
-	for _, b := range d.boxes {
-		st := b.stateAt(now)
-		if st == drivers.StateDestroyed || !hasLabels(b.labels, labels) {
-			continue
+	for _, b := range d.Sandboxes() {
+		if b.State != drivers.StateDestroyed && hasLabels(b.Labels, labels) {
+			out = append(out, drivers.SandboxInfo{ProviderLeaseID: b.ID, Labels: b.Labels, State: b.State, CreatedAt: b.Created})
 		}
-		out = append(out, drivers.SandboxInfo{ProviderLeaseID: b.id, Labels: maps.Clone(b.labels), State: st, CreatedAt: b.created})
 	}
-	slices.SortFunc(out, func(a, b drivers.SandboxInfo) int { return compareIDs(a.ProviderLeaseID, b.ProviderLeaseID) })
 	return out, nil
 }
 
@@ -354,20 +317,6 @@ func hasLabels(have, want map[string]string) bool {
 		}
 	}
 	return true
-}
-
-// compareIDs orders "name-N" ids by length then text, so that numbers sort.
-func compareIDs(a, b string) int {
-	if len(a) != len(b) {
-		return len(a) - len(b)
-	}
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Destroy destroys the sandbox providerLeaseID without a handle. An unknown,
@@ -387,41 +336,35 @@ func (d *Driver) Destroy(ctx context.Context, cfg drivers.Config, providerLeaseI
 func (d *Driver) terminate(id string, disp drivers.Disposition) (drivers.Receipt, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	op := OpDestroy
+	op, want := OpDestroy, drivers.StateDestroyed
 	if disp == drivers.Stop {
-		op = OpStop
+		op, want = OpStop, drivers.StateStopped
 	}
 	if err := d.callLocked(op, id); err != nil {
 		return drivers.Receipt{}, err
 	}
 	now := d.clk.Now()
+	proof := func(pid string, st drivers.State, kind drivers.EvidenceKind, ev string) drivers.Receipt {
+		return drivers.Receipt{ProviderLeaseID: pid, State: st, Confirmed: true, EvidenceKind: kind, ConfirmedAt: now, Evidence: ev}
+	}
 	b, ok := d.boxes[id]
 	if lie, lying := d.lies[id]; lying && ok {
-		want := drivers.StateDestroyed
-		if disp == drivers.Stop {
-			want = drivers.StateStopped
-		}
-		r := drivers.Receipt{ProviderLeaseID: id, State: want, Evidence: op.String() + " accepted"}
 		switch lie {
 		case LieForeignID:
-			r = drivers.Receipt{ProviderLeaseID: id + "-other", State: want, Confirmed: true, EvidenceKind: drivers.EvidenceProvider, ConfirmedAt: now, Evidence: "read back " + id + "-other"}
+			return proof(id+"-other", want, drivers.EvidenceProvider, "read back "+id+"-other"), nil
 		case LieRunnerAttested:
-			r = drivers.Receipt{ProviderLeaseID: id, State: want, Confirmed: true, EvidenceKind: drivers.EvidenceRunnerAttested, ConfirmedAt: now, Evidence: "the runner says its tasks ended"}
+			return proof(id, want, drivers.EvidenceRunnerAttested, "the runner says its tasks ended"), nil
 		}
-		return r, nil
+		return drivers.Receipt{ProviderLeaseID: id, State: want, Evidence: op.String() + " accepted"}, nil
 	}
 	if !ok {
-		return drivers.Receipt{ProviderLeaseID: id, State: drivers.StateDestroyed, Confirmed: true, EvidenceKind: drivers.EvidenceProvider, ConfirmedAt: now, Evidence: "sandbox not found at provider"}, nil
+		return proof(id, drivers.StateDestroyed, drivers.EvidenceProvider, "sandbox not found at provider"), nil
 	}
-	b.kill()
-	switch {
-	case b.state == drivers.StateDestroyed:
-	case disp == drivers.Destroy:
-		b.state = drivers.StateDestroyed
-	default:
-		b.state = drivers.StateStopped
+	b.cancel()
+	if b.state != drivers.StateDestroyed {
+		b.state = want
 	}
-	return drivers.Receipt{ProviderLeaseID: id, State: b.state, Confirmed: true, EvidenceKind: drivers.EvidenceProvider, ConfirmedAt: now, Evidence: "state read back: " + string(b.state)}, nil
+	return proof(id, b.state, drivers.EvidenceProvider, "state read back: "+string(b.state)), nil
 }
 
 // DeleteTemplate deletes a captured snapshot (or an image) of this provider;
@@ -457,8 +400,8 @@ type SandboxRecord struct {
 }
 
 // Sandboxes returns every sandbox the provider knows, destroyed ones
-// included and lost ones excluded, sorted by id, for leak checks. It is not
-// an operation of the provider and is not counted.
+// included and lost ones excluded, sorted by id ("name-N" by N), for leak
+// checks. It is not an operation of the provider and is not counted.
 func (d *Driver) Sandboxes() []SandboxRecord {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -467,7 +410,7 @@ func (d *Driver) Sandboxes() []SandboxRecord {
 	for _, b := range d.boxes {
 		out = append(out, SandboxRecord{ID: b.id, State: b.stateAt(now), Labels: maps.Clone(b.labels), Image: b.image, LeaseID: b.leaseID, Created: b.created})
 	}
-	slices.SortFunc(out, func(a, b SandboxRecord) int { return compareIDs(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b SandboxRecord) int { return cmp.Or(len(a.ID)-len(b.ID), cmp.Compare(a.ID, b.ID)) })
 	return out
 }
 
@@ -476,11 +419,10 @@ func (d *Driver) Sandboxes() []SandboxRecord {
 func (d *Driver) State(id string) (drivers.State, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	b, ok := d.boxes[id]
-	if !ok {
-		return drivers.StateUnknown, false
+	if b, ok := d.boxes[id]; ok {
+		return b.stateAt(d.clk.Now()), true
 	}
-	return b.stateAt(d.clk.Now()), true
+	return drivers.StateUnknown, false
 }
 
 // DefaultImageIdentity returns the identity DefaultImage had when the driver

@@ -14,35 +14,20 @@ type Op int
 // The operations. Every call of an operation is counted, including calls
 // that fail.
 const (
-	// OpCreate is the create call of Acquire, before a sandbox exists.
-	OpCreate Op = iota
-	// OpStart starts a created sandbox (Acquire, after Allocated) or a
-	// stopped one (Resume).
-	OpStart
-	// OpExec is Sandbox.Exec.
-	OpExec
-	// OpStream is StreamExecer.Start.
-	OpStream
-	// OpTerminal is Terminal.OpenTerminal.
-	OpTerminal
-	// OpStop is Release(Stop).
-	OpStop
-	// OpDestroy is Release(Destroy) and Destroyer.Destroy.
-	OpDestroy
-	// OpResume is Resumer.Resume.
-	OpResume
-	// OpList is Lister.List.
-	OpList
-	// OpImageIdentity is ImageReporter.ImageIdentity.
-	OpImageIdentity
-	// OpCapture is Capturer.Capture.
-	OpCapture
-	// OpDeleteTemplate is TemplateDeleter.DeleteTemplate.
-	OpDeleteTemplate
-	// OpHealth is drivers.HealthChecker.CheckHealth.
-	OpHealth
-	// OpRunner is drivers.RunnerHost.HostRunner and RunnerIngress.Launch.
-	OpRunner
+	OpCreate         Op = iota // the create call of Acquire, before a sandbox exists
+	OpStart                    // starts a created sandbox (Acquire, after Allocated) or a stopped one (Resume)
+	OpExec                     // Sandbox.Exec
+	OpStream                   // StreamExecer.Start
+	OpTerminal                 // Terminal.OpenTerminal
+	OpStop                     // Release(Stop)
+	OpDestroy                  // Release(Destroy) and Destroyer.Destroy
+	OpResume                   // Resumer.Resume
+	OpList                     // Lister.List
+	OpImageIdentity            // ImageReporter.ImageIdentity
+	OpCapture                  // Capturer.Capture
+	OpDeleteTemplate           // TemplateDeleter.DeleteTemplate
+	OpHealth                   // drivers.HealthChecker.CheckHealth
+	OpRunner                   // drivers.RunnerHost.HostRunner and RunnerIngress.Launch
 
 	numOps
 )
@@ -157,7 +142,7 @@ func (d *Driver) Lose(id string) error {
 	if !ok {
 		return fmt.Errorf("fake: lose %s: %w", id, drivers.ErrNotFound)
 	}
-	b.kill()
+	b.cancel()
 	delete(d.boxes, id)
 	return nil
 }

@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -32,18 +33,18 @@ const (
 // (pinned) or by name (mutable) with provider name driver, else an OCI
 // reference; "" is the provider default (the zero Reference).
 func imageReference(driver, raw string) (images.Reference, error) {
-	switch {
-	case raw == "":
+	for _, p := range []string{SnapshotNamePrefix, SnapshotPrefix} {
+		if rest, ok := strings.CutPrefix(raw, p); ok && !strings.Contains(rest, "/") {
+			return images.ParseReference(p + driver + "/" + rest)
+		}
+	}
+	if raw == "" {
 		return images.Reference{}, nil
-	case strings.HasPrefix(raw, SnapshotNamePrefix) && !strings.Contains(raw[len(SnapshotNamePrefix):], "/"):
-		return images.ParseReference(SnapshotNamePrefix + driver + "/" + raw[len(SnapshotNamePrefix):])
-	case strings.HasPrefix(raw, SnapshotPrefix) && !strings.Contains(raw[len(SnapshotPrefix):], "/"):
-		return images.ParseReference(SnapshotPrefix + driver + "/" + raw[len(SnapshotPrefix):])
 	}
 	return images.ParseReference(raw)
 }
 
-// images is the fake provider's image table. Guarded by Driver.mu.
+// imageTable is the fake provider's image table. Guarded by Driver.mu.
 type imageTable struct {
 	tags      map[string]string // "repo:tag" -> "sha256:..."
 	digests   map[string]bool   // "repo@sha256:..."
@@ -54,10 +55,8 @@ type imageTable struct {
 }
 
 func newImageTable() *imageTable {
-	return &imageTable{
-		tags: map[string]string{}, digests: map[string]bool{}, pushes: map[string]int{},
-		snapshots: map[string]string{}, snapNames: map[string]string{},
-	}
+	return &imageTable{tags: map[string]string{}, digests: map[string]bool{}, pushes: map[string]int{},
+		snapshots: map[string]string{}, snapNames: map[string]string{}}
 }
 
 func fakeDigest(seed string) string {
@@ -86,46 +85,15 @@ func (d *Driver) AddImage(ref string) images.Identity {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	repo := r.Context().Name()
-	switch r := r.(type) {
-	case name.Digest:
-		d.images.digests[repo+"@"+r.DigestStr()] = true
-		return mustIdentity(repo, r.DigestStr())
-	case name.Tag:
-		key := repo + ":" + r.TagStr()
+	repo, dg := r.Context().Name(), r.Identifier()
+	if t, ok := r.(name.Tag); ok {
+		key := repo + ":" + t.TagStr()
 		d.images.pushes[key]++
-		dg := fakeDigest(fmt.Sprintf("%s#%d", key, d.images.pushes[key]))
+		dg = fakeDigest(fmt.Sprintf("%s#%d", key, d.images.pushes[key]))
 		d.images.tags[key] = dg
-		d.images.digests[repo+"@"+dg] = true
-		return mustIdentity(repo, dg)
 	}
-	panic(fmt.Sprintf("fake: AddImage(%q): unexpected reference type %T", ref, r))
-}
-
-// Retag points the tag reference ref at the digest identity to, which must
-// already be in the table, in the same repository.
-func (d *Driver) Retag(ref string, to images.Identity) error {
-	t, err := name.NewTag(ref)
-	if err != nil {
-		return fmt.Errorf("fake: retag %q: %w", ref, err)
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	repo := t.Context().Name()
-	if to.Kind() != images.KindDigest || to.Repository() != repo || !d.images.digests[to.String()] {
-		return fmt.Errorf("fake: retag %q to %q: %w", ref, to, drivers.ErrImageNotFound)
-	}
-	d.images.tags[repo+":"+t.TagStr()] = to.Digest()
-	return nil
-}
-
-// RemoveImage deletes a digest identity and every tag pointing at it from
-// the image table; sandboxes running it keep running. Removing an unknown
-// image does nothing.
-func (d *Driver) RemoveImage(id images.Identity) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.removeImageLocked(id)
+	d.images.digests[repo+"@"+dg] = true
+	return mustIdentity(repo, dg)
 }
 
 func (d *Driver) removeImageLocked(id images.Identity) {
@@ -174,108 +142,84 @@ func (d *Driver) DeleteSnapshot(id string) {
 }
 
 func (d *Driver) deleteSnapshotLocked(id string) {
-	n, ok := d.images.snapshots[id]
-	if !ok {
-		return
+	if n, ok := d.images.snapshots[id]; ok {
+		delete(d.images.snapshots, id)
+		if d.images.snapNames[n] == id {
+			delete(d.images.snapNames, n)
+		}
 	}
-	delete(d.images.snapshots, id)
-	if d.images.snapNames[n] == id {
-		delete(d.images.snapNames, n)
-	}
-}
-
-// SnapshotID returns the provider id the snapshot name resolves to now.
-func (d *Driver) SnapshotID(snapName string) (string, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	id, ok := d.images.snapNames[snapName]
-	return id, ok
-}
-
-// SnapshotIdentity returns the images.Identity of the snapshot id of this
-// provider (provider name: the driver's name).
-func (d *Driver) SnapshotIdentity(id string) (images.Identity, error) {
-	return images.SnapshotIdentity(d.provider, id)
 }
 
 // checkImageRef validates the syntax of an image config value.
 func checkImageRef(v any) error {
 	s, _ := v.(string)
-	switch {
-	case strings.HasPrefix(s, SnapshotNamePrefix):
-		if strings.TrimPrefix(s, SnapshotNamePrefix) == "" {
-			return fmt.Errorf("%q: empty snapshot name", s)
+	_, err := parseImage("fake", s)
+	return err
+}
+
+// parsedImage is an image config value: a snapshot by name or id, or an
+// OCI reference.
+type parsedImage struct {
+	snapName, snapID, provider string
+	ref                        name.Reference
+}
+
+// parseImage reads an image config value ("" is DefaultImage); provider is
+// the snapshot provider of "snapshot:<id>".
+func parseImage(provider, s string) (parsedImage, error) {
+	if n, ok := strings.CutPrefix(s, SnapshotNamePrefix); ok {
+		if n == "" {
+			return parsedImage{}, fmt.Errorf("%q: empty snapshot name", s)
 		}
-		return nil
-	case strings.HasPrefix(s, SnapshotPrefix):
-		rest := strings.TrimPrefix(s, SnapshotPrefix)
+		return parsedImage{snapName: n}, nil
+	}
+	if rest, ok := strings.CutPrefix(s, SnapshotPrefix); ok {
+		id, err := images.SnapshotIdentity(provider, rest)
 		if strings.Contains(rest, "/") {
-			if _, err := images.ParseIdentity(s); err != nil {
-				return fmt.Errorf("%q: %v", s, err)
-			}
-			return nil
+			id, err = images.ParseIdentity(s)
 		}
-		if _, err := images.SnapshotIdentity("fake", rest); err != nil {
-			return fmt.Errorf("%q: invalid snapshot id", s)
+		if err != nil {
+			return parsedImage{}, fmt.Errorf("%q: invalid snapshot id: %v", s, err)
 		}
-		return nil
+		return parsedImage{snapID: id.SnapshotID(), provider: id.Provider()}, nil
 	}
-	if _, err := name.ParseReference(s); err != nil {
-		return fmt.Errorf("%q is not an OCI reference or snapshot:<id>: %v", s, err)
+	r, err := name.ParseReference(cmp.Or(s, DefaultImage))
+	if err != nil {
+		return parsedImage{}, fmt.Errorf("%q is not an OCI reference or snapshot:<id>: %v", s, err)
 	}
-	return nil
+	return parsedImage{ref: r}, nil
 }
 
 // resolveImageLocked returns the identity the image config value names
 // now, or an error wrapping drivers.ErrImageNotFound that quotes it.
 func (d *Driver) resolveImageLocked(ref string) (images.Identity, error) {
-	notFound := func(what string) (images.Identity, error) {
-		return images.Identity{}, fmt.Errorf("fake: image %q: %s: %w", ref, what, drivers.ErrImageNotFound)
-	}
-	if ref == "" {
-		ref = DefaultImage
-	}
-	switch {
-	case strings.HasPrefix(ref, SnapshotNamePrefix):
-		id, ok := d.images.snapNames[strings.TrimPrefix(ref, SnapshotNamePrefix)]
-		if !ok {
-			return notFound("no snapshot has that name")
-		}
-		return images.SnapshotIdentity(d.provider, id)
-	case strings.HasPrefix(ref, SnapshotPrefix):
-		rest := strings.TrimPrefix(ref, SnapshotPrefix)
-		if strings.Contains(rest, "/") {
-			id, err := images.ParseIdentity(ref)
-			if err != nil {
-				return images.Identity{}, fmt.Errorf("fake: image %q: %w", ref, err)
-			}
-			if id.Provider() != d.provider {
-				return notFound(fmt.Sprintf("snapshot of provider %q, not %q", id.Provider(), d.provider))
-			}
-			rest = id.SnapshotID()
-		}
-		if _, ok := d.images.snapshots[rest]; !ok {
-			return notFound("no snapshot has that id")
-		}
-		return images.SnapshotIdentity(d.provider, rest)
-	}
-	r, err := name.ParseReference(ref)
+	p, err := parseImage(d.provider, ref)
 	if err != nil {
-		return images.Identity{}, fmt.Errorf("fake: image %q: %w", ref, err)
+		return images.Identity{}, fmt.Errorf("fake: image %w", err)
 	}
-	repo := r.Context().Name()
-	switch r := r.(type) {
-	case name.Digest:
-		if !d.images.digests[repo+"@"+r.DigestStr()] {
-			return notFound("no such digest")
+	why := ""
+	switch {
+	case p.snapName != "":
+		if id, ok := d.images.snapNames[p.snapName]; ok {
+			return images.SnapshotIdentity(d.provider, id)
 		}
-		return mustIdentity(repo, r.DigestStr()), nil
-	case name.Tag:
-		dg, ok := d.images.tags[repo+":"+r.TagStr()]
-		if !ok {
-			return notFound("no such tag")
+		why = "no snapshot has that name"
+	case p.snapID != "" && p.provider != d.provider:
+		why = fmt.Sprintf("snapshot of provider %q, not %q", p.provider, d.provider)
+	case p.snapID != "":
+		if _, ok := d.images.snapshots[p.snapID]; ok {
+			return images.SnapshotIdentity(d.provider, p.snapID)
 		}
-		return mustIdentity(repo, dg), nil
+		why = "no snapshot has that id"
+	default:
+		repo, dg := p.ref.Context().Name(), p.ref.Identifier()
+		why = "no such digest"
+		if t, ok := p.ref.(name.Tag); ok {
+			dg, why = d.images.tags[repo+":"+t.TagStr()], "no such tag"
+		}
+		if d.images.digests[repo+"@"+dg] {
+			return mustIdentity(repo, dg), nil
+		}
 	}
-	return notFound("unexpected reference")
+	return images.Identity{}, fmt.Errorf("fake: image %q: %s: %w", cmp.Or(ref, DefaultImage), why, drivers.ErrImageNotFound)
 }

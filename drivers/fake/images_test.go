@@ -47,14 +47,13 @@ func TestTagsAndDigests(t *testing.T) {
 	if got, err := acquireImage(t, d, v1.String()); err != nil || got != v1 {
 		t.Errorf("old digest: %v, %v; want %v", got, err, v1)
 	}
-	if err := d.Retag("example.test/app:1", v1); err != nil {
+	if err := d.DeleteTemplate(bg, drivers.Config{}, v2); err != nil { // removes the digest and the tags on it
 		t.Fatal(err)
 	}
-	if got, _ := acquireImage(t, d, "example.test/app:1"); got != v1 {
-		t.Errorf("after Retag the tag runs %v, want %v", got, v1)
+	if got, err := acquireImage(t, d, v1.String()); err != nil || got != v1 {
+		t.Errorf("old digest after deleting the new: %v, %v; want %v", got, err, v1)
 	}
-	d.RemoveImage(v1)
-	for _, ref := range []string{v1.String(), "example.test/app:1", "example.test/other:1", "example.test/app@sha256:" + strings.Repeat("0", 64)} {
+	for _, ref := range []string{v2.String(), "example.test/app:1", "example.test/other:1", "example.test/app@sha256:" + strings.Repeat("0", 64)} {
 		_, err := acquireImage(t, d, ref)
 		if !errors.Is(err, drivers.ErrImageNotFound) || !strings.Contains(err.Error(), ref) {
 			t.Errorf("acquire %q: err = %v, want ErrImageNotFound naming it", ref, err)
@@ -68,7 +67,7 @@ func TestSnapshots(t *testing.T) {
 	t.Parallel()
 	d := fake.New(nil)
 	id1 := d.AddSnapshot("base")
-	want1, _ := d.SnapshotIdentity(id1)
+	want1, _ := images.SnapshotIdentity(fake.Name, id1)
 	for _, ref := range []string{"snapshot:" + id1, "snapshot:fake/" + id1, "snapshot-name:base"} {
 		if got, err := acquireImage(t, d, ref); err != nil || got != want1 {
 			t.Errorf("acquire %q: %v, %v; want %v", ref, got, err, want1)
@@ -82,7 +81,7 @@ func TestSnapshots(t *testing.T) {
 	if _, err := acquireImage(t, d, "snapshot:"+id1); !errors.Is(err, drivers.ErrImageNotFound) {
 		t.Errorf("acquire deleted id: err = %v, want ErrImageNotFound", err)
 	}
-	want2, _ := d.SnapshotIdentity(id2)
+	want2, _ := images.SnapshotIdentity(fake.Name, id2)
 	if got, _ := acquireImage(t, d, "snapshot-name:base"); got != want2 {
 		t.Errorf("name resolves to %v, want the new %v", got, want2)
 	}

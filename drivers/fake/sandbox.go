@@ -1,8 +1,10 @@
 package fake
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 
@@ -64,10 +66,109 @@ func (s *sandbox) begin(op Op) (live, error) {
 	return live{alive: b.alive, host: b.hostname}, nil
 }
 
+// Exec runs cmd as Start does and waits for it, keeping at most
+// cmd.Limit() bytes of each stream (see the package documentation for what
+// runs). An unknown command exits 127 naming the handler to register. On
+// cancellation it returns an error wrapping ctx.Err(); when the sandbox is
+// stopped, destroyed or lost during the command, the command ends as
+// killed (ExitCode -1, Signal "KILL"). After Release it returns
+// drivers.ErrReleased; a lost or destroyed sandbox gives drivers.ErrNotFound.
+func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
+	stdout, stderr := driverkit.NewOutputBuffer(cmd.Limit()), driverkit.NewOutputBuffer(cmd.Limit())
+	p, err := s.start(ctx, OpExec, cmd, stdout, stderr, nil)
+	if err != nil {
+		return nil, err
+	}
+	<-p.done
+	if p.err != nil {
+		return nil, p.err
+	}
+	p.res.Stdout, p.res.Stderr = stdout.Bytes(), stderr.Bytes()
+	p.res.Truncated = stdout.Truncated() || stderr.Truncated()
+	return p.res, nil
+}
+
+// process is a command started by Start.
+type process struct {
+	done   chan struct{}
+	res    *drivers.Result
+	err    error
+	cancel context.CancelFunc
+	stdin  *io.PipeWriter
+	mu     sync.Mutex
+	signal string
+}
+
+// Start runs cmd (see Exec), streaming output to stdout and stderr (nil
+// discards) as the command writes it. Wait returns the exit status; a
+// signalled process ends with ExitCode -1 and Signal set. Cancelling ctx
+// ends the process and Wait returns an error wrapping ctx.Err().
+func (s *sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
+	return s.start(ctx, OpStream, cmd, cmp.Or(stdout, io.Discard), cmp.Or(stderr, io.Discard), nil)
+}
+
+// start counts op and runs cmd in a goroutine through run (nil: the
+// driver's commands), with a pipe as its stdin, fed from cmd.Stdin (or
+// left open for the terminal).
+func (s *sandbox) start(ctx context.Context, op Op, cmd drivers.Command, stdout, stderr io.Writer, run func(context.Context, Invocation, string) (int, error)) (*process, error) {
+	if len(cmd.Argv) == 0 {
+		return nil, fmt.Errorf("fake: %s in %s: empty argv", op, s.id)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("fake: %s %q in %s: %w", op, cmd.Argv[0], s.id, err)
+	}
+	lv, err := s.begin(op)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	p := &process{done: make(chan struct{}), stdin: pw}
+	if cmd.Stdin != nil {
+		driverkit.CopyStdin(pw, cmd.Stdin, p.done)
+	} else if op != OpTerminal {
+		pw.Close()
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	p.cancel = cancel
+	stop := context.AfterFunc(lv.alive, cancel)
+	context.AfterFunc(rctx, func() { pr.CloseWithError(context.Canceled) })
+	var mu sync.Mutex
+	inv := invocation(s.id, lv.host, cmd.Argv, cmd.Env, cmd.Dir, pr, lockedWriter{&mu, stdout}, lockedWriter{&mu, stderr})
+	if run == nil {
+		run = s.d.run
+	}
+	start := s.d.clk.Now()
+	go func() {
+		defer close(p.done)
+		defer stop()
+		defer cancel()
+		code, err := run(rctx, inv, lv.host)
+		pr.Close()
+		p.mu.Lock()
+		sig := p.signal
+		p.mu.Unlock()
+		res := &drivers.Result{ExitCode: code, Duration: s.d.clk.Now().Sub(start)}
+		switch {
+		case sig != "":
+			res.ExitCode, res.Signal = -1, sig
+		case lv.alive.Err() != nil:
+			res.ExitCode, res.Signal = -1, "KILL"
+		case ctx.Err() != nil:
+			err = ctx.Err()
+			fallthrough
+		case err != nil:
+			p.err = fmt.Errorf("fake: %s %q in %s: %w", op, cmd.Argv[0], s.id, err)
+			return
+		}
+		p.res = res
+	}()
+	return p, nil
+}
+
 // lockedWriter serializes writes of concurrent goroutines to one writer.
 type lockedWriter struct {
 	mu *sync.Mutex
-	w  interface{ Write([]byte) (int, error) }
+	w  io.Writer
 }
 
 func (l lockedWriter) Write(p []byte) (int, error) {
@@ -76,52 +177,38 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// Exec runs cmd with the fake's built-in commands, its sh subset and the
-// driver's handlers (see the package documentation). An unknown command
-// exits 127 with "not found" on stderr. On cancellation it returns an error
-// wrapping ctx.Err(); when the sandbox is stopped, destroyed or lost during
-// the command, the command ends as killed (ExitCode -1, Signal "KILL").
-// After Release it returns drivers.ErrReleased; a lost or destroyed sandbox
-// gives drivers.ErrNotFound.
-func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
-	if len(cmd.Argv) == 0 {
-		return nil, fmt.Errorf("fake: exec in %s: empty argv", s.id)
+// Wait blocks until the process ends, or until ctx ends (then it returns an
+// error wrapping ctx.Err() and the process keeps running).
+func (p *process) Wait(ctx context.Context) (*drivers.Result, error) {
+	if err := driverkit.AwaitDone(ctx, p.done); err != nil {
+		return nil, fmt.Errorf("fake: wait: %w", err)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("fake: exec %q in %s: %w", cmd.Argv[0], s.id, err)
-	}
-	lv, err := s.begin(OpExec)
-	if err != nil {
-		return nil, err
-	}
-	start := s.d.clk.Now()
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(lv.alive, cancel)
-	defer stop()
-	var mu sync.Mutex
-	stdout := driverkit.NewOutputBuffer(cmd.Limit())
-	stderr := driverkit.NewOutputBuffer(cmd.Limit())
-	sh := s.d.newShell(s.id, lv.host, cmd.Env, cmd.Dir, cmd.Stdin)
-	code, err := sh.runArgv(rctx, cmd.Argv, lockedWriter{&mu, stdout}, lockedWriter{&mu, stderr})
-	if ctx.Err() != nil {
-		return nil, fmt.Errorf("fake: exec %q in %s: %w", cmd.Argv[0], s.id, ctx.Err())
-	}
-	res := &drivers.Result{Duration: s.d.clk.Now().Sub(start)}
-	mu.Lock()
-	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
-	res.Truncated = stdout.Truncated() || stderr.Truncated()
-	mu.Unlock()
-	switch {
-	case lv.alive.Err() != nil:
-		res.ExitCode, res.Signal = -1, "KILL"
-	case err != nil:
-		return nil, fmt.Errorf("fake: exec %q in %s: %w", cmd.Argv[0], s.id, err)
-	default:
-		res.ExitCode = code
-	}
-	return res, nil
+	return p.res, p.err
 }
+
+// Signal ends the process with sig, one of driverkit.Signals (as
+// driverkit.ParseSignal reads it; another name is an error wrapping
+// drivers.ErrUnsupported). The fake has no signal handlers, so every
+// signal of the set ends it. Signalling an ended process does nothing.
+func (p *process) Signal(ctx context.Context, sig string) error {
+	sig, err := driverkit.ParseSignal(sig)
+	if err != nil {
+		return fmt.Errorf("fake: %w", err)
+	}
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	p.mu.Lock()
+	p.signal = cmp.Or(p.signal, sig)
+	p.mu.Unlock()
+	p.cancel()
+	return ctx.Err()
+}
+
+// CloseStdin closes the process's standard input.
+func (p *process) CloseStdin() error { return p.stdin.Close() }
 
 // Release ends the handle. Keep leaves the sandbox running and returns a
 // receipt of the running state read back (Keep needs no proof). Stop
@@ -197,12 +284,8 @@ func (s *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (imag
 	if _, err := s.begin(OpCapture); err != nil {
 		return images.Identity{}, err
 	}
-	n := req.Name
-	if n == "" {
-		n = "capture-" + s.id
-	}
 	s.d.mu.Lock()
-	id := s.d.addSnapshotLocked(n)
+	id := s.d.addSnapshotLocked(cmp.Or(req.Name, "capture-"+s.id))
 	s.d.mu.Unlock()
 	return images.SnapshotIdentity(s.d.provider, id)
 }

@@ -33,6 +33,10 @@ func (h *harness) Broken(drivertest.Failure) (drivertest.Broken, bool) {
 	return drivertest.Broken{}, false
 }
 
+// RunnersAreHostProcesses implements drivertest.HostProcessHarness: the
+// runners are processes of this host.
+func (h *harness) RunnersAreHostProcesses() bool { return true }
+
 // RunnerSpec implements drivertest.RunnerHarness: the reference runner,
 // built static for this machine.
 func (h *harness) RunnerSpec(tb testing.TB) drivers.RunnerSpec {
@@ -391,7 +395,8 @@ func TestEndpointIsUnixScheme(t *testing.T) {
 
 // A runner launched through the ingress is in a session of its own, so the
 // session's process groups do not hold it; Release (Destroy) still ends it
-// through its mark and says so in the receipt. Keep leaves it running.
+// through its mark (drivertest checks that) and says so in the receipt.
+// Keep leaves it running.
 func TestReleaseEndsLaunchedRunners(t *testing.T) {
 	t.Parallel()
 	d := local.New(nil)
@@ -410,67 +415,25 @@ func TestReleaseEndsLaunchedRunners(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Nobody serves the ingress: the runner waits for the controller.
-		if err := in.Launch(ctx, drivers.RunnerLaunch{Lease: "lease-1", Ticket: "not-a-real-ticket"}); err != nil {
-			t.Fatal(err)
-		}
+		pid := drivertest.LaunchUnserved(t, ctx, in, "lease-1", nil)
 		sock := strings.TrimPrefix(in.Endpoint(), "unix:")
-		var pids []int
-		for deadline := time.Now().Add(30 * time.Second); len(pids) == 0 && time.Now().Before(deadline); {
-			pids = processesWith("\x00--controller\x00unix:" + sock + "\x00")
-			time.Sleep(10 * time.Millisecond)
-		}
-		if len(pids) != 1 {
-			t.Fatalf("%s: runner processes %v, want one", disp, pids)
-		}
-		t.Cleanup(func() {
-			_ = syscall.Kill(pids[0], syscall.SIGKILL)
-			os.RemoveAll(filepath.Dir(sock)) // Keep leaves the runner its directory
-		})
+		t.Cleanup(func() { os.RemoveAll(filepath.Dir(sock)) }) // Keep leaves the runner its directory
 		rc, err := sb.Release(ctx, disp)
 		if err != nil {
 			t.Fatalf("%s: Release: %v", disp, err)
 		}
-		alive := syscall.Kill(pids[0], 0) == nil && !zombie(pids[0])
-		switch disp {
+		switch alive := drivertest.Alive(pid); disp {
 		case drivers.Destroy:
 			if alive {
-				t.Errorf("Destroy left the runner (pid %d) running", pids[0])
+				t.Errorf("Destroy left the runner (pid %d) running", pid)
 			}
 			if !strings.Contains(rc.Evidence, "1 runner processes ended") {
 				t.Errorf("Destroy evidence = %q, want the runner counted", rc.Evidence)
 			}
 		case drivers.Keep:
 			if !alive {
-				t.Errorf("Keep ended the runner (pid %d)", pids[0])
+				t.Errorf("Keep ended the runner (pid %d)", pid)
 			}
 		}
 	}
-}
-
-// processesWith returns the pids whose cmdline contains s.
-func processesWith(s string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(b), s) && !zombie(pid) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-// zombie reports whether pid is a zombie (or gone).
-func zombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) == 0 || f[0] == "Z" || f[0] == "X"
 }

@@ -1,7 +1,6 @@
 package ssh
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"maps"
@@ -58,29 +57,6 @@ func TestConformanceDropbear(t *testing.T) {
 	drivertest.RunConformanceTests(t, newDropbearHarness)
 }
 
-// livePIDsWith returns the live (not zombie) processes whose NUL-separated
-// argv holds seq.
-func livePIDsWith(seq string) []int {
-	want := []byte(seq)
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !bytes.Contains(b, want) {
-			continue
-		}
-		if st, _ := os.ReadFile("/proc/" + e.Name() + "/stat"); bytes.Contains(st, []byte(") Z ")) {
-			continue
-		}
-		out = append(out, pid)
-	}
-	return out
-}
-
 // treeCommand is a process tree: a shell with a background sleep and a
 // foreground one, both with the argument marker.
 func treeCommand(marker string) drivers.Command {
@@ -91,7 +67,7 @@ func treeCommand(marker string) drivers.Command {
 func waitStarted(t *testing.T, marker string, n int) {
 	t.Helper()
 	for i := 0; i < 500; i++ {
-		if len(livePIDsWith("\x00"+marker+"\x00")) >= n {
+		if len(drivertest.LivePIDs("\x00"+marker+"\x00")) >= n {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -118,7 +94,7 @@ func TestDropbearCancelAndReleaseLeaveNoSurvivor(t *testing.T) {
 	if _, err := p.Wait(context.Background()); err == nil {
 		t.Error("Wait after cancellation returned no error")
 	}
-	if left := livePIDsWith("\x00" + marker + "\x00"); len(left) > 0 {
+	if left := drivertest.LivePIDs("\x00" + marker + "\x00"); len(left) > 0 {
 		t.Errorf("cancelled tree: processes %v still run", left)
 	}
 
@@ -128,14 +104,14 @@ func TestDropbearCancelAndReleaseLeaveNoSurvivor(t *testing.T) {
 	}
 	waitStarted(t, marker2, 2)
 	r, err := sb.Release(testCtx(t), drivers.Destroy)
-	left := livePIDsWith("\x00" + marker2 + "\x00")
+	left := drivertest.LivePIDs("\x00" + marker2 + "\x00")
 	if len(left) > 0 {
 		t.Errorf("release: processes %v still run (receipt confirmed %v: %s)", left, r.Confirmed, r.Evidence)
 	}
 	if err != nil || !r.Confirmed {
 		t.Errorf("release = %+v, %v; want a confirmed receipt once nothing survives", r, err)
 	}
-	for _, pid := range append(livePIDsWith("\x00"+marker+"\x00"), left...) {
+	for _, pid := range append(drivertest.LivePIDs("\x00"+marker+"\x00"), left...) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/driverkit"
+	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
@@ -132,7 +133,7 @@ func (r *runnerRig) waitSession(t *testing.T, not string) string {
 // runnerPIDs returns the live processes whose argv is a runner dialing
 // the socket sock.
 func runnerPIDs(sock string) []int {
-	return livePIDsWith("\x00--controller\x00" + drivers.UnixScheme + sock + "\x00")
+	return drivertest.LivePIDs("\x00--controller\x00" + drivers.UnixScheme + sock + "\x00")
 }
 
 // PRP over SSH: a real runner, uploaded and launched through the ingress,
@@ -538,22 +539,5 @@ func TestReleaseEndsRunnersAndRemovesTheLeaseDirectory(t *testing.T) {
 // markedPIDs returns the live processes whose environment holds the entry
 // driverkit.RunnerMarkEnv=nonce.
 func markedPIDs(nonce string) []int {
-	want := []byte("\x00" + driverkit.RunnerMarkEnv + "=" + nonce + "\x00")
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !bytes.Contains(append([]byte{0}, b...), want) {
-			continue
-		}
-		if st, _ := os.ReadFile("/proc/" + e.Name() + "/stat"); bytes.Contains(st, []byte(") Z ")) {
-			continue
-		}
-		out = append(out, pid)
-	}
-	return out
+	return drivertest.LivePIDs("\x00" + driverkit.RunnerMarkEnv + "=" + nonce + "\x00")
 }

@@ -48,6 +48,10 @@ func (h *harness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
 	return drivertest.Broken{}, false
 }
 
+// RunnersAreHostProcesses implements drivertest.HostProcessHarness: the
+// test sshd (OpenSSH or Dropbear) runs on this host, and so do its runners.
+func (h *harness) RunnersAreHostProcesses() bool { return true }
+
 // RunnerSpec implements drivertest.RunnerHarness: the reference runner,
 // built static for this machine (the test sshd runs here).
 func (h *harness) RunnerSpec(tb testing.TB) drivers.RunnerSpec {

@@ -1,0 +1,326 @@
+package fake
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berthdev/berth/qualification"
+)
+
+// Invocation is one command run by a HandlerFunc.
+type Invocation struct {
+	Argv      []string
+	Env       map[string]string // the whole environment of the command
+	Dir       string
+	Stdin     io.Reader // never nil
+	Stdout    io.Writer
+	Stderr    io.Writer
+	SandboxID string
+}
+
+// HandlerFunc runs a command in Go. It returns the exit status; a non-nil
+// error fails the Exec itself (as a broken transport would), wrapped with
+// the sandbox id. It must honour ctx.
+type HandlerFunc func(ctx context.Context, inv Invocation) (exitCode int, err error)
+
+// DefaultDir is the working directory of commands that set none.
+const DefaultDir = "/root"
+
+// invocation builds the Invocation of argv in the sandbox id: the
+// default environment (PATH, HOME, HOSTNAME, USER) under env, dir or
+// DefaultDir, stdin or an empty reader.
+func invocation(id, host string, argv []string, env map[string]string, dir string, stdin io.Reader, stdout, stderr io.Writer) Invocation {
+	vars := map[string]string{"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "HOSTNAME": host, "USER": "root"}
+	maps.Copy(vars, env)
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	return Invocation{Argv: argv, Env: vars, Dir: cmp.Or(dir, DefaultDir), Stdin: stdin, Stdout: stdout, Stderr: stderr, SandboxID: id}
+}
+
+// run runs inv.Argv: a handler registered for argv[0] (or its base name)
+// or, for sh -c SCRIPT, for SCRIPT; else the detection script, a built-in,
+// or sh -c of one built-in command. The error is non-nil only when ctx
+// ended or a handler failed.
+func (d *Driver) run(ctx context.Context, inv Invocation, host string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return -1, err
+	}
+	argv, name := inv.Argv, path.Base(inv.Argv[0])
+	script, isSh := "", name == "sh" && len(argv) > 2 && argv[1] == "-c"
+	if isSh {
+		script = argv[2]
+	}
+	h, ok := d.handlers[argv[0]]
+	if !ok {
+		h, ok = d.handlers[name]
+	}
+	if !ok && isSh {
+		h, ok = d.handlers[script]
+	}
+	if ok {
+		inv.Argv = slices.Clone(argv)
+		code, err := h(ctx, inv)
+		if err != nil {
+			return -1, fmt.Errorf("handler %q: %w", argv[0], err)
+		}
+		return code, ctx.Err()
+	}
+	out, errw, args := inv.Stdout, inv.Stderr, argv[1:]
+	switch name {
+	case "true":
+		return 0, nil
+	case "false":
+		return 1, nil
+	case "exit":
+		code := 0
+		if len(args) > 0 {
+			n, err := strconv.Atoi(args[0])
+			if err != nil {
+				fmt.Fprintf(errw, "exit: Illegal number: %s\n", args[0])
+				return 2, nil
+			}
+			code = n & 0xff
+		}
+		return code, nil
+	case "echo":
+		nl := "\n"
+		if len(args) > 0 && args[0] == "-n" {
+			nl, args = "", args[1:]
+		}
+		io.WriteString(out, strings.Join(args, " ")+nl)
+		return 0, nil
+	case "pwd":
+		fmt.Fprintln(out, inv.Dir)
+		return 0, nil
+	case "env":
+		if len(args) > 0 {
+			return d.notFound(inv, `"env" with arguments`, "env")
+		}
+		for _, k := range slices.Sorted(maps.Keys(inv.Env)) {
+			fmt.Fprintf(out, "%s=%s\n", k, inv.Env[k])
+		}
+		return 0, nil
+	case "uname":
+		return d.uname(args, host, out, errw)
+	case "cat":
+		return d.cat(ctx, inv, host)
+	case "sleep":
+		return d.sleep(ctx, args, errw)
+	case "sh":
+		if !isSh {
+			return d.notFound(inv, strconv.Quote(strings.Join(argv, " ")), "sh")
+		}
+		if script == qualification.DetectScript {
+			d.detect(out, host, inv.Dir)
+			return 0, nil
+		}
+		words, err := splitWords(script, inv.Env, argv[3:])
+		if err != nil {
+			return d.notFound(inv, "sh -c "+strconv.Quote(script)+" ("+err.Error()+")", script)
+		}
+		if len(words) == 0 {
+			return 0, nil
+		}
+		inv.Argv = words
+		return d.run(ctx, inv, host)
+	}
+	return d.notFound(inv, strconv.Quote(argv[0]), name)
+}
+
+// notFound fails a command the fake does not know: exit 127 with a message
+// on stderr that names the handler to register.
+func (d *Driver) notFound(inv Invocation, what, key string) (int, error) {
+	fmt.Fprintf(inv.Stderr, "fake: no handler for %s: register one in Options.Handlers[%q]\n", what, key)
+	return 127, nil
+}
+
+// splitWords splits script, one simple command, into its words:
+// 'single quotes', "double quotes" (with \" \\ \$), backslash escapes and
+// $NAME, ${NAME} and $0..$9 (args holds $0, then $1...; default "sh").
+// Lists, pipelines, redirections, substitutions and subshells are errors.
+func splitWords(script string, env map[string]string, args []string) ([]string, error) {
+	var words []string
+	var cur strings.Builder
+	inWord, dq := false, false
+	for i := 0; i < len(script); i++ {
+		c := script[i]
+		switch {
+		case c == '`' || (c == '$' && strings.HasPrefix(script[i+1:], "(")):
+			return nil, errors.New("command substitution is not built in")
+		case c == '\'' && !dq:
+			end := strings.IndexByte(script[i+1:], '\'')
+			if end < 0 {
+				return nil, errors.New("unterminated quote")
+			}
+			cur.WriteString(script[i+1 : i+1+end])
+			i, inWord = i+end+1, true
+		case c == '"':
+			dq, inWord = !dq, true
+		case c == '\\' && i+1 < len(script) && (!dq || strings.IndexByte(`$"\`, script[i+1]) >= 0):
+			i++
+			cur.WriteByte(script[i])
+			inWord = true
+		case c == '$':
+			name, n := varName(script[i+1:])
+			switch {
+			case n == 0:
+				cur.WriteByte(c)
+			case len(name) == 1 && name[0] >= '0' && name[0] <= '9':
+				if k := int(name[0] - '0'); k < len(args) {
+					cur.WriteString(args[k])
+				} else if k == 0 {
+					cur.WriteString("sh")
+				}
+			default:
+				cur.WriteString(env[name])
+			}
+			i, inWord = i+n, true
+		case dq:
+			cur.WriteByte(c)
+		case c == ' ' || c == '\t':
+			if inWord {
+				words, inWord = append(words, cur.String()), false
+				cur.Reset()
+			}
+		case strings.IndexByte("\n;&|<>()", c) >= 0:
+			return nil, fmt.Errorf("%q: only one simple command is built in", c)
+		default:
+			cur.WriteByte(c)
+			inWord = true
+		}
+	}
+	if dq {
+		return nil, errors.New("unterminated quote")
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words, nil
+}
+
+// varName reads the variable name after a "$" and returns it and the
+// bytes it took (0: no name, the "$" is literal).
+func varName(s string) (string, int) {
+	if strings.HasPrefix(s, "{") {
+		if end := strings.IndexByte(s, '}'); end > 1 {
+			return s[1:end], end + 1
+		}
+		return "", 0
+	}
+	n := 0
+	for n < len(s) && (s[n] == '_' || s[n] >= 'a' && s[n] <= 'z' || s[n] >= 'A' && s[n] <= 'Z' || n > 0 && s[n] >= '0' && s[n] <= '9') {
+		n++
+	}
+	if n == 0 && s != "" && s[0] >= '0' && s[0] <= '9' {
+		n = 1
+	}
+	return s[:n], n
+}
+
+func (d *Driver) sleep(ctx context.Context, args []string, stderr io.Writer) (int, error) {
+	var f float64
+	var err error
+	unit := time.Second
+	if len(args) == 1 {
+		a := args[0]
+		if u, ok := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour}[a[len(a)-1]]; ok {
+			a, unit = a[:len(a)-1], u
+		}
+		f, err = strconv.ParseFloat(a, 64)
+	}
+	if len(args) != 1 || err != nil || f < 0 {
+		fmt.Fprintf(stderr, "sleep: invalid time interval %q\n", strings.Join(args, " "))
+		return 1, nil
+	}
+	select {
+	case <-d.clk.After(time.Duration(f * float64(unit))):
+		return 0, nil
+	case <-ctx.Done():
+		return -1, ctx.Err()
+	}
+}
+
+// uname prints the fields of -s -n -r -v -m -o (or -a) in that order.
+func (d *Driver) uname(args []string, host string, stdout, stderr io.Writer) (int, error) {
+	want := [6]bool{len(args) == 0}
+	for _, a := range args {
+		for j, c := range a {
+			i := strings.IndexRune("snrvmo", c)
+			switch {
+			case j == 0 && c == '-' && len(a) > 1:
+			case c == 'a' && j > 0:
+				want = [6]bool{true, true, true, true, true, true}
+			case i >= 0 && j > 0:
+				want[i] = true
+			default:
+				fmt.Fprintf(stderr, "uname: invalid option %q\n", a)
+				return 1, nil
+			}
+		}
+	}
+	p := d.platform
+	vals := [6]string{p.unameS(), host, p.Kernel, "#1 SMP PREEMPT_DYNAMIC fake", p.Machine, "GNU/Linux"}
+	var out []string
+	for i, w := range want {
+		if w {
+			out = append(out, vals[i])
+		}
+	}
+	fmt.Fprintln(stdout, strings.Join(out, " "))
+	return 0, nil
+}
+
+// cat prints stdin ("-" or no argument), /etc/os-release and /etc/hostname.
+func (d *Driver) cat(ctx context.Context, inv Invocation, host string) (int, error) {
+	files, code := inv.Argv[1:], 0
+	if len(files) == 0 {
+		files = []string{"-"}
+	}
+	for _, f := range files {
+		rel, hasRel := d.platform.osRelease()
+		switch {
+		case f == "-":
+			if _, err := io.Copy(inv.Stdout, inv.Stdin); err != nil {
+				return -1, err
+			}
+		case (f == "/etc/os-release" || f == "/usr/lib/os-release") && hasRel:
+			io.WriteString(inv.Stdout, rel)
+		case f == "/etc/hostname":
+			fmt.Fprintln(inv.Stdout, host)
+		default:
+			fmt.Fprintf(inv.Stderr, "cat: %s: No such file or directory\n", f)
+			code = 1
+		}
+	}
+	return code, nil
+}
+
+// detect prints what qualification.DetectScript prints on the fake's
+// platform: uname, ldd --version (with its stderr), /etc/os-release,
+// the hostname and dir; the loader, getconf and sw_vers sections stay
+// empty.
+func (d *Driver) detect(w io.Writer, host, dir string) {
+	p := d.platform
+	ldd, _, _, ok := p.lddVersion()
+	if !ok {
+		ldd = "sh: ldd: not found\n"
+	}
+	rel, _ := p.osRelease()
+	for _, s := range [][2]string{
+		{"begin v1", ""}, {"uname-s", p.unameS() + "\n"}, {"uname-m", p.Machine + "\n"}, {"uname-r", p.Kernel + "\n"},
+		{"ldd", ldd}, {"getconf", ""}, {"ld-musl", ""}, {"ld-linux", ""}, {"os-release", rel}, {"sw_vers", ""},
+		{"hostname", host + "\n"}, {"pwd", dir + "\n"}, {"end", ""},
+	} {
+		fmt.Fprintf(w, "@@berth-probe:%s@@\n%s", s[0], s[1])
+	}
+}
