@@ -116,6 +116,8 @@ var sentinelCodes = map[string]struct {
 	"prp/controller.ErrIdempotencyConflict": {controller.ErrIdempotencyConflict, errcode.Conflict},
 	"prp/controller.ErrProofIncomplete":     {controller.ErrProofIncomplete, errcode.Unavailable},
 	"prp/controller.ErrOutputGap":           {controller.ErrOutputGap, errcode.Internal},
+	"prp/controller.ErrTaskNotRun":          {controller.ErrTaskNotRun, errcode.Conflict},
+	"prp/controller.ErrEventsLost":          {controller.ErrEventsLost, errcode.Internal},
 }
 
 // errorTypeCodes is every exported error type of every public package, as

@@ -18,11 +18,11 @@
 // without allocation (CAP-1); Effective intersects the declaration with
 // what the driver implements and removes what a caller narrowed (CAP-2;
 // ConfigNarrowing gives what a config narrows, for a driver that implements
-// ConfigNarrower), and the As* helpers assert on the live value: the driver
+// ConfigNarrower), and DriverAs and SandboxAs assert on the live value: the driver
 // for driver-level interfaces, the sandbox (with the caller's narrowing)
 // for sandbox-level ones. The conformance suite proves declared ==
 // implemented. The package makes every type assertion on an optional
-// interface in one place, behind Effective and the As* helpers.
+// interface in one place, behind Effective, DriverAs and SandboxAs.
 //
 // ConfigSchema is the single description of a driver's config: it validates
 // and normalizes, applies defaults, tells which fields are secrets (moved

@@ -83,9 +83,14 @@ type Command struct {
 	OutputLimit int
 }
 
-// DefaultOutputLimit is the per-stream output cap of Exec when
-// Command.OutputLimit is 0.
-const DefaultOutputLimit = 1 << 20
+// Output limits.
+const (
+	// DefaultOutputLimit is the per-stream output cap of Exec when
+	// Command.OutputLimit is 0.
+	DefaultOutputLimit = 1 << 20
+	// MaxRunnerLogTail is the most RunnerIngress.LogTail returns.
+	MaxRunnerLogTail = 64 << 10
+)
 
 // Limit returns the effective output limit of c.
 func (c Command) Limit() int {

@@ -33,7 +33,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	se, err := drivers.AsStreamExecer(sb, 0)
+	se, err := drivers.SandboxAs[drivers.StreamExecer](sb, 0)
 	if err != nil {
 		panic(err)
 	}

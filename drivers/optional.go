@@ -336,9 +336,6 @@ type RunnerHost interface {
 // runner (prp/runner) reads it in its --controller flag.
 const UnixScheme = "unix:"
 
-// MaxRunnerLogTail is the most RunnerIngress.LogTail returns.
-const MaxRunnerLogTail = 64 << 10
-
 // RunnerIngress is a runner installed in a sandbox and its way back to
 // the berth host. As a net.Listener it yields, on the host, each
 // connection a runner in the sandbox made to Endpoint; the host serves the

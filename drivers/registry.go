@@ -48,14 +48,14 @@ func (r *Registry) Lookup(name string) (Driver, error) {
 }
 
 // Close closes every registered driver that implements io.Closer (see
-// CloseDriver), in name order, once: later calls do nothing and return nil. It
+// closeDriver), in name order, once: later calls do nothing and return nil. It
 // returns the joined errors of the drivers that failed, each naming its
 // driver. The registry itself stays usable for lookups and listings.
 func (r *Registry) Close() error {
 	r.closeOnce.Do(func() {
 		var errs []error
 		for _, n := range r.names {
-			errs = append(errs, CloseDriver(r.byName[n]))
+			errs = append(errs, closeDriver(r.byName[n]))
 		}
 		r.closeErr = errors.Join(errs...)
 	})

@@ -3,6 +3,7 @@ package drivers
 import (
 	"fmt"
 	"io"
+	"strings"
 )
 
 // This file holds every type assertion on the optional interfaces, so that
@@ -72,14 +73,14 @@ func SandboxImplemented(sb Sandbox) Set {
 	return s
 }
 
-// CloseDriver closes d when it implements io.Closer and returns its error
+// closeDriver closes d when it implements io.Closer and returns its error
 // wrapped with the driver's name; otherwise it does nothing and returns
 // nil. io.Closer is an optional interface that may be implemented by a
 // Driver: Close releases what the driver holds for its whole life (engine
 // clients, pooled connections); sandboxes obtained before must not be used
 // afterwards. A Driver that does not implement it holds nothing that needs
 // closing.
-func CloseDriver(d Driver) error {
+func closeDriver(d Driver) error {
 	c, ok := d.(io.Closer)
 	if !ok {
 		return nil
@@ -95,7 +96,7 @@ func CloseDriver(d Driver) error {
 // narrowed (CAP-2). Driver-level capabilities must be implemented by d;
 // sandbox-level ones can only be checked on a live sandbox, so Effective
 // takes the declaration for them (the conformance suite proves it equals
-// what a live sandbox implements), and the As* helpers for sandbox
+// what a live sandbox implements), and SandboxAs for sandbox
 // interfaces check the live sandbox again. Narrowing (by config, lease
 // policy or an unavailable provider) only removes; nothing adds a
 // capability the driver does not declare. An unavailable driver (see
@@ -107,7 +108,7 @@ func Effective(d Driver, narrowed Set) Set {
 	return d.Capabilities().Declared.Intersect(Implemented(d) | sandboxLevel).Without(narrowed)
 }
 
-// Narrowing returns the narrowing to pass to the As* helpers for the live
+// Narrowing returns the narrowing to pass to SandboxAs for the live
 // sandboxes of d: every capability that is not effective for d under
 // narrowed (undeclared, not implemented by the driver, narrowed, or all of
 // them when d is unavailable). It does no I/O.
@@ -136,103 +137,91 @@ func Available(d Driver) error {
 	return nil
 }
 
-func driverAs[T any](d Driver, c Capability) (T, error) {
+// DriverAs returns d as T, one of the driver-level optional interfaces
+// (Resumer, Lister, Destroyer, TemplateDeleter, HealthChecker,
+// ArchReporter), when d implements it and, where T is the interface of a
+// capability (Resumer: CapReuse, Lister: CapList, Destroyer:
+// CapDestroyByID, TemplateDeleter: CapTemplateDelete), that capability is
+// effective (declared, and d available); else an error wrapping
+// ErrUnsupported that names the driver and the capability or interface.
+// HealthChecker and ArchReporter are no capabilities: for them DriverAs
+// reads neither the declaration nor Available (a provider without health
+// of its own, a driver that cannot say its sandboxes' architecture before
+// allocating one).
+//
+//	r, err := drivers.DriverAs[drivers.Resumer](d)
+func DriverAs[T any](d Driver) (T, error) {
 	var zero T
 	v, ok := d.(T)
-	if !ok || !Effective(d, 0).Has(c) {
+	c, isCap := capabilityOf[T]()
+	switch {
+	case isCap && (!ok || !Effective(d, 0).Has(c)):
 		return zero, fmt.Errorf("driver %q: capability %s: %w", d.Name(), c, ErrUnsupported)
+	case !ok:
+		return zero, fmt.Errorf("driver %q: %s: %w", d.Name(), missingText[T](), ErrUnsupported)
 	}
 	return v, nil
 }
 
-func sandboxAs[T any](sb Sandbox, narrowed Set, c Capability) (T, error) {
+// SandboxAs returns the live sandbox sb as T, one of the sandbox-level
+// optional interfaces (StreamExecer: CapStreamExec, ImageReporter:
+// CapImageIdentity, Terminal: CapTerminal, Capturer: CapTemplateCapture,
+// RunnerHost: CapRunnerIngress), when sb implements it and narrowed does
+// not hold its capability, else an error wrapping ErrUnsupported that names
+// the sandbox and capability. Pass Narrowing(driver, policy) as narrowed
+// to honour the driver's declaration.
+//
+//	se, err := drivers.SandboxAs[drivers.StreamExecer](sb, drivers.Narrowing(d, 0))
+func SandboxAs[T any](sb Sandbox, narrowed Set) (T, error) {
 	var zero T
-	if narrowed.Has(c) {
+	c, isCap := capabilityOf[T]()
+	if isCap && narrowed.Has(c) {
 		return zero, fmt.Errorf("sandbox %q: capability %s is narrowed away: %w", sb.ID(), c, ErrUnsupported)
 	}
 	v, ok := sb.(T)
-	if !ok {
+	switch {
+	case !ok && isCap:
 		return zero, fmt.Errorf("sandbox %q: capability %s: %w", sb.ID(), c, ErrUnsupported)
+	case !ok:
+		return zero, fmt.Errorf("sandbox %q: %s: %w", sb.ID(), missingText[T](), ErrUnsupported)
 	}
 	return v, nil
 }
 
-// AsResumer returns d as a Resumer when d implements it and CapReuse is
-// effective (declared, and d available), else an error wrapping
-// ErrUnsupported that names the driver and capability.
-func AsResumer(d Driver) (Resumer, error) { return driverAs[Resumer](d, CapReuse) }
-
-// AsLister returns d as a Lister when d implements it and CapList is
-// effective, else an error wrapping ErrUnsupported.
-func AsLister(d Driver) (Lister, error) { return driverAs[Lister](d, CapList) }
-
-// AsDestroyer returns d as a Destroyer when d implements it and
-// CapDestroyByID is effective, else an error wrapping ErrUnsupported.
-func AsDestroyer(d Driver) (Destroyer, error) { return driverAs[Destroyer](d, CapDestroyByID) }
-
-// AsTemplateDeleter returns d as a TemplateDeleter when d implements it and
-// CapTemplateDelete is effective, else an error wrapping ErrUnsupported.
-func AsTemplateDeleter(d Driver) (TemplateDeleter, error) {
-	return driverAs[TemplateDeleter](d, CapTemplateDelete)
-}
-
-// AsStreamExecer returns the live sandbox sb as a StreamExecer when sb
-// implements it and narrowed does not hold CapStreamExec, else an error
-// wrapping ErrUnsupported that names the sandbox and capability. Pass
-// Narrowing(driver, policy) as narrowed to honour the driver's declaration.
-func AsStreamExecer(sb Sandbox, narrowed Set) (StreamExecer, error) {
-	return sandboxAs[StreamExecer](sb, narrowed, CapStreamExec)
-}
-
-// AsImageReporter returns the live sandbox sb as an ImageReporter when sb
-// implements it and narrowed does not hold CapImageIdentity, else an error
-// wrapping ErrUnsupported.
-func AsImageReporter(sb Sandbox, narrowed Set) (ImageReporter, error) {
-	return sandboxAs[ImageReporter](sb, narrowed, CapImageIdentity)
-}
-
-// AsTerminal returns the live sandbox sb as a Terminal when sb implements it
-// and narrowed does not hold CapTerminal, else an error wrapping
-// ErrUnsupported.
-func AsTerminal(sb Sandbox, narrowed Set) (Terminal, error) {
-	return sandboxAs[Terminal](sb, narrowed, CapTerminal)
-}
-
-// AsCapturer returns the live sandbox sb as a Capturer when sb implements it
-// and narrowed does not hold CapTemplateCapture, else an error wrapping
-// ErrUnsupported.
-func AsCapturer(sb Sandbox, narrowed Set) (Capturer, error) {
-	return sandboxAs[Capturer](sb, narrowed, CapTemplateCapture)
-}
-
-// AsRunnerHost returns the live sandbox sb as a RunnerHost when sb
-// implements it and narrowed does not hold CapRunnerIngress, else an error
-// wrapping ErrUnsupported.
-func AsRunnerHost(sb Sandbox, narrowed Set) (RunnerHost, error) {
-	return sandboxAs[RunnerHost](sb, narrowed, CapRunnerIngress)
-}
-
-// AsArchReporter returns d as an ArchReporter when d implements it, else
-// an error wrapping ErrUnsupported that names the driver: it cannot say
-// its sandboxes' architecture before allocating one. Like health, this is
-// no capability: it reads neither the declaration nor Available.
-func AsArchReporter(d Driver) (ArchReporter, error) {
-	ar, ok := d.(ArchReporter)
-	if !ok {
-		return nil, fmt.Errorf("driver %q: reports no architecture before allocation: %w", d.Name(), ErrUnsupported)
+// capabilityOf returns the capability whose optional interface T is, and
+// false for any other type.
+func capabilityOf[T any]() (Capability, bool) {
+	switch any((*T)(nil)).(type) {
+	case *Resumer:
+		return CapReuse, true
+	case *Lister:
+		return CapList, true
+	case *Destroyer:
+		return CapDestroyByID, true
+	case *TemplateDeleter:
+		return CapTemplateDelete, true
+	case *StreamExecer:
+		return CapStreamExec, true
+	case *ImageReporter:
+		return CapImageIdentity, true
+	case *Terminal:
+		return CapTerminal, true
+	case *Capturer:
+		return CapTemplateCapture, true
+	case *RunnerHost:
+		return CapRunnerIngress, true
 	}
-	return ar, nil
+	return 0, false
 }
 
-// AsHealthChecker returns d as a HealthChecker when d implements it, else
-// an error wrapping ErrUnsupported that names the driver: its provider has
-// no health of its own (see HealthChecker). Health is no capability, so
-// unlike the other As* helpers it reads neither the declaration nor
-// Available.
-func AsHealthChecker(d Driver) (HealthChecker, error) {
-	hc, ok := d.(HealthChecker)
-	if !ok {
-		return nil, fmt.Errorf("driver %q: no provider health of its own: %w", d.Name(), ErrUnsupported)
+// missingText says what a value lacks that does not implement T, an
+// interface of no capability.
+func missingText[T any]() string {
+	switch any((*T)(nil)).(type) {
+	case *HealthChecker:
+		return "no provider health of its own"
+	case *ArchReporter:
+		return "reports no architecture before allocation"
 	}
-	return hc, nil
+	return "does not implement " + strings.TrimPrefix(fmt.Sprintf("%T", (*T)(nil)), "*")
 }

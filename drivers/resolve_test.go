@@ -131,13 +131,13 @@ func TestResolvingAndListingCallNothing(t *testing.T) {
 	if len(infos) != 2 || !infos[0].Available || infos[1].Available || infos[1].Effective != 0 || infos[1].Reason == "" {
 		t.Errorf("List = %+v", infos)
 	}
-	if _, err := drivers.AsResumer(r); err != nil {
+	if _, err := drivers.DriverAs[drivers.Resumer](r); err != nil {
 		t.Errorf("AsResumer(a): %v", err)
 	}
-	if _, err := drivers.AsResumer(u); !errors.Is(err, drivers.ErrUnsupported) {
+	if _, err := drivers.DriverAs[drivers.Resumer](u); !errors.Is(err, drivers.ErrUnsupported) {
 		t.Errorf("AsResumer(unavailable): %v, want ErrUnsupported", err)
 	}
-	if _, err := drivers.AsDestroyer(r); !errors.Is(err, drivers.ErrUnsupported) {
+	if _, err := drivers.DriverAs[drivers.Destroyer](r); !errors.Is(err, drivers.ErrUnsupported) {
 		t.Errorf("AsDestroyer(not implemented): %v, want ErrUnsupported", err)
 	}
 	if d := reg.Describe("missing"); d.Available || d.Reason == "" {
@@ -200,23 +200,23 @@ func TestSandboxCapabilitiesComeFromTheLiveSandbox(t *testing.T) {
 			t.Errorf("%s: SandboxImplemented = %s, want %s", tc.name, got, tc.want)
 		}
 	}
-	if _, err := drivers.AsStreamExecer(&streamSandbox{}, 0); err != nil {
+	if _, err := drivers.SandboxAs[drivers.StreamExecer](&streamSandbox{}, 0); err != nil {
 		t.Errorf("AsStreamExecer of a streaming sandbox: %v", err)
 	}
-	_, err := drivers.AsStreamExecer(&streamSandbox{}, drivers.NewSet(drivers.CapStreamExec))
+	_, err := drivers.SandboxAs[drivers.StreamExecer](&streamSandbox{}, drivers.NewSet(drivers.CapStreamExec))
 	if !errors.Is(err, drivers.ErrUnsupported) || !strings.Contains(err.Error(), `"plain"`) {
 		t.Errorf("AsStreamExecer narrowed away: %v, want ErrUnsupported naming the sandbox", err)
 	}
-	if _, err := drivers.AsImageReporter(&streamSandbox{}, 0); !errors.Is(err, drivers.ErrUnsupported) {
+	if _, err := drivers.SandboxAs[drivers.ImageReporter](&streamSandbox{}, 0); !errors.Is(err, drivers.ErrUnsupported) {
 		t.Errorf("AsImageReporter of a sandbox without it: %v, want ErrUnsupported", err)
 	}
 	// Narrowing(d) withholds what d does not declare or cannot use.
 	calls := &atomic.Int64{}
 	d := &countingDriver{name: "d", declared: drivers.NewSet(drivers.CapExec, drivers.CapImageIdentity), ioCalls: calls}
-	if _, err := drivers.AsImageReporter(&imageSandbox{}, drivers.Narrowing(d, 0)); err != nil {
+	if _, err := drivers.SandboxAs[drivers.ImageReporter](&imageSandbox{}, drivers.Narrowing(d, 0)); err != nil {
 		t.Errorf("AsImageReporter with the driver's narrowing: %v", err)
 	}
-	if _, err := drivers.AsStreamExecer(&streamSandbox{}, drivers.Narrowing(d, 0)); !errors.Is(err, drivers.ErrUnsupported) {
+	if _, err := drivers.SandboxAs[drivers.StreamExecer](&streamSandbox{}, drivers.Narrowing(d, 0)); !errors.Is(err, drivers.ErrUnsupported) {
 		t.Errorf("AsStreamExecer of an undeclared capability: %v, want ErrUnsupported", err)
 	}
 	down := &unavailableDriver{resumingDriver{countingDriver{name: "u", declared: all(), unavail: errors.New("engine down"), ioCalls: calls}}}
@@ -237,10 +237,10 @@ func (d *healthDriver) CheckHealth(context.Context, drivers.Config) error { retu
 // an error wrapping ErrUnsupported that names the driver.
 func TestAsHealthChecker(t *testing.T) {
 	hd := &healthDriver{countingDriver{name: "healthy"}}
-	if hc, err := drivers.AsHealthChecker(hd); err != nil || hc.Endpoint(nil) != "engine" {
+	if hc, err := drivers.DriverAs[drivers.HealthChecker](hd); err != nil || hc.Endpoint(nil) != "engine" {
 		t.Errorf("AsHealthChecker(health driver) = %v, %v; want the driver", hc, err)
 	}
-	hc, err := drivers.AsHealthChecker(&countingDriver{name: "plain"})
+	hc, err := drivers.DriverAs[drivers.HealthChecker](&countingDriver{name: "plain"})
 	if !errors.Is(err, drivers.ErrUnsupported) || hc != nil || !strings.Contains(err.Error(), `"plain"`) {
 		t.Errorf("AsHealthChecker(plain driver) = %v, %v; want nil and an ErrUnsupported naming the driver", hc, err)
 	}

@@ -345,7 +345,7 @@ func (s *ConfigSchema) Normalize(raw map[string]any) (Config, error) {
 			continue
 		}
 		if f.Name == LabelsField && f.Type == TypeStringMap {
-			if err := CheckLabels(nv); err != nil {
+			if err := checkLabels(nv); err != nil {
 				fail(f.Name, err.Error())
 				continue
 			}
@@ -369,20 +369,24 @@ func (s *ConfigSchema) Normalize(raw map[string]any) (Config, error) {
 	return out, nil
 }
 
-// LabelsField is the name of a driver's config field of extra labels for
-// its sandboxes. Normalize applies CheckLabels to every StringMap field of
-// that name, whatever the driver: one label rule for every driver.
-const LabelsField = "labels"
+// Sandbox labels: one rule for every driver.
+const (
+	// LabelsField is the name of a driver's config field of extra labels
+	// for its sandboxes. Normalize applies the label rule to every
+	// StringMap field of that name, whatever the driver: no empty key, and
+	// no key starting with ReservedLabelPrefix.
+	LabelsField = "labels"
+	// ReservedLabelPrefix starts the label keys berth itself sets on
+	// sandboxes (lease, instance, environment, template); a config's
+	// labels may not use it, so that they can never forge or clash with
+	// berth's own.
+	ReservedLabelPrefix = "berth."
+)
 
-// ReservedLabelPrefix starts the label keys berth itself sets on sandboxes
-// (lease, instance, environment, template); a config's labels may not use
-// it, so that they can never forge or clash with berth's own.
-const ReservedLabelPrefix = "berth."
-
-// CheckLabels is the rule for a config's labels (a map[string]string): no
+// checkLabels is the rule for a config's labels (a map[string]string): no
 // empty key, and no key starting with ReservedLabelPrefix. The error names
 // the offending key.
-func CheckLabels(v any) error {
+func checkLabels(v any) error {
 	m, _ := v.(map[string]string)
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if k == "" {

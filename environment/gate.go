@@ -151,7 +151,7 @@ func (g *Gate) driverOf(name string) (drivers.Driver, string, error) {
 // addresses, and false when it was never measured or d has no provider
 // health.
 func (g *Gate) lastHealth(ctx context.Context, d drivers.Driver, cfg map[string]any) (ProviderHealth, bool, error) {
-	hc, err := drivers.AsHealthChecker(d)
+	hc, err := drivers.DriverAs[drivers.HealthChecker](d)
 	if err != nil {
 		return ProviderHealth{}, false, nil
 	}
@@ -177,7 +177,7 @@ func (g *Gate) HealthView(ctx context.Context, env *Environment) (*HealthView, e
 	if err != nil {
 		return nil, nil
 	}
-	hc, err := drivers.AsHealthChecker(d)
+	hc, err := drivers.DriverAs[drivers.HealthChecker](d)
 	if err != nil {
 		return nil, nil
 	}

@@ -34,7 +34,7 @@ func (c *Catalog) RefreshHealth(ctx context.Context, p authz.Principal, id strin
 	if err != nil {
 		return nil, fmt.Errorf("environment %s: %w", labelOf(env), err)
 	}
-	hc, err := drivers.AsHealthChecker(d)
+	hc, err := drivers.DriverAs[drivers.HealthChecker](d)
 	if err != nil {
 		return nil, nil
 	}
@@ -72,7 +72,7 @@ func (c *Catalog) RefreshAllHealth(ctx context.Context, p authz.Principal) error
 		if err != nil {
 			continue
 		}
-		hc, err := drivers.AsHealthChecker(d)
+		hc, err := drivers.DriverAs[drivers.HealthChecker](d)
 		if err != nil {
 			continue
 		}

@@ -284,7 +284,7 @@ func (m *Manager) prepare(ctx context.Context, p authz.Principal, req AcquireReq
 // reports none gets the set's only binary (drivers.RunnerSet.For).
 func (m *Manager) runnerFor(ctx context.Context, drv drivers.Driver, cfg drivers.Config, set *drivers.RunnerSet) (drivers.RunnerSpec, error) {
 	arch := ""
-	if ar, err := drivers.AsArchReporter(drv); err == nil {
+	if ar, err := drivers.DriverAs[drivers.ArchReporter](drv); err == nil {
 		if arch, err = ar.RunnerArch(ctx, cfg); err != nil {
 			return drivers.RunnerSpec{}, fmt.Errorf("the target's architecture, for its runner binary: %w", err)
 		}

@@ -23,7 +23,7 @@ func (m *Manager) terminate(ctx context.Context, drv drivers.Driver, l *Lease, s
 		return sb.Release(cctx, d)
 	}
 	host := drv.Capabilities().Kind == drivers.KindHost
-	if destroyer, err := drivers.AsDestroyer(drv); err == nil && !host && l.ProviderLeaseID != "" {
+	if destroyer, err := drivers.DriverAs[drivers.Destroyer](drv); err == nil && !host && l.ProviderLeaseID != "" {
 		cfg, err := m.resolveConfig(cctx, drv, l.Config)
 		if err != nil {
 			return drivers.Receipt{}, err
@@ -163,11 +163,11 @@ func (m *Manager) cleanupByLabel(ctx context.Context, drv drivers.Driver, l *Lea
 		// connection ended with the acquiring process.
 		return true, "host session never became active: no command of the lease was ever started", drivers.EvidenceNone, nil
 	}
-	lister, err := drivers.AsLister(drv)
+	lister, err := drivers.DriverAs[drivers.Lister](drv)
 	if err != nil {
 		return false, "", drivers.EvidenceNone, fmt.Errorf("no provider lease id recorded and the driver cannot list sandboxes by label; an operator must check: %w", err)
 	}
-	destroyer, err := drivers.AsDestroyer(drv)
+	destroyer, err := drivers.DriverAs[drivers.Destroyer](drv)
 	if err != nil {
 		return false, "", drivers.EvidenceNone, fmt.Errorf("no provider lease id recorded and the driver cannot destroy by id: %w", err)
 	}

@@ -83,7 +83,7 @@ func (h *Handle) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result
 // Start starts a streamed process (drivers.StreamExecer); an error wraps
 // drivers.ErrUnsupported when the driver cannot stream.
 func (h *Handle) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
-	se, err := capability(h, drivers.AsStreamExecer)
+	se, err := capability(h, drivers.SandboxAs[drivers.StreamExecer])
 	if err != nil {
 		return nil, h.wrap(err)
 	}
@@ -94,7 +94,7 @@ func (h *Handle) Start(ctx context.Context, cmd drivers.Command, stdout, stderr 
 // (drivers.ImageReporter); an error wraps drivers.ErrUnsupported when the
 // driver cannot report it.
 func (h *Handle) ImageIdentity(ctx context.Context) (images.Identity, error) {
-	ir, err := capability(h, drivers.AsImageReporter)
+	ir, err := capability(h, drivers.SandboxAs[drivers.ImageReporter])
 	if err != nil {
 		return images.Identity{}, h.wrap(err)
 	}
@@ -105,7 +105,7 @@ func (h *Handle) ImageIdentity(ctx context.Context) (images.Identity, error) {
 // (drivers.Terminal); an error wraps drivers.ErrUnsupported when the driver
 // has none.
 func (h *Handle) OpenTerminal(ctx context.Context, req drivers.TerminalRequest) (drivers.TerminalSession, error) {
-	t, err := capability(h, drivers.AsTerminal)
+	t, err := capability(h, drivers.SandboxAs[drivers.Terminal])
 	if err != nil {
 		return nil, h.wrap(err)
 	}
@@ -122,7 +122,7 @@ func (h *Handle) OpenTerminal(ctx context.Context, req drivers.TerminalRequest) 
 // (drivers.Capturer); an error wraps drivers.ErrUnsupported when the driver
 // cannot.
 func (h *Handle) Capture(ctx context.Context, req drivers.CaptureRequest) (images.Identity, error) {
-	c, err := capability(h, drivers.AsCapturer)
+	c, err := capability(h, drivers.SandboxAs[drivers.Capturer])
 	if err != nil {
 		return images.Identity{}, h.wrap(err)
 	}
@@ -141,7 +141,7 @@ func (h *Handle) HostRunner(ctx context.Context) (drivers.RunnerIngress, error) 
 		return nil, fmt.Errorf("lease %s was acquired without a runner (AcquireRequest.Runner): %w", h.lease.ID, drivers.ErrUnsupported)
 	}
 	spec := *h.lease.Runner
-	rh, err := capability(h, drivers.AsRunnerHost)
+	rh, err := capability(h, drivers.SandboxAs[drivers.RunnerHost])
 	if err != nil {
 		return nil, h.wrap(err)
 	}
@@ -174,7 +174,7 @@ func (h *Handle) Raw(f func(sandbox any) error) error {
 }
 
 // capability looks the handle's live sandbox up as a capability T with the
-// drivers.As* helper as, narrowed by everything the driver does not
+// drivers.SandboxAs call as, narrowed by everything the driver does not
 // effectively offer (drivers.Narrowing: undeclared, unimplemented, or an
 // unavailable provider). Every capability lookup of a Handle goes through
 // this one function.

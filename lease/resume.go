@@ -62,7 +62,7 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 	if err != nil {
 		return nil, false, fmt.Errorf("lease %s: claiming it for resume: %w", l.ID, err)
 	}
-	resumer, err := drivers.AsResumer(a.drv)
+	resumer, err := drivers.DriverAs[drivers.Resumer](a.drv)
 	if err != nil {
 		m.unclaim(ctx, cl, "")
 		return nil, false, fmt.Errorf("lease %s: %w", l.ID, err)

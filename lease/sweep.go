@@ -132,8 +132,8 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *SweepReport) error {
 			rep.EnvironmentsSkipped++
 			continue
 		}
-		lister, lerr := drivers.AsLister(drv)
-		destroyer, derr := drivers.AsDestroyer(drv)
+		lister, lerr := drivers.DriverAs[drivers.Lister](drv)
+		destroyer, derr := drivers.DriverAs[drivers.Destroyer](drv)
 		if lerr != nil || derr != nil {
 			rep.EnvironmentsSkipped++
 			continue

@@ -21,7 +21,7 @@
 //     lease through lease.Manager (never a reused one), runs
 //     qualification.DetectScript in one Exec and parses it with
 //     qualification.ParseDetection, reads the live image identity through
-//     drivers.AsImageReporter on the live sandbox (narrowed by
+//     drivers.SandboxAs[drivers.ImageReporter] on the live sandbox (narrowed by
 //     drivers.Narrowing for its driver), releases the lease with Destroy and confirms
 //     the cleanup, then evaluates the qualification and stores the record
 //     only when qualification.Evaluate says so.

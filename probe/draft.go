@@ -75,7 +75,7 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr authz.Principal, driver stri
 		}
 		// CAP-3: measure the provider; a draft stores nothing, so the
 		// measurement is not kept.
-		if hc, herr := drivers.AsHealthChecker(d); herr == nil {
+		if hc, herr := drivers.DriverAs[drivers.HealthChecker](d); herr == nil {
 			if err := hc.CheckHealth(ctx, c); err != nil {
 				return "", "", err
 			}

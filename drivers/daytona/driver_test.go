@@ -66,7 +66,7 @@ func TestSlowStartIsResumedByID(t *testing.T) {
 	e.srv.Advance(2 * time.Minute) // the start finishes after the budget
 	rctx, rcancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer rcancel()
-	r, err := drivers.AsResumer(e.drv)
+	r, err := drivers.DriverAs[drivers.Resumer](e.drv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestDeletedSnapshotIDIsNotResolvedByName(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	ir, err := drivers.AsImageReporter(sb, 0)
+	ir, err := drivers.SandboxAs[drivers.ImageReporter](sb, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +418,7 @@ func TestReleaseReceipts(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		ds, _ := drivers.AsDestroyer(e.drv)
+		ds, _ := drivers.DriverAs[drivers.Destroyer](e.drv)
 		id := alloc.get()[0]
 		rc, err := ds.Destroy(ctx, cfg, id)
 		if err != nil || !rc.Proves(id, drivers.Destroy) {
@@ -451,7 +451,7 @@ func TestListWalksCursorPages(t *testing.T) {
 			want = append(want, sb.ID())
 		}
 	}
-	l, _ := drivers.AsLister(e.drv)
+	l, _ := drivers.DriverAs[drivers.Lister](e.drv)
 	infos, err := l.List(ctx, cfg, map[string]string{"berth.test/run": "pages"})
 	if err != nil {
 		t.Fatal(err)

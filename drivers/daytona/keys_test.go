@@ -67,8 +67,8 @@ func TestAPIKeyNeverInErrorsOrLogs(t *testing.T) {
 	if _, err := sb.Release(ctx, drivers.Destroy); err != nil {
 		t.Fatal(err)
 	}
-	ds, _ := drivers.AsDestroyer(e.drv)
-	r, _ := drivers.AsResumer(e.drv)
+	ds, _ := drivers.DriverAs[drivers.Destroyer](e.drv)
+	r, _ := drivers.DriverAs[drivers.Resumer](e.drv)
 	_, err = r.Resume(ctx, cfg, sb.ID())
 	if !errors.Is(err, drivers.ErrNotFound) || !strings.Contains(err.Error(), sb.ID()) || !strings.Contains(err.Error(), host) {
 		t.Errorf("Resume of a deleted sandbox: %v; want ErrNotFound naming %s and %s", err, sb.ID(), host)

@@ -22,7 +22,7 @@ func TestPausedSandboxIsResumed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ := drivers.AsResumer(e.drv)
+	r, _ := drivers.DriverAs[drivers.Resumer](e.drv)
 	for _, settle := range []bool{true, false} {
 		if err := e.srv.Pause(sb.ID()); err != nil {
 			t.Fatal(err)

@@ -37,7 +37,7 @@ func TestResumeStates(t *testing.T) {
 	cfg := e.config(t, e.snap.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	r, _ := drivers.AsResumer(e.drv)
+	r, _ := drivers.DriverAs[drivers.Resumer](e.drv)
 
 	sb, err := e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{})
 	if err != nil {
@@ -87,7 +87,7 @@ func TestCaptureCarriesTheSandboxFiles(t *testing.T) {
 	if _, err := sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", `echo captured > "$HOME/marker"`}}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := drivers.AsCapturer(sb, 0)
+	c, err := drivers.SandboxAs[drivers.Capturer](sb, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestCaptureCarriesTheSandboxFiles(t *testing.T) {
 	if err != nil || string(res.Stdout) != "captured\n" {
 		t.Fatalf("the captured file in a new sandbox: %v %+v", err, res)
 	}
-	ir, _ := drivers.AsImageReporter(from, 0)
+	ir, _ := drivers.SandboxAs[drivers.ImageReporter](from, 0)
 	if live, err := ir.ImageIdentity(ctx); err != nil || live != id {
 		t.Errorf("ImageIdentity of a sandbox from the capture = %v, %v; want %v", live, err, id)
 	}

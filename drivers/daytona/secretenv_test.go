@@ -47,7 +47,7 @@ func TestSecretEnvTravelsPerCommand(t *testing.T) {
 	if err != nil || string(res.Stdout) != envCanary+" from-command\n" {
 		t.Errorf("Exec: %q, %v; want the secret and the command's own SHARED", res.Stdout, err)
 	}
-	term, err := drivers.AsTerminal(sb, 0)
+	term, err := drivers.SandboxAs[drivers.Terminal](sb, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestSecretEnvOnOldDaemonIsRefused(t *testing.T) {
 			}
 			_, err = sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", `echo "$GITHUB_TOKEN"`}})
 			check("Exec", err)
-			term, terr := drivers.AsTerminal(sb, 0)
+			term, terr := drivers.SandboxAs[drivers.Terminal](sb, 0)
 			if terr != nil {
 				t.Fatal(terr)
 			}

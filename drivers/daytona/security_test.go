@@ -146,7 +146,7 @@ func TestTokenNotSentToPlainHTTPToolboxElsewhere(t *testing.T) {
 	defer sb.Release(context.Background(), drivers.Destroy)
 	e.srv.SetKnobs(func(k *daytonatest.Knobs) { k.ToolboxProxyURL = trap.srv.URL + "/toolbox" })
 	// A fresh handle reads the proxy URL the API reports now.
-	r, _ := drivers.AsResumer(e.drv)
+	r, _ := drivers.DriverAs[drivers.Resumer](e.drv)
 	again, err := r.Resume(ctx, e.config(t, e.snap.ID), sb.ID())
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ func TestInactiveSnapshotIsReactivatedByID(t *testing.T) {
 	if s, _ := e.srv.LookupSnapshot(e.snap.ID); s.State != "active" {
 		t.Errorf("snapshot is %s after the acquire, want active", s.State)
 	}
-	ir, _ := drivers.AsImageReporter(sb, 0)
+	ir, _ := drivers.SandboxAs[drivers.ImageReporter](sb, 0)
 	id, err := ir.ImageIdentity(ctx)
 	if want := images.MustParseIdentity("snapshot:daytona/" + e.snap.ID); err != nil || id != want {
 		t.Errorf("ImageIdentity = %v, %v; want %v", id, err, want)
@@ -65,7 +65,7 @@ func TestInactiveSnapshotWithoutReactivation(t *testing.T) {
 	if err := e.srv.AgeSnapshot(e.snap.ID, daytonatest.SnapshotIdleLimit+time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	ir, _ := drivers.AsImageReporter(sb, 0)
+	ir, _ := drivers.SandboxAs[drivers.ImageReporter](sb, 0)
 	id, err := ir.ImageIdentity(ctx)
 	if want := images.MustParseIdentity("snapshot:daytona/" + e.snap.ID); err != nil || id != want {
 		t.Errorf("ImageIdentity of a live sandbox whose snapshot went inactive = %v, %v; want %v", id, err, want)
@@ -121,7 +121,7 @@ func TestCaptureWaitsForTheSnapshot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := drivers.AsCapturer(sb, 0)
+		c, err := drivers.SandboxAs[drivers.Capturer](sb, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

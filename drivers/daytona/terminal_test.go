@@ -25,7 +25,7 @@ func TestTerminalLargeInputAndFullSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Release(context.Background(), drivers.Destroy)
-	term, err := drivers.AsTerminal(sb, 0)
+	term, err := drivers.SandboxAs[drivers.Terminal](sb, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

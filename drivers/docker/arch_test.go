@@ -17,7 +17,7 @@ func TestRunnerArchIsTheEnginesArchitecture(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ar, err := drivers.AsArchReporter(e.drv)
+	ar, err := drivers.DriverAs[drivers.ArchReporter](e.drv)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,7 +98,7 @@ func newPRPHost(t testing.TB, sb drivers.Sandbox, spec drivers.RunnerSpec) *prpH
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, err := drivers.AsRunnerHost(sb, 0)
+	host, err := drivers.SandboxAs[drivers.RunnerHost](sb, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

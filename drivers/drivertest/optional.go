@@ -26,7 +26,7 @@ import (
 )
 
 func testResumeUnknown(t *testing.T, ctx context.Context, h Harness) {
-	r, err := drivers.AsResumer(h.Driver())
+	r, err := drivers.DriverAs[drivers.Resumer](h.Driver())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func testResumeUnknown(t *testing.T, ctx context.Context, h Harness) {
 
 // LEASE-6: a stopped sandbox is resumable and runs commands again.
 func testStopResume(t *testing.T, ctx context.Context, h Harness) {
-	r, err := drivers.AsResumer(h.Driver())
+	r, err := drivers.DriverAs[drivers.Resumer](h.Driver())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func testStopResume(t *testing.T, ctx context.Context, h Harness) {
 }
 
 func testKeepResume(t *testing.T, ctx context.Context, h Harness) {
-	r, err := drivers.AsResumer(h.Driver())
+	r, err := drivers.DriverAs[drivers.Resumer](h.Driver())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func testKeepResume(t *testing.T, ctx context.Context, h Harness) {
 
 // LEASE-9: sweeps find sandboxes by label, and only those.
 func testList(t *testing.T, ctx context.Context, h Harness) {
-	l, err := drivers.AsLister(h.Driver())
+	l, err := drivers.DriverAs[drivers.Lister](h.Driver())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func testList(t *testing.T, ctx context.Context, h Harness) {
 }
 
 func testDestroyByID(t *testing.T, ctx context.Context, h Harness) {
-	ds, err := drivers.AsDestroyer(h.Driver())
+	ds, err := drivers.DriverAs[drivers.Destroyer](h.Driver())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func testDestroyByID(t *testing.T, ctx context.Context, h Harness) {
 // IMG-3: the live identity is an immutable one.
 func testImageIdentity(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	ir, err := drivers.AsImageReporter(sb, drivers.Narrowing(h.Driver(), 0))
+	ir, err := drivers.SandboxAs[drivers.ImageReporter](sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func testImageIdentity(t *testing.T, ctx context.Context, h Harness) {
 
 func testStreamExec(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	se, err := drivers.AsStreamExecer(sb, drivers.Narrowing(h.Driver(), 0))
+	se, err := drivers.SandboxAs[drivers.StreamExecer](sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func testStreamExec(t *testing.T, ctx context.Context, h Harness) {
 
 func testStreamKill(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	se, err := drivers.AsStreamExecer(sb, drivers.Narrowing(h.Driver(), 0))
+	se, err := drivers.SandboxAs[drivers.StreamExecer](sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func testStreamKill(t *testing.T, ctx context.Context, h Harness) {
 
 func testStreamCancel(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	se, err := drivers.AsStreamExecer(sb, drivers.Narrowing(h.Driver(), 0))
+	se, err := drivers.SandboxAs[drivers.StreamExecer](sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func testStreamCancel(t *testing.T, ctx context.Context, h Harness) {
 // IMG-5: the terminal echoes input, runs it, and resizes.
 func testTerminal(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	tm, err := drivers.AsTerminal(sb, drivers.Narrowing(h.Driver(), 0))
+	tm, err := drivers.SandboxAs[drivers.Terminal](sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func testTerminal(t *testing.T, ctx context.Context, h Harness) {
 // IMG-4: a capture yields a new immutable identity; template delete removes it.
 func testCapture(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	c, err := drivers.AsCapturer(sb, drivers.Narrowing(h.Driver(), 0))
+	c, err := drivers.SandboxAs[drivers.Capturer](sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func testCapture(t *testing.T, ctx context.Context, h Harness) {
 	if !drivers.Effective(h.Driver(), 0).Has(drivers.CapTemplateDelete) {
 		return
 	}
-	td, err := drivers.AsTemplateDeleter(h.Driver())
+	td, err := drivers.DriverAs[drivers.TemplateDeleter](h.Driver())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,7 @@ func testRunnerIngress(t *testing.T, ctx context.Context, h Harness) {
 	}
 	spec := rh.RunnerSpec(t)
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{LeaseID: "runner-ingress", Runner: &spec})
-	host, err := drivers.AsRunnerHost(sb, drivers.Narrowing(h.Driver(), 0))
+	host, err := drivers.SandboxAs[drivers.RunnerHost](sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,14 +514,14 @@ func testRunnerRefused(t *testing.T, ctx context.Context, h Harness) {
 		t.Errorf("Acquire with a Runner called Allocated with %v before refusing, want nothing allocated", allocated)
 	}
 	mu.Unlock()
-	if l, lerr := drivers.AsLister(h.Driver()); lerr == nil {
+	if l, lerr := drivers.DriverAs[drivers.Lister](h.Driver()); lerr == nil {
 		infos, err := l.List(ctx, h.Config(), labels)
 		if err != nil {
 			t.Fatalf("List(%v): %v", labels, err)
 		}
 		for _, i := range infos {
 			t.Errorf("Acquire with a Runner was refused but left sandbox %s (%s) carrying its labels", i.ProviderLeaseID, i.State)
-			if ds, derr := drivers.AsDestroyer(h.Driver()); derr == nil {
+			if ds, derr := drivers.DriverAs[drivers.Destroyer](h.Driver()); derr == nil {
 				_, _ = ds.Destroy(ctx, h.Config(), i.ProviderLeaseID)
 			}
 		}
@@ -561,7 +561,7 @@ func randomHex(t *testing.T, n int) string {
 // ctx's error and leaves the process running; a later Wait gets the exit.
 func testStreamWaitContext(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	se, err := drivers.AsStreamExecer(sb, drivers.Narrowing(h.Driver(), 0))
+	se, err := drivers.SandboxAs[drivers.StreamExecer](sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -609,7 +609,7 @@ func (r *blockingStdin) Read(b []byte) (int, error) {
 // deadlines) leaves no copy blocked in Read once Wait returned.
 func testStdinCopyEndsWithProcess(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	se, err := drivers.AsStreamExecer(sb, drivers.Narrowing(h.Driver(), 0))
+	se, err := drivers.SandboxAs[drivers.StreamExecer](sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,7 +123,7 @@ func testRunnerProcess(t *testing.T, ctx context.Context, h Harness) {
 	}
 	spec := ph.RunnerSpec(t)
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{LeaseID: "runner-process-" + uniqueSuffix(), Runner: &spec})
-	host, err := drivers.AsRunnerHost(sb, drivers.Narrowing(h.Driver(), 0))
+	host, err := drivers.SandboxAs[drivers.RunnerHost](sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 // signal dies of it too).
 func testStreamSignals(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	se, err := drivers.AsStreamExecer(sb, drivers.Narrowing(h.Driver(), 0))
+	se, err := drivers.SandboxAs[drivers.StreamExecer](sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func TestReadingCapabilitiesCallsNothing(t *testing.T) {
 	_ = d.Schema()
 	_ = drivers.Effective(d, 0)
 	_ = drivers.NewRegistry(d).List()
-	if _, err := drivers.AsLister(d); err != nil {
+	if _, err := drivers.DriverAs[drivers.Lister](d); err != nil {
 		t.Fatal(err)
 	}
 	if n := d.TotalCalls(); n != 0 || len(d.Sandboxes()) != 0 {
@@ -59,7 +59,7 @@ func TestDeclarationOptions(t *testing.T) {
 	if got := drivers.Effective(d, 0); got != all.Without(drivers.NewSet(drivers.CapReuse, drivers.CapTerminal)) {
 		t.Errorf("Effective = %s", got)
 	}
-	if _, err := drivers.AsResumer(d); !errors.Is(err, drivers.ErrUnsupported) {
+	if _, err := drivers.DriverAs[drivers.Resumer](d); !errors.Is(err, drivers.ErrUnsupported) {
 		t.Errorf("AsResumer of an undeclaring fake: %v, want ErrUnsupported", err)
 	}
 	// Its live sandbox implements Terminal; the driver's narrowing withholds it.
@@ -67,10 +67,10 @@ func TestDeclarationOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := drivers.AsTerminal(sb, drivers.Narrowing(d, 0)); !errors.Is(err, drivers.ErrUnsupported) {
+	if _, err := drivers.SandboxAs[drivers.Terminal](sb, drivers.Narrowing(d, 0)); !errors.Is(err, drivers.ErrUnsupported) {
 		t.Errorf("AsTerminal with the undeclaring fake's narrowing: %v, want ErrUnsupported", err)
 	}
-	if _, err := drivers.AsTerminal(sb, 0); err != nil {
+	if _, err := drivers.SandboxAs[drivers.Terminal](sb, 0); err != nil {
 		t.Errorf("AsTerminal of the live sandbox without narrowing: %v", err)
 	}
 	down := fake.New(&fake.Options{Unavailable: errors.New("disabled by test")})

@@ -22,7 +22,7 @@ func TestRunnerArchReportsTheHostsArchitecture(t *testing.T) {
 	cfg := e.config(t, nil)
 	wd := cfg.String(FieldWorkdir) + "/not-made"
 	cfg[FieldWorkdir] = wd
-	ar, err := drivers.AsArchReporter(e.d)
+	ar, err := drivers.DriverAs[drivers.ArchReporter](e.d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -239,7 +239,7 @@ func TestStreamExec(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	sb := e.acquire(t, e.config(t, nil))
-	sx, err := drivers.AsStreamExecer(sb, 0)
+	sx, err := drivers.SandboxAs[drivers.StreamExecer](sb, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

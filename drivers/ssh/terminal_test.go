@@ -13,7 +13,7 @@ func TestTerminal(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	sb := e.acquire(t, e.config(t, nil))
-	term, err := drivers.AsTerminal(sb, 0)
+	term, err := drivers.SandboxAs[drivers.Terminal](sb, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

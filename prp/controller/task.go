@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -17,12 +18,12 @@ import (
 // task (its start was rejected or is indeterminate: nothing ran, or what
 // ran is unknown after a runner crash); the error names the status and
 // the runner's code.
-var ErrTaskNotRun = errors.New("controller: the runner did not run the task")
+var ErrTaskNotRun = errcode.New(errcode.Conflict, "controller: the runner did not run the task")
 
 // ErrEventsLost is wrapped by Task.Wait and Task.Output when the runner
 // lost events of the session before the controller stored them
 // (EventEventsLost): what the task printed or how it ended may be missing.
-var ErrEventsLost = errors.New("controller: events of the session were lost")
+var ErrEventsLost = errcode.New(errcode.Internal, "controller: events of the session were lost")
 
 // TaskSpec is a task to start on an attached runner (Attachment.Start).
 type TaskSpec struct {
