@@ -1,15 +1,24 @@
 // Package environment is berth's catalog of execution environments: saved,
 // instance-scoped targets (CFG-1) with authorization (AUTH-1).
 //
-// Start with Catalog (catalog.go): NewCatalog(store, registry, secrets,
-// assignments, opts) and its methods Create, Get, List, Update (update.go), Archive,
-// Restore, BlastRadius and Delete (delete.go). Every method takes an
-// authz.Principal and asks the authz.Authorizer first; authz.DefaultPolicy is CFG-2 /
+//	asg := environment.NewAssignments(bindings, store, reg, opts)
+//	cat := environment.NewCatalog(store, reg, secrets, asg, opts)
+//	req, err := environment.DecodeCreateRequest(body) // strict JSON
+//	v, err := cat.Create(ctx, operator, req) // pasted secrets -> refs
+//	_, err = asg.Set(ctx, operator, environment.SetBinding{
+//		Kind: environment.BindingProject, Key: "web",
+//		Company: "acme", EnvironmentID: v.ID})
+//	res, err := asg.Resolve(ctx, agent, scope, nil) // strongest binding
+//
+// Catalog is the entry point: NewCatalog(store, registry, secrets,
+// assignments, opts) and its methods Create, Get, List, Update, Archive,
+// Restore, BlastRadius and Delete. Every method takes an authz.Principal
+// and asks the authz.Authorizer first; authz.DefaultPolicy is CFG-2 /
 // PRB-7. Draft is for the probe layer: it returns an unsaved config with its
 // pasted secret values, validated for a draft probe (PRB-4), and saves
 // nothing. The resolved config of a saved environment (secret values) is
 // not exported: the lease manager resolves secrets itself through the
-// host's SecretStore, and a prober gets only Scrubber (scrub.go), a
+// host's SecretStore, and a prober gets only Scrubber, a
 // function that redacts those values in its texts.
 //
 // Hooks: every exported method of Catalog and Assignments that acts for
@@ -25,18 +34,18 @@
 //
 // Guarantees:
 //
-//   - Authorization (CFG-2, AUTH-1): with authz.DefaultPolicy, only instance admins
-//     and local operators create, update, archive, delete, probe, bind or run
-//     setups, and only they see the full view. Board members get the
-//     redacted view (no config, no env vars, no metadata). Agents get the
-//     redacted view too and may lease only through a binding of a scope of
-//     a company they hold a grant for (LeaseTarget, assign_lease.go); they
-//     are denied every mutation, every probe and every sweep, whatever their
-//     grants.
+//   - Authorization (CFG-2, AUTH-1): with authz.DefaultPolicy, only
+//     instance admins and local operators create, update, archive, delete,
+//     probe, bind or run setups, and only they see the full view. Board
+//     members get the redacted view (no config, no env vars, no metadata).
+//     Agents get the redacted view too and may lease only through a
+//     binding of a scope of a company they hold a grant for (LeaseTarget);
+//     they are denied every mutation, every probe and every sweep, whatever
+//     their grants.
 //     Refusals wrap authz.ErrDenied and name role, principal and action. A
 //     missing environment is reported as denied to those who may not act.
 //   - Secrets (CFG-3): a secret pasted into a config is moved into the
-//     SecretStore (secrets.go) and the config keeps a drivers.SecretRef; an
+//     SecretStore and the config keeps a drivers.SecretRef; an
 //     update with a new value stores the secret's next version; a reference
 //     that is not the one stored for that field of that environment is
 //     refused. Each value of a SecretMap config field (a driver's secret env
@@ -46,8 +55,8 @@
 //     line or String holds a secret value. The environment's own Env vars
 //     whose names look like credentials (LooksLikeSecretName) are refused,
 //     because those are stored and shown inline.
-//   - Secrets live as long as the leases that use them (CFG-7, LEASE-9;
-//     secretuse.go): the version an update supersedes and the secrets of a
+//   - Secrets live as long as the leases that use them (CFG-7, LEASE-9):
+//     the version an update supersedes and the secrets of a
 //     deleted environment are retired through the one place
 //     (retireSecrets). With a SecretKeeper (Options.SecretKeeper, shared
 //     with the lease manager) a retired secret that a lease not proven
@@ -59,11 +68,11 @@
 //     exclusive driver (default "local") per instance, checked atomically by
 //     the Store; the "fake" driver (and Options.TestDrivers) cannot be saved
 //     or resolved unless Options.TestMode.
-//   - Reserved fields (CFG-5, reserved.go): payloads naming a
+//   - Reserved fields (CFG-5): payloads naming a
 //     server-owned field (ReservedFields) at the top level or inside the
 //     config, or a metadata key that IsReservedMetadataKey refuses, are
 //     refused as reserved with the field named; DecodeCreateRequest and
-//     DecodeUpdateRequest (request.go) decode strictly (one object, no
+//     DecodeUpdateRequest decode strictly (one object, no
 //     unknown fields, exact member names, types checked).
 //   - Revisions (CFG-6): Update, Archive, Restore and Delete carry the
 //     revision they were based on; a stale one is ErrConflict and nothing
@@ -80,9 +89,9 @@
 //   - Logging: one slog line per mutation (and per refused one), with ids,
 //     names, driver, revision and actor; never config or env var values.
 //
-// Assignments (assign_service.go; types and BindingStore in assign.go)
-// binds environments to a workspace, project or agent of a company, or as
-// the instance default (ASG-1). Resolve (assign_resolve.go) takes the
+// Assignments (with its types and BindingStore) binds environments to a
+// workspace, project or agent of a company, or as the instance default
+// (ASG-1). Resolve takes the
 // strongest binding of a Scope (workspace > project > agent > instance
 // default) and returns a Resolution naming it; a winning binding whose
 // environment is gone, archived, unavailable, a test target outside test
@@ -91,7 +100,7 @@
 // ASG-3); nothing bound is ErrNoBinding; a binding of another company is
 // refused without naming that company or its environment. Resolve takes
 // the principal (ActionRead on the company's bindings). LeaseTarget
-// (assign_lease.go) is the lease layer's way in: it authorizes ActionLease
+// is the lease layer's way in: it authorizes ActionLease
 // (with the Scope, so that the host decides whether the principal belongs
 // to it), resolves the binding from the store or reads the environment by
 // id, and refuses an environment bound to other companies only.
@@ -99,10 +108,10 @@
 // NewCatalog, the Assignments' bindings show in a delete's blast radius and
 // are cleared after it (ASG-5), and the instance default cannot be deleted
 // (CFG-7).
-// MemoryBindingStore keeps bindings in memory, store/sqlite and store/postgres in SQLite
-// and PostgreSQL.
+// MemoryBindingStore keeps bindings in memory, store/sqlite and
+// store/postgres in SQLite and PostgreSQL.
 //
-// Availability (CAP-1, CAP-3; gate.go, health.go, health_refresh.go): the
+// Availability (CAP-1, CAP-3): the
 // Gate is the one check that resolution, probes and lease acquisition pass:
 // archived, driver not registered, test driver outside test mode, a driver
 // reporting itself unavailable, a provider endpoint last measured
@@ -116,7 +125,6 @@
 // and List with its time, never measured by them; a provider never
 // measured counts as available and shows "not measured".
 //
-// Store (environment.go) is the persistence contract; MemoryStore
-// (memstore.go) implements it in memory, store/sqlite and store/postgres in SQLite and
-// PostgreSQL.
+// Store is the persistence contract; MemoryStore implements it in memory,
+// store/sqlite and store/postgres in SQLite and PostgreSQL.
 package environment

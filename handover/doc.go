@@ -3,33 +3,42 @@
 // references, resolved at delivery and never stored, and managed accounts,
 // handed over only while a project auth check matches exactly.
 //
-// Where to start:
+//	svc, resolver, err := handover.New(handover.Sources{Checks: checks,
+//		Environments: envs, Drivers: reg, Leases: leases,
+//		Secrets: secrets}, &handover.Options{Checker: checker})
+//	c, tasks, err := controller.New(signer, leases, resolver, copts)
+//	rec, err := svc.PrepareManagedAccount(ctx, operator, "acme",
+//		accountRef, envID, []string{"web", "api"}) // rec.Status
+//	err = svc.Check(ctx, agent, target, uses) // at dispatch
 //
-//   - record.go: AuthCheck, the record of a project auth check keyed by
+// The parts:
+//
+//   - AuthCheck, the record of a project auth check keyed by
 //     (company, managed-account reference): version (CheckVersion, 1),
 //     status, the prepared environment's config fingerprint (the lease
 //     reuse fingerprint, lease.Fingerprint), the provider (driver name and
 //     provider account: the reference in the schema's AccountField, such
-//     as Daytona's API key, else the environment id), the sorted project ids, when and by whom it was prepared and
-//     answered. Match compares it with a lease and a project set and says
-//     which part differs (MismatchError's Code: auth_check_missing,
-//     auth_check_version, ..., sub-codes of errcode.Conflict, which
-//     ErrMismatch carries). Store is the record's
-//     store interface; handovertest holds its conformance suite, which
-//     MemoryStore (memstore.go) and store/sqlite and store/postgres pass.
-//   - service.go: Service, New(Sources, *Options), which returns the
+//     as Daytona's API key, else the environment id), the sorted project
+//     ids, when and by whom it was prepared and answered. Match compares
+//     it with a lease and a project set and says which part differs
+//     (MismatchError's Code: auth_check_missing, auth_check_version, ...,
+//     sub-codes of errcode.Conflict, which ErrMismatch carries). Store is
+//     the record's store interface; handovertest holds its conformance
+//     suite, which MemoryStore, store/sqlite and store/postgres pass.
+//   - Service, New(Sources, *Options), which returns the
 //     Service and the controller.SecretResolver to give
 //     prp/controller.New. PrepareManagedAccount
 //     replaces any earlier record of the key with a pending one and runs
 //     the host's Checker (the project auth check berth cannot know);
 //     RecordResult, Get, List and Clear are for hosts and operators. Each
 //     authorizes authz.ActionAuthCheck.
-//   - resolver.go: the resolver New returns, of an unexported type: its
+//   - The resolver New returns, of an unexported type: its
 //     Resolve returns plaintext values for no principal, so it is no
 //     method of the Service, whose every exported method takes the
 //     principal (internal/apicheck checks it). Check (Service.Check, at
-//     Dispatch, with the principal: authz.ActionUseAccount for a managed
-//     account) and Resolve (at delivery, on any replica) look up
+//     dispatch, controller.Attachment.Start, with the principal:
+//     authz.ActionUseAccount for a managed account) and Resolve (at
+//     delivery, on any replica) look up
 //     the session's lease: a secret env key must be in its config's
 //     secret env map (drivers.KindSecretMap); a managed account needs an
 //     exactly matching project auth check, at dispatch and again at

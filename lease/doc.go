@@ -1,17 +1,24 @@
 // Package lease hands out sandboxes (and host sessions) of saved
 // environments to runs, and makes sure none is ever lost track of.
 //
-// Start with Manager (manager.go): Acquire (acquire.go, create.go,
-// resume.go) returns a
-// Handle (handle.go), a portable value that runs commands, streams,
-// terminals, image reports and captures on the live sandbox and releases
-// through the manager (the raw sandbox only inside Handle.Raw, scoped as
-// database/sql.Conn.Raw and unsafe for lifecycle); Release (release.go)
-// ends it with a disposition; Get and List (auth.go) read lease records;
-// Sweep (sweep.go) cleans up what crashes and failures left behind. Lease
-// (lease.go) is the record; Store (store.go) persists it, MemoryStore
-// (memstore.go) is the in-memory implementation, and package leasetest holds
-// the conformance suite every Store passes.
+//	m, usage := lease.NewManager(store, reg, asg, tasks, opts)
+//	h, err := m.Acquire(ctx, operator, lease.AcquireRequest{
+//		Company: "acme", EnvironmentID: envID, Run: "run-1",
+//		Policy: lease.ReuseByEnvironment})
+//	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"make"}})
+//	l, err := h.Release(ctx, lease.ReleaseOptions{
+//		Disposition: drivers.Stop}) // l.Status, l.Cleanup
+//	report, err := m.Sweep(ctx, operator) // what crashes left behind
+//
+// Manager is the entry point: Acquire returns a Handle, a portable value
+// that runs commands, streams, terminals, image reports and captures on
+// the live sandbox and releases through the manager (the raw sandbox only
+// inside Handle.Raw, scoped as database/sql.Conn.Raw and unsafe for
+// lifecycle); Release ends it with a disposition; Get and List read lease
+// records; Sweep cleans up what crashes and failures left behind. Lease is
+// the record; Store persists it, MemoryStore is the in-memory
+// implementation, and package leasetest holds the conformance suite every
+// Store passes.
 //
 // # Hooks, principals and handles
 //
@@ -22,7 +29,7 @@
 // the Assignments (for environments, bindings and the Authorizer) and the
 // runner controller's TaskStopper (the value prp/controller.New returns),
 // and returns, next to the Manager, the environment.UsageReporter that
-// counts leases for the catalog's delete blast radius (usage.go). berth.New
+// counts leases for the catalog's delete blast radius. berth.New
 // wires them. A Handle's methods take no principal: the Handle is the
 // authority Acquire granted to the principal who acquired it, as an open
 // *os.File is.
@@ -31,7 +38,7 @@
 //
 // Authorization (AUTH-1, ASG-3, CFG-2): every Acquire, Release, Get, List
 // and Sweep takes the acting authz.Principal and asks the Authorizer
-// of the manager's Assignments (auth.go). Acquire names an environment by id
+// of the manager's Assignments. Acquire names an environment by id
 // (instance admins and local operators under DefaultPolicy) or a Scope,
 // whose binding the manager resolves from the store
 // (environment.Assignments.LeaseTarget); the record is fetched by the
@@ -84,7 +91,7 @@
 // lease and destroys the sandbox with proof, rather than the lease staying
 // active until its TTL.
 //
-// Host leases (LEASE-7, LEASE-10; holder.go): a local or ssh lease is a
+// Host leases (LEASE-7, LEASE-10): a local or ssh lease is a
 // session in the acquiring manager's process. That manager is its Holder and
 // renews a claim on it every Options.HostHeartbeat (the claim lasts
 // HolderClaimBeats beats). Every command a Handle runs carries EnvTag (the
@@ -108,8 +115,8 @@
 // for its runner at creation (KindSandbox: Docker's bind mount) is not
 // resumed for another binary: it is replaced, ReplaceRunnerMismatch.
 //
-// Runner tasks (PRP-6; tasks.go): with a TaskStopper (NewManager's tasks,
-// the hook prp/controller.New returns), a release that stops or destroys, and every
+// Runner tasks (PRP-6): with a TaskStopper (NewManager's tasks, the hook
+// prp/controller.New returns), a release that stops or destroys, and every
 // cleanup (a Sweep, a Release of a pending_cleanup lease), first has every
 // runner task of the lease stopped and verified. An unproven stop (an
 // incomplete proof, a runner that does not answer within CleanupBudget)
@@ -132,14 +139,14 @@
 // key, and claims keep replicas off a lease another one works on, so that
 // one reuse key makes one sandbox and one cleanup is processed once.
 //
-// Records (store.go, secrets.go): the record of a draft lease
+// Records: the record of a draft lease
 // (AcquireRequest.Draft, Lease.Draft) is removed once its cleanup is proven
 // (PRB-4); an unproven one stays pending_cleanup until a release or Sweep
 // proves it. Records of ended leases (Lease.Ended) are kept, receipt
 // included, for Options.PruneAfter after their release, then pruned by a
-// Sweep. Sweeps (Store.ClaimForSweep), the blast radius's lease counts (Filter.Live) and
-// pruning read the SQL stores through indexes on status, so their cost
-// follows the live leases, not the history.
+// Sweep. Sweeps (Store.ClaimForSweep), the blast radius's lease counts
+// (Filter.Live) and pruning read the SQL stores through indexes on status,
+// so their cost follows the live leases, not the history.
 //
 // # Status mapping
 //
@@ -161,5 +168,5 @@
 // failed with nothing left); a secret the catalog retired meanwhile (an
 // update superseded it, its environment was deleted) is deleted from the
 // SecretStore only then, so cleanups by any process keep their credentials
-// (CFG-7, LEASE-9; secrets.go).
+// (CFG-7, LEASE-9).
 package lease

@@ -2,13 +2,21 @@
 // drivers with a pinned image, records a platform qualification
 // (PRB-1..8, QUAL-1..7).
 //
-// Where to start:
+//	p := probe.New(probe.Sources{Catalog: cat, Environments: store,
+//		Gate: gate, Drivers: reg, Leases: leases,
+//		Qualifications: quals}, nil)
+//	res, err := p.Probe(ctx, admin, envID, probe.Request{Company: "acme"})
+//	fmt.Println(res.OK, res.Code, res.Summary, res.Cleanup.Confirmed)
+//	res, err = p.ProbeDraft(ctx, admin, "ssh", rawConfig) // nothing saved
+//	q, err := p.Qualification(ctx, admin, envID, "acme")
 //
-//   - prober.go: New(Sources, *Options): its required collaborators in
-//     Sources (the catalog, the environments as stored for the
-//     qualification subject, the availability Gate, the drivers, the
-//     lease manager, the qualification store), Options (progress
-//     callback, clock, cleanup timeout) and the stage runner.
+// The parts:
+//
+//   - New(Sources, *Options): its required collaborators in Sources (the
+//     catalog, the environments as stored for the qualification subject,
+//     the availability Gate, the drivers, the lease manager, the
+//     qualification store), Options (progress callback, clock, cleanup
+//     timeout) and the stage runner.
 //     Authorization is the catalog's (environment.Catalog.Authorize), so
 //     a host sets its policy once; every exported method of the Prober
 //     takes the principal (internal/apicheck checks it), and the Prober
@@ -16,16 +24,17 @@
 //     manager would hand out (they hand out none): the draft lease's
 //     record is read back with lease.Manager.Get for the probing
 //     principal.
-//   - saved.go: Prober.Probe, the probe of a saved environment. It
-//     authorizes first (ActionProbe, PRB-7), allocates a fresh ephemeral
-//     lease through lease.Manager (never a reused one), runs
+//   - Prober.Probe, the probe of a saved environment. It authorizes first
+//     (ActionProbe, PRB-7), allocates a fresh ephemeral lease through
+//     lease.Manager (never a reused one), runs
 //     qualification.DetectScript in one Exec and parses it with
 //     qualification.ParseDetection, reads the live image identity through
-//     drivers.SandboxAs[drivers.ImageReporter] on the live sandbox (narrowed by
-//     drivers.Narrowing for its driver), releases the lease with Destroy and confirms
-//     the cleanup, then evaluates the qualification and stores the record
-//     only when qualification.Evaluate says so.
-//   - runner.go: the runner-based probe (Request.Runner, PRP-8): the
+//     drivers.SandboxAs[drivers.ImageReporter] on the live sandbox
+//     (narrowed by drivers.Narrowing for its driver), releases the lease
+//     with Destroy and confirms the cleanup, then evaluates the
+//     qualification and stores the record only when qualification.Evaluate
+//     says so.
+//   - The runner-based probe (Request.Runner, PRP-8): the
 //     lease is acquired to host berth's runner, which starts under a
 //     short-lived probe identity (prp.ScopeProbe: it answers hello and
 //     refuses every task) through controller.Controller.Attach; its
@@ -33,19 +42,18 @@
 //     parser) and version are the evidence (StageRunner in place of
 //     StageDetect); the release then proves the cleanup as for any probe.
 //     Options.Runner names the controller and the runner binary.
-//   - draft.go: Prober.ProbeDraft, the probe of an unsaved config
+//   - Prober.ProbeDraft, the probe of an unsaved config
 //     (environment.Catalog.Draft; nothing saved: the draft lease's
 //     write-ahead record, which keeps no secret, is removed once the
 //     cleanup is proven, and stays pending_cleanup only while it is not;
 //     never a qualification, PRB-4, LEASE-2).
-//   - qualify.go: the qualification subject of a saved environment (its
+//   - The qualification subject of a saved environment (its
 //     fingerprint from the driver schema's Partition) and
 //     Prober.Qualification, the allocation-free public read (QUAL-7).
-//   - detect_test.go: the detection script (qualification.DetectScript,
-//     whose pure parser lives on the ground floor so that a runner reports
-//     the same platform) run in the fake driver and in every real shell.
-//   - result.go and summary.go: Result, Stage, Cleanup, and the summary
-//     that names the target.
+//   - The detection script (qualification.DetectScript, whose pure parser
+//     lives on the ground floor so that a runner reports the same
+//     platform), tested in the fake driver and in every real shell.
+//   - Result, Stage, Cleanup, and the summary that names the target.
 //
 // # Host and sandbox targets
 //

@@ -2,10 +2,12 @@
 // drivers of this module share to implement the contract of package
 // drivers. A host that composes berth does not need it.
 //
-//	func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
+//	func (s *sandbox) Exec(ctx context.Context,
+//		cmd drivers.Command) (*drivers.Result, error) {
 //		stdout := driverkit.NewOutputBuffer(cmd.OutputLimit)
 //		// ... run cmd, writing its output to stdout ...
-//		return &drivers.Result{Stdout: stdout.Bytes(), Truncated: stdout.Truncated()}, nil
+//		return &drivers.Result{Stdout: stdout.Bytes(),
+//			Truncated: stdout.Truncated()}, nil
 //	}
 //
 // OutputBuffer applies Command.OutputLimit (the first limit bytes are kept,

@@ -3,6 +3,16 @@
 // connection tokens and serves the runners' WebSocket connections, the
 // dispatch of tasks to them, and the durable intake of their events.
 //
+//	c, tasks, err := controller.New(signer, leases, resolver, opts)
+//	mux.Handle("/prp/", c) // runners that dial in: exchange, connect
+//	m, usage := lease.NewManager(store, reg, asg, tasks, lopts)
+//	att, err := c.Attach(ctx, operator, h, controller.AttachRequest{})
+//	task, err := att.Start(ctx, operator, controller.TaskSpec{
+//		TaskStart: prp.TaskStart{Argv: []string{"make", "test"}},
+//		Stdout:    os.Stdout})
+//	exit, err := task.Wait(ctx) // exit.Code
+//	proof, err := task.Stop(ctx) // runner_attested
+//
 // Principals, hooks and handles: every exported method of the Controller
 // that acts for someone takes the acting authz.Principal right after its
 // context and asks the Authorizer (internal/apicheck checks it; Close,
@@ -14,9 +24,9 @@
 // next to the Controller; berth.New wires them. The Attachment Attach
 // returns is a handle: the authority Attach granted to its principal.
 //
-// Where to start:
+// The parts:
 //
-//   - controller.go: Controller, Options, New, MintTicket and
+//   - Controller, Options, New, MintTicket and
 //     MintResumeTicket (authorized through the host's
 //     authz.Authorizer) and ServeHTTP (the "exchange" and "connect"
 //     paths). A session records the ticket that created it and whether the
@@ -24,7 +34,7 @@
 //     ticket's exchange rejoins its session and hands the runner the
 //     session's state key again.
 //
-//   - leases.go: the controller's view of the lease records
+//   - The controller's view of the lease records
 //     (New's LeaseReader): a ticket is minted for an active
 //     lease only, bound to its recorded company; a connect and every token
 //     renewal read the session's lease, so a session lives no longer than
@@ -34,14 +44,14 @@
 //     missing one (ErrNotFound, one text), "denied" kept for what it can
 //     see.
 //
-//   - conn.go: one connection: authentication before Accept, the session's
+//   - One connection: authentication before Accept, the session's
 //     one live connection claimed in the Store before the upgrade (a second
 //     connection is refused, 409 session_connected, on any replica; the
-//     heartbeat renews the claim, which lasts DeadAfter), the subprotocol,
-//     the read limit, hello / welcome, one reader and one writer goroutine
-//     and the Ping heartbeat.
+//     heartbeat renews the claim, which lasts Options.Limits.DeadAfter),
+//     the subprotocol, the read limit, hello / welcome, one reader and one
+//     writer goroutine and the Ping heartbeat.
 //
-//   - task.go: the handles a host runs tasks with. Attach returns an
+//   - The handles a host runs tasks with. Attach returns an
 //     *Attachment (Reattach finds one again by session); its Start(ctx, p,
 //     TaskSpec) journals task.start under a command id derived from the
 //     task id (TaskSpec.CommandID for a caller's own), so starting the
@@ -55,34 +65,35 @@
 //     principal: they carry the authority of the one they were made for,
 //     as an os.File carries the access granted when it was opened.
 //
-//   - dispatch.go: dispatch and wait under the handles: commands on a
+//   - Dispatch and wait under the handles: commands on a
 //     contiguous seq with idempotent ids, scoped to the session's lease
 //     and run.
 //
-//   - events.go: event intake (stored durably, acked cumulatively after the
+//   - Event intake (stored durably, acked cumulatively after the
 //     write), bounded (issue 22): output only of tasks whose task.start is
 //     journaled in the session, none on a probe session, up to the task's
 //     output_limit and the session's caps (Options.MaxSessionOutput,
 //     MaxSessionEvents); past a limit events are acked and discarded, the
 //     cut counted in the store (OutputUsage, stored after each batch: the
 //     caps hold across reconnects and replicas; a discarded event's ack is
-//     the session usage's seq) and marked (Output.Truncated, Exit.Truncated,
-//     OutputStatus); follow (subscribe, backfill, dedupe) under Task.Wait; Output and
-//     OutputFrom (from an offset, at most MaxOutputRead bytes).
+//     the session usage's seq) and marked (prp.Output.Truncated,
+//     prp.Exit.Truncated, OutputStatus); follow (subscribe, backfill,
+//     dedupe) under Task.Wait; Output and OutputFrom (from an offset, at
+//     most MaxOutputRead bytes).
 //
-//   - sink.go: OutputSink and the default FileSink (chunk files under a
+//   - OutputSink and the default FileSink (chunk files under a
 //     data directory; the store holds the index).
 //
-//   - liveness.go: Tasks (a task reads unknown while its runner is not
+//   - Tasks (a task reads unknown while its runner is not
 //     connected) and events_lost: a runner's resume cursor that shows
 //     events it no longer has and the store never got is recorded
 //     (EventEventsLost, EventsLost) and fails the session's commands.
 //
-//   - store.go, memstore.go: the Store interface (sessions, command
+//   - The Store interface (sessions, command
 //     journal, event metadata) and MemoryStore. controllertest holds the
 //     Store conformance suite; store/sqlite and store/postgres the SQL stores.
 //
-//   - secrets.go: a task's secrets (prp.SecretUse references in
+//   - A task's secrets (prp.SecretUse references in
 //     task.start): Start asks the host's SecretResolver (New's secrets)
 //     to check them with the principal, before journaling; the writer
 //     resolves the values when it delivers the command and sends them in a
@@ -90,22 +101,23 @@
 //     delivery is claimed in the store (Store.ClaimSecrets, a
 //     compare-and-swap) before the frame is sent, so no reconnect (even one
 //     asking from command seq 0) and no other replica sends it again; never
-//     for a command that has a result; never stored, logged or echoed. A resolution that fails at delivery goes to the runner as a
+//     for a command that has a result; never stored, logged or echoed. A
+//     resolution that fails at delivery goes to the runner as a
 //     code, and the runner refuses the command (nothing runs).
 //
-//   - attach.go: Attach, which connects a leased sandbox's runner: it
+//   - Attach, which connects a leased sandbox's runner: it
 //     installs the runner the lease records (lease.Lease.Runner, through
 //     lease.Handle.HostRunner), serves the controller
 //     on the sandbox's ingress for as long as the lease lasts, mints a
 //     task or probe ticket (authorized; a resume ticket when the holder's
 //     own session exists and its runner is gone), launches the runner and
 //     waits for the hello on the session of that ticket (never another
-//     session of the lease); without one by ctx's deadline, its error names the
-//     sandbox and carries the printable end of the runner's log
+//     session of the lease); without one by ctx's deadline, its error
+//     names the sandbox and carries the printable end of the runner's log
 //     (RunnerIngress.LogTail, MaxAttachLogTail); RunnerSpecFromFile (the
 //     sum and the ELF header's architecture) and RunnerSetFromFiles.
 //
-//   - leasehook.go: the controller's hook for the lease manager, the
+//   - The controller's hook for the lease manager, the
 //     lease.TaskStopper that New returns next to the Controller (an
 //     unexported type: no method of the Controller stops a lease's tasks
 //     for no principal): StopTasks stops and checks every task of every
@@ -123,7 +135,7 @@
 // EventBatcher (the SQL stores: one commit instead of one per event), else
 // PutEvent by PutEvent; durable when that returns, as the Store documents,
 // and only then counted as stored. The connection's writer acks: it reads
-// the highest stored seq, calls Sink.Sync (FileSink: one fsync of the
+// the highest stored seq, calls OutputSink.Sync (FileSink: one fsync of the
 // session's current chunk file; a full chunk file was synced before the
 // next was opened), and only then acks that seq. A sync runs while the
 // reader stores on, so every sync covers all the events stored during the
