@@ -110,17 +110,22 @@ func (a Action) IsMutation() bool {
 	return true
 }
 
-// ResourceKindEnvironment is the Resource.Kind of catalog environments.
-const ResourceKindEnvironment = "environment"
-
-// ResourceKindLease is the Resource.Kind of lease records (releasing or
-// reading a lease; Company is the lease's company).
-const ResourceKindLease = "lease"
-
-// ResourceKindManagedAccount is the Resource.Kind of managed accounts and
-// their project auth checks (AUTH-2): ID is the account reference (never
-// its value), Company the company it is used for.
-const ResourceKindManagedAccount = "managed_account"
+// The Resource kinds of berth's own requests.
+const (
+	// ResourceKindEnvironment is the Resource.Kind of catalog environments.
+	ResourceKindEnvironment = "environment"
+	// ResourceKindLease is the Resource.Kind of lease records (releasing
+	// or reading a lease; Company is the lease's company).
+	ResourceKindLease = "lease"
+	// ResourceKindManagedAccount is the Resource.Kind of managed accounts
+	// and their project auth checks (AUTH-2): ID is the account reference
+	// (never its value), Company the company it is used for.
+	ResourceKindManagedAccount = "managed_account"
+	// ResourceKindBinding is the Resource.Kind of assignment bindings in
+	// requests that are about a binding rather than one environment
+	// (reading bindings, clearing one; Company is the binding's).
+	ResourceKindBinding = "binding"
+)
 
 // Resource describes what an action is about. Fields that are unknown (an
 // environment not yet created has no ID; a listing has neither ID nor Name)

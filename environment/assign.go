@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 	"unicode"
-
-	"github.com/berthdev/berth/errcode"
 )
 
 // BindingKind is the level an assignment binding applies at (ASG-1).
@@ -43,28 +41,10 @@ func (k BindingKind) Valid() bool {
 	return false
 }
 
-// ResourceKindBinding is the Resource.Kind of assignment bindings in
-// authorization requests that are about a binding rather than one
-// environment (reading bindings, clearing one).
-const ResourceKindBinding = "binding"
-
 // AnyRevision as a base revision makes Assignments.Set and Clear act on
 // whatever binding is stored (last writer wins) instead of checking a
 // revision.
 const AnyRevision int64 = -1
-
-// ErrNoBinding is returned (wrapped) by Resolve when no binding applies to a
-// scope. It wraps ErrNotFound. Resolve never substitutes the local host or
-// any other environment for a missing binding (ASG-2).
-var ErrNoBinding = fmt.Errorf("no environment bound: %w", ErrNotFound)
-
-// ErrArchived is wrapped by a BindingError when the bound environment is
-// archived (ASG-2).
-var ErrArchived = errcode.New(errcode.Conflict, "environment: archived")
-
-// ErrTargetMismatch is wrapped by CheckLeaseTarget when a lease does not
-// belong to the resolution it is used for (ASG-4). It wraps ErrConflict.
-var ErrTargetMismatch = fmt.Errorf("lease does not match the resolved target: %w", ErrConflict)
 
 // BindingRef identifies a binding: its kind and key. The key is the
 // workspace, project or agent id; it is "" for the instance default.
@@ -175,7 +155,7 @@ type BindingFilter struct {
 }
 
 // BindingStore persists assignment bindings. Implementations:
-// MemoryBindingStore in this package, and SQLite and PostgreSQL in
+// memoryBindingStore in this package, and SQLite and PostgreSQL in
 // store/sqlite and store/postgres; all pass the environment/environmenttest binding suite. A
 // BindingStore is safe for concurrent use, each method is atomic, and it
 // stores and returns copies. It does not check that environments exist:

@@ -65,7 +65,7 @@ func (a *Assignments) LeaseTarget(ctx context.Context, p authz.Principal, req Le
 		}
 		return nil, fmt.Errorf("environment: lease of environment %s: %w", req.EnvironmentID, err)
 	}
-	r := ResourceOf(env)
+	r := resourceOf(env)
 	r.Company = req.Company
 	if err := a.authorize(ctx, p, authz.ActionLease, r); err != nil {
 		return nil, authz.Denied(p, authz.ActionLease, asked)
@@ -97,7 +97,7 @@ func (a *Assignments) leaseScope(ctx context.Context, p authz.Principal, scope a
 	if err != nil {
 		return nil, err
 	}
-	r := ResourceOf(res.Environment)
+	r := resourceOf(res.Environment)
 	r.Company, r.Scope = scope.Company, &sc
 	if err := a.authorize(ctx, p, authz.ActionLease, r); err != nil {
 		return nil, authz.Denied(p, authz.ActionLease, authz.Resource{Kind: authz.ResourceKindEnvironment, Company: scope.Company, Scope: &sc})

@@ -8,24 +8,23 @@ import (
 	"sync"
 )
 
-// MemoryBindingStore is an in-memory BindingStore for tests, demos and
-// single-process hosts. Every method runs under one lock, so each is atomic;
-// it stores and returns copies. Its zero value is not usable; call
-// NewMemoryBindingStore.
-type MemoryBindingStore struct {
+// memoryBindingStore is NewMemoryBindingStore's BindingStore.
+type memoryBindingStore struct {
 	mu       sync.RWMutex
 	bindings map[BindingRef]*Binding
 }
 
-var _ BindingStore = (*MemoryBindingStore)(nil)
+var _ BindingStore = (*memoryBindingStore)(nil)
 
-// NewMemoryBindingStore returns an empty in-memory binding store.
-func NewMemoryBindingStore() *MemoryBindingStore {
-	return &MemoryBindingStore{bindings: map[BindingRef]*Binding{}}
+// NewMemoryBindingStore returns an empty in-memory BindingStore for tests,
+// demos and single-process hosts. Every method runs under one lock, so each
+// is atomic; it stores and returns copies. It is safe for concurrent use.
+func NewMemoryBindingStore() BindingStore {
+	return &memoryBindingStore{bindings: map[BindingRef]*Binding{}}
 }
 
 // PutBinding implements BindingStore.
-func (m *MemoryBindingStore) PutBinding(ctx context.Context, b *Binding, baseRevision int64) error {
+func (m *memoryBindingStore) PutBinding(ctx context.Context, b *Binding, baseRevision int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -55,7 +54,7 @@ func (m *MemoryBindingStore) PutBinding(ctx context.Context, b *Binding, baseRev
 }
 
 // GetBinding implements BindingStore.
-func (m *MemoryBindingStore) GetBinding(ctx context.Context, ref BindingRef) (*Binding, error) {
+func (m *memoryBindingStore) GetBinding(ctx context.Context, ref BindingRef) (*Binding, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -70,7 +69,7 @@ func (m *MemoryBindingStore) GetBinding(ctx context.Context, ref BindingRef) (*B
 }
 
 // DeleteBinding implements BindingStore.
-func (m *MemoryBindingStore) DeleteBinding(ctx context.Context, ref BindingRef, baseRevision int64) error {
+func (m *memoryBindingStore) DeleteBinding(ctx context.Context, ref BindingRef, baseRevision int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -88,7 +87,7 @@ func (m *MemoryBindingStore) DeleteBinding(ctx context.Context, ref BindingRef, 
 }
 
 // ListBindings implements BindingStore.
-func (m *MemoryBindingStore) ListBindings(ctx context.Context, f BindingFilter) ([]*Binding, error) {
+func (m *memoryBindingStore) ListBindings(ctx context.Context, f BindingFilter) ([]*Binding, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -108,7 +107,7 @@ func (m *MemoryBindingStore) ListBindings(ctx context.Context, f BindingFilter) 
 }
 
 // DeleteEnvironmentBindings implements BindingStore.
-func (m *MemoryBindingStore) DeleteEnvironmentBindings(ctx context.Context, envID string) (int, error) {
+func (m *memoryBindingStore) DeleteEnvironmentBindings(ctx context.Context, envID string) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}

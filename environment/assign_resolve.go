@@ -84,7 +84,7 @@ func (e *BindingError) Unwrap() error { return e.Err }
 // error names the missing capabilities, CAP-4). When no binding applies it
 // returns an error wrapping ErrNoBinding (and so ErrNotFound). A store error
 // is returned, never skipped. Resolve needs ActionRead on the bindings of
-// the scope's company (Resource Kind ResourceKindBinding, Company and Scope
+// the scope's company (Resource Kind authz.ResourceKindBinding, Company and Scope
 // set); a binding of another company is refused without naming that
 // company or its environment. It does no I/O beyond the two stores: it
 // never calls a provider (CAP-1). Leasing through a scope is
@@ -94,7 +94,7 @@ func (a *Assignments) Resolve(ctx context.Context, p authz.Principal, scope auth
 		return nil, fmt.Errorf("environment: resolve: field \"company\": required: %w", ErrInvalid)
 	}
 	sc := scope
-	if err := a.authorize(ctx, p, authz.ActionRead, authz.Resource{Kind: ResourceKindBinding, Company: scope.Company, Scope: &sc}); err != nil {
+	if err := a.authorize(ctx, p, authz.ActionRead, authz.Resource{Kind: authz.ResourceKindBinding, Company: scope.Company, Scope: &sc}); err != nil {
 		return nil, err
 	}
 	return a.resolve(ctx, scope, required)

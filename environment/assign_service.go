@@ -85,7 +85,7 @@ func (a *Assignments) Set(ctx context.Context, p authz.Principal, req SetBinding
 		}
 		return nil, fmt.Errorf("environment: cannot bind %s: %w", b, err)
 	}
-	res := ResourceOf(env)
+	res := resourceOf(env)
 	res.Company = req.Company
 	if err := a.authorize(ctx, p, authz.ActionBind, res); err != nil {
 		return nil, err
@@ -243,7 +243,7 @@ func (a *Assignments) Show(ctx context.Context, p authz.Principal, ref BindingRe
 // List returns the bindings matching f that p may read (ActionRead for each
 // binding's company), sorted by kind, then key.
 func (a *Assignments) List(ctx context.Context, p authz.Principal, f BindingFilter) ([]*Binding, error) {
-	if err := a.authorize(ctx, p, authz.ActionRead, authz.Resource{Kind: ResourceKindBinding, Company: f.Company}); err != nil {
+	if err := a.authorize(ctx, p, authz.ActionRead, authz.Resource{Kind: authz.ResourceKindBinding, Company: f.Company}); err != nil {
 		return nil, err
 	}
 	bs, err := a.bindings.ListBindings(ctx, f)
@@ -319,7 +319,7 @@ func (a *Assignments) protected(ctx context.Context, env *Environment) string {
 }
 
 func bindingResource(ref BindingRef, company string) authz.Resource {
-	return authz.Resource{Kind: ResourceKindBinding, ID: BindingReferenceID(ref), Company: company}
+	return authz.Resource{Kind: authz.ResourceKindBinding, ID: BindingReferenceID(ref), Company: company}
 }
 
 // authorize asks the Authorizer and makes sure a refusal wraps ErrDenied.

@@ -199,7 +199,7 @@ func TestListBindings(t *testing.T) {
 	ctx := context.Background()
 	// A host policy: board members read bindings of their companies only.
 	policy := authz.AuthorizerFunc(func(ctx context.Context, p authz.Principal, a authz.Action, r authz.Resource) error {
-		if p.Role == authz.RoleBoardMember && a == authz.ActionRead && r.Kind == environment.ResourceKindBinding {
+		if p.Role == authz.RoleBoardMember && a == authz.ActionRead && r.Kind == authz.ResourceKindBinding {
 			if r.Company == "" || p.HasCompany(r.Company) {
 				return nil
 			}
@@ -356,16 +356,16 @@ func TestProtectedHonoursTheCallersContext(t *testing.T) {
 // it, as a concurrent Catalog.Delete would between Set's check and its
 // write.
 type deletingStore struct {
-	*environment.MemoryStore
+	environment.Store
 	victim string
 	done   bool
 }
 
 func (s *deletingStore) GetEnvironment(ctx context.Context, id string) (*environment.Environment, error) {
-	env, err := s.MemoryStore.GetEnvironment(ctx, id)
+	env, err := s.Store.GetEnvironment(ctx, id)
 	if err == nil && id == s.victim && !s.done {
 		s.done = true
-		if derr := s.MemoryStore.DeleteEnvironment(ctx, id, env.Revision); derr != nil {
+		if derr := s.Store.DeleteEnvironment(ctx, id, env.Revision); derr != nil {
 			return nil, derr
 		}
 	}
@@ -377,7 +377,7 @@ func (s *deletingStore) GetEnvironment(ctx context.Context, id string) (*environ
 func TestSetRacingDelete(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := &deletingStore{MemoryStore: environment.NewMemoryStore()}
+	store := &deletingStore{Store: environment.NewMemoryStore()}
 	f := newAsgFixtureOn(t, store, environment.NewMemoryBindingStore(), nil)
 	store.victim = f.ids["full"]
 	_, err := f.asg.Set(ctx, admin, environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_1", Company: "acme", EnvironmentID: f.ids["full"]})

@@ -219,7 +219,7 @@ func (c *Catalog) Get(ctx context.Context, p authz.Principal, id string) (*View,
 	if err != nil {
 		return nil, err
 	}
-	full := c.authz.Authorize(ctx, p, authz.ActionReadConfig, ResourceOf(env)) == nil
+	full := c.authz.Authorize(ctx, p, authz.ActionReadConfig, resourceOf(env)) == nil
 	return c.withHealth(ctx, c.view(env, full), env)
 }
 
@@ -236,10 +236,10 @@ func (c *Catalog) List(ctx context.Context, p authz.Principal, f ListFilter) ([]
 	}
 	out := make([]*View, 0, len(envs))
 	for _, env := range envs {
-		if c.authz.Authorize(ctx, p, authz.ActionRead, ResourceOf(env)) != nil {
+		if c.authz.Authorize(ctx, p, authz.ActionRead, resourceOf(env)) != nil {
 			continue
 		}
-		full := c.authz.Authorize(ctx, p, authz.ActionReadConfig, ResourceOf(env)) == nil
+		full := c.authz.Authorize(ctx, p, authz.ActionReadConfig, resourceOf(env)) == nil
 		v, err := c.withHealth(ctx, c.view(env, full), env)
 		if err != nil {
 			return nil, err
@@ -338,7 +338,7 @@ func (c *Catalog) load(ctx context.Context, p authz.Principal, a authz.Action, i
 		}
 		return nil, err
 	}
-	if err := c.authorize(ctx, p, a, ResourceOf(env)); err != nil {
+	if err := c.authorize(ctx, p, a, resourceOf(env)); err != nil {
 		return nil, err
 	}
 	return env, nil

@@ -171,7 +171,7 @@ func (c *Catalog) Delete(ctx context.Context, p authz.Principal, id string, base
 	}
 	b, err := c.delete(ctx, env, baseRevision)
 	if err != nil {
-		c.logFailure(ctx, p, authz.ActionDelete, ResourceOf(env), err)
+		c.logFailure(ctx, p, authz.ActionDelete, resourceOf(env), err)
 		return b, err
 	}
 	c.log.LogAttrs(ctx, slog.LevelInfo, "environment deleted",

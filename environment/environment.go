@@ -2,6 +2,7 @@ package environment
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/berthdev/berth/authz"
@@ -49,6 +50,18 @@ var (
 	ErrConflict = errcode.New(errcode.Conflict, "environment: conflict")
 	// ErrInvalid: the request is malformed or names a reserved field (CFG-5, CFG-8).
 	ErrInvalid = errcode.New(errcode.Invalid, "environment: invalid request")
+	// ErrNoBinding is returned (wrapped) by Resolve when no binding
+	// applies to a scope. It wraps ErrNotFound. Resolve never substitutes
+	// the local host or any other environment for a missing binding
+	// (ASG-2).
+	ErrNoBinding = fmt.Errorf("no environment bound: %w", ErrNotFound)
+	// ErrArchived is wrapped by a BindingError when the bound environment
+	// is archived (ASG-2).
+	ErrArchived = errcode.New(errcode.Conflict, "environment: archived")
+	// ErrTargetMismatch is wrapped by CheckLeaseTarget when a lease does
+	// not belong to the resolution it is used for (ASG-4). It wraps
+	// ErrConflict.
+	ErrTargetMismatch = fmt.Errorf("lease does not match the resolved target: %w", ErrConflict)
 )
 
 // CreateOptions modifies Store.CreateEnvironment.
@@ -89,8 +102,8 @@ type Store interface {
 	DeleteEnvironment(ctx context.Context, id string, baseRevision int64) error
 }
 
-// ResourceOf describes env as an authorization resource.
-func ResourceOf(env *Environment) authz.Resource {
+// resourceOf describes env as an authorization resource.
+func resourceOf(env *Environment) authz.Resource {
 	if env == nil {
 		return authz.Resource{Kind: authz.ResourceKindEnvironment}
 	}

@@ -31,7 +31,7 @@ type ProviderHealth struct {
 
 // HealthStore persists provider health, one record per driver and endpoint,
 // so that separate processes sharing a store see the same measurements.
-// Implementations: MemoryHealthStore here, SQLite and PostgreSQL in
+// Implementations: memoryHealthStore here, SQLite and PostgreSQL in
 // store/sqlite and store/postgres; all pass the store conformance suite. A HealthStore is
 // safe for concurrent use.
 type HealthStore interface {
@@ -95,22 +95,22 @@ func healthView(endpoint string, h ProviderHealth, measured bool) *HealthView {
 	return v
 }
 
-// MemoryHealthStore is an in-memory HealthStore. The zero value is not
-// usable; call NewMemoryHealthStore.
-type MemoryHealthStore struct {
+// memoryHealthStore is NewMemoryHealthStore's HealthStore.
+type memoryHealthStore struct {
 	mu   sync.Mutex
 	recs map[[2]string]ProviderHealth
 }
 
-var _ HealthStore = (*MemoryHealthStore)(nil)
+var _ HealthStore = (*memoryHealthStore)(nil)
 
-// NewMemoryHealthStore returns an empty MemoryHealthStore.
-func NewMemoryHealthStore() *MemoryHealthStore {
-	return &MemoryHealthStore{recs: map[[2]string]ProviderHealth{}}
+// NewMemoryHealthStore returns an empty in-memory HealthStore, safe for
+// concurrent use.
+func NewMemoryHealthStore() HealthStore {
+	return &memoryHealthStore{recs: map[[2]string]ProviderHealth{}}
 }
 
 // PutProviderHealth implements HealthStore.
-func (m *MemoryHealthStore) PutProviderHealth(ctx context.Context, h ProviderHealth) error {
+func (m *memoryHealthStore) PutProviderHealth(ctx context.Context, h ProviderHealth) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (m *MemoryHealthStore) PutProviderHealth(ctx context.Context, h ProviderHea
 }
 
 // GetProviderHealth implements HealthStore.
-func (m *MemoryHealthStore) GetProviderHealth(ctx context.Context, driver, endpoint string) (ProviderHealth, error) {
+func (m *memoryHealthStore) GetProviderHealth(ctx context.Context, driver, endpoint string) (ProviderHealth, error) {
 	if err := ctx.Err(); err != nil {
 		return ProviderHealth{}, err
 	}
@@ -138,7 +138,7 @@ func (m *MemoryHealthStore) GetProviderHealth(ctx context.Context, driver, endpo
 }
 
 // ListProviderHealth implements HealthStore.
-func (m *MemoryHealthStore) ListProviderHealth(ctx context.Context) ([]ProviderHealth, error) {
+func (m *memoryHealthStore) ListProviderHealth(ctx context.Context) ([]ProviderHealth, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -130,14 +130,14 @@ var stores = []struct {
 // jsonStore is a MemoryStore that keeps each environment in its JSON form:
 // configs come back with json.Number, []any and map-form secret references,
 // as from store/sqlite and store/postgres.
-type jsonStore struct{ *environment.MemoryStore }
+type jsonStore struct{ environment.Store }
 
 func (s jsonStore) CreateEnvironment(ctx context.Context, env *environment.Environment, opts environment.CreateOptions) error {
-	return s.MemoryStore.CreateEnvironment(ctx, viaJSON(env), opts)
+	return s.Store.CreateEnvironment(ctx, viaJSON(env), opts)
 }
 
 func (s jsonStore) UpdateEnvironment(ctx context.Context, env *environment.Environment, base int64) error {
-	return s.MemoryStore.UpdateEnvironment(ctx, viaJSON(env), base)
+	return s.Store.UpdateEnvironment(ctx, viaJSON(env), base)
 }
 
 func viaJSON(env *environment.Environment) *environment.Environment {

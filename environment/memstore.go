@@ -9,26 +9,26 @@ import (
 	"sync"
 )
 
-// MemoryStore is an in-memory Store: the embedded default for tests and
-// demos. It is safe for concurrent use, stores and returns deep copies, and
-// checks revisions, uniqueness and exclusive drivers under one lock, so each
-// operation is atomic. Its zero value is not usable; call NewMemoryStore.
-type MemoryStore struct {
+// memoryStore is NewMemoryStore's Store.
+type memoryStore struct {
 	mu      sync.RWMutex
 	envs    map[string]*Environment
 	names   map[string]string // name -> id
 	drivers map[string]int    // driver -> number of environments
 }
 
-var _ Store = (*MemoryStore)(nil)
+var _ Store = (*memoryStore)(nil)
 
-// NewMemoryStore returns an empty in-memory store.
-func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{envs: map[string]*Environment{}, names: map[string]string{}, drivers: map[string]int{}}
+// NewMemoryStore returns an empty in-memory Store: the embedded default for
+// tests and demos. It is safe for concurrent use, stores and returns deep
+// copies, and checks revisions, uniqueness and exclusive drivers under one
+// lock, so each operation is atomic.
+func NewMemoryStore() Store {
+	return &memoryStore{envs: map[string]*Environment{}, names: map[string]string{}, drivers: map[string]int{}}
 }
 
 // CreateEnvironment implements Store.
-func (m *MemoryStore) CreateEnvironment(ctx context.Context, env *Environment, opts CreateOptions) error {
+func (m *memoryStore) CreateEnvironment(ctx context.Context, env *Environment, opts CreateOptions) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func (m *MemoryStore) CreateEnvironment(ctx context.Context, env *Environment, o
 }
 
 // GetEnvironment implements Store.
-func (m *MemoryStore) GetEnvironment(ctx context.Context, id string) (*Environment, error) {
+func (m *memoryStore) GetEnvironment(ctx context.Context, id string) (*Environment, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func (m *MemoryStore) GetEnvironment(ctx context.Context, id string) (*Environme
 }
 
 // ListEnvironments implements Store.
-func (m *MemoryStore) ListEnvironments(ctx context.Context, f ListFilter) ([]*Environment, error) {
+func (m *memoryStore) ListEnvironments(ctx context.Context, f ListFilter) ([]*Environment, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func (m *MemoryStore) ListEnvironments(ctx context.Context, f ListFilter) ([]*En
 }
 
 // UpdateEnvironment implements Store.
-func (m *MemoryStore) UpdateEnvironment(ctx context.Context, env *Environment, baseRevision int64) error {
+func (m *memoryStore) UpdateEnvironment(ctx context.Context, env *Environment, baseRevision int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (m *MemoryStore) UpdateEnvironment(ctx context.Context, env *Environment, b
 }
 
 // DeleteEnvironment implements Store.
-func (m *MemoryStore) DeleteEnvironment(ctx context.Context, id string, baseRevision int64) error {
+func (m *memoryStore) DeleteEnvironment(ctx context.Context, id string, baseRevision int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ import (
 // SecretUseStore records which leases use which secret versions, and which
 // secrets (or versions) no saved config references any more (retired). A
 // use of version v of secret S is covered by a retirement of S@v and by one
-// of the whole secret S (Version 0). Implementations: MemorySecretUseStore,
+// of the whole secret S (Version 0). Implementations: memorySecretUseStore,
 // and the SQL stores, which pass the same conformance suite
 // (internal/environmenttest.RunSecretUseStoreTests). Each method is atomic with
 // respect to the others, across processes sharing the store.
@@ -45,22 +45,21 @@ func covers(r, u drivers.SecretRef) bool {
 	return r.ID == u.ID && (r.Version == 0 || r.Version == u.Version)
 }
 
-// MemorySecretUseStore is an in-memory SecretUseStore for tests and the
-// embedded default. It is safe for concurrent use; call
-// NewMemorySecretUseStore.
-type MemorySecretUseStore struct {
+// memorySecretUseStore is NewMemorySecretUseStore's SecretUseStore.
+type memorySecretUseStore struct {
 	mu      sync.Mutex
 	uses    map[string][]drivers.SecretRef // lease -> refs
 	retired map[drivers.SecretRef]bool
 }
 
-// NewMemorySecretUseStore returns an empty MemorySecretUseStore.
-func NewMemorySecretUseStore() *MemorySecretUseStore {
-	return &MemorySecretUseStore{uses: map[string][]drivers.SecretRef{}, retired: map[drivers.SecretRef]bool{}}
+// NewMemorySecretUseStore returns an empty in-memory SecretUseStore for
+// tests and the embedded default, safe for concurrent use.
+func NewMemorySecretUseStore() SecretUseStore {
+	return &memorySecretUseStore{uses: map[string][]drivers.SecretRef{}, retired: map[drivers.SecretRef]bool{}}
 }
 
 // UseSecrets implements SecretUseStore.
-func (s *MemorySecretUseStore) UseSecrets(_ context.Context, lease string, refs []drivers.SecretRef) error {
+func (s *memorySecretUseStore) UseSecrets(_ context.Context, lease string, refs []drivers.SecretRef) error {
 	if err := checkUses(lease, refs); err != nil {
 		return err
 	}
@@ -75,7 +74,7 @@ func (s *MemorySecretUseStore) UseSecrets(_ context.Context, lease string, refs 
 }
 
 // RetireSecrets implements SecretUseStore.
-func (s *MemorySecretUseStore) RetireSecrets(_ context.Context, refs []drivers.SecretRef) ([]drivers.SecretRef, error) {
+func (s *memorySecretUseStore) RetireSecrets(_ context.Context, refs []drivers.SecretRef) ([]drivers.SecretRef, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var free []drivers.SecretRef
@@ -91,7 +90,7 @@ func (s *MemorySecretUseStore) RetireSecrets(_ context.Context, refs []drivers.S
 }
 
 // ReleaseSecrets implements SecretUseStore.
-func (s *MemorySecretUseStore) ReleaseSecrets(_ context.Context, lease string) ([]drivers.SecretRef, error) {
+func (s *memorySecretUseStore) ReleaseSecrets(_ context.Context, lease string) ([]drivers.SecretRef, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.uses, lease)
@@ -106,7 +105,7 @@ func (s *MemorySecretUseStore) ReleaseSecrets(_ context.Context, lease string) (
 	return free, nil
 }
 
-func (s *MemorySecretUseStore) usedLocked(r drivers.SecretRef) bool {
+func (s *memorySecretUseStore) usedLocked(r drivers.SecretRef) bool {
 	for _, refs := range s.uses {
 		for _, u := range refs {
 			if covers(r, u) {

@@ -29,7 +29,7 @@ func (c *Catalog) Update(ctx context.Context, p authz.Principal, id string, req 
 	}
 	env, err := c.update(ctx, p, cur, req)
 	if err != nil {
-		c.logFailure(ctx, p, authz.ActionUpdate, ResourceOf(cur), err)
+		c.logFailure(ctx, p, authz.ActionUpdate, resourceOf(cur), err)
 		return nil, err
 	}
 	c.logMutation(ctx, p, "environment updated", env)
@@ -117,7 +117,7 @@ func (c *Catalog) setStatus(ctx context.Context, p authz.Principal, id string, b
 	}
 	label := labelOf(cur)
 	fail := func(err error) (*View, error) {
-		c.logFailure(ctx, p, authz.ActionArchive, ResourceOf(cur), err)
+		c.logFailure(ctx, p, authz.ActionArchive, resourceOf(cur), err)
 		return nil, err
 	}
 	switch {

@@ -37,7 +37,7 @@ const (
 type world struct {
 	svc     *handover.Service
 	res     controller.SecretResolver // the hook handover.New returned
-	envs    *environment.MemoryStore
+	envs    environment.Store
 	leases  *lease.MemoryStore
 	checks  *handover.MemoryStore
 	env     *environment.Environment

@@ -105,8 +105,8 @@ type world struct {
 	store  lease.Store
 	reg    *drivers.Registry
 	env    *environment.Environment
-	envs   *environment.MemoryStore
-	binds  *environment.MemoryBindingStore
+	envs   environment.Store
+	binds  environment.BindingStore
 	asg    *environment.Assignments
 	saveMu sync.Mutex
 	m      *lease.Manager

@@ -28,7 +28,7 @@ var (
 
 // world is one host composition over a fake and the local driver.
 type world struct {
-	envs    *environment.MemoryStore
+	envs    environment.Store
 	fake    *fake.Driver
 	reg     *drivers.Registry
 	secrets *environment.MemorySecretStore
