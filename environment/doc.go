@@ -108,7 +108,7 @@
 // NewCatalog, the Assignments' bindings show in a delete's blast radius and
 // are cleared after it (ASG-5), and the instance default cannot be deleted
 // (CFG-7).
-// memoryBindingStore keeps bindings in memory, store/sqlite and
+// NewMemoryBindingStore keeps bindings in memory, store/sqlite and
 // store/postgres in SQLite and PostgreSQL.
 //
 // Availability (CAP-1, CAP-3): the
@@ -125,6 +125,6 @@
 // and List with its time, never measured by them; a provider never
 // measured counts as available and shows "not measured".
 //
-// Store is the persistence contract; memoryStore implements it in memory,
+// Store is the persistence contract; NewMemoryStore keeps it in memory,
 // store/sqlite and store/postgres in SQLite and PostgreSQL.
 package environment
