@@ -92,6 +92,12 @@ type Options struct {
 	// environment variable for it (examples/envctl reads
 	// BERTH_RUNNER_BINARY).
 	RunnerBinary string
+	// RunnerSet, when not nil, is the runner binaries of System.RunnerSet
+	// instead of RunnerBinary's one: one per architecture, and a Build
+	// for an architecture it lacks (examples/envctl builds the runner from
+	// the module's source there), so one System serves amd64 and arm64
+	// targets.
+	RunnerSet *drivers.RunnerSet
 	// ProjectAuthChecker is the host's project auth check of managed
 	// accounts (AUTH-2), run by System.Handover.PrepareManagedAccount.
 	// Default: none; preparations stay pending until the host records
@@ -122,6 +128,7 @@ type System struct {
 	taskSecrets *taskSecrets // the controller's SecretResolver (hooks.go)
 
 	runnerBinary string
+	runnerSet    *drivers.RunnerSet
 	specOnce     sync.Once
 	spec         *drivers.RunnerSet
 	specErr      error
@@ -171,12 +178,15 @@ func (s *System) Runners() *controller.Controller { return s.runners }
 // matches exactly.
 func (s *System) Handover() *handover.Service { return s.handover }
 
-// RunnerSet returns the drivers.RunnerSet of Options.RunnerBinary (its
-// architecture and SHA-256, read once on the first call and kept), for
-// lease.AcquireRequest.Runner (controller.Attach reads the binary from the
-// lease). Without a RunnerBinary it returns an error wrapping
-// drivers.ErrUnsupported.
+// RunnerSet returns Options.RunnerSet, or else the drivers.RunnerSet of
+// Options.RunnerBinary (its architecture and SHA-256, read once on the
+// first call and kept), for lease.AcquireRequest.Runner (controller.Attach
+// reads the binary from the lease) and the runner-based probe. Without
+// either it returns an error wrapping drivers.ErrUnsupported.
 func (s *System) RunnerSet() (*drivers.RunnerSet, error) {
+	if s.runnerSet != nil {
+		return s.runnerSet, nil
+	}
 	if s.runnerBinary == "" {
 		return nil, fmt.Errorf("berth: no runner binary configured (Options.RunnerBinary; build one with CGO_ENABLED=0 go build -o berth-runner ./examples/runner): %w", drivers.ErrUnsupported)
 	}
@@ -213,7 +223,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	sys := &System{drivers: reg, secrets: secrets, log: logger, runnerBinary: o.RunnerBinary}
+	sys := &System{drivers: reg, secrets: secrets, log: logger, runnerBinary: o.RunnerBinary, runnerSet: o.RunnerSet}
 	// The hooks one service gives another are values their constructors
 	// return (hooks.go), never exported methods anyone holding a service
 	// could call for no principal.

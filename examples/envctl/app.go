@@ -81,6 +81,7 @@ func openSystem(ctx context.Context, g *globals) (*system, error) {
 		ClaimGrace:      g.claimGrace,
 		LeasePruneAfter: g.leaseRetention,
 		RunnerBinary:    g.runnerBinary,
+		RunnerSet:       g.runnerSet,
 	})
 	if err != nil {
 		db.Close()

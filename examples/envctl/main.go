@@ -97,6 +97,9 @@ type globals struct {
 	// from source when no binary is named (tests: an empty cache, no go
 	// command).
 	runnerBuild *runnerbuild.Options
+	// runnerSet, when not nil, is berth.Options.RunnerSet (probe --runner
+	// without a binary: the runner is built from source for the target).
+	runnerSet *drivers.RunnerSet
 }
 
 func main() {

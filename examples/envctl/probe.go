@@ -24,7 +24,8 @@ and everything was proven. Each stage is printed to stderr as it completes
 (not with --json). A host probe (local, ssh) says what it did NOT validate.
 
 --runner probes through berth's runner instead of one command (PRP-8):
-the runner (--runner-binary, default $BERTH_RUNNER_BINARY) starts in the
+the runner (--runner-binary, default $BERTH_RUNNER_BINARY, else built once
+from this module's source for the target's architecture) starts in the
 sandbox under a short-lived probe identity that can run no task, and its
 hello's platform and version are the evidence.
 
@@ -69,10 +70,17 @@ func runProbe(ctx context.Context, g *globals, args []string) error {
 		}
 	}
 	if *byRunner {
-		if *binary == "" {
-			return fmt.Errorf("probe --runner: no runner binary: pass --runner-binary PATH or set $%s; build one with: %s", RunnerBinaryEnv, runnerBuildHint)
-		}
+		// As envctl run: the named binary, else one built from the
+		// module's source for the target's architecture.
 		g.runnerBinary = *binary
+		progress := func(format string, a ...any) {
+			if !g.json {
+				fmt.Fprintf(g.stderr, "envctl: "+format+"\n", a...)
+			}
+		}
+		if g.runnerSet, err = runnerSet(g, progress); err != nil {
+			return fmt.Errorf("probe --runner: %w", err)
+		}
 	}
 	var cfg map[string]any
 	if *draft {

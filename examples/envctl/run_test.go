@@ -200,6 +200,14 @@ func TestRunWithoutARunnerFlagBuildsTheRunnerOnce(t *testing.T) {
 	if strings.Contains(errOut, "building the runner") {
 		t.Errorf("the second run built the runner again:\n%s", errOut)
 	}
+	// probe --runner without a flag takes the same way: the cached build.
+	out, errOut, err = c.exec("", "probe", "sbx", "--company", "acme", "--runner")
+	if err != nil || !strings.Contains(out, "runner") {
+		t.Fatalf("probe --runner without a binary = %q, %v\nstderr:\n%s", out, err, errOut)
+	}
+	if strings.Contains(errOut, "building the runner") {
+		t.Errorf("probe --runner built the runner again:\n%s", errOut)
+	}
 }
 
 // Without a runner binary and without a go command or the module's
