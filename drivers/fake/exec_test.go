@@ -119,7 +119,7 @@ func TestDetectionScript(t *testing.T) {
 	musl.Hostname = "box"
 	for name, p := range map[string]fake.Platform{"debian": fake.PlatformDebian12(), "alpine": musl, "busybox": fake.PlatformBusybox(), "zero": {}} {
 		_, sb := newSandbox(t, &fake.Options{Platform: &p})
-		want, err := os.ReadFile("testdata/detect-" + name + ".out")
+		want, err := os.ReadFile("testdata/detect-" + name + ".golden")
 		if err != nil {
 			t.Fatal(err)
 		}
