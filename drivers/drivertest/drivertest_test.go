@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -70,6 +71,23 @@ var suiteScripts = map[string]fake.HandlerFunc{
 		fmt.Fprintln(inv.Stdout, "partial")
 		return 1, nil
 	},
+	// The streaming ones, for the wrong drivers that declare stream_exec:
+	// without them each stream subtest waits out its deadline for "ready".
+	"echo one; echo two 1>&2; cat; exit 4": func(_ context.Context, inv fake.Invocation) (int, error) {
+		fmt.Fprintln(inv.Stdout, "one")
+		fmt.Fprintln(inv.Stderr, "two")
+		_, err := io.Copy(inv.Stdout, inv.Stdin)
+		return 4, err
+	},
+	"echo ready; sleep 300":          readySleep,
+	"echo ready; sleep 300; exit $?": readySleep,
+}
+
+// readySleep says ready and sleeps until its context ends.
+func readySleep(ctx context.Context, inv fake.Invocation) (int, error) {
+	fmt.Fprintln(inv.Stdout, "ready")
+	<-ctx.Done()
+	return -1, ctx.Err()
 }
 
 // The suite's gating: a driver that declares and implements only exec
@@ -94,23 +112,23 @@ var wrongDrivers = map[string]struct {
 	want    string // in the suite's failure
 }{
 	"terminal": {
-		harness{fake.New(&fake.Options{Name: "fake-wrong", Undeclared: drivers.NewSet(drivers.CapTerminal)})},
+		harness{fake.New(&fake.Options{Name: "fake-wrong", Handlers: suiteScripts, Undeclared: drivers.NewSet(drivers.CapTerminal)})},
 		`does not declare terminal although its live sandbox implements it`,
 	},
 	"reuse": {
-		harness{fake.New(&fake.Options{Name: "fake-wrong", Undeclared: drivers.NewSet(drivers.CapReuse)})},
+		harness{fake.New(&fake.Options{Name: "fake-wrong", Handlers: suiteScripts, Undeclared: drivers.NewSet(drivers.CapReuse)})},
 		`does not declare reuse although its driver implements it`,
 	},
 	"plain image error": {
-		brokenHarness{harness{plainErrors{fake.New(&fake.Options{Name: "fake-wrong"})}}, drivertest.FailUnknownImage},
+		brokenHarness{harness{plainErrors{fake.New(&fake.Options{Name: "fake-wrong", Handlers: suiteScripts})}}, drivertest.FailUnknownImage},
 		`unknown image: driver "fake-wrong": err = fake: image "registry.example/none:1": no such tag: image not found; want it to wrap image not found (errors.Is)`,
 	},
 	"runner accepted without ingress": {
-		harness{execOnly{f: fake.New(&fake.Options{Name: "fake-wrong"}), acceptsRunner: true}},
+		harness{execOnly{f: fake.New(&fake.Options{Name: "fake-wrong", Handlers: suiteScripts}), acceptsRunner: true}},
 		`driver "fake-wrong" does not offer runner_ingress, yet Acquire with a Runner succeeded`,
 	},
 	"dead control plane as unreachable": {
-		brokenHarness{harness{fake.New(&fake.Options{Name: "fake-wrong"})}, drivertest.FailUnreachable},
+		brokenHarness{harness{fake.New(&fake.Options{Name: "fake-wrong", Handlers: suiteScripts})}, drivertest.FailUnreachable},
 		`unreachable: driver "fake-wrong": err = fake: create (call 1): connection refused: target unreachable; want it to wrap provider unavailable (errors.Is)`,
 	},
 }

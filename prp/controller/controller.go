@@ -107,7 +107,7 @@ type Controller struct {
 // has its token renewed only while its lease is active, never past its
 // end; replicas read one lease store. Both are required (an error
 // otherwise). secrets, if not nil, resolves the secret references of tasks
-// (prp.SecretUse): checked at Dispatch, resolved when the command is
+// (prp.SecretUse): checked at Attachment.Start, resolved when the command is
 // delivered (the SecretResolver that handover.New returns); nil: a task
 // with secrets is refused with an error wrapping ErrSecretsUnsupported.
 //
@@ -119,7 +119,7 @@ type Controller struct {
 // principal: the manager calls it after it authorized the release or the
 // sweep. So it is handed to the composer here and is no method of the
 // Controller, which anyone holding it could call; a host stops tasks for a
-// principal with StopAndVerify.
+// principal with Task.Stop.
 func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *Options) (*Controller, lease.TaskStopper, error) {
 	if signer == nil {
 		return nil, nil, errors.New("controller: New needs a Signer")
