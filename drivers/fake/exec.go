@@ -233,7 +233,7 @@ func (d *Driver) sleep(ctx context.Context, args []string, stderr io.Writer) (in
 	unit := time.Second
 	if len(args) == 1 {
 		a := args[0]
-		if u, ok := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour}[a[len(a)-1]]; ok {
+		if u, ok := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}[a[max(len(a)-1, 0):]]; ok {
 			a, unit = a[:len(a)-1], u
 		}
 		f, err = strconv.ParseFloat(a, 64)
@@ -286,8 +286,8 @@ func (d *Driver) cat(ctx context.Context, inv Invocation, host string) (int, err
 	if len(files) == 0 {
 		files = []string{"-"}
 	}
+	rel, hasRel := d.platform.osRelease()
 	for _, f := range files {
-		rel, hasRel := d.platform.osRelease()
 		switch {
 		case f == "-":
 			if _, err := io.Copy(inv.Stdout, inv.Stdin); err != nil {

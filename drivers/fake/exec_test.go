@@ -70,6 +70,7 @@ func TestBuiltins(t *testing.T) {
 		{"false", musl, []string{"/bin/false"}, out{"", "", 1}},
 		{"sleep 0", musl, []string{"sleep", "0"}, out{"", "", 0}},
 		{"sleep x", musl, []string{"sleep", "x"}, out{"", "sleep: invalid time interval \"x\"\n", 1}},
+		{"sleep empty", musl, []string{"sleep", ""}, out{"", "sleep: invalid time interval \"\"\n", 1}},
 		{"exit via sh", musl, sh("exit 300"), out{"", "", 44}},
 		{"exit", musl, sh("exit"), out{"", "", 0}},
 		{"sh -c quoting", musl, sh(`echo 'single $HOME' "double $HOME" esc\ aped "\"q\"" ${USER}x`), out{"single $HOME double /root esc aped \"q\" rootx\n", "", 0}},

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -241,6 +242,24 @@ func TestLostEventsAreRecordedAndFailTheSessionsTasks(t *testing.T) {
 	}
 	if st := taskState(t, s, session, "left"); st.State != controller.TaskFailed {
 		t.Errorf("task after events_lost = %+v, want failed", st)
+	}
+	// A follower reading the task's output through its handle is told of
+	// the loss, after the chunks stored before it, never past it.
+	att, err := s.c.Reattach(ctx, operator, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	octx, ocancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ocancel()
+	for from := uint64(0); ; {
+		chunks, err := att.Task("left", "c1").Output(octx, from)
+		if errors.Is(err, controller.ErrEventsLost) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Output of the task whose events were lost, from %d: %v; want ErrEventsLost", from, err)
+		}
+		from = chunks[len(chunks)-1].Seq
 	}
 	// The session goes on past the gap: a new task runs and its output
 	// is stored, and the only gap in the stored seqs is the lost range.

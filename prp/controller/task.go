@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,10 +71,7 @@ func (a *Attachment) Start(ctx context.Context, p authz.Principal, spec TaskSpec
 		}
 		ts.TaskID = id
 	}
-	cmdID := spec.CommandID
-	if cmdID == "" {
-		cmdID = "start_" + strings.TrimPrefix(ts.TaskID, "task_")
-	}
+	cmdID := cmp.Or(spec.CommandID, taskCommandID("start", ts.TaskID))
 	if _, err := a.c.dispatch(ctx, p, a.session, prp.Command{ID: cmdID, Kind: prp.CommandTaskStart, Lease: a.lease, Run: a.run, TaskStart: &ts}); err != nil {
 		return nil, err
 	}
@@ -199,7 +197,7 @@ const maxOutputChunks = 256
 // nothing. ctx bounds the wait. Lost events are ErrEventsLost.
 func (t *Task) Output(ctx context.Context, from uint64) ([]OutputChunk, error) {
 	var out []OutputChunk
-	ended := false
+	ended, lost := false, false
 	for {
 		ch := t.c.changes()
 		recs, err := t.c.eventsAfter(ctx, t.p, t.session, from, maxOutputChunks)
@@ -214,16 +212,21 @@ func (t *Task) Output(ctx context.Context, from uint64) ([]OutputChunk, error) {
 			case ev.Kind == prp.EventExit && ev.TaskID == t.id,
 				ev.Kind == prp.EventResult && ev.Result != nil && ev.Result.CommandID == t.cmd && ev.Result.Exit == nil && ev.Result.Status != prp.ResultDone:
 				ended = true
-			case ev.Kind == EventEventsLost && len(out) == 0:
-				return nil, fmt.Errorf("task %s: %w", t.id, ErrEventsLost)
+			case ev.Kind == EventEventsLost:
+				if len(out) == 0 {
+					return nil, fmt.Errorf("task %s: %w", t.id, ErrEventsLost)
+				}
+				// Return the chunks before the loss: the next call,
+				// from the last of them, reports it.
+				lost = true
 			}
-			if ended {
+			if ended || lost {
 				break
 			}
 			from = se.Seq
 		}
 		switch {
-		case len(out) > 0:
+		case len(out) > 0 || lost:
 			return out, nil
 		case ended:
 			return nil, io.EOF
@@ -250,7 +253,7 @@ func (t *Task) Stop(ctx context.Context) (Proof, error) {
 	if grace <= 0 {
 		grace = LeaseStopGrace
 	}
-	id := "stop_" + strings.TrimPrefix(t.id, "task_")
+	id := taskCommandID("stop", t.id)
 	if _, err := t.c.dispatch(ctx, t.p, t.session, prp.Command{ID: id, Kind: prp.CommandTaskStop, Lease: t.lease, Run: t.run,
 		TaskStop: &prp.TaskStop{TaskID: t.id, Grace: grace}}); err != nil {
 		return Proof{}, err
@@ -277,8 +280,13 @@ func (t *Task) Stop(ctx context.Context) (Proof, error) {
 // no writers (read the output with Task.Output). It reads nothing: an
 // unknown task shows in Wait and Output as one that never ends.
 func (a *Attachment) Task(id, cmdID string) *Task {
-	if cmdID == "" {
-		cmdID = "start_" + strings.TrimPrefix(id, "task_")
-	}
+	cmdID = cmp.Or(cmdID, taskCommandID("start", id))
 	return &Task{c: a.c, p: a.p, session: a.session, lease: a.lease, run: a.run, id: id, cmd: cmdID, waitLock: make(chan struct{}, 1)}
+}
+
+// taskCommandID is the id of the kind ("start", "stop") command of task id
+// that the library derives, so that the same call for the same task
+// returns the journaled command instead of running it again.
+func taskCommandID(kind, id string) string {
+	return kind + "_" + strings.TrimPrefix(id, "task_")
 }
