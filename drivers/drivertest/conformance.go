@@ -226,7 +226,7 @@ func testAcquireCancelled(t *testing.T, ctx context.Context, h Harness) {
 
 func testStreamsApart(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
-	res := execOK(t, ctx, sb, sh("echo out; echo err 1>&2"))
+	res := execOK(t, ctx, sb, sh(scriptOutErr))
 	got := [2]string{string(res.Stdout), string(res.Stderr)}
 	if diff := cmp.Diff([2]string{"out\n", "err\n"}, got); diff != "" {
 		t.Errorf("stdout/stderr (-want +got):\n%s", diff)
@@ -242,7 +242,7 @@ func testExitCodes(t *testing.T, ctx context.Context, h Harness) {
 		{"exit 0", 0},
 		{"exit 3", 3},
 		{"exit 42", 42},
-		{"echo partial; exit 1", 1},
+		{scriptPartial, 1},
 	} {
 		res := execOK(t, ctx, sb, sh(tc.script))
 		if res.ExitCode != tc.want {

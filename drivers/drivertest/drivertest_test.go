@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -57,38 +56,18 @@ func (s plainSandbox) Release(ctx context.Context, d drivers.Disposition) (drive
 	return s.sb.Release(ctx, d)
 }
 
-// suiteScripts are the suite's exec scripts of more than one command,
-// which the fake runs through handlers registered by their text (its
-// built-in sh -c runs one command; drivers/fake's harness also has the
-// streaming ones).
-var suiteScripts = map[string]fake.HandlerFunc{
-	"echo out; echo err 1>&2": func(_ context.Context, inv fake.Invocation) (int, error) {
-		fmt.Fprintln(inv.Stdout, "out")
-		fmt.Fprintln(inv.Stderr, "err")
-		return 0, nil
-	},
-	"echo partial; exit 1": func(_ context.Context, inv fake.Invocation) (int, error) {
-		fmt.Fprintln(inv.Stdout, "partial")
-		return 1, nil
-	},
-	// The streaming ones, for the wrong drivers that declare stream_exec:
-	// without them each stream subtest waits out its deadline for "ready".
-	"echo one; echo two 1>&2; cat; exit 4": func(_ context.Context, inv fake.Invocation) (int, error) {
-		fmt.Fprintln(inv.Stdout, "one")
-		fmt.Fprintln(inv.Stderr, "two")
-		_, err := io.Copy(inv.Stdout, inv.Stdin)
-		return 4, err
-	},
-	"echo ready; sleep 300":          readySleep,
-	"echo ready; sleep 300; exit $?": readySleep,
-}
-
-// readySleep says ready and sleeps until its context ends.
-func readySleep(ctx context.Context, inv fake.Invocation) (int, error) {
-	fmt.Fprintln(inv.Stdout, "ready")
-	<-ctx.Done()
-	return -1, ctx.Err()
-}
+// suiteScripts are the conformance suite's sh -c scripts of more than one
+// command (drivertest.ScriptHandlers), as fake handlers: the fake's
+// built-in sh -c runs one command.
+var suiteScripts = func() map[string]fake.HandlerFunc {
+	hs := map[string]fake.HandlerFunc{}
+	for script, h := range drivertest.ScriptHandlers() {
+		hs[script] = func(ctx context.Context, inv fake.Invocation) (int, error) {
+			return h(ctx, inv.Stdin, inv.Stdout, inv.Stderr)
+		}
+	}
+	return hs
+}()
 
 // The suite's gating: a driver that declares and implements only exec
 // passes the core contract and skips every optional subtest.

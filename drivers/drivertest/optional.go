@@ -178,7 +178,7 @@ func testStreamExec(t *testing.T, ctx context.Context, h Harness) {
 		t.Fatal(err)
 	}
 	out, errw := newWatcher(), newWatcher()
-	p, err := se.Start(ctx, sh("echo one; echo two 1>&2; cat; exit 4"), out, errw)
+	p, err := se.Start(ctx, sh(scriptStream), out, errw)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -214,7 +214,7 @@ func testStreamKill(t *testing.T, ctx context.Context, h Harness) {
 		t.Fatal(err)
 	}
 	out := newWatcher()
-	p, err := se.Start(ctx, sh("echo ready; sleep 300"), out, nil)
+	p, err := se.Start(ctx, sh(scriptReady), out, nil)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -238,7 +238,7 @@ func testStreamCancel(t *testing.T, ctx context.Context, h Harness) {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out := newWatcher()
-	p, err := se.Start(cctx, sh("echo ready; sleep 300"), out, nil)
+	p, err := se.Start(cctx, sh(scriptReady), out, nil)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -566,7 +566,7 @@ func testStreamWaitContext(t *testing.T, ctx context.Context, h Harness) {
 		t.Fatal(err)
 	}
 	out := newWatcher()
-	p2, err := se.Start(ctx, sh("echo ready; sleep 300"), out, nil)
+	p2, err := se.Start(ctx, sh(scriptReady), out, nil)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}

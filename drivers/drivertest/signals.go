@@ -28,7 +28,7 @@ func testStreamSignals(t *testing.T, ctx context.Context, h Harness) {
 	for _, sig := range driverkit.Signals() {
 		wg.Go(func() {
 			out := newWatcher()
-			p, err := se.Start(ctx, sh("echo ready; sleep 300; exit $?"), out, nil)
+			p, err := se.Start(ctx, sh(scriptReadyStatus), out, nil)
 			if err != nil {
 				t.Errorf("Start for %s: %v", sig, err)
 				return

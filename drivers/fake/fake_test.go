@@ -3,10 +3,8 @@ package fake_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/drivertest"
@@ -73,38 +71,17 @@ func (h *harness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
 }
 
 // suiteScripts are the conformance suite's sh -c scripts of more than one
-// command, which the fake runs through handlers registered by their text
-// (its built-in sh -c runs one command). A script the suite adds fails
-// its subtest with the handler to register.
-var suiteScripts = map[string]fake.HandlerFunc{
-	"echo out; echo err 1>&2": func(_ context.Context, inv fake.Invocation) (int, error) {
-		fmt.Fprintln(inv.Stdout, "out")
-		fmt.Fprintln(inv.Stderr, "err")
-		return 0, nil
-	},
-	"echo partial; exit 1": func(_ context.Context, inv fake.Invocation) (int, error) {
-		fmt.Fprintln(inv.Stdout, "partial")
-		return 1, nil
-	},
-	"echo one; echo two 1>&2; cat; exit 4": func(_ context.Context, inv fake.Invocation) (int, error) {
-		fmt.Fprintln(inv.Stdout, "one")
-		fmt.Fprintln(inv.Stderr, "two")
-		_, err := io.Copy(inv.Stdout, inv.Stdin)
-		return 4, err
-	},
-	"echo ready; sleep 300":          readySleep,
-	"echo ready; sleep 300; exit $?": readySleep,
-}
-
-func readySleep(ctx context.Context, inv fake.Invocation) (int, error) {
-	fmt.Fprintln(inv.Stdout, "ready")
-	select {
-	case <-ctx.Done():
-		return -1, ctx.Err()
-	case <-time.After(300 * time.Second):
-		return 0, nil
+// command (drivertest.ScriptHandlers), as fake handlers: the fake's
+// built-in sh -c runs one command.
+var suiteScripts = func() map[string]fake.HandlerFunc {
+	hs := map[string]fake.HandlerFunc{}
+	for script, h := range drivertest.ScriptHandlers() {
+		hs[script] = func(ctx context.Context, inv fake.Invocation) (int, error) {
+			return h(ctx, inv.Stdin, inv.Stdout, inv.Stderr)
+		}
 	}
-}
+	return hs
+}()
 
 func newHarness(_ context.Context, _ testing.TB) (drivertest.Harness, error) {
 	return &harness{d: fake.New(&fake.Options{Handlers: suiteScripts})}, nil
