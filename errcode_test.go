@@ -54,6 +54,7 @@ var sentinelCodes = map[string]struct {
 	"drivers.ErrTimeout":            {drivers.ErrTimeout, errcode.Timeout},
 	"drivers.ErrInvalidConfig":      {drivers.ErrInvalidConfig, errcode.Invalid},
 	"drivers.ErrReleased":           {drivers.ErrReleased, errcode.Conflict},
+	"drivers.ErrInUse":              {drivers.ErrInUse, errcode.Conflict},
 
 	"environment.ErrNotFound":       {environment.ErrNotFound, errcode.NotFound},
 	"environment.ErrConflict":       {environment.ErrConflict, errcode.Conflict},

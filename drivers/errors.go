@@ -59,6 +59,9 @@ var (
 	ErrInvalidConfig = errcode.New(errcode.Invalid, "invalid config")
 	// ErrReleased: the sandbox handle was already released.
 	ErrReleased = errcode.New(errcode.Conflict, "sandbox released")
+	// ErrInUse: the provider refused to remove something (a template's
+	// image or snapshot) that sandboxes still use; retry once they are gone.
+	ErrInUse = errcode.New(errcode.Conflict, "in use")
 )
 
 // ConfigError reports one invalid config field. It wraps ErrInvalidConfig.

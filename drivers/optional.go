@@ -54,10 +54,17 @@ type Destroyer interface {
 
 // TemplateDeleter is an optional interface that may be implemented by a
 // Driver (capability CapTemplateDelete). DeleteTemplate removes a captured
-// image at the provider; deleting one that is gone succeeds. If a Driver does
-// not implement it, revoking a template only disables it in berth.
+// image at the provider and returns the provider's confirmation: a Receipt
+// whose ProviderLeaseID is empty, whose State is StateDestroyed and which is
+// Confirmed only when the driver read back from the provider that the
+// template is gone (Evidence says how: "inspect image: not found",
+// "GET /snapshots/x: 404"). Deleting a template that is already gone
+// succeeds with a confirmed receipt. A template the provider refuses to
+// delete because something still uses it is an error wrapping ErrConflict,
+// never a forced removal. If a Driver does not implement it, revoking a
+// template only disables it in berth.
 type TemplateDeleter interface {
-	DeleteTemplate(ctx context.Context, cfg Config, id images.Identity) error
+	DeleteTemplate(ctx context.Context, cfg Config, id images.Identity) (Receipt, error)
 }
 
 // ImageReporter is an optional interface that may be implemented by a Sandbox

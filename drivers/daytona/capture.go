@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -103,19 +104,28 @@ func (sb *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (ima
 }
 
 // DeleteTemplate deletes a captured snapshot by its id (DELETE
-// /snapshots/{id}); one that is already gone succeeds. An identity that is
-// not a daytona snapshot is refused.
-func (d *Driver) DeleteTemplate(ctx context.Context, cfg drivers.Config, id images.Identity) error {
+// /snapshots/{id}) and reads it back (GET /snapshots/{id}: 404); one that
+// is already gone is a confirmed receipt. An identity that is not a daytona
+// snapshot is refused.
+func (d *Driver) DeleteTemplate(ctx context.Context, cfg drivers.Config, id images.Identity) (drivers.Receipt, error) {
 	if id.Kind() != images.KindSnapshot || id.Provider() != Name {
-		return fmt.Errorf("daytona: %q is not a daytona snapshot identity", id)
+		return drivers.Receipt{}, fmt.Errorf("daytona: %q is not a daytona snapshot identity: %w", id, drivers.ErrInvalidConfig)
 	}
 	s, err := d.open(cfg)
 	if err != nil {
-		return err
+		return drivers.Receipt{}, err
 	}
 	err = s.c.deleteSnapshot(ctx, id.SnapshotID())
 	if err != nil && !errors.Is(err, drivers.ErrNotFound) {
-		return fmt.Errorf("daytona: deleting snapshot %s: %w", id.SnapshotID(), err)
+		return drivers.Receipt{}, fmt.Errorf("daytona: deleting snapshot %s: %w", id.SnapshotID(), err)
 	}
-	return nil
+	if _, err := s.c.getSnapshot(ctx, id.SnapshotID()); err == nil {
+		return drivers.Receipt{}, fmt.Errorf("daytona: snapshot %s is still there after its deletion", id.SnapshotID())
+	} else if !errors.Is(err, drivers.ErrNotFound) {
+		return drivers.Receipt{}, fmt.Errorf("daytona: reading back snapshot %s: %w", id.SnapshotID(), err)
+	}
+	return drivers.Receipt{
+		State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: time.Now().UTC(),
+		Evidence: "GET /snapshots/" + id.SnapshotID() + ": 404", EvidenceKind: drivers.EvidenceProvider,
+	}, nil
 }

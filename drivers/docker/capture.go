@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -144,23 +145,24 @@ const emptyAuth = "e30="
 
 // DeleteTemplate removes a captured template: from the engine (by image id
 // for berth.local identities, by REPO@DIGEST otherwise) and, for a pushed
-// template, its manifest from the registry. A template that is already gone
-// (in the engine or the registry) is not an error.
-func (d *Driver) DeleteTemplate(ctx context.Context, raw drivers.Config, id images.Identity) error {
+// template, its manifest from the registry, and reads back that it is gone.
+// A template that is already gone (in the engine or the registry) is a
+// confirmed receipt.
+func (d *Driver) DeleteTemplate(ctx context.Context, raw drivers.Config, id images.Identity) (drivers.Receipt, error) {
 	if id.Kind() != images.KindDigest {
-		return fmt.Errorf("docker: template %q is not an image digest: %w", id, drivers.ErrInvalidConfig)
+		return drivers.Receipt{}, fmt.Errorf("docker: template %q is not an image digest: %w", id, drivers.ErrInvalidConfig)
 	}
 	cfg, err := d.parseConfig(raw)
 	if err != nil {
-		return err
+		return drivers.Receipt{}, err
 	}
 	cli, err := d.client(cfg.host)
 	if err != nil {
-		return err
+		return drivers.Receipt{}, err
 	}
 	ref, err := name.NewDigest(id.String(), name.WeakValidation)
 	if err != nil {
-		return fmt.Errorf("docker: template %q: %v: %w", id, err, drivers.ErrInvalidConfig)
+		return drivers.Receipt{}, fmt.Errorf("docker: template %q: %v: %w", id, err, drivers.ErrInvalidConfig)
 	}
 	local := isLocal(ref)
 	lookup := id.String()
@@ -171,30 +173,48 @@ func (d *Driver) DeleteTemplate(ctx context.Context, raw drivers.Config, id imag
 	switch {
 	case err == nil:
 		if local && ins.ID != id.Digest() {
-			return nil
+			break
 		}
 		_, err := cli.ImageRemove(ctx, ins.ID, image.RemoveOptions{Force: true, PruneChildren: true})
 		if err != nil && !cerrdefs.IsNotFound(err) {
-			return engineErr(cfg.host, "remove image "+id.String(), err)
+			return drivers.Receipt{}, engineErr(cfg.host, "remove image "+id.String(), err)
 		}
 	case !cerrdefs.IsNotFound(err):
-		return engineErr(cfg.host, "inspect image "+id.String(), err)
+		return drivers.Receipt{}, engineErr(cfg.host, "inspect image "+id.String(), err)
 	}
-	if local {
-		return nil
-	}
-	opts := []remote.Option{remote.WithContext(ctx)}
-	if secret := d.secretOf(cfg); secret != "" {
-		opts = append(opts, remote.WithAuth(authenticator(secret)))
-	}
-	if err := remote.Delete(ref, opts...); err != nil {
-		var te *transport.Error
-		if errors.As(err, &te) && te.StatusCode == http.StatusNotFound {
-			return nil
+	if again, err := cli.ImageInspect(ctx, lookup); err == nil {
+		if !local || again.ID == id.Digest() {
+			return drivers.Receipt{}, fmt.Errorf("docker: template %s is still in the engine after its removal", id)
 		}
-		return fmt.Errorf("docker: deleting template %s at the registry: %w", id, err)
+	} else if !cerrdefs.IsNotFound(err) {
+		return drivers.Receipt{}, engineErr(cfg.host, "inspect image "+id.String(), err)
 	}
-	return nil
+	evidence := "inspect image: not found"
+	if !local {
+		opts := []remote.Option{remote.WithContext(ctx)}
+		if secret := d.secretOf(cfg); secret != "" {
+			opts = append(opts, remote.WithAuth(authenticator(secret)))
+		}
+		if err := remote.Delete(ref, opts...); err != nil {
+			var te *transport.Error
+			if !errors.As(err, &te) || te.StatusCode != http.StatusNotFound {
+				return drivers.Receipt{}, fmt.Errorf("docker: deleting template %s at the registry: %w", id, err)
+			}
+		}
+		if _, err := remote.Head(ref, opts...); err == nil {
+			return drivers.Receipt{}, fmt.Errorf("docker: template %s is still in the registry after its deletion", id)
+		} else {
+			var te *transport.Error
+			if !errors.As(err, &te) || te.StatusCode != http.StatusNotFound {
+				return drivers.Receipt{}, fmt.Errorf("docker: reading back template %s at the registry: %w", id, err)
+			}
+		}
+		evidence += "; registry HEAD manifest: 404"
+	}
+	return drivers.Receipt{
+		State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: time.Now().UTC(),
+		Evidence: evidence, EvidenceKind: drivers.EvidenceProvider,
+	}, nil
 }
 
 // authenticator returns the go-containerregistry form of registry_auth.

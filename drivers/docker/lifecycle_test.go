@@ -226,7 +226,7 @@ func TestCapturePushesToTheRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		if err := e.drv.DeleteTemplate(ctx, cfg, id); err != nil {
+		if _, err := e.drv.DeleteTemplate(ctx, cfg, id); err != nil {
 			t.Fatalf("DeleteTemplate #%d: %v", i+1, err)
 		}
 	}

@@ -328,9 +328,13 @@ func testCapture(t *testing.T, ctx context.Context, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 2 { // deleting one that is gone succeeds
-		if err := td.DeleteTemplate(ctx, h.Config(), id); err != nil {
+	for i := range 2 { // deleting one that is gone succeeds, confirmed
+		rc, err := td.DeleteTemplate(ctx, h.Config(), id)
+		if err != nil {
 			t.Fatalf("DeleteTemplate #%d: %v", i+1, err)
+		}
+		if !rc.Confirmed || rc.State != drivers.StateDestroyed || rc.Evidence == "" || rc.EvidenceKind != drivers.EvidenceProvider {
+			t.Errorf("DeleteTemplate #%d: receipt %+v, want a confirmed StateDestroyed receipt with the provider's evidence", i+1, rc)
 		}
 	}
 	if canAcquire {

@@ -368,25 +368,28 @@ func (d *Driver) terminate(id string, disp drivers.Disposition) (drivers.Receipt
 }
 
 // DeleteTemplate deletes a captured snapshot (or an image) of this provider;
-// deleting one that is gone succeeds. A snapshot identity of another
-// provider is an error wrapping drivers.ErrNotFound.
-func (d *Driver) DeleteTemplate(ctx context.Context, cfg drivers.Config, id images.Identity) error {
+// deleting one that is gone is a confirmed receipt. A snapshot identity of
+// another provider is an error wrapping drivers.ErrNotFound.
+func (d *Driver) DeleteTemplate(ctx context.Context, cfg drivers.Config, id images.Identity) (drivers.Receipt, error) {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("fake: delete template %s: %w", id, err)
+		return drivers.Receipt{}, fmt.Errorf("fake: delete template %s: %w", id, err)
 	}
 	if err := d.checkKey(cfg); err != nil {
-		return err
+		return drivers.Receipt{}, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.callLocked(OpDeleteTemplate, ""); err != nil {
-		return err
+		return drivers.Receipt{}, err
 	}
 	if id.Kind() == images.KindSnapshot && id.Provider() != d.provider {
-		return fmt.Errorf("fake: delete template %s: not a snapshot of provider %q: %w", id, d.provider, drivers.ErrNotFound)
+		return drivers.Receipt{}, fmt.Errorf("fake: delete template %s: not a snapshot of provider %q: %w", id, d.provider, drivers.ErrNotFound)
 	}
 	d.removeImageLocked(id)
-	return nil
+	return drivers.Receipt{
+		State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: d.clk.Now().UTC(),
+		Evidence: "template removed: " + id.String(), EvidenceKind: drivers.EvidenceProvider,
+	}, nil
 }
 
 // SandboxRecord is one sandbox as Driver.Sandboxes reports it.

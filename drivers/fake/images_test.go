@@ -47,7 +47,7 @@ func TestTagsAndDigests(t *testing.T) {
 	if got, err := acquireImage(t, d, v1.String()); err != nil || got != v1 {
 		t.Errorf("old digest: %v, %v; want %v", got, err, v1)
 	}
-	if err := d.DeleteTemplate(bg, drivers.Config{}, v2); err != nil { // removes the digest and the tags on it
+	if _, err := d.DeleteTemplate(bg, drivers.Config{}, v2); err != nil { // removes the digest and the tags on it
 		t.Fatal(err)
 	}
 	if got, err := acquireImage(t, d, v1.String()); err != nil || got != v1 {
@@ -132,10 +132,10 @@ func TestCaptureAndDeleteTemplate(t *testing.T) {
 	if got, err := acquireImage(t, d, "snapshot-name:tpl"); err != nil || got != id {
 		t.Errorf("acquire captured: %v, %v", got, err)
 	}
-	if err := d.DeleteTemplate(bg, drivers.Config{}, images.MustParseIdentity("snapshot:fake/"+id.SnapshotID())); !errors.Is(err, drivers.ErrNotFound) {
+	if _, err := d.DeleteTemplate(bg, drivers.Config{}, images.MustParseIdentity("snapshot:fake/"+id.SnapshotID())); !errors.Is(err, drivers.ErrNotFound) {
 		t.Errorf("DeleteTemplate of another provider's id: %v, want ErrNotFound", err)
 	}
-	if err := d.DeleteTemplate(bg, drivers.Config{}, id); err != nil {
+	if _, err := d.DeleteTemplate(bg, drivers.Config{}, id); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := acquireImage(t, d, "snapshot:"+id.SnapshotID()); !errors.Is(err, drivers.ErrImageNotFound) {
