@@ -56,7 +56,8 @@
 //     take, with a Fake that drives the fake driver's delays and the lease
 //     manager's time deterministically.
 //   - drivers: the driver contract (Driver, Sandbox, optional capability
-//     interfaces, ConfigSchema, sentinel errors, Registry). drivers/local,
+//     interfaces, sentinel errors, Registry); drivers/config: a driver's
+//     config and its schema (validation, secrets, redaction). drivers/local,
 //     drivers/ssh, drivers/docker, drivers/daytona and drivers/fake implement
 //     it, and drivers/drivertest is the conformance suite they all pass.
 //   - prp, prp/runner, prp/controller: the runner protocol's wire format,

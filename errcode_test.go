@@ -15,6 +15,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
@@ -39,22 +40,22 @@ var sentinelCodes = map[string]struct {
 }{
 	"authz.ErrDenied": {authz.ErrDenied, errcode.Denied},
 
-	"drivers.ErrUnreachable":        {drivers.ErrUnreachable, errcode.Unreachable},
-	"drivers.ErrTLSUnverified":      {drivers.ErrTLSUnverified, errcode.AuthFailed},
-	"drivers.ErrAuth":               {drivers.ErrAuth, errcode.AuthFailed},
-	"drivers.ErrHostKeyMismatch":    {drivers.ErrHostKeyMismatch, errcode.AuthFailed},
-	"drivers.ErrHostKeyUnknown":     {drivers.ErrHostKeyUnknown, errcode.AuthFailed},
-	"drivers.ErrCredentialsMissing": {drivers.ErrCredentialsMissing, errcode.Invalid},
-	"drivers.ErrImageNotFound":      {drivers.ErrImageNotFound, errcode.NotFound},
-	"drivers.ErrImageInactive":      {drivers.ErrImageInactive, errcode.Unavailable},
-	"drivers.ErrNotFound":           {drivers.ErrNotFound, errcode.NotFound},
-	"drivers.ErrTransient":          {drivers.ErrTransient, errcode.Unavailable},
-	"drivers.ErrUnsupported":        {drivers.ErrUnsupported, errcode.Unsupported},
-	"drivers.ErrUnavailable":        {drivers.ErrUnavailable, errcode.Unavailable},
-	"drivers.ErrTimeout":            {drivers.ErrTimeout, errcode.Timeout},
-	"drivers.ErrInvalidConfig":      {drivers.ErrInvalidConfig, errcode.Invalid},
-	"drivers.ErrReleased":           {drivers.ErrReleased, errcode.Conflict},
-	"drivers.ErrInUse":              {drivers.ErrInUse, errcode.Conflict},
+	"drivers.ErrUnreachable":               {drivers.ErrUnreachable, errcode.Unreachable},
+	"drivers.ErrTLSUnverified":             {drivers.ErrTLSUnverified, errcode.AuthFailed},
+	"drivers.ErrAuth":                      {drivers.ErrAuth, errcode.AuthFailed},
+	"drivers.ErrHostKeyMismatch":           {drivers.ErrHostKeyMismatch, errcode.AuthFailed},
+	"drivers.ErrHostKeyUnknown":            {drivers.ErrHostKeyUnknown, errcode.AuthFailed},
+	"drivers.ErrImageNotFound":             {drivers.ErrImageNotFound, errcode.NotFound},
+	"drivers.ErrImageInactive":             {drivers.ErrImageInactive, errcode.Unavailable},
+	"drivers.ErrNotFound":                  {drivers.ErrNotFound, errcode.NotFound},
+	"drivers.ErrTransient":                 {drivers.ErrTransient, errcode.Unavailable},
+	"drivers.ErrUnsupported":               {drivers.ErrUnsupported, errcode.Unsupported},
+	"drivers.ErrUnavailable":               {drivers.ErrUnavailable, errcode.Unavailable},
+	"drivers.ErrTimeout":                   {drivers.ErrTimeout, errcode.Timeout},
+	"drivers/config.ErrInvalid":            {config.ErrInvalid, errcode.Invalid},
+	"drivers/config.ErrCredentialsMissing": {config.ErrCredentialsMissing, errcode.Invalid},
+	"drivers.ErrReleased":                  {drivers.ErrReleased, errcode.Conflict},
+	"drivers.ErrInUse":                     {drivers.ErrInUse, errcode.Conflict},
 
 	"environment.ErrNotFound":       {environment.ErrNotFound, errcode.NotFound},
 	"environment.ErrConflict":       {environment.ErrConflict, errcode.Conflict},
@@ -128,9 +129,9 @@ var errorTypeCodes = map[string]struct {
 	err  error
 	code errcode.ErrorCode
 }{
-	"drivers.ConfigError":             {&drivers.ConfigError{Driver: "ssh", Field: "host", Reason: "required"}, errcode.Invalid},
+	"drivers/config.Error":            {&config.Error{Driver: "ssh", Field: "host", Reason: "required"}, errcode.Invalid},
 	"drivers/ssh.HostKeyError":        {&ssh.HostKeyError{Host: "h", Port: 22, Err: drivers.ErrHostKeyMismatch}, errcode.AuthFailed},
-	"environment.ConfigError":         {&environment.ConfigError{Name: "e", Err: &drivers.ConfigError{Driver: "ssh", Field: "host", Reason: "required"}}, errcode.Invalid},
+	"environment.ConfigError":         {&environment.ConfigError{Name: "e", Err: &config.Error{Driver: "ssh", Field: "host", Reason: "required"}}, errcode.Invalid},
 	"environment.FieldError":          {&environment.FieldError{Field: "name", Reason: "taken", Err: environment.ErrConflict}, errcode.Conflict},
 	"environment.BindingError":        {&environment.BindingError{Reason: "another company's", Err: authz.ErrDenied}, errcode.Denied},
 	"environment.UnusableError":       {&environment.UnusableError{Reason: "driver not registered", Err: drivers.ErrUnavailable}, errcode.Unavailable},

@@ -55,15 +55,6 @@ var capNames = [numCapabilities]string{
 	CapRunnerIngress:   "runner_ingress",
 }
 
-// AllCapabilities lists every capability in declaration order.
-func AllCapabilities() []Capability {
-	out := make([]Capability, numCapabilities)
-	for i := range out {
-		out[i] = Capability(i)
-	}
-	return out
-}
-
 // String returns the stable snake_case name ("exec", "stream_exec", ...).
 func (c Capability) String() string {
 	if c < numCapabilities {
@@ -102,6 +93,20 @@ func (c *Capability) UnmarshalText(b []byte) error {
 
 // Set is an immutable set of capabilities. The zero Set is empty.
 type Set uint32
+
+// Sets of capabilities that resolution (CAP-2) and the conformance suite
+// plan with.
+const (
+	// AllCapabilities holds every capability.
+	AllCapabilities Set = 1<<numCapabilities - 1
+	// DriverLevel holds the capabilities tied to an optional interface of a
+	// Driver (Resumer, Lister, Destroyer, TemplateDeleter).
+	DriverLevel Set = 1<<CapReuse | 1<<CapList | 1<<CapDestroyByID | 1<<CapTemplateDelete
+	// SandboxLevel holds the capabilities tied to an optional interface of a
+	// Sandbox (StreamExecer, ImageReporter, Terminal, Capturer,
+	// RunnerHost). Only a live sandbox can show that they are implemented.
+	SandboxLevel Set = 1<<CapStreamExec | 1<<CapImageIdentity | 1<<CapTerminal | 1<<CapTemplateCapture | 1<<CapRunnerIngress
+)
 
 // NewSet returns the set holding caps.
 func NewSet(caps ...Capability) Set {

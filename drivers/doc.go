@@ -24,13 +24,9 @@
 // implemented. The package makes every type assertion on an optional
 // interface in one place, behind Effective, DriverAs and SandboxAs.
 //
-// ConfigSchema is the single description of a driver's config: it validates
-// and normalizes, applies defaults, tells which fields are secrets (moved
-// out of configs and redacted), which are maps of secrets (KindSecretMap,
-// such as env vars: each value moved and redacted, the whole field left out
-// of fingerprints), which identify the target (fingerprints), and which are
-// knobs or metadata. Its methods Redact, PlainSecrets, Partition and
-// ResolveSecrets handle the secrets.
+// A driver describes its config with a config.Schema (package
+// drivers/config: the config value, its schema, secret references,
+// redaction and the config's errors); Driver.Schema returns it.
 //
 // Helpers for driver implementations (output buffers, stdin copying,
 // the signal set, runner launch by Exec, the per-lease cgroup scripts) are

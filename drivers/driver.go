@@ -1,6 +1,8 @@
 package drivers
 
 import (
+	"github.com/berthdev/berth/drivers/config"
+
 	"context"
 	"fmt"
 	"io"
@@ -18,12 +20,12 @@ type Driver interface {
 	Capabilities() Capabilities
 	// Schema returns the config schema. It never does I/O; the same pointer
 	// may be returned on every call and must not be modified.
-	Schema() *ConfigSchema
+	Schema() *config.Schema
 	// Acquire allocates a sandbox (sandbox drivers) or opens a session on the
 	// host (host drivers). cfg has been normalized by Schema and its secrets
 	// resolved to values. The context's deadline is the startup budget; on
 	// cancellation Acquire returns promptly with an error wrapping ctx.Err().
-	Acquire(ctx context.Context, cfg Config, req AcquireRequest) (Sandbox, error)
+	Acquire(ctx context.Context, cfg config.Config, req AcquireRequest) (Sandbox, error)
 }
 
 // AcquireRequest carries what the lease layer knows about one acquisition.
@@ -83,13 +85,18 @@ type Command struct {
 	OutputLimit int
 }
 
-// Output limits.
+// Output limits, and the form of a runner's controller URL.
 const (
 	// DefaultOutputLimit is the per-stream output cap of Exec when
 	// Command.OutputLimit is 0.
 	DefaultOutputLimit = 1 << 20
 	// MaxRunnerLogTail is the most RunnerIngress.LogTail returns.
 	MaxRunnerLogTail = 64 << 10
+	// UnixScheme prefixes a controller URL that names a unix socket rather
+	// than a host: "unix:/run/berth/prp.sock", the form of
+	// RunnerIngress.Endpoint for an ingress that sends no IP traffic. The
+	// runner (prp/runner) reads it in its --controller flag.
+	UnixScheme = "unix:"
 )
 
 // Limit returns the effective output limit of c.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
 )
 
@@ -16,10 +17,10 @@ func TestCodeOfIsASubCodeOfErrcode(t *testing.T) {
 	t.Parallel()
 	for _, err := range []error{
 		drivers.ErrUnreachable, drivers.ErrTLSUnverified, drivers.ErrAuth, drivers.ErrHostKeyMismatch,
-		drivers.ErrHostKeyUnknown, drivers.ErrCredentialsMissing, drivers.ErrImageNotFound,
+		drivers.ErrHostKeyUnknown, config.ErrCredentialsMissing, drivers.ErrImageNotFound,
 		drivers.ErrImageInactive, drivers.ErrNotFound, drivers.ErrTransient, drivers.ErrUnsupported,
-		drivers.ErrUnavailable, drivers.ErrTimeout, drivers.ErrInvalidConfig,
-		&drivers.ConfigError{Driver: "ssh", Field: "host", Reason: "required"},
+		drivers.ErrUnavailable, drivers.ErrTimeout, config.ErrInvalid,
+		&config.Error{Driver: "ssh", Field: "host", Reason: "required"},
 		context.Canceled, context.DeadlineExceeded, nil,
 	} {
 		for _, e := range []error{err, fmt.Errorf("ssh u@h:22: %w", err)} {

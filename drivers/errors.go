@@ -1,9 +1,10 @@
 package drivers
 
 import (
+	"github.com/berthdev/berth/drivers/config"
+
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/berthdev/berth/errcode"
 )
@@ -12,7 +13,7 @@ import (
 // names the target (never a secret), so that callers test them with errors.Is.
 // Each carries its errcode.ErrorCode (errcode.Code finds it): unreachable,
 // auth_failed (ErrAuth, ErrTLSUnverified, ErrHostKeyMismatch,
-// ErrHostKeyUnknown), invalid (ErrCredentialsMissing, ErrInvalidConfig),
+// ErrHostKeyUnknown), invalid (config.ErrCredentialsMissing and config.ErrInvalid of drivers/config),
 // not_found (ErrImageNotFound, ErrNotFound), unavailable (ErrImageInactive,
 // ErrTransient, ErrUnavailable), unsupported, timeout, and conflict
 // (ErrReleased). Code and CodeOf give the finer PRB-5 sub-code.
@@ -30,8 +31,6 @@ var (
 	ErrHostKeyMismatch = errcode.New(errcode.AuthFailed, "host key mismatch")
 	// ErrHostKeyUnknown: no trusted key is configured for the host.
 	ErrHostKeyUnknown = errcode.New(errcode.AuthFailed, "host key unknown")
-	// ErrCredentialsMissing: the config lacks a credential the driver needs.
-	ErrCredentialsMissing = errcode.New(errcode.Invalid, "credentials missing")
 	// ErrImageNotFound: the configured image or snapshot does not exist.
 	ErrImageNotFound = errcode.New(errcode.NotFound, "image not found")
 	// ErrImageInactive: the provider reports the pinned snapshot inactive
@@ -55,42 +54,12 @@ var (
 	// ErrTimeout: the provider gave up on an operation within its own time
 	// limit (distinct from the caller's context deadline).
 	ErrTimeout = errcode.New(errcode.Timeout, "timed out")
-	// ErrInvalidConfig: a config failed schema validation; see ConfigError.
-	ErrInvalidConfig = errcode.New(errcode.Invalid, "invalid config")
 	// ErrReleased: the sandbox handle was already released.
 	ErrReleased = errcode.New(errcode.Conflict, "sandbox released")
 	// ErrInUse: the provider refused to remove something (a template's
 	// image or snapshot) that sandboxes still use; retry once they are gone.
 	ErrInUse = errcode.New(errcode.Conflict, "in use")
 )
-
-// ConfigError reports one invalid config field. It wraps ErrInvalidConfig.
-// Reason never contains the field's value when the field is a secret.
-type ConfigError struct {
-	Driver string // driver name
-	Field  string // field name; "" for an error about the whole config
-	Reason string
-
-	missingSecret bool
-}
-
-// Error returns "DRIVER config: field "NAME": REASON" (without the field
-// part for an error about the whole config). It never contains a secret.
-func (e *ConfigError) Error() string {
-	if e.Field == "" {
-		return fmt.Sprintf("%s config: %s", e.Driver, e.Reason)
-	}
-	return fmt.Sprintf("%s config: field %q: %s", e.Driver, e.Field, e.Reason)
-}
-
-// Unwrap returns ErrInvalidConfig, and also ErrCredentialsMissing when the
-// error is a required Secret field that is absent.
-func (e *ConfigError) Unwrap() []error {
-	if e.missingSecret {
-		return []error{ErrInvalidConfig, ErrCredentialsMissing}
-	}
-	return []error{ErrInvalidConfig}
-}
 
 // Code is the probe's stable, machine-readable failure code (PRB-5): what
 // probe results (probe.Result.Code, probe.Stage.Code) and provider health
@@ -184,13 +153,13 @@ func CodeOf(err error) Code {
 		return CodeTLSUnverified
 	case errors.Is(err, ErrAuth):
 		return CodeAuthFailed
-	case errors.Is(err, ErrCredentialsMissing):
+	case errors.Is(err, config.ErrCredentialsMissing):
 		return CodeMissingCredentials
 	case errors.Is(err, ErrImageInactive):
 		return CodeImageInactive
 	case errors.Is(err, ErrImageNotFound):
 		return CodeImageNotFound
-	case errors.Is(err, ErrInvalidConfig):
+	case errors.Is(err, config.ErrInvalid):
 		return CodeInvalidConfig
 	case errors.Is(err, ErrUnavailable):
 		return CodeProviderUnavailable

@@ -1,6 +1,10 @@
 package drivers
 
-import "context"
+import (
+	"context"
+
+	"github.com/berthdev/berth/drivers/config"
+)
 
 // HealthChecker is an optional interface that may be implemented by a
 // Driver whose targets sit behind a provider control plane (a container
@@ -18,11 +22,11 @@ type HealthChecker interface {
 	// account's secret reference. cfg may hold secret references; the
 	// result holds no secret value. It does no I/O; it returns "" when cfg
 	// names no endpoint (a config that does not validate).
-	Endpoint(cfg Config) string
+	Endpoint(cfg config.Config) string
 	// CheckHealth pings the provider endpoint of cfg (secrets resolved),
 	// bounded by ctx, without allocating anything. It returns nil when the
 	// provider serves requests, else an error wrapping ErrUnavailable (the
 	// control plane cannot be reached or refuses service), ErrAuth or
 	// ErrTLSUnverified, naming the endpoint and never a secret.
-	CheckHealth(ctx context.Context, cfg Config) error
+	CheckHealth(ctx context.Context, cfg config.Config) error
 }

@@ -1,6 +1,8 @@
 package drivers
 
 import (
+	"github.com/berthdev/berth/drivers/config"
+
 	"cmp"
 	"context"
 	"errors"
@@ -23,7 +25,7 @@ import (
 // when the provider has no such sandbox. If a Driver does not implement
 // Resumer, reusable lease policies are refused for it.
 type Resumer interface {
-	Resume(ctx context.Context, cfg Config, providerLeaseID string) (Sandbox, error)
+	Resume(ctx context.Context, cfg config.Config, providerLeaseID string) (Sandbox, error)
 }
 
 // SandboxInfo describes a sandbox as a Lister reports it.
@@ -39,7 +41,7 @@ type SandboxInfo struct {
 // carries all of the given labels, destroyed ones excluded. If a Driver does
 // not implement Lister, orphan sweeps skip its environments.
 type Lister interface {
-	List(ctx context.Context, cfg Config, labels map[string]string) ([]SandboxInfo, error)
+	List(ctx context.Context, cfg config.Config, labels map[string]string) ([]SandboxInfo, error)
 }
 
 // Destroyer is an optional interface that may be implemented by a Driver
@@ -49,7 +51,7 @@ type Lister interface {
 // receipt. If a Driver does not implement Destroyer, cleanups that lost their
 // handle stay pending until an operator acts.
 type Destroyer interface {
-	Destroy(ctx context.Context, cfg Config, providerLeaseID string) (Receipt, error)
+	Destroy(ctx context.Context, cfg config.Config, providerLeaseID string) (Receipt, error)
 }
 
 // TemplateDeleter is an optional interface that may be implemented by a
@@ -64,7 +66,7 @@ type Destroyer interface {
 // never a forced removal. If a Driver does not implement it, revoking a
 // template only disables it in berth.
 type TemplateDeleter interface {
-	DeleteTemplate(ctx context.Context, cfg Config, id images.Identity) (Receipt, error)
+	DeleteTemplate(ctx context.Context, cfg config.Config, id images.Identity) (Receipt, error)
 }
 
 // ImageReporter is an optional interface that may be implemented by a Sandbox
@@ -304,7 +306,7 @@ func validGOARCH(a string) bool {
 // is unknown before allocation: a set of one binary is used as it is (the
 // driver checks it at install), a set of several is refused.
 type ArchReporter interface {
-	RunnerArch(ctx context.Context, cfg Config) (string, error)
+	RunnerArch(ctx context.Context, cfg config.Config) (string, error)
 }
 
 // RunnerLaunch is what RunnerIngress.Launch needs to start the runner.
@@ -336,12 +338,6 @@ type RunnerHost interface {
 	// the driver prepares at creation.
 	HostRunner(ctx context.Context, spec RunnerSpec) (RunnerIngress, error)
 }
-
-// UnixScheme prefixes a controller URL that names a unix socket rather
-// than a host: "unix:/run/berth/prp.sock", the form of
-// RunnerIngress.Endpoint for an ingress that sends no IP traffic. The
-// runner (prp/runner) reads it in its --controller flag.
-const UnixScheme = "unix:"
 
 // RunnerIngress is a runner installed in a sandbox and its way back to
 // the berth host. As a net.Listener it yields, on the host, each
@@ -380,7 +376,7 @@ type RunnerIngress interface {
 // config narrowed away. If a Driver does not implement it, no config
 // narrows it. ConfigNarrowing reads it.
 type ConfigNarrower interface {
-	NarrowedBy(cfg Config) Set
+	NarrowedBy(cfg config.Config) Set
 }
 
 // AvailabilityReporter is an optional interface that may be implemented by a

@@ -1,6 +1,8 @@
 package drivers
 
 import (
+	"github.com/berthdev/berth/drivers/config"
+
 	"fmt"
 	"io"
 	"strings"
@@ -12,22 +14,6 @@ import (
 // live sandbox (the database/sql way); the declared set (Capabilities) is
 // what discovery reads without allocating anything (CAP-1), and the
 // conformance suite proves declared == implemented for every driver.
-
-// driverLevel are the capabilities whose interface a Driver implements;
-// sandboxLevel those whose interface a Sandbox implements.
-var (
-	driverLevel  = NewSet(CapReuse, CapList, CapDestroyByID, CapTemplateDelete)
-	sandboxLevel = NewSet(CapStreamExec, CapImageIdentity, CapTerminal, CapTemplateCapture, CapRunnerIngress)
-)
-
-// DriverLevel returns the capabilities tied to an optional interface of a
-// Driver (Resumer, Lister, Destroyer, TemplateDeleter).
-func DriverLevel() Set { return driverLevel }
-
-// SandboxLevel returns the capabilities tied to an optional interface of a
-// Sandbox (StreamExecer, ImageReporter, Terminal, Capturer, RunnerHost).
-// Only a live sandbox can show that they are implemented.
-func SandboxLevel() Set { return sandboxLevel }
 
 // Implemented returns CapExec plus the driver-level capabilities d really
 // provides, by type assertion on d. It never calls a method of d.
@@ -105,7 +91,7 @@ func Effective(d Driver, narrowed Set) Set {
 	if Available(d) != nil {
 		return 0
 	}
-	return d.Capabilities().Declared.Intersect(Implemented(d) | sandboxLevel).Without(narrowed)
+	return d.Capabilities().Declared.Intersect(Implemented(d) | SandboxLevel).Without(narrowed)
 }
 
 // Narrowing returns the narrowing to pass to SandboxAs for the live
@@ -113,13 +99,13 @@ func Effective(d Driver, narrowed Set) Set {
 // narrowed (undeclared, not implemented by the driver, narrowed, or all of
 // them when d is unavailable). It does no I/O.
 func Narrowing(d Driver, narrowed Set) Set {
-	return NewSet(AllCapabilities()...).Without(Effective(d, narrowed))
+	return AllCapabilities.Without(Effective(d, narrowed))
 }
 
 // ConfigNarrowing returns the capabilities that cfg narrows away for d
 // (ConfigNarrower), or the empty set when d does not implement it; pass it
 // to Effective and Narrowing to plan with a config. It does no I/O.
-func ConfigNarrowing(d Driver, cfg Config) Set {
+func ConfigNarrowing(d Driver, cfg config.Config) Set {
 	if cn, ok := d.(ConfigNarrower); ok {
 		return cn.NarrowedBy(cfg)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/images"
 )
 
@@ -24,8 +25,8 @@ func (d *countingDriver) Name() string { return d.name }
 func (d *countingDriver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{Kind: drivers.KindSandbox, Declared: d.declared}
 }
-func (d *countingDriver) Schema() *drivers.ConfigSchema { return &drivers.ConfigSchema{Driver: d.name} }
-func (d *countingDriver) Acquire(context.Context, drivers.Config, drivers.AcquireRequest) (drivers.Sandbox, error) {
+func (d *countingDriver) Schema() *config.Schema { return &config.Schema{Driver: d.name} }
+func (d *countingDriver) Acquire(context.Context, config.Config, drivers.AcquireRequest) (drivers.Sandbox, error) {
 	d.ioCalls.Add(1)
 	return nil, errors.New("counting driver: acquire")
 }
@@ -33,11 +34,11 @@ func (d *countingDriver) Acquire(context.Context, drivers.Config, drivers.Acquir
 // resumingDriver implements Resumer and Lister.
 type resumingDriver struct{ countingDriver }
 
-func (d *resumingDriver) Resume(context.Context, drivers.Config, string) (drivers.Sandbox, error) {
+func (d *resumingDriver) Resume(context.Context, config.Config, string) (drivers.Sandbox, error) {
 	d.ioCalls.Add(1)
 	return nil, errors.New("resume")
 }
-func (d *resumingDriver) List(context.Context, drivers.Config, map[string]string) ([]drivers.SandboxInfo, error) {
+func (d *resumingDriver) List(context.Context, config.Config, map[string]string) ([]drivers.SandboxInfo, error) {
 	d.ioCalls.Add(1)
 	return nil, nil
 }
@@ -70,7 +71,7 @@ func (*imageSandbox) ImageIdentity(context.Context) (images.Identity, error) {
 	panic("ImageIdentity called during capability resolution")
 }
 
-func all() drivers.Set { return drivers.NewSet(drivers.AllCapabilities()...) }
+func all() drivers.Set { return drivers.AllCapabilities }
 
 // CAP-2: effective = declared AND implemented AND not narrowed.
 func TestEffective(t *testing.T) {
@@ -78,7 +79,7 @@ func TestEffective(t *testing.T) {
 	calls := &atomic.Int64{}
 	base := countingDriver{name: "d", ioCalls: calls}
 	withDecl := func(s drivers.Set) countingDriver { b := base; b.declared = s; return b }
-	sb := drivers.SandboxLevel() // taken from the declaration: only a live sandbox shows it
+	sb := drivers.SandboxLevel // taken from the declaration: only a live sandbox shows it
 	for _, tc := range []struct {
 		name     string
 		d        drivers.Driver
@@ -112,7 +113,7 @@ func TestNarrowingOnlyRemoves(t *testing.T) {
 	t.Parallel()
 	d := &resumingDriver{countingDriver{name: "d", declared: all(), ioCalls: &atomic.Int64{}}}
 	full := drivers.Effective(d, 0)
-	for _, c := range drivers.AllCapabilities() {
+	for _, c := range drivers.AllCapabilities.List() {
 		narrowed := drivers.Effective(d, drivers.NewSet(c))
 		if narrowed.Has(c) || narrowed.Without(full) != 0 {
 			t.Errorf("narrowing %s gives %s from %s", c, narrowed, full)
@@ -230,8 +231,8 @@ func TestSandboxCapabilitiesComeFromTheLiveSandbox(t *testing.T) {
 
 type healthDriver struct{ countingDriver }
 
-func (d *healthDriver) Endpoint(drivers.Config) string                    { return "engine" }
-func (d *healthDriver) CheckHealth(context.Context, drivers.Config) error { return nil }
+func (d *healthDriver) Endpoint(config.Config) string                    { return "engine" }
+func (d *healthDriver) CheckHealth(context.Context, config.Config) error { return nil }
 
 // AsHealthChecker has the shape of the other As* helpers: the interface or
 // an error wrapping ErrUnsupported that names the driver.

@@ -26,9 +26,9 @@ const (
 	BindingInstanceDefault BindingKind = "instance_default"
 )
 
-// BindingKinds lists the kinds in resolution precedence, strongest first
+// bindingKinds lists the kinds in resolution precedence, strongest first
 // (ASG-1).
-func BindingKinds() []BindingKind {
+func bindingKinds() []BindingKind {
 	return []BindingKind{BindingWorkspace, BindingProject, BindingAgent, BindingInstanceDefault}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
@@ -95,7 +96,7 @@ func newAsgFixtureOn(t testing.TB, envs environment.Store, bindings environment.
 	for _, e := range []*environment.Environment{
 		{ID: "env_retired", Name: "retired", Driver: "retired", Status: environment.StatusActive, Revision: 1},
 		{ID: "env_broken", Name: "broken", Driver: "fake", Status: environment.StatusActive, Revision: 1,
-			Config: drivers.Config{fake.FieldCPUs: int64(500)}},
+			Config: config.Config{fake.FieldCPUs: int64(500)}},
 	} {
 		if err := envs.CreateEnvironment(ctx, e, environment.CreateOptions{}); err != nil {
 			t.Fatalf("CreateEnvironment(%s): %v", e.Name, err)

@@ -29,7 +29,7 @@ func scopeKey(s authz.Scope, kind BindingKind) (string, bool) {
 // won and the environment it points at, checked usable for the required
 // capabilities at resolution time. The lease layer resolves its own (through
 // Assignments.LeaseTarget) and never takes one from a caller; a host checks
-// a lease against one with CheckLeaseTarget (ASG-4).
+// a lease against one with Resolution.CheckLease (ASG-4).
 type Resolution struct {
 	Scope authz.Scope `json:"scope"`
 	// Binding is the binding that won.
@@ -105,7 +105,7 @@ func (a *Assignments) resolve(ctx context.Context, scope authz.Scope, required d
 	if scope.Company == "" {
 		return nil, fmt.Errorf("environment: resolve: field \"company\": required: %w", ErrInvalid)
 	}
-	for _, kind := range BindingKinds() {
+	for _, kind := range bindingKinds() {
 		key, ok := scopeKey(scope, kind)
 		if !ok {
 			continue
@@ -161,14 +161,14 @@ func (a *Assignments) check(ctx context.Context, scope authz.Scope, b *Binding, 
 	return &Resolution{Scope: scope, Binding: *b, Environment: env, Capabilities: eff, Required: required}, nil
 }
 
-// CheckLeaseTarget is the ASG-4 check that the lease layer runs before it
-// uses a lease for a resolved target: the lease must be of the resolved
+// CheckLease is the ASG-4 check that the lease layer runs before it uses a
+// lease for the resolved target: the lease must be of the resolved
 // environment and of the resolution's company. It returns nil when both
 // match, else an error wrapping ErrTargetMismatch (and so ErrConflict) that
 // names the binding, the resolved environment and company, and the lease's;
 // an empty value on either side is a mismatch, never a guess. It is pure:
 // no I/O.
-func CheckLeaseTarget(res *Resolution, leaseEnvironmentID, leaseCompany string) error {
+func (res *Resolution) CheckLease(leaseEnvironmentID, leaseCompany string) error {
 	if res == nil || res.Environment == nil {
 		return fmt.Errorf("environment: lease of environment %q for company %q checked without a resolution (ASG-4): %w",
 			leaseEnvironmentID, leaseCompany, ErrTargetMismatch)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 )
 
@@ -104,8 +105,8 @@ func TestResolvePrecedence(t *testing.T) {
 			if !res.Capabilities.Covers(tc.required) || res.Required != tc.required {
 				t.Errorf("capabilities %s, required %s: want a set covering %s", res.Capabilities, res.Required, tc.required)
 			}
-			if err := environment.CheckLeaseTarget(res, res.Environment.ID, tc.scope.Company); err != nil {
-				t.Errorf("CheckLeaseTarget of the resolved target: %v", err)
+			if err := res.CheckLease(res.Environment.ID, tc.scope.Company); err != nil {
+				t.Errorf("CheckLease of the resolved target: %v", err)
 			}
 		})
 	}
@@ -208,7 +209,7 @@ func TestResolveRefusals(t *testing.T) {
 		{
 			name:     "a stored config the driver no longer accepts is refused (CFG-8)",
 			bindings: []bind{projectBind("p_1", "acme", "broken"), defaultBind("full")},
-			scope:    fullScope, wantErr: []error{drivers.ErrInvalidConfig, environment.ErrInvalid},
+			scope:    fullScope, wantErr: []error{config.ErrInvalid, environment.ErrInvalid},
 			wantRef: ref(projectBind("p_1", "", "")), wantText: []string{`"broken"`, "cpus"},
 		},
 		{
@@ -303,10 +304,10 @@ func TestResolveStoreErrorIsNotSkipped(t *testing.T) {
 	wantText(t, err, "project p_1")
 }
 
-// TestCheckLeaseTarget (ASG-4): a lease is used for a resolution only when
+// TestResolutionCheckLease (ASG-4): a lease is used for a resolution only when
 // it is of the resolved environment and company; anything else is an error
 // naming both sides, never a guess.
-func TestCheckLeaseTarget(t *testing.T) {
+func TestResolutionCheckLease(t *testing.T) {
 	t.Parallel()
 	res := &environment.Resolution{
 		Scope:       authz.Scope{Company: "acme", Workspace: "ws_1"},
@@ -335,7 +336,7 @@ func TestCheckLeaseTarget(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			err := environment.CheckLeaseTarget(tc.res, tc.env, tc.comp)
+			err := tc.res.CheckLease(tc.env, tc.comp)
 			if tc.wantOK {
 				if err != nil {
 					t.Fatalf("CheckLeaseTarget: %v", err)
@@ -358,8 +359,8 @@ func TestResolveThenLeaseMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, environment.CheckLeaseTarget(res, f.ids["lean"], "acme"), environment.ErrTargetMismatch)
-	if err := environment.CheckLeaseTarget(res, f.ids["full"], "acme"); err != nil {
+	wantErr(t, res.CheckLease(f.ids["lean"], "acme"), environment.ErrTargetMismatch)
+	if err := res.CheckLease(f.ids["full"], "acme"); err != nil {
 		t.Errorf("lease of the resolved environment refused: %v", err)
 	}
 }

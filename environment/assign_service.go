@@ -271,16 +271,17 @@ func (a *Assignments) environmentUsage(ctx context.Context, envID string) (Usage
 	var u Usage
 	for _, b := range bs {
 		u.Assignments = append(u.Assignments, Reference{
-			Kind: "binding", ID: BindingReferenceID(b.BindingRef), Company: b.Company,
+			Kind: "binding", ID: b.BindingRef.ID(), Company: b.Company,
 			Detail: fmt.Sprintf("%s, revision %d", b, b.Revision),
 		})
 	}
 	return u, nil
 }
 
-// BindingReferenceID is the Reference.ID of a binding in a blast radius:
-// "workspace:ws_1", "project:p_1", "agent:a_1" or "instance_default".
-func BindingReferenceID(ref BindingRef) string {
+// ID is the Reference.ID of the binding in a blast radius and its
+// authorization resource id: "workspace:ws_1", "project:p_1", "agent:a_1"
+// or "instance_default".
+func (ref BindingRef) ID() string {
 	if ref.Kind == BindingInstanceDefault {
 		return string(ref.Kind)
 	}
@@ -319,7 +320,7 @@ func (a *Assignments) protected(ctx context.Context, env *Environment) string {
 }
 
 func bindingResource(ref BindingRef, company string) authz.Resource {
-	return authz.Resource{Kind: authz.ResourceKindBinding, ID: BindingReferenceID(ref), Company: company}
+	return authz.Resource{Kind: authz.ResourceKindBinding, ID: ref.ID(), Company: company}
 }
 
 // authorize asks the Authorizer and makes sure a refusal wraps ErrDenied.

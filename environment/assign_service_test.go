@@ -213,7 +213,7 @@ func TestListBindings(t *testing.T) {
 	refs := func(bs []*environment.Binding) []string {
 		out := []string{}
 		for _, b := range bs {
-			out = append(out, environment.BindingReferenceID(b.BindingRef))
+			out = append(out, b.BindingRef.ID())
 		}
 		return out
 	}
@@ -290,7 +290,7 @@ func TestDeleteClearsBindings(t *testing.T) {
 	}
 	var leftIDs []string
 	for _, b := range left {
-		leftIDs = append(leftIDs, environment.BindingReferenceID(b.BindingRef))
+		leftIDs = append(leftIDs, b.BindingRef.ID())
 	}
 	if d := cmp.Diff([]string{"instance_default", "workspace:ws_2"}, leftIDs); d != "" {
 		t.Errorf("bindings after delete (-want +got):\n%s", d)

@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // Options configures a Catalog. The zero value (or a nil *Options) gives the
@@ -261,7 +262,7 @@ func (c *Catalog) List(ctx context.Context, p authz.Principal, f ListFilter) ([]
 // and with a ConfigError naming the environment and field when the stored
 // config no longer validates (CFG-8). Archived environments are returned
 // too.
-func (c *Catalog) resolvedConfig(ctx context.Context, id string) (*Environment, drivers.Config, error) {
+func (c *Catalog) resolvedConfig(ctx context.Context, id string) (*Environment, config.Config, error) {
 	env, err := c.store.GetEnvironment(ctx, id)
 	if err != nil {
 		return nil, nil, err
@@ -293,7 +294,7 @@ func (c *Catalog) resolvedConfig(ctx context.Context, id string) (*Environment, 
 // empty. It returns the driver and the normalized config, whose secret
 // fields still hold the pasted values: the config must not be logged or
 // shown. A config pointing at a stored secret is refused.
-func (c *Catalog) Draft(ctx context.Context, p authz.Principal, req CreateRequest) (drivers.Driver, drivers.Config, error) {
+func (c *Catalog) Draft(ctx context.Context, p authz.Principal, req CreateRequest) (drivers.Driver, config.Config, error) {
 	if err := c.authorize(ctx, p, authz.ActionProbe, authz.Resource{Kind: authz.ResourceKindEnvironment, Name: req.Name, Driver: req.Driver}); err != nil {
 		return nil, nil, err
 	}
@@ -370,7 +371,7 @@ func (c *Catalog) authorize(ctx context.Context, p authz.Principal, a authz.Acti
 }
 
 // schemaFor returns the schema of a registered, usable driver.
-func (c *Catalog) schemaFor(label, driver string) (*drivers.ConfigSchema, error) {
+func (c *Catalog) schemaFor(label, driver string) (*config.Schema, error) {
 	if driver == "" {
 		return nil, &FieldError{Environment: label, Field: "driver", Reason: "required", Err: ErrInvalid}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 )
 
@@ -37,9 +38,9 @@ func testCreateGetRoundTrip(t *testing.T, f *fixture) {
 	want := &environment.View{Environment: environment.Environment{
 		ID: "env_001", Name: "build", Description: "a remote target", Driver: "remote",
 		Status: environment.StatusActive,
-		Config: drivers.Config{
+		Config: config.Config{
 			"host": "build-1.example", "port": int64(22), "timeout": "30s", "mode": "slow",
-			"apiKey": drivers.SecretRef{ID: secrets[0].ID, Version: 1},
+			"apiKey": config.SecretRef{ID: secrets[0].ID, Version: 1},
 		},
 		Env:      map[string]string{"GOFLAGS": "-mod=mod"},
 		Metadata: map[string]string{"team": "infra"},

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/berthdev/berth/authz"
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // Reference is one thing that points at an environment: a binding, a lease,
@@ -220,10 +220,10 @@ func (c *Catalog) delete(ctx context.Context, env *Environment, base int64) (*Bl
 // secret reference in cfg, in fields and in SecretMap values. It needs no
 // schema, so the secrets of an environment whose driver is no longer
 // registered are deleted too.
-func wholeSecrets(cfg drivers.Config) []drivers.SecretRef {
-	var out []drivers.SecretRef
+func wholeSecrets(cfg config.Config) []config.SecretRef {
+	var out []config.SecretRef
 	for _, ref := range cfg.SecretRefs() {
-		if whole := (drivers.SecretRef{ID: ref.ID}); !slices.Contains(out, whole) {
+		if whole := (config.SecretRef{ID: ref.ID}); !slices.Contains(out, whole) {
 			out = append(out, whole)
 		}
 	}

@@ -45,7 +45,7 @@
 //     Refusals wrap authz.ErrDenied and name role, principal and action. A
 //     missing environment is reported as denied to those who may not act.
 //   - Secrets (CFG-3): a secret pasted into a config is moved into the
-//     SecretStore and the config keeps a drivers.SecretRef; an
+//     SecretStore and the config keeps a config.SecretRef; an
 //     update with a new value stores the secret's next version; a reference
 //     that is not the one stored for that field of that environment is
 //     refused. Each value of a SecretMap config field (a driver's secret env
@@ -53,8 +53,11 @@
 //     own (named FIELD.KEY), moved, versioned and checked key by key the
 //     same way; views show its keys with references. No View, error, log
 //     line or String holds a secret value. The environment's own Env vars
-//     whose names look like credentials (LooksLikeSecretName) are refused,
-//     because those are stored and shown inline.
+//     whose names look like credentials are refused, because those are
+//     stored and shown inline: a word of the name (split on "_", "-", ".",
+//     any case) ending in TOKEN(S), SECRET(S), PASSWORD, PASSWD, APIKEY,
+//     PRIVATEKEY or CREDENTIAL(S), or KEY(S) after API, PRIVATE, SECRET,
+//     ACCESS, SIGNING, ENCRYPTION, MASTER or AUTH.
 //   - Secrets live as long as the leases that use them (CFG-7, LEASE-9):
 //     the version an update supersedes and the secrets of a
 //     deleted environment are retired through the one place
@@ -68,12 +71,17 @@
 //     exclusive driver (default "local") per instance, checked atomically by
 //     the Store; the "fake" driver (and Options.TestDrivers) cannot be saved
 //     or resolved unless Options.TestMode.
-//   - Reserved fields (CFG-5): payloads naming a
-//     server-owned field (ReservedFields) at the top level or inside the
-//     config, or a metadata key that IsReservedMetadataKey refuses, are
-//     refused as reserved with the field named; DecodeCreateRequest and
-//     DecodeUpdateRequest decode strictly (one object, no
-//     unknown fields, exact member names, types checked).
+//   - Reserved fields (CFG-5): payloads naming a server-owned field (in any
+//     letter case: id, status, revision, createdAt, updatedAt, createdBy,
+//     updatedBy, qualification and its variants, platform and its
+//     measurements, fingerprint, configFingerprint, imageIdentity, template,
+//     activeTemplate, leases, secrets) at the top level or inside the
+//     config (unless the driver's schema declares a config field of that
+//     name), or a metadata key that starts with ReservedMetadataPrefix or
+//     imitates qualification or platform state, are refused as reserved
+//     with the field named; DecodeCreateRequest and DecodeUpdateRequest
+//     decode strictly (one object, no unknown fields, exact member names,
+//     types checked).
 //   - Revisions (CFG-6): Update, Archive, Restore and Delete carry the
 //     revision they were based on; a stale one is ErrConflict and nothing
 //     changes.
@@ -83,7 +91,7 @@
 //     clears bindings through ReferenceClearer once the record is gone.
 //   - Errors name things (CFG-8): config errors are *ConfigError naming the
 //     environment (name, and id once saved) and each field, wrapping
-//     drivers.ErrInvalidConfig and ErrInvalid; other request errors are
+//     config.ErrInvalid and ErrInvalid; other request errors are
 //     *FieldError. On any error nothing is saved and no secret is left in
 //     the SecretStore.
 //   - Logging: one slog line per mutation (and per refused one), with ids,
@@ -104,7 +112,7 @@
 // (with the Scope, so that the host decides whether the principal belongs
 // to it), resolves the binding from the store or reads the environment by
 // id, and refuses an environment bound to other companies only.
-// CheckLeaseTarget checks a lease against a Resolution (ASG-4). Given to
+// Resolution.CheckLease checks a lease against a resolution (ASG-4). Given to
 // NewCatalog, the Assignments' bindings show in a delete's blast radius and
 // are cleared after it (ASG-5), and the instance default cannot be deleted
 // (CFG-7).

@@ -6,6 +6,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 )
 
@@ -42,12 +43,12 @@ func TestDraft(t *testing.T) {
 		f := newFixture(t, nil)
 		ctx := context.Background()
 		_, _, err := f.cat.Draft(ctx, admin, environment.CreateRequest{Driver: "remote", Config: map[string]any{"apiKey": "k"}})
-		wantErr(t, err, environment.ErrInvalid, drivers.ErrInvalidConfig)
+		wantErr(t, err, environment.ErrInvalid, config.ErrInvalid)
 		wantText(t, err, `environment "draft"`, `field "host"`)
 		_, _, err = f.cat.Draft(ctx, admin, environment.CreateRequest{Driver: "fake"})
 		wantErr(t, err, drivers.ErrUnavailable)
 		_, _, err = f.cat.Draft(ctx, admin, environment.CreateRequest{Driver: "remote",
-			Config: map[string]any{"host": "h", "apiKey": drivers.SecretRef{ID: "sec_x", Version: 1}}})
+			Config: map[string]any{"host": "h", "apiKey": config.SecretRef{ID: "sec_x", Version: 1}}})
 		wantErr(t, err, environment.ErrInvalid)
 		wantText(t, err, `field "config.apiKey"`)
 	})

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
 )
 
@@ -23,14 +23,14 @@ const (
 
 // Environment is a saved execution target: an instance-scoped catalog record
 // (CFG-1). Config is normalized by the driver's schema and never holds a
-// secret value: secret fields hold drivers.SecretRef values (CFG-3).
+// secret value: secret fields hold config.SecretRef values (CFG-3).
 type Environment struct {
 	ID          string            `json:"id"`
 	Name        string            `json:"name"`
 	Description string            `json:"description,omitempty"`
 	Driver      string            `json:"driver"`
 	Status      Status            `json:"status"`
-	Config      drivers.Config    `json:"config,omitempty"`
+	Config      config.Config     `json:"config,omitempty"`
 	Env         map[string]string `json:"env,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	// Revision starts at 1 and grows by one on every update (CFG-6).
@@ -58,7 +58,7 @@ var (
 	// ErrArchived is wrapped by a BindingError when the bound environment
 	// is archived (ASG-2).
 	ErrArchived = errcode.New(errcode.Conflict, "environment: archived")
-	// ErrTargetMismatch is wrapped by CheckLeaseTarget when a lease does
+	// ErrTargetMismatch is wrapped by Resolution.CheckLease when a lease does
 	// not belong to the resolution it is used for (ASG-4). It wraps
 	// ErrConflict.
 	ErrTargetMismatch = fmt.Errorf("lease does not match the resolved target: %w", ErrConflict)

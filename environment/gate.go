@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // GateOptions configure a Gate. nil means defaults.
@@ -155,7 +156,7 @@ func (g *Gate) lastHealth(ctx context.Context, d drivers.Driver, cfg map[string]
 	if err != nil {
 		return ProviderHealth{}, false, nil
 	}
-	ep := hc.Endpoint(drivers.Config(cfg))
+	ep := hc.Endpoint(config.Config(cfg))
 	if ep == "" {
 		return ProviderHealth{}, false, nil
 	}
@@ -181,7 +182,7 @@ func (g *Gate) HealthView(ctx context.Context, env *Environment) (*HealthView, e
 	if err != nil {
 		return nil, nil
 	}
-	ep := hc.Endpoint(drivers.Config(env.Config))
+	ep := hc.Endpoint(config.Config(env.Config))
 	if ep == "" {
 		return nil, nil
 	}

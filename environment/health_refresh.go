@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // DefaultHealthTimeout bounds one provider health measurement.
@@ -76,7 +77,7 @@ func (c *Catalog) RefreshAllHealth(ctx context.Context, p authz.Principal) error
 		if err != nil {
 			continue
 		}
-		key := [2]string{d.Name(), hc.Endpoint(drivers.Config(env.Config))}
+		key := [2]string{d.Name(), hc.Endpoint(config.Config(env.Config))}
 		if key[1] == "" || seen[key] {
 			continue
 		}
@@ -90,7 +91,7 @@ func (c *Catalog) RefreshAllHealth(ctx context.Context, p authz.Principal) error
 
 // measure pings the provider endpoint of env and stores the result.
 func (c *Catalog) measure(ctx context.Context, env *Environment, d drivers.Driver, hc drivers.HealthChecker) (ProviderHealth, error) {
-	ep := hc.Endpoint(drivers.Config(env.Config))
+	ep := hc.Endpoint(config.Config(env.Config))
 	if ep == "" {
 		return ProviderHealth{}, fmt.Errorf("environment %s: the config names no provider endpoint: %w", labelOf(env), ErrInvalid)
 	}
@@ -125,7 +126,7 @@ func (c *Catalog) measure(ctx context.Context, env *Environment, d drivers.Drive
 
 // secretStrings returns the plain values of cfg's secrets (Secret fields
 // and SecretMap values) long enough to scrub.
-func secretStrings(schema *drivers.ConfigSchema, cfg drivers.Config) []string {
+func secretStrings(schema *config.Schema, cfg config.Config) []string {
 	var out []string
 	for _, v := range schema.SecretValues(cfg) {
 		if len(v) >= 4 {
@@ -139,7 +140,7 @@ func secretStrings(schema *drivers.ConfigSchema, cfg drivers.Config) []string {
 // behind the drivers' own guarantee.
 func scrub(text string, secrets []string) string {
 	for _, v := range secrets {
-		text = strings.ReplaceAll(text, v, drivers.Redacted)
+		text = strings.ReplaceAll(text, v, config.Redacted)
 	}
 	return text
 }

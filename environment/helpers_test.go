@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
 )
@@ -27,32 +28,32 @@ const canary = "CANARY-SECRET-7f3a"
 // knob, secret and metadata fields. Acquire is never called by the catalog.
 type testDriver struct {
 	name   string
-	schema *drivers.ConfigSchema
+	schema *config.Schema
 }
 
 func (d *testDriver) Name() string { return d.name }
 func (d *testDriver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{Kind: drivers.KindSandbox, Declared: drivers.NewSet(drivers.CapExec)}
 }
-func (d *testDriver) Schema() *drivers.ConfigSchema { return d.schema }
-func (d *testDriver) Acquire(context.Context, drivers.Config, drivers.AcquireRequest) (drivers.Sandbox, error) {
+func (d *testDriver) Schema() *config.Schema { return d.schema }
+func (d *testDriver) Acquire(context.Context, config.Config, drivers.AcquireRequest) (drivers.Sandbox, error) {
 	return nil, fmt.Errorf("test driver %s: acquire: %w", d.name, drivers.ErrUnsupported)
 }
 
 // remoteSchema is the schema of the "remote" test driver.
-func remoteSchema(name string) *drivers.ConfigSchema {
-	return &drivers.ConfigSchema{
+func remoteSchema(name string) *config.Schema {
+	return &config.Schema{
 		Driver: name,
-		Fields: []drivers.Field{
-			{Name: "host", Kind: drivers.KindIdentity, Type: drivers.TypeString, Required: true},
-			{Name: "port", Kind: drivers.KindIdentity, Type: drivers.TypeInt, Default: int64(22)},
-			{Name: "apiKey", Kind: drivers.KindSecret, Type: drivers.TypeString, Required: true},
-			{Name: "token", Kind: drivers.KindSecret, Type: drivers.TypeString},
-			{Name: "timeout", Kind: drivers.KindKnob, Type: drivers.TypeDuration, Default: "30s"},
-			{Name: "mode", Kind: drivers.KindKnob, Type: drivers.TypeString, Enum: []string{"fast", "slow"}, Default: "fast"},
-			{Name: "tags", Kind: drivers.KindMetadata, Type: drivers.TypeStringList},
-			{Name: "label", Kind: drivers.KindMetadata, Type: drivers.TypeString},
-			{Name: "env", Kind: drivers.KindSecretMap, Type: drivers.TypeStringMap},
+		Fields: []config.Field{
+			{Name: "host", Kind: config.KindIdentity, Type: config.TypeString, Required: true},
+			{Name: "port", Kind: config.KindIdentity, Type: config.TypeInt, Default: int64(22)},
+			{Name: "apiKey", Kind: config.KindSecret, Type: config.TypeString, Required: true},
+			{Name: "token", Kind: config.KindSecret, Type: config.TypeString},
+			{Name: "timeout", Kind: config.KindKnob, Type: config.TypeDuration, Default: "30s"},
+			{Name: "mode", Kind: config.KindKnob, Type: config.TypeString, Enum: []string{"fast", "slow"}, Default: "fast"},
+			{Name: "tags", Kind: config.KindMetadata, Type: config.TypeStringList},
+			{Name: "label", Kind: config.KindMetadata, Type: config.TypeString},
+			{Name: "env", Kind: config.KindSecretMap, Type: config.TypeStringMap},
 		},
 	}
 }
@@ -60,13 +61,13 @@ func remoteSchema(name string) *drivers.ConfigSchema {
 func newRegistry() *drivers.Registry {
 	return drivers.NewRegistry(
 		&testDriver{name: "remote", schema: remoteSchema("remote")},
-		&testDriver{name: "local", schema: &drivers.ConfigSchema{Driver: "local", Fields: []drivers.Field{
-			{Name: "cwd", Kind: drivers.KindIdentity, Type: drivers.TypeString, Default: "/"},
+		&testDriver{name: "local", schema: &config.Schema{Driver: "local", Fields: []config.Field{
+			{Name: "cwd", Kind: config.KindIdentity, Type: config.TypeString, Default: "/"},
 		}}},
-		&testDriver{name: "fake", schema: &drivers.ConfigSchema{Driver: "fake", Fields: []drivers.Field{
-			{Name: "image", Kind: drivers.KindIdentity, Type: drivers.TypeString, Default: "busybox"},
+		&testDriver{name: "fake", schema: &config.Schema{Driver: "fake", Fields: []config.Field{
+			{Name: "image", Kind: config.KindIdentity, Type: config.TypeString, Default: "busybox"},
 		}}},
-		&testDriver{name: "sim", schema: &drivers.ConfigSchema{Driver: "sim"}},
+		&testDriver{name: "sim", schema: &config.Schema{Driver: "sim"}},
 	)
 }
 
@@ -246,6 +247,6 @@ func jsonNumber(s string) json.Number { return json.Number(s) }
 
 // resolvedConfig reaches the catalog's unexported resolved config the way
 // berth's own packages do.
-func resolvedConfig(c *environment.Catalog, ctx context.Context, id string) (*environment.Environment, drivers.Config, error) {
+func resolvedConfig(c *environment.Catalog, ctx context.Context, id string) (*environment.Environment, config.Config, error) {
 	return environment.ResolvedConfigForTest(c, ctx, id)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
 )
@@ -23,7 +24,7 @@ func TestGateHonoursConfigNarrowing(t *testing.T) {
 	ctx := context.Background()
 	check := func(host string) (drivers.Set, error) {
 		env := &environment.Environment{ID: "env_1", Name: "box", Driver: docker.Name, Status: environment.StatusActive,
-			Config: drivers.Config{docker.FieldHost: host, docker.FieldImage: "busybox:1"}}
+			Config: config.Config{docker.FieldHost: host, docker.FieldImage: "busybox:1"}}
 		_, eff, err := g.Check(ctx, env, drivers.NewSet(drivers.CapExec, drivers.CapRunnerIngress))
 		return eff, err
 	}

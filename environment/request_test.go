@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/google/go-cmp/cmp"
 )
@@ -112,7 +113,7 @@ func TestDecodeUpdateRequest(t *testing.T) {
 }
 
 // TestBadInputSavesNothing (CFG-5, CFG-8): every rejected create names the
-// environment and the field, wraps ErrInvalid (and ErrInvalidConfig for
+// environment and the field, wraps ErrInvalid (and config.ErrInvalid for
 // config errors), and leaves neither a record nor a secret behind.
 func TestBadInputSavesNothing(t *testing.T) {
 	t.Parallel()
@@ -128,17 +129,17 @@ func TestBadInputSavesNothing(t *testing.T) {
 		want    []string
 	}{
 		{"missing required field", base(func(r *environment.CreateRequest) { delete(r.Config, "host") }),
-			[]error{environment.ErrInvalid, drivers.ErrInvalidConfig}, []string{`environment "bad-one"`, `field "host"`, "required"}},
+			[]error{environment.ErrInvalid, config.ErrInvalid}, []string{`environment "bad-one"`, `field "host"`, "required"}},
 		{"missing required secret", base(func(r *environment.CreateRequest) { delete(r.Config, "apiKey") }),
-			[]error{environment.ErrInvalid, drivers.ErrInvalidConfig, drivers.ErrCredentialsMissing}, []string{`field "apiKey"`, "required"}},
+			[]error{environment.ErrInvalid, config.ErrInvalid, config.ErrCredentialsMissing}, []string{`field "apiKey"`, "required"}},
 		{"wrong type", base(func(r *environment.CreateRequest) { r.Config["port"] = "twenty-two" }),
-			[]error{environment.ErrInvalid, drivers.ErrInvalidConfig}, []string{`environment "bad-one"`, `field "port"`, "want integer"}},
+			[]error{environment.ErrInvalid, config.ErrInvalid}, []string{`environment "bad-one"`, `field "port"`, "want integer"}},
 		{"secret of the wrong type", base(func(r *environment.CreateRequest) { r.Config["token"] = 42 }),
-			[]error{environment.ErrInvalid, drivers.ErrInvalidConfig}, []string{`field "token"`}},
+			[]error{environment.ErrInvalid, config.ErrInvalid}, []string{`field "token"`}},
 		{"unknown config field", base(func(r *environment.CreateRequest) { r.Config["hostname"] = "x" }),
-			[]error{environment.ErrInvalid, drivers.ErrInvalidConfig}, []string{`environment "bad-one"`, `field "hostname"`, "unknown field"}},
+			[]error{environment.ErrInvalid, config.ErrInvalid}, []string{`environment "bad-one"`, `field "hostname"`, "unknown field"}},
 		{"two bad fields both named", base(func(r *environment.CreateRequest) { delete(r.Config, "host"); r.Config["mode"] = "turbo" }),
-			[]error{environment.ErrInvalid, drivers.ErrInvalidConfig}, []string{`field "host"`, `field "mode"`}},
+			[]error{environment.ErrInvalid, config.ErrInvalid}, []string{`field "host"`, `field "mode"`}},
 		{"secret reference on create", base(func(r *environment.CreateRequest) {
 			r.Config["token"] = map[string]any{"$secret": "sec_other", "version": 1}
 		}), []error{environment.ErrInvalid}, []string{`environment "bad-one"`, `field "config.token"`, "paste the secret value"}},
@@ -198,11 +199,11 @@ func TestBadInputSavesNothing(t *testing.T) {
 		{"NUL in the description", base(func(r *environment.CreateRequest) { r.Description = "a\x00b" }),
 			[]error{environment.ErrInvalid}, []string{`field "description"`, "NUL"}},
 		{"10 MiB config string", base(func(r *environment.CreateRequest) { r.Config["host"] = strings.Repeat("h", 10<<20) }),
-			[]error{environment.ErrInvalid, drivers.ErrInvalidConfig}, []string{`field "host"`, "longer than 65536 bytes"}},
+			[]error{environment.ErrInvalid, config.ErrInvalid}, []string{`field "host"`, "longer than 65536 bytes"}},
 		{"NUL in a secret", base(func(r *environment.CreateRequest) { r.Config["apiKey"] = canary + "\x00" }),
-			[]error{environment.ErrInvalid, drivers.ErrInvalidConfig}, []string{`field "apiKey"`, "NUL"}},
+			[]error{environment.ErrInvalid, config.ErrInvalid}, []string{`field "apiKey"`, "NUL"}},
 		{"invalid UTF-8 in a secret", base(func(r *environment.CreateRequest) { r.Config["apiKey"] = canary + "\xc3" }),
-			[]error{environment.ErrInvalid, drivers.ErrInvalidConfig}, []string{`field "apiKey"`, "not valid UTF-8"}},
+			[]error{environment.ErrInvalid, config.ErrInvalid}, []string{`field "apiKey"`, "not valid UTF-8"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -226,7 +227,7 @@ func TestBadInputSavesNothing(t *testing.T) {
 
 // TestConfigErrorNamesSavedEnvironment (CFG-8): once saved, config errors
 // name the environment by name and id, and each field; ConfigError exposes
-// the fields and the driver's *drivers.ConfigError.
+// the fields and the driver's *config.Error.
 func TestConfigErrorNamesSavedEnvironment(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -234,7 +235,7 @@ func TestConfigErrorNamesSavedEnvironment(t *testing.T) {
 	v := f.mustCreate(t, remoteRequest("build"))
 	_, err := f.cat.Update(ctx, operator, v.ID, environment.UpdateRequest{BaseRevision: 1,
 		Config: map[string]any{"host": "h", "apiKey": "x", "timeout": "soon", "mode": "turbo"}})
-	wantErr(t, err, environment.ErrInvalid, drivers.ErrInvalidConfig)
+	wantErr(t, err, environment.ErrInvalid, config.ErrInvalid)
 	wantText(t, err, `environment "build" (env_001): remote config: field "timeout"`, `environment "build" (env_001): remote config: field "mode"`)
 	var ce *environment.ConfigError
 	if !errors.As(err, &ce) {
@@ -243,9 +244,9 @@ func TestConfigErrorNamesSavedEnvironment(t *testing.T) {
 	if diff := cmp.Diff([]string{"timeout", "mode"}, ce.Fields()); diff != "" {
 		t.Errorf("Fields (-want +got):\n%s", diff)
 	}
-	var dce *drivers.ConfigError
+	var dce *config.Error
 	if !errors.As(err, &dce) || dce.Driver != "remote" {
-		t.Errorf("errors.As(*drivers.ConfigError) = %v", dce)
+		t.Errorf("errors.As(*config.Error) = %v", dce)
 	}
 
 	// A stored config that no longer validates is named when resolved.
@@ -257,7 +258,7 @@ func TestConfigErrorNamesSavedEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = resolvedConfig(f.cat, ctx, v.ID)
-	wantErr(t, err, environment.ErrInvalid, drivers.ErrInvalidConfig)
+	wantErr(t, err, environment.ErrInvalid, config.ErrInvalid)
 	wantText(t, err, `environment "build" (env_001)`, `field "port"`)
 }
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // reservedFields are the payload fields that belong to the server (CFG-5).
@@ -20,20 +20,14 @@ var reservedFields = []string{
 	"leases", "secrets",
 }
 
-// ReservedFields returns the payload fields that belong to the server
+// reservedFieldsCopy returns the payload fields that belong to the server
 // (CFG-5): identity and bookkeeping of the record, and qualification and
 // platform data that only probes write. A create or update payload naming
 // one (in any letter case) at its top level or inside its config, unless
 // the driver's schema declares a config field of that name, is rejected
 // with an error wrapping ErrInvalid that names the field, and nothing is
 // saved. The slice is a fresh copy.
-func ReservedFields() []string { return slices.Clone(reservedFields) }
-
-// ReservedMetadataPrefix is the prefix of metadata keys that belong to the
-// server (CFG-5). Metadata keys with this prefix are rejected, and so are
-// keys that imitate server-owned qualification or platform state (see
-// IsReservedMetadataKey).
-const ReservedMetadataPrefix = "berth."
+func reservedFieldsCopy() []string { return slices.Clone(reservedFields) }
 
 // reservedMetadataStems are folded keys (lower case, letters and digits
 // only) that imitate server-owned state; any folded key containing
@@ -43,13 +37,13 @@ var reservedMetadataStems = []string{
 	"fingerprint", "configfingerprint", "imageidentity",
 }
 
-// IsReservedMetadataKey reports whether a metadata key belongs to the
+// isReservedMetadataKey reports whether a metadata key belongs to the
 // server (CFG-5): it starts with ReservedMetadataPrefix (in any letter
 // case), or, folded to lower-case letters and digits, it mentions
 // qualification ("qualified", "platformQualificationRecorded",
 // "is_qualified", "Qualification-Status", ...) or names a platform
 // measurement, fingerprint or image identity.
-func IsReservedMetadataKey(key string) bool {
+func isReservedMetadataKey(key string) bool {
 	if strings.HasPrefix(strings.ToLower(key), ReservedMetadataPrefix) {
 		return true
 	}
@@ -80,7 +74,7 @@ func isReservedField(name string) bool {
 }
 
 // checkMetadata rejects server-owned metadata keys (CFG-5, see
-// IsReservedMetadataKey), empty keys, and keys and values beyond the limits
+// isReservedMetadataKey), empty keys, and keys and values beyond the limits
 // (MaxMetadataEntries, MaxMetadataKeyLen, MaxMetadataValueLen) or that are
 // not valid UTF-8 or hold a NUL byte.
 func checkMetadata(md map[string]string) error {
@@ -101,7 +95,7 @@ func checkMetadata(md map[string]string) error {
 		if reason := checkText(md[k], MaxMetadataValueLen); reason != "" {
 			return &FieldError{Field: field, Reason: "value " + reason, Err: ErrInvalid}
 		}
-		if IsReservedMetadataKey(k) {
+		if isReservedMetadataKey(k) {
 			return &FieldError{Field: field, Reason: "reserved server-owned metadata key (CFG-5)", Err: ErrInvalid}
 		}
 	}
@@ -112,7 +106,7 @@ func checkMetadata(md map[string]string) error {
 // (CFG-5) and that the driver's schema does not declare, so that such a
 // payload is refused as reserved, naming the field, rather than as an
 // unknown field.
-func checkReservedConfig(label string, schema *drivers.ConfigSchema, raw map[string]any) error {
+func checkReservedConfig(label string, schema *config.Schema, raw map[string]any) error {
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		if _, declared := schema.Field(k); declared {
 			continue

@@ -9,7 +9,7 @@ import (
 
 // Scrubber returns a function that replaces, in a text, every secret value
 // that environment id's config holds (secret fields and secret-map values)
-// with drivers.Redacted: a second line of defence, behind the drivers' own
+// with config.Redacted: a second line of defence, behind the drivers' own
 // guarantee, for texts built from provider answers (probe results, health
 // reasons). It needs ActionProbe (instance admins and local operators under
 // DefaultPolicy). The values stay inside the function: nothing returns them,

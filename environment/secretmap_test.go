@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/berthdev/berth/authz"
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 )
 
@@ -42,7 +42,7 @@ func testSecretMapLifecycle(t *testing.T, f *fixture) {
 		r.Config["env"] = map[string]any{"GITHUB_TOKEN": other}
 		return r
 	}())
-	refs := drivers.Config(a.Config).SecretMapRefs("env")
+	refs := config.Config(a.Config).SecretMapRefs("env")
 	if len(refs) != 2 || refs["GITHUB_TOKEN"].Version != 1 || refs["MODE"].ID == refs["GITHUB_TOKEN"].ID {
 		t.Fatalf("env references %v: want one secret per value at version 1", refs)
 	}
@@ -87,7 +87,7 @@ func testSecretMapLifecycle(t *testing.T, f *fixture) {
 	}
 
 	update := func(base int64, env map[string]any) (*environment.View, error) {
-		cfg := map[string]any(drivers.Config(a.Config).Clone())
+		cfg := map[string]any(config.Config(a.Config).Clone())
 		cfg["env"] = env
 		return f.cat.Update(ctx, admin, a.ID, environment.UpdateRequest{BaseRevision: base, Config: cfg})
 	}
@@ -96,13 +96,13 @@ func testSecretMapLifecycle(t *testing.T, f *fixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(refs, drivers.Config(v.Config).SecretMapRefs("env")); diff != "" {
+	if diff := cmp.Diff(refs, config.Config(v.Config).SecretMapRefs("env")); diff != "" {
 		t.Errorf("kept references (-want +got):\n%s", diff)
 	}
 	// Another environment's reference, or a stale version of its own, is
 	// refused, naming the key and no value.
-	refB := drivers.Config(b.Config).SecretMapRefs("env")["GITHUB_TOKEN"]
-	for name, ref := range map[string]drivers.SecretRef{"foreign": refB, "stale": {ID: refs["GITHUB_TOKEN"].ID, Version: 7}} {
+	refB := config.Config(b.Config).SecretMapRefs("env")["GITHUB_TOKEN"]
+	for name, ref := range map[string]config.SecretRef{"foreign": refB, "stale": {ID: refs["GITHUB_TOKEN"].ID, Version: 7}} {
 		_, err := update(2, map[string]any{"GITHUB_TOKEN": ref, "MODE": refs["MODE"]})
 		wantErr(t, err, environment.ErrInvalid)
 		wantText(t, err, "config.env.GITHUB_TOKEN", ref.String())
@@ -116,8 +116,8 @@ func testSecretMapLifecycle(t *testing.T, f *fixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := drivers.Config(v.Config).SecretMapRefs("env")
-	if want := (drivers.SecretRef{ID: refs["GITHUB_TOKEN"].ID, Version: 2}); len(now) != 1 || now["GITHUB_TOKEN"] != want {
+	now := config.Config(v.Config).SecretMapRefs("env")
+	if want := (config.SecretRef{ID: refs["GITHUB_TOKEN"].ID, Version: 2}); len(now) != 1 || now["GITHUB_TOKEN"] != want {
 		t.Errorf("after rotation: %v, want only %v", now, want)
 	}
 	if _, err := f.secrets.Get(ctx, refs["GITHUB_TOKEN"]); err == nil {
@@ -150,7 +150,7 @@ func TestSecretMapReferenceRefusedOnCreate(t *testing.T) {
 		r.Config["env"] = map[string]any{"TOKEN": canary}
 		return r
 	}())
-	ref := drivers.Config(a.Config).SecretMapRefs("env")["TOKEN"]
+	ref := config.Config(a.Config).SecretMapRefs("env")["TOKEN"]
 	req := remoteRequest("thief")
 	req.Config["env"] = map[string]any{"TOKEN": ref}
 	_, err := f.cat.Create(context.Background(), admin, req)
@@ -173,7 +173,7 @@ func TestScrubber(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sc("provider said: bad key " + canary + "!"); strings.Contains(got, canary) || !strings.Contains(got, drivers.Redacted) {
+	if got := sc("provider said: bad key " + canary + "!"); strings.Contains(got, canary) || !strings.Contains(got, config.Redacted) {
 		t.Errorf("scrubbed text %q", got)
 	}
 	if got := sc("nothing secret here"); got != "nothing secret here" {

@@ -8,7 +8,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // This file moves pasted secrets into the SecretStore (CFG-3) and decides
@@ -38,14 +38,14 @@ func configPath(field, key string) string {
 // storedSecretField returns the config path of the first secret of cfg
 // that points at a stored secret (a Secret field or SecretMap value holding
 // a SecretRef), or "" when every secret is pasted.
-func storedSecretField(schema *drivers.ConfigSchema, cfg drivers.Config) string {
+func storedSecretField(schema *config.Schema, cfg config.Config) string {
 	for _, f := range schema.Fields {
 		switch f.Kind {
-		case drivers.KindSecret:
+		case config.KindSecret:
 			if _, isRef := cfg.SecretRef(f.Name); isRef {
 				return configPath(f.Name, "")
 			}
-		case drivers.KindSecretMap:
+		case config.KindSecretMap:
 			if refs := cfg.SecretMapRefs(f.Name); len(refs) > 0 {
 				return configPath(f.Name, slices.Sorted(maps.Keys(refs))[0])
 			}
@@ -61,10 +61,10 @@ func storedSecretField(schema *drivers.ConfigSchema, cfg drivers.Config) string 
 // secret becomes that secret's next version. It returns the references it
 // created, for rollback. On error it has rolled back itself; the error
 // names the field and key, never a value.
-func (c *Catalog) moveSecrets(ctx context.Context, label, owner string, schema *drivers.ConfigSchema, cfg, prev drivers.Config) ([]drivers.SecretRef, error) {
-	var created []drivers.SecretRef
-	store := func(field, key string, old drivers.SecretRef, hadOld bool, value string) (drivers.SecretRef, error) {
-		var ref drivers.SecretRef
+func (c *Catalog) moveSecrets(ctx context.Context, label, owner string, schema *config.Schema, cfg, prev config.Config) ([]config.SecretRef, error) {
+	var created []config.SecretRef
+	store := func(field, key string, old config.SecretRef, hadOld bool, value string) (config.SecretRef, error) {
+		var ref config.SecretRef
 		var err error
 		if hadOld {
 			ref, err = c.secrets.Replace(ctx, old, value)
@@ -75,14 +75,14 @@ func (c *Catalog) moveSecrets(ctx context.Context, label, owner string, schema *
 		}
 		if err != nil {
 			c.dropSecrets(ctx, created)
-			return drivers.SecretRef{}, fmt.Errorf("environment %s: field %q: storing the secret: %w", label, configPath(field, key), err)
+			return config.SecretRef{}, fmt.Errorf("environment %s: field %q: storing the secret: %w", label, configPath(field, key), err)
 		}
 		created = append(created, ref)
 		return ref, nil
 	}
 	for _, f := range schema.Fields {
 		switch f.Kind {
-		case drivers.KindSecret:
+		case config.KindSecret:
 			value, plain := cfg[f.Name].(string)
 			if !plain {
 				continue
@@ -93,7 +93,7 @@ func (c *Catalog) moveSecrets(ctx context.Context, label, owner string, schema *
 				return nil, err
 			}
 			cfg[f.Name] = ref
-		case drivers.KindSecretMap:
+		case config.KindSecretMap:
 			keys := cfg.PlainSecretKeys(f.Name)
 			if len(keys) == 0 {
 				continue
@@ -122,33 +122,33 @@ func (c *Catalog) moveSecrets(ctx context.Context, label, owner string, schema *
 // returns what the update leaves behind once saved: the current version of
 // a secret that gets a pasted value (its next version replaces it), and the
 // whole secret (Version 0) of a field or map key that is gone.
-func supersededSecrets(label string, schema *drivers.ConfigSchema, cfg, prev drivers.Config) ([]drivers.SecretRef, error) {
-	var out []drivers.SecretRef
-	foreign := func(field, key string, ref drivers.SecretRef) error {
+func supersededSecrets(label string, schema *config.Schema, cfg, prev config.Config) ([]config.SecretRef, error) {
+	var out []config.SecretRef
+	foreign := func(field, key string, ref config.SecretRef) error {
 		return &FieldError{Environment: label, Field: configPath(field, key), Err: ErrInvalid,
 			Reason: fmt.Sprintf("secret reference %s is not the one stored for this field of this environment; keep the stored reference or paste a new value (CFG-3)", ref)}
 	}
 	for _, f := range schema.Fields {
 		switch f.Kind {
-		case drivers.KindSecret:
+		case config.KindSecret:
 			old, hadOld := prev.SecretRef(f.Name)
 			v, present := cfg[f.Name]
-			switch ref, isRef := v.(drivers.SecretRef); {
+			switch ref, isRef := v.(config.SecretRef); {
 			case !present:
 				if hadOld {
-					out = append(out, drivers.SecretRef{ID: old.ID}) // the whole secret
+					out = append(out, config.SecretRef{ID: old.ID}) // the whole secret
 				}
 			case isRef && (!hadOld || ref != old):
 				return nil, foreign(f.Name, "", ref)
 			case !isRef && hadOld:
 				out = append(out, old) // this version, once the new one is saved
 			}
-		case drivers.KindSecretMap:
+		case config.KindSecretMap:
 			olds := prev.SecretMapRefs(f.Name)
 			m, _ := cfg[f.Name].(map[string]any)
 			for _, k := range slices.Sorted(maps.Keys(m)) {
 				old, hadOld := olds[k]
-				switch ref, isRef := m[k].(drivers.SecretRef); {
+				switch ref, isRef := m[k].(config.SecretRef); {
 				case isRef && (!hadOld || ref != old):
 					return nil, foreign(f.Name, k, ref)
 				case !isRef && hadOld:
@@ -157,7 +157,7 @@ func supersededSecrets(label string, schema *drivers.ConfigSchema, cfg, prev dri
 			}
 			for _, k := range slices.Sorted(maps.Keys(olds)) {
 				if _, kept := m[k]; !kept {
-					out = append(out, drivers.SecretRef{ID: olds[k].ID})
+					out = append(out, config.SecretRef{ID: olds[k].ID})
 				}
 			}
 		}
@@ -172,7 +172,7 @@ func supersededSecrets(label string, schema *drivers.ConfigSchema, cfg, prev dri
 // dropSecrets). With a SecretKeeper (Options.SecretKeeper) a secret that a
 // lease not proven clean uses is kept, marked retired, until the last such
 // lease is proven clean (CFG-7, LEASE-9); without one it is deleted now.
-func (c *Catalog) retireSecrets(ctx context.Context, refs []drivers.SecretRef) {
+func (c *Catalog) retireSecrets(ctx context.Context, refs []config.SecretRef) {
 	if c.keeper == nil {
 		c.dropSecrets(ctx, refs)
 		return
@@ -183,7 +183,7 @@ func (c *Catalog) retireSecrets(ctx context.Context, refs []drivers.SecretRef) {
 }
 
 // dropSecrets deletes refs (best effort: a failure is logged without value).
-func (c *Catalog) dropSecrets(ctx context.Context, refs []drivers.SecretRef) {
+func (c *Catalog) dropSecrets(ctx context.Context, refs []config.SecretRef) {
 	ctx = context.WithoutCancel(ctx)
 	for _, r := range refs {
 		if err := c.secrets.Delete(ctx, r); err != nil {

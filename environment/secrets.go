@@ -9,12 +9,12 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // SecretStore keeps secret values (SSH private keys, provider API keys) out
 // of configs (CFG-3). The catalog moves every pasted secret into it and keeps
-// only the drivers.SecretRef. Versions are immutable: Replace adds a version
+// only the config.SecretRef. Versions are immutable: Replace adds a version
 // and leaves the older ones readable until they are deleted, so that a
 // failed update can be rolled back without touching the stored config's
 // secret. Implementations are safe for concurrent use and never put a value
@@ -22,17 +22,17 @@ import (
 type SecretStore interface {
 	// Put stores value as a new secret owned by the environment owner's
 	// config field and returns its reference (Version 1).
-	Put(ctx context.Context, owner, field, value string) (drivers.SecretRef, error)
+	Put(ctx context.Context, owner, field, value string) (config.SecretRef, error)
 	// Replace stores value as the next version of ref.ID and returns the new
 	// reference (latest Version + 1). It returns an error wrapping
 	// ErrNotFound if the secret does not exist.
-	Replace(ctx context.Context, ref drivers.SecretRef, value string) (drivers.SecretRef, error)
+	Replace(ctx context.Context, ref config.SecretRef, value string) (config.SecretRef, error)
 	// Get returns the value of exactly ref's version, or an error wrapping
 	// ErrNotFound (the error names the reference, never a value).
-	Get(ctx context.Context, ref drivers.SecretRef) (string, error)
+	Get(ctx context.Context, ref config.SecretRef) (string, error)
 	// Delete removes version ref.Version of ref.ID, or the whole secret when
 	// ref.Version is 0. Deleting something absent is not an error.
-	Delete(ctx context.Context, ref drivers.SecretRef) error
+	Delete(ctx context.Context, ref config.SecretRef) error
 }
 
 // SecretInfo describes a stored secret without its value.
@@ -66,9 +66,9 @@ func NewMemorySecretStore() *MemorySecretStore {
 
 // Put implements SecretStore. The id is "sec_" followed by 16 random hex
 // digits.
-func (m *MemorySecretStore) Put(ctx context.Context, owner, field, value string) (drivers.SecretRef, error) {
+func (m *MemorySecretStore) Put(ctx context.Context, owner, field, value string) (config.SecretRef, error) {
 	if err := ctx.Err(); err != nil {
-		return drivers.SecretRef{}, err
+		return config.SecretRef{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -77,27 +77,27 @@ func (m *MemorySecretStore) Put(ctx context.Context, owner, field, value string)
 		id = "sec_" + randomHex(8)
 	}
 	m.secrets[id] = &memSecret{owner: owner, field: field, latest: 1, values: map[int64]string{1: value}}
-	return drivers.SecretRef{ID: id, Version: 1}, nil
+	return config.SecretRef{ID: id, Version: 1}, nil
 }
 
 // Replace implements SecretStore.
-func (m *MemorySecretStore) Replace(ctx context.Context, ref drivers.SecretRef, value string) (drivers.SecretRef, error) {
+func (m *MemorySecretStore) Replace(ctx context.Context, ref config.SecretRef, value string) (config.SecretRef, error) {
 	if err := ctx.Err(); err != nil {
-		return drivers.SecretRef{}, err
+		return config.SecretRef{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.secrets[ref.ID]
 	if s == nil {
-		return drivers.SecretRef{}, fmt.Errorf("environment: secret %s: %w", ref, ErrNotFound)
+		return config.SecretRef{}, fmt.Errorf("environment: secret %s: %w", ref, ErrNotFound)
 	}
 	s.latest++
 	s.values[s.latest] = value
-	return drivers.SecretRef{ID: ref.ID, Version: s.latest}, nil
+	return config.SecretRef{ID: ref.ID, Version: s.latest}, nil
 }
 
 // Get implements SecretStore.
-func (m *MemorySecretStore) Get(ctx context.Context, ref drivers.SecretRef) (string, error) {
+func (m *MemorySecretStore) Get(ctx context.Context, ref config.SecretRef) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -112,7 +112,7 @@ func (m *MemorySecretStore) Get(ctx context.Context, ref drivers.SecretRef) (str
 }
 
 // Delete implements SecretStore.
-func (m *MemorySecretStore) Delete(ctx context.Context, ref drivers.SecretRef) error {
+func (m *MemorySecretStore) Delete(ctx context.Context, ref config.SecretRef) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

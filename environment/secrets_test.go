@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/google/go-cmp/cmp"
 )
@@ -36,7 +36,7 @@ func testSecretLifecycle(t *testing.T, f *fixture) {
 		t.Fatalf("references %v and %v: want two distinct secrets at version 1", refA, refB)
 	}
 	stored, _ := f.store.GetEnvironment(ctx, a.ID)
-	if got, ok := drivers.Config(stored.Config).SecretRef("apiKey"); !ok || got != refA {
+	if got, ok := config.Config(stored.Config).SecretRef("apiKey"); !ok || got != refA {
 		t.Fatalf("stored config holds %#v, want the reference %v", stored.Config["apiKey"], refA)
 	}
 	resolve := func(id, field string) string {
@@ -69,7 +69,7 @@ func testSecretLifecycle(t *testing.T, f *fixture) {
 		t.Fatal(err)
 	}
 	ref2, _ := v.Config.SecretRef("apiKey")
-	if ref2 != (drivers.SecretRef{ID: refA.ID, Version: 2}) {
+	if ref2 != (config.SecretRef{ID: refA.ID, Version: 2}) {
 		t.Errorf("after a new value the reference is %v, want %s@v2", ref2, refA.ID)
 	}
 	if _, err := f.secrets.Get(ctx, refA); err == nil {
@@ -85,7 +85,7 @@ func testSecretLifecycle(t *testing.T, f *fixture) {
 
 	// Pointing at another environment's secret, or at an old version of
 	// its own, is refused and changes nothing.
-	for name, ref := range map[string]drivers.SecretRef{"foreign": refB, "stale version": refA} {
+	for name, ref := range map[string]config.SecretRef{"foreign": refB, "stale version": refA} {
 		before, _ := f.store.GetEnvironment(ctx, a.ID)
 		secretsBefore := f.secrets.List()
 		_, err := update(3, map[string]any{"host": "h", "apiKey": map[string]any{"$secret": ref.ID, "version": ref.Version}})
@@ -147,10 +147,10 @@ func TestMemorySecretStore(t *testing.T) {
 		t.Fatalf("Put = %v, %v", r1, err)
 	}
 	r2, err := s.Replace(ctx, r1, "v2")
-	if err != nil || r2 != (drivers.SecretRef{ID: r1.ID, Version: 2}) {
+	if err != nil || r2 != (config.SecretRef{ID: r1.ID, Version: 2}) {
 		t.Fatalf("Replace = %v, %v", r2, err)
 	}
-	for ref, want := range map[drivers.SecretRef]string{r1: canary, r2: "v2"} {
+	for ref, want := range map[config.SecretRef]string{r1: canary, r2: "v2"} {
 		if got, err := s.Get(ctx, ref); err != nil || got != want {
 			t.Errorf("Get(%v) = %q, %v", ref, got, err)
 		}
@@ -167,7 +167,7 @@ func TestMemorySecretStore(t *testing.T) {
 	if diff := cmp.Diff([]environment.SecretInfo{{ID: r1.ID, Owner: "env_1", Field: "apiKey", Versions: []int64{2}}}, s.List()); diff != "" {
 		t.Errorf("List (-want +got):\n%s", diff)
 	}
-	if err := s.Delete(ctx, drivers.SecretRef{ID: r1.ID}); err != nil || len(s.List()) != 0 {
+	if err := s.Delete(ctx, config.SecretRef{ID: r1.ID}); err != nil || len(s.List()) != 0 {
 		t.Errorf("Delete(whole) = %v, left %+v", err, s.List())
 	}
 	_, err = s.Replace(ctx, r2, "v3")

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // This file keeps secrets alive as long as the leases that use them (CFG-7,
@@ -28,38 +28,38 @@ import (
 type SecretUseStore interface {
 	// UseSecrets records that lease uses refs (each with Version > 0).
 	// Recording a use again is not an error.
-	UseSecrets(ctx context.Context, lease string, refs []drivers.SecretRef) error
+	UseSecrets(ctx context.Context, lease string, refs []config.SecretRef) error
 	// RetireSecrets marks refs as referenced by no saved config. It returns
 	// those of refs that no lease uses: the caller deletes them from the
 	// SecretStore now, and they are not kept as retired. The others stay
 	// retired until ReleaseSecrets frees them.
-	RetireSecrets(ctx context.Context, refs []drivers.SecretRef) (free []drivers.SecretRef, err error)
+	RetireSecrets(ctx context.Context, refs []config.SecretRef) (free []config.SecretRef, err error)
 	// ReleaseSecrets drops every use of lease (the lease is proven clean)
 	// and returns the retired refs that no lease uses any more, no longer
 	// kept as retired: the caller deletes them from the SecretStore.
-	ReleaseSecrets(ctx context.Context, lease string) (free []drivers.SecretRef, err error)
+	ReleaseSecrets(ctx context.Context, lease string) (free []config.SecretRef, err error)
 }
 
 // covers reports whether retirement r covers a use of u.
-func covers(r, u drivers.SecretRef) bool {
+func covers(r, u config.SecretRef) bool {
 	return r.ID == u.ID && (r.Version == 0 || r.Version == u.Version)
 }
 
 // memorySecretUseStore is NewMemorySecretUseStore's SecretUseStore.
 type memorySecretUseStore struct {
 	mu      sync.Mutex
-	uses    map[string][]drivers.SecretRef // lease -> refs
-	retired map[drivers.SecretRef]bool
+	uses    map[string][]config.SecretRef // lease -> refs
+	retired map[config.SecretRef]bool
 }
 
 // NewMemorySecretUseStore returns an empty in-memory SecretUseStore for
 // tests and the embedded default, safe for concurrent use.
 func NewMemorySecretUseStore() SecretUseStore {
-	return &memorySecretUseStore{uses: map[string][]drivers.SecretRef{}, retired: map[drivers.SecretRef]bool{}}
+	return &memorySecretUseStore{uses: map[string][]config.SecretRef{}, retired: map[config.SecretRef]bool{}}
 }
 
 // UseSecrets implements SecretUseStore.
-func (s *memorySecretUseStore) UseSecrets(_ context.Context, lease string, refs []drivers.SecretRef) error {
+func (s *memorySecretUseStore) UseSecrets(_ context.Context, lease string, refs []config.SecretRef) error {
 	if err := checkUses(lease, refs); err != nil {
 		return err
 	}
@@ -74,10 +74,10 @@ func (s *memorySecretUseStore) UseSecrets(_ context.Context, lease string, refs 
 }
 
 // RetireSecrets implements SecretUseStore.
-func (s *memorySecretUseStore) RetireSecrets(_ context.Context, refs []drivers.SecretRef) ([]drivers.SecretRef, error) {
+func (s *memorySecretUseStore) RetireSecrets(_ context.Context, refs []config.SecretRef) ([]config.SecretRef, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var free []drivers.SecretRef
+	var free []config.SecretRef
 	for _, r := range refs {
 		if s.usedLocked(r) {
 			s.retired[r] = true
@@ -90,11 +90,11 @@ func (s *memorySecretUseStore) RetireSecrets(_ context.Context, refs []drivers.S
 }
 
 // ReleaseSecrets implements SecretUseStore.
-func (s *memorySecretUseStore) ReleaseSecrets(_ context.Context, lease string) ([]drivers.SecretRef, error) {
+func (s *memorySecretUseStore) ReleaseSecrets(_ context.Context, lease string) ([]config.SecretRef, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.uses, lease)
-	var free []drivers.SecretRef
+	var free []config.SecretRef
 	for r := range s.retired {
 		if !s.usedLocked(r) {
 			delete(s.retired, r)
@@ -105,7 +105,7 @@ func (s *memorySecretUseStore) ReleaseSecrets(_ context.Context, lease string) (
 	return free, nil
 }
 
-func (s *memorySecretUseStore) usedLocked(r drivers.SecretRef) bool {
+func (s *memorySecretUseStore) usedLocked(r config.SecretRef) bool {
 	for _, refs := range s.uses {
 		for _, u := range refs {
 			if covers(r, u) {
@@ -117,7 +117,7 @@ func (s *memorySecretUseStore) usedLocked(r drivers.SecretRef) bool {
 }
 
 // checkUses refuses a use without a lease or a version.
-func checkUses(lease string, refs []drivers.SecretRef) error {
+func checkUses(lease string, refs []config.SecretRef) error {
 	if lease == "" {
 		return fmt.Errorf("environment: recording secret uses: no lease id: %w", ErrInvalid)
 	}
@@ -129,8 +129,8 @@ func checkUses(lease string, refs []drivers.SecretRef) error {
 	return nil
 }
 
-func sortRefs(refs []drivers.SecretRef) {
-	slices.SortFunc(refs, func(a, b drivers.SecretRef) int {
+func sortRefs(refs []config.SecretRef) {
+	slices.SortFunc(refs, func(a, b config.SecretRef) int {
 		if a.ID != b.ID {
 			if a.ID < b.ID {
 				return -1
@@ -168,7 +168,7 @@ func NewSecretKeeper(uses SecretUseStore, secrets SecretStore, log *slog.Logger)
 // and secret-map values). Call it before the lease record holding cfg is
 // written, so that no retirement deletes them in between; an error means
 // nothing may be written that depends on them.
-func (k *SecretKeeper) Use(ctx context.Context, lease string, cfg drivers.Config) error {
+func (k *SecretKeeper) Use(ctx context.Context, lease string, cfg config.Config) error {
 	refs := cfg.SecretRefs()
 	if len(refs) == 0 {
 		return nil
@@ -194,7 +194,7 @@ func (k *SecretKeeper) Release(ctx context.Context, lease string) error {
 // no lease uses; the others are deleted by the Release of the last lease
 // that uses them. If the uses cannot be read, nothing is deleted (a secret
 // is kept rather than taken from a lease's cleanup) and the error says so.
-func (k *SecretKeeper) Retire(ctx context.Context, refs []drivers.SecretRef) error {
+func (k *SecretKeeper) Retire(ctx context.Context, refs []config.SecretRef) error {
 	if len(refs) == 0 {
 		return nil
 	}
@@ -206,7 +206,7 @@ func (k *SecretKeeper) Retire(ctx context.Context, refs []drivers.SecretRef) err
 	return nil
 }
 
-func (k *SecretKeeper) delete(ctx context.Context, refs []drivers.SecretRef) {
+func (k *SecretKeeper) delete(ctx context.Context, refs []config.SecretRef) {
 	ctx = context.WithoutCancel(ctx)
 	for _, r := range refs {
 		if err := k.secrets.Delete(ctx, r); err != nil {

@@ -6,7 +6,7 @@ import (
 	"maps"
 
 	"github.com/berthdev/berth/authz"
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // Update applies req to environment id if req.BaseRevision is its current
@@ -66,7 +66,7 @@ func (c *Catalog) update(ctx context.Context, p authz.Principal, cur *Environmen
 	if err != nil {
 		return nil, err
 	}
-	var created, superseded []drivers.SecretRef
+	var created, superseded []config.SecretRef
 	if req.Config != nil {
 		if err := checkReservedConfig(label, schema, req.Config); err != nil {
 			return nil, err
@@ -75,7 +75,7 @@ func (c *Catalog) update(ctx context.Context, p authz.Principal, cur *Environmen
 		if err != nil {
 			return nil, &ConfigError{ID: cur.ID, Name: cur.Name, Err: err}
 		}
-		prev := drivers.Config(cur.Config)
+		prev := config.Config(cur.Config)
 		if superseded, err = supersededSecrets(label, schema, cfg, prev); err != nil {
 			return nil, err
 		}

@@ -9,16 +9,16 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
-// Limits on the free-text fields of an environment. A create or update
+// Limits and rules on the free-text fields of an environment. A create or update
 // beyond one is refused with a *FieldError naming the field (wrapping
 // ErrInvalid). Every text (names, descriptions, env values, metadata keys and
 // values) must also be valid UTF-8 without NUL bytes: the stores would alter
 // invalid UTF-8 and cut C strings at a NUL, so berth refuses both rather than
 // store something else than it was given. Config fields have the limits of
-// drivers.MaxConfigStringLen and drivers.MaxConfigEntries.
+// config.MaxStringLen and config.MaxEntries.
 const (
 	// MaxNameLen is the longest name, in bytes.
 	MaxNameLen = 128
@@ -38,6 +38,11 @@ const (
 	MaxMetadataKeyLen = 128
 	// MaxMetadataValueLen is the longest metadata value, in bytes.
 	MaxMetadataValueLen = 4096
+	// ReservedMetadataPrefix is the prefix of metadata keys that belong to
+	// the server (CFG-5). Metadata keys with this prefix are refused, and
+	// so are keys that imitate server-owned qualification or platform
+	// state ("qualified", "is_qualified", "platformMeasurement", ...).
+	ReservedMetadataPrefix = "berth."
 )
 
 // checkText returns why s is not acceptable text of at most max bytes, or
@@ -68,8 +73,8 @@ func fieldKey(k string) string {
 // ConfigError is a config problem of one environment (CFG-8). Its text
 // names the environment (name and id when it is saved, the name when it is
 // being created) and every failing field. It wraps Err, the driver schema's
-// error (so errors.Is(err, drivers.ErrInvalidConfig) holds and errors.As
-// finds each *drivers.ConfigError), and ErrInvalid. It never holds a secret
+// error (so errors.Is(err, config.ErrInvalid) holds and errors.As
+// finds each *config.Error), and ErrInvalid. It never holds a secret
 // value.
 type ConfigError struct {
 	ID   string // "" while creating
@@ -96,7 +101,7 @@ func (e *ConfigError) Error() string {
 func (e *ConfigError) Fields() []string {
 	var out []string
 	for _, err := range flatten(e.Err) {
-		var ce *drivers.ConfigError
+		var ce *config.Error
 		if errors.As(err, &ce) && ce.Field != "" {
 			out = append(out, ce.Field)
 		}
@@ -107,13 +112,13 @@ func (e *ConfigError) Fields() []string {
 // Unwrap returns the schema error and ErrInvalid.
 func (e *ConfigError) Unwrap() []error { return []error{e.Err, ErrInvalid} }
 
-// flatten splits an errors.Join tree into its leaves; a *drivers.ConfigError
+// flatten splits an errors.Join tree into its leaves; a *config.Error
 // is a leaf.
 func flatten(err error) []error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := err.(*drivers.ConfigError); ok {
+	if _, ok := err.(*config.Error); ok {
 		return []error{err}
 	}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
@@ -188,7 +193,7 @@ func checkEnv(label string, env map[string]string) error {
 		if reason := checkText(env[k], MaxEnvValueLen); reason != "" {
 			return &FieldError{Environment: label, Field: field, Reason: "value " + reason, Err: ErrInvalid}
 		}
-		if LooksLikeSecretName(k) {
+		if looksLikeSecretName(k) {
 			return &FieldError{Environment: label, Field: field, Err: ErrInvalid,
 				Reason: "looks like a credential; env vars are stored and shown inline, so put credentials in the driver's secret config fields, such as its secret env map config.env (CFG-3)"}
 		}
@@ -211,12 +216,12 @@ func validEnvName(k string) bool {
 	return true
 }
 
-// LooksLikeSecretName reports whether an env var name looks like it holds a
+// looksLikeSecretName reports whether an env var name looks like it holds a
 // credential: a word (split on "_", "-", ".") ending in TOKEN(S), SECRET(S),
 // PASSWORD, PASSWD, APIKEY, PRIVATEKEY or CREDENTIAL(S), or KEY(S) after API,
 // PRIVATE, SECRET, ACCESS, SIGNING, ENCRYPTION, MASTER or AUTH. Case is
 // ignored. Such env vars are refused by the catalog and redacted in views.
-func LooksLikeSecretName(name string) bool {
+func looksLikeSecretName(name string) bool {
 	words := strings.FieldsFunc(strings.ToUpper(name), func(r rune) bool { return r == '_' || r == '-' || r == '.' })
 	for i, w := range words {
 		for _, s := range []string{"TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "APIKEY", "PRIVATEKEY", "CREDENTIAL", "CREDENTIALS"} {

@@ -6,11 +6,11 @@ import (
 	"maps"
 	"time"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // View is what a read returns. The full view (Redacted false) holds the
-// config with secret fields as drivers.SecretRef values (never a secret
+// config with secret fields as config.SecretRef values (never a secret
 // value; redacted by the driver's schema), env vars and metadata. The
 // redacted view (Redacted true), shown to board members and agents, leaves
 // out config, env vars and metadata (CFG-2). Neither ever holds a secret
@@ -82,7 +82,7 @@ func (c *Catalog) view(env *Environment, full bool) *View {
 		schema := d.Schema()
 		cfg, err := schema.Normalize(env.Config)
 		if err != nil {
-			cfg = drivers.Config(env.Config)
+			cfg = config.Config(env.Config)
 		}
 		v.Config = schema.Redact(cfg)
 	}
@@ -92,13 +92,13 @@ func (c *Catalog) view(env *Environment, full bool) *View {
 }
 
 // redactEnv copies env, replacing the value of every name that looks like
-// a credential with drivers.Redacted (defence in depth: the catalog refuses
+// a credential with config.Redacted (defence in depth: the catalog refuses
 // such names, but a store may have been written by other means).
 func redactEnv(env map[string]string) map[string]string {
 	out := maps.Clone(env)
 	for k := range out {
-		if LooksLikeSecretName(k) {
-			out[k] = drivers.Redacted
+		if looksLikeSecretName(k) {
+			out[k] = config.Redacted
 		}
 	}
 	return out

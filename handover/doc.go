@@ -40,7 +40,7 @@
 //     authz.ActionUseAccount for a managed account) and Resolve (at
 //     delivery, on any replica) look up
 //     the session's lease: a secret env key must be in its config's
-//     secret env map (drivers.KindSecretMap); a managed account needs an
+//     secret env map (config.KindSecretMap); a managed account needs an
 //     exactly matching project auth check, at dispatch and again at
 //     delivery. Resolve reads the values from the host's SecretStore.
 //

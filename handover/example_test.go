@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
@@ -37,7 +38,7 @@ func ExampleService_PrepareManagedAccount() {
 	}
 	// A saved environment of the fake driver and a lease of it.
 	envs := environment.NewMemoryStore()
-	env := &environment.Environment{ID: "env_1", Name: "sbx", Driver: "fake", Status: environment.StatusActive, Config: drivers.Config{}, Revision: 1}
+	env := &environment.Environment{ID: "env_1", Name: "sbx", Driver: "fake", Status: environment.StatusActive, Config: config.Config{}, Revision: 1}
 	if err := envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
 		fmt.Println(err)
 		return

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
@@ -43,7 +44,7 @@ type world struct {
 	env     *environment.Environment
 	lease   *lease.Lease
 	account string // the managed account's reference
-	apiKey  drivers.SecretRef
+	apiKey  config.SecretRef
 	logs    *syncbuf.Buffer
 	asked   []handover.CheckRequest
 }
@@ -60,7 +61,7 @@ func newWorld(t *testing.T, checker bool) *world {
 	token, _ := secrets.Put(ctx, "env_1", "env.TOKEN", tokenValue)
 	acct, _ := secrets.Put(ctx, "host", "account", accountValue)
 	w.account = acct.String()
-	cfg := drivers.Config{daytona.FieldAPIURL: "https://daytona.example/api", daytona.FieldAPIKey: w.apiKey,
+	cfg := config.Config{daytona.FieldAPIURL: "https://daytona.example/api", daytona.FieldAPIKey: w.apiKey,
 		daytona.FieldSnapshotID: "snap-1", daytona.FieldEnv: map[string]any{"TOKEN": token}}
 	w.env = &environment.Environment{ID: "env_1", Name: "sbx", Driver: "daytona", Status: environment.StatusActive, Config: cfg, Revision: 1}
 	if err := w.envs.CreateEnvironment(ctx, w.env, environment.CreateOptions{}); err != nil {

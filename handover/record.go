@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
 )
 
@@ -233,15 +233,15 @@ func NormalizeProjects(projects []string) []string {
 }
 
 // ParseAccountRef parses a managed-account reference "secret:ID@vN"
-// (drivers.SecretRef.String) with a version of at least 1.
-func ParseAccountRef(s string) (drivers.SecretRef, error) {
+// (config.SecretRef.String) with a version of at least 1.
+func ParseAccountRef(s string) (config.SecretRef, error) {
 	rest, ok := strings.CutPrefix(s, "secret:")
 	id, v, ok2 := strings.Cut(rest, "@v")
 	n, err := strconv.ParseInt(v, 10, 64)
 	if !ok || !ok2 || id == "" || err != nil || n < 1 || len(s) > 256 || strings.ContainsAny(id, " \t\r\n@") {
-		return drivers.SecretRef{}, fmt.Errorf("handover: field account_ref %q is not a secret reference secret:ID@vN: %w", s, ErrInvalid)
+		return config.SecretRef{}, fmt.Errorf("handover: field account_ref %q is not a secret reference secret:ID@vN: %w", s, ErrInvalid)
 	}
-	return drivers.SecretRef{ID: id, Version: n}, nil
+	return config.SecretRef{ID: id, Version: n}, nil
 }
 
 // Store keeps project auth check records. Implementations: MemoryStore

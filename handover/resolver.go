@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/berthdev/berth/authz"
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -78,7 +78,7 @@ func (s *Service) resolve(ctx context.Context, t controller.SecretTarget, uses [
 
 // refs checks the uses against t's lease and returns the secret
 // reference of each.
-func (s *Service) refs(ctx context.Context, t controller.SecretTarget, uses []prp.SecretUse) ([]drivers.SecretRef, error) {
+func (s *Service) refs(ctx context.Context, t controller.SecretTarget, uses []prp.SecretUse) ([]config.SecretRef, error) {
 	l, err := s.src.Leases.GetLease(ctx, t.Lease)
 	switch {
 	case err != nil:
@@ -94,11 +94,11 @@ func (s *Service) refs(ctx context.Context, t controller.SecretTarget, uses []pr
 	}
 	var envMaps []string
 	for _, f := range drv.Schema().Fields {
-		if f.Kind == drivers.KindSecretMap {
+		if f.Kind == config.KindSecretMap {
 			envMaps = append(envMaps, f.Name)
 		}
 	}
-	out := make([]drivers.SecretRef, len(uses))
+	out := make([]config.SecretRef, len(uses))
 	for i, u := range uses {
 		switch u.Source {
 		case prp.SecretFromEnvironment:
@@ -130,7 +130,7 @@ func (s *Service) refs(ctx context.Context, t controller.SecretTarget, uses []pr
 
 // match checks the project auth check of u's account for lease l, whose
 // driver has schema.
-func (s *Service) match(ctx context.Context, l *lease.Lease, schema *drivers.ConfigSchema, company string, u prp.SecretUse) error {
+func (s *Service) match(ctx context.Context, l *lease.Lease, schema *config.Schema, company string, u prp.SecretUse) error {
 	rec, err := s.src.Checks.GetAuthCheck(ctx, company, u.Ref)
 	if err != nil {
 		if !isNotFound(err) {

@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp/controller"
@@ -88,7 +89,7 @@ type Options struct {
 	// ProviderAccount names the provider account of a config of a driver
 	// with the given schema (see Provider). Default:
 	// DefaultProviderAccount.
-	ProviderAccount func(schema *drivers.ConfigSchema, cfg drivers.Config, environmentID string) string
+	ProviderAccount func(schema *config.Schema, cfg config.Config, environmentID string) string
 	// Clock stamps preparations and answers. Default: the wall clock.
 	Clock clock.Clock
 	// Logger receives one line per preparation, answer, clear and refused
@@ -150,7 +151,7 @@ func New(src Sources, opts *Options) (*Service, controller.SecretResolver, error
 // DefaultProviderAccount returns the provider account of cfg: the
 // reference held by the schema's AccountField (Daytona's API key,
 // "secret:ID@vN"), or environmentID for drivers without provider accounts.
-func DefaultProviderAccount(schema *drivers.ConfigSchema, cfg drivers.Config, environmentID string) string {
+func DefaultProviderAccount(schema *config.Schema, cfg config.Config, environmentID string) string {
 	if schema != nil && schema.AccountField != "" {
 		if ref, ok := cfg.SecretRef(schema.AccountField); ok {
 			return ref.String()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/retry"
 )
@@ -79,7 +80,7 @@ type AcquireRequest struct {
 // schema (environment.Catalog.Draft returns both).
 type Draft struct {
 	Driver string
-	Config drivers.Config
+	Config config.Config
 }
 
 // acq is one prepared acquisition.
@@ -88,8 +89,8 @@ type acq struct {
 	draft    bool
 	env      *environment.Environment
 	drv      drivers.Driver
-	snapshot drivers.Config // secret references only: recorded on the lease
-	cfg      drivers.Config // secrets resolved: given to the driver
+	snapshot config.Config // secret references only: recorded on the lease
+	cfg      config.Config // secrets resolved: given to the driver
 	fp       string
 	reuseKey string
 	runKey   string
@@ -229,7 +230,7 @@ func (m *Manager) prepare(ctx context.Context, p authz.Principal, req AcquireReq
 	}
 	schema := drv.Schema()
 	if plain := schema.PlainSecrets(env.Config); len(plain) > 0 && !draft {
-		return nil, &drivers.ConfigError{Driver: drv.Name(), Field: plain[0],
+		return nil, &config.Error{Driver: drv.Name(), Field: plain[0],
 			Reason: fmt.Sprintf("%s holds a secret value, not a secret reference; save it through the catalog", name)}
 	}
 	a := &acq{req: req, draft: draft, env: env, drv: drv, snapshot: env.Config.Clone()}
@@ -239,7 +240,7 @@ func (m *Manager) prepare(ctx context.Context, p authz.Principal, req AcquireReq
 	}
 	if draft {
 		for _, f := range schema.Fields {
-			if f.Kind == drivers.KindSecret || f.Kind == drivers.KindSecretMap {
+			if f.Kind == config.KindSecret || f.Kind == config.KindSecretMap {
 				delete(a.snapshot, f.Name) // the record never holds a secret
 			}
 		}
@@ -249,7 +250,7 @@ func (m *Manager) prepare(ctx context.Context, p authz.Principal, req AcquireReq
 	}
 	a.budget = req.Budget
 	if a.budget <= 0 {
-		if f, ok := schema.Field(StartupTimeoutField); ok && f.Type == drivers.TypeDuration {
+		if f, ok := schema.Field(StartupTimeoutField); ok && f.Type == config.TypeDuration {
 			a.budget = a.snapshot.Duration(StartupTimeoutField)
 		}
 	}
@@ -282,7 +283,7 @@ func (m *Manager) prepare(ctx context.Context, p authz.Principal, req AcquireReq
 // runnerFor picks the binary of set for the architecture drv reports for
 // cfg (drivers.ArchReporter), before anything is allocated; a driver that
 // reports none gets the set's only binary (drivers.RunnerSet.For).
-func (m *Manager) runnerFor(ctx context.Context, drv drivers.Driver, cfg drivers.Config, set *drivers.RunnerSet) (drivers.RunnerSpec, error) {
+func (m *Manager) runnerFor(ctx context.Context, drv drivers.Driver, cfg config.Config, set *drivers.RunnerSet) (drivers.RunnerSpec, error) {
 	arch := ""
 	if ar, err := drivers.DriverAs[drivers.ArchReporter](drv); err == nil {
 		if arch, err = ar.RunnerArch(ctx, cfg); err != nil {

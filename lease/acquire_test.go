@@ -12,6 +12,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
@@ -63,7 +64,7 @@ type writeAheadDriver struct {
 	claimed chan time.Time
 }
 
-func (d writeAheadDriver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+func (d writeAheadDriver) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	l, err := d.store.GetLease(ctx, req.LeaseID)
 	if err != nil {
 		d.t.Errorf("driver asked to create before the lease record exists: %v", err)
@@ -179,12 +180,12 @@ func TestAcquireRefusals(t *testing.T) {
 				e.Config = e.Config.Clone()
 				e.Config["api_key"] = "pasted-secret"
 				w.save(&e)
-			}, drivers.ErrInvalidConfig, "api_key"},
+			}, config.ErrInvalid, "api_key"},
 		{"an unresolvable secret reference", nil,
 			func(w *world, r *lease.AcquireRequest) {
 				e := *w.env
 				e.Config = e.Config.Clone()
-				e.Config["api_key"] = drivers.SecretRef{ID: "missing", Version: 1}
+				e.Config["api_key"] = config.SecretRef{ID: "missing", Version: 1}
 				w.save(&e)
 			}, nil, "api_key"},
 	}
@@ -369,7 +370,7 @@ func TestUsage(t *testing.T) {
 // silentDriver never reports the allocation, as a host driver may.
 type silentDriver struct{ *fake.Driver }
 
-func (d silentDriver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+func (d silentDriver) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	req.Allocated = nil
 	return d.Driver.Acquire(ctx, cfg, req)
 }
@@ -472,7 +473,7 @@ func TestDraftLeases(t *testing.T) {
 	}
 	w.save(&environment.Environment{ID: "pasted", Name: "pasted", Driver: w.fk.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1})
 	_, err = w.m.Acquire(bg, op, lease.AcquireRequest{Company: "acme", EnvironmentID: "pasted"})
-	if !errors.Is(err, drivers.ErrInvalidConfig) || strings.Contains(err.Error(), pasted) {
-		t.Errorf("pasted secret outside a draft: %v, want ErrInvalidConfig without the value", err)
+	if !errors.Is(err, config.ErrInvalid) || strings.Contains(err.Error(), pasted) {
+		t.Errorf("pasted secret outside a draft: %v, want config.ErrInvalid without the value", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/lease"
 )
@@ -137,7 +138,7 @@ var (
 	_ drivers.Destroyer = crashDriver{}
 )
 
-func (d crashDriver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+func (d crashDriver) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	if err := d.c.call(); err != nil {
 		return nil, err
 	}
@@ -160,7 +161,7 @@ func (d crashDriver) Acquire(ctx context.Context, cfg drivers.Config, req driver
 	return &crashSandbox{Sandbox: sb, c: d.c}, nil
 }
 
-func (d crashDriver) Resume(ctx context.Context, cfg drivers.Config, id string) (drivers.Sandbox, error) {
+func (d crashDriver) Resume(ctx context.Context, cfg config.Config, id string) (drivers.Sandbox, error) {
 	if err := d.c.call(); err != nil {
 		return nil, err
 	}
@@ -171,14 +172,14 @@ func (d crashDriver) Resume(ctx context.Context, cfg drivers.Config, id string) 
 	return &crashSandbox{Sandbox: sb, c: d.c}, nil
 }
 
-func (d crashDriver) List(ctx context.Context, cfg drivers.Config, labels map[string]string) ([]drivers.SandboxInfo, error) {
+func (d crashDriver) List(ctx context.Context, cfg config.Config, labels map[string]string) ([]drivers.SandboxInfo, error) {
 	if err := d.c.call(); err != nil {
 		return nil, err
 	}
 	return d.Driver.List(ctx, cfg, labels)
 }
 
-func (d crashDriver) Destroy(ctx context.Context, cfg drivers.Config, id string) (drivers.Receipt, error) {
+func (d crashDriver) Destroy(ctx context.Context, cfg config.Config, id string) (drivers.Receipt, error) {
 	if err := d.c.call(); err != nil {
 		return drivers.Receipt{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/lease"
 )
@@ -350,7 +351,7 @@ func TestReplacementReasons(t *testing.T) {
 		}, lease.ReplaceIdentityMismatch, lease.StatusReleased, drivers.StateDestroyed},
 		{"the account changed", func(w *world, _ string) {
 			w.env.Config = w.env.Config.Clone()
-			w.env.Config["api_key"] = drivers.SecretRef{ID: "fake-key", Version: 9}
+			w.env.Config["api_key"] = config.SecretRef{ID: "fake-key", Version: 9}
 		}, lease.ReplaceIdentityMismatch, lease.StatusReleased, drivers.StateDestroyed},
 	}
 	for _, tt := range tests {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/lease"
 )
@@ -17,12 +18,12 @@ func TestFingerprint(t *testing.T) {
 	// versions count; knobs and metadata do not.
 	fk := fake.New(nil)
 	other := fake.New(&fake.Options{Name: "fake2"})
-	base := drivers.Config{"region": "r1", "cpus": int64(1), "api_key": drivers.SecretRef{ID: "k", Version: 1}}
-	with := func(k string, v any) drivers.Config { c := base.Clone(); c[k] = v; return c }
+	base := config.Config{"region": "r1", "cpus": int64(1), "api_key": config.SecretRef{ID: "k", Version: 1}}
+	with := func(k string, v any) config.Config { c := base.Clone(); c[k] = v; return c }
 	tests := []struct {
 		name string
 		d    drivers.Driver
-		cfg  drivers.Config
+		cfg  config.Config
 		same bool
 	}{
 		{"same config", fk, base.Clone(), true},
@@ -31,8 +32,8 @@ func TestFingerprint(t *testing.T) {
 		{"startup timeout changed", fk, with("startup_timeout", "5m"), true},
 		{"identity changed", fk, with("region", "r2"), false},
 		{"image changed", fk, with("image", "busybox:1"), false},
-		{"secret version changed", fk, with("api_key", drivers.SecretRef{ID: "k", Version: 2}), false},
-		{"secret reference changed", fk, with("api_key", drivers.SecretRef{ID: "k2", Version: 1}), false},
+		{"secret version changed", fk, with("api_key", config.SecretRef{ID: "k", Version: 2}), false},
+		{"secret reference changed", fk, with("api_key", config.SecretRef{ID: "k2", Version: 1}), false},
 		{"other driver", other, base.Clone(), false},
 		{"JSON-decoded secret reference", fk, with("api_key", map[string]any{"$secret": "k", "version": float64(1)}), true},
 	}
@@ -63,7 +64,7 @@ func TestFingerprintOfNonJSONValueIsAnError(t *testing.T) {
 	for name, v := range map[string]any{"channel": make(chan int), "func": func() {}, "NaN": math.NaN()} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			fp, err := lease.Fingerprint(fk, drivers.Config{"region": v})
+			fp, err := lease.Fingerprint(fk, config.Config{"region": v})
 			if !errors.Is(err, lease.ErrInvalid) || fp != "" || !strings.Contains(err.Error(), fk.Name()) {
 				t.Errorf("Fingerprint = %q, %v; want \"\" and ErrInvalid naming %q", fp, err, fk.Name())
 			}
@@ -131,10 +132,10 @@ func TestAnotherProcessSharesAnActiveReusableSandbox(t *testing.T) {
 // docker and daytona drivers have.
 type secretEnvDriver struct {
 	*fake.Driver
-	schema *drivers.ConfigSchema
+	schema *config.Schema
 }
 
-func (d secretEnvDriver) Schema() *drivers.ConfigSchema { return d.schema }
+func (d secretEnvDriver) Schema() *config.Schema { return d.schema }
 
 // Issue 11 item 2: rotating (or adding, or removing) a value of a secret
 // env map keeps the reuse fingerprint, so a reusable sandbox is not
@@ -143,26 +144,26 @@ func TestFingerprintLeavesSecretMapsOut(t *testing.T) {
 	t.Parallel()
 	fk := fake.New(nil)
 	s := *fk.Schema()
-	s.Fields = append(append([]drivers.Field(nil), s.Fields...), drivers.Field{Name: "env", Kind: drivers.KindSecretMap, Type: drivers.TypeStringMap})
+	s.Fields = append(append([]config.Field(nil), s.Fields...), config.Field{Name: "env", Kind: config.KindSecretMap, Type: config.TypeStringMap})
 	d := secretEnvDriver{Driver: fk, schema: &s}
-	base := drivers.Config{"region": "r1", "api_key": drivers.SecretRef{ID: "k", Version: 1},
-		"env": map[string]any{"GITHUB_TOKEN": drivers.SecretRef{ID: "e", Version: 1}}}
-	with := func(k string, v any) drivers.Config { c := base.Clone(); c[k] = v; return c }
+	base := config.Config{"region": "r1", "api_key": config.SecretRef{ID: "k", Version: 1},
+		"env": map[string]any{"GITHUB_TOKEN": config.SecretRef{ID: "e", Version: 1}}}
+	with := func(k string, v any) config.Config { c := base.Clone(); c[k] = v; return c }
 	want, err := lease.Fingerprint(d, base)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
 		name string
-		cfg  drivers.Config
+		cfg  config.Config
 		same bool
 	}{
-		{"env value rotated", with("env", map[string]any{"GITHUB_TOKEN": drivers.SecretRef{ID: "e", Version: 2}}), true},
-		{"env value replaced by another secret", with("env", map[string]any{"GITHUB_TOKEN": drivers.SecretRef{ID: "e2", Version: 1}}), true},
-		{"env key added", with("env", map[string]any{"GITHUB_TOKEN": drivers.SecretRef{ID: "e", Version: 1}, "B": drivers.SecretRef{ID: "b", Version: 1}}), true},
+		{"env value rotated", with("env", map[string]any{"GITHUB_TOKEN": config.SecretRef{ID: "e", Version: 2}}), true},
+		{"env value replaced by another secret", with("env", map[string]any{"GITHUB_TOKEN": config.SecretRef{ID: "e2", Version: 1}}), true},
+		{"env key added", with("env", map[string]any{"GITHUB_TOKEN": config.SecretRef{ID: "e", Version: 1}, "B": config.SecretRef{ID: "b", Version: 1}}), true},
 		{"env JSON form", with("env", map[string]any{"GITHUB_TOKEN": map[string]any{"$secret": "e", "version": float64(1)}}), true},
 		{"identity changed", with("region", "r2"), false},
-		{"account rotated", with("api_key", drivers.SecretRef{ID: "k", Version: 2}), false},
+		{"account rotated", with("api_key", config.SecretRef{ID: "k", Version: 2}), false},
 	} {
 		got, err := lease.Fingerprint(d, tt.cfg)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
@@ -197,7 +198,7 @@ func (w *world) options() *lease.Options {
 		RetryInitial:  100 * time.Millisecond,
 		RetryMax:      400 * time.Millisecond,
 		PollInterval:  time.Millisecond,
-		Secrets: func(_ context.Context, ref drivers.SecretRef) (string, error) {
+		Secrets: func(_ context.Context, ref config.SecretRef) (string, error) {
 			w.secretLookups.Add(1)
 			if ref.ID == "fake-key" {
 				return "s3cret-value", nil

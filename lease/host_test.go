@@ -11,6 +11,7 @@ import (
 
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
@@ -33,8 +34,8 @@ type sshReplicas struct {
 	store   lease.Store
 	asg     *environment.Assignments
 	secrets environment.SecretStore
-	cfg     drivers.Config // resolved, for the checks over fresh connections
-	secs    string         // the sleep's argument, distinct per test (they run in parallel)
+	cfg     config.Config // resolved, for the checks over fresh connections
+	secs    string        // the sleep's argument, distinct per test (they run in parallel)
 }
 
 func newSSHReplicas(t *testing.T, secs string) *sshReplicas {

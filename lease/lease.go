@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
 )
 
@@ -180,7 +181,7 @@ type Lease struct {
 
 	// Config is the normalized environment config with secret references,
 	// recorded for cleanup (LEASE-9). It never holds a secret value.
-	Config drivers.Config `json:"config,omitempty"`
+	Config config.Config `json:"config,omitempty"`
 	// Labels are the provider labels put on the sandbox.
 	Labels map[string]string `json:"labels,omitempty"`
 	// Metadata is free-form host data.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/retry"
 )
@@ -42,7 +43,7 @@ const HolderClaimBeats = 3
 
 // SecretLookup returns the value of a secret reference from the host's
 // secret store. Errors must not contain the value.
-type SecretLookup func(ctx context.Context, ref drivers.SecretRef) (string, error)
+type SecretLookup func(ctx context.Context, ref config.SecretRef) (string, error)
 
 // Options configure a Manager: optional knobs, each documenting its
 // default; nil means all defaults. The Assignments and the runner
@@ -63,7 +64,7 @@ type Options struct {
 	// Secrets resolves the secret references of environment configs at
 	// acquire and again at cleanup time; lease records keep references only.
 	// Default: none, so a config with a secret reference fails with
-	// drivers.ErrCredentialsMissing.
+	// config.ErrCredentialsMissing.
 	Secrets SecretLookup
 	// StartupBudget is used when neither the request, the environment's
 	// startup_timeout knob nor the driver declares a budget (LEASE-3).
@@ -252,12 +253,12 @@ func (m *Manager) InstanceID() string { return m.o.InstanceID }
 // target or account does not. An identity value that has no JSON encoding (a channel,
 // a function, a NaN) is an error wrapping ErrInvalid that names the driver;
 // Fingerprint never panics.
-func Fingerprint(d drivers.Driver, cfg drivers.Config) (string, error) {
+func Fingerprint(d drivers.Driver, cfg config.Config) (string, error) {
 	p := d.Schema().Partition(cfg)
 	b, err := json.Marshal(struct {
-		Driver   string                       `json:"driver"`
-		Identity map[string]any               `json:"identity"`
-		Secrets  map[string]drivers.SecretRef `json:"secrets"`
+		Driver   string                      `json:"driver"`
+		Identity map[string]any              `json:"identity"`
+		Secrets  map[string]config.SecretRef `json:"secrets"`
 	}{d.Name(), p.Identity, p.Secrets})
 	if err != nil {
 		return "", fmt.Errorf("lease: fingerprint of a %s config: identity values must be JSON values: %v: %w", d.Name(), err, ErrInvalid)
@@ -304,11 +305,11 @@ func (m *Manager) dropHandle(id string) {
 }
 
 // resolveConfig resolves the secret references of a recorded config.
-func (m *Manager) resolveConfig(ctx context.Context, d drivers.Driver, cfg drivers.Config) (drivers.Config, error) {
+func (m *Manager) resolveConfig(ctx context.Context, d drivers.Driver, cfg config.Config) (config.Config, error) {
 	lookup := m.o.Secrets
 	if lookup == nil {
-		lookup = func(_ context.Context, ref drivers.SecretRef) (string, error) {
-			return "", fmt.Errorf("no secret resolver configured for %s: %w", ref, drivers.ErrCredentialsMissing)
+		lookup = func(_ context.Context, ref config.SecretRef) (string, error) {
+			return "", fmt.Errorf("no secret resolver configured for %s: %w", ref, config.ErrCredentialsMissing)
 		}
 	}
 	return d.Schema().ResolveSecrets(ctx, cfg, lookup)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
@@ -136,10 +137,10 @@ func TestSecretsRetiredWhileStartingMakeNoSandbox(t *testing.T) {
 		config: map[string]any{"startup_timeout": budget.String(), "api_key": ref},
 		options: func(o *lease.Options) {
 			o.SecretKeeper = keeper
-			o.Secrets = func(ctx context.Context, r drivers.SecretRef) (string, error) {
+			o.Secrets = func(ctx context.Context, r config.SecretRef) (string, error) {
 				v, err := secrets.Get(ctx, r)
 				if err == nil && retired.CompareAndSwap(false, true) {
-					if err := keeper.Retire(ctx, []drivers.SecretRef{{ID: r.ID}}); err != nil {
+					if err := keeper.Retire(ctx, []config.SecretRef{{ID: r.ID}}); err != nil {
 						t.Error(err)
 					}
 				}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/qualification"
 )
@@ -29,7 +30,7 @@ func TestDetectScriptOnFake(t *testing.T) {
 			ctx := context.Background()
 			plat := tt.plat
 			d := fake.New(&fake.Options{Platform: &plat})
-			sb, err := d.Acquire(ctx, drivers.Config{}, drivers.AcquireRequest{LeaseID: "l1"})
+			sb, err := d.Acquire(ctx, config.Config{}, drivers.AcquireRequest{LeaseID: "l1"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/qualification"
 )
@@ -44,7 +45,7 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr authz.Principal, driver stri
 	r.res.Target = "provider " + driver
 	if d, err := p.reg.Lookup(driver); err == nil {
 		// Scrub the pasted secrets, whatever the validation says of them.
-		cfg := drivers.Config{}
+		cfg := config.Config{}
 		for k, v := range rawConfig {
 			cfg[k] = v
 		}
@@ -56,7 +57,7 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr authz.Principal, driver stri
 
 	var (
 		drv    drivers.Driver
-		cfg    drivers.Config
+		cfg    config.Config
 		denied error
 	)
 	r.stage(ctx, StageResolve, func(ctx context.Context) (string, drivers.Code, error) {
@@ -101,7 +102,7 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr authz.Principal, driver stri
 
 // withDefaults returns cfg with the schema's defaults filled in for absent
 // fields; the values are not validated (it only serves naming the target).
-func withDefaults(schema *drivers.ConfigSchema, cfg drivers.Config) drivers.Config {
+func withDefaults(schema *config.Schema, cfg config.Config) config.Config {
 	out := maps.Clone(cfg)
 	for _, f := range schema.Fields {
 		if _, ok := out[f.Name]; !ok && f.Default != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
@@ -157,7 +158,7 @@ func TestResultScrubsSecrets(t *testing.T) {
 	env := w.create(t, "e", img.String())
 	w.fake.FailNth(fake.OpCreate, 1, errors.New("bad key "+canary+": "+drivers.ErrAuth.Error()))
 	res := w.probe(t, env.ID, "acme") // asserts the canary is absent
-	if res.OK || !strings.Contains(res.Summary, drivers.Redacted) {
+	if res.OK || !strings.Contains(res.Summary, config.Redacted) {
 		t.Errorf("summary %q", res.Summary)
 	}
 	res, err := w.prober.ProbeDraft(context.Background(), admin, "fake", map[string]any{"api_key": canary, "cpus": 1000}, Request{})

@@ -8,14 +8,15 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/qualification"
 )
 
 // imageReference reads the image a config names, as the driver's schema
-// says (drivers.ConfigSchema.Image).
-func imageReference(d drivers.Driver, cfg drivers.Config) (images.Reference, error) {
+// says (config.Schema.Image).
+func imageReference(d drivers.Driver, cfg config.Config) (images.Reference, error) {
 	return d.Schema().Image(cfg)
 }
 

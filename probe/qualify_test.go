@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/images"
@@ -38,7 +39,7 @@ func TestImageReference(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			cfg := drivers.Config{}
+			cfg := config.Config{}
 			if tt.image != "" {
 				cfg[tt.d.Schema().ImageField] = tt.image
 			}

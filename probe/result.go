@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
@@ -172,7 +173,7 @@ func (s scrubber) scrub(text string) string {
 
 // secretValues returns the scrubber of cfg's plain secret values: Secret
 // fields and SecretMap values (pasted, for a draft).
-func secretValues(schema *drivers.ConfigSchema, cfg drivers.Config) scrubber {
+func secretValues(schema *config.Schema, cfg config.Config) scrubber {
 	var vals []string
 	for _, v := range schema.SecretValues(cfg) {
 		if len(v) >= 4 {
@@ -181,7 +182,7 @@ func secretValues(schema *drivers.ConfigSchema, cfg drivers.Config) scrubber {
 	}
 	return func(text string) string {
 		for _, v := range vals {
-			text = strings.ReplaceAll(text, v, drivers.Redacted)
+			text = strings.ReplaceAll(text, v, config.Redacted)
 		}
 		return text
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // NotValidatedNote is what every host probe summary says plainly (PRB-1).
@@ -14,7 +15,7 @@ const NotValidatedNote = "This probe did NOT validate an adapter, a workspace or
 // targetOf names the target of a config without secrets: "user@host:port"
 // when the config has a host field, else the driver's kind and name, with
 // the region when the config has one.
-func targetOf(d drivers.Driver, cfg drivers.Config) string {
+func targetOf(d drivers.Driver, cfg config.Config) string {
 	if host := cfg.String("host"); host != "" {
 		t := host
 		if port := cfg.Int("port"); port > 0 {

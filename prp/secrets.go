@@ -14,7 +14,7 @@ type SecretSource string
 // The secret sources.
 const (
 	// SecretFromEnvironment: Ref is a key of the secret env map (the
-	// drivers.KindSecretMap field, such as docker's and daytona's
+	// config.KindSecretMap field, such as docker's and daytona's
 	// config.env) of the environment the session's lease was made from.
 	SecretFromEnvironment SecretSource = "environment"
 	// SecretFromManagedAccount: Ref is a managed-account reference (a

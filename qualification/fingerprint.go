@@ -16,7 +16,7 @@ import (
 )
 
 // SecretRef is a reference to a secret in the host's secret store with the
-// version of its value (the drivers.SecretRef fields, redeclared so that
+// version of its value (the config.SecretRef fields, redeclared so that
 // this package imports no driver code). It never holds the secret's value.
 type SecretRef struct {
 	ID      string `json:"id"`

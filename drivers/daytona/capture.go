@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/images"
 )
 
@@ -107,9 +108,9 @@ func (sb *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (ima
 // /snapshots/{id}) and reads it back (GET /snapshots/{id}: 404); one that
 // is already gone is a confirmed receipt. An identity that is not a daytona
 // snapshot is refused.
-func (d *Driver) DeleteTemplate(ctx context.Context, cfg drivers.Config, id images.Identity) (drivers.Receipt, error) {
+func (d *Driver) DeleteTemplate(ctx context.Context, cfg config.Config, id images.Identity) (drivers.Receipt, error) {
 	if id.Kind() != images.KindSnapshot || id.Provider() != Name {
-		return drivers.Receipt{}, fmt.Errorf("daytona: %q is not a daytona snapshot identity: %w", id, drivers.ErrInvalidConfig)
+		return drivers.Receipt{}, fmt.Errorf("daytona: %q is not a daytona snapshot identity: %w", id, config.ErrInvalid)
 	}
 	s, err := d.open(cfg)
 	if err != nil {

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // Error bodies: the API's and toolbox's {"message"}, the PTY controller's
@@ -17,7 +17,7 @@ func TestErrorMessage(t *testing.T) {
 		`{"statusCode":404,"message":"Sandbox x not found","error":"Not Found"}`: "Sandbox x not found",
 		`{"error":"PTY session not found"}`:                                      "PTY session not found",
 		`plain text`:                                                             "plain text",
-		`{"message":"bad key dtn_0123456789abcdef"}`:                             "bad key " + drivers.Redacted,
+		`{"message":"bad key dtn_0123456789abcdef"}`:                             "bad key " + config.Redacted,
 	} {
 		if got := errorMessage([]byte(body), c.scrub); got != want {
 			t.Errorf("errorMessage(%s) = %q, want %q", body, got, want)
@@ -31,12 +31,12 @@ func TestRedactSecret(t *testing.T) {
 	t.Parallel()
 	key := "dtn_0123456789abcdef"
 	for in, want := range map[string]string{
-		"x " + key + " y":         "x " + drivers.Redacted + " y",
-		"cut: " + key[:10]:        "cut: " + drivers.Redacted,
-		"tail " + key[11:]:        "tail " + drivers.Redacted,
-		"short dtn_0123 ok":       "short " + drivers.Redacted + " ok", // 8 bytes of the key
+		"x " + key + " y":         "x " + config.Redacted + " y",
+		"cut: " + key[:10]:        "cut: " + config.Redacted,
+		"tail " + key[11:]:        "tail " + config.Redacted,
+		"short dtn_0123 ok":       "short " + config.Redacted + " ok", // 8 bytes of the key
 		"seven dtn_012 ok":        "seven dtn_012 ok",
-		key + key:                 drivers.Redacted + drivers.Redacted,
+		key + key:                 config.Redacted + config.Redacted,
 		"no secret here at all..": "no secret here at all..",
 	} {
 		got := redactSecret(in, key)

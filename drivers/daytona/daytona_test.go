@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/drivers/drivertest"
@@ -56,7 +57,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 }
 
 // config returns a normalized config for snapshot id.
-func (e *env) config(t testing.TB, snapshotID string) drivers.Config {
+func (e *env) config(t testing.TB, snapshotID string) config.Config {
 	t.Helper()
 	cfg, err := e.drv.Schema().Normalize(map[string]any{
 		daytona.FieldAPIURL:           e.srv.URL(),
@@ -76,14 +77,14 @@ func (e *env) config(t testing.TB, snapshotID string) drivers.Config {
 // harness adapts env to drivertest.Harness and ImageHarness.
 type harness struct {
 	e   *env
-	cfg drivers.Config
+	cfg config.Config
 }
 
 func (h *harness) Driver() drivers.Driver { return h.e.drv }
-func (h *harness) Config() drivers.Config { return h.cfg }
+func (h *harness) Config() config.Config  { return h.cfg }
 func (h *harness) Close()                 {}
 
-func (h *harness) ConfigWithImage(id images.Identity) (drivers.Config, bool) {
+func (h *harness) ConfigWithImage(id images.Identity) (config.Config, bool) {
 	if id.Kind() != images.KindSnapshot || id.Provider() != daytona.Name {
 		return nil, false
 	}

@@ -37,7 +37,7 @@
 //     the key before it is shortened.
 //   - Sandboxes: POST /sandbox from a snapshot id with name, labels,
 //     target, autoStopInterval, autoArchiveInterval, autoDeleteInterval
-//     (never env: the config's env is a drivers.KindSecretMap whose values
+//     (never env: the config's env is a config.KindSecretMap whose values
 //     go with each command's envs, so the API never shows them);
 //     GET /sandbox/{id}; GET /sandbox?labels=...&sort=createdAt&order=asc
 //     &cursor=... (cursor pages of ListSandboxesResponse; the API's default

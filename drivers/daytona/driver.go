@@ -17,6 +17,7 @@ import (
 
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // Name is the name of the daytona driver.
@@ -59,7 +60,7 @@ type Options struct {
 // concurrent use; it holds no per-config state.
 type Driver struct {
 	opts       Options
-	schema     *drivers.ConfigSchema
+	schema     *config.Schema
 	httpClient *http.Client // opts.HTTPClient with the redirect policy
 }
 
@@ -119,7 +120,7 @@ func (d *Driver) Capabilities() drivers.Capabilities {
 }
 
 // Schema returns the config schema; the same pointer on every call.
-func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
+func (d *Driver) Schema() *config.Schema { return d.schema }
 
 // settings is a config read for use.
 type settings struct {
@@ -136,23 +137,23 @@ type settings struct {
 }
 
 // open reads cfg (normalized, secrets resolved) into settings. A missing
-// key wraps drivers.ErrCredentialsMissing; a key still held as a secret
+// key wraps config.ErrCredentialsMissing; a key still held as a secret
 // reference is refused without naming it.
-func (d *Driver) open(cfg drivers.Config) (*settings, error) {
+func (d *Driver) open(cfg config.Config) (*settings, error) {
 	key, ok := cfg[FieldAPIKey].(string)
 	if !ok || key == "" {
 		if _, isRef := cfg.SecretRef(FieldAPIKey); isRef {
-			return nil, &drivers.ConfigError{Driver: Name, Field: FieldAPIKey, Reason: "secret reference not resolved"}
+			return nil, &config.Error{Driver: Name, Field: FieldAPIKey, Reason: "secret reference not resolved"}
 		}
-		return nil, fmt.Errorf("daytona config: field %q: %w", FieldAPIKey, drivers.ErrCredentialsMissing)
+		return nil, fmt.Errorf("daytona config: field %q: %w", FieldAPIKey, config.ErrCredentialsMissing)
 	}
 	if refs := cfg.SecretMapRefs(FieldEnv); len(refs) > 0 {
-		return nil, &drivers.ConfigError{Driver: Name, Field: FieldEnv,
+		return nil, &config.Error{Driver: Name, Field: FieldEnv,
 			Reason: fmt.Sprintf("key %q: secret reference not resolved", fieldKey(slices.Sorted(maps.Keys(refs))[0]))}
 	}
 	raw := cfg.String(FieldAPIURL)
 	if err := checkAPIURL(raw); err != nil {
-		return nil, &drivers.ConfigError{Driver: Name, Field: FieldAPIURL, Reason: err.Error()}
+		return nil, &config.Error{Driver: Name, Field: FieldAPIURL, Reason: err.Error()}
 	}
 	api, _ := url.Parse(raw)
 	s := &settings{
@@ -271,7 +272,7 @@ const LabelLeaseID = "berth.lease-id"
 // A request with req.Runner set is refused before any API call, with an
 // error wrapping drivers.ErrUnsupported that names runner_ingress: the
 // driver has no way to carry a runner's connections back to the host.
-func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	if req.Runner != nil {
 		return nil, fmt.Errorf("daytona: acquire for lease %q: capability %s: the driver has no runner ingress: %w",
 			req.LeaseID, drivers.CapRunnerIngress, drivers.ErrUnsupported)
@@ -382,7 +383,7 @@ func (d *Driver) cleanup(s *settings, id string) {
 // A sandbox still starting (also one whose earlier acquire ran out of
 // budget) is waited for. A sandbox the API does not know, or one being
 // deleted, is drivers.ErrNotFound; one in state error the provider's reason.
-func (d *Driver) Resume(ctx context.Context, cfg drivers.Config, providerLeaseID string) (drivers.Sandbox, error) {
+func (d *Driver) Resume(ctx context.Context, cfg config.Config, providerLeaseID string) (drivers.Sandbox, error) {
 	s, err := d.open(cfg)
 	if err != nil {
 		return nil, err
@@ -404,7 +405,7 @@ func (d *Driver) Resume(ctx context.Context, cfg drivers.Config, providerLeaseID
 
 // List returns the sandboxes carrying all labels, walking every cursor page
 // of GET /sandbox. Sandboxes being deleted are left out.
-func (d *Driver) List(ctx context.Context, cfg drivers.Config, labels map[string]string) ([]drivers.SandboxInfo, error) {
+func (d *Driver) List(ctx context.Context, cfg config.Config, labels map[string]string) ([]drivers.SandboxInfo, error) {
 	s, err := d.open(cfg)
 	if err != nil {
 		return nil, err
@@ -464,7 +465,7 @@ func publicState(sb *apiSandbox) drivers.State {
 // Destroy deletes sandbox providerLeaseID and confirms it by reading it back
 // until the API answers 404 (soft delete then gone). A sandbox already gone
 // gives a confirmed StateDestroyed receipt.
-func (d *Driver) Destroy(ctx context.Context, cfg drivers.Config, providerLeaseID string) (drivers.Receipt, error) {
+func (d *Driver) Destroy(ctx context.Context, cfg config.Config, providerLeaseID string) (drivers.Receipt, error) {
 	s, err := d.open(cfg)
 	if err != nil {
 		return drivers.Receipt{}, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/images"
@@ -155,8 +156,8 @@ func TestDeletedSnapshotIDIsNotResolvedByName(t *testing.T) {
 	_, err = e.drv.Schema().Normalize(map[string]any{
 		daytona.FieldAPIURL: e.srv.URL(), daytona.FieldAPIKey: "k", daytona.FieldSnapshotID: old.Name,
 	})
-	if !errors.Is(err, drivers.ErrInvalidConfig) {
-		t.Errorf("Normalize with a snapshot name: err = %v, want ErrInvalidConfig", err)
+	if !errors.Is(err, config.ErrInvalid) {
+		t.Errorf("Normalize with a snapshot name: err = %v, want config.ErrInvalid", err)
 	}
 }
 

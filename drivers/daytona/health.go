@@ -8,6 +8,7 @@ import (
 	"net/url"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 var _ drivers.HealthChecker = (*Driver)(nil)
@@ -16,7 +17,7 @@ var _ drivers.HealthChecker = (*Driver)(nil)
 // named by the API key's secret reference ("https://app.daytona.io/api
 // account secret:sec_1@v2"). A config holding a pasted key (a draft) names
 // no account: the key itself is never part of an endpoint. No I/O.
-func (d *Driver) Endpoint(cfg drivers.Config) string {
+func (d *Driver) Endpoint(cfg config.Config) string {
 	api := cfg.String(FieldAPIURL)
 	if api == "" {
 		if f, ok := d.schema.Field(FieldAPIURL); ok {
@@ -40,7 +41,7 @@ func (d *Driver) Endpoint(cfg drivers.Config) string {
 // 5xx or is not live is drivers.ErrUnavailable; a refused key is
 // drivers.ErrAuth; a certificate that fails verification is
 // drivers.ErrTLSUnverified. No retry: the next measurement is the retry.
-func (d *Driver) CheckHealth(ctx context.Context, cfg drivers.Config) error {
+func (d *Driver) CheckHealth(ctx context.Context, cfg config.Config) error {
 	s, err := d.open(cfg)
 	if err != nil {
 		return err

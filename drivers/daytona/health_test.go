@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 )
@@ -34,7 +35,7 @@ func TestCheckHealth(t *testing.T) {
 	}
 
 	stored := cfg.Clone()
-	ref := drivers.SecretRef{ID: "sec_1", Version: 2}
+	ref := config.SecretRef{ID: "sec_1", Version: 2}
 	stored[daytona.FieldAPIKey] = ref
 	if ep := e.drv.Endpoint(stored); ep != e.srv.URL()+" account "+ref.String() {
 		t.Errorf("Endpoint of a stored config = %q", ep)

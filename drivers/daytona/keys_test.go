@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 )
@@ -49,7 +50,7 @@ func TestAPIKeyNeverInErrorsOrLogs(t *testing.T) {
 	e.srv.InjectFault(daytonatest.Fault{Route: daytonatest.RouteGetSnapshot, Status: 400,
 		Message: "bad token " + e.srv.APIKey()})
 	_, err = e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{})
-	if err == nil || strings.Contains(err.Error(), e.srv.APIKey()) || !strings.Contains(err.Error(), drivers.Redacted) {
+	if err == nil || strings.Contains(err.Error(), e.srv.APIKey()) || !strings.Contains(err.Error(), config.Redacted) {
 		t.Errorf("error %v: want the echoed key redacted", err)
 	}
 	if err != nil && !strings.Contains(err.Error(), e.snap.ID) {

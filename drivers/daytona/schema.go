@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/images"
 )
 
@@ -36,7 +36,7 @@ const (
 	// optional; absent: the organization's default region).
 	FieldTarget = "target"
 	// FieldEnv holds environment variables of every command (a
-	// drivers.KindSecretMap: each value is kept in the host's secret store).
+	// config.KindSecretMap: each value is kept in the host's secret store).
 	// They travel in each request's envs (process/execute and PTY
 	// sessions), never in the sandbox's create-time env, which the API
 	// shows. Daemons before v0.167.0 ignore envs: there a non-empty env is
@@ -73,7 +73,7 @@ const (
 	FieldReactivateSnapshot = "reactivate_snapshot"
 )
 
-func newSchema() *drivers.ConfigSchema {
+func newSchema() *config.Schema {
 	minutes := func(min int64) func(v any) error {
 		return func(v any) error {
 			if n, _ := v.(int64); n < min || n > 1<<31-1 {
@@ -82,44 +82,44 @@ func newSchema() *drivers.ConfigSchema {
 			return nil
 		}
 	}
-	return &drivers.ConfigSchema{
+	return &config.Schema{
 		Driver:     Name,
 		ImageField: FieldSnapshotID,
 		// The API key's reference names the Daytona account (AUTH-2).
 		AccountField: FieldAPIKey,
 		// The snapshot id is the provider's own id: pinned (QUAL-6).
-		ImageReference: func(cfg drivers.Config) (images.Reference, error) {
+		ImageReference: func(cfg config.Config) (images.Reference, error) {
 			id, err := images.SnapshotIdentity(Name, cfg.String(FieldSnapshotID))
 			if err != nil {
 				return images.Reference{}, err
 			}
 			return id.Reference(), nil
 		},
-		Fields: []drivers.Field{
-			{Name: FieldAPIURL, Kind: drivers.KindIdentity, Type: drivers.TypeString, Required: true,
+		Fields: []config.Field{
+			{Name: FieldAPIURL, Kind: config.KindIdentity, Type: config.TypeString, Required: true,
 				Doc: "Daytona API base URL, for example https://app.daytona.io/api", Check: checkAPIURL},
-			{Name: FieldAPIKey, Kind: drivers.KindSecret, Type: drivers.TypeString, Required: true,
+			{Name: FieldAPIKey, Kind: config.KindSecret, Type: config.TypeString, Required: true,
 				Doc: "Daytona API key"},
-			{Name: FieldOrganizationID, Kind: drivers.KindIdentity, Type: drivers.TypeString,
+			{Name: FieldOrganizationID, Kind: config.KindIdentity, Type: config.TypeString,
 				Doc: "organization id sent as X-Daytona-Organization-ID; effective only with JWTs, ignored for API keys"},
-			{Name: FieldSnapshotID, Kind: drivers.KindIdentity, Type: drivers.TypeString, Required: true,
+			{Name: FieldSnapshotID, Kind: config.KindIdentity, Type: config.TypeString, Required: true,
 				Doc: "id (UUID) of the snapshot sandboxes are created from; never a name", Check: checkSnapshotID},
-			{Name: FieldTarget, Kind: drivers.KindIdentity, Type: drivers.TypeString,
+			{Name: FieldTarget, Kind: config.KindIdentity, Type: config.TypeString,
 				Doc: "region; absent: the organization's default"},
-			{Name: FieldEnv, Kind: drivers.KindSecretMap, Type: drivers.TypeStringMap, Check: checkEnvField,
+			{Name: FieldEnv, Kind: config.KindSecretMap, Type: config.TypeStringMap, Check: checkEnvField,
 				Doc: "environment variables of every command, for tokens and other secrets as well: each value is kept in the secret store " +
 					"and sent with each command (needs sandbox daemon v0.167.0 or later), never in the sandbox's own env; a command's own env wins on a clash"},
-			{Name: FieldLabels, Kind: drivers.KindMetadata, Type: drivers.TypeStringMap,
+			{Name: FieldLabels, Kind: config.KindMetadata, Type: config.TypeStringMap,
 				Doc: "extra labels of every sandbox"},
-			{Name: FieldAutoStopInterval, Kind: drivers.KindKnob, Type: drivers.TypeInt, Check: minutes(0),
+			{Name: FieldAutoStopInterval, Kind: config.KindKnob, Type: config.TypeInt, Check: minutes(0),
 				Doc: "minutes of inactivity before auto-stop; 0 disables"},
-			{Name: FieldAutoArchiveInterval, Kind: drivers.KindKnob, Type: drivers.TypeInt, Check: minutes(0),
+			{Name: FieldAutoArchiveInterval, Kind: config.KindKnob, Type: config.TypeInt, Check: minutes(0),
 				Doc: "minutes stopped before auto-archive; 0 means the provider maximum"},
-			{Name: FieldAutoDeleteInterval, Kind: drivers.KindKnob, Type: drivers.TypeInt, Check: minutes(-1),
+			{Name: FieldAutoDeleteInterval, Kind: config.KindKnob, Type: config.TypeInt, Check: minutes(-1),
 				Doc: "minutes stopped before auto-delete; -1 disables, 0 deletes on stop"},
-			{Name: FieldExecTimeout, Kind: drivers.KindKnob, Type: drivers.TypeDuration,
+			{Name: FieldExecTimeout, Kind: config.KindKnob, Type: config.TypeDuration,
 				Doc: "the toolbox's own time limit for one command (whole seconds)"},
-			{Name: FieldReactivateSnapshot, Kind: drivers.KindKnob, Type: drivers.TypeBool, Default: true,
+			{Name: FieldReactivateSnapshot, Kind: config.KindKnob, Type: config.TypeBool, Default: true,
 				Doc: "reactivate the snapshot (by id) when Daytona marked it inactive after 14 idle days"},
 		},
 	}

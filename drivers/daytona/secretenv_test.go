@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 )
@@ -16,7 +17,7 @@ import (
 const envCanary = "CANARY-ENV-TOKEN-2b94c1"
 
 // secretEnvConfig is e.config with a secret env holding the canary.
-func secretEnvConfig(t *testing.T, e *env) drivers.Config {
+func secretEnvConfig(t *testing.T, e *env) config.Config {
 	t.Helper()
 	cfg := e.config(t, e.snap.ID)
 	cfg[daytona.FieldEnv] = map[string]any{"GITHUB_TOKEN": envCanary, "SHARED": "from-config"}
@@ -32,7 +33,7 @@ func TestSecretEnvTravelsPerCommand(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if f, _ := e.drv.Schema().Field(daytona.FieldEnv); f.Kind != drivers.KindSecretMap {
+	if f, _ := e.drv.Schema().Field(daytona.FieldEnv); f.Kind != config.KindSecretMap {
 		t.Fatalf("field %q is %s, want secret_map", daytona.FieldEnv, f.Kind)
 	}
 	sb, err := e.drv.Acquire(ctx, secretEnvConfig(t, e), drivers.AcquireRequest{})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 )
@@ -71,8 +72,8 @@ func TestAPIKeyRedactedAcrossTruncation(t *testing.T) {
 				t.Fatalf("error %q contains %q, 8 bytes of the API key", err, key[i:i+8])
 			}
 		}
-		if !strings.Contains(err.Error(), drivers.Redacted) {
-			t.Errorf("error %q: want the key's part replaced by %s", err, drivers.Redacted)
+		if !strings.Contains(err.Error(), config.Redacted) {
+			t.Errorf("error %q: want the key's part replaced by %s", err, config.Redacted)
 		}
 	}
 }
@@ -181,8 +182,8 @@ func TestAPIURLNeedsHTTPSOffLoopback(t *testing.T) {
 		if (err == nil) != ok {
 			t.Errorf("api_url %q: err = %v, want accepted %v", url, err, ok)
 		}
-		if err != nil && !errors.Is(err, drivers.ErrInvalidConfig) {
-			t.Errorf("api_url %q: err = %v, want ErrInvalidConfig", url, err)
+		if err != nil && !errors.Is(err, config.ErrInvalid) {
+			t.Errorf("api_url %q: err = %v, want config.ErrInvalid", url, err)
 		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // Transport safety of the client: secret redaction, the origins the bearer
@@ -26,11 +26,11 @@ func (c *client) scrub(s string) string { return redactSecret(s, c.key) }
 const minSecretRun = 8
 
 // redactSecret replaces in s every maximal run of at least minSecretRun
-// bytes that occurs in secret with drivers.Redacted.
+// bytes that occurs in secret with config.Redacted.
 func redactSecret(s, secret string) string {
 	if len(secret) < minSecretRun || len(s) < minSecretRun {
 		if secret != "" {
-			s = strings.ReplaceAll(s, secret, drivers.Redacted)
+			s = strings.ReplaceAll(s, secret, config.Redacted)
 		}
 		return s
 	}
@@ -50,7 +50,7 @@ func redactSecret(s, secret string) string {
 			j++
 		}
 		b.WriteString(s[last:i])
-		b.WriteString(drivers.Redacted)
+		b.WriteString(config.Redacted)
 		last, i = j, j
 	}
 	if last == 0 {

@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/images"
 )
 
@@ -95,7 +96,7 @@ func (s *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (imag
 func (s *sandbox) push(ctx context.Context, imageID, tag string) (images.Identity, error) {
 	repo, err := name.NewRepository(s.cfg.captureRepo, name.WeakValidation)
 	if err != nil {
-		return images.Identity{}, fmt.Errorf("docker config: field %q: %v: %w", FieldCaptureRepo, err, drivers.ErrInvalidConfig)
+		return images.Identity{}, fmt.Errorf("docker config: field %q: %v: %w", FieldCaptureRepo, err, config.ErrInvalid)
 	}
 	target := s.cfg.captureRepo + ":" + tag
 	if err := s.cli.ImageTag(ctx, imageID, target); err != nil {
@@ -148,9 +149,9 @@ const emptyAuth = "e30="
 // template, its manifest from the registry, and reads back that it is gone.
 // A template that is already gone (in the engine or the registry) is a
 // confirmed receipt.
-func (d *Driver) DeleteTemplate(ctx context.Context, raw drivers.Config, id images.Identity) (drivers.Receipt, error) {
+func (d *Driver) DeleteTemplate(ctx context.Context, raw config.Config, id images.Identity) (drivers.Receipt, error) {
 	if id.Kind() != images.KindDigest {
-		return drivers.Receipt{}, fmt.Errorf("docker: template %q is not an image digest: %w", id, drivers.ErrInvalidConfig)
+		return drivers.Receipt{}, fmt.Errorf("docker: template %q is not an image digest: %w", id, config.ErrInvalid)
 	}
 	cfg, err := d.parseConfig(raw)
 	if err != nil {
@@ -162,7 +163,7 @@ func (d *Driver) DeleteTemplate(ctx context.Context, raw drivers.Config, id imag
 	}
 	ref, err := name.NewDigest(id.String(), name.WeakValidation)
 	if err != nil {
-		return drivers.Receipt{}, fmt.Errorf("docker: template %q: %v: %w", id, err, drivers.ErrInvalidConfig)
+		return drivers.Receipt{}, fmt.Errorf("docker: template %q: %v: %w", id, err, config.ErrInvalid)
 	}
 	local := isLocal(ref)
 	lookup := id.String()
@@ -226,4 +227,4 @@ func authenticator(secret string) authn.Authenticator {
 }
 
 // secretOf returns the resolved registry credential of cfg.
-func (d *Driver) secretOf(cfg *config) string { return cfg.secret }
+func (d *Driver) secretOf(cfg *settings) string { return cfg.secret }

@@ -17,7 +17,7 @@ import (
 	"github.com/docker/go-units"
 	"github.com/google/go-containerregistry/pkg/name"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // Config field names.
@@ -63,8 +63,8 @@ const (
 // as a manifest digest but valid only on the engine that holds the image.
 const LocalRegistry = "berth.local"
 
-// config is a normalized Config read into typed values.
-type config struct {
+// settings is a normalized Config read into typed values.
+type settings struct {
 	host        string
 	image       string
 	ref         name.Reference
@@ -94,57 +94,57 @@ func defaultHost() string {
 	return client.DefaultDockerHost
 }
 
-func newSchema(host string) *drivers.ConfigSchema {
-	return &drivers.ConfigSchema{
+func newSchema(host string) *config.Schema {
+	return &config.Schema{
 		Driver:     Name,
 		ImageField: FieldImage,
-		Fields: []drivers.Field{
-			{Name: FieldHost, Kind: drivers.KindIdentity, Type: drivers.TypeString, Default: host, Check: checkHost,
+		Fields: []config.Field{
+			{Name: FieldHost, Kind: config.KindIdentity, Type: config.TypeString, Default: host, Check: checkHost,
 				Doc: "Docker engine host (unix:///var/run/docker.sock, tcp://HOST:2376, ssh is not supported); default: DOCKER_HOST of the berth host, else the default socket. TLS settings come from DOCKER_CERT_PATH / DOCKER_TLS_VERIFY of the berth host."},
-			{Name: FieldImage, Kind: drivers.KindIdentity, Type: drivers.TypeString, Required: true, Check: checkImage,
+			{Name: FieldImage, Kind: config.KindIdentity, Type: config.TypeString, Required: true, Check: checkImage,
 				Doc: "image reference; pin it as repo@sha256:... for qualification. berth.local/templates/NAME@sha256:ID names a template captured into the engine only."},
-			{Name: FieldRegistryAuth, Kind: drivers.KindSecret, Type: drivers.TypeString, Check: checkAuth,
+			{Name: FieldRegistryAuth, Kind: config.KindSecret, Type: config.TypeString, Check: checkAuth,
 				Doc: `registry credential for pulls and capture pushes: "username:password", or a bare bearer token (sent as the registry token)`},
-			{Name: FieldPullPolicy, Kind: drivers.KindKnob, Type: drivers.TypeString, Default: PullMissing, Enum: []string{PullMissing, PullAlways, PullNever},
+			{Name: FieldPullPolicy, Kind: config.KindKnob, Type: config.TypeString, Default: PullMissing, Enum: []string{PullMissing, PullAlways, PullNever},
 				Doc: "when to pull a tag: missing (default), always, never; a pinned digest is pulled only when missing"},
-			{Name: FieldCPUs, Kind: drivers.KindKnob, Type: drivers.TypeString, Check: checkCPUs,
+			{Name: FieldCPUs, Kind: config.KindKnob, Type: config.TypeString, Check: checkCPUs,
 				Doc: `CPU limit as a decimal number of CPUs ("1.5"); default: no CPU limit`},
-			{Name: FieldMemory, Kind: drivers.KindKnob, Type: drivers.TypeString, Default: DefaultMemory, Check: checkMemory,
+			{Name: FieldMemory, Kind: config.KindKnob, Type: config.TypeString, Default: DefaultMemory, Check: checkMemory,
 				Doc: `memory limit in bytes or with a unit ("512m", "2g"); swap is disabled; default "1g"`},
-			{Name: FieldPidsLimit, Kind: drivers.KindKnob, Type: drivers.TypeInt, Default: int64(DefaultPidsLimit), Check: checkPids,
+			{Name: FieldPidsLimit, Kind: config.KindKnob, Type: config.TypeInt, Default: int64(DefaultPidsLimit), Check: checkPids,
 				Doc: "maximum number of processes in the container; default 512"},
-			{Name: FieldNetwork, Kind: drivers.KindKnob, Type: drivers.TypeString, Default: DefaultNetwork, Check: checkNetwork,
+			{Name: FieldNetwork, Kind: config.KindKnob, Type: config.TypeString, Default: DefaultNetwork, Check: checkNetwork,
 				Doc: `network: "none" (default: no network), "bridge" or a user network name; "host" and "container:..." are refused`},
-			{Name: FieldPorts, Kind: drivers.KindKnob, Type: drivers.TypeStringList, Check: checkPorts,
+			{Name: FieldPorts, Kind: config.KindKnob, Type: config.TypeStringList, Check: checkPorts,
 				Doc: `container ports to publish ("8080", "8080/tcp"), always on 127.0.0.1 with an ephemeral host port; needs a network other than none`},
-			{Name: FieldReadonlyRootfs, Kind: drivers.KindKnob, Type: drivers.TypeBool, Default: false,
+			{Name: FieldReadonlyRootfs, Kind: config.KindKnob, Type: config.TypeBool, Default: false,
 				Doc: "mount the root filesystem read-only; default false. Commands can then write only to /tmp and the workdir, " +
 					"each an empty tmpfs (exec, so that code built there runs; nosuid, nodev; owned by the user knob's uid and gid) whose contents count against the memory limit and vanish with the container. " +
 					"It trades persistence for integrity: nothing a command does survives outside those two, the image's own files in the workdir are hidden by the tmpfs, " +
 					"and a workdir other than \"/\" is required (\"/\" cannot be a tmpfs)"},
-			{Name: FieldUser, Kind: drivers.KindKnob, Type: drivers.TypeString, Check: checkUser,
+			{Name: FieldUser, Kind: config.KindKnob, Type: config.TypeString, Check: checkUser,
 				Doc: `numeric user the container and every command run as: "UID" or "UID:GID" (names are not looked up in the image); default: the image's user, which is root for most images. ` +
 					`root in the container keeps no capabilities and cannot gain privileges, but owns every file of the image; a non-root uid cannot change the image's files or the /tmp and workdir of other uids, ` +
 					`and may lack write access to directories the image made for root (give it readonly_rootfs, whose tmpfs workdir it owns, or an image made for it)`},
-			{Name: FieldWorkdir, Kind: drivers.KindKnob, Type: drivers.TypeString, Default: DefaultWorkdir, Check: checkAbs,
+			{Name: FieldWorkdir, Kind: config.KindKnob, Type: config.TypeString, Default: DefaultWorkdir, Check: checkAbs,
 				Doc: `default working directory of commands; default "/". With readonly_rootfs it is a writable tmpfs and must not be "/"`},
-			{Name: FieldEnv, Kind: drivers.KindSecretMap, Type: drivers.TypeStringMap, Check: checkEnv,
+			{Name: FieldEnv, Kind: config.KindSecretMap, Type: config.TypeStringMap, Check: checkEnv,
 				Doc: "environment variables of every command (exec, stream, terminal), for tokens and other secrets as well: " +
 					"each value is kept in the secret store and handed to each command when it starts, never put in the container's own " +
 					"environment (which docker inspect shows) or in a captured template; a command's own env wins on a clash"},
-			{Name: FieldLabels, Kind: drivers.KindMetadata, Type: drivers.TypeStringMap, Check: checkLabels,
+			{Name: FieldLabels, Kind: config.KindMetadata, Type: config.TypeStringMap, Check: checkLabels,
 				Doc: `extra container labels; keys starting with "berth." are reserved`},
-			{Name: FieldStartupTimeout, Kind: drivers.KindKnob, Type: drivers.TypeDuration, Default: DefaultStartupTimeout.String(),
+			{Name: FieldStartupTimeout, Kind: config.KindKnob, Type: config.TypeDuration, Default: DefaultStartupTimeout.String(),
 				Doc: "time an acquire may take (pull, create, start), within the caller's deadline; default 60s"},
-			{Name: FieldCaptureRepo, Kind: drivers.KindKnob, Type: drivers.TypeString, Check: checkRepo,
+			{Name: FieldCaptureRepo, Kind: config.KindKnob, Type: config.TypeString, Check: checkRepo,
 				Doc: "repository captured templates are pushed to (REGISTRY/PATH); default: none, templates stay in the engine as berth.local/templates/NAME"},
 		},
-		Check: func(c drivers.Config) error {
+		Check: func(c config.Config) error {
 			if len(c.Strings(FieldPorts)) > 0 && c.String(FieldNetwork) == "none" {
-				return &drivers.ConfigError{Driver: Name, Field: FieldPorts, Reason: `publishing ports needs a network other than "none"`}
+				return &config.Error{Driver: Name, Field: FieldPorts, Reason: `publishing ports needs a network other than "none"`}
 			}
 			if c.Bool(FieldReadonlyRootfs) && path.Clean(c.String(FieldWorkdir)) == "/" {
-				return &drivers.ConfigError{Driver: Name, Field: FieldWorkdir,
+				return &config.Error{Driver: Name, Field: FieldWorkdir,
 					Reason: `readonly_rootfs needs a writable workdir other than "/" (it gets a tmpfs), such as "/workspace"`}
 			}
 			return nil
@@ -316,7 +316,7 @@ func encodeAuth(secret string, ref name.Reference) (string, error) {
 	}
 	s, err := registry.EncodeAuthConfig(ac)
 	if err != nil {
-		return "", fmt.Errorf("docker config: field %q: cannot encode the credential: %w", FieldRegistryAuth, drivers.ErrInvalidConfig)
+		return "", fmt.Errorf("docker config: field %q: cannot encode the credential: %w", FieldRegistryAuth, config.ErrInvalid)
 	}
 	return s, nil
 }
@@ -324,19 +324,19 @@ func encodeAuth(secret string, ref name.Reference) (string, error) {
 // parseConfig reads a normalized config (secrets resolved). A config that
 // has not been normalized is normalized first, so that Acquire never runs
 // with unchecked values.
-func (d *Driver) parseConfig(raw drivers.Config) (*config, error) {
+func (d *Driver) parseConfig(raw config.Config) (*settings, error) {
 	cfg, err := d.schema.Normalize(map[string]any(raw))
 	if err != nil {
 		return nil, err
 	}
 	if _, isRef := cfg.SecretRef(FieldRegistryAuth); isRef {
-		return nil, fmt.Errorf("docker config: field %q holds an unresolved secret reference: %w", FieldRegistryAuth, drivers.ErrCredentialsMissing)
+		return nil, fmt.Errorf("docker config: field %q holds an unresolved secret reference: %w", FieldRegistryAuth, config.ErrCredentialsMissing)
 	}
 	if refs := cfg.SecretMapRefs(FieldEnv); len(refs) > 0 {
 		return nil, fmt.Errorf("docker config: field %q: key %q holds an unresolved secret reference: %w",
-			FieldEnv, slices.Sorted(maps.Keys(refs))[0], drivers.ErrCredentialsMissing)
+			FieldEnv, slices.Sorted(maps.Keys(refs))[0], config.ErrCredentialsMissing)
 	}
-	c := &config{
+	c := &settings{
 		host:        cfg.String(FieldHost),
 		image:       cfg.String(FieldImage),
 		pullPolicy:  cfg.String(FieldPullPolicy),

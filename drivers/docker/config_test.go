@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/docker"
 )
 
@@ -21,7 +22,7 @@ func TestSchemaDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := drivers.Config{
+	want := config.Config{
 		"host": "unix:///run/test.sock", "image": pinned, "pull_policy": "missing", "memory": "1g",
 		"pids_limit": int64(512), "network": "none", "readonly_rootfs": false, "workdir": "/", "startup_timeout": "1m0s",
 	}
@@ -37,8 +38,8 @@ func TestSchemaKinds(t *testing.T) {
 	if s.ImageField != "image" {
 		t.Errorf("ImageField = %q", s.ImageField)
 	}
-	want := map[string]drivers.FieldKind{"host": drivers.KindIdentity, "image": drivers.KindIdentity, "registry_auth": drivers.KindSecret,
-		"memory": drivers.KindKnob, "network": drivers.KindKnob, "labels": drivers.KindMetadata}
+	want := map[string]config.Kind{"host": config.KindIdentity, "image": config.KindIdentity, "registry_auth": config.KindSecret,
+		"memory": config.KindKnob, "network": config.KindKnob, "labels": config.KindMetadata}
 	for f, k := range want {
 		got, ok := s.Field(f)
 		if !ok || got.Kind != k {
@@ -73,8 +74,8 @@ func TestSchemaRefusesUnsafeOrInvalidValues(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := d.Schema().Normalize(tc.raw)
-			var ce *drivers.ConfigError
-			if !errors.As(err, &ce) || ce.Field != tc.field || !errors.Is(err, drivers.ErrInvalidConfig) {
+			var ce *config.Error
+			if !errors.As(err, &ce) || ce.Field != tc.field || !errors.Is(err, config.ErrInvalid) {
 				t.Errorf("Normalize(%v): err = %v, want a ConfigError on %q", tc.raw, err, tc.field)
 			}
 		})
@@ -97,7 +98,7 @@ func TestRegistryAuthNeverInErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if red := d.Schema().Redact(cfg); red["registry_auth"] != drivers.Redacted {
+	if red := d.Schema().Redact(cfg); red["registry_auth"] != config.Redacted {
 		t.Errorf("Redact kept %v", red["registry_auth"])
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/docker/go-connections/nat"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // idleScript is the container's main process: it idles until stopped and
@@ -31,7 +32,7 @@ const idleScript = `trap 'exit 0' TERM INT; while :; do sleep 86400 & wait $!; d
 // environment variables: the config's env holds secrets, which the engine
 // would show in inspect and commit into captured images; each exec gets
 // them instead (execEnv).
-func containerSpec(cfg *config, imageID string, req drivers.AcquireRequest) (*container.Config, *container.HostConfig, error) {
+func containerSpec(cfg *settings, imageID string, req drivers.AcquireRequest) (*container.Config, *container.HostConfig, error) {
 	labels := make(map[string]string, len(cfg.labels)+len(req.Labels)+2)
 	maps.Copy(labels, cfg.labels)
 	maps.Copy(labels, req.Labels)
@@ -77,7 +78,7 @@ func containerSpec(cfg *config, imageID string, req drivers.AcquireRequest) (*co
 		}
 	}
 	if hc.NetworkMode.IsHost() || hc.NetworkMode.IsContainer() || hc.Privileged {
-		return nil, nil, fmt.Errorf("docker: refusing network %q: %w", cfg.network, drivers.ErrInvalidConfig)
+		return nil, nil, fmt.Errorf("docker: refusing network %q: %w", cfg.network, config.ErrInvalid)
 	}
 	return cc, hc, nil
 }
@@ -88,7 +89,7 @@ func containerSpec(cfg *config, imageID string, req drivers.AcquireRequest) (*co
 // count against the container's memory limit. Both are exec (Docker's
 // default for tmpfs is noexec): agents build code there and run it; nosuid
 // and nodev stay.
-func readonlyTmpfs(cfg *config) map[string]string {
+func readonlyTmpfs(cfg *settings) map[string]string {
 	owner := ""
 	if cfg.user != "" {
 		uid, gid, ok := strings.Cut(cfg.user, ":")

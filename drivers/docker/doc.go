@@ -33,7 +33,7 @@
 // "UID[:GID]" for the container and every command; default: the image's
 // user, root for most images), workdir, startup_timeout and
 // capture_repository; labels (metadata) are extra container labels. env is
-// a secret map (drivers.KindSecretMap): the catalog keeps each value in the
+// a secret map (config.KindSecretMap): the catalog keeps each value in the
 // secret store, and the driver hands the values to every exec (Exec, Start,
 // OpenTerminal; a command's own env wins), never to the container's
 // create-time environment, so docker inspect and captured templates never

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/testenv"
@@ -27,7 +28,7 @@ func testCtx(t *testing.T) context.Context {
 }
 
 // acquire acquires a sandbox and destroys it at cleanup.
-func (e *env) acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) drivers.Sandbox {
+func (e *env) acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) drivers.Sandbox {
 	e.tb.Helper()
 	sb, err := e.drv.Acquire(ctx, cfg, req)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // Name is the driver's name.
@@ -60,7 +61,7 @@ type Options struct {
 // safe for concurrent use. Create it with New; Close releases its engine
 // connections.
 type Driver struct {
-	schema    *drivers.ConfigSchema
+	schema    *config.Schema
 	log       *slog.Logger
 	runnerDir string
 
@@ -115,7 +116,7 @@ func (d *Driver) Capabilities() drivers.Capabilities {
 }
 
 // Schema returns the config schema (the same pointer on every call).
-func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
+func (d *Driver) Schema() *config.Schema { return d.schema }
 
 // Close closes the driver's engine clients. Sandboxes obtained before must
 // not be used afterwards.
@@ -141,7 +142,7 @@ func (d *Driver) client(host string) (*client.Client, error) {
 	}
 	c, err := client.NewClientWithOpts(client.FromEnv, client.WithHost(host), client.WithAPIVersionNegotiation())
 	if err != nil {
-		return nil, fmt.Errorf("docker %s: %v: %w", host, err, drivers.ErrInvalidConfig)
+		return nil, fmt.Errorf("docker %s: %v: %w", host, err, config.ErrInvalid)
 	}
 	d.clients[host] = c
 	return c, nil
@@ -207,7 +208,7 @@ func isNetErr(err error) bool {
 // the spec's sum, then mounts it and the container's ingress directory
 // (see "Runner ingress" in the package documentation); nothing is created
 // when a check fails.
-func (d *Driver) Acquire(ctx context.Context, raw drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+func (d *Driver) Acquire(ctx context.Context, raw config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	cfg, err := d.parseConfig(raw)
 	if err != nil {
 		return nil, err
@@ -276,7 +277,7 @@ func (d *Driver) Acquire(ctx context.Context, raw drivers.Config, req drivers.Ac
 // exist, or was not made by berth, is an error wrapping drivers.ErrNotFound.
 // A container made with AcquireRequest.Runner keeps its mounts: its handle
 // hosts the runner it was created with (HostRunner refuses another sum).
-func (d *Driver) Resume(ctx context.Context, raw drivers.Config, providerLeaseID string) (drivers.Sandbox, error) {
+func (d *Driver) Resume(ctx context.Context, raw config.Config, providerLeaseID string) (drivers.Sandbox, error) {
 	cfg, err := d.parseConfig(raw)
 	if err != nil {
 		return nil, err

@@ -64,7 +64,7 @@ var signalNumbers = map[string]int{"HUP": 1, "INT": 2, "QUIT": 3, "KILL": 9, "US
 type sandbox struct {
 	d        *Driver
 	cli      *client.Client
-	cfg      *config
+	cfg      *settings
 	id       string
 	released atomic.Bool
 	runner   *runnerMounts // nil: made without AcquireRequest.Runner

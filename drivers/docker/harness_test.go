@@ -13,6 +13,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/images"
@@ -53,7 +54,7 @@ func newEnv(tb testing.TB) *env {
 
 // config returns a normalized config for image ref with overrides, labelled
 // with the test's run label.
-func (e *env) config(ref string, overrides map[string]any) drivers.Config {
+func (e *env) config(ref string, overrides map[string]any) config.Config {
 	e.tb.Helper()
 	raw := map[string]any{
 		docker.FieldImage:  ref,
@@ -75,7 +76,7 @@ func (e *env) config(ref string, overrides map[string]any) drivers.Config {
 // harness is the conformance harness: one shared env per suite run.
 type harness struct {
 	e      *env
-	cfg    drivers.Config
+	cfg    config.Config
 	broken *brokenTargets // nil: the harness does not offer broken configs
 }
 
@@ -176,9 +177,9 @@ var (
 )
 
 func (h *harness) Driver() drivers.Driver { return h.e.drv }
-func (h *harness) Config() drivers.Config { return h.cfg.Clone() }
+func (h *harness) Config() config.Config  { return h.cfg.Clone() }
 func (h *harness) Close()                 {}
-func (h *harness) ConfigWithImage(id images.Identity) (drivers.Config, bool) {
+func (h *harness) ConfigWithImage(id images.Identity) (config.Config, bool) {
 	c := h.cfg.Clone()
 	c[docker.FieldImage] = id.String()
 	return c, true

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/internal/testenv"
 )
@@ -19,7 +20,7 @@ func TestCheckHealth(t *testing.T) {
 	d := docker.New(&docker.Options{Host: cli.DaemonHost()})
 	t.Cleanup(func() { _ = d.Close() })
 	var hc drivers.HealthChecker = d
-	cfg := drivers.Config{docker.FieldImage: "x"}
+	cfg := config.Config{docker.FieldImage: "x"}
 	if ep := hc.Endpoint(cfg); ep != cli.DaemonHost() {
 		t.Errorf("Endpoint of a config without host = %q, want the default %q", ep, cli.DaemonHost())
 	}
@@ -27,7 +28,7 @@ func TestCheckHealth(t *testing.T) {
 		t.Fatalf("CheckHealth of the live engine: %v", err)
 	}
 	dead := "unix://" + filepath.Join(t.TempDir(), "no-engine.sock")
-	cfg = drivers.Config{docker.FieldHost: dead}
+	cfg = config.Config{docker.FieldHost: dead}
 	if ep := hc.Endpoint(cfg); ep != dead {
 		t.Errorf("Endpoint = %q, want %q", ep, dead)
 	}

@@ -25,7 +25,7 @@ func isLocal(ref name.Reference) bool { return ref.Context().RegistryStr() == Lo
 // ensureImage makes the configured image present in the engine and returns
 // its image ID. A pinned digest is pulled only when the engine lacks it; a
 // tag follows pull_policy. A missing image wraps drivers.ErrImageNotFound.
-func (d *Driver) ensureImage(ctx context.Context, cli *client.Client, cfg *config) (string, error) {
+func (d *Driver) ensureImage(ctx context.Context, cli *client.Client, cfg *settings) (string, error) {
 	notFound := func(detail string) error {
 		return fmt.Errorf("docker %s: image %q: %s: %w", cfg.host, cfg.image, detail, drivers.ErrImageNotFound)
 	}
@@ -80,7 +80,7 @@ type pullMessage struct {
 // pull pulls ref (for linux/amd64 only when the engine is; the engine picks
 // its own platform) and reads the progress stream to the end, where the
 // engine reports failures.
-func (d *Driver) pull(ctx context.Context, cli *client.Client, cfg *config, ref string) error {
+func (d *Driver) pull(ctx context.Context, cli *client.Client, cfg *settings, ref string) error {
 	d.log.Debug("docker: pulling", "host", cfg.host, "image", ref)
 	rc, err := cli.ImagePull(ctx, ref, image.PullOptions{RegistryAuth: cfg.auth})
 	if err != nil {
@@ -107,7 +107,7 @@ func (d *Driver) pull(ctx context.Context, cli *client.Client, cfg *config, ref 
 // pullErr classifies a pull failure. The engine reports a missing manifest
 // or repository as "not found" / "manifest unknown"; it never echoes the
 // credential.
-func pullErr(cfg *config, ref string, err error) error {
+func pullErr(cfg *settings, ref string, err error) error {
 	msg := err.Error()
 	low := strings.ToLower(msg)
 	switch {

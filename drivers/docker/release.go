@@ -11,6 +11,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // stopTimeout is how long a stop waits for the idle process to exit on TERM
@@ -99,7 +100,7 @@ func destroyContainer(ctx context.Context, cli *client.Client, host, id string) 
 // not made by berth (no LabelManaged) is refused with an error wrapping
 // drivers.ErrNotFound and left alone. A confirmed destroy removes the
 // container's runner directory (found through its mounts).
-func (d *Driver) Destroy(ctx context.Context, raw drivers.Config, providerLeaseID string) (drivers.Receipt, error) {
+func (d *Driver) Destroy(ctx context.Context, raw config.Config, providerLeaseID string) (drivers.Receipt, error) {
 	cfg, err := d.parseConfig(raw)
 	if err != nil {
 		return drivers.Receipt{}, err
@@ -127,7 +128,7 @@ func (d *Driver) Destroy(ctx context.Context, raw drivers.Config, providerLeaseI
 // List returns the berth containers (LabelManaged) on the configured engine
 // that carry every given label, running or stopped; containers being removed
 // are left out. It is the orphan sweep's primitive (LEASE-9).
-func (d *Driver) List(ctx context.Context, raw drivers.Config, labels map[string]string) ([]drivers.SandboxInfo, error) {
+func (d *Driver) List(ctx context.Context, raw config.Config, labels map[string]string) ([]drivers.SandboxInfo, error) {
 	cfg, err := d.parseConfig(raw)
 	if err != nil {
 		return nil, err

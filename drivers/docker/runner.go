@@ -20,6 +20,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/qualification"
 )
@@ -53,7 +54,7 @@ const hostDirName = "run"
 // away unless the engine is reached through a unix:// socket, the one kind
 // of engine host that shares this host's filesystem (the runner binary and
 // the ingress socket are bind-mounted from it). No I/O.
-func (d *Driver) NarrowedBy(cfg drivers.Config) drivers.Set {
+func (d *Driver) NarrowedBy(cfg config.Config) drivers.Set {
 	host := cfg.String(FieldHost)
 	if host == "" {
 		if f, ok := d.schema.Field(FieldHost); ok {
@@ -113,7 +114,7 @@ func (d *Driver) runnerRoot() (string, error) {
 // checkRunner checks spec before anything is created: the engine must
 // share this host's filesystem, spec must be well-formed and Binary must
 // have the sum SHA256 says.
-func checkRunner(cfg *config, spec *drivers.RunnerSpec) error {
+func checkRunner(cfg *settings, spec *drivers.RunnerSpec) error {
 	if !sharesFilesystem(cfg.host) {
 		return fmt.Errorf("docker %s: capability %s: the engine does not share this host's filesystem (only a unix:// engine host can mount the runner and its socket): %w",
 			cfg.host, drivers.CapRunnerIngress, drivers.ErrUnsupported)
@@ -180,7 +181,7 @@ func checkSum(path, want string) error {
 // binary and the socket directory bind-mounted read-only, the state
 // directory a tmpfs (noexec does not matter there) owned by the user
 // knob's uid, as /tmp is.
-func addRunner(cfg *config, m *runnerMounts, cc *container.Config, hc *container.HostConfig) {
+func addRunner(cfg *settings, m *runnerMounts, cc *container.Config, hc *container.HostConfig) {
 	cc.Labels[LabelRunner] = m.sum
 	hc.Mounts = append(hc.Mounts,
 		mount.Mount{Type: mount.TypeBind, Source: m.binary, Target: RunnerBinaryPath, ReadOnly: true},
@@ -377,7 +378,7 @@ var _ drivers.ArchReporter = (*Driver)(nil)
 // (its /info, normalized: x86_64 is amd64, aarch64 is arm64), the one its
 // containers run natively. Nothing is allocated; an engine that cannot
 // be reached is drivers.ErrUnavailable naming the host.
-func (d *Driver) RunnerArch(ctx context.Context, raw drivers.Config) (string, error) {
+func (d *Driver) RunnerArch(ctx context.Context, raw config.Config) (string, error) {
 	cfg, err := d.parseConfig(raw)
 	if err != nil {
 		return "", err

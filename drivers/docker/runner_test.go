@@ -18,6 +18,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/drivers/drivertest"
@@ -180,7 +181,7 @@ func runnerSpec(t testing.TB) drivers.RunnerSpec {
 
 // hardenedRunnerConfig is the strictest config: no network, a read-only
 // root and a non-root user.
-func (e *env) hardenedRunnerConfig() drivers.Config {
+func (e *env) hardenedRunnerConfig() config.Config {
 	return e.config(e.img.Ref, map[string]any{docker.FieldNetwork: "none", docker.FieldReadonlyRootfs: true,
 		docker.FieldWorkdir: "/workspace", docker.FieldUser: "1234:2345", docker.FieldMemory: "256m"})
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/docker"
 )
 
@@ -22,7 +23,7 @@ func TestSecretEnvReachesCommandsNotTheContainer(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testCtx(t)
-	if f, _ := e.drv.Schema().Field(docker.FieldEnv); f.Kind != drivers.KindSecretMap {
+	if f, _ := e.drv.Schema().Field(docker.FieldEnv); f.Kind != config.KindSecretMap {
 		t.Fatalf("field %q is %s, want secret_map", docker.FieldEnv, f.Kind)
 	}
 	cfg := e.config(e.img.Ref, map[string]any{docker.FieldEnv: map[string]any{"GITHUB_TOKEN": envCanary, "SHARED": "from-config"}})
@@ -79,10 +80,10 @@ func TestUnresolvedSecretEnvIsRefused(t *testing.T) {
 	t.Parallel()
 	drv := docker.New(nil)
 	defer drv.Close()
-	cfg := drivers.Config{docker.FieldImage: "busybox@sha256:" + strings.Repeat("a", 64),
+	cfg := config.Config{docker.FieldImage: "busybox@sha256:" + strings.Repeat("a", 64),
 		docker.FieldEnv: map[string]any{"GITHUB_TOKEN": map[string]any{"$secret": "sec_1", "version": float64(1)}}}
 	_, err := drv.Acquire(testCtx(t), cfg, drivers.AcquireRequest{})
-	if !errors.Is(err, drivers.ErrCredentialsMissing) || !strings.Contains(err.Error(), `"env"`) || !strings.Contains(err.Error(), "GITHUB_TOKEN") {
+	if !errors.Is(err, config.ErrCredentialsMissing) || !strings.Contains(err.Error(), `"env"`) || !strings.Contains(err.Error(), "GITHUB_TOKEN") {
 		t.Errorf("Acquire with an unresolved env reference: %v; want ErrCredentialsMissing naming env and GITHUB_TOKEN", err)
 	}
 }

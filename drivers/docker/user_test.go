@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/docker"
 )
 
@@ -104,8 +105,8 @@ func TestReadonlyRootfsNeedsAWorkdir(t *testing.T) {
 	t.Parallel()
 	d := docker.New(nil)
 	_, err := d.Schema().Normalize(map[string]any{"image": pinned, "readonly_rootfs": true})
-	var ce *drivers.ConfigError
-	if !errors.As(err, &ce) || ce.Field != docker.FieldWorkdir || !errors.Is(err, drivers.ErrInvalidConfig) {
+	var ce *config.Error
+	if !errors.As(err, &ce) || ce.Field != docker.FieldWorkdir || !errors.Is(err, config.ErrInvalid) {
 		t.Errorf("Normalize: err = %v, want a ConfigError on workdir", err)
 	}
 	if _, err := d.Schema().Normalize(map[string]any{"image": pinned, "readonly_rootfs": true, "workdir": "/workspace"}); err != nil {
@@ -118,7 +119,7 @@ func TestUserKnobRefusesNames(t *testing.T) {
 	d := docker.New(nil)
 	for _, u := range []string{"root", "1000:", ":1000", "1:2:3", "-1", "+5", "2147483648", "1000:staff", ""} {
 		_, err := d.Schema().Normalize(map[string]any{"image": pinned, "user": u})
-		var ce *drivers.ConfigError
+		var ce *config.Error
 		if !errors.As(err, &ce) || ce.Field != docker.FieldUser {
 			t.Errorf("user %q: err = %v, want a ConfigError on user", u, err)
 		} else if u != "" && !strings.Contains(ce.Reason, "numeric") {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // RunConformanceTests runs the driver conformance suite: every driver's test
@@ -73,7 +74,7 @@ func testCapabilities(t *testing.T, _ context.Context, h Harness) {
 	if diff := cmp.Diff(c1, c2); diff != "" {
 		t.Errorf("Capabilities changed between calls (-first +second):\n%s", diff)
 	}
-	for _, msg := range declaredMismatch(d.Name(), "driver", c1.Declared, drivers.Implemented(d), drivers.DriverLevel()) {
+	for _, msg := range declaredMismatch(d.Name(), "driver", c1.Declared, drivers.Implemented(d), drivers.DriverLevel) {
 		t.Error(msg)
 	}
 	if !c1.Declared.Has(drivers.CapExec) {
@@ -100,18 +101,18 @@ func testCapabilities(t *testing.T, _ context.Context, h Harness) {
 	}
 	if s.ImageField != "" {
 		f, ok := s.Field(s.ImageField)
-		if !ok || f.Kind != drivers.KindIdentity {
+		if !ok || f.Kind != config.KindIdentity {
 			t.Errorf("Schema().ImageField %q is not an identity field", s.ImageField)
 		}
 	}
 	if s.AccountField != "" {
 		f, ok := s.Field(s.AccountField)
-		if !ok || f.Kind != drivers.KindSecret {
+		if !ok || f.Kind != config.KindSecret {
 			t.Errorf("Schema().AccountField %q is not a secret field", s.AccountField)
 		}
 	}
 	for _, f := range s.Fields {
-		if f.Kind == drivers.KindSecret && f.Default != nil {
+		if f.Kind == config.KindSecret && f.Default != nil {
 			t.Errorf("secret field %q has a default", f.Name)
 		}
 	}
@@ -132,7 +133,7 @@ func testCapabilities(t *testing.T, _ context.Context, h Harness) {
 func testLiveCapabilities(t *testing.T, ctx context.Context, h Harness) {
 	d := h.Driver()
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{LeaseID: "conformance-" + uniqueSuffix()})
-	for _, msg := range declaredMismatch(d.Name(), "live sandbox", d.Capabilities().Declared, drivers.SandboxImplemented(sb), drivers.SandboxLevel()) {
+	for _, msg := range declaredMismatch(d.Name(), "live sandbox", d.Capabilities().Declared, drivers.SandboxImplemented(sb), drivers.SandboxLevel) {
 		t.Error(msg)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/fake"
 )
@@ -17,7 +18,7 @@ import (
 type harness struct{ d drivers.Driver }
 
 func (h harness) Driver() drivers.Driver { return h.d }
-func (h harness) Config() drivers.Config { return drivers.Config{} }
+func (h harness) Config() config.Config  { return config.Config{} }
 func (h harness) Close()                 {}
 
 // execOnly is an honest driver with no optional interface: it forwards the
@@ -33,8 +34,8 @@ func (d execOnly) Name() string { return d.f.Name() }
 func (d execOnly) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{Kind: drivers.KindSandbox, Declared: drivers.NewSet(drivers.CapExec)}
 }
-func (d execOnly) Schema() *drivers.ConfigSchema { return d.f.Schema() }
-func (d execOnly) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+func (d execOnly) Schema() *config.Schema { return d.f.Schema() }
+func (d execOnly) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	if req.Runner != nil && !d.acceptsRunner {
 		return nil, fmt.Errorf("%s: capability %s: %w", d.Name(), drivers.CapRunnerIngress, drivers.ErrUnsupported)
 	}
@@ -117,7 +118,7 @@ var wrongDrivers = map[string]struct {
 // so the sentinel is lost.
 type plainErrors struct{ *fake.Driver }
 
-func (d plainErrors) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+func (d plainErrors) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	sb, err := d.Driver.Acquire(ctx, cfg, req)
 	if errors.Is(err, drivers.ErrImageNotFound) {
 		return nil, errors.New(err.Error())

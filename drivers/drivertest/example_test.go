@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/fake"
 )
@@ -32,7 +33,7 @@ func newAcmeHarness(_ context.Context, _ testing.TB) (drivertest.Harness, error)
 func (h *acmeHarness) Driver() drivers.Driver { return h.d }
 func (h *acmeHarness) Close()                 {}
 
-func (h *acmeHarness) Config() drivers.Config {
+func (h *acmeHarness) Config() config.Config {
 	cfg, err := h.d.Schema().Normalize(maps.Clone(h.raw))
 	if err != nil {
 		panic(err) // the harness's own config is known good

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // Failure names one way a config can be broken. The suite asks a
@@ -27,7 +28,7 @@ const (
 	// config's credentials: drivers.ErrAuth.
 	FailBadCredentials
 	// FailMissingCredentials: the config lacks a credential the driver
-	// needs: drivers.ErrCredentialsMissing.
+	// needs: config.ErrCredentialsMissing.
 	FailMissingCredentials
 	// FailUnknownImage: the configured image or snapshot does not exist:
 	// drivers.ErrImageNotFound.
@@ -101,7 +102,7 @@ func (f Failure) want(b Broken) (error, error) {
 	case FailBadCredentials:
 		return drivers.ErrAuth, nil
 	case FailMissingCredentials:
-		return drivers.ErrCredentialsMissing, nil
+		return config.ErrCredentialsMissing, nil
 	case FailUnknownImage:
 		return drivers.ErrImageNotFound, nil
 	case FailHostKeyMismatch:
@@ -173,9 +174,9 @@ func brokenErr(ctx context.Context, d drivers.Driver, raw map[string]any) error 
 
 // secretIn returns the name of a secret field of raw whose value (a
 // string of 4 bytes or more) occurs in msg, or "".
-func secretIn(s *drivers.ConfigSchema, raw map[string]any, msg string) string {
+func secretIn(s *config.Schema, raw map[string]any, msg string) string {
 	for _, f := range s.Fields {
-		if f.Kind != drivers.KindSecret {
+		if f.Kind != config.KindSecret {
 			continue
 		}
 		if v, ok := raw[f.Name].(string); ok && len(v) >= 4 && strings.Contains(msg, v) {

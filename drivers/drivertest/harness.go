@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // Harness gives the conformance suite one driver under test and a config
@@ -14,7 +15,7 @@ type Harness interface {
 	Driver() drivers.Driver
 	// Config returns a normalized config with secrets resolved, ready for
 	// Acquire, that reaches the harness's target.
-	Config() drivers.Config
+	Config() config.Config
 	// Close releases whatever the harness holds. It is called once, at the
 	// end of the subtest.
 	Close()

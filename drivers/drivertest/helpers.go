@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/images"
 )
 
@@ -23,7 +24,7 @@ import (
 // and template deletion without acquiring the captured image.
 type ImageHarness interface {
 	Harness
-	ConfigWithImage(id images.Identity) (drivers.Config, bool)
+	ConfigWithImage(id images.Identity) (config.Config, bool)
 }
 
 // bound is how long the suite lets one blocking step take before it fails

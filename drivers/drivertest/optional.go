@@ -59,7 +59,7 @@ func testStopResume(t *testing.T, ctx context.Context, h Harness) {
 	if again.ID() != sb.ID() {
 		t.Errorf("resumed ID %q, want %q", again.ID(), sb.ID())
 	}
-	for _, msg := range declaredMismatch(h.Driver().Name(), "resumed sandbox", h.Driver().Capabilities().Declared, drivers.SandboxImplemented(again), drivers.SandboxLevel()) {
+	for _, msg := range declaredMismatch(h.Driver().Name(), "resumed sandbox", h.Driver().Capabilities().Declared, drivers.SandboxImplemented(again), drivers.SandboxLevel) {
 		t.Error(msg)
 	}
 	if got := string(execOK(t, ctx, again, drivers.Command{Argv: []string{"echo", "after"}}).Stdout); got != "after\n" {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 )
 
@@ -58,7 +59,7 @@ func Example_handlers() {
 			return 2, nil
 		},
 	}})
-	sb, err := d.Acquire(ctx, drivers.Config{}, drivers.AcquireRequest{})
+	sb, err := d.Acquire(ctx, config.Config{}, drivers.AcquireRequest{})
 	if err != nil {
 		panic(err)
 	}
@@ -96,8 +97,8 @@ func Example_faultInjection() {
 	d := fake.New(nil)
 	d.FailNth(fake.OpCreate, 2, drivers.ErrTransient)
 
-	a, _ := d.Acquire(ctx, drivers.Config{}, drivers.AcquireRequest{})
-	_, err := d.Acquire(ctx, drivers.Config{}, drivers.AcquireRequest{})
+	a, _ := d.Acquire(ctx, config.Config{}, drivers.AcquireRequest{})
+	_, err := d.Acquire(ctx, config.Config{}, drivers.AcquireRequest{})
 	fmt.Println("second create transient:", errors.Is(err, drivers.ErrTransient))
 
 	d.RefuseStop(a.ID(), drivers.ErrUnreachable)

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/qualification"
 )
@@ -31,7 +32,7 @@ func run(t *testing.T, sb drivers.Sandbox, cmd drivers.Command) out {
 func newSandbox(t *testing.T, opts *fake.Options) (*fake.Driver, drivers.Sandbox) {
 	t.Helper()
 	d := fake.New(opts)
-	sb, err := d.Acquire(context.Background(), drivers.Config{}, drivers.AcquireRequest{})
+	sb, err := d.Acquire(context.Background(), config.Config{}, drivers.AcquireRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

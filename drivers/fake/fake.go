@@ -11,6 +11,7 @@ import (
 
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/images"
 )
 
@@ -63,7 +64,7 @@ type Driver struct {
 	platform               Platform
 	handlers               map[string]HandlerFunc
 	unavail                error
-	schema                 *drivers.ConfigSchema
+	schema                 *config.Schema
 	defaultImg             images.Identity
 
 	mu         sync.Mutex
@@ -132,7 +133,7 @@ func New(opts *Options) *Driver {
 	if o.Platform != nil {
 		d.platform = *o.Platform
 	}
-	d.declared = drivers.NewSet(drivers.AllCapabilities()...).Without(o.Undeclared)
+	d.declared = drivers.AllCapabilities.Without(o.Undeclared)
 	d.schema = newSchema(d.name, d.apiKey != "")
 	d.defaultImg = d.AddImage(DefaultImage)
 	return d
@@ -149,18 +150,18 @@ func (d *Driver) Capabilities() drivers.Capabilities {
 
 // Schema returns the config schema (see the package documentation); the
 // same pointer on every call.
-func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
+func (d *Driver) Schema() *config.Schema { return d.schema }
 
 // Availability returns Options.Unavailable.
 func (d *Driver) Availability() error { return d.unavail }
 
-func (d *Driver) checkKey(cfg drivers.Config) error {
+func (d *Driver) checkKey(cfg config.Config) error {
 	if d.apiKey == "" {
 		return nil
 	}
 	switch v := cfg["api_key"].(type) {
 	case nil:
-		return fmt.Errorf("fake %s: field %q: %w", d.name, "api_key", drivers.ErrCredentialsMissing)
+		return fmt.Errorf("fake %s: field %q: %w", d.name, "api_key", config.ErrCredentialsMissing)
 	case string:
 		if v == d.apiKey {
 			return nil
@@ -177,7 +178,7 @@ func (d *Driver) checkKey(cfg drivers.Config) error {
 // waits on the driver's clock until the start delay has passed. On
 // cancellation it returns an error wrapping ctx.Err(); the sandbox then still
 // becomes running when the clock passes its ready time (LEASE-4).
-func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("fake: acquire: %w", err)
 	}
@@ -252,7 +253,7 @@ func (d *Driver) waitRunning(ctx context.Context, id string) (drivers.Sandbox, e
 // wrapping drivers.ErrNotFound when the sandbox is unknown, lost or
 // destroyed, and with ctx.Err() wrapped when the context ends first. The
 // config is not consulted beyond its api_key.
-func (d *Driver) Resume(ctx context.Context, cfg drivers.Config, providerLeaseID string) (drivers.Sandbox, error) {
+func (d *Driver) Resume(ctx context.Context, cfg config.Config, providerLeaseID string) (drivers.Sandbox, error) {
 	if err := d.checkKey(cfg); err != nil {
 		return nil, err
 	}
@@ -288,7 +289,7 @@ func (d *Driver) resume(id string) error {
 
 // List returns the sandboxes that carry every label of labels (all of them
 // for no labels), destroyed ones excluded, sorted by id.
-func (d *Driver) List(ctx context.Context, cfg drivers.Config, labels map[string]string) ([]drivers.SandboxInfo, error) {
+func (d *Driver) List(ctx context.Context, cfg config.Config, labels map[string]string) ([]drivers.SandboxInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("fake: list: %w", err)
 	}
@@ -322,7 +323,7 @@ func hasLabels(have, want map[string]string) bool {
 // Destroy destroys the sandbox providerLeaseID without a handle. An unknown,
 // lost or already destroyed sandbox gives a confirmed StateDestroyed
 // receipt. Injected faults for OpDestroy and stop lies (FakeStop) apply.
-func (d *Driver) Destroy(ctx context.Context, cfg drivers.Config, providerLeaseID string) (drivers.Receipt, error) {
+func (d *Driver) Destroy(ctx context.Context, cfg config.Config, providerLeaseID string) (drivers.Receipt, error) {
 	if err := ctx.Err(); err != nil {
 		return drivers.Receipt{}, fmt.Errorf("fake: destroy %s: %w", providerLeaseID, err)
 	}
@@ -370,7 +371,7 @@ func (d *Driver) terminate(id string, disp drivers.Disposition) (drivers.Receipt
 // DeleteTemplate deletes a captured snapshot (or an image) of this provider;
 // deleting one that is gone is a confirmed receipt. A snapshot identity of
 // another provider is an error wrapping drivers.ErrNotFound.
-func (d *Driver) DeleteTemplate(ctx context.Context, cfg drivers.Config, id images.Identity) (drivers.Receipt, error) {
+func (d *Driver) DeleteTemplate(ctx context.Context, cfg config.Config, id images.Identity) (drivers.Receipt, error) {
 	if err := ctx.Err(); err != nil {
 		return drivers.Receipt{}, fmt.Errorf("fake: delete template %s: %w", id, err)
 	}

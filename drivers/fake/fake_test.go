@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/images"
@@ -18,7 +19,7 @@ type harness struct {
 
 func (h *harness) Driver() drivers.Driver { return h.d }
 
-func (h *harness) Config() drivers.Config {
+func (h *harness) Config() config.Config {
 	cfg, err := h.d.Schema().Normalize(map[string]any{"image": fake.DefaultImage})
 	if err != nil {
 		panic(err)
@@ -26,7 +27,7 @@ func (h *harness) Config() drivers.Config {
 	return cfg
 }
 
-func (h *harness) ConfigWithImage(id images.Identity) (drivers.Config, bool) {
+func (h *harness) ConfigWithImage(id images.Identity) (config.Config, bool) {
 	ref := id.String()
 	if id.Kind() == images.KindSnapshot {
 		ref = fake.SnapshotPrefix + id.SnapshotID()

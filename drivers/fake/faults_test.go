@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 )
 
@@ -17,7 +18,7 @@ var bg = context.Background()
 
 func mustAcquire(t *testing.T, d *fake.Driver, req drivers.AcquireRequest) drivers.Sandbox {
 	t.Helper()
-	sb, err := d.Acquire(bg, drivers.Config{}, req)
+	sb, err := d.Acquire(bg, config.Config{}, req)
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -51,7 +52,7 @@ func TestReadingCapabilitiesCallsNothing(t *testing.T) {
 
 func TestDeclarationOptions(t *testing.T) {
 	t.Parallel()
-	all := drivers.NewSet(drivers.AllCapabilities()...)
+	all := drivers.AllCapabilities
 	if got := drivers.Effective(fake.New(nil), 0); got != all {
 		t.Errorf("default Effective = %s, want all", got)
 	}
@@ -63,7 +64,7 @@ func TestDeclarationOptions(t *testing.T) {
 		t.Errorf("AsResumer of an undeclaring fake: %v, want ErrUnsupported", err)
 	}
 	// Its live sandbox implements Terminal; the driver's narrowing withholds it.
-	sb, err := d.Acquire(context.Background(), drivers.Config{}, drivers.AcquireRequest{})
+	sb, err := d.Acquire(context.Background(), config.Config{}, drivers.AcquireRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestFailNth(t *testing.T) {
 	boom := errors.New("boom")
 	d := fake.New(&fake.Options{Faults: []fake.Fault{{Op: fake.OpCreate, Nth: 2, Err: boom}}})
 	mustAcquire(t, d, drivers.AcquireRequest{})
-	if _, err := d.Acquire(bg, drivers.Config{}, drivers.AcquireRequest{}); !errors.Is(err, boom) {
+	if _, err := d.Acquire(bg, config.Config{}, drivers.AcquireRequest{}); !errors.Is(err, boom) {
 		t.Errorf("2nd Acquire: err = %v, want boom", err)
 	}
 	sb := mustAcquire(t, d, drivers.AcquireRequest{})
@@ -108,12 +109,12 @@ func TestFailNth(t *testing.T) {
 	run(t, sb, drivers.Command{Argv: []string{"true"}})
 	d.Inject(fake.Fault{Op: fake.OpList, Err: drivers.ErrUnreachable}) // every call
 	for range 2 {
-		if _, err := d.List(bg, drivers.Config{}, nil); !errors.Is(err, drivers.ErrUnreachable) {
+		if _, err := d.List(bg, config.Config{}, nil); !errors.Is(err, drivers.ErrUnreachable) {
 			t.Errorf("List: err = %v, want ErrUnreachable", err)
 		}
 	}
 	d.ClearFaults()
-	if _, err := d.List(bg, drivers.Config{}, nil); err != nil {
+	if _, err := d.List(bg, config.Config{}, nil); err != nil {
 		t.Errorf("List after ClearFaults: %v", err)
 	}
 	if got := d.Calls(fake.OpList); got != 3 {
@@ -127,14 +128,14 @@ func TestFailedStartLeavesAllocatedSandbox(t *testing.T) {
 	d := fake.New(nil)
 	d.FailNth(fake.OpStart, 1, nil)
 	var allocated string
-	_, err := d.Acquire(bg, drivers.Config{}, drivers.AcquireRequest{Allocated: func(_ context.Context, id string) error { allocated = id; return nil }})
+	_, err := d.Acquire(bg, config.Config{}, drivers.AcquireRequest{Allocated: func(_ context.Context, id string) error { allocated = id; return nil }})
 	if !errors.Is(err, drivers.ErrTransient) {
 		t.Fatalf("Acquire: err = %v, want ErrTransient", err)
 	}
 	if allocated == "" || state(t, d, allocated) != drivers.StateError {
 		t.Errorf("allocated %q in state %q, want a sandbox in state error", allocated, state(t, d, allocated))
 	}
-	if r, err := d.Destroy(bg, drivers.Config{}, allocated); err != nil || !r.Proves(allocated, drivers.Destroy) {
+	if r, err := d.Destroy(bg, config.Config{}, allocated); err != nil || !r.Proves(allocated, drivers.Destroy) {
 		t.Errorf("Destroy of the failed sandbox: %+v, %v", r, err)
 	}
 }
@@ -149,7 +150,7 @@ func TestSlowStartOutlivesCancelledAcquire(t *testing.T) {
 	allocated := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		_, err := d.Acquire(ctx, drivers.Config{}, drivers.AcquireRequest{Allocated: func(_ context.Context, id string) error { allocated <- id; return nil }})
+		_, err := d.Acquire(ctx, config.Config{}, drivers.AcquireRequest{Allocated: func(_ context.Context, id string) error { allocated <- id; return nil }})
 		done <- err
 	}()
 	id := <-allocated // called before Acquire waits
@@ -171,7 +172,7 @@ func TestSlowStartOutlivesCancelledAcquire(t *testing.T) {
 	if st := state(t, d, id); st != drivers.StateRunning {
 		t.Errorf("state after 2m = %q, want running", st)
 	}
-	sb, err := d.Resume(bg, drivers.Config{}, id)
+	sb, err := d.Resume(bg, config.Config{}, id)
 	if err != nil {
 		t.Fatalf("Resume: %v", err)
 	}
@@ -190,7 +191,7 @@ func TestSlowStartCompletesWhenClockPasses(t *testing.T) {
 	d.SetStartDelay(30 * time.Second)
 	done := make(chan error, 1)
 	go func() {
-		_, err := d.Acquire(bg, drivers.Config{}, drivers.AcquireRequest{})
+		_, err := d.Acquire(bg, config.Config{}, drivers.AcquireRequest{})
 		done <- err
 	}()
 	clk.WaitForWaiters(1, nil)
@@ -230,10 +231,10 @@ func TestLoseSandbox(t *testing.T) {
 	if _, err := sb.Exec(bg, drivers.Command{Argv: []string{"true"}}); !errors.Is(err, drivers.ErrNotFound) {
 		t.Errorf("Exec in a lost sandbox: err = %v, want ErrNotFound", err)
 	}
-	if _, err := d.Resume(bg, drivers.Config{}, sb.ID()); !errors.Is(err, drivers.ErrNotFound) {
+	if _, err := d.Resume(bg, config.Config{}, sb.ID()); !errors.Is(err, drivers.ErrNotFound) {
 		t.Errorf("Resume of a lost sandbox: err = %v, want ErrNotFound", err)
 	}
-	if l, _ := d.List(bg, drivers.Config{}, map[string]string{"k": "v"}); len(l) != 0 {
+	if l, _ := d.List(bg, config.Config{}, map[string]string{"k": "v"}); len(l) != 0 {
 		t.Errorf("List reports a lost sandbox: %v", l)
 	}
 	if _, err := sb.Release(bg, drivers.Keep); !errors.Is(err, drivers.ErrNotFound) {
@@ -260,7 +261,7 @@ func TestRefuseStop(t *testing.T) {
 			t.Errorf("Release(%s): err = %v, want ErrUnreachable", disp, err)
 		}
 	}
-	if _, err := d.Destroy(bg, drivers.Config{}, sb.ID()); !errors.Is(err, drivers.ErrUnreachable) {
+	if _, err := d.Destroy(bg, config.Config{}, sb.ID()); !errors.Is(err, drivers.ErrUnreachable) {
 		t.Errorf("Destroy: err = %v, want ErrUnreachable", err)
 	}
 	if st := state(t, d, sb.ID()); st != drivers.StateRunning {
@@ -293,7 +294,7 @@ func TestFakeStop(t *testing.T) {
 		if st := state(t, d, sb.ID()); st != drivers.StateRunning {
 			t.Errorf("lie %d: state = %q, want still running", lie, st)
 		}
-		if r, err := d.Destroy(bg, drivers.Config{}, sb.ID()); err != nil || r.Proves(sb.ID(), drivers.Destroy) {
+		if r, err := d.Destroy(bg, config.Config{}, sb.ID()); err != nil || r.Proves(sb.ID(), drivers.Destroy) {
 			t.Errorf("lie %d: Destroy = %+v, %v; want no proof", lie, r, err)
 		}
 	}
@@ -353,7 +354,7 @@ func TestStopKillsRunningCommand(t *testing.T) {
 		done <- res
 	}()
 	<-started
-	if _, err := d2.Destroy(bg, drivers.Config{}, sb.ID()); err != nil {
+	if _, err := d2.Destroy(bg, config.Config{}, sb.ID()); err != nil {
 		t.Fatal(err)
 	}
 	if res := <-done; res == nil || res.ExitCode != -1 || res.Signal != "KILL" {
@@ -365,20 +366,20 @@ func TestAPIKey(t *testing.T) {
 	t.Parallel()
 	const key = "canary-key-5f3a"
 	d := fake.New(&fake.Options{APIKey: key})
-	if f, _ := d.Schema().Field("api_key"); !f.Required || f.Kind != drivers.KindSecret {
+	if f, _ := d.Schema().Field("api_key"); !f.Required || f.Kind != config.KindSecret {
 		t.Errorf("api_key field = %+v, want a required secret", f)
 	}
 	_, err := d.Schema().Normalize(map[string]any{})
-	if !errors.Is(err, drivers.ErrCredentialsMissing) {
+	if !errors.Is(err, config.ErrCredentialsMissing) {
 		t.Errorf("Normalize without key: %v, want ErrCredentialsMissing", err)
 	}
 	for _, tc := range []struct {
-		cfg  drivers.Config
+		cfg  config.Config
 		want error
 	}{
-		{drivers.Config{}, drivers.ErrCredentialsMissing},
-		{drivers.Config{"api_key": "wrong"}, drivers.ErrAuth},
-		{drivers.Config{"api_key": key}, nil},
+		{config.Config{}, config.ErrCredentialsMissing},
+		{config.Config{"api_key": "wrong"}, drivers.ErrAuth},
+		{config.Config{"api_key": key}, nil},
 	} {
 		_, err := d.Acquire(bg, tc.cfg, drivers.AcquireRequest{})
 		if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {

@@ -5,13 +5,14 @@ import (
 	"fmt"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 var _ drivers.HealthChecker = (*Driver)(nil)
 
 // Endpoint implements drivers.HealthChecker: "fake region R" for the
 // config's region (the default region when absent). No I/O.
-func (d *Driver) Endpoint(cfg drivers.Config) string {
+func (d *Driver) Endpoint(cfg config.Config) string {
 	region := cfg.String(FieldRegion)
 	if region == "" {
 		region = DefaultRegion
@@ -23,7 +24,7 @@ func (d *Driver) Endpoint(cfg drivers.Config) string {
 // so a fault injected for OpHealth makes the provider unhealthy (the error
 // wraps drivers.ErrUnavailable and the fault's error); it allocates nothing
 // and honours ctx.
-func (d *Driver) CheckHealth(ctx context.Context, cfg drivers.Config) error {
+func (d *Driver) CheckHealth(ctx context.Context, cfg config.Config) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/images"
 )
@@ -47,7 +48,7 @@ func TestTagsAndDigests(t *testing.T) {
 	if got, err := acquireImage(t, d, v1.String()); err != nil || got != v1 {
 		t.Errorf("old digest: %v, %v; want %v", got, err, v1)
 	}
-	if _, err := d.DeleteTemplate(bg, drivers.Config{}, v2); err != nil { // removes the digest and the tags on it
+	if _, err := d.DeleteTemplate(bg, config.Config{}, v2); err != nil { // removes the digest and the tags on it
 		t.Fatal(err)
 	}
 	if got, err := acquireImage(t, d, v1.String()); err != nil || got != v1 {
@@ -115,8 +116,8 @@ func TestSchema(t *testing.T) {
 		{"cpus": "two"},
 		{"zones": "x"},
 	} {
-		if _, err := s.Normalize(raw); !errors.Is(err, drivers.ErrInvalidConfig) {
-			t.Errorf("Normalize(%v): err = %v, want ErrInvalidConfig", raw, err)
+		if _, err := s.Normalize(raw); !errors.Is(err, config.ErrInvalid) {
+			t.Errorf("Normalize(%v): err = %v, want config.ErrInvalid", raw, err)
 		}
 	}
 }
@@ -132,10 +133,10 @@ func TestCaptureAndDeleteTemplate(t *testing.T) {
 	if got, err := acquireImage(t, d, "snapshot-name:tpl"); err != nil || got != id {
 		t.Errorf("acquire captured: %v, %v", got, err)
 	}
-	if _, err := d.DeleteTemplate(bg, drivers.Config{}, images.MustParseIdentity("snapshot:fake/"+id.SnapshotID())); !errors.Is(err, drivers.ErrNotFound) {
+	if _, err := d.DeleteTemplate(bg, config.Config{}, images.MustParseIdentity("snapshot:fake/"+id.SnapshotID())); !errors.Is(err, drivers.ErrNotFound) {
 		t.Errorf("DeleteTemplate of another provider's id: %v, want ErrNotFound", err)
 	}
-	if _, err := d.DeleteTemplate(bg, drivers.Config{}, id); err != nil {
+	if _, err := d.DeleteTemplate(bg, config.Config{}, id); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := acquireImage(t, d, "snapshot:"+id.SnapshotID()); !errors.Is(err, drivers.ErrImageNotFound) {

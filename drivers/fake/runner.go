@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/prp/runner"
 )
@@ -193,6 +194,6 @@ var _ drivers.ArchReporter = (*Driver)(nil)
 // RunnerArch implements drivers.ArchReporter: the fake's runner runs in
 // this process, so its sandboxes have this host's architecture
 // (runtime.GOARCH).
-func (d *Driver) RunnerArch(ctx context.Context, cfg drivers.Config) (string, error) {
+func (d *Driver) RunnerArch(ctx context.Context, cfg config.Config) (string, error) {
 	return runtime.GOARCH, nil
 }

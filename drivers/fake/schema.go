@@ -3,7 +3,7 @@ package fake
 import (
 	"errors"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/images"
 )
 
@@ -20,26 +20,26 @@ const (
 // DefaultRegion is the default of the region field.
 const DefaultRegion = "local-1"
 
-func newSchema(driver string, keyRequired bool) *drivers.ConfigSchema {
-	return &drivers.ConfigSchema{
+func newSchema(driver string, keyRequired bool) *config.Schema {
+	return &config.Schema{
 		Driver:     driver,
 		ImageField: FieldImage,
-		ImageReference: func(cfg drivers.Config) (images.Reference, error) {
+		ImageReference: func(cfg config.Config) (images.Reference, error) {
 			return imageReference(driver, cfg.String(FieldImage))
 		},
-		Fields: []drivers.Field{
+		Fields: []config.Field{
 			{
-				Name: FieldImage, Kind: drivers.KindIdentity, Type: drivers.TypeString,
+				Name: FieldImage, Kind: config.KindIdentity, Type: config.TypeString,
 				Doc: "OCI reference (repo:tag or repo@sha256:...), snapshot:<id> or snapshot-name:<name>; " +
 					"absent: the provider default image",
 				Check: checkImageRef,
 			},
 			{
-				Name: FieldRegion, Kind: drivers.KindIdentity, Type: drivers.TypeString, Default: DefaultRegion,
+				Name: FieldRegion, Kind: config.KindIdentity, Type: config.TypeString, Default: DefaultRegion,
 				Doc: "provider region; part of the target's identity",
 			},
 			{
-				Name: FieldCPUs, Kind: drivers.KindKnob, Type: drivers.TypeInt, Default: int64(1),
+				Name: FieldCPUs, Kind: config.KindKnob, Type: config.TypeInt, Default: int64(1),
 				Doc: "CPUs per sandbox (1-64)",
 				Check: func(v any) error {
 					if n, _ := v.(int64); n < 1 || n > 64 {
@@ -49,15 +49,15 @@ func newSchema(driver string, keyRequired bool) *drivers.ConfigSchema {
 				},
 			},
 			{
-				Name: FieldStartupTimeout, Kind: drivers.KindKnob, Type: drivers.TypeDuration,
+				Name: FieldStartupTimeout, Kind: config.KindKnob, Type: config.TypeDuration,
 				Doc: "startup budget of a lease; absent: the provider-declared one",
 			},
 			{
-				Name: FieldAPIKey, Kind: drivers.KindSecret, Type: drivers.TypeString, Required: keyRequired,
+				Name: FieldAPIKey, Kind: config.KindSecret, Type: config.TypeString, Required: keyRequired,
 				Doc: "provider API key (required when the fake was built with Options.APIKey)",
 			},
 			{
-				Name: FieldNotes, Kind: drivers.KindMetadata, Type: drivers.TypeString,
+				Name: FieldNotes, Kind: config.KindMetadata, Type: config.TypeString,
 				Doc: "free text for operators",
 			},
 		},

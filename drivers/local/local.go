@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // Name is the driver name.
@@ -42,7 +43,7 @@ type Options struct {
 type Driver struct {
 	waitDelay time.Duration
 	grace     time.Duration
-	schema    *drivers.ConfigSchema
+	schema    *config.Schema
 	seq       atomic.Int64
 }
 
@@ -61,16 +62,16 @@ func New(opts *Options) *Driver {
 	if d.grace <= 0 {
 		d.grace = 5 * time.Second
 	}
-	d.schema = &drivers.ConfigSchema{
+	d.schema = &config.Schema{
 		Driver: Name,
-		Fields: []drivers.Field{
+		Fields: []config.Field{
 			{
-				Name: FieldWorkdir, Kind: drivers.KindIdentity, Type: drivers.TypeString,
+				Name: FieldWorkdir, Kind: config.KindIdentity, Type: config.TypeString,
 				Doc:   "absolute working directory of the session; absent: the process's working directory at acquire",
 				Check: checkAbs,
 			},
 			{
-				Name: FieldShell, Kind: drivers.KindKnob, Type: drivers.TypeString, Default: DefaultShell,
+				Name: FieldShell, Kind: config.KindKnob, Type: config.TypeString, Default: DefaultShell,
 				Doc:   "absolute path of the shell that runs commands whose argv[0] is \"sh\"",
 				Check: checkAbs,
 			},
@@ -96,16 +97,16 @@ func (d *Driver) Capabilities() drivers.Capabilities {
 }
 
 // Schema returns the config schema: workdir (identity) and shell (knob).
-func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
+func (d *Driver) Schema() *config.Schema { return d.schema }
 
 // Acquire opens a session. The working directory is the config's workdir,
 // else req.Workspace, else the process's working directory; it must be an
 // existing directory that the process may enter and read (else an error
 // wrapping drivers.ErrNotFound), and is reported resolved (symlinks
 // evaluated) by Workspace.Dir. The shell must be an executable file (else an
-// error wrapping drivers.ErrInvalidConfig). The provider lease id is
+// error wrapping config.ErrInvalid). The provider lease id is
 // "local://<hostname><workdir>#<n>".
-func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("local: acquire: %w", err)
 	}
@@ -129,7 +130,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 		shell = DefaultShell
 	}
 	if fi, err := os.Stat(shell); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return nil, &drivers.ConfigError{Driver: Name, Field: FieldShell, Reason: fmt.Sprintf("%q is not an executable file", shell)}
+		return nil, &config.Error{Driver: Name, Field: FieldShell, Reason: fmt.Sprintf("%q is not an executable file", shell)}
 	}
 	host, err := os.Hostname()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/internal/testenv"
@@ -19,11 +20,11 @@ import (
 
 type harness struct {
 	d   *local.Driver
-	cfg drivers.Config
+	cfg config.Config
 }
 
 func (h *harness) Driver() drivers.Driver { return h.d }
-func (h *harness) Config() drivers.Config { return h.cfg.Clone() }
+func (h *harness) Config() config.Config  { return h.cfg.Clone() }
 func (h *harness) Close()                 {}
 
 // Broken implements drivertest.FailureHarness: no failure of the error
@@ -127,12 +128,12 @@ func TestUnusableWorkdir(t *testing.T) {
 			t.Errorf("Acquire(workdir %q): err = %v, want ErrNotFound naming the dir", dir, err)
 		}
 	}
-	if _, err := d.Schema().Normalize(map[string]any{"workdir": "relative/dir"}); !errors.Is(err, drivers.ErrInvalidConfig) {
-		t.Errorf("relative workdir: err = %v, want ErrInvalidConfig", err)
+	if _, err := d.Schema().Normalize(map[string]any{"workdir": "relative/dir"}); !errors.Is(err, config.ErrInvalid) {
+		t.Errorf("relative workdir: err = %v, want config.ErrInvalid", err)
 	}
 	cfg, _ := d.Schema().Normalize(map[string]any{"shell": "/nonexistent/sh"})
-	if _, err := d.Acquire(context.Background(), cfg, drivers.AcquireRequest{}); !errors.Is(err, drivers.ErrInvalidConfig) {
-		t.Errorf("missing shell: err = %v, want ErrInvalidConfig", err)
+	if _, err := d.Acquire(context.Background(), cfg, drivers.AcquireRequest{}); !errors.Is(err, config.ErrInvalid) {
+		t.Errorf("missing shell: err = %v, want config.ErrInvalid", err)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/driverkit"
 )
 
@@ -322,6 +323,6 @@ var _ drivers.ArchReporter = (*Driver)(nil)
 
 // RunnerArch implements drivers.ArchReporter: the local host's own
 // architecture (runtime.GOARCH of this process), read without I/O.
-func (d *Driver) RunnerArch(ctx context.Context, cfg drivers.Config) (string, error) {
+func (d *Driver) RunnerArch(ctx context.Context, cfg config.Config) (string, error) {
 	return runtime.GOARCH, nil
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	xssh "golang.org/x/crypto/ssh"
 )
 
@@ -31,32 +31,32 @@ const (
 // MaxSessions.
 const DefaultMaxSessions = 10
 
-func newSchema() *drivers.ConfigSchema {
-	return &drivers.ConfigSchema{
+func newSchema() *config.Schema {
+	return &config.Schema{
 		Driver: Name,
-		Fields: []drivers.Field{
-			{Name: FieldHost, Kind: drivers.KindIdentity, Type: drivers.TypeString, Required: true,
+		Fields: []config.Field{
+			{Name: FieldHost, Kind: config.KindIdentity, Type: config.TypeString, Required: true,
 				Doc: "host name or IP address of the SSH server", Check: checkHost},
-			{Name: FieldPort, Kind: drivers.KindIdentity, Type: drivers.TypeInt, Default: int64(22),
+			{Name: FieldPort, Kind: config.KindIdentity, Type: config.TypeInt, Default: int64(22),
 				Doc: "TCP port of the SSH server", Check: checkPort},
-			{Name: FieldUser, Kind: drivers.KindIdentity, Type: drivers.TypeString, Required: true,
+			{Name: FieldUser, Kind: config.KindIdentity, Type: config.TypeString, Required: true,
 				Doc: "login user", Check: checkUser},
-			{Name: FieldPrivateKey, Kind: drivers.KindSecret, Type: drivers.TypeString, Required: true,
+			{Name: FieldPrivateKey, Kind: config.KindSecret, Type: config.TypeString, Required: true,
 				Doc: "unencrypted private key in PEM form (OpenSSH, PKCS#1, PKCS#8 or SEC1)", Check: checkPrivateKey},
-			{Name: FieldKnownHosts, Kind: drivers.KindIdentity, Type: drivers.TypeStringList,
+			{Name: FieldKnownHosts, Kind: config.KindIdentity, Type: config.TypeStringList,
 				Doc:   "trusted host keys as known_hosts lines; without a line for the host every connection is refused (see ScanHostKey)",
 				Check: checkKnownHosts},
-			{Name: FieldWorkdir, Kind: drivers.KindIdentity, Type: drivers.TypeString, Default: "~",
+			{Name: FieldWorkdir, Kind: config.KindIdentity, Type: config.TypeString, Default: "~",
 				Doc:   `remote workspace directory, created if missing: "~" is the login user's home, "~/x" and relative paths are under it, absolute paths are used as given`,
 				Check: checkWorkdir},
-			{Name: FieldConnectTimeout, Kind: drivers.KindKnob, Type: drivers.TypeDuration, Default: "10s",
+			{Name: FieldConnectTimeout, Kind: config.KindKnob, Type: config.TypeDuration, Default: "10s",
 				Doc: "limit for TCP connect plus SSH handshake and authentication"},
-			{Name: FieldKeepalive, Kind: drivers.KindKnob, Type: drivers.TypeDuration,
+			{Name: FieldKeepalive, Kind: config.KindKnob, Type: config.TypeDuration,
 				Doc: "interval of keepalive@openssh.com requests on idle connections; 0 or absent disables them"},
-			{Name: FieldMaxSessions, Kind: drivers.KindKnob, Type: drivers.TypeInt, Default: int64(DefaultMaxSessions),
+			{Name: FieldMaxSessions, Kind: config.KindKnob, Type: config.TypeInt, Default: int64(DefaultMaxSessions),
 				Doc:   "the server's MaxSessions: channels opened at once on one connection (one is kept for control commands)",
 				Check: checkMaxSessions},
-			{Name: FieldForwarding, Kind: drivers.KindKnob, Type: drivers.TypeString, Check: checkForwarding,
+			{Name: FieldForwarding, Kind: config.KindKnob, Type: config.TypeString, Check: checkForwarding,
 				Doc: `what the server forwards for the runner's ingress, as a probe measured it (probe.Result.Forwarding): "unix", "tcp" or "none"; ` +
 					`"none" narrows runner_ingress away (CAP-2), so a run that needs the runner is refused before anything is allocated; absent: not measured (the driver tries a unix socket, then TCP)`},
 		},
@@ -173,11 +173,11 @@ func joinHostPort(host string, port int) string {
 }
 
 // parseTarget reads a normalized config whose secrets are resolved. Errors
-// wrap drivers.ErrInvalidConfig or drivers.ErrCredentialsMissing and never
+// wrap config.ErrInvalid or config.ErrCredentialsMissing and never
 // contain the private key.
-func parseTarget(schema *drivers.ConfigSchema, cfg drivers.Config) (*target, error) {
+func parseTarget(schema *config.Schema, cfg config.Config) (*target, error) {
 	cfgErr := func(field, reason string) error {
-		return &drivers.ConfigError{Driver: Name, Field: field, Reason: reason}
+		return &config.Error{Driver: Name, Field: field, Reason: reason}
 	}
 	t := &target{
 		host:           cfg.String(FieldHost),
@@ -216,11 +216,11 @@ func parseTarget(schema *drivers.ConfigSchema, cfg drivers.Config) (*target, err
 		}
 	}
 	if _, isRef := cfg.SecretRef(FieldPrivateKey); isRef {
-		return nil, fmt.Errorf("ssh %s@%s: private_key is an unresolved secret reference: %w", t.user, t.addr(), drivers.ErrCredentialsMissing)
+		return nil, fmt.Errorf("ssh %s@%s: private_key is an unresolved secret reference: %w", t.user, t.addr(), config.ErrCredentialsMissing)
 	}
 	key := cfg.String(FieldPrivateKey)
 	if key == "" {
-		return nil, fmt.Errorf("ssh %s@%s: private_key is missing: %w", t.user, t.addr(), drivers.ErrCredentialsMissing)
+		return nil, fmt.Errorf("ssh %s@%s: private_key is missing: %w", t.user, t.addr(), config.ErrCredentialsMissing)
 	}
 	signer, err := parseSigner(key)
 	if err != nil {

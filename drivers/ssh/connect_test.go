@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 	xssh "golang.org/x/crypto/ssh"
@@ -235,7 +236,7 @@ func TestConnectionPool(t *testing.T) {
 	}
 }
 
-func cfgKey(t *testing.T, e *env, cfg drivers.Config) string {
+func cfgKey(t *testing.T, e *env, cfg config.Config) string {
 	tg, err := parseTarget(e.d.Schema(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // Name is the driver name (Driver.Name and the schema's Driver).
@@ -30,7 +31,7 @@ type Options struct {
 // shared by leases of the same config through a reference-counted pool.
 type Driver struct {
 	log    *slog.Logger
-	schema *drivers.ConfigSchema
+	schema *config.Schema
 	pool   *pool
 
 	uploads atomic.Int64 // runner binaries uploaded (runner.go)
@@ -76,7 +77,7 @@ func (d *Driver) Capabilities() drivers.Capabilities {
 // NarrowedBy implements drivers.ConfigNarrower: a config whose forwarding
 // is "none" (a probe found that the server forwards neither a unix socket
 // nor a TCP port) narrows runner_ingress away. No I/O.
-func (d *Driver) NarrowedBy(cfg drivers.Config) drivers.Set {
+func (d *Driver) NarrowedBy(cfg config.Config) drivers.Set {
 	if cfg.String(FieldForwarding) == ForwardingNone {
 		return drivers.NewSet(drivers.CapRunnerIngress)
 	}
@@ -85,7 +86,7 @@ func (d *Driver) NarrowedBy(cfg drivers.Config) drivers.Set {
 
 // Schema returns the config schema (see the Field constants). The same
 // pointer is returned on every call.
-func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
+func (d *Driver) Schema() *config.Schema { return d.schema }
 
 // Acquire opens a session on the host: it connects (or shares the pooled
 // connection of the same config) with strict host key checking, makes sure
@@ -94,9 +95,9 @@ func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
 // "ssh://user@host:port/path". req.Workspace, if set, names the workspace
 // instead of the config's workdir: absolute as given, relative under the
 // workdir. Errors wrap drivers.ErrHostKeyUnknown, ErrHostKeyMismatch,
-// ErrAuth, ErrUnreachable, ErrTimeout, ErrInvalidConfig or ctx.Err(); none contains the
+// ErrAuth, ErrUnreachable, ErrTimeout, config.ErrInvalid or ctx.Err(); none contains the
 // private key.
-func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	t, err := parseTarget(d.schema, cfg)
 	if err != nil {
 		return nil, err

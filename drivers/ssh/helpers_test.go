@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/internal/testenv"
 )
 
@@ -45,7 +46,7 @@ func (e *env) raw(t testing.TB) map[string]any {
 	}
 }
 
-func (e *env) config(t testing.TB, edit func(map[string]any)) drivers.Config {
+func (e *env) config(t testing.TB, edit func(map[string]any)) config.Config {
 	t.Helper()
 	raw := e.raw(t)
 	if edit != nil {
@@ -58,7 +59,7 @@ func (e *env) config(t testing.TB, edit func(map[string]any)) drivers.Config {
 	return cfg
 }
 
-func (e *env) acquire(t testing.TB, cfg drivers.Config) *sandbox {
+func (e *env) acquire(t testing.TB, cfg config.Config) *sandbox {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	xssh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
@@ -277,10 +278,10 @@ var errScanned = errors.New("ssh: host key scanned")
 // server cannot be reached.
 func ScanHostKey(ctx context.Context, host string, port int) (knownHostsLine, fingerprint string, err error) {
 	if err := checkHost(host); err != nil {
-		return "", "", fmt.Errorf("ssh: scan: %w: %v", drivers.ErrInvalidConfig, err)
+		return "", "", fmt.Errorf("ssh: scan: %w: %v", config.ErrInvalid, err)
 	}
 	if err := checkPort(int64(port)); err != nil {
-		return "", "", fmt.Errorf("ssh: scan: %w: %v", drivers.ErrInvalidConfig, err)
+		return "", "", fmt.Errorf("ssh: scan: %w: %v", config.ErrInvalid, err)
 	}
 	addr := joinHostPort(host, port)
 	var offered xssh.PublicKey

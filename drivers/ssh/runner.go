@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/qualification"
 )
@@ -638,7 +639,7 @@ var _ drivers.ArchReporter = (*Driver)(nil)
 // (pooled) connection; no workspace is made and nothing is left on the
 // host. Errors are Acquire's connection errors, or drivers.ErrUnavailable
 // when uname fails.
-func (d *Driver) RunnerArch(ctx context.Context, cfg drivers.Config) (string, error) {
+func (d *Driver) RunnerArch(ctx context.Context, cfg config.Config) (string, error) {
 	t, err := parseTarget(d.schema, cfg)
 	if err != nil {
 		return "", err

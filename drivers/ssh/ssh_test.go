@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/internal/testenv"
 )
@@ -16,13 +17,13 @@ import (
 type harness struct {
 	e    *env
 	d    *Driver
-	cfg  drivers.Config
+	cfg  config.Config
 	raw  map[string]any // the working config before normalization
 	dead int            // a loopback port nothing listens on
 }
 
 func (h *harness) Driver() drivers.Driver { return h.d }
-func (h *harness) Config() drivers.Config { return h.cfg.Clone() }
+func (h *harness) Config() config.Config  { return h.cfg.Clone() }
 func (h *harness) Close()                 {}
 
 // Broken implements drivertest.FailureHarness against the real sshd: a

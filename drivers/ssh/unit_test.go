@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/google/go-cmp/cmp"
 	xssh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -62,16 +63,16 @@ func TestSchemaNormalize(t *testing.T) {
 		{"secret reference is accepted unresolved", func(m map[string]any) {
 			m[FieldPrivateKey] = map[string]any{"$secret": "k1", "version": float64(2)}
 		}, nil, ""},
-		{"missing key", func(m map[string]any) { delete(m, FieldPrivateKey) }, drivers.ErrCredentialsMissing, FieldPrivateKey},
-		{"missing host", func(m map[string]any) { delete(m, FieldHost) }, drivers.ErrInvalidConfig, FieldHost},
-		{"port out of range", func(m map[string]any) { m[FieldPort] = 70000 }, drivers.ErrInvalidConfig, FieldPort},
-		{"user with @", func(m map[string]any) { m[FieldUser] = "a@b" }, drivers.ErrInvalidConfig, FieldUser},
-		{"garbage key", func(m map[string]any) { m[FieldPrivateKey] = "not a key" }, drivers.ErrInvalidConfig, FieldPrivateKey},
-		{"encrypted key", func(m map[string]any) { m[FieldPrivateKey] = encrypted }, drivers.ErrInvalidConfig, FieldPrivateKey},
-		{"bad known_hosts line", func(m map[string]any) { m[FieldKnownHosts] = []any{"example.com ssh-ed25519 AAAA!!"} }, drivers.ErrInvalidConfig, FieldKnownHosts},
-		{"cert-authority is not supported", func(m map[string]any) { m[FieldKnownHosts] = []any{"@cert-authority " + line} }, drivers.ErrInvalidConfig, FieldKnownHosts},
-		{"max_sessions below 2", func(m map[string]any) { m[FieldMaxSessions] = 1 }, drivers.ErrInvalidConfig, FieldMaxSessions},
-		{"unknown field", func(m map[string]any) { m["password"] = "x" }, drivers.ErrInvalidConfig, "password"},
+		{"missing key", func(m map[string]any) { delete(m, FieldPrivateKey) }, config.ErrCredentialsMissing, FieldPrivateKey},
+		{"missing host", func(m map[string]any) { delete(m, FieldHost) }, config.ErrInvalid, FieldHost},
+		{"port out of range", func(m map[string]any) { m[FieldPort] = 70000 }, config.ErrInvalid, FieldPort},
+		{"user with @", func(m map[string]any) { m[FieldUser] = "a@b" }, config.ErrInvalid, FieldUser},
+		{"garbage key", func(m map[string]any) { m[FieldPrivateKey] = "not a key" }, config.ErrInvalid, FieldPrivateKey},
+		{"encrypted key", func(m map[string]any) { m[FieldPrivateKey] = encrypted }, config.ErrInvalid, FieldPrivateKey},
+		{"bad known_hosts line", func(m map[string]any) { m[FieldKnownHosts] = []any{"example.com ssh-ed25519 AAAA!!"} }, config.ErrInvalid, FieldKnownHosts},
+		{"cert-authority is not supported", func(m map[string]any) { m[FieldKnownHosts] = []any{"@cert-authority " + line} }, config.ErrInvalid, FieldKnownHosts},
+		{"max_sessions below 2", func(m map[string]any) { m[FieldMaxSessions] = 1 }, config.ErrInvalid, FieldMaxSessions},
+		{"unknown field", func(m map[string]any) { m["password"] = "x" }, config.ErrInvalid, "password"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,7 +92,7 @@ func TestSchemaNormalize(t *testing.T) {
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("error %v; want %v", err, tc.wantErr)
 			}
-			var ce *drivers.ConfigError
+			var ce *config.Error
 			if !errors.As(err, &ce) || ce.Field != tc.field {
 				t.Errorf("error %v does not name field %q", err, tc.field)
 			}
@@ -104,15 +105,15 @@ func TestSchemaNormalize(t *testing.T) {
 	}
 	t.Run("identity and secret kinds", func(t *testing.T) {
 		t.Parallel()
-		kinds := map[string]drivers.FieldKind{}
+		kinds := map[string]config.Kind{}
 		for _, f := range d.Schema().Fields {
 			kinds[f.Name] = f.Kind
 		}
-		want := map[string]drivers.FieldKind{
-			FieldHost: drivers.KindIdentity, FieldPort: drivers.KindIdentity, FieldUser: drivers.KindIdentity,
-			FieldPrivateKey: drivers.KindSecret, FieldKnownHosts: drivers.KindIdentity, FieldWorkdir: drivers.KindIdentity,
-			FieldConnectTimeout: drivers.KindKnob, FieldKeepalive: drivers.KindKnob, FieldMaxSessions: drivers.KindKnob,
-			FieldForwarding: drivers.KindKnob,
+		want := map[string]config.Kind{
+			FieldHost: config.KindIdentity, FieldPort: config.KindIdentity, FieldUser: config.KindIdentity,
+			FieldPrivateKey: config.KindSecret, FieldKnownHosts: config.KindIdentity, FieldWorkdir: config.KindIdentity,
+			FieldConnectTimeout: config.KindKnob, FieldKeepalive: config.KindKnob, FieldMaxSessions: config.KindKnob,
+			FieldForwarding: config.KindKnob,
 		}
 		if diff := cmp.Diff(want, kinds); diff != "" {
 			t.Errorf("field kinds (-want +got):\n%s", diff)

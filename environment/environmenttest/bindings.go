@@ -98,7 +98,7 @@ func mustList(t *testing.T, s environment.BindingStore, f environment.BindingFil
 func refsOf(list []*environment.Binding) []string {
 	out := []string{}
 	for _, b := range list {
-		out = append(out, environment.BindingReferenceID(b.BindingRef))
+		out = append(out, b.BindingRef.ID())
 	}
 	return out
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -57,14 +57,14 @@ func sampleEnv(id, name, driver string) *environment.Environment {
 		Description: "a test environment " + name,
 		Driver:      driver,
 		Status:      environment.StatusActive,
-		Config: drivers.Config{
+		Config: config.Config{
 			"host":    "build-1.example.test",
 			"port":    int64(2222),
 			"strict":  true,
 			"timeout": "1m30s",
 			"tags":    []string{"a", "b"},
 			"labels":  map[string]string{"team": "core"},
-			"key":     drivers.SecretRef{ID: "sec-" + id, Version: 3},
+			"key":     config.SecretRef{ID: "sec-" + id, Version: 3},
 		},
 		Env:       map[string]string{"PATH": "/usr/bin", "LANG": "C.UTF-8"},
 		Metadata:  map[string]string{"owner": "ops"},
@@ -147,7 +147,7 @@ func testEnvSecretRef(t *testing.T, s environment.Store) {
 	if !ok {
 		t.Fatalf("Config.SecretRef(%q) = _, false after a round trip; config %#v", "key", cfg["key"])
 	}
-	diff(t, "SecretRef", drivers.SecretRef{ID: "sec-env-1", Version: 3}, ref)
+	diff(t, "SecretRef", config.SecretRef{ID: "sec-env-1", Version: 3}, ref)
 	type accessors struct {
 		Host    string
 		Port    int64

@@ -8,23 +8,23 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/google/go-cmp/cmp"
 )
 
-// ConfigAsJSON returns a cmp option that compares drivers.Config values by
+// ConfigAsJSON returns a cmp option that compares config.Config values by
 // their JSON form. Stores that persist configs as JSON return them decoded
-// (json.Number, []any, map[string]any for a SecretRef); the drivers.Config
+// (json.Number, []any, map[string]any for a SecretRef); the config.Config
 // accessors read both forms, and the JSON form is what a store promises to
 // keep.
 func ConfigAsJSON() cmp.Option { return configAsJSON }
 
 var configAsJSON = cmp.FilterPath(func(p cmp.Path) bool {
-	// Only values declared as drivers.Config: the decoded map[string]any
-	// is assignable to drivers.Config and must not be transformed again.
-	return p.Last().Type() == reflect.TypeFor[drivers.Config]()
-}, cmp.Transformer("ConfigAsJSON", func(c drivers.Config) any {
+	// Only values declared as config.Config: the decoded map[string]any
+	// is assignable to config.Config and must not be transformed again.
+	return p.Last().Type() == reflect.TypeFor[config.Config]()
+}, cmp.Transformer("ConfigAsJSON", func(c config.Config) any {
 	if c == nil {
 		return nil
 	}

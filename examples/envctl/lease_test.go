@@ -13,6 +13,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -78,7 +79,7 @@ func TestLeaseCommands(t *testing.T) {
 	c.fake.ClearFaults()
 
 	// An orphan: a sandbox labelled by this instance that no lease owns.
-	orphan, err := c.fake.Acquire(context.Background(), drivers.Config{}, drivers.AcquireRequest{
+	orphan, err := c.fake.Acquire(context.Background(), config.Config{}, drivers.AcquireRequest{
 		LeaseID: "lse_gone", Labels: map[string]string{lease.LabelInstance: lease.DefaultInstanceID, lease.LabelEnvironment: envID, lease.LabelLease: "lse_gone"},
 	})
 	if err != nil {

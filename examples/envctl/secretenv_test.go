@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
@@ -42,7 +43,7 @@ func TestSecretEnvDocker(t *testing.T) {
 	}))
 	var view environment.View
 	c.okJSON(&view, "env", "show", "web")
-	ref, ok := drivers.Config(view.Config).SecretMapRefs(docker.FieldEnv)["GITHUB_TOKEN"]
+	ref, ok := config.Config(view.Config).SecretMapRefs(docker.FieldEnv)["GITHUB_TOKEN"]
 	if !ok {
 		t.Fatalf("env show: config.env holds no reference for GITHUB_TOKEN: %v", view.Config[docker.FieldEnv])
 	}
@@ -51,8 +52,8 @@ func TestSecretEnvDocker(t *testing.T) {
 		"--env", "GITHUB_TOKEN="+canary)
 	wantContains(t, "--env GITHUB_TOKEN refusal", errOut, "env.GITHUB_TOKEN", "looks like a credential")
 	// A reference of another secret is refused without a value.
-	cfg := map[string]any(drivers.Config(view.Config).Clone())
-	cfg[docker.FieldEnv] = map[string]any{"GITHUB_TOKEN": drivers.SecretRef{ID: ref.ID, Version: ref.Version + 5}}
+	cfg := map[string]any(config.Config(view.Config).Clone())
+	cfg[docker.FieldEnv] = map[string]any{"GITHUB_TOKEN": config.SecretRef{ID: ref.ID, Version: ref.Version + 5}}
 	body, _ := json.Marshal(map[string]any{"baseRevision": view.Revision, "config": cfg})
 	_, errOut = c.fail("env", "update", "web", "--json-body", writeFile(t, string(body)))
 	wantContains(t, "foreign reference refusal", errOut, "config.env.GITHUB_TOKEN")

@@ -14,7 +14,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 )
 
@@ -163,32 +163,32 @@ func (s *fileSecrets) open(id string, version int64, sealed string) (string, err
 	return string(plain), nil
 }
 
-func (s *fileSecrets) Put(ctx context.Context, owner, field, value string) (drivers.SecretRef, error) {
+func (s *fileSecrets) Put(ctx context.Context, owner, field, value string) (config.SecretRef, error) {
 	if err := ctx.Err(); err != nil {
-		return drivers.SecretRef{}, err
+		return config.SecretRef{}, err
 	}
 	idb := make([]byte, 8)
 	if _, err := rand.Read(idb); err != nil {
-		return drivers.SecretRef{}, err
+		return config.SecretRef{}, err
 	}
 	id := "sec_" + hex.EncodeToString(idb)
 	sealed, err := s.seal(id, 1, value)
 	if err != nil {
-		return drivers.SecretRef{}, err
+		return config.SecretRef{}, err
 	}
 	err = s.update(ctx, func(m map[string]*sealedSecret) error {
 		m[id] = &sealedSecret{Owner: owner, Field: field, Latest: 1, Sealed: map[string]string{"1": sealed}}
 		return nil
 	})
 	if err != nil {
-		return drivers.SecretRef{}, err
+		return config.SecretRef{}, err
 	}
-	return drivers.SecretRef{ID: id, Version: 1}, nil
+	return config.SecretRef{ID: id, Version: 1}, nil
 }
 
-func (s *fileSecrets) Replace(ctx context.Context, ref drivers.SecretRef, value string) (drivers.SecretRef, error) {
+func (s *fileSecrets) Replace(ctx context.Context, ref config.SecretRef, value string) (config.SecretRef, error) {
 	if err := ctx.Err(); err != nil {
-		return drivers.SecretRef{}, err
+		return config.SecretRef{}, err
 	}
 	var v int64
 	err := s.update(ctx, func(m map[string]*sealedSecret) error {
@@ -206,12 +206,12 @@ func (s *fileSecrets) Replace(ctx context.Context, ref drivers.SecretRef, value 
 		return nil
 	})
 	if err != nil {
-		return drivers.SecretRef{}, err
+		return config.SecretRef{}, err
 	}
-	return drivers.SecretRef{ID: ref.ID, Version: v}, nil
+	return config.SecretRef{ID: ref.ID, Version: v}, nil
 }
 
-func (s *fileSecrets) Get(ctx context.Context, ref drivers.SecretRef) (string, error) {
+func (s *fileSecrets) Get(ctx context.Context, ref config.SecretRef) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -237,7 +237,7 @@ func (s *fileSecrets) Get(ctx context.Context, ref drivers.SecretRef) (string, e
 	return s.open(ref.ID, ref.Version, sealed)
 }
 
-func (s *fileSecrets) Delete(ctx context.Context, ref drivers.SecretRef) error {
+func (s *fileSecrets) Delete(ctx context.Context, ref config.SecretRef) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/internal/testenv"
 )
 
@@ -104,7 +104,7 @@ func TestConcurrentProcessesLoseNoSecret(t *testing.T) {
 			} `json:"config"`
 		}
 		c.okJSON(&view, "env", "show", fmt.Sprintf("sbx-%d", i))
-		ref := drivers.SecretRef{ID: view.Config.APIKey.ID, Version: view.Config.APIKey.Version}
+		ref := config.SecretRef{ID: view.Config.APIKey.ID, Version: view.Config.APIKey.Version}
 		got, err := secrets.Get(t.Context(), ref)
 		if err != nil {
 			t.Errorf("sbx-%d: its secret %s is lost: %v", i, ref, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -32,7 +33,7 @@ func Sample(id string, status lease.Status, reuseKey, runKey string) *lease.Leas
 		Status: status, Policy: lease.Ephemeral, Provider: "fake",
 		AcquiredAt: t0, LastUsedAt: t0,
 		Fingerprint: "sha256:abc", ReuseKey: reuseKey, RunKey: runKey,
-		Config:   drivers.Config{"image": "busybox", "api_key": drivers.SecretRef{ID: "s1", Version: 2}},
+		Config:   config.Config{"image": "busybox", "api_key": config.SecretRef{ID: "s1", Version: 2}},
 		Labels:   map[string]string{lease.LabelLease: id, lease.LabelInstance: "i1"},
 		Metadata: map[string]string{"k": "v"},
 	}
@@ -119,7 +120,7 @@ func testRoundTrip(t *testing.T, s lease.Store) {
 	if got.Config.String("image") != "busybox" {
 		t.Errorf("config image = %q", got.Config.String("image"))
 	}
-	if ref, ok := got.Config.SecretRef("api_key"); !ok || ref != (drivers.SecretRef{ID: "s1", Version: 2}) {
+	if ref, ok := got.Config.SecretRef("api_key"); !ok || ref != (config.SecretRef{ID: "s1", Version: 2}) {
 		t.Errorf("config secret reference = %v, %v; want secret:s1@v2", ref, ok)
 	}
 	if _, err := s.GetLease(ctx, "nope"); !errors.Is(err, lease.ErrNotFound) {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
 )
@@ -28,8 +28,8 @@ func BenchmarkEnvironmentCreateGet(b *testing.B) {
 			db := openTest(b, tc.url(b))
 			e := &environment.Environment{
 				Name: "bench", Driver: "ssh", Status: environment.StatusActive, Revision: 1,
-				Config: drivers.Config{"host": "build.example.test", "port": int64(22), "user": "ci",
-					"key": drivers.SecretRef{ID: "sec-1", Version: 1}},
+				Config: config.Config{"host": "build.example.test", "port": int64(22), "user": "ci",
+					"key": config.SecretRef{ID: "sec-1", Version: 1}},
 				Env:       map[string]string{"PATH": "/usr/bin"},
 				CreatedAt: time.Now(), UpdatedAt: time.Now(),
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
@@ -33,7 +34,7 @@ func newCountingFake() *countingFake {
 }
 
 // Destroy counts the call, then destroys as the fake does.
-func (c *countingFake) Destroy(ctx context.Context, cfg drivers.Config, id string) (drivers.Receipt, error) {
+func (c *countingFake) Destroy(ctx context.Context, cfg config.Config, id string) (drivers.Receipt, error) {
 	c.mu.Lock()
 	c.destroys[id]++
 	c.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -95,8 +96,8 @@ func TestLeaseEveryFieldRoundTrips(t *testing.T) {
 			// A marker of the redacted view (Manager.Get); never stored.
 		case f.Type() == reflect.TypeFor[time.Time]():
 			f.Set(reflect.ValueOf(base.Add(time.Duration(i) * time.Minute)))
-		case f.Type() == reflect.TypeFor[drivers.Config]():
-			f.Set(reflect.ValueOf(drivers.Config{"image": name}))
+		case f.Type() == reflect.TypeFor[config.Config]():
+			f.Set(reflect.ValueOf(config.Config{"image": name}))
 		case f.Type() == reflect.TypeFor[*drivers.RunnerSpec]():
 			f.Set(reflect.ValueOf(&drivers.RunnerSpec{Binary: "/v-" + name, SHA256: strings.Repeat("ab", 32), Arch: "arm64"}))
 		case f.Kind() == reflect.String:

@@ -47,7 +47,7 @@ var secretUseTables = []string{
 // The backfill records the uses of the leases that live when the component
 // is created (leases written before berth tracked secret uses): every
 // secret reference ({"$secret": ID, "version": N}) in a config field or in
-// the values of a map field, as drivers.Config.SecretRefs finds them.
+// the values of a map field, as config.Config.SecretRefs finds them.
 var (
 	backfillSecretUsesSQLite = fmt.Sprintf(`INSERT OR IGNORE INTO secret_uses (lease_id, secret_id, version)
 		SELECT l.id, json_extract(f.value, '$."$secret"'), json_extract(f.value, '$.version')

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 )
 
@@ -30,7 +30,7 @@ func lockSecretUses(ctx context.Context, tx handle) error {
 const usedSQL = `EXISTS (SELECT 1 FROM secret_uses u WHERE u.secret_id = ? AND (? = 0 OR u.version = ?))`
 
 // UseSecrets implements environment.SecretUseStore.
-func (db *DB) UseSecrets(ctx context.Context, lease string, refs []drivers.SecretRef) error {
+func (db *DB) UseSecrets(ctx context.Context, lease string, refs []config.SecretRef) error {
 	for _, r := range refs {
 		if lease == "" || r.ID == "" || r.Version <= 0 {
 			return fmt.Errorf("sqlstore: lease %q: secret use %s needs a lease, an id and a version: %w", lease, r, environment.ErrInvalid)
@@ -55,8 +55,8 @@ func (db *DB) UseSecrets(ctx context.Context, lease string, refs []drivers.Secre
 }
 
 // RetireSecrets implements environment.SecretUseStore.
-func (db *DB) RetireSecrets(ctx context.Context, refs []drivers.SecretRef) ([]drivers.SecretRef, error) {
-	var free []drivers.SecretRef
+func (db *DB) RetireSecrets(ctx context.Context, refs []config.SecretRef) ([]config.SecretRef, error) {
+	var free []config.SecretRef
 	err := db.inTx(ctx, func(tx handle) error {
 		free = free[:0]
 		if err := lockSecretUses(ctx, tx); err != nil {
@@ -88,8 +88,8 @@ func (db *DB) RetireSecrets(ctx context.Context, refs []drivers.SecretRef) ([]dr
 }
 
 // ReleaseSecrets implements environment.SecretUseStore.
-func (db *DB) ReleaseSecrets(ctx context.Context, lease string) ([]drivers.SecretRef, error) {
-	var free []drivers.SecretRef
+func (db *DB) ReleaseSecrets(ctx context.Context, lease string) ([]config.SecretRef, error) {
+	var free []config.SecretRef
 	err := db.inTx(ctx, func(tx handle) error {
 		free = free[:0]
 		if err := lockSecretUses(ctx, tx); err != nil {
@@ -103,9 +103,9 @@ func (db *DB) ReleaseSecrets(ctx context.Context, lease string) ([]drivers.Secre
 		if err != nil {
 			return err
 		}
-		var cands []drivers.SecretRef
+		var cands []config.SecretRef
 		for rows.Next() {
-			var r drivers.SecretRef
+			var r config.SecretRef
 			if err := rows.Scan(&r.ID, &r.Version); err != nil {
 				rows.Close()
 				return err
@@ -137,13 +137,13 @@ func (db *DB) ReleaseSecrets(ctx context.Context, lease string) ([]drivers.Secre
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: release the secrets lease %s used: %w", lease, err)
 	}
-	slices.SortFunc(free, func(a, b drivers.SecretRef) int {
+	slices.SortFunc(free, func(a, b config.SecretRef) int {
 		return cmp.Or(strings.Compare(a.ID, b.ID), cmp.Compare(a.Version, b.Version))
 	})
 	return free, nil
 }
 
-func appendNew(refs []drivers.SecretRef, r drivers.SecretRef) []drivers.SecretRef {
+func appendNew(refs []config.SecretRef, r config.SecretRef) []config.SecretRef {
 	for _, x := range refs {
 		if x == r {
 			return refs

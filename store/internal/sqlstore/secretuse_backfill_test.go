@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
@@ -20,10 +20,10 @@ func TestSecretUseBackfill(t *testing.T) {
 		ctx := context.Background()
 		db := openTest(t, url(t))
 		live := leasetest.Sample("live", lease.StatusActive, "", "")
-		live.Config = drivers.Config{"image": "busybox", "api_key": drivers.SecretRef{ID: "key", Version: 2},
-			"env": map[string]any{"TOKEN": drivers.SecretRef{ID: "tok", Version: 1}, "PLAIN": "x"}}
+		live.Config = config.Config{"image": "busybox", "api_key": config.SecretRef{ID: "key", Version: 2},
+			"env": map[string]any{"TOKEN": config.SecretRef{ID: "tok", Version: 1}, "PLAIN": "x"}}
 		ended := leasetest.Sample("ended", lease.StatusExpired, "", "")
-		ended.Config = drivers.Config{"api_key": drivers.SecretRef{ID: "old", Version: 1}}
+		ended.Config = config.Config{"api_key": config.SecretRef{ID: "old", Version: 1}}
 		for _, l := range []*lease.Lease{live, ended} {
 			if _, err := db.InsertLease(ctx, l); err != nil {
 				t.Fatal(err)
@@ -38,11 +38,11 @@ func TestSecretUseBackfill(t *testing.T) {
 				t.Fatalf("backfill: %v", err)
 			}
 		}
-		free, err := db.RetireSecrets(ctx, []drivers.SecretRef{{ID: "key"}, {ID: "tok", Version: 1}, {ID: "old"}})
+		free, err := db.RetireSecrets(ctx, []config.SecretRef{{ID: "key"}, {ID: "tok", Version: 1}, {ID: "old"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(free) != 1 || free[0] != (drivers.SecretRef{ID: "old"}) {
+		if len(free) != 1 || free[0] != (config.SecretRef{ID: "old"}) {
 			t.Errorf("retire after the backfill freed %v; want only the ended lease's secret", free)
 		}
 		var s environment.SecretUseStore = db

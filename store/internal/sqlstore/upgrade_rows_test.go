@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/images"
@@ -26,8 +27,8 @@ type upgradeRows struct {
 	environments   []*environment.Environment
 	bindings       []*environment.Binding
 	health         []environment.ProviderHealth
-	secretUses     map[string][]drivers.SecretRef // lease id -> refs in use
-	retired        []drivers.SecretRef            // retired while in use
+	secretUses     map[string][]config.SecretRef // lease id -> refs in use
+	retired        []config.SecretRef            // retired while in use
 	qualifications []qualification.Record
 	leases         []*lease.Lease
 	authChecks     []handover.AuthCheck
@@ -60,18 +61,18 @@ func makeUpgradeRows() upgradeRows {
 	var r upgradeRows
 	r.environments = []*environment.Environment{{
 		ID: "env_ssh", Name: "build-ssh", Description: "an SSH build host", Driver: "ssh", Status: environment.StatusActive,
-		Config: drivers.Config{
+		Config: config.Config{
 			"host": "build-1.example.test", "port": int64(2222), "user": "ci",
-			"private_key": drivers.SecretRef{ID: "sec_key", Version: 2},
+			"private_key": config.SecretRef{ID: "sec_key", Version: 2},
 		},
 		Env:      map[string]string{"LANG": "C.UTF-8"},
 		Metadata: map[string]string{"owner": "ops"},
 		Revision: 3, CreatedAt: t(0), UpdatedAt: t(time.Hour), CreatedBy: "admin-1", UpdatedBy: "admin-2",
 	}, {
 		ID: "env_docker", Name: "docker-debian", Driver: "docker", Status: environment.StatusActive,
-		Config: drivers.Config{
+		Config: config.Config{
 			"image": "127.0.0.1:5000/debian@sha256:" + fmt.Sprintf("%064x", 7),
-			"env":   map[string]any{"API_TOKEN": drivers.SecretRef{ID: "sec_tok", Version: 1}},
+			"env":   map[string]any{"API_TOKEN": config.SecretRef{ID: "sec_tok", Version: 1}},
 		},
 		Revision: 1, CreatedAt: t(time.Minute), UpdatedAt: t(time.Minute), CreatedBy: "admin-1", UpdatedBy: "admin-1",
 	}, {
@@ -92,11 +93,11 @@ func makeUpgradeRows() upgradeRows {
 		{Driver: "docker", Endpoint: "unix:///var/run/docker.sock", Available: true, CheckedAt: t(4 * time.Minute)},
 		{Driver: "daytona", Endpoint: "https://daytona.example.test", Available: false, Code: drivers.Code("unavailable"), Reason: "connection refused", CheckedAt: t(5 * time.Minute)},
 	}
-	r.secretUses = map[string][]drivers.SecretRef{
+	r.secretUses = map[string][]config.SecretRef{
 		"lease_active": {{ID: "sec_key", Version: 1}, {ID: "sec_key", Version: 2}},
 		"lease_draft":  {{ID: "sec_tok", Version: 1}},
 	}
-	r.retired = []drivers.SecretRef{{ID: "sec_key", Version: 1}}
+	r.retired = []config.SecretRef{{ID: "sec_key", Version: 1}}
 	r.qualifications = []qualification.Record{{
 		Company: "acme", Environment: "env_docker", Fingerprint: "sha256:" + fmt.Sprintf("%064x", 11),
 		Image:    images.MustParseIdentity("127.0.0.1:5000/debian@sha256:" + fmt.Sprintf("%064x", 7)),
@@ -117,7 +118,7 @@ func makeUpgradeRows() upgradeRows {
 		Status: lease.StatusActive, Policy: lease.Ephemeral, Provider: "ssh", ProviderLeaseID: "berth-lease_active",
 		AcquiredAt: t(10 * time.Minute), LastUsedAt: t(11 * time.Minute), ExpiresAt: t(70 * time.Minute),
 		Fingerprint: "sha256:aa", ReuseKey: "reuse-ws-1", RunKey: "run-key-1", Uses: 2,
-		Config:   drivers.Config{"host": "build-1.example.test", "private_key": drivers.SecretRef{ID: "sec_key", Version: 2}},
+		Config:   config.Config{"host": "build-1.example.test", "private_key": config.SecretRef{ID: "sec_key", Version: 2}},
 		Labels:   labels("lease_active"),
 		Metadata: map[string]string{"task": "make test"},
 		Holder:   "host-a", HolderUntil: t(12 * time.Minute),

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment/environmenttest"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/testenv"
@@ -138,9 +138,9 @@ func checkUpgraded(t *testing.T, db *DB) {
 	// A retired secret version still in use is freed by its lease's
 	// release; a version that was never retired is not.
 	free, err := db.ReleaseSecrets(ctx, "lease_active")
-	check("secrets freed by lease_active", []drivers.SecretRef{{ID: "sec_key", Version: 1}}, free, err)
+	check("secrets freed by lease_active", []config.SecretRef{{ID: "sec_key", Version: 1}}, free, err)
 	free, err = db.ReleaseSecrets(ctx, "lease_draft")
-	check("secrets freed by lease_draft", []drivers.SecretRef(nil), free, err)
+	check("secrets freed by lease_draft", []config.SecretRef(nil), free, err)
 
 	ps := db.PRP()
 	for _, s := range r.sessions {

@@ -1,4 +1,4 @@
-package drivers_test
+package config_test
 
 import (
 	"context"
@@ -11,25 +11,26 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 const canary = "canary-secret-value-8c1f"
 
-func testSchema() *drivers.ConfigSchema {
-	return &drivers.ConfigSchema{
+func testSchema() *config.Schema {
+	return &config.Schema{
 		Driver:     "test",
 		ImageField: "image",
-		Fields: []drivers.Field{
-			{Name: "host", Kind: drivers.KindIdentity, Type: drivers.TypeString, Required: true},
-			{Name: "port", Kind: drivers.KindIdentity, Type: drivers.TypeInt, Default: int64(22)},
-			{Name: "image", Kind: drivers.KindIdentity, Type: drivers.TypeString},
-			{Name: "mode", Kind: drivers.KindKnob, Type: drivers.TypeString, Enum: []string{"fast", "safe"}, Default: "safe"},
-			{Name: "verbose", Kind: drivers.KindKnob, Type: drivers.TypeBool},
-			{Name: "timeout", Kind: drivers.KindKnob, Type: drivers.TypeDuration, Default: "30s"},
-			{Name: "tags", Kind: drivers.KindMetadata, Type: drivers.TypeStringList},
-			{Name: "labels", Kind: drivers.KindMetadata, Type: drivers.TypeStringMap},
-			{Name: "key", Kind: drivers.KindSecret, Type: drivers.TypeString, Required: true},
-			{Name: "token", Kind: drivers.KindSecret, Type: drivers.TypeString,
+		Fields: []config.Field{
+			{Name: "host", Kind: config.KindIdentity, Type: config.TypeString, Required: true},
+			{Name: "port", Kind: config.KindIdentity, Type: config.TypeInt, Default: int64(22)},
+			{Name: "image", Kind: config.KindIdentity, Type: config.TypeString},
+			{Name: "mode", Kind: config.KindKnob, Type: config.TypeString, Enum: []string{"fast", "safe"}, Default: "safe"},
+			{Name: "verbose", Kind: config.KindKnob, Type: config.TypeBool},
+			{Name: "timeout", Kind: config.KindKnob, Type: config.TypeDuration, Default: "30s"},
+			{Name: "tags", Kind: config.KindMetadata, Type: config.TypeStringList},
+			{Name: "labels", Kind: config.KindMetadata, Type: config.TypeStringMap},
+			{Name: "key", Kind: config.KindSecret, Type: config.TypeString, Required: true},
+			{Name: "token", Kind: config.KindSecret, Type: config.TypeString,
 				Check: func(v any) error {
 					if s, ok := v.(string); ok && len(s) < 4 {
 						return errors.New("too short")
@@ -54,15 +55,15 @@ func TestNormalize(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		raw  string
-		want drivers.Config
+		want config.Config
 	}{
 		{"defaults applied", `{"host":"h","key":"k"}`,
-			drivers.Config{"host": "h", "port": int64(22), "mode": "safe", "timeout": "30s", "key": "k"}},
+			config.Config{"host": "h", "port": int64(22), "mode": "safe", "timeout": "30s", "key": "k"}},
 		{"values normalized", `{"host":"h","port":2222,"mode":"fast","verbose":true,"timeout":"1m30s","tags":["a"],"labels":{"x":"y"},"key":{"$secret":"s1","version":3}}`,
-			drivers.Config{"host": "h", "port": int64(2222), "mode": "fast", "verbose": true, "timeout": "1m30s",
-				"tags": []string{"a"}, "labels": map[string]string{"x": "y"}, "key": drivers.SecretRef{ID: "s1", Version: 3}}},
+			config.Config{"host": "h", "port": int64(2222), "mode": "fast", "verbose": true, "timeout": "1m30s",
+				"tags": []string{"a"}, "labels": map[string]string{"x": "y"}, "key": config.SecretRef{ID: "s1", Version: 3}}},
 		{"null means absent", `{"host":"h","key":"k","port":null}`,
-			drivers.Config{"host": "h", "port": int64(22), "mode": "safe", "timeout": "30s", "key": "k"}},
+			config.Config{"host": "h", "port": int64(22), "mode": "safe", "timeout": "30s", "key": "k"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -116,15 +117,15 @@ func TestNormalizeErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := testSchema().Normalize(fromJSON(t, tc.raw))
-			if !errors.Is(err, drivers.ErrInvalidConfig) {
-				t.Fatalf("err = %v, want ErrInvalidConfig", err)
+			if !errors.Is(err, config.ErrInvalid) {
+				t.Fatalf("err = %v, want config.ErrInvalid", err)
 			}
-			if errors.Is(err, drivers.ErrCredentialsMissing) != tc.credentials {
+			if errors.Is(err, config.ErrCredentialsMissing) != tc.credentials {
 				t.Errorf("errors.Is(ErrCredentialsMissing) = %v, want %v (%v)", !tc.credentials, tc.credentials, err)
 			}
 			var fields []string
 			for _, e := range flatten(err) {
-				var ce *drivers.ConfigError
+				var ce *config.Error
 				if errors.As(e, &ce) {
 					fields = append(fields, ce.Field)
 					if ce.Driver != "test" || !strings.Contains(ce.Error(), fmt.Sprintf("%q", ce.Field)) {
@@ -141,7 +142,7 @@ func TestNormalizeErrors(t *testing.T) {
 
 func flatten(err error) []error {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		if _, isCE := err.(*drivers.ConfigError); !isCE {
+		if _, isCE := err.(*config.Error); !isCE {
 			var out []error
 			for _, e := range j.Unwrap() {
 				out = append(out, flatten(e)...)
@@ -170,8 +171,8 @@ func TestSecretNeverInErrors(t *testing.T) {
 			t.Errorf("error contains the secret: %s", msg)
 		}
 	}
-	_, err := s.ResolveSecrets(context.Background(), drivers.Config{"key": drivers.SecretRef{ID: "s", Version: 1}},
-		func(context.Context, drivers.SecretRef) (string, error) { return canary, errors.New("store down") })
+	_, err := s.ResolveSecrets(context.Background(), config.Config{"key": config.SecretRef{ID: "s", Version: 1}},
+		func(context.Context, config.SecretRef) (string, error) { return canary, errors.New("store down") })
 	if err == nil || strings.Contains(err.Error(), canary) || !strings.Contains(err.Error(), `"key"`) {
 		t.Errorf("ResolveSecrets error = %v, want the field named and no value", err)
 	}
@@ -180,11 +181,11 @@ func TestSecretNeverInErrors(t *testing.T) {
 func TestRedactPartitionResolve(t *testing.T) {
 	t.Parallel()
 	s := testSchema()
-	ref := drivers.SecretRef{ID: "tok-1", Version: 2}
-	cfg := drivers.Config{"host": "h", "port": int64(22), "mode": "safe", "tags": []string{"t"}, "key": canary, "token": ref, "stray": "x"}
+	ref := config.SecretRef{ID: "tok-1", Version: 2}
+	cfg := config.Config{"host": "h", "port": int64(22), "mode": "safe", "tags": []string{"t"}, "key": canary, "token": ref, "stray": "x"}
 
 	red := s.Redact(cfg)
-	if red["key"] != drivers.Redacted || red["token"] != ref || cfg["key"] != canary {
+	if red["key"] != config.Redacted || red["token"] != ref || cfg["key"] != canary {
 		t.Errorf("Redact = %v (input %v)", red, cfg)
 	}
 	if b, _ := json.Marshal(red); strings.Contains(string(b), canary) {
@@ -194,9 +195,9 @@ func TestRedactPartitionResolve(t *testing.T) {
 		t.Errorf("PlainSecrets (-want +got):\n%s", diff)
 	}
 
-	want := drivers.Parts{
+	want := config.Parts{
 		Identity: map[string]any{"host": "h", "port": int64(22)},
-		Secrets:  map[string]drivers.SecretRef{"token": ref}, // plain values take no part
+		Secrets:  map[string]config.SecretRef{"token": ref}, // plain values take no part
 		Knobs:    map[string]any{"mode": "safe"},
 		Metadata: map[string]any{"tags": []string{"t"}},
 	}
@@ -204,8 +205,8 @@ func TestRedactPartitionResolve(t *testing.T) {
 		t.Errorf("Partition (-want +got):\n%s", diff)
 	}
 
-	var asked []drivers.SecretRef
-	got, err := s.ResolveSecrets(context.Background(), cfg, func(_ context.Context, r drivers.SecretRef) (string, error) {
+	var asked []config.SecretRef
+	got, err := s.ResolveSecrets(context.Background(), cfg, func(_ context.Context, r config.SecretRef) (string, error) {
 		asked = append(asked, r)
 		return "resolved-" + r.ID, nil
 	})
@@ -215,7 +216,7 @@ func TestRedactPartitionResolve(t *testing.T) {
 	if got["token"] != "resolved-tok-1" || got["key"] != canary || cfg["token"] != ref {
 		t.Errorf("ResolveSecrets = %v (input %v)", got, cfg)
 	}
-	if diff := cmp.Diff([]drivers.SecretRef{ref}, asked); diff != "" {
+	if diff := cmp.Diff([]config.SecretRef{ref}, asked); diff != "" {
 		t.Errorf("lookups (-want +got):\n%s", diff)
 	}
 	if s := ref.String(); s != "secret:tok-1@v2" {
@@ -293,7 +294,7 @@ func TestCodeOf(t *testing.T) {
 		{wrap(drivers.ErrAuth), drivers.CodeAuthFailed},
 		{wrap(drivers.ErrHostKeyMismatch), drivers.CodeHostKeyMismatch},
 		{wrap(drivers.ErrHostKeyUnknown), drivers.CodeHostKeyUnknown},
-		{wrap(drivers.ErrCredentialsMissing), drivers.CodeMissingCredentials},
+		{wrap(config.ErrCredentialsMissing), drivers.CodeMissingCredentials},
 		{wrap(drivers.ErrImageNotFound), drivers.CodeImageNotFound},
 		{wrap(drivers.ErrImageInactive), drivers.CodeImageInactive},
 		{wrap(drivers.ErrTLSUnverified), drivers.CodeTLSUnverified},
@@ -308,10 +309,10 @@ func TestCodeOf(t *testing.T) {
 		{wrap(drivers.ErrTimeout), drivers.CodeTimeout},
 		{wrap(context.DeadlineExceeded), drivers.CodeTimeout},
 		{wrap(context.Canceled), drivers.CodeCancelled},
-		{wrap(drivers.ErrInvalidConfig), drivers.CodeInvalidConfig},
+		{wrap(config.ErrInvalid), drivers.CodeInvalidConfig},
 		{errors.New("boom"), drivers.CodeInternal},
 		// A missing secret is a config error but reported as missing credentials.
-		{&drivers.ConfigError{Driver: "d", Field: "key", Reason: "required"}, drivers.CodeInvalidConfig},
+		{&config.Error{Driver: "d", Field: "key", Reason: "required"}, drivers.CodeInvalidConfig},
 		{errors.Join(drivers.ErrTransient, drivers.ErrHostKeyMismatch), drivers.CodeHostKeyMismatch},
 	} {
 		if got := drivers.CodeOf(tc.err); got != tc.want {
@@ -325,14 +326,14 @@ func TestCodeOf(t *testing.T) {
 }
 
 // Issue 11 item 5: every string of a config (String and secret values, list
-// elements, map keys and values) is bounded by MaxConfigStringLen, lists and
-// maps by MaxConfigEntries, and NUL bytes and invalid UTF-8 are refused; the
+// elements, map keys and values) is bounded by MaxStringLen, lists and
+// maps by MaxEntries, and NUL bytes and invalid UTF-8 are refused; the
 // error names the field and never quotes a secret.
 func TestNormalizeRefusesOversizedAndMalformedStrings(t *testing.T) {
 	t.Parallel()
-	long := strings.Repeat("x", drivers.MaxConfigStringLen+1)
+	long := strings.Repeat("x", config.MaxStringLen+1)
 	many := func() []any {
-		l := make([]any, drivers.MaxConfigEntries+1)
+		l := make([]any, config.MaxEntries+1)
 		for i := range l {
 			l[i] = "t"
 		}
@@ -340,7 +341,7 @@ func TestNormalizeRefusesOversizedAndMalformedStrings(t *testing.T) {
 	}
 	manyKeys := func() map[string]any {
 		m := map[string]any{}
-		for i := range drivers.MaxConfigEntries + 1 {
+		for i := range config.MaxEntries + 1 {
 			m[fmt.Sprint(i)] = "v"
 		}
 		return m
@@ -367,9 +368,9 @@ func TestNormalizeRefusesOversizedAndMalformedStrings(t *testing.T) {
 			raw := map[string]any{"host": "h", "key": "k"}
 			raw[tc.field] = tc.set
 			_, err := testSchema().Normalize(raw)
-			var ce *drivers.ConfigError
-			if !errors.As(err, &ce) || !errors.Is(err, drivers.ErrInvalidConfig) {
-				t.Fatalf("Normalize: %v, want a *ConfigError wrapping ErrInvalidConfig", err)
+			var ce *config.Error
+			if !errors.As(err, &ce) || !errors.Is(err, config.ErrInvalid) {
+				t.Fatalf("Normalize: %v, want a *config.Error wrapping config.ErrInvalid", err)
 			}
 			if ce.Field != tc.field || !strings.Contains(ce.Reason, tc.reason) {
 				t.Errorf("error names field %q, reason %q; want %q, %q", ce.Field, ce.Reason, tc.field, tc.reason)
@@ -380,7 +381,7 @@ func TestNormalizeRefusesOversizedAndMalformedStrings(t *testing.T) {
 		})
 	}
 	// At the limits, values are kept as given.
-	atLimit := strings.Repeat("é", drivers.MaxConfigStringLen/2)
+	atLimit := strings.Repeat("é", config.MaxStringLen/2)
 	cfg, err := testSchema().Normalize(map[string]any{"host": atLimit, "key": "k"})
 	if err != nil || cfg.String("host") != atLimit {
 		t.Errorf("a %d-byte UTF-8 host: %v", len(atLimit), err)

@@ -1,4 +1,4 @@
-package drivers_test
+package config_test
 
 import (
 	"context"
@@ -9,21 +9,21 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // secretMapSchema is testSchema with an env field whose values are secrets
 // (issue 11 item 2, CFG-3).
-func secretMapSchema() *drivers.ConfigSchema {
+func secretMapSchema() *config.Schema {
 	s := testSchema()
-	s.Fields = append(s.Fields, drivers.Field{Name: "env", Kind: drivers.KindSecretMap, Type: drivers.TypeStringMap})
+	s.Fields = append(s.Fields, config.Field{Name: "env", Kind: config.KindSecretMap, Type: config.TypeStringMap})
 	return s
 }
 
 func TestSecretMapNormalize(t *testing.T) {
 	t.Parallel()
 	s := secretMapSchema()
-	ref := drivers.SecretRef{ID: "sec_1", Version: 3}
+	ref := config.SecretRef{ID: "sec_1", Version: 3}
 	for _, tc := range []struct {
 		name string
 		raw  string
@@ -42,7 +42,7 @@ func TestSecretMapNormalize(t *testing.T) {
 			[]string{`field "env"`, "got array"}},
 		{"a NUL byte", `{"host":"h","key":"k","env":{"A":"` + canary + `\u0000"}}`, nil,
 			[]string{`field "env"`, `key "A"`, "NUL"}},
-		{"too long", `{"host":"h","key":"k","env":{"A":"` + canary + strings.Repeat("x", drivers.MaxConfigStringLen) + `"}}`, nil,
+		{"too long", `{"host":"h","key":"k","env":{"A":"` + canary + strings.Repeat("x", config.MaxStringLen) + `"}}`, nil,
 			[]string{`field "env"`, `key "A"`, "longer than"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,14 +83,14 @@ func TestSecretMapNormalize(t *testing.T) {
 func TestSecretMapRedactPartitionResolve(t *testing.T) {
 	t.Parallel()
 	s := secretMapSchema()
-	ref := drivers.SecretRef{ID: "sec_env", Version: 2}
-	keyRef := drivers.SecretRef{ID: "sec_key", Version: 1}
+	ref := config.SecretRef{ID: "sec_env", Version: 2}
+	keyRef := config.SecretRef{ID: "sec_key", Version: 1}
 	cfg, err := s.Normalize(map[string]any{"host": "h", "key": keyRef, "env": map[string]any{"TOKEN": ref, "PASTED": canary}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	red := s.Redact(cfg)
-	if diff := cmp.Diff(map[string]any{"TOKEN": ref, "PASTED": drivers.Redacted}, red["env"]); diff != "" {
+	if diff := cmp.Diff(map[string]any{"TOKEN": ref, "PASTED": config.Redacted}, red["env"]); diff != "" {
 		t.Errorf("Redact env (-want +got):\n%s", diff)
 	}
 	if b, _ := json.Marshal(red); strings.Contains(string(b), canary) {
@@ -105,10 +105,10 @@ func TestSecretMapRedactPartitionResolve(t *testing.T) {
 	if diff := cmp.Diff([]string{"PASTED"}, cfg.PlainSecretKeys("env")); diff != "" {
 		t.Errorf("PlainSecretKeys (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]drivers.SecretRef{"TOKEN": ref}, cfg.SecretMapRefs("env")); diff != "" {
+	if diff := cmp.Diff(map[string]config.SecretRef{"TOKEN": ref}, cfg.SecretMapRefs("env")); diff != "" {
 		t.Errorf("SecretMapRefs (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]drivers.SecretRef{ref, keyRef}, cfg.SecretRefs()); diff != "" {
+	if diff := cmp.Diff([]config.SecretRef{ref, keyRef}, cfg.SecretRefs()); diff != "" {
 		t.Errorf("SecretRefs (-want +got):\n%s", diff)
 	}
 	if got := cfg.StringMap("env"); got != nil {
@@ -119,11 +119,11 @@ func TestSecretMapRedactPartitionResolve(t *testing.T) {
 	// account's secret still counts.
 	p := s.Partition(cfg)
 	rotated := cfg.Clone()
-	rotated["env"] = map[string]any{"TOKEN": drivers.SecretRef{ID: "sec_env", Version: 3}, "PASTED": "other"}
+	rotated["env"] = map[string]any{"TOKEN": config.SecretRef{ID: "sec_env", Version: 3}, "PASTED": "other"}
 	if diff := cmp.Diff(p, s.Partition(rotated)); diff != "" {
 		t.Errorf("Partition changed with a rotated env secret (-before +after):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]drivers.SecretRef{"key": keyRef}, p.Secrets); diff != "" {
+	if diff := cmp.Diff(map[string]config.SecretRef{"key": keyRef}, p.Secrets); diff != "" {
 		t.Errorf("Partition secrets (-want +got):\n%s", diff)
 	}
 	if _, ok := p.Knobs["env"]; ok {
@@ -139,8 +139,8 @@ func TestSecretMapRedactPartitionResolve(t *testing.T) {
 	if err := json.Unmarshal(b, &stored); err != nil {
 		t.Fatal(err)
 	}
-	values := map[drivers.SecretRef]string{ref: "tok-value", keyRef: "key-value"}
-	got, err := s.ResolveSecrets(context.Background(), drivers.Config(stored), func(_ context.Context, r drivers.SecretRef) (string, error) {
+	values := map[config.SecretRef]string{ref: "tok-value", keyRef: "key-value"}
+	got, err := s.ResolveSecrets(context.Background(), config.Config(stored), func(_ context.Context, r config.SecretRef) (string, error) {
 		return values[r], nil
 	})
 	if err != nil {
@@ -157,7 +157,7 @@ func TestSecretMapRedactPartitionResolve(t *testing.T) {
 	}
 
 	// A failing lookup names field and key, never a value.
-	_, err = s.ResolveSecrets(context.Background(), cfg, func(_ context.Context, r drivers.SecretRef) (string, error) {
+	_, err = s.ResolveSecrets(context.Background(), cfg, func(_ context.Context, r config.SecretRef) (string, error) {
 		if r == ref {
 			return canary, errors.New("store down")
 		}

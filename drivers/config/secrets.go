@@ -1,4 +1,4 @@
-package drivers
+package config
 
 import (
 	"context"
@@ -15,7 +15,7 @@ const Redacted = "[redacted]"
 // (rather than a SecretRef) is replaced by Redacted, and every value of a
 // SecretMap field that is not a SecretRef is replaced by Redacted (its keys
 // are kept). References are kept: they name a secret without revealing it.
-func (s *ConfigSchema) Redact(cfg Config) Config {
+func (s *Schema) Redact(cfg Config) Config {
 	out := cfg.Clone()
 	for _, f := range s.Fields {
 		v, ok := out[f.Name]
@@ -38,7 +38,7 @@ func (s *ConfigSchema) Redact(cfg Config) Config {
 // cfg that hold a value rather than a SecretRef and of the SecretMap fields
 // that hold at least one such value: the fields whose values are to be
 // moved into the secret store (see PlainSecretKeys for the keys).
-func (s *ConfigSchema) PlainSecrets(cfg Config) []string {
+func (s *Schema) PlainSecrets(cfg Config) []string {
 	var out []string
 	for _, f := range s.Fields {
 		v, ok := cfg[f.Name]
@@ -73,7 +73,7 @@ type Parts struct {
 // entirely, keys and references alike: a rotated env token is not a change
 // of target or account, so every fingerprint built from the parts (the lease
 // reuse fingerprint, the qualification fingerprint) keeps its value.
-func (s *ConfigSchema) Partition(cfg Config) Parts {
+func (s *Schema) Partition(cfg Config) Parts {
 	p := Parts{Identity: map[string]any{}, Secrets: map[string]SecretRef{}, Knobs: map[string]any{}, Metadata: map[string]any{}}
 	for _, f := range s.Fields {
 		v, ok := cfg[f.Name]
@@ -101,7 +101,7 @@ func (s *ConfigSchema) Partition(cfg Config) Parts {
 // A SecretMap field becomes a map[string]string of values, which
 // Config.StringMap reads. An error from lookup is wrapped with the field
 // name (and the key of a SecretMap field), never a value.
-func (s *ConfigSchema) ResolveSecrets(ctx context.Context, cfg Config, lookup func(context.Context, SecretRef) (string, error)) (Config, error) {
+func (s *Schema) ResolveSecrets(ctx context.Context, cfg Config, lookup func(context.Context, SecretRef) (string, error)) (Config, error) {
 	out := cfg.Clone()
 	for _, f := range s.Fields {
 		switch f.Kind {
@@ -131,7 +131,7 @@ func (s *ConfigSchema) ResolveSecrets(ctx context.Context, cfg Config, lookup fu
 				}
 				ref, isRef := asSecretRef(m[k])
 				if !isRef {
-					return nil, fmt.Errorf("%s config: field %q: key %q: want a string or a secret reference: %w", s.Driver, f.Name, k, ErrInvalidConfig)
+					return nil, fmt.Errorf("%s config: field %q: key %q: want a string or a secret reference: %w", s.Driver, f.Name, k, ErrInvalid)
 				}
 				v, err := lookup(ctx, ref)
 				if err != nil {
@@ -148,7 +148,7 @@ func (s *ConfigSchema) ResolveSecrets(ctx context.Context, cfg Config, lookup fu
 // SecretValues returns the plain secret values cfg holds: those of Secret
 // fields and of SecretMap fields (pasted, or resolved), for scrubbing text
 // such as command output or provider messages. Empty values are left out.
-func (s *ConfigSchema) SecretValues(cfg Config) []string {
+func (s *Schema) SecretValues(cfg Config) []string {
 	var out []string
 	for _, f := range s.Fields {
 		switch f.Kind {

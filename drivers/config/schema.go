@@ -1,4 +1,4 @@
-package drivers
+package config
 
 import (
 	"encoding/json"
@@ -15,15 +15,15 @@ import (
 	"github.com/berthdev/berth/images"
 )
 
-// FieldKind classifies a config field. The classification drives secret
+// Kind classifies a config field. The classification drives secret
 // moving, redaction and fingerprints (QUAL-3) and drift (IMG-6); no other
 // package hand-lists a driver's fields.
-type FieldKind int
+type Kind int
 
 const (
 	// KindIdentity fields say which target, image or template is used: changing
 	// one changes the config fingerprint (host, port, user, image, ...).
-	KindIdentity FieldKind = iota
+	KindIdentity Kind = iota
 	// KindKnob fields tune behaviour without changing the target (timeouts,
 	// resources); they are left out of fingerprints.
 	KindKnob
@@ -45,7 +45,7 @@ const (
 )
 
 // String returns "identity", "knob", "secret", "metadata" or "secret_map".
-func (k FieldKind) String() string {
+func (k Kind) String() string {
 	switch k {
 	case KindIdentity:
 		return "identity"
@@ -62,21 +62,21 @@ func (k FieldKind) String() string {
 }
 
 // MarshalText implements encoding.TextMarshaler.
-func (k FieldKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
-// FieldType is the value type of a config field. Normalized configs hold
+// Type is the value type of a config field. Normalized configs hold
 // these Go types: String string, Int int64, Bool bool, Duration string (in
 // time.Duration.String form, so that configs stay JSON), StringList
 // []string, StringMap map[string]string. Secret fields are String typed and
 // hold a string (a value about to be moved) or a SecretRef. SecretMap fields
 // are StringMap typed and hold a map[string]any whose values are each a
 // string (pasted, or resolved) or a SecretRef.
-type FieldType int
+type Type int
 
 // The field types, with the Go type a normalized config holds for each.
 const (
 	// TypeString fields hold a string.
-	TypeString FieldType = iota
+	TypeString Type = iota
 	// TypeInt fields hold an int64.
 	TypeInt
 	// TypeBool fields hold a bool.
@@ -90,7 +90,7 @@ const (
 )
 
 // String returns the type's name as used in error messages.
-func (t FieldType) String() string {
+func (t Type) String() string {
 	switch t {
 	case TypeString:
 		return "string"
@@ -109,27 +109,27 @@ func (t FieldType) String() string {
 }
 
 // MarshalText implements encoding.TextMarshaler.
-func (t FieldType) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+func (t Type) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
 
-// Limits on config values, checked by ConfigSchema.Normalize for every
-// field: a value beyond one is refused with a *ConfigError naming the field
+// Limits on config values, checked by Schema.Normalize for every
+// field: a value beyond one is refused with a *Error naming the field
 // (never quoting the value).
 const (
-	// MaxConfigStringLen is the longest string a config holds, in bytes:
+	// MaxStringLen is the longest string a config holds, in bytes:
 	// a String or secret value, an element of a StringList, a key or a
 	// value of a StringMap. It fits PEM keys and certificate chains.
-	MaxConfigStringLen = 64 << 10
-	// MaxConfigEntries is the most elements a StringList and the most
+	MaxStringLen = 64 << 10
+	// MaxEntries is the most elements a StringList and the most
 	// entries a StringMap holds.
-	MaxConfigEntries = 1024
+	MaxEntries = 1024
 )
 
 // Field describes one config field.
 type Field struct {
-	Name     string    `json:"name"`
-	Kind     FieldKind `json:"kind"`
-	Type     FieldType `json:"type"`
-	Required bool      `json:"required,omitempty"`
+	Name     string `json:"name"`
+	Kind     Kind   `json:"kind"`
+	Type     Type   `json:"type"`
+	Required bool   `json:"required,omitempty"`
 	// Default is applied when the field is absent; it must be in the
 	// normalized form of Type. Secret fields have no default.
 	Default any    `json:"default,omitempty"`
@@ -142,8 +142,8 @@ type Field struct {
 	Check func(v any) error `json:"-"`
 }
 
-// ConfigSchema describes a driver's config. It is immutable once built.
-type ConfigSchema struct {
+// Schema describes a driver's config. It is immutable once built.
+type Schema struct {
 	// Driver is the driver's name, used in error messages.
 	Driver string
 	Fields []Field
@@ -153,7 +153,7 @@ type ConfigSchema struct {
 	// ImageReference, if not nil, reads the image a normalized config names
 	// (for drivers whose ImageField is not an OCI reference, such as a
 	// provider snapshot id). If nil, the ImageField's value is parsed with
-	// images.ParseReference. See ConfigSchema.Image.
+	// images.ParseReference. See Schema.Image.
 	ImageReference func(Config) (images.Reference, error)
 	// AccountField names the Secret field whose reference identifies the
 	// provider account the sandboxes run under (Daytona's API key), or ""
@@ -161,12 +161,12 @@ type ConfigSchema struct {
 	// auth check (AUTH-2) is bound to the driver and this reference.
 	AccountField string
 	// Check, if not nil, validates the whole normalized config (cross-field
-	// rules). Return *ConfigError values to name fields.
+	// rules). Return *Error values to name fields.
 	Check func(Config) error
 }
 
 // Field returns the field named name.
-func (s *ConfigSchema) Field(name string) (Field, bool) {
+func (s *Schema) Field(name string) (Field, bool) {
 	for _, f := range s.Fields {
 		if f.Name == name {
 			return f, true
@@ -179,7 +179,7 @@ func (s *ConfigSchema) Field(name string) (Field, bool) {
 // Reference when the schema has no ImageField or the config leaves it
 // empty (a provider default, which is mutable and never qualifies, QUAL-5).
 // It does no I/O.
-func (s *ConfigSchema) Image(cfg Config) (images.Reference, error) {
+func (s *Schema) Image(cfg Config) (images.Reference, error) {
 	if s.ImageReference != nil {
 		return s.ImageReference(cfg)
 	}
@@ -229,7 +229,7 @@ func asSecretRef(v any) (SecretRef, bool) {
 }
 
 // Config is a driver config: field name to value. After
-// ConfigSchema.Normalize it holds only the normalized types of FieldType (and
+// Schema.Normalize it holds only the normalized types of Type (and
 // SecretRef for moved secrets). It also reads correctly after a JSON round
 // trip. The typed accessors return the zero value for an absent field.
 type Config map[string]any
@@ -289,7 +289,7 @@ func (c Config) Strings(name string) []string {
 
 // StringMap returns the map value of name (nil if absent). For a SecretMap
 // field it returns the values of a resolved config (see
-// ConfigSchema.ResolveSecrets), and nil while any value is still a
+// Schema.ResolveSecrets), and nil while any value is still a
 // SecretRef.
 func (c Config) StringMap(name string) map[string]string {
 	m, _ := toStringMap(c[name])
@@ -301,15 +301,15 @@ func (c Config) SecretRef(name string) (SecretRef, bool) { return asSecretRef(c[
 
 // Normalize validates raw against the schema and returns a new normalized
 // Config with defaults applied. raw may come straight from json.Unmarshal
-// into map[string]any. Every problem is reported as a *ConfigError naming the
+// into map[string]any. Every problem is reported as a *Error naming the
 // field (joined with errors.Join when there are several); unknown fields,
 // wrong types and missing required fields are errors. A missing required
 // Secret field also wraps ErrCredentialsMissing. raw is not modified, and
 // error messages never contain a secret value.
-func (s *ConfigSchema) Normalize(raw map[string]any) (Config, error) {
+func (s *Schema) Normalize(raw map[string]any) (Config, error) {
 	var errs []error
 	fail := func(field, reason string) {
-		errs = append(errs, &ConfigError{Driver: s.Driver, Field: field, Reason: reason})
+		errs = append(errs, &Error{Driver: s.Driver, Field: field, Reason: reason})
 	}
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		if _, ok := s.Field(k); !ok {
@@ -325,7 +325,7 @@ func (s *ConfigSchema) Normalize(raw map[string]any) (Config, error) {
 		if !present {
 			if f.Required {
 				if f.Kind == KindSecret {
-					errs = append(errs, &ConfigError{Driver: s.Driver, Field: f.Name, Reason: "required", missingSecret: true})
+					errs = append(errs, &Error{Driver: s.Driver, Field: f.Name, Reason: "required", missingSecret: true})
 				} else {
 					fail(f.Name, "required")
 				}
@@ -459,14 +459,14 @@ func normalizeValue(f Field, v any) (any, error) {
 }
 
 // checkStrings checks every string of a normalized value against
-// MaxConfigStringLen and MaxConfigEntries, and refuses NUL bytes and invalid
+// MaxStringLen and MaxEntries, and refuses NUL bytes and invalid
 // UTF-8 (which stores would cut or alter). Its errors name the list index or
 // map key, never a value.
 func checkStrings(v any) error {
 	check := func(s string) error {
 		switch {
-		case len(s) > MaxConfigStringLen:
-			return fmt.Errorf("longer than %d bytes", MaxConfigStringLen)
+		case len(s) > MaxStringLen:
+			return fmt.Errorf("longer than %d bytes", MaxStringLen)
 		case strings.IndexByte(s, 0) >= 0:
 			return errors.New("contains a NUL byte")
 		case !utf8.ValidString(s):
@@ -478,8 +478,8 @@ func checkStrings(v any) error {
 	case string:
 		return check(t)
 	case []string:
-		if len(t) > MaxConfigEntries {
-			return fmt.Errorf("more than %d elements", MaxConfigEntries)
+		if len(t) > MaxEntries {
+			return fmt.Errorf("more than %d elements", MaxEntries)
 		}
 		for i, e := range t {
 			if err := check(e); err != nil {
@@ -487,8 +487,8 @@ func checkStrings(v any) error {
 			}
 		}
 	case map[string]string:
-		if len(t) > MaxConfigEntries {
-			return fmt.Errorf("more than %d entries", MaxConfigEntries)
+		if len(t) > MaxEntries {
+			return fmt.Errorf("more than %d entries", MaxEntries)
 		}
 		for _, k := range slices.Sorted(maps.Keys(t)) {
 			if err := check(k); err != nil {
@@ -502,8 +502,8 @@ func checkStrings(v any) error {
 			}
 		}
 	case map[string]any:
-		if len(t) > MaxConfigEntries {
-			return fmt.Errorf("more than %d entries", MaxConfigEntries)
+		if len(t) > MaxEntries {
+			return fmt.Errorf("more than %d entries", MaxEntries)
 		}
 		for _, k := range slices.Sorted(maps.Keys(t)) {
 			if err := check(k); err != nil {

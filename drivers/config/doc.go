@@ -1,0 +1,32 @@
+// Package config holds a driver's config and the schema that describes it:
+//
+//	schema := &config.Schema{Driver: "ssh", Fields: []config.Field{
+//		{Name: "host", Kind: config.KindIdentity, Type: config.TypeString, Required: true},
+//		{Name: "private_key", Kind: config.KindSecret, Type: config.TypeString},
+//	}}
+//	cfg, err := schema.Normalize(raw)  // raw from json.Unmarshal into map[string]any
+//	if errors.Is(err, config.ErrInvalid) { ... } // a *config.Error names the field
+//	shown := schema.Redact(cfg)        // secrets replaced by Redacted or kept as references
+//
+// A driver returns its Schema from drivers.Driver.Schema; the catalog,
+// probes and the lease manager read every config through it, so no other
+// package hand-lists a driver's fields.
+//
+// Guarantees:
+//   - Schema.Normalize validates and normalizes (types, defaults, required
+//     fields, unknown fields refused, the limits MaxStringLen and MaxEntries,
+//     no NUL bytes or invalid UTF-8, the labels rule of LabelsField) and
+//     reports every problem as a *Error naming the driver and the field,
+//     never quoting a secret value.
+//   - Kinds drive what happens to a field: KindSecret values are moved out
+//     of configs into a secret store and replaced by a SecretRef;
+//     KindSecretMap values (a sandbox's env vars) are each moved and
+//     referenced, and the field is left out of fingerprints; KindIdentity
+//     fields say which target, image or template is used (fingerprints,
+//     drift); KindKnob and KindMetadata fields are left out of fingerprints.
+//     Partition splits a config along these lines (Parts).
+//   - Redact, PlainSecrets, SecretValues and ResolveSecrets handle the
+//     secrets: what is shown, what must still be moved, what a redaction
+//     scan must look for, and the values resolved only for the call that
+//     needs them.
+package config

@@ -1,0 +1,45 @@
+package config
+
+import (
+	"fmt"
+
+	"github.com/berthdev/berth/errcode"
+)
+
+// The sentinels of a config's validation; drivers.CodeOf maps them to
+// invalid_config and missing_credentials.
+var (
+	// ErrInvalid: a config failed schema validation; see Error.
+	ErrInvalid = errcode.New(errcode.Invalid, "invalid config")
+	// ErrCredentialsMissing: the config lacks a credential the driver
+	// needs (a required secret field is absent).
+	ErrCredentialsMissing = errcode.New(errcode.Invalid, "credentials missing")
+)
+
+// Error reports one invalid config field. It wraps ErrInvalid.
+// Reason never contains the field's value when the field is a secret.
+type Error struct {
+	Driver string // driver name
+	Field  string // field name; "" for an error about the whole config
+	Reason string
+
+	missingSecret bool
+}
+
+// Error returns "DRIVER config: field "NAME": REASON" (without the field
+// part for an error about the whole config). It never contains a secret.
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("%s config: %s", e.Driver, e.Reason)
+	}
+	return fmt.Sprintf("%s config: field %q: %s", e.Driver, e.Field, e.Reason)
+}
+
+// Unwrap returns ErrInvalid, and also ErrCredentialsMissing when the
+// error is a required Secret field that is absent.
+func (e *Error) Unwrap() []error {
+	if e.missingSecret {
+		return []error{ErrInvalid, ErrCredentialsMissing}
+	}
+	return []error{ErrInvalid}
+}
