@@ -138,7 +138,7 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 		},
 		"docker":        {{Workload: "docker lease (acquire, exec true, destroy)", Anchor: "docker run --rm IMAGE true", Unit: "ms"}},
 		"runner-task":   {{Workload: "runner task start (true)", Anchor: "docker exec CONTAINER true", Unit: "ms"}},
-		"runner-stream": {{Workload: "runner stream " + sizeName(b.scale.streamBytes), Anchor: "ssh host head -c N /dev/zero", Unit: "MB/s"}},
+		"runner-stream": {{Workload: "runner stream " + sizeName(b.scale.streamBytes) + " (SSH lease, stored)", Anchor: "ssh host head -c N /dev/zero", Unit: "MB/s"}},
 		"pins":          {{Workload: fmt.Sprintf("%d concurrent pins of one tag", pinsAtOnce), Anchor: fmt.Sprintf("%d independent HEADs", pinsAtOnce), Unit: "requests"}},
 	}
 	var failures []error
@@ -244,6 +244,7 @@ func timed(t *benchTB, cmd *exec.Cmd) time.Duration {
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
+		live(t) // an interrupt killed it: say so
 		t.Fatalf("%s: %v: %s", strings.Join(cmd.Args, " "), err, out)
 	}
 	return time.Since(start)
@@ -561,7 +562,7 @@ func (b *bench) runnerStreamRow(t *benchTB) []benchRow {
 		}
 	}
 	mbps := func(d time.Duration) float64 { return float64(n) * float64(rounds) / d.Seconds() / 1e6 }
-	return []benchRow{row(t, "runner stream "+sizeName(n), "ssh host head -c N /dev/zero", "MB/s", mbps(ours), mbps(theirs))}
+	return []benchRow{row(t, "runner stream "+sizeName(n)+" (SSH lease, stored)", "ssh host head -c N /dev/zero", "MB/s", mbps(ours), mbps(theirs))}
 }
 
 // pinsRow: 100 pins of one tag started at once on a fresh resolver
