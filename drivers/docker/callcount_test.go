@@ -29,6 +29,10 @@ type callProxy struct {
 
 	mu    sync.Mutex
 	calls []string
+	// lose, if set, says which requests lose their answer: the proxy
+	// forwards the request, reads the engine's answer and closes the
+	// client's connection instead of passing the answer on.
+	lose func(method, path string) bool
 }
 
 // startCallProxy listens on a socket in tb's temp dir and forwards to the
@@ -96,14 +100,21 @@ func (p *callProxy) serve(c net.Conn, network, addr string) {
 		if err != nil {
 			return
 		}
+		path := apiVersion.ReplaceAllString(req.URL.Path, "/")
 		p.mu.Lock()
-		p.calls = append(p.calls, req.Method+" "+apiVersion.ReplaceAllString(req.URL.Path, "/"))
+		p.calls = append(p.calls, req.Method+" "+path)
+		lose := p.lose != nil && p.lose(req.Method, path)
 		p.mu.Unlock()
 		if err := req.Write(up); err != nil {
 			return
 		}
 		resp, err := http.ReadResponse(ur, req)
 		if err != nil {
+			return
+		}
+		if lose {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
 			return
 		}
 		if resp.StatusCode == http.StatusSwitchingProtocols {
@@ -261,4 +272,47 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestDestroyAnswerLost: the engine removes the container, but its 204
+// never reaches the driver (the proxy closes the connection instead).
+// The outcome is unknown to the driver, so it does not take the DELETE
+// for evidence: it inspects (or sends the DELETE again) until the engine
+// answers "no such container", and the receipt says so.
+func TestDestroyAnswerLost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := startCallProxy(t, e.cli.DaemonHost())
+	cfg := e.config(e.img.Ref, map[string]any{docker.FieldHost: p.host})
+	ctx := context.Background()
+	sb, err := e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: "lost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost sync.Once
+	p.mu.Lock()
+	p.lose = func(method, path string) bool {
+		hit := false
+		if method == http.MethodDelete && strings.HasPrefix(path, "/containers/") {
+			lost.Do(func() { hit = true })
+		}
+		return hit
+	}
+	p.mu.Unlock()
+	p.take()
+	r, err := sb.Release(ctx, drivers.Destroy)
+	if err != nil || !r.Proves(sb.ID(), drivers.Destroy) {
+		t.Fatalf("destroy with its answer lost: %v %+v (calls %q)", err, r, p.take())
+	}
+	calls := shapes(p.take())
+	if strings.Contains(r.Evidence, "204") {
+		t.Fatalf("receipt evidence %q claims the 204 the driver never got (calls %q)", r.Evidence, calls)
+	}
+	if len(calls) < 2 || calls[0] != "DELETE /containers/{id}" {
+		t.Fatalf("calls %q: want the DELETE, then an inspect or a second DELETE", calls)
+	}
+	t.Logf("evidence %q after calls %q", r.Evidence, calls)
+	if _, err := e.cli.ContainerInspect(ctx, sb.ID()); err == nil {
+		t.Fatalf("container %s still exists after a confirmed destroy", sb.ID())
+	}
 }

@@ -244,17 +244,25 @@ func removeContainer(ctx context.Context, cli *client.Client, id string) (string
 }
 
 // outcomeUnknown reports whether a request failed in transport after it
-// may have reached the engine: the connection broke (not a failed dial,
-// after which nothing was sent) while ctx is still live.
+// may have reached the engine: the connection broke or closed before the
+// answer (the engine client reports every transport error as a
+// connection failure), not a failed dial, after which nothing was sent,
+// and ctx is still live.
 func outcomeUnknown(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || client.IsErrConnectionFailed(err) {
+	if ctx.Err() != nil {
 		return false
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
 		return false
 	}
-	return isNetErr(err) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
+	msg := err.Error()
+	for _, notSent := range []string{"Cannot connect to the Docker daemon", "connection refused", "dial unix", "dial tcp", "no such file or directory"} {
+		if strings.Contains(msg, notSent) {
+			return false
+		}
+	}
+	return client.IsErrConnectionFailed(err) || isNetErr(err) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 func isRemovalInProgress(err error) bool {
