@@ -2,12 +2,16 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -120,26 +124,27 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// waitRunning polls the engine until the container runs; a container that
-// exited instead is an error. ContainerStart returns once the process has
+// waitRunning polls the engine until the container runs and returns that
+// inspect (Acquire checks the image ID it names); a container that exited
+// instead is an error. ContainerStart returns once the process has
 // started, so the first inspect normally answers.
-func (s *sandbox) waitRunning(ctx context.Context) error {
+func (s *sandbox) waitRunning(ctx context.Context) (container.InspectResponse, error) {
 	delay := 5 * time.Millisecond
 	for {
 		ins, err := s.cli.ContainerInspect(ctx, s.id)
 		if err != nil {
-			return engineErr(s.cfg.host, "inspect container "+s.id, err)
+			return ins, engineErr(s.cfg.host, "inspect container "+s.id, err)
 		}
 		st := ins.State
 		switch {
 		case st != nil && st.Running:
-			return nil
+			return ins, nil
 		case st != nil && (st.Status == container.StateExited || st.Status == container.StateDead):
-			return fmt.Errorf("docker %s: container %s exited at start (code %d): %s", s.cfg.host, s.id, st.ExitCode, st.Error)
+			return ins, fmt.Errorf("docker %s: container %s exited at start (code %d): %s", s.cfg.host, s.id, st.ExitCode, st.Error)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("docker %s: waiting for container %s to run: %w", s.cfg.host, s.id, ctx.Err())
+			return ins, fmt.Errorf("docker %s: waiting for container %s to run: %w", s.cfg.host, s.id, ctx.Err())
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 200*time.Millisecond)
@@ -179,30 +184,86 @@ func stateOf(status container.ContainerState) drivers.State {
 	return drivers.StateUnknown
 }
 
-// removeContainer force-removes id (and its anonymous volumes) and waits
-// until the engine no longer knows it. A container already gone, or whose
-// removal another caller started, is fine.
-func removeContainer(ctx context.Context, cli *client.Client, id string) error {
-	err := cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !cerrdefs.IsNotFound(err) && !isRemovalInProgress(err) {
-		return err
-	}
+// Evidence of a destroy receipt, by what the engine answered.
+const (
+	// evidenceRemoved: DELETE /containers/{id}?force=1 answered 204. The
+	// engine answers only after its cleanup has deleted the container from
+	// its container stores, the ones inspect reads (moby
+	// daemon/delete.go, cleanupContainer: daemon.containers.Delete and
+	// containersReplica.Delete before it returns nil;
+	// daemon/server/router/container/container_routes.go, deleteContainers:
+	// 204 only then), so the answer is the engine's own confirmation that
+	// it no longer knows the id.
+	evidenceRemoved = "remove: 204 no content (the engine deleted the container from its stores before answering)"
+	// evidenceRemoveNotFound: DELETE answered 404 "no such container".
+	evidenceRemoveNotFound = "remove: no such container"
+	// evidenceInspectGone: an inspect answered "no such container" after a
+	// removal whose outcome the DELETE's answer did not tell.
+	evidenceInspectGone = "inspect: no such container"
+)
+
+// removeContainer force-removes id (and its anonymous volumes) and returns
+// the evidence that the engine no longer knows it. A 204 or a 404 of the
+// DELETE is that evidence (the engine answers 204 only once the container
+// is out of its stores). The inspect loop runs only when the answer does
+// not tell: a 409 (another caller's removal is in progress) or a transport
+// error after the request may have reached the engine (the connection
+// broke). It waits until an inspect answers "no such container", and sends
+// the DELETE again when the container is there and no removal is in
+// progress (the earlier one never arrived, or failed).
+func removeContainer(ctx context.Context, cli *client.Client, id string) (string, error) {
 	delay := 5 * time.Millisecond
 	for {
-		_, err := cli.ContainerInspect(ctx, id)
-		if cerrdefs.IsNotFound(err) {
-			return nil
+		err := cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		switch {
+		case err == nil:
+			return evidenceRemoved, nil
+		case cerrdefs.IsNotFound(err):
+			return evidenceRemoveNotFound, nil
+		case !isRemovalInProgress(err) && !outcomeUnknown(ctx, err):
+			return "", err
 		}
-		if err != nil {
-			return err
+		for {
+			ins, ierr := cli.ContainerInspect(ctx, id)
+			if cerrdefs.IsNotFound(ierr) {
+				return evidenceInspectGone, nil
+			}
+			if ierr != nil {
+				return "", errors.Join(err, ierr)
+			}
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(delay):
+			}
+			delay = min(delay*2, 200*time.Millisecond)
+			if ins.State == nil || ins.State.Status != container.StateRemoving {
+				break // no removal in progress: send the DELETE again
+			}
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 200*time.Millisecond)
 	}
+}
+
+// outcomeUnknown reports whether a request failed in transport after it
+// may have reached the engine: the connection broke or closed before the
+// answer (the engine client reports every transport error as a
+// connection failure), not a failed dial, after which nothing was sent,
+// and ctx is still live.
+func outcomeUnknown(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	msg := err.Error()
+	for _, notSent := range []string{"Cannot connect to the Docker daemon", "connection refused", "dial unix", "dial tcp", "no such file or directory"} {
+		if strings.Contains(msg, notSent) {
+			return false
+		}
+	}
+	return client.IsErrConnectionFailed(err) || isNetErr(err) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 func isRemovalInProgress(err error) bool {

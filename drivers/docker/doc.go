@@ -45,7 +45,18 @@
 // A pinned digest is pulled only when the engine lacks it; a tag follows
 // pull_policy (default: pull when missing, as the Docker CLI does). A missing
 // image is drivers.ErrImageNotFound naming the reference. The container is
-// created from the image ID just checked, with all capabilities dropped,
+// created from the image ID the reference resolves to. For a pinned
+// reference the driver keeps, per engine, the image ID its first Acquire
+// resolved (by inspect, and pull when missing), and later Acquires create
+// from it without an image inspect: the pin names content, so the ID
+// cannot change while the image exists; when the image was removed, create
+// answers "No such image" and the driver resolves the reference again
+// (inspect, pull) and creates once more. The container inspect that waits
+// for the container to run checks that it runs that image ID; another one
+// is removed and refused. A tag is resolved on every Acquire. So a lease
+// (Acquire, Exec of "true", Release with Destroy) is 7 Engine API calls:
+// create, start, inspect; exec create, exec start, exec inspect; remove.
+// The container is created with all capabilities dropped,
 // no-new-privileges, pids, memory and optional CPU limits, never privileged,
 // never in the host's network, IPC or PID namespace, docker-init as PID 1
 // (it reaps orphans of killed commands), and an idle sh loop as its main
@@ -79,10 +90,15 @@
 // # Release and receipts (LEASE-7)
 //
 // Keep reads the state back; Stop stops the container (it stays resumable by
-// Resume) and confirms it no longer runs; Destroy force-removes it and
-// confirms that the engine no longer knows it ("inspect: no such
-// container"). Destroy by id of a container that is already gone is the same
-// confirmed receipt. List, Resume and Destroy only ever touch containers
+// Resume) and confirms it no longer runs; Destroy force-removes it, and the
+// engine's answer is the receipt's evidence: a 204 (the engine answers
+// only after it deleted the container from the stores that inspect reads;
+// moby daemon/delete.go, cleanupContainer) or a 404 "no such container".
+// Only a 409 (another removal in progress) or a transport error after the
+// request may have arrived leaves the outcome open; then the driver
+// inspects until the engine answers "no such container" (and removes again
+// if no removal is in progress). Destroy by id of a container that is
+// already gone is the same confirmed receipt. List, Resume and Destroy only ever touch containers
 // that carry LabelManaged.
 //
 // # Runner ingress (CapRunnerIngress)

@@ -67,6 +67,7 @@ type Driver struct {
 
 	mu      sync.Mutex
 	clients map[string]*client.Client
+	images  map[imageKey]string // pinned reference on an engine -> image ID (cachedImage)
 }
 
 var (
@@ -97,7 +98,8 @@ func New(opts *Options) *Driver {
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "berth-docker-runner-"+strconv.Itoa(os.Geteuid()))
 	}
-	return &Driver{schema: newSchema(host), log: log, runnerDir: filepath.Clean(dir), clients: map[string]*client.Client{}}
+	return &Driver{schema: newSchema(host), log: log, runnerDir: filepath.Clean(dir), clients: map[string]*client.Client{},
+		images: map[imageKey]string{}}
 }
 
 // Name returns "docker".
@@ -227,9 +229,11 @@ func (d *Driver) Acquire(ctx context.Context, raw config.Config, req drivers.Acq
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.startup)
 	defer cancel()
-	imageID, err := d.ensureImage(ctx, cli, cfg)
-	if err != nil {
-		return nil, err
+	imageID, cached := d.cachedImage(cfg)
+	if !cached {
+		if imageID, err = d.ensureImage(ctx, cli, cfg); err != nil {
+			return nil, err
+		}
 	}
 	cc, hc, err := containerSpec(cfg, imageID, req)
 	if err != nil {
@@ -244,6 +248,16 @@ func (d *Driver) Acquire(ctx context.Context, raw config.Config, req drivers.Acq
 		addRunner(cfg, rm, cc, hc)
 	}
 	created, err := cli.ContainerCreate(ctx, cc, hc, nil, nil, name)
+	if err != nil && cached && isNoSuchImage(err) {
+		// The cached image was removed since: resolve the reference again.
+		d.forgetImage(cfg, imageID)
+		if imageID, err = d.ensureImage(ctx, cli, cfg); err != nil {
+			d.removeRunnerDir(rm)
+			return nil, err
+		}
+		cc.Image = imageID
+		created, err = cli.ContainerCreate(ctx, cc, hc, nil, nil, name)
+	}
 	if err != nil {
 		d.removeRunnerDir(rm)
 		return nil, engineErr(cfg.host, "create container from "+cfg.image, err)
@@ -262,11 +276,19 @@ func (d *Driver) Acquire(ctx context.Context, raw config.Config, req drivers.Acq
 		}
 		return nil, engineErr(cfg.host, "start container "+id, err)
 	}
-	if err := sb.waitRunning(ctx); err != nil {
+	ins, err := sb.waitRunning(ctx)
+	if err != nil {
 		if ctx.Err() == nil {
 			d.removeQuietly(cli, id, rm)
 		}
 		return nil, err
+	}
+	if ins.Image != imageID {
+		// The engine runs another image than the one the reference was
+		// resolved to (the cache's or the inspect's): refuse it.
+		d.forgetImage(cfg, imageID)
+		d.removeQuietly(cli, id, rm)
+		return nil, fmt.Errorf("docker %s: container %s runs image %s, not %s that %q resolved to; removed", cfg.host, id, ins.Image, imageID, cfg.image)
 	}
 	d.log.Debug("docker: acquired", "host", cfg.host, "container", id, "image", cfg.image)
 	return sb, nil
@@ -298,7 +320,7 @@ func (d *Driver) Resume(ctx context.Context, raw config.Config, providerLeaseID 
 			return nil, engineErr(cfg.host, "start container "+ins.ID, err)
 		}
 	}
-	if err := sb.waitRunning(ctx); err != nil {
+	if _, err := sb.waitRunning(ctx); err != nil {
 		return nil, err
 	}
 	return sb, nil
@@ -309,7 +331,7 @@ func (d *Driver) Resume(ctx context.Context, raw config.Config, providerLeaseID 
 func (d *Driver) removeQuietly(cli *client.Client, id string, rm *runnerMounts) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := removeContainer(ctx, cli, id); err != nil {
+	if _, err := removeContainer(ctx, cli, id); err != nil {
 		d.log.Warn("docker: removing abandoned container", "container", id, "err", err)
 		return
 	}

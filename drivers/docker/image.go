@@ -22,10 +22,72 @@ import (
 // (berth.local/...@sha256:<image id>).
 func isLocal(ref name.Reference) bool { return ref.Context().RegistryStr() == LocalRegistry }
 
+// imageKey names a pinned reference on one engine: the key of the driver's
+// image cache.
+type imageKey struct{ host, ref string }
+
+// cachedImage returns the image ID that an earlier Acquire on the same
+// engine resolved the configured pinned reference to. A tag is never
+// cached: it may move, so every Acquire resolves it (pull_policy).
+//
+// A pin names content (a manifest digest, or a berth.local image ID), and
+// the engine's image ID is a digest of the image config that manifest
+// names, so the mapping cannot go stale while the image exists; an image
+// removed since makes create answer "No such image", and Acquire then
+// forgets the entry and resolves the reference again (inspect, pull). The
+// container inspect that waitRunning makes checks that the container runs
+// the cached image ID.
+func (d *Driver) cachedImage(cfg *settings) (string, bool) {
+	if _, pinned := cfg.ref.(name.Digest); !pinned {
+		return "", false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	id, ok := d.images[imageKey{cfg.host, cfg.image}]
+	return id, ok
+}
+
+// rememberImage caches id as what the configured pinned reference resolves
+// to on its engine; a tag is not cached.
+func (d *Driver) rememberImage(cfg *settings, id string) {
+	if _, pinned := cfg.ref.(name.Digest); !pinned || id == "" {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.images[imageKey{cfg.host, cfg.image}] = id
+}
+
+// forgetImage drops the cache entry of the configured reference if it
+// still names id.
+func (d *Driver) forgetImage(cfg *settings, id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := imageKey{cfg.host, cfg.image}
+	if d.images[k] == id {
+		delete(d.images, k)
+	}
+}
+
+// isNoSuchImage reports whether a container create failed because the
+// engine has no image of that reference or ID.
+func isNoSuchImage(err error) bool {
+	return cerrdefs.IsNotFound(err) && strings.Contains(strings.ToLower(err.Error()), "no such image")
+}
+
 // ensureImage makes the configured image present in the engine and returns
-// its image ID. A pinned digest is pulled only when the engine lacks it; a
-// tag follows pull_policy. A missing image wraps drivers.ErrImageNotFound.
+// its image ID (and caches it for a pinned reference). A pinned digest is
+// pulled only when the engine lacks it; a tag follows pull_policy. A missing
+// image wraps drivers.ErrImageNotFound.
 func (d *Driver) ensureImage(ctx context.Context, cli *client.Client, cfg *settings) (string, error) {
+	id, err := d.resolveImage(ctx, cli, cfg)
+	if err == nil {
+		d.rememberImage(cfg, id)
+	}
+	return id, err
+}
+
+func (d *Driver) resolveImage(ctx context.Context, cli *client.Client, cfg *settings) (string, error) {
 	notFound := func(detail string) error {
 		return fmt.Errorf("docker %s: image %q: %s: %w", cfg.host, cfg.image, detail, drivers.ErrImageNotFound)
 	}

@@ -19,10 +19,11 @@ import (
 const stopTimeout = 10 * time.Second
 
 // Release ends the lease: Keep leaves the container running, Stop stops it
-// (resumable with Resume), Destroy force-removes it. The receipt is read
-// back from the engine after the change: "no such container" proves
-// StateDestroyed, a container that no longer runs proves StateStopped
-// (LEASE-7). After Release, Exec returns drivers.ErrReleased; Release itself
+// (resumable with Resume), Destroy force-removes it. The receipt is the
+// engine's answer after the change: a forced DELETE that answered 204 (the
+// engine answers only once the container is out of its stores) or "no
+// such container" proves StateDestroyed, and an inspect after a stop that
+// shows a container that no longer runs proves StateStopped (LEASE-7). After Release, Exec returns drivers.ErrReleased; Release itself
 // may be called again (for example to retry a failed destroy).
 //
 // Release closes the handle's open runner ingress (a kept or stopped
@@ -84,14 +85,17 @@ func stopContainer(ctx context.Context, cli *client.Client, host, id string) (dr
 }
 
 // destroyContainer force-removes id and confirms the engine no longer knows
-// it. A container already gone yields the same confirmed receipt.
+// it (removeContainer says by which answer). A container already gone
+// yields the same confirmed receipt.
 func destroyContainer(ctx context.Context, cli *client.Client, host, id string) (drivers.Receipt, error) {
-	if err := removeContainer(ctx, cli, id); err != nil {
+	evidence, err := removeContainer(ctx, cli, id)
+	if err != nil {
 		return drivers.Receipt{ProviderLeaseID: id}, engineErr(host, "remove container "+id, err)
 	}
-	// removeContainer returned after an inspect answered "no such container".
+	// The engine's answer for that id: the DELETE's 204 or 404, else an
+	// inspect's "no such container" (removeContainer).
 	return drivers.Receipt{ProviderLeaseID: id, State: drivers.StateDestroyed, Confirmed: true, EvidenceKind: drivers.EvidenceProvider, ConfirmedAt: time.Now(),
-		Evidence: "inspect: no such container"}, nil
+		Evidence: evidence}, nil
 }
 
 // Destroy removes the berth container providerLeaseID without a handle and

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/berthdev/berth/internal/testenv"
+)
+
+// benchRows parses bench --json output: one object per line, each with
+// exactly the row fields.
+func benchRows(t *testing.T, out string) []benchRow {
+	t.Helper()
+	var rows []benchRow
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var fields map[string]any
+		if err := json.Unmarshal([]byte(line), &fields); err != nil {
+			t.Fatalf("bench --json line %q: %v", line, err)
+		}
+		for _, k := range []string{"workload", "anchor", "berth", "anchor_value", "unit", "ratio"} {
+			if _, ok := fields[k]; !ok {
+				t.Errorf("bench --json row %q lacks %q", line, k)
+			}
+		}
+		for k := range fields {
+			switch k {
+			case "workload", "anchor", "berth", "anchor_value", "unit", "ratio", "skipped":
+			default:
+				t.Errorf("bench --json row %q has an unknown field %q", line, k)
+			}
+		}
+		dec := json.NewDecoder(bytes.NewReader([]byte(line)))
+		dec.DisallowUnknownFields()
+		var r benchRow
+		if err := dec.Decode(&r); err != nil {
+			t.Fatalf("bench --json line %q: %v", line, err)
+		}
+		if r.Workload == "" || r.Anchor == "" || r.Unit == "" {
+			t.Errorf("bench row %+v: empty workload, anchor or unit", r)
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// checkMeasured: a measured row has positive, finite values and its ratio
+// is berth / anchor (never a timing threshold).
+func checkMeasured(t *testing.T, r benchRow) {
+	t.Helper()
+	for name, v := range map[string]float64{"berth": r.Berth, "anchor_value": r.AnchorValue, "ratio": r.Ratio} {
+		if !(v > 0) || math.IsInf(v, 0) {
+			t.Errorf("row %q vs %q: %s = %v, want a positive number", r.Workload, r.Anchor, name, v)
+		}
+	}
+	if want := r.Berth / r.AnchorValue; math.Abs(r.Ratio-want) > 1e-3*math.Max(1, want) {
+		t.Errorf("row %q: ratio %v, want berth/anchor = %v", r.Workload, r.Ratio, want)
+	}
+}
+
+// TestBenchQuickJSON runs `bench --quick --json` for the cheap
+// workloads, pins (a loopback registry in process) and ssh (the test
+// sshd; skipped without one unless BERTH_REQUIRE_REAL=1), and checks the
+// rows' shape; the pins row also checks that coalescing made fewer
+// registry requests than 100 independent HEADs (a count, not a time).
+func TestBenchQuickJSON(t *testing.T) {
+	out, errOut, err := runCLI(t, "", "bench", "--quick", "--json", "--only", "pins,ssh")
+	if err != nil {
+		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	rows := benchRows(t, out)
+	if len(rows) != 4 {
+		t.Fatalf("bench --only pins,ssh printed %d rows, want 4 (pins, ssh probe, execs vs ssh, execs vs ControlMaster):\n%s", len(rows), out)
+	}
+	for _, w := range []string{"pins", "ssh"} {
+		if !strings.Contains(errOut, "envctl bench: "+w+" ...") {
+			t.Errorf("stderr lacks the progress line of %s:\n%s", w, errOut)
+		}
+	}
+	pins := rows[0]
+	if pins.Skipped != "" || pins.Unit != "requests" {
+		t.Fatalf("pins row %+v: want measured, in requests", pins)
+	}
+	checkMeasured(t, pins)
+	if pins.Berth >= pins.AnchorValue {
+		t.Errorf("pins: %v registry requests for 100 coalesced pins, not fewer than the %v of 100 independent HEADs", pins.Berth, pins.AnchorValue)
+	}
+	for _, r := range rows[1:] {
+		if r.Skipped != "" {
+			if testenv.RequireReal() {
+				t.Errorf("row %q skipped under BERTH_REQUIRE_REAL=1: %s", r.Workload, r.Skipped)
+			}
+			continue
+		}
+		if r.Unit != "ms" {
+			t.Errorf("row %q: unit %q, want ms", r.Workload, r.Unit)
+		}
+		checkMeasured(t, r)
+	}
+}
+
+// TestBenchSkipsWithoutComponent: without OpenSSH's client on PATH the
+// ssh rows are printed as skipped, each with the reason, and the command
+// succeeds.
+func TestBenchSkipsWithoutComponent(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	out, errOut, err := runCLI(t, "", "bench", "--quick", "--json", "--only", "ssh")
+	if err != nil {
+		t.Fatalf("bench: %v\n%s%s", err, out, errOut)
+	}
+	rows := benchRows(t, out)
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want the 3 ssh rows:\n%s", len(rows), out)
+	}
+	for _, r := range rows {
+		if !strings.Contains(r.Skipped, "ssh") || !strings.Contains(r.Skipped, "not installed") {
+			t.Errorf("row %q: skipped %q, want the missing ssh client named", r.Workload, r.Skipped)
+		}
+		if r.Berth != 0 || r.Ratio != 0 {
+			t.Errorf("skipped row %q carries values: %+v", r.Workload, r)
+		}
+	}
+	if !strings.Contains(errOut, "envctl bench: ssh skipped: ") {
+		t.Errorf("stderr does not say ssh was skipped:\n%s", errOut)
+	}
+}
+
+// TestBenchUnknownWorkload: --only with a name that is no workload is a
+// usage error naming it.
+func TestBenchUnknownWorkload(t *testing.T) {
+	_, errOut, err := runCLI(t, "", "bench", "--only", "ssh,nope")
+	if !errors.Is(err, errUsage) || !strings.Contains(errOut, `unknown workload "nope"`) {
+		t.Fatalf("bench --only ssh,nope: %v, %q; want a usage error naming nope", err, errOut)
+	}
+}
