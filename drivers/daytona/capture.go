@@ -104,9 +104,27 @@ func (sb *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (ima
 }
 
 // DeleteTemplate deletes a captured snapshot by its id (DELETE
-// /snapshots/{id}) and reads it back (GET /snapshots/{id}: 404); one that
-// is already gone is a confirmed receipt. An identity that is not a daytona
-// snapshot is refused.
+// /snapshots/{id}) and reads it back (GET /snapshots/{id}) until the API
+// answers 404, waiting within ctx's deadline while the snapshot is
+// removing; one that is already gone is a confirmed receipt. An identity
+// that is not a daytona snapshot is refused.
+//
+// What Daytona does (v0.190.0, commit 01c502bb1f1f):
+// apps/api/src/sandbox/controllers/snapshot.controller.ts removeSnapshot
+// (the access guard finds the snapshot by id or name, 404 "Snapshot with
+// name X not found" otherwise, then ParseUUIDPipe) and
+// services/snapshot.service.ts removeSnapshot only mark the snapshot
+// removing, in whatever state and whatever sandboxes were made from it;
+// the snapshot manager's checkSnapshotCleanup cron
+// (managers/snapshot.manager.ts, every 10 s) drops the row, after which GET
+// answers 404. The API never refuses a delete because the snapshot is in
+// use (its only 409, "Snapshot was modified by another operation",
+// repositories/snapshot.repository.ts, is a concurrent update and is
+// retried as transient): sandboxes made from it run on, and new ones
+// cannot be made from it. So DeleteTemplate never returns drivers.ErrInUse;
+// a caller that must not delete a template under its leases checks them
+// first. A snapshot left in another state than removing after a delete the
+// API accepted is an error, not a receipt.
 func (d *Driver) DeleteTemplate(ctx context.Context, cfg drivers.Config, id images.Identity) (drivers.Receipt, error) {
 	if id.Kind() != images.KindSnapshot || id.Provider() != Name {
 		return drivers.Receipt{}, fmt.Errorf("daytona: %q is not a daytona snapshot identity: %w", id, drivers.ErrInvalidConfig)
@@ -115,17 +133,28 @@ func (d *Driver) DeleteTemplate(ctx context.Context, cfg drivers.Config, id imag
 	if err != nil {
 		return drivers.Receipt{}, err
 	}
-	err = s.c.deleteSnapshot(ctx, id.SnapshotID())
+	sid := id.SnapshotID()
+	host := s.c.api.Host
+	err = s.c.deleteSnapshot(ctx, sid)
 	if err != nil && !errors.Is(err, drivers.ErrNotFound) {
-		return drivers.Receipt{}, fmt.Errorf("daytona: deleting snapshot %s: %w", id.SnapshotID(), err)
+		return drivers.Receipt{}, fmt.Errorf("daytona: deleting snapshot %s: %w", sid, err)
 	}
-	if _, err := s.c.getSnapshot(ctx, id.SnapshotID()); err == nil {
-		return drivers.Receipt{}, fmt.Errorf("daytona: snapshot %s is still there after its deletion", id.SnapshotID())
-	} else if !errors.Is(err, drivers.ErrNotFound) {
-		return drivers.Receipt{}, fmt.Errorf("daytona: reading back snapshot %s: %w", id.SnapshotID(), err)
+	p := d.poller()
+	for {
+		snap, err := s.c.getSnapshot(ctx, sid)
+		switch {
+		case errors.Is(err, drivers.ErrNotFound):
+			return drivers.Receipt{
+				State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: time.Now().UTC(),
+				Evidence: "GET /snapshots/" + sid + ": 404", EvidenceKind: drivers.EvidenceProvider,
+			}, nil
+		case err != nil:
+			return drivers.Receipt{}, fmt.Errorf("daytona: reading back snapshot %s: %w", sid, err)
+		case snap.State != snapshotRemoving:
+			return drivers.Receipt{}, fmt.Errorf("daytona: snapshot %s at %s is still there, %s, after its deletion", sid, host, snap.State)
+		}
+		if err := p.wait(ctx); err != nil {
+			return drivers.Receipt{}, fmt.Errorf("daytona: snapshot %s at %s is still removing when the wait ended; the delete is to be read back again: %w", sid, host, err)
+		}
 	}
-	return drivers.Receipt{
-		State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: time.Now().UTC(),
-		Evidence: "GET /snapshots/" + id.SnapshotID() + ": 404", EvidenceKind: drivers.EvidenceProvider,
-	}, nil
 }
