@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -43,7 +44,8 @@ func snapshotName(name string) string {
 // unique name the driver gave it only to learn the id the API assigned; a
 // configured snapshot is never looked up by name. req.Labels are not stored:
 // Daytona snapshots have no labels. The API requires a container sandbox to
-// be started or stopped.
+// be started or stopped: one that is on its way there (another capture's
+// snapshotting, say) is waited for (requestSnapshot).
 //
 // The order in which the sandbox leaves snapshotting and the snapshot
 // appears depends on the provider's runner: job-based runners restore the
@@ -60,10 +62,10 @@ func (sb *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (ima
 	c := sb.s.c
 	host := c.api.Host
 	name := snapshotName(req.Name)
-	if _, err := c.snapshotSandbox(ctx, sb.id, name); err != nil {
-		return images.Identity{}, fmt.Errorf("daytona: capturing sandbox %s as %q: %w", sb.id, name, err)
-	}
 	p := sb.d.poller()
+	if err := sb.requestSnapshot(ctx, p, name); err != nil {
+		return images.Identity{}, err
+	}
 	last := "not yet saved"
 	for {
 		snap, err := c.getSnapshot(ctx, name)
@@ -99,6 +101,43 @@ func (sb *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (ima
 		if err := p.wait(ctx); err != nil {
 			return images.Identity{}, fmt.Errorf("daytona: capturing sandbox %s at %s: snapshot %q still %s when the wait ended: %w",
 				sb.id, host, name, last, err)
+		}
+	}
+}
+
+// requestSnapshot asks the API to snapshot the sandbox as name (POST
+// /sandbox/{id}/snapshot). The API refuses, with 400 "Sandbox must be in
+// started or stopped state to create a snapshot", a sandbox in any other
+// state, and with 409 (retried as transient by the client) one with a
+// change pending (v0.190.0 sandbox.service.ts createSnapshotFromSandbox,
+// which checks the state first). A sandbox on its way (snapshotting for
+// another capture, starting, stopping, restoring, ...) is waited through
+// within ctx's deadline and asked again; one that rests in another state
+// (error, build_failed, archived, paused, destroyed) fails at once, naming
+// it.
+func (sb *sandbox) requestSnapshot(ctx context.Context, p *poller, name string) error {
+	c := sb.s.c
+	for {
+		_, err := c.snapshotSandbox(ctx, sb.id, name)
+		if err == nil {
+			return nil
+		}
+		if statusOf(err) != http.StatusBadRequest || !strings.Contains(messageOf(err), "started or stopped state") {
+			return fmt.Errorf("daytona: capturing sandbox %s as %q: %w", sb.id, name, err)
+		}
+		live, gerr := c.getSandbox(ctx, sb.id)
+		if gerr != nil {
+			return fmt.Errorf("daytona: capturing sandbox %s as %q: %w (reading its state: %w)", sb.id, name, err, gerr)
+		}
+		switch live.State {
+		case stateError, stateBuildFailed, stateArchived, statePaused, stateDestroyed:
+			return fmt.Errorf("daytona: capturing sandbox %s at %s as %q: the sandbox is %s: %w", sb.id, c.api.Host, name, live.State, err)
+		}
+		if live.DesiredState == desiredDestroyed {
+			return fmt.Errorf("daytona: capturing sandbox %s at %s as %q: the sandbox is being deleted: %w", sb.id, c.api.Host, name, err)
+		}
+		if werr := p.wait(ctx); werr != nil {
+			return fmt.Errorf("daytona: capturing sandbox %s at %s as %q: still %s when the wait ended: %w", sb.id, c.api.Host, name, live.State, werr)
 		}
 	}
 }
