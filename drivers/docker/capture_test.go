@@ -214,3 +214,25 @@ func TestDeleteTemplateTaggedElsewhereIsRefused(t *testing.T) {
 	}
 	wantDeleted(t, ctx, e, cfg, id, id.Digest())
 }
+
+// A template captured from a sandbox of another template is built on it
+// (the engine records the parent): deleting the parent first is refused
+// with ErrInUse (a child image), and succeeds once the child is deleted;
+// deleting the child removes only the child (noprune).
+func TestDeleteTemplateWithAChildTemplate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	cfg := e.config(e.img.Ref, nil)
+	parent := captureFile(t, ctx, e, cfg, "parent")
+	removeImageAtCleanup(t, e, parent.Digest())
+	child := captureFile(t, ctx, e, e.config(parent.String(), nil), "child")
+	removeImageAtCleanup(t, e, child.Digest())
+
+	wantInUse(t, ctx, e, cfg, parent, "a child template is built on it")
+	wantDeleted(t, ctx, e, cfg, child, child.Digest())
+	if _, err := e.cli.ImageInspect(ctx, parent.Digest()); err != nil {
+		t.Fatalf("deleting the child took the parent: %v", err)
+	}
+	wantDeleted(t, ctx, e, cfg, parent, parent.Digest())
+}

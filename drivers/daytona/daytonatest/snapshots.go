@@ -54,7 +54,6 @@ var (
 func validateDisplayName(name *string) error {
 	switch {
 	case name == nil:
-		//lint:ignore ST1005 the real Daytona server answers with this text word for word; the fake copies it.
 		return errors.New("name must be a string")
 	case htmlTagRE.MatchString(*name), urlRE.MatchString(*name), controlRE.MatchString(*name):
 		return errors.New(notSafeMsg)
