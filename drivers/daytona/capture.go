@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -44,7 +45,8 @@ func snapshotName(name string) string {
 // unique name the driver gave it only to learn the id the API assigned; a
 // configured snapshot is never looked up by name. req.Labels are not stored:
 // Daytona snapshots have no labels. The API requires a container sandbox to
-// be started or stopped.
+// be started or stopped: one that is on its way there (another capture's
+// snapshotting, say) is waited for (requestSnapshot).
 //
 // The order in which the sandbox leaves snapshotting and the snapshot
 // appears depends on the provider's runner: job-based runners restore the
@@ -61,10 +63,10 @@ func (sb *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (ima
 	c := sb.s.c
 	host := c.api.Host
 	name := snapshotName(req.Name)
-	if _, err := c.snapshotSandbox(ctx, sb.id, name); err != nil {
-		return images.Identity{}, fmt.Errorf("daytona: capturing sandbox %s as %q: %w", sb.id, name, err)
-	}
 	p := sb.d.poller()
+	if err := sb.requestSnapshot(ctx, p, name); err != nil {
+		return images.Identity{}, err
+	}
 	last := "not yet saved"
 	for {
 		snap, err := c.getSnapshot(ctx, name)
@@ -104,10 +106,65 @@ func (sb *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (ima
 	}
 }
 
+// requestSnapshot asks the API to snapshot the sandbox as name (POST
+// /sandbox/{id}/snapshot). The API refuses, with 400 "Sandbox must be in
+// started or stopped state to create a snapshot", a sandbox in any other
+// state, and with 409 (retried as transient by the client) one with a
+// change pending (v0.190.0 sandbox.service.ts createSnapshotFromSandbox,
+// which checks the state first). A sandbox on its way (snapshotting for
+// another capture, starting, stopping, restoring, ...) is waited through
+// within ctx's deadline and asked again; one that rests in another state
+// (error, build_failed, archived, paused, destroyed) fails at once, naming
+// it.
+func (sb *sandbox) requestSnapshot(ctx context.Context, p *poller, name string) error {
+	c := sb.s.c
+	for {
+		_, err := c.snapshotSandbox(ctx, sb.id, name)
+		if err == nil {
+			return nil
+		}
+		if statusOf(err) != http.StatusBadRequest || !strings.Contains(messageOf(err), "started or stopped state") {
+			return fmt.Errorf("daytona: capturing sandbox %s as %q: %w", sb.id, name, err)
+		}
+		live, gerr := c.getSandbox(ctx, sb.id)
+		if gerr != nil {
+			return fmt.Errorf("daytona: capturing sandbox %s as %q: %w (reading its state: %w)", sb.id, name, err, gerr)
+		}
+		switch live.State {
+		case stateError, stateBuildFailed, stateArchived, statePaused, stateDestroyed:
+			return fmt.Errorf("daytona: capturing sandbox %s at %s as %q: the sandbox is %s: %w", sb.id, c.api.Host, name, live.State, err)
+		}
+		if live.DesiredState == desiredDestroyed {
+			return fmt.Errorf("daytona: capturing sandbox %s at %s as %q: the sandbox is being deleted: %w", sb.id, c.api.Host, name, err)
+		}
+		if werr := p.wait(ctx); werr != nil {
+			return fmt.Errorf("daytona: capturing sandbox %s at %s as %q: still %s when the wait ended: %w", sb.id, c.api.Host, name, live.State, werr)
+		}
+	}
+}
+
 // DeleteTemplate deletes a captured snapshot by its id (DELETE
-// /snapshots/{id}) and reads it back (GET /snapshots/{id}: 404); one that
-// is already gone is a confirmed receipt. An identity that is not a daytona
-// snapshot is refused.
+// /snapshots/{id}) and reads it back (GET /snapshots/{id}) until the API
+// answers 404, waiting within ctx's deadline while the snapshot is
+// removing; one that is already gone is a confirmed receipt. An identity
+// that is not a daytona snapshot is refused.
+//
+// What Daytona does (v0.190.0, commit 01c502bb1f1f):
+// apps/api/src/sandbox/controllers/snapshot.controller.ts removeSnapshot
+// (the access guard finds the snapshot by id or name, 404 "Snapshot with
+// name X not found" otherwise, then ParseUUIDPipe) and
+// services/snapshot.service.ts removeSnapshot only mark the snapshot
+// removing, in whatever state and whatever sandboxes were made from it;
+// the snapshot manager's checkSnapshotCleanup cron
+// (managers/snapshot.manager.ts, every 10 s) drops the row, after which GET
+// answers 404. The API never refuses a delete because the snapshot is in
+// use (its only 409, "Snapshot was modified by another operation",
+// repositories/snapshot.repository.ts, is a concurrent update and is
+// retried as transient): sandboxes made from it run on, and new ones
+// cannot be made from it. So DeleteTemplate never returns drivers.ErrInUse;
+// a caller that must not delete a template under its leases checks them
+// first. A snapshot left in another state than removing after a delete the
+// API accepted is an error, not a receipt.
 func (d *Driver) DeleteTemplate(ctx context.Context, cfg config.Config, id images.Identity) (drivers.Receipt, error) {
 	if id.Kind() != images.KindSnapshot || id.Provider() != Name {
 		return drivers.Receipt{}, fmt.Errorf("daytona: %q is not a daytona snapshot identity: %w", id, config.ErrInvalid)
@@ -116,17 +173,28 @@ func (d *Driver) DeleteTemplate(ctx context.Context, cfg config.Config, id image
 	if err != nil {
 		return drivers.Receipt{}, err
 	}
-	err = s.c.deleteSnapshot(ctx, id.SnapshotID())
+	sid := id.SnapshotID()
+	host := s.c.api.Host
+	err = s.c.deleteSnapshot(ctx, sid)
 	if err != nil && !errors.Is(err, drivers.ErrNotFound) {
-		return drivers.Receipt{}, fmt.Errorf("daytona: deleting snapshot %s: %w", id.SnapshotID(), err)
+		return drivers.Receipt{}, fmt.Errorf("daytona: deleting snapshot %s: %w", sid, err)
 	}
-	if _, err := s.c.getSnapshot(ctx, id.SnapshotID()); err == nil {
-		return drivers.Receipt{}, fmt.Errorf("daytona: snapshot %s is still there after its deletion", id.SnapshotID())
-	} else if !errors.Is(err, drivers.ErrNotFound) {
-		return drivers.Receipt{}, fmt.Errorf("daytona: reading back snapshot %s: %w", id.SnapshotID(), err)
+	p := d.poller()
+	for {
+		snap, err := s.c.getSnapshot(ctx, sid)
+		switch {
+		case errors.Is(err, drivers.ErrNotFound):
+			return drivers.Receipt{
+				State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: time.Now().UTC(),
+				Evidence: "GET /snapshots/" + sid + ": 404", EvidenceKind: drivers.EvidenceProvider,
+			}, nil
+		case err != nil:
+			return drivers.Receipt{}, fmt.Errorf("daytona: reading back snapshot %s: %w", sid, err)
+		case snap.State != snapshotRemoving:
+			return drivers.Receipt{}, fmt.Errorf("daytona: snapshot %s at %s is still there, %s, after its deletion", sid, host, snap.State)
+		}
+		if err := p.wait(ctx); err != nil {
+			return drivers.Receipt{}, fmt.Errorf("daytona: snapshot %s at %s is still removing when the wait ended; the delete is to be read back again: %w", sid, host, err)
+		}
 	}
-	return drivers.Receipt{
-		State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: time.Now().UTC(),
-		Evidence: "GET /snapshots/" + id.SnapshotID() + ": 404", EvidenceKind: drivers.EvidenceProvider,
-	}, nil
 }

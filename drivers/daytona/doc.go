@@ -56,7 +56,10 @@
 //     is drivers.ErrImageInactive, code image_inactive). An inactive
 //     snapshot keeps its id, so it does not change a sandbox's identity.
 //     Capture waits for the captured snapshot itself to be active: runners
-//     restore the sandbox's state before or after saving it.
+//     restore the sandbox's state before or after saving it. A sandbox on
+//     its way to started or stopped (another capture's snapshotting) is
+//     waited for before the capture is asked; one resting elsewhere
+//     (paused, error, archived) fails at once, naming its state.
 //   - Toolbox: POST {toolboxProxyUrl}/{sandboxId}/process/execute
 //     ({command, cwd, envs, timeout} -> {exitCode, result}), shaped for the
 //     sandbox's daemonVersion (a command's own env vars inline below
@@ -105,6 +108,21 @@
 // images.SnapshotIdentity("daytona", id). A deleted id is
 // drivers.ErrImageNotFound before anything is created; it is never
 // resolved by name to a replacement.
+//
+// # Template deletion
+//
+// DeleteTemplate (drivers.TemplateDeleter) deletes a captured snapshot by
+// its id and returns a receipt only when the API answers 404 for it: it
+// sends DELETE /snapshots/{id}, then reads the snapshot back, waiting
+// within the caller's deadline while it is removing (the API drops the row
+// in a cron, every 10 s). A snapshot that is already gone is a confirmed
+// receipt too; a wait that ends first is an error, unconfirmed, and a
+// later call finishes it. Daytona (v0.190.0, snapshot.service.ts
+// removeSnapshot) deletes a snapshot whatever sandboxes were made from it:
+// they run on, and new ones cannot be made from it
+// (drivers.ErrImageNotFound). So DeleteTemplate never returns
+// drivers.ErrInUse; berth's images/custom deletes a template only when no
+// live lease uses it.
 //
 // # Exec: combined output
 //

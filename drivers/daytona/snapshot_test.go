@@ -109,9 +109,9 @@ func TestInactiveSnapshotInCooldown(t *testing.T) {
 }
 
 // Issue #13 item 4: with a job-based runner the sandbox leaves snapshotting
-// before the snapshot is saved (and the snapshot is pending before it is
-// active); Capture waits for the snapshot itself. Older runners' order works
-// too.
+// before the snapshot is saved (active, as persistSnapshotFromSandbox
+// inserts it); Capture waits for the snapshot itself. Older runners' order
+// works too.
 func TestCaptureWaitsForTheSnapshot(t *testing.T) {
 	t.Parallel()
 	for _, old := range []bool{false, true} {

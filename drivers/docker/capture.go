@@ -14,7 +14,9 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -149,6 +151,18 @@ const emptyAuth = "e30="
 // template, its manifest from the registry, and reads back that it is gone.
 // A template that is already gone (in the engine or the registry) is a
 // confirmed receipt.
+//
+// The engine removes the image without force (DELETE /images/{id} with
+// force=false, noprune=true): an image that a container uses, running or
+// stopped, of this instance or of anyone else, or that another image is
+// built on, is answered 409 by the engine and DeleteTemplate returns an
+// error wrapping drivers.ErrInUse that names the image and the engine's
+// reason; nothing is untagged and the registry is not touched, so the
+// caller retries later. Only the template's own tags are removed first (the
+// berth.local tag of a pushed capture), and only after the engine lists no
+// container using the image; a tag of another repository is a use too.
+// Untagged parent images are left alone (noprune): the delete removes the
+// template and nothing else.
 func (d *Driver) DeleteTemplate(ctx context.Context, raw config.Config, id images.Identity) (drivers.Receipt, error) {
 	if id.Kind() != images.KindDigest {
 		return drivers.Receipt{}, fmt.Errorf("docker: template %q is not an image digest: %w", id, config.ErrInvalid)
@@ -176,9 +190,8 @@ func (d *Driver) DeleteTemplate(ctx context.Context, raw config.Config, id image
 		if local && ins.ID != id.Digest() {
 			break
 		}
-		_, err := cli.ImageRemove(ctx, ins.ID, image.RemoveOptions{Force: true, PruneChildren: true})
-		if err != nil && !cerrdefs.IsNotFound(err) {
-			return drivers.Receipt{}, engineErr(cfg.host, "remove image "+id.String(), err)
+		if err := removeTemplateImage(ctx, cli, cfg.host, id, ref, ins); err != nil {
+			return drivers.Receipt{}, err
 		}
 	case !cerrdefs.IsNotFound(err):
 		return drivers.Receipt{}, engineErr(cfg.host, "inspect image "+id.String(), err)
@@ -216,6 +229,70 @@ func (d *Driver) DeleteTemplate(ctx context.Context, raw config.Config, id image
 		State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: time.Now().UTC(),
 		Evidence: evidence, EvidenceKind: drivers.EvidenceProvider,
 	}, nil
+}
+
+// removeTemplateImage removes the engine's image ins of template id without
+// force. The engine removes an image by id without force only when its
+// references are one repository with at most one tag (moby
+// daemon/images/image_delete.go, isSingleReference; else it answers 409
+// "referenced in multiple repositories"), so the template's tags outside
+// the identity's repository (berth.local/templates/NAME:TAG of a pushed
+// capture) are removed first, and only when no container uses the image:
+// the engine untags a reference with other references left even while a
+// container uses the image, which would take the tag from under it.
+func removeTemplateImage(ctx context.Context, cli *client.Client, host string, id images.Identity, ref name.Digest, ins image.InspectResponse) error {
+	own := ref.Context().Name()
+	var extra []string
+	for _, t := range ins.RepoTags {
+		r, err := name.ParseReference(t, name.WeakValidation)
+		if err != nil || r.Context().Name() == own || r.Context().RegistryStr() != LocalRegistry {
+			continue // the identity's own references go with the image; another repository's tag is a use
+		}
+		extra = append(extra, t)
+	}
+	if len(extra) > 0 {
+		users, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("ancestor", ins.ID))})
+		if err != nil {
+			return engineErr(host, "list containers of image "+id.String(), err)
+		}
+		if len(users) > 0 {
+			ids := make([]string, 0, len(users))
+			for _, u := range users {
+				ids = append(ids, shortID(u.ID))
+			}
+			return fmt.Errorf("docker %s: template %s: image %s is used by container %s: not removed, the delete is to be retried once nothing uses it: %w",
+				host, id, shortID(ins.ID), strings.Join(ids, ", "), drivers.ErrInUse)
+		}
+		for _, t := range extra {
+			if _, err := cli.ImageRemove(ctx, t, image.RemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+				return removeErr(host, id, ins.ID, err)
+			}
+		}
+	}
+	if _, err := cli.ImageRemove(ctx, ins.ID, image.RemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+		return removeErr(host, id, ins.ID, err)
+	}
+	return nil
+}
+
+// removeErr classifies a failed image removal: the engine's 409 (a
+// container or a child image uses it, or another repository references it)
+// is drivers.ErrInUse, with the engine's reason.
+func removeErr(host string, id images.Identity, imageID string, err error) error {
+	if cerrdefs.IsConflict(err) {
+		return fmt.Errorf("docker %s: template %s: the engine refuses to remove image %s (%v): not removed, the delete is to be retried once nothing uses it: %w",
+			host, id, shortID(imageID), err, drivers.ErrInUse)
+	}
+	return engineErr(host, "remove image "+id.String(), err)
+}
+
+// shortID is the 12-hex-digit form of a container or image id.
+func shortID(s string) string {
+	s = strings.TrimPrefix(s, "sha256:")
+	if len(s) > 12 {
+		s = s[:12]
+	}
+	return s
 }
 
 // authenticator returns the go-containerregistry form of registry_auth.

@@ -153,5 +153,20 @@
 // reference looks the image up by ID and never pulls. With
 // capture_repository the image is pushed there and its identity is the
 // registry's manifest digest. DeleteTemplate removes it from the engine and,
-// when pushed, from the registry.
+// when pushed, from the registry, and returns a receipt only when both read
+// back that it is gone (image inspect: not found; registry HEAD: 404); a
+// template that is already gone is a confirmed receipt.
+//
+// DeleteTemplate never forces. The engine refuses (409) to remove an image
+// that a container uses, running or stopped, made by this instance or by
+// anyone else, that a child image is built on, or that another
+// repository's tag names; DeleteTemplate then returns an error wrapping
+// drivers.ErrInUse that names the template and the engine's reason, with
+// nothing untagged and the registry untouched, and the caller retries once
+// nothing uses it. A pushed capture also carries a berth.local tag, which
+// the engine would otherwise count as a second repository: that tag is
+// removed first, and only after the engine lists no container of the
+// image. Untagged parent images are kept (noprune). A template pushed to
+// capture_repository that the engine no longer has is pulled again by its
+// digest on the next Acquire.
 package docker

@@ -13,7 +13,10 @@
 //     host key mismatch); the suite asserts the sentinels with errors.Is
 //     and skips, saying so, a failure the harness says does not apply;
 //   - ImageHarness, to point its config at a captured image, so that
-//     capture and template deletion are checked end to end;
+//     capture and template deletion are checked end to end, including a
+//     delete while a sandbox of the template is live (it succeeds, or fails
+//     with drivers.ErrInUse and leaves the template usable) and after its
+//     release (a confirmed receipt);
 //   - ParallelHarness, to set the width of the parallel acquire subtest
 //     (DefaultParallel otherwise);
 //   - RunnerHarness (required when the driver declares runner_ingress), to

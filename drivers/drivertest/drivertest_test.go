@@ -85,8 +85,10 @@ const wrongDriverEnv = "BERTH_DRIVERTEST_WRONG_DRIVER"
 // wrongDrivers are deliberately wrong drivers, each with the failure the
 // suite must report: fakes that implement an optional interface they do not
 // declare (fake.Options.Undeclared), one at sandbox level, one at driver
-// level; a driver without runner ingress that accepts a Runner; a wrapper that loses the sentinel of an unknown image; and a fake
-// that reports its dead control plane as an unreachable host.
+// level; a driver without runner ingress that accepts a Runner; a wrapper
+// that loses the sentinel of an unknown image; a fake that reports its dead
+// control plane as an unreachable host; and four template deletes that
+// break the in-use contract (inuse_test.go).
 var wrongDrivers = map[string]struct {
 	harness drivertest.Harness
 	want    string // in the suite's failure
@@ -111,6 +113,10 @@ var wrongDrivers = map[string]struct {
 		brokenHarness{harness{fake.New(&fake.Options{Name: "fake-wrong", Handlers: suiteScripts})}, drivertest.FailUnreachable},
 		`unreachable: driver "fake-wrong": err = fake: create (call 1): connection refused: target unreachable; want it to wrap provider unavailable (errors.Is)`,
 	},
+	"in use with a confirmed receipt": {wrongInUse(inUseConfirmed), "DeleteTemplate refused with ErrInUse returned a confirmed receipt"},
+	"in use yet removed":              {wrongInUse(inUseRemoved), "Acquire of the template after DeleteTemplate refused it as in use"},
+	"in use forever":                  {wrongInUse(inUseForever), "DeleteTemplate #1: fake: delete template"},
+	"in use unclassified":             {wrongInUse(inUseUnclassified), "want success or ErrInUse"},
 }
 
 // plainErrors is a wrong driver: when the fake's Acquire fails with

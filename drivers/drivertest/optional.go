@@ -296,7 +296,12 @@ func testTerminal(t *testing.T, ctx context.Context, h Harness) {
 	within(t, bound, "terminal output end", func() { <-pumped })
 }
 
-// IMG-4: a capture yields a new immutable identity; template delete removes it.
+// IMG-4: a capture yields a new immutable identity; template delete removes
+// it. IMG-8: while a sandbox started from the template is live, a delete
+// either succeeds (a provider that allows it) without breaking that sandbox,
+// or fails with ErrInUse, unconfirmed, and leaves the template usable; after
+// the sandbox is released the delete succeeds with a confirmed receipt, and
+// deleting a template that is gone is confirmed too.
 func testCapture(t *testing.T, ctx context.Context, h Harness) {
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{})
 	c, err := drivers.SandboxAs[drivers.Capturer](sb, drivers.Narrowing(h.Driver(), 0))
@@ -310,15 +315,16 @@ func testCapture(t *testing.T, ctx context.Context, h Harness) {
 	if k := id.Kind(); k != images.KindDigest && k != images.KindSnapshot {
 		t.Fatalf("Capture = %q of kind %s, want a digest or snapshot", id, k)
 	}
+	var from drivers.Sandbox // live, started from the template
 	ih, canAcquire := h.(ImageHarness)
 	if canAcquire {
 		cfg, ok := ih.ConfigWithImage(id)
 		if canAcquire = ok; ok {
-			from, err := h.Driver().Acquire(ctx, cfg, drivers.AcquireRequest{})
+			from, err = h.Driver().Acquire(ctx, cfg, drivers.AcquireRequest{})
 			if err != nil {
 				t.Fatalf("Acquire of the captured image: %v", err)
 			}
-			cleanup(t, h, from)
+			t.Cleanup(func() { cleanup(t, h, from) })
 		}
 	}
 	if !drivers.Effective(h.Driver(), 0).Has(drivers.CapTemplateDelete) {
@@ -327,6 +333,9 @@ func testCapture(t *testing.T, ctx context.Context, h Harness) {
 	td, err := drivers.DriverAs[drivers.TemplateDeleter](h.Driver())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if from != nil {
+		deleteInUse(t, ctx, h, td, id, from)
 	}
 	for i := range 2 { // deleting one that is gone succeeds, confirmed
 		rc, err := td.DeleteTemplate(ctx, h.Config(), id)
@@ -346,6 +355,50 @@ func testCapture(t *testing.T, ctx context.Context, h Harness) {
 		if !errors.Is(err, drivers.ErrImageNotFound) {
 			t.Errorf("Acquire of a deleted template: err = %v, want ErrImageNotFound", err)
 		}
+	}
+}
+
+// deleteInUse deletes template id while from, a sandbox started from it, is
+// live, checks the outcome (a confirmed receipt, or ErrInUse with the
+// template still usable), that from still runs, and releases from.
+func deleteInUse(t *testing.T, ctx context.Context, h Harness, td drivers.TemplateDeleter, id images.Identity, from drivers.Sandbox) {
+	t.Helper()
+	rc, err := td.DeleteTemplate(ctx, h.Config(), id)
+	switch {
+	case err == nil:
+		if !rc.Confirmed || rc.State != drivers.StateDestroyed || rc.Evidence == "" || rc.EvidenceKind != drivers.EvidenceProvider {
+			t.Errorf("DeleteTemplate while a sandbox of it is live succeeded with receipt %+v, want a confirmed StateDestroyed receipt with the provider's evidence", rc)
+		}
+	case errors.Is(err, drivers.ErrInUse):
+		if rc.Confirmed {
+			t.Errorf("DeleteTemplate refused with ErrInUse returned a confirmed receipt %+v", rc)
+		}
+		if !strings.Contains(err.Error(), id.String()) && (id.Kind() != images.KindSnapshot || !strings.Contains(err.Error(), id.SnapshotID())) {
+			t.Errorf("DeleteTemplate refused with %q, which does not name the template %s", err, id)
+		}
+		// The refusal took nothing: the template still starts sandboxes.
+		cfg, _ := h.(ImageHarness).ConfigWithImage(id)
+		again, err := h.Driver().Acquire(ctx, cfg, drivers.AcquireRequest{})
+		if err != nil {
+			t.Fatalf("Acquire of the template after DeleteTemplate refused it as in use: %v", err)
+		}
+		t.Cleanup(func() { cleanup(t, h, again) })
+		res := execOK(t, ctx, again, drivers.Command{Argv: []string{"echo", "still-usable"}})
+		if string(res.Stdout) != "still-usable\n" {
+			t.Errorf("a sandbox of the template after the refused delete: stdout %q", res.Stdout)
+		}
+		if _, err := again.Release(ctx, drivers.Destroy); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	default:
+		t.Fatalf("DeleteTemplate while a sandbox of it is live: %v; want success or ErrInUse", err)
+	}
+	res := execOK(t, ctx, from, drivers.Command{Argv: []string{"echo", "alive"}})
+	if string(res.Stdout) != "alive\n" {
+		t.Errorf("the sandbox of the template after DeleteTemplate: stdout %q", res.Stdout)
+	}
+	if _, err := from.Release(ctx, drivers.Destroy); err != nil {
+		t.Fatalf("Release of the template's sandbox: %v", err)
 	}
 }
 

@@ -53,14 +53,23 @@
 //     POST /snapshots/{id}/activate (UUID only, 10-minute cooldown after
 //     the deactivation) makes it pending again. Ids are UUIDs; names are
 //     unique (409); the image name needs a tag or digest and not ":latest"
-//     (400), as the API checks imageName; GET /snapshots/{id} matches a
-//     name or an id; delete is removing, then gone.
-//     POST /sandbox/{id}/snapshot copies the sandbox's home directory into
-//     a new snapshot, and sandboxes created from it start with a copy; with
-//     job-based runners (default) the sandbox's state is restored before
-//     the snapshot is saved (Knobs.SnapshotBeforeRestore: the older order),
-//     and a duplicate name is not refused by the request: the save makes no
-//     snapshot.
+//     (400), as the API checks imageName; a name must pass
+//     IsSafeDisplayString and the API's name format (400); GET and DELETE
+//     /snapshots/{id} find an id or a name (404 "Snapshot with name X not
+//     found" otherwise); DELETE takes a UUID only (400) and makes the
+//     snapshot removing, then gone (Knobs.StopDelay), whatever sandboxes
+//     use it: they run on, and creates from it are refused.
+//     POST /sandbox/{id}/snapshot (a name passing IsSafeDisplayString; the
+//     sandbox started or stopped, 400, with no change pending, 409) copies
+//     the sandbox's home directory into a new snapshot, saved active, and
+//     sandboxes created from it start with a copy; with job-based runners
+//     (default) the sandbox's state is restored before the snapshot is
+//     saved (Knobs.SnapshotBeforeRestore: the older order), and a duplicate
+//     name is not refused by the request: the save makes no snapshot. The
+//     rules are those of v0.190.0 (commit 01c502bb1f1f): sandbox.service.ts
+//     createSnapshotFromSandbox, snapshot.service.ts, snapshot.controller.ts,
+//     the snapshot guards, utils/persist-snapshot-from-sandbox.util.ts and
+//     managers/snapshot.manager.ts.
 //   - List: GET /sandbox with JSON labels, limit 1-200, sort (default
 //     lastActivityAt, which every toolbox request bumps) and order (default
 //     desc), id as tie-breaker, and a cursor on the last item's sort value

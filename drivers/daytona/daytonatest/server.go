@@ -49,8 +49,9 @@ type Knobs struct {
 	// pending transition needs before it may finish, in addition to its
 	// delay. Default 0.
 	StartPolls int
-	// StopDelay is how long stop, archive, delete and snapshot transitions
-	// take on the clock. Default 0 (they finish at the next read).
+	// StopDelay is how long stop, archive, delete and snapshot transitions,
+	// and the removal of a deleted snapshot, take on the clock. Default 0
+	// (they finish at the next read).
 	StopDelay time.Duration
 	// StuckCreating leaves new sandboxes in state creating forever.
 	StuckCreating bool
@@ -82,10 +83,11 @@ type Knobs struct {
 	// (Server.Pause).
 	SandboxClass string
 	// SnapshotDelay is how long, on the server's clock, a snapshot stays
-	// pending before it is active: one saved from a sandbox, one created
-	// through POST /snapshots, one activated. Default 0 (active at the
-	// next read; the answer to the request that made it pending still says
-	// pending).
+	// pending before it is active (one created through POST /snapshots, one
+	// activated), and how long after a job-based runner restored the
+	// sandbox's state a snapshot from the sandbox is saved (active at
+	// once). Default 0 (at the next read; the answer to the request that
+	// made it pending still says pending).
 	SnapshotDelay time.Duration
 	// SnapshotBeforeRestore selects the older runners' capture order: the
 	// snapshot is saved before the sandbox leaves snapshotting. Default the

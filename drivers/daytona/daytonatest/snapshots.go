@@ -32,7 +32,44 @@ type Snapshot struct {
 	State     string
 }
 
+// imageNameRE is the API's IMAGE_NAME_REGEX (v0.190.0
+// apps/api/src/sandbox/services/snapshot.service.ts), which checks both a
+// snapshot's imageName and, in validateSnapshotName, its name.
 var imageNameRE = regexp.MustCompile(`^[a-zA-Z0-9_.\-:]+(/[a-zA-Z0-9_.\-:]+)*(@sha256:[a-f0-9]{64})?$`)
+
+// The patterns of the API's IsSafeDisplayString (v0.190.0
+// apps/api/src/common/validators/is-safe-string.validator.ts), which the
+// name of CreateSnapshotDto and of CreateSandboxSnapshotDto must pass.
+var (
+	htmlTagRE  = regexp.MustCompile(`<[a-zA-Z/][^>]*>?`)
+	urlRE      = regexp.MustCompile(`(?i)https?://|ftps?://|sftp://|ssh://|wss?://|file://|ldaps?://|javascript:|data:|mailto:|tel:|www\.`)
+	controlRE  = regexp.MustCompile(`[\x00-\x08\x0B\x0C\x0E-\x1F\x7F]`)
+	uuidMsg    = "Validation failed (uuid is expected)" // NestJS ParseUUIDPipe
+	notSafeMsg = "name must not contain HTML tags, URLs, or control characters"
+)
+
+// validateDisplayName is the DTOs' @IsString() @IsSafeDisplayString() on
+// name, as the API's ValidationPipe answers them (400, the messages joined
+// by the exception filter).
+func validateDisplayName(name *string) error {
+	switch {
+	case name == nil:
+		return errors.New("name must be a string")
+	case htmlTagRE.MatchString(*name), urlRE.MatchString(*name), controlRE.MatchString(*name):
+		return errors.New(notSafeMsg)
+	}
+	return nil
+}
+
+// validateSnapshotName is snapshot.service.ts validateSnapshotName, which
+// POST /snapshots applies after the DTO's checks (an empty name fails it).
+func validateSnapshotName(name string) error {
+	if !imageNameRE.MatchString(name) {
+		//lint:ignore ST1005 the real Daytona server answers with this text word for word; the fake copies it.
+		return errors.New("Invalid snapshot name format. May contain letters, digits, dots, colons, and dashes")
+	}
+	return nil
+}
 
 // validateImageName applies the API's rules for a snapshot's image: a tag
 // or a digest is required, ":latest" is refused.
@@ -89,21 +126,30 @@ func (s *Server) gcSnapshots() {
 	}
 }
 
-// findSnapshot finds a snapshot by name, or by id when idOrName is a UUID,
-// as GET /snapshots/{id} does.
+// findSnapshot finds a snapshot as the API's snapshot guards do for GET and
+// DELETE /snapshots/{id} (v0.190.0 apps/api/src/sandbox/guards/
+// snapshot-access.guard.ts and snapshot-read-access.guard.ts): by id, else
+// by name in the organization. A snapshot in any state is found, removing
+// included, until the cleanup cron drops its row.
 func (s *Server) findSnapshot(idOrName string) *snapshot {
 	s.gcSnapshots()
-	for _, sn := range s.snapshots {
-		if sn.name == idOrName {
-			return sn
-		}
-	}
 	if uuid.Validate(idOrName) == nil {
 		if sn, ok := s.snapshots[idOrName]; ok {
 			return sn
 		}
 	}
+	for _, sn := range s.snapshots {
+		if sn.name == idOrName {
+			return sn
+		}
+	}
 	return nil
+}
+
+// snapshotNotFound is the guards' answer for an unknown id or name: the
+// id lookup failed, then SnapshotService.getSnapshotByName threw.
+func snapshotNotFound(idOrName string) string {
+	return fmt.Sprintf("Snapshot with name %s not found", idOrName)
 }
 
 // resolveSnapshot resolves a create's snapshot (id or name) as the API's
@@ -136,10 +182,20 @@ func (s *Server) snapshotDTO(sn *snapshot) map[string]any {
 	}
 }
 
-// newSnapshotLocked adds an active snapshot after the API's checks.
+// newSnapshotLocked adds an active snapshot after the API's checks, in the
+// order of v0.190.0 snapshot.service.ts createFromPull: the DTO's name
+// checks, an image name is required, the snapshot name format, the image
+// name format, then the unique name (409).
 func (s *Server) newSnapshotLocked(name, imageName string) (*snapshot, int, error) {
-	if strings.TrimSpace(name) == "" {
-		return nil, http.StatusBadRequest, errors.New("name must not be empty")
+	if err := validateDisplayName(&name); err != nil {
+		return nil, http.StatusBadRequest, err
+	}
+	if imageName == "" {
+		//lint:ignore ST1005 the real Daytona server answers with this text word for word; the fake copies it.
+		return nil, http.StatusBadRequest, errors.New("Must specify an image name")
+	}
+	if err := validateSnapshotName(name); err != nil {
+		return nil, http.StatusBadRequest, err
 	}
 	if err := validateImageName(imageName); err != nil {
 		return nil, http.StatusBadRequest, err
@@ -177,18 +233,30 @@ func (s *Server) CreateSnapshot(name, imageName string) (Snapshot, error) {
 func (s *Server) DeleteSnapshot(id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.deleteSnapshotLocked(id)
-}
-
-func (s *Server) deleteSnapshotLocked(id string) error {
 	s.gcSnapshots()
 	sn, ok := s.snapshots[id]
 	if !ok {
-		return fmt.Errorf("Snapshot %s not found", id)
+		return fmt.Errorf("daytonatest: %s", snapshotNotFound(id))
 	}
-	sn.state, sn.removeAt, sn.updated = "removing", s.clk.Now().Add(s.knobs.StopDelay), s.clk.Now()
-	s.gcSnapshots()
+	s.removeSnapshotLocked(sn)
 	return nil
+}
+
+// removeSnapshotLocked is v0.190.0 snapshot.service.ts removeSnapshot: the
+// snapshot, in whatever state, is removing; the snapshot manager's
+// checkSnapshotCleanup cron (managers/snapshot.manager.ts, every 10 s)
+// then drops the row, here StopDelay later. Nothing checks the sandboxes
+// made from it: the API deletes a snapshot that sandboxes use, and they
+// run on (their containers live on the runner; the runner's image removal
+// failing is "not critical" there); a create from it is refused once it is
+// removing. A second delete while it is removing does not move its end.
+func (s *Server) removeSnapshotLocked(sn *snapshot) {
+	now := s.clk.Now()
+	if sn.state != "removing" {
+		sn.removeAt = now.Add(s.knobs.StopDelay)
+	}
+	sn.state, sn.updated = "removing", now
+	s.gcSnapshots()
 }
 
 // LookupSnapshot returns the snapshot with id (never by name).
@@ -205,7 +273,7 @@ func (s *Server) LookupSnapshot(id string) (Snapshot, bool) {
 
 // createSnapshotBody is the API's CreateSnapshot schema, every field.
 type createSnapshotBody struct {
-	Name         string   `json:"name"`
+	Name         *string  `json:"name"`
 	ImageName    string   `json:"imageName"`
 	Entrypoint   []string `json:"entrypoint"`
 	CPU          int      `json:"cpu"`
@@ -228,9 +296,13 @@ func (s *Server) createSnapshotHTTP(w http.ResponseWriter, r *http.Request) {
 		apiError(w, r, http.StatusBadRequest, "daytonatest: declarative builds (buildInfo) are not supported by the fake")
 		return
 	}
+	if req.Name == nil {
+		apiError(w, r, http.StatusBadRequest, validateDisplayName(nil).Error())
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sn, status, err := s.newSnapshotLocked(req.Name, req.ImageName)
+	sn, status, err := s.newSnapshotLocked(*req.Name, req.ImageName)
 	if err != nil {
 		apiError(w, r, status, err.Error())
 		return
@@ -256,19 +328,32 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	sn := s.findSnapshot(id)
 	if sn == nil {
-		apiError(w, r, http.StatusNotFound, fmt.Sprintf("Snapshot %s not found", id))
+		apiError(w, r, http.StatusNotFound, snapshotNotFound(id))
 		return
 	}
 	writeJSON(w, http.StatusOK, s.snapshotDTO(sn))
 }
 
+// deleteSnapshotHTTP is DELETE /snapshots/{id} as v0.190.0 serves it
+// (controllers/snapshot.controller.ts removeSnapshot): the access guard
+// runs first and finds the snapshot by id or name (404 "Snapshot with name
+// X not found" when neither matches, so a snapshot that is gone is 404),
+// then ParseUUIDPipe refuses a name (400), then removeSnapshot marks it
+// removing (200, empty body), whatever uses it.
 func (s *Server) deleteSnapshotHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.deleteSnapshotLocked(r.PathValue("id")); err != nil {
-		apiError(w, r, http.StatusNotFound, err.Error())
+	id := r.PathValue("id")
+	sn := s.findSnapshot(id)
+	switch {
+	case sn == nil:
+		apiError(w, r, http.StatusNotFound, snapshotNotFound(id))
+		return
+	case uuid.Validate(id) != nil:
+		apiError(w, r, http.StatusBadRequest, uuidMsg)
 		return
 	}
+	s.removeSnapshotLocked(sn)
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -285,18 +370,24 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 
 // snapshotSandbox is POST /sandbox/{id}/snapshot as v0.190.0's
 // createSnapshotFromSandbox (apps/api/src/sandbox/services/sandbox.service.ts)
-// and the job state handler (services/job-state-handler.service.ts) do it:
-// the sandbox must rest started or stopped; it is snapshotting until the
-// StopDelay knob passes. With job-based runners (the default) the sandbox
-// returns to its state first and the snapshot (a copy of the sandbox's home
-// directory) is saved SnapshotDelay later, pending, then active another
-// SnapshotDelay later; with Knobs.SnapshotBeforeRestore (older runners) the
-// snapshot is saved before the state returns. A duplicate name is not
-// refused by the request: the save makes no snapshot.
+// and the job state handler (services/job-state-handler.service.ts
+// handleCreateSandboxSnapshotJobCompletion) do it: an unknown sandbox is
+// 404; the name must be a string that passes IsSafeDisplayString
+// (dto/create-sandbox-snapshot.dto.ts; no format rule beyond that, unlike
+// POST /snapshots); the sandbox must rest started or stopped (400), with no
+// change pending (409); includeMemory is for Windows sandboxes only (400).
+// It is snapshotting until the StopDelay knob passes. With job-based
+// runners (the default) the sandbox returns to its state first and the
+// snapshot (a copy of the sandbox's home directory) is saved SnapshotDelay
+// later; with Knobs.SnapshotBeforeRestore (older runners, the background
+// runV0SnapshotFromSandbox) the snapshot is saved before the state
+// returns. Either way it is saved active (persistSnapshotFromSandbox). A
+// duplicate name is not refused by the request: the save fails with a
+// unique violation that is only logged, and no snapshot is made.
 func (s *Server) snapshotSandbox(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		Name          string `json:"name"`
-		IncludeMemory bool   `json:"includeMemory"`
+		Name          *string `json:"name"`
+		IncludeMemory bool    `json:"includeMemory"`
 	}
 	if err := decodeStrict(r, &req); err != nil {
 		apiError(w, r, http.StatusBadRequest, err.Error())
@@ -304,21 +395,24 @@ func (s *Server) snapshotSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sb := s.action(w, r)
+	sb := s.action(w, r) // the sandbox access guard runs before the pipe: 404 first
+	if sb == nil {
+		return
+	}
+	if err := validateDisplayName(req.Name); err != nil {
+		apiError(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
 	switch {
-	case sb == nil:
-		return
-	case req.IncludeMemory:
-		apiError(w, r, http.StatusBadRequest, "Container sandboxes do not support memory snapshots")
-		return
 	case sb.state != "started" && sb.state != "stopped":
 		apiError(w, r, http.StatusBadRequest, "Sandbox must be in started or stopped state to create a snapshot")
 		return
 	case sb.pending || sb.state != sb.desired:
 		apiError(w, r, http.StatusConflict, "Sandbox state change in progress")
 		return
-	case strings.TrimSpace(req.Name) == "":
-		apiError(w, r, http.StatusBadRequest, "name must not be empty")
+	case req.IncludeMemory:
+		// Container and Linux VM sandboxes; Windows ones are not faked.
+		apiError(w, r, http.StatusBadRequest, "includeMemory is only supported for Windows sandboxes")
 		return
 	}
 	// No name check here: v0.190.0 createSnapshotFromSandbox
@@ -334,7 +428,8 @@ func (s *Server) snapshotSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	prev := sb.state
-	name, image := req.Name, "daytonatest.local/"+sb.id+":"+req.Name
+	name := *req.Name
+	image := "daytonatest.local/" + sb.id + ":" + name
 	s.begin(sb, "snapshotting", prev, s.knobs.StopDelay, 0)
 	cpu, mem, disk := sb.cpu, sb.mem, sb.disk
 	save := func() {
@@ -346,8 +441,10 @@ func (s *Server) snapshotSandbox(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		sn := &snapshot{id: uuid.NewString(), name: name, imageName: image, state: "pending",
-			cpu: cpu, mem: mem, disk: disk, created: now, updated: now, activeAt: now.Add(s.knobs.SnapshotDelay), files: files}
+		// persistSnapshotFromSandbox (utils/persist-snapshot-from-sandbox.util.ts)
+		// inserts the row active: a snapshot from a sandbox is never pending.
+		sn := &snapshot{id: uuid.NewString(), name: name, imageName: image, state: "active",
+			cpu: cpu, mem: mem, disk: disk, created: now, updated: now, files: files}
 		s.snapshots[sn.id] = sn
 	}
 	if s.knobs.SnapshotBeforeRestore {
