@@ -11,8 +11,8 @@ import (
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
