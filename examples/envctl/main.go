@@ -34,6 +34,7 @@
 //	auth-check record ENV --company C (--account REF|--account-file FILE) [--project P]... --status succeeded|failed [--message S]
 //	auth-check show [--company C] [--account REF]
 //	auth-check clear --company C --account REF
+//	settings show | settings set [--enable-environments=BOOL] [--managed-sandbox-only=BOOL] [--revision N]
 //
 // envctl ends after each command. A lease acquired by `lease acquire`
 // outlives the process as a record: a host driver's session (local, ssh)
@@ -163,6 +164,8 @@ commands:
   auth-check record|show|clear
                              project auth checks of managed accounts (AUTH-2;
                              see 'envctl auth-check -h')
+  settings show|set [--enable-environments=BOOL] [--managed-sandbox-only=BOOL]
+                             the instance settings (CFG-9; see 'envctl settings -h')
 
 envctl ends after each command: a lease outlives it as a record. A host
 driver's session (local, ssh) ends when envctl exits; a sandbox (docker,
@@ -216,6 +219,8 @@ func runWith(ctx context.Context, g *globals, args []string) error {
 		return runQualification(ctx, g, rest)
 	case "auth-check":
 		return runAuthCheck(ctx, g, rest)
+	case "settings":
+		return runSettings(ctx, g, rest)
 	case "help", "-h", "--help":
 		fs.Usage()
 		return nil
