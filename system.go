@@ -75,8 +75,8 @@ type Options struct {
 	// Runners configures the runner protocol's controller (System.Runners).
 	// Fields left zero are filled: Tickets and Store with Stores.Runners
 	// (SQLite and PostgreSQL share them across replicas; the memory store
-	// keeps them in this process) and Authorizer with Options.Authorizer.
-	// With neither Sink nor DataDir, output chunk files go to a directory
+	// keeps them in this process), Authorizer with Options.Authorizer and
+	// Settings with the System's instance settings. With neither Sink nor DataDir, output chunk files go to a directory
 	// New makes under os.TempDir and Close removes. The controller's
 	// collaborators are New's to wire: a read-only view of the System's
 	// lease records (tickets are bound to the lease's company; sessions
@@ -258,7 +258,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	// The runner controller (its secrets through the Handover) before the
 	// lease manager: the manager stops and verifies the runners' tasks
 	// through it before any sandbox is released (PRP-6).
-	tasks, err := sys.composeRunners(st, o)
+	tasks, err := sys.composeRunners(st, o, settings)
 	if err != nil {
 		return nil, err
 	}
@@ -332,9 +332,9 @@ func prefixed(prefix string, names []string) []string {
 }
 
 // composeRunners builds System.Runners from o.Runners with the defaults
-// Options.Runners documents, and returns the controller's hook for the
-// lease manager.
-func (s *System) composeRunners(st store.Stores, o Options) (lease.TaskStopper, error) {
+// Options.Runners documents (and the instance settings Reader when it
+// names none), and returns the controller's hook for the lease manager.
+func (s *System) composeRunners(st store.Stores, o Options, settings instance.Reader) (lease.TaskStopper, error) {
 	var co controller.Options
 	if o.Runners != nil {
 		co = *o.Runners
@@ -350,6 +350,9 @@ func (s *System) composeRunners(st store.Stores, o Options) (lease.TaskStopper, 
 	}
 	if co.Logger == nil {
 		co.Logger = o.Logger
+	}
+	if co.Settings == nil {
+		co.Settings = settings
 	}
 	signer := o.RunnerSigner
 	if signer == nil {
