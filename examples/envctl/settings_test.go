@@ -44,6 +44,18 @@ func TestSettingsCommands(t *testing.T) {
 		t.Errorf("after the second set = %+v", s)
 	}
 	c.ok("lease", "acquire", box, "--company", "acme") // a sandbox driver: allowed
+	for _, line := range strings.Split(c.ok("drivers"), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		switch host := f[1] == "host"; {
+		case host && !strings.Contains(line, "no: ") || host && !strings.Contains(line, "managed_sandbox_only"):
+			t.Errorf("drivers under managed-sandbox-only shows a host driver available: %s", line)
+		case f[0] == "fake" && strings.Contains(line, "managed_sandbox_only"):
+			t.Errorf("drivers under managed-sandbox-only refuses the fake: %s", line)
+		}
+	}
 	if _, msg := c.fail("settings", "set"); !strings.Contains(msg, "--enable-environments") {
 		t.Errorf("set with no flag: %s", msg)
 	}
