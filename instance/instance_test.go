@@ -3,7 +3,9 @@ package instance_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -234,5 +236,48 @@ func TestAdmit(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), tc.mention) {
 			t.Errorf("%s: %q does not name %s", tc.name, err, tc.mention)
 		}
+	}
+}
+
+// Concurrent updates from one read revision: exactly one is accepted, the
+// others are real conflicts, and the accepted one is what is stored at
+// its revision, with its author.
+func TestConcurrentUpdatesOfOneRevision(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := instance.NewMemoryStore()
+	const writers = 16
+	type result struct {
+		s   instance.Settings
+		err error
+	}
+	results := make([]result, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		svc, _ := instance.NewService(st, nil) // one service per replica
+		wg.Go(func() {
+			p := authz.Principal{ID: fmt.Sprintf("admin-%d", i), Role: authz.RoleInstanceAdmin}
+			s, err := svc.Update(ctx, p, instance.Update{ManagedSandboxOnly: ptr(i%2 == 0), Revision: 0})
+			results[i] = result{s, err}
+		})
+	}
+	wg.Wait()
+	won := -1
+	for i, r := range results {
+		switch {
+		case r.err == nil && won >= 0:
+			t.Errorf("updates %d and %d were both accepted at revision 0", won, i)
+		case r.err == nil:
+			won = i
+		case !errors.Is(r.err, instance.ErrConflict):
+			t.Errorf("update %d: %v, want nil or ErrConflict", i, r.err)
+		}
+	}
+	if won < 0 {
+		t.Fatal("no update was accepted")
+	}
+	got, err := st.GetSettings(ctx)
+	if err != nil || got != results[won].s || got.Revision != 1 || got.UpdatedBy != fmt.Sprintf("admin-%d", won) {
+		t.Errorf("stored %+v, %v; the accepted update was %+v", got, err, results[won].s)
 	}
 }

@@ -55,7 +55,9 @@ type Update struct {
 	ManagedSandboxOnly *bool `json:"managed_sandbox_only,omitempty"`
 	// Revision is the revision the change is based on: the Settings.Revision
 	// the caller read (0 when it read the defaults). A stale one is a
-	// conflict. AnyRevision writes over whatever is stored.
+	// conflict. AnyRevision writes over whatever is stored (read again and
+	// retried a few times when another writer wins in between; under
+	// sustained contention it may still end in ErrConflict).
 	Revision int64 `json:"revision"`
 }
 
