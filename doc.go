@@ -86,6 +86,10 @@
 //     System.Handover) and the resolver that hands a task's secrets to
 //     the runner (secret env keys of its lease's config, managed accounts
 //     only while a check matches exactly).
+//   - instance: the instance settings (CFG-9, System.Settings):
+//     enable_environments and managed_sandbox_only, changed only by
+//     instance admins with an optimistic revision, read by the one gate
+//     through a cache (one second across replicas, at once in-process).
 //   - store: Stores, one field per package store, and Memory;
 //     store/sqlite and store/postgres open a database, migrate it and
 //     return its Stores; store/storetest runs every package's store suite

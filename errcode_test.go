@@ -22,6 +22,7 @@ import (
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/images/resolve"
+	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/prp"
@@ -73,6 +74,12 @@ var sentinelCodes = map[string]struct {
 	"lease.ErrStartupBudget":  {lease.ErrStartupBudget, errcode.Timeout},
 
 	"probe.ErrInvalid": {probe.ErrInvalid, errcode.Invalid},
+
+	"instance.ErrNotFound":             {instance.ErrNotFound, errcode.NotFound},
+	"instance.ErrConflict":             {instance.ErrConflict, errcode.Conflict},
+	"instance.ErrInvalid":              {instance.ErrInvalid, errcode.Invalid},
+	"instance.ErrEnvironmentsDisabled": {instance.ErrEnvironmentsDisabled, errcode.Unavailable},
+	"instance.ErrManagedSandboxOnly":   {instance.ErrManagedSandboxOnly, errcode.Unavailable},
 
 	"handover.ErrNotFound":      {handover.ErrNotFound, errcode.NotFound},
 	"handover.ErrStale":         {handover.ErrStale, errcode.Conflict},

@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/images/resolve"
+	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/prp"
@@ -74,8 +75,8 @@ type Options struct {
 	// Runners configures the runner protocol's controller (System.Runners).
 	// Fields left zero are filled: Tickets and Store with Stores.Runners
 	// (SQLite and PostgreSQL share them across replicas; the memory store
-	// keeps them in this process) and Authorizer with Options.Authorizer.
-	// With neither Sink nor DataDir, output chunk files go to a directory
+	// keeps them in this process), Authorizer with Options.Authorizer and
+	// Settings with the System's instance settings. With neither Sink nor DataDir, output chunk files go to a directory
 	// New makes under os.TempDir and Close removes. The controller's
 	// collaborators are New's to wire: a read-only view of the System's
 	// lease records (tickets are bound to the lease's company; sessions
@@ -106,8 +107,8 @@ type Options struct {
 }
 
 // System is a composed berth: drivers, a catalog, assignments, a lease
-// manager, a prober, an image resolver, the runner controller and the
-// secret hand-over wired together over the host's stores; every service of
+// manager, a prober, an image resolver, the runner controller, the
+// secret hand-over and the instance settings wired together over the host's stores; every service of
 // the library is reachable from its accessors, which return the same
 // values for the System's life. Close stops the lease manager's heartbeats
 // and the controller and releases the drivers; the stores stay the host's.
@@ -121,6 +122,7 @@ type System struct {
 	images      *resolve.Resolver
 	runners     *controller.Controller
 	handover    *handover.Service
+	settings    *instance.Service
 
 	log     *slog.Logger
 	tempDir string // the runners' output directory New made, removed by Close
@@ -178,6 +180,18 @@ func (s *System) Runners() *controller.Controller { return s.runners }
 // matches exactly.
 func (s *System) Handover() *handover.Service { return s.handover }
 
+// Settings returns the instance settings service (CFG-9): Get for any
+// known principal, Update for instance admins (with the revision read).
+// The gate that resolution, probes and lease acquisition pass reads the
+// settings through the service's cache: an update through this System is
+// seen at once, another replica's within instance.DefaultMaxStaleness.
+// With environments disabled they refuse (instance.ErrEnvironmentsDisabled)
+// while releases, sweeps and catalog reads and edits go on; with
+// managed-sandbox-only on, host drivers (local, ssh) are unavailable with
+// the reason managed_sandbox_only. Never written, the settings are
+// instance.Defaults (environments enabled).
+func (s *System) Settings() *instance.Service { return s.settings }
+
 // RunnerSet returns Options.RunnerSet, or else the drivers.RunnerSet of
 // Options.RunnerBinary (its architecture and SHA-256, read once on the
 // first call and kept), for lease.AcquireRequest.Runner (controller.Attach
@@ -224,6 +238,10 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	sys := &System{drivers: reg, secrets: secrets, log: logger, runnerBinary: o.RunnerBinary, runnerSet: o.RunnerSet}
+	// CFG-9: one settings service; its cached Reader is what every gate
+	// reads (no store round trip per acquisition while the copy is fresh).
+	var settings instance.Reader
+	sys.settings, settings = instance.NewService(st.Settings, &instance.Options{Authorizer: o.Authorizer, Logger: o.Logger})
 	// The hooks one service gives another are values their constructors
 	// return (hooks.go), never exported methods anyone holding a service
 	// could call for no principal.
@@ -240,7 +258,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	// The runner controller (its secrets through the Handover) before the
 	// lease manager: the manager stops and verifies the runners' tasks
 	// through it before any sandbox is released (PRP-6).
-	tasks, err := sys.composeRunners(st, o)
+	tasks, err := sys.composeRunners(st, o, settings)
 	if err != nil {
 		return nil, err
 	}
@@ -254,6 +272,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Authorizer: o.Authorizer,
 		Logger:     o.Logger,
 		Health:     st.Health,
+		Settings:   settings,
 	})
 	envs := st.Environments
 	var leaseUsage environment.UsageReporter
@@ -277,6 +296,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		UsageReporters: []environment.UsageReporter{leaseUsage},
 		Health:         st.Health,
 		SecretKeeper:   keeper,
+		Settings:       settings,
 	})
 	var popts probe.Options
 	if o.Probe != nil {
@@ -288,8 +308,8 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	sys.prober = probe.New(probe.Sources{
 		Catalog: sys.catalog, Environments: st.Environments, Drivers: reg, Leases: sys.leases, Qualifications: st.Qualifications,
 		// The gate the catalog and the assignments pass: one test mode,
-		// one health store.
-		Gate: environment.NewGate(reg, &environment.GateOptions{TestMode: o.TestMode, Health: st.Health}),
+		// one health store, one settings Reader.
+		Gate: environment.NewGate(reg, &environment.GateOptions{TestMode: o.TestMode, Health: st.Health, Settings: settings}),
 	}, &popts)
 	ropts := resolve.Options{Logger: o.Logger}
 	if o.Images != nil {
@@ -312,9 +332,9 @@ func prefixed(prefix string, names []string) []string {
 }
 
 // composeRunners builds System.Runners from o.Runners with the defaults
-// Options.Runners documents, and returns the controller's hook for the
-// lease manager.
-func (s *System) composeRunners(st store.Stores, o Options) (lease.TaskStopper, error) {
+// Options.Runners documents (and the instance settings Reader when it
+// names none), and returns the controller's hook for the lease manager.
+func (s *System) composeRunners(st store.Stores, o Options, settings instance.Reader) (lease.TaskStopper, error) {
 	var co controller.Options
 	if o.Runners != nil {
 		co = *o.Runners
@@ -330,6 +350,9 @@ func (s *System) composeRunners(st store.Stores, o Options) (lease.TaskStopper, 
 	}
 	if co.Logger == nil {
 		co.Logger = o.Logger
+	}
+	if co.Settings == nil {
+		co.Settings = settings
 	}
 	signer := o.RunnerSigner
 	if signer == nil {

@@ -125,6 +125,10 @@ const (
 	// requests that are about a binding rather than one environment
 	// (reading bindings, clearing one; Company is the binding's).
 	ResourceKindBinding = "binding"
+	// ResourceKindInstanceSettings is the Resource.Kind of the instance
+	// settings (CFG-9, package instance): ActionRead reads them,
+	// ActionUpdate changes them. They are instance-wide (Company "").
+	ResourceKindInstanceSettings = "instance_settings"
 )
 
 // Resource describes what an action is about. Fields that are unknown (an
@@ -214,6 +218,9 @@ func Denied(p Principal, a Action, r Resource) error {
 //     project auth check must match besides, AUTH-2); they are denied every
 //     mutation, every probe, every sweep, every project auth check
 //     (ActionAuthCheck) and the full view, whatever their grants;
+//   - every known role reads the instance settings (ActionRead on
+//     ResourceKindInstanceSettings); only instance admins and local
+//     operators change them (ActionUpdate), as every mutation;
 //   - a principal without a known role is denied everything, and every
 //     action DefaultPolicy does not know is denied.
 type DefaultPolicy struct{}

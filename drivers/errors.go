@@ -67,8 +67,8 @@ var (
 // operator needs more (host_key_mismatch and tls_unverified are auth_failed,
 // provider_unavailable and image_inactive are unavailable); ErrorCode maps
 // it into the set. The mapping from errors to codes lives only in CodeOf;
-// the probe sets CodeCleanupFailed, CodePlatformUnknown and CodeArchived
-// from what it saw.
+// the probe sets CodeCleanupFailed, CodePlatformUnknown, CodeArchived,
+// CodeManagedSandboxOnly and CodeEnvironmentsDisabled from what it saw.
 type Code string
 
 // The stable codes.
@@ -100,14 +100,22 @@ const (
 	// CodeArchived: the environment is archived; it is not probed (set by
 	// the probe).
 	CodeArchived Code = "archived"
+	// CodeManagedSandboxOnly: the target is a host driver's and the
+	// instance settings allow managed sandboxes only (CFG-9, CAP-3; set by
+	// the probe).
+	CodeManagedSandboxOnly Code = "managed_sandbox_only"
+	// CodeEnvironmentsDisabled: the instance settings disable environments
+	// (CFG-9; set by the probe).
+	CodeEnvironmentsDisabled Code = "environments_disabled"
 )
 
 // ErrorCode returns the code of errcode's set that c is a sub-code of:
 // OK for CodeOK; AuthFailed for auth_failed, host_key_mismatch,
 // host_key_unknown and tls_unverified; Invalid for missing_credentials and
 // invalid_config; NotFound for not_found and image_not_found; Unavailable
-// for provider_unavailable, image_inactive, transient and cleanup_failed
-// (the sweep retries it); Unsupported for unsupported and platform_unknown;
+// for provider_unavailable, image_inactive, transient, cleanup_failed
+// (the sweep retries it), managed_sandbox_only and environments_disabled;
+// Unsupported for unsupported and platform_unknown;
 // Conflict for archived; Unreachable, Timeout and Canceled (cancelled) for
 // their own; and Unknown for internal (an error no sentinel classifies) and
 // for a string that is none of the codes. For every driver sentinel,
@@ -122,7 +130,8 @@ func (c Code) ErrorCode() errcode.ErrorCode {
 		return errcode.Invalid
 	case CodeNotFound, CodeImageNotFound:
 		return errcode.NotFound
-	case CodeProviderUnavailable, CodeImageInactive, CodeTransient, CodeCleanupFailed:
+	case CodeProviderUnavailable, CodeImageInactive, CodeTransient, CodeCleanupFailed,
+		CodeManagedSandboxOnly, CodeEnvironmentsDisabled:
 		return errcode.Unavailable
 	case CodeUnsupported, CodePlatformUnknown:
 		return errcode.Unsupported

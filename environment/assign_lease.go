@@ -137,3 +137,23 @@ func (a *Assignments) boundElsewhere(ctx context.Context, envID, company, label 
 func (a *Assignments) Authorize(ctx context.Context, p authz.Principal, act authz.Action, r authz.Resource) error {
 	return a.authorize(ctx, p, act, r)
 }
+
+// AdmitDraft authorizes p to lease a draft (an unsaved config) of driver
+// for company, for the lease layer (lease.AcquireRequest.Draft): it asks
+// the Authorizer for authz.ActionProbe on the draft (a draft lease is a
+// draft probe's), then passes the part of the gate that needs no saved
+// environment, the instance settings (CFG-9, Gate.Admit). A refusal wraps
+// authz.ErrDenied, or drivers.ErrUnavailable with
+// instance.ErrEnvironmentsDisabled or instance.ErrManagedSandboxOnly (a
+// host driver). A driver that is not registered passes here; the lease
+// layer refuses it. It never calls a provider.
+func (a *Assignments) AdmitDraft(ctx context.Context, p authz.Principal, driver, company string) error {
+	if err := a.authorize(ctx, p, authz.ActionProbe, authz.Resource{Kind: authz.ResourceKindEnvironment, Driver: driver, Company: company}); err != nil {
+		return err
+	}
+	d, _ := a.reg.Lookup(driver)
+	if err := a.gate.Admit(ctx, d); err != nil {
+		return fmt.Errorf("environment: draft of driver %q: %w", driver, err)
+	}
+	return nil
+}

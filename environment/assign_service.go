@@ -33,8 +33,9 @@ type Assignments struct {
 // environments of envs and the drivers of reg. It panics if one of them is
 // nil (a programming error of the host). It reads the fields of opts it
 // shares with NewCatalog (TestMode, TestDrivers, Authorizer, Logger, Clock,
-// Health) and ignores the catalog's own: a host passes the same *Options to
-// both, so that they agree on test mode and read one health store.
+// Health, Settings) and ignores the catalog's own: a host passes the same
+// *Options to both, so that they agree on test mode and read one health
+// store and one instance settings Reader.
 func NewAssignments(bindings BindingStore, envs Store, reg *drivers.Registry, opts *Options) *Assignments {
 	if bindings == nil || envs == nil || reg == nil {
 		panic("environment: NewAssignments needs a binding store, an environment store and a driver registry")

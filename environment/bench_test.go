@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/instance"
 )
 
 // BenchmarkCatalogCreateGet measures Catalog.Create followed by Catalog.Get
@@ -51,4 +52,47 @@ func BenchmarkCatalogCreateGet(b *testing.B) {
 	anchorNs := float64(time.Since(start).Nanoseconds()) / float64(i)
 	b.ReportMetric(anchorNs, "anchor-ns/op")
 	b.ReportMetric(catalogNs/anchorNs, "x-store")
+}
+
+// BenchmarkGateCheckSettings measures Gate.Check (the check of every
+// resolution, probe and lease acquisition) with the instance settings read
+// through instance.NewService's cached Reader, against the anchor of the
+// same gate without settings in the same run: "x-no-settings" is the cost
+// as a multiple of it (CFG-9: the settings add no store round trip while
+// the copy is fresh). "x-uncached" is the same with MaxStaleness -1 (a
+// store read per check, here of the memory store; see the SQL store's
+// BenchmarkSettingsReader for a database round trip).
+func BenchmarkGateCheckSettings(b *testing.B) {
+	ctx := context.Background()
+	reg := newRegistry()
+	env := &environment.Environment{ID: "env_b", Name: "bench", Driver: "fake", Status: environment.StatusActive}
+	gate := func(r instance.Reader) *environment.Gate {
+		return environment.NewGate(reg, &environment.GateOptions{TestMode: true, Settings: r})
+	}
+	measure := func(g *environment.Gate, n int) float64 {
+		start := time.Now()
+		for range n {
+			if _, _, err := g.Check(ctx, env, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return float64(time.Since(start).Nanoseconds()) / float64(n)
+	}
+	_, cached := instance.NewService(instance.NewMemoryStore(), nil)
+	_, uncached := instance.NewService(instance.NewMemoryStore(), &instance.Options{MaxStaleness: -1})
+	g := gate(cached)
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		if _, _, err := g.Check(ctx, env, 0); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	withNs := float64(b.Elapsed().Nanoseconds()) / float64(n)
+	anchorNs := measure(gate(nil), n)
+	uncachedNs := measure(gate(uncached), n)
+	b.ReportMetric(anchorNs, "anchor-ns/op")
+	b.ReportMetric(withNs/anchorNs, "x-no-settings")
+	b.ReportMetric(uncachedNs/anchorNs, "x-uncached")
 }

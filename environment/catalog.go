@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/instance"
 )
 
 // Options configures a Catalog. The zero value (or a nil *Options) gives the
@@ -61,6 +62,12 @@ type Options struct {
 	// assignments built (pass the host's store so that they and other
 	// processes share it).
 	Health HealthStore
+	// Settings reads the instance settings (CFG-9) for the Gate that
+	// resolution and leasing pass: the Reader instance.NewService returns.
+	// Default nil: instance.Defaults (environments enabled, host drivers
+	// allowed). Views show a host environment's refusal under
+	// managed-sandbox-only in View.Unavailable.
+	Settings instance.Reader
 	// HealthTimeout (Catalog only) bounds one provider health measurement.
 	// Default DefaultHealthTimeout.
 	HealthTimeout time.Duration

@@ -30,7 +30,10 @@
 // (the lease manager's) are the environment.UsageReporter values their
 // constructors return, passed in Options.UsageReporters. berth.New wires
 // them. The catalog hands out no raw store and no Gate: a host builds a
-// Gate with NewGate from the same test mode and health store.
+// Gate with NewGate from the same test mode, health store and instance
+// settings Reader (Options.Settings, GateOptions.Settings: the Reader
+// instance.NewService returns; CFG-9 refusals wrap
+// instance.ErrEnvironmentsDisabled or instance.ErrManagedSandboxOnly).
 //
 // Guarantees:
 //

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/instance"
 )
 
 // GateOptions configure a Gate. nil means defaults.
@@ -23,12 +24,22 @@ type GateOptions struct {
 	// empty in-memory store, so every provider counts as never measured
 	// (available) until something measures it.
 	Health HealthStore
+	// Settings reads the instance settings (CFG-9): the Reader
+	// instance.NewService returns, which keeps what it read for a short,
+	// documented staleness bound so that the gate costs no store round trip
+	// per acquisition. Default nil: instance.Defaults (environments
+	// enabled, host drivers allowed).
+	Settings instance.Reader
 }
 
 // Gate is the one check that decides whether an environment can become a
-// working target now (CAP-3, CAP-4, CFG-4, ASG-2). Resolution, probes and
-// lease acquisition all pass it, so none of them is a way around another.
-// It refuses an environment that is archived, whose driver is not
+// working target now (CAP-3, CAP-4, CFG-4, CFG-9, ASG-2). Resolution, probes
+// and lease acquisition all pass it, so none of them is a way around
+// another. It refuses every environment while the instance settings
+// disable environments (instance.ErrEnvironmentsDisabled), a host driver's
+// while they allow managed sandboxes only (instance.ErrManagedSandboxOnly,
+// the reason managed_sandbox_only; both also wrap drivers.ErrUnavailable),
+// and an environment that is archived, whose driver is not
 // registered, is a test driver outside test mode or reports itself
 // unavailable (drivers.Available), whose provider endpoint was last
 // measured unavailable, whose stored config no longer validates, or whose
@@ -38,6 +49,7 @@ type GateOptions struct {
 type Gate struct {
 	reg       *drivers.Registry
 	health    HealthStore
+	settings  instance.Reader
 	testMode  bool
 	testNames []string
 }
@@ -54,13 +66,14 @@ func NewGate(reg *drivers.Registry, opts *GateOptions) *Gate {
 	if o.Health == nil {
 		o.Health = NewMemoryHealthStore()
 	}
-	return &Gate{reg: reg, health: o.Health, testMode: o.TestMode, testNames: append([]string{"fake"}, o.TestDrivers...)}
+	return &Gate{reg: reg, health: o.Health, settings: o.Settings, testMode: o.TestMode, testNames: append([]string{"fake"}, o.TestDrivers...)}
 }
 
 // UnusableError says why an environment cannot be a working target now. It
 // names the environment (`"name" (id)`) and wraps the cause: ErrArchived,
 // drivers.ErrUnavailable, drivers.ErrUnsupported (Missing lists the
-// capabilities), or a *ConfigError.
+// capabilities), a *ConfigError, or instance.ErrEnvironmentsDisabled or
+// instance.ErrManagedSandboxOnly (with drivers.ErrUnavailable).
 type UnusableError struct {
 	Environment string
 	Reason      string
@@ -84,12 +97,20 @@ func (g *Gate) TestMode() bool { return g.testMode }
 
 // Check returns env's driver and effective capability set when env can be a
 // working target and its effective set covers required, else an
-// *UnusableError (see Gate). A failing health store read is returned as it
-// is, never taken as "available".
+// *UnusableError (see Gate). A failing health store or settings read is
+// returned as it is, never taken as "available".
 func (g *Gate) Check(ctx context.Context, env *Environment, required drivers.Set) (drivers.Driver, drivers.Set, error) {
 	label := labelOf(env)
 	refuse := func(err error, format string, args ...any) (drivers.Driver, drivers.Set, error) {
 		return nil, 0, &UnusableError{Environment: label, Reason: fmt.Sprintf(format, args...), Err: err}
+	}
+	set, err := g.instanceSettings(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("environment %s: %w", label, err)
+	}
+	if !set.EnableEnvironments {
+		aerr := set.Admit(env.Driver, false)
+		return refuse(fmt.Errorf("%w: %w", aerr, drivers.ErrUnavailable), "%v", aerr)
 	}
 	if env.Status != StatusActive {
 		return refuse(ErrArchived, "it is %s", env.Status)
@@ -97,6 +118,9 @@ func (g *Gate) Check(ctx context.Context, env *Environment, required drivers.Set
 	d, reason, err := g.driverOf(env.Driver)
 	if err != nil {
 		return refuse(err, "%s", reason)
+	}
+	if aerr := set.Admit(d.Name(), d.Capabilities().Kind == drivers.KindHost); aerr != nil {
+		return refuse(fmt.Errorf("%w: %w", aerr, drivers.ErrUnavailable), "%v", aerr)
 	}
 	h, measured, err := g.lastHealth(ctx, d, env.Config)
 	if err != nil {
@@ -132,6 +156,38 @@ func (g *Gate) DriverStatus(name string) error {
 		return fmt.Errorf("%s: %w", reason, drivers.ErrUnavailable)
 	}
 	return nil
+}
+
+// Admit returns nil when the instance settings (CFG-9) let targets of
+// driver d become working targets, else an error wrapping
+// drivers.ErrUnavailable and instance.ErrEnvironmentsDisabled (d may be nil
+// to ask only that) or instance.ErrManagedSandboxOnly (d is a host
+// driver). It is the part of Check that depends on no environment, for
+// what has none (draft probes and draft leases). It reads the settings
+// through GateOptions.Settings and calls no provider; a failing read is
+// returned, never taken as "enabled".
+func (g *Gate) Admit(ctx context.Context, d drivers.Driver) error {
+	set, err := g.instanceSettings(ctx)
+	if err != nil {
+		return fmt.Errorf("environment: %w", err)
+	}
+	name, host := "", false
+	if d != nil {
+		name, host = d.Name(), d.Capabilities().Kind == drivers.KindHost
+	}
+	if err := set.Admit(name, host); err != nil {
+		return fmt.Errorf("%w: %w", err, drivers.ErrUnavailable)
+	}
+	return nil
+}
+
+// instanceSettings returns the settings in force (instance.Defaults
+// without a Reader).
+func (g *Gate) instanceSettings(ctx context.Context) (instance.Settings, error) {
+	if g.settings == nil {
+		return instance.Defaults(), nil
+	}
+	return g.settings.Current(ctx)
 }
 
 func (g *Gate) driverOf(name string) (drivers.Driver, string, error) {

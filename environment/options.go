@@ -37,6 +37,6 @@ func (o *Options) common(reg *drivers.Registry) common {
 	if c.health == nil {
 		c.health = NewMemoryHealthStore()
 	}
-	c.gate = NewGate(reg, &GateOptions{TestMode: v.TestMode, TestDrivers: v.TestDrivers, Health: c.health})
+	c.gate = NewGate(reg, &GateOptions{TestMode: v.TestMode, TestDrivers: v.TestDrivers, Health: c.health, Settings: v.Settings})
 	return c
 }

@@ -2,11 +2,13 @@ package environment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"time"
 
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/instance"
 )
 
 // View is what a read returns. The full view (Redacted false) holds the
@@ -27,8 +29,9 @@ type View struct {
 	Redacted bool `json:"redacted,omitempty"`
 	// Unavailable, if not empty, says why the environment cannot be used as
 	// a target now (driver not registered, test driver outside test mode,
-	// provider last measured unavailable; CAP-3). Reading it calls no
-	// provider.
+	// environments disabled or managed-sandbox-only for a host driver by
+	// the instance settings (CFG-9), provider last measured unavailable;
+	// CAP-3). Reading it calls no provider.
 	Unavailable string `json:"unavailable,omitempty"`
 	// Health is the provider health last measured for the endpoint the
 	// config addresses, with its time, or "not measured" (CAP-1, CAP-3);
@@ -39,6 +42,17 @@ type View struct {
 // withHealth adds the provider health last measured to v: a store read,
 // never a measurement (CAP-1).
 func (c *Catalog) withHealth(ctx context.Context, v *View, env *Environment) (*View, error) {
+	if d, err := c.reg.Lookup(env.Driver); err == nil && v.Unavailable == "" {
+		// CFG-9: the instance settings' refusal (a cached read); the
+		// record itself stays readable.
+		aerr := c.gate.Admit(ctx, d)
+		switch {
+		case errors.Is(aerr, instance.ErrEnvironmentsDisabled), errors.Is(aerr, instance.ErrManagedSandboxOnly):
+			v.Unavailable = aerr.Error()
+		case aerr != nil:
+			return nil, fmt.Errorf("environment %s: %w", labelOf(env), aerr)
+		}
+	}
 	h, err := c.gate.HealthView(ctx, env)
 	if err != nil {
 		return nil, fmt.Errorf("environment %s: reading provider health: %w", labelOf(env), err)

@@ -127,7 +127,10 @@ func (a *acq) reusable() bool { return a.reuseKey != "" }
 // Errors: ErrInvalid for a malformed request; authz.ErrDenied;
 // environment.ErrNotFound (and ErrNoBinding) for a missing target;
 // drivers.ErrUnavailable for an unregistered, unavailable driver or an
-// archived environment (also environment.ErrArchived);
+// archived environment (also environment.ErrArchived), and for a target
+// the instance settings refuse (CFG-9, through the Assignments' gate: also
+// instance.ErrEnvironmentsDisabled, or instance.ErrManagedSandboxOnly for a
+// host driver, drafts included; nothing is written or created);
 // drivers.ErrUnsupported naming a missing capability; ErrStartupBudget when
 // the budget ran out; ErrCleanupPending when a failed start could not be
 // cleaned up (a Sweep retries it); the driver's sentinels otherwise.

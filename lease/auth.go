@@ -25,7 +25,15 @@ func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireReq
 	}
 	if req.Draft != nil {
 		r := authz.Resource{Kind: authz.ResourceKindEnvironment, Driver: req.Draft.Driver, Company: req.Company}
-		if err := m.authorize(ctx, p, authz.ActionProbe, r); err != nil {
+		// Through the Assignments, whose gate's instance settings decide
+		// too (CFG-9).
+		var err error
+		if m.asg != nil {
+			err = m.asg.AdmitDraft(ctx, p, req.Draft.Driver, req.Company)
+		} else {
+			err = m.authorize(ctx, p, authz.ActionProbe, r)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("lease: draft acquire: %w", err)
 		}
 		return &environment.Environment{ID: "draft-" + randomHex(6), Name: "draft", Driver: req.Draft.Driver,

@@ -28,8 +28,11 @@ import (
 // recorded: the diagnostic is always qualification.CodeNotSaved.
 //
 // It returns an error only when the principal is denied (wrapping
-// authz.ErrDenied) or driver is empty (ErrInvalid); an invalid config
-// or an unregistered driver is a Result with OK false.
+// authz.ErrDenied), driver is empty (ErrInvalid) or the instance settings
+// disable environments (instance.ErrEnvironmentsDisabled, CFG-9); an
+// invalid config, an unregistered driver or a host driver under
+// managed-sandbox-only (drivers.CodeManagedSandboxOnly) is a Result with
+// OK false.
 //
 // Of req, a draft probe uses Progress; Company, Workspace and Runner are
 // for saved environments and ignored.
@@ -39,6 +42,10 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr authz.Principal, driver stri
 	}
 	if driver == "" {
 		return nil, fmt.Errorf("probe: a draft probe needs a driver name: %w", ErrInvalid)
+	}
+	// CFG-9: with environments disabled nothing is probed or measured.
+	if err := p.gate.Admit(ctx, nil); err != nil {
+		return nil, fmt.Errorf("probe: draft of driver %q: %w", driver, err)
 	}
 	r := p.newRun(driver, req.Progress)
 	r.res.Draft = true
@@ -71,6 +78,10 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr authz.Principal, driver stri
 		}
 		drv, cfg = d, c
 		r.res.Target = targetOf(d, c)
+		// CFG-9, CAP-3: a host driver under managed-sandbox-only.
+		if err := p.gate.Admit(ctx, d); err != nil {
+			return "", "", err
+		}
 		if err := drivers.Available(d); err != nil {
 			return "", "", err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
@@ -329,6 +330,10 @@ func codeOf(err error) drivers.Code {
 		return drivers.CodePlatformUnknown
 	case errors.Is(err, lease.ErrStartupBudget):
 		return drivers.CodeTimeout
+	case errors.Is(err, instance.ErrManagedSandboxOnly):
+		return drivers.CodeManagedSandboxOnly
+	case errors.Is(err, instance.ErrEnvironmentsDisabled):
+		return drivers.CodeEnvironmentsDisabled
 	}
 	return drivers.CodeOf(err)
 }

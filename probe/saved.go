@@ -29,7 +29,11 @@ import (
 //
 // It returns an error only when the principal is denied (wrapping
 // authz.ErrDenied), the environment does not exist
-// (environment.ErrNotFound) or the request is malformed (ErrInvalid). Every
+// (environment.ErrNotFound), the request is malformed (ErrInvalid) or the
+// instance settings disable environments (instance.ErrEnvironmentsDisabled,
+// CFG-9: nothing is measured or acquired). A host driver's target while
+// the settings allow managed sandboxes only is a Result failed at the
+// resolve stage with drivers.CodeManagedSandboxOnly. Every
 // failure of the target is a Result with OK false, a stable Code and the
 // failed stage (PRB-5). A failed acquisition is a failed probe: nothing
 // else is ever tried in its place (PRB-8).
@@ -40,6 +44,10 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 	}
 	if opts.Company == "" {
 		return nil, fmt.Errorf("probe: environment %s: a company is required (the lease and qualification are company-bound): %w", envID, ErrInvalid)
+	}
+	// CFG-9: with environments disabled nothing is probed or measured.
+	if err := p.gate.Admit(ctx, nil); err != nil {
+		return nil, fmt.Errorf("probe: environment %s (%q): %w", v.ID, v.Name, err)
 	}
 	r := p.newRun(v.Driver, opts.Progress)
 	r.res.Environment, r.res.EnvironmentName = v.ID, v.Name
@@ -67,6 +75,11 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 		r.scrub = sc
 		env, drv = e, d
 		r.res.Target = targetOf(d, e.Config)
+		// CFG-9, CAP-3: a host driver under managed-sandbox-only is
+		// refused before its provider is measured.
+		if err := p.gate.Admit(ctx, d); err != nil {
+			return "", "", err
+		}
 		// CAP-3: measure the provider first (stored for every reader),
 		// then pass the one gate that resolution and leases pass too.
 		h, err := p.cat.RefreshHealth(ctx, pr, envID)

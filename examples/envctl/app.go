@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/store"
 	"github.com/berthdev/berth/store/sqlite"
 )
@@ -46,9 +47,10 @@ type system struct {
 
 // gate returns the availability gate berth.New gives the System's catalog,
 // assignments and prober: the registered drivers in testMode, with the
-// stores' provider health.
+// stores' provider health and instance settings.
 func (s *system) gate(testMode bool) *environment.Gate {
-	return environment.NewGate(s.Drivers(), &environment.GateOptions{TestMode: testMode, Health: s.stores.Health})
+	_, settings := instance.NewService(s.stores.Settings, nil)
+	return environment.NewGate(s.Drivers(), &environment.GateOptions{TestMode: testMode, Health: s.stores.Health, Settings: settings})
 }
 
 // Close closes the System and then its database.
@@ -103,7 +105,10 @@ func runDrivers(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
-	rows := driverRows(sys.Drivers(), sys.gate(g.testMode), health)
+	rows, err := driverRows(ctx, sys.Drivers(), sys.gate(g.testMode), health)
+	if err != nil {
+		return err
+	}
 	if g.json {
 		return writeJSON(g.stdout, rows)
 	}

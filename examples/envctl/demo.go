@@ -17,6 +17,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store/sqlite"
 )
@@ -70,7 +71,11 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 	fmt.Fprintf(w, "store: SQLite at %s (temporary); secrets sealed in %s\n", dbPath, filepath.Base(dbPath)+".secrets")
 
 	section("Drivers and what they can do (reading this allocates nothing)")
-	if err := printDrivers(w, driverRows(sys.Drivers(), (&system{System: sys, stores: db.Stores(), db: db}).gate(true), nil)); err != nil {
+	rows, err := driverRows(ctx, sys.Drivers(), (&system{System: sys, stores: db.Stores(), db: db}).gate(true), nil)
+	if err != nil {
+		return err
+	}
+	if err := printDrivers(w, rows); err != nil {
 		return err
 	}
 
@@ -175,12 +180,22 @@ type driverRow struct {
 	Health []environment.ProviderHealth `json:"health,omitempty"`
 }
 
-// driverRows describes every registered driver through gate, with the
-// health records of health.
-func driverRows(reg *drivers.Registry, gate *environment.Gate, health []environment.ProviderHealth) []driverRow {
+// driverRows describes every registered driver through gate (the instance
+// settings included: a host driver under managed-sandbox-only is
+// unavailable with the reason managed_sandbox_only), with the health
+// records of health.
+func driverRows(ctx context.Context, reg *drivers.Registry, gate *environment.Gate, health []environment.ProviderHealth) ([]driverRow, error) {
 	var rows []driverRow
 	for _, info := range reg.List() {
-		if err := gate.DriverStatus(info.Name); err != nil && info.Available {
+		err := gate.DriverStatus(info.Name)
+		if err == nil {
+			d, _ := reg.Lookup(info.Name)
+			err = gate.Admit(ctx, d)
+			if err != nil && !errors.Is(err, instance.ErrEnvironmentsDisabled) && !errors.Is(err, instance.ErrManagedSandboxOnly) {
+				return nil, err
+			}
+		}
+		if err != nil && info.Available {
 			info.Available, info.Reason, info.Effective = false, err.Error(), 0
 		}
 		row := driverRow{DriverInfo: info}
@@ -191,7 +206,7 @@ func driverRows(reg *drivers.Registry, gate *environment.Gate, health []environm
 		}
 		rows = append(rows, row)
 	}
-	return rows
+	return rows, nil
 }
 
 // printDrivers lists drivers with their effective capabilities and, under

@@ -35,6 +35,7 @@
 //	auth-check show [--company C] [--account REF]
 //	auth-check clear --company C --account REF
 //	bench [--only ssh,docker,runner-task,runner-stream,pins] [--quick] [--json]
+//	settings show | settings set [--enable-environments=BOOL] [--managed-sandbox-only=BOOL] [--revision N]
 //
 // envctl ends after each command. A lease acquired by `lease acquire`
 // outlives the process as a record: a host driver's session (local, ssh)
@@ -167,6 +168,8 @@ commands:
   bench [--only W,...] [--quick]
                              run berth's workloads against their anchors and
                              print the ratios (see 'envctl bench -h')
+  settings show|set [--enable-environments=BOOL] [--managed-sandbox-only=BOOL]
+                             the instance settings (CFG-9; see 'envctl settings -h')
 
 envctl ends after each command: a lease outlives it as a record. A host
 driver's session (local, ssh) ends when envctl exits; a sandbox (docker,
@@ -222,6 +225,8 @@ func runWith(ctx context.Context, g *globals, args []string) error {
 		return runAuthCheck(ctx, g, rest)
 	case "bench":
 		return runBench(ctx, g, rest)
+	case "settings":
+		return runSettings(ctx, g, rest)
 	case "help", "-h", "--help":
 		fs.Usage()
 		return nil

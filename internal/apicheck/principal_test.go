@@ -24,6 +24,7 @@ var services = map[string][]string{
 	"probe":          {"Prober"},
 	"prp/controller": {"Controller"},
 	"handover":       {"Service"},
+	"instance":       {"Service"},
 }
 
 // principalExempt lists the exported service methods that take no

@@ -156,7 +156,11 @@ func (a *attachment) close() {
 // cancelled ctx returns at once without it. A lease has
 // at most one attached runner in this process: a second Attach while one
 // is attached fails. A driver that cannot host a runner fails with an
-// error wrapping drivers.ErrUnsupported.
+// error wrapping drivers.ErrUnsupported. With the instance settings
+// (Options.Settings) disabling environments, or allowing managed sandboxes
+// only and h a host driver's lease, Attach refuses before anything is
+// installed (instance.ErrEnvironmentsDisabled,
+// instance.ErrManagedSandboxOnly).
 func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Handle, req AttachRequest) (*Attachment, error) {
 	l := h.Lease()
 	fail := func(err error) (*Attachment, error) {
@@ -191,6 +195,10 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 	}
 	if _, err := c.leaseFor(ctx, p, l.ID); err != nil {
 		return nil, err
+	}
+	// CFG-9: no run starts while the instance settings refuse the target.
+	if err := c.admit(ctx, l.Provider, h.Kind() == drivers.KindHost); err != nil {
+		return fail(err)
 	}
 	progress := func(s AttachStage) {
 		if req.Progress != nil {

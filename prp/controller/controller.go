@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 )
@@ -68,6 +70,16 @@ type Options struct {
 	JSONOutput bool
 	// Logger receives diagnostics; never secrets. Default: discard.
 	Logger *slog.Logger
+	// Settings reads the instance settings (CFG-9; the Reader
+	// instance.NewService returns): with environments disabled, Attach
+	// and Attachment.Start refuse with an error wrapping
+	// instance.ErrEnvironmentsDisabled, and under managed-sandbox-only
+	// Attach refuses a host driver's lease (instance.ErrManagedSandboxOnly;
+	// the lease manager refuses acquiring one). Both also wrap
+	// drivers.ErrUnavailable. Reads, waits, output and stops of tasks
+	// already started go on. Default nil: the settings refuse nothing.
+	// berth.New passes the System's.
+	Settings instance.Reader
 }
 
 // Controller serves runners (ServeHTTP) and dispatches work to them. It is
@@ -409,6 +421,25 @@ func (c *Controller) await(ctx context.Context, ch <-chan struct{}) error {
 		return ctx.Err()
 	case <-ch:
 	case <-t.C:
+	}
+	return nil
+}
+
+// admit returns nil when the instance settings (Options.Settings) let a
+// run start on a lease of provider (a host driver's when host), else an
+// error wrapping instance.ErrEnvironmentsDisabled or
+// instance.ErrManagedSandboxOnly and drivers.ErrUnavailable. A failing
+// settings read is returned, never taken as "enabled".
+func (c *Controller) admit(ctx context.Context, provider string, host bool) error {
+	if c.o.Settings == nil {
+		return nil
+	}
+	s, err := c.o.Settings.Current(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.Admit(provider, host); err != nil {
+		return fmt.Errorf("%w: %w", err, drivers.ErrUnavailable)
 	}
 	return nil
 }

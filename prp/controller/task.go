@@ -72,6 +72,10 @@ func (a *Attachment) Start(ctx context.Context, p authz.Principal, spec TaskSpec
 		ts.TaskID = id
 	}
 	cmdID := cmp.Or(spec.CommandID, taskCommandID("start", ts.TaskID))
+	// CFG-9: no new task while the instance settings disable environments.
+	if err := a.c.admit(ctx, "", false); err != nil {
+		return nil, fmt.Errorf("controller: start task %s on lease %s: %w", ts.TaskID, a.lease, err)
+	}
 	if _, err := a.c.dispatch(ctx, p, a.session, prp.Command{ID: cmdID, Kind: prp.CommandTaskStart, Lease: a.lease, Run: a.run, TaskStart: &ts}); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,258 @@
+package environment_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/drivers/local"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/instance"
+)
+
+// settingsFixture is a catalog and its assignments over memory stores that
+// read the instance settings of svc, with a sandbox environment (fake,
+// bound as the instance default) and a host environment (local, bound to
+// workspace ws_host of acme).
+type settingsFixture struct {
+	svc     *instance.Service
+	cat     *environment.Catalog
+	asg     *environment.Assignments
+	sandbox string
+	host    string
+}
+
+func newSettingsFixture(t *testing.T) *settingsFixture {
+	t.Helper()
+	ctx := context.Background()
+	svc, reader := instance.NewService(instance.NewMemoryStore(), nil)
+	reg := drivers.NewRegistry(fake.New(nil), local.New(nil))
+	envs, bindings := environment.NewMemoryStore(), environment.NewMemoryBindingStore()
+	opts := &environment.Options{TestMode: true, Settings: reader}
+	f := &settingsFixture{svc: svc}
+	f.asg = environment.NewAssignments(bindings, envs, reg, opts)
+	f.cat = environment.NewCatalog(envs, reg, environment.NewMemorySecretStore(), f.asg, opts)
+	for name, driver := range map[string]string{"sandbox": "fake", "host": "local"} {
+		v, err := f.cat.Create(ctx, admin, environment.CreateRequest{Name: name, Driver: driver})
+		if err != nil {
+			t.Fatalf("Create(%s): %v", name, err)
+		}
+		if name == "sandbox" {
+			f.sandbox = v.ID
+		} else {
+			f.host = v.ID
+		}
+	}
+	for _, b := range []environment.SetBinding{
+		{Kind: environment.BindingInstanceDefault, EnvironmentID: f.sandbox},
+		{Kind: environment.BindingWorkspace, Key: "ws_host", Company: "acme", EnvironmentID: f.host},
+	} {
+		if _, err := f.asg.Set(ctx, admin, b); err != nil {
+			t.Fatalf("Set(%v): %v", b, err)
+		}
+	}
+	return f
+}
+
+func (f *settingsFixture) set(t *testing.T, enable, managed bool) {
+	t.Helper()
+	if _, err := f.svc.Update(context.Background(), admin, instance.Update{
+		EnableEnvironments: &enable, ManagedSandboxOnly: &managed, Revision: instance.AnyRevision}); err != nil {
+		t.Fatalf("settings update: %v", err)
+	}
+}
+
+var (
+	sandboxScope = authz.Scope{Company: "acme", Workspace: "ws_other"}
+	hostScope    = authz.Scope{Company: "acme", Workspace: "ws_host"}
+)
+
+// wantRefused checks err is the settings' refusal: the sentinel, the
+// unavailable code (also drivers.ErrUnavailable) and the setting named.
+func wantRefused(t *testing.T, what string, err, sentinel error, setting string) {
+	t.Helper()
+	if !errors.Is(err, sentinel) || !errors.Is(err, drivers.ErrUnavailable) || errcode.Code(err) != errcode.Unavailable {
+		t.Errorf("%s = %v, want %v (unavailable)", what, err, sentinel)
+		return
+	}
+	if !strings.Contains(err.Error(), setting) {
+		t.Errorf("%s: %q does not name the setting %s", what, err, setting)
+	}
+}
+
+// CFG-9: never written, the settings change nothing: both environments
+// resolve and lease.
+func TestDefaultSettingsRefuseNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newSettingsFixture(t)
+	for _, sc := range []authz.Scope{sandboxScope, hostScope} {
+		if _, err := f.asg.Resolve(ctx, admin, sc, 0); err != nil {
+			t.Errorf("Resolve(%s): %v", sc, err)
+		}
+	}
+	for _, id := range []string{f.sandbox, f.host} {
+		if _, err := f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: id, Company: "acme"}); err != nil {
+			t.Errorf("LeaseTarget(%s): %v", id, err)
+		}
+		v, err := f.cat.Get(ctx, admin, id)
+		if err != nil || v.Unavailable != "" {
+			t.Errorf("Get(%s) = %+v, %v; want available", id, v, err)
+		}
+	}
+	if err := f.asg.AdmitDraft(ctx, admin, "local", "acme"); err != nil {
+		t.Errorf("AdmitDraft(local): %v", err)
+	}
+}
+
+// CFG-9: with environments disabled, nothing becomes a working target:
+// resolution, lease targets (by id and by scope) and drafts refuse naming
+// the setting, while catalog reads and edits and binding edits go on; once
+// enabled again, everything resolves (the same-process update is seen at
+// once).
+func TestDisabledEnvironmentsRefuseResolutionAndLeases(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newSettingsFixture(t)
+	f.set(t, false, false)
+
+	for _, sc := range []authz.Scope{sandboxScope, hostScope} {
+		_, err := f.asg.Resolve(ctx, admin, sc, 0)
+		wantRefused(t, "Resolve("+sc.String()+")", err, instance.ErrEnvironmentsDisabled, "enable_environments")
+		_, err = f.asg.LeaseTarget(ctx, agent, environment.LeaseTargetRequest{Scope: &sc})
+		wantRefused(t, "LeaseTarget(scope "+sc.String()+")", err, instance.ErrEnvironmentsDisabled, "enable_environments")
+	}
+	for _, id := range []string{f.sandbox, f.host} {
+		_, err := f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: id, Company: "acme"})
+		wantRefused(t, "LeaseTarget("+id+")", err, instance.ErrEnvironmentsDisabled, "enable_environments")
+	}
+	for _, d := range []string{"fake", "local"} {
+		wantRefused(t, "AdmitDraft("+d+")", f.asg.AdmitDraft(ctx, admin, d, "acme"), instance.ErrEnvironmentsDisabled, "enable_environments")
+	}
+	// A principal who may not probe is still denied first.
+	if err := f.asg.AdmitDraft(ctx, agent, "fake", "acme"); !errors.Is(err, authz.ErrDenied) {
+		t.Errorf("AdmitDraft as an agent = %v, want ErrDenied", err)
+	}
+
+	// Catalog reads and edits, and binding edits, go on.
+	vs, err := f.cat.List(ctx, board, environment.ListFilter{})
+	if err != nil || len(vs) != 2 {
+		t.Fatalf("List = %d views, %v", len(vs), err)
+	}
+	for _, v := range vs {
+		if !strings.Contains(v.Unavailable, "enable_environments") {
+			t.Errorf("view of %s: Unavailable = %q, want the setting named", v.Name, v.Unavailable)
+		}
+	}
+	created, err := f.cat.Create(ctx, admin, environment.CreateRequest{Name: "another", Driver: "fake"})
+	if err != nil {
+		t.Fatalf("Create while disabled: %v", err)
+	}
+	desc := "edited while environments are disabled"
+	if _, err := f.cat.Update(ctx, admin, created.ID, environment.UpdateRequest{BaseRevision: 1, Description: &desc}); err != nil {
+		t.Errorf("Update while disabled: %v", err)
+	}
+	if _, err := f.cat.Archive(ctx, admin, created.ID, 2); err != nil {
+		t.Errorf("Archive while disabled: %v", err)
+	}
+	if _, err := f.asg.Set(ctx, admin, environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_new", Company: "acme", EnvironmentID: f.sandbox}); err != nil {
+		t.Errorf("Set binding while disabled: %v", err)
+	}
+
+	f.set(t, true, false)
+	if _, err := f.asg.Resolve(ctx, admin, sandboxScope, 0); err != nil {
+		t.Errorf("Resolve after enabling: %v", err)
+	}
+	if _, err := f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.host, Company: "acme"}); err != nil {
+		t.Errorf("LeaseTarget(host) after enabling: %v", err)
+	}
+}
+
+// CFG-9, CAP-3: with managed-sandbox-only on, host drivers are unavailable
+// with the reason managed_sandbox_only wherever the gate decides
+// (resolution, lease targets, drafts, the views' availability), sandbox
+// drivers are not, and saved host environments stay readable.
+func TestManagedSandboxOnlyRefusesHostDrivers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newSettingsFixture(t)
+	f.set(t, true, true)
+
+	_, err := f.asg.Resolve(ctx, admin, hostScope, 0)
+	wantRefused(t, "Resolve(host scope)", err, instance.ErrManagedSandboxOnly, instance.ReasonManagedSandboxOnly)
+	var be *environment.BindingError
+	if !errors.As(err, &be) || be.Binding.Key != "ws_host" {
+		t.Errorf("Resolve(host scope) = %v, want a BindingError naming the workspace binding", err)
+	}
+	_, err = f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.host, Company: "acme"})
+	wantRefused(t, "LeaseTarget(host)", err, instance.ErrManagedSandboxOnly, instance.ReasonManagedSandboxOnly)
+	var ue *environment.UnusableError
+	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, instance.ReasonManagedSandboxOnly) {
+		t.Errorf("LeaseTarget(host) = %v, want an UnusableError whose reason says managed_sandbox_only", err)
+	}
+	wantRefused(t, "AdmitDraft(local)", f.asg.AdmitDraft(ctx, admin, "local", "acme"), instance.ErrManagedSandboxOnly, instance.ReasonManagedSandboxOnly)
+
+	// Sandbox drivers go on.
+	if res, err := f.asg.Resolve(ctx, admin, sandboxScope, 0); err != nil || res.Environment.ID != f.sandbox {
+		t.Errorf("Resolve(sandbox scope) = %v, %v", res, err)
+	}
+	if _, err := f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.sandbox, Company: "acme"}); err != nil {
+		t.Errorf("LeaseTarget(sandbox): %v", err)
+	}
+	if err := f.asg.AdmitDraft(ctx, admin, "fake", "acme"); err != nil {
+		t.Errorf("AdmitDraft(fake): %v", err)
+	}
+
+	// The host environment stays readable, marked unavailable with the
+	// reason; the sandbox is not marked.
+	for _, p := range []authz.Principal{admin, board} {
+		v, err := f.cat.Get(ctx, p, f.host)
+		if err != nil {
+			t.Fatalf("Get(host) as %s: %v", p, err)
+		}
+		if !strings.Contains(v.Unavailable, instance.ReasonManagedSandboxOnly) {
+			t.Errorf("Get(host) as %s: Unavailable = %q, want managed_sandbox_only", p, v.Unavailable)
+		}
+		if v, err := f.cat.Get(ctx, p, f.sandbox); err != nil || v.Unavailable != "" {
+			t.Errorf("Get(sandbox) as %s = %q, %v; want available", p, v.Unavailable, err)
+		}
+	}
+	desc := "still editable"
+	if _, err := f.cat.Update(ctx, admin, f.host, environment.UpdateRequest{BaseRevision: 1, Description: &desc}); err != nil {
+		t.Errorf("Update(host): %v", err)
+	}
+}
+
+// failingSettings is a Reader whose store is down.
+type failingSettings struct{}
+
+var errSettingsDown = errors.New("settings store down")
+
+func (failingSettings) Current(context.Context) (instance.Settings, error) {
+	return instance.Settings{}, errSettingsDown
+}
+
+// A failing settings read is an error of the gate, never "enabled".
+func TestGateReturnsAFailingSettingsRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	reg := drivers.NewRegistry(fake.New(nil))
+	g := environment.NewGate(reg, &environment.GateOptions{TestMode: true, Settings: failingSettings{}})
+	env := &environment.Environment{ID: "env_1", Name: "one", Driver: "fake", Status: environment.StatusActive}
+	if _, _, err := g.Check(ctx, env, 0); !errors.Is(err, errSettingsDown) {
+		t.Errorf("Check = %v, want the settings read's error", err)
+	}
+	if err := g.Admit(ctx, nil); !errors.Is(err, errSettingsDown) {
+		t.Errorf("Admit = %v, want the settings read's error", err)
+	}
+	// Without a Reader: the defaults.
+	g = environment.NewGate(reg, &environment.GateOptions{TestMode: true})
+	if _, _, err := g.Check(ctx, env, 0); err != nil {
+		t.Errorf("Check without settings: %v", err)
+	}
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/berthdev/berth/instance"
+)
+
+const settingsUsage = `usage:
+  envctl settings show [--json]
+  envctl settings set [--enable-environments=BOOL] [--managed-sandbox-only=BOOL] [--revision N] [--json]
+
+The instance settings (CFG-9). With enable_environments off, no
+environment can be resolved, probed, leased or run (releases, sweeps and
+catalog reads and edits go on); with managed_sandbox_only on, host drivers
+(local, ssh) are unavailable as targets (managed_sandbox_only) while their
+saved environments stay readable. Never written, environments are enabled
+and host drivers allowed. set changes only the flags it is given; with
+--revision it writes only over that revision (a stale one is a conflict),
+else over whatever is stored. Only instance admins and local operators may
+set; every role may show.
+`
+
+// optBool is a flag that remembers whether it was given; --name alone
+// means true.
+type optBool struct{ v *bool }
+
+func (b *optBool) String() string {
+	if b == nil || b.v == nil {
+		return ""
+	}
+	return strconv.FormatBool(*b.v)
+}
+
+func (b *optBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("want true or false, not %q", s)
+	}
+	b.v = &v
+	return nil
+}
+
+func (b *optBool) IsBoolFlag() bool { return true }
+
+func runSettings(ctx context.Context, g *globals, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(g.stderr, settingsUsage)
+		return errUsage
+	}
+	fs := flag.NewFlagSet("settings "+args[0], flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	fs.Usage = func() { fmt.Fprint(g.stderr, settingsUsage) }
+	fs.BoolVar(&g.json, "json", g.json, "print JSON")
+	var enable, managed optBool
+	revision := instance.AnyRevision
+	switch args[0] {
+	case "show":
+	case "set":
+		fs.Var(&enable, "enable-environments", "let environments be working targets (true or false)")
+		fs.Var(&managed, "managed-sandbox-only", "allow managed sandboxes only, no host drivers (true or false)")
+		fs.Int64Var(&revision, "revision", instance.AnyRevision, "the revision the change is based on (default: whatever is stored)")
+	default:
+		fmt.Fprint(g.stderr, settingsUsage)
+		return errUsage
+	}
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil || len(pos) != 0 {
+		fmt.Fprint(g.stderr, settingsUsage)
+		return errUsage
+	}
+	if args[0] == "set" && enable.v == nil && managed.v == nil {
+		return fmt.Errorf("settings set: give --enable-environments or --managed-sandbox-only")
+	}
+	sys, err := openSystem(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+	var s instance.Settings
+	if args[0] == "show" {
+		s, err = sys.Settings().Get(ctx, g.as)
+	} else {
+		s, err = sys.Settings().Update(ctx, g.as, instance.Update{EnableEnvironments: enable.v, ManagedSandboxOnly: managed.v, Revision: revision})
+	}
+	if err != nil {
+		return err
+	}
+	if g.json {
+		return writeJSON(g.stdout, s)
+	}
+	fmt.Fprintf(g.stdout, "enable_environments: %t\nmanaged_sandbox_only: %t\n", s.EnableEnvironments, s.ManagedSandboxOnly)
+	if s.Revision == 0 {
+		fmt.Fprintln(g.stdout, "revision: 0 (never written: the defaults)")
+	} else {
+		fmt.Fprintf(g.stdout, "revision: %d, updated %s by %s\n", s.Revision, s.UpdatedAt.UTC().Format(time.RFC3339), s.UpdatedBy)
+	}
+	return nil
+}

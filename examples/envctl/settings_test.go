@@ -1,0 +1,69 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/berthdev/berth/instance"
+)
+
+// TestSettingsCommands drives settings show/set (CFG-9): the defaults
+// before any write; set changes only the flags given and records who; a
+// stale --revision is a conflict; with environments disabled a lease
+// acquisition is refused naming the setting while env list goes on; an
+// agent may show but not set; the settings persist in the database.
+func TestSettingsCommands(t *testing.T) {
+	c := newCLI(t)
+	var s instance.Settings
+	c.okJSON(&s, "settings", "show")
+	if s != instance.Defaults() {
+		t.Errorf("settings before any write = %+v, want the defaults", s)
+	}
+	wantContains(t, "show", c.ok("settings", "show"), "enable_environments: true", "managed_sandbox_only: false", "never written")
+	box := c.createFake("box", `{}`)
+
+	c.okJSON(&s, "settings", "set", "--enable-environments=false")
+	if s.EnableEnvironments || s.ManagedSandboxOnly || s.Revision != 1 || s.UpdatedBy != "envctl" {
+		t.Errorf("after set = %+v", s)
+	}
+	if _, msg := c.fail("lease", "acquire", box, "--company", "acme"); !strings.Contains(msg, "enable_environments") {
+		t.Errorf("lease acquire while disabled: %s", msg)
+	}
+	wantContains(t, "env list while disabled", c.ok("env", "list"), "box")
+	if _, msg := c.fail("settings", "set", "--enable-environments", "--revision", "0"); !strings.Contains(msg, "stale revision 0") {
+		t.Errorf("set at a stale revision: %s", msg)
+	}
+	// Agents read, never write.
+	wantContains(t, "an agent's show", c.ok("--as", "agent:a1@acme", "settings", "show"), "enable_environments: false", "revision: 1")
+	if _, msg := c.fail("--as", "agent:a1@acme", "settings", "set", "--enable-environments=true"); !strings.Contains(msg, "may not update") {
+		t.Errorf("an agent's set: %s", msg)
+	}
+
+	c.okJSON(&s, "settings", "set", "--enable-environments", "--managed-sandbox-only=true", "--revision", "1")
+	if !s.EnableEnvironments || !s.ManagedSandboxOnly || s.Revision != 2 {
+		t.Errorf("after the second set = %+v", s)
+	}
+	c.ok("lease", "acquire", box, "--company", "acme") // a sandbox driver: allowed
+	for _, line := range strings.Split(c.ok("drivers"), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		switch host := f[1] == "host"; {
+		case host && !strings.Contains(line, "no: ") || host && !strings.Contains(line, "managed_sandbox_only"):
+			t.Errorf("drivers under managed-sandbox-only shows a host driver available: %s", line)
+		case f[0] == "fake" && strings.Contains(line, "managed_sandbox_only"):
+			t.Errorf("drivers under managed-sandbox-only refuses the fake: %s", line)
+		}
+	}
+	if _, msg := c.fail("settings", "set"); !strings.Contains(msg, "--enable-environments") {
+		t.Errorf("set with no flag: %s", msg)
+	}
+	if _, msg := c.fail("settings", "set", "--managed-sandbox-only=maybe"); msg == "" {
+		t.Error("set with a bad BOOL did not fail")
+	}
+	c.okJSON(&s, "settings", "show")
+	if s.Revision != 2 || !s.ManagedSandboxOnly {
+		t.Errorf("settings read back = %+v", s)
+	}
+}

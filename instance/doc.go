@@ -1,0 +1,29 @@
+// Package instance holds the instance settings of CFG-9: whether
+// environments can be working targets at all (EnableEnvironments) and
+// whether only managed sandboxes can (ManagedSandboxOnly), kept in the
+// store and changed only by instance admins.
+//
+//	svc, reader := instance.NewService(stores.Settings, nil)
+//	gate := environment.NewGate(reg, &environment.GateOptions{Settings: reader})
+//	s, err := svc.Get(ctx, anyone)   // instance.Defaults() until first written
+//	off := false
+//	s, err = svc.Update(ctx, admin, instance.Update{EnableEnvironments: &off, Revision: s.Revision})
+//
+// berth.New wires this itself (System.Settings). Start with Settings and
+// its Admit (the pure decision the environment gate makes for every
+// resolution, probe and lease acquisition), then Service (reads by any
+// known principal, updates by instance admins with an optimistic revision)
+// and Store (MemoryStore here; the SQL stores in store/sqlite and
+// store/postgres; instancetest.RunStoreTests is the conformance suite).
+//
+// When no record was ever written the settings are Defaults():
+// environments enabled, host drivers allowed, so embedding hosts keep
+// working; a host that wants the source product's "enable it first"
+// writes EnableEnvironments false at its first start.
+//
+// The gate reads the settings through the Reader NewService returns, never
+// the store directly: the Reader keeps what it read for
+// Options.MaxStaleness (one second by default), so a lease acquisition
+// costs no store round trip while the copy is fresh; this Service's own
+// updates are seen at once, another replica's within MaxStaleness.
+package instance

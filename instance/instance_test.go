@@ -1,0 +1,283 @@
+package instance_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/instance/instancetest"
+)
+
+var (
+	admin    = authz.Principal{ID: "admin-1", Role: authz.RoleInstanceAdmin}
+	operator = authz.Principal{ID: "op-1", Role: authz.RoleLocalOperator}
+	board    = authz.Principal{ID: "bob", Role: authz.RoleBoardMember, Companies: []string{"acme"}}
+	agent    = authz.Principal{ID: "agent-1", Role: authz.RoleAgent, Companies: []string{"acme"}}
+	nobody   = authz.Principal{ID: "x"}
+)
+
+func ptr(b bool) *bool { return &b }
+
+func TestMemoryStorePassesTheSuite(t *testing.T) {
+	t.Parallel()
+	instancetest.RunStoreTests(t, func(*testing.T) instance.Store { return instance.NewMemoryStore() })
+}
+
+// countingStore counts the reads that reach the store.
+type countingStore struct {
+	instance.Store
+	reads atomic.Int64
+}
+
+func (c *countingStore) GetSettings(ctx context.Context) (instance.Settings, error) {
+	c.reads.Add(1)
+	return c.Store.GetSettings(ctx)
+}
+
+// CFG-9: never written, the settings are the defaults (environments on,
+// host drivers allowed) at revision 0, for every reader.
+func TestNeverWrittenSettingsAreTheDefaults(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc, r := instance.NewService(instance.NewMemoryStore(), nil)
+	for _, p := range []authz.Principal{admin, operator, board, agent} {
+		got, err := svc.Get(ctx, p)
+		if err != nil {
+			t.Fatalf("Get as %s: %v", p, err)
+		}
+		if got != instance.Defaults() || !got.EnableEnvironments || got.ManagedSandboxOnly || got.Revision != 0 {
+			t.Errorf("Get as %s = %+v, want the defaults", p, got)
+		}
+	}
+	if got, err := r.Current(ctx); err != nil || got != instance.Defaults() {
+		t.Errorf("Reader.Current = %+v, %v; want the defaults", got, err)
+	}
+}
+
+// CFG-9: only instance admins (and local operators, who have their
+// powers) change the settings; every known role reads them; a principal
+// without a role reads nothing.
+func TestOnlyInstanceAdminsUpdate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc, _ := instance.NewService(instance.NewMemoryStore(), nil)
+	for _, p := range []authz.Principal{board, agent, nobody} {
+		_, err := svc.Update(ctx, p, instance.Update{EnableEnvironments: ptr(false), Revision: instance.AnyRevision})
+		if !errors.Is(err, authz.ErrDenied) || errcode.Code(err) != errcode.Denied {
+			t.Errorf("Update as %s = %v, want ErrDenied", p, err)
+		}
+	}
+	if _, err := svc.Get(ctx, nobody); !errors.Is(err, authz.ErrDenied) {
+		t.Errorf("Get without a role = %v, want ErrDenied", err)
+	}
+	if s, _ := svc.Get(ctx, admin); s != instance.Defaults() {
+		t.Errorf("after refused updates the settings are %+v", s)
+	}
+	s, err := svc.Update(ctx, operator, instance.Update{ManagedSandboxOnly: ptr(true)})
+	if err != nil {
+		t.Fatalf("Update as a local operator: %v", err)
+	}
+	if s.Revision != 1 || !s.ManagedSandboxOnly || !s.EnableEnvironments || s.UpdatedBy != operator.ID {
+		t.Errorf("Update as a local operator = %+v", s)
+	}
+}
+
+// CFG-9: every update records who and when, at the next revision; a stale
+// revision is a conflict that writes nothing; an update that sets nothing
+// is invalid.
+func TestUpdateRecordsWhoAndWhenWithOptimisticRevisions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC))
+	svc, _ := instance.NewService(instance.NewMemoryStore(), &instance.Options{Clock: clk})
+	s, err := svc.Update(ctx, admin, instance.Update{EnableEnvironments: ptr(false), Revision: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := instance.Settings{EnableEnvironments: false, Revision: 1, UpdatedAt: clk.Now(), UpdatedBy: admin.ID}
+	if s != want {
+		t.Errorf("first update = %+v, want %+v", s, want)
+	}
+	clk.Advance(time.Minute)
+	if _, err := svc.Update(ctx, operator, instance.Update{EnableEnvironments: ptr(true), Revision: 0}); !errors.Is(err, instance.ErrConflict) || errcode.Code(err) != errcode.Conflict {
+		t.Errorf("update at stale revision 0 = %v, want ErrConflict", err)
+	}
+	if got, _ := svc.Get(ctx, admin); got != want {
+		t.Errorf("after the conflict the settings are %+v, want %+v", got, want)
+	}
+	s, err = svc.Update(ctx, operator, instance.Update{EnableEnvironments: ptr(true), ManagedSandboxOnly: ptr(true), Revision: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = instance.Settings{EnableEnvironments: true, ManagedSandboxOnly: true, Revision: 2, UpdatedAt: clk.Now(), UpdatedBy: operator.ID}
+	if s != want {
+		t.Errorf("second update = %+v, want %+v", s, want)
+	}
+	if _, err := svc.Update(ctx, admin, instance.Update{Revision: 2}); !errors.Is(err, instance.ErrInvalid) {
+		t.Errorf("an update setting nothing = %v, want ErrInvalid", err)
+	}
+	if _, err := svc.Update(ctx, admin, instance.Update{EnableEnvironments: ptr(true), Revision: -2}); !errors.Is(err, instance.ErrInvalid) {
+		t.Errorf("an update at revision -2 = %v, want ErrInvalid", err)
+	}
+	s, err = svc.Update(ctx, admin, instance.Update{ManagedSandboxOnly: ptr(false), Revision: instance.AnyRevision})
+	if err != nil || s.Revision != 3 || s.ManagedSandboxOnly || !s.EnableEnvironments {
+		t.Errorf("an update at AnyRevision = %+v, %v", s, err)
+	}
+}
+
+// The gate's Reader (the lease hot path) reads the store at most once per
+// MaxStaleness; this Service's updates are seen at once, another
+// replica's (another Service on the same store) once the copy is older
+// than MaxStaleness.
+func TestReaderCachesWithinTheStalenessBound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC))
+	st := &countingStore{Store: instance.NewMemoryStore()}
+	mine, r := instance.NewService(st, &instance.Options{Clock: clk})
+	other, _ := instance.NewService(st, &instance.Options{Clock: clk})
+
+	for range 100 {
+		if s, err := r.Current(ctx); err != nil || !s.EnableEnvironments {
+			t.Fatalf("Current = %+v, %v", s, err)
+		}
+	}
+	if n := st.reads.Load(); n != 1 {
+		t.Errorf("100 reads within the bound reached the store %d times, want 1", n)
+	}
+	// This process's update: at once.
+	if _, err := mine.Update(ctx, admin, instance.Update{EnableEnvironments: ptr(false), Revision: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := r.Current(ctx); s.EnableEnvironments || s.Revision != 1 {
+		t.Errorf("after this service's update Current = %+v, want revision 1 with environments off", s)
+	}
+	// Another replica's update: after the bound.
+	if _, err := other.Update(ctx, admin, instance.Update{EnableEnvironments: ptr(true), Revision: 1}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(instance.DefaultMaxStaleness / 2)
+	if s, _ := r.Current(ctx); s.Revision != 1 {
+		t.Errorf("within the bound Current = %+v, want the cached revision 1", s)
+	}
+	clk.Advance(instance.DefaultMaxStaleness)
+	if s, _ := r.Current(ctx); s.Revision != 2 || !s.EnableEnvironments {
+		t.Errorf("past the bound Current = %+v, want revision 2 with environments on", s)
+	}
+
+	// No cache: every read reaches the store.
+	st2 := &countingStore{Store: instance.NewMemoryStore()}
+	_, r2 := instance.NewService(st2, &instance.Options{Clock: clk, MaxStaleness: -1})
+	for range 3 {
+		if _, err := r2.Current(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := st2.reads.Load(); n != 3 {
+		t.Errorf("with MaxStaleness -1, 3 reads reached the store %d times", n)
+	}
+}
+
+// failingStore fails every read.
+type failingStore struct{ instance.MemoryStore }
+
+var errDown = errors.New("database down")
+
+func (*failingStore) GetSettings(context.Context) (instance.Settings, error) {
+	return instance.Settings{}, errDown
+}
+
+// A failing store read is returned, never taken for the defaults.
+func TestReaderReturnsAFailingRead(t *testing.T) {
+	t.Parallel()
+	_, r := instance.NewService(&failingStore{}, nil)
+	if _, err := r.Current(context.Background()); !errors.Is(err, errDown) {
+		t.Errorf("Current over a failing store = %v, want its error", err)
+	}
+}
+
+// Admit decides as CFG-9 says, and its refusals name the setting.
+func TestAdmit(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		s       instance.Settings
+		host    bool
+		want    error
+		mention string
+	}{
+		{"defaults, sandbox", instance.Defaults(), false, nil, ""},
+		{"defaults, host", instance.Defaults(), true, nil, ""},
+		{"disabled, sandbox", instance.Settings{}, false, instance.ErrEnvironmentsDisabled, "enable_environments"},
+		{"disabled, host", instance.Settings{ManagedSandboxOnly: true}, true, instance.ErrEnvironmentsDisabled, "enable_environments"},
+		{"managed only, sandbox", instance.Settings{EnableEnvironments: true, ManagedSandboxOnly: true}, false, nil, ""},
+		{"managed only, host", instance.Settings{EnableEnvironments: true, ManagedSandboxOnly: true}, true, instance.ErrManagedSandboxOnly, "managed_sandbox_only"},
+	}
+	for _, tc := range cases {
+		err := tc.s.Admit("local", tc.host)
+		if tc.want == nil {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, tc.want) || errcode.Code(err) != errcode.Unavailable {
+			t.Errorf("%s: %v, want %v (unavailable)", tc.name, err, tc.want)
+		}
+		if err != nil && !strings.Contains(err.Error(), tc.mention) {
+			t.Errorf("%s: %q does not name %s", tc.name, err, tc.mention)
+		}
+	}
+}
+
+// Concurrent updates from one read revision: exactly one is accepted, the
+// others are real conflicts, and the accepted one is what is stored at
+// its revision, with its author.
+func TestConcurrentUpdatesOfOneRevision(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := instance.NewMemoryStore()
+	const writers = 16
+	type result struct {
+		s   instance.Settings
+		err error
+	}
+	results := make([]result, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		svc, _ := instance.NewService(st, nil) // one service per replica
+		wg.Go(func() {
+			p := authz.Principal{ID: fmt.Sprintf("admin-%d", i), Role: authz.RoleInstanceAdmin}
+			s, err := svc.Update(ctx, p, instance.Update{ManagedSandboxOnly: ptr(i%2 == 0), Revision: 0})
+			results[i] = result{s, err}
+		})
+	}
+	wg.Wait()
+	won := -1
+	for i, r := range results {
+		switch {
+		case r.err == nil && won >= 0:
+			t.Errorf("updates %d and %d were both accepted at revision 0", won, i)
+		case r.err == nil:
+			won = i
+		case !errors.Is(r.err, instance.ErrConflict):
+			t.Errorf("update %d: %v, want nil or ErrConflict", i, r.err)
+		}
+	}
+	if won < 0 {
+		t.Fatal("no update was accepted")
+	}
+	got, err := st.GetSettings(ctx)
+	if err != nil || got != results[won].s || got.Revision != 1 || got.UpdatedBy != fmt.Sprintf("admin-%d", won) {
+		t.Errorf("stored %+v, %v; the accepted update was %+v", got, err, results[won].s)
+	}
+}

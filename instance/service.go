@@ -1,0 +1,272 @@
+package instance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/clock"
+)
+
+// DefaultMaxStaleness is Options.MaxStaleness's default: how old the
+// settings the Reader returns may be when another process (a replica on
+// the same store) changed them.
+const DefaultMaxStaleness = time.Second
+
+// AnyRevision as Update.Revision writes over whatever is stored.
+const AnyRevision int64 = -1
+
+// maxReadWait bounds one shared store read of the Reader.
+const maxReadWait = 30 * time.Second
+
+// Options configure a Service; nil means defaults.
+type Options struct {
+	// Authorizer decides reads (authz.ActionRead) and updates
+	// (authz.ActionUpdate) of the resource authz.ResourceKindInstanceSettings.
+	// Default authz.DefaultPolicy: every known role reads, instance
+	// admins and local operators update.
+	Authorizer authz.Authorizer
+	// Logger receives one line per update and per refused update. Default:
+	// discard.
+	Logger *slog.Logger
+	// Clock stamps UpdatedAt and ages the Reader's cache. Default: the
+	// wall clock.
+	Clock clock.Clock
+	// MaxStaleness bounds how old the settings the Reader returns may be:
+	// it reads the store again once its copy is older. Updates through
+	// this Service are seen by its Reader at once; a change by another
+	// process (a replica on the same store) within MaxStaleness. Default
+	// DefaultMaxStaleness (one second); negative: no cache, every Current
+	// reads the store.
+	MaxStaleness time.Duration
+}
+
+// Update changes the settings. A nil field keeps its value.
+type Update struct {
+	// EnableEnvironments, if not nil, sets Settings.EnableEnvironments.
+	EnableEnvironments *bool `json:"enable_environments,omitempty"`
+	// ManagedSandboxOnly, if not nil, sets Settings.ManagedSandboxOnly.
+	ManagedSandboxOnly *bool `json:"managed_sandbox_only,omitempty"`
+	// Revision is the revision the change is based on: the Settings.Revision
+	// the caller read (0 when it read the defaults). A stale one is a
+	// conflict. AnyRevision writes over whatever is stored (read again and
+	// retried a few times when another writer wins in between; under
+	// sustained contention it may still end in ErrConflict).
+	Revision int64 `json:"revision"`
+}
+
+// Service reads and changes the instance settings for a principal. It is
+// safe for concurrent use.
+type Service struct {
+	st    Store
+	authz authz.Authorizer
+	log   *slog.Logger
+	clock clock.Clock
+	cache *cache
+}
+
+// NewService returns the service over st and the Reader the environment
+// gate reads (environment.GateOptions.Settings): a hook for no principal,
+// not an entry point, so it is returned here rather than exported as a
+// method. The Reader keeps the settings it read for Options.MaxStaleness;
+// the Service's reads and updates refresh it. It panics if st is nil.
+func NewService(st Store, opts *Options) (*Service, Reader) {
+	if st == nil {
+		panic("instance: NewService needs a Store")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Authorizer == nil {
+		o.Authorizer = authz.DefaultPolicy{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.MaxStaleness == 0 {
+		o.MaxStaleness = DefaultMaxStaleness
+	}
+	c := &cache{st: st, clock: o.Clock, max: o.MaxStaleness}
+	return &Service{st: st, authz: o.Authorizer, log: o.Logger, clock: o.Clock, cache: c}, c
+}
+
+// resource is what every request of the service is about.
+var resource = authz.Resource{Kind: authz.ResourceKindInstanceSettings}
+
+// Get returns the settings in force, read from the store (Defaults, at
+// revision 0, when none were ever written). Any principal the Authorizer
+// lets read the resource authz.ResourceKindInstanceSettings may: under
+// authz.DefaultPolicy every known role (instance admins, local operators,
+// board members, agents); a refusal wraps authz.ErrDenied (the settings
+// are instance-wide, so a refusal reveals nothing).
+func (s *Service) Get(ctx context.Context, p authz.Principal) (Settings, error) {
+	if err := s.authorize(ctx, p, authz.ActionRead); err != nil {
+		return Settings{}, err
+	}
+	return s.read(ctx)
+}
+
+// Update applies u for p and returns the settings stored, with Revision
+// one more than before, UpdatedAt now and UpdatedBy p.ID. Only a principal
+// the Authorizer lets update authz.ResourceKindInstanceSettings may: under
+// authz.DefaultPolicy instance admins and local operators (who have an
+// instance admin's powers); others get an error wrapping authz.ErrDenied.
+// A u.Revision other than the stored one is ErrConflict (nothing written);
+// an update that sets nothing is ErrInvalid. The change is seen at once by
+// this Service's Reader, and by other processes' Readers within their
+// MaxStaleness.
+func (s *Service) Update(ctx context.Context, p authz.Principal, u Update) (Settings, error) {
+	if err := s.authorize(ctx, p, authz.ActionUpdate); err != nil {
+		return Settings{}, err
+	}
+	switch {
+	case u.EnableEnvironments == nil && u.ManagedSandboxOnly == nil:
+		return Settings{}, fmt.Errorf("instance: settings update: fields \"enable_environments\" and \"managed_sandbox_only\": neither is set, nothing to change: %w", ErrInvalid)
+	case u.Revision < AnyRevision:
+		return Settings{}, fmt.Errorf("instance: settings update: field \"revision\": %d is not a revision: %w", u.Revision, ErrInvalid)
+	}
+	const attempts = 5
+	var err error
+	for range attempts {
+		var cur, next Settings
+		cur, err = s.read(ctx)
+		if err != nil {
+			return Settings{}, err
+		}
+		if u.Revision != AnyRevision && cur.Revision != u.Revision {
+			err = fmt.Errorf("instance: settings update: stale revision %d, stored revision is %d: %w", u.Revision, cur.Revision, ErrConflict)
+			break
+		}
+		next = cur
+		if u.EnableEnvironments != nil {
+			next.EnableEnvironments = *u.EnableEnvironments
+		}
+		if u.ManagedSandboxOnly != nil {
+			next.ManagedSandboxOnly = *u.ManagedSandboxOnly
+		}
+		next.Revision, next.UpdatedAt, next.UpdatedBy = cur.Revision+1, s.clock.Now().UTC(), p.ID
+		if err = s.st.PutSettings(ctx, next); err == nil {
+			s.cache.offer(next)
+			s.log.LogAttrs(ctx, slog.LevelInfo, "instance settings updated",
+				slog.Bool("enable_environments", next.EnableEnvironments), slog.Bool("managed_sandbox_only", next.ManagedSandboxOnly),
+				slog.Int64("revision", next.Revision), slog.String("actor", p.ID), slog.String("role", string(p.Role)))
+			return next, nil
+		}
+		err = fmt.Errorf("instance: settings update at revision %d: %w", cur.Revision, err)
+		if u.Revision != AnyRevision || !errors.Is(err, ErrConflict) {
+			break
+		}
+	}
+	s.log.LogAttrs(ctx, slog.LevelWarn, "instance settings update failed",
+		slog.String("actor", p.ID), slog.String("role", string(p.Role)), slog.String("error", err.Error()))
+	return Settings{}, err
+}
+
+// read returns the stored settings or Defaults, and refreshes the cache.
+func (s *Service) read(ctx context.Context) (Settings, error) {
+	cur, err := readStore(ctx, s.st)
+	if err != nil {
+		return Settings{}, err
+	}
+	s.cache.offer(cur)
+	return cur, nil
+}
+
+func (s *Service) authorize(ctx context.Context, p authz.Principal, a authz.Action) error {
+	err := s.authz.Authorize(ctx, p, a, resource)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, authz.ErrDenied) {
+		err = fmt.Errorf("%w: %w", authz.Denied(p, a, resource), err)
+	}
+	if a.IsMutation() {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "instance settings action denied",
+			slog.String("action", string(a)), slog.String("actor", p.ID), slog.String("role", string(p.Role)))
+	}
+	return err
+}
+
+// readStore returns the stored record, or Defaults when none was written.
+func readStore(ctx context.Context, st Store) (Settings, error) {
+	cur, err := st.GetSettings(ctx)
+	if errors.Is(err, ErrNotFound) {
+		return Defaults(), nil
+	}
+	if err != nil {
+		return Settings{}, fmt.Errorf("instance: reading the settings: %w", err)
+	}
+	return cur, nil
+}
+
+// cache is the Reader NewService returns: the last settings read, kept
+// for max; concurrent reads of an expired copy share one store read.
+type cache struct {
+	st    Store
+	clock clock.Clock
+	max   time.Duration
+	sf    singleflight.Group
+
+	mu    sync.Mutex
+	cur   Settings
+	at    time.Time
+	valid bool
+}
+
+// Current implements Reader.
+func (c *cache) Current(ctx context.Context) (Settings, error) {
+	if c.max < 0 {
+		return readStore(ctx, c.st)
+	}
+	c.mu.Lock()
+	if c.valid && c.clock.Now().Sub(c.at) < c.max {
+		cur := c.cur
+		c.mu.Unlock()
+		return cur, nil
+	}
+	c.mu.Unlock()
+	// One read for every caller of an expired copy, detached from each
+	// caller's cancellation (and bounded), each caller waiting only as long
+	// as its own ctx allows.
+	ch := c.sf.DoChan("", func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxReadWait)
+		defer cancel()
+		s, err := readStore(rctx, c.st)
+		if err != nil {
+			return nil, err
+		}
+		c.offerAt(s, c.clock.Now())
+		return s, nil
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return Settings{}, r.Err
+		}
+		return r.Val.(Settings), nil
+	case <-ctx.Done():
+		return Settings{}, fmt.Errorf("instance: reading the settings: %w", ctx.Err())
+	}
+}
+
+// offer keeps s, read or written now, unless a newer revision is kept.
+func (c *cache) offer(s Settings) { c.offerAt(s, c.clock.Now()) }
+
+func (c *cache) offerAt(s Settings, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.valid && s.Revision < c.cur.Revision {
+		return
+	}
+	c.cur, c.at, c.valid = s, at, true
+}

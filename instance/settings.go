@@ -1,0 +1,100 @@
+package instance
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/berthdev/berth/errcode"
+)
+
+// Settings are the instance settings of CFG-9: the source description's
+// enableEnvironments and enableManagedSandboxOnly, kept in the store and
+// changed only by instance admins (Service.Update).
+type Settings struct {
+	// EnableEnvironments lets environments become working targets. With it
+	// off, resolution, probes and lease acquisition refuse (an error
+	// wrapping ErrEnvironmentsDisabled), while releases, sweeps and the
+	// catalog's reads and edits go on. When no record was ever written it
+	// is true (Defaults).
+	EnableEnvironments bool `json:"enable_environments"`
+	// ManagedSandboxOnly makes host drivers (drivers.KindHost: local, ssh)
+	// unavailable as targets, with the reason managed_sandbox_only
+	// (ErrManagedSandboxOnly); saved host environments stay readable.
+	// When no record was ever written it is false (Defaults).
+	ManagedSandboxOnly bool `json:"managed_sandbox_only"`
+	// Revision counts the writes: 0 for the defaults (never written), then
+	// 1, 2, ... Service.Update takes the revision it read, and a stale one
+	// is a conflict.
+	Revision int64 `json:"revision"`
+	// UpdatedAt is when the record was last written (zero for the
+	// defaults).
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	// UpdatedBy is the id of the principal who last wrote it ("" for the
+	// defaults).
+	UpdatedBy string `json:"updated_by,omitempty"`
+}
+
+// Defaults returns the settings in force when no record was ever written:
+// environments enabled, host drivers allowed, revision 0. Embedding hosts
+// and existing installations keep working; a host that wants the source
+// product's "enable it first" writes EnableEnvironments false at its first
+// start.
+func Defaults() Settings { return Settings{EnableEnvironments: true} }
+
+// String returns `enable_environments=true managed_sandbox_only=false
+// (revision 3)`.
+func (s Settings) String() string {
+	return fmt.Sprintf("enable_environments=%t managed_sandbox_only=%t (revision %d)", s.EnableEnvironments, s.ManagedSandboxOnly, s.Revision)
+}
+
+// ReasonManagedSandboxOnly is the reason a host driver is unavailable while
+// Settings.ManagedSandboxOnly is on (CAP-3): the text of
+// ErrManagedSandboxOnly, and the probe's result code
+// (drivers.CodeManagedSandboxOnly).
+const ReasonManagedSandboxOnly = "managed_sandbox_only"
+
+// Admit returns nil when s lets a target of the driver named driver become
+// a working target; host says whether it is a host driver
+// (drivers.KindHost). It returns an error wrapping ErrEnvironmentsDisabled
+// when environments are disabled, and one wrapping ErrManagedSandboxOnly
+// for a host driver while managed-sandbox-only is on; each names the
+// setting. It is pure: no I/O.
+func (s Settings) Admit(driver string, host bool) error {
+	if !s.EnableEnvironments {
+		return fmt.Errorf("the instance setting enable_environments is off: no environment can be a working target until an instance admin enables environments: %w", ErrEnvironmentsDisabled)
+	}
+	if host && s.ManagedSandboxOnly {
+		return fmt.Errorf("driver %q is a host driver and the instance setting managed_sandbox_only is on (only managed sandboxes can be targets): %w", driver, ErrManagedSandboxOnly)
+	}
+	return nil
+}
+
+// Reader reads the settings in force, for no principal: it is the hook
+// NewService returns for the environment gate (environment.GateOptions.
+// Settings), which reads it on every resolution, probe and lease
+// acquisition. Current returns Defaults when no record was ever written,
+// and the store's error (never the defaults) when the read fails.
+type Reader interface {
+	Current(ctx context.Context) (Settings, error)
+}
+
+// The sentinel errors of the package.
+var (
+	// ErrNotFound: no settings record was ever written (Store.GetSettings;
+	// the service and the Reader then use Defaults).
+	ErrNotFound = errcode.New(errcode.NotFound, "instance settings not found")
+	// ErrConflict: the settings were written at another revision than the
+	// one given (a stale revision); the record is unchanged.
+	ErrConflict = errcode.New(errcode.Conflict, "instance settings revision conflict")
+	// ErrInvalid: a malformed update (nothing to change, a negative
+	// revision).
+	ErrInvalid = errcode.New(errcode.Invalid, "invalid instance settings")
+	// ErrEnvironmentsDisabled: Settings.EnableEnvironments is off, so no
+	// environment can become a working target (CFG-9).
+	ErrEnvironmentsDisabled = errcode.New(errcode.Unavailable, "environments are disabled in this instance")
+	// ErrManagedSandboxOnly: Settings.ManagedSandboxOnly is on and the
+	// target is a host driver's (CFG-9, CAP-3). Its text is
+	// ReasonManagedSandboxOnly.
+	ErrManagedSandboxOnly = errcode.New(errcode.Unavailable, ReasonManagedSandboxOnly)
+)
