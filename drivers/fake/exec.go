@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/qualification"
 )
 
@@ -25,6 +26,7 @@ type Invocation struct {
 	Stdout    io.Writer
 	Stderr    io.Writer
 	SandboxID string
+	host      string
 }
 
 // HandlerFunc runs a command in Go. It returns the exit status; a non-nil
@@ -35,23 +37,61 @@ type HandlerFunc func(ctx context.Context, inv Invocation) (exitCode int, err er
 // DefaultDir is the working directory of commands that set none.
 const DefaultDir = "/root"
 
-// invocation builds the Invocation of argv in the sandbox id: the
-// default environment (PATH, HOME, HOSTNAME, USER) under env, dir or
-// DefaultDir, stdin or an empty reader.
-func invocation(id, host string, argv []string, env map[string]string, dir string, stdin io.Reader, stdout, stderr io.Writer) Invocation {
-	vars := map[string]string{"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "HOSTNAME": host, "USER": "root"}
-	maps.Copy(vars, env)
-	if stdin == nil {
-		stdin = strings.NewReader("")
-	}
-	return Invocation{Argv: argv, Env: vars, Dir: cmp.Or(dir, DefaultDir), Stdin: stdin, Stdout: stdout, Stderr: stderr, SandboxID: id}
+// invocation builds the Invocation of cmd in the sandbox id: the default
+// environment (PATH, HOME, HOSTNAME, USER) under cmd.Env, cmd.Dir or
+// DefaultDir.
+func invocation(id, host string, cmd drivers.Command, stdin io.Reader, stdout, stderr io.Writer) Invocation {
+	env := map[string]string{"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "HOSTNAME": host, "USER": "root"}
+	maps.Copy(env, cmd.Env)
+	return Invocation{Argv: cmd.Argv, Env: env, Dir: cmp.Or(cmd.Dir, DefaultDir), Stdin: stdin, Stdout: stdout, Stderr: stderr, SandboxID: id, host: host}
+}
+
+// builtins are the commands the fake runs without a handler, by base name.
+var builtins = map[string]func(d *Driver, ctx context.Context, inv Invocation, args []string) (int, error){
+	"true":  func(*Driver, context.Context, Invocation, []string) (int, error) { return 0, nil },
+	"false": func(*Driver, context.Context, Invocation, []string) (int, error) { return 1, nil },
+	"exit": func(_ *Driver, _ context.Context, inv Invocation, args []string) (int, error) {
+		if len(args) == 0 {
+			return 0, nil
+		}
+		n, err := strconv.Atoi(args[0])
+		if err != nil {
+			fmt.Fprintf(inv.Stderr, "exit: Illegal number: %s\n", args[0])
+			return 2, nil
+		}
+		return n & 0xff, nil
+	},
+	"echo": func(_ *Driver, _ context.Context, inv Invocation, args []string) (int, error) {
+		nl := "\n"
+		if len(args) > 0 && args[0] == "-n" {
+			nl, args = "", args[1:]
+		}
+		io.WriteString(inv.Stdout, strings.Join(args, " ")+nl)
+		return 0, nil
+	},
+	"pwd": func(_ *Driver, _ context.Context, inv Invocation, _ []string) (int, error) {
+		fmt.Fprintln(inv.Stdout, inv.Dir)
+		return 0, nil
+	},
+	"env": func(d *Driver, _ context.Context, inv Invocation, args []string) (int, error) {
+		if len(args) > 0 {
+			return notFound(inv, `"env" with arguments`, "env")
+		}
+		for _, k := range slices.Sorted(maps.Keys(inv.Env)) {
+			fmt.Fprintf(inv.Stdout, "%s=%s\n", k, inv.Env[k])
+		}
+		return 0, nil
+	},
+	"uname": (*Driver).uname,
+	"cat":   (*Driver).cat,
+	"sleep": (*Driver).sleep,
 }
 
 // run runs inv.Argv: a handler registered for argv[0] (or its base name)
 // or, for sh -c SCRIPT, for SCRIPT; else the detection script, a built-in,
 // or sh -c of one built-in command. The error is non-nil only when ctx
 // ended or a handler failed.
-func (d *Driver) run(ctx context.Context, inv Invocation, host string) (int, error) {
+func (d *Driver) run(ctx context.Context, inv Invocation) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return -1, err
 	}
@@ -60,86 +100,42 @@ func (d *Driver) run(ctx context.Context, inv Invocation, host string) (int, err
 	if isSh {
 		script = argv[2]
 	}
-	h, ok := d.handlers[argv[0]]
-	if !ok {
-		h, ok = d.handlers[name]
-	}
-	if !ok && isSh {
-		h, ok = d.handlers[script]
-	}
-	if ok {
-		inv.Argv = slices.Clone(argv)
-		code, err := h(ctx, inv)
-		if err != nil {
-			return -1, fmt.Errorf("handler %q: %w", argv[0], err)
-		}
-		return code, ctx.Err()
-	}
-	out, errw, args := inv.Stdout, inv.Stderr, argv[1:]
-	switch name {
-	case "true":
-		return 0, nil
-	case "false":
-		return 1, nil
-	case "exit":
-		code := 0
-		if len(args) > 0 {
-			n, err := strconv.Atoi(args[0])
+	for _, key := range []string{argv[0], name, script} {
+		if h, ok := d.o.Handlers[key]; ok && (key != script || isSh) {
+			inv.Argv = slices.Clone(argv)
+			code, err := h(ctx, inv)
 			if err != nil {
-				fmt.Fprintf(errw, "exit: Illegal number: %s\n", args[0])
-				return 2, nil
+				return -1, fmt.Errorf("handler %q: %w", argv[0], err)
 			}
-			code = n & 0xff
+			return code, ctx.Err()
 		}
-		return code, nil
-	case "echo":
-		nl := "\n"
-		if len(args) > 0 && args[0] == "-n" {
-			nl, args = "", args[1:]
-		}
-		io.WriteString(out, strings.Join(args, " ")+nl)
-		return 0, nil
-	case "pwd":
-		fmt.Fprintln(out, inv.Dir)
-		return 0, nil
-	case "env":
-		if len(args) > 0 {
-			return d.notFound(inv, `"env" with arguments`, "env")
-		}
-		for _, k := range slices.Sorted(maps.Keys(inv.Env)) {
-			fmt.Fprintf(out, "%s=%s\n", k, inv.Env[k])
-		}
-		return 0, nil
-	case "uname":
-		return d.uname(args, host, out, errw)
-	case "cat":
-		return d.cat(ctx, inv, host)
-	case "sleep":
-		return d.sleep(ctx, args, errw)
-	case "sh":
-		if !isSh {
-			return d.notFound(inv, strconv.Quote(strings.Join(argv, " ")), "sh")
-		}
-		if script == qualification.DetectScript {
-			d.detect(out, host, inv.Dir)
-			return 0, nil
-		}
-		words, err := splitWords(script, inv.Env, argv[3:])
-		if err != nil {
-			return d.notFound(inv, "sh -c "+strconv.Quote(script)+" ("+err.Error()+")", script)
-		}
-		if len(words) == 0 {
-			return 0, nil
-		}
-		inv.Argv = words
-		return d.run(ctx, inv, host)
 	}
-	return d.notFound(inv, strconv.Quote(argv[0]), name)
+	switch {
+	case builtins[name] != nil:
+		return builtins[name](d, ctx, inv, argv[1:])
+	case !isSh:
+		if name == "sh" {
+			return notFound(inv, strconv.Quote(strings.Join(argv, " ")), "sh")
+		}
+		return notFound(inv, strconv.Quote(argv[0]), name)
+	case script == qualification.DetectScript:
+		d.detect(inv)
+		return 0, nil
+	}
+	words, err := splitWords(script, inv.Env, argv[3:])
+	if err != nil {
+		return notFound(inv, "sh -c "+strconv.Quote(script)+" ("+err.Error()+")", script)
+	}
+	if len(words) == 0 {
+		return 0, nil
+	}
+	inv.Argv = words
+	return d.run(ctx, inv)
 }
 
 // notFound fails a command the fake does not know: exit 127 with a message
 // on stderr that names the handler to register.
-func (d *Driver) notFound(inv Invocation, what, key string) (int, error) {
+func notFound(inv Invocation, what, key string) (int, error) {
 	fmt.Fprintf(inv.Stderr, "fake: no handler for %s: register one in Options.Handlers[%q]\n", what, key)
 	return 127, nil
 }
@@ -152,6 +148,7 @@ func splitWords(script string, env map[string]string, args []string) ([]string, 
 	var words []string
 	var cur strings.Builder
 	inWord, dq := false, false
+	args = append([]string{"sh"}, args...)[min(len(args), 1):]
 	for i := 0; i < len(script); i++ {
 		c := script[i]
 		switch {
@@ -172,17 +169,13 @@ func splitWords(script string, env map[string]string, args []string) ([]string, 
 			inWord = true
 		case c == '$':
 			name, n := varName(script[i+1:])
-			switch {
+			switch k, err := strconv.Atoi(name); {
 			case n == 0:
 				cur.WriteByte(c)
-			case len(name) == 1 && name[0] >= '0' && name[0] <= '9':
-				if k := int(name[0] - '0'); k < len(args) {
-					cur.WriteString(args[k])
-				} else if k == 0 {
-					cur.WriteString("sh")
-				}
-			default:
+			case err != nil:
 				cur.WriteString(env[name])
+			case len(name) == 1 && k < len(args):
+				cur.WriteString(args[k])
 			}
 			i, inWord = i+n, true
 		case dq:
@@ -217,33 +210,33 @@ func varName(s string) (string, int) {
 		}
 		return "", 0
 	}
+	if s != "" && s[0] >= '0' && s[0] <= '9' {
+		return s[:1], 1
+	}
 	n := 0
 	for n < len(s) && (s[n] == '_' || s[n] >= 'a' && s[n] <= 'z' || s[n] >= 'A' && s[n] <= 'Z' || n > 0 && s[n] >= '0' && s[n] <= '9') {
 		n++
 	}
-	if n == 0 && s != "" && s[0] >= '0' && s[0] <= '9' {
-		n = 1
-	}
 	return s[:n], n
 }
 
-func (d *Driver) sleep(ctx context.Context, args []string, stderr io.Writer) (int, error) {
+func (d *Driver) sleep(ctx context.Context, inv Invocation, args []string) (int, error) {
 	var f float64
-	var err error
-	unit := time.Second
-	if len(args) == 1 {
-		a := args[0]
-		if u, ok := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}[a[max(len(a)-1, 0):]]; ok {
+	err := errors.New("one interval")
+	if len(args) == 1 && args[0] != "" {
+		a, unit := args[0], time.Second
+		if u, ok := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour}[a[len(a)-1]]; ok {
 			a, unit = a[:len(a)-1], u
 		}
 		f, err = strconv.ParseFloat(a, 64)
+		f *= float64(unit)
 	}
-	if len(args) != 1 || err != nil || f < 0 {
-		fmt.Fprintf(stderr, "sleep: invalid time interval %q\n", strings.Join(args, " "))
+	if err != nil || f < 0 {
+		fmt.Fprintf(inv.Stderr, "sleep: invalid time interval %q\n", strings.Join(args, " "))
 		return 1, nil
 	}
 	select {
-	case <-d.clk.After(time.Duration(f * float64(unit))):
+	case <-d.o.Clock.After(time.Duration(f)):
 		return 0, nil
 	case <-ctx.Done():
 		return -1, ctx.Err()
@@ -251,7 +244,7 @@ func (d *Driver) sleep(ctx context.Context, args []string, stderr io.Writer) (in
 }
 
 // uname prints the fields of -s -n -r -v -m -o (or -a) in that order.
-func (d *Driver) uname(args []string, host string, stdout, stderr io.Writer) (int, error) {
+func (d *Driver) uname(_ context.Context, inv Invocation, args []string) (int, error) {
 	want := [6]bool{len(args) == 0}
 	for _, a := range args {
 		for j, c := range a {
@@ -263,40 +256,38 @@ func (d *Driver) uname(args []string, host string, stdout, stderr io.Writer) (in
 			case i >= 0 && j > 0:
 				want[i] = true
 			default:
-				fmt.Fprintf(stderr, "uname: invalid option %q\n", a)
+				fmt.Fprintf(inv.Stderr, "uname: invalid option %q\n", a)
 				return 1, nil
 			}
 		}
 	}
 	p := d.platform
-	vals := [6]string{p.unameS(), host, p.Kernel, "#1 SMP PREEMPT_DYNAMIC fake", p.Machine, "GNU/Linux"}
 	var out []string
-	for i, w := range want {
-		if w {
-			out = append(out, vals[i])
+	for i, v := range []string{p.unameS(), inv.host, p.Kernel, "#1 SMP PREEMPT_DYNAMIC fake", p.Machine, "GNU/Linux"} {
+		if want[i] {
+			out = append(out, v)
 		}
 	}
-	fmt.Fprintln(stdout, strings.Join(out, " "))
+	fmt.Fprintln(inv.Stdout, strings.Join(out, " "))
 	return 0, nil
 }
 
 // cat prints stdin ("-" or no argument), /etc/os-release and /etc/hostname.
-func (d *Driver) cat(ctx context.Context, inv Invocation, host string) (int, error) {
-	files, code := inv.Argv[1:], 0
+func (d *Driver) cat(_ context.Context, inv Invocation, files []string) (int, error) {
+	code, rel := 0, d.platform.osRelease()
 	if len(files) == 0 {
 		files = []string{"-"}
 	}
-	rel, hasRel := d.platform.osRelease()
 	for _, f := range files {
 		switch {
 		case f == "-":
 			if _, err := io.Copy(inv.Stdout, inv.Stdin); err != nil {
 				return -1, err
 			}
-		case (f == "/etc/os-release" || f == "/usr/lib/os-release") && hasRel:
+		case (f == "/etc/os-release" || f == "/usr/lib/os-release") && rel != "":
 			io.WriteString(inv.Stdout, rel)
 		case f == "/etc/hostname":
-			fmt.Fprintln(inv.Stdout, host)
+			fmt.Fprintln(inv.Stdout, inv.host)
 		default:
 			fmt.Fprintf(inv.Stderr, "cat: %s: No such file or directory\n", f)
 			code = 1
@@ -309,18 +300,13 @@ func (d *Driver) cat(ctx context.Context, inv Invocation, host string) (int, err
 // platform: uname, ldd --version (with its stderr), /etc/os-release,
 // the hostname and dir; the loader, getconf and sw_vers sections stay
 // empty.
-func (d *Driver) detect(w io.Writer, host, dir string) {
+func (d *Driver) detect(inv Invocation) {
 	p := d.platform
-	ldd, _, _, ok := p.lddVersion()
-	if !ok {
-		ldd = "sh: ldd: not found\n"
-	}
-	rel, _ := p.osRelease()
 	for _, s := range [][2]string{
 		{"begin v1", ""}, {"uname-s", p.unameS() + "\n"}, {"uname-m", p.Machine + "\n"}, {"uname-r", p.Kernel + "\n"},
-		{"ldd", ldd}, {"getconf", ""}, {"ld-musl", ""}, {"ld-linux", ""}, {"os-release", rel}, {"sw_vers", ""},
-		{"hostname", host + "\n"}, {"pwd", dir + "\n"}, {"end", ""},
+		{"ldd", p.lddVersion()}, {"getconf", ""}, {"ld-musl", ""}, {"ld-linux", ""}, {"os-release", p.osRelease()},
+		{"sw_vers", ""}, {"hostname", inv.host + "\n"}, {"pwd", inv.Dir + "\n"}, {"end", ""},
 	} {
-		fmt.Fprintf(w, "@@berth-probe:%s@@\n%s", s[0], s[1])
+		fmt.Fprintf(inv.Stdout, "@@berth-probe:%s@@\n%s", s[0], s[1])
 	}
 }

@@ -3,9 +3,11 @@ package fake
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +19,17 @@ import (
 // Name is the default driver name (Options.Name) and the provider of
 // snapshot identities when Options.Name is not a valid provider name.
 const Name = "fake"
+
+// Config field names of the fake driver, and the default region.
+const (
+	FieldImage          = "image"
+	FieldRegion         = "region"
+	FieldCPUs           = "cpus"
+	FieldStartupTimeout = "startup_timeout"
+	FieldAPIKey         = "api_key"
+	FieldNotes          = "notes"
+	DefaultRegion       = "local-1"
+)
 
 // Options configure a fake Driver. The zero value (or nil) gives defaults.
 type Options struct {
@@ -44,8 +57,8 @@ type Options struct {
 	// Faults are injected from the start; see Driver.Inject.
 	Faults []Fault
 	// APIKey, if not "", makes the config field api_key required, and
-	// Acquire, Resume, List and Destroy fail with drivers.ErrAuth unless the
-	// config holds this value.
+	// Acquire, Resume, List, Destroy, DeleteTemplate and CheckHealth fail
+	// with drivers.ErrAuth unless the config holds this value.
 	APIKey string
 	// Unavailable, if not nil, is what Availability reports: the driver is
 	// listed as unavailable and has no effective capabilities (CAP-3).
@@ -56,49 +69,51 @@ type Options struct {
 // images, snapshots, call counts, faults) lives in the Driver and is shared
 // by all its sandboxes. It is safe for concurrent use.
 type Driver struct {
-	name, provider, apiKey string
-	declared               drivers.Set
-	clk                    clock.Clock
-	budget                 time.Duration
-	platform               Platform
-	handlers               map[string]HandlerFunc
-	unavail                error
-	schema                 *drivers.ConfigSchema
-	defaultImg             images.Identity
+	o              Options // Faults and StartDelay guarded by mu
+	name, provider string
+	declared       drivers.Set
+	platform       Platform
+	schema         *drivers.ConfigSchema
+	defaultImg     images.Identity
+	mu             sync.Mutex
+	seq            int
+	boxes          map[string]*box
+	images         imageTable
+	calls          [numOps]int
+	lies           map[string]Lie
+	wrongImage     map[string]bool
+}
 
-	mu         sync.Mutex
-	startDelay time.Duration
-	seq        int
-	boxes      map[string]*box
-	images     *imageTable
-	calls      [numOps]int
-	faults     []Fault
-	lies       map[string]Lie
-	wrongImage map[string]bool
+// SandboxRecord is one sandbox as Driver.Sandboxes reports it.
+type SandboxRecord struct {
+	ID      string
+	State   drivers.State
+	Labels  map[string]string
+	Image   images.Identity
+	LeaseID string // AcquireRequest.LeaseID
+	Created time.Time
 }
 
 // box is one sandbox at the fake provider. Guarded by Driver.mu.
 type box struct {
-	id, leaseID, hostname string
-	state                 drivers.State // StateStarting resolves to running at readyAt
-	readyAt, created      time.Time
-	labels                map[string]string
-	image                 images.Identity
-	alive                 context.Context // cancelled when the sandbox stops or vanishes
-	cancel                context.CancelFunc
+	SandboxRecord // State StateStarting resolves to running at readyAt
+	hostname      string
+	readyAt       time.Time
+	alive         context.Context // cancelled when the sandbox stops or vanishes
+	cancel        context.CancelFunc
 }
 
 func (b *box) boot(now time.Time, delay time.Duration) {
 	b.alive, b.cancel = context.WithCancel(context.Background())
-	b.state, b.readyAt = drivers.StateStarting, now.Add(delay)
+	b.State, b.readyAt = drivers.StateStarting, now.Add(delay)
 }
 
 // stateAt resolves a finished start.
 func (b *box) stateAt(now time.Time) drivers.State {
-	if b.state == drivers.StateStarting && !now.Before(b.readyAt) {
-		b.state = drivers.StateRunning
+	if b.State == drivers.StateStarting && !now.Before(b.readyAt) {
+		b.State = drivers.StateRunning
 	}
-	return b.state
+	return b.State
 }
 
 var (
@@ -107,35 +122,60 @@ var (
 	_ drivers.Destroyer            = (*Driver)(nil)
 	_ drivers.TemplateDeleter      = (*Driver)(nil)
 	_ drivers.AvailabilityReporter = (*Driver)(nil)
+	_ drivers.HealthChecker        = (*Driver)(nil)
 )
 
 // New returns a fake driver; nil opts means defaults. Its image table holds
 // DefaultImage.
 func New(opts *Options) *Driver {
-	var o Options
+	d := &Driver{platform: PlatformDebian12(), boxes: map[string]*box{}, lies: map[string]Lie{}, wrongImage: map[string]bool{}}
 	if opts != nil {
-		o = *opts
+		d.o = *opts
 	}
-	d := &Driver{
-		name: cmp.Or(o.Name, Name), clk: o.Clock, budget: o.StartupBudget, platform: PlatformDebian12(),
-		handlers: maps.Clone(o.Handlers), apiKey: o.APIKey, unavail: o.Unavailable,
-		startDelay: o.StartDelay, boxes: map[string]*box{}, images: newImageTable(),
-		faults: slices.Clone(o.Faults), lies: map[string]Lie{}, wrongImage: map[string]bool{},
+	d.o.Handlers, d.o.Faults = maps.Clone(d.o.Handlers), slices.Clone(d.o.Faults)
+	if d.o.Clock == nil {
+		d.o.Clock = clock.Real{}
 	}
-	d.provider = d.name
-	if _, err := images.SnapshotIdentity(d.provider, "x"); err != nil {
-		d.provider = Name
+	d.name, d.provider = cmp.Or(d.o.Name, Name), Name
+	if _, err := images.SnapshotIdentity(d.name, "x"); err == nil {
+		d.provider = d.name
 	}
-	if d.clk == nil {
-		d.clk = clock.Real{}
+	if d.o.Platform != nil {
+		d.platform = *d.o.Platform
 	}
-	if o.Platform != nil {
-		d.platform = *o.Platform
-	}
-	d.declared = drivers.NewSet(drivers.AllCapabilities()...).Without(o.Undeclared)
-	d.schema = newSchema(d.name, d.apiKey != "")
+	d.images = imageTable{tags: map[string]string{}, digests: map[string]bool{}, pushes: map[string]int{}, snapshots: map[string]string{}, snapNames: map[string]string{}}
+	d.declared = drivers.NewSet(drivers.AllCapabilities()...).Without(d.o.Undeclared)
+	d.schema = d.newSchema()
 	d.defaultImg = d.AddImage(DefaultImage)
 	return d
+}
+
+func (d *Driver) newSchema() *drivers.ConfigSchema {
+	field := func(n string, k drivers.FieldKind, t drivers.FieldType, doc string) drivers.Field {
+		return drivers.Field{Name: n, Kind: k, Type: t, Doc: doc}
+	}
+	f := []drivers.Field{
+		field(FieldImage, drivers.KindIdentity, drivers.TypeString, "OCI reference (repo:tag or repo@sha256:...), "+
+			"snapshot:<id> or snapshot-name:<name>; absent: the provider default image"),
+		field(FieldRegion, drivers.KindIdentity, drivers.TypeString, "provider region; part of the target's identity"),
+		field(FieldCPUs, drivers.KindKnob, drivers.TypeInt, "CPUs per sandbox (1-64)"),
+		field(FieldStartupTimeout, drivers.KindKnob, drivers.TypeDuration, "startup budget of a lease; absent: the provider-declared one"),
+		field(FieldAPIKey, drivers.KindSecret, drivers.TypeString, "provider API key (required when the fake was built with Options.APIKey)"),
+		field(FieldNotes, drivers.KindMetadata, drivers.TypeString, "free text for operators"),
+	}
+	f[0].Check = func(v any) error {
+		_, err := d.parseImage(v.(string))
+		return err
+	}
+	f[1].Default, f[2].Default, f[4].Required = DefaultRegion, int64(1), d.o.APIKey != ""
+	f[2].Check = func(v any) error {
+		if n, _ := v.(int64); n < 1 || n > 64 {
+			return errors.New("must be between 1 and 64")
+		}
+		return nil
+	}
+	return &drivers.ConfigSchema{Driver: d.name, ImageField: FieldImage, Fields: f,
+		ImageReference: func(cfg drivers.Config) (images.Reference, error) { return d.parseImage(cfg.String(FieldImage)) }}
 }
 
 // Name returns the driver name (Options.Name, default "fake").
@@ -144,7 +184,7 @@ func (d *Driver) Name() string { return d.name }
 // Capabilities returns the static declaration: Kind sandbox, every
 // capability except Options.Undeclared, Options.StartupBudget. No I/O.
 func (d *Driver) Capabilities() drivers.Capabilities {
-	return drivers.Capabilities{Kind: drivers.KindSandbox, Declared: d.declared, StartupBudget: d.budget}
+	return drivers.Capabilities{Kind: drivers.KindSandbox, Declared: d.declared, StartupBudget: d.o.StartupBudget}
 }
 
 // Schema returns the config schema (see the package documentation); the
@@ -152,19 +192,42 @@ func (d *Driver) Capabilities() drivers.Capabilities {
 func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
 
 // Availability returns Options.Unavailable.
-func (d *Driver) Availability() error { return d.unavail }
+func (d *Driver) Availability() error { return d.o.Unavailable }
+
+// Endpoint implements drivers.HealthChecker: "NAME region R" for the
+// config's region (the default region when absent). No I/O.
+func (d *Driver) Endpoint(cfg drivers.Config) string {
+	return d.name + " region " + cmp.Or(cfg.String(FieldRegion), DefaultRegion)
+}
+
+// CheckHealth implements drivers.HealthChecker. It is counted as OpHealth,
+// so a fault injected for OpHealth makes the provider unhealthy (the error
+// wraps drivers.ErrUnavailable and the fault's error); it allocates nothing
+// and honours ctx.
+func (d *Driver) CheckHealth(ctx context.Context, cfg drivers.Config) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := d.call(OpHealth, ""); err != nil {
+		return fmt.Errorf("fake %s: %w: %w", d.Endpoint(cfg), drivers.ErrUnavailable, err)
+	}
+	return d.checkKey(cfg)
+}
+
+// enter checks ctx and the config's api key before the operation what.
+func (d *Driver) enter(ctx context.Context, cfg drivers.Config, what string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fake: %s: %w", what, err)
+	}
+	return d.checkKey(cfg)
+}
 
 func (d *Driver) checkKey(cfg drivers.Config) error {
-	if d.apiKey == "" {
+	switch v := cfg[FieldAPIKey]; {
+	case d.o.APIKey == "" || v == any(d.o.APIKey):
 		return nil
-	}
-	switch v := cfg["api_key"].(type) {
-	case nil:
-		return fmt.Errorf("fake %s: field %q: %w", d.name, "api_key", drivers.ErrCredentialsMissing)
-	case string:
-		if v == d.apiKey {
-			return nil
-		}
+	case v == nil:
+		return fmt.Errorf("fake %s: field %q: %w", d.name, FieldAPIKey, drivers.ErrCredentialsMissing)
 	}
 	return fmt.Errorf("fake %s: api key rejected: %w", d.name, drivers.ErrAuth)
 }
@@ -178,45 +241,37 @@ func (d *Driver) checkKey(cfg drivers.Config) error {
 // cancellation it returns an error wrapping ctx.Err(); the sandbox then still
 // becomes running when the clock passes its ready time (LEASE-4).
 func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("fake: acquire: %w", err)
-	}
-	if err := d.checkKey(cfg); err != nil {
+	if err := d.enter(ctx, cfg, "acquire"); err != nil {
 		return nil, err
 	}
 	d.mu.Lock()
-	img, err := d.resolveImageLocked(cfg.String("image"))
+	img, err := d.resolveImageLocked(cfg.String(FieldImage))
 	if cerr := d.callLocked(OpCreate, ""); cerr != nil || err != nil {
 		d.mu.Unlock()
 		return nil, cmp.Or(cerr, err)
 	}
 	d.seq++
-	now := d.clk.Now()
-	b := &box{id: fmt.Sprintf("%s-%d", d.name, d.seq), labels: maps.Clone(req.Labels), image: img, created: now, leaseID: req.LeaseID}
-	b.hostname = cmp.Or(d.platform.Hostname, b.id)
-	b.boot(now, d.startDelay)
-	d.boxes[b.id] = b
+	now := d.o.Clock.Now()
+	b := &box{SandboxRecord: SandboxRecord{ID: fmt.Sprintf("%s-%d", d.name, d.seq), Labels: maps.Clone(req.Labels), Image: img, Created: now, LeaseID: req.LeaseID}}
+	b.hostname = cmp.Or(d.platform.Hostname, b.ID)
+	b.boot(now, d.o.StartDelay)
+	d.boxes[b.ID] = b
 	d.mu.Unlock()
 
-	fail := func(st drivers.State, err error) (drivers.Sandbox, error) {
-		d.mu.Lock()
-		b.cancel()
-		b.state = st
-		d.mu.Unlock()
-		return nil, err
-	}
+	st := drivers.StateDestroyed
 	if req.Allocated != nil {
-		if err := req.Allocated(ctx, b.id); err != nil {
-			return fail(drivers.StateDestroyed, err)
+		err = req.Allocated(ctx, b.ID)
+	}
+	if err == nil {
+		if st, err = drivers.StateError, d.call(OpStart, b.ID); err == nil {
+			return d.waitRunning(ctx, b.ID)
 		}
 	}
 	d.mu.Lock()
-	err = d.callLocked(OpStart, b.id)
+	b.cancel()
+	b.State = st
 	d.mu.Unlock()
-	if err != nil {
-		return fail(drivers.StateError, err)
-	}
-	return d.waitRunning(ctx, b.id)
+	return nil, err
 }
 
 // waitRunning waits on the clock until the sandbox id runs.
@@ -224,22 +279,23 @@ func (d *Driver) waitRunning(ctx context.Context, id string) (drivers.Sandbox, e
 	for {
 		d.mu.Lock()
 		b, ok := d.boxes[id]
-		if !ok {
-			d.mu.Unlock()
-			return nil, fmt.Errorf("fake: sandbox %s vanished while starting: %w", id, drivers.ErrNotFound)
+		now := d.o.Clock.Now()
+		var st drivers.State
+		var wait time.Duration
+		if ok {
+			st, wait = b.stateAt(now), b.readyAt.Sub(now)
 		}
-		now := d.clk.Now()
-		st, wait := b.stateAt(now), b.readyAt.Sub(now)
 		d.mu.Unlock()
-		switch st {
-		case drivers.StateRunning:
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("fake: sandbox %s vanished while starting: %w", id, drivers.ErrNotFound)
+		case st == drivers.StateRunning:
 			return &sandbox{d: d, id: id}, nil
-		case drivers.StateStarting:
-		default:
+		case st != drivers.StateStarting:
 			return nil, fmt.Errorf("fake: sandbox %s is %s, not starting", id, st)
 		}
 		select {
-		case <-d.clk.After(wait):
+		case <-d.o.Clock.After(wait):
 		case <-ctx.Done():
 			return nil, fmt.Errorf("fake: sandbox %s still starting: %w", id, ctx.Err())
 		}
@@ -253,7 +309,7 @@ func (d *Driver) waitRunning(ctx context.Context, id string) (drivers.Sandbox, e
 // destroyed, and with ctx.Err() wrapped when the context ends first. The
 // config is not consulted beyond its api_key.
 func (d *Driver) Resume(ctx context.Context, cfg drivers.Config, providerLeaseID string) (drivers.Sandbox, error) {
-	if err := d.checkKey(cfg); err != nil {
+	if err := d.enter(ctx, cfg, "resume "+providerLeaseID); err != nil {
 		return nil, err
 	}
 	if err := d.resume(providerLeaseID); err != nil {
@@ -270,16 +326,16 @@ func (d *Driver) resume(id string) error {
 		return err
 	}
 	b, ok := d.boxes[id]
-	if !ok || b.state == drivers.StateDestroyed {
+	if !ok || b.State == drivers.StateDestroyed {
 		return fmt.Errorf("fake: resume %s: %w", id, drivers.ErrNotFound)
 	}
-	now := d.clk.Now()
+	now := d.o.Clock.Now()
 	switch b.stateAt(now) {
 	case drivers.StateStopped:
-		if err := d.callLocked(OpStart, b.id); err != nil {
+		if err := d.callLocked(OpStart, b.ID); err != nil {
 			return err
 		}
-		b.boot(now, d.startDelay)
+		b.boot(now, d.o.StartDelay)
 	case drivers.StateError:
 		return fmt.Errorf("fake: resume %s: sandbox failed to start", id)
 	}
@@ -289,47 +345,40 @@ func (d *Driver) resume(id string) error {
 // List returns the sandboxes that carry every label of labels (all of them
 // for no labels), destroyed ones excluded, sorted by id.
 func (d *Driver) List(ctx context.Context, cfg drivers.Config, labels map[string]string) ([]drivers.SandboxInfo, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("fake: list: %w", err)
-	}
-	if err := d.checkKey(cfg); err != nil {
+	if err := d.enter(ctx, cfg, "list"); err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	err := d.callLocked(OpList, "")
-	d.mu.Unlock()
-	if err != nil {
+	if err := d.call(OpList, ""); err != nil {
 		return nil, err
 	}
 	var out []drivers.SandboxInfo
 	for _, b := range d.Sandboxes() {
-		if b.State != drivers.StateDestroyed && hasLabels(b.Labels, labels) {
+		keep := b.State != drivers.StateDestroyed
+		for k, v := range labels {
+			hv, has := b.Labels[k]
+			keep = keep && has && hv == v
+		}
+		if keep {
 			out = append(out, drivers.SandboxInfo{ProviderLeaseID: b.ID, Labels: b.Labels, State: b.State, CreatedAt: b.Created})
 		}
 	}
 	return out, nil
 }
 
-func hasLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		if hv, ok := have[k]; !ok || hv != v {
-			return false
-		}
-	}
-	return true
-}
-
 // Destroy destroys the sandbox providerLeaseID without a handle. An unknown,
 // lost or already destroyed sandbox gives a confirmed StateDestroyed
 // receipt. Injected faults for OpDestroy and stop lies (FakeStop) apply.
 func (d *Driver) Destroy(ctx context.Context, cfg drivers.Config, providerLeaseID string) (drivers.Receipt, error) {
-	if err := ctx.Err(); err != nil {
-		return drivers.Receipt{}, fmt.Errorf("fake: destroy %s: %w", providerLeaseID, err)
-	}
-	if err := d.checkKey(cfg); err != nil {
+	if err := d.enter(ctx, cfg, "destroy "+providerLeaseID); err != nil {
 		return drivers.Receipt{}, err
 	}
 	return d.terminate(providerLeaseID, drivers.Destroy)
+}
+
+// proof is a confirmed receipt with the evidence ev of kind (default
+// drivers.EvidenceProvider).
+func (d *Driver) proof(id string, st drivers.State, kind drivers.EvidenceKind, ev string) drivers.Receipt {
+	return drivers.Receipt{ProviderLeaseID: id, State: st, Confirmed: true, EvidenceKind: cmp.Or(kind, drivers.EvidenceProvider), ConfirmedAt: d.o.Clock.Now(), Evidence: ev}
 }
 
 // terminate stops or destroys the sandbox id and reads its state back.
@@ -343,38 +392,31 @@ func (d *Driver) terminate(id string, disp drivers.Disposition) (drivers.Receipt
 	if err := d.callLocked(op, id); err != nil {
 		return drivers.Receipt{}, err
 	}
-	now := d.clk.Now()
-	proof := func(pid string, st drivers.State, kind drivers.EvidenceKind, ev string) drivers.Receipt {
-		return drivers.Receipt{ProviderLeaseID: pid, State: st, Confirmed: true, EvidenceKind: kind, ConfirmedAt: now, Evidence: ev}
-	}
 	b, ok := d.boxes[id]
-	if lie, lying := d.lies[id]; lying && ok {
-		switch lie {
-		case LieForeignID:
-			return proof(id+"-other", want, drivers.EvidenceProvider, "read back "+id+"-other"), nil
-		case LieRunnerAttested:
-			return proof(id, want, drivers.EvidenceRunnerAttested, "the runner says its tasks ended"), nil
-		}
+	switch lie, lying := d.lies[id]; {
+	case lying && ok && lie == LieForeignID:
+		return d.proof(id+"-other", want, "", "read back "+id+"-other"), nil
+	case lying && ok && lie == LieRunnerAttested:
+		return d.proof(id, want, drivers.EvidenceRunnerAttested, "the runner says its tasks ended"), nil
+	case lying && ok:
 		return drivers.Receipt{ProviderLeaseID: id, State: want, Evidence: op.String() + " accepted"}, nil
-	}
-	if !ok {
-		return proof(id, drivers.StateDestroyed, drivers.EvidenceProvider, "sandbox not found at provider"), nil
+	case !ok:
+		return d.proof(id, drivers.StateDestroyed, "", "sandbox not found at provider"), nil
 	}
 	b.cancel()
-	if b.state != drivers.StateDestroyed {
-		b.state = want
+	if b.State != drivers.StateDestroyed {
+		b.State = want
 	}
-	return proof(id, b.state, drivers.EvidenceProvider, "state read back: "+string(b.state)), nil
+	return d.proof(id, b.State, "", "state read back: "+string(b.State)), nil
 }
 
 // DeleteTemplate deletes a captured snapshot (or an image) of this provider;
 // deleting one that is gone is a confirmed receipt. A snapshot identity of
-// another provider is an error wrapping drivers.ErrNotFound.
+// another provider is an error wrapping drivers.ErrNotFound. A template
+// that a sandbox not yet destroyed was created from is refused with an
+// error wrapping drivers.ErrInUse that names those sandboxes.
 func (d *Driver) DeleteTemplate(ctx context.Context, cfg drivers.Config, id images.Identity) (drivers.Receipt, error) {
-	if err := ctx.Err(); err != nil {
-		return drivers.Receipt{}, fmt.Errorf("fake: delete template %s: %w", id, err)
-	}
-	if err := d.checkKey(cfg); err != nil {
+	if err := d.enter(ctx, cfg, "delete template "+id.String()); err != nil {
 		return drivers.Receipt{}, err
 	}
 	d.mu.Lock()
@@ -385,22 +427,24 @@ func (d *Driver) DeleteTemplate(ctx context.Context, cfg drivers.Config, id imag
 	if id.Kind() == images.KindSnapshot && id.Provider() != d.provider {
 		return drivers.Receipt{}, fmt.Errorf("fake: delete template %s: not a snapshot of provider %q: %w", id, d.provider, drivers.ErrNotFound)
 	}
-	d.removeImageLocked(id)
-	return drivers.Receipt{
-		State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: d.clk.Now().UTC(),
-		Evidence: "template removed: " + id.String(), EvidenceKind: drivers.EvidenceProvider,
-	}, nil
+	var users []string
+	for _, b := range d.boxes {
+		if b.Image == id && b.State != drivers.StateDestroyed {
+			users = append(users, b.ID)
+		}
+	}
+	if len(users) > 0 {
+		slices.SortFunc(users, byID)
+		return drivers.Receipt{}, fmt.Errorf("fake: delete template %s: sandboxes %s were created from it: %w", id, strings.Join(users, ", "), drivers.ErrInUse)
+	}
+	d.images.remove(id, d.provider)
+	r := d.proof("", drivers.StateDestroyed, "", "template removed: "+id.String())
+	r.ConfirmedAt = r.ConfirmedAt.UTC()
+	return r, nil
 }
 
-// SandboxRecord is one sandbox as Driver.Sandboxes reports it.
-type SandboxRecord struct {
-	ID      string
-	State   drivers.State
-	Labels  map[string]string
-	Image   images.Identity
-	LeaseID string // AcquireRequest.LeaseID
-	Created time.Time
-}
+// byID orders provider ids "name-N" by N.
+func byID(a, b string) int { return cmp.Or(len(a)-len(b), cmp.Compare(a, b)) }
 
 // Sandboxes returns every sandbox the provider knows, destroyed ones
 // included and lost ones excluded, sorted by id ("name-N" by N), for leak
@@ -408,12 +452,15 @@ type SandboxRecord struct {
 func (d *Driver) Sandboxes() []SandboxRecord {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	now := d.clk.Now()
 	out := make([]SandboxRecord, 0, len(d.boxes))
+	now := d.o.Clock.Now()
 	for _, b := range d.boxes {
-		out = append(out, SandboxRecord{ID: b.id, State: b.stateAt(now), Labels: maps.Clone(b.labels), Image: b.image, LeaseID: b.leaseID, Created: b.created})
+		b.stateAt(now)
+		r := b.SandboxRecord
+		r.Labels = maps.Clone(r.Labels)
+		out = append(out, r)
 	}
-	slices.SortFunc(out, func(a, b SandboxRecord) int { return cmp.Or(len(a.ID)-len(b.ID), cmp.Compare(a.ID, b.ID)) })
+	slices.SortFunc(out, func(a, b SandboxRecord) int { return byID(a.ID, b.ID) })
 	return out
 }
 
@@ -423,7 +470,7 @@ func (d *Driver) State(id string) (drivers.State, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if b, ok := d.boxes[id]; ok {
-		return b.stateAt(d.clk.Now()), true
+		return b.stateAt(d.o.Clock.Now()), true
 	}
 	return drivers.StateUnknown, false
 }

@@ -1,7 +1,9 @@
 package fake
 
 import (
+	"cmp"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/berthdev/berth/drivers"
@@ -80,11 +82,7 @@ const (
 )
 
 // Inject adds a fault. It is safe to call while the driver is in use.
-func (d *Driver) Inject(f Fault) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.faults = append(d.faults, f)
-}
+func (d *Driver) Inject(f Fault) { d.locked(func() { d.o.Faults = append(d.o.Faults, f) }) }
 
 // FailNth makes the nth call (1-based, counted from the driver's creation)
 // of op fail with err (nil: an error wrapping drivers.ErrTransient).
@@ -106,94 +104,82 @@ func (d *Driver) RefuseStop(id string, err error) {
 // FakeStop makes every Release(Stop), Release(Destroy) and Destroy of the
 // sandbox id return a receipt that is not proof (see drivers.Receipt.Proves)
 // and leave the sandbox running, until ClearFaults.
-func (d *Driver) FakeStop(id string, lie Lie) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.lies[id] = lie
-}
+func (d *Driver) FakeStop(id string, lie Lie) { d.locked(func() { d.lies[id] = lie }) }
 
 // ReportWrongImage makes ImageIdentity of the sandbox id report an image
 // other than the one it runs, until ClearFaults.
-func (d *Driver) ReportWrongImage(id string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.wrongImage[id] = true
-}
+func (d *Driver) ReportWrongImage(id string) { d.locked(func() { d.wrongImage[id] = true }) }
 
 // ClearFaults removes every injected fault, stop lie and wrong image report.
 // Call counts are kept.
 func (d *Driver) ClearFaults() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.faults = nil
-	clear(d.lies)
-	clear(d.wrongImage)
+	d.locked(func() { d.o.Faults, d.lies, d.wrongImage = nil, map[string]Lie{}, map[string]bool{} })
 }
+
+// SetStartDelay sets how long, on the driver's clock, sandboxes created or
+// resumed from now on stay starting. Acquire and Resume wait for it (or the
+// context). Zero makes them run at once.
+func (d *Driver) SetStartDelay(delay time.Duration) { d.locked(func() { d.o.StartDelay = delay }) }
 
 // Lose makes the sandbox id vanish from the provider, as if it had been
 // deleted behind berth's back: Exec and Resume then fail with
 // drivers.ErrNotFound, List no longer reports it, and destroying it succeeds
 // with a confirmed "not found" receipt. It returns an error wrapping
 // drivers.ErrNotFound when there is no such sandbox.
-func (d *Driver) Lose(id string) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	b, ok := d.boxes[id]
-	if !ok {
-		return fmt.Errorf("fake: lose %s: %w", id, drivers.ErrNotFound)
-	}
-	b.cancel()
-	delete(d.boxes, id)
-	return nil
-}
-
-// SetStartDelay sets how long, on the driver's clock, sandboxes created or
-// resumed from now on stay starting. Acquire and Resume wait for it (or the
-// context). Zero makes them run at once.
-func (d *Driver) SetStartDelay(delay time.Duration) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.startDelay = delay
+func (d *Driver) Lose(id string) (err error) {
+	d.locked(func() {
+		if b, ok := d.boxes[id]; ok {
+			b.cancel()
+			delete(d.boxes, id)
+		} else {
+			err = fmt.Errorf("fake: lose %s: %w", id, drivers.ErrNotFound)
+		}
+	})
+	return err
 }
 
 // Calls returns how many times op was called on this driver, failed calls
 // included.
-func (d *Driver) Calls(op Op) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.calls[op]
+func (d *Driver) Calls(op Op) (n int) {
+	d.locked(func() { n = d.calls[op] })
+	return n
 }
 
 // TotalCalls returns the number of provider operations called so far; a
 // test asserts it is 0 to show that reading capabilities, schemas or
 // listings allocated nothing (CAP-1).
-func (d *Driver) TotalCalls() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	n := 0
-	for _, c := range d.calls {
-		n += c
-	}
+func (d *Driver) TotalCalls() (n int) {
+	d.locked(func() {
+		for _, c := range d.calls {
+			n += c
+		}
+	})
 	return n
 }
 
-// callLocked counts a call of op about sandbox id and returns the injected
-// fault's error for it, if any. d.mu must be held.
+func (d *Driver) locked(f func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f()
+}
+
+// call counts a call of op about sandbox id and returns the injected
+// fault's error for it, if any.
+func (d *Driver) call(op Op, id string) (err error) {
+	d.locked(func() { err = d.callLocked(op, id) })
+	return err
+}
+
+// callLocked is call with d.mu held.
 func (d *Driver) callLocked(op Op, id string) error {
 	d.calls[op]++
 	n := d.calls[op]
-	for _, f := range d.faults {
+	for _, f := range d.o.Faults {
 		if f.Op != op || (f.Nth > 0 && f.Nth != n) || (f.Sandbox != "" && f.Sandbox != id) {
 			continue
 		}
-		err := f.Err
-		if err == nil {
-			err = fmt.Errorf("injected failure: %w", drivers.ErrTransient)
-		}
-		if id == "" {
-			return fmt.Errorf("fake: %s (call %d): %w", op, n, err)
-		}
-		return fmt.Errorf("fake: %s %s (call %d): %w", op, id, n, err)
+		err := cmp.Or(f.Err, fmt.Errorf("injected failure: %w", drivers.ErrTransient))
+		return fmt.Errorf("fake: %s (call %d): %w", strings.TrimSpace(op.String()+" "+id), n, err)
 	}
 	return nil
 }

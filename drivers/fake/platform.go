@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 )
@@ -64,52 +65,37 @@ func PlatformBusybox() Platform {
 	return Platform{OS: "linux", Machine: "x86_64", Kernel: "6.1.0-18-amd64"}
 }
 
-func (p Platform) unameS() string {
-	if p.OS == "" {
-		return "Linux"
-	}
-	return strings.ToUpper(p.OS[:1]) + p.OS[1:]
-}
+func (p Platform) unameS() string { return title(cmp.Or(p.OS, "linux")) }
 
-// lddVersion returns the output, the stream (1 stdout, 2 stderr) and the
-// exit status of "ldd --version", or ok=false when ldd does not exist.
-func (p Platform) lddVersion() (out string, fd, code int, ok bool) {
+func title(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
+
+// lddVersion returns what "ldd --version" prints (on stdout or stderr).
+func (p Platform) lddVersion() string {
 	switch p.LibcFamily {
 	case "glibc":
-		build := p.LibcBuild
-		if build == "" {
-			build = p.LibcVersion
-		}
 		distro := "GNU libc"
 		if p.OSReleaseID != "" {
-			distro = strings.ToUpper(p.OSReleaseID[:1]) + p.OSReleaseID[1:] + " GLIBC"
+			distro = title(p.OSReleaseID) + " GLIBC"
 		}
 		return fmt.Sprintf("ldd (%s %s) %s\nCopyright (C) 2022 Free Software Foundation, Inc.\n"+
 			"This is free software; see the source for copying conditions.  There is NO\n"+
 			"warranty; not even for MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.\n"+
-			"Written by Roland McGrath and Ulrich Drepper.\n", distro, build, p.LibcVersion), 1, 0, true
+			"Written by Roland McGrath and Ulrich Drepper.\n", distro, cmp.Or(p.LibcBuild, p.LibcVersion), p.LibcVersion)
 	case "musl":
 		return fmt.Sprintf("musl libc (%s)\nVersion %s\nDynamic Program Path: /lib/ld-musl-%s.so.1\n"+
-			"Usage: ldd [options] [--] pathname\n", p.Machine, p.LibcVersion, p.Machine), 2, 1, true
+			"Usage: ldd [options] [--] pathname\n", p.Machine, p.LibcVersion, p.Machine)
 	}
-	return "", 0, 0, false
+	return "sh: ldd: not found\n"
 }
 
-// osRelease returns the content of /etc/os-release, or ok=false.
-func (p Platform) osRelease() (string, bool) {
+// osRelease returns the content of /etc/os-release, "" when there is none.
+func (p Platform) osRelease() string {
 	if p.OSReleaseID == "" {
-		return "", false
+		return ""
 	}
-	pretty := p.PrettyName
-	if pretty == "" {
-		pretty = strings.TrimSpace(p.OSReleaseID + " " + p.OSReleaseVersionID)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "PRETTY_NAME=%q\n", pretty)
-	fmt.Fprintf(&b, "NAME=%q\n", strings.ToUpper(p.OSReleaseID[:1])+p.OSReleaseID[1:])
+	s := fmt.Sprintf("PRETTY_NAME=%q\nNAME=%q\n", cmp.Or(p.PrettyName, strings.TrimSpace(p.OSReleaseID+" "+p.OSReleaseVersionID)), title(p.OSReleaseID))
 	if p.OSReleaseVersionID != "" {
-		fmt.Fprintf(&b, "VERSION_ID=%q\n", p.OSReleaseVersionID)
+		s += fmt.Sprintf("VERSION_ID=%q\n", p.OSReleaseVersionID)
 	}
-	fmt.Fprintf(&b, "ID=%s\n", p.OSReleaseID)
-	return b.String(), true
+	return s + "ID=" + p.OSReleaseID + "\n"
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/driverkit"
@@ -25,32 +26,30 @@ import (
 // runner ends when the sandbox stops or is destroyed. One ingress at a
 // time per sandbox.
 func (s *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (drivers.RunnerIngress, error) {
-	if err := ctx.Err(); err != nil {
+	fail := func(err error) (drivers.RunnerIngress, error) {
 		return nil, fmt.Errorf("fake: host runner in %s: %w", s.id, err)
 	}
 	if err := spec.Validate(); err != nil {
-		return nil, fmt.Errorf("fake: host runner in %s: %w", s.id, err)
+		return fail(err)
 	}
-	lv, err := s.begin(OpRunner)
+	alive, _, err := s.begin(ctx, OpRunner)
 	if err != nil {
 		return nil, err
 	}
 	s.ingressMu.Lock()
 	defer s.ingressMu.Unlock()
-	if s.ingress != nil && !s.ingress.closed() {
-		return nil, fmt.Errorf("fake: host runner in %s: an ingress is already open", s.id)
+	if s.ingress != nil && !s.ingress.closed.Load() {
+		return fail(errors.New("an ingress is already open"))
 	}
 	dir, err := os.MkdirTemp("", "berth-fake-runner-")
 	if err != nil {
-		return nil, fmt.Errorf("fake: host runner in %s: %w", s.id, err)
+		return fail(err)
 	}
-	sock := filepath.Join(dir, "prp.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
+	in := &ingress{s: s, dir: dir, sock: filepath.Join(dir, "prp.sock"), alive: alive}
+	if in.Listener, err = net.Listen("unix", in.sock); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("fake: host runner in %s: %w", s.id, err)
+		return fail(err)
 	}
-	in := &ingress{Listener: ln, s: s, dir: dir, sock: sock, alive: lv.alive}
 	s.ingress = in
 	return in, nil
 }
@@ -58,14 +57,11 @@ func (s *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (driv
 // ingress is the fake's drivers.RunnerIngress.
 type ingress struct {
 	net.Listener
-	s     *sandbox
-	dir   string
-	sock  string
-	alive context.Context // the sandbox's life
-
-	mu       sync.Mutex
-	isClosed bool
-	log      *tailLog // the last Launch's runner log
+	s         *sandbox
+	dir, sock string
+	alive     context.Context // the sandbox's life
+	closed    atomic.Bool
+	log       atomic.Pointer[tailLog] // the last Launch's runner log
 }
 
 var _ drivers.RunnerIngress = (*ingress)(nil)
@@ -73,27 +69,13 @@ var _ drivers.RunnerIngress = (*ingress)(nil)
 // Endpoint returns "unix:" and the socket's path.
 func (in *ingress) Endpoint() string { return drivers.UnixScheme + in.sock }
 
-func (in *ingress) closed() bool {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.isClosed
-}
-
 // Close closes the listener and removes its directory. Closing it stops
 // no runner.
 func (in *ingress) Close() error {
-	in.mu.Lock()
-	if in.isClosed {
-		in.mu.Unlock()
+	if in.closed.Swap(true) {
 		return nil
 	}
-	in.isClosed = true
-	in.mu.Unlock()
-	err := in.Listener.Close()
-	if rerr := os.RemoveAll(in.dir); err == nil {
-		err = rerr
-	}
-	return err
+	return errors.Join(in.Listener.Close(), os.RemoveAll(in.dir))
 }
 
 // Launch starts prp/runner in this process with a state directory of its
@@ -101,36 +83,35 @@ func (in *ingress) Close() error {
 // handed over in memory. req.Env is added to the environment its tasks
 // start from.
 func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
+	fail := func(err error) error { return fmt.Errorf("fake: launch runner in %s: %w", in.s.id, err) }
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("fake: launch runner in %s: %w", in.s.id, err)
+		return fail(err)
 	}
-	if in.closed() {
-		return fmt.Errorf("fake: launch runner in %s: the ingress is closed", in.s.id)
+	if in.closed.Load() {
+		return fail(errors.New("the ingress is closed"))
 	}
-	if _, err := in.s.begin(OpRunner); err != nil {
+	if _, _, err := in.s.begin(ctx, OpRunner); err != nil {
 		return err
 	}
 	if req.Lease == "" || req.Ticket == "" {
-		return fmt.Errorf("fake: launch runner in %s: %w", in.s.id, errors.New("lease and ticket are required"))
+		return fail(errors.New("lease and ticket are required"))
 	}
 	state, err := os.MkdirTemp("", "berth-fake-runner-state-")
 	if err != nil {
-		return fmt.Errorf("fake: launch runner in %s: %w", in.s.id, err)
+		return fail(err)
 	}
 	env := os.Environ()
 	for k, v := range req.Env {
 		env = append(env, k+"="+v)
 	}
 	log := &tailLog{}
-	in.mu.Lock()
-	in.log = log
-	in.mu.Unlock()
+	in.log.Store(log)
 	r, err := runner.New(in.Endpoint(), state, &runner.Options{Lease: req.Lease, Ticket: req.Ticket, BaseEnv: env,
 		Logger: slog.New(slog.NewTextHandler(log, nil))})
 	if err != nil {
 		os.RemoveAll(state)
 		fmt.Fprintln(log, "berth-runner:", err)
-		return fmt.Errorf("fake: launch runner in %s: %w", in.s.id, err)
+		return fail(err)
 	}
 	go func() {
 		defer os.RemoveAll(state)
@@ -151,13 +132,16 @@ func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("fake: runner log of %s: %w", in.s.id, err)
 	}
-	in.mu.Lock()
-	log := in.log
-	in.mu.Unlock()
-	if log == nil {
+	l := in.log.Load()
+	if l == nil {
 		return nil, nil
 	}
-	return log.tail(driverkit.ClampLogTail(limit)), nil
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf) == 0 {
+		return nil, nil
+	}
+	return bytes.Clone(l.buf[max(0, len(l.buf)-driverkit.ClampLogTail(limit)):]), nil
 }
 
 // tailLog is an io.Writer that keeps the last drivers.MaxRunnerLogTail
@@ -167,7 +151,6 @@ type tailLog struct {
 	buf []byte
 }
 
-// Write appends p, dropping the oldest bytes beyond the bound.
 func (l *tailLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -176,16 +159,6 @@ func (l *tailLog) Write(p []byte) (int, error) {
 		l.buf = append(l.buf[:0], l.buf[over:]...)
 	}
 	return len(p), nil
-}
-
-// tail returns a copy of the last n bytes, nil when empty.
-func (l *tailLog) tail(n int) []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.buf) == 0 {
-		return nil
-	}
-	return bytes.Clone(l.buf[max(0, len(l.buf)-n):])
 }
 
 var _ drivers.ArchReporter = (*Driver)(nil)

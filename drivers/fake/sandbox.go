@@ -38,32 +38,30 @@ var (
 // ID returns the provider lease id ("fake-1", "fake-2", ...).
 func (s *sandbox) ID() string { return s.id }
 
-// live is what a command needs to know about its running sandbox.
-type live struct {
-	alive context.Context
-	host  string
-}
-
-// begin counts a call of op and checks that the handle is not released and
-// the sandbox runs.
-func (s *sandbox) begin(op Op) (live, error) {
+// begin checks ctx, counts a call of op and checks that the handle is not
+// released and the sandbox runs. It returns the sandbox's life (cancelled
+// when it stops or vanishes) and its box.
+func (s *sandbox) begin(ctx context.Context, op Op) (context.Context, *box, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("fake: %s %s: %w", op, s.id, err)
+	}
 	if s.released.Load() {
-		return live{}, fmt.Errorf("fake: %s %s: %w", op, s.id, drivers.ErrReleased)
+		return nil, nil, fmt.Errorf("fake: %s %s: %w", op, s.id, drivers.ErrReleased)
 	}
 	d := s.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.callLocked(op, s.id); err != nil {
-		return live{}, err
+		return nil, nil, err
 	}
 	b, ok := d.boxes[s.id]
-	if !ok || b.state == drivers.StateDestroyed {
-		return live{}, fmt.Errorf("fake: %s %s: sandbox %w", op, s.id, drivers.ErrNotFound)
+	if !ok || b.State == drivers.StateDestroyed {
+		return nil, nil, fmt.Errorf("fake: %s %s: sandbox %w", op, s.id, drivers.ErrNotFound)
 	}
-	if st := b.stateAt(d.clk.Now()); st != drivers.StateRunning {
-		return live{}, fmt.Errorf("fake: %s %s: sandbox is %s, not running", op, s.id, st)
+	if st := b.stateAt(d.o.Clock.Now()); st != drivers.StateRunning {
+		return nil, nil, fmt.Errorf("fake: %s %s: sandbox is %s, not running", op, s.id, st)
 	}
-	return live{alive: b.alive, host: b.hostname}, nil
+	return b.alive, b, nil
 }
 
 // Exec runs cmd as Start does and waits for it, keeping at most
@@ -79,8 +77,7 @@ func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Resul
 	if err != nil {
 		return nil, err
 	}
-	<-p.done
-	if p.err != nil {
+	if <-p.done; p.err != nil {
 		return nil, p.err
 	}
 	p.res.Stdout, p.res.Stderr = stdout.Bytes(), stderr.Bytes()
@@ -95,8 +92,7 @@ type process struct {
 	err    error
 	cancel context.CancelFunc
 	stdin  *io.PipeWriter
-	mu     sync.Mutex
-	signal string
+	signal atomic.Pointer[string]
 }
 
 // Start runs cmd (see Exec), streaming output to stdout and stderr (nil
@@ -110,14 +106,11 @@ func (s *sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr
 // start counts op and runs cmd in a goroutine through run (nil: the
 // driver's commands), with a pipe as its stdin, fed from cmd.Stdin (or
 // left open for the terminal).
-func (s *sandbox) start(ctx context.Context, op Op, cmd drivers.Command, stdout, stderr io.Writer, run func(context.Context, Invocation, string) (int, error)) (*process, error) {
+func (s *sandbox) start(ctx context.Context, op Op, cmd drivers.Command, stdout, stderr io.Writer, run HandlerFunc) (*process, error) {
 	if len(cmd.Argv) == 0 {
 		return nil, fmt.Errorf("fake: %s in %s: empty argv", op, s.id)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("fake: %s %q in %s: %w", op, cmd.Argv[0], s.id, err)
-	}
-	lv, err := s.begin(op)
+	alive, b, err := s.begin(ctx, op)
 	if err != nil {
 		return nil, err
 	}
@@ -130,28 +123,25 @@ func (s *sandbox) start(ctx context.Context, op Op, cmd drivers.Command, stdout,
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	p.cancel = cancel
-	stop := context.AfterFunc(lv.alive, cancel)
+	stop := context.AfterFunc(alive, cancel)
 	context.AfterFunc(rctx, func() { pr.CloseWithError(context.Canceled) })
 	var mu sync.Mutex
-	inv := invocation(s.id, lv.host, cmd.Argv, cmd.Env, cmd.Dir, pr, lockedWriter{&mu, stdout}, lockedWriter{&mu, stderr})
-	if run == nil {
-		run = s.d.run
-	}
-	start := s.d.clk.Now()
+	inv := invocation(s.id, b.hostname, cmd, pr, lockedWriter{&mu, stdout}, lockedWriter{&mu, stderr})
+	start := s.d.o.Clock.Now()
 	go func() {
 		defer close(p.done)
 		defer stop()
 		defer cancel()
-		code, err := run(rctx, inv, lv.host)
+		if run == nil {
+			run = s.d.run
+		}
+		code, err := run(rctx, inv)
 		pr.Close()
-		p.mu.Lock()
-		sig := p.signal
-		p.mu.Unlock()
-		res := &drivers.Result{ExitCode: code, Duration: s.d.clk.Now().Sub(start)}
-		switch {
-		case sig != "":
-			res.ExitCode, res.Signal = -1, sig
-		case lv.alive.Err() != nil:
+		res := &drivers.Result{ExitCode: code, Duration: s.d.o.Clock.Now().Sub(start)}
+		switch sig := p.signal.Load(); {
+		case sig != nil:
+			res.ExitCode, res.Signal = -1, *sig
+		case alive.Err() != nil:
 			res.ExitCode, res.Signal = -1, "KILL"
 		case ctx.Err() != nil:
 			err = ctx.Err()
@@ -200,9 +190,7 @@ func (p *process) Signal(ctx context.Context, sig string) error {
 		return nil
 	default:
 	}
-	p.mu.Lock()
-	p.signal = cmp.Or(p.signal, sig)
-	p.mu.Unlock()
+	p.signal.CompareAndSwap(nil, &sig)
 	p.cancel()
 	return ctx.Err()
 }
@@ -219,58 +207,48 @@ func (p *process) CloseStdin() error { return p.stdin.Close() }
 // nothing. A lost sandbox gives a confirmed "not found" StateDestroyed
 // receipt for Stop and Destroy and drivers.ErrNotFound for Keep. A second
 // Release returns drivers.ErrReleased.
-func (s *sandbox) Release(ctx context.Context, disp drivers.Disposition) (drivers.Receipt, error) {
+func (s *sandbox) Release(ctx context.Context, disp drivers.Disposition) (r drivers.Receipt, err error) {
 	s.relMu.Lock()
 	defer s.relMu.Unlock()
-	if s.released.Load() {
-		return drivers.Receipt{}, fmt.Errorf("fake: release %s: %w", s.id, drivers.ErrReleased)
-	}
-	if err := ctx.Err(); err != nil {
-		return drivers.Receipt{}, fmt.Errorf("fake: release %s: %w", s.id, err)
-	}
-	switch disp {
-	case drivers.Keep:
-		st, ok := s.d.State(s.id)
-		if !ok || st == drivers.StateDestroyed {
-			return drivers.Receipt{}, fmt.Errorf("fake: keep %s: sandbox %w", s.id, drivers.ErrNotFound)
-		}
-		s.released.Store(true)
-		return drivers.Receipt{ProviderLeaseID: s.id, State: st, Confirmed: true, ConfirmedAt: s.d.clk.Now(), Evidence: "kept; state read back: " + string(st)}, nil
-	case drivers.Stop, drivers.Destroy:
-		r, err := s.d.terminate(s.id, disp)
-		if err != nil {
+	switch st, ok := s.d.State(s.id); {
+	case s.released.Load():
+		return r, fmt.Errorf("fake: release %s: %w", s.id, drivers.ErrReleased)
+	case ctx.Err() != nil:
+		return r, fmt.Errorf("fake: release %s: %w", s.id, ctx.Err())
+	case disp == drivers.Keep && (!ok || st == drivers.StateDestroyed):
+		return r, fmt.Errorf("fake: keep %s: sandbox %w", s.id, drivers.ErrNotFound)
+	case disp == drivers.Keep:
+		r = drivers.Receipt{ProviderLeaseID: s.id, State: st, Confirmed: true, ConfirmedAt: s.d.o.Clock.Now(), Evidence: "kept; state read back: " + string(st)}
+	case disp == drivers.Stop || disp == drivers.Destroy:
+		if r, err = s.d.terminate(s.id, disp); err != nil {
 			return drivers.Receipt{}, err
 		}
-		s.released.Store(true)
-		return r, nil
+	default:
+		return r, fmt.Errorf("fake: release %s: unknown %s", s.id, disp)
 	}
-	return drivers.Receipt{}, fmt.Errorf("fake: release %s: unknown %s", s.id, disp)
+	s.released.Store(true)
+	return r, nil
 }
 
 // ImageIdentity returns the identity of the image the sandbox was created
 // from: a digest identity in its normalized repository, or a snapshot
 // identity of this provider. ReportWrongImage makes it lie.
 func (s *sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
-	if err := ctx.Err(); err != nil {
-		return images.Identity{}, fmt.Errorf("fake: image identity of %s: %w", s.id, err)
-	}
-	if _, err := s.begin(OpImageIdentity); err != nil {
+	_, b, err := s.begin(ctx, OpImageIdentity)
+	if err != nil {
 		return images.Identity{}, err
 	}
 	d := s.d
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	b, ok := d.boxes[s.id]
-	if !ok {
-		return images.Identity{}, fmt.Errorf("fake: image identity of %s: sandbox %w", s.id, drivers.ErrNotFound)
+	wrong := d.wrongImage[s.id]
+	d.mu.Unlock()
+	switch {
+	case !wrong:
+		return b.Image, nil
+	case b.Image.Kind() == images.KindSnapshot:
+		return images.SnapshotIdentity(d.provider, "wrong-"+b.Image.SnapshotID())
 	}
-	if !d.wrongImage[s.id] {
-		return b.image, nil
-	}
-	if b.image.Kind() == images.KindSnapshot {
-		return images.SnapshotIdentity(d.provider, "wrong-"+b.image.SnapshotID())
-	}
-	return mustIdentity(b.image.Repository(), fakeDigest("wrong:"+b.image.Digest())), nil
+	return digestIdentity(b.Image.Repository(), fakeDigest("wrong:"+b.Image.Digest())), nil
 }
 
 // Capture saves the running sandbox as a new provider snapshot named
@@ -278,14 +256,8 @@ func (s *sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
 // snapshot can be acquired with image "snapshot:<id>" and deleted with
 // DeleteTemplate.
 func (s *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (images.Identity, error) {
-	if err := ctx.Err(); err != nil {
-		return images.Identity{}, fmt.Errorf("fake: capture %s: %w", s.id, err)
-	}
-	if _, err := s.begin(OpCapture); err != nil {
+	if _, _, err := s.begin(ctx, OpCapture); err != nil {
 		return images.Identity{}, err
 	}
-	s.d.mu.Lock()
-	id := s.d.addSnapshotLocked(cmp.Or(req.Name, "capture-"+s.id))
-	s.d.mu.Unlock()
-	return images.SnapshotIdentity(s.d.provider, id)
+	return images.SnapshotIdentity(s.d.provider, s.d.AddSnapshot(cmp.Or(req.Name, "capture-"+s.id)))
 }

@@ -46,12 +46,12 @@ func (s *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest)
 	})
 	t.emit(Prompt)
 	p, err := s.start(context.Background(), OpTerminal, drivers.Command{Argv: []string{"sh"}, Env: env, Dir: req.Dir}, out, out,
-		func(ctx context.Context, inv Invocation, host string) (int, error) {
+		func(ctx context.Context, inv Invocation) (int, error) {
 			lines := bufio.NewScanner(inv.Stdin)
 			for ; lines.Scan(); io.WriteString(inv.Stdout, Prompt) {
 				line := inv
 				line.Argv, line.Stdin = []string{"sh", "-c", lines.Text()}, strings.NewReader("")
-				code, err := s.d.run(ctx, line, host)
+				code, err := s.d.run(ctx, line)
 				if f := strings.Fields(lines.Text()); err != nil || len(f) > 0 && f[0] == "exit" {
 					return code, err
 				}
