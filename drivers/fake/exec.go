@@ -142,7 +142,7 @@ func notFound(inv Invocation, what, key string) (int, error) {
 
 // splitWords splits script, one simple command, into its words:
 // 'single quotes', "double quotes" (with \" \\ \$), backslash escapes and
-// $NAME, ${NAME} and $0..$9 (args holds $0, then $1...; default "sh").
+// $NAME, ${NAME} and $0..$9 (args holds $1...; $0 is args[0] or "sh").
 // Lists, pipelines, redirections, substitutions and subshells are errors.
 func splitWords(script string, env map[string]string, args []string) ([]string, error) {
 	var words []string
@@ -150,9 +150,8 @@ func splitWords(script string, env map[string]string, args []string) ([]string, 
 	inWord, dq := false, false
 	args = append([]string{"sh"}, args...)[min(len(args), 1):]
 	for i := 0; i < len(script); i++ {
-		c := script[i]
-		switch {
-		case c == '`' || (c == '$' && strings.HasPrefix(script[i+1:], "(")):
+		switch c := script[i]; {
+		case c == '`' || c == '$' && strings.HasPrefix(script[i+1:], "("):
 			return nil, errors.New("command substitution is not built in")
 		case c == '\'' && !dq:
 			end := strings.IndexByte(script[i+1:], '\'')
@@ -164,9 +163,8 @@ func splitWords(script string, env map[string]string, args []string) ([]string, 
 		case c == '"':
 			dq, inWord = !dq, true
 		case c == '\\' && i+1 < len(script) && (!dq || strings.IndexByte(`$"\`, script[i+1]) >= 0):
-			i++
+			i, inWord = i+1, true
 			cur.WriteByte(script[i])
-			inWord = true
 		case c == '$':
 			name, n := varName(script[i+1:])
 			switch k, err := strconv.Atoi(name); {
@@ -178,18 +176,14 @@ func splitWords(script string, env map[string]string, args []string) ([]string, 
 				cur.WriteString(args[k])
 			}
 			i, inWord = i+n, true
-		case dq:
-			cur.WriteByte(c)
-		case c == ' ' || c == '\t':
-			if inWord {
-				words, inWord = append(words, cur.String()), false
-				cur.Reset()
-			}
-		case strings.IndexByte("\n;&|<>()", c) >= 0:
-			return nil, fmt.Errorf("%q: only one simple command is built in", c)
-		default:
+		case dq || !strings.ContainsRune(" \t\n;&|<>()", rune(c)):
 			cur.WriteByte(c)
 			inWord = true
+		case c != ' ' && c != '\t':
+			return nil, fmt.Errorf("%q: only one simple command is built in", c)
+		case inWord:
+			words, inWord = append(words, cur.String()), false
+			cur.Reset()
 		}
 	}
 	if dq {
@@ -210,33 +204,30 @@ func varName(s string) (string, int) {
 		}
 		return "", 0
 	}
-	if s != "" && s[0] >= '0' && s[0] <= '9' {
-		return s[:1], 1
-	}
 	n := 0
 	for n < len(s) && (s[n] == '_' || s[n] >= 'a' && s[n] <= 'z' || s[n] >= 'A' && s[n] <= 'Z' || n > 0 && s[n] >= '0' && s[n] <= '9') {
 		n++
 	}
+	if n == 0 && s != "" && s[0] >= '0' && s[0] <= '9' {
+		n = 1
+	}
 	return s[:n], n
 }
 
+// sleep waits on the driver's clock: seconds, or a number with the unit
+// s, m or h.
 func (d *Driver) sleep(ctx context.Context, inv Invocation, args []string) (int, error) {
-	var f float64
-	err := errors.New("one interval")
-	if len(args) == 1 && args[0] != "" {
-		a, unit := args[0], time.Second
-		if u, ok := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour}[a[len(a)-1]]; ok {
-			a, unit = a[:len(a)-1], u
-		}
-		f, err = strconv.ParseFloat(a, 64)
-		f *= float64(unit)
+	a, unit := strings.Join(args, " "), time.Second
+	if u, ok := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}[a[max(len(a)-1, 0):]]; ok {
+		a, unit = a[:len(a)-1], u
 	}
-	if err != nil || f < 0 {
+	f, err := strconv.ParseFloat(a, 64)
+	if len(args) != 1 || err != nil || f < 0 {
 		fmt.Fprintf(inv.Stderr, "sleep: invalid time interval %q\n", strings.Join(args, " "))
 		return 1, nil
 	}
 	select {
-	case <-d.o.Clock.After(time.Duration(f)):
+	case <-d.o.Clock.After(time.Duration(f * float64(unit))):
 		return 0, nil
 	case <-ctx.Done():
 		return -1, ctx.Err()
@@ -245,26 +236,20 @@ func (d *Driver) sleep(ctx context.Context, inv Invocation, args []string) (int,
 
 // uname prints the fields of -s -n -r -v -m -o (or -a) in that order.
 func (d *Driver) uname(_ context.Context, inv Invocation, args []string) (int, error) {
-	want := [6]bool{len(args) == 0}
+	flags := "-s"
+	if len(args) > 0 {
+		flags = strings.Join(args, "")
+	}
 	for _, a := range args {
-		for j, c := range a {
-			i := strings.IndexRune("snrvmo", c)
-			switch {
-			case j == 0 && c == '-' && len(a) > 1:
-			case c == 'a' && j > 0:
-				want = [6]bool{true, true, true, true, true, true}
-			case i >= 0 && j > 0:
-				want[i] = true
-			default:
-				fmt.Fprintf(inv.Stderr, "uname: invalid option %q\n", a)
-				return 1, nil
-			}
+		if len(a) < 2 || a[0] != '-' || strings.Trim(a[1:], "snrvmoa") != "" {
+			fmt.Fprintf(inv.Stderr, "uname: invalid option %q\n", a)
+			return 1, nil
 		}
 	}
 	p := d.platform
 	var out []string
 	for i, v := range []string{p.unameS(), inv.host, p.Kernel, "#1 SMP PREEMPT_DYNAMIC fake", p.Machine, "GNU/Linux"} {
-		if want[i] {
+		if strings.ContainsAny(flags, "a"+"snrvmo"[i:i+1]) {
 			out = append(out, v)
 		}
 	}

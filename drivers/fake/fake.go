@@ -33,12 +33,11 @@ const (
 
 // Options configure a fake Driver. The zero value (or nil) gives defaults.
 type Options struct {
-	// Name is the driver name; default Name ("fake"). It is also the
-	// provider of snapshot identities when it is a valid provider name.
+	// Name is the driver name, default Name; also the provider of snapshot
+	// identities when it is a valid provider name.
 	Name string
-	// Undeclared lists capabilities the fake does not declare, although it
-	// still implements them all: such a fake fails the conformance suite,
-	// and serves to test that an undeclared capability is never effective.
+	// Undeclared lists capabilities the fake does not declare, though it
+	// implements them all: to test that such a capability is never used.
 	Undeclared drivers.Set
 	// Clock runs slow starts and sleep; default the wall clock.
 	Clock clock.Clock
@@ -48,11 +47,9 @@ type Options struct {
 	StartDelay time.Duration
 	// Platform is the profile sandboxes report; default PlatformDebian12().
 	Platform *Platform
-	// Handlers run Go code for commands. The key is argv[0] or its base
-	// name ("make"), or, for "sh -c SCRIPT ...", the whole SCRIPT (for
-	// example qualification.DetectScript, or a script of several commands
-	// that a test sends). A handler takes precedence over the built-in
-	// commands. Default none.
+	// Handlers run Go code for commands, before the built-ins. The key is
+	// argv[0] or its base name ("make"), or, for "sh -c SCRIPT ...", the
+	// whole SCRIPT (qualification.DetectScript, or a test's script).
 	Handlers map[string]HandlerFunc
 	// Faults are injected from the start; see Driver.Inject.
 	Faults []Fault
@@ -65,9 +62,8 @@ type Options struct {
 	Unavailable error
 }
 
-// Driver is the fake provider and its driver. Provider state (sandboxes,
-// images, snapshots, call counts, faults) lives in the Driver and is shared
-// by all its sandboxes. It is safe for concurrent use.
+// Driver is the fake provider and its driver; its state is shared by all
+// its sandboxes. It is safe for concurrent use.
 type Driver struct {
 	o              Options // Faults and StartDelay guarded by mu
 	name, provider string
@@ -75,23 +71,23 @@ type Driver struct {
 	platform       Platform
 	schema         *drivers.ConfigSchema
 	defaultImg     images.Identity
-	mu             sync.Mutex
-	seq            int
-	boxes          map[string]*box
-	images         imageTable
-	calls          [numOps]int
-	lies           map[string]Lie
-	wrongImage     map[string]bool
+
+	mu         sync.Mutex
+	seq        int
+	boxes      map[string]*box
+	images     imageTable
+	calls      [numOps]int
+	lies       map[string]Lie
+	wrongImage map[string]bool
 }
 
 // SandboxRecord is one sandbox as Driver.Sandboxes reports it.
 type SandboxRecord struct {
-	ID      string
-	State   drivers.State
-	Labels  map[string]string
-	Image   images.Identity
-	LeaseID string // AcquireRequest.LeaseID
-	Created time.Time
+	ID, LeaseID string // LeaseID is AcquireRequest.LeaseID
+	State       drivers.State
+	Labels      map[string]string
+	Image       images.Identity
+	Created     time.Time
 }
 
 // box is one sandbox at the fake provider. Guarded by Driver.mu.
@@ -115,15 +111,6 @@ func (b *box) stateAt(now time.Time) drivers.State {
 	}
 	return b.State
 }
-
-var (
-	_ drivers.Resumer              = (*Driver)(nil)
-	_ drivers.Lister               = (*Driver)(nil)
-	_ drivers.Destroyer            = (*Driver)(nil)
-	_ drivers.TemplateDeleter      = (*Driver)(nil)
-	_ drivers.AvailabilityReporter = (*Driver)(nil)
-	_ drivers.HealthChecker        = (*Driver)(nil)
-)
 
 // New returns a fake driver; nil opts means defaults. Its image table holds
 // DefaultImage.
@@ -164,7 +151,8 @@ func (d *Driver) newSchema() *drivers.ConfigSchema {
 		field(FieldNotes, drivers.KindMetadata, drivers.TypeString, "free text for operators"),
 	}
 	f[0].Check = func(v any) error {
-		_, err := d.parseImage(v.(string))
+		s, _ := v.(string)
+		_, err := d.parseImage(s)
 		return err
 	}
 	f[1].Default, f[2].Default, f[4].Required = DefaultRegion, int64(1), d.o.APIKey != ""
@@ -278,16 +266,14 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 func (d *Driver) waitRunning(ctx context.Context, id string) (drivers.Sandbox, error) {
 	for {
 		d.mu.Lock()
-		b, ok := d.boxes[id]
-		now := d.o.Clock.Now()
-		var st drivers.State
-		var wait time.Duration
-		if ok {
+		b, now := d.boxes[id], d.o.Clock.Now()
+		st, wait := drivers.StateUnknown, time.Duration(0)
+		if b != nil {
 			st, wait = b.stateAt(now), b.readyAt.Sub(now)
 		}
 		d.mu.Unlock()
 		switch {
-		case !ok:
+		case b == nil:
 			return nil, fmt.Errorf("fake: sandbox %s vanished while starting: %w", id, drivers.ErrNotFound)
 		case st == drivers.StateRunning:
 			return &sandbox{d: d, id: id}, nil
@@ -309,37 +295,29 @@ func (d *Driver) waitRunning(ctx context.Context, id string) (drivers.Sandbox, e
 // destroyed, and with ctx.Err() wrapped when the context ends first. The
 // config is not consulted beyond its api_key.
 func (d *Driver) Resume(ctx context.Context, cfg drivers.Config, providerLeaseID string) (drivers.Sandbox, error) {
-	if err := d.enter(ctx, cfg, "resume "+providerLeaseID); err != nil {
+	id := providerLeaseID
+	if err := d.enter(ctx, cfg, "resume "+id); err != nil {
 		return nil, err
 	}
-	if err := d.resume(providerLeaseID); err != nil {
-		return nil, err
-	}
-	return d.waitRunning(ctx, providerLeaseID)
-}
-
-// resume counts the resume and starts a stopped sandbox again.
-func (d *Driver) resume(id string) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.callLocked(OpResume, id); err != nil {
-		return err
-	}
+	err := d.callLocked(OpResume, id)
 	b, ok := d.boxes[id]
-	if !ok || b.State == drivers.StateDestroyed {
-		return fmt.Errorf("fake: resume %s: %w", id, drivers.ErrNotFound)
-	}
-	now := d.o.Clock.Now()
-	switch b.stateAt(now) {
-	case drivers.StateStopped:
-		if err := d.callLocked(OpStart, b.ID); err != nil {
-			return err
+	switch now := d.o.Clock.Now(); {
+	case err != nil:
+	case !ok || b.State == drivers.StateDestroyed:
+		err = fmt.Errorf("fake: resume %s: %w", id, drivers.ErrNotFound)
+	case b.stateAt(now) == drivers.StateError:
+		err = fmt.Errorf("fake: resume %s: sandbox failed to start", id)
+	case b.State == drivers.StateStopped:
+		if err = d.callLocked(OpStart, id); err == nil {
+			b.boot(now, d.o.StartDelay)
 		}
-		b.boot(now, d.o.StartDelay)
-	case drivers.StateError:
-		return fmt.Errorf("fake: resume %s: sandbox failed to start", id)
 	}
-	return nil
+	d.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return d.waitRunning(ctx, id)
 }
 
 // List returns the sandboxes that carry every label of labels (all of them
@@ -433,8 +411,7 @@ func (d *Driver) DeleteTemplate(ctx context.Context, cfg drivers.Config, id imag
 			users = append(users, b.ID)
 		}
 	}
-	if len(users) > 0 {
-		slices.SortFunc(users, byID)
+	if slices.SortFunc(users, byID); len(users) > 0 {
 		return drivers.Receipt{}, fmt.Errorf("fake: delete template %s: sandboxes %s were created from it: %w", id, strings.Join(users, ", "), drivers.ErrInUse)
 	}
 	d.images.remove(id, d.provider)
@@ -469,10 +446,11 @@ func (d *Driver) Sandboxes() []SandboxRecord {
 func (d *Driver) State(id string) (drivers.State, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if b, ok := d.boxes[id]; ok {
-		return b.stateAt(d.o.Clock.Now()), true
+	b, ok := d.boxes[id]
+	if !ok {
+		return drivers.StateUnknown, false
 	}
-	return drivers.StateUnknown, false
+	return b.stateAt(d.o.Clock.Now()), true
 }
 
 // DefaultImageIdentity returns the identity DefaultImage had when the driver

@@ -10,11 +10,10 @@ import (
 )
 
 // Op names one provider operation of the fake, for counters (Driver.Calls)
-// and fault injection (Fault).
+// and fault injection (Fault). Every call is counted, failed ones included.
 type Op int
 
-// The operations. Every call of an operation is counted, including calls
-// that fail.
+// The operations.
 const (
 	OpCreate         Op = iota // the create call of Acquire, before a sandbox exists
 	OpStart                    // starts a created sandbox (Acquire, after Allocated) or a stopped one (Resume)
@@ -34,17 +33,11 @@ const (
 	numOps
 )
 
-var opNames = [numOps]string{
-	OpCreate: "create", OpStart: "start", OpExec: "exec", OpStream: "stream",
-	OpTerminal: "terminal", OpStop: "stop", OpDestroy: "destroy", OpResume: "resume",
-	OpList: "list", OpImageIdentity: "image_identity", OpCapture: "capture",
-	OpDeleteTemplate: "delete_template", OpHealth: "health", OpRunner: "runner",
-}
-
 // String returns the operation's name ("create", "exec", ...).
 func (o Op) String() string {
-	if o >= 0 && o < numOps {
-		return opNames[o]
+	if names := strings.Fields("create start exec stream terminal stop destroy resume list " +
+		"image_identity capture delete_template health runner"); o >= 0 && o < numOps {
+		return names[o]
 	}
 	return fmt.Sprintf("op(%d)", int(o))
 }
@@ -52,11 +45,9 @@ func (o Op) String() string {
 // Fault makes calls of one operation fail. Faults are deterministic: they
 // depend only on call counts and sandbox ids, never on time.
 type Fault struct {
-	// Op is the operation that fails.
-	Op Op
-	// Nth, if > 0, fails only the Nth call of Op on this driver (1-based,
-	// counted as Driver.Calls counts, from the driver's creation). 0 fails
-	// every matching call until ClearFaults.
+	Op Op // the operation that fails
+	// Nth, if > 0, fails only the Nth call of Op (1-based, as Driver.Calls
+	// counts); 0 fails every matching call until ClearFaults.
 	Nth int
 	// Sandbox, if not "", fails only calls about that provider lease id.
 	Sandbox string
@@ -69,15 +60,12 @@ type Fault struct {
 type Lie int
 
 const (
-	// LieUnconfirmed returns a receipt that reports the requested state but
-	// is not confirmed ("stop accepted").
+	// LieUnconfirmed returns an unconfirmed receipt ("stop accepted").
 	LieUnconfirmed Lie = iota + 1
-	// LieForeignID returns a confirmed receipt for a different provider
-	// lease id.
+	// LieForeignID returns a confirmed receipt for another provider lease id.
 	LieForeignID
-	// LieRunnerAttested returns a confirmed receipt for the sandbox in the
-	// requested state whose evidence is only the runner's word
-	// (drivers.EvidenceRunnerAttested), and leaves the sandbox running.
+	// LieRunnerAttested returns a confirmed receipt whose evidence is only
+	// the runner's word (drivers.EvidenceRunnerAttested).
 	LieRunnerAttested
 )
 
@@ -101,9 +89,9 @@ func (d *Driver) RefuseStop(id string, err error) {
 	d.Inject(Fault{Op: OpDestroy, Sandbox: id, Err: err})
 }
 
-// FakeStop makes every Release(Stop), Release(Destroy) and Destroy of the
-// sandbox id return a receipt that is not proof (see drivers.Receipt.Proves)
-// and leave the sandbox running, until ClearFaults.
+// FakeStop makes every stop and destroy of the sandbox id (as RefuseStop)
+// return a receipt that is not proof (drivers.Receipt.Proves) and leave the
+// sandbox running, until ClearFaults.
 func (d *Driver) FakeStop(id string, lie Lie) { d.locked(func() { d.lies[id] = lie }) }
 
 // ReportWrongImage makes ImageIdentity of the sandbox id report an image
@@ -117,15 +105,13 @@ func (d *Driver) ClearFaults() {
 }
 
 // SetStartDelay sets how long, on the driver's clock, sandboxes created or
-// resumed from now on stay starting. Acquire and Resume wait for it (or the
-// context). Zero makes them run at once.
+// resumed from now on stay starting (Options.StartDelay).
 func (d *Driver) SetStartDelay(delay time.Duration) { d.locked(func() { d.o.StartDelay = delay }) }
 
-// Lose makes the sandbox id vanish from the provider, as if it had been
-// deleted behind berth's back: Exec and Resume then fail with
-// drivers.ErrNotFound, List no longer reports it, and destroying it succeeds
-// with a confirmed "not found" receipt. It returns an error wrapping
-// drivers.ErrNotFound when there is no such sandbox.
+// Lose makes the sandbox id vanish, as if deleted behind berth's back: Exec
+// and Resume then fail with drivers.ErrNotFound, List omits it, and
+// destroying it gives a confirmed "not found" receipt. An unknown id is an
+// error wrapping drivers.ErrNotFound.
 func (d *Driver) Lose(id string) (err error) {
 	d.locked(func() {
 		if b, ok := d.boxes[id]; ok {
@@ -138,16 +124,14 @@ func (d *Driver) Lose(id string) (err error) {
 	return err
 }
 
-// Calls returns how many times op was called on this driver, failed calls
-// included.
+// Calls returns how many times op was called, failed calls included.
 func (d *Driver) Calls(op Op) (n int) {
 	d.locked(func() { n = d.calls[op] })
 	return n
 }
 
-// TotalCalls returns the number of provider operations called so far; a
-// test asserts it is 0 to show that reading capabilities, schemas or
-// listings allocated nothing (CAP-1).
+// TotalCalls returns the number of operations called so far: 0 shows that
+// reading capabilities, schemas or listings allocated nothing (CAP-1).
 func (d *Driver) TotalCalls() (n int) {
 	d.locked(func() {
 		for _, c := range d.calls {

@@ -11,19 +11,16 @@ import (
 	"github.com/berthdev/berth/images"
 )
 
-// DefaultImage is the tag every fake driver starts with in its image table;
-// sandboxes whose config has no image run it (a provider default, which
-// never qualifies: QUAL-5).
-const DefaultImage = "registry.fake.test/berth/base:latest"
-
-// Prefixes of the image config field for provider snapshots.
+// Image config values.
 const (
-	// SnapshotPrefix selects a snapshot by its provider id: "snapshot:<id>".
-	// The text form of a snapshot images.Identity ("snapshot:<provider>/<id>")
-	// is accepted as well.
+	// DefaultImage is the tag every fake's image table starts with; sandboxes
+	// whose config has no image run it (a provider default: QUAL-5).
+	DefaultImage = "registry.fake.test/berth/base:latest"
+	// SnapshotPrefix selects a snapshot by its provider id: "snapshot:<id>"
+	// (or an identity's text, "snapshot:<provider>/<id>").
 	SnapshotPrefix = "snapshot:"
-	// SnapshotNamePrefix selects a snapshot by name: "snapshot-name:<name>".
-	// The name is resolved at each Acquire, so it is mutable.
+	// SnapshotNamePrefix selects a snapshot by a name, resolved at each
+	// Acquire: "snapshot-name:<name>".
 	SnapshotNamePrefix = "snapshot-name:"
 )
 
@@ -48,9 +45,9 @@ func digestIdentity(repo, digest string) images.Identity {
 	return id
 }
 
-// parseImage reads an image config value: "snapshot:<id>" and
-// "snapshot-name:<name>" name this provider's snapshots; other text is an
-// images.Reference; "" is the provider default (the zero Reference).
+// parseImage reads an image config value: SnapshotPrefix and
+// SnapshotNamePrefix without a provider name this provider's snapshots; ""
+// is the provider default (the zero Reference).
 func (d *Driver) parseImage(raw string) (images.Reference, error) {
 	for _, p := range []string{SnapshotNamePrefix, SnapshotPrefix} {
 		if rest, ok := strings.CutPrefix(raw, p); ok && !strings.Contains(rest, "/") {
@@ -63,13 +60,11 @@ func (d *Driver) parseImage(raw string) (images.Reference, error) {
 	return images.ParseReference(raw)
 }
 
-// AddImage pushes ref to the fake provider's image table and returns the
-// identity it now names. A tag reference ("repo:tag", "repo") gets a new
-// digest derived deterministically from the repository, tag and the number
-// of earlier pushes of that tag, so pushing the same tag again moves it to a
-// new digest while the old digest stays pullable. A digest reference
-// registers that digest. AddImage panics on a malformed or snapshot
-// reference.
+// AddImage pushes ref to the image table and returns the identity it names.
+// A tag ("repo:tag", "repo") gets a new digest derived from the repository,
+// tag and number of earlier pushes of it: pushing it again moves it, and the
+// old digest stays pullable. A digest is registered. It panics on a
+// malformed or snapshot reference.
 func (d *Driver) AddImage(ref string) images.Identity {
 	r, err := images.ParseReference(ref)
 	if err != nil || !r.IsOCI() {
@@ -107,10 +102,9 @@ func (t *imageTable) remove(id images.Identity, provider string) {
 	}
 }
 
-// AddSnapshot creates a provider snapshot named snapName and returns its
-// provider id (deterministic: derived from the name and a sequence number).
-// The name now resolves to the new id; an older snapshot of the same name
-// keeps its id until deleted.
+// AddSnapshot creates a snapshot named snapName and returns its provider id
+// (derived from the name and a sequence number). The name now resolves to
+// it; an older snapshot of the name keeps its id until deleted.
 func (d *Driver) AddSnapshot(snapName string) string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -122,10 +116,9 @@ func (d *Driver) AddSnapshot(snapName string) string {
 	return id
 }
 
-// DeleteSnapshot deletes the snapshot with provider id id. Its name no
-// longer resolves to it, and a later Acquire of the id fails with
-// drivers.ErrImageNotFound, even when a new snapshot takes the same name
-// (QUAL-6). Deleting an unknown id does nothing.
+// DeleteSnapshot deletes the snapshot id at the provider, used or not: its
+// name no longer resolves to it, and an Acquire of the id fails with
+// drivers.ErrImageNotFound, even when a new snapshot takes the name (QUAL-6).
 func (d *Driver) DeleteSnapshot(id string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

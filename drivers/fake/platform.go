@@ -7,21 +7,16 @@ import (
 )
 
 // Platform is the operating system profile a fake sandbox reports through
-// its built-in commands (uname, ldd --version, cat /etc/os-release,
-// hostname). The zero value of a field means "not reported"; see the
-// presets PlatformDebian12, PlatformAlpine and PlatformBusybox.
+// its built-in commands and the detection script. A zero field is not
+// reported; see the presets PlatformDebian12, PlatformAlpine and
+// PlatformBusybox.
 type Platform struct {
-	// OS is the kernel name in lower case as Go spells it ("linux"); uname -s
-	// prints it capitalized ("Linux").
-	OS string
-	// Machine is what uname -m prints ("x86_64", "aarch64").
-	Machine string
-	// Kernel is what uname -r prints ("6.1.0-18-amd64").
-	Kernel string
+	OS      string // the kernel name as Go spells it ("linux"); uname -s prints "Linux"
+	Machine string // uname -m ("x86_64", "aarch64")
+	Kernel  string // uname -r ("6.1.0-18-amd64")
 	// LibcFamily is "glibc", "musl" or "" (no C library: ldd is not found).
-	LibcFamily string
-	// LibcVersion is the libc version ("2.36", "1.2.4").
-	LibcVersion string
+	LibcFamily  string
+	LibcVersion string // "2.36", "1.2.4"
 	// LibcBuild is the distribution's glibc package version shown by
 	// ldd --version ("2.36-9+deb12u4"); "" means LibcVersion.
 	LibcBuild string
@@ -30,33 +25,23 @@ type Platform struct {
 	// sandbox has no /etc/os-release.
 	OSReleaseID        string
 	OSReleaseVersionID string
-	// PrettyName is PRETTY_NAME of /etc/os-release; "" derives it from the
-	// ID and VERSION_ID.
+	// PrettyName is PRETTY_NAME of /etc/os-release; "" derives it.
 	PrettyName string
-	// Hostname is what hostname and uname -n print; "" means the sandbox's
-	// provider lease id.
+	// Hostname is what uname -n prints; "" means the provider lease id.
 	Hostname string
 }
 
 // PlatformDebian12 returns the default profile: Debian 12 on x86_64 with
 // glibc 2.36.
 func PlatformDebian12() Platform {
-	return Platform{
-		OS: "linux", Machine: "x86_64", Kernel: "6.1.0-18-amd64",
-		LibcFamily: "glibc", LibcVersion: "2.36", LibcBuild: "2.36-9+deb12u4",
-		OSReleaseID: "debian", OSReleaseVersionID: "12",
-		PrettyName: "Debian GNU/Linux 12 (bookworm)",
-	}
+	return Platform{OS: "linux", Machine: "x86_64", Kernel: "6.1.0-18-amd64", LibcFamily: "glibc", LibcVersion: "2.36",
+		LibcBuild: "2.36-9+deb12u4", OSReleaseID: "debian", OSReleaseVersionID: "12", PrettyName: "Debian GNU/Linux 12 (bookworm)"}
 }
 
 // PlatformAlpine returns an Alpine 3.19 profile on x86_64 with musl 1.2.4.
 func PlatformAlpine() Platform {
-	return Platform{
-		OS: "linux", Machine: "x86_64", Kernel: "6.1.0-18-amd64",
-		LibcFamily: "musl", LibcVersion: "1.2.4",
-		OSReleaseID: "alpine", OSReleaseVersionID: "3.19.1",
-		PrettyName: "Alpine Linux v3.19",
-	}
+	return Platform{OS: "linux", Machine: "x86_64", Kernel: "6.1.0-18-amd64", LibcFamily: "musl", LibcVersion: "1.2.4",
+		OSReleaseID: "alpine", OSReleaseVersionID: "3.19.1", PrettyName: "Alpine Linux v3.19"}
 }
 
 // PlatformBusybox returns a static busybox profile on x86_64: no C library

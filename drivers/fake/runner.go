@@ -64,8 +64,6 @@ type ingress struct {
 	log       atomic.Pointer[tailLog] // the last Launch's runner log
 }
 
-var _ drivers.RunnerIngress = (*ingress)(nil)
-
 // Endpoint returns "unix:" and the socket's path.
 func (in *ingress) Endpoint() string { return drivers.UnixScheme + in.sock }
 
@@ -160,8 +158,6 @@ func (l *tailLog) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
-
-var _ drivers.ArchReporter = (*Driver)(nil)
 
 // RunnerArch implements drivers.ArchReporter: the fake's runner runs in
 // this process, so its sandboxes have this host's architecture

@@ -17,34 +17,22 @@ import (
 	"github.com/berthdev/berth/images"
 )
 
-// sandbox is a handle to one fake sandbox. Several handles may point at the
-// same provider sandbox (Acquire, then Resume); releasing one ends only that
-// handle, and the provider state is shared. Safe for concurrent use.
+// sandbox is a handle to one fake sandbox; several handles (Acquire, then
+// Resume) share its provider state, and each is released on its own.
 type sandbox struct {
-	d        *Driver
-	id       string
-	released atomic.Bool
-	relMu    sync.Mutex // serializes Release
-
+	d         *Driver
+	id        string
+	released  atomic.Bool
+	relMu     sync.Mutex // serializes Release
 	ingressMu sync.Mutex
-	ingress   *ingress // the open runner ingress, if any (runner.go)
+	ingress   *ingress // the open runner ingress, if any
 }
-
-var (
-	_ drivers.Sandbox       = (*sandbox)(nil)
-	_ drivers.StreamExecer  = (*sandbox)(nil)
-	_ drivers.ImageReporter = (*sandbox)(nil)
-	_ drivers.Terminal      = (*sandbox)(nil)
-	_ drivers.Capturer      = (*sandbox)(nil)
-	_ drivers.RunnerHost    = (*sandbox)(nil)
-)
 
 // ID returns the provider lease id ("fake-1", "fake-2", ...).
 func (s *sandbox) ID() string { return s.id }
 
 // begin checks ctx, counts a call of op and checks that the handle is not
-// released and the sandbox runs. It returns the sandbox's life (cancelled
-// when it stops or vanishes) and its box.
+// released and the sandbox runs. It returns the sandbox's life and box.
 func (s *sandbox) begin(ctx context.Context, op Op) (context.Context, *box, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, fmt.Errorf("fake: %s %s: %w", op, s.id, err)
@@ -68,13 +56,12 @@ func (s *sandbox) begin(ctx context.Context, op Op) (context.Context, *box, erro
 	return b.alive, b, nil
 }
 
-// Exec runs cmd as Start does and waits for it, keeping at most
-// cmd.Limit() bytes of each stream (see the package documentation for what
-// runs). An unknown command exits 127 naming the handler to register. On
-// cancellation it returns an error wrapping ctx.Err(); when the sandbox is
-// stopped, destroyed or lost during the command, the command ends as
-// killed (ExitCode -1, Signal "KILL"). After Release it returns
-// drivers.ErrReleased; a lost or destroyed sandbox gives drivers.ErrNotFound.
+// Exec runs cmd as Start does (see the package documentation for what
+// runs) and waits for it, keeping at most cmd.Limit() bytes of each stream.
+// On cancellation it returns an error wrapping ctx.Err(); a command whose
+// sandbox stops or vanishes ends killed (ExitCode -1, Signal "KILL"). After
+// Release it returns drivers.ErrReleased; a lost or destroyed sandbox gives
+// drivers.ErrNotFound.
 func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
 	stdout, stderr := driverkit.NewOutputBuffer(cmd.Limit()), driverkit.NewOutputBuffer(cmd.Limit())
 	p, err := s.start(ctx, OpExec, cmd, stdout, stderr, nil)
@@ -107,9 +94,8 @@ func (s *sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr
 	return s.start(ctx, OpStream, cmd, cmp.Or(stdout, io.Discard), cmp.Or(stderr, io.Discard), nil)
 }
 
-// start counts op and runs cmd in a goroutine through run (nil: the
-// driver's commands), with a pipe as its stdin, fed from cmd.Stdin (or
-// left open for the terminal).
+// start counts op and runs cmd in a goroutine through run (nil: Driver.run)
+// with a pipe as its stdin, fed from cmd.Stdin (left open for the terminal).
 func (s *sandbox) start(ctx context.Context, op Op, cmd drivers.Command, stdout, stderr io.Writer, run HandlerFunc) (*process, error) {
 	if len(cmd.Argv) == 0 {
 		return nil, fmt.Errorf("fake: %s in %s: empty argv", op, s.id)
@@ -171,8 +157,8 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// Wait blocks until the process ends, or until ctx ends (then it returns an
-// error wrapping ctx.Err() and the process keeps running).
+// Wait blocks until the process ends, or until ctx ends (an error wrapping
+// ctx.Err(); the process keeps running).
 func (p *process) Wait(ctx context.Context) (*drivers.Result, error) {
 	if err := driverkit.AwaitDone(ctx, p.done); err != nil {
 		return nil, fmt.Errorf("fake: wait: %w", err)
@@ -180,10 +166,9 @@ func (p *process) Wait(ctx context.Context) (*drivers.Result, error) {
 	return p.res, p.err
 }
 
-// Signal ends the process with sig, one of driverkit.Signals (as
-// driverkit.ParseSignal reads it; another name is an error wrapping
-// drivers.ErrUnsupported). The fake has no signal handlers, so every
-// signal of the set ends it. Signalling an ended process does nothing.
+// Signal ends the process with sig, one of driverkit.Signals (another name
+// is an error wrapping drivers.ErrUnsupported); the fake's commands handle
+// no signal. Signalling an ended process does nothing.
 func (p *process) Signal(ctx context.Context, sig string) error {
 	sig, err := driverkit.ParseSignal(sig)
 	if err != nil {
@@ -202,15 +187,13 @@ func (p *process) Signal(ctx context.Context, sig string) error {
 // CloseStdin closes the process's standard input.
 func (p *process) CloseStdin() error { return p.stdin.Close() }
 
-// Release ends the handle. Keep leaves the sandbox running and returns a
-// receipt of the running state read back (Keep needs no proof). Stop
-// and Destroy change the provider state and return a confirmed receipt for
+// Release ends the handle. Keep leaves the sandbox running, with a receipt
+// of its state read back. Stop and Destroy return a confirmed receipt for
 // this sandbox (StateStopped or StateDestroyed), unless a fault refuses the
-// stop (the error is returned, the state and the handle are unchanged, and
-// Release may be retried) or a lie (FakeStop) returns a receipt that proves
-// nothing. A lost sandbox gives a confirmed "not found" StateDestroyed
-// receipt for Stop and Destroy and drivers.ErrNotFound for Keep. A second
-// Release returns drivers.ErrReleased.
+// stop (its error; state and handle unchanged, so Release may be retried)
+// or a lie (FakeStop) gives a receipt that proves nothing. A lost sandbox
+// gives a confirmed "not found" StateDestroyed receipt, and
+// drivers.ErrNotFound for Keep. A second Release returns drivers.ErrReleased.
 func (s *sandbox) Release(ctx context.Context, disp drivers.Disposition) (r drivers.Receipt, err error) {
 	s.relMu.Lock()
 	defer s.relMu.Unlock()
@@ -235,30 +218,27 @@ func (s *sandbox) Release(ctx context.Context, disp drivers.Disposition) (r driv
 }
 
 // ImageIdentity returns the identity of the image the sandbox was created
-// from: a digest identity in its normalized repository, or a snapshot
-// identity of this provider. ReportWrongImage makes it lie.
+// from (a digest or a snapshot of this provider); ReportWrongImage makes it
+// lie.
 func (s *sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
 	_, b, err := s.begin(ctx, OpImageIdentity)
 	if err != nil {
 		return images.Identity{}, err
 	}
-	d := s.d
-	d.mu.Lock()
-	wrong := d.wrongImage[s.id]
-	d.mu.Unlock()
+	s.d.mu.Lock()
+	wrong := s.d.wrongImage[s.id]
+	s.d.mu.Unlock()
 	switch {
 	case !wrong:
 		return b.Image, nil
 	case b.Image.Kind() == images.KindSnapshot:
-		return images.SnapshotIdentity(d.provider, "wrong-"+b.Image.SnapshotID())
+		return images.SnapshotIdentity(s.d.provider, "wrong-"+b.Image.SnapshotID())
 	}
 	return digestIdentity(b.Image.Repository(), fakeDigest("wrong:"+b.Image.Digest())), nil
 }
 
 // Capture saves the running sandbox as a new provider snapshot named
-// req.Name (default "capture-<id>") and returns its snapshot identity. The
-// snapshot can be acquired with image "snapshot:<id>" and deleted with
-// DeleteTemplate.
+// req.Name (default "capture-<id>") and returns its identity.
 func (s *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (images.Identity, error) {
 	if _, _, err := s.begin(ctx, OpCapture); err != nil {
 		return images.Identity{}, err
@@ -278,12 +258,11 @@ type termSession struct {
 	ended bool
 }
 
-// OpenTerminal opens an echo shell: input is echoed as a terminal with echo
-// on would ("\r" and "\n" as "\r\n"); each complete line runs as
-// sh -c LINE (one command, see Exec), its output translated "\n" to
-// "\r\n", followed by the prompt "$ "; "exit [N]" ends the session with
-// that status, Close with -1 and Signal "HUP". req.Argv is ignored; Env,
-// Term and Dir apply to its commands. A Write waits while a line runs.
+// OpenTerminal opens an echo shell: input is echoed ("\r" and "\n" as
+// "\r\n"); each line runs as sh -c LINE, its output's "\n" as "\r\n",
+// then the prompt "$ "; "exit [N]" ends the session with that status,
+// Close with -1 and Signal "HUP". req.Argv is ignored; Env, Term and Dir
+// apply to its commands. A Write waits while a line runs.
 func (s *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest) (drivers.TerminalSession, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("fake: terminal in %s: %w", s.id, err)
