@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -145,10 +146,25 @@ func notFound(inv Invocation, what, key string) (int, error) {
 // $NAME, ${NAME} and $0..$9 (args holds $1...; $0 is args[0] or "sh").
 // Lists, pipelines, redirections, substitutions and subshells are errors.
 func splitWords(script string, env map[string]string, args []string) ([]string, error) {
-	var words []string
-	var cur strings.Builder
-	inWord, dq := false, false
 	args = append([]string{"sh"}, args...)[min(len(args), 1):]
+	lookup := func(name string) string {
+		switch k, err := strconv.Atoi(name); {
+		case len(name) == 1 && err == nil && k < len(args):
+			return args[k]
+		case len(name) == 1 && err == nil:
+			return ""
+		case len(name) == 1 && strings.Contains("*#$@!?-", name):
+			return "$" + name // not built in: kept
+		}
+		return env[name]
+	}
+	var words []string
+	var cur, pending strings.Builder // pending: text still to expand
+	flush := func() {
+		cur.WriteString(os.Expand(pending.String(), lookup))
+		pending.Reset()
+	}
+	inWord, dq := false, false
 	for i := 0; i < len(script); i++ {
 		switch c := script[i]; {
 		case c == '`' || c == '$' && strings.HasPrefix(script[i+1:], "("):
@@ -158,60 +174,34 @@ func splitWords(script string, env map[string]string, args []string) ([]string, 
 			if end < 0 {
 				return nil, errors.New("unterminated quote")
 			}
+			flush()
 			cur.WriteString(script[i+1 : i+1+end])
 			i, inWord = i+end+1, true
 		case c == '"':
+			flush()
 			dq, inWord = !dq, true
 		case c == '\\' && i+1 < len(script) && (!dq || strings.IndexByte(`$"\`, script[i+1]) >= 0):
+			flush()
 			i, inWord = i+1, true
 			cur.WriteByte(script[i])
-		case c == '$':
-			name, n := varName(script[i+1:])
-			switch k, err := strconv.Atoi(name); {
-			case n == 0:
-				cur.WriteByte(c)
-			case err != nil:
-				cur.WriteString(env[name])
-			case len(name) == 1 && k < len(args):
-				cur.WriteString(args[k])
-			}
-			i, inWord = i+n, true
 		case dq || !strings.ContainsRune(" \t\n;&|<>()", rune(c)):
-			cur.WriteByte(c)
+			pending.WriteByte(c)
 			inWord = true
 		case c != ' ' && c != '\t':
 			return nil, fmt.Errorf("%q: only one simple command is built in", c)
 		case inWord:
+			flush()
 			words, inWord = append(words, cur.String()), false
 			cur.Reset()
 		}
 	}
-	if dq {
+	if flush(); dq {
 		return nil, errors.New("unterminated quote")
 	}
 	if inWord {
 		words = append(words, cur.String())
 	}
 	return words, nil
-}
-
-// varName reads the variable name after a "$" and returns it and the
-// bytes it took (0: no name, the "$" is literal).
-func varName(s string) (string, int) {
-	if strings.HasPrefix(s, "{") {
-		if end := strings.IndexByte(s, '}'); end > 1 {
-			return s[1:end], end + 1
-		}
-		return "", 0
-	}
-	n := 0
-	for n < len(s) && (s[n] == '_' || s[n] >= 'a' && s[n] <= 'z' || s[n] >= 'A' && s[n] <= 'Z' || n > 0 && s[n] >= '0' && s[n] <= '9') {
-		n++
-	}
-	if n == 0 && s != "" && s[0] >= '0' && s[0] <= '9' {
-		n = 1
-	}
-	return s[:n], n
 }
 
 // sleep waits on the driver's clock: seconds, or a number with the unit
@@ -294,4 +284,83 @@ func (d *Driver) detect(inv Invocation) {
 	} {
 		fmt.Fprintf(inv.Stdout, "@@berth-probe:%s@@\n%s", s[0], s[1])
 	}
+}
+
+// Platform is the operating system profile a fake sandbox reports through
+// its built-in commands and the detection script. A zero field is not
+// reported; see the presets PlatformDebian12, PlatformAlpine and
+// PlatformBusybox.
+type Platform struct {
+	OS      string // the kernel name as Go spells it ("linux"); uname -s prints "Linux"
+	Machine string // uname -m ("x86_64", "aarch64")
+	Kernel  string // uname -r ("6.1.0-18-amd64")
+	// LibcFamily is "glibc", "musl" or "" (no C library: ldd is not found).
+	LibcFamily  string
+	LibcVersion string // "2.36", "1.2.4"
+	// LibcBuild is the distribution's glibc package version shown by
+	// ldd --version ("2.36-9+deb12u4"); "" means LibcVersion.
+	LibcBuild string
+	// OSReleaseID and OSReleaseVersionID are ID and VERSION_ID of
+	// /etc/os-release ("debian", "12"). An empty OSReleaseID means the
+	// sandbox has no /etc/os-release.
+	OSReleaseID        string
+	OSReleaseVersionID string
+	// PrettyName is PRETTY_NAME of /etc/os-release; "" derives it.
+	PrettyName string
+	// Hostname is what uname -n prints; "" means the provider lease id.
+	Hostname string
+}
+
+// PlatformDebian12 returns the default profile: Debian 12 on x86_64 with
+// glibc 2.36.
+func PlatformDebian12() Platform {
+	return Platform{OS: "linux", Machine: "x86_64", Kernel: "6.1.0-18-amd64", LibcFamily: "glibc", LibcVersion: "2.36",
+		LibcBuild: "2.36-9+deb12u4", OSReleaseID: "debian", OSReleaseVersionID: "12", PrettyName: "Debian GNU/Linux 12 (bookworm)"}
+}
+
+// PlatformAlpine returns an Alpine 3.19 profile on x86_64 with musl 1.2.4.
+func PlatformAlpine() Platform {
+	return Platform{OS: "linux", Machine: "x86_64", Kernel: "6.1.0-18-amd64", LibcFamily: "musl", LibcVersion: "1.2.4",
+		OSReleaseID: "alpine", OSReleaseVersionID: "3.19.1", PrettyName: "Alpine Linux v3.19"}
+}
+
+// PlatformBusybox returns a static busybox profile on x86_64: no C library
+// (ldd is not found) and no /etc/os-release.
+func PlatformBusybox() Platform {
+	return Platform{OS: "linux", Machine: "x86_64", Kernel: "6.1.0-18-amd64"}
+}
+
+func (p Platform) unameS() string { return title(cmp.Or(p.OS, "linux")) }
+
+func title(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
+
+// lddVersion returns what "ldd --version" prints (on stdout or stderr).
+func (p Platform) lddVersion() string {
+	switch p.LibcFamily {
+	case "glibc":
+		distro := "GNU libc"
+		if p.OSReleaseID != "" {
+			distro = title(p.OSReleaseID) + " GLIBC"
+		}
+		return fmt.Sprintf("ldd (%s %s) %s\nCopyright (C) 2022 Free Software Foundation, Inc.\n"+
+			"This is free software; see the source for copying conditions.  There is NO\n"+
+			"warranty; not even for MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.\n"+
+			"Written by Roland McGrath and Ulrich Drepper.\n", distro, cmp.Or(p.LibcBuild, p.LibcVersion), p.LibcVersion)
+	case "musl":
+		return fmt.Sprintf("musl libc (%s)\nVersion %s\nDynamic Program Path: /lib/ld-musl-%s.so.1\n"+
+			"Usage: ldd [options] [--] pathname\n", p.Machine, p.LibcVersion, p.Machine)
+	}
+	return "sh: ldd: not found\n"
+}
+
+// osRelease returns the content of /etc/os-release, "" when there is none.
+func (p Platform) osRelease() string {
+	if p.OSReleaseID == "" {
+		return ""
+	}
+	s := fmt.Sprintf("PRETTY_NAME=%q\nNAME=%q\n", cmp.Or(p.PrettyName, strings.TrimSpace(p.OSReleaseID+" "+p.OSReleaseVersionID)), title(p.OSReleaseID))
+	if p.OSReleaseVersionID != "" {
+		s += fmt.Sprintf("VERSION_ID=%q\n", p.OSReleaseVersionID)
+	}
+	return s + "ID=" + p.OSReleaseID + "\n"
 }

@@ -115,25 +115,20 @@ func (b *box) stateAt(now time.Time) drivers.State {
 // New returns a fake driver; nil opts means defaults. Its image table holds
 // DefaultImage.
 func New(opts *Options) *Driver {
-	d := &Driver{platform: PlatformDebian12(), boxes: map[string]*box{}, lies: map[string]Lie{}, wrongImage: map[string]bool{}}
-	if opts != nil {
-		d.o = *opts
-	}
-	d.o.Handlers, d.o.Faults = maps.Clone(d.o.Handlers), slices.Clone(d.o.Faults)
-	if d.o.Clock == nil {
-		d.o.Clock = clock.Real{}
-	}
-	d.name, d.provider = cmp.Or(d.o.Name, Name), Name
+	d := &Driver{o: *cmp.Or(opts, &Options{}), platform: PlatformDebian12(), boxes: map[string]*box{}, lies: map[string]Lie{}, wrongImage: map[string]bool{},
+		images: imageTable{ids: map[images.Identity]bool{}, names: map[string]images.Identity{}, pushes: map[string]int{}}}
+	d.o.Handlers, d.o.Faults, d.name, d.provider = maps.Clone(d.o.Handlers), slices.Clone(d.o.Faults), cmp.Or(d.o.Name, Name), Name
 	if _, err := images.SnapshotIdentity(d.name, "x"); err == nil {
 		d.provider = d.name
+	}
+	if d.o.Clock == nil {
+		d.o.Clock = clock.Real{}
 	}
 	if d.o.Platform != nil {
 		d.platform = *d.o.Platform
 	}
-	d.images = imageTable{tags: map[string]string{}, digests: map[string]bool{}, pushes: map[string]int{}, snapshots: map[string]string{}, snapNames: map[string]string{}}
 	d.declared = drivers.NewSet(drivers.AllCapabilities()...).Without(d.o.Undeclared)
-	d.schema = d.newSchema()
-	d.defaultImg = d.AddImage(DefaultImage)
+	d.schema, d.defaultImg = d.newSchema(), d.AddImage(DefaultImage)
 	return d
 }
 
@@ -150,12 +145,11 @@ func (d *Driver) newSchema() *drivers.ConfigSchema {
 		field(FieldAPIKey, drivers.KindSecret, drivers.TypeString, "provider API key (required when the fake was built with Options.APIKey)"),
 		field(FieldNotes, drivers.KindMetadata, drivers.TypeString, "free text for operators"),
 	}
+	f[1].Default, f[2].Default, f[4].Required = DefaultRegion, int64(1), d.o.APIKey != ""
 	f[0].Check = func(v any) error {
-		s, _ := v.(string)
-		_, err := d.parseImage(s)
+		_, err := d.parseImage(fmt.Sprint(v))
 		return err
 	}
-	f[1].Default, f[2].Default, f[4].Required = DefaultRegion, int64(1), d.o.APIKey != ""
 	f[2].Check = func(v any) error {
 		if n, _ := v.(int64); n < 1 || n > 64 {
 			return errors.New("must be between 1 and 64")
@@ -166,7 +160,7 @@ func (d *Driver) newSchema() *drivers.ConfigSchema {
 		ImageReference: func(cfg drivers.Config) (images.Reference, error) { return d.parseImage(cfg.String(FieldImage)) }}
 }
 
-// Name returns the driver name (Options.Name, default "fake").
+// Name returns the driver name (Options.Name, default Name).
 func (d *Driver) Name() string { return d.name }
 
 // Capabilities returns the static declaration: Kind sandbox, every
@@ -414,7 +408,7 @@ func (d *Driver) DeleteTemplate(ctx context.Context, cfg drivers.Config, id imag
 	if slices.SortFunc(users, byID); len(users) > 0 {
 		return drivers.Receipt{}, fmt.Errorf("fake: delete template %s: sandboxes %s were created from it: %w", id, strings.Join(users, ", "), drivers.ErrInUse)
 	}
-	d.images.remove(id, d.provider)
+	d.images.remove(id)
 	r := d.proof("", drivers.StateDestroyed, "", "template removed: "+id.String())
 	r.ConfirmedAt = r.ConfirmedAt.UTC()
 	return r, nil

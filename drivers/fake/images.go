@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/berthdev/berth/drivers"
@@ -24,25 +25,33 @@ const (
 	SnapshotNamePrefix = "snapshot-name:"
 )
 
-// imageTable is the fake provider's image table. Guarded by Driver.mu.
+// imageTable is the provider's images: ids can be pulled, names resolve to
+// one of them ("repo:tag" to a digest, "snapshot-name:<name>" to a
+// snapshot). Guarded by Driver.mu.
 type imageTable struct {
-	tags      map[string]string // "repo:tag" -> "sha256:..."
-	digests   map[string]bool   // "repo@sha256:..."
-	pushes    map[string]int    // "repo:tag" -> times pushed
-	snapshots map[string]string // snapshot id -> name
-	snapNames map[string]string // snapshot name -> newest id
-	snapSeq   int
+	ids    map[images.Identity]bool
+	names  map[string]images.Identity
+	pushes map[string]int // times each name was pushed
+}
+
+// push points name at a new identity made from a seed derived from the name
+// and its pushes.
+func (t *imageTable) push(name string, mk func(seed string) (images.Identity, error)) images.Identity {
+	t.pushes[name]++
+	id, _ := mk(fmt.Sprintf("%s#%d", name, t.pushes[name])) // cannot fail: the parts are valid
+	t.ids[id], t.names[name] = true, id
+	return id
+}
+
+// remove deletes id and the names of it.
+func (t *imageTable) remove(id images.Identity) {
+	delete(t.ids, id)
+	maps.DeleteFunc(t.names, func(_ string, v images.Identity) bool { return v == id })
 }
 
 func fakeDigest(seed string) string {
 	sum := sha256.Sum256([]byte(seed))
 	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// digestIdentity cannot fail: repo is normalized and digest well-formed.
-func digestIdentity(repo, digest string) images.Identity {
-	id, _ := images.DigestIdentity(repo, digest)
-	return id
 }
 
 // parseImage reads an image config value: SnapshotPrefix and
@@ -72,48 +81,24 @@ func (d *Driver) AddImage(ref string) images.Identity {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	t, repo, dg := &d.images, r.Repository(), r.Digest()
-	if key := repo + ":" + r.Tag(); r.Kind() == images.RefTag {
-		t.pushes[key]++
-		dg = fakeDigest(fmt.Sprintf("%s#%d", key, t.pushes[key]))
-		t.tags[key] = dg
+	if id, ok := r.Identity(); ok {
+		d.images.ids[id] = true
+		return id
 	}
-	t.digests[repo+"@"+dg] = true
-	return digestIdentity(repo, dg)
-}
-
-// remove deletes the image or this provider's snapshot id.
-func (t *imageTable) remove(id images.Identity, provider string) {
-	switch {
-	case id.Kind() == images.KindDigest:
-		delete(t.digests, id.String())
-		for k, dg := range t.tags {
-			if dg == id.Digest() && strings.HasPrefix(k, id.Repository()+":") {
-				delete(t.tags, k)
-			}
-		}
-	case id.Kind() == images.KindSnapshot && id.Provider() == provider:
-		if n, ok := t.snapshots[id.SnapshotID()]; ok {
-			delete(t.snapshots, id.SnapshotID())
-			if t.snapNames[n] == id.SnapshotID() {
-				delete(t.snapNames, n)
-			}
-		}
-	}
+	return d.images.push(r.Repository()+":"+r.Tag(), func(seed string) (images.Identity, error) {
+		return images.DigestIdentity(r.Repository(), fakeDigest(seed))
+	})
 }
 
 // AddSnapshot creates a snapshot named snapName and returns its provider id
-// (derived from the name and a sequence number). The name now resolves to
-// it; an older snapshot of the name keeps its id until deleted.
+// (derived from the name and its earlier snapshots). The name now resolves
+// to it; an older snapshot of the name keeps its id until deleted.
 func (d *Driver) AddSnapshot(snapName string) string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	t := &d.images
-	t.snapSeq++
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s#%d", snapName, t.snapSeq))
-	id := "snap-" + hex.EncodeToString(sum[:6])
-	t.snapshots[id], t.snapNames[snapName] = snapName, id
-	return id
+	return d.images.push(SnapshotNamePrefix+snapName, func(seed string) (images.Identity, error) {
+		return images.SnapshotIdentity(d.provider, "snap-"+fakeDigest(seed)[7:19])
+	}).SnapshotID()
 }
 
 // DeleteSnapshot deletes the snapshot id at the provider, used or not: its
@@ -123,42 +108,31 @@ func (d *Driver) DeleteSnapshot(id string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if sid, err := images.SnapshotIdentity(d.provider, id); err == nil {
-		d.images.remove(sid, d.provider)
+		d.images.remove(sid)
 	}
 }
 
 // resolveImageLocked returns the identity the image config value names
 // now, or an error wrapping drivers.ErrImageNotFound that quotes it.
 func (d *Driver) resolveImageLocked(raw string) (images.Identity, error) {
-	r, err := d.parseImage(cmp.Or(raw, DefaultImage))
+	raw = cmp.Or(raw, DefaultImage)
+	r, err := d.parseImage(raw)
 	if err != nil {
 		return images.Identity{}, fmt.Errorf("fake: image %w", err)
 	}
-	t, why := &d.images, "no such digest"
-	switch r.Kind() {
-	case images.RefSnapshotID, images.RefSnapshotName:
-		id, ok := r.SnapshotID(), false
-		why = "no snapshot has that id"
-		if r.Kind() == images.RefSnapshotName {
-			id, ok = t.snapNames[r.SnapshotName()]
-			why = "no snapshot has that name"
-		} else {
-			_, ok = t.snapshots[id]
-		}
-		if r.Provider() != d.provider {
-			ok, why = false, fmt.Sprintf("snapshot of provider %q, not %q", r.Provider(), d.provider)
-		}
-		if ok {
-			return images.SnapshotIdentity(d.provider, id)
-		}
-	default:
-		repo, dg := r.Repository(), r.Digest()
-		if r.Kind() == images.RefTag {
-			dg, why = t.tags[repo+":"+r.Tag()], "no such tag"
-		}
-		if t.digests[repo+"@"+dg] {
-			return digestIdentity(repo, dg), nil
-		}
+	id, _ := r.Identity() // a digest or a snapshot id
+	why := map[images.RefKind]string{images.RefTag: "no such tag", images.RefDigest: "no such digest",
+		images.RefSnapshotID: "no snapshot has that id", images.RefSnapshotName: "no snapshot has that name"}[r.Kind()]
+	switch {
+	case r.Kind() == images.RefTag:
+		id = d.images.names[r.Repository()+":"+r.Tag()]
+	case r.Kind() == images.RefSnapshotName:
+		id = d.images.names[SnapshotNamePrefix+r.SnapshotName()]
 	}
-	return images.Identity{}, fmt.Errorf("fake: image %q: %s: %w", cmp.Or(raw, DefaultImage), why, drivers.ErrImageNotFound)
+	if p := r.Provider(); p != "" && p != d.provider {
+		why = fmt.Sprintf("snapshot of provider %q, not %q", p, d.provider)
+	} else if d.images.ids[id] {
+		return id, nil
+	}
+	return images.Identity{}, fmt.Errorf("fake: image %q: %s: %w", raw, why, drivers.ErrImageNotFound)
 }

@@ -234,7 +234,7 @@ func (s *sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
 	case b.Image.Kind() == images.KindSnapshot:
 		return images.SnapshotIdentity(s.d.provider, "wrong-"+b.Image.SnapshotID())
 	}
-	return digestIdentity(b.Image.Repository(), fakeDigest("wrong:"+b.Image.Digest())), nil
+	return images.DigestIdentity(b.Image.Repository(), fakeDigest("wrong:"+b.Image.Digest()))
 }
 
 // Capture saves the running sandbox as a new provider snapshot named
