@@ -406,7 +406,7 @@ func (d *Driver) DeleteTemplate(ctx context.Context, cfg drivers.Config, id imag
 		}
 	}
 	if slices.SortFunc(users, byID); len(users) > 0 {
-		return drivers.Receipt{}, fmt.Errorf("fake: delete template %s: sandboxes %s were created from it: %w", id, strings.Join(users, ", "), drivers.ErrInUse)
+		return drivers.Receipt{}, fmt.Errorf("fake: delete template %s: in use by sandbox %s: %w", id, strings.Join(users, ", "), drivers.ErrInUse)
 	}
 	d.images.remove(id)
 	r := d.proof("", drivers.StateDestroyed, "", "template removed: "+id.String())
