@@ -30,17 +30,15 @@ type Invocation struct {
 	host      string
 }
 
-// HandlerFunc runs a command in Go. It returns the exit status; a non-nil
-// error fails the Exec itself (as a broken transport would), wrapped with
-// the sandbox id. It must honour ctx.
+// HandlerFunc runs a command in Go and returns its exit status; an error
+// fails the Exec itself (as a broken transport would). It honours ctx.
 type HandlerFunc func(ctx context.Context, inv Invocation) (exitCode int, err error)
 
 // DefaultDir is the working directory of commands that set none.
 const DefaultDir = "/root"
 
-// invocation builds the Invocation of cmd in the sandbox id: the default
-// environment (PATH, HOME, HOSTNAME, USER) under cmd.Env, cmd.Dir or
-// DefaultDir.
+// invocation builds the Invocation of cmd in the sandbox id: cmd.Env over
+// PATH, HOME, HOSTNAME and USER, in cmd.Dir or DefaultDir.
 func invocation(id, host string, cmd drivers.Command, stdin io.Reader, stdout, stderr io.Writer) Invocation {
 	env := map[string]string{"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "HOSTNAME": host, "USER": "root"}
 	maps.Copy(env, cmd.Env)
@@ -88,10 +86,8 @@ var builtins = map[string]func(d *Driver, ctx context.Context, inv Invocation, a
 	"sleep": (*Driver).sleep,
 }
 
-// run runs inv.Argv: a handler registered for argv[0] (or its base name)
-// or, for sh -c SCRIPT, for SCRIPT; else the detection script, a built-in,
-// or sh -c of one built-in command. The error is non-nil only when ctx
-// ended or a handler failed.
+// run runs inv.Argv: a handler, the detection script, a built-in, or sh -c
+// of one command. It fails only when ctx ended or a handler failed.
 func (d *Driver) run(ctx context.Context, inv Invocation) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return -1, err
@@ -134,8 +130,8 @@ func (d *Driver) run(ctx context.Context, inv Invocation) (int, error) {
 	return d.run(ctx, inv)
 }
 
-// notFound fails a command the fake does not know: exit 127 with a message
-// on stderr that names the handler to register.
+// notFound fails an unknown command: exit 127, naming the handler to
+// register.
 func notFound(inv Invocation, what, key string) (int, error) {
 	fmt.Fprintf(inv.Stderr, "fake: no handler for %s: register one in Options.Handlers[%q]\n", what, key)
 	return 127, nil
@@ -204,8 +200,7 @@ func splitWords(script string, env map[string]string, args []string) ([]string, 
 	return words, nil
 }
 
-// sleep waits on the driver's clock: seconds, or a number with the unit
-// s, m or h.
+// sleep waits on the driver's clock: seconds, or with the unit s, m or h.
 func (d *Driver) sleep(ctx context.Context, inv Invocation, args []string) (int, error) {
 	a, unit := strings.Join(args, " "), time.Second
 	if u, ok := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}[a[max(len(a)-1, 0):]]; ok {
@@ -271,10 +266,8 @@ func (d *Driver) cat(_ context.Context, inv Invocation, files []string) (int, er
 	return code, nil
 }
 
-// detect prints what qualification.DetectScript prints on the fake's
-// platform: uname, ldd --version (with its stderr), /etc/os-release,
-// the hostname and dir; the loader, getconf and sw_vers sections stay
-// empty.
+// detect prints what qualification.DetectScript prints on the platform;
+// the loader, getconf and sw_vers sections stay empty.
 func (d *Driver) detect(inv Invocation) {
 	p := d.platform
 	for _, s := range [][2]string{

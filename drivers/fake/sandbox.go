@@ -5,9 +5,15 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +21,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/prp/runner"
 )
 
 // sandbox is a handle to one fake sandbox; several handles (Acquire, then
@@ -64,7 +71,7 @@ func (s *sandbox) begin(ctx context.Context, op Op) (context.Context, *box, erro
 // drivers.ErrNotFound.
 func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
 	stdout, stderr := driverkit.NewOutputBuffer(cmd.Limit()), driverkit.NewOutputBuffer(cmd.Limit())
-	p, err := s.start(ctx, OpExec, cmd, stdout, stderr, nil)
+	p, err := s.start(ctx, OpExec, cmd, stdout, stderr, s.d.run)
 	if err != nil {
 		return nil, err
 	}
@@ -91,16 +98,16 @@ type process struct {
 // signalled process ends with ExitCode -1 and Signal set. Cancelling ctx
 // ends the process and Wait returns an error wrapping ctx.Err().
 func (s *sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
-	return s.start(ctx, OpStream, cmd, cmp.Or(stdout, io.Discard), cmp.Or(stderr, io.Discard), nil)
+	return s.start(ctx, OpStream, cmd, cmp.Or(stdout, io.Discard), cmp.Or(stderr, io.Discard), s.d.run)
 }
 
-// start counts op and runs cmd in a goroutine through run (nil: Driver.run)
-// with a pipe as its stdin, fed from cmd.Stdin (left open for the terminal).
+// start counts op and runs cmd through run in a goroutine, with a pipe as
+// its stdin, fed from cmd.Stdin (left open for the terminal).
 func (s *sandbox) start(ctx context.Context, op Op, cmd drivers.Command, stdout, stderr io.Writer, run HandlerFunc) (*process, error) {
 	if len(cmd.Argv) == 0 {
 		return nil, fmt.Errorf("fake: %s in %s: empty argv", op, s.id)
 	}
-	alive, b, err := s.begin(ctx, op)
+	alive, _, err := s.begin(ctx, op)
 	if err != nil {
 		return nil, err
 	}
@@ -116,15 +123,12 @@ func (s *sandbox) start(ctx context.Context, op Op, cmd drivers.Command, stdout,
 	stop := context.AfterFunc(alive, cancel)
 	context.AfterFunc(rctx, func() { pr.CloseWithError(context.Canceled) })
 	var mu sync.Mutex
-	inv := invocation(s.id, b.hostname, cmd, pr, lockedWriter{&mu, stdout}, lockedWriter{&mu, stderr})
+	inv := invocation(s.id, cmp.Or(s.d.platform.Hostname, s.id), cmd, pr, lockedWriter{&mu, stdout}, lockedWriter{&mu, stderr})
 	start := s.d.o.Clock.Now()
 	go func() {
 		defer close(p.done)
 		defer stop()
 		defer cancel()
-		if run == nil {
-			run = s.d.run
-		}
 		code, err := run(rctx, inv)
 		pr.Close()
 		res := &drivers.Result{ExitCode: code, Duration: s.d.o.Clock.Now().Sub(start)}
@@ -271,10 +275,11 @@ func (s *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest)
 	t.cond = sync.NewCond(&t.mu)
 	env := map[string]string{"TERM": cmp.Or(req.Term, "xterm-256color")}
 	maps.Copy(env, req.Env)
-	t.emit(prompt, false)
-	p, err := s.start(context.Background(), OpTerminal, drivers.Command{Argv: []string{"sh"}, Env: env, Dir: req.Dir}, termOut{t}, termOut{t},
+	screen := termOut{t: t}
+	screen.Write([]byte(prompt))
+	p, err := s.start(context.Background(), OpTerminal, drivers.Command{Argv: []string{"sh"}, Env: env, Dir: req.Dir}, screen, screen,
 		func(ctx context.Context, inv Invocation) (int, error) {
-			defer t.emit("", true)
+			defer termOut{t, true}.Write(nil)
 			for lines := bufio.NewScanner(inv.Stdin); lines.Scan(); io.WriteString(inv.Stdout, prompt) {
 				line := inv
 				line.Argv, line.Stdin = []string{"sh", "-c", lines.Text()}, strings.NewReader("")
@@ -292,15 +297,6 @@ func (s *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest)
 	return t, nil
 }
 
-// emit adds s to the output; end marks the session ended.
-func (t *termSession) emit(s string, end bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.out.WriteString(s)
-	t.ended = t.ended || end
-	t.cond.Broadcast()
-}
-
 // Read returns terminal output; io.EOF once the session ended and its
 // output was read.
 func (t *termSession) Read(p []byte) (int, error) {
@@ -312,11 +308,19 @@ func (t *termSession) Read(p []byte) (int, error) {
 	return t.out.Read(p)
 }
 
-// termOut is the output of the terminal's commands.
-type termOut struct{ t *termSession }
+// termOut is the terminal's screen, which shows "\n" as "\r\n"; a write
+// with end set ends the session.
+type termOut struct {
+	t   *termSession
+	end bool
+}
 
 func (o termOut) Write(p []byte) (int, error) {
-	o.t.emit(strings.ReplaceAll(string(p), "\n", "\r\n"), false)
+	o.t.mu.Lock()
+	defer o.t.mu.Unlock()
+	o.t.out.WriteString(strings.ReplaceAll(string(p), "\n", "\r\n"))
+	o.t.ended = o.t.ended || o.end
+	o.t.cond.Broadcast()
 	return len(p), nil
 }
 
@@ -328,8 +332,9 @@ func (t *termSession) Write(p []byte) (int, error) {
 		return 0, io.ErrClosedPipe
 	default:
 	}
-	t.emit(strings.NewReplacer("\r", "\r\n", "\n", "\r\n").Replace(string(p)), false)
-	if _, err := io.WriteString(t.stdin, strings.ReplaceAll(string(p), "\r", "\n")); err != nil {
+	in := strings.ReplaceAll(string(p), "\r", "\n")
+	termOut{t: t}.Write([]byte(in)) // the echo
+	if _, err := io.WriteString(t.stdin, in); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -348,4 +353,136 @@ func (t *termSession) Resize(ctx context.Context, rows, cols int) error {
 		return fmt.Errorf("fake: resize to %dx%d: rows and cols must be positive", rows, cols)
 	}
 	return ctx.Err()
+}
+
+// HostRunner opens an ingress on a unix socket in a fresh temporary
+// directory, one at a time per sandbox. The fake's sandboxes live in this
+// process, so its runner does too: Launch runs prp/runner in a goroutine
+// (spec is checked, its binary never executed) until the sandbox stops or
+// is destroyed; the runner's tasks are the only host processes the fake
+// starts.
+func (s *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (drivers.RunnerIngress, error) {
+	fail := func(err error) (drivers.RunnerIngress, error) {
+		return nil, fmt.Errorf("fake: host runner in %s: %w", s.id, err)
+	}
+	if err := spec.Validate(); err != nil {
+		return fail(err)
+	}
+	alive, _, err := s.begin(ctx, OpRunner)
+	if err != nil {
+		return nil, err
+	}
+	s.ingressMu.Lock()
+	defer s.ingressMu.Unlock()
+	if s.ingress != nil && !s.ingress.closed.Load() {
+		return fail(errors.New("an ingress is already open"))
+	}
+	dir, err := os.MkdirTemp("", "berth-fake-runner-")
+	if err != nil {
+		return fail(err)
+	}
+	in := &ingress{s: s, dir: dir, sock: filepath.Join(dir, "prp.sock"), alive: alive}
+	if in.Listener, err = net.Listen("unix", in.sock); err != nil {
+		os.RemoveAll(dir)
+		return fail(err)
+	}
+	s.ingress = in
+	return in, nil
+}
+
+// ingress is the fake's drivers.RunnerIngress.
+type ingress struct {
+	net.Listener
+	s         *sandbox
+	dir, sock string
+	alive     context.Context // the sandbox's life
+	closed    atomic.Bool
+	log       atomic.Pointer[tailLog] // the last Launch's runner log
+}
+
+// Endpoint returns "unix:" and the socket's path.
+func (in *ingress) Endpoint() string { return drivers.UnixScheme + in.sock }
+
+// Close closes the listener and removes its directory. Closing it stops
+// no runner.
+func (in *ingress) Close() error {
+	if in.closed.Swap(true) {
+		return nil
+	}
+	return errors.Join(in.Listener.Close(), os.RemoveAll(in.dir))
+}
+
+// Launch starts prp/runner in this process with a state directory of its
+// own and the ticket in memory; req.Env is added to its tasks' environment.
+func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
+	fail := func(err error) error { return fmt.Errorf("fake: launch runner in %s: %w", in.s.id, err) }
+	if in.closed.Load() {
+		return fail(errors.New("the ingress is closed"))
+	}
+	if _, _, err := in.s.begin(ctx, OpRunner); err != nil {
+		return err
+	}
+	if req.Lease == "" || req.Ticket == "" {
+		return fail(errors.New("lease and ticket are required"))
+	}
+	state, err := os.MkdirTemp("", "berth-fake-runner-state-")
+	if err != nil {
+		return fail(err)
+	}
+	log, env := &tailLog{}, os.Environ()
+	for k, v := range req.Env {
+		env = append(env, k+"="+v)
+	}
+	in.log.Store(log)
+	r, err := runner.New(in.Endpoint(), state, &runner.Options{Lease: req.Lease, Ticket: req.Ticket, BaseEnv: env,
+		Logger: slog.New(slog.NewTextHandler(log, nil))})
+	if err != nil {
+		os.RemoveAll(state)
+		fmt.Fprintln(log, "berth-runner:", err)
+		return fail(err)
+	}
+	go func() {
+		defer os.RemoveAll(state)
+		// As examples/runner does: the error that ended the runner is
+		// its log's last line.
+		if err := r.Run(in.alive); err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintln(log, "berth-runner:", err)
+		}
+	}()
+	return nil
+}
+
+// LogTail returns the last limit bytes (at most drivers.MaxRunnerLogTail) of
+// what the last Launch's runner logged: its slog text and the error it
+// ended with, as examples/runner writes them; nil before any Launch.
+func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("fake: runner log of %s: %w", in.s.id, err)
+	}
+	l := cmp.Or(in.log.Load(), &tailLog{})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.buf[max(0, len(l.buf)-driverkit.ClampLogTail(limit)):]), nil
+}
+
+// tailLog keeps the last drivers.MaxRunnerLogTail bytes written to it.
+type tailLog struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (l *tailLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	if over := len(l.buf) - drivers.MaxRunnerLogTail; over > 0 {
+		l.buf = append(l.buf[:0], l.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// RunnerArch implements drivers.ArchReporter: runtime.GOARCH, as the
+// fake's runner runs in this process.
+func (d *Driver) RunnerArch(ctx context.Context, cfg drivers.Config) (string, error) {
+	return runtime.GOARCH, nil
 }
