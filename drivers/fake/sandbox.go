@@ -254,12 +254,11 @@ func (s *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (imag
 const prompt = "$ "
 
 // termSession is the fake's terminal: an echo shell (see OpenTerminal).
+// Its screen is an OS pipe, whose buffer keeps what is not read yet.
 type termSession struct {
 	*process
-	mu    sync.Mutex
-	cond  *sync.Cond
-	out   bytes.Buffer
-	ended bool
+	screen *os.File  // the read end
+	echo   io.Writer // the write end
 }
 
 // OpenTerminal opens an echo shell: input is echoed ("\r" and "\n" as
@@ -271,15 +270,17 @@ func (s *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("fake: terminal in %s: %w", s.id, err)
 	}
-	t := &termSession{}
-	t.cond = sync.NewCond(&t.mu)
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("fake: terminal in %s: %w", s.id, err)
+	}
 	env := map[string]string{"TERM": cmp.Or(req.Term, "xterm-256color")}
 	maps.Copy(env, req.Env)
-	screen := termOut{t: t}
-	screen.Write([]byte(prompt))
-	p, err := s.start(context.Background(), OpTerminal, drivers.Command{Argv: []string{"sh"}, Env: env, Dir: req.Dir}, screen, screen,
+	t := &termSession{screen: r, echo: crlf{w}}
+	io.WriteString(t.echo, prompt)
+	t.process, err = s.start(context.Background(), OpTerminal, drivers.Command{Argv: []string{"sh"}, Env: env, Dir: req.Dir}, t.echo, t.echo,
 		func(ctx context.Context, inv Invocation) (int, error) {
-			defer termOut{t, true}.Write(nil)
+			defer w.Close()
 			for lines := bufio.NewScanner(inv.Stdin); lines.Scan(); io.WriteString(inv.Stdout, prompt) {
 				line := inv
 				line.Argv, line.Stdin = []string{"sh", "-c", lines.Text()}, strings.NewReader("")
@@ -291,38 +292,26 @@ func (s *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest)
 			return -1, ctx.Err()
 		})
 	if err != nil {
+		r.Close()
+		w.Close()
 		return nil, err
 	}
-	t.process = p
 	return t, nil
+}
+
+// crlf writes to w with "\n" as "\r\n", as a terminal shows it.
+type crlf struct{ w io.Writer }
+
+func (c crlf) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(c.w, strings.ReplaceAll(string(p), "\n", "\r\n")); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // Read returns terminal output; io.EOF once the session ended and its
 // output was read.
-func (t *termSession) Read(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for t.out.Len() == 0 && !t.ended {
-		t.cond.Wait()
-	}
-	return t.out.Read(p)
-}
-
-// termOut is the terminal's screen, which shows "\n" as "\r\n"; a write
-// with end set ends the session.
-type termOut struct {
-	t   *termSession
-	end bool
-}
-
-func (o termOut) Write(p []byte) (int, error) {
-	o.t.mu.Lock()
-	defer o.t.mu.Unlock()
-	o.t.out.WriteString(strings.ReplaceAll(string(p), "\n", "\r\n"))
-	o.t.ended = o.t.ended || o.end
-	o.t.cond.Broadcast()
-	return len(p), nil
-}
+func (t *termSession) Read(p []byte) (int, error) { return t.screen.Read(p) }
 
 // Write sends keystrokes: they are echoed, and each line ending in "\n" or
 // "\r" is run.
@@ -333,7 +322,7 @@ func (t *termSession) Write(p []byte) (int, error) {
 	default:
 	}
 	in := strings.ReplaceAll(string(p), "\r", "\n")
-	termOut{t: t}.Write([]byte(in)) // the echo
+	io.WriteString(t.echo, in)
 	if _, err := io.WriteString(t.stdin, in); err != nil {
 		return 0, err
 	}
@@ -344,6 +333,7 @@ func (t *termSession) Write(p []byte) (int, error) {
 func (t *termSession) Close() error {
 	_ = t.Signal(context.Background(), "HUP")
 	<-t.done
+	t.screen.Close()
 	return nil
 }
 
