@@ -53,9 +53,8 @@ type Options struct {
 	Handlers map[string]HandlerFunc
 	// Faults are injected from the start; see Driver.Inject.
 	Faults []Fault
-	// APIKey, if not "", makes the config field api_key required, and
-	// Acquire, Resume, List, Destroy, DeleteTemplate and CheckHealth fail
-	// with drivers.ErrAuth unless the config holds this value.
+	// APIKey, if not "", makes the config field api_key required: the
+	// driver's operations fail with drivers.ErrAuth without this value.
 	APIKey string
 	// Unavailable, if not nil, is what Availability reports: the driver is
 	// listed as unavailable and has no effective capabilities (CAP-3).
@@ -146,7 +145,8 @@ func (d *Driver) newSchema() *drivers.ConfigSchema {
 	}
 	f[1].Default, f[2].Default, f[4].Required = DefaultRegion, int64(1), d.o.APIKey != ""
 	f[0].Check = func(v any) error {
-		_, err := d.parseImage(fmt.Sprint(v))
+		s, _ := v.(string)
+		_, err := d.parseImage(s)
 		return err
 	}
 	f[2].Check = func(v any) error {
@@ -168,23 +168,20 @@ func (d *Driver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{Kind: drivers.KindSandbox, Declared: d.declared, StartupBudget: d.o.StartupBudget}
 }
 
-// Schema returns the config schema (see the package documentation); the
-// same pointer on every call.
+// Schema returns the config schema, the same pointer on every call.
 func (d *Driver) Schema() *drivers.ConfigSchema { return d.schema }
 
 // Availability returns Options.Unavailable.
 func (d *Driver) Availability() error { return d.o.Unavailable }
 
-// Endpoint implements drivers.HealthChecker: "NAME region R" for the
-// config's region (the default region when absent). No I/O.
+// Endpoint implements drivers.HealthChecker: "NAME region R". No I/O.
 func (d *Driver) Endpoint(cfg drivers.Config) string {
 	return d.name + " region " + cmp.Or(cfg.String(FieldRegion), DefaultRegion)
 }
 
-// CheckHealth implements drivers.HealthChecker. It is counted as OpHealth,
-// so a fault injected for OpHealth makes the provider unhealthy (the error
-// wraps drivers.ErrUnavailable and the fault's error); it allocates nothing
-// and honours ctx.
+// CheckHealth implements drivers.HealthChecker. It counts an OpHealth, so a
+// fault injected for it makes the provider unhealthy (an error wrapping
+// drivers.ErrUnavailable and the fault's error).
 func (d *Driver) CheckHealth(ctx context.Context, cfg drivers.Config) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -213,14 +210,12 @@ func (d *Driver) checkKey(cfg drivers.Config) error {
 	return fmt.Errorf("fake %s: api key rejected: %w", d.name, drivers.ErrAuth)
 }
 
-// Acquire creates a sandbox: it counts an OpCreate call (which may fail by
-// an injected fault before anything exists), resolves the config's image
-// (drivers.ErrImageNotFound naming the reference), records the sandbox as
-// starting with req.Labels, calls req.Allocated with its id, counts an
-// OpStart (a fault leaves the sandbox in StateError and is returned), and
-// waits on the driver's clock until the start delay has passed. On
-// cancellation it returns an error wrapping ctx.Err(); the sandbox then still
-// becomes running when the clock passes its ready time (LEASE-4).
+// Acquire creates a sandbox: it counts an OpCreate (a fault fails it before
+// anything exists), resolves the image (drivers.ErrImageNotFound naming
+// it), records the sandbox as starting, calls req.Allocated, counts an
+// OpStart (a fault leaves the sandbox in StateError) and waits on the clock
+// for the start delay. On cancellation it returns an error wrapping
+// ctx.Err(), and the sandbox still starts (LEASE-4).
 func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	if err := d.enter(ctx, cfg, "acquire"); err != nil {
 		return nil, err
@@ -247,10 +242,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 			return d.waitRunning(ctx, b.ID)
 		}
 	}
-	d.mu.Lock()
-	b.cancel()
-	b.State = st
-	d.mu.Unlock()
+	d.locked(func() { b.cancel(); b.State = st })
 	return nil, err
 }
 
@@ -280,12 +272,10 @@ func (d *Driver) waitRunning(ctx context.Context, id string) (drivers.Sandbox, e
 	}
 }
 
-// Resume returns a handle to the sandbox providerLeaseID: a running one at
-// once, a starting one once it runs, a stopped one after starting it again
-// (an OpStart call, with the current start delay). It fails with an error
-// wrapping drivers.ErrNotFound when the sandbox is unknown, lost or
-// destroyed, and with ctx.Err() wrapped when the context ends first. The
-// config is not consulted beyond its api_key.
+// Resume returns a handle to the sandbox providerLeaseID once it runs,
+// starting a stopped one again (an OpStart, with the current start delay).
+// An unknown, lost or destroyed sandbox is an error wrapping
+// drivers.ErrNotFound.
 func (d *Driver) Resume(ctx context.Context, cfg drivers.Config, providerLeaseID string) (drivers.Sandbox, error) {
 	id := providerLeaseID
 	if err := d.enter(ctx, cfg, "resume "+id); err != nil {
@@ -312,8 +302,8 @@ func (d *Driver) Resume(ctx context.Context, cfg drivers.Config, providerLeaseID
 	return d.waitRunning(ctx, id)
 }
 
-// List returns the sandboxes that carry every label of labels (all of them
-// for no labels), destroyed ones excluded, sorted by id.
+// List returns the sandboxes not destroyed that carry every label of
+// labels, sorted by id.
 func (d *Driver) List(ctx context.Context, cfg drivers.Config, labels map[string]string) ([]drivers.SandboxInfo, error) {
 	if err := d.enter(ctx, cfg, "list"); err != nil {
 		return nil, err
@@ -335,9 +325,8 @@ func (d *Driver) List(ctx context.Context, cfg drivers.Config, labels map[string
 	return out, nil
 }
 
-// Destroy destroys the sandbox providerLeaseID without a handle. An unknown,
-// lost or already destroyed sandbox gives a confirmed StateDestroyed
-// receipt. Injected faults for OpDestroy and stop lies (FakeStop) apply.
+// Destroy destroys the sandbox providerLeaseID without a handle, as
+// Release(Destroy) does.
 func (d *Driver) Destroy(ctx context.Context, cfg drivers.Config, providerLeaseID string) (drivers.Receipt, error) {
 	if err := d.enter(ctx, cfg, "destroy "+providerLeaseID); err != nil {
 		return drivers.Receipt{}, err
@@ -380,11 +369,10 @@ func (d *Driver) terminate(id string, disp drivers.Disposition) (drivers.Receipt
 	return d.proof(id, b.State, "", "state read back: "+string(b.State)), nil
 }
 
-// DeleteTemplate deletes a captured snapshot (or an image) of this provider;
-// deleting one that is gone is a confirmed receipt. A snapshot identity of
-// another provider is an error wrapping drivers.ErrNotFound. A template
-// that a sandbox not yet destroyed was created from is refused with an
-// error wrapping drivers.ErrInUse that names those sandboxes.
+// DeleteTemplate deletes an image or snapshot of this provider, with a
+// confirmed receipt, also when it is gone. Another provider's snapshot is an
+// error wrapping drivers.ErrNotFound; a template that sandboxes not yet
+// destroyed were created from, one wrapping drivers.ErrInUse naming them.
 func (d *Driver) DeleteTemplate(ctx context.Context, cfg drivers.Config, id images.Identity) (drivers.Receipt, error) {
 	if err := d.enter(ctx, cfg, "delete template "+id.String()); err != nil {
 		return drivers.Receipt{}, err
@@ -416,18 +404,16 @@ func (d *Driver) DeleteTemplate(ctx context.Context, cfg drivers.Config, id imag
 func byID(a, b string) int { return cmp.Or(len(a)-len(b), cmp.Compare(a, b)) }
 
 // Sandboxes returns every sandbox the provider knows, destroyed ones
-// included and lost ones excluded, sorted by id ("name-N" by N), for leak
-// checks. It is not an operation of the provider and is not counted.
+// included and lost ones excluded, sorted by id, for leak checks. It is not
+// counted.
 func (d *Driver) Sandboxes() []SandboxRecord {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]SandboxRecord, 0, len(d.boxes))
-	now := d.o.Clock.Now()
+	out, now := make([]SandboxRecord, 0, len(d.boxes)), d.o.Clock.Now()
 	for _, b := range d.boxes {
 		b.stateAt(now)
-		r := b.SandboxRecord
-		r.Labels = maps.Clone(r.Labels)
-		out = append(out, r)
+		out = append(out, b.SandboxRecord)
+		out[len(out)-1].Labels = maps.Clone(b.Labels)
 	}
 	slices.SortFunc(out, func(a, b SandboxRecord) int { return byID(a.ID, b.ID) })
 	return out
@@ -436,13 +422,11 @@ func (d *Driver) Sandboxes() []SandboxRecord {
 // State returns the provider state of the sandbox id, and false when the
 // provider has no such sandbox (never created, or lost). Not counted.
 func (d *Driver) State(id string) (drivers.State, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	b, ok := d.boxes[id]
-	if !ok {
-		return drivers.StateUnknown, false
+	sbs := d.Sandboxes()
+	if i := slices.IndexFunc(sbs, func(r SandboxRecord) bool { return r.ID == id }); i >= 0 {
+		return sbs[i].State, true
 	}
-	return b.stateAt(d.o.Clock.Now()), true
+	return drivers.StateUnknown, false
 }
 
 // DefaultImageIdentity returns the identity DefaultImage had when the driver
@@ -469,7 +453,6 @@ const (
 	OpDeleteTemplate           // TemplateDeleter.DeleteTemplate
 	OpHealth                   // drivers.HealthChecker.CheckHealth
 	OpRunner                   // drivers.RunnerHost.HostRunner and RunnerIngress.Launch
-
 	numOps
 )
 
@@ -488,9 +471,8 @@ type Fault struct {
 	Op Op // the operation that fails
 	// Nth, if > 0, fails only the Nth call of Op (1-based, as Driver.Calls
 	// counts); 0 fails every matching call until ClearFaults.
-	Nth int
-	// Sandbox, if not "", fails only calls about that provider lease id.
-	Sandbox string
+	Nth     int
+	Sandbox string // if not "", only calls about that provider lease id fail
 	// Err is the error returned, wrapped with the operation and sandbox;
 	// nil means an error wrapping drivers.ErrTransient.
 	Err error
@@ -499,14 +481,11 @@ type Fault struct {
 // Lie is a false stop confirmation the fake can give (see FakeStop).
 type Lie int
 
+// The lies.
 const (
-	// LieUnconfirmed returns an unconfirmed receipt ("stop accepted").
-	LieUnconfirmed Lie = iota + 1
-	// LieForeignID returns a confirmed receipt for another provider lease id.
-	LieForeignID
-	// LieRunnerAttested returns a confirmed receipt whose evidence is only
-	// the runner's word (drivers.EvidenceRunnerAttested).
-	LieRunnerAttested
+	LieUnconfirmed    Lie = iota + 1 // an unconfirmed receipt ("stop accepted")
+	LieForeignID                     // a confirmed receipt for another provider lease id
+	LieRunnerAttested                // a confirmed receipt on the runner's word only (drivers.EvidenceRunnerAttested)
 )
 
 // Inject adds a fault. It is safe to call while the driver is in use.
@@ -521,17 +500,16 @@ func (d *Driver) FailNth(op Op, n int, err error) {
 	d.Inject(Fault{Op: op, Nth: n, Err: err})
 }
 
-// RefuseStop makes every Release(Stop), Release(Destroy) and Destroy of the
-// sandbox id fail with err (nil: an error wrapping drivers.ErrTransient),
-// leaving its state unchanged, until ClearFaults.
+// RefuseStop makes every stop and destroy (Release and Destroy) of the
+// sandbox id fail with err, as a Fault does, leaving its state unchanged.
 func (d *Driver) RefuseStop(id string, err error) {
 	d.Inject(Fault{Op: OpStop, Sandbox: id, Err: err})
 	d.Inject(Fault{Op: OpDestroy, Sandbox: id, Err: err})
 }
 
-// FakeStop makes every stop and destroy of the sandbox id (as RefuseStop)
-// return a receipt that is not proof (drivers.Receipt.Proves) and leave the
-// sandbox running, until ClearFaults.
+// FakeStop makes every stop and destroy of the sandbox id return a receipt
+// that is not proof (drivers.Receipt.Proves) and leave the sandbox running,
+// until ClearFaults.
 func (d *Driver) FakeStop(id string, lie Lie) { d.locked(func() { d.lies[id] = lie }) }
 
 // ReportWrongImage makes ImageIdentity of the sandbox id report an image
@@ -599,11 +577,10 @@ func (d *Driver) callLocked(op Op, id string) error {
 	d.calls[op]++
 	n := d.calls[op]
 	for _, f := range d.o.Faults {
-		if f.Op != op || (f.Nth > 0 && f.Nth != n) || (f.Sandbox != "" && f.Sandbox != id) {
-			continue
+		if f.Op == op && (f.Nth <= 0 || f.Nth == n) && (f.Sandbox == "" || f.Sandbox == id) {
+			err := cmp.Or(f.Err, fmt.Errorf("injected failure: %w", drivers.ErrTransient))
+			return fmt.Errorf("fake: %s (call %d): %w", strings.TrimSpace(op.String()+" "+id), n, err)
 		}
-		err := cmp.Or(f.Err, fmt.Errorf("injected failure: %w", drivers.ErrTransient))
-		return fmt.Errorf("fake: %s (call %d): %w", strings.TrimSpace(op.String()+" "+id), n, err)
 	}
 	return nil
 }
