@@ -137,10 +137,8 @@ func notFound(inv Invocation, what, key string) (int, error) {
 	return 127, nil
 }
 
-// splitWords splits script, one simple command, into its words:
-// 'single quotes', "double quotes" (with \" \\ \$), backslash escapes and
-// $NAME, ${NAME} and $0..$9 (args holds $1...; $0 is args[0] or "sh").
-// Lists, pipelines, redirections, substitutions and subshells are errors.
+// splitWords splits script, one simple command, into its words (see the
+// package documentation); args are $0 (default "sh"), $1, ...
 func splitWords(script string, env map[string]string, args []string) ([]string, error) {
 	args = append([]string{"sh"}, args...)[min(len(args), 1):]
 	lookup := func(name string) string {
@@ -279,33 +277,23 @@ func (d *Driver) detect(inv Invocation) {
 	}
 }
 
-// Platform is the operating system profile a fake sandbox reports through
-// its built-in commands and the detection script. A zero field is not
-// reported; see the presets PlatformDebian12, PlatformAlpine and
-// PlatformBusybox.
+// Platform is the operating system a fake sandbox reports through its
+// built-in commands and the detection script; a zero field is not reported.
 type Platform struct {
-	OS      string // the kernel name as Go spells it ("linux"); uname -s prints "Linux"
-	Machine string // uname -m ("x86_64", "aarch64")
-	Kernel  string // uname -r ("6.1.0-18-amd64")
-	// LibcFamily is "glibc", "musl" or "" (no C library: ldd is not found).
-	LibcFamily  string
+	OS          string // the kernel name as Go spells it ("linux"); uname -s prints "Linux"
+	Machine     string // uname -m ("x86_64", "aarch64")
+	Kernel      string // uname -r ("6.1.0-18-amd64")
+	LibcFamily  string // "glibc", "musl" or "" (no C library: no ldd)
 	LibcVersion string // "2.36", "1.2.4"
-	// LibcBuild is the distribution's glibc package version shown by
-	// ldd --version ("2.36-9+deb12u4"); "" means LibcVersion.
-	LibcBuild string
+	LibcBuild   string // the glibc package version ldd shows ("2.36-9+deb12u4"); "": LibcVersion
 	// OSReleaseID and OSReleaseVersionID are ID and VERSION_ID of
-	// /etc/os-release ("debian", "12"). An empty OSReleaseID means the
-	// sandbox has no /etc/os-release.
-	OSReleaseID        string
-	OSReleaseVersionID string
-	// PrettyName is PRETTY_NAME of /etc/os-release; "" derives it.
-	PrettyName string
-	// Hostname is what uname -n prints; "" means the provider lease id.
-	Hostname string
+	// /etc/os-release ("debian", "12"); no OSReleaseID, no /etc/os-release.
+	OSReleaseID, OSReleaseVersionID string
+	PrettyName                      string // PRETTY_NAME of /etc/os-release; "" derives it
+	Hostname                        string // what uname -n prints; "": the provider lease id
 }
 
-// PlatformDebian12 returns the default profile: Debian 12 on x86_64 with
-// glibc 2.36.
+// PlatformDebian12 returns the default: Debian 12 on x86_64, glibc 2.36.
 func PlatformDebian12() Platform {
 	return Platform{OS: "linux", Machine: "x86_64", Kernel: "6.1.0-18-amd64", LibcFamily: "glibc", LibcVersion: "2.36",
 		LibcBuild: "2.36-9+deb12u4", OSReleaseID: "debian", OSReleaseVersionID: "12", PrettyName: "Debian GNU/Linux 12 (bookworm)"}
@@ -317,8 +305,8 @@ func PlatformAlpine() Platform {
 		OSReleaseID: "alpine", OSReleaseVersionID: "3.19.1", PrettyName: "Alpine Linux v3.19"}
 }
 
-// PlatformBusybox returns a static busybox profile on x86_64: no C library
-// (ldd is not found) and no /etc/os-release.
+// PlatformBusybox returns a static busybox on x86_64: no C library, no
+// /etc/os-release.
 func PlatformBusybox() Platform {
 	return Platform{OS: "linux", Machine: "x86_64", Kernel: "6.1.0-18-amd64"}
 }

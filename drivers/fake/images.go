@@ -69,10 +69,9 @@ func (d *Driver) parseImage(raw string) (images.Reference, error) {
 	return images.ParseReference(raw)
 }
 
-// AddImage pushes ref to the image table and returns the identity it names.
-// A tag ("repo:tag", "repo") gets a new digest derived from the repository,
-// tag and number of earlier pushes of it: pushing it again moves it, and the
-// old digest stays pullable. A digest is registered. It panics on a
+// AddImage pushes ref to the image table and returns the identity it names:
+// a tag gets a new digest derived from it and its pushes (pushing it again
+// moves it; the old digest stays), a digest is registered. It panics on a
 // malformed or snapshot reference.
 func (d *Driver) AddImage(ref string) images.Identity {
 	r, err := images.ParseReference(ref)

@@ -63,12 +63,10 @@ func (s *sandbox) begin(ctx context.Context, op Op) (context.Context, *box, erro
 	return b.alive, b, nil
 }
 
-// Exec runs cmd as Start does (see the package documentation for what
-// runs) and waits for it, keeping at most cmd.Limit() bytes of each stream.
-// On cancellation it returns an error wrapping ctx.Err(); a command whose
-// sandbox stops or vanishes ends killed (ExitCode -1, Signal "KILL"). After
-// Release it returns drivers.ErrReleased; a lost or destroyed sandbox gives
-// drivers.ErrNotFound.
+// Exec runs cmd as Start does and waits for it, keeping at most cmd.Limit()
+// bytes of each stream. A command whose sandbox stops or vanishes ends
+// killed (ExitCode -1, Signal "KILL"). After Release it returns
+// drivers.ErrReleased; a lost or destroyed sandbox gives drivers.ErrNotFound.
 func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
 	stdout, stderr := driverkit.NewOutputBuffer(cmd.Limit()), driverkit.NewOutputBuffer(cmd.Limit())
 	p, err := s.start(ctx, OpExec, cmd, stdout, stderr, s.d.run)
@@ -93,10 +91,9 @@ type process struct {
 	signal atomic.Pointer[string]
 }
 
-// Start runs cmd (see Exec), streaming output to stdout and stderr (nil
-// discards) as the command writes it. Wait returns the exit status; a
-// signalled process ends with ExitCode -1 and Signal set. Cancelling ctx
-// ends the process and Wait returns an error wrapping ctx.Err().
+// Start runs cmd (see the package documentation for what runs), streaming
+// its output to stdout and stderr (nil discards). Cancelling ctx ends it,
+// and Wait returns an error wrapping ctx.Err().
 func (s *sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
 	return s.start(ctx, OpStream, cmd, cmp.Or(stdout, io.Discard), cmp.Or(stderr, io.Discard), s.d.run)
 }
@@ -171,19 +168,14 @@ func (p *process) Wait(ctx context.Context) (*drivers.Result, error) {
 }
 
 // Signal ends the process with sig, one of driverkit.Signals (another name
-// is an error wrapping drivers.ErrUnsupported); the fake's commands handle
-// no signal. Signalling an ended process does nothing.
+// is an error wrapping drivers.ErrUnsupported): ExitCode -1, Signal sig.
 func (p *process) Signal(ctx context.Context, sig string) error {
 	sig, err := driverkit.ParseSignal(sig)
 	if err != nil {
 		return fmt.Errorf("fake: %w", err)
 	}
-	select {
-	case <-p.done:
-		return nil
-	default:
-	}
-	p.signal.CompareAndSwap(nil, &sig)
+	p.signal.CompareAndSwap(nil, &sig) // no effect once it ended
+
 	p.cancel()
 	return ctx.Err()
 }
@@ -191,13 +183,12 @@ func (p *process) Signal(ctx context.Context, sig string) error {
 // CloseStdin closes the process's standard input.
 func (p *process) CloseStdin() error { return p.stdin.Close() }
 
-// Release ends the handle. Keep leaves the sandbox running, with a receipt
-// of its state read back. Stop and Destroy return a confirmed receipt for
-// this sandbox (StateStopped or StateDestroyed), unless a fault refuses the
-// stop (its error; state and handle unchanged, so Release may be retried)
-// or a lie (FakeStop) gives a receipt that proves nothing. A lost sandbox
-// gives a confirmed "not found" StateDestroyed receipt, and
-// drivers.ErrNotFound for Keep. A second Release returns drivers.ErrReleased.
+// Release ends the handle. Keep leaves the sandbox running (its state read
+// back); Stop and Destroy give a confirmed receipt for this sandbox, or a
+// fault's error (the handle stays, so Release may be retried), or a lie's
+// receipt (FakeStop). A lost sandbox gives a confirmed "not found" receipt,
+// and drivers.ErrNotFound for Keep. A second Release returns
+// drivers.ErrReleased.
 func (s *sandbox) Release(ctx context.Context, disp drivers.Disposition) (r drivers.Receipt, err error) {
 	s.relMu.Lock()
 	defer s.relMu.Unlock()
@@ -221,9 +212,8 @@ func (s *sandbox) Release(ctx context.Context, disp drivers.Disposition) (r driv
 	return r, nil
 }
 
-// ImageIdentity returns the identity of the image the sandbox was created
-// from (a digest or a snapshot of this provider); ReportWrongImage makes it
-// lie.
+// ImageIdentity returns the identity the sandbox was created from, unless
+// ReportWrongImage makes it lie.
 func (s *sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
 	_, b, err := s.begin(ctx, OpImageIdentity)
 	if err != nil {
@@ -253,8 +243,8 @@ func (s *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (imag
 // prompt is what the fake terminal prints when it waits for a line.
 const prompt = "$ "
 
-// termSession is the fake's terminal: an echo shell (see OpenTerminal).
-// Its screen is an OS pipe, whose buffer keeps what is not read yet.
+// termSession is the fake's terminal (see OpenTerminal); its screen is an
+// OS pipe, whose buffer keeps what is not read yet.
 type termSession struct {
 	*process
 	screen *os.File  // the read end
@@ -309,12 +299,10 @@ func (c crlf) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Read returns terminal output; io.EOF once the session ended and its
-// output was read.
+// Read returns terminal output, io.EOF once the session ended.
 func (t *termSession) Read(p []byte) (int, error) { return t.screen.Read(p) }
 
-// Write sends keystrokes: they are echoed, and each line ending in "\n" or
-// "\r" is run.
+// Write sends keystrokes: they are echoed, and each line is run.
 func (t *termSession) Write(p []byte) (int, error) {
 	select {
 	case <-t.done:
@@ -346,11 +334,9 @@ func (t *termSession) Resize(ctx context.Context, rows, cols int) error {
 }
 
 // HostRunner opens an ingress on a unix socket in a fresh temporary
-// directory, one at a time per sandbox. The fake's sandboxes live in this
-// process, so its runner does too: Launch runs prp/runner in a goroutine
-// (spec is checked, its binary never executed) until the sandbox stops or
-// is destroyed; the runner's tasks are the only host processes the fake
-// starts.
+// directory, one at a time per sandbox. As the fake's sandboxes live in
+// this process, so does its runner: Launch runs prp/runner (spec is checked,
+// its binary never run) until the sandbox stops or is destroyed.
 func (s *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (drivers.RunnerIngress, error) {
 	fail := func(err error) (drivers.RunnerIngress, error) {
 		return nil, fmt.Errorf("fake: host runner in %s: %w", s.id, err)
@@ -393,8 +379,7 @@ type ingress struct {
 // Endpoint returns "unix:" and the socket's path.
 func (in *ingress) Endpoint() string { return drivers.UnixScheme + in.sock }
 
-// Close closes the listener and removes its directory. Closing it stops
-// no runner.
+// Close closes the listener and removes its directory, not the runner.
 func (in *ingress) Close() error {
 	if in.closed.Swap(true) {
 		return nil
