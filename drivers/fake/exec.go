@@ -14,20 +14,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/qualification"
 )
 
 // Invocation is one command run by a HandlerFunc.
 type Invocation struct {
-	Argv      []string
-	Env       map[string]string // the whole environment of the command
-	Dir       string
-	Stdin     io.Reader // never nil
-	Stdout    io.Writer
-	Stderr    io.Writer
-	SandboxID string
-	host      string
+	Argv           []string
+	Env            map[string]string // the whole environment of the command
+	Dir            string
+	Stdin          io.Reader // never nil
+	Stdout, Stderr io.Writer
+	SandboxID      string
+	host           string
 }
 
 // HandlerFunc runs a command in Go and returns its exit status; an error
@@ -36,14 +34,6 @@ type HandlerFunc func(ctx context.Context, inv Invocation) (exitCode int, err er
 
 // DefaultDir is the working directory of commands that set none.
 const DefaultDir = "/root"
-
-// invocation builds the Invocation of cmd in the sandbox id: cmd.Env over
-// PATH, HOME, HOSTNAME and USER, in cmd.Dir or DefaultDir.
-func invocation(id, host string, cmd drivers.Command, stdin io.Reader, stdout, stderr io.Writer) Invocation {
-	env := map[string]string{"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "HOSTNAME": host, "USER": "root"}
-	maps.Copy(env, cmd.Env)
-	return Invocation{Argv: cmd.Argv, Env: env, Dir: cmp.Or(cmd.Dir, DefaultDir), Stdin: stdin, Stdout: stdout, Stderr: stderr, SandboxID: id, host: host}
-}
 
 // builtins are the commands the fake runs without a handler, by base name.
 var builtins = map[string]func(d *Driver, ctx context.Context, inv Invocation, args []string) (int, error){

@@ -70,14 +70,13 @@ type Driver struct {
 	platform       Platform
 	schema         *drivers.ConfigSchema
 	defaultImg     images.Identity
-
-	mu         sync.Mutex
-	seq        int
-	boxes      map[string]*box
-	images     imageTable
-	calls      [numOps]int
-	lies       map[string]Lie
-	wrongImage map[string]bool
+	mu             sync.Mutex
+	seq            int
+	boxes          map[string]*box
+	images         imageTable
+	calls          [numOps]int
+	lies           map[string]Lie
+	wrongImage     map[string]bool
 }
 
 // SandboxRecord is one sandbox as Driver.Sandboxes reports it.
@@ -131,32 +130,27 @@ func New(opts *Options) *Driver {
 }
 
 func (d *Driver) newSchema() *drivers.ConfigSchema {
-	field := func(n string, k drivers.FieldKind, t drivers.FieldType, doc string) drivers.Field {
-		return drivers.Field{Name: n, Kind: k, Type: t, Doc: doc}
-	}
-	f := []drivers.Field{
-		field(FieldImage, drivers.KindIdentity, drivers.TypeString, "OCI reference (repo:tag or repo@sha256:...), "+
-			"snapshot:<id> or snapshot-name:<name>; absent: the provider default image"),
-		field(FieldRegion, drivers.KindIdentity, drivers.TypeString, "provider region; part of the target's identity"),
-		field(FieldCPUs, drivers.KindKnob, drivers.TypeInt, "CPUs per sandbox (1-64)"),
-		field(FieldStartupTimeout, drivers.KindKnob, drivers.TypeDuration, "startup budget of a lease; absent: the provider-declared one"),
-		field(FieldAPIKey, drivers.KindSecret, drivers.TypeString, "provider API key (required when the fake was built with Options.APIKey)"),
-		field(FieldNotes, drivers.KindMetadata, drivers.TypeString, "free text for operators"),
-	}
-	f[1].Default, f[2].Default, f[4].Required = DefaultRegion, int64(1), d.o.APIKey != ""
-	f[0].Check = func(v any) error {
+	image := func(v any) error {
 		s, _ := v.(string)
 		_, err := d.parseImage(s)
 		return err
 	}
-	f[2].Check = func(v any) error {
+	cpus := func(v any) error {
 		if n, _ := v.(int64); n < 1 || n > 64 {
 			return errors.New("must be between 1 and 64")
 		}
 		return nil
 	}
-	return &drivers.ConfigSchema{Driver: d.name, ImageField: FieldImage, Fields: f,
-		ImageReference: func(cfg drivers.Config) (images.Reference, error) { return d.parseImage(cfg.String(FieldImage)) }}
+	return &drivers.ConfigSchema{Driver: d.name, ImageField: FieldImage, Fields: []drivers.Field{
+		{Name: FieldImage, Kind: drivers.KindIdentity, Type: drivers.TypeString, Check: image, Doc: "OCI reference " +
+			"(repo:tag or repo@sha256:...), snapshot:<id> or snapshot-name:<name>; absent: the provider default image"},
+		{Name: FieldRegion, Kind: drivers.KindIdentity, Type: drivers.TypeString, Default: DefaultRegion, Doc: "provider region; part of the target's identity"},
+		{Name: FieldCPUs, Kind: drivers.KindKnob, Type: drivers.TypeInt, Default: int64(1), Check: cpus, Doc: "CPUs per sandbox (1-64)"},
+		{Name: FieldStartupTimeout, Kind: drivers.KindKnob, Type: drivers.TypeDuration, Doc: "startup budget of a lease; absent: the provider-declared one"},
+		{Name: FieldAPIKey, Kind: drivers.KindSecret, Type: drivers.TypeString, Required: d.o.APIKey != "",
+			Doc: "provider API key (required when the fake was built with Options.APIKey)"},
+		{Name: FieldNotes, Kind: drivers.KindMetadata, Type: drivers.TypeString, Doc: "free text for operators"},
+	}, ImageReference: func(cfg drivers.Config) (images.Reference, error) { return d.parseImage(cfg.String(FieldImage)) }}
 }
 
 // Name returns the driver name (Options.Name, default Name).
@@ -183,25 +177,20 @@ func (d *Driver) Endpoint(cfg drivers.Config) string {
 // fault injected for it makes the provider unhealthy (an error wrapping
 // drivers.ErrUnavailable and the fault's error).
 func (d *Driver) CheckHealth(ctx context.Context, cfg drivers.Config) error {
-	if err := ctx.Err(); err != nil {
+	if err := d.enter(ctx, cfg, "health"); err != nil {
 		return err
 	}
 	if err := d.call(OpHealth, ""); err != nil {
 		return fmt.Errorf("fake %s: %w: %w", d.Endpoint(cfg), drivers.ErrUnavailable, err)
 	}
-	return d.checkKey(cfg)
+	return nil
 }
 
 // enter checks ctx and the config's api key before the operation what.
 func (d *Driver) enter(ctx context.Context, cfg drivers.Config, what string) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("fake: %s: %w", what, err)
-	}
-	return d.checkKey(cfg)
-}
-
-func (d *Driver) checkKey(cfg drivers.Config) error {
 	switch v := cfg[FieldAPIKey]; {
+	case ctx.Err() != nil:
+		return fmt.Errorf("fake: %s: %w", what, ctx.Err())
 	case d.o.APIKey == "" || v == any(d.o.APIKey):
 		return nil
 	case v == nil:
@@ -232,7 +221,6 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 	b.boot(now, d.o.StartDelay)
 	d.boxes[b.ID] = b
 	d.mu.Unlock()
-
 	st := drivers.StateDestroyed
 	if req.Allocated != nil {
 		err = req.Allocated(ctx, b.ID)

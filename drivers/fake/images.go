@@ -3,7 +3,6 @@ package fake
 import (
 	"cmp"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"strings"
@@ -49,10 +48,7 @@ func (t *imageTable) remove(id images.Identity) {
 	maps.DeleteFunc(t.names, func(_ string, v images.Identity) bool { return v == id })
 }
 
-func fakeDigest(seed string) string {
-	sum := sha256.Sum256([]byte(seed))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
+func fakeDigest(seed string) string { return fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(seed))) }
 
 // parseImage reads an image config value: SnapshotPrefix and
 // SnapshotNamePrefix without a provider name this provider's snapshots; ""

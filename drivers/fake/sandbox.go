@@ -119,15 +119,18 @@ func (s *sandbox) start(ctx context.Context, op Op, cmd drivers.Command, stdout,
 	p.cancel = cancel
 	stop := context.AfterFunc(alive, cancel)
 	context.AfterFunc(rctx, func() { pr.CloseWithError(context.Canceled) })
+	host := cmp.Or(s.d.platform.Hostname, s.id)
+	env := map[string]string{"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "HOSTNAME": host, "USER": "root"}
+	maps.Copy(env, cmd.Env) // over the defaults
 	var mu sync.Mutex
-	inv := invocation(s.id, cmp.Or(s.d.platform.Hostname, s.id), cmd, pr, lockedWriter{&mu, stdout}, lockedWriter{&mu, stderr})
+	inv := Invocation{Argv: cmd.Argv, Env: env, Dir: cmp.Or(cmd.Dir, DefaultDir), Stdin: pr, Stdout: lockedWriter{&mu, stdout}, Stderr: lockedWriter{&mu, stderr}, SandboxID: s.id, host: host}
 	start := s.d.o.Clock.Now()
 	go func() {
 		defer close(p.done)
-		defer stop()
-		defer cancel()
 		code, err := run(rctx, inv)
 		pr.Close()
+		stop()
+		cancel()
 		res := &drivers.Result{ExitCode: code, Duration: s.d.o.Clock.Now().Sub(start)}
 		switch sig := p.signal.Load(); {
 		case sig != nil:
@@ -175,7 +178,6 @@ func (p *process) Signal(ctx context.Context, sig string) error {
 		return fmt.Errorf("fake: %w", err)
 	}
 	p.signal.CompareAndSwap(nil, &sig) // no effect once it ended
-
 	p.cancel()
 	return ctx.Err()
 }
@@ -240,9 +242,6 @@ func (s *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (imag
 	return images.SnapshotIdentity(s.d.provider, s.d.AddSnapshot(cmp.Or(req.Name, "capture-"+s.id)))
 }
 
-// prompt is what the fake terminal prints when it waits for a line.
-const prompt = "$ "
-
 // termSession is the fake's terminal (see OpenTerminal); its screen is an
 // OS pipe, whose buffer keeps what is not read yet.
 type termSession struct {
@@ -267,11 +266,11 @@ func (s *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest)
 	env := map[string]string{"TERM": cmp.Or(req.Term, "xterm-256color")}
 	maps.Copy(env, req.Env)
 	t := &termSession{screen: r, echo: crlf{w}}
-	io.WriteString(t.echo, prompt)
+	io.WriteString(t.echo, "$ ") // the prompt
 	t.process, err = s.start(context.Background(), OpTerminal, drivers.Command{Argv: []string{"sh"}, Env: env, Dir: req.Dir}, t.echo, t.echo,
 		func(ctx context.Context, inv Invocation) (int, error) {
 			defer w.Close()
-			for lines := bufio.NewScanner(inv.Stdin); lines.Scan(); io.WriteString(inv.Stdout, prompt) {
+			for lines := bufio.NewScanner(inv.Stdin); lines.Scan(); io.WriteString(inv.Stdout, "$ ") {
 				line := inv
 				line.Argv, line.Stdin = []string{"sh", "-c", lines.Text()}, strings.NewReader("")
 				code, err := s.d.run(ctx, line)
