@@ -100,10 +100,9 @@ func (d *Driver) run(ctx context.Context, inv Invocation) (int, error) {
 	switch {
 	case builtins[name] != nil:
 		return builtins[name](d, ctx, inv, argv[1:])
+	case !isSh && name == "sh":
+		return notFound(inv, strconv.Quote(strings.Join(argv, " ")), "sh")
 	case !isSh:
-		if name == "sh" {
-			return notFound(inv, strconv.Quote(strings.Join(argv, " ")), "sh")
-		}
 		return notFound(inv, strconv.Quote(argv[0]), name)
 	case script == qualification.DetectScript:
 		d.detect(inv)
@@ -120,8 +119,7 @@ func (d *Driver) run(ctx context.Context, inv Invocation) (int, error) {
 	return d.run(ctx, inv)
 }
 
-// notFound fails an unknown command: exit 127, naming the handler to
-// register.
+// notFound fails an unknown command: exit 127, naming the handler to add.
 func notFound(inv Invocation, what, key string) (int, error) {
 	fmt.Fprintf(inv.Stderr, "fake: no handler for %s: register one in Options.Handlers[%q]\n", what, key)
 	return 127, nil
@@ -209,10 +207,7 @@ func (d *Driver) sleep(ctx context.Context, inv Invocation, args []string) (int,
 
 // uname prints the fields of -s -n -r -v -m -o (or -a) in that order.
 func (d *Driver) uname(_ context.Context, inv Invocation, args []string) (int, error) {
-	flags := "-s"
-	if len(args) > 0 {
-		flags = strings.Join(args, "")
-	}
+	flags := cmp.Or(strings.Join(args, ""), "-s")
 	for _, a := range args {
 		if len(a) < 2 || a[0] != '-' || strings.Trim(a[1:], "snrvmoa") != "" {
 			fmt.Fprintf(inv.Stderr, "uname: invalid option %q\n", a)

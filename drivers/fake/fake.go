@@ -33,29 +33,20 @@ const (
 
 // Options configure a fake Driver. The zero value (or nil) gives defaults.
 type Options struct {
-	// Name is the driver name, default Name; also the provider of snapshot
-	// identities when it is a valid provider name.
-	Name string
+	Name string // default Name; also the snapshots' provider if a valid provider name
 	// Undeclared lists capabilities the fake does not declare, though it
 	// implements them all: to test that such a capability is never used.
-	Undeclared drivers.Set
-	// Clock runs slow starts and sleep; default the wall clock.
-	Clock clock.Clock
-	// StartupBudget is the provider-declared startup budget; default none.
-	StartupBudget time.Duration
-	// StartDelay is how long sandboxes stay starting on Clock; default 0.
-	StartDelay time.Duration
-	// Platform is the profile sandboxes report; default PlatformDebian12().
-	Platform *Platform
+	Undeclared    drivers.Set
+	Clock         clock.Clock   // runs slow starts and sleep; default the wall clock
+	StartupBudget time.Duration // the provider-declared startup budget; default none
+	StartDelay    time.Duration // how long sandboxes stay starting on Clock
+	Platform      *Platform     // what sandboxes report; default PlatformDebian12()
 	// Handlers run Go code for commands, before the built-ins. The key is
 	// argv[0] or its base name ("make"), or, for "sh -c SCRIPT ...", the
 	// whole SCRIPT (qualification.DetectScript, or a test's script).
 	Handlers map[string]HandlerFunc
-	// Faults are injected from the start; see Driver.Inject.
-	Faults []Fault
-	// APIKey, if not "", makes the config field api_key required: the
-	// driver's operations fail with drivers.ErrAuth without this value.
-	APIKey string
+	Faults   []Fault // injected from the start (Driver.Inject)
+	APIKey   string  // if not "", the api_key every operation needs (else drivers.ErrAuth)
 	// Unavailable, if not nil, is what Availability reports: the driver is
 	// listed as unavailable and has no effective capabilities (CAP-3).
 	Unavailable error
@@ -199,12 +190,11 @@ func (d *Driver) enter(ctx context.Context, cfg drivers.Config, what string) err
 	return fmt.Errorf("fake %s: api key rejected: %w", d.name, drivers.ErrAuth)
 }
 
-// Acquire creates a sandbox: it counts an OpCreate (a fault fails it before
-// anything exists), resolves the image (drivers.ErrImageNotFound naming
-// it), records the sandbox as starting, calls req.Allocated, counts an
-// OpStart (a fault leaves the sandbox in StateError) and waits on the clock
-// for the start delay. On cancellation it returns an error wrapping
-// ctx.Err(), and the sandbox still starts (LEASE-4).
+// Acquire counts an OpCreate (a fault fails it before anything exists),
+// resolves the image (drivers.ErrImageNotFound), records the sandbox,
+// calls req.Allocated, counts an OpStart (a fault leaves it in StateError)
+// and waits on the clock for the start delay; cancelled, the sandbox still
+// starts (LEASE-4).
 func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	if err := d.enter(ctx, cfg, "acquire"); err != nil {
 		return nil, err
@@ -260,12 +250,11 @@ func (d *Driver) waitRunning(ctx context.Context, id string) (drivers.Sandbox, e
 	}
 }
 
-// Resume returns a handle to the sandbox providerLeaseID once it runs,
+// Resume returns a handle to the sandbox id once it runs,
 // starting a stopped one again (an OpStart, with the current start delay).
 // An unknown, lost or destroyed sandbox is an error wrapping
 // drivers.ErrNotFound.
-func (d *Driver) Resume(ctx context.Context, cfg drivers.Config, providerLeaseID string) (drivers.Sandbox, error) {
-	id := providerLeaseID
+func (d *Driver) Resume(ctx context.Context, cfg drivers.Config, id string) (drivers.Sandbox, error) {
 	if err := d.enter(ctx, cfg, "resume "+id); err != nil {
 		return nil, err
 	}
@@ -461,9 +450,7 @@ type Fault struct {
 	// counts); 0 fails every matching call until ClearFaults.
 	Nth     int
 	Sandbox string // if not "", only calls about that provider lease id fail
-	// Err is the error returned, wrapped with the operation and sandbox;
-	// nil means an error wrapping drivers.ErrTransient.
-	Err error
+	Err     error  // returned, wrapped; nil: an error wrapping drivers.ErrTransient
 }
 
 // Lie is a false stop confirmation the fake can give (see FakeStop).
@@ -515,9 +502,8 @@ func (d *Driver) ClearFaults() {
 func (d *Driver) SetStartDelay(delay time.Duration) { d.locked(func() { d.o.StartDelay = delay }) }
 
 // Lose makes the sandbox id vanish, as if deleted behind berth's back: Exec
-// and Resume then fail with drivers.ErrNotFound, List omits it, and
-// destroying it gives a confirmed "not found" receipt. An unknown id is an
-// error wrapping drivers.ErrNotFound.
+// and Resume fail with drivers.ErrNotFound, List omits it, a destroy is
+// confirmed. An unknown id is an error wrapping drivers.ErrNotFound.
 func (d *Driver) Lose(id string) (err error) {
 	d.locked(func() {
 		if b, ok := d.boxes[id]; ok {

@@ -13,15 +13,11 @@ import (
 
 // Image config values.
 const (
-	// DefaultImage is the tag every fake's image table starts with; sandboxes
-	// whose config has no image run it (a provider default: QUAL-5).
-	DefaultImage = "registry.fake.test/berth/base:latest"
-	// SnapshotPrefix selects a snapshot by its provider id: "snapshot:<id>"
-	// (or an identity's text, "snapshot:<provider>/<id>").
-	SnapshotPrefix = "snapshot:"
-	// SnapshotNamePrefix selects a snapshot by a name, resolved at each
-	// Acquire: "snapshot-name:<name>".
-	SnapshotNamePrefix = "snapshot-name:"
+	// DefaultImage is the tag every image table starts with, which sandboxes
+	// without an image run (a provider default: QUAL-5).
+	DefaultImage       = "registry.fake.test/berth/base:latest"
+	SnapshotPrefix     = "snapshot:"      // "snapshot:<id>", or an identity's "snapshot:<provider>/<id>"
+	SnapshotNamePrefix = "snapshot-name:" // "snapshot-name:<name>", resolved at each Acquire
 )
 
 // imageTable is the provider's images: ids can be pulled, names resolve to

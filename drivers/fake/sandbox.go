@@ -41,26 +41,28 @@ func (s *sandbox) ID() string { return s.id }
 // begin checks ctx, counts a call of op and checks that the handle is not
 // released and the sandbox runs. It returns the sandbox's life and box.
 func (s *sandbox) begin(ctx context.Context, op Op) (context.Context, *box, error) {
-	if err := ctx.Err(); err != nil {
+	fail := func(err error) (context.Context, *box, error) {
 		return nil, nil, fmt.Errorf("fake: %s %s: %w", op, s.id, err)
 	}
-	if s.released.Load() {
-		return nil, nil, fmt.Errorf("fake: %s %s: %w", op, s.id, drivers.ErrReleased)
+	switch {
+	case ctx.Err() != nil:
+		return fail(ctx.Err())
+	case s.released.Load():
+		return fail(drivers.ErrReleased)
 	}
-	d := s.d
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.callLocked(op, s.id); err != nil {
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	if err := s.d.callLocked(op, s.id); err != nil {
 		return nil, nil, err
 	}
-	b, ok := d.boxes[s.id]
-	if !ok || b.State == drivers.StateDestroyed {
-		return nil, nil, fmt.Errorf("fake: %s %s: sandbox %w", op, s.id, drivers.ErrNotFound)
+	switch b, ok := s.d.boxes[s.id]; {
+	case !ok || b.State == drivers.StateDestroyed:
+		return fail(fmt.Errorf("sandbox %w", drivers.ErrNotFound))
+	case b.stateAt(s.d.o.Clock.Now()) != drivers.StateRunning:
+		return fail(fmt.Errorf("sandbox is %s, not running", b.State))
+	default:
+		return b.alive, b, nil
 	}
-	if st := b.stateAt(d.o.Clock.Now()); st != drivers.StateRunning {
-		return nil, nil, fmt.Errorf("fake: %s %s: sandbox is %s, not running", op, s.id, st)
-	}
-	return b.alive, b, nil
 }
 
 // Exec runs cmd as Start does and waits for it, keeping at most cmd.Limit()
@@ -185,12 +187,10 @@ func (p *process) Signal(ctx context.Context, sig string) error {
 // CloseStdin closes the process's standard input.
 func (p *process) CloseStdin() error { return p.stdin.Close() }
 
-// Release ends the handle. Keep leaves the sandbox running (its state read
-// back); Stop and Destroy give a confirmed receipt for this sandbox, or a
-// fault's error (the handle stays, so Release may be retried), or a lie's
-// receipt (FakeStop). A lost sandbox gives a confirmed "not found" receipt,
-// and drivers.ErrNotFound for Keep. A second Release returns
-// drivers.ErrReleased.
+// Release ends the handle: Keep with the state read back; Stop and Destroy
+// with a confirmed receipt (also for a lost sandbox), a fault's error (the
+// handle stays), or a lie's receipt (FakeStop). A second Release returns
+// drivers.ErrReleased; Keep of a lost sandbox, drivers.ErrNotFound.
 func (s *sandbox) Release(ctx context.Context, disp drivers.Disposition) (r drivers.Receipt, err error) {
 	s.relMu.Lock()
 	defer s.relMu.Unlock()
@@ -250,11 +250,9 @@ type termSession struct {
 	echo   io.Writer // the write end
 }
 
-// OpenTerminal opens an echo shell: input is echoed ("\r" and "\n" as
-// "\r\n"); each line runs as sh -c LINE, its output's "\n" as "\r\n",
-// then the prompt "$ "; "exit [N]" ends the session with that status,
-// Close with -1 and Signal "HUP". req.Argv is ignored; Env, Term and Dir
-// apply to its commands. A Write waits while a line runs.
+// OpenTerminal opens an echo shell: input is echoed, each line runs as
+// sh -c LINE (a Write waits for it), then the prompt "$ "; "exit [N]" ends
+// the session, Close with Signal "HUP". Env, Term and Dir apply; Argv not.
 func (s *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest) (drivers.TerminalSession, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("fake: terminal in %s: %w", s.id, err)
@@ -292,10 +290,8 @@ func (s *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest)
 type crlf struct{ w io.Writer }
 
 func (c crlf) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(c.w, strings.ReplaceAll(string(p), "\n", "\r\n")); err != nil {
-		return 0, err
-	}
-	return len(p), nil
+	_, err := io.WriteString(c.w, strings.ReplaceAll(string(p), "\n", "\r\n"))
+	return len(p), err
 }
 
 // Read returns terminal output, io.EOF once the session ended.
