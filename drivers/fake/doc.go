@@ -13,13 +13,10 @@
 //	d.FailNth(fake.OpDestroy, 1, nil) // the first destroy fails
 //	_, err = sb.Release(ctx, drivers.Destroy)
 //
-// Provider state lives in the Driver: sandboxes with provider ids
-// ("fake-1", ...), their states, labels and images; an image table of
-// tags, digests and snapshots (a tag resolves to its digest, a snapshot
-// name to its newest snapshot, at each Acquire); call counts per operation
-// (Calls); and injected faults, which are deterministic and never sleep
-// (FailNth, RefuseStop, FakeStop, Lose, ReportWrongImage, a slow start on
-// the injectable clock).
+// Provider state lives in the Driver: sandboxes ("fake-1", ...) and their
+// states, labels and images; tags, digests and snapshots; call counts
+// (Calls); and faults, deterministic and never sleeping (FailNth,
+// RefuseStop, FakeStop, Lose, ReportWrongImage, slow starts on a clock).
 //
 // Commands run in Go, never on the host, and the fake has no shell
 // interpreter: it runs a command's argv. A handler of Options.Handlers runs

@@ -21,10 +21,9 @@ import (
 type Invocation struct {
 	Argv           []string
 	Env            map[string]string // the whole environment of the command
-	Dir            string
+	Dir, SandboxID string
 	Stdin          io.Reader // never nil
 	Stdout, Stderr io.Writer
-	SandboxID      string
 	host           string
 }
 
@@ -50,17 +49,9 @@ var builtins = map[string]func(d *Driver, ctx context.Context, inv Invocation, a
 		}
 		return n & 0xff, nil
 	},
-	"echo": func(_ *Driver, _ context.Context, inv Invocation, args []string) (int, error) {
-		nl := "\n"
-		if len(args) > 0 && args[0] == "-n" {
-			nl, args = "", args[1:]
-		}
-		io.WriteString(inv.Stdout, strings.Join(args, " ")+nl)
-		return 0, nil
-	},
-	"pwd": func(_ *Driver, _ context.Context, inv Invocation, _ []string) (int, error) {
-		fmt.Fprintln(inv.Stdout, inv.Dir)
-		return 0, nil
+	"echo": echo,
+	"pwd": func(d *Driver, ctx context.Context, inv Invocation, _ []string) (int, error) {
+		return echo(d, ctx, inv, []string{inv.Dir})
 	},
 	"env": func(d *Driver, _ context.Context, inv Invocation, args []string) (int, error) {
 		if len(args) > 0 {
@@ -74,6 +65,15 @@ var builtins = map[string]func(d *Driver, ctx context.Context, inv Invocation, a
 	"uname": (*Driver).uname,
 	"cat":   (*Driver).cat,
 	"sleep": (*Driver).sleep,
+}
+
+func echo(_ *Driver, _ context.Context, inv Invocation, args []string) (int, error) {
+	nl := "\n"
+	if len(args) > 0 && args[0] == "-n" {
+		nl, args = "", args[1:]
+	}
+	io.WriteString(inv.Stdout, strings.Join(args, " ")+nl)
+	return 0, nil
 }
 
 // run runs inv.Argv: a handler, the detection script, a built-in, or sh -c

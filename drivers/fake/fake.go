@@ -3,6 +3,7 @@ package fake
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"maps"
@@ -147,8 +148,7 @@ func (d *Driver) newSchema() *drivers.ConfigSchema {
 // Name returns the driver name (Options.Name, default Name).
 func (d *Driver) Name() string { return d.name }
 
-// Capabilities returns the static declaration: Kind sandbox, every
-// capability except Options.Undeclared, Options.StartupBudget. No I/O.
+// Capabilities declares every capability but Options.Undeclared. No I/O.
 func (d *Driver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{Kind: drivers.KindSandbox, Declared: d.declared, StartupBudget: d.o.StartupBudget}
 }
@@ -290,12 +290,9 @@ func (d *Driver) List(ctx context.Context, cfg drivers.Config, labels map[string
 	}
 	var out []drivers.SandboxInfo
 	for _, b := range d.Sandboxes() {
-		keep := b.State != drivers.StateDestroyed
-		for k, v := range labels {
-			hv, has := b.Labels[k]
-			keep = keep && has && hv == v
-		}
-		if keep {
+		with := maps.Collect(maps.All(b.Labels))
+		maps.Copy(with, labels) // unchanged when b carries every label
+		if b.State != drivers.StateDestroyed && maps.Equal(with, b.Labels) {
 			out = append(out, drivers.SandboxInfo{ProviderLeaseID: b.ID, Labels: b.Labels, State: b.State, CreatedAt: b.Created})
 		}
 	}
@@ -311,8 +308,7 @@ func (d *Driver) Destroy(ctx context.Context, cfg drivers.Config, providerLeaseI
 	return d.terminate(providerLeaseID, drivers.Destroy)
 }
 
-// proof is a confirmed receipt with the evidence ev of kind (default
-// drivers.EvidenceProvider).
+// proof is a confirmed receipt on ev, of kind (default EvidenceProvider).
 func (d *Driver) proof(id string, st drivers.State, kind drivers.EvidenceKind, ev string) drivers.Receipt {
 	return drivers.Receipt{ProviderLeaseID: id, State: st, Confirmed: true, EvidenceKind: cmp.Or(kind, drivers.EvidenceProvider), ConfirmedAt: d.o.Clock.Now(), Evidence: ev}
 }
@@ -380,9 +376,8 @@ func (d *Driver) DeleteTemplate(ctx context.Context, cfg drivers.Config, id imag
 // byID orders provider ids "name-N" by N.
 func byID(a, b string) int { return cmp.Or(len(a)-len(b), cmp.Compare(a, b)) }
 
-// Sandboxes returns every sandbox the provider knows, destroyed ones
-// included and lost ones excluded, sorted by id, for leak checks. It is not
-// counted.
+// Sandboxes returns every sandbox the provider knows (destroyed, not lost),
+// sorted by id, for leak checks. It is not counted.
 func (d *Driver) Sandboxes() []SandboxRecord {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -396,8 +391,7 @@ func (d *Driver) Sandboxes() []SandboxRecord {
 	return out
 }
 
-// State returns the provider state of the sandbox id, and false when the
-// provider has no such sandbox (never created, or lost). Not counted.
+// State returns the state of the sandbox id, false if unknown or lost.
 func (d *Driver) State(id string) (drivers.State, bool) {
 	sbs := d.Sandboxes()
 	if i := slices.IndexFunc(sbs, func(r SandboxRecord) bool { return r.ID == id }); i >= 0 {
@@ -406,8 +400,7 @@ func (d *Driver) State(id string) (drivers.State, bool) {
 	return drivers.StateUnknown, false
 }
 
-// DefaultImageIdentity returns the identity DefaultImage had when the driver
-// was created.
+// DefaultImageIdentity returns what DefaultImage named at New.
 func (d *Driver) DefaultImageIdentity() images.Identity { return d.defaultImg }
 
 // Op names one provider operation of the fake, for counters (Driver.Calls)
@@ -525,11 +518,9 @@ func (d *Driver) Calls(op Op) (n int) {
 // TotalCalls returns the number of operations called so far: 0 shows that
 // reading capabilities, schemas or listings allocated nothing (CAP-1).
 func (d *Driver) TotalCalls() (n int) {
-	d.locked(func() {
-		for _, c := range d.calls {
-			n += c
-		}
-	})
+	for op := range numOps {
+		n += d.Calls(op)
+	}
 	return n
 }
 
@@ -539,8 +530,7 @@ func (d *Driver) locked(f func()) {
 	f()
 }
 
-// call counts a call of op about sandbox id and returns the injected
-// fault's error for it, if any.
+// call counts a call of op about sandbox id and returns its fault's error.
 func (d *Driver) call(op Op, id string) (err error) {
 	d.locked(func() { err = d.callLocked(op, id) })
 	return err
@@ -557,4 +547,121 @@ func (d *Driver) callLocked(op Op, id string) error {
 		}
 	}
 	return nil
+}
+
+// Image config values.
+const (
+	// DefaultImage is the tag every image table starts with, which sandboxes
+	// without an image run (a provider default: QUAL-5).
+	DefaultImage       = "registry.fake.test/berth/base:latest"
+	SnapshotPrefix     = "snapshot:"      // "snapshot:<id>", or an identity's "snapshot:<provider>/<id>"
+	SnapshotNamePrefix = "snapshot-name:" // "snapshot-name:<name>", resolved at each Acquire
+)
+
+// imageTable is the provider's images: ids can be pulled, names resolve to
+// one of them ("repo:tag" to a digest, "snapshot-name:<name>" to a
+// snapshot). Guarded by Driver.mu.
+type imageTable struct {
+	ids    map[images.Identity]bool
+	names  map[string]images.Identity
+	pushes map[string]int // times each name was pushed
+}
+
+// push points name at a new identity made from a seed derived from the name
+// and its pushes.
+func (t *imageTable) push(name string, mk func(seed string) (images.Identity, error)) images.Identity {
+	t.pushes[name]++
+	id, _ := mk(fmt.Sprintf("%s#%d", name, t.pushes[name])) // cannot fail: the parts are valid
+	t.ids[id], t.names[name] = true, id
+	return id
+}
+
+// remove deletes id and the names of it.
+func (t *imageTable) remove(id images.Identity) {
+	delete(t.ids, id)
+	maps.DeleteFunc(t.names, func(_ string, v images.Identity) bool { return v == id })
+}
+
+func fakeDigest(seed string) string { return fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(seed))) }
+
+// parseImage reads an image config value: SnapshotPrefix and
+// SnapshotNamePrefix without a provider name this provider's snapshots; ""
+// is the provider default (the zero Reference).
+func (d *Driver) parseImage(raw string) (images.Reference, error) {
+	for _, p := range []string{SnapshotNamePrefix, SnapshotPrefix} {
+		if rest, ok := strings.CutPrefix(raw, p); ok && !strings.Contains(rest, "/") {
+			raw = p + d.provider + "/" + rest
+		}
+	}
+	if raw == "" {
+		return images.Reference{}, nil
+	}
+	return images.ParseReference(raw)
+}
+
+// AddImage pushes ref to the image table and returns the identity it names:
+// a tag gets a new digest derived from it and its pushes (pushing it again
+// moves it; the old digest stays), a digest is registered. It panics on a
+// malformed or snapshot reference.
+func (d *Driver) AddImage(ref string) images.Identity {
+	r, err := images.ParseReference(ref)
+	if err != nil || !r.IsOCI() {
+		panic(fmt.Sprintf("fake: AddImage(%q): not an OCI reference: %v", ref, err))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if id, ok := r.Identity(); ok {
+		d.images.ids[id] = true
+		return id
+	}
+	return d.images.push(r.Repository()+":"+r.Tag(), func(seed string) (images.Identity, error) {
+		return images.DigestIdentity(r.Repository(), fakeDigest(seed))
+	})
+}
+
+// AddSnapshot creates a snapshot named snapName and returns its provider id
+// (derived from the name and its earlier snapshots). The name now resolves
+// to it; an older snapshot of the name keeps its id until deleted.
+func (d *Driver) AddSnapshot(snapName string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.images.push(SnapshotNamePrefix+snapName, func(seed string) (images.Identity, error) {
+		return images.SnapshotIdentity(d.provider, "snap-"+fakeDigest(seed)[7:19])
+	}).SnapshotID()
+}
+
+// DeleteSnapshot deletes the snapshot id at the provider, used or not: its
+// name no longer resolves to it, and an Acquire of the id fails with
+// drivers.ErrImageNotFound, even when a new snapshot takes the name (QUAL-6).
+func (d *Driver) DeleteSnapshot(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if sid, err := images.SnapshotIdentity(d.provider, id); err == nil {
+		d.images.remove(sid)
+	}
+}
+
+// resolveImageLocked returns the identity the image config value names
+// now, or an error wrapping drivers.ErrImageNotFound that quotes it.
+func (d *Driver) resolveImageLocked(raw string) (images.Identity, error) {
+	raw = cmp.Or(raw, DefaultImage)
+	r, err := d.parseImage(raw)
+	if err != nil {
+		return images.Identity{}, fmt.Errorf("fake: image %w", err)
+	}
+	id, _ := r.Identity() // a digest or a snapshot id
+	why := map[images.RefKind]string{images.RefTag: "no such tag", images.RefDigest: "no such digest",
+		images.RefSnapshotID: "no snapshot has that id", images.RefSnapshotName: "no snapshot has that name"}[r.Kind()]
+	switch {
+	case r.Kind() == images.RefTag:
+		id = d.images.names[r.Repository()+":"+r.Tag()]
+	case r.Kind() == images.RefSnapshotName:
+		id = d.images.names[SnapshotNamePrefix+r.SnapshotName()]
+	}
+	if p := r.Provider(); p != "" && p != d.provider {
+		why = fmt.Sprintf("snapshot of provider %q, not %q", p, d.provider)
+	} else if d.images.ids[id] {
+		return id, nil
+	}
+	return images.Identity{}, fmt.Errorf("fake: image %q: %s: %w", raw, why, drivers.ErrImageNotFound)
 }
