@@ -177,7 +177,8 @@ func splitWords(script string, env map[string]string, args []string) ([]string, 
 			cur.Reset()
 		}
 	}
-	if flush(); dq {
+	flush()
+	if dq {
 		return nil, errors.New("unterminated quote")
 	}
 	if inWord {

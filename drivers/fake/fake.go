@@ -104,18 +104,15 @@ func (b *box) stateAt(now time.Time) drivers.State {
 // New returns a fake driver; nil opts means defaults. Its image table holds
 // DefaultImage.
 func New(opts *Options) *Driver {
-	d := &Driver{o: *cmp.Or(opts, &Options{}), platform: PlatformDebian12(), boxes: map[string]*box{}, lies: map[string]Lie{}, wrongImage: map[string]bool{},
+	d := &Driver{o: *cmp.Or(opts, &Options{}), boxes: map[string]*box{}, lies: map[string]Lie{}, wrongImage: map[string]bool{},
 		images: imageTable{ids: map[images.Identity]bool{}, names: map[string]images.Identity{}, pushes: map[string]int{}}}
 	d.o.Handlers, d.o.Faults, d.name, d.provider = maps.Clone(d.o.Handlers), slices.Clone(d.o.Faults), cmp.Or(d.o.Name, Name), Name
 	if _, err := images.SnapshotIdentity(d.name, "x"); err == nil {
 		d.provider = d.name
 	}
-	if d.o.Clock == nil {
-		d.o.Clock = clock.Real{}
-	}
-	if d.o.Platform != nil {
-		d.platform = *d.o.Platform
-	}
+	d.o.Clock = cmp.Or[clock.Clock](d.o.Clock, clock.Real{})
+	debian := PlatformDebian12()
+	d.platform = *cmp.Or(d.o.Platform, &debian)
 	d.declared = drivers.NewSet(drivers.AllCapabilities()...).Without(d.o.Undeclared)
 	d.schema, d.defaultImg = d.newSchema(), d.AddImage(DefaultImage)
 	return d
@@ -220,7 +217,10 @@ func (d *Driver) Acquire(ctx context.Context, cfg drivers.Config, req drivers.Ac
 			return d.waitRunning(ctx, b.ID)
 		}
 	}
-	d.locked(func() { b.cancel(); b.State = st })
+	d.locked(func() {
+		b.cancel()
+		b.State = st
+	})
 	return nil, err
 }
 
@@ -250,10 +250,9 @@ func (d *Driver) waitRunning(ctx context.Context, id string) (drivers.Sandbox, e
 	}
 }
 
-// Resume returns a handle to the sandbox id once it runs,
-// starting a stopped one again (an OpStart, with the current start delay).
-// An unknown, lost or destroyed sandbox is an error wrapping
-// drivers.ErrNotFound.
+// Resume returns a handle to the sandbox id once it runs, starting a stopped
+// one again (an OpStart, with the current start delay). An unknown, lost or
+// destroyed sandbox is an error wrapping drivers.ErrNotFound.
 func (d *Driver) Resume(ctx context.Context, cfg drivers.Config, id string) (drivers.Sandbox, error) {
 	if err := d.enter(ctx, cfg, "resume "+id); err != nil {
 		return nil, err
@@ -497,16 +496,15 @@ func (d *Driver) SetStartDelay(delay time.Duration) { d.locked(func() { d.o.Star
 // Lose makes the sandbox id vanish, as if deleted behind berth's back: Exec
 // and Resume fail with drivers.ErrNotFound, List omits it, a destroy is
 // confirmed. An unknown id is an error wrapping drivers.ErrNotFound.
-func (d *Driver) Lose(id string) (err error) {
-	d.locked(func() {
-		if b, ok := d.boxes[id]; ok {
-			b.cancel()
-			delete(d.boxes, id)
-		} else {
-			err = fmt.Errorf("fake: lose %s: %w", id, drivers.ErrNotFound)
-		}
-	})
-	return err
+func (d *Driver) Lose(id string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if b, ok := d.boxes[id]; ok {
+		b.cancel()
+		delete(d.boxes, id)
+		return nil
+	}
+	return fmt.Errorf("fake: lose %s: %w", id, drivers.ErrNotFound)
 }
 
 // Calls returns how many times op was called, failed calls included.
