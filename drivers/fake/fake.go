@@ -425,11 +425,12 @@ const (
 	numOps
 )
 
+var opNames = strings.Fields("create start exec stream terminal stop destroy resume list image_identity capture delete_template health runner")
+
 // String returns the operation's name ("create", "exec", ...).
 func (o Op) String() string {
-	if names := strings.Fields("create start exec stream terminal stop destroy resume list " +
-		"image_identity capture delete_template health runner"); o >= 0 && o < numOps {
-		return names[o]
+	if o >= 0 && o < numOps {
+		return opNames[o]
 	}
 	return fmt.Sprintf("op(%d)", int(o))
 }
