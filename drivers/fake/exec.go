@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -18,40 +19,66 @@ import (
 
 // Invocation is one command run by a HandlerFunc.
 type Invocation struct {
-	Argv      []string
-	Env       map[string]string // the whole environment of the command
-	Dir       string
-	Stdin     io.Reader // never nil
-	Stdout    io.Writer
-	Stderr    io.Writer
-	SandboxID string
+	Argv           []string
+	Env            map[string]string // the whole environment of the command
+	Dir, SandboxID string
+	Stdin          io.Reader // never nil
+	Stdout, Stderr io.Writer
+	host           string
 }
 
-// HandlerFunc runs a command in Go. It returns the exit status; a non-nil
-// error fails the Exec itself (as a broken transport would), wrapped with
-// the sandbox id. It must honour ctx.
+// HandlerFunc runs a command in Go and returns its exit status; an error
+// fails the Exec itself (as a broken transport would). It honours ctx.
 type HandlerFunc func(ctx context.Context, inv Invocation) (exitCode int, err error)
 
 // DefaultDir is the working directory of commands that set none.
 const DefaultDir = "/root"
 
-// invocation builds the Invocation of argv in the sandbox id: the
-// default environment (PATH, HOME, HOSTNAME, USER) under env, dir or
-// DefaultDir, stdin or an empty reader.
-func invocation(id, host string, argv []string, env map[string]string, dir string, stdin io.Reader, stdout, stderr io.Writer) Invocation {
-	vars := map[string]string{"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "HOSTNAME": host, "USER": "root"}
-	maps.Copy(vars, env)
-	if stdin == nil {
-		stdin = strings.NewReader("")
-	}
-	return Invocation{Argv: argv, Env: vars, Dir: cmp.Or(dir, DefaultDir), Stdin: stdin, Stdout: stdout, Stderr: stderr, SandboxID: id}
+// builtins are the commands the fake runs without a handler, by base name.
+var builtins = map[string]func(d *Driver, ctx context.Context, inv Invocation, args []string) (int, error){
+	"true":  func(*Driver, context.Context, Invocation, []string) (int, error) { return 0, nil },
+	"false": func(*Driver, context.Context, Invocation, []string) (int, error) { return 1, nil },
+	"exit": func(_ *Driver, _ context.Context, inv Invocation, args []string) (int, error) {
+		if len(args) == 0 {
+			return 0, nil
+		}
+		n, err := strconv.Atoi(args[0])
+		if err != nil {
+			fmt.Fprintf(inv.Stderr, "exit: Illegal number: %s\n", args[0])
+			return 2, nil
+		}
+		return n & 0xff, nil
+	},
+	"echo": echo,
+	"pwd": func(d *Driver, ctx context.Context, inv Invocation, _ []string) (int, error) {
+		return echo(d, ctx, inv, []string{inv.Dir})
+	},
+	"env": func(d *Driver, _ context.Context, inv Invocation, args []string) (int, error) {
+		if len(args) > 0 {
+			return notFound(inv, `"env" with arguments`, "env")
+		}
+		for _, k := range slices.Sorted(maps.Keys(inv.Env)) {
+			fmt.Fprintf(inv.Stdout, "%s=%s\n", k, inv.Env[k])
+		}
+		return 0, nil
+	},
+	"uname": (*Driver).uname,
+	"cat":   (*Driver).cat,
+	"sleep": (*Driver).sleep,
 }
 
-// run runs inv.Argv: a handler registered for argv[0] (or its base name)
-// or, for sh -c SCRIPT, for SCRIPT; else the detection script, a built-in,
-// or sh -c of one built-in command. The error is non-nil only when ctx
-// ended or a handler failed.
-func (d *Driver) run(ctx context.Context, inv Invocation, host string) (int, error) {
+func echo(_ *Driver, _ context.Context, inv Invocation, args []string) (int, error) {
+	nl := "\n"
+	if len(args) > 0 && args[0] == "-n" {
+		nl, args = "", args[1:]
+	}
+	io.WriteString(inv.Stdout, strings.Join(args, " ")+nl)
+	return 0, nil
+}
+
+// run runs inv.Argv: a handler, the detection script, a built-in, or sh -c
+// of one command. It fails only when ctx ended or a handler failed.
+func (d *Driver) run(ctx context.Context, inv Invocation) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return -1, err
 	}
@@ -60,145 +87,97 @@ func (d *Driver) run(ctx context.Context, inv Invocation, host string) (int, err
 	if isSh {
 		script = argv[2]
 	}
-	h, ok := d.handlers[argv[0]]
-	if !ok {
-		h, ok = d.handlers[name]
-	}
-	if !ok && isSh {
-		h, ok = d.handlers[script]
-	}
-	if ok {
-		inv.Argv = slices.Clone(argv)
-		code, err := h(ctx, inv)
-		if err != nil {
-			return -1, fmt.Errorf("handler %q: %w", argv[0], err)
-		}
-		return code, ctx.Err()
-	}
-	out, errw, args := inv.Stdout, inv.Stderr, argv[1:]
-	switch name {
-	case "true":
-		return 0, nil
-	case "false":
-		return 1, nil
-	case "exit":
-		code := 0
-		if len(args) > 0 {
-			n, err := strconv.Atoi(args[0])
+	for _, key := range []string{argv[0], name, script} {
+		if h, ok := d.o.Handlers[key]; ok && (key != script || isSh) {
+			inv.Argv = slices.Clone(argv)
+			code, err := h(ctx, inv)
 			if err != nil {
-				fmt.Fprintf(errw, "exit: Illegal number: %s\n", args[0])
-				return 2, nil
+				return -1, fmt.Errorf("handler %q: %w", argv[0], err)
 			}
-			code = n & 0xff
+			return code, ctx.Err()
 		}
-		return code, nil
-	case "echo":
-		nl := "\n"
-		if len(args) > 0 && args[0] == "-n" {
-			nl, args = "", args[1:]
-		}
-		io.WriteString(out, strings.Join(args, " ")+nl)
-		return 0, nil
-	case "pwd":
-		fmt.Fprintln(out, inv.Dir)
-		return 0, nil
-	case "env":
-		if len(args) > 0 {
-			return d.notFound(inv, `"env" with arguments`, "env")
-		}
-		for _, k := range slices.Sorted(maps.Keys(inv.Env)) {
-			fmt.Fprintf(out, "%s=%s\n", k, inv.Env[k])
-		}
-		return 0, nil
-	case "uname":
-		return d.uname(args, host, out, errw)
-	case "cat":
-		return d.cat(ctx, inv, host)
-	case "sleep":
-		return d.sleep(ctx, args, errw)
-	case "sh":
-		if !isSh {
-			return d.notFound(inv, strconv.Quote(strings.Join(argv, " ")), "sh")
-		}
-		if script == qualification.DetectScript {
-			d.detect(out, host, inv.Dir)
-			return 0, nil
-		}
-		words, err := splitWords(script, inv.Env, argv[3:])
-		if err != nil {
-			return d.notFound(inv, "sh -c "+strconv.Quote(script)+" ("+err.Error()+")", script)
-		}
-		if len(words) == 0 {
-			return 0, nil
-		}
-		inv.Argv = words
-		return d.run(ctx, inv, host)
 	}
-	return d.notFound(inv, strconv.Quote(argv[0]), name)
+	switch {
+	case builtins[name] != nil:
+		return builtins[name](d, ctx, inv, argv[1:])
+	case !isSh && name == "sh":
+		return notFound(inv, strconv.Quote(strings.Join(argv, " ")), "sh")
+	case !isSh:
+		return notFound(inv, strconv.Quote(argv[0]), name)
+	case script == qualification.DetectScript:
+		d.detect(inv)
+		return 0, nil
+	}
+	words, err := splitWords(script, inv.Env, argv[3:])
+	if err != nil {
+		return notFound(inv, "sh -c "+strconv.Quote(script)+" ("+err.Error()+")", script)
+	}
+	if len(words) == 0 {
+		return 0, nil
+	}
+	inv.Argv = words
+	return d.run(ctx, inv)
 }
 
-// notFound fails a command the fake does not know: exit 127 with a message
-// on stderr that names the handler to register.
-func (d *Driver) notFound(inv Invocation, what, key string) (int, error) {
+// notFound fails an unknown command: exit 127, naming the handler to add.
+func notFound(inv Invocation, what, key string) (int, error) {
 	fmt.Fprintf(inv.Stderr, "fake: no handler for %s: register one in Options.Handlers[%q]\n", what, key)
 	return 127, nil
 }
 
-// splitWords splits script, one simple command, into its words:
-// 'single quotes', "double quotes" (with \" \\ \$), backslash escapes and
-// $NAME, ${NAME} and $0..$9 (args holds $0, then $1...; default "sh").
-// Lists, pipelines, redirections, substitutions and subshells are errors.
+// splitWords splits script, one simple command, into its words (see the
+// package documentation); args are $0 (default "sh"), $1, ...
 func splitWords(script string, env map[string]string, args []string) ([]string, error) {
+	args = append([]string{"sh"}, args...)[min(len(args), 1):]
+	lookup := func(name string) string {
+		switch k, err := strconv.Atoi(name); {
+		case len(name) == 1 && err == nil && k < len(args):
+			return args[k]
+		case len(name) == 1 && err == nil:
+			return ""
+		case len(name) == 1 && strings.Contains("*#$@!?-", name):
+			return "$" + name // not built in: kept
+		}
+		return env[name]
+	}
 	var words []string
-	var cur strings.Builder
+	var cur, pending strings.Builder // pending: text still to expand
+	flush := func() {
+		cur.WriteString(os.Expand(pending.String(), lookup))
+		pending.Reset()
+	}
 	inWord, dq := false, false
 	for i := 0; i < len(script); i++ {
-		c := script[i]
-		switch {
-		case c == '`' || (c == '$' && strings.HasPrefix(script[i+1:], "(")):
+		switch c := script[i]; {
+		case c == '`' || c == '$' && strings.HasPrefix(script[i+1:], "("):
 			return nil, errors.New("command substitution is not built in")
 		case c == '\'' && !dq:
 			end := strings.IndexByte(script[i+1:], '\'')
 			if end < 0 {
 				return nil, errors.New("unterminated quote")
 			}
+			flush()
 			cur.WriteString(script[i+1 : i+1+end])
 			i, inWord = i+end+1, true
 		case c == '"':
+			flush()
 			dq, inWord = !dq, true
 		case c == '\\' && i+1 < len(script) && (!dq || strings.IndexByte(`$"\`, script[i+1]) >= 0):
-			i++
+			flush()
+			i, inWord = i+1, true
 			cur.WriteByte(script[i])
+		case dq || !strings.ContainsRune(" \t\n;&|<>()", rune(c)):
+			pending.WriteByte(c)
 			inWord = true
-		case c == '$':
-			name, n := varName(script[i+1:])
-			switch {
-			case n == 0:
-				cur.WriteByte(c)
-			case len(name) == 1 && name[0] >= '0' && name[0] <= '9':
-				if k := int(name[0] - '0'); k < len(args) {
-					cur.WriteString(args[k])
-				} else if k == 0 {
-					cur.WriteString("sh")
-				}
-			default:
-				cur.WriteString(env[name])
-			}
-			i, inWord = i+n, true
-		case dq:
-			cur.WriteByte(c)
-		case c == ' ' || c == '\t':
-			if inWord {
-				words, inWord = append(words, cur.String()), false
-				cur.Reset()
-			}
-		case strings.IndexByte("\n;&|<>()", c) >= 0:
+		case c != ' ' && c != '\t':
 			return nil, fmt.Errorf("%q: only one simple command is built in", c)
-		default:
-			cur.WriteByte(c)
-			inWord = true
+		case inWord:
+			flush()
+			words, inWord = append(words, cur.String()), false
+			cur.Reset()
 		}
 	}
+	flush()
 	if dq {
 		return nil, errors.New("unterminated quote")
 	}
@@ -208,42 +187,19 @@ func splitWords(script string, env map[string]string, args []string) ([]string, 
 	return words, nil
 }
 
-// varName reads the variable name after a "$" and returns it and the
-// bytes it took (0: no name, the "$" is literal).
-func varName(s string) (string, int) {
-	if strings.HasPrefix(s, "{") {
-		if end := strings.IndexByte(s, '}'); end > 1 {
-			return s[1:end], end + 1
-		}
-		return "", 0
+// sleep waits on the driver's clock: seconds, or with the unit s, m or h.
+func (d *Driver) sleep(ctx context.Context, inv Invocation, args []string) (int, error) {
+	a, unit := strings.Join(args, " "), time.Second
+	if u, ok := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}[a[max(len(a)-1, 0):]]; ok {
+		a, unit = a[:len(a)-1], u
 	}
-	n := 0
-	for n < len(s) && (s[n] == '_' || s[n] >= 'a' && s[n] <= 'z' || s[n] >= 'A' && s[n] <= 'Z' || n > 0 && s[n] >= '0' && s[n] <= '9') {
-		n++
-	}
-	if n == 0 && s != "" && s[0] >= '0' && s[0] <= '9' {
-		n = 1
-	}
-	return s[:n], n
-}
-
-func (d *Driver) sleep(ctx context.Context, args []string, stderr io.Writer) (int, error) {
-	var f float64
-	var err error
-	unit := time.Second
-	if len(args) == 1 {
-		a := args[0]
-		if u, ok := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}[a[max(len(a)-1, 0):]]; ok {
-			a, unit = a[:len(a)-1], u
-		}
-		f, err = strconv.ParseFloat(a, 64)
-	}
+	f, err := strconv.ParseFloat(a, 64)
 	if len(args) != 1 || err != nil || f < 0 {
-		fmt.Fprintf(stderr, "sleep: invalid time interval %q\n", strings.Join(args, " "))
+		fmt.Fprintf(inv.Stderr, "sleep: invalid time interval %q\n", strings.Join(args, " "))
 		return 1, nil
 	}
 	select {
-	case <-d.clk.After(time.Duration(f * float64(unit))):
+	case <-d.o.Clock.After(time.Duration(f * float64(unit))):
 		return 0, nil
 	case <-ctx.Done():
 		return -1, ctx.Err()
@@ -251,52 +207,41 @@ func (d *Driver) sleep(ctx context.Context, args []string, stderr io.Writer) (in
 }
 
 // uname prints the fields of -s -n -r -v -m -o (or -a) in that order.
-func (d *Driver) uname(args []string, host string, stdout, stderr io.Writer) (int, error) {
-	want := [6]bool{len(args) == 0}
+func (d *Driver) uname(_ context.Context, inv Invocation, args []string) (int, error) {
+	flags := cmp.Or(strings.Join(args, ""), "-s")
 	for _, a := range args {
-		for j, c := range a {
-			i := strings.IndexRune("snrvmo", c)
-			switch {
-			case j == 0 && c == '-' && len(a) > 1:
-			case c == 'a' && j > 0:
-				want = [6]bool{true, true, true, true, true, true}
-			case i >= 0 && j > 0:
-				want[i] = true
-			default:
-				fmt.Fprintf(stderr, "uname: invalid option %q\n", a)
-				return 1, nil
-			}
+		if len(a) < 2 || a[0] != '-' || strings.Trim(a[1:], "snrvmoa") != "" {
+			fmt.Fprintf(inv.Stderr, "uname: invalid option %q\n", a)
+			return 1, nil
 		}
 	}
 	p := d.platform
-	vals := [6]string{p.unameS(), host, p.Kernel, "#1 SMP PREEMPT_DYNAMIC fake", p.Machine, "GNU/Linux"}
 	var out []string
-	for i, w := range want {
-		if w {
-			out = append(out, vals[i])
+	for i, v := range []string{p.unameS(), inv.host, p.Kernel, "#1 SMP PREEMPT_DYNAMIC fake", p.Machine, "GNU/Linux"} {
+		if strings.ContainsAny(flags, "a"+"snrvmo"[i:i+1]) {
+			out = append(out, v)
 		}
 	}
-	fmt.Fprintln(stdout, strings.Join(out, " "))
+	fmt.Fprintln(inv.Stdout, strings.Join(out, " "))
 	return 0, nil
 }
 
 // cat prints stdin ("-" or no argument), /etc/os-release and /etc/hostname.
-func (d *Driver) cat(ctx context.Context, inv Invocation, host string) (int, error) {
-	files, code := inv.Argv[1:], 0
+func (d *Driver) cat(_ context.Context, inv Invocation, files []string) (int, error) {
+	code, rel := 0, d.platform.osRelease()
 	if len(files) == 0 {
 		files = []string{"-"}
 	}
-	rel, hasRel := d.platform.osRelease()
 	for _, f := range files {
 		switch {
 		case f == "-":
 			if _, err := io.Copy(inv.Stdout, inv.Stdin); err != nil {
 				return -1, err
 			}
-		case (f == "/etc/os-release" || f == "/usr/lib/os-release") && hasRel:
+		case (f == "/etc/os-release" || f == "/usr/lib/os-release") && rel != "":
 			io.WriteString(inv.Stdout, rel)
 		case f == "/etc/hostname":
-			fmt.Fprintln(inv.Stdout, host)
+			fmt.Fprintln(inv.Stdout, inv.host)
 		default:
 			fmt.Fprintf(inv.Stderr, "cat: %s: No such file or directory\n", f)
 			code = 1
@@ -305,22 +250,84 @@ func (d *Driver) cat(ctx context.Context, inv Invocation, host string) (int, err
 	return code, nil
 }
 
-// detect prints what qualification.DetectScript prints on the fake's
-// platform: uname, ldd --version (with its stderr), /etc/os-release,
-// the hostname and dir; the loader, getconf and sw_vers sections stay
-// empty.
-func (d *Driver) detect(w io.Writer, host, dir string) {
+// detect prints what qualification.DetectScript prints on the platform;
+// the loader, getconf and sw_vers sections stay empty.
+func (d *Driver) detect(inv Invocation) {
 	p := d.platform
-	ldd, _, _, ok := p.lddVersion()
-	if !ok {
-		ldd = "sh: ldd: not found\n"
-	}
-	rel, _ := p.osRelease()
 	for _, s := range [][2]string{
 		{"begin v1", ""}, {"uname-s", p.unameS() + "\n"}, {"uname-m", p.Machine + "\n"}, {"uname-r", p.Kernel + "\n"},
-		{"ldd", ldd}, {"getconf", ""}, {"ld-musl", ""}, {"ld-linux", ""}, {"os-release", rel}, {"sw_vers", ""},
-		{"hostname", host + "\n"}, {"pwd", dir + "\n"}, {"end", ""},
+		{"ldd", p.lddVersion()}, {"getconf", ""}, {"ld-musl", ""}, {"ld-linux", ""}, {"os-release", p.osRelease()},
+		{"sw_vers", ""}, {"hostname", inv.host + "\n"}, {"pwd", inv.Dir + "\n"}, {"end", ""},
 	} {
-		fmt.Fprintf(w, "@@berth-probe:%s@@\n%s", s[0], s[1])
+		fmt.Fprintf(inv.Stdout, "@@berth-probe:%s@@\n%s", s[0], s[1])
 	}
+}
+
+// Platform is the operating system a fake sandbox reports through its
+// built-in commands and the detection script; a zero field is not reported.
+type Platform struct {
+	OS          string // the kernel name as Go spells it ("linux"); uname -s prints "Linux"
+	Machine     string // uname -m ("x86_64", "aarch64")
+	Kernel      string // uname -r ("6.1.0-18-amd64")
+	LibcFamily  string // "glibc", "musl" or "" (no C library: no ldd)
+	LibcVersion string // "2.36", "1.2.4"
+	LibcBuild   string // the glibc package version ldd shows ("2.36-9+deb12u4"); "": LibcVersion
+	// OSReleaseID and OSReleaseVersionID are ID and VERSION_ID of
+	// /etc/os-release ("debian", "12"); no OSReleaseID, no /etc/os-release.
+	OSReleaseID, OSReleaseVersionID string
+	PrettyName                      string // PRETTY_NAME of /etc/os-release; "" derives it
+	Hostname                        string // what uname -n prints; "": the provider lease id
+}
+
+// PlatformDebian12 returns the default: Debian 12 on x86_64, glibc 2.36.
+func PlatformDebian12() Platform {
+	return Platform{OS: "linux", Machine: "x86_64", Kernel: "6.1.0-18-amd64", LibcFamily: "glibc", LibcVersion: "2.36",
+		LibcBuild: "2.36-9+deb12u4", OSReleaseID: "debian", OSReleaseVersionID: "12", PrettyName: "Debian GNU/Linux 12 (bookworm)"}
+}
+
+// PlatformAlpine returns an Alpine 3.19 profile on x86_64 with musl 1.2.4.
+func PlatformAlpine() Platform {
+	return Platform{OS: "linux", Machine: "x86_64", Kernel: "6.1.0-18-amd64", LibcFamily: "musl", LibcVersion: "1.2.4",
+		OSReleaseID: "alpine", OSReleaseVersionID: "3.19.1", PrettyName: "Alpine Linux v3.19"}
+}
+
+// PlatformBusybox returns a static busybox on x86_64: no C library, no
+// /etc/os-release.
+func PlatformBusybox() Platform {
+	return Platform{OS: "linux", Machine: "x86_64", Kernel: "6.1.0-18-amd64"}
+}
+
+func (p Platform) unameS() string { return title(cmp.Or(p.OS, "linux")) }
+
+func title(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
+
+// lddVersion returns what "ldd --version" prints (on stdout or stderr).
+func (p Platform) lddVersion() string {
+	switch p.LibcFamily {
+	case "glibc":
+		distro := "GNU libc"
+		if p.OSReleaseID != "" {
+			distro = title(p.OSReleaseID) + " GLIBC"
+		}
+		return fmt.Sprintf("ldd (%s %s) %s\nCopyright (C) 2022 Free Software Foundation, Inc.\n"+
+			"This is free software; see the source for copying conditions.  There is NO\n"+
+			"warranty; not even for MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.\n"+
+			"Written by Roland McGrath and Ulrich Drepper.\n", distro, cmp.Or(p.LibcBuild, p.LibcVersion), p.LibcVersion)
+	case "musl":
+		return fmt.Sprintf("musl libc (%s)\nVersion %s\nDynamic Program Path: /lib/ld-musl-%s.so.1\n"+
+			"Usage: ldd [options] [--] pathname\n", p.Machine, p.LibcVersion, p.Machine)
+	}
+	return "sh: ldd: not found\n"
+}
+
+// osRelease returns the content of /etc/os-release, "" when there is none.
+func (p Platform) osRelease() string {
+	if p.OSReleaseID == "" {
+		return ""
+	}
+	s := fmt.Sprintf("PRETTY_NAME=%q\nNAME=%q\n", cmp.Or(p.PrettyName, strings.TrimSpace(p.OSReleaseID+" "+p.OSReleaseVersionID)), title(p.OSReleaseID))
+	if p.OSReleaseVersionID != "" {
+		s += fmt.Sprintf("VERSION_ID=%q\n", p.OSReleaseVersionID)
+	}
+	return s + "ID=" + p.OSReleaseID + "\n"
 }

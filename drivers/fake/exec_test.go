@@ -77,6 +77,7 @@ func TestBuiltins(t *testing.T) {
 		{"sh -c quoting", musl, sh(`echo 'single $HOME' "double $HOME" esc\ aped "\"q\"" ${USER}x`), out{"single $HOME double /root esc aped \"q\" rootx\n", "", 0}},
 		{"sh -c positional", musl, sh(`echo "$0:$1:$2"`, "name", "one two"), out{"name:one two:\n", "", 0}},
 		{"sh -c $0 default", musl, sh(`echo $0 $`), out{"sh $\n", "", 0}},
+		{"sh -c escapes and braces", musl, sh(`echo \$HOME '$HOME' "\$HOME" ${HOME}/x "$USER"y $@ $UNSET.`), out{"$HOME $HOME $HOME /root/x rooty $@ .\n", "", 0}},
 		{"sh -c nested", musl, sh(`sh -c 'exit 4'`), out{"", "", 4}},
 		{"sh -c empty", musl, sh(""), out{"", "", 0}},
 		{"unknown", musl, []string{"/usr/bin/make", "x"}, out{"", noHandler(`"/usr/bin/make"`, "make"), 127}},

@@ -3,9 +3,12 @@ package fake
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,318 +22,295 @@ import (
 // snapshot identities when Options.Name is not a valid provider name.
 const Name = "fake"
 
+// Config field names of the fake driver, and the default region.
+const (
+	FieldImage          = "image"
+	FieldRegion         = "region"
+	FieldCPUs           = "cpus"
+	FieldStartupTimeout = "startup_timeout"
+	FieldAPIKey         = "api_key"
+	FieldNotes          = "notes"
+	DefaultRegion       = "local-1"
+)
+
 // Options configure a fake Driver. The zero value (or nil) gives defaults.
 type Options struct {
-	// Name is the driver name; default Name ("fake"). It is also the
-	// provider of snapshot identities when it is a valid provider name.
-	Name string
-	// Undeclared lists capabilities the fake does not declare, although it
-	// still implements them all: such a fake fails the conformance suite,
-	// and serves to test that an undeclared capability is never effective.
-	Undeclared drivers.Set
-	// Clock runs slow starts and sleep; default the wall clock.
-	Clock clock.Clock
-	// StartupBudget is the provider-declared startup budget; default none.
-	StartupBudget time.Duration
-	// StartDelay is how long sandboxes stay starting on Clock; default 0.
-	StartDelay time.Duration
-	// Platform is the profile sandboxes report; default PlatformDebian12().
-	Platform *Platform
-	// Handlers run Go code for commands. The key is argv[0] or its base
-	// name ("make"), or, for "sh -c SCRIPT ...", the whole SCRIPT (for
-	// example qualification.DetectScript, or a script of several commands
-	// that a test sends). A handler takes precedence over the built-in
-	// commands. Default none.
+	Name string // default Name; also the snapshots' provider if a valid provider name
+	// Undeclared lists capabilities the fake does not declare, though it
+	// implements them all: to test that such a capability is never used.
+	Undeclared    drivers.Set
+	Clock         clock.Clock   // runs slow starts and sleep; default the wall clock
+	StartupBudget time.Duration // the provider-declared startup budget; default none
+	StartDelay    time.Duration // how long sandboxes stay starting on Clock
+	Platform      *Platform     // what sandboxes report; default PlatformDebian12()
+	// Handlers run Go code for commands, before the built-ins. The key is
+	// argv[0] or its base name ("make"), or, for "sh -c SCRIPT ...", the
+	// whole SCRIPT (qualification.DetectScript, or a test's script).
 	Handlers map[string]HandlerFunc
-	// Faults are injected from the start; see Driver.Inject.
-	Faults []Fault
-	// APIKey, if not "", makes the config field api_key required, and
-	// Acquire, Resume, List and Destroy fail with drivers.ErrAuth unless the
-	// config holds this value.
-	APIKey string
+	Faults   []Fault // injected from the start (Driver.Inject)
+	APIKey   string  // if not "", the api_key every operation needs (else drivers.ErrAuth)
 	// Unavailable, if not nil, is what Availability reports: the driver is
 	// listed as unavailable and has no effective capabilities (CAP-3).
 	Unavailable error
 }
 
-// Driver is the fake provider and its driver. Provider state (sandboxes,
-// images, snapshots, call counts, faults) lives in the Driver and is shared
-// by all its sandboxes. It is safe for concurrent use.
+// Driver is the fake provider and its driver; its state is shared by all
+// its sandboxes. It is safe for concurrent use.
 type Driver struct {
-	name, provider, apiKey string
-	declared               drivers.Set
-	clk                    clock.Clock
-	budget                 time.Duration
-	platform               Platform
-	handlers               map[string]HandlerFunc
-	unavail                error
-	schema                 *config.Schema
-	defaultImg             images.Identity
+	o              Options // Faults and StartDelay guarded by mu
+	name, provider string
+	declared       drivers.Set
+	platform       Platform
+	schema         *config.Schema
+	defaultImg     images.Identity
+	mu             sync.Mutex
+	seq            int
+	boxes          map[string]*box
+	images         imageTable
+	calls          [numOps]int
+	lies           map[string]Lie
+	wrongImage     map[string]bool
+}
 
-	mu         sync.Mutex
-	startDelay time.Duration
-	seq        int
-	boxes      map[string]*box
-	images     *imageTable
-	calls      [numOps]int
-	faults     []Fault
-	lies       map[string]Lie
-	wrongImage map[string]bool
+// SandboxRecord is one sandbox as Driver.Sandboxes reports it.
+type SandboxRecord struct {
+	ID, LeaseID string // LeaseID is AcquireRequest.LeaseID
+	State       drivers.State
+	Labels      map[string]string
+	Image       images.Identity
+	Created     time.Time
 }
 
 // box is one sandbox at the fake provider. Guarded by Driver.mu.
 type box struct {
-	id, leaseID, hostname string
-	state                 drivers.State // StateStarting resolves to running at readyAt
-	readyAt, created      time.Time
-	labels                map[string]string
-	image                 images.Identity
-	alive                 context.Context // cancelled when the sandbox stops or vanishes
-	cancel                context.CancelFunc
+	SandboxRecord // State StateStarting resolves to running at readyAt
+	readyAt       time.Time
+	alive         context.Context // cancelled when the sandbox stops or vanishes
+	cancel        context.CancelFunc
 }
 
 func (b *box) boot(now time.Time, delay time.Duration) {
 	b.alive, b.cancel = context.WithCancel(context.Background())
-	b.state, b.readyAt = drivers.StateStarting, now.Add(delay)
+	b.State, b.readyAt = drivers.StateStarting, now.Add(delay)
 }
 
 // stateAt resolves a finished start.
 func (b *box) stateAt(now time.Time) drivers.State {
-	if b.state == drivers.StateStarting && !now.Before(b.readyAt) {
-		b.state = drivers.StateRunning
+	if b.State == drivers.StateStarting && !now.Before(b.readyAt) {
+		b.State = drivers.StateRunning
 	}
-	return b.state
+	return b.State
 }
-
-var (
-	_ drivers.Resumer              = (*Driver)(nil)
-	_ drivers.Lister               = (*Driver)(nil)
-	_ drivers.Destroyer            = (*Driver)(nil)
-	_ drivers.TemplateDeleter      = (*Driver)(nil)
-	_ drivers.AvailabilityReporter = (*Driver)(nil)
-)
 
 // New returns a fake driver; nil opts means defaults. Its image table holds
 // DefaultImage.
 func New(opts *Options) *Driver {
-	var o Options
-	if opts != nil {
-		o = *opts
+	d := &Driver{o: *cmp.Or(opts, &Options{}), boxes: map[string]*box{}, lies: map[string]Lie{}, wrongImage: map[string]bool{},
+		images: imageTable{ids: map[images.Identity]bool{}, names: map[string]images.Identity{}, pushes: map[string]int{}}}
+	d.o.Handlers, d.o.Faults, d.name, d.provider = maps.Clone(d.o.Handlers), slices.Clone(d.o.Faults), cmp.Or(d.o.Name, Name), Name
+	if _, err := images.SnapshotIdentity(d.name, "x"); err == nil {
+		d.provider = d.name
 	}
-	d := &Driver{
-		name: cmp.Or(o.Name, Name), clk: o.Clock, budget: o.StartupBudget, platform: PlatformDebian12(),
-		handlers: maps.Clone(o.Handlers), apiKey: o.APIKey, unavail: o.Unavailable,
-		startDelay: o.StartDelay, boxes: map[string]*box{}, images: newImageTable(),
-		faults: slices.Clone(o.Faults), lies: map[string]Lie{}, wrongImage: map[string]bool{},
-	}
-	d.provider = d.name
-	if _, err := images.SnapshotIdentity(d.provider, "x"); err != nil {
-		d.provider = Name
-	}
-	if d.clk == nil {
-		d.clk = clock.Real{}
-	}
-	if o.Platform != nil {
-		d.platform = *o.Platform
-	}
-	d.declared = drivers.AllCapabilities.Without(o.Undeclared)
-	d.schema = newSchema(d.name, d.apiKey != "")
-	d.defaultImg = d.AddImage(DefaultImage)
+	d.o.Clock = cmp.Or[clock.Clock](d.o.Clock, clock.Real{})
+	debian := PlatformDebian12()
+	d.platform = *cmp.Or(d.o.Platform, &debian)
+	d.declared = drivers.AllCapabilities.Without(d.o.Undeclared)
+	d.schema, d.defaultImg = d.newSchema(), d.AddImage(DefaultImage)
 	return d
 }
 
-// Name returns the driver name (Options.Name, default "fake").
-func (d *Driver) Name() string { return d.name }
-
-// Capabilities returns the static declaration: Kind sandbox, every
-// capability except Options.Undeclared, Options.StartupBudget. No I/O.
-func (d *Driver) Capabilities() drivers.Capabilities {
-	return drivers.Capabilities{Kind: drivers.KindSandbox, Declared: d.declared, StartupBudget: d.budget}
+func (d *Driver) newSchema() *config.Schema {
+	image := func(v any) error {
+		s, _ := v.(string)
+		_, err := d.parseImage(s)
+		return err
+	}
+	cpus := func(v any) error {
+		if n, _ := v.(int64); n < 1 || n > 64 {
+			return errors.New("must be between 1 and 64")
+		}
+		return nil
+	}
+	return &config.Schema{Driver: d.name, ImageField: FieldImage, Fields: []config.Field{
+		{Name: FieldImage, Kind: config.KindIdentity, Type: config.TypeString, Check: image, Doc: "OCI reference " +
+			"(repo:tag or repo@sha256:...), snapshot:<id> or snapshot-name:<name>; absent: the provider default image"},
+		{Name: FieldRegion, Kind: config.KindIdentity, Type: config.TypeString, Default: DefaultRegion, Doc: "provider region; part of the target's identity"},
+		{Name: FieldCPUs, Kind: config.KindKnob, Type: config.TypeInt, Default: int64(1), Check: cpus, Doc: "CPUs per sandbox (1-64)"},
+		{Name: FieldStartupTimeout, Kind: config.KindKnob, Type: config.TypeDuration, Doc: "startup budget of a lease; absent: the provider-declared one"},
+		{Name: FieldAPIKey, Kind: config.KindSecret, Type: config.TypeString, Required: d.o.APIKey != "",
+			Doc: "provider API key (required when the fake was built with Options.APIKey)"},
+		{Name: FieldNotes, Kind: config.KindMetadata, Type: config.TypeString, Doc: "free text for operators"},
+	}, ImageReference: func(cfg config.Config) (images.Reference, error) { return d.parseImage(cfg.String(FieldImage)) }}
 }
 
-// Schema returns the config schema (see the package documentation); the
-// same pointer on every call.
+// Name returns the driver name (Options.Name, default Name).
+func (d *Driver) Name() string { return d.name }
+
+// Capabilities declares every capability but Options.Undeclared. No I/O.
+func (d *Driver) Capabilities() drivers.Capabilities {
+	return drivers.Capabilities{Kind: drivers.KindSandbox, Declared: d.declared, StartupBudget: d.o.StartupBudget}
+}
+
+// Schema returns the config schema, the same pointer on every call.
 func (d *Driver) Schema() *config.Schema { return d.schema }
 
 // Availability returns Options.Unavailable.
-func (d *Driver) Availability() error { return d.unavail }
+func (d *Driver) Availability() error { return d.o.Unavailable }
 
-func (d *Driver) checkKey(cfg config.Config) error {
-	if d.apiKey == "" {
-		return nil
+// Endpoint implements drivers.HealthChecker: "NAME region R". No I/O.
+func (d *Driver) Endpoint(cfg config.Config) string {
+	return d.name + " region " + cmp.Or(cfg.String(FieldRegion), DefaultRegion)
+}
+
+// CheckHealth implements drivers.HealthChecker. It counts an OpHealth, so a
+// fault injected for it makes the provider unhealthy (an error wrapping
+// drivers.ErrUnavailable and the fault's error).
+func (d *Driver) CheckHealth(ctx context.Context, cfg config.Config) error {
+	if err := d.enter(ctx, cfg, "health"); err != nil {
+		return err
 	}
-	switch v := cfg["api_key"].(type) {
-	case nil:
-		return fmt.Errorf("fake %s: field %q: %w", d.name, "api_key", config.ErrCredentialsMissing)
-	case string:
-		if v == d.apiKey {
-			return nil
-		}
+	if err := d.call(OpHealth, ""); err != nil {
+		return fmt.Errorf("fake %s: %w: %w", d.Endpoint(cfg), drivers.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// enter checks ctx and the config's api key before the operation what.
+func (d *Driver) enter(ctx context.Context, cfg config.Config, what string) error {
+	switch v := cfg[FieldAPIKey]; {
+	case ctx.Err() != nil:
+		return fmt.Errorf("fake: %s: %w", what, ctx.Err())
+	case d.o.APIKey == "" || v == any(d.o.APIKey):
+		return nil
+	case v == nil:
+		return fmt.Errorf("fake %s: field %q: %w", d.name, FieldAPIKey, config.ErrCredentialsMissing)
 	}
 	return fmt.Errorf("fake %s: api key rejected: %w", d.name, drivers.ErrAuth)
 }
 
-// Acquire creates a sandbox: it counts an OpCreate call (which may fail by
-// an injected fault before anything exists), resolves the config's image
-// (drivers.ErrImageNotFound naming the reference), records the sandbox as
-// starting with req.Labels, calls req.Allocated with its id, counts an
-// OpStart (a fault leaves the sandbox in StateError and is returned), and
-// waits on the driver's clock until the start delay has passed. On
-// cancellation it returns an error wrapping ctx.Err(); the sandbox then still
-// becomes running when the clock passes its ready time (LEASE-4).
+// Acquire counts an OpCreate (a fault fails it before anything exists),
+// resolves the image (drivers.ErrImageNotFound), records the sandbox,
+// calls req.Allocated, counts an OpStart (a fault leaves it in StateError)
+// and waits on the clock for the start delay; cancelled, the sandbox still
+// starts (LEASE-4).
 func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("fake: acquire: %w", err)
-	}
-	if err := d.checkKey(cfg); err != nil {
+	if err := d.enter(ctx, cfg, "acquire"); err != nil {
 		return nil, err
 	}
 	d.mu.Lock()
-	img, err := d.resolveImageLocked(cfg.String("image"))
+	img, err := d.resolveImageLocked(cfg.String(FieldImage))
 	if cerr := d.callLocked(OpCreate, ""); cerr != nil || err != nil {
 		d.mu.Unlock()
 		return nil, cmp.Or(cerr, err)
 	}
 	d.seq++
-	now := d.clk.Now()
-	b := &box{id: fmt.Sprintf("%s-%d", d.name, d.seq), labels: maps.Clone(req.Labels), image: img, created: now, leaseID: req.LeaseID}
-	b.hostname = cmp.Or(d.platform.Hostname, b.id)
-	b.boot(now, d.startDelay)
-	d.boxes[b.id] = b
+	now := d.o.Clock.Now()
+	b := &box{SandboxRecord: SandboxRecord{ID: fmt.Sprintf("%s-%d", d.name, d.seq), Labels: maps.Clone(req.Labels), Image: img, Created: now, LeaseID: req.LeaseID}}
+	b.boot(now, d.o.StartDelay)
+	d.boxes[b.ID] = b
 	d.mu.Unlock()
-
-	fail := func(st drivers.State, err error) (drivers.Sandbox, error) {
-		d.mu.Lock()
-		b.cancel()
-		b.state = st
-		d.mu.Unlock()
-		return nil, err
-	}
+	st := drivers.StateDestroyed
 	if req.Allocated != nil {
-		if err := req.Allocated(ctx, b.id); err != nil {
-			return fail(drivers.StateDestroyed, err)
+		err = req.Allocated(ctx, b.ID)
+	}
+	if err == nil {
+		if st, err = drivers.StateError, d.call(OpStart, b.ID); err == nil {
+			return d.waitRunning(ctx, b.ID)
 		}
 	}
-	d.mu.Lock()
-	err = d.callLocked(OpStart, b.id)
-	d.mu.Unlock()
-	if err != nil {
-		return fail(drivers.StateError, err)
-	}
-	return d.waitRunning(ctx, b.id)
+	d.locked(func() {
+		b.cancel()
+		b.State = st
+	})
+	return nil, err
 }
 
 // waitRunning waits on the clock until the sandbox id runs.
 func (d *Driver) waitRunning(ctx context.Context, id string) (drivers.Sandbox, error) {
 	for {
 		d.mu.Lock()
-		b, ok := d.boxes[id]
-		if !ok {
-			d.mu.Unlock()
-			return nil, fmt.Errorf("fake: sandbox %s vanished while starting: %w", id, drivers.ErrNotFound)
+		b, now := d.boxes[id], d.o.Clock.Now()
+		st, wait := drivers.StateUnknown, time.Duration(0)
+		if b != nil {
+			st, wait = b.stateAt(now), b.readyAt.Sub(now)
 		}
-		now := d.clk.Now()
-		st, wait := b.stateAt(now), b.readyAt.Sub(now)
 		d.mu.Unlock()
-		switch st {
-		case drivers.StateRunning:
+		switch {
+		case b == nil:
+			return nil, fmt.Errorf("fake: sandbox %s vanished while starting: %w", id, drivers.ErrNotFound)
+		case st == drivers.StateRunning:
 			return &sandbox{d: d, id: id}, nil
-		case drivers.StateStarting:
-		default:
+		case st != drivers.StateStarting:
 			return nil, fmt.Errorf("fake: sandbox %s is %s, not starting", id, st)
 		}
 		select {
-		case <-d.clk.After(wait):
+		case <-d.o.Clock.After(wait):
 		case <-ctx.Done():
 			return nil, fmt.Errorf("fake: sandbox %s still starting: %w", id, ctx.Err())
 		}
 	}
 }
 
-// Resume returns a handle to the sandbox providerLeaseID: a running one at
-// once, a starting one once it runs, a stopped one after starting it again
-// (an OpStart call, with the current start delay). It fails with an error
-// wrapping drivers.ErrNotFound when the sandbox is unknown, lost or
-// destroyed, and with ctx.Err() wrapped when the context ends first. The
-// config is not consulted beyond its api_key.
-func (d *Driver) Resume(ctx context.Context, cfg config.Config, providerLeaseID string) (drivers.Sandbox, error) {
-	if err := d.checkKey(cfg); err != nil {
+// Resume returns a handle to the sandbox id once it runs, starting a stopped
+// one again (an OpStart, with the current start delay). An unknown, lost or
+// destroyed sandbox is an error wrapping drivers.ErrNotFound.
+func (d *Driver) Resume(ctx context.Context, cfg config.Config, id string) (drivers.Sandbox, error) {
+	if err := d.enter(ctx, cfg, "resume "+id); err != nil {
 		return nil, err
 	}
-	if err := d.resume(providerLeaseID); err != nil {
-		return nil, err
-	}
-	return d.waitRunning(ctx, providerLeaseID)
-}
-
-// resume counts the resume and starts a stopped sandbox again.
-func (d *Driver) resume(id string) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.callLocked(OpResume, id); err != nil {
-		return err
-	}
+	err := d.callLocked(OpResume, id)
 	b, ok := d.boxes[id]
-	if !ok || b.state == drivers.StateDestroyed {
-		return fmt.Errorf("fake: resume %s: %w", id, drivers.ErrNotFound)
-	}
-	now := d.clk.Now()
-	switch b.stateAt(now) {
-	case drivers.StateStopped:
-		if err := d.callLocked(OpStart, b.id); err != nil {
-			return err
+	switch now := d.o.Clock.Now(); {
+	case err != nil:
+	case !ok || b.State == drivers.StateDestroyed:
+		err = fmt.Errorf("fake: resume %s: %w", id, drivers.ErrNotFound)
+	case b.stateAt(now) == drivers.StateError:
+		err = fmt.Errorf("fake: resume %s: sandbox failed to start", id)
+	case b.State == drivers.StateStopped:
+		if err = d.callLocked(OpStart, id); err == nil {
+			b.boot(now, d.o.StartDelay)
 		}
-		b.boot(now, d.startDelay)
-	case drivers.StateError:
-		return fmt.Errorf("fake: resume %s: sandbox failed to start", id)
 	}
-	return nil
-}
-
-// List returns the sandboxes that carry every label of labels (all of them
-// for no labels), destroyed ones excluded, sorted by id.
-func (d *Driver) List(ctx context.Context, cfg config.Config, labels map[string]string) ([]drivers.SandboxInfo, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("fake: list: %w", err)
-	}
-	if err := d.checkKey(cfg); err != nil {
-		return nil, err
-	}
-	d.mu.Lock()
-	err := d.callLocked(OpList, "")
 	d.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
+	return d.waitRunning(ctx, id)
+}
+
+// List returns the sandboxes not destroyed that carry every label of
+// labels, sorted by id.
+func (d *Driver) List(ctx context.Context, cfg config.Config, labels map[string]string) ([]drivers.SandboxInfo, error) {
+	if err := d.enter(ctx, cfg, "list"); err != nil {
+		return nil, err
+	}
+	if err := d.call(OpList, ""); err != nil {
+		return nil, err
+	}
 	var out []drivers.SandboxInfo
 	for _, b := range d.Sandboxes() {
-		if b.State != drivers.StateDestroyed && hasLabels(b.Labels, labels) {
+		with := maps.Collect(maps.All(b.Labels))
+		maps.Copy(with, labels) // unchanged when b carries every label
+		if b.State != drivers.StateDestroyed && maps.Equal(with, b.Labels) {
 			out = append(out, drivers.SandboxInfo{ProviderLeaseID: b.ID, Labels: b.Labels, State: b.State, CreatedAt: b.Created})
 		}
 	}
 	return out, nil
 }
 
-func hasLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		if hv, ok := have[k]; !ok || hv != v {
-			return false
-		}
-	}
-	return true
-}
-
-// Destroy destroys the sandbox providerLeaseID without a handle. An unknown,
-// lost or already destroyed sandbox gives a confirmed StateDestroyed
-// receipt. Injected faults for OpDestroy and stop lies (FakeStop) apply.
+// Destroy destroys the sandbox providerLeaseID without a handle, as
+// Release(Destroy) does.
 func (d *Driver) Destroy(ctx context.Context, cfg config.Config, providerLeaseID string) (drivers.Receipt, error) {
-	if err := ctx.Err(); err != nil {
-		return drivers.Receipt{}, fmt.Errorf("fake: destroy %s: %w", providerLeaseID, err)
-	}
-	if err := d.checkKey(cfg); err != nil {
+	if err := d.enter(ctx, cfg, "destroy "+providerLeaseID); err != nil {
 		return drivers.Receipt{}, err
 	}
 	return d.terminate(providerLeaseID, drivers.Destroy)
+}
+
+// proof is a confirmed receipt on ev, of kind (default EvidenceProvider).
+func (d *Driver) proof(id string, st drivers.State, kind drivers.EvidenceKind, ev string) drivers.Receipt {
+	return drivers.Receipt{ProviderLeaseID: id, State: st, Confirmed: true, EvidenceKind: cmp.Or(kind, drivers.EvidenceProvider), ConfirmedAt: d.o.Clock.Now(), Evidence: ev}
 }
 
 // terminate stops or destroys the sandbox id and reads its state back.
@@ -344,38 +324,30 @@ func (d *Driver) terminate(id string, disp drivers.Disposition) (drivers.Receipt
 	if err := d.callLocked(op, id); err != nil {
 		return drivers.Receipt{}, err
 	}
-	now := d.clk.Now()
-	proof := func(pid string, st drivers.State, kind drivers.EvidenceKind, ev string) drivers.Receipt {
-		return drivers.Receipt{ProviderLeaseID: pid, State: st, Confirmed: true, EvidenceKind: kind, ConfirmedAt: now, Evidence: ev}
-	}
 	b, ok := d.boxes[id]
-	if lie, lying := d.lies[id]; lying && ok {
-		switch lie {
-		case LieForeignID:
-			return proof(id+"-other", want, drivers.EvidenceProvider, "read back "+id+"-other"), nil
-		case LieRunnerAttested:
-			return proof(id, want, drivers.EvidenceRunnerAttested, "the runner says its tasks ended"), nil
-		}
+	switch lie, lying := d.lies[id]; {
+	case lying && ok && lie == LieForeignID:
+		return d.proof(id+"-other", want, "", "read back "+id+"-other"), nil
+	case lying && ok && lie == LieRunnerAttested:
+		return d.proof(id, want, drivers.EvidenceRunnerAttested, "the runner says its tasks ended"), nil
+	case lying && ok:
 		return drivers.Receipt{ProviderLeaseID: id, State: want, Evidence: op.String() + " accepted"}, nil
-	}
-	if !ok {
-		return proof(id, drivers.StateDestroyed, drivers.EvidenceProvider, "sandbox not found at provider"), nil
+	case !ok:
+		return d.proof(id, drivers.StateDestroyed, "", "sandbox not found at provider"), nil
 	}
 	b.cancel()
-	if b.state != drivers.StateDestroyed {
-		b.state = want
+	if b.State != drivers.StateDestroyed {
+		b.State = want
 	}
-	return proof(id, b.state, drivers.EvidenceProvider, "state read back: "+string(b.state)), nil
+	return d.proof(id, b.State, "", "state read back: "+string(b.State)), nil
 }
 
-// DeleteTemplate deletes a captured snapshot (or an image) of this provider;
-// deleting one that is gone is a confirmed receipt. A snapshot identity of
-// another provider is an error wrapping drivers.ErrNotFound.
+// DeleteTemplate deletes an image or snapshot of this provider, with a
+// confirmed receipt, also when it is gone. Another provider's snapshot is an
+// error wrapping drivers.ErrNotFound; a template that sandboxes not yet
+// destroyed were created from, one wrapping drivers.ErrInUse naming them.
 func (d *Driver) DeleteTemplate(ctx context.Context, cfg config.Config, id images.Identity) (drivers.Receipt, error) {
-	if err := ctx.Err(); err != nil {
-		return drivers.Receipt{}, fmt.Errorf("fake: delete template %s: %w", id, err)
-	}
-	if err := d.checkKey(cfg); err != nil {
+	if err := d.enter(ctx, cfg, "delete template "+id.String()); err != nil {
 		return drivers.Receipt{}, err
 	}
 	d.mu.Lock()
@@ -386,49 +358,310 @@ func (d *Driver) DeleteTemplate(ctx context.Context, cfg config.Config, id image
 	if id.Kind() == images.KindSnapshot && id.Provider() != d.provider {
 		return drivers.Receipt{}, fmt.Errorf("fake: delete template %s: not a snapshot of provider %q: %w", id, d.provider, drivers.ErrNotFound)
 	}
-	d.removeImageLocked(id)
-	return drivers.Receipt{
-		State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: d.clk.Now().UTC(),
-		Evidence: "template removed: " + id.String(), EvidenceKind: drivers.EvidenceProvider,
-	}, nil
+	var users []string
+	for _, b := range d.boxes {
+		if b.Image == id && b.State != drivers.StateDestroyed {
+			users = append(users, b.ID)
+		}
+	}
+	if slices.SortFunc(users, byID); len(users) > 0 {
+		return drivers.Receipt{}, fmt.Errorf("fake: delete template %s: in use by sandbox %s: %w", id, strings.Join(users, ", "), drivers.ErrInUse)
+	}
+	d.images.remove(id)
+	r := d.proof("", drivers.StateDestroyed, "", "template removed: "+id.String())
+	r.ConfirmedAt = r.ConfirmedAt.UTC()
+	return r, nil
 }
 
-// SandboxRecord is one sandbox as Driver.Sandboxes reports it.
-type SandboxRecord struct {
-	ID      string
-	State   drivers.State
-	Labels  map[string]string
-	Image   images.Identity
-	LeaseID string // AcquireRequest.LeaseID
-	Created time.Time
-}
+// byID orders provider ids "name-N" by N.
+func byID(a, b string) int { return cmp.Or(len(a)-len(b), cmp.Compare(a, b)) }
 
-// Sandboxes returns every sandbox the provider knows, destroyed ones
-// included and lost ones excluded, sorted by id ("name-N" by N), for leak
-// checks. It is not an operation of the provider and is not counted.
+// Sandboxes returns every sandbox the provider knows (destroyed, not lost),
+// sorted by id, for leak checks. It is not counted.
 func (d *Driver) Sandboxes() []SandboxRecord {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	now := d.clk.Now()
-	out := make([]SandboxRecord, 0, len(d.boxes))
+	out, now := make([]SandboxRecord, 0, len(d.boxes)), d.o.Clock.Now()
 	for _, b := range d.boxes {
-		out = append(out, SandboxRecord{ID: b.id, State: b.stateAt(now), Labels: maps.Clone(b.labels), Image: b.image, LeaseID: b.leaseID, Created: b.created})
+		b.stateAt(now)
+		out = append(out, b.SandboxRecord)
+		out[len(out)-1].Labels = maps.Clone(b.Labels)
 	}
-	slices.SortFunc(out, func(a, b SandboxRecord) int { return cmp.Or(len(a.ID)-len(b.ID), cmp.Compare(a.ID, b.ID)) })
+	slices.SortFunc(out, func(a, b SandboxRecord) int { return byID(a.ID, b.ID) })
 	return out
 }
 
-// State returns the provider state of the sandbox id, and false when the
-// provider has no such sandbox (never created, or lost). Not counted.
+// State returns the state of the sandbox id, false if unknown or lost.
 func (d *Driver) State(id string) (drivers.State, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if b, ok := d.boxes[id]; ok {
-		return b.stateAt(d.clk.Now()), true
+	sbs := d.Sandboxes()
+	if i := slices.IndexFunc(sbs, func(r SandboxRecord) bool { return r.ID == id }); i >= 0 {
+		return sbs[i].State, true
 	}
 	return drivers.StateUnknown, false
 }
 
-// DefaultImageIdentity returns the identity DefaultImage had when the driver
-// was created.
+// DefaultImageIdentity returns what DefaultImage named at New.
 func (d *Driver) DefaultImageIdentity() images.Identity { return d.defaultImg }
+
+// Op names one provider operation of the fake, for counters (Driver.Calls)
+// and fault injection (Fault). Every call is counted, failed ones included.
+type Op int
+
+// The operations.
+const (
+	OpCreate         Op = iota // the create call of Acquire, before a sandbox exists
+	OpStart                    // starts a created sandbox (Acquire, after Allocated) or a stopped one (Resume)
+	OpExec                     // Sandbox.Exec
+	OpStream                   // StreamExecer.Start
+	OpTerminal                 // Terminal.OpenTerminal
+	OpStop                     // Release(Stop)
+	OpDestroy                  // Release(Destroy) and Destroyer.Destroy
+	OpResume                   // Resumer.Resume
+	OpList                     // Lister.List
+	OpImageIdentity            // ImageReporter.ImageIdentity
+	OpCapture                  // Capturer.Capture
+	OpDeleteTemplate           // TemplateDeleter.DeleteTemplate
+	OpHealth                   // drivers.HealthChecker.CheckHealth
+	OpRunner                   // drivers.RunnerHost.HostRunner and RunnerIngress.Launch
+	numOps
+)
+
+var opNames = strings.Fields("create start exec stream terminal stop destroy resume list image_identity capture delete_template health runner")
+
+// String returns the operation's name ("create", "exec", ...).
+func (o Op) String() string {
+	if o >= 0 && o < numOps {
+		return opNames[o]
+	}
+	return fmt.Sprintf("op(%d)", int(o))
+}
+
+// Fault makes calls of one operation fail. Faults are deterministic: they
+// depend only on call counts and sandbox ids, never on time.
+type Fault struct {
+	Op Op // the operation that fails
+	// Nth, if > 0, fails only the Nth call of Op (1-based, as Driver.Calls
+	// counts); 0 fails every matching call until ClearFaults.
+	Nth     int
+	Sandbox string // if not "", only calls about that provider lease id fail
+	Err     error  // returned, wrapped; nil: an error wrapping drivers.ErrTransient
+}
+
+// Lie is a false stop confirmation the fake can give (see FakeStop).
+type Lie int
+
+// The lies.
+const (
+	LieUnconfirmed    Lie = iota + 1 // an unconfirmed receipt ("stop accepted")
+	LieForeignID                     // a confirmed receipt for another provider lease id
+	LieRunnerAttested                // a confirmed receipt on the runner's word only (drivers.EvidenceRunnerAttested)
+)
+
+// Inject adds a fault. It is safe to call while the driver is in use.
+func (d *Driver) Inject(f Fault) { d.locked(func() { d.o.Faults = append(d.o.Faults, f) }) }
+
+// FailNth makes the nth call (1-based, counted from the driver's creation)
+// of op fail with err (nil: an error wrapping drivers.ErrTransient).
+func (d *Driver) FailNth(op Op, n int, err error) {
+	if n <= 0 {
+		panic("fake: FailNth needs n >= 1")
+	}
+	d.Inject(Fault{Op: op, Nth: n, Err: err})
+}
+
+// RefuseStop makes every stop and destroy (Release and Destroy) of the
+// sandbox id fail with err, as a Fault does, leaving its state unchanged.
+func (d *Driver) RefuseStop(id string, err error) {
+	d.Inject(Fault{Op: OpStop, Sandbox: id, Err: err})
+	d.Inject(Fault{Op: OpDestroy, Sandbox: id, Err: err})
+}
+
+// FakeStop makes every stop and destroy of the sandbox id return a receipt
+// that is not proof (drivers.Receipt.Proves) and leave the sandbox running,
+// until ClearFaults.
+func (d *Driver) FakeStop(id string, lie Lie) { d.locked(func() { d.lies[id] = lie }) }
+
+// ReportWrongImage makes ImageIdentity of the sandbox id report an image
+// other than the one it runs, until ClearFaults.
+func (d *Driver) ReportWrongImage(id string) { d.locked(func() { d.wrongImage[id] = true }) }
+
+// ClearFaults removes every injected fault, stop lie and wrong image report.
+// Call counts are kept.
+func (d *Driver) ClearFaults() {
+	d.locked(func() { d.o.Faults, d.lies, d.wrongImage = nil, map[string]Lie{}, map[string]bool{} })
+}
+
+// SetStartDelay sets how long, on the driver's clock, sandboxes created or
+// resumed from now on stay starting (Options.StartDelay).
+func (d *Driver) SetStartDelay(delay time.Duration) { d.locked(func() { d.o.StartDelay = delay }) }
+
+// Lose makes the sandbox id vanish, as if deleted behind berth's back: Exec
+// and Resume fail with drivers.ErrNotFound, List omits it, a destroy is
+// confirmed. An unknown id is an error wrapping drivers.ErrNotFound.
+func (d *Driver) Lose(id string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if b, ok := d.boxes[id]; ok {
+		b.cancel()
+		delete(d.boxes, id)
+		return nil
+	}
+	return fmt.Errorf("fake: lose %s: %w", id, drivers.ErrNotFound)
+}
+
+// Calls returns how many times op was called, failed calls included.
+func (d *Driver) Calls(op Op) (n int) {
+	d.locked(func() { n = d.calls[op] })
+	return n
+}
+
+// TotalCalls returns the number of operations called so far: 0 shows that
+// reading capabilities, schemas or listings allocated nothing (CAP-1).
+func (d *Driver) TotalCalls() (n int) {
+	for op := range numOps {
+		n += d.Calls(op)
+	}
+	return n
+}
+
+func (d *Driver) locked(f func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f()
+}
+
+// call counts a call of op about sandbox id and returns its fault's error.
+func (d *Driver) call(op Op, id string) (err error) {
+	d.locked(func() { err = d.callLocked(op, id) })
+	return err
+}
+
+// callLocked is call with d.mu held.
+func (d *Driver) callLocked(op Op, id string) error {
+	d.calls[op]++
+	n := d.calls[op]
+	for _, f := range d.o.Faults {
+		if f.Op == op && (f.Nth <= 0 || f.Nth == n) && (f.Sandbox == "" || f.Sandbox == id) {
+			err := cmp.Or(f.Err, fmt.Errorf("injected failure: %w", drivers.ErrTransient))
+			return fmt.Errorf("fake: %s (call %d): %w", strings.TrimSpace(op.String()+" "+id), n, err)
+		}
+	}
+	return nil
+}
+
+// Image config values.
+const (
+	// DefaultImage is the tag every image table starts with, which sandboxes
+	// without an image run (a provider default: QUAL-5).
+	DefaultImage       = "registry.fake.test/berth/base:latest"
+	SnapshotPrefix     = "snapshot:"      // "snapshot:<id>", or an identity's "snapshot:<provider>/<id>"
+	SnapshotNamePrefix = "snapshot-name:" // "snapshot-name:<name>", resolved at each Acquire
+)
+
+// imageTable is the provider's images: ids can be pulled, names resolve to
+// one of them ("repo:tag" to a digest, "snapshot-name:<name>" to a
+// snapshot). Guarded by Driver.mu.
+type imageTable struct {
+	ids    map[images.Identity]bool
+	names  map[string]images.Identity
+	pushes map[string]int // times each name was pushed
+}
+
+// push points name at a new identity made from a seed derived from the name
+// and its pushes.
+func (t *imageTable) push(name string, mk func(seed string) (images.Identity, error)) images.Identity {
+	t.pushes[name]++
+	id, _ := mk(fmt.Sprintf("%s#%d", name, t.pushes[name])) // cannot fail: the parts are valid
+	t.ids[id], t.names[name] = true, id
+	return id
+}
+
+// remove deletes id and the names of it.
+func (t *imageTable) remove(id images.Identity) {
+	delete(t.ids, id)
+	maps.DeleteFunc(t.names, func(_ string, v images.Identity) bool { return v == id })
+}
+
+func fakeDigest(seed string) string { return fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(seed))) }
+
+// parseImage reads an image config value: SnapshotPrefix and
+// SnapshotNamePrefix without a provider name this provider's snapshots; ""
+// is the provider default (the zero Reference).
+func (d *Driver) parseImage(raw string) (images.Reference, error) {
+	for _, p := range []string{SnapshotNamePrefix, SnapshotPrefix} {
+		if rest, ok := strings.CutPrefix(raw, p); ok && !strings.Contains(rest, "/") {
+			raw = p + d.provider + "/" + rest
+		}
+	}
+	if raw == "" {
+		return images.Reference{}, nil
+	}
+	return images.ParseReference(raw)
+}
+
+// AddImage pushes ref to the image table and returns the identity it names:
+// a tag gets a new digest derived from it and its pushes (pushing it again
+// moves it; the old digest stays), a digest is registered. It panics on a
+// malformed or snapshot reference.
+func (d *Driver) AddImage(ref string) images.Identity {
+	r, err := images.ParseReference(ref)
+	if err != nil || !r.IsOCI() {
+		panic(fmt.Sprintf("fake: AddImage(%q): not an OCI reference: %v", ref, err))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if id, ok := r.Identity(); ok {
+		d.images.ids[id] = true
+		return id
+	}
+	return d.images.push(r.Repository()+":"+r.Tag(), func(seed string) (images.Identity, error) {
+		return images.DigestIdentity(r.Repository(), fakeDigest(seed))
+	})
+}
+
+// AddSnapshot creates a snapshot named snapName and returns its provider id
+// (derived from the name and its earlier snapshots). The name now resolves
+// to it; an older snapshot of the name keeps its id until deleted.
+func (d *Driver) AddSnapshot(snapName string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.images.push(SnapshotNamePrefix+snapName, func(seed string) (images.Identity, error) {
+		return images.SnapshotIdentity(d.provider, "snap-"+fakeDigest(seed)[7:19])
+	}).SnapshotID()
+}
+
+// DeleteSnapshot deletes the snapshot id at the provider, used or not: its
+// name no longer resolves to it, and an Acquire of the id fails with
+// drivers.ErrImageNotFound, even when a new snapshot takes the name (QUAL-6).
+func (d *Driver) DeleteSnapshot(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if sid, err := images.SnapshotIdentity(d.provider, id); err == nil {
+		d.images.remove(sid)
+	}
+}
+
+// resolveImageLocked returns the identity the image config value names
+// now, or an error wrapping drivers.ErrImageNotFound that quotes it.
+func (d *Driver) resolveImageLocked(raw string) (images.Identity, error) {
+	raw = cmp.Or(raw, DefaultImage)
+	r, err := d.parseImage(raw)
+	if err != nil {
+		return images.Identity{}, fmt.Errorf("fake: image %w", err)
+	}
+	id, _ := r.Identity() // a digest or a snapshot id
+	why := map[images.RefKind]string{images.RefTag: "no such tag", images.RefDigest: "no such digest",
+		images.RefSnapshotID: "no snapshot has that id", images.RefSnapshotName: "no snapshot has that name"}[r.Kind()]
+	switch {
+	case r.Kind() == images.RefTag:
+		id = d.images.names[r.Repository()+":"+r.Tag()]
+	case r.Kind() == images.RefSnapshotName:
+		id = d.images.names[SnapshotNamePrefix+r.SnapshotName()]
+	}
+	if p := r.Provider(); p != "" && p != d.provider {
+		why = fmt.Sprintf("snapshot of provider %q, not %q", p, d.provider)
+	} else if d.images.ids[id] {
+		return id, nil
+	}
+	return images.Identity{}, fmt.Errorf("fake: image %q: %s: %w", raw, why, drivers.ErrImageNotFound)
+}

@@ -143,3 +143,63 @@ func TestCaptureAndDeleteTemplate(t *testing.T) {
 		t.Errorf("acquire deleted template: %v", err)
 	}
 }
+
+// Issue 27: a template that a sandbox not yet destroyed (running or stopped)
+// was created from is refused with drivers.ErrInUse naming the template and
+// the sandboxes; once they are destroyed it is removed, with a confirmed
+// receipt, and no longer resolves.
+func TestDeleteTemplateInUse(t *testing.T) {
+	t.Parallel()
+	d := fake.New(nil)
+	snap, err := images.SnapshotIdentity(fake.Name, d.AddSnapshot("tpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ref, tpl := range map[string]images.Identity{"example.test/app:1": d.AddImage("example.test/app:1"), fake.SnapshotPrefix + snap.SnapshotID(): snap} {
+		cfg, err := d.Schema().Normalize(map[string]any{"image": ref})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for range 2 {
+			sb, err := d.Acquire(bg, cfg, drivers.AcquireRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, sb.ID())
+		}
+		mustAcquire(t, d, drivers.AcquireRequest{}) // of the default image: not a user of tpl
+		if _, err := d.Destroy(bg, cfg, ids[0]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Resume(bg, cfg, ids[1]); err != nil {
+			t.Fatal(err)
+		}
+		for _, disp := range []drivers.Disposition{drivers.Keep, drivers.Stop} {
+			_, err := d.DeleteTemplate(bg, cfg, tpl)
+			if !errors.Is(err, drivers.ErrInUse) || !strings.Contains(err.Error(), tpl.String()) || !strings.Contains(err.Error(), "sandbox "+ids[1]+":") {
+				t.Errorf("DeleteTemplate(%s) with %s live: %v; want ErrInUse naming the template and only %s", tpl, ids[1], err, ids[1])
+			}
+			if got, err := acquireImage(t, d, ref); err != nil || got != tpl {
+				t.Errorf("after a refused delete, acquire %q = %v, %v; want %v", ref, got, err, tpl)
+			}
+			sb, err := d.Resume(bg, cfg, ids[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sb.Release(bg, disp); err != nil { // a stopped sandbox still uses it
+				t.Fatal(err)
+			}
+		}
+		if _, err := d.Destroy(bg, cfg, ids[1]); err != nil {
+			t.Fatal(err)
+		}
+		rc, err := d.DeleteTemplate(bg, cfg, tpl)
+		if err != nil || !rc.Confirmed || rc.State != drivers.StateDestroyed || rc.EvidenceKind != drivers.EvidenceProvider {
+			t.Errorf("DeleteTemplate(%s) once its sandboxes are destroyed: %+v, %v; want a confirmed receipt", tpl, rc, err)
+		}
+		if _, err := acquireImage(t, d, ref); !errors.Is(err, drivers.ErrImageNotFound) {
+			t.Errorf("acquire %q after the delete: %v, want ErrImageNotFound", ref, err)
+		}
+	}
+}

@@ -1,86 +1,82 @@
 package fake
 
 import (
+	"bufio"
+	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/prp/runner"
 )
 
-// sandbox is a handle to one fake sandbox. Several handles may point at the
-// same provider sandbox (Acquire, then Resume); releasing one ends only that
-// handle, and the provider state is shared. Safe for concurrent use.
+// sandbox is a handle to one fake sandbox; several handles (Acquire, then
+// Resume) share its provider state, and each is released on its own.
 type sandbox struct {
-	d        *Driver
-	id       string
-	released atomic.Bool
-	relMu    sync.Mutex // serializes Release
-
+	d         *Driver
+	id        string
+	released  atomic.Bool
+	relMu     sync.Mutex // serializes Release
 	ingressMu sync.Mutex
-	ingress   *ingress // the open runner ingress, if any (runner.go)
+	ingress   *ingress // the open runner ingress, if any
 }
-
-var (
-	_ drivers.Sandbox       = (*sandbox)(nil)
-	_ drivers.StreamExecer  = (*sandbox)(nil)
-	_ drivers.ImageReporter = (*sandbox)(nil)
-	_ drivers.Terminal      = (*sandbox)(nil)
-	_ drivers.Capturer      = (*sandbox)(nil)
-	_ drivers.RunnerHost    = (*sandbox)(nil)
-)
 
 // ID returns the provider lease id ("fake-1", "fake-2", ...).
 func (s *sandbox) ID() string { return s.id }
 
-// live is what a command needs to know about its running sandbox.
-type live struct {
-	alive context.Context
-	host  string
+// begin checks ctx, counts a call of op and checks that the handle is not
+// released and the sandbox runs. It returns the sandbox's life and box.
+func (s *sandbox) begin(ctx context.Context, op Op) (context.Context, *box, error) {
+	fail := func(err error) (context.Context, *box, error) {
+		return nil, nil, fmt.Errorf("fake: %s %s: %w", op, s.id, err)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return fail(ctx.Err())
+	case s.released.Load():
+		return fail(drivers.ErrReleased)
+	}
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	if err := s.d.callLocked(op, s.id); err != nil {
+		return nil, nil, err
+	}
+	switch b, ok := s.d.boxes[s.id]; {
+	case !ok || b.State == drivers.StateDestroyed:
+		return fail(fmt.Errorf("sandbox %w", drivers.ErrNotFound))
+	case b.stateAt(s.d.o.Clock.Now()) != drivers.StateRunning:
+		return fail(fmt.Errorf("sandbox is %s, not running", b.State))
+	default:
+		return b.alive, b, nil
+	}
 }
 
-// begin counts a call of op and checks that the handle is not released and
-// the sandbox runs.
-func (s *sandbox) begin(op Op) (live, error) {
-	if s.released.Load() {
-		return live{}, fmt.Errorf("fake: %s %s: %w", op, s.id, drivers.ErrReleased)
-	}
-	d := s.d
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.callLocked(op, s.id); err != nil {
-		return live{}, err
-	}
-	b, ok := d.boxes[s.id]
-	if !ok || b.state == drivers.StateDestroyed {
-		return live{}, fmt.Errorf("fake: %s %s: sandbox %w", op, s.id, drivers.ErrNotFound)
-	}
-	if st := b.stateAt(d.clk.Now()); st != drivers.StateRunning {
-		return live{}, fmt.Errorf("fake: %s %s: sandbox is %s, not running", op, s.id, st)
-	}
-	return live{alive: b.alive, host: b.hostname}, nil
-}
-
-// Exec runs cmd as Start does and waits for it, keeping at most
-// cmd.Limit() bytes of each stream (see the package documentation for what
-// runs). An unknown command exits 127 naming the handler to register. On
-// cancellation it returns an error wrapping ctx.Err(); when the sandbox is
-// stopped, destroyed or lost during the command, the command ends as
+// Exec runs cmd as Start does and waits for it, keeping at most cmd.Limit()
+// bytes of each stream. A command whose sandbox stops or vanishes ends
 // killed (ExitCode -1, Signal "KILL"). After Release it returns
 // drivers.ErrReleased; a lost or destroyed sandbox gives drivers.ErrNotFound.
 func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
 	stdout, stderr := driverkit.NewOutputBuffer(cmd.Limit()), driverkit.NewOutputBuffer(cmd.Limit())
-	p, err := s.start(ctx, OpExec, cmd, stdout, stderr, nil)
+	p, err := s.start(ctx, OpExec, cmd, stdout, stderr, s.d.run)
 	if err != nil {
 		return nil, err
 	}
-	<-p.done
-	if p.err != nil {
+	if <-p.done; p.err != nil {
 		return nil, p.err
 	}
 	p.res.Stdout, p.res.Stderr = stdout.Bytes(), stderr.Bytes()
@@ -95,29 +91,23 @@ type process struct {
 	err    error
 	cancel context.CancelFunc
 	stdin  *io.PipeWriter
-	mu     sync.Mutex
-	signal string
+	signal atomic.Pointer[string]
 }
 
-// Start runs cmd (see Exec), streaming output to stdout and stderr (nil
-// discards) as the command writes it. Wait returns the exit status; a
-// signalled process ends with ExitCode -1 and Signal set. Cancelling ctx
-// ends the process and Wait returns an error wrapping ctx.Err().
+// Start runs cmd (see the package documentation for what runs), streaming
+// its output to stdout and stderr (nil discards). Cancelling ctx ends it,
+// and Wait returns an error wrapping ctx.Err().
 func (s *sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
-	return s.start(ctx, OpStream, cmd, cmp.Or(stdout, io.Discard), cmp.Or(stderr, io.Discard), nil)
+	return s.start(ctx, OpStream, cmd, cmp.Or(stdout, io.Discard), cmp.Or(stderr, io.Discard), s.d.run)
 }
 
-// start counts op and runs cmd in a goroutine through run (nil: the
-// driver's commands), with a pipe as its stdin, fed from cmd.Stdin (or
-// left open for the terminal).
-func (s *sandbox) start(ctx context.Context, op Op, cmd drivers.Command, stdout, stderr io.Writer, run func(context.Context, Invocation, string) (int, error)) (*process, error) {
+// start counts op and runs cmd through run in a goroutine, with a pipe as
+// its stdin, fed from cmd.Stdin (left open for the terminal).
+func (s *sandbox) start(ctx context.Context, op Op, cmd drivers.Command, stdout, stderr io.Writer, run HandlerFunc) (*process, error) {
 	if len(cmd.Argv) == 0 {
 		return nil, fmt.Errorf("fake: %s in %s: empty argv", op, s.id)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("fake: %s %q in %s: %w", op, cmd.Argv[0], s.id, err)
-	}
-	lv, err := s.begin(op)
+	alive, _, err := s.begin(ctx, op)
 	if err != nil {
 		return nil, err
 	}
@@ -130,28 +120,25 @@ func (s *sandbox) start(ctx context.Context, op Op, cmd drivers.Command, stdout,
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	p.cancel = cancel
-	stop := context.AfterFunc(lv.alive, cancel)
+	stop := context.AfterFunc(alive, cancel)
 	context.AfterFunc(rctx, func() { pr.CloseWithError(context.Canceled) })
+	host := cmp.Or(s.d.platform.Hostname, s.id)
+	env := map[string]string{"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "HOSTNAME": host, "USER": "root"}
+	maps.Copy(env, cmd.Env) // over the defaults
 	var mu sync.Mutex
-	inv := invocation(s.id, lv.host, cmd.Argv, cmd.Env, cmd.Dir, pr, lockedWriter{&mu, stdout}, lockedWriter{&mu, stderr})
-	if run == nil {
-		run = s.d.run
-	}
-	start := s.d.clk.Now()
+	inv := Invocation{Argv: cmd.Argv, Env: env, Dir: cmp.Or(cmd.Dir, DefaultDir), Stdin: pr, Stdout: lockedWriter{&mu, stdout}, Stderr: lockedWriter{&mu, stderr}, SandboxID: s.id, host: host}
+	start := s.d.o.Clock.Now()
 	go func() {
 		defer close(p.done)
-		defer stop()
-		defer cancel()
-		code, err := run(rctx, inv, lv.host)
+		code, err := run(rctx, inv)
 		pr.Close()
-		p.mu.Lock()
-		sig := p.signal
-		p.mu.Unlock()
-		res := &drivers.Result{ExitCode: code, Duration: s.d.clk.Now().Sub(start)}
-		switch {
-		case sig != "":
-			res.ExitCode, res.Signal = -1, sig
-		case lv.alive.Err() != nil:
+		stop()
+		cancel()
+		res := &drivers.Result{ExitCode: code, Duration: s.d.o.Clock.Now().Sub(start)}
+		switch sig := p.signal.Load(); {
+		case sig != nil:
+			res.ExitCode, res.Signal = -1, *sig
+		case alive.Err() != nil:
 			res.ExitCode, res.Signal = -1, "KILL"
 		case ctx.Err() != nil:
 			err = ctx.Err()
@@ -177,8 +164,8 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// Wait blocks until the process ends, or until ctx ends (then it returns an
-// error wrapping ctx.Err() and the process keeps running).
+// Wait blocks until the process ends, or until ctx ends (an error wrapping
+// ctx.Err(); the process keeps running).
 func (p *process) Wait(ctx context.Context) (*drivers.Result, error) {
 	if err := driverkit.AwaitDone(ctx, p.done); err != nil {
 		return nil, fmt.Errorf("fake: wait: %w", err)
@@ -186,23 +173,14 @@ func (p *process) Wait(ctx context.Context) (*drivers.Result, error) {
 	return p.res, p.err
 }
 
-// Signal ends the process with sig, one of driverkit.Signals (as
-// driverkit.ParseSignal reads it; another name is an error wrapping
-// drivers.ErrUnsupported). The fake has no signal handlers, so every
-// signal of the set ends it. Signalling an ended process does nothing.
+// Signal ends the process with sig, one of driverkit.Signals (another name
+// is an error wrapping drivers.ErrUnsupported): ExitCode -1, Signal sig.
 func (p *process) Signal(ctx context.Context, sig string) error {
 	sig, err := driverkit.ParseSignal(sig)
 	if err != nil {
 		return fmt.Errorf("fake: %w", err)
 	}
-	select {
-	case <-p.done:
-		return nil
-	default:
-	}
-	p.mu.Lock()
-	p.signal = cmp.Or(p.signal, sig)
-	p.mu.Unlock()
+	p.signal.CompareAndSwap(nil, &sig) // no effect once it ended
 	p.cancel()
 	return ctx.Err()
 }
@@ -210,82 +188,272 @@ func (p *process) Signal(ctx context.Context, sig string) error {
 // CloseStdin closes the process's standard input.
 func (p *process) CloseStdin() error { return p.stdin.Close() }
 
-// Release ends the handle. Keep leaves the sandbox running and returns a
-// receipt of the running state read back (Keep needs no proof). Stop
-// and Destroy change the provider state and return a confirmed receipt for
-// this sandbox (StateStopped or StateDestroyed), unless a fault refuses the
-// stop (the error is returned, the state and the handle are unchanged, and
-// Release may be retried) or a lie (FakeStop) returns a receipt that proves
-// nothing. A lost sandbox gives a confirmed "not found" StateDestroyed
-// receipt for Stop and Destroy and drivers.ErrNotFound for Keep. A second
-// Release returns drivers.ErrReleased.
-func (s *sandbox) Release(ctx context.Context, disp drivers.Disposition) (drivers.Receipt, error) {
+// Release ends the handle: Keep with the state read back; Stop and Destroy
+// with a confirmed receipt (also for a lost sandbox), a fault's error (the
+// handle stays), or a lie's receipt (FakeStop). A second Release returns
+// drivers.ErrReleased; Keep of a lost sandbox, drivers.ErrNotFound.
+func (s *sandbox) Release(ctx context.Context, disp drivers.Disposition) (r drivers.Receipt, err error) {
 	s.relMu.Lock()
 	defer s.relMu.Unlock()
-	if s.released.Load() {
-		return drivers.Receipt{}, fmt.Errorf("fake: release %s: %w", s.id, drivers.ErrReleased)
-	}
-	if err := ctx.Err(); err != nil {
-		return drivers.Receipt{}, fmt.Errorf("fake: release %s: %w", s.id, err)
-	}
-	switch disp {
-	case drivers.Keep:
-		st, ok := s.d.State(s.id)
-		if !ok || st == drivers.StateDestroyed {
-			return drivers.Receipt{}, fmt.Errorf("fake: keep %s: sandbox %w", s.id, drivers.ErrNotFound)
-		}
-		s.released.Store(true)
-		return drivers.Receipt{ProviderLeaseID: s.id, State: st, Confirmed: true, ConfirmedAt: s.d.clk.Now(), Evidence: "kept; state read back: " + string(st)}, nil
-	case drivers.Stop, drivers.Destroy:
-		r, err := s.d.terminate(s.id, disp)
-		if err != nil {
+	switch st, ok := s.d.State(s.id); {
+	case s.released.Load():
+		return r, fmt.Errorf("fake: release %s: %w", s.id, drivers.ErrReleased)
+	case ctx.Err() != nil:
+		return r, fmt.Errorf("fake: release %s: %w", s.id, ctx.Err())
+	case disp == drivers.Keep && (!ok || st == drivers.StateDestroyed):
+		return r, fmt.Errorf("fake: keep %s: sandbox %w", s.id, drivers.ErrNotFound)
+	case disp == drivers.Keep:
+		r = drivers.Receipt{ProviderLeaseID: s.id, State: st, Confirmed: true, ConfirmedAt: s.d.o.Clock.Now(), Evidence: "kept; state read back: " + string(st)}
+	case disp == drivers.Stop || disp == drivers.Destroy:
+		if r, err = s.d.terminate(s.id, disp); err != nil {
 			return drivers.Receipt{}, err
 		}
-		s.released.Store(true)
-		return r, nil
+	default:
+		return r, fmt.Errorf("fake: release %s: unknown %s", s.id, disp)
 	}
-	return drivers.Receipt{}, fmt.Errorf("fake: release %s: unknown %s", s.id, disp)
+	s.released.Store(true)
+	return r, nil
 }
 
-// ImageIdentity returns the identity of the image the sandbox was created
-// from: a digest identity in its normalized repository, or a snapshot
-// identity of this provider. ReportWrongImage makes it lie.
+// ImageIdentity returns the identity the sandbox was created from, unless
+// ReportWrongImage makes it lie.
 func (s *sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
-	if err := ctx.Err(); err != nil {
-		return images.Identity{}, fmt.Errorf("fake: image identity of %s: %w", s.id, err)
-	}
-	if _, err := s.begin(OpImageIdentity); err != nil {
-		return images.Identity{}, err
-	}
-	d := s.d
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	b, ok := d.boxes[s.id]
-	if !ok {
-		return images.Identity{}, fmt.Errorf("fake: image identity of %s: sandbox %w", s.id, drivers.ErrNotFound)
-	}
-	if !d.wrongImage[s.id] {
-		return b.image, nil
-	}
-	if b.image.Kind() == images.KindSnapshot {
-		return images.SnapshotIdentity(d.provider, "wrong-"+b.image.SnapshotID())
-	}
-	return mustIdentity(b.image.Repository(), fakeDigest("wrong:"+b.image.Digest())), nil
-}
-
-// Capture saves the running sandbox as a new provider snapshot named
-// req.Name (default "capture-<id>") and returns its snapshot identity. The
-// snapshot can be acquired with image "snapshot:<id>" and deleted with
-// DeleteTemplate.
-func (s *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (images.Identity, error) {
-	if err := ctx.Err(); err != nil {
-		return images.Identity{}, fmt.Errorf("fake: capture %s: %w", s.id, err)
-	}
-	if _, err := s.begin(OpCapture); err != nil {
+	_, b, err := s.begin(ctx, OpImageIdentity)
+	if err != nil {
 		return images.Identity{}, err
 	}
 	s.d.mu.Lock()
-	id := s.d.addSnapshotLocked(cmp.Or(req.Name, "capture-"+s.id))
+	wrong := s.d.wrongImage[s.id]
 	s.d.mu.Unlock()
-	return images.SnapshotIdentity(s.d.provider, id)
+	switch {
+	case !wrong:
+		return b.Image, nil
+	case b.Image.Kind() == images.KindSnapshot:
+		return images.SnapshotIdentity(s.d.provider, "wrong-"+b.Image.SnapshotID())
+	}
+	return images.DigestIdentity(b.Image.Repository(), fakeDigest("wrong:"+b.Image.Digest()))
+}
+
+// Capture saves the running sandbox as a new provider snapshot named
+// req.Name (default "capture-<id>") and returns its identity.
+func (s *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (images.Identity, error) {
+	if _, _, err := s.begin(ctx, OpCapture); err != nil {
+		return images.Identity{}, err
+	}
+	return images.SnapshotIdentity(s.d.provider, s.d.AddSnapshot(cmp.Or(req.Name, "capture-"+s.id)))
+}
+
+// termSession is the fake's terminal (see OpenTerminal); its screen is an
+// OS pipe, whose buffer keeps what is not read yet.
+type termSession struct {
+	*process
+	screen *os.File  // the read end
+	echo   io.Writer // the write end
+}
+
+// OpenTerminal opens an echo shell: input is echoed, each line runs as
+// sh -c LINE (a Write waits for it), then the prompt "$ "; "exit [N]" ends
+// the session, Close with Signal "HUP". Env, Term and Dir apply; Argv not.
+func (s *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest) (drivers.TerminalSession, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("fake: terminal in %s: %w", s.id, err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("fake: terminal in %s: %w", s.id, err)
+	}
+	env := map[string]string{"TERM": cmp.Or(req.Term, "xterm-256color")}
+	maps.Copy(env, req.Env)
+	t := &termSession{screen: r, echo: crlf{w}}
+	io.WriteString(t.echo, "$ ") // the prompt
+	t.process, err = s.start(context.Background(), OpTerminal, drivers.Command{Argv: []string{"sh"}, Env: env, Dir: req.Dir}, t.echo, t.echo,
+		func(ctx context.Context, inv Invocation) (int, error) {
+			defer w.Close()
+			for lines := bufio.NewScanner(inv.Stdin); lines.Scan(); io.WriteString(inv.Stdout, "$ ") {
+				line := inv
+				line.Argv, line.Stdin = []string{"sh", "-c", lines.Text()}, strings.NewReader("")
+				code, err := s.d.run(ctx, line)
+				if f := strings.Fields(lines.Text()); err != nil || len(f) > 0 && f[0] == "exit" {
+					return code, err
+				}
+			}
+			return -1, ctx.Err()
+		})
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// crlf writes to w with "\n" as "\r\n", as a terminal shows it.
+type crlf struct{ w io.Writer }
+
+func (c crlf) Write(p []byte) (int, error) {
+	_, err := io.WriteString(c.w, strings.ReplaceAll(string(p), "\n", "\r\n"))
+	return len(p), err
+}
+
+// Read returns terminal output, io.EOF once the session ended.
+func (t *termSession) Read(p []byte) (int, error) { return t.screen.Read(p) }
+
+// Write sends keystrokes: they are echoed, and each line is run.
+func (t *termSession) Write(p []byte) (int, error) {
+	select {
+	case <-t.done:
+		return 0, io.ErrClosedPipe
+	default:
+	}
+	in := strings.ReplaceAll(string(p), "\r", "\n")
+	io.WriteString(t.echo, in)
+	if _, err := io.WriteString(t.stdin, in); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Close ends the session and its running command.
+func (t *termSession) Close() error {
+	_ = t.Signal(context.Background(), "HUP")
+	<-t.done
+	t.screen.Close()
+	return nil
+}
+
+// Resize checks the window size; the fake's commands do not read it.
+func (t *termSession) Resize(ctx context.Context, rows, cols int) error {
+	if rows <= 0 || cols <= 0 {
+		return fmt.Errorf("fake: resize to %dx%d: rows and cols must be positive", rows, cols)
+	}
+	return ctx.Err()
+}
+
+// HostRunner opens an ingress on a unix socket in a fresh temporary
+// directory, one at a time per sandbox. As the fake's sandboxes live in
+// this process, so does its runner: Launch runs prp/runner (spec is checked,
+// its binary never run) until the sandbox stops or is destroyed.
+func (s *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (drivers.RunnerIngress, error) {
+	fail := func(err error) (drivers.RunnerIngress, error) {
+		return nil, fmt.Errorf("fake: host runner in %s: %w", s.id, err)
+	}
+	if err := spec.Validate(); err != nil {
+		return fail(err)
+	}
+	alive, _, err := s.begin(ctx, OpRunner)
+	if err != nil {
+		return nil, err
+	}
+	s.ingressMu.Lock()
+	defer s.ingressMu.Unlock()
+	if s.ingress != nil && !s.ingress.closed.Load() {
+		return fail(errors.New("an ingress is already open"))
+	}
+	dir, err := os.MkdirTemp("", "berth-fake-runner-")
+	if err != nil {
+		return fail(err)
+	}
+	in := &ingress{s: s, dir: dir, sock: filepath.Join(dir, "prp.sock"), alive: alive}
+	if in.Listener, err = net.Listen("unix", in.sock); err != nil {
+		os.RemoveAll(dir)
+		return fail(err)
+	}
+	s.ingress = in
+	return in, nil
+}
+
+// ingress is the fake's drivers.RunnerIngress.
+type ingress struct {
+	net.Listener
+	s         *sandbox
+	dir, sock string
+	alive     context.Context // the sandbox's life
+	closed    atomic.Bool
+	log       atomic.Pointer[tailLog] // the last Launch's runner log
+}
+
+// Endpoint returns "unix:" and the socket's path.
+func (in *ingress) Endpoint() string { return drivers.UnixScheme + in.sock }
+
+// Close closes the listener and removes its directory, not the runner.
+func (in *ingress) Close() error {
+	if in.closed.Swap(true) {
+		return nil
+	}
+	return errors.Join(in.Listener.Close(), os.RemoveAll(in.dir))
+}
+
+// Launch starts prp/runner in this process with a state directory of its
+// own and the ticket in memory; req.Env is added to its tasks' environment.
+func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
+	fail := func(err error) error { return fmt.Errorf("fake: launch runner in %s: %w", in.s.id, err) }
+	if in.closed.Load() {
+		return fail(errors.New("the ingress is closed"))
+	}
+	if _, _, err := in.s.begin(ctx, OpRunner); err != nil {
+		return err
+	}
+	if req.Lease == "" || req.Ticket == "" {
+		return fail(errors.New("lease and ticket are required"))
+	}
+	state, err := os.MkdirTemp("", "berth-fake-runner-state-")
+	if err != nil {
+		return fail(err)
+	}
+	log, env := &tailLog{}, os.Environ()
+	for k, v := range req.Env {
+		env = append(env, k+"="+v)
+	}
+	in.log.Store(log)
+	r, err := runner.New(in.Endpoint(), state, &runner.Options{Lease: req.Lease, Ticket: req.Ticket, BaseEnv: env,
+		Logger: slog.New(slog.NewTextHandler(log, nil))})
+	if err != nil {
+		os.RemoveAll(state)
+		fmt.Fprintln(log, "berth-runner:", err)
+		return fail(err)
+	}
+	go func() {
+		defer os.RemoveAll(state)
+		// As examples/runner does: the error that ended the runner is
+		// its log's last line.
+		if err := r.Run(in.alive); err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintln(log, "berth-runner:", err)
+		}
+	}()
+	return nil
+}
+
+// LogTail returns the last limit bytes (at most drivers.MaxRunnerLogTail) of
+// what the last Launch's runner logged: its slog text and the error it
+// ended with, as examples/runner writes them; nil before any Launch.
+func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("fake: runner log of %s: %w", in.s.id, err)
+	}
+	l := cmp.Or(in.log.Load(), &tailLog{})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.buf[max(0, len(l.buf)-driverkit.ClampLogTail(limit)):]), nil
+}
+
+// tailLog keeps the last drivers.MaxRunnerLogTail bytes written to it.
+type tailLog struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (l *tailLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	if over := len(l.buf) - drivers.MaxRunnerLogTail; over > 0 {
+		l.buf = append(l.buf[:0], l.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// RunnerArch implements drivers.ArchReporter: runtime.GOARCH, as the
+// fake's runner runs in this process.
+func (d *Driver) RunnerArch(ctx context.Context, cfg config.Config) (string, error) {
+	return runtime.GOARCH, nil
 }
