@@ -72,6 +72,11 @@ func (c *Catalog) view(env *Environment, full bool) *View {
 		v.Unavailable = err.Error()
 	}
 	d, _ := c.reg.Lookup(env.Driver)
+	if env.ActiveTemplate != nil {
+		// IMG-6: the drift, computed from the config without I/O; the
+		// source fingerprint stays out of every view.
+		v.ActiveTemplate = &ActiveTemplate{ID: env.ActiveTemplate.ID, Identity: env.ActiveTemplate.Identity, Drift: env.Drift(d)}
+	}
 	if !full {
 		return v
 	}
