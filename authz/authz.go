@@ -125,6 +125,11 @@ const (
 	// requests that are about a binding rather than one environment
 	// (reading bindings, clearing one; Company is the binding's).
 	ResourceKindBinding = "binding"
+	// ResourceKindTemplate is the Resource.Kind of captured templates
+	// (images/custom; ID the template's, Name its environment's id):
+	// operators capture, promote, roll back and revoke (ActionSetup),
+	// board members read them without provider internals, agents nothing.
+	ResourceKindTemplate = "template"
 )
 
 // Resource describes what an action is about. Fields that are unknown (an
@@ -255,7 +260,7 @@ func allowedByDefault(p Principal, a Action, r Resource) bool {
 	case RoleAgent:
 		switch a {
 		case ActionRead:
-			return companyVisible(p, r)
+			return r.Kind != ResourceKindTemplate && companyVisible(p, r)
 		case ActionLease:
 			return agentMayLease(p, r)
 		case ActionUseAccount:
