@@ -94,7 +94,7 @@ type acq struct {
 	reuseKey string
 	runKey   string
 	budget   time.Duration
-	runner   *drivers.RunnerSpec // the binary of req.Runner for the target's architecture
+	runner   *drivers.RunnerSpec         // the binary of req.Runner for the target's architecture
 	template *environment.ActiveTemplate // the applied template the sandbox starts from (IMG-8), or nil
 	// set when a recorded sandbox was replaced (LEASE-4)
 	replaces      string

@@ -21,6 +21,7 @@ import (
 
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
+	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -52,6 +53,9 @@ type Stores struct {
 	// Runners holds the runner protocol's tickets, sessions, command
 	// journal and events (shared by every replica of a SQL store).
 	Runners RunnerStore
+	// Templates holds the captured templates of environments and the
+	// history of their active pointers (images/custom).
+	Templates custom.Store
 }
 
 // RunnerStore is the store of the runner protocol: its one-use tickets
@@ -88,6 +92,7 @@ func Memory() Stores {
 		Leases:         lease.NewMemoryStore(),
 		AuthChecks:     &handover.MemoryStore{},
 		Runners:        NewMemoryRunnerStore(),
+		Templates:      custom.NewMemoryStore(),
 	}
 }
 

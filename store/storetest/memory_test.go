@@ -18,8 +18,8 @@ func TestMissing(t *testing.T) {
 		t.Errorf("Memory().Missing() = %v, want none", m)
 	}
 	all := (store.Stores{}).Missing()
-	if len(all) != 8 || all[0] != "Environments" || all[7] != "Runners" {
-		t.Errorf("Stores{}.Missing() = %v, want every field from Environments to Runners", all)
+	if len(all) != 9 || all[0] != "Environments" || all[8] != "Templates" {
+		t.Errorf("Stores{}.Missing() = %v, want every field from Environments to Templates", all)
 	}
 	s := store.Memory()
 	s.Leases, s.Runners = nil, nil

@@ -6,6 +6,7 @@
 //
 // Each package owns its suite (environment/environmenttest,
 // qualification/qualificationtest, lease/leasetest, handover/handovertest,
+// images/custom/customtest,
 // prp/prptest, prp/controller/controllertest); this package only calls
 // them, one subtest per Stores field.
 package storetest
@@ -17,6 +18,8 @@ import (
 	"github.com/berthdev/berth/environment/environmenttest"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/handover/handovertest"
+	"github.com/berthdev/berth/images/custom"
+	"github.com/berthdev/berth/images/custom/customtest"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
 	"github.com/berthdev/berth/prp"
@@ -67,5 +70,8 @@ func RunStoreTests(t *testing.T, newStores func(t *testing.T) store.Stores) {
 	})
 	t.Run("Runners/Controller", func(t *testing.T) {
 		controllertest.RunStoreTests(t, func(t *testing.T) controller.Store { return stores(t).Runners })
+	})
+	t.Run("Templates", func(t *testing.T) {
+		customtest.RunStoreTests(t, func(t *testing.T) custom.Store { return stores(t).Templates })
 	})
 }

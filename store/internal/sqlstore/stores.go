@@ -15,5 +15,6 @@ func (db *DB) Stores() store.Stores {
 		Leases:         db,
 		AuthChecks:     db,
 		Runners:        db.PRP(),
+		Templates:      db,
 	}
 }
