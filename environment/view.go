@@ -74,8 +74,10 @@ func (c *Catalog) view(env *Environment, full bool) *View {
 	d, _ := c.reg.Lookup(env.Driver)
 	if env.ActiveTemplate != nil {
 		// IMG-6: the drift, computed from the config without I/O; the
-		// source fingerprint stays out of every view.
-		v.ActiveTemplate = &ActiveTemplate{ID: env.ActiveTemplate.ID, Identity: env.ActiveTemplate.Identity, Drift: env.Drift(d)}
+		// source fingerprint stays out of the JSON form.
+		t := *env.ActiveTemplate
+		t.Drift = env.Drift(d)
+		v.ActiveTemplate = &t
 	}
 	if !full {
 		return v
