@@ -112,7 +112,7 @@ const (
 	LabelLease       = "berth.lease"
 	// LabelTemplate names the active template (images/custom) a lease
 	// started from; absent for the configured image (IMG-8).
-	LabelTemplate = "berth.template"
+	LabelTemplate = "berth.template-id"
 )
 
 // Lease is one use of an environment (LEASE-1). For reusable policies one
