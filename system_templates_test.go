@@ -172,6 +172,9 @@ func TestTemplateFlowOnTheFake(t *testing.T) {
 	if l := h.Lease(); l.Labels[lease.LabelTemplate] != tpl1.ID {
 		t.Errorf("lease labels %v, want %s=%s", l.Labels, lease.LabelTemplate, tpl1.ID)
 	}
+	if fp, err := lease.EnvironmentFingerprint(w.fk, &w.view(t).Environment); err != nil || fp != h.Lease().Fingerprint {
+		t.Errorf("EnvironmentFingerprint = %s, %v; the lease records %s", fp, err, h.Lease().Fingerprint)
+	}
 	r2 := w.acquire(t, lease.ReuseByEnvironment)
 	if l := r2.Lease(); l.Replaces != reused.ID() || l.ReplaceReason != lease.ReplaceTemplateChanged {
 		t.Errorf("reusable lease: replaces %q reason %q, want %s and %s (LEASE-4)", l.Replaces, l.ReplaceReason, reused.ID(), lease.ReplaceTemplateChanged)

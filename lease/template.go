@@ -6,6 +6,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/images"
 )
 
@@ -129,4 +130,18 @@ func (m *Manager) Open(ctx context.Context, p authz.Principal, id string) (*Hand
 	}
 	h := &Handle{m: m, lease: l, driver: drv, sandbox: sb, resumed: true}
 	return m.forCaller(ctx, p, h), nil
+}
+
+// EnvironmentFingerprint returns the reuse fingerprint that a lease of env
+// acquired now records (Lease.Fingerprint): Fingerprint of its config,
+// with the active template's identity as the image while the template
+// applies (IMG-8). Those who bind a record to the config a lease runs
+// (handover's project auth checks) use it, so that a template change is a
+// config change for them too. It does no I/O.
+func EnvironmentFingerprint(d drivers.Driver, env *environment.Environment) (string, error) {
+	a := &acq{env: env, drv: d, snapshot: env.Config.Clone()}
+	if err := startFromTemplate(a, d.Schema()); err != nil {
+		return "", fmt.Errorf("lease: environment %s: %w", env.ID, err)
+	}
+	return Fingerprint(d, a.snapshot)
 }
