@@ -20,11 +20,14 @@ type templateOut struct {
 	SourceFingerprint string           `json:"sourceFingerprint,omitempty"`
 	CreatedAt         time.Time        `json:"createdAt"`
 	DeleteReceipt     *drivers.Receipt `json:"deleteReceipt,omitempty"`
+	// DeleteWanted: revoke --delete recorded the wish; image sweep deletes
+	// it once no live lease uses it.
+	DeleteWanted bool `json:"deleteWanted,omitempty"`
 }
 
 func templateOf(t *custom.Template) templateOut {
 	return templateOut{ID: t.ID, Environment: t.Environment, State: t.State, Identity: t.Identity,
-		SourceFingerprint: t.SourceFingerprint, CreatedAt: t.CreatedAt, DeleteReceipt: t.DeleteReceipt}
+		SourceFingerprint: t.SourceFingerprint, CreatedAt: t.CreatedAt, DeleteReceipt: t.DeleteReceipt, DeleteWanted: t.DeleteWanted}
 }
 
 func runTemplates(ctx context.Context, g *globals, args []string) error {
