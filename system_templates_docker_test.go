@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/image"
 
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/drivers"
@@ -142,5 +143,73 @@ func TestTemplateFlowOnDocker(t *testing.T) {
 	}
 	if _, err := svc.Revoke(ctx, tplOps, tpl2.ID, custom.RevokeOptions{}); !errors.Is(err, custom.ErrConflict) {
 		t.Errorf("revoke of a deleted template: %v, want ErrConflict", err)
+	}
+}
+
+// Issue 27 with capture_repository at a loopback registry: the template's
+// identity is the pushed digest; with the engine's copy removed, a new
+// lease pulls the template by digest and sees the captured file; revoke
+// with deletion removes it from the engine and the registry, with the
+// receipt stored.
+func TestTemplateFromCaptureRepositoryOnDocker(t *testing.T) {
+	ctx := context.Background()
+	cli := testenv.Docker(t)
+	reg := testenv.StartRegistry(t, nil)
+	img := testimage.Busybox(t, reg, nil)
+	run := randomHex(t)
+	testenv.RemoveRegistryImagesAtCleanup(t, cli, reg.Host)
+	testenv.RemoveImagesAtCleanup(t, cli, "test.berth/run", run)
+	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", run)
+	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{docker.New(nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	repo := reg.Host + "/berth/templates"
+	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "tpl-pushed", Driver: docker.Name, Config: map[string]any{
+		docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run},
+		docker.FieldCaptureRepo: repo}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &tplWorld{sys: sys, env: env, img: img.Ref}
+	svc := sys.Templates()
+	src := w.acquire(t, lease.Ephemeral)
+	if res, err := src.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "echo pushed > /tpl-marker"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("write the marker: %+v, %v", res, err)
+	}
+	tpl, err := svc.Capture(ctx, tplOps, src.ID(), "pushed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.release(t, src, drivers.Destroy)
+	if !strings.HasPrefix(tpl.Identity, repo+"@sha256:") {
+		t.Fatalf("identity %s, want %s@sha256:...", tpl.Identity, repo)
+	}
+	if _, err := svc.Promote(ctx, tplOps, tpl.ID); err != nil {
+		t.Fatal(err)
+	}
+	ins, err := cli.ImageInspect(ctx, tpl.Identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.ImageRemove(ctx, ins.ID, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil {
+		t.Fatalf("remove the engine's copy: %v", err)
+	}
+	h := w.acquire(t, lease.Ephemeral)
+	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"cat", "/tpl-marker"}})
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != "pushed" {
+		t.Errorf("a lease pulled from the registry reads %+v, %v", res, err)
+	}
+	if got := w.identity(t, h); got != tpl.Identity {
+		t.Errorf("it reports %s, want %s", got, tpl.Identity)
+	}
+	w.release(t, h, drivers.Destroy)
+	tpl, err = svc.Revoke(ctx, tplOps, tpl.ID, custom.RevokeOptions{Delete: true})
+	if err != nil || tpl.State != custom.StateDeleted || tpl.DeleteReceipt == nil || !strings.Contains(tpl.DeleteReceipt.Evidence, "registry") {
+		t.Fatalf("revoke with deletion: %+v, %v", tpl, err)
+	}
+	if _, err := cli.ImageInspect(ctx, tpl.Identity); !cerrdefs.IsNotFound(err) {
+		t.Errorf("the template is still in the engine: %v", err)
 	}
 }
