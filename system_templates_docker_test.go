@@ -29,7 +29,7 @@ func TestTemplateFlowOnDocker(t *testing.T) {
 	ctx := context.Background()
 	cli := testenv.Docker(t)
 	reg := testenv.StartRegistry(t, nil)
-	img := testimage.Busybox(t, reg, nil)
+	img := testimage.Busybox(t, reg, &testimage.Options{Glibc: true}) // libc for the probe's platform
 	run := randomHex(t)
 	testenv.RemoveRegistryImagesAtCleanup(t, cli, reg.Host)
 	testenv.RemoveImagesAtCleanup(t, cli, "test.berth/run", run) // templates keep the config's labels
@@ -55,6 +55,10 @@ func TestTemplateFlowOnDocker(t *testing.T) {
 	}
 	svc := sys.Templates()
 
+	w.probe(t)
+	if !w.qualified(t) {
+		t.Fatal("not qualified after the probe")
+	}
 	reused := w.acquire(t, lease.ReuseByEnvironment)
 	w.release(t, reused, drivers.Stop)
 	src := w.acquire(t, lease.Ephemeral)
@@ -72,6 +76,13 @@ func TestTemplateFlowOnDocker(t *testing.T) {
 	}
 	if v := w.view(t); v.ActiveTemplate == nil || v.ActiveTemplate.Drift != environment.DriftRelinked {
 		t.Fatalf("after promote: %+v", v.ActiveTemplate)
+	}
+	if w.qualified(t) {
+		t.Error("a qualification recorded before the promote is still valid after it (QUAL-3)")
+	}
+	w.probe(t)
+	if !w.qualified(t) {
+		t.Error("a probe after the promote did not qualify the template")
 	}
 	h := w.acquire(t, lease.Ephemeral)
 	if got := exec(h, "cat /tpl-marker"); got != "captured-by-berth" {
