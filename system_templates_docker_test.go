@@ -21,8 +21,10 @@ import (
 
 // Issue 27 on the real Docker engine: lease the busybox test image, write
 // a file, capture, promote; a new lease sees the file and reports the
-// template's identity (IMG-3, IMG-8); a reusable lease made before the
-// promote is replaced with template_changed (LEASE-4); rollback; revoke
+// template's identity (IMG-3, IMG-8); a qualification recorded before the
+// promote is stale after it, and a probe records one for the template
+// (QUAL-3); a reusable lease made before the promote is replaced with
+// template_changed (LEASE-4); rollback; revoke
 // with deletion waits while a lease uses the template and removes the
 // image once it is released, with the receipt stored.
 func TestTemplateFlowOnDocker(t *testing.T) {
