@@ -298,6 +298,57 @@ func TestTemplateAuthorization(t *testing.T) {
 	}
 }
 
+// A capture the provider fails is recorded as a failed template, with the
+// reason, and never promoted.
+func TestFailedCaptureIsRecorded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newTplWorld(t, nil, nil)
+	w.create(t, "tpl-fail")
+	h := w.acquire(t, lease.Ephemeral)
+	defer w.release(t, h, drivers.Destroy)
+	w.fk.Inject(fake.Fault{Op: fake.OpCapture, Err: errors.New("disk full")})
+	tpl, err := w.sys.Templates().Capture(ctx, tplOps, h.ID(), "x")
+	if err == nil || !strings.Contains(err.Error(), "disk full") || tpl == nil || tpl.State != custom.StateFailed || !strings.Contains(tpl.FailureReason, "disk full") {
+		t.Fatalf("failed capture: %+v, %v", tpl, err)
+	}
+	if _, err := w.sys.Templates().Promote(ctx, tplOps, tpl.ID); !errors.Is(err, custom.ErrConflict) {
+		t.Errorf("promote of a failed template: %v, want ErrConflict", err)
+	}
+}
+
+// IMG-7: revoke with deletion on a driver that cannot delete templates is
+// refused before anything changes, naming the driver and the capability.
+func TestRevokeDeleteRefusedWithoutTheCapability(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fk := fake.New(&fake.Options{Name: "nodelete", Undeclared: drivers.NewSet(drivers.CapTemplateDelete)})
+	w := newTplWorld(t, nil, fk)
+	w.create(t, "tpl-nodelete")
+	h := w.acquire(t, lease.Ephemeral)
+	tpl, err := w.sys.Templates().Capture(ctx, tplOps, h.ID(), "x")
+	w.release(t, h, drivers.Destroy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.sys.Templates().Promote(ctx, tplOps, tpl.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.sys.Templates().Revoke(ctx, tplOps, tpl.ID, custom.RevokeOptions{Delete: true})
+	if !errors.Is(err, drivers.ErrUnsupported) || !strings.Contains(err.Error(), `"nodelete"`) || !strings.Contains(err.Error(), "template_delete") {
+		t.Fatalf("revoke --delete without template_delete: %v", err)
+	}
+	if got, _ := w.sys.Templates().Get(ctx, tplOps, tpl.ID); got.State != custom.StateActive {
+		t.Errorf("the refused revoke changed the template: %s", got.State)
+	}
+	if v := w.view(t); v.ActiveTemplate == nil {
+		t.Error("the refused revoke cleared the pointer")
+	}
+	if tpl, err = w.sys.Templates().Revoke(ctx, tplOps, tpl.ID, custom.RevokeOptions{}); err != nil || tpl.State != custom.StateRevoked {
+		t.Errorf("revoke without deletion: %+v, %v", tpl, err)
+	}
+}
+
 // IMG-7: a driver without template_capture is refused before anything
 // happens, naming the driver and the capability.
 func TestCaptureRefusedWithoutTheCapability(t *testing.T) {
@@ -362,10 +413,23 @@ func TestTemplateDrift(t *testing.T) {
 		w.release(t, h, drivers.Destroy)
 	}
 	drift(environment.DriftRelinked, tpl.Identity)
+	other := w.acquire(t, lease.Ephemeral)
+	later, err := w.sys.Templates().Capture(ctx, tplOps, other.ID(), "later")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.release(t, other, drivers.Destroy)
 	update("r2", "")
 	drift(environment.DriftDetached, w.img)
-	if _, err := w.sys.Templates().Rollback(ctx, tplOps, tpl.ID); err == nil {
-		t.Error("rollback of the active template succeeded")
+	if _, err := w.sys.Templates().Rollback(ctx, tplOps, tpl.ID); !errors.Is(err, custom.ErrConflict) {
+		t.Errorf("rollback of the active template: %v, want ErrConflict", err)
+	}
+	rev := w.view(t).Revision
+	if _, err := w.sys.Templates().Promote(ctx, tplOps, later.ID); !errors.Is(err, custom.ErrSourceMismatch) {
+		t.Errorf("promote of a template captured from another source config: %v, want ErrSourceMismatch", err)
+	}
+	if v := w.view(t); v.Revision != rev || v.ActiveTemplate.ID != tpl.ID {
+		t.Errorf("a refused promote changed the environment: revision %d (was %d), pointer %+v", v.Revision, rev, v.ActiveTemplate)
 	}
 	update("r1", "tpl-drift renamed")
 	drift(environment.DriftRelinked, tpl.Identity)
