@@ -547,5 +547,14 @@ func TestTwoPromotesAtOnceOverOnePostgres(t *testing.T) {
 		default:
 			t.Errorf("round %d: errors %v and %v; want exactly one winner and one conflict", round, errs[0], errs[1])
 		}
+		list, err := a.sys.Templates().List(ctx, tplOps, a.env.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tpl := range list {
+			if (tpl.State == custom.StateActive) != (tpl.ID == v.ActiveTemplate.ID) {
+				t.Errorf("round %d: template %s is %s, the pointer names %s", round, tpl.ID, tpl.State, v.ActiveTemplate.ID)
+			}
+		}
 	}
 }

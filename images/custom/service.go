@@ -310,15 +310,53 @@ func (s *Service) promote(ctx context.Context, p authz.Principal, id string, act
 	if err != nil {
 		return nil, fmt.Errorf("custom: %s template %s: %w", action, id, err)
 	}
-	if from != "" && from != t.ID {
-		s.setState(ctx, from, StateSuperseded)
-	}
-	t, err = s.transition(ctx, t, func(t *Template) { t.State = StateActive })
-	if err != nil {
-		return nil, err
-	}
 	s.record(ctx, &Event{Environment: env.ID, Action: action, From: from, To: t.ID, Actor: p.ID, Revision: rev})
+	s.reconcile(ctx, env.ID)
+	if t, err = s.src.Templates.GetTemplate(ctx, t.ID); err != nil {
+		return nil, fmt.Errorf("custom: template %s: %w", id, err)
+	}
 	return s.view(ctx, p, t), nil
+}
+
+// reconcile makes the states active and superseded of environment envID's
+// templates follow its pointer, the one truth: the template it names is
+// active, an active one it does not name is superseded; revoked, deleted
+// and failed templates stay. It runs after every pointer change; as it
+// reads the pointer after the change, concurrent changes converge on the
+// last pointer. Failures are logged: the next change repairs them.
+func (s *Service) reconcile(ctx context.Context, envID string) {
+	env, err := s.src.Environments.GetEnvironment(ctx, envID)
+	if err != nil {
+		s.o.Logger.Warn("custom: reading the pointer to reconcile template states", "environment", envID, "err", err)
+		return
+	}
+	active := ""
+	if env.ActiveTemplate != nil {
+		active = env.ActiveTemplate.ID
+	}
+	list, err := s.src.Templates.ListTemplates(ctx, Filter{Environment: envID})
+	if err != nil {
+		s.o.Logger.Warn("custom: listing templates to reconcile their states", "environment", envID, "err", err)
+		return
+	}
+	for _, t := range list {
+		var want State
+		switch {
+		case t.ID == active && (t.State == StateCaptured || t.State == StateSuperseded):
+			want = StateActive
+		case t.ID != active && t.State == StateActive:
+			want = StateSuperseded
+		default:
+			continue
+		}
+		if _, err := s.transition(ctx, t, func(t *Template) {
+			if t.State == StateCaptured || t.State == StateSuperseded || t.State == StateActive {
+				t.State = want
+			}
+		}); err != nil {
+			s.o.Logger.Warn("custom: template state", "template", t.ID, "state", want, "err", err)
+		}
+	}
 }
 
 // swap sets env's pointer to ptr (nil clears it) by compare-and-swap on
@@ -358,18 +396,6 @@ func (s *Service) transition(ctx context.Context, t *Template, f func(*Template)
 		}
 	}
 	return nil, fmt.Errorf("custom: template %s: too many concurrent changes: %w", t.ID, ErrConflict)
-}
-
-// setState moves template id to state unless it was revoked or deleted
-// meanwhile (best effort; logged).
-func (s *Service) setState(ctx context.Context, id string, state State) {
-	t, err := s.src.Templates.GetTemplate(ctx, id)
-	if err == nil && t.State != StateRevoked && t.State != StateDeleted {
-		_, err = s.transition(ctx, t, func(t *Template) { t.State = state })
-	}
-	if err != nil {
-		s.o.Logger.Warn("custom: template state", "template", id, "state", state, "err", err)
-	}
 }
 
 func (s *Service) record(ctx context.Context, e *Event) {
