@@ -218,7 +218,8 @@ func Denied(p Principal, a Action, r Resource) error {
 //     (ActionUseAccount) only for a company they hold a grant for (the
 //     project auth check must match besides, AUTH-2); they are denied every
 //     mutation, every probe, every sweep, every project auth check
-//     (ActionAuthCheck) and the full view, whatever their grants;
+//     (ActionAuthCheck), the full view and every read of a captured
+//     template (ResourceKindTemplate), whatever their grants;
 //   - a principal without a known role is denied everything, and every
 //     action DefaultPolicy does not know is denied.
 type DefaultPolicy struct{}
