@@ -21,6 +21,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/images/resolve"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
@@ -65,13 +66,18 @@ var sentinelCodes = map[string]struct {
 	"environment.ErrArchived":       {environment.ErrArchived, errcode.Conflict},
 	"environment.ErrTargetMismatch": {environment.ErrTargetMismatch, errcode.Conflict},
 
-	"lease.ErrNotFound":       {lease.ErrNotFound, errcode.NotFound},
-	"lease.ErrConflict":       {lease.ErrConflict, errcode.Conflict},
-	"lease.ErrClaimed":        {lease.ErrClaimed, errcode.Conflict},
-	"lease.ErrPreserved":      {lease.ErrPreserved, errcode.Unavailable},
-	"lease.ErrCleanupPending": {lease.ErrCleanupPending, errcode.Unavailable},
-	"lease.ErrInvalid":        {lease.ErrInvalid, errcode.Invalid},
-	"lease.ErrStartupBudget":  {lease.ErrStartupBudget, errcode.Timeout},
+	"lease.ErrNotFound":               {lease.ErrNotFound, errcode.NotFound},
+	"lease.ErrConflict":               {lease.ErrConflict, errcode.Conflict},
+	"lease.ErrClaimed":                {lease.ErrClaimed, errcode.Conflict},
+	"lease.ErrPreserved":              {lease.ErrPreserved, errcode.Unavailable},
+	"lease.ErrCleanupPending":         {lease.ErrCleanupPending, errcode.Unavailable},
+	"lease.ErrInvalid":                {lease.ErrInvalid, errcode.Invalid},
+	"lease.ErrStartupBudget":          {lease.ErrStartupBudget, errcode.Timeout},
+	"lease.ErrImageMismatch":          {lease.ErrImageMismatch, errcode.Conflict},
+	"images/custom.ErrNotFound":       {custom.ErrNotFound, errcode.NotFound},
+	"images/custom.ErrConflict":       {custom.ErrConflict, errcode.Conflict},
+	"images/custom.ErrInvalid":        {custom.ErrInvalid, errcode.Invalid},
+	"images/custom.ErrSourceMismatch": {custom.ErrSourceMismatch, errcode.Conflict},
 
 	"probe.ErrInvalid": {probe.ErrInvalid, errcode.Invalid},
 

@@ -17,6 +17,7 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
+	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/images/resolve"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
@@ -118,6 +119,7 @@ type System struct {
 	catalog     *environment.Catalog
 	assignments *environment.Assignments
 	leases      *lease.Manager
+	templates   *custom.Service
 	prober      *probe.Prober
 	images      *resolve.Resolver
 	runners     *controller.Controller
@@ -154,6 +156,34 @@ func (s *System) Assignments() *environment.Assignments { return s.assignments }
 
 // Leases returns the lease manager (LEASE-1..10).
 func (s *System) Leases() *lease.Manager { return s.leases }
+
+// Templates returns the custom images service: capture a live lease into
+// a template, promote, roll back, revoke and delete it (IMG-4..8). Leases
+// of an environment start from its active template while it applies.
+func (s *System) Templates() *custom.Service { return s.templates }
+
+// SweepReport is what System.Sweep did.
+type SweepReport struct {
+	// Leases is the lease manager's sweep.
+	Leases lease.SweepReport `json:"leases"`
+	// TemplatesDeleted counts templates whose wanted deletion the sweep
+	// confirmed at the provider (custom.Service.Sweep).
+	TemplatesDeleted int `json:"templatesDeleted"`
+}
+
+// Sweep sweeps the lease store (lease.Manager.Sweep) and then retries the
+// wanted template deletions (custom.Service.Sweep: a template is deleted
+// at the provider only once no live lease uses it). p must be allowed
+// authz.ActionSweep. The first error is returned with what was done.
+func (s *System) Sweep(ctx context.Context, p authz.Principal) (SweepReport, error) {
+	var r SweepReport
+	var err error
+	if r.Leases, err = s.leases.Sweep(ctx, p); err != nil {
+		return r, err
+	}
+	r.TemplatesDeleted, err = s.templates.Sweep(ctx, p)
+	return r, err
+}
 
 // Prober returns the prober, which probes saved environments and drafts
 // and records qualifications (PRB-1..8, QUAL-1..7).
@@ -287,6 +317,9 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 			return envs.ListEnvironments(ctx, environment.ListFilter{})
 		},
 	})
+	sys.templates = custom.NewService(custom.Sources{
+		Templates: st.Templates, Environments: st.Environments, Drivers: reg, Leases: sys.leases, LeaseRecords: st.Leases,
+	}, &custom.Options{Authorizer: o.Authorizer, Secrets: secrets.Get, Logger: o.Logger})
 	// The catalog shows, clears and protects the Assignments' bindings
 	// itself, and counts leases through the manager's hook.
 	sys.catalog = environment.NewCatalog(st.Environments, reg, secrets, sys.assignments, &environment.Options{

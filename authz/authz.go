@@ -129,6 +129,11 @@ const (
 	// settings (CFG-9, package instance): ActionRead reads them,
 	// ActionUpdate changes them. They are instance-wide (Company "").
 	ResourceKindInstanceSettings = "instance_settings"
+	// ResourceKindTemplate is the Resource.Kind of captured templates
+	// (images/custom; ID the template's, Name its environment's id):
+	// operators capture, promote, roll back and revoke (ActionSetup),
+	// board members read them without provider internals, agents nothing.
+	ResourceKindTemplate = "template"
 )
 
 // Resource describes what an action is about. Fields that are unknown (an
@@ -221,6 +226,8 @@ func Denied(p Principal, a Action, r Resource) error {
 //   - every known role reads the instance settings (ActionRead on
 //     ResourceKindInstanceSettings); only instance admins and local
 //     operators change them (ActionUpdate), as every mutation;
+//     (ActionAuthCheck), the full view and every read of a captured
+//     template (ResourceKindTemplate), whatever their grants;
 //   - a principal without a known role is denied everything, and every
 //     action DefaultPolicy does not know is denied.
 type DefaultPolicy struct{}
@@ -262,7 +269,7 @@ func allowedByDefault(p Principal, a Action, r Resource) bool {
 	case RoleAgent:
 		switch a {
 		case ActionRead:
-			return companyVisible(p, r)
+			return r.Kind != ResourceKindTemplate && companyVisible(p, r)
 		case ActionLease:
 			return agentMayLease(p, r)
 		case ActionUseAccount:

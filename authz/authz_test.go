@@ -137,3 +137,29 @@ func TestDeniedErrorNamesPrincipalAndAction(t *testing.T) {
 		t.Errorf("denial leaks grants: %q", err)
 	}
 }
+
+// Issue 27: on templates operators act (setup, read_config), board members
+// read, agents nothing, not even with a company grant.
+func TestDefaultPolicyTemplates(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := authz.Resource{Kind: authz.ResourceKindTemplate, ID: "tpl_1", Name: "env_1"}
+	for _, tc := range []struct {
+		p     authz.Principal
+		a     authz.Action
+		allow bool
+	}{
+		{admin, authz.ActionSetup, true}, {operator, authz.ActionSetup, true}, {operator, authz.ActionReadConfig, true},
+		{board, authz.ActionRead, true}, {board, authz.ActionReadConfig, false}, {board, authz.ActionSetup, false},
+		{agent, authz.ActionRead, false}, {agent, authz.ActionSetup, false}, {agent, authz.ActionReadConfig, false},
+	} {
+		err := authz.DefaultPolicy{}.Authorize(ctx, tc.p, tc.a, r)
+		if (err == nil) != tc.allow {
+			t.Errorf("%s %s on a template: %v, want allowed %v", tc.p.Role, tc.a, err, tc.allow)
+		}
+	}
+	// Agents still read environments of a granted company.
+	if err := (authz.DefaultPolicy{}).Authorize(ctx, agent, authz.ActionRead, authz.Resource{Kind: authz.ResourceKindEnvironment, ID: "env_1"}); err != nil {
+		t.Errorf("agent read of an environment: %v", err)
+	}
+}

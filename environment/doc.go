@@ -88,6 +88,12 @@
 //   - Revisions (CFG-6): Update, Archive, Restore and Delete carry the
 //     revision they were based on; a stale one is ErrConflict and nothing
 //     changes.
+//   - Active template (IMG-6): Environment.ActiveTemplate is server-owned;
+//     only images/custom changes it, by a revision-checked update that
+//     bumps the revision, and catalog updates keep it. Every view shows
+//     it as {id, identity, drift}, the drift (Environment.Drift: relinked
+//     or detached) computed from the config's source fingerprint without
+//     I/O.
 //   - Blast radius (CFG-7): Delete first gathers bindings, leases and setup
 //     sessions from the UsageReporters, refuses while a reusable lease is
 //     live, a cleanup is pending, or the environment is protected, and

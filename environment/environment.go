@@ -39,6 +39,44 @@ type Environment struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 	CreatedBy string    `json:"createdBy,omitempty"` // actor id
 	UpdatedBy string    `json:"updatedBy,omitempty"` // actor id
+	// ActiveTemplate is the active captured template (IMG-6, IMG-8): a
+	// server-owned field (CFG-5) that only images/custom changes, by a
+	// compare-and-swap on Revision that bumps it (CFG-6); nil for none.
+	// Catalog updates keep it as stored. Reads fill its Drift.
+	ActiveTemplate *ActiveTemplate `json:"activeTemplate,omitempty"`
+}
+
+// Drift says whether the active template applies to the environment's
+// current config (IMG-6).
+type Drift string
+
+// The drift states, with the source description's words.
+const (
+	// DriftNone: no template is active.
+	DriftNone Drift = "none"
+	// DriftRelinked: the active template applies, its source fingerprint
+	// equals the config's current one; leases start from it.
+	DriftRelinked Drift = "relinked"
+	// DriftDetached: a source field changed since the capture; leases
+	// start from the configured image until the change is undone.
+	DriftDetached Drift = "detached"
+)
+
+// ActiveTemplate is the pointer to an environment's active template. In
+// JSON reads it is {id, identity, drift}; the source fingerprint it was
+// captured from is stored but never shown.
+type ActiveTemplate struct {
+	// ID is the template's id (images/custom).
+	ID string `json:"id"`
+	// Identity is the template's image identity in its text form
+	// (images.Identity.String).
+	Identity string `json:"identity"`
+	// SourceFingerprint is the environment's source fingerprint
+	// (qualification.SourceFingerprint) when the template was captured.
+	SourceFingerprint string `json:"-"`
+	// Drift is computed by reads from the config (Environment.Drift); a
+	// store neither keeps nor reads it.
+	Drift Drift `json:"drift,omitempty"`
 }
 
 // Errors of the environment package's contract (stores return them too).

@@ -154,6 +154,10 @@ func cloneEnvironment(e *Environment) *Environment {
 	c.Config = cloneConfig(e.Config)
 	c.Env = maps.Clone(e.Env)
 	c.Metadata = maps.Clone(e.Metadata)
+	if e.ActiveTemplate != nil {
+		t := *e.ActiveTemplate
+		c.ActiveTemplate = &t
+	}
 	return &c
 }
 

@@ -86,6 +86,13 @@ func (c *Catalog) view(env *Environment, full bool) *View {
 		v.Unavailable = err.Error()
 	}
 	d, _ := c.reg.Lookup(env.Driver)
+	if env.ActiveTemplate != nil {
+		// IMG-6: the drift, computed from the config without I/O; the
+		// source fingerprint stays out of the JSON form.
+		t := *env.ActiveTemplate
+		t.Drift = env.Drift(d)
+		v.ActiveTemplate = &t
+	}
 	if !full {
 		return v
 	}

@@ -60,7 +60,7 @@ type AuthCheck struct {
 	// Version is CheckVersion for records berth writes.
 	Version int    `json:"version"`
 	Status  Status `json:"status"`
-	// Fingerprint is the lease reuse fingerprint (lease.Fingerprint) of
+	// Fingerprint is the lease reuse fingerprint (lease.EnvironmentFingerprint) of
 	// the prepared environment's config.
 	Fingerprint string   `json:"fingerprint"`
 	Provider    Provider `json:"provider"`

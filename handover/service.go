@@ -215,7 +215,7 @@ func (s *Service) subject(ctx context.Context, id string) (*environment.Environm
 	if err != nil {
 		return nil, "", Provider{}, fmt.Errorf("handover: environment %s (%s): %w", env.ID, env.Name, err)
 	}
-	fp, err := lease.Fingerprint(drv, env.Config)
+	fp, err := lease.EnvironmentFingerprint(drv, env) // with the active template's image (IMG-8)
 	if err != nil {
 		return nil, "", Provider{}, fmt.Errorf("handover: environment %s (%s): %w", env.ID, env.Name, err)
 	}

@@ -95,7 +95,8 @@ type acq struct {
 	reuseKey string
 	runKey   string
 	budget   time.Duration
-	runner   *drivers.RunnerSpec // the binary of req.Runner for the target's architecture
+	runner   *drivers.RunnerSpec         // the binary of req.Runner for the target's architecture
+	template *environment.ActiveTemplate // the applied template the sandbox starts from (IMG-8), or nil
 	// set when a recorded sandbox was replaced (LEASE-4)
 	replaces      string
 	replaceReason ReplaceReason
@@ -150,7 +151,7 @@ func (m *Manager) Acquire(ctx context.Context, p authz.Principal, req AcquireReq
 	case a.runKey != "":
 		key = "run:" + a.runKey
 	default:
-		h, err := m.acquire(ctx, a)
+		h, err := m.acquireVerified(ctx, a)
 		if err != nil {
 			return nil, err
 		}
@@ -163,7 +164,7 @@ func (m *Manager) Acquire(ctx context.Context, p authz.Principal, req AcquireReq
 	ch := m.sf.DoChan(key, func() (any, error) {
 		sctx, cancel := retry.WithTimeout(context.WithoutCancel(ctx), m.o.Clock, a.budget+m.o.ClaimGrace)
 		defer cancel()
-		return m.acquire(sctx, a)
+		return m.acquireVerified(sctx, a)
 	})
 	if m.joined != nil {
 		m.joined(key)
@@ -237,6 +238,11 @@ func (m *Manager) prepare(ctx context.Context, p authz.Principal, req AcquireReq
 			Reason: fmt.Sprintf("%s holds a secret value, not a secret reference; save it through the catalog", name)}
 	}
 	a := &acq{req: req, draft: draft, env: env, drv: drv, snapshot: env.Config.Clone()}
+	if !draft {
+		if err := startFromTemplate(a, schema); err != nil {
+			return nil, fmt.Errorf("lease: %s: %w", name, err)
+		}
+	}
 	a.cfg, err = m.resolveConfig(ctx, drv, a.snapshot)
 	if err != nil {
 		return nil, fmt.Errorf("lease: %s: %w", name, err)
@@ -353,6 +359,9 @@ func (m *Manager) newLease(a *acq) *Lease {
 		},
 		Metadata:  maps.Clone(a.req.Metadata),
 		ClaimedBy: m.opOwner(), ClaimedUntil: now.Add(a.budget + m.o.ClaimGrace),
+	}
+	if a.template != nil {
+		l.Labels[LabelTemplate] = a.template.ID
 	}
 	return l
 }

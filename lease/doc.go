@@ -76,9 +76,17 @@
 // metadata left out) matches, including a sandbox that finished starting
 // after an earlier acquisition ran out of budget (that lease is kept
 // retained). Otherwise a replacement is made and its lease records Replaces
-// and ReplaceReason (not_found, expired, identity_mismatch). A resume that
-// fails otherwise keeps the lease and returns an error wrapping
-// ErrPreserved; nothing replaces it silently.
+// and ReplaceReason (not_found, expired, identity_mismatch, runner_mismatch,
+// template_changed). A resume that fails otherwise keeps the lease and
+// returns an error wrapping ErrPreserved; nothing replaces it silently.
+//
+// Templates (IMG-8): while an environment's active template applies to its
+// config (environment.Environment.AppliedTemplate, drift relinked), a lease
+// starts from the template's identity as its image (so the reuse
+// fingerprint covers it), is labelled LabelTemplate, and its live identity
+// is checked (ErrImageMismatch, the sandbox destroyed). Manager.Open hands
+// a live sandbox lease's handle to another process (images/custom's
+// capture).
 //
 // Release (LEASE-6, LEASE-7): Keep leaves the lease retained; Stop leaves
 // it released and, for reusable policies, resumable; Destroy releases it.

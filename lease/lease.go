@@ -99,6 +99,10 @@ const (
 	// mount of Lease.Runner is fixed when the container is created), so it
 	// is never run with the old one.
 	ReplaceRunnerMismatch ReplaceReason = "runner_mismatch"
+	// ReplaceTemplateChanged: the environment's active template changed
+	// (promote, rollback, revoke, drift) since the sandbox was made
+	// (IMG-8).
+	ReplaceTemplateChanged ReplaceReason = "template_changed"
 )
 
 // Label keys that the manager puts on every sandbox it creates, so that
@@ -107,6 +111,9 @@ const (
 	LabelInstance    = "berth.instance"
 	LabelEnvironment = "berth.environment"
 	LabelLease       = "berth.lease"
+	// LabelTemplate names the active template (images/custom) a lease
+	// started from; absent for the configured image (IMG-8).
+	LabelTemplate = "berth.template-id"
 )
 
 // Lease is one use of an environment (LEASE-1). For reusable policies one
@@ -296,4 +303,8 @@ var (
 	// ErrStartupBudget: the sandbox did not start within the startup
 	// budget (LEASE-3).
 	ErrStartupBudget = errcode.New(errcode.Timeout, "lease: startup budget exhausted")
+	// ErrImageMismatch: the live sandbox does not run the image identity
+	// the lease started from (the active template's, IMG-3); the sandbox
+	// was destroyed.
+	ErrImageMismatch = errcode.New(errcode.Conflict, "lease: live image does not match")
 )

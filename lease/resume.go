@@ -38,6 +38,8 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 		// Never pull a sandbox from under a run that uses it.
 		return nil, false, fmt.Errorf("lease %s is in use by run %s with an earlier configuration of environment %s; it is replaced once released or expired: %w",
 			l.ID, l.Run, l.Environment, ErrConflict)
+	case l.Fingerprint != a.fp && l.Labels[LabelTemplate] != a.templateID():
+		return m.replace(ctx, a, l, ReplaceTemplateChanged, "")
 	case l.Fingerprint != a.fp:
 		return m.replace(ctx, a, l, ReplaceIdentityMismatch, "")
 	case preparedForOtherRunner(a, l) && l.Status == StatusActive && (l.ExpiresAt.IsZero() || l.ExpiresAt.After(now)):

@@ -23,8 +23,14 @@ func imageReference(d drivers.Driver, cfg config.Config) (images.Reference, erro
 // subjectOf builds the qualification subject of a saved environment for
 // company (QUAL-2, QUAL-3): the fingerprint covers the driver, the schema's
 // identity fields, the secret references with their versions, the image
-// and the active template (templates are not implemented yet: none). Knobs
-// and metadata stay out, so a rename or a timeout change keeps a record.
+// and the active template while it applies (environment.Environment.
+// AppliedTemplate: drift relinked, IMG-6, IMG-8), so promote, rollback,
+// revoke and drift make older records stale. With a template the expected
+// live image is the template's identity: the probe's lease starts from it.
+// Knobs and metadata stay out, so a rename or a timeout change keeps a
+// record. Without a template the fingerprint equals
+// qualification.Fingerprint of the environment's source input (a test
+// checks it against Environment.SourceFingerprint).
 // imgProblem is set when the image field could not be read as a reference.
 func subjectOf(d drivers.Driver, env *environment.Environment, company string) (subj qualification.Subject, imgProblem string) {
 	schema := d.Schema()
@@ -44,14 +50,21 @@ func subjectOf(d drivers.Driver, env *environment.Environment, company string) (
 	} else if !ref.IsZero() {
 		image = ref.String()
 	}
+	template := ""
+	if t := env.AppliedTemplate(d); t != nil {
+		if id, err := images.ParseIdentity(t.Identity); err == nil && !id.IsZero() {
+			template, ref, imgProblem = id.String(), id.Reference(), ""
+		}
+	}
 	subj = qualification.Subject{
 		Company:     company,
 		Environment: env.ID,
 		Saved:       true,
 		Fingerprint: qualification.Fingerprint(qualification.FingerprintInput{
-			Driver: d.Name(), Target: target, Secrets: secrets, Image: image,
+			Driver: d.Name(), Target: target, Secrets: secrets, Image: image, Template: template,
 		}),
-		Image: ref,
+		Image:    ref,
+		Template: template,
 	}
 	return subj, imgProblem
 }

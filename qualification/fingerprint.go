@@ -79,6 +79,18 @@ func Fingerprint(in FingerprintInput) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// SourceFingerprint returns the source fingerprint of in: Fingerprint
+// without its template part (in.Template is ignored), over the driver, the
+// identity fields, the image and the account (secret references with their
+// versions), never knobs, metadata or names. A captured template records
+// the source fingerprint it was captured from, and applies only while the
+// environment's current one equals it (IMG-6). It does no I/O and never
+// fails.
+func SourceFingerprint(in FingerprintInput) string {
+	in.Template = ""
+	return Fingerprint(in)
+}
+
 const maxDepth = 64
 
 var textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()

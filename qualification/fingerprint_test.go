@@ -120,3 +120,43 @@ func fieldNames(v any) []string {
 	}
 	return out
 }
+
+// IMG-6: the source fingerprint is the fingerprint without its template
+// part: a template change keeps it, an image, target or account change
+// changes it, and it differs from the full fingerprint of a templated
+// input.
+func TestSourceFingerprint(t *testing.T) {
+	t.Parallel()
+	base := SourceFingerprint(baseInput())
+	tests := []struct {
+		name    string
+		mutate  func(in *FingerprintInput)
+		changes bool
+	}{
+		{"another template keeps it", func(in *FingerprintInput) { in.Template = "snapshot:fake/tpl-2" }, false},
+		{"no template keeps it", func(in *FingerprintInput) { in.Template = "" }, false},
+		{"another image changes it", func(in *FingerprintInput) { in.Image = "alpine@" + digestB }, true},
+		{"another host changes it", func(in *FingerprintInput) { in.Target["host"] = "10.0.0.8" }, true},
+		{"a new account secret version changes it", func(in *FingerprintInput) {
+			in.Secrets["privateKey"] = SecretRef{ID: "sec-1", Version: 4}
+		}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			in := baseInput()
+			tc.mutate(&in)
+			if got := SourceFingerprint(in); (got != base) != tc.changes {
+				t.Errorf("SourceFingerprint changed = %v, want %v", got != base, tc.changes)
+			}
+		})
+	}
+	in := baseInput()
+	if Fingerprint(in) == base {
+		t.Error("the full fingerprint of a templated input equals its source fingerprint")
+	}
+	in.Template = ""
+	if Fingerprint(in) != base {
+		t.Error("without a template, the source fingerprint differs from the full one")
+	}
+}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
+	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
@@ -56,6 +57,9 @@ type Stores struct {
 	// Settings holds the instance settings (CFG-9): whether environments
 	// are enabled and whether only managed sandboxes may be targets.
 	Settings instance.Store
+	// Templates holds the captured templates of environments and the
+	// history of their active pointers (images/custom).
+	Templates custom.Store
 }
 
 // RunnerStore is the store of the runner protocol: its one-use tickets
@@ -93,6 +97,7 @@ func Memory() Stores {
 		AuthChecks:     &handover.MemoryStore{},
 		Runners:        NewMemoryRunnerStore(),
 		Settings:       instance.NewMemoryStore(),
+		Templates:      custom.NewMemoryStore(),
 	}
 }
 

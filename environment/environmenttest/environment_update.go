@@ -144,3 +144,44 @@ func testEnvCancelled(t *testing.T, s environment.Store) {
 	wantErr(t, "get environment created with a cancelled context", err, environment.ErrNotFound)
 	diff(t, "after cancelled update and delete", sampleEnv("env-1", "alpha", "ssh"), mustGet(t, s, "env-1"), configAsJSON)
 }
+
+// IMG-6, CFG-6: the active template pointer (with its source fingerprint,
+// without a drift) round-trips, is set and cleared only by a
+// revision-checked update, and a stale one changes nothing.
+func testEnvActiveTemplate(t *testing.T, s environment.Store) {
+	ctx := context.Background()
+	e := sampleEnv("env-1", "alpha", "ssh")
+	mustCreate(t, s, e, environment.CreateOptions{})
+	if got := mustGet(t, s, "env-1"); got.ActiveTemplate != nil {
+		t.Fatalf("a new environment has active template %+v, want none", got.ActiveTemplate)
+	}
+	ptr := &environment.ActiveTemplate{ID: "tpl-1", Identity: "snapshot:fake/snap-1", SourceFingerprint: "sha256:" + fmt.Sprintf("%064d", 1)}
+	v2 := *e
+	v2.ActiveTemplate = ptr
+	v2.Revision = 2
+	if err := s.UpdateEnvironment(ctx, &v2, 1); err != nil {
+		t.Fatalf("UpdateEnvironment setting the pointer: %v", err)
+	}
+	got := mustGet(t, s, "env-1")
+	diff(t, "pointer after update", ptr, got.ActiveTemplate)
+	got.ActiveTemplate.ID = "changed by the caller"
+	if again := mustGet(t, s, "env-1"); again.ActiveTemplate.ID != "tpl-1" {
+		t.Errorf("changing a returned pointer changed the stored one: %q", again.ActiveTemplate.ID)
+	}
+	stale := v2
+	stale.ActiveTemplate = &environment.ActiveTemplate{ID: "tpl-2", Identity: "snapshot:fake/snap-2"}
+	wantErr(t, "pointer change from a stale revision", s.UpdateEnvironment(ctx, &stale, 1), environment.ErrConflict)
+	diff(t, "pointer after a stale change", ptr, mustGet(t, s, "env-1").ActiveTemplate)
+	v3 := v2
+	v3.ActiveTemplate, v3.Revision = nil, 3
+	if err := s.UpdateEnvironment(ctx, &v3, 2); err != nil {
+		t.Fatalf("UpdateEnvironment clearing the pointer: %v", err)
+	}
+	if got := mustGet(t, s, "env-1"); got.ActiveTemplate != nil || got.Revision != 3 {
+		t.Errorf("after clearing: pointer %+v revision %d, want none at 3", got.ActiveTemplate, got.Revision)
+	}
+	list, err := s.ListEnvironments(ctx, environment.ListFilter{})
+	if err != nil || len(list) != 1 || list[0].ActiveTemplate != nil {
+		t.Errorf("ListEnvironments = %v, %v; want env-1 without a pointer", list, err)
+	}
+}

@@ -315,6 +315,9 @@ func printView(g *globals, v *environment.View) error {
 	if v.Unavailable != "" {
 		fmt.Fprintf(w, "  unavailable: %s\n", v.Unavailable)
 	}
+	if t := v.ActiveTemplate; t != nil {
+		fmt.Fprintf(w, "  active template: %s (%s), drift %s\n", t.ID, t.Identity, t.Drift)
+	}
 	if len(v.Config) > 0 {
 		b, err := json.Marshal(v.Config)
 		if err != nil {

@@ -10,7 +10,26 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
-const imageUsage = `usage: envctl image pin REF [--platform os/arch[/variant]] [--insecure-registry HOST[:PORT]]...
+const imageUsage = `usage: envctl image COMMAND [FLAGS]
+
+  pin REF [--platform os/arch[/variant]] [--insecure-registry HOST[:PORT]]...
+  templates ENV                    the captured templates of an environment
+  capture LEASE --name N           capture a live sandbox lease into a template
+  promote TEMPLATE                 make it the environment's active template
+  rollback TEMPLATE                promote a superseded template again
+  revoke TEMPLATE [--delete] [--reason S]
+  history ENV                      the active pointer's append-only history
+  sweep                            retry the wanted template deletions
+
+Leases of an environment start from its active template while its source
+config (identity fields, image, account) is the one the template was
+captured from; 'env show' prints the drift (relinked, detached). revoke
+clears the pointer when the template is active (new leases use the
+configured image; there is no fall back); with --delete the template is
+deleted at the provider at once when no live lease uses it, else the wish
+is recorded and 'image sweep' deletes it later. --json prints a template as
+{id, environment, state, identity, sourceFingerprint, createdAt,
+deleteReceipt}, templates as an array of them.
 
 pin resolves an image tag to repo@sha256:<digest> of the manifest for the
 platform (default linux/amd64), choosing it out of a multi-platform index.
@@ -34,7 +53,10 @@ type pinned struct {
 }
 
 func runImage(ctx context.Context, g *globals, args []string) error {
-	if len(args) == 0 || args[0] != "pin" {
+	if len(args) > 0 && args[0] != "pin" {
+		return runTemplates(ctx, g, args)
+	}
+	if len(args) == 0 {
 		fmt.Fprint(g.stderr, imageUsage)
 		return errUsage
 	}

@@ -26,6 +26,7 @@
 //	assign clear KIND [KEY]
 //	assign resolve --company C [--workspace W] [--project P] [--agent A] [--require CAPS]
 //	image pin REF [--platform os/arch] [--insecure-registry HOST]...
+//	image templates ENV | capture LEASE --name N | promote T | rollback T | revoke T [--delete] | history ENV | sweep
 //	run ENV --company C [--workspace W] [--run R] [--runner-binary PATH] [--connect-timeout D] [--managed-account REF [--account-file PATH] [--project P]...] -- ARGV...
 //	run --company C [--workspace W] [--project P] [--agent A] -- ARGV...  (through the scope's binding)
 //	probe ENV --company C [--runner [--runner-binary PATH]]
@@ -153,6 +154,9 @@ commands:
                              and the instance default (see 'envctl assign -h')
   image pin REF [--platform os/arch] [--insecure-registry HOST]
                              pin an image tag to repo@sha256:...
+  image templates|capture|promote|rollback|revoke|history|sweep
+                             custom images: capture a lease, promote it for
+                             the environment's leases (see 'envctl image -h')
   run ENV --company C [--workspace W] [--managed-account REF] -- ARGV...
                              run ARGV in a leased sandbox through berth's
                              runner, streaming its output; --managed-account

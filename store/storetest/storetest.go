@@ -6,7 +6,8 @@
 //
 // Each package owns its suite (environment/environmenttest,
 // qualification/qualificationtest, lease/leasetest, handover/handovertest,
-// prp/prptest, prp/controller/controllertest, instance/instancetest); this package only calls
+// images/custom/customtest, prp/prptest, prp/controller/controllertest,
+// instance/instancetest); this package only calls
 // them, one subtest per Stores field.
 package storetest
 
@@ -17,6 +18,8 @@ import (
 	"github.com/berthdev/berth/environment/environmenttest"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/handover/handovertest"
+	"github.com/berthdev/berth/images/custom"
+	"github.com/berthdev/berth/images/custom/customtest"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/instance/instancetest"
 	"github.com/berthdev/berth/lease"
@@ -72,5 +75,8 @@ func RunStoreTests(t *testing.T, newStores func(t *testing.T) store.Stores) {
 	})
 	t.Run("Settings", func(t *testing.T) {
 		instancetest.RunStoreTests(t, func(t *testing.T) instance.Store { return stores(t).Settings })
+	})
+	t.Run("Templates", func(t *testing.T) {
+		customtest.RunStoreTests(t, func(t *testing.T) custom.Store { return stores(t).Templates })
 	})
 }

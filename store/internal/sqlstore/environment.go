@@ -13,12 +13,20 @@ import (
 var _ environment.Store = (*DB)(nil)
 
 const envColumns = `id, name, description, driver, status, config, env, metadata,
-	revision, created_at, updated_at, created_by, updated_by`
+	revision, created_at, updated_at, created_by, updated_by, active_template`
 
 // envRow is an Environment in column form.
 type envRow struct {
-	config, env, metadata sql.NullString
-	created, updated      sql.NullInt64
+	config, env, metadata, template sql.NullString
+	created, updated                sql.NullInt64
+}
+
+// storedTemplate is the active_template column's JSON form: the pointer
+// with its source fingerprint, without the drift (computed by reads).
+type storedTemplate struct {
+	ID                string `json:"id"`
+	Identity          string `json:"identity"`
+	SourceFingerprint string `json:"sourceFingerprint"`
 }
 
 func encodeEnv(e *environment.Environment) (envRow, error) {
@@ -33,6 +41,11 @@ func encodeEnv(e *environment.Environment) (envRow, error) {
 	if r.metadata, err = jsonText(e.Metadata); err != nil {
 		return r, fmt.Errorf("metadata: %w", err)
 	}
+	if t := e.ActiveTemplate; t != nil {
+		if r.template, err = jsonText(storedTemplate{t.ID, t.Identity, t.SourceFingerprint}); err != nil {
+			return r, fmt.Errorf("activeTemplate: %w", err)
+		}
+	}
 	r.created, r.updated = nanos(e.CreatedAt), nanos(e.UpdatedAt)
 	return r, nil
 }
@@ -44,7 +57,7 @@ func scanEnv(s scanner) (*environment.Environment, error) {
 	var r envRow
 	var status string
 	if err := s.Scan(&e.ID, &e.Name, &e.Description, &e.Driver, &status, &r.config, &r.env, &r.metadata,
-		&e.Revision, &r.created, &r.updated, &e.CreatedBy, &e.UpdatedBy); err != nil {
+		&e.Revision, &r.created, &r.updated, &e.CreatedBy, &e.UpdatedBy, &r.template); err != nil {
 		return nil, err
 	}
 	e.Status = environment.Status(status)
@@ -56,6 +69,13 @@ func scanEnv(s scanner) (*environment.Environment, error) {
 	}
 	if err := fromJSONText(r.metadata, &e.Metadata); err != nil {
 		return nil, fmt.Errorf("environment %q: metadata: %w", e.ID, err)
+	}
+	if r.template.Valid {
+		var t storedTemplate
+		if err := fromJSONText(r.template, &t); err != nil {
+			return nil, fmt.Errorf("environment %q: activeTemplate: %w", e.ID, err)
+		}
+		e.ActiveTemplate = &environment.ActiveTemplate{ID: t.ID, Identity: t.Identity, SourceFingerprint: t.SourceFingerprint}
 	}
 	e.CreatedAt, e.UpdatedAt = fromNanos(r.created), fromNanos(r.updated)
 	return &e, nil
@@ -99,9 +119,9 @@ func (db *DB) CreateEnvironment(ctx context.Context, e *environment.Environment,
 	}
 	insert := func(h handle) error {
 		_, err := h.exec(ctx, `INSERT INTO environments (`+envColumns+`, exclusive_key)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			e.ID, e.Name, e.Description, e.Driver, string(e.Status), r.config, r.env, r.metadata,
-			e.Revision, r.created, r.updated, e.CreatedBy, e.UpdatedBy, exclusive)
+			e.Revision, r.created, r.updated, e.CreatedBy, e.UpdatedBy, r.template, exclusive)
 		return err
 	}
 	if !opts.ExclusiveDriver {
@@ -214,11 +234,11 @@ func (db *DB) UpdateEnvironment(ctx context.Context, e *environment.Environment,
 	}
 	res, err := db.writes().exec(ctx, `UPDATE environments SET name = ?, description = ?, driver = ?, status = ?,
 		config = ?, env = ?, metadata = ?, revision = ?, created_at = ?, updated_at = ?,
-		created_by = ?, updated_by = ?,
+		created_by = ?, updated_by = ?, active_template = ?,
 		exclusive_key = CASE WHEN exclusive_key IS NULL THEN NULL ELSE ? END
 		WHERE id = ? AND revision = ?`,
 		e.Name, e.Description, e.Driver, string(e.Status), r.config, r.env, r.metadata,
-		e.Revision, r.created, r.updated, e.CreatedBy, e.UpdatedBy, e.Driver,
+		e.Revision, r.created, r.updated, e.CreatedBy, e.UpdatedBy, r.template, e.Driver,
 		e.ID, baseRevision)
 	if err == nil {
 		err = db.changedOne(ctx, res, "update", e.ID, baseRevision)

@@ -35,6 +35,15 @@ func (components) Environment() Component {
 				`CREATE UNIQUE INDEX environments_exclusive_key ON environments (exclusive_key)`,
 				`CREATE INDEX environments_driver ON environments (driver)`,
 			},
+		}, {
+			Version: 2,
+			Name:    "add environments.active_template",
+			SQL: []string{
+				// The active template pointer (IMG-6, images/custom): JSON
+				// {id, identity, sourceFingerprint}, NULL for none. It
+				// changes only with the revision (CFG-6).
+				`ALTER TABLE environments ADD COLUMN active_template TEXT`,
+			},
 		}},
 	}
 }

@@ -16,5 +16,6 @@ func (db *DB) Stores() store.Stores {
 		AuthChecks:     db,
 		Runners:        db.PRP(),
 		Settings:       db,
+		Templates:      db,
 	}
 }

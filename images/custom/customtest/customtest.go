@@ -1,0 +1,233 @@
+// Package customtest is the conformance suite of images/custom's Store:
+// the memory store and the SQL stores (SQLite, PostgreSQL) pass it.
+//
+//	customtest.RunStoreTests(t, func(t *testing.T) custom.Store { return custom.NewMemoryStore() })
+package customtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/images/custom"
+)
+
+// RunStoreTests runs the suite; newStore returns a fresh, empty store for
+// each subtest.
+func RunStoreTests(t *testing.T, newStore func(t *testing.T) custom.Store) {
+	t.Helper()
+	tests := []struct {
+		name string
+		run  func(t *testing.T, s custom.Store)
+	}{
+		{"insert then get returns an equal deep copy", testRoundTrip},
+		{"a taken id is a conflict and changes nothing", testDuplicate},
+		{"update checks the version", testUpdateVersion},
+		{"10 concurrent updates from one version: exactly one wins", testUpdateConcurrent},
+		{"list filters by environment and wanted deletion, by creation time", testList},
+		{"events append in order per environment", testEvents},
+		{"missing templates are not found", testNotFound},
+		{"a cancelled context is honoured", testCancelled},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.run(t, newStore(t))
+		})
+	}
+}
+
+// baseTime has nanoseconds and a zone other than UTC, to catch stores that
+// truncate or lose the instant.
+var baseTime = time.Date(2026, 12, 1, 10, 11, 12, 123456789, time.FixedZone("UTC+1", 3600))
+
+func sample(id, env string, at time.Time) *custom.Template {
+	return &custom.Template{
+		ID: id, Environment: env, Name: "with tools", Driver: "fake", State: custom.StateCaptured,
+		Identity: "snapshot:fake/snap-" + id, SourceFingerprint: "sha256:" + fmt.Sprintf("%064d", 7),
+		Lease: "lse_1", CreatedAt: at, CreatedBy: "admin-1", UpdatedAt: at, Version: 1,
+	}
+}
+
+var sameInstant = cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })
+
+func diff(t *testing.T, what string, want, got any) {
+	t.Helper()
+	if d := cmp.Diff(want, got, sameInstant); d != "" {
+		t.Errorf("%s mismatch (-want +got):\n%s", what, d)
+	}
+}
+
+func mustInsert(t *testing.T, s custom.Store, tpl *custom.Template) {
+	t.Helper()
+	if err := s.InsertTemplate(context.Background(), tpl); err != nil {
+		t.Fatalf("InsertTemplate(%s): %v", tpl.ID, err)
+	}
+}
+
+func mustGet(t *testing.T, s custom.Store, id string) *custom.Template {
+	t.Helper()
+	got, err := s.GetTemplate(context.Background(), id)
+	if err != nil {
+		t.Fatalf("GetTemplate(%s): %v", id, err)
+	}
+	return got
+}
+
+func wantErr(t *testing.T, op string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Errorf("%s: error %v, want one wrapping %v", op, err, target)
+	}
+}
+
+func testRoundTrip(t *testing.T, s custom.Store) {
+	full := sample("tpl-1", "env-1", baseTime)
+	full.ContentHash, full.SetupSession = "sha256:abc", "ses-1"
+	full.State, full.RevokedAt, full.RevokedBy, full.RevokeReason = custom.StateRevoked, baseTime.Add(time.Minute), "admin-2", "leaks a token"
+	full.DeleteWanted, full.DeleteNote = true, "lease lse_2 uses it"
+	full.FailureReason = "none really"
+	full.DeleteReceipt = &drivers.Receipt{State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: baseTime.Add(time.Hour),
+		Evidence: "inspect image: not found", EvidenceKind: drivers.EvidenceProvider}
+	mustInsert(t, s, full)
+	got := mustGet(t, s, "tpl-1")
+	diff(t, "round trip", full, got)
+	got.DeleteReceipt.Evidence = "changed by the caller"
+	if again := mustGet(t, s, "tpl-1"); again.DeleteReceipt.Evidence != "inspect image: not found" {
+		t.Errorf("changing a returned template changed the stored one")
+	}
+	minimal := &custom.Template{ID: "tpl-2", Environment: "env-1", State: custom.StateFailed, Version: 1}
+	mustInsert(t, s, minimal)
+	diff(t, "minimal round trip", minimal, mustGet(t, s, "tpl-2"))
+	wantErr(t, "insert with version 2", s.InsertTemplate(context.Background(), &custom.Template{ID: "tpl-3", Environment: "env-1", Version: 2}), custom.ErrInvalid)
+}
+
+func testDuplicate(t *testing.T, s custom.Store) {
+	mustInsert(t, s, sample("tpl-1", "env-1", baseTime))
+	other := sample("tpl-1", "env-2", baseTime)
+	wantErr(t, "insert of a taken id", s.InsertTemplate(context.Background(), other), custom.ErrConflict)
+	if got := mustGet(t, s, "tpl-1"); got.Environment != "env-1" {
+		t.Errorf("a refused insert changed the stored template: environment %q", got.Environment)
+	}
+}
+
+func testUpdateVersion(t *testing.T, s custom.Store) {
+	ctx := context.Background()
+	mustInsert(t, s, sample("tpl-1", "env-1", baseTime))
+	v2 := mustGet(t, s, "tpl-1")
+	v2.State, v2.Version, v2.UpdatedAt = custom.StateActive, 2, baseTime.Add(time.Second)
+	if err := s.UpdateTemplate(ctx, v2); err != nil {
+		t.Fatalf("UpdateTemplate: %v", err)
+	}
+	diff(t, "after update", v2, mustGet(t, s, "tpl-1"))
+	stale := v2.Clone()
+	stale.State = custom.StateRevoked // still version 2: based on 1
+	wantErr(t, "stale update", s.UpdateTemplate(ctx, stale), custom.ErrConflict)
+	diff(t, "after a stale update", v2, mustGet(t, s, "tpl-1"))
+	missing := sample("nope", "env-1", baseTime)
+	missing.Version = 2
+	wantErr(t, "update of a missing template", s.UpdateTemplate(ctx, missing), custom.ErrNotFound)
+}
+
+func testUpdateConcurrent(t *testing.T, s custom.Store) {
+	ctx := context.Background()
+	mustInsert(t, s, sample("tpl-1", "env-1", baseTime))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins, conflicts := 0, 0
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			u := sample("tpl-1", "env-1", baseTime)
+			u.Version, u.Name = 2, fmt.Sprintf("writer %d", i)
+			err := s.UpdateTemplate(ctx, u)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case errors.Is(err, custom.ErrConflict):
+				conflicts++
+			default:
+				t.Errorf("UpdateTemplate: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins != 1 || conflicts != 9 {
+		t.Errorf("%d wins and %d conflicts, want 1 and 9", wins, conflicts)
+	}
+}
+
+func testList(t *testing.T, s custom.Store) {
+	ctx := context.Background()
+	mustInsert(t, s, sample("tpl-b", "env-1", baseTime.Add(2*time.Second)))
+	mustInsert(t, s, sample("tpl-a", "env-1", baseTime.Add(2*time.Second)))
+	first := sample("tpl-z", "env-1", baseTime)
+	first.DeleteWanted = true
+	mustInsert(t, s, first)
+	mustInsert(t, s, sample("tpl-c", "env-2", baseTime))
+	ids := func(f custom.Filter) []string {
+		t.Helper()
+		list, err := s.ListTemplates(ctx, f)
+		if err != nil {
+			t.Fatalf("ListTemplates(%+v): %v", f, err)
+		}
+		out := []string{}
+		for _, tpl := range list {
+			out = append(out, tpl.ID)
+		}
+		return out
+	}
+	diff(t, "env-1", []string{"tpl-z", "tpl-a", "tpl-b"}, ids(custom.Filter{Environment: "env-1"}))
+	diff(t, "all", []string{"tpl-c", "tpl-z", "tpl-a", "tpl-b"}, ids(custom.Filter{}))
+	diff(t, "delete wanted", []string{"tpl-z"}, ids(custom.Filter{DeleteWanted: true}))
+	diff(t, "none", []string{}, ids(custom.Filter{Environment: "env-9"}))
+}
+
+func testEvents(t *testing.T, s custom.Store) {
+	ctx := context.Background()
+	e1 := &custom.Event{Environment: "env-1", Action: custom.ActionPromote, To: "tpl-1", Actor: "admin-1", At: baseTime, Revision: 2}
+	e2 := &custom.Event{Environment: "env-1", Action: custom.ActionPromote, From: "tpl-1", To: "tpl-2", Actor: "admin-2", At: baseTime.Add(time.Second), Revision: 3, Reason: "new tools"}
+	o1 := &custom.Event{Environment: "env-2", Action: custom.ActionRevoke, From: "tpl-9", Actor: "admin-1", At: baseTime, Revision: 5}
+	for _, e := range []*custom.Event{e1, o1, e2} {
+		if err := s.AppendEvent(ctx, e); err != nil {
+			t.Fatalf("AppendEvent: %v", err)
+		}
+	}
+	if e1.Seq != 1 || e2.Seq != 2 || o1.Seq != 1 {
+		t.Errorf("seqs %d, %d, %d; want 1, 2 and 1 (per environment)", e1.Seq, e2.Seq, o1.Seq)
+	}
+	got, err := s.ListEvents(ctx, "env-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "env-1 history", []*custom.Event{e1, e2}, got)
+	none, err := s.ListEvents(ctx, "env-9")
+	if err != nil || len(none) != 0 {
+		t.Errorf("ListEvents(env-9) = %v, %v; want none", none, err)
+	}
+}
+
+func testNotFound(t *testing.T, s custom.Store) {
+	_, err := s.GetTemplate(context.Background(), "nope")
+	wantErr(t, "get of a missing template", err, custom.ErrNotFound)
+}
+
+func testCancelled(t *testing.T, s custom.Store) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.InsertTemplate(ctx, sample("tpl-1", "env-1", baseTime)); !errors.Is(err, context.Canceled) {
+		t.Errorf("InsertTemplate on a cancelled context: %v, want context.Canceled", err)
+	}
+	if _, err := s.ListTemplates(ctx, custom.Filter{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("ListTemplates on a cancelled context: %v, want context.Canceled", err)
+	}
+}

@@ -1,0 +1,173 @@
+package custom
+
+import (
+	"context"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
+)
+
+// State is a template's lifecycle state: captured -> active <-> superseded;
+// any -> revoked -> deleted; failed for a capture that did not finish.
+type State string
+
+// The template states.
+const (
+	// StateCaptured: captured, never promoted.
+	StateCaptured State = "captured"
+	// StateActive: the environment's active pointer names it.
+	StateActive State = "active"
+	// StateSuperseded: it was active and another promote replaced it; a
+	// rollback promotes it again.
+	StateSuperseded State = "superseded"
+	// StateRevoked: disabled; never promoted again. Its deletion at the
+	// provider may be wanted (Template.DeleteWanted).
+	StateRevoked State = "revoked"
+	// StateDeleted: deleted at the provider, with the receipt stored.
+	StateDeleted State = "deleted"
+	// StateFailed: the capture failed; nothing usable exists.
+	StateFailed State = "failed"
+)
+
+// Template is a captured image of an environment (IMG-4, IMG-6).
+type Template struct {
+	ID          string `json:"id"`
+	Environment string `json:"environment"`
+	// Name is the human-readable name given at capture.
+	Name   string `json:"name,omitempty"`
+	Driver string `json:"driver"`
+	State  State  `json:"state"`
+	// Identity is the immutable image identity in its text form
+	// (images.Identity.String): a digest-pinned reference for Docker, a
+	// snapshot id for Daytona and the fake. A provider internal: left out
+	// of the redacted view.
+	Identity string `json:"identity,omitempty"`
+	// SourceFingerprint is the environment's source fingerprint
+	// (qualification.SourceFingerprint) the template was captured from;
+	// it applies only while the environment's current one equals it
+	// (IMG-6).
+	SourceFingerprint string `json:"sourceFingerprint,omitempty"`
+	// ContentHash is the hash of the scripted setup inputs (set by setup
+	// sessions; empty for a plain capture).
+	ContentHash string `json:"contentHash,omitempty"`
+	// SetupSession is the setup session that captured it ("" for a plain
+	// capture).
+	SetupSession string `json:"setupSession,omitempty"`
+	// Lease is the lease captured from (a provider internal).
+	Lease     string    `json:"lease,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	CreatedBy string    `json:"createdBy,omitempty"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	// FailureReason says why a capture failed (StateFailed).
+	FailureReason string    `json:"failureReason,omitempty"`
+	RevokedAt     time.Time `json:"revokedAt,omitzero"`
+	RevokedBy     string    `json:"revokedBy,omitempty"`
+	RevokeReason  string    `json:"revokeReason,omitempty"`
+	// DeleteWanted records that deletion at the provider was asked for and
+	// has not been confirmed yet; Service.Sweep retries it.
+	DeleteWanted bool `json:"deleteWanted,omitempty"`
+	// DeleteNote says why the last deletion attempt did not delete (a live
+	// lease uses it, the provider answered in use, an error).
+	DeleteNote string `json:"deleteNote,omitempty"`
+	// DeleteReceipt is the provider's confirmed receipt of the deletion.
+	DeleteReceipt *drivers.Receipt `json:"deleteReceipt,omitempty"`
+	// Version starts at 1 and grows by one on every store update.
+	Version int64 `json:"version"`
+	// Redacted reports a view without provider internals (identity,
+	// source fingerprint, lease, receipt evidence).
+	Redacted bool `json:"redacted,omitempty"`
+}
+
+// Clone returns a deep copy of t.
+func (t *Template) Clone() *Template {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	if t.DeleteReceipt != nil {
+		r := *t.DeleteReceipt
+		c.DeleteReceipt = &r
+	}
+	return &c
+}
+
+// EventAction says what an Event did to the active pointer.
+type EventAction string
+
+// The pointer changes.
+const (
+	// ActionPromote: the pointer moved to a captured template.
+	ActionPromote EventAction = "promote"
+	// ActionRollback: the pointer moved back to a superseded template (a
+	// new promote, nothing undone in place).
+	ActionRollback EventAction = "rollback"
+	// ActionRevoke: the active template was revoked and the pointer
+	// cleared (no fall back to the previous one).
+	ActionRevoke EventAction = "revoke"
+)
+
+// Event is one change of an environment's active pointer, in the
+// append-only history: who, when, from, to, why.
+type Event struct {
+	// Seq orders an environment's events; the store assigns it.
+	Seq         int64       `json:"seq"`
+	Environment string      `json:"environment"`
+	Action      EventAction `json:"action"`
+	// From and To are template ids; "" for no template.
+	From   string    `json:"from,omitempty"`
+	To     string    `json:"to,omitempty"`
+	Actor  string    `json:"actor"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason,omitempty"`
+	// Revision is the environment revision the change wrote.
+	Revision int64 `json:"revision"`
+}
+
+// Filter selects templates in Store.ListTemplates; zero fields match
+// everything.
+type Filter struct {
+	Environment string
+	// DeleteWanted matches only templates whose deletion is wanted.
+	DeleteWanted bool
+}
+
+// Store persists templates and the pointer history. Implementations: the
+// memory store (NewMemoryStore) and the SQL stores (store/sqlite,
+// store/postgres); all pass customtest.RunStoreTests. A Store is safe for
+// concurrent use and stores and returns deep copies.
+type Store interface {
+	// InsertTemplate stores t (Version must be 1); ErrConflict if the id
+	// is taken.
+	InsertTemplate(ctx context.Context, t *Template) error
+	// GetTemplate returns the template, or an error wrapping ErrNotFound.
+	GetTemplate(ctx context.Context, id string) (*Template, error)
+	// ListTemplates returns the matching templates by CreatedAt, then id.
+	ListTemplates(ctx context.Context, f Filter) ([]*Template, error)
+	// UpdateTemplate replaces template t.ID if its stored Version is
+	// t.Version-1; otherwise ErrConflict (ErrNotFound if absent) and
+	// nothing changes.
+	UpdateTemplate(ctx context.Context, t *Template) error
+	// AppendEvent appends e to its environment's history, setting e.Seq
+	// to one more than the environment's last.
+	AppendEvent(ctx context.Context, e *Event) error
+	// ListEvents returns the environment's events by Seq.
+	ListEvents(ctx context.Context, environment string) ([]*Event, error)
+}
+
+// Errors of the custom images contract.
+var (
+	// ErrNotFound: no template with that id (or one the principal may not
+	// read).
+	ErrNotFound = errcode.New(errcode.NotFound, "custom: template not found")
+	// ErrConflict: a stale version or revision (two promotes at once: one
+	// wins, CFG-6), a taken id, or a state change the template's state does
+	// not allow.
+	ErrConflict = errcode.New(errcode.Conflict, "custom: conflict")
+	// ErrInvalid: a malformed request.
+	ErrInvalid = errcode.New(errcode.Invalid, "custom: invalid request")
+	// ErrSourceMismatch: the template was captured from another source
+	// config than the environment's current one (IMG-6); it cannot be
+	// promoted until the change is undone.
+	ErrSourceMismatch = errcode.New(errcode.Conflict, "custom: template does not match the environment's source config")
+)

@@ -1,0 +1,148 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/images"
+)
+
+// templateID is the id of the template the acquisition starts from, or "".
+func (a *acq) templateID() string {
+	if a.template == nil {
+		return ""
+	}
+	return a.template.ID
+}
+
+// startFromTemplate makes a start from the environment's active template
+// while it applies to the config (drift relinked, IMG-6, IMG-8): the
+// snapshot's image field becomes the template's identity, in the form the
+// driver's schema reads back as that identity (Docker: the digest-pinned
+// reference; Daytona: the snapshot id; the fake: either). The reuse
+// fingerprint then covers it, and the record is labelled LabelTemplate. A
+// detached or absent template leaves the configured image.
+func startFromTemplate(a *acq, schema *config.Schema) error {
+	t := a.env.AppliedTemplate(a.drv)
+	if t == nil {
+		return nil
+	}
+	id, err := images.ParseIdentity(t.Identity)
+	if err != nil || id.IsZero() {
+		return fmt.Errorf("active template %s has no usable identity %q: %v: %w", t.ID, t.Identity, err, ErrInvalid)
+	}
+	if schema.ImageField == "" {
+		return fmt.Errorf("driver %q has no image field to start from template %s: %w", a.drv.Name(), t.ID, drivers.ErrUnsupported)
+	}
+	candidates := []string{id.String()}
+	if id.Kind() == images.KindSnapshot {
+		candidates = append(candidates, id.SnapshotID())
+	}
+	for _, c := range candidates {
+		cfg := a.snapshot.Clone()
+		cfg[schema.ImageField] = c
+		ref, err := schema.Image(cfg)
+		if err != nil {
+			continue
+		}
+		if got, ok := ref.Identity(); ok && got == id {
+			a.snapshot = cfg
+			a.template = t
+			return nil
+		}
+	}
+	return fmt.Errorf("driver %q cannot start a sandbox from template %s (identity %s): its image field reads no such identity: %w",
+		a.drv.Name(), t.ID, id, drivers.ErrUnsupported)
+}
+
+// acquireVerified is acquire, then, for a lease started from a template,
+// the live identity check (IMG-3): the sandbox must report the template's
+// identity, else it is destroyed and the error wraps ErrImageMismatch.
+func (m *Manager) acquireVerified(ctx context.Context, a *acq) (*Handle, error) {
+	h, err := m.acquire(ctx, a)
+	if err != nil || a.template == nil {
+		return h, err
+	}
+	ir, cerr := capability(h, drivers.SandboxAs[drivers.ImageReporter])
+	if cerr != nil {
+		return h, nil // the driver reports no live identity: its schema read it back
+	}
+	live, err := ir.ImageIdentity(ctx)
+	if err == nil && live.String() == a.template.Identity {
+		return h, nil
+	}
+	why := fmt.Sprintf("reports %s", live)
+	if err != nil {
+		why = fmt.Sprintf("could not report its image: %v", err)
+	}
+	if _, rerr := m.release(context.WithoutCancel(ctx), h.lease.ID, ReleaseOptions{Disposition: drivers.Destroy}); rerr != nil {
+		why += fmt.Sprintf("; its destroy is pending: %v", rerr)
+	}
+	return nil, fmt.Errorf("lease %s: environment %s: the sandbox started from template %s (%s) %s: %w",
+		h.lease.ID, a.env.ID, a.template.ID, a.template.Identity, why, ErrImageMismatch)
+}
+
+// Open returns a handle of the live sandbox lease id for p, who must be
+// allowed authz.ActionLease on it (as for Release; a lease p may not read
+// is not found). A lease this manager holds gets its live handle; one
+// another process acquired is resumed by its provider lease id
+// (drivers.Resumer) with its recorded config. Host leases (local, ssh) are
+// refused with an error wrapping drivers.ErrUnsupported: they live in the
+// process that holds them. A lease that is not active or retained is an
+// error wrapping ErrConflict. The handle acts for the lease as Acquire's
+// does; releasing it releases the lease.
+func (m *Manager) Open(ctx context.Context, p authz.Principal, id string) (*Handle, error) {
+	l, err := m.load(ctx, p, authz.ActionLease, id)
+	if err != nil {
+		return nil, err
+	}
+	if l.Status != StatusActive && l.Status != StatusRetained {
+		return nil, fmt.Errorf("lease %s is %s, not a live lease: %w", id, l.Status, ErrConflict)
+	}
+	drv, err := m.reg.Lookup(l.Provider)
+	if err != nil {
+		return nil, fmt.Errorf("lease %s: %w", id, err)
+	}
+	if drv.Capabilities().Kind == drivers.KindHost {
+		return nil, fmt.Errorf("lease %s is a host lease of driver %q: it lives in the process that holds it and cannot be opened elsewhere: %w",
+			id, drv.Name(), drivers.ErrUnsupported)
+	}
+	if h := m.liveHandle(id); h != nil {
+		return m.forCaller(ctx, p, h), nil
+	}
+	resumer, err := drivers.DriverAs[drivers.Resumer](drv)
+	if err != nil {
+		return nil, fmt.Errorf("lease %s: %w", id, err)
+	}
+	if l.ProviderLeaseID == "" {
+		return nil, fmt.Errorf("lease %s has no provider sandbox yet: %w", id, ErrConflict)
+	}
+	cfg, err := m.resolveConfig(ctx, drv, l.Config)
+	if err != nil {
+		return nil, fmt.Errorf("lease %s: %w", id, err)
+	}
+	sb, err := resumer.Resume(ctx, cfg, l.ProviderLeaseID)
+	if err != nil {
+		return nil, fmt.Errorf("lease %s: resuming sandbox %s: %w", id, l.ProviderLeaseID, err)
+	}
+	h := &Handle{m: m, lease: l, driver: drv, sandbox: sb, resumed: true}
+	return m.forCaller(ctx, p, h), nil
+}
+
+// EnvironmentFingerprint returns the reuse fingerprint that a lease of env
+// acquired now records (Lease.Fingerprint): Fingerprint of its config,
+// with the active template's identity as the image while the template
+// applies (IMG-8). Those who bind a record to the config a lease runs
+// (handover's project auth checks) use it, so that a template change is a
+// config change for them too. It does no I/O.
+func EnvironmentFingerprint(d drivers.Driver, env *environment.Environment) (string, error) {
+	a := &acq{env: env, drv: d, snapshot: env.Config.Clone()}
+	if err := startFromTemplate(a, d.Schema()); err != nil {
+		return "", fmt.Errorf("lease: environment %s: %w", env.ID, err)
+	}
+	return Fingerprint(d, a.snapshot)
+}
