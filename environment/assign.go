@@ -41,11 +41,6 @@ func (k BindingKind) Valid() bool {
 	return false
 }
 
-// AnyRevision as a base revision makes Assignments.Set and Clear act on
-// whatever binding is stored (last writer wins) instead of checking a
-// revision.
-const AnyRevision int64 = -1
-
 // BindingRef identifies a binding: its kind and key. The key is the
 // workspace, project or agent id; it is "" for the instance default.
 // Bindings are unique by (Kind, Key) in an instance, whatever their company.

@@ -69,7 +69,7 @@ type Options struct {
 	// managed-sandbox-only in View.Unavailable.
 	Settings instance.Reader
 	// HealthTimeout (Catalog only) bounds one provider health measurement.
-	// Default DefaultHealthTimeout.
+	// Default 10 s.
 	HealthTimeout time.Duration
 	// SecretKeeper, if not nil, keeps the secrets that an update supersedes
 	// or a delete gives up while a lease not proven clean uses them (give
@@ -140,7 +140,7 @@ func NewCatalog(store Store, reg *drivers.Registry, secrets SecretStore, asg *As
 	}
 	c.healthTTL = o.HealthTimeout
 	if c.healthTTL <= 0 {
-		c.healthTTL = DefaultHealthTimeout
+		c.healthTTL = defaultHealthTimeout
 	}
 	return c
 }

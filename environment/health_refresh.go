@@ -13,8 +13,9 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 )
 
-// DefaultHealthTimeout bounds one provider health measurement.
-const DefaultHealthTimeout = 10 * time.Second
+// defaultHealthTimeout bounds one provider health measurement when
+// Options.HealthTimeout is zero.
+const defaultHealthTimeout = 10 * time.Second
 
 // RefreshHealth measures now the health of the provider endpoint that
 // environment id addresses, stores the result (replacing the last one, so a

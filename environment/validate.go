@@ -12,7 +12,8 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 )
 
-// Limits and rules on the free-text fields of an environment. A create or update
+// Limits, rules and special values of request fields. The limits and rules
+// are on the free-text fields of an environment. A create or update
 // beyond one is refused with a *FieldError naming the field (wrapping
 // ErrInvalid). Every text (names, descriptions, env values, metadata keys and
 // values) must also be valid UTF-8 without NUL bytes: the stores would alter
@@ -43,6 +44,10 @@ const (
 	// so are keys that imitate server-owned qualification or platform
 	// state ("qualified", "is_qualified", "platformMeasurement", ...).
 	ReservedMetadataPrefix = "berth."
+	// AnyRevision as a base revision makes Assignments.Set and Clear act
+	// on whatever binding is stored (last writer wins) instead of checking
+	// a revision.
+	AnyRevision int64 = -1
 )
 
 // checkText returns why s is not acceptable text of at most max bytes, or
