@@ -249,3 +249,6 @@ func newHTTPServer(h http.Handler) *http.Server {
 		MaxHeaderBytes:    64 << 10,
 	}
 }
+
+// runnerSpecOf reads a runner binary's spec.
+func runnerSpecOf(path string) (drivers.RunnerSpec, error) { return controller.RunnerSpecFromFile(path) }
