@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
@@ -73,6 +75,15 @@ type tenv struct {
 	dir    string
 	dsn    string
 	router routers.Router
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// close shuts the server down as SIGTERM does (once).
+func (e *tenv) close() error {
+	e.closeOnce.Do(func() { e.closeErr = e.s.Close(context.Background()) })
+	return e.closeErr
 }
 
 // envOpts adjust newEnv.
@@ -133,7 +144,7 @@ func newEnv(t *testing.T, kind string, o *envOpts) *tenv {
 	e.ts = httptest.NewServer(e.s.Handler())
 	t.Cleanup(func() {
 		e.ts.Close()
-		if err := e.s.Close(context.Background()); err != nil {
+		if err := e.close(); err != nil {
 			t.Errorf("server Close: %v", err)
 		}
 		closeDB()
@@ -317,3 +328,7 @@ func events(body []byte) [][2]string {
 	}
 	return out
 }
+
+var adminPrincipal = authz.Principal{ID: "root", Role: authz.RoleInstanceAdmin}
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }

@@ -251,4 +251,6 @@ func newHTTPServer(h http.Handler) *http.Server {
 }
 
 // runnerSpecOf reads a runner binary's spec.
-func runnerSpecOf(path string) (drivers.RunnerSpec, error) { return controller.RunnerSpecFromFile(path) }
+func runnerSpecOf(path string) (drivers.RunnerSpec, error) {
+	return controller.RunnerSpecFromFile(path)
+}

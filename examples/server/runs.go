@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -340,18 +341,33 @@ func (s *server) runOutput(w http.ResponseWriter, r *http.Request) {
 		return rn.task
 	}
 	if !wantsEvents(r) {
-		out := []outputChunk{}
+		// One page: what is stored after from, waiting briefly for a
+		// running task's next chunk; Ended once the task's output is all
+		// read.
+		out, ended := []outputChunk{}, false
 		if t := taskOf(); t != nil {
-			cs, err := t.Output(r.Context(), from)
-			if err != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+			cs, err := t.Output(ctx, from)
+			cancel()
+			switch {
+			case errors.Is(err, io.EOF):
+				ended = true
+			case err != nil && ctx.Err() == nil:
 				s.writeError(w, r, err)
 				return
 			}
 			out = chunksOf(cs)
+		} else {
+			select {
+			case <-rn.done:
+				ended = true
+			default:
+			}
 		}
 		s.writeJSON(w, r, http.StatusOK, struct {
 			Items []outputChunk `json:"items"`
-		}{out})
+			Ended bool          `json:"ended"`
+		}{out, ended})
 		return
 	}
 	ev, release, err := s.openEvents(w, r)
@@ -360,45 +376,44 @@ func (s *server) runOutput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
 	for {
-		ended := false
-		select {
-		case <-rn.done:
-			ended = true
-		default:
-		}
-		if t := taskOf(); t != nil {
-			for {
-				cs, err := t.Output(r.Context(), from)
-				if err != nil {
-					ev.send("error", "", struct {
-						Error apiError `json:"error"`
-					}{errorBody(err)})
+		t := taskOf()
+		if t == nil {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-rn.done:
+				if taskOf() == nil {
+					ev.send("end", "", rn.snapshot())
 					return
 				}
-				if len(cs) == 0 {
-					break
-				}
-				for _, c := range chunksOf(cs) {
-					if ev.send("output", strconv.FormatUint(c.Seq, 10), c) != nil {
-						return
-					}
-				}
-				from = cs[len(cs)-1].Seq
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		cs, err := t.Output(r.Context(), from)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if r.Context().Err() == nil {
+				ev.send("error", "", struct {
+					Error apiError `json:"error"`
+				}{errorBody(err)})
+			}
+			return
+		}
+		for _, c := range chunksOf(cs) {
+			if ev.send("output", strconv.FormatUint(c.Seq, 10), c) != nil {
+				return
 			}
 		}
-		if ended {
-			ev.send("end", "", rn.snapshot())
-			return
-		}
-		select {
-		case <-r.Context().Done():
-			return
-		case <-rn.done:
-		case <-tick.C:
-		}
+		from = cs[len(cs)-1].Seq
+	}
+	select {
+	case <-rn.done:
+		ev.send("end", "", rn.snapshot())
+	case <-r.Context().Done():
 	}
 }
 

@@ -126,10 +126,14 @@ func parseTokens(name string, data []byte) (tokenSet, error) {
 		for i := 0; dec.More(); i++ {
 			off := dec.InputOffset()
 			var e tokenEntry
+			field := func(f string) string { return fmt.Sprintf("tokens[%d].%s", i, f) }
 			if err := dec.Decode(&e); err != nil {
+				var te *json.UnmarshalTypeError
+				if errors.As(err, &te) {
+					return nil, fail(te.Offset, field(te.Field), "want a %s", te.Type)
+				}
 				return nil, jsonErr(dec, err)
 			}
-			field := func(f string) string { return fmt.Sprintf("tokens[%d].%s", i, f) }
 			switch {
 			case len(e.Token) < minTokenLen:
 				return nil, fail(off, field("token"), "a token of at least %d characters is required", minTokenLen)
