@@ -76,6 +76,9 @@ type tenv struct {
 	dsn    string
 	router routers.Router
 
+	bodiesMu sync.Mutex
+	bodies   []byte // every response body, for the canary checks
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -279,6 +282,12 @@ func (e *tenv) do(t testing.TB, c call) *resp {
 	if err != nil {
 		t.Fatalf("%s %s: read the body: %v", c.method, c.path, err)
 	}
+	e.bodiesMu.Lock()
+	e.bodies = append(append(e.bodies, rb...), '\n')
+	for k, vs := range res.Header {
+		e.bodies = append(e.bodies, k+": "+strings.Join(vs, ",")+"\n"...)
+	}
+	e.bodiesMu.Unlock()
 	if in != nil {
 		out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: res.StatusCode, Header: res.Header,
 			Options: &openapi3filter.Options{IncludeResponseStatus: true}}
