@@ -68,7 +68,7 @@ var stores = []string{"sqlite", "postgres"}
 
 // tenv is one server under test: an httptest server over a real store.
 type tenv struct {
-	t      *testing.T
+	t      testing.TB
 	s      *server
 	ts     *httptest.Server
 	logs   *syncbuf.Buffer
@@ -98,7 +98,7 @@ type envOpts struct {
 
 // newEnv starts a server on store kind ("sqlite" or "postgres") with the
 // fake driver (in test mode) unless o names drivers.
-func newEnv(t *testing.T, kind string, o *envOpts) *tenv {
+func newEnv(t testing.TB, kind string, o *envOpts) *tenv {
 	t.Helper()
 	if o == nil {
 		o = &envOpts{}
@@ -341,3 +341,12 @@ func events(body []byte) [][2]string {
 var adminPrincipal = authz.Principal{ID: "root", Role: authz.RoleInstanceAdmin}
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// readFull reads r into buf until EOF or buf is full, draining the rest.
+func readFull(r io.Reader, buf []byte) (int, error) {
+	n, err := io.ReadFull(r, buf)
+	io.Copy(io.Discard, r)
+	return n, err
+}
