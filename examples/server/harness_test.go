@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -139,7 +140,7 @@ func newEnv(t testing.TB, kind string, o *envOpts) *tenv {
 	}
 	log := slog.New(slog.NewTextHandler(e.logs, nil))
 	e.s, err = newServer(ctx, options{stores: st, host: host, drivers: drvs, testMode: true, tokens: tokens,
-		log: log, runnerSet: rs, maxStreams: max(o.maxStreams, 4), secrets: secrets})
+		log: log, runnerSet: rs, maxStreams: cmp.Or(o.maxStreams, 4), secrets: secrets})
 	if err != nil {
 		closeDB()
 		t.Fatal(err)

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/ssh"
@@ -111,4 +114,26 @@ func TestDockerRun(t *testing.T) {
 	e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/environments/" + v.ID + "/blast-radius", token: tokAdmin}).decode(t, &br)
 	e.must(t, http.StatusOK, call{method: "DELETE", path: "/api/v1/environments/" + v.ID, token: tokAdmin, header: map[string]string{"If-Match": etag(br.Revision)}})
 	e.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/sweep", token: tokOperator})
+
+	// Shutdown with a run in flight: stopped with proof, the lease
+	// released, no container left.
+	e.must(t, http.StatusCreated, call{method: "POST", path: "/api/v1/environments", token: tokAdmin,
+		body: map[string]any{"name": "box2", "driver": "docker", "config": map[string]any{"image": img.Ref, "network": "none", "labels": map[string]string{"test.berth/run": mark}}}}).decode(t, &v)
+	long := e.startRun(t, "acme", tokAdmin, map[string]any{"environmentId": v.ID, "argv": []string{"sleep", "600"}})
+	e.waitRun(t, "acme", long.ID, tokAdmin, func(v runView) bool { return v.Status != runStarting })
+	if err := e.close(); err != nil {
+		t.Fatal(err)
+	}
+	rn, err := e.s.runs.get(t.Context(), adminPrincipal, "acme", long.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rn.snapshot()
+	if got.Status != runStopped || len(got.Proofs) != 1 || !got.Proofs[0].Complete || got.Receipt == nil || got.Receipt.Cleanup != lease.CleanupConfirmed {
+		t.Errorf("after shutdown the run is %+v", got)
+	}
+	left, err := cli.ContainerList(t.Context(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "test.berth/run="+mark))})
+	if err != nil || len(left) != 0 {
+		t.Errorf("containers left after shutdown: %d, %v", len(left), err)
+	}
 }

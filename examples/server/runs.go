@@ -391,16 +391,30 @@ func (s *server) runOutput(w http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		}
-		cs, err := t.Output(r.Context(), from)
+		// Output waits for the next chunk: bounded, so that the end of
+		// the run is seen even when no chunk or end of output comes.
+		octx, cancel := context.WithTimeout(r.Context(), time.Second)
+		cs, err := t.Output(octx, from)
+		cancel()
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if err != nil {
-			if r.Context().Err() == nil {
-				ev.send("error", "", struct {
-					Error apiError `json:"error"`
-				}{errorBody(err)})
+		if err != nil && r.Context().Err() != nil {
+			return
+		}
+		if err != nil && errors.Is(err, context.DeadlineExceeded) {
+			select {
+			case <-rn.done:
+				ev.send("end", "", rn.snapshot())
+				return
+			default:
+				continue
 			}
+		}
+		if err != nil {
+			ev.send("error", "", struct {
+				Error apiError `json:"error"`
+			}{errorBody(err)})
 			return
 		}
 		for _, c := range chunksOf(cs) {
