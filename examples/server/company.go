@@ -36,6 +36,9 @@ func (s *server) openEvents(w http.ResponseWriter, r *http.Request) (*sse, func(
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	// A stream outlives the server's read timeout: clear the deadlines so
+	// that the connection is not cut under it.
+	rc.SetReadDeadline(timeZero)
 	rc.SetWriteDeadline(timeZero)
 	rc.Flush()
 	return &sse{w: w, rc: rc}, release, nil
