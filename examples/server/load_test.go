@@ -102,7 +102,7 @@ func runLoad(tb testing.TB, e *tenv, envIDs []string, clients, ops int, validate
 					tag := hdr.Get("ETag")
 					base, _ := strconv.ParseInt(tag[1:len(tag)-1], 10, 64)
 					desc := fmt.Sprintf("c%d-%d", cl, i)
-					status, body, hdr = send(call{method: "PATCH", path: "/api/v1/environments/" + id, token: tokAdmin,
+					status, body, _ = send(call{method: "PATCH", path: "/api/v1/environments/" + id, token: tokAdmin,
 						header: map[string]string{"If-Match": tag}, body: map[string]any{"description": desc}})
 					switch status {
 					case http.StatusOK:

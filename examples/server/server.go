@@ -56,7 +56,6 @@ type options struct {
 	tls        bool
 	runnerSet  *drivers.RunnerSet
 	maxStreams int
-	dataDir    string
 	secrets    environment.SecretStore
 }
 
