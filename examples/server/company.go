@@ -110,6 +110,8 @@ func (s *server) runProbe(w http.ResponseWriter, r *http.Request, envID string, 
 		select {
 		case st := <-stages:
 			ev.send("stage", "", st)
+		case <-s.closing:
+			return // the probe ends with the request's context
 		case o := <-done:
 			for len(stages) > 0 {
 				ev.send("stage", "", <-stages)

@@ -203,6 +203,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 			loginLinkTTL, scheme, ln.Addr(), link)
 	}
 	hs := newHTTPServer(s.Handler())
+	hs.RegisterOnShutdown(s.beginShutdown)
 	errc := make(chan error, 1)
 	go func() {
 		if c.tlsCert != "" {

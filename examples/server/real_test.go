@@ -83,57 +83,61 @@ func TestDockerRun(t *testing.T) {
 	cli := testenv.Docker(t)
 	reg := testenv.StartRegistry(t, nil)
 	img := testimage.Busybox(t, reg, nil)
-	b := make([]byte, 6)
-	rand.Read(b)
-	mark := hex.EncodeToString(b)
 	testenv.RemoveRegistryImagesAtCleanup(t, cli, reg.Host)
-	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", mark)
 	bin, _ := testenv.RunnerBinarySum(t)
 	spec, err := runnerSpecOf(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, "sqlite", &envOpts{drivers: []drivers.Driver{docker.New(nil)}, runnerSet: drivers.RunnerSetOf(spec)})
-	var v environment.View
-	e.must(t, http.StatusCreated, call{method: "POST", path: "/api/v1/environments", token: tokAdmin,
-		body: map[string]any{"name": "box", "driver": "docker", "config": map[string]any{"image": img.Ref, "network": "none", "labels": map[string]string{"test.berth/run": mark}}}}).decode(t, &v)
-	run := e.startRun(t, "acme", tokAdmin, map[string]any{"environmentId": v.ID, "argv": []string{"sh", "-c", "echo hi; exit 3"}})
-	done := e.waitRun(t, "acme", run.ID, tokAdmin, ended)
-	if done.Status != runExited || done.Exit == nil || done.Exit.Code != 3 {
-		t.Fatalf("run %+v (error %+v)", done, done.Error)
-	}
-	if done.Receipt == nil || done.Receipt.Cleanup != lease.CleanupConfirmed || done.Receipt.CleanupEvidenceKind == drivers.EvidenceNone {
-		t.Errorf("receipt %+v", done.Receipt)
-	}
-	r := e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/companies/acme/runs/" + run.ID + "/output?from=0", token: tokAdmin,
-		header: map[string]string{"Accept": "text/event-stream"}})
-	if evs := events(r.body); len(evs) < 2 || !strings.Contains(evs[0][1], `"text":"hi\n"`) || !strings.Contains(evs[len(evs)-1][1], `"code":3`) {
-		t.Errorf("output events %q", evs)
-	}
-	var br environment.BlastRadius
-	e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/environments/" + v.ID + "/blast-radius", token: tokAdmin}).decode(t, &br)
-	e.must(t, http.StatusOK, call{method: "DELETE", path: "/api/v1/environments/" + v.ID, token: tokAdmin, header: map[string]string{"If-Match": etag(br.Revision)}})
-	e.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/sweep", token: tokOperator})
+	for _, kind := range stores {
+		t.Run(kind, func(t *testing.T) {
+			b := make([]byte, 6)
+			rand.Read(b)
+			mark := hex.EncodeToString(b)
+			testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", mark)
+			e := newEnv(t, kind, &envOpts{drivers: []drivers.Driver{docker.New(nil)}, runnerSet: drivers.RunnerSetOf(spec)})
+			var v environment.View
+			e.must(t, http.StatusCreated, call{method: "POST", path: "/api/v1/environments", token: tokAdmin,
+				body: map[string]any{"name": "box", "driver": "docker", "config": map[string]any{"image": img.Ref, "network": "none", "labels": map[string]string{"test.berth/run": mark}}}}).decode(t, &v)
+			run := e.startRun(t, "acme", tokAdmin, map[string]any{"environmentId": v.ID, "argv": []string{"sh", "-c", "echo hi; exit 3"}})
+			done := e.waitRun(t, "acme", run.ID, tokAdmin, ended)
+			if done.Status != runExited || done.Exit == nil || done.Exit.Code != 3 {
+				t.Fatalf("run %+v (error %+v)", done, done.Error)
+			}
+			if done.Receipt == nil || done.Receipt.Cleanup != lease.CleanupConfirmed || done.Receipt.CleanupEvidenceKind == drivers.EvidenceNone {
+				t.Errorf("receipt %+v", done.Receipt)
+			}
+			r := e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/companies/acme/runs/" + run.ID + "/output?from=0", token: tokAdmin,
+				header: map[string]string{"Accept": "text/event-stream"}})
+			if evs := events(r.body); len(evs) < 2 || !strings.Contains(evs[0][1], `"text":"hi\n"`) || !strings.Contains(evs[len(evs)-1][1], `"code":3`) {
+				t.Errorf("output events %q", evs)
+			}
+			var br environment.BlastRadius
+			e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/environments/" + v.ID + "/blast-radius", token: tokAdmin}).decode(t, &br)
+			e.must(t, http.StatusOK, call{method: "DELETE", path: "/api/v1/environments/" + v.ID, token: tokAdmin, header: map[string]string{"If-Match": etag(br.Revision)}})
+			e.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/sweep", token: tokOperator})
 
-	// Shutdown with a run in flight: stopped with proof, the lease
-	// released, no container left.
-	e.must(t, http.StatusCreated, call{method: "POST", path: "/api/v1/environments", token: tokAdmin,
-		body: map[string]any{"name": "box2", "driver": "docker", "config": map[string]any{"image": img.Ref, "network": "none", "labels": map[string]string{"test.berth/run": mark}}}}).decode(t, &v)
-	long := e.startRun(t, "acme", tokAdmin, map[string]any{"environmentId": v.ID, "argv": []string{"sleep", "600"}})
-	e.waitRun(t, "acme", long.ID, tokAdmin, func(v runView) bool { return v.Status != runStarting })
-	if err := e.close(); err != nil {
-		t.Fatal(err)
-	}
-	rn, err := e.s.runs.get(t.Context(), adminPrincipal, "acme", long.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := rn.snapshot()
-	if got.Status != runStopped || len(got.Proofs) != 1 || !got.Proofs[0].Complete || got.Receipt == nil || got.Receipt.Cleanup != lease.CleanupConfirmed {
-		t.Errorf("after shutdown the run is %+v", got)
-	}
-	left, err := cli.ContainerList(t.Context(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "test.berth/run="+mark))})
-	if err != nil || len(left) != 0 {
-		t.Errorf("containers left after shutdown: %d, %v", len(left), err)
+			// Shutdown with a run in flight: stopped with proof, the lease
+			// released, no container left.
+			e.must(t, http.StatusCreated, call{method: "POST", path: "/api/v1/environments", token: tokAdmin,
+				body: map[string]any{"name": "box2", "driver": "docker", "config": map[string]any{"image": img.Ref, "network": "none", "labels": map[string]string{"test.berth/run": mark}}}}).decode(t, &v)
+			long := e.startRun(t, "acme", tokAdmin, map[string]any{"environmentId": v.ID, "argv": []string{"sleep", "600"}})
+			e.waitRun(t, "acme", long.ID, tokAdmin, func(v runView) bool { return v.Status != runStarting })
+			if err := e.close(); err != nil {
+				t.Fatal(err)
+			}
+			rn, err := e.s.runs.get(t.Context(), adminPrincipal, "acme", long.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := rn.snapshot()
+			if got.Status != runStopped || len(got.Proofs) != 1 || !got.Proofs[0].Complete || got.Receipt == nil || got.Receipt.Cleanup != lease.CleanupConfirmed {
+				t.Errorf("after shutdown the run is %+v", got)
+			}
+			left, err := cli.ContainerList(t.Context(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "test.berth/run="+mark))})
+			if err != nil || len(left) != 0 {
+				t.Errorf("containers left after shutdown: %d, %v", len(left), err)
+			}
+		})
 	}
 }

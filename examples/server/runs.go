@@ -382,6 +382,8 @@ func (s *server) runOutput(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-r.Context().Done():
 				return
+			case <-s.closing:
+				return
 			case <-rn.done:
 				if taskOf() == nil {
 					ev.send("end", "", rn.snapshot())
@@ -404,6 +406,8 @@ func (s *server) runOutput(w http.ResponseWriter, r *http.Request) {
 		}
 		if err != nil && errors.Is(err, context.DeadlineExceeded) {
 			select {
+			case <-s.closing:
+				return
 			case <-rn.done:
 				ev.send("end", "", rn.snapshot())
 				return

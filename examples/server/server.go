@@ -37,6 +37,10 @@ type server struct {
 
 	runs    *runs
 	streams *streamLimit
+	// closing is closed when shutdown begins: event streams end so that
+	// http.Server.Shutdown does not wait for them.
+	closing   chan struct{}
+	closeOnce sync.Once
 
 	mux    *http.ServeMux
 	routes []route
@@ -109,9 +113,10 @@ func newServer(ctx context.Context, o options) (*server, error) {
 	}
 	s := &server{
 		sys: sys, stores: o.stores, host: o.host, tokens: o.tokens, log: log, tls: o.tls,
-		gate: environment.NewGate(sys.Drivers(), &environment.GateOptions{TestMode: o.testMode, Health: o.stores.Health}),
-		now:  time.Now,
-		mux:  http.NewServeMux(),
+		gate:    environment.NewGate(sys.Drivers(), &environment.GateOptions{TestMode: o.testMode, Health: o.stores.Health}),
+		now:     time.Now,
+		mux:     http.NewServeMux(),
+		closing: make(chan struct{}),
 	}
 	s.runs = newRuns(s)
 	s.streams = &streamLimit{max: max(o.maxStreams, 1), open: map[string]int{}}
@@ -212,9 +217,14 @@ func (s *server) registerRoutes() {
 	s.handle("POST", c+"/runs/{id}/stop", s.stopRun)
 }
 
-// Close stops the runs the server started (with proof, releasing their
-// ephemeral leases) and closes the System.
+// beginShutdown ends the open event streams (each sends its last event
+// or just closes); it is http.Server's RegisterOnShutdown hook.
+func (s *server) beginShutdown() { s.closeOnce.Do(func() { close(s.closing) }) }
+
+// Close ends the event streams, stops the runs the server started (with
+// proof, releasing their ephemeral leases) and closes the System.
 func (s *server) Close(ctx context.Context) error {
+	s.beginShutdown()
 	return errors.Join(s.runs.stopAll(ctx), s.sys.Close())
 }
 
