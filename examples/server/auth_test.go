@@ -41,6 +41,16 @@ func TestLoginLinkAndCookieSession(t *testing.T) {
 			if again, err := e.s.host.ensureAdmin(ctx, time.Now()); err != nil || again != "" {
 				t.Errorf("ensureAdmin after a login = %q, %v; want no new link", again, err)
 			}
+			// A replica on the same database (its migrations already
+			// applied) shares the users and sessions.
+			_, other, closeOther, err := openStores(ctx, e.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sess, err := other.lookupSession(ctx, ck.Value, time.Now()); err != nil || sess == nil || sess.principal.ID != adminID {
+				t.Errorf("the replica reads the session as %+v, %v", sess, err)
+			}
+			closeOther()
 			page := e.must(t, http.StatusOK, call{method: "GET", path: "/", cookie: ck})
 			if !strings.Contains(string(page.body), `Signed in as instance_admin &#34;admin&#34;`) {
 				t.Errorf("the page does not name the administrator:\n%s", page.body)
@@ -99,6 +109,28 @@ func sessionCookieOf(t *testing.T, r *resp) *http.Cookie {
 	}
 	t.Fatalf("no %s cookie in %v", sessionCookie, r.header)
 	return nil
+}
+
+// Over TLS the session cookie is Secure.
+func TestSecureCookieOverTLS(t *testing.T) {
+	e := newEnv(t, "sqlite", nil)
+	e.s.tls = true
+	cl := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := cl.PostForm(e.ts.URL+"/login", url.Values{"token": {tokAdmin}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if cs := res.Cookies(); len(cs) != 1 || !cs[0].Secure || !cs[0].HttpOnly || cs[0].SameSite != http.SameSiteStrictMode {
+		t.Errorf("cookies over TLS: %+v", cs)
+	}
+	if res, err = cl.PostForm(e.ts.URL+"/login", url.Values{"token": {"not-a-token-0123456789"}}); err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized || len(res.Cookies()) != 0 {
+		t.Errorf("an unknown token at /login = %d with cookies %v", res.StatusCode, res.Cookies())
+	}
 }
 
 // A malformed -tokens file is refused with its line and field.
