@@ -54,9 +54,13 @@ func TestEnvironmentLifecycle(t *testing.T) {
 				header: map[string]string{"Idempotency-Key": "k1"}, body: map[string]any{"name": "box", "driver": "fake"}}
 			var v, again environment.View
 			e.must(t, http.StatusCreated, create).decode(t, &v)
-			e.must(t, http.StatusCreated, create).decode(t, &again)
+			replay := e.must(t, http.StatusCreated, create)
+			replay.decode(t, &again)
 			if again.ID != v.ID {
 				t.Errorf("a retried create with the same Idempotency-Key made %s beside %s", again.ID, v.ID)
+			}
+			if replay.header.Get("ETag") != `"1"` || replay.header.Get("Location") != "/api/v1/environments/"+v.ID || replay.header.Get("Idempotent-Replayed") != "true" {
+				t.Errorf("the replay's headers %v", replay.header)
 			}
 			other := create
 			other.body = map[string]any{"name": "box2", "driver": "fake"}
@@ -131,6 +135,7 @@ func TestEnvironmentLifecycle(t *testing.T) {
 				t.Errorf("after delete: %+v", er)
 			}
 			e.must(t, http.StatusNotFound, call{method: "GET", path: "/api/v1/nothing", token: tokAdmin, raw: true})
+			e.must(t, http.StatusMethodNotAllowed, call{method: "PUT", path: "/api/v1/environments", token: tokAdmin, raw: true})
 			e.must(t, http.StatusUnauthorized, call{method: "GET", path: "/api/v1/environments"})
 			e.must(t, http.StatusUnauthorized, call{method: "GET", path: "/api/v1/environments", token: "wrong-token-0123456789"})
 

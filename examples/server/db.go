@@ -102,6 +102,7 @@ var hostMigrations = []string{
 		idem_key TEXT NOT NULL,
 		request TEXT NOT NULL,
 		status INTEGER NOT NULL,
+		headers TEXT NOT NULL DEFAULT '',
 		body TEXT NOT NULL,
 		created_at BIGINT NOT NULL,
 		PRIMARY KEY (principal, idem_key)

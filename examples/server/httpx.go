@@ -381,9 +381,9 @@ func (s *server) idempotent(next http.HandlerFunc) http.HandlerFunc {
 		_, ierr := h.db.ExecContext(ctx, h.q(`INSERT INTO server_idempotency (principal, idem_key, request, status, body, created_at) VALUES (?, ?, ?, 0, '', ?)`),
 			who, key, fp, time.Now().Unix())
 		if ierr != nil {
-			var req, body string
+			var req, hdrs, body string
 			var st int
-			err := h.db.QueryRowContext(ctx, h.q(`SELECT request, status, body FROM server_idempotency WHERE principal = ? AND idem_key = ?`), who, key).Scan(&req, &st, &body)
+			err := h.db.QueryRowContext(ctx, h.q(`SELECT request, status, headers, body FROM server_idempotency WHERE principal = ? AND idem_key = ?`), who, key).Scan(&req, &st, &hdrs, &body)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				s.writeError(w, r, fmt.Errorf("server: Idempotency-Key: %w", ierr))
@@ -394,6 +394,11 @@ func (s *server) idempotent(next http.HandlerFunc) http.HandlerFunc {
 			case st == 0:
 				s.writeError(w, r, &fieldErr{err: fmt.Errorf("server: the first request with this Idempotency-Key is still running: %w", environment.ErrConflict), field: "Idempotency-Key"})
 			default:
+				var kept map[string]string
+				json.Unmarshal([]byte(hdrs), &kept)
+				for k, v := range kept {
+					w.Header().Set(k, v)
+				}
 				w.Header().Set("Content-Type", "application/json")
 				w.Header().Set("Idempotent-Replayed", "true")
 				w.WriteHeader(st)
@@ -410,7 +415,14 @@ func (s *server) idempotent(next http.HandlerFunc) http.HandlerFunc {
 		if bw.status >= 500 {
 			h.db.ExecContext(ctx, h.q(`DELETE FROM server_idempotency WHERE principal = ? AND idem_key = ?`), who, key)
 		} else {
-			h.db.ExecContext(ctx, h.q(`UPDATE server_idempotency SET status = ?, body = ? WHERE principal = ? AND idem_key = ?`), bw.status, bw.body.String(), who, key)
+			kept := map[string]string{}
+			for _, k := range []string{"ETag", "Location"} {
+				if v := w.Header().Get(k); v != "" {
+					kept[k] = v
+				}
+			}
+			hdrs, _ := json.Marshal(kept)
+			h.db.ExecContext(ctx, h.q(`UPDATE server_idempotency SET status = ?, headers = ?, body = ? WHERE principal = ? AND idem_key = ?`), bw.status, string(hdrs), bw.body.String(), who, key)
 		}
 		w.WriteHeader(bw.status)
 		w.Write(bw.body.Bytes())

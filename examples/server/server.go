@@ -179,7 +179,24 @@ func (s *server) registerRoutes() {
 	s.mux.HandleFunc("GET /api/openapi.json", s.serveOpenAPI)
 	s.mux.HandleFunc("/login", s.handleLogin)
 	s.mux.HandleFunc("GET /{$}", s.servePage)
-	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) { s.writeError(w, r, errNoRoute) })
+	defer func() {
+		// A known path with another method is 405, an unknown one 404.
+		paths := http.NewServeMux()
+		seen := map[string]bool{}
+		for _, rt := range s.routes {
+			if !seen[rt.pattern] {
+				seen[rt.pattern] = true
+				paths.HandleFunc(rt.pattern, http.NotFound)
+			}
+		}
+		s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+			if _, p := paths.Handler(r); p != "" {
+				s.writeError(w, r, errMethod)
+				return
+			}
+			s.writeError(w, r, errNoRoute)
+		})
+	}()
 
 	s.handle("GET", "/api/v1/session", s.getSession)
 	s.handle("DELETE", "/api/v1/session", s.deleteSession)
