@@ -177,3 +177,17 @@ func TestListenOffLoopbackNeedsTLS(t *testing.T) {
 		t.Errorf("parseFlags(-listen :9) = %v", err)
 	}
 }
+
+// -drivers: the fake only with -test-mode; an unknown name is refused.
+func TestDriversFlag(t *testing.T) {
+	t.Parallel()
+	if d, err := driversNamed([]string{"local", "ssh", "docker", "daytona"}, false, nil); err != nil || len(d) != 4 {
+		t.Errorf("the four real drivers: %d, %v", len(d), err)
+	}
+	if _, err := driversNamed([]string{"fake"}, false, nil); err == nil || !strings.Contains(err.Error(), "-test-mode") {
+		t.Errorf("fake without -test-mode: %v", err)
+	}
+	if _, err := driversNamed([]string{"nomad"}, true, nil); err == nil || !strings.Contains(err.Error(), `"nomad"`) {
+		t.Errorf("an unknown driver: %v", err)
+	}
+}
