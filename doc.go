@@ -87,7 +87,7 @@
 //     the runner (secret env keys of its lease's config, managed accounts
 //     only while a check matches exactly).
 //   - instance: the instance settings (CFG-9, System.Settings):
-//     enable_environments and managed_sandbox_only, changed only by
+//     enableEnvironments and enableManagedSandboxOnly, changed only by
 //     instance admins with an optimistic revision, read by the one gate
 //     through a cache (one second across replicas, at once in-process).
 //   - store: Stores, one field per package store, and Memory;

@@ -123,16 +123,16 @@ func TestDisabledEnvironmentsRefuseResolutionAndLeases(t *testing.T) {
 
 	for _, sc := range []authz.Scope{sandboxScope, hostScope} {
 		_, err := f.asg.Resolve(ctx, admin, sc, 0)
-		wantRefused(t, "Resolve("+sc.String()+")", err, instance.ErrEnvironmentsDisabled, "enable_environments")
+		wantRefused(t, "Resolve("+sc.String()+")", err, instance.ErrEnvironmentsDisabled, "enableEnvironments")
 		_, err = f.asg.LeaseTarget(ctx, agent, environment.LeaseTargetRequest{Scope: &sc})
-		wantRefused(t, "LeaseTarget(scope "+sc.String()+")", err, instance.ErrEnvironmentsDisabled, "enable_environments")
+		wantRefused(t, "LeaseTarget(scope "+sc.String()+")", err, instance.ErrEnvironmentsDisabled, "enableEnvironments")
 	}
 	for _, id := range []string{f.sandbox, f.host} {
 		_, err := f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: id, Company: "acme"})
-		wantRefused(t, "LeaseTarget("+id+")", err, instance.ErrEnvironmentsDisabled, "enable_environments")
+		wantRefused(t, "LeaseTarget("+id+")", err, instance.ErrEnvironmentsDisabled, "enableEnvironments")
 	}
 	for _, d := range []string{"fake", "local"} {
-		wantRefused(t, "AdmitDraft("+d+")", f.asg.AdmitDraft(ctx, admin, d, "acme"), instance.ErrEnvironmentsDisabled, "enable_environments")
+		wantRefused(t, "AdmitDraft("+d+")", f.asg.AdmitDraft(ctx, admin, d, "acme"), instance.ErrEnvironmentsDisabled, "enableEnvironments")
 	}
 	// A principal who may not probe is still denied first.
 	if err := f.asg.AdmitDraft(ctx, agent, "fake", "acme"); !errors.Is(err, authz.ErrDenied) {
@@ -145,7 +145,7 @@ func TestDisabledEnvironmentsRefuseResolutionAndLeases(t *testing.T) {
 		t.Fatalf("List = %d views, %v", len(vs), err)
 	}
 	for _, v := range vs {
-		if !strings.Contains(v.Unavailable, "enable_environments") {
+		if !strings.Contains(v.Unavailable, "enableEnvironments") {
 			t.Errorf("view of %s: Unavailable = %q, want the setting named", v.Name, v.Unavailable)
 		}
 	}

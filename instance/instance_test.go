@@ -217,8 +217,8 @@ func TestAdmit(t *testing.T) {
 	}{
 		{"defaults, sandbox", instance.Defaults(), false, nil, ""},
 		{"defaults, host", instance.Defaults(), true, nil, ""},
-		{"disabled, sandbox", instance.Settings{}, false, instance.ErrEnvironmentsDisabled, "enable_environments"},
-		{"disabled, host", instance.Settings{ManagedSandboxOnly: true}, true, instance.ErrEnvironmentsDisabled, "enable_environments"},
+		{"disabled, sandbox", instance.Settings{}, false, instance.ErrEnvironmentsDisabled, "enableEnvironments"},
+		{"disabled, host", instance.Settings{ManagedSandboxOnly: true}, true, instance.ErrEnvironmentsDisabled, "enableEnvironments"},
 		{"managed only, sandbox", instance.Settings{EnableEnvironments: true, ManagedSandboxOnly: true}, false, nil, ""},
 		{"managed only, host", instance.Settings{EnableEnvironments: true, ManagedSandboxOnly: true}, true, instance.ErrManagedSandboxOnly, "managed_sandbox_only"},
 	}

@@ -50,9 +50,9 @@ type Options struct {
 // Update changes the settings. A nil field keeps its value.
 type Update struct {
 	// EnableEnvironments, if not nil, sets Settings.EnableEnvironments.
-	EnableEnvironments *bool `json:"enable_environments,omitempty"`
+	EnableEnvironments *bool `json:"enableEnvironments,omitempty"`
 	// ManagedSandboxOnly, if not nil, sets Settings.ManagedSandboxOnly.
-	ManagedSandboxOnly *bool `json:"managed_sandbox_only,omitempty"`
+	ManagedSandboxOnly *bool `json:"enableManagedSandboxOnly,omitempty"`
 	// Revision is the revision the change is based on: the Settings.Revision
 	// the caller read (0 when it read the defaults). A stale one is a
 	// conflict. AnyRevision writes over whatever is stored (read again and
@@ -131,7 +131,7 @@ func (s *Service) Update(ctx context.Context, p authz.Principal, u Update) (Sett
 	}
 	switch {
 	case u.EnableEnvironments == nil && u.ManagedSandboxOnly == nil:
-		return Settings{}, fmt.Errorf("instance: settings update: fields \"enable_environments\" and \"managed_sandbox_only\": neither is set, nothing to change: %w", ErrInvalid)
+		return Settings{}, fmt.Errorf("instance: settings update: fields \"enableEnvironments\" and \"enableManagedSandboxOnly\": neither is set, nothing to change: %w", ErrInvalid)
 	case u.Revision < AnyRevision:
 		return Settings{}, fmt.Errorf("instance: settings update: field \"revision\": %d is not a revision: %w", u.Revision, ErrInvalid)
 	}
@@ -158,7 +158,7 @@ func (s *Service) Update(ctx context.Context, p authz.Principal, u Update) (Sett
 		if err = s.st.PutSettings(ctx, next); err == nil {
 			s.cache.offer(next)
 			s.log.LogAttrs(ctx, slog.LevelInfo, "instance settings updated",
-				slog.Bool("enable_environments", next.EnableEnvironments), slog.Bool("managed_sandbox_only", next.ManagedSandboxOnly),
+				slog.Bool("enableEnvironments", next.EnableEnvironments), slog.Bool("enableManagedSandboxOnly", next.ManagedSandboxOnly),
 				slog.Int64("revision", next.Revision), slog.String("actor", p.ID), slog.String("role", string(p.Role)))
 			return next, nil
 		}

@@ -17,22 +17,22 @@ type Settings struct {
 	// wrapping ErrEnvironmentsDisabled), while releases, sweeps and the
 	// catalog's reads and edits go on. When no record was ever written it
 	// is true (Defaults).
-	EnableEnvironments bool `json:"enable_environments"`
+	EnableEnvironments bool `json:"enableEnvironments"`
 	// ManagedSandboxOnly makes host drivers (drivers.KindHost: local, ssh)
 	// unavailable as targets, with the reason managed_sandbox_only
 	// (ErrManagedSandboxOnly); saved host environments stay readable.
 	// When no record was ever written it is false (Defaults).
-	ManagedSandboxOnly bool `json:"managed_sandbox_only"`
+	ManagedSandboxOnly bool `json:"enableManagedSandboxOnly"`
 	// Revision counts the writes: 0 for the defaults (never written), then
 	// 1, 2, ... Service.Update takes the revision it read, and a stale one
 	// is a conflict.
 	Revision int64 `json:"revision"`
 	// UpdatedAt is when the record was last written (zero for the
 	// defaults).
-	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	UpdatedAt time.Time `json:"updatedAt,omitzero"`
 	// UpdatedBy is the id of the principal who last wrote it ("" for the
 	// defaults).
-	UpdatedBy string `json:"updated_by,omitempty"`
+	UpdatedBy string `json:"updatedBy,omitempty"`
 }
 
 // Defaults returns the settings in force when no record was ever written:
@@ -42,10 +42,10 @@ type Settings struct {
 // start.
 func Defaults() Settings { return Settings{EnableEnvironments: true} }
 
-// String returns `enable_environments=true managed_sandbox_only=false
+// String returns `enableEnvironments=true enableManagedSandboxOnly=false
 // (revision 3)`.
 func (s Settings) String() string {
-	return fmt.Sprintf("enable_environments=%t managed_sandbox_only=%t (revision %d)", s.EnableEnvironments, s.ManagedSandboxOnly, s.Revision)
+	return fmt.Sprintf("enableEnvironments=%t enableManagedSandboxOnly=%t (revision %d)", s.EnableEnvironments, s.ManagedSandboxOnly, s.Revision)
 }
 
 // ReasonManagedSandboxOnly is the reason a host driver is unavailable while
@@ -62,10 +62,10 @@ const ReasonManagedSandboxOnly = "managed_sandbox_only"
 // setting. It is pure: no I/O.
 func (s Settings) Admit(driver string, host bool) error {
 	if !s.EnableEnvironments {
-		return fmt.Errorf("the instance setting enable_environments is off: no environment can be a working target until an instance admin enables environments: %w", ErrEnvironmentsDisabled)
+		return fmt.Errorf("the instance setting enableEnvironments is off: no environment can be a working target until an instance admin enables environments: %w", ErrEnvironmentsDisabled)
 	}
 	if host && s.ManagedSandboxOnly {
-		return fmt.Errorf("driver %q is a host driver and the instance setting managed_sandbox_only is on (only managed sandboxes can be targets): %w", driver, ErrManagedSandboxOnly)
+		return fmt.Errorf("driver %q is a host driver and the instance setting enableManagedSandboxOnly is on (only managed sandboxes can be targets): %w", driver, ErrManagedSandboxOnly)
 	}
 	return nil
 }

@@ -64,7 +64,7 @@ func TestProbeRefusedWhileEnvironmentsAreDisabled(t *testing.T) {
 	res, err := w.prober.Probe(ctx, admin, v.ID, Request{Company: "acme"})
 	if !errors.Is(err, instance.ErrEnvironmentsDisabled) || errcode.Code(err) != errcode.Unavailable || res != nil {
 		t.Errorf("Probe = %+v, %v; want no result and ErrEnvironmentsDisabled", res, err)
-	} else if !strings.Contains(err.Error(), "enable_environments") || !strings.Contains(err.Error(), v.ID) {
+	} else if !strings.Contains(err.Error(), "enableEnvironments") || !strings.Contains(err.Error(), v.ID) {
 		t.Errorf("Probe error %q does not name the setting and the environment", err)
 	}
 	res, err = w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"api_key": canary}, Request{})

@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/examples/internal/secretfile"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/store"
 	"github.com/berthdev/berth/store/sqlite"
@@ -67,7 +68,7 @@ func openSystem(ctx context.Context, g *globals) (*system, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("envctl: database directory: %w", err)
 	}
-	secrets, err := openFileSecrets(ctx, path)
+	secrets, err := secretfile.Open(ctx, path)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/examples/internal/secretfile"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store/sqlite"
@@ -39,7 +40,7 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	dbPath := filepath.Join(dir, "berth.db")
-	secrets, err := openFileSecrets(ctx, dbPath)
+	secrets, err := secretfile.Open(ctx, dbPath)
 	if err != nil {
 		return err
 	}

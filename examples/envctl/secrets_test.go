@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/examples/internal/secretfile"
 	"github.com/berthdev/berth/internal/testenv"
 )
 
@@ -89,7 +90,7 @@ func TestConcurrentProcessesLoseNoSecret(t *testing.T) {
 		return
 	}
 
-	secrets, err := openFileSecrets(t.Context(), db)
+	secrets, err := secretfile.Open(t.Context(), db)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,9 @@ const settingsUsage = `usage:
   envctl settings show [--json]
   envctl settings set [--enable-environments=BOOL] [--managed-sandbox-only=BOOL] [--revision N] [--json]
 
-The instance settings (CFG-9). With enable_environments off, no
+The instance settings (CFG-9). With enableEnvironments off, no
 environment can be resolved, probed, leased or run (releases, sweeps and
-catalog reads and edits go on); with managed_sandbox_only on, host drivers
+catalog reads and edits go on); with enableManagedSandboxOnly on, host drivers
 (local, ssh) are unavailable as targets (managed_sandbox_only) while their
 saved environments stay readable. Never written, environments are enabled
 and host drivers allowed. set changes only the flags it is given; with
@@ -93,7 +93,7 @@ func runSettings(ctx context.Context, g *globals, args []string) error {
 	if g.json {
 		return writeJSON(g.stdout, s)
 	}
-	fmt.Fprintf(g.stdout, "enable_environments: %t\nmanaged_sandbox_only: %t\n", s.EnableEnvironments, s.ManagedSandboxOnly)
+	fmt.Fprintf(g.stdout, "enableEnvironments: %t\nenableManagedSandboxOnly: %t\n", s.EnableEnvironments, s.ManagedSandboxOnly)
 	if s.Revision == 0 {
 		fmt.Fprintln(g.stdout, "revision: 0 (never written: the defaults)")
 	} else {

@@ -19,14 +19,14 @@ func TestSettingsCommands(t *testing.T) {
 	if s != instance.Defaults() {
 		t.Errorf("settings before any write = %+v, want the defaults", s)
 	}
-	wantContains(t, "show", c.ok("settings", "show"), "enable_environments: true", "managed_sandbox_only: false", "never written")
+	wantContains(t, "show", c.ok("settings", "show"), "enableEnvironments: true", "enableManagedSandboxOnly: false", "never written")
 	box := c.createFake("box", `{}`)
 
 	c.okJSON(&s, "settings", "set", "--enable-environments=false")
 	if s.EnableEnvironments || s.ManagedSandboxOnly || s.Revision != 1 || s.UpdatedBy != "envctl" {
 		t.Errorf("after set = %+v", s)
 	}
-	if _, msg := c.fail("lease", "acquire", box, "--company", "acme"); !strings.Contains(msg, "enable_environments") {
+	if _, msg := c.fail("lease", "acquire", box, "--company", "acme"); !strings.Contains(msg, "enableEnvironments") {
 		t.Errorf("lease acquire while disabled: %s", msg)
 	}
 	wantContains(t, "env list while disabled", c.ok("env", "list"), "box")
@@ -34,7 +34,7 @@ func TestSettingsCommands(t *testing.T) {
 		t.Errorf("set at a stale revision: %s", msg)
 	}
 	// Agents read, never write.
-	wantContains(t, "an agent's show", c.ok("--as", "agent:a1@acme", "settings", "show"), "enable_environments: false", "revision: 1")
+	wantContains(t, "an agent's show", c.ok("--as", "agent:a1@acme", "settings", "show"), "enableEnvironments: false", "revision: 1")
 	if _, msg := c.fail("--as", "agent:a1@acme", "settings", "set", "--enable-environments=true"); !strings.Contains(msg, "may not update") {
 		t.Errorf("an agent's set: %s", msg)
 	}

@@ -35,7 +35,7 @@ func TestDisabledEnvironmentsRefuseAttachAndStart(t *testing.T) {
 	h := w.acquire(t)
 	set(false)
 	_, err := w.s.c.Attach(ctx, leaseOperator, h, controller.AttachRequest{})
-	if !errors.Is(err, instance.ErrEnvironmentsDisabled) || !errors.Is(err, drivers.ErrUnavailable) || !strings.Contains(err.Error(), "enable_environments") {
+	if !errors.Is(err, instance.ErrEnvironmentsDisabled) || !errors.Is(err, drivers.ErrUnavailable) || !strings.Contains(err.Error(), "enableEnvironments") {
 		t.Fatalf("Attach while disabled = %v, want ErrEnvironmentsDisabled naming the setting", err)
 	}
 	// Enabled: attach (so the refused one left no attachment behind: a

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package main
+package secretfile
 
 import (
 	"context"
@@ -11,5 +11,5 @@ import (
 // withFileLock reports that envctl's secret file cannot be shared safely
 // between processes on this system: it has no flock(2).
 func withFileLock(context.Context, string, func() error) error {
-	return fmt.Errorf("envctl: locking the secret file: %w", errors.ErrUnsupported)
+	return fmt.Errorf("secretfile: locking the secret file: %w", errors.ErrUnsupported)
 }

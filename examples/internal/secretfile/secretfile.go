@@ -1,4 +1,8 @@
-package main
+// Package secretfile is the demo secret store that envctl and
+// examples/server share: environment.SecretStore sealed with AES-256-GCM in a
+// 0600 file beside the database, its key in another (see Store for what it
+// is not).
+package secretfile
 
 import (
 	"context"
@@ -18,8 +22,8 @@ import (
 	"github.com/berthdev/berth/environment"
 )
 
-// fileSecrets is envctl's DEMO environment.SecretStore, and deliberately
-// not a package a host may import: every value is sealed with AES-256-GCM
+// Store is the DEMO environment.SecretStore of envctl and examples/server,
+// and deliberately in an internal package no host may import: every value is sealed with AES-256-GCM
 // under a key kept in a 0600 file beside the database, and the sealed
 // values are kept in a 0600 JSON file rewritten whole under a flock(2) on
 // every change. That keeps a CLI's secrets out of its database and its
@@ -30,7 +34,7 @@ import (
 // own secret manager (Vault, a cloud KMS, the OS keyring) through the
 // four methods of environment.SecretStore; tests use
 // environment.NewMemorySecretStore.
-type fileSecrets struct {
+type Store struct {
 	mu   sync.Mutex // orders this process's goroutines
 	path string     // the sealed values
 	lock string     // the file flock(2)ed around every access, across processes
@@ -44,17 +48,17 @@ type sealedSecret struct {
 	Sealed map[string]string `json:"sealed"` // version -> base64(nonce|ciphertext)
 }
 
-var _ environment.SecretStore = (*fileSecrets)(nil)
+var _ environment.SecretStore = (*Store)(nil)
 
-// openFileSecrets opens (creating if needed) the secret file and key file
+// Open opens (creating if needed) the secret file and key file
 // that belong to the database at dbPath. The key is created under the same
 // OS file lock (PATH.lock) that every read-modify-write of the secret file
-// takes, so concurrent envctl processes agree on one key and lose no secret.
-func openFileSecrets(ctx context.Context, dbPath string) (*fileSecrets, error) {
+// takes, so concurrent processes agree on one key and lose no secret.
+func Open(ctx context.Context, dbPath string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(dbPath), 0o700); err != nil {
 		return nil, err
 	}
-	s := &fileSecrets{path: dbPath + ".secrets", lock: dbPath + ".lock"}
+	s := &Store{path: dbPath + ".secrets", lock: dbPath + ".lock"}
 	keyPath := dbPath + ".key"
 	var key []byte
 	err := withFileLock(ctx, s.lock, func() error {
@@ -66,12 +70,12 @@ func openFileSecrets(ctx context.Context, dbPath string) (*fileSecrets, error) {
 				return err
 			}
 			if err := writePrivate(keyPath, key); err != nil {
-				return fmt.Errorf("envctl: writing secret key %s: %w", keyPath, err)
+				return fmt.Errorf("secretfile: writing secret key %s: %w", keyPath, err)
 			}
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("envctl: reading secret key %s: %w", keyPath, err)
+			return fmt.Errorf("secretfile: reading secret key %s: %w", keyPath, err)
 		}
 		return nil
 	})
@@ -79,7 +83,7 @@ func openFileSecrets(ctx context.Context, dbPath string) (*fileSecrets, error) {
 		return nil, err
 	}
 	if len(key) != 32 {
-		return nil, fmt.Errorf("envctl: secret key %s is not 32 bytes", keyPath)
+		return nil, fmt.Errorf("secretfile: secret key %s is not 32 bytes", keyPath)
 	}
 	block, err := aes.NewCipher(key)
 	if err != nil {
@@ -103,7 +107,7 @@ func writePrivate(path string, b []byte) error {
 
 // update runs a read-modify-write of the secret file: fn changes m, which is
 // saved if fn succeeds. It holds the in-process mutex and the OS file lock.
-func (s *fileSecrets) update(ctx context.Context, fn func(m map[string]*sealedSecret) error) error {
+func (s *Store) update(ctx context.Context, fn func(m map[string]*sealedSecret) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return withFileLock(ctx, s.lock, func() error {
@@ -118,7 +122,7 @@ func (s *fileSecrets) update(ctx context.Context, fn func(m map[string]*sealedSe
 	})
 }
 
-func (s *fileSecrets) load() (map[string]*sealedSecret, error) {
+func (s *Store) load() (map[string]*sealedSecret, error) {
 	b, err := os.ReadFile(s.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return map[string]*sealedSecret{}, nil
@@ -128,12 +132,12 @@ func (s *fileSecrets) load() (map[string]*sealedSecret, error) {
 	}
 	m := map[string]*sealedSecret{}
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("envctl: secret file %s is corrupt: %w", s.path, err)
+		return nil, fmt.Errorf("secretfile: secret file %s is corrupt: %w", s.path, err)
 	}
 	return m, nil
 }
 
-func (s *fileSecrets) save(m map[string]*sealedSecret) error {
+func (s *Store) save(m map[string]*sealedSecret) error {
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
@@ -141,7 +145,7 @@ func (s *fileSecrets) save(m map[string]*sealedSecret) error {
 	return writePrivate(s.path, b)
 }
 
-func (s *fileSecrets) seal(id string, version int64, value string) (string, error) {
+func (s *Store) seal(id string, version int64, value string) (string, error) {
 	nonce := make([]byte, s.aead.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
 		return "", err
@@ -150,20 +154,20 @@ func (s *fileSecrets) seal(id string, version int64, value string) (string, erro
 	return base64.StdEncoding.EncodeToString(s.aead.Seal(nonce, nonce, []byte(value), ad)), nil
 }
 
-func (s *fileSecrets) open(id string, version int64, sealed string) (string, error) {
+func (s *Store) open(id string, version int64, sealed string) (string, error) {
 	b, err := base64.StdEncoding.DecodeString(sealed)
 	if err != nil || len(b) < s.aead.NonceSize() {
-		return "", fmt.Errorf("envctl: secret %s@v%d is corrupt", id, version)
+		return "", fmt.Errorf("secretfile: secret %s@v%d is corrupt", id, version)
 	}
 	ad := fmt.Appendf(nil, "%s@%d", id, version)
 	plain, err := s.aead.Open(nil, b[:s.aead.NonceSize()], b[s.aead.NonceSize():], ad)
 	if err != nil {
-		return "", fmt.Errorf("envctl: secret %s@v%d cannot be opened with this key", id, version)
+		return "", fmt.Errorf("secretfile: secret %s@v%d cannot be opened with this key", id, version)
 	}
 	return string(plain), nil
 }
 
-func (s *fileSecrets) Put(ctx context.Context, owner, field, value string) (config.SecretRef, error) {
+func (s *Store) Put(ctx context.Context, owner, field, value string) (config.SecretRef, error) {
 	if err := ctx.Err(); err != nil {
 		return config.SecretRef{}, err
 	}
@@ -186,7 +190,7 @@ func (s *fileSecrets) Put(ctx context.Context, owner, field, value string) (conf
 	return config.SecretRef{ID: id, Version: 1}, nil
 }
 
-func (s *fileSecrets) Replace(ctx context.Context, ref config.SecretRef, value string) (config.SecretRef, error) {
+func (s *Store) Replace(ctx context.Context, ref config.SecretRef, value string) (config.SecretRef, error) {
 	if err := ctx.Err(); err != nil {
 		return config.SecretRef{}, err
 	}
@@ -194,7 +198,7 @@ func (s *fileSecrets) Replace(ctx context.Context, ref config.SecretRef, value s
 	err := s.update(ctx, func(m map[string]*sealedSecret) error {
 		sec, ok := m[ref.ID]
 		if !ok {
-			return fmt.Errorf("envctl: secret %s: %w", ref.ID, environment.ErrNotFound)
+			return fmt.Errorf("secretfile: secret %s: %w", ref.ID, environment.ErrNotFound)
 		}
 		v = sec.Latest + 1
 		sealed, err := s.seal(ref.ID, v, value)
@@ -211,7 +215,7 @@ func (s *fileSecrets) Replace(ctx context.Context, ref config.SecretRef, value s
 	return config.SecretRef{ID: ref.ID, Version: v}, nil
 }
 
-func (s *fileSecrets) Get(ctx context.Context, ref config.SecretRef) (string, error) {
+func (s *Store) Get(ctx context.Context, ref config.SecretRef) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -228,16 +232,16 @@ func (s *fileSecrets) Get(ctx context.Context, ref config.SecretRef) (string, er
 	}
 	sec, ok := m[ref.ID]
 	if !ok {
-		return "", fmt.Errorf("envctl: secret %s: %w", ref, environment.ErrNotFound)
+		return "", fmt.Errorf("secretfile: secret %s: %w", ref, environment.ErrNotFound)
 	}
 	sealed, ok := sec.Sealed[fmt.Sprint(ref.Version)]
 	if !ok {
-		return "", fmt.Errorf("envctl: secret %s: %w", ref, environment.ErrNotFound)
+		return "", fmt.Errorf("secretfile: secret %s: %w", ref, environment.ErrNotFound)
 	}
 	return s.open(ref.ID, ref.Version, sealed)
 }
 
-func (s *fileSecrets) Delete(ctx context.Context, ref config.SecretRef) error {
+func (s *Store) Delete(ctx context.Context, ref config.SecretRef) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -1,0 +1,258 @@
+// Command server is a host service over berth: an HTTP JSON API (and its
+// OpenAPI document at /api/openapi.json) for the Environments settings of
+// the instance, written as an adopter embeds berth in a Go service.
+//
+//	go run ./examples/server                     # 127.0.0.1:8080, SQLite under the user's state directory
+//	go run ./examples/server -store postgres://berth@db/berth -listen :8443 -tls-cert c.pem -tls-key k.pem
+//
+// On its first start it creates the instance administrator and prints a
+// one-time login link (valid 15 minutes, once) on stderr. -tokens FILE maps
+// bearer tokens to principals: {"tokens": [{"token": "…", "role":
+// "board_member", "id": "bob", "companies": ["acme"]}]}. The server keeps
+// its users and sessions in tables of its own, in the same database,
+// through its own migrations.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/examples/internal/runnerbuild"
+	"github.com/berthdev/berth/examples/internal/secretfile"
+	"github.com/berthdev/berth/prp/controller"
+)
+
+// RunnerBinaryEnv names a runner binary to use instead of building one
+// from the module's source (as envctl reads it).
+const RunnerBinaryEnv = "BERTH_RUNNER_BINARY"
+
+// flagValues are the server's flags.
+type flagValues struct {
+	listen, data, store, drivers string
+	testMode                     bool
+	tokens                       string
+	tlsCert, tlsKey              string
+	shutdownTimeout              time.Duration
+	maxStreams                   int
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "server:", err)
+		os.Exit(1)
+	}
+}
+
+// defaultDataDir is the data directory under the user's state directory.
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "berth-server")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "berth-server")
+	}
+	return "berth-server"
+}
+
+// parseFlags reads the command line.
+func parseFlags(args []string, stderr io.Writer) (*flagValues, error) {
+	c := &flagValues{}
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to listen on (off loopback only with -tls-cert and -tls-key)")
+	fs.StringVar(&c.data, "data", defaultDataDir(), "data directory (the SQLite database and the demo secret store)")
+	fs.StringVar(&c.store, "store", "", "postgres://… URL of a PostgreSQL database (default: SQLite in -data)")
+	fs.StringVar(&c.drivers, "drivers", "local,ssh,docker", "drivers to enable: local, ssh, docker, daytona, fake (fake only with -test-mode)")
+	fs.BoolVar(&c.testMode, "test-mode", false, "allow test-only drivers (fake) as working targets")
+	fs.StringVar(&c.tokens, "tokens", "", "JSON file mapping bearer tokens to principals")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "TLS certificate file")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "TLS key file")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests and runs")
+	fs.IntVar(&c.maxStreams, "max-streams", 8, "open event streams per principal")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return nil, errors.New("-tls-cert and -tls-key go together")
+	}
+	if err := checkListen(c.listen, c.tlsCert != ""); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkListen refuses an address off loopback without TLS.
+func checkListen(addr string, tls bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("-listen %q: %w", addr, err)
+	}
+	if tls {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("-listen %q is not a loopback address: serving off loopback needs -tls-cert and -tls-key", addr)
+}
+
+// runnerSet is the runner of the server's runs: $BERTH_RUNNER_BINARY, or
+// built from the module's source for the target's architecture (as envctl
+// does; once per source and architecture, into the user's cache).
+func runnerSet(log *slog.Logger) (*drivers.RunnerSet, error) {
+	if bin := os.Getenv(RunnerBinaryEnv); bin != "" {
+		spec, err := controller.RunnerSpecFromFile(bin)
+		if err != nil {
+			return nil, fmt.Errorf("$%s: %w", RunnerBinaryEnv, err)
+		}
+		return drivers.RunnerSetOf(spec), nil
+	}
+	o := &runnerbuild.Options{Progress: func(msg string) { log.Info("runner build", "progress", msg) }}
+	return &drivers.RunnerSet{Build: func(ctx context.Context, arch string) (drivers.RunnerSpec, error) {
+		bin, err := runnerbuild.Binary(ctx, arch, o)
+		if err != nil {
+			return drivers.RunnerSpec{}, fmt.Errorf("no runner binary: set $%s, or run the server from the module's source: %w", RunnerBinaryEnv, err)
+		}
+		return controller.RunnerSpecFromFile(bin)
+	}}, nil
+}
+
+// run starts the server and serves until ctx ends, then shuts down:
+// stop accepting, finish or cancel requests within the deadline, stop the
+// runs' tasks with proof and release their leases, close the System and
+// the database. ready, if not nil, gets the listening address.
+func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- string) error {
+	c, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	var tokens tokenSet
+	if c.tokens != "" {
+		if tokens, err = loadTokens(c.tokens); err != nil {
+			return err
+		}
+	}
+	names := strings.Split(c.drivers, ",")
+	drvs, err := driversNamed(names, c.testMode, log)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.data, 0o700); err != nil {
+		return fmt.Errorf("-data: %w", err)
+	}
+	dsn := c.store
+	if dsn == "" {
+		dsn = filepath.Join(c.data, "berth.db")
+	}
+	stores, host, closeDB, err := openStores(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	secrets, err := secretfile.Open(ctx, filepath.Join(c.data, "secrets"))
+	if err != nil {
+		return err
+	}
+	rset, err := runnerSet(log)
+	if err != nil {
+		return err
+	}
+	s, err := newServer(ctx, options{
+		stores: stores, host: host, drivers: drvs, testMode: c.testMode, tokens: tokens,
+		log: log, tls: c.tlsCert != "", runnerSet: rset, maxStreams: c.maxStreams, secrets: secrets,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		s.Close(context.Background())
+		return err
+	}
+	scheme := "http"
+	if c.tlsCert != "" {
+		scheme = "https"
+	}
+	if link, err := host.ensureAdmin(ctx, time.Now()); err != nil {
+		ln.Close()
+		s.Close(context.Background())
+		return err
+	} else if link != "" {
+		fmt.Fprintf(stderr, "server: log in as the instance administrator (valid %s, once): %s://%s/login?link=%s\n",
+			loginLinkTTL, scheme, ln.Addr(), link)
+	}
+	hs := newHTTPServer(s.Handler())
+	hs.RegisterOnShutdown(s.beginShutdown)
+	errc := make(chan error, 1)
+	go func() {
+		if c.tlsCert != "" {
+			errc <- hs.ServeTLS(ln, c.tlsCert, c.tlsKey)
+		} else {
+			errc <- hs.Serve(ln)
+		}
+	}()
+	log.Info("listening", "address", scheme+"://"+ln.Addr().String())
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	select {
+	case err := <-errc:
+		s.Close(context.Background())
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+	defer cancel()
+	herr := hs.Shutdown(sctx)
+	if herr != nil {
+		hs.Close() // cancel what did not finish in time
+	}
+	return errors.Join(s.Close(sctx), ignoreClosed(herr))
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// newHTTPServer bounds headers, idle connections and header sizes; writes
+// are not bounded (event streams), each request's body is (maxBody).
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// runnerSpecOf reads a runner binary's spec.
+func runnerSpecOf(path string) (drivers.RunnerSpec, error) {
+	return controller.RunnerSpecFromFile(path)
+}

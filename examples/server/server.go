@@ -1,0 +1,277 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/berthdev/berth"
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/daytona"
+	"github.com/berthdev/berth/drivers/docker"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/drivers/local"
+	"github.com/berthdev/berth/drivers/ssh"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/store"
+)
+
+// server is the host service: berth's System, the server's own tables,
+// the bearer tokens, the runs it started, and the API's routes.
+type server struct {
+	sys    *berth.System
+	stores store.Stores
+	gate   *environment.Gate
+	host   *hostDB
+	tokens tokenSet
+	log    *slog.Logger
+	tls    bool
+	now    func() time.Time
+
+	runs    *runs
+	streams *streamLimit
+	// closing is closed when shutdown begins: event streams end so that
+	// http.Server.Shutdown does not wait for them.
+	closing   chan struct{}
+	closeOnce sync.Once
+
+	mux    *http.ServeMux
+	routes []route
+}
+
+// route is one registered API route, for the OpenAPI walk.
+type route struct{ method, pattern string }
+
+// options are what newServer composes.
+type options struct {
+	stores     store.Stores
+	host       *hostDB
+	drivers    []drivers.Driver
+	testMode   bool
+	tokens     tokenSet
+	log        *slog.Logger
+	tls        bool
+	runnerSet  *drivers.RunnerSet
+	maxStreams int
+	secrets    environment.SecretStore
+}
+
+// driversNamed returns the drivers of the -drivers list; the fake only in
+// test mode.
+func driversNamed(names []string, testMode bool, log *slog.Logger) ([]drivers.Driver, error) {
+	var out []drivers.Driver
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		switch n {
+		case "local":
+			out = append(out, local.New(nil))
+		case "ssh":
+			out = append(out, ssh.New(&ssh.Options{Logger: log}))
+		case "docker":
+			out = append(out, docker.New(&docker.Options{Logger: log}))
+		case "daytona":
+			out = append(out, daytona.New(&daytona.Options{Logger: log}))
+		case "fake":
+			if !testMode {
+				return nil, errors.New("-drivers: the fake driver needs -test-mode")
+			}
+			out = append(out, fake.New(nil))
+		default:
+			return nil, fmt.Errorf("-drivers: unknown driver %q (local, ssh, docker, daytona, fake)", n)
+		}
+	}
+	return out, nil
+}
+
+// newServer composes berth over o.stores and registers the API.
+func newServer(ctx context.Context, o options) (*server, error) {
+	log := o.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	sys, err := berth.New(ctx, &berth.Options{
+		Stores:    o.stores,
+		Drivers:   o.drivers,
+		Secrets:   o.secrets,
+		TestMode:  o.testMode,
+		Logger:    log,
+		RunnerSet: o.runnerSet,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &server{
+		sys: sys, stores: o.stores, host: o.host, tokens: o.tokens, log: log, tls: o.tls,
+		gate:    environment.NewGate(sys.Drivers(), &environment.GateOptions{TestMode: o.testMode, Health: o.stores.Health}),
+		now:     time.Now,
+		mux:     http.NewServeMux(),
+		closing: make(chan struct{}),
+	}
+	s.runs = newRuns(s)
+	s.streams = &streamLimit{max: max(o.maxStreams, 1), open: map[string]int{}}
+	s.registerRoutes()
+	if slices.Contains(sys.Drivers().Names(), "local") {
+		if err := s.ensureLocal(ctx); err != nil {
+			sys.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// managedMeta marks the managed local environment the server keeps.
+const managedMeta = "managed_by"
+
+// ensureLocal creates the managed local environment when none exists
+// (the create form never offers local: SPEC UI-1).
+func (s *server) ensureLocal(ctx context.Context) error {
+	op := authz.Principal{ID: "server", Role: authz.RoleLocalOperator}
+	envs, err := s.sys.Catalog().List(ctx, op, environment.ListFilter{Driver: "local"})
+	if err != nil {
+		return fmt.Errorf("server: list local environments: %w", err)
+	}
+	for _, e := range envs {
+		if e.Metadata[managedMeta] == "examples/server" {
+			return nil
+		}
+	}
+	_, err = s.sys.Catalog().Create(ctx, op, environment.CreateRequest{
+		Name: "local", Description: "This host (managed by the server)", Driver: "local",
+		Metadata: map[string]string{managedMeta: "examples/server"},
+	})
+	if err != nil && !errors.Is(err, environment.ErrConflict) {
+		return fmt.Errorf("server: create the managed local environment: %w", err)
+	}
+	return nil
+}
+
+// handle registers an authenticated API route.
+func (s *server) handle(method, pattern string, h http.HandlerFunc) {
+	s.routes = append(s.routes, route{method, pattern})
+	s.mux.HandleFunc(method+" "+pattern, func(w http.ResponseWriter, r *http.Request) {
+		r, ok := s.authenticate(w, r)
+		if !ok {
+			return
+		}
+		h(w, r)
+	})
+}
+
+// Handler returns the server's HTTP handler: the API, its OpenAPI
+// document, the login and the page, behind the request log.
+func (s *server) Handler() http.Handler {
+	return s.logRequests(s.mux)
+}
+
+func (s *server) registerRoutes() {
+	s.routes = append(s.routes, route{http.MethodGet, "/api/openapi.json"})
+	s.mux.HandleFunc("GET /api/openapi.json", s.serveOpenAPI)
+	s.mux.HandleFunc("/login", s.handleLogin)
+	s.mux.HandleFunc("GET /{$}", s.servePage)
+	defer func() {
+		// A known path with another method is 405, an unknown one 404.
+		paths := http.NewServeMux()
+		seen := map[string]bool{}
+		for _, rt := range s.routes {
+			if !seen[rt.pattern] {
+				seen[rt.pattern] = true
+				paths.HandleFunc(rt.pattern, http.NotFound)
+			}
+		}
+		s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+			if _, p := paths.Handler(r); p != "" {
+				s.writeError(w, r, errMethod)
+				return
+			}
+			s.writeError(w, r, errNoRoute)
+		})
+	}()
+
+	s.handle("GET", "/api/v1/session", s.getSession)
+	s.handle("DELETE", "/api/v1/session", s.deleteSession)
+	s.handle("GET", "/api/v1/drivers", s.listDrivers)
+	s.handle("GET", "/api/v1/environments", s.listEnvironments)
+	s.handle("POST", "/api/v1/environments", s.idempotent(s.createEnvironment))
+	s.handle("GET", "/api/v1/environments/{id}", s.getEnvironment)
+	s.handle("PATCH", "/api/v1/environments/{id}", s.updateEnvironment)
+	s.handle("DELETE", "/api/v1/environments/{id}", s.deleteEnvironment)
+	s.handle("POST", "/api/v1/environments/{id}/archive", s.archiveEnvironment)
+	s.handle("POST", "/api/v1/environments/{id}/restore", s.restoreEnvironment)
+	s.handle("GET", "/api/v1/environments/{id}/blast-radius", s.blastRadius)
+	s.handle("POST", "/api/v1/environments/{id}/health", s.refreshHealth)
+	s.handle("POST", "/api/v1/sweep", s.sweep)
+	s.handle("GET", "/api/v1/settings", s.getSettings)
+	s.handle("PATCH", "/api/v1/settings", s.patchSettings)
+
+	const c = "/api/v1/companies/{company}"
+	s.handle("POST", c+"/environments/{id}/probe", s.probeSaved)
+	s.handle("POST", c+"/probes", s.probeDraft)
+	s.handle("GET", c+"/environments/{id}/qualification", s.qualification)
+	s.handle("GET", c+"/assignments", s.listAssignments)
+	s.handle("PUT", c+"/assignments/{kind}/{key}", s.setAssignment)
+	s.handle("GET", c+"/assignments/{kind}/{key}", s.showAssignment)
+	s.handle("DELETE", c+"/assignments/{kind}/{key}", s.clearAssignment)
+	s.handle("POST", c+"/resolve", s.resolve)
+	s.handle("GET", c+"/leases", s.listLeases)
+	s.handle("GET", c+"/leases/{id}", s.getLease)
+	s.handle("POST", c+"/leases/{id}/release", s.releaseLease)
+	s.handle("GET", c+"/auth-checks", s.listAuthChecks)
+	s.handle("PUT", c+"/auth-checks/{account}", s.recordAuthCheck)
+	s.handle("GET", c+"/auth-checks/{account}", s.getAuthCheck)
+	s.handle("DELETE", c+"/auth-checks/{account}", s.clearAuthCheck)
+	s.handle("POST", c+"/runs", s.idempotent(s.startRun))
+	s.handle("GET", c+"/runs/{id}", s.getRun)
+	s.handle("GET", c+"/runs/{id}/output", s.runOutput)
+	s.handle("POST", c+"/runs/{id}/stop", s.stopRun)
+}
+
+// beginShutdown ends the open event streams (each sends its last event
+// or just closes); it is http.Server's RegisterOnShutdown hook.
+func (s *server) beginShutdown() { s.closeOnce.Do(func() { close(s.closing) }) }
+
+// Close ends the event streams, stops the runs the server started (with
+// proof, releasing their ephemeral leases) and closes the System.
+func (s *server) Close(ctx context.Context) error {
+	s.beginShutdown()
+	return errors.Join(s.runs.stopAll(ctx), s.sys.Close())
+}
+
+// streamLimit bounds the open event streams per principal.
+type streamLimit struct {
+	mu   sync.Mutex
+	max  int
+	open map[string]int
+}
+
+// acquire takes a stream slot of who, or returns errTooManyStreams.
+func (l *streamLimit) acquire(who string) (release func(), err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open[who] >= l.max {
+		return nil, errTooManyStreams
+	}
+	l.open[who]++
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.open[who]--; l.open[who] == 0 {
+			delete(l.open, who)
+		}
+	}, nil
+}
+
+// sortBy sorts items by key.
+func sortBy[T any](items []T, key func(T) string) {
+	sort.SliceStable(items, func(i, j int) bool { return key(items[i]) < key(items[j]) })
+}
