@@ -49,6 +49,12 @@ type Options struct {
 	// TestMode lets test-only drivers (fake) be saved as working targets
 	// (CFG-4). Default false.
 	TestMode bool
+	// Protected, if not nil, returns a non-empty reason when env may never
+	// be deleted (CFG-7: a host's managed local environment); a delete is
+	// refused with that reason and the blast radius shows it. The instance
+	// default is always protected. It must be quick and do no I/O the
+	// delete may block on. Default: nothing else is protected.
+	Protected func(ctx context.Context, env *environment.Environment) (reason string)
 	// InstanceID names this installation; it labels every sandbox so that
 	// sweeps find this instance's orphans. Default lease.DefaultInstanceID.
 	InstanceID string
@@ -330,6 +336,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Health:         st.Health,
 		SecretKeeper:   keeper,
 		Settings:       settings,
+		Protected:      o.Protected,
 	})
 	var popts probe.Options
 	if o.Probe != nil {

@@ -107,6 +107,7 @@ func newServer(ctx context.Context, o options) (*server, error) {
 		TestMode:  o.testMode,
 		Logger:    log,
 		RunnerSet: o.runnerSet,
+		Protected: protectLocal,
 	})
 	if err != nil {
 		return nil, err
@@ -128,6 +129,17 @@ func newServer(ctx context.Context, o options) (*server, error) {
 		}
 	}
 	return s, nil
+}
+
+// protectLocal is the catalog's Protected hook (CFG-7): the local
+// environment (at most one per instance, CFG-4) is the server's managed
+// one, which may be archived but never deleted. It reads the record, not
+// its metadata, which an operator may edit.
+func protectLocal(_ context.Context, env *environment.Environment) string {
+	if env.Driver == "local" {
+		return "the managed local environment of this server (the host itself)"
+	}
+	return ""
 }
 
 // managedMeta marks the managed local environment the server keeps.

@@ -2,12 +2,14 @@ package main
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
+	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/instance"
 )
 
@@ -92,6 +94,25 @@ func TestInstanceSettings(t *testing.T) {
 			if len(list.Items) != 2 {
 				t.Errorf("drivers listed: %+v", list.Items)
 			}
+
+			// CFG-7: the managed local environment (created at start) shows
+			// its protection in the blast radius and is never deleted.
+			var locals struct {
+				Items []environment.View `json:"items"`
+			}
+			e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/environments?driver=local", token: tokAdmin}).decode(t, &locals)
+			if len(locals.Items) != 1 {
+				t.Fatalf("local environments: %+v", locals.Items)
+			}
+			loc := locals.Items[0]
+			var br environment.BlastRadius
+			e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/environments/" + loc.ID + "/blast-radius", token: tokAdmin}).decode(t, &br)
+			if br.Protected == "" || br.Deletable() {
+				t.Errorf("the managed local environment's blast radius: %+v", br)
+			}
+			e.must(t, http.StatusConflict, call{method: "DELETE", path: "/api/v1/environments/" + loc.ID, token: tokAdmin,
+				header: map[string]string{"If-Match": `"` + strconv.FormatInt(loc.Revision, 10) + `"`}})
+			e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/environments/" + loc.ID, token: tokAdmin})
 		})
 	}
 }
