@@ -81,12 +81,13 @@ func (d refusesInUse) DeleteTemplate(ctx context.Context, cfg config.Config, id 
 }
 
 // IMG-8: a driver whose provider refuses to delete a template in use passes
-// the suite, as the fake that deletes it anyway does
-// (drivers/fake's TestConformance); both with sandboxes from the template.
+// the suite, as one that deletes it anyway does (the fake with DeleteInUse,
+// as Daytona; drivers/fake's TestConformance runs its refusing default, as
+// Docker); both with sandboxes from the template.
 func TestSuiteAcceptsAnInUseRefusal(t *testing.T) {
 	for name, d := range map[string]drivers.Driver{
-		"refuses": refusesInUse{Driver: fake.New(&fake.Options{Handlers: suiteScripts})},
-		"deletes": fake.New(&fake.Options{Handlers: suiteScripts}),
+		"refuses": refusesInUse{Driver: fake.New(&fake.Options{Handlers: suiteScripts, DeleteInUse: true})},
+		"deletes": fake.New(&fake.Options{Handlers: suiteScripts, DeleteInUse: true}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			drivertest.RunConformanceTests(t, func(context.Context, testing.TB) (drivertest.Harness, error) {
@@ -99,5 +100,5 @@ func TestSuiteAcceptsAnInUseRefusal(t *testing.T) {
 // wrongInUse is a wrong driver of wrongDrivers: the fake whose template
 // delete breaks the in-use contract as mode says.
 func wrongInUse(mode inUse) drivertest.Harness {
-	return imageHarness{refusesInUse{Driver: fake.New(&fake.Options{Name: "fake-wrong", Handlers: suiteScripts}), mode: mode}}
+	return imageHarness{refusesInUse{Driver: fake.New(&fake.Options{Name: "fake-wrong", Handlers: suiteScripts, DeleteInUse: true}), mode: mode}}
 }

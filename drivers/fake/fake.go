@@ -46,9 +46,10 @@ type Options struct {
 	// Handlers run Go code for commands, before the built-ins. The key is
 	// argv[0] or its base name ("make"), or, for "sh -c SCRIPT ...", the
 	// whole SCRIPT (qualification.DetectScript, or a test's script).
-	Handlers map[string]HandlerFunc
-	Faults   []Fault // injected from the start (Driver.Inject)
-	APIKey   string  // if not "", the api_key every operation needs (else drivers.ErrAuth)
+	Handlers    map[string]HandlerFunc
+	Faults      []Fault // injected from the start (Driver.Inject)
+	APIKey      string  // if not "", the api_key every operation needs (else drivers.ErrAuth)
+	DeleteInUse bool    // DeleteTemplate deletes what sandboxes use (as Daytona); default ErrInUse (as Docker)
 	// Unavailable, if not nil, is what Availability reports: the driver is
 	// listed as unavailable and has no effective capabilities (CAP-3).
 	Unavailable error
@@ -364,7 +365,7 @@ func (d *Driver) DeleteTemplate(ctx context.Context, cfg config.Config, id image
 			users = append(users, b.ID)
 		}
 	}
-	if slices.SortFunc(users, byID); len(users) > 0 {
+	if slices.SortFunc(users, byID); len(users) > 0 && !d.o.DeleteInUse {
 		return drivers.Receipt{}, fmt.Errorf("fake: delete template %s: in use by sandbox %s: %w", id, strings.Join(users, ", "), drivers.ErrInUse)
 	}
 	d.images.remove(id)
