@@ -156,11 +156,22 @@ func (m *Manager) Acquire(ctx context.Context, p authz.Principal, req AcquireReq
 	// the budget (plus the claim grace for waiting on another manager), so
 	// that no caller's cancellation cancels it for the others; each caller
 	// waits for it only as long as its own ctx allows.
-	ch := m.sf.DoChan(key, func() (any, error) {
+	shared := func() (any, error) {
 		sctx, cancel := retry.WithTimeout(context.WithoutCancel(ctx), m.o.Clock, a.budget+m.o.ClaimGrace)
 		defer cancel()
 		return m.acquire(sctx, a)
-	})
+	}
+	if ctx.Done() == nil && m.joined == nil {
+		// A caller whose ctx never ends would wait for the shared
+		// acquisition to its end anyway: it runs it in its own goroutine
+		// (or joins the running one), sparing a goroutine and a hand-over.
+		v, err, _ := m.sf.Do(key, shared)
+		if err != nil {
+			return nil, err
+		}
+		return m.forCaller(ctx, p, v.(*Handle)), nil
+	}
+	ch := m.sf.DoChan(key, shared)
 	if m.joined != nil {
 		m.joined(key)
 	}
@@ -303,31 +314,36 @@ const maxRaces = 32
 func (m *Manager) acquire(ctx context.Context, a *acq) (*Handle, error) {
 	for range maxRaces {
 		var existing *Lease
-		var err error
-		if a.runKey != "" {
-			existing, err = m.store.FindByRunKey(ctx, a.runKey)
-		} else if a.reuseKey != "" {
+		if a.reuseKey != "" {
+			// A reuse key is usually held (the sandbox to resume): read first.
+			var err error
 			existing, err = m.store.FindByReuseKey(ctx, a.reuseKey)
-		}
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return nil, fmt.Errorf("lease: acquire environment %s: %w", a.env.ID, err)
-		}
-		if existing != nil {
-			h, again, err := m.useExisting(ctx, a, existing)
-			if again {
-				continue
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return nil, fmt.Errorf("lease: acquire environment %s: %w", a.env.ID, err)
 			}
-			return h, err
 		}
-		l := m.newLease(a)
-		holder, err := m.store.InsertLease(ctx, l)
-		if err != nil {
-			if errors.Is(err, ErrConflict) && holder != nil {
-				continue // another manager won the key; use its lease
+		if existing == nil {
+			// A run key is usually free: the insert itself finds out, and a
+			// refused one answers with the lease that holds the key (the
+			// same as reading it first, one statement fewer).
+			l := m.newLease(a)
+			holder, err := m.store.InsertLease(ctx, l)
+			if err == nil {
+				return m.create(ctx, a, l)
 			}
-			return nil, fmt.Errorf("lease: write-ahead record for environment %s refused; nothing was created: %w", a.env.ID, err)
+			if !errors.Is(err, ErrConflict) || holder == nil {
+				return nil, fmt.Errorf("lease: write-ahead record for environment %s refused; nothing was created: %w", a.env.ID, err)
+			}
+			if a.runKey == "" || holder.RunKey != a.runKey {
+				continue // another manager won the key; re-read and use its lease
+			}
+			existing = holder
 		}
-		return m.create(ctx, a, l)
+		h, again, err := m.useExisting(ctx, a, existing)
+		if again {
+			continue
+		}
+		return h, err
 	}
 	return nil, fmt.Errorf("lease: acquire environment %s: too many concurrent changes: %w", a.env.ID, ErrConflict)
 }
@@ -341,7 +357,7 @@ func (m *Manager) newLease(a *acq) *Lease {
 		AcquiredAt: now, LastUsedAt: now,
 		Fingerprint: a.fp, ReuseKey: a.reuseKey, RunKey: a.runKey,
 		Replaces: a.replaces, ReplaceReason: a.replaceReason,
-		Config: a.snapshot.Clone(),
+		Config: a.snapshot, // the acquisition's own copy, not changed after prepare
 		Runner: cloneRunner(a.runner),
 		Draft:  a.draft,
 		Labels: map[string]string{

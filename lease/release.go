@@ -122,7 +122,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 		// retries) the next sweep after the claim takes the lease and
 		// destroys its sandbox with proof, instead of the lease staying
 		// active until its TTL (LEASE-6, LEASE-9).
-		ahead := l.Clone()
+		ahead := l.shallow()
 		ahead.ExpiresAt = l.ClaimedUntil
 		if err := m.store.UpdateLease(wctx, ahead); err != nil {
 			m.unclaim(ctx, l, "")
@@ -130,7 +130,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 		}
 		l = ahead
 	}
-	upd := l.Clone()
+	upd := l.shallow()
 	upd.ExpiresAt = expires
 	upd.ClaimedBy, upd.ClaimedUntil, upd.RunKey = "", time.Time{}, ""
 	if opts.RunFailed && opts.Reason != "" {
