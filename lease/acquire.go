@@ -400,9 +400,14 @@ func (m *Manager) useExisting(ctx context.Context, a *acq, l *Lease) (h *Handle,
 }
 
 // waitChange waits (polling the store on the wall clock) until the lease
-// changes, its claim expires on the manager's clock, or ctx ends.
+// changes, its claim expires on the manager's clock, or ctx ends. The
+// polls start at a sixteenth of Options.PollInterval (at least 1 ms) and
+// double up to it: most claims (a resume, a release) end within
+// milliseconds, and a waiter that slept a whole interval each time made
+// every contended reuse key a queue of 20 ms steps across replicas.
 func (m *Manager) waitChange(ctx context.Context, l *Lease) error {
-	t := time.NewTicker(m.o.PollInterval)
+	wait := max(m.o.PollInterval/16, time.Millisecond)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		select {
@@ -410,6 +415,8 @@ func (m *Manager) waitChange(ctx context.Context, l *Lease) error {
 			return fmt.Errorf("lease %s: waiting for another manager to finish with it: %w", l.ID, ctx.Err())
 		case <-t.C:
 		}
+		wait = min(2*wait, m.o.PollInterval)
+		t.Reset(wait)
 		cur, err := m.store.GetLease(ctx, l.ID)
 		if err != nil || cur.Version != l.Version || !cur.ClaimedUntil.After(m.now()) {
 			return nil

@@ -30,8 +30,8 @@ const sweepPause = 50 * time.Millisecond
 // PostgreSQL database at dsn, with one fake provider whose sandboxes take
 // providerDelay to start (fake.Options.StartDelay, on the wall clock), for
 // dur. Each replica runs workersPer workers doing ephemeral acquire+release
-// cycles (Ops); before its first and every 64th cycle each worker also
-// acquires one reusable environment (lease.ReuseByEnvironment: one reuse
+// cycles (Ops); before every 64th cycle (staggered across workers) each
+// worker also acquires one reusable environment (lease.ReuseByEnvironment: one reuse
 // key acquired from every replica, never released). Each replica also runs
 // one sweeper (lease.Manager.Sweep every 50 ms). Before the run, 8 leases per replica are released while
 // the provider refuses their destroy, so that they are left
@@ -114,7 +114,7 @@ func Replicas(ctx context.Context, dsn string, replicas, workersPer int, provide
 	res, err = run(replicas*workersPer, dur, func(w int) error {
 		sys := systems[w%replicas]
 		acquired[w]++
-		if acquired[w]%reuseEvery == 1 {
+		if acquired[w]%reuseEvery == w%reuseEvery { // staggered across workers
 			reuses.Add(1)
 			if _, err := sys.Leases().Acquire(ctx, operator, lease.AcquireRequest{
 				Company: Company, EnvironmentID: reuse, Run: newRun(), Policy: lease.ReuseByEnvironment,
