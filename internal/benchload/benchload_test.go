@@ -91,3 +91,21 @@ func BenchmarkReplicas(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReplicasOne runs -benchload.replicas replicas at
+// -benchload.delay once, for profiles.
+func BenchmarkReplicasOne(b *testing.B) {
+	for b.Loop() {
+		r, err := benchload.Replicas(context.Background(), testenv.Postgres(b), *replicas, 4, *delay, *dur)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("%s", r)
+		b.ReportMetric(r.OpsPerSec, "ops/s")
+	}
+}
+
+var (
+	replicas = flag.Int("benchload.replicas", 8, "replicas of BenchmarkReplicasOne")
+	delay    = flag.Duration("benchload.delay", 0, "provider delay of BenchmarkReplicasOne")
+)

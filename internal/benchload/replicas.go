@@ -23,7 +23,7 @@ const reuseEvery = 64
 const cleanupsPerReplica = 8
 
 // sweepPause is how long each replica's sweeper waits between sweeps.
-const sweepPause = 50 * time.Millisecond
+const sweepPause = 200 * time.Millisecond
 
 // Replicas runs replicas host replicas (separate berth.Systems, each with
 // its own connection pool, as separate processes would be) on the one
@@ -33,7 +33,7 @@ const sweepPause = 50 * time.Millisecond
 // cycles (Ops); before every 64th cycle (staggered across workers) each
 // worker also acquires one reusable environment (lease.ReuseByEnvironment: one reuse
 // key acquired from every replica, never released). Each replica also runs
-// one sweeper (lease.Manager.Sweep every 50 ms). Before the run, 8 leases per replica are released while
+// one sweeper (lease.Manager.Sweep every 200 ms). Before the run, 8 leases per replica are released while
 // the provider refuses their destroy, so that they are left
 // pending_cleanup for the sweeps of all replicas to prove during the run.
 //
