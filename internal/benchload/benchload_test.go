@@ -2,6 +2,7 @@ package benchload_test
 
 import (
 	"context"
+	"database/sql"
 	"flag"
 	"fmt"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/internal/benchload"
 	"github.com/berthdev/berth/internal/testenv"
+	_ "github.com/berthdev/berth/store/postgres" // registers the "pgx" driver for the wait sampling
 )
 
 func TestMain(m *testing.M) { testenv.PostgresMain(m) }
@@ -93,16 +95,58 @@ func BenchmarkReplicas(b *testing.B) {
 }
 
 // BenchmarkReplicasOne runs -benchload.replicas replicas at
-// -benchload.delay once, for profiles.
+// -benchload.delay once, for profiles, and logs what PostgreSQL's backends
+// of the database were waiting on (pg_stat_activity, sampled every 10 ms):
+// where the replicas contend.
 func BenchmarkReplicasOne(b *testing.B) {
 	for b.Loop() {
-		r, err := benchload.Replicas(context.Background(), testenv.Postgres(b), *replicas, 4, *delay, *dur)
+		url := testenv.Postgres(b)
+		mon, err := sql.Open("pgx", url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer mon.Close()
+		waits := map[string]int{}
+		samples := 0
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for ctx.Err() == nil {
+				rows, err := mon.QueryContext(ctx, `SELECT state, COALESCE(wait_event_type, ''), COALESCE(wait_event, '')
+					FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+				if err == nil {
+					samples++
+					for rows.Next() {
+						var state, typ, ev string
+						if rows.Scan(&state, &typ, &ev) == nil && state != "idle" {
+							waits[state+" "+typ+":"+ev]++
+						}
+					}
+					rows.Close()
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+		r, err := benchload.Replicas(context.Background(), url, *replicas, 4, *delay, *dur)
+		stop()
+		<-done
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Logf("%s", r)
+		b.Logf("backends not idle, per sample of %d (state wait_type:event): %v", samples, perSample(waits, samples))
 		b.ReportMetric(r.OpsPerSec, "ops/s")
 	}
+}
+
+// perSample is each count of m divided by n.
+func perSample(m map[string]int, n int) map[string]float64 {
+	out := make(map[string]float64, len(m))
+	for k, v := range m {
+		out[k] = float64(v) / float64(max(n, 1))
+	}
+	return out
 }
 
 var (
