@@ -24,7 +24,10 @@ type MemoryStore struct {
 	byRun   map[string]string // run key -> lease id
 }
 
-var _ Store = (*MemoryStore)(nil)
+var (
+	_ Store          = (*MemoryStore)(nil)
+	_ ReleaseClaimer = (*MemoryStore)(nil)
+)
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
@@ -237,6 +240,17 @@ func sortLeases(ls []*Lease) {
 
 // ClaimLease implements Store.
 func (s *MemoryStore) ClaimLease(ctx context.Context, id, owner string, now, until time.Time) (*Lease, error) {
+	return s.claim(ctx, id, owner, now, until, false)
+}
+
+// ClaimLeaseForRelease implements ReleaseClaimer.
+func (s *MemoryStore) ClaimLeaseForRelease(ctx context.Context, id, owner string, now, until time.Time) (*Lease, error) {
+	return s.claim(ctx, id, owner, now, until, true)
+}
+
+// claim is ClaimLease, which with expire also sets the ExpiresAt of an
+// active or retained lease to until (ClaimLeaseForRelease).
+func (s *MemoryStore) claim(ctx context.Context, id, owner string, now, until time.Time, expire bool) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -250,6 +264,9 @@ func (s *MemoryStore) ClaimLease(ctx context.Context, id, owner string, now, unt
 		return l.Clone(), fmt.Errorf("lease %s: claimed by %s until %s: %w", id, l.ClaimedBy, l.ClaimedUntil.Format(time.RFC3339), ErrClaimed)
 	}
 	l.ClaimedBy, l.ClaimedUntil = owner, until
+	if expire && (l.Status == StatusActive || l.Status == StatusRetained) {
+		l.ExpiresAt = until
+	}
 	l.Version++
 	return l.Clone(), nil
 }

@@ -15,7 +15,10 @@ import (
 	"github.com/berthdev/berth/lease"
 )
 
-var _ lease.Store = (*DB)(nil)
+var (
+	_ lease.Store          = (*DB)(nil)
+	_ lease.ReleaseClaimer = (*DB)(nil)
+)
 
 // leaseColumns are the leases table's columns in the order of leaseArgs and
 // scanLease.
@@ -448,10 +451,31 @@ const claimFreeSQL = `(claimed_by = '' OR claimed_by = ? OR claimed_until IS NUL
 // live one, so two managers in any processes never both hold a claim on a
 // lease at once (LEASE-10).
 func (db *DB) ClaimLease(ctx context.Context, id, owner string, now, until time.Time) (*lease.Lease, error) {
+	return db.claimLease(ctx, id, owner, now, until, false)
+}
+
+// ClaimLeaseForRelease implements lease.ReleaseClaimer: ClaimLease's one
+// statement also sets expires_at of an active or retained lease.
+func (db *DB) ClaimLeaseForRelease(ctx context.Context, id, owner string, now, until time.Time) (*lease.Lease, error) {
+	return db.claimLease(ctx, id, owner, now, until, true)
+}
+
+// claimReleaseSQL sets the claim bound to its first two ? and, for an
+// active or retained lease, expires_at to the third.
+var claimReleaseSQL = fmt.Sprintf(`UPDATE leases SET claimed_by = ?, claimed_until = ?,
+	expires_at = CASE WHEN status IN ('%s', '%s') THEN ? ELSE expires_at END, version = version + 1
+	WHERE id = ? AND `+claimFreeSQL+` RETURNING `+leaseColumns, lease.StatusActive, lease.StatusRetained)
+
+// claimLease is ClaimLease, or with expire ClaimLeaseForRelease.
+func (db *DB) claimLease(ctx context.Context, id, owner string, now, until time.Time, expire bool) (*lease.Lease, error) {
+	q := `UPDATE leases SET claimed_by = ?, claimed_until = ?, version = version + 1
+			WHERE id = ? AND ` + claimFreeSQL + ` RETURNING ` + leaseColumns
+	args := []any{owner, nanos(until), id, owner, nanos(now)}
+	if expire {
+		q, args = claimReleaseSQL, []any{owner, nanos(until), nanos(until), id, owner, nanos(now)}
+	}
 	for range maxKeyAttempts {
-		l, err := scanLease(db.writes().queryRow(ctx, `UPDATE leases SET claimed_by = ?, claimed_until = ?, version = version + 1
-			WHERE id = ? AND `+claimFreeSQL+` RETURNING `+leaseColumns,
-			owner, nanos(until), id, owner, nanos(now)))
+		l, err := scanLease(db.writes().queryRow(ctx, q, args...))
 		if err == nil {
 			if args, err := leaseArgs(l, l.Version); err == nil {
 				db.leaseRows.put(l.ID, l.Version, args, l.Ended())
