@@ -161,11 +161,22 @@ func (m *Manager) Acquire(ctx context.Context, p authz.Principal, req AcquireReq
 	// the budget (plus the claim grace for waiting on another manager), so
 	// that no caller's cancellation cancels it for the others; each caller
 	// waits for it only as long as its own ctx allows.
-	ch := m.sf.DoChan(key, func() (any, error) {
+	shared := func() (any, error) {
 		sctx, cancel := retry.WithTimeout(context.WithoutCancel(ctx), m.o.Clock, a.budget+m.o.ClaimGrace)
 		defer cancel()
 		return m.acquireVerified(sctx, a)
-	})
+	}
+	if ctx.Done() == nil && m.joined == nil {
+		// A caller whose ctx never ends would wait for the shared
+		// acquisition to its end anyway: it runs it in its own goroutine
+		// (or joins the running one), sparing a goroutine and a hand-over.
+		v, err, _ := m.sf.Do(key, shared)
+		if err != nil {
+			return nil, err
+		}
+		return m.forCaller(ctx, p, v.(*Handle)), nil
+	}
+	ch := m.sf.DoChan(key, shared)
 	if m.joined != nil {
 		m.joined(key)
 	}
@@ -313,31 +324,36 @@ const maxRaces = 32
 func (m *Manager) acquire(ctx context.Context, a *acq) (*Handle, error) {
 	for range maxRaces {
 		var existing *Lease
-		var err error
-		if a.runKey != "" {
-			existing, err = m.store.FindByRunKey(ctx, a.runKey)
-		} else if a.reuseKey != "" {
+		if a.reuseKey != "" {
+			// A reuse key is usually held (the sandbox to resume): read first.
+			var err error
 			existing, err = m.store.FindByReuseKey(ctx, a.reuseKey)
-		}
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return nil, fmt.Errorf("lease: acquire environment %s: %w", a.env.ID, err)
-		}
-		if existing != nil {
-			h, again, err := m.useExisting(ctx, a, existing)
-			if again {
-				continue
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return nil, fmt.Errorf("lease: acquire environment %s: %w", a.env.ID, err)
 			}
-			return h, err
 		}
-		l := m.newLease(a)
-		holder, err := m.store.InsertLease(ctx, l)
-		if err != nil {
-			if errors.Is(err, ErrConflict) && holder != nil {
-				continue // another manager won the key; use its lease
+		if existing == nil {
+			// A run key is usually free: the insert itself finds out, and a
+			// refused one answers with the lease that holds the key (the
+			// same as reading it first, one statement fewer).
+			l := m.newLease(a)
+			holder, err := m.store.InsertLease(ctx, l)
+			if err == nil {
+				return m.create(ctx, a, l)
 			}
-			return nil, fmt.Errorf("lease: write-ahead record for environment %s refused; nothing was created: %w", a.env.ID, err)
+			if !errors.Is(err, ErrConflict) || holder == nil {
+				return nil, fmt.Errorf("lease: write-ahead record for environment %s refused; nothing was created: %w", a.env.ID, err)
+			}
+			if a.runKey == "" || holder.RunKey != a.runKey {
+				continue // another manager won the key; re-read and use its lease
+			}
+			existing = holder
 		}
-		return m.create(ctx, a, l)
+		h, again, err := m.useExisting(ctx, a, existing)
+		if again {
+			continue
+		}
+		return h, err
 	}
 	return nil, fmt.Errorf("lease: acquire environment %s: too many concurrent changes: %w", a.env.ID, ErrConflict)
 }
@@ -351,7 +367,7 @@ func (m *Manager) newLease(a *acq) *Lease {
 		AcquiredAt: now, LastUsedAt: now,
 		Fingerprint: a.fp, ReuseKey: a.reuseKey, RunKey: a.runKey,
 		Replaces: a.replaces, ReplaceReason: a.replaceReason,
-		Config: a.snapshot.Clone(),
+		Config: a.snapshot, // the acquisition's own copy, not changed after prepare
 		Runner: cloneRunner(a.runner),
 		Draft:  a.draft,
 		Labels: map[string]string{
@@ -397,9 +413,14 @@ func (m *Manager) useExisting(ctx context.Context, a *acq, l *Lease) (h *Handle,
 }
 
 // waitChange waits (polling the store on the wall clock) until the lease
-// changes, its claim expires on the manager's clock, or ctx ends.
+// changes, its claim expires on the manager's clock, or ctx ends. The
+// polls start at a sixteenth of Options.PollInterval (at least 1 ms) and
+// double up to it: most claims (a resume, a release) end within
+// milliseconds, and a waiter that slept a whole interval each time made
+// every contended reuse key a queue of 20 ms steps across replicas.
 func (m *Manager) waitChange(ctx context.Context, l *Lease) error {
-	t := time.NewTicker(m.o.PollInterval)
+	wait := max(m.o.PollInterval/16, time.Millisecond)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		select {
@@ -407,6 +428,8 @@ func (m *Manager) waitChange(ctx context.Context, l *Lease) error {
 			return fmt.Errorf("lease %s: waiting for another manager to finish with it: %w", l.ID, ctx.Err())
 		case <-t.C:
 		}
+		wait = min(2*wait, m.o.PollInterval)
+		t.Reset(wait)
 		cur, err := m.store.GetLease(ctx, l.ID)
 		if err != nil || cur.Version != l.Version || !cur.ClaimedUntil.After(m.now()) {
 			return nil

@@ -28,7 +28,7 @@ type creation struct {
 func (c *creation) snapshot() (*Lease, string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.cur.Clone(), c.pid, c.recordErr
+	return c.cur.shallow(), c.pid, c.recordErr
 }
 
 // create asks the driver for a sandbox for the starting lease l, which the
@@ -49,7 +49,7 @@ func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error)
 	allocated := func(actx context.Context, id string) error {
 		st.mu.Lock()
 		defer st.mu.Unlock()
-		upd := st.cur.Clone()
+		upd := st.cur.shallow()
 		upd.ProviderLeaseID = id
 		st.pid = id
 		// The record of an allocated sandbox must land even when the budget
@@ -97,7 +97,7 @@ func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error)
 	cur, pid, rerr := st.snapshot()
 	now := m.now()
 	if err == nil {
-		upd := cur.Clone()
+		upd := cur.shallow()
 		// Drivers that never call Allocated (host sessions) are recorded here.
 		upd.ProviderLeaseID = sb.ID()
 		upd.Status, upd.LastUsedAt, upd.ExpiresAt, upd.Uses = StatusActive, now, now.Add(m.o.LeaseTTL), 1

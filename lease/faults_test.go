@@ -22,16 +22,17 @@ func TestCrashDuringAcquisition(t *testing.T) {
 	tests := []struct {
 		name string
 		// crashAt is the call (store or provider) of the crashing process
-		// at which it dies: 1 FindByRunKey, 2 InsertLease, 3 driver create,
-		// 4 recording the provider lease id, 5 recording active.
+		// at which it dies: 1 InsertLease (a run key is not read first),
+		// 2 driver create, 3 recording the provider lease id, 4 recording
+		// active.
 		crashAt       int
 		wantRecord    bool
 		wantSandboxes int // made at the provider before the crash
 	}{
-		{"before the write-ahead record", 2, false, 0},
-		{"between the record and create", 3, true, 0},
-		{"while recording the provider lease id", 4, true, 1},
-		{"after the provider lease id was recorded", 5, true, 1},
+		{"before the write-ahead record", 1, false, 0},
+		{"between the record and create", 2, true, 0},
+		{"while recording the provider lease id", 3, true, 1},
+		{"after the provider lease id was recorded", 4, true, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,7 +96,7 @@ func TestCrashedAcquisitionBlocksItsRunUntilItExpires(t *testing.T) {
 	// to the sweep once its claim expires, and the run then gets a new lease.
 	w := newWorld(t, worldOpts{})
 	c := newCrasher()
-	c.arm(3)
+	c.arm(2) // the driver create, after the write-ahead record
 	if _, err := w.process(c).Acquire(bg, op, w.req(lease.Ephemeral, "run-1")); !errors.Is(err, errCrashed) {
 		t.Fatal(err)
 	}

@@ -87,7 +87,9 @@ type Options struct {
 	// means the internal/retry defaults (200ms, 10s).
 	RetryInitial, RetryMax time.Duration
 	// PollInterval is how often (wall clock) an acquisition re-reads a lease
-	// that another manager is starting. Default DefaultPollInterval.
+	// that another manager is starting or holds a claim on, at most: the
+	// first re-reads come sooner (a sixteenth of it, at least 1 ms,
+	// doubling up to it). Default DefaultPollInterval.
 	PollInterval time.Duration
 	// SweepLimit bounds the leases one Sweep claims. Default DefaultSweepLimit.
 	SweepLimit int

@@ -4,9 +4,13 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/berthdev/berth/drivers/config"
 )
 
 // MemoryStore is an in-memory Store for tests and single-process hosts. One
@@ -20,7 +24,10 @@ type MemoryStore struct {
 	byRun   map[string]string // run key -> lease id
 }
 
-var _ Store = (*MemoryStore)(nil)
+var (
+	_ Store          = (*MemoryStore)(nil)
+	_ ReleaseClaimer = (*MemoryStore)(nil)
+)
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
@@ -54,7 +61,79 @@ func (s *MemoryStore) putLocked(l *Lease) {
 	if l.RunKey != "" {
 		s.byRun[l.RunKey] = l.ID
 	}
-	s.leases[l.ID] = l.Clone()
+	s.leases[l.ID] = storedCopy(l, s.leases[l.ID])
+}
+
+// storedCopy returns the deep copy of l that the store keeps. Maps and the
+// runner that are equal to those of old, the version stored so far, are
+// taken from old instead of copied again: the store never hands out its own
+// maps (every read clones), so a stored map is never changed, and most
+// updates change only scalar fields.
+func storedCopy(l, old *Lease) *Lease {
+	if old == nil {
+		return l.Clone()
+	}
+	c := *l
+	c.Config = old.Config
+	if !configEqual(l.Config, old.Config) {
+		c.Config = l.Config.Clone()
+	}
+	c.Labels = old.Labels
+	if !stringMapEqual(l.Labels, old.Labels) {
+		c.Labels = maps.Clone(l.Labels)
+	}
+	c.Metadata = old.Metadata
+	if !stringMapEqual(l.Metadata, old.Metadata) {
+		c.Metadata = maps.Clone(l.Metadata)
+	}
+	c.Runner = old.Runner
+	if l.Runner == nil || old.Runner == nil || *l.Runner != *old.Runner {
+		c.Runner = cloneRunner(l.Runner)
+	}
+	return &c
+}
+
+// stringMapEqual reports whether a and b hold the same entries and are both
+// nil or both not nil (a copy keeps that difference).
+func stringMapEqual(a, b map[string]string) bool {
+	return (a == nil) == (b == nil) && maps.Equal(a, b)
+}
+
+// configEqual reports whether a and b hold equal values (deeply) and are
+// both nil or both not nil.
+func configEqual(a, b config.Config) bool {
+	if (a == nil) != (b == nil) || len(a) != len(b) {
+		return false
+	}
+	for k, av := range a {
+		bv, ok := b[k]
+		if !ok {
+			return false
+		}
+		switch at := av.(type) {
+		case string:
+			if bt, ok := bv.(string); !ok || at != bt {
+				return false
+			}
+		case bool:
+			if bt, ok := bv.(bool); !ok || at != bt {
+				return false
+			}
+		case int64:
+			if bt, ok := bv.(int64); !ok || at != bt {
+				return false
+			}
+		case float64:
+			if bt, ok := bv.(float64); !ok || at != bt {
+				return false
+			}
+		default:
+			if !reflect.DeepEqual(av, bv) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // InsertLease implements Store.
@@ -161,6 +240,17 @@ func sortLeases(ls []*Lease) {
 
 // ClaimLease implements Store.
 func (s *MemoryStore) ClaimLease(ctx context.Context, id, owner string, now, until time.Time) (*Lease, error) {
+	return s.claim(ctx, id, owner, now, until, false)
+}
+
+// ClaimLeaseForRelease implements ReleaseClaimer.
+func (s *MemoryStore) ClaimLeaseForRelease(ctx context.Context, id, owner string, now, until time.Time) (*Lease, error) {
+	return s.claim(ctx, id, owner, now, until, true)
+}
+
+// claim is ClaimLease, which with expire also sets the ExpiresAt of an
+// active or retained lease to until (ClaimLeaseForRelease).
+func (s *MemoryStore) claim(ctx context.Context, id, owner string, now, until time.Time, expire bool) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -174,6 +264,9 @@ func (s *MemoryStore) ClaimLease(ctx context.Context, id, owner string, now, unt
 		return l.Clone(), fmt.Errorf("lease %s: claimed by %s until %s: %w", id, l.ClaimedBy, l.ClaimedUntil.Format(time.RFC3339), ErrClaimed)
 	}
 	l.ClaimedBy, l.ClaimedUntil = owner, until
+	if expire && (l.Status == StatusActive || l.Status == StatusRetained) {
+		l.ExpiresAt = until
+	}
 	l.Version++
 	return l.Clone(), nil
 }

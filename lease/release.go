@@ -65,11 +65,33 @@ func (m *Manager) Release(ctx context.Context, p authz.Principal, id string, opt
 // keptEvidence is the receipt of a keep release.
 const keptEvidence = "kept: no task was stopped; the sandbox and its processes keep running (nothing proven)"
 
+// releaseClaimer returns the manager's store as a ReleaseClaimer, or nil.
+func (m *Manager) releaseClaimer() ReleaseClaimer {
+	if rs, ok := m.store.(*recordStore); ok {
+		if rc, ok := rs.Store.(ReleaseClaimer); ok {
+			return rc
+		}
+	}
+	return nil
+}
+
 // release is Release without authorization.
 func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (*Lease, error) {
 	now := m.now()
 	owner := m.opOwner()
-	l, err := m.store.ClaimLease(ctx, id, owner, now, now.Add(m.o.CleanupBudget))
+	// A release that will stop or destroy writes ahead, in its claim when
+	// the store can (ReleaseClaimer), that the lease expires with the
+	// claim (see below). A failed run may turn into a keep
+	// (RetainOnFailure), which writes nothing ahead.
+	var l *Lease
+	var err error
+	aheadDone := false
+	if rc := m.releaseClaimer(); rc != nil && opts.Disposition != drivers.Keep && !opts.RunFailed {
+		l, err = rc.ClaimLeaseForRelease(ctx, id, owner, now, now.Add(m.o.CleanupBudget))
+		aheadDone = err == nil && (l.Status == StatusActive || l.Status == StatusRetained)
+	} else {
+		l, err = m.store.ClaimLease(ctx, id, owner, now, now.Add(m.o.CleanupBudget))
+	}
 	if errors.Is(err, ErrClaimed) {
 		return l, fmt.Errorf("lease %s: cannot release now: %w", id, err)
 	}
@@ -116,13 +138,13 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 	}
 	wctx := context.WithoutCancel(ctx)
 	expires := l.ExpiresAt
-	if d != drivers.Keep {
+	if d != drivers.Keep && !aheadDone {
 		// Write ahead: the lease expires when this release's claim does, so
 		// that if the final write below fails (even after the store's
 		// retries) the next sweep after the claim takes the lease and
 		// destroys its sandbox with proof, instead of the lease staying
 		// active until its TTL (LEASE-6, LEASE-9).
-		ahead := l.Clone()
+		ahead := l.shallow()
 		ahead.ExpiresAt = l.ClaimedUntil
 		if err := m.store.UpdateLease(wctx, ahead); err != nil {
 			m.unclaim(ctx, l, "")
@@ -130,7 +152,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 		}
 		l = ahead
 	}
-	upd := l.Clone()
+	upd := l.shallow()
 	upd.ExpiresAt = expires
 	upd.ClaimedBy, upd.ClaimedUntil, upd.RunKey = "", time.Time{}, ""
 	if opts.RunFailed && opts.Reason != "" {

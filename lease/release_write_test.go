@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/lease"
@@ -25,20 +26,45 @@ func (s *finalWriteStore) UpdateLease(ctx context.Context, l *lease.Lease) error
 	return s.Store.UpdateLease(ctx, l)
 }
 
+// claimingFinalWriteStore is a finalWriteStore that is a
+// lease.ReleaseClaimer too: the release writes its expiry ahead in its
+// claim.
+type claimingFinalWriteStore struct {
+	*finalWriteStore
+	mem *lease.MemoryStore
+}
+
+func (s claimingFinalWriteStore) ClaimLeaseForRelease(ctx context.Context, id, owner string, now, until time.Time) (*lease.Lease, error) {
+	return s.mem.ClaimLeaseForRelease(ctx, id, owner, now, until)
+}
+
 func TestFailedReleaseWriteLeavesLeaseToTheSweep(t *testing.T) {
 	t.Parallel()
 	// Issue 11 item 4: a release whose final write fails must not leave
 	// the lease active until its TTL under a claim nobody clears; the next
 	// sweep after the release's claim takes it and destroys with proof.
-	for _, refuse := range []bool{false, true} {
+	// With a store that is a lease.ReleaseClaimer the expiry is written
+	// in the claim, else by an update after it.
+	for _, tc := range []struct {
+		refuse, claimer bool
+	}{{false, false}, {true, false}, {false, true}, {true, true}} {
+		refuse := tc.refuse
 		name := "destroy confirmed"
 		if refuse {
 			name = "destroy refused"
 		}
+		if tc.claimer {
+			name += ", expiry written in the claim"
+		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			fs := &finalWriteStore{Store: lease.NewMemoryStore()}
-			w := newWorld(t, worldOpts{store: fs})
+			mem := lease.NewMemoryStore()
+			fs := &finalWriteStore{Store: mem}
+			var st lease.Store = fs
+			if tc.claimer {
+				st = claimingFinalWriteStore{fs, mem}
+			}
+			w := newWorld(t, worldOpts{store: st})
 			h := w.acquire(lease.Ephemeral, "r")
 			pid := h.SandboxID()
 			if refuse {

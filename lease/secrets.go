@@ -46,7 +46,9 @@ func (s *recordStore) UpdateLease(ctx context.Context, l *Lease) error {
 		return err
 	}
 	if l.Ended() {
-		s.release(ctx, l.ID)
+		if mayUseSecrets(l) {
+			s.release(ctx, l.ID)
+		}
 		if l.Draft {
 			if err := s.Store.DeleteLease(context.WithoutCancel(ctx), l.ID, l.Version); err != nil {
 				s.log("lease: removing the record of a draft lease whose cleanup is proven failed; retention prunes it", "lease", l.ID, "err", err)
@@ -54,6 +56,16 @@ func (s *recordStore) UpdateLease(ctx context.Context, l *Lease) error {
 		}
 	}
 	return nil
+}
+
+// mayUseSecrets reports whether secret uses may be recorded for l. The
+// uses of a lease are the secret references of every config it held: the
+// one it was inserted with (InsertLease) and those a resume put on it
+// (useSecrets), and only reusable leases are resumed. So a lease of
+// another policy whose config holds no secret reference has no use to
+// release, and its end costs no store call for them (most leases).
+func mayUseSecrets(l *Lease) bool {
+	return l.Policy.Reusable() || len(l.Config.SecretRefs()) > 0
 }
 
 func (s *recordStore) release(ctx context.Context, id string) {

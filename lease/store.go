@@ -66,6 +66,20 @@ type Store interface {
 	PruneLeases(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
+// ReleaseClaimer is what a Store may add to ClaimLease: the claim of a
+// release and its write-ahead expiry in one write. Manager.Release writes
+// ahead that a lease it stops or destroys expires when its claim does (so
+// that a release whose final write fails leaves the lease to the next
+// sweep); with a ReleaseClaimer that costs no write of its own. MemoryStore
+// and the SQL stores implement it; without it the manager claims and then
+// updates.
+type ReleaseClaimer interface {
+	// ClaimLeaseForRelease is ClaimLease that, when it claims an active or
+	// retained lease, also sets the lease's ExpiresAt to until in the same
+	// write. Other statuses are claimed as ClaimLease claims them.
+	ClaimLeaseForRelease(ctx context.Context, id, owner string, now, until time.Time) (*Lease, error)
+}
+
 // Ended reports whether l is terminal and holds nothing: released (and not
 // resumable), expired or failed. Its cleanup is proven (or nothing was
 // ever allocated), so its record is history: its secrets may go (CFG-7)

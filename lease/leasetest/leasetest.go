@@ -63,6 +63,7 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 		{"list filters and orders", testList},
 		{"claim excludes other owners until it expires (LEASE-10)", testClaim},
 		{"claim for sweep picks the leases that need one", testClaimForSweep},
+		{"claim for release also writes the expiry of an active or retained lease", testClaimForRelease},
 		{"concurrent inserts of one reuse key: one wins (LEASE-8, LEASE-10)", testConcurrentInsert},
 		{"concurrent sweeps claim disjoint leases (LEASE-10)", testConcurrentSweepClaims},
 		{"returned leases are copies", testCopies},
@@ -312,6 +313,45 @@ func testClaim(t *testing.T, s lease.Store) {
 	}
 	if _, err := s.ClaimLease(ctx, "zz", "o1", t0, t0); !errors.Is(err, lease.ErrNotFound) {
 		t.Errorf("ClaimLease(missing): %v, want ErrNotFound", err)
+	}
+}
+
+// testClaimForRelease checks lease.ReleaseClaimer, for stores that have
+// it: a claim as ClaimLease makes it that also sets ExpiresAt, for active
+// and retained leases only.
+func testClaimForRelease(t *testing.T, s lease.Store) {
+	rc, ok := s.(lease.ReleaseClaimer)
+	if !ok {
+		t.Skip("the store is no lease.ReleaseClaimer")
+	}
+	ctx := context.Background()
+	until := t0.Add(time.Minute)
+	for _, st := range []lease.Status{lease.StatusActive, lease.StatusRetained, lease.StatusStarting, lease.StatusPendingCleanup, lease.StatusReleased} {
+		in := Sample("rel-"+string(st), st, "", "")
+		in.ExpiresAt = t0.Add(time.Hour)
+		mustInsert(t, s, in)
+		l, err := rc.ClaimLeaseForRelease(ctx, in.ID, "o1", t0, until)
+		if err != nil {
+			t.Fatalf("ClaimLeaseForRelease(%s): %v", st, err)
+		}
+		want := in.ExpiresAt
+		if st == lease.StatusActive || st == lease.StatusRetained {
+			want = until
+		}
+		if l.ClaimedBy != "o1" || !l.ClaimedUntil.Equal(until) || l.Version != in.Version+1 || !l.ExpiresAt.Equal(want) {
+			t.Errorf("ClaimLeaseForRelease(%s): claimed by %q until %s, version %d, expires %s; want o1 until %s, version %d, expires %s",
+				st, l.ClaimedBy, l.ClaimedUntil, l.Version, l.ExpiresAt, until, in.Version+1, want)
+		}
+		if got := mustGet(t, s, in.ID); !got.ExpiresAt.Equal(want) || got.Version != l.Version {
+			t.Errorf("stored after ClaimLeaseForRelease(%s): expires %s version %d; want %s, %d", st, got.ExpiresAt, got.Version, want, l.Version)
+		}
+		held, err := rc.ClaimLeaseForRelease(ctx, in.ID, "o2", t0, until)
+		if !errors.Is(err, lease.ErrClaimed) || held == nil || held.ClaimedBy != "o1" {
+			t.Errorf("ClaimLeaseForRelease(%s, held by other): %v, %v; want ErrClaimed and the holder", st, held, err)
+		}
+	}
+	if _, err := rc.ClaimLeaseForRelease(ctx, "zz", "o1", t0, until); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("ClaimLeaseForRelease(missing): %v, want ErrNotFound", err)
 	}
 }
 

@@ -31,6 +31,12 @@ type DB struct {
 	target string
 	// connectFailed is Options.ConnectFailed.
 	connectFailed func(error) bool
+	// wStmts and rStmts are the prepared statements of w and r on SQLite
+	// (the same cache when r is w); nil on PostgreSQL.
+	wStmts, rStmts *stmtCache
+	// leaseRows remembers the rows of live leases this process last wrote,
+	// for UpdateLease to set only what changed.
+	leaseRows leaseRows
 }
 
 // Options are what a dialect package gives Open besides the URL.
@@ -60,6 +66,12 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	db, err := open(rawURL)
 	if err != nil {
 		return nil, err
+	}
+	if db.d == sqlite {
+		db.wStmts, db.rStmts = newStmtCache(db.w), newStmtCache(db.r)
+		if db.r == db.w {
+			db.rStmts = db.wStmts
+		}
 	}
 	db.connectFailed = opts.ConnectFailed
 	if err := db.pingOpen(ctx); err != nil {
@@ -192,7 +204,11 @@ func redact(rawURL string) string {
 
 // Close closes the store's connections. It waits for running queries.
 func (db *DB) Close() error {
-	err := db.w.Close()
+	err := db.wStmts.close()
+	if db.rStmts != db.wStmts {
+		err = errors.Join(err, db.rStmts.close())
+	}
+	err = errors.Join(err, db.w.Close())
 	if db.r != db.w {
 		err = errors.Join(err, db.r.Close())
 	}

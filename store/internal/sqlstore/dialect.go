@@ -213,10 +213,11 @@ type querier interface {
 // set) a statement that fails on a dead connection runs again on another
 // (retryDead); inside a transaction inTx retries the whole transaction.
 type handle struct {
-	q    querier
-	d    dialect
-	pool *sql.DB          // the PostgreSQL pool q is; nil in a transaction or on SQLite
-	dead func(error) bool // DB.deadConn, with pool
+	q     querier
+	d     dialect
+	pool  *sql.DB          // the PostgreSQL pool q is; nil in a transaction or on SQLite
+	dead  func(error) bool // DB.deadConn, with pool
+	stmts *stmtCache       // the prepared statements of the SQLite pool q is; nil otherwise
 }
 
 // run runs op once, or under retryDead on a PostgreSQL pool.
@@ -228,6 +229,9 @@ func (h handle) run(ctx context.Context, op func() error) error {
 }
 
 func (h handle) exec(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
+	if st := h.prepared(ctx, query); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
 	err = h.run(ctx, func() error {
 		res, err = h.q.ExecContext(ctx, h.d.rebind(query), args...)
 		return err
@@ -236,6 +240,9 @@ func (h handle) exec(ctx context.Context, query string, args ...any) (res sql.Re
 }
 
 func (h handle) query(ctx context.Context, query string, args ...any) (rows *sql.Rows, err error) {
+	if st := h.prepared(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
 	err = h.run(ctx, func() error {
 		rows, err = h.q.QueryContext(ctx, h.d.rebind(query), args...)
 		return err
@@ -244,6 +251,9 @@ func (h handle) query(ctx context.Context, query string, args ...any) (rows *sql
 }
 
 func (h handle) queryRow(ctx context.Context, query string, args ...any) (row *sql.Row) {
+	if st := h.prepared(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
 	_ = h.run(ctx, func() error {
 		row = h.q.QueryRowContext(ctx, h.d.rebind(query), args...)
 		return row.Err() // the query's error; sql.ErrNoRows comes only from Scan
@@ -251,11 +261,25 @@ func (h handle) queryRow(ctx context.Context, query string, args ...any) (row *s
 	return row
 }
 
+// prepared returns the cached prepared statement of query on a SQLite
+// pool (stmtCache), or nil.
+func (h handle) prepared(ctx context.Context, query string) *sql.Stmt {
+	if h.stmts == nil {
+		return nil
+	}
+	return h.stmts.get(ctx, query)
+}
+
 // poolHandle returns the handle for statements outside a transaction on p.
 func (db *DB) poolHandle(p *sql.DB) handle {
 	h := handle{q: p, d: db.d}
-	if db.d == postgres {
+	switch {
+	case db.d == postgres:
 		h.pool, h.dead = p, db.deadConn
+	case p == db.w:
+		h.stmts = db.wStmts
+	case p == db.r:
+		h.stmts = db.rStmts
 	}
 	return h
 }

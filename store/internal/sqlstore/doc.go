@@ -30,6 +30,8 @@
 // process queue in Go, writers of other processes are waited for by
 // busy_timeout, and a transaction never fails half-way on a lock upgrade.
 // Reads outside transactions use a separate pool of read-only connections.
+// Statements the handles run outside transactions on SQLite are prepared
+// once per pool and kept (stmtcache.go); pgx keeps PostgreSQL's itself.
 // PostgreSQL uses one pool for both; transactions run at READ COMMITTED.
 // When PostgreSQL drops connections (a restart, a failover,
 // pg_terminate_backend), a statement or transaction that fails on a dead

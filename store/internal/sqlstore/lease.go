@@ -8,13 +8,17 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/lease"
 )
 
-var _ lease.Store = (*DB)(nil)
+var (
+	_ lease.Store          = (*DB)(nil)
+	_ lease.ReleaseClaimer = (*DB)(nil)
+)
 
 // leaseColumns are the leases table's columns in the order of leaseArgs and
 // scanLease.
@@ -37,6 +41,102 @@ var leaseUpdateSQL = func() string {
 	}
 	return "UPDATE leases SET " + strings.Join(set, ", ") + " WHERE id = ? AND version = ?"
 }()
+
+// leaseColumnNames are leaseColumns one by one.
+var leaseColumnNames = func() []string {
+	cols := strings.Split(leaseColumns, ",")
+	for i, c := range cols {
+		cols[i] = strings.TrimSpace(c)
+	}
+	return cols
+}()
+
+// leaseUpdateColumnsSQL returns the UPDATE of the lease with the id and
+// version bound to its last two ? that sets only the columns changed
+// names (indexes into leaseColumnNames, version last), in that order.
+func leaseUpdateColumnsSQL(changed []int) string {
+	set := make([]string, 0, len(changed))
+	for _, i := range changed {
+		set = append(set, leaseColumnNames[i]+" = ?")
+	}
+	return "UPDATE leases SET " + strings.Join(set, ", ") + " WHERE id = ? AND version = ?"
+}
+
+// maxCachedRows bounds a DB's leaseRows.
+const maxCachedRows = 4096
+
+// leaseRows remembers, per live lease this process wrote or claimed last,
+// the column values (leaseArgs) of its row at one version. UpdateLease
+// from that version then sets only the columns that differ: an UPDATE that
+// names no indexed column touches none of the leases table's indexes
+// (SQLite rewrites an index only when its columns are assigned;
+// PostgreSQL can make a heap-only update), and most state changes assign
+// three to six columns of thirty-six. The version check in the WHERE
+// clause keeps this exact across processes: the row is at that version only
+// if nobody wrote it since (every write of a lease row grows its version),
+// so its other columns still hold the remembered values; any other version
+// refuses the update as before.
+type leaseRows struct {
+	mu   sync.Mutex
+	rows map[string]leaseRow
+}
+
+type leaseRow struct {
+	version int64
+	args    []any // leaseArgs at version
+}
+
+// get returns the remembered values of lease id at version, if any.
+func (c *leaseRows) get(id string, version int64) ([]any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.rows[id]
+	if !ok || r.version != version {
+		return nil, false
+	}
+	return r.args, true
+}
+
+// put remembers args as lease id's values at version; a lease that ended
+// is forgotten (its record is history and rarely written again).
+func (c *leaseRows) put(id string, version int64, args []any, ended bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ended {
+		delete(c.rows, id)
+		return
+	}
+	if c.rows == nil {
+		c.rows = map[string]leaseRow{}
+	}
+	if _, ok := c.rows[id]; !ok && len(c.rows) >= maxCachedRows {
+		for k := range c.rows { // drop any one
+			delete(c.rows, k)
+			break
+		}
+	}
+	c.rows[id] = leaseRow{version: version, args: args}
+}
+
+// drop forgets lease id.
+func (c *leaseRows) drop(id string) {
+	c.mu.Lock()
+	delete(c.rows, id)
+	c.mu.Unlock()
+}
+
+// changedColumns returns the indexes of the columns (neither id nor
+// version) whose values differ between old and args, then version's.
+func changedColumns(old, args []any) []int {
+	last := len(args) - 1 // version
+	changed := make([]int, 0, 8)
+	for i := 1; i < last; i++ {
+		if args[i] != old[i] {
+			changed = append(changed, i)
+		}
+	}
+	return append(changed, last)
+}
 
 // maxKeyAttempts bounds how often InsertLease and ClaimLease start over when
 // the row that refused them changed before it could be read (a key released,
@@ -182,6 +282,7 @@ func (db *DB) InsertLease(ctx context.Context, l *lease.Lease) (*lease.Lease, er
 		}
 		if n == 1 {
 			l.Version = 1
+			db.leaseRows.put(l.ID, 1, args, l.Ended())
 			return nil, nil
 		}
 		var one int
@@ -227,8 +328,18 @@ func (db *DB) UpdateLease(ctx context.Context, l *lease.Lease) error {
 	if err != nil {
 		return fmt.Errorf("sqlstore: update lease %s: %w", l.ID, err)
 	}
-	res, err := db.writes().exec(ctx, leaseUpdateSQL, append(args[1:], l.ID, l.Version)...)
+	q, qargs := leaseUpdateSQL, append(args[1:len(args):len(args)], l.ID, l.Version)
+	if old, ok := db.leaseRows.get(l.ID, l.Version); ok {
+		changed := changedColumns(old, args)
+		q, qargs = leaseUpdateColumnsSQL(changed), make([]any, 0, len(changed)+2)
+		for _, i := range changed {
+			qargs = append(qargs, args[i])
+		}
+		qargs = append(qargs, l.ID, l.Version)
+	}
+	res, err := db.writes().exec(ctx, q, qargs...)
 	if err != nil {
+		db.leaseRows.drop(l.ID)
 		if _, ok := uniqueViolation(err); ok {
 			if holder, herr := db.leaseKeyHolder(ctx, l); herr == nil && holder != nil {
 				return fmt.Errorf("sqlstore: update lease %s: key held by lease %s: %w", l.ID, holder.ID, lease.ErrConflict)
@@ -242,6 +353,7 @@ func (db *DB) UpdateLease(ctx context.Context, l *lease.Lease) error {
 		return fmt.Errorf("sqlstore: update lease %s: %w", l.ID, err)
 	}
 	if n == 0 {
+		db.leaseRows.drop(l.ID)
 		var stored int64
 		err := db.writes().queryRow(ctx, "SELECT version FROM leases WHERE id = ?", l.ID).Scan(&stored)
 		switch {
@@ -253,6 +365,7 @@ func (db *DB) UpdateLease(ctx context.Context, l *lease.Lease) error {
 		return fmt.Errorf("sqlstore: update lease %s: stored version %d, update based on %d: %w", l.ID, stored, l.Version, lease.ErrConflict)
 	}
 	l.Version++
+	db.leaseRows.put(l.ID, l.Version, args, l.Ended())
 	return nil
 }
 
@@ -338,11 +451,35 @@ const claimFreeSQL = `(claimed_by = '' OR claimed_by = ? OR claimed_until IS NUL
 // live one, so two managers in any processes never both hold a claim on a
 // lease at once (LEASE-10).
 func (db *DB) ClaimLease(ctx context.Context, id, owner string, now, until time.Time) (*lease.Lease, error) {
+	return db.claimLease(ctx, id, owner, now, until, false)
+}
+
+// ClaimLeaseForRelease implements lease.ReleaseClaimer: ClaimLease's one
+// statement also sets expires_at of an active or retained lease.
+func (db *DB) ClaimLeaseForRelease(ctx context.Context, id, owner string, now, until time.Time) (*lease.Lease, error) {
+	return db.claimLease(ctx, id, owner, now, until, true)
+}
+
+// claimReleaseSQL sets the claim bound to its first two ? and, for an
+// active or retained lease, expires_at to the third.
+var claimReleaseSQL = fmt.Sprintf(`UPDATE leases SET claimed_by = ?, claimed_until = ?,
+	expires_at = CASE WHEN status IN ('%s', '%s') THEN ? ELSE expires_at END, version = version + 1
+	WHERE id = ? AND `+claimFreeSQL+` RETURNING `+leaseColumns, lease.StatusActive, lease.StatusRetained)
+
+// claimLease is ClaimLease, or with expire ClaimLeaseForRelease.
+func (db *DB) claimLease(ctx context.Context, id, owner string, now, until time.Time, expire bool) (*lease.Lease, error) {
+	q := `UPDATE leases SET claimed_by = ?, claimed_until = ?, version = version + 1
+			WHERE id = ? AND ` + claimFreeSQL + ` RETURNING ` + leaseColumns
+	args := []any{owner, nanos(until), id, owner, nanos(now)}
+	if expire {
+		q, args = claimReleaseSQL, []any{owner, nanos(until), nanos(until), id, owner, nanos(now)}
+	}
 	for range maxKeyAttempts {
-		l, err := scanLease(db.writes().queryRow(ctx, `UPDATE leases SET claimed_by = ?, claimed_until = ?, version = version + 1
-			WHERE id = ? AND `+claimFreeSQL+` RETURNING `+leaseColumns,
-			owner, nanos(until), id, owner, nanos(now)))
+		l, err := scanLease(db.writes().queryRow(ctx, q, args...))
 		if err == nil {
+			if args, err := leaseArgs(l, l.Version); err == nil {
+				db.leaseRows.put(l.ID, l.Version, args, l.Ended())
+			}
 			return l, nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
@@ -419,6 +556,7 @@ var endedSQL = fmt.Sprintf(`(status IN ('%s', '%s') OR (status = '%s' AND reuse_
 // DeleteLease implements lease.Store with one conditional DELETE on the id
 // and version.
 func (db *DB) DeleteLease(ctx context.Context, id string, version int64) error {
+	db.leaseRows.drop(id)
 	res, err := db.writes().exec(ctx, `DELETE FROM leases WHERE id = ? AND version = ?`, id, version)
 	if err != nil {
 		return fmt.Errorf("sqlstore: delete lease %s: %w", id, err)

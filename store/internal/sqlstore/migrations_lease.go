@@ -101,6 +101,18 @@ func (components) Lease() Component {
 				// without a runner, or recorded before this migration).
 				`ALTER TABLE leases ADD COLUMN runner TEXT`,
 			},
+		}, {
+			Version: 6,
+			Name:    "drop lease indexes that longer ones lead with",
+			SQL: []string{
+				// leases_status_reuse and leases_status_released lead with
+				// status, leases_environment_status with environment_id:
+				// every search these two served the longer ones serve, and
+				// each lease write kept two indexes fewer up to date (a
+				// status change touched four indexes, now three; issue 29).
+				`DROP INDEX IF EXISTS leases_status`,
+				`DROP INDEX IF EXISTS leases_environment`,
+			},
 		}},
 	}
 }

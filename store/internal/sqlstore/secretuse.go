@@ -89,6 +89,19 @@ func (db *DB) RetireSecrets(ctx context.Context, refs []config.SecretRef) ([]con
 
 // ReleaseSecrets implements environment.SecretUseStore.
 func (db *DB) ReleaseSecrets(ctx context.Context, lease string) ([]config.SecretRef, error) {
+	// Most leases use no secret (and every lease ends once): a lease with
+	// no use recorded has nothing to drop or free, so one read spares the
+	// transaction and its lock, which on PostgreSQL is one advisory lock
+	// for all replicas. No use can be recorded meanwhile: uses are
+	// recorded before a lease's record is written or resumed, never for an
+	// ended lease, and a lease is released only once it ended.
+	var used bool
+	if err := db.writes().queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM secret_uses WHERE lease_id = ?)`, lease).Scan(&used); err != nil {
+		return nil, fmt.Errorf("sqlstore: release the secrets lease %s used: %w", lease, err)
+	}
+	if !used {
+		return nil, nil
+	}
 	var free []config.SecretRef
 	err := db.inTx(ctx, func(tx handle) error {
 		free = free[:0]

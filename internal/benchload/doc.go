@@ -1,0 +1,19 @@
+// Package benchload holds the lease manager's benchmark workloads, for the
+// Go benchmarks and for envctl bench:
+//
+//	fk := fake.New(nil)
+//	sys, closeSys, err := benchload.OpenSystem(ctx, "sqlite:///tmp/b.db", fk) // or "memory", "postgres://..."
+//	defer closeSys()
+//	r, err := benchload.AcquireRelease(ctx, sys, 1, 2*time.Second) // r.OpsPerSec, r.CPUPerOp
+//	anchor, err := benchload.DriverCycles(ctx, fk, 1, 2*time.Second)
+//	rr, err := benchload.Replicas(ctx, pgURL, 8, 4, 50*time.Millisecond, 5*time.Second)
+//	// rr.OpsPerSec; rr.DoubleCreates and rr.TwiceProcessed must be 0
+//
+// AcquireRelease measures ephemeral acquire+release cycles with the fake
+// driver on one System's store; DriverCycles is its anchor, the bare
+// driver. Replicas runs several Systems (host replicas, each with its own
+// connection pool) on one PostgreSQL database and one fake provider, with
+// sweeps running on every replica, and counts what LEASE-8 and LEASE-10
+// forbid: sandboxes made twice for one reuse key, and cleanups processed
+// by two sweeps. The workloads measure; they assert no time.
+package benchload
