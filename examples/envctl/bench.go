@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"text/tabwriter"
 	"time"
 
@@ -42,8 +43,9 @@ import (
 const benchUsage = `usage: envctl bench [--only W,...] [--quick] [--json]
 
 Runs each workload and its anchor in one run, alternating them, and prints
-a table of ratios (ratio = berth / anchor: for ms and requests lower is
-better, for MB/s higher is better). Workloads (--only; default all):
+a table of ratios (ratio = berth / anchor: for ms, µs and requests lower
+is better, for MB/s and cycles/s higher is better). Workloads (--only;
+default all):
   ssh            SSH probe vs 'ssh host uname -sm'; 100 execs on one SSH
                  lease vs 100 'ssh' runs and vs a ControlMaster
   docker         a Docker lease (acquire, exec true, destroy) vs
@@ -52,13 +54,18 @@ better, for MB/s higher is better). Workloads (--only; default all):
                  'docker exec CONTAINER true'
   runner-stream  the runner's 1 GiB stdout stream vs OpenSSH's
   pins           100 concurrent pins of one tag: registry requests made
+  lease          lease acquire+release through a System on memory and
+                 SQLite vs the bare fake driver's acquire+destroy
+  lease-postgres the same on PostgreSQL
+  replicas       8 host replicas on one PostgreSQL vs 1 (4 workers each),
+                 provider start 50 ms and 0
 It starts what it needs the way berth's tests do (sshd, a loopback
 registry, a busybox test image, the runner built from the module's source)
 and removes it all at the end; a missing component skips its rows.
 `
 
 // benchWorkloads are the workload names of --only, in the order they run.
-var benchWorkloads = []string{"ssh", "docker", "runner-task", "runner-stream", "pins"}
+var benchWorkloads = []string{"ssh", "docker", "runner-task", "runner-stream", "pins", "lease", "lease-postgres", "replicas"}
 
 // benchRow is one line of the table (one JSON object with --json).
 type benchRow struct {
@@ -122,12 +129,23 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 			selected = append(selected, w)
 		}
 	}
+	// The PostgreSQL cluster the lease rows start (testenv's, one per
+	// process) stops with the run; in a test binary, its TestMain stops it
+	// (testenv.PostgresMain), after every test that shares it.
+	if !testing.Testing() {
+		defer func() {
+			if err := testenv.StopPostgres(); err != nil {
+				fmt.Fprintf(g.stderr, "envctl bench: %v\n", err)
+			}
+		}()
+	}
 	b := &bench{g: g, scale: fullScale}
 	if *quick {
 		b.scale = quickScale
 	}
 	workloads := map[string]func(*benchTB) []benchRow{
 		"ssh": b.sshRows, "docker": b.dockerRow, "runner-task": b.runnerTaskRow, "runner-stream": b.runnerStreamRow, "pins": b.pinsRow,
+		"lease": b.leaseRows, "lease-postgres": b.leasePostgresRow, "replicas": b.replicaRows,
 	}
 	// The rows each workload produces, named for a skip or a failure.
 	planned := map[string][]benchRow{
@@ -140,6 +158,15 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 		"runner-task":   {{Workload: "runner task start (true)", Anchor: "docker exec CONTAINER true", Unit: "ms"}},
 		"runner-stream": {{Workload: "runner stream " + sizeName(b.scale.streamBytes) + " (SSH lease, stored)", Anchor: "ssh host head -c N /dev/zero", Unit: "MB/s"}},
 		"pins":          {{Workload: fmt.Sprintf("%d concurrent pins of one tag", pinsAtOnce), Anchor: fmt.Sprintf("%d independent HEADs", pinsAtOnce), Unit: "requests"}},
+		"lease": {
+			{Workload: "lease acquire+release (memory)", Anchor: "fake driver acquire+destroy", Unit: "µs"},
+			{Workload: "lease acquire+release (SQLite)", Anchor: "fake driver acquire+destroy", Unit: "µs"},
+		},
+		"lease-postgres": {{Workload: "lease acquire+release (PostgreSQL)", Anchor: "fake driver acquire+destroy", Unit: "µs"}},
+		"replicas": {
+			{Workload: "8 host replicas on one PostgreSQL (provider start 50ms)", Anchor: "1 replica", Unit: "cycles/s"},
+			{Workload: "8 host replicas on one PostgreSQL (provider start 0s)", Anchor: "1 replica", Unit: "cycles/s"},
+		},
 	}
 	var failures []error
 	for _, w := range selected {

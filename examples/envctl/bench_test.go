@@ -136,3 +136,41 @@ func TestBenchUnknownWorkload(t *testing.T) {
 		t.Fatalf("bench --only ssh,nope: %v, %q; want a usage error naming nope", err, errOut)
 	}
 }
+
+// TestBenchLeaseRows runs the lease manager's rows (internal/benchload) for
+// a short time: a lease cycle on memory and SQLite against the bare fake
+// driver, in µs, and 8 replicas against one on PostgreSQL, in cycles/s
+// (skipped without PostgreSQL unless BERTH_REQUIRE_REAL=1). The replica
+// workload itself fails on a reuse key with two sandboxes or a cleanup
+// processed twice.
+func TestBenchLeaseRows(t *testing.T) {
+	out, errOut, err := runCLI(t, "", "bench", "--quick", "--json", "--only", "lease,replicas")
+	if err != nil {
+		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	rows := benchRows(t, out)
+	if len(rows) != 4 {
+		t.Fatalf("bench --only lease,replicas printed %d rows, want 4:\n%s", len(rows), out)
+	}
+	for i, r := range rows {
+		want := "µs"
+		if i >= 2 {
+			want = "cycles/s"
+		}
+		if r.Unit != want {
+			t.Errorf("row %q: unit %q, want %s", r.Workload, r.Unit, want)
+		}
+		if r.Skipped != "" {
+			if i < 2 || testenv.RequireReal() {
+				t.Errorf("row %q skipped: %s", r.Workload, r.Skipped)
+			}
+			continue
+		}
+		checkMeasured(t, r)
+	}
+	for _, w := range []string{"memory", "SQLite"} {
+		if !strings.Contains(out, "lease acquire+release ("+w+")") {
+			t.Errorf("no row for the lease cycle on %s:\n%s", w, out)
+		}
+	}
+}

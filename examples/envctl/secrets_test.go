@@ -38,6 +38,10 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	testenv.RemoveRunnerBinary()
+	if err := testenv.StopPostgres(); err != nil { // the bench's lease rows start it
+		fmt.Fprintln(os.Stderr, err)
+		code = max(code, 1)
+	}
 	os.Exit(code)
 }
 
