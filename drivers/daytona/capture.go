@@ -180,7 +180,7 @@ func (d *Driver) DeleteTemplate(ctx context.Context, cfg config.Config, id image
 		return drivers.Receipt{}, fmt.Errorf("daytona: deleting snapshot %s: %w", sid, err)
 	}
 	p := d.poller()
-	for {
+	for removing := false; ; removing = true {
 		snap, err := s.c.getSnapshot(ctx, sid)
 		switch {
 		case errors.Is(err, drivers.ErrNotFound):
@@ -188,6 +188,10 @@ func (d *Driver) DeleteTemplate(ctx context.Context, cfg config.Config, id image
 				State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: time.Now().UTC(),
 				Evidence: "GET /snapshots/" + sid + ": 404", EvidenceKind: drivers.EvidenceProvider,
 			}, nil
+		case err != nil && removing && ctx.Err() != nil:
+			// The wait ended during a read-back: what is known is the
+			// last answer, removing.
+			return drivers.Receipt{}, fmt.Errorf("daytona: snapshot %s at %s is still removing when the wait ended; the delete is to be read back again: %w", sid, host, ctx.Err())
 		case err != nil:
 			return drivers.Receipt{}, fmt.Errorf("daytona: reading back snapshot %s: %w", sid, err)
 		case snap.State != snapshotRemoving:
