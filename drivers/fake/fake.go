@@ -394,9 +394,10 @@ func (d *Driver) Sandboxes() []SandboxRecord {
 
 // State returns the state of the sandbox id, false if unknown or lost.
 func (d *Driver) State(id string) (drivers.State, bool) {
-	sbs := d.Sandboxes()
-	if i := slices.IndexFunc(sbs, func(r SandboxRecord) bool { return r.ID == id }); i >= 0 {
-		return sbs[i].State, true
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if b, ok := d.boxes[id]; ok {
+		return b.stateAt(d.o.Clock.Now()), true
 	}
 	return drivers.StateUnknown, false
 }
