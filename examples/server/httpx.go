@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
@@ -358,7 +359,9 @@ func (b *bufferedWriter) Write(p []byte) (int, error) {
 // first request's response (below 500) is stored under the principal and
 // key, and a retry with the same key and the same request gets it again
 // without running anything; the same key with another request is a
-// conflict, and so is a retry while the first is still running.
+// conflict, and so is a retry while the first is still running. Records
+// last idempotencyTTL; one still running after idempotencyPending (its
+// server died or its write failed) is given up, so that a retry runs.
 func (s *server) idempotent(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("Idempotency-Key")
@@ -380,8 +383,14 @@ func (s *server) idempotent(next http.HandlerFunc) http.HandlerFunc {
 		who := principalOf(r).String()
 		ctx := r.Context()
 		h := s.host
+		now := s.now()
+		if _, err := h.db.ExecContext(ctx, h.q(`DELETE FROM server_idempotency WHERE created_at < ? OR (principal = ? AND idem_key = ? AND status = 0 AND created_at < ?)`),
+			now.Add(-idempotencyTTL).Unix(), who, key, now.Add(-idempotencyPending).Unix()); err != nil {
+			s.writeError(w, r, fmt.Errorf("server: Idempotency-Key: %w", err))
+			return
+		}
 		_, ierr := h.db.ExecContext(ctx, h.q(`INSERT INTO server_idempotency (principal, idem_key, request, status, body, created_at) VALUES (?, ?, ?, 0, '', ?)`),
-			who, key, fp, time.Now().Unix())
+			who, key, fp, now.Unix())
 		if ierr != nil {
 			var req, hdrs, body string
 			var st int
@@ -411,6 +420,7 @@ func (s *server) idempotent(next http.HandlerFunc) http.HandlerFunc {
 		r.Body = io.NopCloser(bytes.NewReader(data))
 		bw := &bufferedWriter{header: w.Header()}
 		next(bw, r)
+		ctx = context.WithoutCancel(ctx) // the record is written even when the client went away
 		if bw.status == 0 {
 			bw.status = http.StatusOK
 		}
@@ -430,6 +440,14 @@ func (s *server) idempotent(next http.HandlerFunc) http.HandlerFunc {
 		w.Write(bw.body.Bytes())
 	}
 }
+
+// How long idempotency records last, and how long one may stay running
+// before a retry is let through (creates answer at once; a run answers
+// 202 once its task is started in the background).
+const (
+	idempotencyTTL     = 24 * time.Hour
+	idempotencyPending = 5 * time.Minute
+)
 
 // ifMatch returns the revision of the request's If-Match header:
 // errIfMatchMissing without one.
