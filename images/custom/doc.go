@@ -17,7 +17,13 @@
 // starts leases from the template while it applies (drift relinked,
 // IMG-6, IMG-8).
 //
-// Start with Service (service.go); the model and the Store are in
-// template.go, the memory store in memstore.go, and customtest is the
-// store's conformance suite.
+// What a capture takes: the sandbox's filesystem as it is, with whatever
+// ran in it wrote there (files, shell history, a task's output). A
+// template is instance-wide: every company's leases of the environment
+// start from it once it is promoted. Capture only a lease whose sandbox
+// ran nothing you would not run for every company; berth's own runner
+// state in the sandbox is not removed before a capture yet (the setup
+// sessions of IMG-4 are to do that).
+//
+// customtest is the store's conformance suite.
 package custom
