@@ -20,7 +20,9 @@ const (
 	// EventExit: a task ended (body Exit).
 	EventExit EventKind = "task.exit"
 	// EventProof: a task was stopped (body StopProof), also when the runner
-	// stopped it itself after the orphan grace.
+	// stopped it itself after the orphan grace. A stop of a task this
+	// runner started, whose leader it reaped, sends the task's exit
+	// before the proof and the stop's result.
 	EventProof EventKind = "task.proof"
 )
 

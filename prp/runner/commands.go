@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/berthdev/berth/prp"
 )
@@ -201,6 +202,21 @@ func (r *Runner) stopCommand(ctx context.Context, c prp.Command) {
 	}
 	go func() {
 		proof := r.stopTask(ctx, id, pgid, since, c.TaskStop.Grace)
+		if t != nil && proof.Complete && len(proof.Survivors) == 0 {
+			// The task's exit event comes before the proof and the stop's
+			// result, so a controller that has the proof has the exit
+			// too. With its group and tag gone, the task's goroutine has
+			// only the pipes to drain and the leader to reap; a process
+			// that escaped both and holds a pipe open delays the proof by
+			// exitWait at most.
+			wait := time.NewTimer(exitWait)
+			select {
+			case <-t.done:
+			case <-wait.C:
+			case <-ctx.Done():
+			}
+			wait.Stop()
+		}
 		r.emit(ctx, prp.Event{Kind: prp.EventProof, TaskID: id, Proof: &proof})
 		r.finish(ctx, c, prp.Result{Status: prp.ResultDone, Proof: &proof})
 	}()

@@ -15,6 +15,10 @@ import (
 // before it verifies (and, if they have not, reports survivors).
 const killWait = 10 * time.Second
 
+// exitWait bounds how long a stop whose proof is complete waits for the
+// task's exit event to be sent before the proof.
+const exitWait = 2 * time.Second
+
 // pollEvery is how often a stop looks whether the processes are gone when
 // nothing woke it before (a SIGCHLD or the leader's exit wakes it at once):
 // it covers processes that are not the runner's children.
