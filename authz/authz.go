@@ -50,9 +50,20 @@ func (p Principal) String() string {
 	return fmt.Sprintf("%s %q", role, p.ID)
 }
 
-// HasCompany reports whether p holds a grant for company.
+// InstanceCompany is the company value of records that belong to the
+// instance rather than to a tenant: the leases of custom-image setup
+// sandboxes and of warm-pool members not adopted yet (environments, and so
+// their images, are instance-scoped). It is never a tenant's: HasCompany
+// is false for it whatever the principal's grants say, so no agent or
+// board member acts on such a record through a grant, while
+// DefaultPolicy lets every known role read it. The lease package names it
+// lease.InstanceCompany.
+const InstanceCompany = "berth:instance"
+
+// HasCompany reports whether p holds a grant for company. It is false for
+// "" and for InstanceCompany, which no grant covers.
 func (p Principal) HasCompany(company string) bool {
-	return company != "" && slices.Contains(p.Companies, company)
+	return company != "" && company != InstanceCompany && slices.Contains(p.Companies, company)
 }
 
 // Action is what a principal wants to do with a resource.
@@ -223,11 +234,12 @@ func Denied(p Principal, a Action, r Resource) error {
 //     project auth check must match besides, AUTH-2); they are denied every
 //     mutation, every probe, every sweep, every project auth check
 //     (ActionAuthCheck) and the full view, whatever their grants;
+//   - agents never read a captured template (ResourceKindTemplate);
 //   - every known role reads the instance settings (ActionRead on
 //     ResourceKindInstanceSettings); only instance admins and local
 //     operators change them (ActionUpdate), as every mutation;
-//     (ActionAuthCheck), the full view and every read of a captured
-//     template (ResourceKindTemplate), whatever their grants;
+//   - board members and agents read instance-scoped records
+//     (Company InstanceCompany: setup and pool leases) and act on none;
 //   - a principal without a known role is denied everything, and every
 //     action DefaultPolicy does not know is denied.
 type DefaultPolicy struct{}
@@ -243,11 +255,11 @@ func (DefaultPolicy) Authorize(_ context.Context, p Principal, a Action, r Resou
 }
 
 // companyVisible reports whether a non-admin principal may see r: every
-// instance-scoped resource (Company ""), and a company-bound one (a binding,
+// instance-scoped resource (Company "" or InstanceCompany), and a company-bound one (a binding,
 // a lease, a qualification record) only with a grant for its company (ASG-3,
 // QUAL-4).
 func companyVisible(p Principal, r Resource) bool {
-	return r.Company == "" || p.HasCompany(r.Company)
+	return r.Company == "" || r.Company == InstanceCompany || p.HasCompany(r.Company)
 }
 
 func allowedByDefault(p Principal, a Action, r Resource) bool {

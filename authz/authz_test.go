@@ -163,3 +163,37 @@ func TestDefaultPolicyTemplates(t *testing.T) {
 		t.Errorf("agent read of an environment: %v", err)
 	}
 }
+
+// Issues 30 and 31: instance-scoped leases (setup sandboxes, pool members)
+// are read by every known role and acted on by operators only; a grant
+// naming InstanceCompany covers nothing.
+func TestDefaultPolicyInstanceCompany(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := authz.Resource{Kind: authz.ResourceKindLease, ID: "lse_1", Company: authz.InstanceCompany}
+	granted := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{authz.InstanceCompany}}
+	grantedBoard := authz.Principal{ID: "bm", Role: authz.RoleBoardMember, Companies: []string{authz.InstanceCompany}}
+	if granted.HasCompany(authz.InstanceCompany) {
+		t.Error("HasCompany(InstanceCompany) is true for a principal granted it")
+	}
+	for _, tc := range []struct {
+		p     authz.Principal
+		a     authz.Action
+		allow bool
+	}{
+		{admin, authz.ActionLease, true}, {operator, authz.ActionLease, true},
+		{board, authz.ActionRead, true}, {grantedBoard, authz.ActionLease, false},
+		{agent, authz.ActionRead, true}, {agent, authz.ActionLease, false},
+		{granted, authz.ActionLease, false}, {granted, authz.ActionRead, true},
+	} {
+		err := authz.DefaultPolicy{}.Authorize(ctx, tc.p, tc.a, r)
+		if (err == nil) != tc.allow {
+			t.Errorf("%s %v %s on an instance lease: %v, want allowed %v", tc.p.Role, tc.p.Companies, tc.a, err, tc.allow)
+		}
+	}
+	scoped := authz.Resource{Kind: authz.ResourceKindEnvironment, ID: "env_1", Company: authz.InstanceCompany,
+		Scope: &authz.Scope{Company: authz.InstanceCompany}}
+	if err := (authz.DefaultPolicy{}).Authorize(ctx, granted, authz.ActionLease, scoped); err == nil {
+		t.Error("an agent granted InstanceCompany leased through an instance scope")
+	}
+}

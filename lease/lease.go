@@ -4,6 +4,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
@@ -20,6 +21,12 @@ import (
 // starting lease whose owner vanished (a crash: its claim expired) is turned
 // into pending_cleanup by the next Sweep.
 type Status string
+
+// InstanceCompany is the Company of leases that belong to the instance,
+// not to a tenant: custom-image setup sandboxes and warm-pool members not
+// adopted yet. Every known role may read such a lease; no grant lets an
+// agent or a board member act on one (authz.InstanceCompany).
+const InstanceCompany = authz.InstanceCompany
 
 // The lease statuses.
 const (
