@@ -298,6 +298,13 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	if err != nil {
 		return nil, err
 	}
+	// One health store for the gates of the assignments, the catalog and
+	// the prober: the gate reads an environment's provider health on
+	// every lease, so reads are cached for up to
+	// environment.DefaultHealthStaleness (this System's own measurements
+	// replace the cached record at once; another replica's are seen within
+	// that age).
+	health := environment.CachedHealthStore(st.Health, 0)
 	// One keeper: the catalog retires secrets, the lease manager keeps them
 	// while a lease that is not proven clean uses them (CFG-7, LEASE-9).
 	keeper := environment.NewSecretKeeper(st.SecretUses, secrets, logger)
@@ -307,7 +314,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		TestMode:   o.TestMode,
 		Authorizer: o.Authorizer,
 		Logger:     o.Logger,
-		Health:     st.Health,
+		Health:     health,
 		Settings:   settings,
 	})
 	envs := st.Environments
@@ -333,7 +340,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Authorizer:     o.Authorizer,
 		Logger:         o.Logger,
 		UsageReporters: []environment.UsageReporter{leaseUsage},
-		Health:         st.Health,
+		Health:         health,
 		SecretKeeper:   keeper,
 		Settings:       settings,
 		Protected:      o.Protected,
@@ -349,7 +356,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Catalog: sys.catalog, Environments: st.Environments, Drivers: reg, Leases: sys.leases, Qualifications: st.Qualifications,
 		// The gate the catalog and the assignments pass: one test mode,
 		// one health store, one settings Reader.
-		Gate: environment.NewGate(reg, &environment.GateOptions{TestMode: o.TestMode, Health: st.Health, Settings: settings}),
+		Gate: environment.NewGate(reg, &environment.GateOptions{TestMode: o.TestMode, Health: health, Settings: settings}),
 	}, &popts)
 	ropts := resolve.Options{Logger: o.Logger}
 	if o.Images != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/berthdev/berth/drivers"
@@ -52,6 +53,47 @@ type Gate struct {
 	settings  instance.Reader
 	testMode  bool
 	testNames []string
+	effective effectiveCache
+}
+
+// effectiveCache keeps the effective capabilities of saved environment
+// revisions whose config validated, so that the gate does not normalize a
+// revision's config again on every lease: a revision's record never
+// changes (every update makes a new one) and the registry's drivers do not
+// change while the gate runs. It starts over at maxEffective entries.
+type effectiveCache struct {
+	mu sync.Mutex
+	m  map[effectiveKey]drivers.Set
+}
+
+type effectiveKey struct {
+	env      string
+	revision int64
+	driver   string
+}
+
+const maxEffective = 1024
+
+func (c *effectiveCache) get(env *Environment, d drivers.Driver) (drivers.Set, bool) {
+	if env.ID == "" || env.Revision <= 0 {
+		return 0, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	eff, ok := c.m[effectiveKey{env.ID, env.Revision, d.Name()}]
+	return eff, ok
+}
+
+func (c *effectiveCache) put(env *Environment, d drivers.Driver, eff drivers.Set) {
+	if env.ID == "" || env.Revision <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxEffective {
+		c.m = make(map[effectiveKey]drivers.Set, 16)
+	}
+	c.m[effectiveKey{env.ID, env.Revision, d.Name()}] = eff
 }
 
 // NewGate returns the gate over the drivers of reg. It panics if reg is nil.
@@ -100,13 +142,12 @@ func (g *Gate) TestMode() bool { return g.testMode }
 // *UnusableError (see Gate). A failing health store or settings read is
 // returned as it is, never taken as "available".
 func (g *Gate) Check(ctx context.Context, env *Environment, required drivers.Set) (drivers.Driver, drivers.Set, error) {
-	label := labelOf(env)
 	refuse := func(err error, format string, args ...any) (drivers.Driver, drivers.Set, error) {
-		return nil, 0, &UnusableError{Environment: label, Reason: fmt.Sprintf(format, args...), Err: err}
+		return nil, 0, &UnusableError{Environment: labelOf(env), Reason: fmt.Sprintf(format, args...), Err: err}
 	}
 	set, err := g.instanceSettings(ctx)
 	if err != nil {
-		return nil, 0, fmt.Errorf("environment %s: %w", label, err)
+		return nil, 0, fmt.Errorf("environment %s: %w", labelOf(env), err)
 	}
 	if !set.EnableEnvironments {
 		aerr := set.Admit(env.Driver, false)
@@ -124,23 +165,27 @@ func (g *Gate) Check(ctx context.Context, env *Environment, required drivers.Set
 	}
 	h, measured, err := g.lastHealth(ctx, d, env.Config)
 	if err != nil {
-		return nil, 0, fmt.Errorf("environment %s: reading provider health: %w", label, err)
+		return nil, 0, fmt.Errorf("environment %s: reading provider health: %w", labelOf(env), err)
 	}
 	if measured && !h.Available {
 		return refuse(drivers.ErrUnavailable, "provider %s at %s was last measured unavailable at %s: %s",
 			h.Driver, h.Endpoint, h.CheckedAt.UTC().Format(time.RFC3339), h.Reason)
 	}
-	norm, err := d.Schema().Normalize(env.Config)
-	if err != nil {
-		return refuse(&ConfigError{ID: env.ID, Name: env.Name, Err: err}, "the stored config no longer validates: %v", err)
+	eff, ok := g.effective.get(env, d)
+	if !ok {
+		norm, err := d.Schema().Normalize(env.Config)
+		if err != nil {
+			return refuse(&ConfigError{ID: env.ID, Name: env.Name, Err: err}, "the stored config no longer validates: %v", err)
+		}
+		eff = drivers.Effective(d, drivers.ConfigNarrowing(d, norm)) // CAP-2: the config may narrow (Docker over tcp://: no runner_ingress)
+		g.effective.put(env, d, eff)
 	}
-	eff := drivers.Effective(d, drivers.ConfigNarrowing(d, norm)) // CAP-2: the config may narrow (Docker over tcp://: no runner_ingress)
 	if missing := eff.Missing(required); len(missing) > 0 {
 		names := make([]string, len(missing))
 		for i, c := range missing {
 			names[i] = c.String()
 		}
-		return nil, 0, &UnusableError{Environment: label, Missing: missing, Err: drivers.ErrUnsupported,
+		return nil, 0, &UnusableError{Environment: labelOf(env), Missing: missing, Err: drivers.ErrUnsupported,
 			Reason: fmt.Sprintf("driver %q lacks required capability %s (effective: %s) (CAP-4)", env.Driver, strings.Join(names, ", "), eff)}
 	}
 	return d, eff, nil

@@ -3,6 +3,7 @@ package environment
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -130,12 +131,22 @@ func (m *memoryHealthStore) GetProviderHealth(ctx context.Context, driver, endpo
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	h, ok := m.recs[[2]string{driver, endpoint}]
-	if !ok {
-		return ProviderHealth{}, fmt.Errorf("environment: health of provider %s at %s: %w", driver, endpoint, ErrNotFound)
+	if h, ok := m.recs[[2]string{driver, endpoint}]; ok {
+		return h, nil
 	}
-	return h, nil
+	return ProviderHealth{}, healthNotFound{driver, endpoint}
 }
+
+// healthNotFound is the memory store's "no measurement" error: the gate
+// asks on every lease and most providers are never measured, so it is a
+// value formatted only when printed, not a fmt.Errorf.
+type healthNotFound struct{ driver, endpoint string }
+
+func (e healthNotFound) Error() string {
+	return fmt.Sprintf("environment: health of provider %s at %s: %v", e.driver, e.endpoint, ErrNotFound)
+}
+
+func (e healthNotFound) Unwrap() error { return ErrNotFound }
 
 // ListProviderHealth implements HealthStore.
 func (m *memoryHealthStore) ListProviderHealth(ctx context.Context) ([]ProviderHealth, error) {
@@ -152,4 +163,93 @@ func (m *memoryHealthStore) ListProviderHealth(ctx context.Context) ([]ProviderH
 		return cmp.Or(cmp.Compare(a.Driver, b.Driver), cmp.Compare(a.Endpoint, b.Endpoint))
 	})
 	return out, nil
+}
+
+// DefaultHealthStaleness is how old a provider health record a
+// CachedHealthStore answers with: the age of the instance settings'
+// cache too.
+const DefaultHealthStaleness = time.Second
+
+// CachedHealthStore wraps st with a cache of its reads for the gate, which
+// reads an environment's provider health on every lease: a record, or
+// its absence, is answered from the cache for up to maxStaleness
+// (DefaultHealthStaleness when 0). A put through the wrapper replaces the
+// cached record at once, so this process sees its own measurements
+// immediately; another process's measurement is seen within
+// maxStaleness. A negative maxStaleness returns st. Lists are not cached.
+func CachedHealthStore(st HealthStore, maxStaleness time.Duration) HealthStore {
+	if maxStaleness < 0 {
+		return st
+	}
+	if maxStaleness == 0 {
+		maxStaleness = DefaultHealthStaleness
+	}
+	return &cachedHealth{st: st, max: maxStaleness, m: map[[2]string]cachedHealthRec{}}
+}
+
+type cachedHealth struct {
+	st  HealthStore
+	max time.Duration
+	mu  sync.Mutex
+	m   map[[2]string]cachedHealthRec
+	gen uint64 // bumped by every put: a read that began before it is not cached
+}
+
+type cachedHealthRec struct {
+	h     ProviderHealth
+	found bool
+	at    time.Time
+}
+
+// maxCachedHealth bounds the cache; it starts over when full.
+const maxCachedHealth = 1024
+
+func (c *cachedHealth) PutProviderHealth(ctx context.Context, h ProviderHealth) error {
+	err := c.st.PutProviderHealth(ctx, h)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	k := [2]string{h.Driver, h.Endpoint}
+	if err != nil {
+		delete(c.m, k) // the write may or may not have landed
+		return err
+	}
+	c.m[k] = cachedHealthRec{h: h, found: true, at: time.Now()}
+	return nil
+}
+
+func (c *cachedHealth) GetProviderHealth(ctx context.Context, driver, endpoint string) (ProviderHealth, error) {
+	if err := ctx.Err(); err != nil {
+		return ProviderHealth{}, err
+	}
+	k := [2]string{driver, endpoint}
+	c.mu.Lock()
+	r, ok := c.m[k]
+	gen := c.gen
+	c.mu.Unlock()
+	if ok && time.Since(r.at) < c.max {
+		if !r.found {
+			return ProviderHealth{}, healthNotFound{driver, endpoint}
+		}
+		return r.h, nil
+	}
+	at := time.Now()
+	h, err := c.st.GetProviderHealth(ctx, driver, endpoint)
+	found := err == nil
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return h, err
+	}
+	c.mu.Lock()
+	if c.gen == gen {
+		if len(c.m) >= maxCachedHealth {
+			clear(c.m)
+		}
+		c.m[k] = cachedHealthRec{h: h, found: found, at: at}
+	}
+	c.mu.Unlock()
+	return h, err
+}
+
+func (c *cachedHealth) ListProviderHealth(ctx context.Context) ([]ProviderHealth, error) {
+	return c.st.ListProviderHealth(ctx)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
@@ -138,4 +139,64 @@ func TestRefreshAllHealth(t *testing.T) {
 	if err != nil || len(hs) != 2 || !hs[0].Available || hs[0].Endpoint != "fake region eu-1" || hs[1].Endpoint != "fake region us-1" {
 		t.Errorf("health records %+v, %v", hs, err)
 	}
+}
+
+// CachedHealthStore answers the gate's reads from its cache for up to its
+// staleness (a record and an absence alike), shows its own puts at once,
+// and with no staleness budget left reads through to another writer's
+// record.
+func TestCachedHealthStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	shared := environment.NewMemoryHealthStore()
+	down := environment.ProviderHealth{Driver: "fake", Endpoint: "fake region r", Available: false, Reason: "down", CheckedAt: time.Unix(1, 0).UTC()}
+	up := down
+	up.Available, up.Reason = true, ""
+
+	long := environment.CachedHealthStore(shared, time.Hour)
+	if _, err := long.GetProviderHealth(ctx, "fake", "fake region r"); !errors.Is(err, environment.ErrNotFound) {
+		t.Fatalf("never measured: %v, want ErrNotFound", err)
+	}
+	// Another replica measures: within the staleness, the absence stands.
+	if err := shared.PutProviderHealth(ctx, down); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := long.GetProviderHealth(ctx, "fake", "fake region r"); !errors.Is(err, environment.ErrNotFound) {
+		t.Errorf("cached absence: %v, want ErrNotFound until the cache ages", err)
+	}
+	// Its own put replaces the cached record at once, and writes through.
+	if err := long.PutProviderHealth(ctx, up); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := long.GetProviderHealth(ctx, "fake", "fake region r"); err != nil || !h.Available {
+		t.Errorf("after its own put: %+v, %v; want available", h, err)
+	}
+	if h, err := shared.GetProviderHealth(ctx, "fake", "fake region r"); err != nil || !h.Available {
+		t.Errorf("the put did not write through: %+v, %v", h, err)
+	}
+
+	// With its staleness spent, every read sees the other writer's record.
+	short := environment.CachedHealthStore(shared, time.Nanosecond)
+	if h, err := short.GetProviderHealth(ctx, "fake", "fake region r"); err != nil || !h.Available {
+		t.Fatalf("read through: %+v, %v", h, err)
+	}
+	if err := shared.PutProviderHealth(ctx, down); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Millisecond) // more than its staleness
+	if h, err := short.GetProviderHealth(ctx, "fake", "fake region r"); err != nil || h.Available || h.Reason != "down" {
+		t.Errorf("another writer's record: %+v, %v; want unavailable, down", h, err)
+	}
+	if environment.CachedHealthStore(shared, -1) != shared {
+		t.Error("a negative staleness wraps the store")
+	}
+	if _, err := long.GetProviderHealth(canceled(), "fake", "fake region r"); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled read: %v", err)
+	}
+}
+
+func canceled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
 }

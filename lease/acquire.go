@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/berthdev/berth/authz"
@@ -212,7 +213,7 @@ func (m *Manager) prepare(ctx context.Context, p authz.Principal, req AcquireReq
 	case draft && req.Policy != "" && req.Policy != Ephemeral:
 		return nil, fmt.Errorf("lease: acquire: a draft lease is ephemeral, not %s: %w", req.Policy, ErrInvalid)
 	}
-	name := fmt.Sprintf("environment %s (%s)", env.ID, env.Name)
+	name := envLabel{env} // formatted only in an error
 	if env.Status == environment.StatusArchived {
 		return nil, fmt.Errorf("lease: %s is archived: %w", name, drivers.ErrUnavailable)
 	}
@@ -248,7 +249,13 @@ func (m *Manager) prepare(ctx context.Context, p authz.Principal, req AcquireReq
 		return nil, &config.Error{Driver: drv.Name(), Field: plain[0],
 			Reason: fmt.Sprintf("%s holds a secret value, not a secret reference; save it through the catalog", name)}
 	}
-	a := &acq{req: req, draft: draft, env: env, drv: drv, snapshot: env.Config.Clone()}
+	// The snapshot of a saved environment is the config of the copy the
+	// store returned, which nothing else holds; a draft's is the caller's,
+	// so it is copied before its secret fields are dropped below.
+	a := &acq{req: req, draft: draft, env: env, drv: drv, snapshot: env.Config}
+	if draft {
+		a.snapshot = env.Config.Clone()
+	}
 	if !draft {
 		if err := startFromTemplate(a, schema); err != nil {
 			return nil, fmt.Errorf("lease: %s: %w", name, err)
@@ -265,7 +272,7 @@ func (m *Manager) prepare(ctx context.Context, p authz.Principal, req AcquireReq
 			}
 		}
 	}
-	if a.fp, err = Fingerprint(drv, a.snapshot); err != nil {
+	if a.fp, err = m.fingerprint(drv, env, a.snapshot, draft); err != nil {
 		return nil, err
 	}
 	a.budget = req.Budget
@@ -299,6 +306,56 @@ func (m *Manager) prepare(ctx context.Context, p authz.Principal, req AcquireReq
 	}
 	return a, nil
 }
+
+// envLabel formats as "environment ID (NAME)" when an error names it.
+type envLabel struct{ env *environment.Environment }
+
+func (l envLabel) String() string { return fmt.Sprintf("environment %s (%s)", l.env.ID, l.env.Name) }
+
+// fingerprint returns Fingerprint(drv, snapshot), from the manager's cache
+// when snapshot is the config of a saved environment's revision: a
+// revision's record never changes (every update makes a new one), and the
+// snapshot of a non-draft acquisition is a function of the record (its
+// config, with its active template applied).
+func (m *Manager) fingerprint(drv drivers.Driver, env *environment.Environment, snapshot config.Config, draft bool) (string, error) {
+	if draft || env.ID == "" || env.Revision <= 0 {
+		return Fingerprint(drv, snapshot)
+	}
+	k := fpKey{env: env.ID, revision: env.Revision, driver: drv.Name()}
+	c := &m.fps
+	c.mu.Lock()
+	fp, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return fp, nil
+	}
+	fp, err := Fingerprint(drv, snapshot)
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxFingerprints {
+		c.m = make(map[fpKey]string, 16)
+	}
+	c.m[k] = fp
+	c.mu.Unlock()
+	return fp, nil
+}
+
+// fpCache maps environment revisions to their fingerprints; it starts over
+// at maxFingerprints entries.
+type fpCache struct {
+	mu sync.Mutex
+	m  map[fpKey]string
+}
+
+type fpKey struct {
+	env      string
+	revision int64
+	driver   string
+}
+
+const maxFingerprints = 1024
 
 // runnerFor picks the binary of set for the architecture drv reports for
 // cfg (drivers.ArchReporter), before anything is allocated; a driver that

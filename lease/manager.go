@@ -123,6 +123,7 @@ type Options struct {
 // orphans. It is safe for concurrent use; several Managers (one per host
 // replica) may share one Store.
 type Manager struct {
+	fps   fpCache
 	store Store
 	reg   *drivers.Registry
 	asg   *environment.Assignments

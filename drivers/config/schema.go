@@ -277,8 +277,14 @@ func (c Config) Bool(name string) bool {
 
 // Duration returns the duration value of name (0 if absent or malformed).
 func (c Config) Duration(name string) time.Duration {
-	d, _ := toDuration(c[name])
-	return d
+	switch v := c[name].(type) {
+	case time.Duration:
+		return v
+	case string:
+		d, _ := time.ParseDuration(v)
+		return d
+	}
+	return 0
 }
 
 // Strings returns the list value of name (nil if absent).
