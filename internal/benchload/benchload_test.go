@@ -16,13 +16,17 @@ import (
 
 func TestMain(m *testing.M) { testenv.PostgresMain(m) }
 
-var dur = flag.Duration("benchload.dur", 2*time.Second, "how long each workload runs")
+var (
+	dur     = flag.Duration("benchload.dur", 2*time.Second, "how long each workload runs")
+	workers = flag.Int("benchload.workers", 1, "concurrent acquire+release workers of BenchmarkAcquireRelease")
+)
 
 // BenchmarkAcquireRelease: ephemeral acquire+release cycles per second
-// through a berth.System with the fake driver, one worker, on the memory
-// store, SQLite and PostgreSQL; the anchor, measured in the same run, is
-// the bare fake driver (driver_ops/s, x_driver the cost ratio). cpu_us/op
-// is this process's CPU per cycle. Each runs for -benchload.dur:
+// through a berth.System with the fake driver, with -benchload.workers
+// workers (1), on the memory store, SQLite and PostgreSQL; the anchor,
+// measured in the same run with as many workers, is the bare fake driver
+// (driver_ops/s, x_driver the cost ratio). cpu_us/op is this process's
+// CPU per cycle. Each runs for -benchload.dur:
 //
 //	BERTH_REQUIRE_REAL=1 go test -run '^$' -bench AcquireRelease -benchtime 1x ./internal/benchload/
 func BenchmarkAcquireRelease(b *testing.B) {
@@ -47,11 +51,11 @@ func BenchmarkAcquireRelease(b *testing.B) {
 				}
 			}()
 			for b.Loop() {
-				anchor, err := benchload.DriverCycles(ctx, fake.New(nil), 1, *dur/4)
+				anchor, err := benchload.DriverCycles(ctx, fake.New(nil), *workers, *dur/4)
 				if err != nil {
 					b.Fatal(err)
 				}
-				r, err := benchload.AcquireRelease(ctx, sys, 1, *dur)
+				r, err := benchload.AcquireRelease(ctx, sys, *workers, *dur)
 				if err != nil {
 					b.Fatal(err)
 				}
