@@ -333,6 +333,13 @@ func (m *Manager) acquire(ctx context.Context, a *acq) (*Handle, error) {
 			}
 		}
 		if existing == nil {
+			held, err := m.quotaOrRunLease(ctx, a)
+			if err != nil {
+				return nil, err
+			}
+			existing = held
+		}
+		if existing == nil {
 			// A run key is usually free: the insert itself finds out, and a
 			// refused one answers with the lease that holds the key (the
 			// same as reading it first, one statement fewer).

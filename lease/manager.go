@@ -115,6 +115,11 @@ type Options struct {
 	// a Sweep searches for orphans. Default: every environment that appears
 	// on a lease in the store (with the config recorded on its newest lease).
 	SweepEnvironments func(ctx context.Context) ([]*environment.Environment, error)
+	// Quotas limit the live leases per company and per company and
+	// environment; an acquisition that would pass one is refused before
+	// anything is written or allocated, with an error wrapping ErrQuota.
+	// Default: no limits.
+	Quotas Quotas
 }
 
 // Manager hands out leases of environments: it acquires sandboxes with a
