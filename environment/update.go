@@ -66,6 +66,17 @@ func (c *Catalog) update(ctx context.Context, p authz.Principal, cur *Environmen
 	if err != nil {
 		return nil, err
 	}
+	switch {
+	case req.Pool == nil:
+	case req.Pool.Size == 0 && req.Pool.MaxAge == 0 && !req.Pool.Runner:
+		next.Pool = nil // removed: a sweep drains its members
+	default:
+		d, _ := c.reg.Lookup(cur.Driver) // schemaFor found it
+		if err := checkPool(label, d, req.Pool); err != nil {
+			return nil, err
+		}
+		next.Pool = clonePool(req.Pool)
+	}
 	var created, superseded []config.SecretRef
 	if req.Config != nil {
 		if err := checkReservedConfig(label, schema, req.Config); err != nil {
