@@ -18,7 +18,7 @@ const envColumns = `id, name, description, driver, status, config, env, metadata
 // envRow is an Environment in column form.
 type envRow struct {
 	config, env, metadata, template, pool sql.NullString
-	created, updated                sql.NullInt64
+	created, updated                      sql.NullInt64
 }
 
 // storedTemplate is the active_template column's JSON form: the pointer
