@@ -120,6 +120,9 @@ type Options struct {
 	// anything is written or allocated, with an error wrapping ErrQuota.
 	// Default: no limits.
 	Quotas Quotas
+	// PoolConcurrency bounds the members one environment's pool starts at
+	// once (a refill, MaintainPools). Default DefaultPoolConcurrency.
+	PoolConcurrency int
 }
 
 // Manager hands out leases of environments: it acquires sandboxes with a
@@ -142,6 +145,8 @@ type Manager struct {
 
 	mu   sync.Mutex
 	live map[string]*Handle // lease id -> live handle in this process
+
+	pools *pools // warm-pool refills (pool.go)
 }
 
 // NewManager returns a Manager over store and the drivers of reg, with
@@ -220,11 +225,15 @@ func NewManager(store Store, reg *drivers.Registry, asg *environment.Assignments
 	if o.HostHeartbeat <= 0 {
 		o.HostHeartbeat = DefaultHostHeartbeat
 	}
+	if o.PoolConcurrency <= 0 {
+		o.PoolConcurrency = DefaultPoolConcurrency
+	}
 	store = &recordStore{Store: store, k: o.SecretKeeper, log: o.Logger.Warn}
 	m := &Manager{
 		store: store, reg: reg, asg: asg, tasks: tasks, o: o,
 		owner: o.InstanceID + "/" + randomHex(4),
 		live:  map[string]*Handle{},
+		pools: newPools(),
 	}
 	return m, leaseUsage{m}
 }
@@ -283,8 +292,11 @@ func (m *Manager) cacheHandle(h *Handle) {
 // Close stops the heartbeats of the host leases this manager holds; it
 // releases nothing. Their claims then expire after HolderClaimBeats
 // heartbeats, and other managers may end the sessions only by a check on
-// the host. The manager must not acquire afterwards.
+// the host. It stops the background pool refills and waits for them; it
+// drains no pool: pooled members stay for the next process to adopt. The
+// manager must not acquire afterwards.
 func (m *Manager) Close() error {
+	m.pools.close()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, h := range m.live {

@@ -12,7 +12,10 @@ import (
 // who built the Manager can ask it.
 type leaseUsage struct{ m *Manager }
 
-var _ environment.UsageReporter = leaseUsage{}
+var (
+	_ environment.UsageReporter    = leaseUsage{}
+	_ environment.ReferenceClearer = leaseUsage{}
+)
 
 // EnvironmentUsage implements environment.UsageReporter.
 func (u leaseUsage) EnvironmentUsage(ctx context.Context, envID string) (environment.Usage, error) {
@@ -25,6 +28,8 @@ func (u leaseUsage) EnvironmentUsage(ctx context.Context, envID string) (environ
 		ref := environment.Reference{Kind: "lease", ID: l.ID, Company: l.Company,
 			Detail: fmt.Sprintf("%s lease, %s, run %s", l.Policy, l.Status, l.Run)}
 		switch l.Status {
+		case StatusPooled:
+			eu.PooledLeases = append(eu.PooledLeases, ref)
 		case StatusStarting, StatusActive:
 			eu.ActiveLeases = append(eu.ActiveLeases, ref)
 		case StatusPendingCleanup:
@@ -35,4 +40,19 @@ func (u leaseUsage) EnvironmentUsage(ctx context.Context, envID string) (environ
 		}
 	}
 	return eu, nil
+}
+
+// ClearEnvironment implements environment.ReferenceClearer: after the
+// catalog deleted environment envID it drains the environment's warm pool,
+// destroying each member with a receipt (CFG-7). A member whose destroy
+// is not proven stays pending_cleanup for the next Sweep.
+func (u leaseUsage) ClearEnvironment(ctx context.Context, envID string) error {
+	var rep PoolReport
+	if err := u.m.drain(ctx, envID, "its environment was deleted", &rep); err != nil {
+		return err
+	}
+	if rep.RetirePending > 0 {
+		return fmt.Errorf("lease: draining the pool of environment %s: %d member(s) pending cleanup (a sweep retries them): %w", envID, rep.RetirePending, ErrCleanupPending)
+	}
+	return nil
 }
