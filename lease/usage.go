@@ -27,9 +27,12 @@ func (u leaseUsage) EnvironmentUsage(ctx context.Context, envID string) (environ
 	for _, l := range ls {
 		ref := environment.Reference{Kind: "lease", ID: l.ID, Company: l.Company,
 			Detail: fmt.Sprintf("%s lease, %s, run %s", l.Policy, l.Status, l.Run)}
-		switch l.Status {
-		case StatusPooled:
+		if isMember(l) { // pooled, or a refill starting one
+			ref.Detail = fmt.Sprintf("warm-pool member, %s", l.Status)
 			eu.PooledLeases = append(eu.PooledLeases, ref)
+			continue
+		}
+		switch l.Status {
 		case StatusStarting, StatusActive:
 			eu.ActiveLeases = append(eu.ActiveLeases, ref)
 		case StatusPendingCleanup:
