@@ -1,0 +1,109 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"slices"
+	"time"
+
+	"github.com/berthdev/berth"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/docker"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/lease"
+)
+
+// poolSize is the warm pool of the docker-pool workload.
+const poolSize = 3
+
+// dockerPoolRows: acquire of a saved Docker environment with a warm pool
+// (an adoption of a started member) to its first `docker exec true`
+// completed, vs `docker run --rm IMAGE true`, at p50 and p99 (issue 31).
+// Before each measured lease the pool is full again (its background
+// refill is not timed: it is the cost the pool moves out of the acquire);
+// the lease is released with destroy after the clock stops.
+func (b *bench) dockerPoolRows(t *benchTB) []benchRow {
+	ctx := t.ctx
+	cliBin := lookPath(t, "docker", "the docker CLI")
+	img, run := dockerImage(t)
+	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{docker.New(nil)}})
+	if err != nil {
+		t.Fatalf("berth.New: %v", err)
+	}
+	t.Cleanup(func() { sys.Close() })
+	env, err := sys.Catalog().Create(ctx, b.g.as, environment.CreateRequest{Name: "bench-docker-pool", Driver: docker.Name,
+		Config: map[string]any{docker.FieldImage: img.Ref, docker.FieldLabels: map[string]any{benchLabel: run}},
+		Pool:   &environment.Pool{Size: poolSize}})
+	if err != nil {
+		t.Fatalf("save the target: %v", err)
+	}
+	full := func() {
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			live(t)
+			if _, err := sys.Leases().MaintainPools(ctx, b.g.as); err != nil {
+				t.Fatalf("fill the pool: %v", err)
+			}
+			ls, err := sys.Leases().List(ctx, b.g.as, lease.Filter{Environment: env.ID, Statuses: []lease.Status{lease.StatusPooled}})
+			if err != nil {
+				t.Fatalf("list the pool: %v", err)
+			}
+			if len(ls) >= poolSize {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the pool has %d members after 2 minutes, want %d", len(ls), poolSize)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	n := 0
+	lease1 := func() time.Duration {
+		n++
+		start := time.Now()
+		h, err := sys.Leases().Acquire(ctx, b.g.as, lease.AcquireRequest{Company: "bench", EnvironmentID: env.ID, Run: fmt.Sprintf("pool-%d", n)})
+		if err != nil {
+			t.Fatalf("acquire: %v", err)
+		}
+		res, err := h.Exec(ctx, drivers.Command{Argv: []string{"true"}})
+		took := time.Since(start)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec true: %v %+v", err, res)
+		}
+		if h.Lease().Labels[lease.LabelPool] != "member" {
+			t.Fatalf("lease %d was not adopted from the pool", n)
+		}
+		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+			t.Fatalf("release: %v", err)
+		}
+		return took
+	}
+	anchor := func() *exec.Cmd {
+		return exec.CommandContext(ctx, cliBin, "run", "--rm", "--label", benchLabel+"="+run, img.Ref, "true")
+	}
+	full()
+	lease1() // warm: both sides then run from the engine's image
+	timed(t, anchor())
+	leases := b.scale.poolLeases
+	ours, theirs := make([]time.Duration, 0, leases), make([]time.Duration, 0, leases)
+	for range leases {
+		full()
+		ours = append(ours, lease1())
+		theirs = append(theirs, timed(t, anchor()))
+	}
+	return []benchRow{
+		row(t, fmt.Sprintf("docker pool: acquire to first exec, p50 of %d", leases), "docker run --rm IMAGE true, p50", "ms",
+			pct(ours, 50), pct(theirs, 50)),
+		row(t, fmt.Sprintf("docker pool: acquire to first exec, p99 of %d", leases), "docker run --rm IMAGE true, p99", "ms",
+			pct(ours, 99), pct(theirs, 99)),
+	}
+}
+
+// pct returns the p-th percentile of ds in milliseconds (nearest rank).
+func pct(ds []time.Duration, p int) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	i = min(max(i-1, 0), len(s)-1)
+	return float64(s[i]) / 1e6
+}
