@@ -123,6 +123,11 @@ type Options struct {
 	// PoolConcurrency bounds the members one environment's pool starts at
 	// once (a refill, MaintainPools). Default DefaultPoolConcurrency.
 	PoolConcurrency int
+	// ManualPoolRefill, if set, refills pools only in MaintainPools (a
+	// host that schedules refills itself, or a test that wants them in
+	// step): no background refill follows adoptions and sweeps. Default
+	// false.
+	ManualPoolRefill bool
 }
 
 // Manager hands out leases of environments: it acquires sandboxes with a

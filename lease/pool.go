@@ -157,7 +157,7 @@ func (m *Manager) startAdopted(ctx context.Context, a *acq, l *Lease) (*Handle, 
 // of env's pool (fill), bounded by the startup budget of each start and
 // Options.PoolConcurrency.
 func (m *Manager) refillSoon(env *environment.Environment) {
-	if env.Pool == nil || env.Status != environment.StatusActive {
+	if m.o.ManualPoolRefill || env.Pool == nil || env.Status != environment.StatusActive {
 		return
 	}
 	p := m.pools
