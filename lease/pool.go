@@ -142,6 +142,16 @@ func (m *Manager) startAdopted(ctx context.Context, a *acq, l *Lease) (*Handle, 
 		}
 		return nil, true, nil
 	}
+	if why := m.liveImageMismatch(ctx, a, sb); why != "" {
+		// IMG-3: a member that does not run the identity its record
+		// promises is destroyed, and the next one tried.
+		if pending, ok := m.markPending(wctx, l.Clone(), drivers.Destroy, StatusFailed, "pool member's live image at adoption: "+why); ok {
+			if _, cerr := m.cleanup(wctx, pending); cerr != nil {
+				m.o.Logger.Info("lease: cleanup of a pool member with another image left pending", "lease", l.ID, "err", cerr)
+			}
+		}
+		return nil, true, nil
+	}
 	upd := l.shallow()
 	upd.Status, upd.LastUsedAt, upd.ExpiresAt, upd.Uses = StatusActive, now, now.Add(m.o.LeaseTTL), 1
 	upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
@@ -400,4 +410,36 @@ func (m *Manager) sweepPools(ctx context.Context, rep *SweepReport) error {
 		m.refillSoon(env)
 	}
 	return err
+}
+
+// liveImageMismatch checks the live image identity of an adopted member's
+// sandbox (IMG-3) against the one the acquisition expects: the active
+// template's while it applies, else the configured image's when the
+// reference pins one (a digest, a snapshot id). It returns why they
+// differ, or "" when they match or nothing is expected or reported (a
+// mutable tag, a driver without image_identity).
+func (m *Manager) liveImageMismatch(ctx context.Context, a *acq, sb drivers.Sandbox) string {
+	want := ""
+	if a.template != nil {
+		want = a.template.Identity
+	} else if ref, err := a.drv.Schema().Image(a.snapshot); err == nil {
+		if id, ok := ref.Identity(); ok {
+			want = id.String()
+		}
+	}
+	if want == "" {
+		return ""
+	}
+	ir, err := drivers.SandboxAs[drivers.ImageReporter](sb, drivers.Narrowing(a.drv, 0))
+	if err != nil {
+		return ""
+	}
+	live, err := ir.ImageIdentity(ctx)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("it could not report its image (%v); want %s", err, want)
+	case live.String() != want:
+		return fmt.Sprintf("it reports %s, want %s", live, want)
+	}
+	return ""
 }

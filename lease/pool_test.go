@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -292,5 +293,29 @@ func TestPoolTwoReplicas(t *testing.T) {
 			t.Errorf("sandbox %s held by leases %s and %s", l.ProviderLeaseID, prev, l.ID)
 		}
 		sbs[l.ProviderLeaseID] = l.ID
+	}
+}
+
+// IMG-3 at adoption: a member whose live image is not the pinned one its
+// record promises is destroyed and the next member adopted.
+func TestPoolAdoptionVerifiesLiveImage(t *testing.T) {
+	w := poolWorld(t, 2, 0, func(o *lease.Options) { o.ManualPoolRefill = true })
+	id := w.fk.AddImage("registry.test/app@sha256:" + strings.Repeat("ab", 32))
+	w.env.Config[fake.FieldImage] = id.String()
+	w.save(w.env)
+	w.maintain(w.m)
+	members := w.pooled()
+	if len(members) != 2 {
+		t.Fatalf("members %v", members)
+	}
+	bad := w.get(members[0])
+	w.fk.ReportWrongImage(bad.ProviderLeaseID)
+	h := w.acquire(lease.Ephemeral, "run-1")
+	if h.Lease().ID != members[1] {
+		t.Fatalf("adopted %s, want %s (the member with the right image)", h.Lease().ID, members[1])
+	}
+	l := w.get(bad.ID)
+	if l.Status != lease.StatusFailed || !strings.Contains(l.FailureReason, "live image") || w.state(bad.ProviderLeaseID) != drivers.StateDestroyed {
+		t.Fatalf("the member with another image: %s %q, sandbox %s", l.Status, l.FailureReason, w.state(bad.ProviderLeaseID))
 	}
 }
