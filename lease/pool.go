@@ -193,16 +193,18 @@ func (m *Manager) refillSoon(env *environment.Environment) {
 	}()
 }
 
-// members returns the pool members (starting or pooled) of environment
-// envID, oldest first.
+// members returns the pool members of environment envID, oldest first:
+// pooled ones, and starting ones whose refill still holds its claim (a
+// start whose refill crashed is the sweep's, and counts no more).
 func (m *Manager) members(ctx context.Context, envID string) ([]*Lease, error) {
 	ls, err := m.store.ListLeases(ctx, Filter{Environment: envID, Company: InstanceCompany, Statuses: []Status{StatusPooled, StatusStarting}})
 	if err != nil {
 		return nil, err
 	}
+	now := m.now()
 	out := ls[:0]
 	for _, l := range ls {
-		if isMember(l) {
+		if isMember(l) && (l.Status == StatusPooled || l.ClaimedUntil.After(now)) {
 			out = append(out, l)
 		}
 	}
