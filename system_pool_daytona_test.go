@@ -17,9 +17,10 @@ import (
 // Issue 31 on Daytona (its fake API, following daytonaio/daytona
 // v0.190.0's state rules): a pool of started sandboxes, labelled as
 // members; an acquisition adopts one (same sandbox id, started, running
-// commands); a restarted System adopts the other by resuming it by id; the
-// catalog's delete drains the rest and the provider holds no sandbox of
-// the environment afterwards.
+// commands); a restarted System adopts the other by resuming it by id; an
+// archive drains the pool, a restore lets it refill, and the catalog's
+// delete drains the rest: the provider holds no sandbox of the environment
+// afterwards.
 func TestPoolOnDaytona(t *testing.T) {
 	ctx := context.Background()
 	srv, err := daytonatest.New(nil)
@@ -89,9 +90,20 @@ func TestPoolOnDaytona(t *testing.T) {
 	if rep, err := sys2.Leases().MaintainPools(ctx, tplOps); err != nil || rep.Created != 2 {
 		t.Fatalf("refill: %+v, %v", rep, err)
 	}
-	cur, err := sys2.Catalog().Get(ctx, tplOps, env.ID)
+	// An archive drains the pool at once; a restore lets it refill.
+	arch, err := sys2.Catalog().Archive(ctx, tplOps, env.ID, env.Revision)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if left := srv.Sandboxes(); len(left) != 0 {
+		t.Fatalf("%d sandboxes left after the archive: %+v", len(left), left)
+	}
+	cur, err := sys2.Catalog().Restore(ctx, tplOps, env.ID, arch.Revision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := sys2.Leases().MaintainPools(ctx, tplOps); err != nil || rep.Created != 2 {
+		t.Fatalf("refill after the restore: %+v, %v", rep, err)
 	}
 	if _, err := sys2.Catalog().Delete(ctx, tplOps, env.ID, cur.Revision); err != nil {
 		t.Fatal(err)

@@ -78,6 +78,15 @@ type ReferenceClearer interface {
 	ClearEnvironment(ctx context.Context, envID string) error
 }
 
+// ArchiveObserver is what a UsageReporter may add: the catalog calls
+// EnvironmentArchived after it archived envID (the lease manager drains
+// the environment's warm pool, destroying its members with receipts). The
+// archive stands either way; an error is logged, and sweeps retry what it
+// left.
+type ArchiveObserver interface {
+	EnvironmentArchived(ctx context.Context, envID string) error
+}
+
 // BlastRadius is what a delete of an environment would touch (CFG-7).
 type BlastRadius struct {
 	EnvironmentID   string `json:"environmentId"`

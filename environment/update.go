@@ -147,5 +147,17 @@ func (c *Catalog) setStatus(ctx context.Context, p authz.Principal, id string, b
 		return fail(fmt.Errorf("environment %s: %w", label, err))
 	}
 	c.logMutation(ctx, p, msg, next)
+	if to == StatusArchived {
+		// The record is archived: finish the drain even if the caller
+		// gives up.
+		actx := context.WithoutCancel(ctx)
+		for _, r := range c.reporters {
+			if o, ok := r.(ArchiveObserver); ok {
+				if err := o.EnvironmentArchived(actx, next.ID); err != nil {
+					c.log.Warn("environment archived, but a drain after it failed; sweeps retry it", "id", next.ID, "err", err)
+				}
+			}
+		}
+	}
 	return c.view(next, true), nil
 }

@@ -182,9 +182,9 @@
 // destroy with its receipt; a member whose destroy is not proven stays
 // pending_cleanup for the next sweep. A crash leaves a starting member,
 // or an adopted one not yet active, to the sweep like any starting lease.
-// The catalog's delete drains the pool through the manager's
-// environment.ReferenceClearer (NewManager's usage hook), and the blast
-// radius lists members as PooledLeases. Close drains nothing. Runner pools
+// The catalog's archive and delete drain the pool through NewManager's
+// usage hook (environment.ArchiveObserver, environment.ReferenceClearer),
+// and the blast radius lists members as PooledLeases. Close drains nothing. Runner pools
 // (environment.Pool.Runner) are not built yet: their refill returns an
 // error wrapping drivers.ErrUnsupported.
 //

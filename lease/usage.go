@@ -15,6 +15,7 @@ type leaseUsage struct{ m *Manager }
 var (
 	_ environment.UsageReporter    = leaseUsage{}
 	_ environment.ReferenceClearer = leaseUsage{}
+	_ environment.ArchiveObserver  = leaseUsage{}
 )
 
 // EnvironmentUsage implements environment.UsageReporter.
@@ -52,6 +53,20 @@ func (u leaseUsage) EnvironmentUsage(ctx context.Context, envID string) (environ
 func (u leaseUsage) ClearEnvironment(ctx context.Context, envID string) error {
 	var rep PoolReport
 	if err := u.m.drain(ctx, envID, "its environment was deleted", &rep); err != nil {
+		return err
+	}
+	if rep.RetirePending > 0 {
+		return fmt.Errorf("lease: draining the pool of environment %s: %d member(s) pending cleanup (a sweep retries them): %w", envID, rep.RetirePending, ErrCleanupPending)
+	}
+	return nil
+}
+
+// EnvironmentArchived implements environment.ArchiveObserver: after the
+// catalog archived environment envID it drains the environment's warm
+// pool as ClearEnvironment does (an archived environment is never leased).
+func (u leaseUsage) EnvironmentArchived(ctx context.Context, envID string) error {
+	var rep PoolReport
+	if err := u.m.drain(ctx, envID, "its environment was archived", &rep); err != nil {
 		return err
 	}
 	if rep.RetirePending > 0 {
