@@ -319,3 +319,44 @@ func TestPoolAdoptionVerifiesLiveImage(t *testing.T) {
 		t.Fatalf("the member with another image: %s %q, sandbox %s", l.Status, l.FailureReason, w.state(bad.ProviderLeaseID))
 	}
 }
+
+// A member's fingerprint includes the active template: a promote retires
+// the members made from the configured image, the refill starts from the
+// template (labelled with it) and an adoption of such a member reports the
+// template's identity.
+func TestPoolFollowsTheActiveTemplate(t *testing.T) {
+	ctx := context.Background()
+	w := poolWorld(t, 1, 0, func(o *lease.Options) { o.ManualPoolRefill = true })
+	src := w.acquire(lease.Ephemeral, "src")
+	id, err := src.Capture(ctx, drivers.CaptureRequest{Name: "tools"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.maintain(w.m)
+	old := w.pooled()
+	cur, err := w.envs.GetEnvironment(ctx, w.env.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := *cur
+	next.ActiveTemplate = &environment.ActiveTemplate{ID: "tpl-1", Identity: id.String(), SourceFingerprint: cur.SourceFingerprint(w.fk)}
+	next.Revision++
+	if err := w.envs.UpdateEnvironment(ctx, &next, cur.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if rep := w.maintain(w.m); rep.Retired != 1 || rep.Created != 1 {
+		t.Fatalf("after the promote: %+v, want 1 retired, 1 created", rep)
+	}
+	now := w.pooled()
+	if len(now) != 1 || now[0] == old[0] || w.get(now[0]).Labels[lease.LabelTemplate] != "tpl-1" {
+		t.Fatalf("members %v (before %v): want a new one labelled with the template", now, old)
+	}
+	h, err := w.m.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: w.env.ID, Run: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := h.ImageIdentity(ctx)
+	if err != nil || h.ID() != now[0] || live != id {
+		t.Fatalf("adopted %s reporting %v (%v); want member %s reporting %s", h.ID(), live, err, now[0], id)
+	}
+}
