@@ -330,6 +330,8 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		// Warm pools: refills after adoptions and sweeps, unless the host
 		// schedules them (issue 31).
 		ManualPoolRefill: o.ManualPoolRefill,
+		// Members of runner pools are prepared for the System's runner.
+		PoolRunners: func() (*drivers.RunnerSet, error) { return sys.RunnerSet() },
 		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
 			return envs.ListEnvironments(ctx, environment.ListFilter{})
 		},

@@ -128,6 +128,13 @@ type Options struct {
 	// step): no background refill follows adoptions and sweeps. Default
 	// false.
 	ManualPoolRefill bool
+	// PoolRunners returns the runner binaries members of a runner pool
+	// (environment.Pool.Runner) are prepared for (AcquireRequest.Runner:
+	// the driver fixes what the runner needs at create, Docker's bind
+	// mount); an acquisition for the same binary adopts them. Default nil:
+	// a runner pool's refill fails with an error wrapping
+	// drivers.ErrUnsupported. berth.New sets it to System.RunnerSet.
+	PoolRunners func() (*drivers.RunnerSet, error)
 }
 
 // Manager hands out leases of environments: it acquires sandboxes with a

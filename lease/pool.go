@@ -219,8 +219,16 @@ func (m *Manager) fill(ctx context.Context, env *environment.Environment, rep *P
 	if env.Pool == nil || env.Status != environment.StatusActive {
 		return nil
 	}
+	req := AcquireRequest{Company: InstanceCompany, EnvironmentID: env.ID, Policy: Ephemeral}
 	if env.Pool.Runner {
-		return fmt.Errorf("lease: pool of environment %s: runner pools are not built yet: %w", env.ID, drivers.ErrUnsupported)
+		if m.o.PoolRunners == nil {
+			return fmt.Errorf("lease: pool of environment %s is a runner pool and the manager has no runner binaries (Options.PoolRunners): %w", env.ID, drivers.ErrUnsupported)
+		}
+		set, err := m.o.PoolRunners()
+		if err != nil {
+			return fmt.Errorf("lease: pool of environment %s: its runner binaries: %w", env.ID, err)
+		}
+		req.Runner = set
 	}
 	have, err := m.members(ctx, env.ID)
 	if err != nil {
@@ -230,7 +238,7 @@ func (m *Manager) fill(ctx context.Context, env *environment.Environment, rep *P
 	if need <= 0 {
 		return nil
 	}
-	a0, err := m.prepareFor(ctx, env, AcquireRequest{Company: InstanceCompany, EnvironmentID: env.ID, Policy: Ephemeral})
+	a0, err := m.prepareFor(ctx, env, req)
 	if err != nil {
 		return fmt.Errorf("lease: pool of environment %s: %w", env.ID, err)
 	}

@@ -360,3 +360,49 @@ func TestPoolFollowsTheActiveTemplate(t *testing.T) {
 		t.Fatalf("adopted %s reporting %v (%v); want member %s reporting %s", h.ID(), live, err, now[0], id)
 	}
 }
+
+// A runner pool's members are prepared for the manager's runner binary
+// (Options.PoolRunners, recorded as Lease.Runner): an acquisition for that
+// binary adopts one, one without a runner or for another binary does not.
+func TestRunnerPoolMembersArePreparedForTheRunner(t *testing.T) {
+	ctx := context.Background()
+	spec := drivers.RunnerSpec{Binary: "/cache/berth-runner", SHA256: strings.Repeat("ef", 32)}
+	set := func(s drivers.RunnerSpec) *drivers.RunnerSet {
+		return &drivers.RunnerSet{Build: func(context.Context, string) (drivers.RunnerSpec, error) { return s, nil }}
+	}
+	w := poolWorld(t, 1, 0, func(o *lease.Options) {
+		o.ManualPoolRefill = true
+		o.PoolRunners = func() (*drivers.RunnerSet, error) { return set(spec), nil }
+	})
+	w.env.Pool = &environment.Pool{Size: 1, Runner: true}
+	w.save(w.env)
+	w.maintain(w.m)
+	members := w.pooled()
+	if len(members) != 1 || w.get(members[0]).Runner == nil || w.get(members[0]).Runner.Binary != spec.Binary {
+		t.Fatalf("members %v: want one prepared for %s", members, spec.Binary)
+	}
+	plain, err := w.m.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: w.env.ID, Run: "plain"})
+	if err != nil || plain.ID() == members[0] {
+		t.Fatalf("an acquisition without a runner adopted the runner member: %v, %v", plain, err)
+	}
+	other := spec
+	other.SHA256 = strings.Repeat("aa", 32)
+	h, err := w.m.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: w.env.ID, Run: "other", Runner: set(other)})
+	if err != nil || h.ID() == members[0] {
+		t.Fatalf("an acquisition for another binary adopted the member: %v, %v", h, err)
+	}
+	h, err = w.m.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: w.env.ID, Run: "runner", Runner: set(spec)})
+	if err != nil || h.ID() != members[0] {
+		t.Fatalf("the acquisition for the pool's binary got %v, %v; want member %s", h, err, members[0])
+	}
+	// Without runner binaries a runner pool does not fill.
+	m := w.newManager(func(o *lease.Options) {
+		o.SweepEnvironments = func(ctx context.Context) ([]*environment.Environment, error) {
+			return w.envs.ListEnvironments(ctx, environment.ListFilter{})
+		}
+	})
+	defer m.Close()
+	if _, err := m.MaintainPools(ctx, op); !errors.Is(err, drivers.ErrUnsupported) {
+		t.Fatalf("runner pool without Options.PoolRunners: %v, want ErrUnsupported", err)
+	}
+}
