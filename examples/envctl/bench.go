@@ -52,6 +52,8 @@ default all):
                  'docker run --rm IMAGE true'
   docker-pool    acquire from a warm pool of 3 to the first exec true vs
                  'docker run --rm IMAGE true', p50 and p99
+  docker-runner-pool  the same from a runner pool, through attaching the
+                 runner, to the first runner task true completed
   runner-task    a runner task start (true, to its stored exit) vs
                  'docker exec CONTAINER true'
   runner-stream  the runner's 1 GiB stdout stream vs OpenSSH's
@@ -67,7 +69,7 @@ and removes it all at the end; a missing component skips its rows.
 `
 
 // benchWorkloads are the workload names of --only, in the order they run.
-var benchWorkloads = []string{"ssh", "docker", "docker-pool", "runner-task", "runner-stream", "pins", "lease", "lease-postgres", "replicas"}
+var benchWorkloads = []string{"ssh", "docker", "docker-pool", "docker-runner-pool", "runner-task", "runner-stream", "pins", "lease", "lease-postgres", "replicas"}
 
 // benchRow is one line of the table (one JSON object with --json).
 type benchRow struct {
@@ -146,7 +148,7 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 		b.scale = quickScale
 	}
 	workloads := map[string]func(*benchTB) []benchRow{
-		"ssh": b.sshRows, "docker": b.dockerRow, "docker-pool": b.dockerPoolRows, "runner-task": b.runnerTaskRow, "runner-stream": b.runnerStreamRow, "pins": b.pinsRow,
+		"ssh": b.sshRows, "docker": b.dockerRow, "docker-pool": b.dockerPoolRows, "docker-runner-pool": b.dockerRunnerPoolRows, "runner-task": b.runnerTaskRow, "runner-stream": b.runnerStreamRow, "pins": b.pinsRow,
 		"lease": b.leaseRows, "lease-postgres": b.leasePostgresRow, "replicas": b.replicaRows,
 	}
 	// The rows each workload produces, named for a skip or a failure.
@@ -160,6 +162,10 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 		"docker-pool": {
 			{Workload: fmt.Sprintf("docker pool: acquire to first exec, p50 of %d", b.scale.poolLeases), Anchor: "docker run --rm IMAGE true, p50", Unit: "ms"},
 			{Workload: fmt.Sprintf("docker pool: acquire to first exec, p99 of %d", b.scale.poolLeases), Anchor: "docker run --rm IMAGE true, p99", Unit: "ms"},
+		},
+		"docker-runner-pool": {
+			{Workload: fmt.Sprintf("docker runner pool: acquire to first task, p50 of %d", b.scale.poolLeases), Anchor: "docker run --rm IMAGE true, p50", Unit: "ms"},
+			{Workload: fmt.Sprintf("docker runner pool: acquire to first task, p99 of %d", b.scale.poolLeases), Anchor: "docker run --rm IMAGE true, p99", Unit: "ms"},
 		},
 		"runner-task":   {{Workload: "runner task start (true)", Anchor: "docker exec CONTAINER true", Unit: "ms"}},
 		"runner-stream": {{Workload: "runner stream " + sizeName(b.scale.streamBytes) + " (SSH lease, stored)", Anchor: "ssh host head -c N /dev/zero", Unit: "MB/s"}},
