@@ -184,9 +184,13 @@
 // or an adopted one not yet active, to the sweep like any starting lease.
 // The catalog's archive and delete drain the pool through NewManager's
 // usage hook (environment.ArchiveObserver, environment.ReferenceClearer),
-// and the blast radius lists members as PooledLeases. Close drains nothing. Runner pools
-// (environment.Pool.Runner) are not built yet: their refill returns an
-// error wrapping drivers.ErrUnsupported.
+// and the blast radius lists members as PooledLeases. Close drains
+// nothing. A runner pool (environment.Pool.Runner) prepares its members
+// for the binary of Options.PoolRunners at create (recorded as
+// Lease.Runner; without it the refill returns an error wrapping
+// drivers.ErrUnsupported), and only an acquisition for that binary adopts
+// one; the runner is launched when the lease attaches it. Members with the
+// runner launched and connected ahead of adoption are not built yet.
 //
 // Quotas: Options.Quotas limits the live leases (Filter.Live) per company
 // and per company and environment; an acquisition that would add a lease
