@@ -74,6 +74,7 @@ var sentinelCodes = map[string]struct {
 	"lease.ErrInvalid":                {lease.ErrInvalid, errcode.Invalid},
 	"lease.ErrStartupBudget":          {lease.ErrStartupBudget, errcode.Timeout},
 	"lease.ErrImageMismatch":          {lease.ErrImageMismatch, errcode.Conflict},
+	"lease.ErrQuota":                  {lease.ErrQuota, errcode.Unavailable},
 	"images/custom.ErrNotFound":       {custom.ErrNotFound, errcode.NotFound},
 	"images/custom.ErrConflict":       {custom.ErrConflict, errcode.Conflict},
 	"images/custom.ErrInvalid":        {custom.ErrInvalid, errcode.Invalid},

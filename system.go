@@ -72,6 +72,13 @@ type Options struct {
 	// cleanup receipt) is kept before a sweep prunes it. Default
 	// lease.DefaultPruneAfter; negative keeps records forever.
 	LeasePruneAfter time.Duration
+	// LeaseQuotas limits the live leases per company and per company and
+	// environment (lease.Options.Quotas). Default: no limits.
+	LeaseQuotas lease.Quotas
+	// ManualPoolRefill leaves the refills of warm pools to
+	// Leases().MaintainPools (lease.Options.ManualPoolRefill); by default
+	// adoptions and sweeps refill in the background.
+	ManualPoolRefill bool
 	// Probe configures the Prober (stage deadlines, progress). Default:
 	// probe's defaults.
 	Probe *probe.Options
@@ -326,6 +333,12 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		PruneAfter:   o.LeasePruneAfter,
 		Secrets:      secrets.Get,
 		SecretKeeper: keeper,
+		Quotas:       o.LeaseQuotas,
+		// Warm pools: refills after adoptions and sweeps, unless the host
+		// schedules them (issue 31).
+		ManualPoolRefill: o.ManualPoolRefill,
+		// Members of runner pools are prepared for the System's runner.
+		PoolRunners: func() (*drivers.RunnerSet, error) { return sys.RunnerSet() },
 		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
 			return envs.ListEnvironments(ctx, environment.ListFilter{})
 		},

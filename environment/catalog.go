@@ -193,6 +193,12 @@ func (c *Catalog) create(ctx context.Context, p authz.Principal, req CreateReque
 	if err != nil {
 		return nil, &ConfigError{Name: req.Name, Err: err}
 	}
+	if req.Pool != nil {
+		d, _ := c.reg.Lookup(req.Driver) // schemaFor found it
+		if err := checkPool(label, d, req.Pool); err != nil {
+			return nil, err
+		}
+	}
 	if field := storedSecretField(schema, cfg); field != "" {
 		return nil, &FieldError{Environment: label, Field: field, Err: ErrInvalid,
 			Reason: "a new environment cannot point at a stored secret; paste the secret value (CFG-3)"}
@@ -207,6 +213,7 @@ func (c *Catalog) create(ctx context.Context, p authz.Principal, req CreateReque
 		ID: id, Name: req.Name, Description: req.Description, Driver: req.Driver,
 		Status: StatusActive, Config: cfg, Env: req.Env, Metadata: req.Metadata,
 		Revision: 1, CreatedAt: now, UpdatedAt: now, CreatedBy: p.ID, UpdatedBy: p.ID,
+		Pool: clonePool(req.Pool),
 	}
 	env = cloneEnvironment(env)
 	if err := c.store.CreateEnvironment(ctx, env, CreateOptions{ExclusiveDriver: exclusive}); err != nil {

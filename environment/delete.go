@@ -39,6 +39,11 @@ type Usage struct {
 	PendingCleanupLeases []Reference `json:"pendingCleanupLeases,omitempty"`
 	// SetupSessions are active custom-image setup sessions.
 	SetupSessions []Reference `json:"setupSessions,omitempty"`
+	// PooledLeases are warm-pool members waiting for adoption
+	// (environment.Pool); they do not block a delete, which drains them
+	// (destroyed with receipts, through the lease manager's
+	// ReferenceClearer).
+	PooledLeases []Reference `json:"pooledLeases,omitempty"`
 }
 
 func (u *Usage) add(o Usage) {
@@ -47,6 +52,7 @@ func (u *Usage) add(o Usage) {
 	u.ReusableLeases = append(u.ReusableLeases, o.ReusableLeases...)
 	u.PendingCleanupLeases = append(u.PendingCleanupLeases, o.PendingCleanupLeases...)
 	u.SetupSessions = append(u.SetupSessions, o.SetupSessions...)
+	u.PooledLeases = append(u.PooledLeases, o.PooledLeases...)
 }
 
 // UsageReporter reports what references an environment, for the catalog's
@@ -70,6 +76,15 @@ type ReferenceClearer interface {
 	// ClearEnvironment removes every reference to envID it owns. It is
 	// idempotent.
 	ClearEnvironment(ctx context.Context, envID string) error
+}
+
+// ArchiveObserver is what a UsageReporter may add: the catalog calls
+// EnvironmentArchived after it archived envID (the lease manager drains
+// the environment's warm pool, destroying its members with receipts). The
+// archive stands either way; an error is logged, and sweeps retry what it
+// left.
+type ArchiveObserver interface {
+	EnvironmentArchived(ctx context.Context, envID string) error
 }
 
 // BlastRadius is what a delete of an environment would touch (CFG-7).

@@ -94,10 +94,20 @@
 //     it as {id, identity, drift}, the drift (Environment.Drift: relinked
 //     or detached) computed from the config's source fingerprint without
 //     I/O.
-//   - Blast radius (CFG-7): Delete first gathers bindings, leases and setup
-//     sessions from the UsageReporters, refuses while a reusable lease is
-//     live, a cleanup is pending, or the environment is protected, and
-//     clears bindings through ReferenceClearer once the record is gone.
+//   - Warm pool: Environment.Pool ({size, maxAge, runner}, nil for none)
+//     is a knob of the record: Create and Update validate it (size
+//     1..MaxPoolSize, a sandbox driver with the reuse, list and
+//     destroy_by_id capabilities; a runner pool also runner_ingress) and
+//     an update with size 0 removes it; neither identity nor qualification
+//     depends on it. The lease manager keeps the members (lease package);
+//     Archive tells reporters that are ArchiveObservers, so that it drains
+//     them at once.
+//   - Blast radius (CFG-7): Delete first gathers bindings, leases, pool
+//     members (PooledLeases, not blocking) and setup sessions from the
+//     UsageReporters, refuses while a reusable lease is live, a cleanup is
+//     pending, or the environment is protected, and clears references
+//     through ReferenceClearer once the record is gone (bindings; the
+//     lease manager drains the pool).
 //   - Errors name things (CFG-8): config errors are *ConfigError naming the
 //     environment (name, and id once saved) and each field, wrapping
 //     config.ErrInvalid and ErrInvalid; other request errors are

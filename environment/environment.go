@@ -44,6 +44,9 @@ type Environment struct {
 	// compare-and-swap on Revision that bumps it (CFG-6); nil for none.
 	// Catalog updates keep it as stored. Reads fill its Drift.
 	ActiveTemplate *ActiveTemplate `json:"activeTemplate,omitempty"`
+	// Pool is the warm pool setting (a knob: no identity, no qualification
+	// effect), nil for none. See Pool.
+	Pool *Pool `json:"pool,omitempty"`
 }
 
 // Drift says whether the active template applies to the environment's

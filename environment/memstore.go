@@ -158,6 +158,7 @@ func cloneEnvironment(e *Environment) *Environment {
 		t := *e.ActiveTemplate
 		c.ActiveTemplate = &t
 	}
+	c.Pool = clonePool(e.Pool)
 	return &c
 }
 

@@ -24,6 +24,8 @@ type CreateRequest struct {
 	Config      map[string]any    `json:"config,omitempty"`
 	Env         map[string]string `json:"env,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
+	// Pool is the warm pool setting, nil for none (see Pool).
+	Pool *Pool `json:"pool,omitempty"`
 }
 
 // String returns `create environment "NAME" (driver D)`: no config, no env
@@ -54,6 +56,10 @@ type UpdateRequest struct {
 	Config       map[string]any    `json:"config,omitempty"`
 	Env          map[string]string `json:"env,omitempty"`
 	Metadata     map[string]string `json:"metadata,omitempty"`
+	// Pool, if not nil, replaces the warm pool setting; a Size of 0
+	// removes the pool. It is a knob (no identity, no qualification
+	// effect).
+	Pool *Pool `json:"pool,omitempty"`
 }
 
 // String returns "update environment at revision N": no values.
@@ -133,8 +139,8 @@ func DecodeUpdateRequest(data []byte) (UpdateRequest, error) {
 }
 
 var (
-	createFields = []string{"name", "description", "driver", "config", "env", "metadata"}
-	updateFields = []string{"baseRevision", "name", "description", "config", "env", "metadata"}
+	createFields = []string{"name", "description", "driver", "config", "env", "metadata", "pool"}
+	updateFields = []string{"baseRevision", "name", "description", "config", "env", "metadata", "pool"}
 )
 
 // decodeStrict decodes one JSON object into v. The top level is read first

@@ -66,6 +66,17 @@ func (c *Catalog) update(ctx context.Context, p authz.Principal, cur *Environmen
 	if err != nil {
 		return nil, err
 	}
+	switch {
+	case req.Pool == nil:
+	case req.Pool.Size == 0 && req.Pool.MaxAge == 0 && !req.Pool.Runner:
+		next.Pool = nil // removed: a sweep drains its members
+	default:
+		d, _ := c.reg.Lookup(cur.Driver) // schemaFor found it
+		if err := checkPool(label, d, req.Pool); err != nil {
+			return nil, err
+		}
+		next.Pool = clonePool(req.Pool)
+	}
 	var created, superseded []config.SecretRef
 	if req.Config != nil {
 		if err := checkReservedConfig(label, schema, req.Config); err != nil {
@@ -136,5 +147,17 @@ func (c *Catalog) setStatus(ctx context.Context, p authz.Principal, id string, b
 		return fail(fmt.Errorf("environment %s: %w", label, err))
 	}
 	c.logMutation(ctx, p, msg, next)
+	if to == StatusArchived {
+		// The record is archived: finish the drain even if the caller
+		// gives up.
+		actx := context.WithoutCancel(ctx)
+		for _, r := range c.reporters {
+			if o, ok := r.(ArchiveObserver); ok {
+				if err := o.EnvironmentArchived(actx, next.ID); err != nil {
+					c.log.Warn("environment archived, but a drain after it failed; sweeps retry it", "id", next.ID, "err", err)
+				}
+			}
+		}
+	}
 	return c.view(next, true), nil
 }

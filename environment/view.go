@@ -79,6 +79,7 @@ func (c *Catalog) view(env *Environment, full bool) *View {
 			ID: env.ID, Name: env.Name, Description: env.Description, Driver: env.Driver,
 			Status: env.Status, Revision: env.Revision, CreatedAt: env.CreatedAt, UpdatedAt: env.UpdatedAt,
 			CreatedBy: env.CreatedBy, UpdatedBy: env.UpdatedBy,
+			Pool: clonePool(env.Pool),
 		},
 		Redacted: !full,
 	}

@@ -98,6 +98,7 @@ type acq struct {
 	budget   time.Duration
 	runner   *drivers.RunnerSpec         // the binary of req.Runner for the target's architecture
 	template *environment.ActiveTemplate // the applied template the sandbox starts from (IMG-8), or nil
+	member   bool                        // a warm-pool refill: the record becomes pooled, not active
 	// set when a recorded sandbox was replaced (LEASE-4)
 	replaces      string
 	replaceReason ReplaceReason
@@ -206,6 +207,13 @@ func (m *Manager) prepare(ctx context.Context, p authz.Principal, req AcquireReq
 	if err != nil {
 		return nil, err
 	}
+	return m.prepareFor(ctx, env, req)
+}
+
+// prepareFor prepares an acquisition of env, the record the manager read
+// and authorized (target) or, for a pool refill, listed itself.
+func (m *Manager) prepareFor(ctx context.Context, env *environment.Environment, req AcquireRequest) (*acq, error) {
+	var err error
 	draft := req.Draft != nil
 	switch {
 	case req.Company == "" && !draft:
@@ -387,6 +395,19 @@ func (m *Manager) acquire(ctx context.Context, a *acq) (*Handle, error) {
 			existing, err = m.store.FindByReuseKey(ctx, a.reuseKey)
 			if err != nil && !errors.Is(err, ErrNotFound) {
 				return nil, fmt.Errorf("lease: acquire environment %s: %w", a.env.ID, err)
+			}
+		}
+		if existing == nil {
+			held, err := m.quotaOrRunLease(ctx, a)
+			if err != nil {
+				return nil, err
+			}
+			existing = held
+		}
+		if existing == nil && a.poolable() {
+			h, err := m.adopt(ctx, a)
+			if h != nil || err != nil {
+				return h, err
 			}
 		}
 		if existing == nil {

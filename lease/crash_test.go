@@ -212,3 +212,10 @@ func (w *world) process(c *crasher) *lease.Manager {
 	m, _ := lease.NewManager(crashStore{s: w.store, c: c}, reg, w.asg, nil, w.options())
 	return m
 }
+
+func (s crashStore) AdoptPooled(ctx context.Context, ad lease.Adoption) (*lease.Lease, error) {
+	if err := s.c.call(); err != nil {
+		return nil, err
+	}
+	return s.s.AdoptPooled(ctx, ad)
+}

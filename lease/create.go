@@ -101,6 +101,14 @@ func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error)
 		// Drivers that never call Allocated (host sessions) are recorded here.
 		upd.ProviderLeaseID = sb.ID()
 		upd.Status, upd.LastUsedAt, upd.ExpiresAt, upd.Uses = StatusActive, now, now.Add(m.o.LeaseTTL), 1
+		if a.member {
+			// A warm-pool member waits for adoption (pool.go): it ages by
+			// the pool's max age, which the pool pass enforces.
+			upd.Status, upd.ExpiresAt, upd.Uses = StatusPooled, time.Time{}, 0
+			if p := a.env.Pool; p != nil && p.MaxAge > 0 {
+				upd.ExpiresAt = now.Add(p.MaxAge)
+			}
+		}
 		upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
 		host := a.drv.Capabilities().Kind == drivers.KindHost
 		if host {

@@ -156,10 +156,55 @@
 // (Filter.Live) and pruning read the SQL stores through indexes on status,
 // so their cost follows the live leases, not the history.
 //
+// Warm pools (LEASE-1, LEASE-2, LEASE-11, QUAL-4, IMG-3, CFG-7): an
+// environment with a pool (environment.Pool) keeps members: sandboxes
+// started ahead, each with its own write-ahead record (starting, then
+// StatusPooled) of InstanceCompany, labelled LabelPool, made from the
+// config and active template the environment had at refill time (its
+// Fingerprint says which). An acquisition of a saved, active environment
+// with a pool, after its authorization, qualification and quota checks,
+// adopts the oldest member whose fingerprint and runner match in one
+// store transaction (Store.AdoptPooled), so that one member goes to one
+// acquisition across replicas; the member's record becomes the lease (its
+// id, labels, provider lease id stay; company, run, policy and keys are the
+// adopter's) and its sandbox is the handle this manager kept from the
+// refill or, in another process, the provider's resumed by id. A member
+// that is gone is recorded failed with the provider's answer and the next
+// one is tried; without a member the acquisition creates as always. An
+// adopted member is an ordinary lease: it is never pooled again. Refills
+// follow adoptions and sweeps in the background (Options.PoolConcurrency
+// per environment, each start within its budget; Close stops them and
+// waits) unless Options.ManualPoolRefill; MaintainPools refills and waits.
+// MaintainPools and every Sweep retire members that may no longer be
+// adopted (older than the max age, of another fingerprint, beyond the
+// size, of an archived or deleted environment or a removed pool, when
+// Options.SweepEnvironments lists the environments) by a claim, then a
+// destroy with its receipt; a member whose destroy is not proven stays
+// pending_cleanup for the next sweep. A crash leaves a starting member,
+// or an adopted one not yet active, to the sweep like any starting lease.
+// The catalog's archive and delete drain the pool through NewManager's
+// usage hook (environment.ArchiveObserver, environment.ReferenceClearer),
+// and the blast radius lists members as PooledLeases. Close drains
+// nothing. A runner pool (environment.Pool.Runner) prepares its members
+// for the binary of Options.PoolRunners at create (recorded as
+// Lease.Runner; without it the refill returns an error wrapping
+// drivers.ErrUnsupported), and only an acquisition for that binary adopts
+// one; the runner is launched when the lease attaches it. Members with the
+// runner launched and connected ahead of adoption are not built yet.
+//
+// Quotas: Options.Quotas limits the live leases (Filter.Live) per company
+// and per company and environment; an acquisition that would add a lease
+// past a limit is refused with ErrQuota before anything is written or
+// allocated, and the error names the limit and the company's own count. The
+// same run's lease is returned as always. Pool members count for no
+// company. The count is read before the write-ahead record: concurrent
+// acquisitions of one company may each pass it once.
+//
 // # Status mapping
 //
-// The SPEC lists active, released, expired, failed, retained and
-// pending_cleanup. This package adds starting for the write-ahead record
+// The SPEC lists active, released, expired, failed, retained,
+// pending_cleanup and pooled (a warm-pool member waiting for adoption).
+// This package adds starting for the write-ahead record
 // while a sandbox is created or resumed (shown to operators as pending). A
 // starting lease becomes active, failed (nothing left at the provider),
 // retained (a reusable start that outlived its budget) or pending_cleanup

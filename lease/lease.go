@@ -37,12 +37,17 @@ const (
 	StatusFailed         Status = "failed"
 	StatusRetained       Status = "retained"
 	StatusPendingCleanup Status = "pending_cleanup"
+	// StatusPooled is a warm-pool member (SPEC LEASE-1, LEASE-11): a
+	// started sandbox of an environment with a pool (environment.Pool),
+	// of InstanceCompany, waiting for an acquisition to adopt it. Adoption
+	// (Store.AdoptPooled) turns the record itself into the adopting lease.
+	StatusPooled Status = "pooled"
 )
 
 // Valid reports whether s is one of the lease statuses.
 func (s Status) Valid() bool {
 	switch s {
-	case StatusStarting, StatusActive, StatusReleased, StatusExpired, StatusFailed, StatusRetained, StatusPendingCleanup:
+	case StatusStarting, StatusActive, StatusReleased, StatusExpired, StatusFailed, StatusRetained, StatusPendingCleanup, StatusPooled:
 		return true
 	}
 	return false
@@ -286,10 +291,10 @@ func cloneRunner(r *drivers.RunnerSpec) *drivers.RunnerSpec {
 
 // HoldsSandbox reports whether the lease still owns a sandbox at the
 // provider that must not be destroyed by an orphan sweep: starting, active,
-// retained, or released by a stop that keeps it resumable.
+// retained, pooled, or released by a stop that keeps it resumable.
 func (l *Lease) HoldsSandbox() bool {
 	switch l.Status {
-	case StatusStarting, StatusActive, StatusRetained:
+	case StatusStarting, StatusActive, StatusRetained, StatusPooled:
 		return true
 	case StatusReleased:
 		return l.ReuseKey != ""

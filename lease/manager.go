@@ -115,6 +115,26 @@ type Options struct {
 	// a Sweep searches for orphans. Default: every environment that appears
 	// on a lease in the store (with the config recorded on its newest lease).
 	SweepEnvironments func(ctx context.Context) ([]*environment.Environment, error)
+	// Quotas limit the live leases per company and per company and
+	// environment; an acquisition that would pass one is refused before
+	// anything is written or allocated, with an error wrapping ErrQuota.
+	// Default: no limits.
+	Quotas Quotas
+	// PoolConcurrency bounds the members one environment's pool starts at
+	// once (a refill, MaintainPools). Default DefaultPoolConcurrency.
+	PoolConcurrency int
+	// ManualPoolRefill, if set, refills pools only in MaintainPools (a
+	// host that schedules refills itself, or a test that wants them in
+	// step): no background refill follows adoptions and sweeps. Default
+	// false.
+	ManualPoolRefill bool
+	// PoolRunners returns the runner binaries members of a runner pool
+	// (environment.Pool.Runner) are prepared for (AcquireRequest.Runner:
+	// the driver fixes what the runner needs at create, Docker's bind
+	// mount); an acquisition for the same binary adopts them. Default nil:
+	// a runner pool's refill fails with an error wrapping
+	// drivers.ErrUnsupported. berth.New sets it to System.RunnerSet.
+	PoolRunners func() (*drivers.RunnerSet, error)
 }
 
 // Manager hands out leases of environments: it acquires sandboxes with a
@@ -138,6 +158,8 @@ type Manager struct {
 
 	mu   sync.Mutex
 	live map[string]*Handle // lease id -> live handle in this process
+
+	pools *pools // warm-pool refills (pool.go)
 }
 
 // NewManager returns a Manager over store and the drivers of reg, with
@@ -216,11 +238,15 @@ func NewManager(store Store, reg *drivers.Registry, asg *environment.Assignments
 	if o.HostHeartbeat <= 0 {
 		o.HostHeartbeat = DefaultHostHeartbeat
 	}
+	if o.PoolConcurrency <= 0 {
+		o.PoolConcurrency = DefaultPoolConcurrency
+	}
 	store = &recordStore{Store: store, k: o.SecretKeeper, log: o.Logger.Warn}
 	m := &Manager{
 		store: store, reg: reg, asg: asg, tasks: tasks, o: o,
 		owner: o.InstanceID + "/" + randomHex(4),
 		live:  map[string]*Handle{},
+		pools: newPools(),
 	}
 	return m, leaseUsage{m}
 }
@@ -279,8 +305,11 @@ func (m *Manager) cacheHandle(h *Handle) {
 // Close stops the heartbeats of the host leases this manager holds; it
 // releases nothing. Their claims then expire after HolderClaimBeats
 // heartbeats, and other managers may end the sessions only by a check on
-// the host. The manager must not acquire afterwards.
+// the host. It stops the background pool refills and waits for them; it
+// drains no pool: pooled members stay for the next process to adopt. The
+// manager must not acquire afterwards.
 func (m *Manager) Close() error {
+	m.pools.close()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, h := range m.live {

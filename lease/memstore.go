@@ -352,3 +352,29 @@ func (s *MemoryStore) PruneLeases(ctx context.Context, before time.Time, limit i
 func prunable(l *Lease, before time.Time) bool {
 	return l.Ended() && !l.ReleasedAt.IsZero() && l.ReleasedAt.Before(before) && l.claimFree("", before)
 }
+
+// AdoptPooled implements Store.
+func (s *MemoryStore) AdoptPooled(ctx context.Context, ad Adoption) (*Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var cand []*Lease
+	for _, l := range s.leases {
+		if ad.Matches(l) {
+			cand = append(cand, l)
+		}
+	}
+	if len(cand) == 0 {
+		return nil, fmt.Errorf("lease: no pooled member of environment %s with fingerprint %s: %w", ad.Environment, ad.Fingerprint, ErrNotFound)
+	}
+	sortLeases(cand)
+	upd := ad.Adopt(cand[0])
+	if o := s.keyHolderLocked(upd); o != nil {
+		return nil, fmt.Errorf("lease %s: adopting it: key held by lease %s: %w", upd.ID, o.ID, ErrConflict)
+	}
+	upd.Version++
+	s.putLocked(upd)
+	return upd.Clone(), nil
+}

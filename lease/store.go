@@ -2,7 +2,10 @@ package lease
 
 import (
 	"context"
+	"maps"
 	"time"
+
+	"github.com/berthdev/berth/drivers"
 )
 
 // Store persists leases. Implementations: MemoryStore in this package, and
@@ -64,6 +67,60 @@ type Store interface {
 	// nobody holds a live claim at before; it returns how many it removed.
 	// SQL stores read only ended leases through an index.
 	PruneLeases(ctx context.Context, before time.Time, limit int) (int, error)
+	// AdoptPooled turns one warm-pool member into the adopting lease in
+	// one transaction: a lease in StatusPooled of ad.Environment whose
+	// Fingerprint equals ad.Fingerprint, whose Runner equals ad.Runner
+	// (both nil, or equal specs) and on which nobody holds a live claim at
+	// ad.Now (the oldest by AcquiredAt, then ID). It sets the member's
+	// Status to starting and its Company, Workspace, Run, Policy,
+	// ReuseKey, RunKey, Metadata, Replaces, ReplaceReason, AcquiredAt,
+	// LastUsedAt, ClaimedBy and ClaimedUntil to ad.Lease's, grows its
+	// Version by one and returns it; its id, provider lease id, labels,
+	// config, runner and fingerprint stay. Of concurrent adoptions (any
+	// processes) each member goes to one (LEASE-10). No matching member is
+	// an error wrapping ErrNotFound; a ReuseKey or RunKey another lease
+	// holds is an error wrapping ErrConflict, and nothing changes then.
+	AdoptPooled(ctx context.Context, ad Adoption) (*Lease, error)
+}
+
+// Adoption selects a warm-pool member and carries what the adopting
+// lease sets on it (Store.AdoptPooled).
+type Adoption struct {
+	Environment string
+	Fingerprint string
+	// Runner is the runner binary members must have been prepared for;
+	// nil: members without a runner.
+	Runner *drivers.RunnerSpec
+	Now    time.Time
+	// Lease holds the adopting lease's fields (see Store.AdoptPooled);
+	// its other fields are ignored.
+	Lease *Lease
+}
+
+// Adopt returns member m as the adoption ad makes it (Store.AdoptPooled):
+// stores may use it.
+func (ad Adoption) Adopt(m *Lease) *Lease {
+	c := m.Clone()
+	a := ad.Lease
+	c.Status = StatusStarting
+	c.Company, c.Workspace, c.Run, c.Policy = a.Company, a.Workspace, a.Run, a.Policy
+	c.ReuseKey, c.RunKey = a.ReuseKey, a.RunKey
+	c.Metadata = maps.Clone(a.Metadata)
+	c.Replaces, c.ReplaceReason = a.Replaces, a.ReplaceReason
+	c.AcquiredAt, c.LastUsedAt = a.AcquiredAt, a.LastUsedAt
+	c.ClaimedBy, c.ClaimedUntil = a.ClaimedBy, a.ClaimedUntil
+	return c
+}
+
+// Matches reports whether l is a member that ad may adopt at ad.Now,
+// ignoring claims held by nobody live.
+func (ad Adoption) Matches(l *Lease) bool {
+	return l.Status == StatusPooled && l.Environment == ad.Environment && l.Fingerprint == ad.Fingerprint &&
+		sameRunner(l.Runner, ad.Runner) && l.claimFree("", ad.Now)
+}
+
+func sameRunner(a, b *drivers.RunnerSpec) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
 // ReleaseClaimer is what a Store may add to ClaimLease: the claim of a

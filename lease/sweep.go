@@ -34,6 +34,9 @@ type SweepReport struct {
 	// Pruned counts records of ended leases removed after
 	// Options.PruneAfter.
 	Pruned int `json:"pruned"`
+	// Pools counts the warm-pool members retired (refills run in the
+	// background after the sweep).
+	Pools PoolReport `json:"pools"`
 }
 
 // Sweep expires leases past their expiry (destroying their sandboxes),
@@ -74,7 +77,7 @@ func (m *Manager) Sweep(ctx context.Context, p authz.Principal) (SweepReport, er
 		}
 		m.sweepOne(ctx, renewed, t, &rep)
 	}
-	err = m.sweepOrphans(ctx, &rep)
+	err = errors.Join(m.sweepPools(ctx, &rep), m.sweepOrphans(ctx, &rep))
 	if m.o.PruneAfter > 0 {
 		n, perr := m.store.PruneLeases(ctx, m.now().Add(-m.o.PruneAfter), m.o.SweepLimit)
 		rep.Pruned = n

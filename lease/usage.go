@@ -12,7 +12,11 @@ import (
 // who built the Manager can ask it.
 type leaseUsage struct{ m *Manager }
 
-var _ environment.UsageReporter = leaseUsage{}
+var (
+	_ environment.UsageReporter    = leaseUsage{}
+	_ environment.ReferenceClearer = leaseUsage{}
+	_ environment.ArchiveObserver  = leaseUsage{}
+)
 
 // EnvironmentUsage implements environment.UsageReporter.
 func (u leaseUsage) EnvironmentUsage(ctx context.Context, envID string) (environment.Usage, error) {
@@ -24,6 +28,11 @@ func (u leaseUsage) EnvironmentUsage(ctx context.Context, envID string) (environ
 	for _, l := range ls {
 		ref := environment.Reference{Kind: "lease", ID: l.ID, Company: l.Company,
 			Detail: fmt.Sprintf("%s lease, %s, run %s", l.Policy, l.Status, l.Run)}
+		if isMember(l) { // pooled, or a refill starting one
+			ref.Detail = fmt.Sprintf("warm-pool member, %s", l.Status)
+			eu.PooledLeases = append(eu.PooledLeases, ref)
+			continue
+		}
 		switch l.Status {
 		case StatusStarting, StatusActive:
 			eu.ActiveLeases = append(eu.ActiveLeases, ref)
@@ -35,4 +44,33 @@ func (u leaseUsage) EnvironmentUsage(ctx context.Context, envID string) (environ
 		}
 	}
 	return eu, nil
+}
+
+// ClearEnvironment implements environment.ReferenceClearer: after the
+// catalog deleted environment envID it drains the environment's warm pool,
+// destroying each member with a receipt (CFG-7). A member whose destroy
+// is not proven stays pending_cleanup for the next Sweep.
+func (u leaseUsage) ClearEnvironment(ctx context.Context, envID string) error {
+	var rep PoolReport
+	if err := u.m.drain(ctx, envID, "its environment was deleted", &rep); err != nil {
+		return err
+	}
+	if rep.RetirePending > 0 {
+		return fmt.Errorf("lease: draining the pool of environment %s: %d member(s) pending cleanup (a sweep retries them): %w", envID, rep.RetirePending, ErrCleanupPending)
+	}
+	return nil
+}
+
+// EnvironmentArchived implements environment.ArchiveObserver: after the
+// catalog archived environment envID it drains the environment's warm
+// pool as ClearEnvironment does (an archived environment is never leased).
+func (u leaseUsage) EnvironmentArchived(ctx context.Context, envID string) error {
+	var rep PoolReport
+	if err := u.m.drain(ctx, envID, "its environment was archived", &rep); err != nil {
+		return err
+	}
+	if rep.RetirePending > 0 {
+		return fmt.Errorf("lease: draining the pool of environment %s: %d member(s) pending cleanup (a sweep retries them): %w", envID, rep.RetirePending, ErrCleanupPending)
+	}
+	return nil
 }

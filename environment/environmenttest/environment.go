@@ -35,6 +35,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) environment.Store) 
 		{"update to a taken name is a conflict and changes nothing", testEnvUpdateTakenName},
 		{"20 concurrent updates from one revision: exactly one wins", testEnvUpdateConcurrent},
 		{"the active template pointer round-trips and changes with the revision", testEnvActiveTemplate},
+		{"the pool setting round-trips on create, update and list", testEnvPool},
 		{"delete checks the revision", testEnvDelete},
 		{"missing environments are not found", testEnvNotFound},
 		{"a cancelled context is honoured", testEnvCancelled},

@@ -185,3 +185,36 @@ func testEnvActiveTemplate(t *testing.T, s environment.Store) {
 		t.Errorf("ListEnvironments = %v, %v; want env-1 without a pointer", list, err)
 	}
 }
+
+// The warm pool setting (issue 31) round-trips on create, update and list,
+// its max age exact to the nanosecond, and is cleared by an update.
+func testEnvPool(t *testing.T, s environment.Store) {
+	ctx := context.Background()
+	e := sampleEnv("env-1", "alpha", "ssh")
+	e.Pool = &environment.Pool{Size: 3, MaxAge: 90*time.Minute + 7, Runner: true}
+	mustCreate(t, s, e, environment.CreateOptions{})
+	diff(t, "pool after create", e.Pool, mustGet(t, s, "env-1").Pool)
+	v2 := *e
+	v2.Pool, v2.Revision = &environment.Pool{Size: 1}, 2
+	if err := s.UpdateEnvironment(ctx, &v2, 1); err != nil {
+		t.Fatalf("UpdateEnvironment changing the pool: %v", err)
+	}
+	got := mustGet(t, s, "env-1")
+	diff(t, "pool after update", v2.Pool, got.Pool)
+	got.Pool.Size = 9
+	if again := mustGet(t, s, "env-1"); again.Pool.Size != 1 {
+		t.Errorf("changing a returned pool changed the stored one: %d", again.Pool.Size)
+	}
+	list, err := s.ListEnvironments(ctx, environment.ListFilter{})
+	if err != nil || len(list) != 1 || list[0].Pool == nil || *list[0].Pool != *v2.Pool {
+		t.Errorf("ListEnvironments = %v, %v; want env-1 with pool size 1", list, err)
+	}
+	v3 := v2
+	v3.Pool, v3.Revision = nil, 3
+	if err := s.UpdateEnvironment(ctx, &v3, 2); err != nil {
+		t.Fatalf("UpdateEnvironment removing the pool: %v", err)
+	}
+	if got := mustGet(t, s, "env-1"); got.Pool != nil {
+		t.Errorf("after removing: pool %+v, want none", got.Pool)
+	}
+}

@@ -50,6 +50,10 @@ default all):
                  lease vs 100 'ssh' runs and vs a ControlMaster
   docker         a Docker lease (acquire, exec true, destroy) vs
                  'docker run --rm IMAGE true'
+  docker-pool    acquire from a warm pool of 3 to the first exec true vs
+                 'docker run --rm IMAGE true', p50 and p99
+  docker-runner-pool  the same from a runner pool, through attaching the
+                 runner, to the first runner task true completed
   runner-task    a runner task start (true, to its stored exit) vs
                  'docker exec CONTAINER true'
   runner-stream  the runner's 1 GiB stdout stream vs OpenSSH's
@@ -65,7 +69,7 @@ and removes it all at the end; a missing component skips its rows.
 `
 
 // benchWorkloads are the workload names of --only, in the order they run.
-var benchWorkloads = []string{"ssh", "docker", "runner-task", "runner-stream", "pins", "lease", "lease-postgres", "replicas"}
+var benchWorkloads = []string{"ssh", "docker", "docker-pool", "docker-runner-pool", "runner-task", "runner-stream", "pins", "lease", "lease-postgres", "replicas"}
 
 // benchRow is one line of the table (one JSON object with --json).
 type benchRow struct {
@@ -81,13 +85,13 @@ type benchRow struct {
 
 // benchScale is how much each workload runs: full or --quick.
 type benchScale struct {
-	probes, execRounds, execs, leases, tasks, pinRounds int
-	streamBytes                                         int64
+	probes, execRounds, execs, leases, tasks, pinRounds, poolLeases int
+	streamBytes                                                     int64
 }
 
 var (
-	fullScale  = benchScale{probes: 10, execRounds: 3, execs: 100, leases: 10, tasks: 50, pinRounds: 3, streamBytes: 1 << 30}
-	quickScale = benchScale{probes: 2, execRounds: 1, execs: 20, leases: 2, tasks: 5, pinRounds: 1, streamBytes: 32 << 20}
+	fullScale  = benchScale{probes: 10, execRounds: 3, execs: 100, leases: 10, tasks: 50, pinRounds: 3, poolLeases: 50, streamBytes: 1 << 30}
+	quickScale = benchScale{probes: 2, execRounds: 1, execs: 20, leases: 2, tasks: 5, pinRounds: 1, poolLeases: 5, streamBytes: 32 << 20}
 )
 
 // pinsAtOnce is how many pins of one tag the pins workload starts at once.
@@ -144,7 +148,7 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 		b.scale = quickScale
 	}
 	workloads := map[string]func(*benchTB) []benchRow{
-		"ssh": b.sshRows, "docker": b.dockerRow, "runner-task": b.runnerTaskRow, "runner-stream": b.runnerStreamRow, "pins": b.pinsRow,
+		"ssh": b.sshRows, "docker": b.dockerRow, "docker-pool": b.dockerPoolRows, "docker-runner-pool": b.dockerRunnerPoolRows, "runner-task": b.runnerTaskRow, "runner-stream": b.runnerStreamRow, "pins": b.pinsRow,
 		"lease": b.leaseRows, "lease-postgres": b.leasePostgresRow, "replicas": b.replicaRows,
 	}
 	// The rows each workload produces, named for a skip or a failure.
@@ -154,7 +158,15 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 			{Workload: fmt.Sprintf("%d execs on one SSH lease", b.scale.execs), Anchor: fmt.Sprintf("%d ssh runs", b.scale.execs), Unit: "ms"},
 			{Workload: fmt.Sprintf("%d execs on one SSH lease", b.scale.execs), Anchor: fmt.Sprintf("%d ssh runs over a ControlMaster", b.scale.execs), Unit: "ms"},
 		},
-		"docker":        {{Workload: "docker lease (acquire, exec true, destroy)", Anchor: "docker run --rm IMAGE true", Unit: "ms"}},
+		"docker": {{Workload: "docker lease (acquire, exec true, destroy)", Anchor: "docker run --rm IMAGE true", Unit: "ms"}},
+		"docker-pool": {
+			{Workload: fmt.Sprintf("docker pool: acquire to first exec, p50 of %d", b.scale.poolLeases), Anchor: "docker run --rm IMAGE true, p50", Unit: "ms"},
+			{Workload: fmt.Sprintf("docker pool: acquire to first exec, p99 of %d", b.scale.poolLeases), Anchor: "docker run --rm IMAGE true, p99", Unit: "ms"},
+		},
+		"docker-runner-pool": {
+			{Workload: fmt.Sprintf("docker runner pool: acquire to first task, p50 of %d", b.scale.poolLeases), Anchor: "docker run --rm IMAGE true, p50", Unit: "ms"},
+			{Workload: fmt.Sprintf("docker runner pool: acquire to first task, p99 of %d", b.scale.poolLeases), Anchor: "docker run --rm IMAGE true, p99", Unit: "ms"},
+		},
 		"runner-task":   {{Workload: "runner task start (true)", Anchor: "docker exec CONTAINER true", Unit: "ms"}},
 		"runner-stream": {{Workload: "runner stream " + sizeName(b.scale.streamBytes) + " (SSH lease, stored)", Anchor: "ssh host head -c N /dev/zero", Unit: "MB/s"}},
 		"pins":          {{Workload: fmt.Sprintf("%d concurrent pins of one tag", pinsAtOnce), Anchor: fmt.Sprintf("%d independent HEADs", pinsAtOnce), Unit: "requests"}},

@@ -115,6 +115,7 @@ type patchRequest struct {
 	Config      map[string]any    `json:"config,omitempty"`
 	Env         map[string]string `json:"env,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
+	Pool        *environment.Pool `json:"pool,omitempty"`
 }
 
 func (s *server) updateEnvironment(w http.ResponseWriter, r *http.Request) {
@@ -128,7 +129,7 @@ func (s *server) updateEnvironment(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		v, err = s.sys.Catalog().Update(r.Context(), principalOf(r), id, environment.UpdateRequest{
 			BaseRevision: rev, Name: body.Name, Description: body.Description,
-			Config: body.Config, Env: body.Env, Metadata: body.Metadata,
+			Config: body.Config, Env: body.Env, Metadata: body.Metadata, Pool: body.Pool,
 		})
 	}
 	s.audit(r, "environment.update", id, err)

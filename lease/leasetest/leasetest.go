@@ -70,6 +70,9 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 		{"the live filter matches leases that have not ended", testLiveFilter},
 		{"delete is compare-and-set on the version", testDelete},
 		{"prune removes ended leases released before the cutoff", testPrune},
+		{"adopt turns the oldest matching pooled member into the adopting lease", testAdoptPooled},
+		{"concurrent adoptions take each member once (LEASE-10)", testConcurrentAdopt},
+		{"pooled members are live and not swept", testPooledLive},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

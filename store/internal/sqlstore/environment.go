@@ -13,12 +13,12 @@ import (
 var _ environment.Store = (*DB)(nil)
 
 const envColumns = `id, name, description, driver, status, config, env, metadata,
-	revision, created_at, updated_at, created_by, updated_by, active_template`
+	revision, created_at, updated_at, created_by, updated_by, active_template, pool`
 
 // envRow is an Environment in column form.
 type envRow struct {
-	config, env, metadata, template sql.NullString
-	created, updated                sql.NullInt64
+	config, env, metadata, template, pool sql.NullString
+	created, updated                      sql.NullInt64
 }
 
 // storedTemplate is the active_template column's JSON form: the pointer
@@ -46,6 +46,11 @@ func encodeEnv(e *environment.Environment) (envRow, error) {
 			return r, fmt.Errorf("activeTemplate: %w", err)
 		}
 	}
+	if e.Pool != nil {
+		if r.pool, err = jsonText(e.Pool); err != nil {
+			return r, fmt.Errorf("pool: %w", err)
+		}
+	}
 	r.created, r.updated = nanos(e.CreatedAt), nanos(e.UpdatedAt)
 	return r, nil
 }
@@ -57,7 +62,7 @@ func scanEnv(s scanner) (*environment.Environment, error) {
 	var r envRow
 	var status string
 	if err := s.Scan(&e.ID, &e.Name, &e.Description, &e.Driver, &status, &r.config, &r.env, &r.metadata,
-		&e.Revision, &r.created, &r.updated, &e.CreatedBy, &e.UpdatedBy, &r.template); err != nil {
+		&e.Revision, &r.created, &r.updated, &e.CreatedBy, &e.UpdatedBy, &r.template, &r.pool); err != nil {
 		return nil, err
 	}
 	e.Status = environment.Status(status)
@@ -76,6 +81,13 @@ func scanEnv(s scanner) (*environment.Environment, error) {
 			return nil, fmt.Errorf("environment %q: activeTemplate: %w", e.ID, err)
 		}
 		e.ActiveTemplate = &environment.ActiveTemplate{ID: t.ID, Identity: t.Identity, SourceFingerprint: t.SourceFingerprint}
+	}
+	if r.pool.Valid {
+		var p environment.Pool
+		if err := fromJSONText(r.pool, &p); err != nil {
+			return nil, fmt.Errorf("environment %q: pool: %w", e.ID, err)
+		}
+		e.Pool = &p
 	}
 	e.CreatedAt, e.UpdatedAt = fromNanos(r.created), fromNanos(r.updated)
 	return &e, nil
@@ -119,9 +131,9 @@ func (db *DB) CreateEnvironment(ctx context.Context, e *environment.Environment,
 	}
 	insert := func(h handle) error {
 		_, err := h.exec(ctx, `INSERT INTO environments (`+envColumns+`, exclusive_key)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			e.ID, e.Name, e.Description, e.Driver, string(e.Status), r.config, r.env, r.metadata,
-			e.Revision, r.created, r.updated, e.CreatedBy, e.UpdatedBy, r.template, exclusive)
+			e.Revision, r.created, r.updated, e.CreatedBy, e.UpdatedBy, r.template, r.pool, exclusive)
 		return err
 	}
 	if !opts.ExclusiveDriver {
@@ -234,11 +246,11 @@ func (db *DB) UpdateEnvironment(ctx context.Context, e *environment.Environment,
 	}
 	res, err := db.writes().exec(ctx, `UPDATE environments SET name = ?, description = ?, driver = ?, status = ?,
 		config = ?, env = ?, metadata = ?, revision = ?, created_at = ?, updated_at = ?,
-		created_by = ?, updated_by = ?, active_template = ?,
+		created_by = ?, updated_by = ?, active_template = ?, pool = ?,
 		exclusive_key = CASE WHEN exclusive_key IS NULL THEN NULL ELSE ? END
 		WHERE id = ? AND revision = ?`,
 		e.Name, e.Description, e.Driver, string(e.Status), r.config, r.env, r.metadata,
-		e.Revision, r.created, r.updated, e.CreatedBy, e.UpdatedBy, r.template, e.Driver,
+		e.Revision, r.created, r.updated, e.CreatedBy, e.UpdatedBy, r.template, r.pool, e.Driver,
 		e.ID, baseRevision)
 	if err == nil {
 		err = db.changedOne(ctx, res, "update", e.ID, baseRevision)

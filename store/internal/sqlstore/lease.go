@@ -546,8 +546,8 @@ func (db *DB) ClaimForSweep(ctx context.Context, owner string, now, until time.T
 // holds or may hold a sandbox, or a released lease keeping a resumable one.
 // Each term starts with a status equality, so that an index on status (and
 // reuse_key) reads the live leases only.
-var liveSQL = fmt.Sprintf(`(status IN ('%s', '%s', '%s', '%s') OR (status = '%s' AND reuse_key IS NOT NULL))`,
-	lease.StatusStarting, lease.StatusActive, lease.StatusRetained, lease.StatusPendingCleanup, lease.StatusReleased)
+var liveSQL = fmt.Sprintf(`(status IN ('%s', '%s', '%s', '%s', '%s') OR (status = '%s' AND reuse_key IS NOT NULL))`,
+	lease.StatusStarting, lease.StatusActive, lease.StatusRetained, lease.StatusPendingCleanup, lease.StatusPooled, lease.StatusReleased)
 
 // endedSQL is lease.Lease.Ended.
 var endedSQL = fmt.Sprintf(`(status IN ('%s', '%s') OR (status = '%s' AND reuse_key IS NULL))`,
@@ -609,4 +609,67 @@ func (db *DB) prunePickSQL(limit int) string {
 		pick += fmt.Sprintf(" LIMIT %d", limit)
 	}
 	return pick
+}
+
+// AdoptPooled implements lease.Store in one statement: the oldest matching
+// pooled member that nobody holds a live claim on is picked and updated
+// at once. On PostgreSQL the pick is SELECT ... FOR UPDATE SKIP LOCKED (a
+// concurrent adopter skips the row another one locked, and the UPDATE
+// re-checks the status on the row's newest version); on SQLite the
+// statement runs under the database's write lock. Either way one member
+// goes to one adoption (LEASE-10). Members are read through the partial
+// index leases_pooled.
+func (db *DB) AdoptPooled(ctx context.Context, ad lease.Adoption) (*lease.Lease, error) {
+	a := ad.Lease
+	if a == nil {
+		return nil, fmt.Errorf("sqlstore: adopt a pooled lease of environment %s: no adopting lease: %w", ad.Environment, lease.ErrInvalid)
+	}
+	metadata, err := jsonText(a.Metadata)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: adopt a pooled lease of environment %s: metadata: %w", ad.Environment, err)
+	}
+	n := nanos(ad.Now)
+	pick := "SELECT id FROM leases WHERE status = ? AND environment_id = ? AND fingerprint = ? AND "
+	pickArgs := []any{string(lease.StatusPooled), ad.Environment, ad.Fingerprint}
+	if ad.Runner == nil {
+		pick += "runner IS NULL"
+	} else {
+		runner, err := jsonText(ad.Runner)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: adopt a pooled lease of environment %s: runner: %w", ad.Environment, err)
+		}
+		pick += "runner = ?"
+		pickArgs = append(pickArgs, runner)
+	}
+	pick += " AND " + claimFreeSQL + " ORDER BY acquired_at NULLS FIRST, id" + db.d.collateC() + " LIMIT 1"
+	pickArgs = append(pickArgs, "", n)
+	set := `UPDATE leases SET status = ?, company = ?, workspace = ?, run = ?, policy = ?, reuse_key = ?, run_key = ?,
+		metadata = ?, replaces = ?, replace_reason = ?, acquired_at = ?, last_used_at = ?, claimed_by = ?, claimed_until = ?,
+		version = version + 1`
+	setArgs := []any{string(lease.StatusStarting), a.Company, a.Workspace, a.Run, string(a.Policy), nullText(a.ReuseKey), nullText(a.RunKey),
+		metadata, a.Replaces, string(a.ReplaceReason), nanos(a.AcquiredAt), nanos(a.LastUsedAt), a.ClaimedBy, nanos(a.ClaimedUntil)}
+	var q string
+	var args []any
+	if db.d == postgres {
+		q = "WITH picked AS MATERIALIZED (" + pick + " FOR UPDATE SKIP LOCKED) " + set +
+			" WHERE id IN (SELECT id FROM picked) AND status = ? RETURNING " + leaseColumns
+		args = append(append(append([]any(nil), pickArgs...), setArgs...), string(lease.StatusPooled))
+	} else {
+		q = set + " WHERE id IN (" + pick + ") RETURNING " + leaseColumns
+		args = append(append([]any(nil), setArgs...), pickArgs...)
+	}
+	l, err := scanLease(db.writes().queryRow(ctx, q, args...))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, fmt.Errorf("sqlstore: no pooled member of environment %s with fingerprint %s: %w", ad.Environment, ad.Fingerprint, lease.ErrNotFound)
+	case err != nil:
+		if _, ok := uniqueViolation(err); ok {
+			return nil, fmt.Errorf("sqlstore: adopt a pooled lease of environment %s: key held by another lease: %w", ad.Environment, lease.ErrConflict)
+		}
+		return nil, fmt.Errorf("sqlstore: adopt a pooled lease of environment %s: %w", ad.Environment, err)
+	}
+	if args, err := leaseArgs(l, l.Version); err == nil {
+		db.leaseRows.put(l.ID, l.Version, args, l.Ended())
+	}
+	return l, nil
 }

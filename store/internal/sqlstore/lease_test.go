@@ -133,3 +133,7 @@ func TestLeaseEveryFieldRoundTrips(t *testing.T) {
 		})
 	}
 }
+
+func (p *twoPools) AdoptPooled(ctx context.Context, ad lease.Adoption) (*lease.Lease, error) {
+	return p.pick().AdoptPooled(ctx, ad)
+}

@@ -44,6 +44,15 @@ func (components) Environment() Component {
 				// changes only with the revision (CFG-6).
 				`ALTER TABLE environments ADD COLUMN active_template TEXT`,
 			},
+		}, {
+			Version: 3,
+			Name:    "add environments.pool",
+			SQL: []string{
+				// The warm pool setting (environment.Pool): JSON {size,
+				// maxAge, runner}, NULL for none. A knob: it changes with
+				// the revision like any field (CFG-6).
+				`ALTER TABLE environments ADD COLUMN pool TEXT`,
+			},
 		}},
 	}
 }

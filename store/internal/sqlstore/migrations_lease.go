@@ -113,6 +113,16 @@ func (components) Lease() Component {
 				`DROP INDEX IF EXISTS leases_status`,
 				`DROP INDEX IF EXISTS leases_environment`,
 			},
+		}, {
+			Version: 7,
+			Name:    "warm pool members",
+			SQL: []string{
+				// Warm-pool members (status pooled, issue 31): adoption
+				// picks the oldest member of an environment with a
+				// fingerprint; the partial index holds the members only,
+				// so it costs no write on any other lease.
+				`CREATE INDEX leases_pooled ON leases (environment_id, fingerprint, acquired_at, id) WHERE status = 'pooled'`,
+			},
 		}},
 	}
 }

@@ -1,0 +1,455 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/retry"
+)
+
+// LabelPool is put, with the value "member", on the sandbox and record of
+// every warm-pool member; it stays on the lease that adopts the member
+// (the labels a provider fixes at create stay true).
+const LabelPool = "berth.pool"
+
+// DefaultPoolConcurrency is Options.PoolConcurrency's default.
+const DefaultPoolConcurrency = 2
+
+// PoolReport counts what one pool pass (Manager.MaintainPools, or the pool
+// part of a Sweep) did.
+type PoolReport struct {
+	// Created counts members started; CreateFailed those whose start
+	// failed.
+	Created      int `json:"created"`
+	CreateFailed int `json:"createFailed"`
+	// Retired counts members destroyed with a confirmed receipt:
+	// older than the pool's max age, made from a config or template the
+	// environment no longer has, beyond the pool's size, or of an
+	// environment that is gone, archived or has no pool any more.
+	// RetirePending counts those whose destroy is not proven yet (their
+	// records are pending_cleanup: the next Sweep retries them).
+	Retired       int `json:"retired"`
+	RetirePending int `json:"retirePending"`
+}
+
+// pools is the manager's warm-pool state: the background refills.
+type pools struct {
+	mu      sync.Mutex
+	filling map[string]bool // environment id -> a refill runs
+	closed  bool
+	ctx     context.Context // ends at Close
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+func newPools() *pools {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &pools{filling: map[string]bool{}, ctx: ctx, cancel: cancel}
+}
+
+// close stops background refills and waits for them: their starts end
+// (a start cut short is destroyed or left to a sweep, as any failed
+// start); members already pooled stay for the next process to adopt.
+func (p *pools) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.cancel()
+	p.wg.Wait()
+}
+
+// poolable reports whether the acquisition may adopt a pool member: a
+// saved, active environment with a pool.
+func (a *acq) poolable() bool {
+	return !a.draft && !a.member && a.env.Pool != nil && a.env.Status == environment.StatusActive
+}
+
+// isMember reports whether l is a warm-pool member not adopted (yet): the
+// instance's record, made by a refill, starting or pooled.
+func isMember(l *Lease) bool {
+	return l.Company == InstanceCompany && l.Labels[LabelPool] == "member" &&
+		(l.Status == StatusPooled || l.Status == StatusStarting)
+}
+
+// adopt gives the acquisition a pool member of its environment whose
+// fingerprint (identity, image, active template) and runner match, in
+// one store transaction (Store.AdoptPooled), and makes it the lease: the
+// member's record id becomes the lease's id. nil, nil: no member to adopt
+// (or the run key is held: the ordinary path finds its lease); the caller
+// creates a sandbox then. Either way a refill is started in the
+// background.
+func (m *Manager) adopt(ctx context.Context, a *acq) (*Handle, error) {
+	defer m.refillSoon(a.env)
+	for range 4 { // a member whose sandbox is gone is marked and the next one tried
+		l, err := m.store.AdoptPooled(ctx, Adoption{Environment: a.env.ID, Fingerprint: a.fp, Runner: a.runner, Now: m.now(), Lease: m.newLease(a)})
+		switch {
+		case errors.Is(err, ErrNotFound), errors.Is(err, ErrConflict):
+			return nil, nil
+		case err != nil:
+			return nil, fmt.Errorf("lease: acquire environment %s: adopting a pool member: %w", a.env.ID, err)
+		}
+		h, next, err := m.startAdopted(ctx, a, l)
+		if !next {
+			return h, err
+		}
+	}
+	return nil, nil
+}
+
+// startAdopted makes the adopted member l (starting, claimed) the active
+// lease: its live sandbox is the handle this manager kept from the refill,
+// else the provider's, resumed by id within the startup budget. next
+// means the member could not serve (its record now says why) and another
+// one, or a new sandbox, is to be tried.
+func (m *Manager) startAdopted(ctx context.Context, a *acq, l *Lease) (*Handle, bool, error) {
+	wctx := context.WithoutCancel(ctx)
+	var sb drivers.Sandbox
+	var err error
+	if h := m.liveHandle(l.ID); h != nil {
+		sb = h.sandbox
+	} else {
+		var resumer drivers.Resumer
+		if resumer, err = drivers.DriverAs[drivers.Resumer](a.drv); err == nil {
+			bctx, cancel := retry.WithTimeout(ctx, m.o.Clock, a.budget)
+			sb, err = resumer.Resume(bctx, a.cfg, l.ProviderLeaseID)
+			cancel()
+		}
+	}
+	now := m.now()
+	if err != nil {
+		if errors.Is(err, drivers.ErrNotFound) {
+			upd := l.Clone()
+			upd.Status, upd.Cleanup, upd.ReleasedAt = StatusFailed, CleanupConfirmed, now
+			upd.CleanupEvidence = fmt.Sprintf("adoption: provider has no sandbox %s", l.ProviderLeaseID)
+			upd.CleanupEvidenceKind = drivers.EvidenceProvider
+			upd.FailureReason = "pool member gone at adoption"
+			upd.ReuseKey, upd.RunKey, upd.ClaimedBy, upd.ClaimedUntil = "", "", "", time.Time{}
+			if uerr := m.store.UpdateLease(wctx, upd); uerr != nil {
+				m.o.Logger.Warn("lease: recording a pool member gone at adoption", "lease", l.ID, "err", uerr)
+			}
+			return nil, true, nil
+		}
+		if pending, ok := m.markPending(wctx, l.Clone(), drivers.Destroy, StatusFailed, "pool member could not be resumed at adoption: "+err.Error()); ok {
+			if _, cerr := m.cleanup(wctx, pending); cerr != nil {
+				m.o.Logger.Info("lease: cleanup of a pool member that failed adoption left pending", "lease", l.ID, "err", cerr)
+			}
+		}
+		return nil, true, nil
+	}
+	if why := m.liveImageMismatch(ctx, a, sb); why != "" {
+		// IMG-3: a member that does not run the identity its record
+		// promises is destroyed, and the next one tried.
+		if pending, ok := m.markPending(wctx, l.Clone(), drivers.Destroy, StatusFailed, "pool member's live image at adoption: "+why); ok {
+			if _, cerr := m.cleanup(wctx, pending); cerr != nil {
+				m.o.Logger.Info("lease: cleanup of a pool member with another image left pending", "lease", l.ID, "err", cerr)
+			}
+		}
+		return nil, true, nil
+	}
+	upd := l.shallow()
+	upd.Status, upd.LastUsedAt, upd.ExpiresAt, upd.Uses = StatusActive, now, now.Add(m.o.LeaseTTL), 1
+	upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
+	if err := m.store.UpdateLease(wctx, upd); err != nil {
+		return nil, false, m.failStart(wctx, a, l, l.ProviderLeaseID, sb, fmt.Errorf("recording the adopted pool member: %w", err))
+	}
+	h := &Handle{m: m, lease: upd, driver: a.drv, sandbox: sb}
+	m.cacheHandle(h)
+	return h, false, nil
+}
+
+// refillSoon starts, unless one runs for env already, a background refill
+// of env's pool (fill), bounded by the startup budget of each start and
+// Options.PoolConcurrency.
+func (m *Manager) refillSoon(env *environment.Environment) {
+	if m.o.ManualPoolRefill || env.Pool == nil || env.Status != environment.StatusActive {
+		return
+	}
+	p := m.pools
+	p.mu.Lock()
+	if p.closed || p.filling[env.ID] {
+		p.mu.Unlock()
+		return
+	}
+	p.filling[env.ID] = true
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		defer func() {
+			p.mu.Lock()
+			delete(p.filling, env.ID)
+			p.mu.Unlock()
+		}()
+		var rep PoolReport
+		if err := m.fill(p.ctx, env, &rep); err != nil {
+			m.o.Logger.Info("lease: pool refill", "environment", env.ID, "err", err)
+		}
+	}()
+}
+
+// members returns the pool members of environment envID, oldest first:
+// pooled ones, and starting ones whose refill still holds its claim (a
+// start whose refill crashed is the sweep's, and counts no more).
+func (m *Manager) members(ctx context.Context, envID string) ([]*Lease, error) {
+	ls, err := m.store.ListLeases(ctx, Filter{Environment: envID, Company: InstanceCompany, Statuses: []Status{StatusPooled, StatusStarting}})
+	if err != nil {
+		return nil, err
+	}
+	now := m.now()
+	out := ls[:0]
+	for _, l := range ls {
+		if isMember(l) && (l.Status == StatusPooled || l.ClaimedUntil.After(now)) {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// fill starts the members env's pool lacks, at most
+// Options.PoolConcurrency at once, each with its own write-ahead record
+// (LEASE-2) of InstanceCompany labelled LabelPool, made from the config
+// and active template env has now.
+func (m *Manager) fill(ctx context.Context, env *environment.Environment, rep *PoolReport) error {
+	if env.Pool == nil || env.Status != environment.StatusActive {
+		return nil
+	}
+	req := AcquireRequest{Company: InstanceCompany, EnvironmentID: env.ID, Policy: Ephemeral}
+	if env.Pool.Runner {
+		if m.o.PoolRunners == nil {
+			return fmt.Errorf("lease: pool of environment %s is a runner pool and the manager has no runner binaries (Options.PoolRunners): %w", env.ID, drivers.ErrUnsupported)
+		}
+		set, err := m.o.PoolRunners()
+		if err != nil {
+			return fmt.Errorf("lease: pool of environment %s: its runner binaries: %w", env.ID, err)
+		}
+		req.Runner = set
+	}
+	have, err := m.members(ctx, env.ID)
+	if err != nil {
+		return fmt.Errorf("lease: pool of environment %s: %w", env.ID, err)
+	}
+	need := env.Pool.Size - len(have)
+	if need <= 0 {
+		return nil
+	}
+	a0, err := m.prepareFor(ctx, env, req)
+	if err != nil {
+		return fmt.Errorf("lease: pool of environment %s: %w", env.ID, err)
+	}
+	a0.member = true
+	sem := make(chan struct{}, m.o.PoolConcurrency)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for range need {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return errors.Join(append(errs, ctx.Err())...)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			a := *a0
+			l := m.newLease(&a)
+			l.Labels[LabelPool] = "member"
+			_, err := m.store.InsertLease(ctx, l)
+			if err == nil {
+				_, err = m.create(ctx, &a, l)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				rep.CreateFailed++
+				errs = append(errs, err)
+				return
+			}
+			rep.Created++
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// retire destroys the pool member l with a receipt, for reason: it claims
+// the member first, so that no adoption takes it meanwhile (adoptions skip
+// claimed members), and leaves it alone if it was adopted before.
+func (m *Manager) retire(ctx context.Context, l *Lease, reason string, rep *PoolReport) {
+	now := m.now()
+	cl, err := m.store.ClaimLease(ctx, l.ID, m.opOwner(), now, now.Add(m.o.CleanupBudget))
+	if err != nil {
+		return
+	}
+	if cl.Status != StatusPooled || cl.Company != InstanceCompany {
+		m.unclaim(ctx, cl, "")
+		return
+	}
+	pending, ok := m.markPending(ctx, cl.Clone(), drivers.Destroy, StatusReleased, "pool member retired: "+reason)
+	if !ok {
+		return
+	}
+	if _, err := m.cleanup(ctx, pending); err != nil {
+		rep.RetirePending++
+		return
+	}
+	rep.Retired++
+}
+
+// reapPools retires the members that may no longer be adopted: of an
+// environment that is gone (when envs is the complete list,
+// Options.SweepEnvironments), archived, or without a pool; made from
+// another fingerprint than the environment's now (a config edit, a new
+// template); older than the pool's max age; or beyond its size (the
+// youngest go).
+func (m *Manager) reapPools(ctx context.Context, envs []*environment.Environment, complete bool, rep *PoolReport) error {
+	ls, err := m.store.ListLeases(ctx, Filter{Company: InstanceCompany, Statuses: []Status{StatusPooled}})
+	if err != nil {
+		return fmt.Errorf("lease: pools: listing members: %w", err)
+	}
+	byID := make(map[string]*environment.Environment, len(envs))
+	for _, e := range envs {
+		byID[e.ID] = e
+	}
+	now := m.now()
+	kept := map[string]int{}
+	for _, l := range ls { // oldest first
+		if !isMember(l) {
+			continue
+		}
+		env, ok := byID[l.Environment]
+		reason := ""
+		switch {
+		case !ok && !complete:
+			continue // unknown here: never destroyed on a guess
+		case !ok:
+			reason = "its environment is gone"
+		case env.Status != environment.StatusActive:
+			reason = "its environment is " + string(env.Status)
+		case env.Pool == nil:
+			reason = "its environment has no pool"
+		case env.Pool.MaxAge > 0 && !now.Before(l.AcquiredAt.Add(env.Pool.MaxAge)):
+			reason = fmt.Sprintf("older than the pool's max age %s", env.Pool.MaxAge)
+		}
+		if reason == "" {
+			if d, err := m.reg.Lookup(env.Driver); err == nil {
+				if fp, err := EnvironmentFingerprint(d, env); err == nil && fp != l.Fingerprint {
+					reason = "the environment's config or active template changed since it started"
+				}
+			}
+		}
+		if reason == "" && kept[env.ID] >= env.Pool.Size {
+			reason = fmt.Sprintf("the pool keeps %d members", env.Pool.Size)
+		}
+		if reason == "" {
+			kept[env.ID]++
+			continue
+		}
+		m.retire(ctx, l, reason, rep)
+	}
+	return nil
+}
+
+// drain retires every member of environment envID (its delete: the blast
+// radius shows them as pooled leases).
+func (m *Manager) drain(ctx context.Context, envID, reason string, rep *PoolReport) error {
+	ls, err := m.members(ctx, envID)
+	if err != nil {
+		return fmt.Errorf("lease: draining the pool of environment %s: %w", envID, err)
+	}
+	for _, l := range ls {
+		if l.Status == StatusPooled {
+			m.retire(ctx, l, reason, rep)
+		}
+	}
+	return nil
+}
+
+// poolTargets returns the environments of pools, and whether the list is
+// complete (Options.SweepEnvironments lists every environment).
+func (m *Manager) poolTargets(ctx context.Context) ([]*environment.Environment, bool, error) {
+	if m.o.SweepEnvironments == nil {
+		return nil, false, nil
+	}
+	envs, err := m.o.SweepEnvironments(ctx)
+	return envs, true, err
+}
+
+// MaintainPools runs one pool pass for p, who must be allowed
+// authz.ActionSweep: it retires (destroys, with receipts) the members that
+// may no longer be adopted (see PoolReport.Retired) and starts the members
+// each active environment's pool lacks, waiting for those starts. The
+// environments are those Options.SweepEnvironments lists; without it the
+// pass knows no environment and does nothing (refills then follow
+// acquisitions only, which read their environment). Failures of single
+// members are counted; the error joins store failures and failed starts.
+func (m *Manager) MaintainPools(ctx context.Context, p authz.Principal) (PoolReport, error) {
+	var rep PoolReport
+	if err := m.authorize(ctx, p, authz.ActionSweep, authz.Resource{Kind: authz.ResourceKindLease}); err != nil {
+		return rep, fmt.Errorf("lease: maintain pools: %w", err)
+	}
+	envs, complete, err := m.poolTargets(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("lease: maintain pools: listing environments: %w", err)
+	}
+	err = m.reapPools(ctx, envs, complete, &rep)
+	for _, env := range envs {
+		if env.Pool != nil && env.Status == environment.StatusActive {
+			err = errors.Join(err, m.fill(ctx, env, &rep))
+		}
+	}
+	return rep, err
+}
+
+// sweepPools is the pool part of a Sweep: it retires what may no longer
+// be adopted and starts refills in the background.
+func (m *Manager) sweepPools(ctx context.Context, rep *SweepReport) error {
+	envs, complete, err := m.poolTargets(ctx)
+	if err != nil {
+		return fmt.Errorf("lease: sweep: pools: listing environments: %w", err)
+	}
+	err = m.reapPools(ctx, envs, complete, &rep.Pools)
+	for _, env := range envs {
+		m.refillSoon(env)
+	}
+	return err
+}
+
+// liveImageMismatch checks the live image identity of an adopted member's
+// sandbox (IMG-3) against the one the acquisition expects: the active
+// template's while it applies, else the configured image's when the
+// reference pins one (a digest, a snapshot id). It returns why they
+// differ, or "" when they match or nothing is expected or reported (a
+// mutable tag, a driver without image_identity).
+func (m *Manager) liveImageMismatch(ctx context.Context, a *acq, sb drivers.Sandbox) string {
+	want := ""
+	if a.template != nil {
+		want = a.template.Identity
+	} else if ref, err := a.drv.Schema().Image(a.snapshot); err == nil {
+		if id, ok := ref.Identity(); ok {
+			want = id.String()
+		}
+	}
+	if want == "" {
+		return ""
+	}
+	ir, err := drivers.SandboxAs[drivers.ImageReporter](sb, drivers.Narrowing(a.drv, 0))
+	if err != nil {
+		return ""
+	}
+	live, err := ir.ImageIdentity(ctx)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("it could not report its image (%v); want %s", err, want)
+	case live.String() != want:
+		return fmt.Sprintf("it reports %s, want %s", live, want)
+	}
+	return ""
+}
