@@ -65,6 +65,9 @@ type Session struct {
 	// ContentHash is the hash of a scripted setup's inputs (ScriptHash);
 	// empty for an interactive session.
 	ContentHash string `json:"contentHash,omitempty"`
+	// Base is what the content hash was computed over besides the steps:
+	// the image identity setup started from and the platform.
+	Base string `json:"base,omitempty"`
 	// Lease is the setup lease's id (Company lease.InstanceCompany).
 	Lease string `json:"lease,omitempty"`
 	// LeaseCleanup is the setup lease's cleanup status after the session
@@ -103,8 +106,8 @@ func (s *Session) Clone() *Session {
 // SessionEvent is one progress event of a session; Seq is its cursor
 // (1, 2, ...), assigned by the store.
 type SessionEvent struct {
-	Session string `json:"session"`
-	Seq     int64  `json:"seq"`
+	Session string    `json:"session"`
+	Seq     int64     `json:"seq"`
 	At      time.Time `json:"at"`
 	// State is the session's state after the event.
 	State SessionState `json:"state"`

@@ -1,0 +1,320 @@
+package berth_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth"
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/images/custom"
+	"github.com/berthdev/berth/lease"
+)
+
+// fakeFS is a file system per fake sandbox for the commands setup sends:
+// custom.WriteFileScript writes, "cat PATH" reads, custom.CleanScript and
+// custom.EnvironScript answer as a clean sandbox would (environ, if set,
+// is what process 1 shows).
+type fakeFS struct {
+	mu      sync.Mutex
+	files   map[string]map[string]string // sandbox -> path -> content
+	cleaned int
+	environ string
+}
+
+func (f *fakeFS) handlers() map[string]fake.HandlerFunc {
+	f.files = map[string]map[string]string{}
+	return map[string]fake.HandlerFunc{
+		custom.WriteFileScript: func(_ context.Context, inv fake.Invocation) (int, error) {
+			b, err := io.ReadAll(inv.Stdin)
+			if err != nil {
+				return 1, err
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.files[inv.SandboxID] == nil {
+				f.files[inv.SandboxID] = map[string]string{}
+			}
+			f.files[inv.SandboxID][inv.Argv[4]] = string(b) + " mode=" + inv.Argv[5]
+			return 0, nil
+		},
+		custom.CleanScript: func(context.Context, fake.Invocation) (int, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.cleaned++
+			return 0, nil
+		},
+		custom.EnvironScript: func(_ context.Context, inv fake.Invocation) (int, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			fmt.Fprintf(inv.Stdout, "PATH=/bin\x00%s", f.environ)
+			return 0, nil
+		},
+		"fail-step": func(_ context.Context, inv fake.Invocation) (int, error) {
+			fmt.Fprint(inv.Stderr, "no such package")
+			return 3, nil
+		},
+	}
+}
+
+func (f *fakeFS) file(sandbox, path string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.files[sandbox][path]
+}
+
+const fakeScript = `{"steps": [
+	{"write": {"path": "/etc/motd", "mode": "0640", "content": "hello from setup"}},
+	{"run": ["echo", "installed"]}
+]}`
+
+func newSetupWorld(t *testing.T, o *berth.Options, fo *fake.Options) (*tplWorld, *fakeFS) {
+	t.Helper()
+	fs := &fakeFS{}
+	if fo == nil {
+		fo = &fake.Options{}
+	}
+	fo.Handlers = fs.handlers()
+	fk := fake.New(fo)
+	opts := berth.Options{Drivers: []drivers.Driver{fk}, TestMode: true}
+	if o != nil {
+		opts = *o
+		opts.Drivers, opts.TestMode = []drivers.Driver{fk}, true
+	}
+	w := newTplWorld(t, &opts, fk)
+	cfg := map[string]any{"image": w.img, "region": "r1"}
+	if fo.APIKey != "" {
+		cfg[fake.FieldAPIKey] = fo.APIKey
+	}
+	v, err := w.sys.Catalog().Create(context.Background(), tplOps, environment.CreateRequest{Name: "setup-fake", Driver: fk.Name(), Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.env = v
+	return w, fs
+}
+
+func liveSandboxes(fk *fake.Driver) []string {
+	var out []string
+	for _, sb := range fk.Sandboxes() {
+		if sb.State != drivers.StateDestroyed {
+			out = append(out, sb.ID)
+		}
+	}
+	return out
+}
+
+// Issue 30 on the fake driver: a scripted setup writes a file and runs a
+// command in a sandbox leased under the instance company, removes berth's
+// files, captures, destroys the sandbox with proof and promotes; its
+// progress is stored and read after a cursor; the same script again is
+// answered with the template, creating no sandbox.
+func TestScriptedSetupOnFake(t *testing.T) {
+	ctx := context.Background()
+	w, fs := newSetupWorld(t, nil, nil)
+	svc := w.sys.Templates()
+	var seen []int64
+	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Name: "motd", Script: strings.NewReader(fakeScript),
+		Promote: true, Progress: func(e *custom.SessionEvent) { seen = append(seen, e.Seq) }})
+	if err != nil {
+		t.Fatalf("Setup: %v", err)
+	}
+	if ses.State != custom.SessionPromoted || ses.Template == "" || ses.Lease == "" || ses.LeaseCleanup != string(lease.CleanupConfirmed) || ses.Reused {
+		t.Fatalf("session %+v", ses)
+	}
+	l, err := w.sys.Leases().Get(ctx, tplOps, ses.Lease)
+	if err != nil || l.Company != lease.InstanceCompany || l.Run != ses.ID || l.Cleanup != lease.CleanupConfirmed {
+		t.Fatalf("setup lease %+v, %v", l, err)
+	}
+	if got := fs.file(l.ProviderLeaseID, "/etc/motd"); got != "hello from setup mode=0640" {
+		t.Errorf("file written in the setup sandbox: %q", got)
+	}
+	if fs.cleaned != 1 {
+		t.Errorf("berth's files removed %d times before the capture, want 1", fs.cleaned)
+	}
+	if live := liveSandboxes(w.fk); len(live) != 0 {
+		t.Errorf("sandboxes left: %v", live)
+	}
+	tpl, err := svc.Get(ctx, tplOps, ses.Template)
+	if err != nil || tpl.State != custom.StateActive || tpl.ContentHash != ses.ContentHash || tpl.SetupSession != ses.ID {
+		t.Fatalf("template %+v, %v", tpl, err)
+	}
+	all, err := svc.Events(ctx, tplOps, ses.ID, 0)
+	if err != nil || len(all) < 5 {
+		t.Fatalf("events %v, %v", all, err)
+	}
+	if len(seen) != len(all) || seen[0] != 1 || seen[len(seen)-1] != all[len(all)-1].Seq {
+		t.Errorf("progress callbacks %v, stored events end at %d", seen, all[len(all)-1].Seq)
+	}
+	rest, err := svc.Events(ctx, tplBoard, ses.ID, 2)
+	if err != nil || len(rest) != len(all)-2 || rest[0].Seq != 3 {
+		t.Errorf("events after 2 read by a board member: %d, %v", len(rest), err)
+	}
+	if !strings.Contains(all[2].Message, "step 1/2: write /etc/motd") || all[len(all)-1].State != custom.SessionPromoted {
+		t.Errorf("events: %q ... %q (%s)", all[2].Message, all[len(all)-1].Message, all[len(all)-1].State)
+	}
+
+	creates := w.fk.Calls(fake.OpCreate)
+	again, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Name: "motd", Script: strings.NewReader(fakeScript)})
+	if err != nil {
+		t.Fatalf("Setup again: %v", err)
+	}
+	if !again.Reused || again.Template != ses.Template || again.Lease != "" || again.State != custom.SessionPromoted {
+		t.Errorf("the same script again: %+v", again)
+	}
+	if n := w.fk.Calls(fake.OpCreate); n != creates {
+		t.Errorf("the same script again created %d sandboxes", n-creates)
+	}
+	other, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["true"]}]}`)})
+	if err != nil || other.Reused || other.State != custom.SessionCaptured || other.BaseTemplate != ses.Template {
+		t.Errorf("another script, started from the active template: %+v, %v", other, err)
+	}
+}
+
+// Refusals: unknown keys name the step; a failed step fails the session
+// and destroys its sandbox; a second active session is refused; agents
+// see nothing, board members read and do nothing; a driver without
+// template_capture or terminal is refused before the script is read
+// (IMG-7); a secret value in the image environment is not captured.
+func TestSetupRefusalsOnFake(t *testing.T) {
+	ctx := context.Background()
+	w, fs := newSetupWorld(t, nil, &fake.Options{APIKey: "fake-key-5c1e"})
+	svc := w.sys.Templates()
+	_, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["true"]}, {"run": ["x"], "sudo": true}]}`)})
+	if !errors.Is(err, custom.ErrInvalid) || !strings.Contains(err.Error(), "step 2") || !strings.Contains(err.Error(), "sudo") {
+		t.Errorf("unknown key: %v", err)
+	}
+	_, err = svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"write": {"path": "/x", "mode": "rw", "content": ""}}]}`)})
+	if !errors.Is(err, custom.ErrInvalid) || !strings.Contains(err.Error(), "step 1") {
+		t.Errorf("bad mode: %v", err)
+	}
+	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["fail-step"]}]}`)})
+	if !errors.Is(err, custom.ErrStepFailed) || ses == nil || ses.State != custom.SessionFailed || !strings.Contains(ses.FailureReason, "step 1: exited 3: no such package") {
+		t.Errorf("failed step: %+v, %v", ses, err)
+	}
+	if live := liveSandboxes(w.fk); len(live) != 0 {
+		t.Errorf("sandboxes left after a failed step: %v", live)
+	}
+
+	_, err = svc.Setup(ctx, tplAgent, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	if !errors.Is(err, custom.ErrNotFound) {
+		t.Errorf("an agent's setup: %v", err)
+	}
+	_, err = svc.Setup(ctx, tplBoard, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	if !errors.Is(err, authz.ErrDenied) {
+		t.Errorf("a board member's setup: %v", err)
+	}
+	open, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	if err != nil || open.State != custom.SessionWaiting {
+		t.Fatalf("interactive setup: %+v, %v", open, err)
+	}
+	if _, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true}); !errors.Is(err, custom.ErrSessionActive) {
+		t.Errorf("a second active session: %v", err)
+	}
+	if got, err := svc.Session(ctx, tplBoard, open.ID); err != nil || got.ID != open.ID {
+		t.Errorf("a board member reads the session: %+v, %v", got, err)
+	}
+	if _, err := svc.Session(ctx, tplAgent, open.ID); !errors.Is(err, custom.ErrSessionNotFound) {
+		t.Errorf("an agent reads the session: %v", err)
+	}
+	if _, err := svc.Cancel(ctx, tplBoard, open.ID); !errors.Is(err, authz.ErrDenied) {
+		t.Errorf("a board member cancels: %v", err)
+	}
+	if _, err := svc.OpenTerminal(ctx, tplAgent, open.ID, custom.TerminalSize{Rows: 24, Cols: 80}); !errors.Is(err, custom.ErrSessionNotFound) {
+		t.Errorf("an agent opens the terminal: %v", err)
+	}
+	fs.environ = "LEAKED=fake-key-5c1e\x00"
+	got, err := svc.CaptureSession(ctx, tplOps, open.ID, false)
+	if err == nil || strings.Contains(err.Error(), "fake-key-5c1e") || got.State != custom.SessionFailed || got.Template != "" {
+		t.Errorf("capture with a secret in the image environment: %+v, %v", got, err)
+	}
+	if live := liveSandboxes(w.fk); len(live) != 0 {
+		t.Errorf("sandboxes left after the refused capture: %v", live)
+	}
+	if list, _ := svc.List(ctx, tplOps, w.env.ID); len(list) != 0 {
+		t.Errorf("templates made: %d", len(list))
+	}
+
+	// IMG-7: a driver without template_capture, and one without terminal.
+	for _, tc := range []struct {
+		undeclared  drivers.Capability
+		interactive bool
+	}{{drivers.CapTemplateCapture, false}, {drivers.CapTerminal, true}} {
+		nw, _ := newSetupWorld(t, nil, &fake.Options{Undeclared: drivers.NewSet(tc.undeclared)})
+		read := &countingReader{r: strings.NewReader(fakeScript)}
+		_, err := nw.sys.Templates().Setup(ctx, tplOps, custom.SetupRequest{Environment: nw.env.ID, Script: read, Interactive: tc.interactive})
+		if !errors.Is(err, drivers.ErrUnsupported) || !strings.Contains(err.Error(), tc.undeclared.String()) || !strings.Contains(err.Error(), nw.fk.Name()) {
+			t.Errorf("without %s: %v", tc.undeclared, err)
+		}
+		if read.n != 0 || nw.fk.Calls(fake.OpCreate) != 0 {
+			t.Errorf("without %s: %d script bytes read, %d sandboxes created", tc.undeclared, read.n, nw.fk.Calls(fake.OpCreate))
+		}
+		if tc.undeclared == drivers.CapTerminal {
+			ses, err := nw.sys.Templates().Setup(ctx, tplOps, custom.SetupRequest{Environment: nw.env.ID, Script: strings.NewReader(fakeScript)})
+			if err != nil || ses.State != custom.SessionCaptured {
+				t.Errorf("scripted setup without a terminal: %+v, %v", ses, err)
+			}
+		}
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// Sweep: a session idle past its TTL is timed out and its sandbox
+// destroyed, also when the process running it is gone (a second System
+// on the same stores sweeps); a lease of a session whose record never
+// learnt it is destroyed too.
+func TestSetupSweepOnFake(t *testing.T) {
+	ctx := context.Background()
+	w, _ := newSetupWorld(t, &berth.Options{SetupSessionTTL: time.Millisecond, SetupSessionMaxTTL: time.Hour}, nil)
+	svc := w.sys.Templates()
+	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	rep, err := w.sys.Sweep(ctx, tplOps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := svc.Session(ctx, tplOps, ses.ID)
+	if err != nil || got.State != custom.SessionTimedOut || got.LeaseCleanup != string(lease.CleanupConfirmed) || rep.Sessions.TimedOut != 1 {
+		t.Errorf("after the sweep: %+v, %v (report %+v)", got, err, rep.Sessions)
+	}
+	if live := liveSandboxes(w.fk); len(live) != 0 {
+		t.Errorf("sandboxes left: %v", live)
+	}
+	if _, err := w.sys.Sweep(ctx, tplAgent); !errors.Is(err, authz.ErrDenied) {
+		t.Errorf("an agent's sweep: %v", err)
+	}
+	// A setup lease whose session ended without destroying it (a crash
+	// between the two writes).
+	h, err := w.sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{EnvironmentID: w.env.ID, Company: lease.InstanceCompany, Run: ses.ID,
+		Metadata: map[string]string{custom.MetaSetupSession: ses.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err = w.sys.Sweep(ctx, tplOps); err != nil || rep.Sessions.SandboxesDestroyed != 1 {
+		t.Errorf("sweep of a stray setup lease: %+v, %v", rep.Sessions, err)
+	}
+	if l, err := w.sys.Leases().Get(ctx, tplOps, h.ID()); err != nil || l.Cleanup != lease.CleanupConfirmed {
+		t.Errorf("stray setup lease after the sweep: %+v, %v", l, err)
+	}
+}
