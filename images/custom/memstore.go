@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // memoryStore is NewMemoryStore's Store.
@@ -15,13 +16,19 @@ type memoryStore struct {
 	events    map[string][]*Event // environment -> events by Seq
 	sessions  map[string]*Session
 	sevents   map[string][]*SessionEvent // session -> events by Seq
+	tokens    map[string]*memToken
+}
+
+type memToken struct {
+	t    TerminalToken
+	used bool
 }
 
 // NewMemoryStore returns an empty in-memory Store: the embedded default. It
 // is safe for concurrent use; each operation is atomic under one lock.
 func NewMemoryStore() Store {
 	return &memoryStore{templates: map[string]*Template{}, events: map[string][]*Event{},
-		sessions: map[string]*Session{}, sevents: map[string][]*SessionEvent{}}
+		sessions: map[string]*Session{}, sevents: map[string][]*SessionEvent{}, tokens: map[string]*memToken{}}
 }
 
 // InsertTemplate implements Store.
@@ -253,4 +260,37 @@ func (m *memoryStore) ListSessionEvents(ctx context.Context, session string, aft
 		}
 	}
 	return out, nil
+}
+
+// InsertTerminalToken implements Store.
+func (m *memoryStore) InsertTerminalToken(ctx context.Context, t *TerminalToken) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if t == nil || t.Hash == "" {
+		return fmt.Errorf("custom: insert terminal token: missing hash: %w", ErrInvalid)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.tokens[t.Hash]; ok {
+		return fmt.Errorf("custom: terminal token of session %s: hash already exists: %w", t.Session, ErrConflict)
+	}
+	m.tokens[t.Hash] = &memToken{t: *t}
+	return nil
+}
+
+// RedeemTerminalToken implements Store.
+func (m *memoryStore) RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*TerminalToken, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, ok := m.tokens[hash]
+	if !ok || rec.used || !rec.t.ExpiresAt.After(now) {
+		return nil, fmt.Errorf("custom: redeem terminal token: %w", ErrTokenInvalid)
+	}
+	rec.used = true
+	c := rec.t
+	return &c, nil
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/errcode"
 )
 
@@ -291,4 +292,32 @@ type SessionStore interface {
 	// ListSessionEvents returns the session's events with Seq > after, by
 	// Seq.
 	ListSessionEvents(ctx context.Context, session string, after int64) ([]*SessionEvent, error)
+	// InsertTerminalToken stores a terminal token's record (its hash,
+	// never the token); ErrConflict if the hash is taken.
+	InsertTerminalToken(ctx context.Context, t *TerminalToken) error
+	// RedeemTerminalToken marks the token with hash used and returns its
+	// record, if it exists, is unused and expires after now; else an error
+	// wrapping ErrTokenInvalid. Of concurrent redemptions, also from
+	// several processes, one wins.
+	RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*TerminalToken, error)
 }
+
+// TerminalToken is the stored record of a terminal token
+// (Service.MintTerminalToken): only the token's hash is kept.
+type TerminalToken struct {
+	// Hash is the hex SHA-256 of the token.
+	Hash    string `json:"hash"`
+	Session string `json:"session"`
+	// Principal is the id of the principal it was minted for, Role its
+	// role.
+	Principal string     `json:"principal"`
+	Role      authz.Role `json:"role"`
+	// Path is the URL path it may be redeemed on.
+	Path      string    `json:"path"`
+	CreatedAt time.Time `json:"createdAt"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// ErrTokenInvalid: a terminal token that is unknown, used, expired, or
+// presented for another session, path or principal.
+var ErrTokenInvalid = errcode.New(errcode.AuthFailed, "custom: terminal token invalid, used or expired")

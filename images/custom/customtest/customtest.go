@@ -38,6 +38,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) custom.Store) {
 		{"one active setup session per environment", testSessionOneActive},
 		{"10 concurrent starts of one environment's session: exactly one exists", testSessionConcurrent},
 		{"session events are read after a cursor", testSessionEvents},
+		{"a terminal token is redeemed once, before it expires; of 10 concurrent redemptions one wins", testTerminalTokens},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -375,4 +376,46 @@ func testSessionEvents(t *testing.T, s custom.Store) {
 		}
 		diff(t, fmt.Sprintf("events after %d", after), append([]*custom.SessionEvent{}, want[after:]...), got)
 	}
+}
+
+func testTerminalTokens(t *testing.T, s custom.Store) {
+	ctx := context.Background()
+	tok := &custom.TerminalToken{Hash: fmt.Sprintf("%064x", 1), Session: "ses-1", Principal: "ops", Role: "local_operator",
+		Path: "/terminal", CreatedAt: baseTime, ExpiresAt: baseTime.Add(time.Minute)}
+	if err := s.InsertTerminalToken(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "a taken hash", s.InsertTerminalToken(ctx, tok), custom.ErrConflict)
+	expired := *tok
+	expired.Hash = fmt.Sprintf("%064x", 2)
+	if err := s.InsertTerminalToken(ctx, &expired); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.RedeemTerminalToken(ctx, expired.Hash, baseTime.Add(time.Minute))
+	wantErr(t, "redeem at its expiry", err, custom.ErrTokenInvalid)
+	_, err = s.RedeemTerminalToken(ctx, fmt.Sprintf("%064x", 3), baseTime)
+	wantErr(t, "redeem of an unknown hash", err, custom.ErrTokenInvalid)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var won []*custom.TerminalToken
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := s.RedeemTerminalToken(ctx, tok.Hash, baseTime.Add(59*time.Second))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				won = append(won, got)
+			case !errors.Is(err, custom.ErrTokenInvalid):
+				t.Errorf("RedeemTerminalToken: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(won) != 1 {
+		t.Fatalf("%d concurrent redemptions won, want 1", len(won))
+	}
+	diff(t, "redeemed token", tok, won[0])
 }

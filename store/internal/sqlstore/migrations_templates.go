@@ -33,7 +33,7 @@ func (components) Templates() Component {
 			},
 		}, {
 			Version: 2,
-			Name:    "create setup_sessions and setup_session_events",
+			Name:    "create setup_sessions, setup_session_events and setup_terminal_tokens",
 			SQL: []string{
 				// doc is the session's JSON (no secret: scripts are not
 				// stored, only their content hash). active is 1 while the
@@ -57,6 +57,14 @@ func (components) Templates() Component {
 					seq BIGINT NOT NULL,
 					doc TEXT NOT NULL,
 					PRIMARY KEY (session, seq)
+				)`,
+				// Terminal tokens by their hash (the token itself is never
+				// stored); used turns 1 once, in the redeeming UPDATE.
+				`CREATE TABLE setup_terminal_tokens (
+					hash TEXT NOT NULL PRIMARY KEY,
+					expires_at BIGINT NOT NULL,
+					used INTEGER NOT NULL,
+					doc TEXT NOT NULL
 				)`,
 			},
 		}},

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/berthdev/berth/images/custom"
 )
@@ -175,4 +176,47 @@ func (db *DB) ListSessionEvents(ctx context.Context, session string, after int64
 		}
 		return &e, nil
 	})
+}
+
+// InsertTerminalToken implements custom.Store.
+func (db *DB) InsertTerminalToken(ctx context.Context, t *custom.TerminalToken) error {
+	if t == nil || t.Hash == "" {
+		return fmt.Errorf("sqlstore: insert terminal token: missing hash: %w", custom.ErrInvalid)
+	}
+	doc, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("sqlstore: insert terminal token of session %s: %w", t.Session, err)
+	}
+	_, err = db.writes().exec(ctx, "INSERT INTO setup_terminal_tokens (hash, expires_at, used, doc) VALUES (?, ?, 0, ?)",
+		t.Hash, t.ExpiresAt.UnixNano(), string(doc))
+	if _, dup := uniqueViolation(err); dup {
+		return fmt.Errorf("sqlstore: terminal token of session %s: hash already exists: %w", t.Session, custom.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlstore: insert terminal token of session %s: %w", t.Session, err)
+	}
+	return nil
+}
+
+// RedeemTerminalToken implements custom.Store with one conditional UPDATE:
+// of concurrent redemptions exactly one changes the row.
+func (db *DB) RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*custom.TerminalToken, error) {
+	res, err := db.writes().exec(ctx, "UPDATE setup_terminal_tokens SET used = 1 WHERE hash = ? AND used = 0 AND expires_at > ?", hash, now.UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: redeem terminal token: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, fmt.Errorf("sqlstore: redeem terminal token: %w", err)
+	} else if n == 0 {
+		return nil, fmt.Errorf("sqlstore: redeem terminal token: %w", custom.ErrTokenInvalid)
+	}
+	var doc string
+	if err := db.writes().queryRow(ctx, "SELECT doc FROM setup_terminal_tokens WHERE hash = ?", hash).Scan(&doc); err != nil {
+		return nil, fmt.Errorf("sqlstore: redeem terminal token: %w", err)
+	}
+	var t custom.TerminalToken
+	if err := json.Unmarshal([]byte(doc), &t); err != nil {
+		return nil, fmt.Errorf("sqlstore: terminal token document: %w", err)
+	}
+	return &t, nil
 }
