@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -316,5 +319,71 @@ func TestSetupSweepOnFake(t *testing.T) {
 	}
 	if l, err := w.sys.Leases().Get(ctx, tplOps, h.ID()); err != nil || l.Cleanup != lease.CleanupConfirmed {
 		t.Errorf("stray setup lease after the sweep: %+v, %v", l, err)
+	}
+}
+
+// The web terminal's ring on the fake driver: a reconnect asking for bytes
+// that left the bounded ring gets "reset" and exactly the ring's tail,
+// never the whole history; a reconnect within the ring gets "attached"
+// and the missing bytes.
+func TestWebTerminalRingResetOnFake(t *testing.T) {
+	ctx := context.Background()
+	w, _ := newSetupWorld(t, nil, nil)
+	svc := w.sys.Templates()
+	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ring = 64
+	srv := httptest.NewServer(svc.TerminalHandler(custom.TerminalHandlerOptions{RingBytes: ring,
+		Principal: func(*http.Request) (authz.Principal, error) { return tplOps, nil }}))
+	defer srv.Close()
+	mint := func() string {
+		m, err := svc.MintTerminalToken(ctx, tplOps, ses.ID, "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Token
+	}
+	tc, _, err := termDial(t, srv.URL, "/", "ops", url.Values{"token": {mint()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := tc.first["process"].(string)
+	tc.send("echo " + strings.Repeat("x", 100) + "-first\n")
+	tc.until("-first\r\n$ ")
+	tc.send("echo second\n")
+	tc.until("second\r\n$ ")
+	seen := tc.out.String()
+	tc.c.CloseNow()
+
+	again, _, err := termDial(t, srv.URL, "/", "ops", url.Values{"token": {mint()}, "process": {proc}, "offset": {"0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := again.first["offset"].(float64)
+	if again.first["type"] != "reset" || first < ring {
+		t.Fatalf("offset 0 after more than %d bytes: %v, want reset at the ring's start", ring, again.first)
+	}
+	again.until("second\r\n$ ")
+	if got := again.out.String(); got != seen[len(seen)-ring:] {
+		t.Errorf("after the reset: %q, want exactly the ring's tail %q", got, seen[len(seen)-ring:])
+	}
+	again.c.CloseNow()
+	total := int64(first) + ring
+	within, _, err := termDial(t, srv.URL, "/", "ops", url.Values{"token": {mint()}, "process": {proc}, "offset": {fmt.Sprint(total - 10)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if within.first["type"] != "attached" || within.first["offset"] != float64(total-10) {
+		t.Fatalf("offset within the ring: %v", within.first)
+	}
+	within.until("$ ")
+	if got := within.out.String(); got != seen[len(seen)-10:] {
+		t.Errorf("within the ring: %q, want %q", got, seen[len(seen)-10:])
+	}
+	within.c.CloseNow()
+	if _, err := svc.Cancel(ctx, tplOps, ses.ID); err != nil {
+		t.Fatal(err)
 	}
 }

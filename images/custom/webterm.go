@@ -93,10 +93,10 @@ type controlFrame struct {
 	// reconnect).
 	Process string `json:"process,omitempty"`
 	// Offset is the byte offset of the output that follows.
-	Offset int64 `json:"offset,omitempty"`
-	Rows   int   `json:"rows,omitempty"`
-	Cols   int   `json:"cols,omitempty"`
-	Code   int   `json:"code,omitempty"`
+	Offset int64  `json:"offset,omitempty"`
+	Rows   int    `json:"rows,omitempty"`
+	Cols   int    `json:"cols,omitempty"`
+	Code   int    `json:"code,omitempty"`
 	Error  string `json:"error,omitempty"`
 }
 
