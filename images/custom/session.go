@@ -126,9 +126,8 @@ type SessionFilter struct {
 }
 
 // ErrSessionActive: the environment already has an active setup session
-// (the store's unique constraint refused a second one). It wraps
-// ErrConflict.
-var ErrSessionActive = fmt.Errorf("custom: the environment has an active setup session: %w", ErrConflict)
+// (the store's unique constraint refused a second one); code conflict.
+var ErrSessionActive = errcode.New(errcode.Conflict, "custom: the environment has an active setup session")
 
 // ErrSessionNotFound: no setup session with that id (or one the principal
 // may not read).

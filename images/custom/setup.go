@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -160,7 +161,7 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 }
 
 // ErrStepFailed: a scripted step exited non-zero or could not run.
-var ErrStepFailed = fmt.Errorf("custom: setup step failed: %w", ErrInvalid)
+var ErrStepFailed = errcode.New(errcode.Invalid, "custom: setup step failed")
 
 func (st Step) describe() string {
 	if st.Write != nil {
@@ -397,7 +398,7 @@ func (s *Service) updateSession(ctx context.Context, ses *Session, f func(*Sessi
 		if err == nil {
 			return next, nil
 		}
-		if !errors.Is(err, ErrConflict) || errors.Is(err, ErrSessionActive) {
+		if !errors.Is(err, ErrConflict) {
 			return ses, fmt.Errorf("custom: setup session %s: %w", ses.ID, err)
 		}
 		cur, gerr := s.src.Templates.GetSession(context.WithoutCancel(ctx), ses.ID)

@@ -336,7 +336,7 @@ func testSessionConcurrent(t *testing.T, s custom.Store) {
 			switch {
 			case err == nil:
 				wins++
-			case errors.Is(err, custom.ErrSessionActive) && errors.Is(err, custom.ErrConflict):
+			case errors.Is(err, custom.ErrSessionActive):
 				refused++
 			default:
 				t.Errorf("InsertSession: %v", err)
