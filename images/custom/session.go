@@ -262,9 +262,10 @@ const (
 	// parent directories; nothing is staged elsewhere.
 	WriteFileScript = `umask 022 && mkdir -p "$(dirname "$1")" && cat > "$1" && chmod "$2" "$1"`
 	// CleanScript removes what berth put into the sandbox before a capture:
-	// the runner's state (tickets, logs) under /.berth/state and berth's
-	// temporary files under /tmp/.berth. A missing directory is fine.
-	CleanScript = `for d in /.berth/state /tmp/.berth; do if [ -d "$d" ]; then find "$d" -mindepth 1 -delete || exit 1; fi; done; rm -rf /tmp/.berth`
+	// the runner's state (tickets, logs) under /.berth/state. Setup itself
+	// stages nothing (a write step streams its content on stdin). A
+	// missing directory is fine.
+	CleanScript = `if [ -d /.berth/state ]; then find /.berth/state -mindepth 1 -delete; fi`
 	// EnvironScript prints the environment of the sandbox's process 1, the
 	// environment an image made from it carries.
 	EnvironScript = `cat /proc/1/environ`
