@@ -349,7 +349,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		TestMode:       o.TestMode,
 		Authorizer:     o.Authorizer,
 		Logger:         o.Logger,
-		UsageReporters: []environment.UsageReporter{leaseUsage},
+		UsageReporters: []environment.UsageReporter{leaseUsage, sys.templates},
 		Health:         st.Health,
 		SecretKeeper:   keeper,
 		Settings:       settings,

@@ -219,6 +219,10 @@ func TestSetupRefusalsOnFake(t *testing.T) {
 	if err != nil || open.State != custom.SessionWaiting {
 		t.Fatalf("interactive setup: %+v, %v", open, err)
 	}
+	br, err := w.sys.Catalog().BlastRadius(ctx, tplOps, w.env.ID)
+	if err != nil || len(br.SetupSessions) != 1 || br.SetupSessions[0].ID != open.ID || !hasRef(br.ActiveLeases, open.Lease) {
+		t.Errorf("blast radius during a session: %+v, %v", br, err)
+	}
 	if _, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true}); !errors.Is(err, custom.ErrSessionActive) {
 		t.Errorf("a second active session: %v", err)
 	}
@@ -386,4 +390,13 @@ func TestWebTerminalRingResetOnFake(t *testing.T) {
 	if _, err := svc.Cancel(ctx, tplOps, ses.ID); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func hasRef(refs []environment.Reference, id string) bool {
+	for _, r := range refs {
+		if r.ID == id {
+			return true
+		}
+	}
+	return false
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
@@ -651,4 +652,22 @@ func (s *Service) Touch(ctx context.Context, p authz.Principal, id string) (*Ses
 		return nil, err
 	}
 	return s.touch(ctx, ses), nil
+}
+
+var _ environment.UsageReporter = (*Service)(nil)
+
+// EnvironmentUsage implements environment.UsageReporter: the active setup
+// sessions of envID, for the blast radius (CFG-7). Their sandboxes are
+// live leases of the environment and show among its active leases too.
+func (s *Service) EnvironmentUsage(ctx context.Context, envID string) (environment.Usage, error) {
+	list, err := s.src.Templates.ListSessions(ctx, SessionFilter{Environment: envID, Active: true})
+	if err != nil {
+		return environment.Usage{}, fmt.Errorf("custom: setup sessions of environment %s: %w", envID, err)
+	}
+	var u environment.Usage
+	for _, ses := range list {
+		u.SetupSessions = append(u.SetupSessions, environment.Reference{Kind: "setup_session", ID: ses.ID,
+			Company: lease.InstanceCompany, Detail: fmt.Sprintf("%s since %s, lease %s", ses.State, ses.CreatedAt.Format(time.RFC3339), ses.Lease)})
+	}
+	return u, nil
 }
