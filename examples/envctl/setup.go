@@ -17,7 +17,7 @@ import (
 	"github.com/berthdev/berth/images/custom"
 )
 
-const setupUsage = `usage: envctl image setup ENV [--script FILE] [--interactive] [--name N] [--promote] [--rebuild]
+const setupUsage = `usage: envctl image setup ENV [--script FILE] [--interactive] [--name N] [--promote] [--rebuild] [--ttl D]
        envctl image session show|cancel SESSION
        envctl image session capture SESSION [--promote]
        envctl image terminal SESSION
@@ -79,6 +79,7 @@ func runSetup(ctx context.Context, g *globals, args []string) error {
 	name := fs.String("name", "", "name of the template captured")
 	promote := fs.Bool("promote", false, "promote the template captured")
 	rebuild := fs.Bool("rebuild", false, "build even when a template has the script's content hash")
+	ttl := fs.Duration("ttl", 0, "the session's TTL, pushed back while envctl works and by terminal input (default 30m)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil || len(pos) != 1 || cmd == "session" && verb != "show" && verb != "cancel" && verb != "capture" {
 		fmt.Fprint(g.stderr, setupUsage)
@@ -100,7 +101,7 @@ func runSetup(ctx context.Context, g *globals, args []string) error {
 		if err != nil {
 			return err
 		}
-		req := custom.SetupRequest{Environment: envID, Name: *name, Interactive: *interactive, Promote: *promote && !*interactive, Rebuild: *rebuild,
+		req := custom.SetupRequest{Environment: envID, Name: *name, Interactive: *interactive, Promote: *promote && !*interactive, Rebuild: *rebuild, TTL: *ttl,
 			Progress: func(e *custom.SessionEvent) { fmt.Fprintf(g.stderr, "setup: [%d] %s\n", e.Seq, e.Message) }}
 		if *script != "" {
 			lf := &lazyFile{path: *script}

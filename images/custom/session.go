@@ -85,6 +85,8 @@ type Session struct {
 	CreatedAt    time.Time `json:"createdAt"`
 	CreatedBy    string    `json:"createdBy,omitempty"`
 	UpdatedAt    time.Time `json:"updatedAt"`
+	// TTL is the session's TTL (SetupRequest.TTL or Options.SessionTTL).
+	TTL time.Duration `json:"ttl,omitempty"`
 	// ExpiresAt is the TTL's end, pushed back by activity up to Deadline.
 	ExpiresAt time.Time `json:"expiresAt"`
 	// Deadline is the TTL's cap.

@@ -44,6 +44,12 @@ type SetupRequest struct {
 	// Progress, if not nil, is called with each progress event once it is
 	// stored (the same events Service.Events returns).
 	Progress func(*SessionEvent)
+	// TTL is this session's TTL (0: Options.SessionTTL), capped by
+	// Options.SessionMaxTTL. While Setup or CaptureSession works (a long
+	// step, a capture) the process pushes it back every third of it, so
+	// only a session whose process is gone, or one idle for the operator,
+	// outlives it.
+	TTL time.Duration
 }
 
 func sessionResource(envID, id string) authz.Resource {
@@ -100,10 +106,14 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 	}
 	base := s.base(env, d)
 	now := s.o.Clock.Now().UTC()
+	ttl := s.o.SessionTTL
+	if req.TTL > 0 {
+		ttl = min(req.TTL, s.o.SessionMaxTTL)
+	}
 	ses := &Session{
 		ID: s.o.NewSessionID(), Environment: env.ID, Name: req.Name, Driver: d.Name(), State: SessionStarting,
-		Interactive: req.Interactive, CreatedAt: now, CreatedBy: p.ID, UpdatedAt: now,
-		ExpiresAt: now.Add(s.o.SessionTTL), Deadline: now.Add(s.o.SessionMaxTTL), Version: 1,
+		Interactive: req.Interactive, TTL: ttl, CreatedAt: now, CreatedBy: p.ID, UpdatedAt: now,
+		ExpiresAt: now.Add(ttl), Deadline: now.Add(s.o.SessionMaxTTL), Version: 1,
 	}
 	if script != nil {
 		ses.Steps = len(script.Steps)
@@ -123,6 +133,7 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 		return nil, fmt.Errorf("custom: setup of environment %s: recording session %s: %w", env.ID, ses.ID, err)
 	}
 	s.event(ctx, ses, 0, "session started; leasing the setup sandbox", req.Progress)
+	defer s.heartbeat(ses)()
 	h, err := s.src.Leases.Acquire(ctx, p, lease.AcquireRequest{
 		EnvironmentID: env.ID, Company: lease.InstanceCompany, Run: ses.ID, Policy: lease.Ephemeral,
 		Required: required, Metadata: map[string]string{MetaSetupSession: ses.ID},
@@ -427,9 +438,40 @@ func (s *Service) event(ctx context.Context, ses *Session, step int, msg string,
 	}
 }
 
+// heartbeat pushes ses's TTL back every third of it until the returned
+// stop is called: the process works on the session.
+func (s *Service) heartbeat(ses *Session) (stop func()) {
+	done := make(chan struct{})
+	every := max(s.ttl(ses)/3, time.Millisecond)
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				cur, err := s.src.Templates.GetSession(context.Background(), ses.ID)
+				if err != nil || !cur.State.Active() {
+					continue
+				}
+				s.touch(context.Background(), cur)
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+func (s *Service) ttl(ses *Session) time.Duration {
+	if ses.TTL > 0 {
+		return ses.TTL
+	}
+	return s.o.SessionTTL
+}
+
 // touch pushes an active session's TTL back, up to its deadline.
 func (s *Service) touch(ctx context.Context, ses *Session) *Session {
-	exp := s.o.Clock.Now().UTC().Add(s.o.SessionTTL)
+	exp := s.o.Clock.Now().UTC().Add(s.ttl(ses))
 	if exp.After(ses.Deadline) {
 		exp = ses.Deadline
 	}
@@ -516,6 +558,7 @@ func (s *Service) CaptureSession(ctx context.Context, p authz.Principal, id stri
 		return ses, fmt.Errorf("custom: capture of setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, ErrConflict)
 	}
 	s.terms.closeSession(id)
+	defer s.heartbeat(ses)()
 	h, err := s.src.Leases.Open(ctx, p, ses.Lease)
 	if err != nil {
 		return s.fail(ctx, p, ses, nil, "opening the setup lease: "+err.Error(), nil, err)

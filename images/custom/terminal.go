@@ -62,6 +62,7 @@ type sessionTerminal struct {
 	s    *Service
 	p    authz.Principal
 	id   string
+	ttl  time.Duration
 	mu   sync.Mutex
 	last time.Time
 	once sync.Once
@@ -71,7 +72,7 @@ func (t *sessionTerminal) Write(b []byte) (int, error) {
 	n, err := t.TerminalSession.Write(b)
 	t.mu.Lock()
 	now := t.s.o.Clock.Now()
-	due := now.Sub(t.last) >= t.s.o.SessionTTL/10
+	due := now.Sub(t.last) >= t.ttl/10
 	if due {
 		t.last = now
 	}
@@ -119,7 +120,7 @@ func (s *Service) OpenTerminal(ctx context.Context, p authz.Principal, id string
 	if err != nil {
 		return nil, fmt.Errorf("custom: terminal of setup session %s: %w", id, err)
 	}
-	st := &sessionTerminal{TerminalSession: ts, s: s, p: p, id: id, last: s.o.Clock.Now()}
+	st := &sessionTerminal{TerminalSession: ts, s: s, p: p, id: id, ttl: s.ttl(ses), last: s.o.Clock.Now()}
 	s.terms.add(id, st)
 	s.touch(ctx, ses)
 	return st, nil

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+
+	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/internal/testimage"
+)
+
+// Issue 30: kill -9 of `envctl image setup` in the middle of a step (a
+// real Docker container running it), then `envctl lease sweep` once the
+// session's TTL passed: no container of the session is left, and the
+// session is timed_out. While envctl lived, its heartbeat kept the short
+// TTL from ending the session under a concurrent sweep.
+func TestSetupKilledThenSweptOnDocker(t *testing.T) {
+	c := newCLI(t)
+	cli := testenv.Docker(t)
+	reg := testenv.StartRegistry(t, nil)
+	img := testimage.Busybox(t, reg, nil)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	run := hex.EncodeToString(b)
+	testenv.RemoveRegistryImagesAtCleanup(t, cli, reg.Host)
+	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", run)
+	dcfg, _ := json.Marshal(map[string]any{"image": img.Ref, "network": "none", "labels": map[string]string{"test.berth/run": run}})
+	c.createEnv("box", "docker", string(dcfg))
+	script := filepath.Join(t.TempDir(), "slow.json")
+	if err := os.WriteFile(script, []byte(`{"steps": [{"run": ["sh", "-c", "touch /step-started; sleep 600"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	proc := envctlProcess(ctx, "--db", c.db, "image", "setup", "box", "--script", script, "--ttl", "3s")
+	var stderr lockedBuffer
+	proc.Stderr = &stderr
+	if err := proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	containers := func() []container.Summary {
+		list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "test.berth/run="+run))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return list
+	}
+	for !strings.Contains(stderr.String(), "step 1/1") {
+		if ctx.Err() != nil {
+			t.Fatalf("the step never started: %s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := len(containers()); n != 1 {
+		t.Fatalf("%d containers during the step, want the setup container", n)
+	}
+	// A sweep while envctl lives and works: its heartbeat keeps the
+	// session (TTL 3 s) alive.
+	time.Sleep(4 * time.Second)
+	c.ok("lease", "sweep")
+	if n := len(containers()); n != 1 {
+		t.Fatalf("a sweep while envctl works removed the setup container (%d left)", n)
+	}
+	if err := proc.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = proc.Wait()
+	time.Sleep(4 * time.Second) // past the TTL, no heartbeat any more
+	var rep struct {
+		Sessions struct {
+			TimedOut int `json:"timedOut"`
+		} `json:"sessions"`
+	}
+	c.okJSON(&rep, "lease", "sweep")
+	if rep.Sessions.TimedOut != 1 {
+		t.Errorf("the sweep after kill -9 timed out %d sessions, want 1", rep.Sessions.TimedOut)
+	}
+	if left := containers(); len(left) != 0 {
+		t.Errorf("containers of the killed session left: %v", left[0].Names)
+	}
+}
+
+// lockedBuffer is a buffer a process's output copier writes while the
+// test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
