@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -20,6 +21,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/store"
 )
 
 // fakeFS is a file system per fake sandbox for the commands setup sends:
@@ -399,4 +401,124 @@ func hasRef(refs []environment.Reference, id string) bool {
 		}
 	}
 	return false
+}
+
+// Seeded crash schedules over setup sessions on the fake driver: for each
+// seed, three environments each get a session left as a process killed at
+// a random point leaves it (before the sandbox create, after it and before
+// the session learnt its lease, mid-capture with the template made but not
+// recorded, mid-promote after the capture), some destroys fail once; two
+// sweeps later every setup sandbox is destroyed with proof, every session
+// has ended, and no template is active unless its environment's pointer
+// names it (none half-made).
+func TestSetupCrashSchedulesOnFake(t *testing.T) {
+	ctx := context.Background()
+	points := []string{"before-create", "after-create", "mid-capture", "mid-promote"}
+	for seed := int64(1); seed <= 6; seed++ {
+		rng := rand.New(rand.NewPCG(uint64(seed), 30))
+		st := store.Memory()
+		w, _ := newSetupWorld(t, &berth.Options{Stores: st}, nil)
+		svc := w.sys.Templates()
+		var schedule []string
+		for e := range 3 {
+			env := w.env
+			if e > 0 {
+				v, err := w.sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: fmt.Sprintf("crash-%d", e), Driver: w.fk.Name(),
+					Config: map[string]any{"image": w.img, "region": "r1"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				env = v
+			}
+			point := points[rng.IntN(len(points))]
+			schedule = append(schedule, point)
+			past := time.Now().Add(-time.Minute).UTC()
+			ses := &custom.Session{ID: fmt.Sprintf("ses_crash_%d_%d", seed, e), Environment: env.ID, Driver: w.fk.Name(), State: custom.SessionStarting,
+				CreatedAt: past.Add(-time.Minute), UpdatedAt: past, ExpiresAt: past, Deadline: past.Add(time.Hour), Version: 1}
+			if err := st.Templates.InsertSession(ctx, ses); err != nil {
+				t.Fatal(err)
+			}
+			if point == "before-create" {
+				continue
+			}
+			h, err := w.sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{EnvironmentID: env.ID, Company: lease.InstanceCompany, Run: ses.ID,
+				Metadata: map[string]string{custom.MetaSetupSession: ses.ID}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if point == "after-create" {
+				continue
+			}
+			next := ses.Clone()
+			next.State, next.Lease, next.Version = custom.SessionCapturing, h.ID(), 2
+			if err := st.Templates.UpdateSession(ctx, next); err != nil {
+				t.Fatal(err)
+			}
+			tpl, err := svc.Capture(ctx, tplOps, h.ID(), "half")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if point == "mid-capture" {
+				continue
+			}
+			// mid-promote: the capture was recorded and the sandbox
+			// destroyed; the process died before the pointer moved.
+			if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+				t.Fatal(err)
+			}
+			next = next.Clone()
+			next.State, next.Template, next.Version = custom.SessionCaptured, tpl.ID, 3
+			if err := st.Templates.UpdateSession(ctx, next); err != nil {
+				t.Fatal(err)
+			}
+		}
+		live, destroysBefore := len(liveSandboxes(w.fk)), w.fk.Calls(fake.OpDestroy)
+		injected := live > 0 && rng.IntN(2) == 0
+		if injected { // the first destroy of the sweep fails once, not as a transient error
+			w.fk.FailNth(fake.OpDestroy, destroysBefore+1, errors.New("fake: provider refused the delete"))
+		}
+		for range 2 {
+			if _, err := w.sys.Sweep(ctx, tplOps); err != nil {
+				t.Fatalf("seed %d %v: sweep: %v", seed, schedule, err)
+			}
+		}
+		if left := liveSandboxes(w.fk); len(left) != 0 {
+			t.Errorf("seed %d %v: sandboxes left: %v", seed, schedule, left)
+		}
+		if n := w.fk.Calls(fake.OpDestroy) - destroysBefore; injected && n < live+1 || n < live {
+			t.Errorf("seed %d %v: %d destroy calls for %d sandboxes (a failure injected: %t)", seed, schedule, n, live, injected)
+		}
+		ls, err := st.Leases.ListLeases(ctx, lease.Filter{Company: lease.InstanceCompany})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			if l.Cleanup != lease.CleanupConfirmed {
+				t.Errorf("seed %d %v: setup lease %s is %s, cleanup %q", seed, schedule, l.ID, l.Status, l.Cleanup)
+			}
+		}
+		sessions, err := st.Templates.ListSessions(ctx, custom.SessionFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range sessions {
+			if s.State.Active() {
+				t.Errorf("seed %d %v: session %s still %s", seed, schedule, s.ID, s.State)
+			}
+		}
+		tpls, err := st.Templates.ListTemplates(ctx, custom.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tpl := range tpls {
+			env, err := st.Environments.GetEnvironment(ctx, tpl.Environment)
+			if err != nil {
+				t.Fatal(err)
+			}
+			named := env.ActiveTemplate != nil && env.ActiveTemplate.ID == tpl.ID
+			if (tpl.State == custom.StateActive) != named || tpl.State == custom.StateActive && tpl.Identity == "" {
+				t.Errorf("seed %d %v: template %s is %s, pointer names it: %t", seed, schedule, tpl.ID, tpl.State, named)
+			}
+		}
+	}
 }
