@@ -20,6 +20,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/images/custom"
+	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
 )
@@ -520,5 +521,81 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 				t.Errorf("seed %d %v: template %s is %s, pointer names it: %t", seed, schedule, tpl.ID, tpl.State, named)
 			}
 		}
+	}
+}
+
+// barrierSessions makes two InsertSession calls meet before either runs.
+type barrierSessions struct {
+	custom.Store
+	gate *sync.WaitGroup
+}
+
+func (b barrierSessions) InsertSession(ctx context.Context, s *custom.Session) error {
+	b.gate.Done()
+	b.gate.Wait()
+	return b.Store.InsertSession(ctx, s)
+}
+
+// IMG-4, issue 30: two setup sessions of one environment started at once
+// by two Systems (two lease managers) over one PostgreSQL: exactly one
+// exists, the other is refused with ErrSessionActive and allocated
+// nothing.
+func TestTwoSetupsAtOnceOverOnePostgres(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	fs := &fakeFS{}
+	fk := fake.New(&fake.Options{Handlers: fs.handlers()})
+	gate := &sync.WaitGroup{}
+	stA, stB := openStores(t, url), openStores(t, url)
+	a := newTplWorld(t, &berth.Options{Stores: stA, Drivers: []drivers.Driver{fk}, TestMode: true}, fk)
+	a.create(t, "setup-race")
+	stA.Templates = barrierSessions{stA.Templates, gate}
+	stB.Templates = barrierSessions{stB.Templates, gate}
+	var systems []*berth.System
+	for _, st := range []store.Stores{stA, stB} {
+		sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk}, TestMode: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sys.Close()
+		systems = append(systems, sys)
+	}
+	gate.Add(2)
+	var wg sync.WaitGroup
+	got := make([]*custom.Session, 2)
+	errs := make([]error, 2)
+	for i, sys := range systems {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = sys.Templates().Setup(ctx, tplOps, custom.SetupRequest{Environment: a.env.ID, Interactive: true})
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for i := range 2 {
+		switch {
+		case errs[i] == nil && got[i].State == custom.SessionWaiting:
+			won++
+		case errors.Is(errs[i], custom.ErrSessionActive):
+		default:
+			t.Errorf("setup %d: %+v, %v", i, got[i], errs[i])
+		}
+	}
+	list, err := systems[0].Templates().Sessions(ctx, tplOps, a.env.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if won != 1 || len(list) != 1 || fk.Calls(fake.OpCreate) != 1 {
+		t.Errorf("%d started, %d stored, %d sandboxes created; want 1, 1 and 1", won, len(list), fk.Calls(fake.OpCreate))
+	}
+	if len(list) == 1 {
+		if _, err := systems[1].Templates().Cancel(ctx, tplOps, list[0].ID); err != nil {
+			t.Errorf("cancel from the other replica: %v", err)
+		}
+	}
+	if live := liveSandboxes(fk); len(live) != 0 {
+		t.Errorf("sandboxes left: %v", live)
 	}
 }
