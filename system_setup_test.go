@@ -183,6 +183,25 @@ func TestScriptedSetupOnFake(t *testing.T) {
 	if err != nil || other.Reused || other.State != custom.SessionCaptured || other.BaseTemplate != ses.Template {
 		t.Errorf("another script, started from the active template: %+v, %v", other, err)
 	}
+
+	// A template is not deleted while a setup session's sandbox uses it.
+	open, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	if err != nil || open.BaseTemplate != ses.Template {
+		t.Fatalf("interactive setup from the template: %+v, %v", open, err)
+	}
+	rev, err := svc.Revoke(ctx, tplOps, ses.Template, custom.RevokeOptions{Delete: true})
+	if err != nil || !rev.DeleteWanted || !strings.Contains(rev.DeleteNote, open.Lease) {
+		t.Errorf("revoke with deletion during the session: %+v, %v", rev, err)
+	}
+	if _, err := svc.Cancel(ctx, tplOps, open.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.sys.Sweep(ctx, tplOps); err != nil {
+		t.Fatal(err)
+	}
+	if rev, err = svc.Get(ctx, tplOps, ses.Template); err != nil || rev.State != custom.StateDeleted {
+		t.Errorf("after the session and a sweep: %+v, %v", rev, err)
+	}
 }
 
 // Refusals: unknown keys name the step; a failed step fails the session
@@ -229,7 +248,7 @@ func TestSetupRefusalsOnFake(t *testing.T) {
 	if _, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true}); !errors.Is(err, custom.ErrSessionActive) {
 		t.Errorf("a second active session: %v", err)
 	}
-	if got, err := svc.Session(ctx, tplBoard, open.ID); err != nil || got.ID != open.ID {
+	if got, err := svc.Session(ctx, tplBoard, open.ID); err != nil || got.ID != open.ID || got.Base != "" {
 		t.Errorf("a board member reads the session: %+v, %v", got, err)
 	}
 	if _, err := svc.Session(ctx, tplAgent, open.ID); !errors.Is(err, custom.ErrSessionNotFound) {

@@ -508,10 +508,26 @@ func (s *Service) loadSession(ctx context.Context, p authz.Principal, a authz.Ac
 	return ses, nil
 }
 
-// Session returns setup session id (board members read sessions; agents
-// get ErrSessionNotFound, as for a missing one).
+// Session returns setup session id (board members read sessions, without
+// provider internals; agents get ErrSessionNotFound, as for a missing
+// one).
 func (s *Service) Session(ctx context.Context, p authz.Principal, id string) (*Session, error) {
-	return s.loadSession(ctx, p, authz.ActionRead, id)
+	ses, err := s.loadSession(ctx, p, authz.ActionRead, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.sessionView(ctx, p, ses), nil
+}
+
+// sessionView returns ses as p may read it: without the base identity and
+// content hash (provider internals) for principals not allowed
+// authz.ActionReadConfig.
+func (s *Service) sessionView(ctx context.Context, p authz.Principal, ses *Session) *Session {
+	c := ses.Clone()
+	if s.o.Authorizer.Authorize(ctx, p, authz.ActionReadConfig, sessionResource(ses.Environment, ses.ID)) != nil {
+		c.Base, c.ContentHash = "", ""
+	}
+	return c
 }
 
 // Sessions returns the setup sessions of environment envID by creation
@@ -523,6 +539,9 @@ func (s *Service) Sessions(ctx context.Context, p authz.Principal, envID string)
 	list, err := s.src.Templates.ListSessions(ctx, SessionFilter{Environment: envID})
 	if err != nil {
 		return nil, fmt.Errorf("custom: setup sessions of environment %s: %w", envID, err)
+	}
+	for i, ses := range list {
+		list[i] = s.sessionView(ctx, p, ses)
 	}
 	return list, nil
 }
