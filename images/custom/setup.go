@@ -163,8 +163,8 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 		}
 	}
 	if req.Interactive {
-		if ses, err = s.updateSession(ctx, ses, func(x *Session) { x.State = SessionWaiting }); err != nil {
-			return ses, err
+		if ses, err = s.moveSession(ctx, ses, SessionWaiting, nil, SessionStarting); err != nil {
+			return s.fail(ctx, p, ses, h, err.Error(), req.Progress, err)
 		}
 		s.event(ctx, ses, 0, "waiting for the operator: open the terminal, then capture or cancel", req.Progress)
 		return ses, nil
@@ -266,7 +266,7 @@ func (s *Service) reuse(ctx context.Context, p authz.Principal, ses *Session, t 
 			return ses, err
 		}
 		var err error
-		if ses, err = s.updateSession(ctx, ses, func(x *Session) { x.State = SessionPromoted }); err != nil {
+		if ses, err = s.moveSession(ctx, ses, SessionPromoted, nil, SessionCaptured); err != nil {
 			return ses, err
 		}
 		s.event(ctx, ses, 0, fmt.Sprintf("template %s promoted", t.ID), req.Progress)
@@ -308,8 +308,8 @@ func (s *Service) secretValues(ctx context.Context, env *environment.Environment
 // secret values, captures it, destroys it, and promotes with promote.
 func (s *Service) captureSession(ctx context.Context, p authz.Principal, ses *Session, h *lease.Handle, promote bool, progress func(*SessionEvent)) (*Session, error) {
 	var err error
-	if ses, err = s.updateSession(ctx, ses, func(x *Session) { x.State = SessionCapturing }); err != nil {
-		return ses, err
+	if ses, err = s.moveSession(ctx, ses, SessionCapturing, nil, SessionStarting, SessionWaiting); err != nil {
+		return s.fail(ctx, p, ses, h, err.Error(), progress, err)
 	}
 	s.event(ctx, ses, 0, "removing berth's own files from the sandbox", progress)
 	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", CleanScript}})
@@ -348,9 +348,9 @@ func (s *Service) captureSession(ctx context.Context, p authz.Principal, ses *Se
 		return s.fail(ctx, p, ses, h, "capture: "+err.Error(), progress, err)
 	}
 	cleanup := s.destroy(ctx, p, ses.Lease)
-	if ses, err = s.updateSession(ctx, ses, func(x *Session) {
-		x.State, x.Template, x.LeaseCleanup = SessionCaptured, t.ID, cleanup
-	}); err != nil {
+	if ses, err = s.moveSession(ctx, ses, SessionCaptured, func(x *Session) {
+		x.Template, x.LeaseCleanup = t.ID, cleanup
+	}, SessionCapturing); err != nil {
 		return ses, err
 	}
 	s.event(ctx, ses, 0, fmt.Sprintf("captured template %s; setup sandbox destroyed (cleanup %s)", t.ID, cleanup), progress)
@@ -361,7 +361,7 @@ func (s *Service) captureSession(ctx context.Context, p authz.Principal, ses *Se
 		s.event(ctx, ses, 0, "promote failed: "+err.Error(), progress)
 		return ses, err
 	}
-	if ses, err = s.updateSession(ctx, ses, func(x *Session) { x.State = SessionPromoted }); err != nil {
+	if ses, err = s.moveSession(ctx, ses, SessionPromoted, nil, SessionCaptured); err != nil {
 		return ses, err
 	}
 	s.event(ctx, ses, 0, fmt.Sprintf("template %s promoted", t.ID), progress)
@@ -400,6 +400,27 @@ func (s *Service) destroy(ctx context.Context, p authz.Principal, id string) str
 		}
 	}
 	return string(l.Cleanup)
+}
+
+// moveSession moves ses to state to, applying mutate too, if its stored
+// state is one of from; otherwise (a sweep or a cancel ended it
+// meanwhile) nothing changes and the error wraps ErrConflict.
+func (s *Service) moveSession(ctx context.Context, ses *Session, to SessionState, mutate func(*Session), from ...SessionState) (*Session, error) {
+	next, err := s.updateSession(ctx, ses, func(x *Session) {
+		if slices.Contains(from, x.State) {
+			x.State = to
+			if mutate != nil {
+				mutate(x)
+			}
+		}
+	})
+	if err != nil {
+		return next, err
+	}
+	if next.State != to {
+		return next, fmt.Errorf("custom: setup session %s: it became %s meanwhile, not moved to %s: %w", ses.ID, next.State, to, ErrConflict)
+	}
+	return next, nil
 }
 
 // updateSession applies f to the stored session, retrying on a concurrent
