@@ -408,6 +408,14 @@ func TestWebTerminalRingResetOnFake(t *testing.T) {
 	if got := within.out.String(); got != seen[len(seen)-10:] {
 		t.Errorf("within the ring: %q, want %q", got, seen[len(seen)-10:])
 	}
+	within.send("exit 3\n")
+	readCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for within.read(readCtx) {
+	}
+	if n := len(within.control); n == 0 || within.control[n-1]["type"] != "exit" || within.control[n-1]["code"] != float64(3) {
+		t.Errorf("control frames after exit 3: %v, want an exit frame with code 3", within.control)
+	}
 	within.c.CloseNow()
 	if _, err := svc.Cancel(ctx, tplOps, ses.ID); err != nil {
 		t.Fatal(err)
