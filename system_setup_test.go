@@ -441,7 +441,7 @@ func hasRef(refs []environment.Reference, id string) bool {
 // names it (none half-made).
 func TestSetupCrashSchedulesOnFake(t *testing.T) {
 	ctx := context.Background()
-	points := []string{"before-create", "after-create", "mid-capture", "mid-promote"}
+	points := []string{"before-create", "after-create", "mid-capture", "mid-promote", "mid-promote-swapped"}
 	for seed := int64(1); seed <= 6; seed++ {
 		rng := rand.New(rand.NewPCG(uint64(seed), 30))
 		st := store.Memory()
@@ -458,7 +458,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 				}
 				env = v
 			}
-			point := points[rng.IntN(len(points))]
+			point := points[(int(seed)+e*rng.IntN(len(points)))%len(points)] // the first environment cycles through every point
 			schedule = append(schedule, point)
 			past := time.Now().Add(-time.Minute).UTC()
 			ses := &custom.Session{ID: fmt.Sprintf("ses_crash_%d_%d", seed, e), Environment: env.ID, Driver: w.fk.Name(), State: custom.SessionStarting,
@@ -498,6 +498,18 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 			next.State, next.Template, next.Version = custom.SessionCaptured, tpl.ID, 3
 			if err := st.Templates.UpdateSession(ctx, next); err != nil {
 				t.Fatal(err)
+			}
+			if point == "mid-promote-swapped" { // the pointer moved, the template states did not
+				cur, err := st.Environments.GetEnvironment(ctx, env.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				moved := *cur
+				moved.ActiveTemplate = &environment.ActiveTemplate{ID: tpl.ID, Identity: tpl.Identity, SourceFingerprint: tpl.SourceFingerprint}
+				moved.Revision = cur.Revision + 1
+				if err := st.Environments.UpdateEnvironment(ctx, &moved, cur.Revision); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		live, destroysBefore := len(liveSandboxes(w.fk)), w.fk.Calls(fake.OpDestroy)

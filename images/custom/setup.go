@@ -679,9 +679,11 @@ type SessionSweepReport struct {
 }
 
 // SweepSessions ends the active sessions past their TTL (or cap) as
-// timed_out, also those whose process was killed, and destroys the live
-// setup leases of every session that is not active any more (or not
-// recorded at all: a crash between the lease and the session's write).
+// timed_out, also those whose process was killed, destroys the live setup
+// leases of every session that is not active any more (or not recorded at
+// all: a crash between the lease and the session's write), and makes the
+// template states follow the environments' pointers again (a promote
+// killed between the two writes).
 // Several replicas may sweep at once: session changes are version-checked
 // and lease releases idempotent. p needs authz.ActionSweep.
 func (s *Service) SweepSessions(ctx context.Context, p authz.Principal) (SessionSweepReport, error) {
@@ -709,6 +711,18 @@ func (s *Service) SweepSessions(ctx context.Context, p authz.Principal) (Session
 	leases, err := s.src.LeaseRecords.ListLeases(ctx, lease.Filter{Company: lease.InstanceCompany, Live: true})
 	if err != nil {
 		return rep, fmt.Errorf("custom: sweep of setup sessions: %w", err)
+	}
+	// A promote killed between the pointer's swap and the template states'
+	// update leaves a template named by the pointer but not marked
+	// active: the states follow the pointer again.
+	if tpls, err := s.src.Templates.ListTemplates(ctx, Filter{}); err == nil {
+		seen := map[string]bool{}
+		for _, t := range tpls {
+			if !seen[t.Environment] {
+				seen[t.Environment] = true
+				s.reconcile(ctx, t.Environment)
+			}
+		}
 	}
 	for _, l := range leases {
 		sid := l.Metadata[MetaSetupSession]
