@@ -2,6 +2,7 @@ package berth_test
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +73,72 @@ func TestScriptedSetupOnDaytona(t *testing.T) {
 	}
 	if id, err := h.ImageIdentity(ctx); err != nil || id.String() != tpl.Identity {
 		t.Errorf("a new lease runs %v (%v), want the template %s", id, err, tpl.Identity)
+	}
+}
+
+// Issue 30 on the Daytona fake: an interactive setup session's terminal
+// (Service.OpenTerminal in process, the toolbox's PTY): a file written in
+// the shell, exit, capture and promote; a new lease sees the file.
+func TestInteractiveSetupOnDaytona(t *testing.T) {
+	ctx := context.Background()
+	srv, err := daytonatest.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	base, err := srv.CreateSnapshot("berth-base:1.0", "debian:12.7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv := daytona.New(&daytona.Options{PollInterval: time.Millisecond, PollMax: 20 * time.Millisecond,
+		RetryBase: time.Millisecond, RetryMax: 20 * time.Millisecond, CleanupTimeout: 10 * time.Second})
+	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{drv}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sys.Close() })
+	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "daytona-term", Driver: daytona.Name, Config: map[string]any{
+		daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldOrganizationID: srv.OrganizationID(),
+		daytona.FieldSnapshotID: base.ID,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := sys.Templates()
+	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: env.ID, Interactive: true})
+	if err != nil || ses.State != custom.SessionWaiting {
+		t.Fatalf("Setup: %+v, %v", ses, err)
+	}
+	pty, err := svc.OpenTerminal(ctx, tplOps, ses.ID, custom.TerminalSize{Rows: 30, Cols: 90})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(pty)
+		out <- b
+	}()
+	if _, err := pty.Write([]byte("echo typed-on-daytona > \"$HOME/term-mark\"; exit 0\n")); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if res, err := pty.Wait(wctx); err != nil || res.ExitCode != 0 {
+		t.Fatalf("the shell ended with %+v, %v", res, err)
+	}
+	_ = pty.Close()
+	<-out
+	done, err := svc.CaptureSession(ctx, tplOps, ses.ID, true)
+	if err != nil || done.State != custom.SessionPromoted || done.LeaseCleanup != string(lease.CleanupConfirmed) {
+		t.Fatalf("CaptureSession: %+v, %v", done, err)
+	}
+	h, err := sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{Company: "acme", EnvironmentID: env.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}) }()
+	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", `cat "$HOME/term-mark"`}})
+	if err != nil || string(res.Stdout) != "typed-on-daytona\n" {
+		t.Errorf("a new lease reads %q (%+v, %v)", res.Stdout, res, err)
 	}
 }
