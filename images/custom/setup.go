@@ -372,6 +372,9 @@ func (s *Service) captureSession(ctx context.Context, p authz.Principal, ses *Se
 // recorded lease), and returns the session with cause wrapped.
 func (s *Service) fail(ctx context.Context, p authz.Principal, ses *Session, h *lease.Handle, reason string, progress func(*SessionEvent), cause error) (*Session, error) {
 	ctx = context.WithoutCancel(ctx)
+	if env, d, err := s.environment(ctx, ses.Environment); err == nil {
+		reason = s.redactor(ctx, env, d)(reason) // never a secret in the stored reason
+	}
 	cleanup := ""
 	if h != nil {
 		cleanup = s.destroy(ctx, p, h.ID())
