@@ -82,6 +82,11 @@ type Options struct {
 	// Probe configures the Prober (stage deadlines, progress). Default:
 	// probe's defaults.
 	Probe *probe.Options
+	// SetupSessionTTL and SetupSessionMaxTTL are the custom images setup
+	// sessions' TTL (extended by activity) and its cap
+	// (custom.Options.SessionTTL, SessionMaxTTL). Default 30 minutes and
+	// 4 hours.
+	SetupSessionTTL, SetupSessionMaxTTL time.Duration
 	// Images configures the image Resolver that pins tags to digests
 	// (IMG-2): the host's registry keychain, insecure registries. Default:
 	// anonymous access, loopback registries only over plain HTTP.
@@ -182,15 +187,26 @@ type SweepReport struct {
 	// TemplatesDeleted counts templates whose wanted deletion the sweep
 	// confirmed at the provider (custom.Service.Sweep).
 	TemplatesDeleted int `json:"templatesDeleted"`
+	// Sessions is the setup sessions' sweep (custom.Service.SweepSessions):
+	// sessions past their TTL ended, their sandboxes destroyed.
+	Sessions custom.SessionSweepReport `json:"sessions"`
 }
 
-// Sweep sweeps the lease store (lease.Manager.Sweep) and then retries the
+// Sweep ends the setup sessions past their TTL and destroys the sandboxes
+// of ended ones (custom.Service.SweepSessions), sweeps the lease store
+// (lease.Manager.Sweep) and then retries the
 // wanted template deletions (custom.Service.Sweep: a template is deleted
 // at the provider only once no live lease uses it). p must be allowed
 // authz.ActionSweep. The first error is returned with what was done.
 func (s *System) Sweep(ctx context.Context, p authz.Principal) (SweepReport, error) {
 	var r SweepReport
 	var err error
+	// Setup sessions first: the leases of the sessions it ends are
+	// released there, and a cleanup left pending is retried by the lease
+	// sweep right after.
+	if r.Sessions, err = s.templates.SweepSessions(ctx, p); err != nil {
+		return r, err
+	}
 	if r.Leases, err = s.leases.Sweep(ctx, p); err != nil {
 		return r, err
 	}
@@ -345,14 +361,15 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	})
 	sys.templates = custom.NewService(custom.Sources{
 		Templates: st.Templates, Environments: st.Environments, Drivers: reg, Leases: sys.leases, LeaseRecords: st.Leases,
-	}, &custom.Options{Authorizer: o.Authorizer, Secrets: secrets.Get, Logger: o.Logger})
+	}, &custom.Options{Authorizer: o.Authorizer, Secrets: secrets.Get, Logger: o.Logger,
+		SessionTTL: o.SetupSessionTTL, SessionMaxTTL: o.SetupSessionMaxTTL})
 	// The catalog shows, clears and protects the Assignments' bindings
 	// itself, and counts leases through the manager's hook.
 	sys.catalog = environment.NewCatalog(st.Environments, reg, secrets, sys.assignments, &environment.Options{
 		TestMode:       o.TestMode,
 		Authorizer:     o.Authorizer,
 		Logger:         o.Logger,
-		UsageReporters: []environment.UsageReporter{leaseUsage},
+		UsageReporters: []environment.UsageReporter{leaseUsage, sys.templates},
 		Health:         health,
 		SecretKeeper:   keeper,
 		Settings:       settings,

@@ -20,6 +20,11 @@ const imageUsage = `usage: envctl image COMMAND [FLAGS]
   revoke TEMPLATE [--delete] [--reason S]
   history ENV                      the active pointer's append-only history
   sweep                            retry the wanted template deletions
+  setup ENV [--script FILE] [--interactive] [--name N] [--promote] [--rebuild]
+                                   a setup session: scripted steps and/or a terminal
+  session show|cancel SESSION      a setup session and its progress events
+  session capture SESSION [--promote]
+  terminal SESSION                 the terminal of a session waiting for you
 
 Leases of an environment start from its active template while its source
 config (identity fields, image, account) is the one the template was
@@ -53,6 +58,9 @@ type pinned struct {
 }
 
 func runImage(ctx context.Context, g *globals, args []string) error {
+	if len(args) > 0 && (args[0] == "setup" || args[0] == "session" || args[0] == "terminal") {
+		return runSetup(ctx, g, args)
+	}
 	if len(args) > 0 && args[0] != "pin" {
 		return runTemplates(ctx, g, args)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -237,13 +238,24 @@ func leaseSweep(ctx context.Context, g *globals) error {
 		return err
 	}
 	defer sys.Close()
-	rep, err := sys.Leases().Sweep(ctx, g.as)
+	// System.Sweep: setup sessions past their TTL (their sandboxes
+	// destroyed), the lease store, wanted template deletions. The JSON
+	// keeps the lease report's fields at the top.
+	all, err := sys.Sweep(ctx, g.as)
+	rep := all.Leases
 	if g.json {
-		if jerr := writeJSON(g.stdout, rep); jerr != nil {
+		out := struct {
+			lease.SweepReport
+			Sessions         custom.SessionSweepReport `json:"sessions"`
+			TemplatesDeleted int                       `json:"templatesDeleted"`
+		}{rep, all.Sessions, all.TemplatesDeleted}
+		if jerr := writeJSON(g.stdout, out); jerr != nil {
 			return jerr
 		}
 	} else {
 		printSweep(g.stdout, rep)
+		fmt.Fprintf(g.stdout, "  %d setup sessions past their TTL ended\n  %d setup sandboxes of ended sessions destroyed\n  %d templates deleted at the provider\n",
+			all.Sessions.TimedOut, all.Sessions.SandboxesDestroyed, all.TemplatesDeleted)
 	}
 	if err != nil {
 		return fmt.Errorf("lease sweep: %w", err)

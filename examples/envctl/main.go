@@ -27,6 +27,8 @@
 //	assign resolve --company C [--workspace W] [--project P] [--agent A] [--require CAPS]
 //	image pin REF [--platform os/arch] [--insecure-registry HOST]...
 //	image templates ENV | capture LEASE --name N | promote T | rollback T | revoke T [--delete] | history ENV | sweep
+//	image setup ENV [--script FILE] [--interactive] [--name N] [--promote] [--rebuild]
+//	image session show|cancel SESSION | session capture SESSION [--promote] | terminal SESSION
 //	run ENV --company C [--workspace W] [--run R] [--runner-binary PATH] [--connect-timeout D] [--managed-account REF [--account-file PATH] [--project P]...] -- ARGV...
 //	run --company C [--workspace W] [--project P] [--agent A] -- ARGV...  (through the scope's binding)
 //	probe ENV --company C [--runner [--runner-binary PATH]]

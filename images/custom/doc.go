@@ -1,7 +1,8 @@
 // Package custom holds captured templates of environments (custom images,
-// IMG-4..8): the Store of templates and of the append-only pointer
-// history, and the Service that captures, promotes, rolls back, revokes and
-// deletes them for a principal.
+// IMG-4..8): the Store of templates, of the append-only pointer history and
+// of setup sessions, and the Service that runs setup sessions and their
+// terminal, and captures, promotes, rolls back, revokes and deletes
+// templates for a principal.
 //
 //	svc := sys.Templates()
 //	tpl, err := svc.Capture(ctx, operator, h.ID(), "with tools") // a live lease of the environment
@@ -21,9 +22,48 @@
 // ran in it wrote there (files, shell history, a task's output). A
 // template is instance-wide: every company's leases of the environment
 // start from it once it is promoted. Capture only a lease whose sandbox
-// ran nothing you would not run for every company; berth's own runner
-// state in the sandbox is not removed before a capture yet (the setup
-// sessions of IMG-4 are to do that).
+// ran nothing you would not run for every company. A plain Capture takes
+// the sandbox as it is; a setup session first removes berth's own runner
+// state (CleanScript) and refuses a secret env value in the image
+// environment.
+//
+// Setup sessions (IMG-4, IMG-7) prepare a template in a setup sandbox:
+//
+//	ses, err := svc.Setup(ctx, operator, custom.SetupRequest{Environment: envID, Script: f, Promote: true})
+//	ses, err = svc.Setup(ctx, operator, custom.SetupRequest{Environment: envID, Interactive: true})
+//	pty, err := svc.OpenTerminal(ctx, operator, ses.ID, custom.TerminalSize{Rows: 24, Cols: 80})
+//	ses, err = svc.CaptureSession(ctx, operator, ses.ID, false)
+//
+// The setup sandbox is a lease of company lease.InstanceCompany (Run: the
+// session id, metadata MetaSetupSession) started from the environment's
+// current image; capture, cancel, failure and timeout destroy it with
+// proof. One session per environment is active (starting,
+// waiting_for_user, capturing), enforced by the store's unique
+// constraint, so two processes over one database cannot both start one
+// (ErrSessionActive). A TTL (Options.SessionTTL) is pushed back by steps
+// and terminal input up to Options.SessionMaxTTL; SweepSessions ends the
+// sessions past it, also those whose process died, and destroys the
+// sandboxes of ended sessions. Progress events are stored with a cursor
+// (Events after N). Scripts (ParseScript) refuse unknown keys naming the
+// step; a scripted setup is content-addressed (Script.Hash) and a finished
+// template with the same hash answers it without allocating anything.
+// Files written by steps and in the terminal, shell history included, are
+// captured as they are. Drivers without template_capture are refused
+// before the script is read; without terminal, interactive setup is
+// refused and scripted setup works.
+//
+// The terminal (IMG-5): OpenTerminal returns the PTY in process; for the
+// web, MintTerminalToken returns a single-use token (only its SHA-256
+// stored, 60 s, bound to session, principal and URL path) that
+// TerminalHandler redeems before it upgrades with coder/websocket. Binary
+// frames carry output and keystrokes; JSON text frames attached, reset,
+// exit and resize. A ring of each PTY's output, indexed by byte offset,
+// lets a client reconnect (process, offset) and get exactly the missing
+// bytes, or reset and the tail. A PTY lives in the process that opened it.
+//
+// Operators (instance admins, local operators) start, drive, cancel and
+// capture sessions and open terminals; board members read sessions and
+// their events; agents nothing.
 //
 // customtest is the store's conformance suite.
 package custom

@@ -3,6 +3,7 @@ package custom_test
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/authz"
@@ -66,4 +67,39 @@ func ExampleService() {
 	// lease runs the template: true
 	// revoked true <nil>
 	// deleted: 1 <nil>
+}
+
+// An operator runs a scripted setup session: the steps run in a setup
+// sandbox leased under the instance company, berth removes its own files,
+// captures, destroys the sandbox with proof and promotes; the same script
+// again is answered with that template and builds nothing. On the fake
+// driver, whose handlers stand in for the sandbox's shell.
+func ExampleService_Setup() {
+	ctx := context.Background()
+	ok := func(context.Context, fake.Invocation) (int, error) { return 0, nil }
+	fk := fake.New(&fake.Options{Handlers: map[string]fake.HandlerFunc{
+		custom.WriteFileScript: ok, custom.CleanScript: ok, custom.EnvironScript: ok,
+	}})
+	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{fk}, TestMode: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sys.Close()
+	op := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
+	env, err := sys.Catalog().Create(ctx, op, environment.CreateRequest{Name: "sandboxes", Driver: fk.Name(),
+		Config: map[string]any{"image": fk.DefaultImageIdentity().String()}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	script := `{"steps": [{"write": {"path": "/etc/motd", "mode": "0644", "content": "hi"}}, {"run": ["echo", "built"]}]}`
+	ses, err := sys.Templates().Setup(ctx, op, custom.SetupRequest{Environment: env.ID, Name: "motd",
+		Script: strings.NewReader(script), Promote: true})
+	fmt.Println(ses.State, ses.LeaseCleanup, err)
+	again, err := sys.Templates().Setup(ctx, op, custom.SetupRequest{Environment: env.ID, Script: strings.NewReader(script)})
+	fmt.Println(again.State, again.Reused, again.Template == ses.Template, err)
+	// Output:
+	// promoted confirmed <nil>
+	// promoted true true <nil>
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // memoryStore is NewMemoryStore's Store.
@@ -13,12 +14,21 @@ type memoryStore struct {
 	mu        sync.Mutex
 	templates map[string]*Template
 	events    map[string][]*Event // environment -> events by Seq
+	sessions  map[string]*Session
+	sevents   map[string][]*SessionEvent // session -> events by Seq
+	tokens    map[string]*memToken
+}
+
+type memToken struct {
+	t    TerminalToken
+	used bool
 }
 
 // NewMemoryStore returns an empty in-memory Store: the embedded default. It
 // is safe for concurrent use; each operation is atomic under one lock.
 func NewMemoryStore() Store {
-	return &memoryStore{templates: map[string]*Template{}, events: map[string][]*Event{}}
+	return &memoryStore{templates: map[string]*Template{}, events: map[string][]*Event{},
+		sessions: map[string]*Session{}, sevents: map[string][]*SessionEvent{}, tokens: map[string]*memToken{}}
 }
 
 // InsertTemplate implements Store.
@@ -126,4 +136,161 @@ func (m *memoryStore) ListEvents(ctx context.Context, environment string) ([]*Ev
 		out = append(out, &c)
 	}
 	return out, nil
+}
+
+// InsertSession implements Store: the one-active-session rule is checked
+// under the store's lock.
+func (m *memoryStore) InsertSession(ctx context.Context, s *Session) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s == nil || s.ID == "" || s.Environment == "" {
+		return fmt.Errorf("custom: insert setup session: missing id or environment: %w", ErrInvalid)
+	}
+	if s.Version != 1 {
+		return fmt.Errorf("custom: insert setup session %s: version %d, want 1: %w", s.ID, s.Version, ErrInvalid)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.sessions[s.ID]; ok {
+		return fmt.Errorf("custom: setup session %s: id already exists: %w", s.ID, ErrConflict)
+	}
+	if s.State.Active() {
+		for _, o := range m.sessions {
+			if o.Environment == s.Environment && o.State.Active() {
+				return fmt.Errorf("custom: setup session %s of environment %s: %s is active: %w", s.ID, s.Environment, o.ID, ErrSessionActive)
+			}
+		}
+	}
+	m.sessions[s.ID] = s.Clone()
+	return nil
+}
+
+// GetSession implements Store.
+func (m *memoryStore) GetSession(ctx context.Context, id string) (*Session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.sessions[id]
+	if !ok {
+		return nil, fmt.Errorf("custom: setup session %q: %w", id, ErrSessionNotFound)
+	}
+	return s.Clone(), nil
+}
+
+// ListSessions implements Store.
+func (m *memoryStore) ListSessions(ctx context.Context, f SessionFilter) ([]*Session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	out := []*Session{}
+	for _, s := range m.sessions {
+		if f.Environment != "" && s.Environment != f.Environment || f.Active && !s.State.Active() {
+			continue
+		}
+		out = append(out, s.Clone())
+	}
+	m.mu.Unlock()
+	slices.SortFunc(out, func(a, b *Session) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// UpdateSession implements Store.
+func (m *memoryStore) UpdateSession(ctx context.Context, s *Session) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s == nil {
+		return fmt.Errorf("custom: update setup session: nil session: %w", ErrInvalid)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.sessions[s.ID]
+	if !ok {
+		return fmt.Errorf("custom: setup session %q: %w", s.ID, ErrSessionNotFound)
+	}
+	if cur.Version != s.Version-1 {
+		return fmt.Errorf("custom: setup session %s: version %d does not follow stored version %d: %w", s.ID, s.Version, cur.Version, ErrConflict)
+	}
+	if s.State.Active() && !cur.State.Active() {
+		for _, o := range m.sessions {
+			if o.ID != s.ID && o.Environment == s.Environment && o.State.Active() {
+				return fmt.Errorf("custom: setup session %s of environment %s: %s is active: %w", s.ID, s.Environment, o.ID, ErrSessionActive)
+			}
+		}
+	}
+	m.sessions[s.ID] = s.Clone()
+	return nil
+}
+
+// AppendSessionEvent implements Store.
+func (m *memoryStore) AppendSessionEvent(ctx context.Context, e *SessionEvent) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if e == nil || e.Session == "" {
+		return fmt.Errorf("custom: append session event: missing session: %w", ErrInvalid)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	list := m.sevents[e.Session]
+	e.Seq = int64(len(list)) + 1
+	c := *e
+	m.sevents[e.Session] = append(list, &c)
+	return nil
+}
+
+// ListSessionEvents implements Store.
+func (m *memoryStore) ListSessionEvents(ctx context.Context, session string, after int64) ([]*SessionEvent, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := []*SessionEvent{}
+	for _, e := range m.sevents[session] {
+		if e.Seq > after {
+			c := *e
+			out = append(out, &c)
+		}
+	}
+	return out, nil
+}
+
+// InsertTerminalToken implements Store.
+func (m *memoryStore) InsertTerminalToken(ctx context.Context, t *TerminalToken) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if t == nil || t.Hash == "" {
+		return fmt.Errorf("custom: insert terminal token: missing hash: %w", ErrInvalid)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.tokens[t.Hash]; ok {
+		return fmt.Errorf("custom: terminal token of session %s: hash already exists: %w", t.Session, ErrConflict)
+	}
+	m.tokens[t.Hash] = &memToken{t: *t}
+	return nil
+}
+
+// RedeemTerminalToken implements Store.
+func (m *memoryStore) RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*TerminalToken, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, ok := m.tokens[hash]
+	if !ok || rec.used || !rec.t.ExpiresAt.After(now) {
+		return nil, fmt.Errorf("custom: redeem terminal token: %w", ErrTokenInvalid)
+	}
+	rec.used = true
+	c := rec.t
+	return &c, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
@@ -49,6 +50,15 @@ type Options struct {
 	NewID func() string
 	// Logger receives failures of best-effort steps; default discard.
 	Logger *slog.Logger
+	// SessionTTL is how long a setup session lives without activity
+	// (steps, terminal input); default 30 minutes.
+	SessionTTL time.Duration
+	// SessionMaxTTL caps a session's life however active it is; default 4
+	// hours.
+	SessionMaxTTL time.Duration
+	// NewSessionID returns a new setup session id; default "ses_" and 16
+	// hex digits.
+	NewSessionID func() string
 }
 
 // Service captures, promotes, rolls back, revokes and deletes templates
@@ -57,8 +67,9 @@ type Options struct {
 // board members read without provider internals, agents nothing. It is
 // safe for concurrent use, also from several processes over one SQL store.
 type Service struct {
-	src Sources
-	o   Options
+	src   Sources
+	o     Options
+	terms *terminals
 }
 
 // NewService returns a Service over src.
@@ -83,7 +94,23 @@ func NewService(src Sources, opts *Options) *Service {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{src: src, o: o}
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = 30 * time.Minute
+	}
+	if o.SessionMaxTTL <= 0 {
+		o.SessionMaxTTL = 4 * time.Hour
+	}
+	if o.SessionMaxTTL < o.SessionTTL {
+		o.SessionMaxTTL = o.SessionTTL
+	}
+	if o.NewSessionID == nil {
+		o.NewSessionID = func() string {
+			b := make([]byte, 8)
+			_, _ = rand.Read(b)
+			return "ses_" + hex.EncodeToString(b)
+		}
+	}
+	return &Service{src: src, o: o, terms: newTerminals()}
 }
 
 // RevokeOptions modify Service.Revoke.
@@ -209,6 +236,12 @@ func (s *Service) environment(ctx context.Context, id string) (*environment.Envi
 // error is returned. p needs authz.ActionSetup on the environment's
 // templates and authz.ActionLease on the lease.
 func (s *Service) Capture(ctx context.Context, p authz.Principal, leaseID, name string) (*Template, error) {
+	return s.capture(ctx, p, leaseID, name, nil, nil)
+}
+
+// capture is Capture; h, if not nil, is the lease's handle; mark, if not
+// nil, fills the template's setup fields before it is stored.
+func (s *Service) capture(ctx context.Context, p authz.Principal, leaseID, name string, h *lease.Handle, mark func(*Template)) (*Template, error) {
 	l, err := s.src.LeaseRecords.GetLease(ctx, leaseID)
 	if errors.Is(err, lease.ErrNotFound) {
 		return nil, fmt.Errorf("custom: capture: lease %s: %w", leaseID, ErrNotFound)
@@ -235,15 +268,19 @@ func (s *Service) Capture(ctx context.Context, p authz.Principal, leaseID, name 
 		}
 		source = prev.SourceFingerprint
 	}
-	h, err := s.src.Leases.Open(ctx, p, leaseID)
-	if err != nil {
-		return nil, fmt.Errorf("custom: capture: %w", err)
+	if h == nil {
+		if h, err = s.src.Leases.Open(ctx, p, leaseID); err != nil {
+			return nil, fmt.Errorf("custom: capture: %w", err)
+		}
 	}
 	now := s.o.Clock.Now().UTC()
 	t := &Template{
 		ID: s.o.NewID(), Environment: env.ID, Name: name, Driver: d.Name(),
 		SourceFingerprint: source, Lease: leaseID,
 		CreatedAt: now, CreatedBy: p.ID, UpdatedAt: now, Version: 1,
+	}
+	if mark != nil {
+		mark(t)
 	}
 	id, cerr := h.Capture(ctx, drivers.CaptureRequest{Name: name})
 	if cerr == nil && id.IsZero() {

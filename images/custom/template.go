@@ -153,6 +153,8 @@ type Store interface {
 	AppendEvent(ctx context.Context, e *Event) error
 	// ListEvents returns the environment's events by Seq.
 	ListEvents(ctx context.Context, environment string) ([]*Event, error)
+	// SessionStore holds the setup sessions and their progress events.
+	SessionStore
 }
 
 // Errors of the custom images contract.

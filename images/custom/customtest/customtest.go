@@ -34,6 +34,11 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) custom.Store) {
 		{"events append in order per environment", testEvents},
 		{"missing templates are not found", testNotFound},
 		{"a cancelled context is honoured", testCancelled},
+		{"setup sessions round trip and check the version", testSessionRoundTrip},
+		{"one active setup session per environment", testSessionOneActive},
+		{"10 concurrent starts of one environment's session: exactly one exists", testSessionConcurrent},
+		{"session events are read after a cursor", testSessionEvents},
+		{"a terminal token is redeemed once, before it expires; of 10 concurrent redemptions one wins", testTerminalTokens},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -230,4 +235,187 @@ func testCancelled(t *testing.T, s custom.Store) {
 	if _, err := s.ListTemplates(ctx, custom.Filter{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("ListTemplates on a cancelled context: %v, want context.Canceled", err)
 	}
+}
+
+func sampleSession(id, env string, state custom.SessionState, at time.Time) *custom.Session {
+	return &custom.Session{
+		ID: id, Environment: env, Name: "tools", Driver: "fake", State: state, Steps: 2,
+		ContentHash: "sha256:" + fmt.Sprintf("%064d", 3), Lease: "lse_9", CreatedAt: at, CreatedBy: "admin-1",
+		UpdatedAt: at, ExpiresAt: at.Add(time.Minute), Deadline: at.Add(time.Hour), Version: 1,
+	}
+}
+
+func testSessionRoundTrip(t *testing.T, s custom.Store) {
+	ctx := context.Background()
+	full := sampleSession("ses-1", "env-1", custom.SessionWaiting, baseTime)
+	full.Interactive, full.Template, full.Reused, full.BaseTemplate = true, "tpl-1", true, "tpl-0"
+	full.FailureReason, full.LeaseCleanup = "step 2 exited 1", "confirmed"
+	if err := s.InsertSession(ctx, full); err != nil {
+		t.Fatalf("InsertSession: %v", err)
+	}
+	got, err := s.GetSession(ctx, "ses-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "session round trip", full, got)
+	wantErr(t, "insert of a taken session id", s.InsertSession(ctx, sampleSession("ses-1", "env-2", custom.SessionCaptured, baseTime)), custom.ErrConflict)
+	wantErr(t, "insert with version 2", s.InsertSession(ctx, &custom.Session{ID: "ses-2", Environment: "env-1", Version: 2}), custom.ErrInvalid)
+	v2 := got.Clone()
+	v2.State, v2.Version = custom.SessionCapturing, 2
+	if err := s.UpdateSession(ctx, v2); err != nil {
+		t.Fatalf("UpdateSession: %v", err)
+	}
+	stale := v2.Clone()
+	stale.State = custom.SessionCancelled
+	wantErr(t, "stale session update", s.UpdateSession(ctx, stale), custom.ErrConflict)
+	if got, _ := s.GetSession(ctx, "ses-1"); got == nil || got.State != custom.SessionCapturing {
+		t.Errorf("after a stale update: %+v", got)
+	}
+	_, err = s.GetSession(ctx, "nope")
+	wantErr(t, "get of a missing session", err, custom.ErrSessionNotFound)
+	missing := sampleSession("nope", "env-1", custom.SessionCancelled, baseTime)
+	missing.Version = 2
+	wantErr(t, "update of a missing session", s.UpdateSession(ctx, missing), custom.ErrSessionNotFound)
+}
+
+func testSessionOneActive(t *testing.T, s custom.Store) {
+	ctx := context.Background()
+	if err := s.InsertSession(ctx, sampleSession("ses-1", "env-1", custom.SessionStarting, baseTime)); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "a second active session", s.InsertSession(ctx, sampleSession("ses-2", "env-1", custom.SessionStarting, baseTime)), custom.ErrSessionActive)
+	if err := s.InsertSession(ctx, sampleSession("ses-3", "env-2", custom.SessionWaiting, baseTime)); err != nil {
+		t.Errorf("an active session of another environment: %v", err)
+	}
+	if err := s.InsertSession(ctx, sampleSession("ses-4", "env-1", custom.SessionCaptured, baseTime.Add(time.Second))); err != nil {
+		t.Errorf("an ended session beside the active one: %v", err)
+	}
+	ended := sampleSession("ses-1", "env-1", custom.SessionCancelled, baseTime)
+	ended.Version = 2
+	if err := s.UpdateSession(ctx, ended); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.InsertSession(ctx, sampleSession("ses-5", "env-1", custom.SessionStarting, baseTime.Add(2*time.Second))); err != nil {
+		t.Fatalf("a new session once the active one ended: %v", err)
+	}
+	back := ended.Clone()
+	back.State, back.Version = custom.SessionWaiting, 3
+	wantErr(t, "an ended session made active again beside another", s.UpdateSession(ctx, back), custom.ErrSessionActive)
+	list, err := s.ListSessions(ctx, custom.SessionFilter{Environment: "env-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{}
+	for _, x := range list {
+		ids = append(ids, x.ID)
+	}
+	diff(t, "sessions of env-1", []string{"ses-1", "ses-4", "ses-5"}, ids)
+	active, err := s.ListSessions(ctx, custom.SessionFilter{Active: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = []string{}
+	for _, x := range active {
+		ids = append(ids, x.ID)
+	}
+	diff(t, "active sessions", []string{"ses-3", "ses-5"}, ids)
+}
+
+func testSessionConcurrent(t *testing.T, s custom.Store) {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins, refused := 0, 0
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.InsertSession(ctx, sampleSession(fmt.Sprintf("ses-%d", i), "env-1", custom.SessionStarting, baseTime))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case errors.Is(err, custom.ErrSessionActive):
+				refused++
+			default:
+				t.Errorf("InsertSession: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	active, err := s.ListSessions(ctx, custom.SessionFilter{Environment: "env-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wins != 1 || refused != 9 || len(active) != 1 {
+		t.Errorf("%d started, %d refused, %d stored; want 1, 9 and 1", wins, refused, len(active))
+	}
+}
+
+func testSessionEvents(t *testing.T, s custom.Store) {
+	ctx := context.Background()
+	var want []*custom.SessionEvent
+	for i := range 5 {
+		e := &custom.SessionEvent{Session: "ses-1", At: baseTime.Add(time.Duration(i) * time.Second), State: custom.SessionStarting, Step: i, Message: fmt.Sprintf("step %d", i)}
+		if err := s.AppendSessionEvent(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Seq != int64(i+1) {
+			t.Errorf("event %d got seq %d", i, e.Seq)
+		}
+		want = append(want, e)
+	}
+	if err := s.AppendSessionEvent(ctx, &custom.SessionEvent{Session: "ses-2", Message: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, after := range []int64{0, 2, 5} {
+		got, err := s.ListSessionEvents(ctx, "ses-1", after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		diff(t, fmt.Sprintf("events after %d", after), append([]*custom.SessionEvent{}, want[after:]...), got)
+	}
+}
+
+func testTerminalTokens(t *testing.T, s custom.Store) {
+	ctx := context.Background()
+	tok := &custom.TerminalToken{Hash: fmt.Sprintf("%064x", 1), Session: "ses-1", Principal: "ops", Role: "local_operator",
+		Path: "/terminal", CreatedAt: baseTime, ExpiresAt: baseTime.Add(time.Minute)}
+	if err := s.InsertTerminalToken(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "a taken hash", s.InsertTerminalToken(ctx, tok), custom.ErrConflict)
+	expired := *tok
+	expired.Hash = fmt.Sprintf("%064x", 2)
+	if err := s.InsertTerminalToken(ctx, &expired); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.RedeemTerminalToken(ctx, expired.Hash, baseTime.Add(time.Minute))
+	wantErr(t, "redeem at its expiry", err, custom.ErrTokenInvalid)
+	_, err = s.RedeemTerminalToken(ctx, fmt.Sprintf("%064x", 3), baseTime)
+	wantErr(t, "redeem of an unknown hash", err, custom.ErrTokenInvalid)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var won []*custom.TerminalToken
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := s.RedeemTerminalToken(ctx, tok.Hash, baseTime.Add(59*time.Second))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				won = append(won, got)
+			case !errors.Is(err, custom.ErrTokenInvalid):
+				t.Errorf("RedeemTerminalToken: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(won) != 1 {
+		t.Fatalf("%d concurrent redemptions won, want 1", len(won))
+	}
+	diff(t, "redeemed token", tok, won[0])
 }

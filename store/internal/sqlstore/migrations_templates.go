@@ -31,6 +31,42 @@ func (components) Templates() Component {
 					PRIMARY KEY (environment, seq)
 				)`,
 			},
+		}, {
+			Version: 2,
+			Name:    "create setup_sessions, setup_session_events and setup_terminal_tokens",
+			SQL: []string{
+				// doc is the session's JSON (no secret: scripts are not
+				// stored, only their content hash). active is 1 while the
+				// session is starting, waiting_for_user or capturing; the
+				// partial unique index is the one-active-session-per-
+				// environment rule, so two replicas on one database cannot
+				// both start one (IMG-4).
+				`CREATE TABLE setup_sessions (
+					id TEXT NOT NULL PRIMARY KEY,
+					environment TEXT NOT NULL,
+					active INTEGER NOT NULL,
+					created_at BIGINT,
+					version BIGINT NOT NULL,
+					doc TEXT NOT NULL
+				)`,
+				`CREATE UNIQUE INDEX setup_sessions_one_active ON setup_sessions (environment) WHERE active = 1`,
+				`CREATE INDEX setup_sessions_environment ON setup_sessions (environment, created_at)`,
+				// Progress events, append-only; seq is the reader's cursor.
+				`CREATE TABLE setup_session_events (
+					session TEXT NOT NULL,
+					seq BIGINT NOT NULL,
+					doc TEXT NOT NULL,
+					PRIMARY KEY (session, seq)
+				)`,
+				// Terminal tokens by their hash (the token itself is never
+				// stored); used turns 1 once, in the redeeming UPDATE.
+				`CREATE TABLE setup_terminal_tokens (
+					hash TEXT NOT NULL PRIMARY KEY,
+					expires_at BIGINT NOT NULL,
+					used INTEGER NOT NULL,
+					doc TEXT NOT NULL
+				)`,
+			},
 		}},
 	}
 }

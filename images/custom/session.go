@@ -1,0 +1,325 @@
+package custom
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/errcode"
+)
+
+// SessionState is a setup session's state (IMG-4): starting ->
+// waiting_for_user -> capturing -> captured | promoted; any active state ->
+// cancelled | timed_out | failed.
+type SessionState string
+
+// The setup session states.
+const (
+	// SessionStarting: the setup sandbox is being leased, or the scripted
+	// steps run.
+	SessionStarting SessionState = "starting"
+	// SessionWaiting: the sandbox waits for the operator (an interactive
+	// session after its steps).
+	SessionWaiting SessionState = "waiting_for_user"
+	// SessionCapturing: the capture runs.
+	SessionCapturing SessionState = "capturing"
+	// SessionCaptured: a template was made and not promoted.
+	SessionCaptured SessionState = "captured"
+	// SessionPromoted: the template was made and promoted.
+	SessionPromoted SessionState = "promoted"
+	// SessionCancelled: an operator cancelled it.
+	SessionCancelled SessionState = "cancelled"
+	// SessionTimedOut: its TTL or cap passed; Sweep ended it.
+	SessionTimedOut SessionState = "timed_out"
+	// SessionFailed: a step, the lease or the capture failed.
+	SessionFailed SessionState = "failed"
+)
+
+// Active reports whether a session in state s holds its environment's one
+// active slot (starting, waiting_for_user, capturing).
+func (s SessionState) Active() bool {
+	return s == SessionStarting || s == SessionWaiting || s == SessionCapturing
+}
+
+// Session is a setup session of an environment: a setup sandbox leased
+// under lease.InstanceCompany, its scripted steps and terminal, and the
+// template it captured.
+type Session struct {
+	ID          string       `json:"id"`
+	Environment string       `json:"environment"`
+	Name        string       `json:"name,omitempty"`
+	Driver      string       `json:"driver"`
+	State       SessionState `json:"state"`
+	// Interactive sessions wait for the operator after their steps.
+	Interactive bool `json:"interactive,omitempty"`
+	// Steps counts the scripted steps.
+	Steps int `json:"steps,omitempty"`
+	// ContentHash is the hash of a scripted setup's inputs (ScriptHash);
+	// empty for an interactive session.
+	ContentHash string `json:"contentHash,omitempty"`
+	// Base is what the content hash was computed over besides the steps:
+	// the image identity setup started from and the platform.
+	Base string `json:"base,omitempty"`
+	// Lease is the setup lease's id (Company lease.InstanceCompany).
+	Lease string `json:"lease,omitempty"`
+	// LeaseCleanup is the setup lease's cleanup status after the session
+	// ended ("confirmed": destroyed with proof).
+	LeaseCleanup string `json:"leaseCleanup,omitempty"`
+	// Template is the template captured (or reused).
+	Template string `json:"template,omitempty"`
+	// Reused reports that a finished template with the same content hash
+	// answered the session: nothing was leased or built.
+	Reused bool `json:"reused,omitempty"`
+	// BaseTemplate is the environment's active template the sandbox
+	// started from ("" for the configured image).
+	BaseTemplate string    `json:"baseTemplate,omitempty"`
+	CreatedAt    time.Time `json:"createdAt"`
+	CreatedBy    string    `json:"createdBy,omitempty"`
+	UpdatedAt    time.Time `json:"updatedAt"`
+	// TTL is the session's TTL (SetupRequest.TTL or Options.SessionTTL).
+	TTL time.Duration `json:"ttl,omitempty"`
+	// ExpiresAt is the TTL's end, pushed back by activity up to Deadline.
+	ExpiresAt time.Time `json:"expiresAt"`
+	// Deadline is the TTL's cap.
+	Deadline time.Time `json:"deadline"`
+	// FailureReason says why the session failed.
+	FailureReason string `json:"failureReason,omitempty"`
+	// Version starts at 1 and grows by one on every store update.
+	Version int64 `json:"version"`
+}
+
+// Clone returns a copy of s.
+func (s *Session) Clone() *Session {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	return &c
+}
+
+// SessionEvent is one progress event of a session; Seq is its cursor
+// (1, 2, ...), assigned by the store.
+type SessionEvent struct {
+	Session string    `json:"session"`
+	Seq     int64     `json:"seq"`
+	At      time.Time `json:"at"`
+	// State is the session's state after the event.
+	State SessionState `json:"state"`
+	// Step is the 1-based step the event is about (0: none).
+	Step    int    `json:"step,omitempty"`
+	Message string `json:"message"`
+}
+
+// SessionFilter selects sessions in Store.ListSessions; zero fields match
+// everything.
+type SessionFilter struct {
+	Environment string
+	// Active matches only sessions in an active state.
+	Active bool
+}
+
+// ErrSessionActive: the environment already has an active setup session
+// (the store's unique constraint refused a second one); code conflict.
+var ErrSessionActive = errcode.New(errcode.Conflict, "custom: the environment has an active setup session")
+
+// ErrSessionNotFound: no setup session with that id (or one the principal
+// may not read).
+var ErrSessionNotFound = errcode.New(errcode.NotFound, "custom: setup session not found")
+
+// Script is a scripted setup: steps run in order in the setup sandbox
+// (IMG-4). Its JSON form is
+//
+//	{"steps": [{"run": ["sh", "-c", "…"]}, {"write": {"path": "/etc/motd", "mode": "0644", "content": "…"}}]}
+//
+// A step that needs a secret reads it from its environment at exec time:
+// every command in the sandbox sees the environment's secret env map
+// (for example "$GITHUB_TOKEN"), so it is never written into the script
+// or the store.
+type Script struct {
+	Steps []Step `json:"steps"`
+}
+
+// Step is one scripted step: exactly one of Run and Write.
+type Step struct {
+	// Run is an argv list, run as it is (no shell unless it names one).
+	Run []string `json:"run,omitempty"`
+	// Write writes a file.
+	Write *WriteFile `json:"write,omitempty"`
+}
+
+// WriteFile is a file a step writes, its parent directories made.
+type WriteFile struct {
+	// Path is absolute.
+	Path string `json:"path"`
+	// Mode is an octal string ("0644"); default "0644".
+	Mode    string `json:"mode,omitempty"`
+	Content string `json:"content"`
+}
+
+// ParseScript reads a script's JSON from r: unknown keys are refused,
+// naming the step, as are steps with neither or both of run and write, a
+// relative path and a mode that is not octal.
+func ParseScript(r io.Reader) (*Script, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("custom: reading the setup script: %w", err)
+	}
+	var top struct {
+		Steps []json.RawMessage `json:"steps"`
+	}
+	if err := strictDecode(data, &top); err != nil {
+		return nil, fmt.Errorf("custom: setup script: %v: %w", err, ErrInvalid)
+	}
+	if len(top.Steps) == 0 {
+		return nil, fmt.Errorf("custom: setup script: no steps: %w", ErrInvalid)
+	}
+	sc := &Script{}
+	for i, raw := range top.Steps {
+		var st Step
+		if err := strictDecode(raw, &st); err != nil {
+			return nil, fmt.Errorf("custom: setup script: step %d: %v: %w", i+1, err, ErrInvalid)
+		}
+		if err := st.check(); err != nil {
+			return nil, fmt.Errorf("custom: setup script: step %d: %v: %w", i+1, err, ErrInvalid)
+		}
+		sc.Steps = append(sc.Steps, st)
+	}
+	return sc, nil
+}
+
+func strictDecode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}
+
+func (st Step) check() error {
+	switch {
+	case len(st.Run) > 0 && st.Write != nil:
+		return errors.New(`both "run" and "write"`)
+	case len(st.Run) == 0 && st.Write == nil:
+		return errors.New(`neither "run" nor "write"`)
+	case st.Write != nil:
+		if !strings.HasPrefix(st.Write.Path, "/") {
+			return fmt.Errorf("write: path %q is not absolute", st.Write.Path)
+		}
+		if _, err := st.Write.mode(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *WriteFile) mode() (string, error) {
+	if w.Mode == "" {
+		return "0644", nil
+	}
+	m, err := strconv.ParseUint(w.Mode, 8, 32)
+	if err != nil || m > 0o7777 {
+		return "", fmt.Errorf("write %s: mode %q is not an octal string such as \"0644\"", w.Path, w.Mode)
+	}
+	return fmt.Sprintf("%04o", m), nil
+}
+
+// Hash returns the content address of running sc on base: the hex SHA-256
+// of base (the environment's image identity and platform, see
+// Service.Setup) and of each step, a file by its path, mode and content
+// digest.
+func (sc *Script) Hash(base string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "berth-setup-v1\x00base=%q\n", base)
+	for _, st := range sc.Steps {
+		if st.Write != nil {
+			mode, _ := st.Write.mode()
+			sum := sha256.Sum256([]byte(st.Write.Content))
+			fmt.Fprintf(h, "write %q %s sha256:%x\n", st.Write.Path, mode, sum)
+			continue
+		}
+		argv, _ := json.Marshal(st.Run)
+		fmt.Fprintf(h, "run %s\n", argv)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// What setup runs in the sandbox besides the steps: each is an argv of sh
+// -c with the script named here (a fake driver's Options.Handlers answer
+// them by it).
+const (
+	// WriteFileScript writes its stdin to $1 with mode $2, making the
+	// parent directories; nothing is staged elsewhere.
+	WriteFileScript = `umask 022 && mkdir -p "$(dirname "$1")" && cat > "$1" && chmod "$2" "$1"`
+	// CleanScript removes what berth put into the sandbox before a capture:
+	// the runner's state (tickets, logs) under /.berth/state. Setup itself
+	// stages nothing (a write step streams its content on stdin). A
+	// missing directory is fine.
+	CleanScript = `if [ -d /.berth/state ]; then find /.berth/state -mindepth 1 -delete; fi`
+	// EnvironScript prints the environment of the sandbox's process 1, the
+	// environment an image made from it carries.
+	EnvironScript = `cat /proc/1/environ`
+)
+
+// SessionStore is the setup session part of Store.
+type SessionStore interface {
+	// InsertSession stores s (Version must be 1): ErrConflict if the id is
+	// taken, an error wrapping ErrSessionActive if s is active and its
+	// environment has an active session already (a unique constraint:
+	// of concurrent inserts, also from several processes, one wins).
+	InsertSession(ctx context.Context, s *Session) error
+	// GetSession returns the session, or an error wrapping
+	// ErrSessionNotFound.
+	GetSession(ctx context.Context, id string) (*Session, error)
+	// ListSessions returns the matching sessions by CreatedAt, then id.
+	ListSessions(ctx context.Context, f SessionFilter) ([]*Session, error)
+	// UpdateSession replaces session s.ID if its stored Version is
+	// s.Version-1; otherwise ErrConflict (ErrSessionNotFound if absent).
+	UpdateSession(ctx context.Context, s *Session) error
+	// AppendSessionEvent appends e to its session's events, setting e.Seq
+	// to one more than the session's last.
+	AppendSessionEvent(ctx context.Context, e *SessionEvent) error
+	// ListSessionEvents returns the session's events with Seq > after, by
+	// Seq.
+	ListSessionEvents(ctx context.Context, session string, after int64) ([]*SessionEvent, error)
+	// InsertTerminalToken stores a terminal token's record (its hash,
+	// never the token); ErrConflict if the hash is taken.
+	InsertTerminalToken(ctx context.Context, t *TerminalToken) error
+	// RedeemTerminalToken marks the token with hash used and returns its
+	// record, if it exists, is unused and expires after now; else an error
+	// wrapping ErrTokenInvalid. Of concurrent redemptions, also from
+	// several processes, one wins.
+	RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*TerminalToken, error)
+}
+
+// TerminalToken is the stored record of a terminal token
+// (Service.MintTerminalToken): only the token's hash is kept.
+type TerminalToken struct {
+	// Hash is the hex SHA-256 of the token.
+	Hash    string `json:"hash"`
+	Session string `json:"session"`
+	// Principal is the id of the principal it was minted for, Role its
+	// role.
+	Principal string     `json:"principal"`
+	Role      authz.Role `json:"role"`
+	// Path is the URL path it may be redeemed on.
+	Path      string    `json:"path"`
+	CreatedAt time.Time `json:"createdAt"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// ErrTokenInvalid: a terminal token that is unknown, used, expired, or
+// presented for another session, path or principal.
+var ErrTokenInvalid = errcode.New(errcode.AuthFailed, "custom: terminal token invalid, used or expired")

@@ -1,0 +1,127 @@
+package custom
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
+)
+
+// TerminalSize is a terminal's window size.
+type TerminalSize struct {
+	Rows int `json:"rows"`
+	Cols int `json:"cols"`
+}
+
+// terminals are the PTYs this process opened, by session: a capture or an
+// end of the session closes them.
+type terminals struct {
+	mu   sync.Mutex
+	open map[string]map[*sessionTerminal]struct{}
+}
+
+func newTerminals() *terminals {
+	return &terminals{open: map[string]map[*sessionTerminal]struct{}{}}
+}
+
+func (t *terminals) add(id string, st *sessionTerminal) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.open[id] == nil {
+		t.open[id] = map[*sessionTerminal]struct{}{}
+	}
+	t.open[id][st] = struct{}{}
+}
+
+func (t *terminals) remove(id string, st *sessionTerminal) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.open[id], st)
+	if len(t.open[id]) == 0 {
+		delete(t.open, id)
+	}
+}
+
+func (t *terminals) closeSession(id string) {
+	t.mu.Lock()
+	list := t.open[id]
+	delete(t.open, id)
+	t.mu.Unlock()
+	for st := range list {
+		_ = st.TerminalSession.Close()
+	}
+}
+
+// sessionTerminal is a PTY of a setup sandbox: input pushes the session's
+// TTL back (at most once per tenth of the TTL).
+type sessionTerminal struct {
+	drivers.TerminalSession
+	s    *Service
+	p    authz.Principal
+	id   string
+	ttl  time.Duration
+	mu   sync.Mutex
+	last time.Time
+	once sync.Once
+}
+
+func (t *sessionTerminal) Write(b []byte) (int, error) {
+	n, err := t.TerminalSession.Write(b)
+	t.mu.Lock()
+	now := t.s.o.Clock.Now()
+	due := now.Sub(t.last) >= t.ttl/10
+	if due {
+		t.last = now
+	}
+	t.mu.Unlock()
+	if due {
+		if ses, gerr := t.s.src.Templates.GetSession(context.Background(), t.id); gerr == nil {
+			t.s.touch(context.Background(), ses)
+		}
+	}
+	return n, err
+}
+
+func (t *sessionTerminal) Close() error {
+	t.once.Do(func() { t.s.terms.remove(t.id, t) })
+	return t.TerminalSession.Close()
+}
+
+// OpenTerminal opens an interactive terminal (a PTY running the sandbox's
+// login shell) in the setup sandbox of session id, which must be waiting
+// for the operator (else an error wrapping ErrConflict); a driver without
+// the terminal capability is refused naming it (drivers.ErrUnsupported,
+// IMG-7). The PTY lives in this process; input extends the session's TTL;
+// capturing or ending the session closes it. The caller closes it too.
+// p needs authz.ActionSetup.
+func (s *Service) OpenTerminal(ctx context.Context, p authz.Principal, id string, size TerminalSize) (drivers.TerminalSession, error) {
+	ses, err := s.loadSession(ctx, p, authz.ActionSetup, id)
+	if err != nil {
+		return nil, err
+	}
+	if ses.State != SessionWaiting {
+		return nil, fmt.Errorf("custom: terminal of setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, ErrConflict)
+	}
+	d, err := s.src.Drivers.Lookup(ses.Driver)
+	if err != nil {
+		return nil, fmt.Errorf("custom: terminal of setup session %s: %w", id, err)
+	}
+	if !drivers.Effective(d, 0).Has(drivers.CapTerminal) {
+		return nil, fmt.Errorf("custom: terminal of setup session %s: driver %q lacks capability %s: %w", id, d.Name(), drivers.CapTerminal, drivers.ErrUnsupported)
+	}
+	h, err := s.src.Leases.Open(ctx, p, ses.Lease)
+	if err != nil {
+		return nil, fmt.Errorf("custom: terminal of setup session %s: %w", id, err)
+	}
+	ts, err := h.OpenTerminal(ctx, drivers.TerminalRequest{Rows: size.Rows, Cols: size.Cols})
+	if err != nil {
+		return nil, fmt.Errorf("custom: terminal of setup session %s: %w", id, err)
+	}
+	st := &sessionTerminal{TerminalSession: ts, s: s, p: p, id: id, ttl: s.ttl(ses), last: s.o.Clock.Now()}
+	s.terms.add(id, st)
+	s.touch(ctx, ses)
+	return st, nil
+}

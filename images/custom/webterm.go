@@ -1,0 +1,404 @@
+package custom
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
+)
+
+// TerminalTokenTTL is how long a minted terminal token may be redeemed.
+const TerminalTokenTTL = 60 * time.Second
+
+// DefaultTerminalRing is the default size of a web terminal's output ring.
+const DefaultTerminalRing = 1 << 20
+
+// MintedToken is a terminal token as MintTerminalToken returns it: the
+// token travels once, to the client; the store keeps its hash.
+type MintedToken struct {
+	Token     string    `json:"token"`
+	Session   string    `json:"session"`
+	Path      string    `json:"path"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// MintTerminalToken mints a single-use token for the web terminal of
+// session id (IMG-5): random (32 bytes), only its SHA-256 stored,
+// redeemable once within TerminalTokenTTL, bound to the session, to p and
+// to the URL path the TerminalHandler serves it on. The session must be
+// waiting for the operator. p needs authz.ActionSetup.
+func (s *Service) MintTerminalToken(ctx context.Context, p authz.Principal, id, path string) (*MintedToken, error) {
+	ses, err := s.loadSession(ctx, p, authz.ActionSetup, id)
+	if err != nil {
+		return nil, err
+	}
+	if ses.State != SessionWaiting {
+		return nil, fmt.Errorf("custom: terminal token for setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, ErrConflict)
+	}
+	if path == "" {
+		return nil, fmt.Errorf("custom: terminal token for setup session %s: no URL path: %w", id, ErrInvalid)
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("custom: terminal token for setup session %s: %w", id, err)
+	}
+	tok := "bt_" + hex.EncodeToString(b)
+	now := s.o.Clock.Now().UTC()
+	rec := &TerminalToken{Hash: tokenHash(tok), Session: id, Principal: p.ID, Role: p.Role, Path: path, CreatedAt: now, ExpiresAt: now.Add(TerminalTokenTTL)}
+	if err := s.src.Templates.InsertTerminalToken(ctx, rec); err != nil {
+		return nil, fmt.Errorf("custom: terminal token for setup session %s: %w", id, err)
+	}
+	return &MintedToken{Token: tok, Session: id, Path: path, ExpiresAt: rec.ExpiresAt}, nil
+}
+
+func tokenHash(tok string) string {
+	sum := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(sum[:])
+}
+
+// TerminalHandlerOptions configure Service.TerminalHandler.
+type TerminalHandlerOptions struct {
+	// Principal returns the principal of a request (the host's
+	// authentication); it must equal the one the token was minted for.
+	// Required.
+	Principal func(r *http.Request) (authz.Principal, error)
+	// OriginPatterns are the allowed browser origins besides the
+	// request's own host (websocket.AcceptOptions.OriginPatterns).
+	OriginPatterns []string
+	// RingBytes bounds the output kept per terminal for reconnects;
+	// default DefaultTerminalRing.
+	RingBytes int
+}
+
+// Control frames (JSON text frames). The server sends "attached" (or
+// "reset") first, then output as binary frames, and "exit" when the shell
+// ends; the client sends keystrokes as binary frames and "resize".
+type controlFrame struct {
+	Type string `json:"type"` // attached, reset, exit, resize, error
+	// Process identifies the PTY (the "process" query parameter of a
+	// reconnect).
+	Process string `json:"process,omitempty"`
+	// Offset is the byte offset of the output that follows.
+	Offset int64  `json:"offset,omitempty"`
+	Rows   int    `json:"rows,omitempty"`
+	Cols   int    `json:"cols,omitempty"`
+	Code   int    `json:"code,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// TerminalHandler returns the web terminal's http.Handler (IMG-5). A
+// request carries ?token=T (browsers cannot set WebSocket headers), and
+// for a reconnect &process=P&offset=N. The token is redeemed before the
+// upgrade: an unknown, used or expired token, one minted for another path
+// or another principal (opts.Principal), or for a session that is not
+// waiting any more is refused with 401 or 403 and no upgrade; the token
+// never appears in an answer or a log. Then the connection is upgraded
+// with coder/websocket (opts.OriginPatterns). Output and keystrokes
+// travel in binary frames; resize, exit and reset are JSON text frames.
+// Each PTY keeps a ring of its last opts.RingBytes of output indexed by
+// byte offset: a reconnect to the same process with offset N receives
+// "attached" and exactly the bytes from N, or "reset" and the ring's tail
+// when N is gone (never the whole ring blindly). The PTY lives in this
+// process: a process unknown here (another replica's, or one that ended)
+// gets a fresh shell and "reset".
+func (s *Service) TerminalHandler(opts TerminalHandlerOptions) http.Handler {
+	if opts.RingBytes <= 0 {
+		opts.RingBytes = DefaultTerminalRing
+	}
+	return &termHandler{s: s, o: opts, procs: map[string]*termProc{}}
+}
+
+type termHandler struct {
+	s     *Service
+	o     TerminalHandlerOptions
+	mu    sync.Mutex
+	procs map[string]*termProc
+}
+
+func (h *termHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if h.o.Principal == nil {
+		http.Error(w, "terminal handler has no principal resolver", http.StatusInternalServerError)
+		return
+	}
+	p, err := h.o.Principal(r)
+	if err != nil {
+		http.Error(w, "unauthenticated", http.StatusUnauthorized)
+		return
+	}
+	q := r.URL.Query()
+	tok := q.Get("token")
+	if tok == "" {
+		http.Error(w, "missing token", http.StatusUnauthorized)
+		return
+	}
+	rec, err := h.s.src.Templates.RedeemTerminalToken(ctx, tokenHash(tok), h.s.o.Clock.Now())
+	if err != nil {
+		if errors.Is(err, ErrTokenInvalid) {
+			http.Error(w, "terminal token invalid, used or expired", http.StatusUnauthorized)
+		} else {
+			http.Error(w, "terminal token could not be checked", http.StatusServiceUnavailable)
+		}
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(rec.Path), []byte(r.URL.Path)) != 1 {
+		http.Error(w, "terminal token is for another path", http.StatusForbidden)
+		return
+	}
+	if rec.Principal != p.ID || rec.Role != p.Role {
+		http.Error(w, "terminal token was minted for another principal", http.StatusForbidden)
+		return
+	}
+	if s := q.Get("session"); s != "" && s != rec.Session {
+		http.Error(w, "terminal token is for another session", http.StatusForbidden)
+		return
+	}
+	ses, err := h.s.loadSession(ctx, p, authz.ActionSetup, rec.Session)
+	if err != nil {
+		http.Error(w, "setup session not found or not yours to drive", http.StatusForbidden)
+		return
+	}
+	if ses.State != SessionWaiting {
+		http.Error(w, "setup session is "+string(ses.State), http.StatusConflict)
+		return
+	}
+	var offset int64
+	if v := q.Get("offset"); v != "" {
+		if offset, err = strconv.ParseInt(v, 10, 64); err != nil || offset < 0 {
+			http.Error(w, "offset is not a byte offset", http.StatusBadRequest)
+			return
+		}
+	}
+	wantProc := q.Get("process")
+	h.mu.Lock()
+	proc := h.procs[wantProc]
+	h.mu.Unlock()
+	if proc != nil && (proc.session != ses.ID || proc.ended()) {
+		proc = nil
+	}
+	reset := wantProc != ""
+	if proc == nil {
+		if proc, err = h.open(ctx, p, ses.ID); err != nil {
+			http.Error(w, "opening the terminal failed", http.StatusBadGateway)
+			h.s.o.Logger.Warn("custom: web terminal", "session", ses.ID, "err", err)
+			return
+		}
+		offset = 0
+	} else {
+		reset = false
+	}
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: h.o.OriginPatterns})
+	if err != nil {
+		return
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(1 << 20)
+	h.serve(ctx, c, proc, offset, reset)
+}
+
+// open starts a PTY of session id in this process.
+func (h *termHandler) open(ctx context.Context, p authz.Principal, id string) (*termProc, error) {
+	ts, err := h.s.OpenTerminal(context.WithoutCancel(ctx), p, id, TerminalSize{Rows: 24, Cols: 80})
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 9)
+	_, _ = rand.Read(b)
+	proc := &termProc{id: "prc_" + hex.EncodeToString(b), session: id, ts: ts, ring: make([]byte, h.o.RingBytes), done: make(chan struct{})}
+	proc.cond = sync.NewCond(&proc.mu)
+	h.mu.Lock()
+	h.procs[proc.id] = proc
+	h.mu.Unlock()
+	go proc.pump(func() {
+		h.mu.Lock()
+		delete(h.procs, proc.id)
+		h.mu.Unlock()
+	})
+	return proc, nil
+}
+
+// serve runs one connection: output from offset (after "attached" or
+// "reset"), input and resizes to the PTY.
+func (h *termHandler) serve(ctx context.Context, c *websocket.Conn, proc *termProc, offset int64, reset bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start, ok := proc.clamp(offset)
+	typ := "attached"
+	if reset || !ok {
+		typ = "reset"
+	}
+	if err := writeControl(ctx, c, controlFrame{Type: typ, Process: proc.id, Offset: start}); err != nil {
+		return
+	}
+	go func() { // input
+		defer cancel()
+		for {
+			mt, data, err := c.Read(ctx)
+			if err != nil {
+				return
+			}
+			if mt == websocket.MessageBinary {
+				if _, err := proc.ts.Write(data); err != nil {
+					return
+				}
+				continue
+			}
+			var f controlFrame
+			if json.Unmarshal(data, &f) == nil && f.Type == "resize" && f.Rows > 0 && f.Cols > 0 {
+				_ = proc.ts.Resize(ctx, f.Rows, f.Cols)
+			}
+		}
+	}()
+	stop := context.AfterFunc(ctx, func() {
+		proc.mu.Lock()
+		proc.cond.Broadcast()
+		proc.mu.Unlock()
+	})
+	defer stop()
+	pos := start
+	for {
+		chunk, next, gone, exited := proc.next(ctx, pos)
+		if ctx.Err() != nil {
+			return
+		}
+		if gone { // the reader fell behind the ring
+			pos = next
+			if writeControl(ctx, c, controlFrame{Type: "reset", Process: proc.id, Offset: pos}) != nil {
+				return
+			}
+			continue
+		}
+		if len(chunk) > 0 {
+			if c.Write(ctx, websocket.MessageBinary, chunk) != nil {
+				return
+			}
+			pos = next
+			continue
+		}
+		if exited {
+			_ = writeControl(ctx, c, controlFrame{Type: "exit", Process: proc.id, Offset: pos, Code: proc.code})
+			c.Close(websocket.StatusNormalClosure, "exit")
+			return
+		}
+	}
+}
+
+func writeControl(ctx context.Context, c *websocket.Conn, f controlFrame) error {
+	b, _ := json.Marshal(f)
+	return c.Write(ctx, websocket.MessageText, b)
+}
+
+// termProc is a PTY of this process and the ring of its output: ring
+// holds the bytes [total-len, total) at positions offset % len(ring).
+type termProc struct {
+	id, session string
+	ts          drivers.TerminalSession
+	mu          sync.Mutex
+	cond        *sync.Cond
+	ring        []byte
+	total       int64
+	exited      bool
+	code        int
+	done        chan struct{}
+}
+
+func (t *termProc) ended() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.exited
+}
+
+// pump copies the PTY's output into the ring until it ends.
+func (t *termProc) pump(gone func()) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := t.ts.Read(buf)
+		if n > 0 {
+			t.mu.Lock()
+			b := buf[:n]
+			if len(b) > len(t.ring) {
+				t.total += int64(len(b) - len(t.ring))
+				b = b[len(b)-len(t.ring):]
+			}
+			for len(b) > 0 {
+				i := int(t.total % int64(len(t.ring)))
+				k := copy(t.ring[i:], b)
+				b = b[k:]
+				t.total += int64(k)
+			}
+			t.cond.Broadcast()
+			t.mu.Unlock()
+		}
+		if err != nil {
+			break
+		}
+	}
+	code := -1
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if res, err := t.ts.Wait(ctx); err == nil && res != nil {
+		code = res.ExitCode
+	}
+	cancel()
+	_ = t.ts.Close()
+	t.mu.Lock()
+	t.exited, t.code = true, code
+	t.cond.Broadcast()
+	t.mu.Unlock()
+	close(t.done)
+	gone()
+}
+
+// clamp returns where a reader asking for offset starts, and whether it
+// is exactly offset.
+func (t *termProc) clamp(offset int64) (int64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	first := max(0, t.total-int64(len(t.ring)))
+	if offset < first || offset > t.total {
+		return first, false
+	}
+	return offset, true
+}
+
+// next waits for output at pos and returns a copy of what is there (up to
+// 32 KiB) and the next position; gone when pos left the ring (next is the
+// ring's start); exited when the PTY ended and nothing is left.
+func (t *termProc) next(ctx context.Context, pos int64) (chunk []byte, next int64, gone, exited bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for pos == t.total && !t.exited && ctx.Err() == nil {
+		t.cond.Wait()
+	}
+	first := max(0, t.total-int64(len(t.ring)))
+	if pos < first {
+		return nil, first, true, false
+	}
+	n := min(t.total-pos, 32<<10)
+	if n == 0 {
+		return nil, pos, false, t.exited
+	}
+	out := make([]byte, 0, n)
+	for k := pos; k < pos+n; {
+		i := int(k % int64(len(t.ring)))
+		end := min(len(t.ring), i+int(pos+n-k))
+		out = append(out, t.ring[i:end]...)
+		k += int64(end - i)
+	}
+	return out, pos + n, false, false
+}
+
+var _ io.Writer = (*sessionTerminal)(nil)

@@ -1,0 +1,222 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/berthdev/berth/images/custom"
+)
+
+func activeFlag(s *custom.Session) int {
+	if s.State.Active() {
+		return 1
+	}
+	return 0
+}
+
+// activeViolation reports whether a unique violation is the one-active-
+// session index rather than the primary key.
+func activeViolation(what string) bool {
+	return strings.Contains(what, "setup_sessions_one_active") || strings.Contains(what, "setup_sessions.environment")
+}
+
+func scanSetupSession(s scanner) (*custom.Session, error) {
+	var doc string
+	if err := s.Scan(&doc); err != nil {
+		return nil, err
+	}
+	var ses custom.Session
+	if err := json.Unmarshal([]byte(doc), &ses); err != nil {
+		return nil, fmt.Errorf("setup session document: %w", err)
+	}
+	return &ses, nil
+}
+
+// InsertSession implements custom.Store; the partial unique index
+// setup_sessions_one_active refuses a second active session of an
+// environment.
+func (db *DB) InsertSession(ctx context.Context, s *custom.Session) error {
+	if s == nil || s.ID == "" || s.Environment == "" {
+		return fmt.Errorf("sqlstore: insert setup session: missing id or environment: %w", custom.ErrInvalid)
+	}
+	if s.Version != 1 {
+		return fmt.Errorf("sqlstore: insert setup session %s: version %d, want 1: %w", s.ID, s.Version, custom.ErrInvalid)
+	}
+	doc, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("sqlstore: insert setup session %s: %w", s.ID, err)
+	}
+	_, err = db.writes().exec(ctx, `INSERT INTO setup_sessions (id, environment, active, created_at, version, doc) VALUES (?, ?, ?, ?, ?, ?)`,
+		s.ID, s.Environment, activeFlag(s), nanos(s.CreatedAt), s.Version, string(doc))
+	if what, dup := uniqueViolation(err); dup {
+		if activeViolation(what) {
+			return fmt.Errorf("sqlstore: setup session %s of environment %s: %w", s.ID, s.Environment, custom.ErrSessionActive)
+		}
+		return fmt.Errorf("sqlstore: setup session %s: id already exists: %w", s.ID, custom.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlstore: insert setup session %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+// GetSession implements custom.Store.
+func (db *DB) GetSession(ctx context.Context, id string) (*custom.Session, error) {
+	s, err := scanSetupSession(db.reads().queryRow(ctx, "SELECT doc FROM setup_sessions WHERE id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlstore: setup session %q: %w", id, custom.ErrSessionNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: get setup session %q: %w", id, err)
+	}
+	return s, nil
+}
+
+// ListSessions implements custom.Store.
+func (db *DB) ListSessions(ctx context.Context, f custom.SessionFilter) ([]*custom.Session, error) {
+	q := "SELECT doc FROM setup_sessions WHERE 1 = 1"
+	var args []any
+	if f.Environment != "" {
+		q += " AND environment = ?"
+		args = append(args, f.Environment)
+	}
+	if f.Active {
+		q += " AND active = 1"
+	}
+	q += " ORDER BY created_at, id" + db.d.collateC()
+	rows, err := db.reads().query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: list setup sessions: %w", err)
+	}
+	return collect(rows, "list setup sessions", scanSetupSession)
+}
+
+// UpdateSession implements custom.Store with one version-checked
+// statement.
+func (db *DB) UpdateSession(ctx context.Context, s *custom.Session) error {
+	if s == nil || s.ID == "" {
+		return fmt.Errorf("sqlstore: update setup session: missing id: %w", custom.ErrInvalid)
+	}
+	doc, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("sqlstore: update setup session %s: %w", s.ID, err)
+	}
+	res, err := db.writes().exec(ctx, `UPDATE setup_sessions SET active = ?, version = ?, doc = ? WHERE id = ? AND version = ?`,
+		activeFlag(s), s.Version, string(doc), s.ID, s.Version-1)
+	if what, dup := uniqueViolation(err); dup && activeViolation(what) {
+		return fmt.Errorf("sqlstore: setup session %s of environment %s: %w", s.ID, s.Environment, custom.ErrSessionActive)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlstore: update setup session %s: %w", s.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return err
+	}
+	var stored int64
+	err = db.writes().queryRow(ctx, "SELECT version FROM setup_sessions WHERE id = ?", s.ID).Scan(&stored)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("sqlstore: setup session %q: %w", s.ID, custom.ErrSessionNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlstore: update setup session %s: %w", s.ID, err)
+	}
+	return fmt.Errorf("sqlstore: setup session %s: version %d does not follow stored version %d: %w", s.ID, s.Version, stored, custom.ErrConflict)
+}
+
+// AppendSessionEvent implements custom.Store as AppendEvent does: the
+// next seq in one transaction, a collision on the primary key retried.
+func (db *DB) AppendSessionEvent(ctx context.Context, e *custom.SessionEvent) error {
+	if e == nil || e.Session == "" {
+		return fmt.Errorf("sqlstore: append session event: missing session: %w", custom.ErrInvalid)
+	}
+	var err error
+	for range maxKeyAttempts {
+		ev := *e
+		err = db.inTx(ctx, func(tx handle) error {
+			if err := tx.queryRow(ctx, "SELECT COALESCE(MAX(seq), 0) + 1 FROM setup_session_events WHERE session = ?", ev.Session).Scan(&ev.Seq); err != nil {
+				return err
+			}
+			doc, err := json.Marshal(&ev)
+			if err != nil {
+				return err
+			}
+			_, err = tx.exec(ctx, "INSERT INTO setup_session_events (session, seq, doc) VALUES (?, ?, ?)", ev.Session, ev.Seq, string(doc))
+			return err
+		})
+		if err == nil {
+			e.Seq = ev.Seq
+			return nil
+		}
+		if _, dup := uniqueViolation(err); !dup {
+			break
+		}
+	}
+	return fmt.Errorf("sqlstore: append event of setup session %s: %w", e.Session, err)
+}
+
+// ListSessionEvents implements custom.Store.
+func (db *DB) ListSessionEvents(ctx context.Context, session string, after int64) ([]*custom.SessionEvent, error) {
+	rows, err := db.reads().query(ctx, "SELECT doc FROM setup_session_events WHERE session = ? AND seq > ? ORDER BY seq", session, after)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: events of setup session %s: %w", session, err)
+	}
+	return collect(rows, "events of setup session "+session, func(s scanner) (*custom.SessionEvent, error) {
+		var doc string
+		if err := s.Scan(&doc); err != nil {
+			return nil, err
+		}
+		var e custom.SessionEvent
+		if err := json.Unmarshal([]byte(doc), &e); err != nil {
+			return nil, fmt.Errorf("session event document: %w", err)
+		}
+		return &e, nil
+	})
+}
+
+// InsertTerminalToken implements custom.Store.
+func (db *DB) InsertTerminalToken(ctx context.Context, t *custom.TerminalToken) error {
+	if t == nil || t.Hash == "" {
+		return fmt.Errorf("sqlstore: insert terminal token: missing hash: %w", custom.ErrInvalid)
+	}
+	doc, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("sqlstore: insert terminal token of session %s: %w", t.Session, err)
+	}
+	_, err = db.writes().exec(ctx, "INSERT INTO setup_terminal_tokens (hash, expires_at, used, doc) VALUES (?, ?, 0, ?)",
+		t.Hash, t.ExpiresAt.UnixNano(), string(doc))
+	if _, dup := uniqueViolation(err); dup {
+		return fmt.Errorf("sqlstore: terminal token of session %s: hash already exists: %w", t.Session, custom.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlstore: insert terminal token of session %s: %w", t.Session, err)
+	}
+	return nil
+}
+
+// RedeemTerminalToken implements custom.Store with one conditional UPDATE:
+// of concurrent redemptions exactly one changes the row.
+func (db *DB) RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*custom.TerminalToken, error) {
+	res, err := db.writes().exec(ctx, "UPDATE setup_terminal_tokens SET used = 1 WHERE hash = ? AND used = 0 AND expires_at > ?", hash, now.UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: redeem terminal token: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, fmt.Errorf("sqlstore: redeem terminal token: %w", err)
+	} else if n == 0 {
+		return nil, fmt.Errorf("sqlstore: redeem terminal token: %w", custom.ErrTokenInvalid)
+	}
+	var doc string
+	if err := db.writes().queryRow(ctx, "SELECT doc FROM setup_terminal_tokens WHERE hash = ?", hash).Scan(&doc); err != nil {
+		return nil, fmt.Errorf("sqlstore: redeem terminal token: %w", err)
+	}
+	var t custom.TerminalToken
+	if err := json.Unmarshal([]byte(doc), &t); err != nil {
+		return nil, fmt.Errorf("sqlstore: terminal token document: %w", err)
+	}
+	return &t, nil
+}

@@ -1,0 +1,144 @@
+package berth_test
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/daytona"
+	"github.com/berthdev/berth/drivers/daytona/daytonatest"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/images/custom"
+	"github.com/berthdev/berth/lease"
+)
+
+// Issue 30 on the Daytona fake (daytonaio/daytona v0.190.0's API): a
+// scripted setup runs its step through the toolbox, captures the sandbox
+// to a snapshot (active at the provider), deletes the setup sandbox with
+// proof and promotes; a new lease starts from the snapshot and sees the
+// step's file.
+func TestScriptedSetupOnDaytona(t *testing.T) {
+	ctx := context.Background()
+	srv, err := daytonatest.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	base, err := srv.CreateSnapshot("berth-base:1.0", "debian:12.7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv := daytona.New(&daytona.Options{PollInterval: time.Millisecond, PollMax: 20 * time.Millisecond,
+		RetryBase: time.Millisecond, RetryMax: 20 * time.Millisecond, CleanupTimeout: 10 * time.Second})
+	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{drv}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sys.Close() })
+	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "daytona-setup", Driver: daytona.Name, Config: map[string]any{
+		daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldOrganizationID: srv.OrganizationID(),
+		daytona.FieldSnapshotID: base.ID,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := sys.Templates()
+	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: env.ID, Name: "mark", Promote: true,
+		Script: strings.NewReader(`{"steps": [{"run": ["sh", "-c", "echo set-up-by-script > \"$HOME/mark\""]}]}`)})
+	if err != nil {
+		t.Fatalf("Setup: %v", err)
+	}
+	if ses.State != custom.SessionPromoted || ses.LeaseCleanup != string(lease.CleanupConfirmed) {
+		t.Fatalf("session %+v", ses)
+	}
+	tpl, err := svc.Get(ctx, tplOps, ses.Template)
+	if err != nil || !strings.HasPrefix(tpl.Identity, "snapshot:daytona/") || tpl.State != custom.StateActive {
+		t.Fatalf("template %+v, %v", tpl, err)
+	}
+	if sn, ok := srv.LookupSnapshot(strings.TrimPrefix(tpl.Identity, "snapshot:daytona/")); !ok || sn.State != "active" {
+		t.Fatalf("the snapshot at the provider: %+v (found %t), want active", sn, ok)
+	}
+	h, err := sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{Company: "acme", EnvironmentID: env.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}) }()
+	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", `cat "$HOME/mark"`}})
+	if err != nil || res.ExitCode != 0 || string(res.Stdout) != "set-up-by-script\n" {
+		t.Errorf("a new lease reads %q (%+v, %v)", res.Stdout, res, err)
+	}
+	if id, err := h.ImageIdentity(ctx); err != nil || id.String() != tpl.Identity {
+		t.Errorf("a new lease runs %v (%v), want the template %s", id, err, tpl.Identity)
+	}
+}
+
+// Issue 30 on the Daytona fake: an interactive setup session's terminal
+// (Service.OpenTerminal in process, the toolbox's PTY): a file written in
+// the shell, exit, capture and promote; a new lease sees the file.
+func TestInteractiveSetupOnDaytona(t *testing.T) {
+	ctx := context.Background()
+	srv, err := daytonatest.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	base, err := srv.CreateSnapshot("berth-base:1.0", "debian:12.7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv := daytona.New(&daytona.Options{PollInterval: time.Millisecond, PollMax: 20 * time.Millisecond,
+		RetryBase: time.Millisecond, RetryMax: 20 * time.Millisecond, CleanupTimeout: 10 * time.Second})
+	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{drv}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sys.Close() })
+	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "daytona-term", Driver: daytona.Name, Config: map[string]any{
+		daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldOrganizationID: srv.OrganizationID(),
+		daytona.FieldSnapshotID: base.ID,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := sys.Templates()
+	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: env.ID, Interactive: true})
+	if err != nil || ses.State != custom.SessionWaiting {
+		t.Fatalf("Setup: %+v, %v", ses, err)
+	}
+	pty, err := svc.OpenTerminal(ctx, tplOps, ses.ID, custom.TerminalSize{Rows: 30, Cols: 90})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(pty)
+		out <- b
+	}()
+	if _, err := pty.Write([]byte("echo typed-on-daytona > \"$HOME/term-mark\"; exit 0\n")); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if res, err := pty.Wait(wctx); err != nil || res.ExitCode != 0 {
+		t.Fatalf("the shell ended with %+v, %v", res, err)
+	}
+	_ = pty.Close()
+	<-out
+	done, err := svc.CaptureSession(ctx, tplOps, ses.ID, true)
+	if err != nil || done.State != custom.SessionPromoted || done.LeaseCleanup != string(lease.CleanupConfirmed) {
+		t.Fatalf("CaptureSession: %+v, %v", done, err)
+	}
+	h, err := sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{Company: "acme", EnvironmentID: env.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}) }()
+	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", `cat "$HOME/term-mark"`}})
+	if err != nil || string(res.Stdout) != "typed-on-daytona\n" {
+		t.Errorf("a new lease reads %q (%+v, %v)", res.Stdout, res, err)
+	}
+}

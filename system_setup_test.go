@@ -1,0 +1,640 @@
+package berth_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth"
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/images/custom"
+	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/store"
+)
+
+// fakeFS is a file system per fake sandbox for the commands setup sends:
+// custom.WriteFileScript writes, "cat PATH" reads, custom.CleanScript and
+// custom.EnvironScript answer as a clean sandbox would (environ, if set,
+// is what process 1 shows).
+type fakeFS struct {
+	mu      sync.Mutex
+	files   map[string]map[string]string // sandbox -> path -> content
+	cleaned int
+	environ string
+}
+
+func (f *fakeFS) handlers() map[string]fake.HandlerFunc {
+	f.files = map[string]map[string]string{}
+	return map[string]fake.HandlerFunc{
+		custom.WriteFileScript: func(_ context.Context, inv fake.Invocation) (int, error) {
+			b, err := io.ReadAll(inv.Stdin)
+			if err != nil {
+				return 1, err
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.files[inv.SandboxID] == nil {
+				f.files[inv.SandboxID] = map[string]string{}
+			}
+			f.files[inv.SandboxID][inv.Argv[4]] = string(b) + " mode=" + inv.Argv[5]
+			return 0, nil
+		},
+		custom.CleanScript: func(context.Context, fake.Invocation) (int, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.cleaned++
+			return 0, nil
+		},
+		custom.EnvironScript: func(_ context.Context, inv fake.Invocation) (int, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			fmt.Fprintf(inv.Stdout, "PATH=/bin\x00%s", f.environ)
+			return 0, nil
+		},
+		"fail-step": func(_ context.Context, inv fake.Invocation) (int, error) {
+			fmt.Fprint(inv.Stderr, "no such package")
+			return 3, nil
+		},
+	}
+}
+
+func (f *fakeFS) file(sandbox, path string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.files[sandbox][path]
+}
+
+const fakeScript = `{"steps": [
+	{"write": {"path": "/etc/motd", "mode": "0640", "content": "hello from setup"}},
+	{"run": ["echo", "installed"]}
+]}`
+
+func newSetupWorld(t *testing.T, o *berth.Options, fo *fake.Options) (*tplWorld, *fakeFS) {
+	t.Helper()
+	fs := &fakeFS{}
+	if fo == nil {
+		fo = &fake.Options{}
+	}
+	fo.Handlers = fs.handlers()
+	fk := fake.New(fo)
+	opts := berth.Options{Drivers: []drivers.Driver{fk}, TestMode: true}
+	if o != nil {
+		opts = *o
+		opts.Drivers, opts.TestMode = []drivers.Driver{fk}, true
+	}
+	w := newTplWorld(t, &opts, fk)
+	cfg := map[string]any{"image": w.img, "region": "r1"}
+	if fo.APIKey != "" {
+		cfg[fake.FieldAPIKey] = fo.APIKey
+	}
+	v, err := w.sys.Catalog().Create(context.Background(), tplOps, environment.CreateRequest{Name: "setup-fake", Driver: fk.Name(), Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.env = v
+	return w, fs
+}
+
+func liveSandboxes(fk *fake.Driver) []string {
+	var out []string
+	for _, sb := range fk.Sandboxes() {
+		if sb.State != drivers.StateDestroyed {
+			out = append(out, sb.ID)
+		}
+	}
+	return out
+}
+
+// Issue 30 on the fake driver: a scripted setup writes a file and runs a
+// command in a sandbox leased under the instance company, removes berth's
+// files, captures, destroys the sandbox with proof and promotes; its
+// progress is stored and read after a cursor; the same script again is
+// answered with the template, creating no sandbox.
+func TestScriptedSetupOnFake(t *testing.T) {
+	ctx := context.Background()
+	w, fs := newSetupWorld(t, nil, nil)
+	svc := w.sys.Templates()
+	var seen []int64
+	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Name: "motd", Script: strings.NewReader(fakeScript),
+		Promote: true, Progress: func(e *custom.SessionEvent) { seen = append(seen, e.Seq) }})
+	if err != nil {
+		t.Fatalf("Setup: %v", err)
+	}
+	if ses.State != custom.SessionPromoted || ses.Template == "" || ses.Lease == "" || ses.LeaseCleanup != string(lease.CleanupConfirmed) || ses.Reused {
+		t.Fatalf("session %+v", ses)
+	}
+	l, err := w.sys.Leases().Get(ctx, tplOps, ses.Lease)
+	if err != nil || l.Company != lease.InstanceCompany || l.Run != ses.ID || l.Cleanup != lease.CleanupConfirmed {
+		t.Fatalf("setup lease %+v, %v", l, err)
+	}
+	if got := fs.file(l.ProviderLeaseID, "/etc/motd"); got != "hello from setup mode=0640" {
+		t.Errorf("file written in the setup sandbox: %q", got)
+	}
+	if fs.cleaned != 1 {
+		t.Errorf("berth's files removed %d times before the capture, want 1", fs.cleaned)
+	}
+	if live := liveSandboxes(w.fk); len(live) != 0 {
+		t.Errorf("sandboxes left: %v", live)
+	}
+	tpl, err := svc.Get(ctx, tplOps, ses.Template)
+	if err != nil || tpl.State != custom.StateActive || tpl.ContentHash != ses.ContentHash || tpl.SetupSession != ses.ID {
+		t.Fatalf("template %+v, %v", tpl, err)
+	}
+	all, err := svc.Events(ctx, tplOps, ses.ID, 0)
+	if err != nil || len(all) < 5 {
+		t.Fatalf("events %v, %v", all, err)
+	}
+	if len(seen) != len(all) || seen[0] != 1 || seen[len(seen)-1] != all[len(all)-1].Seq {
+		t.Errorf("progress callbacks %v, stored events end at %d", seen, all[len(all)-1].Seq)
+	}
+	rest, err := svc.Events(ctx, tplBoard, ses.ID, 2)
+	if err != nil || len(rest) != len(all)-2 || rest[0].Seq != 3 {
+		t.Errorf("events after 2 read by a board member: %d, %v", len(rest), err)
+	}
+	if !strings.Contains(all[2].Message, "step 1/2: write /etc/motd") || all[len(all)-1].State != custom.SessionPromoted {
+		t.Errorf("events: %q ... %q (%s)", all[2].Message, all[len(all)-1].Message, all[len(all)-1].State)
+	}
+
+	creates := w.fk.Calls(fake.OpCreate)
+	again, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Name: "motd", Script: strings.NewReader(fakeScript)})
+	if err != nil {
+		t.Fatalf("Setup again: %v", err)
+	}
+	if !again.Reused || again.Template != ses.Template || again.Lease != "" || again.State != custom.SessionPromoted {
+		t.Errorf("the same script again: %+v", again)
+	}
+	if n := w.fk.Calls(fake.OpCreate); n != creates {
+		t.Errorf("the same script again created %d sandboxes", n-creates)
+	}
+	other, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["true"]}]}`)})
+	if err != nil || other.Reused || other.State != custom.SessionCaptured || other.BaseTemplate != ses.Template {
+		t.Errorf("another script, started from the active template: %+v, %v", other, err)
+	}
+
+	// A template is not deleted while a setup session's sandbox uses it.
+	open, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	if err != nil || open.BaseTemplate != ses.Template {
+		t.Fatalf("interactive setup from the template: %+v, %v", open, err)
+	}
+	rev, err := svc.Revoke(ctx, tplOps, ses.Template, custom.RevokeOptions{Delete: true})
+	if err != nil || !rev.DeleteWanted || !strings.Contains(rev.DeleteNote, open.Lease) {
+		t.Errorf("revoke with deletion during the session: %+v, %v", rev, err)
+	}
+	if _, err := svc.Cancel(ctx, tplOps, open.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.sys.Sweep(ctx, tplOps); err != nil {
+		t.Fatal(err)
+	}
+	if rev, err = svc.Get(ctx, tplOps, ses.Template); err != nil || rev.State != custom.StateDeleted {
+		t.Errorf("after the session and a sweep: %+v, %v", rev, err)
+	}
+}
+
+// Refusals: unknown keys name the step; a failed step fails the session
+// and destroys its sandbox; a second active session is refused; agents
+// see nothing, board members read and do nothing; a driver without
+// template_capture or terminal is refused before the script is read
+// (IMG-7); a secret value in the image environment is not captured.
+func TestSetupRefusalsOnFake(t *testing.T) {
+	ctx := context.Background()
+	w, fs := newSetupWorld(t, nil, &fake.Options{APIKey: "fake-key-5c1e"})
+	svc := w.sys.Templates()
+	_, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["true"]}, {"run": ["x"], "sudo": true}]}`)})
+	if !errors.Is(err, custom.ErrInvalid) || !strings.Contains(err.Error(), "step 2") || !strings.Contains(err.Error(), "sudo") {
+		t.Errorf("unknown key: %v", err)
+	}
+	_, err = svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"write": {"path": "/x", "mode": "rw", "content": ""}}]}`)})
+	if !errors.Is(err, custom.ErrInvalid) || !strings.Contains(err.Error(), "step 1") {
+		t.Errorf("bad mode: %v", err)
+	}
+	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["fail-step"]}]}`)})
+	if !errors.Is(err, custom.ErrStepFailed) || ses == nil || ses.State != custom.SessionFailed || !strings.Contains(ses.FailureReason, "step 1: exited 3: no such package") {
+		t.Errorf("failed step: %+v, %v", ses, err)
+	}
+	if live := liveSandboxes(w.fk); len(live) != 0 {
+		t.Errorf("sandboxes left after a failed step: %v", live)
+	}
+
+	_, err = svc.Setup(ctx, tplAgent, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	if !errors.Is(err, custom.ErrNotFound) {
+		t.Errorf("an agent's setup: %v", err)
+	}
+	_, err = svc.Setup(ctx, tplBoard, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	if !errors.Is(err, authz.ErrDenied) {
+		t.Errorf("a board member's setup: %v", err)
+	}
+	open, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	if err != nil || open.State != custom.SessionWaiting {
+		t.Fatalf("interactive setup: %+v, %v", open, err)
+	}
+	br, err := w.sys.Catalog().BlastRadius(ctx, tplOps, w.env.ID)
+	if err != nil || len(br.SetupSessions) != 1 || br.SetupSessions[0].ID != open.ID || !hasRef(br.ActiveLeases, open.Lease) {
+		t.Errorf("blast radius during a session: %+v, %v", br, err)
+	}
+	if _, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true}); !errors.Is(err, custom.ErrSessionActive) {
+		t.Errorf("a second active session: %v", err)
+	}
+	if got, err := svc.Session(ctx, tplBoard, open.ID); err != nil || got.ID != open.ID || got.Base != "" {
+		t.Errorf("a board member reads the session: %+v, %v", got, err)
+	}
+	if _, err := svc.Session(ctx, tplAgent, open.ID); !errors.Is(err, custom.ErrSessionNotFound) {
+		t.Errorf("an agent reads the session: %v", err)
+	}
+	if _, err := svc.Cancel(ctx, tplBoard, open.ID); !errors.Is(err, authz.ErrDenied) {
+		t.Errorf("a board member cancels: %v", err)
+	}
+	if _, err := svc.OpenTerminal(ctx, tplAgent, open.ID, custom.TerminalSize{Rows: 24, Cols: 80}); !errors.Is(err, custom.ErrSessionNotFound) {
+		t.Errorf("an agent opens the terminal: %v", err)
+	}
+	fs.environ = "LEAKED=fake-key-5c1e\x00"
+	got, err := svc.CaptureSession(ctx, tplOps, open.ID, false)
+	if err == nil || strings.Contains(err.Error(), "fake-key-5c1e") || got.State != custom.SessionFailed || got.Template != "" {
+		t.Errorf("capture with a secret in the image environment: %+v, %v", got, err)
+	}
+	if live := liveSandboxes(w.fk); len(live) != 0 {
+		t.Errorf("sandboxes left after the refused capture: %v", live)
+	}
+	if list, _ := svc.List(ctx, tplOps, w.env.ID); len(list) != 0 {
+		t.Errorf("templates made: %d", len(list))
+	}
+
+	// IMG-7: a driver without template_capture, and one without terminal.
+	for _, tc := range []struct {
+		undeclared  drivers.Capability
+		interactive bool
+	}{{drivers.CapTemplateCapture, false}, {drivers.CapTerminal, true}} {
+		nw, _ := newSetupWorld(t, nil, &fake.Options{Undeclared: drivers.NewSet(tc.undeclared)})
+		read := &countingReader{r: strings.NewReader(fakeScript)}
+		_, err := nw.sys.Templates().Setup(ctx, tplOps, custom.SetupRequest{Environment: nw.env.ID, Script: read, Interactive: tc.interactive})
+		if !errors.Is(err, drivers.ErrUnsupported) || !strings.Contains(err.Error(), tc.undeclared.String()) || !strings.Contains(err.Error(), nw.fk.Name()) {
+			t.Errorf("without %s: %v", tc.undeclared, err)
+		}
+		if read.n != 0 || nw.fk.Calls(fake.OpCreate) != 0 {
+			t.Errorf("without %s: %d script bytes read, %d sandboxes created", tc.undeclared, read.n, nw.fk.Calls(fake.OpCreate))
+		}
+		if tc.undeclared == drivers.CapTerminal {
+			ses, err := nw.sys.Templates().Setup(ctx, tplOps, custom.SetupRequest{Environment: nw.env.ID, Script: strings.NewReader(fakeScript)})
+			if err != nil || ses.State != custom.SessionCaptured {
+				t.Errorf("scripted setup without a terminal: %+v, %v", ses, err)
+			}
+		}
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// Sweep: a session idle past its TTL is timed out and its sandbox
+// destroyed, also when the process running it is gone (a second System
+// on the same stores sweeps); a lease of a session whose record never
+// learnt it is destroyed too.
+func TestSetupSweepOnFake(t *testing.T) {
+	ctx := context.Background()
+	w, _ := newSetupWorld(t, &berth.Options{SetupSessionTTL: time.Millisecond, SetupSessionMaxTTL: time.Hour}, nil)
+	svc := w.sys.Templates()
+	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	rep, err := w.sys.Sweep(ctx, tplOps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := svc.Session(ctx, tplOps, ses.ID)
+	if err != nil || got.State != custom.SessionTimedOut || got.LeaseCleanup != string(lease.CleanupConfirmed) || rep.Sessions.TimedOut != 1 {
+		t.Errorf("after the sweep: %+v, %v (report %+v)", got, err, rep.Sessions)
+	}
+	if live := liveSandboxes(w.fk); len(live) != 0 {
+		t.Errorf("sandboxes left: %v", live)
+	}
+	if _, err := w.sys.Sweep(ctx, tplAgent); !errors.Is(err, authz.ErrDenied) {
+		t.Errorf("an agent's sweep: %v", err)
+	}
+	// A setup lease whose session ended without destroying it (a crash
+	// between the two writes).
+	h, err := w.sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{EnvironmentID: w.env.ID, Company: lease.InstanceCompany, Run: ses.ID,
+		Metadata: map[string]string{custom.MetaSetupSession: ses.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err = w.sys.Sweep(ctx, tplOps); err != nil || rep.Sessions.SandboxesDestroyed != 1 {
+		t.Errorf("sweep of a stray setup lease: %+v, %v", rep.Sessions, err)
+	}
+	if l, err := w.sys.Leases().Get(ctx, tplOps, h.ID()); err != nil || l.Cleanup != lease.CleanupConfirmed {
+		t.Errorf("stray setup lease after the sweep: %+v, %v", l, err)
+	}
+}
+
+// The web terminal's ring on the fake driver: a reconnect asking for bytes
+// that left the bounded ring gets "reset" and exactly the ring's tail,
+// never the whole history; a reconnect within the ring gets "attached"
+// and the missing bytes.
+func TestWebTerminalRingResetOnFake(t *testing.T) {
+	ctx := context.Background()
+	w, _ := newSetupWorld(t, nil, nil)
+	svc := w.sys.Templates()
+	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ring = 64
+	srv := httptest.NewServer(svc.TerminalHandler(custom.TerminalHandlerOptions{RingBytes: ring,
+		Principal: func(*http.Request) (authz.Principal, error) { return tplOps, nil }}))
+	defer srv.Close()
+	mint := func() string {
+		m, err := svc.MintTerminalToken(ctx, tplOps, ses.ID, "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Token
+	}
+	tc, _, err := termDial(t, srv.URL, "/", "ops", url.Values{"token": {mint()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := tc.first["process"].(string)
+	tc.send("echo " + strings.Repeat("x", 100) + "-first\n")
+	tc.until("-first\r\n$ ")
+	tc.send("echo second\n")
+	tc.until("second\r\n$ ")
+	seen := tc.out.String()
+	tc.c.CloseNow()
+
+	again, _, err := termDial(t, srv.URL, "/", "ops", url.Values{"token": {mint()}, "process": {proc}, "offset": {"0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := again.first["offset"].(float64)
+	if again.first["type"] != "reset" || first < ring {
+		t.Fatalf("offset 0 after more than %d bytes: %v, want reset at the ring's start", ring, again.first)
+	}
+	again.until("second\r\n$ ")
+	if got := again.out.String(); got != seen[len(seen)-ring:] {
+		t.Errorf("after the reset: %q, want exactly the ring's tail %q", got, seen[len(seen)-ring:])
+	}
+	again.c.CloseNow()
+	total := int64(first) + ring
+	within, _, err := termDial(t, srv.URL, "/", "ops", url.Values{"token": {mint()}, "process": {proc}, "offset": {fmt.Sprint(total - 10)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if within.first["type"] != "attached" || within.first["offset"] != float64(total-10) {
+		t.Fatalf("offset within the ring: %v", within.first)
+	}
+	within.until("$ ")
+	if got := within.out.String(); got != seen[len(seen)-10:] {
+		t.Errorf("within the ring: %q, want %q", got, seen[len(seen)-10:])
+	}
+	within.send("exit 3\n")
+	readCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for within.read(readCtx) {
+	}
+	if n := len(within.control); n == 0 || within.control[n-1]["type"] != "exit" || within.control[n-1]["code"] != float64(3) {
+		t.Errorf("control frames after exit 3: %v, want an exit frame with code 3", within.control)
+	}
+	within.c.CloseNow()
+	if _, err := svc.Cancel(ctx, tplOps, ses.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func hasRef(refs []environment.Reference, id string) bool {
+	for _, r := range refs {
+		if r.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Seeded crash schedules over setup sessions on the fake driver: for each
+// seed, three environments each get a session left as a process killed at
+// a random point leaves it (before the sandbox create, after it and before
+// the session learnt its lease, mid-capture with the template made but not
+// recorded, mid-promote after the capture), some destroys fail once; two
+// sweeps later every setup sandbox is destroyed with proof, every session
+// has ended, and no template is active unless its environment's pointer
+// names it (none half-made).
+func TestSetupCrashSchedulesOnFake(t *testing.T) {
+	ctx := context.Background()
+	points := []string{"before-create", "after-create", "mid-capture", "mid-promote", "mid-promote-swapped"}
+	for seed := int64(1); seed <= 6; seed++ {
+		rng := rand.New(rand.NewPCG(uint64(seed), 30))
+		st := store.Memory()
+		w, _ := newSetupWorld(t, &berth.Options{Stores: st}, nil)
+		svc := w.sys.Templates()
+		var schedule []string
+		for e := range 3 {
+			env := w.env
+			if e > 0 {
+				v, err := w.sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: fmt.Sprintf("crash-%d", e), Driver: w.fk.Name(),
+					Config: map[string]any{"image": w.img, "region": "r1"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				env = v
+			}
+			point := points[(int(seed)+e*rng.IntN(len(points)))%len(points)] // the first environment cycles through every point
+			schedule = append(schedule, point)
+			past := time.Now().Add(-time.Minute).UTC()
+			ses := &custom.Session{ID: fmt.Sprintf("ses_crash_%d_%d", seed, e), Environment: env.ID, Driver: w.fk.Name(), State: custom.SessionStarting,
+				CreatedAt: past.Add(-time.Minute), UpdatedAt: past, ExpiresAt: past, Deadline: past.Add(time.Hour), Version: 1}
+			if err := st.Templates.InsertSession(ctx, ses); err != nil {
+				t.Fatal(err)
+			}
+			if point == "before-create" {
+				continue
+			}
+			h, err := w.sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{EnvironmentID: env.ID, Company: lease.InstanceCompany, Run: ses.ID,
+				Metadata: map[string]string{custom.MetaSetupSession: ses.ID}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if point == "after-create" {
+				continue
+			}
+			next := ses.Clone()
+			next.State, next.Lease, next.Version = custom.SessionCapturing, h.ID(), 2
+			if err := st.Templates.UpdateSession(ctx, next); err != nil {
+				t.Fatal(err)
+			}
+			tpl, err := svc.Capture(ctx, tplOps, h.ID(), "half")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if point == "mid-capture" {
+				continue
+			}
+			// mid-promote: the capture was recorded and the sandbox
+			// destroyed; the process died before the pointer moved.
+			if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+				t.Fatal(err)
+			}
+			next = next.Clone()
+			next.State, next.Template, next.Version = custom.SessionCaptured, tpl.ID, 3
+			if err := st.Templates.UpdateSession(ctx, next); err != nil {
+				t.Fatal(err)
+			}
+			if point == "mid-promote-swapped" { // the pointer moved, the template states did not
+				cur, err := st.Environments.GetEnvironment(ctx, env.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				moved := *cur
+				moved.ActiveTemplate = &environment.ActiveTemplate{ID: tpl.ID, Identity: tpl.Identity, SourceFingerprint: tpl.SourceFingerprint}
+				moved.Revision = cur.Revision + 1
+				if err := st.Environments.UpdateEnvironment(ctx, &moved, cur.Revision); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		live, destroysBefore := len(liveSandboxes(w.fk)), w.fk.Calls(fake.OpDestroy)
+		injected := live > 0 && rng.IntN(2) == 0
+		if injected { // the first destroy of the sweep fails once, not as a transient error
+			w.fk.FailNth(fake.OpDestroy, destroysBefore+1, errors.New("fake: provider refused the delete"))
+		}
+		for range 2 {
+			if _, err := w.sys.Sweep(ctx, tplOps); err != nil {
+				t.Fatalf("seed %d %v: sweep: %v", seed, schedule, err)
+			}
+		}
+		if left := liveSandboxes(w.fk); len(left) != 0 {
+			t.Errorf("seed %d %v: sandboxes left: %v", seed, schedule, left)
+		}
+		if n := w.fk.Calls(fake.OpDestroy) - destroysBefore; injected && n < live+1 || n < live {
+			t.Errorf("seed %d %v: %d destroy calls for %d sandboxes (a failure injected: %t)", seed, schedule, n, live, injected)
+		}
+		ls, err := st.Leases.ListLeases(ctx, lease.Filter{Company: lease.InstanceCompany})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			if l.Cleanup != lease.CleanupConfirmed {
+				t.Errorf("seed %d %v: setup lease %s is %s, cleanup %q", seed, schedule, l.ID, l.Status, l.Cleanup)
+			}
+		}
+		sessions, err := st.Templates.ListSessions(ctx, custom.SessionFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range sessions {
+			if s.State.Active() {
+				t.Errorf("seed %d %v: session %s still %s", seed, schedule, s.ID, s.State)
+			}
+		}
+		tpls, err := st.Templates.ListTemplates(ctx, custom.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tpl := range tpls {
+			env, err := st.Environments.GetEnvironment(ctx, tpl.Environment)
+			if err != nil {
+				t.Fatal(err)
+			}
+			named := env.ActiveTemplate != nil && env.ActiveTemplate.ID == tpl.ID
+			if (tpl.State == custom.StateActive) != named || tpl.State == custom.StateActive && tpl.Identity == "" {
+				t.Errorf("seed %d %v: template %s is %s, pointer names it: %t", seed, schedule, tpl.ID, tpl.State, named)
+			}
+		}
+	}
+}
+
+// barrierSessions makes two InsertSession calls meet before either runs.
+type barrierSessions struct {
+	custom.Store
+	gate *sync.WaitGroup
+}
+
+func (b barrierSessions) InsertSession(ctx context.Context, s *custom.Session) error {
+	b.gate.Done()
+	b.gate.Wait()
+	return b.Store.InsertSession(ctx, s)
+}
+
+// IMG-4, issue 30: two setup sessions of one environment started at once
+// by two Systems (two lease managers) over one PostgreSQL: exactly one
+// exists, the other is refused with ErrSessionActive and allocated
+// nothing.
+func TestTwoSetupsAtOnceOverOnePostgres(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	fs := &fakeFS{}
+	fk := fake.New(&fake.Options{Handlers: fs.handlers()})
+	gate := &sync.WaitGroup{}
+	stA, stB := openStores(t, url), openStores(t, url)
+	a := newTplWorld(t, &berth.Options{Stores: stA, Drivers: []drivers.Driver{fk}, TestMode: true}, fk)
+	a.create(t, "setup-race")
+	stA.Templates = barrierSessions{stA.Templates, gate}
+	stB.Templates = barrierSessions{stB.Templates, gate}
+	var systems []*berth.System
+	for _, st := range []store.Stores{stA, stB} {
+		sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk}, TestMode: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sys.Close()
+		systems = append(systems, sys)
+	}
+	gate.Add(2)
+	var wg sync.WaitGroup
+	got := make([]*custom.Session, 2)
+	errs := make([]error, 2)
+	for i, sys := range systems {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = sys.Templates().Setup(ctx, tplOps, custom.SetupRequest{Environment: a.env.ID, Interactive: true})
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for i := range 2 {
+		switch {
+		case errs[i] == nil && got[i].State == custom.SessionWaiting:
+			won++
+		case errors.Is(errs[i], custom.ErrSessionActive):
+		default:
+			t.Errorf("setup %d: %+v, %v", i, got[i], errs[i])
+		}
+	}
+	list, err := systems[0].Templates().Sessions(ctx, tplOps, a.env.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if won != 1 || len(list) != 1 || fk.Calls(fake.OpCreate) != 1 {
+		t.Errorf("%d started, %d stored, %d sandboxes created; want 1, 1 and 1", won, len(list), fk.Calls(fake.OpCreate))
+	}
+	if len(list) == 1 {
+		if _, err := systems[1].Templates().Cancel(ctx, tplOps, list[0].ID); err != nil {
+			t.Errorf("cancel from the other replica: %v", err)
+		}
+	}
+	if live := liveSandboxes(fk); len(live) != 0 {
+		t.Errorf("sandboxes left: %v", live)
+	}
+}
