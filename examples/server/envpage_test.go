@@ -35,8 +35,12 @@ type tab struct {
 // do runs the actions of step, failing the test on an error.
 func (b tab) do(step string, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
+	start := time.Now()
 	if err := chromedp.Do(b.ctx, actions...); err != nil {
 		b.t.Fatalf("%s: %v", step, err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		b.t.Logf("%s took %s", step, d.Round(time.Millisecond))
 	}
 }
 
@@ -64,7 +68,8 @@ func (b tab) count(css string) int {
 // only keeps a broken page from hanging the test; no timing is asserted).
 func (b tab) waitText(css, want string) string {
 	b.t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(time.Minute)
+	defer logSlow(b.t, time.Now(), css)
 	for {
 		s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](fmt.Sprintf("(document.querySelector(%q)||{}).textContent||''", css)))
 		if err != nil {
@@ -74,6 +79,7 @@ func (b tab) waitText(css, want string) string {
 			return s
 		}
 		if time.Now().After(deadline) {
+			screenshot(b.t, b.ctx, "failed-wait")
 			b.t.Fatalf("%s holds %q, want it to hold %q", css, s, want)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -83,7 +89,8 @@ func (b tab) waitText(css, want string) string {
 // waitJS waits until the expression is true.
 func (b tab) waitJS(expr string) {
 	b.t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(time.Minute)
+	defer logSlow(b.t, time.Now(), expr)
 	for {
 		// A navigation may end an evaluation: try again.
 		ok, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool]("!!("+expr+")"))
@@ -91,9 +98,18 @@ func (b tab) waitJS(expr string) {
 			return
 		}
 		if time.Now().After(deadline) || b.ctx.Err() != nil {
+			screenshot(b.t, b.ctx, "failed-wait")
 			b.t.Fatalf("wait for %s: %v", expr, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// logSlow logs a wait that took more than 3 s (for reading the test's
+// time, never asserted).
+func logSlow(t *testing.T, start time.Time, what string) {
+	if d := time.Since(start); d > 3*time.Second {
+		t.Logf("waiting for %s took %s", what, d.Round(time.Millisecond))
 	}
 }
 
@@ -364,14 +380,50 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	}
 	screenshot(t, root, "08-run-in-docker")
 
+	// Test box in acme: a pinned image, so the probe records a
+	// qualification, shown in the editor; a new registry credential (a
+	// Replace of the optional secret) changes the account, and the
+	// record no longer applies; Clear saves the config without it.
+	regSecret := "s3cret-" + hex.EncodeToString(mb[:3]) + "-registry"
+	admin.do("test box", chromedp.Click(chromedp.CSS(`tr[data-env="`+box.ID+`"] button.test`)))
+	admin.waitText("#result-"+box.ID, "qualification recorded")
+	admin.do("open box", chromedp.Click(chromedp.CSS(`tr[data-env="`+box.ID+`"] a.edit`)))
+	admin.waitJS(`document.getElementById("qualification") !== null`)
+	if s := admin.text("#qualification"); !strings.HasPrefix(s, "recorded: linux/") {
+		t.Errorf("the qualification after the Test: %q", s)
+	}
+	screenshot(t, root, "09-qualified")
+	if admin.count(`.field[data-field="registry_auth"] button.clear`) != 0 {
+		t.Error("an unset secret offers Clear")
+	}
+	admin.do("set a registry credential", chromedp.SetValue(chromedp.ID("cfg-registry_auth"), "robot:"+regSecret), chromedp.Click(chromedp.ID("save")))
+	admin.waitJS(`document.getElementById("state-registry_auth") && document.getElementById("state-registry_auth").textContent === "set (version 1)"`)
+	if s := admin.text("#qualification"); !strings.HasPrefix(s, "absent") {
+		t.Errorf("the qualification after the account changed: %q", s)
+	}
+	screenshot(t, root, "10-qualification-stale")
+	admin.do("clear the credential", chromedp.Click(chromedp.CSS(`button.clear[data-for="registry_auth"]`)), chromedp.Click(chromedp.ID("save")))
+	admin.waitJS(`location.search.includes("saved=") && document.getElementById("state-registry_auth") === null && document.getElementById("cfg-registry_auth") !== null`)
+	if strings.Contains(admin.source(), regSecret) {
+		t.Error("the page holds the registry credential")
+	}
+
 	// Delete shows the blast radius first: the binding blocks nothing
 	// but is named; cancelling keeps it.
-	admin.do("delete box?", chromedp.Click(chromedp.CSS(`tr[data-env="`+box.ID+`"] button.delete`)), chromedp.WaitVisible(chromedp.ID("delete-panel")))
+	admin.do("delete box?", chromedp.Click(chromedp.CSS(`tr[data-env="`+box.ID+`"] button.delete`)))
+	admin.waitJS(`!document.getElementById("delete-panel").hidden`)
 	if s := admin.text("#delete-radius"); !strings.Contains(s, "bindings: 1 (workspace/ws1)") && !strings.Contains(s, "bindings: 1") {
 		t.Errorf("the blast radius: %q", s)
 	}
-	screenshot(t, root, "09-delete-radius")
+	screenshot(t, root, "11-delete-radius")
 	admin.do("keep it", chromedp.Click(chromedp.ID("delete-cancel")), chromedp.WaitNotVisible(chromedp.ID("delete-panel")))
+	if admin.count(`tr[data-env="`+box.ID+`"]`) != 1 {
+		t.Error("cancelling the delete removed box")
+	}
+	// Deleting dead-engine (no binding, no lease) after its radius.
+	admin.do("delete dead-engine", chromedp.Click(chromedp.CSS(`tr[data-env="`+dead.ID+`"] button.delete`)), chromedp.WaitVisible(chromedp.ID("delete-panel")),
+		chromedp.Click(chromedp.ID("delete-confirm")))
+	admin.waitJS(`document.querySelector('tr[data-env="` + dead.ID + `"]') === null && document.getElementById("envs") !== null`)
 
 	// Keyboard: the SSH create form walked with Tab, every control
 	// labelled and reached.
@@ -398,7 +450,7 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 			t.Errorf("Tab never reached %s (reached %v)", id, reached)
 		}
 	}
-	screenshot(t, root, "10-keyboard")
+	screenshot(t, root, "12-keyboard")
 
 	// The instance settings: managed-sandbox-only makes host targets
 	// unavailable with the reason and drops them from the create form;
@@ -412,13 +464,13 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	if admin.count(`#new-driver option[value="ssh"]`) != 0 || !strings.Contains(admin.text(`#unavailable-drivers`), "ssh") {
 		t.Error("ssh is still offered under managed-sandbox-only, or not listed with its reason")
 	}
-	screenshot(t, root, "11-managed-only")
+	screenshot(t, root, "13-managed-only")
 	admin.do("disable environments", chromedp.Click(chromedp.ID("set-enable")), chromedp.Click(chromedp.ID("settings-save")),
 		chromedp.WaitVisible(chromedp.ID("settings-disabled")))
 	if s := admin.text("#settings-disabled"); !strings.Contains(s, "turns on “Enable environments”") {
 		t.Errorf("the disabled notice: %q", s)
 	}
-	screenshot(t, root, "12-disabled")
+	screenshot(t, root, "14-disabled")
 
 	// A board member (another browser context: its own cookies) logs in
 	// with the form and finds no mutation control, and the redacted view.
@@ -434,7 +486,7 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	if board.count("#redacted-note") != 1 || strings.Contains(board.source(), srv.Host()+"</") {
 		t.Error("the board member does not get the redacted view")
 	}
-	screenshot(t, board.ctx, "13-board-member")
+	screenshot(t, board.ctx, "15-board-member")
 
 	// An agent gets no page.
 	agent := newTab(t, root, chromedp.WithNewBrowserContext())
@@ -444,7 +496,7 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	if agent.count("#envs") != 0 {
 		t.Error("the agent sees the environments table")
 	}
-	screenshot(t, agent.ctx, "14-agent")
+	screenshot(t, agent.ctx, "16-agent")
 
 	// The pasted key is in no response, log line or database file.
 	if strings.Contains(tee.String(), canary) {

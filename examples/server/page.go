@@ -235,6 +235,7 @@ type qualRow struct {
 // fieldRow is one config field of the editor.
 type fieldRow struct {
 	Name, Label, Kind, Type, Doc string
+	Help                         string // the doc and the default, as sentences
 	Required                     bool
 	Default                      string
 	Enum                         []string
@@ -500,8 +501,13 @@ func fieldsOf(sc *config.Schema, cfg config.Config) []fieldRow {
 	for _, f := range sc.Fields {
 		row := fieldRow{Name: f.Name, Label: strings.ReplaceAll(f.Name, "_", " "), Kind: f.Kind.String(), Type: typeWord(f.Type),
 			Doc: f.Doc, Required: f.Required, Enum: f.Enum}
+		row.Help = strings.TrimSpace(f.Doc)
+		if row.Help != "" && !strings.HasSuffix(row.Help, ".") && !strings.HasSuffix(row.Help, ")") {
+			row.Help += "."
+		}
 		if f.Default != nil {
 			row.Default = textOf(f.Default)
+			row.Help = strings.TrimSpace(row.Help + " Default: " + row.Default + ".")
 			if b, ok := f.Default.(bool); ok {
 				row.Checked = b
 			}
