@@ -18,7 +18,9 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/docker"
+	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
@@ -35,6 +37,9 @@ type tab struct {
 // do runs the actions of step, failing the test on an error.
 func (b tab) do(step string, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
+	// The page's deferred script has run once the document is complete:
+	// before that, a click would miss its handlers.
+	b.waitJS(`document.readyState === "complete"`)
 	start := time.Now()
 	if err := chromedp.Do(b.ctx, actions...); err != nil {
 		b.t.Fatalf("%s: %v", step, err)
@@ -204,7 +209,7 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/page", mark)
 
 	e := newEnv(t, "sqlite", &envOpts{
-		drivers:   []drivers.Driver{local.New(nil), ssh.New(nil), docker.New(nil)},
+		drivers:   []drivers.Driver{local.New(nil), ssh.New(nil), docker.New(nil), daytona.New(nil), fake.New(nil)},
 		runnerSet: drivers.RunnerSetOf(spec),
 	})
 	// A fixed clock: times read "3 min ago" whatever the machine's speed.
@@ -253,13 +258,30 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	}
 	screenshot(t, root, "01-environments")
 
+	// The editors come from each driver's schema: Daytona's API key is a
+	// required write-only secret, the fake (test mode) is offered, and
+	// Docker's pull policy is its enum.
+	admin.do("open the daytona form", chromedp.Navigate(page+"?new=daytona"), chromedp.WaitVisible(chromedp.ID("editor")))
+	if admin.count(`.field[data-field="api_key"][data-kind="secret"] .req`) != 1 || admin.count(`textarea#cfg-api_key`) != 1 ||
+		admin.count(`.field[data-field="snapshot_id"] .req`) != 1 {
+		t.Error("the daytona editor does not show its required secret api_key and snapshot_id")
+	}
+	screenshot(t, root, "01b-daytona-editor")
+	admin.do("open the docker form", chromedp.Navigate(page+"?new=docker"), chromedp.WaitVisible(chromedp.ID("editor")))
+	if opts, _ := chromedp.Run(root, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#cfg-pull_policy option")).map(o => o.value)`)); strings.Join(opts, ",") != ",missing,always,never" {
+		t.Errorf("docker's pull_policy options: %q", opts)
+	}
+	if admin.count(`#new-driver option[value="fake"]`) != 1 {
+		t.Error("the fake driver is not offered in test mode")
+	}
+
 	// Create an SSH environment: first without its key (the missing
 	// credential shows on its field), then with the key pasted.
 	key := srv.ClientKeyPEM()
 	lines := strings.Split(strings.TrimSpace(key), "\n")
 	canary := lines[len(lines)/2]
 	admin.do("open the ssh form", chromedp.SetValue(chromedp.ID("new-driver"), "ssh"), chromedp.Click(chromedp.ID("new-open")),
-		chromedp.WaitVisible(chromedp.ID("editor")))
+		chromedp.WaitVisible(chromedp.CSS(`#editor[data-driver="ssh"]`)))
 	if admin.count(`.field[data-field="host"] .req`) != 1 || admin.count(`.field[data-field="port"] .opt`) != 1 ||
 		!strings.Contains(admin.text(`#help-port`), "Default: 22") {
 		t.Error("the ssh editor does not show required, optional and defaults from the schema")
@@ -320,6 +342,9 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	admin.do("reload", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.ID("envs")))
 	if s := admin.text(`tr[data-env="` + dead.ID + `"] .state`); !strings.Contains(s, "unavailable") {
 		t.Errorf("the dead engine's row: %q", s)
+	}
+	if admin.count(`#run-target option[value="`+dead.ID+`"]:not([disabled])`) != 0 {
+		t.Error("the run form offers the unavailable environment")
 	}
 	if s := admin.text(`#drivers-table tr[data-driver="docker"] .health`); !strings.Contains(s, "no-docker.sock: unavailable") {
 		t.Errorf("the docker driver's health: %q", s)
@@ -400,6 +425,8 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	admin.waitJS(`document.getElementById("state-registry_auth") && document.getElementById("state-registry_auth").textContent === "set (version 1)"`)
 	if s := admin.text("#qualification"); !strings.HasPrefix(s, "absent") {
 		t.Errorf("the qualification after the account changed: %q", s)
+	} else {
+		t.Logf("the qualification after the account changed: %s", s)
 	}
 	screenshot(t, root, "10-qualification-stale")
 	admin.do("clear the credential", chromedp.Click(chromedp.CSS(`button.clear[data-for="registry_auth"]`)), chromedp.Click(chromedp.ID("save")))
@@ -467,7 +494,7 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	screenshot(t, root, "13-managed-only")
 	admin.do("disable environments", chromedp.Click(chromedp.ID("set-enable")), chromedp.Click(chromedp.ID("settings-save")),
 		chromedp.WaitVisible(chromedp.ID("settings-disabled")))
-	if s := admin.text("#settings-disabled"); !strings.Contains(s, "turns on “Enable environments”") {
+	if s := admin.text("#settings-disabled"); !strings.Contains(s, "turns on “Enable environments” below") {
 		t.Errorf("the disabled notice: %q", s)
 	}
 	screenshot(t, root, "14-disabled")
@@ -485,6 +512,9 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	}
 	if board.count("#redacted-note") != 1 || strings.Contains(board.source(), srv.Host()+"</") {
 		t.Error("the board member does not get the redacted view")
+	}
+	if s := board.text("#settings-disabled"); !strings.Contains(s, "ask an instance administrator") {
+		t.Errorf("the board member's disabled notice: %q", s)
 	}
 	screenshot(t, board.ctx, "15-board-member")
 
