@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/docker"
@@ -439,7 +441,8 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	// but is named; cancelling keeps it.
 	admin.do("delete box?", chromedp.Click(chromedp.CSS(`tr[data-env="`+box.ID+`"] button.delete`)))
 	admin.waitJS(`!document.getElementById("delete-panel").hidden`)
-	if s := admin.text("#delete-radius"); !strings.Contains(s, "bindings: 1 (workspace/ws1)") && !strings.Contains(s, "bindings: 1") {
+	if s := admin.text("#delete-radius"); !strings.Contains(s, "bindings: 1") || !strings.Contains(s, "active leases: 0") ||
+		!strings.Contains(s, "setup sessions: 0") || !strings.Contains(s, "qualification in acme: recorded") {
 		t.Errorf("the blast radius: %q", s)
 	}
 	screenshot(t, root, "11-delete-radius")
@@ -548,4 +551,71 @@ func (s *server) mustList(t *testing.T) []*environment.View {
 		t.Fatal(err)
 	}
 	return vs
+}
+
+// The page over plain HTTP: signed out it sends to the login form; an
+// agent's session gets 403 and no page; an operator's page carries a
+// content security policy that runs no inline script, and no inline
+// script or style is in it; its assets are served, others are not.
+func TestEnvironmentsPageAccess(t *testing.T) {
+	e := newEnv(t, "sqlite", nil)
+	get := func(path string, p *authz.Principal) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", e.ts.URL+path, nil)
+		if p != nil {
+			tok, _, err := e.s.host.newSession(t.Context(), *p, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.AddCookie(&http.Cookie{Name: sessionCookie, Value: tok})
+		}
+		cl := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		res, err := cl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { res.Body.Close() })
+		return res
+	}
+	if res := get(envPagePath, nil); res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/login" {
+		t.Errorf("signed out: %d to %q, want 303 to /login", res.StatusCode, res.Header.Get("Location"))
+	}
+	agent := authz.Principal{ID: "agent-7", Role: authz.RoleAgent, Companies: []string{"acme"}}
+	res := get(envPagePath, &agent)
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusForbidden || strings.Contains(string(body), `id="envs"`) {
+		t.Errorf("an agent's page: %d %s", res.StatusCode, body)
+	}
+	op := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
+	res = get(envPagePath+"?company=acme", &op)
+	body, _ = io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || !strings.Contains(res.Header.Get("Content-Security-Policy"), "default-src 'self'") {
+		t.Errorf("the operator's page: %d, CSP %q", res.StatusCode, res.Header.Get("Content-Security-Policy"))
+	}
+	for _, bad := range []string{"<script>", " style=", " onclick=", "javascript:"} {
+		if strings.Contains(string(body), bad) {
+			t.Errorf("the page holds %q, which its policy would refuse", bad)
+		}
+	}
+	if !strings.Contains(string(body), `<script src="/assets/envs.js" defer></script>`) || !strings.Contains(string(body), `data-company="acme"`) {
+		t.Error("the page does not load its script or does not carry the company")
+	}
+	if res := get("/assets/envs.js", nil); res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/javascript") {
+		t.Errorf("/assets/envs.js: %d %q", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	if res := get("/assets/envs.html", nil); res.StatusCode != http.StatusNotFound {
+		t.Errorf("/assets/envs.html: %d, want 404 (only scripts and style sheets are served)", res.StatusCode)
+	}
+}
+
+// Relative times in plain words.
+func TestAgo(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		-time.Second: "just now", 10 * time.Second: "just now", time.Minute: "1 min ago", 3 * time.Minute: "3 min ago",
+		90 * time.Minute: "1 hour ago", 5 * time.Hour: "5 hours ago", 72 * time.Hour: "3 days ago",
+	} {
+		if got := ago(d); got != want {
+			t.Errorf("ago(%s) = %q, want %q", d, got, want)
+		}
+	}
 }

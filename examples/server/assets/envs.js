@@ -268,7 +268,7 @@
       const add = function (label, refs) {
         const li = document.createElement("li");
         const n = (refs || []).length;
-        li.textContent = label + ": " + n + (n ? " (" + refs.map(function (r) { return r.name || r.id; }).join(", ") + ")" : "");
+        li.textContent = label + ": " + n + (n ? " (" + refs.map(function (r) { return r.detail || r.id; }).join(", ") + ")" : "");
         ul.append(li);
       };
       add("bindings", br.assignments);
@@ -277,7 +277,9 @@
       add("leases pending cleanup", br.pendingCleanupLeases);
       add("setup sessions", br.setupSessions);
       const li = document.createElement("li");
-      li.textContent = "qualifications: every company's records of it are removed";
+      const qres = await api("GET", companyPath("/environments/" + encodeURIComponent(id) + "/qualification"));
+      li.textContent = "qualification in " + company + ": " + (qres.status !== 200 ? "unknown (" + errOf(qres).message + ")"
+        : qres.body.qualified ? "recorded (" + qres.body.platform + "), no longer used once deleted" : "none (" + qres.body.code + ")");
       ul.append(li);
       box.append(ul);
       const confirm = document.getElementById("delete-confirm");
