@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -314,10 +315,15 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	// Test it: success on the real sshd with the remote cwd and the
 	// platform with its libc.
 	row := `tr[data-env="` + sshID + `"]`
+	// Every text the result cell shows is kept, to see the pending state.
+	admin.do("watch the result", chromedp.Evaluate[chromedp.Void](`window.seen = []; new MutationObserver(() => seen.push(document.getElementById("result-`+sshID+`").textContent)).observe(document.getElementById("result-`+sshID+`"), {childList: true, subtree: true, characterData: true})`))
 	admin.do("test the ssh row", chromedp.Click(chromedp.CSS(row+" button.test")))
 	if s := admin.waitText("#result-"+sshID, "Reached"); !strings.Contains(s, "cwd /") || !strings.Contains(s, "libc=") ||
 		!strings.Contains(s, "no qualification recorded") {
 		t.Errorf("the Test result: %q", s)
+	}
+	if seen, _ := chromedp.Run(root, chromedp.Evaluate[[]string](`seen`)); len(seen) < 2 || seen[0] != "Testing…" || !slices.ContainsFunc(seen, func(s string) bool { return strings.HasPrefix(s, "Testing… acquire") }) {
+		t.Errorf("the pending states of the Test: %q", seen)
 	}
 	screenshot(t, root, "04-test-ok")
 

@@ -196,6 +196,50 @@
   // ---- probes (UI-3) and provider health ----
   function platformText(p) { return p || "not measured"; }
 
+  // probeWithProgress posts a probe asking for server-sent events: each
+  // stage goes to onStage while it runs (the pending state), and it
+  // resolves as api does, with the result or the error shape.
+  async function probeWithProgress(path, onStage) {
+    let r;
+    try {
+      r = await fetch(path, {
+        method: "POST", credentials: "same-origin", body: "{}",
+        headers: { Accept: "text/event-stream", "Content-Type": "application/json", "X-CSRF-Token": await token() },
+      });
+    } catch (e) {
+      return { status: 0, body: { error: { code: "unreachable", message: "the server did not answer: " + e } } };
+    }
+    if (!r.ok || !r.body || !(r.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
+      const text = await r.text();
+      let b = null;
+      try { b = JSON.parse(text); } catch (e) { b = { error: { code: "unknown", message: text } }; }
+      return { status: r.status, body: b };
+    }
+    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "";
+    for (;;) {
+      const chunk = await reader.read();
+      if (chunk.done) break;
+      buf += chunk.value;
+      let i;
+      while ((i = buf.indexOf("\n\n")) >= 0) {
+        const block = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        let ev = "", data = "";
+        block.split("\n").forEach(function (l) {
+          if (l.startsWith("event: ")) ev = l.slice(7);
+          if (l.startsWith("data: ")) data += l.slice(6);
+        });
+        if (!data) continue;
+        const v = JSON.parse(data);
+        if (ev === "stage") onStage(v);
+        if (ev === "result") return { status: 200, body: v };
+        if (ev === "error") return { status: 500, body: v };
+      }
+    }
+    return { status: 0, body: { error: { code: "unreachable", message: "the probe's stream ended without a result" } } };
+  }
+
   document.querySelectorAll("button.test").forEach(function (b) {
     b.addEventListener("click", async function () {
       const id = b.dataset.env;
@@ -203,7 +247,9 @@
       b.disabled = true;
       out.className = "result pending";
       setText(out, "Testing…");
-      const res = await api("POST", companyPath("/environments/" + encodeURIComponent(id) + "/probe"), {});
+      const res = await probeWithProgress(companyPath("/environments/" + encodeURIComponent(id) + "/probe"), function (st) {
+        setText(out, "Testing… " + st.name + (st.running ? " running" : st.ok ? " ok" : st.skipped ? " skipped" : " failed"));
+      });
       b.disabled = false;
       if (res.status !== 200) {
         out.className = "result failed";
