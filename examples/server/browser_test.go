@@ -47,6 +47,7 @@ func startBrowser(t *testing.T, timeout time.Duration) context.Context {
 		cancelTimeout()
 		cancel()
 		cancelAlloc()
+		t.Logf("checking that the browser's %d processes end", len(pids))
 		// The browser and its helpers (renderers, GPU, zygote) are gone.
 		deadline := time.Now().Add(10 * time.Second)
 		for _, pid := range pids {

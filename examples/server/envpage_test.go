@@ -296,9 +296,14 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("cfg-user"), srv.User()),
 		chromedp.SetValue(chromedp.ID("cfg-known_hosts"), srv.KnownHostsLine()),
 		chromedp.SendKeys(chromedp.ID("cfg-workdir"), t.TempDir()),
+		chromedp.Evaluate[chromedp.Void](`window.saving = []; new MutationObserver(() => saving.push(document.getElementById("save-status").textContent + "|" + document.getElementById("save").disabled)).observe(document.getElementById("save-status"), {childList: true, subtree: true, characterData: true})`),
 		chromedp.Click(chromedp.ID("save")))
 	if s := admin.waitText(`[data-error-for="config.private_key"]`, "private_key"); !strings.Contains(s, "missing credentials") {
 		t.Errorf("the missing key's error on its field: %q", s)
+	}
+	// Save pending (the button disabled), then not saved.
+	if seen, _ := chromedp.Run(root, chromedp.Evaluate[[]string](`saving`)); len(seen) < 2 || seen[0] != "Saving…|true" || seen[len(seen)-1] != "Not saved.|false" {
+		t.Errorf("the save states: %q", seen)
 	}
 	screenshot(t, root, "02-missing-credentials")
 	admin.do("paste the key and save", chromedp.SetValue(chromedp.ID("cfg-private_key"), key), chromedp.Click(chromedp.ID("save")),
