@@ -332,8 +332,10 @@ func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Re
 		if err := st.Admit(info.Name, info.Kind == drivers.KindHost); err != nil && info.Available {
 			info.Available, info.Reason, info.Effective = false, err.Error(), 0
 		}
-		row := driverRow{Name: info.Name, Kind: info.Kind.String(), Available: info.Available, Reason: info.Reason,
-			Caps: capNames(info.Effective), Limits: limitsOf(info.Effective)}
+		row := driverRow{Name: info.Name, Kind: info.Kind.String(), Available: info.Available, Reason: info.Reason}
+		if info.Available { // an unavailable driver's reason says it all
+			row.Caps, row.Limits = capNames(info.Effective), limitsOf(info.Effective)
+		}
 		for _, h := range health {
 			if h.Driver == info.Name {
 				row.Health = append(row.Health, healthRow{Endpoint: h.Endpoint, Available: h.Available, Reason: h.Reason, Checked: whenOf(h.CheckedAt, now)})
