@@ -493,6 +493,11 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	}
 	screenshot(t, root, "12-keyboard")
 
+	// And the whole page (in acme, with the editor of box): every visible
+	// control is reached by Tab, and each has a name.
+	admin.do("open box", chromedp.Navigate(page+"?company=acme&edit="+box.ID), chromedp.WaitVisible(chromedp.ID("editor")))
+	tabWalk(t, admin, `a[href], button:not([disabled]), input:not([type=hidden]), select, textarea`)
+
 	// The instance settings: managed-sandbox-only makes host targets
 	// unavailable with the reason and drops them from the create form;
 	// environments disabled says what to do.
@@ -551,6 +556,40 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	}
 	if n := testenv.CanaryInFiles(t, canary, "the data directory", e.dir); n == 0 {
 		t.Error("the canary scan read no file")
+	}
+}
+
+// tabWalk presses Tab from the top of the page until the focus has gone
+// through every visible control matching sel, checking that each control
+// it reaches has an accessible name (a label, aria-label or its text).
+func tabWalk(t *testing.T, b tab, sel string) {
+	t.Helper()
+	want, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`(function(){ let n = 0; return Array.from(document.querySelectorAll('`+sel+`')).filter(e => e.offsetParent !== null && !e.hidden).map(e => { if (!e.dataset.walk) e.dataset.walk = "w" + (n++); return e.dataset.walk; }); })()`))
+	if err != nil || len(want) == 0 {
+		t.Fatalf("list the controls: %v (%d)", err, len(want))
+	}
+	b.do("focus the top", chromedp.Evaluate[chromedp.Void](`document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0)`))
+	reached := map[string]bool{}
+	for range 2*len(want) + 5 {
+		b.do("Tab", chromedp.KeyEvent(kb.Tab))
+		got, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`(function(e){ const name = e.getAttribute("aria-label") || (e.labels && e.labels.length ? e.labels[0].textContent : "") || ((e.tagName === "A" || e.tagName === "BUTTON") ? e.textContent : ""); return [e.dataset.walk || "", e.id || e.tagName, name.trim()]; })(document.activeElement)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0] == "" {
+			continue
+		}
+		if got[2] == "" {
+			t.Errorf("control %s has no name", got[1])
+		}
+		reached[got[0]] = true
+		if len(reached) == len(want) {
+			break
+		}
+	}
+	if len(reached) != len(want) {
+		missed, _ := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("[data-walk]")).map(e => e.dataset.walk + ":" + (e.id || e.tagName + " " + e.textContent.trim().slice(0, 20)))`))
+		t.Errorf("Tab reached %d of %d controls; all: %q; reached %v", len(reached), len(want), missed, reached)
 	}
 }
 
