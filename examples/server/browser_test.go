@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,28 +22,105 @@ const headlessShell = "/usr/lib/chromium/chromium-headless-shell"
 // with the test.
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	return startBrowser(t, time.Minute)
+}
+
+// startBrowser starts a headless browser whose first tab's context ends
+// after timeout or with the test. After the test, it checks that the
+// browser and every process it started are gone.
+func startBrowser(t *testing.T, timeout time.Duration) context.Context {
+	t.Helper()
 	if _, err := os.Stat(headlessShell); err != nil {
 		testenv.Missing(t, "chromium-headless-shell", "apt-get install chromium-headless-shell", err)
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(headlessShell),
-		chromedp.NoSandbox, chromedp.UserDataDir(t.TempDir()))
+		chromedp.NoSandbox, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 1000))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, time.Minute)
-	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	var browserPID int
+	t.Cleanup(func() {
+		pids := []int{}
+		if browserPID != 0 {
+			pids = append(append(pids, browserPID), descendants(browserPID)...)
+		}
+		cancelTimeout()
+		cancel()
+		cancelAlloc()
+		t.Logf("checking that the browser's %d processes end", len(pids))
+		// The browser and its helpers (renderers, GPU, zygote) are gone.
+		deadline := time.Now().Add(10 * time.Second)
+		for _, pid := range pids {
+			for alive(pid) && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if alive(pid) {
+				t.Errorf("browser process %d is still running after the test", pid)
+			}
+		}
+	})
 	if err := chromedp.Do(ctx); err != nil { // starts the browser
 		t.Fatalf("start %s: %v", headlessShell, err)
+	}
+	if p := chromedp.FromContext(ctx).Browser.Process(); p != nil {
+		browserPID = p.Pid
+	} else {
+		t.Fatal("no browser process")
 	}
 	return ctx
 }
 
-// screenshot saves the page as PNG in BERTH_SCREENSHOTS (if set), for a
-// person to look at.
+// alive reports whether process pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
+// descendants lists the processes under pid now.
+func descendants(pid int) []int {
+	parent := map[int]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 {
+			pp, _ := strconv.Atoi(f[1])
+			parent[n] = pp
+		}
+	}
+	var out []int
+	for n := range parent {
+		for p := parent[n]; p != 0; p = parent[p] {
+			if p == pid {
+				out = append(out, n)
+				break
+			}
+			if _, ok := parent[p]; !ok {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// screenshot saves the page as PNG in BERTH_SCREENSHOTS if set, else in
+// the test's artifact directory, for a person to look at.
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	dir := os.Getenv("BERTH_SCREENSHOTS")
 	if dir == "" {
-		return
+		dir = t.ArtifactDir()
 	}
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {

@@ -11,6 +11,14 @@
 // "board_member", "id": "bob", "companies": ["acme"]}]}. The server keeps
 // its users and sessions in tables of its own, in the same database,
 // through its own migrations.
+//
+// The operator's page is Settings → Environments at
+// /company/settings/instance/environments: server-rendered (assets embedded
+// from assets/), its forms calling the same /api/v1 with the session's CSRF
+// token, its controls shown only where the library's authorizer allows them
+// (a board member sees the redacted view and no mutation control, an agent
+// gets no page). Secret fields are write-only: the page shows "set (version
+// N)", never a value.
 package main
 
 import (

@@ -1,31 +1,591 @@
 package main
 
 import (
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/qualification"
 )
 
-// pageTmpl is the landing page; the Environments settings page builds on
-// it (its own issue).
+// envPagePath is the canonical URL of the operator's Environments page
+// (SPEC UI): Settings → Environments.
+const envPagePath = "/company/settings/instance/environments"
+
+// assets are the page's template, script and style sheet, embedded: no
+// build step, no npm.
+//
+//go:embed assets
+var assets embed.FS
+
+// pageTmpl is the landing page.
 var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>berth</title></head>
 <body><main>
 <h1>berth</h1>
 {{if .}}<p>Signed in as {{.}}.</p>
+<p><a href="` + envPagePath + `">Settings → Environments</a></p>
 <p>The API is at <a href="/api/v1/environments">/api/v1/</a>; its document is <a href="/api/openapi.json">/api/openapi.json</a>.</p>
 {{else}}<p><a href="/login">Log in</a></p>{{end}}
 </main></body></html>
 `))
 
+// envTmpl is the Environments page, server-rendered; assets/envs.js
+// makes its forms call /api/v1.
+var envTmpl = template.Must(template.New("envs.html").Funcs(template.FuncMap{
+	"join": strings.Join,
+}).ParseFS(assets, "assets/envs.html"))
+
+// sessionOf returns the cookie session of r, or nil.
+func (s *server) sessionOf(r *http.Request) *session {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return nil
+	}
+	sess, err := s.host.lookupSession(r.Context(), ck.Value, s.now())
+	if err != nil {
+		return nil
+	}
+	return sess
+}
+
 // servePage serves the landing page, naming the session's principal.
 func (s *server) servePage(w http.ResponseWriter, r *http.Request) {
 	who := ""
-	if ck, err := r.Cookie(sessionCookie); err == nil {
-		if sess, err := s.host.lookupSession(r.Context(), ck.Value, s.now()); err == nil && sess != nil {
-			who = sess.principal.String()
+	if sess := s.sessionOf(r); sess != nil {
+		who = sess.principal.String()
+	}
+	setPageHeaders(w)
+	pageTmpl.Execute(w, who)
+}
+
+// setPageHeaders sets the headers of every page: HTML, no caching, and a
+// content security policy that allows only the server's own scripts and
+// styles (no inline script can run).
+func setPageHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")
+}
+
+// serveAsset serves an embedded script or style sheet.
+func (s *server) serveAsset(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var ct string
+	switch {
+	case strings.HasSuffix(name, ".js"):
+		ct = "text/javascript; charset=utf-8"
+	case strings.HasSuffix(name, ".css"):
+		ct = "text/css; charset=utf-8"
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	b, err := assets.ReadFile("assets/" + name)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Write(b)
+}
+
+// when is a time as the page shows it: relative, with the exact time on
+// hover.
+type when struct {
+	Ago, Exact, ISO string
+}
+
+// whenOf renders t against now ("3 min ago", exact UTC on hover).
+func whenOf(t, now time.Time) when {
+	if t.IsZero() {
+		return when{Ago: "never"}
+	}
+	return when{Ago: ago(now.Sub(t)), Exact: t.UTC().Format("2006-01-02 15:04:05 UTC"), ISO: t.UTC().Format(time.RFC3339)}
+}
+
+// ago is a duration in plain words.
+func ago(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "just now"
+	case d < 45*time.Second:
+		return "just now"
+	case d < 90*time.Second:
+		return "1 min ago"
+	case d < time.Hour:
+		return strconv.Itoa(int(d.Round(time.Minute)/time.Minute)) + " min ago"
+	case d < 2*time.Hour:
+		return "1 hour ago"
+	case d < 48*time.Hour:
+		return strconv.Itoa(int(d/time.Hour)) + " hours ago"
+	}
+	return strconv.Itoa(int(d/(24*time.Hour))) + " days ago"
+}
+
+// envPage is what the Environments page renders.
+type envPage struct {
+	Who       string
+	Company   string
+	Companies []string // the principal's grants; empty for instance-wide roles
+	Error     string   // a read that failed, shown at the top
+
+	Settings    instance.Settings
+	SettingsRev string
+	Disabled    bool
+	ManagedOnly bool
+
+	Drivers     []driverRow
+	Offered     []driverRow // drivers the create form offers
+	Unavailable []driverRow // drivers listed with their reason, never offered
+	Envs        []envRow
+	Editor      *editor
+	Bindings    []bindingRow
+	Leases      []leaseRow
+
+	Can perms
+}
+
+// perms are the controls the principal gets; each is asked of the
+// library's authorizer, so that the page shows what the API would allow.
+type perms struct {
+	Create, Update, Delete, Probe, Bind, Run, Settings, ReadConfig bool
+}
+
+type driverRow struct {
+	Name, Kind string
+	Available  bool
+	Reason     string
+	Caps       []string
+	Limits     []string
+	Health     []healthRow
+}
+
+type healthRow struct {
+	Endpoint  string
+	Available bool
+	Reason    string
+	Checked   when
+}
+
+type envRow struct {
+	ID, Name, Driver, Description string
+	Status                        string // in plain words
+	Unavailable                   string
+	Local                         bool
+	Health                        bool // the driver measures provider health
+	Updated                       when
+	Selected                      bool
+}
+
+type bindingRow struct {
+	Kind, Key, EnvID, EnvName string
+	Revision                  int64
+	Updated                   when
+}
+
+type leaseRow struct {
+	ID, EnvName, Provider, Status, Workspace string
+	Acquired                                 when
+}
+
+// editor is the create or edit form of one environment, generated from
+// its driver's schema (UI-1).
+type editor struct {
+	Create      bool
+	ID          string
+	Driver      string
+	Name        string
+	Description string
+	Revision    int64
+	Redacted    bool
+	Local       bool
+	Fields      []fieldRow
+	Caps        []string
+	Limits      []string
+	Unavailable string
+	Qual        *qualRow
+	Template    string // the active template and its drift, or ""
+}
+
+type qualRow struct {
+	Qualified   bool
+	Code        string
+	Reason      string
+	Platform    string
+	Recorded    when
+	Invalidated when
+}
+
+// fieldRow is one config field of the editor.
+type fieldRow struct {
+	Name, Label, Kind, Type, Doc string
+	Help                         string // the doc and the default, as sentences
+	Required                     bool
+	Default                      string
+	Enum                         []string
+	Value                        string // the current value in the form's text form
+	Checked                      bool   // a boolean's current value
+	// A secret field holding a reference shows "set (version N)"; its
+	// reference (never a value) goes back unchanged unless replaced.
+	SecretSet     bool
+	SecretVersion int64
+	SecretRef     string // JSON of the reference
+	SecretKeys    []string
+	SecretRefs    string // JSON of a secret map's key → reference
+}
+
+// Multiline reports whether the field is edited in a textarea.
+func (f fieldRow) Multiline() bool {
+	switch f.Type {
+	case "list", "map":
+		return true
+	}
+	return f.Kind == "secret"
+}
+
+// servePageEnvironments serves the Environments page to a signed-in
+// operator: a signed-out visitor goes to the login form, an agent gets no
+// page (403).
+func (s *server) serveEnvironmentsPage(w http.ResponseWriter, r *http.Request) {
+	sess := s.sessionOf(r)
+	if sess == nil {
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+		return
+	}
+	p := sess.principal
+	ctx := r.Context()
+	setPageHeaders(w)
+	cat := s.sys.Catalog()
+	if p.Role == authz.RoleAgent || cat.Authorize(ctx, p, authz.ActionRead, authz.Resource{Kind: authz.ResourceKindEnvironment}) != nil {
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprint(w, `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Not available: berth</title></head><body><main><h1>Environments</h1><p id="no-page">This page is for operators; agents use the API.</p></main></body></html>`)
+		return
+	}
+	pg, err := s.buildEnvPage(ctx, p, r)
+	if err != nil {
+		pg = &envPage{Who: p.String(), Error: err.Error()}
+	}
+	if err := envTmpl.Execute(w, pg); err != nil {
+		s.log.Error("render the environments page", "error", err.Error())
+	}
+}
+
+func (s *server) allowed(ctx context.Context, p authz.Principal, a authz.Action, res authz.Resource) bool {
+	return s.sys.Catalog().Authorize(ctx, p, a, res) == nil
+}
+
+// buildEnvPage reads, as p, everything the page shows.
+func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Request) (*envPage, error) {
+	now := s.now()
+	q := r.URL.Query()
+	pg := &envPage{Who: p.String(), Companies: p.Companies}
+	pg.Company = strings.TrimSpace(q.Get("company"))
+	if len(p.Companies) > 0 && !slices.Contains(p.Companies, pg.Company) {
+		pg.Company = p.Companies[0]
+	}
+	if pg.Company == "" {
+		pg.Company = "default"
+	}
+	envRes := authz.Resource{Kind: authz.ResourceKindEnvironment}
+	pg.Can = perms{
+		Create:     s.allowed(ctx, p, authz.ActionCreate, envRes),
+		Update:     s.allowed(ctx, p, authz.ActionUpdate, envRes),
+		Delete:     s.allowed(ctx, p, authz.ActionDelete, envRes),
+		Probe:      s.allowed(ctx, p, authz.ActionProbe, authz.Resource{Kind: authz.ResourceKindEnvironment, Company: pg.Company}),
+		Bind:       s.allowed(ctx, p, authz.ActionBind, authz.Resource{Kind: authz.ResourceKindBinding, Company: pg.Company}),
+		Run:        s.allowed(ctx, p, authz.ActionLease, authz.Resource{Kind: authz.ResourceKindEnvironment, Company: pg.Company}),
+		Settings:   s.allowed(ctx, p, authz.ActionUpdate, authz.Resource{Kind: authz.ResourceKindInstanceSettings}),
+		ReadConfig: s.allowed(ctx, p, authz.ActionReadConfig, envRes),
+	}
+
+	st, err := s.sys.Settings().Get(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	pg.Settings, pg.SettingsRev = st, strconv.FormatInt(st.Revision, 10)
+	pg.Disabled, pg.ManagedOnly = !st.EnableEnvironments, st.ManagedSandboxOnly
+
+	health, err := s.stores.Health.ListProviderHealth(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, info := range s.sys.Drivers().List() {
+		if err := s.gate.DriverStatus(info.Name); err != nil && info.Available {
+			info.Available, info.Reason, info.Effective = false, err.Error(), 0
+		}
+		if err := st.Admit(info.Name, info.Kind == drivers.KindHost); err != nil && info.Available {
+			info.Available, info.Reason, info.Effective = false, err.Error(), 0
+		}
+		row := driverRow{Name: info.Name, Kind: info.Kind.String(), Available: info.Available, Reason: info.Reason}
+		if info.Available { // an unavailable driver's reason says it all
+			row.Caps, row.Limits = capNames(info.Effective), limitsOf(info.Effective)
+		}
+		for _, h := range health {
+			if h.Driver == info.Name {
+				row.Health = append(row.Health, healthRow{Endpoint: h.Endpoint, Available: h.Available, Reason: h.Reason, Checked: whenOf(h.CheckedAt, now)})
+			}
+		}
+		pg.Drivers = append(pg.Drivers, row)
+		switch {
+		case info.Name == "local": // the managed one only (CFG-4)
+		case info.Available:
+			pg.Offered = append(pg.Offered, row)
+		default:
+			pg.Unavailable = append(pg.Unavailable, row)
 		}
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'")
-	pageTmpl.Execute(w, who)
+
+	envs, err := s.sys.Catalog().List(ctx, p, environment.ListFilter{})
+	if err != nil {
+		return nil, err
+	}
+	sortBy(envs, func(v *environment.View) string { return v.Name })
+	names := map[string]string{}
+	editID := q.Get("edit")
+	for _, v := range envs {
+		names[v.ID] = v.Name
+		_, hc := s.driver(v.Driver).(drivers.HealthChecker)
+		pg.Envs = append(pg.Envs, envRow{ID: v.ID, Name: v.Name, Driver: v.Driver, Description: v.Description,
+			Status: statusWords(v), Unavailable: v.Unavailable, Local: v.Driver == "local", Health: hc,
+			Updated: whenOf(v.UpdatedAt, now), Selected: v.ID == editID})
+	}
+
+	switch {
+	case editID != "":
+		v, err := s.sys.Catalog().Get(ctx, p, editID)
+		if err != nil {
+			return nil, err
+		}
+		pg.Editor = s.editorOf(ctx, p, v, pg.Company, now)
+	case q.Get("new") != "" && pg.Can.Create:
+		d := q.Get("new")
+		for _, o := range pg.Offered {
+			if o.Name == d {
+				pg.Editor = s.newEditor(d)
+			}
+		}
+		if pg.Editor == nil {
+			pg.Error = fmt.Sprintf("driver %q is not offered: it is unknown, unavailable, or the managed local one", d)
+		}
+	}
+
+	if bs, err := s.sys.Assignments().List(ctx, p, environment.BindingFilter{Company: pg.Company}); err == nil {
+		for _, b := range bs {
+			pg.Bindings = append(pg.Bindings, bindingRow{Kind: string(b.Kind), Key: b.Key, EnvID: b.EnvironmentID,
+				EnvName: names[b.EnvironmentID], Revision: b.Revision, Updated: whenOf(b.UpdatedAt, now)})
+		}
+	}
+	if ls, err := s.sys.Leases().List(ctx, p, lease.Filter{Company: pg.Company, Live: true}); err == nil {
+		for _, l := range ls {
+			pg.Leases = append(pg.Leases, leaseRow{ID: l.ID, EnvName: names[l.Environment], Provider: l.Provider,
+				Status: string(l.Status), Workspace: l.Workspace, Acquired: whenOf(l.AcquiredAt, now)})
+		}
+	}
+	return pg, nil
+}
+
+// driver returns the registered driver name, or nil.
+func (s *server) driver(name string) drivers.Driver {
+	d, _ := s.sys.Drivers().Lookup(name)
+	return d
+}
+
+// statusWords says an environment's state in plain words.
+func statusWords(v *environment.View) string {
+	switch {
+	case v.Status == environment.StatusArchived:
+		return "archived"
+	case v.Unavailable != "":
+		return "unavailable"
+	case v.Health != nil && v.Health.CheckedAt != nil && v.Health.Status == environment.HealthAvailable:
+		return "ready (provider reachable)"
+	}
+	return "ready"
+}
+
+// capNames lists the capabilities of set by name.
+func capNames(set drivers.Set) []string {
+	var out []string
+	for _, c := range set.List() {
+		out = append(out, c.String())
+	}
+	return out
+}
+
+// limitsOf says what an environment with capabilities set cannot do
+// (UI-2).
+func limitsOf(set drivers.Set) []string {
+	var out []string
+	if !set.Has(drivers.CapTerminal) {
+		out = append(out, "no interactive setup: this driver has no terminal")
+	}
+	if !set.Has(drivers.CapTemplateCapture) {
+		out = append(out, "no template capture")
+	}
+	if !set.Has(drivers.CapRunnerIngress) {
+		out = append(out, "no runs through the runner: this target cannot host it")
+	}
+	return out
+}
+
+// newEditor is the create form of driver d.
+func (s *server) newEditor(d string) *editor {
+	drv := s.driver(d)
+	ed := &editor{Create: true, Driver: d}
+	if drv == nil {
+		return ed
+	}
+	ed.Fields = fieldsOf(drv.Schema(), nil)
+	eff := drivers.Effective(drv, 0)
+	ed.Caps, ed.Limits = capNames(eff), limitsOf(eff)
+	return ed
+}
+
+// editorOf is the edit form (or, for the redacted view, the read-only
+// view) of v.
+func (s *server) editorOf(ctx context.Context, p authz.Principal, v *environment.View, company string, now time.Time) *editor {
+	ed := &editor{ID: v.ID, Driver: v.Driver, Name: v.Name, Description: v.Description, Revision: v.Revision,
+		Redacted: v.Redacted, Local: v.Driver == "local", Unavailable: v.Unavailable}
+	if drv := s.driver(v.Driver); drv != nil {
+		if !v.Redacted {
+			ed.Fields = fieldsOf(drv.Schema(), v.Config)
+		}
+		eff := drivers.Effective(drv, 0)
+		if v.Config != nil {
+			eff = drivers.Effective(drv, drivers.ConfigNarrowing(drv, v.Config))
+		}
+		ed.Caps, ed.Limits = capNames(eff), limitsOf(eff)
+	}
+	if at := v.ActiveTemplate; at != nil {
+		ed.Template = fmt.Sprintf("%s (%s), drift: %s", at.ID, at.Identity, at.Drift)
+	}
+	if qv, err := s.sys.Prober().Qualification(ctx, p, v.ID, company); err == nil {
+		ed.Qual = qualOf(qv, now)
+	}
+	return ed
+}
+
+func qualOf(v qualification.View, now time.Time) *qualRow {
+	q := &qualRow{Qualified: v.Qualified, Code: string(v.Code), Reason: v.Reason}
+	if v.Platform != nil {
+		q.Platform = v.Platform.String()
+	}
+	if v.RecordedAt != nil {
+		q.Recorded = whenOf(*v.RecordedAt, now)
+	}
+	if v.InvalidatedAt != nil {
+		q.Invalidated = whenOf(*v.InvalidatedAt, now)
+	}
+	return q
+}
+
+// fieldsOf lists sc's fields with cfg's values (nil for a new config).
+// Secret values are never in cfg (the full view holds references), and
+// never rendered.
+func fieldsOf(sc *config.Schema, cfg config.Config) []fieldRow {
+	var out []fieldRow
+	for _, f := range sc.Fields {
+		row := fieldRow{Name: f.Name, Label: strings.ReplaceAll(f.Name, "_", " "), Kind: f.Kind.String(), Type: typeWord(f.Type),
+			Doc: f.Doc, Required: f.Required, Enum: f.Enum}
+		row.Help = strings.TrimSpace(f.Doc)
+		if row.Help != "" && !strings.HasSuffix(row.Help, ".") && !strings.HasSuffix(row.Help, ")") {
+			row.Help += "."
+		}
+		if f.Default != nil {
+			row.Default = textOf(f.Default)
+			row.Help = strings.TrimSpace(row.Help + " Default: " + row.Default + ".")
+			if b, ok := f.Default.(bool); ok {
+				row.Checked = b
+			}
+		}
+		v, present := cfg[f.Name]
+		switch {
+		case f.Kind == config.KindSecret:
+			if ref, ok := cfg.SecretRef(f.Name); ok {
+				b, _ := json.Marshal(ref)
+				row.SecretSet, row.SecretVersion, row.SecretRef = true, ref.Version, string(b)
+			}
+		case f.Kind == config.KindSecretMap:
+			if refs := cfg.SecretMapRefs(f.Name); len(refs) > 0 {
+				b, _ := json.Marshal(refs)
+				row.SecretRefs = string(b)
+				for k := range refs {
+					row.SecretKeys = append(row.SecretKeys, k)
+				}
+				sort.Strings(row.SecretKeys)
+			}
+		case present && f.Type == config.TypeBool:
+			row.Checked, _ = v.(bool)
+		case present:
+			row.Value = textOf(v)
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+func typeWord(t config.Type) string {
+	switch t {
+	case config.TypeInt:
+		return "int"
+	case config.TypeBool:
+		return "bool"
+	case config.TypeDuration:
+		return "duration"
+	case config.TypeStringList:
+		return "list"
+	case config.TypeStringMap:
+		return "map"
+	}
+	return "string"
+}
+
+// textOf is a config value in the form's text form: lists one per line,
+// maps KEY=VALUE per line.
+func textOf(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []string:
+		return strings.Join(x, "\n")
+	case []any:
+		var ss []string
+		for _, e := range x {
+			ss = append(ss, fmt.Sprint(e))
+		}
+		return strings.Join(ss, "\n")
+	case map[string]string:
+		var ss []string
+		for k, e := range x {
+			ss = append(ss, k+"="+e)
+		}
+		sort.Strings(ss)
+		return strings.Join(ss, "\n")
+	case map[string]any:
+		var ss []string
+		for k, e := range x {
+			ss = append(ss, k+"="+fmt.Sprint(e))
+		}
+		sort.Strings(ss)
+		return strings.Join(ss, "\n")
+	case nil:
+		return ""
+	}
+	return fmt.Sprint(v)
 }

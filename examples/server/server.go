@@ -191,6 +191,8 @@ func (s *server) registerRoutes() {
 	s.mux.HandleFunc("GET /api/openapi.json", s.serveOpenAPI)
 	s.mux.HandleFunc("/login", s.handleLogin)
 	s.mux.HandleFunc("GET /{$}", s.servePage)
+	s.mux.HandleFunc("GET "+envPagePath, s.serveEnvironmentsPage)
+	s.mux.HandleFunc("GET /assets/{name}", s.serveAsset)
 	defer func() {
 		// A known path with another method is 405, an unknown one 404.
 		paths := http.NewServeMux()

@@ -1,0 +1,487 @@
+// The Environments page's progressive script: its forms and buttons call
+// /api/v1 with the session cookie and its CSRF token. No build step.
+"use strict";
+
+(function () {
+  const main = document.querySelector("main");
+  const company = main ? main.dataset.company : "";
+  let csrf = null;
+
+  async function token() {
+    if (csrf === null) {
+      const r = await fetch("/api/v1/session", { credentials: "same-origin" });
+      const b = await r.json();
+      csrf = b.csrfToken || "";
+    }
+    return csrf;
+  }
+
+  // api sends one request; it resolves to {status, body, headers}.
+  async function api(method, path, body, headers) {
+    const h = Object.assign({ Accept: "application/json" }, headers || {});
+    if (method !== "GET") h["X-CSRF-Token"] = await token();
+    const init = { method: method, headers: h, credentials: "same-origin" };
+    if (body !== undefined) {
+      h["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const r = await fetch(path, init);
+    let b = null;
+    const text = await r.text();
+    if (text) {
+      try { b = JSON.parse(text); } catch (e) { b = { error: { code: "unknown", message: text } }; }
+    }
+    return { status: r.status, body: b, headers: r.headers };
+  }
+
+  function errOf(res) {
+    return (res.body && res.body.error) || { code: "unknown", message: "HTTP " + res.status };
+  }
+
+  function setText(el, text) { if (el) el.textContent = text; }
+
+  function companyPath(rest) { return "/api/v1/companies/" + encodeURIComponent(company) + rest; }
+
+  function pageURL(params) {
+    const u = new URL(window.location.href);
+    u.search = "";
+    u.searchParams.set("company", company);
+    for (const k in params) u.searchParams.set(k, params[k]);
+    return u.toString();
+  }
+
+  // ---- the editor (UI-1) ----
+  const form = document.getElementById("editor");
+  if (form) {
+    form.querySelectorAll("button.replace").forEach(function (b) {
+      b.addEventListener("click", function () {
+        const f = b.closest(".field");
+        f.dataset.replace = "1";
+        delete f.dataset.clear;
+        const ta = f.querySelector("textarea");
+        ta.hidden = false;
+        ta.focus();
+        setText(f.querySelector(".secret-state"), "replacing: paste the new value");
+      });
+    });
+    form.querySelectorAll("button.clear").forEach(function (b) {
+      b.addEventListener("click", function () {
+        const f = b.closest(".field");
+        f.dataset.clear = "1";
+        delete f.dataset.replace;
+        f.querySelector("textarea").hidden = true;
+        setText(f.querySelector(".secret-state"), "cleared: saved without this field");
+      });
+    });
+    form.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      save();
+    });
+  }
+
+  function lines(v) {
+    return v.split("\n").map(function (s) { return s.trim(); }).filter(function (s) { return s !== ""; });
+  }
+
+  function mapOf(v) {
+    const m = {};
+    lines(v).forEach(function (l) {
+      const i = l.indexOf("=");
+      if (i < 0) m[l] = "";
+      else m[l.slice(0, i)] = l.slice(i + 1);
+    });
+    return m;
+  }
+
+  // configOf reads the config fields of the editor, by the schema's types.
+  function configOf() {
+    const cfg = {};
+    form.querySelectorAll(".field[data-field]").forEach(function (f) {
+      const name = f.dataset.field, type = f.dataset.type, kind = f.dataset.kind;
+      const el = document.getElementById("cfg-" + name);
+      if (kind === "secret") {
+        if (f.dataset.clear) return;
+        if (f.dataset.ref && !f.dataset.replace) { cfg[name] = JSON.parse(f.dataset.ref); return; }
+        if (el.value !== "") cfg[name] = el.value;
+        return;
+      }
+      if (kind === "secret_map") {
+        const m = f.dataset.refs ? JSON.parse(f.dataset.refs) : {};
+        Object.assign(m, mapOf(el.value));
+        if (Object.keys(m).length) cfg[name] = m;
+        return;
+      }
+      if (type === "bool") { cfg[name] = el.checked; return; }
+      const v = el.value.trim();
+      if (v === "") return;
+      switch (type) {
+        case "int": cfg[name] = /^-?\d+$/.test(v) ? Number(v) : v; break;
+        case "list": cfg[name] = lines(el.value); break;
+        case "map": cfg[name] = mapOf(el.value); break;
+        default: cfg[name] = v;
+      }
+    });
+    return cfg;
+  }
+
+  function clearErrors() {
+    form.querySelectorAll("[data-error-for]").forEach(function (p) { p.textContent = ""; });
+    const fe = document.getElementById("form-error");
+    fe.hidden = true;
+    fe.textContent = "";
+  }
+
+  // showError puts the API's error next to its field, or at the form's top.
+  function showError(res) {
+    const e = errOf(res);
+    const fe = document.getElementById("form-error");
+    if (res.status === 412) {
+      fe.innerHTML = "";
+      fe.append("changed by someone else: ");
+      const a = document.createElement("a");
+      a.href = window.location.href;
+      a.id = "reload";
+      a.textContent = "reload";
+      fe.append(a);
+      fe.append(" to see the saved version, then edit again.");
+      fe.hidden = false;
+      return;
+    }
+    const slot = e.field ? form.querySelector('[data-error-for="' + CSS.escape(e.field) + '"]') : null;
+    if (slot) {
+      const f = slot.closest(".field");
+      const missing = f && f.dataset.kind === "secret" && /required/.test(e.message) ? "missing credentials: " : "";
+      slot.textContent = missing + e.message + " (" + e.code + ")";
+      const input = f && f.querySelector("input, textarea, select");
+      if (input) input.setAttribute("aria-invalid", "true");
+    } else {
+      fe.textContent = e.message + " (" + e.code + ")";
+      fe.hidden = false;
+    }
+  }
+
+  async function save() {
+    clearErrors();
+    const status = document.getElementById("save-status");
+    const button = document.getElementById("save");
+    button.disabled = true;
+    setText(status, "Saving…");
+    const body = {
+      name: document.getElementById("f-name").value.trim(),
+      description: document.getElementById("f-description").value.trim(),
+      config: configOf(),
+    };
+    let res;
+    try {
+      if (form.dataset.mode === "create") {
+        body.driver = form.dataset.driver;
+        res = await api("POST", "/api/v1/environments", body);
+      } else {
+        res = await api("PATCH", "/api/v1/environments/" + encodeURIComponent(form.dataset.env), body,
+          { "If-Match": '"' + form.dataset.revision + '"' });
+      }
+    } catch (e) {
+      res = { status: 0, body: { error: { code: "unreachable", message: "the server did not answer: " + e } } };
+    }
+    button.disabled = false;
+    if (res.status === 200 || res.status === 201) {
+      setText(status, "Saved (revision " + res.body.revision + ").");
+      window.location.href = pageURL({ edit: res.body.id, saved: res.body.revision });
+      return;
+    }
+    setText(status, "Not saved.");
+    showError(res);
+  }
+
+  // ---- probes (UI-3) and provider health ----
+  function platformText(p) { return p || "not measured"; }
+
+  // probeWithProgress posts a probe asking for server-sent events: each
+  // stage goes to onStage while it runs (the pending state), and it
+  // resolves as api does, with the result or the error shape.
+  async function probeWithProgress(path, onStage) {
+    let r;
+    try {
+      r = await fetch(path, {
+        method: "POST", credentials: "same-origin", body: "{}",
+        headers: { Accept: "text/event-stream", "Content-Type": "application/json", "X-CSRF-Token": await token() },
+      });
+    } catch (e) {
+      return { status: 0, body: { error: { code: "unreachable", message: "the server did not answer: " + e } } };
+    }
+    if (!r.ok || !r.body || !(r.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
+      const text = await r.text();
+      let b = null;
+      try { b = JSON.parse(text); } catch (e) { b = { error: { code: "unknown", message: text } }; }
+      return { status: r.status, body: b };
+    }
+    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "";
+    for (;;) {
+      const chunk = await reader.read();
+      if (chunk.done) break;
+      buf += chunk.value;
+      let i;
+      while ((i = buf.indexOf("\n\n")) >= 0) {
+        const block = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        let ev = "", data = "";
+        block.split("\n").forEach(function (l) {
+          if (l.startsWith("event: ")) ev = l.slice(7);
+          if (l.startsWith("data: ")) data += l.slice(6);
+        });
+        if (!data) continue;
+        const v = JSON.parse(data);
+        if (ev === "stage") onStage(v);
+        if (ev === "result") return { status: 200, body: v };
+        if (ev === "error") return { status: 500, body: v };
+      }
+    }
+    return { status: 0, body: { error: { code: "unreachable", message: "the probe's stream ended without a result" } } };
+  }
+
+  document.querySelectorAll("button.test").forEach(function (b) {
+    b.addEventListener("click", async function () {
+      const id = b.dataset.env;
+      const out = document.getElementById("result-" + id);
+      b.disabled = true;
+      out.className = "result pending";
+      setText(out, "Testing…");
+      const res = await probeWithProgress(companyPath("/environments/" + encodeURIComponent(id) + "/probe"), function (st) {
+        setText(out, "Testing… " + st.name + (st.running ? " running" : st.ok ? " ok" : st.skipped ? " skipped" : " failed"));
+      });
+      b.disabled = false;
+      if (res.status !== 200) {
+        out.className = "result failed";
+        const e = errOf(res);
+        setText(out, "Test failed: " + e.message + " (" + e.code + ")");
+        return;
+      }
+      const r = res.body;
+      const q = r.qualificationDiagnostic;
+      const qual = r.platformQualificationRecorded ? "qualification recorded"
+        : "no qualification recorded" + (q ? ": " + q.message + " (" + q.code + ")" : "");
+      if (r.ok) {
+        out.className = "result ok";
+        setText(out, "Reached " + r.target + ": cwd " + r.cwd + ", platform " + platformText(r.platform) + ". " + qual + ".");
+      } else {
+        out.className = "result failed";
+        setText(out, "Failed (" + r.code + "): " + r.summary + " " + qual + ".");
+      }
+    });
+  });
+
+  document.querySelectorAll("button.health").forEach(function (b) {
+    b.addEventListener("click", async function () {
+      const id = b.dataset.env;
+      const out = document.getElementById("result-" + id);
+      b.disabled = true;
+      out.className = "result pending";
+      setText(out, "Checking the provider…");
+      const res = await api("POST", "/api/v1/environments/" + encodeURIComponent(id) + "/health");
+      b.disabled = false;
+      if (res.status !== 200) {
+        const e = errOf(res);
+        out.className = "result failed";
+        setText(out, "Check failed: " + e.message + " (" + e.code + ")");
+        return;
+      }
+      const h = res.body;
+      out.className = "result " + (h.status === "available" ? "ok" : "failed");
+      setText(out, "Provider " + (h.endpoint || "") + ": " + h.status + (h.reason ? " (" + h.reason + ")" : ""));
+    });
+  });
+
+  // ---- delete with its blast radius first (UI-5) ----
+  const panel = document.getElementById("delete-panel");
+  let pending = null;
+  document.querySelectorAll("button.delete").forEach(function (b) {
+    b.addEventListener("click", async function () {
+      const id = b.dataset.env;
+      const res = await api("GET", "/api/v1/environments/" + encodeURIComponent(id) + "/blast-radius");
+      const out = document.getElementById("result-" + id);
+      if (res.status !== 200) {
+        const e = errOf(res);
+        setText(out, "Cannot delete: " + e.message);
+        return;
+      }
+      const br = res.body;
+      pending = { id: id, revision: br.revision };
+      setText(document.getElementById("delete-name"), br.environmentName);
+      const box = document.getElementById("delete-radius");
+      box.innerHTML = "";
+      const ul = document.createElement("ul");
+      const add = function (label, refs) {
+        const li = document.createElement("li");
+        const n = (refs || []).length;
+        li.textContent = label + ": " + n + (n ? " (" + refs.map(function (r) { return r.detail || r.id; }).join(", ") + ")" : "");
+        ul.append(li);
+      };
+      add("bindings", br.assignments);
+      add("active leases", br.activeLeases);
+      add("reusable leases", br.reusableLeases);
+      add("leases pending cleanup", br.pendingCleanupLeases);
+      add("setup sessions", br.setupSessions);
+      const li = document.createElement("li");
+      const qres = await api("GET", companyPath("/environments/" + encodeURIComponent(id) + "/qualification"));
+      li.textContent = "qualification in " + company + ": " + (qres.status !== 200 ? "unknown (" + errOf(qres).message + ")"
+        : qres.body.qualified ? "recorded (" + qres.body.platform + "), no longer used once deleted" : "none (" + qres.body.code + ")");
+      ul.append(li);
+      box.append(ul);
+      const confirm = document.getElementById("delete-confirm");
+      const why = (br.protected ? [br.protected] : []).concat(br.blockers || []);
+      if (why.length) {
+        const p = document.createElement("p");
+        p.className = "error";
+        p.id = "delete-blockers";
+        p.textContent = "It cannot be deleted now: " + why.join("; ");
+        box.append(p);
+        confirm.disabled = true;
+      } else {
+        confirm.disabled = false;
+      }
+      setText(document.getElementById("delete-status"), "");
+      panel.hidden = false;
+      (confirm.disabled ? document.getElementById("delete-cancel") : confirm).focus();
+    });
+  });
+  if (panel) {
+    document.getElementById("delete-cancel").addEventListener("click", function () { panel.hidden = true; pending = null; });
+    document.getElementById("delete-confirm").addEventListener("click", async function () {
+      if (!pending) return;
+      const res = await api("DELETE", "/api/v1/environments/" + encodeURIComponent(pending.id), undefined,
+        { "If-Match": '"' + pending.revision + '"' });
+      if (res.status === 200) { window.location.href = pageURL({}); return; }
+      const e = errOf(res);
+      setText(document.getElementById("delete-status"), "Not deleted: " + e.message + " (" + e.code + ")");
+    });
+  }
+
+  // ---- instance settings ----
+  const sform = document.getElementById("settings-form");
+  if (sform) {
+    sform.addEventListener("submit", async function (ev) {
+      ev.preventDefault();
+      const st = document.getElementById("settings-status");
+      setText(st, "Saving…");
+      const res = await api("PATCH", "/api/v1/settings", {
+        enableEnvironments: document.getElementById("set-enable").checked,
+        enableManagedSandboxOnly: document.getElementById("set-managed").checked,
+      }, { "If-Match": '"' + sform.dataset.revision + '"' });
+      if (res.status === 200) { window.location.reload(); return; }
+      const e = errOf(res);
+      setText(st, res.status === 412 ? "changed by someone else: reload" : "Not saved: " + e.message + " (" + e.code + ")");
+    });
+  }
+
+  // ---- assignments and resolution (UI-5) ----
+  const bform = document.getElementById("bind-form");
+  if (bform) {
+    bform.addEventListener("submit", async function (ev) {
+      ev.preventDefault();
+      const kind = document.getElementById("bind-kind").value;
+      const key = document.getElementById("bind-key").value.trim();
+      const st = document.getElementById("bind-status");
+      if (!key) { setText(st, "The id is required."); return; }
+      setText(st, "Saving…");
+      const res = await api("PUT", companyPath("/assignments/" + encodeURIComponent(kind) + "/" + encodeURIComponent(key)),
+        { environmentId: document.getElementById("bind-env").value }, { "If-Match": "*" });
+      if (res.status === 200) { window.location.reload(); return; }
+      const e = errOf(res);
+      setText(st, "Not assigned: " + e.message + " (" + e.code + ")");
+    });
+  }
+  const rform = document.getElementById("resolve-form");
+  if (rform) {
+    rform.addEventListener("submit", async function (ev) {
+      ev.preventDefault();
+      const out = document.getElementById("resolve-result");
+      setText(out, "Resolving…");
+      const body = {};
+      ["workspace", "project", "agent"].forEach(function (k) {
+        const v = document.getElementById("res-" + k).value.trim();
+        if (v) body[k] = v;
+      });
+      const res = await api("POST", companyPath("/resolve"), body);
+      if (res.status !== 200) {
+        const e = errOf(res);
+        setText(out, "No target: " + e.message + " (" + e.code + ")");
+        return;
+      }
+      const r = res.body;
+      const b = r.binding;
+      setText(out, "A run resolves to " + r.environment.name + " (" + r.environment.driver + "), by the " +
+        b.kind.replace("_", " ") + " binding" + (b.key ? " " + b.key : "") + ".");
+    });
+  }
+
+  // ---- runs (UI-5) ----
+  const runForm = document.getElementById("run-form");
+  let runID = null, source = null;
+  function showRun(v) {
+    setText(document.getElementById("run-status"), v.status + (v.leaseId ? " on lease " + v.leaseId : "") +
+      (v.error ? ": " + v.error.message : ""));
+    if (v.exit) {
+      const x = v.exit;
+      setText(document.getElementById("run-exit"), "exit status " + x.code + (x.signal ? " (signal " + x.signal + ")" : "") +
+        (x.timed_out ? " (time limit)" : "") + (x.truncated ? " (output truncated)" : ""));
+    }
+    const proofs = v.proofs || [];
+    setText(document.getElementById("run-proof"), proofs.length
+      ? proofs.map(function (p) { return "task " + p.task_id + ": " + (p.complete ? "complete" : "incomplete") + ", evidence " + p.evidence; }).join("; ")
+      : (v.endedAt ? "none: the task ended on its own" : ""));
+    const l = v.receipt;
+    if (l) {
+      setText(document.getElementById("run-receipt"), "lease " + l.id + " on " + l.provider +
+        (l.providerLeaseId ? " (" + l.providerLeaseId + ")" : "") + ", environment " + l.environment +
+        ": " + l.status + ", cleanup " + (l.cleanup || "none") + (l.cleanupEvidenceKind ? " by " + l.cleanupEvidenceKind : "") +
+        (l.cleanupEvidence ? " (" + l.cleanupEvidence + ")" : ""));
+    }
+    if (v.endedAt) document.getElementById("run-stop").disabled = true;
+  }
+  if (runForm) {
+    runForm.addEventListener("submit", async function (ev) {
+      ev.preventDefault();
+      const errEl = document.getElementById("run-error");
+      errEl.hidden = true;
+      if (source) { source.close(); source = null; }
+      const body = { argv: ["sh", "-c", document.getElementById("run-cmd").value] };
+      const target = document.getElementById("run-target").value;
+      const ws = document.getElementById("run-workspace").value.trim();
+      if (target) body.environmentId = target;
+      if (ws) body.workspace = ws;
+      const t = document.getElementById("run-timeout").value.trim();
+      if (t) body.timeoutSeconds = /^\d+$/.test(t) ? Number(t) : t;
+      ["run-output", "run-exit", "run-proof", "run-receipt"].forEach(function (id) { setText(document.getElementById(id), ""); });
+      setText(document.getElementById("run-status"), "starting…");
+      const res = await api("POST", companyPath("/runs"), body, { "Idempotency-Key": "page-" + Date.now() + "-" + Math.random() });
+      if (res.status !== 202) {
+        const e = errOf(res);
+        errEl.textContent = e.message + " (" + e.code + ")";
+        errEl.hidden = false;
+        setText(document.getElementById("run-status"), "not started");
+        return;
+      }
+      runID = res.body.id;
+      showRun(res.body);
+      document.getElementById("run-stop").disabled = false;
+      const out = document.getElementById("run-output");
+      source = new EventSource(companyPath("/runs/" + encodeURIComponent(runID) + "/output?from=0"));
+      source.addEventListener("output", function (m) { out.append(JSON.parse(m.data).text); });
+      source.addEventListener("end", function (m) { showRun(JSON.parse(m.data)); source.close(); source = null; });
+      source.addEventListener("error", function (m) {
+        if (m.data) {
+          const e = JSON.parse(m.data).error;
+          setText(document.getElementById("run-status"), "output failed: " + e.message);
+        }
+        if (source) { source.close(); source = null; }
+      });
+    });
+    document.getElementById("run-stop").addEventListener("click", async function () {
+      if (!runID) return;
+      setText(document.getElementById("run-status"), "stopping…");
+      const res = await api("POST", companyPath("/runs/" + encodeURIComponent(runID) + "/stop"));
+      if (res.status === 200) showRun(res.body);
+    });
+  }
+})();
