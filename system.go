@@ -322,11 +322,10 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		return nil, err
 	}
 	// One health store for the gates of the assignments, the catalog and
-	// the prober: the gate reads an environment's provider health on
-	// every lease, so reads are cached for up to
-	// environment.DefaultHealthStaleness (this System's own measurements
-	// replace the cached record at once; another replica's are seen within
-	// that age).
+	// the prober: the gate reads an environment's provider health on every
+	// lease, so reads are cached for up to one second (this System's own
+	// measurements replace the cached record at once; another replica's
+	// are seen within that age).
 	health := environment.CachedHealthStore(st.Health, 0)
 	// One keeper: the catalog retires secrets, the lease manager keeps them
 	// while a lease that is not proven clean uses them (CFG-7, LEASE-9).

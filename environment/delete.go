@@ -62,6 +62,15 @@ func (u *Usage) add(o Usage) {
 // point: it answers for no principal, so it is never an exported method of
 // a service (the catalog authorizes BlastRadius and Delete before it asks).
 // EnvironmentUsage reads records only: it never calls a provider (CAP-1).
+//
+// A UsageReporter may also have the method
+//
+//	EnvironmentArchived(ctx context.Context, envID string) error
+//
+// which the catalog calls after it archived envID (the lease manager
+// drains the environment's warm pool, destroying its members with
+// receipts). The archive stands either way; an error is logged, and
+// sweeps retry what it left.
 type UsageReporter interface {
 	EnvironmentUsage(ctx context.Context, envID string) (Usage, error)
 }
@@ -78,12 +87,8 @@ type ReferenceClearer interface {
 	ClearEnvironment(ctx context.Context, envID string) error
 }
 
-// ArchiveObserver is what a UsageReporter may add: the catalog calls
-// EnvironmentArchived after it archived envID (the lease manager drains
-// the environment's warm pool, destroying its members with receipts). The
-// archive stands either way; an error is logged, and sweeps retry what it
-// left.
-type ArchiveObserver interface {
+// archiveObserver is what a UsageReporter may add (see UsageReporter).
+type archiveObserver interface {
 	EnvironmentArchived(ctx context.Context, envID string) error
 }
 

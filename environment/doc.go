@@ -96,12 +96,12 @@
 //     I/O.
 //   - Warm pool: Environment.Pool ({size, maxAge, runner}, nil for none)
 //     is a knob of the record: Create and Update validate it (size
-//     1..MaxPoolSize, a sandbox driver with the reuse, list and
+//     1..64, a sandbox driver with the reuse, list and
 //     destroy_by_id capabilities; a runner pool also runner_ingress) and
 //     an update with size 0 removes it; neither identity nor qualification
 //     depends on it. The lease manager keeps the members (lease package);
-//     Archive tells reporters that are ArchiveObservers, so that it drains
-//     them at once.
+//     Archive tells reporters that have an EnvironmentArchived method,
+//     so that it drains them at once.
 //   - Blast radius (CFG-7): Delete first gathers bindings, leases, pool
 //     members (PooledLeases, not blocking) and setup sessions from the
 //     UsageReporters, refuses while a reusable lease is live, a cleanup is

@@ -165,15 +165,15 @@ func (m *memoryHealthStore) ListProviderHealth(ctx context.Context) ([]ProviderH
 	return out, nil
 }
 
-// DefaultHealthStaleness is how old a provider health record a
+// defaultHealthStaleness is how old a provider health record a
 // CachedHealthStore answers with: the age of the instance settings'
 // cache too.
-const DefaultHealthStaleness = time.Second
+const defaultHealthStaleness = time.Second
 
 // CachedHealthStore wraps st with a cache of its reads for the gate, which
 // reads an environment's provider health on every lease: a record, or
 // its absence, is answered from the cache for up to maxStaleness
-// (DefaultHealthStaleness when 0). A put through the wrapper replaces the
+// (one second when 0). A put through the wrapper replaces the
 // cached record at once, so this process sees its own measurements
 // immediately; another process's measurement is seen within
 // maxStaleness. A negative maxStaleness returns st. Lists are not cached.
@@ -182,7 +182,7 @@ func CachedHealthStore(st HealthStore, maxStaleness time.Duration) HealthStore {
 		return st
 	}
 	if maxStaleness == 0 {
-		maxStaleness = DefaultHealthStaleness
+		maxStaleness = defaultHealthStaleness
 	}
 	return &cachedHealth{st: st, max: maxStaleness, m: map[[2]string]cachedHealthRec{}}
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/berthdev/berth/drivers"
 )
 
-// MaxPoolSize bounds Pool.Size.
-const MaxPoolSize = 64
+// maxPoolSize bounds Pool.Size.
+const maxPoolSize = 64
 
 // Pool is an environment's warm pool setting: the lease manager keeps Size
 // sandboxes of the environment started ahead of acquisitions (members,
@@ -22,7 +22,7 @@ const MaxPoolSize = 64
 // In JSON: {"size": 2, "maxAge": "1h", "runner": false}; maxAge is a Go
 // duration string, "" or absent for no age limit.
 type Pool struct {
-	// Size is how many members the pool keeps ready, 1..MaxPoolSize. A
+	// Size is how many members the pool keeps ready, 1..64. A
 	// catalog update with Size 0 removes the pool.
 	Size int
 	// MaxAge, if positive, is how long a member may wait for adoption;
@@ -88,7 +88,7 @@ func clonePool(p *Pool) *Pool {
 }
 
 // checkPool validates the pool setting p of an environment of driver d
-// (label names it): a size in 1..MaxPoolSize, a non-negative max age, and
+// (label names it): a size in 1..64, a non-negative max age, and
 // a sandbox driver that can resume a member by id (adoption), list by
 // label (sweeps find members whose record never landed) and destroy by id
 // (drain, refill of aged members); a runner pool also needs runner ingress.
@@ -100,8 +100,8 @@ func checkPool(label string, d drivers.Driver, p *Pool) error {
 		return &FieldError{Environment: label, Field: "pool", Reason: reason, Err: ErrInvalid}
 	}
 	switch {
-	case p.Size < 1 || p.Size > MaxPoolSize:
-		return bad(fmt.Sprintf("size %d is outside 1..%d", p.Size, MaxPoolSize))
+	case p.Size < 1 || p.Size > maxPoolSize:
+		return bad(fmt.Sprintf("size %d is outside 1..%d", p.Size, maxPoolSize))
 	case p.MaxAge < 0:
 		return bad("maxAge must not be negative")
 	}

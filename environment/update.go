@@ -152,7 +152,7 @@ func (c *Catalog) setStatus(ctx context.Context, p authz.Principal, id string, b
 		// gives up.
 		actx := context.WithoutCancel(ctx)
 		for _, r := range c.reporters {
-			if o, ok := r.(ArchiveObserver); ok {
+			if o, ok := r.(archiveObserver); ok {
 				if err := o.EnvironmentArchived(actx, next.ID); err != nil {
 					c.log.Warn("environment archived, but a drain after it failed; sweeps retry it", "id", next.ID, "err", err)
 				}

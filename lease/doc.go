@@ -183,7 +183,7 @@
 // pending_cleanup for the next sweep. A crash leaves a starting member,
 // or an adopted one not yet active, to the sweep like any starting lease.
 // The catalog's archive and delete drain the pool through NewManager's
-// usage hook (environment.ArchiveObserver, environment.ReferenceClearer),
+// usage hook (environment.UsageReporter with its archive hook, environment.ReferenceClearer),
 // and the blast radius lists members as PooledLeases. Close drains
 // nothing. A runner pool (environment.Pool.Runner) prepares its members
 // for the binary of Options.PoolRunners at create (recorded as

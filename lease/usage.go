@@ -15,7 +15,6 @@ type leaseUsage struct{ m *Manager }
 var (
 	_ environment.UsageReporter    = leaseUsage{}
 	_ environment.ReferenceClearer = leaseUsage{}
-	_ environment.ArchiveObserver  = leaseUsage{}
 )
 
 // EnvironmentUsage implements environment.UsageReporter.
@@ -61,7 +60,7 @@ func (u leaseUsage) ClearEnvironment(ctx context.Context, envID string) error {
 	return nil
 }
 
-// EnvironmentArchived implements environment.ArchiveObserver: after the
+// EnvironmentArchived is environment.UsageReporter's archive hook: after the
 // catalog archived environment envID it drains the environment's warm
 // pool as ClearEnvironment does (an archived environment is never leased).
 func (u leaseUsage) EnvironmentArchived(ctx context.Context, envID string) error {
