@@ -354,6 +354,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		ManualPoolRefill: o.ManualPoolRefill,
 		// Members of runner pools are prepared for the System's runner.
 		PoolRunners: func() (*drivers.RunnerSet, error) { return sys.RunnerSet() },
+		Settings:    settings,
 		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
 			return envs.ListEnvironments(ctx, environment.ListFilter{})
 		},

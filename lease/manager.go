@@ -20,6 +20,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/retry"
 )
 
@@ -135,6 +136,11 @@ type Options struct {
 	// a runner pool's refill fails with an error wrapping
 	// drivers.ErrUnsupported. berth.New sets it to System.RunnerSet.
 	PoolRunners func() (*drivers.RunnerSet, error)
+	// Settings reads the instance settings (CFG-9): while they disable
+	// environments (or a pool's driver is a host driver under
+	// managed-sandbox-only) no refill starts a member. Acquisitions pass
+	// the Assignments' gate, which reads them too. nil: refills read none.
+	Settings instance.Reader
 }
 
 // Manager hands out leases of environments: it acquires sandboxes with a

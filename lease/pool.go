@@ -219,6 +219,19 @@ func (m *Manager) fill(ctx context.Context, env *environment.Environment, rep *P
 	if env.Pool == nil || env.Status != environment.StatusActive {
 		return nil
 	}
+	if m.o.Settings != nil {
+		s, err := m.o.Settings.Current(ctx)
+		if err != nil {
+			return fmt.Errorf("lease: pool of environment %s: reading the instance settings: %w", env.ID, err)
+		}
+		host := false
+		if d, err := m.reg.Lookup(env.Driver); err == nil {
+			host = d.Capabilities().Kind == drivers.KindHost
+		}
+		if s.Admit(env.Driver, host) != nil {
+			return nil // no member while the settings refuse the target (CFG-9)
+		}
+	}
 	req := AcquireRequest{Company: InstanceCompany, EnvironmentID: env.ID, Policy: Ephemeral}
 	if env.Pool.Runner {
 		if m.o.PoolRunners == nil {

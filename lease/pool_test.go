@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -404,5 +405,22 @@ func TestRunnerPoolMembersArePreparedForTheRunner(t *testing.T) {
 	defer m.Close()
 	if _, err := m.MaintainPools(ctx, op); !errors.Is(err, drivers.ErrUnsupported) {
 		t.Fatalf("runner pool without Options.PoolRunners: %v, want ErrUnsupported", err)
+	}
+}
+
+// CFG-9: while the instance settings disable environments, no refill
+// starts a member (MaintainPools creates nothing and fails nothing); once
+// enabled, the pass fills the pool.
+func TestPoolRefillHonoursInstanceSettings(t *testing.T) {
+	t.Parallel()
+	svc, reader := instance.NewService(instance.NewMemoryStore(), nil)
+	w := poolWorld(t, 2, 0, func(o *lease.Options) { o.Settings, o.ManualPoolRefill = reader, true })
+	setSettings(t, svc, false, false)
+	if rep := w.maintain(w.m); rep.Created != 0 || len(w.pooled()) != 0 {
+		t.Fatalf("refill with environments disabled: %+v, members %v; want none", rep, w.pooled())
+	}
+	setSettings(t, svc, true, false)
+	if rep := w.maintain(w.m); rep.Created != 2 || len(w.pooled()) != 2 {
+		t.Errorf("refill once enabled: %+v, members %v; want 2", rep, w.pooled())
 	}
 }
