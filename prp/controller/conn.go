@@ -45,6 +45,10 @@ type liveConn struct {
 	mu     sync.Mutex
 	stored uint64
 	ackCh  chan struct{}
+	// welcomeAck is the event seq the welcome acked: the writer's first
+	// "acked". It is not read from stored, which the reader may have
+	// advanced before the writer goroutine runs.
+	welcomeAck uint64
 }
 
 func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
@@ -214,7 +218,7 @@ func (c *Controller) handshake(ctx context.Context, ws *websocket.Conn, sess Ses
 	if sess.Scope == prp.ScopeTask {
 		wel.Capabilities = prp.GrantCapabilities(h.Capabilities, c.grant)
 	}
-	lc := &liveConn{c: c, ws: ws, sess: sess, claims: claims, version: v, stored: ack, ackCh: make(chan struct{}, 1),
+	lc := &liveConn{c: c, ws: ws, sess: sess, claims: claims, version: v, stored: ack, welcomeAck: ack, ackCh: make(chan struct{}, 1),
 		binary: prp.Has(wel.Capabilities, prp.CapBinaryOutput)}
 	if err := lc.send(ctx, prp.TypeWelcome, 0, ack, wel); err != nil {
 		return nil, h, fmt.Errorf("send welcome: %w", err)
@@ -246,10 +250,7 @@ func (lc *liveConn) send(ctx context.Context, t prp.Type, seq, ack uint64, body 
 // token renewals at half life.
 func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 	c := lc.c
-	var acked uint64
-	lc.mu.Lock()
-	acked = lc.stored
-	lc.mu.Unlock()
+	acked := lc.welcomeAck
 	expiry := lc.claims.ExpiresAt
 	renewAt := expiry.Add(-c.o.TokenTTL / 2)
 	if !lc.leaseEnd.IsZero() && lc.leaseEnd.Before(renewAt) {
