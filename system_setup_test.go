@@ -68,6 +68,16 @@ func (f *fakeFS) handlers() map[string]fake.HandlerFunc {
 			fmt.Fprint(inv.Stderr, "no such package")
 			return 3, nil
 		},
+		// leak-step prints argv[1] (a secret value, as a hostile step
+		// could) to stderr, padded by argv[2] bytes before and argv[3]
+		// after, and fails.
+		"leak-step": func(_ context.Context, inv fake.Invocation) (int, error) {
+			var before, after int
+			fmt.Sscan(inv.Argv[2], &before)
+			fmt.Sscan(inv.Argv[3], &after)
+			fmt.Fprint(inv.Stderr, strings.Repeat("x", before)+inv.Argv[1]+strings.Repeat("y", after))
+			return 4, nil
+		},
 	}
 }
 

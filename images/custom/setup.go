@@ -148,14 +148,15 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 		return nil, err
 	}
 	s.event(ctx, ses, 0, fmt.Sprintf("setup sandbox leased: lease %s", h.ID()), req.Progress)
-	red := s.redactor(ctx, env, d)
+	vals := s.secretValues(ctx, env, d)
+	red := func(msg string) string { return redact(msg, vals) }
 	if script != nil {
 		for i, st := range script.Steps {
 			if err := ctx.Err(); err != nil {
 				return s.fail(ctx, p, ses, h, fmt.Sprintf("step %d: %v", i+1, err), req.Progress, err)
 			}
 			s.event(ctx, ses, i+1, fmt.Sprintf("step %d/%d: %s", i+1, len(script.Steps), red(st.describe())), req.Progress)
-			if msg := s.runStep(ctx, h, st); msg != "" {
+			if msg := s.runStep(ctx, h, st, vals); msg != "" {
 				reason := fmt.Sprintf("step %d: %s", i+1, red(msg))
 				return s.fail(ctx, p, ses, h, reason, req.Progress, fmt.Errorf("%s: %w", reason, ErrStepFailed))
 			}
@@ -183,8 +184,9 @@ func (st Step) describe() string {
 	return fmt.Sprintf("run %q", st.Run)
 }
 
-// runStep runs st in h's sandbox; it returns "" on success, else why not.
-func (s *Service) runStep(ctx context.Context, h *lease.Handle, st Step) string {
+// runStep runs st in h's sandbox; it returns "" on success, else why not
+// (the tail of its stderr, redacted of vals).
+func (s *Service) runStep(ctx context.Context, h *lease.Handle, st Step, vals []string) string {
 	cmd := drivers.Command{Argv: st.Run, OutputLimit: 64 << 10}
 	if st.Write != nil {
 		mode, _ := st.Write.mode()
@@ -195,17 +197,52 @@ func (s *Service) runStep(ctx context.Context, h *lease.Handle, st Step) string 
 		return err.Error()
 	}
 	if res.ExitCode != 0 {
-		return fmt.Sprintf("exited %d: %s", res.ExitCode, tail(res.Stderr, 512))
+		return fmt.Sprintf("exited %d: %s", res.ExitCode, redactedTail(res, vals, 512))
 	}
 	return ""
 }
 
-func tail(b []byte, n int) string {
-	b = bytes.TrimSpace(b)
-	if len(b) > n {
-		b = b[len(b)-n:]
+// redactedTail returns the last n bytes of res's stderr, which the sandbox
+// wrote, redacted of the secret values vals first: a value that the cut
+// (or the output limit, when res is truncated) splits leaves no part of it
+// behind.
+func redactedTail(res *drivers.Result, vals []string, n int) string {
+	msg := redact(string(bytes.TrimSpace(res.Stderr)), vals)
+	if res.Truncated {
+		msg = dropSecretPrefix(msg, vals)
 	}
-	return string(b)
+	if len(msg) > n {
+		msg = msg[len(msg)-n:]
+	}
+	return msg
+}
+
+// dropSecretPrefix removes from the end of msg (output cut at a limit) the
+// longest start of a secret value it ends with.
+func dropSecretPrefix(msg string, vals []string) string {
+	cut := 0
+	for _, v := range vals {
+		for k := len(v) - 1; k > cut; k-- {
+			if strings.HasSuffix(msg, v[:k]) {
+				cut = k
+				break
+			}
+		}
+	}
+	if cut == 0 {
+		return msg
+	}
+	return msg[:len(msg)-cut] + "[redacted]"
+}
+
+// redact replaces the secret values vals (longest first) in msg.
+func redact(msg string, vals []string) string {
+	for _, v := range vals {
+		if v != "" {
+			msg = strings.ReplaceAll(msg, v, "[redacted]")
+		}
+	}
+	return msg
 }
 
 // base is the identity setup starts from: the active template's while it
@@ -278,14 +315,7 @@ func (s *Service) reuse(ctx context.Context, p authz.Principal, ses *Session, t 
 // values in a message.
 func (s *Service) redactor(ctx context.Context, env *environment.Environment, d drivers.Driver) func(string) string {
 	vals := s.secretValues(ctx, env, d)
-	return func(msg string) string {
-		for _, v := range vals {
-			if v != "" {
-				msg = strings.ReplaceAll(msg, v, "[redacted]")
-			}
-		}
-		return msg
-	}
+	return func(msg string) string { return redact(msg, vals) }
 }
 
 // secretValues resolves the environment's secret values (nil when they
@@ -311,19 +341,20 @@ func (s *Service) captureSession(ctx context.Context, p authz.Principal, ses *Se
 	if ses, err = s.moveSession(ctx, ses, SessionCapturing, nil, SessionStarting, SessionWaiting); err != nil {
 		return s.fail(ctx, p, ses, h, err.Error(), progress, err)
 	}
-	s.event(ctx, ses, 0, "removing berth's own files from the sandbox", progress)
-	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", CleanScript}})
-	if err == nil && res.ExitCode != 0 {
-		err = fmt.Errorf("exited %d: %s", res.ExitCode, tail(res.Stderr, 512))
-	}
-	if err != nil {
-		return s.fail(ctx, p, ses, h, "removing berth's files before the capture: "+err.Error(), progress, err)
-	}
 	env, d, err := s.environment(ctx, ses.Environment)
 	if err != nil {
 		return s.fail(ctx, p, ses, h, err.Error(), progress, err)
 	}
-	if vals := s.secretValues(ctx, env, d); len(vals) > 0 {
+	vals := s.secretValues(ctx, env, d)
+	s.event(ctx, ses, 0, "removing berth's own files from the sandbox", progress)
+	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", CleanScript}, OutputLimit: 64 << 10})
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("exited %d: %s", res.ExitCode, redactedTail(res, vals, 512))
+	}
+	if err != nil {
+		return s.fail(ctx, p, ses, h, "removing berth's files before the capture: "+err.Error(), progress, err)
+	}
+	if len(vals) > 0 {
 		res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", EnvironScript}, OutputLimit: 1 << 20})
 		if err != nil {
 			return s.fail(ctx, p, ses, h, "reading the image environment: "+err.Error(), progress, err)
