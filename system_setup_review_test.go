@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/images/custom"
+	"github.com/berthdev/berth/store"
 )
 
 // A failed step's stderr is redacted of the environment's secret values
@@ -45,6 +47,74 @@ func TestSetupStepStderrRedactedBeforeTail(t *testing.T) {
 		}
 		if !strings.Contains(ses.FailureReason, "exited 4") {
 			t.Errorf("%s: reason %q does not say the exit code", tc.name, ses.FailureReason)
+		}
+	}
+}
+
+// cancelOnInsert cancels a setup session (through sys) when a capture
+// records its template: a Cancel that lands while the capture runs.
+type cancelOnInsert struct {
+	custom.Store
+	cancel func()
+}
+
+func (c cancelOnInsert) InsertTemplate(ctx context.Context, t *custom.Template) error {
+	if t.SetupSession != "" && c.cancel != nil {
+		c.cancel()
+	}
+	return c.Store.InsertTemplate(ctx, t)
+}
+
+// A Cancel that lands while the session captures ends the session and
+// destroys its sandbox; the template the capture still made is not left
+// promotable (revoked, and deleted at the provider), so a cancelled
+// session leaves no template behind.
+func TestSetupCancelDuringCaptureLeavesNoTemplate(t *testing.T) {
+	ctx := context.Background()
+	st := store.Memory()
+	var sys *berth.System
+	var sid string
+	var cancelErr error
+	wrapped := &cancelOnInsert{Store: st.Templates}
+	st.Templates = wrapped
+	w, _ := newSetupWorld(t, &berth.Options{Stores: st}, nil)
+	sys = w.sys
+	svc := sys.Templates()
+	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	if err != nil || ses.State != custom.SessionWaiting {
+		t.Fatalf("interactive setup: %+v, %v", ses, err)
+	}
+	sid = ses.ID
+	wrapped.cancel = func() {
+		wrapped.cancel = nil
+		_, cancelErr = svc.Cancel(ctx, tplOps, sid)
+	}
+	got, err := svc.CaptureSession(ctx, tplOps, sid, false)
+	if cancelErr != nil {
+		t.Fatalf("cancel during the capture: %v", cancelErr)
+	}
+	if err == nil || !errors.Is(err, custom.ErrConflict) {
+		t.Errorf("capture of a session cancelled meanwhile: %+v, %v", got, err)
+	}
+	if cur, err := svc.Session(ctx, tplOps, sid); err != nil || cur.State != custom.SessionCancelled {
+		t.Errorf("session after the cancel: %+v, %v", cur, err)
+	}
+	if live := liveSandboxes(w.fk); len(live) != 0 {
+		t.Errorf("sandboxes left: %v", live)
+	}
+	list, err := svc.List(ctx, tplOps, w.env.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tpl := range list {
+		if tpl.State == custom.StateCaptured || tpl.State == custom.StateActive || tpl.State == custom.StateSuperseded {
+			t.Errorf("template %s of the cancelled session is %s (promotable)", tpl.ID, tpl.State)
+		}
+		if tpl.State != custom.StateDeleted {
+			t.Errorf("template %s of the cancelled session is %s, not deleted at the provider", tpl.ID, tpl.State)
+		}
+		if _, err := svc.Promote(ctx, tplOps, tpl.ID); err == nil {
+			t.Errorf("template %s of the cancelled session was promoted", tpl.ID)
 		}
 	}
 }

@@ -382,6 +382,9 @@ func (s *Service) captureSession(ctx context.Context, p authz.Principal, ses *Se
 	if ses, err = s.moveSession(ctx, ses, SessionCaptured, func(x *Session) {
 		x.Template, x.LeaseCleanup = t.ID, cleanup
 	}, SessionCapturing); err != nil {
+		// A cancel or a sweep ended the session while it captured: what
+		// the capture made is not left to be promoted.
+		s.discardCapture(ctx, p, ses, t, d)
 		return ses, err
 	}
 	s.event(ctx, ses, 0, fmt.Sprintf("captured template %s; setup sandbox destroyed (cleanup %s)", t.ID, cleanup), progress)
@@ -397,6 +400,21 @@ func (s *Service) captureSession(ctx context.Context, p authz.Principal, ses *Se
 	}
 	s.event(ctx, ses, 0, fmt.Sprintf("template %s promoted", t.ID), progress)
 	return ses, nil
+}
+
+// discardCapture revokes template t, which the capture of session ses
+// made after the session had ended (cancelled, timed out): it is never
+// promoted, and it is deleted at the provider where the driver can (or by
+// a later Sweep).
+func (s *Service) discardCapture(ctx context.Context, p authz.Principal, ses *Session, t *Template, d drivers.Driver) {
+	ctx = context.WithoutCancel(ctx)
+	opts := RevokeOptions{Reason: fmt.Sprintf("its setup session %s became %s during the capture", ses.ID, ses.State),
+		Delete: drivers.Effective(d, 0).Has(drivers.CapTemplateDelete)}
+	if _, err := s.Revoke(ctx, p, t.ID, opts); err != nil {
+		s.o.Logger.Warn("custom: revoking the template of a setup session that ended during its capture", "session", ses.ID, "template", t.ID, "err", err)
+		return
+	}
+	s.event(ctx, ses, 0, fmt.Sprintf("template %s revoked: %s", t.ID, opts.Reason), nil)
 }
 
 // fail records ses as failed with reason, destroys its sandbox (h or the
@@ -641,7 +659,9 @@ func (s *Service) CaptureSession(ctx context.Context, p authz.Principal, id stri
 }
 
 // Cancel ends an active session as cancelled and destroys its sandbox with
-// proof. A session that ended is an error wrapping ErrConflict. p needs
+// proof. A capture that was running meanwhile leaves no template to promote:
+// the one it still made is revoked (and deleted where the driver can). A
+// session that ended is an error wrapping ErrConflict. p needs
 // authz.ActionSetup.
 func (s *Service) Cancel(ctx context.Context, p authz.Principal, id string) (*Session, error) {
 	ses, err := s.loadSession(ctx, p, authz.ActionSetup, id)
