@@ -118,3 +118,27 @@ func TestSetupCancelDuringCaptureLeavesNoTemplate(t *testing.T) {
 		}
 	}
 }
+
+// A provider error that echoes a secret value (as some APIs echo the
+// credential they refused) does not carry it into the error Setup
+// returns, the stored reason or the events.
+func TestSetupProviderErrorRedacted(t *testing.T) {
+	ctx := context.Background()
+	const secret = "fake-key-77aa-echoed"
+	w, _ := newSetupWorld(t, nil, &fake.Options{APIKey: secret})
+	w.fk.Inject(fake.Fault{Op: fake.OpCreate, Err: errors.New("provider refused the request signed with " + secret)})
+	ses, err := w.sys.Templates().Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["true"]}]}`)})
+	if err == nil || ses == nil || ses.State != custom.SessionFailed {
+		t.Fatalf("setup with a failing create: %+v, %v", ses, err)
+	}
+	texts := []string{err.Error(), ses.FailureReason}
+	evs, _ := w.sys.Templates().Events(ctx, tplOps, ses.ID, 0)
+	for _, e := range evs {
+		texts = append(texts, e.Message)
+	}
+	for _, s := range texts {
+		if strings.Contains(s, secret) {
+			t.Errorf("the secret is in %q", s)
+		}
+	}
+}

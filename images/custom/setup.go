@@ -421,8 +421,10 @@ func (s *Service) discardCapture(ctx context.Context, p authz.Principal, ses *Se
 // recorded lease), and returns the session with cause wrapped.
 func (s *Service) fail(ctx context.Context, p authz.Principal, ses *Session, h *lease.Handle, reason string, progress func(*SessionEvent), cause error) (*Session, error) {
 	ctx = context.WithoutCancel(ctx)
+	red := func(msg string) string { return msg }
 	if env, d, err := s.environment(ctx, ses.Environment); err == nil {
-		reason = s.redactor(ctx, env, d)(reason) // never a secret in the stored reason
+		red = s.redactor(ctx, env, d)
+		reason = red(reason) // never a secret in the stored reason
 	}
 	cleanup := ""
 	if h != nil {
@@ -437,8 +439,20 @@ func (s *Service) fail(ctx context.Context, p authz.Principal, ses *Session, h *
 		ses = next
 		s.event(ctx, ses, 0, "failed: "+reason, progress)
 	}
-	return ses, fmt.Errorf("custom: setup session %s of environment %s failed: %s: %w", ses.ID, ses.Environment, reason, cause)
+	// Nor in the error: the cause's text (a provider's error may echo a
+	// credential) is redacted too; errors.Is still sees the cause.
+	return ses, &redactedError{msg: red(fmt.Sprintf("custom: setup session %s of environment %s failed: %s: %v", ses.ID, ses.Environment, reason, cause)), cause: cause}
 }
+
+// redactedError is an error whose text was redacted of secret values; it
+// unwraps to its cause.
+type redactedError struct {
+	msg   string
+	cause error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.cause }
 
 // destroy releases setup lease id with Destroy and returns its cleanup
 // status ("confirmed" once proven; a pending one is retried by the lease
