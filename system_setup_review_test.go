@@ -3,10 +3,14 @@ package berth_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/berthdev/berth"
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/store"
@@ -140,5 +144,56 @@ func TestSetupProviderErrorRedacted(t *testing.T) {
 		if strings.Contains(s, secret) {
 			t.Errorf("the secret is in %q", s)
 		}
+	}
+}
+
+// A PTY of the web terminal is bound to the principal that opened it: a
+// second operator, with a token of their own for the same session, who
+// names the first one's process (a leaked id) gets a fresh shell and
+// "reset", never the first one's output or input.
+func TestWebTerminalProcessBoundToPrincipal(t *testing.T) {
+	ctx := context.Background()
+	w, _ := newSetupWorld(t, nil, nil)
+	svc := w.sys.Templates()
+	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := authz.Principal{ID: "ops-2", Role: authz.RoleInstanceAdmin}
+	who := map[string]authz.Principal{"ops": tplOps, "ops-2": other}
+	srv := httptest.NewServer(svc.TerminalHandler(custom.TerminalHandlerOptions{
+		Principal: func(r *http.Request) (authz.Principal, error) { return who[r.Header.Get("X-Test-As")], nil }}))
+	defer srv.Close()
+	mint := func(p authz.Principal) string {
+		m, err := svc.MintTerminalToken(ctx, p, ses.ID, "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Token
+	}
+	first, _, err := termDial(t, srv.URL, "/", "ops", url.Values{"token": {mint(tplOps)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := first.first["process"].(string)
+	first.send("echo private-to-ops\n")
+	first.until("private-to-ops\r\n$ ")
+	first.c.CloseNow()
+
+	stolen, _, err := termDial(t, srv.URL, "/", "ops-2", url.Values{"token": {mint(other)}, "process": {proc}, "offset": {"0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stolen.first["type"] != "reset" || stolen.first["process"] == proc {
+		t.Errorf("another principal naming process %s: %v, want reset and a fresh shell", proc, stolen.first)
+	}
+	stolen.send("echo fresh\n")
+	stolen.until("fresh\r\n$ ")
+	if strings.Contains(stolen.out.String(), "private-to-ops") {
+		t.Errorf("another principal saw the first one's output: %q", stolen.out.String())
+	}
+	stolen.c.CloseNow()
+	if _, err := svc.Cancel(ctx, tplOps, ses.ID); err != nil {
+		t.Fatal(err)
 	}
 }
