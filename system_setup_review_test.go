@@ -7,7 +7,9 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/authz"
@@ -195,5 +197,91 @@ func TestWebTerminalProcessBoundToPrincipal(t *testing.T) {
 	stolen.c.CloseNow()
 	if _, err := svc.Cancel(ctx, tplOps, ses.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// holdCapturing holds the first move of a session to capturing until
+// release is closed, after telling arrived.
+type holdCapturing struct {
+	custom.Store
+	once             *sync.Once
+	arrived, release chan struct{}
+}
+
+func (h holdCapturing) UpdateSession(ctx context.Context, s *custom.Session) error {
+	if s.State == custom.SessionCapturing {
+		first := false
+		h.once.Do(func() { first = true })
+		if first {
+			close(h.arrived)
+			<-h.release
+		}
+	}
+	return h.Store.UpdateSession(ctx, s)
+}
+
+// Two captures of one session at once (a double submit, two operators):
+// the one that finds the session capturing already is refused with
+// ErrConflict and touches nothing; the other captures, and the session
+// ends captured with one template and no sandbox left.
+func TestTwoCapturesOfOneSession(t *testing.T) {
+	ctx := context.Background()
+	st := store.Memory()
+	hold := holdCapturing{Store: st.Templates, once: &sync.Once{}, arrived: make(chan struct{}), release: make(chan struct{})}
+	st.Templates = hold
+	w, fs := newSetupWorld(t, &berth.Options{Stores: st}, nil)
+	svc := w.sys.Templates()
+	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.cleanGate, fs.cleanArrived = make(chan struct{}), make(chan struct{}, 4)
+	type result struct {
+		ses *custom.Session
+		err error
+	}
+	late, early := make(chan result, 1), make(chan result, 1)
+	go func() { // read the session waiting, then held before its move
+		s, err := svc.CaptureSession(ctx, tplOps, ses.ID, false)
+		late <- result{s, err}
+	}()
+	<-hold.arrived
+	go func() { // moves the session to capturing and cleans
+		s, err := svc.CaptureSession(ctx, tplOps, ses.ID, false)
+		early <- result{s, err}
+	}()
+	<-fs.cleanArrived
+	close(hold.release)
+	var lr result
+	select {
+	case lr = <-late:
+	case <-fs.cleanArrived:
+		lr = result{err: errors.New("the second capture cleaned the sandbox too (it captures as well)")}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second capture did not return")
+	}
+	close(fs.cleanGate)
+	er := <-early
+	if !errors.Is(lr.err, custom.ErrConflict) {
+		t.Errorf("the capture that lost: %+v, %v; want ErrConflict", lr.ses, lr.err)
+	}
+	if er.err != nil || er.ses.State != custom.SessionCaptured || er.ses.Template == "" {
+		t.Errorf("the capture that won: %+v, %v", er.ses, er.err)
+	}
+	if cur, err := svc.Session(ctx, tplOps, ses.ID); err != nil || cur.State != custom.SessionCaptured {
+		t.Errorf("session at the end: %+v, %v", cur, err)
+	}
+	list, _ := svc.List(ctx, tplOps, w.env.ID)
+	captured := 0
+	for _, tpl := range list {
+		if tpl.State == custom.StateCaptured {
+			captured++
+		}
+	}
+	if captured != 1 {
+		t.Errorf("%d captured templates of %d, want 1", captured, len(list))
+	}
+	if live := liveSandboxes(w.fk); len(live) != 0 {
+		t.Errorf("sandboxes left: %v", live)
 	}
 }

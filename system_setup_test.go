@@ -34,6 +34,10 @@ type fakeFS struct {
 	files   map[string]map[string]string // sandbox -> path -> content
 	cleaned int
 	environ string
+	// cleanGate, if not nil, holds every custom.CleanScript until it is
+	// closed; each arrival is sent on cleanArrived first.
+	cleanGate    chan struct{}
+	cleanArrived chan struct{}
 }
 
 func (f *fakeFS) handlers() map[string]fake.HandlerFunc {
@@ -53,6 +57,10 @@ func (f *fakeFS) handlers() map[string]fake.HandlerFunc {
 			return 0, nil
 		},
 		custom.CleanScript: func(context.Context, fake.Invocation) (int, error) {
+			if f.cleanGate != nil {
+				f.cleanArrived <- struct{}{}
+				<-f.cleanGate
+			}
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.cleaned++

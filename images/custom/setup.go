@@ -339,6 +339,11 @@ func (s *Service) secretValues(ctx context.Context, env *environment.Environment
 func (s *Service) captureSession(ctx context.Context, p authz.Principal, ses *Session, h *lease.Handle, promote bool, progress func(*SessionEvent)) (*Session, error) {
 	var err error
 	if ses, err = s.moveSession(ctx, ses, SessionCapturing, nil, SessionStarting, SessionWaiting); err != nil {
+		if errors.Is(err, ErrConflict) && ses.State.Active() {
+			// Another capture works on it: its sandbox is not this
+			// call's to destroy.
+			return ses, err
+		}
 		return s.fail(ctx, p, ses, h, err.Error(), progress, err)
 	}
 	env, d, err := s.environment(ctx, ses.Environment)
@@ -472,8 +477,12 @@ func (s *Service) destroy(ctx context.Context, p authz.Principal, id string) str
 // state is one of from; otherwise (a sweep or a cancel ended it
 // meanwhile) nothing changes and the error wraps ErrConflict.
 func (s *Service) moveSession(ctx context.Context, ses *Session, to SessionState, mutate func(*Session), from ...SessionState) (*Session, error) {
+	moved := false
 	next, err := s.updateSession(ctx, ses, func(x *Session) {
-		if slices.Contains(from, x.State) {
+		// The last call is the one stored: a session another process moved
+		// to `to` already (two captures at once) is not moved by this one.
+		moved = slices.Contains(from, x.State)
+		if moved {
 			x.State = to
 			if mutate != nil {
 				mutate(x)
@@ -483,7 +492,7 @@ func (s *Service) moveSession(ctx context.Context, ses *Session, to SessionState
 	if err != nil {
 		return next, err
 	}
-	if next.State != to {
+	if !moved {
 		return next, fmt.Errorf("custom: setup session %s: it became %s meanwhile, not moved to %s: %w", ses.ID, next.State, to, ErrConflict)
 	}
 	return next, nil
