@@ -302,6 +302,10 @@ type SessionStore interface {
 	// wrapping ErrTokenInvalid. Of concurrent redemptions, also from
 	// several processes, one wins.
 	RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*TerminalToken, error)
+	// PruneTerminalTokens removes the token records that expire before
+	// before (used or not: none can be redeemed any more) and returns how
+	// many it removed.
+	PruneTerminalTokens(ctx context.Context, before time.Time) (int, error)
 }
 
 // TerminalToken is the stored record of a terminal token

@@ -753,6 +753,9 @@ type SessionSweepReport struct {
 	// SandboxesDestroyed counts setup leases of ended sessions released
 	// with Destroy (confirmed or left pending for the lease sweep).
 	SandboxesDestroyed int `json:"sandboxesDestroyed"`
+	// TokensPruned counts terminal token records removed: expired, they
+	// can never be redeemed.
+	TokensPruned int `json:"tokensPruned"`
 }
 
 // SweepSessions ends the active sessions past their TTL (or cap) as
@@ -760,9 +763,10 @@ type SessionSweepReport struct {
 // leases of every session that is not active any more (or not recorded at
 // all: a crash between the lease and the session's write), and makes the
 // template states follow the environments' pointers again (a promote
-// killed between the two writes).
-// Several replicas may sweep at once: session changes are version-checked
-// and lease releases idempotent. p needs authz.ActionSweep.
+// killed between the two writes), and removes the expired terminal token
+// records. Several replicas may sweep at once: session changes are
+// version-checked and lease releases idempotent. p needs
+// authz.ActionSweep.
 func (s *Service) SweepSessions(ctx context.Context, p authz.Principal) (SessionSweepReport, error) {
 	var rep SessionSweepReport
 	if err := s.o.Authorizer.Authorize(ctx, p, authz.ActionSweep, resource("", "", "")); err != nil {
@@ -815,6 +819,11 @@ func (s *Service) SweepSessions(ctx context.Context, p authz.Principal) (Session
 		}
 		s.destroy(ctx, p, l.ID)
 		rep.SandboxesDestroyed++
+	}
+	n, err := s.src.Templates.PruneTerminalTokens(ctx, now)
+	rep.TokensPruned = n
+	if err != nil {
+		return rep, fmt.Errorf("custom: sweep of setup sessions: %w", err)
 	}
 	return rep, nil
 }
