@@ -285,3 +285,34 @@ func TestTwoCapturesOfOneSession(t *testing.T) {
 		t.Errorf("sandboxes left: %v", live)
 	}
 }
+
+// Provider errors that echo a secret value are redacted where setup keeps
+// or returns them: the failed template's stored reason (a capture) and
+// the error of OpenTerminal.
+func TestSetupCaptureAndTerminalErrorsRedacted(t *testing.T) {
+	ctx := context.Background()
+	const secret = "fake-key-19cd-echoed"
+	w, _ := newSetupWorld(t, nil, &fake.Options{APIKey: secret})
+	svc := w.sys.Templates()
+	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo := errors.New("provider refused the request signed with " + secret)
+	w.fk.Inject(fake.Fault{Op: fake.OpTerminal, Err: echo})
+	w.fk.Inject(fake.Fault{Op: fake.OpCapture, Err: echo})
+	if _, err := svc.OpenTerminal(ctx, tplOps, ses.ID, custom.TerminalSize{Rows: 24, Cols: 80}); err == nil || strings.Contains(err.Error(), secret) {
+		t.Errorf("OpenTerminal with a provider error echoing the secret: %v", err)
+	}
+	got, err := svc.CaptureSession(ctx, tplOps, ses.ID, false)
+	if err == nil || strings.Contains(err.Error(), secret) || strings.Contains(got.FailureReason, secret) {
+		t.Errorf("capture with a provider error echoing the secret: %+v, %v", got, err)
+	}
+	list, err := svc.List(ctx, tplOps, w.env.ID)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("templates after the failed capture: %d, %v", len(list), err)
+	}
+	if list[0].State != custom.StateFailed || strings.Contains(list[0].FailureReason, secret) || list[0].FailureReason == "" {
+		t.Errorf("the failed template's stored reason: %s %q", list[0].State, list[0].FailureReason)
+	}
+}
