@@ -34,6 +34,10 @@ type fakeFS struct {
 	files   map[string]map[string]string // sandbox -> path -> content
 	cleaned int
 	environ string
+	// cleanGate, if not nil, holds every custom.CleanScript until it is
+	// closed; each arrival is sent on cleanArrived first.
+	cleanGate    chan struct{}
+	cleanArrived chan struct{}
 }
 
 func (f *fakeFS) handlers() map[string]fake.HandlerFunc {
@@ -53,6 +57,10 @@ func (f *fakeFS) handlers() map[string]fake.HandlerFunc {
 			return 0, nil
 		},
 		custom.CleanScript: func(context.Context, fake.Invocation) (int, error) {
+			if f.cleanGate != nil {
+				f.cleanArrived <- struct{}{}
+				<-f.cleanGate
+			}
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.cleaned++
@@ -67,6 +75,16 @@ func (f *fakeFS) handlers() map[string]fake.HandlerFunc {
 		"fail-step": func(_ context.Context, inv fake.Invocation) (int, error) {
 			fmt.Fprint(inv.Stderr, "no such package")
 			return 3, nil
+		},
+		// leak-step prints argv[1] (a secret value, as a hostile step
+		// could) to stderr, padded by argv[2] bytes before and argv[3]
+		// after, and fails.
+		"leak-step": func(_ context.Context, inv fake.Invocation) (int, error) {
+			var before, after int
+			fmt.Sscan(inv.Argv[2], &before)
+			fmt.Sscan(inv.Argv[3], &after)
+			fmt.Fprint(inv.Stderr, strings.Repeat("x", before)+inv.Argv[1]+strings.Repeat("y", after))
+			return 4, nil
 		},
 	}
 }

@@ -397,9 +397,14 @@ func (m *Manager) acquire(ctx context.Context, a *acq) (*Handle, error) {
 				return nil, fmt.Errorf("lease: acquire environment %s: %w", a.env.ID, err)
 			}
 		}
+		unlock := func() {}
 		if existing == nil {
+			// The quota's count and the record it admits are one step in
+			// this manager: concurrent acquisitions of a company wait here.
+			unlock = m.lockQuota(a)
 			held, err := m.quotaOrRunLease(ctx, a)
 			if err != nil {
+				unlock()
 				return nil, err
 			}
 			existing = held
@@ -407,6 +412,7 @@ func (m *Manager) acquire(ctx context.Context, a *acq) (*Handle, error) {
 		if existing == nil && a.poolable() {
 			h, err := m.adopt(ctx, a)
 			if h != nil || err != nil {
+				unlock()
 				return h, err
 			}
 		}
@@ -416,6 +422,7 @@ func (m *Manager) acquire(ctx context.Context, a *acq) (*Handle, error) {
 			// same as reading it first, one statement fewer).
 			l := m.newLease(a)
 			holder, err := m.store.InsertLease(ctx, l)
+			unlock()
 			if err == nil {
 				return m.create(ctx, a, l)
 			}
@@ -427,6 +434,7 @@ func (m *Manager) acquire(ctx context.Context, a *acq) (*Handle, error) {
 			}
 			existing = holder
 		}
+		unlock()
 		h, again, err := m.useExisting(ctx, a, existing)
 		if again {
 			continue

@@ -197,8 +197,10 @@
 // past a limit is refused with ErrQuota before anything is written or
 // allocated, and the error names the limit and the company's own count. The
 // same run's lease is returned as always. Pool members count for no
-// company. The count is read before the write-ahead record: concurrent
-// acquisitions of one company may each pass it once.
+// company. The count and the write-ahead record it admits are one step
+// per company within a manager, so concurrent acquisitions in one process
+// never pass a limit together; acquisitions on several replicas at the
+// same instant may each pass it once.
 //
 // # Status mapping
 //

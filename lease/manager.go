@@ -166,6 +166,10 @@ type Manager struct {
 	live map[string]*Handle // lease id -> live handle in this process
 
 	pools *pools // warm-pool refills (pool.go)
+
+	// quotaLocks serialize a company's quota check with the record it
+	// admits (lockQuota), striped by company.
+	quotaLocks [32]sync.Mutex
 }
 
 // NewManager returns a Manager over store and the drivers of reg, with

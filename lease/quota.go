@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"sync"
 
 	"github.com/berthdev/berth/errcode"
 )
@@ -31,10 +33,9 @@ var ErrQuota = errcode.New(errcode.Unavailable, "lease: quota reached")
 // checkQuota refuses a, before its write-ahead record, when a new lease
 // would put its company past a limit of Options.Quotas. It reads the
 // company's live leases (Filter.Live, through the status index). The
-// check and the insert are two steps: replicas that acquire for one
-// company at the same instant may each pass it once, so the bound is
-// exact within one acquisition at a time and may be passed by the number
-// of acquisitions racing it.
+// check and the insert are serialized per company in this manager
+// (lockQuota), so the bound is exact within one process; replicas that
+// acquire for one company at the same instant may each pass it once.
 func (m *Manager) checkQuota(ctx context.Context, a *acq) error {
 	q := m.o.Quotas
 	if a.draft || a.req.Company == "" || a.req.Company == InstanceCompany || q.PerCompany <= 0 && q.PerCompanyEnvironment <= 0 {
@@ -63,6 +64,24 @@ func (m *Manager) checkQuota(ctx context.Context, a *acq) error {
 			a.env.ID, a.req.Company, onEnv, q.PerCompanyEnvironment, ErrQuota)
 	}
 	return nil
+}
+
+// lockQuota serializes, in this manager, the quota check of a's company
+// with the write of the record it admits (the insert or the adoption), so
+// that concurrent acquisitions of one company cannot all pass on the same
+// count; it returns the unlock (idempotent). Without quotas, and for
+// acquisitions checkQuota does not count, it locks nothing.
+func (m *Manager) lockQuota(a *acq) func() {
+	q := m.o.Quotas
+	if a.draft || a.req.Company == "" || a.req.Company == InstanceCompany || q.PerCompany <= 0 && q.PerCompanyEnvironment <= 0 {
+		return func() {}
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(a.req.Company))
+	mu := &m.quotaLocks[h.Sum32()%uint32(len(m.quotaLocks))]
+	mu.Lock()
+	var once sync.Once
+	return func() { once.Do(mu.Unlock) }
 }
 
 // quotaOrRunLease is checkQuota for an acquisition about to insert a new

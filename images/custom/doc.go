@@ -37,7 +37,8 @@
 // The setup sandbox is a lease of company lease.InstanceCompany (Run: the
 // session id, metadata MetaSetupSession) started from the environment's
 // current image; capture, cancel, failure and timeout destroy it with
-// proof. One session per environment is active (starting,
+// proof (a template a capture made after a cancel or timeout ended its
+// session is revoked, never promoted). One session per environment is active (starting,
 // waiting_for_user, capturing), enforced by the store's unique
 // constraint, so two processes over one database cannot both start one
 // (ErrSessionActive). A TTL (Options.SessionTTL) is pushed back by steps

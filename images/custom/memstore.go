@@ -279,6 +279,23 @@ func (m *memoryStore) InsertTerminalToken(ctx context.Context, t *TerminalToken)
 	return nil
 }
 
+// PruneTerminalTokens implements Store.
+func (m *memoryStore) PruneTerminalTokens(ctx context.Context, before time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for h, rec := range m.tokens {
+		if rec.t.ExpiresAt.Before(before) {
+			delete(m.tokens, h)
+			n++
+		}
+	}
+	return n, nil
+}
+
 // RedeemTerminalToken implements Store.
 func (m *memoryStore) RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*TerminalToken, error) {
 	if err := ctx.Err(); err != nil {

@@ -287,6 +287,10 @@ func (s *Service) capture(ctx context.Context, p authz.Principal, leaseID, name 
 		cerr = fmt.Errorf("the driver returned no identity")
 	}
 	if cerr != nil {
+		// A provider's error may echo a credential: never stored or
+		// returned as it is.
+		vals := s.secretValues(ctx, env, d)
+		cerr = &redactedError{msg: redact(cerr.Error(), vals), cause: cerr}
 		t.State, t.FailureReason = StateFailed, cerr.Error()
 	} else {
 		t.State, t.Identity = StateCaptured, id.String()

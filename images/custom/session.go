@@ -165,13 +165,20 @@ type WriteFile struct {
 	Content string `json:"content"`
 }
 
+// MaxScriptBytes bounds a setup script (ParseScript reads no more).
+const MaxScriptBytes = 16 << 20
+
 // ParseScript reads a script's JSON from r: unknown keys are refused,
 // naming the step, as are steps with neither or both of run and write, a
-// relative path and a mode that is not octal.
+// relative path, a mode that is not octal, and a script longer than
+// MaxScriptBytes (no more of r is read).
 func ParseScript(r io.Reader) (*Script, error) {
-	data, err := io.ReadAll(r)
+	data, err := io.ReadAll(io.LimitReader(r, MaxScriptBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("custom: reading the setup script: %w", err)
+	}
+	if len(data) > MaxScriptBytes {
+		return nil, fmt.Errorf("custom: setup script: longer than %d bytes, the most a script may be: %w", MaxScriptBytes, ErrInvalid)
 	}
 	var top struct {
 		Steps []json.RawMessage `json:"steps"`
@@ -302,6 +309,10 @@ type SessionStore interface {
 	// wrapping ErrTokenInvalid. Of concurrent redemptions, also from
 	// several processes, one wins.
 	RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*TerminalToken, error)
+	// PruneTerminalTokens removes the token records that expire before
+	// before (used or not: none can be redeemed any more) and returns how
+	// many it removed.
+	PruneTerminalTokens(ctx context.Context, before time.Time) (int, error)
 }
 
 // TerminalToken is the stored record of a terminal token

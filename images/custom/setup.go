@@ -148,14 +148,15 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 		return nil, err
 	}
 	s.event(ctx, ses, 0, fmt.Sprintf("setup sandbox leased: lease %s", h.ID()), req.Progress)
-	red := s.redactor(ctx, env, d)
+	vals := s.secretValues(ctx, env, d)
+	red := func(msg string) string { return redact(msg, vals) }
 	if script != nil {
 		for i, st := range script.Steps {
 			if err := ctx.Err(); err != nil {
 				return s.fail(ctx, p, ses, h, fmt.Sprintf("step %d: %v", i+1, err), req.Progress, err)
 			}
 			s.event(ctx, ses, i+1, fmt.Sprintf("step %d/%d: %s", i+1, len(script.Steps), red(st.describe())), req.Progress)
-			if msg := s.runStep(ctx, h, st); msg != "" {
+			if msg := s.runStep(ctx, h, st, vals); msg != "" {
 				reason := fmt.Sprintf("step %d: %s", i+1, red(msg))
 				return s.fail(ctx, p, ses, h, reason, req.Progress, fmt.Errorf("%s: %w", reason, ErrStepFailed))
 			}
@@ -183,8 +184,9 @@ func (st Step) describe() string {
 	return fmt.Sprintf("run %q", st.Run)
 }
 
-// runStep runs st in h's sandbox; it returns "" on success, else why not.
-func (s *Service) runStep(ctx context.Context, h *lease.Handle, st Step) string {
+// runStep runs st in h's sandbox; it returns "" on success, else why not
+// (the tail of its stderr, redacted of vals).
+func (s *Service) runStep(ctx context.Context, h *lease.Handle, st Step, vals []string) string {
 	cmd := drivers.Command{Argv: st.Run, OutputLimit: 64 << 10}
 	if st.Write != nil {
 		mode, _ := st.Write.mode()
@@ -195,17 +197,52 @@ func (s *Service) runStep(ctx context.Context, h *lease.Handle, st Step) string 
 		return err.Error()
 	}
 	if res.ExitCode != 0 {
-		return fmt.Sprintf("exited %d: %s", res.ExitCode, tail(res.Stderr, 512))
+		return fmt.Sprintf("exited %d: %s", res.ExitCode, redactedTail(res, vals, 512))
 	}
 	return ""
 }
 
-func tail(b []byte, n int) string {
-	b = bytes.TrimSpace(b)
-	if len(b) > n {
-		b = b[len(b)-n:]
+// redactedTail returns the last n bytes of res's stderr, which the sandbox
+// wrote, redacted of the secret values vals first: a value that the cut
+// (or the output limit, when res is truncated) splits leaves no part of it
+// behind.
+func redactedTail(res *drivers.Result, vals []string, n int) string {
+	msg := redact(string(bytes.TrimSpace(res.Stderr)), vals)
+	if res.Truncated {
+		msg = dropSecretPrefix(msg, vals)
 	}
-	return string(b)
+	if len(msg) > n {
+		msg = msg[len(msg)-n:]
+	}
+	return msg
+}
+
+// dropSecretPrefix removes from the end of msg (output cut at a limit) the
+// longest start of a secret value it ends with.
+func dropSecretPrefix(msg string, vals []string) string {
+	cut := 0
+	for _, v := range vals {
+		for k := len(v) - 1; k > cut; k-- {
+			if strings.HasSuffix(msg, v[:k]) {
+				cut = k
+				break
+			}
+		}
+	}
+	if cut == 0 {
+		return msg
+	}
+	return msg[:len(msg)-cut] + "[redacted]"
+}
+
+// redact replaces the secret values vals (longest first) in msg.
+func redact(msg string, vals []string) string {
+	for _, v := range vals {
+		if v != "" {
+			msg = strings.ReplaceAll(msg, v, "[redacted]")
+		}
+	}
+	return msg
 }
 
 // base is the identity setup starts from: the active template's while it
@@ -278,14 +315,7 @@ func (s *Service) reuse(ctx context.Context, p authz.Principal, ses *Session, t 
 // values in a message.
 func (s *Service) redactor(ctx context.Context, env *environment.Environment, d drivers.Driver) func(string) string {
 	vals := s.secretValues(ctx, env, d)
-	return func(msg string) string {
-		for _, v := range vals {
-			if v != "" {
-				msg = strings.ReplaceAll(msg, v, "[redacted]")
-			}
-		}
-		return msg
-	}
+	return func(msg string) string { return redact(msg, vals) }
 }
 
 // secretValues resolves the environment's secret values (nil when they
@@ -309,21 +339,27 @@ func (s *Service) secretValues(ctx context.Context, env *environment.Environment
 func (s *Service) captureSession(ctx context.Context, p authz.Principal, ses *Session, h *lease.Handle, promote bool, progress func(*SessionEvent)) (*Session, error) {
 	var err error
 	if ses, err = s.moveSession(ctx, ses, SessionCapturing, nil, SessionStarting, SessionWaiting); err != nil {
+		if errors.Is(err, ErrConflict) && ses.State.Active() {
+			// Another capture works on it: its sandbox is not this
+			// call's to destroy.
+			return ses, err
+		}
 		return s.fail(ctx, p, ses, h, err.Error(), progress, err)
-	}
-	s.event(ctx, ses, 0, "removing berth's own files from the sandbox", progress)
-	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", CleanScript}})
-	if err == nil && res.ExitCode != 0 {
-		err = fmt.Errorf("exited %d: %s", res.ExitCode, tail(res.Stderr, 512))
-	}
-	if err != nil {
-		return s.fail(ctx, p, ses, h, "removing berth's files before the capture: "+err.Error(), progress, err)
 	}
 	env, d, err := s.environment(ctx, ses.Environment)
 	if err != nil {
 		return s.fail(ctx, p, ses, h, err.Error(), progress, err)
 	}
-	if vals := s.secretValues(ctx, env, d); len(vals) > 0 {
+	vals := s.secretValues(ctx, env, d)
+	s.event(ctx, ses, 0, "removing berth's own files from the sandbox", progress)
+	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", CleanScript}, OutputLimit: 64 << 10})
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("exited %d: %s", res.ExitCode, redactedTail(res, vals, 512))
+	}
+	if err != nil {
+		return s.fail(ctx, p, ses, h, "removing berth's files before the capture: "+err.Error(), progress, err)
+	}
+	if len(vals) > 0 {
 		res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", EnvironScript}, OutputLimit: 1 << 20})
 		if err != nil {
 			return s.fail(ctx, p, ses, h, "reading the image environment: "+err.Error(), progress, err)
@@ -351,6 +387,9 @@ func (s *Service) captureSession(ctx context.Context, p authz.Principal, ses *Se
 	if ses, err = s.moveSession(ctx, ses, SessionCaptured, func(x *Session) {
 		x.Template, x.LeaseCleanup = t.ID, cleanup
 	}, SessionCapturing); err != nil {
+		// A cancel or a sweep ended the session while it captured: what
+		// the capture made is not left to be promoted.
+		s.discardCapture(ctx, p, ses, t, d)
 		return ses, err
 	}
 	s.event(ctx, ses, 0, fmt.Sprintf("captured template %s; setup sandbox destroyed (cleanup %s)", t.ID, cleanup), progress)
@@ -368,12 +407,29 @@ func (s *Service) captureSession(ctx context.Context, p authz.Principal, ses *Se
 	return ses, nil
 }
 
+// discardCapture revokes template t, which the capture of session ses
+// made after the session had ended (cancelled, timed out): it is never
+// promoted, and it is deleted at the provider where the driver can (or by
+// a later Sweep).
+func (s *Service) discardCapture(ctx context.Context, p authz.Principal, ses *Session, t *Template, d drivers.Driver) {
+	ctx = context.WithoutCancel(ctx)
+	opts := RevokeOptions{Reason: fmt.Sprintf("its setup session %s became %s during the capture", ses.ID, ses.State),
+		Delete: drivers.Effective(d, 0).Has(drivers.CapTemplateDelete)}
+	if _, err := s.Revoke(ctx, p, t.ID, opts); err != nil {
+		s.o.Logger.Warn("custom: revoking the template of a setup session that ended during its capture", "session", ses.ID, "template", t.ID, "err", err)
+		return
+	}
+	s.event(ctx, ses, 0, fmt.Sprintf("template %s revoked: %s", t.ID, opts.Reason), nil)
+}
+
 // fail records ses as failed with reason, destroys its sandbox (h or the
 // recorded lease), and returns the session with cause wrapped.
 func (s *Service) fail(ctx context.Context, p authz.Principal, ses *Session, h *lease.Handle, reason string, progress func(*SessionEvent), cause error) (*Session, error) {
 	ctx = context.WithoutCancel(ctx)
+	red := func(msg string) string { return msg }
 	if env, d, err := s.environment(ctx, ses.Environment); err == nil {
-		reason = s.redactor(ctx, env, d)(reason) // never a secret in the stored reason
+		red = s.redactor(ctx, env, d)
+		reason = red(reason) // never a secret in the stored reason
 	}
 	cleanup := ""
 	if h != nil {
@@ -388,8 +444,20 @@ func (s *Service) fail(ctx context.Context, p authz.Principal, ses *Session, h *
 		ses = next
 		s.event(ctx, ses, 0, "failed: "+reason, progress)
 	}
-	return ses, fmt.Errorf("custom: setup session %s of environment %s failed: %s: %w", ses.ID, ses.Environment, reason, cause)
+	// Nor in the error: the cause's text (a provider's error may echo a
+	// credential) is redacted too; errors.Is still sees the cause.
+	return ses, &redactedError{msg: red(fmt.Sprintf("custom: setup session %s of environment %s failed: %s: %v", ses.ID, ses.Environment, reason, cause)), cause: cause}
 }
+
+// redactedError is an error whose text was redacted of secret values; it
+// unwraps to its cause.
+type redactedError struct {
+	msg   string
+	cause error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.cause }
 
 // destroy releases setup lease id with Destroy and returns its cleanup
 // status ("confirmed" once proven; a pending one is retried by the lease
@@ -409,8 +477,12 @@ func (s *Service) destroy(ctx context.Context, p authz.Principal, id string) str
 // state is one of from; otherwise (a sweep or a cancel ended it
 // meanwhile) nothing changes and the error wraps ErrConflict.
 func (s *Service) moveSession(ctx context.Context, ses *Session, to SessionState, mutate func(*Session), from ...SessionState) (*Session, error) {
+	moved := false
 	next, err := s.updateSession(ctx, ses, func(x *Session) {
-		if slices.Contains(from, x.State) {
+		// The last call is the one stored: a session another process moved
+		// to `to` already (two captures at once) is not moved by this one.
+		moved = slices.Contains(from, x.State)
+		if moved {
 			x.State = to
 			if mutate != nil {
 				mutate(x)
@@ -420,7 +492,7 @@ func (s *Service) moveSession(ctx context.Context, ses *Session, to SessionState
 	if err != nil {
 		return next, err
 	}
-	if next.State != to {
+	if !moved {
 		return next, fmt.Errorf("custom: setup session %s: it became %s meanwhile, not moved to %s: %w", ses.ID, next.State, to, ErrConflict)
 	}
 	return next, nil
@@ -610,7 +682,9 @@ func (s *Service) CaptureSession(ctx context.Context, p authz.Principal, id stri
 }
 
 // Cancel ends an active session as cancelled and destroys its sandbox with
-// proof. A session that ended is an error wrapping ErrConflict. p needs
+// proof. A capture that was running meanwhile leaves no template to promote:
+// the one it still made is revoked (and deleted where the driver can). A
+// session that ended is an error wrapping ErrConflict. p needs
 // authz.ActionSetup.
 func (s *Service) Cancel(ctx context.Context, p authz.Principal, id string) (*Session, error) {
 	ses, err := s.loadSession(ctx, p, authz.ActionSetup, id)
@@ -679,6 +753,9 @@ type SessionSweepReport struct {
 	// SandboxesDestroyed counts setup leases of ended sessions released
 	// with Destroy (confirmed or left pending for the lease sweep).
 	SandboxesDestroyed int `json:"sandboxesDestroyed"`
+	// TokensPruned counts terminal token records removed: expired, they
+	// can never be redeemed.
+	TokensPruned int `json:"tokensPruned"`
 }
 
 // SweepSessions ends the active sessions past their TTL (or cap) as
@@ -686,9 +763,10 @@ type SessionSweepReport struct {
 // leases of every session that is not active any more (or not recorded at
 // all: a crash between the lease and the session's write), and makes the
 // template states follow the environments' pointers again (a promote
-// killed between the two writes).
-// Several replicas may sweep at once: session changes are version-checked
-// and lease releases idempotent. p needs authz.ActionSweep.
+// killed between the two writes), and removes the expired terminal token
+// records. Several replicas may sweep at once: session changes are
+// version-checked and lease releases idempotent. p needs
+// authz.ActionSweep.
 func (s *Service) SweepSessions(ctx context.Context, p authz.Principal) (SessionSweepReport, error) {
 	var rep SessionSweepReport
 	if err := s.o.Authorizer.Authorize(ctx, p, authz.ActionSweep, resource("", "", "")); err != nil {
@@ -741,6 +819,11 @@ func (s *Service) SweepSessions(ctx context.Context, p authz.Principal) (Session
 		}
 		s.destroy(ctx, p, l.ID)
 		rep.SandboxesDestroyed++
+	}
+	n, err := s.src.Templates.PruneTerminalTokens(ctx, now)
+	rep.TokensPruned = n
+	if err != nil {
+		return rep, fmt.Errorf("custom: sweep of setup sessions: %w", err)
 	}
 	return rep, nil
 }

@@ -118,7 +118,12 @@ func (s *Service) OpenTerminal(ctx context.Context, p authz.Principal, id string
 	}
 	ts, err := h.OpenTerminal(ctx, drivers.TerminalRequest{Rows: size.Rows, Cols: size.Cols})
 	if err != nil {
-		return nil, fmt.Errorf("custom: terminal of setup session %s: %w", id, err)
+		err = fmt.Errorf("custom: terminal of setup session %s: %w", id, err)
+		if env, d, eerr := s.environment(ctx, ses.Environment); eerr == nil {
+			// A provider's error may echo a credential.
+			err = &redactedError{msg: redact(err.Error(), s.secretValues(ctx, env, d)), cause: err}
+		}
+		return nil, err
 	}
 	st := &sessionTerminal{TerminalSession: ts, s: s, p: p, id: id, ttl: s.ttl(ses), last: s.o.Clock.Now()}
 	s.terms.add(id, st)

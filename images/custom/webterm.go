@@ -113,7 +113,8 @@ type controlFrame struct {
 // byte offset: a reconnect to the same process with offset N receives
 // "attached" and exactly the bytes from N, or "reset" and the ring's tail
 // when N is gone (never the whole ring blindly). The PTY lives in this
-// process: a process unknown here (another replica's, or one that ended)
+// process and belongs to the principal that opened it: a process unknown
+// here (another replica's, or one that ended), or another principal's,
 // gets a fresh shell and "reset".
 func (s *Service) TerminalHandler(opts TerminalHandlerOptions) http.Handler {
 	if opts.RingBytes <= 0 {
@@ -187,7 +188,7 @@ func (h *termHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	proc := h.procs[wantProc]
 	h.mu.Unlock()
-	if proc != nil && (proc.session != ses.ID || proc.ended()) {
+	if proc != nil && (proc.session != ses.ID || proc.principal != p.ID || proc.role != p.Role || proc.ended()) {
 		proc = nil
 	}
 	reset := wantProc != ""
@@ -218,7 +219,7 @@ func (h *termHandler) open(ctx context.Context, p authz.Principal, id string) (*
 	}
 	b := make([]byte, 9)
 	_, _ = rand.Read(b)
-	proc := &termProc{id: "prc_" + hex.EncodeToString(b), session: id, ts: ts, ring: make([]byte, h.o.RingBytes), done: make(chan struct{})}
+	proc := &termProc{id: "prc_" + hex.EncodeToString(b), session: id, principal: p.ID, role: p.Role, ts: ts, ring: make([]byte, h.o.RingBytes), done: make(chan struct{})}
 	proc.cond = sync.NewCond(&proc.mu)
 	h.mu.Lock()
 	h.procs[proc.id] = proc
@@ -306,14 +307,17 @@ func writeControl(ctx context.Context, c *websocket.Conn, f controlFrame) error 
 // holds the bytes [total-len, total) at positions offset % len(ring).
 type termProc struct {
 	id, session string
-	ts          drivers.TerminalSession
-	mu          sync.Mutex
-	cond        *sync.Cond
-	ring        []byte
-	total       int64
-	exited      bool
-	code        int
-	done        chan struct{}
+	// principal and role opened the PTY: only they reconnect to it.
+	principal string
+	role      authz.Role
+	ts        drivers.TerminalSession
+	mu        sync.Mutex
+	cond      *sync.Cond
+	ring      []byte
+	total     int64
+	exited    bool
+	code      int
+	done      chan struct{}
 }
 
 func (t *termProc) ended() bool {

@@ -38,7 +38,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) custom.Store) {
 		{"one active setup session per environment", testSessionOneActive},
 		{"10 concurrent starts of one environment's session: exactly one exists", testSessionConcurrent},
 		{"session events are read after a cursor", testSessionEvents},
-		{"a terminal token is redeemed once, before it expires; of 10 concurrent redemptions one wins", testTerminalTokens},
+		{"a terminal token is redeemed once, before it expires; of 10 concurrent redemptions one wins; expired ones are pruned", testTerminalTokens},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -418,4 +418,23 @@ func testTerminalTokens(t *testing.T, s custom.Store) {
 		t.Fatalf("%d concurrent redemptions won, want 1", len(won))
 	}
 	diff(t, "redeemed token", tok, won[0])
+
+	// Pruning removes what expires before the time given, used or not.
+	fresh := *tok
+	fresh.Hash, fresh.ExpiresAt = fmt.Sprintf("%064x", 4), baseTime.Add(2*time.Minute)
+	if err := s.InsertTerminalToken(ctx, &fresh); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.PruneTerminalTokens(ctx, baseTime.Add(time.Minute)); err != nil || n != 0 {
+		t.Errorf("prune before the first expiry: %d, %v; want 0", n, err)
+	}
+	if n, err := s.PruneTerminalTokens(ctx, baseTime.Add(time.Minute+time.Second)); err != nil || n != 2 {
+		t.Errorf("prune after two expiries: %d, %v; want 2 (one used, one not)", n, err)
+	}
+	if got, err := s.RedeemTerminalToken(ctx, fresh.Hash, baseTime.Add(90*time.Second)); err != nil || got.Hash != fresh.Hash {
+		t.Errorf("a token that expires later, after the prune: %+v, %v", got, err)
+	}
+	if err := s.InsertTerminalToken(ctx, tok); err != nil {
+		t.Errorf("the pruned hash again: %v (its record should be gone)", err)
+	}
 }

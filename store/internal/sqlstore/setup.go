@@ -198,6 +198,19 @@ func (db *DB) InsertTerminalToken(ctx context.Context, t *custom.TerminalToken) 
 	return nil
 }
 
+// PruneTerminalTokens implements custom.Store.
+func (db *DB) PruneTerminalTokens(ctx context.Context, before time.Time) (int, error) {
+	res, err := db.writes().exec(ctx, "DELETE FROM setup_terminal_tokens WHERE expires_at < ?", before.UnixNano())
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: prune terminal tokens: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: prune terminal tokens: %w", err)
+	}
+	return int(n), nil
+}
+
 // RedeemTerminalToken implements custom.Store with one conditional UPDATE:
 // of concurrent redemptions exactly one changes the row.
 func (db *DB) RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*custom.TerminalToken, error) {
