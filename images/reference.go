@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
 
@@ -90,7 +91,38 @@ var repoPathRE = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[
 // ParseReference parses and normalizes an image reference (IMG-1). Errors
 // wrap ErrInvalidReference and quote s. The empty string is an error: a
 // provider default is the zero Reference, never parsed text.
+//
+// The references parsed last are kept (up to 256), so that a driver
+// parsing its config's image on every acquisition pays the parse once.
 func ParseReference(s string) (Reference, error) {
+	parsed.mu.Lock()
+	r, ok := parsed.m[s]
+	parsed.mu.Unlock()
+	if ok {
+		return r, nil
+	}
+	r, err := parseReference(s)
+	if err == nil {
+		parsed.mu.Lock()
+		if len(parsed.m) >= maxParsed {
+			clear(parsed.m)
+		}
+		parsed.m[s] = r
+		parsed.mu.Unlock()
+	}
+	return r, err
+}
+
+// parsed keeps the last successful parses of ParseReference; Reference is
+// a value of strings, so a kept one is never shared mutable state.
+var parsed = struct {
+	mu sync.Mutex
+	m  map[string]Reference
+}{m: map[string]Reference{}}
+
+const maxParsed = 256
+
+func parseReference(s string) (Reference, error) {
 	if s == "" {
 		return Reference{}, fmt.Errorf("%w %q: empty", ErrInvalidReference, s)
 	}

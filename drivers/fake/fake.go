@@ -71,24 +71,7 @@ type Driver struct {
 	calls          [numOps]int
 	lies           map[string]Lie
 	wrongImage     map[string]bool
-	parsed         parseCache
 }
-
-// parseCache keeps the parsed image references of the last configs, so
-// that an acquire does not parse its image again (a reference parse is a
-// third of the fake's own cost of an acquire). Bounded: it starts over at
-// maxParsed entries.
-type parseCache struct {
-	mu sync.Mutex
-	m  map[string]parsedRef
-}
-
-type parsedRef struct {
-	ref images.Reference
-	err error
-}
-
-const maxParsed = 256
 
 // SandboxRecord is one sandbox as Driver.Sandboxes reports it.
 type SandboxRecord struct {
@@ -615,18 +598,7 @@ func (d *Driver) parseImage(raw string) (images.Reference, error) {
 	if raw == "" {
 		return images.Reference{}, nil
 	}
-	c := &d.parsed
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if p, ok := c.m[raw]; ok {
-		return p.ref, p.err
-	}
-	r, err := images.ParseReference(raw)
-	if c.m == nil || len(c.m) >= maxParsed {
-		c.m = make(map[string]parsedRef, 16)
-	}
-	c.m[raw] = parsedRef{r, err}
-	return r, err
+	return images.ParseReference(raw)
 }
 
 // AddImage pushes ref to the image table and returns the identity it names:
@@ -673,10 +645,6 @@ func (d *Driver) DeleteSnapshot(id string) {
 
 // resolveImageLocked returns the identity the image config value names
 // now, or an error wrapping drivers.ErrImageNotFound that quotes it.
-// imageMissing says why a reference of each kind resolved to nothing.
-var imageMissing = map[images.RefKind]string{images.RefTag: "no such tag", images.RefDigest: "no such digest",
-	images.RefSnapshotID: "no snapshot has that id", images.RefSnapshotName: "no snapshot has that name"}
-
 func (d *Driver) resolveImageLocked(raw string) (images.Identity, error) {
 	raw = cmp.Or(raw, DefaultImage)
 	r, err := d.parseImage(raw)
@@ -684,13 +652,13 @@ func (d *Driver) resolveImageLocked(raw string) (images.Identity, error) {
 		return images.Identity{}, fmt.Errorf("fake: image %w", err)
 	}
 	id, _ := r.Identity() // a digest or a snapshot id
+	why := map[images.RefKind]string{images.RefTag: "no such tag", images.RefDigest: "no such digest", images.RefSnapshotID: "no snapshot has that id", images.RefSnapshotName: "no snapshot has that name"}[r.Kind()]
 	switch {
 	case r.Kind() == images.RefTag:
 		id = d.images.names[r.Repository()+":"+r.Tag()]
 	case r.Kind() == images.RefSnapshotName:
 		id = d.images.names[SnapshotNamePrefix+r.SnapshotName()]
 	}
-	why := imageMissing[r.Kind()]
 	if p := r.Provider(); p != "" && p != d.provider {
 		why = fmt.Sprintf("snapshot of provider %q, not %q", p, d.provider)
 	} else if d.images.ids[id] {
