@@ -20,6 +20,7 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/store"
 )
 
@@ -86,12 +87,29 @@ func driversNamed(names []string, testMode bool, log *slog.Logger) ([]drivers.Dr
 			if !testMode {
 				return nil, errors.New("-drivers: the fake driver needs -test-mode")
 			}
-			out = append(out, fake.New(nil))
+			out = append(out, setupFake(nil))
 		default:
 			return nil, fmt.Errorf("-drivers: unknown driver %q (local, ssh, docker, daytona, fake)", n)
 		}
 	}
 	return out, nil
+}
+
+// setupFake returns a fake driver (test mode) whose handlers stand in for
+// the sandbox shell's answers to the scripts a setup session runs (the
+// file writes, berth's cleanup before a capture, the image environment),
+// so setup sessions work on it as on a real driver.
+func setupFake(o *fake.Options) *fake.Driver {
+	if o == nil {
+		o = &fake.Options{}
+	}
+	ok := func(context.Context, fake.Invocation) (int, error) { return 0, nil }
+	h := map[string]fake.HandlerFunc{custom.WriteFileScript: ok, custom.CleanScript: ok, custom.EnvironScript: ok}
+	for k, v := range o.Handlers {
+		h[k] = v
+	}
+	o.Handlers = h
+	return fake.New(o)
 }
 
 // newServer composes berth over o.stores and registers the API.
@@ -248,6 +266,7 @@ func (s *server) registerRoutes() {
 	s.handle("GET", c+"/runs/{id}", s.getRun)
 	s.handle("GET", c+"/runs/{id}/output", s.runOutput)
 	s.handle("POST", c+"/runs/{id}/stop", s.stopRun)
+	s.registerTemplateRoutes()
 }
 
 // beginShutdown ends the open event streams (each sends its last event
