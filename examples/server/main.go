@@ -55,6 +55,7 @@ type flagValues struct {
 	tlsCert, tlsKey              string
 	shutdownTimeout              time.Duration
 	maxStreams                   int
+	xtermDir                     string
 }
 
 func main() {
@@ -92,6 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (*flagValues, error) {
 	fs.StringVar(&c.tlsKey, "tls-key", "", "TLS key file")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests and runs")
 	fs.IntVar(&c.maxStreams, "max-streams", 8, "open event streams per principal")
+	fs.StringVar(&c.xtermDir, "xterm-dir", defaultXTermDir(), "directory of Debian's node-xterm (libjs-xterm's modules, lib/) for the page's terminal; empty: a plain line terminal")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -190,6 +192,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 	s, err := newServer(ctx, options{
 		stores: stores, host: host, drivers: drvs, testMode: c.testMode, tokens: tokens,
 		log: log, tls: c.tlsCert != "", runnerSet: rset, maxStreams: c.maxStreams, secrets: secrets,
+		xtermDir: c.xtermDir,
 	})
 	if err != nil {
 		return err

@@ -35,6 +35,9 @@ type server struct {
 	log    *slog.Logger
 	tls    bool
 	now    func() time.Time
+	// xtermDir: see options.xtermDir; xterm is its bundle.
+	xtermDir string
+	xterm    xtermBundle
 
 	runs    *runs
 	streams *streamLimit
@@ -62,6 +65,10 @@ type options struct {
 	runnerSet  *drivers.RunnerSet
 	maxStreams int
 	secrets    environment.SecretStore
+	// xtermDir is node-xterm's directory (lib/ holds xterm.js 3.8.1's
+	// modules and xterm.css), served bundled under /xterm/ for the page's
+	// terminal; "" serves none (a plain line terminal). See xterm.go.
+	xtermDir string
 }
 
 // driversNamed returns the drivers of the -drivers list; the fake only in
@@ -131,7 +138,7 @@ func newServer(ctx context.Context, o options) (*server, error) {
 		return nil, err
 	}
 	s := &server{
-		sys: sys, stores: o.stores, host: o.host, tokens: o.tokens, log: log, tls: o.tls,
+		sys: sys, stores: o.stores, host: o.host, tokens: o.tokens, log: log, tls: o.tls, xtermDir: o.xtermDir,
 		gate:    environment.NewGate(sys.Drivers(), &environment.GateOptions{TestMode: o.testMode, Health: o.stores.Health}),
 		now:     time.Now,
 		mux:     http.NewServeMux(),
@@ -211,6 +218,7 @@ func (s *server) registerRoutes() {
 	s.mux.HandleFunc("GET /{$}", s.servePage)
 	s.mux.HandleFunc("GET "+envPagePath, s.serveEnvironmentsPage)
 	s.mux.HandleFunc("GET /assets/{name}", s.serveAsset)
+	s.mux.HandleFunc("GET /xterm/{name}", s.serveXTerm)
 	defer func() {
 		// A known path with another method is 405, an unknown one 404.
 		paths := http.NewServeMux()
