@@ -702,11 +702,16 @@
     const useX = imgPanel.dataset.xterm === "true" && typeof window.Terminal === "function";
     const outPre = document.getElementById("term-out");
     function termStatus(t) { setText(document.getElementById("term-status"), t); }
+    // The transcript is what the terminal shows since its last reset, as
+    // received (for reading the page; xterm draws on a canvas).
+    imgPanel.berthTranscript = "";
     function termClear() {
+      imgPanel.berthTranscript = "";
       if (xterm) xterm.reset();
       if (outPre) outPre.textContent = "";
     }
     function termWrite(text) {
+      imgPanel.berthTranscript += text;
       if (xterm) xterm.write(text);
       if (outPre) outPre.append(text.replace(/\r\n/g, "\n").replace(/\x1b\[[0-9;?]*[A-Za-z]/g, ""));
     }
@@ -746,6 +751,7 @@
         xterm = new window.Terminal({ rows: termSize().rows, cols: termSize().cols });
         xterm.open(document.getElementById("term-xterm"));
         xterm.on("data", termSend);
+        imgPanel.berthTerm = xterm;
       }
       decoder = new TextDecoder();
       const s = new WebSocket(u.toString());
