@@ -199,5 +199,6 @@ func TestImagesOnDockerInABrowser(t *testing.T) {
 		chromedp.Click(chromedp.ID("save")))
 	admin.waitJS(`location.search.includes("saved=")`)
 	admin.waitText("#drift", "detached")
+	admin.do("the saved page", chromedp.WaitVisible(chromedp.ID("images-panel")))
 	screenshot(t, admin.ctx, "img-13-detached")
 }
