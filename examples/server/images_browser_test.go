@@ -129,14 +129,55 @@ func TestImagesPanelPlainTerminalInABrowser(t *testing.T) {
 		t.Errorf("after the capture the terminal status is %q", s)
 	}
 	screenshot(t, admin.ctx, "img-03-promoted")
+	first := admin.text("#active-id")
+
+	// A scripted setup pasted as JSON, promoted when captured: it
+	// supersedes the first template, which rolls back; then a revoke
+	// clears the pointer.
+	admin.do("a scripted setup", chromedp.SendKeys(chromedp.ID("setup-script"), `{"steps": [{"write": {"path": "/etc/motd", "content": "hi\n"}}]}`),
+		chromedp.Click(chromedp.ID("setup-promote")), chromedp.Click(chromedp.ID("setup-scripted")))
+	admin.waitJS(`document.getElementById("session-id").textContent !== "` + strings.TrimSpace(admin.text("#session-id")) + `"`)
+	admin.waitText("#session-state", "captured and promoted")
+	admin.waitText("#session-events", "step 1/1")
+	admin.waitJS(`document.querySelector('#templates tr[data-template="` + first + `"] button.rollback') !== null`)
+	if s := admin.text("#active-id"); s == first {
+		t.Errorf("after the scripted promote the active template is still %s", s)
+	}
+	screenshot(t, admin.ctx, "img-05-scripted")
+	admin.do("roll back", chromedp.Click(chromedp.CSS(`#templates tr[data-template="`+first+`"] button.rollback`)))
+	admin.waitText("#templates-status", "rollback: "+first+" is active")
+	admin.waitText("#active-id", first)
+	admin.waitText("#template-history", "rollback")
+	admin.do("revoke", chromedp.Click(chromedp.CSS(`#templates tr[data-template="`+first+`"] button.revoke`)))
+	admin.waitText("#templates-status", "revoke: "+first+" is revoked")
+	admin.waitText("#active-id", "none")
+	admin.waitText("#drift", "none")
+	screenshot(t, admin.ctx, "img-06-revoked")
+
+	// A failure: a terminal whose session ended is refused, and the page
+	// says so.
+	admin.do("another interactive setup", chromedp.Click(chromedp.ID("setup-interactive")))
+	admin.waitText("#session-state", "waiting for you")
+	var sl items[struct {
+		ID    string `json:"id"`
+		State string `json:"state"`
+	}]
+	e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/environments/" + env.ID + "/setup-sessions", token: tokOperator}).decode(t, &sl)
+	last := sl.Items[len(sl.Items)-1].ID
+	e.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/setup-sessions/" + last + "/cancel", token: tokOperator})
+	admin.do("connect to the cancelled session", chromedp.Click(chromedp.ID("term-connect")))
+	admin.waitText("#term-status", "connect failed")
+	admin.waitText("#session-state", "cancelled")
+	screenshot(t, admin.ctx, "img-07-terminal-failed")
 
 	// A board member reads the panel and gets no control.
 	board := newTab(t, admin.ctx, chromedp.WithNewBrowserContext())
 	board.do("board member logs in", chromedp.Navigate(ts.URL+"/login"), chromedp.SendKeys(chromedp.ID("token"), tokBoard),
 		chromedp.Submit(chromedp.ID("token")), chromedp.WaitVisible(chromedp.CSS(`a[href="`+envPagePath+`"]`)),
 		chromedp.Navigate(page+"?edit="+env.ID), chromedp.WaitVisible(chromedp.ID("images-panel")))
-	board.waitText("#templates .tpl-state", "active")
-	board.waitText("#session-state", "captured and promoted")
+	board.waitText("#templates .tpl-state", "revoked")
+	board.waitText("#template-history", "rollback")
+	board.waitText("#session-state", "cancelled")
 	if n := board.count("#images button, #images input, #images textarea"); n != 0 {
 		t.Errorf("the board member's images panel has %d controls", n)
 	}
