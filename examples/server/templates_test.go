@@ -92,6 +92,13 @@ func TestTemplateAndSetupAPI(t *testing.T) {
 	if _, res, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tokAdmin}}}); err == nil || res == nil || res.StatusCode < 400 {
 		t.Fatalf("the admin redeemed the operator's token: %v", err)
 	}
+	// Another origin cannot connect (OriginPatterns: the server's own
+	// only).
+	e.must(t, http.StatusCreated, mint).decode(t, &tok)
+	wsURL = "ws" + strings.TrimPrefix(e.ts.URL, "http") + tok.Path + "?token=" + tok.Token
+	if _, res, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tokOperator}, "Origin": {"http://evil.example"}}}); err == nil || res == nil || res.StatusCode != http.StatusForbidden {
+		t.Fatalf("a foreign origin opened the terminal: %v", err)
+	}
 	e.must(t, http.StatusCreated, mint).decode(t, &tok)
 	wsURL = "ws" + strings.TrimPrefix(e.ts.URL, "http") + tok.Path + "?token=" + tok.Token
 	opHdr := &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tokOperator}}}
@@ -115,6 +122,11 @@ func TestTemplateAndSetupAPI(t *testing.T) {
 	c.Close(websocket.StatusNormalClosure, "")
 	if _, res, err := websocket.Dial(ctx, wsURL, opHdr); err == nil || res == nil || res.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a used token redeemed again: %v", err)
+	}
+
+	// No token in the server's log.
+	if strings.Contains(e.logs.String(), tok.Token) {
+		t.Error("the terminal token is in the server's log")
 	}
 
 	// Capture with promote: the template is active and relinked.
