@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/images/custom"
+	"github.com/berthdev/berth/internal/testenv"
 )
 
 // waitSession polls the session until its state is want.
@@ -211,6 +213,44 @@ func TestTemplateAndSetupAPI(t *testing.T) {
 		r := e.must(t, http.StatusUnprocessableEntity, call{method: "POST", path: "/api/v1/environments/" + nv.ID + "/setup-sessions", token: tokOperator, body: body})
 		if !strings.Contains(r.err(t).Message, "template_capture") {
 			t.Errorf("setup on fake-narrow %v: %s", body, r.body)
+		}
+	}
+}
+
+// /xterm/ serves the bundle and the style sheet of the configured
+// node-xterm directory, nothing else, and nothing without one.
+func TestXTermServed(t *testing.T) {
+	get := func(e *tenv, path string) (int, string) {
+		t.Helper()
+		res, err := http.Get(e.ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var b strings.Builder
+		if _, err := io.Copy(&b, res.Body); err != nil {
+			t.Fatal(err)
+		}
+		return res.StatusCode, b.String()
+	}
+	plain := newEnv(t, "sqlite", nil)
+	if st, _ := get(plain, "/xterm/xterm.js"); st != http.StatusNotFound {
+		t.Errorf("without xterm /xterm/xterm.js is %d", st)
+	}
+	dir := defaultXTermDir()
+	if dir == "" {
+		testenv.Missing(t, "node-xterm", "apt-get install libjs-xterm node-xterm", nil)
+	}
+	e := newEnv(t, "sqlite", &envOpts{xtermDir: dir})
+	if st, body := get(e, "/xterm/xterm.js"); st != http.StatusOK || !strings.Contains(body, `window.Terminal = load("public/Terminal").Terminal;`) || !strings.Contains(body, `defs["public/Terminal"]`) {
+		t.Errorf("/xterm/xterm.js: %d, %d bytes", st, len(body))
+	}
+	if st, body := get(e, "/xterm/xterm.css"); st != http.StatusOK || !strings.Contains(body, ".xterm") {
+		t.Errorf("/xterm/xterm.css: %d", st)
+	}
+	for _, p := range []string{"/xterm/Terminal.js", "/xterm/..%2fpackage.json", "/xterm/"} {
+		if st, _ := get(e, p); st != http.StatusNotFound {
+			t.Errorf("%s is %d, want 404", p, st)
 		}
 	}
 }
