@@ -142,6 +142,8 @@ func TestImagesPanelPlainTerminalInABrowser(t *testing.T) {
 	admin.waitJS(`document.querySelector('#templates tr[data-template="` + first + `"] button.rollback') !== null`)
 	// The scripted template is the active one now.
 	admin.waitJS(`document.getElementById("active-id").textContent.startsWith("tpl_") && document.getElementById("active-id").textContent !== "` + first + `"`)
+	// The lists settle (the pointer's history is written last).
+	admin.waitJS(`document.querySelectorAll("#template-history li").length === 2`)
 	screenshot(t, admin.ctx, "img-05-scripted")
 	admin.do("roll back", chromedp.Click(chromedp.CSS(`#templates tr[data-template="`+first+`"] button.rollback`)))
 	admin.waitText("#templates-status", "rollback: "+first+" is active")

@@ -526,6 +526,7 @@
       await loadTemplates();
     }
 
+    let renderedKey = "";
     async function loadTemplates() {
       const tb = document.querySelector("#templates tbody");
       const [tl, hl] = await Promise.all([api("GET", envPath + "/templates"), api("GET", envPath + "/template-history")]);
@@ -534,6 +535,11 @@
         setText(document.getElementById("templates-status"), "templates: " + errOf(tl).message);
         return;
       }
+      // Unchanged lists keep their rows (a click in flight is not lost to
+      // a redraw).
+      const key = JSON.stringify([tl.body.items, hl.status === 200 ? hl.body.items : null]);
+      if (key === renderedKey) { await loadActive(); return; }
+      renderedKey = key;
       tb.replaceChildren();
       if (tl.body.items.length === 0) {
         const tr = tb.insertRow();
@@ -629,13 +635,17 @@
       if (sr.status === 200) {
         const was = ses.state;
         showSession(sr.body);
+        // A session asked to promote is captured an instant before it
+        // is promoted: a captured one is polled a few more times.
+        if (sr.body.state === "captured" && settle++ < 10) return;
         if (activeStates.indexOf(sr.body.state) < 0) {
           stopPoll();
           if (activeStates.indexOf(was) >= 0 || sr.body.template) loadTemplates();
         }
       }
     }
-    function startPoll() { stopPoll(); poll = setInterval(pollSession, 500); pollSession(); }
+    let settle = 0;
+    function startPoll() { settle = 0; stopPoll(); poll = setInterval(pollSession, 500); pollSession(); }
     function stopPoll() { if (poll) { clearInterval(poll); poll = null; } }
 
     function follow(s) {
