@@ -11,7 +11,7 @@
 
 GO        ?= go
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS  := openssh-server openssh-client procps busybox-static postgresql dash bash zsh dropbear-bin chromium-headless-shell tmux
+APT_PKGS  := openssh-server openssh-client procps busybox-static postgresql dash bash zsh dropbear-bin chromium-headless-shell tmux libjs-xterm node-xterm
 FUZZTIME  ?= 5s
 TEST_ACCOUNT := berthtest
 

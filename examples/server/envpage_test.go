@@ -256,7 +256,7 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	if s := admin.text(`#drivers-table tr[data-driver="ssh"]`); !strings.Contains(s, "available") || !strings.Contains(s, "terminal") || !strings.Contains(s, "no template capture") {
 		t.Errorf("the ssh driver row: %q", s)
 	}
-	if s := admin.text(`#images`); !strings.Contains(s, "not available yet") || admin.count(`#images button, #images input`) != 0 {
+	if s := admin.text(`#images`); !strings.Contains(s, "Select an environment") || admin.count(`#images button, #images input`) != 0 {
 		t.Errorf("the images placeholder: %q", s)
 	}
 	screenshot(t, root, "01-environments")

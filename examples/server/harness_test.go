@@ -96,6 +96,7 @@ type envOpts struct {
 	drivers    []drivers.Driver
 	runnerSet  *drivers.RunnerSet
 	maxStreams int
+	xtermDir   string // node-xterm's directory; "" for the plain terminal
 }
 
 // newEnv starts a server on store kind ("sqlite" or "postgres") with the
@@ -141,7 +142,7 @@ func newEnv(t testing.TB, kind string, o *envOpts) *tenv {
 	}
 	log := slog.New(slog.NewTextHandler(e.logs, nil))
 	e.s, err = newServer(ctx, options{stores: st, host: host, drivers: drvs, testMode: true, tokens: tokens,
-		log: log, runnerSet: rs, maxStreams: cmp.Or(o.maxStreams, 4), secrets: secrets})
+		log: log, runnerSet: rs, maxStreams: cmp.Or(o.maxStreams, 4), secrets: secrets, xtermDir: o.xtermDir})
 	if err != nil {
 		closeDB()
 		t.Fatal(err)

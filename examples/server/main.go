@@ -19,6 +19,19 @@
 // (a board member sees the redacted view and no mutation control, an agent
 // gets no page). Secret fields are write-only: the page shows "set (version
 // N)", never a value.
+//
+// Custom images (UI-4): /api/v1/environments/{id}/templates and
+// /template-history, /api/v1/templates/{id}/promote|rollback|revoke,
+// setup sessions at /api/v1/environments/{id}/setup-sessions (POST starts
+// a scripted or interactive one in the background and answers 202 once it
+// is recorded) and /api/v1/setup-sessions/{id} with /events?after=CURSOR,
+// /capture ({"promote": true}), /cancel and /terminal-token; the terminal
+// is the library's WebSocket handler at /api/v1/setup-sessions/{id}/terminal
+// behind the server's authentication (the token is bound to the caller and
+// to that path; only the server's own origin may connect). The page's
+// images panel drives them; its terminal is xterm.js 3.8.1 from Debian's
+// node-xterm (-xterm-dir, bundled by the server: see xterm.go), or a plain
+// line terminal when -xterm-dir is empty.
 package main
 
 import (
@@ -55,6 +68,7 @@ type flagValues struct {
 	tlsCert, tlsKey              string
 	shutdownTimeout              time.Duration
 	maxStreams                   int
+	xtermDir                     string
 }
 
 func main() {
@@ -92,6 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (*flagValues, error) {
 	fs.StringVar(&c.tlsKey, "tls-key", "", "TLS key file")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests and runs")
 	fs.IntVar(&c.maxStreams, "max-streams", 8, "open event streams per principal")
+	fs.StringVar(&c.xtermDir, "xterm-dir", defaultXTermDir(), "directory of Debian's node-xterm (libjs-xterm's modules, lib/) for the page's terminal; empty: a plain line terminal")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -190,6 +205,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 	s, err := newServer(ctx, options{
 		stores: stores, host: host, drivers: drvs, testMode: c.testMode, tokens: tokens,
 		log: log, tls: c.tlsCert != "", runnerSet: rset, maxStreams: c.maxStreams, secrets: secrets,
+		xtermDir: c.xtermDir,
 	})
 	if err != nil {
 		return err

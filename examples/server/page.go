@@ -159,6 +159,9 @@ type envPage struct {
 	Leases      []leaseRow
 
 	Can perms
+	// XTerm: the server serves Debian's libjs-xterm under /xterm/ (else
+	// the terminal is a plain line terminal).
+	XTerm bool
 }
 
 // perms are the controls the principal gets; each is asked of the
@@ -221,6 +224,19 @@ type editor struct {
 	Unavailable string
 	Qual        *qualRow
 	Template    string // the active template and its drift, or ""
+	Images      *imagesRow
+}
+
+// imagesRow is the images panel of a saved environment (UI-4): what its
+// driver allows and whether the principal acts (operators) or reads
+// (board members); the script reads the templates and sessions.
+type imagesRow struct {
+	EnvID, Driver string
+	Act           bool // the principal may set up, capture, promote
+	Capture       bool // the driver has template_capture
+	Terminal      bool // the driver has terminal
+	Active        string
+	Drift         string // none, relinked, detached
 }
 
 type qualRow struct {
@@ -294,7 +310,7 @@ func (s *server) allowed(ctx context.Context, p authz.Principal, a authz.Action,
 func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Request) (*envPage, error) {
 	now := s.now()
 	q := r.URL.Query()
-	pg := &envPage{Who: p.String(), Companies: p.Companies}
+	pg := &envPage{Who: p.String(), Companies: p.Companies, XTerm: s.xtermDir != ""}
 	pg.Company = strings.TrimSpace(q.Get("company"))
 	if len(p.Companies) > 0 && !slices.Contains(p.Companies, pg.Company) {
 		pg.Company = p.Companies[0]
@@ -475,6 +491,16 @@ func (s *server) editorOf(ctx context.Context, p authz.Principal, v *environment
 	if at := v.ActiveTemplate; at != nil {
 		ed.Template = fmt.Sprintf("%s (%s), drift: %s", at.ID, at.Identity, at.Drift)
 	}
+	im := &imagesRow{EnvID: v.ID, Driver: v.Driver, Drift: string(environment.DriftNone),
+		Act: s.allowed(ctx, p, authz.ActionSetup, authz.Resource{Kind: authz.ResourceKindTemplate, Name: v.ID, Driver: v.Driver})}
+	if drv := s.driver(v.Driver); drv != nil {
+		eff := drivers.Effective(drv, 0)
+		im.Capture, im.Terminal = eff.Has(drivers.CapTemplateCapture), eff.Has(drivers.CapTerminal)
+	}
+	if at := v.ActiveTemplate; at != nil {
+		im.Active, im.Drift = at.ID, string(at.Drift)
+	}
+	ed.Images = im
 	if qv, err := s.sys.Prober().Qualification(ctx, p, v.ID, company); err == nil {
 		ed.Qual = qualOf(qv, now)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/store"
 )
 
@@ -34,6 +35,9 @@ type server struct {
 	log    *slog.Logger
 	tls    bool
 	now    func() time.Time
+	// xtermDir: see options.xtermDir; xterm is its bundle.
+	xtermDir string
+	xterm    xtermBundle
 
 	runs    *runs
 	streams *streamLimit
@@ -61,6 +65,10 @@ type options struct {
 	runnerSet  *drivers.RunnerSet
 	maxStreams int
 	secrets    environment.SecretStore
+	// xtermDir is node-xterm's directory (lib/ holds xterm.js 3.8.1's
+	// modules and xterm.css), served bundled under /xterm/ for the page's
+	// terminal; "" serves none (a plain line terminal). See xterm.go.
+	xtermDir string
 }
 
 // driversNamed returns the drivers of the -drivers list; the fake only in
@@ -86,12 +94,29 @@ func driversNamed(names []string, testMode bool, log *slog.Logger) ([]drivers.Dr
 			if !testMode {
 				return nil, errors.New("-drivers: the fake driver needs -test-mode")
 			}
-			out = append(out, fake.New(nil))
+			out = append(out, setupFake(nil))
 		default:
 			return nil, fmt.Errorf("-drivers: unknown driver %q (local, ssh, docker, daytona, fake)", n)
 		}
 	}
 	return out, nil
+}
+
+// setupFake returns a fake driver (test mode) whose handlers stand in for
+// the sandbox shell's answers to the scripts a setup session runs (the
+// file writes, berth's cleanup before a capture, the image environment),
+// so setup sessions work on it as on a real driver.
+func setupFake(o *fake.Options) *fake.Driver {
+	if o == nil {
+		o = &fake.Options{}
+	}
+	ok := func(context.Context, fake.Invocation) (int, error) { return 0, nil }
+	h := map[string]fake.HandlerFunc{custom.WriteFileScript: ok, custom.CleanScript: ok, custom.EnvironScript: ok}
+	for k, v := range o.Handlers {
+		h[k] = v
+	}
+	o.Handlers = h
+	return fake.New(o)
 }
 
 // newServer composes berth over o.stores and registers the API.
@@ -113,7 +138,7 @@ func newServer(ctx context.Context, o options) (*server, error) {
 		return nil, err
 	}
 	s := &server{
-		sys: sys, stores: o.stores, host: o.host, tokens: o.tokens, log: log, tls: o.tls,
+		sys: sys, stores: o.stores, host: o.host, tokens: o.tokens, log: log, tls: o.tls, xtermDir: o.xtermDir,
 		gate:    environment.NewGate(sys.Drivers(), &environment.GateOptions{TestMode: o.testMode, Health: o.stores.Health}),
 		now:     time.Now,
 		mux:     http.NewServeMux(),
@@ -193,6 +218,7 @@ func (s *server) registerRoutes() {
 	s.mux.HandleFunc("GET /{$}", s.servePage)
 	s.mux.HandleFunc("GET "+envPagePath, s.serveEnvironmentsPage)
 	s.mux.HandleFunc("GET /assets/{name}", s.serveAsset)
+	s.mux.HandleFunc("GET /xterm/{name}", s.serveXTerm)
 	defer func() {
 		// A known path with another method is 405, an unknown one 404.
 		paths := http.NewServeMux()
@@ -248,6 +274,7 @@ func (s *server) registerRoutes() {
 	s.handle("GET", c+"/runs/{id}", s.getRun)
 	s.handle("GET", c+"/runs/{id}/output", s.runOutput)
 	s.handle("POST", c+"/runs/{id}/stop", s.stopRun)
+	s.registerTemplateRoutes()
 }
 
 // beginShutdown ends the open event streams (each sends its last event

@@ -484,4 +484,344 @@
       if (res.status === 200) showRun(res.body);
     });
   }
+  // ---- images (UI-4) and the terminal ----
+  const imgPanel = document.getElementById("images-panel");
+  if (imgPanel && imgPanel.dataset.capture === "true") {
+    const envID = imgPanel.dataset.env;
+    const act = imgPanel.dataset.act === "true";
+    const envPath = "/api/v1/environments/" + encodeURIComponent(envID);
+    let ses = null;      // the session shown
+    let cursor = 0;      // its events cursor
+    let poll = null;
+
+    function when(iso) {
+      const t = document.createElement("time");
+      t.dateTime = iso;
+      t.title = new Date(iso).toUTCString();
+      const s = Math.max(0, Math.round((Date.now() - new Date(iso).getTime()) / 1000));
+      t.textContent = s < 60 ? "just now" : s < 3600 ? Math.round(s / 60) + " min ago" : Math.round(s / 3600) + " hours ago";
+      return t;
+    }
+
+    async function loadActive() {
+      const res = await api("GET", envPath);
+      if (res.status !== 200) return;
+      const at = res.body.activeTemplate;
+      setText(document.getElementById("active-id"), at ? at.id : "none (leases start from the configured image)");
+      const d = document.getElementById("drift");
+      d.dataset.drift = at ? at.drift : "none";
+      setText(d, d.dataset.drift);
+    }
+
+    async function templateAction(id, verb, body) {
+      const st = document.getElementById("templates-status");
+      setText(st, verb + " " + id + "…");
+      const res = await api("POST", "/api/v1/templates/" + encodeURIComponent(id) + "/" + verb, body);
+      if (res.status !== 200) {
+        const e = errOf(res);
+        setText(st, verb + " failed: " + e.message);
+        return;
+      }
+      setText(st, verb + ": " + id + " is " + res.body.state);
+      await loadTemplates();
+    }
+
+    let renderedKey = "";
+    async function loadTemplates() {
+      const tb = document.querySelector("#templates tbody");
+      const [tl, hl] = await Promise.all([api("GET", envPath + "/templates"), api("GET", envPath + "/template-history")]);
+      if (tl.status !== 200) {
+        tb.replaceChildren();
+        setText(document.getElementById("templates-status"), "templates: " + errOf(tl).message);
+        return;
+      }
+      // Unchanged lists keep their rows (a click in flight is not lost to
+      // a redraw).
+      const key = JSON.stringify([tl.body.items, hl.status === 200 ? hl.body.items : null]);
+      if (key === renderedKey) { await loadActive(); return; }
+      renderedKey = key;
+      tb.replaceChildren();
+      if (tl.body.items.length === 0) {
+        const tr = tb.insertRow();
+        const td = tr.insertCell();
+        td.colSpan = 4;
+        td.textContent = "No templates yet.";
+      }
+      tl.body.items.forEach(function (t) {
+        const tr = tb.insertRow();
+        tr.dataset.template = t.id;
+        tr.insertCell().textContent = (t.name ? t.name + " " : "") + "(" + t.id + ")";
+        const stc = tr.insertCell();
+        stc.className = "tpl-state";
+        stc.textContent = t.state + (t.failureReason ? ": " + t.failureReason : "") + (t.deleteNote ? " (" + t.deleteNote + ")" : "");
+        tr.insertCell().append(when(t.createdAt));
+        const ac = tr.insertCell();
+        if (!act) return;
+        function btn(label, cls, fn) {
+          const b = document.createElement("button");
+          b.type = "button";
+          b.className = cls;
+          b.textContent = label;
+          b.setAttribute("aria-label", label + " " + (t.name || t.id));
+          b.addEventListener("click", fn);
+          ac.append(b, " ");
+        }
+        if (t.state === "captured") btn("Promote", "promote", function () { templateAction(t.id, "promote"); });
+        if (t.state === "superseded") btn("Roll back", "rollback", function () { templateAction(t.id, "rollback"); });
+        if (t.state !== "revoked" && t.state !== "deleted" && t.state !== "failed") {
+          btn("Revoke", "revoke", function () { templateAction(t.id, "revoke", { reason: "revoked on the Environments page" }); });
+        }
+      });
+      const ol = document.getElementById("template-history");
+      ol.replaceChildren();
+      if (hl.status === 200) {
+        hl.body.items.forEach(function (h) {
+          const li = document.createElement("li");
+          li.append(h.action + " " + (h.from || "none") + " → " + (h.to || "none") + " by " + h.actor + ", ", when(h.at));
+          if (h.reason) li.append(": " + h.reason);
+          ol.append(li);
+        });
+      }
+      await loadActive();
+    }
+
+    const words = {
+      starting: "starting: leasing the setup sandbox and running the steps",
+      waiting_for_user: "waiting for you: use the terminal, then capture or cancel",
+      capturing: "capturing the sandbox…",
+      captured: "captured (not promoted)",
+      promoted: "captured and promoted",
+      cancelled: "cancelled",
+      timed_out: "timed out",
+      failed: "failed",
+    };
+    const activeStates = ["starting", "waiting_for_user", "capturing"];
+
+    function showSession(s) {
+      ses = s;
+      document.getElementById("session").hidden = false;
+      setText(document.getElementById("session-id"), s.id);
+      const st = document.getElementById("session-state");
+      st.dataset.state = s.state;
+      st.textContent = (words[s.state] || s.state) + (s.failureReason ? ": " + s.failureReason : "") +
+        (s.template ? "; template " + s.template : "") + (s.reused ? " (reused: nothing was built)" : "");
+      const ctl = document.getElementById("session-controls");
+      if (ctl) ctl.hidden = activeStates.indexOf(s.state) < 0;
+      const cap = document.getElementById("session-capture");
+      if (cap) cap.disabled = s.state !== "waiting_for_user";
+      const tp = document.getElementById("terminal-panel");
+      if (tp) tp.hidden = !(s.interactive && s.state === "waiting_for_user");
+      if (activeStates.indexOf(s.state) < 0) {
+        termDisconnect("the session ended: " + (words[s.state] || s.state));
+      }
+    }
+
+    async function pollSession() {
+      if (!ses) return;
+      const id = ses.id;
+      const [sr, er] = await Promise.all([api("GET", "/api/v1/setup-sessions/" + encodeURIComponent(id)),
+        api("GET", "/api/v1/setup-sessions/" + encodeURIComponent(id) + "/events?after=" + cursor)]);
+      if (!ses || ses.id !== id) return;
+      if (er.status === 200) {
+        const ol = document.getElementById("session-events");
+        er.body.items.forEach(function (e) {
+          const li = document.createElement("li");
+          li.dataset.seq = e.seq;
+          li.textContent = e.message;
+          ol.append(li);
+        });
+        cursor = er.body.cursor;
+      }
+      if (sr.status === 200) {
+        const was = ses.state;
+        showSession(sr.body);
+        // A session asked to promote is captured an instant before it
+        // is promoted: a captured one is polled a few more times.
+        if (sr.body.state === "captured" && settle++ < 10) return;
+        if (activeStates.indexOf(sr.body.state) < 0) {
+          stopPoll();
+          if (activeStates.indexOf(was) >= 0 || sr.body.template) loadTemplates();
+        }
+      }
+    }
+    let settle = 0;
+    function startPoll() { settle = 0; stopPoll(); poll = setInterval(pollSession, 500); pollSession(); }
+    function stopPoll() { if (poll) { clearInterval(poll); poll = null; } }
+
+    function follow(s) {
+      cursor = 0;
+      document.getElementById("session-events").replaceChildren();
+      showSession(s);
+      startPoll();
+    }
+
+    async function startSetup(interactive) {
+      const errEl = document.getElementById("setup-error");
+      setText(errEl, "");
+      const body = { interactive: interactive, promote: document.getElementById("setup-promote").checked };
+      const name = document.getElementById("setup-name").value.trim();
+      if (name) body.name = name;
+      const text = document.getElementById("setup-script").value.trim();
+      if (text) {
+        try { body.script = JSON.parse(text); } catch (e) { setText(errEl, "script: not JSON: " + e.message); return; }
+      } else if (!interactive) {
+        setText(errEl, "script: a scripted setup needs a script");
+        return;
+      }
+      const res = await api("POST", envPath + "/setup-sessions", body);
+      if (res.status !== 202) {
+        const e = errOf(res);
+        setText(errEl, (e.field ? e.field + ": " : "") + e.message);
+        return;
+      }
+      follow(res.body);
+    }
+
+    if (act) {
+      const sb = document.getElementById("setup-scripted");
+      if (sb) sb.addEventListener("click", function () { startSetup(false); });
+      const ib = document.getElementById("setup-interactive");
+      if (ib) ib.addEventListener("click", function () { startSetup(true); });
+      const cap = document.getElementById("session-capture");
+      if (cap) cap.addEventListener("click", async function () {
+        if (!ses) return;
+        const errEl = document.getElementById("session-error");
+        setText(errEl, "");
+        termDisconnect("capturing: the terminal closes");
+        setText(document.getElementById("session-state"), "capturing the sandbox…");
+        cap.disabled = true;
+        const res = await api("POST", "/api/v1/setup-sessions/" + encodeURIComponent(ses.id) + "/capture",
+          { promote: document.getElementById("capture-promote").checked });
+        if (res.status !== 200) { setText(errEl, "capture failed: " + errOf(res).message); }
+        await pollSession();
+        await loadTemplates();
+      });
+      const cb = document.getElementById("session-cancel");
+      if (cb) cb.addEventListener("click", async function () {
+        if (!ses) return;
+        const res = await api("POST", "/api/v1/setup-sessions/" + encodeURIComponent(ses.id) + "/cancel");
+        if (res.status !== 200) setText(document.getElementById("session-error"), "cancel failed: " + errOf(res).message);
+        await pollSession();
+      });
+    }
+
+    // The terminal: a single-use token per connection; a reconnect sends
+    // the process and the offset of the output received, so the server
+    // sends exactly the missing bytes ("attached") or its tail ("reset").
+    let sock = null, proc = "", offset = 0, xterm = null, decoder = null;
+    const useX = imgPanel.dataset.xterm === "true" && typeof window.Terminal === "function";
+    const outPre = document.getElementById("term-out");
+    function termStatus(t) { setText(document.getElementById("term-status"), t); }
+    // The transcript is what the terminal shows since its last reset, as
+    // received (for reading the page; xterm draws on a canvas).
+    imgPanel.berthTranscript = "";
+    function termClear() {
+      imgPanel.berthTranscript = "";
+      if (xterm) xterm.reset();
+      if (outPre) outPre.textContent = "";
+    }
+    function termWrite(text) {
+      imgPanel.berthTranscript += text;
+      if (xterm) xterm.write(text);
+      if (outPre) outPre.append(text.replace(/\r\n/g, "\n").replace(/\x1b\[[0-9;?]*[A-Za-z]/g, ""));
+    }
+    function termSend(data) {
+      if (sock && sock.readyState === WebSocket.OPEN) sock.send(new TextEncoder().encode(data));
+    }
+    function termSize() {
+      return { rows: parseInt(document.getElementById("term-rows").value, 10) || 24,
+        cols: parseInt(document.getElementById("term-cols").value, 10) || 80 };
+    }
+    function termResize() {
+      const z = termSize();
+      if (xterm) xterm.resize(z.cols, z.rows);
+      if (sock && sock.readyState === WebSocket.OPEN) sock.send(JSON.stringify({ type: "resize", rows: z.rows, cols: z.cols }));
+    }
+    function termDisconnect(why) {
+      if (sock) {
+        const s = sock;
+        sock = null;
+        s.close(1000, "disconnect");
+        termStatus(why || "disconnected (reconnect resumes at byte " + offset + ")");
+      }
+      const c = document.getElementById("term-connect"), d = document.getElementById("term-disconnect");
+      if (c) c.disabled = false;
+      if (d) d.disabled = true;
+    }
+    async function termConnect() {
+      if (!ses || sock) return;
+      termStatus("connecting…");
+      const res = await api("POST", "/api/v1/setup-sessions/" + encodeURIComponent(ses.id) + "/terminal-token");
+      if (res.status !== 201) { termStatus("connect failed: " + errOf(res).message); return; }
+      const u = new URL(res.body.path, window.location.href);
+      u.protocol = u.protocol === "https:" ? "wss:" : "ws:";
+      u.searchParams.set("token", res.body.token);
+      if (proc) { u.searchParams.set("process", proc); u.searchParams.set("offset", String(offset)); }
+      if (useX && !xterm) {
+        xterm = new window.Terminal({ rows: termSize().rows, cols: termSize().cols });
+        xterm.open(document.getElementById("term-xterm"));
+        xterm.on("data", termSend);
+        imgPanel.berthTerm = xterm;
+      }
+      decoder = new TextDecoder();
+      const s = new WebSocket(u.toString());
+      s.binaryType = "arraybuffer";
+      sock = s;
+      let opened = false;
+      s.onopen = function () {
+        opened = true;
+        document.getElementById("term-connect").disabled = true;
+        document.getElementById("term-disconnect").disabled = false;
+      };
+      s.onmessage = function (m) {
+        if (sock !== s) return;
+        if (typeof m.data === "string") {
+          const f = JSON.parse(m.data);
+          if (f.type === "attached" || f.type === "reset") {
+            if (f.type === "reset") termClear();
+            proc = f.process;
+            offset = f.offset || 0;
+            termStatus((f.type === "attached" ? "connected" : "connected (reset: showing the latest output)") + " to " + proc);
+            termResize();
+          } else if (f.type === "exit") {
+            termStatus("the shell exited (code " + (f.code || 0) + ")");
+            proc = "";
+          } else if (f.type === "error") {
+            termStatus("terminal error: " + f.error);
+          }
+          return;
+        }
+        offset += m.data.byteLength;
+        termWrite(decoder.decode(new Uint8Array(m.data), { stream: true }));
+        imgPanel.dataset.termOffset = String(offset);
+      };
+      s.onclose = function (ev) {
+        if (sock !== s) return;
+        sock = null;
+        document.getElementById("term-connect").disabled = false;
+        document.getElementById("term-disconnect").disabled = true;
+        termStatus(opened ? "connection closed (" + (ev.reason || ev.code) + "): Connect resumes" : "connect failed: the server refused the terminal");
+      };
+    }
+    const tc = document.getElementById("term-connect");
+    if (tc) {
+      tc.addEventListener("click", termConnect);
+      document.getElementById("term-disconnect").addEventListener("click", function () { termDisconnect(); });
+      document.getElementById("term-resize").addEventListener("click", termResize);
+      const line = document.getElementById("term-line");
+      if (line) line.addEventListener("submit", function (ev) {
+        ev.preventDefault();
+        const inp = document.getElementById("term-in");
+        termSend(inp.value + "\n");
+        inp.value = "";
+      });
+    }
+
+    // The latest session of the environment (an active one resumes).
+    (async function () {
+      await loadTemplates();
+      const sl = await api("GET", envPath + "/setup-sessions");
+      if (sl.status === 200 && sl.body.items.length > 0) follow(sl.body.items[sl.body.items.length - 1]);
+    })();
+  }
 })();
