@@ -382,6 +382,9 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	other.waitText("#form-error", "changed by someone else: reload")
 	screenshot(t, other.ctx, "07-conflict")
 	other.do("reload as told", chromedp.Click(chromedp.ID("reload")), chromedp.WaitVisible(chromedp.ID("editor")))
+	// The reloaded editor is filled by the page's script: wait for the
+	// stored description, then check that the lost edit is not in it.
+	other.waitJS(`(document.getElementById("f-description") || {}).value.includes("(first tab)")`)
 	if v, _ := chromedp.Run(other.ctx, chromedp.Value(chromedp.ID("f-description"))); !strings.Contains(v, "(first tab)") || strings.Contains(v, "(second tab)") {
 		t.Errorf("after the reload the description is %q", v)
 	}
