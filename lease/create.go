@@ -95,6 +95,13 @@ func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error)
 	})
 	budgetOut := errors.Is(bctx.Err(), context.DeadlineExceeded)
 	cur, pid, rerr := st.snapshot()
+	if err == nil && rerr == nil && a.member && a.runner != nil {
+		// A runner pool's member starts with its runner launched and
+		// connected (pool.go), within what is left of the startup budget.
+		if cur, err = m.startPoolRunner(bctx, wctx, a, cur, sb); err != nil {
+			return nil, m.failStart(wctx, a, cur, sb.ID(), sb, err)
+		}
+	}
 	now := m.now()
 	if err == nil {
 		upd := cur.shallow()

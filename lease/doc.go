@@ -162,7 +162,7 @@
 // StatusPooled) of InstanceCompany, labelled LabelPool, made from the
 // config and active template the environment had at refill time (its
 // Fingerprint says which). An acquisition of a saved, active environment
-// with a pool, after its authorization, qualification and quota checks,
+// with a pool, after its authorization and quota checks,
 // adopts the oldest member whose fingerprint and runner match in one
 // store transaction (Store.AdoptPooled), so that one member goes to one
 // acquisition across replicas; the member's record becomes the lease (its
@@ -189,8 +189,19 @@
 // for the binary of Options.PoolRunners at create (recorded as
 // Lease.Runner; without it the refill returns an error wrapping
 // drivers.ErrUnsupported), and only an acquisition for that binary adopts
-// one; the runner is launched when the lease attaches it. Members with the
-// runner launched and connected ahead of adoption are not built yet.
+// one. Each member's runner is launched and connected while the member
+// starts, through the runner protocol's hook (NewManager's tasks: the
+// controller's; without it the refill returns an error wrapping
+// drivers.ErrUnsupported), on a session of InstanceCompany that runs no
+// command; the lease that adopts the member takes that session over when
+// it attaches its runner (prp/controller's Attach: the session gets the
+// lease's company and run once, and the runner's token is renewed with
+// them before any command), so its first task starts on a connected
+// runner. A member whose runner does not connect within the startup
+// budget is destroyed. Qualification records are company-bound (QUAL-4):
+// a member writes none and belongs to no company, and its fingerprint,
+// which adoption requires to be the environment's current one, is what
+// the adopting company's own record is compared with.
 //
 // Quotas: Options.Quotas limits the live leases (Filter.Live) per company
 // and per company and environment; an acquisition that would add a lease

@@ -111,6 +111,7 @@ type world struct {
 	asg    *environment.Assignments
 	saveMu sync.Mutex
 	m      *lease.Manager
+	tasks  lease.TaskStopper // the managers' runner hook (nil: none)
 	ids    atomic.Int64
 	// secretLookups counts secret resolutions.
 	secretLookups atomic.Int64
@@ -213,7 +214,7 @@ func (w *world) newManager(mod func(*lease.Options)) *lease.Manager {
 	if mod != nil {
 		mod(o)
 	}
-	m, _ := lease.NewManager(w.store, w.reg, w.asg, nil, o)
+	m, _ := lease.NewManager(w.store, w.reg, w.asg, w.tasks, o)
 	return m
 }
 

@@ -292,6 +292,32 @@ func (m *Manager) fill(ctx context.Context, env *environment.Environment, rep *P
 	return errors.Join(errs...)
 }
 
+// startPoolRunner connects the runner of cur, a starting member of a
+// runner pool whose sandbox sb was just created, through the runner
+// protocol's hook (poolRunnerStarter), bounded by ctx (the startup
+// budget). The provider id is recorded first, so that a crash while the
+// runner starts leaves a record that points at the sandbox. It returns the
+// record as stored.
+func (m *Manager) startPoolRunner(ctx, wctx context.Context, a *acq, cur *Lease, sb drivers.Sandbox) (*Lease, error) {
+	starter, ok := m.tasks.(poolRunnerStarter)
+	if !ok {
+		return cur, fmt.Errorf("lease %s: a runner pool's member needs the runner protocol's hook (NewManager's tasks: the controller's): %w", cur.ID, drivers.ErrUnsupported)
+	}
+	if cur.ProviderLeaseID != sb.ID() {
+		upd := cur.shallow()
+		upd.ProviderLeaseID = sb.ID()
+		if err := m.store.UpdateLease(wctx, upd); err != nil {
+			return cur, fmt.Errorf("lease %s: recording provider lease id %s: %w", cur.ID, sb.ID(), err)
+		}
+		cur = upd
+	}
+	h := &Handle{m: m, lease: cur, driver: a.drv, sandbox: sb}
+	if err := starter.StartPoolRunner(ctx, h); err != nil {
+		return cur, fmt.Errorf("lease %s: starting the pool member's runner: %w", cur.ID, err)
+	}
+	return cur, nil
+}
+
 // retire destroys the pool member l with a receipt, for reason: it claims
 // the member first, so that no adoption takes it meanwhile (adoptions skip
 // claimed members), and leaves it alone if it was adopted before.

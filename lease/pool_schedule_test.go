@@ -50,6 +50,9 @@ func TestPoolFaultSchedules(t *testing.T) {
 		}
 	}
 	fmt.Printf("lease: %d pool fault schedules, %d leaked sandboxes, %d members adopted twice (%+v)\n", n, leaked, total.Twice, total)
+	if n > 1 && (total.RunnerSchedules < n/4 || total.RunnerStarts == 0 || total.RunnerFailures == 0) {
+		t.Errorf("runner pools too rare: %+v", total)
+	}
 	if n > 1 && (total.Adopted < n || total.Refilled < n || total.Crashes < n/10 || total.Edits < n/10 ||
 		total.Retired == 0 || total.OtherRefills < n/10 || total.MidAdoption == 0) {
 		t.Errorf("schedules too tame: %+v", total)
@@ -62,6 +65,9 @@ func TestPoolFaultSchedules(t *testing.T) {
 
 type poolStats struct {
 	Adopted, Created, Refilled, Retired, Crashes, MidAdoption, Edits, OtherRefills, Twice int
+	// RunnerSchedules counts the schedules with a runner pool; RunnerStarts
+	// the member runners the hook started, RunnerFailures those it failed.
+	RunnerSchedules, RunnerStarts, RunnerFailures int
 }
 
 func (s *poolStats) add(o poolStats) {
@@ -74,6 +80,9 @@ func (s *poolStats) add(o poolStats) {
 	s.Edits += o.Edits
 	s.OtherRefills += o.OtherRefills
 	s.Twice += o.Twice
+	s.RunnerSchedules += o.RunnerSchedules
+	s.RunnerStarts += o.RunnerStarts
+	s.RunnerFailures += o.RunnerFailures
 }
 
 func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
@@ -86,7 +95,24 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 		}
 		o.ManualPoolRefill, o.PoolConcurrency = true, 1
 	}
-	w.env.Pool = &environment.Pool{Size: 1 + rng.IntN(3), MaxAge: time.Duration(1+rng.IntN(3)) * leaseTTL / 4}
+	// Half the schedules run a runner pool: members start their runner
+	// through the runner hook, which fails at times (the member is
+	// destroyed), and four acquisitions in five ask for that runner.
+	runnerPool := rng.IntN(2) == 0
+	hook := &poolRunnerHook{}
+	var runners *drivers.RunnerSet
+	if runnerPool {
+		spec := drivers.RunnerSpec{Binary: "/cache/berth-runner", SHA256: strings.Repeat("ef", 32)}
+		runners = &drivers.RunnerSet{Build: func(context.Context, string) (drivers.RunnerSpec, error) { return spec, nil }}
+		hook.failIf = func() bool { return rng.IntN(8) == 0 }
+		w.tasks = hook
+		inner := listEnvs
+		listEnvs = func(o *lease.Options) {
+			inner(o)
+			o.PoolRunners = func() (*drivers.RunnerSet, error) { return runners, nil }
+		}
+	}
+	w.env.Pool = &environment.Pool{Size: 1 + rng.IntN(3), MaxAge: time.Duration(1+rng.IntN(3)) * leaseTTL / 4, Runner: runnerPool}
 	w.save(w.env)
 	env2 := *w.env
 	env2.ID, env2.Name, env2.Pool = "env-2", "sandbox two", nil
@@ -99,7 +125,7 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 	process := func(c *crasher) *lease.Manager {
 		o := w.options()
 		listEnvs(o)
-		m, _ := lease.NewManager(crashStore{s: w.store, c: c}, drivers.NewRegistry(crashDriver{Driver: w.fk, c: c}), w.asg, nil, o)
+		m, _ := lease.NewManager(crashStore{s: w.store, c: c}, drivers.NewRegistry(crashDriver{Driver: w.fk, c: c}), w.asg, w.tasks, o)
 		return m
 	}
 	proc := newCrasher()
@@ -125,11 +151,11 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 			e.Config = e.Config.Clone()
 			e.Config["region"] = fmt.Sprintf("r-%d", rng.IntN(3))
 		case 1:
-			e.Pool = &environment.Pool{Size: 1 + rng.IntN(3), MaxAge: leaseTTL / 2}
+			e.Pool = &environment.Pool{Size: 1 + rng.IntN(3), MaxAge: leaseTTL / 2, Runner: runnerPool}
 		case 2:
 			e.Pool = nil
 		case 3:
-			e.Pool = &environment.Pool{Size: 2}
+			e.Pool = &environment.Pool{Size: 2, Runner: runnerPool}
 		case 4:
 			e.Status = []environment.Status{environment.StatusArchived, environment.StatusActive}[rng.IntN(2)]
 		}
@@ -145,8 +171,12 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 				proc.arm(1 + rng.IntN(4))
 				armed = true
 			}
-			h, err := m.Acquire(bg, op, lease.AcquireRequest{Company: "acme", EnvironmentID: envIDs[rng.IntN(len(envIDs))],
-				Workspace: "/w", Run: run, Policy: policies[rng.IntN(len(policies))]})
+			req := lease.AcquireRequest{Company: "acme", EnvironmentID: envIDs[rng.IntN(len(envIDs))],
+				Workspace: "/w", Run: run, Policy: policies[rng.IntN(len(policies))]}
+			if runnerPool && rng.IntN(5) != 0 {
+				req.Runner = runners
+			}
+			h, err := m.Acquire(bg, op, req)
 			if armed && proc.dead.Load() {
 				st.MidAdoption++
 			}
@@ -244,6 +274,12 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 		if rep.Claimed == 0 && rep.OrphansDestroyed == 0 && rep.Pools.Retired == 0 {
 			break
 		}
+	}
+	if runnerPool {
+		st.RunnerSchedules++
+		hook.mu.Lock()
+		st.RunnerStarts, st.RunnerFailures = len(hook.started), hook.failures
+		hook.mu.Unlock()
 	}
 	leaks, problems := checkOwnership(w, problems)
 	// The members left must be adoptable: of the environment as it is now.

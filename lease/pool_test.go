@@ -93,7 +93,7 @@ func TestPoolAdoption(t *testing.T) {
 	if got := w.pooled(); len(got) != 2 || got[0] == members[0] && got[1] == members[0] {
 		t.Fatalf("after adoption and refill: members %v", got)
 	}
-	if n := len(w.fk.Sandboxes()); n != 3 {
+	if n := len(w.liveSandboxes()); n != 3 {
 		t.Fatalf("%d sandboxes made, want 3 (2 members, 1 refill)", n)
 	}
 	// The same run gets its lease back, not another member.
@@ -362,18 +362,58 @@ func TestPoolFollowsTheActiveTemplate(t *testing.T) {
 	}
 }
 
+// poolRunnerHook is the runner protocol's side of the lease manager for
+// runner pools, recorded: StartPoolRunner sees each member while it
+// starts (the controller's own is tested in prp/controller and on Docker
+// at the root).
+type poolRunnerHook struct {
+	mu       sync.Mutex
+	started  []*lease.Lease
+	fail     error
+	failIf   func() bool // if set, a start fails when it reports true
+	failures int
+}
+
+func (h *poolRunnerHook) StopTasks(context.Context, string) (lease.TaskStopReport, error) {
+	return lease.TaskStopReport{}, nil
+}
+func (h *poolRunnerHook) LeaseEnded(string) {}
+func (h *poolRunnerHook) StartPoolRunner(_ context.Context, lh *lease.Handle) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.started = append(h.started, lh.Lease())
+	if h.failIf != nil && h.failIf() {
+		h.failures++
+		return errors.New("the runner sent no hello")
+	}
+	return h.fail
+}
+
 // A runner pool's members are prepared for the manager's runner binary
-// (Options.PoolRunners, recorded as Lease.Runner): an acquisition for that
-// binary adopts one, one without a runner or for another binary does not.
+// (Options.PoolRunners, recorded as Lease.Runner) and started with their
+// runner through the runner hook while they are starting, their provider
+// id recorded: an acquisition for that binary adopts one, one without a
+// runner or for another binary does not. A member whose runner does not
+// start is destroyed; without the hook or runner binaries a runner pool
+// does not fill.
 func TestRunnerPoolMembersArePreparedForTheRunner(t *testing.T) {
 	ctx := context.Background()
 	spec := drivers.RunnerSpec{Binary: "/cache/berth-runner", SHA256: strings.Repeat("ef", 32)}
 	set := func(s drivers.RunnerSpec) *drivers.RunnerSet {
 		return &drivers.RunnerSet{Build: func(context.Context, string) (drivers.RunnerSpec, error) { return s, nil }}
 	}
-	w := poolWorld(t, 1, 0, func(o *lease.Options) {
+	hook := &poolRunnerHook{}
+	withRunners := func(o *lease.Options) {
 		o.ManualPoolRefill = true
 		o.PoolRunners = func() (*drivers.RunnerSet, error) { return set(spec), nil }
+	}
+	w := poolWorld(t, 1, 0, withRunners)
+	w.tasks = hook
+	w.m = w.newManager(func(o *lease.Options) {
+		withRunners(o)
+		o.SweepEnvironments = func(ctx context.Context) ([]*environment.Environment, error) {
+			return w.envs.ListEnvironments(ctx, environment.ListFilter{})
+		}
 	})
 	w.env.Pool = &environment.Pool{Size: 1, Runner: true}
 	w.save(w.env)
@@ -381,6 +421,12 @@ func TestRunnerPoolMembersArePreparedForTheRunner(t *testing.T) {
 	members := w.pooled()
 	if len(members) != 1 || w.get(members[0]).Runner == nil || w.get(members[0]).Runner.Binary != spec.Binary {
 		t.Fatalf("members %v: want one prepared for %s", members, spec.Binary)
+	}
+	if len(hook.started) != 1 {
+		t.Fatalf("the runner hook started %d members, want 1", len(hook.started))
+	}
+	if st := hook.started[0]; st.ID != members[0] || st.Status != lease.StatusStarting || st.Company != lease.InstanceCompany || st.ProviderLeaseID == "" || st.Labels[lease.LabelPool] != "member" {
+		t.Errorf("the hook saw %s %s of %s with provider id %q, want member %s starting, the instance's, with its provider id", st.ID, st.Status, st.Company, st.ProviderLeaseID, members[0])
 	}
 	plain, err := w.m.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: w.env.ID, Run: "plain"})
 	if err != nil || plain.ID() == members[0] {
@@ -396,15 +442,37 @@ func TestRunnerPoolMembersArePreparedForTheRunner(t *testing.T) {
 	if err != nil || h.ID() != members[0] {
 		t.Fatalf("the acquisition for the pool's binary got %v, %v; want member %s", h, err, members[0])
 	}
-	// Without runner binaries a runner pool does not fill.
-	m := w.newManager(func(o *lease.Options) {
-		o.SweepEnvironments = func(ctx context.Context) ([]*environment.Environment, error) {
-			return w.envs.ListEnvironments(ctx, environment.ListFilter{})
+	// A member whose runner does not start is destroyed, not pooled.
+	hook.fail = errors.New("no hello")
+	if _, err := w.m.MaintainPools(ctx, op); err == nil || !strings.Contains(err.Error(), "no hello") {
+		t.Fatalf("MaintainPools with a failing runner start: %v, want its error", err)
+	}
+	if got := w.pooled(); len(got) != 0 {
+		t.Errorf("pooled after a failed runner start: %v, want none", got)
+	}
+	if n := len(w.liveSandboxes()); n != 3 {
+		t.Errorf("%d live sandboxes, want 3 (the adopted member and two new leases): the failed member leaked", n)
+	}
+	// Without the runner hook, or without runner binaries, a runner pool
+	// does not fill.
+	for name, mod := range map[string]func(*lease.Options){
+		"no hook":    withRunners,
+		"no runners": func(o *lease.Options) { o.ManualPoolRefill = true },
+	} {
+		w.tasks = nil
+		if name == "no runners" {
+			w.tasks = &poolRunnerHook{}
 		}
-	})
-	defer m.Close()
-	if _, err := m.MaintainPools(ctx, op); !errors.Is(err, drivers.ErrUnsupported) {
-		t.Fatalf("runner pool without Options.PoolRunners: %v, want ErrUnsupported", err)
+		m := w.newManager(func(o *lease.Options) {
+			mod(o)
+			o.SweepEnvironments = func(ctx context.Context) ([]*environment.Environment, error) {
+				return w.envs.ListEnvironments(ctx, environment.ListFilter{})
+			}
+		})
+		if _, err := m.MaintainPools(ctx, op); !errors.Is(err, drivers.ErrUnsupported) {
+			t.Errorf("runner pool with %s: %v, want ErrUnsupported", name, err)
+		}
+		m.Close()
 	}
 }
 

@@ -33,6 +33,17 @@ type TaskStopper interface {
 	LeaseEnded(lease string)
 }
 
+// poolRunnerStarter is what a TaskStopper may also be (the runner
+// controller's is): StartPoolRunner launches the runner of h, a starting
+// member of a runner pool (InstanceCompany; its record holds the provider
+// id), and returns once that runner is connected, its session the
+// instance's until the lease that adopts the member takes it over (the
+// controller's Attach). It acts for no principal: only the manager, for
+// the members it starts, calls it.
+type poolRunnerStarter interface {
+	StartPoolRunner(ctx context.Context, h *Handle) error
+}
+
 // TaskStopReport is what a TaskStopper proved.
 type TaskStopReport struct {
 	// Sessions counts the runner sessions of the lease; Tasks the tasks

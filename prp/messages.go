@@ -136,7 +136,17 @@ func Has(caps []Capability, c Capability) bool {
 type TokenRenewal struct {
 	Token     string    `json:"token"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// Run, when set, is the run the renewed token is for: a warm-pool
+	// member's runner (its run PoolRunPrefix and the member's id) is
+	// handed to the lease that adopted the member, and accepts commands
+	// for that lease's run from then on. A runner of any other run
+	// refuses a renewal that names another run.
+	Run string `json:"run,omitempty"`
 }
+
+// PoolRunPrefix starts the run of a warm-pool member's runner session
+// before a lease adopts the member (TokenRenewal.Run).
+const PoolRunPrefix = "pool."
 
 // CommandKind names what a Command does.
 type CommandKind string

@@ -93,10 +93,10 @@ func pct(ds []time.Duration, p int) float64 {
 	return float64(s[i]) / 1e6
 }
 
-// dockerRunnerPoolRows: acquire from a runner pool (members prepared for
-// the runner binary at create) through attaching the runner (launched at
-// attach: runner pools do not launch it ahead yet) to the first runner
-// task `true` completed, vs `docker run --rm IMAGE true`, p50 and p99.
+// dockerRunnerPoolRows: acquire from a runner pool (each member's runner
+// launched and connected ahead) through the Attach that takes the
+// member's session over (nothing launched) to the first runner task
+// `true` completed, vs `docker run --rm IMAGE true`, p50 and p99.
 func (b *bench) dockerRunnerPoolRows(t *benchTB) []benchRow {
 	ctx := t.ctx
 	cliBin := lookPath(t, "docker", "the docker CLI")
@@ -129,9 +129,15 @@ func (b *bench) dockerRunnerPoolRows(t *benchTB) []benchRow {
 		if err != nil {
 			t.Fatalf("acquire: %v", err)
 		}
-		att, err := sys.Runners().Attach(ctx, b.g.as, h, controller.AttachRequest{})
+		launched := false
+		att, err := sys.Runners().Attach(ctx, b.g.as, h, controller.AttachRequest{Progress: func(s controller.AttachStage) {
+			launched = launched || s == controller.AttachLaunching
+		}})
 		if err != nil {
 			t.Fatalf("attach: %v", err)
+		}
+		if launched {
+			t.Fatalf("lease %d: the attach launched a runner: the member's was not connected ahead", n)
 		}
 		task, err := att.Start(ctx, b.g.as, controller.TaskSpec{TaskStart: prp.TaskStart{TaskID: "t1", Argv: []string{"true"}}})
 		if err != nil {

@@ -119,6 +119,7 @@ func (c *Controller) Reattach(ctx context.Context, p authz.Principal, session st
 // attachment is what serves one lease's runner from this process.
 type attachment struct {
 	lease string
+	pool  bool // a warm-pool member's, not adopted yet (serve); c.mu guards it
 	srv   *http.Server
 	in    drivers.RunnerIngress
 	done  chan struct{} // closed when Serve returned
@@ -205,44 +206,19 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 			req.Progress(s)
 		}
 	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return fail(errors.New("the controller is closed"))
-	}
-	if c.attached[l.ID] != nil {
-		c.mu.Unlock()
-		return fail(errors.New("a runner is already attached to the lease in this process"))
-	}
-	c.mu.Unlock()
-
 	progress(AttachInstalling)
-	in, err := h.HostRunner(ctx)
+	in, detach, err := c.serve(ctx, h, false)
 	if err != nil {
 		return fail(err)
 	}
-	a := &attachment{lease: l.ID, in: in, srv: &http.Server{Handler: c, ReadHeaderTimeout: 30 * time.Second}, done: make(chan struct{})}
-	go func() {
-		defer close(a.done)
-		if err := a.srv.Serve(in); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			c.log.Info("controller: runner ingress", "lease", l.ID, "err", err)
+	// A lease that adopted a warm-pool member takes the member's runner
+	// session over first (pool.go): the session below is then its own.
+	handed := false
+	if scope == prp.ScopeTask && adoptedMember(l) {
+		if handed, err = c.handOver(ctx, l, run); err != nil {
+			detach()
+			return fail(err)
 		}
-	}()
-	c.mu.Lock()
-	if c.closed || c.attached[l.ID] != nil {
-		c.mu.Unlock()
-		a.close()
-		return fail(errors.New("the controller closed, or another runner attached meanwhile"))
-	}
-	c.attached[l.ID] = a
-	c.mu.Unlock()
-	detach := func() {
-		c.mu.Lock()
-		if c.attached[l.ID] == a {
-			delete(c.attached, l.ID)
-		}
-		c.mu.Unlock()
-		a.close()
 	}
 
 	// The lease's own session: the newest one the holder's Attach created
@@ -256,7 +232,7 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 		return fail(err)
 	}
 	if own != nil {
-		if a, ok, err := c.awaitOwnRunner(ctx, p, *own, scope); err != nil {
+		if a, ok, err := c.awaitOwnRunner(ctx, p, *own, scope, handed); err != nil {
 			detach()
 			return fail(err)
 		} else if ok {
@@ -297,6 +273,64 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 	}
 }
 
+// serve opens the ingress of h's sandbox (installing the runner the lease
+// records) and serves this controller on it until the lease ends
+// (leaseEnded) or Close; it returns the ingress and the func that closes it
+// again. A lease has at most one attached runner in this process: one
+// already attached is an error, except the ingress a warm-pool member's
+// runner was started on (pool), which the lease that adopted the member
+// takes over once. pool marks the ingress of such a member.
+func (c *Controller) serve(ctx context.Context, h *lease.Handle, pool bool) (drivers.RunnerIngress, func(), error) {
+	l := h.Lease()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, nil, errors.New("the controller is closed")
+	}
+	if a := c.attached[l.ID]; a != nil {
+		if a.pool && !pool && adoptedMember(l) {
+			a.pool = false // the adopter's now
+			c.mu.Unlock()
+			return a.in, c.detacher(l.ID, a), nil
+		}
+		c.mu.Unlock()
+		return nil, nil, errors.New("a runner is already attached to the lease in this process")
+	}
+	c.mu.Unlock()
+	in, err := h.HostRunner(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	a := &attachment{lease: l.ID, in: in, pool: pool, srv: &http.Server{Handler: c, ReadHeaderTimeout: 30 * time.Second}, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		if err := a.srv.Serve(in); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			c.log.Info("controller: runner ingress", "lease", l.ID, "err", err)
+		}
+	}()
+	c.mu.Lock()
+	if c.closed || c.attached[l.ID] != nil {
+		c.mu.Unlock()
+		a.close()
+		return nil, nil, errors.New("the controller closed, or another runner attached meanwhile")
+	}
+	c.attached[l.ID] = a
+	c.mu.Unlock()
+	return in, c.detacher(l.ID, a), nil
+}
+
+// detacher returns the func that closes a, lease's attachment.
+func (c *Controller) detacher(lease string, a *attachment) func() {
+	return func() {
+		c.mu.Lock()
+		if c.attached[lease] == a {
+			delete(c.attached, lease)
+		}
+		c.mu.Unlock()
+		a.close()
+	}
+}
+
 // ownSession returns the newest session of lease for run and scope that
 // the holder's Attach created (Session.Holder), or nil.
 func (c *Controller) ownSession(ctx context.Context, lease, run string, scope prp.Scope) (*Session, error) {
@@ -317,7 +351,12 @@ func (c *Controller) ownSession(ctx context.Context, lease, run string, scope pr
 // it lasts (a runner connected elsewhere, or a dead connection not yet
 // past its DeadAfter) it waits; when no runner is connected it returns ok
 // false: the caller relaunches the runner with a resume ticket.
-func (c *Controller) awaitOwnRunner(ctx context.Context, p authz.Principal, own Session, scope prp.Scope) (*Attachment, bool, error) {
+//
+// For a session just handed over from a warm-pool member (elsewhere), a
+// runner connected to another replica is taken as it is: that replica's
+// writer renews its token and sends it the commands journaled here, and
+// the attachment's Hello is zero.
+func (c *Controller) awaitOwnRunner(ctx context.Context, p authz.Principal, own Session, scope prp.Scope, elsewhere bool) (*Attachment, bool, error) {
 	for {
 		ch := c.changes()
 		c.mu.Lock()
@@ -332,6 +371,9 @@ func (c *Controller) awaitOwnRunner(ctx context.Context, p authz.Principal, own 
 		}
 		if !s.ConnectedUntil.After(time.Now()) {
 			return nil, false, nil
+		}
+		if elsewhere {
+			return &Attachment{c: c, p: p, session: own.ID, lease: own.Lease, run: s.Run, company: s.Company, scope: scope}, true, nil
 		}
 		if err := c.await(ctx, ch); err != nil {
 			return nil, false, fmt.Errorf("session %s is connected elsewhere: %w", own.ID, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -65,7 +66,7 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess, err := c.o.Store.GetSession(r.Context(), claims.Session)
-	if err != nil || sess.Lease != claims.Lease || sess.Run != claims.Run || sess.Scope != claims.Scope {
+	if err != nil || sess.Lease != claims.Lease || sess.Run != claims.Run && !handedOverFrom(sess, claims) || sess.Scope != claims.Scope {
 		c.log.Warn("controller: connect: no session for the token", "session", claims.Session, "err", err)
 		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: prp.CodeSessionUnknown, Message: "no session " + claims.Session})
 		return
@@ -251,22 +252,43 @@ func (lc *liveConn) send(ctx context.Context, t prp.Type, seq, ack uint64, body 
 func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 	c := lc.c
 	acked := lc.welcomeAck
-	expiry := lc.claims.ExpiresAt
+	// The session and claims as the runner holds them: a warm-pool
+	// member's change once, when the adopting lease takes it over.
+	sess, claims := lc.sess, lc.claims
+	expiry := claims.ExpiresAt
 	renewAt := expiry.Add(-c.o.TokenTTL / 2)
 	if !lc.leaseEnd.IsZero() && lc.leaseEnd.Before(renewAt) {
 		renewAt = lc.leaseEnd
 	}
 	for {
 		ch := c.changes()
-		cmds, err := c.o.Store.CommandsAfter(ctx, lc.sess.ID, sent, 64)
-		if err != nil {
-			return err
+		var cmds []CommandRecord
+		if claims.Company == authz.InstanceCompany {
+			// A warm-pool member's runner gets no command: first its
+			// token with the adopting lease's claims (pool.go).
+			ns, cl, ok, err := lc.handedOver(ctx, sess, acked)
+			if errors.Is(err, errLeaseOver) {
+				lc.ws.Close(prp.CloseUnauthorized, "lease ended")
+			}
+			if err != nil {
+				return err
+			}
+			if ok {
+				sess, claims, expiry = ns, cl, cl.ExpiresAt
+				renewAt = expiry.Add(-c.o.TokenTTL / 2)
+			}
+		}
+		if claims.Company != authz.InstanceCompany {
+			var err error
+			if cmds, err = c.o.Store.CommandsAfter(ctx, sess.ID, sent, 64); err != nil {
+				return err
+			}
 		}
 		for _, r := range cmds {
 			// Secret values go right before their command, in their own
 			// frame, resolved now and never stored (PRP "secrets in
 			// commands").
-			sv, ok, err := lc.secretsFor(ctx, r)
+			sv, ok, err := lc.secretsFor(ctx, sess, r)
 			if err != nil {
 				return err
 			}
@@ -299,7 +321,7 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 		if lc.sess.Scope == prp.ScopeTask && !time.Now().Before(renewAt) {
 			// Renewed only while the lease is active, never past its end
 			// (renewal, leases.go).
-			tok, cl, next, err := lc.renewal(ctx, expiry)
+			tok, cl, next, err := lc.renewal(ctx, sess, claims, expiry)
 			if errors.Is(err, errLeaseOver) {
 				lc.ws.Close(prp.CloseUnauthorized, "lease ended")
 			}
@@ -310,7 +332,7 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 				if err := lc.send(ctx, prp.TypeToken, 0, acked, prp.TokenRenewal{Token: tok, ExpiresAt: cl.ExpiresAt}); err != nil {
 					return err
 				}
-				expiry = cl.ExpiresAt
+				claims, expiry = cl, cl.ExpiresAt
 			}
 			renewAt = next
 		}

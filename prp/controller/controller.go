@@ -108,6 +108,9 @@ type Controller struct {
 
 	// secretFrames counts the secrets frames sent (for tests).
 	secretFrames atomic.Int64
+	// handovers counts the pool sessions whose token the writer renewed
+	// for the adopting lease (for tests).
+	handovers atomic.Int64
 }
 
 // New returns a Controller with opts' defaults filled in (nil opts: every
@@ -249,11 +252,25 @@ func (c *Controller) mintTicket(ctx context.Context, p authz.Principal, req Tick
 	if err != nil {
 		return prp.Ticket{}, prp.TicketRecord{}, err
 	}
+	if poolMember(l) {
+		// A warm-pool member's runner is started by the lease manager
+		// only (startPoolRunner), never for a principal.
+		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: the lease is a warm-pool member, not adopted: %w", req.Lease, lease.ErrConflict)
+	}
+	return c.mintFor(ctx, l, req, resume, holder)
+}
+
+// mintFor mints the ticket of mintTicket for l, read (and authorized)
+// already: l must be active, or a warm-pool member (startPoolRunner).
+func (c *Controller) mintFor(ctx context.Context, l *lease.Lease, req TicketRequest, resume string, holder bool) (prp.Ticket, prp.TicketRecord, error) {
 	if req.Company != "" && req.Company != l.Company {
 		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: company %q is not the lease's: %w", req.Lease, req.Company, lease.ErrInvalid)
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	end, ok := leaseEnd(l, now)
+	if poolMember(l) {
+		end, ok = l.ExpiresAt, l.ExpiresAt.IsZero() || now.Before(l.ExpiresAt)
+	}
 	if !ok {
 		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: the lease is %s, not active: %w", req.Lease, l.Status, lease.ErrConflict)
 	}

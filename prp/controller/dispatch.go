@@ -50,6 +50,12 @@ func (c *Controller) dispatch(ctx context.Context, p authz.Principal, session st
 		c.log.Warn("controller: command denied on a probe session", "session", s.ID, "command", cmd.ID)
 		return CommandRecord{}, fmt.Errorf("controller: command %q on session %s: %w: a %s identity runs no command", cmd.ID, s.ID, prp.ErrScopeDenied, s.Scope)
 	}
+	if s.Company == authz.InstanceCompany {
+		// A warm-pool member's runner (pool.go) runs nothing until the
+		// lease that adopts the member takes its session over.
+		c.log.Warn("controller: command denied on a pool member's session", "session", s.ID, "command", cmd.ID)
+		return CommandRecord{}, fmt.Errorf("controller: command %q on session %s: %w: the session is a warm-pool member's, which runs no command before a lease adopts the member and takes it over", cmd.ID, s.ID, prp.ErrScopeDenied)
+	}
 	if cmd.Lease != s.Lease || cmd.Run != s.Run {
 		c.log.Warn("controller: command denied for another lease or run", "session", s.ID, "command", cmd.ID, "lease", cmd.Lease, "run", cmd.Run)
 		return CommandRecord{}, fmt.Errorf("controller: command %q for lease %q run %q on session %s: %w", cmd.ID, cmd.Lease, cmd.Run, s.ID, prp.ErrScopeDenied)

@@ -125,7 +125,26 @@
 //     the holder did not mint are not waited on; tasks already proven
 //     stopped are not asked again; the report is runner_attested, so the
 //     lease still needs the sandbox's or the host's own proof), LeaseEnded
-//     closes the lease's ingress server.
+//     closes the lease's ingress server, and StartPoolRunner connects the
+//     runner of a starting warm-pool member.
+//
+//   - Warm-pool runners (lease's runner pools, pool.go): a member's
+//     runner connects on a session of authz.InstanceCompany for the run
+//     prp.PoolRunPrefix plus the member's id, minted for the member's
+//     record by the lease manager's hook only (MintTicket refuses a member
+//     with lease.ErrConflict). Such a session runs no command: dispatch
+//     refuses one with prp.ErrScopeDenied for every principal, and its
+//     writer sends none. The Attach of the lease that adopted the member
+//     takes the session over (Store.HandOverSession: once, in one
+//     conditional update, to the lease's company and run) and, when the
+//     runner is connected here, returns without launching anything. The
+//     connection's writer, on whichever replica the runner is connected,
+//     renews the token with the new claims in a TypeToken that names the
+//     run before it sends any command, and the runner takes a renewal that
+//     changes its run only from a pool run. A runner that was disconnected
+//     at the hand-over reconnects with its pool token, which connect
+//     accepts for the handed session only, and is renewed the same way; one
+//     that is gone is relaunched with a resume ticket, as for any lease.
 //
 // Durability of events, what is synced when: the connection's reader
 // writes each event's output bytes to the sink as it arrives (not synced)

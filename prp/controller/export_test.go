@@ -124,3 +124,7 @@ func PrintableLog(b []byte, max int) string { return printableLog(b, max) }
 
 // JournalReadBatch is journalReadBatch, for tests.
 const JournalReadBatch = journalReadBatch
+
+// Handovers counts the pool sessions whose token a writer of c renewed
+// for the adopting lease, for tests.
+func (c *Controller) Handovers() int64 { return c.handovers.Load() }

@@ -31,6 +31,12 @@ func (t taskStopper) StopTasks(ctx context.Context, leaseID string) (lease.TaskS
 // LeaseEnded implements lease.TaskStopper (leaseEnded).
 func (t taskStopper) LeaseEnded(leaseID string) { t.c.leaseEnded(leaseID) }
 
+// StartPoolRunner is the lease manager's hook for the members of runner
+// pools (startPoolRunner, pool.go).
+func (t taskStopper) StartPoolRunner(ctx context.Context, h *lease.Handle) error {
+	return t.c.startPoolRunner(ctx, h)
+}
+
 // stopTasks is the lease manager's StopTasks: it stops every task of every
 // task session of lease that the holder's Attach created (Session.Holder;
 // probe sessions run none, and the tasks of sessions other tickets created

@@ -95,6 +95,8 @@ func (c *Controller) sessionLease(ctx context.Context, s Session, now time.Time)
 		return time.Time{}, fmt.Errorf("session %s: lease %s is gone: %w", s.ID, s.Lease, errLeaseOver)
 	case err != nil:
 		return time.Time{}, fmt.Errorf("session %s: read lease %s: %w", s.ID, s.Lease, err)
+	case s.Company == authz.InstanceCompany:
+		return poolSessionLease(s, l, now)
 	case l.Company != s.Company:
 		return time.Time{}, fmt.Errorf("session %s: lease %s is not the session's company's: %w", s.ID, s.Lease, errLeaseOver)
 	}
@@ -112,15 +114,15 @@ func (c *Controller) sessionLease(ctx context.Context, s Session, now time.Time)
 // nothing to renew yet), its claims and when to try the next renewal. An
 // ended lease is an error wrapping errLeaseOver (the connection ends); a
 // failed lease read is retried at the next poll.
-func (lc *liveConn) renewal(ctx context.Context, expiry time.Time) (string, prp.Claims, time.Time, error) {
+func (lc *liveConn) renewal(ctx context.Context, sess Session, claims prp.Claims, expiry time.Time) (string, prp.Claims, time.Time, error) {
 	c := lc.c
 	now := time.Now()
-	end, err := c.sessionLease(ctx, lc.sess, now)
+	end, err := c.sessionLease(ctx, sess, now)
 	if errors.Is(err, errLeaseOver) {
 		return "", prp.Claims{}, time.Time{}, err
 	}
 	if err != nil {
-		c.log.Warn("controller: token renewal: lease unreadable; retrying", "session", lc.sess.ID, "err", err)
+		c.log.Warn("controller: token renewal: lease unreadable; retrying", "session", sess.ID, "err", err)
 		return "", prp.Claims{}, now.Add(c.o.Poll), nil
 	}
 	exp := c.x.RenewedExpiry(now.UTC(), end)
@@ -137,7 +139,7 @@ func (lc *liveConn) renewal(ctx context.Context, expiry time.Time) (string, prp.
 	if !exp.After(expiry) {
 		return "", prp.Claims{}, next, nil
 	}
-	tok, cl, err := c.x.Renew(lc.claims, now.UTC(), end)
+	tok, cl, err := c.x.Renew(claims, now.UTC(), end)
 	if err != nil {
 		return "", prp.Claims{}, time.Time{}, err
 	}

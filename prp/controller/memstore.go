@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -104,6 +105,28 @@ func (s *MemoryStore) ReleaseConnection(ctx context.Context, session, conn strin
 		delete(s.conns, session)
 	}
 	return nil
+}
+
+// HandOverSession implements Store.
+func (s *MemoryStore) HandOverSession(ctx context.Context, session, company, run string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if !prp.ValidID(company) || !prp.ValidID(run) || company == authz.InstanceCompany {
+		return false, fmt.Errorf("controller: hand over session %s: fields company and run must be valid ids of a tenant", session)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.sessions[session]
+	switch {
+	case !ok:
+		return false, fmt.Errorf("controller: session %q: %w", session, ErrNotFound)
+	case r.Company != authz.InstanceCompany:
+		return false, nil
+	}
+	r.Company, r.Run = company, run
+	s.sessions[session] = r
+	return true, nil
 }
 
 // LeaseSessions implements Store.

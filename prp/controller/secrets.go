@@ -105,18 +105,18 @@ func (c *Controller) checkSecrets(ctx context.Context, p authz.Principal, s Sess
 // (a runner without its values refuses the command, prp.CodeSecretsMissing;
 // sending them again needs a new command). The claim is stored before the
 // frame is sent; a store error fails the connection (err).
-func (lc *liveConn) secretsFor(ctx context.Context, r CommandRecord) (sv prp.SecretValues, ok bool, err error) {
+func (lc *liveConn) secretsFor(ctx context.Context, sess Session, r CommandRecord) (sv prp.SecretValues, ok bool, err error) {
 	ts := r.Command.TaskStart
 	if ts == nil || len(ts.Secrets) == 0 || r.Result != nil {
 		return prp.SecretValues{}, false, nil
 	}
 	c := lc.c
-	claimed, err := c.o.Store.ClaimSecrets(ctx, lc.sess.ID, r.Command.ID, time.Now().UTC())
+	claimed, err := c.o.Store.ClaimSecrets(ctx, sess.ID, r.Command.ID, time.Now().UTC())
 	if err != nil {
 		return prp.SecretValues{}, false, err
 	}
 	if !claimed {
-		c.log.Info("controller: secrets of a command went out before: not delivered again", "session", lc.sess.ID, "command", r.Command.ID)
+		c.log.Info("controller: secrets of a command went out before: not delivered again", "session", sess.ID, "command", r.Command.ID)
 		return prp.SecretValues{}, false, nil
 	}
 	sv.CommandID = r.Command.ID
@@ -124,16 +124,16 @@ func (lc *liveConn) secretsFor(ctx context.Context, r CommandRecord) (sv prp.Sec
 		sv.Code, sv.Message = string(prp.CodeSecretsUnavailable), ErrSecretsUnsupported.Error()
 		return sv, true, nil
 	}
-	vals, err := c.secrets.Resolve(ctx, targetOf(lc.sess), ts.Secrets)
+	vals, err := c.secrets.Resolve(ctx, targetOf(sess), ts.Secrets)
 	switch {
 	case err != nil:
 		sv.Code, sv.Message = CodeOfSecrets(err), err.Error()
-		c.log.Warn("controller: secrets of a command not resolved", "session", lc.sess.ID, "command", r.Command.ID, "code", sv.Code, "err", err)
+		c.log.Warn("controller: secrets of a command not resolved", "session", sess.ID, "command", r.Command.ID, "code", sv.Code, "err", err)
 	case len(vals) != len(ts.Secrets):
 		sv.Code, sv.Message = string(prp.CodeSecretsUnavailable), fmt.Sprintf("the resolver returned %d values for %d secrets", len(vals), len(ts.Secrets))
 	default:
 		sv.Values = vals
-		c.log.Debug("controller: delivering secrets with their command", "session", lc.sess.ID, "command", r.Command.ID, "secrets", len(vals))
+		c.log.Debug("controller: delivering secrets with their command", "session", sess.ID, "command", r.Command.ID, "secrets", len(vals))
 	}
 	return sv, true, nil
 }

@@ -99,6 +99,14 @@ type Store interface {
 	// LeaseSessions returns the sessions of lease, oldest first (by
 	// CreatedAt, then id); none is an empty slice, not an error.
 	LeaseSessions(ctx context.Context, lease string) ([]Session, error)
+	// HandOverSession gives session, the session of a warm-pool member's
+	// runner (its Company is authz.InstanceCompany), to the company and
+	// run of the lease that adopted the member, in one conditional update
+	// that succeeds only while the session is still the instance's. It
+	// returns true when this call handed it over; false, nil when the
+	// session is another company's (a session is handed over once, never
+	// twice); ErrNotFound for an unknown session.
+	HandOverSession(ctx context.Context, session, company, run string) (bool, error)
 
 	// AppendCommand journals c in session under the next seq (last+1) in
 	// one atomic step, so that two replicas never give two commands one

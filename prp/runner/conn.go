@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -304,6 +305,18 @@ func (r *Runner) reader(ctx context.Context, conn *websocket.Conn, session strin
 				return fmt.Errorf("runner: token renewal: %v", err)
 			}
 			r.mu.Lock()
+			run := r.cred.Run
+			switch {
+			case tr.Run == "" || tr.Run == run:
+			case strings.HasPrefix(run, prp.PoolRunPrefix) && prp.ValidID(tr.Run) && !strings.HasPrefix(tr.Run, prp.PoolRunPrefix):
+				// A warm-pool member's runner, handed to the lease that
+				// adopted the member: its commands are that run's now.
+				r.cred.Run = tr.Run
+			default:
+				r.mu.Unlock()
+				conn.Close(prp.CloseProtocolError, "token renewal for another run")
+				return fmt.Errorf("runner: token renewal for run %q on a runner of run %q", tr.Run, run)
+			}
 			r.cred.Token, r.cred.ExpiresAt = tr.Token, tr.ExpiresAt // memory only
 			r.mu.Unlock()
 		default:

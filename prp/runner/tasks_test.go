@@ -171,3 +171,33 @@ func TestTaskWithoutItsSecretsNeverRuns(t *testing.T) {
 		t.Errorf("the task ran without its secrets: %v", err)
 	}
 }
+
+// Issue 31: only a warm-pool member's runner (run prp.PoolRunPrefix...)
+// takes a renewal that names another run; a tenant's runner refuses one
+// (it closes the connection and keeps its token), so no renewal can point
+// a lease's runner at another run.
+func TestTokenRenewalForAnotherRunIsRefused(t *testing.T) {
+	t.Parallel()
+	c := newController(t)
+	dir := t.TempDir()
+	startRunner(t, c, dir, runner.Options{Ticket: c.ticket("lease-1", prp.ScopeTask, time.Minute)})
+	c.waitFor("the welcome", func() bool { return c.conns == 1 })
+	session := c.session()
+	now := time.Now()
+	tok, err := c.x.Signer.Mint(prp.Claims{Lease: "lease-1", Run: "run-2", Company: "co-1", Scope: prp.ScopeTask, Session: session, IssuedAt: now, ExpiresAt: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(prp.TokenRenewal{Token: tok, ExpiresAt: now.Add(time.Hour), Run: "run-2"})
+	c.sendRaw(prp.Envelope{Protocol: prp.Protocol, Version: 1, Type: prp.TypeToken, ID: "m-tok", Body: body})
+	c.waitFor("the reconnect", func() bool { return c.conns == 2 })
+	c.mu.Lock()
+	last := c.tokens[len(c.tokens)-1]
+	c.mu.Unlock()
+	if last == tok {
+		t.Error("the runner of run-1 took a renewal for run-2")
+	}
+	// Its commands are still run-1's.
+	c.command(startCmd("c1", "t1", "true"))
+	c.waitResults("c1", 1)
+}

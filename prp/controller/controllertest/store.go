@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 )
@@ -69,6 +70,66 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) controller.Store) {
 		}
 		if ls, err := s.LeaseSessions(ctx, "lease-1"); err != nil || len(ls) != 1 || ls[0].Ticket != "ab12" || !ls[0].Holder {
 			t.Errorf("LeaseSessions = %+v, %v; want the session with its ticket and holder mark", ls, err)
+		}
+	})
+	t.Run("a pool member's session is handed over once", func(t *testing.T) {
+		s := newStore(t)
+		pool := controller.Session{ID: "s_p", Lease: "lease-p", Run: "pool-1", Company: authz.InstanceCompany, Scope: prp.ScopeTask, CreatedAt: now, Holder: true}
+		if err := s.CreateSession(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.HandOverSession(ctx, "s_p", authz.InstanceCompany, "run-2"); err == nil {
+			t.Error("HandOverSession to the instance company succeeded, want an error")
+		}
+		if ok, err := s.HandOverSession(ctx, "s_p", "co-2", "run-2"); err != nil || !ok {
+			t.Fatalf("HandOverSession = %t, %v; want true", ok, err)
+		}
+		got, err := s.GetSession(ctx, "s_p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := pool
+		want.Company, want.Run = "co-2", "run-2"
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("the handed-over session (-want +got):\n%s", diff)
+		}
+		if ok, err := s.HandOverSession(ctx, "s_p", "co-3", "run-3"); err != nil || ok {
+			t.Errorf("second HandOverSession = %t, %v; want false, nil", ok, err)
+		}
+		if got, _ := s.GetSession(ctx, "s_p"); got.Company != "co-2" || got.Run != "run-2" {
+			t.Errorf("after a second hand-over the session is %s/%s, want co-2/run-2", got.Company, got.Run)
+		}
+		tenant := session(t, s, "s_t")
+		if ok, err := s.HandOverSession(ctx, tenant.ID, "co-2", "run-2"); err != nil || ok {
+			t.Errorf("HandOverSession of a tenant's session = %t, %v; want false, nil", ok, err)
+		}
+		if _, err := s.HandOverSession(ctx, "s_none", "co-2", "run-2"); !errors.Is(err, controller.ErrNotFound) {
+			t.Errorf("HandOverSession of an unknown session = %v, want ErrNotFound", err)
+		}
+		// Racing hand-overs: exactly one wins.
+		racer := controller.Session{ID: "s_r", Lease: "lease-r", Run: "pool-2", Company: authz.InstanceCompany, Scope: prp.ScopeTask, CreatedAt: now}
+		if err := s.CreateSession(ctx, racer); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		won := 0
+		for i := range 8 {
+			wg.Go(func() {
+				ok, err := s.HandOverSession(ctx, "s_r", fmt.Sprintf("co-%d", i), "run-x")
+				if err != nil {
+					t.Errorf("racing HandOverSession: %v", err)
+				}
+				if ok {
+					mu.Lock()
+					won++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if won != 1 {
+			t.Errorf("%d racing hand-overs won, want 1", won)
 		}
 	})
 	t.Run("one connection of a session is live at a time", func(t *testing.T) {

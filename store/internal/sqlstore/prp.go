@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 )
@@ -159,6 +160,27 @@ func (s *PRPStore) ReleaseConnection(ctx context.Context, session, conn string) 
 		return fmt.Errorf("sqlstore: release the connection of session %s: %w", session, err)
 	}
 	return nil
+}
+
+// HandOverSession implements controller.Store with one conditional
+// UPDATE (the session is still the instance's).
+func (s *PRPStore) HandOverSession(ctx context.Context, session, company, run string) (bool, error) {
+	if !prp.ValidID(company) || !prp.ValidID(run) || company == authz.InstanceCompany {
+		return false, fmt.Errorf("sqlstore: hand over session %s: fields company and run must be valid ids of a tenant", session)
+	}
+	res, err := s.db.writes().exec(ctx, `UPDATE prp_sessions SET company = ?, run = ? WHERE id = ? AND company = ?`, company, run, session, authz.InstanceCompany)
+	if err != nil {
+		return false, fmt.Errorf("sqlstore: hand over session %s: %w", session, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return false, fmt.Errorf("sqlstore: hand over session %s: %w", session, err)
+	} else if n == 1 {
+		return true, nil
+	}
+	if _, err := s.GetSession(ctx, session); err != nil {
+		return false, err
+	}
+	return false, nil
 }
 
 // LeaseSessions implements controller.Store through the index on

@@ -1,0 +1,200 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/prp"
+)
+
+// Warm-pool runners (lease.LabelPool, issue 31). A member of a runner
+// pool starts with its runner launched and connected, so that the first
+// task of the lease that adopts it starts on a connected runner. The
+// rule that keeps the runner protocol's guarantees:
+//
+//   - The member's session is created from a ticket minted for the
+//     member's record: the instance's (authz.InstanceCompany), for the run
+//     poolRun names, no run of any tenant. A session of the instance runs
+//     no command (dispatch refuses it, the writer sends none).
+//   - The lease that adopts the member (one store transaction,
+//     lease.Store.AdoptPooled) takes the session over in its Attach: one
+//     conditional store update (Store.HandOverSession) gives it the
+//     lease's company and run, once; a second adopter never gets it, and
+//     an adopted member never serves a second lease (its record is that
+//     lease's until it ends).
+//   - The connection's writer, wherever the runner is connected, renews
+//     the runner's token with those claims at once (a TypeToken that
+//     carries the new run) before it sends any command of the session:
+//     the runner accepts commands for the lease's run only from then on.
+
+// poolRun is the run of a warm-pool member's runner session before its
+// hand-over.
+func poolRun(leaseID string) string { return prp.PoolRunPrefix + leaseID }
+
+// poolMember reports whether l is the record of a warm-pool member that
+// no lease adopted (yet).
+func poolMember(l *lease.Lease) bool {
+	return l.Company == authz.InstanceCompany && l.Labels[lease.LabelPool] == "member" &&
+		(l.Status == lease.StatusStarting || l.Status == lease.StatusPooled)
+}
+
+// adoptedMember reports whether l is a lease that adopted a warm-pool
+// member (its record is the member's).
+func adoptedMember(l *lease.Lease) bool {
+	return l.Company != authz.InstanceCompany && l.Labels[lease.LabelPool] == "member"
+}
+
+// poolSessionLease is sessionLease for s, a session of the instance (a
+// warm-pool member's runner): it lives while the member waits, starting
+// or pooled, until the member's max age, and, once a lease adopted the
+// member, until that lease ends or its Attach takes the session over (no
+// command runs on it meanwhile).
+func poolSessionLease(s Session, l *lease.Lease, now time.Time) (time.Time, error) {
+	switch {
+	case l.Labels[lease.LabelPool] != "member":
+		return time.Time{}, fmt.Errorf("session %s: lease %s is no warm-pool member's: %w", s.ID, s.Lease, errLeaseOver)
+	case poolMember(l):
+		if !l.ExpiresAt.IsZero() && !now.Before(l.ExpiresAt) {
+			return time.Time{}, fmt.Errorf("session %s: pool member %s is past its max age: %w", s.ID, s.Lease, errLeaseOver)
+		}
+		return l.ExpiresAt, nil
+	case l.Company == authz.InstanceCompany:
+		return time.Time{}, fmt.Errorf("session %s: pool member %s is %s: %w", s.ID, s.Lease, l.Status, errLeaseOver)
+	case l.Status == lease.StatusStarting:
+		return time.Time{}, nil // adopted, being started
+	}
+	end, ok := leaseEnd(l, now)
+	if !ok {
+		return time.Time{}, fmt.Errorf("session %s: lease %s is %s: %w", s.ID, s.Lease, l.Status, errLeaseOver)
+	}
+	return end, nil
+}
+
+// startPoolRunner is the lease manager's StartPoolRunner: it serves this
+// controller on the ingress of h, a starting member of a runner pool,
+// mints a one-use holder ticket of the instance for the member's record
+// (run poolRun), launches the runner and returns once its hello came on
+// the session of that ticket. ctx (the member's startup budget) bounds
+// it; on failure the ingress is closed again and the lease manager
+// destroys the member. It acts for no principal: it is not an entry point
+// (taskStopper).
+func (c *Controller) startPoolRunner(ctx context.Context, h *lease.Handle) error {
+	l := h.Lease()
+	fail := func(err error) error {
+		return fmt.Errorf("controller: start the runner of pool member %s: %w", l.ID, err)
+	}
+	switch {
+	case l.Runner == nil:
+		return fail(fmt.Errorf("the member was made without a runner: %w", drivers.ErrUnsupported))
+	case !poolMember(l):
+		return fail(errors.New("the lease is not a warm-pool member of the instance"))
+	}
+	if err := c.admit(ctx, l.Provider, h.Kind() == drivers.KindHost); err != nil {
+		return fail(err)
+	}
+	in, detach, err := c.serve(ctx, h, true)
+	if err != nil {
+		return fail(err)
+	}
+	t, rec, err := c.mintFor(ctx, l, TicketRequest{Lease: l.ID, Run: poolRun(l.ID), Scope: prp.ScopeTask, TTL: prp.MaxTicketTTL}, "", true)
+	if err != nil {
+		detach()
+		return fail(err)
+	}
+	if err := in.Launch(ctx, drivers.RunnerLaunch{Lease: l.ID, Ticket: t.String()}); err != nil {
+		detach()
+		return fail(err)
+	}
+	for {
+		ch := c.changes()
+		if _, _, ok := c.liveTicket(rec); ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			err := fmt.Errorf("no hello from the runner in sandbox %s at %s%s: %w", h.SandboxID(), in.Endpoint(), c.runnerLogTail(ctx, in, l.ID), ctx.Err())
+			detach()
+			return fail(err)
+		case <-ch:
+		}
+	}
+}
+
+// handOver gives the instance's runner session of l, a lease that adopted
+// a warm-pool member, to l's company and run (Store.HandOverSession):
+// Attach's first step on such a lease. It reports whether there was a
+// session to take over; none (a member whose runner never connected) is
+// no error: Attach then launches a runner as for any lease.
+func (c *Controller) handOver(ctx context.Context, l *lease.Lease, run string) (bool, error) {
+	ss, err := c.o.Store.LeaseSessions(ctx, l.ID)
+	if err != nil {
+		return false, err
+	}
+	for i := len(ss) - 1; i >= 0; i-- {
+		s := ss[i]
+		if s.Company != authz.InstanceCompany || !s.Holder || s.Scope != prp.ScopeTask || s.Run != poolRun(l.ID) {
+			continue
+		}
+		ok, err := c.o.Store.HandOverSession(ctx, s.ID, l.Company, run)
+		if err != nil {
+			return false, fmt.Errorf("handing session %s over to the lease: %w", s.ID, err)
+		}
+		if ok {
+			c.log.Info("controller: pool member's runner session handed over", "session", s.ID, "lease", l.ID, "run", run)
+			c.notify() // the writer renews the token before any command
+		}
+		return ok, nil
+	}
+	return false, nil
+}
+
+// handedOverFrom reports whether claims are the pool token of s's lease
+// (the instance's, run poolRun) and s was handed over since: a runner that
+// missed its renewal (it was disconnected, or its host restarted) connects
+// with them, and the writer renews them before any command.
+func handedOverFrom(s Session, claims prp.Claims) bool {
+	return claims.Company == authz.InstanceCompany && claims.Run == poolRun(s.Lease) &&
+		s.Company != authz.InstanceCompany && s.Holder && s.Scope == prp.ScopeTask
+}
+
+// handedOver is the writer's check, for a runner that holds the token of
+// a session of the instance (a warm-pool member's), of whether the lease
+// that adopted the member took the session over. When it did, the runner's token is renewed at once
+// with the session's new company and run, in a TypeToken that carries the
+// run, before the writer sends any command; it returns the session and
+// claims as they are now and ok. A failed read is logged and tried again
+// at the next wake; an ended lease is an error wrapping errLeaseOver.
+func (lc *liveConn) handedOver(ctx context.Context, sess Session, acked uint64) (Session, prp.Claims, bool, error) {
+	c := lc.c
+	ns, err := c.o.Store.GetSession(ctx, sess.ID)
+	if err != nil {
+		c.log.Warn("controller: pool session unreadable; retrying", "session", sess.ID, "err", err)
+		return sess, prp.Claims{}, false, nil
+	}
+	if ns.Company == authz.InstanceCompany {
+		return sess, prp.Claims{}, false, nil
+	}
+	if ns.Lease != sess.Lease || ns.Scope != sess.Scope {
+		return sess, prp.Claims{}, false, fmt.Errorf("session %s changed its lease or scope: %w", sess.ID, errLeaseOver)
+	}
+	now := time.Now()
+	end, err := c.sessionLease(ctx, ns, now)
+	if err != nil {
+		return sess, prp.Claims{}, false, err
+	}
+	cl := prp.Claims{Lease: ns.Lease, Run: ns.Run, Company: ns.Company, Scope: ns.Scope, Session: ns.ID}
+	tok, cl, err := c.x.Renew(cl, now.UTC(), end)
+	if err != nil {
+		return sess, prp.Claims{}, false, err
+	}
+	if err := lc.send(ctx, prp.TypeToken, 0, acked, prp.TokenRenewal{Token: tok, ExpiresAt: cl.ExpiresAt, Run: ns.Run}); err != nil {
+		return sess, prp.Claims{}, false, err
+	}
+	c.handovers.Add(1)
+	return ns, cl, true, nil
+}

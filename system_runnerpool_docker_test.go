@@ -1,0 +1,158 @@
+package berth_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth"
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/docker"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/internal/testimage"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/store"
+)
+
+// Issue 31, runner pools on the real Docker engine with the real runner
+// binary: each member starts with its runner launched and connected on a
+// session of the instance, which runs no command; the acquisition that
+// adopts a member attaches without launching anything (the session is
+// handed over to its company and run, the token renewed before any
+// command) and its first task runs there. After a restart (the first
+// System closed: its ingress is gone and the runners are disconnected) a
+// second System adopts the other member: its Attach hands the session
+// over and relaunches the runner with a resume ticket of that session,
+// which runs the task. No live record of the environment is left.
+func TestRunnerPoolOnDocker(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cli := testenv.Docker(t)
+	reg := testenv.StartRegistry(t, nil)
+	img := testimage.Busybox(t, reg, nil)
+	run := randomHex(t)
+	testenv.RemoveRegistryImagesAtCleanup(t, cli, reg.Host)
+	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", run)
+	bin := testenv.RunnerBinary(t)
+	ops := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
+	stores := store.Memory()
+	// Replicas (here: a process and the one after its restart) share the
+	// runners' signing key.
+	signer, err := prp.NewSigner("k1", map[string][]byte{"k1": bytes.Repeat([]byte("k"), 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newSys := func() *berth.System {
+		sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{docker.New(nil)}, Stores: stores, RunnerBinary: bin,
+			ManualPoolRefill: true, RunnerSigner: signer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sys
+	}
+	sys := newSys()
+	env, err := sys.Catalog().Create(ctx, ops, environment.CreateRequest{Name: "runner-pool-docker", Driver: docker.Name,
+		Config: map[string]any{docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run}},
+		Pool:   &environment.Pool{Size: 2, Runner: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := sys.Leases().MaintainPools(ctx, ops); err != nil || rep.Created != 2 {
+		t.Fatalf("MaintainPools: %+v, %v", rep, err)
+	}
+	members, err := stores.Leases.ListLeases(ctx, lease.Filter{Environment: env.ID, Statuses: []lease.Status{lease.StatusPooled}})
+	if err != nil || len(members) != 2 {
+		t.Fatalf("pooled members: %v, %v", members, err)
+	}
+	for _, m := range members {
+		ss, err := stores.Runners.LeaseSessions(ctx, m.ID)
+		if err != nil || len(ss) != 1 || ss[0].Company != authz.InstanceCompany || !sys.Runners().Connected(ss[0].ID) {
+			t.Fatalf("member %s: sessions %+v, %v; want one of the instance, connected", m.ID, ss, err)
+		}
+		if _, err := sys.Runners().Reattach(ctx, ops, ss[0].ID); err == nil {
+			att, _ := sys.Runners().Reattach(ctx, ops, ss[0].ID)
+			if _, err := att.Start(ctx, ops, controller.TaskSpec{TaskStart: prp.TaskStart{Argv: []string{"true"}}}); !errors.Is(err, prp.ErrScopeDenied) {
+				t.Errorf("a task on member %s before adoption: %v, want ErrScopeDenied", m.ID, err)
+			}
+		}
+	}
+	set, err := sys.RunnerSet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := func(sys *berth.System, runID string, want []controller.AttachStage) {
+		t.Helper()
+		h, err := sys.Leases().Acquire(ctx, ops, lease.AcquireRequest{Company: "acme", EnvironmentID: env.ID, Run: runID, Runner: set})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Lease().Labels[lease.LabelPool] != "member" {
+			t.Fatalf("%s: not adopted from the pool", runID)
+		}
+		var stages []controller.AttachStage
+		att, err := sys.Runners().Attach(ctx, ops, h, controller.AttachRequest{Progress: func(s controller.AttachStage) { stages = append(stages, s) }})
+		if err != nil {
+			t.Fatalf("%s: attach: %v", runID, err)
+		}
+		if got, w := stageList(stages), stageList(want); got != w {
+			t.Errorf("%s: attach stages %s, want %s", runID, got, w)
+		}
+		if att.Run() != runID || att.Company() != "acme" {
+			t.Errorf("%s: attachment of run %s company %s", runID, att.Run(), att.Company())
+		}
+		var out bytes.Buffer
+		task, err := att.Start(ctx, ops, controller.TaskSpec{TaskStart: prp.TaskStart{Argv: []string{"sh", "-c", "echo pooled $(id -u)"}}, Stdout: &out})
+		if err != nil {
+			t.Fatalf("%s: start: %v", runID, err)
+		}
+		exit, err := task.Wait(ctx)
+		if err != nil || exit.Code != 0 || !strings.HasPrefix(out.String(), "pooled ") {
+			t.Fatalf("%s: task: %+v, %v, output %q", runID, exit, err, out.String())
+		}
+		ss, err := stores.Runners.LeaseSessions(ctx, h.ID())
+		if err != nil || len(ss) != 1 || ss[0].Company != "acme" || ss[0].Run != runID {
+			t.Errorf("%s: sessions of the adopted lease %+v, %v; want the member's one, handed over", runID, ss, err)
+		}
+		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+			t.Fatalf("%s: release: %v", runID, err)
+		}
+	}
+	first(sys, "r1", []controller.AttachStage{controller.AttachInstalling, controller.AttachConnected})
+	sys.Close() // drains nothing; the other member's runner is disconnected
+	sys2 := newSys()
+	defer sys2.Close()
+	// The restarted System serves no member's runner until one is adopted:
+	// the Attach that hands the session over relaunches its runner with a
+	// resume ticket of it (the runner replays its state directory).
+	first(sys2, "r2", []controller.AttachStage{controller.AttachInstalling, controller.AttachLaunching, controller.AttachConnecting, controller.AttachConnected})
+
+	cur, err := sys2.Catalog().Get(ctx, ops, env.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys2.Catalog().Delete(ctx, ops, env.ID, cur.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys2.Leases().Sweep(ctx, ops); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := stores.Leases.ListLeases(ctx, lease.Filter{Environment: env.ID, Statuses: []lease.Status{lease.StatusPooled, lease.StatusActive, lease.StatusStarting}})
+	if err != nil || len(ls) != 0 {
+		t.Fatalf("live records left: %v, %v", ls, err)
+	}
+}
+
+func stageList(ss []controller.AttachStage) string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = string(s)
+	}
+	return strings.Join(out, ",")
+}
