@@ -29,8 +29,9 @@ import (
 // command) and its first task runs there. After a restart (the first
 // System closed: its ingress is gone and the runners are disconnected) a
 // second System adopts the other member: its Attach hands the session
-// over and relaunches the runner with a resume ticket of that session,
-// which runs the task. No live record of the environment is left.
+// over and launches a runner with a resume ticket, which leaves the
+// member's live runner to reconnect (one runner per state directory);
+// that runner runs the task. No live record of the environment is left.
 func TestRunnerPoolOnDocker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -97,10 +98,12 @@ func TestRunnerPoolOnDocker(t *testing.T) {
 			t.Fatalf("%s: not adopted from the pool", runID)
 		}
 		var stages []controller.AttachStage
+		attachStart := time.Now()
 		att, err := sys.Runners().Attach(ctx, ops, h, controller.AttachRequest{Progress: func(s controller.AttachStage) { stages = append(stages, s) }})
 		if err != nil {
 			t.Fatalf("%s: attach: %v", runID, err)
 		}
+		t.Logf("%s: attach took %s", runID, time.Since(attachStart))
 		if got, w := stageList(stages), stageList(want); got != w {
 			t.Errorf("%s: attach stages %s, want %s", runID, got, w)
 		}
@@ -116,6 +119,13 @@ func TestRunnerPoolOnDocker(t *testing.T) {
 		if err != nil || exit.Code != 0 || !strings.HasPrefix(out.String(), "pooled ") {
 			t.Fatalf("%s: task: %+v, %v, output %q", runID, exit, err, out.String())
 		}
+		// One runner serves the container: a relaunch on a state
+		// directory another live runner holds runs nothing.
+		res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c",
+			`n=0; for p in /proc/[0-9]*; do case "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" in ` + docker.RunnerBinaryPath + `*) n=$((n+1));; esac; done; echo $n`}})
+		if err != nil || strings.TrimSpace(string(res.Stdout)) != "1" {
+			t.Errorf("%s: runner processes in the container: %q, %v; want 1", runID, res.Stdout, err)
+		}
 		ss, err := stores.Runners.LeaseSessions(ctx, h.ID())
 		if err != nil || len(ss) != 1 || ss[0].Company != "acme" || ss[0].Run != runID {
 			t.Errorf("%s: sessions of the adopted lease %+v, %v; want the member's one, handed over", runID, ss, err)
@@ -129,8 +139,10 @@ func TestRunnerPoolOnDocker(t *testing.T) {
 	sys2 := newSys()
 	defer sys2.Close()
 	// The restarted System serves no member's runner until one is adopted:
-	// the Attach that hands the session over relaunches its runner with a
-	// resume ticket of it (the runner replays its state directory).
+	// the Attach that hands the session over launches a runner with a
+	// resume ticket of it, which finds the member's runner alive on the
+	// state directory, nudges it to reconnect now and exits: the member's
+	// own runner, with its pool token, is renewed and runs the task.
 	first(sys2, "r2", []controller.AttachStage{controller.AttachInstalling, controller.AttachLaunching, controller.AttachConnecting, controller.AttachConnected})
 
 	cur, err := sys2.Catalog().Get(ctx, ops, env.ID)

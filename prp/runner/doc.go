@@ -65,6 +65,15 @@
 // it had received but not started as rejected "interrupted" (nothing ran;
 // the resume cursor keeps them from being sent again).
 //
+// One runner per state directory: Run holds an exclusive lock on the
+// directory (flock on its lock file) while it runs. A runner launched on a
+// directory another live runner holds (a host that took a disconnected
+// runner for gone and relaunched it) exchanges nothing and returns
+// ErrStateDirBusy, after it asked the live one to reconnect at once (a
+// nudge file that a runner waiting out its backoff looks for): so one
+// journal is never served by two runners, and a command is never run by a
+// runner that did not journal the ones before it.
+//
 // Durability: the journal is fsynced at every state change but received
 // (written, then synced with the executing or done line that follows it
 // before anything runs); the outbox is written (one write per event) but

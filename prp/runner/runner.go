@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -156,6 +157,14 @@ func (r *Runner) Tag(taskID string) string { return TagEnv + "=" + r.id + ":" + 
 // and closed its files; a Runner runs once.
 func (r *Runner) Run(ctx context.Context) error {
 	defer r.close()
+	// One runner per state directory: a runner launched while another
+	// serves the directory (a host that took a disconnected runner for
+	// gone) asks that one to reconnect now and exchanges nothing.
+	unlock, err := lockStateDir(r.dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	// The state key comes with the exchange: the journal and outbox are
 	// opened (and their records checked) only then.
 	cred, err := r.bootstrap(ctx)
@@ -193,9 +202,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		r.log.Info("runner: disconnected; reconnecting", "err", err, "attempt", attempt)
 		r.armOrphanTimer(taskCtx)
-		select {
-		case <-ctx.Done():
-		case <-time.After(r.opts.Backoff(attempt)):
+		if r.waitBackoff(ctx, r.opts.Backoff(attempt)) {
+			attempt = 0 // another runner's launch nudged this one
 		}
 		if ctx.Err() != nil {
 			err = ctx.Err()
@@ -241,6 +249,51 @@ func (r *Runner) bootstrap(ctx context.Context) (credentials, error) {
 // directory holds: "<session> <mac>", the mac an HMAC of the session id
 // under its state key.
 const sessionFile = "session"
+
+// lockFile is the state directory's lock (lockStateDir); nudgeFile, when
+// it appears, asks the runner that holds the lock to reconnect at once
+// (a runner launched on the directory while this one was disconnected
+// leaves it, then exits).
+const (
+	lockFile  = "lock"
+	nudgeFile = "reconnect"
+)
+
+// ErrStateDirBusy is Run's error when another live runner serves the
+// state directory: that runner was asked to reconnect at once, and this
+// one ran nothing (its ticket is not exchanged).
+var ErrStateDirBusy = errcode.New(errcode.Conflict, "runner: another runner serves the state directory")
+
+// nudge asks the runner that holds dir's lock to reconnect at once.
+func nudge(dir string) {
+	_ = os.WriteFile(filepath.Join(dir, nudgeFile), nil, 0o600)
+}
+
+// nudgePoll is how often a runner waiting to reconnect looks for a nudge.
+const nudgePoll = 50 * time.Millisecond
+
+// waitBackoff waits d, or until ctx ends or a nudge appears in the state
+// directory (which it removes), and reports whether it was nudged.
+func (r *Runner) waitBackoff(ctx context.Context, d time.Duration) bool {
+	done := time.NewTimer(d)
+	defer done.Stop()
+	poll := time.NewTicker(nudgePoll)
+	defer poll.Stop()
+	path := filepath.Join(r.dir, nudgeFile)
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-done.C:
+			return false
+		case <-poll.C:
+			if os.Remove(path) == nil {
+				r.log.Info("runner: another runner was launched on the state directory; reconnecting now")
+				return true
+			}
+		}
+	}
+}
 
 // claimStateDir checks, for a resume, that the state directory holds the
 // resumed session (its session file's mac verifies under the state key):

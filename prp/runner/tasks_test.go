@@ -2,7 +2,9 @@ package runner_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -200,4 +202,47 @@ func TestTokenRenewalForAnotherRunIsRefused(t *testing.T) {
 	// Its commands are still run-1's.
 	c.command(startCmd("c1", "t1", "true"))
 	c.waitResults("c1", 1)
+}
+
+// One runner per state directory: a runner launched on the directory
+// while another runner serves it (disconnected, waiting out a long
+// backoff) exchanges nothing and returns ErrStateDirBusy, and the runner
+// that holds the directory reconnects at once instead of after its
+// backoff. Once that runner is gone, a runner on the directory runs.
+func TestOneRunnerPerStateDirectory(t *testing.T) {
+	t.Parallel()
+	c := newController(t)
+	dir := t.TempDir()
+	slow := func(int) time.Duration { return time.Hour }
+	_, firstDone := startRunner(t, c, dir, runner.Options{Ticket: c.ticket("lease-1", prp.ScopeTask, time.Minute), Backoff: slow})
+	c.waitFor("the welcome", func() bool { return c.conns == 1 })
+	session := c.session()
+	c.mu.Lock()
+	c.conn.CloseNow()
+	c.mu.Unlock()
+	time.Sleep(100 * time.Millisecond) // the first runner is in its hour of backoff
+	resume := c.resumeTicket(session)
+	second, err := runner.New(c.URL(), dir, &runner.Options{Lease: "lease-1", Ticket: resume, Backoff: fastBackoff, StopGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := second.Run(ctx); !errors.Is(err, runner.ErrStateDirBusy) {
+		t.Fatalf("a second runner on the state directory: %v, want ErrStateDirBusy", err)
+	}
+	c.waitFor("the first runner's reconnect, nudged", func() bool { return c.conns == 2 })
+	select {
+	case err := <-firstDone:
+		t.Fatalf("the first runner ended: %v", err)
+	default:
+	}
+	// The resume ticket was not exchanged: it is still unused.
+	tk, err := prp.ParseTicket(resume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.store.ConsumeTicket(context.Background(), tk.Hash(), "lease-1", "s_probe", time.Now()); err != nil {
+		t.Errorf("the busy runner's ticket: %v, want it unused", err)
+	}
 }
