@@ -150,7 +150,7 @@
     const slot = e.field ? form.querySelector('[data-error-for="' + CSS.escape(e.field) + '"]') : null;
     if (slot) {
       const f = slot.closest(".field");
-      const missing = f && f.dataset.kind === "secret" && /required/.test(e.message) ? "missing credentials: " : "";
+      const missing = e.code === "missing_credentials" ? "missing credentials: " : "";
       slot.textContent = missing + e.message + " (" + e.code + ")";
       const input = f && f.querySelector("input, textarea, select");
       if (input) input.setAttribute("aria-invalid", "true");
