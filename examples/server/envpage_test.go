@@ -376,16 +376,18 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	other := newTab(t, root)
 	admin.do("open the editor", chromedp.Navigate(edit), chromedp.WaitVisible(chromedp.ID("editor")))
 	other.do("open the editor in a second tab", chromedp.Navigate(edit), chromedp.WaitVisible(chromedp.ID("editor")))
-	admin.do("save in the first tab", chromedp.SendKeys(chromedp.ID("f-description"), " (first tab)"), chromedp.Click(chromedp.ID("save")))
+	// Typed at the end of the stored description (the caret goes there
+	// as a person's End key puts it).
+	admin.do("save in the first tab", chromedp.Focus(chromedp.ID("f-description")), chromedp.KeyEvent(kb.End), chromedp.KeyEvent(" (first tab)"), chromedp.Click(chromedp.ID("save")))
 	admin.waitJS(`location.search.includes("saved=")`)
-	other.do("save in the second tab", chromedp.SendKeys(chromedp.ID("f-description"), " (second tab)"), chromedp.Click(chromedp.ID("save")))
+	other.do("save in the second tab", chromedp.Focus(chromedp.ID("f-description")), chromedp.KeyEvent(kb.End), chromedp.KeyEvent(" (second tab)"), chromedp.Click(chromedp.ID("save")))
 	other.waitText("#form-error", "changed by someone else: reload")
 	screenshot(t, other.ctx, "07-conflict")
 	other.do("reload as told", chromedp.Click(chromedp.ID("reload")), chromedp.WaitVisible(chromedp.ID("editor")))
 	// The reloaded editor is filled by the page's script: wait for the
 	// stored description, then check that the lost edit is not in it.
 	other.waitJS(`(document.getElementById("f-description") || {}).value.includes("(first tab)")`)
-	if v, _ := chromedp.Run(other.ctx, chromedp.Value(chromedp.ID("f-description"))); !strings.Contains(v, "(first tab)") || strings.Contains(v, "(second tab)") {
+	if v, _ := chromedp.Run(other.ctx, chromedp.Value(chromedp.ID("f-description"))); v != "This host (managed by the server) (first tab)" {
 		t.Errorf("after the reload the description is %q", v)
 	}
 
@@ -504,7 +506,7 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	// The instance settings: managed-sandbox-only makes host targets
 	// unavailable with the reason and drops them from the create form;
 	// environments disabled says what to do.
-	admin.do("managed sandboxes only", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.ID("settings-form")),
+	admin.do("managed sandboxes only", chromedp.Navigate(page+"#settings"), chromedp.WaitVisible(chromedp.ID("settings-form")),
 		chromedp.Click(chromedp.ID("set-managed")), chromedp.Click(chromedp.ID("settings-save")),
 		chromedp.WaitVisible(chromedp.ID("settings-managed-only")))
 	if s := admin.text(`#drivers-table tr[data-driver="ssh"] .availability`); !strings.Contains(s, "unavailable") || !strings.Contains(s, "managed") {
@@ -516,8 +518,15 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	screenshot(t, root, "13-managed-only")
 	admin.do("disable environments", chromedp.Click(chromedp.ID("set-enable")), chromedp.Click(chromedp.ID("settings-save")),
 		chromedp.WaitVisible(chromedp.ID("settings-disabled")))
-	if s := admin.text("#settings-disabled"); !strings.Contains(s, "turns on “Enable environments” below") {
+	if s := admin.text("#settings-disabled"); !strings.Contains(s, "turns on “Enable environments” in Instance settings below") {
 		t.Errorf("the disabled notice: %q", s)
+	}
+	// One short sentence per row, the library's whole error on hover.
+	if s := admin.text(`tr[data-name="local"] .reason`); s != "Environments are disabled on this instance." {
+		t.Errorf("the local row's reason when disabled: %q", s)
+	}
+	if s, _ := chromedp.Run(root, chromedp.Evaluate[string](`document.querySelector('tr[data-name="local"] .reason').title`)); !strings.Contains(s, "enableEnvironments is off") {
+		t.Errorf("the local row's full reason on hover: %q", s)
 	}
 	screenshot(t, root, "14-disabled")
 
