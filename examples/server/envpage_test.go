@@ -500,7 +500,9 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 
 	// And the whole page (in acme, with the editor of box): every visible
 	// control is reached by Tab, and each has a name.
-	admin.do("open box", chromedp.Navigate(page+"?company=acme&edit="+box.ID), chromedp.WaitVisible(chromedp.ID("editor")))
+	// Every section open (a closed one's controls are not reached).
+	admin.do("open box", chromedp.Navigate(page+"?company=acme&edit="+box.ID), chromedp.WaitVisible(chromedp.ID("editor")),
+		chromedp.Evaluate[chromedp.Void](`document.querySelectorAll("details").forEach(d => { d.open = true; })`))
 	tabWalk(t, admin, `a[href], button:not([disabled]), input:not([type=hidden]), select, textarea`)
 
 	// The instance settings: managed-sandbox-only makes host targets
@@ -576,7 +578,7 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 // it reaches has an accessible name (a label, aria-label or its text).
 func tabWalk(t *testing.T, b tab, sel string) {
 	t.Helper()
-	want, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`(function(){ let n = 0; return Array.from(document.querySelectorAll('`+sel+`')).filter(e => e.offsetParent !== null && !e.hidden).map(e => { if (!e.dataset.walk) e.dataset.walk = "w" + (n++); return e.dataset.walk; }); })()`))
+	want, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`(function(){ let n = 0; return Array.from(document.querySelectorAll('`+sel+`')).filter(e => e.offsetParent !== null && !e.hidden && e.checkVisibility()).map(e => { if (!e.dataset.walk) e.dataset.walk = "w" + (n++); return e.dataset.walk; }); })()`))
 	if err != nil || len(want) == 0 {
 		t.Fatalf("list the controls: %v (%d)", err, len(want))
 	}

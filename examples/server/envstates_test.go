@@ -158,6 +158,9 @@ func TestEnvironmentsPageStatesInABrowser(t *testing.T) {
 	if s := admin.waitText("#run-receipt", "lease "); !strings.Contains(s, "cleanup confirmed") || !strings.Contains(s, "environment "+box.ID) {
 		t.Errorf("the receipt after Stop: %q", s)
 	}
+	if s := admin.text("#run-exit"); !strings.HasPrefix(s, "killed by signal ") {
+		t.Errorf("the exit of the stopped run reads %q", s)
+	}
 	if !admin.waitJS2(`document.getElementById("run-stop").disabled`) {
 		t.Error("Stop is still enabled after the run stopped")
 	}

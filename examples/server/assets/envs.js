@@ -519,7 +519,8 @@
       (v.error ? ": " + v.error.message : ""));
     if (v.exit) {
       const x = v.exit;
-      setText(document.getElementById("run-exit"), "exit status " + x.code + (x.signal ? " (signal " + x.signal + ")" : "") +
+      setText(document.getElementById("run-exit"), (x.signal && x.code < 0 ? "killed by signal " + x.signal + " (no exit status)"
+        : "exit status " + x.code + (x.signal ? " (signal " + x.signal + ")" : "")) +
         (x.timed_out ? " (time limit)" : "") + (x.truncated ? " (output truncated)" : ""));
     }
     const proofs = v.proofs || [];
