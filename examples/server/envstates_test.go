@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/examples/internal/secretfile"
 )
 
 // attr returns attribute name of the first element matching css ("" when
@@ -303,6 +305,18 @@ func TestDaytonaOnThePageInABrowser(t *testing.T) {
 	}
 	if s := admin.text("#state-api_key"); s != "set (version 1)" {
 		t.Errorf("the api key after the save reads %q", s)
+	}
+	// The removed key's secret is retired (the Test's lease is proven
+	// clean, so nothing keeps it); the kept key's value is untouched.
+	sec, err := secretfile.Open(t.Context(), filepath.Join(e.dir, "secrets"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := sec.Get(t.Context(), refs["ALPHA"]); err != nil || v != alpha {
+		t.Errorf("the kept key's secret: %v", err)
+	}
+	if _, err := sec.Get(t.Context(), refs["BETA"]); err == nil {
+		t.Error("the removed key's secret is still in the secret store")
 	}
 	screenshot(t, admin.ctx, "d04-daytona-key-removed")
 
