@@ -314,6 +314,10 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	if strings.Contains(admin.source(), canary) {
 		t.Error("the page source holds the pasted key")
 	}
+	// A host target has no image to qualify: the editor says so.
+	if s := admin.text("#qualification"); !strings.HasPrefix(s, "not applicable: a host target runs no image") {
+		t.Errorf("the ssh environment's qualification reads %q", s)
+	}
 	screenshot(t, root, "03-ssh-saved")
 	sshID, _ := chromedp.Run(root, chromedp.Evaluate[string](`document.getElementById("editor").dataset.env`))
 
