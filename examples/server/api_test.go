@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 )
 
@@ -159,5 +161,36 @@ func TestDrivers(t *testing.T) {
 	e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/drivers", token: tokAgent}).decode(t, &d)
 	if len(d.Items) != 1 || d.Items[0].Name != "fake" || !d.Items[0].Available {
 		t.Errorf("drivers %+v", d.Items)
+	}
+}
+
+// A required secret left out is the code missing_credentials (400) on its
+// field, at create and at update, on both stores, even beside another
+// invalid field; other config errors stay invalid.
+func TestMissingCredentialsCode(t *testing.T) {
+	for _, kind := range stores {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, kind, &envOpts{drivers: []drivers.Driver{fake.New(&fake.Options{APIKey: "k-0123456789"})}})
+			create := call{method: "POST", path: "/api/v1/environments", token: tokAdmin,
+				body: map[string]any{"name": "keyless", "driver": "fake", "config": map[string]any{"cpus": 0}}}
+			if er := e.must(t, http.StatusBadRequest, create).err(t); er.Code != "missing_credentials" || er.Field != "config.api_key" || er.Target != "keyless" {
+				t.Errorf("create without the required api_key: %+v", er)
+			}
+			create.body = map[string]any{"name": "keyed", "driver": "fake", "config": map[string]any{"api_key": "k-0123456789", "cpus": 0}}
+			if er := e.must(t, http.StatusBadRequest, create).err(t); er.Code != "invalid" || er.Field != "config.cpus" {
+				t.Errorf("create with a bad cpus only: %+v", er)
+			}
+			create.body = map[string]any{"name": "keyed", "driver": "fake", "config": map[string]any{"api_key": "k-0123456789"}}
+			var v environment.View
+			e.must(t, http.StatusCreated, create).decode(t, &v)
+			patch := call{method: "PATCH", path: "/api/v1/environments/" + v.ID, token: tokAdmin, header: map[string]string{"If-Match": `"1"`},
+				body: map[string]any{"config": map[string]any{"region": "local-2"}}}
+			if er := e.must(t, http.StatusBadRequest, patch).err(t); er.Code != "missing_credentials" || er.Field != "config.api_key" {
+				t.Errorf("an update dropping the required api_key: %+v", er)
+			}
+			if strings.Contains(string(e.bodies), "k-0123456789") {
+				t.Error("a response holds the api key")
+			}
+		})
 	}
 }

@@ -314,6 +314,10 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	if strings.Contains(admin.source(), canary) {
 		t.Error("the page source holds the pasted key")
 	}
+	// A host target has no image to qualify: the editor says so.
+	if s := admin.text("#qualification"); !strings.HasPrefix(s, "not applicable: a host target runs no image") {
+		t.Errorf("the ssh environment's qualification reads %q", s)
+	}
 	screenshot(t, root, "03-ssh-saved")
 	sshID, _ := chromedp.Run(root, chromedp.Evaluate[string](`document.getElementById("editor").dataset.env`))
 
@@ -376,16 +380,18 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	other := newTab(t, root)
 	admin.do("open the editor", chromedp.Navigate(edit), chromedp.WaitVisible(chromedp.ID("editor")))
 	other.do("open the editor in a second tab", chromedp.Navigate(edit), chromedp.WaitVisible(chromedp.ID("editor")))
-	admin.do("save in the first tab", chromedp.SendKeys(chromedp.ID("f-description"), " (first tab)"), chromedp.Click(chromedp.ID("save")))
+	// Typed at the end of the stored description (the caret goes there
+	// as a person's End key puts it).
+	admin.do("save in the first tab", chromedp.Focus(chromedp.ID("f-description")), chromedp.KeyEvent(kb.End), chromedp.KeyEvent(" (first tab)"), chromedp.Click(chromedp.ID("save")))
 	admin.waitJS(`location.search.includes("saved=")`)
-	other.do("save in the second tab", chromedp.SendKeys(chromedp.ID("f-description"), " (second tab)"), chromedp.Click(chromedp.ID("save")))
+	other.do("save in the second tab", chromedp.Focus(chromedp.ID("f-description")), chromedp.KeyEvent(kb.End), chromedp.KeyEvent(" (second tab)"), chromedp.Click(chromedp.ID("save")))
 	other.waitText("#form-error", "changed by someone else: reload")
 	screenshot(t, other.ctx, "07-conflict")
 	other.do("reload as told", chromedp.Click(chromedp.ID("reload")), chromedp.WaitVisible(chromedp.ID("editor")))
 	// The reloaded editor is filled by the page's script: wait for the
 	// stored description, then check that the lost edit is not in it.
 	other.waitJS(`(document.getElementById("f-description") || {}).value.includes("(first tab)")`)
-	if v, _ := chromedp.Run(other.ctx, chromedp.Value(chromedp.ID("f-description"))); !strings.Contains(v, "(first tab)") || strings.Contains(v, "(second tab)") {
+	if v, _ := chromedp.Run(other.ctx, chromedp.Value(chromedp.ID("f-description"))); v != "This host (managed by the server) (first tab)" {
 		t.Errorf("after the reload the description is %q", v)
 	}
 
@@ -498,13 +504,15 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 
 	// And the whole page (in acme, with the editor of box): every visible
 	// control is reached by Tab, and each has a name.
-	admin.do("open box", chromedp.Navigate(page+"?company=acme&edit="+box.ID), chromedp.WaitVisible(chromedp.ID("editor")))
+	// Every section open (a closed one's controls are not reached).
+	admin.do("open box", chromedp.Navigate(page+"?company=acme&edit="+box.ID), chromedp.WaitVisible(chromedp.ID("editor")),
+		chromedp.Evaluate[chromedp.Void](`document.querySelectorAll("details").forEach(d => { d.open = true; })`))
 	tabWalk(t, admin, `a[href], button:not([disabled]), input:not([type=hidden]), select, textarea`)
 
 	// The instance settings: managed-sandbox-only makes host targets
 	// unavailable with the reason and drops them from the create form;
 	// environments disabled says what to do.
-	admin.do("managed sandboxes only", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.ID("settings-form")),
+	admin.do("managed sandboxes only", chromedp.Navigate(page+"#settings"), chromedp.WaitVisible(chromedp.ID("settings-form")),
 		chromedp.Click(chromedp.ID("set-managed")), chromedp.Click(chromedp.ID("settings-save")),
 		chromedp.WaitVisible(chromedp.ID("settings-managed-only")))
 	if s := admin.text(`#drivers-table tr[data-driver="ssh"] .availability`); !strings.Contains(s, "unavailable") || !strings.Contains(s, "managed") {
@@ -516,8 +524,15 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	screenshot(t, root, "13-managed-only")
 	admin.do("disable environments", chromedp.Click(chromedp.ID("set-enable")), chromedp.Click(chromedp.ID("settings-save")),
 		chromedp.WaitVisible(chromedp.ID("settings-disabled")))
-	if s := admin.text("#settings-disabled"); !strings.Contains(s, "turns on “Enable environments” below") {
+	if s := admin.text("#settings-disabled"); !strings.Contains(s, "turns on “Enable environments” in Instance settings below") {
 		t.Errorf("the disabled notice: %q", s)
+	}
+	// One short sentence per row, the library's whole error on hover.
+	if s := admin.text(`tr[data-name="local"] .reason`); s != "Environments are disabled on this instance." {
+		t.Errorf("the local row's reason when disabled: %q", s)
+	}
+	if s, _ := chromedp.Run(root, chromedp.Evaluate[string](`document.querySelector('tr[data-name="local"] .reason').title`)); !strings.Contains(s, "enableEnvironments is off") {
+		t.Errorf("the local row's full reason on hover: %q", s)
 	}
 	screenshot(t, root, "14-disabled")
 
@@ -567,7 +582,7 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 // it reaches has an accessible name (a label, aria-label or its text).
 func tabWalk(t *testing.T, b tab, sel string) {
 	t.Helper()
-	want, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`(function(){ let n = 0; return Array.from(document.querySelectorAll('`+sel+`')).filter(e => e.offsetParent !== null && !e.hidden).map(e => { if (!e.dataset.walk) e.dataset.walk = "w" + (n++); return e.dataset.walk; }); })()`))
+	want, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`(function(){ let n = 0; return Array.from(document.querySelectorAll('`+sel+`')).filter(e => e.offsetParent !== null && !e.hidden && e.checkVisibility()).map(e => { if (!e.dataset.walk) e.dataset.walk = "w" + (n++); return e.dataset.walk; }); })()`))
 	if err != nil || len(want) == 0 {
 		t.Fatalf("list the controls: %v (%d)", err, len(want))
 	}

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
@@ -114,6 +116,12 @@ func codeOf(err error) string {
 	if errors.As(err, &mbe) {
 		return errcode.Invalid.String()
 	}
+	// A required secret that is absent is the driver code
+	// missing_credentials (drivers.CodeOf), still a 400: the operator
+	// pastes a credential, the config is otherwise well formed.
+	if errors.Is(err, config.ErrCredentialsMissing) {
+		return string(drivers.CodeMissingCredentials)
+	}
 	c := errcode.Code(err)
 	if c == errcode.OK {
 		c = errcode.Unknown
@@ -137,6 +145,9 @@ func errorBody(err error) apiError {
 		e.Field, e.Target = efe.Field, efe.Environment
 	}
 	if errors.As(err, &ce) {
+		if f, ok := missingSecret(ce.Err); ok && e.Field == "" {
+			e.Field = "config." + f // the field the code is about
+		}
 		if f := ce.Fields(); len(f) > 0 && e.Field == "" {
 			e.Field = "config." + f[0]
 		}
@@ -154,6 +165,23 @@ func errorBody(err error) apiError {
 		e.Target = fe.target
 	}
 	return e
+}
+
+// missingSecret returns the field of the first required secret field
+// that err (an errors.Join tree of *config.Error) reports absent.
+func missingSecret(err error) (string, bool) {
+	var ce *config.Error
+	if errors.As(err, &ce) && errors.Is(ce, config.ErrCredentialsMissing) {
+		return ce.Field, true
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if f, ok := missingSecret(e); ok {
+				return f, true
+			}
+		}
+	}
+	return "", false
 }
 
 // writeError writes err in the API's error shape.

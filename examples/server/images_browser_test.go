@@ -25,7 +25,14 @@ import (
 // the admin's tab and the page URL.
 func imagesPage(t *testing.T, e *tenv) (tab, string, *httptest.Server) {
 	t.Helper()
-	ts := httptest.NewServer(e.s.Handler())
+	return pageOn(t, e, e.s.Handler())
+}
+
+// pageOn is imagesPage with the server's handler h (a teeHandler keeps
+// every response).
+func pageOn(t *testing.T, e *tenv, h http.Handler) (tab, string, *httptest.Server) {
+	t.Helper()
+	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
 	link, err := e.s.host.ensureAdmin(t.Context(), time.Now())
 	if err != nil || link == "" {

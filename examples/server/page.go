@@ -151,6 +151,7 @@ type envPage struct {
 	ManagedOnly bool
 
 	Drivers     []driverRow
+	DriversUp   int         // how many are available
 	Offered     []driverRow // drivers the create form offers
 	Unavailable []driverRow // drivers listed with their reason, never offered
 	Envs        []envRow
@@ -167,13 +168,14 @@ type envPage struct {
 // perms are the controls the principal gets; each is asked of the
 // library's authorizer, so that the page shows what the API would allow.
 type perms struct {
-	Create, Update, Delete, Probe, Bind, Run, Settings, ReadConfig bool
+	Create, Update, Archive, Delete, Probe, Bind, Run, Settings, ReadConfig bool
 }
 
 type driverRow struct {
 	Name, Kind string
 	Available  bool
-	Reason     string
+	Reason     string // the library's whole error, on hover
+	Short      string // one short sentence
 	Caps       []string
 	Limits     []string
 	Health     []healthRow
@@ -182,15 +184,18 @@ type driverRow struct {
 type healthRow struct {
 	Endpoint  string
 	Available bool
-	Reason    string
+	Reason    string // on hover
 	Checked   when
 }
 
 type envRow struct {
 	ID, Name, Driver, Description string
+	Revision                      int64
 	Status                        string // in plain words
-	Unavailable                   string
+	Unavailable                   string // the library's whole reason, on hover
+	Short                         string // the reason in one short sentence
 	Local                         bool
+	Archived                      bool
 	Health                        bool // the driver measures provider health
 	Updated                       when
 	Selected                      bool
@@ -218,10 +223,15 @@ type editor struct {
 	Revision    int64
 	Redacted    bool
 	Local       bool
+	Archived    bool
+	Env         string // the environment's env vars, KEY=VALUE per line
+	Metadata    string // its metadata, KEY=VALUE per line
+	SecretEnv   string // the label of the driver's secret env map field, if any
 	Fields      []fieldRow
 	Caps        []string
 	Limits      []string
 	Unavailable string
+	Short       string // Unavailable in one short sentence
 	Qual        *qualRow
 	Template    string // the active template and its drift, or ""
 	Images      *imagesRow
@@ -262,8 +272,15 @@ type fieldRow struct {
 	SecretSet     bool
 	SecretVersion int64
 	SecretRef     string // JSON of the reference
-	SecretKeys    []string
+	SecretKeys    []secretKey
 	SecretRefs    string // JSON of a secret map's key → reference
+}
+
+// secretKey is one key of a secret map field: its name and the version
+// of its value (never the value).
+type secretKey struct {
+	Key     string
+	Version int64
 }
 
 // Multiline reports whether the field is edited in a textarea.
@@ -322,6 +339,7 @@ func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Re
 	pg.Can = perms{
 		Create:     s.allowed(ctx, p, authz.ActionCreate, envRes),
 		Update:     s.allowed(ctx, p, authz.ActionUpdate, envRes),
+		Archive:    s.allowed(ctx, p, authz.ActionArchive, envRes),
 		Delete:     s.allowed(ctx, p, authz.ActionDelete, envRes),
 		Probe:      s.allowed(ctx, p, authz.ActionProbe, authz.Resource{Kind: authz.ResourceKindEnvironment, Company: pg.Company}),
 		Bind:       s.allowed(ctx, p, authz.ActionBind, authz.Resource{Kind: authz.ResourceKindBinding, Company: pg.Company}),
@@ -341,7 +359,9 @@ func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Re
 	if err != nil {
 		return nil, err
 	}
+	hostDriver := map[string]bool{}
 	for _, info := range s.sys.Drivers().List() {
+		hostDriver[info.Name] = info.Kind == drivers.KindHost
 		if err := s.gate.DriverStatus(info.Name); err != nil && info.Available {
 			info.Available, info.Reason, info.Effective = false, err.Error(), 0
 		}
@@ -351,6 +371,9 @@ func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Re
 		row := driverRow{Name: info.Name, Kind: info.Kind.String(), Available: info.Available, Reason: info.Reason}
 		if info.Available { // an unavailable driver's reason says it all
 			row.Caps, row.Limits = capNames(info.Effective), limitsOf(info.Effective)
+			pg.DriversUp++
+		} else {
+			row.Short = shortReason(info.Reason, st, info.Kind == drivers.KindHost, nil, now)
 		}
 		for _, h := range health {
 			if h.Driver == info.Name {
@@ -377,9 +400,13 @@ func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Re
 	for _, v := range envs {
 		names[v.ID] = v.Name
 		_, hc := s.driver(v.Driver).(drivers.HealthChecker)
-		pg.Envs = append(pg.Envs, envRow{ID: v.ID, Name: v.Name, Driver: v.Driver, Description: v.Description,
+		row := envRow{ID: v.ID, Name: v.Name, Driver: v.Driver, Description: v.Description, Revision: v.Revision,
 			Status: statusWords(v), Unavailable: v.Unavailable, Local: v.Driver == "local", Health: hc,
-			Updated: whenOf(v.UpdatedAt, now), Selected: v.ID == editID})
+			Archived: v.Status == environment.StatusArchived, Updated: whenOf(v.UpdatedAt, now), Selected: v.ID == editID}
+		if v.Unavailable != "" {
+			row.Short = shortReason(v.Unavailable, st, hostDriver[v.Driver], v.Health, now)
+		}
+		pg.Envs = append(pg.Envs, row)
 	}
 
 	switch {
@@ -389,6 +416,9 @@ func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Re
 			return nil, err
 		}
 		pg.Editor = s.editorOf(ctx, p, v, pg.Company, now)
+		if v.Unavailable != "" {
+			pg.Editor.Short = shortReason(v.Unavailable, st, hostDriver[v.Driver], v.Health, now)
+		}
 	case q.Get("new") != "" && pg.Can.Create:
 		d := q.Get("new")
 		for _, o := range pg.Offered {
@@ -435,6 +465,34 @@ func statusWords(v *environment.View) string {
 	return "ready"
 }
 
+// shortReason says in one short sentence why a driver or an environment
+// is not a target now (the whole reason, the library's error chain, goes
+// on hover): the instance settings' refusals and a provider last measured
+// unavailable have a sentence each; any other reason is shown without the
+// chain's trailing sentinel.
+func shortReason(full string, st instance.Settings, host bool, h *environment.HealthView, now time.Time) string {
+	switch {
+	case !st.EnableEnvironments:
+		return "Environments are disabled on this instance."
+	case host && st.ManagedSandboxOnly:
+		return "Host targets are off: this instance allows managed sandboxes only."
+	case h != nil && h.Status == environment.HealthUnavailable && h.CheckedAt != nil:
+		return "The provider was unreachable when last checked, " + whenOf(*h.CheckedAt, now).Ago + "."
+	}
+	s := strings.TrimSpace(full)
+	for _, tail := range []string{": " + drivers.ErrUnavailable.Error(), ": " + drivers.ErrUnsupported.Error()} {
+		s = strings.TrimSuffix(s, tail)
+	}
+	if s == "" {
+		return "Unavailable."
+	}
+	s = strings.ToUpper(s[:1]) + s[1:]
+	if !strings.HasSuffix(s, ".") && !strings.HasSuffix(s, ")") {
+		s += "."
+	}
+	return s
+}
+
 // capNames lists the capabilities of set by name.
 func capNames(set drivers.Set) []string {
 	var out []string
@@ -468,6 +526,7 @@ func (s *server) newEditor(d string) *editor {
 		return ed
 	}
 	ed.Fields = fieldsOf(drv.Schema(), nil)
+	ed.SecretEnv = secretMapLabel(ed.Fields)
 	eff := drivers.Effective(drv, 0)
 	ed.Caps, ed.Limits = capNames(eff), limitsOf(eff)
 	return ed
@@ -477,10 +536,12 @@ func (s *server) newEditor(d string) *editor {
 // view) of v.
 func (s *server) editorOf(ctx context.Context, p authz.Principal, v *environment.View, company string, now time.Time) *editor {
 	ed := &editor{ID: v.ID, Driver: v.Driver, Name: v.Name, Description: v.Description, Revision: v.Revision,
-		Redacted: v.Redacted, Local: v.Driver == "local", Unavailable: v.Unavailable}
+		Redacted: v.Redacted, Local: v.Driver == "local", Unavailable: v.Unavailable,
+		Archived: v.Status == environment.StatusArchived, Env: textOf(v.Env), Metadata: textOf(v.Metadata)}
 	if drv := s.driver(v.Driver); drv != nil {
 		if !v.Redacted {
 			ed.Fields = fieldsOf(drv.Schema(), v.Config)
+			ed.SecretEnv = secretMapLabel(ed.Fields)
 		}
 		eff := drivers.Effective(drv, 0)
 		if v.Config != nil {
@@ -503,12 +564,36 @@ func (s *server) editorOf(ctx context.Context, p authz.Principal, v *environment
 	ed.Images = im
 	if qv, err := s.sys.Prober().Qualification(ctx, p, v.ID, company); err == nil {
 		ed.Qual = qualOf(qv, now)
+		// A host target never gets a record (PRB-6): say why rather than
+		// "probe with a pinned image".
+		if drv := s.driver(v.Driver); drv != nil && drv.Capabilities().Kind == drivers.KindHost && qv.Code == qualification.CodeNoRecord {
+			ed.Qual.Code = string(qualification.CodeHostTarget)
+			ed.Qual.Reason = "a host target runs no image, so there is nothing to qualify" +
+				map[bool]string{true: ".", false: "; Test still checks that it is reachable."}[ed.Local]
+		}
 	}
 	return ed
 }
 
+// secretMapLabel is the label of the first secret map field (a driver's
+// secret env vars), or "".
+func secretMapLabel(fs []fieldRow) string {
+	for _, f := range fs {
+		if f.Kind == config.KindSecretMap.String() {
+			return f.Label
+		}
+	}
+	return ""
+}
+
 func qualOf(v qualification.View, now time.Time) *qualRow {
 	q := &qualRow{Qualified: v.Qualified, Code: string(v.Code), Reason: v.Reason}
+	if v.InvalidatedAt != nil {
+		// The time is shown beside it: the reason says what changed.
+		if _, rest, ok := strings.Cut(v.Reason, ": "); ok && strings.HasPrefix(v.Reason, "invalidated at ") {
+			q.Reason = rest
+		}
+	}
 	if v.Platform != nil {
 		q.Platform = v.Platform.String()
 	}
@@ -551,10 +636,10 @@ func fieldsOf(sc *config.Schema, cfg config.Config) []fieldRow {
 			if refs := cfg.SecretMapRefs(f.Name); len(refs) > 0 {
 				b, _ := json.Marshal(refs)
 				row.SecretRefs = string(b)
-				for k := range refs {
-					row.SecretKeys = append(row.SecretKeys, k)
+				for k, ref := range refs {
+					row.SecretKeys = append(row.SecretKeys, secretKey{Key: k, Version: ref.Version})
 				}
-				sort.Strings(row.SecretKeys)
+				sort.Slice(row.SecretKeys, func(i, j int) bool { return row.SecretKeys[i].Key < row.SecretKeys[j].Key })
 			}
 		case present && f.Type == config.TypeBool:
 			row.Checked, _ = v.(bool)

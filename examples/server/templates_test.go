@@ -39,9 +39,16 @@ func (e *tenv) waitSession(t *testing.T, id string, want custom.SessionState) *c
 // the terminal over WebSocket with a single-use token, capture with
 // promote, the drift, the history, revoke; a scripted setup; the roles
 // the library decides; the refusals of a driver without the capabilities.
+// On both stores (SQLite and PostgreSQL).
 func TestTemplateAndSetupAPI(t *testing.T) {
+	for _, kind := range stores {
+		t.Run(kind, func(t *testing.T) { templateAndSetupAPI(t, kind) })
+	}
+}
+
+func templateAndSetupAPI(t *testing.T, kind string) {
 	narrow := fake.New(&fake.Options{Name: "fake-narrow", Undeclared: drivers.NewSet(drivers.CapTemplateCapture, drivers.CapTerminal)})
-	e := newEnv(t, "sqlite", &envOpts{drivers: []drivers.Driver{setupFake(nil), narrow}})
+	e := newEnv(t, kind, &envOpts{drivers: []drivers.Driver{setupFake(nil), narrow}})
 	env := e.createFake(t, "imgbox")
 
 	start := call{method: "POST", path: "/api/v1/environments/" + env.ID + "/setup-sessions", token: tokOperator,

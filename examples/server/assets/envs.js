@@ -50,9 +50,48 @@
     return u.toString();
   }
 
+  // ---- collapsible sections: each tab keeps what it opened across
+  // reloads; a link to a section (#settings) opens it ----
+  document.querySelectorAll("details[data-keep]").forEach(function (d) {
+    const k = "berth.open." + d.id;
+    let v = null;
+    try { v = window.sessionStorage.getItem(k); } catch (e) { v = null; }
+    if (v !== null) d.open = v === "1";
+    d.addEventListener("toggle", function () {
+      try { window.sessionStorage.setItem(k, d.open ? "1" : "0"); } catch (e) { /* storage off: not kept */ }
+    });
+  });
+  function openTarget() {
+    const id = window.location.hash.slice(1);
+    const el = id && document.getElementById(id);
+    const d = el && el.closest("details");
+    if (d) d.open = true;
+  }
+  window.addEventListener("hashchange", openTarget);
+  openTarget();
+
   // ---- the editor (UI-1) ----
   const form = document.getElementById("editor");
   if (form) {
+    form.querySelectorAll("button.remove-key").forEach(function (b) {
+      b.addEventListener("click", function () {
+        const li = b.closest("li");
+        const st = li.querySelector(".key-state");
+        const label = b.getAttribute("aria-label").replace(/^(Remove|Keep) /, "");
+        if (li.dataset.removed) {
+          delete li.dataset.removed;
+          st.textContent = st.dataset.was;
+          b.textContent = "Remove";
+          b.setAttribute("aria-label", "Remove " + label);
+        } else {
+          li.dataset.removed = "1";
+          st.dataset.was = st.textContent;
+          st.textContent = b.dataset.key + ": removed when you save";
+          b.textContent = "Keep";
+          b.setAttribute("aria-label", "Keep " + label);
+        }
+      });
+    });
     form.querySelectorAll("button.replace").forEach(function (b) {
       b.addEventListener("click", function () {
         const f = b.closest(".field");
@@ -106,7 +145,10 @@
         return;
       }
       if (kind === "secret_map") {
+        // The stored keys keep their references (never a value), less the
+        // removed ones; pasted lines add keys or replace their values.
         const m = f.dataset.refs ? JSON.parse(f.dataset.refs) : {};
+        f.querySelectorAll("li[data-removed]").forEach(function (li) { delete m[li.dataset.key]; });
         Object.assign(m, mapOf(el.value));
         if (Object.keys(m).length) cfg[name] = m;
         return;
@@ -147,10 +189,15 @@
       fe.hidden = false;
       return;
     }
-    const slot = e.field ? form.querySelector('[data-error-for="' + CSS.escape(e.field) + '"]') : null;
+    // The slot of the field, or of its parent (env.NAME goes to env,
+    // config.env.KEY to config.env).
+    let slot = null;
+    for (let f = e.field || ""; f && !slot; f = f.includes(".") ? f.slice(0, f.lastIndexOf(".")) : "") {
+      slot = form.querySelector('[data-error-for="' + CSS.escape(f) + '"]');
+    }
     if (slot) {
       const f = slot.closest(".field");
-      const missing = f && f.dataset.kind === "secret" && /required/.test(e.message) ? "missing credentials: " : "";
+      const missing = e.code === "missing_credentials" ? "missing credentials: " : "";
       slot.textContent = missing + e.message + " (" + e.code + ")";
       const input = f && f.querySelector("input, textarea, select");
       if (input) input.setAttribute("aria-invalid", "true");
@@ -170,6 +217,9 @@
       name: document.getElementById("f-name").value.trim(),
       description: document.getElementById("f-description").value.trim(),
       config: configOf(),
+      // Sent whole: a line left out is removed.
+      env: mapOf(document.getElementById("f-env").value),
+      metadata: mapOf(document.getElementById("f-metadata").value),
     };
     let res;
     try {
@@ -292,6 +342,27 @@
     });
   });
 
+  // ---- archive and restore, at the row's revision ----
+  document.querySelectorAll("button.archive, button.restore").forEach(function (b) {
+    b.addEventListener("click", async function () {
+      const id = b.dataset.env;
+      const verb = b.classList.contains("archive") ? "archive" : "restore";
+      const rev = b.closest("tr").dataset.revision;
+      const out = document.getElementById("result-" + id);
+      b.disabled = true;
+      out.className = "result pending";
+      setText(out, verb === "archive" ? "Archiving…" : "Restoring…");
+      const res = await api("POST", "/api/v1/environments/" + encodeURIComponent(id) + "/" + verb, undefined,
+        { "If-Match": '"' + rev + '"' });
+      b.disabled = false;
+      if (res.status === 200) { window.location.reload(); return; }
+      const e = errOf(res);
+      out.className = "result failed";
+      setText(out, (res.status === 412 ? "changed by someone else: reload, then " + verb + " again"
+        : "Not " + (verb === "archive" ? "archived" : "restored") + ": " + e.message) + " (" + e.code + ")");
+    });
+  });
+
   // ---- delete with its blast radius first (UI-5) ----
   const panel = document.getElementById("delete-panel");
   let pending = null;
@@ -370,7 +441,17 @@
       }, { "If-Match": '"' + sform.dataset.revision + '"' });
       if (res.status === 200) { window.location.reload(); return; }
       const e = errOf(res);
-      setText(st, res.status === 412 ? "changed by someone else: reload" : "Not saved: " + e.message + " (" + e.code + ")");
+      if (res.status === 412) {
+        st.replaceChildren("Not saved: changed by someone else: ");
+        const a = document.createElement("a");
+        a.href = window.location.pathname + window.location.search + "#settings";
+        a.id = "settings-reload";
+        a.textContent = "reload";
+        a.addEventListener("click", function (ev) { ev.preventDefault(); window.location.reload(); });
+        st.append(a, " to see the saved settings, then change them again.");
+        return;
+      }
+      setText(st, "Not saved: " + e.message + " (" + e.code + ")");
     });
   }
 
@@ -417,13 +498,29 @@
 
   // ---- runs (UI-5) ----
   const runForm = document.getElementById("run-form");
-  let runID = null, source = null;
+  let runID = null, source = null, runPoll = null;
+  // The run's status (starting, running, …) is read every second until
+  // it ends; its output streams meanwhile.
+  function pollRun(id) {
+    if (runPoll) clearInterval(runPoll);
+    runPoll = setInterval(async function () {
+      const res = await api("GET", companyPath("/runs/" + encodeURIComponent(id)));
+      if (runID !== id) return;
+      if (res.status === 200) showRun(res.body);
+      if (res.status !== 200 || res.body.endedAt) { clearInterval(runPoll); runPoll = null; }
+    }, 1000);
+  }
+  let runEnded = "";
   function showRun(v) {
+    // A read that was in flight when the run ended does not undo its end.
+    if (runEnded === v.id && !v.endedAt) return;
+    if (v.endedAt) runEnded = v.id;
     setText(document.getElementById("run-status"), v.status + (v.leaseId ? " on lease " + v.leaseId : "") +
       (v.error ? ": " + v.error.message : ""));
     if (v.exit) {
       const x = v.exit;
-      setText(document.getElementById("run-exit"), "exit status " + x.code + (x.signal ? " (signal " + x.signal + ")" : "") +
+      setText(document.getElementById("run-exit"), (x.signal && x.code < 0 ? "killed by signal " + x.signal + " (no exit status)"
+        : "exit status " + x.code + (x.signal ? " (signal " + x.signal + ")" : "")) +
         (x.timed_out ? " (time limit)" : "") + (x.truncated ? " (output truncated)" : ""));
     }
     const proofs = v.proofs || [];
@@ -465,6 +562,7 @@
       runID = res.body.id;
       showRun(res.body);
       document.getElementById("run-stop").disabled = false;
+      pollRun(runID);
       const out = document.getElementById("run-output");
       source = new EventSource(companyPath("/runs/" + encodeURIComponent(runID) + "/output?from=0"));
       source.addEventListener("output", function (m) { out.append(JSON.parse(m.data).text); });
