@@ -128,7 +128,8 @@ var sentinelCodes = map[string]struct {
 	"prp.ErrTicketExists":       {prp.ErrTicketExists, errcode.AlreadyExists},
 	"prp.ErrVersionUnsupported": {prp.ErrVersionUnsupported, errcode.Unsupported},
 
-	"prp/runner.ErrRefused": {runner.ErrRefused, errcode.AuthFailed},
+	"prp/runner.ErrRefused":      {runner.ErrRefused, errcode.AuthFailed},
+	"prp/runner.ErrStateDirBusy": {runner.ErrStateDirBusy, errcode.Conflict},
 
 	"prp/controller.ErrSecretsUnsupported":  {controller.ErrSecretsUnsupported, errcode.Unsupported},
 	"prp/controller.ErrNotFound":            {controller.ErrNotFound, errcode.NotFound},
