@@ -31,7 +31,9 @@ import (
 // second System adopts the other member: its Attach hands the session
 // over and launches a runner with a resume ticket, which leaves the
 // member's live runner to reconnect (one runner per state directory);
-// that runner runs the task. No live record of the environment is left.
+// that runner runs the task. The second System's pool pass reconnects the
+// runner of the third member ahead, so its adoption launches nothing. No
+// live record of the environment is left.
 func TestRunnerPoolOnDocker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -61,15 +63,15 @@ func TestRunnerPoolOnDocker(t *testing.T) {
 	sys := newSys()
 	env, err := sys.Catalog().Create(ctx, ops, environment.CreateRequest{Name: "runner-pool-docker", Driver: docker.Name,
 		Config: map[string]any{docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run}},
-		Pool:   &environment.Pool{Size: 2, Runner: true}})
+		Pool:   &environment.Pool{Size: 3, Runner: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := sys.Leases().MaintainPools(ctx, ops); err != nil || rep.Created != 2 {
+	if rep, err := sys.Leases().MaintainPools(ctx, ops); err != nil || rep.Created != 3 {
 		t.Fatalf("MaintainPools: %+v, %v", rep, err)
 	}
 	members, err := stores.Leases.ListLeases(ctx, lease.Filter{Environment: env.ID, Statuses: []lease.Status{lease.StatusPooled}})
-	if err != nil || len(members) != 2 {
+	if err != nil || len(members) != 3 {
 		t.Fatalf("pooled members: %v, %v", members, err)
 	}
 	for _, m := range members {
@@ -144,6 +146,13 @@ func TestRunnerPoolOnDocker(t *testing.T) {
 	// state directory, nudges it to reconnect now and exits: the member's
 	// own runner, with its pool token, is renewed and runs the task.
 	first(sys2, "r2", []controller.AttachStage{controller.AttachInstalling, controller.AttachLaunching, controller.AttachConnecting, controller.AttachConnected})
+	// The restarted System's pool pass reconnects the runner of the member
+	// left (the same launch, which nudges it), so the next adoption
+	// launches nothing again.
+	if _, err := sys2.Leases().MaintainPools(ctx, ops); err != nil {
+		t.Fatal(err)
+	}
+	first(sys2, "r3", []controller.AttachStage{controller.AttachInstalling, controller.AttachConnected})
 
 	cur, err := sys2.Catalog().Get(ctx, ops, env.ID)
 	if err != nil {

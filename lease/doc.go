@@ -198,7 +198,10 @@
 // lease's company and run once, and the runner's token is renewed with
 // them before any command), so its first task starts on a connected
 // runner. A member whose runner does not connect within the startup
-// budget is destroyed. Qualification records are company-bound (QUAL-4):
+// budget is destroyed. A pooled member another process started (a restart
+// took its runner's ingress) is claimed by the next pool pass, its sandbox
+// resumed by id and its runner reconnected here (the hook's
+// ReconnectPoolRunner), so that it is connected ahead again. Qualification records are company-bound (QUAL-4):
 // a member writes none and belongs to no company, and its fingerprint,
 // which adoption requires to be the environment's current one, is what
 // the adopting company's own record is compared with.

@@ -248,7 +248,8 @@ func (m *Manager) fill(ctx context.Context, env *environment.Environment, rep *P
 		return fmt.Errorf("lease: pool of environment %s: %w", env.ID, err)
 	}
 	need := env.Pool.Size - len(have)
-	if need <= 0 {
+	orphans := m.disconnectedRunners(ctx, have)
+	if need <= 0 && len(orphans) == 0 {
 		return nil
 	}
 	a0, err := m.prepareFor(ctx, env, req)
@@ -256,6 +257,12 @@ func (m *Manager) fill(ctx context.Context, env *environment.Environment, rep *P
 		return fmt.Errorf("lease: pool of environment %s: %w", env.ID, err)
 	}
 	a0.member = true
+	for _, l := range orphans {
+		m.reconnectRunner(ctx, a0, l)
+	}
+	if need <= 0 {
+		return nil
+	}
 	sem := make(chan struct{}, m.o.PoolConcurrency)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -316,6 +323,69 @@ func (m *Manager) startPoolRunner(ctx, wctx context.Context, a *acq, cur *Lease,
 		return cur, fmt.Errorf("lease %s: starting the pool member's runner: %w", cur.ID, err)
 	}
 	return cur, nil
+}
+
+// disconnectedRunners returns the pooled members of a runner pool among
+// have that this process holds no sandbox of and whose runner is connected
+// nowhere: members another process started, whose runners lost their
+// ingress with it (a restart).
+func (m *Manager) disconnectedRunners(ctx context.Context, have []*Lease) []*Lease {
+	starter, ok := m.tasks.(poolRunnerStarter)
+	if !ok {
+		return nil
+	}
+	var out []*Lease
+	for _, l := range have {
+		if l.Status != StatusPooled || l.Runner == nil || m.liveHandle(l.ID) != nil {
+			continue
+		}
+		if connected, err := starter.PoolRunnerConnected(ctx, l.ID); err == nil && !connected {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// reconnectRunner has the runner of l, a pooled member of a runner pool
+// that another process started, connect to this process (the runner
+// protocol's ReconnectPoolRunner), so that its adopter's first task starts
+// on a connected runner again. It claims l meanwhile (no adoption takes a
+// claimed member, and no other replica reconnects it), resumes its sandbox
+// by id within the startup budget, and keeps the handle; a member whose
+// sandbox or runner cannot be had is left as it is: its adoption resumes
+// it and launches a runner as for any lease, and the pool pass retires it
+// when it may no longer be adopted.
+func (m *Manager) reconnectRunner(ctx context.Context, a *acq, l *Lease) {
+	resumer, err := drivers.DriverAs[drivers.Resumer](a.drv)
+	if err != nil {
+		return
+	}
+	now := m.now()
+	cl, err := m.store.ClaimLease(ctx, l.ID, m.opOwner(), now, now.Add(a.budget+m.o.ClaimGrace))
+	if err != nil {
+		return
+	}
+	defer func() {
+		if cur, err := m.store.GetLease(context.WithoutCancel(ctx), l.ID); err == nil && cur.ClaimedBy == cl.ClaimedBy {
+			m.unclaim(ctx, cur, "")
+		}
+	}()
+	if cl.Status != StatusPooled || cl.Company != InstanceCompany {
+		return
+	}
+	bctx, cancel := retry.WithTimeout(ctx, m.o.Clock, a.budget)
+	defer cancel()
+	sb, err := resumer.Resume(bctx, a.cfg, cl.ProviderLeaseID)
+	if err != nil {
+		m.o.Logger.Info("lease: pool member's sandbox not resumed to reconnect its runner", "lease", l.ID, "err", err)
+		return
+	}
+	h := &Handle{m: m, lease: cl, driver: a.drv, sandbox: sb}
+	if err := m.tasks.(poolRunnerStarter).ReconnectPoolRunner(bctx, h); err != nil {
+		m.o.Logger.Info("lease: pool member's runner not reconnected", "lease", l.ID, "err", err)
+		return
+	}
+	m.cacheHandle(h)
 }
 
 // retire destroys the pool member l with a receipt, for reason: it claims

@@ -50,7 +50,7 @@ func TestPoolFaultSchedules(t *testing.T) {
 		}
 	}
 	fmt.Printf("lease: %d pool fault schedules, %d leaked sandboxes, %d members adopted twice (%+v)\n", n, leaked, total.Twice, total)
-	if n > 1 && (total.RunnerSchedules < n/4 || total.RunnerStarts == 0 || total.RunnerFailures == 0) {
+	if n > 1 && (total.RunnerSchedules < n/4 || total.RunnerStarts == 0 || total.RunnerFailures == 0 || total.RunnerReconnects == 0) {
 		t.Errorf("runner pools too rare: %+v", total)
 	}
 	if n > 1 && (total.Adopted < n || total.Refilled < n || total.Crashes < n/10 || total.Edits < n/10 ||
@@ -67,7 +67,7 @@ type poolStats struct {
 	Adopted, Created, Refilled, Retired, Crashes, MidAdoption, Edits, OtherRefills, Twice int
 	// RunnerSchedules counts the schedules with a runner pool; RunnerStarts
 	// the member runners the hook started, RunnerFailures those it failed.
-	RunnerSchedules, RunnerStarts, RunnerFailures int
+	RunnerSchedules, RunnerStarts, RunnerFailures, RunnerReconnects int
 }
 
 func (s *poolStats) add(o poolStats) {
@@ -83,6 +83,7 @@ func (s *poolStats) add(o poolStats) {
 	s.RunnerSchedules += o.RunnerSchedules
 	s.RunnerStarts += o.RunnerStarts
 	s.RunnerFailures += o.RunnerFailures
+	s.RunnerReconnects += o.RunnerReconnects
 }
 
 func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
@@ -97,7 +98,9 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 	}
 	// Half the schedules run a runner pool: members start their runner
 	// through the runner hook, which fails at times (the member is
-	// destroyed), and four acquisitions in five ask for that runner.
+	// destroyed), four acquisitions in five ask for that runner, and after a
+	// crash the members' runners are disconnected until a pool pass
+	// reconnects them.
 	runnerPool := rng.IntN(2) == 0
 	hook := &poolRunnerHook{}
 	var runners *drivers.RunnerSet
@@ -257,6 +260,20 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 			m = process(proc)
 			handles = nil
 			w.clk.Advance(budget + claimGrace + time.Second)
+			if runnerPool {
+				// The crashed process took its members' runner ingress:
+				// the next pool pass reconnects them (and may crash
+				// while it does).
+				pooled, _ := w.store.ListLeases(bg, lease.Filter{Statuses: []lease.Status{lease.StatusPooled}})
+				hook.mu.Lock()
+				if hook.disconnected == nil {
+					hook.disconnected = map[string]bool{}
+				}
+				for _, l := range pooled {
+					hook.disconnected[l.ID] = true
+				}
+				hook.mu.Unlock()
+			}
 		}
 	}
 	m.Close()
@@ -278,7 +295,7 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 	if runnerPool {
 		st.RunnerSchedules++
 		hook.mu.Lock()
-		st.RunnerStarts, st.RunnerFailures = len(hook.started), hook.failures
+		st.RunnerStarts, st.RunnerFailures, st.RunnerReconnects = len(hook.started), hook.failures, len(hook.reconnected)
 		hook.mu.Unlock()
 	}
 	leaks, problems := checkOwnership(w, problems)

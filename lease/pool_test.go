@@ -372,6 +372,24 @@ type poolRunnerHook struct {
 	fail     error
 	failIf   func() bool // if set, a start fails when it reports true
 	failures int
+	// disconnected lists the members whose runner is connected nowhere;
+	// reconnected those ReconnectPoolRunner saw, with their claim.
+	disconnected map[string]bool
+	reconnected  []*lease.Lease
+}
+
+func (h *poolRunnerHook) PoolRunnerConnected(_ context.Context, id string) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.disconnected[id], nil
+}
+
+func (h *poolRunnerHook) ReconnectPoolRunner(_ context.Context, lh *lease.Handle) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reconnected = append(h.reconnected, lh.Lease())
+	delete(h.disconnected, lh.ID())
+	return nil
 }
 
 func (h *poolRunnerHook) StopTasks(context.Context, string) (lease.TaskStopReport, error) {
@@ -442,6 +460,40 @@ func TestRunnerPoolMembersArePreparedForTheRunner(t *testing.T) {
 	if err != nil || h.ID() != members[0] {
 		t.Fatalf("the acquisition for the pool's binary got %v, %v; want member %s", h, err, members[0])
 	}
+	// Another process (a restart) finds the pooled member whose runner is
+	// connected nowhere and has it reconnect, once, holding a claim on it
+	// meanwhile, with its sandbox resumed by id.
+	if _, err := w.m.MaintainPools(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	pooled := w.pooled()
+	if len(pooled) != 1 {
+		t.Fatalf("pooled %v, want one member again", pooled)
+	}
+	hook.disconnected = map[string]bool{pooled[0]: true}
+	restarted := w.newManager(func(o *lease.Options) {
+		withRunners(o)
+		o.SweepEnvironments = func(ctx context.Context) ([]*environment.Environment, error) {
+			return w.envs.ListEnvironments(ctx, environment.ListFilter{})
+		}
+	})
+	if _, err := restarted.MaintainPools(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := restarted.MaintainPools(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	if len(hook.reconnected) != 1 || hook.reconnected[0].ID != pooled[0] || hook.reconnected[0].ClaimedBy == "" {
+		t.Fatalf("reconnected %v, want member %s once, claimed", hook.reconnected, pooled[0])
+	}
+	if l := w.get(pooled[0]); l.Status != lease.StatusPooled || l.ClaimedBy != "" {
+		t.Errorf("after the reconnect the member is %s claimed by %q, want pooled and unclaimed", l.Status, l.ClaimedBy)
+	}
+	h, err = restarted.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: w.env.ID, Run: "after-restart", Runner: set(spec)})
+	if err != nil || h.ID() != pooled[0] {
+		t.Fatalf("the acquisition after the restart got %v, %v; want member %s", h, err, pooled[0])
+	}
+	restarted.Close()
 	// A member whose runner does not start is destroyed, not pooled.
 	hook.fail = errors.New("no hello")
 	if _, err := w.m.MaintainPools(ctx, op); err == nil || !strings.Contains(err.Error(), "no hello") {
@@ -450,8 +502,8 @@ func TestRunnerPoolMembersArePreparedForTheRunner(t *testing.T) {
 	if got := w.pooled(); len(got) != 0 {
 		t.Errorf("pooled after a failed runner start: %v, want none", got)
 	}
-	if n := len(w.liveSandboxes()); n != 3 {
-		t.Errorf("%d live sandboxes, want 3 (the adopted member and two new leases): the failed member leaked", n)
+	if n := len(w.liveSandboxes()); n != 4 {
+		t.Errorf("%d live sandboxes, want 4 (the two adopted members and two new leases): the failed member leaked", n)
 	}
 	// Without the runner hook, or without runner binaries, a runner pool
 	// does not fill.

@@ -40,8 +40,17 @@ type TaskStopper interface {
 // instance's until the lease that adopts the member takes it over (the
 // controller's Attach). It acts for no principal: only the manager, for
 // the members it starts, calls it.
+//
+// PoolRunnerConnected and ReconnectPoolRunner serve the pooled members
+// another process started, whose runners lost their ingress with that
+// process: PoolRunnerConnected reports whether a member's runner is
+// connected to any replica (or served here), and ReconnectPoolRunner
+// serves h's ingress here and has its runner reconnect, returning once it
+// is connected.
 type poolRunnerStarter interface {
 	StartPoolRunner(ctx context.Context, h *Handle) error
+	PoolRunnerConnected(ctx context.Context, lease string) (bool, error)
+	ReconnectPoolRunner(ctx context.Context, h *Handle) error
 }
 
 // TaskStopReport is what a TaskStopper proved.

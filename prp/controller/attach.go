@@ -257,17 +257,28 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 		return fail(err)
 	}
 	progress(AttachConnecting)
+	id, hello, err := c.awaitHello(ctx, h, in, rec)
+	if err != nil {
+		detach()
+		return fail(err)
+	}
+	progress(AttachConnected)
+	return &Attachment{c: c, p: p, session: id, lease: l.ID, run: run, company: l.Company, scope: scope, hello: hello}, nil
+}
+
+// awaitHello waits until the runner launched with the ticket of rec on
+// h's ingress in is connected here and returns its session and hello.
+// When ctx ends first, the error names the sandbox and the endpoint and
+// carries the end of the runner's log (runnerLogTail).
+func (c *Controller) awaitHello(ctx context.Context, h *lease.Handle, in drivers.RunnerIngress, rec prp.TicketRecord) (string, prp.Hello, error) {
 	for {
 		ch := c.changes()
 		if id, hello, ok := c.liveTicket(rec); ok {
-			progress(AttachConnected)
-			return &Attachment{c: c, p: p, session: id, lease: l.ID, run: run, company: l.Company, scope: scope, hello: hello}, nil
+			return id, hello, nil
 		}
 		select {
 		case <-ctx.Done():
-			err := fmt.Errorf("no hello from the runner in sandbox %s at %s%s: %w", h.SandboxID(), in.Endpoint(), c.runnerLogTail(ctx, in, l.ID), ctx.Err())
-			detach()
-			return fail(err)
+			return "", prp.Hello{}, fmt.Errorf("no hello from the runner in sandbox %s at %s%s: %w", h.SandboxID(), in.Endpoint(), c.runnerLogTail(ctx, in, h.ID()), ctx.Err())
 		case <-ch:
 		}
 	}

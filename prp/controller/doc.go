@@ -145,6 +145,11 @@
 //     at the hand-over reconnects with its pool token, which connect
 //     accepts for the handed session only, and is renewed the same way; one
 //     that is gone is relaunched with a resume ticket, as for any lease.
+//     After a restart the lease manager's pool pass has the runners of the
+//     pooled members reconnect to the new process (ReconnectPoolRunner:
+//     the ingress served here, a runner launched with a resume ticket,
+//     which nudges the member's live runner to reconnect and exits, or
+//     resumes the session when that runner is gone).
 //
 // Durability of events, what is synced when: the connection's reader
 // writes each event's output bytes to the sink as it arrives (not synced)

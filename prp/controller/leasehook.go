@@ -37,6 +37,18 @@ func (t taskStopper) StartPoolRunner(ctx context.Context, h *lease.Handle) error
 	return t.c.startPoolRunner(ctx, h)
 }
 
+// PoolRunnerConnected is the lease manager's hook for the members of
+// runner pools another process started (poolRunnerConnected).
+func (t taskStopper) PoolRunnerConnected(ctx context.Context, leaseID string) (bool, error) {
+	return t.c.poolRunnerConnected(ctx, leaseID)
+}
+
+// ReconnectPoolRunner is the lease manager's hook for the members of
+// runner pools another process started (reconnectPoolRunner).
+func (t taskStopper) ReconnectPoolRunner(ctx context.Context, h *lease.Handle) error {
+	return t.c.reconnectPoolRunner(ctx, h)
+}
+
 // stopTasks is the lease manager's StopTasks: it stops every task of every
 // task session of lease that the holder's Attach created (Session.Holder;
 // probe sessions run none, and the tasks of sessions other tickets created

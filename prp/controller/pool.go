@@ -110,19 +110,92 @@ func (c *Controller) startPoolRunner(ctx context.Context, h *lease.Handle) error
 		detach()
 		return fail(err)
 	}
-	for {
-		ch := c.changes()
-		if _, _, ok := c.liveTicket(rec); ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			err := fmt.Errorf("no hello from the runner in sandbox %s at %s%s: %w", h.SandboxID(), in.Endpoint(), c.runnerLogTail(ctx, in, l.ID), ctx.Err())
-			detach()
-			return fail(err)
-		case <-ch:
+	if _, _, err := c.awaitHello(ctx, h, in, rec); err != nil {
+		detach()
+		return fail(err)
+	}
+	return nil
+}
+
+// poolSession returns the runner session of the warm-pool member lease
+// (the instance's, for its pool run), or nil.
+func (c *Controller) poolSession(ctx context.Context, leaseID string) (*Session, error) {
+	ss, err := c.o.Store.LeaseSessions(ctx, leaseID)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(ss) - 1; i >= 0; i-- {
+		if s := ss[i]; s.Company == authz.InstanceCompany && s.Holder && s.Scope == prp.ScopeTask && s.Run == poolRun(leaseID) {
+			return &s, nil
 		}
 	}
+	return nil, nil
+}
+
+// poolRunnerConnected is the lease manager's PoolRunnerConnected: whether
+// the runner of the pooled member lease is connected (to any replica) or
+// served by an ingress of this process. A member without a pool session
+// reports true: there is nothing to reconnect.
+func (c *Controller) poolRunnerConnected(ctx context.Context, leaseID string) (bool, error) {
+	c.mu.Lock()
+	served := c.attached[leaseID] != nil
+	c.mu.Unlock()
+	if served {
+		return true, nil
+	}
+	s, err := c.poolSession(ctx, leaseID)
+	if err != nil || s == nil {
+		return true, err
+	}
+	return s.ConnectedUntil.After(time.Now()), nil
+}
+
+// reconnectPoolRunner is the lease manager's ReconnectPoolRunner: for h, a
+// pooled member that another process started (its runner's ingress went
+// with that process), it serves this controller on h's ingress and
+// launches a runner with a resume ticket of the member's session. The
+// member's own runner, alive on its state directory, is nudged by that
+// launch to reconnect at once (the launched one exits: one runner per
+// state directory); a runner that is gone is replaced by the launched one,
+// which resumes the session. It returns once the session's runner is
+// connected here; ctx (the member's startup budget) bounds it, and on
+// failure the ingress is closed again.
+func (c *Controller) reconnectPoolRunner(ctx context.Context, h *lease.Handle) error {
+	l := h.Lease()
+	fail := func(err error) error {
+		return fmt.Errorf("controller: reconnect the runner of pool member %s: %w", l.ID, err)
+	}
+	if l.Runner == nil || !poolMember(l) || l.Status != lease.StatusPooled {
+		return fail(errors.New("the lease is not a pooled runner member of the instance"))
+	}
+	if err := c.admit(ctx, l.Provider, h.Kind() == drivers.KindHost); err != nil {
+		return fail(err)
+	}
+	s, err := c.poolSession(ctx, l.ID)
+	if err != nil {
+		return fail(err)
+	}
+	if s == nil {
+		return fail(errors.New("the member has no runner session"))
+	}
+	in, detach, err := c.serve(ctx, h, true)
+	if err != nil {
+		return fail(err)
+	}
+	t, rec, err := c.mintFor(ctx, l, TicketRequest{Lease: l.ID, Run: s.Run, Scope: prp.ScopeTask, TTL: prp.MaxTicketTTL}, s.ID, true)
+	if err != nil {
+		detach()
+		return fail(err)
+	}
+	if err := in.Launch(ctx, drivers.RunnerLaunch{Lease: l.ID, Ticket: t.String()}); err != nil {
+		detach()
+		return fail(err)
+	}
+	if _, _, err := c.awaitHello(ctx, h, in, rec); err != nil {
+		detach()
+		return fail(err)
+	}
+	return nil
 }
 
 // handOver gives the instance's runner session of l, a lease that adopted
@@ -131,26 +204,19 @@ func (c *Controller) startPoolRunner(ctx context.Context, h *lease.Handle) error
 // session to take over; none (a member whose runner never connected) is
 // no error: Attach then launches a runner as for any lease.
 func (c *Controller) handOver(ctx context.Context, l *lease.Lease, run string) (bool, error) {
-	ss, err := c.o.Store.LeaseSessions(ctx, l.ID)
-	if err != nil {
+	s, err := c.poolSession(ctx, l.ID)
+	if err != nil || s == nil {
 		return false, err
 	}
-	for i := len(ss) - 1; i >= 0; i-- {
-		s := ss[i]
-		if s.Company != authz.InstanceCompany || !s.Holder || s.Scope != prp.ScopeTask || s.Run != poolRun(l.ID) {
-			continue
-		}
-		ok, err := c.o.Store.HandOverSession(ctx, s.ID, l.Company, run)
-		if err != nil {
-			return false, fmt.Errorf("handing session %s over to the lease: %w", s.ID, err)
-		}
-		if ok {
-			c.log.Info("controller: pool member's runner session handed over", "session", s.ID, "lease", l.ID, "run", run)
-			c.notify() // the writer renews the token before any command
-		}
-		return ok, nil
+	ok, err := c.o.Store.HandOverSession(ctx, s.ID, l.Company, run)
+	if err != nil {
+		return false, fmt.Errorf("handing session %s over to the lease: %w", s.ID, err)
 	}
-	return false, nil
+	if ok {
+		c.log.Info("controller: pool member's runner session handed over", "session", s.ID, "lease", l.ID, "run", run)
+		c.notify() // the writer renews the token before any command
+	}
+	return ok, nil
 }
 
 // handedOverFrom reports whether claims are the pool token of s's lease
