@@ -55,6 +55,14 @@ func newLeaseWorld(t *testing.T, cleanupBudget time.Duration) *leaseWorld {
 // (Authorizer is leasePolicy, Leases the world's lease store).
 func newLeaseWorldWith(t *testing.T, cleanupBudget time.Duration, o serverOptions) *leaseWorld {
 	t.Helper()
+	return composeLeaseWorld(t, o, nil, func(lo *lease.Options) { lo.CleanupBudget = cleanupBudget })
+}
+
+// composeLeaseWorld is newLeaseWorldWith whose environment env-1 and lease
+// options the test changes (mod and modLease, if not nil) before they are
+// used.
+func composeLeaseWorld(t *testing.T, o serverOptions, mod func(*environment.Environment), modLease func(*lease.Options)) *leaseWorld {
+	t.Helper()
 	leases := lease.NewMemoryStore()
 	o.Authorizer, o.Leases = leasePolicy, leases
 	s := newServer(t, o)
@@ -65,14 +73,24 @@ func newLeaseWorldWith(t *testing.T, cleanupBudget time.Duration, o serverOption
 	}
 	ctx := context.Background()
 	envs := environment.NewMemoryStore()
-	if err := envs.CreateEnvironment(ctx, &environment.Environment{ID: "env-1", Name: "scratch", Driver: "fake", Status: environment.StatusActive, Config: cfg, Revision: 1}, environment.CreateOptions{}); err != nil {
+	env := &environment.Environment{ID: "env-1", Name: "scratch", Driver: "fake", Status: environment.StatusActive, Config: cfg, Revision: 1}
+	if mod != nil {
+		mod(env)
+	}
+	if err := envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	reg := drivers.NewRegistry(fk)
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true, Authorizer: leasePolicy})
 	var n atomic.Int64
-	m, _ := lease.NewManager(leases, reg, asg, s.tasks, &lease.Options{InstanceID: "test",
-		CleanupBudget: cleanupBudget, NewID: func() string { return "lease-" + string(rune('0'+n.Add(1))) }})
+	lo := &lease.Options{InstanceID: "test", NewID: func() string { return "lease-" + string(rune('0'+n.Add(1))) },
+		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
+			return envs.ListEnvironments(ctx, environment.ListFilter{})
+		}}
+	if modLease != nil {
+		modLease(lo)
+	}
+	m, _ := lease.NewManager(leases, reg, asg, s.tasks, lo)
 	t.Cleanup(func() { m.Close() })
 	return &leaseWorld{s: s, fk: fk, m: m}
 }

@@ -5,52 +5,30 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 )
 
-// poolWorld is leaseWorld with a runner pool of one member on env-1: its
-// members start with the (in-process) runner connected to the world's
-// controller.
+// newPoolWorld is leaseWorld with a runner pool of one member on env-1:
+// its members start with the (in-process) runner connected to the world's
+// controller, whose session store the test reads.
 func newPoolWorld(t *testing.T) (*leaseWorld, *controller.MemoryStore) {
 	t.Helper()
-	leases := lease.NewMemoryStore()
 	st := &controller.MemoryStore{}
-	s := newServer(t, serverOptions{Options: controller.Options{Authorizer: leasePolicy, Store: st}, Leases: leases})
-	fk := fake.New(nil)
-	cfg, err := fk.Schema().Normalize(map[string]any{"region": "local-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	envs := environment.NewMemoryStore()
-	env := &environment.Environment{ID: "env-1", Name: "pooled", Driver: "fake", Status: environment.StatusActive, Config: cfg, Revision: 1,
-		Pool: &environment.Pool{Size: 1, Runner: true}}
-	if err := envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	reg := drivers.NewRegistry(fk)
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true, Authorizer: leasePolicy})
-	var n atomic.Int64
-	m, _ := lease.NewManager(leases, reg, asg, s.tasks, &lease.Options{InstanceID: "test", CleanupBudget: time.Minute,
-		NewID:            func() string { return "lease-" + string(rune('0'+n.Add(1))) },
-		ManualPoolRefill: true,
-		PoolRunners:      func() (*drivers.RunnerSet, error) { return drivers.RunnerSetOf(fakeSpec), nil },
-		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
-			return envs.ListEnvironments(ctx, environment.ListFilter{})
-		},
-	})
-	t.Cleanup(func() { m.Close() })
-	return &leaseWorld{s: s, fk: fk, m: m}, st
+	w := composeLeaseWorld(t, serverOptions{Options: controller.Options{Store: st}},
+		func(env *environment.Environment) { env.Pool = &environment.Pool{Size: 1, Runner: true} },
+		func(o *lease.Options) {
+			o.CleanupBudget, o.ManualPoolRefill = time.Minute, true
+			o.PoolRunners = func() (*drivers.RunnerSet, error) { return drivers.RunnerSetOf(fakeSpec), nil }
+		})
+	return w, st
 }
 
 // Issue 31, runner pools: a member starts with its runner launched and
