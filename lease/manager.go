@@ -275,6 +275,16 @@ func (m *Manager) opOwner() string {
 
 func (m *Manager) now() time.Time { return m.o.Clock.Now() }
 
+// detach returns ctx without its cancellation (context.WithoutCancel):
+// ctx itself when it can never be cancelled (Done returns nil, as for
+// context.Background), which spares an allocation on the hot path.
+func detach(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		return ctx
+	}
+	return context.WithoutCancel(ctx)
+}
+
 func (m *Manager) retryPolicy() retry.Policy {
 	return retry.Policy{Initial: m.o.RetryInitial, Max: m.o.RetryMax, Clock: m.o.Clock, Rand: m.o.Rand}
 }
