@@ -13,7 +13,6 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/internal/retry"
 )
 
 // StartupTimeoutField is the config knob, when a driver's schema has one of
@@ -172,8 +171,8 @@ func (m *Manager) Acquire(ctx context.Context, p authz.Principal, req AcquireReq
 	shared := func() (any, error) {
 		detached := detach(ctx)
 		a.detached = detached
-		sctx, cancel := retry.WithTimeout(detached, m.o.Clock, a.budget+m.o.ClaimGrace)
-		defer cancel()
+		sctx := m.withBudget(detached, m.now().Add(a.budget+m.o.ClaimGrace))
+		defer sctx.cancel()
 		return m.acquireVerified(sctx, a)
 	}
 	if ctx.Done() == nil && m.joined == nil {

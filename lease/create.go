@@ -68,8 +68,8 @@ func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error)
 		st.cur = upd
 		return nil
 	}
-	bctx, cancel := retry.WithTimeout(ctx, m.o.Clock, a.budget)
-	defer cancel()
+	bctx := m.withBudget(ctx, m.now().Add(a.budget))
+	defer bctx.cancel()
 	policy := m.retryPolicy()
 	policy.Retryable = func(err error) bool {
 		var s *stopRetry

@@ -23,3 +23,19 @@ func TestQuotedKeyIsSprintfQ(t *testing.T) {
 		}
 	}
 }
+
+func TestNewLeaseIDAndOpOwner(t *testing.T) {
+	seen := map[string]bool{}
+	for range 100 {
+		id := newLeaseID()
+		if len(id) != 20 || !strings.HasPrefix(id, "lse_") || strings.Trim(id[4:], "0123456789abcdef") != "" || seen[id] {
+			t.Fatalf("newLeaseID() = %q (seen before: %v), want lse_ and 16 new hex digits", id, seen[id])
+		}
+		seen[id] = true
+	}
+	m, _ := NewManager(NewMemoryStore(), nil, nil, nil, &Options{InstanceID: "inst"})
+	a, b := m.opOwner(), m.opOwner()
+	if a == b || !strings.HasPrefix(a, m.owner+"#") || !strings.HasSuffix(b, fmt.Sprint("#", m.opSeq.Load())) {
+		t.Errorf("opOwner() = %q then %q, want %s#N with N growing", a, b, m.owner)
+	}
+}
