@@ -45,9 +45,12 @@ func (s *MemoryStore) keyHolderLocked(l *Lease) *Lease {
 }
 
 // putLocked stores a copy of l and keeps the key indexes in step. The copy
-// shares l's maps and runner (see Store: they are read-only).
+// shares l's maps and runner (see Store: they are read-only). A lease
+// already stored is overwritten in place: the store never hands out its
+// own records (every read returns a copy), so nothing else holds them.
 func (s *MemoryStore) putLocked(l *Lease) {
-	if old, ok := s.leases[l.ID]; ok {
+	old, ok := s.leases[l.ID]
+	if ok {
 		if old.ReuseKey != "" {
 			delete(s.byReuse, old.ReuseKey)
 		}
@@ -60,6 +63,10 @@ func (s *MemoryStore) putLocked(l *Lease) {
 	}
 	if l.RunKey != "" {
 		s.byRun[l.RunKey] = l.ID
+	}
+	if ok {
+		*old = *l
+		return
 	}
 	s.leases[l.ID] = l.shallow()
 }
