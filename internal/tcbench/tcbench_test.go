@@ -32,7 +32,8 @@ const runLabel = "test.berth/run"
 const idleScript = `trap 'exit 0' TERM INT; while :; do sleep 86400 & wait $!; done`
 
 // BenchmarkDockerLeaseVsTestcontainers times, in one run and alternating
-// in every iteration so that load on the machine hits all sides alike:
+// in every iteration (each iteration starting with the next side) so that
+// load on the machine hits all sides alike:
 //
 //   - the anchor, `docker run --rm IMAGE true` with the docker CLI;
 //   - a testcontainers-go container: create and start (testcontainers.Run),
@@ -83,25 +84,29 @@ func BenchmarkDockerLeaseVsTestcontainers(b *testing.B) {
 	driverLease(b, ctx, drv, cfg)
 
 	var anchor, tc, drvT, mgrT time.Duration
+	sides := []struct {
+		total *time.Duration
+		run   func(i int)
+	}{
+		{&anchor, func(int) {
+			if out, err := exec.CommandContext(ctx, cliPath, "run", "--rm", "--label", runLabel+"="+run, img.Ref, "true").CombinedOutput(); err != nil {
+				b.Fatalf("docker run: %v: %s", err, out)
+			}
+		}},
+		{&tc, func(int) { testcontainersLease(b, ctx, img.Ref, run) }},
+		{&drvT, func(int) { driverLease(b, ctx, drv, cfg) }},
+		{&mgrT, func(i int) { managerLease(b, ctx, m, op, env, i) }},
+	}
 	n := 0
 	for b.Loop() {
-		start := time.Now()
-		if out, err := exec.CommandContext(ctx, cliPath, "run", "--rm", "--label", runLabel+"="+run, img.Ref, "true").CombinedOutput(); err != nil {
-			b.Fatalf("docker run: %v: %s", err, out)
+		// Each iteration starts with the next side, so that none always
+		// runs right after another's teardown.
+		for k := range sides {
+			s := sides[(n+k)%len(sides)]
+			start := time.Now()
+			s.run(n)
+			*s.total += time.Since(start)
 		}
-		anchor += time.Since(start)
-
-		start = time.Now()
-		testcontainersLease(b, ctx, img.Ref, run)
-		tc += time.Since(start)
-
-		start = time.Now()
-		driverLease(b, ctx, drv, cfg)
-		drvT += time.Since(start)
-
-		start = time.Now()
-		managerLease(b, ctx, m, op, env, n)
-		mgrT += time.Since(start)
 		n++
 	}
 	if n == 0 || anchor <= 0 {
