@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 	"sync"
 	"time"
 
@@ -12,7 +13,6 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/internal/retry"
 )
 
 // StartupTimeoutField is the config knob, when a driver's schema has one of
@@ -99,6 +99,10 @@ type acq struct {
 	runner   *drivers.RunnerSpec         // the binary of req.Runner for the target's architecture
 	template *environment.ActiveTemplate // the applied template the sandbox starts from (IMG-8), or nil
 	member   bool                        // a warm-pool refill: the record becomes pooled, not active
+	// detached, if not nil, is the caller's context without its
+	// cancellation (the shared acquisition's): store writes that must
+	// outlive the budget use it.
+	detached context.Context
 	// set when a recorded sandbox was replaced (LEASE-4)
 	replaces      string
 	replaceReason ReplaceReason
@@ -146,12 +150,13 @@ func (m *Manager) Acquire(ctx context.Context, p authz.Principal, req AcquireReq
 	if err != nil {
 		return nil, err
 	}
-	key := ""
+	// The two kinds of keys cannot collide: a reuse key starts "env:" or
+	// "ws:", a run key "run:" (prepareFor).
+	key := a.reuseKey
 	switch {
-	case a.reuseKey != "":
-		key = "reuse:" + a.reuseKey
+	case key != "":
 	case a.runKey != "":
-		key = "run:" + a.runKey
+		key = a.runKey
 	default:
 		h, err := m.acquireVerified(ctx, a)
 		if err != nil {
@@ -164,8 +169,10 @@ func (m *Manager) Acquire(ctx context.Context, p authz.Principal, req AcquireReq
 	// that no caller's cancellation cancels it for the others; each caller
 	// waits for it only as long as its own ctx allows.
 	shared := func() (any, error) {
-		sctx, cancel := retry.WithTimeout(context.WithoutCancel(ctx), m.o.Clock, a.budget+m.o.ClaimGrace)
-		defer cancel()
+		detached := detach(ctx)
+		a.detached = detached
+		sctx := m.withBudget(detached, m.now().Add(a.budget+m.o.ClaimGrace))
+		defer sctx.cancel()
 		return m.acquireVerified(sctx, a)
 	}
 	if ctx.Done() == nil && m.joined == nil {
@@ -195,10 +202,14 @@ func (m *Manager) Acquire(ctx context.Context, p authz.Principal, req AcquireReq
 }
 
 // forCaller returns a copy of the shared handle h whose Lease shows the
-// record as p may read it.
+// record as p may read it. The record itself is shown to a principal who
+// may read the config: Handle.Lease hands out deep copies of it.
 func (m *Manager) forCaller(ctx context.Context, p authz.Principal, h *Handle) *Handle {
 	c := *h
-	c.shown = m.view(ctx, p, h.lease)
+	c.shown = h.lease
+	if m.authorize(ctx, p, authz.ActionReadConfig, leaseResource(h.lease)) != nil {
+		c.shown = h.lease.Redact()
+	}
 	return &c
 }
 
@@ -309,10 +320,24 @@ func (m *Manager) prepareFor(ctx context.Context, env *environment.Environment, 
 		a.reuseKey = fmt.Sprintf("ws:%q:%q:%q", req.Company, env.ID, req.Workspace)
 	default:
 		if req.Run != "" {
-			a.runKey = fmt.Sprintf("run:%q:%q:%q", req.Company, env.ID, req.Run)
+			a.runKey = quotedKey("run:", req.Company, env.ID, req.Run)
 		}
 	}
 	return a, nil
+}
+
+// quotedKey returns prefix followed by the parts, each quoted as %q quotes
+// it, joined by ":" (fmt.Sprintf("run:%q:%q:%q", ...) in one allocation).
+func quotedKey(prefix string, parts ...string) string {
+	var buf [128]byte
+	b := append(buf[:0], prefix...)
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, ':')
+		}
+		b = strconv.AppendQuote(b, p)
+	}
+	return string(b)
 }
 
 // envLabel formats as "environment ID (NAME)" when an error names it.

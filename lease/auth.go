@@ -151,10 +151,11 @@ func (m *Manager) List(ctx context.Context, p authz.Principal, f Filter) ([]*Lea
 	return out, nil
 }
 
-// view returns l as p may see it (see Get).
+// view returns a deep copy of l as p may see it (see Get): the maps of a
+// lease the store returned are the store's (see Store), never the caller's.
 func (m *Manager) view(ctx context.Context, p authz.Principal, l *Lease) *Lease {
 	if m.authorize(ctx, p, authz.ActionReadConfig, leaseResource(l)) == nil {
-		return l
+		return l.Clone()
 	}
 	return l.Redact()
 }

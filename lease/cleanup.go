@@ -17,8 +17,8 @@ import (
 // assertion: while its holder's claim lasts the error names the holder,
 // after it the lease ends only by a check on the host (holder.go).
 func (m *Manager) terminate(ctx context.Context, drv drivers.Driver, l *Lease, sb drivers.Sandbox, d drivers.Disposition, preferHandle bool) (drivers.Receipt, error) {
-	cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.CleanupBudget)
-	defer cancel()
+	cctx := m.withBudget(ctx, m.now().Add(m.o.CleanupBudget))
+	defer cctx.cancel()
 	if sb != nil && preferHandle {
 		return sb.Release(cctx, d)
 	}

@@ -25,17 +25,23 @@ type creation struct {
 	recordErr error  // recording pid failed
 }
 
+// snapshot returns the stored record, the allocated id and the recording
+// error. The record is read-only: every write makes a new version (shallow)
+// and swaps cur, so the caller copies it before it changes anything.
 func (c *creation) snapshot() (*Lease, string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.cur.shallow(), c.pid, c.recordErr
+	return c.cur, c.pid, c.recordErr
 }
 
 // create asks the driver for a sandbox for the starting lease l, which the
 // store holds (write-ahead, LEASE-2), within the startup budget (LEASE-3).
 func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error) {
 	st := &creation{cur: l}
-	wctx := context.WithoutCancel(ctx) // store writes outlive the budget
+	wctx := a.detached // store writes outlive the budget
+	if wctx == nil {
+		wctx = detach(ctx)
+	}
 	if m.o.SecretKeeper != nil && len(l.Config.SecretRefs()) > 0 {
 		// The secrets were resolved before the record (and its secret
 		// uses) was written; a catalog that retired them in between may
@@ -55,15 +61,15 @@ func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error)
 		// The record of an allocated sandbox must land even when the budget
 		// ends meanwhile (else nothing points at it): the write keeps the
 		// driver's context values but not its cancellation.
-		if err := m.store.UpdateLease(context.WithoutCancel(actx), upd); err != nil {
+		if err := m.store.UpdateLease(detach(actx), upd); err != nil {
 			st.recordErr = err
 			return fmt.Errorf("lease %s: recording provider lease id %s: %w", l.ID, id, err)
 		}
 		st.cur = upd
 		return nil
 	}
-	bctx, cancel := retry.WithTimeout(ctx, m.o.Clock, a.budget)
-	defer cancel()
+	bctx := m.withBudget(ctx, m.now().Add(a.budget))
+	defer bctx.cancel()
 	policy := m.retryPolicy()
 	policy.Retryable = func(err error) bool {
 		var s *stopRetry

@@ -66,8 +66,12 @@ func (h *Handle) Resumed() bool { return h.resumed }
 // acquired the handle was authorized then; holding the handle is enough.
 func (h *Handle) Release(ctx context.Context, opts ReleaseOptions) (*Lease, error) {
 	l, err := h.m.release(ctx, h.lease.ID, opts)
-	if l != nil && h.shown != nil && h.shown.Redacted {
+	switch {
+	case l == nil:
+	case h.shown != nil && h.shown.Redacted:
 		l = l.Redact()
+	default:
+		l = l.Clone() // its maps are the store's (see Store)
 	}
 	return l, err
 }

@@ -272,9 +272,10 @@ func (l *Lease) Clone() *Lease {
 // manager uses it for the next version of a record in which only scalar
 // fields change: nothing in this package changes a record's Config,
 // Labels, Metadata or Runner in place (a new value is assigned instead), and
-// every Store deep-copies what it is given and what it returns, so sharing
-// them between the versions an operation holds is safe and saves a deep
-// copy per store write on the hot path.
+// by the Store contract neither does a Store (it may share them with what
+// it is given and returns), so sharing them between the versions an
+// operation holds is safe and saves a deep copy per store write on the hot
+// path.
 func (l *Lease) shallow() *Lease {
 	c := *l
 	return &c

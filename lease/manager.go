@@ -219,7 +219,7 @@ func NewManager(store Store, reg *drivers.Registry, asg *environment.Assignments
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if o.NewID == nil {
-		o.NewID = func() string { return "lse_" + randomHex(8) }
+		o.NewID = newLeaseID
 	}
 	if o.StartupBudget <= 0 {
 		o.StartupBudget = DefaultStartupBudget
@@ -261,6 +261,16 @@ func NewManager(store Store, reg *drivers.Registry, asg *environment.Assignments
 	return m, leaseUsage{m}
 }
 
+// newLeaseID returns "lse_" and 16 random hex digits, in one allocation.
+func newLeaseID() string {
+	var raw [8]byte
+	_, _ = rand.Read(raw[:])
+	var buf [4 + 2*len(raw)]byte
+	copy(buf[:], "lse_")
+	hex.Encode(buf[4:], raw[:])
+	return string(buf[:])
+}
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
@@ -270,10 +280,23 @@ func randomHex(n int) string {
 // opOwner returns a claim owner unique to one operation of this manager, so
 // that claims are never re-entrant between concurrent operations.
 func (m *Manager) opOwner() string {
-	return m.owner + "#" + strconv.FormatInt(m.opSeq.Add(1), 10)
+	var buf [64]byte
+	b := append(buf[:0], m.owner...)
+	b = append(b, '#')
+	return string(strconv.AppendInt(b, m.opSeq.Add(1), 10))
 }
 
 func (m *Manager) now() time.Time { return m.o.Clock.Now() }
+
+// detach returns ctx without its cancellation (context.WithoutCancel):
+// ctx itself when it can never be cancelled (Done returns nil, as for
+// context.Background), which spares an allocation on the hot path.
+func detach(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		return ctx
+	}
+	return context.WithoutCancel(ctx)
+}
 
 func (m *Manager) retryPolicy() retry.Policy {
 	return retry.Policy{Initial: m.o.RetryInitial, Max: m.o.RetryMax, Clock: m.o.Clock, Rand: m.o.Rand}

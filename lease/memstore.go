@@ -4,19 +4,18 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
-	"reflect"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/berthdev/berth/drivers/config"
 )
 
 // MemoryStore is an in-memory Store for tests and single-process hosts. One
 // mutex serializes every operation, which gives it the key and claim
-// atomicity the Store contract asks for. The zero value is not usable; call
-// NewMemoryStore.
+// atomicity the Store contract asks for. It copies the scalar fields of the
+// leases it is given and returns, and shares their maps and runner, which
+// the Store contract makes read-only: a write or a read costs one struct
+// copy, whatever the size of a lease's config. The zero value is not
+// usable; call NewMemoryStore.
 type MemoryStore struct {
 	mu      sync.Mutex
 	leases  map[string]*Lease
@@ -45,9 +44,13 @@ func (s *MemoryStore) keyHolderLocked(l *Lease) *Lease {
 	return nil
 }
 
-// putLocked stores a copy of l and keeps the key indexes in step.
+// putLocked stores a copy of l and keeps the key indexes in step. The copy
+// shares l's maps and runner (see Store: they are read-only). A lease
+// already stored is overwritten in place: the store never hands out its
+// own records (every read returns a copy), so nothing else holds them.
 func (s *MemoryStore) putLocked(l *Lease) {
-	if old, ok := s.leases[l.ID]; ok {
+	old, ok := s.leases[l.ID]
+	if ok {
 		if old.ReuseKey != "" {
 			delete(s.byReuse, old.ReuseKey)
 		}
@@ -61,79 +64,11 @@ func (s *MemoryStore) putLocked(l *Lease) {
 	if l.RunKey != "" {
 		s.byRun[l.RunKey] = l.ID
 	}
-	s.leases[l.ID] = storedCopy(l, s.leases[l.ID])
-}
-
-// storedCopy returns the deep copy of l that the store keeps. Maps and the
-// runner that are equal to those of old, the version stored so far, are
-// taken from old instead of copied again: the store never hands out its own
-// maps (every read clones), so a stored map is never changed, and most
-// updates change only scalar fields.
-func storedCopy(l, old *Lease) *Lease {
-	if old == nil {
-		return l.Clone()
+	if ok {
+		*old = *l
+		return
 	}
-	c := *l
-	c.Config = old.Config
-	if !configEqual(l.Config, old.Config) {
-		c.Config = l.Config.Clone()
-	}
-	c.Labels = old.Labels
-	if !stringMapEqual(l.Labels, old.Labels) {
-		c.Labels = maps.Clone(l.Labels)
-	}
-	c.Metadata = old.Metadata
-	if !stringMapEqual(l.Metadata, old.Metadata) {
-		c.Metadata = maps.Clone(l.Metadata)
-	}
-	c.Runner = old.Runner
-	if l.Runner == nil || old.Runner == nil || *l.Runner != *old.Runner {
-		c.Runner = cloneRunner(l.Runner)
-	}
-	return &c
-}
-
-// stringMapEqual reports whether a and b hold the same entries and are both
-// nil or both not nil (a copy keeps that difference).
-func stringMapEqual(a, b map[string]string) bool {
-	return (a == nil) == (b == nil) && maps.Equal(a, b)
-}
-
-// configEqual reports whether a and b hold equal values (deeply) and are
-// both nil or both not nil.
-func configEqual(a, b config.Config) bool {
-	if (a == nil) != (b == nil) || len(a) != len(b) {
-		return false
-	}
-	for k, av := range a {
-		bv, ok := b[k]
-		if !ok {
-			return false
-		}
-		switch at := av.(type) {
-		case string:
-			if bt, ok := bv.(string); !ok || at != bt {
-				return false
-			}
-		case bool:
-			if bt, ok := bv.(bool); !ok || at != bt {
-				return false
-			}
-		case int64:
-			if bt, ok := bv.(int64); !ok || at != bt {
-				return false
-			}
-		case float64:
-			if bt, ok := bv.(float64); !ok || at != bt {
-				return false
-			}
-		default:
-			if !reflect.DeepEqual(av, bv) {
-				return false
-			}
-		}
-	}
-	return true
+	s.leases[l.ID] = l.shallow()
 }
 
 // InsertLease implements Store.
@@ -147,7 +82,7 @@ func (s *MemoryStore) InsertLease(ctx context.Context, l *Lease) (*Lease, error)
 		return nil, fmt.Errorf("lease %s: id taken: %w", l.ID, ErrConflict)
 	}
 	if o := s.keyHolderLocked(l); o != nil {
-		return o.Clone(), fmt.Errorf("lease %s: key held by lease %s: %w", l.ID, o.ID, ErrConflict)
+		return o.shallow(), fmt.Errorf("lease %s: key held by lease %s: %w", l.ID, o.ID, ErrConflict)
 	}
 	l.Version = 1
 	s.putLocked(l)
@@ -165,7 +100,7 @@ func (s *MemoryStore) GetLease(ctx context.Context, id string) (*Lease, error) {
 	if !ok {
 		return nil, fmt.Errorf("lease %s: %w", id, ErrNotFound)
 	}
-	return l.Clone(), nil
+	return l.shallow(), nil
 }
 
 // UpdateLease implements Store.
@@ -207,7 +142,7 @@ func (s *MemoryStore) findBy(ctx context.Context, key string, index map[string]s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if id, ok := index[key]; ok && key != "" {
-		return s.leases[id].Clone(), nil
+		return s.leases[id].shallow(), nil
 	}
 	return nil, fmt.Errorf("lease key %q: %w", key, ErrNotFound)
 }
@@ -221,7 +156,7 @@ func (s *MemoryStore) ListLeases(ctx context.Context, f Filter) ([]*Lease, error
 	var out []*Lease
 	for _, l := range s.leases {
 		if f.Match(l) {
-			out = append(out, l.Clone())
+			out = append(out, l.shallow())
 		}
 	}
 	s.mu.Unlock()
@@ -261,14 +196,14 @@ func (s *MemoryStore) claim(ctx context.Context, id, owner string, now, until ti
 		return nil, fmt.Errorf("lease %s: %w", id, ErrNotFound)
 	}
 	if !l.claimFree(owner, now) {
-		return l.Clone(), fmt.Errorf("lease %s: claimed by %s until %s: %w", id, l.ClaimedBy, l.ClaimedUntil.Format(time.RFC3339), ErrClaimed)
+		return l.shallow(), fmt.Errorf("lease %s: claimed by %s until %s: %w", id, l.ClaimedBy, l.ClaimedUntil.Format(time.RFC3339), ErrClaimed)
 	}
 	l.ClaimedBy, l.ClaimedUntil = owner, until
 	if expire && (l.Status == StatusActive || l.Status == StatusRetained) {
 		l.ExpiresAt = until
 	}
 	l.Version++
-	return l.Clone(), nil
+	return l.shallow(), nil
 }
 
 // ClaimForSweep implements Store.
@@ -292,7 +227,7 @@ func (s *MemoryStore) ClaimForSweep(ctx context.Context, owner string, now, unti
 	for _, l := range cand {
 		l.ClaimedBy, l.ClaimedUntil = owner, until
 		l.Version++
-		out = append(out, l.Clone())
+		out = append(out, l.shallow())
 	}
 	return out, nil
 }

@@ -136,7 +136,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 	if h := m.liveHandle(id); h != nil {
 		sb = h.sandbox
 	}
-	wctx := context.WithoutCancel(ctx)
+	wctx := detach(ctx)
 	expires := l.ExpiresAt
 	if d != drivers.Keep && !aheadDone {
 		// Write ahead: the lease expires when this release's claim does, so

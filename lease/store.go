@@ -11,7 +11,19 @@ import (
 // Store persists leases. Implementations: MemoryStore in this package, and
 // the SQL stores, which pass the same conformance suite
 // (lease/leasetest.RunStoreTests). A Store is safe for concurrent use and
-// shared by every replica of a host; it stores and returns deep copies.
+// shared by every replica of a host.
+//
+// Copies: a Store copies the scalar fields of the leases it is given and
+// returns (a caller may change them on what it holds, and the store's copy
+// is not affected), but it may keep the maps (Config, Labels, Metadata)
+// and the Runner of a lease it is given and hand them out again on the
+// leases it returns. Those are read-only values for everyone: neither a
+// Store nor a caller changes one in place once it has been handed to a
+// Store or returned by one; a change assigns a new map (or runner). The
+// manager keeps to that on every path, and its exported methods return
+// deep copies (Manager.Get, List, Release, Handle.Lease, Handle.Release),
+// so a host never holds a store's map. The conformance suite checks both
+// halves (lease/leasetest: "returned leases are copies").
 //
 // Two kinds of atomicity carry the manager's guarantees across replicas
 // (LEASE-8, LEASE-10):

@@ -74,8 +74,8 @@ func (m *Manager) stopTasks(ctx context.Context, l *Lease) (string, bool, error)
 	if m.tasks == nil {
 		return "", false, nil
 	}
-	cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.CleanupBudget)
-	defer cancel()
+	cctx := m.withBudget(ctx, m.now().Add(m.o.CleanupBudget))
+	defer cctx.cancel()
 	rep, err := m.tasks.StopTasks(cctx, l.ID)
 	if err != nil {
 		return "", true, fmt.Errorf("runner tasks of lease %s not proven stopped: %w", l.ID, err)

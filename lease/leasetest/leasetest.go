@@ -483,15 +483,64 @@ func testConcurrentSweepClaims(t *testing.T, s lease.Store) {
 	}
 }
 
+// testCopies checks the copy contract of lease.Store: scalar fields are
+// copied both ways, so a caller changing what it holds changes nothing
+// stored; the maps and runner are read-only values that a store may share
+// but never changes in place, so a caller that assigns new ones (and
+// writes them) leaves the maps it handed over, and those it read, as they
+// were.
 func testCopies(t *testing.T, s lease.Store) {
+	ctx := context.Background()
 	in := Sample("a", lease.StatusActive, "", "")
+	in.Runner = &drivers.RunnerSpec{Binary: "/opt/runner", SHA256: strings.Repeat("cd", 32), Arch: "amd64"}
+	inLabels, inConfig, inMeta, inRunner, runnerWas := in.Labels, in.Config, in.Metadata, in.Runner, *in.Runner
 	mustInsert(t, s, in)
-	in.Labels["x"] = "mutated"
-	in.Config["image"] = "mutated"
+	// Scalars: the inserted value and a read are the caller's own.
+	in.Status, in.FailureReason = lease.StatusFailed, "changed after insert"
 	got := mustGet(t, s, "a")
-	got.Metadata["k"] = "mutated"
-	again := mustGet(t, s, "a")
-	if again.Labels["x"] != "" || again.Config.String("image") != "busybox" || again.Metadata["k"] != "v" {
-		t.Errorf("store shares maps with callers: labels %v, image %q, metadata %v", again.Labels, again.Config.String("image"), again.Metadata)
+	got.Status, got.Run = lease.StatusReleased, "changed after read"
+	if again := mustGet(t, s, "a"); again.Status != lease.StatusActive || again.Run != "run-a" || again.FailureReason != "" {
+		t.Errorf("store shares scalar fields with callers: status %s, run %q, failure %q", again.Status, again.Run, again.FailureReason)
+	}
+	// A caller that assigns new maps without writing them changes nothing.
+	got.Labels, got.Metadata = map[string]string{"x": "y"}, nil
+	if again := mustGet(t, s, "a"); again.Labels[lease.LabelLease] != "a" || again.Metadata["k"] != "v" {
+		t.Errorf("an unwritten map assignment changed the store: labels %v, metadata %v", again.Labels, again.Metadata)
+	}
+	// Writing new maps replaces them in the store and leaves the old ones,
+	// handed over at insert and read since, untouched.
+	upd := mustGet(t, s, "a")
+	read := mustGet(t, s, "a")
+	upd.Labels = map[string]string{lease.LabelLease: "a", "new": "1"}
+	upd.Metadata = map[string]string{"k": "v2"}
+	upd.Config = config.Config{"image": "alpine"}
+	upd.Runner = &drivers.RunnerSpec{Binary: "/opt/runner2", SHA256: strings.Repeat("ef", 32), Arch: "arm64"}
+	if err := s.UpdateLease(ctx, upd); err != nil {
+		t.Fatalf("UpdateLease: %v", err)
+	}
+	if _, err := s.ClaimLease(ctx, "a", "o", t0, t0.Add(time.Minute)); err != nil {
+		t.Fatalf("ClaimLease: %v", err)
+	}
+	now := mustGet(t, s, "a")
+	if now.Labels["new"] != "1" || now.Metadata["k"] != "v2" || now.Config.String("image") != "alpine" || now.Runner == nil || now.Runner.Arch != "arm64" {
+		t.Errorf("update did not store the new maps: labels %v, metadata %v, config %v, runner %+v", now.Labels, now.Metadata, now.Config, now.Runner)
+	}
+	for name, m := range map[string]map[string]string{"inserted labels": inLabels, "read labels": read.Labels} {
+		if len(m) != 2 || m[lease.LabelLease] != "a" || m[lease.LabelInstance] != "i1" {
+			t.Errorf("the store changed the %s in place: %v", name, m)
+		}
+	}
+	for name, m := range map[string]map[string]string{"inserted metadata": inMeta, "read metadata": read.Metadata} {
+		if len(m) != 1 || m["k"] != "v" {
+			t.Errorf("the store changed the %s in place: %v", name, m)
+		}
+	}
+	for name, c := range map[string]config.Config{"inserted config": inConfig, "read config": read.Config} {
+		if len(c) != 2 || c.String("image") != "busybox" {
+			t.Errorf("the store changed the %s in place: %v", name, c)
+		}
+	}
+	if *read.Runner != runnerWas || *inRunner != runnerWas {
+		t.Errorf("the store changed the runner in place: read %+v, inserted %+v, want %+v", read.Runner, inRunner, runnerWas)
 	}
 }
