@@ -47,7 +47,8 @@ type AttachRequest struct {
 	// its token lives at most prp.MaxProbeTokenTTL and is never renewed.
 	Scope prp.Scope
 	// Run is the run the session is for. Default: the lease's run, else a
-	// new id.
+	// new id. A run that starts with prp.PoolRunPrefix is refused
+	// (lease.ErrInvalid): such runs are warm-pool members' (pool.go).
 	Run string
 	// TicketTTL bounds the bootstrap ticket. Default prp.MaxTicketTTL (one
 	// minute for a probe).
@@ -186,6 +187,9 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 		if run, err = prp.NewID("run"); err != nil {
 			return fail(err)
 		}
+	}
+	if err := tenantRun("run", run); err != nil {
+		return fail(err)
 	}
 	ttl := req.TicketTTL
 	if ttl <= 0 {

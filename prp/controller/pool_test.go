@@ -23,9 +23,17 @@ import (
 // controller.
 func newPoolWorld(t *testing.T) (*leaseWorld, *controller.MemoryStore) {
 	t.Helper()
+	return newPoolWorldWith(t, leasePolicy, nil, nil)
+}
+
+// newPoolWorldWith is newPoolWorld with the controller's Authorizer az
+// (the lease manager's stays leasePolicy), SecretResolver secrets and the
+// pool setting pool (nil: one member, no max age).
+func newPoolWorldWith(t *testing.T, az authz.Authorizer, secrets controller.SecretResolver, pool *environment.Pool) (*leaseWorld, *controller.MemoryStore) {
+	t.Helper()
 	leases := lease.NewMemoryStore()
 	st := &controller.MemoryStore{}
-	s := newServer(t, serverOptions{Options: controller.Options{Authorizer: leasePolicy, Store: st}, Leases: leases})
+	s := newServer(t, serverOptions{Options: controller.Options{Authorizer: az, Store: st}, Leases: leases, Secrets: secrets})
 	fk := fake.New(nil)
 	cfg, err := fk.Schema().Normalize(map[string]any{"region": "local-1"})
 	if err != nil {
@@ -34,7 +42,10 @@ func newPoolWorld(t *testing.T) (*leaseWorld, *controller.MemoryStore) {
 	ctx := context.Background()
 	envs := environment.NewMemoryStore()
 	env := &environment.Environment{ID: "env-1", Name: "pooled", Driver: "fake", Status: environment.StatusActive, Config: cfg, Revision: 1,
-		Pool: &environment.Pool{Size: 1, Runner: true}}
+		Pool: pool}
+	if pool == nil {
+		env.Pool = &environment.Pool{Size: 1, Runner: true}
+	}
 	if err := envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
