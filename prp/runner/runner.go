@@ -264,11 +264,6 @@ const (
 // one ran nothing (its ticket is not exchanged).
 var ErrStateDirBusy = errcode.New(errcode.Conflict, "runner: another runner serves the state directory")
 
-// nudge asks the runner that holds dir's lock to reconnect at once.
-func nudge(dir string) {
-	_ = os.WriteFile(filepath.Join(dir, nudgeFile), nil, 0o600)
-}
-
 // nudgePoll is how often a runner waiting to reconnect looks for a nudge.
 const nudgePoll = 50 * time.Millisecond
 
