@@ -295,3 +295,54 @@ func TestRetiredPoolMemberDropsItsRunner(t *testing.T) {
 		t.Errorf("the retired member: %+v, %v", l, err)
 	}
 }
+
+// Replicas race: the member's runner is connected to replica A; the
+// adopting lease's hand-over happens on replica B, which journals the
+// first task at once. A's writer renews the runner's token
+// with the lease's claims before it sends that task (the runner would
+// refuse a command of run-1 on its pool run), and the task runs once.
+// Held.
+func TestPoolHandOverOnAnotherReplica(t *testing.T) {
+	t.Parallel()
+	w, st, replica := newPoolReplicas(t, leasePolicy, nil, nil)
+	b := replica()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool := poolSession(t, ctx, w, st)
+	if !w.s.c.Connected(pool.ID) || b.c.Connected(pool.ID) {
+		t.Fatal("the member's runner is not connected to replica A only")
+	}
+	h := w.acquire(t)
+	// What B's Attach does once it serves an ingress (the fake opens one
+	// ingress per sandbox, A's): the conditional hand-over, then the
+	// session's handle, at once.
+	if ok, err := st.HandOverSession(ctx, pool.ID, "co-1", "run-1"); err != nil || !ok {
+		t.Fatalf("HandOverSession = %t, %v", ok, err)
+	}
+	att, err := b.c.Reattach(ctx, leaseOperator, pool.ID)
+	if err != nil || att.Session() != pool.ID || att.Run() != "run-1" || att.Company() != "co-1" {
+		t.Fatalf("replica B's Reattach = %v, %v; want the member's session for run-1 of co-1", att, err)
+	}
+	var out bytes.Buffer
+	task, err := att.Start(ctx, leaseOperator, controller.TaskSpec{TaskStart: prp.TaskStart{Argv: []string{"echo", "via A"}}, Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := task.Wait(ctx); err != nil || e.Code != 0 || out.String() != "via A\n" {
+		t.Fatalf("the task journaled on B: %+v, %v, %q", e, err, out.String())
+	}
+	if a, bb := w.s.c.Handovers(), b.c.Handovers(); a != 1 || bb != 0 {
+		t.Errorf("hand-over renewals: A %d, B %d; want 1 on A (where the runner is), 0 on B", a, bb)
+	}
+	cmds, err := st.CommandsAfter(ctx, pool.ID, 0, 0)
+	if err != nil || len(cmds) != 1 || cmds[0].Result == nil || cmds[0].Result.Status != prp.ResultDone {
+		t.Errorf("the session's journal: %+v, %v; want the one task, done", cmds, err)
+	}
+	// Nothing is handed over again.
+	if ok, err := st.HandOverSession(ctx, pool.ID, "co-1", "run-9"); err != nil || ok {
+		t.Errorf("a second hand-over: %t, %v; want false", ok, err)
+	}
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+		t.Fatal(err)
+	}
+}

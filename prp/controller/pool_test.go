@@ -31,9 +31,20 @@ func newPoolWorld(t *testing.T) (*leaseWorld, *controller.MemoryStore) {
 // pool setting pool (nil: one member, no max age).
 func newPoolWorldWith(t *testing.T, az authz.Authorizer, secrets controller.SecretResolver, pool *environment.Pool) (*leaseWorld, *controller.MemoryStore) {
 	t.Helper()
+	w, st, _ := newPoolReplicas(t, az, secrets, pool)
+	return w, st
+}
+
+// newPoolReplicas is newPoolWorldWith that also returns the func that
+// starts another replica of the world's controller: on the same stores,
+// signer and output directory, serving its own HTTP endpoint.
+func newPoolReplicas(t *testing.T, az authz.Authorizer, secrets controller.SecretResolver, pool *environment.Pool) (*leaseWorld, *controller.MemoryStore, func() *server) {
+	t.Helper()
 	leases := lease.NewMemoryStore()
 	st := &controller.MemoryStore{}
-	s := newServer(t, serverOptions{Options: controller.Options{Authorizer: az, Store: st}, Leases: leases, Secrets: secrets})
+	o := serverOptions{Options: controller.Options{Authorizer: az, Store: st, DataDir: t.TempDir()}, Leases: leases, Secrets: secrets}
+	s := newServer(t, o)
+	replica := func() *server { return newServer(t, o) }
 	fk := fake.New(nil)
 	cfg, err := fk.Schema().Normalize(map[string]any{"region": "local-1"})
 	if err != nil {
@@ -61,7 +72,7 @@ func newPoolWorldWith(t *testing.T, az authz.Authorizer, secrets controller.Secr
 		},
 	})
 	t.Cleanup(func() { m.Close() })
-	return &leaseWorld{s: s, fk: fk, m: m}, st
+	return &leaseWorld{s: s, fk: fk, m: m}, st, replica
 }
 
 // Issue 31, runner pools: a member starts with its runner launched and
