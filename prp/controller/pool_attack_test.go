@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
@@ -344,5 +345,51 @@ func TestPoolHandOverOnAnotherReplica(t *testing.T) {
 	}
 	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Leak check: a member whose runner cannot be served (the ingress fails)
+// or launched (the launch fails) is destroyed with its sandbox, leaves no
+// ingress server attached and no connected session, and is never
+// adopted: the next acquisition creates a fresh sandbox. Held.
+func TestPoolMemberWhoseRunnerFailsLeaksNothing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		nth  int // the OpRunner call that fails: 1 HostRunner, 2 Launch
+	}{{"ingress", 1}, {"launch", 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w, st := newPoolWorld(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			w.fk.FailNth(fake.OpRunner, tc.nth, errors.New("no runner for you"))
+			rep, _ := w.m.MaintainPools(ctx, leaseOperator)
+			if rep.Created != 0 || rep.CreateFailed != 1 {
+				t.Fatalf("MaintainPools = %+v; want the one member's start failed", rep)
+			}
+			l, err := w.m.Get(ctx, leaseOperator, "lease-1")
+			if err != nil || l.Status == lease.StatusPooled || l.Cleanup != lease.CleanupConfirmed {
+				t.Fatalf("the failed member: %+v, %v; want ended with a confirmed cleanup", l, err)
+			}
+			for _, sb := range w.fk.Sandboxes() {
+				if sb.State != drivers.StateDestroyed {
+					t.Errorf("sandbox %s of the failed member is %s, want destroyed", sb.ID, sb.State)
+				}
+			}
+			if w.s.c.Attached("lease-1") {
+				t.Error("the failed member's ingress is still served")
+			}
+			if ss, _ := st.LeaseSessions(ctx, "lease-1"); len(ss) != 0 && w.s.c.Connected(ss[0].ID) {
+				t.Errorf("the failed member's session %s is connected", ss[0].ID)
+			}
+			h := w.acquire(t)
+			if h.ID() == "lease-1" {
+				t.Error("the failed member was adopted")
+			}
+			if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
