@@ -182,3 +182,35 @@ func TestStateDirNudgeSymlinkIsNotFollowed(t *testing.T) {
 		t.Errorf("the nudge's symlink target now holds %q, %v; want it untouched", b, err)
 	}
 }
+
+// A task that writes the nudge file over and over while its runner is
+// disconnected (the controller refuses it) gets one early reconnect, not
+// one per nudge: the runner waits out its backoff after that. Found
+// broken: every nudge ended the wait and reset the backoff (a reconnect
+// every 50 ms for as long as the task kept writing). Fixed: one nudge per
+// disconnection.
+func TestNudgeSpamIsNoReconnectStorm(t *testing.T) {
+	t.Parallel()
+	c := newController(t)
+	dir := t.TempDir()
+	slow := func(int) time.Duration { return time.Hour }
+	startRunner(t, c, dir, runner.Options{Ticket: c.ticket("lease-1", prp.ScopeTask, time.Minute), Backoff: slow})
+	c.waitFor("the welcome", func() bool { return c.conns == 1 })
+	c.mu.Lock()
+	c.refuse = true
+	c.mu.Unlock()
+	c.drop()
+	time.Sleep(200 * time.Millisecond) // the runner is in its hour of backoff
+	for range 20 {
+		if err := os.WriteFile(filepath.Join(dir, "reconnect"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(75 * time.Millisecond)
+	}
+	c.mu.Lock()
+	attempts := len(c.tokens)
+	c.mu.Unlock()
+	if attempts != 2 {
+		t.Errorf("%d connect attempts after 20 nudges, want 2 (the first, one nudged)", attempts)
+	}
+}
