@@ -393,3 +393,45 @@ func TestPoolMemberWhoseRunnerFailsLeaksNothing(t *testing.T) {
 		})
 	}
 }
+
+// Leak check: the member was retired by another replica (its record ends
+// there; this process's lease manager never says LeaseEnded) and its
+// runner's connection here ends (the sandbox is gone): the ingress server
+// this process opened for the member is closed. Found broken: it stayed
+// served until Close, one per member retired elsewhere. Fixed: when a
+// connection ends and its session's lease is over, the lease's ingress in
+// this process is closed (closeIfLeaseOver).
+func TestPoolMemberRetiredElsewhereLeavesNoIngressHere(t *testing.T) {
+	t.Parallel()
+	w, st := newPoolWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool := poolSession(t, ctx, w, st)
+	if !w.s.c.Attached("lease-1") {
+		t.Fatal("the member's ingress is not served")
+	}
+	// Another replica retires the member: its record ends.
+	l, err := w.leases.GetLease(ctx, "lease-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upd := l.Clone()
+	upd.Status, upd.Cleanup, upd.ReleasedAt = lease.StatusFailed, lease.CleanupConfirmed, time.Now().UTC()
+	if err := w.leases.UpdateLease(ctx, upd); err != nil {
+		t.Fatal(err)
+	}
+	// Its runner's connection here ends (the sandbox went with it).
+	if ok, err := w.s.c.Disconnect(ctx, leaseOperator, pool.ID); err != nil || !ok {
+		t.Fatalf("Disconnect = %t, %v", ok, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for w.s.c.Attached("lease-1") {
+		if time.Now().After(deadline) {
+			t.Fatal("the retired member's ingress is still served in this process")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if w.s.c.Connected(pool.ID) {
+		t.Error("the retired member's runner is connected again")
+	}
+}

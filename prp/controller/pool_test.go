@@ -72,7 +72,7 @@ func newPoolReplicas(t *testing.T, az authz.Authorizer, secrets controller.Secre
 		},
 	})
 	t.Cleanup(func() { m.Close() })
-	return &leaseWorld{s: s, fk: fk, m: m}, st, replica
+	return &leaseWorld{s: s, fk: fk, m: m, leases: leases}, st, replica
 }
 
 // Issue 31, runner pools: a member starts with its runner launched and
