@@ -145,6 +145,14 @@
 //     at the hand-over reconnects with its pool token, which connect
 //     accepts for the handed session only, and is renewed the same way; one
 //     that is gone is relaunched with a resume ticket, as for any lease.
+//     Runs that start with prp.PoolRunPrefix are no principal's: Attach and
+//     MintTicket refuse them (lease.ErrInvalid), and no session is handed
+//     over to one. The calls that authorize once and then wait (Task.Wait,
+//     the result wait) refuse a session of the instance, so a wait
+//     authorized before a hand-over never reads the adopting company's
+//     events after it. When a runner connection ends and its session's
+//     lease is over, this process's ingress server of the lease is closed
+//     (a member retired, or its adopter released, on another replica).
 //
 // Durability of events, what is synced when: the connection's reader
 // writes each event's output bytes to the sink as it arrives (not synced)
