@@ -264,6 +264,9 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 	for {
 		ch := c.changes()
 		if id, hello, ok := c.liveTicket(rec); ok {
+			if rec.Resume != "" {
+				c.burnTicket(ctx, rec)
+			}
 			progress(AttachConnected)
 			return &Attachment{c: c, p: p, session: id, lease: l.ID, run: run, company: l.Company, scope: scope, hello: hello}, nil
 		}
@@ -449,6 +452,23 @@ func printableLog(b []byte, max int) string {
 		s = "..." + s[cut:]
 	}
 	return s
+}
+
+// burnTicket uses up r, a resume ticket whose session is connected
+// again: the runner that joined may be another than the one launched with
+// r (a runner launched on a state directory another live runner holds
+// nudges that one and exits without exchanging its ticket), and an unused
+// ticket in the sandbox's reach must not stay good for its TTL (it would
+// give a task the session's token and state key). A ticket used already
+// is what is expected; other errors are logged.
+func (c *Controller) burnTicket(ctx context.Context, r prp.TicketRecord) {
+	_, err := c.o.Tickets.ConsumeTicket(ctx, r.Hash, r.Lease, r.Resume, time.Now().UTC())
+	switch {
+	case err == nil:
+		c.log.Info("controller: a resume ticket nobody exchanged is used up", "lease", r.Lease, "session", r.Resume)
+	case !errors.Is(err, prp.ErrTicketReplayed):
+		c.log.Warn("controller: use up a resume ticket", "lease", r.Lease, "session", r.Resume, "err", err)
+	}
 }
 
 // liveTicket returns the session of ticket r (the one its exchange created,
