@@ -153,6 +153,9 @@
 //     events after it. When a runner connection ends and its session's
 //     lease is over, this process's ingress server of the lease is closed
 //     (a member retired, or its adopter released, on another replica).
+//     A resume ticket Attach relaunched a runner with is used up once the
+//     session is connected again, whichever runner joined (a relaunched
+//     runner that found its state directory busy exchanges nothing).
 //
 // Durability of events, what is synced when: the connection's reader
 // writes each event's output bytes to the sink as it arrives (not synced)
