@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,6 +48,8 @@ func TestRunnerPoolOnDocker(t *testing.T) {
 	bin := testenv.RunnerBinary(t)
 	ops := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 	stores := store.Memory()
+	tickets := &recordedTickets{RunnerStore: stores.Runners}
+	stores.Runners = tickets
 	// Replicas (here: a process and the one after its restart) share the
 	// runners' signing key.
 	signer, err := prp.NewSigner("k1", map[string][]byte{"k1": bytes.Repeat([]byte("k"), 32)})
@@ -146,6 +150,22 @@ func TestRunnerPoolOnDocker(t *testing.T) {
 	// state directory, nudges it to reconnect now and exits: the member's
 	// own runner, with its pool token, is renewed and runs the task.
 	first(sys2, "r2", []controller.AttachStage{controller.AttachInstalling, controller.AttachLaunching, controller.AttachConnecting, controller.AttachConnected})
+	// The relaunched runner found the state directory busy and exchanged
+	// nothing; its resume ticket (in the sandbox's reach) is used up all
+	// the same, so no task can exchange it for the session's token.
+	resumes := 0
+	for _, r := range tickets.created() {
+		if r.Resume == "" {
+			continue
+		}
+		resumes++
+		if _, err := stores.Runners.ConsumeTicket(ctx, r.Hash, r.Lease, r.Resume, time.Now().UTC()); !errors.Is(err, prp.ErrTicketReplayed) {
+			t.Errorf("the resume ticket of session %s after the attach: %v, want it used up (ErrTicketReplayed)", r.Resume, err)
+		}
+	}
+	if resumes != 1 {
+		t.Errorf("%d resume tickets minted, want 1 (the restarted System's relaunch)", resumes)
+	}
 	// The restarted System's pool pass reconnects the runner of the member
 	// left (the same launch, which nudges it), so the next adoption
 	// launches nothing again.
@@ -176,4 +196,24 @@ func stageList(ss []controller.AttachStage) string {
 		out[i] = string(s)
 	}
 	return strings.Join(out, ",")
+}
+
+// recordedTickets is a runner store that records the tickets created.
+type recordedTickets struct {
+	store.RunnerStore
+	mu   sync.Mutex
+	recs []prp.TicketRecord
+}
+
+func (r *recordedTickets) CreateTicket(ctx context.Context, t prp.TicketRecord) error {
+	r.mu.Lock()
+	r.recs = append(r.recs, t)
+	r.mu.Unlock()
+	return r.RunnerStore.CreateTicket(ctx, t)
+}
+
+func (r *recordedTickets) created() []prp.TicketRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.recs)
 }

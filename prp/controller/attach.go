@@ -47,7 +47,8 @@ type AttachRequest struct {
 	// its token lives at most prp.MaxProbeTokenTTL and is never renewed.
 	Scope prp.Scope
 	// Run is the run the session is for. Default: the lease's run, else a
-	// new id.
+	// new id. A run that starts with prp.PoolRunPrefix is refused
+	// (lease.ErrInvalid): such runs are warm-pool members' (pool.go).
 	Run string
 	// TicketTTL bounds the bootstrap ticket. Default prp.MaxTicketTTL (one
 	// minute for a probe).
@@ -187,6 +188,9 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 			return fail(err)
 		}
 	}
+	if err := tenantRun("run", run); err != nil {
+		return fail(err)
+	}
 	ttl := req.TicketTTL
 	if ttl <= 0 {
 		ttl = prp.MaxTicketTTL
@@ -274,6 +278,9 @@ func (c *Controller) awaitHello(ctx context.Context, h *lease.Handle, in drivers
 	for {
 		ch := c.changes()
 		if id, hello, ok := c.liveTicket(rec); ok {
+			if rec.Resume != "" {
+				c.burnTicket(ctx, rec)
+			}
 			return id, hello, nil
 		}
 		select {
@@ -456,6 +463,23 @@ func printableLog(b []byte, max int) string {
 		s = "..." + s[cut:]
 	}
 	return s
+}
+
+// burnTicket uses up r, a resume ticket whose session is connected
+// again: the runner that joined may be another than the one launched with
+// r (a runner launched on a state directory another live runner holds
+// nudges that one and exits without exchanging its ticket), and an unused
+// ticket in the sandbox's reach must not stay good for its TTL (it would
+// give a task the session's token and state key). A ticket used already
+// is what is expected; other errors are logged.
+func (c *Controller) burnTicket(ctx context.Context, r prp.TicketRecord) {
+	_, err := c.o.Tickets.ConsumeTicket(ctx, r.Hash, r.Lease, r.Resume, time.Now().UTC())
+	switch {
+	case err == nil:
+		c.log.Info("controller: a resume ticket nobody exchanged is used up", "lease", r.Lease, "session", r.Resume)
+	case !errors.Is(err, prp.ErrTicketReplayed):
+		c.log.Warn("controller: use up a resume ticket", "lease", r.Lease, "session", r.Resume, "err", err)
+	}
 }
 
 // liveTicket returns the session of ticket r (the one its exchange created,

@@ -122,6 +122,7 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 		}
 		c.mu.Unlock()
 		c.notify()
+		c.closeIfLeaseOver(sess.ID)
 	}()
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -139,6 +140,35 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	cancel()
 	ws.CloseNow()
 	wg.Wait()
+}
+
+// closeIfLeaseOver closes this process's ingress server of the lease of
+// session when that lease is over (sessionLease: errLeaseOver), once a
+// connection of the session ended. The lease manager's LeaseEnded closes
+// it only in the process whose manager ended the lease: a warm-pool
+// member retired, or the lease that adopted it released, on another
+// replica would otherwise leave the ingress served here until Close. A
+// failed read leaves it (the next connection's end tries again).
+func (c *Controller) closeIfLeaseOver(session string) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.limits.DeadAfter)
+	defer cancel()
+	s, err := c.o.Store.GetSession(ctx, session)
+	if err != nil {
+		return
+	}
+	if _, err := c.sessionLease(ctx, s, time.Now()); !errors.Is(err, errLeaseOver) {
+		return
+	}
+	c.mu.Lock()
+	a := c.attached[s.Lease]
+	if a != nil {
+		delete(c.attached, s.Lease)
+	}
+	c.mu.Unlock()
+	if a != nil {
+		c.log.Info("controller: the lease is over: its ingress is closed", "lease", s.Lease, "session", s.ID)
+		go a.close()
+	}
 }
 
 // claimConnection claims sess's one live connection in the store (on any

@@ -199,7 +199,10 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 // with a scope. TTL zero means prp.MaxTicketTTL.
 type TicketRequest struct {
 	Lease string
-	Run   string
+	// Run is the run of the runner; one that starts with
+	// prp.PoolRunPrefix is refused (lease.ErrInvalid): such runs are
+	// warm-pool members', which only the lease manager starts.
+	Run string
 	// Company, if set, must be the lease's recorded company; the ticket
 	// carries the recorded one either way.
 	Company string
@@ -248,6 +251,9 @@ func (c *Controller) MintResumeTicket(ctx context.Context, p authz.Principal, se
 // mintTicket is MintTicket of a resume ticket for session resume (if not
 // empty) or of a holder ticket (Attach's).
 func (c *Controller) mintTicket(ctx context.Context, p authz.Principal, req TicketRequest, resume string, holder bool) (prp.Ticket, prp.TicketRecord, error) {
+	if err := tenantRun("run", req.Run); err != nil {
+		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: %w", req.Lease, err)
+	}
 	l, err := c.leaseFor(ctx, p, req.Lease)
 	if err != nil {
 		return prp.Ticket{}, prp.TicketRecord{}, err

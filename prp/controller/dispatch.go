@@ -88,6 +88,9 @@ func (c *Controller) wait(ctx context.Context, p authz.Principal, session, id st
 	if err != nil {
 		return prp.Result{}, err
 	}
+	if err := notInstanceSession(s); err != nil {
+		return prp.Result{}, err
+	}
 	for {
 		ch := c.changes()
 		r, err := c.o.Store.GetCommand(ctx, s.ID, id)

@@ -150,6 +150,17 @@
 //     the ingress served here, a runner launched with a resume ticket,
 //     which nudges the member's live runner to reconnect and exits, or
 //     resumes the session when that runner is gone).
+//     Runs that start with prp.PoolRunPrefix are no principal's: Attach and
+//     MintTicket refuse them (lease.ErrInvalid), and no session is handed
+//     over to one. The calls that authorize once and then wait (Task.Wait,
+//     the result wait) refuse a session of the instance, so a wait
+//     authorized before a hand-over never reads the adopting company's
+//     events after it. When a runner connection ends and its session's
+//     lease is over, this process's ingress server of the lease is closed
+//     (a member retired, or its adopter released, on another replica).
+//     A resume ticket Attach relaunched a runner with is used up once the
+//     session is connected again, whichever runner joined (a relaunched
+//     runner that found its state directory busy exchanges nothing).
 //
 // Durability of events, what is synced when: the connection's reader
 // writes each event's output bytes to the sink as it arrives (not synced)

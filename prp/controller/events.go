@@ -318,6 +318,9 @@ func (c *Controller) follow(ctx context.Context, p authz.Principal, session stri
 	if err != nil {
 		return err
 	}
+	if err := notInstanceSession(sess); err != nil {
+		return err
+	}
 	last := after
 	for {
 		ch := c.changes()                                           // subscribe first ...

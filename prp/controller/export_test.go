@@ -128,3 +128,11 @@ const JournalReadBatch = journalReadBatch
 // Handovers counts the pool sessions whose token a writer of c renewed
 // for the adopting lease, for tests.
 func (c *Controller) Handovers() int64 { return c.handovers.Load() }
+
+// Attached reports whether an ingress server of lease is attached in this
+// process, for tests.
+func (c *Controller) Attached(lease string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.attached[lease] != nil
+}

@@ -42,6 +42,9 @@ type leaseWorld struct {
 	s  *server
 	fk *fake.Driver
 	m  *lease.Manager
+	// leases is the lease store, when the world's constructor sets it
+	// (newPoolReplicas).
+	leases *lease.MemoryStore
 }
 
 // newLeaseWorld composes the world; the manager names its leases

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,8 +113,8 @@ func (s *MemoryStore) HandOverSession(ctx context.Context, session, company, run
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	if !prp.ValidID(company) || !prp.ValidID(run) || company == authz.InstanceCompany {
-		return false, fmt.Errorf("controller: hand over session %s: fields company and run must be valid ids of a tenant", session)
+	if !prp.ValidID(company) || !prp.ValidID(run) || company == authz.InstanceCompany || strings.HasPrefix(run, prp.PoolRunPrefix) {
+		return false, fmt.Errorf("controller: hand over session %s: fields company and run must be valid ids of a tenant (a run not of a warm-pool member)", session)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/berthdev/berth/authz"
@@ -33,8 +34,34 @@ import (
 //     the runner accepts commands for the lease's run only from then on.
 
 // poolRun is the run of a warm-pool member's runner session before its
-// hand-over.
+// hand-over. Runs that start with prp.PoolRunPrefix are the instance's:
+// no principal names one (Attach, MintTicket refuse it), and no session
+// is handed over to one (Store.HandOverSession), so a tenant's runner
+// never holds a run whose runner takes a renewal for another run.
 func poolRun(leaseID string) string { return prp.PoolRunPrefix + leaseID }
+
+// tenantRun refuses run when it is a warm-pool member's (poolRun's
+// prefix): field names the request field, for the error.
+func tenantRun(field, run string) error {
+	if strings.HasPrefix(run, prp.PoolRunPrefix) {
+		return fmt.Errorf("field %s %q: runs that start with %q are reserved for warm-pool members: %w", field, run, prp.PoolRunPrefix, lease.ErrInvalid)
+	}
+	return nil
+}
+
+// notInstanceSession refuses s when it is the instance's (a warm-pool
+// member's, not handed over): the calls that authorize once and then wait
+// (follow, wait) never wait on one. No command runs on such a session, and
+// once the lease that adopted the member takes it over it is that lease's
+// company's: a wait authorized while it was the instance's (a principal
+// with rights on the instance only) would otherwise go on reading the
+// adopting company's events and results.
+func notInstanceSession(s Session) error {
+	if s.Company == authz.InstanceCompany {
+		return fmt.Errorf("controller: session %s is a warm-pool member's, which runs nothing until a lease adopts it: %w", s.ID, prp.ErrScopeDenied)
+	}
+	return nil
+}
 
 // poolMember reports whether l is the record of a warm-pool member that
 // no lease adopted (yet).

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
@@ -21,14 +23,56 @@ import (
 // controller, whose session store the test reads.
 func newPoolWorld(t *testing.T) (*leaseWorld, *controller.MemoryStore) {
 	t.Helper()
-	st := &controller.MemoryStore{}
-	w := composeLeaseWorld(t, serverOptions{Options: controller.Options{Store: st}},
-		func(env *environment.Environment) { env.Pool = &environment.Pool{Size: 1, Runner: true} },
-		func(o *lease.Options) {
-			o.CleanupBudget, o.ManualPoolRefill = time.Minute, true
-			o.PoolRunners = func() (*drivers.RunnerSet, error) { return drivers.RunnerSetOf(fakeSpec), nil }
-		})
+	return newPoolWorldWith(t, leasePolicy, nil, nil)
+}
+
+// newPoolWorldWith is newPoolWorld with the controller's Authorizer az
+// (the lease manager's stays leasePolicy), SecretResolver secrets and the
+// pool setting pool (nil: one member, no max age).
+func newPoolWorldWith(t *testing.T, az authz.Authorizer, secrets controller.SecretResolver, pool *environment.Pool) (*leaseWorld, *controller.MemoryStore) {
+	t.Helper()
+	w, st, _ := newPoolReplicas(t, az, secrets, pool)
 	return w, st
+}
+
+// newPoolReplicas is newPoolWorldWith that also returns the func that
+// starts another replica of the world's controller: on the same stores,
+// signer and output directory, serving its own HTTP endpoint.
+func newPoolReplicas(t *testing.T, az authz.Authorizer, secrets controller.SecretResolver, pool *environment.Pool) (*leaseWorld, *controller.MemoryStore, func() *server) {
+	t.Helper()
+	leases := lease.NewMemoryStore()
+	st := &controller.MemoryStore{}
+	o := serverOptions{Options: controller.Options{Authorizer: az, Store: st, DataDir: t.TempDir()}, Leases: leases, Secrets: secrets}
+	s := newServer(t, o)
+	replica := func() *server { return newServer(t, o) }
+	fk := fake.New(nil)
+	cfg, err := fk.Schema().Normalize(map[string]any{"region": "local-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	envs := environment.NewMemoryStore()
+	env := &environment.Environment{ID: "env-1", Name: "pooled", Driver: "fake", Status: environment.StatusActive, Config: cfg, Revision: 1,
+		Pool: pool}
+	if pool == nil {
+		env.Pool = &environment.Pool{Size: 1, Runner: true}
+	}
+	if err := envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reg := drivers.NewRegistry(fk)
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true, Authorizer: leasePolicy})
+	var n atomic.Int64
+	m, _ := lease.NewManager(leases, reg, asg, s.tasks, &lease.Options{InstanceID: "test", CleanupBudget: time.Minute,
+		NewID:            func() string { return "lease-" + string(rune('0'+n.Add(1))) },
+		ManualPoolRefill: true,
+		PoolRunners:      func() (*drivers.RunnerSet, error) { return drivers.RunnerSetOf(fakeSpec), nil },
+		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
+			return envs.ListEnvironments(ctx, environment.ListFilter{})
+		},
+	})
+	t.Cleanup(func() { m.Close() })
+	return &leaseWorld{s: s, fk: fk, m: m, leases: leases}, st, replica
 }
 
 // Issue 31, runner pools: a member starts with its runner launched and

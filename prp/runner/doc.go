@@ -72,7 +72,15 @@
 // ErrStateDirBusy, after it asked the live one to reconnect at once (a
 // nudge file that a runner waiting out its backoff looks for): so one
 // journal is never served by two runners, and a command is never run by a
-// runner that did not journal the ones before it.
+// runner that did not journal the ones before it. Tasks can write the
+// state directory, so neither file is trusted: the lock file is opened
+// without following a symlink and must be a regular file of one link owned
+// by the runner's user (else Run refuses the directory), the nudge file is
+// created O_EXCL without following a symlink (nothing is truncated), and a
+// runner takes one nudge per disconnection (a task writing the nudge file
+// over and over cannot turn the backoff into a reconnect storm). A task
+// can still keep its own lease's runner from coming back (it can kill it,
+// hold the lock, or remove the session file); that is no other lease's.
 //
 // Durability: the journal is fsynced at every state change but received
 // (written, then synced with the executing or done line that follows it

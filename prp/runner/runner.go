@@ -186,11 +186,17 @@ func (r *Runner) Run(ctx context.Context) error {
 	wg.Go(func() { r.commandLoop(ctx, taskCtx) })
 	r.reportInterrupted(taskCtx)
 
+	// nudgeable: a nudge may end the wait before the next reconnect. A
+	// runner takes one nudge per disconnection (until a connection is
+	// welcomed again): the nudge file is a task's to write too, and a task
+	// that writes it over and over must not turn the backoff into a
+	// reconnect storm.
+	nudgeable := true
 	for attempt := 0; ; attempt++ {
 		var welcomed bool
 		welcomed, err = r.session(ctx)
 		if welcomed {
-			attempt = 0
+			attempt, nudgeable = 0, true
 		}
 		if ctx.Err() != nil {
 			err = ctx.Err()
@@ -202,8 +208,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		r.log.Info("runner: disconnected; reconnecting", "err", err, "attempt", attempt)
 		r.armOrphanTimer(taskCtx)
-		if r.waitBackoff(ctx, r.opts.Backoff(attempt)) {
-			attempt = 0 // another runner's launch nudged this one
+		if r.waitBackoff(ctx, r.opts.Backoff(attempt), nudgeable) {
+			// Another runner's launch nudged this one: it reconnects now,
+			// and waits out its backoff from then on.
+			nudgeable = false
 		}
 		if ctx.Err() != nil {
 			err = ctx.Err()
@@ -264,21 +272,20 @@ const (
 // one ran nothing (its ticket is not exchanged).
 var ErrStateDirBusy = errcode.New(errcode.Conflict, "runner: another runner serves the state directory")
 
-// nudge asks the runner that holds dir's lock to reconnect at once.
-func nudge(dir string) {
-	_ = os.WriteFile(filepath.Join(dir, nudgeFile), nil, 0o600)
-}
-
 // nudgePoll is how often a runner waiting to reconnect looks for a nudge.
 const nudgePoll = 50 * time.Millisecond
 
-// waitBackoff waits d, or until ctx ends or a nudge appears in the state
-// directory (which it removes), and reports whether it was nudged.
-func (r *Runner) waitBackoff(ctx context.Context, d time.Duration) bool {
+// waitBackoff waits d, or until ctx ends or, when nudgeable, a nudge
+// appears in the state directory (which it removes), and reports whether
+// it was nudged.
+func (r *Runner) waitBackoff(ctx context.Context, d time.Duration, nudgeable bool) bool {
 	done := time.NewTimer(d)
 	defer done.Stop()
 	poll := time.NewTicker(nudgePoll)
 	defer poll.Stop()
+	if !nudgeable {
+		poll.Stop()
+	}
 	path := filepath.Join(r.dir, nudgeFile)
 	for {
 		select {

@@ -8,7 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // lockStateDir takes the state directory's lock (an exclusive flock on
@@ -16,14 +17,34 @@ import (
 // releases it. A directory another live runner holds is ErrStateDirBusy:
 // that runner is asked to reconnect at once (nudge), and this one runs
 // nothing, so that one journal is never served by two runners.
+//
+// Tasks can write the state directory (package doc): the lock file is
+// opened without following a symlink (O_NOFOLLOW) and must be a regular
+// file with one link, owned by the runner's user, else Run refuses (the
+// error names the path); so a task that planted a symlink or a hard link
+// at the lock's path never gets the runner to create, lock or truncate
+// another file.
 func lockStateDir(dir string) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	path := filepath.Join(dir, lockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return nil, fmt.Errorf("runner: state directory %s: lock file %s is a symlink: refusing it", dir, path)
+		}
 		return nil, fmt.Errorf("runner: state directory %s: %w", dir, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		return nil, fmt.Errorf("runner: state directory %s: lock file %s: %w", dir, path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || int(st.Uid) != os.Geteuid() {
+		f.Close()
+		return nil, fmt.Errorf("runner: state directory %s: lock file %s is not a regular file of one link owned by the runner's user: refusing it", dir, path)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
 			nudge(dir)
 			return nil, permanent{fmt.Errorf("%w: %s; it was asked to reconnect now", ErrStateDirBusy, dir)}
 		}
@@ -33,4 +54,16 @@ func lockStateDir(dir string) (func(), error) {
 	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	_ = os.Remove(filepath.Join(dir, nudgeFile)) // a nudge for an earlier runner
 	return func() { f.Close() }, nil
+}
+
+// nudge asks the runner that holds dir's lock to reconnect at once: it
+// creates the nudge file, never following a symlink and never truncating
+// what is there (O_EXCL|O_NOFOLLOW): an entry already at the path (a
+// pending nudge, or whatever a task put there) is left as it is, and the
+// waiting runner's removal of it counts as the nudge.
+func nudge(dir string) {
+	f, err := os.OpenFile(filepath.Join(dir, nudgeFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	if err == nil {
+		f.Close()
+	}
 }

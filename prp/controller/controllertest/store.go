@@ -81,6 +81,9 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) controller.Store) {
 		if _, err := s.HandOverSession(ctx, "s_p", authz.InstanceCompany, "run-2"); err == nil {
 			t.Error("HandOverSession to the instance company succeeded, want an error")
 		}
+		if _, err := s.HandOverSession(ctx, "s_p", "co-2", prp.PoolRunPrefix+"other"); err == nil {
+			t.Error("HandOverSession to a warm-pool member's run succeeded, want an error")
+		}
 		if ok, err := s.HandOverSession(ctx, "s_p", "co-2", "run-2"); err != nil || !ok {
 			t.Fatalf("HandOverSession = %t, %v; want true", ok, err)
 		}

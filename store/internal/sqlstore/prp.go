@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/berthdev/berth/authz"
@@ -165,8 +166,8 @@ func (s *PRPStore) ReleaseConnection(ctx context.Context, session, conn string) 
 // HandOverSession implements controller.Store with one conditional
 // UPDATE (the session is still the instance's).
 func (s *PRPStore) HandOverSession(ctx context.Context, session, company, run string) (bool, error) {
-	if !prp.ValidID(company) || !prp.ValidID(run) || company == authz.InstanceCompany {
-		return false, fmt.Errorf("sqlstore: hand over session %s: fields company and run must be valid ids of a tenant", session)
+	if !prp.ValidID(company) || !prp.ValidID(run) || company == authz.InstanceCompany || strings.HasPrefix(run, prp.PoolRunPrefix) {
+		return false, fmt.Errorf("sqlstore: hand over session %s: fields company and run must be valid ids of a tenant (a run not of a warm-pool member)", session)
 	}
 	res, err := s.db.writes().exec(ctx, `UPDATE prp_sessions SET company = ?, run = ? WHERE id = ? AND company = ?`, company, run, session, authz.InstanceCompany)
 	if err != nil {
