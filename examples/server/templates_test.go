@@ -68,8 +68,16 @@ func templateAndSetupAPI(t *testing.T, kind string) {
 	e.waitSession(t, ses.ID, custom.SessionWaiting)
 
 	// Events after a cursor: all, then nothing new with the same cursor.
+	// The session moves to waiting, then stores its "waiting for the
+	// operator" event: read until that one is in.
 	var evs eventsPage
-	e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/setup-sessions/" + ses.ID + "/events", token: tokBoard}).decode(t, &evs)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		evs = eventsPage{}
+		e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/setup-sessions/" + ses.ID + "/events", token: tokBoard}).decode(t, &evs)
+		if n := len(evs.Items); n > 0 && strings.HasPrefix(evs.Items[n-1].Message, "waiting for the operator") || time.Now().After(deadline) {
+			break
+		}
+	}
 	if len(evs.Items) < 2 || evs.Cursor != evs.Items[len(evs.Items)-1].Seq {
 		t.Fatalf("events %+v", evs)
 	}

@@ -257,6 +257,11 @@ func (c *testController) sendCommands(ctx context.Context, conn *websocket.Conn,
 				return
 			}
 		}
+		if len(raws) > 0 {
+			c.mu.Lock()
+			c.notify() // a test may wait for its raw frames to be out
+			c.mu.Unlock()
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -72,6 +72,9 @@ func TestPoolRunnerIsRetargetedOnce(t *testing.T) {
 	c.waitFor("the reconnect after the refused retarget", func() bool { return c.conns == 2 })
 
 	good := renew(t, c, session, "run-1")
+	// The harness sends a wake's commands before its raw frames: the
+	// command goes out once the renewal is on the wire.
+	c.waitFor("the renewal sent", func() bool { return len(c.raw) == 0 })
 	c.command(startCmd("c1", "t1", "true"))
 	if r := c.waitResults("c1", 1); r[0].Status != prp.ResultDone {
 		t.Errorf("a run-1 command after the retarget: %+v, want done", r[0])
