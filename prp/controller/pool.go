@@ -124,24 +124,34 @@ func (c *Controller) startPoolRunner(ctx context.Context, h *lease.Handle) error
 	if err := c.admit(ctx, l.Provider, h.Kind() == drivers.KindHost); err != nil {
 		return fail(err)
 	}
-	in, detach, err := c.serve(ctx, h, true)
-	if err != nil {
-		return fail(err)
-	}
-	t, rec, err := c.mintFor(ctx, l, TicketRequest{Lease: l.ID, Run: poolRun(l.ID), Scope: prp.ScopeTask, TTL: prp.MaxTicketTTL}, "", true)
-	if err != nil {
-		detach()
-		return fail(err)
-	}
-	if err := in.Launch(ctx, drivers.RunnerLaunch{Lease: l.ID, Ticket: t.String()}); err != nil {
-		detach()
-		return fail(err)
-	}
-	if _, _, err := c.awaitHello(ctx, h, in, rec); err != nil {
-		detach()
+	if err := c.launchPoolRunner(ctx, h, poolRun(l.ID), ""); err != nil {
 		return fail(err)
 	}
 	return nil
+}
+
+// launchPoolRunner serves this controller on the ingress of h, a warm-pool
+// member, mints a one-use holder ticket of the instance for run (a resume
+// ticket of session resume, if not empty), launches the runner with it
+// and returns once the ticket's session is connected here; on failure the
+// ingress is closed again.
+func (c *Controller) launchPoolRunner(ctx context.Context, h *lease.Handle, run, resume string) error {
+	l := h.Lease()
+	in, detach, err := c.serve(ctx, h, true)
+	if err != nil {
+		return err
+	}
+	t, rec, err := c.mintFor(ctx, l, TicketRequest{Lease: l.ID, Run: run, Scope: prp.ScopeTask, TTL: prp.MaxTicketTTL}, resume, true)
+	if err == nil {
+		err = in.Launch(ctx, drivers.RunnerLaunch{Lease: l.ID, Ticket: t.String()})
+	}
+	if err == nil {
+		_, _, err = c.awaitHello(ctx, h, in, rec)
+	}
+	if err != nil {
+		detach()
+	}
+	return err
 }
 
 // poolSession returns the runner session of the warm-pool member lease
@@ -205,21 +215,7 @@ func (c *Controller) reconnectPoolRunner(ctx context.Context, h *lease.Handle) e
 	if s == nil {
 		return fail(errors.New("the member has no runner session"))
 	}
-	in, detach, err := c.serve(ctx, h, true)
-	if err != nil {
-		return fail(err)
-	}
-	t, rec, err := c.mintFor(ctx, l, TicketRequest{Lease: l.ID, Run: s.Run, Scope: prp.ScopeTask, TTL: prp.MaxTicketTTL}, s.ID, true)
-	if err != nil {
-		detach()
-		return fail(err)
-	}
-	if err := in.Launch(ctx, drivers.RunnerLaunch{Lease: l.ID, Ticket: t.String()}); err != nil {
-		detach()
-		return fail(err)
-	}
-	if _, _, err := c.awaitHello(ctx, h, in, rec); err != nil {
-		detach()
+	if err := c.launchPoolRunner(ctx, h, s.Run, s.ID); err != nil {
 		return fail(err)
 	}
 	return nil
