@@ -1,8 +1,11 @@
 package lease_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -248,5 +251,63 @@ func TestDestroyingAStoppedReusableLease(t *testing.T) {
 	}
 	if st := w.state(pid); st != drivers.StateDestroyed {
 		t.Errorf("sandbox %s, want destroyed", st)
+	}
+}
+
+// readCountingStore counts lease reads by id and by filter.
+type readCountingStore struct {
+	lease.Store
+	gets, lists atomic.Int64
+}
+
+func (s *readCountingStore) GetLease(ctx context.Context, id string) (*lease.Lease, error) {
+	s.gets.Add(1)
+	return s.Store.GetLease(ctx, id)
+}
+
+func (s *readCountingStore) ListLeases(ctx context.Context, f lease.Filter) ([]*lease.Lease, error) {
+	s.lists.Add(1)
+	return s.Store.ListLeases(ctx, f)
+}
+
+func TestSweepReadsTheLiveLeasesOncePerEnvironment(t *testing.T) {
+	t.Parallel()
+	// The orphan search reads the environment's live leases once, not each
+	// listed sandbox's records (two reads each, from every replica's every
+	// sweep): a sweep's reads do not grow with the live sandboxes. An
+	// orphan among them is still found and destroyed.
+	st := &readCountingStore{Store: lease.NewMemoryStore()}
+	w := newWorld(t, worldOpts{store: st})
+	var live []*lease.Handle
+	sweep := func(n int) (gets, lists int64) {
+		for len(live) < n {
+			live = append(live, w.acquire(lease.Ephemeral, fmt.Sprint("run-", len(live))))
+		}
+		orphan, err := w.fk.Acquire(bg, w.env.Config, drivers.AcquireRequest{LeaseID: "gone", Labels: map[string]string{
+			lease.LabelInstance: "test-instance", lease.LabelEnvironment: w.env.ID, lease.LabelLease: "gone"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.gets.Store(0)
+		st.lists.Store(0)
+		rep, err := w.m.Sweep(bg, op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.OrphansDestroyed != 1 || w.state(orphan.ID()) != drivers.StateDestroyed {
+			t.Errorf("Sweep with %d live leases: %+v, orphan %s; want it destroyed", n, rep, w.state(orphan.ID()))
+		}
+		for _, h := range live {
+			if got := w.state(h.SandboxID()); got != drivers.StateRunning {
+				t.Errorf("lease %s's sandbox: %s, want running", h.ID(), got)
+			}
+		}
+		return st.gets.Load(), st.lists.Load()
+	}
+	gets1, lists1 := sweep(2)
+	gets2, lists2 := sweep(20)
+	// The orphan alone is read by id (its label) and by provider id.
+	if gets1 != 1 || gets2 != 1 || lists2 != lists1 {
+		t.Errorf("a sweep read %d leases by id and listed %d times with 2 live sandboxes, %d and %d with 20; want 1 read by id (the orphan's) and as many lists", gets1, lists1, gets2, lists2)
 	}
 }

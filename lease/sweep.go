@@ -154,8 +154,9 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *SweepReport) error {
 			errs = append(errs, fmt.Errorf("environment %s: listing sandboxes: %w", env.ID, err))
 			continue
 		}
+		live := m.liveOwners(cctx, env.ID, found)
 		for _, info := range found {
-			if m.owned(cctx, info, listedAt) {
+			if live.owns(info, m.now()) || m.owned(cctx, info, listedAt) {
 				continue
 			}
 			rc, err := destroyer.Destroy(cctx, cfg, info.ProviderLeaseID)
@@ -185,14 +186,10 @@ func (m *Manager) owned(ctx context.Context, info drivers.SandboxInfo, listedAt 
 		case errors.Is(err, ErrNotFound):
 		case err != nil:
 			return true
-		case l.Status == StatusPendingCleanup && (l.ProviderLeaseID == info.ProviderLeaseID || l.ProviderLeaseID == ""):
-			return true
-		case l.ProviderLeaseID == info.ProviderLeaseID && l.HoldsSandbox():
+		case ownedByLabel(l, info, m.now()):
 			return true
 		case l.ProviderLeaseID == info.ProviderLeaseID && l.Cleanup == CleanupConfirmed && !l.ReleasedAt.Before(listedAt):
 			// Its cleanup was proven after the listing: the listing is stale.
-			return true
-		case l.Status == StatusStarting && l.ProviderLeaseID == "" && l.ClaimedUntil.After(m.now()):
 			return true
 		}
 	}
@@ -202,11 +199,72 @@ func (m *Manager) owned(ctx context.Context, info drivers.SandboxInfo, listedAt 
 		return true
 	}
 	for _, l := range ls {
-		if l.HoldsSandbox() || l.Status == StatusPendingCleanup {
+		if ownedByRecord(l, info) {
 			return true
 		}
 	}
 	return false
+}
+
+// ownedByLabel reports whether l, the lease named by the sandbox's lease
+// label, owns the listed sandbox at now.
+func ownedByLabel(l *Lease, info drivers.SandboxInfo, now time.Time) bool {
+	switch {
+	case l.Status == StatusPendingCleanup && (l.ProviderLeaseID == info.ProviderLeaseID || l.ProviderLeaseID == ""):
+		return true
+	case l.ProviderLeaseID == info.ProviderLeaseID && l.HoldsSandbox():
+		return true
+	case l.Status == StatusStarting && l.ProviderLeaseID == "" && l.ClaimedUntil.After(now):
+		return true
+	}
+	return false
+}
+
+// ownedByRecord reports whether l, a lease that records the listed
+// sandbox's provider id, owns it.
+func ownedByRecord(l *Lease, info drivers.SandboxInfo) bool {
+	return l.ProviderLeaseID == info.ProviderLeaseID && (l.HoldsSandbox() || l.Status == StatusPendingCleanup)
+}
+
+// liveLeases indexes the live leases of one environment, read after its
+// sandboxes were listed, by id and by provider lease id.
+type liveLeases struct {
+	byID, byProvider map[string]*Lease
+}
+
+// liveOwners reads the live leases of environment env once, so that the
+// sandboxes they own (nearly all that a listing finds) cost no read each.
+// It reads nothing when nothing was found, and answers an empty index on
+// a store error: owned then decides each sandbox alone.
+func (m *Manager) liveOwners(ctx context.Context, env string, found []drivers.SandboxInfo) liveLeases {
+	if len(found) == 0 {
+		return liveLeases{}
+	}
+	ls, err := m.store.ListLeases(ctx, Filter{Environment: env, Live: true})
+	if err != nil {
+		return liveLeases{}
+	}
+	ix := liveLeases{byID: make(map[string]*Lease, len(ls)), byProvider: make(map[string]*Lease, len(ls))}
+	for _, l := range ls {
+		ix.byID[l.ID] = l
+		if l.ProviderLeaseID != "" {
+			ix.byProvider[l.ProviderLeaseID] = l
+		}
+	}
+	return ix
+}
+
+// owns reports whether a live lease of the index owns the listed sandbox,
+// by the rules of owned. Only a yes is final (a sandbox a live record
+// holds is no orphan); a no leaves the sandbox to owned, which reads its
+// records one by one (a lease that ended since the listing, for one, is
+// not in the index).
+func (ix liveLeases) owns(info drivers.SandboxInfo, now time.Time) bool {
+	if l, ok := ix.byID[info.Labels[LabelLease]]; ok && ownedByLabel(l, info, now) {
+		return true
+	}
+	l, ok := ix.byProvider[info.ProviderLeaseID]
+	return ok && ownedByRecord(l, info)
 }
 
 // sweepTargets returns the environments to search for orphans.

@@ -219,10 +219,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 			return d.waitRunning(ctx, b.ID)
 		}
 	}
-	d.locked(func() {
-		b.cancel()
-		b.State = st
-	})
+	d.locked(func() { b.cancel(); b.State = st })
 	return nil, err
 }
 
@@ -289,14 +286,19 @@ func (d *Driver) List(ctx context.Context, cfg config.Config, labels map[string]
 	if err := d.call(OpList, ""); err != nil {
 		return nil, err
 	}
+	d.mu.Lock() // a filter under the lock: destroyed sandboxes cost no copy
+	defer d.mu.Unlock()
 	var out []drivers.SandboxInfo
-	for _, b := range d.Sandboxes() {
-		with := maps.Collect(maps.All(b.Labels))
-		maps.Copy(with, labels) // unchanged when b carries every label
-		if b.State != drivers.StateDestroyed && maps.Equal(with, b.Labels) {
-			out = append(out, drivers.SandboxInfo{ProviderLeaseID: b.ID, Labels: b.Labels, State: b.State, CreatedAt: b.Created})
+	for _, b := range d.boxes {
+		if b.stateAt(d.o.Clock.Now()) == drivers.StateDestroyed {
+			continue
+		}
+		with := maps.Clone(b.Labels)
+		if maps.Copy(with, labels); maps.Equal(with, b.Labels) { // unchanged when b carries every label
+			out = append(out, drivers.SandboxInfo{ProviderLeaseID: b.ID, Labels: with, State: b.State, CreatedAt: b.Created})
 		}
 	}
+	slices.SortFunc(out, func(a, b drivers.SandboxInfo) int { return byID(a.ProviderLeaseID, b.ProviderLeaseID) })
 	return out, nil
 }
 
@@ -384,9 +386,7 @@ func (d *Driver) Sandboxes() []SandboxRecord {
 	defer d.mu.Unlock()
 	out, now := make([]SandboxRecord, 0, len(d.boxes)), d.o.Clock.Now()
 	for _, b := range d.boxes {
-		b.stateAt(now)
-		out = append(out, b.SandboxRecord)
-		out[len(out)-1].Labels = maps.Clone(b.Labels)
+		out = append(out, SandboxRecord{b.ID, b.LeaseID, b.stateAt(now), maps.Clone(b.Labels), b.Image, b.Created})
 	}
 	slices.SortFunc(out, func(a, b SandboxRecord) int { return byID(a.ID, b.ID) })
 	return out

@@ -15,5 +15,8 @@
 // connection pool) on one PostgreSQL database and one fake provider, with
 // sweeps running on every replica, and counts what LEASE-8 and LEASE-10
 // forbid: sandboxes made twice for one reuse key, and cleanups processed
-// by two sweeps. The workloads measure; they assert no time.
+// by two sweeps. Each workload runs for a warm-up of half its duration
+// first (connections opened, statements prepared, the first sweeps) and
+// then measures its duration: the figures are steady rates. The workloads
+// measure; they assert no time.
 package benchload
