@@ -14,11 +14,15 @@ import (
 // atomicity the Store contract asks for. It copies the scalar fields of the
 // leases it is given and returns, and shares their maps and runner, which
 // the Store contract makes read-only: a write or a read costs one struct
-// copy, whatever the size of a lease's config. The zero value is not
-// usable; call NewMemoryStore.
+// copy, whatever the size of a lease's config. It indexes the leases that
+// have not ended apart, so that reads of live leases (Filter.Live), sweeps
+// and adoptions cost what the live leases cost, not the history that
+// retention (Options.PruneAfter) has not pruned yet. The zero value is
+// not usable; call NewMemoryStore.
 type MemoryStore struct {
 	mu      sync.Mutex
 	leases  map[string]*Lease
+	live    map[string]*Lease // the leases not ended (Lease.Ended), of leases
 	byReuse map[string]string // reuse key -> lease id
 	byRun   map[string]string // run key -> lease id
 }
@@ -30,7 +34,7 @@ var (
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{leases: map[string]*Lease{}, byReuse: map[string]string{}, byRun: map[string]string{}}
+	return &MemoryStore{leases: map[string]*Lease{}, live: map[string]*Lease{}, byReuse: map[string]string{}, byRun: map[string]string{}}
 }
 
 // keyHolderLocked returns another lease than l holding l's reuse or run key.
@@ -64,11 +68,18 @@ func (s *MemoryStore) putLocked(l *Lease) {
 	if l.RunKey != "" {
 		s.byRun[l.RunKey] = l.ID
 	}
+	rec := old
 	if ok {
 		*old = *l
-		return
+	} else {
+		rec = l.shallow()
+		s.leases[l.ID] = rec
 	}
-	s.leases[l.ID] = l.shallow()
+	if rec.Ended() {
+		delete(s.live, rec.ID)
+	} else {
+		s.live[rec.ID] = rec
+	}
 }
 
 // InsertLease implements Store.
@@ -154,7 +165,11 @@ func (s *MemoryStore) ListLeases(ctx context.Context, f Filter) ([]*Lease, error
 	}
 	s.mu.Lock()
 	var out []*Lease
-	for _, l := range s.leases {
+	from := s.leases
+	if f.Live {
+		from = s.live // the history costs nothing
+	}
+	for _, l := range from {
 		if f.Match(l) {
 			out = append(out, l.shallow())
 		}
@@ -214,7 +229,7 @@ func (s *MemoryStore) ClaimForSweep(ctx context.Context, owner string, now, unti
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var cand []*Lease
-	for _, l := range s.leases {
+	for _, l := range s.live { // an ended lease needs no sweep
 		if NeedsSweep(l, now) && l.claimFree("", now) {
 			cand = append(cand, l)
 		}
@@ -258,6 +273,7 @@ func (s *MemoryStore) deleteLocked(l *Lease) {
 		delete(s.byRun, l.RunKey)
 	}
 	delete(s.leases, l.ID)
+	delete(s.live, l.ID)
 }
 
 // PruneLeases implements Store.
@@ -296,7 +312,7 @@ func (s *MemoryStore) AdoptPooled(ctx context.Context, ad Adoption) (*Lease, err
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var cand []*Lease
-	for _, l := range s.leases {
+	for _, l := range s.live { // members are pooled: live
 		if ad.Matches(l) {
 			cand = append(cand, l)
 		}

@@ -34,6 +34,27 @@ func testLiveFilter(t *testing.T, s lease.Store) {
 	if diff := cmp.Diff(want, ids(got), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("ListLeases(Live) (-want +got):\n%s", diff)
 	}
+	// A lease that ends leaves them, one released back to running rejoins
+	// them, and a deleted one is gone.
+	ctx := context.Background()
+	for id, st := range map[string]lease.Status{"active": lease.StatusReleased, "released": lease.StatusActive} {
+		l := mustGet(t, s, id)
+		l.Status = st
+		if err := s.UpdateLease(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteLease(ctx, "pending", mustGet(t, s, "pending").Version); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.ListLeases(ctx, lease.Filter{Environment: "env-1", Live: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"released", "retained", "starting", "stopped"}
+	if diff := cmp.Diff(want, ids(got), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("ListLeases(Live) after updates and a delete (-want +got):\n%s", diff)
+	}
 }
 
 // testDelete: DeleteLease is compare-and-set on the version and frees the
