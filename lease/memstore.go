@@ -48,10 +48,11 @@ func (s *MemoryStore) keyHolderLocked(l *Lease) *Lease {
 	return nil
 }
 
-// putLocked stores a copy of l and keeps the key indexes in step. The copy
-// shares l's maps and runner (see Store: they are read-only). A lease
-// already stored is overwritten in place: the store never hands out its
-// own records (every read returns a copy), so nothing else holds them.
+// putLocked stores a copy of l and keeps the key and live indexes in
+// step. The copy shares l's maps and runner (see Store: they are
+// read-only). A lease already stored is overwritten in place: the store
+// never hands out its own records (every read returns a copy), so nothing
+// else holds them.
 func (s *MemoryStore) putLocked(l *Lease) {
 	old, ok := s.leases[l.ID]
 	if ok {
@@ -68,17 +69,16 @@ func (s *MemoryStore) putLocked(l *Lease) {
 	if l.RunKey != "" {
 		s.byRun[l.RunKey] = l.ID
 	}
-	rec := old
 	if ok {
 		*old = *l
 	} else {
-		rec = l.shallow()
-		s.leases[l.ID] = rec
+		old = l.shallow()
+		s.leases[l.ID] = old
 	}
-	if rec.Ended() {
-		delete(s.live, rec.ID)
+	if old.Ended() {
+		delete(s.live, l.ID)
 	} else {
-		s.live[rec.ID] = rec
+		s.live[l.ID] = old
 	}
 }
 

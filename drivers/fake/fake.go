@@ -386,7 +386,7 @@ func (d *Driver) Sandboxes() []SandboxRecord {
 	defer d.mu.Unlock()
 	out, now := make([]SandboxRecord, 0, len(d.boxes)), d.o.Clock.Now()
 	for _, b := range d.boxes {
-		out = append(out, SandboxRecord{b.ID, b.LeaseID, b.stateAt(now), maps.Clone(b.Labels), b.Image, b.Created})
+		out = append(out, SandboxRecord{ID: b.ID, LeaseID: b.LeaseID, State: b.stateAt(now), Labels: maps.Clone(b.Labels), Image: b.Image, Created: b.Created})
 	}
 	slices.SortFunc(out, func(a, b SandboxRecord) int { return byID(a.ID, b.ID) })
 	return out

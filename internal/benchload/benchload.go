@@ -124,9 +124,9 @@ func NewEnvironment(ctx context.Context, sys *berth.System, name string) (string
 }
 
 // AcquireRelease runs workers goroutines on sys for dur (after a warm-up
-// of dur/2, as every workload here), each acquiring an
-// ephemeral lease of a new fake environment (a new run each time) and
-// releasing it with drivers.Destroy: the lease manager's cost per cycle on
+// of dur/2, as every workload here), each acquiring an ephemeral lease of
+// a new fake environment (a new run each time) and releasing it with
+// drivers.Destroy: the lease manager's cost per cycle on
 // sys's store (write-ahead record, provider id, active, claim, release,
 // receipt). sys needs the fake driver (OpenSystem). ctx is passed to every
 // call; a ctx that never ends lets the manager run each acquisition in
