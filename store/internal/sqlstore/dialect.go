@@ -61,6 +61,19 @@ func (d dialect) collateC() string {
 	return ""
 }
 
+// indexedBy is the clause after a table name that makes SQLite read it
+// through the named index (an error if it cannot): " INDEXED BY name"; ""
+// on PostgreSQL, whose planner weighs a partial index by the statistics
+// autovacuum keeps. SQLite has none unless ANALYZE ran, and without them
+// it prefers an index that yields the ORDER BY to a partial one, even when
+// the first reads the whole history and the second the live leases only.
+func (d dialect) indexedBy(name string) string {
+	if d == postgres {
+		return ""
+	}
+	return " INDEXED BY " + name
+}
+
 // forUpdate is the row-locking suffix of a SELECT inside a transaction:
 // " FOR UPDATE" on PostgreSQL; "" on SQLite, whose transactions (BEGIN
 // IMMEDIATE) already hold the database's write lock.

@@ -411,24 +411,32 @@ func (db *DB) ListLeases(ctx context.Context, f lease.Filter) ([]*lease.Lease, e
 
 // listLeasesSQL is ListLeases' query of f and its arguments.
 func (db *DB) listLeasesSQL(f lease.Filter) (string, []any) {
-	q := "SELECT " + leaseColumns + " FROM leases WHERE 1 = 1"
+	from := " FROM leases"
+	if (f.Live || allLive(f.Statuses)) && f.ProviderLeaseID == "" {
+		// SQLite would otherwise read an environment's whole history
+		// through leases_environment, which yields the order.
+		from += db.d.indexedBy("leases_live")
+	}
+	q := "SELECT " + leaseColumns + from + " WHERE 1 = 1"
 	var args []any
 	for _, c := range []struct{ column, value string }{
 		{"company", f.Company}, {"environment_id", f.Environment}, {"run", f.Run},
 		{"provider", f.Provider}, {"provider_lease_id", f.ProviderLeaseID},
 	} {
-		if c.value != "" && !(f.Live && c.column == "environment_id") {
+		if c.value != "" {
 			q += " AND " + c.column + " = ?"
 			args = append(args, c.value)
 		}
 	}
-	if f.Live && f.Environment != "" {
-		// The environment distributed into each term, so that every term
-		// reads the (environment_id, status, reuse_key) index for its live
-		// statuses only (EnvironmentUsage reads O(live leases)).
-		q += " AND " + strings.ReplaceAll(liveSQL, "(status", "(environment_id = ? AND status")
-		args = append(args, f.Environment, f.Environment)
-	} else if f.Live {
+	if f.ProviderLeaseID != "" {
+		// The index on provider ids holds the non-empty ones only.
+		q += " AND " + providerIDSQL
+	}
+	if f.Live || allLive(f.Statuses) {
+		// Live leases are read through leases_live, whose predicate is
+		// this term (EnvironmentUsage and the orphan search read O(live
+		// leases)); for statuses that are always live it adds nothing but
+		// that index.
 		q += " AND " + liveSQL
 	}
 	if len(f.Statuses) > 0 {
@@ -544,12 +552,32 @@ func (db *DB) ClaimForSweep(ctx context.Context, owner string, now, until time.T
 
 // liveSQL is "the lease has not ended" (lease.Filter.Live): a status that
 // holds or may hold a sandbox, or a released lease keeping a resumable one.
-// Each term starts with a status equality, so that an index on status (and
-// reuse_key) reads the live leases only.
+// It is the predicate of the partial index leases_live, written out in
+// migration 8 of the lease component (TestLeasePartialIndexPredicates
+// holds the two equal): every query of live leases carries it as a term of
+// its own, so that the planners use that index.
 var liveSQL = fmt.Sprintf(`(status IN ('%s', '%s', '%s', '%s', '%s') OR (status = '%s' AND reuse_key IS NOT NULL))`,
 	lease.StatusStarting, lease.StatusActive, lease.StatusRetained, lease.StatusPendingCleanup, lease.StatusPooled, lease.StatusReleased)
 
-// endedSQL is lease.Lease.Ended.
+// allLive reports whether statuses is not empty and every one of them is
+// live whatever the reuse key (liveSQL's first term).
+func allLive(statuses []lease.Status) bool {
+	for _, s := range statuses {
+		switch s {
+		case lease.StatusStarting, lease.StatusActive, lease.StatusRetained, lease.StatusPendingCleanup, lease.StatusPooled:
+		default:
+			return false
+		}
+	}
+	return len(statuses) > 0
+}
+
+// providerIDSQL is the predicate of the index on provider ids; a query by a
+// (non-empty) provider id carries it so that the index serves it.
+const providerIDSQL = `provider_lease_id <> ''`
+
+// endedSQL is lease.Lease.Ended, and the predicate of the partial index
+// leases_ended (migration 8, as liveSQL).
 var endedSQL = fmt.Sprintf(`(status IN ('%s', '%s') OR (status = '%s' AND reuse_key IS NULL))`,
 	lease.StatusExpired, lease.StatusFailed, lease.StatusReleased)
 
@@ -574,8 +602,8 @@ func (db *DB) DeleteLease(ctx context.Context, id string, version int64) error {
 }
 
 // PruneLeases implements lease.Store in one DELETE of the ended leases
-// released before before (oldest first), read through the status and
-// release-time index.
+// released before before (oldest first), read through the partial index
+// of ended leases by release time (leases_ended).
 func (db *DB) PruneLeases(ctx context.Context, before time.Time, limit int) (int, error) {
 	b := nanos(before)
 	pick := db.prunePickSQL(limit)
@@ -593,7 +621,8 @@ func (db *DB) PruneLeases(ctx context.Context, before time.Time, limit int) (int
 // sweepPickSQL selects the ids of up to limit leases that need a sweep and
 // that nobody holds a live claim on (its ? bound as in ClaimForSweep).
 func (db *DB) sweepPickSQL(limit int) string {
-	pick := "SELECT id FROM leases WHERE " + needsSweepSQL + " AND " + claimFreeSQL + " ORDER BY acquired_at NULLS FIRST, id" + db.d.collateC()
+	// Every lease that needs a sweep is live: liveSQL reads leases_live.
+	pick := "SELECT id FROM leases" + db.d.indexedBy("leases_live") + " WHERE " + liveSQL + " AND " + needsSweepSQL + " AND " + claimFreeSQL + " ORDER BY acquired_at NULLS FIRST, id" + db.d.collateC()
 	if limit > 0 {
 		pick += fmt.Sprintf(" LIMIT %d", limit)
 	}

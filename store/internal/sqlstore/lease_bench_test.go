@@ -60,7 +60,7 @@ func BenchmarkLeaseAcquireRelease(b *testing.B) {
 
 // acquireReleaseCycle returns one acquire+release cycle on a manager over
 // store with a fresh fake driver.
-func acquireReleaseCycle(b *testing.B, store lease.Store) func(i int) {
+func acquireReleaseCycle(b testing.TB, store lease.Store) func(i int) {
 	drv := fake.New(nil)
 	cfg, err := drv.Schema().Normalize(map[string]any{})
 	if err != nil {

@@ -12,8 +12,9 @@ import (
 
 // Issue 11 item 7: sweeps, usage reads and pruning read the leases they
 // need through indexes, never by scanning the whole history. SQLite's
-// query plans say so deterministically: no step may be a full "SCAN" of
-// the leases table, and every index search narrows by status.
+// query plans say so deterministically: each query reads the leases table
+// through one index only, for live leases the partial index leases_live,
+// for pruning the partial index of ended leases (issue 29).
 func TestLeaseQueriesUseIndexes(t *testing.T) {
 	t.Parallel()
 	db := openTest(t, sqliteURL(t))
@@ -28,14 +29,23 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 	}
 	now := nanos(time.Now())
 	usage, usageArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1", Live: true})
+	live, liveArgs := db.listLeasesSQL(lease.Filter{Live: true})
+	pooled, pooledArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1", Company: lease.InstanceCompany, Statuses: []lease.Status{lease.StatusPooled, lease.StatusStarting}})
+	byID, byIDArgs := db.listLeasesSQL(lease.Filter{ProviderLeaseID: "sbx-1"})
+	history, historyArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1"})
 	queries := []struct {
-		name string
-		q    string
-		args []any
+		name  string
+		q     string
+		args  []any
+		index string // the one index the plan must read leases through
 	}{
-		{"sweep candidates", db.sweepPickSQL(100), []any{now, now, now, "", now}},
-		{"environment usage", usage, usageArgs},
-		{"prune candidates", db.prunePickSQL(100), []any{now, "", now}},
+		{"sweep candidates", db.sweepPickSQL(100), []any{now, now, now, "", now}, "leases_live"},
+		{"environment usage", usage, usageArgs, "leases_live (environment_id=?)"},
+		{"live leases", live, liveArgs, "leases_live"},
+		{"pool members", pooled, pooledArgs, "leases_live (environment_id=?)"},
+		{"prune candidates", db.prunePickSQL(100), []any{now, "", now}, "leases_ended (released_at>? AND released_at<?)"},
+		{"by provider id", byID, byIDArgs, "leases_provider_id (provider_lease_id=?)"},
+		{"environment history", history, historyArgs, "leases_environment (environment_id=?)"},
 	}
 	for _, q := range queries {
 		rows, err := db.reads().query(ctx, "EXPLAIN QUERY PLAN "+q.q, q.args...)
@@ -53,21 +63,45 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 		}
 		rows.Close()
 		t.Logf("%s:\n%s", q.name, strings.Join(plan, "\n"))
-		searched := false
+		read := false
 		for _, step := range plan {
-			switch {
-			case strings.HasPrefix(step, "SCAN leases"):
-				t.Errorf("%s scans the whole leases table:\n%s", q.name, strings.Join(plan, "\n"))
-			case strings.HasPrefix(step, "SEARCH leases") && !strings.Contains(step, "status=?"):
-				// An index that does not narrow by status reads the
-				// history of ended leases too.
-				t.Errorf("%s reads leases without narrowing by status: %s", q.name, step)
-			case strings.HasPrefix(step, "SEARCH leases"):
-				searched = true
+			if !strings.HasPrefix(step, "SCAN leases") && !strings.HasPrefix(step, "SEARCH leases") {
+				continue
+			}
+			if !strings.Contains(step, "USING INDEX "+q.index) {
+				t.Errorf("%s reads leases other than through %s: %s", q.name, q.index, step)
+			}
+			read = true
+		}
+		if !read {
+			t.Errorf("%s reads no leases:\n%s", q.name, strings.Join(plan, "\n"))
+		}
+	}
+}
+
+// The partial indexes' predicates are the queries' terms verbatim: a
+// planner uses a partial index only for a query that carries its
+// predicate, so a change to liveSQL or endedSQL without a migration that
+// rebuilds the index would silently make every live read a full scan.
+func TestLeasePartialIndexPredicates(t *testing.T) {
+	t.Parallel()
+	want := map[string]string{"leases_live": liveSQL, "leases_ended": endedSQL, "leases_provider_id": providerIDSQL}
+	found := map[string]bool{}
+	for _, m := range (components{}).Lease().Migrations {
+		for _, stmt := range m.SQL {
+			for name, pred := range want {
+				if strings.HasPrefix(stmt, "CREATE INDEX "+name+" ") {
+					found[name] = true
+					if !strings.HasSuffix(stmt, " WHERE "+pred) {
+						t.Errorf("migration %d creates %s with another predicate than the queries' %q:\n%s", m.Version, name, pred, stmt)
+					}
+				}
 			}
 		}
-		if !searched {
-			t.Errorf("%s uses no index on leases:\n%s", q.name, strings.Join(plan, "\n"))
+	}
+	for name := range want {
+		if !found[name] {
+			t.Errorf("no migration creates %s", name)
 		}
 	}
 }

@@ -123,6 +123,34 @@ func (components) Lease() Component {
 				// so it costs no write on any other lease.
 				`CREATE INDEX leases_pooled ON leases (environment_id, fingerprint, acquired_at, id) WHERE status = 'pooled'`,
 			},
+		}, {
+			Version: 8,
+			Name:    "lease indexes that state changes rewrite least",
+			SQL: []string{
+				// Every index holding status took two page writes on each
+				// status change (the entry moved between statuses), three
+				// such indexes made most of a lease cycle's writes, and
+				// '' provider ids filled one more (issue 29). The live and
+				// ended leases are now each in a partial index keyed by
+				// what does not change: a status change within the live
+				// statuses rewrites one entry in place, and a lease leaves
+				// the live index and enters the ended one once. Their
+				// predicates are liveSQL and endedSQL (lease.go) verbatim,
+				// and the queries carry those terms, so that SQLite's and
+				// PostgreSQL's planners can use them.
+				`DROP INDEX IF EXISTS leases_status_reuse`,
+				`DROP INDEX IF EXISTS leases_environment_status`,
+				`DROP INDEX IF EXISTS leases_status_released`,
+				`DROP INDEX IF EXISTS leases_provider_lease_id`,
+				`CREATE INDEX leases_live ON leases (environment_id) WHERE (status IN ('starting', 'active', 'retained', 'pending_cleanup', 'pooled') OR (status = 'released' AND reuse_key IS NOT NULL))`,
+				`CREATE INDEX leases_ended ON leases (released_at) WHERE (status IN ('expired', 'failed') OR (status = 'released' AND reuse_key IS NULL))`,
+				`CREATE INDEX leases_provider_id ON leases (provider_lease_id) WHERE provider_lease_id <> ''`,
+				// Listings of one environment's history read their leases
+				// in order; the whole history, read whole anyway, is
+				// sorted instead. Its columns never change once written.
+				`DROP INDEX IF EXISTS leases_acquired`,
+				`CREATE INDEX leases_environment ON leases (environment_id, acquired_at, id)`,
+			},
 		}},
 	}
 }
