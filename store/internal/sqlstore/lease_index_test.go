@@ -2,10 +2,12 @@ package sqlstore
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
 )
@@ -102,6 +104,59 @@ func TestLeasePartialIndexPredicates(t *testing.T) {
 	for name := range want {
 		if !found[name] {
 			t.Errorf("no migration creates %s", name)
+		}
+	}
+}
+
+// PostgreSQL's planner chooses by statistics: with a history of ended
+// leases and a few live ones, analyzed, the live reads go through
+// leases_live and pruning through leases_ended, never a scan of the table.
+func TestLeaseQueriesUseIndexesPostgres(t *testing.T) {
+	t.Parallel()
+	db := openTest(t, testenv.Postgres(t))
+	ctx := context.Background()
+	for i := range 3000 {
+		st := lease.StatusReleased
+		if i%100 == 0 {
+			st = lease.StatusActive
+		}
+		l := leasetest.Sample(fmt.Sprint("l", i), st, "", "")
+		l.Environment, l.ProviderLeaseID, l.ReleasedAt = "env-1", fmt.Sprint("sbx-", i), time.Now()
+		if _, err := db.InsertLease(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.writes().exec(ctx, "ANALYZE leases"); err != nil {
+		t.Fatal(err)
+	}
+	now := nanos(time.Now())
+	usage, usageArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1", Live: true})
+	byID, byIDArgs := db.listLeasesSQL(lease.Filter{ProviderLeaseID: "sbx-7"})
+	for _, q := range []struct {
+		name, q, index string
+		args           []any
+	}{
+		{"environment usage", usage, "leases_live", usageArgs},
+		{"sweep candidates", db.sweepPickSQL(100), "leases_live", []any{now, now, now, "", now}},
+		{"prune candidates", db.prunePickSQL(100), "leases_ended", []any{now, "", now}},
+		{"by provider id", byID, "leases_provider_id", byIDArgs},
+	} {
+		rows, err := db.reads().query(ctx, "EXPLAIN "+q.q, q.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", q.name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var step string
+			if err := rows.Scan(&step); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, step)
+		}
+		rows.Close()
+		text := strings.Join(plan, "\n")
+		if strings.Contains(text, "Seq Scan on leases") || !strings.Contains(text, " "+q.index+" ") {
+			t.Errorf("%s does not read leases through %s only:\n%s", q.name, q.index, text)
 		}
 	}
 }
