@@ -153,8 +153,11 @@
 // proves it. Records of ended leases (Lease.Ended) are kept, receipt
 // included, for Options.PruneAfter after their release, then pruned by a
 // Sweep. Sweeps (Store.ClaimForSweep), the blast radius's lease counts
-// (Filter.Live) and pruning read the SQL stores through indexes on status,
-// so their cost follows the live leases, not the history.
+// and the orphan search (Filter.Live) read the SQL stores through a
+// partial index of the live leases, and pruning through one of the ended
+// leases by release time, so their cost follows the leases they read, not
+// the history; a change between live statuses rewrites the lease's entry
+// in the live index in place instead of moving it.
 //
 // Warm pools (LEASE-1, LEASE-2, LEASE-11, QUAL-4, IMG-3, CFG-7): an
 // environment with a pool (environment.Pool) keeps members: sandboxes
