@@ -414,7 +414,7 @@ func (db *DB) listLeasesSQL(f lease.Filter) (string, []any) {
 	from := " FROM leases"
 	if (f.Live || allLive(f.Statuses)) && f.ProviderLeaseID == "" {
 		// SQLite would otherwise read an environment's whole history
-		// through leases_environment, which yields the order.
+		// through leases_environment_acquired, which yields the order.
 		from += db.d.indexedBy("leases_live")
 	}
 	q := "SELECT " + leaseColumns + from + " WHERE 1 = 1"

@@ -47,7 +47,7 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 		{"pool members", pooled, pooledArgs, "leases_live (environment_id=?)"},
 		{"prune candidates", db.prunePickSQL(100), []any{now, "", now}, "leases_ended (released_at>? AND released_at<?)"},
 		{"by provider id", byID, byIDArgs, "leases_provider_id (provider_lease_id=?)"},
-		{"environment history", history, historyArgs, "leases_environment (environment_id=?)"},
+		{"environment history", history, historyArgs, "leases_environment_acquired (environment_id=?)"},
 	}
 	for _, q := range queries {
 		rows, err := db.reads().query(ctx, "EXPLAIN QUERY PLAN "+q.q, q.args...)

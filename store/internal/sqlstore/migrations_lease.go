@@ -149,7 +149,7 @@ func (components) Lease() Component {
 				// in order; the whole history, read whole anyway, is
 				// sorted instead. Its columns never change once written.
 				`DROP INDEX IF EXISTS leases_acquired`,
-				`CREATE INDEX leases_environment ON leases (environment_id, acquired_at, id)`,
+				`CREATE INDEX leases_environment_acquired ON leases (environment_id, acquired_at, id)`,
 			},
 		}},
 	}
