@@ -281,6 +281,14 @@ func testList(t *testing.T, s lease.Store) {
 		{lease.Filter{Statuses: []lease.Status{lease.StatusFailed, lease.StatusExpired}}, []string{"b"}},
 		{lease.Filter{Company: "other"}, []string{}},
 		{lease.Filter{Provider: "fake", Environment: "e2"}, []string{"b"}},
+		// Live reads and reads of live statuses go through other
+		// indexes than the history's in the SQL stores.
+		{lease.Filter{Live: true}, []string{"a", "c"}},
+		{lease.Filter{Environment: "e2", Live: true}, []string{}},
+		{lease.Filter{Statuses: []lease.Status{lease.StatusActive, lease.StatusStarting}}, []string{"a", "c"}},
+		{lease.Filter{Environment: "e1", Run: "r1", Statuses: []lease.Status{lease.StatusActive}}, []string{"c"}},
+		{lease.Filter{ProviderLeaseID: "p3", Live: true}, []string{}},
+		{lease.Filter{ProviderLeaseID: "p1", Live: true}, []string{"c"}},
 	}
 	for _, tt := range tests {
 		got, err := s.ListLeases(context.Background(), tt.f)
