@@ -2,6 +2,7 @@ package lease
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"fmt"
 	"slices"
@@ -15,16 +16,46 @@ import (
 // leases it is given and returns, and shares their maps and runner, which
 // the Store contract makes read-only: a write or a read costs one struct
 // copy, whatever the size of a lease's config. It indexes the leases that
-// have not ended apart, so that reads of live leases (Filter.Live), sweeps
-// and adoptions cost what the live leases cost, not the history that
-// retention (Options.PruneAfter) has not pruned yet. The zero value is
-// not usable; call NewMemoryStore.
+// have not ended apart, so that reads of live leases (Filter.Live, or
+// statuses that are always live), sweeps and adoptions cost what the live
+// leases cost, not the history that retention (Options.PruneAfter) has not
+// pruned yet; and the ended ones by release time, so that pruning costs
+// what it prunes. The zero value is not usable; call NewMemoryStore.
 type MemoryStore struct {
 	mu      sync.Mutex
 	leases  map[string]*Lease
 	live    map[string]*Lease // the leases not ended (Lease.Ended), of leases
+	ended   releases          // the ended leases with a release time, oldest first; entries may be stale
 	byReuse map[string]string // reuse key -> lease id
 	byRun   map[string]string // run key -> lease id
+}
+
+// release is an entry of MemoryStore.ended: lease id ended, released at.
+// It is stale once the lease is gone, live again or released at another
+// time; PruneLeases drops stale entries as it meets them.
+type release struct {
+	at time.Time
+	id string
+}
+
+// releases is a min-heap (container/heap) of releases by time, then id:
+// the order in which the SQL stores prune.
+type releases []release
+
+func (r releases) Len() int { return len(r) }
+func (r releases) Less(i, j int) bool {
+	if c := r[i].at.Compare(r[j].at); c != 0 {
+		return c < 0
+	}
+	return r[i].id < r[j].id
+}
+func (r releases) Swap(i, j int) { r[i], r[j] = r[j], r[i] }
+func (r *releases) Push(x any)   { *r = append(*r, x.(release)) }
+func (r *releases) Pop() any {
+	old := *r
+	x := old[len(old)-1]
+	*r = old[:len(old)-1]
+	return x
 }
 
 var (
@@ -55,7 +86,10 @@ func (s *MemoryStore) keyHolderLocked(l *Lease) *Lease {
 // else holds them.
 func (s *MemoryStore) putLocked(l *Lease) {
 	old, ok := s.leases[l.ID]
+	var wasEnded bool
+	var wasReleased time.Time
 	if ok {
+		wasEnded, wasReleased = old.Ended(), old.ReleasedAt
 		if old.ReuseKey != "" {
 			delete(s.byReuse, old.ReuseKey)
 		}
@@ -75,10 +109,13 @@ func (s *MemoryStore) putLocked(l *Lease) {
 		old = l.shallow()
 		s.leases[l.ID] = old
 	}
-	if old.Ended() {
-		delete(s.live, l.ID)
-	} else {
+	if !old.Ended() {
 		s.live[l.ID] = old
+		return
+	}
+	delete(s.live, l.ID)
+	if !old.ReleasedAt.IsZero() && (!wasEnded || !wasReleased.Equal(old.ReleasedAt)) {
+		heap.Push(&s.ended, release{at: old.ReleasedAt, id: old.ID})
 	}
 }
 
@@ -166,7 +203,7 @@ func (s *MemoryStore) ListLeases(ctx context.Context, f Filter) ([]*Lease, error
 	s.mu.Lock()
 	var out []*Lease
 	from := s.leases
-	if f.Live {
+	if f.Live || alwaysLive(f.Statuses) {
 		from = s.live // the history costs nothing
 	}
 	for _, l := range from {
@@ -177,6 +214,19 @@ func (s *MemoryStore) ListLeases(ctx context.Context, f Filter) ([]*Lease, error
 	s.mu.Unlock()
 	sortLeases(out)
 	return out, nil
+}
+
+// alwaysLive reports whether statuses is not empty and a lease in any of
+// them is live, whatever its reuse key.
+func alwaysLive(statuses []Status) bool {
+	for _, st := range statuses {
+		switch st {
+		case StatusStarting, StatusActive, StatusRetained, StatusPendingCleanup, StatusPooled:
+		default:
+			return false
+		}
+	}
+	return len(statuses) > 0
 }
 
 func sortLeases(ls []*Lease) {
@@ -283,20 +333,27 @@ func (s *MemoryStore) PruneLeases(ctx context.Context, before time.Time, limit i
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var cand []*Lease
-	for _, l := range s.leases {
-		if prunable(l, before) {
-			cand = append(cand, l)
+	// Oldest release first, as the SQL stores prune; a claimed lease is
+	// kept for a later pass.
+	n := 0
+	var claimed []release
+	for len(s.ended) > 0 && (limit <= 0 || n < limit) && s.ended[0].at.Before(before) {
+		e := heap.Pop(&s.ended).(release)
+		l, ok := s.leases[e.id]
+		switch {
+		case !ok || !l.Ended() || !l.ReleasedAt.Equal(e.at):
+			// stale: pruned, live again, or released again later
+		case !prunable(l, before):
+			claimed = append(claimed, e)
+		default:
+			s.deleteLocked(l)
+			n++
 		}
 	}
-	sortLeases(cand)
-	if limit > 0 && len(cand) > limit {
-		cand = cand[:limit]
+	for _, e := range claimed {
+		heap.Push(&s.ended, e)
 	}
-	for _, l := range cand {
-		s.deleteLocked(l)
-	}
-	return len(cand), nil
+	return n, nil
 }
 
 // prunable reports whether PruneLeases at before removes l.

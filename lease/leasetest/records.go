@@ -102,20 +102,42 @@ func testPrune(t *testing.T, s lease.Store) {
 	mk("old-pending", lease.StatusPendingCleanup, "", -3*time.Hour)
 	mk("active", lease.StatusActive, "", 0)
 	mk("no-release-time", lease.StatusFailed, "", 0)
+	// Ended and claimed (a sweep working on it): pruned once the claim
+	// is over.
+	mk("claimed", lease.StatusFailed, "", -3*time.Hour)
+	if _, err := s.ClaimLease(ctx, "claimed", "sweeper", t0.Add(-time.Minute), t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	// Ended by an update rather than inserted ended.
+	later := mustInsert(t, s, Sample("ended-later", lease.StatusActive, "", ""))
+	later.Status, later.ReleasedAt = lease.StatusExpired, t0.Add(-30*time.Minute)
+	if err := s.UpdateLease(ctx, later); err != nil {
+		t.Fatal(err)
+	}
 	n, err := s.PruneLeases(ctx, t0, 2)
 	if err != nil || n != 2 {
 		t.Fatalf("PruneLeases(limit 2) = %d, %v; want 2", n, err)
 	}
+	// The oldest releases went first.
+	for id, want := range map[string]bool{"old-released": false, "old-expired": false, "old-failed": true, "claimed": true} {
+		if _, err := s.GetLease(ctx, id); (err == nil) != want {
+			t.Errorf("after pruning the two oldest releases, lease %s: %v (want it kept: %t)", id, err, want)
+		}
+	}
 	n, err = s.PruneLeases(ctx, t0, 0)
-	if err != nil || n != 1 {
-		t.Fatalf("PruneLeases(no limit) = %d, %v; want 1", n, err)
+	if err != nil || n != 2 {
+		t.Fatalf("PruneLeases(no limit) = %d, %v; want 2 (old-failed, ended-later)", n, err)
 	}
 	got, err := s.ListLeases(ctx, lease.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"active", "new-released", "no-release-time", "old-pending", "old-stopped"}
+	want := []string{"active", "claimed", "new-released", "no-release-time", "old-pending", "old-stopped"}
 	if diff := cmp.Diff(want, ids(got), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("leases after pruning (-want +got):\n%s", diff)
+	}
+	// Two hours on, the claim is over and new-released is old too.
+	if n, err := s.PruneLeases(ctx, t0.Add(2*time.Hour), 0); err != nil || n != 2 {
+		t.Errorf("PruneLeases(2h later) = %d, %v; want 2 (claimed, new-released)", n, err)
 	}
 }
