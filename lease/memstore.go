@@ -2,7 +2,6 @@ package lease
 
 import (
 	"cmp"
-	"container/heap"
 	"context"
 	"fmt"
 	"slices"
@@ -38,24 +37,54 @@ type release struct {
 	id string
 }
 
-// releases is a min-heap (container/heap) of releases by time, then id:
-// the order in which the SQL stores prune.
+// releases is a min-heap of releases by time, then id: the order in which
+// the SQL stores prune. (Typed rather than container/heap, whose Push
+// would box every entry.)
 type releases []release
 
-func (r releases) Len() int { return len(r) }
-func (r releases) Less(i, j int) bool {
+func (r releases) less(i, j int) bool {
 	if c := r[i].at.Compare(r[j].at); c != 0 {
 		return c < 0
 	}
 	return r[i].id < r[j].id
 }
-func (r releases) Swap(i, j int) { r[i], r[j] = r[j], r[i] }
-func (r *releases) Push(x any)   { *r = append(*r, x.(release)) }
-func (r *releases) Pop() any {
-	old := *r
-	x := old[len(old)-1]
-	*r = old[:len(old)-1]
-	return x
+
+func (r *releases) push(e release) {
+	h := append(*r, e)
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+	*r = h
+}
+
+// pop removes and returns the earliest release; r must not be empty.
+func (r *releases) pop() release {
+	h := *r
+	top, n := h[0], len(h)-1
+	h[0] = h[n]
+	h[n] = release{}
+	h = h[:n]
+	for i := 0; ; {
+		m, l := i, 2*i+1
+		if l < n && h.less(l, m) {
+			m = l
+		}
+		if l+1 < n && h.less(l+1, m) {
+			m = l + 1
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*r = h
+	return top
 }
 
 var (
@@ -115,7 +144,7 @@ func (s *MemoryStore) putLocked(l *Lease) {
 	}
 	delete(s.live, l.ID)
 	if !old.ReleasedAt.IsZero() && (!wasEnded || !wasReleased.Equal(old.ReleasedAt)) {
-		heap.Push(&s.ended, release{at: old.ReleasedAt, id: old.ID})
+		s.ended.push(release{at: old.ReleasedAt, id: old.ID})
 	}
 }
 
@@ -338,7 +367,7 @@ func (s *MemoryStore) PruneLeases(ctx context.Context, before time.Time, limit i
 	n := 0
 	var claimed []release
 	for len(s.ended) > 0 && (limit <= 0 || n < limit) && s.ended[0].at.Before(before) {
-		e := heap.Pop(&s.ended).(release)
+		e := s.ended.pop()
 		l, ok := s.leases[e.id]
 		switch {
 		case !ok || !l.Ended() || !l.ReleasedAt.Equal(e.at):
@@ -351,7 +380,7 @@ func (s *MemoryStore) PruneLeases(ctx context.Context, before time.Time, limit i
 		}
 	}
 	for _, e := range claimed {
-		heap.Push(&s.ended, e)
+		s.ended.push(e)
 	}
 	return n, nil
 }
