@@ -76,8 +76,10 @@ type Store interface {
 	DeleteLease(ctx context.Context, id string, version int64) error
 	// PruneLeases removes up to limit (limit <= 0: no limit) ended leases
 	// (Ended) whose ReleasedAt is set and before before, and on which
-	// nobody holds a live claim at before; it returns how many it removed.
-	// SQL stores read only ended leases through an index.
+	// nobody holds a live claim at before, the earliest released first
+	// (then by ID); it returns how many it removed. Its cost should follow
+	// what it removes, not the history: the SQL stores read an index of
+	// ended leases by release time, MemoryStore a heap of them.
 	PruneLeases(ctx context.Context, before time.Time, limit int) (int, error)
 	// AdoptPooled turns one warm-pool member into the adopting lease in
 	// one transaction: a lease in StatusPooled of ad.Environment whose
