@@ -246,12 +246,11 @@ func (s *MemoryStore) ListLeases(ctx context.Context, f Filter) ([]*Lease, error
 }
 
 // alwaysLive reports whether statuses is not empty and a lease in any of
-// them is live, whatever its reuse key.
+// them is live (not Ended) whatever its reuse key, so that only the live
+// index can hold it.
 func alwaysLive(statuses []Status) bool {
 	for _, st := range statuses {
-		switch st {
-		case StatusStarting, StatusActive, StatusRetained, StatusPendingCleanup, StatusPooled:
-		default:
+		if (&Lease{Status: st}).Ended() {
 			return false
 		}
 	}

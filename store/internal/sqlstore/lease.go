@@ -556,16 +556,19 @@ func (db *DB) ClaimForSweep(ctx context.Context, owner string, now, until time.T
 // migration 8 of the lease component (TestLeasePartialIndexPredicates
 // holds the two equal): every query of live leases carries it as a term of
 // its own, so that the planners use that index.
-var liveSQL = fmt.Sprintf(`(status IN ('%s', '%s', '%s', '%s', '%s') OR (status = '%s' AND reuse_key IS NOT NULL))`,
-	lease.StatusStarting, lease.StatusActive, lease.StatusRetained, lease.StatusPendingCleanup, lease.StatusPooled, lease.StatusReleased)
+var liveSQL = fmt.Sprintf(`(status IN ('%s') OR (status = '%s' AND reuse_key IS NOT NULL))`,
+	strings.Join(liveStatuses, "', '"), lease.StatusReleased)
+
+// liveStatuses are the statuses in which a lease is live whatever its
+// reuse key: liveSQL's first term.
+var liveStatuses = []string{string(lease.StatusStarting), string(lease.StatusActive), string(lease.StatusRetained),
+	string(lease.StatusPendingCleanup), string(lease.StatusPooled)}
 
 // allLive reports whether statuses is not empty and every one of them is
-// live whatever the reuse key (liveSQL's first term).
+// in liveStatuses.
 func allLive(statuses []lease.Status) bool {
 	for _, s := range statuses {
-		switch s {
-		case lease.StatusStarting, lease.StatusActive, lease.StatusRetained, lease.StatusPendingCleanup, lease.StatusPooled:
-		default:
+		if !slices.Contains(liveStatuses, string(s)) {
 			return false
 		}
 	}
