@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
@@ -149,5 +151,50 @@ func TestAReusedSandboxOfAnotherRunnerIsReplaced(t *testing.T) {
 	}
 	if st := w.state(first.SandboxID()); st != drivers.StateDestroyed {
 		t.Errorf("the old sandbox is %s, want destroyed", st)
+	}
+}
+
+// countingStopper is a TaskStopper that records the leases it was asked
+// to stop the tasks of.
+type countingStopper struct {
+	mu    sync.Mutex
+	asked []string
+}
+
+func (c *countingStopper) StopTasks(_ context.Context, id string) (lease.TaskStopReport, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asked = append(c.asked, id)
+	return lease.TaskStopReport{}, nil
+}
+
+func (c *countingStopper) LeaseEnded(string) {}
+
+// issue 29: the runner hook is asked to stop the tasks of a lease acquired
+// for a runner when it is released; the release of a lease
+// acquired without one (which can have no holder session, see
+// TaskStopper) asks it nothing, so that it reads no store.
+func TestOnlyALeaseWithARunnerHasItsTasksStopped(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, worldOpts{})
+	hook := &countingStopper{}
+	w.tasks = hook
+	w.m = w.newManager(nil)
+	req := w.req(lease.Ephemeral, "with-runner")
+	req.Runner = drivers.RunnerSetOf(runnerSpec(runtime.GOARCH, "ab"))
+	withRunner, err := w.m.Acquire(bg, op, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := w.acquire(lease.Ephemeral, "plain")
+	for _, h := range []*lease.Handle{plain, withRunner} {
+		if l, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil || l.Status != lease.StatusReleased {
+			t.Fatalf("Release(%s) = %v, %v", h.ID(), l, err)
+		}
+	}
+	hook.mu.Lock()
+	defer hook.mu.Unlock()
+	if want := []string{withRunner.ID()}; !slices.Equal(hook.asked, want) {
+		t.Errorf("StopTasks was asked for %v, want %v (only the lease acquired for a runner)", hook.asked, want)
 	}
 }

@@ -18,7 +18,10 @@ import (
 // calls StopTasks: every task of every runner session of the lease must be
 // stopped and its stop verified (PRP-6). The manager calls it only after
 // it authorized the release (ActionLease) or the sweep (ActionSweep); it
-// is not an entry point for principals.
+// is not an entry point for principals. It calls it only for a lease
+// acquired for a runner (Lease.Runner not nil): a TaskStopper creates the
+// sessions whose tasks a release stops (the holder's) on such leases only,
+// so the release of any other lease asks it, and its store, nothing.
 type TaskStopper interface {
 	// StopTasks stops every task of every runner session of lease and
 	// verifies each stop. A lease without runner sessions reports zero
@@ -69,9 +72,10 @@ type TaskStopReport struct {
 
 // stopTasks runs the TaskStopper for l on the cleanup budget. It returns
 // the evidence to put before the sandbox's receipt ("" when there is no
-// hook or no runner session) and whether the lease has runner sessions.
+// hook, no runner session or a lease acquired without a runner) and
+// whether the lease has runner sessions.
 func (m *Manager) stopTasks(ctx context.Context, l *Lease) (string, bool, error) {
-	if m.tasks == nil {
+	if m.tasks == nil || l.Runner == nil {
 		return "", false, nil
 	}
 	cctx := m.withBudget(ctx, m.now().Add(m.o.CleanupBudget))

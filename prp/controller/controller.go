@@ -212,7 +212,10 @@ type TicketRequest struct {
 	// process: the ticket is the holder's, and the session its exchange
 	// creates is one the lease's release stops (StopTasks). Attach sets
 	// it. Without it the session's tasks are the minting host's own
-	// business and the release never waits on its runner.
+	// business and the release never waits on its runner. A holder ticket
+	// is minted only for a lease acquired for a runner
+	// (lease.AcquireRequest.Runner); any other is refused with an error
+	// wrapping drivers.ErrUnsupported, as Attach refuses it.
 	Holder *lease.Handle
 }
 
@@ -262,6 +265,12 @@ func (c *Controller) mintTicket(ctx context.Context, p authz.Principal, req Tick
 		// A warm-pool member's runner is started by the lease manager
 		// only (startPoolRunner), never for a principal.
 		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: the lease is a warm-pool member, not adopted: %w", req.Lease, lease.ErrConflict)
+	}
+	if holder && l.Runner == nil {
+		// The lease manager asks for the stop of a lease's tasks only when
+		// the lease was acquired for a runner (lease.TaskStopper): a
+		// holder session of any other lease would outlive its release.
+		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint holder ticket for lease %s: the lease was acquired without a runner (lease.AcquireRequest.Runner): %w", req.Lease, drivers.ErrUnsupported)
 	}
 	return c.mintFor(ctx, l, req, resume, holder)
 }

@@ -30,7 +30,9 @@
 //     MintResumeTicket (authorized through the host's
 //     authz.Authorizer) and ServeHTTP (the "exchange" and "connect"
 //     paths). A session records the ticket that created it and whether the
-//     lease's holder minted it (Attach, or TicketRequest.Holder); a resume
+//     lease's holder minted it (Attach, or TicketRequest.Holder: only
+//     for a lease acquired for a runner, whose release alone the lease
+//     manager asks StopTasks about); a resume
 //     ticket's exchange rejoins its session and hands the runner the
 //     session's state key again.
 //

@@ -410,3 +410,30 @@ func TestDisconnectDropsTheConnectionNotTheRunner(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// issue 29: a holder ticket (whose session's tasks the lease's release
+// stops) is refused for a lease acquired without a runner, as Attach is:
+// the lease manager asks for the stop of such a lease's tasks never
+// (lease.TaskStopper). A ticket that is not the holder's is minted.
+func TestAHolderTicketNeedsALeaseAcquiredForARunner(t *testing.T) {
+	t.Parallel()
+	w := newLeaseWorld(t, time.Minute)
+	ctx := context.Background()
+	h, err := w.m.Acquire(ctx, leaseOperator, lease.AcquireRequest{Company: "co-1", EnvironmentID: "env-1", Run: "run-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = w.s.c.MintTicket(ctx, leaseOperator, controller.TicketRequest{Lease: h.ID(), Run: "run-1", Company: "co-1", Scope: prp.ScopeTask, Holder: h})
+	if !errors.Is(err, drivers.ErrUnsupported) || !strings.Contains(err.Error(), h.ID()) || !strings.Contains(err.Error(), "without a runner") {
+		t.Errorf("holder ticket for a lease without a runner: %v, want ErrUnsupported naming the lease and the missing runner", err)
+	}
+	if _, err := w.s.c.Attach(ctx, leaseOperator, h, controller.AttachRequest{}); !errors.Is(err, drivers.ErrUnsupported) {
+		t.Errorf("Attach to a lease without a runner: %v, want ErrUnsupported", err)
+	}
+	if _, _, err := w.s.c.MintTicket(ctx, leaseOperator, controller.TicketRequest{Lease: h.ID(), Run: "run-1", Company: "co-1", Scope: prp.ScopeTask}); err != nil {
+		t.Errorf("a ticket that is not the holder's: %v", err)
+	}
+	if l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil || l.Status != lease.StatusReleased {
+		t.Fatalf("Release = %v, %v", l, err)
+	}
+}
