@@ -177,3 +177,17 @@ type BindingStore interface {
 	// idempotent).
 	DeleteEnvironmentBindings(ctx context.Context, envID string) (int, error)
 }
+
+// TargetReader is what a value that is both the Store and the BindingStore
+// of an Assignments may also be (the SQL stores are): one read, in one
+// snapshot, of an environment and of the bindings that point at it. The
+// Assignments read a lease target by id with it, one round trip to the
+// database instead of two. It passes the environment/environmenttest
+// binding suite's check that it answers what GetEnvironment and
+// ListBindings answer.
+type TargetReader interface {
+	// GetEnvironmentBindings returns environment id, or an error wrapping
+	// ErrNotFound, and the bindings whose EnvironmentID is id, sorted as
+	// ListBindings sorts them.
+	GetEnvironmentBindings(ctx context.Context, id string) (*Environment, []*Binding, error)
+}

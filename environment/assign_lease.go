@@ -58,7 +58,7 @@ func (a *Assignments) LeaseTarget(ctx context.Context, p authz.Principal, req Le
 	}
 	// A refusal names only what the caller named: the id and its company.
 	asked := authz.Resource{Kind: authz.ResourceKindEnvironment, ID: req.EnvironmentID, Company: req.Company}
-	env, err := a.envs.GetEnvironment(ctx, req.EnvironmentID)
+	env, bs, err := a.targetByID(ctx, req.EnvironmentID)
 	if err != nil {
 		if aerr := a.authorize(ctx, p, authz.ActionLease, asked); aerr != nil {
 			return nil, aerr
@@ -75,10 +75,30 @@ func (a *Assignments) LeaseTarget(ctx context.Context, p authz.Principal, req Le
 	if _, _, err := a.gate.Check(ctx, env, req.Required); err != nil {
 		return nil, err
 	}
-	if err := a.boundElsewhere(ctx, env.ID, req.Company, "environment "+env.ID); err != nil {
+	if bs == nil {
+		if bs, err = a.bindingsOf(ctx, env.ID, "environment "+env.ID); err != nil {
+			return nil, err
+		}
+	}
+	if err := boundElsewhere(bs, req.Company, "environment "+env.ID); err != nil {
 		return nil, err
 	}
 	return &LeaseTarget{Company: req.Company, Environment: env}, nil
+}
+
+// targetByID reads environment id and, when the Store and the BindingStore
+// are one TargetReader, the bindings that point at it in the same read
+// (bs nil means they were not read).
+func (a *Assignments) targetByID(ctx context.Context, id string) (env *Environment, bs []*Binding, err error) {
+	if a.targets != nil {
+		env, bs, err = a.targets.GetEnvironmentBindings(ctx, id)
+		if err == nil && bs == nil {
+			bs = []*Binding{}
+		}
+		return env, bs, err
+	}
+	env, err = a.envs.GetEnvironment(ctx, id)
+	return env, nil, err
 }
 
 func (a *Assignments) leaseScope(ctx context.Context, p authz.Principal, scope authz.Scope, company string, required drivers.Set) (*LeaseTarget, error) {
@@ -102,20 +122,32 @@ func (a *Assignments) leaseScope(ctx context.Context, p authz.Principal, scope a
 	if err := a.authorize(ctx, p, authz.ActionLease, r); err != nil {
 		return nil, authz.Denied(p, authz.ActionLease, authz.Resource{Kind: authz.ResourceKindEnvironment, Company: scope.Company, Scope: &sc})
 	}
-	if err := a.boundElsewhere(ctx, res.Environment.ID, scope.Company, "the environment of the "+res.Binding.String()); err != nil {
+	label := "the environment of the " + res.Binding.String()
+	bs, err := a.bindingsOf(ctx, res.Environment.ID, label)
+	if err != nil {
+		return nil, err
+	}
+	if err := boundElsewhere(bs, scope.Company, label); err != nil {
 		return nil, err
 	}
 	return &LeaseTarget{Company: scope.Company, Environment: res.Environment, Resolution: res}, nil
 }
 
-// boundElsewhere refuses a lease for company of environment envID when a
-// company binding points at it and none is of company or the instance
-// default. label names the environment as the caller knows it.
-func (a *Assignments) boundElsewhere(ctx context.Context, envID, company, label string) error {
+// bindingsOf lists the bindings that point at environment envID; label
+// names the environment as the caller knows it.
+func (a *Assignments) bindingsOf(ctx context.Context, envID, label string) ([]*Binding, error) {
 	bs, err := a.bindings.ListBindings(ctx, BindingFilter{EnvironmentID: envID})
 	if err != nil {
-		return fmt.Errorf("environment: lease of %s: reading its bindings: %w", label, err)
+		return nil, fmt.Errorf("environment: lease of %s: reading its bindings: %w", label, err)
 	}
+	return bs, nil
+}
+
+// boundElsewhere refuses a lease for company of the environment that the
+// bindings bs point at when one of them is a company's and none is of
+// company or the instance default. label names the environment as the
+// caller knows it.
+func boundElsewhere(bs []*Binding, company, label string) error {
 	other := false
 	for _, b := range bs {
 		switch {

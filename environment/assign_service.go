@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/berthdev/berth/authz"
@@ -27,6 +28,9 @@ type Assignments struct {
 	authz    authz.Authorizer
 	log      *slog.Logger
 	clock    clock.Clock
+	// targets is envs when it is also bindings (one pointer) and a
+	// TargetReader, else nil.
+	targets TargetReader
 }
 
 // NewAssignments returns the assignment service over bindings, the
@@ -41,10 +45,16 @@ func NewAssignments(bindings BindingStore, envs Store, reg *drivers.Registry, op
 		panic("environment: NewAssignments needs a binding store, an environment store and a driver registry")
 	}
 	cm := opts.common(reg)
-	return &Assignments{
+	a := &Assignments{
 		bindings: bindings, envs: envs, reg: reg,
 		gate: cm.gate, authz: cm.authz, log: cm.log, clock: cm.clock,
 	}
+	// One value serves both only if it is one pointer (pointers compare
+	// without panicking, whatever they point at).
+	if tr, ok := envs.(TargetReader); ok && reflect.TypeOf(envs).Kind() == reflect.Pointer && any(envs) == any(bindings) {
+		a.targets = tr
+	}
+	return a
 }
 
 // SetBinding is a request to bind an environment (Assignments.Set).

@@ -136,7 +136,10 @@
 // are cleared after it (ASG-5), and the instance default cannot be deleted
 // (CFG-7).
 // NewMemoryBindingStore keeps bindings in memory, store/sqlite and
-// store/postgres in SQLite and PostgreSQL.
+// store/postgres in SQLite and PostgreSQL. A value that is both the
+// Store and the BindingStore (the SQL stores) may also be a TargetReader:
+// LeaseTarget then reads an environment by id and its bindings in one
+// statement.
 //
 // Availability (CAP-1, CAP-3): the
 // Gate is the one check that resolution, probes and lease acquisition pass:

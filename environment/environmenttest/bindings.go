@@ -35,6 +35,7 @@ func RunBindingStoreTests(t *testing.T, newStore func(t *testing.T) environment.
 		{"list filters and sorts by kind then key", testBindList},
 		{"deleting an environment's bindings removes exactly those, once", testBindDeleteEnvironment},
 		{"a cancelled context is honoured", testBindCancelled},
+		{"a TargetReader answers what GetEnvironment and ListBindings answer", testBindTargetReader},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -343,4 +344,40 @@ func testBindCancelled(t *testing.T, s environment.BindingStore) {
 	_, err = s.DeleteEnvironmentBindings(ctx, "env-1")
 	wantErr(t, "delete environment bindings", err, context.Canceled)
 	diff(t, "bindings after cancelled calls", []string{"workspace:ws-1"}, refsOf(mustList(t, s, environment.BindingFilter{})))
+}
+
+// A store that is also the environment.Store and an
+// environment.TargetReader (the SQL stores) reads an environment and its
+// bindings in one read; it must answer what the two reads answer.
+func testBindTargetReader(t *testing.T, s environment.BindingStore) {
+	tr, ok := s.(environment.TargetReader)
+	envs, isStore := s.(environment.Store)
+	if !ok || !isStore {
+		t.Skip("the binding store is not also an environment.Store and an environment.TargetReader")
+	}
+	ctx := context.Background()
+	for _, id := range []string{"env-1", "env-2", "env-3"} {
+		mustCreate(t, envs, sampleEnv(id, "name-"+id, "ssh"), environment.CreateOptions{})
+	}
+	listFixture(t, s) // bindings of env-1 and env-2; env-3 has none
+	for _, id := range []string{"env-1", "env-2", "env-3"} {
+		env, bs, err := tr.GetEnvironmentBindings(ctx, id)
+		if err != nil {
+			t.Fatalf("GetEnvironmentBindings(%q): %v", id, err)
+		}
+		diff(t, "GetEnvironmentBindings("+id+") environment", mustGet(t, envs, id), env)
+		want := mustList(t, s, environment.BindingFilter{EnvironmentID: id})
+		if len(want) == 0 && len(bs) == 0 {
+			continue
+		}
+		diff(t, "GetEnvironmentBindings("+id+") bindings", want, bs)
+	}
+	if env, bs, err := tr.GetEnvironmentBindings(ctx, "env-9"); !errors.Is(err, environment.ErrNotFound) || env != nil || len(bs) != 0 {
+		t.Errorf("GetEnvironmentBindings of a missing environment = %v, %v, %v; want ErrNotFound and nothing", env, bs, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, _, err := tr.GetEnvironmentBindings(cctx, "env-1"); !errors.Is(err, context.Canceled) {
+		t.Errorf("GetEnvironmentBindings with a cancelled context = %v, want context.Canceled", err)
+	}
 }

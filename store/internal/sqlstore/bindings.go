@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/berthdev/berth/environment"
 )
@@ -164,3 +165,68 @@ func (db *DB) DeleteEnvironmentBindings(ctx context.Context, envID string) (int,
 	}
 	return int(n), nil
 }
+
+var _ environment.TargetReader = (*DB)(nil)
+
+// targetSQL reads an environment and the bindings that point at it: one
+// row per binding, or one row with an empty kind when there is none.
+var targetSQL = "SELECT " + qualified(envColumns, "e") + `,
+	COALESCE(b.kind, ''), COALESCE(b.binding_key, ''), COALESCE(b.company, ''), COALESCE(b.environment_id, ''),
+	COALESCE(b.revision, 0), b.created_at, b.updated_at, COALESCE(b.created_by, ''), COALESCE(b.updated_by, '')
+	FROM environments e LEFT JOIN environment_bindings b ON b.environment_id = e.id
+	WHERE e.id = ?`
+
+// qualified prefixes every column of the comma-separated list cols with
+// alias and a dot.
+func qualified(cols, alias string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// GetEnvironmentBindings implements environment.TargetReader in one
+// statement (a LEFT JOIN), so in one snapshot.
+func (db *DB) GetEnvironmentBindings(ctx context.Context, id string) (*environment.Environment, []*environment.Binding, error) {
+	q := targetSQL + " ORDER BY b.kind" + db.d.collateC() + ", b.binding_key" + db.d.collateC()
+	rows, err := db.reads().query(ctx, q, id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqlstore: get environment %q and its bindings: %w", id, err)
+	}
+	defer rows.Close()
+	var env *environment.Environment
+	bs := []*environment.Binding{}
+	for rows.Next() {
+		// scanEnv's Scan is scanBinding's, whose Scan reads the row: each
+		// converts its columns after the row is read.
+		var e *environment.Environment
+		var b *environment.Binding
+		var berr error
+		e, err = scanEnv(scanFunc(func(envDest ...any) error {
+			b, berr = scanBinding(scanFunc(func(bindDest ...any) error {
+				return rows.Scan(append(envDest[:len(envDest):len(envDest)], bindDest...)...)
+			}))
+			return berr
+		}))
+		if err != nil {
+			return nil, nil, fmt.Errorf("sqlstore: get environment %q and its bindings: %w", id, err)
+		}
+		env = e
+		if b.Kind != "" {
+			bs = append(bs, b)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("sqlstore: get environment %q and its bindings: %w", id, err)
+	}
+	if env == nil {
+		return nil, nil, fmt.Errorf("sqlstore: environment %q: %w", id, environment.ErrNotFound)
+	}
+	return env, bs, nil
+}
+
+// scanFunc is a scanner that is a function.
+type scanFunc func(dest ...any) error
+
+func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
