@@ -181,8 +181,8 @@ type BindingStore interface {
 // TargetReader is what a value that is both the Store and the BindingStore
 // of an Assignments may also be (the SQL stores are): one read, in one
 // snapshot, of an environment and of the bindings that point at it. The
-// Assignments read a lease target by id with it, one round trip to the
-// database instead of two. It passes the environment/environmenttest
+// Assignments read a lease target with it (by id, or once a scope's
+// binding named it): one round trip to the database instead of two. It passes the environment/environmenttest
 // binding suite's check that it answers what GetEnvironment and
 // ListBindings answer.
 type TargetReader interface {

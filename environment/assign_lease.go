@@ -113,7 +113,7 @@ func (a *Assignments) leaseScope(ctx context.Context, p authz.Principal, scope a
 	if err := a.authorize(ctx, p, authz.ActionLease, authz.Resource{Kind: authz.ResourceKindEnvironment, Company: scope.Company, Scope: &sc}); err != nil {
 		return nil, err
 	}
-	res, err := a.resolve(ctx, scope, required)
+	res, bs, err := a.resolve(ctx, scope, required, true)
 	if err != nil {
 		return nil, err
 	}
@@ -123,9 +123,10 @@ func (a *Assignments) leaseScope(ctx context.Context, p authz.Principal, scope a
 		return nil, authz.Denied(p, authz.ActionLease, authz.Resource{Kind: authz.ResourceKindEnvironment, Company: scope.Company, Scope: &sc})
 	}
 	label := "the environment of the " + res.Binding.String()
-	bs, err := a.bindingsOf(ctx, res.Environment.ID, label)
-	if err != nil {
-		return nil, err
+	if bs == nil {
+		if bs, err = a.bindingsOf(ctx, res.Environment.ID, label); err != nil {
+			return nil, err
+		}
 	}
 	if err := boundElsewhere(bs, scope.Company, label); err != nil {
 		return nil, err

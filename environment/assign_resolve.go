@@ -97,13 +97,17 @@ func (a *Assignments) Resolve(ctx context.Context, p authz.Principal, scope auth
 	if err := a.authorize(ctx, p, authz.ActionRead, authz.Resource{Kind: authz.ResourceKindBinding, Company: scope.Company, Scope: &sc}); err != nil {
 		return nil, err
 	}
-	return a.resolve(ctx, scope, required)
+	res, _, err := a.resolve(ctx, scope, required, false)
+	return res, err
 }
 
 // resolve is Resolve without authorization.
-func (a *Assignments) resolve(ctx context.Context, scope authz.Scope, required drivers.Set) (*Resolution, error) {
+//
+// With withBindings, bs are the bindings that point at the resolved
+// environment when they could be read with it (a TargetReader), else nil.
+func (a *Assignments) resolve(ctx context.Context, scope authz.Scope, required drivers.Set, withBindings bool) (res *Resolution, bs []*Binding, err error) {
 	if scope.Company == "" {
-		return nil, fmt.Errorf("environment: resolve: field \"company\": required: %w", ErrInvalid)
+		return nil, nil, fmt.Errorf("environment: resolve: field \"company\": required: %w", ErrInvalid)
 	}
 	for _, kind := range bindingKinds() {
 		key, ok := scopeKey(scope, kind)
@@ -116,49 +120,57 @@ func (a *Assignments) resolve(ctx context.Context, scope authz.Scope, required d
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("environment: resolve for %s: reading the %s binding: %w", scope, ref, err)
+			return nil, nil, fmt.Errorf("environment: resolve for %s: reading the %s binding: %w", scope, ref, err)
 		}
-		res, err := a.check(ctx, scope, b, required)
+		res, bs, err := a.check(ctx, scope, b, required, withBindings)
 		if err != nil {
 			a.log.LogAttrs(ctx, slog.LevelWarn, "environment resolution refused",
 				slog.String("scope", scope.String()), slog.String("binding", b.String()),
 				slog.String("environment", b.EnvironmentID), slog.String("error", err.Error()))
-			return nil, err
+			return nil, nil, err
 		}
-		return res, nil
+		return res, bs, nil
 	}
-	return nil, fmt.Errorf("environment: resolve for %s: no workspace, project or agent binding and no instance default: %w", scope, ErrNoBinding)
+	return nil, nil, fmt.Errorf("environment: resolve for %s: no workspace, project or agent binding and no instance default: %w", scope, ErrNoBinding)
 }
 
 // check returns the resolution of scope through b, or the BindingError that
-// says why b cannot be used.
-func (a *Assignments) check(ctx context.Context, scope authz.Scope, b *Binding, required drivers.Set) (*Resolution, error) {
+// says why b cannot be used, and, with withBindings, the bindings of the
+// environment when they could be read with it (targetByID).
+func (a *Assignments) check(ctx context.Context, scope authz.Scope, b *Binding, required drivers.Set, withBindings bool) (*Resolution, []*Binding, error) {
 	refuse := func(env string, err error, format string, args ...any) error {
 		return &BindingError{Binding: *b, Environment: env, Reason: fmt.Sprintf(format, args...), Err: err}
 	}
 	if b.Company != "" && b.Company != scope.Company {
 		// Name neither the other company nor its environment (ASG-3).
-		return nil, &BindingError{Binding: Binding{BindingRef: b.BindingRef}, Environment: "(not shown)", Err: authz.ErrDenied,
+		return nil, nil, &BindingError{Binding: Binding{BindingRef: b.BindingRef}, Environment: "(not shown)", Err: authz.ErrDenied,
 			Reason: fmt.Sprintf("the binding belongs to another company and cannot be used by company %q (ASG-3)", scope.Company)}
 	}
-	env, err := a.envs.GetEnvironment(ctx, b.EnvironmentID)
+	var env *Environment
+	var bs []*Binding
+	var err error
+	if withBindings {
+		env, bs, err = a.targetByID(ctx, b.EnvironmentID)
+	} else {
+		env, err = a.envs.GetEnvironment(ctx, b.EnvironmentID)
+	}
 	if errors.Is(err, ErrNotFound) {
-		return nil, refuse(b.EnvironmentID, ErrNotFound, "the bound environment no longer exists")
+		return nil, nil, refuse(b.EnvironmentID, ErrNotFound, "the bound environment no longer exists")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("environment: %s: reading environment %s: %w", b, b.EnvironmentID, err)
+		return nil, nil, fmt.Errorf("environment: %s: reading environment %s: %w", b, b.EnvironmentID, err)
 	}
 	// The one gate (CAP-3): archived, driver, test mode, provider health
 	// last measured, config, capabilities.
 	_, eff, err := a.gate.Check(ctx, env, required)
 	var ue *UnusableError
 	if errors.As(err, &ue) {
-		return nil, &BindingError{Binding: *b, Environment: ue.Environment, Reason: ue.Reason, Missing: ue.Missing, Err: ue.Err}
+		return nil, nil, &BindingError{Binding: *b, Environment: ue.Environment, Reason: ue.Reason, Missing: ue.Missing, Err: ue.Err}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("environment: %s: %w", b, err)
+		return nil, nil, fmt.Errorf("environment: %s: %w", b, err)
 	}
-	return &Resolution{Scope: scope, Binding: *b, Environment: env, Capabilities: eff, Required: required}, nil
+	return &Resolution{Scope: scope, Binding: *b, Environment: env, Capabilities: eff, Required: required}, bs, nil
 }
 
 // CheckLease is the ASG-4 check that the lease layer runs before it uses a

@@ -15,7 +15,17 @@ import (
 type oneStore struct {
 	environment.Store
 	environment.BindingStore
-	targetReads, envReads, bindingReads atomic.Int64
+	targetReads, envReads, bindingReads, bindingGets atomic.Int64
+}
+
+func (s *oneStore) GetBinding(ctx context.Context, ref environment.BindingRef) (*environment.Binding, error) {
+	s.bindingGets.Add(1)
+	return s.BindingStore.GetBinding(ctx, ref)
+}
+
+// reads returns the counts and zeroes them.
+func (s *oneStore) reads() (target, env, bindingLists, bindingGets int64) {
+	return s.targetReads.Swap(0), s.envReads.Swap(0), s.bindingReads.Swap(0), s.bindingGets.Swap(0)
 }
 
 func (s *oneStore) GetEnvironment(ctx context.Context, id string) (*environment.Environment, error) {
@@ -39,26 +49,46 @@ func (s *oneStore) GetEnvironmentBindings(ctx context.Context, id string) (*envi
 }
 
 // issue 29: when the Store and the BindingStore are one TargetReader, a
-// lease target by id is read with it, once (one round trip on the SQL
-// stores), and its bindings still decide (ASG-3): an environment another
-// company bound is refused; a missing one is not found.
-func TestALeaseTargetByIDIsOneReadOfATargetReader(t *testing.T) {
+// lease target's environment and its bindings are read with it, once (one
+// round trip on the SQL stores), by id and through a scope's binding, and
+// its bindings still decide (ASG-3): an environment another company bound
+// is refused; a missing one is not found. Resolve, which needs no
+// bindings, reads the environment alone.
+func TestALeaseTargetIsOneReadOfATargetReader(t *testing.T) {
 	t.Parallel()
 	s := &oneStore{Store: environment.NewMemoryStore(), BindingStore: environment.NewMemoryBindingStore()}
 	f := newAsgFixtureOn(t, s, s, nil)
 	ctx := context.Background()
 	f.put(t, bind{environment.BindingWorkspace, "ws-1", "globex", "lean"})
-	s.targetReads.Store(0)
-	s.envReads.Store(0)
-	s.bindingReads.Store(0)
+	f.put(t, bind{environment.BindingWorkspace, "ws-2", "acme", "full"})
+	s.reads()
 
 	if _, err := f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.ids["full"], Company: "acme"}); err != nil {
 		t.Fatalf("LeaseTarget(full): %v", err)
 	}
-	if tr, e, b := s.targetReads.Load(), s.envReads.Load(), s.bindingReads.Load(); tr != 1 || e != 0 || b != 0 {
-		t.Errorf("LeaseTarget read the target %d times, the environment %d and the bindings %d; want one read of the target", tr, e, b)
+	if tr, e, b, g := s.reads(); tr != 1 || e != 0 || b != 0 || g != 0 {
+		t.Errorf("LeaseTarget by id read the target %d times, the environment %d, lists of bindings %d, bindings %d; want one read of the target", tr, e, b, g)
 	}
-	_, err := f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.ids["lean"], Company: "acme"})
+	sc := authz.Scope{Company: "acme", Workspace: "ws-2"}
+	lt, err := f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{Scope: &sc})
+	if err != nil || lt.Environment.ID != f.ids["full"] {
+		t.Fatalf("LeaseTarget(scope %s) = %+v, %v; want environment full", sc, lt, err)
+	}
+	if tr, e, b, g := s.reads(); tr != 1 || e != 0 || b != 0 || g != 1 {
+		t.Errorf("LeaseTarget by scope read the target %d times, the environment %d, lists of bindings %d, bindings %d; want the workspace binding and one read of the target", tr, e, b, g)
+	}
+	if _, err := f.asg.Resolve(ctx, admin, sc, 0); err != nil {
+		t.Fatalf("Resolve(%s): %v", sc, err)
+	}
+	if tr, e, b, g := s.reads(); tr != 0 || e != 1 || b != 0 || g != 1 {
+		t.Errorf("Resolve read the target %d times, the environment %d, lists of bindings %d, bindings %d; want the binding and the environment", tr, e, b, g)
+	}
+	_, err = f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{Scope: &authz.Scope{Company: "acme", Workspace: "ws-1"}})
+	var be *environment.BindingError
+	if !errors.As(err, &be) || !errors.Is(err, authz.ErrDenied) {
+		t.Errorf("LeaseTarget through globex's workspace binding, for acme = %v, want a BindingError wrapping ErrDenied (ASG-3)", err)
+	}
+	_, err = f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.ids["lean"], Company: "acme"})
 	if !errors.Is(err, authz.ErrDenied) {
 		t.Errorf("LeaseTarget of an environment globex bound, for acme = %v, want ErrDenied (ASG-3)", err)
 	}

@@ -138,8 +138,8 @@
 // NewMemoryBindingStore keeps bindings in memory, store/sqlite and
 // store/postgres in SQLite and PostgreSQL. A value that is both the
 // Store and the BindingStore (the SQL stores) may also be a TargetReader:
-// LeaseTarget then reads an environment by id and its bindings in one
-// statement.
+// LeaseTarget then reads the target environment (by id or through a
+// scope's binding) and its bindings in one statement.
 //
 // Availability (CAP-1, CAP-3): the
 // Gate is the one check that resolution, probes and lease acquisition pass:
