@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -122,9 +123,31 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	if dir == "" {
 		dir = t.ArtifactDir()
 	}
+	// A capture beyond the viewport lays the page out at its full size
+	// and back, and may leave it scrolled elsewhere, to snap back at the
+	// next input: a click then is pressed at one position and released at
+	// another, and lost. So the capture scrolls the page back to where it
+	// was and waits until it stays there for a few looks (at most 5 s).
+	at, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64]("[scrollX, scrollY]"))
+	if err != nil || len(at) != 2 {
+		t.Fatalf("screenshot %s: the scroll position: %v", name, err)
+	}
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	back := fmt.Sprintf(`new Promise(function (done) {
+		const until = performance.now() + 5000;
+		let same = 0;
+		(function look() {
+			if (scrollX === %[1]v && scrollY === %[2]v) same++;
+			else { same = 0; scrollTo(%[1]v, %[2]v); }
+			if (same >= 3 || performance.now() > until) done(same >= 3 ? "" : scrollX + "," + scrollY);
+			else setTimeout(look, 20);
+		})();
+	})`, at[0], at[1])
+	if off, err := chromedp.Run(ctx, chromedp.Evaluate[string](back, chromedp.EvalAwaitPromise)); err != nil || off != "" {
+		t.Logf("screenshot %s: the page did not scroll back to %v within 5 s: at %s (%v)", name, at, off, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
 		t.Fatal(err)
