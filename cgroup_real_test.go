@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/driverkit"
+	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/internal/testenv"
@@ -102,11 +103,22 @@ func TestHostLeaseReceiptsNameTheirEvidence(t *testing.T) {
 				t.Fatalf("escaped process %d: environ %q, %v; want it running without the lease's tag", pid, env, err)
 			}
 
+			// The runner, found as the release's check finds it: by its
+			// --lease= argument (it is not dumpable: on an unprivileged
+			// account nothing else of the account reads its environment).
+			runner := "\x00--lease=" + h.ID() + "\x00"
+			if pids := drivertest.LivePIDs(runner); len(pids) != 1 {
+				t.Fatalf("runner processes of lease %s: %v, want one", h.ID(), pids)
+			}
+
 			l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
 			if err != nil {
 				t.Fatalf("Release: %v", err)
 			}
 			t.Logf("%s receipt: %s: %s", name, l.CleanupEvidenceKind, l.CleanupEvidence)
+			if pids := drivertest.LivePIDs(runner); len(pids) != 0 {
+				t.Errorf("the lease's runner outlived its confirmed release: processes %v", pids)
+			}
 			if l.Cleanup != lease.CleanupConfirmed || l.CleanupEvidenceKind != tg.want {
 				t.Fatalf("receipt %s by %q (%s), want confirmed by %s", l.Cleanup, l.CleanupEvidenceKind, l.CleanupEvidence, tg.want)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -180,18 +181,25 @@ func safeTag(id string) bool {
 	return true
 }
 
-// killTaggedScript ($1 = NAME=VALUE) kills every process whose environment
-// holds $1 (one grep -z over every /proc/*/environ where grep has -z, else
-// a tr and grep per process) and waits (up to about five seconds) until a /proc scan finds
-// none; it prints "killed N tagged process(es)" and exits 0, or prints the
-// survivors and exits 1; without /proc it exits 3.
-const killTaggedScript = `tag=$1
+// killTaggedScript ($1 = NAME=VALUE, $2 = the lease id as a basic regular
+// expression) kills every process whose environment holds $1 (one grep -z
+// over every /proc/*/environ where grep has -z, else a tr and grep per
+// process) and every runner launched for the lease, by its argument
+// --lease=ID (driverkit.LaunchRunnerByExec): a runner is not dumpable, so
+// another process of its account cannot read its environment, but every
+// process can read its command line. The regular expression's own text
+// (in grep's argv) does not match itself. It waits (up to about five
+// seconds) until a /proc scan finds none; it prints "killed N tagged
+// process(es)" and exits 0, or prints the survivors and exits 1; without
+// /proc it exits 3.
+const killTaggedScript = `tag=$1; arg="^--lease=$2\$"
 [ -r /proc/self/environ ] || { echo "no readable /proc on this host"; exit 3; }
+add() { case " $found " in *" $1 "*) ;; *) found="$found $1" ;; esac; }
 if printf 'x\0%s\0' "$tag" | grep -qzxF -- "$tag" 2>/dev/null; then
   # One grep over every environ (NUL-separated entries), not two processes per pid.
-  scan() { found=; for f in $(grep -lszxF -- "$tag" /proc/[0-9]*/environ); do d=${f%/environ}; [ "$d" = "/proc/$$" ] || found="$found ${d#/proc/}"; done; }
+  scan() { found=; for f in $(grep -lszxF -- "$tag" /proc/[0-9]*/environ) $(grep -lsz -- "$arg" /proc/[0-9]*/cmdline); do d=${f%/*}; [ "$d" = "/proc/$$" ] || add "${d#/proc/}"; done; }
 else
-  scan() { found=; for d in /proc/[0-9]*; do [ "$d" = "/proc/$$" ] && continue; if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF -- "$tag"; then found="$found ${d#/proc/}"; fi; done; }
+  scan() { found=; for d in /proc/[0-9]*; do [ "$d" = "/proc/$$" ] && continue; if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF -- "$tag" || tr '\0' '\n' < "$d/cmdline" 2>/dev/null | grep -q -- "$arg"; then add "${d#/proc/}"; fi; done; }
 fi
 scan; n=0
 for p in $found; do kill -KILL "$p" 2>/dev/null && n=$((n+1)); done
@@ -202,3 +210,16 @@ while :; do
   i=$((i+1)); if [ $i -ge 50 ]; then echo "still alive:$found"; exit 1; fi
   sleep 0.1 2>/dev/null || sleep 1
 done`
+
+// breQuote returns s with the characters special in a basic regular
+// expression escaped (ids pass safeTag: only '.' is).
+func breQuote(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`.[]*^$\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

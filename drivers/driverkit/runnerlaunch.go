@@ -49,8 +49,8 @@ fi`
 // run a POSIX shell (sh with mkdir, cat and mv; setsid where present). The
 // ticket travels on the first command's standard input into a fresh file
 // of mode 0600 under stateDir, which the runner removes once read; the
-// second starts "binary --controller endpoint --lease LEASE --ticket-file
-// FILE --state-dir stateDir" in its own session, in the sandbox's default
+// second starts "binary --controller endpoint --lease=LEASE --ticket-file
+// FILE --state-dir=stateDir" in its own session, in the sandbox's default
 // working directory (its tasks' default), with req.Env, its output
 // appended to stateDir/runner.log. Nothing secret is in an argv. Where the
 // sandbox's account is root and the host has a writable cgroup2 mount, the
@@ -83,8 +83,12 @@ func LaunchRunnerByExec(ctx context.Context, sb drivers.Sandbox, binary, endpoin
 	if !cgroupName(cg) {
 		cg = ""
 	}
+	// --lease= and --state-dir= are one argument each: a check that
+	// cannot read the runner's environment (the runner is not dumpable,
+	// so another process of its account cannot) finds it by its command
+	// line, which /proc shows to every process.
 	argv := []string{"sh", "-c", launchScript, "sh", strings.TrimSuffix(stateDir, "/") + "/" + RunnerLogName, cg,
-		binary, "--controller", endpoint, "--lease", req.Lease, "--ticket-file", ticketFile, "--state-dir", stateDir}
+		binary, "--controller", endpoint, "--lease=" + req.Lease, "--ticket-file", ticketFile, "--state-dir=" + stateDir}
 	res, err = sb.Exec(ctx, drivers.Command{Argv: argv, Env: req.Env})
 	if err != nil {
 		return fmt.Errorf("launch runner in %s: %w", sb.ID(), err)

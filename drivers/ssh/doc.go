@@ -123,8 +123,11 @@
 // LogTail reads the end of the last launched runner's runner.log there with
 // tail -c over the pooled connection. Closing the ingress cancels the
 // forward and removes the socket and stops no runner. Release ends every
-// marked process of the login user (SIGTERM, then SIGKILL; survivors make
-// the receipt unconfirmed) and removes the lease directory.
+// marked process of the login user and every runner whose state directory
+// is in the lease directory, found by its --state-dir= argument (a runner
+// is not dumpable, so where the login is not root its environment cannot
+// be read; its command line can): SIGTERM, then SIGKILL; survivors make
+// the receipt unconfirmed. Then it removes the lease directory.
 //
 // Stop evidence (PRP-6): Release's receipt is drivers.EvidenceTagScan
 // (berth's own check of the session's process groups and of the runners'

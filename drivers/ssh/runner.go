@@ -436,12 +436,17 @@ func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 
 // endRunnersScript ends every process of the login user whose environment
 // holds the entry driverkit.RunnerMarkEnv=nonce (grep -z, in GNU's and busybox's
-// grep): SIGTERM (a runner stops its tasks and
-// exits), SIGKILL after about 2.5 s, and prints how many it found once none
-// is left; after about 5 s more it prints "alive PID..." and exits 1.
+// grep), and every runner whose state directory is in the lease directory
+// (its argument --state-dir=..., driverkit.LaunchRunnerByExec): a runner
+// is not dumpable, so where the login user is not root nothing of its
+// account can read its environment, but anything can read its command
+// line (the regular expression's own text, in grep's argv, does not match
+// itself). SIGTERM (a runner stops its tasks and exits), SIGKILL after
+// about 2.5 s, and prints how many it found once none is left; after
+// about 5 s more it prints "alive PID..." and exits 1.
 func endRunnersScript(nonce string) string {
-	return `m='` + driverkit.RunnerMarkEnv + `=` + nonce + `'; ` +
-		`list() { for f in $(grep -lszxF "$m" /proc/[0-9]*/environ 2>/dev/null); do q=${f#/proc/}; printf '%s ' "${q%/environ}"; done; }; ` +
+	return `m='` + driverkit.RunnerMarkEnv + `=` + nonce + `'; a='^--state-dir=.*/` + nonce + `/state-[^/]*$'; ` +
+		`list() { s=' '; for f in $(grep -lszxF "$m" /proc/[0-9]*/environ 2>/dev/null) $(grep -lsz -- "$a" /proc/[0-9]*/cmdline 2>/dev/null); do q=${f#/proc/}; q=${q%/*}; case "$s" in *" $q "*) ;; *) s="$s$q "; printf '%s ' "$q" ;; esac; done; }; ` +
 		`wait_gone() { i=0; while [ $i -lt $1 ]; do [ -z "$(list)" ] && return 0; sleep 0.1; i=$((i+1)); done; return 1; }; ` +
 		`pids=$(list); set -- $pids; n=$#; [ $n -eq 0 ] && { echo 0; exit 0; }; ` +
 		`kill -TERM $pids 2>/dev/null; wait_gone 25 && { echo $n; exit 0; }; ` +

@@ -466,13 +466,31 @@ func TestRunnerUploadedOncePerSum(t *testing.T) {
 // inherited their mark (a task that left the runner's process group, here
 // emulated by a setsid'd sleep), although they are in sessions of their
 // own; it removes the lease directory (socket and runner state) on the
-// server and leaves the uploaded binary.
+// server and leaves the uploaded binary. On an unprivileged account too,
+// where nothing of the account can read the environment of the runner (it
+// is not dumpable): Release finds it by its command line.
 func TestReleaseEndsRunnersAndRemovesTheLeaseDirectory(t *testing.T) {
 	t.Parallel()
+	for _, unprivileged := range []bool{false, true} {
+		t.Run(map[bool]string{false: "login", true: "unprivileged"}[unprivileged], func(t *testing.T) {
+			t.Parallel()
+			testReleaseEndsRunners(t, unprivileged)
+		})
+	}
+}
+
+func testReleaseEndsRunners(t *testing.T, unprivileged bool) {
 	e := newEnv(t)
 	bin, sum := testenv.RunnerBinarySum(t)
 	ctx := testCtx(t)
-	sb := e.acquire(t, e.config(t, nil))
+	home := e.srv.Home()
+	cfg := e.config(t, nil)
+	if unprivileged {
+		acct, h := e.srv.UnprivilegedLogin(t)
+		home = h
+		cfg = e.config(t, func(raw map[string]any) { raw[FieldUser], raw[FieldWorkdir] = acct.Name, h })
+	}
+	sb := e.acquire(t, cfg)
 	ri, err := sb.HostRunner(ctx, drivers.RunnerSpec{Binary: bin, SHA256: sum})
 	if err != nil {
 		t.Fatal(err)
@@ -528,7 +546,7 @@ func TestReleaseEndsRunnersAndRemovesTheLeaseDirectory(t *testing.T) {
 	if _, err := os.Stat(in.dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("lease directory %s after Release: %v, want it removed", in.dir, err)
 	}
-	if _, err := os.Stat(filepath.Join(e.srv.Home(), ".cache", "berth", "runner", sum)); err != nil {
+	if _, err := os.Stat(filepath.Join(home, ".cache", "berth", "runner", sum)); err != nil {
 		t.Errorf("the uploaded runner after Release: %v, want it kept", err)
 	}
 	if _, err := in.Accept(); !errors.Is(err, net.ErrClosed) {

@@ -53,7 +53,10 @@
 // session's own directory), never a secret: the token and the state key
 // live in the runner's memory, and the binary makes itself non-dumpable
 // (MakeUndumpable) before it reads its ticket, so that a task cannot read
-// its memory, environment or fds. A journal line that fails its check is
+// its memory, environment or fds. Nor can a host's check that runs as the
+// same unprivileged account: it finds a runner by its command line, which
+// stays readable (driverkit.LaunchRunnerByExec passes --lease= and
+// --state-dir= as one argument each for that). A journal line that fails its check is
 // never acted on (its command is indeterminate, journal_unauthenticated,
 // never run again); an outbox record that fails drops itself and what
 // precedes it, which the controller reports as events_lost. A runner
