@@ -29,9 +29,12 @@
 // (BERTH_HOSTED_RUNNER, inherited by its tasks); LogTail reads the end of
 // the last launched runner's runner.log there (tail -c, through Exec).
 // Closing the ingress stops no runner. Release with Stop or Destroy ends
-// every marked process (SIGTERM, then SIGKILL; survivors make the receipt
-// unconfirmed), although they left the session's process groups, and
-// removes the directory.
+// every marked process and every runner whose state directory is in that
+// directory, found by its --state-dir= argument (a runner is not dumpable:
+// unless berth runs as root it cannot read the runner's environment, but
+// it can read its command line): SIGTERM, then SIGKILL; survivors make the
+// receipt unconfirmed, although they left the session's process groups.
+// Then it removes the directory.
 //
 // Stop evidence (PRP-6): Release's receipt is drivers.EvidenceTagScan
 // (berth's own check of the session's process groups and of the runners'

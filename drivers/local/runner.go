@@ -124,7 +124,7 @@ func (s *sandbox) closeRunner(ctx context.Context, keep bool) (int, error) {
 	if s.runnerDir == "" || keep {
 		return 0, nil
 	}
-	n, err := s.endRunners(ctx, filepath.Base(s.runnerDir))
+	n, err := s.endRunners(ctx, s.runnerDir)
 	if err != nil {
 		return n, err
 	}
@@ -224,9 +224,14 @@ func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 }
 
 // hostedProcesses returns the live processes (zombies excluded) whose
-// environment carries driverkit.RunnerMarkEnv=mark.
-func hostedProcesses(mark string) []int {
-	want := []byte(driverkit.RunnerMarkEnv + "=" + mark + "\x00")
+// environment carries driverkit.RunnerMarkEnv=Base(dir), and the runners
+// whose state directory is in dir, by their argument --state-dir=
+// (driverkit.LaunchRunnerByExec): a runner is not dumpable, so unless this
+// process is root it cannot read the runner's environment, but it can read
+// every command line.
+func hostedProcesses(dir string) []int {
+	want := []byte(driverkit.RunnerMarkEnv + "=" + filepath.Base(dir) + "\x00")
+	arg := []byte("\x00--state-dir=" + dir + "/")
 	entries, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range entries {
@@ -235,11 +240,12 @@ func hostedProcesses(mark string) []int {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil {
-			continue
-		}
-		if !bytes.HasPrefix(b, want) && !bytes.Contains(b, append([]byte{0}, want...)) {
-			continue
+		marked := err == nil && (bytes.HasPrefix(b, want) || bytes.Contains(b, append([]byte{0}, want...)))
+		if !marked {
+			c, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			if err != nil || !bytes.Contains(append([]byte{0}, c...), arg) {
+				continue
+			}
 		}
 		if state, _, ok := procStat(e.Name()); ok && state != "Z" && state != "X" {
 			out = append(out, pid)
@@ -272,8 +278,8 @@ func procStart(pid int) (start string, ok bool) {
 // carries their mark: SIGTERM (a runner stops its tasks and exits), then
 // SIGKILL after half the grace period, until none is left or the grace
 // period or ctx ends. It returns how many processes it found.
-func (s *sandbox) endRunners(ctx context.Context, mark string) (int, error) {
-	pids := hostedProcesses(mark)
+func (s *sandbox) endRunners(ctx context.Context, dir string) (int, error) {
+	pids := hostedProcesses(dir)
 	n := len(pids)
 	if n == 0 {
 		return 0, nil
@@ -293,7 +299,7 @@ func (s *sandbox) endRunners(ctx context.Context, mark string) (int, error) {
 	start := time.Now()
 	killed := false
 	for {
-		left := hostedProcesses(mark)
+		left := hostedProcesses(dir)
 		exiting := 0
 		for pid, st := range starts {
 			if now, ok := procStart(pid); ok && now == st && !slices.Contains(left, pid) {
