@@ -130,6 +130,7 @@ var sentinelCodes = map[string]struct {
 
 	"prp/runner.ErrRefused":      {runner.ErrRefused, errcode.AuthFailed},
 	"prp/runner.ErrStateDirBusy": {runner.ErrStateDirBusy, errcode.Conflict},
+	"prp/runner.ErrStateDirGone": {runner.ErrStateDirGone, errcode.NotFound},
 
 	"prp/controller.ErrSecretsUnsupported":  {controller.ErrSecretsUnsupported, errcode.Unsupported},
 	"prp/controller.ErrNotFound":            {controller.ErrNotFound, errcode.NotFound},

@@ -7,7 +7,7 @@
 //	if err := runner.MakeUndumpable(); err != nil { ... } // first
 //	r, err := runner.New("unix:/.berth/run/prp.sock", stateDir,
 //		&runner.Options{Lease: lease, Ticket: ticket, Subreaper: true})
-//	err = r.Run(ctx) // reconnects until ctx ends or it is refused
+//	err = r.Run(ctx) // reconnects until ctx ends, it is refused or its state directory is gone
 //	if errors.Is(err, runner.ErrRefused) { os.Exit(1) }
 //
 // New and Runner.Run are the entry points. Then, by concern:

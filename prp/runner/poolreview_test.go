@@ -217,3 +217,50 @@ func TestNudgeSpamIsNoReconnectStorm(t *testing.T) {
 		t.Errorf("%d connect attempts after 20 nudges, want 2 (the first, one nudged)", attempts)
 	}
 }
+
+// A host lease's release removes the lease directory, the runner's state
+// directory with it. A runner that then cannot reach its controller stops
+// (ErrStateDirGone) instead of reconnecting forever: found as a runner
+// left on an unprivileged SSH account, retrying a socket that no longer
+// existed. One whose directory is there keeps reconnecting.
+func TestARunnerWhoseStateDirectoryIsGoneStops(t *testing.T) {
+	t.Parallel()
+	c := newController(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, done := startRunner(t, c, dir, runner.Options{Ticket: c.ticket("lease-1", prp.ScopeTask, time.Minute)})
+	c.waitFor("the welcome", func() bool { return c.conns == 1 })
+	c.mu.Lock()
+	c.refuse = true
+	c.mu.Unlock()
+	c.drop()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		c.mu.Lock()
+		n := len(c.tokens)
+		c.mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the runner never tried to reconnect")
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the runner stopped with its state directory in place: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, runner.ErrStateDirGone) {
+			t.Errorf("Run = %v, want ErrStateDirGone", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the runner kept reconnecting after its state directory was removed")
+	}
+}

@@ -149,8 +149,10 @@ func runnerID(dir string) (string, error) {
 // that every process of task taskID carries.
 func (r *Runner) Tag(taskID string) string { return TagEnv + "=" + r.id + ":" + taskID }
 
-// Run connects, serves commands and reconnects with backoff until ctx ends
-// or the controller refuses the runner (ErrRefused, or the token expired).
+// Run connects, serves commands and reconnects with backoff until ctx ends,
+// the controller refuses the runner (ErrRefused, or the token expired), or
+// the state directory is gone when a connection ends (ErrStateDirGone:
+// removed with the lease directory by a host lease's release).
 // While disconnected longer than the welcome's orphan grace, the runner
 // stops its tasks itself and keeps the proofs for the next connection. When
 // Run returns it has stopped every task it started (proofs in the outbox)
@@ -160,7 +162,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	// One runner per state directory: a runner launched while another
 	// serves the directory (a host that took a disconnected runner for
 	// gone) asks that one to reconnect now and exchanges nothing.
-	unlock, err := lockStateDir(r.dir)
+	unlock, dirGone, err := lockStateDir(r.dir)
 	if err != nil {
 		return err
 	}
@@ -204,6 +206,14 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		var p permanent
 		if errors.As(err, &p) {
+			break
+		}
+		if dirGone() {
+			// The lease's release removed the lease directory (host
+			// leases), or a task removed the lock: nothing can resume
+			// this runner's state, so it stops instead of reconnecting.
+			err = fmt.Errorf("%w: %s (%w)", ErrStateDirGone, r.dir, err)
+			r.log.Info("runner: the state directory is gone; stopping", "err", err)
 			break
 		}
 		r.log.Info("runner: disconnected; reconnecting", "err", err, "attempt", attempt)
@@ -271,6 +281,13 @@ const (
 // state directory: that runner was asked to reconnect at once, and this
 // one ran nothing (its ticket is not exchanged).
 var ErrStateDirBusy = errcode.New(errcode.Conflict, "runner: another runner serves the state directory")
+
+// ErrStateDirGone is Run's error when, as a connection ended, the state
+// directory's lock file had no link left: the directory was removed (a
+// host lease's release removes the lease directory, runner state
+// included) or a task removed the lock. Nothing could resume the runner's
+// state, so it stops its tasks and returns instead of reconnecting.
+var ErrStateDirGone = errcode.New(errcode.NotFound, "runner: the state directory was removed")
 
 // nudgePoll is how often a runner waiting to reconnect looks for a nudge.
 const nudgePoll = 50 * time.Millisecond

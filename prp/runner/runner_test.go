@@ -37,11 +37,12 @@ func startRunner(t *testing.T, c *testController, dir string, opts runner.Option
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	finished := make(chan struct{}) // closed after Run, whether or not the test read done
+	go func() { done <- r.Run(ctx); close(finished) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-done:
+		case <-finished:
 		case <-time.After(time.Minute):
 			t.Error("runner did not stop")
 		}
