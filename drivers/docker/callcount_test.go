@@ -9,10 +9,14 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 
 	"github.com/berthdev/berth/drivers"
@@ -316,4 +320,46 @@ func TestDestroyAnswerLost(t *testing.T) {
 	if _, err := e.cli.ContainerInspect(ctx, sb.ID()); err == nil {
 		t.Fatalf("container %s still exists after a confirmed destroy", sb.ID())
 	}
+}
+
+// A create whose answer is lost (the engine made the container; the
+// proxy closes the connection instead of passing the 201 on) fails
+// Acquire, and the container the record never learned of is removed: it
+// carries the lease's labels and would otherwise be left running for
+// nothing to find. Found as a warm-pool member left after a delete, its
+// create cut off by the System's Close under load.
+func TestCreateAnswerLost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := startCallProxy(t, e.cli.DaemonHost())
+	cfg := e.config(e.img.Ref, map[string]any{docker.FieldHost: p.host})
+	ctx := context.Background()
+	var lost sync.Once
+	p.mu.Lock()
+	p.lose = func(method, path string) bool {
+		hit := false
+		if method == http.MethodPost && path == "/containers/create" {
+			lost.Do(func() { hit = true })
+		}
+		return hit
+	}
+	p.mu.Unlock()
+	mark := "create-lost-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	sb, err := e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: "lost", Labels: map[string]string{"test.berth/lost": mark}})
+	if err == nil {
+		_, _ = sb.Release(ctx, drivers.Destroy)
+		t.Fatal("Acquire succeeded although the create's answer was lost")
+	}
+	// The second create of the name is refused (the first made it), and
+	// the container is removed by its name.
+	calls := p.take()
+	if n := len(calls); n < 3 || calls[n-3] != "POST /containers/create" || calls[n-2] != "POST /containers/create" ||
+		!strings.HasPrefix(calls[n-1], "DELETE /containers/berth-") {
+		t.Errorf("calls %q: want the lost create, a create of the same name, and a removal by name", calls)
+	}
+	left, lerr := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "test.berth/lost="+mark))})
+	if lerr != nil || len(left) != 0 {
+		t.Fatalf("containers of the lost create left: %d (%v); Acquire said %v", len(left), lerr, err)
+	}
+	t.Logf("Acquire: %v; calls %q", err, calls)
 }

@@ -101,6 +101,13 @@
 // already gone is the same confirmed receipt. List, Resume and Destroy only ever touch containers
 // that carry LabelManaged.
 //
+// A create whose answer never came (the context ended, the connection
+// broke after the request was sent) may still have made its container,
+// which no record names: Acquire then creates a container of the same
+// name (unique to the attempt) itself; a conflict means the first create
+// made or is making it, and it is removed by name once it exists; a
+// success means it did not, and the one just made is removed.
+//
 // # Runner ingress (CapRunnerIngress)
 //
 // A container that will host berth's runner is acquired with

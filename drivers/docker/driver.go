@@ -19,6 +19,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 
 	"github.com/berthdev/berth/drivers"
@@ -259,8 +260,19 @@ func (d *Driver) Acquire(ctx context.Context, raw config.Config, req drivers.Acq
 		created, err = cli.ContainerCreate(ctx, cc, hc, nil, nil, name)
 	}
 	if err != nil {
+		unanswered := createMayHaveRun(err)
+		err = engineErr(cfg.host, "create container from "+cfg.image, err)
+		if unanswered {
+			// The request was sent and no answer came back (the context
+			// ended, the connection broke): the engine may have made the
+			// container all the same, unseen by the record. Its name is
+			// this attempt's own: remove it by name.
+			if rerr := d.removeNamed(cli, name, cc, hc); rerr != nil {
+				return nil, fmt.Errorf("%w; container %s may exist, and removing it failed: %w", err, name, rerr)
+			}
+		}
 		d.removeRunnerDir(rm)
-		return nil, engineErr(cfg.host, "create container from "+cfg.image, err)
+		return nil, err
 	}
 	id := created.ID
 	sb := &sandbox{d: d, cli: cli, cfg: cfg, id: id, runner: rm}
@@ -336,6 +348,53 @@ func (d *Driver) removeQuietly(cli *client.Client, id string, rm *runnerMounts) 
 		return
 	}
 	d.removeRunnerDir(rm)
+}
+
+// createMayHaveRun reports whether a failed ContainerCreate may still
+// have made its container: the request was sent (no dial failure) and no
+// answer of the engine came back (the context ended first, or the
+// connection broke).
+func createMayHaveRun(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		var op *net.OpError
+		return !(errors.As(err, &op) && op.Op == "dial")
+	}
+	return outcomeUnknown(context.Background(), err)
+}
+
+// removeNamed removes the container called name, if a create that got
+// no answer made it, on a context of its own (the acquisition's may have
+// ended). The engine may still be making it, and until it has, a removal
+// finds nothing: so it creates a container of that name itself (cc, hc).
+// A conflict means the name is taken: the first create made it or is
+// making it, and the removal is tried until it removes it. A success means
+// the first create made nothing: the one just made is removed.
+func (d *Driver) removeNamed(cli *client.Client, name string, cc *container.Config, hc *container.HostConfig) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for delay := 5 * time.Millisecond; ; delay = min(delay*2, 200*time.Millisecond) {
+		created, err := cli.ContainerCreate(ctx, cc, hc, nil, nil, name)
+		if err == nil {
+			_, err = removeContainer(ctx, cli, created.ID)
+			return err
+		}
+		if !cerrdefs.IsConflict(err) {
+			return err
+		}
+		ev, err := removeContainer(ctx, cli, name)
+		if err != nil {
+			return err
+		}
+		if ev != evidenceRemoveNotFound {
+			d.log.Info("docker: removed the container of a create that got no answer", "container", name, "evidence", ev)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+	}
 }
 
 func randomHex(n int) string {
