@@ -75,12 +75,7 @@ func (a *Assignments) LeaseTarget(ctx context.Context, p authz.Principal, req Le
 	if _, _, err := a.gate.Check(ctx, env, req.Required); err != nil {
 		return nil, err
 	}
-	if bs == nil {
-		if bs, err = a.bindingsOf(ctx, env.ID, "environment "+env.ID); err != nil {
-			return nil, err
-		}
-	}
-	if err := boundElsewhere(bs, req.Company, "environment "+env.ID); err != nil {
+	if err := a.boundElsewhere(ctx, env.ID, bs, req.Company, "environment "+env.ID); err != nil {
 		return nil, err
 	}
 	return &LeaseTarget{Company: req.Company, Environment: env}, nil
@@ -122,33 +117,24 @@ func (a *Assignments) leaseScope(ctx context.Context, p authz.Principal, scope a
 	if err := a.authorize(ctx, p, authz.ActionLease, r); err != nil {
 		return nil, authz.Denied(p, authz.ActionLease, authz.Resource{Kind: authz.ResourceKindEnvironment, Company: scope.Company, Scope: &sc})
 	}
-	label := "the environment of the " + res.Binding.String()
-	if bs == nil {
-		if bs, err = a.bindingsOf(ctx, res.Environment.ID, label); err != nil {
-			return nil, err
-		}
-	}
-	if err := boundElsewhere(bs, scope.Company, label); err != nil {
+	if err := a.boundElsewhere(ctx, res.Environment.ID, bs, scope.Company, "the environment of the "+res.Binding.String()); err != nil {
 		return nil, err
 	}
 	return &LeaseTarget{Company: scope.Company, Environment: res.Environment, Resolution: res}, nil
 }
 
-// bindingsOf lists the bindings that point at environment envID; label
-// names the environment as the caller knows it.
-func (a *Assignments) bindingsOf(ctx context.Context, envID, label string) ([]*Binding, error) {
-	bs, err := a.bindings.ListBindings(ctx, BindingFilter{EnvironmentID: envID})
-	if err != nil {
-		return nil, fmt.Errorf("environment: lease of %s: reading its bindings: %w", label, err)
-	}
-	return bs, nil
-}
-
-// boundElsewhere refuses a lease for company of the environment that the
-// bindings bs point at when one of them is a company's and none is of
-// company or the instance default. label names the environment as the
+// boundElsewhere refuses a lease for company of environment envID when a
+// company binding points at it and none is of company or the instance
+// default. bs are its bindings when they were read with it (targetByID),
+// else nil: then they are listed. label names the environment as the
 // caller knows it.
-func boundElsewhere(bs []*Binding, company, label string) error {
+func (a *Assignments) boundElsewhere(ctx context.Context, envID string, bs []*Binding, company, label string) error {
+	if bs == nil {
+		var err error
+		if bs, err = a.bindings.ListBindings(ctx, BindingFilter{EnvironmentID: envID}); err != nil {
+			return fmt.Errorf("environment: lease of %s: reading its bindings: %w", label, err)
+		}
+	}
 	other := false
 	for _, b := range bs {
 		switch {
