@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -66,16 +67,23 @@ func leaseUpdateColumnsSQL(changed []int) string {
 const maxCachedRows = 4096
 
 // leaseRows remembers, per live lease this process wrote or claimed last,
-// the column values (leaseArgs) of its row at one version. UpdateLease
-// from that version then sets only the columns that differ: an UPDATE that
-// names no indexed column touches none of the leases table's indexes
-// (SQLite rewrites an index only when its columns are assigned;
-// PostgreSQL can make a heap-only update), and most state changes assign
-// three to six columns of thirty-six. The version check in the WHERE
-// clause keeps this exact across processes: the row is at that version only
-// if nobody wrote it since (every write of a lease row grows its version),
-// so its other columns still hold the remembered values; any other version
-// refuses the update as before.
+// its row at one version: the column values (leaseArgs) and the lease
+// itself. UpdateLease from that version then sets only the columns that
+// differ: an UPDATE that names no indexed column touches none of the
+// leases table's indexes (SQLite rewrites an index only when its columns
+// are assigned; PostgreSQL can make a heap-only update), and most state
+// changes assign three to six columns of thirty-six. The version check in
+// the WHERE clause keeps this exact across processes: the row is at that
+// version only if nobody wrote it since (every write of a lease row grows
+// its version), so its other columns still hold the remembered values; any
+// other version refuses the update as before. A claim of a remembered row
+// reads back only what it changed, for the same reason (claimLease).
+//
+// The remembered lease shares its maps and runner with the lease it was
+// written from, as the lease.Store contract allows: nobody changes them in
+// place. So a lease whose Config, Labels, Metadata or Runner is the very
+// value the remembered row was written with has that column's JSON text
+// unchanged, and leaseArgs does not encode it again.
 type leaseRows struct {
 	mu   sync.Mutex
 	rows map[string]leaseRow
@@ -83,23 +91,33 @@ type leaseRows struct {
 
 type leaseRow struct {
 	version int64
-	args    []any // leaseArgs at version
+	args    []any        // leaseArgs at version
+	lease   *lease.Lease // as a read of the row at version returns it, but for its maps' number types
 }
 
-// get returns the remembered values of lease id at version, if any.
-func (c *leaseRows) get(id string, version int64) ([]any, bool) {
+// get returns the remembered row of lease id at version, if any.
+func (c *leaseRows) get(id string, version int64) (leaseRow, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r, ok := c.rows[id]
 	if !ok || r.version != version {
-		return nil, false
+		return leaseRow{}, false
 	}
-	return r.args, true
+	return r, true
 }
 
-// put remembers args as lease id's values at version; a lease that ended
-// is forgotten (its record is history and rarely written again).
-func (c *leaseRows) put(id string, version int64, args []any, ended bool) {
+// latest returns the remembered row of lease id at whatever version.
+func (c *leaseRows) latest(id string) (leaseRow, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.rows[id]
+	return r, ok
+}
+
+// put remembers args and a copy of l as lease id's row at version; a lease
+// that ended is forgotten (its record is history and rarely written again).
+func (c *leaseRows) put(id string, version int64, args []any, l *lease.Lease) {
+	ended := l.Ended()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ended {
@@ -115,7 +133,7 @@ func (c *leaseRows) put(id string, version int64, args []any, ended bool) {
 			break
 		}
 	}
-	c.rows[id] = leaseRow{version: version, args: args}
+	c.rows[id] = leaseRow{version: version, args: args, lease: storedLease(l, version)}
 }
 
 // drop forgets lease id.
@@ -124,6 +142,36 @@ func (c *leaseRows) drop(id string) {
 	delete(c.rows, id)
 	c.mu.Unlock()
 }
+
+// storedLease returns a copy of l at version with its times as a read of
+// the row returns them (UTC, nanoseconds, no monotonic reading). The copy
+// shares l's maps and runner.
+func storedLease(l *lease.Lease, version int64) *lease.Lease {
+	c := *l
+	c.Version = version
+	for _, t := range []*time.Time{&c.AcquiredAt, &c.LastUsedAt, &c.ExpiresAt, &c.ReleasedAt, &c.ClaimedUntil, &c.HolderUntil} {
+		*t = fromNanos(nanos(*t))
+	}
+	return &c
+}
+
+// sameMap reports whether a and b are the same map (or both nil).
+func sameMap[M ~map[K]V, K comparable, V any](a, b M) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// Indexes into leaseColumnNames of the columns leaseArgs and claimLease
+// handle one by one.
+var (
+	colExpiresAt    = slices.Index(leaseColumnNames, "expires_at")
+	colConfig       = slices.Index(leaseColumnNames, "config")
+	colLabels       = slices.Index(leaseColumnNames, "labels")
+	colMetadata     = slices.Index(leaseColumnNames, "metadata")
+	colClaimedBy    = slices.Index(leaseColumnNames, "claimed_by")
+	colClaimedUntil = slices.Index(leaseColumnNames, "claimed_until")
+	colRunner       = slices.Index(leaseColumnNames, "runner")
+	colVersion      = slices.Index(leaseColumnNames, "version")
+)
 
 // changedColumns returns the indexes of the columns (neither id nor
 // version) whose values differ between old and args, then version's.
@@ -147,22 +195,31 @@ const maxKeyAttempts = 5
 func nullText(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
 // leaseArgs returns l's column values in leaseColumns order, with version
-// as the stored version.
-func leaseArgs(l *lease.Lease, version int64) ([]any, error) {
-	config, err := jsonText(l.Config)
-	if err != nil {
+// as the stored version. The JSON columns of maps and a runner that are
+// prev's own (see leaseRows) take prev's text; prev may be the zero row.
+func leaseArgs(l *lease.Lease, version int64, prev leaseRow) ([]any, error) {
+	var config, labels, metadata, runner sql.NullString
+	var err error
+	if p := prev.lease; p != nil && sameMap(l.Config, p.Config) {
+		config = prev.args[colConfig].(sql.NullString)
+	} else if config, err = jsonText(l.Config); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	labels, err := jsonText(l.Labels)
-	if err != nil {
+	if p := prev.lease; p != nil && sameMap(l.Labels, p.Labels) {
+		labels = prev.args[colLabels].(sql.NullString)
+	} else if labels, err = jsonText(l.Labels); err != nil {
 		return nil, fmt.Errorf("labels: %w", err)
 	}
-	metadata, err := jsonText(l.Metadata)
-	if err != nil {
+	if p := prev.lease; p != nil && sameMap(l.Metadata, p.Metadata) {
+		metadata = prev.args[colMetadata].(sql.NullString)
+	} else if metadata, err = jsonText(l.Metadata); err != nil {
 		return nil, fmt.Errorf("metadata: %w", err)
 	}
-	var runner sql.NullString
-	if l.Runner != nil {
+	switch {
+	case l.Runner == nil:
+	case prev.lease != nil && l.Runner == prev.lease.Runner:
+		runner = prev.args[colRunner].(sql.NullString)
+	default:
 		if runner, err = jsonText(l.Runner); err != nil {
 			return nil, fmt.Errorf("runner: %w", err)
 		}
@@ -266,7 +323,7 @@ func (db *DB) InsertLease(ctx context.Context, l *lease.Lease) (*lease.Lease, er
 	if l == nil || l.ID == "" {
 		return nil, errors.New("sqlstore: insert lease: empty id")
 	}
-	args, err := leaseArgs(l, 1)
+	args, err := leaseArgs(l, 1, leaseRow{})
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: insert lease %s: %w", l.ID, err)
 	}
@@ -282,7 +339,7 @@ func (db *DB) InsertLease(ctx context.Context, l *lease.Lease) (*lease.Lease, er
 		}
 		if n == 1 {
 			l.Version = 1
-			db.leaseRows.put(l.ID, 1, args, l.Ended())
+			db.leaseRows.put(l.ID, 1, args, l)
 			return nil, nil
 		}
 		var one int
@@ -324,13 +381,14 @@ func (db *DB) UpdateLease(ctx context.Context, l *lease.Lease) error {
 	if l == nil || l.ID == "" {
 		return errors.New("sqlstore: update lease: empty id")
 	}
-	args, err := leaseArgs(l, l.Version+1)
+	prev, cached := db.leaseRows.get(l.ID, l.Version)
+	args, err := leaseArgs(l, l.Version+1, prev)
 	if err != nil {
 		return fmt.Errorf("sqlstore: update lease %s: %w", l.ID, err)
 	}
 	q, qargs := leaseUpdateSQL, append(args[1:len(args):len(args)], l.ID, l.Version)
-	if old, ok := db.leaseRows.get(l.ID, l.Version); ok {
-		changed := changedColumns(old, args)
+	if cached {
+		changed := changedColumns(prev.args, args)
 		q, qargs = leaseUpdateColumnsSQL(changed), make([]any, 0, len(changed)+2)
 		for _, i := range changed {
 			qargs = append(qargs, args[i])
@@ -365,7 +423,7 @@ func (db *DB) UpdateLease(ctx context.Context, l *lease.Lease) error {
 		return fmt.Errorf("sqlstore: update lease %s: stored version %d, update based on %d: %w", l.ID, stored, l.Version, lease.ErrConflict)
 	}
 	l.Version++
-	db.leaseRows.put(l.ID, l.Version, args, l.Ended())
+	db.leaseRows.put(l.ID, l.Version, args, l)
 	return nil
 }
 
@@ -468,26 +526,48 @@ func (db *DB) ClaimLeaseForRelease(ctx context.Context, id, owner string, now, u
 	return db.claimLease(ctx, id, owner, now, until, true)
 }
 
-// claimReleaseSQL sets the claim bound to its first two ? and, for an
-// active or retained lease, expires_at to the third.
-var claimReleaseSQL = fmt.Sprintf(`UPDATE leases SET claimed_by = ?, claimed_until = ?,
-	expires_at = CASE WHEN status IN ('%s', '%s') THEN ? ELSE expires_at END, version = version + 1
-	WHERE id = ? AND `+claimFreeSQL+` RETURNING `+leaseColumns, lease.StatusActive, lease.StatusRetained)
+// claimSQL is the claim of the lease bound to its third ? (fourth with
+// expire) by the owner and until bound to its first two, which with expire
+// also sets expires_at of an active or retained lease to the third ?; it
+// returns the row's leaseColumns, or with short only its version and
+// expires_at.
+func claimSQL(expire, short bool) string {
+	q := "UPDATE leases SET claimed_by = ?, claimed_until = ?, "
+	if expire {
+		q += fmt.Sprintf("expires_at = CASE WHEN status IN ('%s', '%s') THEN ? ELSE expires_at END, ", lease.StatusActive, lease.StatusRetained)
+	}
+	q += "version = version + 1 WHERE id = ? AND " + claimFreeSQL + " RETURNING "
+	if short {
+		return q + "version, expires_at"
+	}
+	return q + leaseColumns
+}
 
-// claimLease is ClaimLease, or with expire ClaimLeaseForRelease.
+// claimSQLs are claimSQL's four statements, indexed [expire][short].
+var claimSQLs = [2][2]string{{claimSQL(false, false), claimSQL(false, true)}, {claimSQL(true, false), claimSQL(true, true)}}
+
+// claimLease is ClaimLease, or with expire ClaimLeaseForRelease. A claim
+// of a row that leaseRows remembers returns only the version and
+// expires_at: when the version is the remembered one's next, nobody wrote
+// the row in between, so the claimed lease is the remembered one with the
+// claim and expires_at set; otherwise the row is read again.
 func (db *DB) claimLease(ctx context.Context, id, owner string, now, until time.Time, expire bool) (*lease.Lease, error) {
-	q := `UPDATE leases SET claimed_by = ?, claimed_until = ?, version = version + 1
-			WHERE id = ? AND ` + claimFreeSQL + ` RETURNING ` + leaseColumns
 	args := []any{owner, nanos(until), id, owner, nanos(now)}
 	if expire {
-		q, args = claimReleaseSQL, []any{owner, nanos(until), nanos(until), id, owner, nanos(now)}
+		args = []any{owner, nanos(until), nanos(until), id, owner, nanos(now)}
 	}
 	for range maxKeyAttempts {
-		l, err := scanLease(db.writes().queryRow(ctx, q, args...))
-		if err == nil {
-			if args, err := leaseArgs(l, l.Version); err == nil {
-				db.leaseRows.put(l.ID, l.Version, args, l.Ended())
+		var l *lease.Lease
+		var err error
+		if prev, ok := db.leaseRows.latest(id); ok {
+			l, err = db.claimRemembered(ctx, prev, claimSQLs[b2i(expire)][1], args, owner, until)
+		} else {
+			l, err = scanLease(db.writes().queryRow(ctx, claimSQLs[b2i(expire)][0], args...))
+			if err == nil {
+				db.remember(l)
 			}
+		}
+		if err == nil {
 			return l, nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
@@ -503,6 +583,45 @@ func (db *DB) claimLease(ctx context.Context, id, owner string, now, until time.
 		// The claim ended between the UPDATE and the read: try again.
 	}
 	return nil, fmt.Errorf("sqlstore: claim lease %s: its claim kept changing hands: %w", id, lease.ErrClaimed)
+}
+
+// claimRemembered runs the short claim q of the row prev remembers and
+// returns the claimed lease; sql.ErrNoRows when the claim was refused.
+func (db *DB) claimRemembered(ctx context.Context, prev leaseRow, q string, args []any, owner string, until time.Time) (*lease.Lease, error) {
+	var version int64
+	var expires sql.NullInt64
+	if err := db.writes().queryRow(ctx, q, args...).Scan(&version, &expires); err != nil {
+		return nil, err
+	}
+	id := prev.lease.ID
+	if version != prev.version+1 {
+		// Written elsewhere since: what the row holds now, this claim
+		// included.
+		db.leaseRows.drop(id)
+		l, err := scanLease(db.writes().queryRow(ctx, "SELECT "+leaseColumns+" FROM leases WHERE id = ?", id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("lease %s was deleted after it was claimed: %w", id, lease.ErrNotFound)
+		}
+		if err != nil {
+			return nil, err
+		}
+		db.remember(l)
+		return l, nil
+	}
+	l := *prev.lease
+	l.Version, l.ClaimedBy, l.ClaimedUntil, l.ExpiresAt = version, owner, fromNanos(nanos(until)), fromNanos(expires)
+	args = slices.Clone(prev.args)
+	args[colClaimedBy], args[colClaimedUntil], args[colExpiresAt], args[colVersion] = owner, nanos(until), expires, version
+	db.leaseRows.put(id, version, args, &l)
+	return &l, nil
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // needsSweepSQL is lease.NeedsSweep at the instant bound to its three ?,
@@ -700,8 +819,13 @@ func (db *DB) AdoptPooled(ctx context.Context, ad lease.Adoption) (*lease.Lease,
 		}
 		return nil, fmt.Errorf("sqlstore: adopt a pooled lease of environment %s: %w", ad.Environment, err)
 	}
-	if args, err := leaseArgs(l, l.Version); err == nil {
-		db.leaseRows.put(l.ID, l.Version, args, l.Ended())
-	}
+	db.remember(l)
 	return l, nil
+}
+
+// remember puts l, as just read from its row, into leaseRows.
+func (db *DB) remember(l *lease.Lease) {
+	if args, err := leaseArgs(l, l.Version, leaseRow{}); err == nil {
+		db.leaseRows.put(l.ID, l.Version, args, l)
+	}
 }
