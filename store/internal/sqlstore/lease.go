@@ -90,9 +90,8 @@ type leaseRows struct {
 }
 
 type leaseRow struct {
-	version int64
-	args    []any        // leaseArgs at version
-	lease   *lease.Lease // as a read of the row at version returns it, but for its maps' number types
+	args  []any        // leaseArgs at lease.Version
+	lease *lease.Lease // as a read of the row returns it, but for its maps' number types
 }
 
 // get returns the remembered row of lease id at version, if any.
@@ -100,7 +99,7 @@ func (c *leaseRows) get(id string, version int64) (leaseRow, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r, ok := c.rows[id]
-	if !ok || r.version != version {
+	if !ok || r.lease.Version != version {
 		return leaseRow{}, false
 	}
 	return r, true
@@ -114,16 +113,17 @@ func (c *leaseRows) latest(id string) (leaseRow, bool) {
 	return r, ok
 }
 
-// put remembers args and a copy of l as lease id's row at version; a lease
-// that ended is forgotten (its record is history and rarely written again).
-func (c *leaseRows) put(id string, version int64, args []any, l *lease.Lease) {
-	ended := l.Ended()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if ended {
-		delete(c.rows, id)
+// put remembers args and a copy of l as the row of lease l.ID at
+// l.Version; a lease that ended is forgotten (its record is history and
+// rarely written again).
+func (c *leaseRows) put(args []any, l *lease.Lease) {
+	if l.Ended() {
+		c.drop(l.ID)
 		return
 	}
+	id, stored := l.ID, storedLease(l)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.rows == nil {
 		c.rows = map[string]leaseRow{}
 	}
@@ -133,7 +133,7 @@ func (c *leaseRows) put(id string, version int64, args []any, l *lease.Lease) {
 			break
 		}
 	}
-	c.rows[id] = leaseRow{version: version, args: args, lease: storedLease(l, version)}
+	c.rows[id] = leaseRow{args: args, lease: stored}
 }
 
 // drop forgets lease id.
@@ -143,12 +143,11 @@ func (c *leaseRows) drop(id string) {
 	c.mu.Unlock()
 }
 
-// storedLease returns a copy of l at version with its times as a read of
-// the row returns them (UTC, nanoseconds, no monotonic reading). The copy
-// shares l's maps and runner.
-func storedLease(l *lease.Lease, version int64) *lease.Lease {
+// storedLease returns a copy of l with its times as a read of its row
+// returns them (UTC, nanoseconds, no monotonic reading). The copy shares
+// l's maps and runner.
+func storedLease(l *lease.Lease) *lease.Lease {
 	c := *l
-	c.Version = version
 	for _, t := range []*time.Time{&c.AcquiredAt, &c.LastUsedAt, &c.ExpiresAt, &c.ReleasedAt, &c.ClaimedUntil, &c.HolderUntil} {
 		*t = fromNanos(nanos(*t))
 	}
@@ -198,31 +197,32 @@ func nullText(s string) sql.NullString { return sql.NullString{String: s, Valid:
 // as the stored version. The JSON columns of maps and a runner that are
 // prev's own (see leaseRows) take prev's text; prev may be the zero row.
 func leaseArgs(l *lease.Lease, version int64, prev leaseRow) ([]any, error) {
-	var config, labels, metadata, runner sql.NullString
-	var err error
-	if p := prev.lease; p != nil && sameMap(l.Config, p.Config) {
-		config = prev.args[colConfig].(sql.NullString)
-	} else if config, err = jsonText(l.Config); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	if p := prev.lease; p != nil && sameMap(l.Labels, p.Labels) {
-		labels = prev.args[colLabels].(sql.NullString)
-	} else if labels, err = jsonText(l.Labels); err != nil {
-		return nil, fmt.Errorf("labels: %w", err)
-	}
-	if p := prev.lease; p != nil && sameMap(l.Metadata, p.Metadata) {
-		metadata = prev.args[colMetadata].(sql.NullString)
-	} else if metadata, err = jsonText(l.Metadata); err != nil {
-		return nil, fmt.Errorf("metadata: %w", err)
-	}
-	switch {
-	case l.Runner == nil:
-	case prev.lease != nil && l.Runner == prev.lease.Runner:
-		runner = prev.args[colRunner].(sql.NullString)
-	default:
-		if runner, err = jsonText(l.Runner); err != nil {
-			return nil, fmt.Errorf("runner: %w", err)
+	p := prev.lease
+	text := func(col int, same bool, v any) (sql.NullString, error) {
+		if same {
+			return prev.args[col].(sql.NullString), nil
 		}
+		t, err := jsonText(v)
+		if err != nil {
+			return sql.NullString{}, fmt.Errorf("%s: %w", leaseColumnNames[col], err)
+		}
+		return t, nil
+	}
+	config, err := text(colConfig, p != nil && sameMap(l.Config, p.Config), l.Config)
+	if err != nil {
+		return nil, err
+	}
+	labels, err := text(colLabels, p != nil && sameMap(l.Labels, p.Labels), l.Labels)
+	if err != nil {
+		return nil, err
+	}
+	metadata, err := text(colMetadata, p != nil && sameMap(l.Metadata, p.Metadata), l.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	runner, err := text(colRunner, p != nil && l.Runner == p.Runner, l.Runner)
+	if err != nil {
+		return nil, err
 	}
 	return []any{
 		l.ID, l.Company, l.Environment, l.Workspace, l.Run, string(l.Status), string(l.Policy), l.Provider, l.ProviderLeaseID,
@@ -339,7 +339,7 @@ func (db *DB) InsertLease(ctx context.Context, l *lease.Lease) (*lease.Lease, er
 		}
 		if n == 1 {
 			l.Version = 1
-			db.leaseRows.put(l.ID, 1, args, l)
+			db.leaseRows.put(args, l)
 			return nil, nil
 		}
 		var one int
@@ -423,7 +423,7 @@ func (db *DB) UpdateLease(ctx context.Context, l *lease.Lease) error {
 		return fmt.Errorf("sqlstore: update lease %s: stored version %d, update based on %d: %w", l.ID, stored, l.Version, lease.ErrConflict)
 	}
 	l.Version++
-	db.leaseRows.put(l.ID, l.Version, args, l)
+	db.leaseRows.put(args, l)
 	return nil
 }
 
@@ -594,14 +594,11 @@ func (db *DB) claimRemembered(ctx context.Context, prev leaseRow, q string, args
 		return nil, err
 	}
 	id := prev.lease.ID
-	if version != prev.version+1 {
+	if version != prev.lease.Version+1 {
 		// Written elsewhere since: what the row holds now, this claim
 		// included.
 		db.leaseRows.drop(id)
-		l, err := scanLease(db.writes().queryRow(ctx, "SELECT "+leaseColumns+" FROM leases WHERE id = ?", id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("lease %s was deleted after it was claimed: %w", id, lease.ErrNotFound)
-		}
+		l, err := db.GetLease(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -612,7 +609,7 @@ func (db *DB) claimRemembered(ctx context.Context, prev leaseRow, q string, args
 	l.Version, l.ClaimedBy, l.ClaimedUntil, l.ExpiresAt = version, owner, fromNanos(nanos(until)), fromNanos(expires)
 	args = slices.Clone(prev.args)
 	args[colClaimedBy], args[colClaimedUntil], args[colExpiresAt], args[colVersion] = owner, nanos(until), expires, version
-	db.leaseRows.put(id, version, args, &l)
+	db.leaseRows.put(args, &l)
 	return &l, nil
 }
 
@@ -826,6 +823,6 @@ func (db *DB) AdoptPooled(ctx context.Context, ad lease.Adoption) (*lease.Lease,
 // remember puts l, as just read from its row, into leaseRows.
 func (db *DB) remember(l *lease.Lease) {
 	if args, err := leaseArgs(l, l.Version, leaseRow{}); err == nil {
-		db.leaseRows.put(l.ID, l.Version, args, l)
+		db.leaseRows.put(args, l)
 	}
 }
