@@ -141,9 +141,12 @@ func TestImagesPanelPlainTerminalInABrowser(t *testing.T) {
 	// A scripted setup pasted as JSON, promoted when captured: it
 	// supersedes the first template, which rolls back; then a revoke
 	// clears the pointer.
+	// The first session's id is read before the click: a scripted setup
+	// can be shown, even captured, before a read after the click.
+	firstSession := strings.TrimSpace(admin.text("#session-id"))
 	admin.do("a scripted setup", chromedp.SendKeys(chromedp.ID("setup-script"), `{"steps": [{"write": {"path": "/etc/motd", "content": "hi\n"}}]}`),
 		chromedp.Click(chromedp.ID("setup-promote")), chromedp.Click(chromedp.ID("setup-scripted")))
-	admin.waitJS(`document.getElementById("session-id").textContent !== "` + strings.TrimSpace(admin.text("#session-id")) + `"`)
+	admin.waitJS(`document.getElementById("session-id").textContent.trim() !== "` + firstSession + `"`)
 	admin.waitText("#session-state", "captured and promoted")
 	admin.waitText("#session-events", "step 1/1")
 	admin.waitJS(`document.querySelector('#templates tr[data-template="` + first + `"] button.rollback') !== null`)
