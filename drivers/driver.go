@@ -25,6 +25,12 @@ type Driver interface {
 	// host (host drivers). cfg has been normalized by Schema and its secrets
 	// resolved to values. The context's deadline is the startup budget; on
 	// cancellation Acquire returns promptly with an error wrapping ctx.Err().
+	//
+	// A driver never changes a config it is given, here or in any optional
+	// method, nor any map or slice in it: the caller may share it (the
+	// lease manager passes a lease record's own config when it holds no
+	// secret to resolve). The conformance suite checks Acquire, Exec and
+	// Release.
 	Acquire(ctx context.Context, cfg config.Config, req AcquireRequest) (Sandbox, error)
 }
 

@@ -110,7 +110,12 @@ func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error)
 	}
 	now := m.now()
 	if err == nil {
-		upd := cur.shallow()
+		// The started version is written over cur, the latest version this
+		// creation made: once the driver has returned nothing else reads
+		// it (a Store copies what it is given), so it needs no copy of its
+		// own; a refused write puts cur back for failStart.
+		prev := *cur
+		upd := cur
 		// Drivers that never call Allocated (host sessions) are recorded here.
 		upd.ProviderLeaseID = sb.ID()
 		upd.Status, upd.LastUsedAt, upd.ExpiresAt, upd.Uses = StatusActive, now, now.Add(m.o.LeaseTTL), 1
@@ -128,6 +133,7 @@ func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error)
 			m.hold(upd, now) // the session lives in this process (holder.go)
 		}
 		if uerr := m.store.UpdateLease(wctx, upd); uerr != nil {
+			*cur = prev
 			return nil, m.failStart(wctx, a, cur, pid, sb, fmt.Errorf("recording the started sandbox: %w", uerr))
 		}
 		h := &Handle{m: m, lease: upd, driver: a.drv, sandbox: sb}

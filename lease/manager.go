@@ -290,8 +290,18 @@ func (m *Manager) now() time.Time { return m.o.Clock.Now() }
 
 // detach returns ctx without its cancellation (context.WithoutCancel):
 // ctx itself when it can never be cancelled (Done returns nil, as for
-// context.Background), which spares an allocation on the hot path.
+// context.Background), which spares an allocation on the hot path. A
+// budget (budgetCtx) is detached by detaching its parent, whose values are
+// the budget's: asking the budget itself for Done would start its timer
+// only to throw the cancellation away.
 func detach(ctx context.Context) context.Context {
+	for {
+		b, ok := ctx.(*budgetCtx)
+		if !ok {
+			break
+		}
+		ctx = b.parent
+	}
 	if ctx.Done() == nil {
 		return ctx
 	}
@@ -369,13 +379,33 @@ func (m *Manager) dropHandle(id string) {
 	}
 }
 
-// resolveConfig resolves the secret references of a recorded config.
+// resolveConfig resolves the secret references of a recorded config. A
+// config that sets no secret field is returned as it is, not copied: a
+// driver never changes the config it is given (drivers.Driver), and the
+// manager never changes a recorded one (see Store).
 func (m *Manager) resolveConfig(ctx context.Context, d drivers.Driver, cfg config.Config) (config.Config, error) {
+	schema := d.Schema()
+	if !setsSecret(schema, cfg) {
+		return cfg, nil
+	}
 	lookup := m.o.Secrets
 	if lookup == nil {
 		lookup = func(_ context.Context, ref config.SecretRef) (string, error) {
 			return "", fmt.Errorf("no secret resolver configured for %s: %w", ref, config.ErrCredentialsMissing)
 		}
 	}
-	return d.Schema().ResolveSecrets(ctx, cfg, lookup)
+	return schema.ResolveSecrets(ctx, cfg, lookup)
+}
+
+// setsSecret reports whether cfg holds a value for a secret or secret-map
+// field of schema.
+func setsSecret(schema *config.Schema, cfg config.Config) bool {
+	for _, f := range schema.Fields {
+		if f.Kind == config.KindSecret || f.Kind == config.KindSecretMap {
+			if _, ok := cfg[f.Name]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -50,7 +50,14 @@ func (r releases) less(i, j int) bool {
 }
 
 func (r *releases) push(e release) {
-	h := append(*r, e)
+	h := *r
+	if len(h) == cap(h) {
+		// Doubling, where append grows a long slice by a quarter: a
+		// history of ended leases grows by one per release, and each
+		// growth copies it all.
+		h = slices.Grow(h, max(len(h), 64))
+	}
+	h = append(h, e)
 	for i := len(h) - 1; i > 0; {
 		p := (i - 1) / 2
 		if !h.less(i, p) {

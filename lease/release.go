@@ -152,7 +152,12 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 		}
 		l = ahead
 	}
-	upd := l.shallow()
+	// This release's version is written over l, which is this call's own
+	// (the claim's copy; a Store returns copies): from here on it is upd,
+	// and claimed keeps it as stored for the returns of a write that
+	// fails.
+	claimed := *l
+	upd := l
 	upd.ExpiresAt = expires
 	upd.ClaimedBy, upd.ClaimedUntil, upd.RunKey = "", time.Time{}, ""
 	if opts.RunFailed && opts.Reason != "" {
@@ -169,7 +174,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 		upd.CleanupEvidence, upd.CleanupEvidenceKind = keptEvidence, drivers.EvidenceNone
 		m.dropHandle(id)
 		if err := m.store.UpdateLease(wctx, upd); err != nil {
-			return l, fmt.Errorf("lease %s: recording retained: %w", id, err)
+			return stored(claimed), fmt.Errorf("lease %s: recording retained: %w", id, err)
 		}
 		return upd, nil
 	}
@@ -177,40 +182,44 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 	// sandbox as it is and the lease pending_cleanup with the reason; the
 	// handle stays, so that the retry (a Sweep, a second Release) can ask
 	// the runner again or end the sandbox with its own proof.
-	runnerEv, runners, serr := m.stopTasks(ctx, l)
+	runnerEv, runners, serr := m.stopTasks(ctx, upd)
 	var hostKind drivers.EvidenceKind
 	if serr == nil {
-		runnerEv, hostKind, serr = m.endRunners(ctx, drv, sb, l, runners, runnerEv)
+		runnerEv, hostKind, serr = m.endRunners(ctx, drv, sb, upd, runners, runnerEv)
 	}
 	if serr != nil {
 		pending, ok := m.markPending(wctx, upd, d, StatusReleased, serr.Error())
 		if !ok {
-			return l, fmt.Errorf("lease %s: %w: %w (and recording it failed)", id, ErrCleanupPending, serr)
+			return stored(claimed), fmt.Errorf("lease %s: %w: %w (and recording it failed)", id, ErrCleanupPending, serr)
 		}
 		return pending, fmt.Errorf("lease %s: %w: %w", id, ErrCleanupPending, serr)
 	}
-	rc, terr := m.terminate(ctx, drv, l, sb, d, true)
-	proven, evidence, kind, perr := proof(rc, terr, l.ProviderLeaseID, d)
+	rc, terr := m.terminate(ctx, drv, upd, sb, d, true)
+	proven, evidence, kind, perr := proof(rc, terr, upd.ProviderLeaseID, d)
 	kind = kind.Stronger(hostKind)
 	evidence = withCaveat(withRunner(runnerEv, evidence), kind)
 	m.dropHandle(id)
 	if !proven {
 		pending, ok := m.markPending(wctx, upd, d, StatusReleased, perr.Error())
 		if !ok {
-			return l, fmt.Errorf("lease %s: %w: %w (and recording it failed)", id, ErrCleanupPending, perr)
+			return stored(claimed), fmt.Errorf("lease %s: %w: %w (and recording it failed)", id, ErrCleanupPending, perr)
 		}
 		return pending, fmt.Errorf("lease %s: %w: %w", id, ErrCleanupPending, perr)
 	}
 	now = m.now()
 	upd.Status, upd.Cleanup, upd.CleanupEvidence, upd.ReleasedAt, upd.LastUsedAt = StatusReleased, CleanupConfirmed, evidence, now, now
 	upd.CleanupEvidenceKind = kind
-	if d == drivers.Stop && l.Policy.Reusable() && rc.State == drivers.StateStopped {
+	if d == drivers.Stop && upd.Policy.Reusable() && rc.State == drivers.StateStopped {
 		upd.ExpiresAt = now.Add(m.o.ResumableTTL) // resumable until then
 	} else {
 		upd.ReuseKey = ""
 	}
 	if err := m.store.UpdateLease(wctx, upd); err != nil {
-		return l, fmt.Errorf("lease %s: sandbox %s %s (confirmed) but recording it failed: %w", id, l.ProviderLeaseID, d, err)
+		return stored(claimed), fmt.Errorf("lease %s: sandbox %s %s (confirmed) but recording it failed: %w", id, upd.ProviderLeaseID, d, err)
 	}
 	return upd, nil
 }
+
+// stored returns a pointer to a copy of l: the lease as stored, which a
+// release returns when it could not record its outcome.
+func stored(l Lease) *Lease { return &l }

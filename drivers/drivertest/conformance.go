@@ -153,7 +153,20 @@ func declaredMismatch(driver, what string, declared, implemented, scope drivers.
 }
 
 func testAcquireExecRelease(t *testing.T, ctx context.Context, h Harness) {
-	sb := acquire(t, ctx, h, drivers.AcquireRequest{LeaseID: "conformance-" + uniqueSuffix()})
+	// The config a driver is given is read-only (drivers.Driver): the
+	// lease manager hands a driver the lease record's own.
+	cfg := h.Config()
+	before := cfg.Clone()
+	sb, err := h.Driver().Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: "conformance-" + uniqueSuffix()})
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	t.Cleanup(func() { cleanup(t, h, sb) })
+	defer func() {
+		if diff := cmp.Diff(before, cfg); diff != "" {
+			t.Errorf("Acquire, Exec or Release changed the config it was given (-before +after):\n%s", diff)
+		}
+	}()
 	res := execOK(t, ctx, sb, drivers.Command{Argv: []string{"echo", "hello"}})
 	if got := string(res.Stdout); got != "hello\n" {
 		t.Errorf("echo hello: stdout = %q, want %q", got, "hello\n")
