@@ -46,9 +46,9 @@ type AcquireRequest struct {
 	// Allocated, if not nil, is called once, as soon as the provider has
 	// assigned the sandbox's provider lease id and before Acquire waits for
 	// it to start (LEASE-2, LEASE-4), with Acquire's context (its values and
-	// cancellation; the callback writes to a store and may block). If it
-	// returns an error, Acquire destroys the sandbox (best effort) and
-	// returns that error.
+	// cancellation; the callback writes to a store and may block), and
+	// never after Acquire has returned. If it returns an error, Acquire
+	// destroys the sandbox (best effort) and returns that error.
 	Allocated func(ctx context.Context, providerLeaseID string) error
 	// Runner, if not nil, says the sandbox will host berth's runner
 	// (RunnerHost). A driver that must prepare for it at creation does so

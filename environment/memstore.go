@@ -166,9 +166,15 @@ func cloneConfig(cfg map[string]any) map[string]any {
 	if cfg == nil {
 		return nil
 	}
-	out := make(map[string]any, len(cfg))
+	// A copy of the map as it is (no key hashed again), then a copy of
+	// each value that is itself a slice or map: configs mostly hold
+	// scalars.
+	out := maps.Clone(cfg)
 	for k, v := range cfg {
-		out[k] = cloneValue(v)
+		switch v.(type) {
+		case []string, map[string]string, []any, map[string]any:
+			out[k] = cloneValue(v)
+		}
 	}
 	return out
 }

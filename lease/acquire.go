@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -279,6 +281,9 @@ func (m *Manager) prepareFor(ctx context.Context, env *environment.Environment, 
 		if err := startFromTemplate(a, schema); err != nil {
 			return nil, fmt.Errorf("lease: %s: %w", name, err)
 		}
+		if a.fp, a.snapshot, err = m.fingerprint(drv, env, a.snapshot); err != nil {
+			return nil, err
+		}
 	}
 	a.cfg, err = m.resolveConfig(ctx, drv, a.snapshot)
 	if err != nil {
@@ -290,9 +295,9 @@ func (m *Manager) prepareFor(ctx context.Context, env *environment.Environment, 
 				delete(a.snapshot, f.Name) // the record never holds a secret
 			}
 		}
-	}
-	if a.fp, err = m.fingerprint(drv, env, a.snapshot, draft); err != nil {
-		return nil, err
+		if a.fp, err = Fingerprint(drv, a.snapshot); err != nil {
+			return nil, err
+		}
 	}
 	a.budget = req.Budget
 	if a.budget <= 0 {
@@ -345,47 +350,101 @@ type envLabel struct{ env *environment.Environment }
 
 func (l envLabel) String() string { return fmt.Sprintf("environment %s (%s)", l.env.ID, l.env.Name) }
 
-// fingerprint returns Fingerprint(drv, snapshot), from the manager's cache
-// when snapshot is the config of a saved environment's revision: a
+// fingerprint returns Fingerprint(drv, snapshot) for the snapshot of a
+// saved environment's acquisition, and the snapshot to record, from the
+// manager's cache when snapshot is the config of a revision it has seen: a
 // revision's record never changes (every update makes a new one), and the
 // snapshot of a non-draft acquisition is a function of the record (its
-// config, with its active template applied).
-func (m *Manager) fingerprint(drv drivers.Driver, env *environment.Environment, snapshot config.Config, draft bool) (string, error) {
-	if draft || env.ID == "" || env.Revision <= 0 {
-		return Fingerprint(drv, snapshot)
+// config, with its active template applied). The snapshot it returns is
+// the cached one when that equals snapshot (compared, not assumed), so
+// that the leases of a revision share one config map (read-only, see
+// Store) instead of each keeping the copy the environment store returned:
+// a memory store's history would otherwise hold one per lease.
+func (m *Manager) fingerprint(drv drivers.Driver, env *environment.Environment, snapshot config.Config) (string, config.Config, error) {
+	if env.ID == "" || env.Revision <= 0 {
+		fp, err := Fingerprint(drv, snapshot)
+		return fp, snapshot, err
 	}
 	k := fpKey{env: env.ID, revision: env.Revision, driver: drv.Name()}
 	c := &m.fps
 	c.mu.Lock()
-	fp, ok := c.m[k]
+	e, ok := c.m[k]
 	c.mu.Unlock()
-	if ok {
-		return fp, nil
+	if ok && sameConfig(e.snapshot, snapshot) {
+		return e.fp, e.snapshot, nil
 	}
 	fp, err := Fingerprint(drv, snapshot)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	c.mu.Lock()
 	if c.m == nil || len(c.m) >= maxFingerprints {
-		c.m = make(map[fpKey]string, 16)
+		c.m = make(map[fpKey]fpEntry, 16)
 	}
-	c.m[k] = fp
+	c.m[k] = fpEntry{fp: fp, snapshot: snapshot}
 	c.mu.Unlock()
-	return fp, nil
+	return fp, snapshot, nil
 }
 
-// fpCache maps environment revisions to their fingerprints; it starts over
-// at maxFingerprints entries.
+// sameConfig reports whether a and b hold the same values (a nil list or
+// map is not an empty one, as for reflect.DeepEqual): without an
+// allocation for the types a normalized config holds (config.Type, and
+// secret references), with reflect.DeepEqual for any other.
+func sameConfig(a, b config.Config) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, av := range a {
+		bv, ok := b[k]
+		if !ok {
+			return false
+		}
+		var same bool
+		switch x := av.(type) {
+		case string:
+			y, ok := bv.(string)
+			same = ok && x == y
+		case int64:
+			y, ok := bv.(int64)
+			same = ok && x == y
+		case bool:
+			y, ok := bv.(bool)
+			same = ok && x == y
+		case config.SecretRef:
+			y, ok := bv.(config.SecretRef)
+			same = ok && x == y
+		case []string:
+			y, ok := bv.([]string)
+			same = ok && (x == nil) == (y == nil) && slices.Equal(x, y)
+		case map[string]string:
+			y, ok := bv.(map[string]string)
+			same = ok && (x == nil) == (y == nil) && maps.Equal(x, y)
+		default:
+			same = reflect.DeepEqual(av, bv)
+		}
+		if !same {
+			return false
+		}
+	}
+	return true
+}
+
+// fpCache maps environment revisions to their fingerprints and snapshots;
+// it starts over at maxFingerprints entries.
 type fpCache struct {
 	mu sync.Mutex
-	m  map[fpKey]string
+	m  map[fpKey]fpEntry
 }
 
 type fpKey struct {
 	env      string
 	revision int64
 	driver   string
+}
+
+type fpEntry struct {
+	fp       string
+	snapshot config.Config // read-only: shared by the leases of the revision
 }
 
 const maxFingerprints = 1024

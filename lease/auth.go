@@ -151,11 +151,13 @@ func (m *Manager) List(ctx context.Context, p authz.Principal, f Filter) ([]*Lea
 	return out, nil
 }
 
-// view returns a deep copy of l as p may see it (see Get): the maps of a
-// lease the store returned are the store's (see Store), never the caller's.
+// view makes l, a lease struct a Store returned or the manager's version
+// of one (nobody else holds it), a deep copy as p may see it (see Get):
+// the maps of a lease the store returned are the store's (see Store),
+// never the caller's.
 func (m *Manager) view(ctx context.Context, p authz.Principal, l *Lease) *Lease {
 	if m.authorize(ctx, p, authz.ActionReadConfig, leaseResource(l)) == nil {
-		return l.Clone()
+		return l.own()
 	}
-	return l.Redact()
+	return l.redact()
 }

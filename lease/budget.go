@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/internal/retry"
 )
 
@@ -18,9 +17,8 @@ import (
 // budget) end unused within microseconds on fast stores and drivers, and a
 // timer each was a fifth of the manager's allocations.
 type budgetCtx struct {
-	m        *Manager        // whose clock measures the deadline
+	m        *Manager        // whose clock (m.o.Clock) measures the deadline
 	parent   context.Context // Done() == nil, unless inner is set from the start
-	clk      clock.Clock
 	deadline time.Time
 
 	mu     sync.Mutex
@@ -42,7 +40,7 @@ func (m *Manager) withBudget(ctx context.Context, deadline time.Time) *budgetCtx
 	if b, ok := ctx.(*budgetCtx); ok && b.m == m && !b.deadline.Before(deadline) && b.idle() {
 		parent = b.parent
 	}
-	b := &budgetCtx{m: m, parent: parent, clk: m.o.Clock, deadline: deadline}
+	b := &budgetCtx{m: m, parent: parent, deadline: deadline}
 	if parent.Done() != nil {
 		b.inner, b.stop = retry.WithDeadline(parent, m.o.Clock, deadline)
 	}
@@ -53,7 +51,7 @@ func (m *Manager) withBudget(ctx context.Context, deadline time.Time) *budgetCtx
 func (b *budgetCtx) idle() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.inner == nil && b.err == nil && b.clk.Now().Before(b.deadline)
+	return b.inner == nil && b.err == nil && b.m.o.Clock.Now().Before(b.deadline)
 }
 
 func (b *budgetCtx) Deadline() (time.Time, bool) { return b.deadline, true }
@@ -81,7 +79,7 @@ func (b *budgetCtx) doneLocked() <-chan struct{} {
 	if b.inner != nil {
 		return b.inner.Done()
 	}
-	if b.err == nil && !b.clk.Now().Before(b.deadline) {
+	if b.err == nil && !b.m.o.Clock.Now().Before(b.deadline) {
 		b.err = context.DeadlineExceeded
 	}
 	if b.err != nil {
@@ -91,7 +89,7 @@ func (b *budgetCtx) doneLocked() <-chan struct{} {
 		}
 		return b.closed
 	}
-	b.inner, b.stop = retry.WithDeadline(b.parent, b.clk, b.deadline)
+	b.inner, b.stop = retry.WithDeadline(b.parent, b.m.o.Clock, b.deadline)
 	return b.inner.Done()
 }
 
@@ -103,7 +101,7 @@ func (b *budgetCtx) Err() error {
 		return b.inner.Err()
 	case b.err != nil:
 		return b.err
-	case !b.clk.Now().Before(b.deadline):
+	case !b.m.o.Clock.Now().Before(b.deadline):
 		b.err = context.DeadlineExceeded
 		return b.err
 	}
@@ -137,7 +135,7 @@ func (b *budgetCtx) cancel() {
 	}
 	if b.err == nil {
 		b.err = context.Canceled
-		if !b.clk.Now().Before(b.deadline) {
+		if !b.m.o.Clock.Now().Before(b.deadline) {
 			b.err = context.DeadlineExceeded
 		}
 	}

@@ -26,8 +26,9 @@ type creation struct {
 }
 
 // snapshot returns the stored record, the allocated id and the recording
-// error. The record is read-only: every write makes a new version (shallow)
-// and swaps cur, so the caller copies it before it changes anything.
+// error. The record is read-only for the caller, who copies it before it
+// changes anything; it stays unchanged until the next attempt's Acquire
+// (Allocated writes over it) or discardAllocated (which swaps in a copy).
 func (c *creation) snapshot() (*Lease, string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -55,17 +56,22 @@ func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error)
 	allocated := func(actx context.Context, id string) error {
 		st.mu.Lock()
 		defer st.mu.Unlock()
-		upd := st.cur.shallow()
-		upd.ProviderLeaseID = id
+		// The version with the provider's id is written over cur, this
+		// creation's own copy (a Store copies what it is given): a driver
+		// calls Allocated within Acquire (drivers.AcquireRequest), and
+		// nothing reads cur until Acquire returns. A refused write puts
+		// it back as stored.
+		prev := *st.cur
+		st.cur.ProviderLeaseID = id
 		st.pid = id
 		// The record of an allocated sandbox must land even when the budget
 		// ends meanwhile (else nothing points at it): the write keeps the
 		// driver's context values but not its cancellation.
-		if err := m.store.UpdateLease(detach(actx), upd); err != nil {
+		if err := m.store.UpdateLease(detach(actx), st.cur); err != nil {
+			*st.cur = prev
 			st.recordErr = err
 			return fmt.Errorf("lease %s: recording provider lease id %s: %w", l.ID, id, err)
 		}
-		st.cur = upd
 		return nil
 	}
 	bctx := m.withBudget(ctx, m.now().Add(a.budget))

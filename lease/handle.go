@@ -69,9 +69,9 @@ func (h *Handle) Release(ctx context.Context, opts ReleaseOptions) (*Lease, erro
 	switch {
 	case l == nil:
 	case h.shown != nil && h.shown.Redacted:
-		l = l.Redact()
+		l = l.redact()
 	default:
-		l = l.Clone() // its maps are the store's (see Store)
+		l = l.own() // its maps are the store's (see Store); the struct is this call's
 	}
 	return l, err
 }

@@ -245,14 +245,22 @@ type Lease struct {
 // of the lease's company sees (CFG-2). Status, policy, times and the
 // cleanup status stay.
 func (l *Lease) Redact() *Lease {
-	c := l.Clone()
-	c.Config, c.Metadata, c.Labels = nil, nil, nil
-	c.ProviderLeaseID, c.FailureReason, c.CleanupEvidence = "", "", ""
-	if c.Runner != nil {
-		c.Runner.Binary = "" // a path on the berth host; the sum and arch stay
+	c := *l
+	return c.redact()
+}
+
+// redact is Redact in place, on a lease struct that nobody else holds (see
+// own).
+func (l *Lease) redact() *Lease {
+	l.Config, l.Metadata, l.Labels = nil, nil, nil
+	l.ProviderLeaseID, l.FailureReason, l.CleanupEvidence = "", "", ""
+	if l.Runner != nil {
+		r := *l.Runner
+		r.Binary = "" // a path on the berth host; the sum and arch stay
+		l.Runner = &r
 	}
-	c.Redacted = true
-	return c
+	l.Redacted = true
+	return l
 }
 
 // Clone returns a deep copy of l.
@@ -266,6 +274,19 @@ func (l *Lease) Clone() *Lease {
 	c.Metadata = maps.Clone(l.Metadata)
 	c.Runner = cloneRunner(l.Runner)
 	return &c
+}
+
+// own makes l a deep copy, as Clone would return, without copying the
+// struct again: for a lease struct that nobody else holds (one a Store
+// returned, or the manager's next version of one; see Store), whose maps
+// and runner are the store's until then. What the manager's exported
+// methods return goes through own or redact.
+func (l *Lease) own() *Lease {
+	l.Config = l.Config.Clone()
+	l.Labels = maps.Clone(l.Labels)
+	l.Metadata = maps.Clone(l.Metadata)
+	l.Runner = cloneRunner(l.Runner)
+	return l
 }
 
 // shallow returns a copy of l that shares its maps and runner with l. The

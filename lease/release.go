@@ -75,7 +75,10 @@ func (m *Manager) releaseClaimer() ReleaseClaimer {
 	return nil
 }
 
-// release is Release without authorization.
+// release is Release without authorization. The lease it returns is a
+// struct nobody else holds (a Store's copy, or this call's version of
+// one), whose maps are the store's: Release and Handle.Release make it the
+// caller's with view or own.
 func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (*Lease, error) {
 	now := m.now()
 	owner := m.opOwner()

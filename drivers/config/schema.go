@@ -239,7 +239,10 @@ func (c Config) Clone() Config {
 	if c == nil {
 		return nil
 	}
-	out := make(Config, len(c))
+	// A copy of the map as it is (no key hashed again), then a copy of
+	// each value that is itself a slice or map: configs mostly hold
+	// scalars.
+	out := maps.Clone(c)
 	for k, v := range c {
 		switch t := v.(type) {
 		case []string:
@@ -250,8 +253,6 @@ func (c Config) Clone() Config {
 			out[k] = slices.Clone(t)
 		case map[string]any:
 			out[k] = maps.Clone(t)
-		default:
-			out[k] = v
 		}
 	}
 	return out

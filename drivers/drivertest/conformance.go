@@ -194,10 +194,13 @@ func testAcquireExecRelease(t *testing.T, ctx context.Context, h Harness) {
 type allocatedKey struct{}
 
 // LEASE-2: the provider lease id is handed out before Acquire waits, with
-// Acquire's context (the callback writes to a store and may block).
+// Acquire's context (the callback writes to a store and may block), and
+// before Acquire returns (the lease layer writes the record it is handed
+// over in place while Acquire runs).
 func testAllocated(t *testing.T, ctx context.Context, h Harness) {
 	var mu sync.Mutex
 	var ids []string
+	returned := false
 	actx := context.WithValue(ctx, allocatedKey{}, "acquire")
 	sb := acquire(t, actx, h, drivers.AcquireRequest{Allocated: func(cbctx context.Context, id string) error {
 		mu.Lock()
@@ -206,10 +209,14 @@ func testAllocated(t *testing.T, ctx context.Context, h Harness) {
 		if cbctx.Value(allocatedKey{}) != "acquire" {
 			t.Errorf("Allocated(%q) got a context that is not derived from Acquire's", id)
 		}
+		if returned {
+			t.Errorf("Allocated(%q) was called after Acquire returned", id)
+		}
 		return nil
 	}})
 	mu.Lock()
 	defer mu.Unlock()
+	returned = true
 	if diff := cmp.Diff([]string{sb.ID()}, ids); diff != "" {
 		t.Errorf("Allocated calls (-want +got):\n%s", diff)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -84,15 +85,69 @@ type SandboxRecord struct {
 
 // box is one sandbox at the fake provider. Guarded by Driver.mu.
 type box struct {
-	SandboxRecord // State StateStarting resolves to running at readyAt
+	SandboxRecord          // State StateStarting resolves to running at readyAt; Labels unset (labels)
+	labels        []string // the labels as key, value pairs: a third of a small map's size, for a table that keeps every sandbox
 	readyAt       time.Time
-	alive         context.Context // cancelled when the sandbox stops or vanishes
+	alive         context.Context // cancelled and dropped (end) when the sandbox stops or vanishes
 	cancel        context.CancelFunc
 }
 
 func (b *box) boot(now time.Time, delay time.Duration) {
 	b.alive, b.cancel = context.WithCancel(context.Background())
 	b.State, b.readyAt = drivers.StateStarting, now.Add(delay)
+}
+
+// labelPairs returns m as key, value pairs (nil for nil).
+func labelPairs(m map[string]string) []string {
+	if m == nil {
+		return nil
+	}
+	out := make([]string, 0, 2*len(m))
+	for k, v := range m {
+		out = append(out, k, v)
+	}
+	return out
+}
+
+// labelMap returns the sandbox's labels as a map of the caller's (nil when
+// it was acquired with nil labels).
+func (b *box) labelMap() map[string]string {
+	if b.labels == nil {
+		return nil
+	}
+	m := make(map[string]string, len(b.labels)/2)
+	for i := 0; i < len(b.labels); i += 2 {
+		m[b.labels[i]] = b.labels[i+1]
+	}
+	return m
+}
+
+// carries reports whether the sandbox carries every label of want.
+func (b *box) carries(want map[string]string) bool {
+	for k, v := range want {
+		found := false
+		for i := 0; i < len(b.labels); i += 2 {
+			if b.labels[i] == k {
+				found = b.labels[i+1] == v
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// end cancels the context of the sandbox's processes and drops it: a
+// sandbox that stopped, failed or was destroyed hands it out no more (a
+// resume boots a new one), and a destroyed one stays in the table for
+// Sandboxes for as long as the driver lives.
+func (b *box) end() {
+	if b.cancel != nil {
+		b.cancel()
+		b.alive, b.cancel = nil, nil
+	}
 }
 
 // stateAt resolves a finished start.
@@ -206,7 +261,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 	}
 	d.seq++
 	now := d.o.Clock.Now()
-	b := &box{SandboxRecord: SandboxRecord{ID: fmt.Sprintf("%s-%d", d.name, d.seq), Labels: maps.Clone(req.Labels), Image: img, Created: now, LeaseID: req.LeaseID}}
+	b := &box{SandboxRecord: SandboxRecord{ID: d.name + "-" + strconv.Itoa(d.seq), Image: img, Created: now, LeaseID: req.LeaseID}, labels: labelPairs(req.Labels)}
 	b.boot(now, d.o.StartDelay)
 	d.boxes[b.ID] = b
 	d.mu.Unlock()
@@ -219,7 +274,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 			return d.waitRunning(ctx, b.ID)
 		}
 	}
-	d.locked(func() { b.cancel(); b.State = st })
+	d.locked(func() { b.end(); b.State = st })
 	return nil, err
 }
 
@@ -293,9 +348,8 @@ func (d *Driver) List(ctx context.Context, cfg config.Config, labels map[string]
 		if b.stateAt(d.o.Clock.Now()) == drivers.StateDestroyed {
 			continue
 		}
-		with := maps.Clone(b.Labels)
-		if maps.Copy(with, labels); maps.Equal(with, b.Labels) { // unchanged when b carries every label
-			out = append(out, drivers.SandboxInfo{ProviderLeaseID: b.ID, Labels: with, State: b.State, CreatedAt: b.Created})
+		if b.carries(labels) {
+			out = append(out, drivers.SandboxInfo{ProviderLeaseID: b.ID, Labels: b.labelMap(), State: b.State, CreatedAt: b.Created})
 		}
 	}
 	slices.SortFunc(out, func(a, b drivers.SandboxInfo) int { return byID(a.ProviderLeaseID, b.ProviderLeaseID) })
@@ -338,7 +392,7 @@ func (d *Driver) terminate(id string, disp drivers.Disposition) (drivers.Receipt
 	case !ok:
 		return d.proof(id, drivers.StateDestroyed, "", "sandbox not found at provider"), nil
 	}
-	b.cancel()
+	b.end()
 	if b.State != drivers.StateDestroyed {
 		b.State = want
 	}
@@ -386,7 +440,7 @@ func (d *Driver) Sandboxes() []SandboxRecord {
 	defer d.mu.Unlock()
 	out, now := make([]SandboxRecord, 0, len(d.boxes)), d.o.Clock.Now()
 	for _, b := range d.boxes {
-		out = append(out, SandboxRecord{ID: b.ID, LeaseID: b.LeaseID, State: b.stateAt(now), Labels: maps.Clone(b.Labels), Image: b.Image, Created: b.Created})
+		out = append(out, SandboxRecord{ID: b.ID, LeaseID: b.LeaseID, State: b.stateAt(now), Labels: b.labelMap(), Image: b.Image, Created: b.Created})
 	}
 	slices.SortFunc(out, func(a, b SandboxRecord) int { return byID(a.ID, b.ID) })
 	return out
@@ -504,7 +558,7 @@ func (d *Driver) Lose(id string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if b, ok := d.boxes[id]; ok {
-		b.cancel()
+		b.end()
 		delete(d.boxes, id)
 		return nil
 	}

@@ -434,3 +434,57 @@ func TestTerminal(t *testing.T) {
 		t.Errorf("terminal output %q exit %d, want %q 3", all, res.ExitCode, want)
 	}
 }
+
+// The labels a sandbox was acquired with, as List filters and reports them
+// and Sandboxes reports them, for as long as the driver lives: nil stays
+// nil, empty stays empty, and a returned map is the caller's.
+func TestLabels(t *testing.T) {
+	t.Parallel()
+	d := fake.New(nil)
+	given := map[string]string{"a": "1", "b": "2"}
+	both := mustAcquire(t, d, drivers.AcquireRequest{Labels: given})
+	given["a"] = "changed by the caller after Acquire"
+	none := mustAcquire(t, d, drivers.AcquireRequest{})
+	empty := mustAcquire(t, d, drivers.AcquireRequest{Labels: map[string]string{}})
+	gone := mustAcquire(t, d, drivers.AcquireRequest{Labels: map[string]string{"a": "1"}})
+	if _, err := gone.Release(bg, drivers.Destroy); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(l []drivers.SandboxInfo) []string {
+		var out []string
+		for _, s := range l {
+			out = append(out, s.ProviderLeaseID)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		filter map[string]string
+		want   []string
+	}{
+		{nil, []string{both.ID(), none.ID(), empty.ID()}},
+		{map[string]string{}, []string{both.ID(), none.ID(), empty.ID()}},
+		{map[string]string{"a": "1"}, []string{both.ID()}},
+		{map[string]string{"a": "1", "b": "2"}, []string{both.ID()}},
+		{map[string]string{"a": "2"}, nil},
+		{map[string]string{"a": "1", "c": ""}, nil},
+	} {
+		l, err := d.List(bg, config.Config{}, tc.filter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tc.want, ids(l)); diff != "" {
+			t.Errorf("List(%v) (-want +got):\n%s", tc.filter, diff)
+		}
+		for _, s := range l {
+			if s.ProviderLeaseID == both.ID() {
+				s.Labels["a"] = "changed by the caller after List"
+			}
+		}
+	}
+	want := map[string]map[string]string{both.ID(): {"a": "1", "b": "2"}, none.ID(): nil, empty.ID(): {}, gone.ID(): {"a": "1"}}
+	for _, s := range d.Sandboxes() {
+		if diff := cmp.Diff(want[s.ID], s.Labels); diff != "" || (s.Labels == nil) != (want[s.ID] == nil) {
+			t.Errorf("Sandboxes: labels of %s (%s) (-want +got):\n%s", s.ID, s.State, diff)
+		}
+	}
+}

@@ -195,14 +195,16 @@ func (p *process) CloseStdin() error { return p.stdin.Close() }
 func (s *sandbox) Release(ctx context.Context, disp drivers.Disposition) (r drivers.Receipt, err error) {
 	s.relMu.Lock()
 	defer s.relMu.Unlock()
-	switch st, ok := s.d.State(s.id); {
+	switch {
 	case s.released.Load():
 		return r, fmt.Errorf("fake: release %s: %w", s.id, drivers.ErrReleased)
 	case ctx.Err() != nil:
 		return r, fmt.Errorf("fake: release %s: %w", s.id, ctx.Err())
-	case disp == drivers.Keep && (!ok || st == drivers.StateDestroyed):
-		return r, fmt.Errorf("fake: keep %s: sandbox %w", s.id, drivers.ErrNotFound)
 	case disp == drivers.Keep:
+		st, ok := s.d.State(s.id)
+		if !ok || st == drivers.StateDestroyed {
+			return r, fmt.Errorf("fake: keep %s: sandbox %w", s.id, drivers.ErrNotFound)
+		}
 		r = drivers.Receipt{ProviderLeaseID: s.id, State: st, Confirmed: true, ConfirmedAt: s.d.o.Clock.Now(), Evidence: "kept; state read back: " + string(st)}
 	case disp == drivers.Stop || disp == drivers.Destroy:
 		if r, err = s.d.terminate(s.id, disp); err != nil {
