@@ -706,17 +706,19 @@ func (d *Driver) resolveImageLocked(raw string) (images.Identity, error) {
 		return images.Identity{}, fmt.Errorf("fake: image %w", err)
 	}
 	id, _ := r.Identity() // a digest or a snapshot id
-	why := map[images.RefKind]string{images.RefTag: "no such tag", images.RefDigest: "no such digest", images.RefSnapshotID: "no snapshot has that id", images.RefSnapshotName: "no snapshot has that name"}[r.Kind()]
-	switch {
-	case r.Kind() == images.RefTag:
+	switch r.Kind() {
+	case images.RefTag:
 		id = d.images.names[r.Repository()+":"+r.Tag()]
-	case r.Kind() == images.RefSnapshotName:
+	case images.RefSnapshotName:
 		id = d.images.names[SnapshotNamePrefix+r.SnapshotName()]
 	}
-	if p := r.Provider(); p != "" && p != d.provider {
-		why = fmt.Sprintf("snapshot of provider %q, not %q", p, d.provider)
-	} else if d.images.ids[id] {
+	p := r.Provider()
+	if (p == "" || p == d.provider) && d.images.ids[id] {
 		return id, nil
+	}
+	why := map[images.RefKind]string{images.RefTag: "no such tag", images.RefDigest: "no such digest", images.RefSnapshotID: "no snapshot has that id", images.RefSnapshotName: "no snapshot has that name"}[r.Kind()]
+	if p != "" && p != d.provider {
+		why = fmt.Sprintf("snapshot of provider %q, not %q", p, d.provider)
 	}
 	return images.Identity{}, fmt.Errorf("fake: image %q: %s: %w", raw, why, drivers.ErrImageNotFound)
 }
