@@ -170,7 +170,7 @@ func (m *Manager) Acquire(ctx context.Context, p authz.Principal, req AcquireReq
 	// the budget (plus the claim grace for waiting on another manager), so
 	// that no caller's cancellation cancels it for the others; each caller
 	// waits for it only as long as its own ctx allows.
-	shared := func() (any, error) {
+	shared := func() (*Handle, error) {
 		detached := detach(ctx)
 		a.detached = detached
 		sctx := m.withBudget(detached, m.now().Add(a.budget+m.o.ClaimGrace))
@@ -180,23 +180,23 @@ func (m *Manager) Acquire(ctx context.Context, p authz.Principal, req AcquireReq
 	if ctx.Done() == nil && m.joined == nil {
 		// A caller whose ctx never ends would wait for the shared
 		// acquisition to its end anyway: it runs it in its own goroutine
-		// (or joins the running one), sparing a goroutine and a hand-over.
-		v, err, _ := m.sf.Do(key, shared)
+		// (or joins the running one), sparing a hand-over.
+		h, err := m.flights.do(key, shared)
 		if err != nil {
 			return nil, err
 		}
-		return m.forCaller(ctx, p, v.(*Handle)), nil
+		return m.forCaller(ctx, p, h), nil
 	}
-	ch := m.sf.DoChan(key, shared)
+	f := m.flights.start(key, shared)
 	if m.joined != nil {
 		m.joined(key)
 	}
 	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return nil, r.Err
+	case <-f.done:
+		if f.err != nil {
+			return nil, f.err
 		}
-		return m.forCaller(ctx, p, r.Val.(*Handle)), nil
+		return m.forCaller(ctx, p, f.h), nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("lease: acquire environment %s: gave up waiting for the shared acquisition (it goes on for the other callers; a later acquisition of the run or reuse key gets its lease): %w",
 			a.env.ID, ctx.Err())

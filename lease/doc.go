@@ -142,7 +142,7 @@
 // attestation alone. A keep release's receipt says it stopped nothing.
 //
 // Coalescing (LEASE-8, LEASE-10): acquisitions of one reuse key, or of one
-// company, run and environment, are coalesced in-process (singleflight) and
+// company, run and environment, are coalesced in-process (one flight per key) and
 // across replicas by the store: at most one lease holds a reuse key or run
 // key, and claims keep replicas off a lease another one works on, so that
 // one reuse key makes one sandbox and one cleanup is processed once.

@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/singleflight"
-
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
@@ -157,7 +155,8 @@ type Manager struct {
 	o     Options
 	owner string // this manager's claim owner prefix
 	opSeq atomic.Int64
-	sf    singleflight.Group
+	// flights coalesces the acquisitions of a reuse or run key (flight.go).
+	flights flights
 	// joined, if not nil, is called once a caller has joined a coalesced
 	// acquisition (tests only, export_test.go).
 	joined func(key string)
@@ -349,10 +348,12 @@ func (m *Manager) cacheHandle(h *Handle) {
 // releases nothing. Their claims then expire after HolderClaimBeats
 // heartbeats, and other managers may end the sessions only by a check on
 // the host. It stops the background pool refills and waits for them; it
-// drains no pool: pooled members stay for the next process to adopt. The
-// manager must not acquire afterwards.
+// drains no pool: pooled members stay for the next process to adopt. It
+// ends the goroutines parked for coalesced acquisitions (acquisitions in
+// progress finish). The manager must not acquire afterwards.
 func (m *Manager) Close() error {
 	m.pools.close()
+	m.flights.close()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, h := range m.live {

@@ -16,9 +16,20 @@ func TestMemoryStoreConformance(t *testing.T) {
 }
 
 // BenchmarkAcquireRelease: acquire + release per second with the fake
-// driver on the memory store, against the bare driver as anchor.
+// driver on the memory store, against the bare driver as anchor, for a
+// caller whose context never ends and for one whose context may (see
+// leasetest.BenchmarkAcquireRelease).
+//
+//	go test ./lease -run '^$' -bench 'AcquireRelease$' -benchtime 3s -count 3 -benchmem
 func BenchmarkAcquireRelease(b *testing.B) {
-	leasetest.BenchmarkAcquireRelease(b, lease.NewMemoryStore())
+	b.Run("ctx=background", func(b *testing.B) {
+		leasetest.BenchmarkAcquireRelease(b, context.Background(), lease.NewMemoryStore())
+	})
+	b.Run("ctx=cancellable", func(b *testing.B) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		leasetest.BenchmarkAcquireRelease(b, ctx, lease.NewMemoryStore())
+	})
 }
 
 // BenchmarkMemoryStorePrune: one sweep's prune (PruneLeases, limit 100)

@@ -18,8 +18,13 @@ import (
 // the anchor in the same run, the same cycles on the fake driver alone. It
 // reports manager cycles/s, driver cycles/s and the ratio x-driver (the
 // manager's cost as a multiple of the bare driver's).
-func BenchmarkAcquireRelease(b *testing.B, store lease.Store) {
-	ctx := context.Background()
+//
+// ctx is the callers' context. One that never ends (context.Background)
+// is a caller who waits for each acquisition to its end: the manager runs
+// the acquisition in the caller's goroutine. One that may end (a request's)
+// is a caller who may stop waiting: the manager hands the acquisition to
+// a goroutine of its own and waits for it, a hand-over each cycle.
+func BenchmarkAcquireRelease(b *testing.B, ctx context.Context, store lease.Store) {
 	fk := fake.New(nil)
 	cfg, err := fk.Schema().Normalize(map[string]any{})
 	if err != nil {
