@@ -179,11 +179,13 @@ func TestEnvironmentsPageStatesInABrowser(t *testing.T) {
 	other.waitText("#settings-status", "changed by someone else")
 	screenshot(t, other.ctx, "s07-settings-conflict")
 	other.do("reload as told", chromedp.Click(chromedp.ID("settings-reload")))
-	other.waitJS(`document.getElementById("settings-managed-only") !== null && document.getElementById("settings-form") !== null`)
+	other.waitJS(`document.readyState === "complete" && document.getElementById("settings-managed-only") !== null && document.getElementById("settings-form") !== null`)
 	if s := other.text("#settings-summary"); s != "environments enabled; managed sandboxes only: yes" {
 		t.Errorf("after the reload the settings read %q", s)
 	}
-	if on, _ := chromedp.Run(other.ctx, chromedp.Evaluate[bool](`document.getElementById("settings").open && document.getElementById("set-managed").checked && document.getElementById("set-enable").checked`)); !on {
+	// The page's script opens the section the address names once it runs:
+	// wait for it rather than read the state the parser left.
+	if !other.waitJS2(`document.getElementById("settings").open && document.getElementById("set-managed").checked && document.getElementById("set-enable").checked`) {
 		t.Error("the reloaded settings are not open with the saved flags")
 	}
 
