@@ -269,11 +269,7 @@ func (l *Lease) Clone() *Lease {
 		return nil
 	}
 	c := *l
-	c.Config = l.Config.Clone()
-	c.Labels = maps.Clone(l.Labels)
-	c.Metadata = maps.Clone(l.Metadata)
-	c.Runner = cloneRunner(l.Runner)
-	return &c
+	return c.own()
 }
 
 // own makes l a deep copy, as Clone would return, without copying the

@@ -43,15 +43,16 @@ func BenchmarkAcquireRelease(b *testing.B, ctx context.Context, store lease.Stor
 	m, _ := lease.NewManager(store, reg, asg, nil, &lease.Options{InstanceID: "bench"})
 	op := authz.Principal{ID: "bench", Role: authz.RoleLocalOperator}
 
-	// The anchor runs on a driver of its own: the fake remembers every
-	// sandbox it made, and the manager's cycles must not pay for a heap
-	// the anchor's left behind.
 	// kept-B/cycle is measured from here, before the anchor, whose heap is
 	// garbage once it ends (a collection now, rather than after the
 	// anchor, leaves the collector's pacing of the cycles as it was).
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
+
+	// The anchor runs on a driver of its own: the fake remembers every
+	// sandbox it made, and the manager's cycles must not pay for a heap
+	// the anchor's left behind.
 	bare := fake.New(nil)
 	anchorStart := time.Now()
 	for range b.N {
