@@ -3,7 +3,8 @@
 #   make test       installs what the tests need (Debian packages), builds
 #                   with the machine's own Go (GOTOOLCHAIN=local), runs
 #                   staticcheck and govulncheck, then the whole suite against
-#                   the real components with -race.
+#                   the real components with -race; prints the public API's
+#                   counts and the ten slowest tests.
 #   make lint       staticcheck at a pinned version.
 #   make vulncheck  govulncheck on a vulnerability database built locally from
 #                   the golang.org/x/vulndb module (no network but the Go
@@ -41,8 +42,12 @@ VULNDB              := $(TOOLS)/vulndb-$(VULNDB_VERSION)
 
 .PHONY: test prereqs build build-local vet lint vulncheck fuzz bench
 
+# The suite runs through internal/cmd/testreport (go test -json): it prints
+# each package's line, the whole output of every failed test, the public
+# API's counts (internal/apicheck's TestAPICounts), and at the end the ten
+# slowest tests and packages.
 test: prereqs build-local lint vulncheck
-	BERTH_REQUIRE_REAL=1 $(GO) test -race -timeout 30m ./...
+	BERTH_REQUIRE_REAL=1 $(GO) run ./internal/cmd/testreport -slowest 10 -show '^TestAPICounts$$' -race -timeout 30m ./...
 	$(MAKE) --no-print-directory fuzz
 
 # prereqs installs the Debian packages the tests use, only when missing.

@@ -1,0 +1,220 @@
+// Command testreport runs `go test -json` with the arguments it is given
+// and prints what a person needs of the run (`make test`):
+//
+//   - each package's closing line (ok, FAIL, no test files), as go test does;
+//   - the whole output of every test that failed, and of every test still
+//     running when its package failed (a panic, a timeout);
+//   - the output of the tests named by -show (the API counts), passed or not;
+//   - at the end, the slowest tests and packages, and the totals in one line
+//     ("N passed, N failed, N skipped").
+//
+// It exits with go test's exit status (1 when go test could not run).
+//
+// Usage:
+//
+//	testreport [-slowest N] [-show REGEXP] [go test flags and packages]
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// event is one line of `go test -json` (cmd/test2json).
+type event struct {
+	Action     string
+	Package    string
+	Test       string
+	Elapsed    float64
+	Output     string
+	ImportPath string // build-output events
+}
+
+type result struct {
+	pkg, test string
+	elapsed   time.Duration
+}
+
+// report reads the events and writes the person's view of them to w.
+type report struct {
+	w       io.Writer
+	show    *regexp.Regexp
+	outputs map[string][]string // "pkg test" -> output lines
+	done    map[string]bool     // "pkg test" ended
+	tests   []result            // top-level tests that ended, with their times
+	pkgs    []result
+	pass    int
+	fail    int
+	skip    int
+}
+
+func newReport(w io.Writer, show *regexp.Regexp) *report {
+	return &report{w: w, show: show, outputs: map[string][]string{}, done: map[string]bool{}}
+}
+
+func (r *report) event(e event) {
+	key := e.Package + " " + e.Test
+	switch e.Action {
+	case "build-output":
+		fmt.Fprint(r.w, e.Output)
+	case "output":
+		if e.Test == "" {
+			if e.Output != "PASS\n" {
+				fmt.Fprint(r.w, e.Output)
+			}
+			return
+		}
+		r.outputs[key] = append(r.outputs[key], e.Output)
+	case "pass", "fail", "skip":
+		if e.Test == "" {
+			r.pkgs = append(r.pkgs, result{pkg: e.Package, elapsed: seconds(e.Elapsed)})
+			if e.Action == "fail" {
+				r.unfinished(e.Package)
+			}
+			r.drop(e.Package)
+			return
+		}
+		r.done[key] = true
+		top := !strings.Contains(e.Test, "/")
+		switch e.Action {
+		case "pass":
+			if top {
+				r.pass++
+			}
+			if r.show != nil && top && r.show.MatchString(e.Test) {
+				r.print(key, "")
+			}
+		case "skip":
+			if top {
+				r.skip++
+			}
+		case "fail":
+			if top {
+				r.fail++
+				r.print(key, "")
+			}
+		}
+		if top {
+			r.tests = append(r.tests, result{pkg: e.Package, test: e.Test, elapsed: seconds(e.Elapsed)})
+		}
+	}
+}
+
+// print writes a test's output (its subtests' lines are part of it).
+func (r *report) print(key, note string) {
+	pkg, test, _ := strings.Cut(key, " ")
+	fmt.Fprintf(r.w, "=== %s %s%s\n", pkg, test, note)
+	for _, l := range r.outputs[key] {
+		fmt.Fprint(r.w, l)
+	}
+	for _, k := range sortedKeys(r.outputs) {
+		if strings.HasPrefix(k, key+"/") {
+			for _, l := range r.outputs[k] {
+				fmt.Fprint(r.w, l)
+			}
+		}
+	}
+}
+
+// unfinished prints the output of a failed package's tests that never
+// ended (the one running when it panicked or timed out).
+func (r *report) unfinished(pkg string) {
+	for _, k := range sortedKeys(r.outputs) {
+		if strings.HasPrefix(k, pkg+" ") && !strings.Contains(k[len(pkg)+1:], "/") && !r.done[k] {
+			r.print(k, " (did not end)")
+		}
+	}
+}
+
+// drop forgets a finished package's buffered output.
+func (r *report) drop(pkg string) {
+	for k := range r.outputs {
+		if strings.HasPrefix(k, pkg+" ") {
+			delete(r.outputs, k)
+			delete(r.done, k)
+		}
+	}
+}
+
+// summary prints the slowest tests and packages and the totals.
+func (r *report) summary(n int) {
+	slowest := func(title string, rs []result, name func(result) string) {
+		sort.SliceStable(rs, func(i, j int) bool { return rs[i].elapsed > rs[j].elapsed })
+		fmt.Fprintf(r.w, "\n%s:\n", title)
+		for _, x := range rs[:min(n, len(rs))] {
+			fmt.Fprintf(r.w, "%8.1fs  %s\n", x.elapsed.Seconds(), name(x))
+		}
+	}
+	slowest("slowest tests", r.tests, func(x result) string { return x.pkg + " " + x.test })
+	slowest("slowest packages", r.pkgs, func(x result) string { return x.pkg })
+	fmt.Fprintf(r.w, "\n%d passed, %d failed, %d skipped\n", r.pass, r.fail, r.skip)
+}
+
+func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func main() {
+	slowest := flag.Int("slowest", 10, "how many of the slowest tests and packages to print")
+	show := flag.String("show", "", "print the output of the top-level tests matching this regular expression even when they pass")
+	flag.Parse()
+	var re *regexp.Regexp
+	if *show != "" {
+		re = regexp.MustCompile(*show)
+	}
+	cmd := exec.Command("go", append([]string{"test", "-json"}, flag.Args()...)...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testreport:", err)
+		os.Exit(1)
+	}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "testreport:", err)
+		os.Exit(1)
+	}
+	r := newReport(os.Stdout, re)
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e event
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			fmt.Println(sc.Text()) // not an event: go test's own words
+			continue
+		}
+		r.event(e)
+	}
+	if err := sc.Err(); err != nil {
+		fmt.Fprintln(os.Stderr, "testreport: reading go test's output:", err)
+	}
+	err = cmd.Wait()
+	r.summary(*slowest)
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.ExitCode())
+		}
+		fmt.Fprintln(os.Stderr, "testreport:", err)
+		os.Exit(1)
+	}
+	if r.fail > 0 {
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// A failed test's output is printed whole (its subtests' too), a passing
+// test's only when -show names it, a package that failed with a test still
+// running prints that test's output, and the summary counts top-level tests
+// and lists the slowest first.
+func TestReport(t *testing.T) {
+	var b strings.Builder
+	r := newReport(&b, regexp.MustCompile("^TestShown$"))
+	for _, e := range []event{
+		{Action: "output", Package: "p", Test: "TestOK", Output: "quiet\n"},
+		{Action: "pass", Package: "p", Test: "TestOK", Elapsed: 1},
+		{Action: "output", Package: "p", Test: "TestShown", Output: "counts\n"},
+		{Action: "pass", Package: "p", Test: "TestShown", Elapsed: 0.5},
+		{Action: "output", Package: "p", Test: "TestBad/sub", Output: "sub said why\n"},
+		{Action: "fail", Package: "p", Test: "TestBad/sub", Elapsed: 3},
+		{Action: "output", Package: "p", Test: "TestBad", Output: "--- FAIL: TestBad\n"},
+		{Action: "fail", Package: "p", Test: "TestBad", Elapsed: 3},
+		{Action: "skip", Package: "p", Test: "TestSkip"},
+		{Action: "output", Package: "p", Output: "FAIL\tp\t4s\n"},
+		{Action: "fail", Package: "p", Elapsed: 4},
+		{Action: "output", Package: "q", Test: "TestHang", Output: "panic: test timed out\n"},
+		{Action: "output", Package: "q", Output: "FAIL\tq\t9s\n"},
+		{Action: "fail", Package: "q", Elapsed: 9},
+	} {
+		r.event(e)
+	}
+	r.summary(2)
+	got := b.String()
+	for _, want := range []string{"counts\n", "sub said why\n", "--- FAIL: TestBad\n", "FAIL\tp\t4s\n", "panic: test timed out\n", "q TestHang (did not end)", "3.0s  p TestBad\n", "9.0s  q\n", "2 passed, 1 failed, 1 skipped\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "quiet") {
+		t.Errorf("report prints a passing test's output that -show does not name:\n%s", got)
+	}
+	if i, j := strings.Index(got, "p TestBad\n"), strings.Index(got, "p TestOK\n"); i < 0 || j < 0 || i > j {
+		t.Errorf("slowest tests are not listed slowest first:\n%s", got)
+	}
+}
