@@ -62,7 +62,7 @@
 //     it, and drivers/drivertest is the conformance suite they all pass.
 //   - prp, prp/runner, prp/controller: the runner protocol's wire format,
 //     tickets and tokens; the runner that executes tasks inside a sandbox
-//     (examples/runner is its binary); and the controller the host serves
+//     (cmd/berth-runner is its binary); and the controller the host serves
 //     (System.Runners()), which attaches a leased sandbox's runner (Attach
 //     installs the binary the lease records: System.RunnerSet of
 //     Options.RunnerBinary given at acquisition) and returns a handle

@@ -106,7 +106,7 @@ type Options struct {
 	// with shared keys.
 	RunnerSigner *prp.Signer
 	// RunnerBinary is the path, on this host, of berth's runner binary (a
-	// static Linux build of examples/runner) that leases host for
+	// static Linux build of cmd/berth-runner) that leases host for
 	// runner-based runs and probes (System.RunnerSet). Default "": none;
 	// runner-based probes then fail as unsupported. The library reads no
 	// environment variable for it (examples/envctl reads
@@ -261,7 +261,7 @@ func (s *System) RunnerSet() (*drivers.RunnerSet, error) {
 		return s.runnerSet, nil
 	}
 	if s.runnerBinary == "" {
-		return nil, fmt.Errorf("berth: no runner binary configured (Options.RunnerBinary; build one with CGO_ENABLED=0 go build -o berth-runner ./examples/runner): %w", drivers.ErrUnsupported)
+		return nil, fmt.Errorf("berth: no runner binary configured (Options.RunnerBinary; build one with CGO_ENABLED=0 go build -o berth-runner ./cmd/berth-runner): %w", drivers.ErrUnsupported)
 	}
 	s.specOnce.Do(func() { s.spec, s.specErr = controller.RunnerSetFromFiles(s.runnerBinary) })
 	return s.spec, s.specErr

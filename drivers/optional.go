@@ -154,7 +154,7 @@ type Capturer interface {
 type RunnerSpec struct {
 	// Binary is the path, on the berth host, of a static Linux runner
 	// binary for the sandbox's architecture that takes the flags of
-	// examples/runner (--controller, --lease, --ticket-file, --state-dir).
+	// cmd/berth-runner (--controller, --lease, --ticket-file, --state-dir).
 	Binary string `json:"binary"`
 	// SHA256 is the lowercase hex SHA-256 of Binary's contents. Installs
 	// are keyed by it: a sandbox that already holds this sum copies nothing.

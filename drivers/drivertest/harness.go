@@ -43,7 +43,7 @@ type ParallelHarness interface {
 
 // RunnerHarness is the interface a Harness implements when its driver
 // declares CapRunnerIngress. RunnerSpec returns the spec of a runner binary
-// built for the harness's target (a static build of examples/runner, with
+// built for the harness's target (a static build of cmd/berth-runner, with
 // its SHA-256); it may register cleanups on tb.
 type RunnerHarness interface {
 	Harness

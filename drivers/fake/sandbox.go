@@ -416,7 +416,7 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	}
 	go func() {
 		defer os.RemoveAll(state)
-		// As examples/runner does: the error that ended the runner is
+		// As cmd/berth-runner does: the error that ended the runner is
 		// its log's last line.
 		if err := r.Run(in.alive); err != nil && !errors.Is(err, context.Canceled) {
 			fmt.Fprintln(log, "berth-runner:", err)
@@ -427,7 +427,7 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 
 // LogTail returns the last limit bytes (at most drivers.MaxRunnerLogTail) of
 // what the last Launch's runner logged: its slog text and the error it
-// ended with, as examples/runner writes them; nil before any Launch.
+// ended with, as cmd/berth-runner writes them; nil before any Launch.
 func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("fake: runner log of %s: %w", in.s.id, err)

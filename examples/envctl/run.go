@@ -23,7 +23,7 @@ import (
 const RunnerBinaryEnv = "BERTH_RUNNER_BINARY"
 
 // runnerBuildHint says how to build a runner binary.
-const runnerBuildHint = "CGO_ENABLED=0 go build -o berth-runner ./examples/runner"
+const runnerBuildHint = "CGO_ENABLED=0 go build -o berth-runner ./cmd/berth-runner"
 
 // ManagedAccountFileEnv is the environment variable in which envctl run
 // --managed-account tells the task where its managed account's file is.

@@ -19,7 +19,7 @@ var runnerBin struct {
 	out  string
 }
 
-// RunnerBinary builds the reference runner (examples/runner) once per test
+// RunnerBinary builds the reference runner (cmd/berth-runner) once per test
 // binary, static (CGO_ENABLED=0), and returns its path. A package that uses
 // it calls RemoveRunnerBinary from its TestMain after m.Run.
 func RunnerBinary(t testing.TB) string {
@@ -30,7 +30,7 @@ func RunnerBinary(t testing.TB) string {
 			return
 		}
 		b.path = filepath.Join(b.dir, "berth-runner")
-		cmd := exec.Command("go", "build", "-o", b.path, "github.com/berthdev/berth/examples/runner")
+		cmd := exec.Command("go", "build", "-o", b.path, "github.com/berthdev/berth/cmd/berth-runner")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.err, b.out = err, string(out)

@@ -24,7 +24,7 @@ import (
 // The benchmarks measure the runner protocol against an anchor measured in
 // the same run, alternating the two in every iteration, and report ratios
 // with b.ReportMetric; no time is asserted. The runner is the real binary
-// (examples/runner) as a child process, on loopback.
+// (cmd/berth-runner) as a child process, on loopback.
 //
 //	go test -run '^$' -bench . -benchtime 5x ./prp/controller/ -args -bench.stream-bytes=1073741824
 //	go test -run '^$' -bench StopProof -benchtime 200x ./prp/controller/

@@ -1,7 +1,7 @@
 // Package runner is the runner side of berth's runner protocol (PRP, SPEC
 // PRP-1..8): a process inside a sandbox that dials out to the controller,
 // executes tasks and streams their output back, with nothing lost or run
-// twice across reconnects and runner restarts. examples/runner is its
+// twice across reconnects and runner restarts. cmd/berth-runner is its
 // binary.
 //
 //	if err := runner.MakeUndumpable(); err != nil { ... } // first

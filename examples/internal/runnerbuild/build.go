@@ -1,4 +1,4 @@
-// Package runnerbuild builds berth's runner (examples/runner) from the
+// Package runnerbuild builds berth's runner (cmd/berth-runner) from the
 // module's own source with the go command, for the hosts in examples
 // (envctl, and the server): a CLI should not ask its user to build a part
 // of itself.
@@ -40,7 +40,7 @@ import (
 const Module = "github.com/berthdev/berth"
 
 // Package is the runner's main package.
-const Package = Module + "/examples/runner"
+const Package = Module + "/cmd/berth-runner"
 
 var (
 	// ErrNoSource: the module's source is not where this program was
@@ -125,10 +125,10 @@ func Binary(ctx context.Context, arch string, o *Options) (string, error) {
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name()) // after a successful rename there is nothing to remove
-	cmd := exec.CommandContext(ctx, goPath, "build", "-o", tmp.Name(), "./examples/runner")
+	cmd := exec.CommandContext(ctx, goPath, "build", "-o", tmp.Name(), "./cmd/berth-runner")
 	cmd.Dir, cmd.Env = src, env
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("runnerbuild: go build ./examples/runner for linux/%s: %w\n%s", arch, err, bytes.TrimSpace(out))
+		return "", fmt.Errorf("runnerbuild: go build ./cmd/berth-runner for linux/%s: %w\n%s", arch, err, bytes.TrimSpace(out))
 	}
 	// Concurrent builders each rename a complete file of the same content.
 	if err := os.Rename(tmp.Name(), bin); err != nil {
@@ -142,7 +142,7 @@ func Binary(ctx context.Context, arch string, o *Options) (string, error) {
 func sourceKey(ctx context.Context, goPath, src string, env []string) (string, error) {
 	cmd := exec.CommandContext(ctx, goPath, "list", "-deps",
 		"-f", `{{if .Module}}{{if eq .Module.Path "`+Module+`"}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{range .EmbedFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}{{end}}`,
-		"./examples/runner")
+		"./cmd/berth-runner")
 	cmd.Dir, cmd.Env = src, env
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -144,7 +144,7 @@ func TestBinaryWithoutSourceOrGo(t *testing.T) {
 // packages the runner is built from into a temp dir.
 func copyRunnerSource(t *testing.T, goPath, root string) string {
 	t.Helper()
-	cmd := exec.Command(goPath, "list", "-deps", "-f", `{{if .Module}}{{if eq .Module.Path "`+Module+`"}}{{.Dir}}{{end}}{{end}}`, "./examples/runner")
+	cmd := exec.Command(goPath, "list", "-deps", "-f", `{{if .Module}}{{if eq .Module.Path "`+Module+`"}}{{.Dir}}{{end}}{{end}}`, "./cmd/berth-runner")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	out, err := cmd.Output()

@@ -2,7 +2,7 @@
 // runs inside a sandbox, dials out to the controller and executes the tasks
 // it is sent. Build it static (no cgo), so that it runs on any Linux libc:
 //
-//	CGO_ENABLED=0 go build -o berth-runner ./examples/runner
+//	CGO_ENABLED=0 go build -o berth-runner ./cmd/berth-runner
 //
 // Usage:
 //
