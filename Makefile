@@ -90,7 +90,7 @@ lint: $(STATICCHECK)
 
 # vulncheck fails on a reachable vulnerability in a dependency unless
 # govulncheck.allow names it (printed with its reason on every run);
-# standard-library findings are printed, not failed on (see README).
+# standard-library findings are printed, not failed on (see docs/security.md).
 vulncheck: $(GOVULNCHECK) $(VULNDB)/index/db.json
 	$(GO) run ./internal/cmd/vulngate -govulncheck $(GOVULNCHECK) -db $(VULNDB) -allow govulncheck.allow ./...
 
