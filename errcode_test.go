@@ -21,7 +21,6 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/images"
-	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/images/resolve"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
@@ -30,6 +29,7 @@ import (
 	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/prp/runner"
 	"github.com/berthdev/berth/qualification"
+	"github.com/berthdev/berth/templates"
 )
 
 // sentinelCodes is every exported sentinel error of every public package
@@ -66,23 +66,23 @@ var sentinelCodes = map[string]struct {
 	"environment.ErrArchived":       {environment.ErrArchived, errcode.Conflict},
 	"environment.ErrTargetMismatch": {environment.ErrTargetMismatch, errcode.Conflict},
 
-	"lease.ErrNotFound":                {lease.ErrNotFound, errcode.NotFound},
-	"lease.ErrConflict":                {lease.ErrConflict, errcode.Conflict},
-	"lease.ErrClaimed":                 {lease.ErrClaimed, errcode.Conflict},
-	"lease.ErrPreserved":               {lease.ErrPreserved, errcode.Unavailable},
-	"lease.ErrCleanupPending":          {lease.ErrCleanupPending, errcode.Unavailable},
-	"lease.ErrInvalid":                 {lease.ErrInvalid, errcode.Invalid},
-	"lease.ErrStartupBudget":           {lease.ErrStartupBudget, errcode.Timeout},
-	"lease.ErrImageMismatch":           {lease.ErrImageMismatch, errcode.Conflict},
-	"lease.ErrQuota":                   {lease.ErrQuota, errcode.Unavailable},
-	"images/custom.ErrNotFound":        {custom.ErrNotFound, errcode.NotFound},
-	"images/custom.ErrConflict":        {custom.ErrConflict, errcode.Conflict},
-	"images/custom.ErrInvalid":         {custom.ErrInvalid, errcode.Invalid},
-	"images/custom.ErrSourceMismatch":  {custom.ErrSourceMismatch, errcode.Conflict},
-	"images/custom.ErrSessionActive":   {custom.ErrSessionActive, errcode.Conflict},
-	"images/custom.ErrSessionNotFound": {custom.ErrSessionNotFound, errcode.NotFound},
-	"images/custom.ErrStepFailed":      {custom.ErrStepFailed, errcode.Invalid},
-	"images/custom.ErrTokenInvalid":    {custom.ErrTokenInvalid, errcode.AuthFailed},
+	"lease.ErrNotFound":            {lease.ErrNotFound, errcode.NotFound},
+	"lease.ErrConflict":            {lease.ErrConflict, errcode.Conflict},
+	"lease.ErrClaimed":             {lease.ErrClaimed, errcode.Conflict},
+	"lease.ErrPreserved":           {lease.ErrPreserved, errcode.Unavailable},
+	"lease.ErrCleanupPending":      {lease.ErrCleanupPending, errcode.Unavailable},
+	"lease.ErrInvalid":             {lease.ErrInvalid, errcode.Invalid},
+	"lease.ErrStartupBudget":       {lease.ErrStartupBudget, errcode.Timeout},
+	"lease.ErrImageMismatch":       {lease.ErrImageMismatch, errcode.Conflict},
+	"lease.ErrQuota":               {lease.ErrQuota, errcode.Unavailable},
+	"templates.ErrNotFound":        {templates.ErrNotFound, errcode.NotFound},
+	"templates.ErrConflict":        {templates.ErrConflict, errcode.Conflict},
+	"templates.ErrInvalid":         {templates.ErrInvalid, errcode.Invalid},
+	"templates.ErrSourceMismatch":  {templates.ErrSourceMismatch, errcode.Conflict},
+	"templates.ErrSessionActive":   {templates.ErrSessionActive, errcode.Conflict},
+	"templates.ErrSessionNotFound": {templates.ErrSessionNotFound, errcode.NotFound},
+	"templates.ErrStepFailed":      {templates.ErrStepFailed, errcode.Invalid},
+	"templates.ErrTokenInvalid":    {templates.ErrTokenInvalid, errcode.AuthFailed},
 
 	"probe.ErrInvalid": {probe.ErrInvalid, errcode.Invalid},
 

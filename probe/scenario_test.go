@@ -110,7 +110,7 @@ func TestPinnedImageRecordsQualification(t *testing.T) {
 // Changing the image, the target or the account makes the old record
 // stale, and the next probe records afresh; a rename keeps it (QUAL-3).
 // The active-template case is not covered: custom-image templates
-// (images/custom) do not exist yet, and the probe passes no template.
+// (package templates) do not exist yet, and the probe passes no template.
 func TestChangesInvalidateQualification(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

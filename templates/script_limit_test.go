@@ -1,4 +1,4 @@
-package custom_test
+package templates_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berthdev/berth/images/custom"
+	"github.com/berthdev/berth/templates"
 )
 
 // endless yields 'x' forever, counting what was read.
@@ -25,12 +25,12 @@ func (e *endless) Read(p []byte) (int, error) {
 // input does not exhaust memory).
 func TestParseScriptBounded(t *testing.T) {
 	src := &endless{}
-	r := io.MultiReader(strings.NewReader(`{"steps": [{"run": ["true"]}], "pad": "`), io.LimitReader(src, 2*custom.MaxScriptBytes))
-	_, err := custom.ParseScript(r)
-	if !errors.Is(err, custom.ErrInvalid) || !strings.Contains(err.Error(), "16777216 bytes") {
+	r := io.MultiReader(strings.NewReader(`{"steps": [{"run": ["true"]}], "pad": "`), io.LimitReader(src, 2*templates.MaxScriptBytes))
+	_, err := templates.ParseScript(r)
+	if !errors.Is(err, templates.ErrInvalid) || !strings.Contains(err.Error(), "16777216 bytes") {
 		t.Errorf("a script past the bound: %v", err)
 	}
-	if src.n > custom.MaxScriptBytes+64<<10 {
-		t.Errorf("%d bytes read of a script past the %d-byte bound", src.n, custom.MaxScriptBytes)
+	if src.n > templates.MaxScriptBytes+64<<10 {
+		t.Errorf("%d bytes read of a script past the %d-byte bound", src.n, templates.MaxScriptBytes)
 	}
 }

@@ -1,13 +1,13 @@
-// Package custom holds captured templates of environments (custom images,
-// IMG-4..8): the Store of templates, of the append-only pointer history and
-// of setup sessions, and the Service that runs setup sessions and their
-// terminal, and captures, promotes, rolls back, revokes and deletes
-// templates for a principal.
+// Package templates holds custom images prepared in setup sessions and
+// kept as templates of environments (IMG-4..8): the Store of templates, of
+// the append-only pointer history and of setup sessions, and the Service
+// that runs setup sessions and their terminal, and captures, promotes,
+// rolls back, revokes and deletes templates for a principal.
 //
 //	svc := sys.Templates()
 //	tpl, err := svc.Capture(ctx, operator, h.ID(), "with tools") // a live lease of the environment
 //	tpl, err = svc.Promote(ctx, operator, tpl.ID)                 // leases now start from it
-//	tpl, err = svc.Revoke(ctx, operator, tpl.ID, custom.RevokeOptions{Delete: true})
+//	tpl, err = svc.Revoke(ctx, operator, tpl.ID, templates.RevokeOptions{Delete: true})
 //
 // The active pointer lives on the environment record
 // (environment.Environment.ActiveTemplate, a server-owned field): it holds
@@ -29,9 +29,9 @@
 //
 // Setup sessions (IMG-4, IMG-7) prepare a template in a setup sandbox:
 //
-//	ses, err := svc.Setup(ctx, operator, custom.SetupRequest{Environment: envID, Script: f, Promote: true})
-//	ses, err = svc.Setup(ctx, operator, custom.SetupRequest{Environment: envID, Interactive: true})
-//	pty, err := svc.OpenTerminal(ctx, operator, ses.ID, custom.TerminalSize{Rows: 24, Cols: 80})
+//	ses, err := svc.Setup(ctx, operator, templates.SetupRequest{Environment: envID, Script: f, Promote: true})
+//	ses, err = svc.Setup(ctx, operator, templates.SetupRequest{Environment: envID, Interactive: true})
+//	pty, err := svc.OpenTerminal(ctx, operator, ses.ID, templates.TerminalSize{Rows: 24, Cols: 80})
 //	ses, err = svc.CaptureSession(ctx, operator, ses.ID, false)
 //
 // The setup sandbox is a lease of company lease.InstanceCompany (Run: the
@@ -66,5 +66,5 @@
 // capture sessions and open terminals; board members read sessions and
 // their events; agents nothing.
 //
-// customtest is the store's conformance suite.
-package custom
+// templatestest is the store's conformance suite.
+package templates
