@@ -156,10 +156,18 @@ var errorTypeCodes = map[string]struct {
 	"environment.BindingError":        {&environment.BindingError{Reason: "another company's", Err: authz.ErrDenied}, errcode.Denied},
 	"environment.UnusableError":       {&environment.UnusableError{Reason: "driver not registered", Err: drivers.ErrUnavailable}, errcode.Unavailable},
 	"environment.DeleteRefusedError":  {&environment.DeleteRefusedError{Radius: &environment.BlastRadius{}}, errcode.Conflict},
-	"handover.MismatchError":          {&handover.MismatchError{Code: handover.CodeCheckVersion}, errcode.Conflict},
-	"prp/controller.SecretError":      {&handover.MismatchError{Code: handover.CodeCheckProjects}, errcode.Conflict},
+	"prp/controller.SecretError":      {refusedAccount{handover.CodeCheckProjects}, errcode.Conflict},
 	"authz.Denied (func, not a type)": {authz.Denied(authz.Principal{ID: "a", Role: authz.RoleAgent}, authz.ActionDelete, authz.Resource{}), errcode.Denied},
 }
+
+// refusedAccount is shaped as handover's refused managed account (an
+// unexported type): a controller.SecretError with a handover.Code that
+// wraps handover.ErrMismatch.
+type refusedAccount struct{ code handover.Code }
+
+func (e refusedAccount) Error() string      { return "managed account refused: " + string(e.code) }
+func (e refusedAccount) Unwrap() error      { return handover.ErrMismatch }
+func (e refusedAccount) SecretCode() string { return string(e.code) }
 
 // publicDecls parses every non-test .go file of the module's public
 // packages (internal, examples and testdata trees left out) and returns

@@ -94,7 +94,7 @@ func Memory() Stores {
 		SecretUses:     environment.NewMemorySecretUseStore(),
 		Qualifications: qualification.NewMemoryStore(),
 		Leases:         lease.NewMemoryStore(),
-		AuthChecks:     &handover.MemoryStore{},
+		AuthChecks:     handover.NewMemoryStore(),
 		Runners:        NewMemoryRunnerStore(),
 		Settings:       instance.NewMemoryStore(),
 		Templates:      templates.NewMemoryStore(),
