@@ -79,8 +79,8 @@ type Options struct {
 	// Leases().MaintainPools (lease.Options.ManualPoolRefill); by default
 	// adoptions and sweeps refill in the background.
 	ManualPoolRefill bool
-	// Probe configures the Prober (stage deadlines, progress). Default:
-	// probe's defaults.
+	// Probe configures the Prober (its logger). Default: probe's
+	// defaults.
 	Probe *probe.Options
 	// SetupSessionTTL and SetupSessionMaxTTL are the custom images setup
 	// sessions' TTL (extended by activity) and its cap
