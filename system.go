@@ -359,7 +359,8 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 			return envs.ListEnvironments(ctx, environment.ListFilter{})
 		},
 	})
-	sys.templates = templates.NewService(templates.Sources{
+	var setupUsage environment.UsageReporter
+	sys.templates, setupUsage = templates.NewService(templates.Sources{
 		Templates: st.Templates, Environments: st.Environments, Drivers: reg, Leases: sys.leases, LeaseRecords: st.Leases,
 	}, &templates.Options{Authorizer: o.Authorizer, Secrets: secrets.Get, Logger: o.Logger,
 		SessionTTL: o.SetupSessionTTL, SessionMaxTTL: o.SetupSessionMaxTTL})
@@ -369,7 +370,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		TestMode:       o.TestMode,
 		Authorizer:     o.Authorizer,
 		Logger:         o.Logger,
-		UsageReporters: []environment.UsageReporter{leaseUsage, sys.templates},
+		UsageReporters: []environment.UsageReporter{leaseUsage, setupUsage},
 		Health:         health,
 		SecretKeeper:   keeper,
 		Settings:       settings,

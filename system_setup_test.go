@@ -354,7 +354,7 @@ func TestSetupSweepOnFake(t *testing.T) {
 	// A setup lease whose session ended without destroying it (a crash
 	// between the two writes).
 	h, err := w.sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{EnvironmentID: w.env.ID, Company: lease.InstanceCompany, Run: ses.ID,
-		Metadata: map[string]string{templates.MetaSetupSession: ses.ID}})
+		Metadata: map[string]string{"berth.setup-session": ses.ID}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +488,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 				continue
 			}
 			h, err := w.sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{EnvironmentID: env.ID, Company: lease.InstanceCompany, Run: ses.ID,
-				Metadata: map[string]string{templates.MetaSetupSession: ses.ID}})
+				Metadata: map[string]string{"berth.setup-session": ses.ID}})
 			if err != nil {
 				t.Fatal(err)
 			}

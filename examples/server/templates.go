@@ -127,7 +127,7 @@ func (s *server) listSetupSessions(w http.ResponseWriter, r *http.Request) {
 }
 
 // setupBody is the body of POST /api/v1/environments/{id}/setup-sessions:
-// a scripted setup carries its script (templates.ParseScript's JSON form), an
+// a scripted setup carries its script (the JSON form the templates package doc shows), an
 // interactive one may carry one too.
 type setupBody struct {
 	Name        string          `json:"name,omitempty"`
