@@ -21,7 +21,6 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/images"
-	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/images/resolve"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
@@ -30,6 +29,7 @@ import (
 	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/prp/runner"
 	"github.com/berthdev/berth/qualification"
+	"github.com/berthdev/berth/templates"
 )
 
 // sentinelCodes is every exported sentinel error of every public package
@@ -66,23 +66,23 @@ var sentinelCodes = map[string]struct {
 	"environment.ErrArchived":       {environment.ErrArchived, errcode.Conflict},
 	"environment.ErrTargetMismatch": {environment.ErrTargetMismatch, errcode.Conflict},
 
-	"lease.ErrNotFound":                {lease.ErrNotFound, errcode.NotFound},
-	"lease.ErrConflict":                {lease.ErrConflict, errcode.Conflict},
-	"lease.ErrClaimed":                 {lease.ErrClaimed, errcode.Conflict},
-	"lease.ErrPreserved":               {lease.ErrPreserved, errcode.Unavailable},
-	"lease.ErrCleanupPending":          {lease.ErrCleanupPending, errcode.Unavailable},
-	"lease.ErrInvalid":                 {lease.ErrInvalid, errcode.Invalid},
-	"lease.ErrStartupBudget":           {lease.ErrStartupBudget, errcode.Timeout},
-	"lease.ErrImageMismatch":           {lease.ErrImageMismatch, errcode.Conflict},
-	"lease.ErrQuota":                   {lease.ErrQuota, errcode.Unavailable},
-	"images/custom.ErrNotFound":        {custom.ErrNotFound, errcode.NotFound},
-	"images/custom.ErrConflict":        {custom.ErrConflict, errcode.Conflict},
-	"images/custom.ErrInvalid":         {custom.ErrInvalid, errcode.Invalid},
-	"images/custom.ErrSourceMismatch":  {custom.ErrSourceMismatch, errcode.Conflict},
-	"images/custom.ErrSessionActive":   {custom.ErrSessionActive, errcode.Conflict},
-	"images/custom.ErrSessionNotFound": {custom.ErrSessionNotFound, errcode.NotFound},
-	"images/custom.ErrStepFailed":      {custom.ErrStepFailed, errcode.Invalid},
-	"images/custom.ErrTokenInvalid":    {custom.ErrTokenInvalid, errcode.AuthFailed},
+	"lease.ErrNotFound":            {lease.ErrNotFound, errcode.NotFound},
+	"lease.ErrConflict":            {lease.ErrConflict, errcode.Conflict},
+	"lease.ErrClaimed":             {lease.ErrClaimed, errcode.Conflict},
+	"lease.ErrPreserved":           {lease.ErrPreserved, errcode.Unavailable},
+	"lease.ErrCleanupPending":      {lease.ErrCleanupPending, errcode.Unavailable},
+	"lease.ErrInvalid":             {lease.ErrInvalid, errcode.Invalid},
+	"lease.ErrStartupBudget":       {lease.ErrStartupBudget, errcode.Timeout},
+	"lease.ErrImageMismatch":       {lease.ErrImageMismatch, errcode.Conflict},
+	"lease.ErrQuota":               {lease.ErrQuota, errcode.Unavailable},
+	"templates.ErrNotFound":        {templates.ErrNotFound, errcode.NotFound},
+	"templates.ErrConflict":        {templates.ErrConflict, errcode.Conflict},
+	"templates.ErrInvalid":         {templates.ErrInvalid, errcode.Invalid},
+	"templates.ErrSourceMismatch":  {templates.ErrSourceMismatch, errcode.Conflict},
+	"templates.ErrSessionActive":   {templates.ErrSessionActive, errcode.Conflict},
+	"templates.ErrSessionNotFound": {templates.ErrSessionNotFound, errcode.NotFound},
+	"templates.ErrStepFailed":      {templates.ErrStepFailed, errcode.Invalid},
+	"templates.ErrTokenInvalid":    {templates.ErrTokenInvalid, errcode.AuthFailed},
 
 	"probe.ErrInvalid": {probe.ErrInvalid, errcode.Invalid},
 
@@ -156,10 +156,18 @@ var errorTypeCodes = map[string]struct {
 	"environment.BindingError":        {&environment.BindingError{Reason: "another company's", Err: authz.ErrDenied}, errcode.Denied},
 	"environment.UnusableError":       {&environment.UnusableError{Reason: "driver not registered", Err: drivers.ErrUnavailable}, errcode.Unavailable},
 	"environment.DeleteRefusedError":  {&environment.DeleteRefusedError{Radius: &environment.BlastRadius{}}, errcode.Conflict},
-	"handover.MismatchError":          {&handover.MismatchError{Code: handover.CodeCheckVersion}, errcode.Conflict},
-	"prp/controller.SecretError":      {&handover.MismatchError{Code: handover.CodeCheckProjects}, errcode.Conflict},
+	"prp/controller.SecretError":      {refusedAccount{handover.CodeCheckProjects}, errcode.Conflict},
 	"authz.Denied (func, not a type)": {authz.Denied(authz.Principal{ID: "a", Role: authz.RoleAgent}, authz.ActionDelete, authz.Resource{}), errcode.Denied},
 }
+
+// refusedAccount is shaped as handover's refused managed account (an
+// unexported type): a controller.SecretError with a handover.Code that
+// wraps handover.ErrMismatch.
+type refusedAccount struct{ code handover.Code }
+
+func (e refusedAccount) Error() string      { return "managed account refused: " + string(e.code) }
+func (e refusedAccount) Unwrap() error      { return handover.ErrMismatch }
+func (e refusedAccount) SecretCode() string { return string(e.code) }
 
 // publicDecls parses every non-test .go file of the module's public
 // packages (internal, examples and testdata trees left out) and returns

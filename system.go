@@ -17,7 +17,6 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
-	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/images/resolve"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
@@ -25,6 +24,7 @@ import (
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/store"
+	"github.com/berthdev/berth/templates"
 )
 
 // Options configures New. The zero value (or nil) composes the embedded
@@ -79,12 +79,12 @@ type Options struct {
 	// Leases().MaintainPools (lease.Options.ManualPoolRefill); by default
 	// adoptions and sweeps refill in the background.
 	ManualPoolRefill bool
-	// Probe configures the Prober (stage deadlines, progress). Default:
-	// probe's defaults.
+	// Probe configures the Prober (its logger). Default: probe's
+	// defaults.
 	Probe *probe.Options
 	// SetupSessionTTL and SetupSessionMaxTTL are the custom images setup
 	// sessions' TTL (extended by activity) and its cap
-	// (custom.Options.SessionTTL, SessionMaxTTL). Default 30 minutes and
+	// (templates.Options.SessionTTL, SessionMaxTTL). Default 30 minutes and
 	// 4 hours.
 	SetupSessionTTL, SetupSessionMaxTTL time.Duration
 	// Images configures the image Resolver that pins tags to digests
@@ -137,7 +137,7 @@ type System struct {
 	catalog     *environment.Catalog
 	assignments *environment.Assignments
 	leases      *lease.Manager
-	templates   *custom.Service
+	templates   *templates.Service
 	prober      *probe.Prober
 	images      *resolve.Resolver
 	runners     *controller.Controller
@@ -178,24 +178,24 @@ func (s *System) Leases() *lease.Manager { return s.leases }
 // Templates returns the custom images service: capture a live lease into
 // a template, promote, roll back, revoke and delete it (IMG-4..8). Leases
 // of an environment start from its active template while it applies.
-func (s *System) Templates() *custom.Service { return s.templates }
+func (s *System) Templates() *templates.Service { return s.templates }
 
 // SweepReport is what System.Sweep did.
 type SweepReport struct {
 	// Leases is the lease manager's sweep.
 	Leases lease.SweepReport `json:"leases"`
 	// TemplatesDeleted counts templates whose wanted deletion the sweep
-	// confirmed at the provider (custom.Service.Sweep).
+	// confirmed at the provider (templates.Service.Sweep).
 	TemplatesDeleted int `json:"templatesDeleted"`
-	// Sessions is the setup sessions' sweep (custom.Service.SweepSessions):
+	// Sessions is the setup sessions' sweep (templates.Service.SweepSessions):
 	// sessions past their TTL ended, their sandboxes destroyed.
-	Sessions custom.SessionSweepReport `json:"sessions"`
+	Sessions templates.SessionSweepReport `json:"sessions"`
 }
 
 // Sweep ends the setup sessions past their TTL and destroys the sandboxes
-// of ended ones (custom.Service.SweepSessions), sweeps the lease store
+// of ended ones (templates.Service.SweepSessions), sweeps the lease store
 // (lease.Manager.Sweep) and then retries the
-// wanted template deletions (custom.Service.Sweep: a template is deleted
+// wanted template deletions (templates.Service.Sweep: a template is deleted
 // at the provider only once no live lease uses it). p must be allowed
 // authz.ActionSweep. The first error is returned with what was done.
 func (s *System) Sweep(ctx context.Context, p authz.Principal) (SweepReport, error) {
@@ -359,9 +359,10 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 			return envs.ListEnvironments(ctx, environment.ListFilter{})
 		},
 	})
-	sys.templates = custom.NewService(custom.Sources{
+	var setupUsage environment.UsageReporter
+	sys.templates, setupUsage = templates.NewService(templates.Sources{
 		Templates: st.Templates, Environments: st.Environments, Drivers: reg, Leases: sys.leases, LeaseRecords: st.Leases,
-	}, &custom.Options{Authorizer: o.Authorizer, Secrets: secrets.Get, Logger: o.Logger,
+	}, &templates.Options{Authorizer: o.Authorizer, Secrets: secrets.Get, Logger: o.Logger,
 		SessionTTL: o.SetupSessionTTL, SessionMaxTTL: o.SetupSessionMaxTTL})
 	// The catalog shows, clears and protects the Assignments' bindings
 	// itself, and counts leases through the manager's hook.
@@ -369,7 +370,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		TestMode:       o.TestMode,
 		Authorizer:     o.Authorizer,
 		Logger:         o.Logger,
-		UsageReporters: []environment.UsageReporter{leaseUsage, sys.templates},
+		UsageReporters: []environment.UsageReporter{leaseUsage, setupUsage},
 		Health:         health,
 		SecretKeeper:   keeper,
 		Settings:       settings,

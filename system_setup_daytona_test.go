@@ -12,8 +12,8 @@ import (
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/templates"
 )
 
 // Issue 30 on the Daytona fake (daytonaio/daytona v0.190.0's API): a
@@ -47,16 +47,16 @@ func TestScriptedSetupOnDaytona(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := sys.Templates()
-	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: env.ID, Name: "mark", Promote: true,
+	ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: env.ID, Name: "mark", Promote: true,
 		Script: strings.NewReader(`{"steps": [{"run": ["sh", "-c", "echo set-up-by-script > \"$HOME/mark\""]}]}`)})
 	if err != nil {
 		t.Fatalf("Setup: %v", err)
 	}
-	if ses.State != custom.SessionPromoted || ses.LeaseCleanup != string(lease.CleanupConfirmed) {
+	if ses.State != templates.SessionPromoted || ses.LeaseCleanup != string(lease.CleanupConfirmed) {
 		t.Fatalf("session %+v", ses)
 	}
 	tpl, err := svc.Get(ctx, tplOps, ses.Template)
-	if err != nil || !strings.HasPrefix(tpl.Identity, "snapshot:daytona/") || tpl.State != custom.StateActive {
+	if err != nil || !strings.HasPrefix(tpl.Identity, "snapshot:daytona/") || tpl.State != templates.StateActive {
 		t.Fatalf("template %+v, %v", tpl, err)
 	}
 	if sn, ok := srv.LookupSnapshot(strings.TrimPrefix(tpl.Identity, "snapshot:daytona/")); !ok || sn.State != "active" {
@@ -105,11 +105,11 @@ func TestInteractiveSetupOnDaytona(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := sys.Templates()
-	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: env.ID, Interactive: true})
-	if err != nil || ses.State != custom.SessionWaiting {
+	ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: env.ID, Interactive: true})
+	if err != nil || ses.State != templates.SessionWaiting {
 		t.Fatalf("Setup: %+v, %v", ses, err)
 	}
-	pty, err := svc.OpenTerminal(ctx, tplOps, ses.ID, custom.TerminalSize{Rows: 30, Cols: 90})
+	pty, err := svc.OpenTerminal(ctx, tplOps, ses.ID, templates.TerminalSize{Rows: 30, Cols: 90})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestInteractiveSetupOnDaytona(t *testing.T) {
 	_ = pty.Close()
 	<-out
 	done, err := svc.CaptureSession(ctx, tplOps, ses.ID, true)
-	if err != nil || done.State != custom.SessionPromoted || done.LeaseCleanup != string(lease.CleanupConfirmed) {
+	if err != nil || done.State != templates.SessionPromoted || done.LeaseCleanup != string(lease.CleanupConfirmed) {
 		t.Fatalf("CaptureSession: %+v, %v", done, err)
 	}
 	h, err := sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{Company: "acme", EnvironmentID: env.ID})

@@ -18,10 +18,10 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/templates"
 )
 
 const setupToken = "setup-token-7f3a91"
@@ -57,18 +57,18 @@ func TestScriptedSetupOnDocker(t *testing.T) {
 		{"run": ["sh", "-c", "test \"$SETUP_TOKEN\" = ` + setupToken + ` && echo token-seen > /opt/tools/token-check && echo built"]}
 	]}`
 	svc := sys.Templates()
-	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: env.ID, Name: "tools", Script: strings.NewReader(script), Promote: true})
+	ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: env.ID, Name: "tools", Script: strings.NewReader(script), Promote: true})
 	if err != nil {
 		t.Fatalf("Setup: %v", err)
 	}
-	if ses.State != custom.SessionPromoted || ses.LeaseCleanup != string(lease.CleanupConfirmed) {
+	if ses.State != templates.SessionPromoted || ses.LeaseCleanup != string(lease.CleanupConfirmed) {
 		t.Fatalf("session %+v", ses)
 	}
 	if n := containers(t, cli, "berth.lease="+ses.Lease); n != 0 {
 		t.Errorf("%d containers of the setup lease left", n)
 	}
 	tpl, err := svc.Get(ctx, tplOps, ses.Template)
-	if err != nil || tpl.State != custom.StateActive {
+	if err != nil || tpl.State != templates.StateActive {
 		t.Fatalf("template %+v, %v", tpl, err)
 	}
 	imgInfo, err := cli.ImageInspect(ctx, tpl.Identity[strings.Index(tpl.Identity, "@")+1:])
@@ -104,7 +104,7 @@ func TestScriptedSetupOnDocker(t *testing.T) {
 	}
 
 	since := time.Now()
-	again, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: env.ID, Name: "tools", Script: strings.NewReader(script)})
+	again, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: env.ID, Name: "tools", Script: strings.NewReader(script)})
 	if err != nil || !again.Reused || again.Template != tpl.ID || again.Lease != "" {
 		t.Errorf("the same script again: %+v, %v", again, err)
 	}

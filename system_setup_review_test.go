@@ -14,8 +14,8 @@ import (
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers/fake"
-	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/store"
+	"github.com/berthdev/berth/templates"
 )
 
 // A failed step's stderr is redacted of the environment's secret values
@@ -34,8 +34,8 @@ func TestSetupStepStderrRedactedBeforeTail(t *testing.T) {
 		{"the output limit cuts into the secret", "65530", "0"}, // 64 KiB kept: its first 6 bytes are the end
 	} {
 		script := `{"steps": [{"run": ["leak-step", "` + secret + `", "` + tc.before + `", "` + tc.after + `"]}]}`
-		ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(script)})
-		if !errors.Is(err, custom.ErrStepFailed) || ses == nil || ses.State != custom.SessionFailed {
+		ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(script)})
+		if !errors.Is(err, templates.ErrStepFailed) || ses == nil || ses.State != templates.SessionFailed {
 			t.Fatalf("%s: %+v, %v", tc.name, ses, err)
 		}
 		texts := []string{err.Error(), ses.FailureReason}
@@ -60,11 +60,11 @@ func TestSetupStepStderrRedactedBeforeTail(t *testing.T) {
 // cancelOnInsert cancels a setup session (through sys) when a capture
 // records its template: a Cancel that lands while the capture runs.
 type cancelOnInsert struct {
-	custom.Store
+	templates.Store
 	cancel func()
 }
 
-func (c cancelOnInsert) InsertTemplate(ctx context.Context, t *custom.Template) error {
+func (c cancelOnInsert) InsertTemplate(ctx context.Context, t *templates.Template) error {
 	if t.SetupSession != "" && c.cancel != nil {
 		c.cancel()
 	}
@@ -86,8 +86,8 @@ func TestSetupCancelDuringCaptureLeavesNoTemplate(t *testing.T) {
 	w, _ := newSetupWorld(t, &berth.Options{Stores: st}, nil)
 	sys = w.sys
 	svc := sys.Templates()
-	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
-	if err != nil || ses.State != custom.SessionWaiting {
+	ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Interactive: true})
+	if err != nil || ses.State != templates.SessionWaiting {
 		t.Fatalf("interactive setup: %+v, %v", ses, err)
 	}
 	sid = ses.ID
@@ -99,10 +99,10 @@ func TestSetupCancelDuringCaptureLeavesNoTemplate(t *testing.T) {
 	if cancelErr != nil {
 		t.Fatalf("cancel during the capture: %v", cancelErr)
 	}
-	if err == nil || !errors.Is(err, custom.ErrConflict) {
+	if err == nil || !errors.Is(err, templates.ErrConflict) {
 		t.Errorf("capture of a session cancelled meanwhile: %+v, %v", got, err)
 	}
-	if cur, err := svc.Session(ctx, tplOps, sid); err != nil || cur.State != custom.SessionCancelled {
+	if cur, err := svc.Session(ctx, tplOps, sid); err != nil || cur.State != templates.SessionCancelled {
 		t.Errorf("session after the cancel: %+v, %v", cur, err)
 	}
 	if live := liveSandboxes(w.fk); len(live) != 0 {
@@ -113,10 +113,10 @@ func TestSetupCancelDuringCaptureLeavesNoTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tpl := range list {
-		if tpl.State == custom.StateCaptured || tpl.State == custom.StateActive || tpl.State == custom.StateSuperseded {
+		if tpl.State == templates.StateCaptured || tpl.State == templates.StateActive || tpl.State == templates.StateSuperseded {
 			t.Errorf("template %s of the cancelled session is %s (promotable)", tpl.ID, tpl.State)
 		}
-		if tpl.State != custom.StateDeleted {
+		if tpl.State != templates.StateDeleted {
 			t.Errorf("template %s of the cancelled session is %s, not deleted at the provider", tpl.ID, tpl.State)
 		}
 		if _, err := svc.Promote(ctx, tplOps, tpl.ID); err == nil {
@@ -133,8 +133,8 @@ func TestSetupProviderErrorRedacted(t *testing.T) {
 	const secret = "fake-key-77aa-echoed"
 	w, _ := newSetupWorld(t, nil, &fake.Options{APIKey: secret})
 	w.fk.Inject(fake.Fault{Op: fake.OpCreate, Err: errors.New("provider refused the request signed with " + secret)})
-	ses, err := w.sys.Templates().Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["true"]}]}`)})
-	if err == nil || ses == nil || ses.State != custom.SessionFailed {
+	ses, err := w.sys.Templates().Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["true"]}]}`)})
+	if err == nil || ses == nil || ses.State != templates.SessionFailed {
 		t.Fatalf("setup with a failing create: %+v, %v", ses, err)
 	}
 	texts := []string{err.Error(), ses.FailureReason}
@@ -157,13 +157,13 @@ func TestWebTerminalProcessBoundToPrincipal(t *testing.T) {
 	ctx := context.Background()
 	w, _ := newSetupWorld(t, nil, nil)
 	svc := w.sys.Templates()
-	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Interactive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := authz.Principal{ID: "ops-2", Role: authz.RoleInstanceAdmin}
 	who := map[string]authz.Principal{"ops": tplOps, "ops-2": other}
-	srv := httptest.NewServer(svc.TerminalHandler(custom.TerminalHandlerOptions{
+	srv := httptest.NewServer(svc.TerminalHandler(templates.TerminalHandlerOptions{
 		Principal: func(r *http.Request) (authz.Principal, error) { return who[r.Header.Get("X-Test-As")], nil }}))
 	defer srv.Close()
 	mint := func(p authz.Principal) string {
@@ -203,13 +203,13 @@ func TestWebTerminalProcessBoundToPrincipal(t *testing.T) {
 // holdCapturing holds the first move of a session to capturing until
 // release is closed, after telling arrived.
 type holdCapturing struct {
-	custom.Store
+	templates.Store
 	once             *sync.Once
 	arrived, release chan struct{}
 }
 
-func (h holdCapturing) UpdateSession(ctx context.Context, s *custom.Session) error {
-	if s.State == custom.SessionCapturing {
+func (h holdCapturing) UpdateSession(ctx context.Context, s *templates.Session) error {
+	if s.State == templates.SessionCapturing {
 		first := false
 		h.once.Do(func() { first = true })
 		if first {
@@ -231,13 +231,13 @@ func TestTwoCapturesOfOneSession(t *testing.T) {
 	st.Templates = hold
 	w, fs := newSetupWorld(t, &berth.Options{Stores: st}, nil)
 	svc := w.sys.Templates()
-	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Interactive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fs.cleanGate, fs.cleanArrived = make(chan struct{}), make(chan struct{}, 4)
 	type result struct {
-		ses *custom.Session
+		ses *templates.Session
 		err error
 	}
 	late, early := make(chan result, 1), make(chan result, 1)
@@ -262,19 +262,19 @@ func TestTwoCapturesOfOneSession(t *testing.T) {
 	}
 	close(fs.cleanGate)
 	er := <-early
-	if !errors.Is(lr.err, custom.ErrConflict) {
+	if !errors.Is(lr.err, templates.ErrConflict) {
 		t.Errorf("the capture that lost: %+v, %v; want ErrConflict", lr.ses, lr.err)
 	}
-	if er.err != nil || er.ses.State != custom.SessionCaptured || er.ses.Template == "" {
+	if er.err != nil || er.ses.State != templates.SessionCaptured || er.ses.Template == "" {
 		t.Errorf("the capture that won: %+v, %v", er.ses, er.err)
 	}
-	if cur, err := svc.Session(ctx, tplOps, ses.ID); err != nil || cur.State != custom.SessionCaptured {
+	if cur, err := svc.Session(ctx, tplOps, ses.ID); err != nil || cur.State != templates.SessionCaptured {
 		t.Errorf("session at the end: %+v, %v", cur, err)
 	}
 	list, _ := svc.List(ctx, tplOps, w.env.ID)
 	captured := 0
 	for _, tpl := range list {
-		if tpl.State == custom.StateCaptured {
+		if tpl.State == templates.StateCaptured {
 			captured++
 		}
 	}
@@ -294,14 +294,14 @@ func TestSetupCaptureAndTerminalErrorsRedacted(t *testing.T) {
 	const secret = "fake-key-19cd-echoed"
 	w, _ := newSetupWorld(t, nil, &fake.Options{APIKey: secret})
 	svc := w.sys.Templates()
-	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Interactive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	echo := errors.New("provider refused the request signed with " + secret)
 	w.fk.Inject(fake.Fault{Op: fake.OpTerminal, Err: echo})
 	w.fk.Inject(fake.Fault{Op: fake.OpCapture, Err: echo})
-	if _, err := svc.OpenTerminal(ctx, tplOps, ses.ID, custom.TerminalSize{Rows: 24, Cols: 80}); err == nil || strings.Contains(err.Error(), secret) {
+	if _, err := svc.OpenTerminal(ctx, tplOps, ses.ID, templates.TerminalSize{Rows: 24, Cols: 80}); err == nil || strings.Contains(err.Error(), secret) {
 		t.Errorf("OpenTerminal with a provider error echoing the secret: %v", err)
 	}
 	got, err := svc.CaptureSession(ctx, tplOps, ses.ID, false)
@@ -312,7 +312,7 @@ func TestSetupCaptureAndTerminalErrorsRedacted(t *testing.T) {
 	if err != nil || len(list) != 1 {
 		t.Fatalf("templates after the failed capture: %d, %v", len(list), err)
 	}
-	if list[0].State != custom.StateFailed || strings.Contains(list[0].FailureReason, secret) || list[0].FailureReason == "" {
+	if list[0].State != templates.StateFailed || strings.Contains(list[0].FailureReason, secret) || list[0].FailureReason == "" {
 		t.Errorf("the failed template's stored reason: %s %q", list[0].State, list[0].FailureReason)
 	}
 }

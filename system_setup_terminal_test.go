@@ -22,11 +22,11 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
+	"github.com/berthdev/berth/templates"
 )
 
 // termClient is a web terminal connection: binary frames are output,
@@ -139,16 +139,16 @@ func TestWebTerminalOnDocker(t *testing.T) {
 	}
 	env, other := mkEnv("term-docker"), mkEnv("term-other")
 	svc := sys.Templates()
-	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: env.ID, Name: "typed", Interactive: true})
-	if err != nil || ses.State != custom.SessionWaiting {
+	ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: env.ID, Name: "typed", Interactive: true})
+	if err != nil || ses.State != templates.SessionWaiting {
 		t.Fatalf("interactive setup: %+v, %v", ses, err)
 	}
-	ses2, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: other.ID, Interactive: true})
+	ses2, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: other.ID, Interactive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _, _ = svc.Cancel(ctx, tplOps, ses2.ID) }()
-	h := svc.TerminalHandler(custom.TerminalHandlerOptions{RingBytes: 4 << 20, Principal: func(r *http.Request) (authz.Principal, error) {
+	h := svc.TerminalHandler(templates.TerminalHandlerOptions{RingBytes: 4 << 20, Principal: func(r *http.Request) (authz.Principal, error) {
 		p, ok := termPrincipals[r.Header.Get("X-Test-As")]
 		if !ok {
 			return authz.Principal{}, errors.New("unknown")
@@ -205,7 +205,7 @@ func TestWebTerminalOnDocker(t *testing.T) {
 	// another path, another principal.
 	expired := "bt_expired-token-for-the-test"
 	sum := sha256.Sum256([]byte(expired))
-	if err := st.Templates.InsertTerminalToken(ctx, &custom.TerminalToken{Hash: hex.EncodeToString(sum[:]), Session: ses.ID, Principal: tplOps.ID,
+	if err := st.Templates.InsertTerminalToken(ctx, &templates.TerminalToken{Hash: hex.EncodeToString(sum[:]), Session: ses.ID, Principal: tplOps.ID,
 		Role: tplOps.Role, Path: "/term", CreatedAt: time.Now().Add(-2 * time.Minute), ExpiresAt: time.Now().Add(-time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestWebTerminalOnDocker(t *testing.T) {
 	fresh.c.CloseNow()
 
 	done, err := svc.CaptureSession(ctx, tplOps, ses.ID, true)
-	if err != nil || done.State != custom.SessionPromoted {
+	if err != nil || done.State != templates.SessionPromoted {
 		t.Fatalf("capture: %+v, %v", done, err)
 	}
 	lh, err := sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{Company: "acme", EnvironmentID: env.ID})

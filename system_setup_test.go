@@ -19,22 +19,22 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
+	"github.com/berthdev/berth/templates"
 )
 
 // fakeFS is a file system per fake sandbox for the commands setup sends:
-// custom.WriteFileScript writes, "cat PATH" reads, custom.CleanScript and
-// custom.EnvironScript answer as a clean sandbox would (environ, if set,
+// templates.WriteFileScript writes, "cat PATH" reads, templates.CleanScript and
+// templates.EnvironScript answer as a clean sandbox would (environ, if set,
 // is what process 1 shows).
 type fakeFS struct {
 	mu      sync.Mutex
 	files   map[string]map[string]string // sandbox -> path -> content
 	cleaned int
 	environ string
-	// cleanGate, if not nil, holds every custom.CleanScript until it is
+	// cleanGate, if not nil, holds every templates.CleanScript until it is
 	// closed; each arrival is sent on cleanArrived first.
 	cleanGate    chan struct{}
 	cleanArrived chan struct{}
@@ -43,7 +43,7 @@ type fakeFS struct {
 func (f *fakeFS) handlers() map[string]fake.HandlerFunc {
 	f.files = map[string]map[string]string{}
 	return map[string]fake.HandlerFunc{
-		custom.WriteFileScript: func(_ context.Context, inv fake.Invocation) (int, error) {
+		templates.WriteFileScript: func(_ context.Context, inv fake.Invocation) (int, error) {
 			b, err := io.ReadAll(inv.Stdin)
 			if err != nil {
 				return 1, err
@@ -56,7 +56,7 @@ func (f *fakeFS) handlers() map[string]fake.HandlerFunc {
 			f.files[inv.SandboxID][inv.Argv[4]] = string(b) + " mode=" + inv.Argv[5]
 			return 0, nil
 		},
-		custom.CleanScript: func(context.Context, fake.Invocation) (int, error) {
+		templates.CleanScript: func(context.Context, fake.Invocation) (int, error) {
 			if f.cleanGate != nil {
 				f.cleanArrived <- struct{}{}
 				<-f.cleanGate
@@ -66,7 +66,7 @@ func (f *fakeFS) handlers() map[string]fake.HandlerFunc {
 			f.cleaned++
 			return 0, nil
 		},
-		custom.EnvironScript: func(_ context.Context, inv fake.Invocation) (int, error) {
+		templates.EnvironScript: func(_ context.Context, inv fake.Invocation) (int, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			fmt.Fprintf(inv.Stdout, "PATH=/bin\x00%s", f.environ)
@@ -146,12 +146,12 @@ func TestScriptedSetupOnFake(t *testing.T) {
 	w, fs := newSetupWorld(t, nil, nil)
 	svc := w.sys.Templates()
 	var seen []int64
-	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Name: "motd", Script: strings.NewReader(fakeScript),
-		Promote: true, Progress: func(e *custom.SessionEvent) { seen = append(seen, e.Seq) }})
+	ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Name: "motd", Script: strings.NewReader(fakeScript),
+		Promote: true, Progress: func(e *templates.SessionEvent) { seen = append(seen, e.Seq) }})
 	if err != nil {
 		t.Fatalf("Setup: %v", err)
 	}
-	if ses.State != custom.SessionPromoted || ses.Template == "" || ses.Lease == "" || ses.LeaseCleanup != string(lease.CleanupConfirmed) || ses.Reused {
+	if ses.State != templates.SessionPromoted || ses.Template == "" || ses.Lease == "" || ses.LeaseCleanup != string(lease.CleanupConfirmed) || ses.Reused {
 		t.Fatalf("session %+v", ses)
 	}
 	l, err := w.sys.Leases().Get(ctx, tplOps, ses.Lease)
@@ -168,7 +168,7 @@ func TestScriptedSetupOnFake(t *testing.T) {
 		t.Errorf("sandboxes left: %v", live)
 	}
 	tpl, err := svc.Get(ctx, tplOps, ses.Template)
-	if err != nil || tpl.State != custom.StateActive || tpl.ContentHash != ses.ContentHash || tpl.SetupSession != ses.ID {
+	if err != nil || tpl.State != templates.StateActive || tpl.ContentHash != ses.ContentHash || tpl.SetupSession != ses.ID {
 		t.Fatalf("template %+v, %v", tpl, err)
 	}
 	all, err := svc.Events(ctx, tplOps, ses.ID, 0)
@@ -182,32 +182,32 @@ func TestScriptedSetupOnFake(t *testing.T) {
 	if err != nil || len(rest) != len(all)-2 || rest[0].Seq != 3 {
 		t.Errorf("events after 2 read by a board member: %d, %v", len(rest), err)
 	}
-	if !strings.Contains(all[2].Message, "step 1/2: write /etc/motd") || all[len(all)-1].State != custom.SessionPromoted {
+	if !strings.Contains(all[2].Message, "step 1/2: write /etc/motd") || all[len(all)-1].State != templates.SessionPromoted {
 		t.Errorf("events: %q ... %q (%s)", all[2].Message, all[len(all)-1].Message, all[len(all)-1].State)
 	}
 
 	creates := w.fk.Calls(fake.OpCreate)
-	again, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Name: "motd", Script: strings.NewReader(fakeScript)})
+	again, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Name: "motd", Script: strings.NewReader(fakeScript)})
 	if err != nil {
 		t.Fatalf("Setup again: %v", err)
 	}
-	if !again.Reused || again.Template != ses.Template || again.Lease != "" || again.State != custom.SessionPromoted {
+	if !again.Reused || again.Template != ses.Template || again.Lease != "" || again.State != templates.SessionPromoted {
 		t.Errorf("the same script again: %+v", again)
 	}
 	if n := w.fk.Calls(fake.OpCreate); n != creates {
 		t.Errorf("the same script again created %d sandboxes", n-creates)
 	}
-	other, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["true"]}]}`)})
-	if err != nil || other.Reused || other.State != custom.SessionCaptured || other.BaseTemplate != ses.Template {
+	other, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["true"]}]}`)})
+	if err != nil || other.Reused || other.State != templates.SessionCaptured || other.BaseTemplate != ses.Template {
 		t.Errorf("another script, started from the active template: %+v, %v", other, err)
 	}
 
 	// A template is not deleted while a setup session's sandbox uses it.
-	open, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	open, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Interactive: true})
 	if err != nil || open.BaseTemplate != ses.Template {
 		t.Fatalf("interactive setup from the template: %+v, %v", open, err)
 	}
-	rev, err := svc.Revoke(ctx, tplOps, ses.Template, custom.RevokeOptions{Delete: true})
+	rev, err := svc.Revoke(ctx, tplOps, ses.Template, templates.RevokeOptions{Delete: true})
 	if err != nil || !rev.DeleteWanted || !strings.Contains(rev.DeleteNote, open.Lease) {
 		t.Errorf("revoke with deletion during the session: %+v, %v", rev, err)
 	}
@@ -217,7 +217,7 @@ func TestScriptedSetupOnFake(t *testing.T) {
 	if _, err := w.sys.Sweep(ctx, tplOps); err != nil {
 		t.Fatal(err)
 	}
-	if rev, err = svc.Get(ctx, tplOps, ses.Template); err != nil || rev.State != custom.StateDeleted {
+	if rev, err = svc.Get(ctx, tplOps, ses.Template); err != nil || rev.State != templates.StateDeleted {
 		t.Errorf("after the session and a sweep: %+v, %v", rev, err)
 	}
 }
@@ -231,56 +231,56 @@ func TestSetupRefusalsOnFake(t *testing.T) {
 	ctx := context.Background()
 	w, fs := newSetupWorld(t, nil, &fake.Options{APIKey: "fake-key-5c1e"})
 	svc := w.sys.Templates()
-	_, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["true"]}, {"run": ["x"], "sudo": true}]}`)})
-	if !errors.Is(err, custom.ErrInvalid) || !strings.Contains(err.Error(), "step 2") || !strings.Contains(err.Error(), "sudo") {
+	_, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["true"]}, {"run": ["x"], "sudo": true}]}`)})
+	if !errors.Is(err, templates.ErrInvalid) || !strings.Contains(err.Error(), "step 2") || !strings.Contains(err.Error(), "sudo") {
 		t.Errorf("unknown key: %v", err)
 	}
-	_, err = svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"write": {"path": "/x", "mode": "rw", "content": ""}}]}`)})
-	if !errors.Is(err, custom.ErrInvalid) || !strings.Contains(err.Error(), "step 1") {
+	_, err = svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"write": {"path": "/x", "mode": "rw", "content": ""}}]}`)})
+	if !errors.Is(err, templates.ErrInvalid) || !strings.Contains(err.Error(), "step 1") {
 		t.Errorf("bad mode: %v", err)
 	}
-	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["fail-step"]}]}`)})
-	if !errors.Is(err, custom.ErrStepFailed) || ses == nil || ses.State != custom.SessionFailed || !strings.Contains(ses.FailureReason, "step 1: exited 3: no such package") {
+	ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["fail-step"]}]}`)})
+	if !errors.Is(err, templates.ErrStepFailed) || ses == nil || ses.State != templates.SessionFailed || !strings.Contains(ses.FailureReason, "step 1: exited 3: no such package") {
 		t.Errorf("failed step: %+v, %v", ses, err)
 	}
 	if live := liveSandboxes(w.fk); len(live) != 0 {
 		t.Errorf("sandboxes left after a failed step: %v", live)
 	}
 
-	_, err = svc.Setup(ctx, tplAgent, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
-	if !errors.Is(err, custom.ErrNotFound) {
+	_, err = svc.Setup(ctx, tplAgent, templates.SetupRequest{Environment: w.env.ID, Interactive: true})
+	if !errors.Is(err, templates.ErrNotFound) {
 		t.Errorf("an agent's setup: %v", err)
 	}
-	_, err = svc.Setup(ctx, tplBoard, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	_, err = svc.Setup(ctx, tplBoard, templates.SetupRequest{Environment: w.env.ID, Interactive: true})
 	if !errors.Is(err, authz.ErrDenied) {
 		t.Errorf("a board member's setup: %v", err)
 	}
-	open, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
-	if err != nil || open.State != custom.SessionWaiting {
+	open, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Interactive: true})
+	if err != nil || open.State != templates.SessionWaiting {
 		t.Fatalf("interactive setup: %+v, %v", open, err)
 	}
 	br, err := w.sys.Catalog().BlastRadius(ctx, tplOps, w.env.ID)
 	if err != nil || len(br.SetupSessions) != 1 || br.SetupSessions[0].ID != open.ID || !hasRef(br.ActiveLeases, open.Lease) {
 		t.Errorf("blast radius during a session: %+v, %v", br, err)
 	}
-	if _, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true}); !errors.Is(err, custom.ErrSessionActive) {
+	if _, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Interactive: true}); !errors.Is(err, templates.ErrSessionActive) {
 		t.Errorf("a second active session: %v", err)
 	}
 	if got, err := svc.Session(ctx, tplBoard, open.ID); err != nil || got.ID != open.ID || got.Base != "" {
 		t.Errorf("a board member reads the session: %+v, %v", got, err)
 	}
-	if _, err := svc.Session(ctx, tplAgent, open.ID); !errors.Is(err, custom.ErrSessionNotFound) {
+	if _, err := svc.Session(ctx, tplAgent, open.ID); !errors.Is(err, templates.ErrSessionNotFound) {
 		t.Errorf("an agent reads the session: %v", err)
 	}
 	if _, err := svc.Cancel(ctx, tplBoard, open.ID); !errors.Is(err, authz.ErrDenied) {
 		t.Errorf("a board member cancels: %v", err)
 	}
-	if _, err := svc.OpenTerminal(ctx, tplAgent, open.ID, custom.TerminalSize{Rows: 24, Cols: 80}); !errors.Is(err, custom.ErrSessionNotFound) {
+	if _, err := svc.OpenTerminal(ctx, tplAgent, open.ID, templates.TerminalSize{Rows: 24, Cols: 80}); !errors.Is(err, templates.ErrSessionNotFound) {
 		t.Errorf("an agent opens the terminal: %v", err)
 	}
 	fs.environ = "LEAKED=fake-key-5c1e\x00"
 	got, err := svc.CaptureSession(ctx, tplOps, open.ID, false)
-	if err == nil || strings.Contains(err.Error(), "fake-key-5c1e") || got.State != custom.SessionFailed || got.Template != "" {
+	if err == nil || strings.Contains(err.Error(), "fake-key-5c1e") || got.State != templates.SessionFailed || got.Template != "" {
 		t.Errorf("capture with a secret in the image environment: %+v, %v", got, err)
 	}
 	if live := liveSandboxes(w.fk); len(live) != 0 {
@@ -297,7 +297,7 @@ func TestSetupRefusalsOnFake(t *testing.T) {
 	}{{drivers.CapTemplateCapture, false}, {drivers.CapTerminal, true}} {
 		nw, _ := newSetupWorld(t, nil, &fake.Options{Undeclared: drivers.NewSet(tc.undeclared)})
 		read := &countingReader{r: strings.NewReader(fakeScript)}
-		_, err := nw.sys.Templates().Setup(ctx, tplOps, custom.SetupRequest{Environment: nw.env.ID, Script: read, Interactive: tc.interactive})
+		_, err := nw.sys.Templates().Setup(ctx, tplOps, templates.SetupRequest{Environment: nw.env.ID, Script: read, Interactive: tc.interactive})
 		if !errors.Is(err, drivers.ErrUnsupported) || !strings.Contains(err.Error(), tc.undeclared.String()) || !strings.Contains(err.Error(), nw.fk.Name()) {
 			t.Errorf("without %s: %v", tc.undeclared, err)
 		}
@@ -305,8 +305,8 @@ func TestSetupRefusalsOnFake(t *testing.T) {
 			t.Errorf("without %s: %d script bytes read, %d sandboxes created", tc.undeclared, read.n, nw.fk.Calls(fake.OpCreate))
 		}
 		if tc.undeclared == drivers.CapTerminal {
-			ses, err := nw.sys.Templates().Setup(ctx, tplOps, custom.SetupRequest{Environment: nw.env.ID, Script: strings.NewReader(fakeScript)})
-			if err != nil || ses.State != custom.SessionCaptured {
+			ses, err := nw.sys.Templates().Setup(ctx, tplOps, templates.SetupRequest{Environment: nw.env.ID, Script: strings.NewReader(fakeScript)})
+			if err != nil || ses.State != templates.SessionCaptured {
 				t.Errorf("scripted setup without a terminal: %+v, %v", ses, err)
 			}
 		}
@@ -332,7 +332,7 @@ func TestSetupSweepOnFake(t *testing.T) {
 	ctx := context.Background()
 	w, _ := newSetupWorld(t, &berth.Options{SetupSessionTTL: time.Millisecond, SetupSessionMaxTTL: time.Hour}, nil)
 	svc := w.sys.Templates()
-	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Interactive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +342,7 @@ func TestSetupSweepOnFake(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := svc.Session(ctx, tplOps, ses.ID)
-	if err != nil || got.State != custom.SessionTimedOut || got.LeaseCleanup != string(lease.CleanupConfirmed) || rep.Sessions.TimedOut != 1 {
+	if err != nil || got.State != templates.SessionTimedOut || got.LeaseCleanup != string(lease.CleanupConfirmed) || rep.Sessions.TimedOut != 1 {
 		t.Errorf("after the sweep: %+v, %v (report %+v)", got, err, rep.Sessions)
 	}
 	if live := liveSandboxes(w.fk); len(live) != 0 {
@@ -354,7 +354,7 @@ func TestSetupSweepOnFake(t *testing.T) {
 	// A setup lease whose session ended without destroying it (a crash
 	// between the two writes).
 	h, err := w.sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{EnvironmentID: w.env.ID, Company: lease.InstanceCompany, Run: ses.ID,
-		Metadata: map[string]string{custom.MetaSetupSession: ses.ID}})
+		Metadata: map[string]string{"berth.setup-session": ses.ID}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,12 +374,12 @@ func TestWebTerminalRingResetOnFake(t *testing.T) {
 	ctx := context.Background()
 	w, _ := newSetupWorld(t, nil, nil)
 	svc := w.sys.Templates()
-	ses, err := svc.Setup(ctx, tplOps, custom.SetupRequest{Environment: w.env.ID, Interactive: true})
+	ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Interactive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const ring = 64
-	srv := httptest.NewServer(svc.TerminalHandler(custom.TerminalHandlerOptions{RingBytes: ring,
+	srv := httptest.NewServer(svc.TerminalHandler(templates.TerminalHandlerOptions{RingBytes: ring,
 		Principal: func(*http.Request) (authz.Principal, error) { return tplOps, nil }}))
 	defer srv.Close()
 	mint := func() string {
@@ -479,7 +479,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 			point := points[(int(seed)+e*rng.IntN(len(points)))%len(points)] // the first environment cycles through every point
 			schedule = append(schedule, point)
 			past := time.Now().Add(-time.Minute).UTC()
-			ses := &custom.Session{ID: fmt.Sprintf("ses_crash_%d_%d", seed, e), Environment: env.ID, Driver: w.fk.Name(), State: custom.SessionStarting,
+			ses := &templates.Session{ID: fmt.Sprintf("ses_crash_%d_%d", seed, e), Environment: env.ID, Driver: w.fk.Name(), State: templates.SessionStarting,
 				CreatedAt: past.Add(-time.Minute), UpdatedAt: past, ExpiresAt: past, Deadline: past.Add(time.Hour), Version: 1}
 			if err := st.Templates.InsertSession(ctx, ses); err != nil {
 				t.Fatal(err)
@@ -488,7 +488,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 				continue
 			}
 			h, err := w.sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{EnvironmentID: env.ID, Company: lease.InstanceCompany, Run: ses.ID,
-				Metadata: map[string]string{custom.MetaSetupSession: ses.ID}})
+				Metadata: map[string]string{"berth.setup-session": ses.ID}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -496,7 +496,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 				continue
 			}
 			next := ses.Clone()
-			next.State, next.Lease, next.Version = custom.SessionCapturing, h.ID(), 2
+			next.State, next.Lease, next.Version = templates.SessionCapturing, h.ID(), 2
 			if err := st.Templates.UpdateSession(ctx, next); err != nil {
 				t.Fatal(err)
 			}
@@ -513,7 +513,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 				t.Fatal(err)
 			}
 			next = next.Clone()
-			next.State, next.Template, next.Version = custom.SessionCaptured, tpl.ID, 3
+			next.State, next.Template, next.Version = templates.SessionCaptured, tpl.ID, 3
 			if err := st.Templates.UpdateSession(ctx, next); err != nil {
 				t.Fatal(err)
 			}
@@ -555,7 +555,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 				t.Errorf("seed %d %v: setup lease %s is %s, cleanup %q", seed, schedule, l.ID, l.Status, l.Cleanup)
 			}
 		}
-		sessions, err := st.Templates.ListSessions(ctx, custom.SessionFilter{})
+		sessions, err := st.Templates.ListSessions(ctx, templates.SessionFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -564,7 +564,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 				t.Errorf("seed %d %v: session %s still %s", seed, schedule, s.ID, s.State)
 			}
 		}
-		tpls, err := st.Templates.ListTemplates(ctx, custom.Filter{})
+		tpls, err := st.Templates.ListTemplates(ctx, templates.Filter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -574,7 +574,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 				t.Fatal(err)
 			}
 			named := env.ActiveTemplate != nil && env.ActiveTemplate.ID == tpl.ID
-			if (tpl.State == custom.StateActive) != named || tpl.State == custom.StateActive && tpl.Identity == "" {
+			if (tpl.State == templates.StateActive) != named || tpl.State == templates.StateActive && tpl.Identity == "" {
 				t.Errorf("seed %d %v: template %s is %s, pointer names it: %t", seed, schedule, tpl.ID, tpl.State, named)
 			}
 		}
@@ -583,11 +583,11 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 
 // barrierSessions makes two InsertSession calls meet before either runs.
 type barrierSessions struct {
-	custom.Store
+	templates.Store
 	gate *sync.WaitGroup
 }
 
-func (b barrierSessions) InsertSession(ctx context.Context, s *custom.Session) error {
+func (b barrierSessions) InsertSession(ctx context.Context, s *templates.Session) error {
 	b.gate.Done()
 	b.gate.Wait()
 	return b.Store.InsertSession(ctx, s)
@@ -620,22 +620,22 @@ func TestTwoSetupsAtOnceOverOnePostgres(t *testing.T) {
 	}
 	gate.Add(2)
 	var wg sync.WaitGroup
-	got := make([]*custom.Session, 2)
+	got := make([]*templates.Session, 2)
 	errs := make([]error, 2)
 	for i, sys := range systems {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i], errs[i] = sys.Templates().Setup(ctx, tplOps, custom.SetupRequest{Environment: a.env.ID, Interactive: true})
+			got[i], errs[i] = sys.Templates().Setup(ctx, tplOps, templates.SetupRequest{Environment: a.env.ID, Interactive: true})
 		}()
 	}
 	wg.Wait()
 	won := 0
 	for i := range 2 {
 		switch {
-		case errs[i] == nil && got[i].State == custom.SessionWaiting:
+		case errs[i] == nil && got[i].State == templates.SessionWaiting:
 			won++
-		case errors.Is(errs[i], custom.ErrSessionActive):
+		case errors.Is(errs[i], templates.ErrSessionActive):
 		default:
 			t.Errorf("setup %d: %+v, %v", i, got[i], errs[i])
 		}

@@ -11,8 +11,8 @@ import (
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/templates"
 )
 
 // Issue 27 on Daytona (its fake API, which follows daytonaio/daytona
@@ -88,7 +88,7 @@ func TestTemplateFlowOnDaytona(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Capture: %v", err)
 	}
-	if tpl.State != custom.StateCaptured || !strings.HasPrefix(tpl.Identity, "snapshot:daytona/") || tpl.Identity == baseID {
+	if tpl.State != templates.StateCaptured || !strings.HasPrefix(tpl.Identity, "snapshot:daytona/") || tpl.Identity == baseID {
 		t.Fatalf("captured %+v, want a new daytona snapshot identity (the base is %s)", tpl, baseID)
 	}
 	release(src)
@@ -96,7 +96,7 @@ func TestTemplateFlowOnDaytona(t *testing.T) {
 	if sn, ok := srv.LookupSnapshot(snapID); !ok || sn.State != "active" {
 		t.Fatalf("the snapshot at the provider: %+v (found %t), want active", sn, ok)
 	}
-	if tpl, err = svc.Promote(ctx, tplOps, tpl.ID); err != nil || tpl.State != custom.StateActive {
+	if tpl, err = svc.Promote(ctx, tplOps, tpl.ID); err != nil || tpl.State != templates.StateActive {
 		t.Fatalf("Promote: %+v, %v", tpl, err)
 	}
 	v, err := sys.Catalog().Get(ctx, tplOps, env.ID)
@@ -113,8 +113,8 @@ func TestTemplateFlowOnDaytona(t *testing.T) {
 	}
 
 	// Daytona would delete the snapshot under h; berth waits for h.
-	tpl, err = svc.Revoke(ctx, tplOps, tpl.ID, custom.RevokeOptions{Delete: true, Reason: "rebuilt"})
-	if err != nil || tpl.State != custom.StateRevoked || !tpl.DeleteWanted || tpl.DeleteReceipt != nil || !strings.Contains(tpl.DeleteNote, h.ID()) {
+	tpl, err = svc.Revoke(ctx, tplOps, tpl.ID, templates.RevokeOptions{Delete: true, Reason: "rebuilt"})
+	if err != nil || tpl.State != templates.StateRevoked || !tpl.DeleteWanted || tpl.DeleteReceipt != nil || !strings.Contains(tpl.DeleteNote, h.ID()) {
 		t.Fatalf("Revoke --delete with a live lease: %+v, %v", tpl, err)
 	}
 	if _, ok := srv.LookupSnapshot(snapID); !ok {
@@ -131,7 +131,7 @@ func TestTemplateFlowOnDaytona(t *testing.T) {
 		t.Fatalf("System.Sweep after the release: %+v, %v; want one template deleted", rep, err)
 	}
 	tpl, err = svc.Get(ctx, tplOps, tpl.ID)
-	if err != nil || tpl.State != custom.StateDeleted || tpl.DeleteReceipt == nil || !tpl.DeleteReceipt.Confirmed ||
+	if err != nil || tpl.State != templates.StateDeleted || tpl.DeleteReceipt == nil || !tpl.DeleteReceipt.Confirmed ||
 		tpl.DeleteReceipt.EvidenceKind != drivers.EvidenceProvider || !strings.Contains(tpl.DeleteReceipt.Evidence, snapID) {
 		t.Fatalf("after the sweep: %+v (receipt %+v), %v", tpl, tpl.DeleteReceipt, err)
 	}

@@ -13,10 +13,10 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/templates"
 )
 
 // Issue 27 on the real Docker engine: lease the busybox test image, write
@@ -70,7 +70,7 @@ func TestTemplateFlowOnDocker(t *testing.T) {
 		t.Fatalf("Capture: %v", err)
 	}
 	w.release(t, src, drivers.Destroy)
-	if tpl1.State != custom.StateCaptured || !strings.HasPrefix(tpl1.Identity, docker.LocalRegistry+"/templates/") {
+	if tpl1.State != templates.StateCaptured || !strings.HasPrefix(tpl1.Identity, docker.LocalRegistry+"/templates/") {
 		t.Fatalf("captured %+v", tpl1)
 	}
 	if _, err := svc.Promote(ctx, tplOps, tpl1.ID); err != nil {
@@ -125,8 +125,8 @@ func TestTemplateFlowOnDocker(t *testing.T) {
 	w.release(t, h3, drivers.Destroy)
 
 	// h (from tpl1) is still live: the deletion waits.
-	tpl1, err = svc.Revoke(ctx, tplOps, tpl1.ID, custom.RevokeOptions{Delete: true})
-	if err != nil || tpl1.State != custom.StateRevoked || !tpl1.DeleteWanted || !strings.Contains(tpl1.DeleteNote, h.ID()) {
+	tpl1, err = svc.Revoke(ctx, tplOps, tpl1.ID, templates.RevokeOptions{Delete: true})
+	if err != nil || tpl1.State != templates.StateRevoked || !tpl1.DeleteWanted || !strings.Contains(tpl1.DeleteNote, h.ID()) {
 		t.Fatalf("revoke while in use: %+v, %v", tpl1, err)
 	}
 	ref := tpl1.Identity
@@ -138,8 +138,8 @@ func TestTemplateFlowOnDocker(t *testing.T) {
 	// its image is a child of the first's: the engine refuses to remove
 	// the first while the second exists. The second goes first, at once:
 	// nothing uses it.
-	tpl2, err = svc.Revoke(ctx, tplOps, tpl2.ID, custom.RevokeOptions{Delete: true})
-	if err != nil || tpl2.State != custom.StateDeleted || tpl2.DeleteReceipt == nil || !tpl2.DeleteReceipt.Confirmed {
+	tpl2, err = svc.Revoke(ctx, tplOps, tpl2.ID, templates.RevokeOptions{Delete: true})
+	if err != nil || tpl2.State != templates.StateDeleted || tpl2.DeleteReceipt == nil || !tpl2.DeleteReceipt.Confirmed {
 		t.Errorf("revoke with deletion of an unused template: %+v, %v", tpl2, err)
 	}
 	rep, err := sys.Sweep(ctx, tplOps)
@@ -148,13 +148,13 @@ func TestTemplateFlowOnDocker(t *testing.T) {
 		t.Fatalf("System.Sweep: %+v, %v; template %+v", rep, err, got)
 	}
 	tpl1, _ = svc.Get(ctx, tplOps, tpl1.ID)
-	if tpl1.State != custom.StateDeleted || tpl1.DeleteReceipt == nil || !tpl1.DeleteReceipt.Confirmed || tpl1.DeleteReceipt.Evidence == "" {
+	if tpl1.State != templates.StateDeleted || tpl1.DeleteReceipt == nil || !tpl1.DeleteReceipt.Confirmed || tpl1.DeleteReceipt.Evidence == "" {
 		t.Errorf("after the sweep: %+v", tpl1)
 	}
 	if _, err := cli.ImageInspect(ctx, ref[strings.Index(ref, "@")+1:]); !cerrdefs.IsNotFound(err) {
 		t.Errorf("the deleted template's image: inspect %v, want not found", err)
 	}
-	if _, err := svc.Revoke(ctx, tplOps, tpl2.ID, custom.RevokeOptions{}); !errors.Is(err, custom.ErrConflict) {
+	if _, err := svc.Revoke(ctx, tplOps, tpl2.ID, templates.RevokeOptions{}); !errors.Is(err, templates.ErrConflict) {
 		t.Errorf("revoke of a deleted template: %v, want ErrConflict", err)
 	}
 }
@@ -218,8 +218,8 @@ func TestTemplateFromCaptureRepositoryOnDocker(t *testing.T) {
 		t.Errorf("it reports %s, want %s", got, tpl.Identity)
 	}
 	w.release(t, h, drivers.Destroy)
-	tpl, err = svc.Revoke(ctx, tplOps, tpl.ID, custom.RevokeOptions{Delete: true})
-	if err != nil || tpl.State != custom.StateDeleted || tpl.DeleteReceipt == nil || !strings.Contains(tpl.DeleteReceipt.Evidence, "registry") {
+	tpl, err = svc.Revoke(ctx, tplOps, tpl.ID, templates.RevokeOptions{Delete: true})
+	if err != nil || tpl.State != templates.StateDeleted || tpl.DeleteReceipt == nil || !strings.Contains(tpl.DeleteReceipt.Evidence, "registry") {
 		t.Fatalf("revoke with deletion: %+v, %v", tpl, err)
 	}
 	if _, err := cli.ImageInspect(ctx, tpl.Identity); !cerrdefs.IsNotFound(err) {

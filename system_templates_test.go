@@ -12,10 +12,10 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
+	"github.com/berthdev/berth/templates"
 )
 
 var (
@@ -146,14 +146,14 @@ func TestTemplateFlowOnTheFake(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Capture: %v", err)
 	}
-	if tpl1.State != custom.StateCaptured || !strings.HasPrefix(tpl1.Identity, "snapshot:fake/") || tpl1.Environment != w.env.ID {
+	if tpl1.State != templates.StateCaptured || !strings.HasPrefix(tpl1.Identity, "snapshot:fake/") || tpl1.Environment != w.env.ID {
 		t.Fatalf("captured %+v", tpl1)
 	}
 	w.release(t, src, drivers.Destroy)
 	rev := w.view(t).Revision
 
 	tpl1, err = svc.Promote(ctx, tplOps, tpl1.ID)
-	if err != nil || tpl1.State != custom.StateActive {
+	if err != nil || tpl1.State != templates.StateActive {
 		t.Fatalf("Promote: %+v, %v", tpl1, err)
 	}
 	v := w.view(t)
@@ -195,13 +195,13 @@ func TestTemplateFlowOnTheFake(t *testing.T) {
 	if _, err := svc.Promote(ctx, tplOps, tpl2.ID); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := svc.Get(ctx, tplOps, tpl1.ID); got.State != custom.StateSuperseded {
+	if got, _ := svc.Get(ctx, tplOps, tpl1.ID); got.State != templates.StateSuperseded {
 		t.Errorf("the previous template is %s, want superseded", got.State)
 	}
-	if _, err := svc.Rollback(ctx, tplOps, tpl2.ID); !errors.Is(err, custom.ErrConflict) {
+	if _, err := svc.Rollback(ctx, tplOps, tpl2.ID); !errors.Is(err, templates.ErrConflict) {
 		t.Errorf("rollback to the active template: %v, want ErrConflict", err)
 	}
-	if tpl1, err = svc.Rollback(ctx, tplOps, tpl1.ID); err != nil || tpl1.State != custom.StateActive {
+	if tpl1, err = svc.Rollback(ctx, tplOps, tpl1.ID); err != nil || tpl1.State != templates.StateActive {
 		t.Fatalf("Rollback: %+v, %v", tpl1, err)
 	}
 	hist, err := svc.History(ctx, tplOps, w.env.ID)
@@ -219,11 +219,11 @@ func TestTemplateFlowOnTheFake(t *testing.T) {
 
 	// Revoke with deletion while h (started from tpl1) is live: the
 	// pointer is cleared, the deletion waits.
-	tpl1, err = svc.Revoke(ctx, tplOps, tpl1.ID, custom.RevokeOptions{Delete: true, Reason: "leaks a token"})
+	tpl1, err = svc.Revoke(ctx, tplOps, tpl1.ID, templates.RevokeOptions{Delete: true, Reason: "leaks a token"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tpl1.State != custom.StateRevoked || !tpl1.DeleteWanted || !strings.Contains(tpl1.DeleteNote, h.ID()) || tpl1.DeleteReceipt != nil {
+	if tpl1.State != templates.StateRevoked || !tpl1.DeleteWanted || !strings.Contains(tpl1.DeleteNote, h.ID()) || tpl1.DeleteReceipt != nil {
 		t.Fatalf("revoked while in use: %+v", tpl1)
 	}
 	if v := w.view(t); v.ActiveTemplate != nil {
@@ -243,11 +243,11 @@ func TestTemplateFlowOnTheFake(t *testing.T) {
 		t.Fatalf("System.Sweep after the release: %+v, %v; want one template deleted", rep, err)
 	}
 	tpl1, _ = svc.Get(ctx, tplOps, tpl1.ID)
-	if tpl1.State != custom.StateDeleted || tpl1.DeleteWanted || tpl1.DeleteReceipt == nil || !tpl1.DeleteReceipt.Confirmed ||
+	if tpl1.State != templates.StateDeleted || tpl1.DeleteWanted || tpl1.DeleteReceipt == nil || !tpl1.DeleteReceipt.Confirmed ||
 		tpl1.DeleteReceipt.EvidenceKind != drivers.EvidenceProvider {
 		t.Errorf("after the sweep: %+v", tpl1)
 	}
-	if _, err := svc.Promote(ctx, tplOps, tpl1.ID); !errors.Is(err, custom.ErrConflict) {
+	if _, err := svc.Promote(ctx, tplOps, tpl1.ID); !errors.Is(err, templates.ErrConflict) {
 		t.Errorf("promote of a deleted template: %v, want ErrConflict", err)
 	}
 }
@@ -265,7 +265,7 @@ func TestTemplateAuthorization(t *testing.T) {
 	if _, err := svc.Capture(ctx, tplBoard, h.ID(), "x"); !errors.Is(err, authz.ErrDenied) {
 		t.Errorf("board member capture: %v, want ErrDenied", err)
 	}
-	if _, err := svc.Capture(ctx, tplAgent, h.ID(), "x"); !errors.Is(err, custom.ErrNotFound) {
+	if _, err := svc.Capture(ctx, tplAgent, h.ID(), "x"); !errors.Is(err, templates.ErrNotFound) {
 		t.Errorf("agent capture: %v, want ErrNotFound", err)
 	}
 	tpl, err := svc.Capture(ctx, tplOps, h.ID(), "x")
@@ -284,16 +284,16 @@ func TestTemplateAuthorization(t *testing.T) {
 		"list":    func() error { _, err := svc.List(ctx, tplAgent, w.env.ID); return err },
 		"history": func() error { _, err := svc.History(ctx, tplAgent, w.env.ID); return err },
 		"promote": func() error { _, err := svc.Promote(ctx, tplAgent, tpl.ID); return err },
-		"revoke":  func() error { _, err := svc.Revoke(ctx, tplAgent, tpl.ID, custom.RevokeOptions{}); return err },
+		"revoke":  func() error { _, err := svc.Revoke(ctx, tplAgent, tpl.ID, templates.RevokeOptions{}); return err },
 	} {
-		if err := f(); !errors.Is(err, custom.ErrNotFound) {
+		if err := f(); !errors.Is(err, templates.ErrNotFound) {
 			t.Errorf("agent %s: %v, want ErrNotFound", name, err)
 		}
 	}
 	if _, err := svc.Sweep(ctx, tplBoard); !errors.Is(err, authz.ErrDenied) {
 		t.Errorf("board member sweep: %v, want ErrDenied", err)
 	}
-	if got, _ := svc.Get(ctx, tplOps, tpl.ID); got.State != custom.StateCaptured {
+	if got, _ := svc.Get(ctx, tplOps, tpl.ID); got.State != templates.StateCaptured {
 		t.Errorf("refused calls changed the template: %+v", got)
 	}
 }
@@ -309,10 +309,10 @@ func TestFailedCaptureIsRecorded(t *testing.T) {
 	defer w.release(t, h, drivers.Destroy)
 	w.fk.Inject(fake.Fault{Op: fake.OpCapture, Err: errors.New("disk full")})
 	tpl, err := w.sys.Templates().Capture(ctx, tplOps, h.ID(), "x")
-	if err == nil || !strings.Contains(err.Error(), "disk full") || tpl == nil || tpl.State != custom.StateFailed || !strings.Contains(tpl.FailureReason, "disk full") {
+	if err == nil || !strings.Contains(err.Error(), "disk full") || tpl == nil || tpl.State != templates.StateFailed || !strings.Contains(tpl.FailureReason, "disk full") {
 		t.Fatalf("failed capture: %+v, %v", tpl, err)
 	}
-	if _, err := w.sys.Templates().Promote(ctx, tplOps, tpl.ID); !errors.Is(err, custom.ErrConflict) {
+	if _, err := w.sys.Templates().Promote(ctx, tplOps, tpl.ID); !errors.Is(err, templates.ErrConflict) {
 		t.Errorf("promote of a failed template: %v, want ErrConflict", err)
 	}
 }
@@ -334,17 +334,17 @@ func TestRevokeDeleteRefusedWithoutTheCapability(t *testing.T) {
 	if _, err := w.sys.Templates().Promote(ctx, tplOps, tpl.ID); err != nil {
 		t.Fatal(err)
 	}
-	_, err = w.sys.Templates().Revoke(ctx, tplOps, tpl.ID, custom.RevokeOptions{Delete: true})
+	_, err = w.sys.Templates().Revoke(ctx, tplOps, tpl.ID, templates.RevokeOptions{Delete: true})
 	if !errors.Is(err, drivers.ErrUnsupported) || !strings.Contains(err.Error(), `"nodelete"`) || !strings.Contains(err.Error(), "template_delete") {
 		t.Fatalf("revoke --delete without template_delete: %v", err)
 	}
-	if got, _ := w.sys.Templates().Get(ctx, tplOps, tpl.ID); got.State != custom.StateActive {
+	if got, _ := w.sys.Templates().Get(ctx, tplOps, tpl.ID); got.State != templates.StateActive {
 		t.Errorf("the refused revoke changed the template: %s", got.State)
 	}
 	if v := w.view(t); v.ActiveTemplate == nil {
 		t.Error("the refused revoke cleared the pointer")
 	}
-	if tpl, err = w.sys.Templates().Revoke(ctx, tplOps, tpl.ID, custom.RevokeOptions{}); err != nil || tpl.State != custom.StateRevoked {
+	if tpl, err = w.sys.Templates().Revoke(ctx, tplOps, tpl.ID, templates.RevokeOptions{}); err != nil || tpl.State != templates.StateRevoked {
 		t.Errorf("revoke without deletion: %+v, %v", tpl, err)
 	}
 }
@@ -421,11 +421,11 @@ func TestTemplateDrift(t *testing.T) {
 	w.release(t, other, drivers.Destroy)
 	update("r2", "")
 	drift(environment.DriftDetached, w.img)
-	if _, err := w.sys.Templates().Rollback(ctx, tplOps, tpl.ID); !errors.Is(err, custom.ErrConflict) {
+	if _, err := w.sys.Templates().Rollback(ctx, tplOps, tpl.ID); !errors.Is(err, templates.ErrConflict) {
 		t.Errorf("rollback of the active template: %v, want ErrConflict", err)
 	}
 	rev := w.view(t).Revision
-	if _, err := w.sys.Templates().Promote(ctx, tplOps, later.ID); !errors.Is(err, custom.ErrSourceMismatch) {
+	if _, err := w.sys.Templates().Promote(ctx, tplOps, later.ID); !errors.Is(err, templates.ErrSourceMismatch) {
 		t.Errorf("promote of a template captured from another source config: %v, want ErrSourceMismatch", err)
 	}
 	if v := w.view(t); v.Revision != rev || v.ActiveTemplate.ID != tpl.ID {
@@ -486,7 +486,7 @@ func TestTwoPromotesAtOnceOverOnePostgres(t *testing.T) {
 	stA, stB := openStores(t, url), openStores(t, url)
 	a := newTplWorld(t, &berth.Options{Stores: stA, Drivers: []drivers.Driver{fk}, TestMode: true}, fk)
 	a.create(t, "tpl-race")
-	var tpls []*custom.Template
+	var tpls []*templates.Template
 	for range 2 {
 		h := a.acquire(t, lease.Ephemeral)
 		tpl, err := a.sys.Templates().Capture(ctx, tplOps, h.ID(), "x")
@@ -536,11 +536,11 @@ func TestTwoPromotesAtOnceOverOnePostgres(t *testing.T) {
 		wg.Wait()
 		v := a.view(t)
 		switch {
-		case errs[0] == nil && errors.Is(errs[1], custom.ErrConflict) && errors.Is(errs[1], environment.ErrConflict):
+		case errs[0] == nil && errors.Is(errs[1], templates.ErrConflict) && errors.Is(errs[1], environment.ErrConflict):
 			if v.ActiveTemplate.ID != want[0] {
 				t.Errorf("round %d: replica a won but the pointer names %s, want %s", round, v.ActiveTemplate.ID, want[0])
 			}
-		case errs[1] == nil && errors.Is(errs[0], custom.ErrConflict) && errors.Is(errs[0], environment.ErrConflict):
+		case errs[1] == nil && errors.Is(errs[0], templates.ErrConflict) && errors.Is(errs[0], environment.ErrConflict):
 			if v.ActiveTemplate.ID != want[1] {
 				t.Errorf("round %d: replica b won but the pointer names %s, want %s", round, v.ActiveTemplate.ID, want[1])
 			}
@@ -552,7 +552,7 @@ func TestTwoPromotesAtOnceOverOnePostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, tpl := range list {
-			if (tpl.State == custom.StateActive) != (tpl.ID == v.ActiveTemplate.ID) {
+			if (tpl.State == templates.StateActive) != (tpl.ID == v.ActiveTemplate.ID) {
 				t.Errorf("round %d: template %s is %s, the pointer names %s", round, tpl.ID, tpl.State, v.ActiveTemplate.ID)
 			}
 		}

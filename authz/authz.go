@@ -141,7 +141,7 @@ const (
 	// ActionUpdate changes them. They are instance-wide (Company "").
 	ResourceKindInstanceSettings = "instance_settings"
 	// ResourceKindTemplate is the Resource.Kind of captured templates
-	// (images/custom; ID the template's, Name its environment's id):
+	// (package templates; ID the template's, Name its environment's id):
 	// operators capture, promote, roll back and revoke (ActionSetup),
 	// board members read them without provider internals, agents nothing.
 	ResourceKindTemplate = "template"

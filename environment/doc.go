@@ -89,7 +89,7 @@
 //     revision they were based on; a stale one is ErrConflict and nothing
 //     changes.
 //   - Active template (IMG-6): Environment.ActiveTemplate is server-owned;
-//     only images/custom changes it, by a revision-checked update that
+//     only the templates package changes it, by a revision-checked update that
 //     bumps the revision, and catalog updates keep it. Every view shows
 //     it as {id, identity, drift}, the drift (Environment.Drift: relinked
 //     or detached) computed from the config's source fingerprint without

@@ -40,7 +40,7 @@ type Environment struct {
 	CreatedBy string    `json:"createdBy,omitempty"` // actor id
 	UpdatedBy string    `json:"updatedBy,omitempty"` // actor id
 	// ActiveTemplate is the active captured template (IMG-6, IMG-8): a
-	// server-owned field (CFG-5) that only images/custom changes, by a
+	// server-owned field (CFG-5) that only the templates package changes, by a
 	// compare-and-swap on Revision that bumps it (CFG-6); nil for none.
 	// Catalog updates keep it as stored. Reads fill its Drift.
 	ActiveTemplate *ActiveTemplate `json:"activeTemplate,omitempty"`
@@ -69,7 +69,7 @@ const (
 // JSON reads it is {id, identity, drift}; the source fingerprint it was
 // captured from is stored but never shown.
 type ActiveTemplate struct {
-	// ID is the template's id (images/custom).
+	// ID is the template's id (package templates).
 	ID string `json:"id"`
 	// Identity is the template's image identity in its text form
 	// (images.Identity.String).

@@ -14,17 +14,19 @@
 // The parts:
 //
 //   - AuthCheck, the record of a project auth check keyed by (company,
-//     managed-account reference): version (CheckVersion, 1), status, the
+//     managed-account reference): version (1), status, the
 //     prepared environment's config fingerprint (the lease reuse fingerprint,
 //     lease.EnvironmentFingerprint: the active template counts), the provider
 //     (driver name and provider account: the reference in the schema's
 //     AccountField, such as Daytona's API key, else the environment id), the
-//     sorted project ids, when and by whom it was prepared and answered. Match
-//     compares it with a lease and a project set and says which part differs
-//     (MismatchError's Code: auth_check_missing, auth_check_version, ...,
-//     sub-codes of errcode.Conflict, which ErrMismatch carries). Store is the
-//     record's store interface; handovertest holds its conformance suite,
-//     which MemoryStore, store/sqlite and store/postgres pass.
+//     sorted project ids, when and by whom it was prepared and answered. At
+//     dispatch and delivery it is compared with the lease and the project
+//     set, and a refusal wraps ErrMismatch and carries a Code naming the
+//     part that differs (auth_check_missing, auth_check_version, ...,
+//     sub-codes of errcode.Conflict; controller.CodeOfSecrets reads it).
+//     Store is the record's store interface; handovertest holds its
+//     conformance suite, which NewMemoryStore's store, store/sqlite and
+//     store/postgres pass.
 //   - Service, New(Sources, *Options), which returns the
 //     Service and the controller.SecretResolver to give
 //     prp/controller.New. PrepareManagedAccount

@@ -58,7 +58,7 @@ func ExampleService_PrepareManagedAccount() {
 		return
 	}
 
-	svc, resolver, err := handover.New(handover.Sources{Checks: &handover.MemoryStore{}, Environments: envs, Drivers: reg, Leases: leases, Secrets: secrets},
+	svc, resolver, err := handover.New(handover.Sources{Checks: handover.NewMemoryStore(), Environments: envs, Drivers: reg, Leases: leases, Secrets: secrets},
 		&handover.Options{Checker: handover.CheckerFunc(func(_ context.Context, _ handover.CheckRequest) (handover.Result, error) {
 			// The host's project auth check: here, every project may.
 			return handover.Result{Succeeded: true}, nil
@@ -81,10 +81,8 @@ func ExampleService_PrepareManagedAccount() {
 	vals, err := resolver.Resolve(ctx, target, use("api", "web"))
 	fmt.Println(len(vals), err)
 	err = svc.Check(ctx, agent, target, use("api", "web", "billing"))
-	var mismatch *handover.MismatchError
-	if errors.As(err, &mismatch) {
-		fmt.Println(errors.Is(err, handover.ErrMismatch), mismatch.Code == handover.CodeCheckProjects, mismatch.Code)
-	}
+	code := handover.Code(controller.CodeOfSecrets(err))
+	fmt.Println(errors.Is(err, handover.ErrMismatch), code == handover.CodeCheckProjects, code)
 	// Output:
 	// succeeded [api web] <nil>
 	// <nil>

@@ -40,7 +40,7 @@ type world struct {
 	res     controller.SecretResolver // the hook handover.New returned
 	envs    environment.Store
 	leases  *lease.MemoryStore
-	checks  *handover.MemoryStore
+	checks  handover.Store
 	env     *environment.Environment
 	lease   *lease.Lease
 	account string // the managed account's reference
@@ -52,7 +52,7 @@ type world struct {
 func newWorld(t *testing.T, checker bool) *world {
 	t.Helper()
 	ctx := context.Background()
-	w := &world{envs: environment.NewMemoryStore(), leases: lease.NewMemoryStore(), checks: &handover.MemoryStore{}, logs: &syncbuf.Buffer{}}
+	w := &world{envs: environment.NewMemoryStore(), leases: lease.NewMemoryStore(), checks: handover.NewMemoryStore(), logs: &syncbuf.Buffer{}}
 	secrets := environment.NewMemorySecretStore()
 	var err error
 	if w.apiKey, err = secrets.Put(ctx, "env_1", "api_key", "canary-api-key"); err != nil {

@@ -9,14 +9,18 @@ import (
 	"time"
 )
 
-// MemoryStore is an in-memory Store for tests and the embedded default.
-// Its zero value is ready; it is safe for concurrent use.
-type MemoryStore struct {
+// NewMemoryStore returns an in-memory Store for tests and the embedded
+// default, empty; it is safe for concurrent use and passes
+// handovertest.RunStoreTests.
+func NewMemoryStore() Store { return &memoryStore{} }
+
+// memoryStore is the Store NewMemoryStore returns. Its zero value is ready.
+type memoryStore struct {
 	mu   sync.Mutex
 	recs map[[2]string]AuthCheck
 }
 
-var _ Store = (*MemoryStore)(nil)
+var _ Store = (*memoryStore)(nil)
 
 func cloneCheck(c AuthCheck) AuthCheck {
 	c.Projects = slices.Clone(c.Projects)
@@ -27,7 +31,7 @@ func cloneCheck(c AuthCheck) AuthCheck {
 }
 
 // PutAuthCheck implements Store.
-func (m *MemoryStore) PutAuthCheck(ctx context.Context, c AuthCheck) error {
+func (m *memoryStore) PutAuthCheck(ctx context.Context, c AuthCheck) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -44,7 +48,7 @@ func (m *MemoryStore) PutAuthCheck(ctx context.Context, c AuthCheck) error {
 }
 
 // CompleteAuthCheck implements Store.
-func (m *MemoryStore) CompleteAuthCheck(ctx context.Context, company, accountRef, prep string, status Status, checkedAt time.Time, checkedBy, message string) (AuthCheck, error) {
+func (m *memoryStore) CompleteAuthCheck(ctx context.Context, company, accountRef, prep string, status Status, checkedAt time.Time, checkedBy, message string) (AuthCheck, error) {
 	if err := ctx.Err(); err != nil {
 		return AuthCheck{}, err
 	}
@@ -63,7 +67,7 @@ func (m *MemoryStore) CompleteAuthCheck(ctx context.Context, company, accountRef
 }
 
 // GetAuthCheck implements Store.
-func (m *MemoryStore) GetAuthCheck(ctx context.Context, company, accountRef string) (AuthCheck, error) {
+func (m *memoryStore) GetAuthCheck(ctx context.Context, company, accountRef string) (AuthCheck, error) {
 	if err := ctx.Err(); err != nil {
 		return AuthCheck{}, err
 	}
@@ -77,7 +81,7 @@ func (m *MemoryStore) GetAuthCheck(ctx context.Context, company, accountRef stri
 }
 
 // ListAuthChecks implements Store.
-func (m *MemoryStore) ListAuthChecks(ctx context.Context, company string) ([]AuthCheck, error) {
+func (m *memoryStore) ListAuthChecks(ctx context.Context, company string) ([]AuthCheck, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -96,7 +100,7 @@ func (m *MemoryStore) ListAuthChecks(ctx context.Context, company string) ([]Aut
 }
 
 // DeleteAuthCheck implements Store.
-func (m *MemoryStore) DeleteAuthCheck(ctx context.Context, company, accountRef string) error {
+func (m *memoryStore) DeleteAuthCheck(ctx context.Context, company, accountRef string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -9,5 +9,5 @@ import (
 
 func TestMemoryStore(t *testing.T) {
 	t.Parallel()
-	handovertest.RunStoreTests(t, func(*testing.T) handover.Store { return &handover.MemoryStore{} })
+	handovertest.RunStoreTests(t, func(*testing.T) handover.Store { return handover.NewMemoryStore() })
 }

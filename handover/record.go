@@ -13,10 +13,10 @@ import (
 	"github.com/berthdev/berth/errcode"
 )
 
-// CheckVersion is the only project auth check version berth accepts
+// checkVersion is the only project auth check version berth accepts
 // (AUTH-2: projectAuthCheckVersion 1). A record of another version is
 // ignored: it never lets an account through.
-const CheckVersion = 1
+const checkVersion = 1
 
 // Status is the state of a project auth check.
 type Status string
@@ -31,11 +31,6 @@ const (
 	// StatusFailed: the host's check failed or could not run.
 	StatusFailed Status = "failed"
 )
-
-// Valid reports whether s is a known status.
-func (s Status) Valid() bool {
-	return s == StatusPending || s == StatusSucceeded || s == StatusFailed
-}
 
 // Provider is who provides the sandboxes of a prepared environment: the
 // driver name and the provider account (for Daytona the API key's secret
@@ -57,7 +52,8 @@ type AuthCheck struct {
 	// AccountRef is the managed account's reference in the host's secret
 	// store ("secret:ID@vN").
 	AccountRef string `json:"account_ref"`
-	// Version is CheckVersion for records berth writes.
+	// Version is 1 (AUTH-2's projectAuthCheckVersion) for records berth
+	// writes; a record of another version never lets an account through.
 	Version int    `json:"version"`
 	Status  Status `json:"status"`
 	// Fingerprint is the lease reuse fingerprint (lease.EnvironmentFingerprint) of
@@ -100,15 +96,16 @@ var (
 	// ErrInvalid: a request field is malformed (the error names it).
 	ErrInvalid = errcode.New(errcode.Invalid, "handover: invalid request")
 	// ErrMismatch: a managed account is refused at dispatch: no project
-	// auth check matches exactly (the *MismatchError says which part).
+	// auth check matches exactly (its Code, read with
+	// controller.CodeOfSecrets, says which part).
 	ErrMismatch = errcode.New(errcode.Conflict, "handover: no matching project auth check")
 	// ErrSecretUnknown: a task names a secret env key that the lease's
 	// environment does not have.
 	ErrSecretUnknown = errcode.New(errcode.Invalid, "handover: unknown secret")
 )
 
-// Code says why a hand-over was refused: MismatchError.Code, the code of a
-// resolver's error (controller.CodeOfSecrets), and the code the runner's
+// Code says why a hand-over was refused: the code of a resolver's or
+// Service.Check's error (controller.CodeOfSecrets), and the code the runner's
 // refusal of the command reports (prp.Result.Message starts with it). The
 // strings travel to the runner and back and never change. Code is a
 // sub-code of errcode's set: ErrorCode maps it.
@@ -119,7 +116,7 @@ const (
 	// CodeCheckMissing: no project auth check is recorded for the company
 	// and account.
 	CodeCheckMissing Code = "auth_check_missing"
-	// CodeCheckVersion: the check is of another version than CheckVersion.
+	// CodeCheckVersion: the check is of another version than 1.
 	CodeCheckVersion Code = "auth_check_version"
 	// CodeCheckStatus: the check has not succeeded.
 	CodeCheckStatus Code = "auth_check_status"
@@ -153,28 +150,28 @@ func (c Code) ErrorCode() errcode.ErrorCode {
 	return errcode.Unknown
 }
 
-// MismatchError is a refused managed account: Code names the part of the
+// mismatchError is a refused managed account: code names the part of the
 // project auth check that did not match (CodeCheckMissing, ...Version,
 // ...Status, ...Fingerprint, ...Provider, ...Projects). It wraps
 // ErrMismatch and implements controller.SecretError.
-type MismatchError struct {
-	Code       Code
-	Company    string
-	AccountRef string
-	Detail     string
+type mismatchError struct {
+	code       Code
+	company    string
+	accountRef string
+	detail     string
 }
 
 // Error names the account reference, the company and the part that did
 // not match; never a value.
-func (e *MismatchError) Error() string {
-	return fmt.Sprintf("handover: managed account %s of company %q: %s: %s", e.AccountRef, e.Company, e.Code, e.Detail)
+func (e *mismatchError) Error() string {
+	return fmt.Sprintf("handover: managed account %s of company %q: %s: %s", e.accountRef, e.company, e.code, e.detail)
 }
 
 // Unwrap returns ErrMismatch.
-func (e *MismatchError) Unwrap() error { return ErrMismatch }
+func (e *mismatchError) Unwrap() error { return ErrMismatch }
 
-// SecretCode returns Code (controller.SecretError).
-func (e *MismatchError) SecretCode() string { return string(e.Code) }
+// SecretCode returns code (controller.SecretError).
+func (e *mismatchError) SecretCode() string { return string(e.code) }
 
 // codedError carries a stable code for controller.CodeOfSecrets. Its
 // errcode is the wrapped error's when that has one (a store that is down
@@ -195,18 +192,18 @@ func (e *codedError) ErrorCode() errcode.ErrorCode {
 	return e.code.ErrorCode()
 }
 
-// Match reports whether c lets the account through for a lease of
-// fingerprint and provider, handed to projects: nil, or a *MismatchError
+// match reports whether c lets the account through for a lease of
+// fingerprint and provider, handed to projects: nil, or a *mismatchError
 // naming the first part that differs, checked in this order: version,
 // status, fingerprint, provider, projects (compared sorted, without
 // duplicates).
-func (c AuthCheck) Match(fingerprint string, provider Provider, projects []string) error {
+func (c AuthCheck) match(fingerprint string, provider Provider, projects []string) error {
 	mis := func(code Code, format string, args ...any) error {
-		return &MismatchError{Code: code, Company: c.Company, AccountRef: c.AccountRef, Detail: fmt.Sprintf(format, args...)}
+		return &mismatchError{code: code, company: c.Company, accountRef: c.AccountRef, detail: fmt.Sprintf(format, args...)}
 	}
 	switch {
-	case c.Version != CheckVersion:
-		return mis(CodeCheckVersion, "the check is of version %d, want %d", c.Version, CheckVersion)
+	case c.Version != checkVersion:
+		return mis(CodeCheckVersion, "the check is of version %d, want %d", c.Version, checkVersion)
 	case c.Status != StatusSucceeded:
 		return mis(CodeCheckStatus, "the check is %s, not succeeded", c.Status)
 	case c.Fingerprint != fingerprint:
@@ -214,15 +211,15 @@ func (c AuthCheck) Match(fingerprint string, provider Provider, projects []strin
 	case c.Provider != provider:
 		return mis(CodeCheckProvider, "the check was prepared for provider %s, the lease is of %s", c.Provider, provider)
 	}
-	if want := NormalizeProjects(projects); !slices.Equal(c.Projects, want) {
+	if want := normalizeProjects(projects); !slices.Equal(c.Projects, want) {
 		return mis(CodeCheckProjects, "the check was prepared for projects %v, the task is for %v", c.Projects, want)
 	}
 	return nil
 }
 
-// NormalizeProjects returns the project ids sorted, without duplicates (a
+// normalizeProjects returns the project ids sorted, without duplicates (a
 // new slice; never nil).
-func NormalizeProjects(projects []string) []string {
+func normalizeProjects(projects []string) []string {
 	out := slices.Clone(projects)
 	slices.Sort(out)
 	out = slices.Compact(out)
@@ -244,7 +241,7 @@ func ParseAccountRef(s string) (config.SecretRef, error) {
 	return config.SecretRef{ID: id, Version: n}, nil
 }
 
-// Store keeps project auth check records. Implementations: MemoryStore
+// Store keeps project auth check records. Implementations: NewMemoryStore
 // here and the SQL stores of store/sqlite and store/postgres; each passes
 // handovertest.RunStoreTests. Safe for concurrent use, also by several
 // processes on one database.

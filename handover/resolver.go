@@ -37,8 +37,8 @@ func (r secretResolver) Resolve(ctx context.Context, t controller.SecretTarget, 
 // the secret env map of the lease's config; a managed account needs p to
 // be allowed authz.ActionUseAccount for t.Company and a project
 // auth check that matches exactly the lease's fingerprint and provider
-// and the use's projects (AUTH-2; a *MismatchError names the part that
-// did not). Nothing is read from the secret store.
+// and the use's projects (AUTH-2; the error wraps ErrMismatch, and its
+// Code, read with controller.CodeOfSecrets, names the part that did not). Nothing is read from the secret store.
 func (s *Service) Check(ctx context.Context, p authz.Principal, t controller.SecretTarget, uses []prp.SecretUse) error {
 	for _, u := range uses {
 		if u.Source == prp.SecretFromManagedAccount {
@@ -136,8 +136,8 @@ func (s *Service) match(ctx context.Context, l *lease.Lease, schema *config.Sche
 		if !isNotFound(err) {
 			return fmt.Errorf("handover: managed account %s: %w", u.Ref, err)
 		}
-		return &MismatchError{Code: CodeCheckMissing, Company: company, AccountRef: u.Ref, Detail: "no project auth check is recorded"}
+		return &mismatchError{code: CodeCheckMissing, company: company, accountRef: u.Ref, detail: "no project auth check is recorded"}
 	}
-	prov := Provider{Driver: l.Provider, Account: s.o.ProviderAccount(schema, l.Config, l.Environment)}
-	return rec.Match(l.Fingerprint, prov, slices.Clone(u.Projects))
+	prov := Provider{Driver: l.Provider, Account: s.o.providerAccount(schema, l.Config, l.Environment)}
+	return rec.match(l.Fingerprint, prov, slices.Clone(u.Projects))
 }

@@ -51,27 +51,17 @@ func (f CheckerFunc) CheckProjectAuth(ctx context.Context, req CheckRequest) (Re
 	return f(ctx, req)
 }
 
-// EnvironmentGetter reads saved environments (environment.Store has it).
-type EnvironmentGetter interface {
-	GetEnvironment(ctx context.Context, id string) (*environment.Environment, error)
-}
-
-// LeaseGetter reads lease records (lease.Store has it).
-type LeaseGetter interface {
-	GetLease(ctx context.Context, id string) (*lease.Lease, error)
-}
-
 // Sources are what a Service reads and writes. Every field is required.
 type Sources struct {
 	// Checks stores the project auth check records.
 	Checks Store
 	// Environments and Drivers give the prepared environment's
 	// fingerprint and provider.
-	Environments EnvironmentGetter
+	Environments environment.Store
 	Drivers      *drivers.Registry
 	// Leases give a session's lease (its fingerprint, provider, company
 	// and the secret env map of its config) at dispatch.
-	Leases LeaseGetter
+	Leases lease.Store
 	// Secrets is the host's secret store the values are read from at
 	// delivery.
 	Secrets environment.SecretStore
@@ -86,15 +76,16 @@ type Options struct {
 	// preparation stays pending until RecordResult stores the host's
 	// answer.
 	Checker Checker
-	// ProviderAccount names the provider account of a config of a driver
-	// with the given schema (see Provider). Default:
-	// DefaultProviderAccount.
-	ProviderAccount func(schema *config.Schema, cfg config.Config, environmentID string) string
-	// Clock stamps preparations and answers. Default: the wall clock.
-	Clock clock.Clock
 	// Logger receives one line per preparation, answer, clear and refused
 	// hand-over; never a secret. Default: discard.
 	Logger *slog.Logger
+
+	// providerAccount names the provider account of a config of a driver
+	// with the given schema (see Provider). Default: defaultProviderAccount.
+	providerAccount func(schema *config.Schema, cfg config.Config, environmentID string) string
+	// clock stamps preparations and answers (tests set it). Default: the
+	// wall clock.
+	clock clock.Clock
 }
 
 // Service prepares managed accounts (AUTH-2) and resolves the secrets of
@@ -134,11 +125,11 @@ func New(src Sources, opts *Options) (*Service, controller.SecretResolver, error
 	if o.Authorizer == nil {
 		o.Authorizer = authz.DefaultPolicy{}
 	}
-	if o.ProviderAccount == nil {
-		o.ProviderAccount = DefaultProviderAccount
+	if o.providerAccount == nil {
+		o.providerAccount = defaultProviderAccount
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
+	if o.clock == nil {
+		o.clock = clock.Real{}
 	}
 	log := o.Logger
 	if log == nil {
@@ -148,10 +139,10 @@ func New(src Sources, opts *Options) (*Service, controller.SecretResolver, error
 	return svc, secretResolver{svc}, nil
 }
 
-// DefaultProviderAccount returns the provider account of cfg: the
+// defaultProviderAccount returns the provider account of cfg: the
 // reference held by the schema's AccountField (Daytona's API key,
 // "secret:ID@vN"), or environmentID for drivers without provider accounts.
-func DefaultProviderAccount(schema *config.Schema, cfg config.Config, environmentID string) string {
+func defaultProviderAccount(schema *config.Schema, cfg config.Config, environmentID string) string {
 	if schema != nil && schema.AccountField != "" {
 		if ref, ok := cfg.SecretRef(schema.AccountField); ok {
 			return ref.String()
@@ -160,7 +151,7 @@ func DefaultProviderAccount(schema *config.Schema, cfg config.Config, environmen
 	return environmentID
 }
 
-func (s *Service) now() time.Time { return s.o.Clock.Now().UTC().Truncate(time.Microsecond) }
+func (s *Service) now() time.Time { return s.o.clock.Now().UTC().Truncate(time.Microsecond) }
 
 func (s *Service) authorize(ctx context.Context, p authz.Principal, a authz.Action, company, ref string) error {
 	r := authz.Resource{Kind: authz.ResourceKindManagedAccount, ID: ref, Company: company}
@@ -219,7 +210,7 @@ func (s *Service) subject(ctx context.Context, id string) (*environment.Environm
 	if err != nil {
 		return nil, "", Provider{}, fmt.Errorf("handover: environment %s (%s): %w", env.ID, env.Name, err)
 	}
-	return env, fp, Provider{Driver: env.Driver, Account: s.o.ProviderAccount(drv.Schema(), env.Config, env.ID)}, nil
+	return env, fp, Provider{Driver: env.Driver, Account: s.o.providerAccount(drv.Schema(), env.Config, env.ID)}, nil
 }
 
 // PrepareManagedAccount prepares the hand-over of managed account
@@ -254,8 +245,8 @@ func (s *Service) PrepareManagedAccount(ctx context.Context, p authz.Principal, 
 	}
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	rec := AuthCheck{Company: company, AccountRef: accountRef, Version: CheckVersion, Status: StatusPending,
-		Fingerprint: fp, Provider: prov, Projects: NormalizeProjects(projects), Environment: env.ID,
+	rec := AuthCheck{Company: company, AccountRef: accountRef, Version: checkVersion, Status: StatusPending,
+		Fingerprint: fp, Provider: prov, Projects: normalizeProjects(projects), Environment: env.ID,
 		Preparation: "prep_" + hex.EncodeToString(b[:]), PreparedAt: s.now(), PreparedBy: p.ID}
 	if err := s.src.Checks.PutAuthCheck(ctx, rec); err != nil {
 		return AuthCheck{}, fmt.Errorf("handover: prepare managed account %s of company %q: %w", accountRef, company, err)
@@ -266,7 +257,7 @@ func (s *Service) PrepareManagedAccount(ctx context.Context, p authz.Principal, 
 		return rec, nil
 	}
 	res, cerr := s.o.Checker.CheckProjectAuth(ctx, CheckRequest{Principal: p, Company: company, AccountRef: accountRef,
-		Environment: env.ID, Version: CheckVersion, Fingerprint: fp, Provider: prov, Projects: rec.Projects})
+		Environment: env.ID, Version: checkVersion, Fingerprint: fp, Provider: prov, Projects: rec.Projects})
 	if cerr != nil {
 		res = Result{Message: "the project auth check could not run: " + cerr.Error()}
 	}

@@ -85,7 +85,7 @@
 // starts from the template's identity as its image (so the reuse
 // fingerprint covers it), is labelled LabelTemplate, and its live identity
 // is checked (ErrImageMismatch, the sandbox destroyed). Manager.Open hands
-// a live sandbox lease's handle to another process (images/custom's
+// a live sandbox lease's handle to another process (templates'
 // capture).
 //
 // Release (LEASE-6, LEASE-7): Keep leaves the lease retained; Stop leaves

@@ -123,7 +123,7 @@ const (
 	LabelInstance    = "berth.instance"
 	LabelEnvironment = "berth.environment"
 	LabelLease       = "berth.lease"
-	// LabelTemplate names the active template (images/custom) a lease
+	// LabelTemplate names the active template (package templates) a lease
 	// started from; absent for the configured image (IMG-8).
 	LabelTemplate = "berth.template-id"
 )

@@ -30,18 +30,18 @@ func TestStageDeadlineWithoutCallerDeadline(t *testing.T) {
 			return -1, ctx.Err()
 		},
 	}}})
-	w.prober = New(w.sources(), &Options{StageTimeouts: StageTimeouts{Detect: 50 * time.Millisecond}})
+	w.prober = New(w.sources(), &Options{stageTimeouts: stageTimeouts{Detect: 50 * time.Millisecond}})
 	img := w.fake.AddImage("registry.fake.test/team/app:v1")
 	env := w.create(t, "hangs", img.String())
 	res := w.probe(t, env.ID, "acme")
 	if res.OK || res.Code != drivers.CodeTimeout {
 		t.Fatalf("ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
 	}
-	st, _ := res.Stage(StageDetect)
+	st, _ := res.Stage(stageDetect)
 	if st.OK || st.Code != drivers.CodeTimeout || !strings.Contains(st.Error, "stage detect") || !strings.Contains(st.Error, res.Target) {
 		t.Errorf("detect stage %+v; want a timeout naming the stage and target %q", st, res.Target)
 	}
-	wantSkippedAfter(t, res, StageDetect)
+	wantSkippedAfter(t, res, stageDetect)
 	if c := res.Cleanup; c == nil || !c.Confirmed || c.LeaseStatus != lease.StatusReleased {
 		t.Errorf("cleanup %+v", c)
 	}
@@ -53,7 +53,7 @@ func TestStageDeadlineWithoutCallerDeadline(t *testing.T) {
 }
 
 // sshProber is a prober over the ssh driver alone, with stage deadlines.
-func sshProber(t *testing.T, st StageTimeouts) (*Prober, *environment.Catalog) {
+func sshProber(t *testing.T, st stageTimeouts) (*Prober, *environment.Catalog) {
 	t.Helper()
 	reg := drivers.NewRegistry(ssh.New(nil))
 	secrets := environment.NewMemorySecretStore()
@@ -61,7 +61,7 @@ func sshProber(t *testing.T, st StageTimeouts) (*Prober, *environment.Catalog) {
 	cat := environment.NewCatalog(envs, reg, secrets, nil, nil)
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
 	leases, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
-	return New(testSources(cat, envs, reg, leases, qualification.NewMemoryStore(), false), &Options{StageTimeouts: st}), cat
+	return New(testSources(cat, envs, reg, leases, qualification.NewMemoryStore(), false), &Options{stageTimeouts: st}), cat
 }
 
 // A TCP server that accepts and never speaks is a timeout, not an
@@ -83,10 +83,10 @@ func TestSilentServerIsTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
 		connectTimeout string
-		stages         StageTimeouts
+		stages         stageTimeouts
 	}{
-		{"driver connect_timeout", "200ms", StageTimeouts{}},
-		{"acquire stage deadline", "10m", StageTimeouts{Acquire: 200 * time.Millisecond}},
+		{"driver connect_timeout", "200ms", stageTimeouts{}},
+		{"acquire stage deadline", "10m", stageTimeouts{Acquire: 200 * time.Millisecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -98,10 +98,10 @@ func TestSilentServerIsTimeout(t *testing.T) {
 			if res.OK || res.Code != drivers.CodeTimeout || res.Target != target {
 				t.Fatalf("ok=%v code=%s target=%q: %s", res.OK, res.Code, res.Target, res.Summary)
 			}
-			if st, _ := res.Stage(StageAcquire); st.Code != drivers.CodeTimeout || !strings.Contains(res.Summary, target) {
+			if st, _ := res.Stage(stageAcquire); st.Code != drivers.CodeTimeout || !strings.Contains(res.Summary, target) {
 				t.Errorf("acquire stage %+v; summary %q", st, res.Summary)
 			}
-			wantSkippedAfter(t, res, StageAcquire)
+			wantSkippedAfter(t, res, stageAcquire)
 		})
 	}
 }
@@ -125,7 +125,7 @@ func TestSSHDetectionHangIsTimeout(t *testing.T) {
 esac
 exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
 `)
-	p, cat := sshProber(t, StageTimeouts{Detect: 500 * time.Millisecond})
+	p, cat := sshProber(t, stageTimeouts{Detect: 500 * time.Millisecond})
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +145,7 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
 	if res.OK || res.Code != drivers.CodeTimeout {
 		t.Fatalf("ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
 	}
-	if st, _ := res.Stage(StageDetect); st.Code != drivers.CodeTimeout || !strings.Contains(st.Error, "stage detect") {
+	if st, _ := res.Stage(stageDetect); st.Code != drivers.CodeTimeout || !strings.Contains(st.Error, "stage detect") {
 		t.Errorf("detect stage %+v", st)
 	}
 	if c := res.Cleanup; c == nil || !c.Confirmed {
@@ -160,7 +160,7 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
 // (issue: the target must be recognisable when validation fails).
 func TestInvalidSSHDraftNamesHost(t *testing.T) {
 	t.Parallel()
-	p, _ := sshProber(t, StageTimeouts{})
+	p, _ := sshProber(t, stageTimeouts{})
 	res, err := p.ProbeDraft(context.Background(), admin, "ssh", map[string]any{
 		ssh.FieldHost: "build-7.internal", ssh.FieldUser: "ci", ssh.FieldPrivateKey: "not a key",
 	}, Request{})

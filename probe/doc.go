@@ -15,8 +15,9 @@
 //   - New(Sources, *Options): its required collaborators in Sources (the
 //     catalog, the environments as stored for the qualification subject,
 //     the availability Gate, the drivers, the lease manager, the
-//     qualification store), Options (progress callback, clock, cleanup
-//     timeout) and the stage runner.
+//     qualification store), Options (a logger, the runner-based probes'
+//     controller) and the stage runner; Request.Progress reports each
+//     stage.
 //     Authorization is the catalog's (environment.Catalog.Authorize), so
 //     a host sets its policy once; every exported method of the Prober
 //     takes the principal (internal/apicheck checks it), and the Prober
@@ -39,8 +40,8 @@
 //     short-lived probe identity (prp.ScopeProbe: it answers hello and
 //     refuses every task) through controller.Controller.Attach; its
 //     hello's platform (measured in the sandbox with the same ground-floor
-//     parser) and version are the evidence (StageRunner in place of
-//     StageDetect); the release then proves the cleanup as for any probe.
+//     parser) and version are the evidence (stageRunner in place of
+//     stageDetect); the release then proves the cleanup as for any probe.
 //     Options.Runner names the controller and the runner binary.
 //   - Prober.ProbeDraft, the probe of an unsaved config
 //     (environment.Catalog.Draft; nothing saved: the draft lease's
@@ -72,8 +73,8 @@
 //
 // # Failures
 //
-// Every stage has a deadline (Options.StageTimeouts; the release has
-// Options.CleanupTimeout and runs even after the caller's context ended). A
+// Every stage has a deadline (listed at Options; the release's runs even
+// after the caller's context ended). A
 // stage that runs past it fails with drivers.CodeTimeout naming the stage
 // and the target, so a host that accepts a connection and never answers, or
 // never finishes the detection command, cannot hang a probe. After the

@@ -67,7 +67,7 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr authz.Principal, driver stri
 		cfg    config.Config
 		denied error
 	)
-	r.stage(ctx, StageResolve, func(ctx context.Context) (string, drivers.Code, error) {
+	r.stage(ctx, stageResolve, func(ctx context.Context) (string, drivers.Code, error) {
 		d, c, err := p.cat.Draft(ctx, pr, environment.CreateRequest{Name: "draft", Driver: driver, Config: rawConfig})
 		if errors.Is(err, authz.ErrDenied) {
 			denied = err

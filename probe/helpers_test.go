@@ -76,7 +76,7 @@ func (w *world) sources() Sources {
 
 // testSources are the Sources of a test prober over cat, envs, reg,
 // leases and quals, with a gate of testMode.
-func testSources(cat *environment.Catalog, envs EnvironmentReader, reg *drivers.Registry, leases *lease.Manager, quals qualification.Store, testMode bool) Sources {
+func testSources(cat *environment.Catalog, envs environment.Store, reg *drivers.Registry, leases *lease.Manager, quals qualification.Store, testMode bool) Sources {
 	return Sources{Catalog: cat, Environments: envs, Drivers: reg, Leases: leases, Qualifications: quals,
 		Gate: environment.NewGate(reg, &environment.GateOptions{TestMode: testMode})}
 }
@@ -150,8 +150,8 @@ func assertNoSecret(t *testing.T, res *Result) {
 	}
 }
 
-func stageNames(res *Result) []StageName {
-	var out []StageName
+func stageNames(res *Result) []string {
+	var out []string
 	for _, s := range res.Stages {
 		out = append(out, s.Name)
 	}

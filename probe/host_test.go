@@ -53,12 +53,12 @@ func TestLocalProbe(t *testing.T) {
 	if res.Hostname != host || res.Cwd != dir || res.Target != "host "+host {
 		t.Errorf("hostname %q, cwd %q, target %q; want %q, %q", res.Hostname, res.Cwd, res.Target, host, dir)
 	}
-	for _, s := range []string{NotValidatedNote, host, dir, env.ID, "usable"} {
+	for _, s := range []string{notValidatedNote, host, dir, env.ID, "usable"} {
 		if !strings.Contains(res.Summary, s) {
 			t.Errorf("summary lacks %q: %q", s, res.Summary)
 		}
 	}
-	if diff := cmp.Diff([]StageName{StageResolve, StageAcquire, StageDetect, StageRelease}, stageNames(res)); diff != "" {
+	if diff := cmp.Diff([]string{stageResolve, stageAcquire, stageDetect, stageRelease}, stageNames(res)); diff != "" {
 		t.Errorf("stages (-want +got):\n%s", diff)
 	}
 	if res.Platform.OS != "linux" || !res.Platform.Measured() {
@@ -94,7 +94,7 @@ func TestLocalProbeMissingWorkdir(t *testing.T) {
 	if res.OK || res.Code != drivers.CodeNotFound || res.Cwd != "" || res.Hostname != "" {
 		t.Fatalf("ok=%v code=%s cwd=%q: %s", res.OK, res.Code, res.Cwd, res.Summary)
 	}
-	if !strings.Contains(res.Summary, env.ID) || !strings.Contains(res.Summary, "acquire") || !strings.Contains(res.Summary, NotValidatedNote) {
+	if !strings.Contains(res.Summary, env.ID) || !strings.Contains(res.Summary, "acquire") || !strings.Contains(res.Summary, notValidatedNote) {
 		t.Errorf("summary %q", res.Summary)
 	}
 }
@@ -108,11 +108,11 @@ func TestNoFallbackToHost(t *testing.T) {
 		opts   *fake.Options
 		inject func(d *fake.Driver)
 		code   drivers.Code
-		stage  StageName
+		stage  string
 	}{
-		{"provider unreachable", nil, func(d *fake.Driver) { d.FailNth(fake.OpCreate, 1, drivers.ErrUnreachable) }, drivers.CodeUnreachable, StageAcquire},
-		{"credentials refused", nil, func(d *fake.Driver) { d.FailNth(fake.OpCreate, 1, drivers.ErrAuth) }, drivers.CodeAuthFailed, StageAcquire},
-		{"provider unavailable", &fake.Options{Unavailable: errors.New("switched off")}, func(*fake.Driver) {}, drivers.CodeProviderUnavailable, StageResolve},
+		{"provider unreachable", nil, func(d *fake.Driver) { d.FailNth(fake.OpCreate, 1, drivers.ErrUnreachable) }, drivers.CodeUnreachable, stageAcquire},
+		{"credentials refused", nil, func(d *fake.Driver) { d.FailNth(fake.OpCreate, 1, drivers.ErrAuth) }, drivers.CodeAuthFailed, stageAcquire},
+		{"provider unavailable", &fake.Options{Unavailable: errors.New("switched off")}, func(*fake.Driver) {}, drivers.CodeProviderUnavailable, stageResolve},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,7 +128,7 @@ func TestNoFallbackToHost(t *testing.T) {
 			if st, ok := res.Stage(tt.stage); !ok || st.OK || st.Code != tt.code {
 				t.Errorf("stage %s: %+v", tt.stage, st)
 			}
-			if st, _ := res.Stage(StageDetect); !st.Skipped || st.OK || res.Hostname != "" || !res.Platform.IsZero() {
+			if st, _ := res.Stage(stageDetect); !st.Skipped || st.OK || res.Hostname != "" || !res.Platform.IsZero() {
 				t.Errorf("something was measured after a failed allocation: %+v", res)
 			}
 			// The first failure is named; every later stage is skipped,
@@ -302,7 +302,7 @@ func TestProbeTimeoutStillCleansUp(t *testing.T) {
 	if res.OK || res.Code != drivers.CodeTimeout {
 		t.Fatalf("ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
 	}
-	if st, _ := res.Stage(StageDetect); st.OK || st.Code != drivers.CodeTimeout {
+	if st, _ := res.Stage(stageDetect); st.OK || st.Code != drivers.CodeTimeout {
 		t.Errorf("detect stage %+v", st)
 	}
 	if c := res.Cleanup; c == nil || !c.Confirmed || c.LeaseStatus != lease.StatusReleased {
@@ -311,7 +311,7 @@ func TestProbeTimeoutStillCleansUp(t *testing.T) {
 	if res.PlatformQualificationRecorded || diagCode(res) != qualification.CodeProbeFailed || !strings.Contains(res.QualificationDiagnostic.Message, "stage detect") {
 		t.Errorf("diagnostic %+v", res.QualificationDiagnostic)
 	}
-	wantSkippedAfter(t, res, StageDetect)
+	wantSkippedAfter(t, res, stageDetect)
 }
 
 // A start that fails and whose sandbox cannot be removed: the probe fails
@@ -340,21 +340,21 @@ func TestFailedStartPendingCleanup(t *testing.T) {
 	if err != nil || len(ls) != 1 || ls[0].Status != lease.StatusPendingCleanup {
 		t.Errorf("leases %+v, %v", ls, err)
 	}
-	if st, _ := res.Stage(StageDetect); !st.Skipped || st.OK {
+	if st, _ := res.Stage(stageDetect); !st.Skipped || st.OK {
 		t.Errorf("detect after a failed start: %+v, want skipped", st)
 	}
 }
 
 // wantSkippedAfter checks that every stage after failed, but the release
 // when it ran, is skipped and not ok.
-func wantSkippedAfter(t *testing.T, res *Result, failed StageName) {
+func wantSkippedAfter(t *testing.T, res *Result, failed string) {
 	t.Helper()
 	seen := false
 	for _, st := range res.Stages {
 		switch {
 		case st.Name == failed:
 			seen = true
-		case seen && st.Name == StageRelease && !st.Skipped:
+		case seen && st.Name == stageRelease && !st.Skipped:
 		case seen && (!st.Skipped || st.OK):
 			t.Errorf("stage %s after the failed %s: %+v, want skipped", st.Name, failed, st)
 		}

@@ -17,27 +17,27 @@ import (
 	"github.com/berthdev/berth/qualification"
 )
 
-// Defaults of Options' zero fields.
+// The stage deadlines and the detection output cap (see Options).
 const (
-	// DefaultCleanupTimeout bounds the release of a probe's lease.
-	DefaultCleanupTimeout = time.Minute
-	// DefaultResolveTimeout bounds the resolve stage (store reads, config
+	// defaultCleanupTimeout bounds the release of a probe's lease.
+	defaultCleanupTimeout = time.Minute
+	// defaultResolveTimeout bounds the resolve stage (store reads, config
 	// validation, secret resolution).
-	DefaultResolveTimeout = 30 * time.Second
-	// DefaultAcquireTimeout bounds the acquire stage: opening the host
+	defaultResolveTimeout = 30 * time.Second
+	// defaultAcquireTimeout bounds the acquire stage: opening the host
 	// session or allocating the sandbox, retries included.
-	DefaultAcquireTimeout = 5 * time.Minute
-	// DefaultDetectTimeout bounds the detection script's one Exec.
-	DefaultDetectTimeout = 2 * time.Minute
-	// DefaultRunnerTimeout bounds a runner-based probe's runner stage:
+	defaultAcquireTimeout = 5 * time.Minute
+	// defaultDetectTimeout bounds the detection script's one Exec.
+	defaultDetectTimeout = 2 * time.Minute
+	// defaultRunnerTimeout bounds a runner-based probe's runner stage:
 	// installing the runner, launching it and its hello.
-	DefaultRunnerTimeout = 2 * time.Minute
-	// DefaultImageTimeout bounds reading the live image identity.
-	DefaultImageTimeout = 30 * time.Second
-	// DefaultQualifyTimeout bounds evaluating and storing the qualification.
-	DefaultQualifyTimeout = 30 * time.Second
-	// DefaultOutputLimit caps the detection script's output.
-	DefaultOutputLimit = 64 << 10
+	defaultRunnerTimeout = 2 * time.Minute
+	// defaultImageTimeout bounds reading the live image identity.
+	defaultImageTimeout = 30 * time.Second
+	// defaultQualifyTimeout bounds evaluating and storing the qualification.
+	defaultQualifyTimeout = 30 * time.Second
+	// defaultOutputLimit caps the detection script's output.
+	defaultOutputLimit = 64 << 10
 )
 
 // ErrInvalid is wrapped by errors about a malformed probe request (no
@@ -45,41 +45,46 @@ const (
 var ErrInvalid = errcode.New(errcode.Invalid, "probe: invalid request")
 
 // Options configure a Prober. nil means defaults.
+//
+// Every stage runs on its own deadline (PRB-5): resolve 30 s, acquire 5
+// min (retries included), detect 2 min, runner 2 min (install, launch,
+// hello), image 30 s, qualify 30 s, and the release 1 min, which runs even
+// after the probe's context ended. A stage that runs past its deadline
+// fails with drivers.CodeTimeout and an error naming the stage and the
+// target; the stages after it are skipped, and the release still runs.
+// The caller's context bounds every stage but the release.
 type Options struct {
-	// Clock stamps results and evidence. Default the wall clock. Stage
-	// durations are always measured on the wall clock.
-	Clock clock.Clock
 	// Logger receives one line per probe (target, code, duration); never a
 	// secret or a config value. Default: discard.
 	Logger *slog.Logger
-	// CleanupTimeout bounds the release stage; the release runs even after
-	// the probe's context ended, on its own deadline. Default
-	// DefaultCleanupTimeout.
-	CleanupTimeout time.Duration
-	// StageTimeouts bound the other stages (PRB-5). A stage that runs past
-	// its deadline fails with drivers.CodeTimeout and an error naming the
-	// stage and the target; the stages after it are skipped, and the
-	// release still runs on its own deadline.
-	StageTimeouts StageTimeouts
 	// Runner configures runner-based probes (Request.Runner). Default nil:
 	// they fail as unsupported.
 	Runner *RunnerProbe
+
+	// clock stamps results and evidence. Default the wall clock. Stage
+	// durations are always measured on the wall clock.
+	clock clock.Clock
+	// cleanupTimeout bounds the release stage (tests shorten it). Default
+	// defaultCleanupTimeout.
+	cleanupTimeout time.Duration
+	// stageTimeouts bound the other stages (tests shorten them).
+	stageTimeouts stageTimeouts
 }
 
-// StageTimeouts are the deadlines of the probe stages other than release
-// (see Options.CleanupTimeout). A zero field takes its default. The
+// stageTimeouts are the deadlines of the probe stages other than release
+// (see Options.cleanupTimeout). A zero field takes its default. The
 // caller's context still bounds every stage but the release.
-type StageTimeouts struct {
-	Resolve time.Duration // default DefaultResolveTimeout
-	Acquire time.Duration // default DefaultAcquireTimeout
-	Detect  time.Duration // default DefaultDetectTimeout
-	Image   time.Duration // default DefaultImageTimeout
-	Runner  time.Duration // default DefaultRunnerTimeout
-	Qualify time.Duration // default DefaultQualifyTimeout
+type stageTimeouts struct {
+	Resolve time.Duration // default defaultResolveTimeout
+	Acquire time.Duration // default defaultAcquireTimeout
+	Detect  time.Duration // default defaultDetectTimeout
+	Image   time.Duration // default defaultImageTimeout
+	Runner  time.Duration // default defaultRunnerTimeout
+	Qualify time.Duration // default defaultQualifyTimeout
 }
 
 // of returns the deadline of stage n.
-func (t StageTimeouts) of(n StageName, cleanup time.Duration) time.Duration {
+func (t stageTimeouts) of(n string, cleanup time.Duration) time.Duration {
 	pick := func(d, def time.Duration) time.Duration {
 		if d > 0 {
 			return d
@@ -87,20 +92,20 @@ func (t StageTimeouts) of(n StageName, cleanup time.Duration) time.Duration {
 		return def
 	}
 	switch n {
-	case StageResolve:
-		return pick(t.Resolve, DefaultResolveTimeout)
-	case StageAcquire:
-		return pick(t.Acquire, DefaultAcquireTimeout)
-	case StageDetect:
-		return pick(t.Detect, DefaultDetectTimeout)
-	case StageImage:
-		return pick(t.Image, DefaultImageTimeout)
-	case StageRunner:
-		return pick(t.Runner, DefaultRunnerTimeout)
-	case StageRelease:
+	case stageResolve:
+		return pick(t.Resolve, defaultResolveTimeout)
+	case stageAcquire:
+		return pick(t.Acquire, defaultAcquireTimeout)
+	case stageDetect:
+		return pick(t.Detect, defaultDetectTimeout)
+	case stageImage:
+		return pick(t.Image, defaultImageTimeout)
+	case stageRunner:
+		return pick(t.Runner, defaultRunnerTimeout)
+	case stageRelease:
 		return cleanup
 	default:
-		return pick(t.Qualify, DefaultQualifyTimeout)
+		return pick(t.Qualify, defaultQualifyTimeout)
 	}
 }
 
@@ -117,7 +122,7 @@ type Request struct {
 	// runner starts under a short-lived probe identity that answers hello
 	// and refuses every task, and its hello's platform (measured in the
 	// sandbox by the same detection parser) and version are the probe's
-	// evidence (stage StageRunner). Needs Options.Runner; without it the
+	// evidence (stage stageRunner). Needs Options.Runner; without it the
 	// probe fails at acquire with drivers.CodeUnsupported.
 	Runner bool
 	// Progress, if not nil, is called when each stage of this probe starts
@@ -131,22 +136,12 @@ type Request struct {
 // through their driver. It is safe for concurrent use.
 type Prober struct {
 	cat    *environment.Catalog
-	envs   EnvironmentReader
+	envs   environment.Store
 	gate   *environment.Gate
 	reg    *drivers.Registry
 	leases *lease.Manager
 	quals  qualification.Store
 	o      Options
-}
-
-// EnvironmentReader reads one saved environment as stored (config with
-// secret references, never values); environment.Store has this method.
-// The Prober reads through it only what it derives without showing, after
-// the catalog authorized the principal: the qualification subject of
-// Prober.Qualification (its fingerprint covers the secret references that
-// the principal's redacted view leaves out).
-type EnvironmentReader interface {
-	GetEnvironment(ctx context.Context, id string) (*environment.Environment, error)
 }
 
 // Sources are what a Prober reads and acts through. Every field is
@@ -155,9 +150,13 @@ type Sources struct {
 	// Catalog authorizes every probe (PRB-7), reads the principal's view
 	// of saved environments, resolves drafts and measures provider health.
 	Catalog *environment.Catalog
-	// Environments reads saved environments as stored, for the
-	// qualification subject (see EnvironmentReader): the catalog's store.
-	Environments EnvironmentReader
+	// Environments is the catalog's store. The Prober reads saved
+	// environments through it as stored (config with secret references,
+	// never values), and only what it derives without showing, after the
+	// catalog authorized the principal: the qualification subject of
+	// Prober.Qualification (its fingerprint covers the secret references
+	// that the principal's redacted view leaves out).
+	Environments environment.Store
 	// Gate is the availability check a saved environment passes before
 	// its lease (CAP-3): the gate of the catalog's test mode and health
 	// store (environment.NewGate with the same GateOptions).
@@ -182,14 +181,14 @@ func New(src Sources, opts *Options) *Prober {
 	if opts != nil {
 		o = *opts
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
+	if o.clock == nil {
+		o.clock = clock.Real{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.CleanupTimeout <= 0 {
-		o.CleanupTimeout = DefaultCleanupTimeout
+	if o.cleanupTimeout <= 0 {
+		o.cleanupTimeout = defaultCleanupTimeout
 	}
 	return &Prober{cat: cat, envs: src.Environments, gate: src.Gate, reg: reg, leases: leases, quals: quals, o: o}
 }
@@ -238,7 +237,7 @@ type run struct {
 }
 
 func (p *Prober) newRun(driver string, progress func(Stage)) *run {
-	return &run{p: p, start: time.Now(), progress: progress, res: &Result{Driver: driver, OK: true, Code: drivers.CodeOK, StartedAt: p.o.Clock.Now(), Stages: []Stage{}}}
+	return &run{p: p, start: time.Now(), progress: progress, res: &Result{Driver: driver, OK: true, Code: drivers.CodeOK, StartedAt: p.o.clock.Now(), Stages: []Stage{}}}
 }
 
 // errStageDeadline is the cause of a stage's deadline.
@@ -251,15 +250,15 @@ var errStageDeadline = errors.New("stage deadline")
 // fails with drivers.CodeTimeout and an error naming the stage and the
 // target, whatever the error fn returned. Once the probe has failed, every
 // later stage but the release is recorded as skipped and fn is not called.
-func (r *run) stage(ctx context.Context, n StageName, fn func(ctx context.Context) (note string, code drivers.Code, err error)) bool {
-	if !r.res.OK && n != StageRelease {
+func (r *run) stage(ctx context.Context, n string, fn func(ctx context.Context) (note string, code drivers.Code, err error)) bool {
+	if !r.res.OK && n != stageRelease {
 		r.skip(n)
 		return false
 	}
 	if r.progress != nil {
 		r.progress(Stage{Name: n, Running: true})
 	}
-	limit := r.p.o.StageTimeouts.of(n, r.p.o.CleanupTimeout)
+	limit := r.p.o.stageTimeouts.of(n, r.p.o.cleanupTimeout)
 	t0 := time.Now() // before the deadline is set, so t0+limit is not after it
 	sctx, cancel := context.WithTimeoutCause(ctx, limit, errStageDeadline)
 	defer cancel()
@@ -286,7 +285,7 @@ func (r *run) stage(ctx context.Context, n StageName, fn func(ctx context.Contex
 }
 
 // skip records stage n as skipped because an earlier stage failed.
-func (r *run) skip(n StageName) {
+func (r *run) skip(n string) {
 	first, _ := r.failedStage()
 	s := Stage{Name: n, Skipped: true, Note: fmt.Sprintf("skipped: stage %s failed (%s)", first.Name, first.Code)}
 	r.res.Stages = append(r.res.Stages, s)

@@ -11,37 +11,42 @@ import (
 	"github.com/berthdev/berth/qualification"
 )
 
-// StageName names one step of a probe. Stages run in the order of the
-// constants; a probe leaves out the stages that do not apply to its target
-// (no image stage for host drivers, no qualify stage for drafts), and
-// records the ones after a failure as skipped (the release still runs).
-type StageName string
-
-// The probe stages.
+// The probe stages (Stage.Name). Stages run in this order; a probe leaves
+// out the stages that do not apply to its target (no image stage for host
+// drivers, no qualify stage for drafts), and records the ones after a
+// failure as skipped (the release still runs).
 const (
-	// StageResolve loads the environment (or validates the draft) and its
+	// stageResolve loads the environment (or validates the draft) and its
 	// driver.
-	StageResolve StageName = "resolve"
-	// StageAcquire opens the host session or allocates the fresh sandbox.
-	StageAcquire StageName = "acquire"
-	// StageDetect runs the detection script in one Exec.
-	StageDetect StageName = "detect"
-	// StageRunner, in place of StageDetect for a runner-based probe
+	stageResolve = "resolve"
+	// stageAcquire opens the host session or allocates the fresh sandbox.
+	stageAcquire = "acquire"
+	// stageDetect runs the detection script in one Exec.
+	stageDetect = "detect"
+	// stageRunner, in place of stageDetect for a runner-based probe
 	// (Request.Runner, PRP-8), starts berth's runner in the sandbox under a
 	// probe identity and takes its hello's platform and version.
-	StageRunner StageName = "runner"
-	// StageImage reads the live image identity (sandbox drivers).
-	StageImage StageName = "image"
-	// StageRelease releases the lease with Destroy and confirms cleanup.
-	StageRelease StageName = "release"
-	// StageQualify evaluates and records the qualification (saved sandbox
+	stageRunner = "runner"
+	// stageImage reads the live image identity (sandbox drivers).
+	stageImage = "image"
+	// stageRelease releases the lease with Destroy and confirms cleanup.
+	stageRelease = "release"
+	// stageQualify evaluates and records the qualification (saved sandbox
 	// environments only).
-	StageQualify StageName = "qualify"
+	stageQualify = "qualify"
 )
 
 // Stage is the outcome and timing of one probe stage (PRB-5).
 type Stage struct {
-	Name StageName `json:"name"`
+	// Name is the stage: "resolve" (load the environment or validate the
+	// draft, and its driver), "acquire" (open the host session or allocate
+	// the fresh sandbox), "detect" (the detection script's one Exec) or
+	// "runner" (a runner-based probe, Request.Runner: berth's runner's
+	// hello), "image" (the live image identity; sandbox drivers),
+	// "release" (destroy and confirm cleanup), "qualify" (evaluate and
+	// record the qualification; saved sandbox environments), in this
+	// order; a stage that does not apply to the target is left out.
+	Name string `json:"name"`
 	// Duration is how long the stage took (wall clock).
 	Duration time.Duration `json:"duration"`
 	// OK is true when the stage ran and succeeded; false when it failed or
@@ -150,7 +155,7 @@ type Result struct {
 }
 
 // Stage returns the stage named n, and false if it did not run.
-func (r *Result) Stage(n StageName) (Stage, bool) {
+func (r *Result) Stage(n string) (Stage, bool) {
 	for _, s := range r.Stages {
 		if s.Name == n {
 			return s, true

@@ -44,7 +44,7 @@ func (p *Prober) runnerSet() (*drivers.RunnerSet, error) {
 // that follows ends the lease (the lease hook finds no task to stop and
 // closes the ingress).
 func (p *Prober) measureByRunner(ctx context.Context, pr authz.Principal, r *run, drv drivers.Driver, h *lease.Handle) {
-	ok := r.stage(ctx, StageRunner, func(ctx context.Context) (string, drivers.Code, error) {
+	ok := r.stage(ctx, stageRunner, func(ctx context.Context) (string, drivers.Code, error) {
 		att, err := p.o.Runner.Controller.Attach(ctx, pr, h, controller.AttachRequest{Scope: prp.ScopeProbe})
 		if err != nil {
 			return "", "", err

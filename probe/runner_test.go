@@ -51,7 +51,7 @@ func TestARunnerProbeTakesItsEvidenceFromTheHello(t *testing.T) {
 	if !res.OK {
 		t.Fatalf("runner probe failed: %s", res.Summary)
 	}
-	want := []StageName{StageResolve, StageAcquire, StageRunner, StageImage, StageRelease, StageQualify}
+	want := []string{stageResolve, stageAcquire, stageRunner, stageImage, stageRelease, stageQualify}
 	if got := stageNames(res); strings.Join(names(got), ",") != strings.Join(names(want), ",") {
 		t.Errorf("stages %v, want %v", got, want)
 	}
@@ -101,7 +101,7 @@ func TestARunnerProbeWithoutARunnerIsUnsupported(t *testing.T) {
 	}
 }
 
-func names(ss []StageName) []string {
+func names(ss []string) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
 		out[i] = string(s)

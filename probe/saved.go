@@ -57,7 +57,7 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 		env *environment.Environment
 		drv drivers.Driver
 	)
-	r.stage(ctx, StageResolve, func(ctx context.Context) (string, drivers.Code, error) {
+	r.stage(ctx, stageResolve, func(ctx context.Context) (string, drivers.Code, error) {
 		if v.Status == environment.StatusArchived {
 			return "", drivers.CodeArchived, fmt.Errorf("environment %s (%q) is archived; restore it to probe it", v.ID, v.Name)
 		}
@@ -129,7 +129,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 		purpose = "draft-probe"
 	}
 	var h *lease.Handle
-	ok := r.stage(ctx, StageAcquire, func(ctx context.Context) (string, drivers.Code, error) {
+	ok := r.stage(ctx, stageAcquire, func(ctx context.Context) (string, drivers.Code, error) {
 		req := lease.AcquireRequest{
 			Company: opts.Company, Workspace: opts.Workspace,
 			Policy:   lease.Ephemeral, // no Run: never coalesced with, or reusing, another lease
@@ -168,14 +168,14 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 		// Nothing to measure or release: say so rather than leave the
 		// stages out.
 		if opts.Runner {
-			r.skip(StageRunner)
+			r.skip(stageRunner)
 		} else {
-			r.skip(StageDetect)
+			r.skip(stageDetect)
 		}
 		if drv != nil && drv.Capabilities().Kind == drivers.KindSandbox {
-			r.skip(StageImage)
+			r.skip(stageImage)
 		}
-		r.skip(StageRelease)
+		r.skip(stageRelease)
 		return
 	}
 	switch {
@@ -185,8 +185,8 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 		p.measure(ctx, r, drv, h)
 	}
 	// The release runs even after the probe's context ended, on its own
-	// deadline (Options.CleanupTimeout).
-	r.stage(context.WithoutCancel(ctx), StageRelease, func(ctx context.Context) (string, drivers.Code, error) {
+	// deadline (Options.cleanupTimeout).
+	r.stage(context.WithoutCancel(ctx), stageRelease, func(ctx context.Context) (string, drivers.Code, error) {
 		l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
 		c := &Cleanup{}
 		r.res.Cleanup = c
@@ -225,8 +225,8 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 
 // measure runs the detect stage, and the image stage for sandbox drivers.
 func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, h *lease.Handle) {
-	r.stage(ctx, StageDetect, func(ctx context.Context) (string, drivers.Code, error) {
-		res, err := h.Exec(ctx, drivers.Command{Argv: qualification.DetectArgv(), OutputLimit: DefaultOutputLimit})
+	r.stage(ctx, stageDetect, func(ctx context.Context) (string, drivers.Code, error) {
+		res, err := h.Exec(ctx, drivers.Command{Argv: qualification.DetectArgv(), OutputLimit: defaultOutputLimit})
 		if err != nil {
 			return "", "", err
 		}
@@ -295,7 +295,7 @@ func (p *Prober) measureImage(ctx context.Context, r *run, drv drivers.Driver, h
 	if drv.Capabilities().Kind != drivers.KindSandbox {
 		return
 	}
-	r.stage(ctx, StageImage, func(ctx context.Context) (string, drivers.Code, error) {
+	r.stage(ctx, stageImage, func(ctx context.Context) (string, drivers.Code, error) {
 		id, err := h.ImageIdentity(ctx)
 		if errors.Is(err, drivers.ErrUnsupported) {
 			return fmt.Sprintf("driver %s does not report the live image identity", drv.Name()), "", nil
@@ -317,7 +317,7 @@ func (p *Prober) qualify(ctx context.Context, r *run, drv drivers.Driver, env *e
 		st, _ := r.failedStage()
 		diag := qualification.Diagnostic{Code: qualification.CodeProbeFailed,
 			Message: fmt.Sprintf("the probe failed at stage %s (%s), so nothing was qualified: %s", st.Name, st.Code, st.Error)}
-		if st.Name == StageRelease {
+		if st.Name == stageRelease {
 			// Every measurement ran: Evaluate names the condition that
 			// failed (cleanup_not_confirmed), and never records.
 			if _, d := p.evaluate(r, drv, env, company); d.Code != qualification.CodeRecorded {
@@ -326,10 +326,10 @@ func (p *Prober) qualify(ctx context.Context, r *run, drv drivers.Driver, env *e
 		}
 		diag.Message = r.scrub.scrub(diag.Message)
 		r.res.QualificationDiagnostic = &diag
-		r.skip(StageQualify)
+		r.skip(stageQualify)
 		return
 	}
-	r.stage(ctx, StageQualify, func(ctx context.Context) (string, drivers.Code, error) {
+	r.stage(ctx, stageQualify, func(ctx context.Context) (string, drivers.Code, error) {
 		rec, diag := p.evaluate(r, drv, env, company)
 		if diag.Code == qualification.CodeRecorded {
 			if err := p.quals.PutQualification(ctx, rec); err != nil {
@@ -361,7 +361,7 @@ func (p *Prober) evaluate(r *run, drv drivers.Driver, env *environment.Environme
 		Platform:         r.res.Platform,
 		CleanupConfirmed: r.res.Cleanup != nil && r.res.Cleanup.Confirmed,
 		LeaseID:          r.res.LeaseID,
-		At:               p.o.Clock.Now(),
+		At:               p.o.clock.Now(),
 	}
 	rec, diag := qualification.Evaluate(subj, ev)
 	if diag.Code == qualification.CodeImageNotPinned && imgProblem != "" {
@@ -386,7 +386,7 @@ func (p *Prober) invalidate(ctx context.Context, r *run, drv drivers.Driver, env
 	if ok, _ := qualification.Valid(rec, subj); !ok {
 		return false
 	}
-	at := p.o.Clock.Now()
+	at := p.o.clock.Now()
 	reason := fmt.Sprintf("a probe at %s found image %s gone: the provider reported it not found", at.UTC().Format(time.RFC3339), rec.Image)
 	if err := p.quals.PutQualification(ctx, rec.Invalidate(reason, at)); err != nil {
 		p.o.Logger.LogAttrs(ctx, slog.LevelError, "recording an invalidated qualification failed",

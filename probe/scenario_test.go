@@ -40,7 +40,7 @@ func TestPinnedImageRecordsQualification(t *testing.T) {
 	if !res.PlatformQualificationRecorded || diagCode(res) != qualification.CodeRecorded {
 		t.Fatalf("not recorded: %+v", res.QualificationDiagnostic)
 	}
-	want := []StageName{StageResolve, StageAcquire, StageDetect, StageImage, StageRelease, StageQualify}
+	want := []string{stageResolve, stageAcquire, stageDetect, stageImage, stageRelease, stageQualify}
 	if diff := cmp.Diff(want, stageNames(res)); diff != "" {
 		t.Errorf("stages (-want +got):\n%s", diff)
 	}
@@ -110,7 +110,7 @@ func TestPinnedImageRecordsQualification(t *testing.T) {
 // Changing the image, the target or the account makes the old record
 // stale, and the next probe records afresh; a rename keeps it (QUAL-3).
 // The active-template case is not covered: custom-image templates
-// (images/custom) do not exist yet, and the probe passes no template.
+// (package templates) do not exist yet, and the probe passes no template.
 func TestChangesInvalidateQualification(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -257,7 +257,7 @@ func TestDeletedSnapshotFails(t *testing.T) {
 	if res.OK || res.Code != drivers.CodeImageNotFound {
 		t.Fatalf("probe of a deleted snapshot: ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
 	}
-	if st, _ := res.Stage(StageAcquire); st.OK || st.Code != drivers.CodeImageNotFound {
+	if st, _ := res.Stage(stageAcquire); st.OK || st.Code != drivers.CodeImageNotFound {
 		t.Errorf("acquire stage %+v", st)
 	}
 	if n := len(w.fake.Sandboxes()); n != 0 {

@@ -106,7 +106,7 @@ func TestProbeOfAHostTargetUnderManagedSandboxOnly(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 		first, _ := (&run{res: res}).failedStage()
-		if res.OK || res.Code != drivers.CodeManagedSandboxOnly || first.Name != StageResolve || !strings.Contains(first.Error, "managed_sandbox_only") {
+		if res.OK || res.Code != drivers.CodeManagedSandboxOnly || first.Name != stageResolve || !strings.Contains(first.Error, "managed_sandbox_only") {
 			t.Errorf("%s = ok %v code %s, failed stage %s (%s); want managed_sandbox_only at resolve", what, res.OK, res.Code, first.Name, first.Error)
 		}
 		if res.Code.ErrorCode() != errcode.Unavailable {

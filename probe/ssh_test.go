@@ -64,7 +64,7 @@ func TestSSHProbe(t *testing.T) {
 		if res.Cleanup == nil || !res.Cleanup.Confirmed {
 			t.Errorf("cleanup %+v", res.Cleanup)
 		}
-		for _, s := range []string{target, "trusted host key", dir, NotValidatedNote} {
+		for _, s := range []string{target, "trusted host key", dir, notValidatedNote} {
 			if !strings.Contains(res.Summary, s) {
 				t.Errorf("summary lacks %q: %q", s, res.Summary)
 			}

@@ -9,8 +9,8 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 )
 
-// NotValidatedNote is what every host probe summary says plainly (PRB-1).
-const NotValidatedNote = "This probe did NOT validate an adapter, a workspace or task execution."
+// notValidatedNote is what every host probe summary says plainly (PRB-1).
+const notValidatedNote = "This probe did NOT validate an adapter, a workspace or task execution."
 
 // targetOf names the target of a config without secrets: "user@host:port"
 // when the config has a host field, else the driver's kind and name, with
@@ -103,7 +103,7 @@ func summarize(r *run, d drivers.Driver) string {
 		}
 	}
 	if host {
-		b.WriteString(" " + NotValidatedNote)
+		b.WriteString(" " + notValidatedNote)
 	}
 	return b.String()
 }

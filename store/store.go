@@ -21,12 +21,12 @@ import (
 
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
-	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/qualification"
+	"github.com/berthdev/berth/templates"
 )
 
 // Stores holds the store of every berth package. berth.New takes either
@@ -58,8 +58,8 @@ type Stores struct {
 	// are enabled and whether only managed sandboxes may be targets.
 	Settings instance.Store
 	// Templates holds the captured templates of environments and the
-	// history of their active pointers (images/custom).
-	Templates custom.Store
+	// history of their active pointers (package templates).
+	Templates templates.Store
 }
 
 // RunnerStore is the store of the runner protocol: its one-use tickets
@@ -94,10 +94,10 @@ func Memory() Stores {
 		SecretUses:     environment.NewMemorySecretUseStore(),
 		Qualifications: qualification.NewMemoryStore(),
 		Leases:         lease.NewMemoryStore(),
-		AuthChecks:     &handover.MemoryStore{},
+		AuthChecks:     handover.NewMemoryStore(),
 		Runners:        NewMemoryRunnerStore(),
 		Settings:       instance.NewMemoryStore(),
-		Templates:      custom.NewMemoryStore(),
+		Templates:      templates.NewMemoryStore(),
 	}
 }
 

@@ -121,7 +121,7 @@
 // removeSnapshot) deletes a snapshot whatever sandboxes were made from it:
 // they run on, and new ones cannot be made from it
 // (drivers.ErrImageNotFound). So DeleteTemplate never returns
-// drivers.ErrInUse; berth's images/custom deletes a template only when no
+// drivers.ErrInUse; berth's templates package deletes a template only when no
 // live lease uses it.
 //
 // # Exec: combined output

@@ -11,8 +11,8 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/templates"
 )
 
 const leaseUsage = `usage: envctl lease COMMAND [FLAGS]
@@ -246,8 +246,8 @@ func leaseSweep(ctx context.Context, g *globals) error {
 	if g.json {
 		out := struct {
 			lease.SweepReport
-			Sessions         custom.SessionSweepReport `json:"sessions"`
-			TemplatesDeleted int                       `json:"templatesDeleted"`
+			Sessions         templates.SessionSweepReport `json:"sessions"`
+			TemplatesDeleted int                          `json:"templatesDeleted"`
 		}{rep, all.Sessions, all.TemplatesDeleted}
 		if jerr := writeJSON(g.stdout, out); jerr != nil {
 			return jerr

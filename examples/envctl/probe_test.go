@@ -75,7 +75,7 @@ func TestProbeCommands(t *testing.T) {
 	dir := t.TempDir()
 	c.ok("env", "create", "--name", "here", "--driver", "local", "--config", writeFile(t, `{"workdir":"`+dir+`"}`))
 	out = c.ok("probe", "here", "--company", "acme")
-	wantContains(t, "local probe", out, "Local probe", dir, "platform: linux", probe.NotValidatedNote, "platform qualification recorded: false")
+	wantContains(t, "local probe", out, "Local probe", dir, "platform: linux", "This probe did NOT validate an adapter, a workspace or task execution.", "platform qualification recorded: false")
 
 	// PRB-4: a draft probe saves no environment and never qualifies.
 	before := c.ok("--json", "env", "list")

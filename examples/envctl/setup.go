@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/berthdev/berth/images/custom"
+	"github.com/berthdev/berth/templates"
 )
 
 const setupUsage = `usage: envctl image setup ENV [--script FILE] [--interactive] [--name N] [--promote] [--rebuild] [--ttl D]
@@ -101,8 +101,8 @@ func runSetup(ctx context.Context, g *globals, args []string) error {
 		if err != nil {
 			return err
 		}
-		req := custom.SetupRequest{Environment: envID, Name: *name, Interactive: *interactive, Promote: *promote && !*interactive, Rebuild: *rebuild, TTL: *ttl,
-			Progress: func(e *custom.SessionEvent) { fmt.Fprintf(g.stderr, "setup: [%d] %s\n", e.Seq, e.Message) }}
+		req := templates.SetupRequest{Environment: envID, Name: *name, Interactive: *interactive, Promote: *promote && !*interactive, Rebuild: *rebuild, TTL: *ttl,
+			Progress: func(e *templates.SessionEvent) { fmt.Fprintf(g.stderr, "setup: [%d] %s\n", e.Seq, e.Message) }}
 		if *script != "" {
 			lf := &lazyFile{path: *script}
 			defer lf.close()
@@ -140,13 +140,13 @@ func runSetup(ctx context.Context, g *globals, args []string) error {
 			if ses, err = svc.Session(ctx, g.as, ses.ID); err != nil {
 				return err
 			}
-			ses.State = custom.SessionPromoted
+			ses.State = templates.SessionPromoted
 		}
 		return printSession(g, ses)
 	case "terminal":
 		return terminal(ctx, g, svc, pos[0], in)
 	}
-	var ses *custom.Session
+	var ses *templates.Session
 	switch verb {
 	case "show":
 		ses, err = svc.Session(ctx, g.as, pos[0])
@@ -179,7 +179,7 @@ func runSetup(ctx context.Context, g *globals, args []string) error {
 	return nil
 }
 
-func printSession(g *globals, s *custom.Session) error {
+func printSession(g *globals, s *templates.Session) error {
 	if g.json {
 		return writeJSON(g.stdout, s)
 	}
@@ -253,13 +253,13 @@ func (in *input) ask(g *globals, q string) bool {
 
 // terminal opens the session's terminal on this process's terminal: raw
 // mode when stdin is one, SIGWINCH forwarded, until the shell exits.
-func terminal(ctx context.Context, g *globals, svc *custom.Service, id string, in *input) error {
-	size := custom.TerminalSize{Rows: 24, Cols: 80}
+func terminal(ctx context.Context, g *globals, svc *templates.Service, id string, in *input) error {
+	size := templates.TerminalSize{Rows: 24, Cols: 80}
 	fd := -1
 	if f, ok := g.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		fd = int(f.Fd())
 		if w, h, err := term.GetSize(fd); err == nil {
-			size = custom.TerminalSize{Rows: h, Cols: w}
+			size = templates.TerminalSize{Rows: h, Cols: w}
 		}
 	}
 	ts, err := svc.OpenTerminal(ctx, g.as, id, size)

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers/fake"
-	"github.com/berthdev/berth/images/custom"
+	"github.com/berthdev/berth/templates"
 )
 
 // Issue 30: envctl image setup --script (progress on stderr, captured and
@@ -21,11 +21,11 @@ func TestImageSetup(t *testing.T) {
 	c := newCLI(t)
 	ok := func(context.Context, fake.Invocation) (int, error) { return 0, nil }
 	c.fake = fake.New(&fake.Options{Handlers: map[string]fake.HandlerFunc{
-		custom.WriteFileScript: func(_ context.Context, inv fake.Invocation) (int, error) {
+		templates.WriteFileScript: func(_ context.Context, inv fake.Invocation) (int, error) {
 			_, err := io.Copy(io.Discard, inv.Stdin)
 			return 0, err
 		},
-		custom.CleanScript: ok, custom.EnvironScript: ok,
+		templates.CleanScript: ok, templates.EnvironScript: ok,
 	}})
 	c.drivers[len(c.drivers)-1] = c.fake
 	img := c.fake.AddImage("registry.fake.test/team/app:v1").String()
@@ -39,11 +39,11 @@ func TestImageSetup(t *testing.T) {
 		t.Fatalf("image setup: %v\n%s", err, errOut)
 	}
 	wantContains(t, "setup progress on stderr", errOut, "setup: [1] session started", "step 1/2: write /etc/motd", "step 2/2: run", "captured template")
-	var ses custom.Session
+	var ses templates.Session
 	if err := json.Unmarshal([]byte(out), &ses); err != nil {
 		t.Fatalf("image setup --json: %v: %s", err, out)
 	}
-	if ses.State != custom.SessionPromoted || ses.Environment != envID || ses.Template == "" || ses.LeaseCleanup != "confirmed" {
+	if ses.State != templates.SessionPromoted || ses.Environment != envID || ses.Template == "" || ses.LeaseCleanup != "confirmed" {
 		t.Fatalf("image setup --json: %+v", ses)
 	}
 	wantContains(t, "session show", c.ok("image", "session", "show", ses.ID), "setup session "+ses.ID, ": promoted", "template: "+ses.Template, "[3]")
@@ -51,14 +51,14 @@ func TestImageSetup(t *testing.T) {
 
 	// Interactive with a stdin that ends at once: the terminal closes,
 	// the capture question reads no "y", and the session is cancelled.
-	var open custom.Session
+	var open templates.Session
 	c.okJSON(&open, "image", "setup", "setup", "--script", script, "--interactive", "--json", "--name", "never")
-	if open.State != custom.SessionCancelled || open.LeaseCleanup != "confirmed" {
+	if open.State != templates.SessionCancelled || open.LeaseCleanup != "confirmed" {
 		t.Errorf("interactive setup answered no: %+v", open)
 	}
-	var shown custom.Session
+	var shown templates.Session
 	c.okJSON(&shown, "image", "session", "show", open.ID)
-	if shown.ID != open.ID || shown.State != custom.SessionCancelled {
+	if shown.ID != open.ID || shown.State != templates.SessionCancelled {
 		t.Errorf("session show --json: %+v", shown)
 	}
 	_, msg := c.fail("image", "session", "cancel", open.ID)

@@ -55,7 +55,7 @@ func TestProbeSSH(t *testing.T) {
 	if err != nil {
 		t.Fatalf("probe box: %v\n%s%s", err, out, progress)
 	}
-	wantContains(t, "ssh probe", out, "probe OK", "trusted host key", target, dir, "platform: linux", probe.NotValidatedNote,
+	wantContains(t, "ssh probe", out, "probe OK", "trusted host key", target, dir, "platform: linux", "This probe did NOT validate an adapter, a workspace or task execution.",
 		"platform qualification recorded: false")
 	wantContains(t, "ssh progress", progress, "acquire", "detect", "release")
 
@@ -134,11 +134,11 @@ func TestDockerWithoutEngine(t *testing.T) {
 	if err == nil || json.Unmarshal([]byte(out), &res) != nil {
 		t.Fatalf("probe without an engine: err=%v\n%s", err, out)
 	}
-	st, _ := res.Stage(probe.StageResolve)
+	st, _ := res.Stage("resolve")
 	if res.OK || res.Code != drivers.CodeProviderUnavailable || st.OK || st.Code != drivers.CodeProviderUnavailable || !strings.Contains(st.Error, sock) {
 		t.Errorf("probe without an engine: code %s, resolve stage %+v; want provider_unavailable naming the socket", res.Code, st)
 	}
-	if acq, _ := res.Stage(probe.StageAcquire); !acq.Skipped {
+	if acq, _ := res.Stage("acquire"); !acq.Skipped {
 		t.Errorf("acquire ran after the provider was found unavailable: %+v", acq)
 	}
 	list := c.ok("env", "list")

@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/images/custom"
+	"github.com/berthdev/berth/templates"
 )
 
 // templateOut is the printed form of a template (issue 27's JSON shape).
 type templateOut struct {
 	ID                string           `json:"id"`
 	Environment       string           `json:"environment"`
-	State             custom.State     `json:"state"`
+	State             templates.State  `json:"state"`
 	Identity          string           `json:"identity,omitempty"`
 	SourceFingerprint string           `json:"sourceFingerprint,omitempty"`
 	CreatedAt         time.Time        `json:"createdAt"`
@@ -25,7 +25,7 @@ type templateOut struct {
 	DeleteWanted bool `json:"deleteWanted,omitempty"`
 }
 
-func templateOf(t *custom.Template) templateOut {
+func templateOf(t *templates.Template) templateOut {
 	return templateOut{ID: t.ID, Environment: t.Environment, State: t.State, Identity: t.Identity,
 		SourceFingerprint: t.SourceFingerprint, CreatedAt: t.CreatedAt, DeleteReceipt: t.DeleteReceipt, DeleteWanted: t.DeleteWanted}
 }
@@ -56,7 +56,7 @@ func runTemplates(ctx context.Context, g *globals, args []string) error {
 	}
 	defer sys.Close()
 	svc := sys.Templates()
-	var t *custom.Template
+	var t *templates.Template
 	switch sub {
 	case "templates", "history":
 		id, err := lookupID(ctx, g, sys.Catalog(), pos[0])
@@ -99,7 +99,7 @@ func runTemplates(ctx context.Context, g *globals, args []string) error {
 	case "rollback":
 		t, err = svc.Rollback(ctx, g.as, pos[0])
 	case "revoke":
-		t, err = svc.Revoke(ctx, g.as, pos[0], custom.RevokeOptions{Delete: *del, Reason: *reason})
+		t, err = svc.Revoke(ctx, g.as, pos[0], templates.RevokeOptions{Delete: *del, Reason: *reason})
 	case "sweep":
 		n, err := svc.Sweep(ctx, g.as)
 		if err != nil {
@@ -132,7 +132,7 @@ func runTemplates(ctx context.Context, g *globals, args []string) error {
 	return nil
 }
 
-func printTemplate(w io.Writer, t *custom.Template) {
+func printTemplate(w io.Writer, t *templates.Template) {
 	fmt.Fprintf(w, "template %s (%q) of environment %s: %s\n", t.ID, t.Name, t.Environment, t.State)
 	if t.Identity != "" {
 		fmt.Fprintf(w, "  identity: %s\n", t.Identity)
@@ -144,7 +144,7 @@ func printTemplate(w io.Writer, t *custom.Template) {
 	if t.FailureReason != "" {
 		fmt.Fprintf(w, "  failed: %s\n", t.FailureReason)
 	}
-	if t.State == custom.StateRevoked || t.State == custom.StateDeleted {
+	if t.State == templates.StateRevoked || t.State == templates.StateDeleted {
 		fmt.Fprintf(w, "  revoked: %s by %s %s\n", t.RevokedAt.Format(time.RFC3339), t.RevokedBy, t.RevokeReason)
 	}
 	if rc := t.DeleteReceipt; rc != nil {
@@ -152,7 +152,7 @@ func printTemplate(w io.Writer, t *custom.Template) {
 	}
 }
 
-func printHistory(w io.Writer, ev []*custom.Event) {
+func printHistory(w io.Writer, ev []*templates.Event) {
 	if len(ev) == 0 {
 		fmt.Fprintln(w, "no pointer changes")
 	}

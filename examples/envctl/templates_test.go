@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/templates"
 )
 
 // Issue 27: envctl image templates, capture, promote, rollback, revoke
@@ -23,7 +23,7 @@ func TestImageTemplates(t *testing.T) {
 	c.okJSON(&l, "lease", "acquire", "tpl", "--company", "acme")
 	var tpl templateOut
 	c.okJSON(&tpl, "image", "capture", l.ID, "--name", "with tools")
-	if tpl.State != custom.StateCaptured || tpl.Environment != envID || !strings.HasPrefix(tpl.Identity, "snapshot:fake/") || tpl.SourceFingerprint == "" || tpl.CreatedAt.IsZero() {
+	if tpl.State != templates.StateCaptured || tpl.Environment != envID || !strings.HasPrefix(tpl.Identity, "snapshot:fake/") || tpl.SourceFingerprint == "" || tpl.CreatedAt.IsZero() {
 		t.Fatalf("image capture --json: %+v", tpl)
 	}
 	_, msg := c.fail("image", "capture", l.ID)
@@ -35,7 +35,7 @@ func TestImageTemplates(t *testing.T) {
 		t.Errorf("env show --json before a promote has activeTemplate: %s", shown["activeTemplate"])
 	}
 	c.okJSON(&tpl, "image", "promote", tpl.ID)
-	if tpl.State != custom.StateActive {
+	if tpl.State != templates.StateActive {
 		t.Errorf("promote: %+v", tpl)
 	}
 	var v struct {
@@ -58,17 +58,17 @@ func TestImageTemplates(t *testing.T) {
 	c.okJSON(&second, "image", "capture", l2.ID, "--name", "second")
 	c.ok("image", "promote", second.ID)
 	c.okJSON(&tpl, "image", "rollback", tpl.ID)
-	if tpl.State != custom.StateActive {
+	if tpl.State != templates.StateActive {
 		t.Errorf("rollback: %+v", tpl)
 	}
 	var list []templateOut
 	c.okJSON(&list, "image", "templates", "tpl")
-	if len(list) != 2 || list[0].ID != tpl.ID || list[1].ID != second.ID || list[1].State != custom.StateSuperseded {
+	if len(list) != 2 || list[0].ID != tpl.ID || list[1].ID != second.ID || list[1].State != templates.StateSuperseded {
 		t.Errorf("image templates --json: %+v", list)
 	}
-	var hist []custom.Event
+	var hist []templates.Event
 	c.okJSON(&hist, "image", "history", "tpl")
-	if len(hist) != 3 || hist[2].Action != custom.ActionRollback || hist[2].To != tpl.ID {
+	if len(hist) != 3 || hist[2].Action != templates.ActionRollback || hist[2].To != tpl.ID {
 		t.Errorf("image history --json: %+v", hist)
 	}
 	wantContains(t, "image history", c.ok("image", "history", "tpl"), "promote: none -> "+tpl.ID, "rollback: "+second.ID+" -> "+tpl.ID)
@@ -85,7 +85,7 @@ func TestImageTemplates(t *testing.T) {
 	c.ok("lease", "release", l2.ID)
 	wantContains(t, "sweep after the release", c.ok("image", "sweep"), "1 templates deleted")
 	c.okJSON(&list, "image", "templates", "tpl")
-	if list[0].State != custom.StateDeleted || list[0].DeleteReceipt == nil || !list[0].DeleteReceipt.Confirmed {
+	if list[0].State != templates.StateDeleted || list[0].DeleteReceipt == nil || !list[0].DeleteReceipt.Confirmed {
 		t.Errorf("after the sweep: %+v", list[0])
 	}
 	c.ok("lease", "release", l.ID)

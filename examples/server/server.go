@@ -20,8 +20,8 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/store"
+	"github.com/berthdev/berth/templates"
 )
 
 // server is the host service: berth's System, the server's own tables,
@@ -111,7 +111,7 @@ func setupFake(o *fake.Options) *fake.Driver {
 		o = &fake.Options{}
 	}
 	ok := func(context.Context, fake.Invocation) (int, error) { return 0, nil }
-	h := map[string]fake.HandlerFunc{custom.WriteFileScript: ok, custom.CleanScript: ok, custom.EnvironScript: ok}
+	h := map[string]fake.HandlerFunc{templates.WriteFileScript: ok, templates.CleanScript: ok, templates.EnvironScript: ok}
 	for k, v := range o.Handlers {
 		h[k] = v
 	}

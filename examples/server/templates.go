@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/berthdev/berth/authz"
-	"github.com/berthdev/berth/images/custom"
+	"github.com/berthdev/berth/templates"
 )
 
 // The custom-image routes (UI-4) over System.Templates(): every call
@@ -34,7 +34,7 @@ func (s *server) registerTemplateRoutes() {
 	// and to the principal) is redeemed by the library before it upgrades;
 	// the principal is the one the server's authentication found. No
 	// OriginPatterns: only the server's own origin may connect.
-	term := s.sys.Templates().TerminalHandler(custom.TerminalHandlerOptions{
+	term := s.sys.Templates().TerminalHandler(templates.TerminalHandlerOptions{
 		Principal: func(r *http.Request) (authz.Principal, error) { return principalOf(r), nil },
 	})
 	s.handle("GET", terminalPattern, term.ServeHTTP)
@@ -58,9 +58,9 @@ func (s *server) listTemplates(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ts == nil {
-		ts = []*custom.Template{}
+		ts = []*templates.Template{}
 	}
-	s.writeJSON(w, r, http.StatusOK, items[*custom.Template]{ts})
+	s.writeJSON(w, r, http.StatusOK, items[*templates.Template]{ts})
 }
 
 func (s *server) templateHistory(w http.ResponseWriter, r *http.Request) {
@@ -70,9 +70,9 @@ func (s *server) templateHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if evs == nil {
-		evs = []*custom.Event{}
+		evs = []*templates.Event{}
 	}
-	s.writeJSON(w, r, http.StatusOK, items[*custom.Event]{evs})
+	s.writeJSON(w, r, http.StatusOK, items[*templates.Event]{evs})
 }
 
 func (s *server) promoteTemplate(w http.ResponseWriter, r *http.Request) {
@@ -93,15 +93,15 @@ type revokeBody struct {
 
 func (s *server) revokeTemplate(w http.ResponseWriter, r *http.Request) {
 	var body revokeBody
-	var t *custom.Template
+	var t *templates.Template
 	err := decode(w, r, &body, true)
 	if err == nil {
-		t, err = s.sys.Templates().Revoke(r.Context(), principalOf(r), r.PathValue("id"), custom.RevokeOptions{Delete: body.Delete, Reason: body.Reason})
+		t, err = s.sys.Templates().Revoke(r.Context(), principalOf(r), r.PathValue("id"), templates.RevokeOptions{Delete: body.Delete, Reason: body.Reason})
 	}
 	s.writeTemplate(w, r, "template.revoke", t, err)
 }
 
-func (s *server) writeTemplate(w http.ResponseWriter, r *http.Request, action string, t *custom.Template, err error) {
+func (s *server) writeTemplate(w http.ResponseWriter, r *http.Request, action string, t *templates.Template, err error) {
 	env := ""
 	if t != nil {
 		env = t.Environment
@@ -121,13 +121,13 @@ func (s *server) listSetupSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ss == nil {
-		ss = []*custom.Session{}
+		ss = []*templates.Session{}
 	}
-	s.writeJSON(w, r, http.StatusOK, items[*custom.Session]{ss})
+	s.writeJSON(w, r, http.StatusOK, items[*templates.Session]{ss})
 }
 
 // setupBody is the body of POST /api/v1/environments/{id}/setup-sessions:
-// a scripted setup carries its script (custom.ParseScript's JSON form), an
+// a scripted setup carries its script (the JSON form the templates package doc shows), an
 // interactive one may carry one too.
 type setupBody struct {
 	Name        string          `json:"name,omitempty"`
@@ -149,19 +149,19 @@ func (s *server) startSetup(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	req := custom.SetupRequest{Environment: envID, Name: body.Name, Interactive: body.Interactive, Promote: body.Promote, Rebuild: body.Rebuild}
+	req := templates.SetupRequest{Environment: envID, Name: body.Name, Interactive: body.Interactive, Promote: body.Promote, Rebuild: body.Rebuild}
 	if len(body.Script) > 0 && !bytes.Equal(bytes.TrimSpace(body.Script), []byte("null")) {
 		req.Script = bytes.NewReader(body.Script)
 	}
 	started := make(chan string, 1)
-	req.Progress = func(e *custom.SessionEvent) {
+	req.Progress = func(e *templates.SessionEvent) {
 		select {
 		case started <- e.Session:
 		default:
 		}
 	}
 	type result struct {
-		ses *custom.Session
+		ses *templates.Session
 		err error
 	}
 	done := make(chan result, 1)
@@ -180,7 +180,7 @@ func (s *server) startSetup(w http.ResponseWriter, r *http.Request) {
 		ses, err := s.sys.Templates().Setup(rs.base, p, req)
 		done <- result{ses, err}
 	}()
-	var ses *custom.Session
+	var ses *templates.Session
 	var err error
 	select {
 	case id := <-started:
@@ -212,8 +212,8 @@ func (s *server) getSetupSession(w http.ResponseWriter, r *http.Request) {
 // asked for, and the next cursor (the last event's seq, or the one asked
 // for when there is none).
 type eventsPage struct {
-	Items  []*custom.SessionEvent `json:"items"`
-	Cursor int64                  `json:"cursor"`
+	Items  []*templates.SessionEvent `json:"items"`
+	Cursor int64                     `json:"cursor"`
 }
 
 func (s *server) setupEvents(w http.ResponseWriter, r *http.Request) {
@@ -233,7 +233,7 @@ func (s *server) setupEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	page := eventsPage{Items: evs, Cursor: after}
 	if page.Items == nil {
-		page.Items = []*custom.SessionEvent{}
+		page.Items = []*templates.SessionEvent{}
 	}
 	if n := len(evs); n > 0 {
 		page.Cursor = evs[n-1].Seq
@@ -248,7 +248,7 @@ type captureBody struct {
 
 func (s *server) captureSetup(w http.ResponseWriter, r *http.Request) {
 	var body captureBody
-	var ses *custom.Session
+	var ses *templates.Session
 	err := decode(w, r, &body, true)
 	if err == nil {
 		// The capture outlives a client that goes away.
@@ -262,7 +262,7 @@ func (s *server) cancelSetup(w http.ResponseWriter, r *http.Request) {
 	s.writeSession(w, r, "setup.cancel", ses, err)
 }
 
-func (s *server) writeSession(w http.ResponseWriter, r *http.Request, action string, ses *custom.Session, err error) {
+func (s *server) writeSession(w http.ResponseWriter, r *http.Request, action string, ses *templates.Session, err error) {
 	env := ""
 	if ses != nil {
 		env = ses.Environment

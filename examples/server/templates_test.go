@@ -13,22 +13,22 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/templates"
 )
 
 // waitSession polls the session until its state is want.
-func (e *tenv) waitSession(t *testing.T, id string, want custom.SessionState) *custom.Session {
+func (e *tenv) waitSession(t *testing.T, id string, want templates.SessionState) *templates.Session {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		var ses custom.Session
+		var ses templates.Session
 		e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/setup-sessions/" + id, token: tokOperator}).decode(t, &ses)
 		if ses.State == want {
 			return &ses
 		}
 		// captured comes before promoted; the other ends are final.
-		if ended := !ses.State.Active() && ses.State != custom.SessionCaptured; ended || time.Now().After(deadline) {
+		if ended := !ses.State.Active() && ses.State != templates.SessionCaptured; ended || time.Now().After(deadline) {
 			t.Fatalf("session %s is %s (%s), want %s", id, ses.State, ses.FailureReason, want)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -55,7 +55,7 @@ func templateAndSetupAPI(t *testing.T, kind string) {
 		body: map[string]any{"name": "tools", "interactive": true}}
 	// Board members and agents do not start setups.
 	e.must(t, http.StatusForbidden, call{method: start.method, path: start.path, token: tokBoard, body: start.body})
-	var ses custom.Session
+	var ses templates.Session
 	r := e.must(t, http.StatusAccepted, start)
 	r.decode(t, &ses)
 	if ses.ID == "" || ses.Environment != env.ID || !ses.Interactive || r.header.Get("Location") != "/api/v1/setup-sessions/"+ses.ID {
@@ -65,7 +65,7 @@ func templateAndSetupAPI(t *testing.T, kind string) {
 	if r := e.must(t, http.StatusConflict, start); !strings.Contains(r.err(t).Message, "active setup session") {
 		t.Errorf("a second setup: %s", r.body)
 	}
-	e.waitSession(t, ses.ID, custom.SessionWaiting)
+	e.waitSession(t, ses.ID, templates.SessionWaiting)
 
 	// Events after a cursor: all, then nothing new with the same cursor.
 	// The session moves to waiting, then stores its "waiting for the
@@ -96,7 +96,7 @@ func templateAndSetupAPI(t *testing.T, kind string) {
 	// opens it once, for the operator only.
 	mint := call{method: "POST", path: "/api/v1/setup-sessions/" + ses.ID + "/terminal-token", token: tokOperator}
 	e.must(t, http.StatusForbidden, call{method: mint.method, path: mint.path, token: tokBoard})
-	var tok custom.MintedToken
+	var tok templates.MintedToken
 	e.must(t, http.StatusCreated, mint).decode(t, &tok)
 	if tok.Path != terminalPath(ses.ID) || tok.Token == "" {
 		t.Fatalf("minted %+v", tok)
@@ -148,14 +148,14 @@ func templateAndSetupAPI(t *testing.T, kind string) {
 
 	// Capture with promote: the template is active and relinked.
 	e.must(t, http.StatusForbidden, call{method: "POST", path: "/api/v1/setup-sessions/" + ses.ID + "/capture", token: tokBoard, body: map[string]any{"promote": true}})
-	var captured custom.Session
+	var captured templates.Session
 	e.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/setup-sessions/" + ses.ID + "/capture", token: tokOperator, body: map[string]any{"promote": true}}).decode(t, &captured)
-	if captured.State != custom.SessionPromoted || captured.Template == "" {
+	if captured.State != templates.SessionPromoted || captured.Template == "" {
 		t.Fatalf("captured %+v", captured)
 	}
-	var tl items[custom.Template]
+	var tl items[templates.Template]
 	e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/environments/" + env.ID + "/templates", token: tokBoard}).decode(t, &tl)
-	if len(tl.Items) != 1 || tl.Items[0].ID != captured.Template || tl.Items[0].State != custom.StateActive || !tl.Items[0].Redacted || tl.Items[0].Identity != "" {
+	if len(tl.Items) != 1 || tl.Items[0].ID != captured.Template || tl.Items[0].State != templates.StateActive || !tl.Items[0].Redacted || tl.Items[0].Identity != "" {
 		t.Fatalf("the board's templates %+v", tl.Items)
 	}
 	var v environment.View
@@ -163,9 +163,9 @@ func templateAndSetupAPI(t *testing.T, kind string) {
 	if v.ActiveTemplate == nil || v.ActiveTemplate.ID != captured.Template || v.ActiveTemplate.Drift != environment.DriftRelinked {
 		t.Fatalf("the environment's active template %+v", v.ActiveTemplate)
 	}
-	var hist items[custom.Event]
+	var hist items[templates.Event]
 	e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/environments/" + env.ID + "/template-history", token: tokOperator}).decode(t, &hist)
-	if len(hist.Items) != 1 || hist.Items[0].Action != custom.ActionPromote || hist.Items[0].To != captured.Template || hist.Items[0].Actor == "" {
+	if len(hist.Items) != 1 || hist.Items[0].Action != templates.ActionPromote || hist.Items[0].To != captured.Template || hist.Items[0].Actor == "" {
 		t.Fatalf("history %+v", hist.Items)
 	}
 	// Promoting the active one again is a conflict; rollback of a
@@ -175,12 +175,12 @@ func templateAndSetupAPI(t *testing.T, kind string) {
 	// A scripted setup with promote, in the background: a second
 	// template supersedes the first, which rolls back.
 	script := map[string]any{"steps": []any{map[string]any{"write": map[string]any{"path": "/etc/motd", "content": "hi\n"}}}}
-	var s2 custom.Session
+	var s2 templates.Session
 	e.must(t, http.StatusAccepted, call{method: "POST", path: start.path, token: tokOperator, body: map[string]any{"script": script, "promote": true}}).decode(t, &s2)
-	s2p := e.waitSession(t, s2.ID, custom.SessionPromoted)
-	var back custom.Template
+	s2p := e.waitSession(t, s2.ID, templates.SessionPromoted)
+	var back templates.Template
 	e.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/templates/" + captured.Template + "/rollback", token: tokOperator}).decode(t, &back)
-	if back.State != custom.StateActive {
+	if back.State != templates.StateActive {
 		t.Errorf("rolled back %+v", back)
 	}
 	// A script with an unknown key is refused naming the step.
@@ -189,9 +189,9 @@ func templateAndSetupAPI(t *testing.T, kind string) {
 		t.Errorf("an unknown script key: %s", r.body)
 	}
 	// Revoke the active template: the pointer is cleared.
-	var rev custom.Template
+	var rev templates.Template
 	e.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/templates/" + captured.Template + "/revoke", token: tokOperator, body: map[string]any{"reason": "test"}}).decode(t, &rev)
-	if rev.State != custom.StateRevoked {
+	if rev.State != templates.StateRevoked {
 		t.Errorf("revoked %+v", rev)
 	}
 	var after environment.View // fresh: decoding leaves absent fields as they were
@@ -200,20 +200,20 @@ func templateAndSetupAPI(t *testing.T, kind string) {
 		t.Errorf("after the revoke the active template is %+v", after.ActiveTemplate)
 	}
 	e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/environments/" + env.ID + "/template-history", token: tokOperator}).decode(t, &hist)
-	if len(hist.Items) != 4 || hist.Items[1].To != s2p.Template || hist.Items[2].Action != custom.ActionRollback || hist.Items[3].Action != custom.ActionRevoke {
+	if len(hist.Items) != 4 || hist.Items[1].To != s2p.Template || hist.Items[2].Action != templates.ActionRollback || hist.Items[3].Action != templates.ActionRevoke {
 		t.Errorf("history %+v", hist.Items)
 	}
 
 	// An interactive session cancelled.
-	var s3 custom.Session
+	var s3 templates.Session
 	e.must(t, http.StatusAccepted, start).decode(t, &s3)
-	e.waitSession(t, s3.ID, custom.SessionWaiting)
-	var cancelled custom.Session
+	e.waitSession(t, s3.ID, templates.SessionWaiting)
+	var cancelled templates.Session
 	e.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/setup-sessions/" + s3.ID + "/cancel", token: tokOperator}).decode(t, &cancelled)
-	if cancelled.State != custom.SessionCancelled {
+	if cancelled.State != templates.SessionCancelled {
 		t.Errorf("cancelled %+v", cancelled)
 	}
-	var sl items[custom.Session]
+	var sl items[templates.Session]
 	e.must(t, http.StatusOK, call{method: "GET", path: start.path, token: tokBoard}).decode(t, &sl)
 	if len(sl.Items) != 3 {
 		t.Errorf("sessions %d, want 3", len(sl.Items))

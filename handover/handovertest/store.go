@@ -1,5 +1,5 @@
 // Package handovertest is the conformance suite of handover.Store: every
-// implementation (handover.MemoryStore, the SQL stores of
+// implementation (handover.NewMemoryStore's, the SQL stores of
 // store/sqlite and store/postgres) passes RunStoreTests.
 package handovertest
 

@@ -6,7 +6,7 @@
 //
 // Each package owns its suite (environment/environmenttest,
 // qualification/qualificationtest, lease/leasetest, handover/handovertest,
-// images/custom/customtest, prp/prptest, prp/controller/controllertest,
+// templates/templatestest, prp/prptest, prp/controller/controllertest,
 // instance/instancetest); this package only calls
 // them, one subtest per Stores field.
 package storetest
@@ -18,8 +18,6 @@ import (
 	"github.com/berthdev/berth/environment/environmenttest"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/handover/handovertest"
-	"github.com/berthdev/berth/images/custom"
-	"github.com/berthdev/berth/images/custom/customtest"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/instance/instancetest"
 	"github.com/berthdev/berth/lease"
@@ -31,6 +29,8 @@ import (
 	"github.com/berthdev/berth/qualification"
 	"github.com/berthdev/berth/qualification/qualificationtest"
 	"github.com/berthdev/berth/store"
+	"github.com/berthdev/berth/templates"
+	"github.com/berthdev/berth/templates/templatestest"
 )
 
 // RunStoreTests runs every package's store suite; newStores returns a
@@ -77,6 +77,6 @@ func RunStoreTests(t *testing.T, newStores func(t *testing.T) store.Stores) {
 		instancetest.RunStoreTests(t, func(t *testing.T) instance.Store { return stores(t).Settings })
 	})
 	t.Run("Templates", func(t *testing.T) {
-		customtest.RunStoreTests(t, func(t *testing.T) custom.Store { return stores(t).Templates })
+		templatestest.RunStoreTests(t, func(t *testing.T) templates.Store { return stores(t).Templates })
 	})
 }

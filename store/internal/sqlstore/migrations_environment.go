@@ -39,7 +39,7 @@ func (components) Environment() Component {
 			Version: 2,
 			Name:    "add environments.active_template",
 			SQL: []string{
-				// The active template pointer (IMG-6, images/custom): JSON
+				// The active template pointer (IMG-6, package templates): JSON
 				// {id, identity, sourceFingerprint}, NULL for none. It
 				// changes only with the revision (CFG-6).
 				`ALTER TABLE environments ADD COLUMN active_template TEXT`,

@@ -1,6 +1,6 @@
 package sqlstore
 
-// Templates is the custom images component (images/custom.Store, methods
+// Templates is the custom images component (templates.Store, methods
 // in templates.go): captured templates and the append-only history of the
 // environments' active pointers.
 func (components) Templates() Component {

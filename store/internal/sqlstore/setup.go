@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berthdev/berth/images/custom"
+	"github.com/berthdev/berth/templates"
 )
 
-func activeFlag(s *custom.Session) int {
+func activeFlag(s *templates.Session) int {
 	if s.State.Active() {
 		return 1
 	}
@@ -25,27 +25,27 @@ func activeViolation(what string) bool {
 	return strings.Contains(what, "setup_sessions_one_active") || strings.Contains(what, "setup_sessions.environment")
 }
 
-func scanSetupSession(s scanner) (*custom.Session, error) {
+func scanSetupSession(s scanner) (*templates.Session, error) {
 	var doc string
 	if err := s.Scan(&doc); err != nil {
 		return nil, err
 	}
-	var ses custom.Session
+	var ses templates.Session
 	if err := json.Unmarshal([]byte(doc), &ses); err != nil {
 		return nil, fmt.Errorf("setup session document: %w", err)
 	}
 	return &ses, nil
 }
 
-// InsertSession implements custom.Store; the partial unique index
+// InsertSession implements templates.Store; the partial unique index
 // setup_sessions_one_active refuses a second active session of an
 // environment.
-func (db *DB) InsertSession(ctx context.Context, s *custom.Session) error {
+func (db *DB) InsertSession(ctx context.Context, s *templates.Session) error {
 	if s == nil || s.ID == "" || s.Environment == "" {
-		return fmt.Errorf("sqlstore: insert setup session: missing id or environment: %w", custom.ErrInvalid)
+		return fmt.Errorf("sqlstore: insert setup session: missing id or environment: %w", templates.ErrInvalid)
 	}
 	if s.Version != 1 {
-		return fmt.Errorf("sqlstore: insert setup session %s: version %d, want 1: %w", s.ID, s.Version, custom.ErrInvalid)
+		return fmt.Errorf("sqlstore: insert setup session %s: version %d, want 1: %w", s.ID, s.Version, templates.ErrInvalid)
 	}
 	doc, err := json.Marshal(s)
 	if err != nil {
@@ -55,9 +55,9 @@ func (db *DB) InsertSession(ctx context.Context, s *custom.Session) error {
 		s.ID, s.Environment, activeFlag(s), nanos(s.CreatedAt), s.Version, string(doc))
 	if what, dup := uniqueViolation(err); dup {
 		if activeViolation(what) {
-			return fmt.Errorf("sqlstore: setup session %s of environment %s: %w", s.ID, s.Environment, custom.ErrSessionActive)
+			return fmt.Errorf("sqlstore: setup session %s of environment %s: %w", s.ID, s.Environment, templates.ErrSessionActive)
 		}
-		return fmt.Errorf("sqlstore: setup session %s: id already exists: %w", s.ID, custom.ErrConflict)
+		return fmt.Errorf("sqlstore: setup session %s: id already exists: %w", s.ID, templates.ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlstore: insert setup session %s: %w", s.ID, err)
@@ -65,11 +65,11 @@ func (db *DB) InsertSession(ctx context.Context, s *custom.Session) error {
 	return nil
 }
 
-// GetSession implements custom.Store.
-func (db *DB) GetSession(ctx context.Context, id string) (*custom.Session, error) {
+// GetSession implements templates.Store.
+func (db *DB) GetSession(ctx context.Context, id string) (*templates.Session, error) {
 	s, err := scanSetupSession(db.reads().queryRow(ctx, "SELECT doc FROM setup_sessions WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("sqlstore: setup session %q: %w", id, custom.ErrSessionNotFound)
+		return nil, fmt.Errorf("sqlstore: setup session %q: %w", id, templates.ErrSessionNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: get setup session %q: %w", id, err)
@@ -77,8 +77,8 @@ func (db *DB) GetSession(ctx context.Context, id string) (*custom.Session, error
 	return s, nil
 }
 
-// ListSessions implements custom.Store.
-func (db *DB) ListSessions(ctx context.Context, f custom.SessionFilter) ([]*custom.Session, error) {
+// ListSessions implements templates.Store.
+func (db *DB) ListSessions(ctx context.Context, f templates.SessionFilter) ([]*templates.Session, error) {
 	q := "SELECT doc FROM setup_sessions WHERE 1 = 1"
 	var args []any
 	if f.Environment != "" {
@@ -96,11 +96,11 @@ func (db *DB) ListSessions(ctx context.Context, f custom.SessionFilter) ([]*cust
 	return collect(rows, "list setup sessions", scanSetupSession)
 }
 
-// UpdateSession implements custom.Store with one version-checked
+// UpdateSession implements templates.Store with one version-checked
 // statement.
-func (db *DB) UpdateSession(ctx context.Context, s *custom.Session) error {
+func (db *DB) UpdateSession(ctx context.Context, s *templates.Session) error {
 	if s == nil || s.ID == "" {
-		return fmt.Errorf("sqlstore: update setup session: missing id: %w", custom.ErrInvalid)
+		return fmt.Errorf("sqlstore: update setup session: missing id: %w", templates.ErrInvalid)
 	}
 	doc, err := json.Marshal(s)
 	if err != nil {
@@ -109,7 +109,7 @@ func (db *DB) UpdateSession(ctx context.Context, s *custom.Session) error {
 	res, err := db.writes().exec(ctx, `UPDATE setup_sessions SET active = ?, version = ?, doc = ? WHERE id = ? AND version = ?`,
 		activeFlag(s), s.Version, string(doc), s.ID, s.Version-1)
 	if what, dup := uniqueViolation(err); dup && activeViolation(what) {
-		return fmt.Errorf("sqlstore: setup session %s of environment %s: %w", s.ID, s.Environment, custom.ErrSessionActive)
+		return fmt.Errorf("sqlstore: setup session %s of environment %s: %w", s.ID, s.Environment, templates.ErrSessionActive)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlstore: update setup session %s: %w", s.ID, err)
@@ -120,19 +120,19 @@ func (db *DB) UpdateSession(ctx context.Context, s *custom.Session) error {
 	var stored int64
 	err = db.writes().queryRow(ctx, "SELECT version FROM setup_sessions WHERE id = ?", s.ID).Scan(&stored)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("sqlstore: setup session %q: %w", s.ID, custom.ErrSessionNotFound)
+		return fmt.Errorf("sqlstore: setup session %q: %w", s.ID, templates.ErrSessionNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlstore: update setup session %s: %w", s.ID, err)
 	}
-	return fmt.Errorf("sqlstore: setup session %s: version %d does not follow stored version %d: %w", s.ID, s.Version, stored, custom.ErrConflict)
+	return fmt.Errorf("sqlstore: setup session %s: version %d does not follow stored version %d: %w", s.ID, s.Version, stored, templates.ErrConflict)
 }
 
-// AppendSessionEvent implements custom.Store as AppendEvent does: the
+// AppendSessionEvent implements templates.Store as AppendEvent does: the
 // next seq in one transaction, a collision on the primary key retried.
-func (db *DB) AppendSessionEvent(ctx context.Context, e *custom.SessionEvent) error {
+func (db *DB) AppendSessionEvent(ctx context.Context, e *templates.SessionEvent) error {
 	if e == nil || e.Session == "" {
-		return fmt.Errorf("sqlstore: append session event: missing session: %w", custom.ErrInvalid)
+		return fmt.Errorf("sqlstore: append session event: missing session: %w", templates.ErrInvalid)
 	}
 	var err error
 	for range maxKeyAttempts {
@@ -159,18 +159,18 @@ func (db *DB) AppendSessionEvent(ctx context.Context, e *custom.SessionEvent) er
 	return fmt.Errorf("sqlstore: append event of setup session %s: %w", e.Session, err)
 }
 
-// ListSessionEvents implements custom.Store.
-func (db *DB) ListSessionEvents(ctx context.Context, session string, after int64) ([]*custom.SessionEvent, error) {
+// ListSessionEvents implements templates.Store.
+func (db *DB) ListSessionEvents(ctx context.Context, session string, after int64) ([]*templates.SessionEvent, error) {
 	rows, err := db.reads().query(ctx, "SELECT doc FROM setup_session_events WHERE session = ? AND seq > ? ORDER BY seq", session, after)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: events of setup session %s: %w", session, err)
 	}
-	return collect(rows, "events of setup session "+session, func(s scanner) (*custom.SessionEvent, error) {
+	return collect(rows, "events of setup session "+session, func(s scanner) (*templates.SessionEvent, error) {
 		var doc string
 		if err := s.Scan(&doc); err != nil {
 			return nil, err
 		}
-		var e custom.SessionEvent
+		var e templates.SessionEvent
 		if err := json.Unmarshal([]byte(doc), &e); err != nil {
 			return nil, fmt.Errorf("session event document: %w", err)
 		}
@@ -178,10 +178,10 @@ func (db *DB) ListSessionEvents(ctx context.Context, session string, after int64
 	})
 }
 
-// InsertTerminalToken implements custom.Store.
-func (db *DB) InsertTerminalToken(ctx context.Context, t *custom.TerminalToken) error {
+// InsertTerminalToken implements templates.Store.
+func (db *DB) InsertTerminalToken(ctx context.Context, t *templates.TerminalToken) error {
 	if t == nil || t.Hash == "" {
-		return fmt.Errorf("sqlstore: insert terminal token: missing hash: %w", custom.ErrInvalid)
+		return fmt.Errorf("sqlstore: insert terminal token: missing hash: %w", templates.ErrInvalid)
 	}
 	doc, err := json.Marshal(t)
 	if err != nil {
@@ -190,7 +190,7 @@ func (db *DB) InsertTerminalToken(ctx context.Context, t *custom.TerminalToken) 
 	_, err = db.writes().exec(ctx, "INSERT INTO setup_terminal_tokens (hash, expires_at, used, doc) VALUES (?, ?, 0, ?)",
 		t.Hash, t.ExpiresAt.UnixNano(), string(doc))
 	if _, dup := uniqueViolation(err); dup {
-		return fmt.Errorf("sqlstore: terminal token of session %s: hash already exists: %w", t.Session, custom.ErrConflict)
+		return fmt.Errorf("sqlstore: terminal token of session %s: hash already exists: %w", t.Session, templates.ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlstore: insert terminal token of session %s: %w", t.Session, err)
@@ -198,7 +198,7 @@ func (db *DB) InsertTerminalToken(ctx context.Context, t *custom.TerminalToken) 
 	return nil
 }
 
-// PruneTerminalTokens implements custom.Store.
+// PruneTerminalTokens implements templates.Store.
 func (db *DB) PruneTerminalTokens(ctx context.Context, before time.Time) (int, error) {
 	res, err := db.writes().exec(ctx, "DELETE FROM setup_terminal_tokens WHERE expires_at < ?", before.UnixNano())
 	if err != nil {
@@ -211,9 +211,9 @@ func (db *DB) PruneTerminalTokens(ctx context.Context, before time.Time) (int, e
 	return int(n), nil
 }
 
-// RedeemTerminalToken implements custom.Store with one conditional UPDATE:
+// RedeemTerminalToken implements templates.Store with one conditional UPDATE:
 // of concurrent redemptions exactly one changes the row.
-func (db *DB) RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*custom.TerminalToken, error) {
+func (db *DB) RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*templates.TerminalToken, error) {
 	res, err := db.writes().exec(ctx, "UPDATE setup_terminal_tokens SET used = 1 WHERE hash = ? AND used = 0 AND expires_at > ?", hash, now.UnixNano())
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: redeem terminal token: %w", err)
@@ -221,13 +221,13 @@ func (db *DB) RedeemTerminalToken(ctx context.Context, hash string, now time.Tim
 	if n, err := res.RowsAffected(); err != nil {
 		return nil, fmt.Errorf("sqlstore: redeem terminal token: %w", err)
 	} else if n == 0 {
-		return nil, fmt.Errorf("sqlstore: redeem terminal token: %w", custom.ErrTokenInvalid)
+		return nil, fmt.Errorf("sqlstore: redeem terminal token: %w", templates.ErrTokenInvalid)
 	}
 	var doc string
 	if err := db.writes().queryRow(ctx, "SELECT doc FROM setup_terminal_tokens WHERE hash = ?", hash).Scan(&doc); err != nil {
 		return nil, fmt.Errorf("sqlstore: redeem terminal token: %w", err)
 	}
-	var t custom.TerminalToken
+	var t templates.TerminalToken
 	if err := json.Unmarshal([]byte(doc), &t); err != nil {
 		return nil, fmt.Errorf("sqlstore: terminal token document: %w", err)
 	}

@@ -7,37 +7,37 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/berthdev/berth/images/custom"
+	"github.com/berthdev/berth/templates"
 )
 
-var _ custom.Store = (*DB)(nil)
+var _ templates.Store = (*DB)(nil)
 
-func wanted(t *custom.Template) int {
+func wanted(t *templates.Template) int {
 	if t.DeleteWanted {
 		return 1
 	}
 	return 0
 }
 
-func scanTemplate(s scanner) (*custom.Template, error) {
+func scanTemplate(s scanner) (*templates.Template, error) {
 	var doc string
 	if err := s.Scan(&doc); err != nil {
 		return nil, err
 	}
-	var t custom.Template
+	var t templates.Template
 	if err := json.Unmarshal([]byte(doc), &t); err != nil {
 		return nil, fmt.Errorf("template document: %w", err)
 	}
 	return &t, nil
 }
 
-// InsertTemplate implements custom.Store.
-func (db *DB) InsertTemplate(ctx context.Context, t *custom.Template) error {
+// InsertTemplate implements templates.Store.
+func (db *DB) InsertTemplate(ctx context.Context, t *templates.Template) error {
 	if t == nil || t.ID == "" {
-		return fmt.Errorf("sqlstore: insert template: missing id: %w", custom.ErrInvalid)
+		return fmt.Errorf("sqlstore: insert template: missing id: %w", templates.ErrInvalid)
 	}
 	if t.Version != 1 {
-		return fmt.Errorf("sqlstore: insert template %s: version %d, want 1: %w", t.ID, t.Version, custom.ErrInvalid)
+		return fmt.Errorf("sqlstore: insert template %s: version %d, want 1: %w", t.ID, t.Version, templates.ErrInvalid)
 	}
 	doc, err := json.Marshal(t)
 	if err != nil {
@@ -46,7 +46,7 @@ func (db *DB) InsertTemplate(ctx context.Context, t *custom.Template) error {
 	_, err = db.writes().exec(ctx, `INSERT INTO templates (id, environment, created_at, delete_wanted, version, doc) VALUES (?, ?, ?, ?, ?, ?)`,
 		t.ID, t.Environment, nanos(t.CreatedAt), wanted(t), t.Version, string(doc))
 	if _, dup := uniqueViolation(err); dup {
-		return fmt.Errorf("sqlstore: template %s: id already exists: %w", t.ID, custom.ErrConflict)
+		return fmt.Errorf("sqlstore: template %s: id already exists: %w", t.ID, templates.ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlstore: insert template %s: %w", t.ID, err)
@@ -54,11 +54,11 @@ func (db *DB) InsertTemplate(ctx context.Context, t *custom.Template) error {
 	return nil
 }
 
-// GetTemplate implements custom.Store.
-func (db *DB) GetTemplate(ctx context.Context, id string) (*custom.Template, error) {
+// GetTemplate implements templates.Store.
+func (db *DB) GetTemplate(ctx context.Context, id string) (*templates.Template, error) {
 	t, err := scanTemplate(db.reads().queryRow(ctx, "SELECT doc FROM templates WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("sqlstore: template %q: %w", id, custom.ErrNotFound)
+		return nil, fmt.Errorf("sqlstore: template %q: %w", id, templates.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: get template %q: %w", id, err)
@@ -66,8 +66,8 @@ func (db *DB) GetTemplate(ctx context.Context, id string) (*custom.Template, err
 	return t, nil
 }
 
-// ListTemplates implements custom.Store.
-func (db *DB) ListTemplates(ctx context.Context, f custom.Filter) ([]*custom.Template, error) {
+// ListTemplates implements templates.Store.
+func (db *DB) ListTemplates(ctx context.Context, f templates.Filter) ([]*templates.Template, error) {
 	q := "SELECT doc FROM templates WHERE 1 = 1"
 	var args []any
 	if f.Environment != "" {
@@ -85,11 +85,11 @@ func (db *DB) ListTemplates(ctx context.Context, f custom.Filter) ([]*custom.Tem
 	return collect(rows, "list templates", scanTemplate)
 }
 
-// UpdateTemplate implements custom.Store with one version-checked
+// UpdateTemplate implements templates.Store with one version-checked
 // statement.
-func (db *DB) UpdateTemplate(ctx context.Context, t *custom.Template) error {
+func (db *DB) UpdateTemplate(ctx context.Context, t *templates.Template) error {
 	if t == nil || t.ID == "" {
-		return fmt.Errorf("sqlstore: update template: missing id: %w", custom.ErrInvalid)
+		return fmt.Errorf("sqlstore: update template: missing id: %w", templates.ErrInvalid)
 	}
 	doc, err := json.Marshal(t)
 	if err != nil {
@@ -107,20 +107,20 @@ func (db *DB) UpdateTemplate(ctx context.Context, t *custom.Template) error {
 	var stored int64
 	err = db.writes().queryRow(ctx, "SELECT version FROM templates WHERE id = ?", t.ID).Scan(&stored)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("sqlstore: template %q: %w", t.ID, custom.ErrNotFound)
+		return fmt.Errorf("sqlstore: template %q: %w", t.ID, templates.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlstore: update template %s: %w", t.ID, err)
 	}
-	return fmt.Errorf("sqlstore: template %s: version %d does not follow stored version %d: %w", t.ID, t.Version, stored, custom.ErrConflict)
+	return fmt.Errorf("sqlstore: template %s: version %d does not follow stored version %d: %w", t.ID, t.Version, stored, templates.ErrConflict)
 }
 
-// AppendEvent implements custom.Store: the next seq of the environment in
+// AppendEvent implements templates.Store: the next seq of the environment in
 // one transaction; two concurrent appends that pick the same seq collide
 // on the primary key and the loser starts over.
-func (db *DB) AppendEvent(ctx context.Context, e *custom.Event) error {
+func (db *DB) AppendEvent(ctx context.Context, e *templates.Event) error {
 	if e == nil || e.Environment == "" {
-		return fmt.Errorf("sqlstore: append event: missing environment: %w", custom.ErrInvalid)
+		return fmt.Errorf("sqlstore: append event: missing environment: %w", templates.ErrInvalid)
 	}
 	var err error
 	for range maxKeyAttempts {
@@ -147,18 +147,18 @@ func (db *DB) AppendEvent(ctx context.Context, e *custom.Event) error {
 	return fmt.Errorf("sqlstore: append event of environment %s: %w", e.Environment, err)
 }
 
-// ListEvents implements custom.Store.
-func (db *DB) ListEvents(ctx context.Context, environment string) ([]*custom.Event, error) {
+// ListEvents implements templates.Store.
+func (db *DB) ListEvents(ctx context.Context, environment string) ([]*templates.Event, error) {
 	rows, err := db.reads().query(ctx, "SELECT doc FROM template_events WHERE environment = ? ORDER BY seq", environment)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: history of environment %s: %w", environment, err)
 	}
-	return collect(rows, "history of environment "+environment, func(s scanner) (*custom.Event, error) {
+	return collect(rows, "history of environment "+environment, func(s scanner) (*templates.Event, error) {
 		var doc string
 		if err := s.Scan(&doc); err != nil {
 			return nil, err
 		}
-		var e custom.Event
+		var e templates.Event
 		if err := json.Unmarshal([]byte(doc), &e); err != nil {
 			return nil, fmt.Errorf("event document: %w", err)
 		}

@@ -1,8 +1,8 @@
-// Package customtest is the conformance suite of images/custom's Store:
+// Package templatestest is the conformance suite of the templates package's Store:
 // the memory store and the SQL stores (SQLite, PostgreSQL) pass it.
 //
-//	customtest.RunStoreTests(t, func(t *testing.T) custom.Store { return custom.NewMemoryStore() })
-package customtest
+//	templatestest.RunStoreTests(t, func(t *testing.T) templates.Store { return templates.NewMemoryStore() })
+package templatestest
 
 import (
 	"context"
@@ -15,16 +15,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/images/custom"
+	"github.com/berthdev/berth/templates"
 )
 
 // RunStoreTests runs the suite; newStore returns a fresh, empty store for
 // each subtest.
-func RunStoreTests(t *testing.T, newStore func(t *testing.T) custom.Store) {
+func RunStoreTests(t *testing.T, newStore func(t *testing.T) templates.Store) {
 	t.Helper()
 	tests := []struct {
 		name string
-		run  func(t *testing.T, s custom.Store)
+		run  func(t *testing.T, s templates.Store)
 	}{
 		{"insert then get returns an equal deep copy", testRoundTrip},
 		{"a taken id is a conflict and changes nothing", testDuplicate},
@@ -52,9 +52,9 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) custom.Store) {
 // truncate or lose the instant.
 var baseTime = time.Date(2026, 12, 1, 10, 11, 12, 123456789, time.FixedZone("UTC+1", 3600))
 
-func sample(id, env string, at time.Time) *custom.Template {
-	return &custom.Template{
-		ID: id, Environment: env, Name: "with tools", Driver: "fake", State: custom.StateCaptured,
+func sample(id, env string, at time.Time) *templates.Template {
+	return &templates.Template{
+		ID: id, Environment: env, Name: "with tools", Driver: "fake", State: templates.StateCaptured,
 		Identity: "snapshot:fake/snap-" + id, SourceFingerprint: "sha256:" + fmt.Sprintf("%064d", 7),
 		Lease: "lse_1", CreatedAt: at, CreatedBy: "admin-1", UpdatedAt: at, Version: 1,
 	}
@@ -69,14 +69,14 @@ func diff(t *testing.T, what string, want, got any) {
 	}
 }
 
-func mustInsert(t *testing.T, s custom.Store, tpl *custom.Template) {
+func mustInsert(t *testing.T, s templates.Store, tpl *templates.Template) {
 	t.Helper()
 	if err := s.InsertTemplate(context.Background(), tpl); err != nil {
 		t.Fatalf("InsertTemplate(%s): %v", tpl.ID, err)
 	}
 }
 
-func mustGet(t *testing.T, s custom.Store, id string) *custom.Template {
+func mustGet(t *testing.T, s templates.Store, id string) *templates.Template {
 	t.Helper()
 	got, err := s.GetTemplate(context.Background(), id)
 	if err != nil {
@@ -92,10 +92,10 @@ func wantErr(t *testing.T, op string, err, target error) {
 	}
 }
 
-func testRoundTrip(t *testing.T, s custom.Store) {
+func testRoundTrip(t *testing.T, s templates.Store) {
 	full := sample("tpl-1", "env-1", baseTime)
 	full.ContentHash, full.SetupSession = "sha256:abc", "ses-1"
-	full.State, full.RevokedAt, full.RevokedBy, full.RevokeReason = custom.StateRevoked, baseTime.Add(time.Minute), "admin-2", "leaks a token"
+	full.State, full.RevokedAt, full.RevokedBy, full.RevokeReason = templates.StateRevoked, baseTime.Add(time.Minute), "admin-2", "leaks a token"
 	full.DeleteWanted, full.DeleteNote = true, "lease lse_2 uses it"
 	full.FailureReason = "none really"
 	full.DeleteReceipt = &drivers.Receipt{State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: baseTime.Add(time.Hour),
@@ -107,40 +107,40 @@ func testRoundTrip(t *testing.T, s custom.Store) {
 	if again := mustGet(t, s, "tpl-1"); again.DeleteReceipt.Evidence != "inspect image: not found" {
 		t.Errorf("changing a returned template changed the stored one")
 	}
-	minimal := &custom.Template{ID: "tpl-2", Environment: "env-1", State: custom.StateFailed, Version: 1}
+	minimal := &templates.Template{ID: "tpl-2", Environment: "env-1", State: templates.StateFailed, Version: 1}
 	mustInsert(t, s, minimal)
 	diff(t, "minimal round trip", minimal, mustGet(t, s, "tpl-2"))
-	wantErr(t, "insert with version 2", s.InsertTemplate(context.Background(), &custom.Template{ID: "tpl-3", Environment: "env-1", Version: 2}), custom.ErrInvalid)
+	wantErr(t, "insert with version 2", s.InsertTemplate(context.Background(), &templates.Template{ID: "tpl-3", Environment: "env-1", Version: 2}), templates.ErrInvalid)
 }
 
-func testDuplicate(t *testing.T, s custom.Store) {
+func testDuplicate(t *testing.T, s templates.Store) {
 	mustInsert(t, s, sample("tpl-1", "env-1", baseTime))
 	other := sample("tpl-1", "env-2", baseTime)
-	wantErr(t, "insert of a taken id", s.InsertTemplate(context.Background(), other), custom.ErrConflict)
+	wantErr(t, "insert of a taken id", s.InsertTemplate(context.Background(), other), templates.ErrConflict)
 	if got := mustGet(t, s, "tpl-1"); got.Environment != "env-1" {
 		t.Errorf("a refused insert changed the stored template: environment %q", got.Environment)
 	}
 }
 
-func testUpdateVersion(t *testing.T, s custom.Store) {
+func testUpdateVersion(t *testing.T, s templates.Store) {
 	ctx := context.Background()
 	mustInsert(t, s, sample("tpl-1", "env-1", baseTime))
 	v2 := mustGet(t, s, "tpl-1")
-	v2.State, v2.Version, v2.UpdatedAt = custom.StateActive, 2, baseTime.Add(time.Second)
+	v2.State, v2.Version, v2.UpdatedAt = templates.StateActive, 2, baseTime.Add(time.Second)
 	if err := s.UpdateTemplate(ctx, v2); err != nil {
 		t.Fatalf("UpdateTemplate: %v", err)
 	}
 	diff(t, "after update", v2, mustGet(t, s, "tpl-1"))
 	stale := v2.Clone()
-	stale.State = custom.StateRevoked // still version 2: based on 1
-	wantErr(t, "stale update", s.UpdateTemplate(ctx, stale), custom.ErrConflict)
+	stale.State = templates.StateRevoked // still version 2: based on 1
+	wantErr(t, "stale update", s.UpdateTemplate(ctx, stale), templates.ErrConflict)
 	diff(t, "after a stale update", v2, mustGet(t, s, "tpl-1"))
 	missing := sample("nope", "env-1", baseTime)
 	missing.Version = 2
-	wantErr(t, "update of a missing template", s.UpdateTemplate(ctx, missing), custom.ErrNotFound)
+	wantErr(t, "update of a missing template", s.UpdateTemplate(ctx, missing), templates.ErrNotFound)
 }
 
-func testUpdateConcurrent(t *testing.T, s custom.Store) {
+func testUpdateConcurrent(t *testing.T, s templates.Store) {
 	ctx := context.Background()
 	mustInsert(t, s, sample("tpl-1", "env-1", baseTime))
 	var wg sync.WaitGroup
@@ -158,7 +158,7 @@ func testUpdateConcurrent(t *testing.T, s custom.Store) {
 			switch {
 			case err == nil:
 				wins++
-			case errors.Is(err, custom.ErrConflict):
+			case errors.Is(err, templates.ErrConflict):
 				conflicts++
 			default:
 				t.Errorf("UpdateTemplate: %v", err)
@@ -171,7 +171,7 @@ func testUpdateConcurrent(t *testing.T, s custom.Store) {
 	}
 }
 
-func testList(t *testing.T, s custom.Store) {
+func testList(t *testing.T, s templates.Store) {
 	ctx := context.Background()
 	mustInsert(t, s, sample("tpl-b", "env-1", baseTime.Add(2*time.Second)))
 	mustInsert(t, s, sample("tpl-a", "env-1", baseTime.Add(2*time.Second)))
@@ -179,7 +179,7 @@ func testList(t *testing.T, s custom.Store) {
 	first.DeleteWanted = true
 	mustInsert(t, s, first)
 	mustInsert(t, s, sample("tpl-c", "env-2", baseTime))
-	ids := func(f custom.Filter) []string {
+	ids := func(f templates.Filter) []string {
 		t.Helper()
 		list, err := s.ListTemplates(ctx, f)
 		if err != nil {
@@ -191,18 +191,18 @@ func testList(t *testing.T, s custom.Store) {
 		}
 		return out
 	}
-	diff(t, "env-1", []string{"tpl-z", "tpl-a", "tpl-b"}, ids(custom.Filter{Environment: "env-1"}))
-	diff(t, "all", []string{"tpl-c", "tpl-z", "tpl-a", "tpl-b"}, ids(custom.Filter{}))
-	diff(t, "delete wanted", []string{"tpl-z"}, ids(custom.Filter{DeleteWanted: true}))
-	diff(t, "none", []string{}, ids(custom.Filter{Environment: "env-9"}))
+	diff(t, "env-1", []string{"tpl-z", "tpl-a", "tpl-b"}, ids(templates.Filter{Environment: "env-1"}))
+	diff(t, "all", []string{"tpl-c", "tpl-z", "tpl-a", "tpl-b"}, ids(templates.Filter{}))
+	diff(t, "delete wanted", []string{"tpl-z"}, ids(templates.Filter{DeleteWanted: true}))
+	diff(t, "none", []string{}, ids(templates.Filter{Environment: "env-9"}))
 }
 
-func testEvents(t *testing.T, s custom.Store) {
+func testEvents(t *testing.T, s templates.Store) {
 	ctx := context.Background()
-	e1 := &custom.Event{Environment: "env-1", Action: custom.ActionPromote, To: "tpl-1", Actor: "admin-1", At: baseTime, Revision: 2}
-	e2 := &custom.Event{Environment: "env-1", Action: custom.ActionPromote, From: "tpl-1", To: "tpl-2", Actor: "admin-2", At: baseTime.Add(time.Second), Revision: 3, Reason: "new tools"}
-	o1 := &custom.Event{Environment: "env-2", Action: custom.ActionRevoke, From: "tpl-9", Actor: "admin-1", At: baseTime, Revision: 5}
-	for _, e := range []*custom.Event{e1, o1, e2} {
+	e1 := &templates.Event{Environment: "env-1", Action: templates.ActionPromote, To: "tpl-1", Actor: "admin-1", At: baseTime, Revision: 2}
+	e2 := &templates.Event{Environment: "env-1", Action: templates.ActionPromote, From: "tpl-1", To: "tpl-2", Actor: "admin-2", At: baseTime.Add(time.Second), Revision: 3, Reason: "new tools"}
+	o1 := &templates.Event{Environment: "env-2", Action: templates.ActionRevoke, From: "tpl-9", Actor: "admin-1", At: baseTime, Revision: 5}
+	for _, e := range []*templates.Event{e1, o1, e2} {
 		if err := s.AppendEvent(ctx, e); err != nil {
 			t.Fatalf("AppendEvent: %v", err)
 		}
@@ -214,40 +214,40 @@ func testEvents(t *testing.T, s custom.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	diff(t, "env-1 history", []*custom.Event{e1, e2}, got)
+	diff(t, "env-1 history", []*templates.Event{e1, e2}, got)
 	none, err := s.ListEvents(ctx, "env-9")
 	if err != nil || len(none) != 0 {
 		t.Errorf("ListEvents(env-9) = %v, %v; want none", none, err)
 	}
 }
 
-func testNotFound(t *testing.T, s custom.Store) {
+func testNotFound(t *testing.T, s templates.Store) {
 	_, err := s.GetTemplate(context.Background(), "nope")
-	wantErr(t, "get of a missing template", err, custom.ErrNotFound)
+	wantErr(t, "get of a missing template", err, templates.ErrNotFound)
 }
 
-func testCancelled(t *testing.T, s custom.Store) {
+func testCancelled(t *testing.T, s templates.Store) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := s.InsertTemplate(ctx, sample("tpl-1", "env-1", baseTime)); !errors.Is(err, context.Canceled) {
 		t.Errorf("InsertTemplate on a cancelled context: %v, want context.Canceled", err)
 	}
-	if _, err := s.ListTemplates(ctx, custom.Filter{}); !errors.Is(err, context.Canceled) {
+	if _, err := s.ListTemplates(ctx, templates.Filter{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("ListTemplates on a cancelled context: %v, want context.Canceled", err)
 	}
 }
 
-func sampleSession(id, env string, state custom.SessionState, at time.Time) *custom.Session {
-	return &custom.Session{
+func sampleSession(id, env string, state templates.SessionState, at time.Time) *templates.Session {
+	return &templates.Session{
 		ID: id, Environment: env, Name: "tools", Driver: "fake", State: state, Steps: 2,
 		ContentHash: "sha256:" + fmt.Sprintf("%064d", 3), Lease: "lse_9", CreatedAt: at, CreatedBy: "admin-1",
 		UpdatedAt: at, ExpiresAt: at.Add(time.Minute), Deadline: at.Add(time.Hour), Version: 1,
 	}
 }
 
-func testSessionRoundTrip(t *testing.T, s custom.Store) {
+func testSessionRoundTrip(t *testing.T, s templates.Store) {
 	ctx := context.Background()
-	full := sampleSession("ses-1", "env-1", custom.SessionWaiting, baseTime)
+	full := sampleSession("ses-1", "env-1", templates.SessionWaiting, baseTime)
 	full.Interactive, full.Template, full.Reused, full.BaseTemplate = true, "tpl-1", true, "tpl-0"
 	full.FailureReason, full.LeaseCleanup = "step 2 exited 1", "confirmed"
 	if err := s.InsertSession(ctx, full); err != nil {
@@ -258,50 +258,50 @@ func testSessionRoundTrip(t *testing.T, s custom.Store) {
 		t.Fatal(err)
 	}
 	diff(t, "session round trip", full, got)
-	wantErr(t, "insert of a taken session id", s.InsertSession(ctx, sampleSession("ses-1", "env-2", custom.SessionCaptured, baseTime)), custom.ErrConflict)
-	wantErr(t, "insert with version 2", s.InsertSession(ctx, &custom.Session{ID: "ses-2", Environment: "env-1", Version: 2}), custom.ErrInvalid)
+	wantErr(t, "insert of a taken session id", s.InsertSession(ctx, sampleSession("ses-1", "env-2", templates.SessionCaptured, baseTime)), templates.ErrConflict)
+	wantErr(t, "insert with version 2", s.InsertSession(ctx, &templates.Session{ID: "ses-2", Environment: "env-1", Version: 2}), templates.ErrInvalid)
 	v2 := got.Clone()
-	v2.State, v2.Version = custom.SessionCapturing, 2
+	v2.State, v2.Version = templates.SessionCapturing, 2
 	if err := s.UpdateSession(ctx, v2); err != nil {
 		t.Fatalf("UpdateSession: %v", err)
 	}
 	stale := v2.Clone()
-	stale.State = custom.SessionCancelled
-	wantErr(t, "stale session update", s.UpdateSession(ctx, stale), custom.ErrConflict)
-	if got, _ := s.GetSession(ctx, "ses-1"); got == nil || got.State != custom.SessionCapturing {
+	stale.State = templates.SessionCancelled
+	wantErr(t, "stale session update", s.UpdateSession(ctx, stale), templates.ErrConflict)
+	if got, _ := s.GetSession(ctx, "ses-1"); got == nil || got.State != templates.SessionCapturing {
 		t.Errorf("after a stale update: %+v", got)
 	}
 	_, err = s.GetSession(ctx, "nope")
-	wantErr(t, "get of a missing session", err, custom.ErrSessionNotFound)
-	missing := sampleSession("nope", "env-1", custom.SessionCancelled, baseTime)
+	wantErr(t, "get of a missing session", err, templates.ErrSessionNotFound)
+	missing := sampleSession("nope", "env-1", templates.SessionCancelled, baseTime)
 	missing.Version = 2
-	wantErr(t, "update of a missing session", s.UpdateSession(ctx, missing), custom.ErrSessionNotFound)
+	wantErr(t, "update of a missing session", s.UpdateSession(ctx, missing), templates.ErrSessionNotFound)
 }
 
-func testSessionOneActive(t *testing.T, s custom.Store) {
+func testSessionOneActive(t *testing.T, s templates.Store) {
 	ctx := context.Background()
-	if err := s.InsertSession(ctx, sampleSession("ses-1", "env-1", custom.SessionStarting, baseTime)); err != nil {
+	if err := s.InsertSession(ctx, sampleSession("ses-1", "env-1", templates.SessionStarting, baseTime)); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, "a second active session", s.InsertSession(ctx, sampleSession("ses-2", "env-1", custom.SessionStarting, baseTime)), custom.ErrSessionActive)
-	if err := s.InsertSession(ctx, sampleSession("ses-3", "env-2", custom.SessionWaiting, baseTime)); err != nil {
+	wantErr(t, "a second active session", s.InsertSession(ctx, sampleSession("ses-2", "env-1", templates.SessionStarting, baseTime)), templates.ErrSessionActive)
+	if err := s.InsertSession(ctx, sampleSession("ses-3", "env-2", templates.SessionWaiting, baseTime)); err != nil {
 		t.Errorf("an active session of another environment: %v", err)
 	}
-	if err := s.InsertSession(ctx, sampleSession("ses-4", "env-1", custom.SessionCaptured, baseTime.Add(time.Second))); err != nil {
+	if err := s.InsertSession(ctx, sampleSession("ses-4", "env-1", templates.SessionCaptured, baseTime.Add(time.Second))); err != nil {
 		t.Errorf("an ended session beside the active one: %v", err)
 	}
-	ended := sampleSession("ses-1", "env-1", custom.SessionCancelled, baseTime)
+	ended := sampleSession("ses-1", "env-1", templates.SessionCancelled, baseTime)
 	ended.Version = 2
 	if err := s.UpdateSession(ctx, ended); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.InsertSession(ctx, sampleSession("ses-5", "env-1", custom.SessionStarting, baseTime.Add(2*time.Second))); err != nil {
+	if err := s.InsertSession(ctx, sampleSession("ses-5", "env-1", templates.SessionStarting, baseTime.Add(2*time.Second))); err != nil {
 		t.Fatalf("a new session once the active one ended: %v", err)
 	}
 	back := ended.Clone()
-	back.State, back.Version = custom.SessionWaiting, 3
-	wantErr(t, "an ended session made active again beside another", s.UpdateSession(ctx, back), custom.ErrSessionActive)
-	list, err := s.ListSessions(ctx, custom.SessionFilter{Environment: "env-1"})
+	back.State, back.Version = templates.SessionWaiting, 3
+	wantErr(t, "an ended session made active again beside another", s.UpdateSession(ctx, back), templates.ErrSessionActive)
+	list, err := s.ListSessions(ctx, templates.SessionFilter{Environment: "env-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func testSessionOneActive(t *testing.T, s custom.Store) {
 		ids = append(ids, x.ID)
 	}
 	diff(t, "sessions of env-1", []string{"ses-1", "ses-4", "ses-5"}, ids)
-	active, err := s.ListSessions(ctx, custom.SessionFilter{Active: true})
+	active, err := s.ListSessions(ctx, templates.SessionFilter{Active: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func testSessionOneActive(t *testing.T, s custom.Store) {
 	diff(t, "active sessions", []string{"ses-3", "ses-5"}, ids)
 }
 
-func testSessionConcurrent(t *testing.T, s custom.Store) {
+func testSessionConcurrent(t *testing.T, s templates.Store) {
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -330,13 +330,13 @@ func testSessionConcurrent(t *testing.T, s custom.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := s.InsertSession(ctx, sampleSession(fmt.Sprintf("ses-%d", i), "env-1", custom.SessionStarting, baseTime))
+			err := s.InsertSession(ctx, sampleSession(fmt.Sprintf("ses-%d", i), "env-1", templates.SessionStarting, baseTime))
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err == nil:
 				wins++
-			case errors.Is(err, custom.ErrSessionActive):
+			case errors.Is(err, templates.ErrSessionActive):
 				refused++
 			default:
 				t.Errorf("InsertSession: %v", err)
@@ -344,7 +344,7 @@ func testSessionConcurrent(t *testing.T, s custom.Store) {
 		}()
 	}
 	wg.Wait()
-	active, err := s.ListSessions(ctx, custom.SessionFilter{Environment: "env-1"})
+	active, err := s.ListSessions(ctx, templates.SessionFilter{Environment: "env-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,11 +353,11 @@ func testSessionConcurrent(t *testing.T, s custom.Store) {
 	}
 }
 
-func testSessionEvents(t *testing.T, s custom.Store) {
+func testSessionEvents(t *testing.T, s templates.Store) {
 	ctx := context.Background()
-	var want []*custom.SessionEvent
+	var want []*templates.SessionEvent
 	for i := range 5 {
-		e := &custom.SessionEvent{Session: "ses-1", At: baseTime.Add(time.Duration(i) * time.Second), State: custom.SessionStarting, Step: i, Message: fmt.Sprintf("step %d", i)}
+		e := &templates.SessionEvent{Session: "ses-1", At: baseTime.Add(time.Duration(i) * time.Second), State: templates.SessionStarting, Step: i, Message: fmt.Sprintf("step %d", i)}
 		if err := s.AppendSessionEvent(ctx, e); err != nil {
 			t.Fatal(err)
 		}
@@ -366,7 +366,7 @@ func testSessionEvents(t *testing.T, s custom.Store) {
 		}
 		want = append(want, e)
 	}
-	if err := s.AppendSessionEvent(ctx, &custom.SessionEvent{Session: "ses-2", Message: "other"}); err != nil {
+	if err := s.AppendSessionEvent(ctx, &templates.SessionEvent{Session: "ses-2", Message: "other"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, after := range []int64{0, 2, 5} {
@@ -374,30 +374,30 @@ func testSessionEvents(t *testing.T, s custom.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		diff(t, fmt.Sprintf("events after %d", after), append([]*custom.SessionEvent{}, want[after:]...), got)
+		diff(t, fmt.Sprintf("events after %d", after), append([]*templates.SessionEvent{}, want[after:]...), got)
 	}
 }
 
-func testTerminalTokens(t *testing.T, s custom.Store) {
+func testTerminalTokens(t *testing.T, s templates.Store) {
 	ctx := context.Background()
-	tok := &custom.TerminalToken{Hash: fmt.Sprintf("%064x", 1), Session: "ses-1", Principal: "ops", Role: "local_operator",
+	tok := &templates.TerminalToken{Hash: fmt.Sprintf("%064x", 1), Session: "ses-1", Principal: "ops", Role: "local_operator",
 		Path: "/terminal", CreatedAt: baseTime, ExpiresAt: baseTime.Add(time.Minute)}
 	if err := s.InsertTerminalToken(ctx, tok); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, "a taken hash", s.InsertTerminalToken(ctx, tok), custom.ErrConflict)
+	wantErr(t, "a taken hash", s.InsertTerminalToken(ctx, tok), templates.ErrConflict)
 	expired := *tok
 	expired.Hash = fmt.Sprintf("%064x", 2)
 	if err := s.InsertTerminalToken(ctx, &expired); err != nil {
 		t.Fatal(err)
 	}
 	_, err := s.RedeemTerminalToken(ctx, expired.Hash, baseTime.Add(time.Minute))
-	wantErr(t, "redeem at its expiry", err, custom.ErrTokenInvalid)
+	wantErr(t, "redeem at its expiry", err, templates.ErrTokenInvalid)
 	_, err = s.RedeemTerminalToken(ctx, fmt.Sprintf("%064x", 3), baseTime)
-	wantErr(t, "redeem of an unknown hash", err, custom.ErrTokenInvalid)
+	wantErr(t, "redeem of an unknown hash", err, templates.ErrTokenInvalid)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var won []*custom.TerminalToken
+	var won []*templates.TerminalToken
 	for range 10 {
 		wg.Add(1)
 		go func() {
@@ -408,7 +408,7 @@ func testTerminalTokens(t *testing.T, s custom.Store) {
 			switch {
 			case err == nil:
 				won = append(won, got)
-			case !errors.Is(err, custom.ErrTokenInvalid):
+			case !errors.Is(err, templates.ErrTokenInvalid):
 				t.Errorf("RedeemTerminalToken: %v", err)
 			}
 		}()

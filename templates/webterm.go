@@ -1,4 +1,4 @@
-package custom
+package templates
 
 import (
 	"context"
@@ -21,11 +21,11 @@ import (
 	"github.com/berthdev/berth/drivers"
 )
 
-// TerminalTokenTTL is how long a minted terminal token may be redeemed.
-const TerminalTokenTTL = 60 * time.Second
+// terminalTokenTTL is how long a minted terminal token may be redeemed.
+const terminalTokenTTL = 60 * time.Second
 
-// DefaultTerminalRing is the default size of a web terminal's output ring.
-const DefaultTerminalRing = 1 << 20
+// defaultTerminalRing is the default size of a web terminal's output ring.
+const defaultTerminalRing = 1 << 20
 
 // MintedToken is a terminal token as MintTerminalToken returns it: the
 // token travels once, to the client; the store keeps its hash.
@@ -38,7 +38,7 @@ type MintedToken struct {
 
 // MintTerminalToken mints a single-use token for the web terminal of
 // session id (IMG-5): random (32 bytes), only its SHA-256 stored,
-// redeemable once within TerminalTokenTTL, bound to the session, to p and
+// redeemable once within 60 seconds, bound to the session, to p and
 // to the URL path the TerminalHandler serves it on. The session must be
 // waiting for the operator. p needs authz.ActionSetup.
 func (s *Service) MintTerminalToken(ctx context.Context, p authz.Principal, id, path string) (*MintedToken, error) {
@@ -57,8 +57,8 @@ func (s *Service) MintTerminalToken(ctx context.Context, p authz.Principal, id, 
 		return nil, fmt.Errorf("custom: terminal token for setup session %s: %w", id, err)
 	}
 	tok := "bt_" + hex.EncodeToString(b)
-	now := s.o.Clock.Now().UTC()
-	rec := &TerminalToken{Hash: tokenHash(tok), Session: id, Principal: p.ID, Role: p.Role, Path: path, CreatedAt: now, ExpiresAt: now.Add(TerminalTokenTTL)}
+	now := s.o.clock.Now().UTC()
+	rec := &TerminalToken{Hash: tokenHash(tok), Session: id, Principal: p.ID, Role: p.Role, Path: path, CreatedAt: now, ExpiresAt: now.Add(terminalTokenTTL)}
 	if err := s.src.Templates.InsertTerminalToken(ctx, rec); err != nil {
 		return nil, fmt.Errorf("custom: terminal token for setup session %s: %w", id, err)
 	}
@@ -80,7 +80,7 @@ type TerminalHandlerOptions struct {
 	// request's own host (websocket.AcceptOptions.OriginPatterns).
 	OriginPatterns []string
 	// RingBytes bounds the output kept per terminal for reconnects;
-	// default DefaultTerminalRing.
+	// default 1 MiB.
 	RingBytes int
 }
 
@@ -118,7 +118,7 @@ type controlFrame struct {
 // gets a fresh shell and "reset".
 func (s *Service) TerminalHandler(opts TerminalHandlerOptions) http.Handler {
 	if opts.RingBytes <= 0 {
-		opts.RingBytes = DefaultTerminalRing
+		opts.RingBytes = defaultTerminalRing
 	}
 	return &termHandler{s: s, o: opts, procs: map[string]*termProc{}}
 }
@@ -147,7 +147,7 @@ func (h *termHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing token", http.StatusUnauthorized)
 		return
 	}
-	rec, err := h.s.src.Templates.RedeemTerminalToken(ctx, tokenHash(tok), h.s.o.Clock.Now())
+	rec, err := h.s.src.Templates.RedeemTerminalToken(ctx, tokenHash(tok), h.s.o.clock.Now())
 	if err != nil {
 		if errors.Is(err, ErrTokenInvalid) {
 			http.Error(w, "terminal token invalid, used or expired", http.StatusUnauthorized)

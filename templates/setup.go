@@ -1,4 +1,4 @@
-package custom
+package templates
 
 import (
 	"bytes"
@@ -17,10 +17,10 @@ import (
 	"github.com/berthdev/berth/lease"
 )
 
-// MetaSetupSession is the lease metadata key naming the setup session a
+// metaSetupSession is the lease metadata key naming the setup session a
 // setup lease belongs to; the lease's Run is the session id too, so a
 // sweep finds the sandbox of a session that crashed before recording it.
-const MetaSetupSession = "berth.setup-session"
+const metaSetupSession = "berth.setup-session"
 
 // SetupRequest starts a setup session (Service.Setup).
 type SetupRequest struct {
@@ -28,7 +28,7 @@ type SetupRequest struct {
 	Environment string
 	// Name names the template captured.
 	Name string
-	// Script, if not nil, holds the JSON script (ParseScript). It is read
+	// Script, if not nil, holds the JSON script (see the package doc). It is read
 	// only after the driver's capabilities were checked.
 	Script io.Reader
 	// Interactive leaves the session waiting_for_user after the steps,
@@ -67,7 +67,7 @@ func sessionResource(envID, id string) authz.Resource {
 // template_capture (IMG-7), and with req.Interactive a driver without
 // terminal, each naming the driver and the capability, with an error
 // wrapping drivers.ErrUnsupported. A scripted, non-interactive setup is
-// content-addressed (Script.Hash over the base image identity, the
+// content-addressed (the script's hash over the base image identity, the
 // platform and the steps): a finished template with the same hash answers
 // it, recorded as a session with Reused set, and no sandbox is allocated.
 // One session per environment is active at a time, enforced by the store:
@@ -96,29 +96,29 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 		}
 		required = required.With(drivers.CapTerminal)
 	}
-	var script *Script
+	var script *setupScript
 	if req.Script != nil {
-		if script, err = ParseScript(req.Script); err != nil {
+		if script, err = parseScript(req.Script); err != nil {
 			return nil, err
 		}
 	} else if !req.Interactive {
 		return nil, fmt.Errorf("custom: setup of environment %s: neither a script nor an interactive session: %w", env.ID, ErrInvalid)
 	}
 	base := s.base(env, d)
-	now := s.o.Clock.Now().UTC()
+	now := s.o.clock.Now().UTC()
 	ttl := s.o.SessionTTL
 	if req.TTL > 0 {
 		ttl = min(req.TTL, s.o.SessionMaxTTL)
 	}
 	ses := &Session{
-		ID: s.o.NewSessionID(), Environment: env.ID, Name: req.Name, Driver: d.Name(), State: SessionStarting,
+		ID: s.o.newSessionID(), Environment: env.ID, Name: req.Name, Driver: d.Name(), State: SessionStarting,
 		Interactive: req.Interactive, TTL: ttl, CreatedAt: now, CreatedBy: p.ID, UpdatedAt: now,
 		ExpiresAt: now.Add(ttl), Deadline: now.Add(s.o.SessionMaxTTL), Version: 1,
 	}
 	if script != nil {
 		ses.Steps = len(script.Steps)
 		if !req.Interactive {
-			ses.ContentHash, ses.Base = script.Hash(base), base
+			ses.ContentHash, ses.Base = script.hash(base), base
 		}
 	}
 	if ses.ContentHash != "" && !req.Rebuild {
@@ -136,7 +136,7 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 	defer s.heartbeat(ses)()
 	h, err := s.src.Leases.Acquire(ctx, p, lease.AcquireRequest{
 		EnvironmentID: env.ID, Company: lease.InstanceCompany, Run: ses.ID, Policy: lease.Ephemeral,
-		Required: required, Metadata: map[string]string{MetaSetupSession: ses.ID},
+		Required: required, Metadata: map[string]string{metaSetupSession: ses.ID},
 	})
 	if err != nil {
 		return s.fail(ctx, p, ses, nil, fmt.Sprintf("leasing the setup sandbox: %v", err), req.Progress, err)
@@ -176,7 +176,7 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 // ErrStepFailed: a scripted step exited non-zero or could not run.
 var ErrStepFailed = errcode.New(errcode.Invalid, "custom: setup step failed")
 
-func (st Step) describe() string {
+func (st setupStep) describe() string {
 	if st.Write != nil {
 		mode, _ := st.Write.mode()
 		return fmt.Sprintf("write %s (mode %s, %d bytes)", st.Write.Path, mode, len(st.Write.Content))
@@ -186,7 +186,7 @@ func (st Step) describe() string {
 
 // runStep runs st in h's sandbox; it returns "" on success, else why not
 // (the tail of its stderr, redacted of vals).
-func (s *Service) runStep(ctx context.Context, h *lease.Handle, st Step, vals []string) string {
+func (s *Service) runStep(ctx context.Context, h *lease.Handle, st setupStep, vals []string) string {
 	cmd := drivers.Command{Argv: st.Run, OutputLimit: 64 << 10}
 	if st.Write != nil {
 		mode, _ := st.Write.mode()
@@ -261,7 +261,7 @@ func (s *Service) base(env *environment.Environment, d drivers.Driver) string {
 // active template when a session built it by running script on the base
 // before it (leases start from it, so the setup would rebuild the same
 // thing on top of itself); nil if none.
-func (s *Service) reusable(ctx context.Context, env *environment.Environment, script *Script, hash string) *Template {
+func (s *Service) reusable(ctx context.Context, env *environment.Environment, script *setupScript, hash string) *Template {
 	list, err := s.src.Templates.ListTemplates(ctx, Filter{Environment: env.ID})
 	if err != nil {
 		s.o.Logger.Warn("custom: listing templates for reuse", "environment", env.ID, "err", err)
@@ -280,7 +280,7 @@ func (s *Service) reusable(ctx context.Context, env *environment.Environment, sc
 		if t.ID != env.ActiveTemplate.ID || t.State != StateActive || t.ContentHash == "" || t.SetupSession == "" {
 			continue
 		}
-		if prev, err := s.src.Templates.GetSession(ctx, t.SetupSession); err == nil && prev.Base != "" && script.Hash(prev.Base) == t.ContentHash {
+		if prev, err := s.src.Templates.GetSession(ctx, t.SetupSession); err == nil && prev.Base != "" && script.hash(prev.Base) == t.ContentHash {
 			return t
 		}
 	}
@@ -505,7 +505,7 @@ func (s *Service) updateSession(ctx context.Context, ses *Session, f func(*Sessi
 		next := ses.Clone()
 		f(next)
 		next.Version = ses.Version + 1
-		next.UpdatedAt = s.o.Clock.Now().UTC()
+		next.UpdatedAt = s.o.clock.Now().UTC()
 		err := s.src.Templates.UpdateSession(context.WithoutCancel(ctx), next)
 		if err == nil {
 			return next, nil
@@ -524,7 +524,7 @@ func (s *Service) updateSession(ctx context.Context, ses *Session, f func(*Sessi
 
 // event stores a progress event (a failure to store is logged).
 func (s *Service) event(ctx context.Context, ses *Session, step int, msg string, progress func(*SessionEvent)) {
-	e := &SessionEvent{Session: ses.ID, At: s.o.Clock.Now().UTC(), State: ses.State, Step: step, Message: msg}
+	e := &SessionEvent{Session: ses.ID, At: s.o.clock.Now().UTC(), State: ses.State, Step: step, Message: msg}
 	if err := s.src.Templates.AppendSessionEvent(context.WithoutCancel(ctx), e); err != nil {
 		s.o.Logger.Warn("custom: recording a setup progress event", "session", ses.ID, "err", err)
 		return
@@ -567,7 +567,7 @@ func (s *Service) ttl(ses *Session) time.Duration {
 
 // touch pushes an active session's TTL back, up to its deadline.
 func (s *Service) touch(ctx context.Context, ses *Session) *Session {
-	exp := s.o.Clock.Now().UTC().Add(s.ttl(ses))
+	exp := s.o.clock.Now().UTC().Add(s.ttl(ses))
 	if exp.After(ses.Deadline) {
 		exp = ses.Deadline
 	}
@@ -772,7 +772,7 @@ func (s *Service) SweepSessions(ctx context.Context, p authz.Principal) (Session
 	if err := s.o.Authorizer.Authorize(ctx, p, authz.ActionSweep, resource("", "", "")); err != nil {
 		return rep, fmt.Errorf("custom: sweep of setup sessions: %w", err)
 	}
-	now := s.o.Clock.Now()
+	now := s.o.clock.Now()
 	active, err := s.src.Templates.ListSessions(ctx, SessionFilter{Active: true})
 	if err != nil {
 		return rep, fmt.Errorf("custom: sweep of setup sessions: %w", err)
@@ -806,7 +806,7 @@ func (s *Service) SweepSessions(ctx context.Context, p authz.Principal) (Session
 		}
 	}
 	for _, l := range leases {
-		sid := l.Metadata[MetaSetupSession]
+		sid := l.Metadata[metaSetupSession]
 		if sid == "" || l.Status == lease.StatusStarting {
 			continue
 		}
@@ -828,22 +828,17 @@ func (s *Service) SweepSessions(ctx context.Context, p authz.Principal) (Session
 	return rep, nil
 }
 
-// Touch pushes an active session's TTL back (activity), up to its cap.
-func (s *Service) Touch(ctx context.Context, p authz.Principal, id string) (*Session, error) {
-	ses, err := s.loadSession(ctx, p, authz.ActionSetup, id)
-	if err != nil {
-		return nil, err
-	}
-	return s.touch(ctx, ses), nil
-}
+// usageReporter is the Service's hook for the catalog, returned by
+// NewService: an unexported type, as it answers for no principal.
+type usageReporter struct{ s *Service }
 
-var _ environment.UsageReporter = (*Service)(nil)
+var _ environment.UsageReporter = usageReporter{}
 
 // EnvironmentUsage implements environment.UsageReporter: the active setup
 // sessions of envID, for the blast radius (CFG-7). Their sandboxes are
 // live leases of the environment and show among its active leases too.
-func (s *Service) EnvironmentUsage(ctx context.Context, envID string) (environment.Usage, error) {
-	list, err := s.src.Templates.ListSessions(ctx, SessionFilter{Environment: envID, Active: true})
+func (r usageReporter) EnvironmentUsage(ctx context.Context, envID string) (environment.Usage, error) {
+	list, err := r.s.src.Templates.ListSessions(ctx, SessionFilter{Environment: envID, Active: true})
 	if err != nil {
 		return environment.Usage{}, fmt.Errorf("custom: setup sessions of environment %s: %w", envID, err)
 	}

@@ -1,4 +1,4 @@
-package custom
+package templates
 
 import (
 	"context"
@@ -71,7 +71,7 @@ type sessionTerminal struct {
 func (t *sessionTerminal) Write(b []byte) (int, error) {
 	n, err := t.TerminalSession.Write(b)
 	t.mu.Lock()
-	now := t.s.o.Clock.Now()
+	now := t.s.o.clock.Now()
 	due := now.Sub(t.last) >= t.ttl/10
 	if due {
 		t.last = now
@@ -125,7 +125,7 @@ func (s *Service) OpenTerminal(ctx context.Context, p authz.Principal, id string
 		}
 		return nil, err
 	}
-	st := &sessionTerminal{TerminalSession: ts, s: s, p: p, id: id, ttl: s.ttl(ses), last: s.o.Clock.Now()}
+	st := &sessionTerminal{TerminalSession: ts, s: s, p: p, id: id, ttl: s.ttl(ses), last: s.o.clock.Now()}
 	s.terms.add(id, st)
 	s.touch(ctx, ses)
 	return st, nil

@@ -1,4 +1,4 @@
-package custom
+package templates
 
 import (
 	"bytes"
@@ -135,7 +135,7 @@ var ErrSessionActive = errcode.New(errcode.Conflict, "custom: the environment ha
 // may not read).
 var ErrSessionNotFound = errcode.New(errcode.NotFound, "custom: setup session not found")
 
-// Script is a scripted setup: steps run in order in the setup sandbox
+// setupScript is a scripted setup: steps run in order in the setup sandbox
 // (IMG-4). Its JSON form is
 //
 //	{"steps": [{"run": ["sh", "-c", "…"]}, {"write": {"path": "/etc/motd", "mode": "0644", "content": "…"}}]}
@@ -144,20 +144,20 @@ var ErrSessionNotFound = errcode.New(errcode.NotFound, "custom: setup session no
 // every command in the sandbox sees the environment's secret env map
 // (for example "$GITHUB_TOKEN"), so it is never written into the script
 // or the store.
-type Script struct {
-	Steps []Step `json:"steps"`
+type setupScript struct {
+	Steps []setupStep `json:"steps"`
 }
 
-// Step is one scripted step: exactly one of Run and Write.
-type Step struct {
+// setupStep is one scripted step: exactly one of Run and Write.
+type setupStep struct {
 	// Run is an argv list, run as it is (no shell unless it names one).
 	Run []string `json:"run,omitempty"`
 	// Write writes a file.
-	Write *WriteFile `json:"write,omitempty"`
+	Write *writeFile `json:"write,omitempty"`
 }
 
-// WriteFile is a file a step writes, its parent directories made.
-type WriteFile struct {
+// writeFile is a file a step writes, its parent directories made.
+type writeFile struct {
 	// Path is absolute.
 	Path string `json:"path"`
 	// Mode is an octal string ("0644"); default "0644".
@@ -165,20 +165,20 @@ type WriteFile struct {
 	Content string `json:"content"`
 }
 
-// MaxScriptBytes bounds a setup script (ParseScript reads no more).
-const MaxScriptBytes = 16 << 20
+// maxScriptBytes bounds a setup script (parseScript reads no more).
+const maxScriptBytes = 16 << 20
 
-// ParseScript reads a script's JSON from r: unknown keys are refused,
+// parseScript reads a script's JSON from r: unknown keys are refused,
 // naming the step, as are steps with neither or both of run and write, a
 // relative path, a mode that is not octal, and a script longer than
-// MaxScriptBytes (no more of r is read).
-func ParseScript(r io.Reader) (*Script, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxScriptBytes+1))
+// maxScriptBytes (no more of r is read).
+func parseScript(r io.Reader) (*setupScript, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxScriptBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("custom: reading the setup script: %w", err)
 	}
-	if len(data) > MaxScriptBytes {
-		return nil, fmt.Errorf("custom: setup script: longer than %d bytes, the most a script may be: %w", MaxScriptBytes, ErrInvalid)
+	if len(data) > maxScriptBytes {
+		return nil, fmt.Errorf("custom: setup script: longer than %d bytes, the most a script may be: %w", maxScriptBytes, ErrInvalid)
 	}
 	var top struct {
 		Steps []json.RawMessage `json:"steps"`
@@ -189,9 +189,9 @@ func ParseScript(r io.Reader) (*Script, error) {
 	if len(top.Steps) == 0 {
 		return nil, fmt.Errorf("custom: setup script: no steps: %w", ErrInvalid)
 	}
-	sc := &Script{}
+	sc := &setupScript{}
 	for i, raw := range top.Steps {
-		var st Step
+		var st setupStep
 		if err := strictDecode(raw, &st); err != nil {
 			return nil, fmt.Errorf("custom: setup script: step %d: %v: %w", i+1, err, ErrInvalid)
 		}
@@ -215,7 +215,7 @@ func strictDecode(data []byte, v any) error {
 	return nil
 }
 
-func (st Step) check() error {
+func (st setupStep) check() error {
 	switch {
 	case len(st.Run) > 0 && st.Write != nil:
 		return errors.New(`both "run" and "write"`)
@@ -232,7 +232,7 @@ func (st Step) check() error {
 	return nil
 }
 
-func (w *WriteFile) mode() (string, error) {
+func (w *writeFile) mode() (string, error) {
 	if w.Mode == "" {
 		return "0644", nil
 	}
@@ -243,11 +243,11 @@ func (w *WriteFile) mode() (string, error) {
 	return fmt.Sprintf("%04o", m), nil
 }
 
-// Hash returns the content address of running sc on base: the hex SHA-256
+// hash returns the content address of running sc on base: the hex SHA-256
 // of base (the environment's image identity and platform, see
 // Service.Setup) and of each step, a file by its path, mode and content
 // digest.
-func (sc *Script) Hash(base string) string {
+func (sc *setupScript) hash(base string) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "berth-setup-v1\x00base=%q\n", base)
 	for _, st := range sc.Steps {

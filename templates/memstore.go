@@ -1,4 +1,4 @@
-package custom
+package templates
 
 import (
 	"cmp"

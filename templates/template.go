@@ -1,4 +1,4 @@
-package custom
+package templates
 
 import (
 	"context"
@@ -134,7 +134,7 @@ type Filter struct {
 
 // Store persists templates and the pointer history. Implementations: the
 // memory store (NewMemoryStore) and the SQL stores (store/sqlite,
-// store/postgres); all pass customtest.RunStoreTests. A Store is safe for
+// store/postgres); all pass templatestest.RunStoreTests. A Store is safe for
 // concurrent use and stores and returns deep copies.
 type Store interface {
 	// InsertTemplate stores t (Version must be 1); ErrConflict if the id

@@ -1,4 +1,4 @@
-package custom_test
+package templates_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/templates"
 )
 
 // An operator captures a lease of an environment, promotes the template
@@ -53,7 +53,7 @@ func ExampleService() {
 	id, _ := h.ImageIdentity(ctx)
 	fmt.Println("lease runs the template:", id.String() == tpl.Identity)
 
-	tpl, err = sys.Templates().Revoke(ctx, op, tpl.ID, custom.RevokeOptions{Delete: true})
+	tpl, err = sys.Templates().Revoke(ctx, op, tpl.ID, templates.RevokeOptions{Delete: true})
 	fmt.Println(tpl.State, tpl.DeleteWanted, err)
 	for _, l := range []*lease.Handle{src, h} {
 		_, _ = l.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
@@ -78,7 +78,7 @@ func ExampleService_Setup() {
 	ctx := context.Background()
 	ok := func(context.Context, fake.Invocation) (int, error) { return 0, nil }
 	fk := fake.New(&fake.Options{Handlers: map[string]fake.HandlerFunc{
-		custom.WriteFileScript: ok, custom.CleanScript: ok, custom.EnvironScript: ok,
+		templates.WriteFileScript: ok, templates.CleanScript: ok, templates.EnvironScript: ok,
 	}})
 	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{fk}, TestMode: true})
 	if err != nil {
@@ -94,10 +94,10 @@ func ExampleService_Setup() {
 		return
 	}
 	script := `{"steps": [{"write": {"path": "/etc/motd", "mode": "0644", "content": "hi"}}, {"run": ["echo", "built"]}]}`
-	ses, err := sys.Templates().Setup(ctx, op, custom.SetupRequest{Environment: env.ID, Name: "motd",
+	ses, err := sys.Templates().Setup(ctx, op, templates.SetupRequest{Environment: env.ID, Name: "motd",
 		Script: strings.NewReader(script), Promote: true})
 	fmt.Println(ses.State, ses.LeaseCleanup, err)
-	again, err := sys.Templates().Setup(ctx, op, custom.SetupRequest{Environment: env.ID, Script: strings.NewReader(script)})
+	again, err := sys.Templates().Setup(ctx, op, templates.SetupRequest{Environment: env.ID, Script: strings.NewReader(script)})
 	fmt.Println(again.State, again.Reused, again.Template == ses.Template, err)
 	// Output:
 	// promoted confirmed <nil>

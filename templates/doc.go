@@ -1,13 +1,13 @@
-// Package custom holds captured templates of environments (custom images,
-// IMG-4..8): the Store of templates, of the append-only pointer history and
-// of setup sessions, and the Service that runs setup sessions and their
-// terminal, and captures, promotes, rolls back, revokes and deletes
-// templates for a principal.
+// Package templates holds custom images prepared in setup sessions and
+// kept as templates of environments (IMG-4..8): the Store of templates, of
+// the append-only pointer history and of setup sessions, and the Service
+// that runs setup sessions and their terminal, and captures, promotes,
+// rolls back, revokes and deletes templates for a principal.
 //
 //	svc := sys.Templates()
 //	tpl, err := svc.Capture(ctx, operator, h.ID(), "with tools") // a live lease of the environment
 //	tpl, err = svc.Promote(ctx, operator, tpl.ID)                 // leases now start from it
-//	tpl, err = svc.Revoke(ctx, operator, tpl.ID, custom.RevokeOptions{Delete: true})
+//	tpl, err = svc.Revoke(ctx, operator, tpl.ID, templates.RevokeOptions{Delete: true})
 //
 // The active pointer lives on the environment record
 // (environment.Environment.ActiveTemplate, a server-owned field): it holds
@@ -29,13 +29,13 @@
 //
 // Setup sessions (IMG-4, IMG-7) prepare a template in a setup sandbox:
 //
-//	ses, err := svc.Setup(ctx, operator, custom.SetupRequest{Environment: envID, Script: f, Promote: true})
-//	ses, err = svc.Setup(ctx, operator, custom.SetupRequest{Environment: envID, Interactive: true})
-//	pty, err := svc.OpenTerminal(ctx, operator, ses.ID, custom.TerminalSize{Rows: 24, Cols: 80})
+//	ses, err := svc.Setup(ctx, operator, templates.SetupRequest{Environment: envID, Script: f, Promote: true})
+//	ses, err = svc.Setup(ctx, operator, templates.SetupRequest{Environment: envID, Interactive: true})
+//	pty, err := svc.OpenTerminal(ctx, operator, ses.ID, templates.TerminalSize{Rows: 24, Cols: 80})
 //	ses, err = svc.CaptureSession(ctx, operator, ses.ID, false)
 //
 // The setup sandbox is a lease of company lease.InstanceCompany (Run: the
-// session id, metadata MetaSetupSession) started from the environment's
+// session id, metadata "berth.setup-session") started from the environment's
 // current image; capture, cancel, failure and timeout destroy it with
 // proof (a template a capture made after a cancel or timeout ended its
 // session is revoked, never promoted). One session per environment is active (starting,
@@ -45,9 +45,19 @@
 // and terminal input up to Options.SessionMaxTTL; SweepSessions ends the
 // sessions past it, also those whose process died, and destroys the
 // sandboxes of ended sessions. Progress events are stored with a cursor
-// (Events after N). Scripts (ParseScript) refuse unknown keys naming the
-// step; a scripted setup is content-addressed (Script.Hash) and a finished
-// template with the same hash answers it without allocating anything.
+// (Events after N). A script (SetupRequest.Script, at most 16 MiB) is
+// JSON:
+//
+//	{"steps": [{"run": ["sh", "-c", "…"]}, {"write": {"path": "/etc/motd", "mode": "0644", "content": "…"}}]}
+//
+// Each step is exactly one of run (an argv list, run as it is) and write
+// (an absolute path, an octal mode, default "0644", and the content);
+// unknown keys are refused naming the step. A step that needs a secret
+// reads it from its environment at exec time (the environment's secret
+// env map), never from the script. A scripted setup is content-addressed
+// (the base image identity and platform, argv lists, file paths, modes
+// and content digests) and a finished template with the same hash
+// answers it without allocating anything.
 // Files written by steps and in the terminal, shell history included, are
 // captured as they are. Drivers without template_capture are refused
 // before the script is read; without terminal, interactive setup is
@@ -66,5 +76,5 @@
 // capture sessions and open terminals; board members read sessions and
 // their events; agents nothing.
 //
-// customtest is the store's conformance suite.
-package custom
+// templatestest is the store's conformance suite.
+package templates

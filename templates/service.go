@@ -1,4 +1,4 @@
-package custom
+package templates
 
 import (
 	"context"
@@ -44,10 +44,6 @@ type Options struct {
 	// for a provider deletion (lease.SecretLookup); default: none, so a
 	// deletion that needs a credential fails and stays wanted.
 	Secrets lease.SecretLookup
-	// Clock is the time source; default the wall clock.
-	Clock clock.Clock
-	// NewID returns a new template id; default "tpl_" and 16 hex digits.
-	NewID func() string
 	// Logger receives failures of best-effort steps; default discard.
 	Logger *slog.Logger
 	// SessionTTL is how long a setup session lives without activity
@@ -56,9 +52,14 @@ type Options struct {
 	// SessionMaxTTL caps a session's life however active it is; default 4
 	// hours.
 	SessionMaxTTL time.Duration
-	// NewSessionID returns a new setup session id; default "ses_" and 16
+
+	// clock is the time source; default the wall clock.
+	clock clock.Clock
+	// newID returns a new template id; default "tpl_" and 16 hex digits.
+	newID func() string
+	// newSessionID returns a new setup session id; default "ses_" and 16
 	// hex digits.
-	NewSessionID func() string
+	newSessionID func() string
 }
 
 // Service captures, promotes, rolls back, revokes and deletes templates
@@ -72,8 +73,12 @@ type Service struct {
 	terms *terminals
 }
 
-// NewService returns a Service over src.
-func NewService(src Sources, opts *Options) *Service {
+// NewService returns a Service over src, and the hook the catalog needs
+// from it: the environment.UsageReporter that lists the active setup
+// sessions of an environment for its blast radius (CFG-7), to give
+// environment.Options.UsageReporters. It acts for no principal, so it is
+// no method of the Service.
+func NewService(src Sources, opts *Options) (*Service, environment.UsageReporter) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -81,11 +86,11 @@ func NewService(src Sources, opts *Options) *Service {
 	if o.Authorizer == nil {
 		o.Authorizer = authz.DefaultPolicy{}
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
+	if o.clock == nil {
+		o.clock = clock.Real{}
 	}
-	if o.NewID == nil {
-		o.NewID = func() string {
+	if o.newID == nil {
+		o.newID = func() string {
 			b := make([]byte, 8)
 			_, _ = rand.Read(b)
 			return "tpl_" + hex.EncodeToString(b)
@@ -103,14 +108,15 @@ func NewService(src Sources, opts *Options) *Service {
 	if o.SessionMaxTTL < o.SessionTTL {
 		o.SessionMaxTTL = o.SessionTTL
 	}
-	if o.NewSessionID == nil {
-		o.NewSessionID = func() string {
+	if o.newSessionID == nil {
+		o.newSessionID = func() string {
 			b := make([]byte, 8)
 			_, _ = rand.Read(b)
 			return "ses_" + hex.EncodeToString(b)
 		}
 	}
-	return &Service{src: src, o: o, terms: newTerminals()}
+	s := &Service{src: src, o: o, terms: newTerminals()}
+	return s, usageReporter{s}
 }
 
 // RevokeOptions modify Service.Revoke.
@@ -273,9 +279,9 @@ func (s *Service) capture(ctx context.Context, p authz.Principal, leaseID, name 
 			return nil, fmt.Errorf("custom: capture: %w", err)
 		}
 	}
-	now := s.o.Clock.Now().UTC()
+	now := s.o.clock.Now().UTC()
 	t := &Template{
-		ID: s.o.NewID(), Environment: env.ID, Name: name, Driver: d.Name(),
+		ID: s.o.newID(), Environment: env.ID, Name: name, Driver: d.Name(),
 		SourceFingerprint: source, Lease: leaseID,
 		CreatedAt: now, CreatedBy: p.ID, UpdatedAt: now, Version: 1,
 	}
@@ -407,7 +413,7 @@ func (s *Service) swap(ctx context.Context, p authz.Principal, env *environment.
 	next := *env
 	next.ActiveTemplate = ptr
 	next.Revision = env.Revision + 1
-	next.UpdatedAt = s.o.Clock.Now().UTC()
+	next.UpdatedAt = s.o.clock.Now().UTC()
 	next.UpdatedBy = p.ID
 	if err := s.src.Environments.UpdateEnvironment(ctx, &next, env.Revision); err != nil {
 		if errors.Is(err, environment.ErrConflict) {
@@ -425,7 +431,7 @@ func (s *Service) transition(ctx context.Context, t *Template, f func(*Template)
 		next := t.Clone()
 		f(next)
 		next.Version = t.Version + 1
-		next.UpdatedAt = s.o.Clock.Now().UTC()
+		next.UpdatedAt = s.o.clock.Now().UTC()
 		err := s.src.Templates.UpdateTemplate(context.WithoutCancel(ctx), next)
 		if err == nil {
 			return next, nil
@@ -441,7 +447,7 @@ func (s *Service) transition(ctx context.Context, t *Template, f func(*Template)
 }
 
 func (s *Service) record(ctx context.Context, e *Event) {
-	e.At = s.o.Clock.Now().UTC()
+	e.At = s.o.clock.Now().UTC()
 	if err := s.src.Templates.AppendEvent(context.WithoutCancel(ctx), e); err != nil {
 		s.o.Logger.Error("custom: recording a pointer change", "environment", e.Environment, "to", e.To, "err", err)
 	}
@@ -485,7 +491,7 @@ func (s *Service) Revoke(ctx context.Context, p authz.Principal, id string, opts
 		s.record(ctx, &Event{Environment: env.ID, Action: ActionRevoke, From: t.ID, Actor: p.ID, Revision: rev, Reason: opts.Reason})
 	}
 	if t.State != StateRevoked {
-		now := s.o.Clock.Now().UTC()
+		now := s.o.clock.Now().UTC()
 		t, err = s.transition(ctx, t, func(t *Template) {
 			t.State, t.RevokedAt, t.RevokedBy, t.RevokeReason = StateRevoked, now, p.ID, opts.Reason
 			t.DeleteWanted = opts.Delete && t.Identity != ""
