@@ -184,18 +184,18 @@ func TestManagedSandboxOnlyRefusesHostDrivers(t *testing.T) {
 	f.set(t, true, true)
 
 	_, err := f.asg.Resolve(ctx, admin, hostScope, 0)
-	wantRefused(t, "Resolve(host scope)", err, instance.ErrManagedSandboxOnly, instance.ReasonManagedSandboxOnly)
+	wantRefused(t, "Resolve(host scope)", err, instance.ErrManagedSandboxOnly, "managed_sandbox_only")
 	var be *environment.BindingError
 	if !errors.As(err, &be) || be.Binding.Key != "ws_host" {
 		t.Errorf("Resolve(host scope) = %v, want a BindingError naming the workspace binding", err)
 	}
 	_, err = f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.host, Company: "acme"})
-	wantRefused(t, "LeaseTarget(host)", err, instance.ErrManagedSandboxOnly, instance.ReasonManagedSandboxOnly)
+	wantRefused(t, "LeaseTarget(host)", err, instance.ErrManagedSandboxOnly, "managed_sandbox_only")
 	var ue *environment.UnusableError
-	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, instance.ReasonManagedSandboxOnly) {
+	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, "managed_sandbox_only") {
 		t.Errorf("LeaseTarget(host) = %v, want an UnusableError whose reason says managed_sandbox_only", err)
 	}
-	wantRefused(t, "AdmitDraft(local)", f.asg.AdmitDraft(ctx, admin, "local", "acme"), instance.ErrManagedSandboxOnly, instance.ReasonManagedSandboxOnly)
+	wantRefused(t, "AdmitDraft(local)", f.asg.AdmitDraft(ctx, admin, "local", "acme"), instance.ErrManagedSandboxOnly, "managed_sandbox_only")
 
 	// Sandbox drivers go on.
 	if res, err := f.asg.Resolve(ctx, admin, sandboxScope, 0); err != nil || res.Environment.ID != f.sandbox {
@@ -215,7 +215,7 @@ func TestManagedSandboxOnlyRefusesHostDrivers(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Get(host) as %s: %v", p, err)
 		}
-		if !strings.Contains(v.Unavailable, instance.ReasonManagedSandboxOnly) {
+		if !strings.Contains(v.Unavailable, "managed_sandbox_only") {
 			t.Errorf("Get(host) as %s: Unavailable = %q, want managed_sandbox_only", p, v.Unavailable)
 		}
 		if v, err := f.cat.Get(ctx, p, f.sandbox); err != nil || v.Unavailable != "" {
