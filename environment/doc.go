@@ -80,11 +80,16 @@
 //     measurements, fingerprint, configFingerprint, imageIdentity, template,
 //     activeTemplate, leases, secrets) at the top level or inside the
 //     config (unless the driver's schema declares a config field of that
-//     name), or a metadata key that starts with ReservedMetadataPrefix or
+//     name), or a metadata key that starts with "berth." or
 //     imitates qualification or platform state, are refused as reserved
 //     with the field named; DecodeCreateRequest and DecodeUpdateRequest
 //     decode strictly (one object, no unknown fields, exact member names,
 //     types checked).
+//   - Limits (CFG-8): a name of at most 128 bytes, a description of at
+//     most 4096, at most 256 env vars (names up to 256 bytes, values up to
+//     32 KiB), at most 64 metadata entries (keys up to 128 bytes, not
+//     empty; values up to 4096); every text valid UTF-8 without NUL. A
+//     request beyond one is a *FieldError naming the field.
 //   - Revisions (CFG-6): Update, Archive, Restore and Delete carry the
 //     revision they were based on; a stale one is ErrConflict and nothing
 //     changes.
