@@ -386,7 +386,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Catalog: sys.catalog, Environments: st.Environments, Drivers: reg, Leases: sys.leases, Qualifications: st.Qualifications,
 		// The gate the catalog and the assignments pass: one test mode,
 		// one health store, one settings Reader.
-		Gate: environment.NewGate(reg, &environment.GateOptions{TestMode: o.TestMode, Health: health, Settings: settings}),
+		Gate: environment.NewGate(reg, &environment.Options{TestMode: o.TestMode, Health: health, Settings: settings}),
 	}, &popts)
 	ropts := resolve.Options{Logger: o.Logger}
 	if o.Images != nil {

@@ -62,21 +62,20 @@ func newAsgFixtureOn(t testing.TB, envs environment.Store, bindings environment.
 	reg := assignRegistry()
 	f := &asgFixture{envs: envs, bindings: bindings, ids: map[string]string{}, clock: clock.NewFake(t0)}
 	testDrivers := []string{"lean", "down"}
-	f.asg = environment.NewAssignments(bindings, envs, reg, &environment.Options{
-		TestMode: true, TestDrivers: testDrivers, Clock: f.clock,
-	})
-	f.strict = environment.NewAssignments(bindings, envs, reg, &environment.Options{TestDrivers: testDrivers})
+	f.asg = environment.NewAssignments(bindings, envs, reg, environment.WithTestOptions(&environment.Options{TestMode: true},
+		environment.TestOptions{TestDrivers: testDrivers, Clock: f.clock}))
+	f.strict = environment.NewAssignments(bindings, envs, reg, environment.WithTestOptions(nil, environment.TestOptions{TestDrivers: testDrivers}))
 	var mu sync.Mutex
 	n := 0
-	opts := &environment.Options{
-		TestMode: true, TestDrivers: testDrivers, Clock: f.clock,
+	opts := environment.WithTestOptions(&environment.Options{TestMode: true}, environment.TestOptions{
+		TestDrivers: testDrivers, Clock: f.clock,
 		NewID: func() string {
 			mu.Lock()
 			defer mu.Unlock()
 			n++
 			return fmt.Sprintf("env_%03d", n)
 		},
-	}
+	})
 	if mod != nil {
 		mod(opts)
 	}

@@ -371,10 +371,8 @@ func ExampleAssignments_Resolve() {
 	envs := environment.NewMemoryStore()
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
 	n := 0
-	cat := environment.NewCatalog(envs, reg, environment.NewMemorySecretStore(), asg, &environment.Options{
-		TestMode: true,
-		NewID:    func() string { n++; return fmt.Sprintf("env_%d", n) },
-	})
+	cat := environment.NewCatalog(envs, reg, environment.NewMemorySecretStore(), asg, environment.WithTestOptions(&environment.Options{TestMode: true},
+		environment.TestOptions{NewID: func() string { n++; return fmt.Sprintf("env_%d", n) }}))
 	op := authz.Principal{ID: "u_1", Role: authz.RoleLocalOperator}
 	sandbox, _ := cat.Create(ctx, op, environment.CreateRequest{Name: "sandboxes", Driver: "fake"})
 	host, _ := cat.Create(ctx, op, environment.CreateRequest{Name: "this host", Driver: "local"})

@@ -36,7 +36,7 @@ type Assignments struct {
 // NewAssignments returns the assignment service over bindings, the
 // environments of envs and the drivers of reg. It panics if one of them is
 // nil (a programming error of the host). It reads the fields of opts it
-// shares with NewCatalog (TestMode, TestDrivers, Authorizer, Logger, Clock,
+// shares with NewCatalog (TestMode, Authorizer, Logger,
 // Health, Settings) and ignores the catalog's own: a host passes the same
 // *Options to both, so that they agree on test mode and read one health
 // store and one instance settings Reader.

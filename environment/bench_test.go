@@ -67,7 +67,7 @@ func BenchmarkGateCheckSettings(b *testing.B) {
 	reg := newRegistry()
 	env := &environment.Environment{ID: "env_b", Name: "bench", Driver: "fake", Status: environment.StatusActive}
 	gate := func(r instance.Reader) *environment.Gate {
-		return environment.NewGate(reg, &environment.GateOptions{TestMode: true, Settings: r})
+		return environment.NewGate(reg, &environment.Options{TestMode: true, Settings: r})
 	}
 	measure := func(g *environment.Gate, n int) float64 {
 		start := time.Now()

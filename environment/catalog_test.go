@@ -221,7 +221,9 @@ func TestExclusiveLocal(t *testing.T) {
 	})
 	t.Run("exclusivity is configurable", func(t *testing.T) {
 		t.Parallel()
-		f := newFixture(t, func(o *environment.Options) { o.ExclusiveDrivers = []string{} })
+		f := newFixture(t, func(o *environment.Options) {
+			environment.WithTestOptions(o, environment.TestOptions{ExclusiveDrivers: []string{}})
+		})
 		f.mustCreate(t, environment.CreateRequest{Name: "one", Driver: "local"})
 		f.mustCreate(t, environment.CreateRequest{Name: "two", Driver: "local"})
 	})
@@ -247,7 +249,10 @@ func TestTestDrivers(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, func(o *environment.Options) { o.TestMode = tc.testMode; o.TestDrivers = []string{"sim"} })
+			f := newFixture(t, func(o *environment.Options) {
+				o.TestMode = tc.testMode
+				environment.WithTestOptions(o, environment.TestOptions{TestDrivers: []string{"sim"}})
+			})
 			for _, p := range []authz.Principal{admin, operator} {
 				_, err := f.cat.Create(ctx, p, environment.CreateRequest{Name: "t-" + p.ID, Driver: tc.driver})
 				if !tc.wantErr {

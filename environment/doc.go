@@ -30,8 +30,8 @@
 // (the lease manager's) are the environment.UsageReporter values their
 // constructors return, passed in Options.UsageReporters. berth.New wires
 // them. The catalog hands out no raw store and no Gate: a host builds a
-// Gate with NewGate from the same test mode, health store and instance
-// settings Reader (Options.Settings, GateOptions.Settings: the Reader
+// Gate with NewGate from the same Options (test mode, health store and
+// instance settings Reader, Options.Settings: the Reader
 // instance.NewService returns; CFG-9 refusals wrap
 // instance.ErrEnvironmentsDisabled or instance.ErrManagedSandboxOnly).
 //
@@ -72,7 +72,7 @@
 //     has the credentials it needs.
 //   - Exclusivity and test drivers (CFG-4): at most one environment of each
 //     exclusive driver (default "local") per instance, checked atomically by
-//     the Store; the "fake" driver (and Options.TestDrivers) cannot be saved
+//     the Store; the "fake" driver cannot be saved
 //     or resolved unless Options.TestMode.
 //   - Reserved fields (CFG-5): payloads naming a server-owned field (in any
 //     letter case: id, status, revision, createdAt, updatedAt, createdBy,

@@ -1,7 +1,10 @@
 package environment
 
 import (
+	"time"
+
 	"context"
+	"github.com/berthdev/berth/clock"
 
 	"github.com/berthdev/berth/drivers/config"
 )
@@ -25,3 +28,36 @@ var (
 	LooksLikeSecretName   = looksLikeSecretName
 	ReservedFields        = reservedFieldsCopy
 )
+
+// TestOptions are the fields of Options that only this package's tests set.
+type TestOptions struct {
+	TestDrivers      []string
+	ExclusiveDrivers []string
+	Clock            clock.Clock
+	NewID            func() string
+	HealthTimeout    time.Duration
+}
+
+// WithTestOptions returns o (a new Options when nil) with the non-nil,
+// non-zero fields of t set.
+func WithTestOptions(o *Options, t TestOptions) *Options {
+	if o == nil {
+		o = &Options{}
+	}
+	if t.TestDrivers != nil {
+		o.testDrivers = t.TestDrivers
+	}
+	if t.ExclusiveDrivers != nil {
+		o.exclusiveDrivers = t.ExclusiveDrivers
+	}
+	if t.Clock != nil {
+		o.clock = t.Clock
+	}
+	if t.NewID != nil {
+		o.newID = t.NewID
+	}
+	if t.HealthTimeout != 0 {
+		o.healthTimeout = t.HealthTimeout
+	}
+	return o
+}

@@ -84,7 +84,7 @@ func TestProviderHealthGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate := environment.NewGate(reg, &environment.GateOptions{TestMode: true, Health: health}) // the one probes get
+	gate := environment.NewGate(reg, &environment.Options{TestMode: true, Health: health}) // the one probes get
 	if _, _, err := gate.Check(ctx, env, 0); !errors.Is(err, drivers.ErrUnavailable) {
 		t.Errorf("Gate.Check: %v, want ErrUnavailable", err)
 	}

@@ -167,16 +167,15 @@ func newFixtureOn(t testing.TB, store environment.Store, mod func(*environment.O
 	f.logger = slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	n := 0
 	var mu sync.Mutex
-	opts := &environment.Options{
-		Logger: f.logger,
-		Clock:  f.clock,
+	opts := environment.WithTestOptions(&environment.Options{Logger: f.logger}, environment.TestOptions{
+		Clock: f.clock,
 		NewID: func() string {
 			mu.Lock()
 			defer mu.Unlock()
 			n++
 			return fmt.Sprintf("env_%03d", n)
 		},
-	}
+	})
 	if mod != nil {
 		mod(opts)
 	}

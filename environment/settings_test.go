@@ -242,7 +242,7 @@ func TestGateReturnsAFailingSettingsRead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	reg := drivers.NewRegistry(fake.New(nil))
-	g := environment.NewGate(reg, &environment.GateOptions{TestMode: true, Settings: failingSettings{}})
+	g := environment.NewGate(reg, &environment.Options{TestMode: true, Settings: failingSettings{}})
 	env := &environment.Environment{ID: "env_1", Name: "one", Driver: "fake", Status: environment.StatusActive}
 	if _, _, err := g.Check(ctx, env, 0); !errors.Is(err, errSettingsDown) {
 		t.Errorf("Check = %v, want the settings read's error", err)
@@ -251,7 +251,7 @@ func TestGateReturnsAFailingSettingsRead(t *testing.T) {
 		t.Errorf("Admit = %v, want the settings read's error", err)
 	}
 	// Without a Reader: the defaults.
-	g = environment.NewGate(reg, &environment.GateOptions{TestMode: true})
+	g = environment.NewGate(reg, &environment.Options{TestMode: true})
 	if _, _, err := g.Check(ctx, env, 0); err != nil {
 		t.Errorf("Check without settings: %v", err)
 	}

@@ -53,7 +53,7 @@ func (c *Catalog) withHealth(ctx context.Context, v *View, env *Environment) (*V
 			return nil, fmt.Errorf("environment %s: %w", labelOf(env), aerr)
 		}
 	}
-	h, err := c.gate.HealthView(ctx, env)
+	h, err := c.gate.healthView(ctx, env)
 	if err != nil {
 		return nil, fmt.Errorf("environment %s: reading provider health: %w", labelOf(env), err)
 	}

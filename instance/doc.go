@@ -4,7 +4,7 @@
 // store and changed only by instance admins.
 //
 //	svc, reader := instance.NewService(stores.Settings, nil)
-//	gate := environment.NewGate(reg, &environment.GateOptions{Settings: reader})
+//	gate := environment.NewGate(reg, &environment.Options{Settings: reader})
 //	s, err := svc.Get(ctx, anyone)   // instance.Defaults() until first written
 //	off := false
 //	s, err = svc.Update(ctx, admin, instance.Update{EnableEnvironments: &off, Revision: s.Revision})

@@ -78,7 +78,7 @@ func (w *world) sources() Sources {
 // leases and quals, with a gate of testMode.
 func testSources(cat *environment.Catalog, envs EnvironmentReader, reg *drivers.Registry, leases *lease.Manager, quals qualification.Store, testMode bool) Sources {
 	return Sources{Catalog: cat, Environments: envs, Drivers: reg, Leases: leases, Qualifications: quals,
-		Gate: environment.NewGate(reg, &environment.GateOptions{TestMode: testMode})}
+		Gate: environment.NewGate(reg, &environment.Options{TestMode: testMode})}
 }
 
 // create saves a fake environment with image (and the canary api_key).
