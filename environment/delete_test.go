@@ -122,8 +122,8 @@ func TestDelete(t *testing.T) {
 				if _, err := f.store.GetEnvironment(ctx, v.ID); err != nil {
 					t.Errorf("refused delete removed the record: %v", err)
 				}
-				if len(binds.bindings[v.ID]) != 2 || len(f.secrets.List()) != 2 {
-					t.Errorf("refused delete cleared bindings %v or secrets %v", binds.bindings, f.secrets.List())
+				if len(binds.bindings[v.ID]) != 2 || len(environment.ListSecrets(f.secrets)) != 2 {
+					t.Errorf("refused delete cleared bindings %v or secrets %v", binds.bindings, environment.ListSecrets(f.secrets))
 				}
 				return
 			}
@@ -136,7 +136,7 @@ func TestDelete(t *testing.T) {
 			if diff := cmp.Diff(map[string][]environment.Reference{other.ID: {ref("binding", "project:p_9")}}, binds.bindings); diff != "" {
 				t.Errorf("bindings after delete (-want +got):\n%s", diff) // ASG-5
 			}
-			if s := f.secrets.List(); len(s) != 1 || s[0].Owner != other.ID {
+			if s := environment.ListSecrets(f.secrets); len(s) != 1 || s[0].Owner != other.ID {
 				t.Errorf("secrets after delete: %+v, want only the other environment's", s)
 			}
 			if len(f.logs.lines("environment deleted")) != 1 {

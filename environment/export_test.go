@@ -61,3 +61,9 @@ func WithTestOptions(o *Options, t TestOptions) *Options {
 	}
 	return o
 }
+
+// SecretInfo describes a secret of a memory SecretStore, for tests.
+type SecretInfo = secretInfo
+
+// ListSecrets lists the secrets of s, a NewMemorySecretStore, sorted by id.
+func ListSecrets(s SecretStore) []SecretInfo { return s.(*memorySecretStore).list() }

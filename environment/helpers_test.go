@@ -102,7 +102,7 @@ func (l *logBuffer) lines(msg string) []string {
 type fixture struct {
 	cat     *environment.Catalog
 	store   environment.Store
-	secrets *environment.MemorySecretStore
+	secrets environment.SecretStore
 	logs    *logBuffer
 	logger  *slog.Logger // writes to logs
 	clock   *clock.Fake

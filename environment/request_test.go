@@ -218,7 +218,7 @@ func TestBadInputSavesNothing(t *testing.T) {
 			if n := f.count(t); n != 0 {
 				t.Errorf("store holds %d environments, want 0", n)
 			}
-			if s := f.secrets.List(); len(s) != 0 {
+			if s := environment.ListSecrets(f.secrets); len(s) != 0 {
 				t.Errorf("secret store holds %+v, want nothing", s)
 			}
 		})
