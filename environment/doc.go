@@ -96,7 +96,7 @@
 //   - Active template (IMG-6): Environment.ActiveTemplate is server-owned;
 //     only images/custom changes it, by a revision-checked update that
 //     bumps the revision, and catalog updates keep it. Every view shows
-//     it as {id, identity, drift}, the drift (Environment.Drift: relinked
+//     it as {id, identity, drift}, the drift (relinked
 //     or detached) computed from the config's source fingerprint without
 //     I/O.
 //   - Warm pool: Environment.Pool ({size, maxAge, runner}, nil for none)

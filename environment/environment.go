@@ -77,7 +77,7 @@ type ActiveTemplate struct {
 	// SourceFingerprint is the environment's source fingerprint
 	// (qualification.SourceFingerprint) when the template was captured.
 	SourceFingerprint string `json:"-"`
-	// Drift is computed by reads from the config (Environment.Drift); a
+	// Drift is computed by reads from the config (see Drift); a
 	// store neither keeps nor reads it.
 	Drift Drift `json:"drift,omitempty"`
 }

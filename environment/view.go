@@ -91,7 +91,7 @@ func (c *Catalog) view(env *Environment, full bool) *View {
 		// IMG-6: the drift, computed from the config without I/O; the
 		// source fingerprint stays out of the JSON form.
 		t := *env.ActiveTemplate
-		t.Drift = env.Drift(d)
+		t.Drift = env.drift(d)
 		v.ActiveTemplate = &t
 	}
 	if !full {
