@@ -1,6 +1,7 @@
 package environment
 
 import (
+	"github.com/berthdev/berth/authz"
 	"time"
 
 	"context"
@@ -67,3 +68,12 @@ type SecretInfo = secretInfo
 
 // ListSecrets lists the secrets of s, a NewMemorySecretStore, sorted by id.
 func ListSecrets(s SecretStore) []SecretInfo { return s.(*memorySecretStore).list() }
+
+// LeaseTargetRequest is the request of LeaseTargetFor.
+type LeaseTargetRequest = leaseTargetRequest
+
+// LeaseTargetFor is Assignments.LeaseTarget with its arguments in a struct
+// and its result with the scope's resolution, for this package's tests.
+func LeaseTargetFor(a *Assignments, ctx context.Context, p authz.Principal, req LeaseTargetRequest) (*leaseTarget, error) {
+	return a.leaseTarget(ctx, p, req)
+}

@@ -97,7 +97,7 @@ func TestDefaultSettingsRefuseNothing(t *testing.T) {
 		}
 	}
 	for _, id := range []string{f.sandbox, f.host} {
-		if _, err := f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: id, Company: "acme"}); err != nil {
+		if _, err := environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: id, Company: "acme"}); err != nil {
 			t.Errorf("LeaseTarget(%s): %v", id, err)
 		}
 		v, err := f.cat.Get(ctx, admin, id)
@@ -124,11 +124,11 @@ func TestDisabledEnvironmentsRefuseResolutionAndLeases(t *testing.T) {
 	for _, sc := range []authz.Scope{sandboxScope, hostScope} {
 		_, err := f.asg.Resolve(ctx, admin, sc, 0)
 		wantRefused(t, "Resolve("+sc.String()+")", err, instance.ErrEnvironmentsDisabled, "enableEnvironments")
-		_, err = f.asg.LeaseTarget(ctx, agent, environment.LeaseTargetRequest{Scope: &sc})
+		_, err = environment.LeaseTargetFor(f.asg, ctx, agent, environment.LeaseTargetRequest{Scope: &sc})
 		wantRefused(t, "LeaseTarget(scope "+sc.String()+")", err, instance.ErrEnvironmentsDisabled, "enableEnvironments")
 	}
 	for _, id := range []string{f.sandbox, f.host} {
-		_, err := f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: id, Company: "acme"})
+		_, err := environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: id, Company: "acme"})
 		wantRefused(t, "LeaseTarget("+id+")", err, instance.ErrEnvironmentsDisabled, "enableEnvironments")
 	}
 	for _, d := range []string{"fake", "local"} {
@@ -168,7 +168,7 @@ func TestDisabledEnvironmentsRefuseResolutionAndLeases(t *testing.T) {
 	if _, err := f.asg.Resolve(ctx, admin, sandboxScope, 0); err != nil {
 		t.Errorf("Resolve after enabling: %v", err)
 	}
-	if _, err := f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.host, Company: "acme"}); err != nil {
+	if _, err := environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.host, Company: "acme"}); err != nil {
 		t.Errorf("LeaseTarget(host) after enabling: %v", err)
 	}
 }
@@ -189,7 +189,7 @@ func TestManagedSandboxOnlyRefusesHostDrivers(t *testing.T) {
 	if !errors.As(err, &be) || be.Binding.Key != "ws_host" {
 		t.Errorf("Resolve(host scope) = %v, want a BindingError naming the workspace binding", err)
 	}
-	_, err = f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.host, Company: "acme"})
+	_, err = environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.host, Company: "acme"})
 	wantRefused(t, "LeaseTarget(host)", err, instance.ErrManagedSandboxOnly, "managed_sandbox_only")
 	var ue *environment.UnusableError
 	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, "managed_sandbox_only") {
@@ -201,7 +201,7 @@ func TestManagedSandboxOnlyRefusesHostDrivers(t *testing.T) {
 	if res, err := f.asg.Resolve(ctx, admin, sandboxScope, 0); err != nil || res.Environment.ID != f.sandbox {
 		t.Errorf("Resolve(sandbox scope) = %v, %v", res, err)
 	}
-	if _, err := f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.sandbox, Company: "acme"}); err != nil {
+	if _, err := environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.sandbox, Company: "acme"}); err != nil {
 		t.Errorf("LeaseTarget(sandbox): %v", err)
 	}
 	if err := f.asg.AdmitDraft(ctx, admin, "fake", "acme"); err != nil {
