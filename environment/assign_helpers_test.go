@@ -97,7 +97,7 @@ func newAsgFixtureOn(t testing.TB, envs environment.Store, bindings environment.
 		{ID: "env_broken", Name: "broken", Driver: "fake", Status: environment.StatusActive, Revision: 1,
 			Config: config.Config{fake.FieldCPUs: int64(500)}},
 	} {
-		if err := envs.CreateEnvironment(ctx, e, environment.CreateOptions{}); err != nil {
+		if err := envs.CreateEnvironment(ctx, e, false); err != nil {
 			t.Fatalf("CreateEnvironment(%s): %v", e.Name, err)
 		}
 		f.ids[e.Name] = e.ID

@@ -42,7 +42,7 @@ func BenchmarkCatalogCreateGet(b *testing.B) {
 	for n := range i {
 		env := *template
 		env.ID, env.Name = fmt.Sprintf("anchor_%d", n), fmt.Sprintf("anchor-%d", n)
-		if err := store.CreateEnvironment(ctx, &env, environment.CreateOptions{}); err != nil {
+		if err := store.CreateEnvironment(ctx, &env, false); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := store.GetEnvironment(ctx, env.ID); err != nil {

@@ -222,7 +222,7 @@ func (c *Catalog) create(ctx context.Context, p authz.Principal, req CreateReque
 		Pool: clonePool(req.Pool),
 	}
 	env = cloneEnvironment(env)
-	if err := c.store.CreateEnvironment(ctx, env, CreateOptions{ExclusiveDriver: exclusive}); err != nil {
+	if err := c.store.CreateEnvironment(ctx, env, exclusive); err != nil {
 		c.dropSecrets(ctx, moved)
 		return nil, fmt.Errorf("environment %s: %w", label, err)
 	}

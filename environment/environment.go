@@ -105,14 +105,6 @@ var (
 	ErrTargetMismatch = fmt.Errorf("lease does not match the resolved target: %w", ErrConflict)
 )
 
-// CreateOptions modifies Store.CreateEnvironment.
-type CreateOptions struct {
-	// ExclusiveDriver makes the store refuse, atomically and with
-	// ErrConflict, a new environment when another one with the same driver
-	// exists (one local environment per instance, CFG-4).
-	ExclusiveDriver bool
-}
-
 // ListFilter selects environments in Store.ListEnvironments. Zero fields
 // match everything.
 type ListFilter struct {
@@ -127,8 +119,10 @@ type ListFilter struct {
 type Store interface {
 	// CreateEnvironment inserts env (Revision must be 1). It returns an
 	// error wrapping ErrConflict if the id or name is taken, or if
-	// opts.ExclusiveDriver and an environment of env.Driver exists.
-	CreateEnvironment(ctx context.Context, env *Environment, opts CreateOptions) error
+	// exclusiveDriver and an environment of env.Driver exists: the check
+	// is atomic with the insert (one local environment per instance,
+	// CFG-4).
+	CreateEnvironment(ctx context.Context, env *Environment, exclusiveDriver bool) error
 	// GetEnvironment returns the environment, or an error wrapping ErrNotFound.
 	GetEnvironment(ctx context.Context, id string) (*Environment, error)
 	// ListEnvironments returns the matching environments sorted by name, then id.

@@ -133,8 +133,8 @@ var stores = []struct {
 // as from store/sqlite and store/postgres.
 type jsonStore struct{ environment.Store }
 
-func (s jsonStore) CreateEnvironment(ctx context.Context, env *environment.Environment, opts environment.CreateOptions) error {
-	return s.Store.CreateEnvironment(ctx, viaJSON(env), opts)
+func (s jsonStore) CreateEnvironment(ctx context.Context, env *environment.Environment, exclusiveDriver bool) error {
+	return s.Store.CreateEnvironment(ctx, viaJSON(env), exclusiveDriver)
 }
 
 func (s jsonStore) UpdateEnvironment(ctx context.Context, env *environment.Environment, base int64) error {
