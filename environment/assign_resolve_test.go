@@ -242,7 +242,7 @@ func TestResolveRefusals(t *testing.T) {
 			if strings.Contains(err.Error(), f.ids["host"]) && !failingBindsTo(tc.bindings, "host", tc.wantRef) {
 				t.Errorf("error %q mentions the host environment although the failing binding is not the host", err)
 			}
-			var be *environment.BindingError
+			var be *environment.Error
 			if tc.wantRef == nil {
 				if errors.As(err, &be) {
 					t.Errorf("got a BindingError naming %s, want an error about the scope", be.Binding)

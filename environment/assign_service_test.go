@@ -313,7 +313,7 @@ func TestInstanceDefaultIsProtected(t *testing.T) {
 	f := newAsgFixture(t, nil)
 	f.set(t, defaultBind("full"))
 	_, err := f.cat.Delete(ctx, admin, f.ids["full"], 1)
-	var refused *environment.DeleteRefusedError
+	var refused *environment.Error
 	if !errors.As(err, &refused) {
 		t.Fatalf("Delete of the instance default: %v, want a DeleteRefusedError", err)
 	}

@@ -84,7 +84,7 @@ func TestALeaseTargetIsOneReadOfATargetReader(t *testing.T) {
 		t.Errorf("Resolve read the target %d times, the environment %d, lists of bindings %d, bindings %d; want the binding and the environment", tr, e, b, g)
 	}
 	_, err = environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{Scope: &authz.Scope{Company: "acme", Workspace: "ws-1"}})
-	var be *environment.BindingError
+	var be *environment.Error
 	if !errors.As(err, &be) || !errors.Is(err, authz.ErrDenied) {
 		t.Errorf("LeaseTarget through globex's workspace binding, for acme = %v, want a BindingError wrapping ErrDenied (ASG-3)", err)
 	}

@@ -188,7 +188,7 @@ func (c *Catalog) create(ctx context.Context, p authz.Principal, req CreateReque
 			return nil, fmt.Errorf("environment %s: %w", label, err)
 		}
 		if len(existing) > 0 {
-			return nil, &FieldError{Environment: label, Field: "driver", Err: ErrConflict,
+			return nil, &Error{Environment: label, Field: "driver", Err: ErrConflict,
 				Reason: fmt.Sprintf("only one %q environment is allowed per instance and %q (%s) exists", req.Driver, existing[0].Name, existing[0].ID)}
 		}
 	}
@@ -206,7 +206,7 @@ func (c *Catalog) create(ctx context.Context, p authz.Principal, req CreateReque
 		}
 	}
 	if field := storedSecretField(schema, cfg); field != "" {
-		return nil, &FieldError{Environment: label, Field: field, Err: ErrInvalid,
+		return nil, &Error{Environment: label, Field: field, Err: ErrInvalid,
 			Reason: "a new environment cannot point at a stored secret; paste the secret value (CFG-3)"}
 	}
 	id := c.newID()
@@ -297,7 +297,7 @@ func (c *Catalog) resolvedConfig(ctx context.Context, id string) (*Environment, 
 		return nil, nil, &ConfigError{ID: env.ID, Name: env.Name, Err: err}
 	}
 	if plain := schema.PlainSecrets(cfg); len(plain) > 0 {
-		return nil, nil, &FieldError{Environment: label, Field: "config." + plain[0], Err: ErrInvalid,
+		return nil, nil, &Error{Environment: label, Field: "config." + plain[0], Err: ErrInvalid,
 			Reason: "stored config holds an inline secret instead of a reference; update the environment"}
 	}
 	resolved, err := schema.ResolveSecrets(ctx, cfg, c.secrets.Get)
@@ -338,7 +338,7 @@ func (c *Catalog) Draft(ctx context.Context, p authz.Principal, req CreateReques
 		return nil, nil, &ConfigError{Name: name, Err: err}
 	}
 	if field := storedSecretField(schema, cfg); field != "" {
-		return nil, nil, &FieldError{Environment: label, Field: field, Err: ErrInvalid,
+		return nil, nil, &Error{Environment: label, Field: field, Err: ErrInvalid,
 			Reason: "a draft cannot point at a stored secret; paste the value or probe the saved environment"}
 	}
 	d, err := c.reg.Lookup(req.Driver)
@@ -393,15 +393,15 @@ func (c *Catalog) authorize(ctx context.Context, p authz.Principal, a authz.Acti
 // schemaFor returns the schema of a registered, usable driver.
 func (c *Catalog) schemaFor(label, driver string) (*config.Schema, error) {
 	if driver == "" {
-		return nil, &FieldError{Environment: label, Field: "driver", Reason: "required", Err: ErrInvalid}
+		return nil, &Error{Environment: label, Field: "driver", Reason: "required", Err: ErrInvalid}
 	}
 	d, err := c.reg.Lookup(driver)
 	if err != nil {
-		return nil, &FieldError{Environment: label, Field: "driver", Err: errors.Join(ErrInvalid, err),
+		return nil, &Error{Environment: label, Field: "driver", Err: errors.Join(ErrInvalid, err),
 			Reason: fmt.Sprintf("driver %q is not registered in this instance (%v)", driver, drivers.ErrUnavailable)}
 	}
 	if c.gate.isTestDriver(driver) && !c.gate.testMode {
-		return nil, &FieldError{Environment: label, Field: "driver", Err: errors.Join(ErrInvalid, drivers.ErrUnavailable),
+		return nil, &Error{Environment: label, Field: "driver", Err: errors.Join(ErrInvalid, drivers.ErrUnavailable),
 			Reason: fmt.Sprintf("driver %q is for tests only and cannot be saved as a working target unless the host enables test mode (CFG-4)", driver)}
 	}
 	return d.Schema(), nil

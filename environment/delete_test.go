@@ -115,7 +115,7 @@ func TestDelete(t *testing.T) {
 			if len(tc.blockers) > 0 {
 				wantErr(t, err, environment.ErrConflict)
 				wantText(t, err, `environment "build" (env_001): delete refused`, tc.blockers[0])
-				var refused *environment.DeleteRefusedError
+				var refused *environment.Error
 				if !errors.As(err, &refused) {
 					t.Errorf("error %T is not a *DeleteRefusedError", err)
 				}

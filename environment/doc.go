@@ -89,7 +89,7 @@
 //     most 4096, at most 256 env vars (names up to 256 bytes, values up to
 //     32 KiB), at most 64 metadata entries (keys up to 128 bytes, not
 //     empty; values up to 4096); every text valid UTF-8 without NUL. A
-//     request beyond one is a *FieldError naming the field.
+//     request beyond one is an *Error naming the field.
 //   - Revisions (CFG-6): Update, Archive, Restore and Delete carry the
 //     revision they were based on; a stale one is ErrConflict and nothing
 //     changes.
@@ -116,7 +116,7 @@
 //   - Errors name things (CFG-8): config errors are *ConfigError naming the
 //     environment (name, and id once saved) and each field, wrapping
 //     config.ErrInvalid and ErrInvalid; other request errors are
-//     *FieldError. On any error nothing is saved and no secret is left in
+//     *Error. On any error nothing is saved and no secret is left in
 //     the SecretStore.
 //   - Logging: one slog line per mutation (and per refused one), with ids,
 //     names, driver, revision and actor; never config or env var values.
@@ -127,7 +127,7 @@
 // strongest binding of a Scope (workspace > project > agent > instance
 // default) and returns a Resolution naming it; a winning binding whose
 // environment is gone, archived, unavailable, a test target outside test
-// mode, under-capable or of another company is a *BindingError naming the
+// mode, under-capable or of another company is an *Error naming the
 // binding, never a fall-through to a weaker binding or the host (ASG-2,
 // ASG-3); nothing bound is ErrNoBinding; a binding of another company is
 // refused without naming that company or its environment. Resolve takes
@@ -151,7 +151,7 @@
 // archived, driver not registered, test driver outside test mode, a driver
 // reporting itself unavailable, a provider endpoint last measured
 // unavailable, a config that no longer validates, or a missing required
-// capability refuse the environment with an *UnusableError. Provider health
+// capability refuse the environment with an *Error. Provider health
 // (drivers.HealthChecker) is measured by Catalog.RefreshHealth (an
 // operator's refresh, and every probe before it gates) and by
 // Catalog.RefreshAllHealth (the host's background round, for a principal

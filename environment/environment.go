@@ -96,7 +96,7 @@ var (
 	// the local host or any other environment for a missing binding
 	// (ASG-2).
 	ErrNoBinding = fmt.Errorf("no environment bound: %w", ErrNotFound)
-	// ErrArchived is wrapped by a BindingError when the bound environment
+	// ErrArchived is wrapped by the *Error of Resolve when the bound environment
 	// is archived (ASG-2).
 	ErrArchived = errcode.New(errcode.Conflict, "environment: archived")
 	// ErrTargetMismatch is wrapped by Resolution.CheckLease when a lease does

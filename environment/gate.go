@@ -95,36 +95,16 @@ func NewGate(reg *drivers.Registry, opts *Options) *Gate {
 	return &Gate{reg: reg, health: o.Health, settings: o.Settings, testMode: o.TestMode, testNames: append([]string{"fake"}, o.testDrivers...)}
 }
 
-// UnusableError says why an environment cannot be a working target now. It
-// names the environment (`"name" (id)`) and wraps the cause: ErrArchived,
-// drivers.ErrUnavailable, drivers.ErrUnsupported (Missing lists the
-// capabilities), a *ConfigError, or instance.ErrEnvironmentsDisabled or
-// instance.ErrManagedSandboxOnly (with drivers.ErrUnavailable).
-type UnusableError struct {
-	Environment string
-	Reason      string
-	Missing     []drivers.Capability
-	Err         error
-}
-
-// Error returns `environment "NAME" (ID) cannot be used: REASON`.
-func (e *UnusableError) Error() string {
-	return fmt.Sprintf("environment %s cannot be used: %s", e.Environment, e.Reason)
-}
-
-// Unwrap returns the cause.
-func (e *UnusableError) Unwrap() error { return e.Err }
-
 // isTestDriver reports whether name is a test-only driver (CFG-4).
 func (g *Gate) isTestDriver(name string) bool { return slices.Contains(g.testNames, name) }
 
 // Check returns env's driver and effective capability set when env can be a
 // working target and its effective set covers required, else an
-// *UnusableError (see Gate). A failing health store or settings read is
+// *Error naming env (see Gate and Error). A failing health store or settings read is
 // returned as it is, never taken as "available".
 func (g *Gate) Check(ctx context.Context, env *Environment, required drivers.Set) (drivers.Driver, drivers.Set, error) {
 	refuse := func(err error, format string, args ...any) (drivers.Driver, drivers.Set, error) {
-		return nil, 0, &UnusableError{Environment: labelOf(env), Reason: fmt.Sprintf(format, args...), Err: err}
+		return nil, 0, &Error{kind: kindUnusable, Environment: labelOf(env), Reason: fmt.Sprintf(format, args...), Err: err}
 	}
 	set, err := g.instanceSettings(ctx)
 	if err != nil {
@@ -166,7 +146,7 @@ func (g *Gate) Check(ctx context.Context, env *Environment, required drivers.Set
 		for i, c := range missing {
 			names[i] = c.String()
 		}
-		return nil, 0, &UnusableError{Environment: labelOf(env), Missing: missing, Err: drivers.ErrUnsupported,
+		return nil, 0, &Error{kind: kindUnusable, Environment: labelOf(env), Missing: missing, Err: drivers.ErrUnsupported,
 			Reason: fmt.Sprintf("driver %q lacks required capability %s (effective: %s) (CAP-4)", env.Driver, strings.Join(names, ", "), eff)}
 	}
 	return d, eff, nil

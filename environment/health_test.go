@@ -76,7 +76,7 @@ func TestProviderHealthGate(t *testing.T) {
 		t.Errorf("listings measured the provider %d times (CAP-1)", n-calls)
 	}
 	_, err = asg.Resolve(ctx, admin, scope, 0)
-	var be *environment.BindingError
+	var be *environment.Error
 	if !errors.As(err, &be) || !errors.Is(err, drivers.ErrUnavailable) || !strings.Contains(err.Error(), "instance default") || !strings.Contains(err.Error(), "503") {
 		t.Errorf("Resolve of an unavailable provider: %v; want a BindingError naming the binding and the reason", err)
 	}

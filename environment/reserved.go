@@ -79,24 +79,24 @@ func isReservedField(name string) bool {
 // not valid UTF-8 or hold a NUL byte.
 func checkMetadata(md map[string]string) error {
 	if len(md) > maxMetadataEntries {
-		return &FieldError{Field: "metadata", Reason: fmt.Sprintf("more than %d entries", maxMetadataEntries), Err: ErrInvalid}
+		return &Error{Field: "metadata", Reason: fmt.Sprintf("more than %d entries", maxMetadataEntries), Err: ErrInvalid}
 	}
 	for _, k := range slices.Sorted(maps.Keys(md)) {
 		field := "metadata." + fieldKey(k)
 		if k == "" {
-			return &FieldError{Field: "metadata", Reason: "empty key", Err: ErrInvalid}
+			return &Error{Field: "metadata", Reason: "empty key", Err: ErrInvalid}
 		}
 		if reason := checkText(k, maxMetadataKeyLen); reason != "" {
-			return &FieldError{Field: field, Reason: "key " + reason, Err: ErrInvalid}
+			return &Error{Field: field, Reason: "key " + reason, Err: ErrInvalid}
 		}
 		if strings.IndexFunc(k, unicode.IsControl) >= 0 {
-			return &FieldError{Field: field, Reason: "key contains control characters", Err: ErrInvalid}
+			return &Error{Field: field, Reason: "key contains control characters", Err: ErrInvalid}
 		}
 		if reason := checkText(md[k], maxMetadataValueLen); reason != "" {
-			return &FieldError{Field: field, Reason: "value " + reason, Err: ErrInvalid}
+			return &Error{Field: field, Reason: "value " + reason, Err: ErrInvalid}
 		}
 		if isReservedMetadataKey(k) {
-			return &FieldError{Field: field, Reason: "reserved server-owned metadata key (CFG-5)", Err: ErrInvalid}
+			return &Error{Field: field, Reason: "reserved server-owned metadata key (CFG-5)", Err: ErrInvalid}
 		}
 	}
 	return nil
@@ -112,7 +112,7 @@ func checkReservedConfig(label string, schema *config.Schema, raw map[string]any
 			continue
 		}
 		if isReservedField(k) || strings.Contains(fold(k), "qualif") {
-			return &FieldError{Environment: label, Field: "config." + k, Err: ErrInvalid,
+			return &Error{Environment: label, Field: "config." + k, Err: ErrInvalid,
 				Reason: "reserved server-owned field; it cannot be set by a request (CFG-5)"}
 		}
 	}

@@ -185,13 +185,13 @@ func TestManagedSandboxOnlyRefusesHostDrivers(t *testing.T) {
 
 	_, err := f.asg.Resolve(ctx, admin, hostScope, 0)
 	wantRefused(t, "Resolve(host scope)", err, instance.ErrManagedSandboxOnly, "managed_sandbox_only")
-	var be *environment.BindingError
+	var be *environment.Error
 	if !errors.As(err, &be) || be.Binding.Key != "ws_host" {
 		t.Errorf("Resolve(host scope) = %v, want a BindingError naming the workspace binding", err)
 	}
 	_, err = environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.host, Company: "acme"})
 	wantRefused(t, "LeaseTarget(host)", err, instance.ErrManagedSandboxOnly, "managed_sandbox_only")
-	var ue *environment.UnusableError
+	var ue *environment.Error
 	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, "managed_sandbox_only") {
 		t.Errorf("LeaseTarget(host) = %v, want an UnusableError whose reason says managed_sandbox_only", err)
 	}

@@ -14,7 +14,7 @@ import (
 
 // Limits and rules of request fields (the package doc lists them for
 // hosts). The limits and rules are on the free-text fields of an
-// environment. A create or update beyond one is refused with a *FieldError
+// environment. A create or update beyond one is refused with a *Error
 // naming the field (wrapping ErrInvalid). Every text (names, descriptions,
 // env values, metadata keys and values) must also be valid UTF-8 without
 // NUL bytes: the stores would alter invalid UTF-8 and cut C strings at a
@@ -142,16 +142,16 @@ func flatten(err error) []error {
 // names the environment in errors.
 func validateFields(label, name, description string, env, metadata map[string]string) error {
 	if err := checkName(name); err != nil {
-		return &FieldError{Environment: label, Field: "name", Reason: err.Error(), Err: ErrInvalid}
+		return &Error{Environment: label, Field: "name", Reason: err.Error(), Err: ErrInvalid}
 	}
 	if reason := checkText(description, maxDescriptionLen); reason != "" {
-		return &FieldError{Environment: label, Field: "description", Reason: reason, Err: ErrInvalid}
+		return &Error{Environment: label, Field: "description", Reason: reason, Err: ErrInvalid}
 	}
 	if err := checkEnv(label, env); err != nil {
 		return err
 	}
 	if err := checkMetadata(metadata); err != nil {
-		var fe *FieldError
+		var fe *Error
 		if errors.As(err, &fe) {
 			fe.Environment = label
 		}
@@ -184,24 +184,24 @@ func checkName(name string) error {
 // shown in the full view.
 func checkEnv(label string, env map[string]string) error {
 	if len(env) > maxEnvVars {
-		return &FieldError{Environment: label, Field: "env", Err: ErrInvalid,
+		return &Error{Environment: label, Field: "env", Err: ErrInvalid,
 			Reason: fmt.Sprintf("more than %d variables", maxEnvVars)}
 	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		field := "env." + fieldKey(k)
 		if len(k) > maxEnvNameLen {
-			return &FieldError{Environment: label, Field: field, Err: ErrInvalid,
+			return &Error{Environment: label, Field: field, Err: ErrInvalid,
 				Reason: fmt.Sprintf("variable name longer than %d bytes", maxEnvNameLen)}
 		}
 		if !validEnvName(k) {
-			return &FieldError{Environment: label, Field: field, Err: ErrInvalid,
+			return &Error{Environment: label, Field: field, Err: ErrInvalid,
 				Reason: "invalid variable name (want letters, digits and underscores, not starting with a digit)"}
 		}
 		if reason := checkText(env[k], maxEnvValueLen); reason != "" {
-			return &FieldError{Environment: label, Field: field, Reason: "value " + reason, Err: ErrInvalid}
+			return &Error{Environment: label, Field: field, Reason: "value " + reason, Err: ErrInvalid}
 		}
 		if looksLikeSecretName(k) {
-			return &FieldError{Environment: label, Field: field, Err: ErrInvalid,
+			return &Error{Environment: label, Field: field, Err: ErrInvalid,
 				Reason: "looks like a credential; env vars are stored and shown inline, so put credentials in the driver's secret config fields, such as its secret env map config.env (CFG-3)"}
 		}
 	}
