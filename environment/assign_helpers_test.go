@@ -139,7 +139,7 @@ func (f *asgFixture) put(t testing.TB, bs ...bind) {
 // set binds through the service as admin.
 func (f *asgFixture) set(t testing.TB, b bind) *environment.Binding {
 	t.Helper()
-	got, err := f.asg.Set(context.Background(), admin, environment.SetBinding{
+	got, err := environment.Bind(f.asg, context.Background(), admin, environment.SetBinding{
 		Kind: b.kind, Key: b.key, Company: b.company, EnvironmentID: f.ids[b.env],
 	})
 	if err != nil {

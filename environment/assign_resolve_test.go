@@ -377,8 +377,8 @@ func ExampleAssignments_Resolve() {
 	sandbox, _ := cat.Create(ctx, op, environment.CreateRequest{Name: "sandboxes", Driver: "fake"})
 	host, _ := cat.Create(ctx, op, environment.CreateRequest{Name: "this host", Driver: "local"})
 
-	_, _ = asg.Set(ctx, op, environment.SetBinding{Kind: environment.BindingInstanceDefault, EnvironmentID: host.ID})
-	_, _ = asg.Set(ctx, op, environment.SetBinding{Kind: environment.BindingProject, Key: "p_1", Company: "acme", EnvironmentID: sandbox.ID})
+	_, _ = environment.Bind(asg, ctx, op, environment.SetBinding{Kind: environment.BindingInstanceDefault, EnvironmentID: host.ID})
+	_, _ = environment.Bind(asg, ctx, op, environment.SetBinding{Kind: environment.BindingProject, Key: "p_1", Company: "acme", EnvironmentID: sandbox.ID})
 
 	res, _ := asg.Resolve(ctx, op, authz.Scope{Company: "acme", Project: "p_1"}, drivers.NewSet(drivers.CapReuse))
 	fmt.Println(res.Binding.String(), "->", res.Environment.Name)

@@ -5,9 +5,9 @@
 //	cat := environment.NewCatalog(store, reg, secrets, asg, opts)
 //	req, err := environment.DecodeCreateRequest(body) // strict JSON
 //	v, err := cat.Create(ctx, operator, req) // pasted secrets -> refs
-//	_, err = asg.Set(ctx, operator, environment.SetBinding{
-//		Kind: environment.BindingProject, Key: "web",
-//		Company: "acme", EnvironmentID: v.ID})
+//	_, err = asg.Set(ctx, operator, environment.Binding{
+//		BindingRef: environment.BindingRef{Kind: environment.BindingProject, Key: "web"},
+//		Company: "acme", EnvironmentID: v.ID}, 0) // 0: a new binding
 //	res, err := asg.Resolve(ctx, agent, scope, nil) // strongest binding
 //
 // Catalog is the entry point: NewCatalog(store, registry, secrets,

@@ -77,3 +77,18 @@ type LeaseTargetRequest = leaseTargetRequest
 func LeaseTargetFor(a *Assignments, ctx context.Context, p authz.Principal, req LeaseTargetRequest) (*leaseTarget, error) {
 	return a.leaseTarget(ctx, p, req)
 }
+
+// SetBinding is the request of Bind: Assignments.Set's binding and base
+// revision in one struct, for this package's tests.
+type SetBinding struct {
+	Kind          BindingKind
+	Key           string
+	Company       string
+	EnvironmentID string
+	BaseRevision  int64
+}
+
+// Bind is a.Set with req.
+func Bind(a *Assignments, ctx context.Context, p authz.Principal, req SetBinding) (*Binding, error) {
+	return a.Set(ctx, p, Binding{BindingRef: BindingRef{Kind: req.Kind, Key: req.Key}, Company: req.Company, EnvironmentID: req.EnvironmentID}, req.BaseRevision)
+}

@@ -35,7 +35,7 @@ func TestProviderHealthGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := asg.Set(ctx, admin, environment.SetBinding{Kind: environment.BindingInstanceDefault, EnvironmentID: v.ID}); err != nil {
+	if _, err := environment.Bind(asg, ctx, admin, environment.SetBinding{Kind: environment.BindingInstanceDefault, EnvironmentID: v.ID}); err != nil {
 		t.Fatal(err)
 	}
 	scope := authz.Scope{Company: "acme", Workspace: "ws"}

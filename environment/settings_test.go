@@ -52,7 +52,7 @@ func newSettingsFixture(t *testing.T) *settingsFixture {
 		{Kind: environment.BindingInstanceDefault, EnvironmentID: f.sandbox},
 		{Kind: environment.BindingWorkspace, Key: "ws_host", Company: "acme", EnvironmentID: f.host},
 	} {
-		if _, err := f.asg.Set(ctx, admin, b); err != nil {
+		if _, err := environment.Bind(f.asg, ctx, admin, b); err != nil {
 			t.Fatalf("Set(%v): %v", b, err)
 		}
 	}
@@ -160,7 +160,7 @@ func TestDisabledEnvironmentsRefuseResolutionAndLeases(t *testing.T) {
 	if _, err := f.cat.Archive(ctx, admin, created.ID, 2); err != nil {
 		t.Errorf("Archive while disabled: %v", err)
 	}
-	if _, err := f.asg.Set(ctx, admin, environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_new", Company: "acme", EnvironmentID: f.sandbox}); err != nil {
+	if _, err := environment.Bind(f.asg, ctx, admin, environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_new", Company: "acme", EnvironmentID: f.sandbox}); err != nil {
 		t.Errorf("Set binding while disabled: %v", err)
 	}
 

@@ -137,9 +137,7 @@ func assignSet(ctx context.Context, g *globals, ref environment.BindingRef, comp
 	if err != nil {
 		return fmt.Errorf("assign set %s: %w", ref, err)
 	}
-	b, err := sys.Assignments().Set(ctx, g.as, environment.SetBinding{
-		Kind: ref.Kind, Key: ref.Key, Company: company, EnvironmentID: id, BaseRevision: environment.AnyRevision,
-	})
+	b, err := sys.Assignments().Set(ctx, g.as, environment.Binding{BindingRef: environment.BindingRef{Kind: ref.Kind, Key: ref.Key}, Company: company, EnvironmentID: id}, environment.AnyRevision)
 	if err != nil {
 		return err
 	}
