@@ -152,10 +152,9 @@ var errorTypeCodes = map[string]struct {
 	"drivers/config.Error":            {&config.Error{Driver: "ssh", Field: "host", Reason: "required"}, errcode.Invalid},
 	"drivers/ssh.HostKeyError":        {&ssh.HostKeyError{Host: "h", Port: 22, Err: drivers.ErrHostKeyMismatch}, errcode.AuthFailed},
 	"environment.ConfigError":         {&environment.ConfigError{Name: "e", Err: &config.Error{Driver: "ssh", Field: "host", Reason: "required"}}, errcode.Invalid},
-	"environment.FieldError":          {&environment.FieldError{Field: "name", Reason: "taken", Err: environment.ErrConflict}, errcode.Conflict},
-	"environment.BindingError":        {&environment.BindingError{Reason: "another company's", Err: authz.ErrDenied}, errcode.Denied},
-	"environment.UnusableError":       {&environment.UnusableError{Reason: "driver not registered", Err: drivers.ErrUnavailable}, errcode.Unavailable},
-	"environment.DeleteRefusedError":  {&environment.DeleteRefusedError{Radius: &environment.BlastRadius{}}, errcode.Conflict},
+	"environment.Error":               {&environment.Error{Field: "name", Reason: "taken", Err: environment.ErrConflict}, errcode.Conflict},
+	"environment.Error (binding)":     {&environment.Error{Reason: "another company's", Err: authz.ErrDenied}, errcode.Denied},
+	"environment.Error (unusable)":    {&environment.Error{Reason: "driver not registered", Err: drivers.ErrUnavailable}, errcode.Unavailable},
 	"prp/controller.SecretError":      {refusedAccount{handover.CodeCheckProjects}, errcode.Conflict},
 	"authz.Denied (func, not a type)": {authz.Denied(authz.Principal{ID: "a", Role: authz.RoleAgent}, authz.ActionDelete, authz.Resource{}), errcode.Denied},
 }

@@ -37,8 +37,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	_, err = sys.Assignments().Set(ctx, operator, environment.SetBinding{
-		Kind: environment.BindingWorkspace, Key: "ws", Company: "acme", EnvironmentID: view.ID})
+	_, err = sys.Assignments().Set(ctx, operator, environment.Binding{BindingRef: environment.BindingRef{Kind: environment.BindingWorkspace, Key: "ws"}, Company: "acme", EnvironmentID: view.ID}, 0)
 	if err != nil {
 		fmt.Println(err)
 		return

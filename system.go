@@ -243,7 +243,7 @@ func (s *System) Handover() *handover.Service { return s.handover }
 // known principal, Update for instance admins (with the revision read).
 // The gate that resolution, probes and lease acquisition pass reads the
 // settings through the service's cache: an update through this System is
-// seen at once, another replica's within instance.DefaultMaxStaleness.
+// seen at once, another replica's within the instance settings' one-second staleness bound.
 // With environments disabled they refuse (instance.ErrEnvironmentsDisabled)
 // while releases, sweeps and catalog reads and edits go on; with
 // managed-sandbox-only on, host drivers (local, ssh) are unavailable with
@@ -387,7 +387,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Catalog: sys.catalog, Environments: st.Environments, Drivers: reg, Leases: sys.leases, Qualifications: st.Qualifications,
 		// The gate the catalog and the assignments pass: one test mode,
 		// one health store, one settings Reader.
-		Gate: environment.NewGate(reg, &environment.GateOptions{TestMode: o.TestMode, Health: health, Settings: settings}),
+		Gate: environment.NewGate(reg, &environment.Options{TestMode: o.TestMode, Health: health, Settings: settings}),
 	}, &popts)
 	ropts := resolve.Options{Logger: o.Logger}
 	if o.Images != nil {

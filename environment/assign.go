@@ -80,9 +80,6 @@ type Binding struct {
 	UpdatedBy string    `json:"updatedBy,omitempty"` // actor id
 }
 
-// Ref returns the binding's kind and key.
-func (b Binding) Ref() BindingRef { return b.BindingRef }
-
 // String names the binding for messages: `workspace ws_1 binding of
 // company "acme"`, or `instance default binding`. It holds no secret.
 func (b Binding) String() string {

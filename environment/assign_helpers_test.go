@@ -62,21 +62,20 @@ func newAsgFixtureOn(t testing.TB, envs environment.Store, bindings environment.
 	reg := assignRegistry()
 	f := &asgFixture{envs: envs, bindings: bindings, ids: map[string]string{}, clock: clock.NewFake(t0)}
 	testDrivers := []string{"lean", "down"}
-	f.asg = environment.NewAssignments(bindings, envs, reg, &environment.Options{
-		TestMode: true, TestDrivers: testDrivers, Clock: f.clock,
-	})
-	f.strict = environment.NewAssignments(bindings, envs, reg, &environment.Options{TestDrivers: testDrivers})
+	f.asg = environment.NewAssignments(bindings, envs, reg, environment.WithTestOptions(&environment.Options{TestMode: true},
+		environment.TestOptions{TestDrivers: testDrivers, Clock: f.clock}))
+	f.strict = environment.NewAssignments(bindings, envs, reg, environment.WithTestOptions(nil, environment.TestOptions{TestDrivers: testDrivers}))
 	var mu sync.Mutex
 	n := 0
-	opts := &environment.Options{
-		TestMode: true, TestDrivers: testDrivers, Clock: f.clock,
+	opts := environment.WithTestOptions(&environment.Options{TestMode: true}, environment.TestOptions{
+		TestDrivers: testDrivers, Clock: f.clock,
 		NewID: func() string {
 			mu.Lock()
 			defer mu.Unlock()
 			n++
 			return fmt.Sprintf("env_%03d", n)
 		},
-	}
+	})
 	if mod != nil {
 		mod(opts)
 	}
@@ -98,7 +97,7 @@ func newAsgFixtureOn(t testing.TB, envs environment.Store, bindings environment.
 		{ID: "env_broken", Name: "broken", Driver: "fake", Status: environment.StatusActive, Revision: 1,
 			Config: config.Config{fake.FieldCPUs: int64(500)}},
 	} {
-		if err := envs.CreateEnvironment(ctx, e, environment.CreateOptions{}); err != nil {
+		if err := envs.CreateEnvironment(ctx, e, false); err != nil {
 			t.Fatalf("CreateEnvironment(%s): %v", e.Name, err)
 		}
 		f.ids[e.Name] = e.ID
@@ -140,7 +139,7 @@ func (f *asgFixture) put(t testing.TB, bs ...bind) {
 // set binds through the service as admin.
 func (f *asgFixture) set(t testing.TB, b bind) *environment.Binding {
 	t.Helper()
-	got, err := f.asg.Set(context.Background(), admin, environment.SetBinding{
+	got, err := environment.Bind(f.asg, context.Background(), admin, environment.SetBinding{
 		Kind: b.kind, Key: b.key, Company: b.company, EnvironmentID: f.ids[b.env],
 	})
 	if err != nil {

@@ -8,35 +8,14 @@ import (
 	"github.com/berthdev/berth/drivers"
 )
 
-// LeaseTargetRequest names what a principal wants to lease: either an
-// environment by id (EnvironmentID, for Company) or the environment bound to
-// a scope (Scope; its company is the lease's). Exactly one of the two.
-type LeaseTargetRequest struct {
-	// EnvironmentID leases a saved environment by id. Under DefaultPolicy
-	// only instance admins and local operators may.
-	EnvironmentID string
-	// Company is the company the lease is for when leasing by id. With a
-	// Scope it must be "" or the scope's company.
-	Company string
-	// Scope leases the environment of the scope's binding, resolved from the
-	// store (never from a caller-built Resolution).
-	Scope *authz.Scope
-	// Required lists the capabilities the caller needs (CAP-4).
-	Required drivers.Set
-}
-
-// LeaseTarget is the target a principal may lease: the environment record
-// (secret references only) and, for a scope, the resolution that chose it.
-type LeaseTarget struct {
-	Company     string
-	Environment *Environment
-	// Resolution is the scope's resolution; nil when leased by id.
-	Resolution *Resolution
-}
-
-// LeaseTarget authorizes p to lease req's target and returns it, for the
-// lease layer (lease.Manager.Acquire); hosts lease through that, not
-// through this. It asks the Authorizer for ActionLease on the environment
+// LeaseTarget authorizes p to lease a target and returns the environment
+// record (secret references only) and the company the lease is for, for
+// the lease layer (lease.Manager.Acquire); hosts lease through that, not
+// through this. The target is either the environment bound to scope
+// (scope not nil; company must then be "" or the scope's company, and the
+// scope's company is returned) or environment environmentID leased for
+// company (scope nil; company required): exactly one of the two, else
+// ErrInvalid. required lists the capabilities the caller needs (CAP-4). It asks the Authorizer for ActionLease on the environment
 // with Company (and Scope, for a scope) set, so that the host decides
 // whether the principal belongs to the scope. Through a scope, the binding
 // is resolved here, from the store, as Resolve does (ASG-1..3). By id, the
@@ -46,7 +25,33 @@ type LeaseTarget struct {
 // project or agent binding) only to other companies: that is ErrDenied,
 // and the refusal names neither the other company nor, unless the caller
 // named it, the environment. It never calls a provider.
-func (a *Assignments) LeaseTarget(ctx context.Context, p authz.Principal, req LeaseTargetRequest) (*LeaseTarget, error) {
+func (a *Assignments) LeaseTarget(ctx context.Context, p authz.Principal, scope *authz.Scope, environmentID, company string, required drivers.Set) (*Environment, string, error) {
+	t, err := a.leaseTarget(ctx, p, leaseTargetRequest{EnvironmentID: environmentID, Company: company, Scope: scope, Required: required})
+	if err != nil {
+		return nil, "", err
+	}
+	return t.Environment, t.Company, nil
+}
+
+// leaseTargetRequest names what a principal wants to lease (see
+// LeaseTarget).
+type leaseTargetRequest struct {
+	EnvironmentID string
+	Company       string
+	Scope         *authz.Scope
+	Required      drivers.Set
+}
+
+// leaseTarget is the target a principal may lease: the environment record
+// (secret references only) and, for a scope, the resolution that chose it.
+type leaseTarget struct {
+	Company     string
+	Environment *Environment
+	// Resolution is the scope's resolution; nil when leased by id.
+	Resolution *Resolution
+}
+
+func (a *Assignments) leaseTarget(ctx context.Context, p authz.Principal, req leaseTargetRequest) (*leaseTarget, error) {
 	switch {
 	case (req.EnvironmentID == "") == (req.Scope == nil):
 		return nil, fmt.Errorf("environment: lease target: exactly one of an environment id and a scope is required: %w", ErrInvalid)
@@ -78,7 +83,7 @@ func (a *Assignments) LeaseTarget(ctx context.Context, p authz.Principal, req Le
 	if err := a.boundElsewhere(ctx, env.ID, bs, req.Company, "environment "+env.ID); err != nil {
 		return nil, err
 	}
-	return &LeaseTarget{Company: req.Company, Environment: env}, nil
+	return &leaseTarget{Company: req.Company, Environment: env}, nil
 }
 
 // targetByID reads environment id and, when the Store and the BindingStore
@@ -96,7 +101,7 @@ func (a *Assignments) targetByID(ctx context.Context, id string) (env *Environme
 	return env, nil, err
 }
 
-func (a *Assignments) leaseScope(ctx context.Context, p authz.Principal, scope authz.Scope, company string, required drivers.Set) (*LeaseTarget, error) {
+func (a *Assignments) leaseScope(ctx context.Context, p authz.Principal, scope authz.Scope, company string, required drivers.Set) (*leaseTarget, error) {
 	if scope.Company == "" {
 		return nil, fmt.Errorf("environment: lease: scope field \"company\": required: %w", ErrInvalid)
 	}
@@ -120,7 +125,7 @@ func (a *Assignments) leaseScope(ctx context.Context, p authz.Principal, scope a
 	if err := a.boundElsewhere(ctx, res.Environment.ID, bs, scope.Company, "the environment of the "+res.Binding.String()); err != nil {
 		return nil, err
 	}
-	return &LeaseTarget{Company: scope.Company, Environment: res.Environment, Resolution: res}, nil
+	return &leaseTarget{Company: scope.Company, Environment: res.Environment, Resolution: res}, nil
 }
 
 // boundElsewhere refuses a lease for company of environment envID when a

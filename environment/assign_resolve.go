@@ -43,38 +43,10 @@ type Resolution struct {
 	Required     drivers.Set `json:"required"`
 }
 
-// BindingError is why the binding that won a resolution cannot be used
-// (ASG-2, ASG-3): it names the binding (kind, key and company) and the
-// environment, and wraps the cause: ErrNotFound (the environment is gone),
-// ErrArchived, drivers.ErrUnavailable (driver not registered, test driver
-// outside test mode, provider unavailable), drivers.ErrUnsupported (a
-// required capability is missing; Missing lists them), ErrDenied (the
-// binding belongs to another company) or a *ConfigError. Resolve never
-// falls through to a weaker binding or to the host after a BindingError.
-type BindingError struct {
-	Binding Binding
-	// Environment is `"name" (id)`, or the id when the record is gone.
-	Environment string
-	Reason      string
-	// Missing lists the required capabilities the environment lacks.
-	Missing []drivers.Capability
-	Err     error
-}
-
-// Error returns `environment: KIND KEY binding of company "C" -> environment
-// "NAME" (ID): REASON; not falling back to a weaker binding or the host`.
-func (e *BindingError) Error() string {
-	return fmt.Sprintf("environment: %s -> environment %s: %s; not falling back to a weaker binding or the host (ASG-2)",
-		e.Binding, e.Environment, e.Reason)
-}
-
-// Unwrap returns the cause.
-func (e *BindingError) Unwrap() error { return e.Err }
-
 // Resolve returns the execution target of scope (ASG-1): the bound
 // environment of the strongest binding that exists, in the order workspace,
 // project, agent default, instance default. The winning binding must be
-// usable, else Resolve returns a *BindingError naming it and never tries a
+// usable, else Resolve returns an *Error naming it and never tries a
 // weaker binding or the local host (ASG-2): its company must be the
 // scope's (ErrDenied otherwise, ASG-3); the environment must exist
 // (ErrNotFound), be active (ErrArchived) and have a registered, available
@@ -134,16 +106,17 @@ func (a *Assignments) resolve(ctx context.Context, scope authz.Scope, required d
 	return nil, nil, fmt.Errorf("environment: resolve for %s: no workspace, project or agent binding and no instance default: %w", scope, ErrNoBinding)
 }
 
-// check returns the resolution of scope through b, or the BindingError that
+// check returns the resolution of scope through b, or the *Error that
 // says why b cannot be used, and, with withBindings, the bindings of the
 // environment when they could be read with it (targetByID).
 func (a *Assignments) check(ctx context.Context, scope authz.Scope, b *Binding, required drivers.Set, withBindings bool) (*Resolution, []*Binding, error) {
 	refuse := func(env string, err error, format string, args ...any) error {
-		return &BindingError{Binding: *b, Environment: env, Reason: fmt.Sprintf(format, args...), Err: err}
+		bc := *b
+		return &Error{kind: kindBinding, Binding: &bc, Environment: env, Reason: fmt.Sprintf(format, args...), Err: err}
 	}
 	if b.Company != "" && b.Company != scope.Company {
 		// Name neither the other company nor its environment (ASG-3).
-		return nil, nil, &BindingError{Binding: Binding{BindingRef: b.BindingRef}, Environment: "(not shown)", Err: authz.ErrDenied,
+		return nil, nil, &Error{kind: kindBinding, Binding: &Binding{BindingRef: b.BindingRef}, Environment: "(not shown)", Err: authz.ErrDenied,
 			Reason: fmt.Sprintf("the binding belongs to another company and cannot be used by company %q (ASG-3)", scope.Company)}
 	}
 	var env *Environment
@@ -163,9 +136,10 @@ func (a *Assignments) check(ctx context.Context, scope authz.Scope, b *Binding, 
 	// The one gate (CAP-3): archived, driver, test mode, provider health
 	// last measured, config, capabilities.
 	_, eff, err := a.gate.Check(ctx, env, required)
-	var ue *UnusableError
-	if errors.As(err, &ue) {
-		return nil, nil, &BindingError{Binding: *b, Environment: ue.Environment, Reason: ue.Reason, Missing: ue.Missing, Err: ue.Err}
+	var ue *Error
+	if errors.As(err, &ue) && ue.kind == kindUnusable {
+		bc := *b
+		return nil, nil, &Error{kind: kindBinding, Binding: &bc, Environment: ue.Environment, Reason: ue.Reason, Missing: ue.Missing, Err: ue.Err}
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("environment: %s: %w", b, err)

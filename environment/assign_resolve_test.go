@@ -242,7 +242,7 @@ func TestResolveRefusals(t *testing.T) {
 			if strings.Contains(err.Error(), f.ids["host"]) && !failingBindsTo(tc.bindings, "host", tc.wantRef) {
 				t.Errorf("error %q mentions the host environment although the failing binding is not the host", err)
 			}
-			var be *environment.BindingError
+			var be *environment.Error
 			if tc.wantRef == nil {
 				if errors.As(err, &be) {
 					t.Errorf("got a BindingError naming %s, want an error about the scope", be.Binding)
@@ -371,16 +371,14 @@ func ExampleAssignments_Resolve() {
 	envs := environment.NewMemoryStore()
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
 	n := 0
-	cat := environment.NewCatalog(envs, reg, environment.NewMemorySecretStore(), asg, &environment.Options{
-		TestMode: true,
-		NewID:    func() string { n++; return fmt.Sprintf("env_%d", n) },
-	})
+	cat := environment.NewCatalog(envs, reg, environment.NewMemorySecretStore(), asg, environment.WithTestOptions(&environment.Options{TestMode: true},
+		environment.TestOptions{NewID: func() string { n++; return fmt.Sprintf("env_%d", n) }}))
 	op := authz.Principal{ID: "u_1", Role: authz.RoleLocalOperator}
 	sandbox, _ := cat.Create(ctx, op, environment.CreateRequest{Name: "sandboxes", Driver: "fake"})
 	host, _ := cat.Create(ctx, op, environment.CreateRequest{Name: "this host", Driver: "local"})
 
-	_, _ = asg.Set(ctx, op, environment.SetBinding{Kind: environment.BindingInstanceDefault, EnvironmentID: host.ID})
-	_, _ = asg.Set(ctx, op, environment.SetBinding{Kind: environment.BindingProject, Key: "p_1", Company: "acme", EnvironmentID: sandbox.ID})
+	_, _ = environment.Bind(asg, ctx, op, environment.SetBinding{Kind: environment.BindingInstanceDefault, EnvironmentID: host.ID})
+	_, _ = environment.Bind(asg, ctx, op, environment.SetBinding{Kind: environment.BindingProject, Key: "p_1", Company: "acme", EnvironmentID: sandbox.ID})
 
 	res, _ := asg.Resolve(ctx, op, authz.Scope{Company: "acme", Project: "p_1"}, drivers.NewSet(drivers.CapReuse))
 	fmt.Println(res.Binding.String(), "->", res.Environment.Name)

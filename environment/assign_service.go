@@ -36,7 +36,7 @@ type Assignments struct {
 // NewAssignments returns the assignment service over bindings, the
 // environments of envs and the drivers of reg. It panics if one of them is
 // nil (a programming error of the host). It reads the fields of opts it
-// shares with NewCatalog (TestMode, TestDrivers, Authorizer, Logger, Clock,
+// shares with NewCatalog (TestMode, Authorizer, Logger,
 // Health, Settings) and ignores the catalog's own: a host passes the same
 // *Options to both, so that they agree on test mode and read one health
 // store and one instance settings Reader.
@@ -57,24 +57,14 @@ func NewAssignments(bindings BindingStore, envs Store, reg *drivers.Registry, op
 	return a
 }
 
-// SetBinding is a request to bind an environment (Assignments.Set).
-type SetBinding struct {
-	Kind BindingKind `json:"kind"`
-	// Key is the workspace, project or agent id; "" for the instance default.
-	Key string `json:"key,omitempty"`
-	// Company owns the binding; required except for the instance default,
-	// which must have none.
-	Company       string `json:"company,omitempty"`
-	EnvironmentID string `json:"environmentId"`
-	// BaseRevision is the revision of the binding the change is based on:
-	// 0 creates a new binding (ErrConflict if one exists), n > 0 replaces
-	// revision n (ErrConflict if stale), AnyRevision creates or replaces
-	// whatever is stored.
-	BaseRevision int64 `json:"baseRevision"`
-}
-
-// Set binds req.EnvironmentID at req's kind and key (ASG-1). It needs
-// ActionBind on the environment for req.Company (instance admins and local
+// Set binds req.EnvironmentID at req's kind and key for req.Company (ASG-1);
+// it reads only those four fields of req (Company is required except for
+// the instance default, which must have none). baseRevision is the
+// revision of the binding the change is based on: 0 creates a new
+// binding (ErrConflict if one exists), n > 0 replaces revision n
+// (ErrConflict if stale), AnyRevision creates or replaces whatever is
+// stored. It needs ActionBind on the environment for req.Company (instance
+// admins and local
 // operators under DefaultPolicy; agents are denied). The environment must
 // exist (ErrNotFound; reported as denied to principals who may not bind), be
 // active (ErrArchived), and have a registered, available driver that is not
@@ -83,8 +73,8 @@ type SetBinding struct {
 // If the environment is deleted or archived while Set runs, Set removes the
 // binding it wrote and fails, so no binding outlives its environment
 // (ASG-5). It returns the stored binding.
-func (a *Assignments) Set(ctx context.Context, p authz.Principal, req SetBinding) (*Binding, error) {
-	b := Binding{BindingRef: BindingRef{Kind: req.Kind, Key: req.Key}, Company: req.Company, EnvironmentID: req.EnvironmentID}
+func (a *Assignments) Set(ctx context.Context, p authz.Principal, req Binding, baseRevision int64) (*Binding, error) {
+	b := Binding{BindingRef: req.BindingRef, Company: req.Company, EnvironmentID: req.EnvironmentID}
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
@@ -101,7 +91,7 @@ func (a *Assignments) Set(ctx context.Context, p authz.Principal, req SetBinding
 	if err := a.authorize(ctx, p, authz.ActionBind, res); err != nil {
 		return nil, err
 	}
-	stored, err := a.set(ctx, p, b, env, req.BaseRevision)
+	stored, err := a.set(ctx, p, b, env, baseRevision)
 	if err != nil {
 		a.log.LogAttrs(ctx, slog.LevelWarn, "environment binding failed",
 			slog.String("binding", b.String()), slog.String("environment", env.ID),

@@ -25,7 +25,7 @@ func TestSetAuthorization(t *testing.T) {
 			t.Parallel()
 			f := newAsgFixture(t, nil)
 			req := environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_1", Company: "acme", EnvironmentID: f.ids["full"]}
-			b, err := f.asg.Set(context.Background(), tc.p, req)
+			b, err := environment.Bind(f.asg, context.Background(), tc.p, req)
 			allowed := tc.p.Role == authz.RoleInstanceAdmin || tc.p.Role == authz.RoleLocalOperator
 			if !allowed {
 				wantErr(t, err, authz.ErrDenied)
@@ -128,7 +128,7 @@ func TestSetRefusals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := asg.Set(context.Background(), tc.p, tc.req)
+			b, err := environment.Bind(asg, context.Background(), tc.p, tc.req)
 			if b != nil {
 				t.Errorf("Set returned a binding (%s) with its error", b)
 			}
@@ -153,7 +153,7 @@ func TestSetRevisions(t *testing.T) {
 	f := newAsgFixture(t, nil)
 	first := f.set(t, wsBind("ws_1", "acme", "full"))
 	f.clock.Advance(time.Minute)
-	second, err := f.asg.Set(ctx, operator, environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_1",
+	second, err := environment.Bind(f.asg, ctx, operator, environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_1",
 		Company: "acme", EnvironmentID: f.ids["lean"], BaseRevision: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +163,7 @@ func TestSetRevisions(t *testing.T) {
 	if d := cmp.Diff(&want, second); d != "" {
 		t.Errorf("replace (-want +got):\n%s", d)
 	}
-	third, err := f.asg.Set(ctx, admin, environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_1",
+	third, err := environment.Bind(f.asg, ctx, admin, environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_1",
 		Company: "acme", EnvironmentID: f.ids["host"], BaseRevision: environment.AnyRevision})
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +171,7 @@ func TestSetRevisions(t *testing.T) {
 	if third.Revision != 3 || third.EnvironmentID != f.ids["host"] || third.CreatedBy != admin.ID || !third.CreatedAt.Equal(t0) {
 		t.Errorf("AnyRevision replace = %+v, want revision 3 of host created by %s at %v", third, admin.ID, t0)
 	}
-	fresh, err := f.asg.Set(ctx, admin, environment.SetBinding{Kind: environment.BindingProject, Key: "p_1",
+	fresh, err := environment.Bind(f.asg, ctx, admin, environment.SetBinding{Kind: environment.BindingProject, Key: "p_1",
 		Company: "acme", EnvironmentID: f.ids["host"], BaseRevision: environment.AnyRevision})
 	if err != nil || fresh.Revision != 1 {
 		t.Errorf("AnyRevision on a new key = %+v, %v; want revision 1", fresh, err)
@@ -313,7 +313,7 @@ func TestInstanceDefaultIsProtected(t *testing.T) {
 	f := newAsgFixture(t, nil)
 	f.set(t, defaultBind("full"))
 	_, err := f.cat.Delete(ctx, admin, f.ids["full"], 1)
-	var refused *environment.DeleteRefusedError
+	var refused *environment.Error
 	if !errors.As(err, &refused) {
 		t.Fatalf("Delete of the instance default: %v, want a DeleteRefusedError", err)
 	}
@@ -321,7 +321,7 @@ func TestInstanceDefaultIsProtected(t *testing.T) {
 	if _, err := f.bindings.GetBinding(ctx, environment.BindingRef{Kind: environment.BindingInstanceDefault}); err != nil {
 		t.Errorf("refused delete cleared the instance default: %v", err)
 	}
-	if _, err := f.asg.Set(ctx, admin, environment.SetBinding{Kind: environment.BindingInstanceDefault,
+	if _, err := environment.Bind(f.asg, ctx, admin, environment.SetBinding{Kind: environment.BindingInstanceDefault,
 		EnvironmentID: f.ids["host"], BaseRevision: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +380,7 @@ func TestSetRacingDelete(t *testing.T) {
 	store := &deletingStore{Store: environment.NewMemoryStore()}
 	f := newAsgFixtureOn(t, store, environment.NewMemoryBindingStore(), nil)
 	store.victim = f.ids["full"]
-	_, err := f.asg.Set(ctx, admin, environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_1", Company: "acme", EnvironmentID: f.ids["full"]})
+	_, err := environment.Bind(f.asg, ctx, admin, environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_1", Company: "acme", EnvironmentID: f.ids["full"]})
 	wantErr(t, err, environment.ErrNotFound)
 	wantText(t, err, "deleted meanwhile")
 	left, err := f.bindings.ListBindings(ctx, environment.BindingFilter{})

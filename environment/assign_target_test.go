@@ -63,14 +63,14 @@ func TestALeaseTargetIsOneReadOfATargetReader(t *testing.T) {
 	f.put(t, bind{environment.BindingWorkspace, "ws-2", "acme", "full"})
 	s.reads()
 
-	if _, err := f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.ids["full"], Company: "acme"}); err != nil {
+	if _, err := environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.ids["full"], Company: "acme"}); err != nil {
 		t.Fatalf("LeaseTarget(full): %v", err)
 	}
 	if tr, e, b, g := s.reads(); tr != 1 || e != 0 || b != 0 || g != 0 {
 		t.Errorf("LeaseTarget by id read the target %d times, the environment %d, lists of bindings %d, bindings %d; want one read of the target", tr, e, b, g)
 	}
 	sc := authz.Scope{Company: "acme", Workspace: "ws-2"}
-	lt, err := f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{Scope: &sc})
+	lt, err := environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{Scope: &sc})
 	if err != nil || lt.Environment.ID != f.ids["full"] {
 		t.Fatalf("LeaseTarget(scope %s) = %+v, %v; want environment full", sc, lt, err)
 	}
@@ -83,26 +83,26 @@ func TestALeaseTargetIsOneReadOfATargetReader(t *testing.T) {
 	if tr, e, b, g := s.reads(); tr != 0 || e != 1 || b != 0 || g != 1 {
 		t.Errorf("Resolve read the target %d times, the environment %d, lists of bindings %d, bindings %d; want the binding and the environment", tr, e, b, g)
 	}
-	_, err = f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{Scope: &authz.Scope{Company: "acme", Workspace: "ws-1"}})
-	var be *environment.BindingError
+	_, err = environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{Scope: &authz.Scope{Company: "acme", Workspace: "ws-1"}})
+	var be *environment.Error
 	if !errors.As(err, &be) || !errors.Is(err, authz.ErrDenied) {
 		t.Errorf("LeaseTarget through globex's workspace binding, for acme = %v, want a BindingError wrapping ErrDenied (ASG-3)", err)
 	}
-	_, err = f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.ids["lean"], Company: "acme"})
+	_, err = environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.ids["lean"], Company: "acme"})
 	if !errors.Is(err, authz.ErrDenied) {
 		t.Errorf("LeaseTarget of an environment globex bound, for acme = %v, want ErrDenied (ASG-3)", err)
 	}
-	if _, err := f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.ids["lean"], Company: "globex"}); err != nil {
+	if _, err := environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.ids["lean"], Company: "globex"}); err != nil {
 		t.Errorf("LeaseTarget of an environment globex bound, for globex: %v", err)
 	}
-	_, err = f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: "env_missing", Company: "acme"})
+	_, err = environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: "env_missing", Company: "acme"})
 	if !errors.Is(err, environment.ErrNotFound) {
 		t.Errorf("LeaseTarget of a missing environment = %v, want ErrNotFound", err)
 	}
 
 	// Two values are never taken for one: each store is read apart.
 	apart := newAsgFixture(t, nil)
-	if _, err := apart.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: apart.ids["full"], Company: "acme"}); err != nil {
+	if _, err := environment.LeaseTargetFor(apart.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: apart.ids["full"], Company: "acme"}); err != nil {
 		t.Fatalf("LeaseTarget over two stores: %v", err)
 	}
 }

@@ -42,7 +42,7 @@ func BenchmarkCatalogCreateGet(b *testing.B) {
 	for n := range i {
 		env := *template
 		env.ID, env.Name = fmt.Sprintf("anchor_%d", n), fmt.Sprintf("anchor-%d", n)
-		if err := store.CreateEnvironment(ctx, &env, environment.CreateOptions{}); err != nil {
+		if err := store.CreateEnvironment(ctx, &env, false); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := store.GetEnvironment(ctx, env.ID); err != nil {
@@ -67,7 +67,7 @@ func BenchmarkGateCheckSettings(b *testing.B) {
 	reg := newRegistry()
 	env := &environment.Environment{ID: "env_b", Name: "bench", Driver: "fake", Status: environment.StatusActive}
 	gate := func(r instance.Reader) *environment.Gate {
-		return environment.NewGate(reg, &environment.GateOptions{TestMode: true, Settings: r})
+		return environment.NewGate(reg, &environment.Options{TestMode: true, Settings: r})
 	}
 	measure := func(g *environment.Gate, n int) float64 {
 		start := time.Now()

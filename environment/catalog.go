@@ -15,20 +15,16 @@ import (
 	"github.com/berthdev/berth/instance"
 )
 
-// Options configures a Catalog. The zero value (or a nil *Options) gives the
-// defaults documented on each field.
+// Options configures a Catalog, an Assignments and a Gate; a host passes
+// the same Options to NewAssignments, NewCatalog and NewGate so that they
+// agree on test mode and read one health store and one instance settings
+// Reader. The zero value (or a nil *Options) gives the defaults documented
+// on each field; fields marked (Catalog only) are ignored by the others.
 type Options struct {
-	// TestMode lets environments of test drivers be saved, bound and
-	// resolved (CFG-4). Default false: the fake driver is refused as a
-	// working target.
+	// TestMode lets environments of test drivers (the "fake" driver) be
+	// saved, bound, resolved and leased (CFG-4). Default false: the fake
+	// driver is refused as a working target.
 	TestMode bool
-	// TestDrivers names drivers besides "fake" that are for tests only.
-	// Default none.
-	TestDrivers []string
-	// ExclusiveDrivers names drivers that allow at most one environment per
-	// instance (CFG-4). Default (nil): ["local"]. A non-nil empty slice means
-	// none.
-	ExclusiveDrivers []string
 	// Authorizer decides every action (AUTH-1). Default DefaultPolicy:
 	// only instance admins and local operators change environments and
 	// bindings.
@@ -37,11 +33,6 @@ type Options struct {
 	// per refused resolution; no line holds a config value, an env var
 	// value or a secret. Default: discard.
 	Logger *slog.Logger
-	// Clock stamps created/updated times. Default: the wall clock.
-	Clock clock.Clock
-	// NewID returns a fresh environment id (Catalog only). Default: "env_"
-	// + 16 random hex digits.
-	NewID func() string
 	// UsageReporters (Catalog only) tell what else references an
 	// environment (CFG-7): leases, setup sessions; the bindings of the
 	// catalog's Assignments are always shown. They are the hooks other
@@ -58,25 +49,40 @@ type Options struct {
 	Protected func(ctx context.Context, env *Environment) (reason string)
 	// Health keeps the provider health last measured (CAP-3), shown in
 	// listings and read by the Gate that saving, resolution and leasing
-	// pass. Default: an in-memory store private to the catalog or
-	// assignments built (pass the host's store so that they and other
-	// processes share it).
+	// pass. Default: an in-memory store private to the service built (pass
+	// the host's store so that they and other processes share it). A
+	// provider never measured counts as available.
 	Health HealthStore
 	// Settings reads the instance settings (CFG-9) for the Gate that
-	// resolution and leasing pass: the Reader instance.NewService returns.
-	// Default nil: instance.Defaults (environments enabled, host drivers
-	// allowed). Views show a host environment's refusal under
-	// managed-sandbox-only in View.Unavailable.
+	// resolution and leasing pass: the Reader instance.NewService returns,
+	// which keeps what it read for a short, documented staleness bound so
+	// that the gate costs no store round trip per acquisition. Default
+	// nil: instance.Defaults (environments enabled, host drivers allowed).
+	// Views show a host environment's refusal under managed-sandbox-only
+	// in View.Unavailable.
 	Settings instance.Reader
-	// HealthTimeout (Catalog only) bounds one provider health measurement.
-	// Default 10 s.
-	HealthTimeout time.Duration
-	// SecretKeeper, if not nil, keeps the secrets that an update supersedes
-	// or a delete gives up while a lease not proven clean uses them (give
-	// the lease manager the same keeper). Default nil: they are deleted at
-	// once, and leases that use them can no longer be cleaned up by another
-	// process; a host with leases sets it.
+	// SecretKeeper (Catalog only), if not nil, keeps the secrets that an
+	// update supersedes or a delete gives up while a lease not proven
+	// clean uses them (give the lease manager the same keeper). Default
+	// nil: they are deleted at once, and leases that use them can no
+	// longer be cleaned up by another process; a host with leases sets it.
 	SecretKeeper *SecretKeeper
+
+	// The rest is set by this package's tests only (export_test.go).
+
+	// testDrivers names drivers besides "fake" that are for tests only.
+	testDrivers []string
+	// exclusiveDrivers names drivers that allow at most one environment
+	// per instance (CFG-4). nil: ["local"]; a non-nil empty slice: none.
+	exclusiveDrivers []string
+	// clock stamps created/updated times; nil: the wall clock.
+	clock clock.Clock
+	// newID returns a fresh environment id (Catalog only); nil: "env_" +
+	// 16 random hex digits.
+	newID func() string
+	// healthTimeout (Catalog only) bounds one provider health measurement;
+	// 0: 10 s.
+	healthTimeout time.Duration
 }
 
 // Catalog is the environment catalog (CFG-1..8): it authorizes every call
@@ -121,11 +127,11 @@ func NewCatalog(store Store, reg *drivers.Registry, secrets SecretStore, asg *As
 	cm := o.common(reg)
 	c := &Catalog{
 		store: store, reg: reg, secrets: secrets, asg: asg,
-		exclusive: o.ExclusiveDrivers,
+		exclusive: o.exclusiveDrivers,
 		authz:     cm.authz,
 		log:       cm.log,
 		clock:     cm.clock,
-		newID:     o.NewID,
+		newID:     o.newID,
 		reporters: slices.Clone(o.UsageReporters),
 		protected: o.Protected,
 		health:    cm.health,
@@ -138,7 +144,7 @@ func NewCatalog(store Store, reg *drivers.Registry, secrets SecretStore, asg *As
 	if c.newID == nil {
 		c.newID = func() string { return "env_" + randomHex(8) }
 	}
-	c.healthTTL = o.HealthTimeout
+	c.healthTTL = o.healthTimeout
 	if c.healthTTL <= 0 {
 		c.healthTTL = defaultHealthTimeout
 	}
@@ -182,7 +188,7 @@ func (c *Catalog) create(ctx context.Context, p authz.Principal, req CreateReque
 			return nil, fmt.Errorf("environment %s: %w", label, err)
 		}
 		if len(existing) > 0 {
-			return nil, &FieldError{Environment: label, Field: "driver", Err: ErrConflict,
+			return nil, &Error{Environment: label, Field: "driver", Err: ErrConflict,
 				Reason: fmt.Sprintf("only one %q environment is allowed per instance and %q (%s) exists", req.Driver, existing[0].Name, existing[0].ID)}
 		}
 	}
@@ -200,7 +206,7 @@ func (c *Catalog) create(ctx context.Context, p authz.Principal, req CreateReque
 		}
 	}
 	if field := storedSecretField(schema, cfg); field != "" {
-		return nil, &FieldError{Environment: label, Field: field, Err: ErrInvalid,
+		return nil, &Error{Environment: label, Field: field, Err: ErrInvalid,
 			Reason: "a new environment cannot point at a stored secret; paste the secret value (CFG-3)"}
 	}
 	id := c.newID()
@@ -216,7 +222,7 @@ func (c *Catalog) create(ctx context.Context, p authz.Principal, req CreateReque
 		Pool: clonePool(req.Pool),
 	}
 	env = cloneEnvironment(env)
-	if err := c.store.CreateEnvironment(ctx, env, CreateOptions{ExclusiveDriver: exclusive}); err != nil {
+	if err := c.store.CreateEnvironment(ctx, env, exclusive); err != nil {
 		c.dropSecrets(ctx, moved)
 		return nil, fmt.Errorf("environment %s: %w", label, err)
 	}
@@ -291,7 +297,7 @@ func (c *Catalog) resolvedConfig(ctx context.Context, id string) (*Environment, 
 		return nil, nil, &ConfigError{ID: env.ID, Name: env.Name, Err: err}
 	}
 	if plain := schema.PlainSecrets(cfg); len(plain) > 0 {
-		return nil, nil, &FieldError{Environment: label, Field: "config." + plain[0], Err: ErrInvalid,
+		return nil, nil, &Error{Environment: label, Field: "config." + plain[0], Err: ErrInvalid,
 			Reason: "stored config holds an inline secret instead of a reference; update the environment"}
 	}
 	resolved, err := schema.ResolveSecrets(ctx, cfg, c.secrets.Get)
@@ -332,7 +338,7 @@ func (c *Catalog) Draft(ctx context.Context, p authz.Principal, req CreateReques
 		return nil, nil, &ConfigError{Name: name, Err: err}
 	}
 	if field := storedSecretField(schema, cfg); field != "" {
-		return nil, nil, &FieldError{Environment: label, Field: field, Err: ErrInvalid,
+		return nil, nil, &Error{Environment: label, Field: field, Err: ErrInvalid,
 			Reason: "a draft cannot point at a stored secret; paste the value or probe the saved environment"}
 	}
 	d, err := c.reg.Lookup(req.Driver)
@@ -387,15 +393,15 @@ func (c *Catalog) authorize(ctx context.Context, p authz.Principal, a authz.Acti
 // schemaFor returns the schema of a registered, usable driver.
 func (c *Catalog) schemaFor(label, driver string) (*config.Schema, error) {
 	if driver == "" {
-		return nil, &FieldError{Environment: label, Field: "driver", Reason: "required", Err: ErrInvalid}
+		return nil, &Error{Environment: label, Field: "driver", Reason: "required", Err: ErrInvalid}
 	}
 	d, err := c.reg.Lookup(driver)
 	if err != nil {
-		return nil, &FieldError{Environment: label, Field: "driver", Err: errors.Join(ErrInvalid, err),
+		return nil, &Error{Environment: label, Field: "driver", Err: errors.Join(ErrInvalid, err),
 			Reason: fmt.Sprintf("driver %q is not registered in this instance (%v)", driver, drivers.ErrUnavailable)}
 	}
-	if c.gate.IsTestDriver(driver) && !c.gate.TestMode() {
-		return nil, &FieldError{Environment: label, Field: "driver", Err: errors.Join(ErrInvalid, drivers.ErrUnavailable),
+	if c.gate.isTestDriver(driver) && !c.gate.testMode {
+		return nil, &Error{Environment: label, Field: "driver", Err: errors.Join(ErrInvalid, drivers.ErrUnavailable),
 			Reason: fmt.Sprintf("driver %q is for tests only and cannot be saved as a working target unless the host enables test mode (CFG-4)", driver)}
 	}
 	return d.Schema(), nil

@@ -31,7 +31,7 @@ func TestCreateGetRoundTrip(t *testing.T) {
 func testCreateGetRoundTrip(t *testing.T, f *fixture) {
 	ctx := context.Background()
 	created := f.mustCreate(t, remoteRequest("build"))
-	secrets := f.secrets.List()
+	secrets := environment.ListSecrets(f.secrets)
 	if len(secrets) != 1 {
 		t.Fatalf("secret store holds %d secrets, want 1: %+v", len(secrets), secrets)
 	}
@@ -221,7 +221,9 @@ func TestExclusiveLocal(t *testing.T) {
 	})
 	t.Run("exclusivity is configurable", func(t *testing.T) {
 		t.Parallel()
-		f := newFixture(t, func(o *environment.Options) { o.ExclusiveDrivers = []string{} })
+		f := newFixture(t, func(o *environment.Options) {
+			environment.WithTestOptions(o, environment.TestOptions{ExclusiveDrivers: []string{}})
+		})
 		f.mustCreate(t, environment.CreateRequest{Name: "one", Driver: "local"})
 		f.mustCreate(t, environment.CreateRequest{Name: "two", Driver: "local"})
 	})
@@ -247,7 +249,10 @@ func TestTestDrivers(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, func(o *environment.Options) { o.TestMode = tc.testMode; o.TestDrivers = []string{"sim"} })
+			f := newFixture(t, func(o *environment.Options) {
+				o.TestMode = tc.testMode
+				environment.WithTestOptions(o, environment.TestOptions{TestDrivers: []string{"sim"}})
+			})
 			for _, p := range []authz.Principal{admin, operator} {
 				_, err := f.cat.Create(ctx, p, environment.CreateRequest{Name: "t-" + p.ID, Driver: tc.driver})
 				if !tc.wantErr {
@@ -314,7 +319,7 @@ func TestStaleRevision(t *testing.T) {
 					t.Fatal(err)
 				}
 				before, _ := f.store.GetEnvironment(ctx, v.ID)
-				secretsBefore := f.secrets.List()
+				secretsBefore := environment.ListSecrets(f.secrets)
 				err := op(f, v.ID, base)
 				wantErr(t, err, environment.ErrConflict)
 				wantText(t, err, `"build" (env_001)`, "baseRevision", "stale revision")
@@ -322,7 +327,7 @@ func TestStaleRevision(t *testing.T) {
 				if diff := cmp.Diff(before, after); diff != "" {
 					t.Errorf("record changed (-before +after):\n%s", diff)
 				}
-				if diff := cmp.Diff(secretsBefore, f.secrets.List()); diff != "" {
+				if diff := cmp.Diff(secretsBefore, environment.ListSecrets(f.secrets)); diff != "" {
 					t.Errorf("secrets changed (-before +after):\n%s", diff)
 				}
 			})
@@ -354,7 +359,7 @@ func TestStaleRevision(t *testing.T) {
 			t.Fatalf("%d updates succeeded, want 1", ok)
 		}
 		// The losers left no secret version behind: only the winner's.
-		s := f.secrets.List()
+		s := environment.ListSecrets(f.secrets)
 		if len(s) != 1 || len(s[0].Versions) != 1 || s[0].Versions[0] < 2 {
 			t.Errorf("secrets after the race: %+v, want one secret with only the winning version", s)
 		}
@@ -376,8 +381,8 @@ func TestDuplicateName(t *testing.T) {
 	_, err := f.cat.Create(ctx, admin, remoteRequest("build"))
 	wantErr(t, err, environment.ErrConflict)
 	wantText(t, err, `environment "build"`, "name already used")
-	if f.count(t) != 2 || len(f.secrets.List()) != 2 {
-		t.Errorf("refused create left %d environments and secrets %+v, want 2 and 2", f.count(t), f.secrets.List())
+	if f.count(t) != 2 || len(environment.ListSecrets(f.secrets)) != 2 {
+		t.Errorf("refused create left %d environments and secrets %+v, want 2 and 2", f.count(t), environment.ListSecrets(f.secrets))
 	}
 	name := "build"
 	_, err = f.cat.Update(ctx, admin, other.ID, environment.UpdateRequest{BaseRevision: 1, Name: &name,
@@ -386,7 +391,7 @@ func TestDuplicateName(t *testing.T) {
 	if got, _ := f.cat.Get(ctx, admin, other.ID); got.Name != "other" || got.Revision != 1 {
 		t.Errorf("refused rename changed the record: %+v", got)
 	}
-	if s := f.secrets.List(); len(s) != 2 || len(s[0].Versions) != 1 || len(s[1].Versions) != 1 {
+	if s := environment.ListSecrets(f.secrets); len(s) != 2 || len(s[0].Versions) != 1 || len(s[1].Versions) != 1 {
 		t.Errorf("refused rename left a secret version behind: %+v", s)
 	}
 }
@@ -414,7 +419,7 @@ func TestUnavailableDriver(t *testing.T) {
 	wantErr(t, err, drivers.ErrUnavailable, environment.ErrInvalid)
 	wantText(t, err, `environment "build" (env_001)`, `field "driver"`)
 	// It can still be deleted, secrets included.
-	if _, err := bare.Delete(ctx, admin, v.ID, 1); err != nil || len(f.secrets.List()) != 0 {
-		t.Errorf("Delete = %v, secrets left %+v", err, f.secrets.List())
+	if _, err := bare.Delete(ctx, admin, v.ID, 1); err != nil || len(environment.ListSecrets(f.secrets)) != 0 {
+		t.Errorf("Delete = %v, secrets left %+v", err, environment.ListSecrets(f.secrets))
 	}
 }

@@ -110,20 +110,6 @@ type BlastRadius struct {
 // Deletable reports whether nothing blocks the delete.
 func (b *BlastRadius) Deletable() bool { return len(b.Blockers) == 0 }
 
-// DeleteRefusedError is returned by Delete when the blast radius blocks it
-// (CFG-7). It wraps ErrConflict.
-type DeleteRefusedError struct {
-	Radius *BlastRadius
-}
-
-// Error returns `environment "NAME" (ID): delete refused: BLOCKERS`.
-func (e *DeleteRefusedError) Error() string {
-	return fmt.Sprintf("environment %q (%s): delete refused: %s", e.Radius.EnvironmentName, e.Radius.EnvironmentID, strings.Join(e.Radius.Blockers, "; "))
-}
-
-// Unwrap returns ErrConflict.
-func (e *DeleteRefusedError) Unwrap() error { return ErrConflict }
-
 // BlastRadius returns what deleting environment id would touch, gathered from
 // the usage reporters, and what blocks the delete. It needs ActionDelete. A
 // reporter's error is returned (a radius that cannot be known is never
@@ -178,7 +164,7 @@ func refIDs(rs []Reference) string {
 
 // Delete removes environment id at baseRevision (else ErrConflict) after
 // computing its blast radius (CFG-7). It is refused with a
-// *DeleteRefusedError (wrapping ErrConflict) while a reusable lease is live,
+// *Error with the Radius (wrapping ErrConflict) while a reusable lease is live,
 // while a cleanup is pending, or for a protected environment. After the
 // record is gone it clears the references of every ReferenceClearer
 // (bindings, ASG-5) and deletes the environment's secrets. It returns the
@@ -204,7 +190,7 @@ func (c *Catalog) Delete(ctx context.Context, p authz.Principal, id string, base
 func (c *Catalog) delete(ctx context.Context, env *Environment, base int64) (*BlastRadius, error) {
 	label := labelOf(env)
 	if base != env.Revision {
-		return nil, &FieldError{Environment: label, Field: "baseRevision", Err: ErrConflict,
+		return nil, &Error{Environment: label, Field: "baseRevision", Err: ErrConflict,
 			Reason: fmt.Sprintf("stale revision %d: the stored revision is %d (CFG-6)", base, env.Revision)}
 	}
 	b, err := c.blastRadius(ctx, env)
@@ -212,7 +198,7 @@ func (c *Catalog) delete(ctx context.Context, env *Environment, base int64) (*Bl
 		return nil, err
 	}
 	if !b.Deletable() {
-		return b, &DeleteRefusedError{Radius: b}
+		return b, &Error{kind: kindDeleteRefused, Radius: b}
 	}
 	if err := c.store.DeleteEnvironment(ctx, env.ID, base); err != nil {
 		return b, fmt.Errorf("environment %s: %w", label, err)

@@ -115,15 +115,15 @@ func TestDelete(t *testing.T) {
 			if len(tc.blockers) > 0 {
 				wantErr(t, err, environment.ErrConflict)
 				wantText(t, err, `environment "build" (env_001): delete refused`, tc.blockers[0])
-				var refused *environment.DeleteRefusedError
+				var refused *environment.Error
 				if !errors.As(err, &refused) {
 					t.Errorf("error %T is not a *DeleteRefusedError", err)
 				}
 				if _, err := f.store.GetEnvironment(ctx, v.ID); err != nil {
 					t.Errorf("refused delete removed the record: %v", err)
 				}
-				if len(binds.bindings[v.ID]) != 2 || len(f.secrets.List()) != 2 {
-					t.Errorf("refused delete cleared bindings %v or secrets %v", binds.bindings, f.secrets.List())
+				if len(binds.bindings[v.ID]) != 2 || len(environment.ListSecrets(f.secrets)) != 2 {
+					t.Errorf("refused delete cleared bindings %v or secrets %v", binds.bindings, environment.ListSecrets(f.secrets))
 				}
 				return
 			}
@@ -136,7 +136,7 @@ func TestDelete(t *testing.T) {
 			if diff := cmp.Diff(map[string][]environment.Reference{other.ID: {ref("binding", "project:p_9")}}, binds.bindings); diff != "" {
 				t.Errorf("bindings after delete (-want +got):\n%s", diff) // ASG-5
 			}
-			if s := f.secrets.List(); len(s) != 1 || s[0].Owner != other.ID {
+			if s := environment.ListSecrets(f.secrets); len(s) != 1 || s[0].Owner != other.ID {
 				t.Errorf("secrets after delete: %+v, want only the other environment's", s)
 			}
 			if len(f.logs.lines("environment deleted")) != 1 {

@@ -5,9 +5,9 @@
 //	cat := environment.NewCatalog(store, reg, secrets, asg, opts)
 //	req, err := environment.DecodeCreateRequest(body) // strict JSON
 //	v, err := cat.Create(ctx, operator, req) // pasted secrets -> refs
-//	_, err = asg.Set(ctx, operator, environment.SetBinding{
-//		Kind: environment.BindingProject, Key: "web",
-//		Company: "acme", EnvironmentID: v.ID})
+//	_, err = asg.Set(ctx, operator, environment.Binding{
+//		BindingRef: environment.BindingRef{Kind: environment.BindingProject, Key: "web"},
+//		Company: "acme", EnvironmentID: v.ID}, 0) // 0: a new binding
 //	res, err := asg.Resolve(ctx, agent, scope, nil) // strongest binding
 //
 // Catalog is the entry point: NewCatalog(store, registry, secrets,
@@ -30,8 +30,8 @@
 // (the lease manager's) are the environment.UsageReporter values their
 // constructors return, passed in Options.UsageReporters. berth.New wires
 // them. The catalog hands out no raw store and no Gate: a host builds a
-// Gate with NewGate from the same test mode, health store and instance
-// settings Reader (Options.Settings, GateOptions.Settings: the Reader
+// Gate with NewGate from the same Options (test mode, health store and
+// instance settings Reader, Options.Settings: the Reader
 // instance.NewService returns; CFG-9 refusals wrap
 // instance.ErrEnvironmentsDisabled or instance.ErrManagedSandboxOnly).
 //
@@ -72,7 +72,7 @@
 //     has the credentials it needs.
 //   - Exclusivity and test drivers (CFG-4): at most one environment of each
 //     exclusive driver (default "local") per instance, checked atomically by
-//     the Store; the "fake" driver (and Options.TestDrivers) cannot be saved
+//     the Store; the "fake" driver cannot be saved
 //     or resolved unless Options.TestMode.
 //   - Reserved fields (CFG-5): payloads naming a server-owned field (in any
 //     letter case: id, status, revision, createdAt, updatedAt, createdBy,
@@ -80,18 +80,23 @@
 //     measurements, fingerprint, configFingerprint, imageIdentity, template,
 //     activeTemplate, leases, secrets) at the top level or inside the
 //     config (unless the driver's schema declares a config field of that
-//     name), or a metadata key that starts with ReservedMetadataPrefix or
+//     name), or a metadata key that starts with "berth." or
 //     imitates qualification or platform state, are refused as reserved
 //     with the field named; DecodeCreateRequest and DecodeUpdateRequest
 //     decode strictly (one object, no unknown fields, exact member names,
 //     types checked).
+//   - Limits (CFG-8): a name of at most 128 bytes, a description of at
+//     most 4096, at most 256 env vars (names up to 256 bytes, values up to
+//     32 KiB), at most 64 metadata entries (keys up to 128 bytes, not
+//     empty; values up to 4096); every text valid UTF-8 without NUL. A
+//     request beyond one is an *Error naming the field.
 //   - Revisions (CFG-6): Update, Archive, Restore and Delete carry the
 //     revision they were based on; a stale one is ErrConflict and nothing
 //     changes.
 //   - Active template (IMG-6): Environment.ActiveTemplate is server-owned;
 //     only the templates package changes it, by a revision-checked update that
 //     bumps the revision, and catalog updates keep it. Every view shows
-//     it as {id, identity, drift}, the drift (Environment.Drift: relinked
+//     it as {id, identity, drift}, the drift (relinked
 //     or detached) computed from the config's source fingerprint without
 //     I/O.
 //   - Warm pool: Environment.Pool ({size, maxAge, runner}, nil for none)
@@ -111,7 +116,7 @@
 //   - Errors name things (CFG-8): config errors are *ConfigError naming the
 //     environment (name, and id once saved) and each field, wrapping
 //     config.ErrInvalid and ErrInvalid; other request errors are
-//     *FieldError. On any error nothing is saved and no secret is left in
+//     *Error. On any error nothing is saved and no secret is left in
 //     the SecretStore.
 //   - Logging: one slog line per mutation (and per refused one), with ids,
 //     names, driver, revision and actor; never config or env var values.
@@ -122,7 +127,7 @@
 // strongest binding of a Scope (workspace > project > agent > instance
 // default) and returns a Resolution naming it; a winning binding whose
 // environment is gone, archived, unavailable, a test target outside test
-// mode, under-capable or of another company is a *BindingError naming the
+// mode, under-capable or of another company is an *Error naming the
 // binding, never a fall-through to a weaker binding or the host (ASG-2,
 // ASG-3); nothing bound is ErrNoBinding; a binding of another company is
 // refused without naming that company or its environment. Resolve takes
@@ -146,7 +151,7 @@
 // archived, driver not registered, test driver outside test mode, a driver
 // reporting itself unavailable, a provider endpoint last measured
 // unavailable, a config that no longer validates, or a missing required
-// capability refuse the environment with an *UnusableError. Provider health
+// capability refuse the environment with an *Error. Provider health
 // (drivers.HealthChecker) is measured by Catalog.RefreshHealth (an
 // operator's refresh, and every probe before it gates) and by
 // Catalog.RefreshAllHealth (the host's background round, for a principal

@@ -33,8 +33,8 @@ func TestDraft(t *testing.T) {
 			if d.Name() != "remote" || cfg.String("apiKey") != canary || cfg.Int("port") != 22 {
 				t.Errorf("Draft = %s, port %d: want the remote driver and the normalized config with its pasted secret", d.Name(), cfg.Int("port"))
 			}
-			if f.count(t) != 0 || len(f.secrets.List()) != 0 {
-				t.Errorf("a draft saved something: %d environments, secrets %+v", f.count(t), f.secrets.List())
+			if f.count(t) != 0 || len(environment.ListSecrets(f.secrets)) != 0 {
+				t.Errorf("a draft saved something: %d environments, secrets %+v", f.count(t), environment.ListSecrets(f.secrets))
 			}
 		})
 	}

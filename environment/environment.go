@@ -77,7 +77,7 @@ type ActiveTemplate struct {
 	// SourceFingerprint is the environment's source fingerprint
 	// (qualification.SourceFingerprint) when the template was captured.
 	SourceFingerprint string `json:"-"`
-	// Drift is computed by reads from the config (Environment.Drift); a
+	// Drift is computed by reads from the config (see Drift); a
 	// store neither keeps nor reads it.
 	Drift Drift `json:"drift,omitempty"`
 }
@@ -96,7 +96,7 @@ var (
 	// the local host or any other environment for a missing binding
 	// (ASG-2).
 	ErrNoBinding = fmt.Errorf("no environment bound: %w", ErrNotFound)
-	// ErrArchived is wrapped by a BindingError when the bound environment
+	// ErrArchived is wrapped by the *Error of Resolve when the bound environment
 	// is archived (ASG-2).
 	ErrArchived = errcode.New(errcode.Conflict, "environment: archived")
 	// ErrTargetMismatch is wrapped by Resolution.CheckLease when a lease does
@@ -104,14 +104,6 @@ var (
 	// ErrConflict.
 	ErrTargetMismatch = fmt.Errorf("lease does not match the resolved target: %w", ErrConflict)
 )
-
-// CreateOptions modifies Store.CreateEnvironment.
-type CreateOptions struct {
-	// ExclusiveDriver makes the store refuse, atomically and with
-	// ErrConflict, a new environment when another one with the same driver
-	// exists (one local environment per instance, CFG-4).
-	ExclusiveDriver bool
-}
 
 // ListFilter selects environments in Store.ListEnvironments. Zero fields
 // match everything.
@@ -127,8 +119,10 @@ type ListFilter struct {
 type Store interface {
 	// CreateEnvironment inserts env (Revision must be 1). It returns an
 	// error wrapping ErrConflict if the id or name is taken, or if
-	// opts.ExclusiveDriver and an environment of env.Driver exists.
-	CreateEnvironment(ctx context.Context, env *Environment, opts CreateOptions) error
+	// exclusiveDriver and an environment of env.Driver exists: the check
+	// is atomic with the insert (one local environment per instance,
+	// CFG-4).
+	CreateEnvironment(ctx context.Context, env *Environment, exclusiveDriver bool) error
 	// GetEnvironment returns the environment, or an error wrapping ErrNotFound.
 	GetEnvironment(ctx context.Context, id string) (*Environment, error)
 	// ListEnvironments returns the matching environments sorted by name, then id.

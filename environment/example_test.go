@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/environment"
@@ -16,7 +17,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	cat := environment.NewCatalog(environment.NewMemoryStore(), newRegistry(), environment.NewMemorySecretStore(), nil,
-		&environment.Options{NewID: func() string { return "env_1" }})
+		nil)
 
 	req, err := environment.DecodeCreateRequest([]byte(`{
 		"name": "build box",
@@ -34,7 +35,7 @@ func Example() {
 		return
 	}
 	ref, _ := v.Config.SecretRef("apiKey")
-	fmt.Println("saved", v.ID, "revision", v.Revision, "apiKey stored as a reference:", ref.Version == 1)
+	fmt.Println("saved", v.ID[:4]+"…", "revision", v.Revision, "apiKey stored as a reference:", ref.Version == 1)
 
 	board := authz.Principal{ID: "u_2", Role: authz.RoleBoardMember}
 	rv, _ := cat.Get(ctx, board, v.ID)
@@ -43,13 +44,13 @@ func Example() {
 
 	agent := authz.Principal{ID: "agent_7", Role: authz.RoleAgent, Companies: []string{"acme"}}
 	_, err = cat.Archive(ctx, agent, v.ID, v.Revision)
-	fmt.Println(errors.Is(err, authz.ErrDenied), err)
+	fmt.Println(errors.Is(err, authz.ErrDenied), strings.ReplaceAll(err.Error(), v.ID, "ID"))
 
 	_, err = environment.DecodeCreateRequest([]byte(`{"name": "x", "driver": "remote", "qualification": {"ok": true}}`))
 	fmt.Println(err)
 	// Output:
-	// saved env_1 revision 1 apiKey stored as a reference: true
+	// saved env_… revision 1 apiKey stored as a reference: true
 	// {"config":null,"driver":"remote","name":"build box","redacted":true}
-	// true agent "agent_7" may not archive environment "build box" (env_1): permission denied
+	// true agent "agent_7" may not archive environment "build box" (ID): permission denied
 	// environment: field "qualification": reserved server-owned field; it cannot be set by a request (CFG-5)
 }

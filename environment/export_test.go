@@ -1,7 +1,11 @@
 package environment
 
 import (
+	"github.com/berthdev/berth/authz"
+	"time"
+
 	"context"
+	"github.com/berthdev/berth/clock"
 
 	"github.com/berthdev/berth/drivers/config"
 )
@@ -25,3 +29,66 @@ var (
 	LooksLikeSecretName   = looksLikeSecretName
 	ReservedFields        = reservedFieldsCopy
 )
+
+// TestOptions are the fields of Options that only this package's tests set.
+type TestOptions struct {
+	TestDrivers      []string
+	ExclusiveDrivers []string
+	Clock            clock.Clock
+	NewID            func() string
+	HealthTimeout    time.Duration
+}
+
+// WithTestOptions returns o (a new Options when nil) with the non-nil,
+// non-zero fields of t set.
+func WithTestOptions(o *Options, t TestOptions) *Options {
+	if o == nil {
+		o = &Options{}
+	}
+	if t.TestDrivers != nil {
+		o.testDrivers = t.TestDrivers
+	}
+	if t.ExclusiveDrivers != nil {
+		o.exclusiveDrivers = t.ExclusiveDrivers
+	}
+	if t.Clock != nil {
+		o.clock = t.Clock
+	}
+	if t.NewID != nil {
+		o.newID = t.NewID
+	}
+	if t.HealthTimeout != 0 {
+		o.healthTimeout = t.HealthTimeout
+	}
+	return o
+}
+
+// SecretInfo describes a secret of a memory SecretStore, for tests.
+type SecretInfo = secretInfo
+
+// ListSecrets lists the secrets of s, a NewMemorySecretStore, sorted by id.
+func ListSecrets(s SecretStore) []SecretInfo { return s.(*memorySecretStore).list() }
+
+// LeaseTargetRequest is the request of LeaseTargetFor.
+type LeaseTargetRequest = leaseTargetRequest
+
+// LeaseTargetFor is Assignments.LeaseTarget with its arguments in a struct
+// and its result with the scope's resolution, for this package's tests.
+func LeaseTargetFor(a *Assignments, ctx context.Context, p authz.Principal, req LeaseTargetRequest) (*leaseTarget, error) {
+	return a.leaseTarget(ctx, p, req)
+}
+
+// SetBinding is the request of Bind: Assignments.Set's binding and base
+// revision in one struct, for this package's tests.
+type SetBinding struct {
+	Kind          BindingKind
+	Key           string
+	Company       string
+	EnvironmentID string
+	BaseRevision  int64
+}
+
+// Bind is a.Set with req.
+func Bind(a *Assignments, ctx context.Context, p authz.Principal, req SetBinding) (*Binding, error) {
+	return a.Set(ctx, p, Binding{BindingRef: BindingRef{Kind: req.Kind, Key: req.Key}, Company: req.Company, EnvironmentID: req.EnvironmentID}, req.BaseRevision)
+}

@@ -14,25 +14,6 @@ import (
 	"github.com/berthdev/berth/instance"
 )
 
-// GateOptions configure a Gate. nil means defaults.
-type GateOptions struct {
-	// TestMode lets environments of test drivers through (CFG-4). Default
-	// false: the fake driver (and TestDrivers) are refused.
-	TestMode bool
-	// TestDrivers names drivers besides "fake" that are for tests only.
-	TestDrivers []string
-	// Health holds the provider health last measured (CAP-3). Default: an
-	// empty in-memory store, so every provider counts as never measured
-	// (available) until something measures it.
-	Health HealthStore
-	// Settings reads the instance settings (CFG-9): the Reader
-	// instance.NewService returns, which keeps what it read for a short,
-	// documented staleness bound so that the gate costs no store round trip
-	// per acquisition. Default nil: instance.Defaults (environments
-	// enabled, host drivers allowed).
-	Settings instance.Reader
-}
-
 // Gate is the one check that decides whether an environment can become a
 // working target now (CAP-3, CAP-4, CFG-4, CFG-9, ASG-2). Resolution, probes
 // and lease acquisition all pass it, so none of them is a way around
@@ -96,54 +77,34 @@ func (c *effectiveCache) put(env *Environment, d drivers.Driver, eff drivers.Set
 	c.m[effectiveKey{env.ID, env.Revision, d.Name()}] = eff
 }
 
-// NewGate returns the gate over the drivers of reg. It panics if reg is nil.
-func NewGate(reg *drivers.Registry, opts *GateOptions) *Gate {
+// NewGate returns the gate over the drivers of reg. It reads TestMode,
+// Health and Settings of opts (nil: defaults) and ignores the rest; pass
+// the Options given to NewCatalog and NewAssignments so that the three
+// agree. It panics if reg is nil.
+func NewGate(reg *drivers.Registry, opts *Options) *Gate {
 	if reg == nil {
 		panic("environment: NewGate needs a driver registry")
 	}
-	var o GateOptions
+	var o Options
 	if opts != nil {
 		o = *opts
 	}
 	if o.Health == nil {
 		o.Health = NewMemoryHealthStore()
 	}
-	return &Gate{reg: reg, health: o.Health, settings: o.Settings, testMode: o.TestMode, testNames: append([]string{"fake"}, o.TestDrivers...)}
+	return &Gate{reg: reg, health: o.Health, settings: o.Settings, testMode: o.TestMode, testNames: append([]string{"fake"}, o.testDrivers...)}
 }
 
-// UnusableError says why an environment cannot be a working target now. It
-// names the environment (`"name" (id)`) and wraps the cause: ErrArchived,
-// drivers.ErrUnavailable, drivers.ErrUnsupported (Missing lists the
-// capabilities), a *ConfigError, or instance.ErrEnvironmentsDisabled or
-// instance.ErrManagedSandboxOnly (with drivers.ErrUnavailable).
-type UnusableError struct {
-	Environment string
-	Reason      string
-	Missing     []drivers.Capability
-	Err         error
-}
-
-// Error returns `environment "NAME" (ID) cannot be used: REASON`.
-func (e *UnusableError) Error() string {
-	return fmt.Sprintf("environment %s cannot be used: %s", e.Environment, e.Reason)
-}
-
-// Unwrap returns the cause.
-func (e *UnusableError) Unwrap() error { return e.Err }
-
-// IsTestDriver reports whether name is a test-only driver (CFG-4).
-func (g *Gate) IsTestDriver(name string) bool { return slices.Contains(g.testNames, name) }
-
-// TestMode reports whether test drivers are let through.
-func (g *Gate) TestMode() bool { return g.testMode }
+// isTestDriver reports whether name is a test-only driver (CFG-4).
+func (g *Gate) isTestDriver(name string) bool { return slices.Contains(g.testNames, name) }
 
 // Check returns env's driver and effective capability set when env can be a
 // working target and its effective set covers required, else an
-// *UnusableError (see Gate). A failing health store or settings read is
+// *Error naming env (see Gate and Error). A failing health store or settings read is
 // returned as it is, never taken as "available".
 func (g *Gate) Check(ctx context.Context, env *Environment, required drivers.Set) (drivers.Driver, drivers.Set, error) {
 	refuse := func(err error, format string, args ...any) (drivers.Driver, drivers.Set, error) {
-		return nil, 0, &UnusableError{Environment: labelOf(env), Reason: fmt.Sprintf(format, args...), Err: err}
+		return nil, 0, &Error{kind: kindUnusable, Environment: labelOf(env), Reason: fmt.Sprintf(format, args...), Err: err}
 	}
 	set, err := g.instanceSettings(ctx)
 	if err != nil {
@@ -185,7 +146,7 @@ func (g *Gate) Check(ctx context.Context, env *Environment, required drivers.Set
 		for i, c := range missing {
 			names[i] = c.String()
 		}
-		return nil, 0, &UnusableError{Environment: labelOf(env), Missing: missing, Err: drivers.ErrUnsupported,
+		return nil, 0, &Error{kind: kindUnusable, Environment: labelOf(env), Missing: missing, Err: drivers.ErrUnsupported,
 			Reason: fmt.Sprintf("driver %q lacks required capability %s (effective: %s) (CAP-4)", env.Driver, strings.Join(names, ", "), eff)}
 	}
 	return d, eff, nil
@@ -209,7 +170,7 @@ func (g *Gate) DriverStatus(name string) error {
 // to ask only that) or instance.ErrManagedSandboxOnly (d is a host
 // driver). It is the part of Check that depends on no environment, for
 // what has none (draft probes and draft leases). It reads the settings
-// through GateOptions.Settings and calls no provider; a failing read is
+// through Options.Settings and calls no provider; a failing read is
 // returned, never taken as "enabled".
 func (g *Gate) Admit(ctx context.Context, d drivers.Driver) error {
 	set, err := g.instanceSettings(ctx)
@@ -240,7 +201,7 @@ func (g *Gate) driverOf(name string) (drivers.Driver, string, error) {
 	if err != nil {
 		return nil, fmt.Sprintf("driver %q is not registered in this instance", name), err
 	}
-	if g.IsTestDriver(name) && !g.testMode {
+	if g.isTestDriver(name) && !g.testMode {
 		return nil, fmt.Sprintf("driver %q is for tests only and test mode is off (CFG-4)", name), drivers.ErrUnavailable
 	}
 	if err := drivers.Available(d); err != nil {
@@ -271,10 +232,10 @@ func (g *Gate) lastHealth(ctx context.Context, d drivers.Driver, cfg map[string]
 	return h, true, nil
 }
 
-// HealthView returns the health an environment's listing shows: nil when
+// healthView returns the health an environment's listing shows: nil when
 // its driver has no provider health (or is not registered), else the last
 // measurement or "not measured". It never measures.
-func (g *Gate) HealthView(ctx context.Context, env *Environment) (*HealthView, error) {
+func (g *Gate) healthView(ctx context.Context, env *Environment) (*HealthView, error) {
 	d, err := g.reg.Lookup(env.Driver)
 	if err != nil {
 		return nil, nil

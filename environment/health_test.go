@@ -35,7 +35,7 @@ func TestProviderHealthGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := asg.Set(ctx, admin, environment.SetBinding{Kind: environment.BindingInstanceDefault, EnvironmentID: v.ID}); err != nil {
+	if _, err := environment.Bind(asg, ctx, admin, environment.SetBinding{Kind: environment.BindingInstanceDefault, EnvironmentID: v.ID}); err != nil {
 		t.Fatal(err)
 	}
 	scope := authz.Scope{Company: "acme", Workspace: "ws"}
@@ -76,7 +76,7 @@ func TestProviderHealthGate(t *testing.T) {
 		t.Errorf("listings measured the provider %d times (CAP-1)", n-calls)
 	}
 	_, err = asg.Resolve(ctx, admin, scope, 0)
-	var be *environment.BindingError
+	var be *environment.Error
 	if !errors.As(err, &be) || !errors.Is(err, drivers.ErrUnavailable) || !strings.Contains(err.Error(), "instance default") || !strings.Contains(err.Error(), "503") {
 		t.Errorf("Resolve of an unavailable provider: %v; want a BindingError naming the binding and the reason", err)
 	}
@@ -84,7 +84,7 @@ func TestProviderHealthGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate := environment.NewGate(reg, &environment.GateOptions{TestMode: true, Health: health}) // the one probes get
+	gate := environment.NewGate(reg, &environment.Options{TestMode: true, Health: health}) // the one probes get
 	if _, _, err := gate.Check(ctx, env, 0); !errors.Is(err, drivers.ErrUnavailable) {
 		t.Errorf("Gate.Check: %v, want ErrUnavailable", err)
 	}

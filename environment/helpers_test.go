@@ -102,7 +102,7 @@ func (l *logBuffer) lines(msg string) []string {
 type fixture struct {
 	cat     *environment.Catalog
 	store   environment.Store
-	secrets *environment.MemorySecretStore
+	secrets environment.SecretStore
 	logs    *logBuffer
 	logger  *slog.Logger // writes to logs
 	clock   *clock.Fake
@@ -133,8 +133,8 @@ var stores = []struct {
 // as from store/sqlite and store/postgres.
 type jsonStore struct{ environment.Store }
 
-func (s jsonStore) CreateEnvironment(ctx context.Context, env *environment.Environment, opts environment.CreateOptions) error {
-	return s.Store.CreateEnvironment(ctx, viaJSON(env), opts)
+func (s jsonStore) CreateEnvironment(ctx context.Context, env *environment.Environment, exclusiveDriver bool) error {
+	return s.Store.CreateEnvironment(ctx, viaJSON(env), exclusiveDriver)
 }
 
 func (s jsonStore) UpdateEnvironment(ctx context.Context, env *environment.Environment, base int64) error {
@@ -167,16 +167,15 @@ func newFixtureOn(t testing.TB, store environment.Store, mod func(*environment.O
 	f.logger = slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	n := 0
 	var mu sync.Mutex
-	opts := &environment.Options{
-		Logger: f.logger,
-		Clock:  f.clock,
+	opts := environment.WithTestOptions(&environment.Options{Logger: f.logger}, environment.TestOptions{
+		Clock: f.clock,
 		NewID: func() string {
 			mu.Lock()
 			defer mu.Unlock()
 			n++
 			return fmt.Sprintf("env_%03d", n)
 		},
-	}
+	})
 	if mod != nil {
 		mod(opts)
 	}

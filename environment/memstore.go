@@ -28,7 +28,7 @@ func NewMemoryStore() Store {
 }
 
 // CreateEnvironment implements Store.
-func (m *memoryStore) CreateEnvironment(ctx context.Context, env *Environment, opts CreateOptions) error {
+func (m *memoryStore) CreateEnvironment(ctx context.Context, env *Environment, exclusiveDriver bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func (m *memoryStore) CreateEnvironment(ctx context.Context, env *Environment, o
 	if id, taken := m.names[env.Name]; taken {
 		return fmt.Errorf("environment %q: name already used by %s: %w", env.Name, id, ErrConflict)
 	}
-	if opts.ExclusiveDriver && m.drivers[env.Driver] > 0 {
+	if exclusiveDriver && m.drivers[env.Driver] > 0 {
 		return fmt.Errorf("environment %q: driver %q allows one environment per instance and one exists: %w", env.Name, env.Driver, ErrConflict)
 	}
 	m.envs[env.ID] = cloneEnvironment(env)

@@ -32,7 +32,7 @@ func TestGateHonoursConfigNarrowing(t *testing.T) {
 		t.Errorf("unix:// engine: effective %s, %v; want runner_ingress", eff, err)
 	}
 	_, err := check("tcp://127.0.0.1:2376")
-	var ue *environment.UnusableError
+	var ue *environment.Error
 	if !errors.As(err, &ue) || !errors.Is(err, drivers.ErrUnsupported) || !slices.Equal(ue.Missing, []drivers.Capability{drivers.CapRunnerIngress}) {
 		t.Errorf("tcp:// engine: %v, want an UnusableError missing runner_ingress", err)
 	}

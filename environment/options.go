@@ -24,7 +24,7 @@ func (o *Options) common(reg *drivers.Registry) common {
 	if o != nil {
 		v = *o
 	}
-	c := common{authz: v.Authorizer, log: v.Logger, clock: v.Clock, health: v.Health}
+	c := common{authz: v.Authorizer, log: v.Logger, clock: v.clock, health: v.Health}
 	if c.authz == nil {
 		c.authz = authz.DefaultPolicy{}
 	}
@@ -37,6 +37,7 @@ func (o *Options) common(reg *drivers.Registry) common {
 	if c.health == nil {
 		c.health = NewMemoryHealthStore()
 	}
-	c.gate = NewGate(reg, &GateOptions{TestMode: v.TestMode, TestDrivers: v.TestDrivers, Health: c.health, Settings: v.Settings})
+	v.Health = c.health
+	c.gate = NewGate(reg, &v)
 	return c
 }

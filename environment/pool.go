@@ -97,7 +97,7 @@ func checkPool(label string, d drivers.Driver, p *Pool) error {
 		return nil
 	}
 	bad := func(reason string) error {
-		return &FieldError{Environment: label, Field: "pool", Reason: reason, Err: ErrInvalid}
+		return &Error{Environment: label, Field: "pool", Reason: reason, Err: ErrInvalid}
 	}
 	switch {
 	case p.Size < 1 || p.Size > maxPoolSize:

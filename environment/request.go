@@ -74,36 +74,6 @@ func (r UpdateRequest) LogValue() slog.Value {
 		slog.Any("configFields", slices.Sorted(maps.Keys(r.Config))))
 }
 
-// FieldError is a request problem about one named field (CFG-5, CFG-8). It
-// wraps Err (ErrInvalid, ErrConflict, ...). Its text names the environment
-// when known and the field, never a value of a secret field or env var.
-type FieldError struct {
-	// Environment names the environment: `"name"` or `"name" (id)`; "" when
-	// the problem was found before the payload was read (e.g. malformed JSON).
-	Environment string
-	Field       string
-	Reason      string
-	Err         error
-}
-
-// Error returns `environment "NAME" (ID): field "F": REASON`, leaving out
-// the parts that are unknown.
-func (e *FieldError) Error() string {
-	var b strings.Builder
-	b.WriteString("environment")
-	if e.Environment != "" {
-		b.WriteString(" " + e.Environment)
-	}
-	if e.Field != "" {
-		fmt.Fprintf(&b, ": field %q", e.Field)
-	}
-	b.WriteString(": " + e.Reason)
-	return b.String()
-}
-
-// Unwrap returns the sentinel the error wraps.
-func (e *FieldError) Unwrap() error { return e.Err }
-
 // DecodeCreateRequest decodes a JSON create payload strictly: exactly one
 // JSON object, no unknown fields, no reserved server-owned fields (CFG-5),
 // values of the right types. Numbers in config are kept exact
@@ -130,7 +100,7 @@ func DecodeUpdateRequest(data []byte) (UpdateRequest, error) {
 		return UpdateRequest{}, err
 	}
 	if r.BaseRevision <= 0 {
-		return UpdateRequest{}, &FieldError{Field: "baseRevision", Reason: "required: the revision the update is based on (CFG-6)", Err: ErrInvalid}
+		return UpdateRequest{}, &Error{Field: "baseRevision", Reason: "required: the revision the update is based on (CFG-6)", Err: ErrInvalid}
 	}
 	if err := checkMetadata(r.Metadata); err != nil {
 		return UpdateRequest{}, err
@@ -156,23 +126,23 @@ func decodeStrict(data []byte, v any, allowed []string, immutable map[string]str
 		// encoding/json would replace invalid UTF-8 with U+FFFD: refuse
 		// it instead, naming the top-level field that holds it.
 		if !utf8.Valid(top[k]) {
-			return &FieldError{Field: fieldKey(strings.ToValidUTF8(k, "?")), Reason: "not valid UTF-8", Err: ErrInvalid}
+			return &Error{Field: fieldKey(strings.ToValidUTF8(k, "?")), Reason: "not valid UTF-8", Err: ErrInvalid}
 		}
 	}
 	if top == nil {
-		return &FieldError{Reason: "malformed JSON: want an object, got null", Err: ErrInvalid}
+		return &Error{Reason: "malformed JSON: want an object, got null", Err: ErrInvalid}
 	}
 	for _, k := range slices.Sorted(maps.Keys(top)) {
 		if isReservedField(k) {
-			return &FieldError{Field: k, Reason: "reserved server-owned field; it cannot be set by a request (CFG-5)", Err: ErrInvalid}
+			return &Error{Field: k, Reason: "reserved server-owned field; it cannot be set by a request (CFG-5)", Err: ErrInvalid}
 		}
 		for name, why := range immutable {
 			if strings.EqualFold(k, name) {
-				return &FieldError{Field: k, Reason: why, Err: ErrInvalid}
+				return &Error{Field: k, Reason: why, Err: ErrInvalid}
 			}
 		}
 		if !slices.Contains(allowed, k) {
-			return &FieldError{Field: k, Reason: fmt.Sprintf("unknown field (known: %s)", strings.Join(allowed, ", ")), Err: ErrInvalid}
+			return &Error{Field: k, Reason: fmt.Sprintf("unknown field (known: %s)", strings.Join(allowed, ", ")), Err: ErrInvalid}
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -190,43 +160,43 @@ func decodeOne(data []byte, v any) error {
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
 		if errors.Is(err, io.EOF) {
-			return &FieldError{Reason: "malformed JSON: empty payload", Err: ErrInvalid}
+			return &Error{Reason: "malformed JSON: empty payload", Err: ErrInvalid}
 		}
 		return jsonError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return &FieldError{Reason: "malformed JSON: unexpected data after the JSON object", Err: ErrInvalid}
+		return &Error{Reason: "malformed JSON: unexpected data after the JSON object", Err: ErrInvalid}
 	}
 	return nil
 }
 
-// jsonError turns an encoding/json error into a FieldError that names the
+// jsonError turns an encoding/json error into an *Error that names the
 // field and never quotes the offending value.
 func jsonError(err error) error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syn):
-		return &FieldError{Reason: fmt.Sprintf("malformed JSON at byte %d: %s", syn.Offset, syn.Error()), Err: ErrInvalid}
+		return &Error{Reason: fmt.Sprintf("malformed JSON at byte %d: %s", syn.Offset, syn.Error()), Err: ErrInvalid}
 	case errors.As(err, &typ):
 		// The top-level field only: Go 1.27 adds a map's key ("env.A"),
 		// which Go 1.26 does not, and a key is the caller's data.
 		field, _, _ := strings.Cut(typ.Field, ".")
 		if field == "" {
 			got, _, _ := strings.Cut(typ.Value, " ")
-			return &FieldError{Reason: fmt.Sprintf("malformed JSON: want an object, got %s", got), Err: ErrInvalid}
+			return &Error{Reason: fmt.Sprintf("malformed JSON: want an object, got %s", got), Err: ErrInvalid}
 		}
 		got, _, _ := strings.Cut(typ.Value, " ") // "number 12" -> "number": never quote a value
-		return &FieldError{Field: field, Reason: fmt.Sprintf("want %s, got %s", jsonTypeName(typ.Type.String()), got), Err: ErrInvalid}
+		return &Error{Field: field, Reason: fmt.Sprintf("want %s, got %s", jsonTypeName(typ.Type.String()), got), Err: ErrInvalid}
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return &FieldError{Reason: "malformed JSON: unexpected end of input", Err: ErrInvalid}
+		return &Error{Reason: "malformed JSON: unexpected end of input", Err: ErrInvalid}
 	}
 	const unknown = "json: unknown field "
 	if msg := err.Error(); strings.HasPrefix(msg, unknown) {
 		name := strings.Trim(strings.TrimPrefix(msg, unknown), `"`)
-		return &FieldError{Field: name, Reason: "unknown field", Err: ErrInvalid}
+		return &Error{Field: name, Reason: "unknown field", Err: ErrInvalid}
 	}
-	return &FieldError{Reason: "malformed JSON: " + err.Error(), Err: ErrInvalid}
+	return &Error{Reason: "malformed JSON: " + err.Error(), Err: ErrInvalid}
 }
 
 // jsonTypeName names a Go type of the request structs in JSON words.

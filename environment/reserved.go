@@ -38,13 +38,13 @@ var reservedMetadataStems = []string{
 }
 
 // isReservedMetadataKey reports whether a metadata key belongs to the
-// server (CFG-5): it starts with ReservedMetadataPrefix (in any letter
+// server (CFG-5): it starts with reservedMetadataPrefix (in any letter
 // case), or, folded to lower-case letters and digits, it mentions
 // qualification ("qualified", "platformQualificationRecorded",
 // "is_qualified", "Qualification-Status", ...) or names a platform
 // measurement, fingerprint or image identity.
 func isReservedMetadataKey(key string) bool {
-	if strings.HasPrefix(strings.ToLower(key), ReservedMetadataPrefix) {
+	if strings.HasPrefix(strings.ToLower(key), reservedMetadataPrefix) {
 		return true
 	}
 	f := fold(key)
@@ -75,28 +75,28 @@ func isReservedField(name string) bool {
 
 // checkMetadata rejects server-owned metadata keys (CFG-5, see
 // isReservedMetadataKey), empty keys, and keys and values beyond the limits
-// (MaxMetadataEntries, MaxMetadataKeyLen, MaxMetadataValueLen) or that are
+// (maxMetadataEntries, maxMetadataKeyLen, maxMetadataValueLen) or that are
 // not valid UTF-8 or hold a NUL byte.
 func checkMetadata(md map[string]string) error {
-	if len(md) > MaxMetadataEntries {
-		return &FieldError{Field: "metadata", Reason: fmt.Sprintf("more than %d entries", MaxMetadataEntries), Err: ErrInvalid}
+	if len(md) > maxMetadataEntries {
+		return &Error{Field: "metadata", Reason: fmt.Sprintf("more than %d entries", maxMetadataEntries), Err: ErrInvalid}
 	}
 	for _, k := range slices.Sorted(maps.Keys(md)) {
 		field := "metadata." + fieldKey(k)
 		if k == "" {
-			return &FieldError{Field: "metadata", Reason: "empty key", Err: ErrInvalid}
+			return &Error{Field: "metadata", Reason: "empty key", Err: ErrInvalid}
 		}
-		if reason := checkText(k, MaxMetadataKeyLen); reason != "" {
-			return &FieldError{Field: field, Reason: "key " + reason, Err: ErrInvalid}
+		if reason := checkText(k, maxMetadataKeyLen); reason != "" {
+			return &Error{Field: field, Reason: "key " + reason, Err: ErrInvalid}
 		}
 		if strings.IndexFunc(k, unicode.IsControl) >= 0 {
-			return &FieldError{Field: field, Reason: "key contains control characters", Err: ErrInvalid}
+			return &Error{Field: field, Reason: "key contains control characters", Err: ErrInvalid}
 		}
-		if reason := checkText(md[k], MaxMetadataValueLen); reason != "" {
-			return &FieldError{Field: field, Reason: "value " + reason, Err: ErrInvalid}
+		if reason := checkText(md[k], maxMetadataValueLen); reason != "" {
+			return &Error{Field: field, Reason: "value " + reason, Err: ErrInvalid}
 		}
 		if isReservedMetadataKey(k) {
-			return &FieldError{Field: field, Reason: "reserved server-owned metadata key (CFG-5)", Err: ErrInvalid}
+			return &Error{Field: field, Reason: "reserved server-owned metadata key (CFG-5)", Err: ErrInvalid}
 		}
 	}
 	return nil
@@ -112,7 +112,7 @@ func checkReservedConfig(label string, schema *config.Schema, raw map[string]any
 			continue
 		}
 		if isReservedField(k) || strings.Contains(fold(k), "qualif") {
-			return &FieldError{Environment: label, Field: "config." + k, Err: ErrInvalid,
+			return &Error{Environment: label, Field: "config." + k, Err: ErrInvalid,
 				Reason: "reserved server-owned field; it cannot be set by a request (CFG-5)"}
 		}
 	}

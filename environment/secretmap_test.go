@@ -47,7 +47,7 @@ func testSecretMapLifecycle(t *testing.T, f *fixture) {
 		t.Fatalf("env references %v: want one secret per value at version 1", refs)
 	}
 	names := map[string]bool{}
-	for _, info := range f.secrets.List() {
+	for _, info := range environment.ListSecrets(f.secrets) {
 		if info.Owner == a.ID {
 			names[info.Field] = true
 		}
@@ -133,7 +133,7 @@ func testSecretMapLifecycle(t *testing.T, f *fixture) {
 	if _, err := f.cat.Delete(ctx, admin, a.ID, 3); err != nil {
 		t.Fatal(err)
 	}
-	for _, info := range f.secrets.List() {
+	for _, info := range environment.ListSecrets(f.secrets) {
 		if info.Owner == a.ID {
 			t.Errorf("secret %s (%s) of the deleted environment is left", info.ID, info.Field)
 		}

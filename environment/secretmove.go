@@ -125,7 +125,7 @@ func (c *Catalog) moveSecrets(ctx context.Context, label, owner string, schema *
 func supersededSecrets(label string, schema *config.Schema, cfg, prev config.Config) ([]config.SecretRef, error) {
 	var out []config.SecretRef
 	foreign := func(field, key string, ref config.SecretRef) error {
-		return &FieldError{Environment: label, Field: configPath(field, key), Err: ErrInvalid,
+		return &Error{Environment: label, Field: configPath(field, key), Err: ErrInvalid,
 			Reason: fmt.Sprintf("secret reference %s is not the one stored for this field of this environment; keep the stored reference or paste a new value (CFG-3)", ref)}
 	}
 	for _, f := range schema.Fields {

@@ -35,18 +35,16 @@ type SecretStore interface {
 	Delete(ctx context.Context, ref config.SecretRef) error
 }
 
-// SecretInfo describes a stored secret without its value.
-type SecretInfo struct {
+// secretInfo describes a stored secret without its value (tests).
+type secretInfo struct {
 	ID       string  `json:"id"`
 	Owner    string  `json:"owner"`
 	Field    string  `json:"field"`
 	Versions []int64 `json:"versions"`
 }
 
-// MemorySecretStore is an in-memory SecretStore for tests and the embedded
-// default. It is safe for concurrent use. Its zero value is not usable; call
-// NewMemorySecretStore.
-type MemorySecretStore struct {
+// memorySecretStore is NewMemorySecretStore's SecretStore.
+type memorySecretStore struct {
 	mu      sync.Mutex
 	secrets map[string]*memSecret
 }
@@ -57,16 +55,18 @@ type memSecret struct {
 	values       map[int64]string
 }
 
-var _ SecretStore = (*MemorySecretStore)(nil)
+var _ SecretStore = (*memorySecretStore)(nil)
 
-// NewMemorySecretStore returns an empty in-memory secret store.
-func NewMemorySecretStore() *MemorySecretStore {
-	return &MemorySecretStore{secrets: map[string]*memSecret{}}
+// NewMemorySecretStore returns an empty in-memory SecretStore for tests
+// and the embedded default, safe for concurrent use. Put makes ids of
+// "sec_" and 16 random hex digits.
+func NewMemorySecretStore() SecretStore {
+	return &memorySecretStore{secrets: map[string]*memSecret{}}
 }
 
 // Put implements SecretStore. The id is "sec_" followed by 16 random hex
 // digits.
-func (m *MemorySecretStore) Put(ctx context.Context, owner, field, value string) (config.SecretRef, error) {
+func (m *memorySecretStore) Put(ctx context.Context, owner, field, value string) (config.SecretRef, error) {
 	if err := ctx.Err(); err != nil {
 		return config.SecretRef{}, err
 	}
@@ -81,7 +81,7 @@ func (m *MemorySecretStore) Put(ctx context.Context, owner, field, value string)
 }
 
 // Replace implements SecretStore.
-func (m *MemorySecretStore) Replace(ctx context.Context, ref config.SecretRef, value string) (config.SecretRef, error) {
+func (m *memorySecretStore) Replace(ctx context.Context, ref config.SecretRef, value string) (config.SecretRef, error) {
 	if err := ctx.Err(); err != nil {
 		return config.SecretRef{}, err
 	}
@@ -97,7 +97,7 @@ func (m *MemorySecretStore) Replace(ctx context.Context, ref config.SecretRef, v
 }
 
 // Get implements SecretStore.
-func (m *MemorySecretStore) Get(ctx context.Context, ref config.SecretRef) (string, error) {
+func (m *memorySecretStore) Get(ctx context.Context, ref config.SecretRef) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -112,7 +112,7 @@ func (m *MemorySecretStore) Get(ctx context.Context, ref config.SecretRef) (stri
 }
 
 // Delete implements SecretStore.
-func (m *MemorySecretStore) Delete(ctx context.Context, ref config.SecretRef) error {
+func (m *memorySecretStore) Delete(ctx context.Context, ref config.SecretRef) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -131,21 +131,21 @@ func (m *MemorySecretStore) Delete(ctx context.Context, ref config.SecretRef) er
 	return nil
 }
 
-// List describes every stored secret (ids, owners, fields and versions; no
-// values), sorted by id. It exists for tests and diagnostics.
-func (m *MemorySecretStore) List() []SecretInfo {
+// list describes every stored secret (ids, owners, fields and versions; no
+// values), sorted by id, for tests.
+func (m *memorySecretStore) list() []secretInfo {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]SecretInfo, 0, len(m.secrets))
+	out := make([]secretInfo, 0, len(m.secrets))
 	for id, s := range m.secrets {
-		info := SecretInfo{ID: id, Owner: s.owner, Field: s.field}
+		info := secretInfo{ID: id, Owner: s.owner, Field: s.field}
 		for v := range s.values {
 			info.Versions = append(info.Versions, v)
 		}
 		slices.Sort(info.Versions)
 		out = append(out, info)
 	}
-	slices.SortFunc(out, func(a, b SecretInfo) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b secretInfo) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 

@@ -87,7 +87,7 @@ func testSecretLifecycle(t *testing.T, f *fixture) {
 	// its own, is refused and changes nothing.
 	for name, ref := range map[string]config.SecretRef{"foreign": refB, "stale version": refA} {
 		before, _ := f.store.GetEnvironment(ctx, a.ID)
-		secretsBefore := f.secrets.List()
+		secretsBefore := environment.ListSecrets(f.secrets)
 		_, err := update(3, map[string]any{"host": "h", "apiKey": map[string]any{"$secret": ref.ID, "version": ref.Version}})
 		wantErr(t, err, environment.ErrInvalid)
 		wantText(t, err, `environment "a" (env_001)`, `field "config.apiKey"`)
@@ -95,7 +95,7 @@ func testSecretLifecycle(t *testing.T, f *fixture) {
 		if diff := cmp.Diff(before, after); diff != "" {
 			t.Errorf("%s reference: record changed:\n%s", name, diff)
 		}
-		if diff := cmp.Diff(secretsBefore, f.secrets.List()); diff != "" {
+		if diff := cmp.Diff(secretsBefore, environment.ListSecrets(f.secrets)); diff != "" {
 			t.Errorf("%s reference: secrets changed:\n%s", name, diff)
 		}
 	}
@@ -113,7 +113,7 @@ func testSecretLifecycle(t *testing.T, f *fixture) {
 	}
 
 	// An update without Config keeps config and secrets.
-	before := f.secrets.List()
+	before := environment.ListSecrets(f.secrets)
 	name := "a2"
 	if v, err = f.cat.Update(ctx, admin, a.ID, environment.UpdateRequest{BaseRevision: 4, Name: &name}); err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func testSecretLifecycle(t *testing.T, f *fixture) {
 	if got, _ := v.Config.SecretRef("apiKey"); got != ref2 || resolve(a.ID, "apiKey") != "rotated" {
 		t.Errorf("a rename changed the secret: %v", got)
 	}
-	if diff := cmp.Diff(before, f.secrets.List()); diff != "" {
+	if diff := cmp.Diff(before, environment.ListSecrets(f.secrets)); diff != "" {
 		t.Errorf("a rename changed the secret store:\n%s", diff)
 	}
 
@@ -129,7 +129,7 @@ func testSecretLifecycle(t *testing.T, f *fixture) {
 	if _, err := f.cat.Delete(ctx, admin, a.ID, 5); err != nil {
 		t.Fatal(err)
 	}
-	left := f.secrets.List()
+	left := environment.ListSecrets(f.secrets)
 	if len(left) != 1 || left[0].ID != refB.ID {
 		t.Errorf("after deleting a, the secret store holds %+v, want only b's secret", left)
 	}
@@ -164,11 +164,11 @@ func TestMemorySecretStore(t *testing.T) {
 	if strings.Contains(err.Error(), canary) {
 		t.Errorf("error holds the value: %q", err)
 	}
-	if diff := cmp.Diff([]environment.SecretInfo{{ID: r1.ID, Owner: "env_1", Field: "apiKey", Versions: []int64{2}}}, s.List()); diff != "" {
+	if diff := cmp.Diff([]environment.SecretInfo{{ID: r1.ID, Owner: "env_1", Field: "apiKey", Versions: []int64{2}}}, environment.ListSecrets(s)); diff != "" {
 		t.Errorf("List (-want +got):\n%s", diff)
 	}
-	if err := s.Delete(ctx, config.SecretRef{ID: r1.ID}); err != nil || len(s.List()) != 0 {
-		t.Errorf("Delete(whole) = %v, left %+v", err, s.List())
+	if err := s.Delete(ctx, config.SecretRef{ID: r1.ID}); err != nil || len(environment.ListSecrets(s)) != 0 {
+		t.Errorf("Delete(whole) = %v, left %+v", err, environment.ListSecrets(s))
 	}
 	_, err = s.Replace(ctx, r2, "v3")
 	wantErr(t, err, environment.ErrNotFound)

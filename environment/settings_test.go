@@ -52,7 +52,7 @@ func newSettingsFixture(t *testing.T) *settingsFixture {
 		{Kind: environment.BindingInstanceDefault, EnvironmentID: f.sandbox},
 		{Kind: environment.BindingWorkspace, Key: "ws_host", Company: "acme", EnvironmentID: f.host},
 	} {
-		if _, err := f.asg.Set(ctx, admin, b); err != nil {
+		if _, err := environment.Bind(f.asg, ctx, admin, b); err != nil {
 			t.Fatalf("Set(%v): %v", b, err)
 		}
 	}
@@ -97,7 +97,7 @@ func TestDefaultSettingsRefuseNothing(t *testing.T) {
 		}
 	}
 	for _, id := range []string{f.sandbox, f.host} {
-		if _, err := f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: id, Company: "acme"}); err != nil {
+		if _, err := environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: id, Company: "acme"}); err != nil {
 			t.Errorf("LeaseTarget(%s): %v", id, err)
 		}
 		v, err := f.cat.Get(ctx, admin, id)
@@ -124,11 +124,11 @@ func TestDisabledEnvironmentsRefuseResolutionAndLeases(t *testing.T) {
 	for _, sc := range []authz.Scope{sandboxScope, hostScope} {
 		_, err := f.asg.Resolve(ctx, admin, sc, 0)
 		wantRefused(t, "Resolve("+sc.String()+")", err, instance.ErrEnvironmentsDisabled, "enableEnvironments")
-		_, err = f.asg.LeaseTarget(ctx, agent, environment.LeaseTargetRequest{Scope: &sc})
+		_, err = environment.LeaseTargetFor(f.asg, ctx, agent, environment.LeaseTargetRequest{Scope: &sc})
 		wantRefused(t, "LeaseTarget(scope "+sc.String()+")", err, instance.ErrEnvironmentsDisabled, "enableEnvironments")
 	}
 	for _, id := range []string{f.sandbox, f.host} {
-		_, err := f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: id, Company: "acme"})
+		_, err := environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: id, Company: "acme"})
 		wantRefused(t, "LeaseTarget("+id+")", err, instance.ErrEnvironmentsDisabled, "enableEnvironments")
 	}
 	for _, d := range []string{"fake", "local"} {
@@ -160,7 +160,7 @@ func TestDisabledEnvironmentsRefuseResolutionAndLeases(t *testing.T) {
 	if _, err := f.cat.Archive(ctx, admin, created.ID, 2); err != nil {
 		t.Errorf("Archive while disabled: %v", err)
 	}
-	if _, err := f.asg.Set(ctx, admin, environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_new", Company: "acme", EnvironmentID: f.sandbox}); err != nil {
+	if _, err := environment.Bind(f.asg, ctx, admin, environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_new", Company: "acme", EnvironmentID: f.sandbox}); err != nil {
 		t.Errorf("Set binding while disabled: %v", err)
 	}
 
@@ -168,7 +168,7 @@ func TestDisabledEnvironmentsRefuseResolutionAndLeases(t *testing.T) {
 	if _, err := f.asg.Resolve(ctx, admin, sandboxScope, 0); err != nil {
 		t.Errorf("Resolve after enabling: %v", err)
 	}
-	if _, err := f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.host, Company: "acme"}); err != nil {
+	if _, err := environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.host, Company: "acme"}); err != nil {
 		t.Errorf("LeaseTarget(host) after enabling: %v", err)
 	}
 }
@@ -184,24 +184,24 @@ func TestManagedSandboxOnlyRefusesHostDrivers(t *testing.T) {
 	f.set(t, true, true)
 
 	_, err := f.asg.Resolve(ctx, admin, hostScope, 0)
-	wantRefused(t, "Resolve(host scope)", err, instance.ErrManagedSandboxOnly, instance.ReasonManagedSandboxOnly)
-	var be *environment.BindingError
+	wantRefused(t, "Resolve(host scope)", err, instance.ErrManagedSandboxOnly, "managed_sandbox_only")
+	var be *environment.Error
 	if !errors.As(err, &be) || be.Binding.Key != "ws_host" {
 		t.Errorf("Resolve(host scope) = %v, want a BindingError naming the workspace binding", err)
 	}
-	_, err = f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.host, Company: "acme"})
-	wantRefused(t, "LeaseTarget(host)", err, instance.ErrManagedSandboxOnly, instance.ReasonManagedSandboxOnly)
-	var ue *environment.UnusableError
-	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, instance.ReasonManagedSandboxOnly) {
+	_, err = environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.host, Company: "acme"})
+	wantRefused(t, "LeaseTarget(host)", err, instance.ErrManagedSandboxOnly, "managed_sandbox_only")
+	var ue *environment.Error
+	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, "managed_sandbox_only") {
 		t.Errorf("LeaseTarget(host) = %v, want an UnusableError whose reason says managed_sandbox_only", err)
 	}
-	wantRefused(t, "AdmitDraft(local)", f.asg.AdmitDraft(ctx, admin, "local", "acme"), instance.ErrManagedSandboxOnly, instance.ReasonManagedSandboxOnly)
+	wantRefused(t, "AdmitDraft(local)", f.asg.AdmitDraft(ctx, admin, "local", "acme"), instance.ErrManagedSandboxOnly, "managed_sandbox_only")
 
 	// Sandbox drivers go on.
 	if res, err := f.asg.Resolve(ctx, admin, sandboxScope, 0); err != nil || res.Environment.ID != f.sandbox {
 		t.Errorf("Resolve(sandbox scope) = %v, %v", res, err)
 	}
-	if _, err := f.asg.LeaseTarget(ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.sandbox, Company: "acme"}); err != nil {
+	if _, err := environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.sandbox, Company: "acme"}); err != nil {
 		t.Errorf("LeaseTarget(sandbox): %v", err)
 	}
 	if err := f.asg.AdmitDraft(ctx, admin, "fake", "acme"); err != nil {
@@ -215,7 +215,7 @@ func TestManagedSandboxOnlyRefusesHostDrivers(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Get(host) as %s: %v", p, err)
 		}
-		if !strings.Contains(v.Unavailable, instance.ReasonManagedSandboxOnly) {
+		if !strings.Contains(v.Unavailable, "managed_sandbox_only") {
 			t.Errorf("Get(host) as %s: Unavailable = %q, want managed_sandbox_only", p, v.Unavailable)
 		}
 		if v, err := f.cat.Get(ctx, p, f.sandbox); err != nil || v.Unavailable != "" {
@@ -242,7 +242,7 @@ func TestGateReturnsAFailingSettingsRead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	reg := drivers.NewRegistry(fake.New(nil))
-	g := environment.NewGate(reg, &environment.GateOptions{TestMode: true, Settings: failingSettings{}})
+	g := environment.NewGate(reg, &environment.Options{TestMode: true, Settings: failingSettings{}})
 	env := &environment.Environment{ID: "env_1", Name: "one", Driver: "fake", Status: environment.StatusActive}
 	if _, _, err := g.Check(ctx, env, 0); !errors.Is(err, errSettingsDown) {
 		t.Errorf("Check = %v, want the settings read's error", err)
@@ -251,7 +251,7 @@ func TestGateReturnsAFailingSettingsRead(t *testing.T) {
 		t.Errorf("Admit = %v, want the settings read's error", err)
 	}
 	// Without a Reader: the defaults.
-	g = environment.NewGate(reg, &environment.GateOptions{TestMode: true})
+	g = environment.NewGate(reg, &environment.Options{TestMode: true})
 	if _, _, err := g.Check(ctx, env, 0); err != nil {
 		t.Errorf("Check without settings: %v", err)
 	}

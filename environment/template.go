@@ -18,10 +18,10 @@ func (e *Environment) SourceFingerprint(d drivers.Driver) string {
 	return qualification.SourceFingerprint(sourceInput(d, e.Config))
 }
 
-// Drift reports whether e's active template applies to its current config
+// drift reports whether e's active template applies to its current config
 // (IMG-6): DriftNone without one, DriftRelinked while the template's source
 // fingerprint equals e's current one, else DriftDetached. It does no I/O.
-func (e *Environment) Drift(d drivers.Driver) Drift {
+func (e *Environment) drift(d drivers.Driver) Drift {
 	switch {
 	case e.ActiveTemplate == nil:
 		return DriftNone
@@ -35,7 +35,7 @@ func (e *Environment) Drift(d drivers.Driver) Drift {
 // when it applies to e's current config (DriftRelinked), else nil: what a
 // lease starts from and what the qualification fingerprint covers (IMG-8).
 func (e *Environment) AppliedTemplate(d drivers.Driver) *ActiveTemplate {
-	if e.Drift(d) != DriftRelinked {
+	if e.drift(d) != DriftRelinked {
 		return nil
 	}
 	t := *e.ActiveTemplate

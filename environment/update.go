@@ -39,11 +39,11 @@ func (c *Catalog) Update(ctx context.Context, p authz.Principal, id string, req 
 func (c *Catalog) update(ctx context.Context, p authz.Principal, cur *Environment, req UpdateRequest) (*Environment, error) {
 	label := labelOf(cur)
 	if req.BaseRevision <= 0 {
-		return nil, &FieldError{Environment: label, Field: "baseRevision", Err: ErrInvalid,
+		return nil, &Error{Environment: label, Field: "baseRevision", Err: ErrInvalid,
 			Reason: "required: the revision the update is based on (CFG-6)"}
 	}
 	if req.BaseRevision != cur.Revision {
-		return nil, &FieldError{Environment: label, Field: "baseRevision", Err: ErrConflict,
+		return nil, &Error{Environment: label, Field: "baseRevision", Err: ErrConflict,
 			Reason: fmt.Sprintf("stale revision %d: the stored revision is %d; reload and apply the change again (CFG-6)", req.BaseRevision, cur.Revision)}
 	}
 	next := cloneEnvironment(cur)
@@ -133,10 +133,10 @@ func (c *Catalog) setStatus(ctx context.Context, p authz.Principal, id string, b
 	}
 	switch {
 	case base != cur.Revision:
-		return fail(&FieldError{Environment: label, Field: "baseRevision", Err: ErrConflict,
+		return fail(&Error{Environment: label, Field: "baseRevision", Err: ErrConflict,
 			Reason: fmt.Sprintf("stale revision %d: the stored revision is %d (CFG-6)", base, cur.Revision)})
 	case cur.Status == to:
-		return fail(&FieldError{Environment: label, Field: "status", Err: ErrConflict, Reason: "already " + string(to)})
+		return fail(&Error{Environment: label, Field: "status", Err: ErrConflict, Reason: "already " + string(to)})
 	}
 	next := cloneEnvironment(cur)
 	next.Status = to

@@ -12,43 +12,45 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 )
 
-// Limits, rules and special values of request fields. The limits and rules
-// are on the free-text fields of an environment. A create or update
-// beyond one is refused with a *FieldError naming the field (wrapping
-// ErrInvalid). Every text (names, descriptions, env values, metadata keys and
-// values) must also be valid UTF-8 without NUL bytes: the stores would alter
-// invalid UTF-8 and cut C strings at a NUL, so berth refuses both rather than
-// store something else than it was given. Config fields have the limits of
-// config.MaxStringLen and config.MaxEntries.
+// Limits and rules of request fields (the package doc lists them for
+// hosts). The limits and rules are on the free-text fields of an
+// environment. A create or update beyond one is refused with a *Error
+// naming the field (wrapping ErrInvalid). Every text (names, descriptions,
+// env values, metadata keys and values) must also be valid UTF-8 without
+// NUL bytes: the stores would alter invalid UTF-8 and cut C strings at a
+// NUL, so berth refuses both rather than store something else than it was
+// given. Config fields have the limits of config.MaxStringLen and
+// config.MaxEntries.
 const (
-	// MaxNameLen is the longest name, in bytes.
-	MaxNameLen = 128
-	// MaxDescriptionLen is the longest description, in bytes.
-	MaxDescriptionLen = 4096
-	// MaxEnvVars is the most env vars an environment sets.
-	MaxEnvVars = 256
-	// MaxEnvNameLen is the longest env var name, in bytes.
-	MaxEnvNameLen = 256
-	// MaxEnvValueLen is the longest env var value, in bytes (Linux refuses
+	// maxNameLen is the longest name, in bytes.
+	maxNameLen = 128
+	// maxDescriptionLen is the longest description, in bytes.
+	maxDescriptionLen = 4096
+	// maxEnvVars is the most env vars an environment sets.
+	maxEnvVars = 256
+	// maxEnvNameLen is the longest env var name, in bytes.
+	maxEnvNameLen = 256
+	// maxEnvValueLen is the longest env var value, in bytes (Linux refuses
 	// a single environment string over 128 KiB at exec).
-	MaxEnvValueLen = 32 << 10
-	// MaxMetadataEntries is the most metadata entries an environment has.
-	MaxMetadataEntries = 64
-	// MaxMetadataKeyLen is the longest metadata key, in bytes. Empty keys
+	maxEnvValueLen = 32 << 10
+	// maxMetadataEntries is the most metadata entries an environment has.
+	maxMetadataEntries = 64
+	// maxMetadataKeyLen is the longest metadata key, in bytes. Empty keys
 	// are refused.
-	MaxMetadataKeyLen = 128
-	// MaxMetadataValueLen is the longest metadata value, in bytes.
-	MaxMetadataValueLen = 4096
-	// ReservedMetadataPrefix is the prefix of metadata keys that belong to
+	maxMetadataKeyLen = 128
+	// maxMetadataValueLen is the longest metadata value, in bytes.
+	maxMetadataValueLen = 4096
+	// reservedMetadataPrefix is the prefix of metadata keys that belong to
 	// the server (CFG-5). Metadata keys with this prefix are refused, and
 	// so are keys that imitate server-owned qualification or platform
 	// state ("qualified", "is_qualified", "platformMeasurement", ...).
-	ReservedMetadataPrefix = "berth."
-	// AnyRevision as a base revision makes Assignments.Set and Clear act
-	// on whatever binding is stored (last writer wins) instead of checking
-	// a revision.
-	AnyRevision int64 = -1
+	reservedMetadataPrefix = "berth."
 )
+
+// AnyRevision as a base revision makes Assignments.Set and Clear act on
+// whatever binding is stored (last writer wins) instead of checking a
+// revision.
+const AnyRevision int64 = -1
 
 // checkText returns why s is not acceptable text of at most max bytes, or
 // "" when it is. The reason never quotes s (it may be a credential-bearing
@@ -140,16 +142,16 @@ func flatten(err error) []error {
 // names the environment in errors.
 func validateFields(label, name, description string, env, metadata map[string]string) error {
 	if err := checkName(name); err != nil {
-		return &FieldError{Environment: label, Field: "name", Reason: err.Error(), Err: ErrInvalid}
+		return &Error{Environment: label, Field: "name", Reason: err.Error(), Err: ErrInvalid}
 	}
-	if reason := checkText(description, MaxDescriptionLen); reason != "" {
-		return &FieldError{Environment: label, Field: "description", Reason: reason, Err: ErrInvalid}
+	if reason := checkText(description, maxDescriptionLen); reason != "" {
+		return &Error{Environment: label, Field: "description", Reason: reason, Err: ErrInvalid}
 	}
 	if err := checkEnv(label, env); err != nil {
 		return err
 	}
 	if err := checkMetadata(metadata); err != nil {
-		var fe *FieldError
+		var fe *Error
 		if errors.As(err, &fe) {
 			fe.Environment = label
 		}
@@ -162,8 +164,8 @@ func checkName(name string) error {
 	switch {
 	case name == "":
 		return errors.New("required")
-	case len(name) > MaxNameLen:
-		return fmt.Errorf("longer than %d bytes", MaxNameLen)
+	case len(name) > maxNameLen:
+		return fmt.Errorf("longer than %d bytes", maxNameLen)
 	case !utf8.ValidString(name):
 		return errors.New("not valid UTF-8")
 	case strings.TrimSpace(name) != name:
@@ -181,25 +183,25 @@ func checkName(name string) error {
 // moved into the secret store (CFG-3); these env vars are stored inline and
 // shown in the full view.
 func checkEnv(label string, env map[string]string) error {
-	if len(env) > MaxEnvVars {
-		return &FieldError{Environment: label, Field: "env", Err: ErrInvalid,
-			Reason: fmt.Sprintf("more than %d variables", MaxEnvVars)}
+	if len(env) > maxEnvVars {
+		return &Error{Environment: label, Field: "env", Err: ErrInvalid,
+			Reason: fmt.Sprintf("more than %d variables", maxEnvVars)}
 	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		field := "env." + fieldKey(k)
-		if len(k) > MaxEnvNameLen {
-			return &FieldError{Environment: label, Field: field, Err: ErrInvalid,
-				Reason: fmt.Sprintf("variable name longer than %d bytes", MaxEnvNameLen)}
+		if len(k) > maxEnvNameLen {
+			return &Error{Environment: label, Field: field, Err: ErrInvalid,
+				Reason: fmt.Sprintf("variable name longer than %d bytes", maxEnvNameLen)}
 		}
 		if !validEnvName(k) {
-			return &FieldError{Environment: label, Field: field, Err: ErrInvalid,
+			return &Error{Environment: label, Field: field, Err: ErrInvalid,
 				Reason: "invalid variable name (want letters, digits and underscores, not starting with a digit)"}
 		}
-		if reason := checkText(env[k], MaxEnvValueLen); reason != "" {
-			return &FieldError{Environment: label, Field: field, Reason: "value " + reason, Err: ErrInvalid}
+		if reason := checkText(env[k], maxEnvValueLen); reason != "" {
+			return &Error{Environment: label, Field: field, Reason: "value " + reason, Err: ErrInvalid}
 		}
 		if looksLikeSecretName(k) {
-			return &FieldError{Environment: label, Field: field, Err: ErrInvalid,
+			return &Error{Environment: label, Field: field, Err: ErrInvalid,
 				Reason: "looks like a credential; env vars are stored and shown inline, so put credentials in the driver's secret config fields, such as its secret env map config.env (CFG-3)"}
 		}
 	}

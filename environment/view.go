@@ -53,7 +53,7 @@ func (c *Catalog) withHealth(ctx context.Context, v *View, env *Environment) (*V
 			return nil, fmt.Errorf("environment %s: %w", labelOf(env), aerr)
 		}
 	}
-	h, err := c.gate.HealthView(ctx, env)
+	h, err := c.gate.healthView(ctx, env)
 	if err != nil {
 		return nil, fmt.Errorf("environment %s: reading provider health: %w", labelOf(env), err)
 	}
@@ -91,7 +91,7 @@ func (c *Catalog) view(env *Environment, full bool) *View {
 		// IMG-6: the drift, computed from the config without I/O; the
 		// source fingerprint stays out of the JSON form.
 		t := *env.ActiveTemplate
-		t.Drift = env.Drift(d)
+		t.Drift = env.drift(d)
 		v.ActiveTemplate = &t
 	}
 	if !full {

@@ -17,7 +17,7 @@ func TestViewAndEnvironmentJSONShapes(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	created := f.mustCreate(t, remoteRequest("build"))
-	secret := f.secrets.List()[0].ID
+	secret := environment.ListSecrets(f.secrets)[0].ID
 	env, err := f.store.GetEnvironment(ctx, created.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ func ExampleService_PrepareManagedAccount() {
 	// A saved environment of the fake driver and a lease of it.
 	envs := environment.NewMemoryStore()
 	env := &environment.Environment{ID: "env_1", Name: "sbx", Driver: "fake", Status: environment.StatusActive, Config: config.Config{}, Revision: 1}
-	if err := envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
+	if err := envs.CreateEnvironment(ctx, env, false); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -64,7 +64,7 @@ func newWorld(t *testing.T, checker bool) *world {
 	cfg := config.Config{daytona.FieldAPIURL: "https://daytona.example/api", daytona.FieldAPIKey: w.apiKey,
 		daytona.FieldSnapshotID: "snap-1", daytona.FieldEnv: map[string]any{"TOKEN": token}}
 	w.env = &environment.Environment{ID: "env_1", Name: "sbx", Driver: "daytona", Status: environment.StatusActive, Config: cfg, Revision: 1}
-	if err := w.envs.CreateEnvironment(ctx, w.env, environment.CreateOptions{}); err != nil {
+	if err := w.envs.CreateEnvironment(ctx, w.env, false); err != nil {
 		t.Fatal(err)
 	}
 	reg := drivers.NewRegistry(daytona.New(nil))

@@ -4,7 +4,7 @@
 // store and changed only by instance admins.
 //
 //	svc, reader := instance.NewService(stores.Settings, nil)
-//	gate := environment.NewGate(reg, &environment.GateOptions{Settings: reader})
+//	gate := environment.NewGate(reg, &environment.Options{Settings: reader})
 //	s, err := svc.Get(ctx, anyone)   // instance.Defaults() until first written
 //	off := false
 //	s, err = svc.Update(ctx, admin, instance.Update{EnableEnvironments: &off, Revision: s.Revision})
@@ -13,7 +13,7 @@
 // its Admit (the pure decision the environment gate makes for every
 // resolution, probe and lease acquisition), then Service (reads by any
 // known principal, updates by instance admins with an optimistic revision)
-// and Store (MemoryStore here; the SQL stores in store/sqlite and
+// and Store (NewMemoryStore here; the SQL stores in store/sqlite and
 // store/postgres; instancetest.RunStoreTests is the conformance suite).
 //
 // When no record was ever written the settings are Defaults():

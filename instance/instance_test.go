@@ -98,7 +98,7 @@ func TestUpdateRecordsWhoAndWhenWithOptimisticRevisions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC))
-	svc, _ := instance.NewService(instance.NewMemoryStore(), &instance.Options{Clock: clk})
+	svc, _ := instance.NewService(instance.NewMemoryStore(), instance.WithClock(nil, clk))
 	s, err := svc.Update(ctx, admin, instance.Update{EnableEnvironments: ptr(false), Revision: 0})
 	if err != nil {
 		t.Fatal(err)
@@ -143,8 +143,8 @@ func TestReaderCachesWithinTheStalenessBound(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC))
 	st := &countingStore{Store: instance.NewMemoryStore()}
-	mine, r := instance.NewService(st, &instance.Options{Clock: clk})
-	other, _ := instance.NewService(st, &instance.Options{Clock: clk})
+	mine, r := instance.NewService(st, instance.WithClock(nil, clk))
+	other, _ := instance.NewService(st, instance.WithClock(nil, clk))
 
 	for range 100 {
 		if s, err := r.Current(ctx); err != nil || !s.EnableEnvironments {
@@ -176,7 +176,7 @@ func TestReaderCachesWithinTheStalenessBound(t *testing.T) {
 
 	// No cache: every read reaches the store.
 	st2 := &countingStore{Store: instance.NewMemoryStore()}
-	_, r2 := instance.NewService(st2, &instance.Options{Clock: clk, MaxStaleness: -1})
+	_, r2 := instance.NewService(st2, instance.WithClock(&instance.Options{MaxStaleness: -1}, clk))
 	for range 3 {
 		if _, err := r2.Current(ctx); err != nil {
 			t.Fatal(err)
@@ -188,7 +188,7 @@ func TestReaderCachesWithinTheStalenessBound(t *testing.T) {
 }
 
 // failingStore fails every read.
-type failingStore struct{ instance.MemoryStore }
+type failingStore struct{ instance.Store }
 
 var errDown = errors.New("database down")
 
@@ -199,7 +199,7 @@ func (*failingStore) GetSettings(context.Context) (instance.Settings, error) {
 // A failing store read is returned, never taken for the defaults.
 func TestReaderReturnsAFailingRead(t *testing.T) {
 	t.Parallel()
-	_, r := instance.NewService(&failingStore{}, nil)
+	_, r := instance.NewService(&failingStore{instance.NewMemoryStore()}, nil)
 	if _, err := r.Current(context.Background()); !errors.Is(err, errDown) {
 		t.Errorf("Current over a failing store = %v, want its error", err)
 	}

@@ -14,10 +14,10 @@ import (
 	"github.com/berthdev/berth/clock"
 )
 
-// DefaultMaxStaleness is Options.MaxStaleness's default: how old the
+// defaultMaxStaleness is Options.MaxStaleness's default: how old the
 // settings the Reader returns may be when another process (a replica on
 // the same store) changed them.
-const DefaultMaxStaleness = time.Second
+const defaultMaxStaleness = time.Second
 
 // AnyRevision as Update.Revision writes over whatever is stored.
 const AnyRevision int64 = -1
@@ -35,14 +35,14 @@ type Options struct {
 	// Logger receives one line per update and per refused update. Default:
 	// discard.
 	Logger *slog.Logger
-	// Clock stamps UpdatedAt and ages the Reader's cache. Default: the
-	// wall clock.
-	Clock clock.Clock
+	// clock stamps UpdatedAt and ages the Reader's cache; the wall clock
+	// when nil (tests set it through export_test.go).
+	clock clock.Clock
 	// MaxStaleness bounds how old the settings the Reader returns may be:
 	// it reads the store again once its copy is older. Updates through
 	// this Service are seen by its Reader at once; a change by another
 	// process (a replica on the same store) within MaxStaleness. Default
-	// DefaultMaxStaleness (one second); negative: no cache, every Current
+	// one second; negative: no cache, every Current
 	// reads the store.
 	MaxStaleness time.Duration
 }
@@ -72,7 +72,7 @@ type Service struct {
 }
 
 // NewService returns the service over st and the Reader the environment
-// gate reads (environment.GateOptions.Settings): a hook for no principal,
+// gate reads (environment.Options.Settings): a hook for no principal,
 // not an entry point, so it is returned here rather than exported as a
 // method. The Reader keeps the settings it read for Options.MaxStaleness;
 // the Service's reads and updates refresh it. It panics if st is nil.
@@ -90,14 +90,14 @@ func NewService(st Store, opts *Options) (*Service, Reader) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
+	if o.clock == nil {
+		o.clock = clock.Real{}
 	}
 	if o.MaxStaleness == 0 {
-		o.MaxStaleness = DefaultMaxStaleness
+		o.MaxStaleness = defaultMaxStaleness
 	}
-	c := &cache{st: st, clock: o.Clock, max: o.MaxStaleness}
-	return &Service{st: st, authz: o.Authorizer, log: o.Logger, clock: o.Clock, cache: c}, c
+	c := &cache{st: st, clock: o.clock, max: o.MaxStaleness}
+	return &Service{st: st, authz: o.Authorizer, log: o.Logger, clock: o.clock, cache: c}, c
 }
 
 // resource is what every request of the service is about.

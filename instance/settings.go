@@ -48,11 +48,11 @@ func (s Settings) String() string {
 	return fmt.Sprintf("enableEnvironments=%t enableManagedSandboxOnly=%t (revision %d)", s.EnableEnvironments, s.ManagedSandboxOnly, s.Revision)
 }
 
-// ReasonManagedSandboxOnly is the reason a host driver is unavailable while
+// reasonManagedSandboxOnly is the reason a host driver is unavailable while
 // Settings.ManagedSandboxOnly is on (CAP-3): the text of
 // ErrManagedSandboxOnly, and the probe's result code
 // (drivers.CodeManagedSandboxOnly).
-const ReasonManagedSandboxOnly = "managed_sandbox_only"
+const reasonManagedSandboxOnly = "managed_sandbox_only"
 
 // Admit returns nil when s lets a target of the driver named driver become
 // a working target; host says whether it is a host driver
@@ -71,7 +71,7 @@ func (s Settings) Admit(driver string, host bool) error {
 }
 
 // Reader reads the settings in force, for no principal: it is the hook
-// NewService returns for the environment gate (environment.GateOptions.
+// NewService returns for the environment gate (environment.Options.
 // Settings), which reads it on every resolution, probe and lease
 // acquisition. Current returns Defaults when no record was ever written,
 // and the store's error (never the defaults) when the read fails.
@@ -95,6 +95,7 @@ var (
 	ErrEnvironmentsDisabled = errcode.New(errcode.Unavailable, "environments are disabled in this instance")
 	// ErrManagedSandboxOnly: Settings.ManagedSandboxOnly is on and the
 	// target is a host driver's (CFG-9, CAP-3). Its text is
-	// ReasonManagedSandboxOnly.
-	ErrManagedSandboxOnly = errcode.New(errcode.Unavailable, ReasonManagedSandboxOnly)
+	// "managed_sandbox_only", the probe's result code
+	// (drivers.CodeManagedSandboxOnly).
+	ErrManagedSandboxOnly = errcode.New(errcode.Unavailable, reasonManagedSandboxOnly)
 )

@@ -7,7 +7,7 @@ import (
 )
 
 // Store keeps the one settings record of an instance. Implementations:
-// MemoryStore, and the SQL stores of store/sqlite and store/postgres
+// the memory store of NewMemoryStore, and the SQL stores of store/sqlite and store/postgres
 // (store.Stores.Settings); instancetest.RunStoreTests is their conformance
 // suite. A Store is safe for concurrent use.
 type Store interface {
@@ -22,20 +22,20 @@ type Store interface {
 	PutSettings(ctx context.Context, s Settings) error
 }
 
-// MemoryStore is a Store in memory, for one process. The zero value is
-// empty and ready to use.
-type MemoryStore struct {
+// memoryStore is NewMemoryStore's Store, in memory, for one process.
+type memoryStore struct {
 	mu  sync.Mutex
 	rec *Settings
 }
 
-var _ Store = (*MemoryStore)(nil)
+var _ Store = (*memoryStore)(nil)
 
-// NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore() *MemoryStore { return &MemoryStore{} }
+// NewMemoryStore returns an empty Store in memory, for one process, safe
+// for concurrent use.
+func NewMemoryStore() Store { return &memoryStore{} }
 
 // GetSettings implements Store.
-func (m *MemoryStore) GetSettings(ctx context.Context) (Settings, error) {
+func (m *memoryStore) GetSettings(ctx context.Context) (Settings, error) {
 	if err := ctx.Err(); err != nil {
 		return Settings{}, err
 	}
@@ -48,7 +48,7 @@ func (m *MemoryStore) GetSettings(ctx context.Context) (Settings, error) {
 }
 
 // PutSettings implements Store.
-func (m *MemoryStore) PutSettings(ctx context.Context, s Settings) error {
+func (m *memoryStore) PutSettings(ctx context.Context, s Settings) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -49,20 +49,18 @@ func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireReq
 	if req.Policy.Reusable() {
 		required = required.With(drivers.CapReuse)
 	}
-	t, err := m.asg.LeaseTarget(ctx, p, environment.LeaseTargetRequest{
-		EnvironmentID: req.EnvironmentID, Company: req.Company, Scope: req.Scope, Required: required,
-	})
+	env, company, err := m.asg.LeaseTarget(ctx, p, req.Scope, req.EnvironmentID, req.Company, required)
 	switch {
 	case errors.Is(err, environment.ErrArchived):
 		return nil, fmt.Errorf("lease: %w: %w", err, drivers.ErrUnavailable)
 	case err != nil:
 		return nil, fmt.Errorf("lease: %w", err)
 	}
-	req.Company = t.Company
+	req.Company = company
 	if req.Scope != nil && req.Workspace == "" {
 		req.Workspace = req.Scope.Workspace
 	}
-	return t.Environment, nil
+	return env, nil
 }
 
 // authorize asks the Authorizer of the manager's Assignments (the catalog's),

@@ -33,7 +33,7 @@ func authWorld(t *testing.T) *world {
 		w.save(&e)
 	}
 	for ws, b := range map[string][2]string{"ws-a": {"acme", "own"}, "ws-g": {"globex", "other"}, "ws-arch": {"acme", "archived"}} {
-		if _, err := w.asg.Set(bg, op, environment.SetBinding{Kind: environment.BindingWorkspace, Key: ws, Company: b[0], EnvironmentID: b[1]}); err != nil {
+		if _, err := w.asg.Set(bg, op, environment.Binding{BindingRef: environment.BindingRef{Kind: environment.BindingWorkspace, Key: ws}, Company: b[0], EnvironmentID: b[1]}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

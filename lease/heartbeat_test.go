@@ -29,7 +29,7 @@ func TestHolderRenewsItsClaim(t *testing.T) {
 	}
 	envs := environment.NewMemoryStore()
 	if err := envs.CreateEnvironment(ctx, &environment.Environment{ID: "here", Name: "here", Driver: drv.Name(),
-		Status: environment.StatusActive, Config: cfg, Revision: 1}, environment.CreateOptions{}); err != nil {
+		Status: environment.StatusActive, Config: cfg, Revision: 1}, false); err != nil {
 		t.Fatal(err)
 	}
 	store := lease.NewMemoryStore()

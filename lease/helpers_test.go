@@ -171,7 +171,7 @@ func (w *world) save(env *environment.Environment) {
 		return
 	}
 	if errors.Is(err, environment.ErrNotFound) {
-		if err := w.envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
+		if err := w.envs.CreateEnvironment(ctx, env, false); err != nil {
 			w.t.Fatal(err)
 		}
 		return

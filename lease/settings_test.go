@@ -49,7 +49,7 @@ func TestDisabledEnvironmentsRefuseAcquisitionNotReleaseOrSweep(t *testing.T) {
 	bg := context.Background()
 	w := newWorld(t, worldOpts{})
 	svc := withSettings(w)
-	if _, err := w.asg.Set(bg, op, environment.SetBinding{Kind: environment.BindingInstanceDefault, EnvironmentID: w.env.ID}); err != nil {
+	if _, err := w.asg.Set(bg, op, environment.Binding{BindingRef: environment.BindingRef{Kind: environment.BindingInstanceDefault}, EnvironmentID: w.env.ID}, 0); err != nil {
 		t.Fatal(err)
 	}
 	released := w.acquire(lease.Ephemeral, "run-1")

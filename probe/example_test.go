@@ -27,7 +27,7 @@ func ExampleProber_Probe() {
 	leases, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
 	p := probe.New(probe.Sources{Catalog: cat, Environments: envs, Drivers: reg, Leases: leases,
 		Qualifications: qualification.NewMemoryStore(),
-		Gate:           environment.NewGate(reg, &environment.GateOptions{TestMode: true})}, nil)
+		Gate:           environment.NewGate(reg, &environment.Options{TestMode: true})}, nil)
 
 	admin := authz.Principal{ID: "root", Role: authz.RoleInstanceAdmin}
 	env, err := cat.Create(ctx, admin, environment.CreateRequest{

@@ -86,12 +86,12 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 			cfg[ssh.FieldForwarding] = res.Forwarding
 			env := &environment.Environment{ID: "env_1", Name: "box", Driver: "ssh", Status: environment.StatusActive, Config: cfg}
 			_, eff, err := environment.NewGate(reg, nil).Check(ctx, env, drivers.NewSet(drivers.CapExec, drivers.CapRunnerIngress))
-			var ue *environment.UnusableError
+			var ue *environment.Error
 			switch {
 			case want != ssh.ForwardingNone && (err != nil || !eff.Has(drivers.CapRunnerIngress)):
 				t.Errorf("gate: effective %s, %v; want runner_ingress", eff, err)
 			case want == ssh.ForwardingNone && (!errors.As(err, &ue) || !slices.Equal(ue.Missing, []drivers.Capability{drivers.CapRunnerIngress})):
-				t.Errorf("gate: %v, want an UnusableError missing runner_ingress", err)
+				t.Errorf("gate: %v, want an *environment.Error missing runner_ingress", err)
 			}
 		})
 	}

@@ -5,16 +5,29 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
+
+// putCounter is a SecretStore that counts the secrets put into it.
+type putCounter struct {
+	environment.SecretStore
+	puts atomic.Int64
+}
+
+func (c *putCounter) Put(ctx context.Context, owner, field, value string) (config.SecretRef, error) {
+	c.puts.Add(1)
+	return c.SecretStore.Put(ctx, owner, field, value)
+}
 
 // canary is the api_key pasted into fake configs; no result may contain it.
 const canary = "canary-SECRET-5a1b2c3d"
@@ -31,7 +44,7 @@ type world struct {
 	envs    environment.Store
 	fake    *fake.Driver
 	reg     *drivers.Registry
-	secrets *environment.MemorySecretStore
+	secrets *putCounter
 	cat     *environment.Catalog
 	leases  *lease.Manager
 	lstore  *lease.MemoryStore
@@ -52,7 +65,7 @@ func newWorld(t *testing.T, o worldOpts) *world {
 	t.Helper()
 	w := &world{fake: fake.New(o.fake)}
 	w.reg = drivers.NewRegistry(w.fake, local.New(nil))
-	w.secrets = environment.NewMemorySecretStore()
+	w.secrets = &putCounter{SecretStore: environment.NewMemorySecretStore()}
 	envs := environment.NewMemoryStore()
 	w.cat = environment.NewCatalog(envs, w.reg, w.secrets, nil, &environment.Options{TestMode: true})
 	w.lstore = lease.NewMemoryStore()
@@ -78,7 +91,7 @@ func (w *world) sources() Sources {
 // leases and quals, with a gate of testMode.
 func testSources(cat *environment.Catalog, envs environment.Store, reg *drivers.Registry, leases *lease.Manager, quals qualification.Store, testMode bool) Sources {
 	return Sources{Catalog: cat, Environments: envs, Drivers: reg, Leases: leases, Qualifications: quals,
-		Gate: environment.NewGate(reg, &environment.GateOptions{TestMode: testMode})}
+		Gate: environment.NewGate(reg, &environment.Options{TestMode: testMode})}
 }
 
 // create saves a fake environment with image (and the canary api_key).

@@ -159,7 +159,7 @@ type Sources struct {
 	Environments environment.Store
 	// Gate is the availability check a saved environment passes before
 	// its lease (CAP-3): the gate of the catalog's test mode and health
-	// store (environment.NewGate with the same GateOptions).
+	// store (environment.NewGate with the same Options).
 	Gate *environment.Gate
 	// Drivers are the registered drivers.
 	Drivers *drivers.Registry

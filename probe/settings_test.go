@@ -25,7 +25,7 @@ func settingsWorld(t *testing.T) (*world, *instance.Service) {
 	w.asg = environment.NewAssignments(environment.NewMemoryBindingStore(), w.envs, w.reg, opts)
 	w.leases, _ = lease.NewManager(w.lstore, w.reg, w.asg, nil, &lease.Options{Secrets: w.secrets.Get})
 	src := w.sources()
-	src.Gate = environment.NewGate(w.reg, &environment.GateOptions{TestMode: true, Settings: reader})
+	src.Gate = environment.NewGate(w.reg, &environment.Options{TestMode: true, Settings: reader})
 	w.prober = New(src, &Options{})
 	return w, svc
 }

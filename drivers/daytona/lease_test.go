@@ -40,7 +40,7 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 	cfg[daytona.FieldEnv] = map[string]any{"BERTH_SANDBOX": envRef}
 	env := &environment.Environment{ID: "env-1", Name: "daytona", Driver: e.drv.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
 	envs := environment.NewMemoryStore()
-	if err := envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
+	if err := envs.CreateEnvironment(ctx, env, false); err != nil {
 		t.Fatal(err)
 	}
 	reg := drivers.NewRegistry(e.drv)
@@ -120,7 +120,7 @@ func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
 	delete(envCfg, daytona.FieldEnv) // a saved config holds references only
 	env := &environment.Environment{ID: "env-1", Name: "daytona", Driver: e.drv.Name(), Status: environment.StatusActive, Config: envCfg, Revision: 1}
 	envs := environment.NewMemoryStore()
-	if err := envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
+	if err := envs.CreateEnvironment(ctx, env, false); err != nil {
 		t.Fatal(err)
 	}
 	reg := drivers.NewRegistry(e.drv)

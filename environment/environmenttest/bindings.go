@@ -357,7 +357,7 @@ func testBindTargetReader(t *testing.T, s environment.BindingStore) {
 	}
 	ctx := context.Background()
 	for _, id := range []string{"env-1", "env-2", "env-3"} {
-		mustCreate(t, envs, sampleEnv(id, "name-"+id, "ssh"), environment.CreateOptions{})
+		mustCreate(t, envs, sampleEnv(id, "name-"+id, "ssh"), false)
 	}
 	listFixture(t, s) // bindings of env-1 and env-2; env-3 has none
 	for _, id := range []string{"env-1", "env-2", "env-3"} {

@@ -78,9 +78,9 @@ func sampleEnv(id, name, driver string) *environment.Environment {
 	}
 }
 
-func mustCreate(t *testing.T, s environment.Store, e *environment.Environment, opts environment.CreateOptions) {
+func mustCreate(t *testing.T, s environment.Store, e *environment.Environment, exclusiveDriver bool) {
 	t.Helper()
-	if err := s.CreateEnvironment(context.Background(), e, opts); err != nil {
+	if err := s.CreateEnvironment(context.Background(), e, exclusiveDriver); err != nil {
 		t.Fatalf("CreateEnvironment(%q): %v", e.ID, err)
 	}
 }
@@ -106,7 +106,7 @@ func wantErr(t *testing.T, op string, err, target error) {
 func testEnvRoundTrip(t *testing.T, s environment.Store) {
 	e := sampleEnv("env-1", "alpha", "ssh")
 	want := sampleEnv("env-1", "alpha", "ssh")
-	mustCreate(t, s, e, environment.CreateOptions{})
+	mustCreate(t, s, e, false)
 	// Mutating the caller's value after create must not reach the store.
 	e.Config["host"] = "changed"
 	e.Config["labels"].(map[string]string)["team"] = "changed"
@@ -132,7 +132,7 @@ func testEnvRoundTrip(t *testing.T, s environment.Store) {
 
 func testEnvMinimalRoundTrip(t *testing.T, s environment.Store) {
 	want := &environment.Environment{ID: "min", Name: "min", Driver: "local", Status: environment.StatusArchived, Revision: 1}
-	mustCreate(t, s, want, environment.CreateOptions{})
+	mustCreate(t, s, want, false)
 	got := mustGet(t, s, "min")
 	diff(t, "GetEnvironment", want, got, cmpopts.EquateEmpty())
 	if !got.CreatedAt.IsZero() || !got.UpdatedAt.IsZero() {
@@ -143,7 +143,7 @@ func testEnvMinimalRoundTrip(t *testing.T, s environment.Store) {
 // CFG-3: configs keep references, and the accessors read them after the
 // store's encoding.
 func testEnvSecretRef(t *testing.T, s environment.Store) {
-	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
+	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), false)
 	cfg := mustGet(t, s, "env-1").Config
 	ref, ok := cfg.SecretRef("key")
 	if !ok {
@@ -163,15 +163,15 @@ func testEnvSecretRef(t *testing.T, s environment.Store) {
 }
 
 func testEnvDuplicateID(t *testing.T, s environment.Store) {
-	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
-	err := s.CreateEnvironment(context.Background(), sampleEnv("env-1", "beta", "docker"), environment.CreateOptions{})
+	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), false)
+	err := s.CreateEnvironment(context.Background(), sampleEnv("env-1", "beta", "docker"), false)
 	wantErr(t, "create with a taken id", err, environment.ErrConflict)
 	diff(t, "stored environment", sampleEnv("env-1", "alpha", "ssh"), mustGet(t, s, "env-1"), configAsJSON)
 }
 
 func testEnvDuplicateName(t *testing.T, s environment.Store) {
-	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
-	err := s.CreateEnvironment(context.Background(), sampleEnv("env-2", "alpha", "docker"), environment.CreateOptions{})
+	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), false)
+	err := s.CreateEnvironment(context.Background(), sampleEnv("env-2", "alpha", "docker"), false)
 	wantErr(t, "create with a taken name", err, environment.ErrConflict)
 	_, err = s.GetEnvironment(context.Background(), "env-2")
 	wantErr(t, "get refused environment", err, environment.ErrNotFound)
@@ -181,7 +181,7 @@ func testEnvCreateRevision(t *testing.T, s environment.Store) {
 	for _, rev := range []int64{0, 2} {
 		e := sampleEnv("env-1", "alpha", "ssh")
 		e.Revision = rev
-		if err := s.CreateEnvironment(context.Background(), e, environment.CreateOptions{}); err == nil {
+		if err := s.CreateEnvironment(context.Background(), e, false); err == nil {
 			t.Errorf("create with revision %d succeeded", rev)
 		}
 	}
@@ -192,13 +192,13 @@ func testEnvCreateRevision(t *testing.T, s environment.Store) {
 // CFG-4: one environment of an exclusive driver per instance.
 func testEnvExclusive(t *testing.T, s environment.Store) {
 	ctx := context.Background()
-	excl := environment.CreateOptions{ExclusiveDriver: true}
+	excl := true
 	mustCreate(t, s, sampleEnv("local-1", "local one", "local"), excl)
 	err := s.CreateEnvironment(ctx, sampleEnv("local-2", "local two", "local"), excl)
 	wantErr(t, "second exclusive create", err, environment.ErrConflict)
 	// Other drivers are not affected.
 	mustCreate(t, s, sampleEnv("ssh-1", "ssh one", "ssh"), excl)
-	mustCreate(t, s, sampleEnv("docker-1", "docker one", "docker"), environment.CreateOptions{})
+	mustCreate(t, s, sampleEnv("docker-1", "docker one", "docker"), false)
 	// An exclusive create also sees environments created without the option.
 	err = s.CreateEnvironment(ctx, sampleEnv("docker-2", "docker two", "docker"), excl)
 	wantErr(t, "exclusive create beside a non-exclusive one", err, environment.ErrConflict)
@@ -222,7 +222,7 @@ func testEnvExclusiveConcurrent(t *testing.T, s environment.Store) {
 	warm(t, s, n)
 	errs := race(n, func(i int) error {
 		e := sampleEnv(fmt.Sprintf("local-%02d", i), fmt.Sprintf("local %02d", i), "local")
-		return s.CreateEnvironment(context.Background(), e, environment.CreateOptions{ExclusiveDriver: true})
+		return s.CreateEnvironment(context.Background(), e, true)
 	})
 	wins := 0
 	for i, err := range errs {
@@ -266,7 +266,7 @@ func testEnvList(t *testing.T, s environment.Store) {
 		if e.id == "id-d" {
 			env.Status = environment.StatusArchived
 		}
-		mustCreate(t, s, env, environment.CreateOptions{})
+		mustCreate(t, s, env, false)
 	}
 	tests := []struct {
 		filter environment.ListFilter

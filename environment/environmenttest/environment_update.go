@@ -26,7 +26,7 @@ func next(e *environment.Environment, description string) *environment.Environme
 
 // CFG-6: an update based on the stored revision replaces the record.
 func testEnvUpdate(t *testing.T, s environment.Store) {
-	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
+	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), false)
 	upd := next(sampleEnv("env-1", "alpha", "ssh"), "edited")
 	upd.Name = "alpha renamed"
 	if err := s.UpdateEnvironment(context.Background(), upd, 1); err != nil {
@@ -36,13 +36,13 @@ func testEnvUpdate(t *testing.T, s environment.Store) {
 	want.Name = "alpha renamed"
 	diff(t, "after update", want, mustGet(t, s, "env-1"), configAsJSON)
 	// The old name is free again.
-	mustCreate(t, s, sampleEnv("env-2", "alpha", "ssh"), environment.CreateOptions{})
+	mustCreate(t, s, sampleEnv("env-2", "alpha", "ssh"), false)
 }
 
 // CFG-6: a stale revision is a conflict and the stored record is unchanged.
 func testEnvUpdateStale(t *testing.T, s environment.Store) {
 	ctx := context.Background()
-	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
+	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), false)
 	v2 := next(sampleEnv("env-1", "alpha", "ssh"), "second")
 	if err := s.UpdateEnvironment(ctx, v2, 1); err != nil {
 		t.Fatal(err)
@@ -61,8 +61,8 @@ func testEnvUpdateStale(t *testing.T, s environment.Store) {
 }
 
 func testEnvUpdateTakenName(t *testing.T, s environment.Store) {
-	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
-	mustCreate(t, s, sampleEnv("env-2", "beta", "ssh"), environment.CreateOptions{})
+	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), false)
+	mustCreate(t, s, sampleEnv("env-2", "beta", "ssh"), false)
 	upd := next(sampleEnv("env-2", "beta", "ssh"), "x")
 	upd.Name = "alpha"
 	wantErr(t, "rename onto a taken name", s.UpdateEnvironment(context.Background(), upd, 1), environment.ErrConflict)
@@ -72,7 +72,7 @@ func testEnvUpdateTakenName(t *testing.T, s environment.Store) {
 // CFG-6: optimistic concurrency holds under contention.
 func testEnvUpdateConcurrent(t *testing.T, s environment.Store) {
 	const n = 20
-	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
+	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), false)
 	warm(t, s, n)
 	errs := race(n, func(i int) error {
 		return s.UpdateEnvironment(context.Background(), next(sampleEnv("env-1", "alpha", "ssh"), fmt.Sprintf("writer %d", i)), 1)
@@ -98,7 +98,7 @@ func testEnvUpdateConcurrent(t *testing.T, s environment.Store) {
 // CFG-6, CFG-7: delete is revision-checked too.
 func testEnvDelete(t *testing.T, s environment.Store) {
 	ctx := context.Background()
-	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
+	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), false)
 	if err := s.UpdateEnvironment(ctx, next(sampleEnv("env-1", "alpha", "ssh"), "v2"), 1); err != nil {
 		t.Fatal(err)
 	}
@@ -113,12 +113,12 @@ func testEnvDelete(t *testing.T, s environment.Store) {
 	wantErr(t, "get after delete", err, environment.ErrNotFound)
 	wantErr(t, "delete again", s.DeleteEnvironment(ctx, "env-1", 2), environment.ErrNotFound)
 	// The id and name are free again.
-	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
+	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), false)
 }
 
 func testEnvNotFound(t *testing.T, s environment.Store) {
 	ctx := context.Background()
-	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
+	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), false)
 	_, err := s.GetEnvironment(ctx, "env-2")
 	wantErr(t, "get missing", err, environment.ErrNotFound)
 	_, err = s.GetEnvironment(ctx, "")
@@ -129,10 +129,10 @@ func testEnvNotFound(t *testing.T, s environment.Store) {
 // Every call honours cancellation (CONVENTIONS 7): a cancelled context
 // returns an error wrapping context.Canceled and writes nothing.
 func testEnvCancelled(t *testing.T, s environment.Store) {
-	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), environment.CreateOptions{})
+	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), false)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	wantErr(t, "create", s.CreateEnvironment(ctx, sampleEnv("env-2", "beta", "ssh"), environment.CreateOptions{}), context.Canceled)
+	wantErr(t, "create", s.CreateEnvironment(ctx, sampleEnv("env-2", "beta", "ssh"), false), context.Canceled)
 	_, err := s.GetEnvironment(ctx, "env-1")
 	wantErr(t, "get", err, context.Canceled)
 	_, err = s.ListEnvironments(ctx, environment.ListFilter{})
@@ -151,7 +151,7 @@ func testEnvCancelled(t *testing.T, s environment.Store) {
 func testEnvActiveTemplate(t *testing.T, s environment.Store) {
 	ctx := context.Background()
 	e := sampleEnv("env-1", "alpha", "ssh")
-	mustCreate(t, s, e, environment.CreateOptions{})
+	mustCreate(t, s, e, false)
 	if got := mustGet(t, s, "env-1"); got.ActiveTemplate != nil {
 		t.Fatalf("a new environment has active template %+v, want none", got.ActiveTemplate)
 	}
@@ -192,7 +192,7 @@ func testEnvPool(t *testing.T, s environment.Store) {
 	ctx := context.Background()
 	e := sampleEnv("env-1", "alpha", "ssh")
 	e.Pool = &environment.Pool{Size: 3, MaxAge: 90*time.Minute + 7, Runner: true}
-	mustCreate(t, s, e, environment.CreateOptions{})
+	mustCreate(t, s, e, false)
 	diff(t, "pool after create", e.Pool, mustGet(t, s, "env-1").Pool)
 	v2 := *e
 	v2.Pool, v2.Revision = &environment.Pool{Size: 1}, 2

@@ -51,7 +51,7 @@ type system struct {
 // stores' provider health and instance settings.
 func (s *system) gate(testMode bool) *environment.Gate {
 	_, settings := instance.NewService(s.stores.Settings, nil)
-	return environment.NewGate(s.Drivers(), &environment.GateOptions{TestMode: testMode, Health: s.stores.Health, Settings: settings})
+	return environment.NewGate(s.Drivers(), &environment.Options{TestMode: testMode, Health: s.stores.Health, Settings: settings})
 }
 
 // Close closes the System and then its database.

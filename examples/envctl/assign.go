@@ -137,9 +137,7 @@ func assignSet(ctx context.Context, g *globals, ref environment.BindingRef, comp
 	if err != nil {
 		return fmt.Errorf("assign set %s: %w", ref, err)
 	}
-	b, err := sys.Assignments().Set(ctx, g.as, environment.SetBinding{
-		Kind: ref.Kind, Key: ref.Key, Company: company, EnvironmentID: id, BaseRevision: environment.AnyRevision,
-	})
+	b, err := sys.Assignments().Set(ctx, g.as, environment.Binding{BindingRef: environment.BindingRef{Kind: ref.Kind, Key: ref.Key}, Company: company, EnvironmentID: id}, environment.AnyRevision)
 	if err != nil {
 		return err
 	}
@@ -215,7 +213,8 @@ type resolved struct {
 	Required     drivers.Set         `json:"required"`
 }
 
-// refusal is the printed form of a *environment.BindingError.
+// refusal is the printed form of the *environment.Error of a binding
+// that won and cannot be used.
 type refusal struct {
 	Scope       authz.Scope          `json:"scope"`
 	Refused     environment.Binding  `json:"refusedBinding"`
@@ -242,10 +241,10 @@ func assignResolve(ctx context.Context, g *globals, scope authz.Scope, required 
 	}
 	defer sys.Close()
 	res, err := sys.Assignments().Resolve(ctx, g.as, scope, required)
-	var be *environment.BindingError
-	if errors.As(err, &be) {
+	var be *environment.Error
+	if errors.As(err, &be) && be.Binding != nil {
 		if g.json {
-			if jerr := writeJSON(g.stdout, refusal{Scope: scope, Refused: be.Binding, Environment: be.Environment,
+			if jerr := writeJSON(g.stdout, refusal{Scope: scope, Refused: *be.Binding, Environment: be.Environment,
 				Reason: be.Reason, Missing: be.Missing, Error: be.Error()}); jerr != nil {
 				return jerr
 			}

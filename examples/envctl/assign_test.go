@@ -46,7 +46,7 @@ func TestAssignCommands(t *testing.T) {
 		var got resolved
 		c.okJSON(&got, args...)
 		if got.Binding.Kind != tc.kind || got.Environment.Name != tc.env || got.Environment.ID != ids[tc.env] {
-			t.Errorf("%s: won %s -> %s (%s); want %s -> %s", tc.name, got.Binding.Ref(), got.Environment.Name, got.Environment.ID, tc.kind, tc.env)
+			t.Errorf("%s: won %s -> %s (%s); want %s -> %s", tc.name, got.Binding.BindingRef, got.Environment.Name, got.Environment.ID, tc.kind, tc.env)
 		}
 	}
 	wantContains(t, "readable resolve", c.ok("assign", "resolve", "--company", "acme", "--workspace", "ws1"),
@@ -56,7 +56,7 @@ func TestAssignCommands(t *testing.T) {
 	c.okJSON(&all, "assign", "show")
 	var refs []string
 	for _, b := range all {
-		refs = append(refs, b.Ref().String())
+		refs = append(refs, b.BindingRef.String())
 	}
 	if diff := cmp.Diff([]string{"agent ag1", "instance default", "project p-host", "project p1", "workspace ws1"}, refs); diff != "" {
 		t.Errorf("assign show (-want +got):\n%s", diff)
@@ -97,7 +97,7 @@ func TestAssignCommands(t *testing.T) {
 	var got resolved
 	c.okJSON(&got, "assign", "resolve", "--company", "acme", "--workspace", "ws1", "--project", "p1")
 	if got.Binding.Kind != environment.BindingProject {
-		t.Errorf("after clearing ws1: %s won, want the project binding", got.Binding.Ref())
+		t.Errorf("after clearing ws1: %s won, want the project binding", got.Binding.BindingRef)
 	}
 	c.ok("assign", "clear", "default")
 	_, msg := c.fail("assign", "resolve", "--company", "acme")

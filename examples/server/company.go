@@ -223,19 +223,20 @@ func (s *server) setAssignment(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = decode(w, r, &body, false)
 	}
-	req := environment.SetBinding{Kind: ref.Kind, Key: ref.Key, Company: company, EnvironmentID: body.EnvironmentID}
+	req := environment.Binding{BindingRef: ref, Company: company, EnvironmentID: body.EnvironmentID}
+	var base int64
 	if err == nil {
 		switch im := r.Header.Get("If-Match"); im {
 		case "":
 		case "*":
-			req.BaseRevision = environment.AnyRevision
+			base = environment.AnyRevision
 		default:
-			req.BaseRevision, err = ifMatch(r)
+			base, err = ifMatch(r)
 		}
 	}
 	var b *environment.Binding
 	if err == nil {
-		b, err = s.sys.Assignments().Set(r.Context(), principalOf(r), req)
+		b, err = s.sys.Assignments().Set(r.Context(), principalOf(r), req, base)
 	}
 	s.audit(r, "assignment.set", body.EnvironmentID, err, "binding", ref.String())
 	if err != nil {

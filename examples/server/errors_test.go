@@ -42,11 +42,11 @@ func TestStatusOfEveryCode(t *testing.T) {
 	}{
 		{errUnauthenticated, 401, "auth_failed", "", ""},
 		{&fieldErr{err: errIfMatchMissing, field: "If-Match"}, 428, "invalid", "If-Match", ""},
-		{&environment.FieldError{Environment: `"box" (env_1)`, Field: "baseRevision", Err: environment.ErrConflict}, 412, "conflict", "baseRevision", `"box" (env_1)`},
-		{&environment.FieldError{Environment: `"box"`, Field: "name", Err: environment.ErrConflict}, 409, "conflict", "name", `"box"`},
+		{&environment.Error{Environment: `"box" (env_1)`, Field: "baseRevision", Err: environment.ErrConflict}, 412, "conflict", "baseRevision", `"box" (env_1)`},
+		{&environment.Error{Environment: `"box"`, Field: "name", Err: environment.ErrConflict}, 409, "conflict", "name", `"box"`},
 		{fmt.Errorf("lease l1: %w", lease.ErrNotFound), 404, "not_found", "", ""},
 		{authz.Denied(authz.Principal{ID: "a", Role: authz.RoleAgent}, authz.ActionUpdate, authz.Resource{Kind: "environment", ID: "env_1"}), 403, "denied", "", ""},
-		{&environment.UnusableError{Environment: `"box" (env_1)`, Err: drivers.ErrUnavailable}, 503, "unavailable", "", `"box" (env_1)`},
+		{&environment.Error{Environment: `"box" (env_1)`, Err: drivers.ErrUnavailable}, 503, "unavailable", "", `"box" (env_1)`},
 		{&http.MaxBytesError{Limit: 1}, 413, "invalid", "", ""},
 		{errors.New("plain"), 500, "unknown", "", ""},
 	} {

@@ -71,7 +71,7 @@ type apiError struct {
 // statusOf maps an error to its HTTP status: the one place where codes
 // become statuses.
 func statusOf(err error) int {
-	var fe *environment.FieldError
+	var fe *environment.Error
 	switch {
 	case errors.Is(err, errUnauthenticated):
 		return http.StatusUnauthorized
@@ -134,15 +134,14 @@ func codeOf(err error) string {
 func errorBody(err error) apiError {
 	e := apiError{Code: codeOf(err), Message: err.Error()}
 	var fe *fieldErr
-	var efe *environment.FieldError
+	var ee *environment.Error
 	var ce *environment.ConfigError
-	var ue *environment.UnusableError
-	var be *environment.BindingError
+	isEnv := errors.As(err, &ee)
 	switch {
 	case errors.As(err, &fe):
 		e.Field, e.Target = fe.field, fe.target
-	case errors.As(err, &efe):
-		e.Field, e.Target = efe.Field, efe.Environment
+	case isEnv && ee.Field != "":
+		e.Field, e.Target = ee.Field, ee.Environment
 	}
 	if errors.As(err, &ce) {
 		if f, ok := missingSecret(ce.Err); ok && e.Field == "" {
@@ -155,11 +154,8 @@ func errorBody(err error) apiError {
 			e.Target = ce.Name
 		}
 	}
-	if e.Target == "" && errors.As(err, &ue) {
-		e.Target = ue.Environment
-	}
-	if e.Target == "" && errors.As(err, &be) {
-		e.Target = be.Environment
+	if e.Target == "" && isEnv {
+		e.Target = ee.Environment
 	}
 	if e.Target == "" && fe != nil {
 		e.Target = fe.target

@@ -139,7 +139,7 @@ func newServer(ctx context.Context, o options) (*server, error) {
 	}
 	s := &server{
 		sys: sys, stores: o.stores, host: o.host, tokens: o.tokens, log: log, tls: o.tls, xtermDir: o.xtermDir,
-		gate:    environment.NewGate(sys.Drivers(), &environment.GateOptions{TestMode: o.testMode, Health: o.stores.Health}),
+		gate:    environment.NewGate(sys.Drivers(), &environment.Options{TestMode: o.testMode, Health: o.stores.Health}),
 		now:     time.Now,
 		mux:     http.NewServeMux(),
 		closing: make(chan struct{}),

@@ -1,5 +1,5 @@
 // Package instancetest is the conformance suite of instance.Store: every
-// implementation (instance.MemoryStore, the SQL stores of store/sqlite and
+// implementation (instance.NewMemoryStore's, the SQL stores of store/sqlite and
 // store/postgres) passes RunStoreTests.
 //
 //	instancetest.RunStoreTests(t, func(t *testing.T) instance.Store { return instance.NewMemoryStore() })

@@ -171,7 +171,7 @@ func leaseManager(b *testing.B, drv *docker.Driver, cfg map[string]any) (*lease.
 	ctx := context.Background()
 	env := &environment.Environment{ID: "tcbench-env", Name: "tcbench", Driver: drv.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
 	envs := environment.NewMemoryStore()
-	if err := envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
+	if err := envs.CreateEnvironment(ctx, env, false); err != nil {
 		b.Fatal(err)
 	}
 	reg := drivers.NewRegistry(drv)

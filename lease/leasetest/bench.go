@@ -35,7 +35,7 @@ func BenchmarkAcquireRelease(b *testing.B, ctx context.Context, store lease.Stor
 	}
 	env := &environment.Environment{ID: "bench-env", Name: "bench", Driver: fk.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
 	envs := environment.NewMemoryStore()
-	if err := envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
+	if err := envs.CreateEnvironment(ctx, env, false); err != nil {
 		b.Fatal(err)
 	}
 	reg := drivers.NewRegistry(fk)

@@ -80,7 +80,7 @@ func composeLeaseWorld(t *testing.T, o serverOptions, mod func(*environment.Envi
 	if mod != nil {
 		mod(env)
 	}
-	if err := envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
+	if err := envs.CreateEnvironment(ctx, env, false); err != nil {
 		t.Fatal(err)
 	}
 	reg := drivers.NewRegistry(fk)

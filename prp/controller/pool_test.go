@@ -57,7 +57,7 @@ func newPoolReplicas(t *testing.T, az authz.Authorizer, secrets controller.Secre
 	if pool == nil {
 		env.Pool = &environment.Pool{Size: 1, Runner: true}
 	}
-	if err := envs.CreateEnvironment(ctx, env, environment.CreateOptions{}); err != nil {
+	if err := envs.CreateEnvironment(ctx, env, false); err != nil {
 		t.Fatal(err)
 	}
 	reg := drivers.NewRegistry(fk)

@@ -38,7 +38,7 @@ func BenchmarkEnvironmentCreateGet(b *testing.B) {
 			for b.Loop() {
 				e.ID = fmt.Sprintf("env-%d", n)
 				e.Name = e.ID
-				if err := db.CreateEnvironment(ctx, e, environment.CreateOptions{}); err != nil {
+				if err := db.CreateEnvironment(ctx, e, false); err != nil {
 					b.Fatal(err)
 				}
 				if _, err := db.GetEnvironment(ctx, e.ID); err != nil {

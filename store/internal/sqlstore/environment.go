@@ -110,11 +110,11 @@ func envConflict(op string, e *environment.Environment, err error) error {
 	}
 }
 
-// CreateEnvironment implements environment.Store. With opts.ExclusiveDriver
+// CreateEnvironment implements environment.Store. With exclusiveDriver
 // it refuses the environment when one of the same driver exists; two
 // concurrent exclusive creates (in any processes) cannot both succeed
 // because the record carries the driver in a unique column.
-func (db *DB) CreateEnvironment(ctx context.Context, e *environment.Environment, opts environment.CreateOptions) error {
+func (db *DB) CreateEnvironment(ctx context.Context, e *environment.Environment, exclusiveDriver bool) error {
 	if e == nil || e.ID == "" {
 		return fmt.Errorf("sqlstore: create environment: empty id: %w", environment.ErrInvalid)
 	}
@@ -126,7 +126,7 @@ func (db *DB) CreateEnvironment(ctx context.Context, e *environment.Environment,
 		return fmt.Errorf("sqlstore: create environment %q: %w: %w", e.ID, environment.ErrInvalid, err)
 	}
 	var exclusive sql.NullString
-	if opts.ExclusiveDriver {
+	if exclusiveDriver {
 		exclusive = sql.NullString{String: e.Driver, Valid: true}
 	}
 	insert := func(h handle) error {
@@ -136,7 +136,7 @@ func (db *DB) CreateEnvironment(ctx context.Context, e *environment.Environment,
 			e.Revision, r.created, r.updated, e.CreatedBy, e.UpdatedBy, r.template, r.pool, exclusive)
 		return err
 	}
-	if !opts.ExclusiveDriver {
+	if !exclusiveDriver {
 		err = insert(db.writes())
 	} else {
 		// The check sees environments created without the option; the

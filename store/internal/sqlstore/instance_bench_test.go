@@ -13,7 +13,7 @@ import (
 // BenchmarkSettingsReader measures what the gate pays for the instance
 // settings on every resolution, probe and lease acquisition (CFG-9): the
 // cached Reader of instance.NewService (a store read at most once per
-// instance.DefaultMaxStaleness) over a database holding a record. The
+// second, instance.Options.MaxStaleness's default) over a database holding a record. The
 // anchor, in the same run on the same database, is the store read an
 // uncached gate would make per check (GetSettings); x_store_read is the
 // cached read as a fraction of it.

@@ -275,7 +275,7 @@ func assignmentsWith(tb testing.TB, reg *drivers.Registry, envs ...*environment.
 	tb.Helper()
 	st := environment.NewMemoryStore()
 	for _, e := range envs {
-		if err := st.CreateEnvironment(context.Background(), e, environment.CreateOptions{}); err != nil {
+		if err := st.CreateEnvironment(context.Background(), e, false); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -28,7 +28,7 @@ func (components) Environment() Component {
 				// One name per instance (CFG-1).
 				`CREATE UNIQUE INDEX environments_name_key ON environments (name)`,
 				// exclusive_key is the driver of an environment created
-				// with CreateOptions.ExclusiveDriver and NULL otherwise;
+				// exclusively (Store.CreateEnvironment) and NULL otherwise;
 				// NULLs are distinct, so the index admits one exclusive
 				// environment per driver, atomically across processes
 				// (CFG-4).

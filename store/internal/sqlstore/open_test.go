@@ -92,7 +92,7 @@ func TestTimesComeBackInUTC(t *testing.T) {
 			db := openTest(t, url(t))
 			at := time.Date(2030, 1, 2, 3, 4, 5, 999999999, time.FixedZone("X", -7*3600))
 			e := &environment.Environment{ID: "e", Name: "e", Driver: "ssh", Status: environment.StatusActive, Revision: 1, CreatedAt: at, UpdatedAt: at}
-			if err := db.CreateEnvironment(context.Background(), e, environment.CreateOptions{}); err != nil {
+			if err := db.CreateEnvironment(context.Background(), e, false); err != nil {
 				t.Fatal(err)
 			}
 			got, err := db.GetEnvironment(context.Background(), "e")
@@ -141,7 +141,7 @@ func twoStores(t *testing.T, a, b *DB) {
 			<-start
 			e := &environment.Environment{ID: fmt.Sprintf("local-%d", i), Name: fmt.Sprintf("local %d", i),
 				Driver: "local", Status: environment.StatusActive, Revision: 1}
-			errs <- s.CreateEnvironment(ctx, e, environment.CreateOptions{ExclusiveDriver: true})
+			errs <- s.CreateEnvironment(ctx, e, true)
 		}()
 	}
 	close(start)

@@ -27,7 +27,7 @@ func TestSQLiteFilesArePrivate(t *testing.T) {
 	path := filepath.Join(dir, "berth.db")
 	db := openTest(t, "sqlite://"+path)
 	e := &environment.Environment{ID: "e", Name: "e", Driver: "local", Status: environment.StatusActive, Revision: 1}
-	if err := db.CreateEnvironment(context.Background(), e, environment.CreateOptions{}); err != nil {
+	if err := db.CreateEnvironment(context.Background(), e, false); err != nil {
 		t.Fatal(err)
 	}
 	// A read opens the -shm through the read pool too.

@@ -22,7 +22,7 @@ func TestPostgresStoreSurvivesDroppedConnections(t *testing.T) {
 	// pinged before reuse).
 	for i := range 4 {
 		e := &environment.Environment{ID: fmt.Sprintf("e%d", i), Name: fmt.Sprintf("e%d", i), Driver: "ssh", Status: environment.StatusActive, Revision: 1}
-		if err := db.CreateEnvironment(ctx, e, environment.CreateOptions{}); err != nil {
+		if err := db.CreateEnvironment(ctx, e, false); err != nil {
 			t.Fatal(err)
 		}
 	}

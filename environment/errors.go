@@ -1,0 +1,97 @@
+package environment
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/berthdev/berth/drivers"
+)
+
+// Error is a refusal of this package that names what it is about, never
+// a secret value or an env var value. It is one of four kinds, told apart
+// by the fields set:
+//
+//   - A request problem about one field (CFG-5, CFG-8): Field (and
+//     Environment once known) and Reason; it wraps Err (ErrInvalid,
+//     ErrConflict, ...). Its text is `environment "NAME" (ID): field "F":
+//     REASON`, leaving out the parts that are unknown.
+//   - An environment that cannot be a working target now (CAP-3, CAP-4,
+//     CFG-9; see Gate): Environment and Reason, Missing for capabilities
+//     it lacks; it wraps ErrArchived, drivers.ErrUnavailable,
+//     drivers.ErrUnsupported, a *ConfigError, or
+//     instance.ErrEnvironmentsDisabled or instance.ErrManagedSandboxOnly
+//     (with drivers.ErrUnavailable). Its text is `environment "NAME" (ID)
+//     cannot be used: REASON`.
+//   - A binding that won a resolution and cannot be used (ASG-2, ASG-3):
+//     Binding (kind, key and company) and Environment (`"name" (id)`, or
+//     the id when the record is gone), Reason and Missing; it wraps
+//     ErrNotFound, ErrArchived, drivers.ErrUnavailable,
+//     drivers.ErrUnsupported, authz.ErrDenied (a binding of another
+//     company) or a *ConfigError. Resolve never falls through to a weaker
+//     binding or to the host after it.
+//   - A delete that the blast radius blocks (CFG-7): Radius; it wraps
+//     ErrConflict.
+type Error struct {
+	// Environment names the environment: `"name"` or `"name" (id)`; ""
+	// when the problem was found before the payload was read (malformed
+	// JSON) or the radius names it.
+	Environment string
+	// Field is the request field at fault; "" when the problem is not
+	// one field's.
+	Field string
+	// Reason says what is wrong, for a person.
+	Reason string
+	// Binding is the binding that won a resolution and cannot be used; nil
+	// for the other kinds.
+	Binding *Binding
+	// Missing lists the required capabilities the environment lacks.
+	Missing []drivers.Capability
+	// Radius is the blast radius that blocks a delete; nil for the other
+	// kinds.
+	Radius *BlastRadius
+	// Err is the cause (see above).
+	Err error
+
+	kind errorKind
+}
+
+// errorKind tells which of the four refusals an Error is.
+type errorKind int
+
+const (
+	kindField errorKind = iota
+	kindUnusable
+	kindBinding
+	kindDeleteRefused
+)
+
+// Error returns the text of e's kind (see Error).
+func (e *Error) Error() string {
+	switch e.kind {
+	case kindUnusable:
+		return fmt.Sprintf("environment %s cannot be used: %s", e.Environment, e.Reason)
+	case kindBinding:
+		return fmt.Sprintf("environment: %s -> environment %s: %s; not falling back to a weaker binding or the host (ASG-2)",
+			e.Binding, e.Environment, e.Reason)
+	case kindDeleteRefused:
+		return fmt.Sprintf("environment %q (%s): delete refused: %s", e.Radius.EnvironmentName, e.Radius.EnvironmentID, strings.Join(e.Radius.Blockers, "; "))
+	}
+	var b strings.Builder
+	b.WriteString("environment")
+	if e.Environment != "" {
+		b.WriteString(" " + e.Environment)
+	}
+	if e.Field != "" {
+		fmt.Fprintf(&b, ": field %q", e.Field)
+	}
+	b.WriteString(": " + e.Reason)
+	return b.String()
+}
+
+// Unwrap returns the cause (ErrConflict for a refused delete).
+func (e *Error) Unwrap() error {
+	if e.kind == kindDeleteRefused {
+		return ErrConflict
+	}
+	return e.Err
+}
