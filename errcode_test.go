@@ -24,11 +24,11 @@ import (
 	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/images/resolve"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/runner"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
-	"github.com/berthdev/berth/prp/runner"
 	"github.com/berthdev/berth/qualification"
 )
 
@@ -128,9 +128,9 @@ var sentinelCodes = map[string]struct {
 	"prp.ErrTicketExists":       {prp.ErrTicketExists, errcode.AlreadyExists},
 	"prp.ErrVersionUnsupported": {prp.ErrVersionUnsupported, errcode.Unsupported},
 
-	"prp/runner.ErrRefused":      {runner.ErrRefused, errcode.AuthFailed},
-	"prp/runner.ErrStateDirBusy": {runner.ErrStateDirBusy, errcode.Conflict},
-	"prp/runner.ErrStateDirGone": {runner.ErrStateDirGone, errcode.NotFound},
+	"internal/runner.ErrRefused":      {runner.ErrRefused, errcode.AuthFailed},
+	"internal/runner.ErrStateDirBusy": {runner.ErrStateDirBusy, errcode.Conflict},
+	"internal/runner.ErrStateDirGone": {runner.ErrStateDirGone, errcode.NotFound},
 
 	"prp/controller.ErrSecretsUnsupported":  {controller.ErrSecretsUnsupported, errcode.Unsupported},
 	"prp/controller.ErrNotFound":            {controller.ErrNotFound, errcode.NotFound},

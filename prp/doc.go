@@ -1,7 +1,7 @@
 // Package prp is the wire side of berth's runner protocol (PRP, SPEC
 // PRP-1..8): the frames a runner inside a sandbox and a controller in the
 // host exchange over a WebSocket, and the bootstrap that authenticates the
-// runner. It does no I/O besides crypto/rand; the runner is prp/runner and
+// runner. It does no I/O besides crypto/rand; the runner is internal/runner and
 // the controller prp/controller.
 //
 //	t, err := prp.NewTicket() // t.String() goes to the runner, once

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/runner"
 	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/runner"
 )
 
 // PRP-6: a task past its deadline is stopped (with a proof) and its exit

@@ -13,8 +13,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/berthdev/berth/internal/runner"
 	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/runner"
 )
 
 func sequence(n int) []byte {

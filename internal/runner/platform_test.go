@@ -5,7 +5,7 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/berthdev/berth/prp/runner"
+	"github.com/berthdev/berth/internal/runner"
 	"github.com/berthdev/berth/qualification"
 )
 

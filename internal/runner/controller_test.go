@@ -15,8 +15,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/berthdev/berth/internal/runner"
 	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/runner"
 )
 
 // testController is a minimal controller for the runner's tests: the ticket

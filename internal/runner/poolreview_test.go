@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/runner"
 	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/runner"
 )
 
 // Adversarial review of issue 31's runner side: the retarget of a

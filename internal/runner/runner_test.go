@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/runner"
 	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/runner"
 	"github.com/berthdev/berth/qualification"
 )
 
