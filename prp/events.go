@@ -35,7 +35,7 @@ const (
 	Stderr Stream = "stderr"
 )
 
-// Event is the body of a TypeEvent envelope (PRP-5). Exactly the payload
+// Event is what a runner reports, on its sequence of events (PRP-5). Exactly the payload
 // its Kind names is set.
 type Event struct {
 	Kind   EventKind  `json:"kind"`

@@ -23,6 +23,7 @@ import (
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -101,13 +102,13 @@ func Memory() Stores {
 	}
 }
 
-// NewMemoryRunnerStore returns an empty memory RunnerStore: a
-// prp.MemoryTicketStore and a controller.MemoryStore.
+// NewMemoryRunnerStore returns an empty memory RunnerStore: the runner
+// protocol's memory ticket store and a controller.MemoryStore.
 func NewMemoryRunnerStore() RunnerStore {
-	return memoryRunners{&prp.MemoryTicketStore{}, &controller.MemoryStore{}}
+	return memoryRunners{prpwire.NewMemoryTicketStore(), &controller.MemoryStore{}}
 }
 
 type memoryRunners struct {
-	*prp.MemoryTicketStore
+	prp.TicketStore
 	*controller.MemoryStore
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/drivers/drivertest"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
@@ -69,7 +70,7 @@ func newRunnerRig(t *testing.T) *runnerRig {
 			}
 			return authz.Denied(p, a, r)
 		}),
-		Limits: prp.Welcome{Heartbeat: time.Second}, Poll: 50 * time.Millisecond,
+		Limits: prpwire.Welcome{Heartbeat: time.Second}, Poll: 50 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -51,8 +52,8 @@ func (p permanent) Unwrap() error { return p.err }
 // exchange trades the ticket for a token over HTTP, before any upgrade
 // (PRP-2). A 401 is permanent (ErrRefused with the controller's code).
 func exchange(ctx context.Context, client *http.Client, base, lease, ticket string) (credentials, error) {
-	url := base + prp.ExchangePath
-	body, _ := json.Marshal(prp.ExchangeRequest{Ticket: ticket, Lease: lease})
+	url := base + prpwire.ExchangePath
+	body, _ := json.Marshal(prpwire.ExchangeRequest{Ticket: ticket, Lease: lease})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return credentials{}, permanent{fmt.Errorf("runner: exchange at %s: %w", url, err)}
@@ -63,7 +64,7 @@ func exchange(ctx context.Context, client *http.Client, base, lease, ticket stri
 		return credentials{}, fmt.Errorf("runner: exchange at %s: %w", url, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, prp.MaxExchangeBody))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, prpwire.MaxExchangeBody))
 	if err != nil {
 		return credentials{}, fmt.Errorf("runner: exchange at %s: read: %w", url, err)
 	}
@@ -74,7 +75,7 @@ func exchange(ctx context.Context, client *http.Client, base, lease, ticket stri
 		}
 		return credentials{}, err
 	}
-	var xr prp.ExchangeResponse
+	var xr prpwire.ExchangeResponse
 	if err := json.Unmarshal(b, &xr); err != nil || xr.Token == "" || !prp.ValidID(xr.Session) || !xr.Scope.Valid() {
 		return credentials{}, permanent{fmt.Errorf("runner: exchange at %s: the response is not an exchange response", url)}
 	}
@@ -84,7 +85,7 @@ func exchange(ctx context.Context, client *http.Client, base, lease, ticket stri
 
 // refusal renders an ErrorResponse body (code and message), bounded.
 func refusal(b []byte) string {
-	var er prp.ErrorResponse
+	var er prpwire.ErrorResponse
 	if json.Unmarshal(b, &er) == nil && er.Code != "" {
 		msg := er.Message
 		if len(msg) > 200 {

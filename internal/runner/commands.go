@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -228,7 +229,7 @@ func (r *Runner) stopCommand(ctx context.Context, c prp.Command) {
 const maxPendingSecrets = 256
 
 // keepSecrets keeps sv in memory until its command is handled.
-func (r *Runner) keepSecrets(sv prp.SecretValues) {
+func (r *Runner) keepSecrets(sv prpwire.SecretValues) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.secrets) >= maxPendingSecrets {
@@ -241,7 +242,7 @@ func (r *Runner) keepSecrets(sv prp.SecretValues) {
 }
 
 // takeSecrets returns and forgets the values kept for command id.
-func (r *Runner) takeSecrets(id string) (prp.SecretValues, bool) {
+func (r *Runner) takeSecrets(id string) (prpwire.SecretValues, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sv, ok := r.secrets[id]

@@ -14,11 +14,12 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 )
 
 // capabilities the runner offers in its hello.
-var capabilities = []prp.Capability{prp.CapTasks, prp.CapStopProof, prp.CapStdin, prp.CapSecrets, prp.CapBinaryOutput}
+var capabilities = []prp.Capability{prpwire.CapTasks, prpwire.CapStopProof, prpwire.CapStdin, prpwire.CapSecrets, prpwire.CapBinaryOutput}
 
 // welcomeTimeout bounds the wait for the welcome after the hello.
 const welcomeTimeout = 30 * time.Second
@@ -57,24 +58,24 @@ func (r *Runner) session(ctx context.Context) (welcomed bool, _ error) {
 	if err != nil {
 		return false, err
 	}
-	url := r.base + prp.ConnectPath
+	url := r.base + prpwire.ConnectPath
 	conn, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{
 		HTTPClient:   &http.Client{Transport: r.opts.HTTPClient.Transport},
 		HTTPHeader:   http.Header{"Authorization": {"Bearer " + cred.Token}},
-		Subprotocols: []string{prp.Subprotocol},
+		Subprotocols: []string{prpwire.Subprotocol},
 	})
 	if err != nil {
 		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
-			b, _ := io.ReadAll(io.LimitReader(resp.Body, prp.MaxExchangeBody))
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, prpwire.MaxExchangeBody))
 			return false, permanent{fmt.Errorf("%w: connect at %s: HTTP %d: %s", ErrRefused, url, resp.StatusCode, refusal(b))}
 		}
 		return false, fmt.Errorf("runner: connect at %s: %w", url, err)
 	}
-	conn.SetReadLimit(prp.DefaultMaxFrame)
+	conn.SetReadLimit(prpwire.DefaultMaxFrame)
 	defer conn.CloseNow()
-	if conn.Subprotocol() != prp.Subprotocol {
-		conn.Close(prp.CloseSubprotocol, "subprotocol "+prp.Subprotocol+" required")
-		return false, permanent{fmt.Errorf("runner: connect at %s: the controller did not negotiate %s", url, prp.Subprotocol)}
+	if conn.Subprotocol() != prpwire.Subprotocol {
+		conn.Close(prpwire.CloseSubprotocol, "subprotocol "+prpwire.Subprotocol+" required")
+		return false, permanent{fmt.Errorf("runner: connect at %s: the controller did not negotiate %s", url, prpwire.Subprotocol)}
 	}
 	w, err := r.handshake(ctx, conn, cred)
 	if err != nil {
@@ -82,7 +83,7 @@ func (r *Runner) session(ctx context.Context) (welcomed bool, _ error) {
 	}
 	conn.SetReadLimit(int64(w.MaxFrame))
 	if err := r.out.Ack(w.EventAck); err != nil {
-		conn.Close(prp.CloseProtocolError, "event ack beyond the last event")
+		conn.Close(prpwire.CloseProtocolError, "event ack beyond the last event")
 		return true, err
 	}
 	r.out.setLimit(min(r.opts.MaxUnackedBytes, w.MaxUnackedBytes))
@@ -112,7 +113,7 @@ func (r *Runner) session(ctx context.Context) (welcomed bool, _ error) {
 }
 
 // handshake sends the hello and reads and checks the welcome.
-func (r *Runner) handshake(ctx context.Context, conn *websocket.Conn, cred credentials) (prp.Welcome, error) {
+func (r *Runner) handshake(ctx context.Context, conn *websocket.Conn, cred credentials) (prpwire.Welcome, error) {
 	plat, err := r.opts.Platform(ctx)
 	if err != nil {
 		r.log.Warn("runner: platform not measured", "err", err)
@@ -121,49 +122,49 @@ func (r *Runner) handshake(ctx context.Context, conn *websocket.Conn, cred crede
 	r.mu.Lock()
 	lastCmd := r.lastQueued
 	r.mu.Unlock()
-	h := prp.Hello{MinVersion: prp.MinVersion, MaxVersion: prp.MaxVersion, RunnerVersion: r.opts.Version,
+	h := prp.Hello{MinVersion: prpwire.MinVersion, MaxVersion: prpwire.MaxVersion, RunnerVersion: r.opts.Version,
 		BinarySHA256: r.opts.BinarySHA256, Platform: plat, Capabilities: capabilities,
 		Resume: prp.Resume{LastCommandSeq: lastCmd, OldestUnackedEvent: oldest, NextEventSeq: next}}
-	if err := r.send(ctx, conn, prp.TypeHello, "hello", cred.Session, 0, h, prp.DefaultMaxFrame); err != nil {
-		return prp.Welcome{}, err
+	if err := r.send(ctx, conn, prpwire.TypeHello, "hello", cred.Session, 0, h, prpwire.DefaultMaxFrame); err != nil {
+		return prpwire.Welcome{}, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, welcomeTimeout)
 	defer cancel()
 	_, b, err := conn.Read(wctx)
 	if err != nil {
-		if websocket.CloseStatus(err) == prp.CloseVersionUnsupported || websocket.CloseStatus(err) == prp.CloseUnauthorized {
-			return prp.Welcome{}, permanent{fmt.Errorf("%w: %w", ErrRefused, err)}
+		if websocket.CloseStatus(err) == prpwire.CloseVersionUnsupported || websocket.CloseStatus(err) == prpwire.CloseUnauthorized {
+			return prpwire.Welcome{}, permanent{fmt.Errorf("%w: %w", ErrRefused, err)}
 		}
-		return prp.Welcome{}, fmt.Errorf("runner: waiting for the welcome: %w", err)
+		return prpwire.Welcome{}, fmt.Errorf("runner: waiting for the welcome: %w", err)
 	}
-	env, err := prp.DecodeFrame(b, prp.DefaultMaxFrame)
-	var w prp.Welcome
-	if err == nil && env.Type != prp.TypeWelcome {
-		err = fmt.Errorf("%w: got a %s before the welcome", prp.ErrFrame, env.Type)
+	env, err := prpwire.DecodeFrame(b, prpwire.DefaultMaxFrame)
+	var w prpwire.Welcome
+	if err == nil && env.Type != prpwire.TypeWelcome {
+		err = fmt.Errorf("%w: got a %s before the welcome", prpwire.ErrFrame, env.Type)
 	}
 	if err == nil {
-		err = prp.DecodeBody(env, &w)
+		err = prpwire.DecodeBody(env, &w)
 	}
-	if err == nil && (w.Version < prp.MinVersion || w.Version > prp.MaxVersion) {
-		err = fmt.Errorf("%w: welcome chose version %d", prp.ErrVersionUnsupported, w.Version)
+	if err == nil && (w.Version < prpwire.MinVersion || w.Version > prpwire.MaxVersion) {
+		err = fmt.Errorf("%w: welcome chose version %d", prpwire.ErrVersionUnsupported, w.Version)
 	}
 	if err == nil && w.Session != cred.Session {
-		err = fmt.Errorf("%w: welcome for session %q, token for %q", prp.ErrFrame, w.Session, cred.Session)
+		err = fmt.Errorf("%w: welcome for session %q, token for %q", prpwire.ErrFrame, w.Session, cred.Session)
 	}
 	if err != nil {
-		conn.Close(prp.CloseProtocolError, "bad welcome")
-		return prp.Welcome{}, fmt.Errorf("runner: welcome: %w", err)
+		conn.Close(prpwire.CloseProtocolError, "bad welcome")
+		return prpwire.Welcome{}, fmt.Errorf("runner: welcome: %w", err)
 	}
 	return w, nil
 }
 
-func (r *Runner) send(ctx context.Context, conn *websocket.Conn, t prp.Type, id, session string, seq uint64, body any, maxFrame int) error {
-	env, err := prp.NewEnvelope(prp.MaxVersion, t, id, session, body)
+func (r *Runner) send(ctx context.Context, conn *websocket.Conn, t prpwire.Type, id, session string, seq uint64, body any, maxFrame int) error {
+	env, err := prpwire.NewEnvelope(prpwire.MaxVersion, t, id, session, body)
 	if err != nil {
 		return err
 	}
 	env.Seq, env.Ack = seq, r.j.last()
-	frame, err := prp.EncodeFrame(env, maxFrame)
+	frame, err := prpwire.EncodeFrame(env, maxFrame)
 	if err != nil {
 		return err
 	}
@@ -173,10 +174,10 @@ func (r *Runner) send(ctx context.Context, conn *websocket.Conn, t prp.Type, id,
 // writer is the connection's only writer of data frames: it sends the
 // outbox from the welcome's ack on (replay after a reconnect, PRP-5), then
 // every new event, and acks commands.
-func (r *Runner) writer(ctx context.Context, conn *websocket.Conn, session string, w prp.Welcome) error {
+func (r *Runner) writer(ctx context.Context, conn *websocket.Conn, session string, w prpwire.Welcome) error {
 	sent := w.EventAck
 	ackedCmd := uint64(0)
-	binaryOut := prp.Has(w.Capabilities, prp.CapBinaryOutput)
+	binaryOut := prpwire.Has(w.Capabilities, prpwire.CapBinaryOutput)
 	var buf []byte // reused for every binary frame
 	for {
 		recs, changed := r.out.After(sent)
@@ -187,7 +188,7 @@ func (r *Runner) writer(ctx context.Context, conn *websocket.Conn, session strin
 				err = oerr
 			} else if isOutput && binaryOut {
 				typ = websocket.MessageBinary
-				buf, err = prp.AppendOutputFrame(buf[:0], prp.OutputFrame{Version: w.Version, Session: session, Seq: rec.seq, Ack: ack, TaskID: task, Output: out}, w.MaxFrame)
+				buf, err = prpwire.AppendOutputFrame(buf[:0], prpwire.OutputFrame{Version: w.Version, Session: session, Seq: rec.seq, Ack: ack, TaskID: task, Output: out}, w.MaxFrame)
 				frame = buf
 			} else {
 				body := rec.body
@@ -195,9 +196,9 @@ func (r *Runner) writer(ctx context.Context, conn *websocket.Conn, session strin
 					body, err = json.Marshal(prp.Event{Kind: prp.EventOutput, TaskID: task, Output: &out})
 				}
 				if err == nil {
-					env := prp.Envelope{Protocol: prp.Protocol, Version: w.Version, Type: prp.TypeEvent,
+					env := prpwire.Envelope{Protocol: prpwire.Protocol, Version: w.Version, Type: prpwire.TypeEvent,
 						ID: "e" + strconv.FormatUint(rec.seq, 10), Session: session, Seq: rec.seq, Ack: ack, Body: body}
-					frame, err = prp.EncodeFrame(env, w.MaxFrame)
+					frame, err = prpwire.EncodeFrame(env, w.MaxFrame)
 				}
 			}
 			if err != nil {
@@ -209,7 +210,7 @@ func (r *Runner) writer(ctx context.Context, conn *websocket.Conn, session strin
 			sent, ackedCmd = rec.seq, ack
 		}
 		if last := r.j.last(); last > ackedCmd {
-			if err := r.send(ctx, conn, prp.TypeAck, "a"+strconv.FormatUint(last, 10), session, 0, nil, w.MaxFrame); err != nil {
+			if err := r.send(ctx, conn, prpwire.TypeAck, "a"+strconv.FormatUint(last, 10), session, 0, nil, w.MaxFrame); err != nil {
 				return fmt.Errorf("runner: send ack: %w", err)
 			}
 			ackedCmd = last
@@ -225,7 +226,7 @@ func (r *Runner) writer(ctx context.Context, conn *websocket.Conn, session strin
 
 // heartbeat pings every heartbeat interval; a ping unanswered for the
 // dead-after interval ends the connection (PRP liveness).
-func (r *Runner) heartbeat(ctx context.Context, conn *websocket.Conn, w prp.Welcome) error {
+func (r *Runner) heartbeat(ctx context.Context, conn *websocket.Conn, w prpwire.Welcome) error {
 	t := time.NewTicker(w.Heartbeat)
 	defer t.Stop()
 	for {
@@ -238,7 +239,7 @@ func (r *Runner) heartbeat(ctx context.Context, conn *websocket.Conn, w prp.Welc
 		err := conn.Ping(pctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
-			conn.Close(prp.CloseDead, "no pong within dead-after")
+			conn.Close(prpwire.CloseDead, "no pong within dead-after")
 			return fmt.Errorf("runner: controller missed heartbeats: %w", err)
 		}
 	}
@@ -247,7 +248,7 @@ func (r *Runner) heartbeat(ctx context.Context, conn *websocket.Conn, w prp.Welc
 // reader reads frames until the connection ends: acks go to the outbox,
 // commands (checked for a contiguous seq) to the command queue, renewed
 // tokens to the credentials.
-func (r *Runner) reader(ctx context.Context, conn *websocket.Conn, session string, w prp.Welcome) error {
+func (r *Runner) reader(ctx context.Context, conn *websocket.Conn, session string, w prpwire.Welcome) error {
 	r.mu.Lock()
 	last := r.lastQueued
 	r.mu.Unlock()
@@ -256,52 +257,52 @@ func (r *Runner) reader(ctx context.Context, conn *websocket.Conn, session strin
 		if err != nil {
 			return fmt.Errorf("runner: read: %w", err)
 		}
-		env, err := prp.DecodeFrame(b, w.MaxFrame)
+		env, err := prpwire.DecodeFrame(b, w.MaxFrame)
 		if err == nil && env.Session != session {
-			err = fmt.Errorf("%w: frame for session %q", prp.ErrFrame, env.Session)
+			err = fmt.Errorf("%w: frame for session %q", prpwire.ErrFrame, env.Session)
 		}
 		if err != nil {
-			conn.Close(prp.CloseProtocolError, "bad frame")
+			conn.Close(prpwire.CloseProtocolError, "bad frame")
 			return fmt.Errorf("runner: %w", err)
 		}
 		if env.Ack > 0 {
 			if err := r.out.Ack(env.Ack); err != nil {
-				conn.Close(prp.CloseProtocolError, "ack beyond the last event")
+				conn.Close(prpwire.CloseProtocolError, "ack beyond the last event")
 				return err
 			}
 		}
 		switch env.Type {
-		case prp.TypeAck:
-		case prp.TypeCommand:
-			switch prp.CheckSeq(last, env.Seq) {
-			case prp.SeqGap:
-				conn.Close(prp.CloseSequenceGap, fmt.Sprintf("command seq %d after %d", env.Seq, last))
+		case prpwire.TypeAck:
+		case prpwire.TypeCommand:
+			switch prpwire.CheckSeq(last, env.Seq) {
+			case prpwire.SeqGap:
+				conn.Close(prpwire.CloseSequenceGap, fmt.Sprintf("command seq %d after %d", env.Seq, last))
 				return fmt.Errorf("runner: command seq %d after %d: gap", env.Seq, last)
-			case prp.SeqNext:
+			case prpwire.SeqNext:
 				last = env.Seq
 				r.mu.Lock()
 				r.lastQueued = last
 				r.mu.Unlock()
 			}
 			var c prp.Command
-			if err := prp.DecodeBody(env, &c); err != nil {
-				conn.Close(prp.CloseProtocolError, "bad command")
+			if err := prpwire.DecodeBody(env, &c); err != nil {
+				conn.Close(prpwire.CloseProtocolError, "bad command")
 				return fmt.Errorf("runner: %w", err)
 			}
 			r.queue.push(queued{seq: env.Seq, cmd: c})
-		case prp.TypeSecrets:
-			var sv prp.SecretValues
-			if err := prp.DecodeBody(env, &sv); err != nil {
-				conn.Close(prp.CloseProtocolError, "bad secrets frame")
+		case prpwire.TypeSecrets:
+			var sv prpwire.SecretValues
+			if err := prpwire.DecodeBody(env, &sv); err != nil {
+				conn.Close(prpwire.CloseProtocolError, "bad secrets frame")
 				// The error names fields and lengths, never a value.
 				return fmt.Errorf("runner: secrets frame: %w", err)
 			}
 			r.log.Debug("runner: secrets frame received", "command", sv.CommandID, "secrets", len(sv.Values), "code", sv.Code)
 			r.keepSecrets(sv)
-		case prp.TypeToken:
-			var tr prp.TokenRenewal
-			if err := prp.DecodeBody(env, &tr); err != nil || tr.Token == "" {
-				conn.Close(prp.CloseProtocolError, "bad token renewal")
+		case prpwire.TypeToken:
+			var tr prpwire.TokenRenewal
+			if err := prpwire.DecodeBody(env, &tr); err != nil || tr.Token == "" {
+				conn.Close(prpwire.CloseProtocolError, "bad token renewal")
 				return fmt.Errorf("runner: token renewal: %v", err)
 			}
 			r.mu.Lock()
@@ -314,14 +315,14 @@ func (r *Runner) reader(ctx context.Context, conn *websocket.Conn, session strin
 				r.cred.Run = tr.Run
 			default:
 				r.mu.Unlock()
-				conn.Close(prp.CloseProtocolError, "token renewal for another run")
+				conn.Close(prpwire.CloseProtocolError, "token renewal for another run")
 				return fmt.Errorf("runner: token renewal for run %q on a runner of run %q", tr.Run, run)
 			}
 			r.cred.Token, r.cred.ExpiresAt = tr.Token, tr.ExpiresAt // memory only
 			r.mu.Unlock()
 		default:
-			conn.Close(prp.CloseProtocolError, "unexpected "+string(env.Type))
-			return fmt.Errorf("runner: %w: unexpected %s", prp.ErrFrame, env.Type)
+			conn.Close(prpwire.CloseProtocolError, "unexpected "+string(env.Type))
+			return fmt.Errorf("runner: %w: unexpected %s", prpwire.ErrFrame, env.Type)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/runner"
 	"github.com/berthdev/berth/prp"
 )
@@ -25,16 +26,16 @@ import (
 type testController struct {
 	t      *testing.T
 	srv    *httptest.Server
-	store  *prp.MemoryTicketStore
-	x      *prp.Exchanger
+	store  prp.TicketStore
+	x      *prpwire.Exchanger
 	minV   int
 	maxV   int
-	limits prp.Welcome
+	limits prpwire.Welcome
 
 	mu          sync.Mutex
 	changed     chan struct{}
 	commands    []prp.Command // commands[i] has seq i+1
-	raw         []prp.Envelope
+	raw         []prpwire.Envelope
 	events      []prp.Event // events[i] has seq i+1
 	received    uint64      // highest contiguous event seq received
 	acked       uint64      // highest event seq acked to the runner
@@ -62,10 +63,10 @@ func newController(t *testing.T) *testController {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &testController{t: t, store: &prp.MemoryTicketStore{}, minV: prp.MinVersion, maxV: prp.MaxVersion, changed: make(chan struct{}), unackSize: map[uint64]int{}}
-	c.x = &prp.Exchanger{Store: c.store, Signer: signer}
-	c.limits = prp.Welcome{Heartbeat: time.Second, DeadAfter: 3 * time.Second, MaxFrame: prp.DefaultMaxFrame,
-		MaxOutputChunk: prp.DefaultMaxOutputChunk, MaxUnackedBytes: prp.DefaultMaxUnackedBytes, OrphanGrace: time.Minute}
+	c := &testController{t: t, store: prpwire.NewMemoryTicketStore(), minV: prpwire.MinVersion, maxV: prpwire.MaxVersion, changed: make(chan struct{}), unackSize: map[uint64]int{}}
+	c.x = &prpwire.Exchanger{Store: c.store, Signer: signer}
+	c.limits = prpwire.Welcome{Heartbeat: time.Second, DeadAfter: 3 * time.Second, MaxFrame: prpwire.DefaultMaxFrame,
+		MaxOutputChunk: prpwire.DefaultMaxOutputChunk, MaxUnackedBytes: prpwire.DefaultMaxUnackedBytes, OrphanGrace: time.Minute}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /prp/exchange", c.exchange)
 	mux.HandleFunc("GET /prp/connect", c.connect)
@@ -121,14 +122,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func (c *testController) exchange(w http.ResponseWriter, r *http.Request) {
-	var req prp.ExchangeRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, prp.MaxExchangeBody)).Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, prp.ErrorResponse{Code: "bad_request", Message: "not an exchange request"})
+	var req prpwire.ExchangeRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, prpwire.MaxExchangeBody)).Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, prpwire.ErrorResponse{Code: "bad_request", Message: "not an exchange request"})
 		return
 	}
 	resp, _, err := c.x.Exchange(r.Context(), req, time.Now())
 	if err != nil {
-		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: prp.CodeOf(err), Message: err.Error()})
+		writeJSON(w, http.StatusUnauthorized, prpwire.ErrorResponse{Code: prpwire.CodeOf(err), Message: err.Error()})
 		return
 	}
 	c.mu.Lock()
@@ -154,12 +155,12 @@ func (c *testController) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Authenticate before Accept.
-	claims, err := c.x.Signer.Verify(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), time.Now())
+	claims, err := prpwire.Verify(c.x.Signer, strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), time.Now())
 	if err != nil {
-		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: prp.CodeOf(err), Message: err.Error()})
+		writeJSON(w, http.StatusUnauthorized, prpwire.ErrorResponse{Code: prpwire.CodeOf(err), Message: err.Error()})
 		return
 	}
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{prp.Subprotocol},
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{prpwire.Subprotocol},
 		OnPingReceived: func(context.Context, []byte) bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
@@ -169,8 +170,8 @@ func (c *testController) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer conn.CloseNow()
-	if conn.Subprotocol() != prp.Subprotocol {
-		conn.Close(prp.CloseSubprotocol, "subprotocol required")
+	if conn.Subprotocol() != prpwire.Subprotocol {
+		conn.Close(prpwire.CloseSubprotocol, "subprotocol required")
 		return
 	}
 	conn.SetReadLimit(int64(c.limits.MaxFrame))
@@ -179,28 +180,28 @@ func (c *testController) connect(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	env, err := prp.DecodeFrame(b, c.limits.MaxFrame)
+	env, err := prpwire.DecodeFrame(b, c.limits.MaxFrame)
 	var h prp.Hello
 	if err == nil {
-		err = prp.DecodeBody(env, &h)
+		err = prpwire.DecodeBody(env, &h)
 	}
-	if err != nil || env.Type != prp.TypeHello {
-		conn.Close(prp.CloseProtocolError, "hello expected")
+	if err != nil || env.Type != prpwire.TypeHello {
+		conn.Close(prpwire.CloseProtocolError, "hello expected")
 		return
 	}
-	v, err := prp.Negotiate(h.MinVersion, h.MaxVersion, c.minV, c.maxV)
+	v, err := prpwire.Negotiate(h.MinVersion, h.MaxVersion, c.minV, c.maxV)
 	c.mu.Lock()
 	c.hellos = append(c.hellos, h)
 	c.notify()
 	c.mu.Unlock()
 	if err != nil {
-		conn.Close(prp.CloseVersionUnsupported, string(prp.CodeOf(err)))
+		conn.Close(prpwire.CloseVersionUnsupported, string(prpwire.CodeOf(err)))
 		return
 	}
 	c.mu.Lock()
 	wel := c.limits
 	wel.Version, wel.Session, wel.EventAck, wel.NextCommandSeq = v, claims.Session, c.acked, h.Resume.LastCommandSeq+1
-	wel.Capabilities = prp.GrantCapabilities(h.Capabilities, []prp.Capability{prp.CapTasks, prp.CapStopProof, prp.CapStdin})
+	wel.Capabilities = prpwire.GrantCapabilities(h.Capabilities, []prp.Capability{prpwire.CapTasks, prpwire.CapStopProof, prpwire.CapStdin})
 	wel.TokenExpiry = claims.ExpiresAt
 	c.received = c.acked // unacked events will be replayed
 	c.conn = conn
@@ -208,7 +209,7 @@ func (c *testController) connect(w http.ResponseWriter, r *http.Request) {
 	c.lastSession = claims.Session
 	c.notify()
 	c.mu.Unlock()
-	if err := c.send(ctx, conn, prp.TypeWelcome, claims.Session, 0, wel); err != nil {
+	if err := c.send(ctx, conn, prpwire.TypeWelcome, claims.Session, 0, wel); err != nil {
 		return
 	}
 	sctx, cancel := context.WithCancel(ctx)
@@ -217,8 +218,8 @@ func (c *testController) connect(w http.ResponseWriter, r *http.Request) {
 	c.readEvents(sctx, conn, claims.Session)
 }
 
-func (c *testController) send(ctx context.Context, conn *websocket.Conn, t prp.Type, session string, seq uint64, body any) error {
-	env, err := prp.NewEnvelope(prp.MaxVersion, t, fmt.Sprintf("m%d", time.Now().UnixNano()), session, body)
+func (c *testController) send(ctx context.Context, conn *websocket.Conn, t prpwire.Type, session string, seq uint64, body any) error {
+	env, err := prpwire.NewEnvelope(prpwire.MaxVersion, t, fmt.Sprintf("m%d", time.Now().UnixNano()), session, body)
 	if err != nil {
 		return err
 	}
@@ -226,11 +227,11 @@ func (c *testController) send(ctx context.Context, conn *websocket.Conn, t prp.T
 	return c.sendEnv(ctx, conn, env)
 }
 
-func (c *testController) sendEnv(ctx context.Context, conn *websocket.Conn, env prp.Envelope) error {
+func (c *testController) sendEnv(ctx context.Context, conn *websocket.Conn, env prpwire.Envelope) error {
 	c.mu.Lock()
 	env.Ack = c.acked
 	c.mu.Unlock()
-	b, err := prp.EncodeFrame(env, 0)
+	b, err := prpwire.EncodeFrame(env, 0)
 	if err != nil {
 		return err
 	}
@@ -247,7 +248,7 @@ func (c *testController) sendCommands(ctx context.Context, conn *websocket.Conn,
 		c.mu.Unlock()
 		for _, cmd := range cmds {
 			sent++
-			if err := c.send(ctx, conn, prp.TypeCommand, session, sent, cmd); err != nil {
+			if err := c.send(ctx, conn, prpwire.TypeCommand, session, sent, cmd); err != nil {
 				return
 			}
 		}
@@ -285,10 +286,10 @@ func (c *testController) readEvents(ctx context.Context, conn *websocket.Conn, s
 			c.mu.Unlock()
 			return
 		}
-		env, err := prp.DecodeFrame(b, c.limits.MaxFrame)
+		env, err := prpwire.DecodeFrame(b, c.limits.MaxFrame)
 		if err != nil || env.Session != session {
 			c.t.Errorf("controller: bad frame from the runner: %v", err)
-			conn.Close(prp.CloseProtocolError, "bad frame")
+			conn.Close(prpwire.CloseProtocolError, "bad frame")
 			return
 		}
 		c.mu.Lock()
@@ -299,13 +300,13 @@ func (c *testController) readEvents(ctx context.Context, conn *websocket.Conn, s
 			return
 		}
 		c.cmdAcked = max(c.cmdAcked, env.Ack)
-		if env.Type == prp.TypeEvent {
-			switch prp.CheckSeq(c.received, env.Seq) {
-			case prp.SeqGap:
+		if env.Type == prpwire.TypeEvent {
+			switch prpwire.CheckSeq(c.received, env.Seq) {
+			case prpwire.SeqGap:
 				c.t.Errorf("controller: event seq %d after %d", env.Seq, c.received)
-			case prp.SeqNext:
+			case prpwire.SeqNext:
 				var ev prp.Event
-				if err := prp.DecodeBody(env, &ev); err != nil {
+				if err := prpwire.DecodeBody(env, &ev); err != nil {
 					c.t.Errorf("controller: event %d: %v", env.Seq, err)
 				}
 				if int(env.Seq) == len(c.events)+1 {
@@ -353,7 +354,7 @@ func (c *testController) ackTo(ctx context.Context, conn *websocket.Conn, sessio
 		}
 	}
 	c.mu.Unlock()
-	_ = c.send(ctx, conn, prp.TypeAck, session, 0, nil)
+	_ = c.send(ctx, conn, prpwire.TypeAck, session, 0, nil)
 }
 
 // releaseAcks stops holding acks and acks everything received.
@@ -471,7 +472,7 @@ func (c *testController) output(task string, stream prp.Stream) []byte {
 }
 
 // sendRaw sends env once on the current (or next) connection.
-func (c *testController) sendRaw(env prp.Envelope) {
+func (c *testController) sendRaw(env prpwire.Envelope) {
 	c.mu.Lock()
 	c.raw = append(c.raw, env)
 	c.notify()

@@ -96,8 +96,8 @@
 // Output: a task's pipes are grown to 1 MiB and read as they fill, each
 // read taking what the pipe holds (up to the welcome's max output chunk)
 // without waiting for more. An output event is kept in the outbox as a
-// binary record and sent as a binary frame (prp.OutputFrame) when the
-// controller granted prp.CapBinaryOutput, else as a JSON envelope.
+// binary record and sent as a binary frame (prpwire.OutputFrame) when the
+// controller granted prpwire.CapBinaryOutput, else as a JSON envelope.
 //
 // Limits: a task that truncates the journal's tail (its last complete
 // lines) is not detected: a command whose every line it removed is sent

@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/qualification"
 )
 
@@ -58,7 +58,7 @@ type Options struct {
 	// Default: jittered exponential from 100 ms up to 10 s.
 	Backoff func(attempt int) time.Duration
 	// MaxUnackedBytes bounds the outbox before the first welcome and caps
-	// the welcome's bound. Default: prp.DefaultMaxUnackedBytes.
+	// the welcome's bound. Default: prpwire.DefaultMaxUnackedBytes.
 	MaxUnackedBytes int64
 	// StopGrace is the grace between SIGTERM and SIGKILL when the runner
 	// stops tasks itself (deadline, orphan grace, shutdown). Default: 5 s.
@@ -102,7 +102,7 @@ func (o *Options) withDefaults() (Options, error) {
 		out.Backoff = DefaultBackoff
 	}
 	if out.MaxUnackedBytes <= 0 {
-		out.MaxUnackedBytes = prp.DefaultMaxUnackedBytes
+		out.MaxUnackedBytes = prpwire.DefaultMaxUnackedBytes
 	}
 	if out.StopGrace <= 0 {
 		out.StopGrace = 5 * time.Second

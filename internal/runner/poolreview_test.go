@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/runner"
 	"github.com/berthdev/berth/prp"
 )
@@ -39,12 +40,12 @@ func poolTicket(t *testing.T, c *testController) string {
 func renew(t *testing.T, c *testController, session, run string) string {
 	t.Helper()
 	now := time.Now()
-	tok, err := c.x.Signer.Mint(prp.Claims{Lease: "lease-1", Run: run, Company: "co-1", Scope: prp.ScopeTask, Session: session, IssuedAt: now, ExpiresAt: now.Add(time.Hour)})
+	tok, err := prpwire.Mint(c.x.Signer, prpwire.Claims{Lease: "lease-1", Run: run, Company: "co-1", Scope: prp.ScopeTask, Session: session, IssuedAt: now, ExpiresAt: now.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := json.Marshal(prp.TokenRenewal{Token: tok, ExpiresAt: now.Add(time.Hour), Run: run})
-	c.sendRaw(prp.Envelope{Protocol: prp.Protocol, Version: 1, Type: prp.TypeToken, ID: "m-" + run, Body: body})
+	body, _ := json.Marshal(prpwire.TokenRenewal{Token: tok, ExpiresAt: now.Add(time.Hour), Run: run})
+	c.sendRaw(prpwire.Envelope{Protocol: prpwire.Protocol, Version: 1, Type: prpwire.TypeToken, ID: "m-" + run, Body: body})
 	return tok
 }
 

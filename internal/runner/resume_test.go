@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/runner"
 	"github.com/berthdev/berth/prp"
 )
@@ -70,7 +71,7 @@ func TestResumeAfterReconnect(t *testing.T) {
 func TestBackpressureEndToEnd(t *testing.T) {
 	t.Parallel()
 	c := newController(t)
-	c.limits.MaxFrame, c.limits.MaxOutputChunk, c.limits.MaxUnackedBytes = prp.MinMaxFrame, 4096, 64<<10
+	c.limits.MaxFrame, c.limits.MaxOutputChunk, c.limits.MaxUnackedBytes = prpwire.MinMaxFrame, 4096, 64<<10
 	c.holdAcks = true
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "finished")
@@ -145,8 +146,8 @@ func TestSequenceGapClosesAndResumes(t *testing.T) {
 	c.waitFor("the welcome", func() bool { return c.conns == 1 })
 	body, _ := json.Marshal(prp.SealCommand(prp.Command{ID: "gap", Kind: prp.CommandTaskStart, Lease: "lease-1", Run: "run-1",
 		TaskStart: &prp.TaskStart{TaskID: "tg", Argv: []string{"true"}}}))
-	c.sendRaw(prp.Envelope{Protocol: prp.Protocol, Version: 1, Type: prp.TypeCommand, ID: "m-gap", Seq: 5, Body: body})
-	c.waitFor("a close for the gap", func() bool { return slices.Contains(c.closes, prp.CloseSequenceGap) })
+	c.sendRaw(prpwire.Envelope{Protocol: prpwire.Protocol, Version: 1, Type: prpwire.TypeCommand, ID: "m-gap", Seq: 5, Body: body})
+	c.waitFor("a close for the gap", func() bool { return slices.Contains(c.closes, prpwire.CloseSequenceGap) })
 	c.command(startCmd("c1", "t1", "true"))
 	if res := c.waitResults("c1", 1)[0]; res.Status != prp.ResultDone {
 		t.Errorf("after the gap: %+v", res)
@@ -161,11 +162,11 @@ func TestSequenceGapClosesAndResumes(t *testing.T) {
 func TestFrameOverLimitCloses(t *testing.T) {
 	t.Parallel()
 	c := newController(t)
-	c.limits.MaxFrame, c.limits.MaxOutputChunk = prp.MinMaxFrame, 4096
+	c.limits.MaxFrame, c.limits.MaxOutputChunk = prpwire.MinMaxFrame, 4096
 	startRunner(t, c, t.TempDir(), runner.Options{Ticket: c.ticket("lease-1", prp.ScopeTask, time.Minute)})
 	c.waitFor("the welcome", func() bool { return c.conns == 1 })
-	body, _ := json.Marshal(prp.TokenRenewal{Token: strings.Repeat("x", prp.MinMaxFrame), ExpiresAt: time.Now()})
-	c.sendRaw(prp.Envelope{Protocol: prp.Protocol, Version: 1, Type: prp.TypeToken, ID: "m-big", Body: body})
+	body, _ := json.Marshal(prpwire.TokenRenewal{Token: strings.Repeat("x", prpwire.MinMaxFrame), ExpiresAt: time.Now()})
+	c.sendRaw(prpwire.Envelope{Protocol: prpwire.Protocol, Version: 1, Type: prpwire.TypeToken, ID: "m-big", Body: body})
 	c.waitFor("a close for the big frame", func() bool { return slices.Contains(c.closes, websocket.StatusMessageTooBig) })
 	c.waitFor("a reconnect", func() bool { return c.conns >= 2 })
 }

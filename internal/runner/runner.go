@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -42,14 +43,14 @@ type Runner struct {
 	haveCred    bool
 	tasks       map[string]*task
 	leaders     map[int]bool
-	welcome     prp.Welcome
+	welcome     prpwire.Welcome
 	welcomed    bool
 	connected   bool
 	orphanTimer *time.Timer
 	interrupted []journalEntry
 	// secrets holds the values of secrets frames until their task.start
 	// is handled (memory only: never journaled, logged or emitted).
-	secrets map[string]prp.SecretValues
+	secrets map[string]prpwire.SecretValues
 
 	queue *cmdQueue
 	// lastQueued is the highest command seq received on any connection of
@@ -107,7 +108,7 @@ func New(controllerURL, stateDir string, opts *Options) (*Runner, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("runner: state directory %s: %w", stateDir, err)
 	}
-	r := &Runner{base: base, dir: stateDir, opts: o, log: o.Logger, tasks: map[string]*task{}, secrets: map[string]prp.SecretValues{}, leaders: map[int]bool{}, queue: newCmdQueue(), ackNudge: make(chan struct{}, 1), chld: make(chan struct{})}
+	r := &Runner{base: base, dir: stateDir, opts: o, log: o.Logger, tasks: map[string]*task{}, secrets: map[string]prpwire.SecretValues{}, leaders: map[int]bool{}, queue: newCmdQueue(), ackNudge: make(chan struct{}, 1), chld: make(chan struct{})}
 	if r.id, err = runnerID(stateDir); err != nil {
 		return nil, err
 	}
@@ -245,7 +246,7 @@ func (r *Runner) bootstrap(ctx context.Context) (credentials, error) {
 	for attempt := 0; ; attempt++ {
 		c, err := r.credentialsFor(ctx)
 		if err == nil {
-			if len(c.StateKey) != prp.StateKeyLen {
+			if len(c.StateKey) != prpwire.StateKeyLen {
 				return credentials{}, fmt.Errorf("%w: the exchange sent no state key", ErrRefused)
 			}
 			return c, nil

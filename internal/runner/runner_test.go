@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/runner"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/qualification"
@@ -176,7 +177,7 @@ func TestTicketRefused(t *testing.T) {
 	t.Parallel()
 	c := newController(t)
 	replayed := c.ticket("lease-1", prp.ScopeTask, time.Minute)
-	if _, _, err := c.x.Exchange(context.Background(), prp.ExchangeRequest{Ticket: replayed, Lease: "lease-1"}, time.Now()); err != nil {
+	if _, _, err := c.x.Exchange(context.Background(), prpwire.ExchangeRequest{Ticket: replayed, Lease: "lease-1"}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	unknown, _ := prp.NewTicket()
@@ -215,7 +216,7 @@ func TestTicketRefused(t *testing.T) {
 func TestVersionNegotiationFails(t *testing.T) {
 	t.Parallel()
 	c := newController(t)
-	c.minV, c.maxV = prp.MaxVersion+1, prp.MaxVersion+2
+	c.minV, c.maxV = prpwire.MaxVersion+1, prpwire.MaxVersion+2
 	r, err := runner.New(c.URL(), t.TempDir(), &runner.Options{Lease: "lease-1", Ticket: c.ticket("lease-1", prp.ScopeTask, time.Minute), Backoff: fastBackoff})
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +238,7 @@ func TestInvalidTokenRefusedBeforeUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	tok, err := other.Mint(prp.Claims{Lease: "lease-1", Run: "run-1", Company: "co-1", Scope: prp.ScopeTask, Session: "s_x", IssuedAt: now, ExpiresAt: now.Add(time.Hour)})
+	tok, err := prpwire.Mint(other, prpwire.Claims{Lease: "lease-1", Run: "run-1", Company: "co-1", Scope: prp.ScopeTask, Session: "s_x", IssuedAt: now, ExpiresAt: now.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -150,7 +151,7 @@ func (r *Runner) pump(ctx context.Context, taskID string, stream prp.Stream, rd 
 	chunk := r.welcome.MaxOutputChunk
 	r.mu.Unlock()
 	if chunk <= 0 {
-		chunk = prp.DefaultMaxOutputChunk
+		chunk = prpwire.DefaultMaxOutputChunk
 	}
 	read := rd.Read
 	if f, ok := rd.(*os.File); ok {

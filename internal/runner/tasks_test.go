@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/runner"
 	"github.com/berthdev/berth/prp"
 )
@@ -109,12 +110,12 @@ func TestTokenRenewalIsKeptInMemoryOnly(t *testing.T) {
 	}
 	session := c.session()
 	now := time.Now()
-	tok, err := c.x.Signer.Mint(prp.Claims{Lease: "lease-1", Run: "run-1", Company: "co-1", Scope: prp.ScopeTask, Session: session, IssuedAt: now, ExpiresAt: now.Add(time.Hour)})
+	tok, err := prpwire.Mint(c.x.Signer, prpwire.Claims{Lease: "lease-1", Run: "run-1", Company: "co-1", Scope: prp.ScopeTask, Session: session, IssuedAt: now, ExpiresAt: now.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := json.Marshal(prp.TokenRenewal{Token: tok, ExpiresAt: now.Add(time.Hour)})
-	c.sendRaw(prp.Envelope{Protocol: prp.Protocol, Version: 1, Type: prp.TypeToken, ID: "m-tok", Body: body})
+	body, _ := json.Marshal(prpwire.TokenRenewal{Token: tok, ExpiresAt: now.Add(time.Hour)})
+	c.sendRaw(prpwire.Envelope{Protocol: prpwire.Protocol, Version: 1, Type: prpwire.TypeToken, ID: "m-tok", Body: body})
 	// The renewal is read before the next frame: a command after it is
 	// journaled only once the token is taken.
 	c.command(startCmd("c1", "t1", "true"))
@@ -186,12 +187,12 @@ func TestTokenRenewalForAnotherRunIsRefused(t *testing.T) {
 	c.waitFor("the welcome", func() bool { return c.conns == 1 })
 	session := c.session()
 	now := time.Now()
-	tok, err := c.x.Signer.Mint(prp.Claims{Lease: "lease-1", Run: "run-2", Company: "co-1", Scope: prp.ScopeTask, Session: session, IssuedAt: now, ExpiresAt: now.Add(time.Hour)})
+	tok, err := prpwire.Mint(c.x.Signer, prpwire.Claims{Lease: "lease-1", Run: "run-2", Company: "co-1", Scope: prp.ScopeTask, Session: session, IssuedAt: now, ExpiresAt: now.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := json.Marshal(prp.TokenRenewal{Token: tok, ExpiresAt: now.Add(time.Hour), Run: "run-2"})
-	c.sendRaw(prp.Envelope{Protocol: prp.Protocol, Version: 1, Type: prp.TypeToken, ID: "m-tok", Body: body})
+	body, _ := json.Marshal(prpwire.TokenRenewal{Token: tok, ExpiresAt: now.Add(time.Hour), Run: "run-2"})
+	c.sendRaw(prpwire.Envelope{Protocol: prpwire.Protocol, Version: 1, Type: prpwire.TypeToken, ID: "m-tok", Body: body})
 	c.waitFor("the reconnect", func() bool { return c.conns == 2 })
 	c.mu.Lock()
 	last := c.tokens[len(c.tokens)-1]

@@ -44,7 +44,7 @@ const (
 type AttachRequest struct {
 	// Scope is the runner's identity: prp.ScopeTask (the default) runs
 	// tasks; prp.ScopeProbe answers hello and refuses every task (PRP-8),
-	// its token lives at most prp.MaxProbeTokenTTL and is never renewed.
+	// its token lives at most prpwire.MaxProbeTokenTTL and is never renewed.
 	Scope prp.Scope
 	// Run is the run the session is for. Default: the lease's run, else a
 	// new id. A run that starts with prp.PoolRunPrefix is refused

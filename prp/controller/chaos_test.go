@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/runner"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/prp"
@@ -192,7 +193,7 @@ func TestChaosCutsAtSeededByteCounts(t *testing.T) {
 	// 4 KiB output chunks make frames of about 5.6 KiB, so that every
 	// connection's budget (8 to 24 KiB) carries at least one whole event
 	// past the upgrade and the hello: each connection makes progress.
-	s := newServer(t, serverOptions{Options: controller.Options{Store: store, Limits: prp.Welcome{MaxOutputChunk: 4 << 10}}})
+	s := newServer(t, serverOptions{Options: controller.Options{Store: store, Limits: prpwire.Welcome{MaxOutputChunk: 4 << 10}}})
 	proxy := newByteCutProxy(t, s.srv.Listener.Addr().String(), *chaosSeed, *chaosCuts, 8<<10, 24<<10)
 	s.url = "http://" + proxy.ln.Addr().String() + "/prp/"
 

@@ -17,6 +17,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 )
@@ -26,7 +27,7 @@ import (
 // collaborators (the Signer, the LeaseReader) and the SecretResolver hook
 // are New's arguments.
 type Options struct {
-	// Tickets holds bootstrap tickets. Default: a prp.MemoryTicketStore
+	// Tickets holds bootstrap tickets. Default: a prpwire.MemoryTicketStore
 	// (one process only; replicas need a shared store).
 	Tickets prp.TicketStore
 	// Store holds sessions, the command journal and event metadata.
@@ -41,12 +42,12 @@ type Options struct {
 	Authorizer authz.Authorizer
 	// Limits are the welcome's limits; Version, Session, EventAck,
 	// NextCommandSeq, Capabilities and TokenExpiry are ignored. Zero
-	// fields mean: heartbeat 10 s, dead after 30 s, prp.DefaultMaxFrame,
-	// prp.DefaultMaxOutputChunk, prp.DefaultMaxUnackedBytes, orphan grace
+	// fields mean: heartbeat 10 s, dead after 30 s, prpwire.DefaultMaxFrame,
+	// prpwire.DefaultMaxOutputChunk, prpwire.DefaultMaxUnackedBytes, orphan grace
 	// 5 min.
-	Limits prp.Welcome
+	Limits prpwire.Welcome
 	// TokenTTL is the lifetime of task tokens; they are renewed at half
-	// life while connected. Default: prp.DefaultTokenTTL.
+	// life while connected. Default: prpwire.DefaultTokenTTL.
 	TokenTTL time.Duration
 	// Poll is how often waiters and followers re-read the store besides
 	// this process's own notifications (other replicas' writes). Default:
@@ -64,7 +65,7 @@ type Options struct {
 	// are acked and discarded (counted in OutputUsage.Discarded), except a
 	// result of a command still waiting for one. Default: 1,000,000.
 	MaxSessionEvents int64
-	// JSONOutput withholds prp.CapBinaryOutput, so that runners send
+	// JSONOutput withholds prpwire.CapBinaryOutput, so that runners send
 	// output as JSON envelopes (base64) like runners that do not offer
 	// binary frames. Default: false (binary output frames are granted).
 	JSONOutput bool
@@ -90,8 +91,8 @@ type Controller struct {
 	signer  *prp.Signer
 	leases  LeaseReader
 	secrets SecretResolver
-	x       *prp.Exchanger
-	limits  prp.Welcome
+	x       *prpwire.Exchanger
+	limits  prpwire.Welcome
 	log     *slog.Logger
 	// grant is what a task session may be granted of what its runner
 	// offers.
@@ -148,7 +149,7 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 	}
 	c := &Controller{o: o, signer: signer, leases: leases, secrets: secrets, changed: make(chan struct{}), live: map[string]*liveConn{}, hellos: map[string]prp.Hello{}, attached: map[string]*attachment{}}
 	if c.o.Tickets == nil {
-		c.o.Tickets = &prp.MemoryTicketStore{}
+		c.o.Tickets = prpwire.NewMemoryTicketStore()
 	}
 	if c.o.Store == nil {
 		c.o.Store = &MemoryStore{}
@@ -164,7 +165,7 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 		c.o.Authorizer = authz.DefaultPolicy{}
 	}
 	if c.o.TokenTTL <= 0 {
-		c.o.TokenTTL = prp.DefaultTokenTTL
+		c.o.TokenTTL = prpwire.DefaultTokenTTL
 	}
 	c.o.MaxSessionOutput = cmp.Or(c.o.MaxSessionOutput, DefaultMaxSessionOutput)
 	c.o.MaxSessionEvents = cmp.Or(c.o.MaxSessionEvents, DefaultMaxSessionEvents)
@@ -178,20 +179,20 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 	l := c.o.Limits
 	l.Heartbeat = cmp.Or(l.Heartbeat, 10*time.Second)
 	l.DeadAfter = cmp.Or(l.DeadAfter, 3*l.Heartbeat)
-	l.MaxFrame = cmp.Or(l.MaxFrame, prp.DefaultMaxFrame)
-	l.MaxOutputChunk = cmp.Or(l.MaxOutputChunk, prp.DefaultMaxOutputChunk)
-	l.MaxUnackedBytes = cmp.Or(l.MaxUnackedBytes, prp.DefaultMaxUnackedBytes)
+	l.MaxFrame = cmp.Or(l.MaxFrame, prpwire.DefaultMaxFrame)
+	l.MaxOutputChunk = cmp.Or(l.MaxOutputChunk, prpwire.DefaultMaxOutputChunk)
+	l.MaxUnackedBytes = cmp.Or(l.MaxUnackedBytes, prpwire.DefaultMaxUnackedBytes)
 	l.OrphanGrace = cmp.Or(l.OrphanGrace, 5*time.Minute)
-	l.Version, l.Session, l.NextCommandSeq = prp.MaxVersion, "s_check", 1
+	l.Version, l.Session, l.NextCommandSeq = prpwire.MaxVersion, "s_check", 1
 	if err := l.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("controller: options: field Limits: %w", err)
 	}
 	c.limits = l
-	c.grant = []prp.Capability{prp.CapTasks, prp.CapStopProof, prp.CapStdin}
+	c.grant = []prp.Capability{prpwire.CapTasks, prpwire.CapStopProof, prpwire.CapStdin}
 	if !c.o.JSONOutput {
-		c.grant = append(c.grant, prp.CapBinaryOutput)
+		c.grant = append(c.grant, prpwire.CapBinaryOutput)
 	}
-	c.x = &prp.Exchanger{Store: c.o.Tickets, Signer: c.signer, TokenTTL: c.o.TokenTTL}
+	c.x = &prpwire.Exchanger{Store: c.o.Tickets, Signer: c.signer, TokenTTL: c.o.TokenTTL}
 	return c, taskStopper{c}, nil
 }
 
@@ -311,9 +312,9 @@ func (c *Controller) mintFor(ctx context.Context, l *lease.Lease, req TicketRequ
 // endpoint (the token in "Authorization: Bearer"). Anything else is 404.
 func (c *Controller) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
-	case path.Base(r.URL.Path) == prp.ExchangePath && r.Method == http.MethodPost:
+	case path.Base(r.URL.Path) == prpwire.ExchangePath && r.Method == http.MethodPost:
 		c.exchange(w, r)
-	case path.Base(r.URL.Path) == prp.ConnectPath && r.Method == http.MethodGet:
+	case path.Base(r.URL.Path) == prpwire.ConnectPath && r.Method == http.MethodGet:
 		c.connect(w, r)
 	default:
 		http.NotFound(w, r)
@@ -327,22 +328,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func (c *Controller) exchange(w http.ResponseWriter, r *http.Request) {
-	var req prp.ExchangeRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, prp.MaxExchangeBody))
+	var req prpwire.ExchangeRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, prpwire.MaxExchangeBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, prp.ErrorResponse{Code: prp.CodeBadRequest, Message: "the body is not an exchange request"})
+		writeJSON(w, http.StatusBadRequest, prpwire.ErrorResponse{Code: prpwire.CodeBadRequest, Message: "the body is not an exchange request"})
 		return
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	resp, claims, rec, err := c.x.ExchangeTicket(r.Context(), req, now)
 	if err != nil {
-		if code := prp.CodeOf(err); code != "" {
-			writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: code, Message: err.Error()})
+		if code := prpwire.CodeOf(err); code != "" {
+			writeJSON(w, http.StatusUnauthorized, prpwire.ErrorResponse{Code: code, Message: err.Error()})
 			return
 		}
 		c.log.Error("controller: exchange", "lease", req.Lease, "err", err)
-		writeJSON(w, http.StatusInternalServerError, prp.ErrorResponse{Code: prp.CodeInternal, Message: "the exchange failed"})
+		writeJSON(w, http.StatusInternalServerError, prpwire.ErrorResponse{Code: prpwire.CodeInternal, Message: "the exchange failed"})
 		return
 	}
 	if rec.Resume != "" {
@@ -351,7 +352,7 @@ func (c *Controller) exchange(w http.ResponseWriter, r *http.Request) {
 		s, err := c.o.Store.GetSession(r.Context(), rec.Resume)
 		if err != nil || s.Lease != claims.Lease || s.Run != claims.Run || s.Scope != claims.Scope || s.Company != claims.Company {
 			c.log.Warn("controller: exchange: no session for the resume ticket", "session", rec.Resume, "err", err)
-			writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: prp.CodeSessionUnknown, Message: "no session " + rec.Resume})
+			writeJSON(w, http.StatusUnauthorized, prpwire.ErrorResponse{Code: prpwire.CodeSessionUnknown, Message: "no session " + rec.Resume})
 			return
 		}
 		writeJSON(w, http.StatusOK, resp)
@@ -361,7 +362,7 @@ func (c *Controller) exchange(w http.ResponseWriter, r *http.Request) {
 		Ticket: rec.Hash.String(), Holder: rec.Holder}
 	if err := c.o.Store.CreateSession(r.Context(), s); err != nil {
 		c.log.Error("controller: exchange: create session", "lease", req.Lease, "err", err)
-		writeJSON(w, http.StatusInternalServerError, prp.ErrorResponse{Code: prp.CodeInternal, Message: "the exchange failed"})
+		writeJSON(w, http.StatusInternalServerError, prpwire.ErrorResponse{Code: prpwire.CodeInternal, Message: "the exchange failed"})
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -21,7 +22,7 @@ import (
 // PRP-5, PRP-6: a task's output is stored byte for byte (also bytes that
 // are not UTF-8), with its exit code, through the real runner over a real
 // WebSocket: in binary output frames when the controller grants
-// prp.CapBinaryOutput, and in JSON envelopes (base64) when it does not. A
+// prpwire.CapBinaryOutput, and in JSON envelopes (base64) when it does not. A
 // proxy counts the bytes the runner sends, which tells the two apart.
 func TestTaskOutputIsByteIdenticalWithItsExitCode(t *testing.T) {
 	t.Parallel()
@@ -39,8 +40,8 @@ func testTaskOutput(t *testing.T, jsonOutput bool) {
 	proxy := newByteCutProxy(t, s.srv.Listener.Addr().String(), 1, 0, 1, 2)
 	s.url = "http://" + proxy.ln.Addr().String() + "/prp/"
 	session := startRunner(t, s, prp.ScopeTask)
-	if h, ok, err := s.c.Hello(context.Background(), operator, session); err != nil || !ok || !prp.Has(h.Capabilities, prp.CapBinaryOutput) {
-		t.Fatalf("hello = %+v, want the runner to offer %s", h, prp.CapBinaryOutput)
+	if h, ok, err := s.c.Hello(context.Background(), operator, session); err != nil || !ok || !prpwire.Has(h.Capabilities, prpwire.CapBinaryOutput) {
+		t.Fatalf("hello = %+v, want the runner to offer %s", h, prpwire.CapBinaryOutput)
 	}
 	proxy.arm()
 	want := make([]byte, 300<<10)
@@ -243,7 +244,7 @@ func TestTicketReplayFailsAcrossReplicas(t *testing.T) {
 		t.Errorf("exchange of an expired ticket = %d %+v, want 401 ticket_expired", code, resp)
 	}
 	// A connect without a valid token is refused before the upgrade.
-	req, _ := http.NewRequest(http.MethodGet, a.URL()+prp.ConnectPath, nil)
+	req, _ := http.NewRequest(http.MethodGet, a.URL()+prpwire.ConnectPath, nil)
 	req.Header.Set("Authorization", "Bearer prpk1.k1.e30.AAAA")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -269,9 +270,9 @@ func exchange(t *testing.T, s *server, ticket, lease string) (int, exchangeResul
 }
 
 func exchangeBody(t *testing.T, s *server, ticket, lease string) (int, exchangeResult) {
-	b, _ := json.Marshal(prp.ExchangeRequest{Ticket: ticket, Lease: lease})
+	b, _ := json.Marshal(prpwire.ExchangeRequest{Ticket: ticket, Lease: lease})
 	var out exchangeResult
-	resp, err := http.Post(s.URL()+prp.ExchangePath, "application/json", bytes.NewReader(b))
+	resp, err := http.Post(s.URL()+prpwire.ExchangePath, "application/json", bytes.NewReader(b))
 	if err != nil {
 		t.Error(err)
 		return 0, out

@@ -41,7 +41,7 @@
 //     lease only, bound to its recorded company; a connect and every token
 //     renewal read the session's lease, so a session lives no longer than
 //     its lease on every replica (a renewed token never outlives it; a live
-//     connection whose lease ended is closed with prp.CloseUnauthorized);
+//     connection whose lease ended is closed as unauthorized);
 //     and a session or lease the principal may not read is refused as a
 //     missing one (ErrNotFound, one text), "denied" kept for what it can
 //     see.
@@ -178,6 +178,6 @@
 // reader stores on, so every sync covers all the events stored during the
 // previous one: the syncs batch themselves, one per event only when events
 // arrive slower than a sync takes. Output events from a runner granted
-// prp.CapBinaryOutput arrive as binary frames, parsed once into a reused
+// binary output arrive as binary frames, parsed once into a reused
 // buffer that goes to the sink without a copy.
 package controller

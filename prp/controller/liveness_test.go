@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 )
@@ -138,7 +139,7 @@ func waitState(t *testing.T, s *server, session, task string, want controller.Ta
 // and running again when the runner reconnects.
 func TestTasksReadUnknownWhileTheRunnerIsDisconnected(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, serverOptions{Options: controller.Options{Limits: prp.Welcome{Heartbeat: 200 * time.Millisecond, DeadAfter: time.Second}}})
+	s := newServer(t, serverOptions{Options: controller.Options{Limits: prpwire.Welcome{Heartbeat: 200 * time.Millisecond, DeadAfter: time.Second}}})
 	proxy := newGateProxy(t, s.srv.Listener.Addr().String())
 	s.url = "http://" + proxy.ln.Addr().String() + "/prp/"
 	session := startRunner(t, s, prp.ScopeTask)

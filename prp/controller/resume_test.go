@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 )
@@ -72,7 +73,7 @@ func TestOutputSurvivesCutConnections(t *testing.T) {
 	store := &controller.MemoryStore{}
 	// 16 KiB chunks: the 2 MB of output make over a hundred events, so
 	// that the cuts at events 3 to 15 come while it streams.
-	s := newServer(t, serverOptions{Options: controller.Options{Store: store, Limits: prp.Welcome{MaxOutputChunk: 16 << 10}}})
+	s := newServer(t, serverOptions{Options: controller.Options{Store: store, Limits: prpwire.Welcome{MaxOutputChunk: 16 << 10}}})
 	proxy := newCutProxy(t, s.srv.Listener.Addr().String())
 	s.url = "http://" + proxy.ln.Addr().String() + "/prp/"
 	session := startRunner(t, s, prp.ScopeTask)

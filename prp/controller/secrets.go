@@ -8,13 +8,14 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 )
 
 // ErrSecretsUnsupported is returned by Attachment.Start for a task with
 // secrets when the controller has no SecretResolver (New's secrets), or when the
 // session's runner, as last connected to this controller, did not offer
-// prp.CapSecrets.
+// prpwire.CapSecrets.
 var ErrSecretsUnsupported = errcode.New(errcode.Unsupported, "controller: no secret resolver: tasks with secrets are unsupported")
 
 // SecretTarget is what a task's secrets are resolved for: the session's
@@ -51,7 +52,7 @@ type SecretResolver interface {
 // SecretError is an error of a SecretResolver with a stable code (such as
 // a project auth check's mismatch, AUTH-2): the resolver's own sub-code
 // (handover.Code for berth's resolver), which travels to the runner in
-// prp.SecretValues.Code; errcode.Code of the error classifies it.
+// prpwire.SecretValues.Code; errcode.Code of the error classifies it.
 type SecretError interface {
 	error
 	SecretCode() string
@@ -85,9 +86,9 @@ func (c *Controller) checkSecrets(ctx context.Context, p authz.Principal, s Sess
 	if c.secrets == nil {
 		return fmt.Errorf("controller: command %q on session %s: %w", cmd.ID, s.ID, ErrSecretsUnsupported)
 	}
-	if h, ok := c.hello(s.ID); ok && !prp.Has(h.Capabilities, prp.CapSecrets) {
+	if h, ok := c.hello(s.ID); ok && !prpwire.Has(h.Capabilities, prpwire.CapSecrets) {
 		return fmt.Errorf("controller: command %q on session %s: %w: the runner (%s) does not offer capability %s",
-			cmd.ID, s.ID, ErrSecretsUnsupported, h.RunnerVersion, prp.CapSecrets)
+			cmd.ID, s.ID, ErrSecretsUnsupported, h.RunnerVersion, prpwire.CapSecrets)
 	}
 	if err := c.secrets.Check(ctx, p, targetOf(s), cmd.TaskStart.Secrets); err != nil {
 		return fmt.Errorf("controller: command %q on session %s: secrets: %w", cmd.ID, s.ID, err)
@@ -105,19 +106,19 @@ func (c *Controller) checkSecrets(ctx context.Context, p authz.Principal, s Sess
 // (a runner without its values refuses the command, prp.CodeSecretsMissing;
 // sending them again needs a new command). The claim is stored before the
 // frame is sent; a store error fails the connection (err).
-func (lc *liveConn) secretsFor(ctx context.Context, sess Session, r CommandRecord) (sv prp.SecretValues, ok bool, err error) {
+func (lc *liveConn) secretsFor(ctx context.Context, sess Session, r CommandRecord) (sv prpwire.SecretValues, ok bool, err error) {
 	ts := r.Command.TaskStart
 	if ts == nil || len(ts.Secrets) == 0 || r.Result != nil {
-		return prp.SecretValues{}, false, nil
+		return prpwire.SecretValues{}, false, nil
 	}
 	c := lc.c
 	claimed, err := c.o.Store.ClaimSecrets(ctx, sess.ID, r.Command.ID, time.Now().UTC())
 	if err != nil {
-		return prp.SecretValues{}, false, err
+		return prpwire.SecretValues{}, false, err
 	}
 	if !claimed {
 		c.log.Info("controller: secrets of a command went out before: not delivered again", "session", sess.ID, "command", r.Command.ID)
-		return prp.SecretValues{}, false, nil
+		return prpwire.SecretValues{}, false, nil
 	}
 	sv.CommandID = r.Command.ID
 	if c.secrets == nil {

@@ -1,10 +1,11 @@
-package prp
+package prpwire
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/berthdev/berth/prp"
 
 	"github.com/berthdev/berth/errcode"
 )
@@ -49,14 +50,14 @@ type Type string
 
 // The envelope types.
 const (
-	// TypeHello is the runner's first message (body Hello).
+	// TypeHello is the runner's first message (body prp.Hello).
 	TypeHello Type = "hello"
 	// TypeWelcome is the controller's answer to a hello (body Welcome).
 	TypeWelcome Type = "welcome"
-	// TypeCommand carries a Command on the controller's contiguous
+	// TypeCommand carries a prp.Command on the controller's contiguous
 	// sequence (Envelope.Seq).
 	TypeCommand Type = "command"
-	// TypeEvent carries an Event on the runner's contiguous sequence.
+	// TypeEvent carries an prp.Event on the runner's contiguous sequence.
 	TypeEvent Type = "event"
 	// TypeAck carries only a cumulative acknowledgement (Envelope.Ack).
 	TypeAck Type = "ack"
@@ -108,24 +109,6 @@ var ErrFrame = errcode.New(errcode.Invalid, "prp: invalid frame")
 // ErrFrameTooLarge is returned when a frame exceeds the maximum frame size.
 var ErrFrameTooLarge = errcode.New(errcode.Invalid, "prp: frame too large")
 
-// ValidID reports whether s is a valid message, session, command or task id:
-// 1-128 characters of [A-Za-z0-9._:-], starting with a letter or digit.
-func ValidID(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case i > 0 && (c == '.' || c == '_' || c == ':' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // Validate checks the envelope's header fields; it does not look into Body.
 func (e *Envelope) Validate() error {
 	switch {
@@ -133,9 +116,9 @@ func (e *Envelope) Validate() error {
 		return fmt.Errorf("%w: field protocol is %q, want %q", ErrFrame, e.Protocol, Protocol)
 	case e.Version < 1 || e.Version > 1000:
 		return fmt.Errorf("%w: field version %d is out of range", ErrFrame, e.Version)
-	case !ValidID(e.ID):
+	case !prp.ValidID(e.ID):
 		return fmt.Errorf("%w: field id %q is not a valid id", ErrFrame, e.ID)
-	case e.Session != "" && !ValidID(e.Session):
+	case e.Session != "" && !prp.ValidID(e.Session):
 		return fmt.Errorf("%w: field session %q is not a valid id", ErrFrame, e.Session)
 	}
 	switch e.Type {

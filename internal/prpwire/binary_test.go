@@ -1,9 +1,10 @@
-package prp
+package prpwire
 
 import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"github.com/berthdev/berth/prp"
 	"strings"
 	"testing"
 
@@ -16,7 +17,7 @@ import (
 func TestOutputFrameRoundTrip(t *testing.T) {
 	t.Parallel()
 	data := []byte{0xff, 0xfe, 'a', 0x00, 0xc3, 0x28, '\n'}
-	in := OutputFrame{Version: 1, Session: "s_1", Seq: 7, Ack: 3, TaskID: "task.1", Output: Output{Stream: Stderr, Offset: 1 << 40, Data: data}}
+	in := OutputFrame{Version: 1, Session: "s_1", Seq: 7, Ack: 3, TaskID: "task.1", Output: prp.Output{Stream: prp.Stderr, Offset: 1 << 40, Data: data}}
 	frame, err := AppendOutputFrame(nil, in, DefaultMaxFrame)
 	if err != nil {
 		t.Fatal(err)
@@ -35,8 +36,8 @@ func TestOutputFrameRoundTrip(t *testing.T) {
 		t.Error("Data was copied; want it to alias the frame")
 	}
 	ev := got.Event()
-	if err := ev.Validate(); err != nil || ev.Kind != EventOutput || ev.TaskID != "task.1" || !bytes.Equal(ev.Output.Data, data) {
-		t.Errorf("Event() = %+v, %v", ev, err)
+	if err := ev.Validate(); err != nil || ev.Kind != prp.EventOutput || ev.TaskID != "task.1" || !bytes.Equal(ev.Output.Data, data) {
+		t.Errorf("prp.Event() = %+v, %v", ev, err)
 	}
 	// Appending reuses dst's capacity.
 	buf := make([]byte, 0, 256)
@@ -48,7 +49,7 @@ func TestOutputFrameRoundTrip(t *testing.T) {
 
 func TestOutputFrameRejects(t *testing.T) {
 	t.Parallel()
-	good := OutputFrame{Version: 1, Session: "s_1", Seq: 1, TaskID: "t", Output: Output{Stream: Stdout, Data: []byte("x")}}
+	good := OutputFrame{Version: 1, Session: "s_1", Seq: 1, TaskID: "t", Output: prp.Output{Stream: prp.Stdout, Data: []byte("x")}}
 	valid, err := AppendOutputFrame(nil, good, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -99,18 +100,5 @@ func TestOutputFrameRejects(t *testing.T) {
 	big.Output.Data = make([]byte, MinMaxFrame)
 	if _, err := AppendOutputFrame(nil, big, MinMaxFrame); !errors.Is(err, ErrFrameTooLarge) {
 		t.Errorf("encode over the limit: err = %v, want ErrFrameTooLarge", err)
-	}
-}
-
-func TestValidID(t *testing.T) {
-	t.Parallel()
-	for s, want := range map[string]bool{
-		"a": true, "s_1": true, "A.b:c-d_e9": true, strings.Repeat("x", 128): true,
-		"": false, "_a": false, ".a": false, "-a": false, ":a": false, "a/b": false, "a b": false,
-		"a\n": false, "é": false, strings.Repeat("x", 129): false,
-	} {
-		if got := ValidID(s); got != want {
-			t.Errorf("ValidID(%q) = %v, want %v", s, got, want)
-		}
 	}
 }

@@ -1,7 +1,8 @@
-package prp
+package prpwire
 
 import (
 	"fmt"
+	"github.com/berthdev/berth/prp"
 
 	"github.com/berthdev/berth/errcode"
 )
@@ -25,8 +26,8 @@ func Negotiate(runnerMin, runnerMax, ctrlMin, ctrlMax int) (int, error) {
 
 // GrantCapabilities returns the capabilities in offered that the controller
 // supports, in the order offered, without duplicates.
-func GrantCapabilities(offered, supported []Capability) []Capability {
-	out := []Capability{}
+func GrantCapabilities(offered, supported []prp.Capability) []prp.Capability {
+	out := []prp.Capability{}
 	for _, c := range offered {
 		if Has(supported, c) && !Has(out, c) {
 			out = append(out, c)

@@ -1,4 +1,4 @@
-package prp_test
+package prpwire_test
 
 import (
 	"context"
@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/prptest"
 )
 
 func TestMemoryTicketStore(t *testing.T) {
-	prptest.RunTicketStoreTests(t, func(*testing.T) prp.TicketStore { return &prp.MemoryTicketStore{} })
+	prptest.RunTicketStoreTests(t, func(*testing.T) prp.TicketStore { return prpwire.NewMemoryTicketStore() })
 }
 
 func TestParseTicket(t *testing.T) {
@@ -49,37 +50,37 @@ func newSigner(t *testing.T, current string) *prp.Signer {
 func TestTokens(t *testing.T) {
 	t.Parallel()
 	now := time.Now().UTC().Truncate(time.Second)
-	c := prp.Claims{Lease: "lease-1", Run: "run-1", Company: "co-1", Scope: prp.ScopeTask, Session: "s_1", IssuedAt: now, ExpiresAt: now.Add(time.Minute)}
+	c := prpwire.Claims{Lease: "lease-1", Run: "run-1", Company: "co-1", Scope: prp.ScopeTask, Session: "s_1", IssuedAt: now, ExpiresAt: now.Add(time.Minute)}
 	s1 := newSigner(t, "k1")
-	tok, err := s1.Mint(c)
+	tok, err := prpwire.Mint(s1, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s1.Verify(tok, now)
+	got, err := prpwire.Verify(s1, tok, now)
 	if err != nil || got != c {
 		t.Fatalf("Verify = %+v, %v; want %+v", got, err, c)
 	}
 	// Key rotation: a signer whose current key is k2 still verifies k1 tokens.
-	if _, err := newSigner(t, "k2").Verify(tok, now); err != nil {
+	if _, err := prpwire.Verify(newSigner(t, "k2"), tok, now); err != nil {
 		t.Errorf("Verify after rotation = %v", err)
 	}
-	if _, err := s1.Verify(tok, c.ExpiresAt); !errors.Is(err, prp.ErrTokenExpired) {
+	if _, err := prpwire.Verify(s1, tok, c.ExpiresAt); !errors.Is(err, prpwire.ErrTokenExpired) {
 		t.Errorf("Verify at expiry = %v, want ErrTokenExpired", err)
 	}
 	other, _ := prp.NewSigner("k1", map[string][]byte{"k1": []byte(strings.Repeat("x", 32))})
-	if _, err := other.Verify(tok, now); !errors.Is(err, prp.ErrTokenInvalid) {
+	if _, err := prpwire.Verify(other, tok, now); !errors.Is(err, prpwire.ErrTokenInvalid) {
 		t.Errorf("Verify with another key = %v, want ErrTokenInvalid", err)
 	}
 	parts := strings.Split(tok, ".")
 	forged := c
 	forged.Lease = "lease-2"
-	forgedTok, _ := newSigner(t, "k1").Mint(forged)
+	forgedTok, _ := prpwire.Mint(newSigner(t, "k1"), forged)
 	spliced := parts[0] + "." + parts[1] + "." + strings.Split(forgedTok, ".")[2] + "." + parts[3]
-	if _, err := s1.Verify(spliced, now); !errors.Is(err, prp.ErrTokenInvalid) {
+	if _, err := prpwire.Verify(s1, spliced, now); !errors.Is(err, prpwire.ErrTokenInvalid) {
 		t.Errorf("Verify of spliced claims = %v, want ErrTokenInvalid", err)
 	}
-	for _, bad := range []string{"", "prpk1.k1.x", tok + ".x", "prpk2" + tok[5:], strings.Repeat("a", prp.MaxTokenLen+1)} {
-		if _, err := s1.Verify(bad, now); !errors.Is(err, prp.ErrTokenMalformed) {
+	for _, bad := range []string{"", "prpk1.k1.x", tok + ".x", "prpk2" + tok[5:], strings.Repeat("a", prpwire.MaxTokenLen+1)} {
+		if _, err := prpwire.Verify(s1, bad, now); !errors.Is(err, prpwire.ErrTokenMalformed) {
 			t.Errorf("Verify(%.20q) = %v, want ErrTokenMalformed", bad, err)
 		}
 	}
@@ -92,12 +93,12 @@ func TestTokens(t *testing.T) {
 // and a probe token none.
 func TestClaimsAuthorize(t *testing.T) {
 	t.Parallel()
-	c := prp.Claims{Lease: "lease-1", Run: "run-1", Scope: prp.ScopeTask}
+	c := prpwire.Claims{Lease: "lease-1", Run: "run-1", Scope: prp.ScopeTask}
 	if err := c.Authorize("lease-1", "run-1"); err != nil {
 		t.Errorf("own lease and run: %v", err)
 	}
 	for _, lr := range [][2]string{{"lease-2", "run-1"}, {"lease-1", "run-2"}} {
-		if err := c.Authorize(lr[0], lr[1]); !errors.Is(err, prp.ErrScopeDenied) || prp.CodeOf(err) != "scope_denied" {
+		if err := c.Authorize(lr[0], lr[1]); !errors.Is(err, prp.ErrScopeDenied) || prpwire.CodeOf(err) != "scope_denied" {
 			t.Errorf("Authorize(%s, %s) = %v, want ErrScopeDenied", lr[0], lr[1], err)
 		}
 	}
@@ -113,8 +114,8 @@ func TestExchange(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	now := time.Now().UTC()
-	store := &prp.MemoryTicketStore{}
-	x := &prp.Exchanger{Store: store, Signer: newSigner(t, "k1")}
+	store := prpwire.NewMemoryTicketStore()
+	x := &prpwire.Exchanger{Store: store, Signer: newSigner(t, "k1")}
 	mint := func(lease string, scope prp.Scope, ttl time.Duration) prp.Ticket {
 		tk, err := prp.NewTicket()
 		if err != nil {
@@ -126,53 +127,53 @@ func TestExchange(t *testing.T) {
 		return tk
 	}
 	tk := mint("lease-1", prp.ScopeTask, time.Minute)
-	resp, claims, err := x.Exchange(ctx, prp.ExchangeRequest{Ticket: tk.String(), Lease: "lease-1"}, now)
+	resp, claims, err := x.Exchange(ctx, prpwire.ExchangeRequest{Ticket: tk.String(), Lease: "lease-1"}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := x.Signer.Verify(resp.Token, now)
+	got, err := prpwire.Verify(x.Signer, resp.Token, now)
 	if err != nil || got != claims || got.Lease != "lease-1" || got.Company != "co-1" || got.Session != resp.Session || resp.Scope != prp.ScopeTask {
 		t.Errorf("token claims = %+v, %v; response %+v", got, err, resp)
 	}
-	if !resp.ExpiresAt.Equal(now.Add(prp.DefaultTokenTTL)) {
-		t.Errorf("token expires %v, want %v", resp.ExpiresAt, now.Add(prp.DefaultTokenTTL))
+	if !resp.ExpiresAt.Equal(now.Add(prpwire.DefaultTokenTTL)) {
+		t.Errorf("token expires %v, want %v", resp.ExpiresAt, now.Add(prpwire.DefaultTokenTTL))
 	}
-	_, _, err = x.Exchange(ctx, prp.ExchangeRequest{Ticket: tk.String(), Lease: "lease-1"}, now)
-	if prp.CodeOf(err) != "ticket_replayed" {
-		t.Errorf("replay: %v (code %q), want ticket_replayed", err, prp.CodeOf(err))
+	_, _, err = x.Exchange(ctx, prpwire.ExchangeRequest{Ticket: tk.String(), Lease: "lease-1"}, now)
+	if prpwire.CodeOf(err) != "ticket_replayed" {
+		t.Errorf("replay: %v (code %q), want ticket_replayed", err, prpwire.CodeOf(err))
 	}
 	if strings.Contains(err.Error(), tk.String()[6:]) {
 		t.Errorf("the error quotes the ticket: %v", err)
 	}
 	exp := mint("lease-1", prp.ScopeTask, time.Second)
-	if _, _, err := x.Exchange(ctx, prp.ExchangeRequest{Ticket: exp.String(), Lease: "lease-1"}, now.Add(2*time.Second)); prp.CodeOf(err) != "ticket_expired" {
+	if _, _, err := x.Exchange(ctx, prpwire.ExchangeRequest{Ticket: exp.String(), Lease: "lease-1"}, now.Add(2*time.Second)); prpwire.CodeOf(err) != "ticket_expired" {
 		t.Errorf("expired: %v, want ticket_expired", err)
 	}
 	foreign := mint("lease-2", prp.ScopeTask, time.Minute)
-	if _, _, err := x.Exchange(ctx, prp.ExchangeRequest{Ticket: foreign.String(), Lease: "lease-1"}, now); prp.CodeOf(err) != "ticket_foreign" {
+	if _, _, err := x.Exchange(ctx, prpwire.ExchangeRequest{Ticket: foreign.String(), Lease: "lease-1"}, now); prpwire.CodeOf(err) != "ticket_foreign" {
 		t.Errorf("foreign: %v, want ticket_foreign", err)
 	}
 	unknown, _ := prp.NewTicket()
-	if _, _, err := x.Exchange(ctx, prp.ExchangeRequest{Ticket: unknown.String(), Lease: "lease-1"}, now); prp.CodeOf(err) != "ticket_unknown" {
+	if _, _, err := x.Exchange(ctx, prpwire.ExchangeRequest{Ticket: unknown.String(), Lease: "lease-1"}, now); prpwire.CodeOf(err) != "ticket_unknown" {
 		t.Errorf("unknown: %v, want ticket_unknown", err)
 	}
 	// PRP-8: a probe identity is short-lived and never renewed.
 	probe := mint("lease-1", prp.ScopeProbe, time.Minute)
-	presp, pclaims, err := x.Exchange(ctx, prp.ExchangeRequest{Ticket: probe.String(), Lease: "lease-1"}, now)
+	presp, pclaims, err := x.Exchange(ctx, prpwire.ExchangeRequest{Ticket: probe.String(), Lease: "lease-1"}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if presp.Scope != prp.ScopeProbe || presp.ExpiresAt.After(now.Add(prp.MaxProbeTokenTTL)) {
-		t.Errorf("probe token: scope %s, expires %v; want probe within %v", presp.Scope, presp.ExpiresAt, prp.MaxProbeTokenTTL)
+	if presp.Scope != prp.ScopeProbe || presp.ExpiresAt.After(now.Add(prpwire.MaxProbeTokenTTL)) {
+		t.Errorf("probe token: scope %s, expires %v; want probe within %v", presp.Scope, presp.ExpiresAt, prpwire.MaxProbeTokenTTL)
 	}
 	if _, _, err := x.Renew(pclaims, now, time.Time{}); !errors.Is(err, prp.ErrScopeDenied) {
 		t.Errorf("Renew of a probe token = %v, want ErrScopeDenied", err)
 	}
 	tok2, c2, err := x.Renew(claims, now.Add(time.Minute), time.Time{})
-	if err != nil || !c2.ExpiresAt.Equal(now.Add(time.Minute+prp.DefaultTokenTTL)) || c2.Session != claims.Session {
+	if err != nil || !c2.ExpiresAt.Equal(now.Add(time.Minute+prpwire.DefaultTokenTTL)) || c2.Session != claims.Session {
 		t.Errorf("Renew = %+v, %v", c2, err)
 	}
-	if _, err := x.Signer.Verify(tok2, now.Add(time.Minute)); err != nil {
+	if _, err := prpwire.Verify(x.Signer, tok2, now.Add(time.Minute)); err != nil {
 		t.Errorf("renewed token: %v", err)
 	}
 }

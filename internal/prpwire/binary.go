@@ -1,17 +1,18 @@
-package prp
+package prpwire
 
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/berthdev/berth/prp"
 	"math"
 )
 
 // CapBinaryOutput gates binary output frames: when the runner offers it in
-// the Hello and the controller grants it in the Welcome, the runner sends
+// the prp.Hello and the controller grants it in the Welcome, the runner sends
 // every output event as a binary WebSocket message (an OutputFrame) instead
 // of a JSON envelope with base64 data; every other message stays JSON. A
 // session without the grant uses JSON for output too.
-const CapBinaryOutput Capability = "binary_output"
+const CapBinaryOutput prp.Capability = "binary_output"
 
 // OutputFrame is an output event in a binary frame (CapBinaryOutput). On
 // the wire it is a fixed header followed by the two ids and the bytes; all
@@ -29,8 +30,8 @@ const CapBinaryOutput Capability = "binary_output"
 //	24  8   offset of Data in the stream (0..2^63-1)
 //	32  -   session id, task id, then Data to the end of the frame
 //
-// The ids obey ValidID. The frame is the event Event{Kind: EventOutput,
-// TaskID, Output: &Output{Stream, Offset, Data}} with seq Seq; its message
+// The ids obey prp.ValidID. The frame is the event prp.Event{Kind: prp.EventOutput,
+// TaskID, Output: &prp.Output{Stream, Offset, Data}} with seq Seq; its message
 // id is implied ("e<seq>").
 type OutputFrame struct {
 	Version int
@@ -38,7 +39,7 @@ type OutputFrame struct {
 	Seq     uint64
 	Ack     uint64
 	TaskID  string
-	Output  Output
+	Output  prp.Output
 }
 
 // BinaryOutputKind is the first byte of an OutputFrame.
@@ -49,16 +50,16 @@ const BinaryOutputKind = 0x01
 const OutputFrameHeader = 32
 
 // Event returns the frame's event; its Data aliases the frame's.
-func (f *OutputFrame) Event() Event {
+func (f *OutputFrame) Event() prp.Event {
 	out := f.Output
-	return Event{Kind: EventOutput, TaskID: f.TaskID, Output: &out}
+	return prp.Event{Kind: prp.EventOutput, TaskID: f.TaskID, Output: &out}
 }
 
-func streamByte(s Stream) (byte, bool) {
+func streamByte(s prp.Stream) (byte, bool) {
 	switch s {
-	case Stdout:
+	case prp.Stdout:
 		return 1, true
-	case Stderr:
+	case prp.Stderr:
 		return 2, true
 	}
 	return 0, false
@@ -81,9 +82,9 @@ func AppendOutputFrame(dst []byte, f OutputFrame, maxFrame int) ([]byte, error) 
 	switch {
 	case f.Version < 1 || f.Version > math.MaxUint8:
 		return dst, fmt.Errorf("%w: output frame: field version %d is out of range", ErrFrame, f.Version)
-	case !ValidID(f.Session):
+	case !prp.ValidID(f.Session):
 		return dst, fmt.Errorf("%w: output frame: field session %q is not a valid id", ErrFrame, f.Session)
-	case !ValidID(f.TaskID):
+	case !prp.ValidID(f.TaskID):
 		return dst, fmt.Errorf("%w: output frame: field task_id %q is not a valid id", ErrFrame, f.TaskID)
 	case f.Seq == 0:
 		return dst, fmt.Errorf("%w: output frame: field seq must be positive", ErrFrame)
@@ -108,7 +109,7 @@ func AppendOutputFrame(dst []byte, f OutputFrame, maxFrame int) ([]byte, error) 
 
 // DecodeOutputFrame decodes and validates one binary frame of at most
 // maxFrame bytes (HardMaxFrame if maxFrame <= 0 or larger). It parses the
-// frame once and copies nothing: the returned Output.Data aliases frame.
+// frame once and copies nothing: the returned prp.Output.Data aliases frame.
 func DecodeOutputFrame(frame []byte, maxFrame int) (OutputFrame, error) {
 	if maxFrame <= 0 || maxFrame > HardMaxFrame {
 		maxFrame = HardMaxFrame
@@ -128,9 +129,9 @@ func DecodeOutputFrame(frame []byte, maxFrame int) (OutputFrame, error) {
 	f := OutputFrame{Version: int(frame[1])}
 	switch frame[2] {
 	case 1:
-		f.Output.Stream = Stdout
+		f.Output.Stream = prp.Stdout
 	case 2:
-		f.Output.Stream = Stderr
+		f.Output.Stream = prp.Stderr
 	default:
 		return OutputFrame{}, fmt.Errorf("%w: output frame: field stream %d is unknown", ErrFrame, frame[2])
 	}
@@ -151,9 +152,9 @@ func DecodeOutputFrame(frame []byte, maxFrame int) (OutputFrame, error) {
 		return OutputFrame{}, fmt.Errorf("%w: output frame: field seq must be positive", ErrFrame)
 	case off > math.MaxInt64:
 		return OutputFrame{}, fmt.Errorf("%w: output frame: field offset is out of range", ErrFrame)
-	case !ValidID(f.Session):
+	case !prp.ValidID(f.Session):
 		return OutputFrame{}, fmt.Errorf("%w: output frame: field session is not a valid id", ErrFrame)
-	case !ValidID(f.TaskID):
+	case !prp.ValidID(f.TaskID):
 		return OutputFrame{}, fmt.Errorf("%w: output frame: field task_id is not a valid id", ErrFrame)
 	}
 	f.Output.Offset = int64(off)

@@ -1,9 +1,10 @@
-package prp
+package prpwire
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/berthdev/berth/prp"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func mustEnvelope(t *testing.T, typ Type, seq uint64, body any) Envelope {
 func TestOutputBytesRoundTrip(t *testing.T) {
 	t.Parallel()
 	data := []byte{0xff, 0xfe, 'a', 0x00, 0xc3, 0x28, '\n'}
-	e := mustEnvelope(t, TypeEvent, 7, Event{Kind: EventOutput, TaskID: "t1", Output: &Output{Stream: Stdout, Offset: 42, Data: data}})
+	e := mustEnvelope(t, TypeEvent, 7, prp.Event{Kind: prp.EventOutput, TaskID: "t1", Output: &prp.Output{Stream: prp.Stdout, Offset: 42, Data: data}})
 	e.Ack = 3
 	frame, err := EncodeFrame(e, DefaultMaxFrame)
 	if err != nil {
@@ -41,7 +42,7 @@ func TestOutputBytesRoundTrip(t *testing.T) {
 	if got.Seq != 7 || got.Ack != 3 || got.Session != "s_1" || got.Protocol != Protocol {
 		t.Errorf("header = %+v", got)
 	}
-	var ev Event
+	var ev prp.Event
 	if err := DecodeBody(got, &ev); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func TestDecodeFrameRejects(t *testing.T) {
 // PRP-1: a frame over the limit is refused on both ends.
 func TestFrameOverLimit(t *testing.T) {
 	t.Parallel()
-	e := mustEnvelope(t, TypeEvent, 1, Event{Kind: EventOutput, TaskID: "t1", Output: &Output{Stream: Stdout, Data: make([]byte, 20000)}})
+	e := mustEnvelope(t, TypeEvent, 1, prp.Event{Kind: prp.EventOutput, TaskID: "t1", Output: &prp.Output{Stream: prp.Stdout, Data: make([]byte, 20000)}})
 	if _, err := EncodeFrame(e, MinMaxFrame); !errors.Is(err, ErrFrameTooLarge) {
 		t.Errorf("EncodeFrame over the limit = %v, want ErrFrameTooLarge", err)
 	}
@@ -91,60 +92,6 @@ func TestFrameOverLimit(t *testing.T) {
 	}
 	if _, err := DecodeFrame(frame, MinMaxFrame); !errors.Is(err, ErrFrameTooLarge) || CodeOf(err) != "frame_too_large" {
 		t.Errorf("DecodeFrame over the limit = %v (code %q), want ErrFrameTooLarge", err, CodeOf(err))
-	}
-}
-
-func validCommand() Command {
-	return SealCommand(Command{ID: "c1", Kind: CommandTaskStart, Lease: "lease-1", Run: "run-1",
-		TaskStart: &TaskStart{TaskID: "t1", Argv: []string{"sh", "-c", "echo hi"}, Env: map[string]string{"B": "2", "A": "1"}}})
-}
-
-// PRP-4: the digest depends on the body, not on map order or the digest field.
-func TestCommandDigest(t *testing.T) {
-	t.Parallel()
-	c := validCommand()
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	again := validCommand()
-	again.TaskStart.Env = map[string]string{"A": "1", "B": "2"}
-	if CommandDigest(again) != c.Digest {
-		t.Error("the same command body has another digest")
-	}
-	changed := validCommand()
-	changed.TaskStart.Argv = []string{"sh", "-c", "echo bye"}
-	if CommandDigest(changed) == c.Digest {
-		t.Error("a changed argv keeps the digest")
-	}
-	changed.Digest = c.Digest
-	if err := changed.Validate(); err == nil || !strings.Contains(err.Error(), "digest") {
-		t.Errorf("Validate with a stale digest = %v, want an error naming digest", err)
-	}
-}
-
-func TestCommandValidate(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name  string
-		edit  func(*Command)
-		field string
-	}{
-		{"bad id", func(c *Command) { c.ID = "" }, "id"},
-		{"bad lease", func(c *Command) { c.Lease = "a b" }, "lease"},
-		{"unknown kind", func(c *Command) { c.Kind = "rm" }, "kind"},
-		{"empty argv", func(c *Command) { c.TaskStart.Argv = nil }, "argv"},
-		{"two payloads", func(c *Command) { c.TaskStop = &TaskStop{TaskID: "t1"} }, "only payload"},
-		{"stop without payload", func(c *Command) { c.Kind = CommandTaskStop }, "task_stop"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			c := validCommand()
-			tc.edit(&c)
-			c = SealCommand(c)
-			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.field) {
-				t.Errorf("Validate = %v, want an error naming %q", err, tc.field)
-			}
-		})
 	}
 }
 
@@ -167,30 +114,10 @@ func TestWelcomeValidate(t *testing.T) {
 	}
 }
 
-func TestEventValidate(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		ev   Event
-		ok   bool
-	}{
-		{"output", Event{Kind: EventOutput, TaskID: "t1", Output: &Output{Stream: Stderr}}, true},
-		{"output of an unknown stream", Event{Kind: EventOutput, TaskID: "t1", Output: &Output{Stream: "fd3"}}, false},
-		{"exit without payload", Event{Kind: EventExit, TaskID: "t1"}, false},
-		{"result with an extra exit", Event{Kind: EventResult, Result: &Result{}, Exit: &Exit{}}, false},
-		{"started", Event{Kind: EventStarted, TaskID: "t1", PID: 9}, true},
-		{"proof without task", Event{Kind: EventProof, Proof: &StopProof{}}, false},
-	} {
-		if err := tc.ev.Validate(); (err == nil) != tc.ok {
-			t.Errorf("%s: Validate = %v, want ok=%v", tc.name, err, tc.ok)
-		}
-	}
-}
-
 func TestHelloRoundTrip(t *testing.T) {
 	t.Parallel()
-	h := Hello{MinVersion: 1, MaxVersion: 1, RunnerVersion: "v0.1", BinarySHA256: strings.Repeat("ab", 32),
-		Capabilities: []Capability{CapTasks}, Resume: Resume{LastCommandSeq: 4, OldestUnackedEvent: 9, NextEventSeq: 12}}
+	h := prp.Hello{MinVersion: 1, MaxVersion: 1, RunnerVersion: "v0.1", BinarySHA256: strings.Repeat("ab", 32),
+		Capabilities: []prp.Capability{CapTasks}, Resume: prp.Resume{LastCommandSeq: 4, OldestUnackedEvent: 9, NextEventSeq: 12}}
 	h.Platform = qualification.MustParsePlatform("linux/amd64 libc=glibc:2.36 kernel=6.1.0")
 	e := mustEnvelope(t, TypeHello, 0, h)
 	frame, err := EncodeFrame(e, 0)
@@ -201,7 +128,7 @@ func TestHelloRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h2 Hello
+	var h2 prp.Hello
 	if err := DecodeBody(got, &h2); err != nil {
 		t.Fatal(err)
 	}
@@ -243,8 +170,8 @@ func TestNegotiate(t *testing.T) {
 			t.Errorf("Negotiate(%d,%d,%d,%d) = %d, %v; want %d", tc.rmin, tc.rmax, tc.cmin, tc.cmax, got, err, tc.want)
 		}
 	}
-	got := GrantCapabilities([]Capability{CapStdin, CapTasks, CapTasks, "future"}, []Capability{CapTasks, CapStdin})
-	if diff := cmp.Diff([]Capability{CapStdin, CapTasks}, got); diff != "" {
+	got := GrantCapabilities([]prp.Capability{CapStdin, CapTasks, CapTasks, "future"}, []prp.Capability{CapTasks, CapStdin})
+	if diff := cmp.Diff([]prp.Capability{CapStdin, CapTasks}, got); diff != "" {
 		t.Errorf("GrantCapabilities (-want +got):\n%s", diff)
 	}
 }

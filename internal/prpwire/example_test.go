@@ -1,4 +1,4 @@
-package prp_test
+package prpwire_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -26,7 +27,7 @@ func ExampleExchanger() {
 	// parses it back.
 	parsed, err := prp.ParseTicket(ticket.String())
 	fmt.Println(parsed.Hash() == ticket.Hash(), err)
-	store := &prp.MemoryTicketStore{}
+	store := prpwire.NewMemoryTicketStore()
 	err = store.CreateTicket(ctx, prp.TicketRecord{
 		Hash: ticket.Hash(), Lease: "lease-1", Run: "run-1", Company: "acme",
 		Scope: prp.ScopeTask, CreatedAt: now, ExpiresAt: now.Add(time.Minute),
@@ -40,10 +41,10 @@ func ExampleExchanger() {
 		fmt.Println(err)
 		return
 	}
-	x := &prp.Exchanger{Store: store, Signer: signer}
+	x := &prpwire.Exchanger{Store: store, Signer: signer}
 
 	// The runner's half: present the ticket (its text) for the lease.
-	req := prp.ExchangeRequest{Ticket: ticket.String(), Lease: "lease-1"}
+	req := prpwire.ExchangeRequest{Ticket: ticket.String(), Lease: "lease-1"}
 	resp, claims, err := x.Exchange(ctx, req, now.Add(time.Second))
 	if err != nil {
 		fmt.Println(err)
@@ -53,7 +54,7 @@ func ExampleExchanger() {
 
 	// The same ticket again: refused, whoever presents it.
 	_, _, err = x.Exchange(ctx, req, now.Add(2*time.Second))
-	fmt.Println(errors.Is(err, prp.ErrTicketReplayed), prp.CodeOf(err))
+	fmt.Println(errors.Is(err, prp.ErrTicketReplayed), prpwire.CodeOf(err))
 	// Output:
 	// true <nil>
 	// true lease-1 run-1 acme task

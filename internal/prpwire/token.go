@@ -1,4 +1,4 @@
-package prp
+package prpwire
 
 import (
 	"crypto/hmac"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/prpkeys"
+	"github.com/berthdev/berth/prp"
 )
 
 // Token errors, each with a stable code (CodeOf).
@@ -22,14 +24,14 @@ var (
 	ErrTokenInvalid = errcode.New(errcode.AuthFailed, "prp: token invalid")
 	// ErrTokenExpired: the token's expiry has passed.
 	ErrTokenExpired = errcode.New(errcode.AuthFailed, "prp: token expired")
-	// ErrScopeDenied: a command for another lease or run than the token's,
-	// or a task under a probe identity (PRP-7, PRP-8).
-	ErrScopeDenied = errcode.New(errcode.Denied, "prp: scope denied")
 )
 
 // DefaultTokenTTL is the default lifetime of a task-scoped connection token;
 // the controller renews it while the runner is connected.
 const DefaultTokenTTL = 15 * time.Minute
+
+// MaxProbeTokenTTL is the longest a probe-scoped token lives.
+const MaxProbeTokenTTL = 2 * time.Minute
 
 // MaxTokenLen bounds a token's text form.
 const MaxTokenLen = 2048
@@ -44,7 +46,7 @@ type Claims struct {
 	Lease     string    `json:"lease"`
 	Run       string    `json:"run"`
 	Company   string    `json:"company"`
-	Scope     Scope     `json:"scope"`
+	Scope     prp.Scope `json:"scope"`
 	Session   string    `json:"session"`
 	IssuedAt  time.Time `json:"iat"`
 	ExpiresAt time.Time `json:"exp"`
@@ -53,7 +55,7 @@ type Claims struct {
 // Validate checks the claims' fields.
 func (c *Claims) Validate() error {
 	switch {
-	case !ValidID(c.Lease) || !ValidID(c.Run) || !ValidID(c.Company) || !ValidID(c.Session):
+	case !prp.ValidID(c.Lease) || !prp.ValidID(c.Run) || !prp.ValidID(c.Company) || !prp.ValidID(c.Session):
 		return errors.New("claims: fields lease, run, company and session must be valid ids")
 	case !c.Scope.Valid():
 		return fmt.Errorf("claims: field scope %q is unknown", c.Scope)
@@ -64,76 +66,60 @@ func (c *Claims) Validate() error {
 }
 
 // Authorize returns nil if a command for lease and run is in the claims'
-// scope, else ErrScopeDenied naming the command's lease and run. A probe
-// scope authorizes no command.
+// scope, else prp.ErrScopeDenied naming the command's lease and run. A
+// probe scope authorizes no command.
 func (c *Claims) Authorize(lease, run string) error {
-	if c.Scope != ScopeTask {
-		return fmt.Errorf("%w: a %s identity runs no command", ErrScopeDenied, c.Scope)
+	if c.Scope != prp.ScopeTask {
+		return fmt.Errorf("%w: a %s identity runs no command", prp.ErrScopeDenied, c.Scope)
 	}
 	if lease != c.Lease || run != c.Run {
-		return fmt.Errorf("%w: command for lease %q run %q on a connection for another lease or run", ErrScopeDenied, lease, run)
+		return fmt.Errorf("%w: command for lease %q run %q on a connection for another lease or run", prp.ErrScopeDenied, lease, run)
 	}
 	return nil
 }
 
-// Signer mints and verifies connection tokens with HMAC-SHA-256 under named
-// keys. The current key signs; every key verifies, so keys can rotate. A
-// Signer is safe for concurrent use and never changes after NewSigner.
-type Signer struct {
-	current string
-	keys    map[string][]byte
+// keysOf returns s's keys; a nil Signer has none.
+func keysOf(s *prp.Signer) *prpkeys.Keys {
+	if k := prpkeys.Of(s); k != nil {
+		return k
+	}
+	return &prpkeys.Keys{}
 }
 
-// NewSigner returns a Signer that signs with keys[current] and verifies
-// with any key. Key ids are 1-32 characters of [A-Za-z0-9_-]; keys are at
-// least 32 bytes.
-func NewSigner(current string, keys map[string][]byte) (*Signer, error) {
-	s := &Signer{current: current, keys: map[string][]byte{}}
-	for kid, k := range keys {
-		if !kidRE.MatchString(kid) {
-			return nil, fmt.Errorf("prp: signer: key id %q is invalid", kid)
-		}
-		if len(k) < 32 {
-			return nil, fmt.Errorf("prp: signer: key %q is shorter than 32 bytes", kid)
-		}
-		s.keys[kid] = append([]byte(nil), k...)
-	}
-	if _, ok := s.keys[current]; !ok {
-		return nil, fmt.Errorf("prp: signer: current key %q is not among the keys", current)
-	}
-	return s, nil
-}
-
-// Mint returns the text form of a token carrying c, signed with the current
+// Mint returns the text form of a token carrying c, signed with s's current
 // key.
-func (s *Signer) Mint(c Claims) (string, error) {
+func Mint(s *prp.Signer, c Claims) (string, error) {
 	if err := c.Validate(); err != nil {
 		return "", fmt.Errorf("prp: mint token: %w", err)
+	}
+	k := keysOf(s)
+	if k.ByID[k.Current] == nil {
+		return "", errors.New("prp: mint token: no signer")
 	}
 	c.IssuedAt, c.ExpiresAt = c.IssuedAt.UTC(), c.ExpiresAt.UTC()
 	payload, err := json.Marshal(c)
 	if err != nil {
 		return "", fmt.Errorf("prp: mint token: %w", err)
 	}
-	head := tokenPrefix + "." + s.current + "." + base64.RawURLEncoding.EncodeToString(payload)
-	tok := head + "." + base64.RawURLEncoding.EncodeToString(s.mac(s.current, head))
+	head := tokenPrefix + "." + k.Current + "." + base64.RawURLEncoding.EncodeToString(payload)
+	tok := head + "." + base64.RawURLEncoding.EncodeToString(mac(k, k.Current, head))
 	if len(tok) > MaxTokenLen {
 		return "", fmt.Errorf("prp: mint token: %d characters, limit %d", len(tok), MaxTokenLen)
 	}
 	return tok, nil
 }
 
-func (s *Signer) mac(kid, head string) []byte {
-	m := hmac.New(sha256.New, s.keys[kid])
+func mac(k *prpkeys.Keys, kid, head string) []byte {
+	m := hmac.New(sha256.New, k.ByID[kid])
 	m.Write([]byte(head))
 	return m.Sum(nil)
 }
 
-// Verify checks tok's signature and expiry at now and returns its claims:
-// ErrTokenMalformed, ErrTokenInvalid (unknown key, bad signature, bad
-// claims) or ErrTokenExpired. Errors never quote the token.
-func (s *Signer) Verify(tok string, now time.Time) (Claims, error) {
-	c, err := s.verifySignature(tok)
+// Verify checks tok's signature under s's keys and its expiry at now and
+// returns its claims: ErrTokenMalformed, ErrTokenInvalid (unknown key, bad
+// signature, bad claims) or ErrTokenExpired. Errors never quote the token.
+func Verify(s *prp.Signer, tok string, now time.Time) (Claims, error) {
+	c, err := verifySignature(keysOf(s), tok)
 	if err != nil {
 		return Claims{}, err
 	}
@@ -143,7 +129,7 @@ func (s *Signer) Verify(tok string, now time.Time) (Claims, error) {
 	return c, nil
 }
 
-func (s *Signer) verifySignature(tok string) (Claims, error) {
+func verifySignature(k *prpkeys.Keys, tok string) (Claims, error) {
 	if len(tok) > MaxTokenLen {
 		return Claims{}, fmt.Errorf("%w: longer than %d characters", ErrTokenMalformed, MaxTokenLen)
 	}
@@ -155,11 +141,11 @@ func (s *Signer) verifySignature(tok string) (Claims, error) {
 	if err != nil || len(sig) != sha256.Size {
 		return Claims{}, fmt.Errorf("%w: the mac is not base64url of %d bytes", ErrTokenMalformed, sha256.Size)
 	}
-	if _, ok := s.keys[parts[1]]; !ok {
+	if _, ok := k.ByID[parts[1]]; !ok {
 		return Claims{}, fmt.Errorf("%w: key id %q is unknown", ErrTokenInvalid, parts[1])
 	}
 	head := tok[:len(tok)-len(parts[3])-1]
-	if !hmac.Equal(sig, s.mac(parts[1], head)) {
+	if !hmac.Equal(sig, mac(k, parts[1], head)) {
 		return Claims{}, fmt.Errorf("%w: signature does not verify", ErrTokenInvalid)
 	}
 	payload, err := base64.RawURLEncoding.Strict().DecodeString(parts[2])
@@ -179,7 +165,7 @@ func (s *Signer) verifySignature(tok string) (Claims, error) {
 // StateKeyLen is the length of a session's state key (StateKey).
 const StateKeyLen = sha256.Size
 
-// StateKey returns the state key of session: the HMAC-SHA-256, under the
+// StateKey returns the state key of session: the HMAC-SHA-256, under s's
 // current signing key, of a fixed label and the session id. It is never
 // stored: every replica sharing the Signer's keys derives the same key,
 // and a resume exchange hands it to a restarted runner again. The runner
@@ -188,8 +174,9 @@ const StateKeyLen = sha256.Size
 // trusted. (Rotating the current key changes it: a runner resumed after a
 // rotation finds its older records unauthenticated and treats them as
 // lost, never as commands to run.)
-func (s *Signer) StateKey(session string) []byte {
-	m := hmac.New(sha256.New, s.keys[s.current])
+func StateKey(s *prp.Signer, session string) []byte {
+	k := keysOf(s)
+	m := hmac.New(sha256.New, k.ByID[k.Current])
 	m.Write([]byte("berth prp state key v1\x00"))
 	m.Write([]byte(session))
 	return m.Sum(nil)

@@ -1,10 +1,9 @@
-package prp
+package prpwire
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
+	"github.com/berthdev/berth/prp"
 	"time"
 )
 
@@ -30,12 +29,12 @@ type ExchangeResponse struct {
 	Token     string    `json:"token"`
 	ExpiresAt time.Time `json:"expires_at"`
 	Session   string    `json:"session"`
-	Scope     Scope     `json:"scope"`
+	Scope     prp.Scope `json:"scope"`
 	// Lease and Run are the scope the token grants; the runner refuses
 	// commands for anything else too (PRP-7).
 	Lease string `json:"lease"`
 	Run   string `json:"run"`
-	// Resume is true when the ticket was a resume ticket: Session is the
+	// prp.Resume is true when the ticket was a resume ticket: Session is the
 	// existing session the runner rejoins with its state directory.
 	Resume bool `json:"resume,omitempty"`
 	// StateKey is the session's state key (StateKeyLen bytes, base64 in
@@ -49,49 +48,49 @@ type ExchangeResponse struct {
 // 401 for ticket and token errors): a stable code and a message that
 // names no secret.
 type ErrorResponse struct {
-	Code    Code   `json:"code"`
-	Message string `json:"message"`
+	Code    prp.Code `json:"code"`
+	Message string   `json:"message"`
 }
 
 // Exchanger turns tickets into connection tokens (PRP-2). It is the
 // controller's half of the bootstrap, kept here so that every controller
 // (and a test's) exchanges the same way.
 type Exchanger struct {
-	Store  TicketStore
-	Signer *Signer
-	// TokenTTL is the token lifetime for ScopeTask (DefaultTokenTTL if
+	Store  prp.TicketStore
+	Signer *prp.Signer
+	// TokenTTL is the token lifetime for prp.ScopeTask (DefaultTokenTTL if
 	// zero); probe tokens live at most MaxProbeTokenTTL.
 	TokenTTL time.Duration
 }
 
 // Exchange consumes the ticket in req (one conditional store update) and
-// mints a token for a new session. Ticket errors are the store's
-// (ErrTicketUnknown, ErrTicketForeign, ErrTicketReplayed,
-// ErrTicketExpired) or ErrTicketMalformed; none quotes the ticket.
+// mints a token for a new session. prp.Ticket errors are the store's
+// (prp.ErrTicketUnknown, prp.ErrTicketForeign, prp.ErrTicketReplayed,
+// prp.ErrTicketExpired) or prp.ErrTicketMalformed; none quotes the ticket.
 func (x *Exchanger) Exchange(ctx context.Context, req ExchangeRequest, now time.Time) (ExchangeResponse, Claims, error) {
 	resp, c, _, err := x.ExchangeTicket(ctx, req, now)
 	return resp, c, err
 }
 
 // ExchangeTicket is Exchange that also returns the consumed ticket's
-// record (its Resume and Holder fields say what the session is). For a
-// resume ticket the token is for the record's Resume session and the
-// response says Resume; the caller checks that the session exists.
-func (x *Exchanger) ExchangeTicket(ctx context.Context, req ExchangeRequest, now time.Time) (ExchangeResponse, Claims, TicketRecord, error) {
-	t, err := ParseTicket(req.Ticket)
+// record (its prp.Resume and Holder fields say what the session is). For a
+// resume ticket the token is for the record's prp.Resume session and the
+// response says prp.Resume; the caller checks that the session exists.
+func (x *Exchanger) ExchangeTicket(ctx context.Context, req ExchangeRequest, now time.Time) (ExchangeResponse, Claims, prp.TicketRecord, error) {
+	t, err := prp.ParseTicket(req.Ticket)
 	if err != nil {
-		return ExchangeResponse{}, Claims{}, TicketRecord{}, err
+		return ExchangeResponse{}, Claims{}, prp.TicketRecord{}, err
 	}
-	if !ValidID(req.Lease) {
-		return ExchangeResponse{}, Claims{}, TicketRecord{}, fmt.Errorf("%w: field lease is not a valid id", ErrTicketMalformed)
+	if !prp.ValidID(req.Lease) {
+		return ExchangeResponse{}, Claims{}, prp.TicketRecord{}, fmt.Errorf("%w: field lease is not a valid id", prp.ErrTicketMalformed)
 	}
-	fresh, err := NewID("s")
+	fresh, err := prp.NewID("s")
 	if err != nil {
-		return ExchangeResponse{}, Claims{}, TicketRecord{}, err
+		return ExchangeResponse{}, Claims{}, prp.TicketRecord{}, err
 	}
 	r, err := x.Store.ConsumeTicket(ctx, t.Hash(), req.Lease, fresh, now)
 	if err != nil {
-		return ExchangeResponse{}, Claims{}, TicketRecord{}, err
+		return ExchangeResponse{}, Claims{}, prp.TicketRecord{}, err
 	}
 	session := fresh
 	if r.Resume != "" {
@@ -101,16 +100,16 @@ func (x *Exchanger) ExchangeTicket(ctx context.Context, req ExchangeRequest, now
 	if ttl <= 0 {
 		ttl = DefaultTokenTTL
 	}
-	if r.Scope == ScopeProbe {
+	if r.Scope == prp.ScopeProbe {
 		ttl = min(ttl, MaxProbeTokenTTL)
 	}
 	c := Claims{Lease: r.Lease, Run: r.Run, Company: r.Company, Scope: r.Scope, Session: session, IssuedAt: now, ExpiresAt: now.Add(ttl)}
-	tok, err := x.Signer.Mint(c)
+	tok, err := Mint(x.Signer, c)
 	if err != nil {
-		return ExchangeResponse{}, Claims{}, TicketRecord{}, err
+		return ExchangeResponse{}, Claims{}, prp.TicketRecord{}, err
 	}
 	resp := ExchangeResponse{Token: tok, ExpiresAt: c.ExpiresAt, Session: session, Scope: r.Scope, Lease: r.Lease, Run: r.Run,
-		Resume: r.Resume != "", StateKey: x.Signer.StateKey(session)}
+		Resume: r.Resume != "", StateKey: StateKey(x.Signer, session)}
 	return resp, c, r, nil
 }
 
@@ -119,12 +118,12 @@ func (x *Exchanger) ExchangeTicket(ctx context.Context, req ExchangeRequest, now
 // the session's lease); the controller sends it in a TypeToken while the
 // runner is connected.
 func (x *Exchanger) Renew(c Claims, now, notAfter time.Time) (string, Claims, error) {
-	if c.Scope == ScopeProbe {
+	if c.Scope == prp.ScopeProbe {
 		// A probe identity is short-lived: never renewed past its first expiry.
-		return "", Claims{}, fmt.Errorf("%w: a probe token is not renewed", ErrScopeDenied)
+		return "", Claims{}, fmt.Errorf("%w: a probe token is not renewed", prp.ErrScopeDenied)
 	}
 	c.IssuedAt, c.ExpiresAt = now, x.RenewedExpiry(now, notAfter)
-	tok, err := x.Signer.Mint(c)
+	tok, err := Mint(x.Signer, c)
 	return tok, c, err
 }
 
@@ -140,13 +139,4 @@ func (x *Exchanger) RenewedExpiry(now, notAfter time.Time) time.Time {
 		exp = notAfter
 	}
 	return exp
-}
-
-// NewID returns prefix + "_" + 16 random bytes in hex, a valid id.
-func NewID(prefix string) (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("prp: new id: %w", err)
-	}
-	return prefix + "_" + hex.EncodeToString(b[:]), nil
 }
