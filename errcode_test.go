@@ -24,8 +24,6 @@ import (
 	"github.com/berthdev/berth/images/custom"
 	"github.com/berthdev/berth/images/resolve"
 	"github.com/berthdev/berth/instance"
-	"github.com/berthdev/berth/internal/prpwire"
-	"github.com/berthdev/berth/internal/runner"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/prp"
@@ -115,23 +113,13 @@ var sentinelCodes = map[string]struct {
 	"qualification.ErrDetection":       {qualification.ErrDetection, errcode.Unsupported},
 	"qualification.ErrInvalidPlatform": {qualification.ErrInvalidPlatform, errcode.Invalid},
 
-	"prpwire.ErrFrame":              {prpwire.ErrFrame, errcode.Invalid},
-	"prpwire.ErrFrameTooLarge":      {prpwire.ErrFrameTooLarge, errcode.Invalid},
-	"prpwire.ErrTokenMalformed":     {prpwire.ErrTokenMalformed, errcode.AuthFailed},
-	"prpwire.ErrTokenInvalid":       {prpwire.ErrTokenInvalid, errcode.AuthFailed},
-	"prpwire.ErrTokenExpired":       {prpwire.ErrTokenExpired, errcode.AuthFailed},
-	"prp.ErrScopeDenied":            {prp.ErrScopeDenied, errcode.Denied},
-	"prp.ErrTicketMalformed":        {prp.ErrTicketMalformed, errcode.AuthFailed},
-	"prp.ErrTicketUnknown":          {prp.ErrTicketUnknown, errcode.AuthFailed},
-	"prp.ErrTicketExpired":          {prp.ErrTicketExpired, errcode.AuthFailed},
-	"prp.ErrTicketReplayed":         {prp.ErrTicketReplayed, errcode.AuthFailed},
-	"prp.ErrTicketForeign":          {prp.ErrTicketForeign, errcode.AuthFailed},
-	"prp.ErrTicketExists":           {prp.ErrTicketExists, errcode.AlreadyExists},
-	"prpwire.ErrVersionUnsupported": {prpwire.ErrVersionUnsupported, errcode.Unsupported},
-
-	"internal/runner.ErrRefused":      {runner.ErrRefused, errcode.AuthFailed},
-	"internal/runner.ErrStateDirBusy": {runner.ErrStateDirBusy, errcode.Conflict},
-	"internal/runner.ErrStateDirGone": {runner.ErrStateDirGone, errcode.NotFound},
+	"prp.ErrScopeDenied":     {prp.ErrScopeDenied, errcode.Denied},
+	"prp.ErrTicketMalformed": {prp.ErrTicketMalformed, errcode.AuthFailed},
+	"prp.ErrTicketUnknown":   {prp.ErrTicketUnknown, errcode.AuthFailed},
+	"prp.ErrTicketExpired":   {prp.ErrTicketExpired, errcode.AuthFailed},
+	"prp.ErrTicketReplayed":  {prp.ErrTicketReplayed, errcode.AuthFailed},
+	"prp.ErrTicketForeign":   {prp.ErrTicketForeign, errcode.AuthFailed},
+	"prp.ErrTicketExists":    {prp.ErrTicketExists, errcode.AlreadyExists},
 
 	"prp/controller.ErrSecretsUnsupported":  {controller.ErrSecretsUnsupported, errcode.Unsupported},
 	"prp/controller.ErrNotFound":            {controller.ErrNotFound, errcode.NotFound},

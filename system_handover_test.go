@@ -21,7 +21,6 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
-	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -72,7 +71,7 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 	st := openStores(t, storeURL)
 	sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk}, TestMode: true,
 		Secrets: secrets, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Runners: &controller.Options{DataDir: sinkDir, Limits: prpwire.Welcome{Heartbeat: time.Second}, Poll: 50 * time.Millisecond},
+		Runners: &controller.Options{DataDir: sinkDir, Heartbeat: time.Second, Poll: 50 * time.Millisecond},
 		ProjectAuthChecker: handover.CheckerFunc(func(context.Context, handover.CheckRequest) (handover.Result, error) {
 			return handover.Result{Succeeded: true}, nil
 		})})

@@ -57,21 +57,21 @@ func (c Code) ErrorCode() errcode.ErrorCode {
 	case codeTicketMalformed, codeTicketUnknown, codeTicketExpired, codeTicketReplayed, codeTicketForeign,
 		codeTokenMalformed, codeTokenInvalid, codeTokenExpired, codeTokenMissing:
 		return errcode.AuthFailed
-	case CodeScopeDenied, CodeProbeIdentity:
+	case codeScopeDenied, codeProbeIdentity:
 		return errcode.Denied
-	case codeTicketExists, CodeTaskExists:
+	case codeTicketExists, codeTaskExists:
 		return errcode.AlreadyExists
-	case codeSessionUnknown, CodeUnknownTask:
+	case codeSessionUnknown, codeUnknownTask:
 		return errcode.NotFound
-	case codeSessionConnected, codeLeaseEnded, CodeIdempotencyConflict, CodeSecretFile:
+	case codeSessionConnected, codeLeaseEnded, codeIdempotencyConflict, codeSecretFile:
 		return errcode.Conflict
-	case codeFrameInvalid, codeFrameTooLarge, codeBadRequest, CodeStartFailed:
+	case codeFrameInvalid, codeFrameTooLarge, codeBadRequest, codeStartFailed:
 		return errcode.Invalid
 	case codeVersionUnsupported:
 		return errcode.Unsupported
-	case codeClosed, codeStoreUnavailable, codeUnavailable, CodeInterrupted, CodeSecretsMissing, CodeSecretsUnavailable:
+	case codeClosed, codeStoreUnavailable, codeUnavailable, codeInterrupted, codeSecretsMissing, codeSecretsUnavailable:
 		return errcode.Unavailable
-	case codeInternal, CodeJournalUnauthenticated, CodeEventsLost:
+	case codeInternal, codeJournalUnauthenticated, codeEventsLost:
 		return errcode.Internal
 	}
 	return errcode.Unknown

@@ -11,7 +11,7 @@ import (
 // ErrScopeDenied: a command for another lease or run than the runner's
 // connection is for, or a task under a probe identity (PRP-7, PRP-8);
 // Attachment.Start of a probe-scoped attachment wraps it too. Its code is
-// CodeScopeDenied.
+// scope_denied.
 var ErrScopeDenied = errcode.New(errcode.Denied, "prp: scope denied")
 
 // keyIDRE is the form of a key id, in NewSigner and in a token.

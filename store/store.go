@@ -103,12 +103,12 @@ func Memory() Stores {
 }
 
 // NewMemoryRunnerStore returns an empty memory RunnerStore: the runner
-// protocol's memory ticket store and a controller.MemoryStore.
+// protocol's memory ticket store and the controller's memory Store (controller.NewMemoryStore).
 func NewMemoryRunnerStore() RunnerStore {
-	return memoryRunners{prpwire.NewMemoryTicketStore(), &controller.MemoryStore{}}
+	return memoryRunners{prpwire.NewMemoryTicketStore(), controller.NewMemoryStore()}
 }
 
 type memoryRunners struct {
 	prp.TicketStore
-	*controller.MemoryStore
+	controller.Store
 }

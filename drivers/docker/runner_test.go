@@ -22,7 +22,6 @@ import (
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/drivers/drivertest"
-	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
@@ -96,7 +95,7 @@ func newPRPHost(t testing.TB, sb drivers.Sandbox, spec drivers.RunnerSpec) *prpH
 	}
 	leases := lease.NewMemoryStore()
 	c, _, err := controller.New(signer, leases, nil, &controller.Options{Authorizer: companyPolicy, DataDir: t.TempDir(),
-		Limits: prpwire.Welcome{Heartbeat: time.Second}, Poll: 50 * time.Millisecond})
+		Heartbeat: time.Second, Poll: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

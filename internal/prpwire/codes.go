@@ -43,6 +43,47 @@ const (
 	CodeInternal prp.Code = "internal"
 )
 
+// Result codes (prp.Result.Code), set by the runner; CodeEventsLost is set by
+// the controller.
+const (
+	// CodeIdempotencyConflict: a command id was reused for another command.
+	CodeIdempotencyConflict prp.Code = "idempotency_conflict"
+	// CodeProbeIdentity: a probe identity runs no task.
+	CodeProbeIdentity prp.Code = "probe_identity"
+	// CodeScopeDenied: the session's scope does not allow the command (also
+	// the code of prp.ErrScopeDenied on the exchange).
+	CodeScopeDenied prp.Code = "scope_denied"
+	// CodeStartFailed: the task's process could not be started.
+	CodeStartFailed prp.Code = "start_failed"
+	// CodeUnknownTask: no task of that id was started here.
+	CodeUnknownTask prp.Code = "unknown_task"
+	// CodeTaskExists: a task of that id was started before.
+	CodeTaskExists prp.Code = "task_exists"
+	// CodeInterrupted: the runner restarted while the command was
+	// executing (ResultIndeterminate), or after it received the command
+	// and before it started it (ResultRejected: nothing ran).
+	CodeInterrupted prp.Code = "interrupted"
+	// CodeJournalUnauthenticated: a record of the command in the runner's
+	// journal failed its authentication (a task may have written it); the
+	// command is indeterminate and never run again.
+	CodeJournalUnauthenticated prp.Code = "journal_unauthenticated"
+	// CodeSecretsMissing: a task.start with secrets found no values at the
+	// runner (the runner restarted after it received the command, so the
+	// values that live only in its memory are gone); nothing ran.
+	CodeSecretsMissing prp.Code = "secrets_missing"
+	// CodeSecretsUnavailable: the controller could not resolve the task's
+	// secrets at delivery (SecretValues.Code says more); nothing ran.
+	CodeSecretsUnavailable prp.Code = "secrets_unavailable"
+	// CodeSecretFile: a secret file could not be created safely by the
+	// runner itself (a file or symlink already at its path, a symlink in
+	// a parent directory); nothing was written and nothing ran.
+	CodeSecretFile prp.Code = "secret_file_refused"
+	// CodeEventsLost: the controller failed the command because events of
+	// the runner were lost (a gap in the stored sequence): the result is
+	// indeterminate and the message names the range.
+	CodeEventsLost prp.Code = "events_lost"
+)
+
 // CodeOf returns the stable code of a prp error, or "" if err is none of
 // this package's sentinels.
 func CodeOf(err error) prp.Code {
@@ -59,7 +100,7 @@ func CodeOf(err error) prp.Code {
 		{ErrTokenMalformed, CodeTokenMalformed},
 		{ErrTokenInvalid, CodeTokenInvalid},
 		{ErrTokenExpired, CodeTokenExpired},
-		{prp.ErrScopeDenied, prp.CodeScopeDenied},
+		{prp.ErrScopeDenied, CodeScopeDenied},
 		{ErrVersionUnsupported, CodeVersionUnsupported},
 		{ErrFrameTooLarge, CodeFrameTooLarge},
 		{ErrFrame, CodeFrameInvalid},

@@ -28,7 +28,7 @@ func TestWireCodesMapIntoErrcode(t *testing.T) {
 	for code, want := range map[prp.Code]string{
 		prpwire.CodeTicketReplayed: "ticket_replayed", prpwire.CodeTokenMissing: "token_missing",
 		prpwire.CodeSessionUnknown: "session_unknown", prpwire.CodeLeaseEnded: "lease_ended",
-		prp.CodeEventsLost: "events_lost", prp.CodeSecretFile: "secret_file_refused",
+		prpwire.CodeEventsLost: "events_lost", prpwire.CodeSecretFile: "secret_file_refused",
 		prpwire.CodeFrameInvalid: "frame_invalid", prpwire.CodeInternal: "internal",
 	} {
 		if string(code) != want {
@@ -36,8 +36,8 @@ func TestWireCodesMapIntoErrcode(t *testing.T) {
 		}
 	}
 	for code, want := range map[prp.Code]errcode.ErrorCode{
-		"": errcode.OK, prpwire.CodeTokenMissing: errcode.AuthFailed, prp.CodeScopeDenied: errcode.Denied,
-		prp.CodeUnknownTask: errcode.NotFound, prp.CodeEventsLost: errcode.Internal,
+		"": errcode.OK, prpwire.CodeTokenMissing: errcode.AuthFailed, prpwire.CodeScopeDenied: errcode.Denied,
+		prpwire.CodeUnknownTask: errcode.NotFound, prpwire.CodeEventsLost: errcode.Internal,
 		prpwire.CodeStoreUnavailable: errcode.Unavailable, "from_a_newer_runner": errcode.Unknown,
 	} {
 		if got := code.ErrorCode(); got != want {

@@ -97,7 +97,7 @@ func (r *Runner) handleCommand(ctx context.Context, seq uint64, c prp.Command) {
 		r.journalSeq(seq)
 		switch {
 		case e.Digest != c.Digest:
-			r.emit(ctx, resultEvent(prp.Result{CommandID: c.ID, Status: prp.ResultRejected, Code: prp.CodeIdempotencyConflict,
+			r.emit(ctx, resultEvent(prp.Result{CommandID: c.ID, Status: prp.ResultRejected, Code: prpwire.CodeIdempotencyConflict,
 				Message: "command " + c.ID + " was received before with another body"}))
 			return
 		case e.State.Terminal():
@@ -118,25 +118,25 @@ func (r *Runner) handleCommand(ctx context.Context, seq uint64, c prp.Command) {
 	r.mu.Unlock()
 	switch {
 	case cred.Scope != prp.ScopeTask:
-		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeProbeIdentity, Message: "a probe identity runs no task"})
+		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prpwire.CodeProbeIdentity, Message: "a probe identity runs no task"})
 		return
 	case c.Lease != cred.Lease || c.Run != cred.Run:
-		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeScopeDenied,
+		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prpwire.CodeScopeDenied,
 			Message: "command for lease " + c.Lease + " run " + c.Run + " on a runner of another lease or run"})
 		return
 	}
 	if needSecrets {
 		switch {
 		case !haveSecrets:
-			r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeSecretsMissing,
+			r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prpwire.CodeSecretsMissing,
 				Message: "task " + c.TaskID() + " needs secret values and none arrived for command " + c.ID + "; nothing ran"})
 			return
 		case sv.Code != "":
-			r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeSecretsUnavailable,
+			r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prpwire.CodeSecretsUnavailable,
 				Message: sv.Code + ": " + sv.Message})
 			return
 		case len(sv.Values) != len(c.TaskStart.Secrets):
-			r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeSecretsMissing,
+			r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prpwire.CodeSecretsMissing,
 				Message: fmt.Sprintf("task %s needs %d secret values, %d arrived; nothing ran", c.TaskID(), len(c.TaskStart.Secrets), len(sv.Values))})
 			return
 		}
@@ -188,7 +188,7 @@ func (r *Runner) stopCommand(ctx context.Context, c prp.Command) {
 	} else if e, ok := r.j.taskStart(id); ok {
 		pgid, since = e.PGID, e.Since
 	} else {
-		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeUnknownTask, Message: "no task " + id + " was started here"})
+		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prpwire.CodeUnknownTask, Message: "no task " + id + " was started here"})
 		return
 	}
 	// A stop is idempotent: running it again stops nothing more and

@@ -35,7 +35,7 @@
 //     itself (O_CREAT|O_EXCL, no symlink followed in any component: openat2
 //     RESOLVE_NO_SYMLINKS on Linux, else an O_NOFOLLOW walk); a file or
 //     symlink already at the path, or a symlinked parent, refuses the task
-//     (prp.CodeSecretFile), and on any error nothing holding a value
+//     (prpwire.CodeSecretFile), and on any error nothing holding a value
 //     remains. A task.start whose values did not arrive, or died with a
 //     previous runner (a command journaled received but not started), is
 //     refused secrets_missing: it never runs without them.

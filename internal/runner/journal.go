@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/berthdev/berth/internal/prpwire"
 	"io"
 	"os"
 	"path/filepath"
@@ -112,12 +113,12 @@ func openJournal(dir string, key []byte) (*journal, []journalEntry, error) {
 	var interrupted []journalEntry
 	for id := range tainted {
 		e := j.byID[id]
-		if e.State.Terminal() && e.Result != nil && e.Result.Code == prp.CodeJournalUnauthenticated {
+		if e.State.Terminal() && e.Result != nil && e.Result.Code == prpwire.CodeJournalUnauthenticated {
 			continue // answered so by an earlier runner already
 		}
 		e.ID = id
 		e.State = prp.JournalIndeterminate
-		e.Result = &prp.Result{CommandID: id, Status: prp.ResultIndeterminate, Code: prp.CodeJournalUnauthenticated,
+		e.Result = &prp.Result{CommandID: id, Status: prp.ResultIndeterminate, Code: prpwire.CodeJournalUnauthenticated,
 			Message: "a journal record of the command failed its authentication; the command is not run again"}
 		e.At = time.Now().UTC()
 		if err := j.appendLocked(e, true); err != nil {
@@ -133,13 +134,13 @@ func openJournal(dir string, key []byte) (*journal, []journalEntry, error) {
 		switch {
 		case e.State == prp.JournalExecuting:
 			e.State = prp.JournalIndeterminate
-			e.Result = &prp.Result{CommandID: e.ID, Status: prp.ResultIndeterminate, Code: prp.CodeInterrupted,
+			e.Result = &prp.Result{CommandID: e.ID, Status: prp.ResultIndeterminate, Code: prpwire.CodeInterrupted,
 				Message: "the runner restarted while the command was executing; it is not run again"}
 		case e.State == prp.JournalReceived && e.Secrets:
 			// Its secret values lived in the dead runner's memory only:
 			// it never runs without them.
 			e.State = prp.JournalDone
-			e.Result = &prp.Result{CommandID: e.ID, Status: prp.ResultRejected, Code: prp.CodeSecretsMissing,
+			e.Result = &prp.Result{CommandID: e.ID, Status: prp.ResultRejected, Code: prpwire.CodeSecretsMissing,
 				Message: "the runner restarted after it received the command and before it started it; its secret values are gone and nothing ran"}
 		case e.State == prp.JournalReceived:
 			// Received and never started: its body lived in the dead
@@ -147,7 +148,7 @@ func openJournal(dir string, key []byte) (*journal, []journalEntry, error) {
 			// journaled) keeps the controller from sending it again, so
 			// it is answered here, never left without a result.
 			e.State = prp.JournalDone
-			e.Result = &prp.Result{CommandID: e.ID, Status: prp.ResultRejected, Code: prp.CodeInterrupted,
+			e.Result = &prp.Result{CommandID: e.ID, Status: prp.ResultRejected, Code: prpwire.CodeInterrupted,
 				Message: "the runner restarted after it received the command and before it started it; nothing ran"}
 		default:
 			continue

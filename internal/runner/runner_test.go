@@ -101,7 +101,7 @@ func TestDuplicateAndConflict(t *testing.T) {
 	other := startCmd("c1", "t1", "sh", "-c", "echo other >> "+marker)
 	c.command(other)
 	conflict := c.waitResults("c1", 3)[2]
-	if conflict.Status != prp.ResultRejected || conflict.Code != prp.CodeIdempotencyConflict {
+	if conflict.Status != prp.ResultRejected || conflict.Code != prpwire.CodeIdempotencyConflict {
 		t.Errorf("conflict result = %+v, want rejected idempotency_conflict", conflict)
 	}
 	if b, _ := os.ReadFile(marker); string(b) != "ran\n" {
@@ -109,7 +109,7 @@ func TestDuplicateAndConflict(t *testing.T) {
 	}
 	// The task id cannot be reused by another command.
 	c.command(startCmd("c2", "t1", "true"))
-	if res := c.waitResults("c2", 1)[0]; res.Code != prp.CodeTaskExists {
+	if res := c.waitResults("c2", 1)[0]; res.Code != prpwire.CodeTaskExists {
 		t.Errorf("reused task id: %+v, want task_exists", res)
 	}
 	c.mu.Lock()
@@ -133,7 +133,7 @@ func TestProbeIdentityRefusesEveryTask(t *testing.T) {
 	c.command(startCmd("c1", "t1", "sh", "-c", "touch "+marker))
 	c.command(stopCmd("c2", "t1", 0))
 	for _, id := range []string{"c1", "c2"} {
-		if res := c.waitResults(id, 1)[0]; res.Status != prp.ResultRejected || res.Code != prp.CodeProbeIdentity {
+		if res := c.waitResults(id, 1)[0]; res.Status != prp.ResultRejected || res.Code != prpwire.CodeProbeIdentity {
 			t.Errorf("%s under a probe identity: %+v, want rejected probe_identity", id, res)
 		}
 	}
@@ -162,7 +162,7 @@ func TestScopeDenied(t *testing.T) {
 	other.Lease, other.Run = "lease-1", "run-2"
 	c.command(other)
 	for _, id := range []string{"c1", "c2"} {
-		if res := c.waitResults(id, 1)[0]; res.Status != prp.ResultRejected || res.Code != prp.CodeScopeDenied {
+		if res := c.waitResults(id, 1)[0]; res.Status != prp.ResultRejected || res.Code != prpwire.CodeScopeDenied {
 			t.Errorf("%s: %+v, want rejected scope_denied", id, res)
 		}
 	}

@@ -94,7 +94,7 @@ func writeSecretFile(path, v string) (err error) {
 }
 
 // errSecretFile marks a secret file the runner could not create safely; the
-// task is refused with prp.CodeSecretFile.
+// task is refused with prpwire.CodeSecretFile.
 var errSecretFile = errors.New("secret file refused")
 
 // openSecretDir opens directory dir (absolute, or relative to the working

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"github.com/berthdev/berth/internal/prpwire"
 	"os"
 	"slices"
 	"strings"
@@ -160,13 +161,13 @@ func TestJournalRestart(t *testing.T) {
 	}
 	// A task.start received and never started is answered: nothing ran
 	// (the resume cursor keeps it from being sent again).
-	if c3 := interrupted[1]; c3.ID != "c3" || c3.State != prp.JournalDone || c3.Result.Status != prp.ResultRejected || c3.Result.Code != prp.CodeInterrupted {
-		t.Errorf("c3 = %+v (result %+v), want done, rejected %s", c3, c3.Result, prp.CodeInterrupted)
+	if c3 := interrupted[1]; c3.ID != "c3" || c3.State != prp.JournalDone || c3.Result.Status != prp.ResultRejected || c3.Result.Code != prpwire.CodeInterrupted {
+		t.Errorf("c3 = %+v (result %+v), want done, rejected %s", c3, c3.Result, prpwire.CodeInterrupted)
 	}
 	// A task.start with secrets whose values died with the runner never
 	// runs: refused secrets_missing (its values are not redelivered).
-	if c4 := interrupted[2]; c4.ID != "c4" || c4.State != prp.JournalDone || c4.Result.Status != prp.ResultRejected || c4.Result.Code != prp.CodeSecretsMissing {
-		t.Errorf("c4 = %+v (result %+v), want done, rejected %s", c4, c4.Result, prp.CodeSecretsMissing)
+	if c4 := interrupted[2]; c4.ID != "c4" || c4.State != prp.JournalDone || c4.Result.Status != prp.ResultRejected || c4.Result.Code != prpwire.CodeSecretsMissing {
+		t.Errorf("c4 = %+v (result %+v), want done, rejected %s", c4, c4.Result, prpwire.CodeSecretsMissing)
 	}
 	if j2.last() != 4 {
 		t.Errorf("last seq = %d, want 4 (the torn line dropped)", j2.last())

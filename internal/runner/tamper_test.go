@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"github.com/berthdev/berth/internal/prpwire"
 	"os"
 	"path/filepath"
 	"slices"
@@ -64,8 +65,8 @@ func TestJournalRecordsAreAuthenticated(t *testing.T) {
 	}
 	// c2's rewritten start and the line after it (its predecessor's mac
 	// changed) fail; the forged c3 fails.
-	if codes["c2"] != prp.CodeJournalUnauthenticated || codes["c3"] != prp.CodeJournalUnauthenticated || len(codes) != 2 {
-		t.Errorf("interrupted = %v, want c2 and c3 %s", codes, prp.CodeJournalUnauthenticated)
+	if codes["c2"] != prpwire.CodeJournalUnauthenticated || codes["c3"] != prpwire.CodeJournalUnauthenticated || len(codes) != 2 {
+		t.Errorf("interrupted = %v, want c2 and c3 %s", codes, prpwire.CodeJournalUnauthenticated)
 	}
 	if e, _ := j2.lookup("c1"); e.State != prp.JournalDone || e.Digest != "d1" {
 		t.Errorf("c1 = %+v, want its authentic done state", e)

@@ -37,7 +37,7 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command, secretValues []st
 	_, running := r.tasks[ts.TaskID]
 	r.mu.Unlock()
 	if prev, ok := r.j.taskStart(ts.TaskID); running || (ok && prev.ID != c.ID) {
-		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeTaskExists, Message: "task " + ts.TaskID + " was started before"})
+		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prpwire.CodeTaskExists, Message: "task " + ts.TaskID + " was started before"})
 		return
 	}
 	if err := r.j.record(journalEntry{ID: c.ID, State: prp.JournalExecuting}); err != nil {
@@ -46,9 +46,9 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command, secretValues []st
 	}
 	secretEnv, files, err := placeSecrets(ts, secretValues)
 	if err != nil {
-		code := prp.CodeStartFailed
+		code := prpwire.CodeStartFailed
 		if errors.Is(err, errSecretFile) {
-			code = prp.CodeSecretFile
+			code = prpwire.CodeSecretFile
 		}
 		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: code, Message: "task " + ts.TaskID + ": " + err.Error()})
 		return
@@ -64,7 +64,7 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command, secretValues []st
 	stderr, err2 := cmd.StderrPipe()
 	if err := errors.Join(err1, err2); err != nil {
 		removeSecretFiles(files)
-		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeStartFailed, Message: err.Error()})
+		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prpwire.CodeStartFailed, Message: err.Error()})
 		return
 	}
 	r.mu.Lock() // leaders is read by the reaper: register the pid before it can be a zombie
@@ -78,7 +78,7 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command, secretValues []st
 	r.mu.Unlock()
 	if err != nil {
 		removeSecretFiles(files)
-		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prp.CodeStartFailed, Message: "task " + ts.TaskID + ": " + err.Error()})
+		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prpwire.CodeStartFailed, Message: "task " + ts.TaskID + ": " + err.Error()})
 		return
 	}
 	if err := r.j.record(journalEntry{ID: c.ID, State: prp.JournalExecuting, PGID: t.pgid, Since: t.since}); err != nil {

@@ -60,7 +60,7 @@ func TestStdinAndUnknownStop(t *testing.T) {
 	if got := c.output("t1", prp.Stdout); !bytes.Equal(got, []byte{0, 1, 2, 0xff}) {
 		t.Errorf("cat echoed %v", got)
 	}
-	if res := c.waitResults("c2", 1)[0]; res.Status != prp.ResultRejected || res.Code != prp.CodeUnknownTask {
+	if res := c.waitResults("c2", 1)[0]; res.Status != prp.ResultRejected || res.Code != prpwire.CodeUnknownTask {
 		t.Errorf("stop of an unknown task = %+v, want unknown_task", res)
 	}
 	// A stop of a task that already ended still verifies, with a proof.
@@ -167,8 +167,8 @@ func TestTaskWithoutItsSecretsNeverRuns(t *testing.T) {
 	cmd.TaskStart.Secrets = []prp.SecretUse{{Source: prp.SecretFromEnvironment, Ref: "TOKEN", Env: "TOKEN"}}
 	c.command(cmd)
 	res := c.waitResults("c1", 1)[0]
-	if res.Status != prp.ResultRejected || res.Code != prp.CodeSecretsMissing {
-		t.Errorf("result = %+v, want rejected %s", res, prp.CodeSecretsMissing)
+	if res.Status != prp.ResultRejected || res.Code != prpwire.CodeSecretsMissing {
+		t.Errorf("result = %+v, want rejected %s", res, prpwire.CodeSecretsMissing)
 	}
 	if _, err := os.Stat(marker); !os.IsNotExist(err) {
 		t.Errorf("the task ran without its secrets: %v", err)

@@ -287,7 +287,7 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 	// member's change once, when the adopting lease takes it over.
 	sess, claims := lc.sess, lc.claims
 	expiry := claims.ExpiresAt
-	renewAt := expiry.Add(-c.o.TokenTTL / 2)
+	renewAt := expiry.Add(-c.o.tokenTTL / 2)
 	if !lc.leaseEnd.IsZero() && lc.leaseEnd.Before(renewAt) {
 		renewAt = lc.leaseEnd
 	}
@@ -306,7 +306,7 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 			}
 			if ok {
 				sess, claims, expiry = ns, cl, cl.ExpiresAt
-				renewAt = expiry.Add(-c.o.TokenTTL / 2)
+				renewAt = expiry.Add(-c.o.tokenTTL / 2)
 			}
 		}
 		if claims.Company != authz.InstanceCompany {
@@ -341,7 +341,7 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 		if stored > acked {
 			// Durable before the ack (PRP-5): the metadata is in the
 			// store already; the bytes are once the sink synced.
-			if err := c.o.Sink.Sync(ctx, lc.sess.ID); err != nil {
+			if err := c.sink.Sync(ctx, lc.sess.ID); err != nil {
 				return err
 			}
 			if err := lc.send(ctx, prpwire.TypeAck, 0, stored, nil); err != nil {
@@ -427,7 +427,7 @@ func (lc *liveConn) heartbeat(ctx context.Context) {
 // output bytes written to the sink at once (the frame's buffer is reused),
 // their metadata handed to the intake goroutine, which stores it in
 // batches (every event read while the previous batch was written, at most
-// MaxEventBatch) before they count as stored; a gap closes the connection
+// maxEventBatch) before they count as stored; a gap closes the connection
 // (the runner resumes from the ack).
 func (lc *liveConn) reader(ctx context.Context) error {
 	acct, err := lc.c.newAccounting(ctx, lc.sess, lc.sentSeq.Load)
@@ -437,7 +437,7 @@ func (lc *liveConn) reader(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	recs := make(chan intakeItem, MaxEventBatch)
+	recs := make(chan intakeItem, maxEventBatch)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := lc.intake(ctx, recs); err != nil {
@@ -459,11 +459,11 @@ func (lc *liveConn) reader(ctx context.Context) error {
 // intake stores the records the reader hands over, in batches, and then
 // advances the stored seq and wakes the writer to ack.
 func (lc *liveConn) intake(ctx context.Context, recs <-chan intakeItem) error {
-	batch := make([]intakeItem, 0, MaxEventBatch)
+	batch := make([]intakeItem, 0, maxEventBatch)
 	for r := range recs {
 		batch = append(batch[:0], r)
 	more:
-		for len(batch) < MaxEventBatch {
+		for len(batch) < maxEventBatch {
 			select {
 			case r, ok := <-recs:
 				if !ok {

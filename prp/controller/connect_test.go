@@ -55,7 +55,7 @@ func hello(t *testing.T, minV, maxV int) []byte {
 // frame over the limit, each with its documented code.
 func TestConnectionsThatBreakTheProtocolAreClosed(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, serverOptions{Options: controller.Options{Limits: prpwire.Welcome{MaxFrame: prpwire.MinMaxFrame, MaxOutputChunk: 4 << 10, MaxUnackedBytes: prpwire.DefaultMaxUnackedBytes}}})
+	s := newServer(t, serverOptions{Options: controller.WithLimits(controller.Options{}, prpwire.Welcome{MaxFrame: prpwire.MinMaxFrame, MaxOutputChunk: 4 << 10, MaxUnackedBytes: prpwire.DefaultMaxUnackedBytes})})
 	for _, tc := range []struct {
 		name         string
 		subprotocols []string

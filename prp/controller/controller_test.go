@@ -36,7 +36,7 @@ func TestTaskOutputIsByteIdenticalWithItsExitCode(t *testing.T) {
 }
 
 func testTaskOutput(t *testing.T, jsonOutput bool) {
-	s := newServer(t, serverOptions{Options: controller.Options{JSONOutput: jsonOutput}})
+	s := newServer(t, serverOptions{Options: controller.WithJSONOutput(controller.Options{}, jsonOutput)})
 	proxy := newByteCutProxy(t, s.srv.Listener.Addr().String(), 1, 0, 1, 2)
 	s.url = "http://" + proxy.ln.Addr().String() + "/prp/"
 	session := startRunner(t, s, prp.ScopeTask)
@@ -149,7 +149,7 @@ func TestDuplicateReturnsStoredResultAndChangedBodyConflicts(t *testing.T) {
 // or mint.
 func TestCommandsOutsideTheTokensScopeAreDenied(t *testing.T) {
 	t.Parallel()
-	store := &controller.MemoryStore{}
+	store := controller.NewMemoryStore()
 	s := newServer(t, serverOptions{Options: controller.Options{Store: store}})
 	session := startRunner(t, s, prp.ScopeTask)
 	ctx := context.Background()
@@ -175,7 +175,7 @@ func TestCommandsOutsideTheTokensScopeAreDenied(t *testing.T) {
 // a command that reaches it anyway.
 func TestProbeIdentityRefusesTasks(t *testing.T) {
 	t.Parallel()
-	store := &controller.MemoryStore{}
+	store := controller.NewMemoryStore()
 	s := newServer(t, serverOptions{Options: controller.Options{Store: store}})
 	session := startRunner(t, s, prp.ScopeProbe)
 	ctx := context.Background()
@@ -198,8 +198,8 @@ func TestProbeIdentityRefusesTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := wait(t, s, session, "c2")
-	if res.Status != prp.ResultRejected || res.Code != prp.CodeProbeIdentity {
-		t.Errorf("result of a task on a probe identity = %+v, want rejected %s", res, prp.CodeProbeIdentity)
+	if res.Status != prp.ResultRejected || res.Code != prpwire.CodeProbeIdentity {
+		t.Errorf("result of a task on a probe identity = %+v, want rejected %s", res, prpwire.CodeProbeIdentity)
 	}
 }
 

@@ -26,8 +26,8 @@
 //
 // The parts:
 //
-//   - Controller, Options, New, MintTicket and
-//     MintResumeTicket (authorized through the host's
+//   - Controller, Options, New, MintTicket and the resume tickets
+//     Attach and Reattach mint (authorized through the host's
 //     authz.Authorizer) and ServeHTTP (the "exchange" and "connect"
 //     paths). A session records the ticket that created it and whether the
 //     lease's holder minted it (Attach, or TicketRequest.Holder: only
@@ -79,20 +79,20 @@
 //     cut counted in the store (OutputUsage, stored after each batch: the
 //     caps hold across reconnects and replicas; a discarded event's ack is
 //     the session usage's seq) and marked (prp.Output.Truncated,
-//     prp.Exit.Truncated, OutputStatus); follow (subscribe, backfill,
-//     dedupe) under Task.Wait; Output and OutputFrom (from an offset, at
-//     most MaxOutputRead bytes).
+//     prp.Exit.Truncated); follow (subscribe, backfill, dedupe) under
+//     Task.Wait; Output and Task.Output (from an offset, a bounded read
+//     at a time).
 //
-//   - OutputSink and the default FileSink (chunk files under a
-//     data directory; the store holds the index).
+//   - The output bytes: chunk files under Options.DataDir; the store
+//     holds their index (OutputRef).
 //
 //   - Tasks (a task reads unknown while its runner is not
 //     connected) and events_lost: a runner's resume cursor that shows
 //     events it no longer has and the store never got is recorded
-//     (EventEventsLost, EventsLost) and fails the session's commands.
+//     (an EventEventsLost record) and fails the session's commands.
 //
 //   - The Store interface (sessions, command
-//     journal, event metadata) and MemoryStore. controllertest holds the
+//     journal, event metadata) and NewMemoryStore. controllertest holds the
 //     Store conformance suite; store/sqlite and store/postgres the SQL stores.
 //
 //   - A task's secrets (prp.SecretUse references in
@@ -116,7 +116,7 @@
 //     waits for the hello on the session of that ticket (never another
 //     session of the lease); without one by ctx's deadline, its error
 //     names the sandbox and carries the printable end of the runner's log
-//     (RunnerIngress.LogTail, MaxAttachLogTail); RunnerSpecFromFile (the
+//     (RunnerIngress.LogTail, maxAttachLogTail); RunnerSpecFromFile (the
 //     sum and the ELF header's architecture) and RunnerSetFromFiles.
 //
 //   - The controller's hook for the lease manager, the
@@ -167,12 +167,12 @@
 // Durability of events, what is synced when: the connection's reader
 // writes each event's output bytes to the sink as it arrives (not synced)
 // and hands its metadata to the connection's intake goroutine, which puts
-// every event read while its previous write ran (at most MaxEventBatch) in
+// every event read while its previous write ran (at most maxEventBatch) in
 // the Store at once: one PutEvents transaction if the Store is an
 // EventBatcher (the SQL stores: one commit instead of one per event), else
 // PutEvent by PutEvent; durable when that returns, as the Store documents,
 // and only then counted as stored. The connection's writer acks: it reads
-// the highest stored seq, calls OutputSink.Sync (FileSink: one fsync of the
+// the highest stored seq, calls outputSink.Sync (fileSink: one fsync of the
 // session's current chunk file; a full chunk file was synced before the
 // next was opened), and only then acks that seq. A sync runs while the
 // reader stores on, so every sync covers all the events stored during the

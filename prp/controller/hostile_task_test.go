@@ -48,7 +48,7 @@ exec sleep 300`
 func TestAHostileTaskCannotBecomeItsRunner(t *testing.T) {
 	t.Parallel()
 	acct := testenv.UnprivilegedAccount(t)
-	s := newServer(t, serverOptions{Options: controller.Options{Limits: prpwire.Welcome{Heartbeat: time.Second, DeadAfter: time.Minute}}})
+	s := newServer(t, serverOptions{Options: controller.WithLimits(controller.Options{}, prpwire.Welcome{Heartbeat: time.Second, DeadAfter: time.Minute})})
 	bin := acct.Install(t, testenv.RunnerBinary(t))
 	state, out, home := acct.Dir(t), acct.Dir(t), acct.Dir(t)
 	ticket := s.ticket(t, prp.ScopeTask)

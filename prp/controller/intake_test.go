@@ -49,7 +49,7 @@ func TestOutputIntakeIsBounded(t *testing.T) {
 	t.Run("output limit", func(t *testing.T) {
 		t.Parallel()
 		// A heartbeat that outlasts a slow intake of the flood (-race).
-		s := newServer(t, serverOptions{Options: controller.Options{Limits: prpwire.Welcome{Heartbeat: 10 * time.Second}}})
+		s := newServer(t, serverOptions{Options: controller.WithLimits(controller.Options{}, prpwire.Welcome{Heartbeat: 10 * time.Second})})
 		_, token := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
 		rr := connectRaw(t, s, token, []prp.Capability{prpwire.CapTasks}, prp.Resume{})
 		if _, err := s.c.StartTask(ctx, operator, rr.session, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"yes"}, OutputLimit: 16}); err != nil {
@@ -128,7 +128,7 @@ func TestOutputIntakeIsBounded(t *testing.T) {
 func TestSessionOutputCapsHoldAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := &controller.MemoryStore{}
+	store := controller.NewMemoryStore()
 	signer := testSigner(t)
 	o := serverOptions{Signer: signer, Options: controller.Options{Store: store, DataDir: t.TempDir(), MaxSessionOutput: 100, MaxSessionEvents: 6}}
 	a := newServer(t, o)
@@ -218,7 +218,7 @@ func TestRealRunnerOutputIsBounded(t *testing.T) {
 // calls with JournalReadBatch as their limit; the writer reads 64 at a
 // time).
 type journalReads struct {
-	*controller.MemoryStore
+	controller.Store
 	n atomic.Int64
 }
 
@@ -226,7 +226,7 @@ func (s *journalReads) CommandsAfter(ctx context.Context, session string, after 
 	if limit == controller.JournalReadBatch {
 		s.n.Add(1)
 	}
-	return s.MemoryStore.CommandsAfter(ctx, session, after, limit)
+	return s.Store.CommandsAfter(ctx, session, after, limit)
 }
 
 // A hostile runner's events of tasks it was never sent cost the store
@@ -236,7 +236,7 @@ func (s *journalReads) CommandsAfter(ctx context.Context, session string, after 
 func TestEventsOfMadeUpTasksReadNoJournal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := &journalReads{MemoryStore: &controller.MemoryStore{}}
+	st := &journalReads{Store: controller.NewMemoryStore()}
 	s := newServer(t, serverOptions{Options: controller.Options{Store: st}})
 	_, token := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
 	rr := connectRaw(t, s, token, []prp.Capability{prpwire.CapTasks}, prp.Resume{})

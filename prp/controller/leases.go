@@ -129,9 +129,9 @@ func (lc *liveConn) renewal(ctx context.Context, sess Session, claims prpwire.Cl
 	// At the next half life; near the lease's end (a capped token) every
 	// eighth of the TTL, and at the end itself, so that a lease extended
 	// meanwhile is followed and an ended one ends the connection.
-	next := exp.Add(-c.o.TokenTTL / 2)
+	next := exp.Add(-c.o.tokenTTL / 2)
 	if !next.After(now) {
-		next = now.Add(c.o.TokenTTL / 8)
+		next = now.Add(c.o.tokenTTL / 8)
 		if !end.IsZero() && end.Before(next) {
 			next = end
 		}

@@ -217,7 +217,7 @@ func TestASessionEndsWithItsLease(t *testing.T) {
 	ls := testLeases(t)
 	// Renewals at half life (3 s); each token lasts 6 s, long enough to
 	// be presented again after the lease ended.
-	s := newServer(t, serverOptions{Leases: ls, Options: controller.Options{TokenTTL: 6 * time.Second}})
+	s := newServer(t, serverOptions{Leases: ls, Options: controller.WithTokenTTL(controller.Options{}, 6*time.Second)})
 	code, token := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
 	if code != http.StatusOK {
 		t.Fatalf("exchange: %d", code)
@@ -298,7 +298,7 @@ func connectUntil(t *testing.T, end time.Time, ttl time.Duration) (<-chan prpwir
 	if _, err := ls.InsertLease(context.Background(), &lease.Lease{ID: "lease-1", Company: "co-1", Status: lease.StatusActive, Policy: lease.Ephemeral, AcquiredAt: time.Now(), ExpiresAt: end}); err != nil {
 		t.Fatal(err)
 	}
-	s := newServer(t, serverOptions{Leases: ls, Options: controller.Options{TokenTTL: ttl}})
+	s := newServer(t, serverOptions{Leases: ls, Options: controller.WithTokenTTL(controller.Options{}, ttl)})
 	ws := dialRaw(t, s, []string{prpwire.Subprotocol})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)

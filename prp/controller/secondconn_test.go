@@ -43,7 +43,7 @@ func connectStatus(t *testing.T, s *server, session string) int {
 // its own runner reconnects.
 func TestASecondConnectionOfALiveSessionIsRefusedOnEveryReplica(t *testing.T) {
 	t.Parallel()
-	store, tickets := &controller.MemoryStore{}, prpwire.NewMemoryTicketStore()
+	store, tickets := controller.NewMemoryStore(), prpwire.NewMemoryTicketStore()
 	a := newServer(t, serverOptions{Options: controller.Options{Store: store, Tickets: tickets}})
 	b := newServer(t, serverOptions{Options: controller.Options{Store: store, Tickets: tickets}})
 	session := startRunner(t, a, prp.ScopeTask)

@@ -15,7 +15,7 @@ import (
 // ErrSecretsUnsupported is returned by Attachment.Start for a task with
 // secrets when the controller has no SecretResolver (New's secrets), or when the
 // session's runner, as last connected to this controller, did not offer
-// prpwire.CapSecrets.
+// secrets among its capabilities.
 var ErrSecretsUnsupported = errcode.New(errcode.Unsupported, "controller: no secret resolver: tasks with secrets are unsupported")
 
 // SecretTarget is what a task's secrets are resolved for: the session's
@@ -51,8 +51,8 @@ type SecretResolver interface {
 
 // SecretError is an error of a SecretResolver with a stable code (such as
 // a project auth check's mismatch, AUTH-2): the resolver's own sub-code
-// (handover.Code for berth's resolver), which travels to the runner in
-// prpwire.SecretValues.Code; errcode.Code of the error classifies it.
+// (handover.Code for berth's resolver), which travels to the runner with
+// the refused secrets; errcode.Code of the error classifies it.
 type SecretError interface {
 	error
 	SecretCode() string
@@ -60,13 +60,13 @@ type SecretError interface {
 
 // CodeOfSecrets returns the stable code of a SecretResolver's error: the
 // SecretCode of the first error in its chain that has one, else
-// prp.CodeSecretsUnavailable.
+// prpwire.CodeSecretsUnavailable.
 func CodeOfSecrets(err error) string {
 	var se SecretError
 	if errors.As(err, &se) {
 		return se.SecretCode()
 	}
-	return string(prp.CodeSecretsUnavailable)
+	return string(prpwire.CodeSecretsUnavailable)
 }
 
 func targetOf(s Session) SecretTarget {
@@ -103,7 +103,7 @@ func (c *Controller) checkSecrets(ctx context.Context, p authz.Principal, s Sess
 // runs nothing, so nothing is delivered again), or the delivery was
 // claimed before (Store.ClaimSecrets: on another connection or replica,
 // or before a reconnect), since a value goes out at most once per command
-// (a runner without its values refuses the command, prp.CodeSecretsMissing;
+// (a runner without its values refuses the command, prpwire.CodeSecretsMissing;
 // sending them again needs a new command). The claim is stored before the
 // frame is sent; a store error fails the connection (err).
 func (lc *liveConn) secretsFor(ctx context.Context, sess Session, r CommandRecord) (sv prpwire.SecretValues, ok bool, err error) {
@@ -122,7 +122,7 @@ func (lc *liveConn) secretsFor(ctx context.Context, sess Session, r CommandRecor
 	}
 	sv.CommandID = r.Command.ID
 	if c.secrets == nil {
-		sv.Code, sv.Message = string(prp.CodeSecretsUnavailable), ErrSecretsUnsupported.Error()
+		sv.Code, sv.Message = string(prpwire.CodeSecretsUnavailable), ErrSecretsUnsupported.Error()
 		return sv, true, nil
 	}
 	vals, err := c.secrets.Resolve(ctx, targetOf(sess), ts.Secrets)
@@ -131,7 +131,7 @@ func (lc *liveConn) secretsFor(ctx context.Context, sess Session, r CommandRecor
 		sv.Code, sv.Message = CodeOfSecrets(err), err.Error()
 		c.log.Warn("controller: secrets of a command not resolved", "session", sess.ID, "command", r.Command.ID, "code", sv.Code, "err", err)
 	case len(vals) != len(ts.Secrets):
-		sv.Code, sv.Message = string(prp.CodeSecretsUnavailable), fmt.Sprintf("the resolver returned %d values for %d secrets", len(vals), len(ts.Secrets))
+		sv.Code, sv.Message = string(prpwire.CodeSecretsUnavailable), fmt.Sprintf("the resolver returned %d values for %d secrets", len(vals), len(ts.Secrets))
 	default:
 		sv.Values = vals
 		c.log.Debug("controller: delivering secrets with their command", "session", sess.ID, "command", r.Command.ID, "secrets", len(vals))
