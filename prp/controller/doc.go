@@ -49,7 +49,7 @@
 //   - One connection: authentication before Accept, the session's
 //     one live connection claimed in the Store before the upgrade (a second
 //     connection is refused, 409 session_connected, on any replica; the
-//     heartbeat renews the claim, which lasts Options.Limits.DeadAfter),
+//     heartbeat renews the claim, which lasts three Options.Heartbeat),
 //     the subprotocol, the read limit, hello / welcome, one reader and one
 //     writer goroutine and the Ping heartbeat.
 //
