@@ -60,9 +60,10 @@
 //     config and its schema (validation, secrets, redaction). drivers/local,
 //     drivers/ssh, drivers/docker, drivers/daytona and drivers/fake implement
 //     it, and drivers/drivertest is the conformance suite they all pass.
-//   - prp, prp/runner, prp/controller: the runner protocol's wire format,
-//     tickets and tokens; the runner that executes tasks inside a sandbox
-//     (cmd/berth-runner is its binary); and the controller the host serves
+//   - prp, prp/controller: the runner protocol's data (tasks, commands,
+//     events, exits, stop proofs, tickets and the token Signer; its wire
+//     machinery is internal, as is the runner that executes tasks inside a
+//     sandbox: cmd/berth-runner is its binary); and the controller the host serves
 //     (System.Runners()), which attaches a leased sandbox's runner (Attach
 //     installs the binary the lease records: System.RunnerSet of
 //     Options.RunnerBinary given at acquisition) and returns a handle

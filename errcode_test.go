@@ -27,7 +27,6 @@ import (
 	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
-	"github.com/berthdev/berth/prp/runner"
 	"github.com/berthdev/berth/qualification"
 	"github.com/berthdev/berth/templates"
 )
@@ -114,23 +113,13 @@ var sentinelCodes = map[string]struct {
 	"qualification.ErrDetection":       {qualification.ErrDetection, errcode.Unsupported},
 	"qualification.ErrInvalidPlatform": {qualification.ErrInvalidPlatform, errcode.Invalid},
 
-	"prp.ErrFrame":              {prp.ErrFrame, errcode.Invalid},
-	"prp.ErrFrameTooLarge":      {prp.ErrFrameTooLarge, errcode.Invalid},
-	"prp.ErrTokenMalformed":     {prp.ErrTokenMalformed, errcode.AuthFailed},
-	"prp.ErrTokenInvalid":       {prp.ErrTokenInvalid, errcode.AuthFailed},
-	"prp.ErrTokenExpired":       {prp.ErrTokenExpired, errcode.AuthFailed},
-	"prp.ErrScopeDenied":        {prp.ErrScopeDenied, errcode.Denied},
-	"prp.ErrTicketMalformed":    {prp.ErrTicketMalformed, errcode.AuthFailed},
-	"prp.ErrTicketUnknown":      {prp.ErrTicketUnknown, errcode.AuthFailed},
-	"prp.ErrTicketExpired":      {prp.ErrTicketExpired, errcode.AuthFailed},
-	"prp.ErrTicketReplayed":     {prp.ErrTicketReplayed, errcode.AuthFailed},
-	"prp.ErrTicketForeign":      {prp.ErrTicketForeign, errcode.AuthFailed},
-	"prp.ErrTicketExists":       {prp.ErrTicketExists, errcode.AlreadyExists},
-	"prp.ErrVersionUnsupported": {prp.ErrVersionUnsupported, errcode.Unsupported},
-
-	"prp/runner.ErrRefused":      {runner.ErrRefused, errcode.AuthFailed},
-	"prp/runner.ErrStateDirBusy": {runner.ErrStateDirBusy, errcode.Conflict},
-	"prp/runner.ErrStateDirGone": {runner.ErrStateDirGone, errcode.NotFound},
+	"prp.ErrScopeDenied":     {prp.ErrScopeDenied, errcode.Denied},
+	"prp.ErrTicketMalformed": {prp.ErrTicketMalformed, errcode.AuthFailed},
+	"prp.ErrTicketUnknown":   {prp.ErrTicketUnknown, errcode.AuthFailed},
+	"prp.ErrTicketExpired":   {prp.ErrTicketExpired, errcode.AuthFailed},
+	"prp.ErrTicketReplayed":  {prp.ErrTicketReplayed, errcode.AuthFailed},
+	"prp.ErrTicketForeign":   {prp.ErrTicketForeign, errcode.AuthFailed},
+	"prp.ErrTicketExists":    {prp.ErrTicketExists, errcode.AlreadyExists},
 
 	"prp/controller.ErrSecretsUnsupported":  {controller.ErrSecretsUnsupported, errcode.Unsupported},
 	"prp/controller.ErrNotFound":            {controller.ErrNotFound, errcode.NotFound},

@@ -95,7 +95,7 @@ type Options struct {
 	// Fields left zero are filled: Tickets and Store with Stores.Runners
 	// (SQLite and PostgreSQL share them across replicas; the memory store
 	// keeps them in this process), Authorizer with Options.Authorizer and
-	// Settings with the System's instance settings. With neither Sink nor DataDir, output chunk files go to a directory
+	// Settings with the System's instance settings. Without a DataDir, output chunk files go to a directory
 	// New makes under os.TempDir and Close removes. The controller's
 	// collaborators are New's to wire: a read-only view of the System's
 	// lease records (tickets are bound to the lease's company; sessions
@@ -270,7 +270,7 @@ func (s *System) RunnerSet() (*drivers.RunnerSet, error) {
 // New composes a System over opts.Stores (memory stores when empty). It
 // opens no database: the host opens one with store/sqlite or
 // store/postgres and passes its Stores. Unless Options.Runners names a
-// Sink or a DataDir, New makes the runners' output directory under
+// DataDir, New makes the runners' output directory under
 // os.TempDir; everything else is wiring and does no I/O.
 func New(ctx context.Context, opts *Options) (*System, error) {
 	var o Options
@@ -443,7 +443,7 @@ func (s *System) composeRunners(st store.Stores, o Options, settings instance.Re
 			return nil, err
 		}
 	}
-	if co.Sink == nil && co.DataDir == "" {
+	if co.DataDir == "" {
 		dir, err := os.MkdirTemp("", "berth-prp-")
 		if err != nil {
 			return nil, fmt.Errorf("berth: runner output directory: %w", err)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/berthdev/berth/internal/prpwire"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -294,8 +295,8 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 		t.Fatalf("dispatch with a matching record: %v", err)
 	}
 	if exit, err := lateTask.Wait(ctx); !errors.Is(err, controller.ErrTaskNotRun) ||
-		!strings.Contains(fmt.Sprint(err), string(prp.ResultRejected)+" ("+string(prp.CodeSecretsUnavailable)+"): "+string(handover.CodeCheckMissing)+":") {
-		t.Errorf("a record cleared before delivery: %+v, %v; want not run: rejected (%s): %s..., nothing run", exit, err, prp.CodeSecretsUnavailable, handover.CodeCheckMissing)
+		!strings.Contains(fmt.Sprint(err), string(prp.ResultRejected)+" ("+string(prpwire.CodeSecretsUnavailable)+"): "+string(handover.CodeCheckMissing)+":") {
+		t.Errorf("a record cleared before delivery: %+v, %v; want not run: rejected (%s): %s..., nothing run", exit, err, prpwire.CodeSecretsUnavailable, handover.CodeCheckMissing)
 	}
 	if res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "test -e refused-ran && echo ran || echo none"}}); err != nil ||
 		strings.TrimSpace(string(res.Stdout)) != "none" {

@@ -71,7 +71,7 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 	st := openStores(t, storeURL)
 	sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk}, TestMode: true,
 		Secrets: secrets, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Runners: &controller.Options{DataDir: sinkDir, Limits: prp.Welcome{Heartbeat: time.Second}, Poll: 50 * time.Millisecond},
+		Runners: &controller.Options{DataDir: sinkDir, Heartbeat: time.Second, Poll: 50 * time.Millisecond},
 		ProjectAuthChecker: handover.CheckerFunc(func(context.Context, handover.CheckRequest) (handover.Result, error) {
 			return handover.Result{Succeeded: true}, nil
 		})})

@@ -22,6 +22,7 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
@@ -247,8 +248,8 @@ func TestSystemRunners(t *testing.T) {
 	srv := httptest.NewServer(b.Runners())
 	defer srv.Close()
 	exchange := func() int {
-		body, _ := json.Marshal(prp.ExchangeRequest{Ticket: tk.String(), Lease: "lse_1"})
-		resp, err := http.Post(srv.URL+"/"+prp.ExchangePath, "application/json", bytes.NewReader(body))
+		body, _ := json.Marshal(prpwire.ExchangeRequest{Ticket: tk.String(), Lease: "lse_1"})
+		resp, err := http.Post(srv.URL+"/"+prpwire.ExchangePath, "application/json", bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}

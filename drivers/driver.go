@@ -101,7 +101,7 @@ const (
 	// UnixScheme prefixes a controller URL that names a unix socket rather
 	// than a host: "unix:/run/berth/prp.sock", the form of
 	// RunnerIngress.Endpoint for an ingress that sends no IP traffic. The
-	// runner (prp/runner) reads it in its --controller flag.
+	// runner (internal/runner) reads it in its --controller flag.
 	UnixScheme = "unix:"
 )
 

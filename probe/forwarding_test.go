@@ -65,7 +65,7 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 					t.Fatal(err)
 				}
 				lstore := lease.NewMemoryStore()
-				c, tasks, err := controller.New(signer, lstore, nil, &controller.Options{Store: &controller.MemoryStore{}, DataDir: t.TempDir()})
+				c, tasks, err := controller.New(signer, lstore, nil, &controller.Options{Store: controller.NewMemoryStore(), DataDir: t.TempDir()})
 				if err != nil {
 					t.Fatal(err)
 				}

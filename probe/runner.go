@@ -40,7 +40,7 @@ func (p *Prober) runnerSet() (*drivers.RunnerSet, error) {
 // stage: it attaches the runner under a probe identity and takes its
 // hello's platform and version as the evidence. The probe identity runs no
 // task (the controller refuses to dispatch one, and the runner refuses any
-// it gets); its token lives at most prp.MaxProbeTokenTTL and the release
+// it gets); its token lives at most two minutes (a probe token's limit) and the release
 // that follows ends the lease (the lease hook finds no task to stop and
 // closes the ingress).
 func (p *Prober) measureByRunner(ctx context.Context, pr authz.Principal, r *run, drv drivers.Driver, h *lease.Handle) {

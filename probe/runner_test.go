@@ -16,14 +16,14 @@ import (
 
 // runnerWorld is a world whose lease manager stops runner tasks through a
 // controller and whose prober probes through runners (PRP-8).
-func runnerWorld(t *testing.T) (*world, *controller.Controller, *controller.MemoryStore) {
+func runnerWorld(t *testing.T) (*world, *controller.Controller, controller.Store) {
 	t.Helper()
 	w := newWorld(t, worldOpts{})
 	signer, err := prp.NewSigner("k1", map[string][]byte{"k1": []byte(strings.Repeat("k", 32))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := &controller.MemoryStore{}
+	cs := controller.NewMemoryStore()
 	c, tasks, err := controller.New(signer, w.lstore, nil, &controller.Options{Store: cs, DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

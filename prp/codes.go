@@ -1,82 +1,42 @@
 package prp
 
 import (
-	"errors"
-
 	"github.com/berthdev/berth/errcode"
 )
 
 // Code is a stable code of the runner protocol: the code of a refused
-// exchange or upgrade (ErrorResponse.Code), of a WebSocket close, and of a
+// exchange or upgrade (the runner reads it), of a WebSocket close, and of a
 // command's result (Result.Code). The strings are on the wire to deployed
 // runners and never change. Code is a sub-code of errcode's set:
 // ErrorCode maps it.
 type Code string
 
-// Codes of a refused exchange or connection (ErrorResponse.Code). CodeOf
-// gives the codes of this package's sentinels; the controller answers the
-// others.
+// The codes of a refused exchange or connection: internal/prpwire exports
+// them (the controller and the runner answer and read them); a host sees
+// them only as the errcode.AuthFailed, Unavailable, ... they map to.
 const (
-	CodeTicketMalformed    Code = "ticket_malformed"
-	CodeTicketUnknown      Code = "ticket_unknown"
-	CodeTicketExpired      Code = "ticket_expired"
-	CodeTicketReplayed     Code = "ticket_replayed"
-	CodeTicketForeign      Code = "ticket_foreign"
-	CodeTicketExists       Code = "ticket_exists"
-	CodeTokenMalformed     Code = "token_malformed"
-	CodeTokenInvalid       Code = "token_invalid"
-	CodeTokenExpired       Code = "token_expired"
-	CodeVersionUnsupported Code = "version_unsupported"
-	CodeFrameTooLarge      Code = "frame_too_large"
-	CodeFrameInvalid       Code = "frame_invalid"
-
-	// CodeTokenMissing: a connection without an Authorization: Bearer token.
-	CodeTokenMissing Code = "token_missing"
-	// CodeSessionUnknown: the token's (or the resume's) session is unknown.
-	CodeSessionUnknown Code = "session_unknown"
-	// CodeSessionConnected: the session is connected already.
-	CodeSessionConnected Code = "session_connected"
-	// CodeLeaseEnded: the session's lease is no longer active.
-	CodeLeaseEnded Code = "lease_ended"
-	// CodeBadRequest: the body is not an exchange request.
-	CodeBadRequest Code = "bad_request"
-	// CodeClosed: the controller is closed.
-	CodeClosed Code = "closed"
-	// CodeStoreUnavailable: the controller's store cannot be used now.
-	CodeStoreUnavailable Code = "store_unavailable"
-	// CodeUnavailable: records the controller needs cannot be read now.
-	CodeUnavailable Code = "unavailable"
-	// CodeInternal: the controller failed for a reason it does not say.
-	CodeInternal Code = "internal"
+	codeTicketMalformed    Code = "ticket_malformed"
+	codeTicketUnknown      Code = "ticket_unknown"
+	codeTicketExpired      Code = "ticket_expired"
+	codeTicketReplayed     Code = "ticket_replayed"
+	codeTicketForeign      Code = "ticket_foreign"
+	codeTicketExists       Code = "ticket_exists"
+	codeTokenMalformed     Code = "token_malformed"
+	codeTokenInvalid       Code = "token_invalid"
+	codeTokenExpired       Code = "token_expired"
+	codeVersionUnsupported Code = "version_unsupported"
+	codeFrameTooLarge      Code = "frame_too_large"
+	codeFrameInvalid       Code = "frame_invalid"
+	codeTokenMissing       Code = "token_missing"
+	codeSessionUnknown     Code = "session_unknown"
+	codeSessionConnected   Code = "session_connected"
+	codeLeaseEnded         Code = "lease_ended"
+	codeBadRequest         Code = "bad_request"
+	codeClosed             Code = "closed"
+	codeStoreUnavailable   Code = "store_unavailable"
+	codeUnavailable        Code = "unavailable"
+	codeInternal           Code = "internal"
 )
-
-// CodeOf returns the stable code of a prp error, or "" if err is none of
-// this package's sentinels.
-func CodeOf(err error) Code {
-	for _, c := range []struct {
-		err  error
-		code Code
-	}{
-		{ErrTicketMalformed, CodeTicketMalformed},
-		{ErrTicketUnknown, CodeTicketUnknown},
-		{ErrTicketExpired, CodeTicketExpired},
-		{ErrTicketReplayed, CodeTicketReplayed},
-		{ErrTicketForeign, CodeTicketForeign},
-		{ErrTicketExists, CodeTicketExists},
-		{ErrTokenMalformed, CodeTokenMalformed},
-		{ErrTokenInvalid, CodeTokenInvalid},
-		{ErrTokenExpired, CodeTokenExpired},
-		{ErrScopeDenied, CodeScopeDenied},
-		{ErrVersionUnsupported, CodeVersionUnsupported},
-		{ErrFrameTooLarge, CodeFrameTooLarge},
-		{ErrFrame, CodeFrameInvalid},
-	} {
-		if errors.Is(err, c.err) {
-			return c.code
-		}
-	}
-	return ""
-}
 
 // ErrorCode returns the code of errcode's set that c is a sub-code of: OK
 // for ""; AuthFailed for a refused ticket or token (malformed, unknown,
@@ -88,30 +48,30 @@ func CodeOf(err error) Code {
 // for version_unsupported; Unavailable for closed, store_unavailable,
 // unavailable, interrupted, secrets_missing and secrets_unavailable;
 // Internal for internal, journal_unauthenticated and events_lost; Unknown
-// for a string that is none of the codes. For each of this package's
-// sentinels, CodeOf(err).ErrorCode() == errcode.Code(err).
+// for a string that is none of the codes. For each sentinel of the protocol, the
+// code internal/prpwire.CodeOf gives maps to the sentinel's errcode.Code.
 func (c Code) ErrorCode() errcode.ErrorCode {
 	switch c {
 	case "":
 		return errcode.OK
-	case CodeTicketMalformed, CodeTicketUnknown, CodeTicketExpired, CodeTicketReplayed, CodeTicketForeign,
-		CodeTokenMalformed, CodeTokenInvalid, CodeTokenExpired, CodeTokenMissing:
+	case codeTicketMalformed, codeTicketUnknown, codeTicketExpired, codeTicketReplayed, codeTicketForeign,
+		codeTokenMalformed, codeTokenInvalid, codeTokenExpired, codeTokenMissing:
 		return errcode.AuthFailed
-	case CodeScopeDenied, CodeProbeIdentity:
+	case codeScopeDenied, codeProbeIdentity:
 		return errcode.Denied
-	case CodeTicketExists, CodeTaskExists:
+	case codeTicketExists, codeTaskExists:
 		return errcode.AlreadyExists
-	case CodeSessionUnknown, CodeUnknownTask:
+	case codeSessionUnknown, codeUnknownTask:
 		return errcode.NotFound
-	case CodeSessionConnected, CodeLeaseEnded, CodeIdempotencyConflict, CodeSecretFile:
+	case codeSessionConnected, codeLeaseEnded, codeIdempotencyConflict, codeSecretFile:
 		return errcode.Conflict
-	case CodeFrameInvalid, CodeFrameTooLarge, CodeBadRequest, CodeStartFailed:
+	case codeFrameInvalid, codeFrameTooLarge, codeBadRequest, codeStartFailed:
 		return errcode.Invalid
-	case CodeVersionUnsupported:
+	case codeVersionUnsupported:
 		return errcode.Unsupported
-	case CodeClosed, CodeStoreUnavailable, CodeUnavailable, CodeInterrupted, CodeSecretsMissing, CodeSecretsUnavailable:
+	case codeClosed, codeStoreUnavailable, codeUnavailable, codeInterrupted, codeSecretsMissing, codeSecretsUnavailable:
 		return errcode.Unavailable
-	case CodeInternal, CodeJournalUnauthenticated, CodeEventsLost:
+	case codeInternal, codeJournalUnauthenticated, codeEventsLost:
 		return errcode.Internal
 	}
 	return errcode.Unknown

@@ -8,7 +8,7 @@ import (
 
 // floorZero reports whether package p may be imported by a floor-0 package
 // of berth (DESIGN.md: the standard library, golang.org/x, coder/websocket
-// and berth's qualification, images and errcode).
+// and berth's qualification, images, errcode and internal/prpkeys).
 func floorZero(p string) bool {
 	switch {
 	case !strings.Contains(strings.SplitN(p, "/", 2)[0], "."):
@@ -19,6 +19,8 @@ func floorZero(p string) bool {
 		return true
 	case strings.HasPrefix(p, "github.com/berthdev/berth/prp") && !onFloorFour(p):
 		return true
+	case p == "github.com/berthdev/berth/internal/prpkeys":
+		return true // the Signer's keys, for internal/prpwire
 	}
 	return false
 }

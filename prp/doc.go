@@ -1,48 +1,46 @@
-// Package prp is the wire side of berth's runner protocol (PRP, SPEC
-// PRP-1..8): the frames a runner inside a sandbox and a controller in the
-// host exchange over a WebSocket, and the bootstrap that authenticates the
-// runner. It does no I/O besides crypto/rand; the runner is prp/runner and
-// the controller prp/controller.
+// Package prp holds the data of berth's runner protocol (PRP, SPEC
+// PRP-1..8) that hosts and store authors name: what a task is, what a
+// runner reports about it, and the one-use tickets that let a runner in.
+// The protocol runs between berth's runner inside a sandbox (the binary
+// cmd/berth-runner) and the controller in the host (prp/controller, which
+// System.Runners returns); its frames, codec, handshake, tokens and limits
+// are berth's own (internal/prpwire) and no host needs them. It does no
+// I/O besides crypto/rand.
 //
-//	t, err := prp.NewTicket() // t.String() goes to the runner, once
-//	err = store.CreateTicket(ctx, prp.TicketRecord{Hash: t.Hash(),
-//		Lease: lease, Run: run, Company: co, Scope: prp.ScopeTask,
-//		CreatedAt: now, ExpiresAt: now.Add(time.Minute)})
-//	x := &prp.Exchanger{Store: store, Signer: signer}
-//	resp, claims, err := x.Exchange(ctx, prp.ExchangeRequest{
-//		Ticket: t.String(), Lease: lease}, now) // again: replayed
-//	env, err := prp.DecodeFrame(frame, prp.DefaultMaxFrame)
+//	exit, err := task.Wait(ctx) // a controller.Task started with a TaskSpec
+//	                            // that embeds prp.TaskStart{Argv: ...}
+//	if exit.Code != 0 { ... }   // prp.Exit: code, signal, timed out, truncated
+//	proof, err := task.Stop(ctx) // embeds prp.StopProof: Complete, Survivors
 //
 // What it holds, by concern:
 //
-//   - Envelope (protocol, version, type, id, session, seq, ack, body),
-//     DecodeFrame / EncodeFrame with a maximum frame size, the subprotocol
-//     and the close codes.
-//   - OutputFrame, the binary frame an output event travels in when
-//     CapBinaryOutput is granted (a fixed header naming version, stream,
-//     session, task, seq, ack and offset, then the bytes; parsed once,
-//     nothing copied); every other message is JSON.
-//   - Hello, Welcome (the controller's limits), Command (task.start,
-//     task.stop) with its idempotency digest (CommandDigest).
-//   - Event (command results, task output as []byte, exits, stop proofs)
-//     and StopProof.
-//   - SecretUse (a task's reference to a secret value: from the lease
-//     environment's secret env map or a managed account, into an env var
-//     or a 0600 file) and SecretValues, the body of the TypeSecrets frame
-//     that carries the values once, right before the command.
-//   - Version negotiation (Negotiate) and capability grants
-//     (GrantCapabilities).
-//   - The contiguous-sequence check (CheckSeq) and the journal states both
-//     sides keep (JournalState).
-//   - One-use tickets (Ticket: 32 random bytes, stored only as a hash) and
-//     expiring HMAC connection tokens (Signer) with key ids and Claims
-//     (lease, run, company, scope, session); stable error codes (CodeOf:
-//     every wire code is a Code, a sub-code of errcode's set that
-//     Code.ErrorCode maps).
-//   - The TicketStore interface with a memory implementation
-//     (MemoryTicketStore), and the Exchanger that trades a ticket for a
-//     token in one conditional store update, so that a replay fails on any
-//     replica.
+//   - A task and its secrets: TaskStart (argv, env, cwd, deadline, stdin,
+//     output limit) and SecretUse (a reference to a secret value from the
+//     lease environment's secret env map or a managed account, handed to
+//     the task as an env var or a 0600 file; the values travel apart and
+//     are never journaled, stored or echoed).
+//   - What the controller journals and stores: Command (task.start,
+//     task.stop; SealCommand sets its idempotency digest) with its
+//     JournalState, Event (a command's Result, task output as Output
+//     chunks of a Stream, the task's Exit, a StopProof), the runner's
+//     Hello (its version, binary digest, platform and resume cursor).
+//   - Stable codes: Code (a result's code and every refusal on the wire; a
+//     sub-code of errcode's set that Code.ErrorCode maps) and the sentinel
+//     errors of the ticket store and of a scope (ErrScopeDenied).
+//   - Tickets: Ticket (32 random bytes, handed to a runner once, stored
+//     only as its TicketHash), TicketRecord, Scope, and the TicketStore
+//     interface a store implements (store.Memory's memory store, the SQL
+//     stores; prp/prptest is its conformance suite).
+//   - Signer, the opaque keys of the runners' connection tokens that
+//     replicas share (berth.Options.RunnerSigner), NewID and ValidID.
 //
-// prp/prptest holds the TicketStore conformance suite.
+// Why prp/controller (floor 4) lives under this floor-0 package: the
+// folder is the protocol. Its data (here) stays on floor 0, below
+// everything that names it (handover's secret checks, the stores, the
+// runner), while the controller serves runners on top of leases, the
+// instance settings and authorization, so it sits on floor 4. The README's
+// package table gives each its floor; prp's own depcheck test keeps prp
+// and prptest on floor 0. Splitting the folder (prp as a top-level data
+// package, the controller elsewhere) would rename the import path hosts
+// use for the controller for no gain in what imports what.
 package prp

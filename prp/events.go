@@ -35,7 +35,7 @@ const (
 	Stderr Stream = "stderr"
 )
 
-// Event is the body of a TypeEvent envelope (PRP-5). Exactly the payload
+// Event is what a runner reports, on its sequence of events (PRP-5). Exactly the payload
 // its Kind names is set.
 type Event struct {
 	Kind   EventKind  `json:"kind"`
@@ -96,45 +96,22 @@ const (
 	ResultIndeterminate ResultStatus = "indeterminate"
 )
 
-// Result codes (Result.Code), set by the runner; CodeEventsLost is set by
-// the controller.
+// The codes of a command's result (Result.Code), which the runner sets
+// (events_lost: the controller): internal/prpwire exports them; Code.ErrorCode
+// classifies every one.
 const (
-	// CodeIdempotencyConflict: a command id was reused for another command.
-	CodeIdempotencyConflict Code = "idempotency_conflict"
-	// CodeProbeIdentity: a probe identity runs no task.
-	CodeProbeIdentity Code = "probe_identity"
-	// CodeScopeDenied: the session's scope does not allow the command (also
-	// the code of ErrScopeDenied on the exchange).
-	CodeScopeDenied Code = "scope_denied"
-	// CodeStartFailed: the task's process could not be started.
-	CodeStartFailed Code = "start_failed"
-	// CodeUnknownTask: no task of that id was started here.
-	CodeUnknownTask Code = "unknown_task"
-	// CodeTaskExists: a task of that id was started before.
-	CodeTaskExists Code = "task_exists"
-	// CodeInterrupted: the runner restarted while the command was
-	// executing (ResultIndeterminate), or after it received the command
-	// and before it started it (ResultRejected: nothing ran).
-	CodeInterrupted Code = "interrupted"
-	// CodeJournalUnauthenticated: a record of the command in the runner's
-	// journal failed its authentication (a task may have written it); the
-	// command is indeterminate and never run again.
-	CodeJournalUnauthenticated Code = "journal_unauthenticated"
-	// CodeSecretsMissing: a task.start with secrets found no values at the
-	// runner (the runner restarted after it received the command, so the
-	// values that live only in its memory are gone); nothing ran.
-	CodeSecretsMissing Code = "secrets_missing"
-	// CodeSecretsUnavailable: the controller could not resolve the task's
-	// secrets at delivery (SecretValues.Code says more); nothing ran.
-	CodeSecretsUnavailable Code = "secrets_unavailable"
-	// CodeSecretFile: a secret file could not be created safely by the
-	// runner itself (a file or symlink already at its path, a symlink in
-	// a parent directory); nothing was written and nothing ran.
-	CodeSecretFile Code = "secret_file_refused"
-	// CodeEventsLost: the controller failed the command because events of
-	// the runner were lost (a gap in the stored sequence): the result is
-	// indeterminate and the message names the range.
-	CodeEventsLost Code = "events_lost"
+	codeIdempotencyConflict    Code = "idempotency_conflict"
+	codeProbeIdentity          Code = "probe_identity"
+	codeScopeDenied            Code = "scope_denied"
+	codeStartFailed            Code = "start_failed"
+	codeUnknownTask            Code = "unknown_task"
+	codeTaskExists             Code = "task_exists"
+	codeInterrupted            Code = "interrupted"
+	codeJournalUnauthenticated Code = "journal_unauthenticated"
+	codeSecretsMissing         Code = "secrets_missing"
+	codeSecretsUnavailable     Code = "secrets_unavailable"
+	codeSecretFile             Code = "secret_file_refused"
+	codeEventsLost             Code = "events_lost"
 )
 
 // Result is the outcome of one command.

@@ -13,21 +13,9 @@ import (
 )
 
 // Capability is a feature flag; a feature is used only when the runner
-// offers it in the Hello and the controller grants it in the Welcome.
+// offers it in the Hello and the controller grants it in its answer; the
+// capabilities berth knows are internal/prpwire's.
 type Capability string
-
-// The capabilities this package knows.
-const (
-	// CapTasks: the runner executes task.start / task.stop.
-	CapTasks Capability = "tasks"
-	// CapStopProof: task.stop answers with a StopProof.
-	CapStopProof Capability = "stop_proof"
-	// CapStdin: task.start may carry stdin bytes.
-	CapStdin Capability = "stdin"
-	// CapSecrets: task.start may carry secret references whose values
-	// arrive in a TypeSecrets frame.
-	CapSecrets Capability = "secrets"
-)
 
 // Resume is the runner's cursor in a Hello: what it has of both sequences.
 type Resume struct {
@@ -78,72 +66,6 @@ func (h *Hello) Validate() error {
 	return nil
 }
 
-// Welcome is the controller's answer to a Hello. The controller sets every
-// limit; the runner starts nothing before its first Welcome.
-type Welcome struct {
-	Version         int           `json:"version"`
-	Session         string        `json:"session"`
-	Heartbeat       time.Duration `json:"heartbeat_ns"`
-	DeadAfter       time.Duration `json:"dead_after_ns"`
-	MaxFrame        int           `json:"max_frame"`
-	MaxOutputChunk  int           `json:"max_output_chunk"`
-	MaxUnackedBytes int64         `json:"max_unacked_bytes"`
-	OrphanGrace     time.Duration `json:"orphan_grace_ns"`
-	// EventAck is the controller's cumulative ack of the runner's events;
-	// the runner replays its outbox from EventAck+1.
-	EventAck uint64 `json:"event_ack"`
-	// NextCommandSeq is the seq of the next command the controller sends.
-	NextCommandSeq uint64       `json:"next_command_seq"`
-	Capabilities   []Capability `json:"capabilities"`
-	TokenExpiry    time.Time    `json:"token_expiry"`
-}
-
-// Validate checks the welcome's fields, including that one output chunk,
-// base64-encoded in an event, fits into a frame.
-func (w *Welcome) Validate() error {
-	switch {
-	case w.Version < 1:
-		return fmt.Errorf("welcome: field version %d is invalid", w.Version)
-	case !ValidID(w.Session):
-		return fmt.Errorf("welcome: field session %q is not a valid id", w.Session)
-	case w.Heartbeat <= 0 || w.DeadAfter < w.Heartbeat:
-		return fmt.Errorf("welcome: fields heartbeat %v / dead_after %v are invalid", w.Heartbeat, w.DeadAfter)
-	case w.MaxFrame < MinMaxFrame || w.MaxFrame > HardMaxFrame:
-		return fmt.Errorf("welcome: field max_frame %d is outside [%d,%d]", w.MaxFrame, MinMaxFrame, HardMaxFrame)
-	case w.MaxOutputChunk < 1 || w.MaxOutputChunk/3*4+8192 > w.MaxFrame:
-		return fmt.Errorf("welcome: field max_output_chunk %d does not fit a frame of %d bytes", w.MaxOutputChunk, w.MaxFrame)
-	case w.MaxUnackedBytes < int64(w.MaxFrame):
-		return fmt.Errorf("welcome: field max_unacked_bytes %d is below max_frame", w.MaxUnackedBytes)
-	case w.OrphanGrace < 0:
-		return fmt.Errorf("welcome: field orphan_grace %v is negative", w.OrphanGrace)
-	case w.NextCommandSeq < 1:
-		return errors.New("welcome: field next_command_seq must be positive")
-	}
-	return nil
-}
-
-// Has reports whether caps contains c.
-func Has(caps []Capability, c Capability) bool {
-	for _, x := range caps {
-		if x == c {
-			return true
-		}
-	}
-	return false
-}
-
-// TokenRenewal carries a renewed connection token (TypeToken).
-type TokenRenewal struct {
-	Token     string    `json:"token"`
-	ExpiresAt time.Time `json:"expires_at"`
-	// Run, when set, is the run the renewed token is for: a warm-pool
-	// member's runner (its run PoolRunPrefix and the member's id) is
-	// handed to the lease that adopted the member, and accepts commands
-	// for that lease's run from then on. A runner of any other run
-	// refuses a renewal that names another run.
-	Run string `json:"run,omitempty"`
-}
-
 // PoolRunPrefix starts the run of a warm-pool member's runner session
 // before a lease adopts the member (TokenRenewal.Run).
 const PoolRunPrefix = "pool."
@@ -157,10 +79,11 @@ const (
 	CommandTaskStop  CommandKind = "task.stop"
 )
 
-// Command is the body of a TypeCommand envelope (PRP-4). ID is the
-// idempotency key; Digest is CommandDigest of the command. Lease and Run
-// name the scope it acts in (PRP-7). A command carries references, never
-// secret values.
+// Command is what the controller sends a runner, on its sequence of
+// commands, and journals (PRP-4). ID is the idempotency key; Digest is the
+// digest of the rest (SealCommand sets it, Validate checks it). Lease and
+// Run name the scope it acts in (PRP-7). A command carries references,
+// never secret values.
 type Command struct {
 	ID        string      `json:"id"`
 	Digest    string      `json:"digest"`
@@ -184,7 +107,7 @@ type TaskStart struct {
 	OutputLimit int64             `json:"output_limit,omitempty"`
 	Stdin       []byte            `json:"stdin,omitempty"`
 	// Secrets are references to the secret values the task needs (see
-	// SecretUse); the values arrive in a TypeSecrets frame, never in the
+	// SecretUse); the values arrive in a separate secrets frame, never in the
 	// command. A task with secrets never runs without their values.
 	Secrets []SecretUse `json:"secrets,omitempty"`
 }
@@ -233,7 +156,7 @@ func (c *Command) Validate() error {
 	default:
 		return fmt.Errorf("command %s: field kind %q is unknown", c.ID, c.Kind)
 	}
-	if want := CommandDigest(*c); c.Digest != want {
+	if want := commandDigest(*c); c.Digest != want {
 		return fmt.Errorf("command %s: field digest does not match the body", c.ID)
 	}
 	return nil
@@ -250,11 +173,11 @@ func (c *Command) TaskID() string {
 	return ""
 }
 
-// CommandDigest returns the hex SHA-256 of the canonical JSON of c with its
+// commandDigest returns the hex SHA-256 of the canonical JSON of c with its
 // Digest field cleared: object keys sorted, no insignificant whitespace,
 // bytes as base64. Two commands with the same id and a different digest are
 // an idempotency conflict (PRP-4).
-func CommandDigest(c Command) string {
+func commandDigest(c Command) string {
 	c.Digest = ""
 	b, err := canonicalJSON(c)
 	if err != nil {
@@ -267,7 +190,7 @@ func CommandDigest(c Command) string {
 
 // SealCommand sets c.Digest and returns c.
 func SealCommand(c Command) Command {
-	c.Digest = CommandDigest(c)
+	c.Digest = commandDigest(c)
 	return c
 }
 

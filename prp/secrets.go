@@ -23,22 +23,13 @@ const (
 	SecretFromManagedAccount SecretSource = "managed_account"
 )
 
-// Limits of the secrets of one task.
-const (
-	// MaxSecretUses is the most SecretUse entries one task.start carries.
-	MaxSecretUses = 64
-	// MaxSecretValue is the largest secret value (64 KiB) a secrets frame
-	// carries.
-	MaxSecretValue = 64 << 10
-)
-
 // SecretUse is a reference to one secret value a task needs (PRP "secrets
 // in commands"): where the value comes from and where the task gets it,
 // as the environment variable Env or the file File (written with mode
 // 0600 before the task starts, removed when it ends; a relative path is
 // relative to the task's cwd). Exactly one of Env and File is set. A
 // command carries only these references; the values travel in a separate
-// TypeSecrets frame that is delivered once, right before the command, and
+// secrets frame that is delivered once, right before the command, and
 // is never journaled, digested, stored or echoed in events.
 type SecretUse struct {
 	Source SecretSource `json:"source"`
@@ -54,8 +45,8 @@ type SecretUse struct {
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 
 // Validate checks one use: a known source, a reference of at most 256
-// printable characters, exactly one of a valid env name (not TicketEnv-like
-// reserved names, see reserved) and a clean file path, and projects only
+// printable characters, exactly one of a valid env name (not a BERTH_
+// name: those are the runner's) and a clean file path, and projects only
 // for a managed account.
 func (u *SecretUse) Validate() error {
 	switch u.Source {
@@ -90,11 +81,16 @@ func (u *SecretUse) Validate() error {
 	return nil
 }
 
+// maxSecretUses is the most SecretUse entries one task.start carries
+// (internal/prpwire.MaxSecretUses, the most values a secrets frame
+// carries, is the same).
+const maxSecretUses = 64
+
 // validateSecretUses checks a task's uses: each valid, at most
-// MaxSecretUses, no env name or file twice, at most one managed account.
+// maxSecretUses, no env name or file twice, at most one managed account.
 func validateSecretUses(uses []SecretUse) error {
-	if len(uses) > MaxSecretUses {
-		return fmt.Errorf("field secrets has %d entries, more than %d", len(uses), MaxSecretUses)
+	if len(uses) > maxSecretUses {
+		return fmt.Errorf("field secrets has %d entries, more than %d", len(uses), maxSecretUses)
 	}
 	seen := map[string]bool{}
 	accounts := 0
@@ -120,52 +116,3 @@ func validateSecretUses(uses []SecretUse) error {
 	}
 	return nil
 }
-
-// SecretValues is the body of a TypeSecrets envelope: the values of the
-// Secrets of task.start command CommandID, in the same order, sent by the
-// controller right before that command on the same connection and only
-// then (never on a redelivery of a command that has a result). The runner
-// keeps them in memory only and hands them to the task; they are never
-// journaled, stored or echoed in an event. Code and Message, set instead of
-// Values, say why the controller could not resolve them (the runner then
-// refuses the command with that code; Message names references, never a
-// value).
-type SecretValues struct {
-	CommandID string   `json:"command_id"`
-	Values    []string `json:"values,omitempty"`
-	Code      string   `json:"code,omitempty"`
-	Message   string   `json:"message,omitempty"`
-}
-
-// Validate checks the body: a valid command id, either values (each at most
-// MaxSecretValue bytes) or a code.
-func (s *SecretValues) Validate() error {
-	if !ValidID(s.CommandID) {
-		return fmt.Errorf("secrets: field command_id %q is not a valid id", s.CommandID)
-	}
-	if s.Code != "" && len(s.Values) > 0 {
-		return fmt.Errorf("secrets for %s: fields values and code are exclusive", s.CommandID)
-	}
-	if len(s.Values) > MaxSecretUses {
-		return fmt.Errorf("secrets for %s: field values has more than %d entries", s.CommandID, MaxSecretUses)
-	}
-	for i, v := range s.Values {
-		if len(v) > MaxSecretValue {
-			// The length only: never the value.
-			return fmt.Errorf("secrets for %s: field values[%d] is longer than %d bytes", s.CommandID, i, MaxSecretValue)
-		}
-	}
-	return nil
-}
-
-// String names the command and the number of values; never a value, so
-// that a log line or %v cannot show one.
-func (s SecretValues) String() string {
-	if s.Code != "" {
-		return fmt.Sprintf("secrets for %s: %s", s.CommandID, s.Code)
-	}
-	return fmt.Sprintf("secrets for %s: %d values", s.CommandID, len(s.Values))
-}
-
-// GoString is String, so that %#v cannot show a value either.
-func (s SecretValues) GoString() string { return s.String() }

@@ -28,13 +28,9 @@ const (
 // Valid reports whether s is a known scope.
 func (s Scope) Valid() bool { return s == ScopeTask || s == ScopeProbe }
 
-// Ticket lifetimes.
-const (
-	// MaxTicketTTL is the longest a ticket lives (PRP-2).
-	MaxTicketTTL = 5 * time.Minute
-	// MaxProbeTokenTTL is the longest a probe-scoped token lives.
-	MaxProbeTokenTTL = 2 * time.Minute
-)
+// MaxTicketTTL is the longest a ticket lives (PRP-2): TicketRecord.Validate
+// refuses a longer one.
+const MaxTicketTTL = 5 * time.Minute
 
 // ticketPrefix starts every ticket's text form.
 const ticketPrefix = "prpt1_"

@@ -22,6 +22,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -101,13 +102,13 @@ func Memory() Stores {
 	}
 }
 
-// NewMemoryRunnerStore returns an empty memory RunnerStore: a
-// prp.MemoryTicketStore and a controller.MemoryStore.
+// NewMemoryRunnerStore returns an empty memory RunnerStore: the runner
+// protocol's memory ticket store and the controller's memory Store (controller.NewMemoryStore).
 func NewMemoryRunnerStore() RunnerStore {
-	return memoryRunners{&prp.MemoryTicketStore{}, &controller.MemoryStore{}}
+	return memoryRunners{prpwire.NewMemoryTicketStore(), controller.NewMemoryStore()}
 }
 
 type memoryRunners struct {
-	*prp.MemoryTicketStore
-	*controller.MemoryStore
+	prp.TicketStore
+	controller.Store
 }

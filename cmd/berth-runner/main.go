@@ -1,4 +1,4 @@
-// Command runner is berth's reference runner (prp/runner) as a binary: it
+// Command runner is berth's reference runner (internal/runner) as a binary: it
 // runs inside a sandbox, dials out to the controller and executes the tasks
 // it is sent. Build it static (no cgo), so that it runs on any Linux libc:
 //
@@ -40,7 +40,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/berthdev/berth/prp/runner"
+	"github.com/berthdev/berth/internal/runner"
 )
 
 func main() {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berthdev/berth/prp/runner"
+	"github.com/berthdev/berth/internal/runner"
 )
 
 // PRP-2: the ticket file is read and removed; one readable by others is

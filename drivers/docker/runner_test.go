@@ -95,7 +95,7 @@ func newPRPHost(t testing.TB, sb drivers.Sandbox, spec drivers.RunnerSpec) *prpH
 	}
 	leases := lease.NewMemoryStore()
 	c, _, err := controller.New(signer, leases, nil, &controller.Options{Authorizer: companyPolicy, DataDir: t.TempDir(),
-		Limits: prp.Welcome{Heartbeat: time.Second}, Poll: 50 * time.Millisecond})
+		Heartbeat: time.Second, Poll: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

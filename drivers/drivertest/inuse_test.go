@@ -23,7 +23,7 @@ func (h imageHarness) Config() config.Config {
 }
 func (h imageHarness) Close() {}
 
-// RunnerSpec is well-formed; the fake runs prp/runner in-process and never
+// RunnerSpec is well-formed; the fake runs internal/runner in-process and never
 // executes the binary.
 func (h imageHarness) RunnerSpec(testing.TB) drivers.RunnerSpec {
 	return drivers.RunnerSpec{Binary: "/nonexistent/berth-runner", SHA256: strings.Repeat("0", 64)}

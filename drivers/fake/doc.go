@@ -34,6 +34,6 @@
 //	fake: no handler for "make": register one in Options.Handlers["make"]
 //
 // The terminal is an echo shell that runs each line as sh -c LINE.
-// HostRunner runs prp/runner in this process on a unix socket: the tasks
+// HostRunner runs internal/runner in this process on a unix socket: the tasks
 // that runner starts are the only host processes the fake starts.
 package fake

@@ -39,7 +39,7 @@ func (h *harness) ConfigWithImage(id images.Identity) (config.Config, bool) {
 
 func (h *harness) Close() {}
 
-// RunnerSpec is well-formed; the fake runs prp/runner in-process and never
+// RunnerSpec is well-formed; the fake runs internal/runner in-process and never
 // executes the binary.
 func (h *harness) RunnerSpec(testing.TB) drivers.RunnerSpec {
 	return drivers.RunnerSpec{Binary: "/nonexistent/berth-runner", SHA256: strings.Repeat("0", 64)}

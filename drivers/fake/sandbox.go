@@ -22,7 +22,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/images"
-	"github.com/berthdev/berth/prp/runner"
+	"github.com/berthdev/berth/internal/runner"
 )
 
 // sandbox is a handle to one fake sandbox; several handles (Acquire, then
@@ -333,7 +333,7 @@ func (t *termSession) Resize(ctx context.Context, rows, cols int) error {
 
 // HostRunner opens an ingress on a unix socket in a fresh temporary
 // directory, one at a time per sandbox. As the fake's sandboxes live in
-// this process, so does its runner: Launch runs prp/runner (spec is checked,
+// this process, so does its runner: Launch runs internal/runner (spec is checked,
 // its binary never run) until the sandbox stops or is destroyed.
 func (s *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (drivers.RunnerIngress, error) {
 	fail := func(err error) (drivers.RunnerIngress, error) {
@@ -385,7 +385,7 @@ func (in *ingress) Close() error {
 	return errors.Join(in.Listener.Close(), os.RemoveAll(in.dir))
 }
 
-// Launch starts prp/runner in this process with a state directory of its
+// Launch starts internal/runner in this process with a state directory of its
 // own and the ticket in memory; req.Env is added to its tasks' environment.
 func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	fail := func(err error) error { return fmt.Errorf("fake: launch runner in %s: %w", in.s.id, err) }

@@ -62,14 +62,14 @@ func newRunnerRig(t *testing.T) *runnerRig {
 	leases := lease.NewMemoryStore()
 	leasetest.RecordActive(t, leases, "lease-1", "co-1")
 	ctrl, _, err := controller.New(signer, leases, nil, &controller.Options{
-		Store: &controller.MemoryStore{}, DataDir: t.TempDir(),
+		Store: controller.NewMemoryStore(), DataDir: t.TempDir(),
 		Authorizer: authz.AuthorizerFunc(func(_ context.Context, p authz.Principal, a authz.Action, r authz.Resource) error {
 			if a == authz.ActionLease && p.HasCompany(r.Company) {
 				return nil
 			}
 			return authz.Denied(p, a, r)
 		}),
-		Limits: prp.Welcome{Heartbeat: time.Second}, Poll: 50 * time.Millisecond,
+		Heartbeat: time.Second, Poll: 50 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)

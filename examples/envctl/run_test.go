@@ -20,7 +20,7 @@ import (
 )
 
 // fakeRunnerBinary writes a file to stand for the runner binary (an ELF
-// header of this host's architecture): the fake driver runs prp/runner
+// header of this host's architecture): the fake driver runs internal/runner
 // in-process and never executes it.
 func fakeRunnerBinary(t *testing.T) string {
 	t.Helper()

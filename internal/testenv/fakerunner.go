@@ -10,7 +10,7 @@ import (
 
 // FakeRunnerBinary writes, in a temporary directory of t, a file that
 // stands for a runner binary where none is executed (the fake driver runs
-// prp/runner in-process): an ELF header of linux/runtime.GOARCH and
+// internal/runner in-process): an ELF header of linux/runtime.GOARCH and
 // nothing else, so that its architecture reads as this host's
 // (controller.RunnerSpecFromFile). It returns the path.
 func FakeRunnerBinary(t testing.TB) string {

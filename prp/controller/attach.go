@@ -44,7 +44,7 @@ const (
 type AttachRequest struct {
 	// Scope is the runner's identity: prp.ScopeTask (the default) runs
 	// tasks; prp.ScopeProbe answers hello and refuses every task (PRP-8),
-	// its token lives at most prp.MaxProbeTokenTTL and is never renewed.
+	// its token lives at most two minutes and is never renewed.
 	Scope prp.Scope
 	// Run is the run the session is for. Default: the lease's run, else a
 	// new id. A run that starts with prp.PoolRunPrefix is refused
@@ -153,7 +153,7 @@ func (a *attachment) close() {
 // deadline passes without a hello (a runner built for another
 // architecture, one that crashed or whose ticket was refused), the error
 // names the sandbox and the endpoint and carries the end of the runner's
-// log (RunnerIngress.LogTail: at most MaxAttachLogTail bytes, printable
+// log (RunnerIngress.LogTail: at most maxAttachLogTail bytes, printable
 // text only, never the ticket), read within a few seconds more; a
 // cancelled ctx returns at once without it. A lease has
 // at most one attached runner in this process: a second Attach while one
@@ -399,16 +399,16 @@ func (c *Controller) awaitOwnRunner(ctx context.Context, p authz.Principal, own 
 	}
 }
 
-// MaxAttachLogTail is how many bytes of the runner's log (the end of it)
+// maxAttachLogTail is how many bytes of the runner's log (the end of it)
 // an Attach error carries when the runner sent no hello.
-const MaxAttachLogTail = 2 << 10
+const maxAttachLogTail = 2 << 10
 
 // attachLogTailWait bounds reading the runner's log after Attach's
 // deadline passed.
 const attachLogTailWait = 5 * time.Second
 
 // runnerLogTail returns "; runner log: " and the sanitized end of the
-// runner's log (RunnerIngress.LogTail, at most MaxAttachLogTail bytes), or
+// runner's log (RunnerIngress.LogTail, at most maxAttachLogTail bytes), or
 // a note of why there is none, for Attach's error when no hello came.
 // After ctx's deadline it reads with a fresh one of attachLogTailWait; a
 // cancelled ctx (the caller gave up) reads nothing.
@@ -418,12 +418,12 @@ func (c *Controller) runnerLogTail(ctx context.Context, in drivers.RunnerIngress
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attachLogTailWait)
 	defer cancel()
-	b, err := in.LogTail(rctx, MaxAttachLogTail)
+	b, err := in.LogTail(rctx, maxAttachLogTail)
 	if err != nil {
 		c.log.Info("controller: reading the runner's log", "lease", lease, "err", err)
 		return "; the runner's log is unreadable"
 	}
-	if t := printableLog(b, MaxAttachLogTail); t != "" {
+	if t := printableLog(b, maxAttachLogTail); t != "" {
 		return "; runner log: " + t
 	}
 	return "; the runner's log is empty"

@@ -33,7 +33,7 @@ var streamBytes = flag.Int64("bench.stream-bytes", 64<<20, "bytes the stream thr
 
 // BenchmarkStreamThroughput: a task writes -bench.stream-bytes of zeros to
 // stdout through the runner, and the controller stores them (default
-// FileSink, durable before the ack); the anchor is OpenSSH's client running
+// fileSink, durable before the ack); the anchor is OpenSSH's client running
 // `head -c N /dev/zero` on a real sshd on loopback, its stdout discarded.
 // x_openssh is our throughput over OpenSSH's (goal >= 1.0). A second
 // anchor is the disk: writing N bytes to a file next to the sink's and one
@@ -48,7 +48,7 @@ func BenchmarkStreamThroughput(b *testing.B) {
 	sshArgs := []string{"-o", "BatchMode=yes", "-o", "UserKnownHostsFile=" + sshd.KnownHostsFile(),
 		"-i", sshd.ClientKeyFile(), "-p", strconv.Itoa(sshd.Port()), sshd.User() + "@127.0.0.1",
 		"head -c " + strconv.FormatInt(n, 10) + " /dev/zero"}
-	store := &controller.MemoryStore{}
+	store := controller.NewMemoryStore()
 	dataDir := b.TempDir()
 	s := newServer(b, serverOptions{Options: controller.Options{Store: store, DataDir: dataDir}})
 	startChild(b, s, b.TempDir(), "")
@@ -103,7 +103,7 @@ func BenchmarkStreamThroughput(b *testing.B) {
 
 // diskFloor measures the least that storing n bytes durably in dir costs:
 // writing them to one new file in 1 MiB writes, then one fsync. The
-// controller's FileSink does at least that (PRP-5: durable before the ack).
+// controller's fileSink does at least that (PRP-5: durable before the ack).
 func diskFloor(b *testing.B, dir string, n int64) time.Duration {
 	b.Helper()
 	f, err := os.CreateTemp(dir, "floor-*")
@@ -135,7 +135,7 @@ func (w *countWriter) Write(p []byte) (int, error) {
 
 // storedBytes sums the stored stdout bytes of task in session's events
 // after seq after.
-func storedBytes(b *testing.B, store *controller.MemoryStore, session string, after uint64, task string) int64 {
+func storedBytes(b *testing.B, store controller.Store, session string, after uint64, task string) int64 {
 	b.Helper()
 	evs, err := store.EventsAfter(context.Background(), session, after, 0)
 	if err != nil {

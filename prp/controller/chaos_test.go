@@ -16,10 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
+	"github.com/berthdev/berth/internal/runner"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
-	"github.com/berthdev/berth/prp/runner"
 	"github.com/berthdev/berth/qualification"
 )
 
@@ -188,11 +189,11 @@ func (p *byteCutProxy) counts() (cuts, accepted int) {
 // and resumes. The stored output is byte-identical and the stored events'
 // seqs are contiguous from 1 (none lost, none stored twice).
 func TestChaosCutsAtSeededByteCounts(t *testing.T) {
-	store := &controller.MemoryStore{}
+	store := controller.NewMemoryStore()
 	// 4 KiB output chunks make frames of about 5.6 KiB, so that every
 	// connection's budget (8 to 24 KiB) carries at least one whole event
 	// past the upgrade and the hello: each connection makes progress.
-	s := newServer(t, serverOptions{Options: controller.Options{Store: store, Limits: prp.Welcome{MaxOutputChunk: 4 << 10}}})
+	s := newServer(t, serverOptions{Options: controller.WithLimits(controller.Options{Store: store}, prpwire.Welcome{MaxOutputChunk: 4 << 10})})
 	proxy := newByteCutProxy(t, s.srv.Listener.Addr().String(), *chaosSeed, *chaosCuts, 8<<10, 24<<10)
 	s.url = "http://" + proxy.ln.Addr().String() + "/prp/"
 

@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -22,7 +23,7 @@ type liveConn struct {
 	c       *Controller
 	ws      *websocket.Conn
 	sess    Session
-	claims  prp.Claims
+	claims  prpwire.Claims
 	version int
 	cancel  context.CancelFunc
 	// conn is the connection's id in the store's claim
@@ -57,18 +58,18 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	// upgrade.
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok {
-		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: prp.CodeTokenMissing, Message: "an Authorization: Bearer token is required"})
+		writeJSON(w, http.StatusUnauthorized, prpwire.ErrorResponse{Code: prpwire.CodeTokenMissing, Message: "an Authorization: Bearer token is required"})
 		return
 	}
-	claims, err := c.signer.Verify(tok, time.Now())
+	claims, err := prpwire.Verify(c.signer, tok, time.Now())
 	if err != nil {
-		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: prp.CodeOf(err), Message: err.Error()})
+		writeJSON(w, http.StatusUnauthorized, prpwire.ErrorResponse{Code: prpwire.CodeOf(err), Message: err.Error()})
 		return
 	}
 	sess, err := c.o.Store.GetSession(r.Context(), claims.Session)
 	if err != nil || sess.Lease != claims.Lease || sess.Run != claims.Run && !handedOverFrom(sess, claims) || sess.Scope != claims.Scope {
 		c.log.Warn("controller: connect: no session for the token", "session", claims.Session, "err", err)
-		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: prp.CodeSessionUnknown, Message: "no session " + claims.Session})
+		writeJSON(w, http.StatusUnauthorized, prpwire.ErrorResponse{Code: prpwire.CodeSessionUnknown, Message: "no session " + claims.Session})
 		return
 	}
 	leaseEnd, ok := c.connectLease(w, r, sess)
@@ -79,7 +80,7 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	closed := c.closed
 	c.mu.Unlock()
 	if closed {
-		writeJSON(w, http.StatusServiceUnavailable, prp.ErrorResponse{Code: prp.CodeClosed, Message: "the controller is closed"})
+		writeJSON(w, http.StatusServiceUnavailable, prpwire.ErrorResponse{Code: prpwire.CodeClosed, Message: "the controller is closed"})
 		return
 	}
 	conn, ok := c.claimConnection(w, r, sess.ID)
@@ -88,14 +89,14 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	release := sync.OnceFunc(func() { c.releaseConnection(sess.ID, conn) })
 	defer release()
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{prp.Subprotocol}})
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{prpwire.Subprotocol}})
 	if err != nil {
 		return
 	}
 	ws.SetReadLimit(int64(c.limits.MaxFrame))
 	defer ws.CloseNow()
-	if ws.Subprotocol() != prp.Subprotocol {
-		ws.Close(prp.CloseSubprotocol, "subprotocol "+prp.Subprotocol+" required")
+	if ws.Subprotocol() != prpwire.Subprotocol {
+		ws.Close(prpwire.CloseSubprotocol, "subprotocol "+prpwire.Subprotocol+" required")
 		return
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
@@ -185,13 +186,13 @@ func (c *Controller) claimConnection(w http.ResponseWriter, r *http.Request, ses
 		now := time.Now()
 		var ok bool
 		if ok, err = c.o.Store.ClaimConnection(r.Context(), session, conn, now.Add(c.limits.DeadAfter), now); err == nil && !ok {
-			writeJSON(w, http.StatusConflict, prp.ErrorResponse{Code: prp.CodeSessionConnected, Message: "session " + session + " is connected already"})
+			writeJSON(w, http.StatusConflict, prpwire.ErrorResponse{Code: prpwire.CodeSessionConnected, Message: "session " + session + " is connected already"})
 			return "", false
 		}
 	}
 	if err != nil {
 		c.log.Error("controller: connect: claim the connection", "session", session, "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, prp.ErrorResponse{Code: prp.CodeStoreUnavailable, Message: "the store is unavailable"})
+		writeJSON(w, http.StatusServiceUnavailable, prpwire.ErrorResponse{Code: prpwire.CodeStoreUnavailable, Message: "the store is unavailable"})
 		return "", false
 	}
 	return conn, true
@@ -207,28 +208,28 @@ func (c *Controller) releaseConnection(session, conn string) {
 }
 
 // handshake reads the hello and sends the welcome (PRP-3).
-func (c *Controller) handshake(ctx context.Context, ws *websocket.Conn, sess Session, claims prp.Claims) (*liveConn, prp.Hello, error) {
+func (c *Controller) handshake(ctx context.Context, ws *websocket.Conn, sess Session, claims prpwire.Claims) (*liveConn, prp.Hello, error) {
 	hctx, cancel := context.WithTimeout(ctx, c.limits.DeadAfter)
 	_, b, err := ws.Read(hctx)
 	cancel()
 	if err != nil {
 		return nil, prp.Hello{}, fmt.Errorf("read hello: %w", err)
 	}
-	env, err := prp.DecodeFrame(b, c.limits.MaxFrame)
+	env, err := prpwire.DecodeFrame(b, c.limits.MaxFrame)
 	var h prp.Hello
-	if err == nil && env.Type != prp.TypeHello {
-		err = fmt.Errorf("%w: first frame is a %s, want a hello", prp.ErrFrame, env.Type)
+	if err == nil && env.Type != prpwire.TypeHello {
+		err = fmt.Errorf("%w: first frame is a %s, want a hello", prpwire.ErrFrame, env.Type)
 	}
 	if err == nil {
-		err = prp.DecodeBody(env, &h)
+		err = prpwire.DecodeBody(env, &h)
 	}
 	if err != nil {
-		ws.Close(prp.CloseProtocolError, string(prp.CodeOf(err)))
+		ws.Close(prpwire.CloseProtocolError, string(prpwire.CodeOf(err)))
 		return nil, prp.Hello{}, err
 	}
-	v, err := prp.Negotiate(h.MinVersion, h.MaxVersion, prp.MinVersion, prp.MaxVersion)
+	v, err := prpwire.Negotiate(h.MinVersion, h.MaxVersion, prpwire.MinVersion, prpwire.MaxVersion)
 	if err != nil {
-		ws.Close(prp.CloseVersionUnsupported, string(prp.CodeOf(err)))
+		ws.Close(prpwire.CloseVersionUnsupported, string(prpwire.CodeOf(err)))
 		return nil, h, err
 	}
 	ack, err := c.o.Store.LastEventSeq(ctx, sess.ID)
@@ -247,11 +248,11 @@ func (c *Controller) handshake(ctx context.Context, ws *websocket.Conn, sess Ses
 	// A probe identity is granted nothing (PRP-8).
 	wel.Capabilities = []prp.Capability{}
 	if sess.Scope == prp.ScopeTask {
-		wel.Capabilities = prp.GrantCapabilities(h.Capabilities, c.grant)
+		wel.Capabilities = prpwire.GrantCapabilities(h.Capabilities, c.grant)
 	}
 	lc := &liveConn{c: c, ws: ws, sess: sess, claims: claims, version: v, stored: ack, welcomeAck: ack, ackCh: make(chan struct{}, 1),
-		binary: prp.Has(wel.Capabilities, prp.CapBinaryOutput)}
-	if err := lc.send(ctx, prp.TypeWelcome, 0, ack, wel); err != nil {
+		binary: prpwire.Has(wel.Capabilities, prpwire.CapBinaryOutput)}
+	if err := lc.send(ctx, prpwire.TypeWelcome, 0, ack, wel); err != nil {
 		return nil, h, fmt.Errorf("send welcome: %w", err)
 	}
 	return lc, h, nil
@@ -259,17 +260,17 @@ func (c *Controller) handshake(ctx context.Context, ws *websocket.Conn, sess Ses
 
 // send writes one frame; only the writer goroutine calls it after the
 // welcome.
-func (lc *liveConn) send(ctx context.Context, t prp.Type, seq, ack uint64, body any) error {
+func (lc *liveConn) send(ctx context.Context, t prpwire.Type, seq, ack uint64, body any) error {
 	id, err := prp.NewID("m")
 	if err != nil {
 		return err
 	}
-	env, err := prp.NewEnvelope(lc.version, t, id, lc.sess.ID, body)
+	env, err := prpwire.NewEnvelope(lc.version, t, id, lc.sess.ID, body)
 	if err != nil {
 		return err
 	}
 	env.Seq, env.Ack = seq, ack
-	b, err := prp.EncodeFrame(env, lc.c.limits.MaxFrame)
+	b, err := prpwire.EncodeFrame(env, lc.c.limits.MaxFrame)
 	if err != nil {
 		return err
 	}
@@ -286,7 +287,7 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 	// member's change once, when the adopting lease takes it over.
 	sess, claims := lc.sess, lc.claims
 	expiry := claims.ExpiresAt
-	renewAt := expiry.Add(-c.o.TokenTTL / 2)
+	renewAt := expiry.Add(-c.o.tokenTTL / 2)
 	if !lc.leaseEnd.IsZero() && lc.leaseEnd.Before(renewAt) {
 		renewAt = lc.leaseEnd
 	}
@@ -298,14 +299,14 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 			// token with the adopting lease's claims (pool.go).
 			ns, cl, ok, err := lc.handedOver(ctx, sess, acked)
 			if errors.Is(err, errLeaseOver) {
-				lc.ws.Close(prp.CloseUnauthorized, "lease ended")
+				lc.ws.Close(prpwire.CloseUnauthorized, "lease ended")
 			}
 			if err != nil {
 				return err
 			}
 			if ok {
 				sess, claims, expiry = ns, cl, cl.ExpiresAt
-				renewAt = expiry.Add(-c.o.TokenTTL / 2)
+				renewAt = expiry.Add(-c.o.tokenTTL / 2)
 			}
 		}
 		if claims.Company != authz.InstanceCompany {
@@ -323,13 +324,13 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 				return err
 			}
 			if ok {
-				if err := lc.send(ctx, prp.TypeSecrets, 0, acked, sv); err != nil {
+				if err := lc.send(ctx, prpwire.TypeSecrets, 0, acked, sv); err != nil {
 					return err
 				}
 				c.secretFrames.Add(1)
 			}
 			lc.sentSeq.Store(r.Seq)
-			if err := lc.send(ctx, prp.TypeCommand, r.Seq, acked, r.Command); err != nil {
+			if err := lc.send(ctx, prpwire.TypeCommand, r.Seq, acked, r.Command); err != nil {
 				return err
 			}
 			sent = r.Seq
@@ -340,10 +341,10 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 		if stored > acked {
 			// Durable before the ack (PRP-5): the metadata is in the
 			// store already; the bytes are once the sink synced.
-			if err := c.o.Sink.Sync(ctx, lc.sess.ID); err != nil {
+			if err := c.sink.Sync(ctx, lc.sess.ID); err != nil {
 				return err
 			}
-			if err := lc.send(ctx, prp.TypeAck, 0, stored, nil); err != nil {
+			if err := lc.send(ctx, prpwire.TypeAck, 0, stored, nil); err != nil {
 				return err
 			}
 			acked = stored
@@ -353,13 +354,13 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 			// (renewal, leases.go).
 			tok, cl, next, err := lc.renewal(ctx, sess, claims, expiry)
 			if errors.Is(err, errLeaseOver) {
-				lc.ws.Close(prp.CloseUnauthorized, "lease ended")
+				lc.ws.Close(prpwire.CloseUnauthorized, "lease ended")
 			}
 			if err != nil {
 				return err
 			}
 			if tok != "" {
-				if err := lc.send(ctx, prp.TypeToken, 0, acked, prp.TokenRenewal{Token: tok, ExpiresAt: cl.ExpiresAt}); err != nil {
+				if err := lc.send(ctx, prpwire.TypeToken, 0, acked, prpwire.TokenRenewal{Token: tok, ExpiresAt: cl.ExpiresAt}); err != nil {
 					return err
 				}
 				claims, expiry = cl, cl.ExpiresAt
@@ -414,7 +415,7 @@ func (lc *liveConn) heartbeat(ctx context.Context) {
 		if err != nil {
 			if ctx.Err() == nil {
 				lc.c.log.Info("controller: runner missed its heartbeats", "session", lc.sess.ID, "err", err)
-				lc.ws.Close(prp.CloseDead, "heartbeat missed")
+				lc.ws.Close(prpwire.CloseDead, "heartbeat missed")
 				lc.cancel()
 			}
 			return
@@ -426,7 +427,7 @@ func (lc *liveConn) heartbeat(ctx context.Context) {
 // output bytes written to the sink at once (the frame's buffer is reused),
 // their metadata handed to the intake goroutine, which stores it in
 // batches (every event read while the previous batch was written, at most
-// MaxEventBatch) before they count as stored; a gap closes the connection
+// maxEventBatch) before they count as stored; a gap closes the connection
 // (the runner resumes from the ack).
 func (lc *liveConn) reader(ctx context.Context) error {
 	acct, err := lc.c.newAccounting(ctx, lc.sess, lc.sentSeq.Load)
@@ -436,7 +437,7 @@ func (lc *liveConn) reader(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	recs := make(chan intakeItem, MaxEventBatch)
+	recs := make(chan intakeItem, maxEventBatch)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := lc.intake(ctx, recs); err != nil {
@@ -458,11 +459,11 @@ func (lc *liveConn) reader(ctx context.Context) error {
 // intake stores the records the reader hands over, in batches, and then
 // advances the stored seq and wakes the writer to ack.
 func (lc *liveConn) intake(ctx context.Context, recs <-chan intakeItem) error {
-	batch := make([]intakeItem, 0, MaxEventBatch)
+	batch := make([]intakeItem, 0, maxEventBatch)
 	for r := range recs {
 		batch = append(batch[:0], r)
 	more:
-		for len(batch) < MaxEventBatch {
+		for len(batch) < maxEventBatch {
 			select {
 			case r, ok := <-recs:
 				if !ok {
@@ -504,45 +505,45 @@ func (lc *liveConn) read(ctx context.Context, recs chan<- intakeItem, acct *acco
 		if typ == websocket.MessageBinary {
 			// One parse, no copy: the output bytes go from this buffer to
 			// the sink.
-			var f prp.OutputFrame
+			var f prpwire.OutputFrame
 			if !lc.binary {
-				err = fmt.Errorf("%w: a binary frame, but %s was not granted", prp.ErrFrame, prp.CapBinaryOutput)
-			} else if f, err = prp.DecodeOutputFrame(buf, lc.c.limits.MaxFrame); err == nil && (f.Session != lc.sess.ID || f.Version != lc.version) {
-				err = fmt.Errorf("%w: output frame for session %q version %d on session %s version %d", prp.ErrFrame, f.Session, f.Version, lc.sess.ID, lc.version)
+				err = fmt.Errorf("%w: a binary frame, but %s was not granted", prpwire.ErrFrame, prpwire.CapBinaryOutput)
+			} else if f, err = prpwire.DecodeOutputFrame(buf, lc.c.limits.MaxFrame); err == nil && (f.Session != lc.sess.ID || f.Version != lc.version) {
+				err = fmt.Errorf("%w: output frame for session %q version %d on session %s version %d", prpwire.ErrFrame, f.Session, f.Version, lc.sess.ID, lc.version)
 			}
 			if err != nil {
-				lc.ws.Close(prp.CloseProtocolError, string(prp.CodeOf(err)))
+				lc.ws.Close(prpwire.CloseProtocolError, string(prpwire.CodeOf(err)))
 				return err
 			}
 			seq, ev = f.Seq, f.Event()
 		} else {
-			env, err := prp.DecodeFrame(buf, lc.c.limits.MaxFrame)
+			env, err := prpwire.DecodeFrame(buf, lc.c.limits.MaxFrame)
 			if err == nil && env.Session != lc.sess.ID {
-				err = fmt.Errorf("%w: frame for session %q on session %s", prp.ErrFrame, env.Session, lc.sess.ID)
+				err = fmt.Errorf("%w: frame for session %q on session %s", prpwire.ErrFrame, env.Session, lc.sess.ID)
 			}
 			if err != nil {
-				lc.ws.Close(prp.CloseProtocolError, string(prp.CodeOf(err)))
+				lc.ws.Close(prpwire.CloseProtocolError, string(prpwire.CodeOf(err)))
 				return err
 			}
 			switch env.Type {
-			case prp.TypeAck:
+			case prpwire.TypeAck:
 				continue
-			case prp.TypeEvent:
+			case prpwire.TypeEvent:
 			default:
-				lc.ws.Close(prp.CloseProtocolError, "unexpected "+string(env.Type))
-				return fmt.Errorf("%w: unexpected %s from a runner", prp.ErrFrame, env.Type)
+				lc.ws.Close(prpwire.CloseProtocolError, "unexpected "+string(env.Type))
+				return fmt.Errorf("%w: unexpected %s from a runner", prpwire.ErrFrame, env.Type)
 			}
-			if err := prp.DecodeBody(env, &ev); err != nil {
-				lc.ws.Close(prp.CloseProtocolError, string(prp.CodeOf(err)))
+			if err := prpwire.DecodeBody(env, &ev); err != nil {
+				lc.ws.Close(prpwire.CloseProtocolError, string(prpwire.CodeOf(err)))
 				return err
 			}
 			seq = env.Seq
 		}
-		switch prp.CheckSeq(last, seq) {
-		case prp.SeqGap:
-			lc.ws.Close(prp.CloseSequenceGap, fmt.Sprintf("event %d after %d", seq, last))
+		switch prpwire.CheckSeq(last, seq) {
+		case prpwire.SeqGap:
+			lc.ws.Close(prpwire.CloseSequenceGap, fmt.Sprintf("event %d after %d", seq, last))
 			return fmt.Errorf("event seq %d after %d", seq, last)
-		case prp.SeqDuplicate:
+		case prpwire.SeqDuplicate:
 			lc.wakeWriter() // re-ack: the runner missed our ack
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 )
@@ -28,7 +29,7 @@ func dialRawTicket(t *testing.T, s *server, ticket string, subprotocols []string
 	defer cancel()
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+resp)
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.URL(), "http")+prp.ConnectPath, &websocket.DialOptions{HTTPHeader: h, Subprotocols: subprotocols})
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.URL(), "http")+prpwire.ConnectPath, &websocket.DialOptions{HTTPHeader: h, Subprotocols: subprotocols})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,11 +39,11 @@ func dialRawTicket(t *testing.T, s *server, ticket string, subprotocols []string
 
 func hello(t *testing.T, minV, maxV int) []byte {
 	t.Helper()
-	env, err := prp.NewEnvelope(1, prp.TypeHello, "m1", "", prp.Hello{MinVersion: minV, MaxVersion: maxV, RunnerVersion: "raw/1", BinarySHA256: strings.Repeat("ab", 32)})
+	env, err := prpwire.NewEnvelope(1, prpwire.TypeHello, "m1", "", prp.Hello{MinVersion: minV, MaxVersion: maxV, RunnerVersion: "raw/1", BinarySHA256: strings.Repeat("ab", 32)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := prp.EncodeFrame(env, 0)
+	b, err := prpwire.EncodeFrame(env, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,17 +55,17 @@ func hello(t *testing.T, minV, maxV int) []byte {
 // frame over the limit, each with its documented code.
 func TestConnectionsThatBreakTheProtocolAreClosed(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, serverOptions{Options: controller.Options{Limits: prp.Welcome{MaxFrame: prp.MinMaxFrame, MaxOutputChunk: 4 << 10, MaxUnackedBytes: prp.DefaultMaxUnackedBytes}}})
+	s := newServer(t, serverOptions{Options: controller.WithLimits(controller.Options{}, prpwire.Welcome{MaxFrame: prpwire.MinMaxFrame, MaxOutputChunk: 4 << 10, MaxUnackedBytes: prpwire.DefaultMaxUnackedBytes})})
 	for _, tc := range []struct {
 		name         string
 		subprotocols []string
 		frame        []byte
 		want         websocket.StatusCode
 	}{
-		{"without the subprotocol", nil, hello(t, 1, 1), prp.CloseSubprotocol},
-		{"with no common version", []string{prp.Subprotocol}, hello(t, 2, 3), prp.CloseVersionUnsupported},
-		{"with a frame over the limit", []string{prp.Subprotocol}, []byte(`{"pad":"` + strings.Repeat("x", prp.MinMaxFrame) + `"}`), websocket.StatusMessageTooBig},
-		{"with a first frame that is not a hello", []string{prp.Subprotocol}, []byte(`{"protocol":"berth.prp","version":1,"type":"ack","id":"m1"}`), prp.CloseProtocolError},
+		{"without the subprotocol", nil, hello(t, 1, 1), prpwire.CloseSubprotocol},
+		{"with no common version", []string{prpwire.Subprotocol}, hello(t, 2, 3), prpwire.CloseVersionUnsupported},
+		{"with a frame over the limit", []string{prpwire.Subprotocol}, []byte(`{"pad":"` + strings.Repeat("x", prpwire.MinMaxFrame) + `"}`), websocket.StatusMessageTooBig},
+		{"with a first frame that is not a hello", []string{prpwire.Subprotocol}, []byte(`{"protocol":"berth.prp","version":1,"type":"ack","id":"m1"}`), prpwire.CloseProtocolError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ws := dialRaw(t, s, tc.subprotocols)

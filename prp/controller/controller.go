@@ -17,6 +17,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 )
@@ -26,28 +27,23 @@ import (
 // collaborators (the Signer, the LeaseReader) and the SecretResolver hook
 // are New's arguments.
 type Options struct {
-	// Tickets holds bootstrap tickets. Default: a prp.MemoryTicketStore
-	// (one process only; replicas need a shared store).
+	// Tickets holds bootstrap tickets. Default: a memory TicketStore (one
+	// process only; replicas need a shared store).
 	Tickets prp.TicketStore
 	// Store holds sessions, the command journal and event metadata.
-	// Default: a MemoryStore.
+	// Default: NewMemoryStore's.
 	Store Store
-	// Sink keeps output bytes. Default: a FileSink under DataDir.
-	Sink OutputSink
-	// DataDir is the FileSink's directory; required when Sink is nil.
+	// DataDir is the directory where the controller keeps the output
+	// bytes of tasks (chunk files per session; the Store indexes them);
+	// required. berth.New makes a temporary one when it is empty.
 	DataDir string
 	// Authorizer decides MintTicket, dispatch and reads (AUTH-1).
 	// Default: authz.DefaultPolicy.
 	Authorizer authz.Authorizer
-	// Limits are the welcome's limits; Version, Session, EventAck,
-	// NextCommandSeq, Capabilities and TokenExpiry are ignored. Zero
-	// fields mean: heartbeat 10 s, dead after 30 s, prp.DefaultMaxFrame,
-	// prp.DefaultMaxOutputChunk, prp.DefaultMaxUnackedBytes, orphan grace
-	// 5 min.
-	Limits prp.Welcome
-	// TokenTTL is the lifetime of task tokens; they are renewed at half
-	// life while connected. Default: prp.DefaultTokenTTL.
-	TokenTTL time.Duration
+	// Heartbeat is how often a connected runner and the controller ping
+	// each other; a side that hears nothing for three heartbeats closes
+	// the connection (the session resumes on the next). Default: 10 s.
+	Heartbeat time.Duration
 	// Poll is how often waiters and followers re-read the store besides
 	// this process's own notifications (other replicas' writes). Default:
 	// 500 ms.
@@ -64,12 +60,19 @@ type Options struct {
 	// are acked and discarded (counted in OutputUsage.Discarded), except a
 	// result of a command still waiting for one. Default: 1,000,000.
 	MaxSessionEvents int64
-	// JSONOutput withholds prp.CapBinaryOutput, so that runners send
-	// output as JSON envelopes (base64) like runners that do not offer
-	// binary frames. Default: false (binary output frames are granted).
-	JSONOutput bool
 	// Logger receives diagnostics; never secrets. Default: discard.
 	Logger *slog.Logger
+	// limits are the welcome's limits (tests set them through
+	// export_test.go; zero fields take the defaults below and Heartbeat).
+	limits prpwire.Welcome
+	// tokenTTL is the lifetime of task tokens (tests shorten it); they
+	// are renewed at half life while connected. Default:
+	// prpwire.DefaultTokenTTL.
+	tokenTTL time.Duration
+	// jsonOutput withholds prpwire.CapBinaryOutput, so that runners send
+	// output as JSON envelopes (base64) like runners that do not offer
+	// binary frames (tests of that path).
+	jsonOutput bool
 	// Settings reads the instance settings (CFG-9; the Reader
 	// instance.NewService returns): with environments disabled, Attach
 	// and Attachment.Start refuse with an error wrapping
@@ -90,8 +93,9 @@ type Controller struct {
 	signer  *prp.Signer
 	leases  LeaseReader
 	secrets SecretResolver
-	x       *prp.Exchanger
-	limits  prp.Welcome
+	x       *prpwire.Exchanger
+	sink    outputSink
+	limits  prpwire.Welcome
 	log     *slog.Logger
 	// grant is what a task session may be granted of what its runner
 	// offers.
@@ -148,26 +152,24 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 	}
 	c := &Controller{o: o, signer: signer, leases: leases, secrets: secrets, changed: make(chan struct{}), live: map[string]*liveConn{}, hellos: map[string]prp.Hello{}, attached: map[string]*attachment{}}
 	if c.o.Tickets == nil {
-		c.o.Tickets = &prp.MemoryTicketStore{}
+		c.o.Tickets = prpwire.NewMemoryTicketStore()
 	}
 	if c.o.Store == nil {
-		c.o.Store = &MemoryStore{}
+		c.o.Store = NewMemoryStore()
 	}
-	if c.o.Sink == nil {
-		s, err := NewFileSink(c.o.DataDir)
-		if err != nil {
-			return nil, nil, err
-		}
-		c.o.Sink = s
+	sink, err := newFileSink(c.o.DataDir)
+	if err != nil {
+		return nil, nil, err
 	}
+	c.sink = sink
 	if c.o.Authorizer == nil {
 		c.o.Authorizer = authz.DefaultPolicy{}
 	}
-	if c.o.TokenTTL <= 0 {
-		c.o.TokenTTL = prp.DefaultTokenTTL
+	if c.o.tokenTTL <= 0 {
+		c.o.tokenTTL = prpwire.DefaultTokenTTL
 	}
-	c.o.MaxSessionOutput = cmp.Or(c.o.MaxSessionOutput, DefaultMaxSessionOutput)
-	c.o.MaxSessionEvents = cmp.Or(c.o.MaxSessionEvents, DefaultMaxSessionEvents)
+	c.o.MaxSessionOutput = cmp.Or(c.o.MaxSessionOutput, defaultMaxSessionOutput)
+	c.o.MaxSessionEvents = cmp.Or(c.o.MaxSessionEvents, defaultMaxSessionEvents)
 	if c.o.Poll <= 0 {
 		c.o.Poll = 500 * time.Millisecond
 	}
@@ -175,23 +177,23 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	l := c.o.Limits
-	l.Heartbeat = cmp.Or(l.Heartbeat, 10*time.Second)
+	l := c.o.limits
+	l.Heartbeat = cmp.Or(l.Heartbeat, c.o.Heartbeat, 10*time.Second)
 	l.DeadAfter = cmp.Or(l.DeadAfter, 3*l.Heartbeat)
-	l.MaxFrame = cmp.Or(l.MaxFrame, prp.DefaultMaxFrame)
-	l.MaxOutputChunk = cmp.Or(l.MaxOutputChunk, prp.DefaultMaxOutputChunk)
-	l.MaxUnackedBytes = cmp.Or(l.MaxUnackedBytes, prp.DefaultMaxUnackedBytes)
+	l.MaxFrame = cmp.Or(l.MaxFrame, prpwire.DefaultMaxFrame)
+	l.MaxOutputChunk = cmp.Or(l.MaxOutputChunk, prpwire.DefaultMaxOutputChunk)
+	l.MaxUnackedBytes = cmp.Or(l.MaxUnackedBytes, prpwire.DefaultMaxUnackedBytes)
 	l.OrphanGrace = cmp.Or(l.OrphanGrace, 5*time.Minute)
-	l.Version, l.Session, l.NextCommandSeq = prp.MaxVersion, "s_check", 1
+	l.Version, l.Session, l.NextCommandSeq = prpwire.MaxVersion, "s_check", 1
 	if err := l.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("controller: options: field Limits: %w", err)
+		return nil, nil, fmt.Errorf("controller: options: limits: %w", err)
 	}
 	c.limits = l
-	c.grant = []prp.Capability{prp.CapTasks, prp.CapStopProof, prp.CapStdin}
-	if !c.o.JSONOutput {
-		c.grant = append(c.grant, prp.CapBinaryOutput)
+	c.grant = []prp.Capability{prpwire.CapTasks, prpwire.CapStopProof, prpwire.CapStdin}
+	if !c.o.jsonOutput {
+		c.grant = append(c.grant, prpwire.CapBinaryOutput)
 	}
-	c.x = &prp.Exchanger{Store: c.o.Tickets, Signer: c.signer, TokenTTL: c.o.TokenTTL}
+	c.x = &prpwire.Exchanger{Store: c.o.Tickets, Signer: c.signer, TokenTTL: c.o.tokenTTL}
 	return c, taskStopper{c}, nil
 }
 
@@ -236,14 +238,14 @@ func (c *Controller) MintTicket(ctx context.Context, p authz.Principal, req Tick
 	return c.mintTicket(ctx, p, req, "", req.Holder != nil)
 }
 
-// MintResumeTicket authorizes p on session (authz.ActionLease on
+// mintResumeTicket authorizes p on session (authz.ActionLease on
 // its lease's company) and returns a new one-use resume ticket for it: its
 // exchange creates no session but mints a token for session, so that a
 // restarted runner rejoins it with its state directory (PRP-5). A runner
 // keeps its token in memory only; a restart needs this ticket. ttl zero
 // means prp.MaxTicketTTL. Attach mints one itself when its session's
 // runner is gone.
-func (c *Controller) MintResumeTicket(ctx context.Context, p authz.Principal, session string, ttl time.Duration) (prp.Ticket, prp.TicketRecord, error) {
+func (c *Controller) mintResumeTicket(ctx context.Context, p authz.Principal, session string, ttl time.Duration) (prp.Ticket, prp.TicketRecord, error) {
 	s, err := c.session(ctx, p, session)
 	if err != nil {
 		return prp.Ticket{}, prp.TicketRecord{}, err
@@ -311,9 +313,9 @@ func (c *Controller) mintFor(ctx context.Context, l *lease.Lease, req TicketRequ
 // endpoint (the token in "Authorization: Bearer"). Anything else is 404.
 func (c *Controller) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
-	case path.Base(r.URL.Path) == prp.ExchangePath && r.Method == http.MethodPost:
+	case path.Base(r.URL.Path) == prpwire.ExchangePath && r.Method == http.MethodPost:
 		c.exchange(w, r)
-	case path.Base(r.URL.Path) == prp.ConnectPath && r.Method == http.MethodGet:
+	case path.Base(r.URL.Path) == prpwire.ConnectPath && r.Method == http.MethodGet:
 		c.connect(w, r)
 	default:
 		http.NotFound(w, r)
@@ -327,22 +329,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func (c *Controller) exchange(w http.ResponseWriter, r *http.Request) {
-	var req prp.ExchangeRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, prp.MaxExchangeBody))
+	var req prpwire.ExchangeRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, prpwire.MaxExchangeBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, prp.ErrorResponse{Code: prp.CodeBadRequest, Message: "the body is not an exchange request"})
+		writeJSON(w, http.StatusBadRequest, prpwire.ErrorResponse{Code: prpwire.CodeBadRequest, Message: "the body is not an exchange request"})
 		return
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	resp, claims, rec, err := c.x.ExchangeTicket(r.Context(), req, now)
 	if err != nil {
-		if code := prp.CodeOf(err); code != "" {
-			writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: code, Message: err.Error()})
+		if code := prpwire.CodeOf(err); code != "" {
+			writeJSON(w, http.StatusUnauthorized, prpwire.ErrorResponse{Code: code, Message: err.Error()})
 			return
 		}
 		c.log.Error("controller: exchange", "lease", req.Lease, "err", err)
-		writeJSON(w, http.StatusInternalServerError, prp.ErrorResponse{Code: prp.CodeInternal, Message: "the exchange failed"})
+		writeJSON(w, http.StatusInternalServerError, prpwire.ErrorResponse{Code: prpwire.CodeInternal, Message: "the exchange failed"})
 		return
 	}
 	if rec.Resume != "" {
@@ -351,7 +353,7 @@ func (c *Controller) exchange(w http.ResponseWriter, r *http.Request) {
 		s, err := c.o.Store.GetSession(r.Context(), rec.Resume)
 		if err != nil || s.Lease != claims.Lease || s.Run != claims.Run || s.Scope != claims.Scope || s.Company != claims.Company {
 			c.log.Warn("controller: exchange: no session for the resume ticket", "session", rec.Resume, "err", err)
-			writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: prp.CodeSessionUnknown, Message: "no session " + rec.Resume})
+			writeJSON(w, http.StatusUnauthorized, prpwire.ErrorResponse{Code: prpwire.CodeSessionUnknown, Message: "no session " + rec.Resume})
 			return
 		}
 		writeJSON(w, http.StatusOK, resp)
@@ -361,18 +363,18 @@ func (c *Controller) exchange(w http.ResponseWriter, r *http.Request) {
 		Ticket: rec.Hash.String(), Holder: rec.Holder}
 	if err := c.o.Store.CreateSession(r.Context(), s); err != nil {
 		c.log.Error("controller: exchange: create session", "lease", req.Lease, "err", err)
-		writeJSON(w, http.StatusInternalServerError, prp.ErrorResponse{Code: prp.CodeInternal, Message: "the exchange failed"})
+		writeJSON(w, http.StatusInternalServerError, prpwire.ErrorResponse{Code: prpwire.CodeInternal, Message: "the exchange failed"})
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// Hello returns the last hello a runner sent on session to this
+// sessionHello returns the last hello a runner sent on session to this
 // controller (its platform, version and capabilities), and whether there
 // was one. p must be allowed to read the session's lease: a session that
 // does not exist and one p may not read are the same not found (an error
 // wrapping ErrNotFound), read from the store as Tasks reads it.
-func (c *Controller) Hello(ctx context.Context, p authz.Principal, session string) (prp.Hello, bool, error) {
+func (c *Controller) sessionHello(ctx context.Context, p authz.Principal, session string) (prp.Hello, bool, error) {
 	s, err := c.session(ctx, p, session)
 	if err != nil {
 		return prp.Hello{}, false, err

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -21,7 +22,7 @@ import (
 // PRP-5, PRP-6: a task's output is stored byte for byte (also bytes that
 // are not UTF-8), with its exit code, through the real runner over a real
 // WebSocket: in binary output frames when the controller grants
-// prp.CapBinaryOutput, and in JSON envelopes (base64) when it does not. A
+// prpwire.CapBinaryOutput, and in JSON envelopes (base64) when it does not. A
 // proxy counts the bytes the runner sends, which tells the two apart.
 func TestTaskOutputIsByteIdenticalWithItsExitCode(t *testing.T) {
 	t.Parallel()
@@ -35,12 +36,12 @@ func TestTaskOutputIsByteIdenticalWithItsExitCode(t *testing.T) {
 }
 
 func testTaskOutput(t *testing.T, jsonOutput bool) {
-	s := newServer(t, serverOptions{Options: controller.Options{JSONOutput: jsonOutput}})
+	s := newServer(t, serverOptions{Options: controller.WithJSONOutput(controller.Options{}, jsonOutput)})
 	proxy := newByteCutProxy(t, s.srv.Listener.Addr().String(), 1, 0, 1, 2)
 	s.url = "http://" + proxy.ln.Addr().String() + "/prp/"
 	session := startRunner(t, s, prp.ScopeTask)
-	if h, ok, err := s.c.Hello(context.Background(), operator, session); err != nil || !ok || !prp.Has(h.Capabilities, prp.CapBinaryOutput) {
-		t.Fatalf("hello = %+v, want the runner to offer %s", h, prp.CapBinaryOutput)
+	if h, ok, err := s.c.Hello(context.Background(), operator, session); err != nil || !ok || !prpwire.Has(h.Capabilities, prpwire.CapBinaryOutput) {
+		t.Fatalf("hello = %+v, want the runner to offer %s", h, prpwire.CapBinaryOutput)
 	}
 	proxy.arm()
 	want := make([]byte, 300<<10)
@@ -148,7 +149,7 @@ func TestDuplicateReturnsStoredResultAndChangedBodyConflicts(t *testing.T) {
 // or mint.
 func TestCommandsOutsideTheTokensScopeAreDenied(t *testing.T) {
 	t.Parallel()
-	store := &controller.MemoryStore{}
+	store := controller.NewMemoryStore()
 	s := newServer(t, serverOptions{Options: controller.Options{Store: store}})
 	session := startRunner(t, s, prp.ScopeTask)
 	ctx := context.Background()
@@ -174,7 +175,7 @@ func TestCommandsOutsideTheTokensScopeAreDenied(t *testing.T) {
 // a command that reaches it anyway.
 func TestProbeIdentityRefusesTasks(t *testing.T) {
 	t.Parallel()
-	store := &controller.MemoryStore{}
+	store := controller.NewMemoryStore()
 	s := newServer(t, serverOptions{Options: controller.Options{Store: store}})
 	session := startRunner(t, s, prp.ScopeProbe)
 	ctx := context.Background()
@@ -197,8 +198,8 @@ func TestProbeIdentityRefusesTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := wait(t, s, session, "c2")
-	if res.Status != prp.ResultRejected || res.Code != prp.CodeProbeIdentity {
-		t.Errorf("result of a task on a probe identity = %+v, want rejected %s", res, prp.CodeProbeIdentity)
+	if res.Status != prp.ResultRejected || res.Code != prpwire.CodeProbeIdentity {
+		t.Errorf("result of a task on a probe identity = %+v, want rejected %s", res, prpwire.CodeProbeIdentity)
 	}
 }
 
@@ -243,7 +244,7 @@ func TestTicketReplayFailsAcrossReplicas(t *testing.T) {
 		t.Errorf("exchange of an expired ticket = %d %+v, want 401 ticket_expired", code, resp)
 	}
 	// A connect without a valid token is refused before the upgrade.
-	req, _ := http.NewRequest(http.MethodGet, a.URL()+prp.ConnectPath, nil)
+	req, _ := http.NewRequest(http.MethodGet, a.URL()+prpwire.ConnectPath, nil)
 	req.Header.Set("Authorization", "Bearer prpk1.k1.e30.AAAA")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -269,9 +270,9 @@ func exchange(t *testing.T, s *server, ticket, lease string) (int, exchangeResul
 }
 
 func exchangeBody(t *testing.T, s *server, ticket, lease string) (int, exchangeResult) {
-	b, _ := json.Marshal(prp.ExchangeRequest{Ticket: ticket, Lease: lease})
+	b, _ := json.Marshal(prpwire.ExchangeRequest{Ticket: ticket, Lease: lease})
 	var out exchangeResult
-	resp, err := http.Post(s.URL()+prp.ExchangePath, "application/json", bytes.NewReader(b))
+	resp, err := http.Post(s.URL()+prpwire.ExchangePath, "application/json", bytes.NewReader(b))
 	if err != nil {
 		t.Error(err)
 		return 0, out

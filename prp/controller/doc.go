@@ -26,8 +26,8 @@
 //
 // The parts:
 //
-//   - Controller, Options, New, MintTicket and
-//     MintResumeTicket (authorized through the host's
+//   - Controller, Options, New, MintTicket and the resume tickets
+//     Attach and Reattach mint (authorized through the host's
 //     authz.Authorizer) and ServeHTTP (the "exchange" and "connect"
 //     paths). A session records the ticket that created it and whether the
 //     lease's holder minted it (Attach, or TicketRequest.Holder: only
@@ -41,7 +41,7 @@
 //     lease only, bound to its recorded company; a connect and every token
 //     renewal read the session's lease, so a session lives no longer than
 //     its lease on every replica (a renewed token never outlives it; a live
-//     connection whose lease ended is closed with prp.CloseUnauthorized);
+//     connection whose lease ended is closed as unauthorized);
 //     and a session or lease the principal may not read is refused as a
 //     missing one (ErrNotFound, one text), "denied" kept for what it can
 //     see.
@@ -49,7 +49,7 @@
 //   - One connection: authentication before Accept, the session's
 //     one live connection claimed in the Store before the upgrade (a second
 //     connection is refused, 409 session_connected, on any replica; the
-//     heartbeat renews the claim, which lasts Options.Limits.DeadAfter),
+//     heartbeat renews the claim, which lasts three Options.Heartbeat),
 //     the subprotocol, the read limit, hello / welcome, one reader and one
 //     writer goroutine and the Ping heartbeat.
 //
@@ -79,20 +79,20 @@
 //     cut counted in the store (OutputUsage, stored after each batch: the
 //     caps hold across reconnects and replicas; a discarded event's ack is
 //     the session usage's seq) and marked (prp.Output.Truncated,
-//     prp.Exit.Truncated, OutputStatus); follow (subscribe, backfill,
-//     dedupe) under Task.Wait; Output and OutputFrom (from an offset, at
-//     most MaxOutputRead bytes).
+//     prp.Exit.Truncated); follow (subscribe, backfill, dedupe) under
+//     Task.Wait; Output and Task.Output (from an offset, a bounded read
+//     at a time).
 //
-//   - OutputSink and the default FileSink (chunk files under a
-//     data directory; the store holds the index).
+//   - The output bytes: chunk files under Options.DataDir; the store
+//     holds their index (OutputRef).
 //
 //   - Tasks (a task reads unknown while its runner is not
 //     connected) and events_lost: a runner's resume cursor that shows
 //     events it no longer has and the store never got is recorded
-//     (EventEventsLost, EventsLost) and fails the session's commands.
+//     (an EventEventsLost record) and fails the session's commands.
 //
 //   - The Store interface (sessions, command
-//     journal, event metadata) and MemoryStore. controllertest holds the
+//     journal, event metadata) and NewMemoryStore. controllertest holds the
 //     Store conformance suite; store/sqlite and store/postgres the SQL stores.
 //
 //   - A task's secrets (prp.SecretUse references in
@@ -116,7 +116,7 @@
 //     waits for the hello on the session of that ticket (never another
 //     session of the lease); without one by ctx's deadline, its error
 //     names the sandbox and carries the printable end of the runner's log
-//     (RunnerIngress.LogTail, MaxAttachLogTail); RunnerSpecFromFile (the
+//     (RunnerIngress.LogTail, maxAttachLogTail); RunnerSpecFromFile (the
 //     sum and the ELF header's architecture) and RunnerSetFromFiles.
 //
 //   - The controller's hook for the lease manager, the
@@ -167,17 +167,17 @@
 // Durability of events, what is synced when: the connection's reader
 // writes each event's output bytes to the sink as it arrives (not synced)
 // and hands its metadata to the connection's intake goroutine, which puts
-// every event read while its previous write ran (at most MaxEventBatch) in
+// every event read while its previous write ran (at most maxEventBatch) in
 // the Store at once: one PutEvents transaction if the Store is an
 // EventBatcher (the SQL stores: one commit instead of one per event), else
 // PutEvent by PutEvent; durable when that returns, as the Store documents,
 // and only then counted as stored. The connection's writer acks: it reads
-// the highest stored seq, calls OutputSink.Sync (FileSink: one fsync of the
+// the highest stored seq, calls outputSink.Sync (fileSink: one fsync of the
 // session's current chunk file; a full chunk file was synced before the
 // next was opened), and only then acks that seq. A sync runs while the
 // reader stores on, so every sync covers all the events stored during the
 // previous one: the syncs batch themselves, one per event only when events
 // arrive slower than a sync takes. Output events from a runner granted
-// prp.CapBinaryOutput arrive as binary frames, parsed once into a reused
+// binary output arrive as binary frames, parsed once into a reused
 // buffer that goes to the sink without a copy.
 package controller

@@ -13,8 +13,8 @@ import (
 
 // Default intake caps (Options.MaxSessionOutput, Options.MaxSessionEvents).
 const (
-	DefaultMaxSessionOutput = 1 << 30
-	DefaultMaxSessionEvents = 1_000_000
+	defaultMaxSessionOutput = 1 << 30
+	defaultMaxSessionEvents = 1_000_000
 )
 
 // intakeItem is one event the reader decided on: its record, whether it is
@@ -217,7 +217,7 @@ func (a *accounting) decide(ctx context.Context, seq uint64, ev prp.Event, now t
 			it.total, it.task.Usage = a.total, t.usage
 			return it, nil
 		}
-		ref, err := c.o.Sink.WriteOutput(ctx, a.sess.ID, seq, data[:k])
+		ref, err := c.sink.WriteOutput(ctx, a.sess.ID, seq, data[:k])
 		if err != nil {
 			return intakeItem{}, err
 		}
@@ -382,7 +382,7 @@ func (c *Controller) load(ctx context.Context, r EventRecord) (StoredEvent, erro
 		if r.Ref == nil || r.Event.Output == nil {
 			return StoredEvent{}, fmt.Errorf("controller: output event %d of session %s has no output ref", r.Seq, r.Session)
 		}
-		b, err := c.o.Sink.ReadOutput(ctx, *r.Ref)
+		b, err := c.sink.ReadOutput(ctx, *r.Ref)
 		if err != nil {
 			return StoredEvent{}, fmt.Errorf("controller: output event %d of session %s: %w", r.Seq, r.Session, err)
 		}
@@ -397,30 +397,30 @@ func (c *Controller) load(ctx context.Context, r EventRecord) (StoredEvent, erro
 // are not contiguous.
 var ErrOutputGap = errcode.New(errcode.Internal, "controller: output not contiguous")
 
-// MaxOutputRead is the most bytes one Output or OutputFrom returns.
-const MaxOutputRead = 16 << 20
+// maxOutputRead is the most bytes one Output or OutputFrom returns.
+const maxOutputRead = 16 << 20
 
 // Output authorizes p on session and returns the stored bytes of stream of
-// task from its start, at most MaxOutputRead of them (OutputFrom reads on
+// task from its start, at most maxOutputRead of them (OutputFrom reads on
 // from an offset), checking that the chunks are contiguous (ErrOutputGap
 // otherwise). It reads what is stored now; it does not wait for more.
 func (c *Controller) Output(ctx context.Context, p authz.Principal, session, task string, stream prp.Stream) ([]byte, error) {
-	return c.OutputFrom(ctx, p, session, task, stream, 0, MaxOutputRead)
+	return c.outputFrom(ctx, p, session, task, stream, 0, maxOutputRead)
 }
 
-// OutputFrom authorizes p on session and returns the stored bytes of
+// outputFrom authorizes p on session and returns the stored bytes of
 // stream of task from byte offset from on, at most limit of them (limit <=
-// 0 or above MaxOutputRead: MaxOutputRead), checking that the chunks are
+// 0 or above maxOutputRead: maxOutputRead), checking that the chunks are
 // contiguous (ErrOutputGap otherwise). Fewer than limit bytes means that
 // is all that is stored now; it does not wait for more. Whether output
 // was cut by a limit is in OutputStatus.
-func (c *Controller) OutputFrom(ctx context.Context, p authz.Principal, session, task string, stream prp.Stream, from int64, limit int) ([]byte, error) {
+func (c *Controller) outputFrom(ctx context.Context, p authz.Principal, session, task string, stream prp.Stream, from int64, limit int) ([]byte, error) {
 	sess, err := c.session(ctx, p, session)
 	if err != nil {
 		return nil, err
 	}
-	if limit <= 0 || limit > MaxOutputRead {
-		limit = MaxOutputRead
+	if limit <= 0 || limit > maxOutputRead {
+		limit = maxOutputRead
 	}
 	var out []byte
 	var last uint64
@@ -463,10 +463,10 @@ func (c *Controller) OutputFrom(ctx context.Context, p authz.Principal, session,
 	}
 }
 
-// OutputStatus authorizes p on session and returns the output accounting
+// outputStatus authorizes p on session and returns the output accounting
 // of task (OutputUsage: the bytes stored and the bytes discarded past its
 // output limit or the session's cap; task "": the session's totals).
-func (c *Controller) OutputStatus(ctx context.Context, p authz.Principal, session, task string) (OutputUsage, error) {
+func (c *Controller) outputStatus(ctx context.Context, p authz.Principal, session, task string) (OutputUsage, error) {
 	sess, err := c.session(ctx, p, session)
 	if err != nil {
 		return OutputUsage{}, err

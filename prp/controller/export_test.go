@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/berthdev/berth/internal/prpwire"
 	"time"
 
 	"github.com/berthdev/berth/authz"
@@ -136,3 +137,42 @@ func (c *Controller) Attached(lease string) bool {
 	defer c.mu.Unlock()
 	return c.attached[lease] != nil
 }
+
+// LostRange is lostRange, for tests.
+type LostRange = lostRange
+
+// EventsLost is eventsLost, for tests.
+func (c *Controller) EventsLost(ctx context.Context, p authz.Principal, session string) ([]LostRange, error) {
+	return c.eventsLost(ctx, p, session)
+}
+
+// Hello is sessionHello, for tests.
+func (c *Controller) Hello(ctx context.Context, p authz.Principal, session string) (prp.Hello, bool, error) {
+	return c.sessionHello(ctx, p, session)
+}
+
+// MintResumeTicket is mintResumeTicket, for tests.
+func (c *Controller) MintResumeTicket(ctx context.Context, p authz.Principal, session string, ttl time.Duration) (prp.Ticket, prp.TicketRecord, error) {
+	return c.mintResumeTicket(ctx, p, session, ttl)
+}
+
+// OutputFrom is outputFrom, for tests.
+func (c *Controller) OutputFrom(ctx context.Context, p authz.Principal, session, task string, stream prp.Stream, from int64, limit int) ([]byte, error) {
+	return c.outputFrom(ctx, p, session, task, stream, from, limit)
+}
+
+// OutputStatus is outputStatus, for tests.
+func (c *Controller) OutputStatus(ctx context.Context, p authz.Principal, session, task string) (OutputUsage, error) {
+	return c.outputStatus(ctx, p, session, task)
+}
+
+// WithLimits returns o with the session limits l (the welcome's; zero
+// fields take the defaults), for tests.
+func WithLimits(o Options, l prpwire.Welcome) Options { o.limits = l; return o }
+
+// WithTokenTTL returns o with task tokens that live ttl, for tests.
+func WithTokenTTL(o Options, ttl time.Duration) Options { o.tokenTTL = ttl; return o }
+
+// WithJSONOutput returns o that withholds binary output frames when on,
+// for tests.
+func WithJSONOutput(o Options, on bool) Options { o.jsonOutput = on; return o }

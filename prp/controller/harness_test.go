@@ -17,13 +17,13 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/internal/runner"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
-	"github.com/berthdev/berth/prp/runner"
 	"github.com/berthdev/berth/qualification"
 )
 
@@ -108,11 +108,11 @@ func newServer(t testing.TB, o serverOptions) *server {
 	if o.Authorizer == nil {
 		o.Authorizer = companyPolicy
 	}
-	if o.Sink == nil && o.DataDir == "" {
+	if o.DataDir == "" {
 		o.DataDir = t.TempDir()
 	}
-	if o.Limits.Heartbeat == 0 {
-		o.Limits.Heartbeat = time.Second
+	if o.Heartbeat == 0 {
+		o.Heartbeat = time.Second
 	}
 	o.Poll = 50 * time.Millisecond
 	c, tasks, err := controller.New(o.Signer, o.Leases, o.Secrets, &o.Options)

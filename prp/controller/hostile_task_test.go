@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/prp"
@@ -47,7 +48,7 @@ exec sleep 300`
 func TestAHostileTaskCannotBecomeItsRunner(t *testing.T) {
 	t.Parallel()
 	acct := testenv.UnprivilegedAccount(t)
-	s := newServer(t, serverOptions{Options: controller.Options{Limits: prp.Welcome{Heartbeat: time.Second, DeadAfter: time.Minute}}})
+	s := newServer(t, serverOptions{Options: controller.WithLimits(controller.Options{}, prpwire.Welcome{Heartbeat: time.Second, DeadAfter: time.Minute})})
 	bin := acct.Install(t, testenv.RunnerBinary(t))
 	state, out, home := acct.Dir(t), acct.Dir(t), acct.Dir(t)
 	ticket := s.ticket(t, prp.ScopeTask)
@@ -89,7 +90,7 @@ func TestAHostileTaskCannotBecomeItsRunner(t *testing.T) {
 		}
 	}
 
-	key := testSigner(t).StateKey(session)
+	key := prpwire.StateKey(testSigner(t), session)
 	secrets := map[string][]byte{
 		"the ticket":                 []byte(ticket),
 		"a token":                    []byte("prpk1."),

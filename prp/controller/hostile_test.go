@@ -9,6 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -18,7 +19,7 @@ type hostileRunner struct {
 	t       *testing.T
 	ws      *websocket.Conn
 	session string
-	welcome prp.Welcome
+	welcome prpwire.Welcome
 	// frames are the frames read after the welcome by a goroutine that
 	// keeps reading (so that pings are answered while the test writes).
 	frames chan []byte
@@ -32,19 +33,19 @@ func connectRaw(t *testing.T, s *server, token string, caps []prp.Capability, r 
 	defer cancel()
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+token)
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.URL(), "http")+prp.ConnectPath, &websocket.DialOptions{HTTPHeader: h, Subprotocols: []string{prp.Subprotocol}})
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.URL(), "http")+prpwire.ConnectPath, &websocket.DialOptions{HTTPHeader: h, Subprotocols: []string{prpwire.Subprotocol}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws.SetReadLimit(prp.HardMaxFrame)
+	ws.SetReadLimit(prpwire.HardMaxFrame)
 	t.Cleanup(func() { ws.CloseNow() })
 	rr := &hostileRunner{t: t, ws: ws}
-	rr.send(prp.TypeHello, 0, prp.Hello{MinVersion: 1, MaxVersion: prp.MaxVersion, RunnerVersion: "raw/1", BinarySHA256: strings.Repeat("ab", 32), Capabilities: caps, Resume: r})
+	rr.send(prpwire.TypeHello, 0, prp.Hello{MinVersion: 1, MaxVersion: prpwire.MaxVersion, RunnerVersion: "raw/1", BinarySHA256: strings.Repeat("ab", 32), Capabilities: caps, Resume: r})
 	env := rr.next(ctx)
-	if env.Type != prp.TypeWelcome {
+	if env.Type != prpwire.TypeWelcome {
 		t.Fatalf("first frame = %s, want a welcome", env.Type)
 	}
-	if err := prp.DecodeBody(env, &rr.welcome); err != nil {
+	if err := prpwire.DecodeBody(env, &rr.welcome); err != nil {
 		t.Fatal(err)
 	}
 	rr.session = rr.welcome.Session
@@ -63,14 +64,14 @@ func connectRaw(t *testing.T, s *server, token string, caps []prp.Capability, r 
 }
 
 // send writes one JSON frame.
-func (rr *hostileRunner) send(typ prp.Type, seq uint64, body any) {
+func (rr *hostileRunner) send(typ prpwire.Type, seq uint64, body any) {
 	rr.t.Helper()
-	env, err := prp.NewEnvelope(1, typ, "m-"+string(typ), rr.session, body)
+	env, err := prpwire.NewEnvelope(1, typ, "m-"+string(typ), rr.session, body)
 	if err != nil {
 		rr.t.Fatal(err)
 	}
 	env.Seq = seq
-	b, err := prp.EncodeFrame(env, 0)
+	b, err := prpwire.EncodeFrame(env, 0)
 	if err != nil {
 		rr.t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func (rr *hostileRunner) send(typ prp.Type, seq uint64, body any) {
 }
 
 // next reads the next frame.
-func (rr *hostileRunner) next(ctx context.Context) prp.Envelope {
+func (rr *hostileRunner) next(ctx context.Context) prpwire.Envelope {
 	rr.t.Helper()
 	var b []byte
 	if rr.frames == nil { // the welcome
@@ -102,7 +103,7 @@ func (rr *hostileRunner) next(ctx context.Context) prp.Envelope {
 			rr.t.Fatal(ctx.Err())
 		}
 	}
-	env, err := prp.DecodeFrame(b, prp.HardMaxFrame)
+	env, err := prpwire.DecodeFrame(b, prpwire.HardMaxFrame)
 	if err != nil {
 		rr.t.Fatal(err)
 	}
@@ -111,11 +112,11 @@ func (rr *hostileRunner) next(ctx context.Context) prp.Envelope {
 
 // until reads frames until one of type typ for which ok (if set) holds,
 // and returns it with the frames read before it.
-func (rr *hostileRunner) until(typ prp.Type, ok func(prp.Envelope) bool) (prp.Envelope, []prp.Envelope) {
+func (rr *hostileRunner) until(typ prpwire.Type, ok func(prpwire.Envelope) bool) (prpwire.Envelope, []prpwire.Envelope) {
 	rr.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var before []prp.Envelope
+	var before []prpwire.Envelope
 	for {
 		env := rr.next(ctx)
 		if env.Type == typ && (ok == nil || ok(env)) {
@@ -126,12 +127,12 @@ func (rr *hostileRunner) until(typ prp.Type, ok func(prp.Envelope) bool) (prp.En
 }
 
 // event sends event seq as a JSON envelope.
-func (rr *hostileRunner) event(seq uint64, ev prp.Event) { rr.send(prp.TypeEvent, seq, ev) }
+func (rr *hostileRunner) event(seq uint64, ev prp.Event) { rr.send(prpwire.TypeEvent, seq, ev) }
 
 // acked reads until the controller acks seq.
 func (rr *hostileRunner) acked(seq uint64) {
 	rr.t.Helper()
-	rr.until(prp.TypeAck, func(e prp.Envelope) bool { return e.Ack >= seq })
+	rr.until(prpwire.TypeAck, func(e prpwire.Envelope) bool { return e.Ack >= seq })
 }
 
 // close closes the connection and waits until s no longer counts it.

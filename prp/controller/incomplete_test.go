@@ -9,6 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 )
@@ -31,7 +32,7 @@ func rawRunnerFunc(t *testing.T, s *server, proof func() prp.StopProof) {
 // rawRunnerTicket is rawRunnerFunc on the session of ticket.
 func rawRunnerTicket(t *testing.T, s *server, ticket string, proof func() prp.StopProof) {
 	t.Helper()
-	ws := dialRawTicket(t, s, ticket, []string{prp.Subprotocol})
+	ws := dialRawTicket(t, s, ticket, []string{prpwire.Subprotocol})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if err := ws.Write(ctx, websocket.MessageText, helloWithTasks(t)); err != nil {
@@ -41,10 +42,10 @@ func rawRunnerTicket(t *testing.T, s *server, ticket string, proof func() prp.St
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := prp.DecodeFrame(b, 0)
-	var w prp.Welcome
+	env, err := prpwire.DecodeFrame(b, 0)
+	var w prpwire.Welcome
 	if err == nil {
-		err = prp.DecodeBody(env, &w)
+		err = prpwire.DecodeBody(env, &w)
 	}
 	if err != nil {
 		t.Fatalf("welcome: %v", err)
@@ -56,12 +57,12 @@ func rawRunnerTicket(t *testing.T, s *server, ticket string, proof func() prp.St
 			if err != nil {
 				return
 			}
-			env, err := prp.DecodeFrame(b, 0)
-			if err != nil || env.Type != prp.TypeCommand {
+			env, err := prpwire.DecodeFrame(b, 0)
+			if err != nil || env.Type != prpwire.TypeCommand {
 				continue
 			}
 			var c prp.Command
-			if prp.DecodeBody(env, &c) != nil {
+			if prpwire.DecodeBody(env, &c) != nil {
 				continue
 			}
 			res := prp.Result{CommandID: c.ID, Status: prp.ResultDone}
@@ -71,9 +72,9 @@ func rawRunnerTicket(t *testing.T, s *server, ticket string, proof func() prp.St
 				res.Proof = &p
 			}
 			seq++
-			ev, _ := prp.NewEnvelope(w.Version, prp.TypeEvent, "e"+c.ID, w.Session, prp.Event{Kind: prp.EventResult, Result: &res})
+			ev, _ := prpwire.NewEnvelope(w.Version, prpwire.TypeEvent, "e"+c.ID, w.Session, prp.Event{Kind: prp.EventResult, Result: &res})
 			ev.Seq = seq
-			out, err := prp.EncodeFrame(ev, w.MaxFrame)
+			out, err := prpwire.EncodeFrame(ev, w.MaxFrame)
 			if err != nil || ws.Write(ctx, websocket.MessageText, out) != nil {
 				return
 			}
@@ -83,12 +84,12 @@ func rawRunnerTicket(t *testing.T, s *server, ticket string, proof func() prp.St
 
 func helloWithTasks(t *testing.T) []byte {
 	t.Helper()
-	env, err := prp.NewEnvelope(1, prp.TypeHello, "m1", "", prp.Hello{MinVersion: 1, MaxVersion: 1, RunnerVersion: "raw/1",
-		BinarySHA256: strings.Repeat("ab", 32), Capabilities: []prp.Capability{prp.CapTasks, prp.CapStopProof}})
+	env, err := prpwire.NewEnvelope(1, prpwire.TypeHello, "m1", "", prp.Hello{MinVersion: 1, MaxVersion: 1, RunnerVersion: "raw/1",
+		BinarySHA256: strings.Repeat("ab", 32), Capabilities: []prp.Capability{prpwire.CapTasks, prpwire.CapStopProof}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := prp.EncodeFrame(env, 0)
+	b, err := prpwire.EncodeFrame(env, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

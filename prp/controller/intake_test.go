@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 )
@@ -48,13 +49,13 @@ func TestOutputIntakeIsBounded(t *testing.T) {
 	t.Run("output limit", func(t *testing.T) {
 		t.Parallel()
 		// A heartbeat that outlasts a slow intake of the flood (-race).
-		s := newServer(t, serverOptions{Options: controller.Options{Limits: prp.Welcome{Heartbeat: 10 * time.Second}}})
+		s := newServer(t, serverOptions{Options: controller.WithLimits(controller.Options{}, prpwire.Welcome{Heartbeat: 10 * time.Second})})
 		_, token := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
-		rr := connectRaw(t, s, token, []prp.Capability{prp.CapTasks}, prp.Resume{})
+		rr := connectRaw(t, s, token, []prp.Capability{prpwire.CapTasks}, prp.Resume{})
 		if _, err := s.c.StartTask(ctx, operator, rr.session, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"yes"}, OutputLimit: 16}); err != nil {
 			t.Fatal(err)
 		}
-		rr.until(prp.TypeCommand, nil)
+		rr.until(prpwire.TypeCommand, nil)
 		rr.event(1, prp.Event{Kind: prp.EventStarted, TaskID: "t1", PID: 4242})
 		seq := rr.output(2, "t1", prp.Stdout, 256<<10)
 		seq = rr.output(seq, "t1", prp.Stderr, 1<<10)
@@ -127,12 +128,12 @@ func TestOutputIntakeIsBounded(t *testing.T) {
 func TestSessionOutputCapsHoldAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := &controller.MemoryStore{}
+	store := controller.NewMemoryStore()
 	signer := testSigner(t)
 	o := serverOptions{Signer: signer, Options: controller.Options{Store: store, DataDir: t.TempDir(), MaxSessionOutput: 100, MaxSessionEvents: 6}}
 	a := newServer(t, o)
 	_, token := exchangeToken(t, a, a.ticket(t, prp.ScopeTask))
-	rr := connectRaw(t, a, token, []prp.Capability{prp.CapTasks}, prp.Resume{})
+	rr := connectRaw(t, a, token, []prp.Capability{prpwire.CapTasks}, prp.Resume{})
 	session := rr.session
 	for _, id := range []string{"t1", "t2", "t3"} {
 		if _, err := a.c.StartTask(ctx, operator, session, "c-"+id, prp.TaskStart{TaskID: id, Argv: []string{"yes"}}); err != nil {
@@ -145,7 +146,7 @@ func TestSessionOutputCapsHoldAcrossReplicas(t *testing.T) {
 	rr.close(a)
 
 	b := newServer(t, o)
-	rr = connectRaw(t, b, token, []prp.Capability{prp.CapTasks}, prp.Resume{})
+	rr = connectRaw(t, b, token, []prp.Capability{prpwire.CapTasks}, prp.Resume{})
 	if rr.welcome.EventAck != 2 {
 		t.Fatalf("replica b acks %d, want 2", rr.welcome.EventAck)
 	}
@@ -217,7 +218,7 @@ func TestRealRunnerOutputIsBounded(t *testing.T) {
 // calls with JournalReadBatch as their limit; the writer reads 64 at a
 // time).
 type journalReads struct {
-	*controller.MemoryStore
+	controller.Store
 	n atomic.Int64
 }
 
@@ -225,7 +226,7 @@ func (s *journalReads) CommandsAfter(ctx context.Context, session string, after 
 	if limit == controller.JournalReadBatch {
 		s.n.Add(1)
 	}
-	return s.MemoryStore.CommandsAfter(ctx, session, after, limit)
+	return s.Store.CommandsAfter(ctx, session, after, limit)
 }
 
 // A hostile runner's events of tasks it was never sent cost the store
@@ -235,14 +236,14 @@ func (s *journalReads) CommandsAfter(ctx context.Context, session string, after 
 func TestEventsOfMadeUpTasksReadNoJournal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := &journalReads{MemoryStore: &controller.MemoryStore{}}
+	st := &journalReads{Store: controller.NewMemoryStore()}
 	s := newServer(t, serverOptions{Options: controller.Options{Store: st}})
 	_, token := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
-	rr := connectRaw(t, s, token, []prp.Capability{prp.CapTasks}, prp.Resume{})
+	rr := connectRaw(t, s, token, []prp.Capability{prpwire.CapTasks}, prp.Resume{})
 	if _, err := s.c.StartTask(ctx, operator, rr.session, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"true"}}); err != nil {
 		t.Fatal(err)
 	}
-	rr.until(prp.TypeCommand, nil)
+	rr.until(prpwire.TypeCommand, nil)
 	rr.event(1, prp.Event{Kind: prp.EventStarted, TaskID: "t1", PID: 4242})
 	rr.acked(1)
 	before := st.n.Load()
@@ -258,7 +259,7 @@ func TestEventsOfMadeUpTasksReadNoJournal(t *testing.T) {
 	if _, err := s.c.StartTask(ctx, operator, rr.session, "c2", prp.TaskStart{TaskID: "t2", Argv: []string{"true"}}); err != nil {
 		t.Fatal(err)
 	}
-	rr.until(prp.TypeCommand, nil)
+	rr.until(prpwire.TypeCommand, nil)
 	seq := rr.output(2+flood, "t2", prp.Stdout, 3)
 	rr.acked(seq - 1)
 	if out, err := s.c.Output(ctx, operator, rr.session, "t2", prp.Stdout); err != nil || string(out) != "xxx" {

@@ -12,9 +12,9 @@ import (
 	"github.com/berthdev/berth/prp"
 )
 
-// LeaseStopGrace is how long StopTasks lets a task's processes exit after
+// leaseStopGrace is how long StopTasks lets a task's processes exit after
 // SIGTERM before the runner sends SIGKILL.
-const LeaseStopGrace = 5 * time.Second
+const leaseStopGrace = 5 * time.Second
 
 // taskStopper is the controller's hook for the lease manager, returned by
 // New (see there): an unexported type, so that only the composer who built
@@ -87,7 +87,7 @@ func (c *Controller) stopTasks(ctx context.Context, leaseID string) (lease.TaskS
 			}
 			continue
 		}
-		n, before, err := c.stopSession(ctx, s, LeaseStopGrace)
+		n, before, err := c.stopSession(ctx, s, leaseStopGrace)
 		stopped += n
 		earlier += before
 		if err != nil {

@@ -32,7 +32,7 @@ var leasePolicy = authz.AuthorizerFunc(func(ctx context.Context, p authz.Princip
 	return companyPolicy(ctx, p, a, r)
 })
 
-// fakeSpec is a well-formed runner spec; the fake runs prp/runner
+// fakeSpec is a well-formed runner spec; the fake runs internal/runner
 // in-process and never executes the binary.
 var fakeSpec = drivers.RunnerSpec{Binary: "/opt/berth/berth-runner", SHA256: strings.Repeat("cd", 32), Arch: runtime.GOARCH}
 

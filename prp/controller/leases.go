@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
 )
 
 // LeaseReader is the controller's view of the lease records (New's
@@ -114,34 +114,34 @@ func (c *Controller) sessionLease(ctx context.Context, s Session, now time.Time)
 // nothing to renew yet), its claims and when to try the next renewal. An
 // ended lease is an error wrapping errLeaseOver (the connection ends); a
 // failed lease read is retried at the next poll.
-func (lc *liveConn) renewal(ctx context.Context, sess Session, claims prp.Claims, expiry time.Time) (string, prp.Claims, time.Time, error) {
+func (lc *liveConn) renewal(ctx context.Context, sess Session, claims prpwire.Claims, expiry time.Time) (string, prpwire.Claims, time.Time, error) {
 	c := lc.c
 	now := time.Now()
 	end, err := c.sessionLease(ctx, sess, now)
 	if errors.Is(err, errLeaseOver) {
-		return "", prp.Claims{}, time.Time{}, err
+		return "", prpwire.Claims{}, time.Time{}, err
 	}
 	if err != nil {
 		c.log.Warn("controller: token renewal: lease unreadable; retrying", "session", sess.ID, "err", err)
-		return "", prp.Claims{}, now.Add(c.o.Poll), nil
+		return "", prpwire.Claims{}, now.Add(c.o.Poll), nil
 	}
 	exp := c.x.RenewedExpiry(now.UTC(), end)
 	// At the next half life; near the lease's end (a capped token) every
 	// eighth of the TTL, and at the end itself, so that a lease extended
 	// meanwhile is followed and an ended one ends the connection.
-	next := exp.Add(-c.o.TokenTTL / 2)
+	next := exp.Add(-c.o.tokenTTL / 2)
 	if !next.After(now) {
-		next = now.Add(c.o.TokenTTL / 8)
+		next = now.Add(c.o.tokenTTL / 8)
 		if !end.IsZero() && end.Before(next) {
 			next = end
 		}
 	}
 	if !exp.After(expiry) {
-		return "", prp.Claims{}, next, nil
+		return "", prpwire.Claims{}, next, nil
 	}
 	tok, cl, err := c.x.Renew(claims, now.UTC(), end)
 	if err != nil {
-		return "", prp.Claims{}, time.Time{}, err
+		return "", prpwire.Claims{}, time.Time{}, err
 	}
 	return tok, cl, next, nil
 }
@@ -159,10 +159,10 @@ func (c *Controller) connectLease(w http.ResponseWriter, r *http.Request, s Sess
 		return end, true
 	case errors.Is(err, errLeaseOver):
 		c.log.Info("controller: connect refused", "session", s.ID, "err", err)
-		writeJSON(w, http.StatusUnauthorized, prp.ErrorResponse{Code: prp.CodeLeaseEnded, Message: "the lease of session " + s.ID + " is no longer active"})
+		writeJSON(w, http.StatusUnauthorized, prpwire.ErrorResponse{Code: prpwire.CodeLeaseEnded, Message: "the lease of session " + s.ID + " is no longer active"})
 	default:
 		c.log.Warn("controller: connect: lease unreadable", "session", s.ID, "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, prp.ErrorResponse{Code: prp.CodeUnavailable, Message: "the lease records cannot be read now"})
+		writeJSON(w, http.StatusServiceUnavailable, prpwire.ErrorResponse{Code: prpwire.CodeUnavailable, Message: "the lease records cannot be read now"})
 	}
 	return time.Time{}, false
 }

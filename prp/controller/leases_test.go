@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
@@ -167,12 +168,12 @@ func connectWith(t *testing.T, s *server, token string) (*websocket.Conn, int, s
 	defer cancel()
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+token)
-	ws, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.URL(), "http")+prp.ConnectPath, &websocket.DialOptions{HTTPHeader: h, Subprotocols: []string{prp.Subprotocol}})
+	ws, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.URL(), "http")+prpwire.ConnectPath, &websocket.DialOptions{HTTPHeader: h, Subprotocols: []string{prpwire.Subprotocol}})
 	if err != nil {
 		if resp == nil {
 			t.Fatal(err)
 		}
-		var body prp.ErrorResponse
+		var body prpwire.ErrorResponse
 		_ = json.NewDecoder(resp.Body).Decode(&body)
 		return nil, resp.StatusCode, string(body.Code)
 	}
@@ -188,8 +189,8 @@ func connectWith(t *testing.T, s *server, token string) (*websocket.Conn, int, s
 
 // renewals reads ws's frames until it closes or ctx ends and sends each
 // token renewal on the channel, which it closes with the close status.
-func renewals(ctx context.Context, ws *websocket.Conn) (<-chan prp.TokenRenewal, <-chan websocket.StatusCode) {
-	tokens, closed := make(chan prp.TokenRenewal, 64), make(chan websocket.StatusCode, 1)
+func renewals(ctx context.Context, ws *websocket.Conn) (<-chan prpwire.TokenRenewal, <-chan websocket.StatusCode) {
+	tokens, closed := make(chan prpwire.TokenRenewal, 64), make(chan websocket.StatusCode, 1)
 	go func() {
 		defer close(tokens)
 		for {
@@ -198,9 +199,9 @@ func renewals(ctx context.Context, ws *websocket.Conn) (<-chan prp.TokenRenewal,
 				closed <- websocket.CloseStatus(err)
 				return
 			}
-			env, err := prp.DecodeFrame(b, 0)
-			var r prp.TokenRenewal
-			if err == nil && env.Type == prp.TypeToken && prp.DecodeBody(env, &r) == nil {
+			env, err := prpwire.DecodeFrame(b, 0)
+			var r prpwire.TokenRenewal
+			if err == nil && env.Type == prpwire.TypeToken && prpwire.DecodeBody(env, &r) == nil {
 				tokens <- r
 			}
 		}
@@ -216,7 +217,7 @@ func TestASessionEndsWithItsLease(t *testing.T) {
 	ls := testLeases(t)
 	// Renewals at half life (3 s); each token lasts 6 s, long enough to
 	// be presented again after the lease ended.
-	s := newServer(t, serverOptions{Leases: ls, Options: controller.Options{TokenTTL: 6 * time.Second}})
+	s := newServer(t, serverOptions{Leases: ls, Options: controller.WithTokenTTL(controller.Options{}, 6*time.Second)})
 	code, token := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
 	if code != http.StatusOK {
 		t.Fatalf("exchange: %d", code)
@@ -228,7 +229,7 @@ func TestASessionEndsWithItsLease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tokens, closed := renewals(ctx, ws)
-	var last prp.TokenRenewal
+	var last prpwire.TokenRenewal
 	select {
 	case last = <-tokens:
 	case st := <-closed:
@@ -248,8 +249,8 @@ func TestASessionEndsWithItsLease(t *testing.T) {
 	if after > 1 {
 		t.Errorf("%d renewals after the lease ended, want at most the one in flight", after)
 	}
-	if st := <-closed; st != prp.CloseUnauthorized {
-		t.Errorf("the connection closed with %d, want %d (unauthorized: the lease ended)", st, prp.CloseUnauthorized)
+	if st := <-closed; st != prpwire.CloseUnauthorized {
+		t.Errorf("the connection closed with %d, want %d (unauthorized: the lease ended)", st, prpwire.CloseUnauthorized)
 	}
 	if ws, status, code := connectWith(t, s, last.Token); ws != nil || status != http.StatusUnauthorized || code != "lease_ended" {
 		t.Errorf("connect with the last renewed token after the lease ended: %d %q (connected %t), want 401 lease_ended", status, code, ws != nil)
@@ -269,8 +270,8 @@ func TestARenewedTokenNeverOutlivesTheLease(t *testing.T) {
 			t.Errorf("renewal %d expires %v, after the lease's end %v", n, r.ExpiresAt, end)
 		}
 	}
-	if st := <-closed; st != prp.CloseUnauthorized {
-		t.Errorf("the connection closed with %d, want %d once the lease's end passed", st, prp.CloseUnauthorized)
+	if st := <-closed; st != prpwire.CloseUnauthorized {
+		t.Errorf("the connection closed with %d, want %d once the lease's end passed", st, prpwire.CloseUnauthorized)
 	}
 }
 
@@ -283,22 +284,22 @@ func TestALiveConnectionEndsAtItsLeasesEnd(t *testing.T) {
 	for r := range tokens {
 		t.Errorf("a renewal (expires %v) for a lease that ends before the token's half life", r.ExpiresAt)
 	}
-	if st := <-closed; st != prp.CloseUnauthorized {
-		t.Errorf("the connection closed with %d, want %d once the lease's end passed", st, prp.CloseUnauthorized)
+	if st := <-closed; st != prpwire.CloseUnauthorized {
+		t.Errorf("the connection closed with %d, want %d once the lease's end passed", st, prpwire.CloseUnauthorized)
 	}
 }
 
 // connectUntil connects a raw runner for lease-1, recorded active until
 // end, to a controller with token TTL ttl (0: the default) and returns
 // its renewals and close status (renewals).
-func connectUntil(t *testing.T, end time.Time, ttl time.Duration) (<-chan prp.TokenRenewal, <-chan websocket.StatusCode) {
+func connectUntil(t *testing.T, end time.Time, ttl time.Duration) (<-chan prpwire.TokenRenewal, <-chan websocket.StatusCode) {
 	t.Helper()
 	ls := lease.NewMemoryStore()
 	if _, err := ls.InsertLease(context.Background(), &lease.Lease{ID: "lease-1", Company: "co-1", Status: lease.StatusActive, Policy: lease.Ephemeral, AcquiredAt: time.Now(), ExpiresAt: end}); err != nil {
 		t.Fatal(err)
 	}
-	s := newServer(t, serverOptions{Leases: ls, Options: controller.Options{TokenTTL: ttl}})
-	ws := dialRaw(t, s, []string{prp.Subprotocol})
+	s := newServer(t, serverOptions{Leases: ls, Options: controller.WithTokenTTL(controller.Options{}, ttl)})
+	ws := dialRaw(t, s, []string{prpwire.Subprotocol})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	if err := ws.Write(ctx, websocket.MessageText, helloWithTasks(t)); err != nil {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"github.com/berthdev/berth/internal/prpwire"
 	"time"
 
 	"github.com/berthdev/berth/authz"
@@ -31,7 +32,7 @@ const (
 	TaskExited TaskState = "exited"
 	// TaskFailed: the start has a result without an exit: rejected (nothing
 	// ran) or indeterminate (the runner died while it executed, or its
-	// events were lost: Result.Code prp.CodeEventsLost). Result says which.
+	// events were lost: Result.Code prpwire.CodeEventsLost). Result says which.
 	TaskFailed TaskState = "failed"
 )
 
@@ -52,12 +53,12 @@ type TaskStatus struct {
 // stored and the runner no longer has (PRP-5). It is stored under the
 // last lost seq (To of the range); the seqs from From up to To-1 stay
 // unstored, so it is the only gap in a session's stored events, and it
-// carries a Result with Code prp.CodeEventsLost whose Message names the range.
+// carries a Result with Code prpwire.CodeEventsLost whose Message names the range.
 const EventEventsLost prp.EventKind = "events_lost"
 
-// LostRange is a range of event seqs, both ends included, that a runner
+// lostRange is a range of event seqs, both ends included, that a runner
 // lost before the controller stored them.
-type LostRange struct {
+type lostRange struct {
 	From, To uint64
 }
 
@@ -120,10 +121,10 @@ func (c *Controller) Tasks(ctx context.Context, p authz.Principal, session strin
 	return out, nil
 }
 
-// EventsLost authorizes p on session and returns the ranges of event seqs
+// eventsLost authorizes p on session and returns the ranges of event seqs
 // its runner lost before the controller stored them, in seq order (none:
 // nothing was lost).
-func (c *Controller) EventsLost(ctx context.Context, p authz.Principal, session string) ([]LostRange, error) {
+func (c *Controller) eventsLost(ctx context.Context, p authz.Principal, session string) ([]lostRange, error) {
 	s, err := c.session(ctx, p, session)
 	if err != nil {
 		return nil, err
@@ -132,11 +133,11 @@ func (c *Controller) EventsLost(ctx context.Context, p authz.Principal, session 
 	if err != nil {
 		return nil, err
 	}
-	var out []LostRange
+	var out []lostRange
 	var prev uint64
 	for _, e := range evs {
 		if e.Event.Kind == EventEventsLost {
-			out = append(out, LostRange{From: prev + 1, To: e.Seq})
+			out = append(out, lostRange{From: prev + 1, To: e.Seq})
 		}
 		prev = e.Seq
 	}
@@ -148,7 +149,7 @@ func (c *Controller) EventsLost(ctx context.Context, p authz.Principal, session 
 // event (or its next seq, with an empty outbox) are events the runner no
 // longer has and the controller never stored. It records them as an
 // EventEventsLost record under the last lost seq, fails every command the
-// runner received whose result is not stored (prp.CodeEventsLost), and returns
+// runner received whose result is not stored (prpwire.CodeEventsLost), and returns
 // the new cumulative ack; with nothing lost it returns ack.
 func (c *Controller) lostEvents(ctx context.Context, sess Session, h prp.Hello, ack uint64) (uint64, error) {
 	r := h.Resume
@@ -159,12 +160,12 @@ func (c *Controller) lostEvents(ctx context.Context, sess Session, h prp.Hello, 
 	if has <= ack+1 {
 		return ack, nil
 	}
-	lost := LostRange{From: ack + 1, To: has - 1}
+	lost := lostRange{From: ack + 1, To: has - 1}
 	msg := fmt.Sprintf("events %d to %d of session %s were lost on the runner's disk before the controller stored them", lost.From, lost.To, sess.ID)
 	c.log.Error("controller: events lost; failing the session's commands", "session", sess.ID, "from", lost.From, "to", lost.To)
 	now := time.Now().UTC()
 	rec := EventRecord{Session: sess.ID, Seq: lost.To, StoredAt: now, Event: prp.Event{Kind: EventEventsLost,
-		Result: &prp.Result{Status: prp.ResultIndeterminate, Code: prp.CodeEventsLost, Message: msg}}}
+		Result: &prp.Result{Status: prp.ResultIndeterminate, Code: prpwire.CodeEventsLost, Message: msg}}}
 	if _, err := c.o.Store.PutEvent(ctx, rec); err != nil {
 		return ack, err
 	}
@@ -176,7 +177,7 @@ func (c *Controller) lostEvents(ctx context.Context, sess Session, h prp.Hello, 
 		if cr.Seq > r.LastCommandSeq || cr.State.Terminal() {
 			continue
 		}
-		res := prp.Result{CommandID: cr.Command.ID, Status: prp.ResultIndeterminate, Code: prp.CodeEventsLost, Message: msg}
+		res := prp.Result{CommandID: cr.Command.ID, Status: prp.ResultIndeterminate, Code: prpwire.CodeEventsLost, Message: msg}
 		if _, err := c.o.Store.CompleteCommand(ctx, sess.ID, res, now); err != nil {
 			return ack, err
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 )
@@ -138,7 +139,7 @@ func waitState(t *testing.T, s *server, session, task string, want controller.Ta
 // and running again when the runner reconnects.
 func TestTasksReadUnknownWhileTheRunnerIsDisconnected(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, serverOptions{Options: controller.Options{Limits: prp.Welcome{Heartbeat: 200 * time.Millisecond, DeadAfter: time.Second}}})
+	s := newServer(t, serverOptions{Options: controller.WithLimits(controller.Options{}, prpwire.Welcome{Heartbeat: 200 * time.Millisecond, DeadAfter: time.Second})})
 	proxy := newGateProxy(t, s.srv.Listener.Addr().String())
 	s.url = "http://" + proxy.ln.Addr().String() + "/prp/"
 	session := startRunner(t, s, prp.ScopeTask)
@@ -175,7 +176,7 @@ func TestTasksReadUnknownWhileTheRunnerIsDisconnected(t *testing.T) {
 // (indeterminate, events_lost), and the session goes on past the gap.
 func TestLostEventsAreRecordedAndFailTheSessionsTasks(t *testing.T) {
 	t.Parallel()
-	store := &controller.MemoryStore{}
+	store := controller.NewMemoryStore()
 	s := newServer(t, serverOptions{Options: controller.Options{Store: store}})
 	state := t.TempDir()
 	child := startChild(t, s, state, "")
@@ -230,8 +231,8 @@ func TestLostEventsAreRecordedAndFailTheSessionsTasks(t *testing.T) {
 	startChild(t, s, state, session)
 
 	res := wait(t, s, session, "c1")
-	if res.Status != prp.ResultIndeterminate || res.Code != prp.CodeEventsLost {
-		t.Errorf("result of the task whose events were lost = %+v, want indeterminate, %s", res, prp.CodeEventsLost)
+	if res.Status != prp.ResultIndeterminate || res.Code != prpwire.CodeEventsLost {
+		t.Errorf("result of the task whose events were lost = %+v, want indeterminate, %s", res, prpwire.CodeEventsLost)
 	}
 	lost, err := s.c.EventsLost(ctx, operator, session)
 	if err != nil {
@@ -279,8 +280,8 @@ func TestLostEventsAreRecordedAndFailTheSessionsTasks(t *testing.T) {
 	for i, e := range evs {
 		switch {
 		case e.Event.Kind == controller.EventEventsLost:
-			if e.Seq != ack+5 || e.Event.Result == nil || e.Event.Result.Code != prp.CodeEventsLost {
-				t.Errorf("events_lost record = %+v, want seq %d with code %s", e, ack+5, prp.CodeEventsLost)
+			if e.Seq != ack+5 || e.Event.Result == nil || e.Event.Result.Code != prpwire.CodeEventsLost {
+				t.Errorf("events_lost record = %+v, want seq %d with code %s", e, ack+5, prpwire.CodeEventsLost)
 			}
 		case i > 0 && e.Seq != evs[i-1].Seq+1:
 			t.Errorf("stored seq %d after %d without an events_lost record", e.Seq, evs[i-1].Seq)

@@ -12,9 +12,13 @@ import (
 	"github.com/berthdev/berth/prp"
 )
 
-// MemoryStore is a Store in memory, safe for concurrent use. The zero value
-// is ready. Records are copied in and out.
-type MemoryStore struct {
+// NewMemoryStore returns an empty Store in memory, safe for concurrent use;
+// its records live as long as it, in this process only. It passes
+// controllertest.RunStoreTests, as the SQL stores do.
+func NewMemoryStore() Store { return &memoryStore{} }
+
+// memoryStore is NewMemoryStore's store; the zero value is ready.
+type memoryStore struct {
 	mu       sync.Mutex
 	sessions map[string]Session
 	commands map[string][]CommandRecord // by session, index seq-1
@@ -30,9 +34,9 @@ type connClaim struct {
 	until time.Time
 }
 
-var _ Store = (*MemoryStore)(nil)
+var _ Store = (*memoryStore)(nil)
 
-func (s *MemoryStore) init() {
+func (s *memoryStore) init() {
 	if s.sessions == nil {
 		s.sessions = map[string]Session{}
 		s.commands = map[string][]CommandRecord{}
@@ -44,7 +48,7 @@ func (s *MemoryStore) init() {
 }
 
 // CreateSession implements Store.
-func (s *MemoryStore) CreateSession(ctx context.Context, r Session) error {
+func (s *memoryStore) CreateSession(ctx context.Context, r Session) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -63,7 +67,7 @@ func (s *MemoryStore) CreateSession(ctx context.Context, r Session) error {
 }
 
 // GetSession implements Store.
-func (s *MemoryStore) GetSession(ctx context.Context, id string) (Session, error) {
+func (s *memoryStore) GetSession(ctx context.Context, id string) (Session, error) {
 	if err := ctx.Err(); err != nil {
 		return Session{}, err
 	}
@@ -78,7 +82,7 @@ func (s *MemoryStore) GetSession(ctx context.Context, id string) (Session, error
 }
 
 // ClaimConnection implements Store.
-func (s *MemoryStore) ClaimConnection(ctx context.Context, session, conn string, until, now time.Time) (bool, error) {
+func (s *memoryStore) ClaimConnection(ctx context.Context, session, conn string, until, now time.Time) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -96,7 +100,7 @@ func (s *MemoryStore) ClaimConnection(ctx context.Context, session, conn string,
 }
 
 // ReleaseConnection implements Store.
-func (s *MemoryStore) ReleaseConnection(ctx context.Context, session, conn string) error {
+func (s *memoryStore) ReleaseConnection(ctx context.Context, session, conn string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -109,7 +113,7 @@ func (s *MemoryStore) ReleaseConnection(ctx context.Context, session, conn strin
 }
 
 // HandOverSession implements Store.
-func (s *MemoryStore) HandOverSession(ctx context.Context, session, company, run string) (bool, error) {
+func (s *memoryStore) HandOverSession(ctx context.Context, session, company, run string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -131,7 +135,7 @@ func (s *MemoryStore) HandOverSession(ctx context.Context, session, company, run
 }
 
 // LeaseSessions implements Store.
-func (s *MemoryStore) LeaseSessions(ctx context.Context, lease string) ([]Session, error) {
+func (s *memoryStore) LeaseSessions(ctx context.Context, lease string) ([]Session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -154,7 +158,7 @@ func (s *MemoryStore) LeaseSessions(ctx context.Context, lease string) ([]Sessio
 }
 
 // AppendCommand implements Store.
-func (s *MemoryStore) AppendCommand(ctx context.Context, session string, c prp.Command, now time.Time) (CommandRecord, bool, error) {
+func (s *memoryStore) AppendCommand(ctx context.Context, session string, c prp.Command, now time.Time) (CommandRecord, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return CommandRecord{}, false, err
 	}
@@ -178,7 +182,7 @@ func (s *MemoryStore) AppendCommand(ctx context.Context, session string, c prp.C
 }
 
 // GetCommand implements Store.
-func (s *MemoryStore) GetCommand(ctx context.Context, session, id string) (CommandRecord, error) {
+func (s *memoryStore) GetCommand(ctx context.Context, session, id string) (CommandRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return CommandRecord{}, err
 	}
@@ -193,7 +197,7 @@ func (s *MemoryStore) GetCommand(ctx context.Context, session, id string) (Comma
 }
 
 // CommandsAfter implements Store.
-func (s *MemoryStore) CommandsAfter(ctx context.Context, session string, after uint64, limit int) ([]CommandRecord, error) {
+func (s *memoryStore) CommandsAfter(ctx context.Context, session string, after uint64, limit int) ([]CommandRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -211,7 +215,7 @@ func (s *MemoryStore) CommandsAfter(ctx context.Context, session string, after u
 }
 
 // CompleteCommand implements Store.
-func (s *MemoryStore) CompleteCommand(ctx context.Context, session string, res prp.Result, now time.Time) (CommandRecord, error) {
+func (s *memoryStore) CompleteCommand(ctx context.Context, session string, res prp.Result, now time.Time) (CommandRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return CommandRecord{}, err
 	}
@@ -232,7 +236,7 @@ func (s *MemoryStore) CompleteCommand(ctx context.Context, session string, res p
 }
 
 // PutEvent implements Store.
-func (s *MemoryStore) PutEvent(ctx context.Context, r EventRecord) (bool, error) {
+func (s *memoryStore) PutEvent(ctx context.Context, r EventRecord) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -255,7 +259,7 @@ func (s *MemoryStore) PutEvent(ctx context.Context, r EventRecord) (bool, error)
 }
 
 // EventsAfter implements Store.
-func (s *MemoryStore) EventsAfter(ctx context.Context, session string, after uint64, limit int) ([]EventRecord, error) {
+func (s *memoryStore) EventsAfter(ctx context.Context, session string, after uint64, limit int) ([]EventRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -275,7 +279,7 @@ func (s *MemoryStore) EventsAfter(ctx context.Context, session string, after uin
 }
 
 // LastEventSeq implements Store.
-func (s *MemoryStore) LastEventSeq(ctx context.Context, session string) (uint64, error) {
+func (s *memoryStore) LastEventSeq(ctx context.Context, session string) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -289,7 +293,7 @@ func (s *MemoryStore) LastEventSeq(ctx context.Context, session string) (uint64,
 }
 
 // OutputUsage implements Store.
-func (s *MemoryStore) OutputUsage(ctx context.Context, session, task string) (OutputUsage, error) {
+func (s *memoryStore) OutputUsage(ctx context.Context, session, task string) (OutputUsage, error) {
 	if err := ctx.Err(); err != nil {
 		return OutputUsage{}, err
 	}
@@ -299,7 +303,7 @@ func (s *MemoryStore) OutputUsage(ctx context.Context, session, task string) (Ou
 }
 
 // PutOutputUsage implements Store.
-func (s *MemoryStore) PutOutputUsage(ctx context.Context, session string, us []TaskUsage) error {
+func (s *memoryStore) PutOutputUsage(ctx context.Context, session string, us []TaskUsage) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -316,7 +320,7 @@ func (s *MemoryStore) PutOutputUsage(ctx context.Context, session string, us []T
 }
 
 // ClaimSecrets implements Store.
-func (s *MemoryStore) ClaimSecrets(ctx context.Context, session, id string, _ time.Time) (bool, error) {
+func (s *memoryStore) ClaimSecrets(ctx context.Context, session, id string, _ time.Time) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}

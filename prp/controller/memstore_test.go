@@ -9,5 +9,5 @@ import (
 
 func TestMemoryStore(t *testing.T) {
 	t.Parallel()
-	controllertest.RunStoreTests(t, func(*testing.T) controller.Store { return &controller.MemoryStore{} })
+	controllertest.RunStoreTests(t, func(*testing.T) controller.Store { return controller.NewMemoryStore() })
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -24,7 +25,7 @@ func silentRunner(t *testing.T, s *server, ticket string) string {
 	for _, id := range s.c.ConnectedSessions() {
 		before[id] = true
 	}
-	ws := dialRawTicket(t, s, ticket, []string{prp.Subprotocol})
+	ws := dialRawTicket(t, s, ticket, []string{prpwire.Subprotocol})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if err := ws.Write(ctx, websocket.MessageText, helloWithTasks(t)); err != nil {
@@ -56,7 +57,7 @@ func silentRunner(t *testing.T, s *server, ticket string) string {
 // other session, whose runner answers nothing.
 func TestAttachUsesOnlyItsOwnSession(t *testing.T) {
 	t.Parallel()
-	tickets := &prp.MemoryTicketStore{}
+	tickets := prpwire.NewMemoryTicketStore()
 	w := newLeaseWorldWith(t, time.Minute, serverOptions{Options: controller.Options{Tickets: tickets}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 )
@@ -246,7 +247,7 @@ func (c *Controller) handOver(ctx context.Context, l *lease.Lease, run string) (
 // (the instance's, run poolRun) and s was handed over since: a runner that
 // missed its renewal (it was disconnected, or its host restarted) connects
 // with them, and the writer renews them before any command.
-func handedOverFrom(s Session, claims prp.Claims) bool {
+func handedOverFrom(s Session, claims prpwire.Claims) bool {
 	return claims.Company == authz.InstanceCompany && claims.Run == poolRun(s.Lease) &&
 		s.Company != authz.InstanceCompany && s.Holder && s.Scope == prp.ScopeTask
 }
@@ -258,31 +259,31 @@ func handedOverFrom(s Session, claims prp.Claims) bool {
 // run, before the writer sends any command; it returns the session and
 // claims as they are now and ok. A failed read is logged and tried again
 // at the next wake; an ended lease is an error wrapping errLeaseOver.
-func (lc *liveConn) handedOver(ctx context.Context, sess Session, acked uint64) (Session, prp.Claims, bool, error) {
+func (lc *liveConn) handedOver(ctx context.Context, sess Session, acked uint64) (Session, prpwire.Claims, bool, error) {
 	c := lc.c
 	ns, err := c.o.Store.GetSession(ctx, sess.ID)
 	if err != nil {
 		c.log.Warn("controller: pool session unreadable; retrying", "session", sess.ID, "err", err)
-		return sess, prp.Claims{}, false, nil
+		return sess, prpwire.Claims{}, false, nil
 	}
 	if ns.Company == authz.InstanceCompany {
-		return sess, prp.Claims{}, false, nil
+		return sess, prpwire.Claims{}, false, nil
 	}
 	if ns.Lease != sess.Lease || ns.Scope != sess.Scope {
-		return sess, prp.Claims{}, false, fmt.Errorf("session %s changed its lease or scope: %w", sess.ID, errLeaseOver)
+		return sess, prpwire.Claims{}, false, fmt.Errorf("session %s changed its lease or scope: %w", sess.ID, errLeaseOver)
 	}
 	now := time.Now()
 	end, err := c.sessionLease(ctx, ns, now)
 	if err != nil {
-		return sess, prp.Claims{}, false, err
+		return sess, prpwire.Claims{}, false, err
 	}
-	cl := prp.Claims{Lease: ns.Lease, Run: ns.Run, Company: ns.Company, Scope: ns.Scope, Session: ns.ID}
+	cl := prpwire.Claims{Lease: ns.Lease, Run: ns.Run, Company: ns.Company, Scope: ns.Scope, Session: ns.ID}
 	tok, cl, err := c.x.Renew(cl, now.UTC(), end)
 	if err != nil {
-		return sess, prp.Claims{}, false, err
+		return sess, prpwire.Claims{}, false, err
 	}
-	if err := lc.send(ctx, prp.TypeToken, 0, acked, prp.TokenRenewal{Token: tok, ExpiresAt: cl.ExpiresAt, Run: ns.Run}); err != nil {
-		return sess, prp.Claims{}, false, err
+	if err := lc.send(ctx, prpwire.TypeToken, 0, acked, prpwire.TokenRenewal{Token: tok, ExpiresAt: cl.ExpiresAt, Run: ns.Run}); err != nil {
+		return sess, prpwire.Claims{}, false, err
 	}
 	c.handovers.Add(1)
 	return ns, cl, true, nil

@@ -39,7 +39,7 @@ var poolOperatorPolicy = authz.AuthorizerFunc(func(ctx context.Context, p authz.
 })
 
 // poolSession fills the pool of w and returns the one member's session.
-func poolSession(t *testing.T, ctx context.Context, w *leaseWorld, st *controller.MemoryStore) controller.Session {
+func poolSession(t *testing.T, ctx context.Context, w *leaseWorld, st controller.Store) controller.Session {
 	t.Helper()
 	if rep, err := w.m.MaintainPools(ctx, leaseOperator); err != nil || rep.Created != 1 {
 		t.Fatalf("MaintainPools = %+v, %v; want one member", rep, err)

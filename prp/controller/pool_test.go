@@ -21,7 +21,7 @@ import (
 // newPoolWorld is leaseWorld with a runner pool of one member on env-1:
 // its members start with the (in-process) runner connected to the world's
 // controller, whose session store the test reads.
-func newPoolWorld(t *testing.T) (*leaseWorld, *controller.MemoryStore) {
+func newPoolWorld(t *testing.T) (*leaseWorld, controller.Store) {
 	t.Helper()
 	return newPoolWorldWith(t, leasePolicy, nil, nil)
 }
@@ -29,7 +29,7 @@ func newPoolWorld(t *testing.T) (*leaseWorld, *controller.MemoryStore) {
 // newPoolWorldWith is newPoolWorld with the controller's Authorizer az
 // (the lease manager's stays leasePolicy), SecretResolver secrets and the
 // pool setting pool (nil: one member, no max age).
-func newPoolWorldWith(t *testing.T, az authz.Authorizer, secrets controller.SecretResolver, pool *environment.Pool) (*leaseWorld, *controller.MemoryStore) {
+func newPoolWorldWith(t *testing.T, az authz.Authorizer, secrets controller.SecretResolver, pool *environment.Pool) (*leaseWorld, controller.Store) {
 	t.Helper()
 	w, st, _ := newPoolReplicas(t, az, secrets, pool)
 	return w, st
@@ -38,10 +38,10 @@ func newPoolWorldWith(t *testing.T, az authz.Authorizer, secrets controller.Secr
 // newPoolReplicas is newPoolWorldWith that also returns the func that
 // starts another replica of the world's controller: on the same stores,
 // signer and output directory, serving its own HTTP endpoint.
-func newPoolReplicas(t *testing.T, az authz.Authorizer, secrets controller.SecretResolver, pool *environment.Pool) (*leaseWorld, *controller.MemoryStore, func() *server) {
+func newPoolReplicas(t *testing.T, az authz.Authorizer, secrets controller.SecretResolver, pool *environment.Pool) (*leaseWorld, controller.Store, func() *server) {
 	t.Helper()
 	leases := lease.NewMemoryStore()
-	st := &controller.MemoryStore{}
+	st := controller.NewMemoryStore()
 	o := serverOptions{Options: controller.Options{Authorizer: az, Store: st, DataDir: t.TempDir()}, Leases: leases, Secrets: secrets}
 	s := newServer(t, o)
 	replica := func() *server { return newServer(t, o) }

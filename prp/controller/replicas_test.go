@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/runner"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
-	"github.com/berthdev/berth/prp/runner"
 	"github.com/berthdev/berth/qualification"
 )
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 )
@@ -69,10 +70,10 @@ func (p *cutProxy) cut() {
 // stored output is byte-identical, no event lost or stored twice.
 func TestOutputSurvivesCutConnections(t *testing.T) {
 	t.Parallel()
-	store := &controller.MemoryStore{}
+	store := controller.NewMemoryStore()
 	// 16 KiB chunks: the 2 MB of output make over a hundred events, so
 	// that the cuts at events 3 to 15 come while it streams.
-	s := newServer(t, serverOptions{Options: controller.Options{Store: store, Limits: prp.Welcome{MaxOutputChunk: 16 << 10}}})
+	s := newServer(t, serverOptions{Options: controller.WithLimits(controller.Options{Store: store}, prpwire.Welcome{MaxOutputChunk: 16 << 10})})
 	proxy := newCutProxy(t, s.srv.Listener.Addr().String())
 	s.url = "http://" + proxy.ln.Addr().String() + "/prp/"
 	session := startRunner(t, s, prp.ScopeTask)
@@ -135,7 +136,7 @@ func TestOutputSurvivesCutConnections(t *testing.T) {
 func TestTokenIsRenewedWhileConnected(t *testing.T) {
 	t.Parallel()
 	const ttl = 1500 * time.Millisecond
-	s := newServer(t, serverOptions{Options: controller.Options{TokenTTL: ttl}})
+	s := newServer(t, serverOptions{Options: controller.WithTokenTTL(controller.Options{}, ttl)})
 	proxy := newCutProxy(t, s.srv.Listener.Addr().String())
 	s.url = "http://" + proxy.ln.Addr().String() + "/prp/"
 	session := startRunner(t, s, prp.ScopeTask)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 )
@@ -16,16 +17,16 @@ import (
 func connectStatus(t *testing.T, s *server, session string) int {
 	t.Helper()
 	now := time.Now()
-	tok, err := testSigner(t).Mint(prp.Claims{Lease: "lease-1", Run: "run-1", Company: "co-1", Scope: prp.ScopeTask, Session: session, IssuedAt: now, ExpiresAt: now.Add(time.Hour)})
+	tok, err := prpwire.Mint(testSigner(t), prpwire.Claims{Lease: "lease-1", Run: "run-1", Company: "co-1", Scope: prp.ScopeTask, Session: session, IssuedAt: now, ExpiresAt: now.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequest(http.MethodGet, s.URL()+prp.ConnectPath, nil)
+	req, err := http.NewRequest(http.MethodGet, s.URL()+prpwire.ConnectPath, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k, v := range map[string]string{"Authorization": "Bearer " + tok, "Connection": "Upgrade", "Upgrade": "websocket",
-		"Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": base64.StdEncoding.EncodeToString([]byte("0123456789abcdef")), "Sec-WebSocket-Protocol": prp.Subprotocol} {
+		"Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": base64.StdEncoding.EncodeToString([]byte("0123456789abcdef")), "Sec-WebSocket-Protocol": prpwire.Subprotocol} {
 		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -42,7 +43,7 @@ func connectStatus(t *testing.T, s *server, session string) int {
 // its own runner reconnects.
 func TestASecondConnectionOfALiveSessionIsRefusedOnEveryReplica(t *testing.T) {
 	t.Parallel()
-	store, tickets := &controller.MemoryStore{}, &prp.MemoryTicketStore{}
+	store, tickets := controller.NewMemoryStore(), prpwire.NewMemoryTicketStore()
 	a := newServer(t, serverOptions{Options: controller.Options{Store: store, Tickets: tickets}})
 	b := newServer(t, serverOptions{Options: controller.Options{Store: store, Tickets: tickets}})
 	session := startRunner(t, a, prp.ScopeTask)

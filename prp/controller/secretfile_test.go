@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"github.com/berthdev/berth/internal/prpwire"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,7 +47,7 @@ func startAccountRunner(t *testing.T, s *server, acct testenv.Account, logs *syn
 // itself. As the unprivileged account, with a 0666 file of another user
 // (root) planted in a sticky directory, a symlink at the path, and a
 // symlinked parent directory, the task is refused with
-// prp.CodeSecretFile, nothing ran, and no planted or linked file holds the
+// prpwire.CodeSecretFile, nothing ran, and no planted or linked file holds the
 // value; a file in a new directory still gets it (mode 0600).
 func TestSecretFileOnlyTheRunnersOwn(t *testing.T) {
 	t.Parallel()
@@ -111,8 +112,8 @@ func TestSecretFileOnlyTheRunnersOwn(t *testing.T) {
 			t.Fatal(err)
 		}
 		res := wait(t, s, session, id)
-		if res.Status != prp.ResultRejected || res.Code != prp.CodeSecretFile {
-			t.Errorf("%s: result %s %s (%s), want rejected %s", name, res.Status, res.Code, res.Message, prp.CodeSecretFile)
+		if res.Status != prp.ResultRejected || res.Code != prpwire.CodeSecretFile {
+			t.Errorf("%s: result %s %s (%s), want rejected %s", name, res.Status, res.Code, res.Message, prpwire.CodeSecretFile)
 		}
 		if strings.Contains(res.Message, canary) {
 			t.Errorf("%s: the refusal holds the value", name)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -14,11 +15,11 @@ import (
 // to command seq 1 and returns how many frames before it carried canary.
 func secretsSeen(t *testing.T, s *server, token, canary string) int {
 	t.Helper()
-	rr := connectRaw(t, s, token, []prp.Capability{prp.CapTasks, prp.CapSecrets}, prp.Resume{})
-	_, before := rr.until(prp.TypeCommand, func(e prp.Envelope) bool { return e.Seq == 1 })
+	rr := connectRaw(t, s, token, []prp.Capability{prpwire.CapTasks, prpwire.CapSecrets}, prp.Resume{})
+	_, before := rr.until(prpwire.TypeCommand, func(e prpwire.Envelope) bool { return e.Seq == 1 })
 	n := 0
 	for _, e := range before {
-		if e.Type == prp.TypeSecrets && strings.Contains(string(e.Body), canary) {
+		if e.Type == prpwire.TypeSecrets && strings.Contains(string(e.Body), canary) {
 			n++
 		}
 	}
@@ -41,7 +42,7 @@ func TestSecretValueGoesOutOncePerCommand(t *testing.T) {
 		t.Parallel()
 		s := newServer(t, serverOptions{Secrets: res})
 		_, token := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
-		rr := connectRaw(t, s, token, []prp.Capability{prp.CapTasks, prp.CapSecrets}, prp.Resume{})
+		rr := connectRaw(t, s, token, []prp.Capability{prpwire.CapTasks, prpwire.CapSecrets}, prp.Resume{})
 		session := rr.session
 		rr.close(s)
 		if _, err := s.c.StartTask(context.Background(), operator, session, "c1", task("t1")); err != nil {
@@ -57,9 +58,9 @@ func TestSecretValueGoesOutOncePerCommand(t *testing.T) {
 		if _, err := s.c.StartTask(context.Background(), operator, session, "c2", task("t2")); err != nil {
 			t.Fatal(err)
 		}
-		rr = connectRaw(t, s, token, []prp.Capability{prp.CapTasks, prp.CapSecrets}, prp.Resume{LastCommandSeq: 1})
-		_, before := rr.until(prp.TypeCommand, func(e prp.Envelope) bool { return e.Seq == 2 })
-		if len(before) != 1 || before[0].Type != prp.TypeSecrets || !strings.Contains(string(before[0].Body), canary) {
+		rr = connectRaw(t, s, token, []prp.Capability{prpwire.CapTasks, prpwire.CapSecrets}, prp.Resume{LastCommandSeq: 1})
+		_, before := rr.until(prpwire.TypeCommand, func(e prpwire.Envelope) bool { return e.Seq == 2 })
+		if len(before) != 1 || before[0].Type != prpwire.TypeSecrets || !strings.Contains(string(before[0].Body), canary) {
 			t.Errorf("a new command's frames before it = %d, want its one secrets frame", len(before))
 		}
 	})
@@ -76,9 +77,9 @@ func TestSecretValueGoesOutOncePerCommand(t *testing.T) {
 		_, token := exchangeToken(t, a, a.ticket(t, prp.ScopeTask))
 		for _, s := range []*server{a, b} {
 			// Each replica has seen the runner offer secrets.
-			connectRaw(t, s, token, []prp.Capability{prp.CapTasks, prp.CapSecrets}, prp.Resume{}).close(s)
+			connectRaw(t, s, token, []prp.Capability{prpwire.CapTasks, prpwire.CapSecrets}, prp.Resume{}).close(s)
 		}
-		rr := connectRaw(t, a, token, []prp.Capability{prp.CapTasks, prp.CapSecrets}, prp.Resume{})
+		rr := connectRaw(t, a, token, []prp.Capability{prpwire.CapTasks, prpwire.CapSecrets}, prp.Resume{})
 		id := rr.session
 		rr.close(a)
 		if _, err := b.c.StartTask(context.Background(), operator, id, "c1", task("t1")); err != nil {

@@ -8,13 +8,14 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 )
 
 // ErrSecretsUnsupported is returned by Attachment.Start for a task with
 // secrets when the controller has no SecretResolver (New's secrets), or when the
 // session's runner, as last connected to this controller, did not offer
-// prp.CapSecrets.
+// secrets among its capabilities.
 var ErrSecretsUnsupported = errcode.New(errcode.Unsupported, "controller: no secret resolver: tasks with secrets are unsupported")
 
 // SecretTarget is what a task's secrets are resolved for: the session's
@@ -50,8 +51,8 @@ type SecretResolver interface {
 
 // SecretError is an error of a SecretResolver with a stable code (such as
 // a project auth check's mismatch, AUTH-2): the resolver's own sub-code
-// (handover.Code for berth's resolver), which travels to the runner in
-// prp.SecretValues.Code; errcode.Code of the error classifies it.
+// (handover.Code for berth's resolver), which travels to the runner with
+// the refused secrets; errcode.Code of the error classifies it.
 type SecretError interface {
 	error
 	SecretCode() string
@@ -59,13 +60,13 @@ type SecretError interface {
 
 // CodeOfSecrets returns the stable code of a SecretResolver's error: the
 // SecretCode of the first error in its chain that has one, else
-// prp.CodeSecretsUnavailable.
+// prpwire.CodeSecretsUnavailable.
 func CodeOfSecrets(err error) string {
 	var se SecretError
 	if errors.As(err, &se) {
 		return se.SecretCode()
 	}
-	return string(prp.CodeSecretsUnavailable)
+	return string(prpwire.CodeSecretsUnavailable)
 }
 
 func targetOf(s Session) SecretTarget {
@@ -85,9 +86,9 @@ func (c *Controller) checkSecrets(ctx context.Context, p authz.Principal, s Sess
 	if c.secrets == nil {
 		return fmt.Errorf("controller: command %q on session %s: %w", cmd.ID, s.ID, ErrSecretsUnsupported)
 	}
-	if h, ok := c.hello(s.ID); ok && !prp.Has(h.Capabilities, prp.CapSecrets) {
+	if h, ok := c.hello(s.ID); ok && !prpwire.Has(h.Capabilities, prpwire.CapSecrets) {
 		return fmt.Errorf("controller: command %q on session %s: %w: the runner (%s) does not offer capability %s",
-			cmd.ID, s.ID, ErrSecretsUnsupported, h.RunnerVersion, prp.CapSecrets)
+			cmd.ID, s.ID, ErrSecretsUnsupported, h.RunnerVersion, prpwire.CapSecrets)
 	}
 	if err := c.secrets.Check(ctx, p, targetOf(s), cmd.TaskStart.Secrets); err != nil {
 		return fmt.Errorf("controller: command %q on session %s: secrets: %w", cmd.ID, s.ID, err)
@@ -102,26 +103,26 @@ func (c *Controller) checkSecrets(ctx context.Context, p authz.Principal, s Sess
 // runs nothing, so nothing is delivered again), or the delivery was
 // claimed before (Store.ClaimSecrets: on another connection or replica,
 // or before a reconnect), since a value goes out at most once per command
-// (a runner without its values refuses the command, prp.CodeSecretsMissing;
+// (a runner without its values refuses the command, prpwire.CodeSecretsMissing;
 // sending them again needs a new command). The claim is stored before the
 // frame is sent; a store error fails the connection (err).
-func (lc *liveConn) secretsFor(ctx context.Context, sess Session, r CommandRecord) (sv prp.SecretValues, ok bool, err error) {
+func (lc *liveConn) secretsFor(ctx context.Context, sess Session, r CommandRecord) (sv prpwire.SecretValues, ok bool, err error) {
 	ts := r.Command.TaskStart
 	if ts == nil || len(ts.Secrets) == 0 || r.Result != nil {
-		return prp.SecretValues{}, false, nil
+		return prpwire.SecretValues{}, false, nil
 	}
 	c := lc.c
 	claimed, err := c.o.Store.ClaimSecrets(ctx, sess.ID, r.Command.ID, time.Now().UTC())
 	if err != nil {
-		return prp.SecretValues{}, false, err
+		return prpwire.SecretValues{}, false, err
 	}
 	if !claimed {
 		c.log.Info("controller: secrets of a command went out before: not delivered again", "session", sess.ID, "command", r.Command.ID)
-		return prp.SecretValues{}, false, nil
+		return prpwire.SecretValues{}, false, nil
 	}
 	sv.CommandID = r.Command.ID
 	if c.secrets == nil {
-		sv.Code, sv.Message = string(prp.CodeSecretsUnavailable), ErrSecretsUnsupported.Error()
+		sv.Code, sv.Message = string(prpwire.CodeSecretsUnavailable), ErrSecretsUnsupported.Error()
 		return sv, true, nil
 	}
 	vals, err := c.secrets.Resolve(ctx, targetOf(sess), ts.Secrets)
@@ -130,7 +131,7 @@ func (lc *liveConn) secretsFor(ctx context.Context, sess Session, r CommandRecor
 		sv.Code, sv.Message = CodeOfSecrets(err), err.Error()
 		c.log.Warn("controller: secrets of a command not resolved", "session", sess.ID, "command", r.Command.ID, "code", sv.Code, "err", err)
 	case len(vals) != len(ts.Secrets):
-		sv.Code, sv.Message = string(prp.CodeSecretsUnavailable), fmt.Sprintf("the resolver returned %d values for %d secrets", len(vals), len(ts.Secrets))
+		sv.Code, sv.Message = string(prpwire.CodeSecretsUnavailable), fmt.Sprintf("the resolver returned %d values for %d secrets", len(vals), len(ts.Secrets))
 	default:
 		sv.Values = vals
 		c.log.Debug("controller: delivering secrets with their command", "session", sess.ID, "command", r.Command.ID, "secrets", len(vals))

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/berthdev/berth/internal/prpwire"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -254,8 +255,8 @@ func TestSecretsRefusedAtDispatchAndDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := wait(t, s, session, "c2")
-	if res.Status != prp.ResultRejected || res.Code != prp.CodeSecretsUnavailable || !strings.HasPrefix(res.Message, "gone:") {
-		t.Errorf("result = %+v, want rejected %s with the resolver's code", res, prp.CodeSecretsUnavailable)
+	if res.Status != prp.ResultRejected || res.Code != prpwire.CodeSecretsUnavailable || !strings.HasPrefix(res.Message, "gone:") {
+		t.Errorf("result = %+v, want rejected %s with the resolver's code", res, prpwire.CodeSecretsUnavailable)
 	}
 	if _, err := os.Stat(filepath.Join(out, "env")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the task ran without its secrets: %v", err)

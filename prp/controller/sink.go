@@ -13,11 +13,11 @@ import (
 	"github.com/berthdev/berth/prp"
 )
 
-// OutputSink keeps the bytes of output events; the store keeps their index
+// outputSink keeps the bytes of output events; the store keeps their index
 // (session, seq -> OutputRef). A host may supply its own (object storage,
-// say); the default is FileSink. Implementations are safe for concurrent
+// say); the default is fileSink. Implementations are safe for concurrent
 // use.
-type OutputSink interface {
+type outputSink interface {
 	// WriteOutput stores data of event seq of session and returns where it
 	// is. The bytes are durable only after Sync returns.
 	WriteOutput(ctx context.Context, session string, seq uint64, data []byte) (OutputRef, error)
@@ -29,16 +29,16 @@ type OutputSink interface {
 	ReadOutput(ctx context.Context, ref OutputRef) ([]byte, error)
 }
 
-// MaxChunkFile is the size at which FileSink starts a session's next
+// maxChunkFile is the size at which fileSink starts a session's next
 // chunk file.
-const MaxChunkFile = 64 << 20
+const maxChunkFile = 64 << 20
 
-// FileSink is the default OutputSink: per session, chunk files
+// fileSink is the default outputSink: per session, chunk files
 // "<dir>/<session>/<n>.chunk" that grow by appending, each up to
-// MaxChunkFile bytes; Sync is fsync. Files are 0600 in 0700 directories.
+// maxChunkFile bytes; Sync is fsync. Files are 0600 in 0700 directories.
 // Replicas may share the directory (a shared volume): each write's
 // offset is where the append put it, whoever appended before.
-type FileSink struct {
+type fileSink struct {
 	dir string
 	mu  sync.Mutex
 	cur map[string]*chunkFile
@@ -64,21 +64,21 @@ func (c *chunkFile) retire() {
 	}
 }
 
-var _ OutputSink = (*FileSink)(nil)
+var _ outputSink = (*fileSink)(nil)
 
-// NewFileSink returns a FileSink under dir, creating dir (0700) if needed.
-func NewFileSink(dir string) (*FileSink, error) {
+// newFileSink returns a fileSink under dir, creating dir (0700) if needed.
+func newFileSink(dir string) (*fileSink, error) {
 	if dir == "" {
 		return nil, errors.New("controller: file sink: a data directory is required")
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("controller: file sink %s: %w", dir, err)
 	}
-	return &FileSink{dir: dir, cur: map[string]*chunkFile{}}, nil
+	return &fileSink{dir: dir, cur: map[string]*chunkFile{}}, nil
 }
 
-// WriteOutput implements OutputSink.
-func (s *FileSink) WriteOutput(ctx context.Context, session string, seq uint64, data []byte) (OutputRef, error) {
+// WriteOutput implements outputSink.
+func (s *fileSink) WriteOutput(ctx context.Context, session string, seq uint64, data []byte) (OutputRef, error) {
 	if err := ctx.Err(); err != nil {
 		return OutputRef{}, err
 	}
@@ -88,7 +88,7 @@ func (s *FileSink) WriteOutput(ctx context.Context, session string, seq uint64, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.cur[session]
-	if c == nil || c.size+int64(len(data)) > MaxChunkFile {
+	if c == nil || c.size+int64(len(data)) > maxChunkFile {
 		next := 0
 		if c != nil {
 			next = c.n + 1
@@ -123,7 +123,7 @@ func (s *FileSink) WriteOutput(ctx context.Context, session string, seq uint64, 
 
 // open opens (appending) chunk n of session, or the last existing chunk
 // when a controller restarts.
-func (s *FileSink) open(session string, n int) (*chunkFile, error) {
+func (s *fileSink) open(session string, n int) (*chunkFile, error) {
 	if err := os.MkdirAll(filepath.Join(s.dir, session), 0o700); err != nil {
 		return nil, fmt.Errorf("controller: file sink: session %s: %w", session, err)
 	}
@@ -138,7 +138,7 @@ func (s *FileSink) open(session string, n int) (*chunkFile, error) {
 			f.Close()
 			return nil, fmt.Errorf("controller: file sink: stat %s: %w", rel, err)
 		}
-		if st.Size() < MaxChunkFile {
+		if st.Size() < maxChunkFile {
 			return &chunkFile{f: f, rel: rel, n: n, size: st.Size()}, nil
 		}
 		f.Close()
@@ -146,11 +146,11 @@ func (s *FileSink) open(session string, n int) (*chunkFile, error) {
 	}
 }
 
-// Sync implements OutputSink: fsync of the session's current chunk file
+// Sync implements outputSink: fsync of the session's current chunk file
 // (every earlier one was synced when it was full). The fsync runs outside
 // the sink's lock, so that writes go on meanwhile; it covers at least
 // every write that returned before Sync was called.
-func (s *FileSink) Sync(ctx context.Context, session string) error {
+func (s *fileSink) Sync(ctx context.Context, session string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -175,13 +175,13 @@ func (s *FileSink) Sync(ctx context.Context, session string) error {
 	return nil
 }
 
-// ReadOutput implements OutputSink; ref.File must be a local path under
+// ReadOutput implements outputSink; ref.File must be a local path under
 // the sink's directory.
-func (s *FileSink) ReadOutput(ctx context.Context, ref OutputRef) ([]byte, error) {
+func (s *fileSink) ReadOutput(ctx context.Context, ref OutputRef) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !filepath.IsLocal(ref.File) || ref.Offset < 0 || ref.Length < 0 || ref.Length > MaxChunkFile {
+	if !filepath.IsLocal(ref.File) || ref.Offset < 0 || ref.Length < 0 || ref.Length > maxChunkFile {
 		return nil, fmt.Errorf("controller: file sink: ref %q at %d+%d is invalid", ref.File, ref.Offset, ref.Length)
 	}
 	f, err := os.Open(filepath.Join(s.dir, ref.File))
@@ -203,7 +203,7 @@ func (s *FileSink) ReadOutput(ctx context.Context, ref OutputRef) ([]byte, error
 }
 
 // Close syncs and closes the open chunk files.
-func (s *FileSink) Close() error {
+func (s *fileSink) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error

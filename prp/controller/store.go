@@ -61,7 +61,7 @@ type CommandRecord struct {
 	UpdatedAt time.Time
 }
 
-// OutputRef locates the bytes of one output event in an OutputSink.
+// OutputRef locates the bytes of one output event in an outputSink.
 type OutputRef struct {
 	File   string `json:"file"`
 	Offset int64  `json:"offset"`
@@ -79,7 +79,7 @@ type EventRecord struct {
 }
 
 // Store is what the controller persists: sessions, the command journal and
-// event metadata. Implementations: MemoryStore here and the SQL store of
+// event metadata. Implementations: memoryStore here and the SQL store of
 // store/sqlite and store/postgres; each passes controllertest.RunStoreTests. A Store is safe
 // for concurrent use, and for use by several controller replicas at once.
 type Store interface {
@@ -182,7 +182,7 @@ type TaskUsage struct {
 // EventBatcher is an optional interface that may be implemented by a
 // Store. If a Store implements it, the controller stores the metadata of
 // the events it read while the previous write ran in one PutEvents call
-// (up to MaxEventBatch events, one transaction: one sync of a SQL store's
+// (up to maxEventBatch events, one transaction: one sync of a SQL store's
 // log instead of one per event). If a Store does not implement it, the
 // controller calls PutEvent for each event.
 type EventBatcher interface {
@@ -191,6 +191,6 @@ type EventBatcher interface {
 	PutEvents(ctx context.Context, rs []EventRecord) error
 }
 
-// MaxEventBatch is the most events the controller stores in one
+// maxEventBatch is the most events the controller stores in one
 // EventBatcher.PutEvents call.
-const MaxEventBatch = 64
+const maxEventBatch = 64

@@ -49,7 +49,7 @@ type TaskSpec struct {
 	Started func(pid int)
 	// StopGrace is how long Task.Stop lets the task's processes exit
 	// after SIGTERM before the runner sends SIGKILL. Default
-	// LeaseStopGrace.
+	// leaseStopGrace.
 	StopGrace time.Duration
 }
 
@@ -255,7 +255,7 @@ func (t *Task) Output(ctx context.Context, from uint64) ([]OutputChunk, error) {
 func (t *Task) Stop(ctx context.Context) (Proof, error) {
 	grace := t.grace
 	if grace <= 0 {
-		grace = LeaseStopGrace
+		grace = leaseStopGrace
 	}
 	id := taskCommandID("stop", t.id)
 	if _, err := t.c.dispatch(ctx, t.p, t.session, prp.Command{ID: id, Kind: prp.CommandTaskStop, Lease: t.lease, Run: t.run,

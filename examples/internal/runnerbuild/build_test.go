@@ -99,7 +99,7 @@ func TestSourceKeyFollowsTheRunnersFilesAndArchitecture(t *testing.T) {
 		// architecture in the directory name as well.
 		t.Logf("arm64 and amd64 list the same files")
 	}
-	doc := filepath.Join(src, "prp", "runner", "doc.go")
+	doc := filepath.Join(src, "internal", "runner", "doc.go")
 	b, err := os.ReadFile(doc)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestSourceKeyFollowsTheRunnersFilesAndArchitecture(t *testing.T) {
 		t.Fatal(err)
 	}
 	if k2 == k1 {
-		t.Fatal("editing prp/runner/doc.go did not change the key")
+		t.Fatal("editing internal/runner/doc.go did not change the key")
 	}
 	// A file the runner is not built from does not change it.
 	if err := os.WriteFile(filepath.Join(src, "unrelated.txt"), []byte("x"), 0o644); err != nil {

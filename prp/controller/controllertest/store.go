@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/berthdev/berth/internal/prpwire"
 	"sync"
 	"testing"
 	"time"
@@ -308,7 +309,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) controller.Store) {
 		if _, _, err := s.AppendCommand(ctx, "s_1", start("c2", "echo"), now); err != nil {
 			t.Fatal(err)
 		}
-		r, err = s.CompleteCommand(ctx, "s_1", prp.Result{CommandID: "c2", Status: prp.ResultIndeterminate, Code: prp.CodeInterrupted}, now)
+		r, err = s.CompleteCommand(ctx, "s_1", prp.Result{CommandID: "c2", Status: prp.ResultIndeterminate, Code: prpwire.CodeInterrupted}, now)
 		if err != nil || r.State != prp.JournalIndeterminate {
 			t.Errorf("CompleteCommand indeterminate = %s, %v; want indeterminate", r.State, err)
 		}

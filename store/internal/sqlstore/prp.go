@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 )
@@ -69,7 +70,7 @@ func scanTicket(sc scanner) (prp.TicketRecord, error) {
 // ConsumeTicket implements prp.TicketStore with ONE conditional UPDATE
 // (unused, this lease, not expired), so that of concurrent or replayed
 // exchanges on any number of replicas exactly one succeeds; when no row
-// changed, a second read explains why with prp.ClassifyTicket.
+// changed, a second read explains why with prpwire.ClassifyTicket.
 func (s *PRPStore) ConsumeTicket(ctx context.Context, hash prp.TicketHash, lease, session string, now time.Time) (prp.TicketRecord, error) {
 	r, err := scanTicket(s.db.writes().queryRow(ctx, `UPDATE prp_tickets SET used_at = ?, session = COALESCE(resume, ?)
 		WHERE hash = ? AND lease = ? AND used_at IS NULL AND expires_at > ?
@@ -85,7 +86,7 @@ func (s *PRPStore) ConsumeTicket(ctx context.Context, hash prp.TicketHash, lease
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return prp.TicketRecord{}, fmt.Errorf("sqlstore: consume ticket for lease %s: %w", lease, err)
 	}
-	if cerr := prp.ClassifyTicket(r, found, lease, now); cerr != nil {
+	if cerr := prpwire.ClassifyTicket(r, found, lease, now); cerr != nil {
 		return prp.TicketRecord{}, cerr
 	}
 	// The row changed between the two statements (another replica used it
