@@ -116,9 +116,9 @@ func NormalizeArch(arch, variant string) (string, string) {
 	return arch, variant
 }
 
-// NormalizeLibc returns the canonical libc family ("GNU" is glibc, "static"
+// normalizeLibc returns the canonical libc family ("GNU" is glibc, "static"
 // is none). Names it does not know are returned lower-cased.
-func NormalizeLibc(s string) LibcFamily {
+func normalizeLibc(s string) LibcFamily {
 	s = strings.ToLower(strings.TrimSpace(s))
 	if f, ok := libcAliases[s]; ok {
 		return f
@@ -133,8 +133,8 @@ func NormalizeLibc(s string) LibcFamily {
 func (p Platform) Normalize() Platform {
 	p.OS = NormalizeOS(p.OS)
 	p.Arch, p.Variant = NormalizeArch(p.Arch, p.Variant)
-	p.Libc = NormalizeLibc(string(p.Libc))
-	if p.Libc == "" && p.Measured() {
+	p.Libc = normalizeLibc(string(p.Libc))
+	if p.Libc == "" && p.measured() {
 		p.Libc = LibcUnknown
 	}
 	if p.Libc == LibcNone || p.Libc == LibcUnknown {
@@ -157,7 +157,7 @@ func (p Platform) Validate() error {
 	bad := func(field, v string) error {
 		return fmt.Errorf("%w: field %s: %q", ErrInvalidPlatform, field, v)
 	}
-	if !p.Measured() {
+	if !p.measured() {
 		return fmt.Errorf("%w: os and arch are required once any field is set", ErrInvalidPlatform)
 	}
 	if n := p.Normalize(); n != p {
@@ -188,7 +188,7 @@ func (p Platform) Validate() error {
 
 // Measured reports whether p says at least which OS and architecture it is;
 // the zero Platform is not measured (QUAL-1).
-func (p Platform) Measured() bool { return p.OS != "" && p.Arch != "" }
+func (p Platform) measured() bool { return p.OS != "" && p.Arch != "" }
 
 // IsZero reports whether p is the zero Platform.
 func (p Platform) IsZero() bool { return p == Platform{} }

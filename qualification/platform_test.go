@@ -110,7 +110,7 @@ func TestPlatformNormalizeAndValidate(t *testing.T) {
 	if err := (Platform{Kernel: "6.1"}).Validate(); !errors.Is(err, ErrInvalidPlatform) {
 		t.Errorf("a platform with a kernel but no os/arch validated: %v", err)
 	}
-	if (Platform{}).Measured() || !n.Measured() {
+	if (Platform{}).measured() || !n.measured() {
 		t.Error("Measured is wrong")
 	}
 }
