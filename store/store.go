@@ -95,15 +95,15 @@ func Memory() Stores {
 		Qualifications: qualification.NewMemoryStore(),
 		Leases:         lease.NewMemoryStore(),
 		AuthChecks:     &handover.MemoryStore{},
-		Runners:        NewMemoryRunnerStore(),
+		Runners:        newMemoryRunnerStore(),
 		Settings:       instance.NewMemoryStore(),
 		Templates:      custom.NewMemoryStore(),
 	}
 }
 
-// NewMemoryRunnerStore returns an empty memory RunnerStore: a
+// newMemoryRunnerStore returns an empty memory RunnerStore: a
 // prp.MemoryTicketStore and a controller.MemoryStore.
-func NewMemoryRunnerStore() RunnerStore {
+func newMemoryRunnerStore() RunnerStore {
 	return memoryRunners{&prp.MemoryTicketStore{}, &controller.MemoryStore{}}
 }
 
