@@ -96,9 +96,8 @@ var sentinelCodes = map[string]struct {
 	"handover.ErrMismatch":      {handover.ErrMismatch, errcode.Conflict},
 	"handover.ErrSecretUnknown": {handover.ErrSecretUnknown, errcode.Invalid},
 
-	"qualification.ErrNotFound":        {qualification.ErrNotFound, errcode.NotFound},
-	"qualification.ErrInvalidRecord":   {qualification.ErrInvalidRecord, errcode.Invalid},
-	"qualification.ErrInvalidPlatform": {qualification.ErrInvalidPlatform, errcode.Invalid},
+	"qualification.ErrNotFound":      {qualification.ErrNotFound, errcode.NotFound},
+	"qualification.ErrInvalidRecord": {qualification.ErrInvalidRecord, errcode.Invalid},
 
 	"prp.ErrFrame":              {prp.ErrFrame, errcode.Invalid},
 	"prp.ErrFrameTooLarge":      {prp.ErrFrameTooLarge, errcode.Invalid},
