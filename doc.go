@@ -21,11 +21,15 @@
 //	view, err := sys.Catalog().Create(ctx, operator, environment.CreateRequest{...})
 //
 // New composes a System (a driver registry, the catalog, the assignments,
-// the lease manager, the prober, the image resolver, the runner controller
-// and the secret hand-over) with sensible defaults, reachable through its
-// accessors (Catalog, Assignments, Leases, Prober, Images, Runners,
-// Handover, Drivers, Secrets); System.RunHealthChecks keeps provider
-// health measured in the background. The root package opens no database:
+// the lease manager, the custom images service, the prober, the runner
+// controller, the secret hand-over and the instance settings) with
+// sensible defaults, reachable through its accessors (Catalog,
+// Assignments, Leases, Templates, Prober, Runners, Handover, Settings,
+// Drivers, Secrets); System.RunHealthChecks keeps provider health measured
+// in the background. A service's own knobs are its package's Options
+// (Options.Leases, Options.Templates, Options.Runners), which New completes
+// with the wiring. Pinning image tags to digests is images/resolve's
+// Resolver, which a host makes itself (resolve.New). The root package opens no database:
 // Options.Stores (package store) names each package's store, and
 // store/sqlite and store/postgres open a database and return them all, so a
 // host links the SQL driver it names and no other. The default drivers are
@@ -51,7 +55,7 @@
 // The packages, from the bottom up (imports only run downwards):
 //
 //   - images, qualification: pure values (OCI references and identities;
-//     qualification evaluation, fingerprints, platforms). images/resolve pins
+//     qualification views, records and platforms). images/resolve pins
 //     tags to digests over the network. clock: the Clock that Options fields
 //     take, with a Fake that drives the fake driver's delays and the lease
 //     manager's time deterministically.

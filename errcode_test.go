@@ -20,8 +20,6 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
-	"github.com/berthdev/berth/images"
-	"github.com/berthdev/berth/images/resolve"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
@@ -97,21 +95,8 @@ var sentinelCodes = map[string]struct {
 	"handover.ErrMismatch":      {handover.ErrMismatch, errcode.Conflict},
 	"handover.ErrSecretUnknown": {handover.ErrSecretUnknown, errcode.Invalid},
 
-	"images.ErrInvalidIdentity":  {images.ErrInvalidIdentity, errcode.Invalid},
-	"images.ErrInvalidReference": {images.ErrInvalidReference, errcode.Invalid},
-
-	"images/resolve.ErrNotFound":         {resolve.ErrNotFound, errcode.NotFound},
-	"images/resolve.ErrDenied":           {resolve.ErrDenied, errcode.AuthFailed},
-	"images/resolve.ErrNoPlatform":       {resolve.ErrNoPlatform, errcode.Unsupported},
-	"images/resolve.ErrInsecureRegistry": {resolve.ErrInsecureRegistry, errcode.Invalid},
-	"images/resolve.ErrNotRegistry":      {resolve.ErrNotRegistry, errcode.Unsupported},
-	"images/resolve.ErrInvalidPlatform":  {resolve.ErrInvalidPlatform, errcode.Invalid},
-	"images/resolve.ErrRegistry":         {resolve.ErrRegistry, errcode.Unavailable},
-
-	"qualification.ErrNotFound":        {qualification.ErrNotFound, errcode.NotFound},
-	"qualification.ErrInvalidRecord":   {qualification.ErrInvalidRecord, errcode.Invalid},
-	"qualification.ErrDetection":       {qualification.ErrDetection, errcode.Unsupported},
-	"qualification.ErrInvalidPlatform": {qualification.ErrInvalidPlatform, errcode.Invalid},
+	"qualification.ErrNotFound":      {qualification.ErrNotFound, errcode.NotFound},
+	"qualification.ErrInvalidRecord": {qualification.ErrInvalidRecord, errcode.Invalid},
 
 	"prp.ErrScopeDenied":     {prp.ErrScopeDenied, errcode.Denied},
 	"prp.ErrTicketMalformed": {prp.ErrTicketMalformed, errcode.AuthFailed},

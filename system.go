@@ -17,7 +17,6 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
-	"github.com/berthdev/berth/images/resolve"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
@@ -55,42 +54,24 @@ type Options struct {
 	// default is always protected. It must be quick and do no I/O the
 	// delete may block on. Default: nothing else is protected.
 	Protected func(ctx context.Context, env *environment.Environment) (reason string)
-	// InstanceID names this installation; it labels every sandbox so that
-	// sweeps find this instance's orphans. Default lease.DefaultInstanceID.
-	InstanceID string
 	// Authorizer decides every catalog, assignment and lease action
 	// (AUTH-1). Default authz.DefaultPolicy.
 	Authorizer authz.Authorizer
 	// Logger receives library logs; never a secret. Default: discard.
 	Logger *slog.Logger
-	// ClaimGrace is added to a startup budget to form the claim of an
-	// acquisition in progress; a claim older than that is taken for a
-	// crashed acquisition and swept (LEASE-9). Default
-	// lease.DefaultClaimGrace.
-	ClaimGrace time.Duration
-	// LeasePruneAfter is how long the record of an ended lease (with its
-	// cleanup receipt) is kept before a sweep prunes it. Default
-	// lease.DefaultPruneAfter; negative keeps records forever.
-	LeasePruneAfter time.Duration
-	// LeaseQuotas limits the live leases per company and per company and
-	// environment (lease.Options.Quotas). Default: no limits.
-	LeaseQuotas lease.Quotas
-	// ManualPoolRefill leaves the refills of warm pools to
-	// Leases().MaintainPools (lease.Options.ManualPoolRefill); by default
-	// adoptions and sweeps refill in the background.
-	ManualPoolRefill bool
-	// Probe configures the Prober (its logger). Default: probe's
-	// defaults.
-	Probe *probe.Options
-	// SetupSessionTTL and SetupSessionMaxTTL are the custom images setup
-	// sessions' TTL (extended by activity) and its cap
-	// (templates.Options.SessionTTL, SessionMaxTTL). Default 30 minutes and
-	// 4 hours.
-	SetupSessionTTL, SetupSessionMaxTTL time.Duration
-	// Images configures the image Resolver that pins tags to digests
-	// (IMG-2): the host's registry keychain, insecure registries. Default:
-	// anonymous access, loopback registries only over plain HTTP.
-	Images *resolve.Options
+	// Leases configures the lease manager (System.Leases): the
+	// installation's InstanceID that labels every sandbox so that sweeps
+	// find this instance's orphans, budgets, ClaimGrace, PruneAfter,
+	// Quotas, ManualPoolRefill, ... (see lease.Options for each default).
+	// Nil means lease's defaults. Logger left nil is Options.Logger; the
+	// manager's collaborators (Secrets, SecretKeeper, PoolRunners,
+	// Settings, SweepEnvironments) are New's to wire and are ignored here.
+	Leases *lease.Options
+	// Templates configures the custom images service (System.Templates),
+	// such as the setup sessions' SessionTTL and SessionMaxTTL (default 30
+	// minutes and 4 hours). Nil means its defaults. Authorizer and Logger
+	// left nil are Options'; Secrets is New's to wire and is ignored here.
+	Templates *templates.Options
 	// Runners configures the runner protocol's controller (System.Runners).
 	// Fields left zero are filled: Tickets and Store with Stores.Runners
 	// (SQLite and PostgreSQL share them across replicas; the memory store
@@ -126,7 +107,7 @@ type Options struct {
 }
 
 // System is a composed berth: drivers, a catalog, assignments, a lease
-// manager, a prober, an image resolver, the runner controller, the
+// manager, a prober, the runner controller, the
 // secret hand-over and the instance settings wired together over the host's stores; every service of
 // the library is reachable from its accessors, which return the same
 // values for the System's life. Close stops the lease manager's heartbeats
@@ -139,7 +120,6 @@ type System struct {
 	leases      *lease.Manager
 	templates   *templates.Service
 	prober      *probe.Prober
-	images      *resolve.Resolver
 	runners     *controller.Controller
 	handover    *handover.Service
 	settings    *instance.Service
@@ -217,10 +197,6 @@ func (s *System) Sweep(ctx context.Context, p authz.Principal) (SweepReport, err
 // Prober returns the prober, which probes saved environments and drafts
 // and records qualifications (PRB-1..8, QUAL-1..7).
 func (s *System) Prober() *probe.Prober { return s.prober }
-
-// Images returns the image resolver, which pins image tags to digests
-// (IMG-2).
-func (s *System) Images() *resolve.Resolver { return s.images }
 
 // Runners returns the runner protocol's controller (PRP): Attach connects
 // a leased sandbox's runner (serving the controller on the sandbox's
@@ -340,30 +316,36 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Settings:   settings,
 	})
 	envs := st.Environments
+	var lo lease.Options
+	if o.Leases != nil {
+		lo = *o.Leases
+	}
+	if lo.Logger == nil {
+		lo.Logger = o.Logger
+	}
+	lo.Secrets, lo.SecretKeeper, lo.Settings = secrets.Get, keeper, settings
+	// Members of runner pools are prepared for the System's runner.
+	lo.PoolRunners = func() (*drivers.RunnerSet, error) { return sys.RunnerSet() }
+	lo.SweepEnvironments = func(ctx context.Context) ([]*environment.Environment, error) {
+		return envs.ListEnvironments(ctx, environment.ListFilter{})
+	}
 	var leaseUsage environment.UsageReporter
-	sys.leases, leaseUsage = lease.NewManager(st.Leases, reg, sys.assignments, tasks, &lease.Options{
-		InstanceID:   o.InstanceID,
-		Logger:       o.Logger,
-		ClaimGrace:   o.ClaimGrace,
-		PruneAfter:   o.LeasePruneAfter,
-		Secrets:      secrets.Get,
-		SecretKeeper: keeper,
-		Quotas:       o.LeaseQuotas,
-		// Warm pools: refills after adoptions and sweeps, unless the host
-		// schedules them (issue 31).
-		ManualPoolRefill: o.ManualPoolRefill,
-		// Members of runner pools are prepared for the System's runner.
-		PoolRunners: func() (*drivers.RunnerSet, error) { return sys.RunnerSet() },
-		Settings:    settings,
-		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
-			return envs.ListEnvironments(ctx, environment.ListFilter{})
-		},
-	})
+	sys.leases, leaseUsage = lease.NewManager(st.Leases, reg, sys.assignments, tasks, &lo)
+	var co templates.Options
+	if o.Templates != nil {
+		co = *o.Templates
+	}
+	if co.Authorizer == nil {
+		co.Authorizer = o.Authorizer
+	}
+	if co.Logger == nil {
+		co.Logger = o.Logger
+	}
+	co.Secrets = secrets.Get
 	var setupUsage environment.UsageReporter
 	sys.templates, setupUsage = templates.NewService(templates.Sources{
 		Templates: st.Templates, Environments: st.Environments, Drivers: reg, Leases: sys.leases, LeaseRecords: st.Leases,
-	}, &templates.Options{Authorizer: o.Authorizer, Secrets: secrets.Get, Logger: o.Logger,
-		SessionTTL: o.SetupSessionTTL, SessionMaxTTL: o.SetupSessionMaxTTL})
+	}, &co)
 	// The catalog shows, clears and protects the Assignments' bindings
 	// itself, and counts leases through the manager's hook.
 	sys.catalog = environment.NewCatalog(st.Environments, reg, secrets, sys.assignments, &environment.Options{
@@ -376,27 +358,13 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Settings:       settings,
 		Protected:      o.Protected,
 	})
-	var popts probe.Options
-	if o.Probe != nil {
-		popts = *o.Probe
-	}
-	if popts.Runner == nil {
-		popts.Runner = &probe.RunnerProbe{Controller: sys.runners, Runners: sys.RunnerSet}
-	}
+	popts := probe.Options{Runner: &probe.RunnerProbe{Controller: sys.runners, Runners: sys.RunnerSet}}
 	sys.prober = probe.New(probe.Sources{
 		Catalog: sys.catalog, Environments: st.Environments, Drivers: reg, Leases: sys.leases, Qualifications: st.Qualifications,
 		// The gate the catalog and the assignments pass: one test mode,
 		// one health store, one settings Reader.
 		Gate: environment.NewGate(reg, &environment.Options{TestMode: o.TestMode, Health: health, Settings: settings}),
 	}, &popts)
-	ropts := resolve.Options{Logger: o.Logger}
-	if o.Images != nil {
-		ropts = *o.Images
-		if ropts.Logger == nil {
-			ropts.Logger = o.Logger
-		}
-	}
-	sys.images = resolve.New(&ropts)
 	return sys, nil
 }
 

@@ -37,7 +37,7 @@ func TestPoolOnDaytona(t *testing.T) {
 	newSys := func() *berth.System {
 		drv := daytona.New(&daytona.Options{PollInterval: time.Millisecond, PollMax: 20 * time.Millisecond,
 			RetryBase: time.Millisecond, RetryMax: 20 * time.Millisecond, CleanupTimeout: 10 * time.Second})
-		sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{drv}, Stores: stores, Secrets: secrets, ManualPoolRefill: true})
+		sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{drv}, Stores: stores, Secrets: secrets, Leases: &lease.Options{ManualPoolRefill: true}})
 		if err != nil {
 			t.Fatal(err)
 		}

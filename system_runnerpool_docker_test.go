@@ -58,7 +58,7 @@ func TestRunnerPoolOnDocker(t *testing.T) {
 	}
 	newSys := func() *berth.System {
 		sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{docker.New(nil)}, Stores: stores, RunnerBinary: bin,
-			ManualPoolRefill: true, RunnerSigner: signer})
+			Leases: &lease.Options{ManualPoolRefill: true}, RunnerSigner: signer})
 		if err != nil {
 			t.Fatal(err)
 		}

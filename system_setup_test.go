@@ -330,7 +330,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // learnt it is destroyed too.
 func TestSetupSweepOnFake(t *testing.T) {
 	ctx := context.Background()
-	w, _ := newSetupWorld(t, &berth.Options{SetupSessionTTL: time.Millisecond, SetupSessionMaxTTL: time.Hour}, nil)
+	w, _ := newSetupWorld(t, &berth.Options{Templates: &templates.Options{SessionTTL: time.Millisecond, SessionMaxTTL: time.Hour}}, nil)
 	svc := w.sys.Templates()
 	ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Interactive: true})
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/images/resolve"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
@@ -153,7 +154,7 @@ func TestSystemComposesEveryService(t *testing.T) {
 
 	reg := testenv.StartRegistry(t, nil)
 	img := testimage.Busybox(t, reg, nil)
-	id, err := sys.Images().Pin(ctx, images.MustParseReference(img.TagRef), v1.Platform{OS: "linux", Architecture: runtime.GOARCH})
+	id, err := resolve.New(nil).Pin(ctx, images.MustParseReference(img.TagRef), v1.Platform{OS: "linux", Architecture: runtime.GOARCH})
 	if err != nil || id.String() != img.Ref {
 		t.Errorf("Pin(%s) = %s, %v; want %s", img.TagRef, id, err, img.Ref)
 	}

@@ -39,7 +39,7 @@ func (Real) Now() time.Time { return time.Now() }
 // After returns time.After(d).
 func (Real) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
-// Fake is a manual clock: its time changes only through Advance and Set.
+// Fake is a manual clock: its time changes only through Advance.
 // It is safe for concurrent use.
 type Fake struct {
 	mu      sync.Mutex
@@ -76,10 +76,10 @@ func (f *Fake) After(d time.Duration) <-chan time.Time {
 	return f.afterAtLocked(f.now.Add(d))
 }
 
-// AfterAt returns a channel that fires when the fake time reaches deadline;
+// afterAt returns a channel that fires when the fake time reaches deadline;
 // a deadline not after Now() fires at once. Unlike After it does not depend
-// on when the caller read the time.
-func (f *Fake) AfterAt(deadline time.Time) <-chan time.Time {
+// on when the caller read the time (At uses it).
+func (f *Fake) afterAt(deadline time.Time) <-chan time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.afterAtLocked(deadline)
@@ -107,9 +107,9 @@ func (f *Fake) Advance(d time.Duration) {
 	f.setLocked(f.now.Add(d))
 }
 
-// Set moves the fake time to t if t is later than Now() (time never runs
+// set moves the fake time to t if t is later than Now() (time never runs
 // backwards) and fires every timer that is due.
-func (f *Fake) Set(t time.Time) {
+func (f *Fake) set(t time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if t.After(f.now) {
@@ -133,8 +133,8 @@ func (f *Fake) setLocked(t time.Time) {
 	f.notifyLocked()
 }
 
-// Waiters returns the number of timers not yet fired.
-func (f *Fake) Waiters() int {
+// pending returns the number of timers not yet fired.
+func (f *Fake) pending() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.waiters)
@@ -165,19 +165,21 @@ func (f *Fake) notifyLocked() {
 	f.changed = make(chan struct{})
 }
 
-// AfterAter is implemented by clocks that can fire at an absolute time
-// (Fake does). Code that waits for a deadline should use At, which prefers
-// it: an After(deadline - Now()) computed just before another goroutine
-// moves a Fake would wait a whole interval too long.
-type AfterAter interface {
-	AfterAt(deadline time.Time) <-chan time.Time
+// afterAter is implemented by clocks that can fire at an absolute time
+// (Fake does). At prefers it: an After(deadline - Now()) computed just
+// before another goroutine moves a Fake would wait a whole interval too
+// long.
+type afterAter interface {
+	afterAt(deadline time.Time) <-chan time.Time
 }
 
-// At returns a channel that fires when c reaches deadline: c.AfterAt when c
-// implements AfterAter, else c.After(deadline - c.Now()).
+// At returns a channel that fires when c reaches deadline. Code that waits
+// for a deadline should use it rather than c.After(deadline - c.Now()):
+// on a Fake it fires exactly when the fake time reaches deadline, even
+// when another goroutine moves the clock between the two reads.
 func At(c Clock, deadline time.Time) <-chan time.Time {
-	if a, ok := c.(AfterAter); ok {
-		return a.AfterAt(deadline)
+	if a, ok := c.(afterAter); ok {
+		return a.afterAt(deadline)
 	}
 	return c.After(deadline.Sub(c.Now()))
 }

@@ -75,7 +75,7 @@ type ActiveTemplate struct {
 	// (images.Identity.String).
 	Identity string `json:"identity"`
 	// SourceFingerprint is the environment's source fingerprint
-	// (qualification.SourceFingerprint) when the template was captured.
+	// (qualify.SourceFingerprint) when the template was captured.
 	SourceFingerprint string `json:"-"`
 	// Drift is computed by reads from the config (see Drift); a
 	// store neither keeps nor reads it.

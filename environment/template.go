@@ -5,17 +5,17 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
-	"github.com/berthdev/berth/qualification"
+	"github.com/berthdev/berth/internal/qualify"
 )
 
 // SourceFingerprint returns e's source fingerprint for its driver d
-// (qualification.SourceFingerprint): the driver, the schema's identity
+// (qualify.SourceFingerprint): the driver, the schema's identity
 // fields, the account (secret references with their versions) and the
 // normalized image; never knobs, metadata or names. It does no I/O. The
 // probe's qualification fingerprint is built from the same parts (plus
 // the applied template's identity).
 func (e *Environment) SourceFingerprint(d drivers.Driver) string {
-	return qualification.SourceFingerprint(sourceInput(d, e.Config))
+	return qualify.SourceFingerprint(sourceInput(d, e.Config))
 }
 
 // drift reports whether e's active template applies to its current config
@@ -47,18 +47,18 @@ func (e *Environment) AppliedTemplate(d drivers.Driver) *ActiveTemplate {
 // qualification subject does (probe.subjectOf; a test there checks that
 // the two agree): the identity fields without the image field, the secret
 // references, and the image, normalized when it parses.
-func sourceInput(d drivers.Driver, cfg config.Config) qualification.FingerprintInput {
+func sourceInput(d drivers.Driver, cfg config.Config) qualify.FingerprintInput {
 	schema := d.Schema()
 	parts := schema.Partition(cfg)
 	target := maps.Clone(parts.Identity)
 	delete(target, schema.ImageField)
-	secrets := make(map[string]qualification.SecretRef, len(parts.Secrets))
+	secrets := make(map[string]qualify.SecretRef, len(parts.Secrets))
 	for k, ref := range parts.Secrets {
-		secrets[k] = qualification.SecretRef{ID: ref.ID, Version: ref.Version}
+		secrets[k] = qualify.SecretRef{ID: ref.ID, Version: ref.Version}
 	}
 	image := cfg.String(schema.ImageField)
 	if ref, err := schema.Image(cfg); err == nil && !ref.IsZero() {
 		image = ref.String()
 	}
-	return qualification.FingerprintInput{Driver: d.Name(), Target: target, Secrets: secrets, Image: image}
+	return qualify.FingerprintInput{Driver: d.Name(), Target: target, Secrets: secrets, Image: image}
 }

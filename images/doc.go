@@ -3,7 +3,7 @@
 // (an OCI manifest digest, or a provider snapshot id).
 //
 //	ref, err := images.ParseReference("alpine") // ...library/alpine:latest
-//	ref.Pinned()                                // false: a tag moves
+//	_, pinned := ref.Identity()                 // false: a tag moves
 //	ref = images.MustParseReference("alpine@sha256:" + hex)
 //	id, ok := ref.Identity() // what a live sandbox must report
 //	if live != id { ... }    // another image: it does not qualify

@@ -1,9 +1,9 @@
 package images_test
 
 import (
-	"errors"
 	"fmt"
 
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 )
 
@@ -23,7 +23,8 @@ func ExampleParseReference() {
 			fmt.Println(err)
 			continue
 		}
-		fmt.Printf("%s (%s, pinned %t)\n", r, r.Kind(), r.Pinned())
+		_, pinned := r.Identity()
+		fmt.Printf("%s (%s, pinned %t)\n", r, r.Kind(), pinned)
 	}
 	// Output:
 	// index.docker.io/library/alpine:latest (tag, pinned false)
@@ -33,11 +34,11 @@ func ExampleParseReference() {
 	// snapshot-name:daytona/python-dev (snapshot-name, pinned false)
 }
 
-// A string that is not a reference is refused with an error that wraps
-// ErrInvalidReference and quotes the input; nothing is guessed.
+// A string that is not a reference is refused with an error whose code is
+// errcode.Invalid and that quotes the input; nothing is guessed.
 func ExampleParseReference_invalid() {
 	_, err := images.ParseReference("Alpine:latest")
-	fmt.Println(errors.Is(err, images.ErrInvalidReference))
+	fmt.Println(errcode.Code(err) == errcode.Invalid)
 	_, err = images.ParseReference(" alpine")
 	fmt.Println(err)
 	// Output:

@@ -7,7 +7,7 @@ import (
 
 // FuzzParseReference checks that every accepted reference round-trips
 // through its normalized String form, and that every rejection wraps
-// ErrInvalidReference (IMG-1).
+// errInvalidReference (IMG-1).
 func FuzzParseReference(f *testing.F) {
 	for _, s := range []string{
 		"alpine", "alpine:3.19", "docker.io/library/alpine", "127.0.0.1:5000/a/b:v1",
@@ -20,8 +20,8 @@ func FuzzParseReference(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		r, err := ParseReference(s)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidReference) {
-				t.Fatalf("ParseReference(%q) error %v does not wrap ErrInvalidReference", s, err)
+			if !errors.Is(err, errInvalidReference) {
+				t.Fatalf("ParseReference(%q) error %v does not wrap errInvalidReference", s, err)
 			}
 			return
 		}
@@ -36,8 +36,8 @@ func FuzzParseReference(f *testing.F) {
 			t.Fatalf("round trip %q -> %q -> %q", s, r.String(), again.String())
 		}
 		id, ok := r.Identity()
-		if ok != r.Pinned() {
-			t.Fatalf("%q: Pinned() = %v but Identity ok = %v", s, r.Pinned(), ok)
+		if ok != pinned(r) {
+			t.Fatalf("%q: Pinned() = %v but Identity ok = %v", s, pinned(r), ok)
 		}
 		if ok {
 			pid, err := ParseIdentity(id.String())
@@ -49,7 +49,7 @@ func FuzzParseReference(f *testing.F) {
 }
 
 // FuzzParseIdentity checks that every accepted identity round-trips through
-// String and that rejections wrap ErrInvalidIdentity.
+// String and that rejections wrap errInvalidIdentity.
 func FuzzParseIdentity(f *testing.F) {
 	for _, s := range []string{
 		"", "ghcr.io/org/app@sha256:" + hexA, "alpine@sha256:" + hexA, "snapshot:daytona/abc",
@@ -61,8 +61,8 @@ func FuzzParseIdentity(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		id, err := ParseIdentity(s)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidIdentity) {
-				t.Fatalf("ParseIdentity(%q) error %v does not wrap ErrInvalidIdentity", s, err)
+			if !errors.Is(err, errInvalidIdentity) {
+				t.Fatalf("ParseIdentity(%q) error %v does not wrap errInvalidIdentity", s, err)
 			}
 			return
 		}
@@ -75,7 +75,7 @@ func FuzzParseIdentity(f *testing.F) {
 		}
 		if !id.IsZero() {
 			ref, err := ParseReference(id.String())
-			if err != nil || ref != id.Reference() || !ref.Pinned() {
+			if err != nil || ref != id.Reference() || !pinned(ref) {
 				t.Fatalf("identity %q is not a pinned reference: %v, %v", id.String(), ref, err)
 			}
 		}

@@ -55,22 +55,23 @@ var (
 	providerRE   = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 )
 
-// ErrInvalidIdentity is returned (wrapped) when a string is not an Identity.
-var ErrInvalidIdentity = errcode.New(errcode.Invalid, "images: invalid identity")
+// errInvalidIdentity is wrapped by the errors of ParseIdentity,
+// DigestIdentity and SnapshotIdentity: errcode.Code says errcode.Invalid.
+var errInvalidIdentity = errcode.New(errcode.Invalid, "images: invalid identity")
 
 // DigestIdentity returns the identity of the manifest digest in repo. repo is
 // normalized the way go-containerregistry normalizes repositories
 // ("alpine" becomes "index.docker.io/library/alpine").
 func DigestIdentity(repo, digest string) (Identity, error) {
 	if !digestRE.MatchString(digest) {
-		return Identity{}, fmt.Errorf("%w: digest %q is not sha256:<64 hex>", ErrInvalidIdentity, digest)
+		return Identity{}, fmt.Errorf("%w: digest %q is not sha256:<64 hex>", errInvalidIdentity, digest)
 	}
 	r, err := name.NewRepository(repo)
 	if err != nil {
-		return Identity{}, fmt.Errorf("%w: repository %q: %v", ErrInvalidIdentity, repo, err)
+		return Identity{}, fmt.Errorf("%w: repository %q: %v", errInvalidIdentity, repo, err)
 	}
 	if !repoPathRE.MatchString(r.RepositoryStr()) {
-		return Identity{}, fmt.Errorf("%w: repository %q: path is not lowercase components separated by /", ErrInvalidIdentity, repo)
+		return Identity{}, fmt.Errorf("%w: repository %q: path is not lowercase components separated by /", errInvalidIdentity, repo)
 	}
 	return Identity{kind: KindDigest, repo: r.Name(), digest: digest}, nil
 }
@@ -79,10 +80,10 @@ func DigestIdentity(repo, digest string) (Identity, error) {
 // provider assigned. A snapshot known only by its name has no identity.
 func SnapshotIdentity(provider, id string) (Identity, error) {
 	if !providerRE.MatchString(provider) {
-		return Identity{}, fmt.Errorf("%w: provider %q", ErrInvalidIdentity, provider)
+		return Identity{}, fmt.Errorf("%w: provider %q", errInvalidIdentity, provider)
 	}
 	if !snapshotIDRE.MatchString(id) {
-		return Identity{}, fmt.Errorf("%w: snapshot id %q", ErrInvalidIdentity, id)
+		return Identity{}, fmt.Errorf("%w: snapshot id %q", errInvalidIdentity, id)
 	}
 	return Identity{kind: KindSnapshot, provider: provider, id: id}, nil
 }
@@ -96,13 +97,13 @@ func ParseIdentity(s string) (Identity, error) {
 	if rest, ok := strings.CutPrefix(s, "snapshot:"); ok {
 		provider, id, ok := strings.Cut(rest, "/")
 		if !ok {
-			return Identity{}, fmt.Errorf("%w: %q: want snapshot:<provider>/<id>", ErrInvalidIdentity, s)
+			return Identity{}, fmt.Errorf("%w: %q: want snapshot:<provider>/<id>", errInvalidIdentity, s)
 		}
 		return SnapshotIdentity(provider, id)
 	}
 	repo, digest, ok := strings.Cut(s, "@")
 	if !ok {
-		return Identity{}, fmt.Errorf("%w: %q: want repo@sha256:<hex> or snapshot:<provider>/<id>", ErrInvalidIdentity, s)
+		return Identity{}, fmt.Errorf("%w: %q: want repo@sha256:<hex> or snapshot:<provider>/<id>", errInvalidIdentity, s)
 	}
 	return DigestIdentity(repo, digest)
 }

@@ -50,8 +50,8 @@ func TestParseIdentityBad(t *testing.T) {
 		"alpine", "alpine:latest", "alpine@sha256:abc", "alpine@sha512:" + hexA, "ghcr.io//app@sha256:" + hexA,
 		"snapshot:daytona", "snapshot:Daytona/x", "snapshot:daytona/", "snapshot:daytona/has space", "Alpine@sha256:" + hexA,
 	} {
-		if _, err := ParseIdentity(in); !errors.Is(err, ErrInvalidIdentity) {
-			t.Errorf("ParseIdentity(%q) error = %v, want ErrInvalidIdentity", in, err)
+		if _, err := ParseIdentity(in); !errors.Is(err, errInvalidIdentity) {
+			t.Errorf("ParseIdentity(%q) error = %v, want errInvalidIdentity", in, err)
 		}
 	}
 	defer func() {
@@ -76,7 +76,7 @@ func TestIdentityText(t *testing.T) {
 	if err := json.Unmarshal(b, &out); err != nil || out != in {
 		t.Errorf("unmarshal = %v, %v", out, err)
 	}
-	if err := json.Unmarshal([]byte(`{"id":"nope"}`), &out); !errors.Is(err, ErrInvalidIdentity) {
+	if err := json.Unmarshal([]byte(`{"id":"nope"}`), &out); !errors.Is(err, errInvalidIdentity) {
 		t.Errorf("unmarshal of a bad identity: %v", err)
 	}
 }

@@ -49,9 +49,9 @@ func (k RefKind) String() string {
 	}
 }
 
-// ErrInvalidReference is returned (wrapped, with the input quoted) when a
-// string is not a Reference.
-var ErrInvalidReference = errcode.New(errcode.Invalid, "images: invalid reference")
+// errInvalidReference is wrapped, with the input quoted, by the errors of
+// ParseReference: errcode.Code says errcode.Invalid.
+var errInvalidReference = errcode.New(errcode.Invalid, "images: invalid reference")
 
 // Reference is a parsed, normalized image reference: an OCI reference by tag
 // or digest, or a provider snapshot by id or by name. It is a comparable
@@ -89,7 +89,7 @@ var snapshotNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,254}$`
 var repoPathRE = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$`)
 
 // ParseReference parses and normalizes an image reference (IMG-1). Errors
-// wrap ErrInvalidReference and quote s. The empty string is an error: a
+// quote s and have the code errcode.Invalid. The empty string is an error: a
 // provider default is the zero Reference, never parsed text.
 //
 // The references parsed last are kept (up to 256), so that a driver
@@ -124,60 +124,52 @@ const maxParsed = 256
 
 func parseReference(s string) (Reference, error) {
 	if s == "" {
-		return Reference{}, fmt.Errorf("%w %q: empty", ErrInvalidReference, s)
+		return Reference{}, fmt.Errorf("%w %q: empty", errInvalidReference, s)
 	}
 	if rest, ok := strings.CutPrefix(s, snapshotNamePrefix); ok {
 		provider, snap, ok := strings.Cut(rest, "/")
 		if !ok || !providerRE.MatchString(provider) || !snapshotNameRE.MatchString(snap) {
-			return Reference{}, fmt.Errorf("%w %q: want snapshot-name:<provider>/<name>", ErrInvalidReference, s)
+			return Reference{}, fmt.Errorf("%w %q: want snapshot-name:<provider>/<name>", errInvalidReference, s)
 		}
 		return Reference{kind: RefSnapshotName, provider: provider, snapshot: snap}, nil
 	}
 	if strings.HasPrefix(s, snapshotIDPrefix) {
 		id, err := ParseIdentity(s)
 		if err != nil {
-			return Reference{}, fmt.Errorf("%w %q: want snapshot:<provider>/<id>: %w", ErrInvalidReference, s, err)
+			return Reference{}, fmt.Errorf("%w %q: want snapshot:<provider>/<id>: %w", errInvalidReference, s, err)
 		}
 		return id.Reference(), nil
 	}
 	if strings.TrimSpace(s) != s {
-		return Reference{}, fmt.Errorf("%w %q: surrounding whitespace", ErrInvalidReference, s)
+		return Reference{}, fmt.Errorf("%w %q: surrounding whitespace", errInvalidReference, s)
 	}
 	r, err := name.ParseReference(s)
 	if err != nil {
-		return Reference{}, fmt.Errorf("%w %q: %v", ErrInvalidReference, s, err)
+		return Reference{}, fmt.Errorf("%w %q: %v", errInvalidReference, s, err)
 	}
 	if path := r.Context().RepositoryStr(); !repoPathRE.MatchString(path) {
-		return Reference{}, fmt.Errorf("%w %q: repository path %q is not lowercase components separated by /", ErrInvalidReference, s, path)
+		return Reference{}, fmt.Errorf("%w %q: repository path %q is not lowercase components separated by /", errInvalidReference, s, path)
 	}
 	var out Reference
 	switch r := r.(type) {
 	case name.Digest:
 		d := r.DigestStr()
 		if !digestRE.MatchString(d) {
-			return Reference{}, fmt.Errorf("%w %q: digest must be sha256:<64 lowercase hex>", ErrInvalidReference, s)
+			return Reference{}, fmt.Errorf("%w %q: digest must be sha256:<64 lowercase hex>", errInvalidReference, s)
 		}
 		out = Reference{kind: RefDigest, repo: r.Context().Name(), digest: d}
 	case name.Tag:
 		out = Reference{kind: RefTag, repo: r.Context().Name(), tag: r.TagStr()}
 	default:
-		return Reference{}, fmt.Errorf("%w %q: unknown reference type %T", ErrInvalidReference, s, r)
+		return Reference{}, fmt.Errorf("%w %q: unknown reference type %T", errInvalidReference, s, r)
 	}
 	// Normalizing adds the registry and "library/" to a short name: a name
 	// within the length limits may exceed them once normalized, and a
 	// reference must stay parseable in the form berth stores and shows.
 	if _, err := name.ParseReference(out.String()); err != nil {
-		return Reference{}, fmt.Errorf("%w %q: its normalized form is not a valid reference: %v", ErrInvalidReference, s, err)
+		return Reference{}, fmt.Errorf("%w %q: its normalized form is not a valid reference: %v", errInvalidReference, s, err)
 	}
 	return out, nil
-}
-
-// SnapshotNameReference returns the mutable reference to the provider
-// snapshot named name (a snapshot known only by its name, QUAL-5). Errors
-// wrap ErrInvalidReference. For a snapshot id use SnapshotIdentity and
-// Identity.Reference.
-func SnapshotNameReference(provider, name string) (Reference, error) {
-	return ParseReference(snapshotNamePrefix + provider + "/" + name)
 }
 
 // MustParseReference is ParseReference that panics on error; for tests and
@@ -195,11 +187,6 @@ func (r Reference) Kind() RefKind { return r.kind }
 
 // IsZero reports whether r names no image (a provider default).
 func (r Reference) IsZero() bool { return r.kind == RefNone }
-
-// Pinned reports whether r names one immutable image: an OCI digest or a
-// provider snapshot id. Tags (also the implicit :latest), snapshot names and
-// the zero Reference are mutable (QUAL-5).
-func (r Reference) Pinned() bool { return r.kind == RefDigest || r.kind == RefSnapshotID }
 
 // IsOCI reports whether r is an OCI registry reference (tag or digest).
 func (r Reference) IsOCI() bool { return r.kind == RefTag || r.kind == RefDigest }
@@ -222,20 +209,8 @@ func (r Reference) Registry() string {
 // or "".
 func (r Reference) Tag() string { return r.tag }
 
-// Digest returns "sha256:<hex>" of a digest reference, or "".
-func (r Reference) Digest() string { return r.digest }
-
 // Provider returns the provider of a snapshot reference, or "".
 func (r Reference) Provider() string { return r.provider }
-
-// SnapshotID returns the provider-assigned id of a snapshot-id reference,
-// or "".
-func (r Reference) SnapshotID() string {
-	if r.kind != RefSnapshotID {
-		return ""
-	}
-	return r.snapshot
-}
 
 // SnapshotName returns the name of a snapshot-name reference, or "".
 func (r Reference) SnapshotName() string {
@@ -256,18 +231,6 @@ func (r Reference) Identity() (Identity, bool) {
 	default:
 		return Identity{}, false
 	}
-}
-
-// WithDigest returns the digest reference of digest in r's repository. r
-// must be an OCI reference.
-func (r Reference) WithDigest(digest string) (Reference, error) {
-	if !r.IsOCI() {
-		return Reference{}, fmt.Errorf("%w %q: not an OCI reference", ErrInvalidReference, r.String())
-	}
-	if !digestRE.MatchString(digest) {
-		return Reference{}, fmt.Errorf("%w: digest %q is not sha256:<64 hex>", ErrInvalidReference, digest)
-	}
-	return Reference{kind: RefDigest, repo: r.repo, digest: digest}, nil
 }
 
 // Name returns r as a go-containerregistry reference, for registry calls,

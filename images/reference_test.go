@@ -28,9 +28,9 @@ type refFacts struct {
 func factsOf(r Reference) refFacts {
 	id, ok := r.Identity()
 	f := refFacts{
-		Kind: r.Kind().String(), String: r.String(), Pinned: r.Pinned(),
-		Repository: r.Repository(), Registry: r.Registry(), Tag: r.Tag(), Digest: r.Digest(),
-		Provider: r.Provider(), SnapshotID: r.SnapshotID(), SnapName: r.SnapshotName(),
+		Kind: r.Kind().String(), String: r.String(), Pinned: pinned(r),
+		Repository: r.Repository(), Registry: r.Registry(), Tag: r.Tag(), Digest: r.digest,
+		Provider: r.Provider(), SnapshotID: snapshotID(r), SnapName: r.SnapshotName(),
 	}
 	if ok {
 		f.Identity = id.String()
@@ -115,8 +115,8 @@ func TestParseReferenceBad(t *testing.T) {
 			if err == nil {
 				t.Fatalf("ParseReference(%q) = nil error, want error", tt.in)
 			}
-			if !errors.Is(err, ErrInvalidReference) {
-				t.Errorf("error %v does not wrap ErrInvalidReference", err)
+			if !errors.Is(err, errInvalidReference) {
+				t.Errorf("error %v does not wrap errInvalidReference", err)
 			}
 			if q := strings.TrimPrefix(strings.TrimSuffix(jsonQuote(tt.in), `"`), `"`); !strings.Contains(err.Error(), `"`+q+`"`) {
 				t.Errorf("error %q does not quote the input %q", err, tt.in)
@@ -150,22 +150,9 @@ func TestReferenceIdentityRoundTrip(t *testing.T) {
 	}
 }
 
-func TestReferenceWithDigestAndName(t *testing.T) {
+func TestReferenceName(t *testing.T) {
 	t.Parallel()
-	r := MustParseReference("127.0.0.1:5000/app:v1")
-	d, err := r.WithDigest("sha256:" + hexA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := d.String(), "127.0.0.1:5000/app@sha256:"+hexA; got != want {
-		t.Errorf("WithDigest = %q, want %q", got, want)
-	}
-	if _, err := r.WithDigest("sha256:nothex"); !errors.Is(err, ErrInvalidReference) {
-		t.Errorf("WithDigest(bad) error = %v", err)
-	}
-	if _, err := MustParseReference("snapshot:daytona/x").WithDigest("sha256:" + hexA); err == nil {
-		t.Error("WithDigest on a snapshot reference succeeded")
-	}
+	d := MustParseReference("127.0.0.1:5000/app@sha256:" + hexA)
 	n, ok := d.Name()
 	if !ok || n.Name() != d.String() {
 		t.Errorf("Name() = %v, %v; want %q", n, ok, d.String())
@@ -196,7 +183,7 @@ func TestReferenceText(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"image":""}`), &zero); err != nil || !zero.Image.IsZero() {
 		t.Errorf("empty image: %v, %v", zero, err)
 	}
-	if err := json.Unmarshal([]byte(`{"image":"Bad Ref"}`), &zero); !errors.Is(err, ErrInvalidReference) {
+	if err := json.Unmarshal([]byte(`{"image":"Bad Ref"}`), &zero); !errors.Is(err, errInvalidReference) {
 		t.Errorf("bad image error = %v", err)
 	}
 }
@@ -212,14 +199,14 @@ func TestRefKindString(t *testing.T) {
 
 func TestSnapshotNameReference(t *testing.T) {
 	t.Parallel()
-	r, err := SnapshotNameReference("daytona", "org/img:1.2")
+	r, err := ParseReference("snapshot-name:daytona/org/img:1.2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Kind() != RefSnapshotName || r.Pinned() || r.SnapshotName() != "org/img:1.2" || r.Provider() != "daytona" {
-		t.Errorf("SnapshotNameReference = %+v", factsOf(r))
+	if r.Kind() != RefSnapshotName || pinned(r) || r.SnapshotName() != "org/img:1.2" || r.Provider() != "daytona" {
+		t.Errorf("snapshot-name reference = %+v", factsOf(r))
 	}
-	if _, err := SnapshotNameReference("daytona", ""); !errors.Is(err, ErrInvalidReference) {
+	if _, err := ParseReference("snapshot-name:daytona/"); !errors.Is(err, errInvalidReference) {
 		t.Errorf("empty snapshot name: %v", err)
 	}
 }
@@ -231,10 +218,21 @@ func TestReferenceTooLongOnceNormalized(t *testing.T) {
 	t.Parallel()
 	s := strings.Repeat("0", 253)
 	_, err := ParseReference(s)
-	if !errors.Is(err, ErrInvalidReference) || !strings.Contains(err.Error(), "normalized form") {
-		t.Errorf("ParseReference(253 zeros) = %v; want ErrInvalidReference about the normalized form", err)
+	if !errors.Is(err, errInvalidReference) || !strings.Contains(err.Error(), "normalized form") {
+		t.Errorf("ParseReference(253 zeros) = %v; want errInvalidReference about the normalized form", err)
 	}
 	if _, err := ParseReference(strings.Repeat("0", 200)); err != nil {
 		t.Errorf("a 200-character short name: %v", err)
 	}
+}
+
+// pinned reports whether r names one immutable image.
+func pinned(r Reference) bool { _, ok := r.Identity(); return ok }
+
+// snapshotID returns the id of a snapshot-id reference, or "".
+func snapshotID(r Reference) string {
+	if r.kind != RefSnapshotID {
+		return ""
+	}
+	return r.snapshot
 }

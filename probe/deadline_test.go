@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
@@ -25,7 +26,7 @@ import (
 func TestStageDeadlineWithoutCallerDeadline(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOpts{fake: &fake.Options{Handlers: map[string]fake.HandlerFunc{
-		qualification.DetectScript: func(ctx context.Context, _ fake.Invocation) (int, error) {
+		qualify.DetectScript: func(ctx context.Context, _ fake.Invocation) (int, error) {
 			<-ctx.Done()
 			return -1, ctx.Err()
 		},

@@ -28,12 +28,12 @@
 //   - Prober.Probe, the probe of a saved environment. It authorizes first
 //     (ActionProbe, PRB-7), allocates a fresh ephemeral lease through
 //     lease.Manager (never a reused one), runs
-//     qualification.DetectScript in one Exec and parses it with
-//     qualification.ParseDetection, reads the live image identity through
+//     qualify.DetectScript in one Exec and parses it with
+//     qualify.ParseDetection, reads the live image identity through
 //     drivers.SandboxAs[drivers.ImageReporter] on the live sandbox
 //     (narrowed by drivers.Narrowing for its driver), releases the lease
 //     with Destroy and confirms the cleanup, then evaluates the
-//     qualification and stores the record only when qualification.Evaluate
+//     qualification and stores the record only when qualify.Evaluate
 //     says so.
 //   - The runner-based probe (Request.Runner, PRP-8): the
 //     lease is acquired to host berth's runner, which starts under a
@@ -51,7 +51,7 @@
 //   - The qualification subject of a saved environment (its
 //     fingerprint from the driver schema's Partition) and
 //     Prober.Qualification, the allocation-free public read (QUAL-7).
-//   - The detection script (qualification.DetectScript, whose pure parser
+//   - The detection script (qualify.DetectScript, whose pure parser
 //     lives on the ground floor so that a runner reports the same
 //     platform), tested in the fake driver and in every real shell.
 //   - Result, Stage, Cleanup, and the summary that names the target.

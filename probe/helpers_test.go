@@ -48,7 +48,7 @@ type world struct {
 	cat     *environment.Catalog
 	leases  *lease.Manager
 	lstore  *lease.MemoryStore
-	quals   *qualification.MemoryStore
+	quals   qualification.Store
 	asg     *environment.Assignments
 	prober  *Prober
 	stages  chan Stage // progress events, when asked for

@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
@@ -325,7 +326,7 @@ func (r *run) failedStage() (Stage, bool) {
 // lease and probe errors it does not know.
 func codeOf(err error) drivers.Code {
 	switch {
-	case errors.Is(err, qualification.ErrDetection):
+	case errors.Is(err, qualify.ErrDetection):
 		return drivers.CodePlatformUnknown
 	case errors.Is(err, lease.ErrStartupBudget):
 		return drivers.CodeTimeout

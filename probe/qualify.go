@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/qualification"
 )
 
@@ -29,17 +30,17 @@ func imageReference(d drivers.Driver, cfg config.Config) (images.Reference, erro
 // live image is the template's identity: the probe's lease starts from it.
 // Knobs and metadata stay out, so a rename or a timeout change keeps a
 // record. Without a template the fingerprint equals
-// qualification.Fingerprint of the environment's source input (a test
+// qualify.Fingerprint of the environment's source input (a test
 // checks it against Environment.SourceFingerprint).
 // imgProblem is set when the image field could not be read as a reference.
-func subjectOf(d drivers.Driver, env *environment.Environment, company string) (subj qualification.Subject, imgProblem string) {
+func subjectOf(d drivers.Driver, env *environment.Environment, company string) (subj qualify.Subject, imgProblem string) {
 	schema := d.Schema()
 	parts := schema.Partition(env.Config)
 	target := maps.Clone(parts.Identity)
 	delete(target, schema.ImageField) // counted once, normalized, as Image
-	secrets := make(map[string]qualification.SecretRef, len(parts.Secrets))
+	secrets := make(map[string]qualify.SecretRef, len(parts.Secrets))
 	for k, ref := range parts.Secrets {
-		secrets[k] = qualification.SecretRef{ID: ref.ID, Version: ref.Version}
+		secrets[k] = qualify.SecretRef{ID: ref.ID, Version: ref.Version}
 	}
 	raw := env.Config.String(schema.ImageField)
 	ref, err := imageReference(d, env.Config)
@@ -56,11 +57,11 @@ func subjectOf(d drivers.Driver, env *environment.Environment, company string) (
 			template, ref, imgProblem = id.String(), id.Reference(), ""
 		}
 	}
-	subj = qualification.Subject{
+	subj = qualify.Subject{
 		Company:     company,
 		Environment: env.ID,
 		Saved:       true,
-		Fingerprint: qualification.Fingerprint(qualification.FingerprintInput{
+		Fingerprint: qualify.Fingerprint(qualify.FingerprintInput{
 			Driver: d.Name(), Target: target, Secrets: secrets, Image: image, Template: template,
 		}),
 		Image:    ref,
@@ -91,19 +92,19 @@ func (p *Prober) Qualification(ctx context.Context, pr authz.Principal, envID, c
 	if err != nil {
 		return qualification.View{}, fmt.Errorf("probe: qualification of environment %s: %w", envID, err)
 	}
-	return qualification.NewView(rec, subj), nil
+	return qualify.NewView(rec, subj), nil
 }
 
 // currentSubject returns the subject of the saved environment envID as it
 // is configured now. It does no authorization.
-func (p *Prober) currentSubject(ctx context.Context, envID, company string) (qualification.Subject, error) {
+func (p *Prober) currentSubject(ctx context.Context, envID, company string) (qualify.Subject, error) {
 	env, err := p.envs.GetEnvironment(ctx, envID) // secret references only
 	if err != nil {
-		return qualification.Subject{}, fmt.Errorf("probe: environment %s: %w", envID, err)
+		return qualify.Subject{}, fmt.Errorf("probe: environment %s: %w", envID, err)
 	}
 	d, err := p.reg.Lookup(env.Driver)
 	if err != nil {
-		return qualification.Subject{}, fmt.Errorf("probe: environment %s: %w", envID, err)
+		return qualify.Subject{}, fmt.Errorf("probe: environment %s: %w", envID, err)
 	}
 	subj, _ := subjectOf(d, env, company)
 	return subj, nil

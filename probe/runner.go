@@ -6,10 +6,10 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
-	"github.com/berthdev/berth/qualification"
 )
 
 // RunnerProbe configures runner-based probes (Request.Runner, PRP-8).
@@ -52,7 +52,7 @@ func (p *Prober) measureByRunner(ctx context.Context, pr authz.Principal, r *run
 		hello := att.Hello()
 		r.res.RunnerVersion, r.res.RunnerSHA256 = hello.RunnerVersion, hello.BinarySHA256
 		if hello.Platform.OS == "" || hello.Platform.Arch == "" {
-			return "", drivers.CodePlatformUnknown, fmt.Errorf("runner %s in lease %s: its hello reports no platform: %w", hello.RunnerVersion, h.ID(), qualification.ErrDetection)
+			return "", drivers.CodePlatformUnknown, fmt.Errorf("runner %s in lease %s: its hello reports no platform: %w", hello.RunnerVersion, h.ID(), qualify.ErrDetection)
 		}
 		r.res.Platform = hello.Platform
 		return fmt.Sprintf("runner %s (sha256 %s) under a probe identity: %s", hello.RunnerVersion, short(hello.BinarySHA256), hello.Platform), "", nil

@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
@@ -226,7 +227,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 // measure runs the detect stage, and the image stage for sandbox drivers.
 func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, h *lease.Handle) {
 	r.stage(ctx, stageDetect, func(ctx context.Context) (string, drivers.Code, error) {
-		res, err := h.Exec(ctx, drivers.Command{Argv: qualification.DetectArgv(), OutputLimit: defaultOutputLimit})
+		res, err := h.Exec(ctx, drivers.Command{Argv: qualify.DetectArgv(), OutputLimit: defaultOutputLimit})
 		if err != nil {
 			return "", "", err
 		}
@@ -244,7 +245,7 @@ func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, h *lea
 			}
 			return nil
 		})
-		det, perr := qualification.ParseDetection(string(res.Stdout))
+		det, perr := qualify.ParseDetection(string(res.Stdout))
 		if perr != nil {
 			if res.ExitCode != 0 {
 				perr = fmt.Errorf("%w (the script exited %d: %s)", perr, res.ExitCode, clip(res.Stderr))
@@ -353,17 +354,17 @@ func clip(b []byte) string {
 	return string(b)
 }
 
-// evaluate applies qualification.Evaluate to the evidence r collected.
+// evaluate applies qualify.Evaluate to the evidence r collected.
 func (p *Prober) evaluate(r *run, drv drivers.Driver, env *environment.Environment, company string) (qualification.Record, qualification.Diagnostic) {
 	subj, imgProblem := subjectOf(drv, env, company)
-	ev := qualification.Evidence{
+	ev := qualify.Evidence{
 		LiveImage:        r.res.ImageIdentity,
 		Platform:         r.res.Platform,
 		CleanupConfirmed: r.res.Cleanup != nil && r.res.Cleanup.Confirmed,
 		LeaseID:          r.res.LeaseID,
 		At:               p.o.clock.Now(),
 	}
-	rec, diag := qualification.Evaluate(subj, ev)
+	rec, diag := qualify.Evaluate(subj, ev)
 	if diag.Code == qualification.CodeImageNotPinned && imgProblem != "" {
 		diag.Message = imgProblem
 	}
@@ -383,7 +384,7 @@ func (p *Prober) invalidate(ctx context.Context, r *run, drv drivers.Driver, env
 		return false
 	}
 	subj, _ := subjectOf(drv, env, company)
-	if ok, _ := qualification.Valid(rec, subj); !ok {
+	if ok, _ := qualify.Valid(rec, subj); !ok {
 		return false
 	}
 	at := p.o.clock.Now()

@@ -17,6 +17,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
@@ -73,7 +74,7 @@ func TestPinnedImageRecordsQualification(t *testing.T) {
 	if rec.Company != "acme" || rec.Environment != env.ID || rec.Image != img || rec.Fingerprint != subj.Fingerprint || rec.LeaseID != res.LeaseID {
 		t.Errorf("record %+v; subject %+v", rec, subj)
 	}
-	if ok, d := qualification.Valid(rec, subj); !ok {
+	if ok, d := qualify.Valid(rec, subj); !ok {
 		t.Errorf("fresh record not valid: %s", d)
 	}
 	v, err := w.prober.Qualification(ctx, board, env.ID, "acme")
@@ -152,7 +153,7 @@ func TestChangesInvalidateQualification(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ok, d := qualification.Valid(old, subj)
+			ok, d := qualify.Valid(old, subj)
 			view, err := w.prober.Qualification(ctx, admin, env.ID, "acme")
 			if err != nil {
 				t.Fatal(err)
@@ -177,7 +178,7 @@ func TestChangesInvalidateQualification(t *testing.T) {
 			if fresh.Fingerprint == old.Fingerprint || fresh.LeaseID == old.LeaseID {
 				t.Errorf("record not renewed: old %+v, new %+v", old, fresh)
 			}
-			if ok, d := qualification.Valid(fresh, subj); !ok {
+			if ok, d := qualify.Valid(fresh, subj); !ok {
 				t.Errorf("fresh record invalid: %s", d)
 			}
 		})
@@ -417,7 +418,7 @@ func TestQualificationIsCompanyBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, d := qualification.Valid(recA, subjB); ok || d.Code != qualification.CodeOtherCompany {
+	if ok, d := qualify.Valid(recA, subjB); ok || d.Code != qualification.CodeOtherCompany {
 		t.Errorf("A's record for B: %v %s", ok, d)
 	}
 	vB, err := w.prober.Qualification(ctx, admin, env.ID, "globex")

@@ -8,8 +8,9 @@ import (
 )
 
 const (
-	thisPkg   = "github.com/berthdev/berth/qualification"
-	imagesPkg = "github.com/berthdev/berth/images"
+	thisPkg    = "github.com/berthdev/berth/qualification"
+	qualifyPkg = "github.com/berthdev/berth/internal/qualify"
+	imagesPkg  = "github.com/berthdev/berth/images"
 	// errcodePkg is the error-code vocabulary: standard library only, no I/O.
 	errcodePkg = "github.com/berthdev/berth/errcode"
 )
@@ -20,31 +21,34 @@ var forbidden = []string{
 	"database/sql", "database/sql/driver", "log", "log/slog",
 }
 
-// The qualification package stays pure: no I/O and no berth package other
-// than images and errcode (go-containerregistry depcheck style). images' own dependency
-// go-containerregistry/pkg/name pulls in net and os for host parsing; those
-// are allowed only through images, never imported here directly.
+// The qualification package, and internal/qualify with the evaluation,
+// fingerprint and detection logic over its values, stay pure: no I/O and
+// no berth package other than images, errcode (and qualification)
+// (go-containerregistry depcheck style). images' own dependency
+// go-containerregistry/pkg/name pulls in net and os for host parsing;
+// those are allowed only through images, never imported here directly.
 func TestPurity(t *testing.T) {
 	t.Parallel()
-	direct := goList(t, "-f", `{{join .Imports "\n"}}`, thisPkg)
-	deps := goList(t, "-deps", thisPkg)
 	viaImages := goList(t, "-deps", imagesPkg)
-
-	for _, p := range direct {
-		if slices.Contains(forbidden, p) {
-			t.Errorf("qualification imports %s directly; it must do no I/O", p)
+	for _, pkg := range []string{thisPkg, qualifyPkg} {
+		direct := goList(t, "-f", `{{join .Imports "\n"}}`, pkg)
+		deps := goList(t, "-deps", pkg)
+		for _, p := range direct {
+			if slices.Contains(forbidden, p) {
+				t.Errorf("%s imports %s directly; it must do no I/O", pkg, p)
+			}
 		}
-	}
-	for _, p := range deps {
-		if strings.HasPrefix(p, "github.com/berthdev/berth/") && p != thisPkg && p != imagesPkg && p != errcodePkg {
-			t.Errorf("qualification depends on %s; only images and errcode are allowed", p)
+		for _, p := range deps {
+			if strings.HasPrefix(p, "github.com/berthdev/berth/") && p != pkg && p != thisPkg && p != imagesPkg && p != errcodePkg {
+				t.Errorf("%s depends on %s; only qualification, images and errcode are allowed", pkg, p)
+			}
+			if slices.Contains(forbidden, p) && !slices.Contains(viaImages, p) {
+				t.Errorf("%s depends on %s (not through images); it must do no I/O", pkg, p)
+			}
 		}
-		if slices.Contains(forbidden, p) && !slices.Contains(viaImages, p) {
-			t.Errorf("qualification depends on %s (not through images); it must do no I/O", p)
+		if !slices.Contains(deps, imagesPkg) {
+			t.Errorf("go list -deps %s does not list %s; the check is not looking at the right graph: %v", pkg, imagesPkg, deps)
 		}
-	}
-	if !slices.Contains(deps, imagesPkg) {
-		t.Errorf("go list -deps %s does not list %s; the check is not looking at the right graph: %v", thisPkg, imagesPkg, deps)
 	}
 }
 

@@ -2,38 +2,26 @@ package qualification_test
 
 import (
 	"fmt"
-	"time"
 
-	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/qualification"
 )
 
-// A probe of a saved environment with a pinned image records a
-// qualification; the same probe of a mutable tag says why it did not.
-func ExampleEvaluate() {
-	fp := qualification.Fingerprint(qualification.FingerprintInput{
-		Driver:  "docker",
-		Target:  map[string]any{"host": "unix:///var/run/docker.sock"},
-		Secrets: map[string]qualification.SecretRef{},
-		Image:   "127.0.0.1:5000/app@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-	})
-	pinned := images.MustParseReference("127.0.0.1:5000/app@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
-	live, _ := pinned.Identity()
-	subject := qualification.Subject{Company: "acme", Environment: "env-1", Saved: true, Fingerprint: fp, Image: pinned}
-	evidence := qualification.Evidence{
-		LiveImage:        live,
-		Platform:         qualification.Platform{OS: "Linux", Arch: "x86_64", Libc: "glibc", LibcVersion: "2.36"},
-		CleanupConfirmed: true,
-		LeaseID:          "lease-1",
-		At:               time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC),
+// A platform's text form parses to a normalized value, and CanRun says
+// whether a runner artifact built for some platforms runs on it.
+func ExampleCanRun() {
+	p, err := qualification.ParsePlatform("Linux/x86_64 libc=glibc:2.31 release=debian:11")
+	if err != nil {
+		panic(err)
 	}
-	rec, d := qualification.Evaluate(subject, evidence)
-	fmt.Println(d.Code, rec.Platform)
+	fmt.Println(p)
 
-	subject.Image = images.MustParseReference("127.0.0.1:5000/app:v1")
-	_, d = qualification.Evaluate(subject, evidence)
-	fmt.Println(d)
+	builds := []qualification.Requirement{
+		{OS: "linux", Arch: "amd64", Libc: qualification.LibcGlibc, MinLibcVersion: "2.36"},
+		{OS: "linux", Arch: "arm64", Libc: qualification.LibcNone},
+	}
+	v := qualification.CanRun(p, builds)
+	fmt.Println(v.OK, v.Code)
 	// Output:
-	// recorded linux/amd64 libc=glibc:2.36
-	// image_not_pinned: image "127.0.0.1:5000/app:v1" is a mutable tag: pin it by digest (repo@sha256:...) to qualify
+	// linux/amd64 libc=glibc:2.31 release=debian:11
+	// false libc_too_old
 }

@@ -26,9 +26,10 @@ const (
 	LibcUnknown LibcFamily = "unknown"
 )
 
-// ErrInvalidPlatform is returned (wrapped, with the input quoted) when a
-// string or a field is not a valid Platform.
-var ErrInvalidPlatform = errcode.New(errcode.Invalid, "qualification: invalid platform")
+// errInvalidPlatform is wrapped, with the input quoted, by the errors of
+// ParsePlatform, Validate and UnmarshalText: errcode.Code says
+// errcode.Invalid.
+var errInvalidPlatform = errcode.New(errcode.Invalid, "qualification: invalid platform")
 
 // Platform is a measured execution platform (PRB-2, PRB-3): operating
 // system, CPU architecture (and variant), libc family and version, kernel
@@ -116,9 +117,9 @@ func NormalizeArch(arch, variant string) (string, string) {
 	return arch, variant
 }
 
-// NormalizeLibc returns the canonical libc family ("GNU" is glibc, "static"
+// normalizeLibc returns the canonical libc family ("GNU" is glibc, "static"
 // is none). Names it does not know are returned lower-cased.
-func NormalizeLibc(s string) LibcFamily {
+func normalizeLibc(s string) LibcFamily {
 	s = strings.ToLower(strings.TrimSpace(s))
 	if f, ok := libcAliases[s]; ok {
 		return f
@@ -133,8 +134,8 @@ func NormalizeLibc(s string) LibcFamily {
 func (p Platform) Normalize() Platform {
 	p.OS = NormalizeOS(p.OS)
 	p.Arch, p.Variant = NormalizeArch(p.Arch, p.Variant)
-	p.Libc = NormalizeLibc(string(p.Libc))
-	if p.Libc == "" && p.Measured() {
+	p.Libc = normalizeLibc(string(p.Libc))
+	if p.Libc == "" && p.measured() {
 		p.Libc = LibcUnknown
 	}
 	if p.Libc == LibcNone || p.Libc == LibcUnknown {
@@ -148,20 +149,20 @@ func (p Platform) Normalize() Platform {
 }
 
 // Validate returns nil if p is the zero Platform or a normalized, measured
-// platform whose fields all have valid forms; otherwise an error wrapping
-// ErrInvalidPlatform that names the field.
+// platform whose fields all have valid forms; otherwise an error (code
+// errcode.Invalid) that names the field.
 func (p Platform) Validate() error {
 	if p == (Platform{}) {
 		return nil
 	}
 	bad := func(field, v string) error {
-		return fmt.Errorf("%w: field %s: %q", ErrInvalidPlatform, field, v)
+		return fmt.Errorf("%w: field %s: %q", errInvalidPlatform, field, v)
 	}
-	if !p.Measured() {
-		return fmt.Errorf("%w: os and arch are required once any field is set", ErrInvalidPlatform)
+	if !p.measured() {
+		return fmt.Errorf("%w: os and arch are required once any field is set", errInvalidPlatform)
 	}
 	if n := p.Normalize(); n != p {
-		return fmt.Errorf("%w: %q is not normalized (want %q)", ErrInvalidPlatform, p.String(), n.String())
+		return fmt.Errorf("%w: %q is not normalized (want %q)", errInvalidPlatform, p.String(), n.String())
 	}
 	switch {
 	case !nameRE.MatchString(p.OS):
@@ -181,14 +182,14 @@ func (p Platform) Validate() error {
 	case p.ReleaseVersion != "" && !valueRE.MatchString(p.ReleaseVersion):
 		return bad("releaseVersion", p.ReleaseVersion)
 	case p.ReleaseVersion != "" && p.ReleaseID == "":
-		return fmt.Errorf("%w: releaseVersion %q without releaseId", ErrInvalidPlatform, p.ReleaseVersion)
+		return fmt.Errorf("%w: releaseVersion %q without releaseId", errInvalidPlatform, p.ReleaseVersion)
 	}
 	return nil
 }
 
 // Measured reports whether p says at least which OS and architecture it is;
 // the zero Platform is not measured (QUAL-1).
-func (p Platform) Measured() bool { return p.OS != "" && p.Arch != "" }
+func (p Platform) measured() bool { return p.OS != "" && p.Arch != "" }
 
 // IsZero reports whether p is the zero Platform.
 func (p Platform) IsZero() bool { return p == Platform{} }
@@ -222,8 +223,8 @@ func (p Platform) String() string {
 }
 
 // ParsePlatform parses the text form (see Platform), normalizes it and
-// validates it. The empty string is the zero Platform. Errors wrap
-// ErrInvalidPlatform and quote s.
+// validates it. The empty string is the zero Platform. Errors have the code
+// errcode.Invalid and quote s.
 func ParsePlatform(s string) (Platform, error) {
 	if strings.TrimSpace(s) == "" {
 		return Platform{}, nil
@@ -232,20 +233,20 @@ func ParsePlatform(s string) (Platform, error) {
 	var p Platform
 	parts := strings.Split(fields[0], "/")
 	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
-		return Platform{}, fmt.Errorf("%w %q: want <os>/<arch>[/<variant>]", ErrInvalidPlatform, s)
+		return Platform{}, fmt.Errorf("%w %q: want <os>/<arch>[/<variant>]", errInvalidPlatform, s)
 	}
 	p.OS, p.Arch = parts[0], parts[1]
 	if len(parts) == 3 {
 		p.Variant = parts[2]
 		if p.Variant == "" {
-			return Platform{}, fmt.Errorf("%w %q: empty variant", ErrInvalidPlatform, s)
+			return Platform{}, fmt.Errorf("%w %q: empty variant", errInvalidPlatform, s)
 		}
 	}
 	seen := map[string]bool{}
 	for _, f := range fields[1:] {
 		k, v, ok := strings.Cut(f, "=")
 		if !ok || v == "" || seen[k] {
-			return Platform{}, fmt.Errorf("%w %q: bad or repeated pair %q", ErrInvalidPlatform, s, f)
+			return Platform{}, fmt.Errorf("%w %q: bad or repeated pair %q", errInvalidPlatform, s, f)
 		}
 		seen[k] = true
 		switch k {
@@ -253,19 +254,19 @@ func ParsePlatform(s string) (Platform, error) {
 			fam, ver, _ := strings.Cut(v, ":")
 			p.Libc, p.LibcVersion = LibcFamily(fam), ver
 			if fam == "" {
-				return Platform{}, fmt.Errorf("%w %q: empty libc family", ErrInvalidPlatform, s)
+				return Platform{}, fmt.Errorf("%w %q: empty libc family", errInvalidPlatform, s)
 			}
 		case "kernel":
 			p.Kernel = v
 		case "release":
 			p.ReleaseID, p.ReleaseVersion, _ = strings.Cut(v, ":")
 		default:
-			return Platform{}, fmt.Errorf("%w %q: unknown key %q", ErrInvalidPlatform, s, k)
+			return Platform{}, fmt.Errorf("%w %q: unknown key %q", errInvalidPlatform, s, k)
 		}
 	}
 	p = p.Normalize()
 	if err := p.Validate(); err != nil {
-		return Platform{}, fmt.Errorf("%w %q: %w", ErrInvalidPlatform, s, err)
+		return Platform{}, fmt.Errorf("%w %q: %w", errInvalidPlatform, s, err)
 	}
 	return p, nil
 }

@@ -75,8 +75,8 @@ func TestParsePlatformBad(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := ParsePlatform(tt.in)
-			if !errors.Is(err, ErrInvalidPlatform) {
-				t.Fatalf("ParsePlatform(%q) error = %v, want ErrInvalidPlatform", tt.in, err)
+			if !errors.Is(err, errInvalidPlatform) {
+				t.Fatalf("ParsePlatform(%q) error = %v, want errInvalidPlatform", tt.in, err)
 			}
 			if !strings.Contains(err.Error(), jsonQuote(tt.in)) {
 				t.Errorf("error %q does not quote %q", err, tt.in)
@@ -93,8 +93,8 @@ func jsonQuote(s string) string {
 func TestPlatformNormalizeAndValidate(t *testing.T) {
 	t.Parallel()
 	raw := Platform{OS: " Linux ", Arch: "X86_64", Libc: "musl", LibcVersion: "1.2.4", ReleaseID: "Alpine", ReleaseVersion: "3.19.1"}
-	if err := raw.Validate(); !errors.Is(err, ErrInvalidPlatform) {
-		t.Errorf("Validate of an unnormalized platform: %v, want ErrInvalidPlatform", err)
+	if err := raw.Validate(); !errors.Is(err, errInvalidPlatform) {
+		t.Errorf("Validate of an unnormalized platform: %v, want errInvalidPlatform", err)
 	}
 	n := raw.Normalize()
 	want := Platform{OS: "linux", Arch: "amd64", Libc: LibcMusl, LibcVersion: "1.2.4", ReleaseID: "alpine", ReleaseVersion: "3.19.1"}
@@ -107,10 +107,10 @@ func TestPlatformNormalizeAndValidate(t *testing.T) {
 	if n.Normalize() != n {
 		t.Error("Normalize is not idempotent")
 	}
-	if err := (Platform{Kernel: "6.1"}).Validate(); !errors.Is(err, ErrInvalidPlatform) {
+	if err := (Platform{Kernel: "6.1"}).Validate(); !errors.Is(err, errInvalidPlatform) {
 		t.Errorf("a platform with a kernel but no os/arch validated: %v", err)
 	}
-	if (Platform{}).Measured() || !n.Measured() {
+	if (Platform{}).measured() || !n.measured() {
 		t.Error("Measured is wrong")
 	}
 }
@@ -132,7 +132,7 @@ func TestPlatformText(t *testing.T) {
 	if err := json.Unmarshal(b, &out); err != nil || out != in {
 		t.Errorf("unmarshal = %+v, %v", out, err)
 	}
-	if err := json.Unmarshal([]byte(`{"p":"linux"}`), &out); !errors.Is(err, ErrInvalidPlatform) {
+	if err := json.Unmarshal([]byte(`{"p":"linux"}`), &out); !errors.Is(err, errInvalidPlatform) {
 		t.Errorf("unmarshal of a bad platform: %v", err)
 	}
 	defer func() {
@@ -156,8 +156,8 @@ func FuzzParsePlatform(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		p, err := ParsePlatform(s)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidPlatform) {
-				t.Fatalf("ParsePlatform(%q): %v does not wrap ErrInvalidPlatform", s, err)
+			if !errors.Is(err, errInvalidPlatform) {
+				t.Fatalf("ParsePlatform(%q): %v does not wrap errInvalidPlatform", s, err)
 			}
 			return
 		}

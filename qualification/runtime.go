@@ -36,35 +36,40 @@ func (r Requirement) String() string {
 func (r Requirement) normalize() Requirement {
 	r.OS = NormalizeOS(r.OS)
 	r.Arch, r.Variant = NormalizeArch(r.Arch, r.Variant)
-	r.Libc = NormalizeLibc(string(r.Libc))
+	r.Libc = normalizeLibc(string(r.Libc))
 	r.MinLibcVersion = strings.TrimSpace(r.MinLibcVersion)
 	return r
 }
 
-// Verdict codes.
+// The codes of a Verdict (Verdict.Code).
 const (
-	// VerdictOK: a requirement is met.
-	VerdictOK Code = "ok"
-	// VerdictNoRequirements: the artifact lists no platform.
-	VerdictNoRequirements Code = "no_requirements"
-	// VerdictNotMeasured: the platform was not measured.
-	VerdictNotMeasured Code = "platform_not_measured"
-	// VerdictUnsupportedPlatform: no build for the OS and architecture.
-	VerdictUnsupportedPlatform Code = "unsupported_platform"
-	// VerdictLibcMismatch: builds exist for the OS and architecture, but
+	// verdictOK: a requirement is met.
+	verdictOK Code = "ok"
+	// verdictNoRequirements: the artifact lists no platform.
+	verdictNoRequirements Code = "no_requirements"
+	// verdictNotMeasured: the platform was not measured.
+	verdictNotMeasured Code = "platform_not_measured"
+	// verdictUnsupportedPlatform: no build for the OS and architecture.
+	verdictUnsupportedPlatform Code = "unsupported_platform"
+	// verdictLibcMismatch: builds exist for the OS and architecture, but
 	// for another libc family (glibc vs musl), or the platform has none.
-	VerdictLibcMismatch Code = "libc_mismatch"
-	// VerdictLibcTooOld: the platform's libc is older than required.
-	VerdictLibcTooOld Code = "libc_too_old"
-	// VerdictLibcUnknown: the platform's libc family or version is unknown,
+	verdictLibcMismatch Code = "libc_mismatch"
+	// verdictLibcTooOld: the platform's libc is older than required.
+	verdictLibcTooOld Code = "libc_too_old"
+	// verdictLibcUnknown: the platform's libc family or version is unknown,
 	// so a libc requirement cannot be shown to hold.
-	VerdictLibcUnknown Code = "libc_unknown"
+	verdictLibcUnknown Code = "libc_unknown"
 )
 
 // Verdict says whether a platform can run an artifact and why not.
 type Verdict struct {
 	OK bool `json:"ok"`
-	// Code is VerdictOK or the reason of the closest failing requirement.
+	// Code is "ok" when a requirement is met, else the reason of the
+	// closest failing requirement: "no_requirements" (the artifact lists
+	// no platform), "platform_not_measured", "unsupported_platform" (no
+	// build for the OS and architecture), "libc_mismatch" (builds for
+	// another libc family, or the platform has none), "libc_too_old", or
+	// "libc_unknown" (the platform's libc cannot be shown to meet one).
 	Code Code `json:"code"`
 	// Reason is a human message ("needs glibc >= 2.36, platform has glibc 2.31").
 	Reason string `json:"reason"`
@@ -81,11 +86,11 @@ type Verdict struct {
 // pure and conservative: an unknown libc meets no libc requirement.
 func CanRun(p Platform, reqs []Requirement) Verdict {
 	p = p.Normalize()
-	if !p.Measured() {
-		return Verdict{Code: VerdictNotMeasured, Reason: "the platform was not measured"}
+	if !p.measured() {
+		return Verdict{Code: verdictNotMeasured, Reason: "the platform was not measured"}
 	}
 	if len(reqs) == 0 {
-		return Verdict{Code: VerdictNoRequirements, Reason: "the artifact lists no supported platform"}
+		return Verdict{Code: verdictNoRequirements, Reason: "the artifact lists no supported platform"}
 	}
 	var closest *Verdict
 	var listed []string
@@ -110,52 +115,52 @@ func CanRun(p Platform, reqs []Requirement) Verdict {
 	if p.Variant != "" {
 		plat += "/" + p.Variant
 	}
-	return Verdict{Code: VerdictUnsupportedPlatform,
+	return Verdict{Code: verdictUnsupportedPlatform,
 		Reason: fmt.Sprintf("no build for %s; the artifact supports %s", plat, strings.Join(listed, ", "))}
 }
 
 func checkLibc(p Platform, r Requirement) Verdict {
 	v := Verdict{Match: r}
 	if r.Libc == "" || r.Libc == LibcNone {
-		v.OK, v.Code, v.Reason = true, VerdictOK, fmt.Sprintf("static build for %s/%s", r.OS, r.Arch)
+		v.OK, v.Code, v.Reason = true, verdictOK, fmt.Sprintf("static build for %s/%s", r.OS, r.Arch)
 		return v
 	}
 	switch {
 	case p.Libc == LibcUnknown || p.Libc == "":
-		v.Code, v.Reason = VerdictLibcUnknown, fmt.Sprintf("needs %s, but the platform's libc is unknown", r.Libc)
+		v.Code, v.Reason = verdictLibcUnknown, fmt.Sprintf("needs %s, but the platform's libc is unknown", r.Libc)
 		return v
 	case p.Libc == LibcNone:
-		v.Code, v.Reason = VerdictLibcMismatch, fmt.Sprintf("needs %s, but the platform has no libc", r.Libc)
+		v.Code, v.Reason = verdictLibcMismatch, fmt.Sprintf("needs %s, but the platform has no libc", r.Libc)
 		return v
 	case p.Libc != r.Libc:
-		v.Code, v.Reason = VerdictLibcMismatch, fmt.Sprintf("needs %s, but the platform has %s", r.Libc, p.Libc)
+		v.Code, v.Reason = verdictLibcMismatch, fmt.Sprintf("needs %s, but the platform has %s", r.Libc, p.Libc)
 		return v
 	}
 	if r.MinLibcVersion != "" {
 		if p.LibcVersion == "" {
-			v.Code, v.Reason = VerdictLibcUnknown, fmt.Sprintf("needs %s >= %s, but the platform's %s version is unknown", r.Libc, r.MinLibcVersion, p.Libc)
+			v.Code, v.Reason = verdictLibcUnknown, fmt.Sprintf("needs %s >= %s, but the platform's %s version is unknown", r.Libc, r.MinLibcVersion, p.Libc)
 			return v
 		}
-		c, ok := CompareVersions(p.LibcVersion, r.MinLibcVersion)
+		c, ok := compareVersions(p.LibcVersion, r.MinLibcVersion)
 		if !ok {
-			v.Code, v.Reason = VerdictLibcUnknown, fmt.Sprintf("cannot compare %s version %q with %q", p.Libc, p.LibcVersion, r.MinLibcVersion)
+			v.Code, v.Reason = verdictLibcUnknown, fmt.Sprintf("cannot compare %s version %q with %q", p.Libc, p.LibcVersion, r.MinLibcVersion)
 			return v
 		}
 		if c < 0 {
-			v.Code, v.Reason = VerdictLibcTooOld, fmt.Sprintf("needs %s >= %s, but the platform has %s %s", r.Libc, r.MinLibcVersion, p.Libc, p.LibcVersion)
+			v.Code, v.Reason = verdictLibcTooOld, fmt.Sprintf("needs %s >= %s, but the platform has %s %s", r.Libc, r.MinLibcVersion, p.Libc, p.LibcVersion)
 			return v
 		}
 	}
-	v.OK, v.Code, v.Reason = true, VerdictOK, fmt.Sprintf("%s build runs on %s %s", r, p.Libc, p.LibcVersion)
+	v.OK, v.Code, v.Reason = true, verdictOK, fmt.Sprintf("%s build runs on %s %s", r, p.Libc, p.LibcVersion)
 	return v
 }
 
-// CompareVersions compares dotted numeric versions numerically: -1 if a < b,
+// compareVersions compares dotted numeric versions numerically: -1 if a < b,
 // 0 if equal, +1 if a > b ("2.31" < "2.36" < "2.100"; "2.31" == "2.31.0").
 // Each component counts by its leading digits, so distribution suffixes are
 // ignored ("2.36-9+deb12u4" is 2.36). ok is false when a component has no
 // leading digit.
-func CompareVersions(a, b string) (int, bool) {
+func compareVersions(a, b string) (int, bool) {
 	as, aok := versionParts(a)
 	bs, bok := versionParts(b)
 	if !aok || !bok {

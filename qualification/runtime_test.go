@@ -23,25 +23,25 @@ func TestCanRun(t *testing.T) {
 		code    Code
 		mention string
 	}{
-		{"glibc 2.36 meets glibc >= 2.36", "linux/amd64 libc=glibc:2.36", artifact, true, VerdictOK, "glibc"},
-		{"versions compare numerically: 2.100 is newer than 2.36", "linux/amd64 libc=glibc:2.100", artifact, true, VerdictOK, ""},
-		{"glibc 2.31 is older than 2.36", "linux/amd64 libc=glibc:2.31", artifact, false, VerdictLibcTooOld, "needs glibc >= 2.36, but the platform has glibc 2.31"},
-		{"musl build runs on musl", "linux/amd64 libc=musl:1.2.4", artifact, true, VerdictOK, "musl"},
-		{"arm64 glibc 2.31 meets 2.31", "linux/aarch64 libc=glibc:2.31", artifact, true, VerdictOK, ""},
-		{"glibc-only arm64 build does not run on musl", "linux/arm64 libc=musl:1.2.4", artifact, false, VerdictLibcMismatch, "needs glibc, but the platform has musl"},
-		{"a libc build does not run where there is no libc", "linux/arm64 libc=none", artifact, false, VerdictLibcMismatch, "no libc"},
-		{"an unknown libc meets no libc requirement", "linux/arm64 libc=unknown", artifact, false, VerdictLibcUnknown, "unknown"},
-		{"a known family without a version cannot show a minimum", "linux/arm64 libc=glibc", artifact, false, VerdictLibcUnknown, "version is unknown"},
-		{"a static binary runs on musl", "linux/amd64 libc=musl:1.2.4", static, true, VerdictOK, "static"},
-		{"a static binary runs without libc", "linux/amd64 libc=none", static, true, VerdictOK, "static"},
-		{"a static binary runs on an unknown libc", "linux/amd64 libc=unknown", static, true, VerdictOK, "static"},
-		{"darwin build without libc requirement", "darwin/arm64 libc=none", artifact, true, VerdictOK, ""},
-		{"no build for the architecture", "linux/s390x libc=glibc:2.36", artifact, false, VerdictUnsupportedPlatform, "no build for linux/s390x"},
-		{"no build for the OS", "windows/amd64", artifact, false, VerdictUnsupportedPlatform, "linux/amd64 glibc>=2.36"},
-		{"an unmeasured platform runs nothing", "", artifact, false, VerdictNotMeasured, "not measured"},
-		{"an artifact without requirements runs nowhere", "linux/amd64 libc=glibc:2.36", nil, false, VerdictNoRequirements, "no supported platform"},
-		{"requirement names are normalized too", "linux/amd64 libc=glibc:2.36", []Requirement{{OS: "Linux", Arch: "x86_64", Libc: "GNU", MinLibcVersion: "2.17"}}, true, VerdictOK, ""},
-		{"a variant requirement must match", "linux/armv7l libc=glibc:2.36", []Requirement{{OS: "linux", Arch: "arm", Variant: "v6"}}, false, VerdictUnsupportedPlatform, "linux/arm/v7"},
+		{"glibc 2.36 meets glibc >= 2.36", "linux/amd64 libc=glibc:2.36", artifact, true, verdictOK, "glibc"},
+		{"versions compare numerically: 2.100 is newer than 2.36", "linux/amd64 libc=glibc:2.100", artifact, true, verdictOK, ""},
+		{"glibc 2.31 is older than 2.36", "linux/amd64 libc=glibc:2.31", artifact, false, verdictLibcTooOld, "needs glibc >= 2.36, but the platform has glibc 2.31"},
+		{"musl build runs on musl", "linux/amd64 libc=musl:1.2.4", artifact, true, verdictOK, "musl"},
+		{"arm64 glibc 2.31 meets 2.31", "linux/aarch64 libc=glibc:2.31", artifact, true, verdictOK, ""},
+		{"glibc-only arm64 build does not run on musl", "linux/arm64 libc=musl:1.2.4", artifact, false, verdictLibcMismatch, "needs glibc, but the platform has musl"},
+		{"a libc build does not run where there is no libc", "linux/arm64 libc=none", artifact, false, verdictLibcMismatch, "no libc"},
+		{"an unknown libc meets no libc requirement", "linux/arm64 libc=unknown", artifact, false, verdictLibcUnknown, "unknown"},
+		{"a known family without a version cannot show a minimum", "linux/arm64 libc=glibc", artifact, false, verdictLibcUnknown, "version is unknown"},
+		{"a static binary runs on musl", "linux/amd64 libc=musl:1.2.4", static, true, verdictOK, "static"},
+		{"a static binary runs without libc", "linux/amd64 libc=none", static, true, verdictOK, "static"},
+		{"a static binary runs on an unknown libc", "linux/amd64 libc=unknown", static, true, verdictOK, "static"},
+		{"darwin build without libc requirement", "darwin/arm64 libc=none", artifact, true, verdictOK, ""},
+		{"no build for the architecture", "linux/s390x libc=glibc:2.36", artifact, false, verdictUnsupportedPlatform, "no build for linux/s390x"},
+		{"no build for the OS", "windows/amd64", artifact, false, verdictUnsupportedPlatform, "linux/amd64 glibc>=2.36"},
+		{"an unmeasured platform runs nothing", "", artifact, false, verdictNotMeasured, "not measured"},
+		{"an artifact without requirements runs nowhere", "linux/amd64 libc=glibc:2.36", nil, false, verdictNoRequirements, "no supported platform"},
+		{"requirement names are normalized too", "linux/amd64 libc=glibc:2.36", []Requirement{{OS: "Linux", Arch: "x86_64", Libc: "GNU", MinLibcVersion: "2.17"}}, true, verdictOK, ""},
+		{"a variant requirement must match", "linux/armv7l libc=glibc:2.36", []Requirement{{OS: "linux", Arch: "arm", Variant: "v6"}}, false, verdictUnsupportedPlatform, "linux/arm/v7"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,9 +76,9 @@ func TestCompareVersions(t *testing.T) {
 		{"1..2", "1", 0, false},
 	}
 	for _, tt := range tests {
-		got, ok := CompareVersions(tt.a, tt.b)
+		got, ok := compareVersions(tt.a, tt.b)
 		if got != tt.want || ok != tt.ok {
-			t.Errorf("CompareVersions(%q, %q) = %d, %v; want %d, %v", tt.a, tt.b, got, ok, tt.want, tt.ok)
+			t.Errorf("compareVersions(%q, %q) = %d, %v; want %d, %v", tt.a, tt.b, got, ok, tt.want, tt.ok)
 		}
 	}
 }

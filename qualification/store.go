@@ -18,7 +18,7 @@ var (
 )
 
 // Store persists qualification records, one per (company, environment)
-// (QUAL-2, QUAL-4). Implementations: MemoryStore here, and SQLite and
+// (QUAL-2, QUAL-4). Implementations: NewMemoryStore here, and SQLite and
 // PostgreSQL in store/sqlite and store/postgres; all pass qualificationtest.RunStoreTests.
 // A Store is safe for concurrent use. Records are values: a Store never
 // shares state with the caller.
@@ -48,22 +48,20 @@ func CheckRecord(rec Record) error {
 	return nil
 }
 
-// MemoryStore is an in-memory Store. The zero value is not usable; call
-// NewMemoryStore.
-type MemoryStore struct {
+// memoryStore is NewMemoryStore's Store.
+type memoryStore struct {
 	mu   sync.Mutex
 	recs map[memKey]Record
 }
 
 type memKey struct{ company, environment string }
 
-var _ Store = (*MemoryStore)(nil)
-
-// NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore() *MemoryStore { return &MemoryStore{recs: map[memKey]Record{}} }
+// NewMemoryStore returns an empty in-memory Store, safe for concurrent use;
+// its records are lost when the process ends.
+func NewMemoryStore() Store { return &memoryStore{recs: map[memKey]Record{}} }
 
 // PutQualification implements Store.
-func (m *MemoryStore) PutQualification(ctx context.Context, rec Record) error {
+func (m *memoryStore) PutQualification(ctx context.Context, rec Record) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -77,7 +75,7 @@ func (m *MemoryStore) PutQualification(ctx context.Context, rec Record) error {
 }
 
 // GetQualification implements Store.
-func (m *MemoryStore) GetQualification(ctx context.Context, company, environment string) (Record, error) {
+func (m *memoryStore) GetQualification(ctx context.Context, company, environment string) (Record, error) {
 	if err := ctx.Err(); err != nil {
 		return Record{}, err
 	}
@@ -91,7 +89,7 @@ func (m *MemoryStore) GetQualification(ctx context.Context, company, environment
 }
 
 // ListQualifications implements Store.
-func (m *MemoryStore) ListQualifications(ctx context.Context, environment string) ([]Record, error) {
+func (m *memoryStore) ListQualifications(ctx context.Context, environment string) ([]Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -108,7 +106,7 @@ func (m *MemoryStore) ListQualifications(ctx context.Context, environment string
 }
 
 // DeleteQualifications implements Store.
-func (m *MemoryStore) DeleteQualifications(ctx context.Context, environment string) error {
+func (m *memoryStore) DeleteQualifications(ctx context.Context, environment string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -17,20 +17,3 @@ type View struct {
 	// subject but a later probe found its identity gone (CodeInvalidated).
 	InvalidatedAt *time.Time `json:"invalidatedAt,omitempty"`
 }
-
-// NewView returns the view of rec (the zero Record when none is stored)
-// for the current subject. A stale or foreign record shows as not
-// qualified with the reason, never with its platform.
-func NewView(rec Record, cur Subject) View {
-	ok, d := Valid(rec, cur)
-	v := View{Qualified: ok, Code: d.Code, Reason: d.Message}
-	if ok {
-		p, at := rec.Platform, rec.RecordedAt.UTC()
-		v.Platform, v.RecordedAt = &p, &at
-	}
-	if d.Code == CodeInvalidated {
-		at := rec.InvalidatedAt.UTC()
-		v.InvalidatedAt = &at
-	}
-	return v
-}

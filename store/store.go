@@ -96,15 +96,15 @@ func Memory() Stores {
 		Qualifications: qualification.NewMemoryStore(),
 		Leases:         lease.NewMemoryStore(),
 		AuthChecks:     handover.NewMemoryStore(),
-		Runners:        NewMemoryRunnerStore(),
+		Runners:        newMemoryRunnerStore(),
 		Settings:       instance.NewMemoryStore(),
 		Templates:      templates.NewMemoryStore(),
 	}
 }
 
-// NewMemoryRunnerStore returns an empty memory RunnerStore: the runner
+// newMemoryRunnerStore returns an empty memory RunnerStore: the runner
 // protocol's memory ticket store and the controller's memory Store (controller.NewMemoryStore).
-func NewMemoryRunnerStore() RunnerStore {
+func newMemoryRunnerStore() RunnerStore {
 	return memoryRunners{prpwire.NewMemoryTicketStore(), controller.NewMemoryStore()}
 }
 

@@ -44,7 +44,7 @@ type Template struct {
 	// of the redacted view.
 	Identity string `json:"identity,omitempty"`
 	// SourceFingerprint is the environment's source fingerprint
-	// (qualification.SourceFingerprint) the template was captured from;
+	// (qualify.SourceFingerprint) the template was captured from;
 	// it applies only while the environment's current one equals it
 	// (IMG-6).
 	SourceFingerprint string `json:"sourceFingerprint,omitempty"`

@@ -22,7 +22,7 @@
 // interpreter: it runs a command's argv. A handler of Options.Handlers runs
 // first, found by argv[0], by its base name, or, for "sh -c SCRIPT ...",
 // by the whole SCRIPT. Then come the built-ins, which are what berth
-// itself sends: qualification.DetectScript (answered from
+// itself sends: qualify.DetectScript (answered from
 // Options.Platform), true, false, echo [-n], uname (-s -n -r -v -m -o -a),
 // cat (stdin, /etc/os-release, /etc/hostname), sleep (on Options.Clock),
 // env, pwd, exit [N], and sh -c of ONE such command: its words split with

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berthdev/berth/qualification"
+	"github.com/berthdev/berth/internal/qualify"
 )
 
 // Invocation is one command run by a HandlerFunc.
@@ -104,7 +104,7 @@ func (d *Driver) run(ctx context.Context, inv Invocation) (int, error) {
 		return notFound(inv, strconv.Quote(strings.Join(argv, " ")), "sh")
 	case !isSh:
 		return notFound(inv, strconv.Quote(argv[0]), name)
-	case script == qualification.DetectScript:
+	case script == qualify.DetectScript:
 		d.detect(inv)
 		return 0, nil
 	}
@@ -250,7 +250,7 @@ func (d *Driver) cat(_ context.Context, inv Invocation, files []string) (int, er
 	return code, nil
 }
 
-// detect prints what qualification.DetectScript prints on the platform;
+// detect prints what qualify.DetectScript prints on the platform;
 // the loader, getconf and sw_vers sections stay empty.
 func (d *Driver) detect(inv Invocation) {
 	p := d.platform

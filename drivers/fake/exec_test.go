@@ -12,7 +12,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
-	"github.com/berthdev/berth/qualification"
+	"github.com/berthdev/berth/internal/qualify"
 )
 
 type out struct {
@@ -126,23 +126,23 @@ func TestDetectionScript(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := run(t, sb, drivers.Command{Argv: qualification.DetectArgv(), Dir: "/w"})
+		got := run(t, sb, drivers.Command{Argv: qualify.DetectArgv(), Dir: "/w"})
 		if diff := cmp.Diff(out{string(want), "", 0}, got); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", name, diff)
 		}
-		det, err := qualification.ParseDetection(got.Stdout)
+		det, err := qualify.ParseDetection(got.Stdout)
 		if name != "zero" && (err != nil || det.Platform.OS != "linux") {
 			t.Errorf("%s: ParseDetection = %+v, %v", name, det, err)
 		}
 	}
 	// A handler registered for the script replaces the built-in answer.
 	_, sb := newSandbox(t, &fake.Options{Handlers: map[string]fake.HandlerFunc{
-		qualification.DetectScript: func(_ context.Context, inv fake.Invocation) (int, error) {
+		qualify.DetectScript: func(_ context.Context, inv fake.Invocation) (int, error) {
 			inv.Stdout.Write([]byte("garbage\n"))
 			return 0, nil
 		},
 	}})
-	if got := run(t, sb, drivers.Command{Argv: qualification.DetectArgv()}); got.Stdout != "garbage\n" {
+	if got := run(t, sb, drivers.Command{Argv: qualify.DetectArgv()}); got.Stdout != "garbage\n" {
 		t.Errorf("detection with a handler: %+v", got)
 	}
 }

@@ -46,7 +46,7 @@ type Options struct {
 	Platform      *Platform     // what sandboxes report; default PlatformDebian12()
 	// Handlers run Go code for commands, before the built-ins. The key is
 	// argv[0] or its base name ("make"), or, for "sh -c SCRIPT ...", the
-	// whole SCRIPT (qualification.DetectScript, or a test's script).
+	// whole SCRIPT (qualify.DetectScript, or a test's script).
 	Handlers    map[string]HandlerFunc
 	Faults      []Fault // injected from the start (Driver.Inject)
 	APIKey      string  // if not "", the api_key every operation needs (else drivers.ErrAuth)

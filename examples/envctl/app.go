@@ -17,6 +17,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/examples/internal/secretfile"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
 	"github.com/berthdev/berth/store/sqlite"
 )
@@ -77,14 +78,13 @@ func openSystem(ctx context.Context, g *globals) (*system, error) {
 		return nil, err
 	}
 	sys, err := berth.New(ctx, &berth.Options{
-		Stores:          db.Stores(),
-		Drivers:         g.driverList(),
-		Secrets:         secrets,
-		TestMode:        g.testMode,
-		ClaimGrace:      g.claimGrace,
-		LeasePruneAfter: g.leaseRetention,
-		RunnerBinary:    g.runnerBinary,
-		RunnerSet:       g.runnerSet,
+		Stores:       db.Stores(),
+		Drivers:      g.driverList(),
+		Secrets:      secrets,
+		TestMode:     g.testMode,
+		Leases:       &lease.Options{ClaimGrace: g.claimGrace, PruneAfter: g.leaseRetention},
+		RunnerBinary: g.runnerBinary,
+		RunnerSet:    g.runnerSet,
 	})
 	if err != nil {
 		db.Close()

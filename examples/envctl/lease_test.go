@@ -296,7 +296,7 @@ func TestHostLeaseReleasedByALaterCommand(t *testing.T) {
 }
 
 // TestLeaseClaimGraceFlag (LEASE-9): lease acquire and sweep take
-// --claim-grace (berth.Options.ClaimGrace); a malformed value is refused
+// --claim-grace (berth.Options.Leases.ClaimGrace); a malformed value is refused
 // naming the flag.
 func TestLeaseClaimGraceFlag(t *testing.T) {
 	t.Parallel()

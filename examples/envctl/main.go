@@ -80,7 +80,7 @@ type globals struct {
 	json     bool
 	as       authz.Principal
 	testMode bool
-	// claimGrace, if > 0, is berth.Options.ClaimGrace (lease acquire and
+	// claimGrace, if > 0, is berth.Options.Leases.ClaimGrace (lease acquire and
 	// sweep --claim-grace).
 	claimGrace time.Duration
 	stdout     io.Writer
@@ -89,7 +89,7 @@ type globals struct {
 	// drivers, when not nil, replaces registeredDrivers() (tests share one
 	// fake driver across commands with it).
 	drivers []drivers.Driver
-	// leaseRetention is berth.Options.LeasePruneAfter (lease sweep
+	// leaseRetention is berth.Options.Leases.PruneAfter (lease sweep
 	// --retention); 0 for the default.
 	leaseRetention time.Duration
 	// runnerBinary is berth.Options.RunnerBinary (run --runner-binary,

@@ -22,7 +22,7 @@ func (k staticKeychain) Resolve(authn.Resource) (authn.Authenticator, error) {
 	return authn.FromConfig(authn.AuthConfig{Username: k.user, Password: k.pass}), nil
 }
 
-// Credentials come from the host's keychain; a refusal is ErrDenied and
+// Credentials come from the host's keychain; a refusal is errDenied and
 // never shows the password.
 func TestKeychainCredentials(t *testing.T) {
 	t.Parallel()
@@ -44,12 +44,12 @@ func TestKeychainCredentials(t *testing.T) {
 	locked.Store(true)
 
 	_, err := New(nil).Pin(context.Background(), ref, amd64)
-	if !errors.Is(err, ErrDenied) {
-		t.Errorf("anonymous Pin: %v, want ErrDenied", err)
+	if !errors.Is(err, errDenied) {
+		t.Errorf("anonymous Pin: %v, want errDenied", err)
 	}
 	bad, err := New(&Options{Keychain: staticKeychain{user, "wrong-" + pass}}).Pin(context.Background(), ref, amd64)
-	if !errors.Is(err, ErrDenied) || strings.Contains(err.Error(), pass) {
-		t.Errorf("Pin with a wrong password = %v, %v; want ErrDenied without the password", bad, err)
+	if !errors.Is(err, errDenied) || strings.Contains(err.Error(), pass) {
+		t.Errorf("Pin with a wrong password = %v, %v; want errDenied without the password", bad, err)
 	}
 	got, err := New(&Options{Keychain: staticKeychain{user, pass}}).Pin(context.Background(), ref, amd64)
 	if err != nil || got.Digest() != d {
@@ -89,8 +89,8 @@ func TestPlainHTTPOnlyForLoopbackOrOptIn(t *testing.T) {
 
 	rec := &recorder{}
 	_, err := New(&Options{Transport: rec}).Pin(context.Background(), ref, amd64)
-	if !errors.Is(err, ErrInsecureRegistry) {
-		t.Errorf("Pin of a private-network registry: %v, want ErrInsecureRegistry", err)
+	if !errors.Is(err, errInsecureRegistry) {
+		t.Errorf("Pin of a private-network registry: %v, want errInsecureRegistry", err)
 	}
 	if got := rec.plainHTTP(); len(got) != 0 {
 		t.Errorf("plain-HTTP requests reached the transport: %v", got)
@@ -98,8 +98,8 @@ func TestPlainHTTPOnlyForLoopbackOrOptIn(t *testing.T) {
 
 	opted := &recorder{}
 	_, err = New(&Options{Transport: opted, InsecureRegistries: []string{"10.0.0.5:5000"}}).Pin(context.Background(), ref, amd64)
-	if errors.Is(err, ErrInsecureRegistry) || !errors.Is(err, ErrRegistry) {
-		t.Errorf("opted-in Pin error = %v, want ErrRegistry from the transport", err)
+	if errors.Is(err, errInsecureRegistry) || !errors.Is(err, errRegistry) {
+		t.Errorf("opted-in Pin error = %v, want errRegistry from the transport", err)
 	}
 	if got := opted.plainHTTP(); len(got) == 0 {
 		t.Error("the opted-in registry was never tried over plain HTTP")
@@ -113,12 +113,12 @@ func TestNotRegistryReference(t *testing.T) {
 	rec := &recorder{}
 	r := New(&Options{Transport: rec})
 	for _, ref := range []images.Reference{{}, images.MustParseReference("snapshot:daytona/abc"), images.MustParseReference("snapshot-name:daytona/abc")} {
-		if _, err := r.Pin(context.Background(), ref, amd64); !errors.Is(err, ErrNotRegistry) {
-			t.Errorf("Pin(%q) = %v, want ErrNotRegistry", ref, err)
+		if _, err := r.Pin(context.Background(), ref, amd64); !errors.Is(err, errNotRegistry) {
+			t.Errorf("Pin(%q) = %v, want errNotRegistry", ref, err)
 		}
 	}
-	if _, err := r.Pin(context.Background(), images.MustParseReference("127.0.0.1:1/app:v1"), v1.Platform{OS: "linux"}); !errors.Is(err, ErrInvalidPlatform) {
-		t.Errorf("Pin for a platform without architecture = %v, want ErrInvalidPlatform", err)
+	if _, err := r.Pin(context.Background(), images.MustParseReference("127.0.0.1:1/app:v1"), v1.Platform{OS: "linux"}); !errors.Is(err, errInvalidPlatform) {
+		t.Errorf("Pin for a platform without architecture = %v, want errInvalidPlatform", err)
 	}
 	if len(rec.urls) != 0 {
 		t.Errorf("requests were made: %v", rec.urls)

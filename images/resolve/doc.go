@@ -4,8 +4,8 @@
 //
 //	r := resolve.New(&resolve.Options{Keychain: authn.DefaultKeychain})
 //	ref := images.MustParseReference("ghcr.io/acme/agent:1.2")
-//	id, err := r.Pin(ctx, ref, resolve.DefaultPlatform())
-//	pinned, err := ref.WithDigest(id.Digest()) // repo@sha256:<hex>
+//	id, err := r.Pin(ctx, ref, v1.Platform{OS: "linux", Architecture: "arm64"})
+//	pinned := id.Reference() // repo@sha256:<hex>
 //
 // New and Resolver.Pin are the entry points: Pin turns a tag into
 // repo@sha256:<hex>, with a HEAD request where the registry allows and a

@@ -38,11 +38,11 @@ func (r *Resolver) fetch(ctx context.Context, ref images.Reference, platform v1.
 	}
 	nref, ok := ref.Name(opts...)
 	if !ok {
-		return Result{}, fmt.Errorf("resolve %q: %w", quoted, ErrNotRegistry)
+		return Result{}, fmt.Errorf("resolve %q: %w", quoted, errNotRegistry)
 	}
 	puller, err := remote.NewPuller(remote.WithTransport(r.rt), remote.WithAuthFromKeychain(r.kc))
 	if err != nil {
-		return Result{}, fmt.Errorf("resolve %q: %w: %v", quoted, ErrRegistry, err)
+		return Result{}, fmt.Errorf("resolve %q: %w: %v", quoted, errRegistry, err)
 	}
 
 	m, err := r.lookup(ctx, puller, nref)
@@ -52,7 +52,7 @@ func (r *Resolver) fetch(ctx context.Context, ref images.Reference, platform v1.
 	var res Result
 	for depth := 0; m.mediaType.IsIndex(); depth++ {
 		if depth == maxIndexDepth {
-			return Result{}, fmt.Errorf("resolve %q: %w: indexes nested deeper than %d", quoted, ErrRegistry, maxIndexDepth)
+			return Result{}, fmt.Errorf("resolve %q: %w: indexes nested deeper than %d", quoted, errRegistry, maxIndexDepth)
 		}
 		if res.Index == "" {
 			res.Index = m.digest
@@ -65,11 +65,11 @@ func (r *Resolver) fetch(ctx context.Context, ref images.Reference, platform v1.
 		m = manifest{digest: child.Digest.String(), mediaType: child.MediaType}
 	}
 	if !m.mediaType.IsImage() {
-		return Result{}, fmt.Errorf("resolve %q: %w: media type %q is not an image manifest", quoted, ErrRegistry, m.mediaType)
+		return Result{}, fmt.Errorf("resolve %q: %w: media type %q is not an image manifest", quoted, errRegistry, m.mediaType)
 	}
 	id, err := images.DigestIdentity(ref.Repository(), m.digest)
 	if err != nil {
-		return Result{}, fmt.Errorf("resolve %q: %w: %v", quoted, ErrRegistry, err)
+		return Result{}, fmt.Errorf("resolve %q: %w: %v", quoted, errRegistry, err)
 	}
 	res.Identity = id
 	return res, nil
@@ -83,7 +83,7 @@ func (r *Resolver) lookup(ctx context.Context, p *remote.Puller, ref name.Refere
 	if err == nil {
 		return manifest{digest: desc.Digest.String(), mediaType: desc.MediaType}, nil
 	}
-	if ctx.Err() != nil || errors.Is(err, ErrInsecureRegistry) {
+	if ctx.Err() != nil || errors.Is(err, errInsecureRegistry) {
 		return manifest{}, err
 	}
 	r.log.DebugContext(ctx, "resolve: HEAD failed, falling back to GET", "ref", ref.String(), "err", err)
@@ -108,7 +108,7 @@ func (r *Resolver) pickPlatform(ctx context.Context, p *remote.Puller, ref name.
 	}
 	idx, err := v1.ParseIndexManifest(bytes.NewReader(raw))
 	if err != nil {
-		return v1.Descriptor{}, fmt.Errorf("%w: index %s: %v", ErrRegistry, m.digest, err)
+		return v1.Descriptor{}, fmt.Errorf("%w: index %s: %v", errRegistry, m.digest, err)
 	}
 	var have []string
 	for _, d := range idx.Manifests {
@@ -120,7 +120,7 @@ func (r *Resolver) pickPlatform(ctx context.Context, p *remote.Puller, ref name.
 		}
 		have = append(have, d.Platform.String())
 	}
-	return v1.Descriptor{}, fmt.Errorf("%w: want %s, index %s has [%s]", ErrNoPlatform, want.String(), m.digest, strings.Join(have, " "))
+	return v1.Descriptor{}, fmt.Errorf("%w: want %s, index %s has [%s]", errNoPlatform, want.String(), m.digest, strings.Join(have, " "))
 }
 
 // platformMatches reports whether have satisfies want: same OS and
@@ -150,7 +150,7 @@ func classify(quoted string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("resolve %q: %w", quoted, err)
 	}
-	for _, s := range []error{ErrInsecureRegistry, ErrNoPlatform, ErrNotFound, ErrDenied, ErrRegistry} {
+	for _, s := range []error{errInsecureRegistry, errNoPlatform, errNotFound, errDenied, errRegistry} {
 		if errors.Is(err, s) {
 			return fmt.Errorf("resolve %q: %w", quoted, err)
 		}
@@ -159,20 +159,20 @@ func classify(quoted string, err error) error {
 	if errors.As(err, &te) {
 		switch te.StatusCode {
 		case http.StatusNotFound:
-			return fmt.Errorf("resolve %q: %w: %v", quoted, ErrNotFound, err)
+			return fmt.Errorf("resolve %q: %w: %v", quoted, errNotFound, err)
 		case http.StatusUnauthorized, http.StatusForbidden:
-			return fmt.Errorf("resolve %q: %w: %v", quoted, ErrDenied, err)
+			return fmt.Errorf("resolve %q: %w: %v", quoted, errDenied, err)
 		}
 		for _, d := range te.Errors {
 			switch d.Code {
 			case transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode:
-				return fmt.Errorf("resolve %q: %w: %v", quoted, ErrNotFound, err)
+				return fmt.Errorf("resolve %q: %w: %v", quoted, errNotFound, err)
 			case transport.UnauthorizedErrorCode, transport.DeniedErrorCode:
-				return fmt.Errorf("resolve %q: %w: %v", quoted, ErrDenied, err)
+				return fmt.Errorf("resolve %q: %w: %v", quoted, errDenied, err)
 			}
 		}
 	}
-	return fmt.Errorf("resolve %q: %w: %v", quoted, ErrRegistry, err)
+	return fmt.Errorf("resolve %q: %w: %v", quoted, errRegistry, err)
 }
 
 // plainHTTPAllowed reports whether host ("host[:port]") may be reached over
@@ -209,7 +209,7 @@ func (g *httpGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Body != nil {
 			req.Body.Close()
 		}
-		return nil, fmt.Errorf("%w: http://%s (list it in Options.InsecureRegistries to allow)", ErrInsecureRegistry, req.URL.Host)
+		return nil, fmt.Errorf("%w: http://%s (list it in Options.InsecureRegistries to allow)", errInsecureRegistry, req.URL.Host)
 	}
 	return g.next.RoundTrip(req)
 }

@@ -17,35 +17,36 @@ import (
 	"github.com/berthdev/berth/images"
 )
 
-// Errors of the resolver's contract. Every error returned by Resolve and Pin
-// wraps one of these (or a context error) and names the reference.
+// The causes of the resolver's errors. Every error returned by Resolve and
+// Pin wraps one of these (or a context error) and names the reference;
+// errcode.Code tells them apart by their codes.
 var (
-	// ErrNotFound: the registry has no such repository, tag or digest.
-	ErrNotFound = errcode.New(errcode.NotFound, "resolve: image not found")
-	// ErrDenied: the registry refused the credentials (HTTP 401 / 403).
-	ErrDenied = errcode.New(errcode.AuthFailed, "resolve: registry denied access")
-	// ErrNoPlatform: the reference names a multi-platform index without a
+	// errNotFound: the registry has no such repository, tag or digest.
+	errNotFound = errcode.New(errcode.NotFound, "resolve: image not found")
+	// errDenied: the registry refused the credentials (HTTP 401 / 403).
+	errDenied = errcode.New(errcode.AuthFailed, "resolve: registry denied access")
+	// errNoPlatform: the reference names a multi-platform index without a
 	// manifest for the requested platform.
-	ErrNoPlatform = errcode.New(errcode.Unsupported, "resolve: no manifest for the requested platform")
-	// ErrInsecureRegistry: the registry would be reached over plain HTTP,
+	errNoPlatform = errcode.New(errcode.Unsupported, "resolve: no manifest for the requested platform")
+	// errInsecureRegistry: the registry would be reached over plain HTTP,
 	// which is allowed only for loopback registries and for registries the
 	// host listed in Options.InsecureRegistries.
-	ErrInsecureRegistry = errcode.New(errcode.Invalid, "resolve: plain HTTP registry not allowed")
-	// ErrNotRegistry: the reference is not an OCI registry reference (a
+	errInsecureRegistry = errcode.New(errcode.Invalid, "resolve: plain HTTP registry not allowed")
+	// errNotRegistry: the reference is not an OCI registry reference (a
 	// provider snapshot or the zero Reference); its provider verifies it.
-	ErrNotRegistry = errcode.New(errcode.Unsupported, "resolve: not a registry reference")
-	// ErrInvalidPlatform: the requested platform lacks an OS or architecture.
-	ErrInvalidPlatform = errcode.New(errcode.Invalid, "resolve: invalid platform")
-	// ErrRegistry: any other registry or network failure.
-	ErrRegistry = errcode.New(errcode.Unavailable, "resolve: registry request failed")
+	errNotRegistry = errcode.New(errcode.Unsupported, "resolve: not a registry reference")
+	// errInvalidPlatform: the requested platform lacks an OS or architecture.
+	errInvalidPlatform = errcode.New(errcode.Invalid, "resolve: invalid platform")
+	// errRegistry: any other registry or network failure.
+	errRegistry = errcode.New(errcode.Unavailable, "resolve: registry request failed")
 )
 
-// DefaultTTL is how long a resolved tag is cached when Options.TTL is 0.
-const DefaultTTL = 5 * time.Minute
+// defaultTTL is how long a resolved tag is cached when Options.TTL is 0.
+const defaultTTL = 5 * time.Minute
 
-// DefaultPlatform returns the platform resolved when the caller passes the
+// defaultPlatform returns the platform resolved when the caller passes the
 // zero v1.Platform: linux/amd64. Each call returns a fresh value.
-func DefaultPlatform() v1.Platform { return v1.Platform{OS: "linux", Architecture: "amd64"} }
+func defaultPlatform() v1.Platform { return v1.Platform{OS: "linux", Architecture: "amd64"} }
 
 // Options configure a Resolver. The zero value (or nil) means defaults.
 type Options struct {
@@ -58,7 +59,7 @@ type Options struct {
 	Transport http.RoundTripper
 	// Clock tells the time for cache expiry. Default: the wall clock.
 	Clock clock.Clock
-	// TTL is how long a resolution is cached. 0 means DefaultTTL; a negative
+	// TTL is how long a resolution is cached. 0 means 5 minutes; a negative
 	// TTL disables the cache (concurrent pins are still coalesced).
 	TTL time.Duration
 	// InsecureRegistries lists registry hosts ("host:port") that may be
@@ -146,7 +147,7 @@ func New(opts *Options) *Resolver {
 		r.clk = clock.Real{}
 	}
 	if r.ttl == 0 {
-		r.ttl = DefaultTTL
+		r.ttl = defaultTTL
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -166,7 +167,7 @@ func (r *Resolver) Pin(ctx context.Context, ref images.Reference, platform v1.Pl
 }
 
 // Resolve resolves an OCI reference to the digest of the image manifest for
-// platform (the zero platform means DefaultPlatform()). A tag is resolved with
+// platform (the zero platform means linux/amd64). A tag is resolved with
 // a HEAD request where the registry allows, else a GET; a multi-platform
 // index is resolved to the manifest of the platform (os, architecture and,
 // when given, variant). A reference to a single-platform image manifest
@@ -177,18 +178,22 @@ func (r *Resolver) Pin(ctx context.Context, ref images.Reference, platform v1.Pl
 // Results are cached for the TTL; concurrent calls for one reference and
 // platform share one registry resolution. Resolve returns when ctx is done
 // with an error wrapping ctx.Err(); the shared resolution is cancelled once
-// no caller waits for it. Errors wrap ErrNotFound, ErrDenied, ErrNoPlatform,
-// ErrInvalidPlatform, ErrInsecureRegistry, ErrNotRegistry or ErrRegistry and
-// quote the reference.
+// no caller waits for it. Errors quote the reference and carry the code
+// (errcode.Code) of their cause: NotFound (no such repository, tag or
+// digest), AuthFailed (the registry refused the credentials), Unsupported
+// (an index without the platform's manifest, or not a registry reference),
+// Invalid (a platform without OS or architecture, or a plain-HTTP registry
+// that is neither loopback nor in Options.InsecureRegistries), Unavailable
+// (any other registry or network failure).
 func (r *Resolver) Resolve(ctx context.Context, ref images.Reference, platform v1.Platform) (Result, error) {
 	if !ref.IsOCI() {
-		return Result{}, fmt.Errorf("resolve %q (%s): %w", ref.String(), ref.Kind(), ErrNotRegistry)
+		return Result{}, fmt.Errorf("resolve %q (%s): %w", ref.String(), ref.Kind(), errNotRegistry)
 	}
 	if platform.OS == "" && platform.Architecture == "" {
-		platform = DefaultPlatform()
+		platform = defaultPlatform()
 	}
 	if platform.OS == "" || platform.Architecture == "" {
-		return Result{}, fmt.Errorf("resolve %q: %w: %q wants both os and architecture", ref.String(), ErrInvalidPlatform, platform.String())
+		return Result{}, fmt.Errorf("resolve %q: %w: %q wants both os and architecture", ref.String(), errInvalidPlatform, platform.String())
 	}
 	k := key{ref: ref.String(), platform: platform.String()}
 

@@ -227,21 +227,21 @@ func TestIndexResolvesToRequestedPlatform(t *testing.T) {
 	}
 
 	_, err := r.Pin(ctx, ref, v1.Platform{OS: "linux", Architecture: "s390x"})
-	if !errors.Is(err, ErrNoPlatform) || !strings.Contains(err.Error(), `"`+ref.String()+`"`) {
-		t.Errorf("Pin for a platform the index lacks: %v, want ErrNoPlatform naming %q", err, ref)
+	if !errors.Is(err, errNoPlatform) || !strings.Contains(err.Error(), `"`+ref.String()+`"`) {
+		t.Errorf("Pin for a platform the index lacks: %v, want errNoPlatform naming %q", err, ref)
 	}
 }
 
 func mustWithDigest(t *testing.T, r images.Reference, d string) images.Reference {
 	t.Helper()
-	out, err := r.WithDigest(d)
+	out, err := images.ParseReference(r.Repository() + "@" + d)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out
 }
 
-// IMG-2: a missing tag or repository is ErrNotFound naming the reference.
+// IMG-2: a missing tag or repository is errNotFound naming the reference.
 func TestMissingIsNotFound(t *testing.T) {
 	t.Parallel()
 	reg := testenv.StartRegistry(t, nil)
@@ -250,8 +250,8 @@ func TestMissingIsNotFound(t *testing.T) {
 	for _, s := range []string{reg.Host + "/present:nope", reg.Host + "/absent:v1"} {
 		ref := images.MustParseReference(s)
 		_, err := r.Pin(context.Background(), ref, amd64)
-		if !errors.Is(err, ErrNotFound) {
-			t.Errorf("Pin(%s) error = %v, want ErrNotFound", s, err)
+		if !errors.Is(err, errNotFound) {
+			t.Errorf("Pin(%s) error = %v, want errNotFound", s, err)
 		}
 		if err != nil && !strings.Contains(err.Error(), `"`+ref.String()+`"`) {
 			t.Errorf("error %q does not name %q", err, ref)

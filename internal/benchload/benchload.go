@@ -84,7 +84,7 @@ func (r Result) String() string {
 // provider is), in test mode, with InstanceID. close closes the System
 // and then its database.
 func OpenSystem(ctx context.Context, storeURL string, fk *fake.Driver) (sys *berth.System, close func() error, err error) {
-	opts := &berth.Options{Drivers: []drivers.Driver{fk}, TestMode: true, InstanceID: InstanceID}
+	opts := &berth.Options{Drivers: []drivers.Driver{fk}, TestMode: true, Leases: &lease.Options{InstanceID: InstanceID}}
 	var closeDB func() error
 	switch {
 	case storeURL == "" || storeURL == "memory":

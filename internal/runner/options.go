@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berthdev/berth/internal/prpwire"
+	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/qualification"
 )
 
@@ -129,17 +130,17 @@ func DefaultBackoff(attempt int) time.Duration {
 }
 
 // DefaultPlatform measures the platform as the probe does: it runs
-// qualification.DetectScript with sh and parses the output with
-// qualification.ParseDetection (OS, architecture, libc family and version,
+// qualify.DetectScript with sh and parses the output with
+// qualify.ParseDetection (OS, architecture, libc family and version,
 // kernel, release). Without a POSIX sh, or on output the parser refuses, it
 // reports runtime.GOOS and GOARCH and, where uname works, the kernel
 // release. It honours ctx.
 func DefaultPlatform(ctx context.Context) (qualification.Platform, error) {
 	// The same one-command detection and pure parser the probe uses, so that
 	// a hello and a probe of one target report the same platform.
-	out, err := exec.CommandContext(ctx, "sh", "-c", qualification.DetectScript).Output()
+	out, err := exec.CommandContext(ctx, "sh", "-c", qualify.DetectScript).Output()
 	if err == nil {
-		if det, perr := qualification.ParseDetection(string(out)); perr == nil {
+		if det, perr := qualify.ParseDetection(string(out)); perr == nil {
 			return det.Platform, nil
 		}
 	}

@@ -5,19 +5,19 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/internal/runner"
-	"github.com/berthdev/berth/qualification"
 )
 
 // The runner's hello reports the platform the probe would measure: the
 // same detection script and parser (issue 12 item 9, PRP-3).
 func TestDefaultPlatformIsTheProbes(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("sh", "-c", qualification.DetectScript).Output()
+	out, err := exec.Command("sh", "-c", qualify.DetectScript).Output()
 	if err != nil {
 		t.Fatalf("detection script: %v", err)
 	}
-	det, err := qualification.ParseDetection(string(out))
+	det, err := qualify.ParseDetection(string(out))
 	if err != nil {
 		t.Fatal(err)
 	}

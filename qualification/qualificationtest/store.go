@@ -17,21 +17,16 @@ import (
 	"github.com/berthdev/berth/qualification"
 )
 
-// NewStore returns a fresh, empty store for one subtest; it registers its
-// own cleanup with t. Subtests run in parallel, so the stores it returns
-// must not share records.
-type NewStore func(t *testing.T) qualification.Store
-
 // recordCmp compares records: identities by value, times by Equal.
 var recordCmp = cmp.Options{
 	cmp.Comparer(func(a, b images.Identity) bool { return a == b }),
 	cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) }),
 }
 
-// Record returns a complete record for company and environment, with a
+// record returns a complete record for company and environment, with a
 // fingerprint seeded by n. Times have microsecond precision, which every
 // store keeps.
-func Record(company, environment string, n int) qualification.Record {
+func record(company, environment string, n int) qualification.Record {
 	return qualification.Record{
 		Company:     company,
 		Environment: environment,
@@ -45,8 +40,10 @@ func Record(company, environment string, n int) qualification.Record {
 }
 
 // RunStoreTests runs the conformance suite against the stores newStore
-// makes (QUAL-2, QUAL-4).
-func RunStoreTests(t *testing.T, newStore NewStore) {
+// makes (QUAL-2, QUAL-4). newStore returns a fresh, empty store for one
+// subtest and registers its own cleanup with t; subtests run in parallel,
+// so the stores it returns must not share records.
+func RunStoreTests(t *testing.T, newStore func(t *testing.T) qualification.Store) {
 	t.Helper()
 	ctx := context.Background()
 	tests := []struct {
@@ -59,7 +56,7 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 			}
 		}},
 		{"put then get returns the same record", func(t *testing.T, s qualification.Store) {
-			want := Record("acme", "env-1", 1)
+			want := record("acme", "env-1", 1)
 			mustPut(t, s, want)
 			got, err := s.GetQualification(ctx, "acme", "env-1")
 			if err != nil {
@@ -71,25 +68,25 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 		}},
 		// QUAL-3: an invalidation round-trips with its reason and time.
 		{"an invalidated record round-trips", func(t *testing.T, s qualification.Store) {
-			want := Record("acme", "env-1", 3).Invalidate("snapshot snap-9 not found at the provider", time.Date(2026, 11, 30, 8, 0, 0, 654321000, time.UTC))
+			want := record("acme", "env-1", 3).Invalidate("snapshot snap-9 not found at the provider", time.Date(2026, 11, 30, 8, 0, 0, 654321000, time.UTC))
 			mustPut(t, s, want)
 			got, err := s.GetQualification(ctx, "acme", "env-1")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(want, got, recordCmp); diff != "" || !got.Invalidated() {
+			if diff := cmp.Diff(want, got, recordCmp); diff != "" || got.InvalidatedAt.IsZero() {
 				t.Errorf("Get of an invalidated record (-want +got):\n%s", diff)
 			}
 			// Putting a new record (a later successful probe) clears it.
-			fresh := Record("acme", "env-1", 4)
+			fresh := record("acme", "env-1", 4)
 			mustPut(t, s, fresh)
-			if got, err := s.GetQualification(ctx, "acme", "env-1"); err != nil || got.Invalidated() {
+			if got, err := s.GetQualification(ctx, "acme", "env-1"); err != nil || !got.InvalidatedAt.IsZero() {
 				t.Errorf("Get after a fresh put = %+v, %v; want a standing record", got, err)
 			}
 		}},
 		{"put replaces the record of the same company and environment", func(t *testing.T, s qualification.Store) {
-			mustPut(t, s, Record("acme", "env-1", 1))
-			want := Record("acme", "env-1", 2)
+			mustPut(t, s, record("acme", "env-1", 1))
+			want := record("acme", "env-1", 2)
 			mustPut(t, s, want)
 			got, err := s.GetQualification(ctx, "acme", "env-1")
 			if err != nil {
@@ -105,13 +102,13 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 		}},
 		// QUAL-4
 		{"record for company A is not returned for company B", func(t *testing.T, s qualification.Store) {
-			mustPut(t, s, Record("company-a", "env-1", 1))
+			mustPut(t, s, record("company-a", "env-1", 1))
 			if got, err := s.GetQualification(ctx, "company-b", "env-1"); !errors.Is(err, qualification.ErrNotFound) {
 				t.Errorf("Get for company B = %+v, %v; want ErrNotFound", got, err)
 			}
 		}},
 		{"list returns every company's record of one environment sorted by company", func(t *testing.T, s qualification.Store) {
-			b, a, other := Record("beta", "env-1", 1), Record("alpha", "env-1", 2), Record("alpha", "env-2", 3)
+			b, a, other := record("beta", "env-1", 1), record("alpha", "env-1", 2), record("alpha", "env-2", 3)
 			for _, r := range []qualification.Record{b, a, other} {
 				mustPut(t, s, r)
 			}
@@ -128,8 +125,8 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 			}
 		}},
 		{"delete removes every company's record of the environment only", func(t *testing.T, s qualification.Store) {
-			keep := Record("alpha", "env-2", 3)
-			for _, r := range []qualification.Record{Record("alpha", "env-1", 1), Record("beta", "env-1", 2), keep} {
+			keep := record("alpha", "env-2", 3)
+			for _, r := range []qualification.Record{record("alpha", "env-1", 1), record("beta", "env-1", 2), keep} {
 				mustPut(t, s, r)
 			}
 			if err := s.DeleteQualifications(ctx, "env-1"); err != nil {
@@ -152,7 +149,7 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 			}
 		}},
 		{"record without company or environment is refused and not stored", func(t *testing.T, s qualification.Store) {
-			noCompany, noEnv := Record("", "env-1", 1), Record("acme", "", 2)
+			noCompany, noEnv := record("", "env-1", 1), record("acme", "", 2)
 			for _, r := range []qualification.Record{noCompany, noEnv} {
 				if err := s.PutQualification(ctx, r); !errors.Is(err, qualification.ErrInvalidRecord) {
 					t.Errorf("Put(company %q, environment %q): %v, want ErrInvalidRecord", r.Company, r.Environment, err)
@@ -163,7 +160,7 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 			}
 		}},
 		{"zero platform and template round trip", func(t *testing.T, s qualification.Store) {
-			want := Record("acme", "env-1", 1)
+			want := record("acme", "env-1", 1)
 			want.Template, want.Platform = "", qualification.Platform{}
 			mustPut(t, s, want)
 			got, err := s.GetQualification(ctx, "acme", "env-1")
@@ -179,7 +176,7 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 			var wg sync.WaitGroup
 			errs := make(chan error, n)
 			for i := range n {
-				wg.Go(func() { errs <- s.PutQualification(ctx, Record(fmt.Sprintf("c%02d", i), "env-1", i)) })
+				wg.Go(func() { errs <- s.PutQualification(ctx, record(fmt.Sprintf("c%02d", i), "env-1", i)) })
 			}
 			wg.Wait()
 			close(errs)

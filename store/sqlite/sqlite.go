@@ -53,9 +53,6 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 // berth.Options.Stores.
 func (d *DB) Stores() store.Stores { return d.db.Stores() }
 
-// Ping checks that the database answers, honouring ctx.
-func (d *DB) Ping(ctx context.Context) error { return d.db.Ping(ctx) }
-
 // Close closes the database's connections; it waits for running queries.
 // The Stores must not be used afterwards.
 func (d *DB) Close() error { return d.db.Close() }

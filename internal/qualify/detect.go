@@ -1,4 +1,4 @@
-package qualification
+package qualify
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/qualification"
 )
 
 // markerPrefix starts every section marker line the detection script prints.
@@ -80,7 +81,7 @@ var ErrDetection = errcode.New(errcode.Unsupported, "qualification: platform det
 // Detection is what the detection script measured.
 type Detection struct {
 	// Platform is normalized and valid (Platform.Validate).
-	Platform Platform `json:"platform"`
+	Platform qualification.Platform `json:"platform"`
 	// Hostname and Cwd are what hostname and pwd printed ("" if nothing).
 	Hostname string `json:"hostname,omitempty"`
 	Cwd      string `json:"cwd,omitempty"`
@@ -131,12 +132,12 @@ func ParseDetection(output string) (Detection, error) {
 		return Detection{}, err
 	}
 	var d Detection
-	p := Platform{
-		OS:     NormalizeOS(firstLine(secs[secOS])),
+	p := qualification.Platform{
+		OS:     qualification.NormalizeOS(firstLine(secs[secOS])),
 		Kernel: firstLine(secs[secKernel]),
 	}
-	p.Arch, p.Variant = NormalizeArch(firstLine(secs[secArch]), "")
-	if !p.Measured() {
+	p.Arch, p.Variant = qualification.NormalizeArch(firstLine(secs[secArch]), "")
+	if p.OS == "" || p.Arch == "" {
 		return Detection{}, fmt.Errorf("%w: uname printed no operating system or architecture", ErrDetection)
 	}
 	p.Libc, p.LibcVersion, d.Notes = libcOf(p.OS, secs)
@@ -213,7 +214,7 @@ func firstLine(lines []string) string {
 }
 
 // libcOf decides the libc family and version from the libc sections.
-func libcOf(goos string, secs map[string][]string) (LibcFamily, string, []string) {
+func libcOf(goos string, secs map[string][]string) (qualification.LibcFamily, string, []string) {
 	var notes []string
 	lddFamily, lddVersion, lddSaid := "", "", false
 	for _, raw := range secs[secLdd] {
@@ -252,19 +253,19 @@ func libcOf(goos string, secs map[string][]string) (LibcFamily, string, []string
 		if muslLoader {
 			notes = append(notes, "a musl loader is present next to glibc; reporting glibc")
 		}
-		return LibcGlibc, v, notes
+		return qualification.LibcGlibc, v, notes
 	case lddFamily == "musl" || muslLoader:
-		return LibcMusl, lddVersion, notes
+		return qualification.LibcMusl, lddVersion, notes
 	case gnuLoader:
-		return LibcGlibc, "", append(notes, "glibc loader found, but no ldd or getconf to tell its version")
+		return qualification.LibcGlibc, "", append(notes, "glibc loader found, but no ldd or getconf to tell its version")
 	case goos == "darwin":
-		return LibcNone, "", notes
+		return qualification.LibcNone, "", notes
 	case lddSaid:
-		return LibcUnknown, "", append(notes, "ldd printed a banner that names neither glibc nor musl")
+		return qualification.LibcUnknown, "", append(notes, "ldd printed a banner that names neither glibc nor musl")
 	case goos == "linux":
-		return LibcNone, "", notes
+		return qualification.LibcNone, "", notes
 	}
-	return LibcUnknown, "", notes
+	return qualification.LibcUnknown, "", notes
 }
 
 func hasLine(lines []string, substr string) bool {
@@ -298,18 +299,18 @@ func osRelease(lines []string) map[string]string {
 // sanitize drops optional fields whose values have no valid form, so that
 // the result always passes Validate, and names what it dropped. It fails
 // when the OS or architecture itself is not a valid name.
-func sanitize(p Platform) (Platform, []string, error) {
+func sanitize(p qualification.Platform) (qualification.Platform, []string, error) {
 	if p.Validate() == nil {
 		return p, nil, nil
 	}
-	out := Platform{OS: p.OS, Arch: p.Arch, Variant: p.Variant, Libc: p.Libc}.Normalize()
+	out := qualification.Platform{OS: p.OS, Arch: p.Arch, Variant: p.Variant, Libc: p.Libc}.Normalize()
 	if out.Validate() != nil {
-		return Platform{}, nil, fmt.Errorf("%w: uname printed os %q, arch %q: not valid names", ErrDetection, p.OS, p.Arch)
+		return qualification.Platform{}, nil, fmt.Errorf("%w: uname printed os %q, arch %q: not valid names", ErrDetection, p.OS, p.Arch)
 	}
 	var notes []string
 	// Add each optional field alone, so that one bad value does not take
 	// the others with it.
-	add := func(field, value string, set func(*Platform)) {
+	add := func(field, value string, set func(*qualification.Platform)) {
 		q := out
 		set(&q)
 		if q = q.Normalize(); q.Validate() == nil {
@@ -318,11 +319,11 @@ func sanitize(p Platform) (Platform, []string, error) {
 			notes = append(notes, fmt.Sprintf("dropped %s %q: not a valid value", field, value))
 		}
 	}
-	add("libc version", p.LibcVersion, func(q *Platform) { q.LibcVersion = p.LibcVersion })
-	add("kernel", p.Kernel, func(q *Platform) { q.Kernel = p.Kernel })
-	add("release id", p.ReleaseID, func(q *Platform) { q.ReleaseID = p.ReleaseID })
+	add("libc version", p.LibcVersion, func(q *qualification.Platform) { q.LibcVersion = p.LibcVersion })
+	add("kernel", p.Kernel, func(q *qualification.Platform) { q.Kernel = p.Kernel })
+	add("release id", p.ReleaseID, func(q *qualification.Platform) { q.ReleaseID = p.ReleaseID })
 	if out.ReleaseID != "" {
-		add("release version", p.ReleaseVersion, func(q *Platform) { q.ReleaseVersion = p.ReleaseVersion })
+		add("release version", p.ReleaseVersion, func(q *qualification.Platform) { q.ReleaseVersion = p.ReleaseVersion })
 	}
 	return out, notes, nil
 }

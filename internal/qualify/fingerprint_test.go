@@ -1,4 +1,4 @@
-package qualification
+package qualify
 
 import (
 	"reflect"
