@@ -39,7 +39,7 @@ type world struct {
 	svc     *handover.Service
 	res     controller.SecretResolver // the hook handover.New returned
 	envs    environment.Store
-	leases  *lease.MemoryStore
+	leases  lease.Store
 	checks  *handover.MemoryStore
 	env     *environment.Environment
 	lease   *lease.Lease

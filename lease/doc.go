@@ -16,7 +16,7 @@
 // inside Handle.Raw, scoped as database/sql.Conn.Raw and unsafe for
 // lifecycle); Release ends it with a disposition; Get and List read lease
 // records; Sweep cleans up what crashes and failures left behind. Lease is
-// the record; Store persists it, MemoryStore is the in-memory
+// the record; Store persists it, NewMemoryStore returns the in-memory
 // implementation, and package leasetest holds the conformance suite every
 // Store passes.
 //

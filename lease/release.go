@@ -65,10 +65,10 @@ func (m *Manager) Release(ctx context.Context, p authz.Principal, id string, opt
 // keptEvidence is the receipt of a keep release.
 const keptEvidence = "kept: no task was stopped; the sandbox and its processes keep running (nothing proven)"
 
-// releaseClaimer returns the manager's store as a ReleaseClaimer, or nil.
-func (m *Manager) releaseClaimer() ReleaseClaimer {
+// claimerForRelease returns the manager's store as a releaseClaimer, or nil.
+func (m *Manager) claimerForRelease() releaseClaimer {
 	if rs, ok := m.store.(*recordStore); ok {
-		if rc, ok := rs.Store.(ReleaseClaimer); ok {
+		if rc, ok := rs.Store.(releaseClaimer); ok {
 			return rc
 		}
 	}
@@ -83,13 +83,13 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 	now := m.now()
 	owner := m.opOwner()
 	// A release that will stop or destroy writes ahead, in its claim when
-	// the store can (ReleaseClaimer), that the lease expires with the
+	// the store can (releaseClaimer), that the lease expires with the
 	// claim (see below). A failed run may turn into a keep
 	// (RetainOnFailure), which writes nothing ahead.
 	var l *Lease
 	var err error
 	aheadDone := false
-	if rc := m.releaseClaimer(); rc != nil && opts.Disposition != drivers.Keep && !opts.RunFailed {
+	if rc := m.claimerForRelease(); rc != nil && opts.Disposition != drivers.Keep && !opts.RunFailed {
 		l, err = rc.ClaimLeaseForRelease(ctx, id, owner, now, now.Add(m.o.CleanupBudget))
 		aheadDone = err == nil && (l.Status == StatusActive || l.Status == StatusRetained)
 	} else {

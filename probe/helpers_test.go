@@ -34,7 +34,7 @@ type world struct {
 	secrets *environment.MemorySecretStore
 	cat     *environment.Catalog
 	leases  *lease.Manager
-	lstore  *lease.MemoryStore
+	lstore  lease.Store
 	quals   *qualification.MemoryStore
 	asg     *environment.Assignments
 	prober  *Prober

@@ -327,13 +327,18 @@ func testClaim(t *testing.T, s lease.Store) {
 	}
 }
 
-// testClaimForRelease checks lease.ReleaseClaimer, for stores that have
-// it: a claim as ClaimLease makes it that also sets ExpiresAt, for active
+// releaseClaimer is lease.Store's optional method.
+type releaseClaimer interface {
+	ClaimLeaseForRelease(ctx context.Context, id, owner string, now, until time.Time) (*lease.Lease, error)
+}
+
+// testClaimForRelease checks ClaimLeaseForRelease (see lease.Store), for
+// stores that have it: a claim as ClaimLease makes it that also sets ExpiresAt, for active
 // and retained leases only.
 func testClaimForRelease(t *testing.T, s lease.Store) {
-	rc, ok := s.(lease.ReleaseClaimer)
+	rc, ok := s.(releaseClaimer)
 	if !ok {
-		t.Skip("the store is no lease.ReleaseClaimer")
+		t.Skip("the store has no ClaimLeaseForRelease")
 	}
 	ctx := context.Background()
 	until := t0.Add(time.Minute)

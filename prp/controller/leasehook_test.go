@@ -44,7 +44,7 @@ type leaseWorld struct {
 	m  *lease.Manager
 	// leases is the lease store, when the world's constructor sets it
 	// (newPoolReplicas).
-	leases *lease.MemoryStore
+	leases lease.Store
 }
 
 // newLeaseWorld composes the world; the manager names its leases
