@@ -56,7 +56,7 @@ type Options struct {
 	// delete may block on. Default: nothing else is protected.
 	Protected func(ctx context.Context, env *environment.Environment) (reason string)
 	// InstanceID names this installation; it labels every sandbox so that
-	// sweeps find this instance's orphans. Default lease.DefaultInstanceID.
+	// sweeps find this instance's orphans. Default "berth".
 	InstanceID string
 	// Authorizer decides every catalog, assignment and lease action
 	// (AUTH-1). Default authz.DefaultPolicy.
@@ -66,11 +66,11 @@ type Options struct {
 	// ClaimGrace is added to a startup budget to form the claim of an
 	// acquisition in progress; a claim older than that is taken for a
 	// crashed acquisition and swept (LEASE-9). Default
-	// lease.DefaultClaimGrace.
+	// one minute.
 	ClaimGrace time.Duration
 	// LeasePruneAfter is how long the record of an ended lease (with its
 	// cleanup receipt) is kept before a sweep prunes it. Default
-	// lease.DefaultPruneAfter; negative keeps records forever.
+	// 30 days; negative keeps records forever.
 	LeasePruneAfter time.Duration
 	// LeaseQuotas limits the live leases per company and per company and
 	// environment (lease.Options.Quotas). Default: no limits.

@@ -17,9 +17,9 @@ import (
 	"github.com/berthdev/berth/environment"
 )
 
-// StartupTimeoutField is the config knob, when a driver's schema has one of
+// startupTimeoutField is the config knob, when a driver's schema has one of
 // type Duration, that configures an environment's startup budget (LEASE-3).
-const StartupTimeoutField = "startup_timeout"
+const startupTimeoutField = "startup_timeout"
 
 // AcquireRequest asks for a lease of one environment, named in one of
 // three ways: EnvironmentID (a saved environment by id), Scope (the
@@ -301,8 +301,8 @@ func (m *Manager) prepareFor(ctx context.Context, env *environment.Environment, 
 	}
 	a.budget = req.Budget
 	if a.budget <= 0 {
-		if f, ok := schema.Field(StartupTimeoutField); ok && f.Type == config.TypeDuration {
-			a.budget = a.snapshot.Duration(StartupTimeoutField)
+		if f, ok := schema.Field(startupTimeoutField); ok && f.Type == config.TypeDuration {
+			a.budget = a.snapshot.Duration(startupTimeoutField)
 		}
 	}
 	if a.budget <= 0 {
@@ -541,7 +541,7 @@ func (m *Manager) newLease(a *acq) *Lease {
 		Runner: cloneRunner(a.runner),
 		Draft:  a.draft,
 		Labels: map[string]string{
-			LabelInstance: m.o.InstanceID, LabelEnvironment: a.env.ID, LabelLease: id,
+			labelInstance: m.o.InstanceID, labelEnvironment: a.env.ID, labelLease: id,
 		},
 		Metadata:  maps.Clone(a.req.Metadata),
 		ClaimedBy: m.opOwner(), ClaimedUntil: now.Add(a.budget + m.o.ClaimGrace),

@@ -28,7 +28,7 @@ func TestAcquireExecRelease(t *testing.T) {
 	if l.Status != lease.StatusActive || l.ProviderLeaseID != h.SandboxID() || l.Provider != "fake" {
 		t.Fatalf("lease after acquire: status %s, provider %s/%s; want active fake/%s", l.Status, l.Provider, l.ProviderLeaseID, h.SandboxID())
 	}
-	wantLabels := map[string]string{lease.LabelInstance: "test-instance", lease.LabelEnvironment: "env-1", lease.LabelLease: h.ID()}
+	wantLabels := map[string]string{"berth.instance": "test-instance", "berth.environment": "env-1", "berth.lease": h.ID()}
 	if diff := cmp.Diff(wantLabels, w.fk.Sandboxes()[0].Labels); diff != "" {
 		t.Errorf("provider labels (-want +got):\n%s", diff)
 	}

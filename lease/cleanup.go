@@ -177,11 +177,11 @@ func (m *Manager) cleanupByLabel(ctx context.Context, drv drivers.Driver, l *Lea
 	if err != nil {
 		return false, "", drivers.EvidenceNone, err
 	}
-	inst := l.Labels[LabelInstance]
+	inst := l.Labels[labelInstance]
 	if inst == "" {
 		inst = m.o.InstanceID
 	}
-	found, err := lister.List(cctx, cfg, map[string]string{LabelInstance: inst, LabelLease: l.ID})
+	found, err := lister.List(cctx, cfg, map[string]string{labelInstance: inst, labelLease: l.ID})
 	if err != nil {
 		return false, "", drivers.EvidenceNone, fmt.Errorf("listing sandboxes labelled for the lease: %w", err)
 	}

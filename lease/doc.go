@@ -102,8 +102,8 @@
 // Host leases (LEASE-7, LEASE-10): a local or ssh lease is a
 // session in the acquiring manager's process. That manager is its Holder and
 // renews a claim on it every Options.HostHeartbeat (the claim lasts
-// HolderClaimBeats beats). Every command a Handle runs carries EnvTag (the
-// lease id) in its environment. Only the holder's handle ends the session
+// three beats). Every command a Handle runs carries BERTH_LEASE=<lease id>
+// (the lease's process tag) in its environment. Only the holder's handle ends the session
 // with the driver's receipt (it kills its process groups and verifies none
 // is left). A release or sweep by any other manager while the claim lasts
 // records pending_cleanup naming the holder and never confirms; the
@@ -132,7 +132,7 @@
 // is; the cleanup that retries it asks the runner again and, if it still
 // cannot prove the stop, relies on the sandbox's own proof: a confirmed
 // stop or destroy of a sandbox, or the tag check of a host lease (the
-// runner and its tasks carry EnvTag). A host lease with runner sessions
+// runner and its tasks carry BERTH_LEASE). A host lease with runner sessions
 // always gets the tag check too, over its live session, since its runner
 // runs detached and outlives the session's command groups.
 // CleanupEvidence starts with "runner (runner_attested): ..." for the
@@ -162,7 +162,7 @@
 // Warm pools (LEASE-1, LEASE-2, LEASE-11, QUAL-4, IMG-3, CFG-7): an
 // environment with a pool (environment.Pool) keeps members: sandboxes
 // started ahead, each with its own write-ahead record (starting, then
-// StatusPooled) of InstanceCompany, labelled LabelPool, made from the
+// StatusPooled) of authz.InstanceCompany, labelled LabelPool, made from the
 // config and active template the environment had at refill time (its
 // Fingerprint says which). An acquisition of a saved, active environment
 // with a pool, after its authorization and quota checks,
@@ -195,7 +195,7 @@
 // one. Each member's runner is launched and connected while the member
 // starts, through the runner protocol's hook (NewManager's tasks: the
 // controller's; without it the refill returns an error wrapping
-// drivers.ErrUnsupported), on a session of InstanceCompany that runs no
+// drivers.ErrUnsupported), on a session of authz.InstanceCompany that runs no
 // command; the lease that adopts the member takes that session over when
 // it attaches its runner (prp/controller's Attach: the session gets the
 // lease's company and run once, and the runner's token is renewed with

@@ -40,13 +40,13 @@ func TestHolderRenewsItsClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := h.Lease(); l.Holder == "" || !l.HolderUntil.Equal(t0.Add(lease.HolderClaimBeats*beat)) {
-		t.Fatalf("acquired: holder %q until %s; want a holder until %s", l.Holder, l.HolderUntil, t0.Add(lease.HolderClaimBeats*beat))
+	if l := h.Lease(); l.Holder == "" || !l.HolderUntil.Equal(t0.Add(3*beat)) {
+		t.Fatalf("acquired: holder %q until %s; want a holder until %s", l.Holder, l.HolderUntil, t0.Add(3*beat))
 	}
 	for i := 1; i <= 2; i++ {
 		clk.WaitForWaiters(1, nil) // the heartbeat waits on the clock
 		clk.Advance(beat)
-		want := t0.Add(time.Duration(i)*beat + lease.HolderClaimBeats*beat)
+		want := t0.Add(time.Duration(i)*beat + 3*beat)
 		for { // until the heartbeat goroutine has written the renewal
 			l, err := store.GetLease(ctx, h.ID())
 			if err != nil {

@@ -4,7 +4,6 @@ import (
 	"maps"
 	"time"
 
-	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
@@ -22,12 +21,6 @@ import (
 // into pending_cleanup by the next Sweep.
 type Status string
 
-// InstanceCompany is the Company of leases that belong to the instance,
-// not to a tenant: custom-image setup sandboxes and warm-pool members not
-// adopted yet. Every known role may read such a lease; no grant lets an
-// agent or a board member act on one (authz.InstanceCompany).
-const InstanceCompany = authz.InstanceCompany
-
 // The lease statuses.
 const (
 	StatusStarting       Status = "starting"
@@ -39,7 +32,7 @@ const (
 	StatusPendingCleanup Status = "pending_cleanup"
 	// StatusPooled is a warm-pool member (SPEC LEASE-1, LEASE-11): a
 	// started sandbox of an environment with a pool (environment.Pool),
-	// of InstanceCompany, waiting for an acquisition to adopt it. Adoption
+	// of authz.InstanceCompany, waiting for an acquisition to adopt it. Adoption
 	// (Store.AdoptPooled) turns the record itself into the adopting lease.
 	StatusPooled Status = "pooled"
 )
@@ -117,16 +110,20 @@ const (
 	ReplaceTemplateChanged ReplaceReason = "template_changed"
 )
 
-// Label keys that the manager puts on every sandbox it creates, so that
-// sweeps find them at the provider (LEASE-9).
+// Label keys that the manager puts on every sandbox it creates (and on
+// Lease.Labels), so that sweeps find them at the provider (LEASE-9):
+// berth.instance (Options.InstanceID), berth.environment (the environment
+// id) and berth.lease (the lease id). LabelTemplate and LabelPool are the
+// ones that say more than the record does.
 const (
-	LabelInstance    = "berth.instance"
-	LabelEnvironment = "berth.environment"
-	LabelLease       = "berth.lease"
-	// LabelTemplate names the active template (images/custom) a lease
-	// started from; absent for the configured image (IMG-8).
-	LabelTemplate = "berth.template-id"
+	labelInstance    = "berth.instance"
+	labelEnvironment = "berth.environment"
+	labelLease       = "berth.lease"
 )
+
+// LabelTemplate names the active template (images/custom) a lease started
+// from; absent for the configured image (IMG-8).
+const LabelTemplate = "berth.template-id"
 
 // Lease is one use of an environment (LEASE-1). For reusable policies one
 // record owns one sandbox across the runs that reuse it: Run is the run that

@@ -24,21 +24,21 @@ import (
 
 // Defaults of Options' zero fields.
 const (
-	DefaultInstanceID    = "berth"
-	DefaultStartupBudget = 5 * time.Minute
-	DefaultLeaseTTL      = 24 * time.Hour
-	DefaultResumableTTL  = 7 * 24 * time.Hour
-	DefaultClaimGrace    = time.Minute
-	DefaultCleanupBudget = time.Minute
-	DefaultPollInterval  = 20 * time.Millisecond
-	DefaultSweepLimit    = 100
-	DefaultHostHeartbeat = 10 * time.Second
-	DefaultPruneAfter    = 30 * 24 * time.Hour
+	defaultInstanceID    = "berth"
+	defaultStartupBudget = 5 * time.Minute
+	defaultLeaseTTL      = 24 * time.Hour
+	defaultResumableTTL  = 7 * 24 * time.Hour
+	defaultClaimGrace    = time.Minute
+	defaultCleanupBudget = time.Minute
+	defaultPollInterval  = 20 * time.Millisecond
+	defaultSweepLimit    = 100
+	defaultHostHeartbeat = 10 * time.Second
+	defaultPruneAfter    = 30 * 24 * time.Hour
 )
 
-// HolderClaimBeats is how many heartbeats a host lease holder's claim
+// holderClaimBeats is how many heartbeats a host lease holder's claim
 // lasts: a holder that misses this many renewals is taken as gone.
-const HolderClaimBeats = 3
+const holderClaimBeats = 3
 
 // SecretLookup returns the value of a secret reference from the host's
 // secret store. Errors must not contain the value.
@@ -49,7 +49,7 @@ type SecretLookup func(ctx context.Context, ref config.SecretRef) (string, error
 // controller's TaskStopper hook are NewManager's arguments.
 type Options struct {
 	// InstanceID is put on every sandbox as the berth.instance label and
-	// scopes orphan sweeps to this installation. Default DefaultInstanceID.
+	// scopes orphan sweeps to this installation. Default "berth".
 	InstanceID string
 	// Clock measures budgets, expiry and claims. Default the wall clock.
 	Clock clock.Clock
@@ -67,20 +67,20 @@ type Options struct {
 	Secrets SecretLookup
 	// StartupBudget is used when neither the request, the environment's
 	// startup_timeout knob nor the driver declares a budget (LEASE-3).
-	// Default DefaultStartupBudget.
+	// Default 5 minutes.
 	StartupBudget time.Duration
 	// LeaseTTL is how long an active lease lives without being acquired
-	// again before a sweep expires it. Default DefaultLeaseTTL.
+	// again before a sweep expires it. Default 24 hours.
 	LeaseTTL time.Duration
 	// ResumableTTL is how long a retained or stopped (resumable) lease stays
-	// resumable before a sweep expires it. Default DefaultResumableTTL.
+	// resumable before a sweep expires it. Default 7 days.
 	ResumableTTL time.Duration
 	// ClaimGrace is added to the startup budget to form the claim of an
 	// acquisition; after it another replica treats the acquisition as
-	// crashed. Default DefaultClaimGrace.
+	// crashed. Default one minute.
 	ClaimGrace time.Duration
 	// CleanupBudget bounds one stop, destroy or listing done for cleanup.
-	// Default DefaultCleanupBudget.
+	// Default one minute.
 	CleanupBudget time.Duration
 	// RetryInitial and RetryMax shape the backoff between attempts; zero
 	// means the internal/retry defaults (200ms, 10s).
@@ -88,18 +88,18 @@ type Options struct {
 	// PollInterval is how often (wall clock) an acquisition re-reads a lease
 	// that another manager is starting or holds a claim on, at most: the
 	// first re-reads come sooner (a sixteenth of it, at least 1 ms,
-	// doubling up to it). Default DefaultPollInterval.
+	// doubling up to it). Default 20 ms.
 	PollInterval time.Duration
-	// SweepLimit bounds the leases one Sweep claims. Default DefaultSweepLimit.
+	// SweepLimit bounds the leases one Sweep claims. Default 100.
 	SweepLimit int
 	// HostHeartbeat is how often (on Clock) the manager that holds a host
 	// lease's live session renews its claim on it (Lease.Holder); the claim
-	// lasts HolderClaimBeats heartbeats. Default DefaultHostHeartbeat.
+	// lasts three heartbeats. Default 10 seconds.
 	HostHeartbeat time.Duration
 	// PruneAfter is how long the record of an ended lease (released and not
 	// resumable, expired, failed) is kept after its ReleasedAt, receipt
 	// (CleanupEvidence) included; each Sweep then prunes it. Default
-	// DefaultPruneAfter; a negative value keeps records forever.
+	// 30 days; a negative value keeps records forever.
 	PruneAfter time.Duration
 	// SecretKeeper, if not nil, records the secret references of every
 	// lease record before it is written and releases them once the lease
@@ -120,7 +120,7 @@ type Options struct {
 	// Default: no limits.
 	Quotas Quotas
 	// PoolConcurrency bounds the members one environment's pool starts at
-	// once (a refill, MaintainPools). Default DefaultPoolConcurrency.
+	// once (a refill, MaintainPools). Default 2.
 	PoolConcurrency int
 	// ManualPoolRefill, if set, refills pools only in MaintainPools (a
 	// host that schedules refills itself, or a test that wants them in
@@ -191,7 +191,7 @@ type Manager struct {
 // with runner sessions gets the host check in any case (its runner runs
 // detached from the session): the lease's runner cgroup, where one was
 // made, is killed, seen empty and removed; every process tagged with the
-// lease (EnvTag) is killed and a /proc scan must find none. The receipt
+// lease (BERTH_LEASE=<lease id>) is killed and a /proc scan must find none. The receipt
 // (Lease.CleanupEvidence, Lease.CleanupEvidenceKind) says which. nil: the
 // leases have no runner tasks to stop.
 //
@@ -209,7 +209,7 @@ func NewManager(store Store, reg *drivers.Registry, asg *environment.Assignments
 		o = *opts
 	}
 	if o.InstanceID == "" {
-		o.InstanceID = DefaultInstanceID
+		o.InstanceID = defaultInstanceID
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -221,34 +221,34 @@ func NewManager(store Store, reg *drivers.Registry, asg *environment.Assignments
 		o.NewID = newLeaseID
 	}
 	if o.StartupBudget <= 0 {
-		o.StartupBudget = DefaultStartupBudget
+		o.StartupBudget = defaultStartupBudget
 	}
 	if o.LeaseTTL <= 0 {
-		o.LeaseTTL = DefaultLeaseTTL
+		o.LeaseTTL = defaultLeaseTTL
 	}
 	if o.ResumableTTL <= 0 {
-		o.ResumableTTL = DefaultResumableTTL
+		o.ResumableTTL = defaultResumableTTL
 	}
 	if o.ClaimGrace <= 0 {
-		o.ClaimGrace = DefaultClaimGrace
+		o.ClaimGrace = defaultClaimGrace
 	}
 	if o.CleanupBudget <= 0 {
-		o.CleanupBudget = DefaultCleanupBudget
+		o.CleanupBudget = defaultCleanupBudget
 	}
 	if o.PollInterval <= 0 {
-		o.PollInterval = DefaultPollInterval
+		o.PollInterval = defaultPollInterval
 	}
 	if o.SweepLimit <= 0 {
-		o.SweepLimit = DefaultSweepLimit
+		o.SweepLimit = defaultSweepLimit
 	}
 	if o.PruneAfter == 0 {
-		o.PruneAfter = DefaultPruneAfter
+		o.PruneAfter = defaultPruneAfter
 	}
 	if o.HostHeartbeat <= 0 {
-		o.HostHeartbeat = DefaultHostHeartbeat
+		o.HostHeartbeat = defaultHostHeartbeat
 	}
 	if o.PoolConcurrency <= 0 {
-		o.PoolConcurrency = DefaultPoolConcurrency
+		o.PoolConcurrency = defaultPoolConcurrency
 	}
 	store = &recordStore{Store: store, k: o.SecretKeeper, log: o.Logger.Warn}
 	m := &Manager{
@@ -312,7 +312,7 @@ func (m *Manager) retryPolicy() retry.Policy {
 }
 
 // InstanceID returns the instance id that labels this manager's sandboxes
-// (LabelInstance), so that others who allocate for the same instance label
+// (the berth.instance label), so that others who allocate for the same instance label
 // alike and sweeps find them.
 func (m *Manager) InstanceID() string { return m.o.InstanceID }
 
@@ -345,8 +345,8 @@ func (m *Manager) cacheHandle(h *Handle) {
 }
 
 // Close stops the heartbeats of the host leases this manager holds; it
-// releases nothing. Their claims then expire after HolderClaimBeats
-// heartbeats, and other managers may end the sessions only by a check on
+// releases nothing. Their claims then expire after three
+// heartbeats (Options.HostHeartbeat), and other managers may end the sessions only by a check on
 // the host. It stops the background pool refills and waits for them; it
 // drains no pool: pooled members stay for the next process to adopt. It
 // ends the goroutines parked for coalesced acquisitions (acquisitions in

@@ -243,7 +243,7 @@ func checkOwnership(w *world, problems []string) (int, []string) {
 		}
 		if _, ok := owner[s.ID]; !ok {
 			leaks++
-			problems = append(problems, fmt.Sprintf("sandbox %s (%s, lease label %s) leaked", s.ID, s.State, s.Labels[lease.LabelLease]))
+			problems = append(problems, fmt.Sprintf("sandbox %s (%s, lease label %s) leaked", s.ID, s.State, s.Labels["berth.lease"]))
 		}
 	}
 	return leaks, problems

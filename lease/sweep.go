@@ -146,7 +146,7 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *SweepReport) error {
 		var found []drivers.SandboxInfo
 		listedAt := m.now()
 		if err == nil {
-			found, err = lister.List(cctx, cfg, map[string]string{LabelInstance: m.o.InstanceID, LabelEnvironment: env.ID})
+			found, err = lister.List(cctx, cfg, map[string]string{labelInstance: m.o.InstanceID, labelEnvironment: env.ID})
 		}
 		if err != nil {
 			cancel()
@@ -162,7 +162,7 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *SweepReport) error {
 			rc, err := destroyer.Destroy(cctx, cfg, info.ProviderLeaseID)
 			if ok, _, _, perr := proof(rc, err, info.ProviderLeaseID, drivers.Destroy); ok {
 				rep.OrphansDestroyed++
-				m.o.Logger.Info("lease: destroyed an orphan sandbox", "environment", env.ID, "sandbox", info.ProviderLeaseID, "lease", info.Labels[LabelLease])
+				m.o.Logger.Info("lease: destroyed an orphan sandbox", "environment", env.ID, "sandbox", info.ProviderLeaseID, "lease", info.Labels[labelLease])
 			} else {
 				rep.OrphansFailed++
 				m.o.Logger.Warn("lease: orphan sandbox not destroyed", "environment", env.ID, "sandbox", info.ProviderLeaseID, "err", perr)
@@ -179,7 +179,7 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *SweepReport) error {
 // cleanup (the cleanup phase owns those). On a store error it answers true:
 // a sandbox is never destroyed on a guess.
 func (m *Manager) owned(ctx context.Context, info drivers.SandboxInfo, listedAt time.Time) bool {
-	id := info.Labels[LabelLease]
+	id := info.Labels[labelLease]
 	if id != "" {
 		l, err := m.store.GetLease(ctx, id)
 		switch {
@@ -260,7 +260,7 @@ func (m *Manager) liveOwners(ctx context.Context, env string, found []drivers.Sa
 // records one by one (a lease that ended since the listing, for one, is
 // not in the index).
 func (ix liveLeases) owns(info drivers.SandboxInfo, now time.Time) bool {
-	if l, ok := ix.byID[info.Labels[LabelLease]]; ok && ownedByLabel(l, info, now) {
+	if l, ok := ix.byID[info.Labels[labelLease]]; ok && ownedByLabel(l, info, now) {
 		return true
 	}
 	l, ok := ix.byProvider[info.ProviderLeaseID]

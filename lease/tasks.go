@@ -38,7 +38,7 @@ type TaskStopper interface {
 
 // poolRunnerStarter is what a TaskStopper may also be (the runner
 // controller's is): StartPoolRunner launches the runner of h, a starting
-// member of a runner pool (InstanceCompany; its record holds the provider
+// member of a runner pool (authz.InstanceCompany; its record holds the provider
 // id), and returns once that runner is connected, its session the
 // instance's until the lease that adopts the member takes it over (the
 // controller's Attach). It acts for no principal: only the manager, for
@@ -125,7 +125,7 @@ const tagScanCaveat = "no cgroup for the lease, so a task that cleared its envir
 // Exec carries no tag: the check never counts itself). It ends the lease's
 // cgroup where its runner got one (driverkit.CgroupKillScript: kill, wait
 // until empty, remove), then kills every process tagged with the lease
-// (EnvTag: the runner and its tasks carry it) and every runner launched
+// (envTag: the runner and its tasks carry it) and every runner launched
 // for it (by its --lease= argument, since a runner is not dumpable and
 // the account's other processes cannot read its environment), and
 // verifies by a /proc scan that none is left. The kind is drivers.EvidenceCgroup when a cgroup was
@@ -140,7 +140,7 @@ func hostCheck(ctx context.Context, sb drivers.Sandbox, id string) (string, driv
 	if res.ExitCode != 0 {
 		return "", drivers.EvidenceNone, fmt.Errorf("cgroup check failed (exit %d): %s %s", res.ExitCode, cg, strings.TrimSpace(string(res.Stderr)))
 	}
-	res, err = sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", killTaggedScript, "berth-check", EnvTag + "=" + id, breQuote(id)}})
+	res, err = sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", killTaggedScript, "berth-check", envTag + "=" + id, breQuote(id)}})
 	if err != nil {
 		return "", drivers.EvidenceNone, fmt.Errorf("tag check: %w", err)
 	}
@@ -148,7 +148,7 @@ func hostCheck(ctx context.Context, sb drivers.Sandbox, id string) (string, driv
 	if res.ExitCode != 0 {
 		return "", drivers.EvidenceNone, fmt.Errorf("tag check failed (exit %d): %s %s", res.ExitCode, out, strings.TrimSpace(string(res.Stderr)))
 	}
-	scan := fmt.Sprintf("%s, a /proc scan finds no process tagged %s=%s and no runner of the lease", out, EnvTag, id)
+	scan := fmt.Sprintf("%s, a /proc scan finds no process tagged %s=%s and no runner of the lease", out, envTag, id)
 	if cg == "no cgroup" {
 		return fmt.Sprintf("%s: %s; %s", drivers.EvidenceTagScan, scan, tagScanCaveat), drivers.EvidenceTagScan, nil
 	}
