@@ -69,7 +69,7 @@ func newWorld(t *testing.T, checker bool) *world {
 	}
 	reg := drivers.NewRegistry(daytona.New(nil))
 	drv, _ := reg.Lookup("daytona")
-	fp, err := lease.Fingerprint(drv, cfg)
+	fp, err := lease.EnvironmentFingerprint(drv, w.env)
 	if err != nil {
 		t.Fatal(err)
 	}

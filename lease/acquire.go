@@ -210,7 +210,7 @@ func (m *Manager) forCaller(ctx context.Context, p authz.Principal, h *Handle) *
 	c := *h
 	c.shown = h.lease
 	if m.authorize(ctx, p, authz.ActionReadConfig, leaseResource(h.lease)) != nil {
-		c.shown = h.lease.Redact()
+		c.shown = h.lease.redactCopy()
 	}
 	return &c
 }
@@ -252,7 +252,7 @@ func (m *Manager) prepareFor(ctx context.Context, env *environment.Environment, 
 		return nil, fmt.Errorf("lease: %s: %w", name, err)
 	}
 	required := req.Required
-	if req.Policy.Reusable() {
+	if req.Policy.reusable() {
 		required = required.With(drivers.CapReuse)
 	}
 	if req.Runner != nil {
@@ -295,7 +295,7 @@ func (m *Manager) prepareFor(ctx context.Context, env *environment.Environment, 
 				delete(a.snapshot, f.Name) // the record never holds a secret
 			}
 		}
-		if a.fp, err = Fingerprint(drv, a.snapshot); err != nil {
+		if a.fp, err = reuseFingerprint(drv, a.snapshot); err != nil {
 			return nil, err
 		}
 	}
@@ -350,7 +350,7 @@ type envLabel struct{ env *environment.Environment }
 
 func (l envLabel) String() string { return fmt.Sprintf("environment %s (%s)", l.env.ID, l.env.Name) }
 
-// fingerprint returns Fingerprint(drv, snapshot) for the snapshot of a
+// fingerprint returns reuseFingerprint(drv, snapshot) for the snapshot of a
 // saved environment's acquisition, and the snapshot to record, from the
 // manager's cache when snapshot is the config of a revision it has seen: a
 // revision's record never changes (every update makes a new one), and the
@@ -362,7 +362,7 @@ func (l envLabel) String() string { return fmt.Sprintf("environment %s (%s)", l.
 // a memory store's history would otherwise hold one per lease.
 func (m *Manager) fingerprint(drv drivers.Driver, env *environment.Environment, snapshot config.Config) (string, config.Config, error) {
 	if env.ID == "" || env.Revision <= 0 {
-		fp, err := Fingerprint(drv, snapshot)
+		fp, err := reuseFingerprint(drv, snapshot)
 		return fp, snapshot, err
 	}
 	k := fpKey{env: env.ID, revision: env.Revision, driver: drv.Name()}
@@ -373,7 +373,7 @@ func (m *Manager) fingerprint(drv drivers.Driver, env *environment.Environment, 
 	if ok && sameConfig(e.snapshot, snapshot) {
 		return e.fp, e.snapshot, nil
 	}
-	fp, err := Fingerprint(drv, snapshot)
+	fp, err := reuseFingerprint(drv, snapshot)
 	if err != nil {
 		return "", nil, err
 	}

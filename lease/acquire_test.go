@@ -230,7 +230,7 @@ func TestSameRunIsIdempotent(t *testing.T) {
 				t.Errorf("creates = %d, want 1", n)
 			}
 			h3 := w.acquire(p, "run-2")
-			if p.Reusable() {
+			if lease.Reusable(p) {
 				if h3.ID() != h1.ID() {
 					t.Errorf("reusable lease not shared by another run: %s vs %s", h3.ID(), h1.ID())
 				}
@@ -238,7 +238,7 @@ func TestSameRunIsIdempotent(t *testing.T) {
 				t.Errorf("another run got the same ephemeral lease %s", h3.ID())
 			}
 			// After release, the run gets a fresh lease.
-			if !p.Reusable() {
+			if !lease.Reusable(p) {
 				if _, err := h1.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
 					t.Fatal(err)
 				}

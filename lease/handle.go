@@ -84,9 +84,9 @@ func (h *Handle) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result
 	return h.sandbox.Exec(ctx, tagged(cmd, h.lease.ID))
 }
 
-// Start starts a streamed process (drivers.StreamExecer); an error wraps
+// start starts a streamed process (drivers.StreamExecer); an error wraps
 // drivers.ErrUnsupported when the driver cannot stream.
-func (h *Handle) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
+func (h *Handle) start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
 	se, err := capability(h, drivers.SandboxAs[drivers.StreamExecer])
 	if err != nil {
 		return nil, h.wrap(err)

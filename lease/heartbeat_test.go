@@ -15,7 +15,7 @@ import (
 
 // TestHolderRenewsItsClaim (issue 10 item 4): the manager holding a host
 // lease (the local driver) renews its claim every heartbeat on its clock,
-// so the claim always lasts HolderClaimBeats heartbeats from the last
+// so the claim always lasts three heartbeats from the last
 // renewal; the holder's own release ends the session with a receipt.
 func TestHolderRenewsItsClaim(t *testing.T) {
 	t.Parallel()

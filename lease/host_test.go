@@ -96,7 +96,7 @@ func (r *sshReplicas) startSleep(m *lease.Manager) *lease.Handle {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	proc, err := h.Start(ctx, drivers.Command{Argv: []string{"sleep", r.secs}}, io.Discard, io.Discard)
+	proc, err := lease.Start(h, ctx, drivers.Command{Argv: []string{"sleep", r.secs}}, io.Discard, io.Discard)
 	if err != nil {
 		r.t.Fatal(err)
 	}

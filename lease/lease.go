@@ -73,8 +73,8 @@ func (p Policy) Valid() bool {
 	return false
 }
 
-// Reusable reports whether leases of p are resumed by later acquisitions.
-func (p Policy) Reusable() bool { return p == ReuseByEnvironment || p == ReuseByWorkspace }
+// reusable reports whether leases of p are resumed by later acquisitions.
+func (p Policy) reusable() bool { return p == ReuseByEnvironment || p == ReuseByWorkspace }
 
 // CleanupStatus says how far the cleanup of a lease's sandbox got.
 type CleanupStatus string
@@ -173,7 +173,7 @@ type Lease struct {
 	CleanupEvidenceKind drivers.EvidenceKind `json:"cleanupEvidenceKind,omitempty"`
 
 	// Fingerprint is the reuse fingerprint: driver, identity fields and
-	// secret references with their versions (see Fingerprint).
+	// secret references with their versions (see EnvironmentFingerprint).
 	Fingerprint string `json:"fingerprint"`
 	// ReuseKey is set while a reusable lease holds a sandbox that later
 	// acquisitions may resume; at most one lease of a store holds a key.
@@ -237,16 +237,16 @@ type Lease struct {
 	Redacted bool `json:"redacted,omitempty"`
 }
 
-// Redact returns a copy of l without what may show the environment's
+// redactCopy returns a copy of l without what may show the environment's
 // config (see Redacted), marked Redacted: what a board member or an agent
 // of the lease's company sees (CFG-2). Status, policy, times and the
 // cleanup status stay.
-func (l *Lease) Redact() *Lease {
+func (l *Lease) redactCopy() *Lease {
 	c := *l
 	return c.redact()
 }
 
-// redact is Redact in place, on a lease struct that nobody else holds (see
+// redact is redactCopy in place, on a lease struct that nobody else holds (see
 // own).
 func (l *Lease) redact() *Lease {
 	l.Config, l.Metadata, l.Labels = nil, nil, nil
@@ -304,10 +304,10 @@ func cloneRunner(r *drivers.RunnerSpec) *drivers.RunnerSpec {
 	return &c
 }
 
-// HoldsSandbox reports whether the lease still owns a sandbox at the
+// holdsSandbox reports whether the lease still owns a sandbox at the
 // provider that must not be destroyed by an orphan sweep: starting, active,
 // retained, pooled, or released by a stop that keeps it resumable.
-func (l *Lease) HoldsSandbox() bool {
+func (l *Lease) holdsSandbox() bool {
 	switch l.Status {
 	case StatusStarting, StatusActive, StatusRetained, StatusPooled:
 		return true

@@ -311,20 +311,20 @@ func (m *Manager) retryPolicy() retry.Policy {
 	return retry.Policy{Initial: m.o.RetryInitial, Max: m.o.RetryMax, Clock: m.o.Clock, Rand: m.o.Rand}
 }
 
-// InstanceID returns the instance id that labels this manager's sandboxes
+// instanceID returns the instance id that labels this manager's sandboxes
 // (the berth.instance label), so that others who allocate for the same instance label
 // alike and sweeps find them.
-func (m *Manager) InstanceID() string { return m.o.InstanceID }
+func (m *Manager) instanceID() string { return m.o.InstanceID }
 
-// Fingerprint returns the reuse fingerprint of cfg for driver d: a SHA-256
+// reuseFingerprint returns the reuse fingerprint of cfg for driver d: a SHA-256
 // over the driver name, the identity fields and the secret references with
 // their versions (LEASE-4). Knobs, metadata and SecretMap fields (secret env
 // vars, keys and references alike) are left out, so that tuning a timeout or
 // rotating an env token keeps a sandbox reusable while changing the image,
 // target or account does not. An identity value that has no JSON encoding (a channel,
 // a function, a NaN) is an error wrapping ErrInvalid that names the driver;
-// Fingerprint never panics.
-func Fingerprint(d drivers.Driver, cfg config.Config) (string, error) {
+// reuseFingerprint never panics.
+func reuseFingerprint(d drivers.Driver, cfg config.Config) (string, error) {
 	p := d.Schema().Partition(cfg)
 	b, err := json.Marshal(struct {
 		Driver   string                      `json:"driver"`

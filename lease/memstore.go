@@ -244,7 +244,7 @@ func (s *memoryStore) ListLeases(ctx context.Context, f Filter) ([]*Lease, error
 		from = s.live // the history costs nothing
 	}
 	for _, l := range from {
-		if f.Match(l) {
+		if f.match(l) {
 			out = append(out, l.shallow())
 		}
 	}
@@ -316,7 +316,7 @@ func (s *memoryStore) ClaimForSweep(ctx context.Context, owner string, now, unti
 	defer s.mu.Unlock()
 	var cand []*Lease
 	for _, l := range s.live { // an ended lease needs no sweep
-		if NeedsSweep(l, now) && l.claimFree("", now) {
+		if needsSweep(l, now) && l.claimFree("", now) {
 			cand = append(cand, l)
 		}
 	}
@@ -406,7 +406,7 @@ func (s *memoryStore) AdoptPooled(ctx context.Context, ad Adoption) (*Lease, err
 	defer s.mu.Unlock()
 	var cand []*Lease
 	for _, l := range s.live { // members are pooled: live
-		if ad.Matches(l) {
+		if ad.matches(l) {
 			cand = append(cand, l)
 		}
 	}
@@ -414,7 +414,7 @@ func (s *memoryStore) AdoptPooled(ctx context.Context, ad Adoption) (*Lease, err
 		return nil, fmt.Errorf("lease: no pooled member of environment %s with fingerprint %s: %w", ad.Environment, ad.Fingerprint, ErrNotFound)
 	}
 	sortLeases(cand)
-	upd := ad.Adopt(cand[0])
+	upd := ad.adopt(cand[0])
 	if o := s.keyHolderLocked(upd); o != nil {
 		return nil, fmt.Errorf("lease %s: adopting it: key held by lease %s: %w", upd.ID, o.ID, ErrConflict)
 	}

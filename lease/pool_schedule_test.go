@@ -191,7 +191,7 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 			// A reusable lease is handed to later runs by design (LEASE-4);
 			// a lease of any other policy serves one run, so an id seen
 			// twice would be a member adopted twice.
-			if l.Labels[lease.LabelPool] == "member" && !l.Policy.Reusable() {
+			if l.Labels[lease.LabelPool] == "member" && !lease.Reusable(l.Policy) {
 				st.Adopted++
 				if prev, dup := adoptedBy[l.ID]; dup {
 					st.Twice++

@@ -103,7 +103,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 	}
 	switch {
 	case l.Status == StatusActive, l.Status == StatusRetained:
-	case l.Status == StatusReleased && l.HoldsSandbox() && opts.Disposition == drivers.Destroy && !opts.RunFailed:
+	case l.Status == StatusReleased && l.holdsSandbox() && opts.Disposition == drivers.Destroy && !opts.RunFailed:
 		// A stopped, resumable sandbox of a reusable lease: destroying it
 		// ends the reuse (and unblocks deleting its environment, CFG-7).
 	case l.Status == StatusReleased, l.Status == StatusExpired, l.Status == StatusFailed:
@@ -212,7 +212,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 	now = m.now()
 	upd.Status, upd.Cleanup, upd.CleanupEvidence, upd.ReleasedAt, upd.LastUsedAt = StatusReleased, CleanupConfirmed, evidence, now, now
 	upd.CleanupEvidenceKind = kind
-	if d == drivers.Stop && upd.Policy.Reusable() && rc.State == drivers.StateStopped {
+	if d == drivers.Stop && upd.Policy.reusable() && rc.State == drivers.StateStopped {
 		upd.ExpiresAt = now.Add(m.o.ResumableTTL) // resumable until then
 	} else {
 		upd.ReuseKey = ""

@@ -229,7 +229,7 @@ func checkOwnership(w *world, problems []string) (int, []string) {
 		switch {
 		case l.Status == lease.StatusStarting || l.Status == lease.StatusPendingCleanup:
 			problems = append(problems, fmt.Sprintf("lease %s left %s (%s; %s)", l.ID, l.Status, l.FailureReason, l.CleanupEvidence))
-		case l.HoldsSandbox() && l.ProviderLeaseID != "":
+		case lease.HoldsSandbox(l) && l.ProviderLeaseID != "":
 			if o, dup := owner[l.ProviderLeaseID]; dup {
 				problems = append(problems, fmt.Sprintf("leases %s and %s both hold sandbox %s", o, l.ID, l.ProviderLeaseID))
 			}

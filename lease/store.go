@@ -124,9 +124,8 @@ type Adoption struct {
 	Lease *Lease
 }
 
-// Adopt returns member m as the adoption ad makes it (Store.AdoptPooled):
-// stores may use it.
-func (ad Adoption) Adopt(m *Lease) *Lease {
+// adopt returns member m as the adoption ad makes it (Store.AdoptPooled).
+func (ad Adoption) adopt(m *Lease) *Lease {
 	c := m.Clone()
 	a := ad.Lease
 	c.Status = StatusStarting
@@ -139,9 +138,9 @@ func (ad Adoption) Adopt(m *Lease) *Lease {
 	return c
 }
 
-// Matches reports whether l is a member that ad may adopt at ad.Now,
+// matches reports whether l is a member that ad may adopt at ad.Now,
 // ignoring claims held by nobody live.
-func (ad Adoption) Matches(l *Lease) bool {
+func (ad Adoption) matches(l *Lease) bool {
 	return l.Status == StatusPooled && l.Environment == ad.Environment && l.Fingerprint == ad.Fingerprint &&
 		sameRunner(l.Runner, ad.Runner) && l.claimFree("", ad.Now)
 }
@@ -165,7 +164,7 @@ type releaseClaimer interface {
 func (l *Lease) Ended() bool {
 	switch l.Status {
 	case StatusReleased, StatusExpired, StatusFailed:
-		return !l.HoldsSandbox()
+		return !l.holdsSandbox()
 	}
 	return false
 }
@@ -187,9 +186,9 @@ type Filter struct {
 	Live bool
 }
 
-// Match reports whether l matches f. Stores may use it; SQL stores
-// translate f into a WHERE clause with the same meaning.
-func (f Filter) Match(l *Lease) bool {
+// match reports whether l matches f (SQL stores translate f into a WHERE
+// clause with the same meaning).
+func (f Filter) match(l *Lease) bool {
 	if f.Company != "" && l.Company != f.Company ||
 		f.Environment != "" && l.Environment != f.Environment ||
 		f.Run != "" && l.Run != f.Run ||
@@ -209,10 +208,10 @@ func (f Filter) Match(l *Lease) bool {
 	return false
 }
 
-// NeedsSweep reports whether a sweep at now should work on l (see
+// needsSweep reports whether a sweep at now should work on l (see
 // Store.ClaimForSweep), ignoring claims. SQL stores translate it into a
 // WHERE clause with the same meaning.
-func NeedsSweep(l *Lease, now time.Time) bool {
+func needsSweep(l *Lease, now time.Time) bool {
 	switch l.Status {
 	case StatusPendingCleanup:
 		return true

@@ -212,7 +212,7 @@ func ownedByLabel(l *Lease, info drivers.SandboxInfo, now time.Time) bool {
 	switch {
 	case l.Status == StatusPendingCleanup && (l.ProviderLeaseID == info.ProviderLeaseID || l.ProviderLeaseID == ""):
 		return true
-	case l.ProviderLeaseID == info.ProviderLeaseID && l.HoldsSandbox():
+	case l.ProviderLeaseID == info.ProviderLeaseID && l.holdsSandbox():
 		return true
 	case l.Status == StatusStarting && l.ProviderLeaseID == "" && l.ClaimedUntil.After(now):
 		return true
@@ -223,7 +223,7 @@ func ownedByLabel(l *Lease, info drivers.SandboxInfo, now time.Time) bool {
 // ownedByRecord reports whether l, a lease that records the listed
 // sandbox's provider id, owns it.
 func ownedByRecord(l *Lease, info drivers.SandboxInfo) bool {
-	return l.ProviderLeaseID == info.ProviderLeaseID && (l.HoldsSandbox() || l.Status == StatusPendingCleanup)
+	return l.ProviderLeaseID == info.ProviderLeaseID && (l.holdsSandbox() || l.Status == StatusPendingCleanup)
 }
 
 // liveLeases indexes the live leases of one environment, read after its

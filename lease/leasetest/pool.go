@@ -171,7 +171,7 @@ func testPooledLive(t *testing.T, s lease.Store) {
 	if err != nil || len(got) != 1 {
 		t.Fatalf("ListLeases(Live) = %v, %v; want the member", got, err)
 	}
-	if !got[0].HoldsSandbox() || got[0].Ended() {
+	if got[0].Status != lease.StatusPooled || got[0].Ended() {
 		t.Errorf("a member holds no sandbox or ended: %+v", got[0])
 	}
 	swept, err := s.ClaimForSweep(ctx, "sweeper", t0.Add(time.Hour), t0.Add(2*time.Hour), 0)
