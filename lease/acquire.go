@@ -48,7 +48,7 @@ type AcquireRequest struct {
 	Policy Policy
 	// Budget is the startup budget of this acquisition. Zero means the
 	// environment's startup_timeout knob, else the driver's declared
-	// StartupBudget, else Options.StartupBudget (LEASE-3).
+	// StartupBudget, else 5 minutes (LEASE-3).
 	Budget time.Duration
 	// Required lists capabilities the caller needs; an environment whose
 	// effective set lacks one is refused naming it (CAP-4). Reusable
@@ -309,7 +309,7 @@ func (m *Manager) prepareFor(ctx context.Context, env *environment.Environment, 
 		a.budget = drv.Capabilities().StartupBudget
 	}
 	if a.budget <= 0 {
-		a.budget = m.o.StartupBudget
+		a.budget = m.o.knobs.StartupBudget
 	}
 	if req.Runner != nil {
 		spec, err := m.runnerFor(ctx, drv, a.cfg, req.Runner)
@@ -530,7 +530,7 @@ func (m *Manager) acquire(ctx context.Context, a *acq) (*Handle, error) {
 
 func (m *Manager) newLease(a *acq) *Lease {
 	now := m.now()
-	id := m.o.NewID()
+	id := m.o.knobs.NewID()
 	l := &Lease{
 		ID: id, Company: a.req.Company, Environment: a.env.ID, Workspace: a.req.Workspace, Run: a.req.Run,
 		Status: StatusStarting, Policy: a.req.Policy, Provider: a.drv.Name(),
@@ -584,12 +584,12 @@ func (m *Manager) useExisting(ctx context.Context, a *acq, l *Lease) (h *Handle,
 
 // waitChange waits (polling the store on the wall clock) until the lease
 // changes, its claim expires on the manager's clock, or ctx ends. The
-// polls start at a sixteenth of Options.PollInterval (at least 1 ms) and
+// polls start at a sixteenth of the poll interval (knobs.PollInterval) (at least 1 ms) and
 // double up to it: most claims (a resume, a release) end within
 // milliseconds, and a waiter that slept a whole interval each time made
 // every contended reuse key a queue of 20 ms steps across replicas.
 func (m *Manager) waitChange(ctx context.Context, l *Lease) error {
-	wait := max(m.o.PollInterval/16, time.Millisecond)
+	wait := max(m.o.knobs.PollInterval/16, time.Millisecond)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
@@ -598,7 +598,7 @@ func (m *Manager) waitChange(ctx context.Context, l *Lease) error {
 			return fmt.Errorf("lease %s: waiting for another manager to finish with it: %w", l.ID, ctx.Err())
 		case <-t.C:
 		}
-		wait = min(2*wait, m.o.PollInterval)
+		wait = min(2*wait, m.o.knobs.PollInterval)
 		t.Reset(wait)
 		cur, err := m.store.GetLease(ctx, l.ID)
 		if err != nil || cur.Version != l.Version || !cur.ClaimedUntil.After(m.now()) {
@@ -617,7 +617,7 @@ func (m *Manager) touch(ctx context.Context, l *Lease, a *acq) {
 		return
 	}
 	upd := l.Clone()
-	upd.Run, upd.LastUsedAt, upd.ExpiresAt = a.req.Run, now, now.Add(m.o.LeaseTTL)
+	upd.Run, upd.LastUsedAt, upd.ExpiresAt = a.req.Run, now, now.Add(m.o.knobs.LeaseTTL)
 	upd.Uses++
 	if err := m.store.UpdateLease(ctx, upd); err != nil {
 		m.o.Logger.Debug("lease: recording reuse", "lease", l.ID, "err", err)
@@ -628,7 +628,7 @@ func (m *Manager) touch(ctx context.Context, l *Lease, a *acq) {
 func (m *Manager) abandon(ctx context.Context, l *Lease, reason string) {
 	now := m.now()
 	owner := m.opOwner()
-	cl, err := m.store.ClaimLease(ctx, l.ID, owner, now, now.Add(m.o.CleanupBudget))
+	cl, err := m.store.ClaimLease(ctx, l.ID, owner, now, now.Add(m.o.knobs.CleanupBudget))
 	if err != nil {
 		return
 	}
@@ -664,7 +664,7 @@ func (m *Manager) replace(ctx context.Context, a *acq, old *Lease, reason Replac
 	if owner == "" {
 		owner = m.opOwner()
 	}
-	cl, err := m.store.ClaimLease(ctx, old.ID, owner, now, now.Add(m.o.CleanupBudget))
+	cl, err := m.store.ClaimLease(ctx, old.ID, owner, now, now.Add(m.o.knobs.CleanupBudget))
 	if errors.Is(err, ErrClaimed) {
 		if cl == nil {
 			cl = old

@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -112,7 +113,7 @@ func TestWriteAheadAndBudgetPrecedence(t *testing.T) {
 				wrap: func(fk *fake.Driver, s lease.Store) drivers.Driver {
 					return writeAheadDriver{Driver: fk, store: s, t: t, claimed: claimed}
 				},
-				options: func(o *lease.Options) { o.StartupBudget = 7 * time.Minute },
+				options: func(o *lease.Options) { knobs(o, func(k *leasetune.Knobs) { k.StartupBudget = 7 * time.Minute }) },
 			})
 			raw := map[string]any{}
 			if tt.knob != "" {

@@ -62,7 +62,7 @@
 //
 // Budget and retries (LEASE-3): the startup budget is AcquireRequest.Budget,
 // else the environment's startup_timeout knob, else the driver's declared
-// StartupBudget, else Options.StartupBudget. One deadline bounds every
+// StartupBudget, else 5 minutes. One deadline bounds every
 // attempt (internal/retry); only errors wrapping drivers.ErrTransient are
 // retried, with jittered exponential backoff, and no attempt starts that
 // cannot finish in time. Before retrying after a failure that already
@@ -94,14 +94,14 @@
 // provider lease id counts; anything else leaves pending_cleanup with the
 // reason. RetainOnFailure keeps a failed run's sandbox retained. Before it
 // stops or destroys, Release writes ahead that the lease expires when its
-// claim does (Options.CleanupBudget): should its final write fail even
+// claim does (one minute, the cleanup budget): should its final write fail even
 // after the store's retries, the next Sweep after the claim takes the
 // lease and destroys the sandbox with proof, rather than the lease staying
 // active until its TTL.
 //
 // Host leases (LEASE-7, LEASE-10): a local or ssh lease is a
 // session in the acquiring manager's process. That manager is its Holder and
-// renews a claim on it every Options.HostHeartbeat (the claim lasts
+// renews a claim on it every 10 seconds (the claim lasts
 // three beats). Every command a Handle runs carries BERTH_LEASE=<lease id>
 // (the lease's process tag) in its environment. Only the holder's handle ends the session
 // with the driver's receipt (it kills its process groups and verifies none
@@ -175,7 +175,7 @@
 // that is gone is recorded failed with the provider's answer and the next
 // one is tried; without a member the acquisition creates as always. An
 // adopted member is an ordinary lease: it is never pooled again. Refills
-// follow adoptions and sweeps in the background (Options.PoolConcurrency
+// follow adoptions and sweeps in the background (two at once
 // per environment, each start within its budget; Close stops them and
 // waits) unless Options.ManualPoolRefill; MaintainPools refills and waits.
 // MaintainPools and every Sweep retire members that may no longer be

@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -34,7 +35,7 @@ func TestHolderRenewsItsClaim(t *testing.T) {
 	}
 	store := lease.NewMemoryStore()
 	const beat = 10 * time.Second
-	m, _ := lease.NewManager(store, reg, environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil), nil, &lease.Options{Clock: clk, HostHeartbeat: beat})
+	m, _ := lease.NewManager(store, reg, environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil), nil, knobbed(&lease.Options{}, func(k *leasetune.Knobs) { k.Clock, k.HostHeartbeat = clk, beat }))
 	defer m.Close()
 	h, err := m.Acquire(ctx, op, lease.AcquireRequest{EnvironmentID: "here", Company: "acme"})
 	if err != nil {

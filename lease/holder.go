@@ -35,7 +35,7 @@ func (h *Handle) stopBeat() {
 
 // holderTTL is how long a holder's claim lasts after a renewal.
 func (m *Manager) holderTTL() time.Duration {
-	return holderClaimBeats * m.o.HostHeartbeat
+	return holderClaimBeats * m.o.knobs.HostHeartbeat
 }
 
 // hold marks upd (a host lease about to become active) as held by this
@@ -48,7 +48,7 @@ func (m *Manager) hold(upd *Lease, now time.Time) {
 // heartbeat until the handle is dropped or the manager closed.
 func (m *Manager) startBeat(h *Handle) {
 	h.beat = &beat{stop: make(chan struct{})}
-	next := m.now().Add(m.o.HostHeartbeat)
+	next := m.now().Add(m.o.knobs.HostHeartbeat)
 	go func() {
 		for {
 			// Wait for the beat's own deadline, not a fixed interval from
@@ -57,10 +57,10 @@ func (m *Manager) startBeat(h *Handle) {
 			select {
 			case <-h.beat.stop:
 				return
-			case <-clock.At(m.o.Clock, next):
+			case <-clock.At(m.o.knobs.Clock, next):
 			}
 			m.renewHolder(h.lease.ID)
-			next = next.Add(m.o.HostHeartbeat)
+			next = next.Add(m.o.knobs.HostHeartbeat)
 			if now := m.now(); next.Before(now) {
 				next = now // beats missed while renewing are not replayed
 			}

@@ -211,7 +211,7 @@ type Lease struct {
 
 	// Holder is the manager (its claim owner prefix) that holds the live
 	// session of a host lease (local, ssh), and HolderUntil how long its
-	// claim lasts; the holder renews it every Options.HostHeartbeat while
+	// claim lasts; the holder renews it every 10 seconds while
 	// it holds the session. A host session ends only through its holder's
 	// handle or a check on the host: a release or sweep by any other
 	// manager leaves the lease pending_cleanup naming the holder, never

@@ -19,6 +19,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/internal/retry"
 )
 
@@ -47,55 +48,30 @@ type SecretLookup func(ctx context.Context, ref config.SecretRef) (string, error
 // Options configure a Manager: optional knobs, each documenting its
 // default; nil means all defaults. The Assignments and the runner
 // controller's TaskStopper hook are NewManager's arguments.
+//
+// What Options does not set is fixed: the wall clock; a startup budget of 5
+// minutes where neither the request, the environment's startup_timeout
+// knob nor the driver declares one (LEASE-3); active leases expire after 24
+// hours without an acquisition, resumable (retained or stopped) ones after
+// 7 days; one cleanup step (a stop, destroy or listing) gets one minute; a
+// Sweep claims up to 100 leases; the holder of a host lease renews its
+// claim every 10 seconds (the claim lasts three renewals); a pool starts up
+// to 2 members of one environment at once.
 type Options struct {
 	// InstanceID is put on every sandbox as the berth.instance label and
 	// scopes orphan sweeps to this installation. Default "berth".
 	InstanceID string
-	// Clock measures budgets, expiry and claims. Default the wall clock.
-	Clock clock.Clock
 	// Logger receives operational messages (never secrets). Default discard.
 	Logger *slog.Logger
-	// Rand returns uniform numbers in [0, 1) for backoff jitter. Default
-	// math/rand/v2.
-	Rand func() float64
-	// NewID returns a new lease id. Default "lse_" and 16 random hex digits.
-	NewID func() string
 	// Secrets resolves the secret references of environment configs at
 	// acquire and again at cleanup time; lease records keep references only.
 	// Default: none, so a config with a secret reference fails with
 	// config.ErrCredentialsMissing.
 	Secrets SecretLookup
-	// StartupBudget is used when neither the request, the environment's
-	// startup_timeout knob nor the driver declares a budget (LEASE-3).
-	// Default 5 minutes.
-	StartupBudget time.Duration
-	// LeaseTTL is how long an active lease lives without being acquired
-	// again before a sweep expires it. Default 24 hours.
-	LeaseTTL time.Duration
-	// ResumableTTL is how long a retained or stopped (resumable) lease stays
-	// resumable before a sweep expires it. Default 7 days.
-	ResumableTTL time.Duration
 	// ClaimGrace is added to the startup budget to form the claim of an
 	// acquisition; after it another replica treats the acquisition as
 	// crashed. Default one minute.
 	ClaimGrace time.Duration
-	// CleanupBudget bounds one stop, destroy or listing done for cleanup.
-	// Default one minute.
-	CleanupBudget time.Duration
-	// RetryInitial and RetryMax shape the backoff between attempts; zero
-	// means the internal/retry defaults (200ms, 10s).
-	RetryInitial, RetryMax time.Duration
-	// PollInterval is how often (wall clock) an acquisition re-reads a lease
-	// that another manager is starting or holds a claim on, at most: the
-	// first re-reads come sooner (a sixteenth of it, at least 1 ms,
-	// doubling up to it). Default 20 ms.
-	PollInterval time.Duration
-	// SweepLimit bounds the leases one Sweep claims. Default 100.
-	SweepLimit int
-	// HostHeartbeat is how often (on Clock) the manager that holds a host
-	// lease's live session renews its claim on it (Lease.Holder); the claim
-	// lasts three heartbeats. Default 10 seconds.
-	HostHeartbeat time.Duration
 	// PruneAfter is how long the record of an ended lease (released and not
 	// resumable, expired, failed) is kept after its ReleasedAt, receipt
 	// (CleanupEvidence) included; each Sweep then prunes it. Default
@@ -119,9 +95,6 @@ type Options struct {
 	// anything is written or allocated, with an error wrapping ErrQuota.
 	// Default: no limits.
 	Quotas Quotas
-	// PoolConcurrency bounds the members one environment's pool starts at
-	// once (a refill, MaintainPools). Default 2.
-	PoolConcurrency int
 	// ManualPoolRefill, if set, refills pools only in MaintainPools (a
 	// host that schedules refills itself, or a test that wants them in
 	// step): no background refill follows adoptions and sweeps. Default
@@ -139,6 +112,9 @@ type Options struct {
 	// managed-sandbox-only) no refill starts a member. Acquisitions pass
 	// the Assignments' gate, which reads them too. nil: refills read none.
 	Settings instance.Reader
+
+	// knobs are the internal knobs berth's tests set (internal/leasetune).
+	knobs leasetune.Knobs
 }
 
 // Manager hands out leases of environments: it acquires sandboxes with a
@@ -169,6 +145,11 @@ type Manager struct {
 	// quotaLocks serialize a company's quota check with the record it
 	// admits (lockQuota), striped by company.
 	quotaLocks [32]sync.Mutex
+}
+
+// init lets berth's tests set the internal knobs (internal/leasetune).
+func init() {
+	leasetune.Update = func(opts any, f func(*leasetune.Knobs)) { f(&opts.(*Options).knobs) }
 }
 
 // NewManager returns a Manager over store and the drivers of reg, with
@@ -211,44 +192,44 @@ func NewManager(store Store, reg *drivers.Registry, asg *environment.Assignments
 	if o.InstanceID == "" {
 		o.InstanceID = defaultInstanceID
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
+	if o.knobs.Clock == nil {
+		o.knobs.Clock = clock.Real{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if o.NewID == nil {
-		o.NewID = newLeaseID
+	if o.knobs.NewID == nil {
+		o.knobs.NewID = newLeaseID
 	}
-	if o.StartupBudget <= 0 {
-		o.StartupBudget = defaultStartupBudget
+	if o.knobs.StartupBudget <= 0 {
+		o.knobs.StartupBudget = defaultStartupBudget
 	}
-	if o.LeaseTTL <= 0 {
-		o.LeaseTTL = defaultLeaseTTL
+	if o.knobs.LeaseTTL <= 0 {
+		o.knobs.LeaseTTL = defaultLeaseTTL
 	}
-	if o.ResumableTTL <= 0 {
-		o.ResumableTTL = defaultResumableTTL
+	if o.knobs.ResumableTTL <= 0 {
+		o.knobs.ResumableTTL = defaultResumableTTL
 	}
 	if o.ClaimGrace <= 0 {
 		o.ClaimGrace = defaultClaimGrace
 	}
-	if o.CleanupBudget <= 0 {
-		o.CleanupBudget = defaultCleanupBudget
+	if o.knobs.CleanupBudget <= 0 {
+		o.knobs.CleanupBudget = defaultCleanupBudget
 	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = defaultPollInterval
+	if o.knobs.PollInterval <= 0 {
+		o.knobs.PollInterval = defaultPollInterval
 	}
-	if o.SweepLimit <= 0 {
-		o.SweepLimit = defaultSweepLimit
+	if o.knobs.SweepLimit <= 0 {
+		o.knobs.SweepLimit = defaultSweepLimit
 	}
 	if o.PruneAfter == 0 {
 		o.PruneAfter = defaultPruneAfter
 	}
-	if o.HostHeartbeat <= 0 {
-		o.HostHeartbeat = defaultHostHeartbeat
+	if o.knobs.HostHeartbeat <= 0 {
+		o.knobs.HostHeartbeat = defaultHostHeartbeat
 	}
-	if o.PoolConcurrency <= 0 {
-		o.PoolConcurrency = defaultPoolConcurrency
+	if o.knobs.PoolConcurrency <= 0 {
+		o.knobs.PoolConcurrency = defaultPoolConcurrency
 	}
 	store = &recordStore{Store: store, k: o.SecretKeeper, log: o.Logger.Warn}
 	m := &Manager{
@@ -285,7 +266,7 @@ func (m *Manager) opOwner() string {
 	return string(strconv.AppendInt(b, m.opSeq.Add(1), 10))
 }
 
-func (m *Manager) now() time.Time { return m.o.Clock.Now() }
+func (m *Manager) now() time.Time { return m.o.knobs.Clock.Now() }
 
 // detach returns ctx without its cancellation (context.WithoutCancel):
 // ctx itself when it can never be cancelled (Done returns nil, as for
@@ -308,7 +289,7 @@ func detach(ctx context.Context) context.Context {
 }
 
 func (m *Manager) retryPolicy() retry.Policy {
-	return retry.Policy{Initial: m.o.RetryInitial, Max: m.o.RetryMax, Clock: m.o.Clock, Rand: m.o.Rand}
+	return retry.Policy{Initial: m.o.knobs.RetryInitial, Max: m.o.knobs.RetryMax, Clock: m.o.knobs.Clock, Rand: m.o.knobs.Rand}
 }
 
 // instanceID returns the instance id that labels this manager's sandboxes
@@ -346,8 +327,8 @@ func (m *Manager) cacheHandle(h *Handle) {
 
 // Close stops the heartbeats of the host leases this manager holds; it
 // releases nothing. Their claims then expire after three
-// heartbeats (Options.HostHeartbeat), and other managers may end the sessions only by a check on
-// the host. It stops the background pool refills and waits for them; it
+// heartbeats (30 seconds), and other managers may end the sessions only
+// by a check on the host. It stops the background pool refills and waits for them; it
 // drains no pool: pooled members stay for the next process to adopt. It
 // ends the goroutines parked for coalesced acquisitions (acquisitions in
 // progress finish). The manager must not acquire afterwards.

@@ -18,7 +18,7 @@ import (
 // (the labels a provider fixes at create stay true).
 const LabelPool = "berth.pool"
 
-// defaultPoolConcurrency is Options.PoolConcurrency's default.
+// defaultPoolConcurrency is knobs.PoolConcurrency's default.
 const defaultPoolConcurrency = 2
 
 // PoolReport counts what one pool pass (Manager.MaintainPools, or the pool
@@ -116,7 +116,7 @@ func (m *Manager) startAdopted(ctx context.Context, a *acq, l *Lease) (*Handle, 
 	} else {
 		var resumer drivers.Resumer
 		if resumer, err = drivers.DriverAs[drivers.Resumer](a.drv); err == nil {
-			bctx, cancel := retry.WithTimeout(ctx, m.o.Clock, a.budget)
+			bctx, cancel := retry.WithTimeout(ctx, m.o.knobs.Clock, a.budget)
 			sb, err = resumer.Resume(bctx, a.cfg, l.ProviderLeaseID)
 			cancel()
 		}
@@ -153,7 +153,7 @@ func (m *Manager) startAdopted(ctx context.Context, a *acq, l *Lease) (*Handle, 
 		return nil, true, nil
 	}
 	upd := l.shallow()
-	upd.Status, upd.LastUsedAt, upd.ExpiresAt, upd.Uses = StatusActive, now, now.Add(m.o.LeaseTTL), 1
+	upd.Status, upd.LastUsedAt, upd.ExpiresAt, upd.Uses = StatusActive, now, now.Add(m.o.knobs.LeaseTTL), 1
 	upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
 	if err := m.store.UpdateLease(wctx, upd); err != nil {
 		return nil, false, m.failStart(wctx, a, l, l.ProviderLeaseID, sb, fmt.Errorf("recording the adopted pool member: %w", err))
@@ -165,7 +165,7 @@ func (m *Manager) startAdopted(ctx context.Context, a *acq, l *Lease) (*Handle, 
 
 // refillSoon starts, unless one runs for env already, a background refill
 // of env's pool (fill), bounded by the startup budget of each start and
-// Options.PoolConcurrency.
+// knobs.PoolConcurrency.
 func (m *Manager) refillSoon(env *environment.Environment) {
 	if m.o.ManualPoolRefill || env.Pool == nil || env.Status != environment.StatusActive {
 		return
@@ -212,7 +212,7 @@ func (m *Manager) members(ctx context.Context, envID string) ([]*Lease, error) {
 }
 
 // fill starts the members env's pool lacks, at most
-// Options.PoolConcurrency at once, each with its own write-ahead record
+// knobs.PoolConcurrency at once, each with its own write-ahead record
 // (LEASE-2) of authz.InstanceCompany labelled LabelPool, made from the config
 // and active template env has now.
 func (m *Manager) fill(ctx context.Context, env *environment.Environment, rep *PoolReport) error {
@@ -263,7 +263,7 @@ func (m *Manager) fill(ctx context.Context, env *environment.Environment, rep *P
 	if need <= 0 {
 		return nil
 	}
-	sem := make(chan struct{}, m.o.PoolConcurrency)
+	sem := make(chan struct{}, m.o.knobs.PoolConcurrency)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
@@ -373,7 +373,7 @@ func (m *Manager) reconnectRunner(ctx context.Context, a *acq, l *Lease) {
 	if cl.Status != StatusPooled || cl.Company != authz.InstanceCompany {
 		return
 	}
-	bctx, cancel := retry.WithTimeout(ctx, m.o.Clock, a.budget)
+	bctx, cancel := retry.WithTimeout(ctx, m.o.knobs.Clock, a.budget)
 	defer cancel()
 	sb, err := resumer.Resume(bctx, a.cfg, cl.ProviderLeaseID)
 	if err != nil {
@@ -393,7 +393,7 @@ func (m *Manager) reconnectRunner(ctx context.Context, a *acq, l *Lease) {
 // claimed members), and leaves it alone if it was adopted before.
 func (m *Manager) retire(ctx context.Context, l *Lease, reason string, rep *PoolReport) {
 	now := m.now()
-	cl, err := m.store.ClaimLease(ctx, l.ID, m.opOwner(), now, now.Add(m.o.CleanupBudget))
+	cl, err := m.store.ClaimLease(ctx, l.ID, m.opOwner(), now, now.Add(m.o.knobs.CleanupBudget))
 	if err != nil {
 		return
 	}

@@ -90,10 +90,10 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 	var err error
 	aheadDone := false
 	if rc := m.claimerForRelease(); rc != nil && opts.Disposition != drivers.Keep && !opts.RunFailed {
-		l, err = rc.ClaimLeaseForRelease(ctx, id, owner, now, now.Add(m.o.CleanupBudget))
+		l, err = rc.ClaimLeaseForRelease(ctx, id, owner, now, now.Add(m.o.knobs.CleanupBudget))
 		aheadDone = err == nil && (l.Status == StatusActive || l.Status == StatusRetained)
 	} else {
-		l, err = m.store.ClaimLease(ctx, id, owner, now, now.Add(m.o.CleanupBudget))
+		l, err = m.store.ClaimLease(ctx, id, owner, now, now.Add(m.o.knobs.CleanupBudget))
 	}
 	if errors.Is(err, ErrClaimed) {
 		return l, fmt.Errorf("lease %s: cannot release now: %w", id, err)
@@ -173,7 +173,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 				m.o.Logger.Info("lease: releasing a kept handle", "lease", id, "err", err)
 			}
 		}
-		upd.Status, upd.LastUsedAt, upd.ExpiresAt = StatusRetained, now, now.Add(m.o.ResumableTTL)
+		upd.Status, upd.LastUsedAt, upd.ExpiresAt = StatusRetained, now, now.Add(m.o.knobs.ResumableTTL)
 		upd.CleanupEvidence, upd.CleanupEvidenceKind = keptEvidence, drivers.EvidenceNone
 		m.dropHandle(id)
 		if err := m.store.UpdateLease(wctx, upd); err != nil {
@@ -213,7 +213,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 	upd.Status, upd.Cleanup, upd.CleanupEvidence, upd.ReleasedAt, upd.LastUsedAt = StatusReleased, CleanupConfirmed, evidence, now, now
 	upd.CleanupEvidenceKind = kind
 	if d == drivers.Stop && upd.Policy.reusable() && rc.State == drivers.StateStopped {
-		upd.ExpiresAt = now.Add(m.o.ResumableTTL) // resumable until then
+		upd.ExpiresAt = now.Add(m.o.knobs.ResumableTTL) // resumable until then
 	} else {
 		upd.ReuseKey = ""
 	}

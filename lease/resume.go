@@ -83,7 +83,7 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 			return nil, false, fmt.Errorf("lease %s preserved: the secrets of environment %s: %w: %w", l.ID, l.Environment, ErrPreserved, err)
 		}
 	}
-	bctx, cancel := retry.WithTimeout(ctx, m.o.Clock, a.budget)
+	bctx, cancel := retry.WithTimeout(ctx, m.o.knobs.Clock, a.budget)
 	var sb drivers.Sandbox
 	err = retry.Do(bctx, m.retryPolicy(), func(ctx context.Context, _ int) error {
 		s, err := resumer.Resume(ctx, a.cfg, pid)
@@ -96,7 +96,7 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 		now = m.now()
 		upd := cl.Clone()
 		upd.Status, upd.Run, upd.Workspace = StatusActive, a.req.Run, a.req.Workspace
-		upd.LastUsedAt, upd.ExpiresAt, upd.ReleasedAt = now, now.Add(m.o.LeaseTTL), time.Time{}
+		upd.LastUsedAt, upd.ExpiresAt, upd.ReleasedAt = now, now.Add(m.o.knobs.LeaseTTL), time.Time{}
 		upd.Uses++
 		upd.FailureReason, upd.Cleanup, upd.CleanupEvidence, upd.CleanupEvidenceKind = "", CleanupNone, "", drivers.EvidenceNone
 		upd.Config = a.snapshot.Clone()

@@ -58,7 +58,7 @@ func (m *Manager) Sweep(ctx context.Context, p authz.Principal) (SweepReport, er
 	}
 	now := m.now()
 	owner := m.opOwner()
-	claimed, err := m.store.ClaimForSweep(ctx, owner, now, now.Add(m.o.CleanupBudget), m.o.SweepLimit)
+	claimed, err := m.store.ClaimForSweep(ctx, owner, now, now.Add(m.o.knobs.CleanupBudget), m.o.knobs.SweepLimit)
 	if err != nil {
 		return rep, fmt.Errorf("lease: sweep: %w", err)
 	}
@@ -68,7 +68,7 @@ func (m *Manager) Sweep(ctx context.Context, p authz.Principal) (SweepReport, er
 		// works on a lease whose claim expired and was taken by another
 		// replica (LEASE-10).
 		t := m.now()
-		renewed, err := m.store.ClaimLease(ctx, l.ID, owner, t, t.Add(m.o.CleanupBudget))
+		renewed, err := m.store.ClaimLease(ctx, l.ID, owner, t, t.Add(m.o.knobs.CleanupBudget))
 		if err != nil || renewed.Version != l.Version+1 {
 			if err == nil {
 				m.unclaim(ctx, renewed, "")
@@ -79,7 +79,7 @@ func (m *Manager) Sweep(ctx context.Context, p authz.Principal) (SweepReport, er
 	}
 	err = errors.Join(m.sweepPools(ctx, &rep), m.sweepOrphans(ctx, &rep))
 	if m.o.PruneAfter > 0 {
-		n, perr := m.store.PruneLeases(ctx, m.now().Add(-m.o.PruneAfter), m.o.SweepLimit)
+		n, perr := m.store.PruneLeases(ctx, m.now().Add(-m.o.PruneAfter), m.o.knobs.SweepLimit)
 		rep.Pruned = n
 		if perr != nil {
 			err = errors.Join(err, fmt.Errorf("lease: sweep: pruning ended leases: %w", perr))
@@ -141,7 +141,7 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *SweepReport) error {
 			rep.EnvironmentsSkipped++
 			continue
 		}
-		cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.CleanupBudget)
+		cctx, cancel := retry.WithTimeout(ctx, m.o.knobs.Clock, m.o.knobs.CleanupBudget)
 		cfg, err := m.resolveConfig(cctx, drv, env.Config)
 		var found []drivers.SandboxInfo
 		listedAt := m.now()
