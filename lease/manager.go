@@ -41,10 +41,6 @@ const (
 // lasts: a holder that misses this many renewals is taken as gone.
 const holderClaimBeats = 3
 
-// SecretLookup returns the value of a secret reference from the host's
-// secret store. Errors must not contain the value.
-type SecretLookup func(ctx context.Context, ref config.SecretRef) (string, error)
-
 // Options configure a Manager: optional knobs, each documenting its
 // default; nil means all defaults. The Assignments and the runner
 // controller's TaskStopper hook are NewManager's arguments.
@@ -63,11 +59,13 @@ type Options struct {
 	InstanceID string
 	// Logger receives operational messages (never secrets). Default discard.
 	Logger *slog.Logger
-	// Secrets resolves the secret references of environment configs at
-	// acquire and again at cleanup time; lease records keep references only.
-	// Default: none, so a config with a secret reference fails with
-	// config.ErrCredentialsMissing.
-	Secrets SecretLookup
+	// Secrets returns the value of a secret reference from the host's
+	// secret store (environment.SecretStore.Get); its errors must not
+	// contain the value. It resolves the secret references of environment
+	// configs at acquire and again at cleanup time; lease records keep
+	// references only. Default: none, so a config with a secret reference
+	// fails with config.ErrCredentialsMissing.
+	Secrets func(ctx context.Context, ref config.SecretRef) (string, error)
 	// ClaimGrace is added to the startup budget to form the claim of an
 	// acquisition; after it another replica treats the acquisition as
 	// crashed. Default one minute.
