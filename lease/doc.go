@@ -11,7 +11,7 @@
 //	report, err := m.Sweep(ctx, operator) // what crashes left behind
 //
 // Manager is the entry point: Acquire returns a Handle, a portable value
-// that runs commands, streams, terminals, image reports and captures on
+// that runs commands, terminals, image reports and captures on
 // the live sandbox and releases through the manager (the raw sandbox only
 // inside Handle.Raw, scoped as database/sql.Conn.Raw and unsafe for
 // lifecycle); Release ends it with a disposition; Get and List read lease
@@ -71,9 +71,9 @@
 //
 // Reuse (LEASE-4, LEASE-5): ReuseByEnvironment and ReuseByWorkspace need
 // drivers.CapReuse. One lease record owns one reusable sandbox across runs
-// (its ReuseKey). An acquisition resumes it when the reuse Fingerprint
-// (driver, identity fields, secret references and versions; knobs and
-// metadata left out) matches, including a sandbox that finished starting
+// (its ReuseKey). An acquisition resumes it when the reuse fingerprint
+// (Lease.Fingerprint, see EnvironmentFingerprint: driver, identity fields,
+// secret references and versions; knobs and metadata left out) matches, including a sandbox that finished starting
 // after an earlier acquisition ran out of budget (that lease is kept
 // retained). Otherwise a replacement is made and its lease records Replaces
 // and ReplaceReason (not_found, expired, identity_mismatch, runner_mismatch,
@@ -127,7 +127,7 @@
 // prp/controller.New returns), a release that stops or destroys, and every
 // cleanup (a Sweep, a Release of a pending_cleanup lease), first has every
 // runner task of the lease stopped and verified. An unproven stop (an
-// incomplete proof, a runner that does not answer within CleanupBudget)
+// incomplete proof, a runner that does not answer within the one-minute cleanup budget)
 // leaves a release pending_cleanup with the reason and the sandbox as it
 // is; the cleanup that retries it asks the runner again and, if it still
 // cannot prove the stop, relies on the sandbox's own proof: a confirmed
@@ -164,7 +164,7 @@
 // started ahead, each with its own write-ahead record (starting, then
 // StatusPooled) of authz.InstanceCompany, labelled LabelPool, made from the
 // config and active template the environment had at refill time (its
-// Fingerprint says which). An acquisition of a saved, active environment
+// Lease.Fingerprint says which). An acquisition of a saved, active environment
 // with a pool, after its authorization and quota checks,
 // adopts the oldest member whose fingerprint and runner match in one
 // store transaction (Store.AdoptPooled), so that one member goes to one

@@ -11,7 +11,7 @@ import (
 )
 
 // Handle is an acquired lease with its live sandbox: a portable value
-// whose methods run commands, stream processes, open terminals, report the
+// whose methods run commands, open terminals, report the
 // live image and capture it, each through the driver's sandbox, and whose
 // Release goes through Manager.Release (receipts, pending cleanup, the
 // lease record). The raw drivers.Sandbox is not handed out, except inside

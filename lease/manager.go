@@ -290,11 +290,6 @@ func (m *Manager) retryPolicy() retry.Policy {
 	return retry.Policy{Initial: m.o.knobs.RetryInitial, Max: m.o.knobs.RetryMax, Clock: m.o.knobs.Clock, Rand: m.o.knobs.Rand}
 }
 
-// instanceID returns the instance id that labels this manager's sandboxes
-// (the berth.instance label), so that others who allocate for the same instance label
-// alike and sweeps find them.
-func (m *Manager) instanceID() string { return m.o.InstanceID }
-
 // reuseFingerprint returns the reuse fingerprint of cfg for driver d: a SHA-256
 // over the driver name, the identity fields and the secret references with
 // their versions (LEASE-4). Knobs, metadata and SecretMap fields (secret env
