@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/clock"
-	"github.com/berthdev/berth/internal/leasetune"
 )
 
 type budgetKey struct{}
@@ -27,7 +26,7 @@ func TestBudgetContextEndsAtItsDeadline(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, askDone := range []bool{false, true} {
 		clk := clock.NewFake(t0)
-		m, _ := NewManager(NewMemoryStore(), nil, nil, nil, &Options{knobs: leasetune.Knobs{Clock: clk}})
+		m, _ := NewManager(NewMemoryStore(), nil, nil, nil, &Options{Clock: clk})
 		parent := context.WithValue(context.Background(), budgetKey{}, "v")
 		b := m.withBudget(parent, t0.Add(time.Minute))
 		if b.inner != nil {

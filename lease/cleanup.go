@@ -171,7 +171,7 @@ func (m *Manager) cleanupByLabel(ctx context.Context, drv drivers.Driver, l *Lea
 	if err != nil {
 		return false, "", drivers.EvidenceNone, fmt.Errorf("no provider lease id recorded and the driver cannot destroy by id: %w", err)
 	}
-	cctx, cancel := retry.WithTimeout(ctx, m.o.knobs.Clock, m.o.knobs.CleanupBudget)
+	cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.knobs.CleanupBudget)
 	defer cancel()
 	cfg, err := m.resolveConfig(cctx, drv, l.Config)
 	if err != nil {

@@ -35,7 +35,7 @@ func TestHolderRenewsItsClaim(t *testing.T) {
 	}
 	store := lease.NewMemoryStore()
 	const beat = 10 * time.Second
-	m, _ := lease.NewManager(store, reg, environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil), nil, knobbed(&lease.Options{}, func(k *leasetune.Knobs) { k.Clock, k.HostHeartbeat = clk, beat }))
+	m, _ := lease.NewManager(store, reg, environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil), nil, knobbed(&lease.Options{Clock: clk}, func(k *leasetune.Knobs) { k.HostHeartbeat = beat }))
 	defer m.Close()
 	h, err := m.Acquire(ctx, op, lease.AcquireRequest{EnvironmentID: "here", Company: "acme"})
 	if err != nil {

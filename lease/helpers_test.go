@@ -190,6 +190,7 @@ func (w *world) save(env *environment.Environment) {
 func (w *world) options() *lease.Options {
 	o := &lease.Options{
 		InstanceID: "test-instance",
+		Clock:      w.clk,
 		ClaimGrace: claimGrace,
 		Secrets: func(_ context.Context, ref config.SecretRef) (string, error) {
 			w.secretLookups.Add(1)
@@ -200,7 +201,6 @@ func (w *world) options() *lease.Options {
 		},
 	}
 	knobs(o, func(k *leasetune.Knobs) {
-		k.Clock = w.clk
 		k.Rand = func() float64 { return 0 }
 		k.NewID = func() string { return fmt.Sprintf("L%d", w.ids.Add(1)) }
 		k.LeaseTTL, k.ResumableTTL = leaseTTL, retainTTL

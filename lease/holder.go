@@ -57,7 +57,7 @@ func (m *Manager) startBeat(h *Handle) {
 			select {
 			case <-h.beat.stop:
 				return
-			case <-clock.At(m.o.knobs.Clock, next):
+			case <-clock.At(m.o.Clock, next):
 			}
 			m.renewHolder(h.lease.ID)
 			next = next.Add(m.o.knobs.HostHeartbeat)

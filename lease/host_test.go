@@ -14,7 +14,6 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 )
@@ -66,7 +65,7 @@ func newSSHReplicas(t *testing.T, secs string) *sshReplicas {
 
 // manager returns a replica's manager on clk (nil: the wall clock).
 func (r *sshReplicas) manager(clk clock.Clock) *lease.Manager {
-	m, _ := lease.NewManager(r.store, drivers.NewRegistry(ssh.New(nil)), r.asg, nil, knobbed(&lease.Options{Secrets: r.secrets.Get}, func(k *leasetune.Knobs) { k.Clock = clk }))
+	m, _ := lease.NewManager(r.store, drivers.NewRegistry(ssh.New(nil)), r.asg, nil, &lease.Options{Secrets: r.secrets.Get, Clock: clk})
 	r.t.Cleanup(func() { _ = m.Close() })
 	return m
 }

@@ -45,7 +45,7 @@ const holderClaimBeats = 3
 // default; nil means all defaults. The Assignments and the runner
 // controller's TaskStopper hook are NewManager's arguments.
 //
-// What Options does not set is fixed: the wall clock; a startup budget of 5
+// What Options does not set is fixed: a startup budget of 5
 // minutes where neither the request, the environment's startup_timeout
 // knob nor the driver declares one (LEASE-3); active leases expire after 24
 // hours without an acquisition, resumable (retained or stopped) ones after
@@ -57,6 +57,9 @@ type Options struct {
 	// InstanceID is put on every sandbox as the berth.instance label and
 	// scopes orphan sweeps to this installation. Default "berth".
 	InstanceID string
+	// Clock measures budgets, expiry, claims and heartbeats: a clock.Fake
+	// runs the manager's time in step. Default the wall clock.
+	Clock clock.Clock
 	// Logger receives operational messages (never secrets). Default discard.
 	Logger *slog.Logger
 	// Secrets returns the value of a secret reference from the host's
@@ -190,8 +193,8 @@ func NewManager(store Store, reg *drivers.Registry, asg *environment.Assignments
 	if o.InstanceID == "" {
 		o.InstanceID = defaultInstanceID
 	}
-	if o.knobs.Clock == nil {
-		o.knobs.Clock = clock.Real{}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -264,7 +267,7 @@ func (m *Manager) opOwner() string {
 	return string(strconv.AppendInt(b, m.opSeq.Add(1), 10))
 }
 
-func (m *Manager) now() time.Time { return m.o.knobs.Clock.Now() }
+func (m *Manager) now() time.Time { return m.o.Clock.Now() }
 
 // detach returns ctx without its cancellation (context.WithoutCancel):
 // ctx itself when it can never be cancelled (Done returns nil, as for
@@ -287,7 +290,7 @@ func detach(ctx context.Context) context.Context {
 }
 
 func (m *Manager) retryPolicy() retry.Policy {
-	return retry.Policy{Initial: m.o.knobs.RetryInitial, Max: m.o.knobs.RetryMax, Clock: m.o.knobs.Clock, Rand: m.o.knobs.Rand}
+	return retry.Policy{Initial: m.o.knobs.RetryInitial, Max: m.o.knobs.RetryMax, Clock: m.o.Clock, Rand: m.o.knobs.Rand}
 }
 
 // reuseFingerprint returns the reuse fingerprint of cfg for driver d: a SHA-256

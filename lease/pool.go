@@ -116,7 +116,7 @@ func (m *Manager) startAdopted(ctx context.Context, a *acq, l *Lease) (*Handle, 
 	} else {
 		var resumer drivers.Resumer
 		if resumer, err = drivers.DriverAs[drivers.Resumer](a.drv); err == nil {
-			bctx, cancel := retry.WithTimeout(ctx, m.o.knobs.Clock, a.budget)
+			bctx, cancel := retry.WithTimeout(ctx, m.o.Clock, a.budget)
 			sb, err = resumer.Resume(bctx, a.cfg, l.ProviderLeaseID)
 			cancel()
 		}
@@ -373,7 +373,7 @@ func (m *Manager) reconnectRunner(ctx context.Context, a *acq, l *Lease) {
 	if cl.Status != StatusPooled || cl.Company != authz.InstanceCompany {
 		return
 	}
-	bctx, cancel := retry.WithTimeout(ctx, m.o.knobs.Clock, a.budget)
+	bctx, cancel := retry.WithTimeout(ctx, m.o.Clock, a.budget)
 	defer cancel()
 	sb, err := resumer.Resume(bctx, a.cfg, cl.ProviderLeaseID)
 	if err != nil {

@@ -83,7 +83,7 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 			return nil, false, fmt.Errorf("lease %s preserved: the secrets of environment %s: %w: %w", l.ID, l.Environment, ErrPreserved, err)
 		}
 	}
-	bctx, cancel := retry.WithTimeout(ctx, m.o.knobs.Clock, a.budget)
+	bctx, cancel := retry.WithTimeout(ctx, m.o.Clock, a.budget)
 	var sb drivers.Sandbox
 	err = retry.Do(bctx, m.retryPolicy(), func(ctx context.Context, _ int) error {
 		s, err := resumer.Resume(ctx, a.cfg, pid)

@@ -141,7 +141,7 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *SweepReport) error {
 			rep.EnvironmentsSkipped++
 			continue
 		}
-		cctx, cancel := retry.WithTimeout(ctx, m.o.knobs.Clock, m.o.knobs.CleanupBudget)
+		cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.knobs.CleanupBudget)
 		cfg, err := m.resolveConfig(cctx, drv, env.Config)
 		var found []drivers.SandboxInfo
 		listedAt := m.now()

@@ -108,7 +108,7 @@ func (m *Manager) killRunners(ctx context.Context, sb drivers.Sandbox, l *Lease)
 	if !safeTag(l.ID) {
 		return "", drivers.EvidenceNone, fmt.Errorf("lease %s: the id cannot be used as a process tag; an operator must check the host", l.ID)
 	}
-	cctx, cancel := retry.WithTimeout(ctx, m.o.knobs.Clock, m.o.knobs.CleanupBudget)
+	cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.knobs.CleanupBudget)
 	defer cancel()
 	ev, kind, err := hostCheck(cctx, sb, l.ID)
 	if err != nil {

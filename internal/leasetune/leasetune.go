@@ -1,21 +1,15 @@
 // Package leasetune holds the lease manager's knobs that no host sets:
-// its clock, randomness, lease ids, budgets, TTLs and the pacing of
+// its randomness, lease ids, budgets, TTLs and the pacing of
 // retries, polls, sweeps, heartbeats and pool refills. berth.New leaves
 // them at their defaults (see lease.Options); berth's own tests give them
 // to a lease.Options with Update to run the manager in fake time and in
 // step.
 package leasetune
 
-import (
-	"time"
-
-	"github.com/berthdev/berth/clock"
-)
+import "time"
 
 // Knobs are the manager's internal knobs. A zero field means its default.
 type Knobs struct {
-	// Clock measures budgets, expiry and claims. Default the wall clock.
-	Clock clock.Clock
 	// Rand returns uniform numbers in [0, 1) for backoff jitter. Default
 	// math/rand/v2.
 	Rand func() float64
@@ -44,7 +38,7 @@ type Knobs struct {
 	PollInterval time.Duration
 	// SweepLimit bounds the leases one Sweep claims. Default 100.
 	SweepLimit int
-	// HostHeartbeat is how often (on Clock) the manager that holds a host
+	// HostHeartbeat is how often (on lease.Options.Clock) the manager that holds a host
 	// lease's live session renews its claim on it (Lease.Holder); the
 	// claim lasts three heartbeats. Default 10 seconds.
 	HostHeartbeat time.Duration
