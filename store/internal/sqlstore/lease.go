@@ -624,7 +624,8 @@ func b2i(b bool) int {
 	return 0
 }
 
-// needsSweepSQL is lease.NeedsSweep at the instant bound to its three ?,
+// needsSweepSQL is the condition of lease.Store.ClaimForSweep (which
+// leases need a sweep) at the instant bound to its three ?,
 // built from the lease package's status names.
 var needsSweepSQL = fmt.Sprintf(`(status = '%s'
 	OR (status = '%s' AND (claimed_until IS NULL OR claimed_until <= ?))
