@@ -99,7 +99,7 @@ func TestHostLeaseReceiptsNameTheirEvidence(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 			env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-			if err != nil || strings.Contains(string(env), lease.EnvTag+"=") {
+			if err != nil || strings.Contains(string(env), "BERTH_LEASE"+"=") {
 				t.Fatalf("escaped process %d: environ %q, %v; want it running without the lease's tag", pid, env, err)
 			}
 

@@ -306,7 +306,7 @@ func TestRunnerTasksInRealTargets(t *testing.T) {
 			t.Logf("%s receipt: %s", name, l.CleanupEvidence)
 			if name != "docker" {
 				// The host lease's tag check ended the runner too.
-				if left := hostProcessesWith([]byte(lease.EnvTag+"="+h.ID()+"\x00"), "environ"); len(left) > 0 {
+				if left := hostProcessesWith([]byte("BERTH_LEASE"+"="+h.ID()+"\x00"), "environ"); len(left) > 0 {
 					t.Errorf("processes tagged with lease %s left on the host: %v", h.ID(), left)
 				}
 			}

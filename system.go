@@ -61,7 +61,7 @@ type Options struct {
 	Logger *slog.Logger
 	// Leases configures the lease manager (System.Leases): the
 	// installation's InstanceID that labels every sandbox so that sweeps
-	// find this instance's orphans, budgets, ClaimGrace, PruneAfter,
+	// find this instance's orphans, ClaimGrace, PruneAfter,
 	// Quotas, ManualPoolRefill, ... (see lease.Options for each default).
 	// Nil means lease's defaults. Logger left nil is Options.Logger; the
 	// manager's collaborators (Secrets, SecretKeeper, PoolRunners,

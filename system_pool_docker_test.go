@@ -71,7 +71,7 @@ func TestPoolOnDocker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !ins.State.Running || ins.Config.Labels[lease.LabelEnvironment] != env.ID || ins.Config.Labels[lease.LabelLease] == "" {
+		if !ins.State.Running || ins.Config.Labels["berth.environment"] != env.ID || ins.Config.Labels["berth.lease"] == "" {
 			t.Fatalf("member container %s: running %v, labels %v", c.ID, ins.State.Running, ins.Config.Labels)
 		}
 	}
@@ -81,7 +81,7 @@ func TestPoolOnDocker(t *testing.T) {
 	}
 	l := h.Lease()
 	ins, err := cli.ContainerInspect(ctx, l.ProviderLeaseID)
-	if err != nil || ins.Config.Labels[lease.LabelLease] != l.ID || ins.Config.Labels[lease.LabelPool] != "member" {
+	if err != nil || ins.Config.Labels["berth.lease"] != l.ID || ins.Config.Labels[lease.LabelPool] != "member" {
 		t.Fatalf("the adopted lease %s runs in container %s labelled %v (%v)", l.ID, l.ProviderLeaseID, ins.Config.Labels, err)
 	}
 	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "echo adopted"}})

@@ -155,7 +155,7 @@ func TestScriptedSetupOnFake(t *testing.T) {
 		t.Fatalf("session %+v", ses)
 	}
 	l, err := w.sys.Leases().Get(ctx, tplOps, ses.Lease)
-	if err != nil || l.Company != lease.InstanceCompany || l.Run != ses.ID || l.Cleanup != lease.CleanupConfirmed {
+	if err != nil || l.Company != authz.InstanceCompany || l.Run != ses.ID || l.Cleanup != lease.CleanupConfirmed {
 		t.Fatalf("setup lease %+v, %v", l, err)
 	}
 	if got := fs.file(l.ProviderLeaseID, "/etc/motd"); got != "hello from setup mode=0640" {
@@ -353,7 +353,7 @@ func TestSetupSweepOnFake(t *testing.T) {
 	}
 	// A setup lease whose session ended without destroying it (a crash
 	// between the two writes).
-	h, err := w.sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{EnvironmentID: w.env.ID, Company: lease.InstanceCompany, Run: ses.ID,
+	h, err := w.sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{EnvironmentID: w.env.ID, Company: authz.InstanceCompany, Run: ses.ID,
 		Metadata: map[string]string{"berth.setup-session": ses.ID}})
 	if err != nil {
 		t.Fatal(err)
@@ -487,7 +487,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 			if point == "before-create" {
 				continue
 			}
-			h, err := w.sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{EnvironmentID: env.ID, Company: lease.InstanceCompany, Run: ses.ID,
+			h, err := w.sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{EnvironmentID: env.ID, Company: authz.InstanceCompany, Run: ses.ID,
 				Metadata: map[string]string{"berth.setup-session": ses.ID}})
 			if err != nil {
 				t.Fatal(err)
@@ -546,7 +546,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 		if n := w.fk.Calls(fake.OpDestroy) - destroysBefore; injected && n < live+1 || n < live {
 			t.Errorf("seed %d %v: %d destroy calls for %d sandboxes (a failure injected: %t)", seed, schedule, n, live, injected)
 		}
-		ls, err := st.Leases.ListLeases(ctx, lease.Filter{Company: lease.InstanceCompany})
+		ls, err := st.Leases.ListLeases(ctx, lease.Filter{Company: authz.InstanceCompany})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -56,8 +56,7 @@ func (p Principal) String() string {
 // their images, are instance-scoped). It is never a tenant's: HasCompany
 // is false for it whatever the principal's grants say, so no agent or
 // board member acts on such a record through a grant, while
-// DefaultPolicy lets every known role read it. The lease package names it
-// lease.InstanceCompany.
+// DefaultPolicy lets every known role read it.
 const InstanceCompany = "berth:instance"
 
 // HasCompany reports whether p holds a grant for company. It is false for

@@ -13,7 +13,7 @@ const maxPoolSize = 64
 
 // Pool is an environment's warm pool setting: the lease manager keeps Size
 // sandboxes of the environment started ahead of acquisitions (members,
-// leases in status pooled of the instance, lease.InstanceCompany), and an
+// leases in status pooled of the instance, authz.InstanceCompany), and an
 // acquisition adopts one instead of creating a sandbox. It is a knob:
 // editing it changes neither the environment's identity nor its
 // qualification, and members are made of the config and active template

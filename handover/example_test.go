@@ -45,7 +45,7 @@ func ExampleService_PrepareManagedAccount() {
 	}
 	reg := drivers.NewRegistry(fake.New(nil))
 	drv, _ := reg.Lookup("fake")
-	fp, err := lease.Fingerprint(drv, env.Config)
+	fp, err := lease.EnvironmentFingerprint(drv, env)
 	if err != nil {
 		fmt.Println(err)
 		return

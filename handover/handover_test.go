@@ -39,7 +39,7 @@ type world struct {
 	svc     *handover.Service
 	res     controller.SecretResolver // the hook handover.New returned
 	envs    environment.Store
-	leases  *lease.MemoryStore
+	leases  lease.Store
 	checks  handover.Store
 	env     *environment.Environment
 	lease   *lease.Lease
@@ -69,7 +69,7 @@ func newWorld(t *testing.T, checker bool) *world {
 	}
 	reg := drivers.NewRegistry(daytona.New(nil))
 	drv, _ := reg.Lookup("daytona")
-	fp, err := lease.Fingerprint(drv, cfg)
+	fp, err := lease.EnvironmentFingerprint(drv, w.env)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,9 +17,9 @@ import (
 	"github.com/berthdev/berth/environment"
 )
 
-// StartupTimeoutField is the config knob, when a driver's schema has one of
+// startupTimeoutField is the config knob, when a driver's schema has one of
 // type Duration, that configures an environment's startup budget (LEASE-3).
-const StartupTimeoutField = "startup_timeout"
+const startupTimeoutField = "startup_timeout"
 
 // AcquireRequest asks for a lease of one environment, named in one of
 // three ways: EnvironmentID (a saved environment by id), Scope (the
@@ -48,7 +48,7 @@ type AcquireRequest struct {
 	Policy Policy
 	// Budget is the startup budget of this acquisition. Zero means the
 	// environment's startup_timeout knob, else the driver's declared
-	// StartupBudget, else Options.StartupBudget (LEASE-3).
+	// StartupBudget, else 5 minutes (LEASE-3).
 	Budget time.Duration
 	// Required lists capabilities the caller needs; an environment whose
 	// effective set lacks one is refused naming it (CAP-4). Reusable
@@ -210,7 +210,7 @@ func (m *Manager) forCaller(ctx context.Context, p authz.Principal, h *Handle) *
 	c := *h
 	c.shown = h.lease
 	if m.authorize(ctx, p, authz.ActionReadConfig, leaseResource(h.lease)) != nil {
-		c.shown = h.lease.Redact()
+		c.shown = h.lease.redactCopy()
 	}
 	return &c
 }
@@ -252,7 +252,7 @@ func (m *Manager) prepareFor(ctx context.Context, env *environment.Environment, 
 		return nil, fmt.Errorf("lease: %s: %w", name, err)
 	}
 	required := req.Required
-	if req.Policy.Reusable() {
+	if req.Policy.reusable() {
 		required = required.With(drivers.CapReuse)
 	}
 	if req.Runner != nil {
@@ -295,21 +295,21 @@ func (m *Manager) prepareFor(ctx context.Context, env *environment.Environment, 
 				delete(a.snapshot, f.Name) // the record never holds a secret
 			}
 		}
-		if a.fp, err = Fingerprint(drv, a.snapshot); err != nil {
+		if a.fp, err = reuseFingerprint(drv, a.snapshot); err != nil {
 			return nil, err
 		}
 	}
 	a.budget = req.Budget
 	if a.budget <= 0 {
-		if f, ok := schema.Field(StartupTimeoutField); ok && f.Type == config.TypeDuration {
-			a.budget = a.snapshot.Duration(StartupTimeoutField)
+		if f, ok := schema.Field(startupTimeoutField); ok && f.Type == config.TypeDuration {
+			a.budget = a.snapshot.Duration(startupTimeoutField)
 		}
 	}
 	if a.budget <= 0 {
 		a.budget = drv.Capabilities().StartupBudget
 	}
 	if a.budget <= 0 {
-		a.budget = m.o.StartupBudget
+		a.budget = m.o.knobs.StartupBudget
 	}
 	if req.Runner != nil {
 		spec, err := m.runnerFor(ctx, drv, a.cfg, req.Runner)
@@ -350,7 +350,7 @@ type envLabel struct{ env *environment.Environment }
 
 func (l envLabel) String() string { return fmt.Sprintf("environment %s (%s)", l.env.ID, l.env.Name) }
 
-// fingerprint returns Fingerprint(drv, snapshot) for the snapshot of a
+// fingerprint returns reuseFingerprint(drv, snapshot) for the snapshot of a
 // saved environment's acquisition, and the snapshot to record, from the
 // manager's cache when snapshot is the config of a revision it has seen: a
 // revision's record never changes (every update makes a new one), and the
@@ -362,7 +362,7 @@ func (l envLabel) String() string { return fmt.Sprintf("environment %s (%s)", l.
 // a memory store's history would otherwise hold one per lease.
 func (m *Manager) fingerprint(drv drivers.Driver, env *environment.Environment, snapshot config.Config) (string, config.Config, error) {
 	if env.ID == "" || env.Revision <= 0 {
-		fp, err := Fingerprint(drv, snapshot)
+		fp, err := reuseFingerprint(drv, snapshot)
 		return fp, snapshot, err
 	}
 	k := fpKey{env: env.ID, revision: env.Revision, driver: drv.Name()}
@@ -373,7 +373,7 @@ func (m *Manager) fingerprint(drv drivers.Driver, env *environment.Environment, 
 	if ok && sameConfig(e.snapshot, snapshot) {
 		return e.fp, e.snapshot, nil
 	}
-	fp, err := Fingerprint(drv, snapshot)
+	fp, err := reuseFingerprint(drv, snapshot)
 	if err != nil {
 		return "", nil, err
 	}
@@ -530,7 +530,7 @@ func (m *Manager) acquire(ctx context.Context, a *acq) (*Handle, error) {
 
 func (m *Manager) newLease(a *acq) *Lease {
 	now := m.now()
-	id := m.o.NewID()
+	id := m.o.knobs.NewID()
 	l := &Lease{
 		ID: id, Company: a.req.Company, Environment: a.env.ID, Workspace: a.req.Workspace, Run: a.req.Run,
 		Status: StatusStarting, Policy: a.req.Policy, Provider: a.drv.Name(),
@@ -541,7 +541,7 @@ func (m *Manager) newLease(a *acq) *Lease {
 		Runner: cloneRunner(a.runner),
 		Draft:  a.draft,
 		Labels: map[string]string{
-			LabelInstance: m.o.InstanceID, LabelEnvironment: a.env.ID, LabelLease: id,
+			labelInstance: m.o.InstanceID, labelEnvironment: a.env.ID, labelLease: id,
 		},
 		Metadata:  maps.Clone(a.req.Metadata),
 		ClaimedBy: m.opOwner(), ClaimedUntil: now.Add(a.budget + m.o.ClaimGrace),
@@ -584,12 +584,12 @@ func (m *Manager) useExisting(ctx context.Context, a *acq, l *Lease) (h *Handle,
 
 // waitChange waits (polling the store on the wall clock) until the lease
 // changes, its claim expires on the manager's clock, or ctx ends. The
-// polls start at a sixteenth of Options.PollInterval (at least 1 ms) and
+// polls start at a sixteenth of the poll interval (knobs.PollInterval) (at least 1 ms) and
 // double up to it: most claims (a resume, a release) end within
 // milliseconds, and a waiter that slept a whole interval each time made
 // every contended reuse key a queue of 20 ms steps across replicas.
 func (m *Manager) waitChange(ctx context.Context, l *Lease) error {
-	wait := max(m.o.PollInterval/16, time.Millisecond)
+	wait := max(m.o.knobs.PollInterval/16, time.Millisecond)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
@@ -598,7 +598,7 @@ func (m *Manager) waitChange(ctx context.Context, l *Lease) error {
 			return fmt.Errorf("lease %s: waiting for another manager to finish with it: %w", l.ID, ctx.Err())
 		case <-t.C:
 		}
-		wait = min(2*wait, m.o.PollInterval)
+		wait = min(2*wait, m.o.knobs.PollInterval)
 		t.Reset(wait)
 		cur, err := m.store.GetLease(ctx, l.ID)
 		if err != nil || cur.Version != l.Version || !cur.ClaimedUntil.After(m.now()) {
@@ -617,7 +617,7 @@ func (m *Manager) touch(ctx context.Context, l *Lease, a *acq) {
 		return
 	}
 	upd := l.Clone()
-	upd.Run, upd.LastUsedAt, upd.ExpiresAt = a.req.Run, now, now.Add(m.o.LeaseTTL)
+	upd.Run, upd.LastUsedAt, upd.ExpiresAt = a.req.Run, now, now.Add(m.o.knobs.LeaseTTL)
 	upd.Uses++
 	if err := m.store.UpdateLease(ctx, upd); err != nil {
 		m.o.Logger.Debug("lease: recording reuse", "lease", l.ID, "err", err)
@@ -628,7 +628,7 @@ func (m *Manager) touch(ctx context.Context, l *Lease, a *acq) {
 func (m *Manager) abandon(ctx context.Context, l *Lease, reason string) {
 	now := m.now()
 	owner := m.opOwner()
-	cl, err := m.store.ClaimLease(ctx, l.ID, owner, now, now.Add(m.o.CleanupBudget))
+	cl, err := m.store.ClaimLease(ctx, l.ID, owner, now, now.Add(m.o.knobs.CleanupBudget))
 	if err != nil {
 		return
 	}
@@ -664,7 +664,7 @@ func (m *Manager) replace(ctx context.Context, a *acq, old *Lease, reason Replac
 	if owner == "" {
 		owner = m.opOwner()
 	}
-	cl, err := m.store.ClaimLease(ctx, old.ID, owner, now, now.Add(m.o.CleanupBudget))
+	cl, err := m.store.ClaimLease(ctx, old.ID, owner, now, now.Add(m.o.knobs.CleanupBudget))
 	if errors.Is(err, ErrClaimed) {
 		if cl == nil {
 			cl = old

@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -28,7 +29,7 @@ func TestAcquireExecRelease(t *testing.T) {
 	if l.Status != lease.StatusActive || l.ProviderLeaseID != h.SandboxID() || l.Provider != "fake" {
 		t.Fatalf("lease after acquire: status %s, provider %s/%s; want active fake/%s", l.Status, l.Provider, l.ProviderLeaseID, h.SandboxID())
 	}
-	wantLabels := map[string]string{lease.LabelInstance: "test-instance", lease.LabelEnvironment: "env-1", lease.LabelLease: h.ID()}
+	wantLabels := map[string]string{"berth.instance": "test-instance", "berth.environment": "env-1", "berth.lease": h.ID()}
 	if diff := cmp.Diff(wantLabels, w.fk.Sandboxes()[0].Labels); diff != "" {
 		t.Errorf("provider labels (-want +got):\n%s", diff)
 	}
@@ -112,7 +113,7 @@ func TestWriteAheadAndBudgetPrecedence(t *testing.T) {
 				wrap: func(fk *fake.Driver, s lease.Store) drivers.Driver {
 					return writeAheadDriver{Driver: fk, store: s, t: t, claimed: claimed}
 				},
-				options: func(o *lease.Options) { o.StartupBudget = 7 * time.Minute },
+				options: func(o *lease.Options) { knobs(o, func(k *leasetune.Knobs) { k.StartupBudget = 7 * time.Minute }) },
 			})
 			raw := map[string]any{}
 			if tt.knob != "" {
@@ -230,7 +231,7 @@ func TestSameRunIsIdempotent(t *testing.T) {
 				t.Errorf("creates = %d, want 1", n)
 			}
 			h3 := w.acquire(p, "run-2")
-			if p.Reusable() {
+			if lease.Reusable(p) {
 				if h3.ID() != h1.ID() {
 					t.Errorf("reusable lease not shared by another run: %s vs %s", h3.ID(), h1.ID())
 				}
@@ -238,7 +239,7 @@ func TestSameRunIsIdempotent(t *testing.T) {
 				t.Errorf("another run got the same ephemeral lease %s", h3.ID())
 			}
 			// After release, the run gets a fresh lease.
-			if !p.Reusable() {
+			if !lease.Reusable(p) {
 				if _, err := h1.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
 					t.Fatal(err)
 				}

@@ -46,7 +46,7 @@ func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireReq
 		return nil, fmt.Errorf("lease: acquire environment %s: company is required: %w", req.EnvironmentID, ErrInvalid)
 	}
 	required := req.Required
-	if req.Policy.Reusable() {
+	if req.Policy.reusable() {
 		required = required.With(drivers.CapReuse)
 	}
 	env, company, err := m.asg.LeaseTarget(ctx, p, req.Scope, req.EnvironmentID, req.Company, required)

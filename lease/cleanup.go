@@ -17,7 +17,7 @@ import (
 // assertion: while its holder's claim lasts the error names the holder,
 // after it the lease ends only by a check on the host (holder.go).
 func (m *Manager) terminate(ctx context.Context, drv drivers.Driver, l *Lease, sb drivers.Sandbox, d drivers.Disposition, preferHandle bool) (drivers.Receipt, error) {
-	cctx := m.withBudget(ctx, m.now().Add(m.o.CleanupBudget))
+	cctx := m.withBudget(ctx, m.now().Add(m.o.knobs.CleanupBudget))
 	defer cctx.cancel()
 	if sb != nil && preferHandle {
 		return sb.Release(cctx, d)
@@ -171,17 +171,17 @@ func (m *Manager) cleanupByLabel(ctx context.Context, drv drivers.Driver, l *Lea
 	if err != nil {
 		return false, "", drivers.EvidenceNone, fmt.Errorf("no provider lease id recorded and the driver cannot destroy by id: %w", err)
 	}
-	cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.CleanupBudget)
+	cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.knobs.CleanupBudget)
 	defer cancel()
 	cfg, err := m.resolveConfig(cctx, drv, l.Config)
 	if err != nil {
 		return false, "", drivers.EvidenceNone, err
 	}
-	inst := l.Labels[LabelInstance]
+	inst := l.Labels[labelInstance]
 	if inst == "" {
 		inst = m.o.InstanceID
 	}
-	found, err := lister.List(cctx, cfg, map[string]string{LabelInstance: inst, LabelLease: l.ID})
+	found, err := lister.List(cctx, cfg, map[string]string{labelInstance: inst, labelLease: l.ID})
 	if err != nil {
 		return false, "", drivers.EvidenceNone, fmt.Errorf("listing sandboxes labelled for the lease: %w", err)
 	}

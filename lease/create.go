@@ -124,7 +124,7 @@ func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error)
 		upd := cur
 		// Drivers that never call Allocated (host sessions) are recorded here.
 		upd.ProviderLeaseID = sb.ID()
-		upd.Status, upd.LastUsedAt, upd.ExpiresAt, upd.Uses = StatusActive, now, now.Add(m.o.LeaseTTL), 1
+		upd.Status, upd.LastUsedAt, upd.ExpiresAt, upd.Uses = StatusActive, now, now.Add(m.o.knobs.LeaseTTL), 1
 		if a.member {
 			// A warm-pool member waits for adoption (pool.go): it ages by
 			// the pool's max age, which the pool pass enforces.
@@ -167,7 +167,7 @@ func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error)
 	if pid != "" && a.reusable() && budgetOut {
 		// LEASE-4: the sandbox may finish starting; keep it for resume.
 		upd := cur.Clone()
-		upd.Status, upd.ExpiresAt = StatusRetained, now.Add(m.o.ResumableTTL)
+		upd.Status, upd.ExpiresAt = StatusRetained, now.Add(m.o.knobs.ResumableTTL)
 		upd.FailureReason = fmt.Sprintf("did not start within the budget of %s; kept for a later acquisition to resume", a.budget)
 		upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
 		if uerr := m.store.UpdateLease(wctx, upd); uerr != nil {

@@ -11,12 +11,12 @@
 //	report, err := m.Sweep(ctx, operator) // what crashes left behind
 //
 // Manager is the entry point: Acquire returns a Handle, a portable value
-// that runs commands, streams, terminals, image reports and captures on
+// that runs commands, terminals, image reports and captures on
 // the live sandbox and releases through the manager (the raw sandbox only
 // inside Handle.Raw, scoped as database/sql.Conn.Raw and unsafe for
 // lifecycle); Release ends it with a disposition; Get and List read lease
 // records; Sweep cleans up what crashes and failures left behind. Lease is
-// the record; Store persists it, MemoryStore is the in-memory
+// the record; Store persists it, NewMemoryStore returns the in-memory
 // implementation, and package leasetest holds the conformance suite every
 // Store passes.
 //
@@ -62,7 +62,7 @@
 //
 // Budget and retries (LEASE-3): the startup budget is AcquireRequest.Budget,
 // else the environment's startup_timeout knob, else the driver's declared
-// StartupBudget, else Options.StartupBudget. One deadline bounds every
+// StartupBudget, else 5 minutes. One deadline bounds every
 // attempt (internal/retry); only errors wrapping drivers.ErrTransient are
 // retried, with jittered exponential backoff, and no attempt starts that
 // cannot finish in time. Before retrying after a failure that already
@@ -71,9 +71,9 @@
 //
 // Reuse (LEASE-4, LEASE-5): ReuseByEnvironment and ReuseByWorkspace need
 // drivers.CapReuse. One lease record owns one reusable sandbox across runs
-// (its ReuseKey). An acquisition resumes it when the reuse Fingerprint
-// (driver, identity fields, secret references and versions; knobs and
-// metadata left out) matches, including a sandbox that finished starting
+// (its ReuseKey). An acquisition resumes it when the reuse fingerprint
+// (Lease.Fingerprint, see EnvironmentFingerprint: driver, identity fields,
+// secret references and versions; knobs and metadata left out) matches, including a sandbox that finished starting
 // after an earlier acquisition ran out of budget (that lease is kept
 // retained). Otherwise a replacement is made and its lease records Replaces
 // and ReplaceReason (not_found, expired, identity_mismatch, runner_mismatch,
@@ -94,16 +94,16 @@
 // provider lease id counts; anything else leaves pending_cleanup with the
 // reason. RetainOnFailure keeps a failed run's sandbox retained. Before it
 // stops or destroys, Release writes ahead that the lease expires when its
-// claim does (Options.CleanupBudget): should its final write fail even
+// claim does (one minute, the cleanup budget): should its final write fail even
 // after the store's retries, the next Sweep after the claim takes the
 // lease and destroys the sandbox with proof, rather than the lease staying
 // active until its TTL.
 //
 // Host leases (LEASE-7, LEASE-10): a local or ssh lease is a
 // session in the acquiring manager's process. That manager is its Holder and
-// renews a claim on it every Options.HostHeartbeat (the claim lasts
-// HolderClaimBeats beats). Every command a Handle runs carries EnvTag (the
-// lease id) in its environment. Only the holder's handle ends the session
+// renews a claim on it every 10 seconds (the claim lasts
+// three beats). Every command a Handle runs carries BERTH_LEASE=<lease id>
+// (the lease's process tag) in its environment. Only the holder's handle ends the session
 // with the driver's receipt (it kills its process groups and verifies none
 // is left). A release or sweep by any other manager while the claim lasts
 // records pending_cleanup naming the holder and never confirms; the
@@ -127,12 +127,12 @@
 // prp/controller.New returns), a release that stops or destroys, and every
 // cleanup (a Sweep, a Release of a pending_cleanup lease), first has every
 // runner task of the lease stopped and verified. An unproven stop (an
-// incomplete proof, a runner that does not answer within CleanupBudget)
+// incomplete proof, a runner that does not answer within the one-minute cleanup budget)
 // leaves a release pending_cleanup with the reason and the sandbox as it
 // is; the cleanup that retries it asks the runner again and, if it still
 // cannot prove the stop, relies on the sandbox's own proof: a confirmed
 // stop or destroy of a sandbox, or the tag check of a host lease (the
-// runner and its tasks carry EnvTag). A host lease with runner sessions
+// runner and its tasks carry BERTH_LEASE). A host lease with runner sessions
 // always gets the tag check too, over its live session, since its runner
 // runs detached and outlives the session's command groups.
 // CleanupEvidence starts with "runner (runner_attested): ..." for the
@@ -162,9 +162,9 @@
 // Warm pools (LEASE-1, LEASE-2, LEASE-11, QUAL-4, IMG-3, CFG-7): an
 // environment with a pool (environment.Pool) keeps members: sandboxes
 // started ahead, each with its own write-ahead record (starting, then
-// StatusPooled) of InstanceCompany, labelled LabelPool, made from the
+// StatusPooled) of authz.InstanceCompany, labelled LabelPool, made from the
 // config and active template the environment had at refill time (its
-// Fingerprint says which). An acquisition of a saved, active environment
+// Lease.Fingerprint says which). An acquisition of a saved, active environment
 // with a pool, after its authorization and quota checks,
 // adopts the oldest member whose fingerprint and runner match in one
 // store transaction (Store.AdoptPooled), so that one member goes to one
@@ -175,7 +175,7 @@
 // that is gone is recorded failed with the provider's answer and the next
 // one is tried; without a member the acquisition creates as always. An
 // adopted member is an ordinary lease: it is never pooled again. Refills
-// follow adoptions and sweeps in the background (Options.PoolConcurrency
+// follow adoptions and sweeps in the background (two at once
 // per environment, each start within its budget; Close stops them and
 // waits) unless Options.ManualPoolRefill; MaintainPools refills and waits.
 // MaintainPools and every Sweep retire members that may no longer be
@@ -195,7 +195,7 @@
 // one. Each member's runner is launched and connected while the member
 // starts, through the runner protocol's hook (NewManager's tasks: the
 // controller's; without it the refill returns an error wrapping
-// drivers.ErrUnsupported), on a session of InstanceCompany that runs no
+// drivers.ErrUnsupported), on a session of authz.InstanceCompany that runs no
 // command; the lease that adopts the member takes that session over when
 // it attaches its runner (prp/controller's Attach: the session gets the
 // lease's company and run once, and the runner's token is renewed with

@@ -1,8 +1,29 @@
 package lease
 
+import (
+	"context"
+	"io"
+
+	"github.com/berthdev/berth/drivers"
+)
+
 // SetJoinHook makes m call f each time a caller has joined a coalesced
 // acquisition of key.
 func SetJoinHook(m *Manager, f func(key string)) { m.joined = f }
 
 // WaitPoolRefills waits until m's background pool refills are done.
 func WaitPoolRefills(m *Manager) { m.pools.wg.Wait() }
+
+// Fingerprint is the reuse fingerprint of cfg for d (reuseFingerprint).
+var Fingerprint = reuseFingerprint
+
+// Reusable reports whether leases of p are resumed by later acquisitions.
+func Reusable(p Policy) bool { return p.reusable() }
+
+// Start starts a streamed process through h (Handle.start).
+func Start(h *Handle, ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
+	return h.start(ctx, cmd, stdout, stderr)
+}
+
+// HoldsSandbox reports whether l still owns a sandbox (Lease.holdsSandbox).
+func HoldsSandbox(l *Lease) bool { return l.holdsSandbox() }

@@ -11,7 +11,7 @@ import (
 )
 
 // Handle is an acquired lease with its live sandbox: a portable value
-// whose methods run commands, stream processes, open terminals, report the
+// whose methods run commands, open terminals, report the
 // live image and capture it, each through the driver's sandbox, and whose
 // Release goes through Manager.Release (receipts, pending cleanup, the
 // lease record). The raw drivers.Sandbox is not handed out, except inside
@@ -78,15 +78,15 @@ func (h *Handle) Release(ctx context.Context, opts ReleaseOptions) (*Lease, erro
 
 // Exec runs a bounded command in the sandbox (drivers.Sandbox.Exec): a
 // non-zero exit is not an error; on cancellation the process tree is ended.
-// Like every command a Handle runs, its environment carries EnvTag set to
+// Like every command a Handle runs, its environment carries the variable BERTH_LEASE set to
 // the lease id.
 func (h *Handle) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
 	return h.sandbox.Exec(ctx, tagged(cmd, h.lease.ID))
 }
 
-// Start starts a streamed process (drivers.StreamExecer); an error wraps
+// start starts a streamed process (drivers.StreamExecer); an error wraps
 // drivers.ErrUnsupported when the driver cannot stream.
-func (h *Handle) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
+func (h *Handle) start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
 	se, err := capability(h, drivers.SandboxAs[drivers.StreamExecer])
 	if err != nil {
 		return nil, h.wrap(err)
@@ -117,7 +117,7 @@ func (h *Handle) OpenTerminal(ctx context.Context, req drivers.TerminalRequest) 
 	for k, v := range req.Env {
 		env[k] = v
 	}
-	env[EnvTag] = h.lease.ID
+	env[envTag] = h.lease.ID
 	req.Env = env
 	return t.OpenTerminal(ctx, req)
 }
@@ -169,7 +169,7 @@ func (h *Handle) HostRunner(ctx context.Context) (drivers.RunnerIngress, error) 
 // without a receipt and unknown to sweeps. Use it for driver-specific reads
 // (a host session's working directory, a container id); end the lease only
 // with Handle.Release or Manager.Release. Commands run on the raw value
-// carry no EnvTag, so a check on the host cannot find them.
+// carry no BERTH_LEASE tag, so a check on the host cannot find them.
 func (h *Handle) Raw(f func(sandbox any) error) error {
 	if f == nil {
 		return fmt.Errorf("lease %s: Raw needs a function: %w", h.lease.ID, drivers.ErrUnsupported)
@@ -188,7 +188,7 @@ func capability[T any](h *Handle, as func(drivers.Sandbox, drivers.Set) (T, erro
 
 func (h *Handle) wrap(err error) error { return fmt.Errorf("lease %s: %w", h.lease.ID, err) }
 
-// taggedIngress launches runners with the lease's process tag (EnvTag) in
+// taggedIngress launches runners with the lease's process tag (envTag) in
 // their environment, as every handle command carries it.
 type taggedIngress struct {
 	drivers.RunnerIngress
@@ -199,7 +199,7 @@ type taggedIngress struct {
 func (t taggedIngress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	env := make(map[string]string, len(req.Env)+1)
 	maps.Copy(env, req.Env)
-	env[EnvTag] = t.h.lease.ID
+	env[envTag] = t.h.lease.ID
 	req.Env = env
 	if err := t.RunnerIngress.Launch(ctx, req); err != nil {
 		return t.h.wrap(err)

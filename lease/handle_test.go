@@ -38,7 +38,7 @@ func TestHandleIsPortable(t *testing.T) {
 		t.Fatalf("Exec: %+v, %v", res, err)
 	}
 	var out bytes.Buffer
-	proc, err := h.Start(bg, drivers.Command{Argv: []string{"echo", "streamed"}}, &out, &out)
+	proc, err := lease.Start(h, bg, drivers.Command{Argv: []string{"echo", "streamed"}}, &out, &out)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}

@@ -10,12 +10,13 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 )
 
 // TestHolderRenewsItsClaim (issue 10 item 4): the manager holding a host
 // lease (the local driver) renews its claim every heartbeat on its clock,
-// so the claim always lasts HolderClaimBeats heartbeats from the last
+// so the claim always lasts three heartbeats from the last
 // renewal; the holder's own release ends the session with a receipt.
 func TestHolderRenewsItsClaim(t *testing.T) {
 	t.Parallel()
@@ -34,19 +35,19 @@ func TestHolderRenewsItsClaim(t *testing.T) {
 	}
 	store := lease.NewMemoryStore()
 	const beat = 10 * time.Second
-	m, _ := lease.NewManager(store, reg, environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil), nil, &lease.Options{Clock: clk, HostHeartbeat: beat})
+	m, _ := lease.NewManager(store, reg, environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil), nil, knobbed(&lease.Options{Clock: clk}, func(k *leasetune.Knobs) { k.HostHeartbeat = beat }))
 	defer m.Close()
 	h, err := m.Acquire(ctx, op, lease.AcquireRequest{EnvironmentID: "here", Company: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := h.Lease(); l.Holder == "" || !l.HolderUntil.Equal(t0.Add(lease.HolderClaimBeats*beat)) {
-		t.Fatalf("acquired: holder %q until %s; want a holder until %s", l.Holder, l.HolderUntil, t0.Add(lease.HolderClaimBeats*beat))
+	if l := h.Lease(); l.Holder == "" || !l.HolderUntil.Equal(t0.Add(3*beat)) {
+		t.Fatalf("acquired: holder %q until %s; want a holder until %s", l.Holder, l.HolderUntil, t0.Add(3*beat))
 	}
 	for i := 1; i <= 2; i++ {
 		clk.WaitForWaiters(1, nil) // the heartbeat waits on the clock
 		clk.Advance(beat)
-		want := t0.Add(time.Duration(i)*beat + lease.HolderClaimBeats*beat)
+		want := t0.Add(time.Duration(i)*beat + 3*beat)
 		for { // until the heartbeat goroutine has written the renewal
 			l, err := store.GetLease(ctx, h.ID())
 			if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -187,18 +188,10 @@ func (w *world) save(env *environment.Environment) {
 }
 
 func (w *world) options() *lease.Options {
-	return &lease.Options{
-		InstanceID:    "test-instance",
-		Clock:         w.clk,
-		Rand:          func() float64 { return 0 },
-		NewID:         func() string { return fmt.Sprintf("L%d", w.ids.Add(1)) },
-		LeaseTTL:      leaseTTL,
-		ResumableTTL:  retainTTL,
-		ClaimGrace:    claimGrace,
-		CleanupBudget: cleanupB,
-		RetryInitial:  100 * time.Millisecond,
-		RetryMax:      400 * time.Millisecond,
-		PollInterval:  time.Millisecond,
+	o := &lease.Options{
+		InstanceID: "test-instance",
+		Clock:      w.clk,
+		ClaimGrace: claimGrace,
 		Secrets: func(_ context.Context, ref config.SecretRef) (string, error) {
 			w.secretLookups.Add(1)
 			if ref.ID == "fake-key" {
@@ -207,7 +200,19 @@ func (w *world) options() *lease.Options {
 			return "", fmt.Errorf("no secret %s", ref)
 		},
 	}
+	knobs(o, func(k *leasetune.Knobs) {
+		k.Rand = func() float64 { return 0 }
+		k.NewID = func() string { return fmt.Sprintf("L%d", w.ids.Add(1)) }
+		k.LeaseTTL, k.ResumableTTL = leaseTTL, retainTTL
+		k.CleanupBudget = cleanupB
+		k.RetryInitial, k.RetryMax = 100*time.Millisecond, 400*time.Millisecond
+		k.PollInterval = time.Millisecond
+	})
+	return o
 }
+
+// knobs lets f change the internal knobs of o (internal/leasetune).
+func knobs(o *lease.Options, f func(*leasetune.Knobs)) { leasetune.Update(o, f) }
 
 func (w *world) newManager(mod func(*lease.Options)) *lease.Manager {
 	o := w.options()
@@ -307,4 +312,10 @@ func (s *failingStore) UpdateLease(ctx context.Context, l *lease.Lease) error {
 	}
 	s.failUpdates.Store(0)
 	return s.Store.UpdateLease(ctx, l)
+}
+
+// knobbed returns o after f changed its internal knobs.
+func knobbed(o *lease.Options, f func(*leasetune.Knobs)) *lease.Options {
+	knobs(o, f)
+	return o
 }

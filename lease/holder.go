@@ -35,7 +35,7 @@ func (h *Handle) stopBeat() {
 
 // holderTTL is how long a holder's claim lasts after a renewal.
 func (m *Manager) holderTTL() time.Duration {
-	return HolderClaimBeats * m.o.HostHeartbeat
+	return holderClaimBeats * m.o.knobs.HostHeartbeat
 }
 
 // hold marks upd (a host lease about to become active) as held by this
@@ -48,7 +48,7 @@ func (m *Manager) hold(upd *Lease, now time.Time) {
 // heartbeat until the handle is dropped or the manager closed.
 func (m *Manager) startBeat(h *Handle) {
 	h.beat = &beat{stop: make(chan struct{})}
-	next := m.now().Add(m.o.HostHeartbeat)
+	next := m.now().Add(m.o.knobs.HostHeartbeat)
 	go func() {
 		for {
 			// Wait for the beat's own deadline, not a fixed interval from
@@ -60,7 +60,7 @@ func (m *Manager) startBeat(h *Handle) {
 			case <-clock.At(m.o.Clock, next):
 			}
 			m.renewHolder(h.lease.ID)
-			next = next.Add(m.o.HostHeartbeat)
+			next = next.Add(m.o.knobs.HostHeartbeat)
 			if now := m.now(); next.Before(now) {
 				next = now // beats missed while renewing are not replayed
 			}
@@ -117,11 +117,11 @@ func (m *Manager) hostUnchecked(l *Lease) error {
 		l.ID, l.Holder, l.HolderUntil.UTC().Format(time.RFC3339))
 }
 
-// EnvTag is the variable berth sets, to the lease id, in the environment of
+// envTag is the variable berth sets, to the lease id, in the environment of
 // every command a Handle runs, so that the processes of a host lease (and
 // their children, which inherit it) are found on the host after their
 // holder is gone.
-const EnvTag = "BERTH_LEASE"
+const envTag = "BERTH_LEASE"
 
 // tagged returns cmd with the lease's tag in its environment.
 func tagged(cmd drivers.Command, leaseID string) drivers.Command {
@@ -129,7 +129,7 @@ func tagged(cmd drivers.Command, leaseID string) drivers.Command {
 	for k, v := range cmd.Env {
 		env[k] = v
 	}
-	env[EnvTag] = leaseID
+	env[envTag] = leaseID
 	cmd.Env = env
 	return cmd
 }

@@ -96,7 +96,7 @@ func (r *sshReplicas) startSleep(m *lease.Manager) *lease.Handle {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	proc, err := h.Start(ctx, drivers.Command{Argv: []string{"sleep", r.secs}}, io.Discard, io.Discard)
+	proc, err := lease.Start(h, ctx, drivers.Command{Argv: []string{"sleep", r.secs}}, io.Discard, io.Discard)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestHostLeaseOfAGoneHolderEndsByACheck(t *testing.T) {
 	}
 	// No runner made a cgroup: berth's own tag scan, which names its
 	// evasion (PRP-6).
-	for _, want := range []string{"claim expired", "checked on the host", "tag_scan: killed 1", lease.EnvTag + "=" + h.ID(), "would evade this scan"} {
+	for _, want := range []string{"claim expired", "checked on the host", "tag_scan: killed 1", "BERTH_LEASE" + "=" + h.ID(), "would evade this scan"} {
 		if !strings.Contains(l.CleanupEvidence, want) {
 			t.Errorf("evidence %q lacks %q", l.CleanupEvidence, want)
 		}

@@ -4,7 +4,6 @@ import (
 	"maps"
 	"time"
 
-	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
@@ -22,12 +21,6 @@ import (
 // into pending_cleanup by the next Sweep.
 type Status string
 
-// InstanceCompany is the Company of leases that belong to the instance,
-// not to a tenant: custom-image setup sandboxes and warm-pool members not
-// adopted yet. Every known role may read such a lease; no grant lets an
-// agent or a board member act on one (authz.InstanceCompany).
-const InstanceCompany = authz.InstanceCompany
-
 // The lease statuses.
 const (
 	StatusStarting       Status = "starting"
@@ -39,7 +32,7 @@ const (
 	StatusPendingCleanup Status = "pending_cleanup"
 	// StatusPooled is a warm-pool member (SPEC LEASE-1, LEASE-11): a
 	// started sandbox of an environment with a pool (environment.Pool),
-	// of InstanceCompany, waiting for an acquisition to adopt it. Adoption
+	// of authz.InstanceCompany, waiting for an acquisition to adopt it. Adoption
 	// (Store.AdoptPooled) turns the record itself into the adopting lease.
 	StatusPooled Status = "pooled"
 )
@@ -80,8 +73,8 @@ func (p Policy) Valid() bool {
 	return false
 }
 
-// Reusable reports whether leases of p are resumed by later acquisitions.
-func (p Policy) Reusable() bool { return p == ReuseByEnvironment || p == ReuseByWorkspace }
+// reusable reports whether leases of p are resumed by later acquisitions.
+func (p Policy) reusable() bool { return p == ReuseByEnvironment || p == ReuseByWorkspace }
 
 // CleanupStatus says how far the cleanup of a lease's sandbox got.
 type CleanupStatus string
@@ -117,16 +110,20 @@ const (
 	ReplaceTemplateChanged ReplaceReason = "template_changed"
 )
 
-// Label keys that the manager puts on every sandbox it creates, so that
-// sweeps find them at the provider (LEASE-9).
+// Label keys that the manager puts on every sandbox it creates (and on
+// Lease.Labels), so that sweeps find them at the provider (LEASE-9):
+// berth.instance (Options.InstanceID), berth.environment (the environment
+// id) and berth.lease (the lease id). LabelTemplate and LabelPool are the
+// ones that say more than the record does.
 const (
-	LabelInstance    = "berth.instance"
-	LabelEnvironment = "berth.environment"
-	LabelLease       = "berth.lease"
-	// LabelTemplate names the active template (package templates) a lease
-	// started from; absent for the configured image (IMG-8).
-	LabelTemplate = "berth.template-id"
+	labelInstance    = "berth.instance"
+	labelEnvironment = "berth.environment"
+	labelLease       = "berth.lease"
 )
+
+// LabelTemplate names the active template (package templates) a lease
+// started from; absent for the configured image (IMG-8).
+const LabelTemplate = "berth.template-id"
 
 // Lease is one use of an environment (LEASE-1). For reusable policies one
 // record owns one sandbox across the runs that reuse it: Run is the run that
@@ -176,7 +173,7 @@ type Lease struct {
 	CleanupEvidenceKind drivers.EvidenceKind `json:"cleanupEvidenceKind,omitempty"`
 
 	// Fingerprint is the reuse fingerprint: driver, identity fields and
-	// secret references with their versions (see Fingerprint).
+	// secret references with their versions (see EnvironmentFingerprint).
 	Fingerprint string `json:"fingerprint"`
 	// ReuseKey is set while a reusable lease holds a sandbox that later
 	// acquisitions may resume; at most one lease of a store holds a key.
@@ -214,7 +211,7 @@ type Lease struct {
 
 	// Holder is the manager (its claim owner prefix) that holds the live
 	// session of a host lease (local, ssh), and HolderUntil how long its
-	// claim lasts; the holder renews it every Options.HostHeartbeat while
+	// claim lasts; the holder renews it every 10 seconds while
 	// it holds the session. A host session ends only through its holder's
 	// handle or a check on the host: a release or sweep by any other
 	// manager leaves the lease pending_cleanup naming the holder, never
@@ -240,16 +237,16 @@ type Lease struct {
 	Redacted bool `json:"redacted,omitempty"`
 }
 
-// Redact returns a copy of l without what may show the environment's
+// redactCopy returns a copy of l without what may show the environment's
 // config (see Redacted), marked Redacted: what a board member or an agent
 // of the lease's company sees (CFG-2). Status, policy, times and the
 // cleanup status stay.
-func (l *Lease) Redact() *Lease {
+func (l *Lease) redactCopy() *Lease {
 	c := *l
 	return c.redact()
 }
 
-// redact is Redact in place, on a lease struct that nobody else holds (see
+// redact is redactCopy in place, on a lease struct that nobody else holds (see
 // own).
 func (l *Lease) redact() *Lease {
 	l.Config, l.Metadata, l.Labels = nil, nil, nil
@@ -307,10 +304,10 @@ func cloneRunner(r *drivers.RunnerSpec) *drivers.RunnerSpec {
 	return &c
 }
 
-// HoldsSandbox reports whether the lease still owns a sandbox at the
+// holdsSandbox reports whether the lease still owns a sandbox at the
 // provider that must not be destroyed by an orphan sweep: starting, active,
 // retained, pooled, or released by a stop that keeps it resumable.
-func (l *Lease) HoldsSandbox() bool {
+func (l *Lease) holdsSandbox() bool {
 	switch l.Status {
 	case StatusStarting, StatusActive, StatusRetained, StatusPooled:
 		return true

@@ -19,87 +19,64 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/internal/retry"
 )
 
 // Defaults of Options' zero fields.
 const (
-	DefaultInstanceID    = "berth"
-	DefaultStartupBudget = 5 * time.Minute
-	DefaultLeaseTTL      = 24 * time.Hour
-	DefaultResumableTTL  = 7 * 24 * time.Hour
-	DefaultClaimGrace    = time.Minute
-	DefaultCleanupBudget = time.Minute
-	DefaultPollInterval  = 20 * time.Millisecond
-	DefaultSweepLimit    = 100
-	DefaultHostHeartbeat = 10 * time.Second
-	DefaultPruneAfter    = 30 * 24 * time.Hour
+	defaultInstanceID    = "berth"
+	defaultStartupBudget = 5 * time.Minute
+	defaultLeaseTTL      = 24 * time.Hour
+	defaultResumableTTL  = 7 * 24 * time.Hour
+	defaultClaimGrace    = time.Minute
+	defaultCleanupBudget = time.Minute
+	defaultPollInterval  = 20 * time.Millisecond
+	defaultSweepLimit    = 100
+	defaultHostHeartbeat = 10 * time.Second
+	defaultPruneAfter    = 30 * 24 * time.Hour
 )
 
-// HolderClaimBeats is how many heartbeats a host lease holder's claim
+// holderClaimBeats is how many heartbeats a host lease holder's claim
 // lasts: a holder that misses this many renewals is taken as gone.
-const HolderClaimBeats = 3
-
-// SecretLookup returns the value of a secret reference from the host's
-// secret store. Errors must not contain the value.
-type SecretLookup func(ctx context.Context, ref config.SecretRef) (string, error)
+const holderClaimBeats = 3
 
 // Options configure a Manager: optional knobs, each documenting its
 // default; nil means all defaults. The Assignments and the runner
 // controller's TaskStopper hook are NewManager's arguments.
+//
+// What Options does not set is fixed: a startup budget of 5
+// minutes where neither the request, the environment's startup_timeout
+// knob nor the driver declares one (LEASE-3); active leases expire after 24
+// hours without an acquisition, resumable (retained or stopped) ones after
+// 7 days; one cleanup step (a stop, destroy or listing) gets one minute; a
+// Sweep claims up to 100 leases; the holder of a host lease renews its
+// claim every 10 seconds (the claim lasts three renewals); a pool starts up
+// to 2 members of one environment at once.
 type Options struct {
 	// InstanceID is put on every sandbox as the berth.instance label and
-	// scopes orphan sweeps to this installation. Default DefaultInstanceID.
+	// scopes orphan sweeps to this installation. Default "berth".
 	InstanceID string
-	// Clock measures budgets, expiry and claims. Default the wall clock.
+	// Clock measures budgets, expiry, claims and heartbeats: a clock.Fake
+	// runs the manager's time in step. Default the wall clock.
 	Clock clock.Clock
 	// Logger receives operational messages (never secrets). Default discard.
 	Logger *slog.Logger
-	// Rand returns uniform numbers in [0, 1) for backoff jitter. Default
-	// math/rand/v2.
-	Rand func() float64
-	// NewID returns a new lease id. Default "lse_" and 16 random hex digits.
-	NewID func() string
-	// Secrets resolves the secret references of environment configs at
-	// acquire and again at cleanup time; lease records keep references only.
-	// Default: none, so a config with a secret reference fails with
-	// config.ErrCredentialsMissing.
-	Secrets SecretLookup
-	// StartupBudget is used when neither the request, the environment's
-	// startup_timeout knob nor the driver declares a budget (LEASE-3).
-	// Default DefaultStartupBudget.
-	StartupBudget time.Duration
-	// LeaseTTL is how long an active lease lives without being acquired
-	// again before a sweep expires it. Default DefaultLeaseTTL.
-	LeaseTTL time.Duration
-	// ResumableTTL is how long a retained or stopped (resumable) lease stays
-	// resumable before a sweep expires it. Default DefaultResumableTTL.
-	ResumableTTL time.Duration
+	// Secrets returns the value of a secret reference from the host's
+	// secret store (environment.SecretStore.Get); its errors must not
+	// contain the value. It resolves the secret references of environment
+	// configs at acquire and again at cleanup time; lease records keep
+	// references only. Default: none, so a config with a secret reference
+	// fails with config.ErrCredentialsMissing.
+	Secrets func(ctx context.Context, ref config.SecretRef) (string, error)
 	// ClaimGrace is added to the startup budget to form the claim of an
 	// acquisition; after it another replica treats the acquisition as
-	// crashed. Default DefaultClaimGrace.
+	// crashed. Default one minute.
 	ClaimGrace time.Duration
-	// CleanupBudget bounds one stop, destroy or listing done for cleanup.
-	// Default DefaultCleanupBudget.
-	CleanupBudget time.Duration
-	// RetryInitial and RetryMax shape the backoff between attempts; zero
-	// means the internal/retry defaults (200ms, 10s).
-	RetryInitial, RetryMax time.Duration
-	// PollInterval is how often (wall clock) an acquisition re-reads a lease
-	// that another manager is starting or holds a claim on, at most: the
-	// first re-reads come sooner (a sixteenth of it, at least 1 ms,
-	// doubling up to it). Default DefaultPollInterval.
-	PollInterval time.Duration
-	// SweepLimit bounds the leases one Sweep claims. Default DefaultSweepLimit.
-	SweepLimit int
-	// HostHeartbeat is how often (on Clock) the manager that holds a host
-	// lease's live session renews its claim on it (Lease.Holder); the claim
-	// lasts HolderClaimBeats heartbeats. Default DefaultHostHeartbeat.
-	HostHeartbeat time.Duration
 	// PruneAfter is how long the record of an ended lease (released and not
 	// resumable, expired, failed) is kept after its ReleasedAt, receipt
 	// (CleanupEvidence) included; each Sweep then prunes it. Default
-	// DefaultPruneAfter; a negative value keeps records forever.
+	// 30 days; a negative value keeps records forever.
 	PruneAfter time.Duration
 	// SecretKeeper, if not nil, records the secret references of every
 	// lease record before it is written and releases them once the lease
@@ -119,9 +96,6 @@ type Options struct {
 	// anything is written or allocated, with an error wrapping ErrQuota.
 	// Default: no limits.
 	Quotas Quotas
-	// PoolConcurrency bounds the members one environment's pool starts at
-	// once (a refill, MaintainPools). Default DefaultPoolConcurrency.
-	PoolConcurrency int
 	// ManualPoolRefill, if set, refills pools only in MaintainPools (a
 	// host that schedules refills itself, or a test that wants them in
 	// step): no background refill follows adoptions and sweeps. Default
@@ -139,6 +113,9 @@ type Options struct {
 	// managed-sandbox-only) no refill starts a member. Acquisitions pass
 	// the Assignments' gate, which reads them too. nil: refills read none.
 	Settings instance.Reader
+
+	// knobs are the internal knobs berth's tests set (internal/leasetune).
+	knobs leasetune.Knobs
 }
 
 // Manager hands out leases of environments: it acquires sandboxes with a
@@ -171,6 +148,11 @@ type Manager struct {
 	quotaLocks [32]sync.Mutex
 }
 
+// init lets berth's tests set the internal knobs (internal/leasetune).
+func init() {
+	leasetune.Update = func(opts any, f func(*leasetune.Knobs)) { f(&opts.(*Options).knobs) }
+}
+
 // NewManager returns a Manager over store and the drivers of reg, with
 // the hook the catalog needs from it.
 //
@@ -191,7 +173,7 @@ type Manager struct {
 // with runner sessions gets the host check in any case (its runner runs
 // detached from the session): the lease's runner cgroup, where one was
 // made, is killed, seen empty and removed; every process tagged with the
-// lease (EnvTag) is killed and a /proc scan must find none. The receipt
+// lease (BERTH_LEASE=<lease id>) is killed and a /proc scan must find none. The receipt
 // (Lease.CleanupEvidence, Lease.CleanupEvidenceKind) says which. nil: the
 // leases have no runner tasks to stop.
 //
@@ -209,7 +191,7 @@ func NewManager(store Store, reg *drivers.Registry, asg *environment.Assignments
 		o = *opts
 	}
 	if o.InstanceID == "" {
-		o.InstanceID = DefaultInstanceID
+		o.InstanceID = defaultInstanceID
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -217,38 +199,38 @@ func NewManager(store Store, reg *drivers.Registry, asg *environment.Assignments
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if o.NewID == nil {
-		o.NewID = newLeaseID
+	if o.knobs.NewID == nil {
+		o.knobs.NewID = newLeaseID
 	}
-	if o.StartupBudget <= 0 {
-		o.StartupBudget = DefaultStartupBudget
+	if o.knobs.StartupBudget <= 0 {
+		o.knobs.StartupBudget = defaultStartupBudget
 	}
-	if o.LeaseTTL <= 0 {
-		o.LeaseTTL = DefaultLeaseTTL
+	if o.knobs.LeaseTTL <= 0 {
+		o.knobs.LeaseTTL = defaultLeaseTTL
 	}
-	if o.ResumableTTL <= 0 {
-		o.ResumableTTL = DefaultResumableTTL
+	if o.knobs.ResumableTTL <= 0 {
+		o.knobs.ResumableTTL = defaultResumableTTL
 	}
 	if o.ClaimGrace <= 0 {
-		o.ClaimGrace = DefaultClaimGrace
+		o.ClaimGrace = defaultClaimGrace
 	}
-	if o.CleanupBudget <= 0 {
-		o.CleanupBudget = DefaultCleanupBudget
+	if o.knobs.CleanupBudget <= 0 {
+		o.knobs.CleanupBudget = defaultCleanupBudget
 	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = DefaultPollInterval
+	if o.knobs.PollInterval <= 0 {
+		o.knobs.PollInterval = defaultPollInterval
 	}
-	if o.SweepLimit <= 0 {
-		o.SweepLimit = DefaultSweepLimit
+	if o.knobs.SweepLimit <= 0 {
+		o.knobs.SweepLimit = defaultSweepLimit
 	}
 	if o.PruneAfter == 0 {
-		o.PruneAfter = DefaultPruneAfter
+		o.PruneAfter = defaultPruneAfter
 	}
-	if o.HostHeartbeat <= 0 {
-		o.HostHeartbeat = DefaultHostHeartbeat
+	if o.knobs.HostHeartbeat <= 0 {
+		o.knobs.HostHeartbeat = defaultHostHeartbeat
 	}
-	if o.PoolConcurrency <= 0 {
-		o.PoolConcurrency = DefaultPoolConcurrency
+	if o.knobs.PoolConcurrency <= 0 {
+		o.knobs.PoolConcurrency = defaultPoolConcurrency
 	}
 	store = &recordStore{Store: store, k: o.SecretKeeper, log: o.Logger.Warn}
 	m := &Manager{
@@ -308,23 +290,18 @@ func detach(ctx context.Context) context.Context {
 }
 
 func (m *Manager) retryPolicy() retry.Policy {
-	return retry.Policy{Initial: m.o.RetryInitial, Max: m.o.RetryMax, Clock: m.o.Clock, Rand: m.o.Rand}
+	return retry.Policy{Initial: m.o.knobs.RetryInitial, Max: m.o.knobs.RetryMax, Clock: m.o.Clock, Rand: m.o.knobs.Rand}
 }
 
-// InstanceID returns the instance id that labels this manager's sandboxes
-// (LabelInstance), so that others who allocate for the same instance label
-// alike and sweeps find them.
-func (m *Manager) InstanceID() string { return m.o.InstanceID }
-
-// Fingerprint returns the reuse fingerprint of cfg for driver d: a SHA-256
+// reuseFingerprint returns the reuse fingerprint of cfg for driver d: a SHA-256
 // over the driver name, the identity fields and the secret references with
 // their versions (LEASE-4). Knobs, metadata and SecretMap fields (secret env
 // vars, keys and references alike) are left out, so that tuning a timeout or
 // rotating an env token keeps a sandbox reusable while changing the image,
 // target or account does not. An identity value that has no JSON encoding (a channel,
 // a function, a NaN) is an error wrapping ErrInvalid that names the driver;
-// Fingerprint never panics.
-func Fingerprint(d drivers.Driver, cfg config.Config) (string, error) {
+// reuseFingerprint never panics.
+func reuseFingerprint(d drivers.Driver, cfg config.Config) (string, error) {
 	p := d.Schema().Partition(cfg)
 	b, err := json.Marshal(struct {
 		Driver   string                      `json:"driver"`
@@ -345,9 +322,9 @@ func (m *Manager) cacheHandle(h *Handle) {
 }
 
 // Close stops the heartbeats of the host leases this manager holds; it
-// releases nothing. Their claims then expire after HolderClaimBeats
-// heartbeats, and other managers may end the sessions only by a check on
-// the host. It stops the background pool refills and waits for them; it
+// releases nothing. Their claims then expire after three
+// heartbeats (30 seconds), and other managers may end the sessions only
+// by a check on the host. It stops the background pool refills and waits for them; it
 // drains no pool: pooled members stay for the next process to adopt. It
 // ends the goroutines parked for coalesced acquisitions (acquisitions in
 // progress finish). The manager must not acquire afterwards.

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// MemoryStore is an in-memory Store for tests and single-process hosts. One
+// memoryStore is NewMemoryStore's Store, for tests and single-process hosts. One
 // mutex serializes every operation, which gives it the key and claim
 // atomicity the Store contract asks for. It copies the scalar fields of the
 // leases it is given and returns, and shares their maps and runner, which
@@ -20,7 +20,7 @@ import (
 // leases cost, not the history that retention (Options.PruneAfter) has not
 // pruned yet; and the ended ones by release time, so that pruning costs
 // what it prunes. The zero value is not usable; call NewMemoryStore.
-type MemoryStore struct {
+type memoryStore struct {
 	mu      sync.Mutex
 	leases  map[string]*Lease
 	live    map[string]*Lease // the leases not ended (Lease.Ended), of leases
@@ -29,7 +29,7 @@ type MemoryStore struct {
 	byRun   map[string]string // run key -> lease id
 }
 
-// release is an entry of MemoryStore.ended: lease id ended, released at.
+// release is an entry of memoryStore.ended: lease id ended, released at.
 // It is stale once the lease is gone, live again or released at another
 // time; PruneLeases drops stale entries as it meets them.
 type release struct {
@@ -95,17 +95,18 @@ func (r *releases) pop() release {
 }
 
 var (
-	_ Store          = (*MemoryStore)(nil)
-	_ ReleaseClaimer = (*MemoryStore)(nil)
+	_ Store          = (*memoryStore)(nil)
+	_ releaseClaimer = (*memoryStore)(nil)
 )
 
-// NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{leases: map[string]*Lease{}, live: map[string]*Lease{}, byReuse: map[string]string{}, byRun: map[string]string{}}
+// NewMemoryStore returns an empty in-memory Store for tests and single-process
+// hosts (it also implements ClaimLeaseForRelease, see Store).
+func NewMemoryStore() Store {
+	return &memoryStore{leases: map[string]*Lease{}, live: map[string]*Lease{}, byReuse: map[string]string{}, byRun: map[string]string{}}
 }
 
 // keyHolderLocked returns another lease than l holding l's reuse or run key.
-func (s *MemoryStore) keyHolderLocked(l *Lease) *Lease {
+func (s *memoryStore) keyHolderLocked(l *Lease) *Lease {
 	if id, ok := s.byReuse[l.ReuseKey]; ok && l.ReuseKey != "" && id != l.ID {
 		return s.leases[id]
 	}
@@ -120,7 +121,7 @@ func (s *MemoryStore) keyHolderLocked(l *Lease) *Lease {
 // read-only). A lease already stored is overwritten in place: the store
 // never hands out its own records (every read returns a copy), so nothing
 // else holds them.
-func (s *MemoryStore) putLocked(l *Lease) {
+func (s *memoryStore) putLocked(l *Lease) {
 	old, ok := s.leases[l.ID]
 	var wasEnded bool
 	var wasReleased time.Time
@@ -156,7 +157,7 @@ func (s *MemoryStore) putLocked(l *Lease) {
 }
 
 // InsertLease implements Store.
-func (s *MemoryStore) InsertLease(ctx context.Context, l *Lease) (*Lease, error) {
+func (s *memoryStore) InsertLease(ctx context.Context, l *Lease) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -174,7 +175,7 @@ func (s *MemoryStore) InsertLease(ctx context.Context, l *Lease) (*Lease, error)
 }
 
 // GetLease implements Store.
-func (s *MemoryStore) GetLease(ctx context.Context, id string) (*Lease, error) {
+func (s *memoryStore) GetLease(ctx context.Context, id string) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -188,7 +189,7 @@ func (s *MemoryStore) GetLease(ctx context.Context, id string) (*Lease, error) {
 }
 
 // UpdateLease implements Store.
-func (s *MemoryStore) UpdateLease(ctx context.Context, l *Lease) error {
+func (s *memoryStore) UpdateLease(ctx context.Context, l *Lease) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -210,16 +211,16 @@ func (s *MemoryStore) UpdateLease(ctx context.Context, l *Lease) error {
 }
 
 // FindByReuseKey implements Store.
-func (s *MemoryStore) FindByReuseKey(ctx context.Context, key string) (*Lease, error) {
+func (s *memoryStore) FindByReuseKey(ctx context.Context, key string) (*Lease, error) {
 	return s.findBy(ctx, key, s.byReuse)
 }
 
 // FindByRunKey implements Store.
-func (s *MemoryStore) FindByRunKey(ctx context.Context, key string) (*Lease, error) {
+func (s *memoryStore) FindByRunKey(ctx context.Context, key string) (*Lease, error) {
 	return s.findBy(ctx, key, s.byRun)
 }
 
-func (s *MemoryStore) findBy(ctx context.Context, key string, index map[string]string) (*Lease, error) {
+func (s *memoryStore) findBy(ctx context.Context, key string, index map[string]string) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -232,7 +233,7 @@ func (s *MemoryStore) findBy(ctx context.Context, key string, index map[string]s
 }
 
 // ListLeases implements Store.
-func (s *MemoryStore) ListLeases(ctx context.Context, f Filter) ([]*Lease, error) {
+func (s *memoryStore) ListLeases(ctx context.Context, f Filter) ([]*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -243,7 +244,7 @@ func (s *MemoryStore) ListLeases(ctx context.Context, f Filter) ([]*Lease, error
 		from = s.live // the history costs nothing
 	}
 	for _, l := range from {
-		if f.Match(l) {
+		if f.match(l) {
 			out = append(out, l.shallow())
 		}
 	}
@@ -274,18 +275,18 @@ func sortLeases(ls []*Lease) {
 }
 
 // ClaimLease implements Store.
-func (s *MemoryStore) ClaimLease(ctx context.Context, id, owner string, now, until time.Time) (*Lease, error) {
+func (s *memoryStore) ClaimLease(ctx context.Context, id, owner string, now, until time.Time) (*Lease, error) {
 	return s.claim(ctx, id, owner, now, until, false)
 }
 
-// ClaimLeaseForRelease implements ReleaseClaimer.
-func (s *MemoryStore) ClaimLeaseForRelease(ctx context.Context, id, owner string, now, until time.Time) (*Lease, error) {
+// ClaimLeaseForRelease implements releaseClaimer.
+func (s *memoryStore) ClaimLeaseForRelease(ctx context.Context, id, owner string, now, until time.Time) (*Lease, error) {
 	return s.claim(ctx, id, owner, now, until, true)
 }
 
 // claim is ClaimLease, which with expire also sets the ExpiresAt of an
 // active or retained lease to until (ClaimLeaseForRelease).
-func (s *MemoryStore) claim(ctx context.Context, id, owner string, now, until time.Time, expire bool) (*Lease, error) {
+func (s *memoryStore) claim(ctx context.Context, id, owner string, now, until time.Time, expire bool) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -307,7 +308,7 @@ func (s *MemoryStore) claim(ctx context.Context, id, owner string, now, until ti
 }
 
 // ClaimForSweep implements Store.
-func (s *MemoryStore) ClaimForSweep(ctx context.Context, owner string, now, until time.Time, limit int) ([]*Lease, error) {
+func (s *memoryStore) ClaimForSweep(ctx context.Context, owner string, now, until time.Time, limit int) ([]*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -315,7 +316,7 @@ func (s *MemoryStore) ClaimForSweep(ctx context.Context, owner string, now, unti
 	defer s.mu.Unlock()
 	var cand []*Lease
 	for _, l := range s.live { // an ended lease needs no sweep
-		if NeedsSweep(l, now) && l.claimFree("", now) {
+		if needsSweep(l, now) && l.claimFree("", now) {
 			cand = append(cand, l)
 		}
 	}
@@ -333,7 +334,7 @@ func (s *MemoryStore) ClaimForSweep(ctx context.Context, owner string, now, unti
 }
 
 // DeleteLease implements Store.
-func (s *MemoryStore) DeleteLease(ctx context.Context, id string, version int64) error {
+func (s *memoryStore) DeleteLease(ctx context.Context, id string, version int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -350,7 +351,7 @@ func (s *MemoryStore) DeleteLease(ctx context.Context, id string, version int64)
 	return nil
 }
 
-func (s *MemoryStore) deleteLocked(l *Lease) {
+func (s *memoryStore) deleteLocked(l *Lease) {
 	if l.ReuseKey != "" {
 		delete(s.byReuse, l.ReuseKey)
 	}
@@ -362,7 +363,7 @@ func (s *MemoryStore) deleteLocked(l *Lease) {
 }
 
 // PruneLeases implements Store.
-func (s *MemoryStore) PruneLeases(ctx context.Context, before time.Time, limit int) (int, error) {
+func (s *memoryStore) PruneLeases(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -397,7 +398,7 @@ func prunable(l *Lease, before time.Time) bool {
 }
 
 // AdoptPooled implements Store.
-func (s *MemoryStore) AdoptPooled(ctx context.Context, ad Adoption) (*Lease, error) {
+func (s *memoryStore) AdoptPooled(ctx context.Context, ad Adoption) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -405,7 +406,7 @@ func (s *MemoryStore) AdoptPooled(ctx context.Context, ad Adoption) (*Lease, err
 	defer s.mu.Unlock()
 	var cand []*Lease
 	for _, l := range s.live { // members are pooled: live
-		if ad.Matches(l) {
+		if ad.matches(l) {
 			cand = append(cand, l)
 		}
 	}
@@ -413,7 +414,7 @@ func (s *MemoryStore) AdoptPooled(ctx context.Context, ad Adoption) (*Lease, err
 		return nil, fmt.Errorf("lease: no pooled member of environment %s with fingerprint %s: %w", ad.Environment, ad.Fingerprint, ErrNotFound)
 	}
 	sortLeases(cand)
-	upd := ad.Adopt(cand[0])
+	upd := ad.adopt(cand[0])
 	if o := s.keyHolderLocked(upd); o != nil {
 		return nil, fmt.Errorf("lease %s: adopting it: key held by lease %s: %w", upd.ID, o.ID, ErrConflict)
 	}

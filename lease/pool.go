@@ -18,8 +18,8 @@ import (
 // (the labels a provider fixes at create stay true).
 const LabelPool = "berth.pool"
 
-// DefaultPoolConcurrency is Options.PoolConcurrency's default.
-const DefaultPoolConcurrency = 2
+// defaultPoolConcurrency is knobs.PoolConcurrency's default.
+const defaultPoolConcurrency = 2
 
 // PoolReport counts what one pool pass (Manager.MaintainPools, or the pool
 // part of a Sweep) did.
@@ -73,7 +73,7 @@ func (a *acq) poolable() bool {
 // isMember reports whether l is a warm-pool member not adopted (yet): the
 // instance's record, made by a refill, starting or pooled.
 func isMember(l *Lease) bool {
-	return l.Company == InstanceCompany && l.Labels[LabelPool] == "member" &&
+	return l.Company == authz.InstanceCompany && l.Labels[LabelPool] == "member" &&
 		(l.Status == StatusPooled || l.Status == StatusStarting)
 }
 
@@ -153,7 +153,7 @@ func (m *Manager) startAdopted(ctx context.Context, a *acq, l *Lease) (*Handle, 
 		return nil, true, nil
 	}
 	upd := l.shallow()
-	upd.Status, upd.LastUsedAt, upd.ExpiresAt, upd.Uses = StatusActive, now, now.Add(m.o.LeaseTTL), 1
+	upd.Status, upd.LastUsedAt, upd.ExpiresAt, upd.Uses = StatusActive, now, now.Add(m.o.knobs.LeaseTTL), 1
 	upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
 	if err := m.store.UpdateLease(wctx, upd); err != nil {
 		return nil, false, m.failStart(wctx, a, l, l.ProviderLeaseID, sb, fmt.Errorf("recording the adopted pool member: %w", err))
@@ -165,7 +165,7 @@ func (m *Manager) startAdopted(ctx context.Context, a *acq, l *Lease) (*Handle, 
 
 // refillSoon starts, unless one runs for env already, a background refill
 // of env's pool (fill), bounded by the startup budget of each start and
-// Options.PoolConcurrency.
+// knobs.PoolConcurrency.
 func (m *Manager) refillSoon(env *environment.Environment) {
 	if m.o.ManualPoolRefill || env.Pool == nil || env.Status != environment.StatusActive {
 		return
@@ -197,7 +197,7 @@ func (m *Manager) refillSoon(env *environment.Environment) {
 // pooled ones, and starting ones whose refill still holds its claim (a
 // start whose refill crashed is the sweep's, and counts no more).
 func (m *Manager) members(ctx context.Context, envID string) ([]*Lease, error) {
-	ls, err := m.store.ListLeases(ctx, Filter{Environment: envID, Company: InstanceCompany, Statuses: []Status{StatusPooled, StatusStarting}})
+	ls, err := m.store.ListLeases(ctx, Filter{Environment: envID, Company: authz.InstanceCompany, Statuses: []Status{StatusPooled, StatusStarting}})
 	if err != nil {
 		return nil, err
 	}
@@ -212,8 +212,8 @@ func (m *Manager) members(ctx context.Context, envID string) ([]*Lease, error) {
 }
 
 // fill starts the members env's pool lacks, at most
-// Options.PoolConcurrency at once, each with its own write-ahead record
-// (LEASE-2) of InstanceCompany labelled LabelPool, made from the config
+// knobs.PoolConcurrency at once, each with its own write-ahead record
+// (LEASE-2) of authz.InstanceCompany labelled LabelPool, made from the config
 // and active template env has now.
 func (m *Manager) fill(ctx context.Context, env *environment.Environment, rep *PoolReport) error {
 	if env.Pool == nil || env.Status != environment.StatusActive {
@@ -232,7 +232,7 @@ func (m *Manager) fill(ctx context.Context, env *environment.Environment, rep *P
 			return nil // no member while the settings refuse the target (CFG-9)
 		}
 	}
-	req := AcquireRequest{Company: InstanceCompany, EnvironmentID: env.ID, Policy: Ephemeral}
+	req := AcquireRequest{Company: authz.InstanceCompany, EnvironmentID: env.ID, Policy: Ephemeral}
 	if env.Pool.Runner {
 		if m.o.PoolRunners == nil {
 			return fmt.Errorf("lease: pool of environment %s is a runner pool and the manager has no runner binaries (Options.PoolRunners): %w", env.ID, drivers.ErrUnsupported)
@@ -263,7 +263,7 @@ func (m *Manager) fill(ctx context.Context, env *environment.Environment, rep *P
 	if need <= 0 {
 		return nil
 	}
-	sem := make(chan struct{}, m.o.PoolConcurrency)
+	sem := make(chan struct{}, m.o.knobs.PoolConcurrency)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
@@ -370,7 +370,7 @@ func (m *Manager) reconnectRunner(ctx context.Context, a *acq, l *Lease) {
 			m.unclaim(ctx, cur, "")
 		}
 	}()
-	if cl.Status != StatusPooled || cl.Company != InstanceCompany {
+	if cl.Status != StatusPooled || cl.Company != authz.InstanceCompany {
 		return
 	}
 	bctx, cancel := retry.WithTimeout(ctx, m.o.Clock, a.budget)
@@ -393,11 +393,11 @@ func (m *Manager) reconnectRunner(ctx context.Context, a *acq, l *Lease) {
 // claimed members), and leaves it alone if it was adopted before.
 func (m *Manager) retire(ctx context.Context, l *Lease, reason string, rep *PoolReport) {
 	now := m.now()
-	cl, err := m.store.ClaimLease(ctx, l.ID, m.opOwner(), now, now.Add(m.o.CleanupBudget))
+	cl, err := m.store.ClaimLease(ctx, l.ID, m.opOwner(), now, now.Add(m.o.knobs.CleanupBudget))
 	if err != nil {
 		return
 	}
-	if cl.Status != StatusPooled || cl.Company != InstanceCompany {
+	if cl.Status != StatusPooled || cl.Company != authz.InstanceCompany {
 		m.unclaim(ctx, cl, "")
 		return
 	}
@@ -419,7 +419,7 @@ func (m *Manager) retire(ctx context.Context, l *Lease, reason string, rep *Pool
 // template); older than the pool's max age; or beyond its size (the
 // youngest go).
 func (m *Manager) reapPools(ctx context.Context, envs []*environment.Environment, complete bool, rep *PoolReport) error {
-	ls, err := m.store.ListLeases(ctx, Filter{Company: InstanceCompany, Statuses: []Status{StatusPooled}})
+	ls, err := m.store.ListLeases(ctx, Filter{Company: authz.InstanceCompany, Statuses: []Status{StatusPooled}})
 	if err != nil {
 		return fmt.Errorf("lease: pools: listing members: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -94,7 +95,8 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 		o.SweepEnvironments = func(ctx context.Context) ([]*environment.Environment, error) {
 			return w.envs.ListEnvironments(ctx, environment.ListFilter{})
 		}
-		o.ManualPoolRefill, o.PoolConcurrency = true, 1
+		o.ManualPoolRefill = true
+		knobs(o, func(k *leasetune.Knobs) { k.PoolConcurrency = 1 })
 	}
 	// Half the schedules run a runner pool: members start their runner
 	// through the runner hook, which fails at times (the member is
@@ -191,7 +193,7 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 			// A reusable lease is handed to later runs by design (LEASE-4);
 			// a lease of any other policy serves one run, so an id seen
 			// twice would be a member adopted twice.
-			if l.Labels[lease.LabelPool] == "member" && !l.Policy.Reusable() {
+			if l.Labels[lease.LabelPool] == "member" && !lease.Reusable(l.Policy) {
 				st.Adopted++
 				if prev, dup := adoptedBy[l.ID]; dup {
 					st.Twice++

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
@@ -75,7 +76,7 @@ func TestPoolAdoption(t *testing.T) {
 		t.Fatalf("members %v, sandboxes %v; want 2 each", members, w.liveSandboxes())
 	}
 	m := w.get(members[0])
-	if m.Company != lease.InstanceCompany || m.Labels[lease.LabelPool] != "member" || m.Run != "" || w.state(m.ProviderLeaseID) != drivers.StateRunning {
+	if m.Company != authz.InstanceCompany || m.Labels[lease.LabelPool] != "member" || m.Run != "" || w.state(m.ProviderLeaseID) != drivers.StateRunning {
 		t.Fatalf("member record %+v (sandbox %s)", m, w.state(m.ProviderLeaseID))
 	}
 	if rep := w.maintain(w.m); rep.Created != 0 || rep.Retired != 0 {
@@ -443,7 +444,7 @@ func TestRunnerPoolMembersArePreparedForTheRunner(t *testing.T) {
 	if len(hook.started) != 1 {
 		t.Fatalf("the runner hook started %d members, want 1", len(hook.started))
 	}
-	if st := hook.started[0]; st.ID != members[0] || st.Status != lease.StatusStarting || st.Company != lease.InstanceCompany || st.ProviderLeaseID == "" || st.Labels[lease.LabelPool] != "member" {
+	if st := hook.started[0]; st.ID != members[0] || st.Status != lease.StatusStarting || st.Company != authz.InstanceCompany || st.ProviderLeaseID == "" || st.Labels[lease.LabelPool] != "member" {
 		t.Errorf("the hook saw %s %s of %s with provider id %q, want member %s starting, the instance's, with its provider id", st.ID, st.Status, st.Company, st.ProviderLeaseID, members[0])
 	}
 	plain, err := w.m.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: w.env.ID, Run: "plain"})

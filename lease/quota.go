@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"sync"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/errcode"
 )
 
@@ -15,7 +16,7 @@ import (
 // limit. Live leases are those that have not ended (Filter.Live): starting,
 // active, retained, pending_cleanup, and released leases that keep a
 // resumable sandbox; each may hold a sandbox that costs. Pool members
-// (StatusPooled, InstanceCompany) count for no company until adopted.
+// (StatusPooled, authz.InstanceCompany) count for no company until adopted.
 type Quotas struct {
 	// PerCompany limits the live leases of one company, over every
 	// environment.
@@ -38,7 +39,7 @@ var ErrQuota = errcode.New(errcode.Unavailable, "lease: quota reached")
 // acquire for one company at the same instant may each pass it once.
 func (m *Manager) checkQuota(ctx context.Context, a *acq) error {
 	q := m.o.Quotas
-	if a.draft || a.req.Company == "" || a.req.Company == InstanceCompany || q.PerCompany <= 0 && q.PerCompanyEnvironment <= 0 {
+	if a.draft || a.req.Company == "" || a.req.Company == authz.InstanceCompany || q.PerCompany <= 0 && q.PerCompanyEnvironment <= 0 {
 		return nil
 	}
 	f := Filter{Company: a.req.Company, Live: true}
@@ -73,7 +74,7 @@ func (m *Manager) checkQuota(ctx context.Context, a *acq) error {
 // acquisitions checkQuota does not count, it locks nothing.
 func (m *Manager) lockQuota(a *acq) func() {
 	q := m.o.Quotas
-	if a.draft || a.req.Company == "" || a.req.Company == InstanceCompany || q.PerCompany <= 0 && q.PerCompanyEnvironment <= 0 {
+	if a.draft || a.req.Company == "" || a.req.Company == authz.InstanceCompany || q.PerCompany <= 0 && q.PerCompanyEnvironment <= 0 {
 		return func() {}
 	}
 	h := fnv.New32a()

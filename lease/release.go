@@ -65,10 +65,10 @@ func (m *Manager) Release(ctx context.Context, p authz.Principal, id string, opt
 // keptEvidence is the receipt of a keep release.
 const keptEvidence = "kept: no task was stopped; the sandbox and its processes keep running (nothing proven)"
 
-// releaseClaimer returns the manager's store as a ReleaseClaimer, or nil.
-func (m *Manager) releaseClaimer() ReleaseClaimer {
+// claimerForRelease returns the manager's store as a releaseClaimer, or nil.
+func (m *Manager) claimerForRelease() releaseClaimer {
 	if rs, ok := m.store.(*recordStore); ok {
-		if rc, ok := rs.Store.(ReleaseClaimer); ok {
+		if rc, ok := rs.Store.(releaseClaimer); ok {
 			return rc
 		}
 	}
@@ -83,17 +83,17 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 	now := m.now()
 	owner := m.opOwner()
 	// A release that will stop or destroy writes ahead, in its claim when
-	// the store can (ReleaseClaimer), that the lease expires with the
+	// the store can (releaseClaimer), that the lease expires with the
 	// claim (see below). A failed run may turn into a keep
 	// (RetainOnFailure), which writes nothing ahead.
 	var l *Lease
 	var err error
 	aheadDone := false
-	if rc := m.releaseClaimer(); rc != nil && opts.Disposition != drivers.Keep && !opts.RunFailed {
-		l, err = rc.ClaimLeaseForRelease(ctx, id, owner, now, now.Add(m.o.CleanupBudget))
+	if rc := m.claimerForRelease(); rc != nil && opts.Disposition != drivers.Keep && !opts.RunFailed {
+		l, err = rc.ClaimLeaseForRelease(ctx, id, owner, now, now.Add(m.o.knobs.CleanupBudget))
 		aheadDone = err == nil && (l.Status == StatusActive || l.Status == StatusRetained)
 	} else {
-		l, err = m.store.ClaimLease(ctx, id, owner, now, now.Add(m.o.CleanupBudget))
+		l, err = m.store.ClaimLease(ctx, id, owner, now, now.Add(m.o.knobs.CleanupBudget))
 	}
 	if errors.Is(err, ErrClaimed) {
 		return l, fmt.Errorf("lease %s: cannot release now: %w", id, err)
@@ -103,7 +103,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 	}
 	switch {
 	case l.Status == StatusActive, l.Status == StatusRetained:
-	case l.Status == StatusReleased && l.HoldsSandbox() && opts.Disposition == drivers.Destroy && !opts.RunFailed:
+	case l.Status == StatusReleased && l.holdsSandbox() && opts.Disposition == drivers.Destroy && !opts.RunFailed:
 		// A stopped, resumable sandbox of a reusable lease: destroying it
 		// ends the reuse (and unblocks deleting its environment, CFG-7).
 	case l.Status == StatusReleased, l.Status == StatusExpired, l.Status == StatusFailed:
@@ -173,7 +173,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 				m.o.Logger.Info("lease: releasing a kept handle", "lease", id, "err", err)
 			}
 		}
-		upd.Status, upd.LastUsedAt, upd.ExpiresAt = StatusRetained, now, now.Add(m.o.ResumableTTL)
+		upd.Status, upd.LastUsedAt, upd.ExpiresAt = StatusRetained, now, now.Add(m.o.knobs.ResumableTTL)
 		upd.CleanupEvidence, upd.CleanupEvidenceKind = keptEvidence, drivers.EvidenceNone
 		m.dropHandle(id)
 		if err := m.store.UpdateLease(wctx, upd); err != nil {
@@ -212,8 +212,8 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 	now = m.now()
 	upd.Status, upd.Cleanup, upd.CleanupEvidence, upd.ReleasedAt, upd.LastUsedAt = StatusReleased, CleanupConfirmed, evidence, now, now
 	upd.CleanupEvidenceKind = kind
-	if d == drivers.Stop && upd.Policy.Reusable() && rc.State == drivers.StateStopped {
-		upd.ExpiresAt = now.Add(m.o.ResumableTTL) // resumable until then
+	if d == drivers.Stop && upd.Policy.reusable() && rc.State == drivers.StateStopped {
+		upd.ExpiresAt = now.Add(m.o.knobs.ResumableTTL) // resumable until then
 	} else {
 		upd.ReuseKey = ""
 	}

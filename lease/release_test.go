@@ -146,12 +146,12 @@ func TestSweepExpiresAndDestroysOrphans(t *testing.T) {
 	// An orphan of this instance and environment, one of another instance,
 	// and one labelled for a lease that ended.
 	orphan, err := w.fk.Acquire(bg, cfg, drivers.AcquireRequest{LeaseID: "gone", Labels: map[string]string{
-		lease.LabelInstance: "test-instance", lease.LabelEnvironment: "env-1", lease.LabelLease: "gone"}})
+		"berth.instance": "test-instance", "berth.environment": "env-1", "berth.lease": "gone"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	foreign, err := w.fk.Acquire(bg, cfg, drivers.AcquireRequest{Labels: map[string]string{
-		lease.LabelInstance: "other-instance", lease.LabelEnvironment: "env-1"}})
+		"berth.instance": "other-instance", "berth.environment": "env-1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestSweepReadsTheLiveLeasesOncePerEnvironment(t *testing.T) {
 			live = append(live, w.acquire(lease.Ephemeral, fmt.Sprint("run-", len(live))))
 		}
 		orphan, err := w.fk.Acquire(bg, w.env.Config, drivers.AcquireRequest{LeaseID: "gone", Labels: map[string]string{
-			lease.LabelInstance: "test-instance", lease.LabelEnvironment: w.env.ID, lease.LabelLease: "gone"}})
+			"berth.instance": "test-instance", "berth.environment": w.env.ID, "berth.lease": "gone"}})
 		if err != nil {
 			t.Fatal(err)
 		}

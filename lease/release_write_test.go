@@ -27,11 +27,13 @@ func (s *finalWriteStore) UpdateLease(ctx context.Context, l *lease.Lease) error
 }
 
 // claimingFinalWriteStore is a finalWriteStore that is a
-// lease.ReleaseClaimer too: the release writes its expiry ahead in its
-// claim.
+// store with ClaimLeaseForRelease too (see lease.Store): the release writes
+// its expiry ahead in its claim.
 type claimingFinalWriteStore struct {
 	*finalWriteStore
-	mem *lease.MemoryStore
+	mem interface {
+		ClaimLeaseForRelease(ctx context.Context, id, owner string, now, until time.Time) (*lease.Lease, error)
+	}
 }
 
 func (s claimingFinalWriteStore) ClaimLeaseForRelease(ctx context.Context, id, owner string, now, until time.Time) (*lease.Lease, error) {
@@ -43,7 +45,7 @@ func TestFailedReleaseWriteLeavesLeaseToTheSweep(t *testing.T) {
 	// Issue 11 item 4: a release whose final write fails must not leave
 	// the lease active until its TTL under a claim nobody clears; the next
 	// sweep after the release's claim takes it and destroys with proof.
-	// With a store that is a lease.ReleaseClaimer the expiry is written
+	// With a store that has ClaimLeaseForRelease the expiry is written
 	// in the claim, else by an update after it.
 	for _, tc := range []struct {
 		refuse, claimer bool
@@ -62,7 +64,9 @@ func TestFailedReleaseWriteLeavesLeaseToTheSweep(t *testing.T) {
 			fs := &finalWriteStore{Store: mem}
 			var st lease.Store = fs
 			if tc.claimer {
-				st = claimingFinalWriteStore{fs, mem}
+				st = claimingFinalWriteStore{fs, mem.(interface {
+					ClaimLeaseForRelease(ctx context.Context, id, owner string, now, until time.Time) (*lease.Lease, error)
+				})}
 			}
 			w := newWorld(t, worldOpts{store: st})
 			h := w.acquire(lease.Ephemeral, "r")

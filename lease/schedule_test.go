@@ -229,7 +229,7 @@ func checkOwnership(w *world, problems []string) (int, []string) {
 		switch {
 		case l.Status == lease.StatusStarting || l.Status == lease.StatusPendingCleanup:
 			problems = append(problems, fmt.Sprintf("lease %s left %s (%s; %s)", l.ID, l.Status, l.FailureReason, l.CleanupEvidence))
-		case l.HoldsSandbox() && l.ProviderLeaseID != "":
+		case lease.HoldsSandbox(l) && l.ProviderLeaseID != "":
 			if o, dup := owner[l.ProviderLeaseID]; dup {
 				problems = append(problems, fmt.Sprintf("leases %s and %s both hold sandbox %s", o, l.ID, l.ProviderLeaseID))
 			}
@@ -243,7 +243,7 @@ func checkOwnership(w *world, problems []string) (int, []string) {
 		}
 		if _, ok := owner[s.ID]; !ok {
 			leaks++
-			problems = append(problems, fmt.Sprintf("sandbox %s (%s, lease label %s) leaked", s.ID, s.State, s.Labels[lease.LabelLease]))
+			problems = append(problems, fmt.Sprintf("sandbox %s (%s, lease label %s) leaked", s.ID, s.State, s.Labels["berth.lease"]))
 		}
 	}
 	return leaks, problems

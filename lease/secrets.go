@@ -65,7 +65,7 @@ func (s *recordStore) UpdateLease(ctx context.Context, l *Lease) error {
 // another policy whose config holds no secret reference has no use to
 // release, and its end costs no store call for them (most leases).
 func mayUseSecrets(l *Lease) bool {
-	return l.Policy.Reusable() || len(l.Config.SecretRefs()) > 0
+	return l.Policy.reusable() || len(l.Config.SecretRefs()) > 0
 }
 
 func (s *recordStore) release(ctx context.Context, id string) {

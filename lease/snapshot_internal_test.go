@@ -83,7 +83,7 @@ func TestSnapshotShared(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want, _ := Fingerprint(d, c); fp != want {
+		if want, _ := reuseFingerprint(d, c); fp != want {
 			t.Fatalf("revision %d, config %v: fingerprint %s, want %s", rev, c, fp, want)
 		}
 		if !reflect.DeepEqual(got, c) {

@@ -8,7 +8,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 )
 
-// Store persists leases. Implementations: MemoryStore in this package, and
+// Store persists leases. Implementations: memoryStore in this package, and
 // the SQL stores, which pass the same conformance suite
 // (lease/leasetest.RunStoreTests). A Store is safe for concurrent use and
 // shared by every replica of a host.
@@ -34,6 +34,19 @@ import (
 //   - claims: ClaimLease and ClaimForSweep set ClaimedBy/ClaimedUntil only
 //     on leases nobody else holds a live claim on (SQL: UPDATE ... WHERE
 //     claimed_until <= now, or SELECT ... FOR UPDATE SKIP LOCKED).
+//
+// Optionally, a Store may also have the method
+//
+//	ClaimLeaseForRelease(ctx context.Context, id, owner string, now, until time.Time) (*Lease, error)
+//
+// which is ClaimLease that, when it claims an active or retained lease,
+// also sets the lease's ExpiresAt to until in the same write (other
+// statuses are claimed as ClaimLease claims them). Manager.Release writes
+// ahead that a lease it stops or destroys expires when its claim does (so
+// that a release whose final write fails leaves the lease to the next
+// sweep); with this method that costs no write of its own, without it the
+// manager claims and then updates. NewMemoryStore's store and the SQL
+// stores have it, and leasetest checks it where a store has it.
 type Store interface {
 	// InsertLease writes l as a new lease with Version 1 (it sets
 	// l.Version). If l.ID exists, or another lease holds l.ReuseKey or
@@ -79,7 +92,7 @@ type Store interface {
 	// nobody holds a live claim at before, the earliest released first
 	// (then by ID); it returns how many it removed. Its cost should follow
 	// what it removes, not the history: the SQL stores read an index of
-	// ended leases by release time, MemoryStore a heap of them.
+	// ended leases by release time, memoryStore a heap of them.
 	PruneLeases(ctx context.Context, before time.Time, limit int) (int, error)
 	// AdoptPooled turns one warm-pool member into the adopting lease in
 	// one transaction: a lease in StatusPooled of ad.Environment whose
@@ -111,9 +124,8 @@ type Adoption struct {
 	Lease *Lease
 }
 
-// Adopt returns member m as the adoption ad makes it (Store.AdoptPooled):
-// stores may use it.
-func (ad Adoption) Adopt(m *Lease) *Lease {
+// adopt returns member m as the adoption ad makes it (Store.AdoptPooled).
+func (ad Adoption) adopt(m *Lease) *Lease {
 	c := m.Clone()
 	a := ad.Lease
 	c.Status = StatusStarting
@@ -126,9 +138,9 @@ func (ad Adoption) Adopt(m *Lease) *Lease {
 	return c
 }
 
-// Matches reports whether l is a member that ad may adopt at ad.Now,
+// matches reports whether l is a member that ad may adopt at ad.Now,
 // ignoring claims held by nobody live.
-func (ad Adoption) Matches(l *Lease) bool {
+func (ad Adoption) matches(l *Lease) bool {
 	return l.Status == StatusPooled && l.Environment == ad.Environment && l.Fingerprint == ad.Fingerprint &&
 		sameRunner(l.Runner, ad.Runner) && l.claimFree("", ad.Now)
 }
@@ -137,14 +149,8 @@ func sameRunner(a, b *drivers.RunnerSpec) bool {
 	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
-// ReleaseClaimer is what a Store may add to ClaimLease: the claim of a
-// release and its write-ahead expiry in one write. Manager.Release writes
-// ahead that a lease it stops or destroys expires when its claim does (so
-// that a release whose final write fails leaves the lease to the next
-// sweep); with a ReleaseClaimer that costs no write of its own. MemoryStore
-// and the SQL stores implement it; without it the manager claims and then
-// updates.
-type ReleaseClaimer interface {
+// releaseClaimer is the optional method of a Store (see Store).
+type releaseClaimer interface {
 	// ClaimLeaseForRelease is ClaimLease that, when it claims an active or
 	// retained lease, also sets the lease's ExpiresAt to until in the same
 	// write. Other statuses are claimed as ClaimLease claims them.
@@ -158,7 +164,7 @@ type ReleaseClaimer interface {
 func (l *Lease) Ended() bool {
 	switch l.Status {
 	case StatusReleased, StatusExpired, StatusFailed:
-		return !l.HoldsSandbox()
+		return !l.holdsSandbox()
 	}
 	return false
 }
@@ -180,9 +186,9 @@ type Filter struct {
 	Live bool
 }
 
-// Match reports whether l matches f. Stores may use it; SQL stores
-// translate f into a WHERE clause with the same meaning.
-func (f Filter) Match(l *Lease) bool {
+// match reports whether l matches f (SQL stores translate f into a WHERE
+// clause with the same meaning).
+func (f Filter) match(l *Lease) bool {
 	if f.Company != "" && l.Company != f.Company ||
 		f.Environment != "" && l.Environment != f.Environment ||
 		f.Run != "" && l.Run != f.Run ||
@@ -202,10 +208,10 @@ func (f Filter) Match(l *Lease) bool {
 	return false
 }
 
-// NeedsSweep reports whether a sweep at now should work on l (see
+// needsSweep reports whether a sweep at now should work on l (see
 // Store.ClaimForSweep), ignoring claims. SQL stores translate it into a
 // WHERE clause with the same meaning.
-func NeedsSweep(l *Lease, now time.Time) bool {
+func needsSweep(l *Lease, now time.Time) bool {
 	switch l.Status {
 	case StatusPendingCleanup:
 		return true

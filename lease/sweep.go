@@ -58,7 +58,7 @@ func (m *Manager) Sweep(ctx context.Context, p authz.Principal) (SweepReport, er
 	}
 	now := m.now()
 	owner := m.opOwner()
-	claimed, err := m.store.ClaimForSweep(ctx, owner, now, now.Add(m.o.CleanupBudget), m.o.SweepLimit)
+	claimed, err := m.store.ClaimForSweep(ctx, owner, now, now.Add(m.o.knobs.CleanupBudget), m.o.knobs.SweepLimit)
 	if err != nil {
 		return rep, fmt.Errorf("lease: sweep: %w", err)
 	}
@@ -68,7 +68,7 @@ func (m *Manager) Sweep(ctx context.Context, p authz.Principal) (SweepReport, er
 		// works on a lease whose claim expired and was taken by another
 		// replica (LEASE-10).
 		t := m.now()
-		renewed, err := m.store.ClaimLease(ctx, l.ID, owner, t, t.Add(m.o.CleanupBudget))
+		renewed, err := m.store.ClaimLease(ctx, l.ID, owner, t, t.Add(m.o.knobs.CleanupBudget))
 		if err != nil || renewed.Version != l.Version+1 {
 			if err == nil {
 				m.unclaim(ctx, renewed, "")
@@ -79,7 +79,7 @@ func (m *Manager) Sweep(ctx context.Context, p authz.Principal) (SweepReport, er
 	}
 	err = errors.Join(m.sweepPools(ctx, &rep), m.sweepOrphans(ctx, &rep))
 	if m.o.PruneAfter > 0 {
-		n, perr := m.store.PruneLeases(ctx, m.now().Add(-m.o.PruneAfter), m.o.SweepLimit)
+		n, perr := m.store.PruneLeases(ctx, m.now().Add(-m.o.PruneAfter), m.o.knobs.SweepLimit)
 		rep.Pruned = n
 		if perr != nil {
 			err = errors.Join(err, fmt.Errorf("lease: sweep: pruning ended leases: %w", perr))
@@ -141,12 +141,12 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *SweepReport) error {
 			rep.EnvironmentsSkipped++
 			continue
 		}
-		cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.CleanupBudget)
+		cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.knobs.CleanupBudget)
 		cfg, err := m.resolveConfig(cctx, drv, env.Config)
 		var found []drivers.SandboxInfo
 		listedAt := m.now()
 		if err == nil {
-			found, err = lister.List(cctx, cfg, map[string]string{LabelInstance: m.o.InstanceID, LabelEnvironment: env.ID})
+			found, err = lister.List(cctx, cfg, map[string]string{labelInstance: m.o.InstanceID, labelEnvironment: env.ID})
 		}
 		if err != nil {
 			cancel()
@@ -162,7 +162,7 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *SweepReport) error {
 			rc, err := destroyer.Destroy(cctx, cfg, info.ProviderLeaseID)
 			if ok, _, _, perr := proof(rc, err, info.ProviderLeaseID, drivers.Destroy); ok {
 				rep.OrphansDestroyed++
-				m.o.Logger.Info("lease: destroyed an orphan sandbox", "environment", env.ID, "sandbox", info.ProviderLeaseID, "lease", info.Labels[LabelLease])
+				m.o.Logger.Info("lease: destroyed an orphan sandbox", "environment", env.ID, "sandbox", info.ProviderLeaseID, "lease", info.Labels[labelLease])
 			} else {
 				rep.OrphansFailed++
 				m.o.Logger.Warn("lease: orphan sandbox not destroyed", "environment", env.ID, "sandbox", info.ProviderLeaseID, "err", perr)
@@ -179,7 +179,7 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *SweepReport) error {
 // cleanup (the cleanup phase owns those). On a store error it answers true:
 // a sandbox is never destroyed on a guess.
 func (m *Manager) owned(ctx context.Context, info drivers.SandboxInfo, listedAt time.Time) bool {
-	id := info.Labels[LabelLease]
+	id := info.Labels[labelLease]
 	if id != "" {
 		l, err := m.store.GetLease(ctx, id)
 		switch {
@@ -212,7 +212,7 @@ func ownedByLabel(l *Lease, info drivers.SandboxInfo, now time.Time) bool {
 	switch {
 	case l.Status == StatusPendingCleanup && (l.ProviderLeaseID == info.ProviderLeaseID || l.ProviderLeaseID == ""):
 		return true
-	case l.ProviderLeaseID == info.ProviderLeaseID && l.HoldsSandbox():
+	case l.ProviderLeaseID == info.ProviderLeaseID && l.holdsSandbox():
 		return true
 	case l.Status == StatusStarting && l.ProviderLeaseID == "" && l.ClaimedUntil.After(now):
 		return true
@@ -223,7 +223,7 @@ func ownedByLabel(l *Lease, info drivers.SandboxInfo, now time.Time) bool {
 // ownedByRecord reports whether l, a lease that records the listed
 // sandbox's provider id, owns it.
 func ownedByRecord(l *Lease, info drivers.SandboxInfo) bool {
-	return l.ProviderLeaseID == info.ProviderLeaseID && (l.HoldsSandbox() || l.Status == StatusPendingCleanup)
+	return l.ProviderLeaseID == info.ProviderLeaseID && (l.holdsSandbox() || l.Status == StatusPendingCleanup)
 }
 
 // liveLeases indexes the live leases of one environment, read after its
@@ -260,7 +260,7 @@ func (m *Manager) liveOwners(ctx context.Context, env string, found []drivers.Sa
 // records one by one (a lease that ended since the listing, for one, is
 // not in the index).
 func (ix liveLeases) owns(info drivers.SandboxInfo, now time.Time) bool {
-	if l, ok := ix.byID[info.Labels[LabelLease]]; ok && ownedByLabel(l, info, now) {
+	if l, ok := ix.byID[info.Labels[labelLease]]; ok && ownedByLabel(l, info, now) {
 		return true
 	}
 	l, ok := ix.byProvider[info.ProviderLeaseID]

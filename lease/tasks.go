@@ -38,7 +38,7 @@ type TaskStopper interface {
 
 // poolRunnerStarter is what a TaskStopper may also be (the runner
 // controller's is): StartPoolRunner launches the runner of h, a starting
-// member of a runner pool (InstanceCompany; its record holds the provider
+// member of a runner pool (authz.InstanceCompany; its record holds the provider
 // id), and returns once that runner is connected, its session the
 // instance's until the lease that adopts the member takes it over (the
 // controller's Attach). It acts for no principal: only the manager, for
@@ -78,7 +78,7 @@ func (m *Manager) stopTasks(ctx context.Context, l *Lease) (string, bool, error)
 	if m.tasks == nil || l.Runner == nil {
 		return "", false, nil
 	}
-	cctx := m.withBudget(ctx, m.now().Add(m.o.CleanupBudget))
+	cctx := m.withBudget(ctx, m.now().Add(m.o.knobs.CleanupBudget))
 	defer cctx.cancel()
 	rep, err := m.tasks.StopTasks(cctx, l.ID)
 	if err != nil {
@@ -108,7 +108,7 @@ func (m *Manager) killRunners(ctx context.Context, sb drivers.Sandbox, l *Lease)
 	if !safeTag(l.ID) {
 		return "", drivers.EvidenceNone, fmt.Errorf("lease %s: the id cannot be used as a process tag; an operator must check the host", l.ID)
 	}
-	cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.CleanupBudget)
+	cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.knobs.CleanupBudget)
 	defer cancel()
 	ev, kind, err := hostCheck(cctx, sb, l.ID)
 	if err != nil {
@@ -125,7 +125,7 @@ const tagScanCaveat = "no cgroup for the lease, so a task that cleared its envir
 // Exec carries no tag: the check never counts itself). It ends the lease's
 // cgroup where its runner got one (driverkit.CgroupKillScript: kill, wait
 // until empty, remove), then kills every process tagged with the lease
-// (EnvTag: the runner and its tasks carry it) and every runner launched
+// (envTag: the runner and its tasks carry it) and every runner launched
 // for it (by its --lease= argument, since a runner is not dumpable and
 // the account's other processes cannot read its environment), and
 // verifies by a /proc scan that none is left. The kind is drivers.EvidenceCgroup when a cgroup was
@@ -140,7 +140,7 @@ func hostCheck(ctx context.Context, sb drivers.Sandbox, id string) (string, driv
 	if res.ExitCode != 0 {
 		return "", drivers.EvidenceNone, fmt.Errorf("cgroup check failed (exit %d): %s %s", res.ExitCode, cg, strings.TrimSpace(string(res.Stderr)))
 	}
-	res, err = sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", killTaggedScript, "berth-check", EnvTag + "=" + id, breQuote(id)}})
+	res, err = sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", killTaggedScript, "berth-check", envTag + "=" + id, breQuote(id)}})
 	if err != nil {
 		return "", drivers.EvidenceNone, fmt.Errorf("tag check: %w", err)
 	}
@@ -148,7 +148,7 @@ func hostCheck(ctx context.Context, sb drivers.Sandbox, id string) (string, driv
 	if res.ExitCode != 0 {
 		return "", drivers.EvidenceNone, fmt.Errorf("tag check failed (exit %d): %s %s", res.ExitCode, out, strings.TrimSpace(string(res.Stderr)))
 	}
-	scan := fmt.Sprintf("%s, a /proc scan finds no process tagged %s=%s and no runner of the lease", out, EnvTag, id)
+	scan := fmt.Sprintf("%s, a /proc scan finds no process tagged %s=%s and no runner of the lease", out, envTag, id)
 	if cg == "no cgroup" {
 		return fmt.Sprintf("%s: %s; %s", drivers.EvidenceTagScan, scan, tagScanCaveat), drivers.EvidenceTagScan, nil
 	}

@@ -134,15 +134,20 @@ func (m *Manager) Open(ctx context.Context, p authz.Principal, id string) (*Hand
 }
 
 // EnvironmentFingerprint returns the reuse fingerprint that a lease of env
-// acquired now records (Lease.Fingerprint): Fingerprint of its config,
-// with the active template's identity as the image while the template
-// applies (IMG-8). Those who bind a record to the config a lease runs
+// acquired now records (Lease.Fingerprint, LEASE-4): a SHA-256 over the
+// driver name, the identity fields of env's config and its secret
+// references with their versions, with the active template's identity as
+// the image while the template applies (IMG-8). Knobs, metadata and
+// SecretMap fields are left out, so that tuning a timeout or rotating an
+// env token keeps a sandbox reusable while changing the image, target or
+// account does not. Those who bind a record to the config a lease runs
 // (handover's project auth checks) use it, so that a template change is a
-// config change for them too. It does no I/O.
+// config change for them too. It does no I/O; an identity value without a
+// JSON encoding is an error wrapping ErrInvalid.
 func EnvironmentFingerprint(d drivers.Driver, env *environment.Environment) (string, error) {
 	a := &acq{env: env, drv: d, snapshot: env.Config.Clone()}
 	if err := startFromTemplate(a, d.Schema()); err != nil {
 		return "", fmt.Errorf("lease: environment %s: %w", env.ID, err)
 	}
-	return Fingerprint(d, a.snapshot)
+	return reuseFingerprint(d, a.snapshot)
 }

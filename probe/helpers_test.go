@@ -47,7 +47,7 @@ type world struct {
 	secrets *putCounter
 	cat     *environment.Catalog
 	leases  *lease.Manager
-	lstore  *lease.MemoryStore
+	lstore  lease.Store
 	quals   qualification.Store
 	asg     *environment.Assignments
 	prober  *Prober

@@ -214,7 +214,7 @@ func TestDraftProbe(t *testing.T) {
 		t.Errorf("cleanup %+v; want the record removed after the release", res.Cleanup)
 	}
 	sbs := w.fake.Sandboxes()
-	if len(sbs) != 1 || sbs[0].State != drivers.StateDestroyed || sbs[0].Labels[lease.LabelLease] != res.LeaseID {
+	if len(sbs) != 1 || sbs[0].State != drivers.StateDestroyed || sbs[0].Labels["berth.lease"] != res.LeaseID {
 		t.Errorf("sandboxes %+v", sbs)
 	}
 

@@ -34,7 +34,7 @@
 //	pty, err := svc.OpenTerminal(ctx, operator, ses.ID, templates.TerminalSize{Rows: 24, Cols: 80})
 //	ses, err = svc.CaptureSession(ctx, operator, ses.ID, false)
 //
-// The setup sandbox is a lease of company lease.InstanceCompany (Run: the
+// The setup sandbox is a lease of company authz.InstanceCompany (Run: the
 // session id, metadata "berth.setup-session") started from the environment's
 // current image; capture, cancel, failure and timeout destroy it with
 // proof (a template a capture made after a cancel or timeout ended its

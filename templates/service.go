@@ -41,9 +41,9 @@ type Options struct {
 	// Authorizer decides every action; default authz.DefaultPolicy.
 	Authorizer authz.Authorizer
 	// Secrets resolves the secret references of an environment's config
-	// for a provider deletion (lease.SecretLookup); default: none, so a
+	// for a provider deletion (as lease.Options.Secrets); default: none, so a
 	// deletion that needs a credential fails and stays wanted.
-	Secrets lease.SecretLookup
+	Secrets func(ctx context.Context, ref config.SecretRef) (string, error)
 	// Logger receives failures of best-effort steps; default discard.
 	Logger *slog.Logger
 	// SessionTTL is how long a setup session lives without activity

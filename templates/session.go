@@ -51,7 +51,7 @@ func (s SessionState) Active() bool {
 }
 
 // Session is a setup session of an environment: a setup sandbox leased
-// under lease.InstanceCompany, its scripted steps and terminal, and the
+// under authz.InstanceCompany, its scripted steps and terminal, and the
 // template it captured.
 type Session struct {
 	ID          string       `json:"id"`
@@ -69,7 +69,7 @@ type Session struct {
 	// Base is what the content hash was computed over besides the steps:
 	// the image identity setup started from and the platform.
 	Base string `json:"base,omitempty"`
-	// Lease is the setup lease's id (Company lease.InstanceCompany).
+	// Lease is the setup lease's id (Company authz.InstanceCompany).
 	Lease string `json:"lease,omitempty"`
 	// LeaseCleanup is the setup lease's cleanup status after the session
 	// ended ("confirmed": destroyed with proof).

@@ -58,7 +58,7 @@ func sessionResource(envID, id string) authz.Resource {
 
 // Setup starts a setup session of environment req.Environment (IMG-4): a
 // setup sandbox is leased from the environment's current image (its
-// active template while it applies) under lease.InstanceCompany, the
+// active template while it applies) under authz.InstanceCompany, the
 // script's steps run in it, and then the session waits for the operator
 // (req.Interactive) or captures the sandbox into a template (promoted with
 // req.Promote) and destroys the sandbox with proof.
@@ -135,7 +135,7 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 	s.event(ctx, ses, 0, "session started; leasing the setup sandbox", req.Progress)
 	defer s.heartbeat(ses)()
 	h, err := s.src.Leases.Acquire(ctx, p, lease.AcquireRequest{
-		EnvironmentID: env.ID, Company: lease.InstanceCompany, Run: ses.ID, Policy: lease.Ephemeral,
+		EnvironmentID: env.ID, Company: authz.InstanceCompany, Run: ses.ID, Policy: lease.Ephemeral,
 		Required: required, Metadata: map[string]string{metaSetupSession: ses.ID},
 	})
 	if err != nil {
@@ -732,7 +732,7 @@ func (s *Service) end(ctx context.Context, p authz.Principal, ses *Session, stat
 // their Run, the session id, so also one leased before the session
 // recorded it) and returns the last cleanup status.
 func (s *Service) destroySessionLeases(ctx context.Context, p authz.Principal, ses *Session) (string, error) {
-	list, err := s.src.LeaseRecords.ListLeases(ctx, lease.Filter{Company: lease.InstanceCompany, Environment: ses.Environment, Run: ses.ID, Live: true})
+	list, err := s.src.LeaseRecords.ListLeases(ctx, lease.Filter{Company: authz.InstanceCompany, Environment: ses.Environment, Run: ses.ID, Live: true})
 	if err != nil {
 		return "", err
 	}
@@ -789,7 +789,7 @@ func (s *Service) SweepSessions(ctx context.Context, p authz.Principal) (Session
 			rep.TimedOut++
 		}
 	}
-	leases, err := s.src.LeaseRecords.ListLeases(ctx, lease.Filter{Company: lease.InstanceCompany, Live: true})
+	leases, err := s.src.LeaseRecords.ListLeases(ctx, lease.Filter{Company: authz.InstanceCompany, Live: true})
 	if err != nil {
 		return rep, fmt.Errorf("custom: sweep of setup sessions: %w", err)
 	}
@@ -845,7 +845,7 @@ func (r usageReporter) EnvironmentUsage(ctx context.Context, envID string) (envi
 	var u environment.Usage
 	for _, ses := range list {
 		u.SetupSessions = append(u.SetupSessions, environment.Reference{Kind: "setup_session", ID: ses.ID,
-			Company: lease.InstanceCompany, Detail: fmt.Sprintf("%s since %s, lease %s", ses.State, ses.CreatedAt.Format(time.RFC3339), ses.Lease)})
+			Company: authz.InstanceCompany, Detail: fmt.Sprintf("%s since %s, lease %s", ses.State, ses.CreatedAt.Format(time.RFC3339), ses.Lease)})
 	}
 	return u, nil
 }

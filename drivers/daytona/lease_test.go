@@ -131,7 +131,7 @@ func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
 	var orphans []drivers.Sandbox
 	for range 5 {
 		sb, err := e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{Labels: map[string]string{
-			lease.LabelInstance: lease.DefaultInstanceID, lease.LabelEnvironment: env.ID,
+			"berth.instance": "berth", "berth.environment": env.ID,
 		}})
 		if err != nil {
 			t.Fatal(err)

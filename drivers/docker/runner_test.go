@@ -77,7 +77,7 @@ func (l *trackingListener) cut() int {
 type prpHost struct {
 	t      testing.TB
 	c      *controller.Controller
-	leases *lease.MemoryStore
+	leases lease.Store
 	host   drivers.RunnerHost
 	spec   drivers.RunnerSpec
 

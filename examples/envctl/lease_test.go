@@ -80,7 +80,7 @@ func TestLeaseCommands(t *testing.T) {
 
 	// An orphan: a sandbox labelled by this instance that no lease owns.
 	orphan, err := c.fake.Acquire(context.Background(), config.Config{}, drivers.AcquireRequest{
-		LeaseID: "lse_gone", Labels: map[string]string{lease.LabelInstance: lease.DefaultInstanceID, lease.LabelEnvironment: envID, lease.LabelLease: "lse_gone"},
+		LeaseID: "lse_gone", Labels: map[string]string{"berth.instance": "berth", "berth.environment": envID, "berth.lease": "lse_gone"},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,6 @@ var services = map[string][]string{
 // a hook one service gives another is wired by berth.New, not exported.
 var principalExempt = map[string]string{
 	"lease.Manager.Close":                         "stops this process's own heartbeats; acts on no record",
-	"lease.Manager.InstanceID":                    "returns the manager's own configuration (the instance label it was built with)",
 	"prp/controller.Controller.Close":             "closes this process's own connections; acts on no record",
 	"prp/controller.Controller.ServeHTTP":         "the runners' endpoint: a runner authenticates with its ticket or token, never as a principal",
 	"prp/controller.Controller.Connected":         "a pure read of this process's own connections (a yes/no per session id the caller holds)",

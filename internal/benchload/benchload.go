@@ -156,7 +156,7 @@ func DriverCycles(ctx context.Context, fk *fake.Driver, workers int, dur time.Du
 	}
 	r, err := run(workers, dur, func(int) error {
 		sb, err := fk.Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: "anchor",
-			Labels: map[string]string{lease.LabelInstance: InstanceID, lease.LabelEnvironment: "anchor", lease.LabelLease: "anchor"}})
+			Labels: map[string]string{"berth.instance": InstanceID, "berth.environment": "anchor", "berth.lease": "anchor"}})
 		if err != nil {
 			return err
 		}

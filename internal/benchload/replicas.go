@@ -151,7 +151,7 @@ func Replicas(ctx context.Context, dsn string, replicas, workersPer int, provide
 	res.TwiceProcessed = max(res.CleanupsProcessed-pending, 0)
 	made := 0
 	for _, sb := range fk.Sandboxes() {
-		if sb.Labels[lease.LabelEnvironment] == reuse {
+		if sb.Labels["berth.environment"] == reuse {
 			made++
 		}
 	}

@@ -34,7 +34,7 @@ func Sample(id string, status lease.Status, reuseKey, runKey string) *lease.Leas
 		AcquiredAt: t0, LastUsedAt: t0,
 		Fingerprint: "sha256:abc", ReuseKey: reuseKey, RunKey: runKey,
 		Config:   config.Config{"image": "busybox", "api_key": config.SecretRef{ID: "s1", Version: 2}},
-		Labels:   map[string]string{lease.LabelLease: id, lease.LabelInstance: "i1"},
+		Labels:   map[string]string{"berth.lease": id, "berth.instance": "i1"},
 		Metadata: map[string]string{"k": "v"},
 	}
 }
@@ -327,13 +327,18 @@ func testClaim(t *testing.T, s lease.Store) {
 	}
 }
 
-// testClaimForRelease checks lease.ReleaseClaimer, for stores that have
-// it: a claim as ClaimLease makes it that also sets ExpiresAt, for active
+// releaseClaimer is lease.Store's optional method.
+type releaseClaimer interface {
+	ClaimLeaseForRelease(ctx context.Context, id, owner string, now, until time.Time) (*lease.Lease, error)
+}
+
+// testClaimForRelease checks ClaimLeaseForRelease (see lease.Store), for
+// stores that have it: a claim as ClaimLease makes it that also sets ExpiresAt, for active
 // and retained leases only.
 func testClaimForRelease(t *testing.T, s lease.Store) {
-	rc, ok := s.(lease.ReleaseClaimer)
+	rc, ok := s.(releaseClaimer)
 	if !ok {
-		t.Skip("the store is no lease.ReleaseClaimer")
+		t.Skip("the store has no ClaimLeaseForRelease")
 	}
 	ctx := context.Background()
 	until := t0.Add(time.Minute)
@@ -512,14 +517,14 @@ func testCopies(t *testing.T, s lease.Store) {
 	}
 	// A caller that assigns new maps without writing them changes nothing.
 	got.Labels, got.Metadata = map[string]string{"x": "y"}, nil
-	if again := mustGet(t, s, "a"); again.Labels[lease.LabelLease] != "a" || again.Metadata["k"] != "v" {
+	if again := mustGet(t, s, "a"); again.Labels["berth.lease"] != "a" || again.Metadata["k"] != "v" {
 		t.Errorf("an unwritten map assignment changed the store: labels %v, metadata %v", again.Labels, again.Metadata)
 	}
 	// Writing new maps replaces them in the store and leaves the old ones,
 	// handed over at insert and read since, untouched.
 	upd := mustGet(t, s, "a")
 	read := mustGet(t, s, "a")
-	upd.Labels = map[string]string{lease.LabelLease: "a", "new": "1"}
+	upd.Labels = map[string]string{"berth.lease": "a", "new": "1"}
 	upd.Metadata = map[string]string{"k": "v2"}
 	upd.Config = config.Config{"image": "alpine"}
 	upd.Runner = &drivers.RunnerSpec{Binary: "/opt/runner2", SHA256: strings.Repeat("ef", 32), Arch: "arm64"}
@@ -534,7 +539,7 @@ func testCopies(t *testing.T, s lease.Store) {
 		t.Errorf("update did not store the new maps: labels %v, metadata %v, config %v, runner %+v", now.Labels, now.Metadata, now.Config, now.Runner)
 	}
 	for name, m := range map[string]map[string]string{"inserted labels": inLabels, "read labels": read.Labels} {
-		if len(m) != 2 || m[lease.LabelLease] != "a" || m[lease.LabelInstance] != "i1" {
+		if len(m) != 2 || m["berth.lease"] != "a" || m["berth.instance"] != "i1" {
 			t.Errorf("the store changed the %s in place: %v", name, m)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/lease"
 )
@@ -18,7 +19,7 @@ import (
 // no keys, acquired at t0 plus age.
 func pooledSample(id, fingerprint string, age time.Duration) *lease.Lease {
 	l := Sample(id, lease.StatusPooled, "", "")
-	l.Company, l.Run, l.Workspace, l.Metadata = lease.InstanceCompany, "", "", nil
+	l.Company, l.Run, l.Workspace, l.Metadata = authz.InstanceCompany, "", "", nil
 	l.Fingerprint, l.ProviderLeaseID = fingerprint, "p-"+id
 	l.AcquiredAt, l.LastUsedAt = t0.Add(age), t0.Add(age)
 	return l
@@ -85,7 +86,7 @@ func testAdoptPooled(t *testing.T, s lease.Store) {
 	if !errors.Is(err, lease.ErrConflict) {
 		t.Fatalf("adoption with a held run key: %v, want ErrConflict", err)
 	}
-	if l := mustGet(t, s, "young"); l.Status != lease.StatusPooled || l.Version != 1 || l.Company != lease.InstanceCompany {
+	if l := mustGet(t, s, "young"); l.Status != lease.StatusPooled || l.Version != 1 || l.Company != authz.InstanceCompany {
 		t.Errorf("a refused adoption changed member young: %+v", l)
 	}
 	got2, err := s.AdoptPooled(ctx, adoption("fp1", "r2", "adopter-2"))
@@ -170,7 +171,7 @@ func testPooledLive(t *testing.T, s lease.Store) {
 	if err != nil || len(got) != 1 {
 		t.Fatalf("ListLeases(Live) = %v, %v; want the member", got, err)
 	}
-	if !got[0].HoldsSandbox() || got[0].Ended() {
+	if got[0].Status != lease.StatusPooled || got[0].Ended() {
 		t.Errorf("a member holds no sandbox or ended: %+v", got[0])
 	}
 	swept, err := s.ClaimForSweep(ctx, "sweeper", t0.Add(time.Hour), t0.Add(2*time.Hour), 0)

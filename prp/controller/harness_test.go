@@ -80,7 +80,7 @@ func (s *server) URL() string {
 
 // testLeases returns lease records holding lease-1 of co-1, active (the
 // lease server.ticket mints for).
-func testLeases(t testing.TB) *lease.MemoryStore {
+func testLeases(t testing.TB) lease.Store {
 	t.Helper()
 	ls := lease.NewMemoryStore()
 	leasetest.RecordActive(t, ls, "lease-1", "co-1")

@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -44,7 +45,7 @@ type leaseWorld struct {
 	m  *lease.Manager
 	// leases is the lease store, when the world's constructor sets it
 	// (newPoolReplicas).
-	leases *lease.MemoryStore
+	leases lease.Store
 }
 
 // newLeaseWorld composes the world; the manager names its leases
@@ -58,7 +59,9 @@ func newLeaseWorld(t *testing.T, cleanupBudget time.Duration) *leaseWorld {
 // (Authorizer is leasePolicy, Leases the world's lease store).
 func newLeaseWorldWith(t *testing.T, cleanupBudget time.Duration, o serverOptions) *leaseWorld {
 	t.Helper()
-	return composeLeaseWorld(t, o, nil, func(lo *lease.Options) { lo.CleanupBudget = cleanupBudget })
+	return composeLeaseWorld(t, o, nil, func(lo *lease.Options) {
+		leasetune.Update(lo, func(k *leasetune.Knobs) { k.CleanupBudget = cleanupBudget })
+	})
 }
 
 // composeLeaseWorld is newLeaseWorldWith whose environment env-1 and lease
@@ -86,10 +89,13 @@ func composeLeaseWorld(t *testing.T, o serverOptions, mod func(*environment.Envi
 	reg := drivers.NewRegistry(fk)
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true, Authorizer: leasePolicy})
 	var n atomic.Int64
-	lo := &lease.Options{InstanceID: "test", NewID: func() string { return "lease-" + string(rune('0'+n.Add(1))) },
+	lo := &lease.Options{InstanceID: "test",
 		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
 			return envs.ListEnvironments(ctx, environment.ListFilter{})
 		}}
+	leasetune.Update(lo, func(k *leasetune.Knobs) {
+		k.NewID = func() string { return "lease-" + string(rune('0'+n.Add(1))) }
+	})
 	if modLease != nil {
 		modLease(lo)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -63,14 +64,17 @@ func newPoolReplicas(t *testing.T, az authz.Authorizer, secrets controller.Secre
 	reg := drivers.NewRegistry(fk)
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true, Authorizer: leasePolicy})
 	var n atomic.Int64
-	m, _ := lease.NewManager(leases, reg, asg, s.tasks, &lease.Options{InstanceID: "test", CleanupBudget: time.Minute,
-		NewID:            func() string { return "lease-" + string(rune('0'+n.Add(1))) },
+	lo := &lease.Options{InstanceID: "test",
 		ManualPoolRefill: true,
 		PoolRunners:      func() (*drivers.RunnerSet, error) { return drivers.RunnerSetOf(fakeSpec), nil },
 		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
 			return envs.ListEnvironments(ctx, environment.ListFilter{})
 		},
+	}
+	leasetune.Update(lo, func(k *leasetune.Knobs) {
+		k.NewID = func() string { return "lease-" + string(rune('0'+n.Add(1))) }
 	})
+	m, _ := lease.NewManager(leases, reg, asg, s.tasks, lo)
 	t.Cleanup(func() { m.Close() })
 	return &leaseWorld{s: s, fk: fk, m: m, leases: leases}, st, replica
 }

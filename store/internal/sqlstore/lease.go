@@ -17,8 +17,11 @@ import (
 )
 
 var (
-	_ lease.Store          = (*DB)(nil)
-	_ lease.ReleaseClaimer = (*DB)(nil)
+	_ lease.Store = (*DB)(nil)
+	// the Store's optional method (see lease.Store)
+	_ interface {
+		ClaimLeaseForRelease(ctx context.Context, id, owner string, now, until time.Time) (*lease.Lease, error)
+	} = (*DB)(nil)
 )
 
 // leaseColumns are the leases table's columns in the order of leaseArgs and
@@ -520,7 +523,7 @@ func (db *DB) ClaimLease(ctx context.Context, id, owner string, now, until time.
 	return db.claimLease(ctx, id, owner, now, until, false)
 }
 
-// ClaimLeaseForRelease implements lease.ReleaseClaimer: ClaimLease's one
+// ClaimLeaseForRelease is lease.Store's optional method: ClaimLease's one
 // statement also sets expires_at of an active or retained lease.
 func (db *DB) ClaimLeaseForRelease(ctx context.Context, id, owner string, now, until time.Time) (*lease.Lease, error) {
 	return db.claimLease(ctx, id, owner, now, until, true)
@@ -621,7 +624,8 @@ func b2i(b bool) int {
 	return 0
 }
 
-// needsSweepSQL is lease.NeedsSweep at the instant bound to its three ?,
+// needsSweepSQL is the condition of lease.Store.ClaimForSweep (which
+// leases need a sweep) at the instant bound to its three ?,
 // built from the lease package's status names.
 var needsSweepSQL = fmt.Sprintf(`(status = '%s'
 	OR (status = '%s' AND (claimed_until IS NULL OR claimed_until <= ?))

@@ -17,7 +17,7 @@ import (
 // BenchmarkLeaseAcquireRelease measures an ephemeral Acquire followed by a
 // Release(Destroy) through lease.Manager with the fake driver, on each SQL
 // store. The anchor, measured in the same run for the same number of
-// cycles, is the same cycle on lease.MemoryStore. Reported: ops/s (SQL
+// cycles, is the same cycle on lease.NewMemoryStore(). Reported: ops/s (SQL
 // store), mem_ops/s (anchor) and x_memory, the time ratio of the two (the
 // cost of durable, cross-process atomic lease records).
 //

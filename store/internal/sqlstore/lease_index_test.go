@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
@@ -32,7 +33,7 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 	now := nanos(time.Now())
 	usage, usageArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1", Live: true})
 	live, liveArgs := db.listLeasesSQL(lease.Filter{Live: true})
-	pooled, pooledArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1", Company: lease.InstanceCompany, Statuses: []lease.Status{lease.StatusPooled, lease.StatusStarting}})
+	pooled, pooledArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1", Company: authz.InstanceCompany, Statuses: []lease.Status{lease.StatusPooled, lease.StatusStarting}})
 	byID, byIDArgs := db.listLeasesSQL(lease.Filter{ProviderLeaseID: "sbx-1"})
 	history, historyArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1"})
 	queries := []struct {

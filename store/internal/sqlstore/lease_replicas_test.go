@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store/internal/sqlstore"
@@ -86,7 +87,8 @@ func newReplicas(t *testing.T, noOrphanSearch bool) *replicas {
 		}
 		t.Cleanup(func() { db.Close() })
 		r.stores[i] = db
-		o := &lease.Options{InstanceID: "berth-test", PollInterval: 5 * time.Millisecond, SweepLimit: sweepLimit}
+		o := &lease.Options{InstanceID: "berth-test"}
+		leasetune.Update(o, func(k *leasetune.Knobs) { k.PollInterval, k.SweepLimit = 5*time.Millisecond, sweepLimit })
 		if noOrphanSearch {
 			o.SweepEnvironments = func(context.Context) ([]*environment.Environment, error) { return nil, nil }
 		}

@@ -111,7 +111,7 @@ func makeUpgradeRows() upgradeRows {
 		LeaseID:  "lease_q2", RecordedAt: t(7 * time.Minute), InvalidatedAt: t(8 * time.Minute), InvalidReason: "image moved",
 	}}
 	labels := func(id string) map[string]string {
-		return map[string]string{lease.LabelLease: id, lease.LabelInstance: "upgrade"}
+		return map[string]string{"berth.lease": id, "berth.instance": "upgrade"}
 	}
 	r.leases = []*lease.Lease{{
 		ID: "lease_active", Company: "acme", Environment: "env_ssh", Workspace: "ws-1", Run: "run-1",
