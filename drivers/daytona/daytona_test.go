@@ -24,7 +24,7 @@ type syncBuffer = testenv.Buffer
 // polling and retries.
 type env struct {
 	srv  *daytonatest.Server
-	drv  *daytona.Driver
+	drv  daytona.Concrete
 	snap daytonatest.Snapshot
 	log  *syncBuffer
 }
@@ -47,7 +47,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		t.Fatal(err)
 	}
 	log := &syncBuffer{}
-	drv := daytona.New(&daytona.Options{
+	drv := daytona.NewConcrete(&daytona.Options{
 		Logger:       slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		PollInterval: time.Millisecond, PollMax: 20 * time.Millisecond,
 		RetryBase: time.Millisecond, RetryMax: 20 * time.Millisecond,

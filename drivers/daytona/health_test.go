@@ -65,7 +65,7 @@ func TestCheckHealthTLSUnverified(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	drv := daytona.New(nil)
+	drv := daytona.NewConcrete(nil)
 	cfg, err := drv.Schema().Normalize(map[string]any{daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldSnapshotID: "0b6c1a9e-8d2f-4c3b-9a1e-5f7d2c4b6a80"})
 	if err != nil {
 		t.Fatal(err)

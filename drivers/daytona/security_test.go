@@ -164,7 +164,7 @@ func TestTokenNotSentToPlainHTTPToolboxElsewhere(t *testing.T) {
 // Issue #13 item 11: api_url must be https unless its host is loopback.
 func TestAPIURLNeedsHTTPSOffLoopback(t *testing.T) {
 	t.Parallel()
-	drv := daytona.New(nil)
+	drv := daytona.NewConcrete(nil)
 	for url, ok := range map[string]bool{
 		"https://app.daytona.io/api":  true,
 		"http://127.0.0.1:3000/api":   true,
@@ -213,7 +213,7 @@ func TestTLSVerificationFailureIsPermanent(t *testing.T) {
 		t.Fatal(err)
 	}
 	ct := &countingTransport{next: http.DefaultTransport.(*http.Transport).Clone()}
-	drv := daytona.New(&daytona.Options{
+	drv := daytona.NewConcrete(&daytona.Options{
 		HTTPClient: &http.Client{Transport: ct}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond,
 	})
@@ -237,7 +237,7 @@ func TestTLSVerificationFailureIsPermanent(t *testing.T) {
 	}
 
 	// The same server through a client that trusts its certificate works.
-	ok := daytona.New(&daytona.Options{HTTPClient: srv.Client(), PollInterval: time.Millisecond, PollMax: 5 * time.Millisecond})
+	ok := daytona.NewConcrete(&daytona.Options{HTTPClient: srv.Client(), PollInterval: time.Millisecond, PollMax: 5 * time.Millisecond})
 	sb, err := ok.Acquire(ctx, cfg, drivers.AcquireRequest{})
 	if err != nil {
 		t.Fatalf("Acquire with a trusting client: %v", err)

@@ -23,7 +23,7 @@ func TestTerminalOutputIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := New(&Options{PollInterval: time.Millisecond, PollMax: 5 * time.Millisecond})
+	d := newDriver(&Options{PollInterval: time.Millisecond, PollMax: 5 * time.Millisecond})
 	cfg, err := d.Schema().Normalize(map[string]any{FieldAPIURL: srv.URL(), FieldAPIKey: srv.APIKey(), FieldSnapshotID: snap.ID})
 	if err != nil {
 		t.Fatal(err)
