@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
+	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 )
 
 // Issue #13 item 10: terminal output nobody reads is held up to a bound,
@@ -14,7 +14,7 @@ import (
 // status.
 func TestTerminalOutputIsBounded(t *testing.T) {
 	t.Parallel()
-	srv, err := daytonatest.New(nil)
+	srv, err := fakeapi.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
