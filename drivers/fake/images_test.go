@@ -101,7 +101,7 @@ func TestSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.String("region") != fake.DefaultRegion || cfg.Int("cpus") != 2 || s.ImageField != "image" {
+	if cfg.String("region") != "local-1" || cfg.Int("cpus") != 2 || s.ImageField != "image" {
 		t.Errorf("normalized %v", cfg)
 	}
 	p := s.Partition(cfg)
