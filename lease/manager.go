@@ -20,6 +20,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/retry"
+	"github.com/berthdev/berth/internal/secretcfg"
 )
 
 // Defaults of Options' zero fields.
@@ -325,7 +326,7 @@ func (m *Manager) InstanceID() string { return m.o.InstanceID }
 // a function, a NaN) is an error wrapping ErrInvalid that names the driver;
 // Fingerprint never panics.
 func Fingerprint(d drivers.Driver, cfg config.Config) (string, error) {
-	p := d.Schema().Partition(cfg)
+	p := secretcfg.Partition(d.Schema(), cfg)
 	b, err := json.Marshal(struct {
 		Driver   string                      `json:"driver"`
 		Identity map[string]any              `json:"identity"`
@@ -395,7 +396,7 @@ func (m *Manager) resolveConfig(ctx context.Context, d drivers.Driver, cfg confi
 			return "", fmt.Errorf("no secret resolver configured for %s: %w", ref, config.ErrCredentialsMissing)
 		}
 	}
-	return schema.ResolveSecrets(ctx, cfg, lookup)
+	return secretcfg.ResolveSecrets(ctx, schema, cfg, lookup)
 }
 
 // setsSecret reports whether cfg holds a value for a secret or secret-map
