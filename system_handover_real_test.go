@@ -367,7 +367,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 func runnerState(t *testing.T, ctx context.Context, tg realTarget, h *lease.Handle) []byte {
 	t.Helper()
 	if tg.driver == docker.Name {
-		res, err := h.Exec(ctx, drivers.Command{Argv: []string{"tar", "-cf", "-", docker.RunnerStateDir}})
+		res, err := h.Exec(ctx, drivers.Command{Argv: []string{"tar", "-cf", "-", "/.berth/state"}})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("tar the runner's state: %v (exit %d: %s)", err, res.ExitCode, res.Stderr)
 		}

@@ -70,7 +70,7 @@ func TestTemplateFlowOnDocker(t *testing.T) {
 		t.Fatalf("Capture: %v", err)
 	}
 	w.release(t, src, drivers.Destroy)
-	if tpl1.State != templates.StateCaptured || !strings.HasPrefix(tpl1.Identity, docker.LocalRegistry+"/templates/") {
+	if tpl1.State != templates.StateCaptured || !strings.HasPrefix(tpl1.Identity, "berth.local/templates/") {
 		t.Fatalf("captured %+v", tpl1)
 	}
 	if _, err := svc.Promote(ctx, tplOps, tpl1.ID); err != nil {
@@ -181,7 +181,7 @@ func TestTemplateFromCaptureRepositoryOnDocker(t *testing.T) {
 	repo := reg.Host + "/berth/templates"
 	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "tpl-pushed", Driver: docker.Name, Config: map[string]any{
 		docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run},
-		docker.FieldCaptureRepo: repo}})
+		"capture_repository": repo}})
 	if err != nil {
 		t.Fatal(err)
 	}

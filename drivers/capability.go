@@ -134,18 +134,15 @@ func (s Set) Without(other Set) Set { return s &^ other }
 // Intersect returns the capabilities in both s and other.
 func (s Set) Intersect(other Set) Set { return s & other }
 
-// Covers reports whether s holds every capability in required.
-func (s Set) Covers(required Set) bool { return required&^s == 0 }
-
 // Missing returns the capabilities of required that s lacks, in declaration order.
 func (s Set) Missing(required Set) []Capability { return (required &^ s).List() }
 
-// Len returns the number of capabilities in s.
-func (s Set) Len() int { return bits.OnesCount32(uint32(s)) }
+// size returns the number of capabilities in s.
+func (s Set) size() int { return bits.OnesCount32(uint32(s)) }
 
 // List returns the capabilities in s in declaration order.
 func (s Set) List() []Capability {
-	out := make([]Capability, 0, s.Len())
+	out := make([]Capability, 0, s.size())
 	for c := Capability(0); c < numCapabilities; c++ {
 		if s.Has(c) {
 			out = append(out, c)
@@ -156,7 +153,7 @@ func (s Set) List() []Capability {
 
 // String returns the names joined by commas, "" for the empty set.
 func (s Set) String() string {
-	names := make([]string, 0, s.Len())
+	names := make([]string, 0, s.size())
 	for _, c := range s.List() {
 		names = append(names, c.String())
 	}

@@ -86,16 +86,16 @@ type Command struct {
 	// Stdin, if not nil, is copied to the process's standard input.
 	Stdin io.Reader
 	// OutputLimit caps the bytes kept of stdout and of stderr each by Exec;
-	// 0 means DefaultOutputLimit. Output beyond it is discarded and
+	// 0 means 1 MiB. Output beyond it is discarded and
 	// Result.Truncated is set.
 	OutputLimit int
 }
 
 // Output limits, and the form of a runner's controller URL.
 const (
-	// DefaultOutputLimit is the per-stream output cap of Exec when
-	// Command.OutputLimit is 0.
-	DefaultOutputLimit = 1 << 20
+	// defaultOutputLimit is the per-stream output cap of Exec when
+	// Command.OutputLimit is 0: 1 MiB.
+	defaultOutputLimit = 1 << 20
 	// MaxRunnerLogTail is the most RunnerIngress.LogTail returns.
 	MaxRunnerLogTail = 64 << 10
 	// UnixScheme prefixes a controller URL that names a unix socket rather
@@ -108,7 +108,7 @@ const (
 // Limit returns the effective output limit of c.
 func (c Command) Limit() int {
 	if c.OutputLimit <= 0 {
-		return DefaultOutputLimit
+		return defaultOutputLimit
 	}
 	return c.OutputLimit
 }

@@ -221,7 +221,7 @@ func (s *RunnerSet) Validate() error {
 	if len(s.Binaries) == 0 && s.Build == nil {
 		return errors.New("runner set: no binary and no Build")
 	}
-	for _, arch := range s.Arches() {
+	for _, arch := range s.arches() {
 		spec := s.Binaries[arch]
 		if !validGOARCH(arch) {
 			return fmt.Errorf("runner set: architecture %q: want a GOARCH such as amd64 or arm64", arch)
@@ -236,9 +236,9 @@ func (s *RunnerSet) Validate() error {
 	return nil
 }
 
-// Arches returns the architectures s has a binary for, sorted (what Build
+// arches returns the architectures s has a binary for, sorted (what Build
 // may add is not among them).
-func (s *RunnerSet) Arches() []string {
+func (s *RunnerSet) arches() []string {
 	return slices.Sorted(maps.Keys(s.Binaries))
 }
 
@@ -257,7 +257,7 @@ func (s *RunnerSet) For(ctx context.Context, arch string) (RunnerSpec, error) {
 			}
 		}
 		return RunnerSpec{}, fmt.Errorf("runner set: the target's architecture is not known before allocation and the set names %d binaries (%s): name one: %w",
-			len(s.Binaries), cmp.Or(strings.Join(s.Arches(), ", "), "none"), ErrUnsupported)
+			len(s.Binaries), cmp.Or(strings.Join(s.arches(), ", "), "none"), ErrUnsupported)
 	}
 	if spec, ok := s.Binaries[arch]; ok {
 		spec.Arch = arch
@@ -265,7 +265,7 @@ func (s *RunnerSet) For(ctx context.Context, arch string) (RunnerSpec, error) {
 	}
 	if s.Build == nil {
 		return RunnerSpec{}, fmt.Errorf("runner set: no runner binary for architecture %s (the set has %s): %w",
-			arch, cmp.Or(strings.Join(s.Arches(), ", "), "none"), ErrUnsupported)
+			arch, cmp.Or(strings.Join(s.arches(), ", "), "none"), ErrUnsupported)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -102,7 +102,7 @@ func TestResolvePrecedence(t *testing.T) {
 			if res.Binding.EnvironmentID != res.Environment.ID {
 				t.Errorf("binding points at %s, resolution environment is %s", res.Binding.EnvironmentID, res.Environment.ID)
 			}
-			if !res.Capabilities.Covers(tc.required) || res.Required != tc.required {
+			if len(res.Capabilities.Missing(tc.required)) != 0 || res.Required != tc.required {
 				t.Errorf("capabilities %s, required %s: want a set covering %s", res.Capabilities, res.Required, tc.required)
 			}
 			if err := res.CheckLease(res.Environment.ID, tc.scope.Company); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/secretcfg"
 )
 
 // Options configures a Catalog, an Assignments and a Gate; a host passes
@@ -296,11 +297,11 @@ func (c *Catalog) resolvedConfig(ctx context.Context, id string) (*Environment, 
 	if err != nil {
 		return nil, nil, &ConfigError{ID: env.ID, Name: env.Name, Err: err}
 	}
-	if plain := schema.PlainSecrets(cfg); len(plain) > 0 {
+	if plain := secretcfg.PlainSecrets(schema, cfg); len(plain) > 0 {
 		return nil, nil, &Error{Environment: label, Field: "config." + plain[0], Err: ErrInvalid,
 			Reason: "stored config holds an inline secret instead of a reference; update the environment"}
 	}
-	resolved, err := schema.ResolveSecrets(ctx, cfg, c.secrets.Get)
+	resolved, err := secretcfg.ResolveSecrets(ctx, schema, cfg, c.secrets.Get)
 	if err != nil {
 		return nil, nil, fmt.Errorf("environment %s: %w", label, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/internal/secretcfg"
 )
 
 // Reference is one thing that points at an environment: a binding, a lease,
@@ -228,7 +229,7 @@ func (c *Catalog) delete(ctx context.Context, env *Environment, base int64) (*Bl
 // registered are deleted too.
 func wholeSecrets(cfg config.Config) []config.SecretRef {
 	var out []config.SecretRef
-	for _, ref := range cfg.SecretRefs() {
+	for _, ref := range secretcfg.SecretRefs(cfg) {
 		if whole := (config.SecretRef{ID: ref.ID}); !slices.Contains(out, whole) {
 			out = append(out, whole)
 		}

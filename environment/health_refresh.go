@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/internal/secretcfg"
 )
 
 // defaultHealthTimeout bounds one provider health measurement when
@@ -129,7 +130,7 @@ func (c *Catalog) measure(ctx context.Context, env *Environment, d drivers.Drive
 // and SecretMap values) long enough to scrub.
 func secretStrings(schema *config.Schema, cfg config.Config) []string {
 	var out []string
-	for _, v := range schema.SecretValues(cfg) {
+	for _, v := range secretcfg.SecretValues(schema, cfg) {
 		if len(v) >= 4 {
 			out = append(out, v)
 		}

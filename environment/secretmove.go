@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/internal/secretcfg"
 )
 
 // This file moves pasted secrets into the SecretStore (CFG-3) and decides
@@ -94,7 +95,7 @@ func (c *Catalog) moveSecrets(ctx context.Context, label, owner string, schema *
 			}
 			cfg[f.Name] = ref
 		case config.KindSecretMap:
-			keys := cfg.PlainSecretKeys(f.Name)
+			keys := secretcfg.PlainSecretKeys(cfg, f.Name)
 			if len(keys) == 0 {
 				continue
 			}

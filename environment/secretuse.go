@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/internal/secretcfg"
 )
 
 // This file keeps secrets alive as long as the leases that use them (CFG-7,
@@ -169,7 +170,7 @@ func NewSecretKeeper(uses SecretUseStore, secrets SecretStore, log *slog.Logger)
 // written, so that no retirement deletes them in between; an error means
 // nothing may be written that depends on them.
 func (k *SecretKeeper) Use(ctx context.Context, lease string, cfg config.Config) error {
-	refs := cfg.SecretRefs()
+	refs := secretcfg.SecretRefs(cfg)
 	if len(refs) == 0 {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/internal/qualify"
+	"github.com/berthdev/berth/internal/secretcfg"
 )
 
 // SourceFingerprint returns e's source fingerprint for its driver d
@@ -49,7 +50,7 @@ func (e *Environment) AppliedTemplate(d drivers.Driver) *ActiveTemplate {
 // references, and the image, normalized when it parses.
 func sourceInput(d drivers.Driver, cfg config.Config) qualify.FingerprintInput {
 	schema := d.Schema()
-	parts := schema.Partition(cfg)
+	parts := secretcfg.Partition(schema, cfg)
 	target := maps.Clone(parts.Identity)
 	delete(target, schema.ImageField)
 	secrets := make(map[string]qualify.SecretRef, len(parts.Secrets))

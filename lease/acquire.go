@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/secretcfg"
 )
 
 // startupTimeoutField is the config knob, when a driver's schema has one of
@@ -266,7 +267,7 @@ func (m *Manager) prepareFor(ctx context.Context, env *environment.Environment, 
 			name, drv.Name(), drivers.NewSet(missing...), req.Policy, drivers.ErrUnsupported)
 	}
 	schema := drv.Schema()
-	if plain := schema.PlainSecrets(env.Config); len(plain) > 0 && !draft {
+	if plain := secretcfg.PlainSecrets(schema, env.Config); len(plain) > 0 && !draft {
 		return nil, &config.Error{Driver: drv.Name(), Field: plain[0],
 			Reason: fmt.Sprintf("%s holds a secret value, not a secret reference; save it through the catalog", name)}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/internal/retry"
+	"github.com/berthdev/berth/internal/secretcfg"
 )
 
 // stopRetry marks an attempt error after which no further attempt may run.
@@ -43,7 +44,7 @@ func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error)
 	if wctx == nil {
 		wctx = detach(ctx)
 	}
-	if m.o.SecretKeeper != nil && len(l.Config.SecretRefs()) > 0 {
+	if m.o.SecretKeeper != nil && len(secretcfg.SecretRefs(l.Config)) > 0 {
 		// The secrets were resolved before the record (and its secret
 		// uses) was written; a catalog that retired them in between may
 		// have deleted them. Resolve again now that the uses hold them, so

@@ -21,6 +21,7 @@ import (
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/internal/retry"
+	"github.com/berthdev/berth/internal/secretcfg"
 )
 
 // Defaults of Options' zero fields.
@@ -302,7 +303,7 @@ func (m *Manager) retryPolicy() retry.Policy {
 // a function, a NaN) is an error wrapping ErrInvalid that names the driver;
 // reuseFingerprint never panics.
 func reuseFingerprint(d drivers.Driver, cfg config.Config) (string, error) {
-	p := d.Schema().Partition(cfg)
+	p := secretcfg.Partition(d.Schema(), cfg)
 	b, err := json.Marshal(struct {
 		Driver   string                      `json:"driver"`
 		Identity map[string]any              `json:"identity"`
@@ -372,7 +373,7 @@ func (m *Manager) resolveConfig(ctx context.Context, d drivers.Driver, cfg confi
 			return "", fmt.Errorf("no secret resolver configured for %s: %w", ref, config.ErrCredentialsMissing)
 		}
 	}
-	return schema.ResolveSecrets(ctx, cfg, lookup)
+	return secretcfg.ResolveSecrets(ctx, schema, cfg, lookup)
 }
 
 // setsSecret reports whether cfg holds a value for a secret or secret-map

@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/internal/retry"
+	"github.com/berthdev/berth/internal/secretcfg"
 )
 
 // preparedForOtherRunner reports whether the acquisition needs a runner
@@ -70,7 +71,7 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 		return nil, false, fmt.Errorf("lease %s: %w", l.ID, err)
 	}
 	pid := cl.ProviderLeaseID
-	if m.o.SecretKeeper != nil && len(a.snapshot.SecretRefs()) > 0 {
+	if m.o.SecretKeeper != nil && len(secretcfg.SecretRefs(a.snapshot)) > 0 {
 		// The resumed lease will record the environment's current config:
 		// hold its secrets first, and check that none was retired since
 		// they were resolved (CFG-7, LEASE-9).

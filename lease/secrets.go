@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/secretcfg"
 )
 
 // recordStore wraps the manager's Store with what follows from a lease
@@ -65,7 +66,7 @@ func (s *recordStore) UpdateLease(ctx context.Context, l *Lease) error {
 // another policy whose config holds no secret reference has no use to
 // release, and its end costs no store call for them (most leases).
 func mayUseSecrets(l *Lease) bool {
-	return l.Policy.reusable() || len(l.Config.SecretRefs()) > 0
+	return l.Policy.reusable() || len(secretcfg.SecretRefs(l.Config)) > 0
 }
 
 func (s *recordStore) release(ctx context.Context, id string) {

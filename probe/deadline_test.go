@@ -76,7 +76,7 @@ func TestSilentServerIsTimeout(t *testing.T) {
 	cfg := func(connectTimeout string) map[string]any {
 		return map[string]any{
 			ssh.FieldHost: "127.0.0.1", ssh.FieldPort: port, ssh.FieldUser: "nobody",
-			ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldConnectTimeout: connectTimeout,
+			ssh.FieldPrivateKey: srv.ClientKeyPEM(), "connect_timeout": connectTimeout,
 			ssh.FieldKnownHosts: []any{strings.Replace(srv.KnownHostsLine(), strconv.Itoa(srv.Port()), strconv.Itoa(port), 1)},
 		}
 	}

@@ -49,8 +49,8 @@ func TestDetectScriptOnFake(t *testing.T) {
 			if det.Platform.String() != tt.want {
 				t.Errorf("platform = %q, want %q", det.Platform, tt.want)
 			}
-			if det.Hostname != sb.ID() || det.Cwd != fake.DefaultDir {
-				t.Errorf("hostname %q, cwd %q; want %q, %q", det.Hostname, det.Cwd, sb.ID(), fake.DefaultDir)
+			if det.Hostname != sb.ID() || det.Cwd != "/root" {
+				t.Errorf("hostname %q, cwd %q; want %q, %q", det.Hostname, det.Cwd, sb.ID(), "/root")
 			}
 			if d.Calls(fake.OpExec) != 1 {
 				t.Errorf("exec calls = %d, want exactly one", d.Calls(fake.OpExec))

@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/qualify"
+	"github.com/berthdev/berth/internal/secretcfg"
 	"github.com/berthdev/berth/qualification"
 )
 
@@ -35,7 +36,7 @@ func imageReference(d drivers.Driver, cfg config.Config) (images.Reference, erro
 // imgProblem is set when the image field could not be read as a reference.
 func subjectOf(d drivers.Driver, env *environment.Environment, company string) (subj qualify.Subject, imgProblem string) {
 	schema := d.Schema()
-	parts := schema.Partition(env.Config)
+	parts := secretcfg.Partition(schema, env.Config)
 	target := maps.Clone(parts.Identity)
 	delete(target, schema.ImageField) // counted once, normalized, as Image
 	secrets := make(map[string]qualify.SecretRef, len(parts.Secrets))

@@ -7,6 +7,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/secretcfg"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
@@ -180,7 +181,7 @@ func (s scrubber) scrub(text string) string {
 // fields and SecretMap values (pasted, for a draft).
 func secretValues(schema *config.Schema, cfg config.Config) scrubber {
 	var vals []string
-	for _, v := range schema.SecretValues(cfg) {
+	for _, v := range secretcfg.SecretValues(schema, cfg) {
 		if len(v) >= 4 {
 			vals = append(vals, v)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/secretcfg"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -569,7 +570,7 @@ func (s *Service) deleteAtProvider(ctx context.Context, t *Template) (note strin
 	if err != nil {
 		return err.Error(), rc, false
 	}
-	cfg, err := d.Schema().ResolveSecrets(ctx, env.Config, s.lookup)
+	cfg, err := secretcfg.ResolveSecrets(ctx, d.Schema(), env.Config, s.lookup)
 	if err != nil {
 		return "resolving the environment's secrets: " + err.Error(), rc, false
 	}

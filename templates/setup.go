@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/secretcfg"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -324,12 +325,12 @@ func (s *Service) secretValues(ctx context.Context, env *environment.Environment
 	if s.o.Secrets == nil {
 		return nil
 	}
-	cfg, err := d.Schema().ResolveSecrets(ctx, env.Config, s.lookup)
+	cfg, err := secretcfg.ResolveSecrets(ctx, d.Schema(), env.Config, s.lookup)
 	if err != nil {
 		s.o.Logger.Warn("custom: resolving the environment's secrets for the setup checks", "environment", env.ID, "err", err)
 		return nil
 	}
-	vals := d.Schema().SecretValues(cfg)
+	vals := secretcfg.SecretValues(d.Schema(), cfg)
 	slices.SortFunc(vals, func(a, b string) int { return len(b) - len(a) }) // longest first
 	return vals
 }

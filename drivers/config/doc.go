@@ -24,9 +24,10 @@
 //     referenced, and the field is left out of fingerprints; KindIdentity
 //     fields say which target, image or template is used (fingerprints,
 //     drift); KindKnob and KindMetadata fields are left out of fingerprints.
-//     Partition splits a config along these lines (Parts).
-//   - Redact, PlainSecrets, SecretValues and ResolveSecrets handle the
-//     secrets: what is shown, what must still be moved, what a redaction
-//     scan must look for, and the values resolved only for the call that
-//     needs them.
+//     berth itself (the catalog, the lease manager, probes) moves, resolves
+//     and scrubs the secrets through the schema; a driver only declares the
+//     kinds.
+//   - Redact returns what may be shown: secret values replaced by Redacted,
+//     references kept. Config.SecretRef and Config.SecretMapRefs read the
+//     references a stored config holds.
 package config

@@ -37,7 +37,7 @@ const (
 	// such as a sandbox's env vars. The catalog moves each pasted value
 	// into the secret store on its own and keeps a SecretRef for its key;
 	// keys stay visible. Secret-map references are left out of every
-	// fingerprint (Partition drops them), so that rotating a value keeps
+	// fingerprint (berth's partition drops them), so that rotating a value keeps
 	// qualifications, reusable sandboxes and auth checks. Drivers hand the
 	// values to commands at exec time only, never to a sandbox's create-time
 	// environment. See secretmap.go.
@@ -295,8 +295,8 @@ func (c Config) Strings(name string) []string {
 }
 
 // StringMap returns the map value of name (nil if absent). For a SecretMap
-// field it returns the values of a resolved config (see
-// Schema.ResolveSecrets), and nil while any value is still a
+// field it returns the values of a resolved config (the config Acquire
+// takes, its secrets resolved), and nil while any value is still a
 // SecretRef.
 func (c Config) StringMap(name string) map[string]string {
 	m, _ := toStringMap(c[name])

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/internal/secretcfg"
 )
 
 const canary = "canary-secret-value-8c1f"
@@ -171,7 +172,7 @@ func TestSecretNeverInErrors(t *testing.T) {
 			t.Errorf("error contains the secret: %s", msg)
 		}
 	}
-	_, err := s.ResolveSecrets(context.Background(), config.Config{"key": config.SecretRef{ID: "s", Version: 1}},
+	_, err := secretcfg.ResolveSecrets(context.Background(), s, config.Config{"key": config.SecretRef{ID: "s", Version: 1}},
 		func(context.Context, config.SecretRef) (string, error) { return canary, errors.New("store down") })
 	if err == nil || strings.Contains(err.Error(), canary) || !strings.Contains(err.Error(), `"key"`) {
 		t.Errorf("ResolveSecrets error = %v, want the field named and no value", err)
@@ -191,22 +192,22 @@ func TestRedactPartitionResolve(t *testing.T) {
 	if b, _ := json.Marshal(red); strings.Contains(string(b), canary) {
 		t.Errorf("redacted JSON contains the secret: %s", b)
 	}
-	if diff := cmp.Diff([]string{"key"}, s.PlainSecrets(cfg)); diff != "" {
+	if diff := cmp.Diff([]string{"key"}, secretcfg.PlainSecrets(s, cfg)); diff != "" {
 		t.Errorf("PlainSecrets (-want +got):\n%s", diff)
 	}
 
-	want := config.Parts{
+	want := secretcfg.Parts{
 		Identity: map[string]any{"host": "h", "port": int64(22)},
 		Secrets:  map[string]config.SecretRef{"token": ref}, // plain values take no part
 		Knobs:    map[string]any{"mode": "safe"},
 		Metadata: map[string]any{"tags": []string{"t"}},
 	}
-	if diff := cmp.Diff(want, s.Partition(cfg)); diff != "" {
+	if diff := cmp.Diff(want, secretcfg.Partition(s, cfg)); diff != "" {
 		t.Errorf("Partition (-want +got):\n%s", diff)
 	}
 
 	var asked []config.SecretRef
-	got, err := s.ResolveSecrets(context.Background(), cfg, func(_ context.Context, r config.SecretRef) (string, error) {
+	got, err := secretcfg.ResolveSecrets(context.Background(), s, cfg, func(_ context.Context, r config.SecretRef) (string, error) {
 		asked = append(asked, r)
 		return "resolved-" + r.ID, nil
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/internal/secretcfg"
 )
 
 // secretMapSchema is testSchema with an env field whose values are secrets
@@ -99,16 +100,16 @@ func TestSecretMapRedactPartitionResolve(t *testing.T) {
 	if cfg["env"].(map[string]any)["PASTED"] != canary {
 		t.Errorf("Redact changed its input")
 	}
-	if diff := cmp.Diff([]string{"env"}, s.PlainSecrets(cfg)); diff != "" {
+	if diff := cmp.Diff([]string{"env"}, secretcfg.PlainSecrets(s, cfg)); diff != "" {
 		t.Errorf("PlainSecrets (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"PASTED"}, cfg.PlainSecretKeys("env")); diff != "" {
+	if diff := cmp.Diff([]string{"PASTED"}, secretcfg.PlainSecretKeys(cfg, "env")); diff != "" {
 		t.Errorf("PlainSecretKeys (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(map[string]config.SecretRef{"TOKEN": ref}, cfg.SecretMapRefs("env")); diff != "" {
 		t.Errorf("SecretMapRefs (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]config.SecretRef{ref, keyRef}, cfg.SecretRefs()); diff != "" {
+	if diff := cmp.Diff([]config.SecretRef{ref, keyRef}, secretcfg.SecretRefs(cfg)); diff != "" {
 		t.Errorf("SecretRefs (-want +got):\n%s", diff)
 	}
 	if got := cfg.StringMap("env"); got != nil {
@@ -117,10 +118,10 @@ func TestSecretMapRedactPartitionResolve(t *testing.T) {
 
 	// Rotating the env secret or pasting a value keeps the parts; the
 	// account's secret still counts.
-	p := s.Partition(cfg)
+	p := secretcfg.Partition(s, cfg)
 	rotated := cfg.Clone()
 	rotated["env"] = map[string]any{"TOKEN": config.SecretRef{ID: "sec_env", Version: 3}, "PASTED": "other"}
-	if diff := cmp.Diff(p, s.Partition(rotated)); diff != "" {
+	if diff := cmp.Diff(p, secretcfg.Partition(s, rotated)); diff != "" {
 		t.Errorf("Partition changed with a rotated env secret (-before +after):\n%s", diff)
 	}
 	if diff := cmp.Diff(map[string]config.SecretRef{"key": keyRef}, p.Secrets); diff != "" {
@@ -140,7 +141,7 @@ func TestSecretMapRedactPartitionResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	values := map[config.SecretRef]string{ref: "tok-value", keyRef: "key-value"}
-	got, err := s.ResolveSecrets(context.Background(), config.Config(stored), func(_ context.Context, r config.SecretRef) (string, error) {
+	got, err := secretcfg.ResolveSecrets(context.Background(), s, config.Config(stored), func(_ context.Context, r config.SecretRef) (string, error) {
 		return values[r], nil
 	})
 	if err != nil {
@@ -149,15 +150,15 @@ func TestSecretMapRedactPartitionResolve(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"TOKEN": "tok-value", "PASTED": canary}, got.StringMap("env")); diff != "" {
 		t.Errorf("resolved StringMap (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{canary, "tok-value"}, s.SecretValues(got)[1:]); diff != "" || s.SecretValues(got)[0] != "key-value" {
-		t.Errorf("SecretValues = %q", s.SecretValues(got))
+	if diff := cmp.Diff([]string{canary, "tok-value"}, secretcfg.SecretValues(s, got)[1:]); diff != "" || secretcfg.SecretValues(s, got)[0] != "key-value" {
+		t.Errorf("SecretValues = %q", secretcfg.SecretValues(s, got))
 	}
 	if _, err := s.Normalize(got); err != nil {
 		t.Errorf("a resolved config does not normalize: %v", err)
 	}
 
 	// A failing lookup names field and key, never a value.
-	_, err = s.ResolveSecrets(context.Background(), cfg, func(_ context.Context, r config.SecretRef) (string, error) {
+	_, err = secretcfg.ResolveSecrets(context.Background(), s, cfg, func(_ context.Context, r config.SecretRef) (string, error) {
 		if r == ref {
 			return canary, errors.New("store down")
 		}

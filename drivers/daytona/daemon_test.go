@@ -11,7 +11,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
+	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 )
 
 // requireShell returns the path of shell, failing under BERTH_REQUIRE_REAL
@@ -41,7 +41,7 @@ func TestExecAcrossDaemonVersionsAndShells(t *testing.T) {
 		for _, version := range []string{"0.190.0", "0.166.2", "0.155.0", "0.150.0", ""} {
 			t.Run(shell+"/"+version, func(t *testing.T) {
 				t.Parallel()
-				e := newEnv(t, envOptions{knobs: daytonatest.Knobs{Shell: path, DaemonVersion: version, NoDaemonVersion: version == ""}})
+				e := newEnv(t, envOptions{knobs: fakeapi.Knobs{Shell: path, DaemonVersion: version, NoDaemonVersion: version == ""}})
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
 				cfg := e.config(t, e.snap.ID)
@@ -73,7 +73,7 @@ func TestExecAcrossDaemonVersionsAndShells(t *testing.T) {
 // drivers.ErrUnsupported naming the daemon version, not cut.
 func TestExecTooLargeForOldDaemonIsRefused(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{knobs: daytonatest.Knobs{DaemonVersion: "0.150.0"}})
+	e := newEnv(t, envOptions{knobs: fakeapi.Knobs{DaemonVersion: "0.150.0"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cfg := e.config(t, e.snap.ID)
@@ -87,7 +87,7 @@ func TestExecTooLargeForOldDaemonIsRefused(t *testing.T) {
 	if !errors.Is(err, drivers.ErrUnsupported) || !strings.Contains(err.Error(), "0.150.0") {
 		t.Errorf("Exec of a 200 KiB stdin on daemon 0.150.0: err = %v, want ErrUnsupported naming the version", err)
 	}
-	if n := e.srv.Calls(daytonatest.RouteExecute); n != 0 {
+	if n := e.srv.Calls(fakeapi.RouteExecute); n != 0 {
 		t.Errorf("%d execute requests, want none", n)
 	}
 }
@@ -97,7 +97,7 @@ func TestExecTooLargeForOldDaemonIsRefused(t *testing.T) {
 // answer is still whole, stdin included.
 func TestExecSurvivesAReplayedRequest(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{knobs: daytonatest.Knobs{ReplayExecute: true}})
+	e := newEnv(t, envOptions{knobs: fakeapi.Knobs{ReplayExecute: true}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sb, err := e.drv.Acquire(ctx, e.config(t, e.snap.ID), drivers.AcquireRequest{})

@@ -11,7 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
+	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/testenv"
@@ -23,21 +23,21 @@ type syncBuffer = testenv.Buffer
 // env is one fake Daytona server, a snapshot on it, and a driver with fast
 // polling and retries.
 type env struct {
-	srv  *daytonatest.Server
-	drv  *daytona.Driver
-	snap daytonatest.Snapshot
+	srv  *fakeapi.Server
+	drv  daytona.Concrete
+	snap fakeapi.Snapshot
 	log  *syncBuffer
 }
 
 type envOptions struct {
-	knobs     daytonatest.Knobs
+	knobs     fakeapi.Knobs
 	clk       clock.Clock
 	afterCall func(route string, status int)
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
-	srv, err := daytonatest.New(&daytonatest.Options{Clock: o.clk, Knobs: o.knobs, AfterCall: o.afterCall})
+	srv, err := fakeapi.New(&fakeapi.Options{Clock: o.clk, Knobs: o.knobs, AfterCall: o.afterCall})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		t.Fatal(err)
 	}
 	log := &syncBuffer{}
-	drv := daytona.New(&daytona.Options{
+	drv := daytona.NewConcrete(&daytona.Options{
 		Logger:       slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		PollInterval: time.Millisecond, PollMax: 20 * time.Millisecond,
 		RetryBase: time.Millisecond, RetryMax: 20 * time.Millisecond,
@@ -135,7 +135,7 @@ func deadURL() string {
 // the sandbox is started (two reads are needed), so every acquire goes
 // through the driver's wait.
 func newHarness(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
-	e := newEnv(tb, envOptions{knobs: daytonatest.Knobs{StartPolls: 2}})
+	e := newEnv(tb, envOptions{knobs: fakeapi.Knobs{StartPolls: 2}})
 	tb.Cleanup(func() { assertNoKey(tb, e) })
 	return &harness{e: e, cfg: e.config(tb, e.snap.ID)}, nil
 }

@@ -15,11 +15,11 @@
 //	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"make"}})
 //	r, err := sb.Release(ctx, drivers.Destroy) // read back: 404
 //
-// New and Driver.Acquire are the entry points. The HTTP client maps errors
+// New and the driver's Acquire are the entry points. The HTTP client maps errors
 // and keeps the transport safe (redaction, token origins, redirects, TLS);
-// retries run on internal/retry. Package daytonatest is a fake Daytona
-// server that keeps the real API's rules; the tests run the driver and the
-// conformance suite against it.
+// retries run on internal/retry. A fake Daytona server that keeps the real
+// API's rules (internal/fakeapi, and for hosts' tests its small public face
+// daytonatest) runs the driver and the conformance suite in the tests.
 //
 // # Covered
 //
@@ -90,7 +90,7 @@
 //     (Resumer starts stopped or archived sandboxes). Release(Stop) and
 //     Release(Destroy) return receipts confirmed by reading the sandbox
 //     back (stopped, or 404 after the soft delete); Destroyer deletes by id;
-//     Lister lists by labels. Sandboxes carry the label LabelLeaseID.
+//     Lister lists by labels. Sandboxes carry the label berth.lease-id.
 //   - Retries: transient failures are retried with jittered exponential
 //     backoff inside the caller's deadline; no retry starts that could not
 //     finish before it (LEASE-3). Create is made idempotent by a unique

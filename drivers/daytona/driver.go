@@ -23,11 +23,11 @@ import (
 // Name is the name of the daytona driver.
 const Name = "daytona"
 
-// StartupBudget is the startup budget the driver declares: the default
+// startupBudget is the startup budget the driver declares: the default
 // create timeout of Daytona's SDKs (60 seconds).
-const StartupBudget = 60 * time.Second
+const startupBudget = 60 * time.Second
 
-// Options configure a Driver. nil means defaults.
+// Options configure a driver. nil means defaults.
 type Options struct {
 	// HTTPClient makes the requests; default a client with no overall
 	// timeout (every call is bounded by its context). The driver uses a
@@ -56,24 +56,30 @@ type Options struct {
 	CleanupTimeout time.Duration
 }
 
-// Driver drives Daytona sandboxes through the REST API. It is safe for
+// driver drives Daytona sandboxes through the REST API. It is safe for
 // concurrent use; it holds no per-config state.
-type Driver struct {
+type driver struct {
 	opts       Options
 	schema     *config.Schema
 	httpClient *http.Client // opts.HTTPClient with the redirect policy
 }
 
 var (
-	_ drivers.Driver          = (*Driver)(nil)
-	_ drivers.Resumer         = (*Driver)(nil)
-	_ drivers.Lister          = (*Driver)(nil)
-	_ drivers.Destroyer       = (*Driver)(nil)
-	_ drivers.TemplateDeleter = (*Driver)(nil)
+	_ drivers.Driver          = (*driver)(nil)
+	_ drivers.Resumer         = (*driver)(nil)
+	_ drivers.Lister          = (*driver)(nil)
+	_ drivers.Destroyer       = (*driver)(nil)
+	_ drivers.TemplateDeleter = (*driver)(nil)
 )
 
-// New returns a daytona driver; nil opts means defaults.
-func New(opts *Options) *Driver {
+// New returns the daytona driver; nil opts means defaults. The driver also
+// implements drivers.Resumer, drivers.Lister, drivers.Destroyer,
+// drivers.TemplateDeleter and drivers.HealthChecker (reach them with
+// drivers.DriverAs); its sandboxes implement drivers.ImageReporter,
+// drivers.Terminal and drivers.Capturer. It is safe for concurrent use.
+func New(opts *Options) drivers.Driver { return newDriver(opts) }
+
+func newDriver(opts *Options) *driver {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -101,26 +107,26 @@ func New(opts *Options) *Driver {
 	if o.CleanupTimeout <= 0 {
 		o.CleanupTimeout = 30 * time.Second
 	}
-	return &Driver{opts: o, schema: newSchema(), httpClient: withRedirectPolicy(o.HTTPClient)}
+	return &driver{opts: o, schema: newSchema(), httpClient: withRedirectPolicy(o.HTTPClient)}
 }
 
 // Name returns "daytona".
-func (d *Driver) Name() string { return Name }
+func (d *driver) Name() string { return Name }
 
 // Capabilities declares exec, reuse, list, destroy by id, image identity,
-// terminal, template capture and template delete, and StartupBudget. No
+// terminal, template capture and template delete, and a startup budget of 60s. No
 // I/O.
-func (d *Driver) Capabilities() drivers.Capabilities {
+func (d *driver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{
 		Kind: drivers.KindSandbox,
 		Declared: drivers.NewSet(drivers.CapExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
 			drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapTemplateCapture, drivers.CapTemplateDelete),
-		StartupBudget: StartupBudget,
+		StartupBudget: startupBudget,
 	}
 }
 
 // Schema returns the config schema; the same pointer on every call.
-func (d *Driver) Schema() *config.Schema { return d.schema }
+func (d *driver) Schema() *config.Schema { return d.schema }
 
 // settings is a config read for use.
 type settings struct {
@@ -139,7 +145,7 @@ type settings struct {
 // open reads cfg (normalized, secrets resolved) into settings. A missing
 // key wraps config.ErrCredentialsMissing; a key still held as a secret
 // reference is refused without naming it.
-func (d *Driver) open(cfg config.Config) (*settings, error) {
+func (d *driver) open(cfg config.Config) (*settings, error) {
 	key, ok := cfg[FieldAPIKey].(string)
 	if !ok || key == "" {
 		if _, isRef := cfg.SecretRef(FieldAPIKey); isRef {
@@ -162,11 +168,11 @@ func (d *Driver) open(cfg config.Config) (*settings, error) {
 			retry: newBackoff(d.opts.RetryBase, d.opts.RetryMax, clock.Real{}), log: d.opts.Logger,
 		},
 		snapshotID:   cfg.String(FieldSnapshotID),
-		target:       cfg.String(FieldTarget),
+		target:       cfg.String(fieldTarget),
 		env:          cfg.StringMap(FieldEnv),
-		labels:       cfg.StringMap(FieldLabels),
-		execLimit:    cfg.Duration(FieldExecTimeout),
-		reactivateOK: cfg.Bool(FieldReactivateSnapshot),
+		labels:       cfg.StringMap(fieldLabels),
+		execLimit:    cfg.Duration(fieldExecTimeout),
+		reactivateOK: cfg.Bool(fieldReactivateSnapshot),
 	}
 	intp := func(name string) *int64 {
 		if _, ok := cfg[name]; !ok {
@@ -175,7 +181,7 @@ func (d *Driver) open(cfg config.Config) (*settings, error) {
 		n := cfg.Int(name)
 		return &n
 	}
-	s.autoStop, s.autoArch, s.autoDel = intp(FieldAutoStopInterval), intp(FieldAutoArchiveInterval), intp(FieldAutoDeleteInterval)
+	s.autoStop, s.autoArch, s.autoDel = intp(fieldAutoStopInterval), intp(fieldAutoArchiveInterval), intp(fieldAutoDeleteInterval)
 	return s, nil
 }
 
@@ -227,7 +233,7 @@ func (s *settings) reactivate(ctx context.Context, snap *apiSnapshot) error {
 	host := s.c.api.Host
 	if !s.reactivateOK {
 		return fmt.Errorf("daytona: snapshot %s (%s) at %s is inactive (unused for 14 days) and %s is false: %w",
-			snap.ID, snap.Name, host, FieldReactivateSnapshot, drivers.ErrImageInactive)
+			snap.ID, snap.Name, host, fieldReactivateSnapshot, drivers.ErrImageInactive)
 	}
 	err := s.c.send(ctx, s.c.api, http.MethodPost, seg("snapshots", snap.ID, "activate"), nil, nil, nil)
 	switch {
@@ -249,8 +255,8 @@ func newName() string {
 	return "berth-" + hex.EncodeToString(b[:])
 }
 
-// LabelLeaseID is the label that carries the berth lease id of a sandbox.
-const LabelLeaseID = "berth.lease-id"
+// labelLeaseID is the label that carries the berth lease id of a sandbox.
+const labelLeaseID = "berth.lease-id"
 
 // Acquire creates a sandbox from the configured snapshot id and waits,
 // within ctx's deadline, until it is started.
@@ -272,7 +278,7 @@ const LabelLeaseID = "berth.lease-id"
 // A request with req.Runner set is refused before any API call, with an
 // error wrapping drivers.ErrUnsupported that names runner_ingress: the
 // driver has no way to carry a runner's connections back to the host.
-func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+func (d *driver) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	if req.Runner != nil {
 		return nil, fmt.Errorf("daytona: acquire for lease %q: capability %s: the driver has no runner ingress: %w",
 			req.LeaseID, drivers.CapRunnerIngress, drivers.ErrUnsupported)
@@ -296,7 +302,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 	}
 	maps.Copy(labels, req.Labels)
 	if req.LeaseID != "" {
-		labels[LabelLeaseID] = req.LeaseID
+		labels[labelLeaseID] = req.LeaseID
 	}
 	create := apiCreateSandbox{
 		Name: newName(), Snapshot: snap.ID, Labels: labels, Target: s.target, // no Env: see FieldEnv
@@ -344,7 +350,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 // its own wait: that sandbox exists, so it is found by its unique name,
 // reported to req.Allocated (or deleted when nobody records it), and the
 // provider's reason is returned.
-func (d *Driver) createFailed(ctx context.Context, s *settings, name string, snap *apiSnapshot, req drivers.AcquireRequest, err error) error {
+func (d *driver) createFailed(ctx context.Context, s *settings, name string, snap *apiSnapshot, req drivers.AcquireRequest, err error) error {
 	msg := messageOf(err)
 	switch {
 	case statusOf(err) == http.StatusBadRequest && strings.Contains(msg, "not found") && strings.Contains(msg, snap.ID):
@@ -370,7 +376,7 @@ func (d *Driver) createFailed(ctx context.Context, s *settings, name string, sna
 
 // cleanup deletes sandbox id in the background of a failure, bounded by
 // CleanupTimeout and detached from the caller's (possibly ended) context.
-func (d *Driver) cleanup(s *settings, id string) {
+func (d *driver) cleanup(s *settings, id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), d.opts.CleanupTimeout)
 	defer cancel()
 	if _, err := d.destroy(ctx, s, id); err != nil {
@@ -383,7 +389,7 @@ func (d *Driver) cleanup(s *settings, id string) {
 // A sandbox still starting (also one whose earlier acquire ran out of
 // budget) is waited for. A sandbox the API does not know, or one being
 // deleted, is drivers.ErrNotFound; one in state error the provider's reason.
-func (d *Driver) Resume(ctx context.Context, cfg config.Config, providerLeaseID string) (drivers.Sandbox, error) {
+func (d *driver) Resume(ctx context.Context, cfg config.Config, providerLeaseID string) (drivers.Sandbox, error) {
 	s, err := d.open(cfg)
 	if err != nil {
 		return nil, err
@@ -405,7 +411,7 @@ func (d *Driver) Resume(ctx context.Context, cfg config.Config, providerLeaseID 
 
 // List returns the sandboxes carrying all labels, walking every cursor page
 // of GET /sandbox. Sandboxes being deleted are left out.
-func (d *Driver) List(ctx context.Context, cfg config.Config, labels map[string]string) ([]drivers.SandboxInfo, error) {
+func (d *driver) List(ctx context.Context, cfg config.Config, labels map[string]string) ([]drivers.SandboxInfo, error) {
 	s, err := d.open(cfg)
 	if err != nil {
 		return nil, err
@@ -465,7 +471,7 @@ func publicState(sb *apiSandbox) drivers.State {
 // Destroy deletes sandbox providerLeaseID and confirms it by reading it back
 // until the API answers 404 (soft delete then gone). A sandbox already gone
 // gives a confirmed StateDestroyed receipt.
-func (d *Driver) Destroy(ctx context.Context, cfg config.Config, providerLeaseID string) (drivers.Receipt, error) {
+func (d *driver) Destroy(ctx context.Context, cfg config.Config, providerLeaseID string) (drivers.Receipt, error) {
 	s, err := d.open(cfg)
 	if err != nil {
 		return drivers.Receipt{}, err

@@ -11,13 +11,13 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 )
 
-var _ drivers.HealthChecker = (*Driver)(nil)
+var _ drivers.HealthChecker = (*driver)(nil)
 
 // Endpoint implements drivers.HealthChecker: the API URL and the account,
 // named by the API key's secret reference ("https://app.daytona.io/api
 // account secret:sec_1@v2"). A config holding a pasted key (a draft) names
 // no account: the key itself is never part of an endpoint. No I/O.
-func (d *Driver) Endpoint(cfg config.Config) string {
+func (d *driver) Endpoint(cfg config.Config) string {
 	api := cfg.String(FieldAPIURL)
 	if api == "" {
 		if f, ok := d.schema.Field(FieldAPIURL); ok {
@@ -41,7 +41,7 @@ func (d *Driver) Endpoint(cfg config.Config) string {
 // 5xx or is not live is drivers.ErrUnavailable; a refused key is
 // drivers.ErrAuth; a certificate that fails verification is
 // drivers.ErrTLSUnverified. No retry: the next measurement is the retry.
-func (d *Driver) CheckHealth(ctx context.Context, cfg config.Config) error {
+func (d *driver) CheckHealth(ctx context.Context, cfg config.Config) error {
 	s, err := d.open(cfg)
 	if err != nil {
 		return err

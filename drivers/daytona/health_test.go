@@ -11,7 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
+	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 )
 
 // CheckHealth against the fake API (CAP-3, PRB-5): a live API and a valid
@@ -27,10 +27,10 @@ func TestCheckHealth(t *testing.T) {
 	if err := e.drv.CheckHealth(ctx, cfg); err != nil {
 		t.Fatalf("CheckHealth of a live API: %v", err)
 	}
-	if n := e.srv.Calls(daytonatest.RouteCreateSandbox); n != 0 {
+	if n := e.srv.Calls(fakeapi.RouteCreateSandbox); n != 0 {
 		t.Errorf("a health check created %d sandboxes", n)
 	}
-	if n := e.srv.Calls(daytonatest.RouteHealth); n != 1 {
+	if n := e.srv.Calls(fakeapi.RouteHealth); n != 1 {
 		t.Errorf("GET /health called %d times, want 1", n)
 	}
 
@@ -50,7 +50,7 @@ func TestCheckHealth(t *testing.T) {
 		t.Errorf("CheckHealth with a refused key = %v, want ErrAuth without the key", err)
 	}
 
-	e.srv.InjectFault(daytonatest.Fault{Route: daytonatest.RouteHealth, Status: http.StatusServiceUnavailable, Message: "Service Unavailable"})
+	e.srv.InjectFault(fakeapi.Fault{Route: fakeapi.RouteHealth, Status: http.StatusServiceUnavailable, Message: "Service Unavailable"})
 	if err := e.drv.CheckHealth(ctx, cfg); !errors.Is(err, drivers.ErrUnavailable) || drivers.CodeOf(err) != drivers.CodeProviderUnavailable {
 		t.Errorf("CheckHealth of an API that is not live = %v (code %s), want ErrUnavailable", err, drivers.CodeOf(err))
 	}
@@ -60,12 +60,12 @@ func TestCheckHealth(t *testing.T) {
 // health check too, never unavailable (PRB-5).
 func TestCheckHealthTLSUnverified(t *testing.T) {
 	t.Parallel()
-	srv, err := daytonatest.New(&daytonatest.Options{TLS: true})
+	srv, err := fakeapi.New(&fakeapi.Options{TLS: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	drv := daytona.New(nil)
+	drv := daytona.NewConcrete(nil)
 	cfg, err := drv.Schema().Normalize(map[string]any{daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldSnapshotID: "0b6c1a9e-8d2f-4c3b-9a1e-5f7d2c4b6a80"})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
+	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 )
 
 // assertNoKey fails the test when the driver's log holds the API key
@@ -47,7 +47,7 @@ func TestAPIKeyNeverInErrorsOrLogs(t *testing.T) {
 
 	// A provider that echoes the key in its message.
 	cfg := e.config(t, e.snap.ID)
-	e.srv.InjectFault(daytonatest.Fault{Route: daytonatest.RouteGetSnapshot, Status: 400,
+	e.srv.InjectFault(fakeapi.Fault{Route: fakeapi.RouteGetSnapshot, Status: 400,
 		Message: "bad token " + e.srv.APIKey()})
 	_, err = e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{})
 	if err == nil || strings.Contains(err.Error(), e.srv.APIKey()) || !strings.Contains(err.Error(), config.Redacted) {

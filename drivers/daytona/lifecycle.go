@@ -17,7 +17,7 @@ type poller struct {
 	next, max time.Duration
 }
 
-func (d *Driver) poller() *poller { return &poller{next: d.opts.PollInterval, max: d.opts.PollMax} }
+func (d *driver) poller() *poller { return &poller{next: d.opts.PollInterval, max: d.opts.PollMax} }
 
 func (p *poller) wait(ctx context.Context) error {
 	t := time.NewTimer(p.next)
@@ -37,7 +37,7 @@ func (p *poller) wait(ctx context.Context) error {
 // lets a start overtake an archive, v0.190.0 sandbox.service.ts start), and
 // fails on error, build_failed or deletion. A pausing sandbox is waited
 // for until it is paused, then resumed.
-func (d *Driver) waitStarted(ctx context.Context, s *settings, sb *apiSandbox) (*apiSandbox, error) {
+func (d *driver) waitStarted(ctx context.Context, s *settings, sb *apiSandbox) (*apiSandbox, error) {
 	p := d.poller()
 	host := s.c.api.Host
 	for {
@@ -81,7 +81,7 @@ func (d *Driver) waitStarted(ctx context.Context, s *settings, sb *apiSandbox) (
 // destroy deletes sandbox id and reads it back until the API answers 404.
 // A 409 (state change in progress) is retried inside the deadline unless
 // the sandbox is already being deleted.
-func (d *Driver) destroy(ctx context.Context, s *settings, id string) (drivers.Receipt, error) {
+func (d *driver) destroy(ctx context.Context, s *settings, id string) (drivers.Receipt, error) {
 	err := s.c.retry.do(ctx, func(ctx context.Context) error {
 		err := s.c.send(ctx, s.c.api, http.MethodDelete, seg("sandbox", id), nil, nil, nil)
 		if statusOf(err) == http.StatusConflict {
@@ -99,7 +99,7 @@ func (d *Driver) destroy(ctx context.Context, s *settings, id string) (drivers.R
 
 // waitGone reads sandbox id back until the API answers 404 or reports it
 // destroyed, and returns the confirmed receipt.
-func (d *Driver) waitGone(ctx context.Context, s *settings, id, why string) (drivers.Receipt, error) {
+func (d *driver) waitGone(ctx context.Context, s *settings, id, why string) (drivers.Receipt, error) {
 	p := d.poller()
 	host := s.c.api.Host
 	for {
@@ -128,7 +128,7 @@ func (d *Driver) waitGone(ctx context.Context, s *settings, id, why string) (dri
 // stop stops sandbox id and reads it back until it is stopped. A sandbox
 // with autoDeleteInterval 0 is deleted by the API on stop; that is
 // confirmed as destroyed.
-func (d *Driver) stop(ctx context.Context, s *settings, id string) (drivers.Receipt, error) {
+func (d *driver) stop(ctx context.Context, s *settings, id string) (drivers.Receipt, error) {
 	host := s.c.api.Host
 	_, err := s.c.sandboxAction(ctx, id, "stop")
 	switch {

@@ -37,7 +37,7 @@ func TestOrganizationHeaderIsIgnoredForAPIKeys(t *testing.T) {
 // of the schema (the berth. prefix is reserved), as Docker's do.
 func TestConfigLabelsReservedPrefix(t *testing.T) {
 	t.Parallel()
-	drv := daytona.New(nil)
+	drv := daytona.NewConcrete(nil)
 	base := map[string]any{
 		daytona.FieldAPIURL: "https://app.daytona.io/api", daytona.FieldAPIKey: "k",
 		daytona.FieldSnapshotID: "0b5f6f3e-8f43-4d7c-9a0e-5a3c2b1d4e6f",

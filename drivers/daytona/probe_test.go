@@ -8,7 +8,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
+	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
@@ -23,7 +23,7 @@ func TestProbeReportsImageInactive(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := e.srv.AgeSnapshot(e.snap.ID, daytonatest.SnapshotIdleLimit+time.Hour); err != nil {
+	if err := e.srv.AgeSnapshot(e.snap.ID, fakeapi.SnapshotIdleLimit+time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	reg := drivers.NewRegistry(e.drv)

@@ -17,7 +17,7 @@ import (
 // sandbox is one Daytona sandbox acquired or resumed by the driver. It is
 // safe for concurrent use.
 type sandbox struct {
-	d     *Driver
+	d     *driver
 	s     *settings
 	id    string
 	proxy string // toolboxProxyUrl as the API reported it
@@ -35,7 +35,7 @@ var (
 	_ drivers.Terminal      = (*sandbox)(nil)
 )
 
-func (d *Driver) newSandbox(s *settings, sb *apiSandbox) *sandbox {
+func (d *driver) newSandbox(s *settings, sb *apiSandbox) *sandbox {
 	return &sandbox{d: d, s: s, id: sb.ID, proxy: sb.ToolboxProxyURL, shape: shapeFor(sb.DaemonVersion)}
 }
 

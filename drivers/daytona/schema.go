@@ -32,9 +32,9 @@ const (
 	// created from (Identity, required; the schema's ImageField). A snapshot
 	// name is refused: names do not qualify (QUAL-5, QUAL-6).
 	FieldSnapshotID = "snapshot_id"
-	// FieldTarget is the region sandboxes are created in (Identity,
+	// fieldTarget is the region sandboxes are created in (Identity,
 	// optional; absent: the organization's default region).
-	FieldTarget = "target"
+	fieldTarget = "target"
 	// FieldEnv holds environment variables of every command (a
 	// config.KindSecretMap: each value is kept in the host's secret store).
 	// They travel in each request's envs (process/execute and PTY
@@ -43,26 +43,26 @@ const (
 	// refused with drivers.ErrUnsupported naming the daemon version, never
 	// inlined into the command or dropped.
 	FieldEnv = "env"
-	// FieldLabels holds extra labels of every sandbox (Metadata); the
+	// fieldLabels holds extra labels of every sandbox (Metadata); the
 	// acquire request's labels win on a clash.
-	FieldLabels = "labels"
-	// FieldAutoStopInterval is the API's autoStopInterval in minutes (Knob;
+	fieldLabels = "labels"
+	// fieldAutoStopInterval is the API's autoStopInterval in minutes (Knob;
 	// 0 disables auto-stop; absent: the provider default).
-	FieldAutoStopInterval = "auto_stop_interval"
-	// FieldAutoArchiveInterval is the API's autoArchiveInterval in minutes
+	fieldAutoStopInterval = "auto_stop_interval"
+	// fieldAutoArchiveInterval is the API's autoArchiveInterval in minutes
 	// (Knob; 0 means the provider maximum; absent: the provider default).
-	FieldAutoArchiveInterval = "auto_archive_interval"
-	// FieldAutoDeleteInterval is the API's autoDeleteInterval in minutes
+	fieldAutoArchiveInterval = "auto_archive_interval"
+	// fieldAutoDeleteInterval is the API's autoDeleteInterval in minutes
 	// (Knob; negative disables auto-delete, 0 deletes the sandbox as soon as
 	// it stops, which makes Release(Stop) a destroy; absent: the provider
 	// default).
-	FieldAutoDeleteInterval = "auto_delete_interval"
-	// FieldExecTimeout is the toolbox's own time limit for one Exec, sent as
+	fieldAutoDeleteInterval = "auto_delete_interval"
+	// fieldExecTimeout is the toolbox's own time limit for one Exec, sent as
 	// the execute request's timeout in whole seconds (Knob, duration; absent
 	// or 0: none beyond the caller's context). When the toolbox gives up,
 	// Exec fails with drivers.ErrTimeout.
-	FieldExecTimeout = "exec_timeout"
-	// FieldReactivateSnapshot says whether the driver reactivates the
+	fieldExecTimeout = "exec_timeout"
+	// fieldReactivateSnapshot says whether the driver reactivates the
 	// configured snapshot when Daytona marked it inactive (Knob, bool,
 	// default true). Daytona marks a snapshot that is not general inactive
 	// after 14 idle days, and then refuses to create sandboxes from it. The
@@ -70,7 +70,7 @@ const (
 	// by name: QUAL-6) and waits until it is active again. When false, an
 	// inactive snapshot fails with drivers.ErrImageInactive (code
 	// image_inactive, PRB-5).
-	FieldReactivateSnapshot = "reactivate_snapshot"
+	fieldReactivateSnapshot = "reactivate_snapshot"
 )
 
 func newSchema() *config.Schema {
@@ -104,22 +104,22 @@ func newSchema() *config.Schema {
 				Doc: "organization id sent as X-Daytona-Organization-ID; effective only with JWTs, ignored for API keys"},
 			{Name: FieldSnapshotID, Kind: config.KindIdentity, Type: config.TypeString, Required: true,
 				Doc: "id (UUID) of the snapshot sandboxes are created from; never a name", Check: checkSnapshotID},
-			{Name: FieldTarget, Kind: config.KindIdentity, Type: config.TypeString,
+			{Name: fieldTarget, Kind: config.KindIdentity, Type: config.TypeString,
 				Doc: "region; absent: the organization's default"},
 			{Name: FieldEnv, Kind: config.KindSecretMap, Type: config.TypeStringMap, Check: checkEnvField,
 				Doc: "environment variables of every command, for tokens and other secrets as well: each value is kept in the secret store " +
 					"and sent with each command (needs sandbox daemon v0.167.0 or later), never in the sandbox's own env; a command's own env wins on a clash"},
-			{Name: FieldLabels, Kind: config.KindMetadata, Type: config.TypeStringMap,
+			{Name: fieldLabels, Kind: config.KindMetadata, Type: config.TypeStringMap,
 				Doc: "extra labels of every sandbox"},
-			{Name: FieldAutoStopInterval, Kind: config.KindKnob, Type: config.TypeInt, Check: minutes(0),
+			{Name: fieldAutoStopInterval, Kind: config.KindKnob, Type: config.TypeInt, Check: minutes(0),
 				Doc: "minutes of inactivity before auto-stop; 0 disables"},
-			{Name: FieldAutoArchiveInterval, Kind: config.KindKnob, Type: config.TypeInt, Check: minutes(0),
+			{Name: fieldAutoArchiveInterval, Kind: config.KindKnob, Type: config.TypeInt, Check: minutes(0),
 				Doc: "minutes stopped before auto-archive; 0 means the provider maximum"},
-			{Name: FieldAutoDeleteInterval, Kind: config.KindKnob, Type: config.TypeInt, Check: minutes(-1),
+			{Name: fieldAutoDeleteInterval, Kind: config.KindKnob, Type: config.TypeInt, Check: minutes(-1),
 				Doc: "minutes stopped before auto-delete; -1 disables, 0 deletes on stop"},
-			{Name: FieldExecTimeout, Kind: config.KindKnob, Type: config.TypeDuration,
+			{Name: fieldExecTimeout, Kind: config.KindKnob, Type: config.TypeDuration,
 				Doc: "the toolbox's own time limit for one command (whole seconds)"},
-			{Name: FieldReactivateSnapshot, Kind: config.KindKnob, Type: config.TypeBool, Default: true,
+			{Name: fieldReactivateSnapshot, Kind: config.KindKnob, Type: config.TypeBool, Default: true,
 				Doc: "reactivate the snapshot (by id) when Daytona marked it inactive after 14 idle days"},
 		},
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
+	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 )
 
 const envCanary = "CANARY-ENV-TOKEN-2b94c1"
@@ -74,7 +74,7 @@ func TestSecretEnvOnOldDaemonIsRefused(t *testing.T) {
 	for _, version := range []string{"0.166.2", "0.150.0", ""} {
 		t.Run("daemon "+version, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, envOptions{knobs: daytonatest.Knobs{DaemonVersion: version, NoDaemonVersion: version == ""}})
+			e := newEnv(t, envOptions{knobs: fakeapi.Knobs{DaemonVersion: version, NoDaemonVersion: version == ""}})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			sb, err := e.drv.Acquire(ctx, secretEnvConfig(t, e), drivers.AcquireRequest{})
@@ -106,7 +106,7 @@ func TestSecretEnvOnOldDaemonIsRefused(t *testing.T) {
 				ts.Close()
 			}
 			check("OpenTerminal", err)
-			if n := e.srv.Calls(daytonatest.RouteExecute); n != 0 {
+			if n := e.srv.Calls(fakeapi.RouteExecute); n != 0 {
 				t.Errorf("%d execute requests reached the toolbox, want none", n)
 			}
 

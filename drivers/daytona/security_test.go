@@ -16,7 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
+	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 )
 
 // tokenTrap is a loopback server that records every Authorization header
@@ -62,7 +62,7 @@ func TestAPIKeyRedactedAcrossTruncation(t *testing.T) {
 		"provider cut the token: " + key[:9],         // a prefix of the key
 		"middle of it: " + key[3:12] + " end",        // an inner run of 9 bytes
 	} {
-		e.srv.InjectFault(daytonatest.Fault{Route: daytonatest.RouteGetSnapshot, Status: 400, Message: msg})
+		e.srv.InjectFault(fakeapi.Fault{Route: fakeapi.RouteGetSnapshot, Status: 400, Message: msg})
 		_, err := e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{})
 		if err == nil {
 			t.Fatalf("Acquire with a faulted snapshot read succeeded")
@@ -118,7 +118,7 @@ func TestRedirectToAnotherPortIsRefused(t *testing.T) {
 	trap := newTokenTrap(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	e.srv.InjectFault(daytonatest.Fault{Route: daytonatest.RouteGetSnapshot, Count: -1,
+	e.srv.InjectFault(fakeapi.Fault{Route: fakeapi.RouteGetSnapshot, Count: -1,
 		Location: trap.srv.URL + "/api/snapshots/" + e.snap.ID})
 	_, err := e.drv.Acquire(ctx, e.config(t, e.snap.ID), drivers.AcquireRequest{})
 	if err == nil || !strings.Contains(err.Error(), "redirect refused") {
@@ -127,7 +127,7 @@ func TestRedirectToAnotherPortIsRefused(t *testing.T) {
 	if got := trap.seen(); len(got) != 0 {
 		t.Errorf("the redirect target got %d requests (Authorization %q)", len(got), got)
 	}
-	if n := e.srv.Calls(daytonatest.RouteGetSnapshot); n != 1 {
+	if n := e.srv.Calls(fakeapi.RouteGetSnapshot); n != 1 {
 		t.Errorf("%d snapshot reads, want 1: a refused redirect is not retried", n)
 	}
 }
@@ -145,7 +145,7 @@ func TestTokenNotSentToPlainHTTPToolboxElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Release(context.Background(), drivers.Destroy)
-	e.srv.SetKnobs(func(k *daytonatest.Knobs) { k.ToolboxProxyURL = trap.srv.URL + "/toolbox" })
+	e.srv.SetKnobs(func(k *fakeapi.Knobs) { k.ToolboxProxyURL = trap.srv.URL + "/toolbox" })
 	// A fresh handle reads the proxy URL the API reports now.
 	r, _ := drivers.DriverAs[drivers.Resumer](e.drv)
 	again, err := r.Resume(ctx, e.config(t, e.snap.ID), sb.ID())
@@ -164,7 +164,7 @@ func TestTokenNotSentToPlainHTTPToolboxElsewhere(t *testing.T) {
 // Issue #13 item 11: api_url must be https unless its host is loopback.
 func TestAPIURLNeedsHTTPSOffLoopback(t *testing.T) {
 	t.Parallel()
-	drv := daytona.New(nil)
+	drv := daytona.NewConcrete(nil)
 	for url, ok := range map[string]bool{
 		"https://app.daytona.io/api":  true,
 		"http://127.0.0.1:3000/api":   true,
@@ -203,7 +203,7 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // ErrTLSUnverified (code tls_unverified), tried once and never retried.
 func TestTLSVerificationFailureIsPermanent(t *testing.T) {
 	t.Parallel()
-	srv, err := daytonatest.New(&daytonatest.Options{TLS: true})
+	srv, err := fakeapi.New(&fakeapi.Options{TLS: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestTLSVerificationFailureIsPermanent(t *testing.T) {
 		t.Fatal(err)
 	}
 	ct := &countingTransport{next: http.DefaultTransport.(*http.Transport).Clone()}
-	drv := daytona.New(&daytona.Options{
+	drv := daytona.NewConcrete(&daytona.Options{
 		HTTPClient: &http.Client{Transport: ct}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond,
 	})
@@ -237,7 +237,7 @@ func TestTLSVerificationFailureIsPermanent(t *testing.T) {
 	}
 
 	// The same server through a client that trusts its certificate works.
-	ok := daytona.New(&daytona.Options{HTTPClient: srv.Client(), PollInterval: time.Millisecond, PollMax: 5 * time.Millisecond})
+	ok := daytona.NewConcrete(&daytona.Options{HTTPClient: srv.Client(), PollInterval: time.Millisecond, PollMax: 5 * time.Millisecond})
 	sb, err := ok.Acquire(ctx, cfg, drivers.AcquireRequest{})
 	if err != nil {
 		t.Fatalf("Acquire with a trusting client: %v", err)

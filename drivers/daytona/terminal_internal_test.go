@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
+	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 )
 
 // Issue #13 item 10: terminal output nobody reads is held up to a bound,
@@ -14,7 +14,7 @@ import (
 // status.
 func TestTerminalOutputIsBounded(t *testing.T) {
 	t.Parallel()
-	srv, err := daytonatest.New(nil)
+	srv, err := fakeapi.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func TestTerminalOutputIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := New(&Options{PollInterval: time.Millisecond, PollMax: 5 * time.Millisecond})
+	d := newDriver(&Options{PollInterval: time.Millisecond, PollMax: 5 * time.Millisecond})
 	cfg, err := d.Schema().Normalize(map[string]any{FieldAPIURL: srv.URL(), FieldAPIKey: srv.APIKey(), FieldSnapshotID: snap.ID})
 	if err != nil {
 		t.Fatal(err)

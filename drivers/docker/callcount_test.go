@@ -180,7 +180,7 @@ func shapes(calls []string) []string {
 
 // runLease runs one lease through drv: Acquire, Exec of "true", Release with
 // Destroy, and checks the receipt proves the destroy.
-func runLease(tb testing.TB, drv *docker.Driver, cfg config.Config) drivers.Receipt {
+func runLease(tb testing.TB, drv docker.Driver, cfg config.Config) drivers.Receipt {
 	tb.Helper()
 	ctx := context.Background()
 	sb, err := drv.Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: "calls"})

@@ -43,12 +43,12 @@ func templateName(s string) string {
 }
 
 // Capture commits the container (paused during the commit) to a new image
-// labelled LabelTemplate=NAME plus req.Labels, and returns its immutable
+// labelled labelTemplate=NAME plus req.Labels, and returns its immutable
 // identity:
 //
 //   - without capture_repository, the image stays in this engine, tagged
 //     berth.local/templates/NAME:RANDOM, and its identity is
-//     "berth.local/templates/NAME@<image id>" (see LocalRegistry);
+//     "berth.local/templates/NAME@<image id>" (see localRegistry);
 //   - with capture_repository REPO, the image is also pushed as
 //     REPO:NAME-RANDOM with registry_auth, and its identity is
 //     "REPO@<manifest digest>" as the registry reported it.
@@ -75,8 +75,8 @@ func (s *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (imag
 		}
 	}
 	maps.Copy(labels, req.Labels)
-	labels[LabelTemplate] = nm
-	localRepo := LocalRegistry + "/templates/" + nm
+	labels[labelTemplate] = nm
+	localRepo := localRegistry + "/templates/" + nm
 	tag := randomHex(6)
 	resp, err := s.cli.ContainerCommit(ctx, s.id, container.CommitOptions{
 		Reference: localRepo + ":" + tag,
@@ -98,7 +98,7 @@ func (s *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (imag
 func (s *sandbox) push(ctx context.Context, imageID, tag string) (images.Identity, error) {
 	repo, err := name.NewRepository(s.cfg.captureRepo, name.WeakValidation)
 	if err != nil {
-		return images.Identity{}, fmt.Errorf("docker config: field %q: %v: %w", FieldCaptureRepo, err, config.ErrInvalid)
+		return images.Identity{}, fmt.Errorf("docker config: field %q: %v: %w", fieldCaptureRepo, err, config.ErrInvalid)
 	}
 	target := s.cfg.captureRepo + ":" + tag
 	if err := s.cli.ImageTag(ctx, imageID, target); err != nil {
@@ -163,7 +163,7 @@ const emptyAuth = "e30="
 // container using the image; a tag of another repository is a use too.
 // Untagged parent images are left alone (noprune): the delete removes the
 // template and nothing else.
-func (d *Driver) DeleteTemplate(ctx context.Context, raw config.Config, id images.Identity) (drivers.Receipt, error) {
+func (d *driver) DeleteTemplate(ctx context.Context, raw config.Config, id images.Identity) (drivers.Receipt, error) {
 	if id.Kind() != images.KindDigest {
 		return drivers.Receipt{}, fmt.Errorf("docker: template %q is not an image digest: %w", id, config.ErrInvalid)
 	}
@@ -245,7 +245,7 @@ func removeTemplateImage(ctx context.Context, cli *client.Client, host string, i
 	var extra []string
 	for _, t := range ins.RepoTags {
 		r, err := name.ParseReference(t, name.WeakValidation)
-		if err != nil || r.Context().Name() == own || r.Context().RegistryStr() != LocalRegistry {
+		if err != nil || r.Context().Name() == own || r.Context().RegistryStr() != localRegistry {
 			continue // the identity's own references go with the image; another repository's tag is a use
 		}
 		extra = append(extra, t)
@@ -304,4 +304,4 @@ func authenticator(secret string) authn.Authenticator {
 }
 
 // secretOf returns the resolved registry credential of cfg.
-func (d *Driver) secretOf(cfg *settings) string { return cfg.secret }
+func (d *driver) secretOf(cfg *settings) string { return cfg.secret }

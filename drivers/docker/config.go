@@ -25,43 +25,43 @@ const (
 	FieldHost           = "host"
 	FieldImage          = "image"
 	FieldRegistryAuth   = "registry_auth"
-	FieldPullPolicy     = "pull_policy"
-	FieldCPUs           = "cpus"
-	FieldMemory         = "memory"
-	FieldPidsLimit      = "pids_limit"
+	fieldPullPolicy     = "pull_policy"
+	fieldCPUs           = "cpus"
+	fieldMemory         = "memory"
+	fieldPidsLimit      = "pids_limit"
 	FieldNetwork        = "network"
-	FieldPorts          = "ports"
-	FieldReadonlyRootfs = "readonly_rootfs"
-	FieldUser           = "user"
-	FieldWorkdir        = "workdir"
+	fieldPorts          = "ports"
+	fieldReadonlyRootfs = "readonly_rootfs"
+	fieldUser           = "user"
+	fieldWorkdir        = "workdir"
 	FieldEnv            = "env"
 	FieldLabels         = "labels"
-	FieldStartupTimeout = "startup_timeout"
-	FieldCaptureRepo    = "capture_repository"
+	fieldStartupTimeout = "startup_timeout"
+	fieldCaptureRepo    = "capture_repository"
 )
 
 // Pull policies of the pull_policy field.
 const (
-	PullMissing = "missing" // pull only when the engine lacks the image (the Docker CLI's default)
-	PullAlways  = "always"  // pull tags on every acquire; pinned digests are still pulled only when missing
-	PullNever   = "never"   // never pull; a missing image is ErrImageNotFound
+	pullMissing = "missing" // pull only when the engine lacks the image (the Docker CLI's default)
+	pullAlways  = "always"  // pull tags on every acquire; pinned digests are still pulled only when missing
+	pullNever   = "never"   // never pull; a missing image is ErrImageNotFound
 )
 
 // Defaults of the knobs.
 const (
-	DefaultMemory         = "1g"
-	DefaultPidsLimit      = 512
-	DefaultNetwork        = "none"
-	DefaultWorkdir        = "/"
-	DefaultStartupTimeout = 60 * time.Second
+	defaultMemory         = "1g"
+	defaultPidsLimit      = 512
+	defaultNetwork        = "none"
+	defaultWorkdir        = "/"
+	defaultStartupTimeout = 60 * time.Second
 )
 
-// LocalRegistry is the registry host of images that exist only in one
+// localRegistry is the registry host of images that exist only in one
 // engine (templates captured without a capture_repository). Their identity
 // is "berth.local/templates/NAME@sha256:<image id>": the digest is the
 // engine's image ID (the digest of the image config), which is as immutable
 // as a manifest digest but valid only on the engine that holds the image.
-const LocalRegistry = "berth.local"
+const localRegistry = "berth.local"
 
 // settings is a normalized Config read into typed values.
 type settings struct {
@@ -105,28 +105,28 @@ func newSchema(host string) *config.Schema {
 				Doc: "image reference; pin it as repo@sha256:... for qualification. berth.local/templates/NAME@sha256:ID names a template captured into the engine only."},
 			{Name: FieldRegistryAuth, Kind: config.KindSecret, Type: config.TypeString, Check: checkAuth,
 				Doc: `registry credential for pulls and capture pushes: "username:password", or a bare bearer token (sent as the registry token)`},
-			{Name: FieldPullPolicy, Kind: config.KindKnob, Type: config.TypeString, Default: PullMissing, Enum: []string{PullMissing, PullAlways, PullNever},
+			{Name: fieldPullPolicy, Kind: config.KindKnob, Type: config.TypeString, Default: pullMissing, Enum: []string{pullMissing, pullAlways, pullNever},
 				Doc: "when to pull a tag: missing (default), always, never; a pinned digest is pulled only when missing"},
-			{Name: FieldCPUs, Kind: config.KindKnob, Type: config.TypeString, Check: checkCPUs,
+			{Name: fieldCPUs, Kind: config.KindKnob, Type: config.TypeString, Check: checkCPUs,
 				Doc: `CPU limit as a decimal number of CPUs ("1.5"); default: no CPU limit`},
-			{Name: FieldMemory, Kind: config.KindKnob, Type: config.TypeString, Default: DefaultMemory, Check: checkMemory,
+			{Name: fieldMemory, Kind: config.KindKnob, Type: config.TypeString, Default: defaultMemory, Check: checkMemory,
 				Doc: `memory limit in bytes or with a unit ("512m", "2g"); swap is disabled; default "1g"`},
-			{Name: FieldPidsLimit, Kind: config.KindKnob, Type: config.TypeInt, Default: int64(DefaultPidsLimit), Check: checkPids,
+			{Name: fieldPidsLimit, Kind: config.KindKnob, Type: config.TypeInt, Default: int64(defaultPidsLimit), Check: checkPids,
 				Doc: "maximum number of processes in the container; default 512"},
-			{Name: FieldNetwork, Kind: config.KindKnob, Type: config.TypeString, Default: DefaultNetwork, Check: checkNetwork,
+			{Name: FieldNetwork, Kind: config.KindKnob, Type: config.TypeString, Default: defaultNetwork, Check: checkNetwork,
 				Doc: `network: "none" (default: no network), "bridge" or a user network name; "host" and "container:..." are refused`},
-			{Name: FieldPorts, Kind: config.KindKnob, Type: config.TypeStringList, Check: checkPorts,
+			{Name: fieldPorts, Kind: config.KindKnob, Type: config.TypeStringList, Check: checkPorts,
 				Doc: `container ports to publish ("8080", "8080/tcp"), always on 127.0.0.1 with an ephemeral host port; needs a network other than none`},
-			{Name: FieldReadonlyRootfs, Kind: config.KindKnob, Type: config.TypeBool, Default: false,
+			{Name: fieldReadonlyRootfs, Kind: config.KindKnob, Type: config.TypeBool, Default: false,
 				Doc: "mount the root filesystem read-only; default false. Commands can then write only to /tmp and the workdir, " +
 					"each an empty tmpfs (exec, so that code built there runs; nosuid, nodev; owned by the user knob's uid and gid) whose contents count against the memory limit and vanish with the container. " +
 					"It trades persistence for integrity: nothing a command does survives outside those two, the image's own files in the workdir are hidden by the tmpfs, " +
 					"and a workdir other than \"/\" is required (\"/\" cannot be a tmpfs)"},
-			{Name: FieldUser, Kind: config.KindKnob, Type: config.TypeString, Check: checkUser,
+			{Name: fieldUser, Kind: config.KindKnob, Type: config.TypeString, Check: checkUser,
 				Doc: `numeric user the container and every command run as: "UID" or "UID:GID" (names are not looked up in the image); default: the image's user, which is root for most images. ` +
 					`root in the container keeps no capabilities and cannot gain privileges, but owns every file of the image; a non-root uid cannot change the image's files or the /tmp and workdir of other uids, ` +
 					`and may lack write access to directories the image made for root (give it readonly_rootfs, whose tmpfs workdir it owns, or an image made for it)`},
-			{Name: FieldWorkdir, Kind: config.KindKnob, Type: config.TypeString, Default: DefaultWorkdir, Check: checkAbs,
+			{Name: fieldWorkdir, Kind: config.KindKnob, Type: config.TypeString, Default: defaultWorkdir, Check: checkAbs,
 				Doc: `default working directory of commands; default "/". With readonly_rootfs it is a writable tmpfs and must not be "/"`},
 			{Name: FieldEnv, Kind: config.KindSecretMap, Type: config.TypeStringMap, Check: checkEnv,
 				Doc: "environment variables of every command (exec, stream, terminal), for tokens and other secrets as well: " +
@@ -134,17 +134,17 @@ func newSchema(host string) *config.Schema {
 					"environment (which docker inspect shows) or in a captured template; a command's own env wins on a clash"},
 			{Name: FieldLabels, Kind: config.KindMetadata, Type: config.TypeStringMap, Check: checkLabels,
 				Doc: `extra container labels; keys starting with "berth." are reserved`},
-			{Name: FieldStartupTimeout, Kind: config.KindKnob, Type: config.TypeDuration, Default: DefaultStartupTimeout.String(),
+			{Name: fieldStartupTimeout, Kind: config.KindKnob, Type: config.TypeDuration, Default: defaultStartupTimeout.String(),
 				Doc: "time an acquire may take (pull, create, start), within the caller's deadline; default 60s"},
-			{Name: FieldCaptureRepo, Kind: config.KindKnob, Type: config.TypeString, Check: checkRepo,
+			{Name: fieldCaptureRepo, Kind: config.KindKnob, Type: config.TypeString, Check: checkRepo,
 				Doc: "repository captured templates are pushed to (REGISTRY/PATH); default: none, templates stay in the engine as berth.local/templates/NAME"},
 		},
 		Check: func(c config.Config) error {
-			if len(c.Strings(FieldPorts)) > 0 && c.String(FieldNetwork) == "none" {
-				return &config.Error{Driver: Name, Field: FieldPorts, Reason: `publishing ports needs a network other than "none"`}
+			if len(c.Strings(fieldPorts)) > 0 && c.String(FieldNetwork) == "none" {
+				return &config.Error{Driver: Name, Field: fieldPorts, Reason: `publishing ports needs a network other than "none"`}
 			}
-			if c.Bool(FieldReadonlyRootfs) && path.Clean(c.String(FieldWorkdir)) == "/" {
-				return &config.Error{Driver: Name, Field: FieldWorkdir,
+			if c.Bool(fieldReadonlyRootfs) && path.Clean(c.String(fieldWorkdir)) == "/" {
+				return &config.Error{Driver: Name, Field: fieldWorkdir,
 					Reason: `readonly_rootfs needs a writable workdir other than "/" (it gets a tmpfs), such as "/workspace"`}
 			}
 			return nil
@@ -324,7 +324,7 @@ func encodeAuth(secret string, ref name.Reference) (string, error) {
 // parseConfig reads a normalized config (secrets resolved). A config that
 // has not been normalized is normalized first, so that Acquire never runs
 // with unchecked values.
-func (d *Driver) parseConfig(raw config.Config) (*settings, error) {
+func (d *driver) parseConfig(raw config.Config) (*settings, error) {
 	cfg, err := d.schema.Normalize(map[string]any(raw))
 	if err != nil {
 		return nil, err
@@ -339,16 +339,16 @@ func (d *Driver) parseConfig(raw config.Config) (*settings, error) {
 	c := &settings{
 		host:        cfg.String(FieldHost),
 		image:       cfg.String(FieldImage),
-		pullPolicy:  cfg.String(FieldPullPolicy),
-		pids:        cfg.Int(FieldPidsLimit),
+		pullPolicy:  cfg.String(fieldPullPolicy),
+		pids:        cfg.Int(fieldPidsLimit),
 		network:     cfg.String(FieldNetwork),
-		readonly:    cfg.Bool(FieldReadonlyRootfs),
-		user:        cfg.String(FieldUser),
-		workdir:     cfg.String(FieldWorkdir),
+		readonly:    cfg.Bool(fieldReadonlyRootfs),
+		user:        cfg.String(fieldUser),
+		workdir:     cfg.String(fieldWorkdir),
 		env:         maps.Clone(cfg.StringMap(FieldEnv)),
 		labels:      maps.Clone(cfg.StringMap(FieldLabels)),
-		startup:     cfg.Duration(FieldStartupTimeout),
-		captureRepo: cfg.String(FieldCaptureRepo),
+		startup:     cfg.Duration(fieldStartupTimeout),
+		captureRepo: cfg.String(fieldCaptureRepo),
 	}
 	if c.ref, err = parseImage(c.image); err != nil {
 		return nil, err
@@ -357,17 +357,17 @@ func (d *Driver) parseConfig(raw config.Config) (*settings, error) {
 	if c.auth, err = encodeAuth(c.secret, c.ref); err != nil {
 		return nil, err
 	}
-	if s := cfg.String(FieldCPUs); s != "" {
+	if s := cfg.String(fieldCPUs); s != "" {
 		f, _ := strconv.ParseFloat(s, 64)
 		c.nanoCPUs = int64(f * 1e9)
 	}
-	c.memory, _ = units.RAMInBytes(cfg.String(FieldMemory))
-	for _, p := range cfg.Strings(FieldPorts) {
+	c.memory, _ = units.RAMInBytes(cfg.String(fieldMemory))
+	for _, p := range cfg.Strings(fieldPorts) {
 		pp, _ := parsePort(p)
 		c.ports = append(c.ports, pp)
 	}
 	if c.startup <= 0 {
-		c.startup = DefaultStartupTimeout
+		c.startup = defaultStartupTimeout
 	}
 	return c, nil
 }

@@ -17,7 +17,7 @@ const pinned = "127.0.0.1:5000/berth/busybox@sha256:" + "0123456789abcdef0123456
 
 func TestSchemaDefaults(t *testing.T) {
 	t.Parallel()
-	d := docker.New(&docker.Options{Host: "unix:///run/test.sock"})
+	d := docker.NewConcrete(&docker.Options{Host: "unix:///run/test.sock"})
 	cfg, err := d.Schema().Normalize(map[string]any{"image": pinned})
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +34,7 @@ func TestSchemaDefaults(t *testing.T) {
 // QUAL-3: which fields are identity, secret, knob or metadata.
 func TestSchemaKinds(t *testing.T) {
 	t.Parallel()
-	s := docker.New(nil).Schema()
+	s := docker.NewConcrete(nil).Schema()
 	if s.ImageField != "image" {
 		t.Errorf("ImageField = %q", s.ImageField)
 	}
@@ -50,7 +50,7 @@ func TestSchemaKinds(t *testing.T) {
 
 func TestSchemaRefusesUnsafeOrInvalidValues(t *testing.T) {
 	t.Parallel()
-	d := docker.New(nil)
+	d := docker.NewConcrete(nil)
 	for _, tc := range []struct {
 		name  string
 		raw   map[string]any
@@ -85,7 +85,7 @@ func TestSchemaRefusesUnsafeOrInvalidValues(t *testing.T) {
 // CFG-3: a registry credential never appears in an error.
 func TestRegistryAuthNeverInErrors(t *testing.T) {
 	t.Parallel()
-	d := docker.New(nil)
+	d := docker.NewConcrete(nil)
 	const secret = "robot:hunter2-very-secret"
 	_, err := d.Schema().Normalize(map[string]any{"image": pinned, "registry_auth": secret + "\n", "network": "host"})
 	if err == nil {
@@ -108,7 +108,7 @@ func TestRegistryAuthNeverInErrors(t *testing.T) {
 // provider_unavailable, naming the host (PRB-5).
 func TestDeadEngineIsProviderUnavailable(t *testing.T) {
 	t.Parallel()
-	d := docker.New(nil)
+	d := docker.NewConcrete(nil)
 	defer d.Close()
 	host := "unix://" + t.TempDir() + "/no-docker.sock"
 	cfg, err := d.Schema().Normalize(map[string]any{"image": pinned, "host": host})

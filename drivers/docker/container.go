@@ -40,8 +40,8 @@ func containerSpec(cfg *settings, imageID string, req drivers.AcquireRequest) (*
 	labels := make(map[string]string, len(cfg.labels)+len(req.Labels)+2)
 	maps.Copy(labels, cfg.labels)
 	maps.Copy(labels, req.Labels)
-	labels[LabelManaged] = "true"
-	labels[LabelLease] = req.LeaseID
+	labels[labelManaged] = "true"
+	labels[labelLease] = req.LeaseID
 	init := true
 	pids := cfg.pids
 	cc := &container.Config{
@@ -152,7 +152,7 @@ func (s *sandbox) waitRunning(ctx context.Context) (container.InspectResponse, e
 }
 
 // inspectManaged inspects a container that berth made; a missing container
-// or one without LabelManaged is an error wrapping drivers.ErrNotFound.
+// or one without labelManaged is an error wrapping drivers.ErrNotFound.
 func inspectManaged(ctx context.Context, cli *client.Client, host, id string) (container.InspectResponse, error) {
 	if id == "" {
 		return container.InspectResponse{}, fmt.Errorf("docker %s: empty container id: %w", host, drivers.ErrNotFound)
@@ -161,8 +161,8 @@ func inspectManaged(ctx context.Context, cli *client.Client, host, id string) (c
 	if err != nil {
 		return ins, engineErr(host, "inspect container "+id, err)
 	}
-	if ins.Config == nil || ins.Config.Labels[LabelManaged] != "true" {
-		return ins, fmt.Errorf("docker %s: container %s is not a berth sandbox (no %s label): %w", host, id, LabelManaged, drivers.ErrNotFound)
+	if ins.Config == nil || ins.Config.Labels[labelManaged] != "true" {
+		return ins, fmt.Errorf("docker %s: container %s is not a berth sandbox (no %s label): %w", host, id, labelManaged, drivers.ErrNotFound)
 	}
 	return ins, nil
 }

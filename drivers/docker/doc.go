@@ -10,7 +10,7 @@
 //	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"make"}})
 //	r, err := sb.Release(ctx, drivers.Destroy) // the engine confirms
 //
-// New and Driver.Acquire are the entry points. Beyond Exec, the sandboxes
+// New and the driver's Acquire are the entry points. Beyond Exec, the sandboxes
 // stream commands (drivers.StreamExecer), open PTY sessions
 // (drivers.Terminal), report their live image identity and capture
 // templates; the driver resumes, lists and destroys containers by id and
@@ -37,7 +37,7 @@
 // secret store, and the driver hands the values to every exec (Exec, Start,
 // OpenTerminal; a command's own env wins), never to the container's
 // create-time environment, so docker inspect and captured templates never
-// show them. The schema's field docs (Driver.Schema) say what each knob
+// show them. The schema's field docs (its Schema) say what each knob
 // trades.
 //
 // # Acquire
@@ -61,7 +61,7 @@
 // never in the host's network, IPC or PID namespace, docker-init as PID 1
 // (it reaps orphans of killed commands), and an idle sh loop as its main
 // process (the image needs sh and sleep). It carries the request's labels,
-// the config's labels, LabelManaged=true and LabelLease=<lease id>, so that
+// the config's labels, berth.managed=true and berth.lease=<lease id>, so that
 // Lister finds it for orphan sweeps (LEASE-9). req.Allocated is called with
 // the container id between create and start (LEASE-2).
 //
@@ -99,7 +99,7 @@
 // inspects until the engine answers "no such container" (and removes again
 // if no removal is in progress). Destroy by id of a container that is
 // already gone is the same confirmed receipt. List, Resume and Destroy only ever touch containers
-// that carry LabelManaged.
+// that carry berth.managed.
 //
 // A create whose answer never came (the context ended, the connection
 // broke after the request was sent) may still have made its container,
@@ -113,11 +113,11 @@
 // A container that will host berth's runner is acquired with
 // AcquireRequest.Runner: Acquire checks that the binary has the spec's
 // SHA-256 (a mismatch names the sha256 field) and, at creation, bind-mounts
-// it read-only at RunnerBinaryPath (/.berth/bin/berth-runner), bind-mounts
-// read-only at RunnerSocketDir (/.berth/run) a host directory that will
+// it read-only at /.berth/bin/berth-runner, bind-mounts
+// read-only at /.berth/run a host directory that will
 // hold the ingress socket, mounts a tmpfs owned by the user knob's uid
-// (mode 1777 without it) at RunnerStateDir (/.berth/state) for the runner's
-// state, and labels the container LabelRunner=<sha256>. Nothing is copied
+// (mode 1777 without it) at /.berth/state for the runner's
+// state, and labels the container berth.runner=<sha256>. Nothing is copied
 // (the binary is mounted; the state tmpfs stays noexec). The runner reaches
 // the host over that unix socket, so it works with network "none" and sends
 // no IP traffic; no network is added. HostRunner listens on the host side:
@@ -129,17 +129,17 @@
 // Endpoint is "unix:/.berth/run/prp.sock"; Launch uses
 // driverkit.LaunchRunnerByExec (the image needs sh, mkdir, cat and mv;
 // setsid where present), and LogTail reads the end of
-// RunnerStateDir/runner.log with tail -c in the container
+// /.berth/state/runner.log with tail -c in the container
 // (driverkit.RunnerLogTailByExec). A container acquired without a Runner
 // refuses HostRunner with drivers.ErrUnsupported.
 //
 // This needs an engine that shares this host's filesystem: only a unix://
 // host does (an engine behind a unix socket in a VM, such as Docker
 // Desktop's, does not, and is not detected). For a tcp:// host the driver
-// narrows runner_ingress away (Driver.NarrowedBy, drivers.ConfigNarrower)
+// narrows runner_ingress away (its NarrowedBy, drivers.ConfigNarrower)
 // and Acquire with a Runner is refused before the engine is contacted.
 //
-// Release closes the handle's open ingress; Destroy (and Driver.Destroy
+// Release closes the handle's open ingress; Destroy (and the driver's Destroy
 // by id) removes the container's host directory once the engine confirms
 // the container is gone. A stopped or kept container keeps its mounts and
 // its directory: Resume reads them back from the engine, and its handle
@@ -153,8 +153,8 @@
 // # Templates
 //
 // Capture commits the container (paused) to a new image labelled
-// LabelTemplate. Without capture_repository it stays in the engine and its
-// identity is "berth.local/templates/NAME@<image id>" (LocalRegistry): the
+// berth.template. Without capture_repository it stays in the engine and its
+// identity is "berth.local/templates/NAME@<image id>": the
 // engine's image ID is a content digest of the image config, immutable like
 // a manifest digest but valid only on that engine; Acquire of such a
 // reference looks the image up by ID and never pulls. With

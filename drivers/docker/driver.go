@@ -32,14 +32,14 @@ const Name = "docker"
 // Labels that the driver puts on every container it creates, on top of the
 // AcquireRequest's labels and the config's extra labels.
 const (
-	// LabelManaged marks containers made by berth ("true"). List, Resume
+	// labelManaged marks containers made by berth ("true"). List, Resume
 	// and Destroy only ever touch containers that carry it.
-	LabelManaged = "berth.managed"
-	// LabelLease holds the berth lease id of AcquireRequest.LeaseID.
-	LabelLease = "berth.lease"
-	// LabelTemplate marks images captured by Capture; its value is the
+	labelManaged = "berth.managed"
+	// labelLease holds the berth lease id of AcquireRequest.LeaseID.
+	labelLease = "berth.lease"
+	// labelTemplate marks images captured by Capture; its value is the
 	// template name.
-	LabelTemplate = "berth.template"
+	labelTemplate = "berth.template"
 )
 
 // Options configures the driver. Nil means defaults.
@@ -51,17 +51,17 @@ type Options struct {
 	Logger *slog.Logger
 	// RunnerDir holds, for each container acquired with
 	// AcquireRequest.Runner, a 0700 directory whose "run" subdirectory is
-	// bind-mounted at RunnerSocketDir; default: berth-docker-runner-UID in
+	// bind-mounted at runnerSocketDir; default: berth-docker-runner-UID in
 	// the temporary directory. It must be owned by this process's user
 	// and writable by nobody else; unix socket paths are short (108
 	// bytes), so keep it short.
 	RunnerDir string
 }
 
-// Driver runs sandboxes as hardened containers on a Docker engine. It is
+// driver runs sandboxes as hardened containers on a Docker engine. It is
 // safe for concurrent use. Create it with New; Close releases its engine
 // connections.
-type Driver struct {
+type driver struct {
 	schema    *config.Schema
 	log       *slog.Logger
 	runnerDir string
@@ -72,18 +72,35 @@ type Driver struct {
 }
 
 var (
-	_ drivers.Driver          = (*Driver)(nil)
-	_ drivers.Resumer         = (*Driver)(nil)
-	_ drivers.Lister          = (*Driver)(nil)
-	_ drivers.Destroyer       = (*Driver)(nil)
-	_ drivers.TemplateDeleter = (*Driver)(nil)
-	_ io.Closer               = (*Driver)(nil)
-	_ drivers.ConfigNarrower  = (*Driver)(nil)
+	_ drivers.Driver          = (*driver)(nil)
+	_ drivers.Resumer         = (*driver)(nil)
+	_ drivers.Lister          = (*driver)(nil)
+	_ drivers.Destroyer       = (*driver)(nil)
+	_ drivers.TemplateDeleter = (*driver)(nil)
+	_ io.Closer               = (*driver)(nil)
+	_ drivers.ConfigNarrower  = (*driver)(nil)
 )
+
+// Driver is the Docker driver that New returns: a drivers.Driver that
+// runs sandboxes as hardened containers on a Docker engine and keeps a
+// client per engine. It also implements drivers.Resumer, drivers.Lister,
+// drivers.Destroyer, drivers.TemplateDeleter, drivers.HealthChecker,
+// drivers.ArchReporter and drivers.ConfigNarrower (reach them with
+// drivers.DriverAs); its sandboxes implement drivers.ImageReporter,
+// drivers.StreamExecer, drivers.Terminal, drivers.Capturer and
+// drivers.RunnerHost. It is safe for concurrent use.
+type Driver interface {
+	drivers.Driver
+	// Close closes the driver's engine clients (a drivers.Registry's Close
+	// calls it). Sandboxes obtained before must not be used afterwards.
+	Close() error
+}
 
 // New returns a Docker driver. It does no I/O: engines are contacted on
 // first use.
-func New(opts *Options) *Driver {
+func New(opts *Options) Driver { return newDriver(opts) }
+
+func newDriver(opts *Options) *driver {
 	if opts == nil {
 		opts = &Options{}
 	}
@@ -99,31 +116,31 @@ func New(opts *Options) *Driver {
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "berth-docker-runner-"+strconv.Itoa(os.Geteuid()))
 	}
-	return &Driver{schema: newSchema(host), log: log, runnerDir: filepath.Clean(dir), clients: map[string]*client.Client{},
+	return &driver{schema: newSchema(host), log: log, runnerDir: filepath.Clean(dir), clients: map[string]*client.Client{},
 		images: map[imageKey]string{}}
 }
 
 // Name returns "docker".
-func (d *Driver) Name() string { return Name }
+func (d *driver) Name() string { return Name }
 
 // Capabilities declares every capability; runner ingress only for an
 // engine that shares this host's filesystem (see NarrowedBy). No I/O.
-func (d *Driver) Capabilities() drivers.Capabilities {
+func (d *driver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{
 		Kind: drivers.KindSandbox,
 		Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList,
 			drivers.CapDestroyByID, drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapTemplateCapture,
 			drivers.CapTemplateDelete, drivers.CapRunnerIngress),
-		StartupBudget: DefaultStartupTimeout,
+		StartupBudget: defaultStartupTimeout,
 	}
 }
 
 // Schema returns the config schema (the same pointer on every call).
-func (d *Driver) Schema() *config.Schema { return d.schema }
+func (d *driver) Schema() *config.Schema { return d.schema }
 
 // Close closes the driver's engine clients. Sandboxes obtained before must
 // not be used afterwards.
-func (d *Driver) Close() error {
+func (d *driver) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var errs []error
@@ -137,7 +154,7 @@ func (d *Driver) Close() error {
 // client returns the (cached) engine client for host. TLS and the API
 // version come from the environment (DOCKER_CERT_PATH, DOCKER_TLS_VERIFY,
 // DOCKER_API_VERSION); the API version is negotiated otherwise.
-func (d *Driver) client(host string) (*client.Client, error) {
+func (d *driver) client(host string) (*client.Client, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if c, ok := d.clients[host]; ok {
@@ -197,7 +214,7 @@ func isNetErr(err error) bool {
 
 // Acquire makes the configured image present (pulling a pinned digest only
 // when the engine lacks it), creates a hardened container labelled with
-// req.Labels, LabelManaged and LabelLease, calls req.Allocated with the
+// req.Labels, labelManaged and labelLease, calls req.Allocated with the
 // container id, starts it and waits until it runs. The provider lease id is
 // the container id. A missing image is an error wrapping
 // drivers.ErrImageNotFound that names the reference. The startup_timeout
@@ -211,7 +228,7 @@ func isNetErr(err error) bool {
 // the spec's sum, then mounts it and the container's ingress directory
 // (see "Runner ingress" in the package documentation); nothing is created
 // when a check fails.
-func (d *Driver) Acquire(ctx context.Context, raw config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+func (d *driver) Acquire(ctx context.Context, raw config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	cfg, err := d.parseConfig(raw)
 	if err != nil {
 		return nil, err
@@ -311,7 +328,7 @@ func (d *Driver) Acquire(ctx context.Context, raw config.Config, req drivers.Acq
 // exist, or was not made by berth, is an error wrapping drivers.ErrNotFound.
 // A container made with AcquireRequest.Runner keeps its mounts: its handle
 // hosts the runner it was created with (HostRunner refuses another sum).
-func (d *Driver) Resume(ctx context.Context, raw config.Config, providerLeaseID string) (drivers.Sandbox, error) {
+func (d *driver) Resume(ctx context.Context, raw config.Config, providerLeaseID string) (drivers.Sandbox, error) {
 	cfg, err := d.parseConfig(raw)
 	if err != nil {
 		return nil, err
@@ -340,7 +357,7 @@ func (d *Driver) Resume(ctx context.Context, raw config.Config, providerLeaseID 
 
 // removeQuietly force-removes a container that Acquire gave up on, and
 // its runner directory once the container is gone.
-func (d *Driver) removeQuietly(cli *client.Client, id string, rm *runnerMounts) {
+func (d *driver) removeQuietly(cli *client.Client, id string, rm *runnerMounts) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := removeContainer(ctx, cli, id); err != nil {
@@ -369,7 +386,7 @@ func createMayHaveRun(err error) bool {
 // A conflict means the name is taken: the first create made it or is
 // making it, and the removal is tried until it removes it. A success means
 // the first create made nothing: the one just made is removed.
-func (d *Driver) removeNamed(cli *client.Client, name string, cc *container.Config, hc *container.HostConfig) error {
+func (d *driver) removeNamed(cli *client.Client, name string, cc *container.Config, hc *container.HostConfig) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for delay := 5 * time.Millisecond; ; delay = min(delay*2, 200*time.Millisecond) {

@@ -62,7 +62,7 @@ var signalNumbers = map[string]int{"HUP": 1, "INT": 2, "QUIT": 3, "KILL": 9, "US
 
 // sandbox is one container. It is safe for concurrent use.
 type sandbox struct {
-	d        *Driver
+	d        *driver
 	cli      *client.Client
 	cfg      *settings
 	id       string

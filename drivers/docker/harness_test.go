@@ -32,7 +32,7 @@ type env struct {
 	reg *testenv.Registry
 	img testimage.Image
 	run string
-	drv *docker.Driver
+	drv docker.Concrete
 	tb  testing.TB
 }
 
@@ -43,7 +43,7 @@ func newEnv(tb testing.TB) *env {
 	cli := testenv.Docker(tb)
 	reg := testenv.StartRegistry(tb, nil)
 	img := testimage.Busybox(tb, reg, nil)
-	e := &env{cli: cli, reg: reg, img: img, run: randomID(), drv: docker.New(nil), tb: tb}
+	e := &env{cli: cli, reg: reg, img: img, run: randomID(), drv: docker.NewConcrete(nil), tb: tb}
 	// Cleanups run last-registered first: containers, then images.
 	testenv.RemoveRegistryImagesAtCleanup(tb, cli, reg.Host)
 	testenv.RemoveImagesAtCleanup(tb, cli, runLabel, e.run)

@@ -8,12 +8,12 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 )
 
-var _ drivers.HealthChecker = (*Driver)(nil)
+var _ drivers.HealthChecker = (*driver)(nil)
 
 // Endpoint implements drivers.HealthChecker: the engine host the config
 // addresses (its host field, else the driver's default host). It does no
 // I/O.
-func (d *Driver) Endpoint(cfg config.Config) string {
+func (d *driver) Endpoint(cfg config.Config) string {
 	if h := cfg.String(FieldHost); h != "" {
 		return h
 	}
@@ -29,7 +29,7 @@ func (d *Driver) Endpoint(cfg config.Config) string {
 // nothing is allocated. An engine that cannot be reached or does not answer
 // the ping is drivers.ErrUnavailable (PRB-5: the provider's control plane);
 // the error names the host.
-func (d *Driver) CheckHealth(ctx context.Context, cfg config.Config) error {
+func (d *driver) CheckHealth(ctx context.Context, cfg config.Config) error {
 	host := d.Endpoint(cfg)
 	cli, err := d.client(host)
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 func TestCheckHealth(t *testing.T) {
 	t.Parallel()
 	cli := testenv.Docker(t)
-	d := docker.New(&docker.Options{Host: cli.DaemonHost()})
+	d := docker.NewConcrete(&docker.Options{Host: cli.DaemonHost()})
 	t.Cleanup(func() { _ = d.Close() })
 	var hc drivers.HealthChecker = d
 	cfg := config.Config{docker.FieldImage: "x"}

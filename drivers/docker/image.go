@@ -20,7 +20,7 @@ import (
 
 // isLocal reports whether ref names an engine-local template
 // (berth.local/...@sha256:<image id>).
-func isLocal(ref name.Reference) bool { return ref.Context().RegistryStr() == LocalRegistry }
+func isLocal(ref name.Reference) bool { return ref.Context().RegistryStr() == localRegistry }
 
 // imageKey names a pinned reference on one engine: the key of the driver's
 // image cache.
@@ -37,7 +37,7 @@ type imageKey struct{ host, ref string }
 // forgets the entry and resolves the reference again (inspect, pull). The
 // container inspect that waitRunning makes checks that the container runs
 // the cached image ID.
-func (d *Driver) cachedImage(cfg *settings) (string, bool) {
+func (d *driver) cachedImage(cfg *settings) (string, bool) {
 	if _, pinned := cfg.ref.(name.Digest); !pinned {
 		return "", false
 	}
@@ -49,7 +49,7 @@ func (d *Driver) cachedImage(cfg *settings) (string, bool) {
 
 // rememberImage caches id as what the configured pinned reference resolves
 // to on its engine; a tag is not cached.
-func (d *Driver) rememberImage(cfg *settings, id string) {
+func (d *driver) rememberImage(cfg *settings, id string) {
 	if _, pinned := cfg.ref.(name.Digest); !pinned || id == "" {
 		return
 	}
@@ -60,7 +60,7 @@ func (d *Driver) rememberImage(cfg *settings, id string) {
 
 // forgetImage drops the cache entry of the configured reference if it
 // still names id.
-func (d *Driver) forgetImage(cfg *settings, id string) {
+func (d *driver) forgetImage(cfg *settings, id string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	k := imageKey{cfg.host, cfg.image}
@@ -79,7 +79,7 @@ func isNoSuchImage(err error) bool {
 // its image ID (and caches it for a pinned reference). A pinned digest is
 // pulled only when the engine lacks it; a tag follows pull_policy. A missing
 // image wraps drivers.ErrImageNotFound.
-func (d *Driver) ensureImage(ctx context.Context, cli *client.Client, cfg *settings) (string, error) {
+func (d *driver) ensureImage(ctx context.Context, cli *client.Client, cfg *settings) (string, error) {
 	id, err := d.resolveImage(ctx, cli, cfg)
 	if err == nil {
 		d.rememberImage(cfg, id)
@@ -87,7 +87,7 @@ func (d *Driver) ensureImage(ctx context.Context, cli *client.Client, cfg *setti
 	return id, err
 }
 
-func (d *Driver) resolveImage(ctx context.Context, cli *client.Client, cfg *settings) (string, error) {
+func (d *driver) resolveImage(ctx context.Context, cli *client.Client, cfg *settings) (string, error) {
 	notFound := func(detail string) error {
 		return fmt.Errorf("docker %s: image %q: %s: %w", cfg.host, cfg.image, detail, drivers.ErrImageNotFound)
 	}
@@ -105,7 +105,7 @@ func (d *Driver) resolveImage(ctx context.Context, cli *client.Client, cfg *sett
 		}
 		return ins.ID, nil
 	}
-	pull := cfg.pullPolicy == PullAlways && !pinned
+	pull := cfg.pullPolicy == pullAlways && !pinned
 	if !pull {
 		ins, err := cli.ImageInspect(ctx, cfg.image)
 		switch {
@@ -113,7 +113,7 @@ func (d *Driver) resolveImage(ctx context.Context, cli *client.Client, cfg *sett
 			return ins.ID, nil
 		case !cerrdefs.IsNotFound(err):
 			return "", engineErr(cfg.host, "inspect image "+cfg.image, err)
-		case cfg.pullPolicy == PullNever:
+		case cfg.pullPolicy == pullNever:
 			return "", notFound("not in the engine and pull_policy is never")
 		}
 	}
@@ -142,7 +142,7 @@ type pullMessage struct {
 // pull pulls ref (for linux/amd64 only when the engine is; the engine picks
 // its own platform) and reads the progress stream to the end, where the
 // engine reports failures.
-func (d *Driver) pull(ctx context.Context, cli *client.Client, cfg *settings, ref string) error {
+func (d *driver) pull(ctx context.Context, cli *client.Client, cfg *settings, ref string) error {
 	d.log.Debug("docker: pulling", "host", cfg.host, "image", ref)
 	rc, err := cli.ImagePull(ctx, ref, image.PullOptions{RegistryAuth: cfg.auth})
 	if err != nil {

@@ -101,10 +101,10 @@ func destroyContainer(ctx context.Context, cli *client.Client, host, id string) 
 // Destroy removes the berth container providerLeaseID without a handle and
 // returns the engine's confirmation. A container that is already gone
 // yields a confirmed StateDestroyed receipt; a container that exists but was
-// not made by berth (no LabelManaged) is refused with an error wrapping
+// not made by berth (no labelManaged) is refused with an error wrapping
 // drivers.ErrNotFound and left alone. A confirmed destroy removes the
 // container's runner directory (found through its mounts).
-func (d *Driver) Destroy(ctx context.Context, raw config.Config, providerLeaseID string) (drivers.Receipt, error) {
+func (d *driver) Destroy(ctx context.Context, raw config.Config, providerLeaseID string) (drivers.Receipt, error) {
 	cfg, err := d.parseConfig(raw)
 	if err != nil {
 		return drivers.Receipt{}, err
@@ -129,10 +129,10 @@ func (d *Driver) Destroy(ctx context.Context, raw config.Config, providerLeaseID
 	return r, err
 }
 
-// List returns the berth containers (LabelManaged) on the configured engine
+// List returns the berth containers (labelManaged) on the configured engine
 // that carry every given label, running or stopped; containers being removed
 // are left out. It is the orphan sweep's primitive (LEASE-9).
-func (d *Driver) List(ctx context.Context, raw config.Config, labels map[string]string) ([]drivers.SandboxInfo, error) {
+func (d *driver) List(ctx context.Context, raw config.Config, labels map[string]string) ([]drivers.SandboxInfo, error) {
 	cfg, err := d.parseConfig(raw)
 	if err != nil {
 		return nil, err
@@ -141,7 +141,7 @@ func (d *Driver) List(ctx context.Context, raw config.Config, labels map[string]
 	if err != nil {
 		return nil, err
 	}
-	f := filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))
+	f := filters.NewArgs(filters.Arg("label", labelManaged+"=true"))
 	for _, k := range sortedKeys(labels) {
 		f.Add("label", k+"="+labels[k])
 	}

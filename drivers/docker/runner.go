@@ -28,33 +28,33 @@ import (
 // Where a container acquired with AcquireRequest.Runner finds berth's
 // runner (see "Runner ingress" in the package documentation).
 const (
-	// RunnerBinaryPath is the read-only bind mount of RunnerSpec.Binary.
-	RunnerBinaryPath = "/.berth/bin/berth-runner"
-	// RunnerSocketDir is the read-only bind mount of the container's host
+	// runnerBinaryPath is the read-only bind mount of RunnerSpec.Binary.
+	runnerBinaryPath = "/.berth/bin/berth-runner"
+	// runnerSocketDir is the read-only bind mount of the container's host
 	// directory that holds the ingress socket.
-	RunnerSocketDir = "/.berth/run"
-	// RunnerSocketName is the ingress socket's name in RunnerSocketDir.
-	RunnerSocketName = "prp.sock"
-	// RunnerStateDir is the runner's state directory: a tmpfs owned by
+	runnerSocketDir = "/.berth/run"
+	// runnerSocketName is the ingress socket's name in runnerSocketDir.
+	runnerSocketName = "prp.sock"
+	// runnerStateDir is the runner's state directory: a tmpfs owned by
 	// the user knob's uid.
-	RunnerStateDir = "/.berth/state"
-	// LabelRunner holds the SHA-256 of the runner binary a container was
+	runnerStateDir = "/.berth/state"
+	// labelRunner holds the SHA-256 of the runner binary a container was
 	// created with.
-	LabelRunner = "berth.runner"
+	labelRunner = "berth.runner"
 )
 
 // runnerEndpoint is the --controller value of a runner in the container.
-const runnerEndpoint = drivers.UnixScheme + RunnerSocketDir + "/" + RunnerSocketName
+const runnerEndpoint = drivers.UnixScheme + runnerSocketDir + "/" + runnerSocketName
 
 // hostDirName is the name, in a container's host directory, of the
-// directory mounted at RunnerSocketDir.
+// directory mounted at runnerSocketDir.
 const hostDirName = "run"
 
 // NarrowedBy implements drivers.ConfigNarrower: runner_ingress is narrowed
 // away unless the engine is reached through a unix:// socket, the one kind
 // of engine host that shares this host's filesystem (the runner binary and
 // the ingress socket are bind-mounted from it). No I/O.
-func (d *Driver) NarrowedBy(cfg config.Config) drivers.Set {
+func (d *driver) NarrowedBy(cfg config.Config) drivers.Set {
 	host := cfg.String(FieldHost)
 	if host == "" {
 		if f, ok := d.schema.Field(FieldHost); ok {
@@ -72,9 +72,9 @@ func (d *Driver) NarrowedBy(cfg config.Config) drivers.Set {
 func sharesFilesystem(host string) bool { return strings.HasPrefix(host, "unix://") }
 
 // runnerMounts is what a container made with a Runner holds: the sum of
-// the binary mounted at RunnerBinaryPath, that binary's host path, and
+// the binary mounted at runnerBinaryPath, that binary's host path, and
 // the host directory whose "run" subdirectory is mounted at
-// RunnerSocketDir.
+// runnerSocketDir.
 type runnerMounts struct {
 	sum     string
 	binary  string // host path of the mounted binary
@@ -83,14 +83,14 @@ type runnerMounts struct {
 
 // socketPath is the ingress socket's path on the host.
 func (m *runnerMounts) socketPath() string {
-	return filepath.Join(m.hostDir, hostDirName, RunnerSocketName)
+	return filepath.Join(m.hostDir, hostDirName, runnerSocketName)
 }
 
 // runnerRoot returns the directory holding the containers' host
 // directories, creating it (0700) if needed. An existing one must be a
 // directory owned by this process's user and closed to others, so that
 // nobody else can swap what a container mounts.
-func (d *Driver) runnerRoot() (string, error) {
+func (d *driver) runnerRoot() (string, error) {
 	root := d.runnerDir
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return "", fmt.Errorf("docker: runner directory %s: %w", root, err)
@@ -131,7 +131,7 @@ func checkRunner(cfg *settings, spec *drivers.RunnerSpec) error {
 // makeRunnerDir makes the host directory (0700) of the container name,
 // holding "run" (0711: a non-root container user may reach the socket
 // inside, and nothing else), for a spec checkRunner accepted.
-func (d *Driver) makeRunnerDir(spec *drivers.RunnerSpec, name string) (*runnerMounts, error) {
+func (d *driver) makeRunnerDir(spec *drivers.RunnerSpec, name string) (*runnerMounts, error) {
 	root, err := d.runnerRoot()
 	if err != nil {
 		return nil, err
@@ -182,10 +182,10 @@ func checkSum(path, want string) error {
 // directory a tmpfs (noexec does not matter there) owned by the user
 // knob's uid, as /tmp is.
 func addRunner(cfg *settings, m *runnerMounts, cc *container.Config, hc *container.HostConfig) {
-	cc.Labels[LabelRunner] = m.sum
+	cc.Labels[labelRunner] = m.sum
 	hc.Mounts = append(hc.Mounts,
-		mount.Mount{Type: mount.TypeBind, Source: m.binary, Target: RunnerBinaryPath, ReadOnly: true},
-		mount.Mount{Type: mount.TypeBind, Source: filepath.Join(m.hostDir, hostDirName), Target: RunnerSocketDir, ReadOnly: true},
+		mount.Mount{Type: mount.TypeBind, Source: m.binary, Target: runnerBinaryPath, ReadOnly: true},
+		mount.Mount{Type: mount.TypeBind, Source: filepath.Join(m.hostDir, hostDirName), Target: runnerSocketDir, ReadOnly: true},
 	)
 	opts := "rw,nosuid,nodev,noexec,mode=1777"
 	if cfg.user != "" {
@@ -201,23 +201,23 @@ func addRunner(cfg *settings, m *runnerMounts, cc *container.Config, hc *contain
 	if hc.Tmpfs == nil {
 		hc.Tmpfs = map[string]string{}
 	}
-	hc.Tmpfs[RunnerStateDir] = opts
+	hc.Tmpfs[runnerStateDir] = opts
 }
 
 // runnerOf reads a container's runner mounts back from its inspection: the
 // label and both bind mounts must be there, and the socket directory must
 // lie in this driver's runner directory. nil when the container was made
 // without a Runner.
-func (d *Driver) runnerOf(ins container.InspectResponse) *runnerMounts {
-	if ins.Config == nil || ins.Config.Labels[LabelRunner] == "" {
+func (d *driver) runnerOf(ins container.InspectResponse) *runnerMounts {
+	if ins.Config == nil || ins.Config.Labels[labelRunner] == "" {
 		return nil
 	}
-	m := &runnerMounts{sum: ins.Config.Labels[LabelRunner]}
+	m := &runnerMounts{sum: ins.Config.Labels[labelRunner]}
 	for _, mp := range ins.Mounts {
 		switch mp.Destination {
-		case RunnerBinaryPath:
+		case runnerBinaryPath:
 			m.binary = mp.Source
-		case RunnerSocketDir:
+		case runnerSocketDir:
 			if filepath.Base(mp.Source) == hostDirName {
 				m.hostDir = filepath.Dir(mp.Source)
 			}
@@ -230,7 +230,7 @@ func (d *Driver) runnerOf(ins container.InspectResponse) *runnerMounts {
 }
 
 // removeRunnerDir removes a container's host directory, if it has one.
-func (d *Driver) removeRunnerDir(m *runnerMounts) {
+func (d *driver) removeRunnerDir(m *runnerMounts) {
 	if m == nil {
 		return
 	}
@@ -242,7 +242,7 @@ func (d *Driver) removeRunnerDir(m *runnerMounts) {
 // HostRunner opens the ingress of a container acquired with
 // AcquireRequest.Runner: a unix socket (mode 0666, in a 0711 directory
 // inside a 0700 one, so that only the container's users reach it) in the
-// container's host directory, which the container sees at RunnerSocketDir.
+// container's host directory, which the container sees at runnerSocketDir.
 // Nothing is copied: the binary was mounted at creation, so spec must have
 // the sum the container was created with, and the mounted file must still
 // have it. A container acquired without a Runner is refused with an error
@@ -343,8 +343,8 @@ func (in *ingress) Close() error {
 }
 
 // Launch starts the mounted runner in the container, detached, through
-// driverkit.LaunchRunnerByExec: state in RunnerStateDir, output appended to
-// RunnerStateDir/runner.log, the ticket in a 0600 file there.
+// driverkit.LaunchRunnerByExec: state in runnerStateDir, output appended to
+// runnerStateDir/runner.log, the ticket in a 0600 file there.
 func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	if in.isClosed() {
 		return fmt.Errorf("docker: launch runner in %s: the ingress is closed", in.s.id)
@@ -352,10 +352,10 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	in.mu.Lock()
 	in.launched = true
 	in.mu.Unlock()
-	return driverkit.LaunchRunnerByExec(ctx, in.s, RunnerBinaryPath, runnerEndpoint, RunnerStateDir, req)
+	return driverkit.LaunchRunnerByExec(ctx, in.s, runnerBinaryPath, runnerEndpoint, runnerStateDir, req)
 }
 
-// LogTail returns the tail of RunnerStateDir/runner.log through one exec in
+// LogTail returns the tail of runnerStateDir/runner.log through one exec in
 // the container (driverkit.RunnerLogTailByExec), nil before any Launch
 // through this ingress.
 func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
@@ -365,20 +365,20 @@ func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 	if !launched {
 		return nil, nil
 	}
-	b, err := driverkit.RunnerLogTailByExec(ctx, in.s, RunnerStateDir, limit)
+	b, err := driverkit.RunnerLogTailByExec(ctx, in.s, runnerStateDir, limit)
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
 	return b, nil
 }
 
-var _ drivers.ArchReporter = (*Driver)(nil)
+var _ drivers.ArchReporter = (*driver)(nil)
 
 // RunnerArch implements drivers.ArchReporter: the engine's architecture
 // (its /info, normalized: x86_64 is amd64, aarch64 is arm64), the one its
 // containers run natively. Nothing is allocated; an engine that cannot
 // be reached is drivers.ErrUnavailable naming the host.
-func (d *Driver) RunnerArch(ctx context.Context, raw config.Config) (string, error) {
+func (d *driver) RunnerArch(ctx context.Context, raw config.Config) (string, error) {
 	cfg, err := d.parseConfig(raw)
 	if err != nil {
 		return "", err

@@ -401,7 +401,7 @@ func waitDisconnected(t *testing.T, ctx context.Context, c *controller.Controlle
 // engine call would fail as unavailable instead).
 func TestTCPEngineNarrowsRunnerIngressAway(t *testing.T) {
 	t.Parallel()
-	d := docker.New(&docker.Options{Host: "unix:///var/run/docker.sock"})
+	d := docker.NewConcrete(&docker.Options{Host: "unix:///var/run/docker.sock"})
 	defer d.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

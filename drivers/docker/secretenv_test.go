@@ -78,7 +78,7 @@ func TestSecretEnvReachesCommandsNotTheContainer(t *testing.T) {
 // before Acquire).
 func TestUnresolvedSecretEnvIsRefused(t *testing.T) {
 	t.Parallel()
-	drv := docker.New(nil)
+	drv := docker.NewConcrete(nil)
 	defer drv.Close()
 	cfg := config.Config{docker.FieldImage: "busybox@sha256:" + strings.Repeat("a", 64),
 		docker.FieldEnv: map[string]any{"GITHUB_TOKEN": map[string]any{"$secret": "sec_1", "version": float64(1)}}}

@@ -103,7 +103,7 @@ func TestReadonlyRootfsRunsBinariesBuiltInTmpAndWorkdir(t *testing.T) {
 // and commands would have nowhere to write but /tmp.
 func TestReadonlyRootfsNeedsAWorkdir(t *testing.T) {
 	t.Parallel()
-	d := docker.New(nil)
+	d := docker.NewConcrete(nil)
 	_, err := d.Schema().Normalize(map[string]any{"image": pinned, "readonly_rootfs": true})
 	var ce *config.Error
 	if !errors.As(err, &ce) || ce.Field != docker.FieldWorkdir || !errors.Is(err, config.ErrInvalid) {
@@ -116,7 +116,7 @@ func TestReadonlyRootfsNeedsAWorkdir(t *testing.T) {
 
 func TestUserKnobRefusesNames(t *testing.T) {
 	t.Parallel()
-	d := docker.New(nil)
+	d := docker.NewConcrete(nil)
 	for _, u := range []string{"root", "1000:", ":1000", "1:2:3", "-1", "+5", "2147483648", "1000:staff", ""} {
 		_, err := d.Schema().Normalize(map[string]any{"image": pinned, "user": u})
 		var ce *config.Error

@@ -28,7 +28,7 @@ import (
 // exit and sh -c, which exist in busybox (an in-process driver such as the
 // fake registers the scripts of several commands). The error-table subtests (one per Failure) run when the
 // harness implements FailureHarness; the parallel subtest's width is
-// DefaultParallel unless the harness implements ParallelHarness.
+// 32 workers unless the harness implements ParallelHarness.
 func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 	t.Helper()
 	subtest(t, "capabilities are static and cheap", newHarness, testCapabilities)

@@ -18,7 +18,7 @@
 //     with drivers.ErrInUse and leaves the template usable) and after its
 //     release (a confirmed receipt);
 //   - ParallelHarness, to set the width of the parallel acquire subtest
-//     (DefaultParallel otherwise);
+//     (32 otherwise);
 //   - RunnerHarness (required when the driver declares runner_ingress), to
 //     give the runner binary that the runner ingress subtest launches;
 //   - HostProcessHarness, to say that its runners are processes of this

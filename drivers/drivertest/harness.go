@@ -27,14 +27,14 @@ type Harness interface {
 // driver needs is unavailable, and may register cleanups on tb.
 type HarnessMaker func(ctx context.Context, tb testing.TB) (Harness, error)
 
-// DefaultParallel is how many acquire-exec-release workers the parallel
+// defaultParallel is how many acquire-exec-release workers the parallel
 // subtest runs at once when the harness does not say otherwise.
-const DefaultParallel = 32
+const defaultParallel = 32
 
 // ParallelHarness is an optional interface that may be implemented by a
 // Harness whose driver should be tested with fewer (or more) concurrent
 // sandboxes. If a Harness does not implement it, or Parallel returns less
-// than 1, the parallel subtest runs DefaultParallel workers.
+// than 1, the parallel subtest runs 32 workers.
 type ParallelHarness interface {
 	Harness
 	// Parallel returns how many workers the parallel subtest runs at once.
@@ -55,5 +55,5 @@ func parallelWidth(h Harness) int {
 	if p, ok := h.(ParallelHarness); ok && p.Parallel() > 0 {
 		return p.Parallel()
 	}
-	return DefaultParallel
+	return defaultParallel
 }

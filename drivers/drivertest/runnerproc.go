@@ -24,9 +24,9 @@ type HostProcessHarness interface {
 	RunnersAreHostProcesses() bool
 }
 
-// LaunchMarkEnv is the variable LaunchUnserved sets in a runner's
+// launchMarkEnv is the variable LaunchUnserved sets in a runner's
 // environment (RunnerLaunch.Env), with a value of its own, to find it.
-const LaunchMarkEnv = "BERTH_CONFORMANCE_RUNNER"
+const launchMarkEnv = "BERTH_CONFORMANCE_RUNNER"
 
 // LivePIDs returns the live (neither zombie nor gone) processes of this
 // host whose argv or environment, each as its NUL-separated /proc file with
@@ -65,13 +65,13 @@ func Alive(pid int) bool {
 
 // LaunchUnserved launches a runner through in, which nobody serves (the
 // runner waits for its controller), with a random ticket, lease and env
-// (plus LaunchMarkEnv), and waits until it is exactly one live process of
+// (plus a mark of its own, BERTH_CONFORMANCE_RUNNER), and waits until it is exactly one live process of
 // this host. It fails the test unless it is, or if a live process holds
 // the ticket in its argv or environment. The runner is killed at cleanup.
 func LaunchUnserved(t *testing.T, ctx context.Context, in drivers.RunnerIngress, lease string, env map[string]string) (pid int) {
 	t.Helper()
 	mark, ticket := uniqueSuffix(), randomHex(t, 32)
-	all := map[string]string{LaunchMarkEnv: mark}
+	all := map[string]string{launchMarkEnv: mark}
 	for k, v := range env {
 		all[k] = v
 	}
@@ -100,10 +100,10 @@ func LaunchUnserved(t *testing.T, ctx context.Context, in drivers.RunnerIngress,
 }
 
 // runnersMarked returns the live runner processes (argv with --controller)
-// whose environment holds LaunchMarkEnv=mark.
+// whose environment holds launchMarkEnv=mark.
 func runnersMarked(mark string) []int {
 	var out []int
-	for _, pid := range LivePIDs("\x00" + LaunchMarkEnv + "=" + mark + "\x00") {
+	for _, pid := range LivePIDs("\x00" + launchMarkEnv + "=" + mark + "\x00") {
 		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil && bytes.Contains(b, []byte("\x00--controller\x00")) {
 			out = append(out, pid)
 		}

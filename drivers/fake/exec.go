@@ -21,7 +21,8 @@ import (
 type Invocation struct {
 	Argv           []string
 	Env            map[string]string // the whole environment of the command
-	Dir, SandboxID string
+	Dir            string            // the command's working directory; "/root" when it sets none
+	SandboxID      string
 	Stdin          io.Reader // never nil
 	Stdout, Stderr io.Writer
 	host           string
@@ -31,8 +32,8 @@ type Invocation struct {
 // fails the Exec itself (as a broken transport would). It honours ctx.
 type HandlerFunc func(ctx context.Context, inv Invocation) (exitCode int, err error)
 
-// DefaultDir is the working directory of commands that set none.
-const DefaultDir = "/root"
+// defaultDir is the working directory of commands that set none.
+const defaultDir = "/root"
 
 // builtins are the commands the fake runs without a handler, by base name.
 var builtins = map[string]func(d *Driver, ctx context.Context, inv Invocation, args []string) (int, error){
@@ -217,7 +218,7 @@ func (d *Driver) uname(_ context.Context, inv Invocation, args []string) (int, e
 	}
 	p := d.platform
 	var out []string
-	for i, v := range []string{p.unameS(), inv.host, p.Kernel, "#1 SMP PREEMPT_DYNAMIC fake", p.Machine, "GNU/Linux"} {
+	for i, v := range []string{p.unameS(), inv.host, p.kernel, "#1 SMP PREEMPT_DYNAMIC fake", p.machine, "GNU/Linux"} {
 		if strings.ContainsAny(flags, "a"+"snrvmo"[i:i+1]) {
 			out = append(out, v)
 		}
@@ -255,7 +256,7 @@ func (d *Driver) cat(_ context.Context, inv Invocation, files []string) (int, er
 func (d *Driver) detect(inv Invocation) {
 	p := d.platform
 	for _, s := range [][2]string{
-		{"begin v1", ""}, {"uname-s", p.unameS() + "\n"}, {"uname-m", p.Machine + "\n"}, {"uname-r", p.Kernel + "\n"},
+		{"begin v1", ""}, {"uname-s", p.unameS() + "\n"}, {"uname-m", p.machine + "\n"}, {"uname-r", p.kernel + "\n"},
 		{"ldd", p.lddVersion()}, {"getconf", ""}, {"ld-musl", ""}, {"ld-linux", ""}, {"os-release", p.osRelease()},
 		{"sw_vers", ""}, {"hostname", inv.host + "\n"}, {"pwd", inv.Dir + "\n"}, {"end", ""},
 	} {
@@ -264,70 +265,73 @@ func (d *Driver) detect(inv Invocation) {
 }
 
 // Platform is the operating system a fake sandbox reports through its
-// built-in commands and the detection script; a zero field is not reported.
+// built-in commands and the detection script: one of PlatformDebian12 (the
+// default), PlatformAlpine or PlatformBusybox. The zero Platform reports no
+// kernel, machine, C library or /etc/os-release; every platform reports the
+// sandbox's id as its host name.
 type Platform struct {
-	OS          string // the kernel name as Go spells it ("linux"); uname -s prints "Linux"
-	Machine     string // uname -m ("x86_64", "aarch64")
-	Kernel      string // uname -r ("6.1.0-18-amd64")
-	LibcFamily  string // "glibc", "musl" or "" (no C library: no ldd)
-	LibcVersion string // "2.36", "1.2.4"
-	LibcBuild   string // the glibc package version ldd shows ("2.36-9+deb12u4"); "": LibcVersion
-	// OSReleaseID and OSReleaseVersionID are ID and VERSION_ID of
-	// /etc/os-release ("debian", "12"); no OSReleaseID, no /etc/os-release.
-	OSReleaseID, OSReleaseVersionID string
-	PrettyName                      string // PRETTY_NAME of /etc/os-release; "" derives it
-	Hostname                        string // what uname -n prints; "": the provider lease id
+	goos        string // the kernel name as Go spells it ("linux"); uname -s prints "Linux"
+	machine     string // uname -m ("x86_64", "aarch64")
+	kernel      string // uname -r ("6.1.0-18-amd64")
+	libcFamily  string // "glibc", "musl" or "" (no C library: no ldd)
+	libcVersion string // "2.36", "1.2.4"
+	libcBuild   string // the glibc package version ldd shows ("2.36-9+deb12u4"); "": libcVersion
+	// osReleaseID and osReleaseVersionID are ID and VERSION_ID of
+	// /etc/os-release ("debian", "12"); no osReleaseID, no /etc/os-release.
+	osReleaseID, osReleaseVersionID string
+	prettyName                      string // PRETTY_NAME of /etc/os-release; "" derives it
+	hostname                        string // what uname -n prints; "": the provider lease id
 }
 
 // PlatformDebian12 returns the default: Debian 12 on x86_64, glibc 2.36.
 func PlatformDebian12() Platform {
-	return Platform{OS: "linux", Machine: "x86_64", Kernel: "6.1.0-18-amd64", LibcFamily: "glibc", LibcVersion: "2.36",
-		LibcBuild: "2.36-9+deb12u4", OSReleaseID: "debian", OSReleaseVersionID: "12", PrettyName: "Debian GNU/Linux 12 (bookworm)"}
+	return Platform{goos: "linux", machine: "x86_64", kernel: "6.1.0-18-amd64", libcFamily: "glibc", libcVersion: "2.36",
+		libcBuild: "2.36-9+deb12u4", osReleaseID: "debian", osReleaseVersionID: "12", prettyName: "Debian GNU/Linux 12 (bookworm)"}
 }
 
 // PlatformAlpine returns an Alpine 3.19 profile on x86_64 with musl 1.2.4.
 func PlatformAlpine() Platform {
-	return Platform{OS: "linux", Machine: "x86_64", Kernel: "6.1.0-18-amd64", LibcFamily: "musl", LibcVersion: "1.2.4",
-		OSReleaseID: "alpine", OSReleaseVersionID: "3.19.1", PrettyName: "Alpine Linux v3.19"}
+	return Platform{goos: "linux", machine: "x86_64", kernel: "6.1.0-18-amd64", libcFamily: "musl", libcVersion: "1.2.4",
+		osReleaseID: "alpine", osReleaseVersionID: "3.19.1", prettyName: "Alpine Linux v3.19"}
 }
 
 // PlatformBusybox returns a static busybox on x86_64: no C library, no
 // /etc/os-release.
 func PlatformBusybox() Platform {
-	return Platform{OS: "linux", Machine: "x86_64", Kernel: "6.1.0-18-amd64"}
+	return Platform{goos: "linux", machine: "x86_64", kernel: "6.1.0-18-amd64"}
 }
 
-func (p Platform) unameS() string { return title(cmp.Or(p.OS, "linux")) }
+func (p Platform) unameS() string { return title(cmp.Or(p.goos, "linux")) }
 
 func title(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
 
 // lddVersion returns what "ldd --version" prints (on stdout or stderr).
 func (p Platform) lddVersion() string {
-	switch p.LibcFamily {
+	switch p.libcFamily {
 	case "glibc":
 		distro := "GNU libc"
-		if p.OSReleaseID != "" {
-			distro = title(p.OSReleaseID) + " GLIBC"
+		if p.osReleaseID != "" {
+			distro = title(p.osReleaseID) + " GLIBC"
 		}
 		return fmt.Sprintf("ldd (%s %s) %s\nCopyright (C) 2022 Free Software Foundation, Inc.\n"+
 			"This is free software; see the source for copying conditions.  There is NO\n"+
 			"warranty; not even for MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.\n"+
-			"Written by Roland McGrath and Ulrich Drepper.\n", distro, cmp.Or(p.LibcBuild, p.LibcVersion), p.LibcVersion)
+			"Written by Roland McGrath and Ulrich Drepper.\n", distro, cmp.Or(p.libcBuild, p.libcVersion), p.libcVersion)
 	case "musl":
 		return fmt.Sprintf("musl libc (%s)\nVersion %s\nDynamic Program Path: /lib/ld-musl-%s.so.1\n"+
-			"Usage: ldd [options] [--] pathname\n", p.Machine, p.LibcVersion, p.Machine)
+			"Usage: ldd [options] [--] pathname\n", p.machine, p.libcVersion, p.machine)
 	}
 	return "sh: ldd: not found\n"
 }
 
 // osRelease returns the content of /etc/os-release, "" when there is none.
 func (p Platform) osRelease() string {
-	if p.OSReleaseID == "" {
+	if p.osReleaseID == "" {
 		return ""
 	}
-	s := fmt.Sprintf("PRETTY_NAME=%q\nNAME=%q\n", cmp.Or(p.PrettyName, strings.TrimSpace(p.OSReleaseID+" "+p.OSReleaseVersionID)), title(p.OSReleaseID))
-	if p.OSReleaseVersionID != "" {
-		s += fmt.Sprintf("VERSION_ID=%q\n", p.OSReleaseVersionID)
+	s := fmt.Sprintf("PRETTY_NAME=%q\nNAME=%q\n", cmp.Or(p.prettyName, strings.TrimSpace(p.osReleaseID+" "+p.osReleaseVersionID)), title(p.osReleaseID))
+	if p.osReleaseVersionID != "" {
+		s += fmt.Sprintf("VERSION_ID=%q\n", p.osReleaseVersionID)
 	}
-	return s + "ID=" + p.OSReleaseID + "\n"
+	return s + "ID=" + p.osReleaseID + "\n"
 }

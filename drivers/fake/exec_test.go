@@ -45,7 +45,7 @@ func sh(script string, args ...string) []string { return append([]string{"sh", "
 func TestBuiltins(t *testing.T) {
 	t.Parallel()
 	musl := fake.PlatformAlpine()
-	musl.Hostname = "box"
+	musl = fake.WithHostname(musl, "box")
 	noHandler := func(what, key string) string {
 		return "fake: no handler for " + what + ": register one in Options.Handlers[" + strconv.Quote(key) + "]\n"
 	}
@@ -97,7 +97,7 @@ func TestBuiltins(t *testing.T) {
 
 func TestEnvAndStdin(t *testing.T) {
 	t.Parallel()
-	_, sb := newSandbox(t, &fake.Options{Platform: &fake.Platform{Hostname: "h"}})
+	_, sb := newSandbox(t, &fake.Options{Platform: fake.Ptr(fake.WithHostname(fake.Platform{}, "h"))})
 	got := run(t, sb, drivers.Command{Argv: []string{"env"}, Env: map[string]string{"A": "1", "HOME": "/home/x"}})
 	want := "A=1\nHOME=/home/x\nHOSTNAME=h\nPATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nUSER=root\n"
 	if got.Stdout != want {
@@ -119,7 +119,7 @@ func TestEnvAndStdin(t *testing.T) {
 func TestDetectionScript(t *testing.T) {
 	t.Parallel()
 	musl := fake.PlatformAlpine()
-	musl.Hostname = "box"
+	musl = fake.WithHostname(musl, "box")
 	for name, p := range map[string]fake.Platform{"debian": fake.PlatformDebian12(), "alpine": musl, "busybox": fake.PlatformBusybox(), "zero": {}} {
 		_, sb := newSandbox(t, &fake.Options{Platform: &p})
 		want, err := os.ReadFile("testdata/detect-" + name + ".golden")

@@ -23,15 +23,20 @@ import (
 // snapshot identities when Options.Name is not a valid provider name.
 const Name = "fake"
 
-// Config field names of the fake driver, and the default region.
+// Config field names of the fake driver that tests set. Its schema also
+// has the knob startup_timeout and the metadata notes; region defaults to
+// "local-1".
 const (
-	FieldImage          = "image"
-	FieldRegion         = "region"
-	FieldCPUs           = "cpus"
-	FieldStartupTimeout = "startup_timeout"
-	FieldAPIKey         = "api_key"
-	FieldNotes          = "notes"
-	DefaultRegion       = "local-1"
+	FieldImage  = "image"
+	FieldRegion = "region"
+	FieldCPUs   = "cpus"
+	FieldAPIKey = "api_key"
+)
+
+const (
+	fieldStartupTimeout = "startup_timeout"
+	fieldNotes          = "notes"
+	defaultRegion       = "local-1"
 )
 
 // Options configure a fake Driver. The zero value (or nil) gives defaults.
@@ -190,12 +195,12 @@ func (d *Driver) newSchema() *config.Schema {
 	return &config.Schema{Driver: d.name, ImageField: FieldImage, Fields: []config.Field{
 		{Name: FieldImage, Kind: config.KindIdentity, Type: config.TypeString, Check: image, Doc: "OCI reference " +
 			"(repo:tag or repo@sha256:...), snapshot:<id> or snapshot-name:<name>; absent: the provider default image"},
-		{Name: FieldRegion, Kind: config.KindIdentity, Type: config.TypeString, Default: DefaultRegion, Doc: "provider region; part of the target's identity"},
+		{Name: FieldRegion, Kind: config.KindIdentity, Type: config.TypeString, Default: defaultRegion, Doc: "provider region; part of the target's identity"},
 		{Name: FieldCPUs, Kind: config.KindKnob, Type: config.TypeInt, Default: int64(1), Check: cpus, Doc: "CPUs per sandbox (1-64)"},
-		{Name: FieldStartupTimeout, Kind: config.KindKnob, Type: config.TypeDuration, Doc: "startup budget of a lease; absent: the provider-declared one"},
+		{Name: fieldStartupTimeout, Kind: config.KindKnob, Type: config.TypeDuration, Doc: "startup budget of a lease; absent: the provider-declared one"},
 		{Name: FieldAPIKey, Kind: config.KindSecret, Type: config.TypeString, Required: d.o.APIKey != "",
 			Doc: "provider API key (required when the fake was built with Options.APIKey)"},
-		{Name: FieldNotes, Kind: config.KindMetadata, Type: config.TypeString, Doc: "free text for operators"},
+		{Name: fieldNotes, Kind: config.KindMetadata, Type: config.TypeString, Doc: "free text for operators"},
 	}, ImageReference: func(cfg config.Config) (images.Reference, error) { return d.parseImage(cfg.String(FieldImage)) }}
 }
 
@@ -215,7 +220,7 @@ func (d *Driver) Availability() error { return d.o.Unavailable }
 
 // Endpoint implements drivers.HealthChecker: "NAME region R". No I/O.
 func (d *Driver) Endpoint(cfg config.Config) string {
-	return d.name + " region " + cmp.Or(cfg.String(FieldRegion), DefaultRegion)
+	return d.name + " region " + cmp.Or(cfg.String(FieldRegion), defaultRegion)
 }
 
 // CheckHealth implements drivers.HealthChecker. It counts an OpHealth, so a

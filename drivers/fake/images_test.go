@@ -9,6 +9,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/secretcfg"
 )
 
 func acquireImage(t *testing.T, d *fake.Driver, image string) (images.Identity, error) {
@@ -101,10 +102,10 @@ func TestSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.String("region") != fake.DefaultRegion || cfg.Int("cpus") != 2 || s.ImageField != "image" {
+	if cfg.String("region") != "local-1" || cfg.Int("cpus") != 2 || s.ImageField != "image" {
 		t.Errorf("normalized %v", cfg)
 	}
-	p := s.Partition(cfg)
+	p := secretcfg.Partition(s, cfg)
 	if _, ok := p.Identity["image"]; !ok || p.Knobs["cpus"] != int64(2) || p.Metadata["notes"] != "n" {
 		t.Errorf("Partition = %+v", p)
 	}

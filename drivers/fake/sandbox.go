@@ -122,11 +122,11 @@ func (s *sandbox) start(ctx context.Context, op Op, cmd drivers.Command, stdout,
 	p.cancel = cancel
 	stop := context.AfterFunc(alive, cancel)
 	context.AfterFunc(rctx, func() { pr.CloseWithError(context.Canceled) })
-	host := cmp.Or(s.d.platform.Hostname, s.id)
+	host := cmp.Or(s.d.platform.hostname, s.id)
 	env := map[string]string{"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "HOSTNAME": host, "USER": "root"}
 	maps.Copy(env, cmd.Env) // over the defaults
 	var mu sync.Mutex
-	inv := Invocation{Argv: cmd.Argv, Env: env, Dir: cmp.Or(cmd.Dir, DefaultDir), Stdin: pr, Stdout: lockedWriter{&mu, stdout}, Stderr: lockedWriter{&mu, stderr}, SandboxID: s.id, host: host}
+	inv := Invocation{Argv: cmd.Argv, Env: env, Dir: cmp.Or(cmd.Dir, defaultDir), Stdin: pr, Stdout: lockedWriter{&mu, stdout}, Stderr: lockedWriter{&mu, stderr}, SandboxID: s.id, host: host}
 	start := s.d.o.Clock.Now()
 	go func() {
 		defer close(p.done)

@@ -10,7 +10,7 @@
 //	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"make"}})
 //	r, err := sb.Release(ctx, drivers.Destroy) // ends what it left
 //
-// New and Driver.Acquire are the entry points. Commands run through
+// New and its driver's Acquire are the entry points. Commands run through
 // os/exec, each in its own process group; cancellation kills the whole
 // group and WaitDelay keeps pipes held by grandchildren from hanging.
 // Release kills what the session left running and confirms it through

@@ -21,11 +21,11 @@ const Name = "local"
 // Config field names of the local driver.
 const (
 	FieldWorkdir = "workdir"
-	FieldShell   = "shell"
+	fieldShell   = "shell"
 )
 
-// DefaultShell is the default of the shell field.
-const DefaultShell = "/bin/sh"
+// defaultShell is the default of the shell field.
+const defaultShell = "/bin/sh"
 
 // Options configure the local driver. nil means defaults.
 type Options struct {
@@ -37,25 +37,29 @@ type Options struct {
 	ReleaseGrace time.Duration
 }
 
-// Driver is the host target: it runs commands on the machine berth runs on.
+// driver is the host target: it runs commands on the machine berth runs on.
 // Acquire opens a session in a working directory; Release ends it and every
 // process it started. It is safe for concurrent use.
-type Driver struct {
+type driver struct {
 	waitDelay time.Duration
 	grace     time.Duration
 	schema    *config.Schema
 	seq       atomic.Int64
 }
 
-var _ drivers.Driver = (*Driver)(nil)
+var _ drivers.Driver = (*driver)(nil)
 
-// New returns the local driver; nil opts means defaults.
-func New(opts *Options) *Driver {
+// New returns the local driver, the host target: it runs commands on the
+// machine berth runs on. Acquire opens a session in a working directory;
+// Release ends it and every process it started. The driver also implements
+// drivers.ArchReporter, and its sandboxes Workspace, drivers.StreamExecer and
+// drivers.RunnerHost. It is safe for concurrent use; nil opts means defaults.
+func New(opts *Options) drivers.Driver {
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
-	d := &Driver{waitDelay: o.WaitDelay, grace: o.ReleaseGrace}
+	d := &driver{waitDelay: o.WaitDelay, grace: o.ReleaseGrace}
 	if d.waitDelay <= 0 {
 		d.waitDelay = 2 * time.Second
 	}
@@ -71,7 +75,7 @@ func New(opts *Options) *Driver {
 				Check: checkAbs,
 			},
 			{
-				Name: FieldShell, Kind: config.KindKnob, Type: config.TypeString, Default: DefaultShell,
+				Name: fieldShell, Kind: config.KindKnob, Type: config.TypeString, Default: defaultShell,
 				Doc:   "absolute path of the shell that runs commands whose argv[0] is \"sh\"",
 				Check: checkAbs,
 			},
@@ -88,16 +92,16 @@ func checkAbs(v any) error {
 }
 
 // Name returns "local".
-func (d *Driver) Name() string { return Name }
+func (d *driver) Name() string { return Name }
 
 // Capabilities returns Kind host with exec, stream_exec and runner_ingress
 // declared. No I/O.
-func (d *Driver) Capabilities() drivers.Capabilities {
+func (d *driver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{Kind: drivers.KindHost, Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapRunnerIngress)}
 }
 
 // Schema returns the config schema: workdir (identity) and shell (knob).
-func (d *Driver) Schema() *config.Schema { return d.schema }
+func (d *driver) Schema() *config.Schema { return d.schema }
 
 // Acquire opens a session. The working directory is the config's workdir,
 // else req.Workspace, else the process's working directory; it must be an
@@ -106,7 +110,7 @@ func (d *Driver) Schema() *config.Schema { return d.schema }
 // evaluated) by Workspace.Dir. The shell must be an executable file (else an
 // error wrapping config.ErrInvalid). The provider lease id is
 // "local://<hostname><workdir>#<n>".
-func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+func (d *driver) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("local: acquire: %w", err)
 	}
@@ -125,12 +129,12 @@ func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 	if err != nil {
 		return nil, err
 	}
-	shell := cfg.String(FieldShell)
+	shell := cfg.String(fieldShell)
 	if shell == "" {
-		shell = DefaultShell
+		shell = defaultShell
 	}
 	if fi, err := os.Stat(shell); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return nil, &config.Error{Driver: Name, Field: FieldShell, Reason: fmt.Sprintf("%q is not an executable file", shell)}
+		return nil, &config.Error{Driver: Name, Field: fieldShell, Reason: fmt.Sprintf("%q is not an executable file", shell)}
 	}
 	host, err := os.Hostname()
 	if err != nil {
@@ -186,7 +190,7 @@ type Workspace interface {
 
 // sandbox is a session on the local host. Safe for concurrent use.
 type sandbox struct {
-	d     *Driver
+	d     *driver
 	id    string
 	host  string
 	dir   string

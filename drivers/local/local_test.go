@@ -19,7 +19,7 @@ import (
 )
 
 type harness struct {
-	d   *local.Driver
+	d   drivers.Driver
 	cfg config.Config
 }
 

@@ -325,10 +325,10 @@ func (s *sandbox) endRunners(ctx context.Context, dir string) (int, error) {
 	}
 }
 
-var _ drivers.ArchReporter = (*Driver)(nil)
+var _ drivers.ArchReporter = (*driver)(nil)
 
 // RunnerArch implements drivers.ArchReporter: the local host's own
 // architecture (runtime.GOARCH of this process), read without I/O.
-func (d *Driver) RunnerArch(ctx context.Context, cfg config.Config) (string, error) {
+func (d *driver) RunnerArch(ctx context.Context, cfg config.Config) (string, error) {
 	return runtime.GOARCH, nil
 }

@@ -21,15 +21,15 @@ const (
 	FieldPrivateKey     = "private_key"
 	FieldKnownHosts     = "known_hosts"
 	FieldWorkdir        = "workdir"
-	FieldConnectTimeout = "connect_timeout"
-	FieldKeepalive      = "keepalive"
-	FieldMaxSessions    = "max_sessions"
+	fieldConnectTimeout = "connect_timeout"
+	fieldKeepalive      = "keepalive"
+	fieldMaxSessions    = "max_sessions"
 	FieldForwarding     = "forwarding"
 )
 
-// DefaultMaxSessions is the default of max_sessions: OpenSSH's default
+// defaultMaxSessions is the default of max_sessions: OpenSSH's default
 // MaxSessions.
-const DefaultMaxSessions = 10
+const defaultMaxSessions = 10
 
 func newSchema() *config.Schema {
 	return &config.Schema{
@@ -49,11 +49,11 @@ func newSchema() *config.Schema {
 			{Name: FieldWorkdir, Kind: config.KindIdentity, Type: config.TypeString, Default: "~",
 				Doc:   `remote workspace directory, created if missing: "~" is the login user's home, "~/x" and relative paths are under it, absolute paths are used as given`,
 				Check: checkWorkdir},
-			{Name: FieldConnectTimeout, Kind: config.KindKnob, Type: config.TypeDuration, Default: "10s",
+			{Name: fieldConnectTimeout, Kind: config.KindKnob, Type: config.TypeDuration, Default: "10s",
 				Doc: "limit for TCP connect plus SSH handshake and authentication"},
-			{Name: FieldKeepalive, Kind: config.KindKnob, Type: config.TypeDuration,
+			{Name: fieldKeepalive, Kind: config.KindKnob, Type: config.TypeDuration,
 				Doc: "interval of keepalive@openssh.com requests on idle connections; 0 or absent disables them"},
-			{Name: FieldMaxSessions, Kind: config.KindKnob, Type: config.TypeInt, Default: int64(DefaultMaxSessions),
+			{Name: fieldMaxSessions, Kind: config.KindKnob, Type: config.TypeInt, Default: int64(defaultMaxSessions),
 				Doc:   "the server's MaxSessions: channels opened at once on one connection (one is kept for control commands)",
 				Check: checkMaxSessions},
 			{Name: FieldForwarding, Kind: config.KindKnob, Type: config.TypeString, Check: checkForwarding,
@@ -184,9 +184,9 @@ func parseTarget(schema *config.Schema, cfg config.Config) (*target, error) {
 		port:           int(cfg.Int(FieldPort)),
 		user:           cfg.String(FieldUser),
 		workdir:        cfg.String(FieldWorkdir),
-		connectTimeout: cfg.Duration(FieldConnectTimeout),
-		keepalive:      cfg.Duration(FieldKeepalive),
-		maxSessions:    int(cfg.Int(FieldMaxSessions)),
+		connectTimeout: cfg.Duration(fieldConnectTimeout),
+		keepalive:      cfg.Duration(fieldKeepalive),
+		maxSessions:    int(cfg.Int(fieldMaxSessions)),
 	}
 	if t.port == 0 {
 		t.port = 22
@@ -198,7 +198,7 @@ func parseTarget(schema *config.Schema, cfg config.Config) (*target, error) {
 		t.connectTimeout = 10 * time.Second
 	}
 	if t.maxSessions == 0 {
-		t.maxSessions = DefaultMaxSessions
+		t.maxSessions = defaultMaxSessions
 	}
 	for _, c := range []struct {
 		field string
@@ -209,7 +209,7 @@ func parseTarget(schema *config.Schema, cfg config.Config) (*target, error) {
 		{FieldPort, int64(t.port), checkPort},
 		{FieldUser, t.user, checkUser},
 		{FieldWorkdir, t.workdir, checkWorkdir},
-		{FieldMaxSessions, int64(t.maxSessions), checkMaxSessions},
+		{fieldMaxSessions, int64(t.maxSessions), checkMaxSessions},
 	} {
 		if err := c.check(c.v); err != nil {
 			return nil, cfgErr(c.field, err.Error())

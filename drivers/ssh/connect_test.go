@@ -137,7 +137,7 @@ func TestUnreachable(t *testing.T) {
 		// from the refused connection, not from a timer.
 		cfg := e.config(t, func(m map[string]any) {
 			m[FieldPort] = closedPort(t)
-			m[FieldConnectTimeout] = "10m"
+			m[fieldConnectTimeout] = "10m"
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
@@ -153,7 +153,7 @@ func TestUnreachable(t *testing.T) {
 		t.Parallel()
 		cfg := e.config(t, func(m map[string]any) {
 			m[FieldPort] = testenv.SilentListener(t)
-			m[FieldConnectTimeout] = "200ms"
+			m[fieldConnectTimeout] = "200ms"
 		})
 		_, err := e.d.Acquire(testCtx(t), cfg, drivers.AcquireRequest{})
 		if !errors.Is(err, drivers.ErrTimeout) || drivers.CodeOf(err) != drivers.CodeTimeout {
@@ -164,7 +164,7 @@ func TestUnreachable(t *testing.T) {
 		t.Parallel()
 		cfg := e.config(t, func(m map[string]any) {
 			m[FieldPort] = testenv.SilentListener(t)
-			m[FieldConnectTimeout] = "10m"
+			m[fieldConnectTimeout] = "10m"
 		})
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
@@ -190,7 +190,7 @@ func TestConnectionPool(t *testing.T) {
 	if a.c != b.c {
 		t.Fatal("two leases of one config do not share the connection")
 	}
-	other := e.acquire(t, e.config(t, func(m map[string]any) { m[FieldKeepalive] = "1m" }))
+	other := e.acquire(t, e.config(t, func(m map[string]any) { m[fieldKeepalive] = "1m" }))
 	if other.c == a.c {
 		t.Fatal("different configs share a connection")
 	}
@@ -249,7 +249,7 @@ func cfgKey(t *testing.T, e *env, cfg config.Config) string {
 func TestServerDroppedConnectionIsRedialed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	sb := e.acquire(t, e.config(t, func(m map[string]any) { m[FieldKeepalive] = "20ms" }))
+	sb := e.acquire(t, e.config(t, func(m map[string]any) { m[fieldKeepalive] = "20ms" }))
 	ctx := testCtx(t)
 	for range 3 {
 		time.Sleep(30 * time.Millisecond) // let keepalives run against the real server

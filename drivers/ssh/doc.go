@@ -14,12 +14,12 @@
 //	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"uname"}})
 //	r, err := sb.Release(ctx, drivers.Destroy)
 //
-// New and Driver.Acquire are the entry points. The config (Driver.Schema)
+// New and the driver's Acquire are the entry points. The config (its Schema)
 // has host, port, user, private_key (a secret: PEM text), known_hosts
 // (known_hosts lines), workdir, and the knobs connect_timeout, keepalive,
 // max_sessions and forwarding (what a probe measured the server to forward
 // for the runner; "none" narrows runner_ingress away, CAP-2:
-// Driver.NarrowedBy).
+// its NarrowedBy, drivers.ConfigNarrower).
 //
 // Host keys: only keys listed in known_hosts for the host and port are
 // accepted. No entry refuses the connection with drivers.ErrHostKeyUnknown,

@@ -15,21 +15,21 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 )
 
-// Name is the driver name (Driver.Name and the schema's Driver).
+// Name is the driver name (the driver's Name and its schema's driver).
 const Name = "ssh"
 
-// Options configure a Driver. A nil *Options means defaults.
+// Options configure a driver. A nil *Options means defaults.
 type Options struct {
 	// Logger receives connection events (connect, redial, cancellation
 	// kills). Nil discards them. Nothing logged ever holds key material.
 	Logger *slog.Logger
 }
 
-// Driver is the ssh driver: a host driver (drivers.KindHost) whose leases are
+// driver is the ssh driver: a host driver (drivers.KindHost) whose leases are
 // sessions on an SSH server, reached with public-key authentication and
 // strict host key checking. It is safe for concurrent use; connections are
 // shared by leases of the same config through a reference-counted pool.
-type Driver struct {
+type driver struct {
 	log    *slog.Logger
 	schema *config.Schema
 	pool   *pool
@@ -38,7 +38,7 @@ type Driver struct {
 }
 
 var (
-	_ drivers.Driver       = (*Driver)(nil)
+	_ drivers.Driver       = (*driver)(nil)
 	_ drivers.Sandbox      = (*sandbox)(nil)
 	_ drivers.StreamExecer = (*sandbox)(nil)
 	_ drivers.Terminal     = (*sandbox)(nil)
@@ -46,8 +46,16 @@ var (
 	_ drivers.RunnerHost   = (*sandbox)(nil)
 )
 
-// New returns an ssh driver. opts may be nil.
-func New(opts *Options) *Driver {
+// New returns the ssh driver: a host driver (drivers.KindHost) whose leases
+// are sessions on an SSH server, reached with public-key authentication and
+// strict host key checking. The driver also implements drivers.ArchReporter
+// and drivers.ConfigNarrower; its sandboxes implement Workspace,
+// drivers.StreamExecer, drivers.Terminal and drivers.RunnerHost. It is safe
+// for concurrent use; connections are shared by leases of the same config
+// through a reference-counted pool. opts may be nil.
+func New(opts *Options) drivers.Driver { return newDriver(opts) }
+
+func newDriver(opts *Options) *driver {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -55,7 +63,7 @@ func New(opts *Options) *Driver {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Driver{
+	return &driver{
 		log:    o.Logger,
 		schema: newSchema(),
 		pool:   &pool{log: o.Logger, conns: map[string]*conn{}},
@@ -63,11 +71,11 @@ func New(opts *Options) *Driver {
 }
 
 // Name returns "ssh".
-func (d *Driver) Name() string { return Name }
+func (d *driver) Name() string { return Name }
 
 // Capabilities declares a host driver with exec, streaming exec, terminals
 // and runner ingress. It does no I/O.
-func (d *Driver) Capabilities() drivers.Capabilities {
+func (d *driver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{
 		Kind:     drivers.KindHost,
 		Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapTerminal, drivers.CapRunnerIngress),
@@ -77,7 +85,7 @@ func (d *Driver) Capabilities() drivers.Capabilities {
 // NarrowedBy implements drivers.ConfigNarrower: a config whose forwarding
 // is "none" (a probe found that the server forwards neither a unix socket
 // nor a TCP port) narrows runner_ingress away. No I/O.
-func (d *Driver) NarrowedBy(cfg config.Config) drivers.Set {
+func (d *driver) NarrowedBy(cfg config.Config) drivers.Set {
 	if cfg.String(FieldForwarding) == ForwardingNone {
 		return drivers.NewSet(drivers.CapRunnerIngress)
 	}
@@ -86,7 +94,7 @@ func (d *Driver) NarrowedBy(cfg config.Config) drivers.Set {
 
 // Schema returns the config schema (see the Field constants). The same
 // pointer is returned on every call.
-func (d *Driver) Schema() *config.Schema { return d.schema }
+func (d *driver) Schema() *config.Schema { return d.schema }
 
 // Acquire opens a session on the host: it connects (or shares the pooled
 // connection of the same config) with strict host key checking, makes sure
@@ -97,7 +105,7 @@ func (d *Driver) Schema() *config.Schema { return d.schema }
 // workdir. Errors wrap drivers.ErrHostKeyUnknown, ErrHostKeyMismatch,
 // ErrAuth, ErrUnreachable, ErrTimeout, config.ErrInvalid or ctx.Err(); none contains the
 // private key.
-func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+func (d *driver) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	t, err := parseTarget(d.schema, cfg)
 	if err != nil {
 		return nil, err

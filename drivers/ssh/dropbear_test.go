@@ -46,7 +46,7 @@ func newDropbearEnv(t testing.TB) *env {
 var dropbearSessions = 2
 
 func newDropbearHarness(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
-	return harnessOn(tb, newDropbearEnv(tb), func(m map[string]any) { m[FieldMaxSessions] = dropbearSessions })
+	return harnessOn(tb, newDropbearEnv(tb), func(m map[string]any) { m[fieldMaxSessions] = dropbearSessions })
 }
 
 // Issue 23: the driver passes the conformance suite against Dropbear as it
@@ -155,7 +155,7 @@ func TestDropbearRunnerIngressFallsBackToLoopbackTCP(t *testing.T) {
 // nothing was uploaded.
 func TestRunnerOnAServerThatForwardsNothingIsUnsupported(t *testing.T) {
 	srv := testenv.Dropbear(t, "-k")
-	e := &env{srv: srv, d: New(nil), log: &syncBuffer{}}
+	e := &env{srv: srv, d: newDriver(nil), log: &syncBuffer{}}
 	sb := e.acquire(t, e.config(t, nil))
 	bin, sum := testenv.RunnerBinarySum(t)
 	_, err := sb.HostRunner(testCtx(t), drivers.RunnerSpec{Binary: bin, SHA256: sum})
@@ -175,7 +175,7 @@ func TestRunnerOnAServerThatForwardsNothingIsUnsupported(t *testing.T) {
 // CAP-2 (issue 23): forwarding "none" narrows runner_ingress away; "unix",
 // "tcp" and absent do not; another value is refused naming the field.
 func TestForwardingNarrowsRunnerIngress(t *testing.T) {
-	d := New(nil)
+	d := newDriver(nil)
 	base := map[string]any{FieldHost: "h", FieldUser: "u", FieldPrivateKey: pemOf(t), FieldKnownHosts: []any{}}
 	for f, want := range map[string]bool{"": true, ForwardingUnix: true, ForwardingTCP: true, ForwardingNone: false} {
 		raw := maps.Clone(base)

@@ -17,7 +17,7 @@ type syncBuffer = testenv.Buffer
 // env is a driver wired to a real sshd.
 type env struct {
 	srv *testenv.SSHServer
-	d   *Driver
+	d   *driver
 	log *syncBuffer
 }
 
@@ -29,7 +29,7 @@ func newEnv(t testing.TB) *env {
 // envOn is a driver wired to srv, logging at debug level.
 func envOn(srv *testenv.SSHServer) *env {
 	lb := &syncBuffer{}
-	d := New(&Options{Logger: slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	d := newDriver(&Options{Logger: slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	return &env{srv: srv, d: d, log: lb}
 }
 
@@ -42,7 +42,7 @@ func (e *env) raw(t testing.TB) map[string]any {
 		FieldPrivateKey:  e.srv.ClientKeyPEM(),
 		FieldKnownHosts:  []any{e.srv.KnownHostsLine()},
 		FieldWorkdir:     t.TempDir(),
-		FieldMaxSessions: 10,
+		fieldMaxSessions: 10,
 	}
 }
 

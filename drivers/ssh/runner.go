@@ -637,14 +637,14 @@ func (in *ingress) serve(ln net.Listener) {
 	}
 }
 
-var _ drivers.ArchReporter = (*Driver)(nil)
+var _ drivers.ArchReporter = (*driver)(nil)
 
 // RunnerArch implements drivers.ArchReporter: the host's `uname -m`,
 // normalized (x86_64 is amd64, aarch64 is arm64), over the config's
 // (pooled) connection; no workspace is made and nothing is left on the
 // host. Errors are Acquire's connection errors, or drivers.ErrUnavailable
 // when uname fails.
-func (d *Driver) RunnerArch(ctx context.Context, cfg config.Config) (string, error) {
+func (d *driver) RunnerArch(ctx context.Context, cfg config.Config) (string, error) {
 	t, err := parseTarget(d.schema, cfg)
 	if err != nil {
 		return "", err

@@ -31,7 +31,7 @@ type Workspace interface {
 // connection of its config. It is safe for concurrent use; commands run at
 // once up to the server's MaxSessions (max_sessions) and queue beyond.
 type sandbox struct {
-	d   *Driver
+	d   *driver
 	c   *conn
 	t   *target
 	id  string

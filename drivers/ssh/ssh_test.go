@@ -16,7 +16,7 @@ import (
 // harness is the conformance harness: a fresh sshd and driver per subtest.
 type harness struct {
 	e    *env
-	d    *Driver
+	d    *driver
 	cfg  config.Config
 	raw  map[string]any // the working config before normalization
 	dead int            // a loopback port nothing listens on

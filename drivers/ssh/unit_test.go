@@ -41,7 +41,7 @@ func TestSchemaNormalize(t *testing.T) {
 	key, hostKey := genPEM(t, "")
 	encrypted, _ := genPEM(t, "pw")
 	line := knownhosts.Line([]string{"example.com:2222"}, hostKey)
-	d := New(nil)
+	d := newDriver(nil)
 	base := func() map[string]any {
 		return map[string]any{FieldHost: "example.com", FieldUser: "dev", FieldPrivateKey: key}
 	}
@@ -56,9 +56,9 @@ func TestSchemaNormalize(t *testing.T) {
 			m[FieldPort] = 2222
 			m[FieldKnownHosts] = []any{line, "# comment", ""}
 			m[FieldWorkdir] = "~/ws"
-			m[FieldConnectTimeout] = "3s"
-			m[FieldKeepalive] = "30s"
-			m[FieldMaxSessions] = 20
+			m[fieldConnectTimeout] = "3s"
+			m[fieldKeepalive] = "30s"
+			m[fieldMaxSessions] = 20
 		}, nil, ""},
 		{"secret reference is accepted unresolved", func(m map[string]any) {
 			m[FieldPrivateKey] = map[string]any{"$secret": "k1", "version": float64(2)}
@@ -71,7 +71,7 @@ func TestSchemaNormalize(t *testing.T) {
 		{"encrypted key", func(m map[string]any) { m[FieldPrivateKey] = encrypted }, config.ErrInvalid, FieldPrivateKey},
 		{"bad known_hosts line", func(m map[string]any) { m[FieldKnownHosts] = []any{"example.com ssh-ed25519 AAAA!!"} }, config.ErrInvalid, FieldKnownHosts},
 		{"cert-authority is not supported", func(m map[string]any) { m[FieldKnownHosts] = []any{"@cert-authority " + line} }, config.ErrInvalid, FieldKnownHosts},
-		{"max_sessions below 2", func(m map[string]any) { m[FieldMaxSessions] = 1 }, config.ErrInvalid, FieldMaxSessions},
+		{"max_sessions below 2", func(m map[string]any) { m[fieldMaxSessions] = 1 }, config.ErrInvalid, fieldMaxSessions},
 		{"unknown field", func(m map[string]any) { m["password"] = "x" }, config.ErrInvalid, "password"},
 	}
 	for _, tc := range tests {
@@ -84,7 +84,7 @@ func TestSchemaNormalize(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Normalize: %v", err)
 				}
-				if cfg.Int(FieldPort) == 0 || cfg.String(FieldWorkdir) == "" || cfg.Duration(FieldConnectTimeout) == 0 {
+				if cfg.Int(FieldPort) == 0 || cfg.String(FieldWorkdir) == "" || cfg.Duration(fieldConnectTimeout) == 0 {
 					t.Errorf("defaults missing: %v", d.Schema().Redact(cfg))
 				}
 				return
@@ -112,7 +112,7 @@ func TestSchemaNormalize(t *testing.T) {
 		want := map[string]config.Kind{
 			FieldHost: config.KindIdentity, FieldPort: config.KindIdentity, FieldUser: config.KindIdentity,
 			FieldPrivateKey: config.KindSecret, FieldKnownHosts: config.KindIdentity, FieldWorkdir: config.KindIdentity,
-			FieldConnectTimeout: config.KindKnob, FieldKeepalive: config.KindKnob, FieldMaxSessions: config.KindKnob,
+			fieldConnectTimeout: config.KindKnob, fieldKeepalive: config.KindKnob, fieldMaxSessions: config.KindKnob,
 			FieldForwarding: config.KindKnob,
 		}
 		if diff := cmp.Diff(want, kinds); diff != "" {

@@ -38,7 +38,7 @@ func TestSecretEnvDocker(t *testing.T) {
 
 	c := newCLI(t)
 	c.ok("env", "create", "--name", "web", "--driver", "docker", "--config", configFile(t, map[string]any{
-		docker.FieldImage: img.Ref, docker.FieldLabels: map[string]string{runLabel: run}, docker.FieldStartupTimeout: "2m",
+		docker.FieldImage: img.Ref, docker.FieldLabels: map[string]string{runLabel: run}, "startup_timeout": "2m",
 		docker.FieldEnv: map[string]string{"GITHUB_TOKEN": canary},
 	}))
 	var view environment.View

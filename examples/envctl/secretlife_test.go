@@ -52,8 +52,8 @@ func TestSecretsOutliveLeasesDocker(t *testing.T) {
 		t.Run(change, func(t *testing.T) {
 			c := newCLI(t)
 			cfg := map[string]any{
-				docker.FieldImage: img.Ref, docker.FieldLabels: map[string]string{runLabel: run}, docker.FieldStartupTimeout: "2m",
-				docker.FieldRegistryAuth: user + ":" + pass, docker.FieldPullPolicy: docker.PullAlways,
+				docker.FieldImage: img.Ref, docker.FieldLabels: map[string]string{runLabel: run}, "startup_timeout": "2m",
+				docker.FieldRegistryAuth: user + ":" + pass, "pull_policy": "always",
 			}
 			c.ok("env", "create", "--name", "web", "--driver", "docker", "--config", configFile(t, cfg))
 			var l lease.Lease

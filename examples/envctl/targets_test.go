@@ -87,7 +87,7 @@ func TestProbeDocker(t *testing.T) {
 	c := newCLI(t)
 	create := func(name, ref string) {
 		c.ok("env", "create", "--name", name, "--driver", "docker", "--config", configFile(t, map[string]any{
-			docker.FieldImage: ref, docker.FieldLabels: map[string]string{runLabel: run}, docker.FieldStartupTimeout: "2m",
+			docker.FieldImage: ref, docker.FieldLabels: map[string]string{runLabel: run}, "startup_timeout": "2m",
 		}))
 	}
 	create("pinned", img.Ref)

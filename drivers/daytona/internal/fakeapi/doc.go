@@ -1,17 +1,19 @@
-// Package daytonatest is a fake Daytona API and toolbox proxy for tests: an
+// Package fakeapi is a fake Daytona API and toolbox proxy for tests, whole:
+// the daytona driver's own tests use it, and drivers/daytona/daytonatest
+// wraps the little that hosts' tests need. It is an
 // httptest server on 127.0.0.1 that keeps the real API's rules as read in
 // Daytona v0.190.0 (apps/api/src/sandbox/services/sandbox.service.ts,
 // sandbox.controller.ts, snapshot.service.ts, the API's exception filter,
 // and the daemon's apps/daemon/pkg/toolbox/process/execute.go).
 //
 //	clk := clock.NewFake(time.Now())
-//	srv, err := daytonatest.New(&daytonatest.Options{Clock: clk})
+//	srv, err := fakeapi.New(&fakeapi.Options{Clock: clk})
 //	defer srv.Close()
 //	snap, err := srv.CreateSnapshot("base:1.0", "debian:12.7")
 //	cfg := map[string]any{"api_url": srv.URL(), "api_key": srv.APIKey(),
 //		"snapshot_id": snap.ID} // for daytona.New(nil)
-//	srv.InjectFault(daytonatest.Fault{
-//		Route: daytonatest.RouteCreateSandbox, Status: 503})
+//	srv.InjectFault(fakeapi.Fault{
+//		Route: fakeapi.RouteCreateSandbox, Status: 503})
 //	srv.Advance(time.Second) // due transitions finish; no sleeps
 //
 // New and Options make a server; Knobs set timing and failures, Fault
@@ -103,4 +105,4 @@
 // Time: transitions finish when the server's clock passes their delay and
 // enough reads happened (Knobs.StartDelay, StartPolls, StopDelay). With a
 // *clock.Fake the test decides when, through Server.Advance; no sleeps.
-package daytonatest
+package fakeapi

@@ -1,4 +1,4 @@
-package daytonatest
+package fakeapi
 
 import (
 	"errors"
