@@ -13,6 +13,9 @@
 // Usage:
 //
 //	testreport [-slowest N] [-show REGEXP] [go test flags and packages]
+//
+// Its own flags come first; everything from the first other argument on is
+// go test's.
 package main
 
 import (
@@ -171,15 +174,34 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
+// ownFlags splits the arguments into testreport's own leading flags
+// (-slowest, -show; "-f v" or "-f=v") and the rest, which go test gets.
+func ownFlags(args []string) (own, rest []string) {
+	for i := 0; i < len(args); i++ {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if !strings.HasPrefix(args[i], "-") || name != "slowest" && name != "show" {
+			return own, args[i:]
+		}
+		own = append(own, args[i])
+		if !hasValue && i+1 < len(args) {
+			i++
+			own = append(own, args[i])
+		}
+	}
+	return own, nil
+}
+
 func main() {
-	slowest := flag.Int("slowest", 10, "how many of the slowest tests and packages to print")
-	show := flag.String("show", "", "print the output of the top-level tests matching this regular expression even when they pass")
-	flag.Parse()
+	fs := flag.NewFlagSet("testreport", flag.ExitOnError)
+	slowest := fs.Int("slowest", 10, "how many of the slowest tests and packages to print")
+	show := fs.String("show", "", "print the output of the top-level tests matching this regular expression even when they pass")
+	own, rest := ownFlags(os.Args[1:])
+	fs.Parse(own) // ExitOnError: a bad flag exits with status 2
 	var re *regexp.Regexp
 	if *show != "" {
 		re = regexp.MustCompile(*show)
 	}
-	cmd := exec.Command("go", append([]string{"test", "-json"}, flag.Args()...)...)
+	cmd := exec.Command("go", append([]string{"test", "-json"}, rest...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

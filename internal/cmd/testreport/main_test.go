@@ -45,3 +45,21 @@ func TestReport(t *testing.T) {
 		t.Errorf("slowest tests are not listed slowest first:\n%s", got)
 	}
 }
+
+// testreport's own flags come first; the first other argument and all after
+// it are go test's, flags included.
+func TestOwnFlags(t *testing.T) {
+	for _, c := range []struct {
+		args, own, rest []string
+	}{
+		{[]string{"-slowest", "5", "-show=^X$", "-race", "-timeout", "30m", "./..."}, []string{"-slowest", "5", "-show=^X$"}, []string{"-race", "-timeout", "30m", "./..."}},
+		{[]string{"./..."}, nil, []string{"./..."}},
+		{[]string{"-show", "x"}, []string{"-show", "x"}, nil},
+		{[]string{"-run", "TestShow", "-show", "x"}, nil, []string{"-run", "TestShow", "-show", "x"}},
+	} {
+		own, rest := ownFlags(c.args)
+		if strings.Join(own, " ") != strings.Join(c.own, " ") || strings.Join(rest, " ") != strings.Join(c.rest, " ") {
+			t.Errorf("ownFlags(%q) = %q, %q; want %q, %q", c.args, own, rest, c.own, c.rest)
+		}
+	}
+}
