@@ -8,10 +8,12 @@
 // A name is identified by its package, kind and name (a member by its type
 // too), not by its signature: a name whose signature changed is listed as
 // changed. What replaces a removed name comes from the notes: markdown
-// tables in the files of -notes whose rows are "| old | replacement |",
-// old written as `pkg.Name` or `pkg.Type.Member` (pkg is the import path
-// below the module, "berth" for the root). A removed name that no note
-// names was unexported or removed because only berth itself used it.
+// tables in the files of -notes whose rows are "| old names | replacement |";
+// a row covers a name when it names its package whole ("package `P`") or
+// names the package's last element and the name's last element (so a row
+// may list `lease.DefaultClaimGrace`, `DefaultPruneAfter` together). A
+// removed name that no row covers was unexported because only berth's own
+// packages used it.
 package main
 
 import (
@@ -41,7 +43,7 @@ var (
 	methodRE = regexp.MustCompile(`^method \(\*?([A-Za-z0-9_]+)(?:\[[^\]]*\])?\) ([A-Za-z0-9_]+)`)
 	memberRE = regexp.MustCompile(`^type ([A-Za-z0-9_]+) (?:struct|interface), (?:embedded )?\*?([A-Za-z0-9_.]+)`)
 	simpleRE = regexp.MustCompile(`^(const|var|func|type) ([A-Za-z0-9_]+)`)
-	rowRE    = regexp.MustCompile("^\\|\\s*`?([^|`]+?)`?\\s*\\|\\s*(.+?)\\s*\\|\\s*$")
+	rowRE    = regexp.MustCompile(`^\|\s*(.+?)\s*\|\s*(.+?)\s*\|\s*$`)
 )
 
 func parse(text string) map[string]entry {
@@ -109,9 +111,53 @@ func readDir(dir string) (string, error) {
 	return b.String(), nil
 }
 
+// note is one row of a notes table: the names it covers, as written, and
+// what replaces them.
+type note struct{ names, replacement string }
+
+// covers reports whether the row speaks of key (pkg.Name or
+// pkg.Type.Member): it names the key's package whole ("package `P`"), or it
+// names the package (by its last element) and the key's last element; with
+// loose, a member is also covered by a row that names its type.
+func (n note) covers(key string, loose bool) bool {
+	pkg, name, _ := strings.Cut(key, ".")
+	if strings.Contains(n.names, "package `"+pkg+"`") {
+		return true
+	}
+	short := pkg[strings.LastIndex(pkg, "/")+1:]
+	if !wordIn(n.names, short) {
+		return false
+	}
+	typ, member, isMember := strings.Cut(name, ".")
+	if !isMember {
+		return wordIn(n.names, name)
+	}
+	return wordIn(n.names, member) || loose && wordIn(n.names, typ)
+}
+
+// wordIn reports whether w occurs in s between non-identifier characters.
+func wordIn(s, w string) bool {
+	for i := 0; ; {
+		j := strings.Index(s[i:], w)
+		if j < 0 {
+			return false
+		}
+		j += i
+		before, after := j == 0 || !isIdent(s[j-1]), j+len(w) == len(s) || !isIdent(s[j+len(w)])
+		if before && after {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+func isIdent(c byte) bool {
+	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
 // readNotes reads the replacement rows of the notes' tables.
-func readNotes(dir string) (map[string]string, error) {
-	notes := map[string]string{}
+func readNotes(dir string) ([]note, error) {
+	var notes []note
 	if dir == "" {
 		return notes, nil
 	}
@@ -130,12 +176,7 @@ func readNotes(dir string) (map[string]string, error) {
 			if m == nil || strings.HasPrefix(m[1], "-") || strings.EqualFold(m[1], "removed or renamed") {
 				continue
 			}
-			for _, old := range strings.Split(m[1], ",") {
-				old = strings.Trim(strings.TrimSpace(old), "`")
-				if old != "" {
-					notes[old] = m[2]
-				}
-			}
+			notes = append(notes, note{names: m[1], replacement: m[2]})
 		}
 		f.Close()
 		if err := sc.Err(); err != nil {
@@ -145,7 +186,7 @@ func readNotes(dir string) (map[string]string, error) {
 	return notes, nil
 }
 
-func write(w io.Writer, base string, old, now map[string]entry, notes map[string]string) {
+func write(w io.Writer, base string, old, now map[string]entry, notes []note) {
 	var removed, changed, added []string
 	for k, e := range old {
 		if n, ok := now[k]; !ok {
@@ -169,9 +210,15 @@ func write(w io.Writer, base string, old, now map[string]entry, notes map[string
 	fmt.Fprintf(w, "A removed name with no replacement was used only by berth's own packages; the notes that name replacements are in docs/api-changes.d/.\n\n")
 	fmt.Fprintf(w, "## Removed or renamed\n\n| name | kind | replaced by |\n|---|---|---|\n")
 	for _, k := range removed {
-		r := notes[k]
-		if r == "" {
-			r = "— (only berth used it)"
+		r := "— (unexported: only berth's own packages used it)"
+	find:
+		for _, loose := range []bool{false, true} {
+			for _, n := range notes {
+				if n.covers(k, loose) {
+					r = n.replacement
+					break find
+				}
+			}
 		}
 		fmt.Fprintf(w, "| `%s` | %s | %s |\n", k, old[k].kind, r)
 	}
@@ -187,7 +234,7 @@ func write(w io.Writer, base string, old, now map[string]entry, notes map[string
 
 func main() {
 	base := flag.String("base", "", "the commit whose api/ files are the old API")
-	notes := flag.String("notes", "", "a directory of markdown notes naming replacements")
+	notesDir := flag.String("notes", "", "a directory of markdown notes naming replacements")
 	flag.Parse()
 	if *base == "" {
 		fmt.Fprintln(os.Stderr, "apichanges: -base is required")
@@ -203,7 +250,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "apichanges:", err)
 		os.Exit(1)
 	}
-	n, err := readNotes(*notes)
+	n, err := readNotes(*notesDir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "apichanges:", err)
 		os.Exit(1)
