@@ -23,27 +23,16 @@ var keyIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 // key. It is opaque: a host builds one with NewSigner and hands it to
 // berth.New (Options.RunnerSigner), so that replicas share the keys; it
 // never hands the keys back. A Signer is safe for concurrent use and never
-// changes after NewSigner.
-type Signer struct {
-	keys prpkeys.Keys
-}
-
-func init() {
-	prpkeys.Of = func(signer any) *prpkeys.Keys {
-		s, _ := signer.(*Signer)
-		if s == nil {
-			return nil
-		}
-		return &s.keys
-	}
-}
+// changes after NewSigner; a nil *Signer has no keys (nothing it signs
+// verifies).
+type Signer prpkeys.Keys
 
 // NewSigner returns a Signer that signs with keys[current] and verifies
 // with any of keys. Key ids are 1-32 characters of [A-Za-z0-9_-]; keys are
 // at least 32 bytes (copied). An invalid id or key, or a current id that is
 // not among the keys, is an error.
 func NewSigner(current string, keys map[string][]byte) (*Signer, error) {
-	s := &Signer{keys: prpkeys.Keys{Current: current, ByID: map[string][]byte{}}}
+	byID := make(map[string][]byte, len(keys))
 	for kid, k := range keys {
 		if !keyIDRE.MatchString(kid) {
 			return nil, fmt.Errorf("prp: signer: key id %q is invalid", kid)
@@ -51,10 +40,10 @@ func NewSigner(current string, keys map[string][]byte) (*Signer, error) {
 		if len(k) < 32 {
 			return nil, fmt.Errorf("prp: signer: key %q is shorter than 32 bytes", kid)
 		}
-		s.keys.ByID[kid] = append([]byte(nil), k...)
+		byID[kid] = append([]byte(nil), k...)
 	}
-	if _, ok := s.keys.ByID[current]; !ok {
+	if _, ok := byID[current]; !ok {
 		return nil, fmt.Errorf("prp: signer: current key %q is not among the keys", current)
 	}
-	return s, nil
+	return (*Signer)(prpkeys.New(current, byID)), nil
 }

@@ -78,13 +78,9 @@ func (c *Claims) Authorize(lease, run string) error {
 	return nil
 }
 
-// keysOf returns s's keys; a nil Signer has none.
-func keysOf(s *prp.Signer) *prpkeys.Keys {
-	if k := prpkeys.Of(s); k != nil {
-		return k
-	}
-	return &prpkeys.Keys{}
-}
+// keysOf returns s's keys (prp.Signer is defined on prpkeys.Keys); a nil
+// Signer has none, and its Keys read as empty.
+func keysOf(s *prp.Signer) *prpkeys.Keys { return (*prpkeys.Keys)(s) }
 
 // Mint returns the text form of a token carrying c, signed with s's current
 // key.
@@ -93,7 +89,7 @@ func Mint(s *prp.Signer, c Claims) (string, error) {
 		return "", fmt.Errorf("prp: mint token: %w", err)
 	}
 	k := keysOf(s)
-	if k.ByID[k.Current] == nil {
+	if k.Key(k.Current()) == nil {
 		return "", errors.New("prp: mint token: no signer")
 	}
 	c.IssuedAt, c.ExpiresAt = c.IssuedAt.UTC(), c.ExpiresAt.UTC()
@@ -101,8 +97,8 @@ func Mint(s *prp.Signer, c Claims) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("prp: mint token: %w", err)
 	}
-	head := tokenPrefix + "." + k.Current + "." + base64.RawURLEncoding.EncodeToString(payload)
-	tok := head + "." + base64.RawURLEncoding.EncodeToString(mac(k, k.Current, head))
+	head := tokenPrefix + "." + k.Current() + "." + base64.RawURLEncoding.EncodeToString(payload)
+	tok := head + "." + base64.RawURLEncoding.EncodeToString(mac(k, k.Current(), head))
 	if len(tok) > MaxTokenLen {
 		return "", fmt.Errorf("prp: mint token: %d characters, limit %d", len(tok), MaxTokenLen)
 	}
@@ -110,7 +106,7 @@ func Mint(s *prp.Signer, c Claims) (string, error) {
 }
 
 func mac(k *prpkeys.Keys, kid, head string) []byte {
-	m := hmac.New(sha256.New, k.ByID[kid])
+	m := hmac.New(sha256.New, k.Key(kid))
 	m.Write([]byte(head))
 	return m.Sum(nil)
 }
@@ -141,7 +137,7 @@ func verifySignature(k *prpkeys.Keys, tok string) (Claims, error) {
 	if err != nil || len(sig) != sha256.Size {
 		return Claims{}, fmt.Errorf("%w: the mac is not base64url of %d bytes", ErrTokenMalformed, sha256.Size)
 	}
-	if _, ok := k.ByID[parts[1]]; !ok {
+	if k.Key(parts[1]) == nil {
 		return Claims{}, fmt.Errorf("%w: key id %q is unknown", ErrTokenInvalid, parts[1])
 	}
 	head := tok[:len(tok)-len(parts[3])-1]
@@ -176,7 +172,7 @@ const StateKeyLen = sha256.Size
 // lost, never as commands to run.)
 func StateKey(s *prp.Signer, session string) []byte {
 	k := keysOf(s)
-	m := hmac.New(sha256.New, k.ByID[k.Current])
+	m := hmac.New(sha256.New, k.Key(k.Current()))
 	m.Write([]byte("berth prp state key v1\x00"))
 	m.Write([]byte(session))
 	return m.Sum(nil)
