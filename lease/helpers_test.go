@@ -212,7 +212,7 @@ func (w *world) options() *lease.Options {
 }
 
 // knobs lets f change the internal knobs of o (internal/leasetune).
-func knobs(o *lease.Options, f func(*leasetune.Knobs)) { leasetune.Update(o, f) }
+func knobs(o *lease.Options, f func(*leasetune.Knobs)) { leasetune.Update(&o.Tuning, f) }
 
 func (w *world) newManager(mod func(*lease.Options)) *lease.Manager {
 	o := w.options()

@@ -115,7 +115,13 @@ type Options struct {
 	// the Assignments' gate, which reads them too. nil: refills read none.
 	Settings instance.Reader
 
-	// knobs are the internal knobs berth's tests set (internal/leasetune).
+	// Tuning holds internal knobs (randomness, ids, budgets, TTLs, pacing)
+	// that only berth's own tests set: its type is in an internal package,
+	// so a host cannot build one and leaves it nil, which means the
+	// defaults stated above.
+	Tuning *leasetune.Knobs
+
+	// knobs is a copy of *Tuning with the defaults filled in (NewManager).
 	knobs leasetune.Knobs
 }
 
@@ -147,11 +153,6 @@ type Manager struct {
 	// quotaLocks serialize a company's quota check with the record it
 	// admits (lockQuota), striped by company.
 	quotaLocks [32]sync.Mutex
-}
-
-// init lets berth's tests set the internal knobs (internal/leasetune).
-func init() {
-	leasetune.Update = func(opts any, f func(*leasetune.Knobs)) { f(&opts.(*Options).knobs) }
 }
 
 // NewManager returns a Manager over store and the drivers of reg, with
@@ -199,6 +200,9 @@ func NewManager(store Store, reg *drivers.Registry, asg *environment.Assignments
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Tuning != nil {
+		o.knobs = *o.Tuning
 	}
 	if o.knobs.NewID == nil {
 		o.knobs.NewID = newLeaseID

@@ -1,9 +1,9 @@
 // Package leasetune holds the lease manager's knobs that no host sets:
 // its randomness, lease ids, budgets, TTLs and the pacing of
 // retries, polls, sweeps, heartbeats and pool refills. berth.New leaves
-// them at their defaults (see lease.Options); berth's own tests give them
-// to a lease.Options with Update to run the manager in fake time and in
-// step.
+// them at their defaults (see lease.Options); berth's own tests set them
+// in lease.Options.Tuning (with Update) to run the manager in fake time and
+// in step. There is no package state.
 package leasetune
 
 import "time"
@@ -47,7 +47,16 @@ type Knobs struct {
 	PoolConcurrency int
 }
 
-// Update calls f with the knobs of opts, a *lease.Options, for f to
-// change. Package lease sets it when it is initialized, so it is set in
-// every program that can build a lease.Options.
-var Update func(opts any, f func(*Knobs))
+// Update calls f with *knobs for f to change, allocating it first when it
+// is nil: berth's tests write
+//
+//	leasetune.Update(&opts.Tuning, func(k *leasetune.Knobs) { k.LeaseTTL = time.Hour })
+//
+// on a lease.Options (whose Tuning field only berth's own packages can fill,
+// since no other module can name this type).
+func Update(knobs **Knobs, f func(*Knobs)) {
+	if *knobs == nil {
+		*knobs = new(Knobs)
+	}
+	f(*knobs)
+}

@@ -60,7 +60,7 @@ func newLeaseWorld(t *testing.T, cleanupBudget time.Duration) *leaseWorld {
 func newLeaseWorldWith(t *testing.T, cleanupBudget time.Duration, o serverOptions) *leaseWorld {
 	t.Helper()
 	return composeLeaseWorld(t, o, nil, func(lo *lease.Options) {
-		leasetune.Update(lo, func(k *leasetune.Knobs) { k.CleanupBudget = cleanupBudget })
+		leasetune.Update(&lo.Tuning, func(k *leasetune.Knobs) { k.CleanupBudget = cleanupBudget })
 	})
 }
 
@@ -93,7 +93,7 @@ func composeLeaseWorld(t *testing.T, o serverOptions, mod func(*environment.Envi
 		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
 			return envs.ListEnvironments(ctx, environment.ListFilter{})
 		}}
-	leasetune.Update(lo, func(k *leasetune.Knobs) {
+	leasetune.Update(&lo.Tuning, func(k *leasetune.Knobs) {
 		k.NewID = func() string { return "lease-" + string(rune('0'+n.Add(1))) }
 	})
 	if modLease != nil {

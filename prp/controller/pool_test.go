@@ -71,7 +71,7 @@ func newPoolReplicas(t *testing.T, az authz.Authorizer, secrets controller.Secre
 			return envs.ListEnvironments(ctx, environment.ListFilter{})
 		},
 	}
-	leasetune.Update(lo, func(k *leasetune.Knobs) {
+	leasetune.Update(&lo.Tuning, func(k *leasetune.Knobs) {
 		k.NewID = func() string { return "lease-" + string(rune('0'+n.Add(1))) }
 	})
 	m, _ := lease.NewManager(leases, reg, asg, s.tasks, lo)

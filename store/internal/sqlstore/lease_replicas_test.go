@@ -88,7 +88,7 @@ func newReplicas(t *testing.T, noOrphanSearch bool) *replicas {
 		t.Cleanup(func() { db.Close() })
 		r.stores[i] = db
 		o := &lease.Options{InstanceID: "berth-test"}
-		leasetune.Update(o, func(k *leasetune.Knobs) { k.PollInterval, k.SweepLimit = 5*time.Millisecond, sweepLimit })
+		leasetune.Update(&o.Tuning, func(k *leasetune.Knobs) { k.PollInterval, k.SweepLimit = 5*time.Millisecond, sweepLimit })
 		if noOrphanSearch {
 			o.SweepEnvironments = func(context.Context) ([]*environment.Environment, error) { return nil, nil }
 		}
