@@ -175,9 +175,13 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // ownFlags splits the arguments into testreport's own leading flags
-// (-slowest, -show; "-f v" or "-f=v") and the rest, which go test gets.
+// (-slowest, -show; "-f v" or "-f=v") and the rest, which go test gets: from
+// the first other argument on, or after a "--".
 func ownFlags(args []string) (own, rest []string) {
 	for i := 0; i < len(args); i++ {
+		if args[i] == "--" {
+			return own, args[i+1:]
+		}
 		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
 		if !strings.HasPrefix(args[i], "-") || name != "slowest" && name != "show" {
 			return own, args[i:]

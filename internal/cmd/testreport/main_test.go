@@ -54,6 +54,7 @@ func TestOwnFlags(t *testing.T) {
 	}{
 		{[]string{"-slowest", "5", "-show=^X$", "-race", "-timeout", "30m", "./..."}, []string{"-slowest", "5", "-show=^X$"}, []string{"-race", "-timeout", "30m", "./..."}},
 		{[]string{"./..."}, nil, []string{"./..."}},
+		{[]string{"-slowest=3", "--", "-race", "./..."}, []string{"-slowest=3"}, []string{"-race", "./..."}},
 		{[]string{"-show", "x"}, []string{"-show", "x"}, nil},
 		{[]string{"-run", "TestShow", "-show", "x"}, nil, []string{"-run", "TestShow", "-show", "x"}},
 	} {
