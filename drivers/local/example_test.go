@@ -1,0 +1,43 @@
+package local_test
+
+import (
+	"fmt"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/local"
+)
+
+// A host registers the local driver (the machine berth runs on) and saves a
+// config through its schema; nothing here runs a command. The driver is a
+// host driver: its leases are sessions in a working directory, with no
+// isolation between them, and its config holds no secret.
+func ExampleNew() {
+	reg := drivers.NewRegistry(local.New(nil))
+	defer reg.Close()
+	info := reg.Describe(local.Name)
+	fmt.Println(info.Name, info.Kind, info.Effective, info.Available)
+
+	d, err := reg.Lookup(local.Name)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	schema := d.Schema()
+	cfg, err := schema.Normalize(map[string]any{local.FieldWorkdir: "/srv/agents/ws-1"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(cfg.String(local.FieldWorkdir), cfg.String("shell"))
+	for _, f := range schema.Fields {
+		fmt.Println(f.Name, f.Kind)
+	}
+	_, err = schema.Normalize(map[string]any{"host": "elsewhere"})
+	fmt.Println(drivers.CodeOf(err), "-", err)
+	// Output:
+	// local host exec,stream_exec,runner_ingress true
+	// /srv/agents/ws-1 /bin/sh
+	// workdir identity
+	// shell knob
+	// invalid_config - local config: field "host": unknown field
+}

@@ -1,0 +1,44 @@
+package instance_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/instance"
+)
+
+// Every known principal reads the instance settings; only instance admins
+// and local operators change them, each change based on the revision it
+// read. Admit is the decision the environment gate makes with them.
+func ExampleService() {
+	ctx := context.Background()
+	svc, _ := instance.NewService(instance.NewMemoryStore(), nil) // a host passes stores.Settings
+	admin := authz.Principal{ID: "admin", Role: authz.RoleInstanceAdmin}
+	agent := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
+
+	s, err := svc.Get(ctx, agent)
+	fmt.Println(s, err)
+
+	on := true
+	s, err = svc.Update(ctx, admin, instance.Update{ManagedSandboxOnly: &on, Revision: s.Revision})
+	fmt.Println(s, s.UpdatedBy, err)
+	fmt.Println(s.Admit("docker", false))
+	err = s.Admit("ssh", true) // a host driver
+	fmt.Println(errors.Is(err, instance.ErrManagedSandboxOnly), err)
+
+	// A change based on a stale revision is refused; an agent may not change them.
+	off := false
+	_, err = svc.Update(ctx, admin, instance.Update{EnableEnvironments: &off, Revision: 0})
+	fmt.Println(errors.Is(err, instance.ErrConflict))
+	_, err = svc.Update(ctx, agent, instance.Update{EnableEnvironments: &off, Revision: instance.AnyRevision})
+	fmt.Println(errors.Is(err, authz.ErrDenied))
+	// Output:
+	// enableEnvironments=true enableManagedSandboxOnly=false (revision 0) <nil>
+	// enableEnvironments=true enableManagedSandboxOnly=true (revision 1) admin <nil>
+	// <nil>
+	// true driver "ssh" is a host driver and the instance setting enableManagedSandboxOnly is on (only managed sandboxes can be targets): managed_sandbox_only
+	// true
+	// true
+}
