@@ -116,7 +116,7 @@ func newSetupWorld(t *testing.T, o *berth.Options, fo *fake.Options) (*tplWorld,
 	w := newTplWorld(t, &opts, fk)
 	cfg := map[string]any{"image": w.img, "region": "r1"}
 	if fo.APIKey != "" {
-		cfg[fake.FieldAPIKey] = fo.APIKey
+		cfg["api_key"] = fo.APIKey
 	}
 	v, err := w.sys.Catalog().Create(context.Background(), tplOps, environment.CreateRequest{Name: "setup-fake", Driver: fk.Name(), Config: cfg})
 	if err != nil {

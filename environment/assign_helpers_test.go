@@ -95,7 +95,7 @@ func newAsgFixtureOn(t testing.TB, envs environment.Store, bindings environment.
 	for _, e := range []*environment.Environment{
 		{ID: "env_retired", Name: "retired", Driver: "retired", Status: environment.StatusActive, Revision: 1},
 		{ID: "env_broken", Name: "broken", Driver: "fake", Status: environment.StatusActive, Revision: 1,
-			Config: config.Config{fake.FieldCPUs: int64(500)}},
+			Config: config.Config{"cpus": int64(500)}},
 	} {
 		if err := envs.CreateEnvironment(ctx, e, false); err != nil {
 			t.Fatalf("CreateEnvironment(%s): %v", e.Name, err)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
@@ -139,13 +138,13 @@ func TestPoolRetire(t *testing.T) {
 	first := w.pooled()
 
 	// A knob edit keeps them (no identity change)...
-	w.env.Config[fake.FieldCPUs] = int64(2)
+	w.env.Config["cpus"] = int64(2)
 	w.save(w.env)
 	if rep := w.maintain(w.m); rep.Retired != 0 || rep.Created != 0 {
 		t.Fatalf("after a knob edit: %+v, want nothing", rep)
 	}
 	// ...an identity edit retires them and refills from the new config.
-	w.env.Config[fake.FieldRegion] = "eu-2"
+	w.env.Config["region"] = "eu-2"
 	w.save(w.env)
 	rep := w.maintain(w.m)
 	if rep.Retired != 2 || rep.Created != 2 {
@@ -160,8 +159,8 @@ func TestPoolRetire(t *testing.T) {
 	// The new members adopt for the new config.
 	h := w.acquire(lease.Ephemeral, "run-1")
 	lease.WaitPoolRefills(w.m)
-	if h.Lease().Config.String(fake.FieldRegion) != "eu-2" {
-		t.Fatalf("adopted a member of region %q", h.Lease().Config.String(fake.FieldRegion))
+	if h.Lease().Config.String("region") != "eu-2" {
+		t.Fatalf("adopted a member of region %q", h.Lease().Config.String("region"))
 	}
 
 	// Past the max age.
@@ -303,7 +302,7 @@ func TestPoolTwoReplicas(t *testing.T) {
 func TestPoolAdoptionVerifiesLiveImage(t *testing.T) {
 	w := poolWorld(t, 2, 0, func(o *lease.Options) { o.ManualPoolRefill = true })
 	id := w.fk.AddImage("registry.test/app@sha256:" + strings.Repeat("ab", 32))
-	w.env.Config[fake.FieldImage] = id.String()
+	w.env.Config["image"] = id.String()
 	w.save(w.env)
 	w.maintain(w.m)
 	members := w.pooled()

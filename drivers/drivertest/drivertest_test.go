@@ -146,10 +146,11 @@ func (h brokenHarness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
 	}
 	switch f {
 	case drivertest.FailUnknownImage:
-		return drivertest.Broken{Config: map[string]any{fake.FieldImage: "registry.example/none:1"}}, true
+		return drivertest.Broken{Config: map[string]any{"image": "registry.example/none:1"}}, true
 	case drivertest.FailUnreachable:
 		wrong := fmt.Errorf("connection refused: %w", drivers.ErrUnreachable)
-		d := fake.New(&fake.Options{Name: "fake-wrong", Faults: []fake.Fault{{Op: fake.OpCreate, Err: wrong}}})
+		d := fake.New(&fake.Options{Name: "fake-wrong"})
+		d.Inject(fake.Fault{Op: fake.OpCreate, Err: wrong})
 		return drivertest.Broken{Driver: d, Config: map[string]any{}, Layer: drivers.ErrUnavailable}, true
 	}
 	return drivertest.Broken{}, false

@@ -26,7 +26,7 @@ const acmeKey = "acme-test-key"
 func newAcmeHarness(_ context.Context, _ testing.TB) (drivertest.Harness, error) {
 	return &acmeHarness{
 		d:   fake.New(&fake.Options{Name: "acme", APIKey: acmeKey}),
-		raw: map[string]any{fake.FieldImage: fake.DefaultImage, fake.FieldAPIKey: acmeKey},
+		raw: map[string]any{"image": fake.DefaultImage, "api_key": acmeKey},
 	}, nil
 }
 
@@ -47,11 +47,11 @@ func (h *acmeHarness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
 	raw := maps.Clone(h.raw)
 	switch f {
 	case drivertest.FailBadCredentials:
-		raw[fake.FieldAPIKey] = "wrong-key"
+		raw["api_key"] = "wrong-key"
 	case drivertest.FailMissingCredentials:
-		delete(raw, fake.FieldAPIKey)
+		delete(raw, "api_key")
 	case drivertest.FailUnknownImage:
-		raw[fake.FieldImage] = "registry.example/acme/none:1"
+		raw["image"] = "registry.example/acme/none:1"
 	default:
 		return drivertest.Broken{}, false
 	}

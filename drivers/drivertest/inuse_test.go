@@ -19,7 +19,7 @@ type imageHarness struct{ d drivers.Driver }
 
 func (h imageHarness) Driver() drivers.Driver { return h.d }
 func (h imageHarness) Config() config.Config {
-	return config.Config{fake.FieldImage: fake.DefaultImage}
+	return config.Config{"image": fake.DefaultImage}
 }
 func (h imageHarness) Close() {}
 
@@ -33,7 +33,7 @@ func (h imageHarness) ConfigWithImage(id images.Identity) (config.Config, bool) 
 	if id.Kind() == images.KindSnapshot {
 		ref = fake.SnapshotPrefix + id.SnapshotID()
 	}
-	return config.Config{fake.FieldImage: ref}, true
+	return config.Config{"image": ref}, true
 }
 
 // inUse is how refusesInUse answers a delete of a template that a live

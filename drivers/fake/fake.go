@@ -27,10 +27,10 @@ const Name = "fake"
 // has the knob startup_timeout and the metadata notes; region defaults to
 // "local-1".
 const (
-	FieldImage  = "image"
-	FieldRegion = "region"
-	FieldCPUs   = "cpus"
-	FieldAPIKey = "api_key"
+	fieldImage  = "image"
+	fieldRegion = "region"
+	fieldCPUs   = "cpus"
+	fieldAPIKey = "api_key"
 )
 
 const (
@@ -53,9 +53,8 @@ type Options struct {
 	// argv[0] or its base name ("make"), or, for "sh -c SCRIPT ...", the
 	// whole SCRIPT (qualify.DetectScript, or a test's script).
 	Handlers    map[string]HandlerFunc
-	Faults      []Fault // injected from the start (Driver.Inject)
-	APIKey      string  // if not "", the api_key every operation needs (else drivers.ErrAuth)
-	DeleteInUse bool    // DeleteTemplate deletes what sandboxes use (as Daytona); default ErrInUse (as Docker)
+	APIKey      string // if not "", the api_key every operation needs (else drivers.ErrAuth)
+	DeleteInUse bool   // DeleteTemplate deletes what sandboxes use (as Daytona); default ErrInUse (as Docker)
 	// Unavailable, if not nil, is what Availability reports: the driver is
 	// listed as unavailable and has no effective capabilities (CAP-3).
 	Unavailable error
@@ -64,7 +63,7 @@ type Options struct {
 // Driver is the fake provider and its driver; its state is shared by all
 // its sandboxes. It is safe for concurrent use.
 type Driver struct {
-	o              Options // Faults and StartDelay guarded by mu
+	o              Options // StartDelay guarded by mu
 	name, provider string
 	declared       drivers.Set
 	platform       Platform
@@ -75,17 +74,19 @@ type Driver struct {
 	boxes          map[string]*box
 	images         imageTable
 	calls          [numOps]int
+	faults         []Fault // injected by Inject, FailNth and RefuseStop
 	lies           map[string]Lie
 	wrongImage     map[string]bool
 }
 
 // SandboxRecord is one sandbox as Driver.Sandboxes reports it.
 type SandboxRecord struct {
-	ID, LeaseID string // LeaseID is AcquireRequest.LeaseID
-	State       drivers.State
-	Labels      map[string]string
-	Image       images.Identity
-	Created     time.Time
+	ID      string
+	State   drivers.State
+	Labels  map[string]string
+	Image   images.Identity
+	leaseID string    // AcquireRequest.LeaseID
+	created time.Time // reported by List as CreatedAt
 }
 
 // box is one sandbox at the fake provider. Guarded by Driver.mu.
@@ -168,7 +169,7 @@ func (b *box) stateAt(now time.Time) drivers.State {
 func New(opts *Options) *Driver {
 	d := &Driver{o: *cmp.Or(opts, &Options{}), boxes: map[string]*box{}, lies: map[string]Lie{}, wrongImage: map[string]bool{},
 		images: imageTable{ids: map[images.Identity]bool{}, names: map[string]images.Identity{}, pushes: map[string]int{}}}
-	d.o.Handlers, d.o.Faults, d.name, d.provider = maps.Clone(d.o.Handlers), slices.Clone(d.o.Faults), cmp.Or(d.o.Name, Name), Name
+	d.o.Handlers, d.name, d.provider = maps.Clone(d.o.Handlers), cmp.Or(d.o.Name, Name), Name
 	if _, err := images.SnapshotIdentity(d.name, "x"); err == nil {
 		d.provider = d.name
 	}
@@ -192,16 +193,16 @@ func (d *Driver) newSchema() *config.Schema {
 		}
 		return nil
 	}
-	return &config.Schema{Driver: d.name, ImageField: FieldImage, Fields: []config.Field{
-		{Name: FieldImage, Kind: config.KindIdentity, Type: config.TypeString, Check: image, Doc: "OCI reference " +
+	return &config.Schema{Driver: d.name, ImageField: fieldImage, Fields: []config.Field{
+		{Name: fieldImage, Kind: config.KindIdentity, Type: config.TypeString, Check: image, Doc: "OCI reference " +
 			"(repo:tag or repo@sha256:...), snapshot:<id> or snapshot-name:<name>; absent: the provider default image"},
-		{Name: FieldRegion, Kind: config.KindIdentity, Type: config.TypeString, Default: defaultRegion, Doc: "provider region; part of the target's identity"},
-		{Name: FieldCPUs, Kind: config.KindKnob, Type: config.TypeInt, Default: int64(1), Check: cpus, Doc: "CPUs per sandbox (1-64)"},
+		{Name: fieldRegion, Kind: config.KindIdentity, Type: config.TypeString, Default: defaultRegion, Doc: "provider region; part of the target's identity"},
+		{Name: fieldCPUs, Kind: config.KindKnob, Type: config.TypeInt, Default: int64(1), Check: cpus, Doc: "CPUs per sandbox (1-64)"},
 		{Name: fieldStartupTimeout, Kind: config.KindKnob, Type: config.TypeDuration, Doc: "startup budget of a lease; absent: the provider-declared one"},
-		{Name: FieldAPIKey, Kind: config.KindSecret, Type: config.TypeString, Required: d.o.APIKey != "",
+		{Name: fieldAPIKey, Kind: config.KindSecret, Type: config.TypeString, Required: d.o.APIKey != "",
 			Doc: "provider API key (required when the fake was built with Options.APIKey)"},
 		{Name: fieldNotes, Kind: config.KindMetadata, Type: config.TypeString, Doc: "free text for operators"},
-	}, ImageReference: func(cfg config.Config) (images.Reference, error) { return d.parseImage(cfg.String(FieldImage)) }}
+	}, ImageReference: func(cfg config.Config) (images.Reference, error) { return d.parseImage(cfg.String(fieldImage)) }}
 }
 
 // Name returns the driver name (Options.Name, default Name).
@@ -220,7 +221,7 @@ func (d *Driver) Availability() error { return d.o.Unavailable }
 
 // Endpoint implements drivers.HealthChecker: "NAME region R". No I/O.
 func (d *Driver) Endpoint(cfg config.Config) string {
-	return d.name + " region " + cmp.Or(cfg.String(FieldRegion), defaultRegion)
+	return d.name + " region " + cmp.Or(cfg.String(fieldRegion), defaultRegion)
 }
 
 // CheckHealth implements drivers.HealthChecker. It counts an OpHealth, so a
@@ -238,13 +239,13 @@ func (d *Driver) CheckHealth(ctx context.Context, cfg config.Config) error {
 
 // enter checks ctx and the config's api key before the operation what.
 func (d *Driver) enter(ctx context.Context, cfg config.Config, what string) error {
-	switch v := cfg[FieldAPIKey]; {
+	switch v := cfg[fieldAPIKey]; {
 	case ctx.Err() != nil:
 		return fmt.Errorf("fake: %s: %w", what, ctx.Err())
 	case d.o.APIKey == "" || v == any(d.o.APIKey):
 		return nil
 	case v == nil:
-		return fmt.Errorf("fake %s: field %q: %w", d.name, FieldAPIKey, config.ErrCredentialsMissing)
+		return fmt.Errorf("fake %s: field %q: %w", d.name, fieldAPIKey, config.ErrCredentialsMissing)
 	}
 	return fmt.Errorf("fake %s: api key rejected: %w", d.name, drivers.ErrAuth)
 }
@@ -259,14 +260,14 @@ func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 		return nil, err
 	}
 	d.mu.Lock()
-	img, err := d.resolveImageLocked(cfg.String(FieldImage))
+	img, err := d.resolveImageLocked(cfg.String(fieldImage))
 	if cerr := d.callLocked(OpCreate, ""); cerr != nil || err != nil {
 		d.mu.Unlock()
 		return nil, cmp.Or(cerr, err)
 	}
 	d.seq++
 	now := d.o.Clock.Now()
-	b := &box{SandboxRecord: SandboxRecord{ID: d.name + "-" + strconv.Itoa(d.seq), Image: img, Created: now, LeaseID: req.LeaseID}, labels: labelPairs(req.Labels)}
+	b := &box{SandboxRecord: SandboxRecord{ID: d.name + "-" + strconv.Itoa(d.seq), Image: img, created: now, leaseID: req.LeaseID}, labels: labelPairs(req.Labels)}
 	b.boot(now, d.o.StartDelay)
 	d.boxes[b.ID] = b
 	d.mu.Unlock()
@@ -354,7 +355,7 @@ func (d *Driver) List(ctx context.Context, cfg config.Config, labels map[string]
 			continue
 		}
 		if b.carries(labels) {
-			out = append(out, drivers.SandboxInfo{ProviderLeaseID: b.ID, Labels: b.labelMap(), State: b.State, CreatedAt: b.Created})
+			out = append(out, drivers.SandboxInfo{ProviderLeaseID: b.ID, Labels: b.labelMap(), State: b.State, CreatedAt: b.created})
 		}
 	}
 	slices.SortFunc(out, func(a, b drivers.SandboxInfo) int { return byID(a.ProviderLeaseID, b.ProviderLeaseID) })
@@ -414,7 +415,7 @@ func (d *Driver) DeleteTemplate(ctx context.Context, cfg config.Config, id image
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.callLocked(OpDeleteTemplate, ""); err != nil {
+	if err := d.callLocked(opDeleteTemplate, ""); err != nil {
 		return drivers.Receipt{}, err
 	}
 	if id.Kind() == images.KindSnapshot && id.Provider() != d.provider {
@@ -445,7 +446,7 @@ func (d *Driver) Sandboxes() []SandboxRecord {
 	defer d.mu.Unlock()
 	out, now := make([]SandboxRecord, 0, len(d.boxes)), d.o.Clock.Now()
 	for _, b := range d.boxes {
-		out = append(out, SandboxRecord{ID: b.ID, LeaseID: b.LeaseID, State: b.stateAt(now), Labels: b.labelMap(), Image: b.Image, Created: b.Created})
+		out = append(out, SandboxRecord{ID: b.ID, leaseID: b.leaseID, State: b.stateAt(now), Labels: b.labelMap(), Image: b.Image, created: b.created})
 	}
 	slices.SortFunc(out, func(a, b SandboxRecord) int { return byID(a.ID, b.ID) })
 	return out
@@ -473,15 +474,15 @@ const (
 	OpCreate         Op = iota // the create call of Acquire, before a sandbox exists
 	OpStart                    // starts a created sandbox (Acquire, after Allocated) or a stopped one (Resume)
 	OpExec                     // Sandbox.Exec
-	OpStream                   // StreamExecer.Start
+	opStream                   // StreamExecer.Start
 	OpTerminal                 // Terminal.OpenTerminal
 	OpStop                     // Release(Stop)
 	OpDestroy                  // Release(Destroy) and Destroyer.Destroy
 	OpResume                   // Resumer.Resume
 	OpList                     // Lister.List
-	OpImageIdentity            // ImageReporter.ImageIdentity
+	opImageIdentity            // ImageReporter.ImageIdentity
 	OpCapture                  // Capturer.Capture
-	OpDeleteTemplate           // TemplateDeleter.DeleteTemplate
+	opDeleteTemplate           // TemplateDeleter.DeleteTemplate
 	OpHealth                   // drivers.HealthChecker.CheckHealth
 	OpRunner                   // drivers.RunnerHost.HostRunner and RunnerIngress.Launch
 	numOps
@@ -500,12 +501,14 @@ func (o Op) String() string {
 // Fault makes calls of one operation fail. Faults are deterministic: they
 // depend only on call counts and sandbox ids, never on time.
 type Fault struct {
-	Op Op // the operation that fails
-	// Nth, if > 0, fails only the Nth call of Op (1-based, as Driver.Calls
-	// counts); 0 fails every matching call until ClearFaults.
-	Nth     int
-	Sandbox string // if not "", only calls about that provider lease id fail
-	Err     error  // returned, wrapped; nil: an error wrapping drivers.ErrTransient
+	Op  Op    // the operation that fails, every call of it until ClearFaults
+	Err error // returned, wrapped; nil: an error wrapping drivers.ErrTransient
+	// nth, if > 0, fails only the nth call of Op (1-based, as Driver.Calls
+	// counts): Driver.FailNth sets it.
+	nth int
+	// sandbox, if not "", fails only calls about that provider lease id:
+	// Driver.RefuseStop sets it.
+	sandbox string
 }
 
 // Lie is a false stop confirmation the fake can give (see FakeStop).
@@ -519,7 +522,7 @@ const (
 )
 
 // Inject adds a fault. It is safe to call while the driver is in use.
-func (d *Driver) Inject(f Fault) { d.locked(func() { d.o.Faults = append(d.o.Faults, f) }) }
+func (d *Driver) Inject(f Fault) { d.locked(func() { d.faults = append(d.faults, f) }) }
 
 // FailNth makes the nth call (1-based, counted from the driver's creation)
 // of op fail with err (nil: an error wrapping drivers.ErrTransient).
@@ -527,14 +530,14 @@ func (d *Driver) FailNth(op Op, n int, err error) {
 	if n <= 0 {
 		panic("fake: FailNth needs n >= 1")
 	}
-	d.Inject(Fault{Op: op, Nth: n, Err: err})
+	d.Inject(Fault{Op: op, nth: n, Err: err})
 }
 
 // RefuseStop makes every stop and destroy (Release and Destroy) of the
 // sandbox id fail with err, as a Fault does, leaving its state unchanged.
 func (d *Driver) RefuseStop(id string, err error) {
-	d.Inject(Fault{Op: OpStop, Sandbox: id, Err: err})
-	d.Inject(Fault{Op: OpDestroy, Sandbox: id, Err: err})
+	d.Inject(Fault{Op: OpStop, sandbox: id, Err: err})
+	d.Inject(Fault{Op: OpDestroy, sandbox: id, Err: err})
 }
 
 // FakeStop makes every stop and destroy of the sandbox id return a receipt
@@ -549,7 +552,7 @@ func (d *Driver) ReportWrongImage(id string) { d.locked(func() { d.wrongImage[id
 // ClearFaults removes every injected fault, stop lie and wrong image report.
 // Call counts are kept.
 func (d *Driver) ClearFaults() {
-	d.locked(func() { d.o.Faults, d.lies, d.wrongImage = nil, map[string]Lie{}, map[string]bool{} })
+	d.locked(func() { d.faults, d.lies, d.wrongImage = nil, map[string]Lie{}, map[string]bool{} })
 }
 
 // SetStartDelay sets how long, on the driver's clock, sandboxes created or
@@ -601,8 +604,8 @@ func (d *Driver) call(op Op, id string) (err error) {
 func (d *Driver) callLocked(op Op, id string) error {
 	d.calls[op]++
 	n := d.calls[op]
-	for _, f := range d.o.Faults {
-		if f.Op == op && (f.Nth <= 0 || f.Nth == n) && (f.Sandbox == "" || f.Sandbox == id) {
+	for _, f := range d.faults {
+		if f.Op == op && (f.nth <= 0 || f.nth == n) && (f.sandbox == "" || f.sandbox == id) {
 			err := cmp.Or(f.Err, fmt.Errorf("injected failure: %w", drivers.ErrTransient))
 			return fmt.Errorf("fake: %s (call %d): %w", strings.TrimSpace(op.String()+" "+id), n, err)
 		}
@@ -616,7 +619,7 @@ const (
 	// without an image run (a provider default: QUAL-5).
 	DefaultImage       = "registry.fake.test/berth/base:latest"
 	SnapshotPrefix     = "snapshot:"      // "snapshot:<id>", or an identity's "snapshot:<provider>/<id>"
-	SnapshotNamePrefix = "snapshot-name:" // "snapshot-name:<name>", resolved at each Acquire
+	snapshotNamePrefix = "snapshot-name:" // "snapshot-name:<name>", resolved at each Acquire
 )
 
 // imageTable is the provider's images: ids can be pulled, names resolve to
@@ -646,10 +649,10 @@ func (t *imageTable) remove(id images.Identity) {
 func fakeDigest(seed string) string { return fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(seed))) }
 
 // parseImage reads an image config value: SnapshotPrefix and
-// SnapshotNamePrefix without a provider name this provider's snapshots; ""
+// snapshotNamePrefix without a provider name this provider's snapshots; ""
 // is the provider default (the zero Reference).
 func (d *Driver) parseImage(raw string) (images.Reference, error) {
-	for _, p := range []string{SnapshotNamePrefix, SnapshotPrefix} {
+	for _, p := range []string{snapshotNamePrefix, SnapshotPrefix} {
 		if rest, ok := strings.CutPrefix(raw, p); ok && !strings.Contains(rest, "/") {
 			raw = p + d.provider + "/" + rest
 		}
@@ -686,7 +689,7 @@ func (d *Driver) AddImage(ref string) images.Identity {
 func (d *Driver) AddSnapshot(snapName string) string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.images.push(SnapshotNamePrefix+snapName, func(seed string) (images.Identity, error) {
+	return d.images.push(snapshotNamePrefix+snapName, func(seed string) (images.Identity, error) {
 		return images.SnapshotIdentity(d.provider, "snap-"+fakeDigest(seed)[7:19])
 	}).SnapshotID()
 }
@@ -715,7 +718,7 @@ func (d *Driver) resolveImageLocked(raw string) (images.Identity, error) {
 	case images.RefTag:
 		id = d.images.names[r.Repository()+":"+r.Tag()]
 	case images.RefSnapshotName:
-		id = d.images.names[SnapshotNamePrefix+r.SnapshotName()]
+		id = d.images.names[snapshotNamePrefix+r.SnapshotName()]
 	}
 	p := r.Provider()
 	if (p == "" || p == d.provider) && d.images.ids[id] {

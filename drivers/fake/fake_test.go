@@ -53,19 +53,20 @@ const fakeAPIKey = "fake-conformance-key"
 // drivers.ErrUnavailable, and credentials are checked by a fake built with
 // an API key. It has no host keys.
 func (h *harness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
-	raw := map[string]any{fake.FieldImage: fake.DefaultImage}
+	raw := map[string]any{"image": fake.DefaultImage}
 	switch f {
 	case drivertest.FailUnreachable:
 		dead := fmt.Errorf("control plane refused the connection: %w", drivers.ErrUnavailable)
-		d := fake.New(&fake.Options{Faults: []fake.Fault{{Op: fake.OpCreate, Err: dead}}})
+		d := fake.New(nil)
+		d.Inject(fake.Fault{Op: fake.OpCreate, Err: dead})
 		return drivertest.Broken{Driver: d, Config: raw, Layer: drivers.ErrUnavailable}, true
 	case drivertest.FailBadCredentials:
-		raw[fake.FieldAPIKey] = "not-" + fakeAPIKey
+		raw["api_key"] = "not-" + fakeAPIKey
 		return drivertest.Broken{Driver: fake.New(&fake.Options{APIKey: fakeAPIKey}), Config: raw}, true
 	case drivertest.FailMissingCredentials:
 		return drivertest.Broken{Driver: fake.New(&fake.Options{APIKey: fakeAPIKey}), Config: raw}, true
 	case drivertest.FailUnknownImage:
-		raw[fake.FieldImage] = "registry.example/berth/no-such-image:1"
+		raw["image"] = "registry.example/berth/no-such-image:1"
 		return drivertest.Broken{Config: raw}, true
 	}
 	return drivertest.Broken{}, false

@@ -89,7 +89,8 @@ func TestDeclarationOptions(t *testing.T) {
 func TestFailNth(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("boom")
-	d := fake.New(&fake.Options{Faults: []fake.Fault{{Op: fake.OpCreate, Nth: 2, Err: boom}}})
+	d := fake.New(nil)
+	d.FailNth(fake.OpCreate, 2, boom)
 	mustAcquire(t, d, drivers.AcquireRequest{})
 	if _, err := d.Acquire(bg, config.Config{}, drivers.AcquireRequest{}); !errors.Is(err, boom) {
 		t.Errorf("2nd Acquire: err = %v, want boom", err)

@@ -98,7 +98,7 @@ type process struct {
 // its output to stdout and stderr (nil discards). Cancelling ctx ends it,
 // and Wait returns an error wrapping ctx.Err().
 func (s *sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
-	return s.start(ctx, OpStream, cmd, cmp.Or(stdout, io.Discard), cmp.Or(stderr, io.Discard), s.d.run)
+	return s.start(ctx, opStream, cmd, cmp.Or(stdout, io.Discard), cmp.Or(stderr, io.Discard), s.d.run)
 }
 
 // start counts op and runs cmd through run in a goroutine, with a pipe as
@@ -220,7 +220,7 @@ func (s *sandbox) Release(ctx context.Context, disp drivers.Disposition) (r driv
 // ImageIdentity returns the identity the sandbox was created from, unless
 // ReportWrongImage makes it lie.
 func (s *sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
-	_, b, err := s.begin(ctx, OpImageIdentity)
+	_, b, err := s.begin(ctx, opImageIdentity)
 	if err != nil {
 		return images.Identity{}, err
 	}
