@@ -13,9 +13,9 @@ import (
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/driverkit"
-	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
+	"github.com/berthdev/berth/internal/proctest"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
@@ -107,7 +107,7 @@ func TestHostLeaseReceiptsNameTheirEvidence(t *testing.T) {
 			// --lease= argument (it is not dumpable: on an unprivileged
 			// account nothing else of the account reads its environment).
 			runner := "\x00--lease=" + h.ID() + "\x00"
-			if pids := drivertest.LivePIDs(runner); len(pids) != 1 {
+			if pids := proctest.LivePIDs(runner); len(pids) != 1 {
 				t.Fatalf("runner processes of lease %s: %v, want one", h.ID(), pids)
 			}
 
@@ -116,7 +116,7 @@ func TestHostLeaseReceiptsNameTheirEvidence(t *testing.T) {
 				t.Fatalf("Release: %v", err)
 			}
 			t.Logf("%s receipt: %s: %s", name, l.CleanupEvidenceKind, l.CleanupEvidence)
-			if pids := drivertest.LivePIDs(runner); len(pids) != 0 {
+			if pids := proctest.LivePIDs(runner); len(pids) != 0 {
 				t.Errorf("the lease's runner outlived its confirmed release: processes %v", pids)
 			}
 			if l.Cleanup != lease.CleanupConfirmed || l.CleanupEvidenceKind != tg.want {

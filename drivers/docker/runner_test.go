@@ -21,7 +21,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/driverkit"
-	"github.com/berthdev/berth/drivers/drivertest"
+	"github.com/berthdev/berth/internal/proctest"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
@@ -257,14 +257,14 @@ func TestRunnerInAHardenedContainerRunsATask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; len(drivertest.LivePIDs(marker)) == 0; i++ {
+	for i := 0; len(proctest.LivePIDs(marker)) == 0; i++ {
 		if i == 100 {
 			t.Error("control: the scan of /proc does not find a marker in a container process's environment")
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if leaks := drivertest.LivePIDs(ticket); len(leaks) > 0 {
+	if leaks := proctest.LivePIDs(ticket); len(leaks) > 0 {
 		t.Errorf("the ticket is in %v", leaks)
 	}
 	stop()

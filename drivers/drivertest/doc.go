@@ -24,8 +24,8 @@
 //   - HostProcessHarness, to say that its runners are processes of this
 //     host, so that the suite checks a launched runner's process (one, its
 //     ticket in neither argv nor environment) and that Release ends it
-//     (runnerproc.go, with LivePIDs and LaunchUnserved, which the drivers'
-//     own runner tests share).
+//     (runnerproc.go; berth's own driver tests share its process scanner,
+//     internal/proctest).
 //
 // A driver without runner_ingress (undeclared, or narrowed away by the
 // harness's config through drivers.ConfigNarrower) is checked to refuse an

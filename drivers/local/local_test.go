@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/local"
+	"github.com/berthdev/berth/internal/proctest"
 	"github.com/berthdev/berth/internal/testenv"
 )
 
@@ -416,14 +417,14 @@ func TestReleaseEndsLaunchedRunners(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pid := drivertest.LaunchUnserved(t, ctx, in, "lease-1", nil)
+		pid := proctest.LaunchUnserved(t, ctx, in, "lease-1", nil)
 		sock := strings.TrimPrefix(in.Endpoint(), "unix:")
 		t.Cleanup(func() { os.RemoveAll(filepath.Dir(sock)) }) // Keep leaves the runner its directory
 		rc, err := sb.Release(ctx, disp)
 		if err != nil {
 			t.Fatalf("%s: Release: %v", disp, err)
 		}
-		switch alive := drivertest.Alive(pid); disp {
+		switch alive := proctest.Alive(pid); disp {
 		case drivers.Destroy:
 			if alive {
 				t.Errorf("Destroy left the runner (pid %d) running", pid)

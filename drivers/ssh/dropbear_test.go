@@ -15,6 +15,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/drivertest"
+	"github.com/berthdev/berth/internal/proctest"
 	"github.com/berthdev/berth/internal/testenv"
 )
 
@@ -67,7 +68,7 @@ func treeCommand(marker string) drivers.Command {
 func waitStarted(t *testing.T, marker string, n int) {
 	t.Helper()
 	for i := 0; i < 500; i++ {
-		if len(drivertest.LivePIDs("\x00"+marker+"\x00")) >= n {
+		if len(proctest.LivePIDs("\x00"+marker+"\x00")) >= n {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -94,7 +95,7 @@ func TestDropbearCancelAndReleaseLeaveNoSurvivor(t *testing.T) {
 	if _, err := p.Wait(context.Background()); err == nil {
 		t.Error("Wait after cancellation returned no error")
 	}
-	if left := drivertest.LivePIDs("\x00" + marker + "\x00"); len(left) > 0 {
+	if left := proctest.LivePIDs("\x00" + marker + "\x00"); len(left) > 0 {
 		t.Errorf("cancelled tree: processes %v still run", left)
 	}
 
@@ -104,14 +105,14 @@ func TestDropbearCancelAndReleaseLeaveNoSurvivor(t *testing.T) {
 	}
 	waitStarted(t, marker2, 2)
 	r, err := sb.Release(testCtx(t), drivers.Destroy)
-	left := drivertest.LivePIDs("\x00" + marker2 + "\x00")
+	left := proctest.LivePIDs("\x00" + marker2 + "\x00")
 	if len(left) > 0 {
 		t.Errorf("release: processes %v still run (receipt confirmed %v: %s)", left, r.Confirmed, r.Evidence)
 	}
 	if err != nil || !r.Confirmed {
 		t.Errorf("release = %+v, %v; want a confirmed receipt once nothing survives", r, err)
 	}
-	for _, pid := range append(drivertest.LivePIDs("\x00"+marker+"\x00"), left...) {
+	for _, pid := range append(proctest.LivePIDs("\x00"+marker+"\x00"), left...) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }

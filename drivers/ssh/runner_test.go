@@ -25,7 +25,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/driverkit"
-	"github.com/berthdev/berth/drivers/drivertest"
+	"github.com/berthdev/berth/internal/proctest"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
@@ -133,7 +133,7 @@ func (r *runnerRig) waitSession(t *testing.T, not string) string {
 // runnerPIDs returns the live processes whose argv is a runner dialing
 // the socket sock.
 func runnerPIDs(sock string) []int {
-	return drivertest.LivePIDs("\x00--controller\x00" + drivers.UnixScheme + sock + "\x00")
+	return proctest.LivePIDs("\x00--controller\x00" + drivers.UnixScheme + sock + "\x00")
 }
 
 // PRP over SSH: a real runner, uploaded and launched through the ingress,
@@ -557,5 +557,5 @@ func testReleaseEndsRunners(t *testing.T, unprivileged bool) {
 // markedPIDs returns the live processes whose environment holds the entry
 // driverkit.RunnerMarkEnv=nonce.
 func markedPIDs(nonce string) []int {
-	return drivertest.LivePIDs("\x00" + driverkit.RunnerMarkEnv + "=" + nonce + "\x00")
+	return proctest.LivePIDs("\x00" + driverkit.RunnerMarkEnv + "=" + nonce + "\x00")
 }
