@@ -351,7 +351,7 @@ func (s *Schema) Normalize(raw map[string]any) (Config, error) {
 			fail(f.Name, err.Error())
 			continue
 		}
-		if f.Name == LabelsField && f.Type == TypeStringMap {
+		if f.Name == labelsField && f.Type == TypeStringMap {
 			if err := checkLabels(nv); err != nil {
 				fail(f.Name, err.Error())
 				continue
@@ -378,20 +378,20 @@ func (s *Schema) Normalize(raw map[string]any) (Config, error) {
 
 // Sandbox labels: one rule for every driver.
 const (
-	// LabelsField is the name of a driver's config field of extra labels
+	// labelsField is the name of a driver's config field of extra labels
 	// for its sandboxes. Normalize applies the label rule to every
 	// StringMap field of that name, whatever the driver: no empty key, and
-	// no key starting with ReservedLabelPrefix.
-	LabelsField = "labels"
-	// ReservedLabelPrefix starts the label keys berth itself sets on
+	// no key starting with reservedLabelPrefix.
+	labelsField = "labels"
+	// reservedLabelPrefix starts the label keys berth itself sets on
 	// sandboxes (lease, instance, environment, template); a config's
 	// labels may not use it, so that they can never forge or clash with
 	// berth's own.
-	ReservedLabelPrefix = "berth."
+	reservedLabelPrefix = "berth."
 )
 
 // checkLabels is the rule for a config's labels (a map[string]string): no
-// empty key, and no key starting with ReservedLabelPrefix. The error names
+// empty key, and no key starting with reservedLabelPrefix. The error names
 // the offending key.
 func checkLabels(v any) error {
 	m, _ := v.(map[string]string)
@@ -399,8 +399,8 @@ func checkLabels(v any) error {
 		if k == "" {
 			return errors.New("empty label key")
 		}
-		if strings.HasPrefix(k, ReservedLabelPrefix) {
-			return fmt.Errorf("label %q: the %s prefix is reserved for berth's own labels", k, ReservedLabelPrefix)
+		if strings.HasPrefix(k, reservedLabelPrefix) {
+			return fmt.Errorf("label %q: the %s prefix is reserved for berth's own labels", k, reservedLabelPrefix)
 		}
 	}
 	return nil
