@@ -17,19 +17,18 @@ func TestDetectScriptOnFake(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		plat fake.Platform
+		plat string
 		want string
 	}{
-		{"debian", fake.PlatformDebian12(), "linux/amd64 libc=glibc:2.36 kernel=6.1.0-18-amd64 release=debian:12"},
-		{"alpine", fake.PlatformAlpine(), "linux/amd64 libc=musl:1.2.4 kernel=6.1.0-18-amd64 release=alpine:3.19.1"},
-		{"busybox", fake.PlatformBusybox(), "linux/amd64 libc=none kernel=6.1.0-18-amd64"},
+		{"debian", "debian-12", "linux/amd64 libc=glibc:2.36 kernel=6.1.0-18-amd64 release=debian:12"},
+		{"alpine", "alpine", "linux/amd64 libc=musl:1.2.4 kernel=6.1.0-18-amd64 release=alpine:3.19.1"},
+		{"busybox", "busybox", "linux/amd64 libc=none kernel=6.1.0-18-amd64"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			plat := tt.plat
-			d := fake.New(&fake.Options{Platform: &plat})
+			d := fake.New(&fake.Options{Platform: tt.plat})
 			sb, err := d.Acquire(ctx, config.Config{}, drivers.AcquireRequest{LeaseID: "l1"})
 			if err != nil {
 				t.Fatal(err)

@@ -264,12 +264,11 @@ func (d *Driver) detect(inv Invocation) {
 	}
 }
 
-// Platform is the operating system a fake sandbox reports through its
-// built-in commands and the detection script: one of PlatformDebian12 (the
-// default), PlatformAlpine or PlatformBusybox. The zero Platform reports no
-// kernel, machine, C library or /etc/os-release; every platform reports the
-// sandbox's id as its host name.
-type Platform struct {
+// platform is the operating system a fake sandbox reports through its
+// built-in commands and the detection script (Options.Platform). The zero
+// platform reports no kernel, machine, C library or /etc/os-release; every
+// platform reports the sandbox's id as its host name unless hostname is set.
+type platform struct {
 	goos        string // the kernel name as Go spells it ("linux"); uname -s prints "Linux"
 	machine     string // uname -m ("x86_64", "aarch64")
 	kernel      string // uname -r ("6.1.0-18-amd64")
@@ -283,30 +282,32 @@ type Platform struct {
 	hostname                        string // what uname -n prints; "": the provider lease id
 }
 
-// PlatformDebian12 returns the default: Debian 12 on x86_64, glibc 2.36.
-func PlatformDebian12() Platform {
-	return Platform{goos: "linux", machine: "x86_64", kernel: "6.1.0-18-amd64", libcFamily: "glibc", libcVersion: "2.36",
-		libcBuild: "2.36-9+deb12u4", osReleaseID: "debian", osReleaseVersionID: "12", prettyName: "Debian GNU/Linux 12 (bookworm)"}
+// platforms are the platforms Options.Platform names. Read-only (the
+// package's own tests add theirs in an init).
+var platforms = map[string]platform{
+	// Debian 12 on x86_64, glibc 2.36: the default.
+	platformDebian12: {goos: "linux", machine: "x86_64", kernel: "6.1.0-18-amd64", libcFamily: "glibc", libcVersion: "2.36",
+		libcBuild: "2.36-9+deb12u4", osReleaseID: "debian", osReleaseVersionID: "12", prettyName: "Debian GNU/Linux 12 (bookworm)"},
+	// Alpine 3.19 on x86_64 with musl 1.2.4.
+	platformAlpine: {goos: "linux", machine: "x86_64", kernel: "6.1.0-18-amd64", libcFamily: "musl", libcVersion: "1.2.4",
+		osReleaseID: "alpine", osReleaseVersionID: "3.19.1", prettyName: "Alpine Linux v3.19"},
+	// A static busybox on x86_64: no C library, no /etc/os-release.
+	platformBusybox: {goos: "linux", machine: "x86_64", kernel: "6.1.0-18-amd64"},
 }
 
-// PlatformAlpine returns an Alpine 3.19 profile on x86_64 with musl 1.2.4.
-func PlatformAlpine() Platform {
-	return Platform{goos: "linux", machine: "x86_64", kernel: "6.1.0-18-amd64", libcFamily: "musl", libcVersion: "1.2.4",
-		osReleaseID: "alpine", osReleaseVersionID: "3.19.1", prettyName: "Alpine Linux v3.19"}
-}
+// The names of the platforms (Options.Platform).
+const (
+	platformDebian12 = "debian-12"
+	platformAlpine   = "alpine"
+	platformBusybox  = "busybox"
+)
 
-// PlatformBusybox returns a static busybox on x86_64: no C library, no
-// /etc/os-release.
-func PlatformBusybox() Platform {
-	return Platform{goos: "linux", machine: "x86_64", kernel: "6.1.0-18-amd64"}
-}
-
-func (p Platform) unameS() string { return title(cmp.Or(p.goos, "linux")) }
+func (p platform) unameS() string { return title(cmp.Or(p.goos, "linux")) }
 
 func title(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
 
 // lddVersion returns what "ldd --version" prints (on stdout or stderr).
-func (p Platform) lddVersion() string {
+func (p platform) lddVersion() string {
 	switch p.libcFamily {
 	case "glibc":
 		distro := "GNU libc"
@@ -325,7 +326,7 @@ func (p Platform) lddVersion() string {
 }
 
 // osRelease returns the content of /etc/os-release, "" when there is none.
-func (p Platform) osRelease() string {
+func (p platform) osRelease() string {
 	if p.osReleaseID == "" {
 		return ""
 	}

@@ -44,25 +44,24 @@ func sh(script string, args ...string) []string { return append([]string{"sh", "
 // The built-in commands, directly and through sh -c of one command.
 func TestBuiltins(t *testing.T) {
 	t.Parallel()
-	musl := fake.PlatformAlpine()
-	musl = fake.WithHostname(musl, "box")
+	musl := "alpine-box"
 	noHandler := func(what, key string) string {
 		return "fake: no handler for " + what + ": register one in Options.Handlers[" + strconv.Quote(key) + "]\n"
 	}
 	for _, tc := range []struct {
 		name string
-		plat fake.Platform
+		plat string
 		argv []string
 		want out
 	}{
-		{"uname", fake.PlatformDebian12(), []string{"uname"}, out{"Linux\n", "", 0}},
-		{"uname -m", fake.PlatformDebian12(), []string{"uname", "-m"}, out{"x86_64\n", "", 0}},
-		{"uname -r", fake.PlatformDebian12(), []string{"uname", "-r"}, out{"6.1.0-18-amd64\n", "", 0}},
+		{"uname", "debian-12", []string{"uname"}, out{"Linux\n", "", 0}},
+		{"uname -m", "debian-12", []string{"uname", "-m"}, out{"x86_64\n", "", 0}},
+		{"uname -r", "debian-12", []string{"uname", "-r"}, out{"6.1.0-18-amd64\n", "", 0}},
 		{"uname -sm", musl, []string{"uname", "-sm"}, out{"Linux x86_64\n", "", 0}},
 		{"uname -s -n", musl, []string{"uname", "-s", "-n"}, out{"Linux box\n", "", 0}},
 		{"uname -a", musl, []string{"uname", "-a"}, out{"Linux box 6.1.0-18-amd64 #1 SMP PREEMPT_DYNAMIC fake x86_64 GNU/Linux\n", "", 0}},
 		{"uname -x", musl, []string{"uname", "-x"}, out{"", "uname: invalid option \"-x\"\n", 1}},
-		{"no os-release", fake.PlatformBusybox(), []string{"cat", "/etc/os-release"}, out{"", "cat: /etc/os-release: No such file or directory\n", 1}},
+		{"no os-release", "busybox", []string{"cat", "/etc/os-release"}, out{"", "cat: /etc/os-release: No such file or directory\n", 1}},
 		{"os-release", musl, []string{"cat", "/etc/os-release"}, out{"PRETTY_NAME=\"Alpine Linux v3.19\"\nNAME=\"Alpine\"\nVERSION_ID=\"3.19.1\"\nID=alpine\n", "", 0}},
 		{"hostname file", musl, []string{"cat", "/etc/hostname"}, out{"box\n", "", 0}},
 		{"echo -n", musl, []string{"echo", "-n", "a", "b"}, out{"a b", "", 0}},
@@ -88,7 +87,7 @@ func TestBuiltins(t *testing.T) {
 		{"substitution", musl, sh("echo $(uname)"), out{"", noHandler(`sh -c "echo $(uname)" (command substitution is not built in)`, "echo $(uname)"), 127}},
 		{"open quote", musl, sh("echo 'a"), out{"", noHandler(`sh -c "echo 'a" (unterminated quote)`, "echo 'a"), 127}},
 	} {
-		_, sb := newSandbox(t, &fake.Options{Platform: &tc.plat})
+		_, sb := newSandbox(t, &fake.Options{Platform: tc.plat})
 		if diff := cmp.Diff(tc.want, run(t, sb, drivers.Command{Argv: tc.argv})); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
 		}
@@ -97,7 +96,7 @@ func TestBuiltins(t *testing.T) {
 
 func TestEnvAndStdin(t *testing.T) {
 	t.Parallel()
-	_, sb := newSandbox(t, &fake.Options{Platform: fake.Ptr(fake.WithHostname(fake.Platform{}, "h"))})
+	_, sb := newSandbox(t, &fake.Options{Platform: "zero-h"})
 	got := run(t, sb, drivers.Command{Argv: []string{"env"}, Env: map[string]string{"A": "1", "HOME": "/home/x"}})
 	want := "A=1\nHOME=/home/x\nHOSTNAME=h\nPATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nUSER=root\n"
 	if got.Stdout != want {
@@ -118,10 +117,9 @@ func TestEnvAndStdin(t *testing.T) {
 // printed for it before the fake ran argv only.
 func TestDetectionScript(t *testing.T) {
 	t.Parallel()
-	musl := fake.PlatformAlpine()
-	musl = fake.WithHostname(musl, "box")
-	for name, p := range map[string]fake.Platform{"debian": fake.PlatformDebian12(), "alpine": musl, "busybox": fake.PlatformBusybox(), "zero": {}} {
-		_, sb := newSandbox(t, &fake.Options{Platform: &p})
+	musl := "alpine-box"
+	for name, p := range map[string]string{"debian": "debian-12", "alpine": musl, "busybox": "busybox", "zero": "zero"} {
+		_, sb := newSandbox(t, &fake.Options{Platform: p})
 		want, err := os.ReadFile("testdata/detect-" + name + ".golden")
 		if err != nil {
 			t.Fatal(err)

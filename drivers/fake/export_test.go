@@ -1,11 +1,9 @@
 package fake
 
-// WithHostname returns p reporting h as its host name, for the external
-// tests.
-func WithHostname(p Platform, h string) Platform {
-	p.hostname = h
-	return p
+// The platforms of the external tests: Alpine reporting the host name
+// "box", the zero platform, and the zero platform reporting "h".
+func init() {
+	alpine := platforms[platformAlpine]
+	alpine.hostname = "box"
+	platforms["alpine-box"], platforms["zero"], platforms["zero-h"] = alpine, platform{}, platform{hostname: "h"}
 }
-
-// Ptr returns a pointer to v.
-func Ptr[T any](v T) *T { return &v }

@@ -48,7 +48,12 @@ type Options struct {
 	Clock         clock.Clock   // runs slow starts and sleep; default the wall clock
 	StartupBudget time.Duration // the provider-declared startup budget; default none
 	StartDelay    time.Duration // how long sandboxes stay starting on Clock
-	Platform      *Platform     // what sandboxes report; default PlatformDebian12()
+	// Platform names the operating system sandboxes report through the
+	// built-in commands and the detection script: "debian-12" (Debian 12
+	// on x86_64, glibc 2.36; the default, also for ""), "alpine" (Alpine
+	// 3.19 on x86_64, musl 1.2.4) or "busybox" (a static busybox on x86_64:
+	// no C library, no /etc/os-release). New panics on another name.
+	Platform string
 	// Handlers run Go code for commands, before the built-ins. The key is
 	// argv[0] or its base name ("make"), or, for "sh -c SCRIPT ...", the
 	// whole SCRIPT (qualify.DetectScript, or a test's script).
@@ -66,7 +71,7 @@ type Driver struct {
 	o              Options // StartDelay guarded by mu
 	name, provider string
 	declared       drivers.Set
-	platform       Platform
+	platform       platform
 	schema         *config.Schema
 	defaultImg     images.Identity
 	mu             sync.Mutex
@@ -174,8 +179,11 @@ func New(opts *Options) *Driver {
 		d.provider = d.name
 	}
 	d.o.Clock = cmp.Or[clock.Clock](d.o.Clock, clock.Real{})
-	debian := PlatformDebian12()
-	d.platform = *cmp.Or(d.o.Platform, &debian)
+	plat, ok := platforms[cmp.Or(d.o.Platform, platformDebian12)]
+	if !ok {
+		panic("fake: unknown Options.Platform " + strconv.Quote(d.o.Platform))
+	}
+	d.platform = plat
 	d.declared = drivers.AllCapabilities.Without(d.o.Undeclared)
 	d.schema, d.defaultImg = d.newSchema(), d.AddImage(DefaultImage)
 	return d
