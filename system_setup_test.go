@@ -186,7 +186,7 @@ func TestScriptedSetupOnFake(t *testing.T) {
 		t.Errorf("events: %q ... %q (%s)", all[2].Message, all[len(all)-1].Message, all[len(all)-1].State)
 	}
 
-	creates := w.fk.Calls(fake.OpCreate)
+	creates := w.fk.Calls("create")
 	again, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Name: "motd", Script: strings.NewReader(fakeScript)})
 	if err != nil {
 		t.Fatalf("Setup again: %v", err)
@@ -194,7 +194,7 @@ func TestScriptedSetupOnFake(t *testing.T) {
 	if !again.Reused || again.Template != ses.Template || again.Lease != "" || again.State != templates.SessionPromoted {
 		t.Errorf("the same script again: %+v", again)
 	}
-	if n := w.fk.Calls(fake.OpCreate); n != creates {
+	if n := w.fk.Calls("create"); n != creates {
 		t.Errorf("the same script again created %d sandboxes", n-creates)
 	}
 	other, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["true"]}]}`)})
@@ -301,8 +301,8 @@ func TestSetupRefusalsOnFake(t *testing.T) {
 		if !errors.Is(err, drivers.ErrUnsupported) || !strings.Contains(err.Error(), tc.undeclared.String()) || !strings.Contains(err.Error(), nw.fk.Name()) {
 			t.Errorf("without %s: %v", tc.undeclared, err)
 		}
-		if read.n != 0 || nw.fk.Calls(fake.OpCreate) != 0 {
-			t.Errorf("without %s: %d script bytes read, %d sandboxes created", tc.undeclared, read.n, nw.fk.Calls(fake.OpCreate))
+		if read.n != 0 || nw.fk.Calls("create") != 0 {
+			t.Errorf("without %s: %d script bytes read, %d sandboxes created", tc.undeclared, read.n, nw.fk.Calls("create"))
 		}
 		if tc.undeclared == drivers.CapTerminal {
 			ses, err := nw.sys.Templates().Setup(ctx, tplOps, templates.SetupRequest{Environment: nw.env.ID, Script: strings.NewReader(fakeScript)})
@@ -530,10 +530,10 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 				}
 			}
 		}
-		live, destroysBefore := len(liveSandboxes(w.fk)), w.fk.Calls(fake.OpDestroy)
+		live, destroysBefore := len(liveSandboxes(w.fk)), w.fk.Calls("destroy")
 		injected := live > 0 && rng.IntN(2) == 0
 		if injected { // the first destroy of the sweep fails once, not as a transient error
-			w.fk.FailNth(fake.OpDestroy, destroysBefore+1, errors.New("fake: provider refused the delete"))
+			w.fk.FailNth("destroy", destroysBefore+1, errors.New("fake: provider refused the delete"))
 		}
 		for range 2 {
 			if _, err := w.sys.Sweep(ctx, tplOps); err != nil {
@@ -543,7 +543,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 		if left := liveSandboxes(w.fk); len(left) != 0 {
 			t.Errorf("seed %d %v: sandboxes left: %v", seed, schedule, left)
 		}
-		if n := w.fk.Calls(fake.OpDestroy) - destroysBefore; injected && n < live+1 || n < live {
+		if n := w.fk.Calls("destroy") - destroysBefore; injected && n < live+1 || n < live {
 			t.Errorf("seed %d %v: %d destroy calls for %d sandboxes (a failure injected: %t)", seed, schedule, n, live, injected)
 		}
 		ls, err := st.Leases.ListLeases(ctx, lease.Filter{Company: authz.InstanceCompany})
@@ -644,8 +644,8 @@ func TestTwoSetupsAtOnceOverOnePostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if won != 1 || len(list) != 1 || fk.Calls(fake.OpCreate) != 1 {
-		t.Errorf("%d started, %d stored, %d sandboxes created; want 1, 1 and 1", won, len(list), fk.Calls(fake.OpCreate))
+	if won != 1 || len(list) != 1 || fk.Calls("create") != 1 {
+		t.Errorf("%d started, %d stored, %d sandboxes created; want 1, 1 and 1", won, len(list), fk.Calls("create"))
 	}
 	if len(list) == 1 {
 		if _, err := systems[1].Templates().Cancel(ctx, tplOps, list[0].ID); err != nil {

@@ -307,7 +307,7 @@ func TestFailedCaptureIsRecorded(t *testing.T) {
 	w.create(t, "tpl-fail")
 	h := w.acquire(t, lease.Ephemeral)
 	defer w.release(t, h, drivers.Destroy)
-	w.fk.Inject(fake.Fault{Op: fake.OpCapture, Err: errors.New("disk full")})
+	w.fk.Inject(fake.Fault{Op: "capture", Err: errors.New("disk full")})
 	tpl, err := w.sys.Templates().Capture(ctx, tplOps, h.ID(), "x")
 	if err == nil || !strings.Contains(err.Error(), "disk full") || tpl == nil || tpl.State != templates.StateFailed || !strings.Contains(tpl.FailureReason, "disk full") {
 		t.Fatalf("failed capture: %+v, %v", tpl, err)

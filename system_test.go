@@ -166,7 +166,7 @@ func TestSystemComposesEveryService(t *testing.T) {
 func TestRunHealthChecks(t *testing.T) {
 	ctx := context.Background()
 	fk := fake.New(nil)
-	fk.Inject(fake.Fault{Op: fake.OpHealth, Err: errors.New("api answers 503")})
+	fk.Inject(fake.Fault{Op: "health", Err: errors.New("api answers 503")})
 	st := store.Memory()
 	sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk}, TestMode: true})
 	if err != nil {
@@ -183,7 +183,7 @@ func TestRunHealthChecks(t *testing.T) {
 	if err := sys.RunHealthChecks(ctx, agent, time.Hour); !errors.Is(err, authz.ErrDenied) {
 		t.Fatalf("RunHealthChecks for an agent: %v, want authz.ErrDenied", err)
 	}
-	if n := fk.Calls(fake.OpHealth); n != 0 {
+	if n := fk.Calls("health"); n != 0 {
 		t.Fatalf("a refused round measured %d times", n)
 	}
 	rctx, cancel := context.WithCancel(ctx)

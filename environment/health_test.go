@@ -55,13 +55,13 @@ func TestProviderHealthGate(t *testing.T) {
 		t.Fatalf("a provider never measured must count as available: %v", err)
 	}
 
-	fd.Inject(fake.Fault{Op: fake.OpHealth, Err: errors.New("control plane answers 503")})
+	fd.Inject(fake.Fault{Op: "health", Err: errors.New("control plane answers 503")})
 	h, err := cat.RefreshHealth(ctx, admin, v.ID)
 	if err != nil || h == nil || h.Status != environment.HealthUnavailable || h.Code != drivers.CodeProviderUnavailable ||
 		!strings.Contains(h.Reason, "503") || h.CheckedAt == nil || h.Endpoint != "fake region eu-1" {
 		t.Fatalf("RefreshHealth of a failing provider = %+v, %v", h, err)
 	}
-	calls := fd.Calls(fake.OpHealth)
+	calls := fd.Calls("health")
 	for _, c := range []*environment.Catalog{cat, other} {
 		got := list(c)
 		if got.Health == nil || got.Health.Status != environment.HealthUnavailable || !strings.Contains(got.Unavailable, "503") ||
@@ -72,7 +72,7 @@ func TestProviderHealthGate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := fd.Calls(fake.OpHealth); n != calls {
+	if n := fd.Calls("health"); n != calls {
 		t.Errorf("listings measured the provider %d times (CAP-1)", n-calls)
 	}
 	_, err = asg.Resolve(ctx, admin, scope, 0)
@@ -126,13 +126,13 @@ func TestRefreshAllHealth(t *testing.T) {
 			t.Errorf("RefreshAllHealth for %s: %v, want authz.ErrDenied", p, err)
 		}
 	}
-	if n := fd.Calls(fake.OpHealth); n != 0 {
+	if n := fd.Calls("health"); n != 0 {
 		t.Errorf("refused rounds measured %d times", n)
 	}
 	if err := cat.RefreshAllHealth(ctx, admin); err != nil {
 		t.Fatal(err)
 	}
-	if n := fd.Calls(fake.OpHealth); n != 2 {
+	if n := fd.Calls("health"); n != 2 {
 		t.Errorf("%d health checks for 2 endpoints", n)
 	}
 	hs, err := health.ListProviderHealth(ctx)

@@ -146,7 +146,7 @@ func TestRejectedInsertCreatesNothing(t *testing.T) {
 	if !errors.Is(err, errStoreDown) || !strings.Contains(err.Error(), "nothing was created") {
 		t.Errorf("Acquire: %v, want the store error saying nothing was created", err)
 	}
-	if n := w.fk.Calls(fake.OpCreate); n != 0 {
+	if n := w.fk.Calls("create"); n != 0 {
 		t.Errorf("provider create called %d times, want 0", n)
 	}
 }
@@ -227,7 +227,7 @@ func TestSameRunIsIdempotent(t *testing.T) {
 			if h1.ID() != h2.ID() || h1.SandboxID() != h2.SandboxID() {
 				t.Errorf("second acquire in the run: lease %s/%s, want %s/%s", h2.ID(), h2.SandboxID(), h1.ID(), h1.SandboxID())
 			}
-			if n := w.fk.Calls(fake.OpCreate); n != 1 {
+			if n := w.fk.Calls("create"); n != 1 {
 				t.Errorf("creates = %d, want 1", n)
 			}
 			h3 := w.acquire(p, "run-2")
@@ -284,7 +284,7 @@ func TestConcurrentAcquisitionsOfOneReuseKeyMakeOneSandbox(t *testing.T) {
 	if got := slices.Compact(slices.Sorted(slices.Values(ids))); len(got) != 1 {
 		t.Errorf("leases handed out: %v, want one", got)
 	}
-	if n := w.fk.Calls(fake.OpCreate); n != 1 {
+	if n := w.fk.Calls("create"); n != 1 {
 		t.Errorf("provider creates = %d, want 1", n)
 	}
 	if got := w.liveSandboxes(); len(got) != 1 {
@@ -303,7 +303,7 @@ func TestSecretsAreReferencesOnTheRecord(t *testing.T) {
 		t.Errorf("recorded api_key = %v, want the secret reference", l.Config["api_key"])
 	}
 	before := w.secretLookups.Load()
-	w.fk.FakeStop(l.ProviderLeaseID, fake.LieUnconfirmed)
+	w.fk.FakeStop(l.ProviderLeaseID, "unconfirmed")
 	if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
 		t.Fatalf("Release: %v, want ErrCleanupPending", err)
 	}
@@ -408,7 +408,7 @@ func TestAcquireThroughAScope(t *testing.T) {
 	if _, err := w.m.Acquire(bg, op, lease.AcquireRequest{Scope: scope, EnvironmentID: w.env.ID, Run: "r4"}); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("scope and id: %v, want ErrInvalid", err)
 	}
-	if n := w.fk.Calls(fake.OpCreate); n != 1 {
+	if n := w.fk.Calls("create"); n != 1 {
 		t.Errorf("creates = %d, want 1", n)
 	}
 }

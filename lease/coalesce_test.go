@@ -71,7 +71,7 @@ func TestCoalescedCallersCancelAlone(t *testing.T) {
 			if l := w.get(o.h.ID()); l.Status != lease.StatusActive {
 				t.Errorf("lease %s is %s, want active", l.ID, l.Status)
 			}
-			if n := w.fk.Calls(fake.OpCreate); n != 1 {
+			if n := w.fk.Calls("create"); n != 1 {
 				t.Errorf("%d creates, want 1", n)
 			}
 		})

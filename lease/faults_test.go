@@ -121,21 +121,21 @@ func TestCreateFailsAfterAllocating(t *testing.T) {
 	}{
 		{
 			name:       "a permanent start failure destroys the sandbox (LEASE-2)",
-			setup:      func(fk *fake.Driver) { fk.FailNth(fake.OpStart, 1, errPermanent) },
+			setup:      func(fk *fake.Driver) { fk.FailNth("start", 1, errPermanent) },
 			wantErr:    errPermanent,
 			wantStatus: lease.StatusFailed, wantCreates: 1,
 			wantStates: map[string]drivers.State{"fake-1": drivers.StateDestroyed},
 		},
 		{
 			name:       "a transient start failure is retried after destroying the first sandbox (LEASE-3)",
-			setup:      func(fk *fake.Driver) { fk.FailNth(fake.OpStart, 1, nil) },
+			setup:      func(fk *fake.Driver) { fk.FailNth("start", 1, nil) },
 			wantStatus: lease.StatusActive, wantCreates: 2,
 			wantStates: map[string]drivers.State{"fake-1": drivers.StateDestroyed, "fake-2": drivers.StateRunning},
 		},
 		{
 			name: "a failed start whose sandbox cannot be destroyed stays pending cleanup (LEASE-6)",
 			setup: func(fk *fake.Driver) {
-				fk.FailNth(fake.OpStart, 1, errPermanent)
+				fk.FailNth("start", 1, errPermanent)
 				fk.RefuseStop("fake-1", errPermanent)
 			},
 			wantErr:    lease.ErrCleanupPending,
@@ -145,7 +145,7 @@ func TestCreateFailsAfterAllocating(t *testing.T) {
 		{
 			name: "a transient failure whose sandbox cannot be destroyed is not retried",
 			setup: func(fk *fake.Driver) {
-				fk.FailNth(fake.OpStart, 1, nil)
+				fk.FailNth("start", 1, nil)
 				fk.RefuseStop("fake-1", errPermanent)
 			},
 			wantErr:    lease.ErrCleanupPending,
@@ -154,13 +154,13 @@ func TestCreateFailsAfterAllocating(t *testing.T) {
 		},
 		{
 			name:       "transient create failures without allocation are retried",
-			setup:      func(fk *fake.Driver) { fk.FailNth(fake.OpCreate, 1, nil); fk.FailNth(fake.OpCreate, 2, nil) },
+			setup:      func(fk *fake.Driver) { fk.FailNth("create", 1, nil); fk.FailNth("create", 2, nil) },
 			wantStatus: lease.StatusActive, wantCreates: 3,
 			wantStates: map[string]drivers.State{"fake-1": drivers.StateRunning},
 		},
 		{
 			name:       "a permanent create failure is not retried",
-			setup:      func(fk *fake.Driver) { fk.FailNth(fake.OpCreate, 1, errPermanent) },
+			setup:      func(fk *fake.Driver) { fk.FailNth("create", 1, errPermanent) },
 			wantErr:    errPermanent,
 			wantStatus: lease.StatusFailed, wantCreates: 1,
 			wantStates: map[string]drivers.State{},
@@ -182,7 +182,7 @@ func TestCreateFailsAfterAllocating(t *testing.T) {
 			if h != nil && h.SandboxID() != ls[0].ProviderLeaseID {
 				t.Errorf("handle sandbox %s, record %s", h.SandboxID(), ls[0].ProviderLeaseID)
 			}
-			if n := w.fk.Calls(fake.OpCreate); n != tt.wantCreates {
+			if n := w.fk.Calls("create"); n != tt.wantCreates {
 				t.Errorf("creates = %d, want %d", n, tt.wantCreates)
 			}
 			got := map[string]drivers.State{}
@@ -253,7 +253,7 @@ func TestSlowStartIsResumedByTheNextAcquisition(t *testing.T) {
 	if !h.Resumed() || h.ID() != ls[0].ID || h.SandboxID() != "fake-1" {
 		t.Errorf("second acquisition: lease %s sandbox %s resumed %t; want %s fake-1 resumed", h.ID(), h.SandboxID(), h.Resumed(), ls[0].ID)
 	}
-	if n := w.fk.Calls(fake.OpCreate); n != 1 {
+	if n := w.fk.Calls("create"); n != 1 {
 		t.Errorf("creates = %d, want 1", n)
 	}
 	if l := w.get(h.ID()); l.Status != lease.StatusActive || l.Run != "run-2" || l.Uses != 1 {
@@ -294,7 +294,7 @@ func TestFailedResumePreservesTheLease(t *testing.T) {
 	// lease and its sandbox, creates nothing, and says so.
 	w := newWorld(t, worldOpts{})
 	id := stoppedReusable(t, w)
-	w.fk.Inject(fake.Fault{Op: fake.OpResume, Err: errPermanent})
+	w.fk.Inject(fake.Fault{Op: "resume", Err: errPermanent})
 	_, err := w.m.Acquire(bg, op, w.req(lease.ReuseByEnvironment, "run-2"))
 	if !errors.Is(err, lease.ErrPreserved) || !errors.Is(err, errPermanent) || !strings.Contains(err.Error(), "preserved") {
 		t.Fatalf("Acquire: %v, want ErrPreserved wrapping the cause", err)
@@ -303,7 +303,7 @@ func TestFailedResumePreservesTheLease(t *testing.T) {
 	if l.Status != lease.StatusReleased || l.ReuseKey == "" || l.ProviderLeaseID != "fake-1" || l.ClaimedBy != "" {
 		t.Errorf("preserved lease: %+v", l)
 	}
-	if n := w.fk.Calls(fake.OpCreate); n != 1 {
+	if n := w.fk.Calls("create"); n != 1 {
 		t.Errorf("creates = %d, want 1 (no silent replacement)", n)
 	}
 	if st := w.state("fake-1"); st != drivers.StateStopped {
@@ -321,10 +321,10 @@ func TestTransientResumeFailureIsRetried(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOpts{})
 	id := stoppedReusable(t, w)
-	w.fk.FailNth(fake.OpResume, 1, nil)
+	w.fk.FailNth("resume", 1, nil)
 	h := w.acquire(lease.ReuseByEnvironment, "run-2")
-	if h.ID() != id || w.fk.Calls(fake.OpResume) != 2 {
-		t.Errorf("lease %s after %d resumes, want %s after 2", h.ID(), w.fk.Calls(fake.OpResume), id)
+	if h.ID() != id || w.fk.Calls("resume") != 2 {
+		t.Errorf("lease %s after %d resumes, want %s after 2", h.ID(), w.fk.Calls("resume"), id)
 	}
 }
 

@@ -106,7 +106,7 @@ func TestActiveRunLeaseInAnotherProcess(t *testing.T) {
 	if !errors.Is(err, lease.ErrConflict) {
 		t.Errorf("Acquire from another process: %v, want ErrConflict", err)
 	}
-	if n := w.fk.Calls(fake.OpCreate); n != 1 {
+	if n := w.fk.Calls("create"); n != 1 {
 		t.Errorf("creates = %d, want 1", n)
 	}
 }
@@ -123,7 +123,7 @@ func TestAnotherProcessSharesAnActiveReusableSandbox(t *testing.T) {
 	if h2.ID() != h1.ID() || h2.SandboxID() != h1.SandboxID() || !h2.Resumed() {
 		t.Errorf("second replica: lease %s sandbox %s; want %s %s resumed", h2.ID(), h2.SandboxID(), h1.ID(), h1.SandboxID())
 	}
-	if n := w.fk.Calls(fake.OpCreate); n != 1 {
+	if n := w.fk.Calls("create"); n != 1 {
 		t.Errorf("creates = %d, want 1", n)
 	}
 }

@@ -80,10 +80,10 @@ func TestUnconfirmedStopIsNotProof(t *testing.T) {
 		name   string
 		inject func(fk *fake.Driver, pid string)
 	}{
-		{"stop accepted but not confirmed", func(fk *fake.Driver, pid string) { fk.FakeStop(pid, fake.LieUnconfirmed) }},
-		{"confirmation for another sandbox", func(fk *fake.Driver, pid string) { fk.FakeStop(pid, fake.LieForeignID) }},
+		{"stop accepted but not confirmed", func(fk *fake.Driver, pid string) { fk.FakeStop(pid, "unconfirmed") }},
+		{"confirmation for another sandbox", func(fk *fake.Driver, pid string) { fk.FakeStop(pid, "foreign_id") }},
 		// PRP-6: a runner's attestation alone never ends a lease.
-		{"confirmed by the runner's word only", func(fk *fake.Driver, pid string) { fk.FakeStop(pid, fake.LieRunnerAttested) }},
+		{"confirmed by the runner's word only", func(fk *fake.Driver, pid string) { fk.FakeStop(pid, "runner_attested") }},
 		{"stop refused", func(fk *fake.Driver, pid string) { fk.RefuseStop(pid, nil) }},
 	}
 	for _, tt := range tests {
@@ -209,7 +209,7 @@ func TestConcurrentSweepsCleanEachLeaseOnce(t *testing.T) {
 		}
 	}
 	w.fk.ClearFaults()
-	before := w.fk.Calls(fake.OpDestroy)
+	before := w.fk.Calls("destroy")
 	m2 := w.newManager(nil)
 	var r1, r2 lease.SweepReport
 	d1 := inBackground(func() { r1, _ = w.m.Sweep(bg, op) })
@@ -219,7 +219,7 @@ func TestConcurrentSweepsCleanEachLeaseOnce(t *testing.T) {
 	if r1.CleanedUp+r2.CleanedUp != n || r1.Claimed+r2.Claimed != n {
 		t.Errorf("sweeps cleaned %d+%d (claimed %d+%d), want %d in all", r1.CleanedUp, r2.CleanedUp, r1.Claimed, r2.Claimed, n)
 	}
-	if got := w.fk.Calls(fake.OpDestroy) - before; got != n {
+	if got := w.fk.Calls("destroy") - before; got != n {
 		t.Errorf("provider destroys = %d, want %d (each cleanup once)", got, n)
 	}
 }

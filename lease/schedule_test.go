@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
 )
@@ -60,7 +59,7 @@ func TestRandomFaultSchedules(t *testing.T) {
 	}
 }
 
-var schedOps = []fake.Op{fake.OpCreate, fake.OpStart, fake.OpStop, fake.OpDestroy, fake.OpResume, fake.OpList, fake.OpExec}
+var schedOps = []string{"create", "start", "stop", "destroy", "resume", "list", "exec"}
 
 // scheduleStats counts what schedules did.
 type scheduleStats struct {
@@ -167,7 +166,7 @@ func runSchedule(t *testing.T, seed uint64) (int, scheduleStats, []string) {
 			case 2:
 				w.fk.RefuseStop(pickSandbox(), err)
 			case 3:
-				w.fk.FakeStop(pickSandbox(), []fake.Lie{fake.LieUnconfirmed, fake.LieForeignID}[rng.IntN(2)])
+				w.fk.FakeStop(pickSandbox(), []string{"unconfirmed", "foreign_id"}[rng.IntN(2)])
 			case 4:
 				_ = w.fk.Lose(pickSandbox())
 			}

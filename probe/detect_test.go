@@ -51,8 +51,8 @@ func TestDetectScriptOnFake(t *testing.T) {
 			if det.Hostname != sb.ID() || det.Cwd != "/root" {
 				t.Errorf("hostname %q, cwd %q; want %q, %q", det.Hostname, det.Cwd, sb.ID(), "/root")
 			}
-			if d.Calls(fake.OpExec) != 1 {
-				t.Errorf("exec calls = %d, want exactly one", d.Calls(fake.OpExec))
+			if d.Calls("exec") != 1 {
+				t.Errorf("exec calls = %d, want exactly one", d.Calls("exec"))
 			}
 		})
 	}

@@ -111,8 +111,8 @@ func TestNoFallbackToHost(t *testing.T) {
 		code   drivers.Code
 		stage  string
 	}{
-		{"provider unreachable", nil, func(d *fake.Driver) { d.FailNth(fake.OpCreate, 1, drivers.ErrUnreachable) }, drivers.CodeUnreachable, stageAcquire},
-		{"credentials refused", nil, func(d *fake.Driver) { d.FailNth(fake.OpCreate, 1, drivers.ErrAuth) }, drivers.CodeAuthFailed, stageAcquire},
+		{"provider unreachable", nil, func(d *fake.Driver) { d.FailNth("create", 1, drivers.ErrUnreachable) }, drivers.CodeUnreachable, stageAcquire},
+		{"credentials refused", nil, func(d *fake.Driver) { d.FailNth("create", 1, drivers.ErrAuth) }, drivers.CodeAuthFailed, stageAcquire},
 		{"provider unavailable", &fake.Options{Unavailable: errors.New("switched off")}, func(*fake.Driver) {}, drivers.CodeProviderUnavailable, stageResolve},
 	}
 	for _, tt := range tests {
@@ -157,7 +157,7 @@ func TestResultScrubsSecrets(t *testing.T) {
 	w := newWorld(t, worldOpts{})
 	img := w.fake.AddImage("registry.fake.test/team/app:v1")
 	env := w.create(t, "e", img.String())
-	w.fake.FailNth(fake.OpCreate, 1, errors.New("bad key "+canary+": "+drivers.ErrAuth.Error()))
+	w.fake.FailNth("create", 1, errors.New("bad key "+canary+": "+drivers.ErrAuth.Error()))
 	res := w.probe(t, env.ID, "acme") // asserts the canary is absent
 	if res.OK || !strings.Contains(res.Summary, config.Redacted) {
 		t.Errorf("summary %q", res.Summary)
@@ -220,7 +220,7 @@ func TestDraftProbe(t *testing.T) {
 
 	// An unproven cleanup leaves a pending_cleanup record without the
 	// secret field, and the result says so.
-	w.fake.Inject(fake.Fault{Op: fake.OpDestroy, Err: errors.New("provider busy")})
+	w.fake.Inject(fake.Fault{Op: "destroy", Err: errors.New("provider busy")})
 	res, err = w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"image": img.String(), "api_key": canary}, Request{})
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +263,7 @@ func TestDraftProbe(t *testing.T) {
 func TestDraftProbeUnconfirmedCleanup(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOpts{})
-	w.fake.FakeStop(w.nextSandbox(), fake.LieUnconfirmed)
+	w.fake.FakeStop(w.nextSandbox(), "unconfirmed")
 	res, err := w.prober.ProbeDraft(context.Background(), admin, "fake", nil, Request{})
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +324,7 @@ func TestFailedStartPendingCleanup(t *testing.T) {
 	img := w.fake.AddImage("registry.fake.test/team/app:v1")
 	env := w.create(t, "e", img.String())
 	id := w.nextSandbox()
-	w.fake.FailNth(fake.OpStart, 1, drivers.ErrUnreachable)
+	w.fake.FailNth("start", 1, drivers.ErrUnreachable)
 	w.fake.RefuseStop(id, drivers.ErrUnreachable)
 
 	res := w.probe(t, env.ID, "acme")

@@ -264,7 +264,7 @@ func TestDeletedSnapshotFails(t *testing.T) {
 	if n := len(w.fake.Sandboxes()); n != 0 {
 		t.Errorf("%d sandboxes were created: %+v", n, w.fake.Sandboxes())
 	}
-	if n := w.fake.Calls(fake.OpStart) + w.fake.Calls(fake.OpExec); n != 0 {
+	if n := w.fake.Calls("start") + w.fake.Calls("exec"); n != 0 {
 		t.Errorf("%d start/exec calls; want none", n)
 	}
 	if res.PlatformQualificationRecorded || res.Hostname != "" || !res.Platform.IsZero() {
@@ -304,8 +304,8 @@ func TestUnconfirmedCleanupNotRecorded(t *testing.T) {
 		name   string
 		inject func(d *fake.Driver, id string)
 	}{
-		{"stop accepted but not confirmed", func(d *fake.Driver, id string) { d.FakeStop(id, fake.LieUnconfirmed) }},
-		{"confirmation for another sandbox", func(d *fake.Driver, id string) { d.FakeStop(id, fake.LieForeignID) }},
+		{"stop accepted but not confirmed", func(d *fake.Driver, id string) { d.FakeStop(id, "unconfirmed") }},
+		{"confirmation for another sandbox", func(d *fake.Driver, id string) { d.FakeStop(id, "foreign_id") }},
 		{"stop refused", func(d *fake.Driver, id string) { d.RefuseStop(id, drivers.ErrUnreachable) }},
 	}
 	for _, tt := range tests {
@@ -469,8 +469,8 @@ func TestEveryProbeIsFresh(t *testing.T) {
 	env := w.create(t, "e", img.String())
 	a := w.probe(t, env.ID, "acme")
 	b := w.probe(t, env.ID, "acme")
-	if a.LeaseID == b.LeaseID || w.fake.Calls(fake.OpCreate) != 2 || w.fake.Calls(fake.OpResume) != 0 {
-		t.Errorf("leases %s, %s; creates %d, resumes %d", a.LeaseID, b.LeaseID, w.fake.Calls(fake.OpCreate), w.fake.Calls(fake.OpResume))
+	if a.LeaseID == b.LeaseID || w.fake.Calls("create") != 2 || w.fake.Calls("resume") != 0 {
+		t.Errorf("leases %s, %s; creates %d, resumes %d", a.LeaseID, b.LeaseID, w.fake.Calls("create"), w.fake.Calls("resume"))
 	}
 	for _, sb := range w.fake.Sandboxes() {
 		if sb.State != drivers.StateDestroyed {
@@ -524,7 +524,7 @@ func TestGoneIdentityInvalidatesRecord(t *testing.T) {
 	}{
 		{"deleted snapshot", func(w *world, snap string) { w.fake.DeleteSnapshot(snap) }, drivers.CodeImageNotFound, qualification.CodeInvalidated},
 		{"inactive snapshot", func(w *world, _ string) {
-			w.fake.FailNth(fake.OpCreate, 2, fmt.Errorf("snapshot is inactive: %w", drivers.ErrImageInactive))
+			w.fake.FailNth("create", 2, fmt.Errorf("snapshot is inactive: %w", drivers.ErrImageInactive))
 		}, drivers.CodeImageInactive, qualification.CodeQualified},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,7 +10,7 @@
 //	}})
 //	sb, err := d.Acquire(ctx, config.Config{}, drivers.AcquireRequest{})
 //	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"make"}})
-//	d.FailNth(fake.OpDestroy, 1, nil) // the first destroy fails
+//	d.FailNth("destroy", 1, nil) // the first destroy fails
 //	_, err = sb.Release(ctx, drivers.Destroy)
 //
 // Provider state lives in the Driver: sandboxes ("fake-1", ...) and their

@@ -95,7 +95,7 @@ func Example_capabilities() {
 func Example_faultInjection() {
 	ctx := context.Background()
 	d := fake.New(nil)
-	d.FailNth(fake.OpCreate, 2, drivers.ErrTransient)
+	d.FailNth("create", 2, drivers.ErrTransient)
 
 	a, _ := d.Acquire(ctx, config.Config{}, drivers.AcquireRequest{})
 	_, err := d.Acquire(ctx, config.Config{}, drivers.AcquireRequest{})
@@ -107,11 +107,11 @@ func Example_faultInjection() {
 	fmt.Println("refused:", errors.Is(err, drivers.ErrUnreachable), st)
 
 	d.ClearFaults()
-	d.FakeStop(a.ID(), fake.LieUnconfirmed)
+	d.FakeStop(a.ID(), "unconfirmed")
 	r, _ := a.Release(ctx, drivers.Stop)
 	st, _ = d.State(a.ID())
 	fmt.Println("faked:", r.Proves(a.ID(), drivers.Stop), st)
-	fmt.Println("creates:", d.Calls(fake.OpCreate), "stops:", d.Calls(fake.OpStop))
+	fmt.Println("creates:", d.Calls("create"), "stops:", d.Calls("stop"))
 	// Output:
 	// second create transient: true
 	// refused: true running

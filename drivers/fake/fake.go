@@ -79,8 +79,8 @@ type Driver struct {
 	boxes          map[string]*box
 	images         imageTable
 	calls          [numOps]int
-	faults         []Fault // injected by Inject, FailNth and RefuseStop
-	lies           map[string]Lie
+	faults         []fault // injected by Inject, FailNth and RefuseStop
+	lies           map[string]string
 	wrongImage     map[string]bool
 }
 
@@ -172,7 +172,7 @@ func (b *box) stateAt(now time.Time) drivers.State {
 // New returns a fake driver; nil opts means defaults. Its image table holds
 // DefaultImage.
 func New(opts *Options) *Driver {
-	d := &Driver{o: *cmp.Or(opts, &Options{}), boxes: map[string]*box{}, lies: map[string]Lie{}, wrongImage: map[string]bool{},
+	d := &Driver{o: *cmp.Or(opts, &Options{}), boxes: map[string]*box{}, lies: map[string]string{}, wrongImage: map[string]bool{},
 		images: imageTable{ids: map[images.Identity]bool{}, names: map[string]images.Identity{}, pushes: map[string]int{}}}
 	d.o.Handlers, d.name, d.provider = maps.Clone(d.o.Handlers), cmp.Or(d.o.Name, Name), Name
 	if _, err := images.SnapshotIdentity(d.name, "x"); err == nil {
@@ -232,14 +232,14 @@ func (d *Driver) Endpoint(cfg config.Config) string {
 	return d.name + " region " + cmp.Or(cfg.String(fieldRegion), defaultRegion)
 }
 
-// CheckHealth implements drivers.HealthChecker. It counts an OpHealth, so a
+// CheckHealth implements drivers.HealthChecker. It counts an opHealth, so a
 // fault injected for it makes the provider unhealthy (an error wrapping
 // drivers.ErrUnavailable and the fault's error).
 func (d *Driver) CheckHealth(ctx context.Context, cfg config.Config) error {
 	if err := d.enter(ctx, cfg, "health"); err != nil {
 		return err
 	}
-	if err := d.call(OpHealth, ""); err != nil {
+	if err := d.call(opHealth, ""); err != nil {
 		return fmt.Errorf("fake %s: %w: %w", d.Endpoint(cfg), drivers.ErrUnavailable, err)
 	}
 	return nil
@@ -258,9 +258,9 @@ func (d *Driver) enter(ctx context.Context, cfg config.Config, what string) erro
 	return fmt.Errorf("fake %s: api key rejected: %w", d.name, drivers.ErrAuth)
 }
 
-// Acquire counts an OpCreate (a fault fails it before anything exists),
+// Acquire counts an opCreate (a fault fails it before anything exists),
 // resolves the image (drivers.ErrImageNotFound), records the sandbox,
-// calls req.Allocated, counts an OpStart (a fault leaves it in StateError)
+// calls req.Allocated, counts an opStart (a fault leaves it in StateError)
 // and waits on the clock for the start delay; cancelled, the sandbox still
 // starts (LEASE-4).
 func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
@@ -269,7 +269,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 	}
 	d.mu.Lock()
 	img, err := d.resolveImageLocked(cfg.String(fieldImage))
-	if cerr := d.callLocked(OpCreate, ""); cerr != nil || err != nil {
+	if cerr := d.callLocked(opCreate, ""); cerr != nil || err != nil {
 		d.mu.Unlock()
 		return nil, cmp.Or(cerr, err)
 	}
@@ -284,7 +284,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 		err = req.Allocated(ctx, b.ID)
 	}
 	if err == nil {
-		if st, err = drivers.StateError, d.call(OpStart, b.ID); err == nil {
+		if st, err = drivers.StateError, d.call(opStart, b.ID); err == nil {
 			return d.waitRunning(ctx, b.ID)
 		}
 	}
@@ -319,14 +319,14 @@ func (d *Driver) waitRunning(ctx context.Context, id string) (drivers.Sandbox, e
 }
 
 // Resume returns a handle to the sandbox id once it runs, starting a stopped
-// one again (an OpStart, with the current start delay). An unknown, lost or
+// one again (an opStart, with the current start delay). An unknown, lost or
 // destroyed sandbox is an error wrapping drivers.ErrNotFound.
 func (d *Driver) Resume(ctx context.Context, cfg config.Config, id string) (drivers.Sandbox, error) {
 	if err := d.enter(ctx, cfg, "resume "+id); err != nil {
 		return nil, err
 	}
 	d.mu.Lock()
-	err := d.callLocked(OpResume, id)
+	err := d.callLocked(opResume, id)
 	b, ok := d.boxes[id]
 	switch now := d.o.Clock.Now(); {
 	case err != nil:
@@ -335,7 +335,7 @@ func (d *Driver) Resume(ctx context.Context, cfg config.Config, id string) (driv
 	case b.stateAt(now) == drivers.StateError:
 		err = fmt.Errorf("fake: resume %s: sandbox failed to start", id)
 	case b.State == drivers.StateStopped:
-		if err = d.callLocked(OpStart, id); err == nil {
+		if err = d.callLocked(opStart, id); err == nil {
 			b.boot(now, d.o.StartDelay)
 		}
 	}
@@ -352,7 +352,7 @@ func (d *Driver) List(ctx context.Context, cfg config.Config, labels map[string]
 	if err := d.enter(ctx, cfg, "list"); err != nil {
 		return nil, err
 	}
-	if err := d.call(OpList, ""); err != nil {
+	if err := d.call(opList, ""); err != nil {
 		return nil, err
 	}
 	d.mu.Lock() // a filter under the lock: destroyed sandboxes cost no copy
@@ -388,18 +388,18 @@ func (d *Driver) proof(id string, st drivers.State, kind drivers.EvidenceKind, e
 func (d *Driver) terminate(id string, disp drivers.Disposition) (drivers.Receipt, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	op, want := OpDestroy, drivers.StateDestroyed
+	op, want := opDestroy, drivers.StateDestroyed
 	if disp == drivers.Stop {
-		op, want = OpStop, drivers.StateStopped
+		op, want = opStop, drivers.StateStopped
 	}
 	if err := d.callLocked(op, id); err != nil {
 		return drivers.Receipt{}, err
 	}
 	b, ok := d.boxes[id]
 	switch lie, lying := d.lies[id]; {
-	case lying && ok && lie == LieForeignID:
+	case lying && ok && lie == lieForeignID:
 		return d.proof(id+"-other", want, "", "read back "+id+"-other"), nil
-	case lying && ok && lie == LieRunnerAttested:
+	case lying && ok && lie == lieRunnerAttested:
 		return d.proof(id, want, drivers.EvidenceRunnerAttested, "the runner says its tasks ended"), nil
 	case lying && ok:
 		return drivers.Receipt{ProviderLeaseID: id, State: want, Evidence: op.String() + " accepted"}, nil
@@ -473,45 +473,70 @@ func (d *Driver) State(id string) (drivers.State, bool) {
 // DefaultImageIdentity returns what DefaultImage named at New.
 func (d *Driver) DefaultImageIdentity() images.Identity { return d.defaultImg }
 
-// Op names one provider operation of the fake, for counters (Driver.Calls)
-// and fault injection (Fault). Every call is counted, failed ones included.
-type Op int
+// opKind is one provider operation of the fake, for counters (Driver.Calls)
+// and fault injection (Fault), which name it by its String. Every call is
+// counted, failed ones included.
+type opKind int
 
 // The operations.
 const (
-	OpCreate         Op = iota // the create call of Acquire, before a sandbox exists
-	OpStart                    // starts a created sandbox (Acquire, after Allocated) or a stopped one (Resume)
-	OpExec                     // Sandbox.Exec
-	opStream                   // StreamExecer.Start
-	OpTerminal                 // Terminal.OpenTerminal
-	OpStop                     // Release(Stop)
-	OpDestroy                  // Release(Destroy) and Destroyer.Destroy
-	OpResume                   // Resumer.Resume
-	OpList                     // Lister.List
-	opImageIdentity            // ImageReporter.ImageIdentity
-	OpCapture                  // Capturer.Capture
-	opDeleteTemplate           // TemplateDeleter.DeleteTemplate
-	OpHealth                   // drivers.HealthChecker.CheckHealth
-	OpRunner                   // drivers.RunnerHost.HostRunner and RunnerIngress.Launch
+	opCreate         opKind = iota // the create call of Acquire, before a sandbox exists
+	opStart                        // starts a created sandbox (Acquire, after Allocated) or a stopped one (Resume)
+	opExec                         // Sandbox.Exec
+	opStream                       // StreamExecer.Start
+	opTerminal                     // Terminal.OpenTerminal
+	opStop                         // Release(Stop)
+	opDestroy                      // Release(Destroy) and Destroyer.Destroy
+	opResume                       // Resumer.Resume
+	opList                         // Lister.List
+	opImageIdentity                // ImageReporter.ImageIdentity
+	opCapture                      // Capturer.Capture
+	opDeleteTemplate               // TemplateDeleter.DeleteTemplate
+	opHealth                       // drivers.HealthChecker.CheckHealth
+	opRunner                       // drivers.RunnerHost.HostRunner and RunnerIngress.Launch
 	numOps
 )
 
 var opNames = strings.Fields("create start exec stream terminal stop destroy resume list image_identity capture delete_template health runner")
 
 // String returns the operation's name ("create", "exec", ...).
-func (o Op) String() string {
+func (o opKind) String() string {
 	if o >= 0 && o < numOps {
 		return opNames[o]
 	}
 	return fmt.Sprintf("op(%d)", int(o))
 }
 
+// parseOp returns the operation named name; it panics on another name, a
+// mistake of the test that passed it.
+func parseOp(name string) opKind {
+	if i := slices.Index(opNames, name); i >= 0 {
+		return opKind(i)
+	}
+	panic(fmt.Sprintf("fake: unknown operation %q (want one of %s)", name, strings.Join(opNames, ", ")))
+}
+
 // Fault makes calls of one operation fail. Faults are deterministic: they
 // depend only on call counts and sandbox ids, never on time.
 type Fault struct {
-	Op  Op    // the operation that fails, every call of it until ClearFaults
+	// Op names the operation that fails, every call of it until
+	// ClearFaults: "create" (the create call of Acquire, before a sandbox
+	// exists), "start" (of a created sandbox, in Acquire after Allocated,
+	// or of a stopped one, in Resume), "exec" (Sandbox.Exec), "stream"
+	// (StreamExecer.Start), "terminal" (Terminal.OpenTerminal), "stop"
+	// (Release(Stop)), "destroy" (Release(Destroy) and Destroyer.Destroy),
+	// "resume", "list", "image_identity", "capture", "delete_template",
+	// "health" (HealthChecker.CheckHealth) or "runner" (RunnerHost.HostRunner
+	// and RunnerIngress.Launch). Inject panics on another name.
+	Op  string
 	Err error // returned, wrapped; nil: an error wrapping drivers.ErrTransient
-	// nth, if > 0, fails only the nth call of Op (1-based, as Driver.Calls
+}
+
+// fault is an injected Fault.
+type fault struct {
+	op  opKind
+	err error
+	// nth, if > 0, fails only the nth call of op (1-based, as Driver.Calls
 	// counts): Driver.FailNth sets it.
 	nth int
 	// sandbox, if not "", fails only calls about that provider lease id:
@@ -519,39 +544,48 @@ type Fault struct {
 	sandbox string
 }
 
-// Lie is a false stop confirmation the fake can give (see FakeStop).
-type Lie int
-
-// The lies.
+// The lies of FakeStop: false stop confirmations the fake can give.
 const (
-	LieUnconfirmed    Lie = iota + 1 // an unconfirmed receipt ("stop accepted")
-	LieForeignID                     // a confirmed receipt for another provider lease id
-	LieRunnerAttested                // a confirmed receipt on the runner's word only (drivers.EvidenceRunnerAttested)
+	lieUnconfirmed    = "unconfirmed"     // an unconfirmed receipt ("stop accepted")
+	lieForeignID      = "foreign_id"      // a confirmed receipt for another provider lease id
+	lieRunnerAttested = "runner_attested" // a confirmed receipt on the runner's word only (drivers.EvidenceRunnerAttested)
 )
 
 // Inject adds a fault. It is safe to call while the driver is in use.
-func (d *Driver) Inject(f Fault) { d.locked(func() { d.faults = append(d.faults, f) }) }
+func (d *Driver) Inject(f Fault) { d.inject(fault{op: parseOp(f.Op), err: f.Err}) }
+
+func (d *Driver) inject(f fault) { d.locked(func() { d.faults = append(d.faults, f) }) }
 
 // FailNth makes the nth call (1-based, counted from the driver's creation)
-// of op fail with err (nil: an error wrapping drivers.ErrTransient).
-func (d *Driver) FailNth(op Op, n int, err error) {
+// of the operation op (named as Fault.Op names it) fail with err (nil: an
+// error wrapping drivers.ErrTransient).
+func (d *Driver) FailNth(op string, n int, err error) {
 	if n <= 0 {
 		panic("fake: FailNth needs n >= 1")
 	}
-	d.Inject(Fault{Op: op, nth: n, Err: err})
+	d.inject(fault{op: parseOp(op), nth: n, err: err})
 }
 
 // RefuseStop makes every stop and destroy (Release and Destroy) of the
 // sandbox id fail with err, as a Fault does, leaving its state unchanged.
 func (d *Driver) RefuseStop(id string, err error) {
-	d.Inject(Fault{Op: OpStop, sandbox: id, Err: err})
-	d.Inject(Fault{Op: OpDestroy, sandbox: id, Err: err})
+	d.inject(fault{op: opStop, sandbox: id, err: err})
+	d.inject(fault{op: opDestroy, sandbox: id, err: err})
 }
 
 // FakeStop makes every stop and destroy of the sandbox id return a receipt
 // that is not proof (drivers.Receipt.Proves) and leave the sandbox running,
-// until ClearFaults.
-func (d *Driver) FakeStop(id string, lie Lie) { d.locked(func() { d.lies[id] = lie }) }
+// until ClearFaults. lie says which: "unconfirmed" (an unconfirmed
+// receipt, "stop accepted"), "foreign_id" (a confirmed receipt for another
+// provider lease id) or "runner_attested" (a confirmed receipt on the
+// runner's word only, drivers.EvidenceRunnerAttested). It panics on another
+// lie.
+func (d *Driver) FakeStop(id, lie string) {
+	if lie != lieUnconfirmed && lie != lieForeignID && lie != lieRunnerAttested {
+		panic(fmt.Sprintf("fake: unknown lie %q", lie))
+	}
+	d.locked(func() { d.lies[id] = lie })
+}
 
 // ReportWrongImage makes ImageIdentity of the sandbox id report an image
 // other than the one it runs, until ClearFaults.
@@ -560,7 +594,7 @@ func (d *Driver) ReportWrongImage(id string) { d.locked(func() { d.wrongImage[id
 // ClearFaults removes every injected fault, stop lie and wrong image report.
 // Call counts are kept.
 func (d *Driver) ClearFaults() {
-	d.locked(func() { d.faults, d.lies, d.wrongImage = nil, map[string]Lie{}, map[string]bool{} })
+	d.locked(func() { d.faults, d.lies, d.wrongImage = nil, map[string]string{}, map[string]bool{} })
 }
 
 // SetStartDelay sets how long, on the driver's clock, sandboxes created or
@@ -581,18 +615,22 @@ func (d *Driver) Lose(id string) error {
 	return fmt.Errorf("fake: lose %s: %w", id, drivers.ErrNotFound)
 }
 
-// Calls returns how many times op was called, failed calls included.
-func (d *Driver) Calls(op Op) (n int) {
-	d.locked(func() { n = d.calls[op] })
+// Calls returns how many times the operation op (named as Fault.Op names
+// it) was called, failed calls included. It panics on another name.
+func (d *Driver) Calls(op string) (n int) {
+	o := parseOp(op)
+	d.locked(func() { n = d.calls[o] })
 	return n
 }
 
 // TotalCalls returns the number of operations called so far: 0 shows that
 // reading capabilities, schemas or listings allocated nothing (CAP-1).
 func (d *Driver) TotalCalls() (n int) {
-	for op := range numOps {
-		n += d.Calls(op)
-	}
+	d.locked(func() {
+		for _, c := range d.calls {
+			n += c
+		}
+	})
 	return n
 }
 
@@ -603,18 +641,18 @@ func (d *Driver) locked(f func()) {
 }
 
 // call counts a call of op about sandbox id and returns its fault's error.
-func (d *Driver) call(op Op, id string) (err error) {
+func (d *Driver) call(op opKind, id string) (err error) {
 	d.locked(func() { err = d.callLocked(op, id) })
 	return err
 }
 
 // callLocked is call with d.mu held.
-func (d *Driver) callLocked(op Op, id string) error {
+func (d *Driver) callLocked(op opKind, id string) error {
 	d.calls[op]++
 	n := d.calls[op]
 	for _, f := range d.faults {
-		if f.Op == op && (f.nth <= 0 || f.nth == n) && (f.sandbox == "" || f.sandbox == id) {
-			err := cmp.Or(f.Err, fmt.Errorf("injected failure: %w", drivers.ErrTransient))
+		if f.op == op && (f.nth <= 0 || f.nth == n) && (f.sandbox == "" || f.sandbox == id) {
+			err := cmp.Or(f.err, fmt.Errorf("injected failure: %w", drivers.ErrTransient))
 			return fmt.Errorf("fake: %s (call %d): %w", strings.TrimSpace(op.String()+" "+id), n, err)
 		}
 	}

@@ -58,7 +58,7 @@ func (h *harness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
 	case drivertest.FailUnreachable:
 		dead := fmt.Errorf("control plane refused the connection: %w", drivers.ErrUnavailable)
 		d := fake.New(nil)
-		d.Inject(fake.Fault{Op: fake.OpCreate, Err: dead})
+		d.Inject(fake.Fault{Op: "create", Err: dead})
 		return drivertest.Broken{Driver: d, Config: raw, Layer: drivers.ErrUnavailable}, true
 	case drivertest.FailBadCredentials:
 		raw["api_key"] = "not-" + fakeAPIKey

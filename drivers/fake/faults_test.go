@@ -90,25 +90,25 @@ func TestFailNth(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("boom")
 	d := fake.New(nil)
-	d.FailNth(fake.OpCreate, 2, boom)
+	d.FailNth("create", 2, boom)
 	mustAcquire(t, d, drivers.AcquireRequest{})
 	if _, err := d.Acquire(bg, config.Config{}, drivers.AcquireRequest{}); !errors.Is(err, boom) {
 		t.Errorf("2nd Acquire: err = %v, want boom", err)
 	}
 	sb := mustAcquire(t, d, drivers.AcquireRequest{})
-	if got := d.Calls(fake.OpCreate); got != 3 {
+	if got := d.Calls("create"); got != 3 {
 		t.Errorf("Calls(create) = %d, want 3", got)
 	}
 	if got := len(d.Sandboxes()); got != 2 {
 		t.Errorf("%d sandboxes, want 2: a failed create allocates nothing", got)
 	}
-	d.FailNth(fake.OpExec, 2, nil) // nil: transient
+	d.FailNth("exec", 2, nil) // nil: transient
 	run(t, sb, drivers.Command{Argv: []string{"true"}})
 	if _, err := sb.Exec(bg, drivers.Command{Argv: []string{"true"}}); !errors.Is(err, drivers.ErrTransient) || drivers.CodeOf(err) != drivers.CodeTransient {
 		t.Errorf("2nd exec: err = %v, want ErrTransient", err)
 	}
 	run(t, sb, drivers.Command{Argv: []string{"true"}})
-	d.Inject(fake.Fault{Op: fake.OpList, Err: drivers.ErrUnreachable}) // every call
+	d.Inject(fake.Fault{Op: "list", Err: drivers.ErrUnreachable}) // every call
 	for range 2 {
 		if _, err := d.List(bg, config.Config{}, nil); !errors.Is(err, drivers.ErrUnreachable) {
 			t.Errorf("List: err = %v, want ErrUnreachable", err)
@@ -118,7 +118,7 @@ func TestFailNth(t *testing.T) {
 	if _, err := d.List(bg, config.Config{}, nil); err != nil {
 		t.Errorf("List after ClearFaults: %v", err)
 	}
-	if got := d.Calls(fake.OpList); got != 3 {
+	if got := d.Calls("list"); got != 3 {
 		t.Errorf("Calls(list) = %d, want 3", got)
 	}
 }
@@ -127,7 +127,7 @@ func TestFailNth(t *testing.T) {
 func TestFailedStartLeavesAllocatedSandbox(t *testing.T) {
 	t.Parallel()
 	d := fake.New(nil)
-	d.FailNth(fake.OpStart, 1, nil)
+	d.FailNth("start", 1, nil)
 	var allocated string
 	_, err := d.Acquire(bg, config.Config{}, drivers.AcquireRequest{Allocated: func(_ context.Context, id string) error { allocated = id; return nil }})
 	if !errors.Is(err, drivers.ErrTransient) {
@@ -180,8 +180,8 @@ func TestSlowStartOutlivesCancelledAcquire(t *testing.T) {
 	if got := run(t, sb, drivers.Command{Argv: []string{"echo", "up"}}); got.Stdout != "up\n" {
 		t.Errorf("exec after resume: %+v", got)
 	}
-	if d.Calls(fake.OpCreate) != 1 || len(d.Sandboxes()) != 1 {
-		t.Errorf("creates %d, sandboxes %d; want 1 and 1", d.Calls(fake.OpCreate), len(d.Sandboxes()))
+	if d.Calls("create") != 1 || len(d.Sandboxes()) != 1 {
+		t.Errorf("creates %d, sandboxes %d; want 1 and 1", d.Calls("create"), len(d.Sandboxes()))
 	}
 }
 
@@ -281,22 +281,22 @@ func TestRefuseStop(t *testing.T) {
 // LEASE-7: "stop accepted" and a receipt for another sandbox are not proof.
 func TestFakeStop(t *testing.T) {
 	t.Parallel()
-	for _, lie := range []fake.Lie{fake.LieUnconfirmed, fake.LieForeignID} {
+	for _, lie := range []string{"unconfirmed", "foreign_id"} {
 		d := fake.New(nil)
 		sb := mustAcquire(t, d, drivers.AcquireRequest{})
 		d.FakeStop(sb.ID(), lie)
 		r, err := sb.Release(bg, drivers.Stop)
 		if err != nil {
-			t.Fatalf("lie %d: Release: %v", lie, err)
+			t.Fatalf("lie %s: Release: %v", lie, err)
 		}
 		if r.Proves(sb.ID(), drivers.Stop) {
-			t.Errorf("lie %d: receipt %+v proves a stop that did not happen", lie, r)
+			t.Errorf("lie %s: receipt %+v proves a stop that did not happen", lie, r)
 		}
 		if st := state(t, d, sb.ID()); st != drivers.StateRunning {
-			t.Errorf("lie %d: state = %q, want still running", lie, st)
+			t.Errorf("lie %s: state = %q, want still running", lie, st)
 		}
 		if r, err := d.Destroy(bg, config.Config{}, sb.ID()); err != nil || r.Proves(sb.ID(), drivers.Destroy) {
-			t.Errorf("lie %d: Destroy = %+v, %v; want no proof", lie, r, err)
+			t.Errorf("lie %s: Destroy = %+v, %v; want no proof", lie, r, err)
 		}
 	}
 }

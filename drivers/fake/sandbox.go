@@ -41,7 +41,7 @@ func (s *sandbox) ID() string { return s.id }
 
 // begin checks ctx, counts a call of op and checks that the handle is not
 // released and the sandbox runs. It returns the sandbox's life and box.
-func (s *sandbox) begin(ctx context.Context, op Op) (context.Context, *box, error) {
+func (s *sandbox) begin(ctx context.Context, op opKind) (context.Context, *box, error) {
 	fail := func(err error) (context.Context, *box, error) {
 		return nil, nil, fmt.Errorf("fake: %s %s: %w", op, s.id, err)
 	}
@@ -72,7 +72,7 @@ func (s *sandbox) begin(ctx context.Context, op Op) (context.Context, *box, erro
 // drivers.ErrReleased; a lost or destroyed sandbox gives drivers.ErrNotFound.
 func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
 	stdout, stderr := driverkit.NewOutputBuffer(cmd.Limit()), driverkit.NewOutputBuffer(cmd.Limit())
-	p, err := s.start(ctx, OpExec, cmd, stdout, stderr, s.d.run)
+	p, err := s.start(ctx, opExec, cmd, stdout, stderr, s.d.run)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (s *sandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr
 
 // start counts op and runs cmd through run in a goroutine, with a pipe as
 // its stdin, fed from cmd.Stdin (left open for the terminal).
-func (s *sandbox) start(ctx context.Context, op Op, cmd drivers.Command, stdout, stderr io.Writer, run HandlerFunc) (*process, error) {
+func (s *sandbox) start(ctx context.Context, op opKind, cmd drivers.Command, stdout, stderr io.Writer, run HandlerFunc) (*process, error) {
 	if len(cmd.Argv) == 0 {
 		return nil, fmt.Errorf("fake: %s in %s: empty argv", op, s.id)
 	}
@@ -115,7 +115,7 @@ func (s *sandbox) start(ctx context.Context, op Op, cmd drivers.Command, stdout,
 	p := &process{done: make(chan struct{}), stdin: pw}
 	if cmd.Stdin != nil {
 		driverkit.CopyStdin(pw, cmd.Stdin, p.done)
-	} else if op != OpTerminal {
+	} else if op != opTerminal {
 		pw.Close()
 	}
 	rctx, cancel := context.WithCancel(ctx)
@@ -239,7 +239,7 @@ func (s *sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
 // Capture saves the running sandbox as a new provider snapshot named
 // req.Name (default "capture-<id>") and returns its identity.
 func (s *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (images.Identity, error) {
-	if _, _, err := s.begin(ctx, OpCapture); err != nil {
+	if _, _, err := s.begin(ctx, opCapture); err != nil {
 		return images.Identity{}, err
 	}
 	return images.SnapshotIdentity(s.d.provider, s.d.AddSnapshot(cmp.Or(req.Name, "capture-"+s.id)))
@@ -268,7 +268,7 @@ func (s *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest)
 	maps.Copy(env, req.Env)
 	t := &termSession{screen: r, echo: crlf{w}}
 	io.WriteString(t.echo, "$ ") // the prompt
-	t.process, err = s.start(context.Background(), OpTerminal, drivers.Command{Argv: []string{"sh"}, Env: env, Dir: req.Dir}, t.echo, t.echo,
+	t.process, err = s.start(context.Background(), opTerminal, drivers.Command{Argv: []string{"sh"}, Env: env, Dir: req.Dir}, t.echo, t.echo,
 		func(ctx context.Context, inv Invocation) (int, error) {
 			defer w.Close()
 			for lines := bufio.NewScanner(inv.Stdin); lines.Scan(); io.WriteString(inv.Stdout, "$ ") {
@@ -342,7 +342,7 @@ func (s *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (driv
 	if err := spec.Validate(); err != nil {
 		return fail(err)
 	}
-	alive, _, err := s.begin(ctx, OpRunner)
+	alive, _, err := s.begin(ctx, opRunner)
 	if err != nil {
 		return nil, err
 	}
@@ -392,7 +392,7 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	if in.closed.Load() {
 		return fail(errors.New("the ingress is closed"))
 	}
-	if _, _, err := in.s.begin(ctx, OpRunner); err != nil {
+	if _, _, err := in.s.begin(ctx, opRunner); err != nil {
 		return err
 	}
 	if req.Lease == "" || req.Ticket == "" {

@@ -91,7 +91,7 @@ func TestProbeCommands(t *testing.T) {
 	}
 
 	// A failed probe prints its result and exits non-zero with the code.
-	c.fake.Inject(fake.Fault{Op: fake.OpCreate, Err: drivers.ErrAuth})
+	c.fake.Inject(fake.Fault{Op: "create", Err: drivers.ErrAuth})
 	res = probe.Result{}
 	out, _, err = c.exec("", "--json", "probe", "pinned", "--company", "acme")
 	c.fake.ClearFaults()

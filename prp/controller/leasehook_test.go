@@ -331,7 +331,7 @@ func TestARunnerAttestedProofAloneNeverEndsALease(t *testing.T) {
 		t.Errorf("proof evidence %q, want runner_attested, which ends no lease", proofs[0].Evidence)
 	}
 
-	w.fk.FakeStop(h.SandboxID(), fake.LieUnconfirmed)
+	w.fk.FakeStop(h.SandboxID(), "unconfirmed")
 	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
 	if !errors.Is(err, lease.ErrCleanupPending) {
 		t.Fatalf("Release = %v, want ErrCleanupPending: the runner's word alone is no proof", err)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
@@ -363,7 +362,7 @@ func TestPoolMemberWhoseRunnerFailsLeaksNothing(t *testing.T) {
 			w, st := newPoolWorld(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			w.fk.FailNth(fake.OpRunner, tc.nth, errors.New("no runner for you"))
+			w.fk.FailNth("runner", tc.nth, errors.New("no runner for you"))
 			rep, _ := w.m.MaintainPools(ctx, leaseOperator)
 			if rep.Created != 0 || rep.CreateFailed != 1 {
 				t.Fatalf("MaintainPools = %+v; want the one member's start failed", rep)

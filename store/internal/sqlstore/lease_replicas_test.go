@@ -134,7 +134,7 @@ func TestReplicasOneSandboxPerReuseKey(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	if got := r.provider.Calls(fake.OpCreate); got != 1 {
+	if got := r.provider.Calls("create"); got != 1 {
 		t.Errorf("the provider was asked to create %d sandboxes, want 1", got)
 	}
 	if sbs := r.provider.Sandboxes(); len(sbs) != 1 {
