@@ -75,17 +75,11 @@ type Attachment struct {
 // Session returns the runner's session id.
 func (a *Attachment) Session() string { return a.session }
 
-// Lease returns the lease id the runner serves.
-func (a *Attachment) Lease() string { return a.lease }
-
 // Run returns the run the session is for.
 func (a *Attachment) Run() string { return a.run }
 
 // Company returns the lease's company.
 func (a *Attachment) Company() string { return a.company }
-
-// Scope returns the runner's identity: prp.ScopeTask or prp.ScopeProbe.
-func (a *Attachment) Scope() prp.Scope { return a.scope }
 
 // Hello returns the runner's first hello on this controller: its version,
 // binary digest and platform (os, arch, libc, kernel). Zero for a

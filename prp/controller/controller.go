@@ -373,7 +373,7 @@ func (c *Controller) exchange(w http.ResponseWriter, r *http.Request) {
 // controller (its platform, version and capabilities), and whether there
 // was one. p must be allowed to read the session's lease: a session that
 // does not exist and one p may not read are the same not found (an error
-// wrapping ErrNotFound), read from the store as Tasks reads it.
+// wrapping ErrNotFound), read from the store.
 func (c *Controller) sessionHello(ctx context.Context, p authz.Principal, session string) (prp.Hello, bool, error) {
 	s, err := c.session(ctx, p, session)
 	if err != nil {

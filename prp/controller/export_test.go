@@ -176,3 +176,15 @@ func WithTokenTTL(o Options, ttl time.Duration) Options { o.tokenTTL = ttl; retu
 // WithJSONOutput returns o that withholds binary output frames when on,
 // for tests.
 func WithJSONOutput(o Options, on bool) Options { o.jsonOutput = on; return o }
+
+// Lease returns the lease id the runner serves, for tests.
+func (a *Attachment) Lease() string { return a.lease }
+
+// Scope returns the runner's identity, for tests.
+func (a *Attachment) Scope() prp.Scope { return a.scope }
+
+// CommandID returns the id of the task's task.start command, for tests.
+func (t *Task) CommandID() string { return t.cmd }
+
+// Session returns the runner session the task runs in, for tests.
+func (t *Task) Session() string { return t.session }
