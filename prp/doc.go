@@ -22,8 +22,8 @@
 //   - What the controller journals and stores: Command (task.start,
 //     task.stop; SealCommand sets its idempotency digest) with its
 //     JournalState, Event (a command's Result, task output as Output
-//     chunks of a Stream, the task's Exit, a StopProof), the runner's
-//     Hello (its version, binary digest, platform and resume cursor).
+//     chunks of a Stream, the task's Exit, a StopProof). The runner's
+//     hello is internal/prpwire's (controller.Hello is what a host reads).
 //   - Stable codes: Code (a result's code and every refusal on the wire; a
 //     sub-code of errcode's set that Code.ErrorCode maps) and the sentinel
 //     errors of the ticket store and of a scope (ErrScopeDenied).

@@ -5,66 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/berthdev/berth/qualification"
 )
-
-// Capability is a feature flag; a feature is used only when the runner
-// offers it in the Hello and the controller grants it in its answer; the
-// capabilities berth knows are internal/prpwire's.
-type Capability string
-
-// Resume is the runner's cursor in a Hello: what it has of both sequences.
-type Resume struct {
-	// LastCommandSeq is the highest command seq the runner has journaled
-	// (0: none). The controller sends from LastCommandSeq+1.
-	LastCommandSeq uint64 `json:"last_command_seq"`
-	// OldestUnackedEvent is the lowest event seq still in the runner's
-	// outbox (0: the outbox is empty); NextEventSeq the seq its next event
-	// gets. A controller whose ack+1 is below OldestUnackedEvent knows the
-	// events in between were lost on the sandbox's disk.
-	OldestUnackedEvent uint64 `json:"oldest_unacked_event"`
-	NextEventSeq       uint64 `json:"next_event_seq"`
-}
-
-// Hello is the runner's first message on every connection (PRP-3, PRP-8).
-type Hello struct {
-	MinVersion    int                    `json:"min_version"`
-	MaxVersion    int                    `json:"max_version"`
-	RunnerVersion string                 `json:"runner_version"`
-	BinarySHA256  string                 `json:"binary_sha256"`
-	Platform      qualification.Platform `json:"platform"`
-	Capabilities  []Capability           `json:"capabilities"`
-	Resume        Resume                 `json:"resume"`
-}
-
-// Validate checks the hello's fields.
-func (h *Hello) Validate() error {
-	if h.MinVersion < 1 || h.MaxVersion < h.MinVersion {
-		return fmt.Errorf("hello: field versions [%d,%d] is not a range", h.MinVersion, h.MaxVersion)
-	}
-	if h.RunnerVersion == "" || len(h.RunnerVersion) > 128 {
-		return errors.New("hello: field runner_version is empty or too long")
-	}
-	if len(h.BinarySHA256) != 64 {
-		return fmt.Errorf("hello: field binary_sha256 %q is not a SHA-256 hex digest", h.BinarySHA256)
-	}
-	if _, err := hex.DecodeString(h.BinarySHA256); err != nil {
-		return fmt.Errorf("hello: field binary_sha256 %q is not hex", h.BinarySHA256)
-	}
-	if len(h.Capabilities) > 64 {
-		return errors.New("hello: field capabilities has more than 64 entries")
-	}
-	if !h.Platform.IsZero() {
-		if err := h.Platform.Validate(); err != nil {
-			return fmt.Errorf("hello: field platform: %v", err)
-		}
-	}
-	return nil
-}
 
 // PoolRunPrefix starts the run of a warm-pool member's runner session
 // before a lease adopts the member (TokenRenewal.Run).

@@ -3,16 +3,17 @@ package prpwire
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/berthdev/berth/prp"
 	"math"
+
+	"github.com/berthdev/berth/prp"
 )
 
 // CapBinaryOutput gates binary output frames: when the runner offers it in
-// the prp.Hello and the controller grants it in the Welcome, the runner sends
+// the Hello and the controller grants it in the Welcome, the runner sends
 // every output event as a binary WebSocket message (an OutputFrame) instead
 // of a JSON envelope with base64 data; every other message stays JSON. A
 // session without the grant uses JSON for output too.
-const CapBinaryOutput prp.Capability = "binary_output"
+const CapBinaryOutput Capability = "binary_output"
 
 // OutputFrame is an output event in a binary frame (CapBinaryOutput). On
 // the wire it is a fixed header followed by the two ids and the bytes; all

@@ -2,10 +2,11 @@ package prpwire
 
 import (
 	"bytes"
-	"github.com/berthdev/berth/prp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthdev/berth/prp"
 )
 
 // FuzzDecodeFrame: the decoder never panics, and whatever it accepts
@@ -36,7 +37,7 @@ func FuzzDecodeFrame(f *testing.F) {
 			var ev prp.Event
 			_ = DecodeBody(e, &ev)
 		case TypeHello:
-			var h prp.Hello
+			var h Hello
 			_ = DecodeBody(e, &h)
 		case TypeWelcome:
 			var w Welcome

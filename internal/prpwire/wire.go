@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
 	"github.com/berthdev/berth/prp"
 
 	"github.com/berthdev/berth/errcode"
@@ -50,7 +51,7 @@ type Type string
 
 // The envelope types.
 const (
-	// TypeHello is the runner's first message (body prp.Hello).
+	// TypeHello is the runner's first message (body Hello).
 	TypeHello Type = "hello"
 	// TypeWelcome is the controller's answer to a hello (body Welcome).
 	TypeWelcome Type = "welcome"

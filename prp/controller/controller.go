@@ -99,12 +99,12 @@ type Controller struct {
 	log     *slog.Logger
 	// grant is what a task session may be granted of what its runner
 	// offers.
-	grant []prp.Capability
+	grant []prpwire.Capability
 
 	mu      sync.Mutex
 	changed chan struct{}
 	live    map[string]*liveConn
-	hellos  map[string]prp.Hello
+	hellos  map[string]prpwire.Hello
 	closed  bool
 	// attached holds the ingress servers of the runners Attach connected,
 	// by lease (attach.go).
@@ -150,7 +150,7 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 	if opts != nil {
 		o = *opts
 	}
-	c := &Controller{o: o, signer: signer, leases: leases, secrets: secrets, changed: make(chan struct{}), live: map[string]*liveConn{}, hellos: map[string]prp.Hello{}, attached: map[string]*attachment{}}
+	c := &Controller{o: o, signer: signer, leases: leases, secrets: secrets, changed: make(chan struct{}), live: map[string]*liveConn{}, hellos: map[string]prpwire.Hello{}, attached: map[string]*attachment{}}
 	if c.o.Tickets == nil {
 		c.o.Tickets = prpwire.NewMemoryTicketStore()
 	}
@@ -189,7 +189,7 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 		return nil, nil, fmt.Errorf("controller: options: limits: %w", err)
 	}
 	c.limits = l
-	c.grant = []prp.Capability{prpwire.CapTasks, prpwire.CapStopProof, prpwire.CapStdin}
+	c.grant = []prpwire.Capability{prpwire.CapTasks, prpwire.CapStopProof, prpwire.CapStdin}
 	if !c.o.jsonOutput {
 		c.grant = append(c.grant, prpwire.CapBinaryOutput)
 	}
@@ -374,10 +374,10 @@ func (c *Controller) exchange(w http.ResponseWriter, r *http.Request) {
 // was one. p must be allowed to read the session's lease: a session that
 // does not exist and one p may not read are the same not found (an error
 // wrapping ErrNotFound), read from the store.
-func (c *Controller) sessionHello(ctx context.Context, p authz.Principal, session string) (prp.Hello, bool, error) {
+func (c *Controller) sessionHello(ctx context.Context, p authz.Principal, session string) (prpwire.Hello, bool, error) {
 	s, err := c.session(ctx, p, session)
 	if err != nil {
-		return prp.Hello{}, false, err
+		return prpwire.Hello{}, false, err
 	}
 	h, ok := c.hello(s.ID)
 	return h, ok, nil
@@ -385,7 +385,7 @@ func (c *Controller) sessionHello(ctx context.Context, p authz.Principal, sessio
 
 // hello returns the last hello a runner sent on session to this
 // controller, and whether there was one. It authorizes nothing.
-func (c *Controller) hello(session string) (prp.Hello, bool) {
+func (c *Controller) hello(session string) (prpwire.Hello, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h, ok := c.hellos[session]

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/berthdev/berth/internal/prpwire"
 	"time"
+
+	"github.com/berthdev/berth/internal/prpwire"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
@@ -147,7 +148,7 @@ func (c *Controller) EventsLost(ctx context.Context, p authz.Principal, session 
 }
 
 // Hello is sessionHello, for tests.
-func (c *Controller) Hello(ctx context.Context, p authz.Principal, session string) (prp.Hello, bool, error) {
+func (c *Controller) Hello(ctx context.Context, p authz.Principal, session string) (prpwire.Hello, bool, error) {
 	return c.sessionHello(ctx, p, session)
 }
 

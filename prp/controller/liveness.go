@@ -3,8 +3,9 @@ package controller
 import (
 	"context"
 	"fmt"
-	"github.com/berthdev/berth/internal/prpwire"
 	"time"
+
+	"github.com/berthdev/berth/internal/prpwire"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/prp"
@@ -54,7 +55,7 @@ func (c *Controller) eventsLost(ctx context.Context, p authz.Principal, session 
 // EventEventsLost record under the last lost seq, fails every command the
 // runner received whose result is not stored (prpwire.CodeEventsLost), and returns
 // the new cumulative ack; with nothing lost it returns ack.
-func (c *Controller) lostEvents(ctx context.Context, sess Session, h prp.Hello, ack uint64) (uint64, error) {
+func (c *Controller) lostEvents(ctx context.Context, sess Session, h prpwire.Hello, ack uint64) (uint64, error) {
 	r := h.Resume
 	has := r.NextEventSeq // the lowest seq the runner still has or will send
 	if r.OldestUnackedEvent > 0 {
