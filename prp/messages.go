@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"time"
 )
 
@@ -24,7 +23,7 @@ const (
 
 // Command is what the controller sends a runner, on its sequence of
 // commands, and journals (PRP-4). ID is the idempotency key; Digest is the
-// digest of the rest (SealCommand sets it, Validate checks it). Lease and
+// digest of the rest (SealCommand sets it; the controller and the runner check it). Lease and
 // Run name the scope it acts in (PRP-7). A command carries references,
 // never secret values.
 type Command struct {
@@ -59,61 +58,6 @@ type TaskStart struct {
 type TaskStop struct {
 	TaskID string        `json:"task_id"`
 	Grace  time.Duration `json:"grace_ns"`
-}
-
-// Validate checks the command's fields and that Digest matches.
-func (c *Command) Validate() error {
-	if !ValidID(c.ID) {
-		return fmt.Errorf("command: field id %q is not a valid id", c.ID)
-	}
-	if !ValidID(c.Lease) || !ValidID(c.Run) {
-		return fmt.Errorf("command %s: fields lease %q / run %q are not valid ids", c.ID, c.Lease, c.Run)
-	}
-	switch c.Kind {
-	case CommandTaskStart:
-		if c.TaskStart == nil || c.TaskStop != nil {
-			return fmt.Errorf("command %s: field task_start must be the only payload", c.ID)
-		}
-		if !ValidID(c.TaskStart.TaskID) {
-			return fmt.Errorf("command %s: field task_start.task_id %q is not a valid id", c.ID, c.TaskStart.TaskID)
-		}
-		if len(c.TaskStart.Argv) == 0 || c.TaskStart.Argv[0] == "" {
-			return fmt.Errorf("command %s: field task_start.argv is empty", c.ID)
-		}
-		if c.TaskStart.OutputLimit < 0 {
-			return fmt.Errorf("command %s: field task_start.output_limit is negative", c.ID)
-		}
-		if err := validateSecretUses(c.TaskStart.Secrets); err != nil {
-			return fmt.Errorf("command %s: task_start: %w", c.ID, err)
-		}
-	case CommandTaskStop:
-		if c.TaskStop == nil || c.TaskStart != nil {
-			return fmt.Errorf("command %s: field task_stop must be the only payload", c.ID)
-		}
-		if !ValidID(c.TaskStop.TaskID) {
-			return fmt.Errorf("command %s: field task_stop.task_id %q is not a valid id", c.ID, c.TaskStop.TaskID)
-		}
-		if c.TaskStop.Grace < 0 {
-			return fmt.Errorf("command %s: field task_stop.grace is negative", c.ID)
-		}
-	default:
-		return fmt.Errorf("command %s: field kind %q is unknown", c.ID, c.Kind)
-	}
-	if want := commandDigest(*c); c.Digest != want {
-		return fmt.Errorf("command %s: field digest does not match the body", c.ID)
-	}
-	return nil
-}
-
-// TaskID returns the id of the task the command acts on.
-func (c *Command) TaskID() string {
-	switch {
-	case c.TaskStart != nil:
-		return c.TaskStart.TaskID
-	case c.TaskStop != nil:
-		return c.TaskStop.TaskID
-	}
-	return ""
 }
 
 // commandDigest returns the hex SHA-256 of the canonical JSON of c with its

@@ -36,7 +36,7 @@ func TestOutputFrameRoundTrip(t *testing.T) {
 		t.Error("Data was copied; want it to alias the frame")
 	}
 	ev := got.Event()
-	if err := ev.Validate(); err != nil || ev.Kind != prp.EventOutput || ev.TaskID != "task.1" || !bytes.Equal(ev.Output.Data, data) {
+	if err := ValidateEvent(ev); err != nil || ev.Kind != prp.EventOutput || ev.TaskID != "task.1" || !bytes.Equal(ev.Output.Data, data) {
 		t.Errorf("prp.Event() = %+v, %v", ev, err)
 	}
 	// Appending reuses dst's capacity.

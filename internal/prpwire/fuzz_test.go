@@ -113,7 +113,7 @@ func FuzzDecodeOutputFrame(f *testing.F) {
 			t.Fatalf("re-encoded %x, want %x", again, frame)
 		}
 		ev := fr.Event()
-		if err := ev.Validate(); err != nil {
+		if err := ValidateEvent(ev); err != nil {
 			t.Fatalf("an accepted frame is not a valid event: %v", err)
 		}
 	})

@@ -9,7 +9,7 @@ import (
 // Limits of the secrets of one task.
 const (
 	// MaxSecretUses is the most prp.SecretUse entries one task.start carries
-	// (prp checks it in prp.Command.Validate; the same number).
+	// (ValidateCommand checks it) and the most values a secrets frame carries.
 	MaxSecretUses = 64
 	// MaxSecretValue is the largest secret value (64 KiB) a secrets frame
 	// carries.

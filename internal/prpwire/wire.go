@@ -194,7 +194,8 @@ func NewEnvelope(v int, t Type, id, session string, body any) (Envelope, error) 
 }
 
 // DecodeBody decodes e's body into v, rejecting unknown fields, and then
-// validates v if it has a Validate method.
+// validates v: a *prp.Command by ValidateCommand, a *prp.Event by
+// ValidateEvent, any other v that has a Validate method by it.
 func DecodeBody(e Envelope, v any) error {
 	if len(e.Body) == 0 {
 		return fmt.Errorf("%w: %s has no body", ErrFrame, e.Type)
@@ -202,10 +203,17 @@ func DecodeBody(e Envelope, v any) error {
 	if err := strictUnmarshal(e.Body, v); err != nil {
 		return fmt.Errorf("%w: %s body: %v", ErrFrame, e.Type, err)
 	}
-	if val, ok := v.(interface{ Validate() error }); ok {
-		if err := val.Validate(); err != nil {
-			return fmt.Errorf("%w: %s body: %v", ErrFrame, e.Type, err)
-		}
+	var err error
+	switch val := v.(type) {
+	case *prp.Command:
+		err = ValidateCommand(*val)
+	case *prp.Event:
+		err = ValidateEvent(*val)
+	case interface{ Validate() error }:
+		err = val.Validate()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s body: %v", ErrFrame, e.Type, err)
 	}
 	return nil
 }

@@ -52,7 +52,7 @@ type AttachRequest struct {
 	// new id. A run that starts with prp.PoolRunPrefix is refused
 	// (lease.ErrInvalid): such runs are warm-pool members' (pool.go).
 	Run string
-	// TicketTTL bounds the bootstrap ticket. Default prp.MaxTicketTTL (one
+	// TicketTTL bounds the bootstrap ticket. Default prpwire.MaxTicketTTL (one
 	// minute for a probe).
 	TicketTTL time.Duration
 	// Progress, if not nil, is called as each stage starts, from the
@@ -202,7 +202,7 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 	}
 	ttl := req.TicketTTL
 	if ttl <= 0 {
-		ttl = prp.MaxTicketTTL
+		ttl = prpwire.MaxTicketTTL
 		if scope == prp.ScopeProbe {
 			ttl = time.Minute
 		}

@@ -198,7 +198,7 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 }
 
 // TicketRequest says what a ticket grants: a runner for one lease and run,
-// with a scope. TTL zero means prp.MaxTicketTTL.
+// with a scope. TTL zero means prpwire.MaxTicketTTL.
 type TicketRequest struct {
 	Lease string
 	// Run is the run of the runner; one that starts with
@@ -243,7 +243,7 @@ func (c *Controller) MintTicket(ctx context.Context, p authz.Principal, req Tick
 // exchange creates no session but mints a token for session, so that a
 // restarted runner rejoins it with its state directory (PRP-5). A runner
 // keeps its token in memory only; a restart needs this ticket. ttl zero
-// means prp.MaxTicketTTL. Attach mints one itself when its session's
+// means prpwire.MaxTicketTTL. Attach mints one itself when its session's
 // runner is gone.
 func (c *Controller) mintResumeTicket(ctx context.Context, p authz.Principal, session string, ttl time.Duration) (prp.Ticket, prp.TicketRecord, error) {
 	s, err := c.session(ctx, p, session)
@@ -291,7 +291,7 @@ func (c *Controller) mintFor(ctx context.Context, l *lease.Lease, req TicketRequ
 	if !ok {
 		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: the lease is %s, not active: %w", req.Lease, l.Status, lease.ErrConflict)
 	}
-	ttl := cmp.Or(req.TTL, prp.MaxTicketTTL)
+	ttl := cmp.Or(req.TTL, prpwire.MaxTicketTTL)
 	t, err := prp.NewTicket()
 	if err != nil {
 		return prp.Ticket{}, prp.TicketRecord{}, err

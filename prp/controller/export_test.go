@@ -77,14 +77,14 @@ func (c *Controller) StopAndVerify(ctx context.Context, p authz.Principal, sessi
 	var tasks []string
 	seen := map[string]bool{}
 	for _, r := range cmds {
-		if r.Command.Kind != prp.CommandTaskStart || seen[r.Command.TaskID()] {
+		if r.Command.Kind != prp.CommandTaskStart || seen[prpwire.CommandTaskID(r.Command)] {
 			continue
 		}
 		if r.Result != nil && r.Result.Status == prp.ResultRejected {
 			continue
 		}
-		seen[r.Command.TaskID()] = true
-		tasks = append(tasks, r.Command.TaskID())
+		seen[prpwire.CommandTaskID(r.Command)] = true
+		tasks = append(tasks, prpwire.CommandTaskID(r.Command))
 	}
 	ids := make([]string, len(tasks))
 	for i, task := range tasks {

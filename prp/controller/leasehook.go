@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 )
@@ -121,7 +122,7 @@ func (c *Controller) stopSession(ctx context.Context, s Session, grace time.Dura
 	for _, r := range cmds {
 		switch r.Command.Kind {
 		case prp.CommandTaskStart:
-			task := r.Command.TaskID()
+			task := prpwire.CommandTaskID(r.Command)
 			if seen[task] || (r.Result != nil && r.Result.Status == prp.ResultRejected) {
 				continue
 			}
@@ -129,7 +130,7 @@ func (c *Controller) stopSession(ctx context.Context, s Session, grace time.Dura
 			tasks = append(tasks, task)
 		case prp.CommandTaskStop:
 			if r.Result != nil && r.Result.Proof != nil && verified(*r.Result.Proof) {
-				proven[r.Command.TaskID()] = true
+				proven[prpwire.CommandTaskID(r.Command)] = true
 			}
 		}
 	}

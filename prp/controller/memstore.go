@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -162,7 +163,7 @@ func (s *memoryStore) AppendCommand(ctx context.Context, session string, c prp.C
 	if err := ctx.Err(); err != nil {
 		return CommandRecord{}, false, err
 	}
-	if err := c.Validate(); err != nil {
+	if err := prpwire.ValidateCommand(c); err != nil {
 		return CommandRecord{}, false, fmt.Errorf("controller: session %s: %w", session, err)
 	}
 	s.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -81,7 +82,7 @@ func (c *Controller) Tasks(ctx context.Context, p authz.Principal, session strin
 	var out []TaskStatus
 	seen := map[string]bool{}
 	for _, r := range cmds {
-		task := r.Command.TaskID()
+		task := prpwire.CommandTaskID(r.Command)
 		if r.Command.Kind != prp.CommandTaskStart || seen[task] {
 			continue
 		}

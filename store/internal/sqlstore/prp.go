@@ -32,7 +32,7 @@ func (db *DB) PRP() *PRPStore { return &PRPStore{db: db} }
 
 // CreateTicket implements prp.TicketStore.
 func (s *PRPStore) CreateTicket(ctx context.Context, r prp.TicketRecord) error {
-	if err := r.Validate(); err != nil {
+	if err := prpwire.ValidateTicketRecord(r); err != nil {
 		return err
 	}
 	_, err := s.db.writes().exec(ctx, `INSERT INTO prp_tickets (hash, lease, run, company, scope, created_at, expires_at, resume, holder)
