@@ -1,10 +1,6 @@
 package prp
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"time"
 )
 
@@ -23,7 +19,7 @@ const (
 
 // Command is what the controller sends a runner, on its sequence of
 // commands, and journals (PRP-4). ID is the idempotency key; Digest is the
-// digest of the rest (SealCommand sets it; the controller and the runner check it). Lease and
+// digest of the rest (the controller sets it, the runner checks it). Lease and
 // Run name the scope it acts in (PRP-7). A command carries references,
 // never secret values.
 type Command struct {
@@ -58,41 +54,4 @@ type TaskStart struct {
 type TaskStop struct {
 	TaskID string        `json:"task_id"`
 	Grace  time.Duration `json:"grace_ns"`
-}
-
-// commandDigest returns the hex SHA-256 of the canonical JSON of c with its
-// Digest field cleared: object keys sorted, no insignificant whitespace,
-// bytes as base64. Two commands with the same id and a different digest are
-// an idempotency conflict (PRP-4).
-func commandDigest(c Command) string {
-	c.Digest = ""
-	b, err := canonicalJSON(c)
-	if err != nil {
-		// A Command always marshals; this is a programmer error.
-		panic("prp: command digest: " + err.Error())
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-// SealCommand sets c.Digest and returns c.
-func SealCommand(c Command) Command {
-	c.Digest = commandDigest(c)
-	return c
-}
-
-// canonicalJSON marshals v, then re-marshals it through generic values so
-// that every object's keys are sorted whatever produced it.
-func canonicalJSON(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var g any
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(&g); err != nil {
-		return nil, err
-	}
-	return json.Marshal(g)
 }

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"github.com/berthdev/berth/prp"
 	"strings"
 	"testing"
+
+	"github.com/berthdev/berth/prp"
 
 	"github.com/google/go-cmp/cmp"
 )

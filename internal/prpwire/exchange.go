@@ -82,7 +82,7 @@ func (x *Exchanger) ExchangeTicket(ctx context.Context, req ExchangeRequest, now
 	if err != nil {
 		return ExchangeResponse{}, Claims{}, prp.TicketRecord{}, err
 	}
-	if !prp.ValidID(req.Lease) {
+	if !ValidID(req.Lease) {
 		return ExchangeResponse{}, Claims{}, prp.TicketRecord{}, fmt.Errorf("%w: field lease is not a valid id", prp.ErrTicketMalformed)
 	}
 	fresh, err := prp.NewID("s")

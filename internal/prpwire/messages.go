@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/qualification"
 )
 
@@ -49,7 +48,7 @@ func (w *Welcome) Validate() error {
 	switch {
 	case w.Version < 1:
 		return fmt.Errorf("welcome: field version %d is invalid", w.Version)
-	case !prp.ValidID(w.Session):
+	case !ValidID(w.Session):
 		return fmt.Errorf("welcome: field session %q is not a valid id", w.Session)
 	case w.Heartbeat <= 0 || w.DeadAfter < w.Heartbeat:
 		return fmt.Errorf("welcome: fields heartbeat %v / dead_after %v are invalid", w.Heartbeat, w.DeadAfter)

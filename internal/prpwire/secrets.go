@@ -2,8 +2,6 @@ package prpwire
 
 import (
 	"fmt"
-
-	"github.com/berthdev/berth/prp"
 )
 
 // Limits of the secrets of one task.
@@ -35,7 +33,7 @@ type SecretValues struct {
 // Validate checks the body: a valid command id, either values (each at most
 // MaxSecretValue bytes) or a code.
 func (s *SecretValues) Validate() error {
-	if !prp.ValidID(s.CommandID) {
+	if !ValidID(s.CommandID) {
 		return fmt.Errorf("secrets: field command_id %q is not a valid id", s.CommandID)
 	}
 	if s.Code != "" && len(s.Values) > 0 {

@@ -14,12 +14,12 @@ import (
 const MaxTicketTTL = 5 * time.Minute
 
 // ValidateCommand checks c's fields and that its Digest matches its body
-// (prp.SealCommand).
+// (SealCommand).
 func ValidateCommand(c prp.Command) error {
-	if !prp.ValidID(c.ID) {
+	if !ValidID(c.ID) {
 		return fmt.Errorf("command: field id %q is not a valid id", c.ID)
 	}
-	if !prp.ValidID(c.Lease) || !prp.ValidID(c.Run) {
+	if !ValidID(c.Lease) || !ValidID(c.Run) {
 		return fmt.Errorf("command %s: fields lease %q / run %q are not valid ids", c.ID, c.Lease, c.Run)
 	}
 	switch c.Kind {
@@ -27,7 +27,7 @@ func ValidateCommand(c prp.Command) error {
 		if c.TaskStart == nil || c.TaskStop != nil {
 			return fmt.Errorf("command %s: field task_start must be the only payload", c.ID)
 		}
-		if !prp.ValidID(c.TaskStart.TaskID) {
+		if !ValidID(c.TaskStart.TaskID) {
 			return fmt.Errorf("command %s: field task_start.task_id %q is not a valid id", c.ID, c.TaskStart.TaskID)
 		}
 		if len(c.TaskStart.Argv) == 0 || c.TaskStart.Argv[0] == "" {
@@ -43,7 +43,7 @@ func ValidateCommand(c prp.Command) error {
 		if c.TaskStop == nil || c.TaskStart != nil {
 			return fmt.Errorf("command %s: field task_stop must be the only payload", c.ID)
 		}
-		if !prp.ValidID(c.TaskStop.TaskID) {
+		if !ValidID(c.TaskStop.TaskID) {
 			return fmt.Errorf("command %s: field task_stop.task_id %q is not a valid id", c.ID, c.TaskStop.TaskID)
 		}
 		if c.TaskStop.Grace < 0 {
@@ -52,7 +52,7 @@ func ValidateCommand(c prp.Command) error {
 	default:
 		return fmt.Errorf("command %s: field kind %q is unknown", c.ID, c.Kind)
 	}
-	if want := prp.SealCommand(c).Digest; c.Digest != want {
+	if want := commandDigest(c); c.Digest != want {
 		return fmt.Errorf("command %s: field digest does not match the body", c.ID)
 	}
 	return nil
@@ -96,7 +96,7 @@ func ValidateEvent(e prp.Event) error {
 	if !ok || n != want {
 		return fmt.Errorf("event: the payload does not match kind %q", e.Kind)
 	}
-	if e.Kind != prp.EventResult && !prp.ValidID(e.TaskID) {
+	if e.Kind != prp.EventResult && !ValidID(e.TaskID) {
 		return fmt.Errorf("event %s: field task_id %q is not a valid id", e.Kind, e.TaskID)
 	}
 	return nil
@@ -106,13 +106,13 @@ func ValidateEvent(e prp.Event) error {
 // <= MaxTicketTTL.
 func ValidateTicketRecord(r prp.TicketRecord) error {
 	switch {
-	case !prp.ValidID(r.Lease) || !prp.ValidID(r.Run) || !prp.ValidID(r.Company):
+	case !ValidID(r.Lease) || !ValidID(r.Run) || !ValidID(r.Company):
 		return fmt.Errorf("prp: ticket record: fields lease %q / run %q / company %q must be valid ids", r.Lease, r.Run, r.Company)
 	case !r.Scope.Valid():
 		return fmt.Errorf("prp: ticket record: field scope %q is unknown", r.Scope)
 	case r.CreatedAt.IsZero() || !r.ExpiresAt.After(r.CreatedAt):
 		return errors.New("prp: ticket record: field expires_at must be after created_at")
-	case r.Resume != "" && !prp.ValidID(r.Resume):
+	case r.Resume != "" && !ValidID(r.Resume):
 		return fmt.Errorf("prp: ticket record: field resume %q must be a valid id", r.Resume)
 	case r.ExpiresAt.Sub(r.CreatedAt) > MaxTicketTTL:
 		return fmt.Errorf("prp: ticket record: lifetime %v exceeds %v", r.ExpiresAt.Sub(r.CreatedAt), MaxTicketTTL)

@@ -9,7 +9,7 @@ import (
 )
 
 func validCommand() prp.Command {
-	return prp.SealCommand(prp.Command{ID: "c1", Kind: prp.CommandTaskStart, Lease: "lease-1", Run: "run-1",
+	return SealCommand(prp.Command{ID: "c1", Kind: prp.CommandTaskStart, Lease: "lease-1", Run: "run-1",
 		TaskStart: &prp.TaskStart{TaskID: "t1", Argv: []string{"sh", "-c", "echo hi"}, Env: map[string]string{"B": "2", "A": "1"}}})
 }
 
@@ -22,12 +22,12 @@ func TestCommandDigest(t *testing.T) {
 	}
 	again := validCommand()
 	again.TaskStart.Env = map[string]string{"A": "1", "B": "2"}
-	if prp.SealCommand(again).Digest != c.Digest {
+	if SealCommand(again).Digest != c.Digest {
 		t.Error("the same command body has another digest")
 	}
 	changed := validCommand()
 	changed.TaskStart.Argv = []string{"sh", "-c", "echo bye"}
-	if prp.SealCommand(changed).Digest == c.Digest {
+	if SealCommand(changed).Digest == c.Digest {
 		t.Error("a changed argv keeps the digest")
 	}
 	changed.Digest = c.Digest
@@ -54,7 +54,7 @@ func TestCommandValidate(t *testing.T) {
 			t.Parallel()
 			c := validCommand()
 			tc.edit(&c)
-			c = prp.SealCommand(c)
+			c = SealCommand(c)
 			if err := ValidateCommand(c); err == nil || !strings.Contains(err.Error(), tc.field) {
 				t.Errorf("Validate = %v, want an error naming %q", err, tc.field)
 			}
@@ -86,7 +86,7 @@ func TestSecretUsesValidate(t *testing.T) {
 	t.Parallel()
 	env := prp.SecretUse{Source: prp.SecretFromEnvironment, Ref: "TOKEN", Env: "TOKEN"}
 	acct := prp.SecretUse{Source: prp.SecretFromManagedAccount, Ref: "secret:a@v1", File: ".config/acct.json", Projects: []string{"p1"}}
-	ok := prp.SealCommand(prp.Command{ID: "c1", Kind: prp.CommandTaskStart, Lease: "l", Run: "r",
+	ok := SealCommand(prp.Command{ID: "c1", Kind: prp.CommandTaskStart, Lease: "l", Run: "r",
 		TaskStart: &prp.TaskStart{TaskID: "t1", Argv: []string{"true"}, Secrets: []prp.SecretUse{env, acct}}})
 	if err := ValidateCommand(ok); err != nil {
 		t.Fatalf("valid command: %v", err)
@@ -113,10 +113,23 @@ func TestSecretUsesValidate(t *testing.T) {
 			return u
 		}()},
 	} {
-		c := prp.SealCommand(prp.Command{ID: "c1", Kind: prp.CommandTaskStart, Lease: "l", Run: "r",
+		c := SealCommand(prp.Command{ID: "c1", Kind: prp.CommandTaskStart, Lease: "l", Run: "r",
 			TaskStart: &prp.TaskStart{TaskID: "t1", Argv: []string{"true"}, Secrets: tc.uses}})
 		if err := ValidateCommand(c); err == nil || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%s: Validate = %v, want an error naming %q", tc.name, err, tc.field)
+		}
+	}
+}
+
+func TestValidID(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]bool{
+		"a": true, "s_1": true, "A.b:c-d_e9": true, strings.Repeat("x", 128): true,
+		"": false, "_a": false, ".a": false, "-a": false, ":a": false, "a/b": false, "a b": false,
+		"a\n": false, "é": false, strings.Repeat("x", 129): false,
+	} {
+		if got := ValidID(s); got != want {
+			t.Errorf("ValidID(%q) = %v, want %v", s, got, want)
 		}
 	}
 }

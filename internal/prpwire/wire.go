@@ -117,9 +117,9 @@ func (e *Envelope) Validate() error {
 		return fmt.Errorf("%w: field protocol is %q, want %q", ErrFrame, e.Protocol, Protocol)
 	case e.Version < 1 || e.Version > 1000:
 		return fmt.Errorf("%w: field version %d is out of range", ErrFrame, e.Version)
-	case !prp.ValidID(e.ID):
+	case !ValidID(e.ID):
 		return fmt.Errorf("%w: field id %q is not a valid id", ErrFrame, e.ID)
-	case e.Session != "" && !prp.ValidID(e.Session):
+	case e.Session != "" && !ValidID(e.Session):
 		return fmt.Errorf("%w: field session %q is not a valid id", ErrFrame, e.Session)
 	}
 	switch e.Type {

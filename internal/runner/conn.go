@@ -309,7 +309,7 @@ func (r *Runner) reader(ctx context.Context, conn *websocket.Conn, session strin
 			run := r.cred.Run
 			switch {
 			case tr.Run == "" || tr.Run == run:
-			case strings.HasPrefix(run, prp.PoolRunPrefix) && prp.ValidID(tr.Run) && !strings.HasPrefix(tr.Run, prp.PoolRunPrefix):
+			case strings.HasPrefix(run, prp.PoolRunPrefix) && prpwire.ValidID(tr.Run) && !strings.HasPrefix(tr.Run, prp.PoolRunPrefix):
 				// A warm-pool member's runner, handed to the lease that
 				// adopted the member: its commands are that run's now.
 				r.cred.Run = tr.Run

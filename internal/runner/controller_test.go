@@ -379,7 +379,7 @@ func (c *testController) command(cmd prp.Command) prp.Command {
 	if cmd.Lease == "" {
 		cmd.Lease, cmd.Run = "lease-1", "run-1"
 	}
-	cmd = prp.SealCommand(cmd)
+	cmd = prpwire.SealCommand(cmd)
 	c.mu.Lock()
 	c.commands = append(c.commands, cmd)
 	c.notify()

@@ -191,7 +191,7 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 	if run == "" {
 		run = l.Run
 	}
-	if run == "" || !prp.ValidID(run) {
+	if run == "" || !prpwire.ValidID(run) {
 		var err error
 		if run, err = prp.NewID("run"); err != nil {
 			return fail(err)

@@ -146,7 +146,7 @@ func (c *Controller) stopSession(ctx context.Context, s Session, grace time.Dura
 		if ids[i], err = prp.NewID("stop"); err != nil {
 			return 0, before, err
 		}
-		cmd := prp.SealCommand(prp.Command{ID: ids[i], Kind: prp.CommandTaskStop, Lease: s.Lease, Run: s.Run, TaskStop: &prp.TaskStop{TaskID: task, Grace: grace}})
+		cmd := prpwire.SealCommand(prp.Command{ID: ids[i], Kind: prp.CommandTaskStop, Lease: s.Lease, Run: s.Run, TaskStop: &prp.TaskStop{TaskID: task, Grace: grace}})
 		if _, _, err := c.o.Store.AppendCommand(ctx, s.ID, cmd, time.Now().UTC()); err != nil {
 			return 0, before, fmt.Errorf("session %s: stop task %s: %w", s.ID, task, err)
 		}
