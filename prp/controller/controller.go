@@ -392,9 +392,9 @@ func (c *Controller) hello(session string) (prpwire.Hello, bool) {
 	return h, ok
 }
 
-// Connected reports whether a runner of session is connected to this
+// isConnected reports whether a runner of session is connected to this
 // controller (welcomed and not yet gone).
-func (c *Controller) Connected(session string) bool {
+func (c *Controller) isConnected(session string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.live[session] != nil

@@ -189,3 +189,6 @@ func (t *Task) CommandID() string { return t.cmd }
 
 // Session returns the runner session the task runs in, for tests.
 func (t *Task) Session() string { return t.session }
+
+// Connected is isConnected, for tests.
+func (c *Controller) Connected(session string) bool { return c.isConnected(session) }

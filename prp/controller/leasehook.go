@@ -159,7 +159,7 @@ func (c *Controller) stopSession(ctx context.Context, s Session, grace time.Dura
 		res, err := c.waitResult(ctx, s.ID, ids[i])
 		switch {
 		case err != nil:
-			return 0, before, fmt.Errorf("session %s: stop of task %s not answered (runner connected here: %t): %w", s.ID, task, c.Connected(s.ID), err)
+			return 0, before, fmt.Errorf("session %s: stop of task %s not answered (runner connected here: %t): %w", s.ID, task, c.isConnected(s.ID), err)
 		case res.Proof == nil:
 			bad = append(bad, fmt.Sprintf("task %s: stop %s (%s): no proof", task, res.Status, res.Code))
 		case !verified(*res.Proof):

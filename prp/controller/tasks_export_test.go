@@ -61,7 +61,7 @@ func (c *Controller) Tasks(ctx context.Context, p authz.Principal, session strin
 	if err != nil {
 		return nil, err
 	}
-	connected := c.Connected(s.ID)
+	connected := c.isConnected(s.ID)
 	cmds, err := c.o.Store.CommandsAfter(ctx, s.ID, 0, 0)
 	if err != nil {
 		return nil, err
