@@ -302,14 +302,7 @@ func TestSystemReleasesRunnerLeasesThroughTheController(t *testing.T) {
 	if _, err := att.Start(ctx, operator, controller.TaskSpec{TaskStart: prp.TaskStart{TaskID: "sys-sleep", Argv: []string{"sleep", "300"}}}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		ts, err := sys.Runners().Tasks(ctx, operator, att.Session())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(ts) == 1 && ts[0].State == controller.TaskRunning {
-			break
-		}
+	for !sysTaskEvent(ctx, t, att, prp.EventStarted, "sys-sleep") {
 		time.Sleep(10 * time.Millisecond)
 	}
 	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
@@ -319,9 +312,8 @@ func TestSystemReleasesRunnerLeasesThroughTheController(t *testing.T) {
 	if !strings.HasPrefix(l.CleanupEvidence, "runner (runner_attested): 1 task(s)") {
 		t.Errorf("evidence %q, want the runner's proof", l.CleanupEvidence)
 	}
-	ts, err := sys.Runners().Tasks(ctx, operator, att.Session())
-	if err != nil || len(ts) != 1 || ts[0].State != controller.TaskExited {
-		t.Errorf("tasks after the release = %+v, %v; want the task exited", ts, err)
+	if !sysTaskEvent(ctx, t, att, prp.EventExit, "sys-sleep") {
+		t.Errorf("no exit event of the task after the release; want the task exited")
 	}
 
 	empty, err := berth.New(ctx, nil)
@@ -331,5 +323,27 @@ func TestSystemReleasesRunnerLeasesThroughTheController(t *testing.T) {
 	defer empty.Close()
 	if _, err := empty.RunnerSet(); !errors.Is(err, drivers.ErrUnsupported) {
 		t.Errorf("RunnerSet without a binary = %v, want ErrUnsupported", err)
+	}
+}
+
+// sysTaskEvent reports whether att's session stored an event of kind for
+// task.
+func sysTaskEvent(ctx context.Context, t *testing.T, att *controller.Attachment, kind prp.EventKind, task string) bool {
+	t.Helper()
+	var after uint64
+	for {
+		evs, err := att.Events(ctx, after, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 0 {
+			return false
+		}
+		for _, e := range evs {
+			if e.Event.Kind == kind && e.Event.TaskID == task {
+				return true
+			}
+			after = e.Seq
+		}
 	}
 }

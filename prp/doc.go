@@ -20,10 +20,10 @@
 //     the task as an env var or a 0600 file; the values travel apart and
 //     are never journaled, stored or echoed).
 //   - What the controller journals and stores: Command (task.start,
-//     task.stop; SealCommand sets its idempotency digest) with its
+//     task.stop, with an idempotency digest the controller sets) with its
 //     JournalState, Event (a command's Result, task output as Output
-//     chunks of a Stream, the task's Exit, a StopProof), the runner's
-//     Hello (its version, binary digest, platform and resume cursor).
+//     chunks of a Stream, the task's Exit, a StopProof). The runner's
+//     hello is internal/prpwire's (controller.Hello is what a host reads).
 //   - Stable codes: Code (a result's code and every refusal on the wire; a
 //     sub-code of errcode's set that Code.ErrorCode maps) and the sentinel
 //     errors of the ticket store and of a scope (ErrScopeDenied).
@@ -32,7 +32,7 @@
 //     interface a store implements (store.Memory's memory store, the SQL
 //     stores; prp/prptest is its conformance suite).
 //   - Signer, the opaque keys of the runners' connection tokens that
-//     replicas share (berth.Options.RunnerSigner), NewID and ValidID.
+//     replicas share (berth.Options.RunnerSigner), and NewID.
 //
 // Why prp/controller (floor 4) lives under this floor-0 package: the
 // folder is the protocol. Its data (here) stays on floor 0, below

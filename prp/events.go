@@ -1,7 +1,6 @@
 package prp
 
 import (
-	"fmt"
 	"time"
 )
 
@@ -45,39 +44,6 @@ type Event struct {
 	Output *Output    `json:"output,omitempty"`
 	Exit   *Exit      `json:"exit,omitempty"`
 	Proof  *StopProof `json:"proof,omitempty"`
-}
-
-// Validate checks that the payload matches the kind.
-func (e *Event) Validate() error {
-	n := 0
-	for _, set := range []bool{e.Result != nil, e.Output != nil, e.Exit != nil, e.Proof != nil} {
-		if set {
-			n++
-		}
-	}
-	want := 1
-	var ok bool
-	switch e.Kind {
-	case EventResult:
-		ok = e.Result != nil
-	case EventStarted:
-		ok, want = e.PID > 0, 0
-	case EventOutput:
-		ok = e.Output != nil && e.Output.Offset >= 0 && (e.Output.Stream == Stdout || e.Output.Stream == Stderr)
-	case EventExit:
-		ok = e.Exit != nil
-	case EventProof:
-		ok = e.Proof != nil
-	default:
-		return fmt.Errorf("event: field kind %q is unknown", e.Kind)
-	}
-	if !ok || n != want {
-		return fmt.Errorf("event: the payload does not match kind %q", e.Kind)
-	}
-	if e.Kind != EventResult && !ValidID(e.TaskID) {
-		return fmt.Errorf("event %s: field task_id %q is not a valid id", e.Kind, e.TaskID)
-	}
-	return nil
 }
 
 // ResultStatus is the outcome of a command.

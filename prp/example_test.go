@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -16,8 +17,8 @@ func ExampleNewID() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(strings.HasPrefix(id, "task_"), len(id), prp.ValidID(id))
-	fmt.Println(prp.ValidID("task 1"), prp.ValidID("-task"))
+	fmt.Println(strings.HasPrefix(id, "task_"), len(id), prpwire.ValidID(id))
+	fmt.Println(prpwire.ValidID("task 1"), prpwire.ValidID("-task"))
 	// Output:
 	// true 37 true
 	// false false

@@ -1,70 +1,8 @@
 package prp
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
-
-	"github.com/berthdev/berth/qualification"
 )
-
-// Capability is a feature flag; a feature is used only when the runner
-// offers it in the Hello and the controller grants it in its answer; the
-// capabilities berth knows are internal/prpwire's.
-type Capability string
-
-// Resume is the runner's cursor in a Hello: what it has of both sequences.
-type Resume struct {
-	// LastCommandSeq is the highest command seq the runner has journaled
-	// (0: none). The controller sends from LastCommandSeq+1.
-	LastCommandSeq uint64 `json:"last_command_seq"`
-	// OldestUnackedEvent is the lowest event seq still in the runner's
-	// outbox (0: the outbox is empty); NextEventSeq the seq its next event
-	// gets. A controller whose ack+1 is below OldestUnackedEvent knows the
-	// events in between were lost on the sandbox's disk.
-	OldestUnackedEvent uint64 `json:"oldest_unacked_event"`
-	NextEventSeq       uint64 `json:"next_event_seq"`
-}
-
-// Hello is the runner's first message on every connection (PRP-3, PRP-8).
-type Hello struct {
-	MinVersion    int                    `json:"min_version"`
-	MaxVersion    int                    `json:"max_version"`
-	RunnerVersion string                 `json:"runner_version"`
-	BinarySHA256  string                 `json:"binary_sha256"`
-	Platform      qualification.Platform `json:"platform"`
-	Capabilities  []Capability           `json:"capabilities"`
-	Resume        Resume                 `json:"resume"`
-}
-
-// Validate checks the hello's fields.
-func (h *Hello) Validate() error {
-	if h.MinVersion < 1 || h.MaxVersion < h.MinVersion {
-		return fmt.Errorf("hello: field versions [%d,%d] is not a range", h.MinVersion, h.MaxVersion)
-	}
-	if h.RunnerVersion == "" || len(h.RunnerVersion) > 128 {
-		return errors.New("hello: field runner_version is empty or too long")
-	}
-	if len(h.BinarySHA256) != 64 {
-		return fmt.Errorf("hello: field binary_sha256 %q is not a SHA-256 hex digest", h.BinarySHA256)
-	}
-	if _, err := hex.DecodeString(h.BinarySHA256); err != nil {
-		return fmt.Errorf("hello: field binary_sha256 %q is not hex", h.BinarySHA256)
-	}
-	if len(h.Capabilities) > 64 {
-		return errors.New("hello: field capabilities has more than 64 entries")
-	}
-	if !h.Platform.IsZero() {
-		if err := h.Platform.Validate(); err != nil {
-			return fmt.Errorf("hello: field platform: %v", err)
-		}
-	}
-	return nil
-}
 
 // PoolRunPrefix starts the run of a warm-pool member's runner session
 // before a lease adopts the member (TokenRenewal.Run).
@@ -81,7 +19,7 @@ const (
 
 // Command is what the controller sends a runner, on its sequence of
 // commands, and journals (PRP-4). ID is the idempotency key; Digest is the
-// digest of the rest (SealCommand sets it, Validate checks it). Lease and
+// digest of the rest (the controller sets it, the runner checks it). Lease and
 // Run name the scope it acts in (PRP-7). A command carries references,
 // never secret values.
 type Command struct {
@@ -116,96 +54,4 @@ type TaskStart struct {
 type TaskStop struct {
 	TaskID string        `json:"task_id"`
 	Grace  time.Duration `json:"grace_ns"`
-}
-
-// Validate checks the command's fields and that Digest matches.
-func (c *Command) Validate() error {
-	if !ValidID(c.ID) {
-		return fmt.Errorf("command: field id %q is not a valid id", c.ID)
-	}
-	if !ValidID(c.Lease) || !ValidID(c.Run) {
-		return fmt.Errorf("command %s: fields lease %q / run %q are not valid ids", c.ID, c.Lease, c.Run)
-	}
-	switch c.Kind {
-	case CommandTaskStart:
-		if c.TaskStart == nil || c.TaskStop != nil {
-			return fmt.Errorf("command %s: field task_start must be the only payload", c.ID)
-		}
-		if !ValidID(c.TaskStart.TaskID) {
-			return fmt.Errorf("command %s: field task_start.task_id %q is not a valid id", c.ID, c.TaskStart.TaskID)
-		}
-		if len(c.TaskStart.Argv) == 0 || c.TaskStart.Argv[0] == "" {
-			return fmt.Errorf("command %s: field task_start.argv is empty", c.ID)
-		}
-		if c.TaskStart.OutputLimit < 0 {
-			return fmt.Errorf("command %s: field task_start.output_limit is negative", c.ID)
-		}
-		if err := validateSecretUses(c.TaskStart.Secrets); err != nil {
-			return fmt.Errorf("command %s: task_start: %w", c.ID, err)
-		}
-	case CommandTaskStop:
-		if c.TaskStop == nil || c.TaskStart != nil {
-			return fmt.Errorf("command %s: field task_stop must be the only payload", c.ID)
-		}
-		if !ValidID(c.TaskStop.TaskID) {
-			return fmt.Errorf("command %s: field task_stop.task_id %q is not a valid id", c.ID, c.TaskStop.TaskID)
-		}
-		if c.TaskStop.Grace < 0 {
-			return fmt.Errorf("command %s: field task_stop.grace is negative", c.ID)
-		}
-	default:
-		return fmt.Errorf("command %s: field kind %q is unknown", c.ID, c.Kind)
-	}
-	if want := commandDigest(*c); c.Digest != want {
-		return fmt.Errorf("command %s: field digest does not match the body", c.ID)
-	}
-	return nil
-}
-
-// TaskID returns the id of the task the command acts on.
-func (c *Command) TaskID() string {
-	switch {
-	case c.TaskStart != nil:
-		return c.TaskStart.TaskID
-	case c.TaskStop != nil:
-		return c.TaskStop.TaskID
-	}
-	return ""
-}
-
-// commandDigest returns the hex SHA-256 of the canonical JSON of c with its
-// Digest field cleared: object keys sorted, no insignificant whitespace,
-// bytes as base64. Two commands with the same id and a different digest are
-// an idempotency conflict (PRP-4).
-func commandDigest(c Command) string {
-	c.Digest = ""
-	b, err := canonicalJSON(c)
-	if err != nil {
-		// A Command always marshals; this is a programmer error.
-		panic("prp: command digest: " + err.Error())
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-// SealCommand sets c.Digest and returns c.
-func SealCommand(c Command) Command {
-	c.Digest = commandDigest(c)
-	return c
-}
-
-// canonicalJSON marshals v, then re-marshals it through generic values so
-// that every object's keys are sorted whatever produced it.
-func canonicalJSON(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var g any
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(&g); err != nil {
-		return nil, err
-	}
-	return json.Marshal(g)
 }

@@ -1,7 +1,6 @@
 package prp
 
 import (
-	"errors"
 	"fmt"
 	"path"
 	"regexp"
@@ -77,42 +76,6 @@ func (u *SecretUse) Validate() error {
 		if p == "" || len(p) > 256 {
 			return fmt.Errorf("secret use %s: field projects holds an empty or too long id", u.Ref)
 		}
-	}
-	return nil
-}
-
-// maxSecretUses is the most SecretUse entries one task.start carries
-// (internal/prpwire.MaxSecretUses, the most values a secrets frame
-// carries, is the same).
-const maxSecretUses = 64
-
-// validateSecretUses checks a task's uses: each valid, at most
-// maxSecretUses, no env name or file twice, at most one managed account.
-func validateSecretUses(uses []SecretUse) error {
-	if len(uses) > maxSecretUses {
-		return fmt.Errorf("field secrets has %d entries, more than %d", len(uses), maxSecretUses)
-	}
-	seen := map[string]bool{}
-	accounts := 0
-	for i := range uses {
-		u := &uses[i]
-		if err := u.Validate(); err != nil {
-			return fmt.Errorf("field secrets[%d]: %w", i, err)
-		}
-		key := "env:" + u.Env
-		if u.File != "" {
-			key = "file:" + u.File
-		}
-		if seen[key] {
-			return fmt.Errorf("field secrets[%d]: %s is the target of two secrets", i, strings.TrimPrefix(strings.TrimPrefix(key, "env:"), "file:"))
-		}
-		seen[key] = true
-		if u.Source == SecretFromManagedAccount {
-			accounts++
-		}
-	}
-	if accounts > 1 {
-		return errors.New("field secrets names more than one managed account")
 	}
 	return nil
 }

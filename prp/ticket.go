@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -27,10 +26,6 @@ const (
 
 // Valid reports whether s is a known scope.
 func (s Scope) Valid() bool { return s == ScopeTask || s == ScopeProbe }
-
-// MaxTicketTTL is the longest a ticket lives (PRP-2): TicketRecord.Validate
-// refuses a longer one.
-const MaxTicketTTL = 5 * time.Minute
 
 // ticketPrefix starts every ticket's text form.
 const ticketPrefix = "prpt1_"
@@ -122,22 +117,4 @@ type TicketRecord struct {
 	// controller's Attach: the session it creates (or resumes) is one the
 	// holder's tasks go to and the lease's release stops.
 	Holder bool
-}
-
-// Validate checks the record's fields, including ExpiresAt - CreatedAt <=
-// MaxTicketTTL.
-func (r *TicketRecord) Validate() error {
-	switch {
-	case !ValidID(r.Lease) || !ValidID(r.Run) || !ValidID(r.Company):
-		return fmt.Errorf("prp: ticket record: fields lease %q / run %q / company %q must be valid ids", r.Lease, r.Run, r.Company)
-	case !r.Scope.Valid():
-		return fmt.Errorf("prp: ticket record: field scope %q is unknown", r.Scope)
-	case r.CreatedAt.IsZero() || !r.ExpiresAt.After(r.CreatedAt):
-		return errors.New("prp: ticket record: field expires_at must be after created_at")
-	case r.Resume != "" && !ValidID(r.Resume):
-		return fmt.Errorf("prp: ticket record: field resume %q must be a valid id", r.Resume)
-	case r.ExpiresAt.Sub(r.CreatedAt) > MaxTicketTTL:
-		return fmt.Errorf("prp: ticket record: lifetime %v exceeds %v", r.ExpiresAt.Sub(r.CreatedAt), MaxTicketTTL)
-	}
-	return nil
 }

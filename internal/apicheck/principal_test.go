@@ -36,7 +36,6 @@ var principalExempt = map[string]string{
 	"lease.Manager.Close":                         "stops this process's own heartbeats; acts on no record",
 	"prp/controller.Controller.Close":             "closes this process's own connections; acts on no record",
 	"prp/controller.Controller.ServeHTTP":         "the runners' endpoint: a runner authenticates with its ticket or token, never as a principal",
-	"prp/controller.Controller.Connected":         "a pure read of this process's own connections (a yes/no per session id the caller holds)",
 	"prp/controller.Controller.ConnectedSessions": "a pure read of this process's own connections (the ids it serves)",
 }
 

@@ -3,16 +3,17 @@ package prpwire
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/berthdev/berth/prp"
 	"math"
+
+	"github.com/berthdev/berth/prp"
 )
 
 // CapBinaryOutput gates binary output frames: when the runner offers it in
-// the prp.Hello and the controller grants it in the Welcome, the runner sends
+// the Hello and the controller grants it in the Welcome, the runner sends
 // every output event as a binary WebSocket message (an OutputFrame) instead
 // of a JSON envelope with base64 data; every other message stays JSON. A
 // session without the grant uses JSON for output too.
-const CapBinaryOutput prp.Capability = "binary_output"
+const CapBinaryOutput Capability = "binary_output"
 
 // OutputFrame is an output event in a binary frame (CapBinaryOutput). On
 // the wire it is a fixed header followed by the two ids and the bytes; all
@@ -30,7 +31,7 @@ const CapBinaryOutput prp.Capability = "binary_output"
 //	24  8   offset of Data in the stream (0..2^63-1)
 //	32  -   session id, task id, then Data to the end of the frame
 //
-// The ids obey prp.ValidID. The frame is the event prp.Event{Kind: prp.EventOutput,
+// The ids obey ValidID. The frame is the event prp.Event{Kind: prp.EventOutput,
 // TaskID, Output: &prp.Output{Stream, Offset, Data}} with seq Seq; its message
 // id is implied ("e<seq>").
 type OutputFrame struct {
@@ -82,9 +83,9 @@ func AppendOutputFrame(dst []byte, f OutputFrame, maxFrame int) ([]byte, error) 
 	switch {
 	case f.Version < 1 || f.Version > math.MaxUint8:
 		return dst, fmt.Errorf("%w: output frame: field version %d is out of range", ErrFrame, f.Version)
-	case !prp.ValidID(f.Session):
+	case !ValidID(f.Session):
 		return dst, fmt.Errorf("%w: output frame: field session %q is not a valid id", ErrFrame, f.Session)
-	case !prp.ValidID(f.TaskID):
+	case !ValidID(f.TaskID):
 		return dst, fmt.Errorf("%w: output frame: field task_id %q is not a valid id", ErrFrame, f.TaskID)
 	case f.Seq == 0:
 		return dst, fmt.Errorf("%w: output frame: field seq must be positive", ErrFrame)
@@ -152,9 +153,9 @@ func DecodeOutputFrame(frame []byte, maxFrame int) (OutputFrame, error) {
 		return OutputFrame{}, fmt.Errorf("%w: output frame: field seq must be positive", ErrFrame)
 	case off > math.MaxInt64:
 		return OutputFrame{}, fmt.Errorf("%w: output frame: field offset is out of range", ErrFrame)
-	case !prp.ValidID(f.Session):
+	case !ValidID(f.Session):
 		return OutputFrame{}, fmt.Errorf("%w: output frame: field session is not a valid id", ErrFrame)
-	case !prp.ValidID(f.TaskID):
+	case !ValidID(f.TaskID):
 		return OutputFrame{}, fmt.Errorf("%w: output frame: field task_id is not a valid id", ErrFrame)
 	}
 	f.Output.Offset = int64(off)

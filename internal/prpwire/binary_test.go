@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"github.com/berthdev/berth/prp"
 	"strings"
 	"testing"
+
+	"github.com/berthdev/berth/prp"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -36,7 +37,7 @@ func TestOutputFrameRoundTrip(t *testing.T) {
 		t.Error("Data was copied; want it to alias the frame")
 	}
 	ev := got.Event()
-	if err := ev.Validate(); err != nil || ev.Kind != prp.EventOutput || ev.TaskID != "task.1" || !bytes.Equal(ev.Output.Data, data) {
+	if err := ValidateEvent(ev); err != nil || ev.Kind != prp.EventOutput || ev.TaskID != "task.1" || !bytes.Equal(ev.Output.Data, data) {
 		t.Errorf("prp.Event() = %+v, %v", ev, err)
 	}
 	// Appending reuses dst's capacity.

@@ -3,8 +3,9 @@ package prpwire
 import (
 	"context"
 	"fmt"
-	"github.com/berthdev/berth/prp"
 	"time"
+
+	"github.com/berthdev/berth/prp"
 )
 
 // ExchangePath is the HTTP path, relative to the controller's PRP base URL,
@@ -34,7 +35,7 @@ type ExchangeResponse struct {
 	// commands for anything else too (PRP-7).
 	Lease string `json:"lease"`
 	Run   string `json:"run"`
-	// prp.Resume is true when the ticket was a resume ticket: Session is the
+	// Resume is true when the ticket was a resume ticket: Session is the
 	// existing session the runner rejoins with its state directory.
 	Resume bool `json:"resume,omitempty"`
 	// StateKey is the session's state key (StateKeyLen bytes, base64 in
@@ -73,15 +74,15 @@ func (x *Exchanger) Exchange(ctx context.Context, req ExchangeRequest, now time.
 }
 
 // ExchangeTicket is Exchange that also returns the consumed ticket's
-// record (its prp.Resume and Holder fields say what the session is). For a
-// resume ticket the token is for the record's prp.Resume session and the
-// response says prp.Resume; the caller checks that the session exists.
+// record (its Resume and Holder fields say what the session is). For a
+// resume ticket the token is for the record's Resume session and the
+// response says Resume; the caller checks that the session exists.
 func (x *Exchanger) ExchangeTicket(ctx context.Context, req ExchangeRequest, now time.Time) (ExchangeResponse, Claims, prp.TicketRecord, error) {
 	t, err := prp.ParseTicket(req.Ticket)
 	if err != nil {
 		return ExchangeResponse{}, Claims{}, prp.TicketRecord{}, err
 	}
-	if !prp.ValidID(req.Lease) {
+	if !ValidID(req.Lease) {
 		return ExchangeResponse{}, Claims{}, prp.TicketRecord{}, fmt.Errorf("%w: field lease is not a valid id", prp.ErrTicketMalformed)
 	}
 	fresh, err := prp.NewID("s")

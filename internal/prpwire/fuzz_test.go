@@ -2,10 +2,11 @@ package prpwire
 
 import (
 	"bytes"
-	"github.com/berthdev/berth/prp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthdev/berth/prp"
 )
 
 // FuzzDecodeFrame: the decoder never panics, and whatever it accepts
@@ -36,7 +37,7 @@ func FuzzDecodeFrame(f *testing.F) {
 			var ev prp.Event
 			_ = DecodeBody(e, &ev)
 		case TypeHello:
-			var h prp.Hello
+			var h Hello
 			_ = DecodeBody(e, &h)
 		case TypeWelcome:
 			var w Welcome
@@ -112,7 +113,7 @@ func FuzzDecodeOutputFrame(f *testing.F) {
 			t.Fatalf("re-encoded %x, want %x", again, frame)
 		}
 		ev := fr.Event()
-		if err := ev.Validate(); err != nil {
+		if err := ValidateEvent(ev); err != nil {
 			t.Fatalf("an accepted frame is not a valid event: %v", err)
 		}
 	})

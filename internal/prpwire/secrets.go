@@ -2,14 +2,12 @@ package prpwire
 
 import (
 	"fmt"
-
-	"github.com/berthdev/berth/prp"
 )
 
 // Limits of the secrets of one task.
 const (
 	// MaxSecretUses is the most prp.SecretUse entries one task.start carries
-	// (prp checks it in prp.Command.Validate; the same number).
+	// (ValidateCommand checks it) and the most values a secrets frame carries.
 	MaxSecretUses = 64
 	// MaxSecretValue is the largest secret value (64 KiB) a secrets frame
 	// carries.
@@ -35,7 +33,7 @@ type SecretValues struct {
 // Validate checks the body: a valid command id, either values (each at most
 // MaxSecretValue bytes) or a code.
 func (s *SecretValues) Validate() error {
-	if !prp.ValidID(s.CommandID) {
+	if !ValidID(s.CommandID) {
 		return fmt.Errorf("secrets: field command_id %q is not a valid id", s.CommandID)
 	}
 	if s.Code != "" && len(s.Values) > 0 {

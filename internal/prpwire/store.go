@@ -25,7 +25,7 @@ func (s *memoryTicketStore) CreateTicket(ctx context.Context, r prp.TicketRecord
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := r.Validate(); err != nil {
+	if err := ValidateTicketRecord(r); err != nil {
 		return err
 	}
 	s.mu.Lock()

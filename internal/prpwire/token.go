@@ -55,7 +55,7 @@ type Claims struct {
 // Validate checks the claims' fields.
 func (c *Claims) Validate() error {
 	switch {
-	case !prp.ValidID(c.Lease) || !prp.ValidID(c.Run) || !prp.ValidID(c.Company) || !prp.ValidID(c.Session):
+	case !ValidID(c.Lease) || !ValidID(c.Run) || !ValidID(c.Company) || !ValidID(c.Session):
 		return errors.New("claims: fields lease, run, company and session must be valid ids")
 	case !c.Scope.Valid():
 		return fmt.Errorf("claims: field scope %q is unknown", c.Scope)

@@ -2,7 +2,6 @@ package prpwire
 
 import (
 	"fmt"
-	"github.com/berthdev/berth/prp"
 
 	"github.com/berthdev/berth/errcode"
 )
@@ -26,8 +25,8 @@ func Negotiate(runnerMin, runnerMax, ctrlMin, ctrlMax int) (int, error) {
 
 // GrantCapabilities returns the capabilities in offered that the controller
 // supports, in the order offered, without duplicates.
-func GrantCapabilities(offered, supported []prp.Capability) []prp.Capability {
-	out := []prp.Capability{}
+func GrantCapabilities(offered, supported []Capability) []Capability {
+	out := []Capability{}
 	for _, c := range offered {
 		if Has(supported, c) && !Has(out, c) {
 			out = append(out, c)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
 	"github.com/berthdev/berth/prp"
 
 	"github.com/berthdev/berth/errcode"
@@ -50,7 +51,7 @@ type Type string
 
 // The envelope types.
 const (
-	// TypeHello is the runner's first message (body prp.Hello).
+	// TypeHello is the runner's first message (body Hello).
 	TypeHello Type = "hello"
 	// TypeWelcome is the controller's answer to a hello (body Welcome).
 	TypeWelcome Type = "welcome"
@@ -116,9 +117,9 @@ func (e *Envelope) Validate() error {
 		return fmt.Errorf("%w: field protocol is %q, want %q", ErrFrame, e.Protocol, Protocol)
 	case e.Version < 1 || e.Version > 1000:
 		return fmt.Errorf("%w: field version %d is out of range", ErrFrame, e.Version)
-	case !prp.ValidID(e.ID):
+	case !ValidID(e.ID):
 		return fmt.Errorf("%w: field id %q is not a valid id", ErrFrame, e.ID)
-	case e.Session != "" && !prp.ValidID(e.Session):
+	case e.Session != "" && !ValidID(e.Session):
 		return fmt.Errorf("%w: field session %q is not a valid id", ErrFrame, e.Session)
 	}
 	switch e.Type {
@@ -193,7 +194,8 @@ func NewEnvelope(v int, t Type, id, session string, body any) (Envelope, error) 
 }
 
 // DecodeBody decodes e's body into v, rejecting unknown fields, and then
-// validates v if it has a Validate method.
+// validates v: a *prp.Command by ValidateCommand, a *prp.Event by
+// ValidateEvent, any other v that has a Validate method by it.
 func DecodeBody(e Envelope, v any) error {
 	if len(e.Body) == 0 {
 		return fmt.Errorf("%w: %s has no body", ErrFrame, e.Type)
@@ -201,10 +203,17 @@ func DecodeBody(e Envelope, v any) error {
 	if err := strictUnmarshal(e.Body, v); err != nil {
 		return fmt.Errorf("%w: %s body: %v", ErrFrame, e.Type, err)
 	}
-	if val, ok := v.(interface{ Validate() error }); ok {
-		if err := val.Validate(); err != nil {
-			return fmt.Errorf("%w: %s body: %v", ErrFrame, e.Type, err)
-		}
+	var err error
+	switch val := v.(type) {
+	case *prp.Command:
+		err = ValidateCommand(*val)
+	case *prp.Event:
+		err = ValidateEvent(*val)
+	case interface{ Validate() error }:
+		err = val.Validate()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s body: %v", ErrFrame, e.Type, err)
 	}
 	return nil
 }

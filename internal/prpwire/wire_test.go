@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/berthdev/berth/prp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthdev/berth/prp"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -116,8 +117,8 @@ func TestWelcomeValidate(t *testing.T) {
 
 func TestHelloRoundTrip(t *testing.T) {
 	t.Parallel()
-	h := prp.Hello{MinVersion: 1, MaxVersion: 1, RunnerVersion: "v0.1", BinarySHA256: strings.Repeat("ab", 32),
-		Capabilities: []prp.Capability{CapTasks}, Resume: prp.Resume{LastCommandSeq: 4, OldestUnackedEvent: 9, NextEventSeq: 12}}
+	h := Hello{MinVersion: 1, MaxVersion: 1, RunnerVersion: "v0.1", BinarySHA256: strings.Repeat("ab", 32),
+		Capabilities: []Capability{CapTasks}, Resume: Resume{LastCommandSeq: 4, OldestUnackedEvent: 9, NextEventSeq: 12}}
 	h.Platform = qualification.MustParsePlatform("linux/amd64 libc=glibc:2.36 kernel=6.1.0")
 	e := mustEnvelope(t, TypeHello, 0, h)
 	frame, err := EncodeFrame(e, 0)
@@ -128,7 +129,7 @@ func TestHelloRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h2 prp.Hello
+	var h2 Hello
 	if err := DecodeBody(got, &h2); err != nil {
 		t.Fatal(err)
 	}
@@ -170,8 +171,8 @@ func TestNegotiate(t *testing.T) {
 			t.Errorf("Negotiate(%d,%d,%d,%d) = %d, %v; want %d", tc.rmin, tc.rmax, tc.cmin, tc.cmax, got, err, tc.want)
 		}
 	}
-	got := GrantCapabilities([]prp.Capability{CapStdin, CapTasks, CapTasks, "future"}, []prp.Capability{CapTasks, CapStdin})
-	if diff := cmp.Diff([]prp.Capability{CapStdin, CapTasks}, got); diff != "" {
+	got := GrantCapabilities([]Capability{CapStdin, CapTasks, CapTasks, "future"}, []Capability{CapTasks, CapStdin})
+	if diff := cmp.Diff([]Capability{CapStdin, CapTasks}, got); diff != "" {
 		t.Errorf("GrantCapabilities (-want +got):\n%s", diff)
 	}
 }

@@ -76,7 +76,7 @@ func exchange(ctx context.Context, client *http.Client, base, lease, ticket stri
 		return credentials{}, err
 	}
 	var xr prpwire.ExchangeResponse
-	if err := json.Unmarshal(b, &xr); err != nil || xr.Token == "" || !prp.ValidID(xr.Session) || !xr.Scope.Valid() {
+	if err := json.Unmarshal(b, &xr); err != nil || xr.Token == "" || !prpwire.ValidID(xr.Session) || !xr.Scope.Valid() {
 		return credentials{}, permanent{fmt.Errorf("runner: exchange at %s: the response is not an exchange response", url)}
 	}
 	return credentials{Token: xr.Token, ExpiresAt: xr.ExpiresAt, Session: xr.Session, Scope: xr.Scope, Lease: xr.Lease, Run: xr.Run,

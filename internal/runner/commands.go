@@ -109,7 +109,7 @@ func (r *Runner) handleCommand(ctx context.Context, seq uint64, c prp.Command) {
 			return // its result follows when it ends
 		}
 		// Received but never executing: it did not start; run it now.
-	} else if err := r.j.recordUnsynced(journalEntry{Seq: seq, ID: c.ID, Digest: c.Digest, Kind: c.Kind, TaskID: c.TaskID(), State: prp.JournalReceived, Secrets: needSecrets}); err != nil {
+	} else if err := r.j.recordUnsynced(journalEntry{Seq: seq, ID: c.ID, Digest: c.Digest, Kind: c.Kind, TaskID: prpwire.CommandTaskID(c), State: prp.JournalReceived, Secrets: needSecrets}); err != nil {
 		r.log.Error("runner: journal", "command", c.ID, "err", err)
 		return
 	}
@@ -129,7 +129,7 @@ func (r *Runner) handleCommand(ctx context.Context, seq uint64, c prp.Command) {
 		switch {
 		case !haveSecrets:
 			r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prpwire.CodeSecretsMissing,
-				Message: "task " + c.TaskID() + " needs secret values and none arrived for command " + c.ID + "; nothing ran"})
+				Message: "task " + prpwire.CommandTaskID(c) + " needs secret values and none arrived for command " + c.ID + "; nothing ran"})
 			return
 		case sv.Code != "":
 			r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prpwire.CodeSecretsUnavailable,
@@ -137,7 +137,7 @@ func (r *Runner) handleCommand(ctx context.Context, seq uint64, c prp.Command) {
 			return
 		case len(sv.Values) != len(c.TaskStart.Secrets):
 			r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prpwire.CodeSecretsMissing,
-				Message: fmt.Sprintf("task %s needs %d secret values, %d arrived; nothing ran", c.TaskID(), len(c.TaskStart.Secrets), len(sv.Values))})
+				Message: fmt.Sprintf("task %s needs %d secret values, %d arrived; nothing ran", prpwire.CommandTaskID(c), len(c.TaskStart.Secrets), len(sv.Values))})
 			return
 		}
 	}

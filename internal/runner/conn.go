@@ -19,7 +19,7 @@ import (
 )
 
 // capabilities the runner offers in its hello.
-var capabilities = []prp.Capability{prpwire.CapTasks, prpwire.CapStopProof, prpwire.CapStdin, prpwire.CapSecrets, prpwire.CapBinaryOutput}
+var capabilities = []prpwire.Capability{prpwire.CapTasks, prpwire.CapStopProof, prpwire.CapStdin, prpwire.CapSecrets, prpwire.CapBinaryOutput}
 
 // welcomeTimeout bounds the wait for the welcome after the hello.
 const welcomeTimeout = 30 * time.Second
@@ -122,9 +122,9 @@ func (r *Runner) handshake(ctx context.Context, conn *websocket.Conn, cred crede
 	r.mu.Lock()
 	lastCmd := r.lastQueued
 	r.mu.Unlock()
-	h := prp.Hello{MinVersion: prpwire.MinVersion, MaxVersion: prpwire.MaxVersion, RunnerVersion: r.opts.Version,
+	h := prpwire.Hello{MinVersion: prpwire.MinVersion, MaxVersion: prpwire.MaxVersion, RunnerVersion: r.opts.Version,
 		BinarySHA256: r.opts.BinarySHA256, Platform: plat, Capabilities: capabilities,
-		Resume: prp.Resume{LastCommandSeq: lastCmd, OldestUnackedEvent: oldest, NextEventSeq: next}}
+		Resume: prpwire.Resume{LastCommandSeq: lastCmd, OldestUnackedEvent: oldest, NextEventSeq: next}}
 	if err := r.send(ctx, conn, prpwire.TypeHello, "hello", cred.Session, 0, h, prpwire.DefaultMaxFrame); err != nil {
 		return prpwire.Welcome{}, err
 	}
@@ -309,7 +309,7 @@ func (r *Runner) reader(ctx context.Context, conn *websocket.Conn, session strin
 			run := r.cred.Run
 			switch {
 			case tr.Run == "" || tr.Run == run:
-			case strings.HasPrefix(run, prp.PoolRunPrefix) && prp.ValidID(tr.Run) && !strings.HasPrefix(tr.Run, prp.PoolRunPrefix):
+			case strings.HasPrefix(run, prp.PoolRunPrefix) && prpwire.ValidID(tr.Run) && !strings.HasPrefix(tr.Run, prp.PoolRunPrefix):
 				// A warm-pool member's runner, handed to the lease that
 				// adopted the member: its commands are that run's now.
 				r.cred.Run = tr.Run

@@ -43,7 +43,7 @@ type testController struct {
 	refuse      bool
 	conn        *websocket.Conn
 	conns       int
-	hellos      []prp.Hello
+	hellos      []prpwire.Hello
 	closes      []websocket.StatusCode // close statuses the runner sent
 	cmdAcked    uint64
 	maxUnack    int64 // the most event bytes received but not acked
@@ -181,7 +181,7 @@ func (c *testController) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	env, err := prpwire.DecodeFrame(b, c.limits.MaxFrame)
-	var h prp.Hello
+	var h prpwire.Hello
 	if err == nil {
 		err = prpwire.DecodeBody(env, &h)
 	}
@@ -201,7 +201,7 @@ func (c *testController) connect(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	wel := c.limits
 	wel.Version, wel.Session, wel.EventAck, wel.NextCommandSeq = v, claims.Session, c.acked, h.Resume.LastCommandSeq+1
-	wel.Capabilities = prpwire.GrantCapabilities(h.Capabilities, []prp.Capability{prpwire.CapTasks, prpwire.CapStopProof, prpwire.CapStdin})
+	wel.Capabilities = prpwire.GrantCapabilities(h.Capabilities, []prpwire.Capability{prpwire.CapTasks, prpwire.CapStopProof, prpwire.CapStdin})
 	wel.TokenExpiry = claims.ExpiresAt
 	c.received = c.acked // unacked events will be replayed
 	c.conn = conn
@@ -379,7 +379,7 @@ func (c *testController) command(cmd prp.Command) prp.Command {
 	if cmd.Lease == "" {
 		cmd.Lease, cmd.Run = "lease-1", "run-1"
 	}
-	cmd = prp.SealCommand(cmd)
+	cmd = prpwire.SealCommand(cmd)
 	c.mu.Lock()
 	c.commands = append(c.commands, cmd)
 	c.notify()

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -152,7 +153,7 @@ func readSegment(path string, key []byte) ([]outRecord, int64, error) {
 // on a disk error or when ctx ends. An output event is stored as a binary
 // record (see outputRecord), every other event as JSON.
 func (o *outbox) Append(ctx context.Context, ev prp.Event) (uint64, error) {
-	if ev.Kind == prp.EventOutput && ev.Output != nil && prp.ValidID(ev.TaskID) {
+	if ev.Kind == prp.EventOutput && ev.Output != nil && prpwire.ValidID(ev.TaskID) {
 		return o.AppendOutput(ctx, ev.TaskID, ev.Output.Stream, ev.Output.Offset, ev.Output.Data)
 	}
 	body, err := json.Marshal(ev)

@@ -144,7 +144,7 @@ func TestSequenceGapClosesAndResumes(t *testing.T) {
 	c := newController(t)
 	startRunner(t, c, t.TempDir(), runner.Options{Ticket: c.ticket("lease-1", prp.ScopeTask, time.Minute)})
 	c.waitFor("the welcome", func() bool { return c.conns == 1 })
-	body, _ := json.Marshal(prp.SealCommand(prp.Command{ID: "gap", Kind: prp.CommandTaskStart, Lease: "lease-1", Run: "run-1",
+	body, _ := json.Marshal(prpwire.SealCommand(prp.Command{ID: "gap", Kind: prp.CommandTaskStart, Lease: "lease-1", Run: "run-1",
 		TaskStart: &prp.TaskStart{TaskID: "tg", Argv: []string{"true"}}}))
 	c.sendRaw(prpwire.Envelope{Protocol: prpwire.Protocol, Version: 1, Type: prpwire.TypeCommand, ID: "m-gap", Seq: 5, Body: body})
 	c.waitFor("a close for the gap", func() bool { return slices.Contains(c.closes, prpwire.CloseSequenceGap) })

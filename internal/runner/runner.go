@@ -132,7 +132,7 @@ func New(controllerURL, stateDir string, opts *Options) (*Runner, error) {
 // creating it on first use; task tags carry it.
 func runnerID(dir string) (string, error) {
 	path := filepath.Join(dir, "id")
-	if b, err := os.ReadFile(path); err == nil && prp.ValidID(strings.TrimSpace(string(b))) {
+	if b, err := os.ReadFile(path); err == nil && prpwire.ValidID(strings.TrimSpace(string(b))) {
 		return strings.TrimSpace(string(b)), nil
 	}
 	var b [8]byte

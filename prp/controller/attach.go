@@ -18,8 +18,10 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/qualification"
 )
 
 // AttachStage is a step of Attach, reported to AttachRequest.Progress.
@@ -50,7 +52,7 @@ type AttachRequest struct {
 	// new id. A run that starts with prp.PoolRunPrefix is refused
 	// (lease.ErrInvalid): such runs are warm-pool members' (pool.go).
 	Run string
-	// TicketTTL bounds the bootstrap ticket. Default prp.MaxTicketTTL (one
+	// TicketTTL bounds the bootstrap ticket. Default prpwire.MaxTicketTTL (one
 	// minute for a probe).
 	TicketTTL time.Duration
 	// Progress, if not nil, is called as each stage starts, from the
@@ -69,14 +71,11 @@ type Attachment struct {
 	p                            authz.Principal
 	session, lease, run, company string
 	scope                        prp.Scope
-	hello                        prp.Hello
+	hello                        prpwire.Hello
 }
 
 // Session returns the runner's session id.
 func (a *Attachment) Session() string { return a.session }
-
-// Lease returns the lease id the runner serves.
-func (a *Attachment) Lease() string { return a.lease }
 
 // Run returns the run the session is for.
 func (a *Attachment) Run() string { return a.run }
@@ -84,13 +83,23 @@ func (a *Attachment) Run() string { return a.run }
 // Company returns the lease's company.
 func (a *Attachment) Company() string { return a.company }
 
-// Scope returns the runner's identity: prp.ScopeTask or prp.ScopeProbe.
-func (a *Attachment) Scope() prp.Scope { return a.scope }
+// Hello returns what the runner's first hello on this controller said of
+// the runner: its version, binary digest and platform (os, arch, libc,
+// kernel). Zero for a Reattach whose runner is not connected here.
+func (a *Attachment) Hello() Hello {
+	return Hello{RunnerVersion: a.hello.RunnerVersion, BinarySHA256: a.hello.BinarySHA256, Platform: a.hello.Platform}
+}
 
-// Hello returns the runner's first hello on this controller: its version,
-// binary digest and platform (os, arch, libc, kernel). Zero for a
-// Reattach whose runner is not connected here.
-func (a *Attachment) Hello() prp.Hello { return a.hello }
+// Hello is what a runner reports of itself when it connects
+// (Attachment.Hello). The zero Hello means no runner said hello.
+type Hello struct {
+	// RunnerVersion is the runner's version string.
+	RunnerVersion string
+	// BinarySHA256 is the hex SHA-256 of the runner binary that runs.
+	BinarySHA256 string
+	// Platform is the platform the runner found itself on.
+	Platform qualification.Platform
+}
 
 // Events returns at most limit (<= 0 or above 256: 256) stored events of
 // the session after seq after, in seq order, output bytes read back; it
@@ -182,7 +191,7 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 	if run == "" {
 		run = l.Run
 	}
-	if run == "" || !prp.ValidID(run) {
+	if run == "" || !prpwire.ValidID(run) {
 		var err error
 		if run, err = prp.NewID("run"); err != nil {
 			return fail(err)
@@ -193,7 +202,7 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 	}
 	ttl := req.TicketTTL
 	if ttl <= 0 {
-		ttl = prp.MaxTicketTTL
+		ttl = prpwire.MaxTicketTTL
 		if scope == prp.ScopeProbe {
 			ttl = time.Minute
 		}
@@ -274,7 +283,7 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 // h's ingress in is connected here and returns its session and hello.
 // When ctx ends first, the error names the sandbox and the endpoint and
 // carries the end of the runner's log (runnerLogTail).
-func (c *Controller) awaitHello(ctx context.Context, h *lease.Handle, in drivers.RunnerIngress, rec prp.TicketRecord) (string, prp.Hello, error) {
+func (c *Controller) awaitHello(ctx context.Context, h *lease.Handle, in drivers.RunnerIngress, rec prp.TicketRecord) (string, prpwire.Hello, error) {
 	for {
 		ch := c.changes()
 		if id, hello, ok := c.liveTicket(rec); ok {
@@ -285,7 +294,7 @@ func (c *Controller) awaitHello(ctx context.Context, h *lease.Handle, in drivers
 		}
 		select {
 		case <-ctx.Done():
-			return "", prp.Hello{}, fmt.Errorf("no hello from the runner in sandbox %s at %s%s: %w", h.SandboxID(), in.Endpoint(), c.runnerLogTail(ctx, in, h.ID()), ctx.Err())
+			return "", prpwire.Hello{}, fmt.Errorf("no hello from the runner in sandbox %s at %s%s: %w", h.SandboxID(), in.Endpoint(), c.runnerLogTail(ctx, in, h.ID()), ctx.Err())
 		case <-ch:
 		}
 	}
@@ -486,14 +495,14 @@ func (c *Controller) burnTicket(ctx context.Context, r prp.TicketRecord) {
 // or for a resume ticket the session it resumes) when its runner is
 // connected to this controller, with its hello. A session some other
 // ticket created never matches, whatever its lease and run.
-func (c *Controller) liveTicket(r prp.TicketRecord) (string, prp.Hello, bool) {
+func (c *Controller) liveTicket(r prp.TicketRecord) (string, prpwire.Hello, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if r.Resume != "" {
 		if c.live[r.Resume] != nil {
 			return r.Resume, c.hellos[r.Resume], true
 		}
-		return "", prp.Hello{}, false
+		return "", prpwire.Hello{}, false
 	}
 	hash := r.Hash.String()
 	for id, lc := range c.live {
@@ -501,7 +510,7 @@ func (c *Controller) liveTicket(r prp.TicketRecord) (string, prp.Hello, bool) {
 			return id, c.hellos[id], true
 		}
 	}
-	return "", prp.Hello{}, false
+	return "", prpwire.Hello{}, false
 }
 
 // leaseEnded is the lease manager's LeaseEnded: the lease manager no longer

@@ -208,15 +208,15 @@ func (c *Controller) releaseConnection(session, conn string) {
 }
 
 // handshake reads the hello and sends the welcome (PRP-3).
-func (c *Controller) handshake(ctx context.Context, ws *websocket.Conn, sess Session, claims prpwire.Claims) (*liveConn, prp.Hello, error) {
+func (c *Controller) handshake(ctx context.Context, ws *websocket.Conn, sess Session, claims prpwire.Claims) (*liveConn, prpwire.Hello, error) {
 	hctx, cancel := context.WithTimeout(ctx, c.limits.DeadAfter)
 	_, b, err := ws.Read(hctx)
 	cancel()
 	if err != nil {
-		return nil, prp.Hello{}, fmt.Errorf("read hello: %w", err)
+		return nil, prpwire.Hello{}, fmt.Errorf("read hello: %w", err)
 	}
 	env, err := prpwire.DecodeFrame(b, c.limits.MaxFrame)
-	var h prp.Hello
+	var h prpwire.Hello
 	if err == nil && env.Type != prpwire.TypeHello {
 		err = fmt.Errorf("%w: first frame is a %s, want a hello", prpwire.ErrFrame, env.Type)
 	}
@@ -225,7 +225,7 @@ func (c *Controller) handshake(ctx context.Context, ws *websocket.Conn, sess Ses
 	}
 	if err != nil {
 		ws.Close(prpwire.CloseProtocolError, string(prpwire.CodeOf(err)))
-		return nil, prp.Hello{}, err
+		return nil, prpwire.Hello{}, err
 	}
 	v, err := prpwire.Negotiate(h.MinVersion, h.MaxVersion, prpwire.MinVersion, prpwire.MaxVersion)
 	if err != nil {
@@ -246,7 +246,7 @@ func (c *Controller) handshake(ctx context.Context, ws *websocket.Conn, sess Ses
 	wel.Version, wel.Session, wel.EventAck, wel.NextCommandSeq = v, sess.ID, ack, h.Resume.LastCommandSeq+1
 	wel.TokenExpiry = claims.ExpiresAt
 	// A probe identity is granted nothing (PRP-8).
-	wel.Capabilities = []prp.Capability{}
+	wel.Capabilities = []prpwire.Capability{}
 	if sess.Scope == prp.ScopeTask {
 		wel.Capabilities = prpwire.GrantCapabilities(h.Capabilities, c.grant)
 	}

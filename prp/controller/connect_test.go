@@ -39,7 +39,7 @@ func dialRawTicket(t *testing.T, s *server, ticket string, subprotocols []string
 
 func hello(t *testing.T, minV, maxV int) []byte {
 	t.Helper()
-	env, err := prpwire.NewEnvelope(1, prpwire.TypeHello, "m1", "", prp.Hello{MinVersion: minV, MaxVersion: maxV, RunnerVersion: "raw/1", BinarySHA256: strings.Repeat("ab", 32)})
+	env, err := prpwire.NewEnvelope(1, prpwire.TypeHello, "m1", "", prpwire.Hello{MinVersion: minV, MaxVersion: maxV, RunnerVersion: "raw/1", BinarySHA256: strings.Repeat("ab", 32)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,12 +99,12 @@ type Controller struct {
 	log     *slog.Logger
 	// grant is what a task session may be granted of what its runner
 	// offers.
-	grant []prp.Capability
+	grant []prpwire.Capability
 
 	mu      sync.Mutex
 	changed chan struct{}
 	live    map[string]*liveConn
-	hellos  map[string]prp.Hello
+	hellos  map[string]prpwire.Hello
 	closed  bool
 	// attached holds the ingress servers of the runners Attach connected,
 	// by lease (attach.go).
@@ -150,7 +150,7 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 	if opts != nil {
 		o = *opts
 	}
-	c := &Controller{o: o, signer: signer, leases: leases, secrets: secrets, changed: make(chan struct{}), live: map[string]*liveConn{}, hellos: map[string]prp.Hello{}, attached: map[string]*attachment{}}
+	c := &Controller{o: o, signer: signer, leases: leases, secrets: secrets, changed: make(chan struct{}), live: map[string]*liveConn{}, hellos: map[string]prpwire.Hello{}, attached: map[string]*attachment{}}
 	if c.o.Tickets == nil {
 		c.o.Tickets = prpwire.NewMemoryTicketStore()
 	}
@@ -189,7 +189,7 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 		return nil, nil, fmt.Errorf("controller: options: limits: %w", err)
 	}
 	c.limits = l
-	c.grant = []prp.Capability{prpwire.CapTasks, prpwire.CapStopProof, prpwire.CapStdin}
+	c.grant = []prpwire.Capability{prpwire.CapTasks, prpwire.CapStopProof, prpwire.CapStdin}
 	if !c.o.jsonOutput {
 		c.grant = append(c.grant, prpwire.CapBinaryOutput)
 	}
@@ -198,7 +198,7 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 }
 
 // TicketRequest says what a ticket grants: a runner for one lease and run,
-// with a scope. TTL zero means prp.MaxTicketTTL.
+// with a scope. TTL zero means prpwire.MaxTicketTTL.
 type TicketRequest struct {
 	Lease string
 	// Run is the run of the runner; one that starts with
@@ -243,7 +243,7 @@ func (c *Controller) MintTicket(ctx context.Context, p authz.Principal, req Tick
 // exchange creates no session but mints a token for session, so that a
 // restarted runner rejoins it with its state directory (PRP-5). A runner
 // keeps its token in memory only; a restart needs this ticket. ttl zero
-// means prp.MaxTicketTTL. Attach mints one itself when its session's
+// means prpwire.MaxTicketTTL. Attach mints one itself when its session's
 // runner is gone.
 func (c *Controller) mintResumeTicket(ctx context.Context, p authz.Principal, session string, ttl time.Duration) (prp.Ticket, prp.TicketRecord, error) {
 	s, err := c.session(ctx, p, session)
@@ -291,7 +291,7 @@ func (c *Controller) mintFor(ctx context.Context, l *lease.Lease, req TicketRequ
 	if !ok {
 		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: the lease is %s, not active: %w", req.Lease, l.Status, lease.ErrConflict)
 	}
-	ttl := cmp.Or(req.TTL, prp.MaxTicketTTL)
+	ttl := cmp.Or(req.TTL, prpwire.MaxTicketTTL)
 	t, err := prp.NewTicket()
 	if err != nil {
 		return prp.Ticket{}, prp.TicketRecord{}, err
@@ -373,11 +373,11 @@ func (c *Controller) exchange(w http.ResponseWriter, r *http.Request) {
 // controller (its platform, version and capabilities), and whether there
 // was one. p must be allowed to read the session's lease: a session that
 // does not exist and one p may not read are the same not found (an error
-// wrapping ErrNotFound), read from the store as Tasks reads it.
-func (c *Controller) sessionHello(ctx context.Context, p authz.Principal, session string) (prp.Hello, bool, error) {
+// wrapping ErrNotFound), read from the store.
+func (c *Controller) sessionHello(ctx context.Context, p authz.Principal, session string) (prpwire.Hello, bool, error) {
 	s, err := c.session(ctx, p, session)
 	if err != nil {
-		return prp.Hello{}, false, err
+		return prpwire.Hello{}, false, err
 	}
 	h, ok := c.hello(s.ID)
 	return h, ok, nil
@@ -385,16 +385,16 @@ func (c *Controller) sessionHello(ctx context.Context, p authz.Principal, sessio
 
 // hello returns the last hello a runner sent on session to this
 // controller, and whether there was one. It authorizes nothing.
-func (c *Controller) hello(session string) (prp.Hello, bool) {
+func (c *Controller) hello(session string) (prpwire.Hello, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h, ok := c.hellos[session]
 	return h, ok
 }
 
-// Connected reports whether a runner of session is connected to this
+// isConnected reports whether a runner of session is connected to this
 // controller (welcomed and not yet gone).
-func (c *Controller) Connected(session string) bool {
+func (c *Controller) isConnected(session string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.live[session] != nil

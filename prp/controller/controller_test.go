@@ -193,7 +193,7 @@ func TestProbeIdentityRefusesTasks(t *testing.T) {
 	}
 	// Past the controller's check (a journal written by a broken
 	// controller): the runner refuses.
-	cmd := prp.SealCommand(prp.Command{ID: "c2", Kind: prp.CommandTaskStart, Lease: "lease-1", Run: "run-1", TaskStart: &prp.TaskStart{TaskID: "t2", Argv: []string{"touch", filepath.Join(t.TempDir(), "ran")}}})
+	cmd := prpwire.SealCommand(prp.Command{ID: "c2", Kind: prp.CommandTaskStart, Lease: "lease-1", Run: "run-1", TaskStart: &prp.TaskStart{TaskID: "t2", Argv: []string{"touch", filepath.Join(t.TempDir(), "ran")}}})
 	if _, _, err := store.AppendCommand(ctx, session, cmd, time.Now()); err != nil {
 		t.Fatal(err)
 	}

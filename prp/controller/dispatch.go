@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -60,8 +61,8 @@ func (c *Controller) dispatch(ctx context.Context, p authz.Principal, session st
 		c.log.Warn("controller: command denied for another lease or run", "session", s.ID, "command", cmd.ID, "lease", cmd.Lease, "run", cmd.Run)
 		return CommandRecord{}, fmt.Errorf("controller: command %q for lease %q run %q on session %s: %w", cmd.ID, cmd.Lease, cmd.Run, s.ID, prp.ErrScopeDenied)
 	}
-	cmd = prp.SealCommand(cmd)
-	if err := cmd.Validate(); err != nil {
+	cmd = prpwire.SealCommand(cmd)
+	if err := prpwire.ValidateCommand(cmd); err != nil {
 		return CommandRecord{}, fmt.Errorf("controller: session %s: %w", s.ID, err)
 	}
 	if err := c.checkSecrets(ctx, p, s, cmd); err != nil {

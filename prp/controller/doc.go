@@ -86,8 +86,7 @@
 //   - The output bytes: chunk files under Options.DataDir; the store
 //     holds their index (OutputRef).
 //
-//   - Tasks (a task reads unknown while its runner is not
-//     connected) and events_lost: a runner's resume cursor that shows
+//   - events_lost: a runner's resume cursor that shows
 //     events it no longer has and the store never got is recorded
 //     (an EventEventsLost record) and fails the session's commands.
 //

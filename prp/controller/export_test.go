@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/berthdev/berth/internal/prpwire"
 	"time"
+
+	"github.com/berthdev/berth/internal/prpwire"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
@@ -76,14 +77,14 @@ func (c *Controller) StopAndVerify(ctx context.Context, p authz.Principal, sessi
 	var tasks []string
 	seen := map[string]bool{}
 	for _, r := range cmds {
-		if r.Command.Kind != prp.CommandTaskStart || seen[r.Command.TaskID()] {
+		if r.Command.Kind != prp.CommandTaskStart || seen[prpwire.CommandTaskID(r.Command)] {
 			continue
 		}
 		if r.Result != nil && r.Result.Status == prp.ResultRejected {
 			continue
 		}
-		seen[r.Command.TaskID()] = true
-		tasks = append(tasks, r.Command.TaskID())
+		seen[prpwire.CommandTaskID(r.Command)] = true
+		tasks = append(tasks, prpwire.CommandTaskID(r.Command))
 	}
 	ids := make([]string, len(tasks))
 	for i, task := range tasks {
@@ -147,7 +148,7 @@ func (c *Controller) EventsLost(ctx context.Context, p authz.Principal, session 
 }
 
 // Hello is sessionHello, for tests.
-func (c *Controller) Hello(ctx context.Context, p authz.Principal, session string) (prp.Hello, bool, error) {
+func (c *Controller) Hello(ctx context.Context, p authz.Principal, session string) (prpwire.Hello, bool, error) {
 	return c.sessionHello(ctx, p, session)
 }
 
@@ -176,3 +177,18 @@ func WithTokenTTL(o Options, ttl time.Duration) Options { o.tokenTTL = ttl; retu
 // WithJSONOutput returns o that withholds binary output frames when on,
 // for tests.
 func WithJSONOutput(o Options, on bool) Options { o.jsonOutput = on; return o }
+
+// Lease returns the lease id the runner serves, for tests.
+func (a *Attachment) Lease() string { return a.lease }
+
+// Scope returns the runner's identity, for tests.
+func (a *Attachment) Scope() prp.Scope { return a.scope }
+
+// CommandID returns the id of the task's task.start command, for tests.
+func (t *Task) CommandID() string { return t.cmd }
+
+// Session returns the runner session the task runs in, for tests.
+func (t *Task) Session() string { return t.session }
+
+// Connected is isConnected, for tests.
+func (c *Controller) Connected(session string) bool { return c.isConnected(session) }

@@ -27,7 +27,7 @@ type hostileRunner struct {
 
 // connectRaw dials s with token and sends a hello offering caps with
 // the resume cursor r; it returns once welcomed.
-func connectRaw(t *testing.T, s *server, token string, caps []prp.Capability, r prp.Resume) *hostileRunner {
+func connectRaw(t *testing.T, s *server, token string, caps []prpwire.Capability, r prpwire.Resume) *hostileRunner {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -40,7 +40,7 @@ func connectRaw(t *testing.T, s *server, token string, caps []prp.Capability, r 
 	ws.SetReadLimit(prpwire.HardMaxFrame)
 	t.Cleanup(func() { ws.CloseNow() })
 	rr := &hostileRunner{t: t, ws: ws}
-	rr.send(prpwire.TypeHello, 0, prp.Hello{MinVersion: 1, MaxVersion: prpwire.MaxVersion, RunnerVersion: "raw/1", BinarySHA256: strings.Repeat("ab", 32), Capabilities: caps, Resume: r})
+	rr.send(prpwire.TypeHello, 0, prpwire.Hello{MinVersion: 1, MaxVersion: prpwire.MaxVersion, RunnerVersion: "raw/1", BinarySHA256: strings.Repeat("ab", 32), Capabilities: caps, Resume: r})
 	env := rr.next(ctx)
 	if env.Type != prpwire.TypeWelcome {
 		t.Fatalf("first frame = %s, want a welcome", env.Type)

@@ -84,8 +84,8 @@ func rawRunnerTicket(t *testing.T, s *server, ticket string, proof func() prp.St
 
 func helloWithTasks(t *testing.T) []byte {
 	t.Helper()
-	env, err := prpwire.NewEnvelope(1, prpwire.TypeHello, "m1", "", prp.Hello{MinVersion: 1, MaxVersion: 1, RunnerVersion: "raw/1",
-		BinarySHA256: strings.Repeat("ab", 32), Capabilities: []prp.Capability{prpwire.CapTasks, prpwire.CapStopProof}})
+	env, err := prpwire.NewEnvelope(1, prpwire.TypeHello, "m1", "", prpwire.Hello{MinVersion: 1, MaxVersion: 1, RunnerVersion: "raw/1",
+		BinarySHA256: strings.Repeat("ab", 32), Capabilities: []prpwire.Capability{prpwire.CapTasks, prpwire.CapStopProof}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func TestOutputIntakeIsBounded(t *testing.T) {
 		// A heartbeat that outlasts a slow intake of the flood (-race).
 		s := newServer(t, serverOptions{Options: controller.WithLimits(controller.Options{}, prpwire.Welcome{Heartbeat: 10 * time.Second})})
 		_, token := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
-		rr := connectRaw(t, s, token, []prp.Capability{prpwire.CapTasks}, prp.Resume{})
+		rr := connectRaw(t, s, token, []prpwire.Capability{prpwire.CapTasks}, prpwire.Resume{})
 		if _, err := s.c.StartTask(ctx, operator, rr.session, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"yes"}, OutputLimit: 16}); err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func TestOutputIntakeIsBounded(t *testing.T) {
 		t.Parallel()
 		s := newServer(t, serverOptions{})
 		_, token := exchangeToken(t, s, s.ticket(t, prp.ScopeProbe))
-		rr := connectRaw(t, s, token, nil, prp.Resume{})
+		rr := connectRaw(t, s, token, nil, prpwire.Resume{})
 		rr.event(1, prp.Event{Kind: prp.EventStarted, TaskID: "t1", PID: 4242})
 		rr.output(2, "t1", prp.Stdout, 1<<10)
 		rr.acked(2)
@@ -133,7 +133,7 @@ func TestSessionOutputCapsHoldAcrossReplicas(t *testing.T) {
 	o := serverOptions{Signer: signer, Options: controller.Options{Store: store, DataDir: t.TempDir(), MaxSessionOutput: 100, MaxSessionEvents: 6}}
 	a := newServer(t, o)
 	_, token := exchangeToken(t, a, a.ticket(t, prp.ScopeTask))
-	rr := connectRaw(t, a, token, []prp.Capability{prpwire.CapTasks}, prp.Resume{})
+	rr := connectRaw(t, a, token, []prpwire.Capability{prpwire.CapTasks}, prpwire.Resume{})
 	session := rr.session
 	for _, id := range []string{"t1", "t2", "t3"} {
 		if _, err := a.c.StartTask(ctx, operator, session, "c-"+id, prp.TaskStart{TaskID: id, Argv: []string{"yes"}}); err != nil {
@@ -146,7 +146,7 @@ func TestSessionOutputCapsHoldAcrossReplicas(t *testing.T) {
 	rr.close(a)
 
 	b := newServer(t, o)
-	rr = connectRaw(t, b, token, []prp.Capability{prpwire.CapTasks}, prp.Resume{})
+	rr = connectRaw(t, b, token, []prpwire.Capability{prpwire.CapTasks}, prpwire.Resume{})
 	if rr.welcome.EventAck != 2 {
 		t.Fatalf("replica b acks %d, want 2", rr.welcome.EventAck)
 	}
@@ -239,7 +239,7 @@ func TestEventsOfMadeUpTasksReadNoJournal(t *testing.T) {
 	st := &journalReads{Store: controller.NewMemoryStore()}
 	s := newServer(t, serverOptions{Options: controller.Options{Store: st}})
 	_, token := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
-	rr := connectRaw(t, s, token, []prp.Capability{prpwire.CapTasks}, prp.Resume{})
+	rr := connectRaw(t, s, token, []prpwire.Capability{prpwire.CapTasks}, prpwire.Resume{})
 	if _, err := s.c.StartTask(ctx, operator, rr.session, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"true"}}); err != nil {
 		t.Fatal(err)
 	}

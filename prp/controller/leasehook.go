@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 )
@@ -121,7 +122,7 @@ func (c *Controller) stopSession(ctx context.Context, s Session, grace time.Dura
 	for _, r := range cmds {
 		switch r.Command.Kind {
 		case prp.CommandTaskStart:
-			task := r.Command.TaskID()
+			task := prpwire.CommandTaskID(r.Command)
 			if seen[task] || (r.Result != nil && r.Result.Status == prp.ResultRejected) {
 				continue
 			}
@@ -129,7 +130,7 @@ func (c *Controller) stopSession(ctx context.Context, s Session, grace time.Dura
 			tasks = append(tasks, task)
 		case prp.CommandTaskStop:
 			if r.Result != nil && r.Result.Proof != nil && verified(*r.Result.Proof) {
-				proven[r.Command.TaskID()] = true
+				proven[prpwire.CommandTaskID(r.Command)] = true
 			}
 		}
 	}
@@ -145,7 +146,7 @@ func (c *Controller) stopSession(ctx context.Context, s Session, grace time.Dura
 		if ids[i], err = prp.NewID("stop"); err != nil {
 			return 0, before, err
 		}
-		cmd := prp.SealCommand(prp.Command{ID: ids[i], Kind: prp.CommandTaskStop, Lease: s.Lease, Run: s.Run, TaskStop: &prp.TaskStop{TaskID: task, Grace: grace}})
+		cmd := prpwire.SealCommand(prp.Command{ID: ids[i], Kind: prp.CommandTaskStop, Lease: s.Lease, Run: s.Run, TaskStop: &prp.TaskStop{TaskID: task, Grace: grace}})
 		if _, _, err := c.o.Store.AppendCommand(ctx, s.ID, cmd, time.Now().UTC()); err != nil {
 			return 0, before, fmt.Errorf("session %s: stop task %s: %w", s.ID, task, err)
 		}
@@ -158,7 +159,7 @@ func (c *Controller) stopSession(ctx context.Context, s Session, grace time.Dura
 		res, err := c.waitResult(ctx, s.ID, ids[i])
 		switch {
 		case err != nil:
-			return 0, before, fmt.Errorf("session %s: stop of task %s not answered (runner connected here: %t): %w", s.ID, task, c.Connected(s.ID), err)
+			return 0, before, fmt.Errorf("session %s: stop of task %s not answered (runner connected here: %t): %w", s.ID, task, c.isConnected(s.ID), err)
 		case res.Proof == nil:
 			bad = append(bad, fmt.Sprintf("task %s: stop %s (%s): no proof", task, res.Status, res.Code))
 		case !verified(*res.Proof):

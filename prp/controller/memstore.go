@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -117,7 +118,7 @@ func (s *memoryStore) HandOverSession(ctx context.Context, session, company, run
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	if !prp.ValidID(company) || !prp.ValidID(run) || company == authz.InstanceCompany || strings.HasPrefix(run, prp.PoolRunPrefix) {
+	if !prpwire.ValidID(company) || !prpwire.ValidID(run) || company == authz.InstanceCompany || strings.HasPrefix(run, prp.PoolRunPrefix) {
 		return false, fmt.Errorf("controller: hand over session %s: fields company and run must be valid ids of a tenant (a run not of a warm-pool member)", session)
 	}
 	s.mu.Lock()
@@ -162,7 +163,7 @@ func (s *memoryStore) AppendCommand(ctx context.Context, session string, c prp.C
 	if err := ctx.Err(); err != nil {
 		return CommandRecord{}, false, err
 	}
-	if err := c.Validate(); err != nil {
+	if err := prpwire.ValidateCommand(c); err != nil {
 		return CommandRecord{}, false, fmt.Errorf("controller: session %s: %w", session, err)
 	}
 	s.mu.Lock()
@@ -342,7 +343,7 @@ func (s *memoryStore) ClaimSecrets(ctx context.Context, session, id string, _ ti
 
 // validSession checks a session record's fields.
 func validSession(r Session) error {
-	if !prp.ValidID(r.ID) || !prp.ValidID(r.Lease) || !prp.ValidID(r.Run) || !prp.ValidID(r.Company) || !r.Scope.Valid() {
+	if !prpwire.ValidID(r.ID) || !prpwire.ValidID(r.Lease) || !prpwire.ValidID(r.Run) || !prpwire.ValidID(r.Company) || !r.Scope.Valid() {
 		return fmt.Errorf("controller: session %q: fields id, lease, run, company and scope must be valid", r.ID)
 	}
 	return nil

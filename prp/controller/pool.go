@@ -142,7 +142,7 @@ func (c *Controller) launchPoolRunner(ctx context.Context, h *lease.Handle, run,
 	if err != nil {
 		return err
 	}
-	t, rec, err := c.mintFor(ctx, l, TicketRequest{Lease: l.ID, Run: run, Scope: prp.ScopeTask, TTL: prp.MaxTicketTTL}, resume, true)
+	t, rec, err := c.mintFor(ctx, l, TicketRequest{Lease: l.ID, Run: run, Scope: prp.ScopeTask, TTL: prpwire.MaxTicketTTL}, resume, true)
 	if err == nil {
 		err = in.Launch(ctx, drivers.RunnerLaunch{Lease: l.ID, Ticket: t.String()})
 	}

@@ -15,7 +15,7 @@ import (
 // to command seq 1 and returns how many frames before it carried canary.
 func secretsSeen(t *testing.T, s *server, token, canary string) int {
 	t.Helper()
-	rr := connectRaw(t, s, token, []prp.Capability{prpwire.CapTasks, prpwire.CapSecrets}, prp.Resume{})
+	rr := connectRaw(t, s, token, []prpwire.Capability{prpwire.CapTasks, prpwire.CapSecrets}, prpwire.Resume{})
 	_, before := rr.until(prpwire.TypeCommand, func(e prpwire.Envelope) bool { return e.Seq == 1 })
 	n := 0
 	for _, e := range before {
@@ -42,7 +42,7 @@ func TestSecretValueGoesOutOncePerCommand(t *testing.T) {
 		t.Parallel()
 		s := newServer(t, serverOptions{Secrets: res})
 		_, token := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
-		rr := connectRaw(t, s, token, []prp.Capability{prpwire.CapTasks, prpwire.CapSecrets}, prp.Resume{})
+		rr := connectRaw(t, s, token, []prpwire.Capability{prpwire.CapTasks, prpwire.CapSecrets}, prpwire.Resume{})
 		session := rr.session
 		rr.close(s)
 		if _, err := s.c.StartTask(context.Background(), operator, session, "c1", task("t1")); err != nil {
@@ -58,7 +58,7 @@ func TestSecretValueGoesOutOncePerCommand(t *testing.T) {
 		if _, err := s.c.StartTask(context.Background(), operator, session, "c2", task("t2")); err != nil {
 			t.Fatal(err)
 		}
-		rr = connectRaw(t, s, token, []prp.Capability{prpwire.CapTasks, prpwire.CapSecrets}, prp.Resume{LastCommandSeq: 1})
+		rr = connectRaw(t, s, token, []prpwire.Capability{prpwire.CapTasks, prpwire.CapSecrets}, prpwire.Resume{LastCommandSeq: 1})
 		_, before := rr.until(prpwire.TypeCommand, func(e prpwire.Envelope) bool { return e.Seq == 2 })
 		if len(before) != 1 || before[0].Type != prpwire.TypeSecrets || !strings.Contains(string(before[0].Body), canary) {
 			t.Errorf("a new command's frames before it = %d, want its one secrets frame", len(before))
@@ -77,9 +77,9 @@ func TestSecretValueGoesOutOncePerCommand(t *testing.T) {
 		_, token := exchangeToken(t, a, a.ticket(t, prp.ScopeTask))
 		for _, s := range []*server{a, b} {
 			// Each replica has seen the runner offer secrets.
-			connectRaw(t, s, token, []prp.Capability{prpwire.CapTasks, prpwire.CapSecrets}, prp.Resume{}).close(s)
+			connectRaw(t, s, token, []prpwire.Capability{prpwire.CapTasks, prpwire.CapSecrets}, prpwire.Resume{}).close(s)
 		}
-		rr := connectRaw(t, a, token, []prp.Capability{prpwire.CapTasks, prpwire.CapSecrets}, prp.Resume{})
+		rr := connectRaw(t, a, token, []prpwire.Capability{prpwire.CapTasks, prpwire.CapSecrets}, prpwire.Resume{})
 		id := rr.session
 		rr.close(a)
 		if _, err := b.c.StartTask(context.Background(), operator, id, "c1", task("t1")); err != nil {

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prpwire"
 )
 
 // outputSink keeps the bytes of output events; the store keeps their index
@@ -82,7 +82,7 @@ func (s *fileSink) WriteOutput(ctx context.Context, session string, seq uint64, 
 	if err := ctx.Err(); err != nil {
 		return OutputRef{}, err
 	}
-	if !prp.ValidID(session) || session == "." || session == ".." {
+	if !prpwire.ValidID(session) || session == "." || session == ".." {
 		return OutputRef{}, fmt.Errorf("controller: file sink: session %q is not a valid id", session)
 	}
 	s.mu.Lock()

@@ -108,12 +108,6 @@ type Task struct {
 // ID returns the task's id.
 func (t *Task) ID() string { return t.id }
 
-// CommandID returns the id of the task's task.start command.
-func (t *Task) CommandID() string { return t.cmd }
-
-// Session returns the runner session the task runs in.
-func (t *Task) Session() string { return t.session }
-
 // Wait waits until the task ended and returns how (prp.Exit: the code, or
 // -1 and the signal). While it runs it writes the task's stored output to
 // TaskSpec.Stdout and Stderr, in order, and it returns only after the last

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 )
 
@@ -25,7 +26,7 @@ func RunTicketStoreTests(t *testing.T, newStore func(t *testing.T) prp.TicketSto
 		if err != nil {
 			t.Fatal(err)
 		}
-		return tk, prp.TicketRecord{Hash: tk.Hash(), Lease: lease, Run: "run-1", Company: "co-1", Scope: prp.ScopeTask, CreatedAt: now, ExpiresAt: now.Add(prp.MaxTicketTTL)}
+		return tk, prp.TicketRecord{Hash: tk.Hash(), Lease: lease, Run: "run-1", Company: "co-1", Scope: prp.ScopeTask, CreatedAt: now, ExpiresAt: now.Add(prpwire.MaxTicketTTL)}
 	}
 	ctx := context.Background()
 
@@ -118,7 +119,7 @@ func RunTicketStoreTests(t *testing.T, newStore func(t *testing.T) prp.TicketSto
 	t.Run("an invalid record is refused", func(t *testing.T) {
 		s := newStore(t)
 		_, r := record(t, "lease-1")
-		r.ExpiresAt = r.CreatedAt.Add(prp.MaxTicketTTL + time.Second)
+		r.ExpiresAt = r.CreatedAt.Add(prpwire.MaxTicketTTL + time.Second)
 		if err := s.CreateTicket(ctx, r); err == nil {
 			t.Error("CreateTicket with a lifetime over MaxTicketTTL succeeded")
 		}

@@ -7,10 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/berthdev/berth/internal/prpwire"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/berthdev/berth/internal/prpwire"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -35,7 +36,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) controller.Store) {
 		return r
 	}
 	start := func(id, argv string) prp.Command {
-		return prp.SealCommand(prp.Command{ID: id, Kind: prp.CommandTaskStart, Lease: "lease-1", Run: "run-1",
+		return prpwire.SealCommand(prp.Command{ID: id, Kind: prp.CommandTaskStart, Lease: "lease-1", Run: "run-1",
 			TaskStart: &prp.TaskStart{TaskID: "t-" + id, Argv: []string{argv}, Env: map[string]string{"A": "1"}}})
 	}
 

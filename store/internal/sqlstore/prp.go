@@ -32,7 +32,7 @@ func (db *DB) PRP() *PRPStore { return &PRPStore{db: db} }
 
 // CreateTicket implements prp.TicketStore.
 func (s *PRPStore) CreateTicket(ctx context.Context, r prp.TicketRecord) error {
-	if err := r.Validate(); err != nil {
+	if err := prpwire.ValidateTicketRecord(r); err != nil {
 		return err
 	}
 	_, err := s.db.writes().exec(ctx, `INSERT INTO prp_tickets (hash, lease, run, company, scope, created_at, expires_at, resume, holder)
@@ -96,7 +96,7 @@ func (s *PRPStore) ConsumeTicket(ctx context.Context, hash prp.TicketHash, lease
 
 // CreateSession implements controller.Store.
 func (s *PRPStore) CreateSession(ctx context.Context, r controller.Session) error {
-	if !prp.ValidID(r.ID) || !prp.ValidID(r.Lease) || !prp.ValidID(r.Run) || !prp.ValidID(r.Company) || !r.Scope.Valid() {
+	if !prpwire.ValidID(r.ID) || !prpwire.ValidID(r.Lease) || !prpwire.ValidID(r.Run) || !prpwire.ValidID(r.Company) || !r.Scope.Valid() {
 		return fmt.Errorf("sqlstore: session %q: fields id, lease, run, company and scope must be valid", r.ID)
 	}
 	_, err := s.db.writes().exec(ctx, `INSERT INTO prp_sessions (id, lease, run, company, scope, created_at, ticket, holder) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -167,7 +167,7 @@ func (s *PRPStore) ReleaseConnection(ctx context.Context, session, conn string) 
 // HandOverSession implements controller.Store with one conditional
 // UPDATE (the session is still the instance's).
 func (s *PRPStore) HandOverSession(ctx context.Context, session, company, run string) (bool, error) {
-	if !prp.ValidID(company) || !prp.ValidID(run) || company == authz.InstanceCompany || strings.HasPrefix(run, prp.PoolRunPrefix) {
+	if !prpwire.ValidID(company) || !prpwire.ValidID(run) || company == authz.InstanceCompany || strings.HasPrefix(run, prp.PoolRunPrefix) {
 		return false, fmt.Errorf("sqlstore: hand over session %s: fields company and run must be valid ids of a tenant (a run not of a warm-pool member)", session)
 	}
 	res, err := s.db.writes().exec(ctx, `UPDATE prp_sessions SET company = ?, run = ? WHERE id = ? AND company = ?`, company, run, session, authz.InstanceCompany)

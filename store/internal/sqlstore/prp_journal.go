@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 )
@@ -44,7 +45,7 @@ const maxAppendAttempts = 20
 // replica fail instead of sharing a seq or journaling an id twice; the
 // loser runs again and sees the winner's row.
 func (s *PRPStore) AppendCommand(ctx context.Context, session string, c prp.Command, now time.Time) (controller.CommandRecord, bool, error) {
-	if err := c.Validate(); err != nil {
+	if err := prpwire.ValidateCommand(c); err != nil {
 		return controller.CommandRecord{}, false, fmt.Errorf("sqlstore: session %s: %w", session, err)
 	}
 	body, err := jsonText(c)

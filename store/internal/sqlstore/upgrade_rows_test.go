@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -172,13 +173,13 @@ func makeUpgradeRows() upgradeRows {
 	}, {
 		ID: "s_2", Lease: "lease_released", Run: "run-2", Company: "acme", Scope: prp.ScopeTask, CreatedAt: t(14 * time.Minute),
 	}}
-	start := prp.SealCommand(prp.Command{ID: "c_1", Kind: prp.CommandTaskStart, Lease: "lease_active", Run: "run-1",
+	start := prpwire.SealCommand(prp.Command{ID: "c_1", Kind: prp.CommandTaskStart, Lease: "lease_active", Run: "run-1",
 		TaskStart: &prp.TaskStart{TaskID: "t_1", Argv: []string{"sh", "-c", "make test"}, Env: map[string]string{"CI": "1"}, Cwd: "/w",
 			Deadline: t(50 * time.Minute), OutputLimit: 1 << 20,
 			Secrets: []prp.SecretUse{{Source: prp.SecretFromEnvironment, Ref: "secret:sec_key@v2", Env: "DEPLOY_KEY"}}}})
-	stop := prp.SealCommand(prp.Command{ID: "c_2", Kind: prp.CommandTaskStop, Lease: "lease_active", Run: "run-1",
+	stop := prpwire.SealCommand(prp.Command{ID: "c_2", Kind: prp.CommandTaskStop, Lease: "lease_active", Run: "run-1",
 		TaskStop: &prp.TaskStop{TaskID: "t_1", Grace: 5 * time.Second}})
-	pending := prp.SealCommand(prp.Command{ID: "c_3", Kind: prp.CommandTaskStart, Lease: "lease_active", Run: "run-1",
+	pending := prpwire.SealCommand(prp.Command{ID: "c_3", Kind: prp.CommandTaskStart, Lease: "lease_active", Run: "run-1",
 		TaskStart: &prp.TaskStart{TaskID: "t_2", Argv: []string{"true"}}})
 	proof := &prp.StopProof{TaskID: "t_1", Methods: []string{"process-group"}, Survivors: []int{}, VerifiedAt: t(45 * time.Minute), Complete: true}
 	r.commands = []upgradeCommand{

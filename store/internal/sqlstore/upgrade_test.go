@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment/environmenttest"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
@@ -186,7 +187,7 @@ func checkUpgraded(t *testing.T, db *DB) {
 
 	// Writes after the upgrade: the journal goes on from its last seq, a
 	// lease update passes its version check, a new lease is inserted.
-	next := prp.SealCommand(prp.Command{ID: "c_4", Kind: prp.CommandTaskStop, Lease: "lease_active", Run: "run-1",
+	next := prpwire.SealCommand(prp.Command{ID: "c_4", Kind: prp.CommandTaskStop, Lease: "lease_active", Run: "run-1",
 		TaskStop: &prp.TaskStop{TaskID: "t_2"}})
 	if rec, _, err := ps.AppendCommand(ctx, "s_1", next, now); err != nil || rec.Seq != 4 {
 		t.Errorf("AppendCommand after the upgrade = seq %d, %v; want seq 4", rec.Seq, err)
