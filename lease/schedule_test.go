@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
 )
@@ -59,7 +60,7 @@ func TestRandomFaultSchedules(t *testing.T) {
 	}
 }
 
-var schedOps = []string{"create", "start", "stop", "destroy", "resume", "list", "exec"}
+var schedOps = []fake.Op{fake.OpCreate, fake.OpStart, fake.OpStop, fake.OpDestroy, fake.OpResume, fake.OpList, fake.OpExec}
 
 // scheduleStats counts what schedules did.
 type scheduleStats struct {

@@ -507,28 +507,44 @@ func (o opKind) String() string {
 	return fmt.Sprintf("op(%d)", int(o))
 }
 
-// parseOp returns the operation named name; it panics on another name, a
-// mistake of the test that passed it.
-func parseOp(name string) opKind {
-	if i := slices.Index(opNames, name); i >= 0 {
+// Op names one provider operation of the fake, for counters
+// (Driver.Calls) and fault injection (Fault, Driver.FailNth). A string
+// constant converts to it ("exec" is OpExec); a name the fake does not know
+// makes the call panic, a mistake of the test that passed it.
+type Op string
+
+// The operations.
+const (
+	OpCreate         Op = "create"          // the create call of Acquire, before a sandbox exists
+	OpStart          Op = "start"           // starts a created sandbox (Acquire, after Allocated) or a stopped one (Resume)
+	OpExec           Op = "exec"            // Sandbox.Exec
+	OpStream         Op = "stream"          // StreamExecer.Start
+	OpTerminal       Op = "terminal"        // Terminal.OpenTerminal
+	OpStop           Op = "stop"            // Release(Stop)
+	OpDestroy        Op = "destroy"         // Release(Destroy) and Destroyer.Destroy
+	OpResume         Op = "resume"          // Resumer.Resume
+	OpList           Op = "list"            // Lister.List
+	OpImageIdentity  Op = "image_identity"  // ImageReporter.ImageIdentity
+	OpCapture        Op = "capture"         // Capturer.Capture
+	OpDeleteTemplate Op = "delete_template" // TemplateDeleter.DeleteTemplate
+	OpHealth         Op = "health"          // drivers.HealthChecker.CheckHealth
+	OpRunner         Op = "runner"          // drivers.RunnerHost.HostRunner and RunnerIngress.Launch
+)
+
+// parseOp returns the operation op names; it panics on another name.
+func parseOp(op Op) opKind {
+	if i := slices.Index(opNames, string(op)); i >= 0 {
 		return opKind(i)
 	}
-	panic(fmt.Sprintf("fake: unknown operation %q (want one of %s)", name, strings.Join(opNames, ", ")))
+	panic(fmt.Sprintf("fake: unknown operation %q (want one of %s)", string(op), strings.Join(opNames, ", ")))
 }
 
 // Fault makes calls of one operation fail. Faults are deterministic: they
 // depend only on call counts and sandbox ids, never on time.
 type Fault struct {
-	// Op names the operation that fails, every call of it until
-	// ClearFaults: "create" (the create call of Acquire, before a sandbox
-	// exists), "start" (of a created sandbox, in Acquire after Allocated,
-	// or of a stopped one, in Resume), "exec" (Sandbox.Exec), "stream"
-	// (StreamExecer.Start), "terminal" (Terminal.OpenTerminal), "stop"
-	// (Release(Stop)), "destroy" (Release(Destroy) and Destroyer.Destroy),
-	// "resume", "list", "image_identity", "capture", "delete_template",
-	// "health" (HealthChecker.CheckHealth) or "runner" (RunnerHost.HostRunner
-	// and RunnerIngress.Launch). Inject panics on another name.
-	Op  string
+	// Op is the operation that fails, every call of it until ClearFaults;
+	// Inject panics on a name the fake does not know.
+	Op  Op
 	Err error // returned, wrapped; nil: an error wrapping drivers.ErrTransient
 }
 
@@ -559,7 +575,7 @@ func (d *Driver) inject(f fault) { d.locked(func() { d.faults = append(d.faults,
 // FailNth makes the nth call (1-based, counted from the driver's creation)
 // of the operation op (named as Fault.Op names it) fail with err (nil: an
 // error wrapping drivers.ErrTransient).
-func (d *Driver) FailNth(op string, n int, err error) {
+func (d *Driver) FailNth(op Op, n int, err error) {
 	if n <= 0 {
 		panic("fake: FailNth needs n >= 1")
 	}
@@ -617,7 +633,7 @@ func (d *Driver) Lose(id string) error {
 
 // Calls returns how many times the operation op (named as Fault.Op names
 // it) was called, failed calls included. It panics on another name.
-func (d *Driver) Calls(op string) (n int) {
+func (d *Driver) Calls(op Op) (n int) {
 	o := parseOp(op)
 	d.locked(func() { n = d.calls[o] })
 	return n
