@@ -368,13 +368,20 @@ func pgSweepStaleRuns() {
 	}
 }
 
-// detach ends this binary's use of a shared cluster: it drops the binary's
-// templates, closes its connections and removes its users/ file. The
-// supervisor stops the cluster when the run is over.
+// detach ends this binary's use of a shared cluster: it waits for the
+// background drops, drops the binary's templates and their unused copies,
+// closes its connections and removes its users/ file. The supervisor stops
+// the cluster when the run is over.
 func (c *pgClusterT) detach() error {
-	var errs []error
+	errs := []error{c.quiesce()}
 	pgTemplates.Range(func(_, v any) bool {
 		tp := v.(*pgTemplate)
+		close(tp.spare)
+		for name := range tp.spare {
+			if _, err := c.admin.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
+				errs = append(errs, fmt.Errorf("testenv: drop database %s: %w", name, err))
+			}
+		}
 		if tp.name != "" {
 			if _, err := c.admin.Exec("DROP DATABASE IF EXISTS " + tp.name + " WITH (FORCE)"); err != nil {
 				errs = append(errs, fmt.Errorf("testenv: drop template %s: %w", tp.name, err))
@@ -389,12 +396,30 @@ func (c *pgClusterT) detach() error {
 	return errors.Join(errs...)
 }
 
+// quiesce waits for the copies being made ahead and then for the drops in
+// the background, and returns the drops' errors.
+func (c *pgClusterT) quiesce() error {
+	pgTemplates.Range(func(_, v any) bool {
+		v.(*pgTemplate).making.Wait()
+		return true
+	})
+	return c.waitDrops()
+}
+
 // pgTemplate is a database that PostgresFrom copies.
 type pgTemplate struct {
 	once sync.Once
 	name string // set once prepared
 	ok   bool
+	// spare holds copies made ahead, while the tests run (pgSpares at
+	// most); making counts those being made.
+	spare  chan string
+	making sync.WaitGroup
 }
+
+// pgSpares is how many copies of a template are made ahead of the tests
+// that take them: creating a database is most of a store test's time.
+const pgSpares = 2
 
 var pgTemplates sync.Map // key -> *pgTemplate
 
@@ -402,9 +427,10 @@ var pgTemplates sync.Map // key -> *pgTemplate
 // prepared once per test binary and key: the first call creates an empty
 // database, calls prepare with its URL (for example to open and migrate a
 // store, or to load a dump), and keeps it as a template; every call
-// returns a fresh copy of it (CREATE DATABASE ... TEMPLATE), dropped at
-// t.Cleanup. prepare must close every connection it opened. A prepare that
-// fails the test fails every later call of the same key too.
+// returns a fresh copy of it (CREATE DATABASE ... TEMPLATE), dropped after
+// the test. Copies are made ahead of the calls that take them. prepare
+// must close every connection it opened. A prepare that fails the test
+// fails every later call of the same key too.
 func PostgresFrom(t testing.TB, key string, prepare func(t testing.TB, url string)) string {
 	t.Helper()
 	c, err := pgStart()
@@ -412,7 +438,7 @@ func PostgresFrom(t testing.TB, key string, prepare func(t testing.TB, url strin
 		Missing(t, "PostgreSQL", "apt-get install postgresql", err)
 		return ""
 	}
-	v, _ := pgTemplates.LoadOrStore(key, &pgTemplate{})
+	v, _ := pgTemplates.LoadOrStore(key, &pgTemplate{spare: make(chan string, pgSpares)})
 	tp := v.(*pgTemplate)
 	tp.once.Do(func() {
 		name := fmt.Sprintf("template_%d_%d", os.Getpid(), c.next.Add(1))
@@ -422,9 +448,42 @@ func PostgresFrom(t testing.TB, key string, prepare func(t testing.TB, url strin
 		tp.name = name
 		prepare(t, c.url(name))
 		tp.ok = !t.Failed()
+		if tp.ok {
+			for range pgSpares - 1 {
+				c.makeSpare(tp)
+			}
+		}
 	})
 	if !tp.ok {
 		t.Fatalf("testenv: the PostgreSQL template %q was not prepared (see the test that prepared it)", key)
 	}
-	return c.create(t, tp.name)
+	var name string
+	select {
+	case name = <-tp.spare:
+	default:
+		if name, err = c.createDB(tp.name); err != nil {
+			t.Fatalf("testenv: %v", err)
+		}
+	}
+	c.makeSpare(tp)
+	return c.use(t, name)
+}
+
+// makeSpare makes a copy of tp in the background for a later PostgresFrom;
+// a copy that fails is left to the call that takes none (it creates its
+// own and reports its error).
+func (c *pgClusterT) makeSpare(tp *pgTemplate) {
+	tp.making.Add(1)
+	go func() {
+		defer tp.making.Done()
+		name, err := c.createDB(tp.name)
+		if err != nil {
+			return
+		}
+		select {
+		case tp.spare <- name:
+		default:
+			c.dropLater(name) // enough spares already
+		}
+	}()
 }

@@ -58,10 +58,19 @@ func Postgres(t testing.TB) string {
 }
 
 // create creates a database for t, a copy of template (the server's
-// template1 if ""), dropped at t.Cleanup, and returns its URL. Names carry
-// the process id: several test binaries share a cluster.
+// template1 if ""), dropped after t (see use), and returns its URL. Names
+// carry the process id: several test binaries share a cluster.
 func (c *pgClusterT) create(t testing.TB, template string) string {
 	t.Helper()
+	name, err := c.createDB(template)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return c.use(t, name)
+}
+
+// createDB creates a database, a copy of template (template1 if "").
+func (c *pgClusterT) createDB(template string) (string, error) {
 	name := fmt.Sprintf("test_%d_%d", os.Getpid(), c.next.Add(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -70,16 +79,40 @@ func (c *pgClusterT) create(t testing.TB, template string) string {
 		q += " TEMPLATE " + template
 	}
 	if _, err := c.admin.ExecContext(ctx, q+c.createSuffix); err != nil {
-		t.Fatalf("testenv: create database %s: %v", name, err)
+		return "", fmt.Errorf("create database %s: %w", name, err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	return name, nil
+}
+
+// use gives database name to t and returns its URL. At t's cleanup the
+// database is dropped in the background, with the test's connections
+// forced closed: the next test need not wait for it. A failed drop fails
+// the binary (StopPostgres waits for the drops and returns their errors).
+func (c *pgClusterT) use(t testing.TB, name string) string {
+	t.Cleanup(func() { c.dropLater(name) })
+	return c.url(name)
+}
+
+func (c *pgClusterT) dropLater(name string) {
+	c.drops.Add(1)
+	go func() {
+		defer c.drops.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		if _, err := c.admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("testenv: drop database %s: %v", name, err)
+			c.dropMu.Lock()
+			c.dropErrs = append(c.dropErrs, fmt.Errorf("testenv: drop database %s: %w", name, err))
+			c.dropMu.Unlock()
 		}
-	})
-	return c.url(name)
+	}()
+}
+
+// waitDrops waits for the background drops and returns their errors.
+func (c *pgClusterT) waitDrops() error {
+	c.drops.Wait()
+	c.dropMu.Lock()
+	defer c.dropMu.Unlock()
+	return errors.Join(c.dropErrs...)
 }
 
 // PostgresMain runs the tests of m, detaches from the cluster that Postgres
@@ -131,6 +164,10 @@ type pgClusterT struct {
 	exited chan struct{} // closed when the postmaster has exited
 	admin  *sql.DB
 	next   atomic.Int64
+	// drops are the databases being dropped in the background (dropLater).
+	drops    sync.WaitGroup
+	dropMu   sync.Mutex
+	dropErrs []error
 	// createSuffix ends CREATE DATABASE: " STRATEGY FILE_COPY" from
 	// PostgreSQL 15 on (a plain copy of the template is faster than WAL
 	// logging it when fsync is off), else "".
@@ -414,7 +451,9 @@ func (c *pgClusterT) stop() error {
 	if c.share != "" {
 		return c.detach()
 	}
+	var dropErr error
 	if c.admin != nil {
+		dropErr = c.quiesce()
 		c.admin.Close()
 	}
 	if c.cmd.Process != nil {
@@ -427,9 +466,9 @@ func (c *pgClusterT) stop() error {
 		}
 	}
 	if err := os.RemoveAll(c.dir); err != nil {
-		return fmt.Errorf("testenv: remove PostgreSQL directory: %w", err)
+		return errors.Join(dropErr, fmt.Errorf("testenv: remove PostgreSQL directory: %w", err))
 	}
-	return nil
+	return dropErr
 }
 
 // DropPostgresConnections makes the PostgreSQL server terminate every
