@@ -46,6 +46,9 @@ const (
 	pgSuperviseEnv = "BERTH_TESTENV_PG_SUPERVISE" // the run directory
 	pgParentEnv    = "BERTH_TESTENV_PG_PARENT"    // "PID START" of the go command
 	pgIdleLimit    = 30 * time.Second
+	// pgRunEnv, "RUNDIR:PID START", names the run in place of the parent
+	// go command, for TestPostgresIsSharedByTheRun's helper processes.
+	pgRunEnv = "BERTH_TESTENV_PG_RUN"
 )
 
 func init() {
@@ -104,6 +107,10 @@ func (p procID) alive() bool {
 func pgSharedRun() (string, procID, bool) {
 	if os.Getenv("BERTH_PG_SHARED") == "0" || !testing.Testing() {
 		return "", procID{}, false
+	}
+	if run, parent, ok := strings.Cut(os.Getenv(pgRunEnv), ":"); ok { // testenv's own test
+		p, ok := parseProcID(parent)
+		return run, p, ok
 	}
 	ppid := os.Getppid()
 	exe, err := os.Readlink("/proc/" + strconv.Itoa(ppid) + "/exe")
