@@ -42,7 +42,7 @@ import (
 // command's exit.
 
 const (
-	pgRunPrefix    = "berth-pg-run-"
+	pgRunPrefix    = "berth-pgrun-"               // not pgDirPrefix+"*": pgSweepStale must not match it
 	pgSuperviseEnv = "BERTH_TESTENV_PG_SUPERVISE" // the run directory
 	pgParentEnv    = "BERTH_TESTENV_PG_PARENT"    // "PID START" of the go command
 	pgIdleLimit    = 30 * time.Second
