@@ -24,16 +24,25 @@ import (
 )
 
 // Postgres returns the URL of a fresh, empty PostgreSQL database for the
-// test, dropped at t.Cleanup. The first call in a test binary starts one
-// throwaway cluster (initdb in a temporary directory, trust authentication,
-// listening on a free port of 127.0.0.1 and a unix socket in that directory,
-// durability switched off for speed); later calls reuse it. When the process
-// runs as root, the cluster runs as the "postgres" OS user.
+// test, dropped at t.Cleanup. The first call in a test binary attaches to
+// the cluster of the `go test` run the binary is part of, starting it if no
+// other test binary of the run has (see pgshare.go): one throwaway cluster
+// per run (initdb in a temporary directory, trust authentication, listening
+// on a free port of 127.0.0.1 and a unix socket in that directory,
+// durability switched off for speed), shared by every package's tests;
+// later calls reuse it. A binary that `go test` did not start (run by hand,
+// or a program such as envctl bench) gets a cluster of its own, as does
+// every binary when BERTH_PG_SHARED=0. When the process runs as root, the
+// cluster runs as the "postgres" OS user.
 //
-// The cluster never outlives the test binary: its postmaster gets SIGQUIT
-// when the test binary exits, even if the binary is killed (parent-death
-// signal). Packages that use Postgres should also call PostgresMain from
-// TestMain, which stops the cluster cleanly and removes its directory:
+// The cluster never outlives its users: a shared cluster is watched by a
+// supervisor process that stops it once no test binary of the run is
+// attached and the `go test` that ran them has exited (or after 30 s
+// without one); a private one gets SIGQUIT when its test binary exits, even
+// if the binary is killed (parent-death signal), and the supervisor of a
+// shared one likewise. Packages that use Postgres should also call
+// PostgresMain from TestMain, which detaches (a private cluster: stops it
+// cleanly and removes its directory):
 //
 //	func TestMain(m *testing.M) { testenv.PostgresMain(m) }
 //
@@ -45,25 +54,71 @@ func Postgres(t testing.TB) string {
 		Missing(t, "PostgreSQL", "apt-get install postgresql", err)
 		return ""
 	}
-	name := fmt.Sprintf("test_%d", c.next.Add(1))
+	return c.create(t, "")
+}
+
+// create creates a database for t, a copy of template (the server's
+// template1 if ""), dropped after t (see use), and returns its URL. Names
+// carry the process id: several test binaries share a cluster.
+func (c *pgClusterT) create(t testing.TB, template string) string {
+	t.Helper()
+	name, err := c.createDB(template)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return c.use(t, name)
+}
+
+// createDB creates a database, a copy of template (template1 if "").
+func (c *pgClusterT) createDB(template string) (string, error) {
+	name := fmt.Sprintf("test_%d_%d", os.Getpid(), c.next.Add(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := c.admin.ExecContext(ctx, "CREATE DATABASE "+name+c.createSuffix); err != nil {
-		t.Fatalf("testenv: create database %s: %v", name, err)
+	q := "CREATE DATABASE " + name
+	if template != "" {
+		q += " TEMPLATE " + template
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := c.admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("testenv: drop database %s: %v", name, err)
-		}
-	})
+	if _, err := c.admin.ExecContext(ctx, q+c.createSuffix); err != nil {
+		return "", fmt.Errorf("create database %s: %w", name, err)
+	}
+	return name, nil
+}
+
+// use gives database name to t and returns its URL. At t's cleanup the
+// database is dropped in the background, with the test's connections
+// forced closed: the next test need not wait for it. A failed drop fails
+// the binary (StopPostgres waits for the drops and returns their errors).
+func (c *pgClusterT) use(t testing.TB, name string) string {
+	t.Cleanup(func() { c.dropLater(name) })
 	return c.url(name)
 }
 
-// PostgresMain runs the tests of m, stops the cluster that Postgres started
-// (if any) with a fast shutdown, removes its directory and exits with the
-// tests' status. Call it from TestMain of every package that uses Postgres.
+func (c *pgClusterT) dropLater(name string) {
+	c.drops.Add(1)
+	go func() {
+		defer c.drops.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if _, err := c.admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			c.dropMu.Lock()
+			c.dropErrs = append(c.dropErrs, fmt.Errorf("testenv: drop database %s: %w", name, err))
+			c.dropMu.Unlock()
+		}
+	}()
+}
+
+// waitDrops waits for the background drops and returns their errors.
+func (c *pgClusterT) waitDrops() error {
+	c.drops.Wait()
+	c.dropMu.Lock()
+	defer c.dropMu.Unlock()
+	return errors.Join(c.dropErrs...)
+}
+
+// PostgresMain runs the tests of m, detaches from the cluster that Postgres
+// attached to (if any; a private cluster is stopped with a fast shutdown and
+// its directory removed) and exits with the tests' status. Call it from
+// TestMain of every package that uses Postgres.
 func PostgresMain(m *testing.M) {
 	code := m.Run()
 	if err := StopPostgres(); err != nil {
@@ -75,9 +130,11 @@ func PostgresMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// StopPostgres stops the cluster started by Postgres, waits for it to exit
-// and removes its directory. It is a no-op if no cluster was started, and
-// safe to call more than once; Postgres must not be called afterwards.
+// StopPostgres ends this process's use of the cluster: it drops the
+// process's templates and leaves a shared cluster to its supervisor, or
+// stops a private one, waits for it to exit and removes its directory. It
+// is a no-op if no cluster was started, and safe to call more than once;
+// Postgres must not be called afterwards.
 func StopPostgres() error {
 	pgMu.Lock()
 	c := pgCluster
@@ -98,12 +155,19 @@ var (
 
 // pgClusterT is a running throwaway cluster.
 type pgClusterT struct {
+	// share is the run directory of a shared cluster (pgshare.go), "" for
+	// a private one: cmd and exited are then nil, and stop detaches.
+	share  string
 	dir    string // temporary directory: data, socket, log
 	port   int
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when the postmaster has exited
 	admin  *sql.DB
 	next   atomic.Int64
+	// drops are the databases being dropped in the background (dropLater).
+	drops    sync.WaitGroup
+	dropMu   sync.Mutex
+	dropErrs []error
 	// createSuffix ends CREATE DATABASE: " STRATEGY FILE_COPY" from
 	// PostgreSQL 15 on (a plain copy of the template is faster than WAL
 	// logging it when fsync is off), else "".
@@ -123,16 +187,26 @@ func pgStart() (*pgClusterT, error) {
 		return pgCluster, pgErr
 	}
 	var err error
-	// A free port can be taken by someone else between probing and binding;
-	// a few attempts make that harmless.
+	if run, parent, ok := pgSharedRun(); ok {
+		pgCluster, err = pgAttach(run, parent)
+	} else {
+		pgCluster, err = pgStartClusterRetrying()
+	}
+	pgErr = err
+	return pgCluster, err
+}
+
+// pgStartClusterRetrying starts a cluster of this process's own. A free
+// port can be taken by someone else between probing and binding; a few
+// attempts make that harmless.
+func pgStartClusterRetrying() (c *pgClusterT, err error) {
 	for attempt := 0; attempt < 3; attempt++ {
-		pgCluster, err = pgStartCluster()
+		c, err = pgStartCluster()
 		if err == nil || !errors.Is(err, errPgStartFailed) {
 			break
 		}
 	}
-	pgErr = err
-	return pgCluster, err
+	return c, err
 }
 
 var errPgStartFailed = errors.New("postgres did not start")
@@ -241,7 +315,8 @@ func pgStartCluster() (_ *pgClusterT, err error) {
 		// acquire+release (issue 29).
 		"-c", "fsync=off",
 		"-c", "full_page_writes=off",
-		"-c", "max_connections=300",
+		// Shared by the test binaries of a run, two or more at a time.
+		"-c", "max_connections=600",
 		"-c", "shared_buffers=32MB",
 		"-c", "max_wal_size=1GB",
 		"-c", "log_min_messages=warning",
@@ -343,12 +418,7 @@ func (c *pgClusterT) waitReady(logPath string) error {
 		err = db.PingContext(ctx)
 		cancel()
 		if err == nil {
-			db.SetMaxOpenConns(8)
-			c.admin = db
-			var version int
-			if err := db.QueryRow("SHOW server_version_num").Scan(&version); err == nil && version >= 150000 {
-				c.createSuffix = " STRATEGY FILE_COPY"
-			}
+			c.setAdmin(db)
 			return nil
 		}
 		select {
@@ -365,10 +435,25 @@ func (c *pgClusterT) waitReady(logPath string) error {
 	}
 }
 
+// setAdmin makes db the connection pool that creates and drops databases.
+func (c *pgClusterT) setAdmin(db *sql.DB) {
+	db.SetMaxOpenConns(8)
+	c.admin = db
+	var version int
+	if err := db.QueryRow("SHOW server_version_num").Scan(&version); err == nil && version >= 150000 {
+		c.createSuffix = " STRATEGY FILE_COPY"
+	}
+}
+
 // stop asks the postmaster for a fast shutdown (SIGINT), escalates to
 // SIGKILL of its process group after 30 s, and removes the directory.
 func (c *pgClusterT) stop() error {
+	if c.share != "" {
+		return c.detach()
+	}
+	var dropErr error
 	if c.admin != nil {
+		dropErr = c.quiesce()
 		c.admin.Close()
 	}
 	if c.cmd.Process != nil {
@@ -381,9 +466,9 @@ func (c *pgClusterT) stop() error {
 		}
 	}
 	if err := os.RemoveAll(c.dir); err != nil {
-		return fmt.Errorf("testenv: remove PostgreSQL directory: %w", err)
+		return errors.Join(dropErr, fmt.Errorf("testenv: remove PostgreSQL directory: %w", err))
 	}
-	return nil
+	return dropErr
 }
 
 // DropPostgresConnections makes the PostgreSQL server terminate every

@@ -2,7 +2,9 @@ package sqlite_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/berthdev/berth/store"
@@ -26,11 +28,40 @@ func open(t *testing.T, dsn string) *sqlite.DB {
 }
 
 // Every package's store passes its suite on a SQLite file and on a private
-// in-memory database, through the Stores value hosts use.
+// in-memory database, through the Stores value hosts use. Each test of the
+// file's suite opens its own copy of a file that Open migrated once (Open
+// of a new file is TestOpenNames's).
 func TestStores(t *testing.T) {
 	t.Run("file", func(t *testing.T) {
+		var (
+			once     sync.Once
+			migrated []byte // a new file, opened (migrated) and closed
+		)
 		storetest.RunStoreTests(t, func(t *testing.T) store.Stores {
-			return open(t, filepath.Join(t.TempDir(), "berth.db")).Stores()
+			once.Do(func() {
+				path := filepath.Join(t.TempDir(), "migrated.db")
+				db, err := sqlite.Open(context.Background(), path)
+				if err != nil {
+					t.Fatalf("Open(%q): %v", path, err)
+				}
+				if err := db.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if fi, err := os.Stat(path + "-wal"); err == nil && fi.Size() > 0 {
+					t.Fatalf("closing left a write-ahead log of %d bytes beside the file", fi.Size())
+				}
+				if migrated, err = os.ReadFile(path); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if migrated == nil {
+				t.Fatal("the migrated file was not prepared (see the test that prepared it)")
+			}
+			path := filepath.Join(t.TempDir(), "berth.db")
+			if err := os.WriteFile(path, migrated, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return open(t, path).Stores()
 		})
 	})
 	t.Run("memory", func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/berthdev/berth/internal/testenv"
@@ -15,7 +16,9 @@ import (
 // every package's suite passes on a copy of each upgrade fixture, migrated
 // and then emptied of its rows (the suites start from empty stores), so
 // that an index, constraint or default that a migration gets wrong on an
-// existing table fails here even when a fresh database has it right.
+// existing table fails here even when a fresh database has it right. The
+// fixture is migrated and emptied once per dialect; each test of the
+// suites gets its own copy of the result.
 func TestUpgradedSchemaPassesTheSuites(t *testing.T) {
 	t.Parallel()
 	lite, err := os.ReadFile("testdata/upgrade/berth.db")
@@ -24,28 +27,64 @@ func TestUpgradedSchemaPassesTheSuites(t *testing.T) {
 	}
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
+		var (
+			once     sync.Once
+			upgraded []byte // the fixture, migrated and emptied
+		)
 		storetest.RunStoreTests(t, func(t *testing.T) store.Stores {
+			once.Do(func() {
+				path := filepath.Join(t.TempDir(), "upgraded.db")
+				if err := os.WriteFile(path, lite, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				db, err := Open(context.Background(), "sqlite://"+path, TestOptions)
+				if err != nil {
+					t.Fatalf("Open of the fixture: %v", err)
+				}
+				emptied(t, db)
+				if err := db.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if fi, err := os.Stat(path + "-wal"); err == nil && fi.Size() > 0 {
+					t.Fatalf("closing left a write-ahead log of %d bytes beside the file", fi.Size())
+				}
+				if upgraded, err = os.ReadFile(path); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if upgraded == nil {
+				t.Fatal("the upgraded fixture was not prepared (see the test that prepared it)")
+			}
 			path := filepath.Join(t.TempDir(), "berth.db")
-			if err := os.WriteFile(path, lite, 0o600); err != nil {
+			if err := os.WriteFile(path, upgraded, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			return emptied(t, openTest(t, "sqlite://"+path)).Stores()
+			return openTest(t, "sqlite://"+path).Stores()
 		})
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		testenv.Postgres(t) // a missing PostgreSQL skips (or fails) once
 		storetest.RunStoreTests(t, func(t *testing.T) store.Stores {
-			url := testenv.Postgres(t)
-			loadDump(t, url, "testdata/upgrade/berth.pgdump.sql")
-			return emptied(t, openTest(t, url)).Stores()
+			url := testenv.PostgresFrom(t, "upgraded", func(t testing.TB, url string) {
+				loadDump(t, url, "testdata/upgrade/berth.pgdump.sql")
+				db, err := Open(context.Background(), url, TestOptions)
+				if err != nil {
+					t.Fatalf("Open of the fixture: %v", err)
+				}
+				emptied(t, db)
+				if err := db.Close(); err != nil {
+					t.Fatal(err)
+				}
+			})
+			return openTest(t, url).Stores()
 		})
 	})
 }
 
 // emptied deletes every row of db but its schema_migrations and returns
 // db.
-func emptied(t *testing.T, db *DB) *DB {
+func emptied(t testing.TB, db *DB) *DB {
 	t.Helper()
 	ctx := context.Background()
 	q := "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"

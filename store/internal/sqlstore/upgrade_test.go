@@ -49,7 +49,7 @@ func TestUpgradeFromFixtures(t *testing.T) {
 // loadDump runs the statements of a plain pg_dump file on the database at
 // url, on a pool of its own (the dump empties search_path for its
 // session). psql's meta-commands (\restrict) are left out.
-func loadDump(t *testing.T, url, file string) {
+func loadDump(t testing.TB, url, file string) {
 	t.Helper()
 	b, err := os.ReadFile(file)
 	if err != nil {
