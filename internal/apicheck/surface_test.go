@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"go/ast"
+	"go/build"
 	"go/doc"
 	"go/parser"
 	"go/printer"
@@ -103,25 +104,22 @@ func readSurface(t *testing.T, dir string) *surface {
 	t.Helper()
 	fset := token.NewFileSet()
 	abs := filepath.Join(root, dir)
-	pkgs, err := parser.ParseDir(fset, abs, func(fi fs.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, parser.ParseComments)
+	// The files of the package as built here (build tags applied), tests
+	// left out.
+	bp, err := build.ImportDir(abs, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var files []*ast.File
-	var name string
-	for n, p := range pkgs {
-		if strings.HasSuffix(n, "_test") || n == "main" && len(pkgs) > 1 {
-			continue
-		}
-		name = n
-		for _, f := range p.Files {
-			files = append(files, f)
-		}
-	}
-	if name == "main" {
+	if bp.Name == "main" {
 		return nil // a command has no API
+	}
+	var files []*ast.File
+	for _, name := range bp.GoFiles {
+		f, err := parser.ParseFile(fset, filepath.Join(abs, name), nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
 	}
 	slices.SortFunc(files, func(a, b *ast.File) int {
 		return strings.Compare(fset.File(a.Pos()).Name(), fset.File(b.Pos()).Name())

@@ -275,7 +275,8 @@ func pgSupervise(run, parentArg string) int {
 	me, _ := procOf(os.Getpid())
 	state := fmt.Sprintf("%d\n%s\n%s\n", c.port, c.dir, me)
 	tmp := filepath.Join(run, "state.tmp")
-	if err := os.WriteFile(tmp, []byte(state), 0o600); err == nil {
+	err = os.WriteFile(tmp, []byte(state), 0o600)
+	if err == nil {
 		err = os.Rename(tmp, filepath.Join(run, "state"))
 	}
 	if err != nil {
