@@ -5,8 +5,8 @@
 //   - the whole output of every test that failed, and of every test still
 //     running when its package failed (a panic, a timeout);
 //   - the output of the tests named by -show (the API counts), passed or not;
-//   - at the end, the slowest tests and packages, and the totals in one line
-//     ("N passed, N failed, N skipped").
+//   - at the end, the slowest tests and packages, the top-level tests that
+//     skipped, and the totals in one line ("N passed, N failed, N skipped").
 //
 // It exits with go test's exit status (1 when go test could not run).
 //
@@ -59,6 +59,7 @@ type report struct {
 	pass    int
 	fail    int
 	skip    int
+	skipped []string // "pkg Test" of the top-level tests that skipped
 }
 
 func newReport(w io.Writer, show *regexp.Regexp) *report {
@@ -100,6 +101,7 @@ func (r *report) event(e event) {
 		case "skip":
 			if top {
 				r.skip++
+				r.skipped = append(r.skipped, e.Package+" "+e.Test)
 			}
 		case "fail":
 			if top {
@@ -160,6 +162,12 @@ func (r *report) summary(n int) {
 	}
 	slowest("slowest tests", r.tests, func(x result) string { return x.pkg + " " + x.test })
 	slowest("slowest packages", r.pkgs, func(x result) string { return x.pkg })
+	if len(r.skipped) > 0 {
+		fmt.Fprintf(r.w, "\nskipped:\n")
+		for _, s := range r.skipped {
+			fmt.Fprintf(r.w, "  %s\n", s)
+		}
+	}
 	fmt.Fprintf(r.w, "\n%d passed, %d failed, %d skipped\n", r.pass, r.fail, r.skip)
 }
 

@@ -33,7 +33,7 @@ func TestReport(t *testing.T) {
 	}
 	r.summary(2)
 	got := b.String()
-	for _, want := range []string{"counts\n", "sub said why\n", "--- FAIL: TestBad\n", "FAIL\tp\t4s\n", "panic: test timed out\n", "q TestHang (did not end)", "3.0s  p TestBad\n", "9.0s  q\n", "2 passed, 1 failed, 1 skipped\n"} {
+	for _, want := range []string{"counts\n", "sub said why\n", "--- FAIL: TestBad\n", "FAIL\tp\t4s\n", "panic: test timed out\n", "q TestHang (did not end)", "3.0s  p TestBad\n", "9.0s  q\n", "2 passed, 1 failed, 1 skipped\n", "skipped:\n  p TestSkip\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, got)
 		}
