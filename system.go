@@ -358,7 +358,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Settings:       settings,
 		Protected:      o.Protected,
 	})
-	popts := probe.Options{Runner: &probe.RunnerProbe{Controller: sys.runners, Runners: sys.RunnerSet}}
+	popts := probe.Options{Logger: o.Logger, Runner: &probe.RunnerProbe{Controller: sys.runners, Runners: sys.RunnerSet}}
 	sys.prober = probe.New(probe.Sources{
 		Catalog: sys.catalog, Environments: st.Environments, Drivers: reg, Leases: sys.leases, Qualifications: st.Qualifications,
 		// The gate the catalog and the assignments pass: one test mode,

@@ -112,11 +112,11 @@ func (a *Assignments) resolve(ctx context.Context, scope authz.Scope, required d
 func (a *Assignments) check(ctx context.Context, scope authz.Scope, b *Binding, required drivers.Set, withBindings bool) (*Resolution, []*Binding, error) {
 	refuse := func(env string, err error, format string, args ...any) error {
 		bc := *b
-		return &Error{kind: kindBinding, Binding: &bc, Environment: env, Reason: fmt.Sprintf(format, args...), Err: err}
+		return &Error{Binding: &bc, Environment: env, Reason: fmt.Sprintf(format, args...), Err: err}
 	}
 	if b.Company != "" && b.Company != scope.Company {
 		// Name neither the other company nor its environment (ASG-3).
-		return nil, nil, &Error{kind: kindBinding, Binding: &Binding{BindingRef: b.BindingRef}, Environment: "(not shown)", Err: authz.ErrDenied,
+		return nil, nil, &Error{Binding: &Binding{BindingRef: b.BindingRef}, Environment: "(not shown)", Err: authz.ErrDenied,
 			Reason: fmt.Sprintf("the binding belongs to another company and cannot be used by company %q (ASG-3)", scope.Company)}
 	}
 	var env *Environment
@@ -137,9 +137,9 @@ func (a *Assignments) check(ctx context.Context, scope authz.Scope, b *Binding, 
 	// last measured, config, capabilities.
 	_, eff, err := a.gate.Check(ctx, env, required)
 	var ue *Error
-	if errors.As(err, &ue) && ue.kind == kindUnusable {
+	if errors.As(err, &ue) && ue.unusable {
 		bc := *b
-		return nil, nil, &Error{kind: kindBinding, Binding: &bc, Environment: ue.Environment, Reason: ue.Reason, Missing: ue.Missing, Err: ue.Err}
+		return nil, nil, &Error{Binding: &bc, Environment: ue.Environment, Reason: ue.Reason, Missing: ue.Missing, Err: ue.Err}
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("environment: %s: %w", b, err)

@@ -199,7 +199,7 @@ func (c *Catalog) delete(ctx context.Context, env *Environment, base int64) (*Bl
 		return nil, err
 	}
 	if !b.Deletable() {
-		return b, &Error{kind: kindDeleteRefused, Radius: b}
+		return b, &Error{Radius: b}
 	}
 	if err := c.store.DeleteEnvironment(ctx, env.ID, base); err != nil {
 		return b, fmt.Errorf("environment %s: %w", label, err)

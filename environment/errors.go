@@ -8,8 +8,9 @@ import (
 )
 
 // Error is a refusal of this package that names what it is about, never
-// a secret value or an env var value. It is one of four kinds, told apart
-// by the fields set:
+// a secret value or an env var value. It is one of four kinds: a refused
+// delete sets Radius, an unusable binding sets Binding, and the package
+// marks an unusable environment apart from a request problem itself:
 //
 //   - A request problem about one field (CFG-5, CFG-8): Field (and
 //     Environment once known) and Reason; it wraps Err (ErrInvalid,
@@ -52,29 +53,21 @@ type Error struct {
 	// Err is the cause (see above).
 	Err error
 
-	kind errorKind
+	// unusable marks the second kind, the only one its fields do not tell
+	// (a request problem may name no field either).
+	unusable bool
 }
-
-// errorKind tells which of the four refusals an Error is.
-type errorKind int
-
-const (
-	kindField errorKind = iota
-	kindUnusable
-	kindBinding
-	kindDeleteRefused
-)
 
 // Error returns the text of e's kind (see Error).
 func (e *Error) Error() string {
-	switch e.kind {
-	case kindUnusable:
-		return fmt.Sprintf("environment %s cannot be used: %s", e.Environment, e.Reason)
-	case kindBinding:
+	switch {
+	case e.Radius != nil:
+		return fmt.Sprintf("environment %q (%s): delete refused: %s", e.Radius.EnvironmentName, e.Radius.EnvironmentID, strings.Join(e.Radius.Blockers, "; "))
+	case e.Binding != nil:
 		return fmt.Sprintf("environment: %s -> environment %s: %s; not falling back to a weaker binding or the host (ASG-2)",
 			e.Binding, e.Environment, e.Reason)
-	case kindDeleteRefused:
-		return fmt.Sprintf("environment %q (%s): delete refused: %s", e.Radius.EnvironmentName, e.Radius.EnvironmentID, strings.Join(e.Radius.Blockers, "; "))
+	case e.unusable:
+		return fmt.Sprintf("environment %s cannot be used: %s", e.Environment, e.Reason)
 	}
 	var b strings.Builder
 	b.WriteString("environment")
@@ -90,7 +83,7 @@ func (e *Error) Error() string {
 
 // Unwrap returns the cause (ErrConflict for a refused delete).
 func (e *Error) Unwrap() error {
-	if e.kind == kindDeleteRefused {
+	if e.Radius != nil {
 		return ErrConflict
 	}
 	return e.Err

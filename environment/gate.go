@@ -104,7 +104,7 @@ func (g *Gate) isTestDriver(name string) bool { return slices.Contains(g.testNam
 // returned as it is, never taken as "available".
 func (g *Gate) Check(ctx context.Context, env *Environment, required drivers.Set) (drivers.Driver, drivers.Set, error) {
 	refuse := func(err error, format string, args ...any) (drivers.Driver, drivers.Set, error) {
-		return nil, 0, &Error{kind: kindUnusable, Environment: labelOf(env), Reason: fmt.Sprintf(format, args...), Err: err}
+		return nil, 0, &Error{unusable: true, Environment: labelOf(env), Reason: fmt.Sprintf(format, args...), Err: err}
 	}
 	set, err := g.instanceSettings(ctx)
 	if err != nil {
@@ -146,7 +146,7 @@ func (g *Gate) Check(ctx context.Context, env *Environment, required drivers.Set
 		for i, c := range missing {
 			names[i] = c.String()
 		}
-		return nil, 0, &Error{kind: kindUnusable, Environment: labelOf(env), Missing: missing, Err: drivers.ErrUnsupported,
+		return nil, 0, &Error{unusable: true, Environment: labelOf(env), Missing: missing, Err: drivers.ErrUnsupported,
 			Reason: fmt.Sprintf("driver %q lacks required capability %s (effective: %s) (CAP-4)", env.Driver, strings.Join(names, ", "), eff)}
 	}
 	return d, eff, nil
