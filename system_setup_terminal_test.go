@@ -217,8 +217,8 @@ func TestWebTerminalOnDocker(t *testing.T) {
 		{"a reused token", "/term", "ops", url.Values{"token": {tok}}, http.StatusUnauthorized},
 		{"an expired token", "/term", "ops", url.Values{"token": {expired}}, http.StatusUnauthorized},
 		{"a token of another session", "/term", "ops", url.Values{"token": {mint(ses2.ID, "/term")}, "session": {ses.ID}}, http.StatusForbidden},
-		{"a token for another path", "/term", "ops", url.Values{"token": {mint(ses.ID, "/other")}}, http.StatusForbidden},
-		{"a token minted for another principal", "/term", "admin", url.Values{"token": {mint(ses.ID, "/term")}}, http.StatusForbidden},
+		{"a token for another path", "/term", "ops", url.Values{"token": {mint(ses.ID, "/other")}}, http.StatusUnauthorized},
+		{"a token minted for another principal", "/term", "admin", url.Values{"token": {mint(ses.ID, "/term")}}, http.StatusUnauthorized},
 		{"no token", "/term", "ops", url.Values{}, http.StatusUnauthorized},
 	} {
 		_, resp, err := termDial(t, srv.URL, tc.path, tc.as, tc.q)

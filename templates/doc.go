@@ -66,7 +66,9 @@
 // The terminal (IMG-5): OpenTerminal returns the PTY in process; for the
 // web, MintTerminalToken returns a single-use token (only its SHA-256
 // stored, 60 s, bound to session, principal and URL path) that
-// TerminalHandler redeems before it upgrades with coder/websocket. Binary
+// TerminalHandler redeems before it upgrades with coder/websocket; the
+// store redeems only a token presented by its principal on its path, so
+// nobody else can use one up. Binary
 // frames carry output and keystrokes; JSON text frames attached, reset,
 // exit and resize. A ring of each PTY's output, indexed by byte offset,
 // lets a client reconnect (process, offset) and get exactly the missing

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/berthdev/berth/authz"
 )
 
 // memoryStore is NewMemoryStore's Store.
@@ -297,14 +299,14 @@ func (m *memoryStore) PruneTerminalTokens(ctx context.Context, before time.Time)
 }
 
 // RedeemTerminalToken implements Store.
-func (m *memoryStore) RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*TerminalToken, error) {
+func (m *memoryStore) RedeemTerminalToken(ctx context.Context, hash string, p authz.Principal, path string, now time.Time) (*TerminalToken, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec, ok := m.tokens[hash]
-	if !ok || rec.used || !rec.t.ExpiresAt.After(now) {
+	if !ok || rec.used || !rec.t.ExpiresAt.After(now) || rec.t.Principal != p.ID || rec.t.Role != p.Role || rec.t.Path != path {
 		return nil, fmt.Errorf("custom: redeem terminal token: %w", ErrTokenInvalid)
 	}
 	rec.used = true

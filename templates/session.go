@@ -305,10 +305,13 @@ type SessionStore interface {
 	// never the token); ErrConflict if the hash is taken.
 	InsertTerminalToken(ctx context.Context, t *TerminalToken) error
 	// RedeemTerminalToken marks the token with hash used and returns its
-	// record, if it exists, is unused and expires after now; else an error
-	// wrapping ErrTokenInvalid. Of concurrent redemptions, also from
+	// record, if it exists, is unused, expires after now, and was minted
+	// for p (its ID and Role) and path; else an error wrapping
+	// ErrTokenInvalid, and the record is left as it was: a token presented
+	// by another principal or on another path is not used up. The match
+	// and the mark are one step. Of concurrent redemptions, also from
 	// several processes, one wins.
-	RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*TerminalToken, error)
+	RedeemTerminalToken(ctx context.Context, hash string, p authz.Principal, path string, now time.Time) (*TerminalToken, error)
 	// PruneTerminalTokens removes the token records that expire before
 	// before (used or not: none can be redeemed any more) and returns how
 	// many it removed.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -103,9 +102,12 @@ type controlFrame struct {
 // TerminalHandler returns the web terminal's http.Handler (IMG-5). A
 // request carries ?token=T (browsers cannot set WebSocket headers), and
 // for a reconnect &process=P&offset=N. The token is redeemed before the
-// upgrade: an unknown, used or expired token, one minted for another path
-// or another principal (opts.Principal), or for a session that is not
-// waiting any more is refused with 401 or 403 and no upgrade; the token
+// upgrade, and only when it was minted for the request's principal
+// (opts.Principal) and path: an unknown, used or expired token, or one
+// minted for another path or another principal, is refused with 401 and
+// no upgrade, and is not used up by that refusal; one for a session that
+// is not waiting any more, or not the request's "session", is refused
+// with 403 or 409; the token
 // never appears in an answer or a log. Then the connection is upgraded
 // with coder/websocket (opts.OriginPatterns). Output and keystrokes
 // travel in binary frames; resize, exit and reset are JSON text frames.
@@ -147,21 +149,16 @@ func (h *termHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing token", http.StatusUnauthorized)
 		return
 	}
-	rec, err := h.s.src.Templates.RedeemTerminalToken(ctx, tokenHash(tok), h.s.o.clock.Now())
+	// The store redeems the token only for this principal on this path,
+	// in one step: a token presented by anyone else, or elsewhere, is
+	// refused and stays usable by its owner.
+	rec, err := h.s.src.Templates.RedeemTerminalToken(ctx, tokenHash(tok), p, r.URL.Path, h.s.o.clock.Now())
 	if err != nil {
 		if errors.Is(err, ErrTokenInvalid) {
-			http.Error(w, "terminal token invalid, used or expired", http.StatusUnauthorized)
+			http.Error(w, "terminal token invalid, used, expired, or not yours for this path", http.StatusUnauthorized)
 		} else {
 			http.Error(w, "terminal token could not be checked", http.StatusServiceUnavailable)
 		}
-		return
-	}
-	if subtle.ConstantTimeCompare([]byte(rec.Path), []byte(r.URL.Path)) != 1 {
-		http.Error(w, "terminal token is for another path", http.StatusForbidden)
-		return
-	}
-	if rec.Principal != p.ID || rec.Role != p.Role {
-		http.Error(w, "terminal token was minted for another principal", http.StatusForbidden)
 		return
 	}
 	if s := q.Get("session"); s != "" && s != rec.Session {

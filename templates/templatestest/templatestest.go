@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/templates"
 )
@@ -39,6 +40,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) templates.Store) {
 		{"10 concurrent starts of one environment's session: exactly one exists", testSessionConcurrent},
 		{"session events are read after a cursor", testSessionEvents},
 		{"a terminal token is redeemed once, before it expires; of 10 concurrent redemptions one wins; expired ones are pruned", testTerminalTokens},
+		{"a terminal token presented by another principal or on another path is not redeemed and stays its owner's", testTerminalTokenOwnerOnly},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -378,6 +380,41 @@ func testSessionEvents(t *testing.T, s templates.Store) {
 	}
 }
 
+// tokOwner is the principal the suite's terminal tokens are minted for.
+var tokOwner = authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
+
+func testTerminalTokenOwnerOnly(t *testing.T, s templates.Store) {
+	ctx := context.Background()
+	tok := &templates.TerminalToken{Hash: fmt.Sprintf("%064x", 9), Session: "ses-1", Principal: tokOwner.ID, Role: tokOwner.Role,
+		Path: "/terminal", CreatedAt: baseTime, ExpiresAt: baseTime.Add(time.Minute)}
+	if err := s.InsertTerminalToken(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	at := baseTime.Add(time.Second)
+	for _, tc := range []struct {
+		name string
+		p    authz.Principal
+		path string
+	}{
+		{"another principal", authz.Principal{ID: "ops-2", Role: authz.RoleLocalOperator}, tok.Path},
+		{"its id with another role", authz.Principal{ID: tokOwner.ID, Role: authz.RoleInstanceAdmin}, tok.Path},
+		{"its principal on another path", tokOwner, "/other"},
+	} {
+		got, err := s.RedeemTerminalToken(ctx, tok.Hash, tc.p, tc.path, at)
+		wantErr(t, "redeem by "+tc.name, err, templates.ErrTokenInvalid)
+		if got != nil {
+			t.Errorf("redeem by %s returned %+v", tc.name, got)
+		}
+	}
+	got, err := s.RedeemTerminalToken(ctx, tok.Hash, tokOwner, tok.Path, at)
+	if err != nil {
+		t.Fatalf("its owner after the refusals: %v (a refusal used the token up)", err)
+	}
+	diff(t, "redeemed token", tok, got)
+	_, err = s.RedeemTerminalToken(ctx, tok.Hash, tokOwner, tok.Path, at)
+	wantErr(t, "a second redeem by its owner", err, templates.ErrTokenInvalid)
+}
+
 func testTerminalTokens(t *testing.T, s templates.Store) {
 	ctx := context.Background()
 	tok := &templates.TerminalToken{Hash: fmt.Sprintf("%064x", 1), Session: "ses-1", Principal: "ops", Role: "local_operator",
@@ -391,9 +428,9 @@ func testTerminalTokens(t *testing.T, s templates.Store) {
 	if err := s.InsertTerminalToken(ctx, &expired); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.RedeemTerminalToken(ctx, expired.Hash, baseTime.Add(time.Minute))
+	_, err := s.RedeemTerminalToken(ctx, expired.Hash, tokOwner, tok.Path, baseTime.Add(time.Minute))
 	wantErr(t, "redeem at its expiry", err, templates.ErrTokenInvalid)
-	_, err = s.RedeemTerminalToken(ctx, fmt.Sprintf("%064x", 3), baseTime)
+	_, err = s.RedeemTerminalToken(ctx, fmt.Sprintf("%064x", 3), tokOwner, tok.Path, baseTime)
 	wantErr(t, "redeem of an unknown hash", err, templates.ErrTokenInvalid)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -402,7 +439,7 @@ func testTerminalTokens(t *testing.T, s templates.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, err := s.RedeemTerminalToken(ctx, tok.Hash, baseTime.Add(59*time.Second))
+			got, err := s.RedeemTerminalToken(ctx, tok.Hash, tokOwner, tok.Path, baseTime.Add(59*time.Second))
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -431,7 +468,7 @@ func testTerminalTokens(t *testing.T, s templates.Store) {
 	if n, err := s.PruneTerminalTokens(ctx, baseTime.Add(time.Minute+time.Second)); err != nil || n != 2 {
 		t.Errorf("prune after two expiries: %d, %v; want 2 (one used, one not)", n, err)
 	}
-	if got, err := s.RedeemTerminalToken(ctx, fresh.Hash, baseTime.Add(90*time.Second)); err != nil || got.Hash != fresh.Hash {
+	if got, err := s.RedeemTerminalToken(ctx, fresh.Hash, tokOwner, tok.Path, baseTime.Add(90*time.Second)); err != nil || got.Hash != fresh.Hash {
 		t.Errorf("a token that expires later, after the prune: %+v, %v", got, err)
 	}
 	if err := s.InsertTerminalToken(ctx, tok); err != nil {

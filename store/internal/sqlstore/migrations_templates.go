@@ -67,6 +67,26 @@ func (components) Templates() Component {
 					doc TEXT NOT NULL
 				)`,
 			},
+		}, {
+			Version: 3,
+			Name:    "bind setup_terminal_tokens to their principal and path in columns",
+			// The redeeming UPDATE matches the principal, its role and the
+			// path, so a token presented by anyone else is not used up
+			// (issue 51). Rows of before are filled from their documents.
+			SQL: []string{
+				`ALTER TABLE setup_terminal_tokens ADD COLUMN principal TEXT NOT NULL DEFAULT ''`,
+				`ALTER TABLE setup_terminal_tokens ADD COLUMN role TEXT NOT NULL DEFAULT ''`,
+				`ALTER TABLE setup_terminal_tokens ADD COLUMN path TEXT NOT NULL DEFAULT ''`,
+				`UPDATE setup_terminal_tokens SET principal = COALESCE(json_extract(doc, '$.principal'), ''),
+					role = COALESCE(json_extract(doc, '$.role'), ''), path = COALESCE(json_extract(doc, '$.path'), '')`,
+			},
+			Postgres: []string{
+				`ALTER TABLE setup_terminal_tokens ADD COLUMN principal TEXT NOT NULL DEFAULT ''`,
+				`ALTER TABLE setup_terminal_tokens ADD COLUMN role TEXT NOT NULL DEFAULT ''`,
+				`ALTER TABLE setup_terminal_tokens ADD COLUMN path TEXT NOT NULL DEFAULT ''`,
+				`UPDATE setup_terminal_tokens SET principal = COALESCE(doc::jsonb->>'principal', ''),
+					role = COALESCE(doc::jsonb->>'role', ''), path = COALESCE(doc::jsonb->>'path', '')`,
+			},
 		}},
 	}
 }
