@@ -225,20 +225,28 @@ func (a *Assignments) Clear(ctx context.Context, p authz.Principal, ref BindingR
 }
 
 // Show returns the binding ref. It needs ActionRead for the binding's
-// company. A missing binding is ErrNotFound (reported as denied to
-// principals who may not read bindings).
+// company. A missing binding and one the principal may not read are one
+// answer, an error wrapping ErrNotFound that names only ref (authz's rule:
+// a record the principal may not read is reported as missing), so a
+// refusal tells nothing of another company's bindings.
 func (a *Assignments) Show(ctx context.Context, p authz.Principal, ref BindingRef) (*Binding, error) {
 	b, err := a.bindings.GetBinding(ctx, ref)
-	if err != nil {
-		if aerr := a.authorize(ctx, p, authz.ActionRead, bindingResource(ref, "")); aerr != nil {
-			return nil, aerr
-		}
-		return nil, err
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, missingBinding(ref)
+	case err != nil:
+		return nil, fmt.Errorf("environment: reading the %s binding: %w", ref, err)
 	}
-	if err := a.authorize(ctx, p, authz.ActionRead, bindingResource(ref, b.Company)); err != nil {
-		return nil, err
+	if a.authz.Authorize(ctx, p, authz.ActionRead, bindingResource(ref, b.Company)) != nil {
+		return nil, missingBinding(ref)
 	}
 	return b, nil
+}
+
+// missingBinding is Show's answer for a binding that is missing or that
+// the principal may not read.
+func missingBinding(ref BindingRef) error {
+	return fmt.Errorf("environment: no %s binding: %w", ref, ErrNotFound)
 }
 
 // List returns the bindings matching f that p may read (ActionRead for each

@@ -240,10 +240,10 @@ func TestListBindings(t *testing.T) {
 			}
 		})
 	}
-	t.Run("board member is denied another company's binding", func(t *testing.T) {
+	t.Run("board member reads another company's binding as missing", func(t *testing.T) {
 		t.Parallel()
 		_, err := scoped.Show(ctx, board, environment.BindingRef{Kind: environment.BindingWorkspace, Key: "ws_2"})
-		wantErr(t, err, authz.ErrDenied)
+		wantErr(t, err, environment.ErrNotFound)
 	})
 }
 
