@@ -53,7 +53,7 @@ func TestSystemWiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sys.Assignments().Set(ctx, op, environment.Binding{BindingRef: environment.BindingRef{Kind: environment.BindingWorkspace, Key: "ws_1"}, Company: "acme", EnvironmentID: v.ID}, 0); err != nil {
+	if _, err := sys.Assignments().Set(ctx, op, environment.Binding{BindingRef: environment.BindingRef{Kind: environment.BindingWorkspace, Key: "ws_1", Company: "acme"}, EnvironmentID: v.ID}, 0); err != nil {
 		t.Fatal(err)
 	}
 	h, err := sys.Leases().Acquire(ctx, op, lease.AcquireRequest{

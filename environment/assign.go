@@ -41,16 +41,21 @@ func (k BindingKind) Valid() bool {
 	return false
 }
 
-// BindingRef identifies a binding: its kind and key. The key is the
-// workspace, project or agent id; it is "" for the instance default.
-// Bindings are unique by (Kind, Key) in an instance, whatever their company.
+// BindingRef identifies a binding: its kind, company and key. The key is
+// the workspace, project or agent id; Company owns the binding. Both are
+// "" for the instance default. Bindings are unique by (Kind, Company, Key)
+// in an instance: two companies may each bind their workspace "ws", and
+// there is one instance default.
 type BindingRef struct {
 	Kind BindingKind `json:"kind"`
-	Key  string      `json:"key,omitempty"`
+	// Company owns the binding: only that company's runs may use it
+	// (ASG-3); "" for the instance default.
+	Company string `json:"company,omitempty"`
+	Key     string `json:"key,omitempty"`
 }
 
 // String returns "workspace ws_1", "project p_1", "agent a_1" or
-// "instance default".
+// "instance default" (without the company: Binding.String adds it).
 func (r BindingRef) String() string {
 	if r.Kind == BindingInstanceDefault {
 		return "instance default"
@@ -63,13 +68,11 @@ func (r BindingRef) String() string {
 
 // Binding assigns an environment to a workspace, project, agent or the
 // whole instance (ASG-1). Workspace, project and agent bindings belong to a
-// company: only that company's runs may use them (ASG-3). The instance
-// default belongs to no company and applies to every company. A Binding
-// holds ids only, never config or secrets.
+// company (BindingRef.Company): only that company's runs may use them
+// (ASG-3). The instance default belongs to no company and applies to every
+// company. A Binding holds ids only, never config or secrets.
 type Binding struct {
 	BindingRef
-	// Company owns the binding; "" for the instance default.
-	Company string `json:"company,omitempty"`
 	// EnvironmentID is the bound environment.
 	EnvironmentID string `json:"environmentId"`
 	// Revision starts at 1 and grows by one on every change.
@@ -156,18 +159,19 @@ type BindingStore interface {
 	// PutBinding stores b. b.Validate must pass (else ErrInvalid) and
 	// b.Revision must be baseRevision+1 (else ErrConflict). With
 	// baseRevision 0 it inserts b and returns an error wrapping ErrConflict
-	// if a binding with b's kind and key exists. Otherwise it replaces the
+	// if a binding with b's kind, company and key exists (a binding of
+	// another company with the same kind and key is another binding). Otherwise it replaces the
 	// stored binding if its revision equals baseRevision, else ErrConflict
 	// (ErrNotFound if none is stored). Nothing changes on error.
 	PutBinding(ctx context.Context, b *Binding, baseRevision int64) error
-	// GetBinding returns the binding with ref's kind and key, or an error
-	// wrapping ErrNotFound.
+	// GetBinding returns the binding with ref's kind, company and key, or
+	// an error wrapping ErrNotFound.
 	GetBinding(ctx context.Context, ref BindingRef) (*Binding, error)
 	// DeleteBinding removes the binding ref if its stored revision equals
 	// baseRevision, else ErrConflict (ErrNotFound if absent).
 	DeleteBinding(ctx context.Context, ref BindingRef, baseRevision int64) error
-	// ListBindings returns the matching bindings sorted by kind, then key
-	// (byte order).
+	// ListBindings returns the matching bindings sorted by kind, then key,
+	// then company (byte order).
 	ListBindings(ctx context.Context, f BindingFilter) ([]*Binding, error)
 	// DeleteEnvironmentBindings removes every binding of environment envID
 	// at once and returns how many it removed (0 when none: it is

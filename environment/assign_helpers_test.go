@@ -115,7 +115,9 @@ type bind struct {
 	env     string
 }
 
-func (b bind) ref() environment.BindingRef { return environment.BindingRef{Kind: b.kind, Key: b.key} }
+func (b bind) ref() environment.BindingRef {
+	return environment.BindingRef{Kind: b.kind, Company: b.company, Key: b.key}
+}
 
 // put stores bindings directly in the binding store, as they would be after
 // a bind followed by an archive, a driver removal or a delete elsewhere.
@@ -127,7 +129,7 @@ func (f *asgFixture) put(t testing.TB, bs ...bind) {
 			t.Fatalf("unknown environment %q in a test table", b.env)
 		}
 		err := f.bindings.PutBinding(context.Background(), &environment.Binding{
-			BindingRef: b.ref(), Company: b.company, EnvironmentID: id,
+			BindingRef: b.ref(), EnvironmentID: id,
 			Revision: 1, CreatedAt: t0, UpdatedAt: t0, CreatedBy: "u_admin", UpdatedBy: "u_admin",
 		}, 0)
 		if err != nil {

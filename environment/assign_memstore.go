@@ -62,7 +62,7 @@ func (m *memoryBindingStore) GetBinding(ctx context.Context, ref BindingRef) (*B
 	defer m.mu.RUnlock()
 	b, ok := m.bindings[ref]
 	if !ok {
-		return nil, fmt.Errorf("environment: %s binding: %w", ref, ErrNotFound)
+		return nil, fmt.Errorf("environment: %s binding: %w", Binding{BindingRef: ref}, ErrNotFound)
 	}
 	c := *b
 	return &c, nil
@@ -77,7 +77,7 @@ func (m *memoryBindingStore) DeleteBinding(ctx context.Context, ref BindingRef, 
 	defer m.mu.Unlock()
 	cur, ok := m.bindings[ref]
 	if !ok {
-		return fmt.Errorf("environment: %s binding: %w", ref, ErrNotFound)
+		return fmt.Errorf("environment: %s: %w", Binding{BindingRef: ref}, ErrNotFound)
 	}
 	if cur.Revision != baseRevision {
 		return fmt.Errorf("environment: %s: stale revision %d, stored revision is %d: %w", cur, baseRevision, cur.Revision, ErrConflict)
@@ -101,7 +101,7 @@ func (m *memoryBindingStore) ListBindings(ctx context.Context, f BindingFilter) 
 	}
 	m.mu.RUnlock()
 	slices.SortFunc(out, func(a, b *Binding) int {
-		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Key, b.Key))
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Company, b.Company))
 	})
 	return out, nil
 }

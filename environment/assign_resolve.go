@@ -86,7 +86,10 @@ func (a *Assignments) resolve(ctx context.Context, scope authz.Scope, required d
 		if !ok {
 			continue
 		}
-		ref := BindingRef{Kind: kind, Key: key}
+		ref := BindingRef{Kind: kind, Company: scope.Company, Key: key}
+		if kind == BindingInstanceDefault {
+			ref.Company = ""
+		}
 		b, err := a.bindings.GetBinding(ctx, ref)
 		if errors.Is(err, ErrNotFound) {
 			continue

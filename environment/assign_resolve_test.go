@@ -38,15 +38,15 @@ func TestResolvePrecedence(t *testing.T) {
 	}{
 		{
 			name: "workspace binding beats project, agent and instance default", bindings: allFour,
-			scope: fullScope, wantRef: wsBind("ws_1", "", "").ref(), wantEnv: "full",
+			scope: fullScope, wantRef: wsBind("ws_1", "acme", "").ref(), wantEnv: "full",
 		},
 		{
 			name: "project binding wins when the workspace has none", bindings: allFour[1:],
-			scope: fullScope, wantRef: projectBind("p_1", "", "").ref(), wantEnv: "lean",
+			scope: fullScope, wantRef: projectBind("p_1", "acme", "").ref(), wantEnv: "lean",
 		},
 		{
 			name: "agent default wins when workspace and project have none", bindings: allFour[2:],
-			scope: fullScope, wantRef: agentBind("agent_1", "", "").ref(), wantEnv: "host",
+			scope: fullScope, wantRef: agentBind("agent_1", "acme", "").ref(), wantEnv: "host",
 		},
 		{
 			name: "instance default applies when nothing else is bound", bindings: []bind{defaultBind("full")},
@@ -60,24 +60,34 @@ func TestResolvePrecedence(t *testing.T) {
 		{
 			name:     "a scope without a workspace skips the workspace level",
 			bindings: allFour, scope: authz.Scope{Company: "acme", Project: "p_1", Agent: "agent_1"},
-			wantRef: projectBind("p_1", "", "").ref(), wantEnv: "lean",
+			wantRef: projectBind("p_1", "acme", "").ref(), wantEnv: "lean",
 		},
 		{
 			name:     "bindings of other workspaces and projects do not apply",
 			bindings: []bind{wsBind("ws_2", "acme", "lean"), projectBind("p_2", "acme", "lean"), agentBind("agent_1", "acme", "full")},
-			scope:    fullScope, wantRef: agentBind("agent_1", "", "").ref(), wantEnv: "full",
+			scope:    fullScope, wantRef: agentBind("agent_1", "acme", "").ref(), wantEnv: "full",
 		},
 		{
 			name:     "a target covering the required capabilities resolves (CAP-4)",
 			bindings: []bind{wsBind("ws_1", "acme", "full")}, scope: fullScope,
 			required: drivers.NewSet(drivers.CapReuse, drivers.CapTerminal, drivers.CapExec),
-			wantRef:  wsBind("ws_1", "", "").ref(), wantEnv: "full",
+			wantRef:  wsBind("ws_1", "acme", "").ref(), wantEnv: "full",
+		},
+		{
+			name:     "a workspace binding of another company does not apply: the key is that company's (ASG-3)",
+			bindings: []bind{wsBind("ws_1", "globex", "lean"), projectBind("p_1", "acme", "full")},
+			scope:    fullScope, wantRef: projectBind("p_1", "acme", "").ref(), wantEnv: "full",
+		},
+		{
+			name:     "an agent default of another company does not apply (ASG-3)",
+			bindings: []bind{agentBind("agent_1", "globex", "lean"), defaultBind("full")},
+			scope:    fullScope, wantRef: defaultBind("").ref(), wantEnv: "full",
 		},
 		{
 			name:     "the local host resolves when it is bound and capable",
 			bindings: []bind{projectBind("p_1", "acme", "host")}, scope: fullScope,
 			required: drivers.NewSet(drivers.CapStreamExec),
-			wantRef:  projectBind("p_1", "", "").ref(), wantEnv: "host",
+			wantRef:  projectBind("p_1", "acme", "").ref(), wantEnv: "host",
 		},
 	}
 	for _, tc := range tests {
@@ -147,13 +157,13 @@ func TestResolveRefusals(t *testing.T) {
 			name:     "archived workspace target is an error; the project binding is not used",
 			bindings: []bind{wsBind("ws_1", "acme", "old"), projectBind("p_1", "acme", "full"), defaultBind("host")},
 			scope:    fullScope, wantErr: []error{environment.ErrArchived},
-			wantRef: ref(wsBind("ws_1", "", "")), wantText: []string{"workspace ws_1 binding", `"old"`, "archived"},
+			wantRef: ref(wsBind("ws_1", "acme", "")), wantText: []string{"workspace ws_1 binding", `"old"`, "archived"},
 		},
 		{
 			name:     "deleted project target is an error; the agent default is not used",
 			bindings: []bind{projectBind("p_1", "acme", "missing"), agentBind("agent_1", "acme", "full")},
 			scope:    fullScope, wantErr: []error{environment.ErrNotFound},
-			wantRef: ref(projectBind("p_1", "", "")), wantText: []string{"project p_1 binding", "env_missing", "no longer exists"},
+			wantRef: ref(projectBind("p_1", "acme", "")), wantText: []string{"project p_1 binding", "env_missing", "no longer exists"},
 		},
 		{
 			name:     "deleted instance default is an error, not the host",
@@ -165,25 +175,25 @@ func TestResolveRefusals(t *testing.T) {
 			name:     "unregistered driver is unavailable (CAP-3)",
 			bindings: []bind{wsBind("ws_1", "acme", "retired"), defaultBind("host")},
 			scope:    fullScope, wantErr: []error{drivers.ErrUnavailable},
-			wantRef: ref(wsBind("ws_1", "", "")), wantText: []string{`driver "retired" is not registered`},
+			wantRef: ref(wsBind("ws_1", "acme", "")), wantText: []string{`driver "retired" is not registered`},
 		},
 		{
 			name:     "unavailable provider is refused (CAP-3)",
 			bindings: []bind{agentBind("agent_1", "acme", "down"), defaultBind("host")},
 			scope:    fullScope, wantErr: []error{drivers.ErrUnavailable},
-			wantRef: ref(agentBind("agent_1", "", "")), wantText: []string{"agent agent_1 binding", "provider unavailable", errProviderDisabled.Error()},
+			wantRef: ref(agentBind("agent_1", "acme", "")), wantText: []string{"agent agent_1 binding", "provider unavailable", errProviderDisabled.Error()},
 		},
 		{
 			name:     "test driver outside test mode is refused (CFG-4)",
 			bindings: []bind{wsBind("ws_1", "acme", "full"), defaultBind("host")},
 			scope:    fullScope, strict: true, wantErr: []error{drivers.ErrUnavailable},
-			wantRef: ref(wsBind("ws_1", "", "")), wantText: []string{`driver "fake" is for tests only`},
+			wantRef: ref(wsBind("ws_1", "acme", "")), wantText: []string{`driver "fake" is for tests only`},
 		},
 		{
 			name:     "missing capabilities are refused and named (CAP-4)",
 			bindings: []bind{wsBind("ws_1", "acme", "lean"), defaultBind("full")},
 			scope:    fullScope, required: drivers.NewSet(drivers.CapExec, drivers.CapReuse, drivers.CapTerminal),
-			wantErr: []error{drivers.ErrUnsupported}, wantRef: ref(wsBind("ws_1", "", "")),
+			wantErr: []error{drivers.ErrUnsupported}, wantRef: ref(wsBind("ws_1", "acme", "")),
 			wantText:    []string{"lacks required capability reuse, terminal"},
 			wantMissing: []drivers.Capability{drivers.CapReuse, drivers.CapTerminal},
 		},
@@ -195,22 +205,10 @@ func TestResolveRefusals(t *testing.T) {
 			wantText: []string{`driver "local" lacks required capability reuse`}, wantMissing: []drivers.Capability{drivers.CapReuse},
 		},
 		{
-			name:     "a workspace binding of another company is denied (ASG-3)",
-			bindings: []bind{wsBind("ws_1", "globex", "full"), projectBind("p_1", "acme", "full")},
-			scope:    fullScope, wantErr: []error{authz.ErrDenied},
-			wantRef: ref(wsBind("ws_1", "", "")), wantText: []string{"another company", `cannot be used by company "acme"`},
-		},
-		{
-			name:     "an agent default of another company is denied (ASG-3)",
-			bindings: []bind{agentBind("agent_1", "globex", "full"), defaultBind("full")},
-			scope:    fullScope, wantErr: []error{authz.ErrDenied},
-			wantRef: ref(agentBind("agent_1", "", "")),
-		},
-		{
 			name:     "a stored config the driver no longer accepts is refused (CFG-8)",
 			bindings: []bind{projectBind("p_1", "acme", "broken"), defaultBind("full")},
 			scope:    fullScope, wantErr: []error{config.ErrInvalid, environment.ErrInvalid},
-			wantRef: ref(projectBind("p_1", "", "")), wantText: []string{`"broken"`, "cpus"},
+			wantRef: ref(projectBind("p_1", "acme", "")), wantText: []string{`"broken"`, "cpus"},
 		},
 		{
 			name:     "a scope without a company is invalid",
@@ -311,7 +309,7 @@ func TestResolutionCheckLease(t *testing.T) {
 	t.Parallel()
 	res := &environment.Resolution{
 		Scope:       authz.Scope{Company: "acme", Workspace: "ws_1"},
-		Binding:     environment.Binding{BindingRef: environment.BindingRef{Kind: environment.BindingWorkspace, Key: "ws_1"}, Company: "acme", EnvironmentID: "env_1"},
+		Binding:     environment.Binding{BindingRef: environment.BindingRef{Kind: environment.BindingWorkspace, Key: "ws_1", Company: "acme"}, EnvironmentID: "env_1"},
 		Environment: &environment.Environment{ID: "env_1", Name: "full"},
 	}
 	noCompany := *res

@@ -59,7 +59,8 @@ func NewAssignments(bindings BindingStore, envs Store, reg *drivers.Registry, op
 
 // Set binds req.EnvironmentID at req's kind and key for req.Company (ASG-1);
 // it reads only those four fields of req (Company is required except for
-// the instance default, which must have none). baseRevision is the
+// the instance default, which must have none). The company is part of the
+// binding's identity: two companies bind the same key independently. baseRevision is the
 // revision of the binding the change is based on: 0 creates a new
 // binding (ErrConflict if one exists), n > 0 replaces revision n
 // (ErrConflict if stale), AnyRevision creates or replaces whatever is
@@ -68,13 +69,12 @@ func NewAssignments(bindings BindingStore, envs Store, reg *drivers.Registry, op
 // operators under DefaultPolicy; agents are denied). The environment must
 // exist (ErrNotFound; reported as denied to principals who may not bind), be
 // active (ErrArchived), and have a registered, available driver that is not
-// a test driver outside test mode (drivers.ErrUnavailable). A binding keeps
-// its company: rebinding a key of another company is ErrConflict (ASG-3).
+// a test driver outside test mode (drivers.ErrUnavailable).
 // If the environment is deleted or archived while Set runs, Set removes the
 // binding it wrote and fails, so no binding outlives its environment
 // (ASG-5). It returns the stored binding.
 func (a *Assignments) Set(ctx context.Context, p authz.Principal, req Binding, baseRevision int64) (*Binding, error) {
-	b := Binding{BindingRef: req.BindingRef, Company: req.Company, EnvironmentID: req.EnvironmentID}
+	b := Binding{BindingRef: req.BindingRef, EnvironmentID: req.EnvironmentID}
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
@@ -153,9 +153,6 @@ func (a *Assignments) prepare(ctx context.Context, p authz.Principal, b Binding,
 	case err != nil:
 		return put, fmt.Errorf("environment: binding %s: %w", b, err)
 	}
-	if cur.Company != b.Company {
-		return put, fmt.Errorf("environment: %s belongs to company %q: it cannot be rebound for company %q; clear it first (ASG-3): %w", b.BindingRef, cur.Company, b.Company, ErrConflict)
-	}
 	if base != AnyRevision && cur.Revision != base {
 		return put, fmt.Errorf("environment: %s: stale revision %d, stored revision is %d: %w", cur, base, cur.Revision, ErrConflict)
 	}
@@ -198,19 +195,15 @@ func (a *Assignments) unusable(env *Environment) error {
 }
 
 // Clear removes the binding ref at baseRevision (AnyRevision: whatever is
-// stored). It needs ActionBind for the binding's company. A missing binding
-// is ErrNotFound (reported as denied to principals who may not bind); a
-// stale revision is ErrConflict.
+// stored). It needs ActionBind for ref.Company, asked before anything is
+// read. A missing binding is ErrNotFound; a stale revision is ErrConflict.
 func (a *Assignments) Clear(ctx context.Context, p authz.Principal, ref BindingRef, baseRevision int64) error {
-	b, err := a.bindings.GetBinding(ctx, ref)
-	if err != nil {
-		if aerr := a.authorize(ctx, p, authz.ActionBind, bindingResource(ref, "")); aerr != nil {
-			return aerr
-		}
+	if err := a.authorize(ctx, p, authz.ActionBind, bindingResource(ref)); err != nil {
 		return err
 	}
-	if err := a.authorize(ctx, p, authz.ActionBind, bindingResource(ref, b.Company)); err != nil {
-		return err
+	b, err := a.bindings.GetBinding(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("environment: clearing the %s: %w", Binding{BindingRef: ref}, err)
 	}
 	if baseRevision == AnyRevision {
 		baseRevision = b.Revision
@@ -224,21 +217,21 @@ func (a *Assignments) Clear(ctx context.Context, p authz.Principal, ref BindingR
 	return nil
 }
 
-// Show returns the binding ref. It needs ActionRead for the binding's
-// company. A missing binding and one the principal may not read are one
-// answer, an error wrapping ErrNotFound that names only ref (authz's rule:
-// a record the principal may not read is reported as missing), so a
-// refusal tells nothing of another company's bindings.
+// Show returns the binding ref. It needs ActionRead for ref.Company, asked
+// before anything is read. A missing binding and one the principal may not
+// read are one answer, an error wrapping ErrNotFound that names only ref
+// (authz's rule: a record the principal may not read is reported as
+// missing), so a refusal tells nothing of another company's bindings.
 func (a *Assignments) Show(ctx context.Context, p authz.Principal, ref BindingRef) (*Binding, error) {
+	if a.authz.Authorize(ctx, p, authz.ActionRead, bindingResource(ref)) != nil {
+		return nil, missingBinding(ref)
+	}
 	b, err := a.bindings.GetBinding(ctx, ref)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil, missingBinding(ref)
 	case err != nil:
-		return nil, fmt.Errorf("environment: reading the %s binding: %w", ref, err)
-	}
-	if a.authz.Authorize(ctx, p, authz.ActionRead, bindingResource(ref, b.Company)) != nil {
-		return nil, missingBinding(ref)
+		return nil, fmt.Errorf("environment: reading the %s: %w", Binding{BindingRef: ref}, err)
 	}
 	return b, nil
 }
@@ -246,11 +239,11 @@ func (a *Assignments) Show(ctx context.Context, p authz.Principal, ref BindingRe
 // missingBinding is Show's answer for a binding that is missing or that
 // the principal may not read.
 func missingBinding(ref BindingRef) error {
-	return fmt.Errorf("environment: no %s binding: %w", ref, ErrNotFound)
+	return fmt.Errorf("environment: no %s: %w", Binding{BindingRef: ref}, ErrNotFound)
 }
 
 // List returns the bindings matching f that p may read (ActionRead for each
-// binding's company), sorted by kind, then key.
+// binding's company), sorted by kind, then key, then company.
 func (a *Assignments) List(ctx context.Context, p authz.Principal, f BindingFilter) ([]*Binding, error) {
 	if err := a.authorize(ctx, p, authz.ActionRead, authz.Resource{Kind: authz.ResourceKindBinding, Company: f.Company}); err != nil {
 		return nil, err
@@ -261,7 +254,7 @@ func (a *Assignments) List(ctx context.Context, p authz.Principal, f BindingFilt
 	}
 	out := bs[:0]
 	for _, b := range bs {
-		if a.authz.Authorize(ctx, p, authz.ActionRead, bindingResource(b.BindingRef, b.Company)) == nil {
+		if a.authz.Authorize(ctx, p, authz.ActionRead, bindingResource(b.BindingRef)) == nil {
 			out = append(out, b)
 		}
 	}
@@ -328,8 +321,8 @@ func (a *Assignments) protected(ctx context.Context, env *Environment) string {
 	return ""
 }
 
-func bindingResource(ref BindingRef, company string) authz.Resource {
-	return authz.Resource{Kind: authz.ResourceKindBinding, ID: ref.ID(), Company: company}
+func bindingResource(ref BindingRef) authz.Resource {
+	return authz.Resource{Kind: authz.ResourceKindBinding, ID: ref.ID(), Company: ref.Company}
 }
 
 // authorize asks the Authorizer and makes sure a refusal wraps ErrDenied.

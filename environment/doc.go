@@ -6,8 +6,8 @@
 //	req, err := environment.DecodeCreateRequest(body) // strict JSON
 //	v, err := cat.Create(ctx, operator, req) // pasted secrets -> refs
 //	_, err = asg.Set(ctx, operator, environment.Binding{
-//		BindingRef: environment.BindingRef{Kind: environment.BindingProject, Key: "web"},
-//		Company: "acme", EnvironmentID: v.ID}, 0) // 0: a new binding
+//		BindingRef: environment.BindingRef{Kind: environment.BindingProject, Company: "acme", Key: "web"},
+//		EnvironmentID: v.ID}, 0) // 0: a new binding
 //	res, err := asg.Resolve(ctx, agent, scope, nil) // strongest binding
 //
 // Catalog is the entry point: NewCatalog(store, registry, secrets,
@@ -123,7 +123,12 @@
 //
 // Assignments (with its types and BindingStore) binds environments to a
 // workspace, project or agent of a company, or as the instance default
-// (ASG-1). Resolve takes the
+// (ASG-1). A binding is identified by (kind, company, key): two companies
+// bind their workspace "ws" independently, and there is one instance
+// default. Show and Clear authorize for the ref's company before they read;
+// a binding the principal may not read is reported as missing. Resolve
+// reads only the scope's company's bindings (and the instance default).
+// Resolve takes the
 // strongest binding of a Scope (workspace > project > agent > instance
 // default) and returns a Resolution naming it; a winning binding whose
 // environment is gone, archived, unavailable, a test target outside test

@@ -90,5 +90,5 @@ type SetBinding struct {
 
 // Bind is a.Set with req.
 func Bind(a *Assignments, ctx context.Context, p authz.Principal, req SetBinding) (*Binding, error) {
-	return a.Set(ctx, p, Binding{BindingRef: BindingRef{Kind: req.Kind, Key: req.Key}, Company: req.Company, EnvironmentID: req.EnvironmentID}, req.BaseRevision)
+	return a.Set(ctx, p, Binding{BindingRef: BindingRef{Kind: req.Kind, Key: req.Key, Company: req.Company}, EnvironmentID: req.EnvironmentID}, req.BaseRevision)
 }

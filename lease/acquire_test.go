@@ -391,7 +391,7 @@ func TestAcquireThroughAScope(t *testing.T) {
 	// the store; the lease is for the bound environment and the scope's
 	// company, and a request for another company is refused.
 	w := newWorld(t, worldOpts{})
-	if _, err := w.asg.Set(bg, op, environment.Binding{BindingRef: environment.BindingRef{Kind: environment.BindingWorkspace, Key: "ws"}, Company: "acme", EnvironmentID: w.env.ID}, 0); err != nil {
+	if _, err := w.asg.Set(bg, op, environment.Binding{BindingRef: environment.BindingRef{Kind: environment.BindingWorkspace, Key: "ws", Company: "acme"}, EnvironmentID: w.env.ID}, 0); err != nil {
 		t.Fatal(err)
 	}
 	scope := &authz.Scope{Company: "acme", Workspace: "ws"}

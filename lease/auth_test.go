@@ -33,7 +33,7 @@ func authWorld(t *testing.T) *world {
 		w.save(&e)
 	}
 	for ws, b := range map[string][2]string{"ws-a": {"acme", "own"}, "ws-g": {"globex", "other"}, "ws-arch": {"acme", "archived"}} {
-		if _, err := w.asg.Set(bg, op, environment.Binding{BindingRef: environment.BindingRef{Kind: environment.BindingWorkspace, Key: ws}, Company: b[0], EnvironmentID: b[1]}, 0); err != nil {
+		if _, err := w.asg.Set(bg, op, environment.Binding{BindingRef: environment.BindingRef{Kind: environment.BindingWorkspace, Key: ws, Company: b[0]}, EnvironmentID: b[1]}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -78,7 +78,7 @@ func TestAcquireAuthorization(t *testing.T) {
 		{"own company, archived, by id", byID("archived", "acme"), [4]want{archived, archived, denied, denied}, ""},
 		{"own company, archived, through its scope", byScope("acme", "ws-arch"), [4]want{
 			{errs: []error{environment.ErrArchived}}, {errs: []error{environment.ErrArchived}}, denied, {errs: []error{environment.ErrArchived}}}, ""},
-		{"own company, another company's binding key", byScope("acme", "ws-g"), [4]want{denied, denied, denied, denied}, ""},
+		{"own company, another company's binding key: keys are per company, so nothing is bound", byScope("acme", "ws-g"), [4]want{noBinding, noBinding, denied, noBinding}, ""},
 		{"own company, another company's environment by id", byID("other", "acme"), [4]want{denied, denied, denied, denied}, ""},
 		{"other company, its own scope", byScope("globex", "ws-g"), [4]want{allow, allow, denied, denied}, "other"},
 		{"other company, an unbound environment by id", byID("unbound", "globex"), [4]want{allow, allow, denied, denied}, "unbound"},

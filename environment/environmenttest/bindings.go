@@ -23,6 +23,7 @@ func RunBindingStoreTests(t *testing.T, newStore func(t *testing.T) environment.
 		{"put then get returns an equal copy", testBindRoundTrip},
 		{"the instance default has no key and no company", testBindInstanceDefault},
 		{"keys are exact: case and kind distinguish bindings", testBindKeysExact},
+		{"binding keys are per company: two companies each bind workspace ws; the instance default stays one", testBindKeyPerCompany},
 		{"malformed bindings are invalid and nothing is stored", testBindInvalid},
 		{"inserting an existing binding is a conflict and changes nothing", testBindDuplicate},
 		{"a revision that does not follow the base is a conflict", testBindRevisionSequence},
@@ -47,8 +48,7 @@ func RunBindingStoreTests(t *testing.T, newStore func(t *testing.T) environment.
 
 func sampleBinding(kind environment.BindingKind, key, company, envID string) *environment.Binding {
 	b := &environment.Binding{
-		BindingRef:    environment.BindingRef{Kind: kind, Key: key},
-		Company:       company,
+		BindingRef:    environment.BindingRef{Kind: kind, Company: company, Key: key},
 		EnvironmentID: envID,
 		Revision:      1,
 		CreatedAt:     baseTime,
@@ -104,8 +104,9 @@ func refsOf(list []*environment.Binding) []string {
 	return out
 }
 
+// ws is the ref of acme's workspace binding key.
 func ws(key string) environment.BindingRef {
-	return environment.BindingRef{Kind: environment.BindingWorkspace, Key: key}
+	return environment.BindingRef{Kind: environment.BindingWorkspace, Company: "acme", Key: key}
 }
 
 // ASG-1: a binding comes back as saved (times exact to the nanosecond, as
@@ -138,7 +139,7 @@ func testBindKeysExact(t *testing.T, s environment.BindingStore) {
 	mustPut(t, s, sampleBinding(environment.BindingWorkspace, "WS-1", "acme", "env-2"), 0)
 	mustPut(t, s, sampleBinding(environment.BindingProject, "ws-1", "acme", "env-3"), 0)
 	for ref, env := range map[environment.BindingRef]string{
-		ws("ws-1"): "env-1", ws("WS-1"): "env-2", {Kind: environment.BindingProject, Key: "ws-1"}: "env-3",
+		ws("ws-1"): "env-1", ws("WS-1"): "env-2", {Kind: environment.BindingProject, Company: "acme", Key: "ws-1"}: "env-3",
 	} {
 		if got := mustGetBinding(t, s, ref).EnvironmentID; got != env {
 			t.Errorf("GetBinding(%s).EnvironmentID = %q, want %q", ref, got, env)
@@ -146,8 +147,36 @@ func testBindKeysExact(t *testing.T, s environment.BindingStore) {
 	}
 	_, err := s.GetBinding(context.Background(), ws("ws-1 "))
 	wantErr(t, "get with a trailing space", err, environment.ErrNotFound)
-	_, err = s.GetBinding(context.Background(), environment.BindingRef{Kind: environment.BindingAgent, Key: "ws-1"})
+	_, err = s.GetBinding(context.Background(), environment.BindingRef{Kind: environment.BindingAgent, Company: "acme", Key: "ws-1"})
 	wantErr(t, "get of another kind", err, environment.ErrNotFound)
+}
+
+// Issue 51: a binding is identified by (kind, company, key). Two companies
+// bind one workspace key independently, each reads, replaces and deletes
+// its own; a company's second binding of the key is still a conflict.
+func testBindKeyPerCompany(t *testing.T, s environment.BindingStore) {
+	ctx := context.Background()
+	acme := sampleBinding(environment.BindingWorkspace, "ws", "acme", "env-a")
+	globex := sampleBinding(environment.BindingWorkspace, "ws", "globex", "env-g")
+	mustPut(t, s, acme, 0)
+	mustPut(t, s, globex, 0)
+	diff(t, "acme's ws", acme, mustGetBinding(t, s, acme.BindingRef))
+	diff(t, "globex's ws", globex, mustGetBinding(t, s, globex.BindingRef))
+	_, err := s.GetBinding(ctx, environment.BindingRef{Kind: environment.BindingWorkspace, Company: "initech", Key: "ws"})
+	wantErr(t, "a third company's ws", err, environment.ErrNotFound)
+	wantErr(t, "acme's ws again", s.PutBinding(ctx, sampleBinding(environment.BindingWorkspace, "ws", "acme", "env-x"), 0), environment.ErrConflict)
+	n := nextBinding(globex, "env-g2")
+	mustPut(t, s, n, 1)
+	diff(t, "acme's ws after globex's replace", acme, mustGetBinding(t, s, acme.BindingRef))
+	if err := s.DeleteBinding(ctx, acme.BindingRef, 1); err != nil {
+		t.Fatalf("delete acme's ws: %v", err)
+	}
+	diff(t, "globex's ws after acme's delete", n, mustGetBinding(t, s, globex.BindingRef))
+	diff(t, "globex's bindings", []*environment.Binding{n}, mustList(t, s, environment.BindingFilter{Company: "globex"}))
+	mustPut(t, s, acme, 0)
+	diff(t, "every ws, by company", []*environment.Binding{acme, n}, mustList(t, s, environment.BindingFilter{Kind: environment.BindingWorkspace}))
+	mustPut(t, s, sampleBinding(environment.BindingInstanceDefault, "", "", "env-1"), 0)
+	wantErr(t, "a second instance default", s.PutBinding(ctx, sampleBinding(environment.BindingInstanceDefault, "", "", "env-2"), 0), environment.ErrConflict)
 }
 
 func testBindInvalid(t *testing.T, s environment.BindingStore) {
@@ -158,7 +187,7 @@ func testBindInvalid(t *testing.T, s environment.BindingStore) {
 		"no environment":                 sampleBinding(environment.BindingAgent, "a-1", "acme", ""),
 		"key with a control character":   sampleBinding(environment.BindingProject, "p\n1", "acme", "env-1"),
 		"instance default with a key":    {BindingRef: environment.BindingRef{Kind: environment.BindingInstanceDefault, Key: "x"}, EnvironmentID: "env-1", Revision: 1},
-		"instance default with company":  {BindingRef: environment.BindingRef{Kind: environment.BindingInstanceDefault}, Company: "acme", EnvironmentID: "env-1", Revision: 1},
+		"instance default with company":  {BindingRef: environment.BindingRef{Kind: environment.BindingInstanceDefault, Company: "acme"}, EnvironmentID: "env-1", Revision: 1},
 		"nil binding is refused as such": nil,
 	}
 	for name, b := range bad {

@@ -19,8 +19,11 @@ const assignUsage = `usage: envctl assign COMMAND [FLAGS]
                                    default (the instance default: no KEY, no
                                    company, applies to every company)
   show [--company C] [--env ENV] [--kind KIND]
-  clear KIND [KEY]
+  clear KIND [KEY] --company C     remove a binding (no --company for default)
   resolve --company C [--workspace W] [--project P] [--agent A] [--require CAP,...]
+
+Binding keys are per company: acme and globex may each bind workspace ws,
+so set and clear name the company (the instance default has none).
 
 resolve prints the binding that won (workspace > project > agent > instance
 default) and its environment, or the refusal naming the binding: an
@@ -78,6 +81,13 @@ func runAssign(ctx context.Context, g *globals, args []string) error {
 		if err != nil {
 			return fmt.Errorf("assign clear: %w", err)
 		}
+		switch {
+		case ref.Kind == environment.BindingInstanceDefault && *company != "":
+			return fmt.Errorf("assign clear %s: the instance default belongs to no company: drop --company", ref)
+		case ref.Kind != environment.BindingInstanceDefault && *company == "":
+			return fmt.Errorf("assign clear %s: flag --company is required (binding keys are per company)", ref)
+		}
+		ref.Company = *company
 		return assignClear(ctx, g, ref)
 	case "show":
 		if len(pos) != 0 {
@@ -137,7 +147,7 @@ func assignSet(ctx context.Context, g *globals, ref environment.BindingRef, comp
 	if err != nil {
 		return fmt.Errorf("assign set %s: %w", ref, err)
 	}
-	b, err := sys.Assignments().Set(ctx, g.as, environment.Binding{BindingRef: environment.BindingRef{Kind: ref.Kind, Key: ref.Key}, Company: company, EnvironmentID: id}, environment.AnyRevision)
+	b, err := sys.Assignments().Set(ctx, g.as, environment.Binding{BindingRef: environment.BindingRef{Kind: ref.Kind, Company: company, Key: ref.Key}, EnvironmentID: id}, environment.AnyRevision)
 	if err != nil {
 		return err
 	}
@@ -154,13 +164,14 @@ func assignClear(ctx context.Context, g *globals, ref environment.BindingRef) er
 		return err
 	}
 	defer sys.Close()
+	b := environment.Binding{BindingRef: ref}
 	if err := sys.Assignments().Clear(ctx, g.as, ref, environment.AnyRevision); err != nil {
-		return fmt.Errorf("assign clear %s: %w", ref, err)
+		return fmt.Errorf("assign clear %s: %w", b, err)
 	}
 	if g.json {
 		return writeJSON(g.stdout, map[string]any{"cleared": ref})
 	}
-	fmt.Fprintf(g.stdout, "cleared the %s binding\n", ref)
+	fmt.Fprintf(g.stdout, "cleared the %s\n", b)
 	return nil
 }
 

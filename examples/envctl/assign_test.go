@@ -63,6 +63,14 @@ func TestAssignCommands(t *testing.T) {
 	}
 	wantContains(t, "show --env", c.ok("assign", "show", "--env", "proj-env"), "p1", "proj-env")
 
+	// acme's workspace binding does not apply to globex's ws1 (keys are
+	// per company, ASG-3): globex resolves through the instance default.
+	var other resolved
+	c.okJSON(&other, "assign", "resolve", "--company", "globex", "--workspace", "ws1")
+	if other.Binding.Kind != environment.BindingInstanceDefault || other.Environment.Name != "default-env" {
+		t.Errorf("globex's ws1: the %s won (%s), want the instance default", other.Binding.BindingRef, other.Environment.Name)
+	}
+
 	// Refusals name the winning binding and do not fall back (ASG-2, 3).
 	c.ok("env", "archive", "ws-env")
 	for _, tc := range []struct {
@@ -72,8 +80,6 @@ func TestAssignCommands(t *testing.T) {
 	}{
 		{"archived target", []string{"--company", "acme", "--workspace", "ws1", "--project", "p1"},
 			[]string{`workspace ws1 binding of company "acme"`, `"ws-env"`, "archived", "not falling back"}},
-		{"another company's binding", []string{"--company", "globex", "--workspace", "ws1"},
-			[]string{`workspace ws1 binding`, "another company", `company "globex"`}},
 		{"under-capable target", []string{"--company", "acme", "--project", "p-host", "--require", "exec,terminal"},
 			[]string{`project p-host binding of company "acme"`, `"host"`, "terminal"}},
 	} {
@@ -92,8 +98,16 @@ func TestAssignCommands(t *testing.T) {
 		}
 	}
 
-	// Clearing the workspace binding lets the project binding win.
-	c.ok("assign", "clear", "workspace", "ws1")
+	// Binding keys are per company: globex binds its own ws1, and clearing
+	// acme's workspace binding (named by --company) leaves globex's and
+	// lets acme's project binding win.
+	c.ok("assign", "set", "workspace", "ws1", "proj-env", "--company", "globex")
+	wantContains(t, "clear", c.ok("assign", "clear", "workspace", "ws1", "--company", "acme"), "workspace ws1", `company "acme"`)
+	var gx resolved
+	c.okJSON(&gx, "assign", "resolve", "--company", "globex", "--workspace", "ws1")
+	if gx.Binding.Kind != environment.BindingWorkspace || gx.Binding.Company != "globex" || gx.Environment.Name != "proj-env" {
+		t.Errorf("globex's ws1 after acme's was cleared: %+v", gx)
+	}
 	var got resolved
 	c.okJSON(&got, "assign", "resolve", "--company", "acme", "--workspace", "ws1", "--project", "p1")
 	if got.Binding.Kind != environment.BindingProject {
@@ -113,7 +127,8 @@ func TestAssignCommands(t *testing.T) {
 		{"default takes no key", []string{"assign", "set", "default", "x", "proj-env"}, []string{"no key"}},
 		{"unknown environment", []string{"assign", "set", "project", "p2", "nope", "--company", "acme"}, []string{"project p2", `"nope"`}},
 		{"agents may not bind", []string{"--as", "agent:a1", "assign", "set", "project", "p2", "proj-env", "--company", "acme"}, []string{"agent", "may not bind"}},
-		{"clear a missing binding", []string{"assign", "clear", "project", "p-none"}, []string{"project p-none", "not found"}},
+		{"clear a missing binding", []string{"assign", "clear", "project", "p-none", "--company", "acme"}, []string{"project p-none", "not found"}},
+		{"clear names the company", []string{"assign", "clear", "project", "p1"}, []string{"project p1", "--company"}},
 	} {
 		_, msg := c.fail(tc.args...)
 		for _, w := range tc.want {

@@ -180,7 +180,7 @@ func TestLeaseAuthorizationThroughEnvctl(t *testing.T) {
 		{"own company, unbound, by id", []string{unbound, "--company", "acme"}, [4]cell{yes, yes, denied, denied}},
 		{"own company, archived, by id", []string{arch, "--company", "acme"}, [4]cell{{want: "archived"}, {want: "archived"}, denied, denied}},
 		{"own company, archived, through its scope", []string{"--company", "acme", "--workspace", "ws-old"}, [4]cell{{want: "archived"}, {want: "archived"}, denied, {want: "archived"}}},
-		{"own company, another company's binding", []string{"--company", "acme", "--workspace", "ws-g"}, [4]cell{{want: "another company"}, {want: "another company"}, denied, {want: "another company"}}},
+		{"own company, another company's binding key (keys are per company: nothing bound)", []string{"--company", "acme", "--workspace", "ws-g"}, [4]cell{{want: "no environment bound"}, {want: "no environment bound"}, denied, {want: "no environment bound"}}},
 		{"own company, another company's environment by id", []string{other, "--company", "acme"}, [4]cell{{want: "another company"}, {want: "another company"}, denied, denied}},
 		{"other company, through its scope", []string{"--company", "globex", "--workspace", "ws-g"}, [4]cell{yes, yes, denied, denied}},
 	}

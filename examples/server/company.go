@@ -167,7 +167,8 @@ func (s *server) qualification(w http.ResponseWriter, r *http.Request) {
 }
 
 // bindingRef reads {kind}/{key} ("_" is the instance default's empty key)
-// and the company a binding of that kind belongs to.
+// and the company a binding of that kind belongs to: the path's {company}
+// (binding keys are per company), "" for the instance default.
 func bindingRef(r *http.Request) (environment.BindingRef, string, error) {
 	kind := environment.BindingKind(r.PathValue("kind"))
 	key := r.PathValue("key")
@@ -179,7 +180,7 @@ func bindingRef(r *http.Request) (environment.BindingRef, string, error) {
 		}
 		return environment.BindingRef{Kind: kind}, "", nil
 	case environment.BindingWorkspace, environment.BindingProject, environment.BindingAgent:
-		return environment.BindingRef{Kind: kind, Key: key}, company, nil
+		return environment.BindingRef{Kind: kind, Company: company, Key: key}, company, nil
 	}
 	return environment.BindingRef{}, "", invalid("kind", "%q is no binding kind (workspace, project, agent, instance_default)", kind)
 }
@@ -218,12 +219,12 @@ type bindingBody struct {
 // setAssignment creates a binding (no If-Match), replaces revision N
 // (If-Match "N") or whatever is stored (If-Match *).
 func (s *server) setAssignment(w http.ResponseWriter, r *http.Request) {
-	ref, company, err := bindingRef(r)
+	ref, _, err := bindingRef(r)
 	var body bindingBody
 	if err == nil {
 		err = decode(w, r, &body, false)
 	}
-	req := environment.Binding{BindingRef: ref, Company: company, EnvironmentID: body.EnvironmentID}
+	req := environment.Binding{BindingRef: ref, EnvironmentID: body.EnvironmentID}
 	var base int64
 	if err == nil {
 		switch im := r.Header.Get("If-Match"); im {

@@ -104,7 +104,18 @@ func TestAssignmentsAndResolve(t *testing.T) {
 			if r := e.do(t, call{method: "GET", path: "/api/v1/companies/globex/assignments/workspace/ws1", token: tokAdmin}); r.status != http.StatusNotFound {
 				t.Errorf("acme's binding read under globex: %d %s", r.status, r.body)
 			}
+			// Binding keys are per company: globex binds its own ws1, and
+			// each company's path reads its own (issue 51).
+			gpath := "/api/v1/companies/globex/assignments/workspace/ws1"
+			w := e.createFake(t, "globex-box")
+			e.must(t, http.StatusOK, call{method: "PUT", path: gpath, token: tokAdmin, body: map[string]any{"environmentId": w.ID}})
+			var gb environment.Binding
+			e.must(t, http.StatusOK, call{method: "GET", path: gpath, token: tokGlobex}).decode(t, &gb)
+			if gb.EnvironmentID != w.ID || gb.Company != "globex" {
+				t.Errorf("globex's ws1 binding %+v", gb)
+			}
 			e.must(t, http.StatusNoContent, call{method: "DELETE", path: path, token: tokAdmin, header: map[string]string{"If-Match": `"1"`}})
+			e.must(t, http.StatusOK, call{method: "GET", path: gpath, token: tokAdmin})
 			e.must(t, http.StatusNotFound, call{method: "POST", path: "/api/v1/companies/acme/resolve", token: tokAdmin, body: map[string]any{"workspace": "ws1"}})
 		})
 	}

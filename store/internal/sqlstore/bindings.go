@@ -29,7 +29,7 @@ func scanBinding(s scanner) (*environment.Binding, error) {
 }
 
 // PutBinding implements environment.BindingStore: an INSERT for
-// baseRevision 0 (the primary key on kind and key refuses a second binding,
+// baseRevision 0 (the primary key on kind, company and key refuses a second binding,
 // in any process), else one revision-checked UPDATE, so that of concurrent
 // writers from one base revision exactly one wins.
 func (db *DB) PutBinding(ctx context.Context, b *environment.Binding, baseRevision int64) error {
@@ -55,11 +55,11 @@ func (db *DB) PutBinding(ctx context.Context, b *environment.Binding, baseRevisi
 		}
 		return nil
 	}
-	res, err := db.writes().exec(ctx, `UPDATE environment_bindings SET company = ?, environment_id = ?,
+	res, err := db.writes().exec(ctx, `UPDATE environment_bindings SET environment_id = ?,
 		revision = ?, created_at = ?, updated_at = ?, created_by = ?, updated_by = ?
-		WHERE kind = ? AND binding_key = ? AND revision = ?`,
-		b.Company, b.EnvironmentID, b.Revision, nanos(b.CreatedAt), nanos(b.UpdatedAt), b.CreatedBy, b.UpdatedBy,
-		string(b.Kind), b.Key, baseRevision)
+		WHERE kind = ? AND company = ? AND binding_key = ? AND revision = ?`,
+		b.EnvironmentID, b.Revision, nanos(b.CreatedAt), nanos(b.UpdatedAt), b.CreatedBy, b.UpdatedBy,
+		string(b.Kind), b.Company, b.Key, baseRevision)
 	if err == nil {
 		err = db.bindingChanged(ctx, res, "put", b.BindingRef, baseRevision)
 	}
@@ -77,26 +77,26 @@ func (db *DB) bindingChanged(ctx context.Context, res sql.Result, op string, ref
 		return err
 	}
 	var stored int64
-	err = db.writes().queryRow(ctx, "SELECT revision FROM environment_bindings WHERE kind = ? AND binding_key = ?",
-		string(ref.Kind), ref.Key).Scan(&stored)
+	err = db.writes().queryRow(ctx, "SELECT revision FROM environment_bindings WHERE kind = ? AND company = ? AND binding_key = ?",
+		string(ref.Kind), ref.Company, ref.Key).Scan(&stored)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("sqlstore: %s %s binding: %w", op, ref, environment.ErrNotFound)
+		return fmt.Errorf("sqlstore: %s %s: %w", op, environment.Binding{BindingRef: ref}, environment.ErrNotFound)
 	}
 	if err != nil {
 		return err
 	}
-	return fmt.Errorf("sqlstore: %s %s binding: stale revision %d (stored %d): %w", op, ref, base, stored, environment.ErrConflict)
+	return fmt.Errorf("sqlstore: %s %s: stale revision %d (stored %d): %w", op, environment.Binding{BindingRef: ref}, base, stored, environment.ErrConflict)
 }
 
 // GetBinding implements environment.BindingStore.
 func (db *DB) GetBinding(ctx context.Context, ref environment.BindingRef) (*environment.Binding, error) {
 	b, err := scanBinding(db.reads().queryRow(ctx, "SELECT "+bindingColumns+
-		" FROM environment_bindings WHERE kind = ? AND binding_key = ?", string(ref.Kind), ref.Key))
+		" FROM environment_bindings WHERE kind = ? AND company = ? AND binding_key = ?", string(ref.Kind), ref.Company, ref.Key))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("sqlstore: %s binding: %w", ref, environment.ErrNotFound)
+		return nil, fmt.Errorf("sqlstore: %s: %w", environment.Binding{BindingRef: ref}, environment.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: get %s binding: %w", ref, err)
+		return nil, fmt.Errorf("sqlstore: get %s: %w", environment.Binding{BindingRef: ref}, err)
 	}
 	return b, nil
 }
@@ -104,19 +104,19 @@ func (db *DB) GetBinding(ctx context.Context, ref environment.BindingRef) (*envi
 // DeleteBinding implements environment.BindingStore with one
 // revision-checked DELETE.
 func (db *DB) DeleteBinding(ctx context.Context, ref environment.BindingRef, baseRevision int64) error {
-	res, err := db.writes().exec(ctx, "DELETE FROM environment_bindings WHERE kind = ? AND binding_key = ? AND revision = ?",
-		string(ref.Kind), ref.Key, baseRevision)
+	res, err := db.writes().exec(ctx, "DELETE FROM environment_bindings WHERE kind = ? AND company = ? AND binding_key = ? AND revision = ?",
+		string(ref.Kind), ref.Company, ref.Key, baseRevision)
 	if err == nil {
 		err = db.bindingChanged(ctx, res, "delete", ref, baseRevision)
 	}
 	if err == nil || errors.Is(err, environment.ErrConflict) || errors.Is(err, environment.ErrNotFound) {
 		return err
 	}
-	return fmt.Errorf("sqlstore: delete %s binding: %w", ref, err)
+	return fmt.Errorf("sqlstore: delete %s: %w", environment.Binding{BindingRef: ref}, err)
 }
 
 // ListBindings implements environment.BindingStore: matching bindings by
-// kind, then key, in byte order.
+// kind, then key, then company, in byte order.
 func (db *DB) ListBindings(ctx context.Context, f environment.BindingFilter) ([]*environment.Binding, error) {
 	q := "SELECT " + bindingColumns + " FROM environment_bindings WHERE 1 = 1"
 	var args []any
@@ -132,7 +132,7 @@ func (db *DB) ListBindings(ctx context.Context, f environment.BindingFilter) ([]
 		q += " AND environment_id = ?"
 		args = append(args, f.EnvironmentID)
 	}
-	q += " ORDER BY kind" + db.d.collateC() + ", binding_key" + db.d.collateC()
+	q += " ORDER BY kind" + db.d.collateC() + ", binding_key" + db.d.collateC() + ", company" + db.d.collateC()
 	rows, err := db.reads().query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: list bindings: %w", err)
@@ -189,7 +189,7 @@ func qualified(cols, alias string) string {
 // GetEnvironmentBindings implements environment.TargetReader in one
 // statement (a LEFT JOIN), so in one snapshot.
 func (db *DB) GetEnvironmentBindings(ctx context.Context, id string) (*environment.Environment, []*environment.Binding, error) {
-	q := targetSQL + " ORDER BY b.kind" + db.d.collateC() + ", b.binding_key" + db.d.collateC()
+	q := targetSQL + " ORDER BY b.kind" + db.d.collateC() + ", b.binding_key" + db.d.collateC() + ", b.company" + db.d.collateC()
 	rows, err := db.reads().query(ctx, q, id)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sqlstore: get environment %q and its bindings: %w", id, err)

@@ -81,10 +81,10 @@ func makeUpgradeRows() upgradeRows {
 		Revision: 2, CreatedAt: t(2 * time.Minute), UpdatedAt: t(3 * time.Minute), CreatedBy: "admin-1", UpdatedBy: "admin-1",
 	}}
 	r.bindings = []*environment.Binding{{
-		BindingRef: environment.BindingRef{Kind: environment.BindingWorkspace, Key: "ws-1"}, Company: "acme", EnvironmentID: "env_ssh",
+		BindingRef: environment.BindingRef{Kind: environment.BindingWorkspace, Key: "ws-1", Company: "acme"}, EnvironmentID: "env_ssh",
 		Revision: 2, CreatedAt: t(0), UpdatedAt: t(time.Second), CreatedBy: "admin-1", UpdatedBy: "admin-2",
 	}, {
-		BindingRef: environment.BindingRef{Kind: environment.BindingProject, Key: "proj-1"}, Company: "acme", EnvironmentID: "env_docker",
+		BindingRef: environment.BindingRef{Kind: environment.BindingProject, Key: "proj-1", Company: "acme"}, EnvironmentID: "env_docker",
 		Revision: 1, CreatedAt: t(time.Second), UpdatedAt: t(time.Second), CreatedBy: "admin-1", UpdatedBy: "admin-1",
 	}, {
 		BindingRef: environment.BindingRef{Kind: environment.BindingInstanceDefault}, EnvironmentID: "env_docker",
