@@ -2,12 +2,16 @@ package berth_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"testing"
+	"time"
 
+	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/store"
 	"github.com/berthdev/berth/templates"
 )
 
@@ -54,4 +58,90 @@ func TestTerminalTokenNotBurnedByAnotherPrincipal(t *testing.T) {
 		t.Errorf("the owner's first frame %v, want attached", own.first)
 	}
 	own.c.CloseNow()
+}
+
+// A setup session past its TTL, or past its cap while its TTL was pushed
+// back, is refused when it is used, without a sweep (issue 51): minting a
+// terminal token, redeeming one minted before, opening the terminal and
+// capturing all fail, the session ends timed_out there and then, and its
+// sandbox (which holds the environment's secret env) is destroyed.
+func TestSetupSessionPastItsTimeRefusedWhenUsed(t *testing.T) {
+	ctx := context.Background()
+	st := store.Memory()
+	w, _ := newSetupWorld(t, &berth.Options{Stores: st}, nil)
+	svc := w.sys.Templates()
+	srv := httptest.NewServer(svc.TerminalHandler(templates.TerminalHandlerOptions{
+		Principal: func(*http.Request) (authz.Principal, error) { return tplOps, nil }}))
+	defer srv.Close()
+	uses := map[string]func(id, token string) error{
+		"mint a terminal token": func(id, _ string) error {
+			_, err := svc.MintTerminalToken(ctx, tplOps, id, "/")
+			return err
+		},
+		"redeem a token minted while it was live": func(_, token string) error {
+			c, resp, err := termDial(t, srv.URL, "/", "ops", url.Values{"token": {token}})
+			if err == nil {
+				c.c.CloseNow()
+				return errors.New("the web terminal opened")
+			}
+			if resp == nil || resp.StatusCode != http.StatusConflict {
+				return errors.New("refused, but not with 409: " + err.Error())
+			}
+			return templates.ErrConflict
+		},
+		"open the terminal": func(id, _ string) error {
+			ts, err := svc.OpenTerminal(ctx, tplOps, id, templates.TerminalSize{Rows: 24, Cols: 80})
+			if err == nil {
+				_ = ts.Close()
+			}
+			return err
+		},
+		"capture": func(id, _ string) error {
+			_, err := svc.CaptureSession(ctx, tplOps, id, false)
+			return err
+		},
+	}
+	past := map[string]func(s *templates.Session){
+		"past its TTL": func(s *templates.Session) { s.ExpiresAt = time.Now().Add(-time.Second) },
+		"past its cap": func(s *templates.Session) {
+			s.ExpiresAt, s.Deadline = time.Now().Add(time.Hour), time.Now().Add(-time.Second)
+		},
+	}
+	for when, expire := range past {
+		for use, do := range uses {
+			ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Interactive: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := svc.MintTerminalToken(ctx, tplOps, ses.ID, "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur, err := st.Templates.GetSession(ctx, ses.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			expire(cur)
+			cur.Version++
+			if err := st.Templates.UpdateSession(ctx, cur); err != nil {
+				t.Fatal(err)
+			}
+			if err := do(ses.ID, m.Token); !errors.Is(err, templates.ErrConflict) {
+				t.Errorf("%s: %s: %v, want a refusal wrapping ErrConflict", when, use, err)
+			}
+			got, err := svc.Session(ctx, tplOps, ses.ID)
+			if err != nil || got.State != templates.SessionTimedOut {
+				t.Errorf("%s: after %s the session is %+v, %v; want timed_out", when, use, got, err)
+			}
+			if got != nil && got.State.Active() {
+				_, _ = svc.Cancel(ctx, tplOps, ses.ID)
+			}
+			if tpls, err := svc.List(ctx, tplOps, w.env.ID); err != nil || len(tpls) != 0 {
+				t.Errorf("%s: %s: templates %v, %v; want none captured", when, use, tpls, err)
+			}
+			if live := liveSandboxes(w.fk); len(live) != 0 {
+				t.Errorf("%s: after %s sandboxes are left: %v", when, use, live)
+			}
+		}
+	}
 }

@@ -587,6 +587,36 @@ func (s *Service) touch(ctx context.Context, ses *Session) *Session {
 	return next
 }
 
+// expired says why ses is past its time at now ("idle past its TTL",
+// "past its cap"), or "" while it is within both.
+func expired(ses *Session, now time.Time) string {
+	switch {
+	case !now.Before(ses.Deadline):
+		return "past its cap"
+	case !now.Before(ses.ExpiresAt):
+		return "idle past its TTL"
+	}
+	return ""
+}
+
+// checkTime refuses to use a session past its TTL or its cap (what names
+// the use: "terminal token", "terminal", "capture"), whether or not a sweep
+// ran: an active one is ended as timed_out there and then (its sandbox
+// destroyed with proof, as Sweep would), and the error wraps ErrConflict.
+// A session within its time is nil.
+func (s *Service) checkTime(ctx context.Context, p authz.Principal, ses *Session, what string) error {
+	why := expired(ses, s.o.clock.Now())
+	if why == "" {
+		return nil
+	}
+	if ses.State.Active() {
+		if _, err := s.end(context.WithoutCancel(ctx), p, ses, SessionTimedOut, why); err != nil {
+			s.o.Logger.Warn("custom: ending a setup session past its time", "session", ses.ID, "err", err)
+		}
+	}
+	return fmt.Errorf("custom: %s of setup session %s: the session is %s (it timed out): %w", what, ses.ID, why, ErrConflict)
+}
+
 // loadSession reads session id and authorizes a on it.
 func (s *Service) loadSession(ctx context.Context, p authz.Principal, a authz.Action, id string) (*Session, error) {
 	ses, err := s.src.Templates.GetSession(ctx, id)
@@ -663,12 +693,15 @@ func (s *Service) Events(ctx context.Context, p authz.Principal, id string, afte
 // SetupSession the session) and the sandbox is destroyed with proof; with
 // promote the template is promoted. What setup steps and the terminal
 // wrote (shell history included) is captured as it is. A session in
-// another state is an error wrapping ErrConflict. p needs
-// authz.ActionSetup.
+// another state, or past its TTL or cap (which ends it as timed_out, see
+// Sweep), is an error wrapping ErrConflict. p needs authz.ActionSetup.
 func (s *Service) CaptureSession(ctx context.Context, p authz.Principal, id string, promote bool) (*Session, error) {
 	ses, err := s.loadSession(ctx, p, authz.ActionSetup, id)
 	if err != nil {
 		return nil, err
+	}
+	if err := s.checkTime(ctx, p, ses, "capture"); err != nil {
+		return ses, err
 	}
 	if ses.State != SessionWaiting {
 		return ses, fmt.Errorf("custom: capture of setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, ErrConflict)
@@ -779,12 +812,9 @@ func (s *Service) SweepSessions(ctx context.Context, p authz.Principal) (Session
 		return rep, fmt.Errorf("custom: sweep of setup sessions: %w", err)
 	}
 	for _, ses := range active {
-		if now.Before(ses.ExpiresAt) && now.Before(ses.Deadline) {
+		why := expired(ses, now)
+		if why == "" {
 			continue
-		}
-		why := "idle past its TTL"
-		if !now.Before(ses.Deadline) {
-			why = "past its cap"
 		}
 		if _, err := s.end(ctx, p, ses, SessionTimedOut, why); err == nil {
 			rep.TimedOut++

@@ -56,19 +56,25 @@ func (t *terminals) closeSession(id string) {
 }
 
 // sessionTerminal is a PTY of a setup sandbox: input pushes the session's
-// TTL back (at most once per tenth of the TTL).
+// TTL back (at most once per tenth of the TTL); input after the session's
+// cap closes it.
 type sessionTerminal struct {
 	drivers.TerminalSession
-	s    *Service
-	p    authz.Principal
-	id   string
-	ttl  time.Duration
-	mu   sync.Mutex
-	last time.Time
-	once sync.Once
+	s        *Service
+	p        authz.Principal
+	id       string
+	ttl      time.Duration
+	deadline time.Time
+	mu       sync.Mutex
+	last     time.Time
+	once     sync.Once
 }
 
 func (t *sessionTerminal) Write(b []byte) (int, error) {
+	if !t.s.o.clock.Now().Before(t.deadline) {
+		_ = t.Close()
+		return 0, fmt.Errorf("custom: terminal of setup session %s: the session is past its cap: %w", t.id, ErrConflict)
+	}
 	n, err := t.TerminalSession.Write(b)
 	t.mu.Lock()
 	now := t.s.o.clock.Now()
@@ -92,14 +98,19 @@ func (t *sessionTerminal) Close() error {
 
 // OpenTerminal opens an interactive terminal (a PTY running the sandbox's
 // login shell) in the setup sandbox of session id, which must be waiting
-// for the operator (else an error wrapping ErrConflict); a driver without
+// for the operator and within its TTL and cap (else an error wrapping
+// ErrConflict; one past its time is ended as timed_out); a driver without
 // the terminal capability is refused naming it (drivers.ErrUnsupported,
-// IMG-7). The PTY lives in this process; input extends the session's TTL;
-// capturing or ending the session closes it. The caller closes it too.
+// IMG-7). The PTY lives in this process; input extends the session's TTL
+// up to its cap, and input past the cap closes it; capturing or ending the
+// session closes it. The caller closes it too.
 // p needs authz.ActionSetup.
 func (s *Service) OpenTerminal(ctx context.Context, p authz.Principal, id string, size TerminalSize) (drivers.TerminalSession, error) {
 	ses, err := s.loadSession(ctx, p, authz.ActionSetup, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkTime(ctx, p, ses, "terminal"); err != nil {
 		return nil, err
 	}
 	if ses.State != SessionWaiting {
@@ -125,7 +136,7 @@ func (s *Service) OpenTerminal(ctx context.Context, p authz.Principal, id string
 		}
 		return nil, err
 	}
-	st := &sessionTerminal{TerminalSession: ts, s: s, p: p, id: id, ttl: s.ttl(ses), last: s.o.clock.Now()}
+	st := &sessionTerminal{TerminalSession: ts, s: s, p: p, id: id, ttl: s.ttl(ses), deadline: ses.Deadline, last: s.o.clock.Now()}
 	s.terms.add(id, st)
 	s.touch(ctx, ses)
 	return st, nil

@@ -39,10 +39,14 @@ type MintedToken struct {
 // session id (IMG-5): random (32 bytes), only its SHA-256 stored,
 // redeemable once within 60 seconds, bound to the session, to p and
 // to the URL path the TerminalHandler serves it on. The session must be
-// waiting for the operator. p needs authz.ActionSetup.
+// waiting for the operator and within its TTL and cap (one past its time
+// is ended as timed_out: ErrConflict). p needs authz.ActionSetup.
 func (s *Service) MintTerminalToken(ctx context.Context, p authz.Principal, id, path string) (*MintedToken, error) {
 	ses, err := s.loadSession(ctx, p, authz.ActionSetup, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkTime(ctx, p, ses, "terminal token"); err != nil {
 		return nil, err
 	}
 	if ses.State != SessionWaiting {
@@ -106,8 +110,9 @@ type controlFrame struct {
 // (opts.Principal) and path: an unknown, used or expired token, or one
 // minted for another path or another principal, is refused with 401 and
 // no upgrade, and is not used up by that refusal; one for a session that
-// is not waiting any more, or not the request's "session", is refused
-// with 403 or 409; the token
+// is not waiting any more or is past its TTL or cap (ended as timed_out
+// there and then), or not the request's "session", is refused with 403 or
+// 409; the token
 // never appears in an answer or a log. Then the connection is upgraded
 // with coder/websocket (opts.OriginPatterns). Output and keystrokes
 // travel in binary frames; resize, exit and reset are JSON text frames.
@@ -168,6 +173,10 @@ func (h *termHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ses, err := h.s.loadSession(ctx, p, authz.ActionSetup, rec.Session)
 	if err != nil {
 		http.Error(w, "setup session not found or not yours to drive", http.StatusForbidden)
+		return
+	}
+	if err := h.s.checkTime(ctx, p, ses, "web terminal"); err != nil {
+		http.Error(w, "setup session is past its time limit and timed out", http.StatusConflict)
 		return
 	}
 	if ses.State != SessionWaiting {
