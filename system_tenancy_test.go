@@ -3,14 +3,22 @@ package berth_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
 	"github.com/berthdev/berth/templates"
 )
@@ -142,6 +150,73 @@ func TestSetupSessionPastItsTimeRefusedWhenUsed(t *testing.T) {
 			if live := liveSandboxes(w.fk); len(live) != 0 {
 				t.Errorf("%s: after %s sandboxes are left: %v", when, use, live)
 			}
+		}
+	}
+}
+
+// The instance's lease quota holds across replicas (issue 51): two Systems
+// on one PostgreSQL, the instance setting quotaPerCompany 4 written by one
+// of them, acquire 20 leases for one company at once (10 each): exactly 4
+// are granted, the others refused with lease.ErrQuota before anything is
+// created, and never more than 4 are live.
+func TestQuotaHoldsAcrossTwoSystemsOnOnePostgres(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	fk := fake.New(nil)
+	img := fk.AddImage("registry.fake.test/team/app:v1").String()
+	newSystem := func() *berth.System {
+		sys, err := berth.New(ctx, &berth.Options{Stores: openStores(t, url), Drivers: []drivers.Driver{fk}, TestMode: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sys.Close() })
+		return sys
+	}
+	a := newSystem()
+	four := 4
+	if _, err := a.Settings().Update(ctx, tplOps, instance.Update{QuotaPerCompany: &four, Revision: instance.AnyRevision}); err != nil {
+		t.Fatal(err)
+	}
+	env, err := a.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "quota-race", Driver: fk.Name(),
+		Config: map[string]any{"image": img, "region": "r1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newSystem()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var granted []*lease.Handle
+	refused := 0
+	for i := range 20 {
+		sys := []*berth.System{a, b}[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, err := sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{EnvironmentID: env.ID, Company: "acme", Run: fmt.Sprintf("run-%d", i)})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				granted = append(granted, h)
+			case errors.Is(err, lease.ErrQuota):
+				refused++
+			default:
+				t.Errorf("acquisition %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	live, err := a.Leases().List(ctx, tplOps, lease.Filter{Company: "acme", Live: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(granted) != 4 || refused != 16 || len(live) != 4 || fk.Calls("create") != 4 {
+		t.Errorf("%d granted, %d refused, %d live, %d sandboxes created; want 4, 16, 4 and 4", len(granted), refused, len(live), fk.Calls("create"))
+	}
+	for _, h := range granted {
+		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+			t.Error(err)
 		}
 	}
 }

@@ -1,7 +1,9 @@
 // Package instance holds the instance settings of CFG-9: whether
-// environments can be working targets at all (EnableEnvironments) and
-// whether only managed sandboxes can (ManagedSandboxOnly), kept in the
-// store and changed only by instance admins.
+// environments can be working targets at all (EnableEnvironments),
+// whether only managed sandboxes can (ManagedSandboxOnly), and the lease
+// quotas every lease manager of the instance enforces (QuotaPerCompany,
+// QuotaPerCompanyEnvironment; lease.Options.Settings), kept in the store
+// and changed only by instance admins.
 //
 //	svc, reader := instance.NewService(stores.Settings, nil)
 //	gate := environment.NewGate(reg, &environment.Options{Settings: reader})
@@ -17,7 +19,8 @@
 // store/postgres; instancetest.RunStoreTests is the conformance suite).
 //
 // When no record was ever written the settings are Defaults():
-// environments enabled, host drivers allowed, so embedding hosts keep
+// environments enabled, host drivers allowed, quotas of 8 live leases per
+// company and 4 per company on one environment, so embedding hosts keep
 // working; a host that wants the source product's "enable it first"
 // writes EnableEnvironments false at its first start.
 //

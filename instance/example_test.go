@@ -35,8 +35,8 @@ func ExampleService() {
 	_, err = svc.Update(ctx, agent, instance.Update{EnableEnvironments: &off, Revision: instance.AnyRevision})
 	fmt.Println(errors.Is(err, authz.ErrDenied))
 	// Output:
-	// enableEnvironments=true enableManagedSandboxOnly=false (revision 0) <nil>
-	// enableEnvironments=true enableManagedSandboxOnly=true (revision 1) admin <nil>
+	// enableEnvironments=true enableManagedSandboxOnly=false quotaPerCompany=8 quotaPerCompanyEnvironment=4 (revision 0) <nil>
+	// enableEnvironments=true enableManagedSandboxOnly=true quotaPerCompany=8 quotaPerCompanyEnvironment=4 (revision 1) admin <nil>
 	// <nil>
 	// true driver "ssh" is a host driver and the instance setting enableManagedSandboxOnly is on (only managed sandboxes can be targets): managed_sandbox_only
 	// true

@@ -25,7 +25,7 @@ var (
 	nobody   = authz.Principal{ID: "x"}
 )
 
-func ptr(b bool) *bool { return &b }
+func ptr[T any](v T) *T { return &v }
 
 func TestMemoryStorePassesTheSuite(t *testing.T) {
 	t.Parallel()
@@ -103,7 +103,8 @@ func TestUpdateRecordsWhoAndWhenWithOptimisticRevisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := instance.Settings{EnableEnvironments: false, Revision: 1, UpdatedAt: clk.Now(), UpdatedBy: admin.ID}
+	want := instance.Settings{EnableEnvironments: false, Revision: 1, UpdatedAt: clk.Now(), UpdatedBy: admin.ID,
+		QuotaPerCompany: instance.DefaultQuotaPerCompany, QuotaPerCompanyEnvironment: instance.DefaultQuotaPerCompanyEnvironment}
 	if s != want {
 		t.Errorf("first update = %+v, want %+v", s, want)
 	}
@@ -118,18 +119,30 @@ func TestUpdateRecordsWhoAndWhenWithOptimisticRevisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = instance.Settings{EnableEnvironments: true, ManagedSandboxOnly: true, Revision: 2, UpdatedAt: clk.Now(), UpdatedBy: operator.ID}
+	want = instance.Settings{EnableEnvironments: true, ManagedSandboxOnly: true, Revision: 2, UpdatedAt: clk.Now(), UpdatedBy: operator.ID,
+		QuotaPerCompany: instance.DefaultQuotaPerCompany, QuotaPerCompanyEnvironment: instance.DefaultQuotaPerCompanyEnvironment}
 	if s != want {
 		t.Errorf("second update = %+v, want %+v", s, want)
 	}
-	if _, err := svc.Update(ctx, admin, instance.Update{Revision: 2}); !errors.Is(err, instance.ErrInvalid) {
+	// The quotas are settings: 0 sets no limit, a negative one is invalid.
+	s, err = svc.Update(ctx, admin, instance.Update{QuotaPerCompany: ptr(0), QuotaPerCompanyEnvironment: ptr(2), Revision: 2})
+	if err != nil || s.QuotaPerCompany != 0 || s.QuotaPerCompanyEnvironment != 2 || !s.ManagedSandboxOnly || s.Revision != 3 {
+		t.Errorf("quota update = %+v, %v", s, err)
+	}
+	if _, err := svc.Update(ctx, admin, instance.Update{QuotaPerCompany: ptr(-1), Revision: 3}); !errors.Is(err, instance.ErrInvalid) {
+		t.Errorf("a negative quota = %v, want ErrInvalid", err)
+	}
+	if _, err := svc.Update(ctx, board, instance.Update{QuotaPerCompany: ptr(100), Revision: 3}); !errors.Is(err, authz.ErrDenied) {
+		t.Errorf("a board member raising the quota = %v, want ErrDenied", err)
+	}
+	if _, err := svc.Update(ctx, admin, instance.Update{Revision: 3}); !errors.Is(err, instance.ErrInvalid) {
 		t.Errorf("an update setting nothing = %v, want ErrInvalid", err)
 	}
 	if _, err := svc.Update(ctx, admin, instance.Update{EnableEnvironments: ptr(true), Revision: -2}); !errors.Is(err, instance.ErrInvalid) {
 		t.Errorf("an update at revision -2 = %v, want ErrInvalid", err)
 	}
 	s, err = svc.Update(ctx, admin, instance.Update{ManagedSandboxOnly: ptr(false), Revision: instance.AnyRevision})
-	if err != nil || s.Revision != 3 || s.ManagedSandboxOnly || !s.EnableEnvironments {
+	if err != nil || s.Revision != 4 || s.ManagedSandboxOnly || !s.EnableEnvironments || s.QuotaPerCompanyEnvironment != 2 {
 		t.Errorf("an update at AnyRevision = %+v, %v", s, err)
 	}
 }

@@ -53,6 +53,13 @@ type Update struct {
 	EnableEnvironments *bool `json:"enableEnvironments,omitempty"`
 	// ManagedSandboxOnly, if not nil, sets Settings.ManagedSandboxOnly.
 	ManagedSandboxOnly *bool `json:"enableManagedSandboxOnly,omitempty"`
+	// QuotaPerCompany, if not nil, sets Settings.QuotaPerCompany (0: no
+	// limit; negative is ErrInvalid).
+	QuotaPerCompany *int `json:"quotaPerCompany,omitempty"`
+	// QuotaPerCompanyEnvironment, if not nil, sets
+	// Settings.QuotaPerCompanyEnvironment (0: no limit; negative is
+	// ErrInvalid).
+	QuotaPerCompanyEnvironment *int `json:"quotaPerCompanyEnvironment,omitempty"`
 	// Revision is the revision the change is based on: the Settings.Revision
 	// the caller read (0 when it read the defaults). A stale one is a
 	// conflict. AnyRevision writes over whatever is stored (read again and
@@ -130,8 +137,12 @@ func (s *Service) Update(ctx context.Context, p authz.Principal, u Update) (Sett
 		return Settings{}, err
 	}
 	switch {
-	case u.EnableEnvironments == nil && u.ManagedSandboxOnly == nil:
-		return Settings{}, fmt.Errorf("instance: settings update: fields \"enableEnvironments\" and \"enableManagedSandboxOnly\": neither is set, nothing to change: %w", ErrInvalid)
+	case u.EnableEnvironments == nil && u.ManagedSandboxOnly == nil && u.QuotaPerCompany == nil && u.QuotaPerCompanyEnvironment == nil:
+		return Settings{}, fmt.Errorf("instance: settings update: fields \"enableEnvironments\", \"enableManagedSandboxOnly\", \"quotaPerCompany\" and \"quotaPerCompanyEnvironment\": none is set, nothing to change: %w", ErrInvalid)
+	case u.QuotaPerCompany != nil && *u.QuotaPerCompany < 0:
+		return Settings{}, fmt.Errorf("instance: settings update: field \"quotaPerCompany\": %d is negative (0 sets no limit): %w", *u.QuotaPerCompany, ErrInvalid)
+	case u.QuotaPerCompanyEnvironment != nil && *u.QuotaPerCompanyEnvironment < 0:
+		return Settings{}, fmt.Errorf("instance: settings update: field \"quotaPerCompanyEnvironment\": %d is negative (0 sets no limit): %w", *u.QuotaPerCompanyEnvironment, ErrInvalid)
 	case u.Revision < AnyRevision:
 		return Settings{}, fmt.Errorf("instance: settings update: field \"revision\": %d is not a revision: %w", u.Revision, ErrInvalid)
 	}
@@ -154,11 +165,18 @@ func (s *Service) Update(ctx context.Context, p authz.Principal, u Update) (Sett
 		if u.ManagedSandboxOnly != nil {
 			next.ManagedSandboxOnly = *u.ManagedSandboxOnly
 		}
+		if u.QuotaPerCompany != nil {
+			next.QuotaPerCompany = *u.QuotaPerCompany
+		}
+		if u.QuotaPerCompanyEnvironment != nil {
+			next.QuotaPerCompanyEnvironment = *u.QuotaPerCompanyEnvironment
+		}
 		next.Revision, next.UpdatedAt, next.UpdatedBy = cur.Revision+1, s.clock.Now().UTC(), p.ID
 		if err = s.st.PutSettings(ctx, next); err == nil {
 			s.cache.offer(next)
 			s.log.LogAttrs(ctx, slog.LevelInfo, "instance settings updated",
 				slog.Bool("enableEnvironments", next.EnableEnvironments), slog.Bool("enableManagedSandboxOnly", next.ManagedSandboxOnly),
+				slog.Int("quotaPerCompany", next.QuotaPerCompany), slog.Int("quotaPerCompanyEnvironment", next.QuotaPerCompanyEnvironment),
 				slog.Int64("revision", next.Revision), slog.String("actor", p.ID), slog.String("role", string(p.Role)))
 			return next, nil
 		}

@@ -23,6 +23,16 @@ type Settings struct {
 	// (ErrManagedSandboxOnly); saved host environments stay readable.
 	// When no record was ever written it is false (Defaults).
 	ManagedSandboxOnly bool `json:"enableManagedSandboxOnly"`
+	// QuotaPerCompany limits the live leases of one company over every
+	// environment (lease.Quotas.PerCompany); 0 sets no limit. Every
+	// lease manager of the instance (berth.New wires it; envctl and every
+	// replica of a host) enforces it. When never set it is
+	// DefaultQuotaPerCompany (8).
+	QuotaPerCompany int `json:"quotaPerCompany"`
+	// QuotaPerCompanyEnvironment limits the live leases of one company on
+	// one environment (lease.Quotas.PerCompanyEnvironment); 0 sets no
+	// limit. When never set it is DefaultQuotaPerCompanyEnvironment (4).
+	QuotaPerCompanyEnvironment int `json:"quotaPerCompanyEnvironment"`
 	// Revision counts the writes: 0 for the defaults (never written), then
 	// 1, 2, ... Service.Update takes the revision it read, and a stale one
 	// is a conflict.
@@ -35,17 +45,29 @@ type Settings struct {
 	UpdatedBy string `json:"updatedBy,omitempty"`
 }
 
+// The lease quotas in force when they were never set (Defaults; a record
+// written before the quotas were settings has them too).
+const (
+	DefaultQuotaPerCompany            = 8
+	DefaultQuotaPerCompanyEnvironment = 4
+)
+
 // Defaults returns the settings in force when no record was ever written:
-// environments enabled, host drivers allowed, revision 0. Embedding hosts
-// and existing installations keep working; a host that wants the source
-// product's "enable it first" writes EnableEnvironments false at its first
-// start.
-func Defaults() Settings { return Settings{EnableEnvironments: true} }
+// environments enabled, host drivers allowed, the default lease quotas (8
+// live leases per company, 4 per company on one environment), revision 0.
+// Embedding hosts and existing installations keep working; a host that
+// wants the source product's "enable it first" writes EnableEnvironments
+// false at its first start.
+func Defaults() Settings {
+	return Settings{EnableEnvironments: true,
+		QuotaPerCompany: DefaultQuotaPerCompany, QuotaPerCompanyEnvironment: DefaultQuotaPerCompanyEnvironment}
+}
 
 // String returns `enableEnvironments=true enableManagedSandboxOnly=false
-// (revision 3)`.
+// quotaPerCompany=8 quotaPerCompanyEnvironment=4 (revision 3)`.
 func (s Settings) String() string {
-	return fmt.Sprintf("enableEnvironments=%t enableManagedSandboxOnly=%t (revision %d)", s.EnableEnvironments, s.ManagedSandboxOnly, s.Revision)
+	return fmt.Sprintf("enableEnvironments=%t enableManagedSandboxOnly=%t quotaPerCompany=%d quotaPerCompanyEnvironment=%d (revision %d)",
+		s.EnableEnvironments, s.ManagedSandboxOnly, s.QuotaPerCompany, s.QuotaPerCompanyEnvironment, s.Revision)
 }
 
 // reasonManagedSandboxOnly is the reason a host driver is unavailable while
@@ -88,7 +110,7 @@ var (
 	// one given (a stale revision); the record is unchanged.
 	ErrConflict = errcode.New(errcode.Conflict, "instance settings revision conflict")
 	// ErrInvalid: a malformed update (nothing to change, a negative
-	// revision).
+	// revision or quota).
 	ErrInvalid = errcode.New(errcode.Invalid, "invalid instance settings")
 	// ErrEnvironmentsDisabled: Settings.EnableEnvironments is off, so no
 	// environment can become a working target (CFG-9).

@@ -102,6 +102,7 @@ type acq struct {
 	runner   *drivers.RunnerSpec         // the binary of req.Runner for the target's architecture
 	template *environment.ActiveTemplate // the applied template the sandbox starts from (IMG-8), or nil
 	member   bool                        // a warm-pool refill: the record becomes pooled, not active
+	quotas   Quotas                      // the limits in force for its company (quotasFor)
 	// detached, if not nil, is the caller's context without its
 	// cancellation (the shared acquisition's): store writes that must
 	// outlive the budget use it.
@@ -472,6 +473,11 @@ func (m *Manager) runnerFor(ctx context.Context, drv drivers.Driver, cfg config.
 const maxRaces = 32
 
 func (m *Manager) acquire(ctx context.Context, a *acq) (*Handle, error) {
+	q, err := m.quotasFor(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	a.quotas = q
 	for range maxRaces {
 		var existing *Lease
 		if a.reuseKey != "" {
@@ -506,10 +512,22 @@ func (m *Manager) acquire(ctx context.Context, a *acq) (*Handle, error) {
 			// refused one answers with the lease that holds the key (the
 			// same as reading it first, one statement fewer).
 			l := m.newLease(a)
-			holder, err := m.store.InsertLease(ctx, l)
+			holder, err := m.insert(ctx, a, l)
 			unlock()
 			if err == nil {
 				return m.create(ctx, a, l)
+			}
+			if errors.Is(err, ErrQuota) {
+				// Another replica took the company's last place first.
+				held, rerr := m.runLeaseOr(ctx, a, err)
+				if rerr != nil {
+					return nil, rerr
+				}
+				h, again, uerr := m.useExisting(ctx, a, held)
+				if again {
+					continue
+				}
+				return h, uerr
 			}
 			if !errors.Is(err, ErrConflict) || holder == nil {
 				return nil, fmt.Errorf("lease: write-ahead record for environment %s refused; nothing was created: %w", a.env.ID, err)

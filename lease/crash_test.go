@@ -61,6 +61,13 @@ func (s crashStore) InsertLease(ctx context.Context, l *lease.Lease) (*lease.Lea
 	return s.s.InsertLease(ctx, l)
 }
 
+func (s crashStore) InsertLeaseWithin(ctx context.Context, l *lease.Lease, q lease.Quotas) (*lease.Lease, error) {
+	if err := s.c.call(); err != nil {
+		return nil, err
+	}
+	return s.s.InsertLeaseWithin(ctx, l, q)
+}
+
 func (s crashStore) GetLease(ctx context.Context, id string) (*lease.Lease, error) {
 	if err := s.c.call(); err != nil {
 		return nil, err

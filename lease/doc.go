@@ -209,15 +209,17 @@
 // which adoption requires to be the environment's current one, is what
 // the adopting company's own record is compared with.
 //
-// Quotas: Options.Quotas limits the live leases (Filter.Live) per company
-// and per company and environment; an acquisition that would add a lease
-// past a limit is refused with ErrQuota before anything is written or
-// allocated, and the error names the limit and the company's own count. The
-// same run's lease is returned as always. Pool members count for no
-// company. The count and the write-ahead record it admits are one step
-// per company within a manager, so concurrent acquisitions in one process
-// never pass a limit together; acquisitions on several replicas at the
-// same instant may each pass it once.
+// Quotas: the live leases (Filter.Live) per company and per company and
+// environment are limited by the instance settings (Options.Settings:
+// quotaPerCompany, quotaPerCompanyEnvironment; 8 and 4 when never set) and
+// by Options.Quotas, the stricter of the two per field; an acquisition
+// that would add a lease past a limit is refused with ErrQuota before
+// anything is written or allocated, and the error names the limit and the
+// company's own count. The same run's lease is returned as always. Pool
+// members, setup leases and drafts count for no company. The store counts
+// and writes in one step serialized per company (Store.InsertLeaseWithin,
+// Adoption.Quotas), so concurrent acquisitions, in one process or on
+// replicas sharing a database, never pass a limit together.
 //
 // # Status mapping
 //

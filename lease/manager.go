@@ -95,7 +95,8 @@ type Options struct {
 	// Quotas limit the live leases per company and per company and
 	// environment; an acquisition that would pass one is refused before
 	// anything is written or allocated, with an error wrapping ErrQuota.
-	// Default: no limits.
+	// With Settings set, the instance's quotas apply too (the stricter
+	// per field). Default: no limits of its own.
 	Quotas Quotas
 	// ManualPoolRefill, if set, refills pools only in MaintainPools (a
 	// host that schedules refills itself, or a test that wants them in
@@ -112,7 +113,9 @@ type Options struct {
 	// Settings reads the instance settings (CFG-9): while they disable
 	// environments (or a pool's driver is a host driver under
 	// managed-sandbox-only) no refill starts a member. Acquisitions pass
-	// the Assignments' gate, which reads them too. nil: refills read none.
+	// the Assignments' gate, which reads them too, and are limited by their
+	// quotas (QuotaPerCompany, QuotaPerCompanyEnvironment; see Quotas).
+	// nil: refills read none, and only Quotas limit. berth.New sets it.
 	Settings instance.Reader
 
 	// Tuning holds internal knobs (randomness, ids, budgets, TTLs, pacing)

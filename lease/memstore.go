@@ -174,6 +174,45 @@ func (s *memoryStore) InsertLease(ctx context.Context, l *Lease) (*Lease, error)
 	return nil, nil
 }
 
+// InsertLeaseWithin implements Store: the count and the insert under the
+// store's lock.
+func (s *memoryStore) InsertLeaseWithin(ctx context.Context, l *Lease, q Quotas) (*Lease, error) {
+	if !q.Limits(l.Company) {
+		return s.InsertLease(ctx, l)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.leases[l.ID]; ok {
+		return nil, fmt.Errorf("lease %s: id taken: %w", l.ID, ErrConflict)
+	}
+	if o := s.keyHolderLocked(l); o != nil {
+		return o.shallow(), fmt.Errorf("lease %s: key held by lease %s: %w", l.ID, o.ID, ErrConflict)
+	}
+	all, onEnv := s.countLiveLocked(l.Company, l.Environment)
+	if err := q.Admit(l.Company, l.Environment, all, onEnv); err != nil {
+		return nil, err
+	}
+	l.Version = 1
+	s.putLocked(l)
+	return nil, nil
+}
+
+// countLiveLocked returns the live leases of company, and those on env.
+func (s *memoryStore) countLiveLocked(company, env string) (all, onEnv int) {
+	for _, l := range s.live {
+		if l.Company == company && !l.Ended() {
+			all++
+			if l.Environment == env {
+				onEnv++
+			}
+		}
+	}
+	return all, onEnv
+}
+
 // GetLease implements Store.
 func (s *memoryStore) GetLease(ctx context.Context, id string) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
@@ -417,6 +456,12 @@ func (s *memoryStore) AdoptPooled(ctx context.Context, ad Adoption) (*Lease, err
 	upd := ad.adopt(cand[0])
 	if o := s.keyHolderLocked(upd); o != nil {
 		return nil, fmt.Errorf("lease %s: adopting it: key held by lease %s: %w", upd.ID, o.ID, ErrConflict)
+	}
+	if ad.Quotas.Limits(upd.Company) {
+		all, onEnv := s.countLiveLocked(upd.Company, upd.Environment)
+		if err := ad.Quotas.Admit(upd.Company, upd.Environment, all, onEnv); err != nil {
+			return nil, err
+		}
 	}
 	upd.Version++
 	s.putLocked(upd)

@@ -87,10 +87,12 @@ func isMember(l *Lease) bool {
 func (m *Manager) adopt(ctx context.Context, a *acq) (*Handle, error) {
 	defer m.refillSoon(a.env)
 	for range 4 { // a member whose sandbox is gone is marked and the next one tried
-		l, err := m.store.AdoptPooled(ctx, Adoption{Environment: a.env.ID, Fingerprint: a.fp, Runner: a.runner, Now: m.now(), Lease: m.newLease(a)})
+		l, err := m.store.AdoptPooled(ctx, Adoption{Environment: a.env.ID, Fingerprint: a.fp, Runner: a.runner, Now: m.now(), Lease: m.newLease(a), Quotas: a.quotas})
 		switch {
 		case errors.Is(err, ErrNotFound), errors.Is(err, ErrConflict):
 			return nil, nil
+		case errors.Is(err, ErrQuota):
+			return nil, err
 		case err != nil:
 			return nil, fmt.Errorf("lease: acquire environment %s: adopting a pool member: %w", a.env.ID, err)
 		}

@@ -31,15 +31,75 @@ type Quotas struct {
 // limit and the company's own count, never another company's.
 var ErrQuota = errcode.New(errcode.Unavailable, "lease: quota reached")
 
-// checkQuota refuses a, before its write-ahead record, when a new lease
-// would put its company past a limit of Options.Quotas. It reads the
-// company's live leases (Filter.Live, through the status index). The
-// check and the insert are serialized per company in this manager
-// (lockQuota), so the bound is exact within one process; replicas that
-// acquire for one company at the same instant may each pass it once.
-func (m *Manager) checkQuota(ctx context.Context, a *acq) error {
+// Limits reports whether q limits the leases of company: it sets a limit,
+// and company is a company (not "" and not authz.InstanceCompany, whose
+// setup and pool leases count for nobody).
+func (q Quotas) Limits(company string) bool {
+	return company != "" && company != authz.InstanceCompany && (q.PerCompany > 0 || q.PerCompanyEnvironment > 0)
+}
+
+// Admit returns nil when one more live lease of company on environment
+// fits q, given the company's live leases now (live, over every
+// environment) and those on environment (onEnvironment); else an error
+// wrapping ErrQuota that names the limit and the company's own counts. A
+// Store's InsertLeaseWithin and AdoptPooled call it with the counts they
+// read in the step that writes.
+func (q Quotas) Admit(company, environment string, live, onEnvironment int) error {
+	if !q.Limits(company) {
+		return nil
+	}
+	if q.PerCompany > 0 && live >= q.PerCompany {
+		return fmt.Errorf("lease: acquire environment %s: company %s has %d live leases, its limit (quota per company: Quotas.PerCompany or the instance setting quotaPerCompany) is %d; release one first: %w",
+			environment, company, live, q.PerCompany, ErrQuota)
+	}
+	if q.PerCompanyEnvironment > 0 && onEnvironment >= q.PerCompanyEnvironment {
+		return fmt.Errorf("lease: acquire environment %s: company %s has %d live leases of this environment, its limit (quota per company and environment: Quotas.PerCompanyEnvironment or the instance setting quotaPerCompanyEnvironment) is %d; release one first: %w",
+			environment, company, onEnvironment, q.PerCompanyEnvironment, ErrQuota)
+	}
+	return nil
+}
+
+// stricter returns the lower of two limits, 0 meaning none.
+func stricter(a, b int) int {
+	switch {
+	case a <= 0:
+		return max(b, 0)
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}
+
+// quotasFor returns the limits in force for a: none for a draft (a probe)
+// or a lease of no company; else, per field, the stricter of
+// Options.Quotas and the instance settings (Options.Settings: the
+// instance's quotaPerCompany and quotaPerCompanyEnvironment, 8 and 4 when
+// never set), so that every manager of an instance enforces one number.
+func (m *Manager) quotasFor(ctx context.Context, a *acq) (Quotas, error) {
 	q := m.o.Quotas
-	if a.draft || a.req.Company == "" || a.req.Company == authz.InstanceCompany || q.PerCompany <= 0 && q.PerCompanyEnvironment <= 0 {
+	if a.draft || a.member || !(Quotas{PerCompany: 1}).Limits(a.req.Company) {
+		return Quotas{}, nil
+	}
+	if m.o.Settings != nil {
+		s, err := m.o.Settings.Current(ctx)
+		if err != nil {
+			return Quotas{}, fmt.Errorf("lease: acquire environment %s: reading the instance's quotas: %w", a.env.ID, err)
+		}
+		q.PerCompany = stricter(q.PerCompany, s.QuotaPerCompany)
+		q.PerCompanyEnvironment = stricter(q.PerCompanyEnvironment, s.QuotaPerCompanyEnvironment)
+	}
+	return q, nil
+}
+
+// checkQuota refuses a, before its write-ahead record, when a new lease
+// would put its company past a limit of a.quotas. It reads the company's
+// live leases (Filter.Live, through the status index). It is the early
+// answer of this manager (lockQuota serializes it with the write here);
+// the store checks again in the step that writes (InsertLeaseWithin,
+// Adoption.Quotas), which is what holds across replicas.
+func (m *Manager) checkQuota(ctx context.Context, a *acq) error {
+	q := a.quotas
+	if !q.Limits(a.req.Company) {
 		return nil
 	}
 	f := Filter{Company: a.req.Company, Live: true}
@@ -56,25 +116,16 @@ func (m *Manager) checkQuota(ctx context.Context, a *acq) error {
 			onEnv++
 		}
 	}
-	if q.PerCompany > 0 && len(ls) >= q.PerCompany {
-		return fmt.Errorf("lease: acquire environment %s: company %s has %d live leases, its limit (Quotas.PerCompany) is %d; release one first: %w",
-			a.env.ID, a.req.Company, len(ls), q.PerCompany, ErrQuota)
-	}
-	if q.PerCompanyEnvironment > 0 && onEnv >= q.PerCompanyEnvironment {
-		return fmt.Errorf("lease: acquire environment %s: company %s has %d live leases of this environment, its limit (Quotas.PerCompanyEnvironment) is %d; release one first: %w",
-			a.env.ID, a.req.Company, onEnv, q.PerCompanyEnvironment, ErrQuota)
-	}
-	return nil
+	return q.Admit(a.req.Company, a.env.ID, len(ls), onEnv)
 }
 
 // lockQuota serializes, in this manager, the quota check of a's company
 // with the write of the record it admits (the insert or the adoption), so
-// that concurrent acquisitions of one company cannot all pass on the same
-// count; it returns the unlock (idempotent). Without quotas, and for
-// acquisitions checkQuota does not count, it locks nothing.
+// that concurrent acquisitions of one company wait here rather than in
+// the store; it returns the unlock (idempotent). Without quotas it locks
+// nothing.
 func (m *Manager) lockQuota(a *acq) func() {
-	q := m.o.Quotas
-	if a.draft || a.req.Company == "" || a.req.Company == authz.InstanceCompany || q.PerCompany <= 0 && q.PerCompanyEnvironment <= 0 {
+	if !a.quotas.Limits(a.req.Company) {
 		return func() {}
 	}
 	h := fnv.New32a()
@@ -90,8 +141,13 @@ func (m *Manager) lockQuota(a *acq) func() {
 // the quota refuses, the run key's holder, if any, is returned instead (nil
 // with a nil error: no limit in the way).
 func (m *Manager) quotaOrRunLease(ctx context.Context, a *acq) (*Lease, error) {
-	qerr := m.checkQuota(ctx, a)
-	if qerr == nil || a.runKey == "" {
+	return m.runLeaseOr(ctx, a, m.checkQuota(ctx, a))
+}
+
+// runLeaseOr returns the lease holding a's run key when qerr is a quota
+// refusal and a has a run key whose lease exists; else qerr.
+func (m *Manager) runLeaseOr(ctx context.Context, a *acq, qerr error) (*Lease, error) {
+	if qerr == nil || a.runKey == "" || !errors.Is(qerr, ErrQuota) {
 		return nil, qerr
 	}
 	l, err := m.store.FindByRunKey(ctx, a.runKey)
@@ -102,4 +158,13 @@ func (m *Manager) quotaOrRunLease(ctx context.Context, a *acq) (*Lease, error) {
 		return nil, fmt.Errorf("lease: acquire environment %s: %w", a.env.ID, err)
 	}
 	return l, nil
+}
+
+// insert writes a's new record l: with a's quotas checked by the store in
+// the same step when they limit its company (Store.InsertLeaseWithin).
+func (m *Manager) insert(ctx context.Context, a *acq, l *Lease) (*Lease, error) {
+	if a.quotas.Limits(l.Company) {
+		return m.store.InsertLeaseWithin(ctx, l, a.quotas)
+	}
+	return m.store.InsertLease(ctx, l)
 }

@@ -65,7 +65,7 @@ func TestQuotas(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = acquire("acme", "env-2", "r5")
-	if !errors.Is(err, lease.ErrQuota) || !strings.Contains(err.Error(), "has 3 live leases, its limit (Quotas.PerCompany) is 3") {
+	if !errors.Is(err, lease.ErrQuota) || !strings.Contains(err.Error(), "has 3 live leases, its limit (quota per company: Quotas.PerCompany or the instance setting quotaPerCompany) is 3") {
 		t.Fatalf("fourth lease of acme: %v", err)
 	}
 	// A release frees its place.

@@ -53,6 +53,17 @@ type Store interface {
 	// l.RunKey, it writes nothing and returns an error wrapping ErrConflict
 	// together with that other lease (nil when only the id collided).
 	InsertLease(ctx context.Context, l *Lease) (holder *Lease, err error)
+	// InsertLeaseWithin is InsertLease with q checked in the same step:
+	// it counts the live leases (Filter.Live) of l.Company, and those on
+	// l.Environment, and when one more would pass a limit of q it writes
+	// nothing and returns an error wrapping ErrQuota (q.Admit). The count
+	// and the insert are serialized per company across every process
+	// sharing the store (the SQL stores: one transaction under the
+	// company's lock, PostgreSQL's advisory lock or SQLite's write lock),
+	// so concurrent inserts of one company, from any number of replicas,
+	// never pass a limit together. A q that does not limit l.Company
+	// (Quotas.Limits) makes it InsertLease.
+	InsertLeaseWithin(ctx context.Context, l *Lease, q Quotas) (holder *Lease, err error)
 	// GetLease returns the lease id, or an error wrapping ErrNotFound.
 	GetLease(ctx context.Context, id string) (*Lease, error)
 	// UpdateLease replaces the stored lease l.ID if its stored version
@@ -107,6 +118,10 @@ type Store interface {
 	// processes) each member goes to one (LEASE-10). No matching member is
 	// an error wrapping ErrNotFound; a ReuseKey or RunKey another lease
 	// holds is an error wrapping ErrConflict, and nothing changes then.
+	// When ad.Quotas limits ad.Lease.Company, the adoption counts the
+	// company's live leases in the same step, serialized per company as
+	// InsertLeaseWithin, and one past a limit is an error wrapping
+	// ErrQuota (nothing changes).
 	AdoptPooled(ctx context.Context, ad Adoption) (*Lease, error)
 }
 
@@ -122,6 +137,9 @@ type Adoption struct {
 	// Lease holds the adopting lease's fields (see Store.AdoptPooled);
 	// its other fields are ignored.
 	Lease *Lease
+	// Quotas are the adopting company's limits, checked in the adoption's
+	// step (see Store.AdoptPooled); zero: none.
+	Quotas Quotas
 }
 
 // adopt returns member m as the adoption ad makes it (Store.AdoptPooled).

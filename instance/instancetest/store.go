@@ -24,7 +24,9 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) instance.Store) {
 	ctx := context.Background()
 	at := time.Date(2026, 12, 2, 1, 0, 0, 123456000, time.UTC)
 	rec := func(rev int64, enable, managed bool, by string) instance.Settings {
+		// The quotas differ per revision (0, no limit, at revision 3).
 		return instance.Settings{EnableEnvironments: enable, ManagedSandboxOnly: managed, Revision: rev,
+			QuotaPerCompany: int(rev%3) * 5, QuotaPerCompanyEnvironment: int(rev%3) * 2,
 			UpdatedAt: at.Add(time.Duration(rev) * time.Minute), UpdatedBy: by}
 	}
 	equalTimes := cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })
@@ -57,6 +59,11 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) instance.Store) {
 			t.Fatal(err)
 		}
 		want(t, s, second)
+		third := rec(3, true, false, "admin-3")
+		if err := s.PutSettings(ctx, third); err != nil {
+			t.Fatal(err)
+		}
+		want(t, s, third) // quotas 0: no limit, kept as 0
 	})
 	t.Run("a stale or skipping revision is a conflict and changes nothing", func(t *testing.T) {
 		s := newStore(t)

@@ -73,6 +73,9 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 		{"adopt turns the oldest matching pooled member into the adopting lease", testAdoptPooled},
 		{"concurrent adoptions take each member once (LEASE-10)", testConcurrentAdopt},
 		{"pooled members are live and not swept", testPooledLive},
+		{"an insert within quotas counts the company's live leases in the same step (issue 51)", testInsertWithinQuota},
+		{"20 concurrent inserts of one company against a quota of 4: exactly 4 are written (issue 51)", testConcurrentInsertsWithinQuota},
+		{"an adoption within quotas counts the adopting company's live leases (issue 51)", testAdoptWithinQuota},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 
 var _ instance.Store = (*DB)(nil)
 
-const settingsColumns = `enable_environments, managed_sandbox_only, revision, updated_at, updated_by`
+const settingsColumns = `enable_environments, managed_sandbox_only, quota_per_company, quota_per_company_environment, revision, updated_at, updated_by`
 
 // GetSettings implements instance.Store: the one row, or an error wrapping
 // instance.ErrNotFound.
@@ -19,7 +19,7 @@ func (db *DB) GetSettings(ctx context.Context) (instance.Settings, error) {
 	var s instance.Settings
 	var at sql.NullInt64
 	err := db.reads().queryRow(ctx, "SELECT "+settingsColumns+" FROM instance_settings WHERE id = 1").
-		Scan(&s.EnableEnvironments, &s.ManagedSandboxOnly, &s.Revision, &at, &s.UpdatedBy)
+		Scan(&s.EnableEnvironments, &s.ManagedSandboxOnly, &s.QuotaPerCompany, &s.QuotaPerCompanyEnvironment, &s.Revision, &at, &s.UpdatedBy)
 	if errors.Is(err, sql.ErrNoRows) {
 		return instance.Settings{}, fmt.Errorf("sqlstore: instance settings: %w", instance.ErrNotFound)
 	}
@@ -43,13 +43,14 @@ func (db *DB) PutSettings(ctx context.Context, s instance.Settings) error {
 		err error
 	)
 	if s.Revision == 1 {
-		res, err = db.writes().exec(ctx, `INSERT INTO instance_settings (id, `+settingsColumns+`) VALUES (1, ?, ?, ?, ?, ?)
+		res, err = db.writes().exec(ctx, `INSERT INTO instance_settings (id, `+settingsColumns+`) VALUES (1, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO NOTHING`,
-			s.EnableEnvironments, s.ManagedSandboxOnly, s.Revision, nanos(s.UpdatedAt), s.UpdatedBy)
+			s.EnableEnvironments, s.ManagedSandboxOnly, s.QuotaPerCompany, s.QuotaPerCompanyEnvironment, s.Revision, nanos(s.UpdatedAt), s.UpdatedBy)
 	} else {
 		res, err = db.writes().exec(ctx, `UPDATE instance_settings SET enable_environments = ?, managed_sandbox_only = ?,
+			quota_per_company = ?, quota_per_company_environment = ?,
 			revision = ?, updated_at = ?, updated_by = ? WHERE id = 1 AND revision = ?`,
-			s.EnableEnvironments, s.ManagedSandboxOnly, s.Revision, nanos(s.UpdatedAt), s.UpdatedBy, s.Revision-1)
+			s.EnableEnvironments, s.ManagedSandboxOnly, s.QuotaPerCompany, s.QuotaPerCompanyEnvironment, s.Revision, nanos(s.UpdatedAt), s.UpdatedBy, s.Revision-1)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlstore: put instance settings at revision %d: %w", s.Revision, err)

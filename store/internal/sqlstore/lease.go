@@ -772,6 +772,27 @@ func (db *DB) prunePickSQL(limit int) string {
 // goes to one adoption (LEASE-10). Members are read through the partial
 // index leases_pooled.
 func (db *DB) AdoptPooled(ctx context.Context, ad lease.Adoption) (*lease.Lease, error) {
+	if ad.Lease == nil || !ad.Quotas.Limits(ad.Lease.Company) {
+		return db.adoptOn(ctx, db.writes(), ad)
+	}
+	var l *lease.Lease
+	err := db.inTx(ctx, func(tx handle) error {
+		if err := db.admitQuota(ctx, tx, ad.Quotas, ad.Lease.Company, ad.Environment); err != nil {
+			return err
+		}
+		var err error
+		l, err = db.adoptOn(ctx, tx, ad)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// adoptOn is AdoptPooled's statement on h (the pool, or a transaction that
+// checked the adopting company's quotas).
+func (db *DB) adoptOn(ctx context.Context, h handle, ad lease.Adoption) (*lease.Lease, error) {
 	a := ad.Lease
 	if a == nil {
 		return nil, fmt.Errorf("sqlstore: adopt a pooled lease of environment %s: no adopting lease: %w", ad.Environment, lease.ErrInvalid)
@@ -810,7 +831,7 @@ func (db *DB) AdoptPooled(ctx context.Context, ad lease.Adoption) (*lease.Lease,
 		q = set + " WHERE id IN (" + pick + ") RETURNING " + leaseColumns
 		args = append(append([]any(nil), setArgs...), pickArgs...)
 	}
-	l, err := scanLease(db.writes().queryRow(ctx, q, args...))
+	l, err := scanLease(h.queryRow(ctx, q, args...))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, fmt.Errorf("sqlstore: no pooled member of environment %s with fingerprint %s: %w", ad.Environment, ad.Fingerprint, lease.ErrNotFound)

@@ -33,6 +33,10 @@ func (p *twoPools) InsertLease(ctx context.Context, l *lease.Lease) (*lease.Leas
 	return p.pick().InsertLease(ctx, l)
 }
 
+func (p *twoPools) InsertLeaseWithin(ctx context.Context, l *lease.Lease, q lease.Quotas) (*lease.Lease, error) {
+	return p.pick().InsertLeaseWithin(ctx, l, q)
+}
+
 func (p *twoPools) GetLease(ctx context.Context, id string) (*lease.Lease, error) {
 	return p.pick().GetLease(ctx, id)
 }

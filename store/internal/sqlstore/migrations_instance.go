@@ -22,6 +22,15 @@ func (components) Instance() Component {
 					updated_by TEXT NOT NULL
 				)`,
 			},
+		}, {
+			Version: 2,
+			Name:    "add the lease quotas to instance_settings",
+			SQL: []string{
+				// A record written before the quotas were settings never
+				// set them: it gets the defaults (instance.Defaults).
+				`ALTER TABLE instance_settings ADD COLUMN quota_per_company BIGINT NOT NULL DEFAULT 8`,
+				`ALTER TABLE instance_settings ADD COLUMN quota_per_company_environment BIGINT NOT NULL DEFAULT 4`,
+			},
 		}},
 	}
 }
