@@ -40,6 +40,20 @@ func (s *recordStore) InsertLease(ctx context.Context, l *Lease) (*Lease, error)
 	return holder, err
 }
 
+// InsertLeaseWithin is InsertLease with the store's quota check.
+func (s *recordStore) InsertLeaseWithin(ctx context.Context, l *Lease, q Quotas) (*Lease, error) {
+	if s.k != nil {
+		if err := s.k.Use(ctx, l.ID, l.Config); err != nil {
+			return nil, err
+		}
+	}
+	holder, err := s.Store.InsertLeaseWithin(ctx, l, q)
+	if err != nil {
+		s.release(ctx, l.ID)
+	}
+	return holder, err
+}
+
 // UpdateLease updates l and, once l has ended, releases its secret uses and
 // deletes it if it is a draft's.
 func (s *recordStore) UpdateLease(ctx context.Context, l *Lease) error {

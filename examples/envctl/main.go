@@ -38,7 +38,7 @@
 //	auth-check show [--company C] [--account REF]
 //	auth-check clear --company C --account REF
 //	bench [--only ssh,docker,runner-task,runner-stream,pins,lease,lease-postgres,replicas] [--quick] [--json]
-//	settings show | settings set [--enable-environments=BOOL] [--managed-sandbox-only=BOOL] [--revision N]
+//	settings show | settings set [--enable-environments=BOOL] [--managed-sandbox-only=BOOL] [--quota-per-company N] [--quota-per-company-env N] [--revision N]
 //
 // envctl ends after each command. A lease acquired by `lease acquire`
 // outlives the process as a record: a host driver's session (local, ssh)
@@ -175,6 +175,7 @@ commands:
                              run berth's workloads against their anchors and
                              print the ratios (see 'envctl bench -h')
   settings show|set [--enable-environments=BOOL] [--managed-sandbox-only=BOOL]
+                    [--quota-per-company N] [--quota-per-company-env N]
                              the instance settings (CFG-9; see 'envctl settings -h')
 
 envctl ends after each command: a lease outlives it as a record. A host

@@ -12,14 +12,18 @@ import (
 
 const settingsUsage = `usage:
   envctl settings show [--json]
-  envctl settings set [--enable-environments=BOOL] [--managed-sandbox-only=BOOL] [--revision N] [--json]
+  envctl settings set [--enable-environments=BOOL] [--managed-sandbox-only=BOOL]
+                      [--quota-per-company N] [--quota-per-company-env N] [--revision N] [--json]
 
 The instance settings (CFG-9). With enableEnvironments off, no
 environment can be resolved, probed, leased or run (releases, sweeps and
 catalog reads and edits go on); with enableManagedSandboxOnly on, host drivers
 (local, ssh) are unavailable as targets (managed_sandbox_only) while their
-saved environments stay readable. Never written, environments are enabled
-and host drivers allowed. set changes only the flags it is given; with
+saved environments stay readable. --quota-per-company and
+--quota-per-company-env are the lease quotas every process of the instance
+enforces (live leases of one company, and of one company on one
+environment; 0: no limit). Never written, environments are enabled, host
+drivers allowed and the quotas 8 and 4. set changes only the flags it is given; with
 --revision it writes only over that revision (a stale one is a conflict),
 else over whatever is stored. Only instance admins and local operators may
 set; every role may show.
@@ -47,6 +51,25 @@ func (b *optBool) Set(s string) error {
 
 func (b *optBool) IsBoolFlag() bool { return true }
 
+// optInt is a flag that remembers whether it was given.
+type optInt struct{ v *int }
+
+func (n *optInt) String() string {
+	if n == nil || n.v == nil {
+		return ""
+	}
+	return strconv.Itoa(*n.v)
+}
+
+func (n *optInt) Set(s string) error {
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 0 {
+		return fmt.Errorf("want a number of leases, 0 or more, not %q", s)
+	}
+	n.v = &v
+	return nil
+}
+
 func runSettings(ctx context.Context, g *globals, args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(g.stderr, settingsUsage)
@@ -57,12 +80,15 @@ func runSettings(ctx context.Context, g *globals, args []string) error {
 	fs.Usage = func() { fmt.Fprint(g.stderr, settingsUsage) }
 	fs.BoolVar(&g.json, "json", g.json, "print JSON")
 	var enable, managed optBool
+	var perCompany, perEnv optInt
 	revision := instance.AnyRevision
 	switch args[0] {
 	case "show":
 	case "set":
 		fs.Var(&enable, "enable-environments", "let environments be working targets (true or false)")
 		fs.Var(&managed, "managed-sandbox-only", "allow managed sandboxes only, no host drivers (true or false)")
+		fs.Var(&perCompany, "quota-per-company", "live leases one company may hold (0: no limit)")
+		fs.Var(&perEnv, "quota-per-company-env", "live leases one company may hold on one environment (0: no limit)")
 		fs.Int64Var(&revision, "revision", instance.AnyRevision, "the revision the change is based on (default: whatever is stored)")
 	default:
 		fmt.Fprint(g.stderr, settingsUsage)
@@ -73,8 +99,8 @@ func runSettings(ctx context.Context, g *globals, args []string) error {
 		fmt.Fprint(g.stderr, settingsUsage)
 		return errUsage
 	}
-	if args[0] == "set" && enable.v == nil && managed.v == nil {
-		return fmt.Errorf("settings set: give --enable-environments or --managed-sandbox-only")
+	if args[0] == "set" && enable.v == nil && managed.v == nil && perCompany.v == nil && perEnv.v == nil {
+		return fmt.Errorf("settings set: give --enable-environments, --managed-sandbox-only, --quota-per-company or --quota-per-company-env")
 	}
 	sys, err := openSystem(ctx, g)
 	if err != nil {
@@ -85,7 +111,8 @@ func runSettings(ctx context.Context, g *globals, args []string) error {
 	if args[0] == "show" {
 		s, err = sys.Settings().Get(ctx, g.as)
 	} else {
-		s, err = sys.Settings().Update(ctx, g.as, instance.Update{EnableEnvironments: enable.v, ManagedSandboxOnly: managed.v, Revision: revision})
+		s, err = sys.Settings().Update(ctx, g.as, instance.Update{EnableEnvironments: enable.v, ManagedSandboxOnly: managed.v,
+			QuotaPerCompany: perCompany.v, QuotaPerCompanyEnvironment: perEnv.v, Revision: revision})
 	}
 	if err != nil {
 		return err
@@ -93,11 +120,20 @@ func runSettings(ctx context.Context, g *globals, args []string) error {
 	if g.json {
 		return writeJSON(g.stdout, s)
 	}
-	fmt.Fprintf(g.stdout, "enableEnvironments: %t\nenableManagedSandboxOnly: %t\n", s.EnableEnvironments, s.ManagedSandboxOnly)
+	fmt.Fprintf(g.stdout, "enableEnvironments: %t\nenableManagedSandboxOnly: %t\nquotaPerCompany: %s\nquotaPerCompanyEnvironment: %s\n",
+		s.EnableEnvironments, s.ManagedSandboxOnly, quotaText(s.QuotaPerCompany), quotaText(s.QuotaPerCompanyEnvironment))
 	if s.Revision == 0 {
 		fmt.Fprintln(g.stdout, "revision: 0 (never written: the defaults)")
 	} else {
 		fmt.Fprintf(g.stdout, "revision: %d, updated %s by %s\n", s.Revision, s.UpdatedAt.UTC().Format(time.RFC3339), s.UpdatedBy)
 	}
 	return nil
+}
+
+// quotaText prints a quota: its number, or "none" for 0.
+func quotaText(n int) string {
+	if n <= 0 {
+		return "0 (no limit)"
+	}
+	return strconv.Itoa(n)
 }

@@ -63,7 +63,23 @@ func TestSettingsCommands(t *testing.T) {
 		t.Error("set with a bad BOOL did not fail")
 	}
 	c.okJSON(&s, "settings", "show")
-	if s.Revision != 2 || !s.ManagedSandboxOnly {
+	if s.Revision != 2 || !s.ManagedSandboxOnly || s.QuotaPerCompany != 8 || s.QuotaPerCompanyEnvironment != 4 {
 		t.Errorf("settings read back = %+v", s)
 	}
+
+	// The lease quotas are settings every envctl process enforces (issue
+	// 51): acme holds one live lease of box; with one per company the next
+	// acquisition is refused naming the setting; 0 lifts the limit.
+	wantContains(t, "quota set", c.ok("settings", "set", "--quota-per-company", "1", "--quota-per-company-env", "3"),
+		"quotaPerCompany: 1", "quotaPerCompanyEnvironment: 3")
+	if _, msg := c.fail("lease", "acquire", box, "--company", "acme"); !strings.Contains(msg, "quotaPerCompany") || !strings.Contains(msg, "has 1 live leases") {
+		t.Errorf("lease acquire past the quota: %s", msg)
+	}
+	c.ok("lease", "acquire", box, "--company", "globex") // another company's own count
+	c.ok("settings", "set", "--quota-per-company", "0")
+	c.ok("lease", "acquire", box, "--company", "acme")
+	if _, msg := c.fail("settings", "set", "--quota-per-company", "-1"); msg == "" {
+		t.Error("set with a negative quota did not fail")
+	}
+	wantContains(t, "help", c.ok("settings", "show"), "quotaPerCompany: 0 (no limit)", "quotaPerCompanyEnvironment: 3")
 }

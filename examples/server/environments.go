@@ -244,7 +244,8 @@ func (s *server) patchSettings(w http.ResponseWriter, r *http.Request) {
 	var st instance.Settings
 	if err == nil {
 		st, err = s.sys.Settings().Update(r.Context(), principalOf(r), instance.Update{
-			EnableEnvironments: body.EnableEnvironments, ManagedSandboxOnly: body.ManagedSandboxOnly, Revision: rev,
+			EnableEnvironments: body.EnableEnvironments, ManagedSandboxOnly: body.ManagedSandboxOnly,
+			QuotaPerCompany: body.QuotaPerCompany, QuotaPerCompanyEnvironment: body.QuotaPerCompanyEnvironment, Revision: rev,
 		})
 	}
 	s.audit(r, "settings.update", "", err)
@@ -256,11 +257,15 @@ func (s *server) patchSettings(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, st)
 }
 
-// settingsPatch is the body of PATCH /api/v1/settings: the flags to
-// change (the revision comes from If-Match).
+// settingsPatch is the body of PATCH /api/v1/settings: the flags and
+// lease quotas to change (the revision comes from If-Match).
 type settingsPatch struct {
 	EnableEnvironments *bool `json:"enableEnvironments,omitempty"`
 	ManagedSandboxOnly *bool `json:"enableManagedSandboxOnly,omitempty"`
+	// QuotaPerCompany and QuotaPerCompanyEnvironment are the lease quotas
+	// (0: no limit).
+	QuotaPerCompany            *int `json:"quotaPerCompany,omitempty"`
+	QuotaPerCompanyEnvironment *int `json:"quotaPerCompanyEnvironment,omitempty"`
 }
 
 // settingsIfMatch is ifMatch for the instance settings, whose revision is

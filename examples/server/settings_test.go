@@ -27,7 +27,8 @@ func TestInstanceSettings(t *testing.T) {
 			var st instance.Settings
 			r := e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/settings", token: tokAgent})
 			r.decode(t, &st)
-			if !st.EnableEnvironments || st.ManagedSandboxOnly || st.Revision != 0 || r.header.Get("ETag") != `"0"` {
+			if !st.EnableEnvironments || st.ManagedSandboxOnly || st.Revision != 0 || r.header.Get("ETag") != `"0"` ||
+				st.QuotaPerCompany != 8 || st.QuotaPerCompanyEnvironment != 4 {
 				t.Fatalf("the defaults: %+v (ETag %q)", st, r.header.Get("ETag"))
 			}
 
@@ -94,6 +95,17 @@ func TestInstanceSettings(t *testing.T) {
 			if len(list.Items) != 2 {
 				t.Errorf("drivers listed: %+v", list.Items)
 			}
+
+			// The lease quotas are settings (issue 51): 0 lifts a limit;
+			// only instance admins and local operators change them.
+			q := call{method: "PATCH", path: "/api/v1/settings", token: tokAdmin, header: map[string]string{"If-Match": `"2"`},
+				body: map[string]any{"quotaPerCompany": 0, "quotaPerCompanyEnvironment": 2}}
+			e.must(t, http.StatusOK, q).decode(t, &st)
+			if st.QuotaPerCompany != 0 || st.QuotaPerCompanyEnvironment != 2 || !st.ManagedSandboxOnly || st.Revision != 3 {
+				t.Errorf("after the quota update: %+v", st)
+			}
+			q.header, q.body, q.token = map[string]string{"If-Match": `"3"`}, map[string]any{"quotaPerCompany": 100}, tokBoard
+			e.must(t, http.StatusForbidden, q)
 
 			// CFG-7: the managed local environment (created at start) shows
 			// its protection in the blast radius and is never deleted.

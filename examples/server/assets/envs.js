@@ -438,6 +438,8 @@
       const res = await api("PATCH", "/api/v1/settings", {
         enableEnvironments: document.getElementById("set-enable").checked,
         enableManagedSandboxOnly: document.getElementById("set-managed").checked,
+        quotaPerCompany: parseInt(document.getElementById("set-quota-company").value, 10),
+        quotaPerCompanyEnvironment: parseInt(document.getElementById("set-quota-env").value, 10),
       }, { "If-Match": '"' + sform.dataset.revision + '"' });
       if (res.status === 200) { window.location.reload(); return; }
       const e = errOf(res);
