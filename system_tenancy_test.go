@@ -220,3 +220,45 @@ func TestQuotaHoldsAcrossTwoSystemsOnOnePostgres(t *testing.T) {
 		}
 	}
 }
+
+// A warm pool starts filling when its environment is saved (issue 51):
+// created with a pool of 2, the environment gets 2 members without any
+// sweep or MaintainPools; its pool raised to 3 by an update, a third
+// follows. (The refill runs in the background: the test waits for it.)
+func TestPoolFillsWhenItsEnvironmentIsSaved(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := store.Memory()
+	fk := fake.New(nil)
+	img := fk.AddImage("registry.fake.test/team/app:v1").String()
+	sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk}, TestMode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	pooled := func() int {
+		ls, err := st.Leases.ListLeases(ctx, lease.Filter{Statuses: []lease.Status{lease.StatusPooled}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ls)
+	}
+	waitPooled := func(want int) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); pooled() < want; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d pooled members, want %d: saving the environment started no refill", pooled(), want)
+			}
+		}
+	}
+	v, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "warm", Driver: fk.Name(),
+		Config: map[string]any{"image": img, "region": "r1"}, Pool: &environment.Pool{Size: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPooled(2)
+	if _, err := sys.Catalog().Update(ctx, tplOps, v.ID, environment.UpdateRequest{BaseRevision: v.Revision, Pool: &environment.Pool{Size: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	waitPooled(3)
+}

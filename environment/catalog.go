@@ -170,6 +170,7 @@ func (c *Catalog) Create(ctx context.Context, p authz.Principal, req CreateReque
 		return nil, err
 	}
 	c.logMutation(ctx, p, "environment created", env)
+	c.saved(ctx, env)
 	return c.view(env, true), nil
 }
 

@@ -71,7 +71,14 @@ func (u *Usage) add(o Usage) {
 // which the catalog calls after it archived envID (the lease manager
 // drains the environment's warm pool, destroying its members with
 // receipts). The archive stands either way; an error is logged, and
-// sweeps retry what it left.
+// sweeps retry what it left. It may also have the method
+//
+//	EnvironmentSaved(ctx context.Context, env *Environment)
+//
+// which the catalog calls after it saved env with a warm pool (created,
+// updated or restored; env is a copy of the stored record): the lease
+// manager starts filling the pool then, rather than at the next sweep. It
+// must not block on the fill.
 type UsageReporter interface {
 	EnvironmentUsage(ctx context.Context, envID string) (Usage, error)
 }
@@ -91,6 +98,24 @@ type ReferenceClearer interface {
 // archiveObserver is what a UsageReporter may add (see UsageReporter).
 type archiveObserver interface {
 	EnvironmentArchived(ctx context.Context, envID string) error
+}
+
+// saveObserver is what a UsageReporter may add (see UsageReporter).
+type saveObserver interface {
+	EnvironmentSaved(ctx context.Context, env *Environment)
+}
+
+// saved tells the reporters that observe saves that env, active with a
+// warm pool, was saved (see UsageReporter).
+func (c *Catalog) saved(ctx context.Context, env *Environment) {
+	if env.Pool == nil || env.Status != StatusActive {
+		return
+	}
+	for _, r := range c.reporters {
+		if o, ok := r.(saveObserver); ok {
+			o.EnvironmentSaved(context.WithoutCancel(ctx), cloneEnvironment(env))
+		}
+	}
 }
 
 // BlastRadius is what a delete of an environment would touch (CFG-7).

@@ -33,6 +33,7 @@ func (c *Catalog) Update(ctx context.Context, p authz.Principal, id string, req 
 		return nil, err
 	}
 	c.logMutation(ctx, p, "environment updated", env)
+	c.saved(ctx, env)
 	return c.view(env, true), nil
 }
 
@@ -147,6 +148,7 @@ func (c *Catalog) setStatus(ctx context.Context, p authz.Principal, id string, b
 		return fail(fmt.Errorf("environment %s: %w", label, err))
 	}
 	c.logMutation(ctx, p, msg, next)
+	c.saved(ctx, next) // a restore: an active environment with a pool
 	if to == StatusArchived {
 		// The record is archived: finish the drain even if the caller
 		// gives up.

@@ -73,3 +73,14 @@ func (u leaseUsage) EnvironmentArchived(ctx context.Context, envID string) error
 	}
 	return nil
 }
+
+// EnvironmentSaved is environment.UsageReporter's save hook: after the
+// catalog saved env with a warm pool (created, its pool or config changed,
+// restored) it starts filling the pool in the background, as an adoption
+// or a sweep does (refillSoon: one fill per environment at a time, each
+// start within its budget; nothing with Options.ManualPoolRefill, and no
+// member while the instance settings disable environments). It returns at
+// once.
+func (u leaseUsage) EnvironmentSaved(_ context.Context, env *environment.Environment) {
+	u.m.refillSoon(env)
+}

@@ -78,11 +78,14 @@ func openSystem(ctx context.Context, g *globals) (*system, error) {
 		return nil, err
 	}
 	sys, err := berth.New(ctx, &berth.Options{
-		Stores:       db.Stores(),
-		Drivers:      g.driverList(),
-		Secrets:      secrets,
-		TestMode:     g.testMode,
-		Leases:       &lease.Options{ClaimGrace: g.claimGrace, PruneAfter: g.leaseRetention},
+		Stores:   db.Stores(),
+		Drivers:  g.driverList(),
+		Secrets:  secrets,
+		TestMode: g.testMode,
+		// envctl exits after one command: it starts no background pool
+		// refill (one would be cut off at exit); a running host's next
+		// sweep or pool maintenance fills the pools.
+		Leases:       &lease.Options{ClaimGrace: g.claimGrace, PruneAfter: g.leaseRetention, ManualPoolRefill: true},
 		RunnerBinary: g.runnerBinary,
 		RunnerSet:    g.runnerSet,
 	})

@@ -35,6 +35,10 @@ server-owned fields are refused by name. It excludes the other request flags.
 Secret fields (private keys, API keys) and each value of a secret map (the
 docker and daytona config.env) are moved into the secret store and never
 printed back; --env K=V is shown inline and refuses credential-like names.
+A warm pool set by create or update (--json-body's "pool") is not filled by
+envctl, which exits after the command: a long-running host fills it when it
+saves an environment, else the next sweep of a running host (the server's)
+or pool maintenance does.
 `
 
 func runEnv(ctx context.Context, g *globals, args []string) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store/postgres"
 	"github.com/berthdev/berth/store/sqlite"
@@ -82,7 +83,8 @@ func (r Result) String() string {
 // store/sqlite and store/postgres open them) with the fake driver fk
 // (shared by Systems that stand for replicas of one installation, as a
 // provider is), in test mode, with InstanceID. close closes the System
-// and then its database.
+// and then its database. It lifts the instance's lease quotas (its
+// settings): the workloads hold more live leases of one company.
 func OpenSystem(ctx context.Context, storeURL string, fk *fake.Driver) (sys *berth.System, close func() error, err error) {
 	opts := &berth.Options{Drivers: []drivers.Driver{fk}, TestMode: true, Leases: &lease.Options{InstanceID: InstanceID}}
 	var closeDB func() error
@@ -107,6 +109,12 @@ func OpenSystem(ctx context.Context, storeURL string, fk *fake.Driver) (sys *ber
 	sys, err = berth.New(ctx, opts)
 	if err != nil {
 		return nil, nil, errors.Join(fmt.Errorf("benchload: %w", err), closeDB())
+	}
+	// The workloads hold more live leases of one company than the
+	// instance's default lease quotas allow: the bench's instance has none.
+	none := 0
+	if _, err := sys.Settings().Update(ctx, operator, instance.Update{QuotaPerCompany: &none, QuotaPerCompanyEnvironment: &none, Revision: instance.AnyRevision}); err != nil {
+		return nil, nil, errors.Join(fmt.Errorf("benchload: lifting the lease quotas: %w", err), sys.Close(), closeDB())
 	}
 	return sys, func() error { return errors.Join(sys.Close(), closeDB()) }, nil
 }
