@@ -522,6 +522,10 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 		t.Error("ssh is still offered under managed-sandbox-only, or not listed with its reason")
 	}
 	screenshot(t, root, "13-managed-only")
+	// The lease quotas are settings the page edits (issue 51).
+	admin.do("lease quotas", chromedp.SetValue(chromedp.ID("set-quota-company"), "2"), chromedp.SetValue(chromedp.ID("set-quota-env"), "0"),
+		chromedp.Click(chromedp.ID("settings-save")))
+	admin.waitText("#settings-summary", "lease quotas: 2 per company, no limit per company on one environment")
 	admin.do("disable environments", chromedp.Click(chromedp.ID("set-enable")), chromedp.Click(chromedp.ID("settings-save")),
 		chromedp.WaitVisible(chromedp.ID("settings-disabled")))
 	if s := admin.text("#settings-disabled"); !strings.Contains(s, "turns on “Enable environments” in Instance settings below") {

@@ -180,7 +180,7 @@ func TestEnvironmentsPageStatesInABrowser(t *testing.T) {
 	screenshot(t, other.ctx, "s07-settings-conflict")
 	other.do("reload as told", chromedp.Click(chromedp.ID("settings-reload")))
 	other.waitJS(`document.readyState === "complete" && document.getElementById("settings-managed-only") !== null && document.getElementById("settings-form") !== null`)
-	if s := other.text("#settings-summary"); s != "environments enabled; managed sandboxes only: yes" {
+	if s := other.text("#settings-summary"); s != "environments enabled; managed sandboxes only: yes; lease quotas: 8 per company, 4 per company on one environment" {
 		t.Errorf("after the reload the settings read %q", s)
 	}
 	// The page's script opens the section the address names once it runs:
