@@ -35,7 +35,13 @@ var ErrQuota = errcode.New(errcode.Unavailable, "lease: quota reached")
 // and company is a company (not "" and not authz.InstanceCompany, whose
 // setup and pool leases count for nobody).
 func (q Quotas) Limits(company string) bool {
-	return company != "" && company != authz.InstanceCompany && (q.PerCompany > 0 || q.PerCompanyEnvironment > 0)
+	return counted(company) && (q.PerCompany > 0 || q.PerCompanyEnvironment > 0)
+}
+
+// counted reports whether company's leases count for quotas: a company,
+// not "" and not authz.InstanceCompany.
+func counted(company string) bool {
+	return company != "" && company != authz.InstanceCompany
 }
 
 // Admit returns nil when one more live lease of company on environment
@@ -77,7 +83,7 @@ func stricter(a, b int) int {
 // never set), so that every manager of an instance enforces one number.
 func (m *Manager) quotasFor(ctx context.Context, a *acq) (Quotas, error) {
 	q := m.o.Quotas
-	if a.draft || a.member || !(Quotas{PerCompany: 1}).Limits(a.req.Company) {
+	if a.draft || a.member || !counted(a.req.Company) {
 		return Quotas{}, nil
 	}
 	if m.o.Settings != nil {

@@ -3,11 +3,13 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -85,3 +87,49 @@ func mustList(t *testing.T, s lease.Store) []*lease.Lease {
 	}
 	return ls
 }
+
+// The instance settings' quotas (issue 51) limit a manager given them
+// (Options.Settings), defaults 8 and 4 when never written; with
+// Options.Quotas too, the stricter of the two applies per field, and 0 in
+// the settings leaves Options.Quotas alone.
+func TestQuotasFromInstanceSettings(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name             string
+		code             lease.Quotas
+		perCompany, perE *int // settings; nil: never written
+		want             int  // acquisitions of acme on env-1 granted
+	}{
+		{"the defaults: 4 per company on one environment", lease.Quotas{}, nil, nil, 4},
+		{"the settings", lease.Quotas{}, ptr(2), ptr(0), 2},
+		{"the code is stricter", lease.Quotas{PerCompanyEnvironment: 1}, ptr(5), ptr(5), 1},
+		{"the settings are stricter", lease.Quotas{PerCompany: 6}, ptr(3), ptr(0), 3},
+		{"0 in the settings: the code's limit", lease.Quotas{PerCompany: 2}, ptr(0), ptr(0), 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, worldOpts{})
+			svc, reader := instance.NewService(instance.NewMemoryStore(), nil)
+			if tc.perCompany != nil {
+				if _, err := svc.Update(ctx, op, instance.Update{QuotaPerCompany: tc.perCompany, QuotaPerCompanyEnvironment: tc.perE, Revision: instance.AnyRevision}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w.m = w.newManager(func(o *lease.Options) { o.Quotas, o.Settings = tc.code, reader })
+			granted := 0
+			for i := range 8 {
+				_, err := w.m.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: w.env.ID, Run: fmt.Sprint("r", i)})
+				switch {
+				case err == nil:
+					granted++
+				case !errors.Is(err, lease.ErrQuota):
+					t.Fatalf("acquisition %d: %v", i, err)
+				}
+			}
+			if granted != tc.want {
+				t.Errorf("%d of 8 acquisitions granted, want %d", granted, tc.want)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
