@@ -52,13 +52,20 @@ func (e *tenv) loginWithToken(t testing.TB, tok string) (*http.Cookie, string) {
 // tokens (as a restart, or a replica, would) and returns it.
 func (e *tenv) restart(t testing.TB, tokens string) *tenv {
 	t.Helper()
-	o := &tenv{t: t, logs: e.logs, dir: t.TempDir(), dsn: e.dsn}
-	ctx := context.Background()
-	st, host, closeDB, err := openStores(ctx, e.dsn)
+	set, err := parseTokens("tokens.json", []byte(tokens))
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := parseTokens("tokens.json", []byte(tokens))
+	return e.restartOpts(t, set, 4, limits{})
+}
+
+// restartOpts starts another server on e's database with the token set
+// set, maxStreams stream slots and lim.
+func (e *tenv) restartOpts(t testing.TB, set tokenSet, maxStreams int, lim limits) *tenv {
+	t.Helper()
+	o := &tenv{t: t, logs: e.logs, dir: t.TempDir(), dsn: e.dsn}
+	ctx := context.Background()
+	st, host, closeDB, err := openStores(ctx, e.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +78,7 @@ func (e *tenv) restart(t testing.TB, tokens string) *tenv {
 		t.Fatal(err)
 	}
 	o.s, err = newServer(ctx, options{stores: st, host: host, drivers: []drivers.Driver{fake.New(nil)}, testMode: true, tokens: set,
-		log: slog.New(slog.NewTextHandler(e.logs, nil)), runnerSet: drivers.RunnerSetOf(spec), maxStreams: 4, secrets: secrets})
+		log: slog.New(slog.NewTextHandler(e.logs, nil)), runnerSet: drivers.RunnerSetOf(spec), maxStreams: maxStreams, secrets: secrets, limits: lim})
 	if err != nil {
 		closeDB()
 		t.Fatal(err)
@@ -79,7 +86,9 @@ func (e *tenv) restart(t testing.TB, tokens string) *tenv {
 	o.ts = httptest.NewServer(o.s.Handler())
 	t.Cleanup(func() {
 		o.ts.Close()
-		o.close()
+		if err := o.close(); err != nil {
+			t.Errorf("server Close: %v", err)
+		}
 		closeDB()
 	})
 	o.router = docRouter(t)
