@@ -347,20 +347,32 @@ var errCrossSite = errcode.New(errcode.Denied, "server: a cross-site request is 
 
 // checkOrigin refuses a state-changing browser request that did not come
 // from the server's own origin: Sec-Fetch-Site other than same-origin,
-// or an Origin other than this server's. Clients that send neither
-// header (bearer-token scripts, curl) pass; a browser sends at least one.
+// or an Origin other than this server's. An Origin of "null" passes only
+// with Sec-Fetch-Site: same-origin (a browser sends "null" for a form
+// posted under Referrer-Policy: no-referrer, the login form's case).
+// Clients that send neither header (bearer-token scripts, curl) pass; a
+// browser sends at least one.
 func (s *server) checkOrigin(r *http.Request) error {
-	if sfs := r.Header.Get("Sec-Fetch-Site"); sfs != "" && sfs != "same-origin" {
+	sfs := r.Header.Get("Sec-Fetch-Site")
+	if sfs != "" && sfs != "same-origin" {
 		return &fieldErr{err: errCrossSite, field: "Sec-Fetch-Site"}
 	}
-	if o := r.Header.Get("Origin"); o != "" {
-		scheme := "http"
-		if s.tls || r.TLS != nil {
-			scheme = "https"
+	o := r.Header.Get("Origin")
+	switch {
+	case o == "":
+		return nil
+	case o == "null":
+		if sfs == "same-origin" {
+			return nil
 		}
-		if o != scheme+"://"+r.Host {
-			return &fieldErr{err: errCrossSite, field: "Origin"}
-		}
+		return &fieldErr{err: errCrossSite, field: "Origin"}
+	}
+	scheme := "http"
+	if s.tls || r.TLS != nil {
+		scheme = "https"
+	}
+	if o != scheme+"://"+r.Host {
+		return &fieldErr{err: errCrossSite, field: "Origin"}
 	}
 	return nil
 }

@@ -124,6 +124,11 @@ func TestCrossSiteRequestsAreRefused(t *testing.T) {
 			t.Errorf("POST /login with %v = %d (cookie %q), want 403 and no cookie", h, r.status, r.header.Get("Set-Cookie"))
 		}
 	}
+	// A browser posts the login form under Referrer-Policy: no-referrer
+	// with Origin: null and Sec-Fetch-Site: same-origin.
+	if r := form(map[string]string{"Origin": "null", "Sec-Fetch-Site": "same-origin"}); r.status != http.StatusSeeOther {
+		t.Errorf("POST /login as a browser posts the form = %d", r.status)
+	}
 	r := form(map[string]string{"Origin": e.ts.URL, "Sec-Fetch-Site": "same-origin"})
 	if r.status != http.StatusSeeOther {
 		t.Fatalf("POST /login from the server's own page = %d", r.status)
