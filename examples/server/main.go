@@ -8,9 +8,18 @@
 // On its first start it creates the instance administrator and prints a
 // one-time login link (valid 15 minutes, once) on stderr. -tokens FILE maps
 // bearer tokens to principals: {"tokens": [{"token": "…", "role":
-// "board_member", "id": "bob", "companies": ["acme"]}]}. The server keeps
-// its users and sessions in tables of its own, in the same database,
-// through its own migrations.
+// "board_member", "id": "bob", "companies": ["acme"]}]}; one (role, id)
+// has one grant, and the file is read again on SIGHUP and when it
+// changes. The server keeps its users and sessions in tables of its own,
+// in the same database, through its own migrations. A session follows the
+// credential that made it (a token gone or changed ends it), ends when
+// idle (-session-idle) and is listed and revoked by instance admins
+// (/api/v1/sessions); `server login-link -data DIR` prints a fresh
+// one-time link. Runs are capped per company and per principal
+// (-max-runs-per-company, -max-runs-per-principal), each has a deadline
+// (-run-timeout) and is forgotten after -run-retention; the server
+// sweeps, keeps the warm pools and measures provider health every
+// -sweep-interval, one replica at a time.
 //
 // The operator's page is Settings → Environments at
 // /company/settings/instance/environments: server-rendered (assets embedded
