@@ -228,30 +228,57 @@ type sessionInfo struct {
 	Current bool `json:"current,omitempty"`
 }
 
-// listSessions returns the sessions not past their cap nor idle, newest
-// first (a session whose credential is gone is deleted at its next use).
+// listSessions returns the live sessions, newest first: not past their
+// cap, not idle, and made from a credential that still grants what they
+// hold (the others are deleted on the way).
 func (h *hostDB) listSessions(ctx context.Context, now time.Time) ([]sessionInfo, error) {
+	all, sources, err := h.readSessions(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	out := []sessionInfo{}
+	for i, si := range all {
+		ok, err := h.sourceValid(ctx, sources[i], si.Principal)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			if _, err := h.deleteSessionByID(ctx, si.ID); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		out = append(out, si)
+	}
+	return out, nil
+}
+
+// readSessions reads the sessions not past their cap nor idle, and their
+// sources.
+func (h *hostDB) readSessions(ctx context.Context, now time.Time) ([]sessionInfo, []string, error) {
 	rows, err := h.db.QueryContext(ctx, h.q(`SELECT id, user_id, role, companies, source, created_at, last_seen, expires_at FROM server_sessions
 		WHERE revoked = 0 AND expires_at > ? AND last_seen > ? AND source <> '' ORDER BY created_at DESC, id`),
 		now.Unix(), now.Add(-h.idleTimeout()).Unix())
 	if err != nil {
-		return nil, fmt.Errorf("server: list the sessions: %w", err)
+		return nil, nil, fmt.Errorf("server: list the sessions: %w", err)
 	}
 	defer rows.Close()
-	out := []sessionInfo{}
+	var out []sessionInfo
+	var sources []string
 	for rows.Next() {
 		var si sessionInfo
 		var role, companies, source string
 		var created, seen, expires int64
 		if err := rows.Scan(&si.ID, &si.Principal.ID, &role, &companies, &source, &created, &seen, &expires); err != nil {
-			return nil, fmt.Errorf("server: list the sessions: %w", err)
+			return nil, nil, fmt.Errorf("server: list the sessions: %w", err)
 		}
 		si.Principal.Role, si.Principal.Companies = authz.Role(role), splitCompanies(companies)
 		si.Source, _, _ = strings.Cut(source, ":")
 		si.CreatedAt, si.LastSeenAt, si.ExpiresAt = time.Unix(created, 0).UTC(), time.Unix(seen, 0).UTC(), time.Unix(expires, 0).UTC()
 		out = append(out, si)
+		sources = append(sources, source)
 	}
-	return out, rows.Err()
+	return out, sources, rows.Err()
 }
 
 // deleteSessionByID ends the session of id; false when there is none.

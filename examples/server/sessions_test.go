@@ -127,6 +127,14 @@ func TestSessionEndsWhenItsTokenIsRemovedOrChanged(t *testing.T) {
 			if got := r.do(t, create); got.status != http.StatusUnauthorized {
 				t.Fatalf("a removed operator's session created an environment: %d %s", got.status, got.body)
 			}
+			// The admin's list leaves out (and deletes) bob's session too.
+			var list struct {
+				Items []sessionInfo `json:"items"`
+			}
+			r.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/sessions", token: tokAdmin}).decode(t, &list)
+			if len(list.Items) != 0 {
+				t.Errorf("sessions listed after their tokens went or changed: %+v", list.Items)
+			}
 			r.must(t, http.StatusUnauthorized, call{method: "GET", path: "/api/v1/session", cookie: board})
 			var n int
 			if err := r.s.host.db.QueryRow(`SELECT COUNT(*) FROM server_sessions`).Scan(&n); err != nil || n != 0 {
