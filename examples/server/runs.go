@@ -29,8 +29,9 @@ var (
 )
 
 // errTooManyRuns refuses a run over a -max-runs-per-company or
-// -max-runs-per-principal cap (429 with Retry-After).
-var errTooManyRuns = errcode.New(errcode.Unavailable, "server: too many concurrent runs")
+// -max-runs-per-principal cap: the library's quota error (429 with
+// Retry-After), so that it reads as a lease quota does.
+var errTooManyRuns = fmt.Errorf("server: too many runs in flight: %w", lease.ErrQuota)
 
 // limits are the server's bounds on runs and its maintenance timers.
 type limits struct {
