@@ -420,15 +420,15 @@ func (s *server) idempotent(next http.HandlerFunc) http.HandlerFunc {
 		_, ierr := h.db.ExecContext(ctx, h.q(`INSERT INTO server_idempotency (principal, idem_key, request, status, body, created_at, grantee) VALUES (?, ?, ?, 0, '', ?, ?)`),
 			who, key, fp, now.Unix(), grantee)
 		if ierr != nil {
-			var req, hdrs, body, kept string
+			var req, hdrs, body, grantedTo string
 			var st int
-			err := h.db.QueryRowContext(ctx, h.q(`SELECT request, status, headers, body, grantee FROM server_idempotency WHERE principal = ? AND idem_key = ?`), who, key).Scan(&req, &st, &hdrs, &body, &kept)
+			err := h.db.QueryRowContext(ctx, h.q(`SELECT request, status, headers, body, grantee FROM server_idempotency WHERE principal = ? AND idem_key = ?`), who, key).Scan(&req, &st, &hdrs, &body, &grantedTo)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				s.writeError(w, r, fmt.Errorf("server: Idempotency-Key: %w", ierr))
 			case err != nil:
 				s.writeError(w, r, err)
-			case kept != grantee:
+			case grantedTo != grantee:
 				s.writeError(w, r, &fieldErr{err: fmt.Errorf("server: this Idempotency-Key was recorded for another grant of this credential: %w", environment.ErrConflict), field: "Idempotency-Key"})
 			case req != fp:
 				s.writeError(w, r, &fieldErr{err: fmt.Errorf("server: this Idempotency-Key was used for another request: %w", environment.ErrConflict), field: "Idempotency-Key"})

@@ -40,13 +40,13 @@ func (h *hostDB) claimTimer(ctx context.Context, name, holder string, now time.T
 type maintenanceReport struct {
 	// Claimed is false when another replica holds the timers' claim: the
 	// round then only pruned this replica's ended runs.
-	Claimed      bool
-	RunsPruned   int
-	SweepErr     error
-	PoolsErr     error
-	HealthErr    error
-	LeasesSwept  int
-	PoolsChanged int
+	Claimed            bool
+	RunsPruned         int
+	SweepErr           error
+	PoolsErr           error
+	HealthErr          error
+	LeasesExpired      int
+	PoolMembersCreated int
 }
 
 // maintain runs one maintenance round: it prunes this replica's ended
@@ -64,10 +64,10 @@ func (s *server) maintain(ctx context.Context, holder string) (maintenanceReport
 	rep.Claimed = true
 	sw, err := s.sys.Sweep(ctx, servicePrincipal)
 	rep.SweepErr = err
-	rep.LeasesSwept = sw.Leases.Expired
+	rep.LeasesExpired = sw.Leases.Expired
 	pr, err := s.sys.Leases().MaintainPools(ctx, servicePrincipal)
 	rep.PoolsErr = err
-	rep.PoolsChanged = pr.Created
+	rep.PoolMembersCreated = pr.Created
 	rep.HealthErr = s.sys.Catalog().RefreshAllHealth(ctx, servicePrincipal)
 	return rep, nil
 }
@@ -84,7 +84,7 @@ func (s *server) runMaintenance(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		attrs := []any{"claimed", rep.Claimed, "runs_pruned", rep.RunsPruned}
+		attrs := []any{"claimed", rep.Claimed, "runs_pruned", rep.RunsPruned, "leases_expired", rep.LeasesExpired, "pool_members_created", rep.PoolMembersCreated}
 		for name, e := range map[string]error{"error": err, "sweep_error": rep.SweepErr, "pools_error": rep.PoolsErr, "health_error": rep.HealthErr} {
 			if e != nil {
 				attrs = append(attrs, name, e.Error())

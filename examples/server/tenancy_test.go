@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +92,31 @@ func TestPerCallerRecordsAreKeyedByCredential(t *testing.T) {
 	}
 	for company, id := range map[string]string{"acme": acme.ID, "globex": globex.ID} {
 		r.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/companies/" + company + "/runs/" + id + "/stop", token: tokAdmin})
+	}
+}
+
+// An idempotent replay goes only to the grant the record was made for: a
+// token whose companies changed (the file read again) gets a conflict on
+// its key, not the recorded answer.
+func TestIdempotentReplayNeedsTheSameGrant(t *testing.T) {
+	e := newEnv(t, "sqlite", &envOpts{tokensFile: testTokens})
+	v := e.createFake(t, "box")
+	e.must(t, http.StatusOK, call{method: "PUT", path: "/api/v1/companies/acme/assignments/workspace/ws1", token: tokAdmin, body: map[string]any{"environmentId": v.ID}})
+	start := call{method: "POST", path: "/api/v1/companies/acme/runs", token: tokAgent, header: map[string]string{"Idempotency-Key": "k"},
+		body: map[string]any{"workspace": "ws1", "argv": []string{"echo"}}}
+	var first runView
+	e.must(t, http.StatusAccepted, start).decode(t, &first)
+	e.waitRun(t, "acme", first.ID, tokAgent, ended)
+	wider := strings.Replace(testTokens, `"id": "agent-7", "companies": ["acme"]`, `"id": "agent-7", "companies": ["acme", "globex"]`, 1)
+	if err := os.WriteFile(filepath.Join(e.dir, "tokens.json"), []byte(wider), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.tokens.reload(); err != nil {
+		t.Fatal(err)
+	}
+	r := e.must(t, http.StatusConflict, start)
+	if er := r.err(t); er.Field != "Idempotency-Key" || strings.Contains(string(r.body), first.ID) {
+		t.Errorf("a replay to another grant: %s", r.body)
 	}
 }
 
