@@ -262,6 +262,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 	} else if link != "" {
 		fmt.Fprintf(stderr, "server: log in as the instance administrator (valid %s, once): %s://%s/login?link=%s\n",
 			loginLinkTTL, scheme, ln.Addr(), link)
+	} else {
+		fmt.Fprintf(stderr, "server: the administrator has logged in before; `server login-link -data %s` prints a fresh one-time link\n", c.data)
 	}
 	hs := newHTTPServer(s.Handler())
 	hs.RegisterOnShutdown(s.beginShutdown)

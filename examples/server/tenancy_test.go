@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -369,5 +370,29 @@ func TestServerSweepsByItself(t *testing.T) {
 			t.Fatalf("the expired lease is still %s: nothing swept it", l.Status)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// The tenancy flags: their defaults, and the values refused.
+func TestTenancyFlags(t *testing.T) {
+	t.Parallel()
+	c, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := limits{maxRunsPerCompany: 8, maxRunsPerPrincipal: 4, runTimeout: 15 * time.Minute, runRetention: 24 * time.Hour, sweepInterval: time.Minute}
+	if c.limits != want || c.sessionIdle != 30*time.Minute {
+		t.Errorf("defaults %+v, idle %s; want %+v, 30m", c.limits, c.sessionIdle, want)
+	}
+	for _, args := range [][]string{
+		{"-run-timeout", "61m"}, {"-run-timeout", "0s"}, {"-max-runs-per-company", "0"}, {"-max-runs-per-principal", "-1"},
+		{"-session-idle", "0s"}, {"-run-retention", "0s"}, {"-sweep-interval", "-1s"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("parseFlags(%q) = %v, want an error naming the flag", args, err)
+		}
+	}
+	if c, err := parseFlags([]string{"-sweep-interval", "0s"}, io.Discard); err != nil || c.limits.sweepInterval != 0 {
+		t.Errorf("-sweep-interval 0 (no timer): %+v, %v", c, err)
 	}
 }
