@@ -11,12 +11,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/examples/internal/secretfile"
+	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/internal/testenv"
 )
 
@@ -356,5 +358,76 @@ func TestLoginLinkCommandPrintsAFreshLink(t *testing.T) {
 	e.must(t, http.StatusUnauthorized, call{method: "GET", path: "/login?link=" + fresh})
 	if err := loginLinkCommand(context.Background(), []string{"-data", filepath.Join(e.dir, "nothing")}, &out, &errb); err == nil {
 		t.Error("login-link on a directory without a database made one")
+	}
+}
+
+// The whole command reads the -tokens file again on SIGHUP: a token
+// removed from a file whose size and modification time did not change
+// (as stat sees it) is refused once the signal arrived, without a
+// restart.
+func TestServerCommandReadsTheTokensFileOnSIGHUP(t *testing.T) {
+	dir := t.TempDir()
+	tokFile := filepath.Join(dir, "tokens.json")
+	if err := os.WriteFile(tokFile, []byte(testTokens), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stderr := &syncbuf.Buffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- run(ctx, []string{"-listen", "127.0.0.1:0", "-data", filepath.Join(dir, "data"), "-drivers", "fake", "-test-mode", "-tokens", tokFile}, stderr, ready)
+	}()
+	var addr string
+	select {
+	case addr = <-ready:
+	case err := <-errc:
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	defer func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("run after SIGTERM: %v", err)
+		}
+	}()
+	status := func() int {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/api/v1/session", nil)
+		req.Header.Set("Authorization", "Bearer "+tokBoard)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if st := status(); st != http.StatusOK {
+		t.Fatalf("bob's token before = %d", st)
+	}
+	fi, err := os.Stat(tokFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := withoutToken(tokBoard)
+	without += strings.Repeat(" ", int(fi.Size())-len(without))
+	if err := os.WriteFile(tokFile, []byte(without), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(tokFile, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(); st != http.StatusOK {
+		t.Fatalf("bob's token before SIGHUP = %d (the file looks unchanged to stat)", st)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	// The signal arrives asynchronously: wait for it (the bound only
+	// keeps a lost signal from hanging the test).
+	deadline := time.Now().Add(time.Minute)
+	for status() != http.StatusUnauthorized {
+		if time.Now().After(deadline) {
+			t.Fatalf("bob's token still works after SIGHUP:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
