@@ -126,6 +126,8 @@ type taskRun struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	stop   chan struct{} // closed by a stop request
+	// free gives the run's place under the caps back (once).
+	free func()
 }
 
 func (r *taskRun) snapshot() runView {
@@ -220,19 +222,22 @@ func (rs *runs) start(ctx context.Context, p authz.Principal, company string, bo
 	rs.inFlight[pk]++
 	rs.wg.Add(1)
 	rs.mu.Unlock()
-	ended := func() {
-		rs.mu.Lock()
-		for _, k := range []string{ck, pk} {
-			if rs.inFlight[k]--; rs.inFlight[k] <= 0 {
-				delete(rs.inFlight, k)
+	var freeOnce sync.Once
+	free := func() {
+		freeOnce.Do(func() {
+			rs.mu.Lock()
+			for _, k := range []string{ck, pk} {
+				if rs.inFlight[k]--; rs.inFlight[k] <= 0 {
+					delete(rs.inFlight, k)
+				}
 			}
-		}
-		rs.mu.Unlock()
-		rs.wg.Done()
+			rs.mu.Unlock()
+		})
 	}
 	h, err := rs.s.sys.Leases().Acquire(ctx, p, req)
 	if err != nil {
-		ended()
+		free()
+		rs.wg.Done()
 		return nil, err
 	}
 	timeout := time.Duration(body.TimeoutSeconds) * time.Second
@@ -246,13 +251,14 @@ func (rs *runs) start(ctx context.Context, p authz.Principal, company string, bo
 	rctx, cancel := context.WithDeadline(rs.base, deadline.Add(runDeadlineMargin))
 	rn := &taskRun{
 		view:  runView{ID: id, Company: company, Environment: h.Lease().Environment, Status: runStarting, Lease: h.ID(), CreatedAt: now, Deadline: deadline},
-		owner: p, cancel: cancel, done: make(chan struct{}), stop: make(chan struct{}),
+		owner: p, cancel: cancel, done: make(chan struct{}), stop: make(chan struct{}), free: free,
 	}
 	rs.mu.Lock()
 	rs.byID[id] = rn
 	rs.mu.Unlock()
 	go func() {
-		defer ended()
+		defer rs.wg.Done()
+		defer free()
 		defer close(rn.done)
 		defer cancel()
 		rs.execute(rctx, rn, h, body.Argv, deadline)
@@ -294,6 +300,9 @@ func (rs *runs) execute(ctx context.Context, rn *taskRun, h *lease.Handle, argv 
 		rctx, c := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer c()
 		l, err := h.Release(rctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+		// The run's place under the caps is free before anyone can see
+		// it ended.
+		rn.free()
 		now := time.Now().UTC()
 		rn.mu.Lock()
 		rn.view.Receipt, rn.view.EndedAt = l, &now
