@@ -125,7 +125,7 @@ func parseFlags(args []string, stderr io.Writer) (*flagValues, error) {
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "TLS certificate file")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "TLS key file")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests and runs")
-	fs.IntVar(&c.maxStreams, "max-streams", 8, "open event streams per principal")
+	fs.IntVar(&c.maxStreams, "max-streams", 8, "open event streams per credential (a bearer token, or the token or login link a session was made from)")
 	fs.StringVar(&c.xtermDir, "xterm-dir", defaultXTermDir(), "directory of Debian's node-xterm (libjs-xterm's modules, lib/) for the page's terminal; empty: a plain line terminal")
 	fs.DurationVar(&c.sessionIdle, "session-idle", defaultSessionIdle, "end a cookie session unused this long (beside its 12 h cap)")
 	fs.IntVar(&c.limits.maxRunsPerCompany, "max-runs-per-company", 8, "runs in flight per company (more are refused with 429)")
