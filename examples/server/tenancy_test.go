@@ -229,11 +229,15 @@ func TestEveryPageCarriesTheFramingHeaders(t *testing.T) {
 func TestRunsAreCappedPerPrincipalAndCompany(t *testing.T) {
 	e := newEnv(t, "sqlite", nil)
 	v := e.createFake(t, "box")
+	// Each principal on its own environment: the library's default lease
+	// quota allows 4 live leases of a company on one environment.
+	w := e.createFake(t, "box2")
 	long := map[string]any{"environmentId": v.ID, "argv": []string{"sleep", "600"}}
 	var runs []runView
-	for _, tok := range []string{tokAdmin, tokOperator} {
+	for i, tok := range []string{tokAdmin, tokOperator} {
+		body := map[string]any{"environmentId": []string{v.ID, w.ID}[i], "argv": []string{"sleep", "600"}}
 		for range 4 {
-			runs = append(runs, e.startRun(t, "acme", tok, long))
+			runs = append(runs, e.startRun(t, "acme", tok, body))
 		}
 	}
 	over := func(tok, company string, body map[string]any) apiError {
