@@ -300,10 +300,8 @@ func (rs *runs) execute(ctx context.Context, rn *taskRun, h *lease.Handle, argv 
 		rctx, c := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer c()
 		l, err := h.Release(rctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
-		// The run's place under the caps is free before anyone can see
-		// it ended.
-		rn.free()
 		now := time.Now().UTC()
+		rn.free() // the run's place under the caps is free before it reads as ended
 		rn.mu.Lock()
 		rn.view.Receipt, rn.view.EndedAt = l, &now
 		if err != nil && rn.view.Error == nil {
