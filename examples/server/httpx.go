@@ -23,7 +23,6 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
-	"github.com/berthdev/berth/lease"
 )
 
 // maxBody bounds every request body.
@@ -76,11 +75,13 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, errUnauthenticated):
 		return http.StatusUnauthorized
+	case isQuota(err): // the run caps and the library's lease quota (runs.go)
+		return http.StatusTooManyRequests
 	case errors.Is(err, errIfMatchMissing):
 		return http.StatusPreconditionRequired
 	case errors.Is(err, errMethod):
 		return http.StatusMethodNotAllowed
-	case errors.Is(err, errTooManyStreams), errors.Is(err, errTooManyRuns), errors.Is(err, lease.ErrQuota):
+	case errors.Is(err, errTooManyStreams):
 		return http.StatusTooManyRequests
 	case errors.As(err, &fe) && fe.Field == "baseRevision" && errcode.Code(err) == errcode.Conflict,
 		errors.Is(err, instance.ErrConflict): // the settings' only conflict is a stale revision

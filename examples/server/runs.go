@@ -67,6 +67,10 @@ func (l limits) withDefaults() limits {
 	return l
 }
 
+// isQuota reports whether err is a quota refusal: a run cap
+// (errTooManyRuns) or the library's lease quota, which it wraps (429).
+func isQuota(err error) bool { return errors.Is(err, lease.ErrQuota) }
+
 // retryAfterRun is the Retry-After of a run refused by a cap or quota.
 const retryAfterRun = "5"
 
@@ -174,7 +178,7 @@ func (s *server) startRun(w http.ResponseWriter, r *http.Request) {
 	}
 	s.audit(r, "run.start", body.EnvironmentID, err, "company", company)
 	if err != nil {
-		if errors.Is(err, errTooManyRuns) || errors.Is(err, lease.ErrQuota) {
+		if isQuota(err) {
 			w.Header().Set("Retry-After", retryAfterRun)
 		}
 		s.writeError(w, r, err)
