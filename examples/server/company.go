@@ -28,7 +28,7 @@ type sse struct {
 // openEvents starts an event stream after taking a stream slot of the
 // principal; the returned release frees it.
 func (s *server) openEvents(w http.ResponseWriter, r *http.Request) (*sse, func(), error) {
-	release, err := s.streams.acquire(principalOf(r).String())
+	release, err := s.streams.acquire(identityOf(r))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -17,12 +17,17 @@ import (
 )
 
 // hostDB is the server's own tables (users, sessions, one-time login links,
-// idempotency records) in the same database as berth's stores, behind the
+// idempotency records, the maintenance timers' claims) in the same database as berth's stores, behind the
 // server's own migrations (hostMigrations), so that replicas on one
 // PostgreSQL share them.
 type hostDB struct {
 	db       *sql.DB
 	postgres bool
+	// tokens are the -tokens file's credentials a session's source is
+	// checked against (nil: none; newServer sets them).
+	tokens *tokenSource
+	// idle ends a session unused this long (0: defaultSessionIdle).
+	idle time.Duration
 }
 
 // openStores opens berth's store named by dsn (a postgres:// URL, or else
@@ -106,6 +111,21 @@ var hostMigrations = []string{
 		body TEXT NOT NULL,
 		created_at BIGINT NOT NULL,
 		PRIMARY KEY (principal, idem_key)
+	)`,
+	// 3: a session follows the credential that made it (source: the
+	// credential's identity), ends when idle (last_seen) and has an id the
+	// administrator lists and revokes it by; the idempotency records are
+	// keyed by the credential's identity (principal) and keep the grant
+	// they were made for (grantee); the maintenance timers' claims (one
+	// replica at a time). Sessions of before (no source) are refused.
+	`ALTER TABLE server_sessions ADD COLUMN id TEXT NOT NULL DEFAULT '';
+	ALTER TABLE server_sessions ADD COLUMN source TEXT NOT NULL DEFAULT '';
+	ALTER TABLE server_sessions ADD COLUMN last_seen BIGINT NOT NULL DEFAULT 0;
+	ALTER TABLE server_idempotency ADD COLUMN grantee TEXT NOT NULL DEFAULT '';
+	CREATE TABLE server_timers (
+		name TEXT PRIMARY KEY,
+		holder TEXT NOT NULL,
+		expires_at BIGINT NOT NULL
 	)`,
 }
 

@@ -635,7 +635,7 @@ func TestEnvironmentsPageAccess(t *testing.T) {
 		t.Helper()
 		req, _ := http.NewRequest("GET", e.ts.URL+path, nil)
 		if p != nil {
-			tok, _, err := e.s.host.newSession(t.Context(), *p, time.Now())
+			tok, _, err := e.s.host.newSession(t.Context(), *p, testSource(t, *p), time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}

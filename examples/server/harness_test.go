@@ -97,6 +97,12 @@ type envOpts struct {
 	runnerSet  *drivers.RunnerSet
 	maxStreams int
 	xtermDir   string // node-xterm's directory; "" for the plain terminal
+	// tokensFile, if set, is written to the env's directory and served as
+	// the -tokens file (re-read when it changes) instead of testTokens.
+	tokensFile string
+	limits     limits
+	// dsn, if set, is the database of the server (a replica's).
+	dsn string
 }
 
 // newEnv starts a server on store kind ("sqlite" or "postgres") with the
@@ -107,10 +113,12 @@ func newEnv(t testing.TB, kind string, o *envOpts) *tenv {
 		o = &envOpts{}
 	}
 	e := &tenv{t: t, logs: &syncbuf.Buffer{}, dir: t.TempDir()}
-	switch kind {
-	case "sqlite":
+	switch {
+	case o.dsn != "":
+		e.dsn = o.dsn
+	case kind == "sqlite":
 		e.dsn = filepath.Join(e.dir, "berth.db")
-	case "postgres":
+	case kind == "postgres":
 		e.dsn = testenv.Postgres(t)
 	default:
 		t.Fatalf("no store %q", kind)
@@ -141,8 +149,18 @@ func newEnv(t testing.TB, kind string, o *envOpts) *tenv {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(e.logs, nil))
-	e.s, err = newServer(ctx, options{stores: st, host: host, drivers: drvs, testMode: true, tokens: tokens,
-		log: log, runnerSet: rs, maxStreams: cmp.Or(o.maxStreams, 4), secrets: secrets, xtermDir: o.xtermDir})
+	var tokenFile *tokenSource
+	if o.tokensFile != "" {
+		path := filepath.Join(e.dir, "tokens.json")
+		if err := os.WriteFile(path, []byte(o.tokensFile), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if tokenFile, err = newTokenSource(path, log.Info); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.s, err = newServer(ctx, options{stores: st, host: host, drivers: drvs, testMode: true, tokens: tokens, tokenFile: tokenFile,
+		log: log, runnerSet: rs, maxStreams: cmp.Or(o.maxStreams, 4), secrets: secrets, xtermDir: o.xtermDir, limits: o.limits})
 	if err != nil {
 		closeDB()
 		t.Fatal(err)
@@ -352,4 +370,22 @@ func readFull(r io.Reader, buf []byte) (int, error) {
 	n, err := io.ReadFull(r, buf)
 	io.Copy(io.Discard, r)
 	return n, err
+}
+
+// testSource returns the credential identity of the test token whose
+// principal is p (a session made from it stays valid while the token
+// does).
+func testSource(t testing.TB, p authz.Principal) string {
+	t.Helper()
+	set, err := parseTokens("tokens.json", []byte(testTokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for h, q := range set {
+		if samePrincipal(p, q) {
+			return tokenIdentity(h)
+		}
+	}
+	t.Fatalf("no test token grants %v", p)
+	return ""
 }

@@ -75,6 +75,8 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, errUnauthenticated):
 		return http.StatusUnauthorized
+	case isQuota(err): // the run caps and the library's lease quota (runs.go)
+		return http.StatusTooManyRequests
 	case errors.Is(err, errIfMatchMissing):
 		return http.StatusPreconditionRequired
 	case errors.Is(err, errMethod):
@@ -404,7 +406,10 @@ func (s *server) idempotent(next http.HandlerFunc) http.HandlerFunc {
 		}
 		sum := sha256.Sum256(append([]byte(r.Method+" "+r.URL.Path+"\n"), data...))
 		fp := hex.EncodeToString(sum[:])
-		who := principalOf(r).String()
+		// Records are keyed by the credential's identity (never "ROLE ID",
+		// which leaves out the grant) and replayed only to the grant they
+		// were made for; the route's authorization ran before (authorizeFirst).
+		who, grantee := identityOf(r), granteeOf(principalOf(r))
 		ctx := r.Context()
 		h := s.host
 		now := s.now()
@@ -413,17 +418,19 @@ func (s *server) idempotent(next http.HandlerFunc) http.HandlerFunc {
 			s.writeError(w, r, fmt.Errorf("server: Idempotency-Key: %w", err))
 			return
 		}
-		_, ierr := h.db.ExecContext(ctx, h.q(`INSERT INTO server_idempotency (principal, idem_key, request, status, body, created_at) VALUES (?, ?, ?, 0, '', ?)`),
-			who, key, fp, now.Unix())
+		_, ierr := h.db.ExecContext(ctx, h.q(`INSERT INTO server_idempotency (principal, idem_key, request, status, body, created_at, grantee) VALUES (?, ?, ?, 0, '', ?, ?)`),
+			who, key, fp, now.Unix(), grantee)
 		if ierr != nil {
-			var req, hdrs, body string
+			var req, hdrs, body, grantedTo string
 			var st int
-			err := h.db.QueryRowContext(ctx, h.q(`SELECT request, status, headers, body FROM server_idempotency WHERE principal = ? AND idem_key = ?`), who, key).Scan(&req, &st, &hdrs, &body)
+			err := h.db.QueryRowContext(ctx, h.q(`SELECT request, status, headers, body, grantee FROM server_idempotency WHERE principal = ? AND idem_key = ?`), who, key).Scan(&req, &st, &hdrs, &body, &grantedTo)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				s.writeError(w, r, fmt.Errorf("server: Idempotency-Key: %w", ierr))
 			case err != nil:
 				s.writeError(w, r, err)
+			case grantedTo != grantee:
+				s.writeError(w, r, &fieldErr{err: fmt.Errorf("server: this Idempotency-Key was recorded for another grant of this credential: %w", environment.ErrConflict), field: "Idempotency-Key"})
 			case req != fp:
 				s.writeError(w, r, &fieldErr{err: fmt.Errorf("server: this Idempotency-Key was used for another request: %w", environment.ErrConflict), field: "Idempotency-Key"})
 			case st == 0:

@@ -8,9 +8,18 @@
 // On its first start it creates the instance administrator and prints a
 // one-time login link (valid 15 minutes, once) on stderr. -tokens FILE maps
 // bearer tokens to principals: {"tokens": [{"token": "…", "role":
-// "board_member", "id": "bob", "companies": ["acme"]}]}. The server keeps
-// its users and sessions in tables of its own, in the same database,
-// through its own migrations.
+// "board_member", "id": "bob", "companies": ["acme"]}]}; one (role, id)
+// has one grant, and the file is read again on SIGHUP and when it
+// changes. The server keeps its users and sessions in tables of its own,
+// in the same database, through its own migrations. A session follows the
+// credential that made it (a token gone or changed ends it), ends when
+// idle (-session-idle) and is listed and revoked by instance admins
+// (/api/v1/sessions); `server login-link -data DIR` prints a fresh
+// one-time link. Runs are capped per company and per principal
+// (-max-runs-per-company, -max-runs-per-principal), each has a deadline
+// (-run-timeout) and is forgotten after -run-retention; the server
+// sweeps, keeps the warm pools and measures provider health every
+// -sweep-interval, one replica at a time.
 //
 // The operator's page is Settings → Environments at
 // /company/settings/instance/environments: server-rendered (assets embedded
@@ -71,11 +80,20 @@ type flagValues struct {
 	shutdownTimeout              time.Duration
 	maxStreams                   int
 	xtermDir                     string
+	sessionIdle                  time.Duration
+	limits                       limits
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == "login-link" {
+		if err := loginLinkCommand(ctx, os.Args[2:], os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "server login-link:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, os.Args[1:], os.Stderr, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		os.Exit(1)
@@ -107,10 +125,28 @@ func parseFlags(args []string, stderr io.Writer) (*flagValues, error) {
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "TLS certificate file")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "TLS key file")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests and runs")
-	fs.IntVar(&c.maxStreams, "max-streams", 8, "open event streams per principal")
+	fs.IntVar(&c.maxStreams, "max-streams", 8, "open event streams per credential (a bearer token, or the token or login link a session was made from)")
 	fs.StringVar(&c.xtermDir, "xterm-dir", defaultXTermDir(), "directory of Debian's node-xterm (libjs-xterm's modules, lib/) for the page's terminal; empty: a plain line terminal")
+	fs.DurationVar(&c.sessionIdle, "session-idle", defaultSessionIdle, "end a cookie session unused this long (beside its 12 h cap)")
+	fs.IntVar(&c.limits.maxRunsPerCompany, "max-runs-per-company", 8, "runs in flight per company (more are refused with 429)")
+	fs.IntVar(&c.limits.maxRunsPerPrincipal, "max-runs-per-principal", 4, "runs in flight per principal (more are refused with 429)")
+	fs.DurationVar(&c.limits.runTimeout, "run-timeout", 15*time.Minute, "deadline of a run that names no timeoutSeconds (at most 1h)")
+	fs.DurationVar(&c.limits.runRetention, "run-retention", 24*time.Hour, "how long an ended run stays readable")
+	fs.DurationVar(&c.limits.sweepInterval, "sweep-interval", time.Minute, "period of the sweep, pool maintenance and health checks (jittered; one replica at a time; 0: none)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	switch {
+	case c.sessionIdle <= 0:
+		return nil, errors.New("-session-idle must be positive")
+	case c.limits.maxRunsPerCompany <= 0 || c.limits.maxRunsPerPrincipal <= 0:
+		return nil, errors.New("-max-runs-per-company and -max-runs-per-principal must be positive")
+	case c.limits.runTimeout <= 0 || c.limits.runTimeout > maxRunTimeout:
+		return nil, fmt.Errorf("-run-timeout %s: want more than 0 and at most %s", c.limits.runTimeout, maxRunTimeout)
+	case c.limits.runRetention <= 0:
+		return nil, errors.New("-run-retention must be positive")
+	case c.limits.sweepInterval < 0:
+		return nil, errors.New("-sweep-interval must not be negative")
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -173,11 +209,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	var tokens tokenSet
-	if c.tokens != "" {
-		if tokens, err = loadTokens(c.tokens); err != nil {
-			return err
-		}
+	tokens, err := newTokenSource(c.tokens, log.Info)
+	if err != nil {
+		return err
 	}
 	names := strings.Split(c.drivers, ",")
 	drvs, err := driversNamed(names, c.testMode, log)
@@ -205,8 +239,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 		return err
 	}
 	s, err := newServer(ctx, options{
-		stores: stores, host: host, drivers: drvs, testMode: c.testMode, tokens: tokens,
-		log: log, tls: c.tlsCert != "", runnerSet: rset, maxStreams: c.maxStreams, secrets: secrets,
+		stores: stores, host: host, drivers: drvs, testMode: c.testMode, tokenFile: tokens,
+		sessionIdle: c.sessionIdle, limits: c.limits, log: log, tls: c.tlsCert != "", runnerSet: rset, maxStreams: c.maxStreams, secrets: secrets,
 		xtermDir: c.xtermDir,
 	})
 	if err != nil {
@@ -228,6 +262,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 	} else if link != "" {
 		fmt.Fprintf(stderr, "server: log in as the instance administrator (valid %s, once): %s://%s/login?link=%s\n",
 			loginLinkTTL, scheme, ln.Addr(), link)
+	} else {
+		fmt.Fprintf(stderr, "server: the administrator has logged in before; `server login-link -data %s` prints a fresh one-time link\n", c.data)
 	}
 	hs := newHTTPServer(s.Handler())
 	hs.RegisterOnShutdown(s.beginShutdown)
@@ -240,6 +276,18 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 		}
 	}()
 	log.Info("listening", "address", scheme+"://"+ln.Addr().String())
+	// SIGHUP reads the -tokens file again (so does a change of its
+	// modification time, seen at the next request).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			if err := tokens.reload(); err != nil {
+				log.Error("SIGHUP: tokens file not read", "error", err.Error())
+			}
+		}
+	}()
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
@@ -257,6 +305,52 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 		hs.Close() // cancel what did not finish in time
 	}
 	return errors.Join(s.Close(sctx), ignoreClosed(herr))
+}
+
+// loginLinkCommand is `server login-link [-data DIR | -store URL]
+// [-listen ADDR] [-tls]`: it prints a fresh one-time login link of the
+// instance administrator (valid 15 minutes, once) on stdout, for an
+// administrator who lost the session after the first login. It writes
+// to the server's tables only (a running server need not stop).
+func loginLinkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("server login-link", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", defaultDataDir(), "the server's data directory (its SQLite database)")
+	store := fs.String("store", "", "postgres://… URL of the server's PostgreSQL database (default: SQLite in -data)")
+	listen := fs.String("listen", "127.0.0.1:8080", "the server's -listen address, for the link")
+	tlsOn := fs.Bool("tls", false, "the server serves TLS (an https:// link)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	dsn := *store
+	if dsn == "" {
+		dsn = filepath.Join(*data, "berth.db")
+		if _, err := os.Stat(dsn); err != nil {
+			return fmt.Errorf("-data %s: no server database here (%w); start the server once first", *data, err)
+		}
+	}
+	_, host, closeDB, err := openStores(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	now := time.Now()
+	if err := host.createAdmin(ctx, now); err != nil {
+		return err
+	}
+	link, err := host.newLoginLink(ctx, now)
+	if err != nil {
+		return err
+	}
+	scheme := "http"
+	if *tlsOn {
+		scheme = "https"
+	}
+	_, err = fmt.Fprintf(stdout, "%s://%s/login?link=%s\n", scheme, *listen, link)
+	return err
 }
 
 func ignoreClosed(err error) error {

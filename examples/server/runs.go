@@ -28,6 +28,52 @@ var (
 	errShuttingDown = errcode.New(errcode.Unavailable, "server: shutting down")
 )
 
+// errTooManyRuns refuses a run over a -max-runs-per-company or
+// -max-runs-per-principal cap: the library's quota error (429 with
+// Retry-After), so that it reads as a lease quota does.
+var errTooManyRuns = fmt.Errorf("server: too many runs in flight: %w", lease.ErrQuota)
+
+// limits are the server's bounds on runs and its maintenance timers.
+type limits struct {
+	// maxRunsPerCompany and maxRunsPerPrincipal cap the runs in flight
+	// (started, not ended) of one company and of one principal in this
+	// server process (defaults 8 and 4).
+	maxRunsPerCompany, maxRunsPerPrincipal int
+	// runTimeout is the deadline of a run that names none (default 15
+	// min; at most maxRunTimeout).
+	runTimeout time.Duration
+	// runRetention is how long an ended run stays readable (default 24 h).
+	runRetention time.Duration
+	// sweepInterval is the maintenance timers' period (jittered); 0 runs
+	// no timer (only POST /api/v1/sweep sweeps).
+	sweepInterval time.Duration
+}
+
+// withDefaults fills the zero fields.
+func (l limits) withDefaults() limits {
+	if l.maxRunsPerCompany <= 0 {
+		l.maxRunsPerCompany = 8
+	}
+	if l.maxRunsPerPrincipal <= 0 {
+		l.maxRunsPerPrincipal = 4
+	}
+	if l.runTimeout <= 0 {
+		l.runTimeout = 15 * time.Minute
+	}
+	l.runTimeout = min(l.runTimeout, maxRunTimeout)
+	if l.runRetention <= 0 {
+		l.runRetention = 24 * time.Hour
+	}
+	return l
+}
+
+// isQuota reports whether err is a quota refusal: a run cap
+// (errTooManyRuns) or the library's lease quota, which it wraps (429).
+func isQuota(err error) bool { return errors.Is(err, lease.ErrQuota) }
+
+// retryAfterRun is the Retry-After of a run refused by a cap or quota.
+const retryAfterRun = "5"
+
 const (
 	// maxRunTimeout bounds a run's task.
 	maxRunTimeout = time.Hour
@@ -69,7 +115,10 @@ type runView struct {
 	Proofs      []controller.Proof `json:"proofs,omitempty"`
 	Receipt     *lease.Lease       `json:"receipt,omitempty"`
 	CreatedAt   time.Time          `json:"createdAt"`
-	EndedAt     *time.Time         `json:"endedAt,omitempty"`
+	// Deadline is when the run's task is stopped (timeoutSeconds, else
+	// -run-timeout; never more than an hour after its start).
+	Deadline time.Time  `json:"deadline"`
+	EndedAt  *time.Time `json:"endedAt,omitempty"`
 }
 
 // run is one run the server started.
@@ -81,6 +130,8 @@ type taskRun struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	stop   chan struct{} // closed by a stop request
+	// free gives the run's place under the caps back (once).
+	free func()
 }
 
 func (r *taskRun) snapshot() runView {
@@ -93,18 +144,21 @@ func (r *taskRun) snapshot() runView {
 
 // runs are the runs of this server process.
 type runs struct {
-	s      *server
-	mu     sync.Mutex
-	byID   map[string]*taskRun
-	closed bool
-	wg     sync.WaitGroup
-	base   context.Context
-	cancel context.CancelFunc
+	s    *server
+	mu   sync.Mutex
+	byID map[string]*taskRun
+	// inFlight counts the runs not ended, per company and per principal
+	// ("c:COMPANY", "p:PRINCIPAL"), taken before the lease is acquired.
+	inFlight map[string]int
+	closed   bool
+	wg       sync.WaitGroup
+	base     context.Context
+	cancel   context.CancelFunc
 }
 
 func newRuns(s *server) *runs {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &runs{s: s, byID: map[string]*taskRun{}, base: ctx, cancel: cancel}
+	return &runs{s: s, byID: map[string]*taskRun{}, inFlight: map[string]int{}, base: ctx, cancel: cancel}
 }
 
 func (s *server) startRun(w http.ResponseWriter, r *http.Request) {
@@ -124,6 +178,9 @@ func (s *server) startRun(w http.ResponseWriter, r *http.Request) {
 	}
 	s.audit(r, "run.start", body.EnvironmentID, err, "company", company)
 	if err != nil {
+		if isQuota(err) {
+			w.Header().Set("Retry-After", retryAfterRun)
+		}
 		s.writeError(w, r, err)
 		return
 	}
@@ -149,38 +206,94 @@ func (rs *runs) start(ctx context.Context, p authz.Principal, company string, bo
 	} else {
 		req.Scope = &authz.Scope{Company: company, Workspace: body.Workspace, Project: body.Project, Agent: body.Agent}
 	}
+	rs.prune(time.Now())
+	lim := rs.s.limits
+	ck, pk := "c:"+company, "p:"+p.String()
 	rs.mu.Lock()
 	if rs.closed {
 		rs.mu.Unlock()
 		return nil, errShuttingDown
 	}
+	switch {
+	case rs.inFlight[ck] >= lim.maxRunsPerCompany:
+		rs.mu.Unlock()
+		return nil, fmt.Errorf("%w: company %q has %d runs in flight (-max-runs-per-company %d); retry once one ended", errTooManyRuns, company, rs.inFlight[ck], lim.maxRunsPerCompany)
+	case rs.inFlight[pk] >= lim.maxRunsPerPrincipal:
+		rs.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s has %d runs in flight (-max-runs-per-principal %d); retry once one ended", errTooManyRuns, p, rs.inFlight[pk], lim.maxRunsPerPrincipal)
+	}
+	rs.inFlight[ck]++
+	rs.inFlight[pk]++
 	rs.wg.Add(1)
 	rs.mu.Unlock()
+	var freeOnce sync.Once
+	free := func() {
+		freeOnce.Do(func() {
+			rs.mu.Lock()
+			for _, k := range []string{ck, pk} {
+				if rs.inFlight[k]--; rs.inFlight[k] <= 0 {
+					delete(rs.inFlight, k)
+				}
+			}
+			rs.mu.Unlock()
+		})
+	}
 	h, err := rs.s.sys.Leases().Acquire(ctx, p, req)
 	if err != nil {
+		free()
 		rs.wg.Done()
 		return nil, err
 	}
-	rctx, cancel := context.WithCancel(rs.base)
+	timeout := time.Duration(body.TimeoutSeconds) * time.Second
+	if timeout <= 0 {
+		timeout = lim.runTimeout
+	}
+	now := time.Now().UTC()
+	deadline := now.Add(timeout)
+	// The server holds the run to its deadline even if the runner does
+	// not: past it (and a margin for the stop) the task is stopped.
+	rctx, cancel := context.WithDeadline(rs.base, deadline.Add(runDeadlineMargin))
 	rn := &taskRun{
-		view:  runView{ID: id, Company: company, Environment: h.Lease().Environment, Status: runStarting, Lease: h.ID(), CreatedAt: time.Now().UTC()},
-		owner: p, cancel: cancel, done: make(chan struct{}), stop: make(chan struct{}),
+		view:  runView{ID: id, Company: company, Environment: h.Lease().Environment, Status: runStarting, Lease: h.ID(), CreatedAt: now, Deadline: deadline},
+		owner: p, cancel: cancel, done: make(chan struct{}), stop: make(chan struct{}), free: free,
 	}
 	rs.mu.Lock()
 	rs.byID[id] = rn
 	rs.mu.Unlock()
-	timeout := time.Duration(body.TimeoutSeconds) * time.Second
 	go func() {
 		defer rs.wg.Done()
+		defer free()
 		defer close(rn.done)
 		defer cancel()
-		rs.execute(rctx, rn, h, body.Argv, timeout)
+		rs.execute(rctx, rn, h, body.Argv, deadline)
 	}()
 	return rn, nil
 }
 
+// runDeadlineMargin is how long past its deadline the server waits for a
+// run's task to end by itself before it stops it.
+const runDeadlineMargin = 30 * time.Second
+
+// prune forgets the runs that ended before now minus -run-retention.
+func (rs *runs) prune(now time.Time) int {
+	cut := now.Add(-rs.s.limits.runRetention)
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	n := 0
+	for id, rn := range rs.byID {
+		rn.mu.Lock()
+		old := rn.view.EndedAt != nil && rn.view.EndedAt.Before(cut)
+		rn.mu.Unlock()
+		if old {
+			delete(rs.byID, id)
+			n++
+		}
+	}
+	return n
+}
+
 // execute runs the task of rn on h and releases h.
-func (rs *runs) execute(ctx context.Context, rn *taskRun, h *lease.Handle, argv []string, timeout time.Duration) {
+func (rs *runs) execute(ctx context.Context, rn *taskRun, h *lease.Handle, argv []string, deadline time.Time) {
 	fail := func(err error) {
 		rn.mu.Lock()
 		e := errorBody(err)
@@ -192,6 +305,7 @@ func (rs *runs) execute(ctx context.Context, rn *taskRun, h *lease.Handle, argv 
 		defer c()
 		l, err := h.Release(rctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
 		now := time.Now().UTC()
+		rn.free() // the run's place under the caps is free before it reads as ended
 		rn.mu.Lock()
 		rn.view.Receipt, rn.view.EndedAt = l, &now
 		if err != nil && rn.view.Error == nil {
@@ -208,9 +322,7 @@ func (rs *runs) execute(ctx context.Context, rn *taskRun, h *lease.Handle, argv 
 		return
 	}
 	spec := controller.TaskSpec{TaskStart: prp.TaskStart{Argv: argv}, StopGrace: 2 * time.Second}
-	if timeout > 0 {
-		spec.Deadline = time.Now().Add(timeout)
-	}
+	spec.Deadline = deadline
 	if spec.TaskID, err = prp.NewID("task"); err != nil {
 		fail(err)
 		return

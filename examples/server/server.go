@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,10 +32,11 @@ type server struct {
 	stores store.Stores
 	gate   *environment.Gate
 	host   *hostDB
-	tokens tokenSet
+	tokens *tokenSource
 	log    *slog.Logger
 	tls    bool
 	now    func() time.Time
+	limits limits
 	// xtermDir: see options.xtermDir; xterm is its bundle.
 	xtermDir string
 	xterm    xtermBundle
@@ -45,6 +47,10 @@ type server struct {
 	// http.Server.Shutdown does not wait for them.
 	closing   chan struct{}
 	closeOnce sync.Once
+	// stopMaintenance ends the maintenance timers; maintenance waits
+	// for them.
+	stopMaintenance context.CancelFunc
+	maintenance     sync.WaitGroup
 
 	mux    *http.ServeMux
 	routes []route
@@ -55,11 +61,19 @@ type route struct{ method, pattern string }
 
 // options are what newServer composes.
 type options struct {
-	stores     store.Stores
-	host       *hostDB
-	drivers    []drivers.Driver
-	testMode   bool
-	tokens     tokenSet
+	stores   store.Stores
+	host     *hostDB
+	drivers  []drivers.Driver
+	testMode bool
+	tokens   tokenSet
+	// tokenFile, if set, is the -tokens file's source (re-read when it
+	// changes); else tokens is a fixed set.
+	tokenFile *tokenSource
+	// sessionIdle ends a cookie session unused this long (0: 30 min).
+	sessionIdle time.Duration
+	// limits are the caps, deadlines and retention of runs, and the
+	// maintenance timers.
+	limits     limits
 	log        *slog.Logger
 	tls        bool
 	runnerSet  *drivers.RunnerSet
@@ -137,14 +151,21 @@ func newServer(ctx context.Context, o options) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
+	tokens := o.tokenFile
+	if tokens == nil {
+		tokens = fixedTokens(o.tokens)
+	}
+	o.host.tokens, o.host.idle = tokens, o.sessionIdle
 	s := &server{
-		sys: sys, stores: o.stores, host: o.host, tokens: o.tokens, log: log, tls: o.tls, xtermDir: o.xtermDir,
+		sys: sys, stores: o.stores, host: o.host, tokens: tokens, log: log, tls: o.tls, xtermDir: o.xtermDir,
+		limits:  o.limits.withDefaults(),
 		gate:    environment.NewGate(sys.Drivers(), &environment.Options{TestMode: o.testMode, Health: o.stores.Health}),
 		now:     time.Now,
 		mux:     http.NewServeMux(),
 		closing: make(chan struct{}),
 	}
 	s.runs = newRuns(s)
+	// Stream slots are per credential (identityOf), not per "ROLE ID".
 	s.streams = &streamLimit{max: max(o.maxStreams, 1), open: map[string]int{}}
 	s.registerRoutes()
 	if slices.Contains(sys.Drivers().Names(), "local") {
@@ -153,6 +174,13 @@ func newServer(ctx context.Context, o options) (*server, error) {
 			return nil, err
 		}
 	}
+	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopMaintenance = cancel
+	s.maintenance.Add(1)
+	go func() {
+		defer s.maintenance.Done()
+		s.runMaintenance(mctx)
+	}()
 	return s, nil
 }
 
@@ -173,7 +201,7 @@ const managedMeta = "managed_by"
 // ensureLocal creates the managed local environment when none exists
 // (the create form never offers local: SPEC UI-1).
 func (s *server) ensureLocal(ctx context.Context) error {
-	op := authz.Principal{ID: "server", Role: authz.RoleLocalOperator}
+	op := servicePrincipal
 	envs, err := s.sys.Catalog().List(ctx, op, environment.ListFilter{Driver: "local"})
 	if err != nil {
 		return fmt.Errorf("server: list local environments: %w", err)
@@ -206,9 +234,29 @@ func (s *server) handle(method, pattern string, h http.HandlerFunc) {
 }
 
 // Handler returns the server's HTTP handler: the API, its OpenAPI
-// document, the login and the page, behind the request log.
+// document, the login and the page, behind the request log and the
+// security headers.
 func (s *server) Handler() http.Handler {
-	return s.logRequests(s.mux)
+	return s.logRequests(securityHeaders(s.mux))
+}
+
+// contentSecurityPolicy is the policy of every response: the server's own
+// scripts and styles only (no inline script), never framed.
+const contentSecurityPolicy = "default-src 'self'; frame-ancestors 'none'"
+
+// securityHeaders sets, on every response (the pages and the login form
+// among them), the content security policy, X-Frame-Options: DENY,
+// nosniff and Referrer-Policy: no-referrer. A handler may tighten the
+// policy; none loosens it.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", contentSecurityPolicy)
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (s *server) registerRoutes() {
@@ -217,6 +265,7 @@ func (s *server) registerRoutes() {
 	s.mux.HandleFunc("/login", s.handleLogin)
 	s.mux.HandleFunc("GET /{$}", s.servePage)
 	s.mux.HandleFunc("GET "+envPagePath, s.serveEnvironmentsPage)
+	s.mux.HandleFunc("GET "+sessionsPagePath, s.serveSessionsPage)
 	s.mux.HandleFunc("GET /assets/{name}", s.serveAsset)
 	s.mux.HandleFunc("GET /xterm/{name}", s.serveXTerm)
 	defer func() {
@@ -240,9 +289,11 @@ func (s *server) registerRoutes() {
 
 	s.handle("GET", "/api/v1/session", s.getSession)
 	s.handle("DELETE", "/api/v1/session", s.deleteSession)
+	s.handle("GET", "/api/v1/sessions", s.listSessions)
+	s.handle("DELETE", "/api/v1/sessions/{id}", s.revokeSessionByID)
 	s.handle("GET", "/api/v1/drivers", s.listDrivers)
 	s.handle("GET", "/api/v1/environments", s.listEnvironments)
-	s.handle("POST", "/api/v1/environments", s.idempotent(s.createEnvironment))
+	s.handle("POST", "/api/v1/environments", s.authorizeFirst(s.mayCreateEnvironment, s.idempotent(s.createEnvironment)))
 	s.handle("GET", "/api/v1/environments/{id}", s.getEnvironment)
 	s.handle("PATCH", "/api/v1/environments/{id}", s.updateEnvironment)
 	s.handle("DELETE", "/api/v1/environments/{id}", s.deleteEnvironment)
@@ -270,11 +321,44 @@ func (s *server) registerRoutes() {
 	s.handle("PUT", c+"/auth-checks/{account}", s.recordAuthCheck)
 	s.handle("GET", c+"/auth-checks/{account}", s.getAuthCheck)
 	s.handle("DELETE", c+"/auth-checks/{account}", s.clearAuthCheck)
-	s.handle("POST", c+"/runs", s.idempotent(s.startRun))
+	s.handle("POST", c+"/runs", s.authorizeFirst(s.mayRunIn, s.idempotent(s.startRun)))
 	s.handle("GET", c+"/runs/{id}", s.getRun)
 	s.handle("GET", c+"/runs/{id}/output", s.runOutput)
 	s.handle("POST", c+"/runs/{id}/stop", s.stopRun)
 	s.registerTemplateRoutes()
+}
+
+// authorizeFirst runs a route's authorization before next (an idempotent
+// route): a caller refused the route gets the refusal, never another
+// request's recorded answer.
+func (s *server) authorizeFirst(may func(*http.Request) error, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := may(r); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		next(w, r)
+	}
+}
+
+// mayCreateEnvironment is POST /api/v1/environments' authorization.
+func (s *server) mayCreateEnvironment(r *http.Request) error {
+	return s.sys.Catalog().Authorize(r.Context(), principalOf(r), authz.ActionCreate, authz.Resource{Kind: authz.ResourceKindEnvironment})
+}
+
+// mayRunIn is POST …/runs' authorization: the caller may hold a lease of
+// the path's company (the library decides the target when the run
+// acquires it).
+func (s *server) mayRunIn(r *http.Request) error {
+	return s.sys.Catalog().Authorize(r.Context(), principalOf(r), authz.ActionLease,
+		authz.Resource{Kind: authz.ResourceKindLease, Company: r.PathValue("company")})
+}
+
+// granteeOf is the grant an idempotency record is replayed to: role, id
+// and companies.
+func granteeOf(p authz.Principal) string {
+	b, _ := json.Marshal([]any{p.Role, p.ID, slices.Sorted(slices.Values(p.Companies))})
+	return string(b)
 }
 
 // beginShutdown ends the open event streams (each sends its last event
@@ -285,6 +369,8 @@ func (s *server) beginShutdown() { s.closeOnce.Do(func() { close(s.closing) }) }
 // proof, releasing their ephemeral leases) and closes the System.
 func (s *server) Close(ctx context.Context) error {
 	s.beginShutdown()
+	s.stopMaintenance()
+	s.maintenance.Wait()
 	return errors.Join(s.runs.stopAll(ctx), s.sys.Close())
 }
 
