@@ -37,6 +37,18 @@ var sentinelCodes = map[string]struct {
 	err  error
 	code errcode.ErrorCode
 }{
+	"errcode.ErrNotFound":      {errcode.ErrNotFound, errcode.NotFound},
+	"errcode.ErrAlreadyExists": {errcode.ErrAlreadyExists, errcode.AlreadyExists},
+	"errcode.ErrConflict":      {errcode.ErrConflict, errcode.Conflict},
+	"errcode.ErrDenied":        {errcode.ErrDenied, errcode.Denied},
+	"errcode.ErrInvalid":       {errcode.ErrInvalid, errcode.Invalid},
+	"errcode.ErrUnsupported":   {errcode.ErrUnsupported, errcode.Unsupported},
+	"errcode.ErrUnavailable":   {errcode.ErrUnavailable, errcode.Unavailable},
+	"errcode.ErrUnreachable":   {errcode.ErrUnreachable, errcode.Unreachable},
+	"errcode.ErrTimeout":       {errcode.ErrTimeout, errcode.Timeout},
+	"errcode.ErrAuthFailed":    {errcode.ErrAuthFailed, errcode.AuthFailed},
+	"errcode.ErrInternal":      {errcode.ErrInternal, errcode.Internal},
+
 	"authz.ErrDenied": {authz.ErrDenied, errcode.Denied},
 
 	"drivers.ErrUnreachable":               {drivers.ErrUnreachable, errcode.Unreachable},
@@ -123,6 +135,7 @@ var errorTypeCodes = map[string]struct {
 	err  error
 	code errcode.ErrorCode
 }{
+	"errcode.Error":                   {&errcode.Error{Code: errcode.Conflict, Target: "x", Err: errcode.ErrNotFound}, errcode.Conflict},
 	"drivers/config.Error":            {&config.Error{Driver: "ssh", Field: "host", Reason: "required"}, errcode.Invalid},
 	"drivers/ssh.HostKeyError":        {&ssh.HostKeyError{Host: "h", Port: 22, Err: drivers.ErrHostKeyMismatch}, errcode.AuthFailed},
 	"environment.ConfigError":         {&environment.ConfigError{Name: "e", Err: &config.Error{Driver: "ssh", Field: "host", Reason: "required"}}, errcode.Invalid},
@@ -239,13 +252,46 @@ func TestEverySentinelCarriesItsCode(t *testing.T) {
 			t.Errorf("%s wrapped: Code = %v, errors.Is = %v; want %v, true", name, got, errors.Is(wrapped, tc.err), tc.code)
 		}
 	}
-	// Sentinels of one code stay distinct errors: seven not-founds are
-	// seven sentinels.
+	// Every sentinel is its code's one sentinel (errors.Is), and no other
+	// sentinel of the table: a package's sentinel is finer, never the same
+	// error as another package's.
 	for a, x := range sentinelCodes {
+		if !errors.Is(x.err, codeSentinel(x.code)) {
+			t.Errorf("errors.Is(%s, the sentinel of %v) = false", a, x.code)
+		}
 		for b, y := range sentinelCodes {
-			if a != b && errors.Is(x.err, y.err) && !strings.HasPrefix(a, "environment.Err") {
+			if a != b && errors.Is(x.err, y.err) && !strings.HasPrefix(b, "errcode.") && !strings.HasPrefix(a, "environment.Err") {
 				t.Errorf("errors.Is(%s, %s) holds", a, b)
 			}
+		}
+	}
+}
+
+// codeSentinel returns errcode's sentinel of c.
+func codeSentinel(c errcode.ErrorCode) error {
+	for name, s := range sentinelCodes {
+		if strings.HasPrefix(name, "errcode.") && s.code == c {
+			return s.err
+		}
+	}
+	return nil
+}
+
+// The driver contract's sentinels carry their PRB-5 code as their reason,
+// so errcode.ReasonOf and drivers.CodeOf agree on them.
+func TestDriverSentinelsCarryTheirReason(t *testing.T) {
+	t.Parallel()
+	for name, tc := range sentinelCodes {
+		if !strings.HasPrefix(name, "drivers") {
+			continue
+		}
+		want := drivers.CodeOf(tc.err)
+		if want == drivers.CodeInternal || want == drivers.CodeNotFound || name == "drivers.ErrReleased" || name == "drivers.ErrInUse" {
+			continue
+		}
+		err := fmt.Errorf("ssh root@h:22: %w", tc.err)
+		if got := errcode.ReasonOf(err); got != string(want) {
+			t.Errorf("ReasonOf(%s) = %q, want %q", name, got, want)
 		}
 	}
 }

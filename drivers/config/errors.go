@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/berthdev/berth/errcode"
@@ -10,10 +11,12 @@ import (
 // invalid_config and missing_credentials.
 var (
 	// ErrInvalid: a config failed schema validation; see Error.
-	ErrInvalid = errcode.New(errcode.Invalid, "invalid config")
+	// Its reason is "invalid_config".
+	ErrInvalid error = &errcode.Error{Code: errcode.Invalid, Reason: "invalid_config", Err: errors.New("invalid config")}
 	// ErrCredentialsMissing: the config lacks a credential the driver
 	// needs (a required secret field is absent).
-	ErrCredentialsMissing = errcode.New(errcode.Invalid, "credentials missing")
+	// Its reason is "missing_credentials".
+	ErrCredentialsMissing error = &errcode.Error{Code: errcode.Invalid, Reason: "missing_credentials", Err: errors.New("credentials missing")}
 )
 
 // Error reports one invalid config field. It wraps ErrInvalid.
@@ -35,11 +38,12 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s config: field %q: %s", e.Driver, e.Field, e.Reason)
 }
 
-// Unwrap returns ErrInvalid, and also ErrCredentialsMissing when the
-// error is a required Secret field that is absent.
+// Unwrap returns ErrInvalid, preceded by ErrCredentialsMissing when the
+// error is a required Secret field that is absent (so its reason,
+// missing_credentials, is the one errcode.ReasonOf finds).
 func (e *Error) Unwrap() []error {
 	if e.missingSecret {
-		return []error{ErrInvalid, ErrCredentialsMissing}
+		return []error{ErrCredentialsMissing, ErrInvalid}
 	}
 	return []error{ErrInvalid}
 }
