@@ -14,7 +14,7 @@ import (
 // Each carries its errcode.ErrorCode (errcode.Code finds it): unreachable,
 // auth_failed (ErrAuth, ErrTLSUnverified, ErrHostKeyMismatch,
 // ErrHostKeyUnknown), invalid (config.ErrCredentialsMissing and config.ErrInvalid of drivers/config),
-// not_found (ErrImageNotFound, ErrNotFound), unavailable (ErrImageInactive,
+// not_found (ErrImageNotFound, errcode.ErrNotFound), unavailable (ErrImageInactive,
 // ErrTransient, ErrUnavailable), unsupported, timeout, and conflict
 // (ErrReleased). Code and CodeOf give the finer PRB-5 sub-code.
 var (
@@ -37,8 +37,6 @@ var (
 	// (idle too long). It still exists, so it does not invalidate a
 	// qualification; reactivating it by id makes it usable again.
 	ErrImageInactive error = reasoned(errcode.Unavailable, CodeImageInactive, "image inactive")
-	// ErrNotFound: the sandbox (or other named object) does not exist.
-	ErrNotFound = errcode.New(errcode.NotFound, "not found")
 	// ErrTransient: a failure worth retrying (rate limit, state change in
 	// progress, connection reset, provider 5xx). Its Transient method
 	// returns true, which is how internal/retry's default classifier knows
@@ -180,7 +178,7 @@ func CodeOf(err error) Code {
 		return CodeCancelled
 	case errors.Is(err, ErrUnreachable):
 		return CodeUnreachable
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, errcode.ErrNotFound):
 		return CodeNotFound
 	case errors.Is(err, ErrTransient):
 		return CodeTransient

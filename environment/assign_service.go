@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // Assignments manages assignment bindings and resolves execution targets
@@ -61,15 +62,15 @@ func NewAssignments(bindings BindingStore, envs Store, reg *drivers.Registry, op
 // it reads only those four fields of req (Company is required except for
 // the instance default, which must have none). baseRevision is the
 // revision of the binding the change is based on: 0 creates a new
-// binding (ErrConflict if one exists), n > 0 replaces revision n
-// (ErrConflict if stale), AnyRevision creates or replaces whatever is
+// binding (errcode.ErrConflict if one exists), n > 0 replaces revision n
+// (errcode.ErrConflict if stale), AnyRevision creates or replaces whatever is
 // stored. It needs ActionBind on the environment for req.Company (instance
 // admins and local
 // operators under DefaultPolicy; agents are denied). The environment must
-// exist (ErrNotFound; reported as denied to principals who may not bind), be
+// exist (errcode.ErrNotFound; reported as denied to principals who may not bind), be
 // active (ErrArchived), and have a registered, available driver that is not
 // a test driver outside test mode (drivers.ErrUnavailable). A binding keeps
-// its company: rebinding a key of another company is ErrConflict (ASG-3).
+// its company: rebinding a key of another company is errcode.ErrConflict (ASG-3).
 // If the environment is deleted or archived while Set runs, Set removes the
 // binding it wrote and fails, so no binding outlives its environment
 // (ASG-5). It returns the stored binding.
@@ -114,7 +115,7 @@ func (a *Assignments) set(ctx context.Context, p authz.Principal, b Binding, env
 		return nil, fmt.Errorf("environment: cannot bind %s to environment %s: %w", b, labelOf(env), why)
 	}
 	if base < AnyRevision {
-		return nil, fmt.Errorf("environment: %s: field \"baseRevision\": %d is not a revision: %w", b, base, ErrInvalid)
+		return nil, fmt.Errorf("environment: %s: field \"baseRevision\": %d is not a revision: %w", b, base, errcode.ErrInvalid)
 	}
 	now := a.clock.Now().UTC()
 	var err error
@@ -128,7 +129,7 @@ func (a *Assignments) set(ctx context.Context, p authz.Principal, b Binding, env
 		if err == nil {
 			return a.confirm(ctx, &put)
 		}
-		if base != AnyRevision || !(errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound)) {
+		if base != AnyRevision || !(errors.Is(err, errcode.ErrConflict) || errors.Is(err, errcode.ErrNotFound)) {
 			break
 		}
 	}
@@ -147,17 +148,17 @@ func (a *Assignments) prepare(ctx context.Context, p authz.Principal, b Binding,
 	}
 	cur, err := a.bindings.GetBinding(ctx, b.BindingRef)
 	switch {
-	case errors.Is(err, ErrNotFound) && base == AnyRevision:
+	case errors.Is(err, errcode.ErrNotFound) && base == AnyRevision:
 		put.Revision, put.CreatedAt, put.CreatedBy = 1, now, p.ID
 		return put, nil
 	case err != nil:
 		return put, fmt.Errorf("environment: binding %s: %w", b, err)
 	}
 	if cur.Company != b.Company {
-		return put, fmt.Errorf("environment: %s belongs to company %q: it cannot be rebound for company %q; clear it first (ASG-3): %w", b.BindingRef, cur.Company, b.Company, ErrConflict)
+		return put, fmt.Errorf("environment: %s belongs to company %q: it cannot be rebound for company %q; clear it first (ASG-3): %w", b.BindingRef, cur.Company, b.Company, errcode.ErrConflict)
 	}
 	if base != AnyRevision && cur.Revision != base {
-		return put, fmt.Errorf("environment: %s: stale revision %d, stored revision is %d: %w", cur, base, cur.Revision, ErrConflict)
+		return put, fmt.Errorf("environment: %s: stale revision %d, stored revision is %d: %w", cur, base, cur.Revision, errcode.ErrConflict)
 	}
 	put.Revision, put.CreatedAt, put.CreatedBy = cur.Revision+1, cur.CreatedAt, cur.CreatedBy
 	return put, nil
@@ -171,8 +172,8 @@ func (a *Assignments) confirm(ctx context.Context, b *Binding) (*Binding, error)
 	env, err := a.envs.GetEnvironment(ctx, b.EnvironmentID)
 	var why error
 	switch {
-	case errors.Is(err, ErrNotFound):
-		why = fmt.Errorf("environment %s was deleted meanwhile: %w", b.EnvironmentID, ErrNotFound)
+	case errors.Is(err, errcode.ErrNotFound):
+		why = fmt.Errorf("environment %s was deleted meanwhile: %w", b.EnvironmentID, errcode.ErrNotFound)
 	case err != nil:
 		why = err
 	case env.Status != StatusActive:
@@ -181,7 +182,7 @@ func (a *Assignments) confirm(ctx context.Context, b *Binding) (*Binding, error)
 	if why == nil {
 		return b, nil
 	}
-	if derr := a.bindings.DeleteBinding(context.WithoutCancel(ctx), b.BindingRef, b.Revision); derr != nil && !errors.Is(derr, ErrNotFound) {
+	if derr := a.bindings.DeleteBinding(context.WithoutCancel(ctx), b.BindingRef, b.Revision); derr != nil && !errors.Is(derr, errcode.ErrNotFound) {
 		why = errors.Join(why, fmt.Errorf("removing the binding again failed: %w", derr))
 	}
 	return nil, fmt.Errorf("environment: binding %s: %w", b, why)
@@ -199,8 +200,8 @@ func (a *Assignments) unusable(env *Environment) error {
 
 // Clear removes the binding ref at baseRevision (AnyRevision: whatever is
 // stored). It needs ActionBind for the binding's company. A missing binding
-// is ErrNotFound (reported as denied to principals who may not bind); a
-// stale revision is ErrConflict.
+// is errcode.ErrNotFound (reported as denied to principals who may not bind); a
+// stale revision is errcode.ErrConflict.
 func (a *Assignments) Clear(ctx context.Context, p authz.Principal, ref BindingRef, baseRevision int64) error {
 	b, err := a.bindings.GetBinding(ctx, ref)
 	if err != nil {
@@ -225,7 +226,7 @@ func (a *Assignments) Clear(ctx context.Context, p authz.Principal, ref BindingR
 }
 
 // Show returns the binding ref. It needs ActionRead for the binding's
-// company. A missing binding is ErrNotFound (reported as denied to
+// company. A missing binding is errcode.ErrNotFound (reported as denied to
 // principals who may not read bindings).
 func (a *Assignments) Show(ctx context.Context, p authz.Principal, ref BindingRef) (*Binding, error) {
 	b, err := a.bindings.GetBinding(ctx, ref)
@@ -310,7 +311,7 @@ func (a *Assignments) clearEnvironment(ctx context.Context, envID string) error 
 func (a *Assignments) protected(ctx context.Context, env *Environment) string {
 	b, err := a.bindings.GetBinding(ctx, BindingRef{Kind: BindingInstanceDefault})
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, errcode.ErrNotFound):
 		return ""
 	case err != nil:
 		return fmt.Sprintf("cannot tell whether it is the instance default: %v", err)
@@ -330,7 +331,7 @@ func (a *Assignments) authorize(ctx context.Context, p authz.Principal, act auth
 	if err == nil {
 		return nil
 	}
-	if !errors.Is(err, authz.ErrDenied) {
+	if !errors.Is(err, errcode.ErrDenied) {
 		err = fmt.Errorf("%w: %w", authz.Denied(p, act, r), err)
 	}
 	if act.IsMutation() {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // Error is a refusal of this package that names what it is about, never
@@ -13,8 +14,8 @@ import (
 // marks an unusable environment apart from a request problem itself:
 //
 //   - A request problem about one field (CFG-5, CFG-8): Field (and
-//     Environment once known) and Reason; it wraps Err (ErrInvalid,
-//     ErrConflict, ...). Its text is `environment "NAME" (ID): field "F":
+//     Environment once known) and Reason; it wraps Err (errcode.ErrInvalid,
+//     errcode.ErrConflict, ...). Its text is `environment "NAME" (ID): field "F":
 //     REASON`, leaving out the parts that are unknown.
 //   - An environment that cannot be a working target now (CAP-3, CAP-4,
 //     CFG-9; see Gate): Environment and Reason, Missing for capabilities
@@ -26,12 +27,12 @@ import (
 //   - A binding that won a resolution and cannot be used (ASG-2, ASG-3):
 //     Binding (kind, key and company) and Environment (`"name" (id)`, or
 //     the id when the record is gone), Reason and Missing; it wraps
-//     ErrNotFound, ErrArchived, drivers.ErrUnavailable,
-//     drivers.ErrUnsupported, authz.ErrDenied (a binding of another
+//     errcode.ErrNotFound, ErrArchived, drivers.ErrUnavailable,
+//     drivers.ErrUnsupported, errcode.ErrDenied (a binding of another
 //     company) or a *ConfigError. Resolve never falls through to a weaker
 //     binding or to the host after it.
 //   - A delete that the blast radius blocks (CFG-7): Radius; it wraps
-//     ErrConflict.
+//     errcode.ErrConflict.
 type Error struct {
 	// Environment names the environment: `"name"` or `"name" (id)`; ""
 	// when the problem was found before the payload was read (malformed
@@ -81,10 +82,10 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the cause (ErrConflict for a refused delete).
+// Unwrap returns the cause (errcode.ErrConflict for a refused delete).
 func (e *Error) Unwrap() error {
 	if e.Radius != nil {
-		return ErrConflict
+		return errcode.ErrConflict
 	}
 	return e.Err
 }

@@ -32,7 +32,7 @@ const (
 	// not match).
 	Conflict
 	// Denied: the principal may see the record but may not take the action
-	// on it (authz.ErrDenied), or a credential's scope does not allow it.
+	// on it (errcode.ErrDenied), or a credential's scope does not allow it.
 	Denied
 	// Invalid: the request, config or input is malformed; retrying it
 	// unchanged fails the same way.
@@ -155,7 +155,7 @@ var (
 	// revision, a key held by another, a precondition that does not hold).
 	ErrConflict = &sentinel{code: Conflict, text: "conflict"}
 	// ErrDenied: the principal may not take the action.
-	ErrDenied = &sentinel{code: Denied, text: "denied"}
+	ErrDenied = &sentinel{code: Denied, text: "permission denied"}
 	// ErrInvalid: the request, config or input is malformed.
 	ErrInvalid = &sentinel{code: Invalid, text: "invalid"}
 	// ErrUnsupported: the driver, target or peer does not offer what was

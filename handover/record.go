@@ -88,13 +88,9 @@ type Result struct {
 
 // Errors of this package.
 var (
-	// ErrNotFound: no project auth check for that company and account.
-	ErrNotFound = errcode.New(errcode.NotFound, "handover: not found")
 	// ErrStale: a check result answers a preparation that a newer
 	// preparation (or a clear) replaced; nothing was stored.
 	ErrStale = errcode.New(errcode.Conflict, "handover: the preparation was replaced")
-	// ErrInvalid: a request field is malformed (the error names it).
-	ErrInvalid = errcode.New(errcode.Invalid, "handover: invalid request")
 	// ErrMismatch: a managed account is refused at dispatch: no project
 	// auth check matches exactly (its Code, read with
 	// controller.CodeOfSecrets, says which part).
@@ -236,7 +232,7 @@ func ParseAccountRef(s string) (config.SecretRef, error) {
 	id, v, ok2 := strings.Cut(rest, "@v")
 	n, err := strconv.ParseInt(v, 10, 64)
 	if !ok || !ok2 || id == "" || err != nil || n < 1 || len(s) > 256 || strings.ContainsAny(id, " \t\r\n@") {
-		return config.SecretRef{}, fmt.Errorf("handover: field account_ref %q is not a secret reference secret:ID@vN: %w", s, ErrInvalid)
+		return config.SecretRef{}, fmt.Errorf("handover: field account_ref %q is not a secret reference secret:ID@vN: %w", s, errcode.ErrInvalid)
 	}
 	return config.SecretRef{ID: id, Version: n}, nil
 }
@@ -253,17 +249,17 @@ type Store interface {
 	// record of (company, accountRef) in one conditional update: status,
 	// checkedAt, checkedBy and message. It returns the updated record, or
 	// an error wrapping ErrStale if the record's preparation is another
-	// one (replaced), ErrNotFound if there is none (cleared).
+	// one (replaced), errcode.ErrNotFound if there is none (cleared).
 	CompleteAuthCheck(ctx context.Context, company, accountRef, prep string, status Status, checkedAt time.Time, checkedBy, message string) (AuthCheck, error)
 	// GetAuthCheck returns the record of (company, accountRef), or an
-	// error wrapping ErrNotFound.
+	// error wrapping errcode.ErrNotFound.
 	GetAuthCheck(ctx context.Context, company, accountRef string) (AuthCheck, error)
 	// ListAuthChecks returns the records of company (every company's
 	// when company is ""), sorted by company, then account reference.
 	ListAuthChecks(ctx context.Context, company string) ([]AuthCheck, error)
 	// DeleteAuthCheck removes the record of (company, accountRef); an
-	// error wrapping ErrNotFound if there is none.
+	// error wrapping errcode.ErrNotFound if there is none.
 	DeleteAuthCheck(ctx context.Context, company, accountRef string) error
 }
 
-func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+func isNotFound(err error) bool { return errors.Is(err, errcode.ErrNotFound) }

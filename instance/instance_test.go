@@ -72,11 +72,11 @@ func TestOnlyInstanceAdminsUpdate(t *testing.T) {
 	svc, _ := instance.NewService(instance.NewMemoryStore(), nil)
 	for _, p := range []authz.Principal{board, agent, nobody} {
 		_, err := svc.Update(ctx, p, instance.Update{EnableEnvironments: ptr(false), Revision: instance.AnyRevision})
-		if !errors.Is(err, authz.ErrDenied) || errcode.Code(err) != errcode.Denied {
+		if !errors.Is(err, errcode.ErrDenied) || errcode.Code(err) != errcode.Denied {
 			t.Errorf("Update as %s = %v, want ErrDenied", p, err)
 		}
 	}
-	if _, err := svc.Get(ctx, nobody); !errors.Is(err, authz.ErrDenied) {
+	if _, err := svc.Get(ctx, nobody); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("Get without a role = %v, want ErrDenied", err)
 	}
 	if s, _ := svc.Get(ctx, admin); s != instance.Defaults() {
@@ -108,8 +108,8 @@ func TestUpdateRecordsWhoAndWhenWithOptimisticRevisions(t *testing.T) {
 		t.Errorf("first update = %+v, want %+v", s, want)
 	}
 	clk.Advance(time.Minute)
-	if _, err := svc.Update(ctx, operator, instance.Update{EnableEnvironments: ptr(true), Revision: 0}); !errors.Is(err, instance.ErrConflict) || errcode.Code(err) != errcode.Conflict {
-		t.Errorf("update at stale revision 0 = %v, want ErrConflict", err)
+	if _, err := svc.Update(ctx, operator, instance.Update{EnableEnvironments: ptr(true), Revision: 0}); !errors.Is(err, errcode.ErrConflict) || errcode.Code(err) != errcode.Conflict {
+		t.Errorf("update at stale revision 0 = %v, want errcode.ErrConflict", err)
 	}
 	if got, _ := svc.Get(ctx, admin); got != want {
 		t.Errorf("after the conflict the settings are %+v, want %+v", got, want)
@@ -122,11 +122,11 @@ func TestUpdateRecordsWhoAndWhenWithOptimisticRevisions(t *testing.T) {
 	if s != want {
 		t.Errorf("second update = %+v, want %+v", s, want)
 	}
-	if _, err := svc.Update(ctx, admin, instance.Update{Revision: 2}); !errors.Is(err, instance.ErrInvalid) {
-		t.Errorf("an update setting nothing = %v, want ErrInvalid", err)
+	if _, err := svc.Update(ctx, admin, instance.Update{Revision: 2}); !errors.Is(err, errcode.ErrInvalid) {
+		t.Errorf("an update setting nothing = %v, want errcode.ErrInvalid", err)
 	}
-	if _, err := svc.Update(ctx, admin, instance.Update{EnableEnvironments: ptr(true), Revision: -2}); !errors.Is(err, instance.ErrInvalid) {
-		t.Errorf("an update at revision -2 = %v, want ErrInvalid", err)
+	if _, err := svc.Update(ctx, admin, instance.Update{EnableEnvironments: ptr(true), Revision: -2}); !errors.Is(err, errcode.ErrInvalid) {
+		t.Errorf("an update at revision -2 = %v, want errcode.ErrInvalid", err)
 	}
 	s, err = svc.Update(ctx, admin, instance.Update{ManagedSandboxOnly: ptr(false), Revision: instance.AnyRevision})
 	if err != nil || s.Revision != 3 || s.ManagedSandboxOnly || !s.EnableEnvironments {
@@ -269,8 +269,8 @@ func TestConcurrentUpdatesOfOneRevision(t *testing.T) {
 			t.Errorf("updates %d and %d were both accepted at revision 0", won, i)
 		case r.err == nil:
 			won = i
-		case !errors.Is(r.err, instance.ErrConflict):
-			t.Errorf("update %d: %v, want nil or ErrConflict", i, r.err)
+		case !errors.Is(r.err, errcode.ErrConflict):
+			t.Errorf("update %d: %v, want nil or errcode.ErrConflict", i, r.err)
 		}
 	}
 	if won < 0 {

@@ -81,15 +81,6 @@ type Reader interface {
 
 // The sentinel errors of the package.
 var (
-	// ErrNotFound: no settings record was ever written (Store.GetSettings;
-	// the service and the Reader then use Defaults).
-	ErrNotFound = errcode.New(errcode.NotFound, "instance settings not found")
-	// ErrConflict: the settings were written at another revision than the
-	// one given (a stale revision); the record is unchanged.
-	ErrConflict = errcode.New(errcode.Conflict, "instance settings revision conflict")
-	// ErrInvalid: a malformed update (nothing to change, a negative
-	// revision).
-	ErrInvalid = errcode.New(errcode.Invalid, "invalid instance settings")
 	// ErrEnvironmentsDisabled: Settings.EnableEnvironments is off, so no
 	// environment can become a working target (CFG-9).
 	ErrEnvironmentsDisabled = errcode.New(errcode.Unavailable, "environments are disabled in this instance")

@@ -324,11 +324,6 @@ func (l *Lease) claimFree(owner string, now time.Time) bool {
 
 // Errors of the lease package's contract.
 var (
-	// ErrNotFound: no lease with that id or key.
-	ErrNotFound = errcode.New(errcode.NotFound, "lease: not found")
-	// ErrConflict: a stale version in a compare-and-set update, or a key
-	// (reuse key, run key, id) already held by another lease.
-	ErrConflict = errcode.New(errcode.Conflict, "lease: conflict")
 	// ErrClaimed: another manager holds a live claim on the lease.
 	ErrClaimed = errcode.New(errcode.Conflict, "lease: claimed by another manager")
 	// ErrPreserved: a reusable lease's sandbox could not be resumed; the
@@ -337,8 +332,6 @@ var (
 	// ErrCleanupPending: a release or start failure left the lease pending
 	// cleanup; a Sweep retries it (LEASE-6, LEASE-7).
 	ErrCleanupPending = errcode.New(errcode.Unavailable, "lease: cleanup pending")
-	// ErrInvalid: the request is malformed.
-	ErrInvalid = errcode.New(errcode.Invalid, "lease: invalid request")
 	// ErrStartupBudget: the sandbox did not start within the startup
 	// budget (LEASE-3).
 	ErrStartupBudget = errcode.New(errcode.Timeout, "lease: startup budget exhausted")

@@ -96,7 +96,7 @@ func (m *Manager) quotaOrRunLease(ctx context.Context, a *acq) (*Lease, error) {
 	}
 	l, err := m.store.FindByRunKey(ctx, a.runKey)
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, errcode.ErrNotFound) {
 			return nil, qerr
 		}
 		return nil, fmt.Errorf("lease: acquire environment %s: %w", a.env.ID, err)

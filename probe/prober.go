@@ -11,7 +11,6 @@ import (
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/lease"
@@ -40,10 +39,6 @@ const (
 	// defaultOutputLimit caps the detection script's output.
 	defaultOutputLimit = 64 << 10
 )
-
-// ErrInvalid is wrapped by errors about a malformed probe request (no
-// company for a saved probe, no driver for a draft).
-var ErrInvalid = errcode.New(errcode.Invalid, "probe: invalid request")
 
 // Options configure a Prober. nil means defaults.
 //
@@ -195,7 +190,7 @@ func New(src Sources, opts *Options) *Prober {
 }
 
 // authorize decides with the catalog's Authorizer (PRB-7); a refusal wraps
-// authz.ErrDenied.
+// errcode.ErrDenied.
 func (p *Prober) authorize(ctx context.Context, pr authz.Principal, a authz.Action, r authz.Resource) error {
 	err := p.cat.Authorize(ctx, pr, a, r)
 	if err == nil {
@@ -210,7 +205,7 @@ func (p *Prober) authorize(ctx context.Context, pr authz.Principal, a authz.Acti
 // load authorizes action a on environment id for company and reads it.
 // A principal who may not perform a at all is denied before anything is
 // read, so that existence does not leak; a missing environment is an error
-// wrapping environment.ErrNotFound. The View names the environment even when
+// wrapping errcode.ErrNotFound. The View names the environment even when
 // its config can no longer be resolved.
 func (p *Prober) load(ctx context.Context, pr authz.Principal, a authz.Action, id, company string) (*environment.View, error) {
 	if err := p.authorize(ctx, pr, a, authz.Resource{Kind: authz.ResourceKindEnvironment, ID: id, Company: company}); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
@@ -29,8 +30,8 @@ import (
 // the result carries the diagnostic either way.
 //
 // It returns an error only when the principal is denied (wrapping
-// authz.ErrDenied), the environment does not exist
-// (environment.ErrNotFound), the request is malformed (ErrInvalid) or the
+// errcode.ErrDenied), the environment does not exist
+// (errcode.ErrNotFound), the request is malformed (errcode.ErrInvalid) or the
 // instance settings disable environments (instance.ErrEnvironmentsDisabled,
 // CFG-9: nothing is measured or acquired). A host driver's target while
 // the settings allow managed sandboxes only is a Result failed at the
@@ -44,7 +45,7 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 		return nil, err
 	}
 	if opts.Company == "" {
-		return nil, fmt.Errorf("probe: environment %s: a company is required (the lease and qualification are company-bound): %w", envID, ErrInvalid)
+		return nil, fmt.Errorf("probe: environment %s: a company is required (the lease and qualification are company-bound): %w", envID, errcode.ErrInvalid)
 	}
 	// CFG-9: with environments disabled nothing is probed or measured.
 	if err := p.gate.Admit(ctx, nil); err != nil {
@@ -204,7 +205,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 			// The manager removes a draft's record once its cleanup is
 			// proven (PRB-4); say so only if the store agrees.
 			_, gerr := p.leases.Get(ctx, pr, h.ID())
-			c.RecordRemoved = errors.Is(gerr, lease.ErrNotFound)
+			c.RecordRemoved = errors.Is(gerr, errcode.ErrNotFound)
 		}
 		if draft && !c.Confirmed {
 			c.Evidence += "; the draft's pending_cleanup lease record (no secret) stays until a sweep proves the cleanup"

@@ -103,7 +103,7 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 			return nil, err
 		}
 	} else if !req.Interactive {
-		return nil, fmt.Errorf("custom: setup of environment %s: neither a script nor an interactive session: %w", env.ID, ErrInvalid)
+		return nil, fmt.Errorf("custom: setup of environment %s: neither a script nor an interactive session: %w", env.ID, errcode.ErrInvalid)
 	}
 	base := s.base(env, d)
 	now := s.o.clock.Now().UTC()
@@ -340,7 +340,7 @@ func (s *Service) secretValues(ctx context.Context, env *environment.Environment
 func (s *Service) captureSession(ctx context.Context, p authz.Principal, ses *Session, h *lease.Handle, promote bool, progress func(*SessionEvent)) (*Session, error) {
 	var err error
 	if ses, err = s.moveSession(ctx, ses, SessionCapturing, nil, SessionStarting, SessionWaiting); err != nil {
-		if errors.Is(err, ErrConflict) && ses.State.Active() {
+		if errors.Is(err, errcode.ErrConflict) && ses.State.Active() {
 			// Another capture works on it: its sandbox is not this
 			// call's to destroy.
 			return ses, err
@@ -374,7 +374,7 @@ func (s *Service) captureSession(ctx context.Context, p authz.Principal, ses *Se
 		}
 		for _, v := range vals {
 			if v != "" && bytes.Contains(res.Stdout, []byte(v)) {
-				err := fmt.Errorf("custom: setup session %s: a secret env value of environment %s is in the sandbox's process environment, which the image would carry: %w", ses.ID, env.ID, ErrInvalid)
+				err := fmt.Errorf("custom: setup session %s: a secret env value of environment %s is in the sandbox's process environment, which the image would carry: %w", ses.ID, env.ID, errcode.ErrInvalid)
 				return s.fail(ctx, p, ses, h, "a secret env value is in the image environment; not captured", progress, err)
 			}
 		}
@@ -476,7 +476,7 @@ func (s *Service) destroy(ctx context.Context, p authz.Principal, id string) str
 
 // moveSession moves ses to state to, applying mutate too, if its stored
 // state is one of from; otherwise (a sweep or a cancel ended it
-// meanwhile) nothing changes and the error wraps ErrConflict.
+// meanwhile) nothing changes and the error wraps errcode.ErrConflict.
 func (s *Service) moveSession(ctx context.Context, ses *Session, to SessionState, mutate func(*Session), from ...SessionState) (*Session, error) {
 	moved := false
 	next, err := s.updateSession(ctx, ses, func(x *Session) {
@@ -494,7 +494,7 @@ func (s *Service) moveSession(ctx context.Context, ses *Session, to SessionState
 		return next, err
 	}
 	if !moved {
-		return next, fmt.Errorf("custom: setup session %s: it became %s meanwhile, not moved to %s: %w", ses.ID, next.State, to, ErrConflict)
+		return next, fmt.Errorf("custom: setup session %s: it became %s meanwhile, not moved to %s: %w", ses.ID, next.State, to, errcode.ErrConflict)
 	}
 	return next, nil
 }
@@ -511,7 +511,7 @@ func (s *Service) updateSession(ctx context.Context, ses *Session, f func(*Sessi
 		if err == nil {
 			return next, nil
 		}
-		if !errors.Is(err, ErrConflict) {
+		if !errors.Is(err, errcode.ErrConflict) {
 			return ses, fmt.Errorf("custom: setup session %s: %w", ses.ID, err)
 		}
 		cur, gerr := s.src.Templates.GetSession(context.WithoutCancel(ctx), ses.ID)
@@ -520,7 +520,7 @@ func (s *Service) updateSession(ctx context.Context, ses *Session, f func(*Sessi
 		}
 		ses = cur
 	}
-	return ses, fmt.Errorf("custom: setup session %s: too many concurrent changes: %w", ses.ID, ErrConflict)
+	return ses, fmt.Errorf("custom: setup session %s: too many concurrent changes: %w", ses.ID, errcode.ErrConflict)
 }
 
 // event stores a progress event (a failure to store is logged).
@@ -590,15 +590,15 @@ func (s *Service) touch(ctx context.Context, ses *Session) *Session {
 // loadSession reads session id and authorizes a on it.
 func (s *Service) loadSession(ctx context.Context, p authz.Principal, a authz.Action, id string) (*Session, error) {
 	ses, err := s.src.Templates.GetSession(ctx, id)
-	if errors.Is(err, ErrSessionNotFound) {
-		return nil, fmt.Errorf("custom: setup session %s: %w", id, ErrSessionNotFound)
+	if errors.Is(err, errcode.ErrNotFound) {
+		return nil, fmt.Errorf("custom: setup session %s: %w", id, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("custom: setup session %s: %w", id, err)
 	}
 	if err := s.authorize(ctx, p, a, sessionResource(ses.Environment, ses.ID), "setup session "+id); err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return nil, fmt.Errorf("custom: setup session %s: %w", id, ErrSessionNotFound)
+		if errors.Is(err, errcode.ErrNotFound) {
+			return nil, fmt.Errorf("custom: setup session %s: %w", id, errcode.ErrNotFound)
 		}
 		return nil, err
 	}
@@ -606,7 +606,7 @@ func (s *Service) loadSession(ctx context.Context, p authz.Principal, a authz.Ac
 }
 
 // Session returns setup session id (board members read sessions, without
-// provider internals; agents get ErrSessionNotFound, as for a missing
+// provider internals; agents get errcode.ErrNotFound, as for a missing
 // one).
 func (s *Service) Session(ctx context.Context, p authz.Principal, id string) (*Session, error) {
 	ses, err := s.loadSession(ctx, p, authz.ActionRead, id)
@@ -663,7 +663,7 @@ func (s *Service) Events(ctx context.Context, p authz.Principal, id string, afte
 // SetupSession the session) and the sandbox is destroyed with proof; with
 // promote the template is promoted. What setup steps and the terminal
 // wrote (shell history included) is captured as it is. A session in
-// another state is an error wrapping ErrConflict. p needs
+// another state is an error wrapping errcode.ErrConflict. p needs
 // authz.ActionSetup.
 func (s *Service) CaptureSession(ctx context.Context, p authz.Principal, id string, promote bool) (*Session, error) {
 	ses, err := s.loadSession(ctx, p, authz.ActionSetup, id)
@@ -671,7 +671,7 @@ func (s *Service) CaptureSession(ctx context.Context, p authz.Principal, id stri
 		return nil, err
 	}
 	if ses.State != SessionWaiting {
-		return ses, fmt.Errorf("custom: capture of setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, ErrConflict)
+		return ses, fmt.Errorf("custom: capture of setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, errcode.ErrConflict)
 	}
 	s.terms.closeSession(id)
 	defer s.heartbeat(ses)()
@@ -685,7 +685,7 @@ func (s *Service) CaptureSession(ctx context.Context, p authz.Principal, id stri
 // Cancel ends an active session as cancelled and destroys its sandbox with
 // proof. A capture that was running meanwhile leaves no template to promote:
 // the one it still made is revoked (and deleted where the driver can). A
-// session that ended is an error wrapping ErrConflict. p needs
+// session that ended is an error wrapping errcode.ErrConflict. p needs
 // authz.ActionSetup.
 func (s *Service) Cancel(ctx context.Context, p authz.Principal, id string) (*Session, error) {
 	ses, err := s.loadSession(ctx, p, authz.ActionSetup, id)
@@ -693,7 +693,7 @@ func (s *Service) Cancel(ctx context.Context, p authz.Principal, id string) (*Se
 		return nil, err
 	}
 	if !ses.State.Active() {
-		return ses, fmt.Errorf("custom: cancel of setup session %s: it is %s: %w", id, ses.State, ErrConflict)
+		return ses, fmt.Errorf("custom: cancel of setup session %s: it is %s: %w", id, ses.State, errcode.ErrConflict)
 	}
 	return s.end(ctx, p, ses, SessionCancelled, "cancelled by "+p.ID)
 }
@@ -714,7 +714,7 @@ func (s *Service) end(ctx context.Context, p authz.Principal, ses *Session, stat
 		return ses, err
 	}
 	if next.State != state {
-		return next, fmt.Errorf("custom: setup session %s: it became %s meanwhile: %w", ses.ID, next.State, ErrConflict)
+		return next, fmt.Errorf("custom: setup session %s: it became %s meanwhile: %w", ses.ID, next.State, errcode.ErrConflict)
 	}
 	cleanup, err := s.destroySessionLeases(ctx, p, next)
 	if err != nil {
@@ -815,7 +815,7 @@ func (s *Service) SweepSessions(ctx context.Context, p authz.Principal) (Session
 		if err == nil && ses.State.Active() {
 			continue
 		}
-		if err != nil && !errors.Is(err, ErrSessionNotFound) {
+		if err != nil && !errors.Is(err, errcode.ErrNotFound) {
 			continue
 		}
 		s.destroy(ctx, p, l.ID)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // TerminalSize is a terminal's window size.
@@ -92,7 +93,7 @@ func (t *sessionTerminal) Close() error {
 
 // OpenTerminal opens an interactive terminal (a PTY running the sandbox's
 // login shell) in the setup sandbox of session id, which must be waiting
-// for the operator (else an error wrapping ErrConflict); a driver without
+// for the operator (else an error wrapping errcode.ErrConflict); a driver without
 // the terminal capability is refused naming it (drivers.ErrUnsupported,
 // IMG-7). The PTY lives in this process; input extends the session's TTL;
 // capturing or ending the session closes it. The caller closes it too.
@@ -103,7 +104,7 @@ func (s *Service) OpenTerminal(ctx context.Context, p authz.Principal, id string
 		return nil, err
 	}
 	if ses.State != SessionWaiting {
-		return nil, fmt.Errorf("custom: terminal of setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, ErrConflict)
+		return nil, fmt.Errorf("custom: terminal of setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, errcode.ErrConflict)
 	}
 	d, err := s.src.Drivers.Lookup(ses.Driver)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // terminalTokenTTL is how long a minted terminal token may be redeemed.
@@ -47,10 +48,10 @@ func (s *Service) MintTerminalToken(ctx context.Context, p authz.Principal, id, 
 		return nil, err
 	}
 	if ses.State != SessionWaiting {
-		return nil, fmt.Errorf("custom: terminal token for setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, ErrConflict)
+		return nil, fmt.Errorf("custom: terminal token for setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, errcode.ErrConflict)
 	}
 	if path == "" {
-		return nil, fmt.Errorf("custom: terminal token for setup session %s: no URL path: %w", id, ErrInvalid)
+		return nil, fmt.Errorf("custom: terminal token for setup session %s: no URL path: %w", id, errcode.ErrInvalid)
 	}
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // client is a focused client of the Daytona REST API and of the toolbox API
@@ -62,7 +63,7 @@ func statusKind(status int) error {
 	case status == http.StatusUnauthorized, status == http.StatusForbidden:
 		return drivers.ErrAuth
 	case status == http.StatusNotFound:
-		return drivers.ErrNotFound
+		return errcode.ErrNotFound
 	case status == http.StatusRequestTimeout:
 		return drivers.ErrTimeout
 	case status == http.StatusConflict, status == http.StatusTooManyRequests, status >= 500:

@@ -24,6 +24,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 )
 
 // Name is the driver's name.
@@ -184,7 +185,7 @@ func engineErr(host, what string, err error) error {
 	case client.IsErrConnectionFailed(err), isNetErr(err):
 		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrUnavailable)
 	case cerrdefs.IsNotFound(err):
-		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrNotFound)
+		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, errcode.ErrNotFound)
 	case cerrdefs.IsUnavailable(err):
 		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrTransient)
 	}
@@ -325,7 +326,7 @@ func (d *driver) Acquire(ctx context.Context, raw config.Config, req drivers.Acq
 
 // Resume returns a handle to the berth container providerLeaseID, starting
 // it if it is stopped, and waits until it runs. A container that does not
-// exist, or was not made by berth, is an error wrapping drivers.ErrNotFound.
+// exist, or was not made by berth, is an error wrapping errcode.ErrNotFound.
 // A container made with AcquireRequest.Runner keeps its mounts: its handle
 // hosts the runner it was created with (HostRunner refuses another sum).
 func (d *driver) Resume(ctx context.Context, raw config.Config, providerLeaseID string) (drivers.Sandbox, error) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 const envUsage = `usage: envctl env COMMAND [FLAGS]
@@ -250,7 +251,7 @@ func lookupID(ctx context.Context, g *globals, cat *environment.Catalog, s strin
 			return v.ID, nil
 		}
 	}
-	return "", fmt.Errorf("environment %q: %w", s, environment.ErrNotFound)
+	return "", fmt.Errorf("environment %q: %w", s, errcode.ErrNotFound)
 }
 
 // onlyFlag refuses any flag of fs that was set besides the allowed ones.

@@ -21,8 +21,8 @@ func TestErrorLineGainsTheCode(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--db", db, "env", "show", "env_nope"}, "envctl: environment \"env_nope\": environment: not found (code not_found)\n"},
-		{[]string{"--db", db, "--as", "agent:a1@acme", "lease", "release", "l_nope"}, "envctl: lease l_nope: lease: not found (code not_found)\n"},
+		{[]string{"--db", db, "env", "show", "env_nope"}, "envctl: environment \"env_nope\": not found (code not_found)\n"},
+		{[]string{"--db", db, "--as", "agent:a1@acme", "lease", "release", "l_nope"}, "envctl: lease l_nope: not found (code not_found)\n"},
 	} {
 		var stderr strings.Builder
 		cmd := envctlProcess(ctx, tc.args...)

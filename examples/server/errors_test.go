@@ -10,7 +10,6 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
-	"github.com/berthdev/berth/lease"
 )
 
 // Every code of the one error-code set maps to a status in statusOf, and
@@ -42,9 +41,9 @@ func TestStatusOfEveryCode(t *testing.T) {
 	}{
 		{errUnauthenticated, 401, "auth_failed", "", ""},
 		{&fieldErr{err: errIfMatchMissing, field: "If-Match"}, 428, "invalid", "If-Match", ""},
-		{&environment.Error{Environment: `"box" (env_1)`, Field: "baseRevision", Err: environment.ErrConflict}, 412, "conflict", "baseRevision", `"box" (env_1)`},
-		{&environment.Error{Environment: `"box"`, Field: "name", Err: environment.ErrConflict}, 409, "conflict", "name", `"box"`},
-		{fmt.Errorf("lease l1: %w", lease.ErrNotFound), 404, "not_found", "", ""},
+		{&environment.Error{Environment: `"box" (env_1)`, Field: "baseRevision", Err: errcode.ErrConflict}, 412, "conflict", "baseRevision", `"box" (env_1)`},
+		{&environment.Error{Environment: `"box"`, Field: "name", Err: errcode.ErrConflict}, 409, "conflict", "name", `"box"`},
+		{fmt.Errorf("lease l1: %w", errcode.ErrNotFound), 404, "not_found", "", ""},
 		{authz.Denied(authz.Principal{ID: "a", Role: authz.RoleAgent}, authz.ActionUpdate, authz.Resource{Kind: "environment", ID: "env_1"}), 403, "denied", "", ""},
 		{&environment.Error{Environment: `"box" (env_1)`, Err: drivers.ErrUnavailable}, 503, "unavailable", "", `"box" (env_1)`},
 		{&http.MaxBytesError{Limit: 1}, 413, "invalid", "", ""},

@@ -22,7 +22,6 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
-	"github.com/berthdev/berth/instance"
 )
 
 // maxBody bounds every request body.
@@ -57,7 +56,7 @@ func (e *fieldErr) Unwrap() error { return e.err }
 
 // invalid returns an invalid-request error naming field.
 func invalid(field, format string, a ...any) error {
-	return &fieldErr{err: fmt.Errorf("%s: %w", fmt.Sprintf(format, a...), environment.ErrInvalid), field: field}
+	return &fieldErr{err: fmt.Errorf("%s: %w", fmt.Sprintf(format, a...), errcode.ErrInvalid), field: field}
 }
 
 // apiError is the error shape of every API response that fails.
@@ -82,7 +81,7 @@ func statusOf(err error) int {
 	case errors.Is(err, errTooManyStreams):
 		return http.StatusTooManyRequests
 	case errors.As(err, &fe) && fe.Field == "baseRevision" && errcode.Code(err) == errcode.Conflict,
-		errors.Is(err, instance.ErrConflict): // the settings' only conflict is a stale revision
+		errcode.ReasonOf(err) == "stale_revision":
 		return http.StatusPreconditionFailed // a stale If-Match
 	}
 	var mbe *http.MaxBytesError
@@ -425,9 +424,9 @@ func (s *server) idempotent(next http.HandlerFunc) http.HandlerFunc {
 			case err != nil:
 				s.writeError(w, r, err)
 			case req != fp:
-				s.writeError(w, r, &fieldErr{err: fmt.Errorf("server: this Idempotency-Key was used for another request: %w", environment.ErrConflict), field: "Idempotency-Key"})
+				s.writeError(w, r, &fieldErr{err: fmt.Errorf("server: this Idempotency-Key was used for another request: %w", errcode.ErrConflict), field: "Idempotency-Key"})
 			case st == 0:
-				s.writeError(w, r, &fieldErr{err: fmt.Errorf("server: the first request with this Idempotency-Key is still running: %w", environment.ErrConflict), field: "Idempotency-Key"})
+				s.writeError(w, r, &fieldErr{err: fmt.Errorf("server: the first request with this Idempotency-Key is still running: %w", errcode.ErrConflict), field: "Idempotency-Key"})
 			default:
 				var kept map[string]string
 				json.Unmarshal([]byte(hdrs), &kept)
