@@ -210,9 +210,23 @@ func (f AuthorizerFunc) Authorize(ctx context.Context, p Principal, a Action, r 
 
 // Denied returns the error an Authorizer returns to refuse p the action a on
 // r: it wraps errcode.ErrDenied and names the role, principal id, action and
-// resource.
+// resource; its sentence for a person (errcode.MessageOf) names the action
+// and the resource by name.
 func Denied(p Principal, a Action, r Resource) error {
-	return fmt.Errorf("%s may not %s %s: %w", p, a, r, errcode.ErrDenied)
+	what := r.Kind
+	if what == "" {
+		what = "resource"
+	}
+	switch {
+	case r.Name != "":
+		what += fmt.Sprintf(" %q", r.Name)
+	case r.ID != "":
+		what += " " + r.ID
+	}
+	return &errcode.Error{
+		Message: fmt.Sprintf("You are not allowed to %s %s: ask an instance admin or operator if you need to.", a, what),
+		Err:     fmt.Errorf("%s may not %s %s: %w", p, a, r, errcode.ErrDenied),
+	}
 }
 
 // DefaultPolicy is the Authorizer of CFG-2 and PRB-7:

@@ -359,6 +359,9 @@ func (c *Catalog) load(ctx context.Context, p authz.Principal, a authz.Action, i
 		if aerr := c.authorize(ctx, p, a, authz.Resource{Kind: authz.ResourceKindEnvironment, ID: id}); aerr != nil {
 			return nil, aerr
 		}
+		if errors.Is(err, errcode.ErrNotFound) {
+			err = &errcode.Error{Message: fmt.Sprintf("Could not find environment %s: check the id or name.", id), Err: err}
+		}
 		return nil, err
 	}
 	if err := c.authorize(ctx, p, a, resourceOf(env)); err != nil {

@@ -2,10 +2,12 @@ package environment
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/errmsg"
 )
 
 // Error is a refusal of this package that names what it is about, never
@@ -82,10 +84,45 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the cause (errcode.ErrConflict for a refused delete).
+// Unwrap returns the cause (errcode.ErrConflict for a refused delete),
+// behind an *errcode.Error that gives errcode.MessageOf, TargetOf and
+// FieldOf their parts: the environment by name, the field, and a sentence
+// for a person.
 func (e *Error) Unwrap() error {
+	cause := e.Err
 	if e.Radius != nil {
-		return errcode.ErrConflict
+		cause = errcode.ErrConflict
 	}
-	return e.Err
+	return &errcode.Error{Target: e.target(), Field: e.Field, Message: e.message(), Err: cause}
+}
+
+// target names the environment for a person: its name before its id.
+func (e *Error) target() string {
+	if e.Radius != nil {
+		return errmsg.Name("environment", strconv.Quote(e.Radius.EnvironmentName))
+	}
+	if e.Environment == "" {
+		return ""
+	}
+	return errmsg.Name("environment", e.Environment)
+}
+
+// message is the sentence of e's kind for a person.
+func (e *Error) message() string {
+	t := e.target()
+	switch {
+	case e.Radius != nil:
+		return errmsg.Sentence(fmt.Sprintf("Could not delete %s: %s", t, strings.Join(e.Radius.Blockers, "; ")))
+	case e.Binding != nil:
+		return errmsg.Sentence(fmt.Sprintf("The %s binding %q leads to %s, which cannot be used: %s", e.Binding.Kind, e.Binding.Key, t, e.Reason))
+	case e.unusable:
+		return errmsg.Sentence(fmt.Sprintf("%s cannot be used now: %s", t, e.Reason))
+	case e.Field != "" && t != "":
+		return errmsg.Sentence(fmt.Sprintf("Field %s of %s: %s", e.Field, t, e.Reason))
+	case e.Field != "":
+		return errmsg.Sentence(fmt.Sprintf("Field %s: %s", e.Field, e.Reason))
+	case t != "":
+		return errmsg.Sentence(fmt.Sprintf("%s: %s", t, e.Reason))
+	}
+	return errmsg.Sentence(e.Reason)
 }

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/errmsg"
 )
 
 // Limits and rules of request fields (the package doc lists them for
@@ -117,8 +119,38 @@ func (e *ConfigError) Fields() []string {
 	return out
 }
 
-// Unwrap returns the schema error and errcode.ErrInvalid.
-func (e *ConfigError) Unwrap() []error { return []error{e.Err, errcode.ErrInvalid} }
+// Unwrap returns the schema error and errcode.ErrInvalid, behind an
+// *errcode.Error that names the environment and its first failing field
+// (config.NAME) for errcode.TargetOf, FieldOf and MessageOf.
+func (e *ConfigError) Unwrap() []error {
+	person := &errcode.Error{Target: errmsg.Name("environment", strconv.Quote(e.Name))}
+	var first error
+	for _, err := range flatten(e.Err) {
+		var ce *config.Error
+		if !errors.As(err, &ce) {
+			continue
+		}
+		if errors.Is(err, config.ErrCredentialsMissing) {
+			first = err
+			break
+		}
+		if first == nil && ce.Field != "" {
+			first = err
+		}
+	}
+	if first != nil {
+		if f := errcode.FieldOf(first); f != "" {
+			person.Field = "config." + f
+		}
+		person.Reason = errcode.ReasonOf(first) // missing_credentials before invalid_config
+		m := []rune(strings.TrimSuffix(errcode.MessageOf(first), "."))
+		if len(m) > 0 {
+			m[0] = unicode.ToLower(m[0])
+		}
+		person.Message = errmsg.Sentence(fmt.Sprintf("Environment %q: %s", e.Name, string(m)))
+	}
+	return []error{person, e.Err, errcode.ErrInvalid}
+}
 
 // flatten splits an errors.Join tree into its leaves; a *config.Error
 // is a leaf.

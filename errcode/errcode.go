@@ -119,7 +119,8 @@ type coder interface{ ErrorCode() ErrorCode }
 // Code returns the code of err: OK for nil; else the code of the first
 // error in err's chain (as errors.As walks it) that has an
 // ErrorCode() ErrorCode method (an *Error, a sentinel of this package or
-// of New, a package's own error type); else Canceled if err wraps
+// of New, a package's own error type) and says a code other than Unknown
+// (an *Error that only adds a message says none); else Canceled if err wraps
 // context.Canceled and Timeout if it wraps context.DeadlineExceeded; else
 // Unknown. A code that an error of berth states wins over a context error
 // wrapped beside it.
@@ -127,9 +128,18 @@ func Code(err error) ErrorCode {
 	if err == nil {
 		return OK
 	}
-	var c coder
-	if errors.As(err, &c) {
-		return c.ErrorCode()
+	code := Unknown
+	walk(err, func(e error) bool {
+		if c, ok := e.(coder); ok {
+			if x := c.ErrorCode(); x != Unknown && x != OK {
+				code = x
+				return true
+			}
+		}
+		return false
+	})
+	if code != Unknown {
+		return code
 	}
 	switch {
 	case errors.Is(err, context.Canceled):

@@ -62,10 +62,14 @@ const reasonManagedSandboxOnly = "managed_sandbox_only"
 // setting. It is pure: no I/O.
 func (s Settings) Admit(driver string, host bool) error {
 	if !s.EnableEnvironments {
-		return fmt.Errorf("the instance setting enableEnvironments is off: no environment can be a working target until an instance admin enables environments: %w", ErrEnvironmentsDisabled)
+		return &errcode.Error{Reason: "environments_disabled",
+			Message: "Environments are disabled in this instance: an instance admin can turn on enableEnvironments in the settings.",
+			Err:     fmt.Errorf("the instance setting enableEnvironments is off: no environment can be a working target until an instance admin enables environments: %w", ErrEnvironmentsDisabled)}
 	}
 	if host && s.ManagedSandboxOnly {
-		return fmt.Errorf("driver %q is a host driver and the instance setting enableManagedSandboxOnly is on (only managed sandboxes can be targets): %w", driver, ErrManagedSandboxOnly)
+		return &errcode.Error{Reason: reasonManagedSandboxOnly,
+			Message: fmt.Sprintf("Only managed sandboxes may be targets in this instance, and %s is a host driver: choose a sandbox driver, or an instance admin turns off enableManagedSandboxOnly.", driver),
+			Err:     fmt.Errorf("driver %q is a host driver and the instance setting enableManagedSandboxOnly is on (only managed sandboxes can be targets): %w", driver, ErrManagedSandboxOnly)}
 	}
 	return nil
 }

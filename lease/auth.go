@@ -100,7 +100,8 @@ func (m *Manager) authorizeLease(ctx context.Context, p authz.Principal, a authz
 // principal may not read alike: one sentinel, one text, naming only the id
 // the caller gave (issue 22 item 7).
 func notFound(id string) error {
-	return fmt.Errorf("lease %s: %w", id, errcode.ErrNotFound)
+	return &errcode.Error{Message: fmt.Sprintf("Could not find lease %s: it does not exist or you may not see it.", id),
+		Err: fmt.Errorf("lease %s: %w", id, errcode.ErrNotFound)}
 }
 
 // load reads lease id for p, authorizing a (authorizeLease). A missing

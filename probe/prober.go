@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/errmsg"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
@@ -271,6 +274,7 @@ func (r *run) stage(ctx context.Context, n string, fn func(ctx context.Context) 
 			code = codeOf(err)
 		}
 		s.Code, s.Error = code, r.scrub.scrub(err.Error())
+		s.Message = r.scrub.scrub(r.stageMessage(n, err))
 		r.fail(code)
 	}
 	r.res.Stages = append(r.res.Stages, s)
@@ -278,6 +282,24 @@ func (r *run) stage(ctx context.Context, n string, fn func(ctx context.Context) 
 		r.progress(s)
 	}
 	return err == nil
+}
+
+// stageMessage is the sentence for a person about stage n's err: the
+// error's own message (errcode.MessageOf), prefixed with what was probed
+// when it does not name the target.
+func (r *run) stageMessage(n string, err error) string {
+	m := errcode.MessageOf(err)
+	generic := errcode.MessageOf(&errcode.Error{Code: errcode.Code(err), Target: errcode.TargetOf(err)})
+	_, addr, _ := strings.Cut(r.res.Target, "@")
+	if m != generic || r.res.Target != "" && (strings.Contains(m, r.res.Target) || addr != "" && strings.Contains(m, addr)) {
+		// A message written where the cause is known names its target.
+		return errmsg.Sentence(m)
+	}
+	what := r.res.Target
+	if r.res.EnvironmentName != "" {
+		what = fmt.Sprintf("environment %q (%s)", r.res.EnvironmentName, r.res.Target)
+	}
+	return errmsg.Sentence(fmt.Sprintf("Probe of %s failed at %s: %s", what, n, m))
 }
 
 // skip records stage n as skipped because an earlier stage failed.
@@ -300,6 +322,7 @@ func (r *run) fail(code drivers.Code) {
 func (r *run) finish(ctx context.Context) *Result {
 	r.res.Duration = time.Since(r.start)
 	r.res.Summary = r.scrub.scrub(r.res.Summary)
+	r.res.Message = r.scrub.scrub(r.res.Message)
 	r.p.o.Logger.LogAttrs(ctx, slog.LevelInfo, "probe finished",
 		slog.String("environment", r.res.Environment), slog.String("driver", r.res.Driver),
 		slog.String("target", r.res.Target), slog.Bool("ok", r.res.OK), slog.String("code", string(r.res.Code)),

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/errmsg"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
@@ -89,7 +91,8 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 			return "", "", err
 		}
 		if h != nil && h.Status == environment.HealthUnavailable {
-			return "", h.Code, fmt.Errorf("provider %s at %s is unavailable: %s: %w", d.Name(), h.Endpoint, h.Reason, drivers.ErrUnavailable)
+			return "", h.Code, &errcode.Error{Message: providerMessage(d.Name(), h.Endpoint, h.Code),
+				Err: fmt.Errorf("provider %s at %s is unavailable: %s: %w", d.Name(), h.Endpoint, h.Reason, drivers.ErrUnavailable)}
 		}
 		if _, _, err := p.gate.Check(ctx, e, 0); err != nil {
 			return "", "", err
@@ -396,4 +399,26 @@ func (p *Prober) invalidate(ctx context.Context, r *run, drv drivers.Driver, env
 		return false
 	}
 	return true
+}
+
+// providerMessage is the sentence for a person about a provider whose
+// health check failed with code: the provider by name and endpoint, and
+// what to check.
+func providerMessage(driver, endpoint string, code drivers.Code) string {
+	name := driver
+	if name != "" {
+		name = strings.ToUpper(name[:1]) + name[1:]
+	}
+	at, _, _ := strings.Cut(endpoint, " ") // the endpoint, without the account reference
+	switch code {
+	case drivers.CodeAuthFailed:
+		return errmsg.Sentence(fmt.Sprintf("%s at %s refused the credentials: check the API key and its organization", name, at))
+	case drivers.CodeTLSUnverified:
+		return errmsg.Sentence(fmt.Sprintf("The certificate of %s at %s failed verification: check the endpoint and the certificate it trusts", name, at))
+	case drivers.CodeTimeout:
+		return errmsg.Sentence(fmt.Sprintf("%s at %s did not answer in time: try again later", name, at))
+	case drivers.CodeProviderUnavailable, drivers.CodeUnreachable:
+		return errmsg.Sentence(fmt.Sprintf("%s at %s cannot be reached: check that it is running and the endpoint setting", name, at))
+	}
+	return errmsg.Sentence(fmt.Sprintf("%s at %s cannot be used now: try again later", name, at))
 }

@@ -265,8 +265,8 @@ func (s *Service) capture(ctx context.Context, p authz.Principal, leaseID, name 
 		return nil, err
 	}
 	if !drivers.Effective(d, 0).Has(drivers.CapTemplateCapture) {
-		return nil, fmt.Errorf("custom: capture: environment %s: driver %q lacks capability %s: %w",
-			env.ID, d.Name(), drivers.CapTemplateCapture, drivers.ErrUnsupported)
+		return nil, lacks(env.Name, d.Name(), drivers.CapTemplateCapture, "capture a custom image",
+			fmt.Errorf("custom: capture: environment %s: driver %q lacks capability %s: %w", env.ID, d.Name(), drivers.CapTemplateCapture, drivers.ErrUnsupported))
 	}
 	source := (&environment.Environment{Config: l.Config}).SourceFingerprint(d)
 	if from := l.Labels[lease.LabelTemplate]; from != "" {

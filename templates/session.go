@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/errmsg"
 )
 
 // SessionState is a setup session's state (IMG-4): starting ->
@@ -129,7 +131,22 @@ type SessionFilter struct {
 
 // ErrSessionActive: the environment already has an active setup session
 // (the store's unique constraint refused a second one); code conflict.
-var ErrSessionActive = errcode.New(errcode.Conflict, "custom: the environment has an active setup session")
+var ErrSessionActive error = &errcode.Error{Code: errcode.Conflict, Reason: "setup_session_active",
+	Message: "The environment already has an active setup session: finish or cancel it first.",
+	Err:     errors.New("custom: the environment has an active setup session")}
+
+// badStep is a setup script's step n that is malformed.
+func badStep(n int, err error) error {
+	return &errcode.Error{Field: "script", Message: errmsg.Sentence(fmt.Sprintf("The setup script is not valid at step %d: %v", n, err)),
+		Err: fmt.Errorf("custom: setup script: step %d: %v: %w", n, err, errcode.ErrInvalid)}
+}
+
+// lacks is the refusal of an action (what, for a person) that the
+// environment's driver lacks capability c for.
+func lacks(env, driver string, c drivers.Capability, what string, err error) error {
+	return &errcode.Error{Message: fmt.Sprintf("Environment %q cannot %s: its driver %s lacks the capability %s; use an environment whose driver has it.", env, what, driver, c),
+		Err: err}
+}
 
 // setupScript is a scripted setup: steps run in order in the setup sandbox
 // (IMG-4). Its JSON form is
@@ -189,10 +206,10 @@ func parseScript(r io.Reader) (*setupScript, error) {
 	for i, raw := range top.Steps {
 		var st setupStep
 		if err := strictDecode(raw, &st); err != nil {
-			return nil, fmt.Errorf("custom: setup script: step %d: %v: %w", i+1, err, errcode.ErrInvalid)
+			return nil, badStep(i+1, err)
 		}
 		if err := st.check(); err != nil {
-			return nil, fmt.Errorf("custom: setup script: step %d: %v: %w", i+1, err, errcode.ErrInvalid)
+			return nil, badStep(i+1, err)
 		}
 		sc.Steps = append(sc.Steps, st)
 	}

@@ -87,13 +87,13 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 	caps := drivers.Effective(d, 0)
 	required := drivers.NewSet(drivers.CapTemplateCapture)
 	if !caps.Has(drivers.CapTemplateCapture) {
-		return nil, fmt.Errorf("custom: setup of environment %s: driver %q lacks capability %s: %w",
-			env.ID, d.Name(), drivers.CapTemplateCapture, drivers.ErrUnsupported)
+		return nil, lacks(env.Name, d.Name(), drivers.CapTemplateCapture, "capture a custom image",
+			fmt.Errorf("custom: setup of environment %s: driver %q lacks capability %s: %w", env.ID, d.Name(), drivers.CapTemplateCapture, drivers.ErrUnsupported))
 	}
 	if req.Interactive {
 		if !caps.Has(drivers.CapTerminal) {
-			return nil, fmt.Errorf("custom: interactive setup of environment %s: driver %q lacks capability %s: %w",
-				env.ID, d.Name(), drivers.CapTerminal, drivers.ErrUnsupported)
+			return nil, lacks(env.Name, d.Name(), drivers.CapTerminal, "open a terminal for an interactive setup",
+				fmt.Errorf("custom: interactive setup of environment %s: driver %q lacks capability %s: %w", env.ID, d.Name(), drivers.CapTerminal, drivers.ErrUnsupported))
 		}
 		required = required.With(drivers.CapTerminal)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/errmsg"
 )
 
 // The sentinels of a config's validation; drivers.CodeOf maps them to
@@ -41,9 +42,25 @@ func (e *Error) Error() string {
 // Unwrap returns ErrInvalid, preceded by ErrCredentialsMissing when the
 // error is a required Secret field that is absent (so its reason,
 // missing_credentials, is the one errcode.ReasonOf finds).
+//
+// Before them comes an *errcode.Error that gives errcode.MessageOf and
+// FieldOf a sentence for a person and the field.
 func (e *Error) Unwrap() []error {
+	person := &errcode.Error{Field: e.Field, Message: e.message()}
 	if e.missingSecret {
-		return []error{ErrCredentialsMissing, ErrInvalid}
+		return []error{person, ErrCredentialsMissing, ErrInvalid}
 	}
-	return []error{ErrInvalid}
+	return []error{person, ErrInvalid}
+}
+
+// message is the sentence for a person: the field, the driver and what is
+// wrong, with the fix for a missing credential.
+func (e *Error) message() string {
+	switch {
+	case e.missingSecret:
+		return errmsg.Sentence(fmt.Sprintf("The %s config needs the credential %s: enter it and save again", e.Driver, e.Field))
+	case e.Field == "":
+		return errmsg.Sentence(fmt.Sprintf("The %s config is not valid: %s", e.Driver, e.Reason))
+	}
+	return errmsg.Sentence(fmt.Sprintf("Field %s of the %s config: %s", e.Field, e.Driver, e.Reason))
 }

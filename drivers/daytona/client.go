@@ -55,7 +55,16 @@ func (e *apiError) Error() string {
 	return s
 }
 
-func (e *apiError) Unwrap() error { return e.kind }
+// Unwrap returns the sentinel of the status; a refused key also gets a
+// sentence for a person (errcode.MessageOf).
+func (e *apiError) Unwrap() error {
+	if e.kind == drivers.ErrAuth {
+		return &errcode.Error{Target: "Daytona at " + e.host,
+			Message: fmt.Sprintf("Daytona at %s refused the API key (%d %s): check the key and its organization.", e.host, e.status, http.StatusText(e.status)),
+			Err:     e.kind}
+	}
+	return e.kind
+}
 
 // statusKind maps an HTTP status to the drivers sentinel.
 func statusKind(status int) error {

@@ -194,15 +194,19 @@ func (d *driver) open(cfg config.Config) (*settings, error) {
 func (s *settings) verifiedSnapshot(ctx context.Context) (*apiSnapshot, error) {
 	snap, err := s.c.getSnapshot(ctx, s.snapshotID)
 	if errors.Is(err, errcode.ErrNotFound) {
-		return nil, fmt.Errorf("daytona: snapshot id %s at %s: %w (snapshots are never resolved by name): %w",
-			s.snapshotID, s.c.api.Host, drivers.ErrImageNotFound, err)
+		return nil, &errcode.Error{Target: "snapshot " + s.snapshotID,
+			Message: fmt.Sprintf("The snapshot %s no longer exists at Daytona (%s): choose or capture another snapshot for this environment.", s.snapshotID, s.c.api.Host),
+			Err: fmt.Errorf("daytona: snapshot id %s at %s: %w (snapshots are never resolved by name): %w",
+				s.snapshotID, s.c.api.Host, drivers.ErrImageNotFound, err)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("daytona: snapshot id %s: %w", s.snapshotID, err)
 	}
 	if snap.ID != s.snapshotID {
-		return nil, fmt.Errorf("daytona: snapshot id %s at %s: the API answered with snapshot %s: %w",
-			s.snapshotID, s.c.api.Host, snap.ID, drivers.ErrImageNotFound)
+		return nil, &errcode.Error{Target: "snapshot " + s.snapshotID,
+			Message: fmt.Sprintf("The snapshot %s no longer exists at Daytona (%s): choose or capture another snapshot for this environment.", s.snapshotID, s.c.api.Host),
+			Err: fmt.Errorf("daytona: snapshot id %s at %s: the API answered with snapshot %s: %w",
+				s.snapshotID, s.c.api.Host, snap.ID, drivers.ErrImageNotFound)}
 	}
 	switch snap.State {
 	case snapshotActive:

@@ -169,6 +169,14 @@ func (d *driver) client(host string) (*client.Client, error) {
 	return c, nil
 }
 
+// engineDown gives err, an engine that cannot be reached, a sentence for
+// a person naming the engine and the fix.
+func engineDown(host string, err error) error {
+	return &errcode.Error{Target: "the Docker engine at " + host,
+		Message: fmt.Sprintf("The Docker engine at %s is not reachable: start it or fix the docker host setting.", host),
+		Err:     err}
+}
+
 // engineErr classifies an engine error by the PRB-5 table: a certificate
 // that failed verification is drivers.ErrTLSUnverified, an engine that
 // cannot be reached is drivers.ErrUnavailable (the engine is the provider's
@@ -183,7 +191,7 @@ func engineErr(host, what string, err error) error {
 	case isTLSErr(err):
 		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrTLSUnverified)
 	case client.IsErrConnectionFailed(err), isNetErr(err):
-		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrUnavailable)
+		return engineDown(host, fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrUnavailable))
 	case cerrdefs.IsNotFound(err):
 		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, errcode.ErrNotFound)
 	case cerrdefs.IsUnavailable(err):

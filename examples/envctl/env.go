@@ -251,7 +251,8 @@ func lookupID(ctx context.Context, g *globals, cat *environment.Catalog, s strin
 			return v.ID, nil
 		}
 	}
-	return "", fmt.Errorf("environment %q: %w", s, errcode.ErrNotFound)
+	return "", &errcode.Error{Target: fmt.Sprintf("environment %q", s),
+		Message: fmt.Sprintf("Could not find environment %q: check the name or id with 'envctl env list'.", s), Err: errcode.ErrNotFound}
 }
 
 // onlyFlag refuses any flag of fs that was set besides the allowed ones.
