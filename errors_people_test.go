@@ -21,8 +21,10 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/store"
+	"github.com/berthdev/berth/templates"
 )
 
 var (
@@ -173,6 +175,51 @@ func TestFailuresSpeakToPeople(t *testing.T) {
 			_, err := sys.Catalog().Archive(ctx, agent, v.ID, v.Revision)
 			return ofError(err)
 		}, errcode.Denied, "", `"guarded"`, "permission denied"},
+		{"quota", func(t *testing.T) spoken {
+			qsys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{fake.New(&fake.Options{APIKey: "k-0123456789"})}, Stores: store.Memory(),
+				TestMode: true, Leases: &lease.Options{Quotas: lease.Quotas{PerCompany: 1}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer qsys.Close()
+			v, err := qsys.Catalog().Create(ctx, admin, environment.CreateRequest{Name: "metered", Driver: fake.Name, Config: map[string]any{"api_key": "k-0123456789"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = qsys.Leases().Acquire(ctx, admin, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Run: "r1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = qsys.Leases().Acquire(ctx, admin, lease.AcquireRequest{Company: "acme", EnvironmentID: v.ID, Run: "r2"})
+			return ofError(err)
+		}, errcode.Unavailable, "quota_exceeded", `"metered"`, "quota reached"},
+		{"unsupported capability", func(t *testing.T) spoken {
+			v := create(t, "plain-host", "ssh", sshCfg(srv.KnownHostsLine(), srv.ClientKeyPEM(), srv.Port()))
+			_, err := sys.Templates().Setup(ctx, admin, templates.SetupRequest{Environment: v.ID, Name: "tpl"})
+			return ofError(err)
+		}, errcode.Unsupported, "unsupported", `"plain-host"`, "lacks capability template_capture"},
+		{"mutable image", func(t *testing.T) spoken {
+			fk.AddImage("registry.fake.test/team/app:v1")
+			v := create(t, "floating", fake.Name, map[string]any{"api_key": "k-0123456789", "image": "registry.fake.test/team/app:v1"})
+			res, err := sys.Prober().Probe(ctx, admin, v.ID, probe.Request{Company: "acme"})
+			if err != nil || !res.OK || res.QualificationDiagnostic == nil {
+				t.Fatalf("probe: %v, %+v", err, res)
+			}
+			d := res.QualificationDiagnostic
+			return spoken{code: d.Code.ErrorCode(), reason: string(d.Code), message: d.Message, detail: res.Summary}
+		}, errcode.Conflict, "image_not_pinned", "registry.fake.test/team/app:v1", "floating"},
+		{"terminal on a stopped sandbox", func(t *testing.T) spoken {
+			v := create(t, "setup-box", fake.Name, map[string]any{"api_key": "k-0123456789"})
+			ses, err := sys.Templates().Setup(ctx, admin, templates.SetupRequest{Environment: v.ID, Name: "typed", Interactive: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sys.Templates().Cancel(ctx, admin, ses.ID); err != nil {
+				t.Fatal(err)
+			}
+			_, err = sys.Templates().OpenTerminal(ctx, admin, ses.ID, templates.TerminalSize{Rows: 24, Cols: 80})
+			return ofError(err)
+		}, errcode.Conflict, "setup_session_not_waiting", `"typed"`, "not waiting_for_user"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := tc.run(t)

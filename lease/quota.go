@@ -29,7 +29,8 @@ type Quotas struct {
 // ErrQuota: an acquisition was refused because the company is at a limit
 // of Options.Quotas; nothing was written or allocated. The error names the
 // limit and the company's own count, never another company's.
-var ErrQuota = errcode.New(errcode.Unavailable, "lease: quota reached")
+// Its reason is "quota_exceeded" (errcode.ReasonOf).
+var ErrQuota error = &errcode.Error{Code: errcode.Unavailable, Reason: "quota_exceeded", Err: errors.New("lease: quota reached")}
 
 // checkQuota refuses a, before its write-ahead record, when a new lease
 // would put its company past a limit of Options.Quotas. It reads the
@@ -57,12 +58,14 @@ func (m *Manager) checkQuota(ctx context.Context, a *acq) error {
 		}
 	}
 	if q.PerCompany > 0 && len(ls) >= q.PerCompany {
-		return fmt.Errorf("lease: acquire environment %s: company %s has %d live leases, its limit (Quotas.PerCompany) is %d; release one first: %w",
-			a.env.ID, a.req.Company, len(ls), q.PerCompany, ErrQuota)
+		return &errcode.Error{Message: fmt.Sprintf("Company %s has %d live leases, its limit: release one before leasing environment %q.", a.req.Company, len(ls), a.env.Name),
+			Err: fmt.Errorf("lease: acquire environment %s: company %s has %d live leases, its limit (Quotas.PerCompany) is %d; release one first: %w",
+				a.env.ID, a.req.Company, len(ls), q.PerCompany, ErrQuota)}
 	}
 	if q.PerCompanyEnvironment > 0 && onEnv >= q.PerCompanyEnvironment {
-		return fmt.Errorf("lease: acquire environment %s: company %s has %d live leases of this environment, its limit (Quotas.PerCompanyEnvironment) is %d; release one first: %w",
-			a.env.ID, a.req.Company, onEnv, q.PerCompanyEnvironment, ErrQuota)
+		return &errcode.Error{Message: fmt.Sprintf("Company %s has %d live leases of environment %q, its limit: release one before leasing it again.", a.req.Company, onEnv, a.env.Name),
+			Err: fmt.Errorf("lease: acquire environment %s: company %s has %d live leases of this environment, its limit (Quotas.PerCompanyEnvironment) is %d; release one first: %w",
+				a.env.ID, a.req.Company, onEnv, q.PerCompanyEnvironment, ErrQuota)}
 	}
 	return nil
 }

@@ -104,14 +104,21 @@ func (s *Service) OpenTerminal(ctx context.Context, p authz.Principal, id string
 		return nil, err
 	}
 	if ses.State != SessionWaiting {
-		return nil, fmt.Errorf("custom: terminal of setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, errcode.ErrConflict)
+		what := "setup session " + id
+		if ses.Name != "" {
+			what = fmt.Sprintf("setup session %q", ses.Name)
+		}
+		return nil, &errcode.Error{Reason: "setup_session_not_waiting",
+			Message: fmt.Sprintf("Cannot open a terminal in %s: its sandbox is %s, not waiting for you; start a new interactive setup.", what, ses.State),
+			Err:     fmt.Errorf("custom: terminal of setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, errcode.ErrConflict)}
 	}
 	d, err := s.src.Drivers.Lookup(ses.Driver)
 	if err != nil {
 		return nil, fmt.Errorf("custom: terminal of setup session %s: %w", id, err)
 	}
 	if !drivers.Effective(d, 0).Has(drivers.CapTerminal) {
-		return nil, fmt.Errorf("custom: terminal of setup session %s: driver %q lacks capability %s: %w", id, d.Name(), drivers.CapTerminal, drivers.ErrUnsupported)
+		return nil, &errcode.Error{Message: fmt.Sprintf("Cannot open a terminal in setup session %s: its driver %s lacks the capability %s.", id, d.Name(), drivers.CapTerminal),
+			Err: fmt.Errorf("custom: terminal of setup session %s: driver %q lacks capability %s: %w", id, d.Name(), drivers.CapTerminal, drivers.ErrUnsupported)}
 	}
 	h, err := s.src.Leases.Open(ctx, p, ses.Lease)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/lease"
 )
 
 // Every code of the one error-code set maps to a status in statusOf, and
@@ -51,6 +52,7 @@ func TestStatusOfEveryCode(t *testing.T) {
 		{errors.New("plain"), 500, "unknown", "", "", ""},
 		{fmt.Errorf("settings: %w", &errcode.Error{Code: errcode.Conflict, Reason: "stale_revision", Err: errcode.ErrConflict}), 412, "conflict", "stale_revision", "", ""},
 		{invalid("limit", "want 1..200, got %q", "0"), 400, "invalid", "", "limit", ""},
+		{fmt.Errorf("acquire: %w", lease.ErrQuota), 429, "unavailable", "quota_exceeded", "", ""},
 	} {
 		e := errorBody(tc.err)
 		if got := statusOf(tc.err); got != tc.status || e.Code != tc.code || e.Reason != tc.reason || e.Field != tc.field || e.Target != tc.target {

@@ -87,7 +87,7 @@ func statusOf(err error) int {
 		return http.StatusPreconditionRequired
 	case errors.Is(err, errMethod):
 		return http.StatusMethodNotAllowed
-	case errors.Is(err, errTooManyStreams):
+	case errors.Is(err, errTooManyStreams), errcode.ReasonOf(err) == "quota_exceeded":
 		return http.StatusTooManyRequests
 	case errors.As(err, &fe) && fe.Field == "baseRevision" && errcode.Code(err) == errcode.Conflict,
 		errcode.ReasonOf(err) == "stale_revision":
