@@ -21,6 +21,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -252,9 +253,17 @@ func codeSentinel(c errcode.ErrorCode) error {
 }
 
 // The driver contract's sentinels carry their PRB-5 code as their reason,
-// so errcode.ReasonOf and drivers.CodeOf agree on them.
+// so errcode.ReasonOf and drivers.CodeOf agree on them; the runner
+// protocol's carry their wire code (internal/prpwire.CodeOf).
 func TestDriverSentinelsCarryTheirReason(t *testing.T) {
 	t.Parallel()
+	for name, tc := range sentinelCodes {
+		if strings.HasPrefix(name, "prp.") {
+			if got, want := errcode.ReasonOf(fmt.Errorf("exchange: %w", tc.err)), string(prpwire.CodeOf(tc.err)); got != want || want == "" {
+				t.Errorf("ReasonOf(%s) = %q, want the wire code %q", name, got, want)
+			}
+		}
+	}
 	for name, tc := range sentinelCodes {
 		if !strings.HasPrefix(name, "drivers") {
 			continue

@@ -3,6 +3,7 @@ package handover_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -194,7 +195,13 @@ func code(err error) handover.Code {
 	if err == nil {
 		return ""
 	}
-	return handover.Code(controller.CodeOfSecrets(err))
+	c := handover.Code(controller.CodeOfSecrets(err))
+	// The hand-over's code is the error's reason too (issue 50), and a
+	// mismatch speaks to a person without Go identifiers.
+	if r := errcode.ReasonOf(err); r != string(c) {
+		panic(fmt.Sprintf("errcode.ReasonOf = %q, the hand-over's code %q: %v", r, c, err))
+	}
+	return c
 }
 
 // AUTH-2: dispatch lets a managed account through only when the record

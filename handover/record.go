@@ -11,6 +11,7 @@ import (
 
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/errmsg"
 )
 
 // checkVersion is the only project auth check version berth accepts
@@ -163,8 +164,13 @@ func (e *mismatchError) Error() string {
 	return fmt.Sprintf("handover: managed account %s of company %q: %s: %s", e.accountRef, e.company, e.code, e.detail)
 }
 
-// Unwrap returns ErrMismatch.
-func (e *mismatchError) Unwrap() error { return ErrMismatch }
+// Unwrap returns ErrMismatch, behind an *errcode.Error with e's code as
+// its reason and a sentence for a person.
+func (e *mismatchError) Unwrap() error {
+	return &errcode.Error{Reason: string(e.code),
+		Message: errmsg.Sentence(fmt.Sprintf("The managed account %s cannot be handed over for company %q: its project auth check does not match (%s); run the check again", e.accountRef, e.company, e.detail)),
+		Err:     ErrMismatch}
+}
 
 // SecretCode returns code (controller.SecretError).
 func (e *mismatchError) SecretCode() string { return string(e.code) }
@@ -179,7 +185,7 @@ type codedError struct {
 }
 
 func (e *codedError) Error() string      { return e.err.Error() }
-func (e *codedError) Unwrap() error      { return e.err }
+func (e *codedError) Unwrap() error      { return &errcode.Error{Reason: string(e.code), Err: e.err} }
 func (e *codedError) SecretCode() string { return string(e.code) }
 func (e *codedError) ErrorCode() errcode.ErrorCode {
 	if c := errcode.Code(e.err); c != errcode.Unknown {

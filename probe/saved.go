@@ -321,7 +321,7 @@ func (p *Prober) qualify(ctx context.Context, r *run, drv drivers.Driver, env *e
 	if !r.res.OK {
 		st, _ := r.failedStage()
 		diag := qualification.Diagnostic{Code: qualification.CodeProbeFailed,
-			Message: fmt.Sprintf("the probe failed at stage %s (%s), so nothing was qualified: %s", st.Name, st.Code, st.Error)}
+			Message: fmt.Sprintf("the probe failed at stage %s (%s), so nothing was qualified", st.Name, st.Code)}
 		if st.Name == stageRelease {
 			// Every measurement ran: Evaluate names the condition that
 			// failed (cleanup_not_confirmed), and never records.
@@ -338,7 +338,7 @@ func (p *Prober) qualify(ctx context.Context, r *run, drv drivers.Driver, env *e
 		rec, diag := p.evaluate(r, drv, env, company)
 		if diag.Code == qualification.CodeRecorded {
 			if err := p.quals.PutQualification(ctx, rec); err != nil {
-				diag = qualification.Diagnostic{Code: qualification.CodeRecordFailed, Message: "every condition held, but storing the record failed: " + err.Error()}
+				diag = qualification.Diagnostic{Code: qualification.CodeRecordFailed, Message: "every condition held, but storing the record failed; probe again"}
 				r.res.QualificationDiagnostic = &diag
 				return "", drivers.CodeInternal, err
 			}
