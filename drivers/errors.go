@@ -53,10 +53,10 @@ var (
 	// limit (distinct from the caller's context deadline).
 	ErrTimeout error = reasoned(errcode.Timeout, CodeTimeout, "timed out")
 	// ErrReleased: the sandbox handle was already released.
-	ErrReleased = errcode.New(errcode.Conflict, "sandbox released")
+	ErrReleased error = &errcode.Error{Code: errcode.Conflict, Reason: "released", Err: errors.New("sandbox released")}
 	// ErrInUse: the provider refused to remove something (a template's
 	// image or snapshot) that sandboxes still use; retry once they are gone.
-	ErrInUse = errcode.New(errcode.Conflict, "in use")
+	ErrInUse error = &errcode.Error{Code: errcode.Conflict, Reason: "in_use", Err: errors.New("in use")}
 )
 
 // Code is the probe's stable, machine-readable failure code (PRB-5): what

@@ -92,7 +92,7 @@ var (
 	ErrNoBinding = fmt.Errorf("no environment bound: %w", errcode.ErrNotFound)
 	// ErrArchived is wrapped by the *Error of Resolve when the bound environment
 	// is archived (ASG-2).
-	ErrArchived = errcode.New(errcode.Conflict, "environment: archived")
+	ErrArchived error = &errcode.Error{Code: errcode.Conflict, Reason: "archived", Err: errors.New("environment: archived")}
 	// ErrTargetMismatch is wrapped by Resolution.CheckLease when a lease does
 	// not belong to the resolution it is used for (ASG-4). It wraps
 	// errcode.ErrConflict.

@@ -91,14 +91,14 @@ type Result struct {
 var (
 	// ErrStale: a check result answers a preparation that a newer
 	// preparation (or a clear) replaced; nothing was stored.
-	ErrStale = errcode.New(errcode.Conflict, "handover: the preparation was replaced")
+	ErrStale error = &errcode.Error{Code: errcode.Conflict, Reason: "stale_preparation", Err: errors.New("handover: the preparation was replaced")}
 	// ErrMismatch: a managed account is refused at dispatch: no project
 	// auth check matches exactly (its Code, read with
 	// controller.CodeOfSecrets, says which part).
 	ErrMismatch = errcode.New(errcode.Conflict, "handover: no matching project auth check")
 	// ErrSecretUnknown: a task names a secret env key that the lease's
 	// environment does not have.
-	ErrSecretUnknown = errcode.New(errcode.Invalid, "handover: unknown secret")
+	ErrSecretUnknown error = &errcode.Error{Code: errcode.Invalid, Reason: "secret_unknown", Err: errors.New("handover: unknown secret")}
 )
 
 // Code says why a hand-over was refused: the code of a resolver's or

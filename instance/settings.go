@@ -2,6 +2,7 @@ package instance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -87,10 +88,10 @@ type Reader interface {
 var (
 	// ErrEnvironmentsDisabled: Settings.EnableEnvironments is off, so no
 	// environment can become a working target (CFG-9).
-	ErrEnvironmentsDisabled = errcode.New(errcode.Unavailable, "environments are disabled in this instance")
+	ErrEnvironmentsDisabled error = &errcode.Error{Code: errcode.Unavailable, Reason: "environments_disabled", Err: errors.New("environments are disabled in this instance")}
 	// ErrManagedSandboxOnly: Settings.ManagedSandboxOnly is on and the
 	// target is a host driver's (CFG-9, CAP-3). Its text is
 	// "managed_sandbox_only", the probe's result code
 	// (drivers.CodeManagedSandboxOnly).
-	ErrManagedSandboxOnly = errcode.New(errcode.Unavailable, reasonManagedSandboxOnly)
+	ErrManagedSandboxOnly error = &errcode.Error{Code: errcode.Unavailable, Reason: reasonManagedSandboxOnly, Err: errors.New(reasonManagedSandboxOnly)}
 )

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/berthdev/berth/authz"
@@ -339,17 +340,19 @@ func (s *Service) promote(ctx context.Context, p authz.Principal, id string, act
 	}
 	switch {
 	case action == ActionRollback && t.State != StateSuperseded:
-		return nil, fmt.Errorf("custom: rollback to template %s: it is %s, not superseded: %w", id, t.State, errcode.ErrConflict)
+		return nil, refusal(fmt.Sprintf("Cannot roll back to template %s: it is %s, and only a superseded template can be rolled back to.", t.label(), t.State),
+			fmt.Errorf("custom: rollback to template %s: it is %s, not superseded: %w", id, t.State, errcode.ErrConflict))
 	case t.State != StateCaptured && t.State != StateSuperseded:
-		return nil, fmt.Errorf("custom: promote template %s: it is %s: %w", id, t.State, errcode.ErrConflict)
+		return nil, refusal(fmt.Sprintf("Cannot promote template %s: it is %s; only a captured or superseded template can be promoted.", t.label(), t.State),
+			fmt.Errorf("custom: promote template %s: it is %s: %w", id, t.State, errcode.ErrConflict))
 	}
 	env, d, err := s.environment(ctx, t.Environment)
 	if err != nil {
 		return nil, err
 	}
 	if cur := env.SourceFingerprint(d); cur != t.SourceFingerprint {
-		return nil, fmt.Errorf("custom: %s template %s: environment %s's image, target or account changed since the capture: %w",
-			action, id, env.ID, ErrSourceMismatch)
+		return nil, refusal(fmt.Sprintf("Cannot %s template %s: the image, target or account of environment %q changed since the capture; capture a new template.", action, t.label(), env.Name),
+			fmt.Errorf("custom: %s template %s: environment %s's image, target or account changed since the capture: %w", action, id, env.ID, ErrSourceMismatch))
 	}
 	from := ""
 	if env.ActiveTemplate != nil {
@@ -473,9 +476,11 @@ func (s *Service) Revoke(ctx context.Context, p authz.Principal, id string, opts
 	}
 	switch {
 	case t.State == StateDeleted:
-		return nil, fmt.Errorf("custom: revoke template %s: it is deleted: %w", id, errcode.ErrConflict)
+		return nil, refusal(fmt.Sprintf("Cannot revoke template %s: it is deleted.", t.label()),
+			fmt.Errorf("custom: revoke template %s: it is deleted: %w", id, errcode.ErrConflict))
 	case t.State == StateRevoked && !opts.Delete:
-		return nil, fmt.Errorf("custom: revoke template %s: already revoked: %w", id, errcode.ErrConflict)
+		return nil, refusal(fmt.Sprintf("Template %s is already revoked.", t.label()),
+			fmt.Errorf("custom: revoke template %s: already revoked: %w", id, errcode.ErrConflict))
 	}
 	env, d, err := s.environment(ctx, t.Environment)
 	if err != nil {
@@ -618,4 +623,17 @@ func (s *Service) users(ctx context.Context, t *Template) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// refusal is err with message, a sentence for a person.
+func refusal(message string, err error) error {
+	return &errcode.Error{Message: message, Err: err}
+}
+
+// label names t for a person: its name, else its id.
+func (t *Template) label() string {
+	if t.Name != "" {
+		return strconv.Quote(t.Name)
+	}
+	return t.ID
 }

@@ -346,4 +346,4 @@ type TerminalToken struct {
 
 // ErrTokenInvalid: a terminal token that is unknown, used, expired, or
 // presented for another session, path or principal.
-var ErrTokenInvalid = errcode.New(errcode.AuthFailed, "custom: terminal token invalid, used or expired")
+var ErrTokenInvalid error = &errcode.Error{Code: errcode.AuthFailed, Reason: "terminal_token_invalid", Err: errors.New("custom: terminal token invalid, used or expired")}

@@ -175,7 +175,7 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 }
 
 // ErrStepFailed: a scripted step exited non-zero or could not run.
-var ErrStepFailed = errcode.New(errcode.Invalid, "custom: setup step failed")
+var ErrStepFailed error = &errcode.Error{Code: errcode.Invalid, Reason: "step_failed", Err: errors.New("custom: setup step failed")}
 
 func (st setupStep) describe() string {
 	if st.Write != nil {

@@ -2,6 +2,7 @@ package templates
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/berthdev/berth/drivers"
@@ -162,5 +163,5 @@ var (
 	// ErrSourceMismatch: the template was captured from another source
 	// config than the environment's current one (IMG-6); it cannot be
 	// promoted until the change is undone.
-	ErrSourceMismatch = errcode.New(errcode.Conflict, "custom: template does not match the environment's source config")
+	ErrSourceMismatch error = &errcode.Error{Code: errcode.Conflict, Reason: "source_mismatch", Err: errors.New("custom: template does not match the environment's source config")}
 )
