@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -69,7 +70,7 @@ func Example() {
 
 	// An agent may not lease by id.
 	_, err = sys.Leases().Acquire(ctx, agent, lease.AcquireRequest{Company: "acme", EnvironmentID: view.ID})
-	fmt.Println(errors.Is(err, authz.ErrDenied))
+	fmt.Println(errors.Is(err, errcode.ErrDenied))
 	// Output:
 	// hello
 	// released confirmed <nil>

@@ -16,6 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
@@ -449,7 +450,7 @@ func (r leaseRecords) GetLease(ctx context.Context, id string) (*lease.Lease, er
 // run for p (environment.Catalog.RefreshAllHealth: ActionProbe, an
 // instance admin or local operator under authz.DefaultPolicy, typically
 // the host's own service principal); a p who may not is refused at once
-// with an error wrapping authz.ErrDenied.
+// with an error wrapping errcode.ErrDenied.
 func (s *System) RunHealthChecks(ctx context.Context, p authz.Principal, interval time.Duration) error {
 	if interval <= 0 {
 		interval = time.Minute
@@ -458,7 +459,7 @@ func (s *System) RunHealthChecks(ctx context.Context, p authz.Principal, interva
 	defer t.Stop()
 	for {
 		err := s.catalog.RefreshAllHealth(ctx, p)
-		if errors.Is(err, authz.ErrDenied) {
+		if errors.Is(err, errcode.ErrDenied) {
 			return err
 		}
 		if err != nil && ctx.Err() == nil {

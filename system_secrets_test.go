@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -101,7 +102,7 @@ func TestSecretsOutliveTheirLeases(t *testing.T) {
 			if err != nil || l.Cleanup != lease.CleanupConfirmed {
 				t.Fatalf("lease after the sweep: %+v, %v; want cleanup confirmed", l, err)
 			}
-			if _, err := secrets.Get(ctx, ref); !errors.Is(err, environment.ErrNotFound) {
+			if _, err := secrets.Get(ctx, ref); !errors.Is(err, errcode.ErrNotFound) {
 				t.Errorf("the retired secret version after its last lease was proven clean: %v, want deleted (ErrNotFound)", err)
 			}
 		})

@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -53,7 +54,7 @@ func systemSettingsOn(t *testing.T, url string) {
 	if s, err := sys.Settings().Get(ctx, board); err != nil || s != instance.Defaults() {
 		t.Fatalf("Get before any write = %+v, %v; want the defaults", s, err)
 	}
-	if _, err := sys.Settings().Update(ctx, board, instance.Update{EnableEnvironments: &off}); !errors.Is(err, authz.ErrDenied) {
+	if _, err := sys.Settings().Update(ctx, board, instance.Update{EnableEnvironments: &off}); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("a board member's update = %v, want ErrDenied", err)
 	}
 	box, err := sys.Catalog().Create(ctx, admin, environment.CreateRequest{Name: "box", Driver: fk.Name()})
@@ -91,7 +92,7 @@ func systemSettingsOn(t *testing.T, url string) {
 	if _, err := sys.Catalog().List(ctx, board, environment.ListFilter{}); err != nil {
 		t.Errorf("List while disabled: %v", err)
 	}
-	if _, err := sys.Settings().Update(ctx, admin, instance.Update{EnableEnvironments: &on, Revision: 0}); !errors.Is(err, instance.ErrConflict) {
+	if _, err := sys.Settings().Update(ctx, admin, instance.Update{EnableEnvironments: &on, Revision: 0}); !errors.Is(err, errcode.ErrConflict) {
 		t.Errorf("update at stale revision 0 = %v, want ErrConflict", err)
 	}
 

@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/store"
 	"github.com/berthdev/berth/templates"
 )
@@ -99,7 +100,7 @@ func TestSetupCancelDuringCaptureLeavesNoTemplate(t *testing.T) {
 	if cancelErr != nil {
 		t.Fatalf("cancel during the capture: %v", cancelErr)
 	}
-	if err == nil || !errors.Is(err, templates.ErrConflict) {
+	if err == nil || !errors.Is(err, errcode.ErrConflict) {
 		t.Errorf("capture of a session cancelled meanwhile: %+v, %v", got, err)
 	}
 	if cur, err := svc.Session(ctx, tplOps, sid); err != nil || cur.State != templates.SessionCancelled {
@@ -262,7 +263,7 @@ func TestTwoCapturesOfOneSession(t *testing.T) {
 	}
 	close(fs.cleanGate)
 	er := <-early
-	if !errors.Is(lr.err, templates.ErrConflict) {
+	if !errors.Is(lr.err, errcode.ErrConflict) {
 		t.Errorf("the capture that lost: %+v, %v; want ErrConflict", lr.ses, lr.err)
 	}
 	if er.err != nil || er.ses.State != templates.SessionCaptured || er.ses.Template == "" {

@@ -19,6 +19,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
@@ -232,11 +233,11 @@ func TestSetupRefusalsOnFake(t *testing.T) {
 	w, fs := newSetupWorld(t, nil, &fake.Options{APIKey: "fake-key-5c1e"})
 	svc := w.sys.Templates()
 	_, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["true"]}, {"run": ["x"], "sudo": true}]}`)})
-	if !errors.Is(err, templates.ErrInvalid) || !strings.Contains(err.Error(), "step 2") || !strings.Contains(err.Error(), "sudo") {
+	if !errors.Is(err, errcode.ErrInvalid) || !strings.Contains(err.Error(), "step 2") || !strings.Contains(err.Error(), "sudo") {
 		t.Errorf("unknown key: %v", err)
 	}
 	_, err = svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"write": {"path": "/x", "mode": "rw", "content": ""}}]}`)})
-	if !errors.Is(err, templates.ErrInvalid) || !strings.Contains(err.Error(), "step 1") {
+	if !errors.Is(err, errcode.ErrInvalid) || !strings.Contains(err.Error(), "step 1") {
 		t.Errorf("bad mode: %v", err)
 	}
 	ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["fail-step"]}]}`)})
@@ -248,11 +249,11 @@ func TestSetupRefusalsOnFake(t *testing.T) {
 	}
 
 	_, err = svc.Setup(ctx, tplAgent, templates.SetupRequest{Environment: w.env.ID, Interactive: true})
-	if !errors.Is(err, templates.ErrNotFound) {
+	if !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("an agent's setup: %v", err)
 	}
 	_, err = svc.Setup(ctx, tplBoard, templates.SetupRequest{Environment: w.env.ID, Interactive: true})
-	if !errors.Is(err, authz.ErrDenied) {
+	if !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("a board member's setup: %v", err)
 	}
 	open, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Interactive: true})
@@ -269,13 +270,13 @@ func TestSetupRefusalsOnFake(t *testing.T) {
 	if got, err := svc.Session(ctx, tplBoard, open.ID); err != nil || got.ID != open.ID || got.Base != "" {
 		t.Errorf("a board member reads the session: %+v, %v", got, err)
 	}
-	if _, err := svc.Session(ctx, tplAgent, open.ID); !errors.Is(err, templates.ErrSessionNotFound) {
+	if _, err := svc.Session(ctx, tplAgent, open.ID); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("an agent reads the session: %v", err)
 	}
-	if _, err := svc.Cancel(ctx, tplBoard, open.ID); !errors.Is(err, authz.ErrDenied) {
+	if _, err := svc.Cancel(ctx, tplBoard, open.ID); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("a board member cancels: %v", err)
 	}
-	if _, err := svc.OpenTerminal(ctx, tplAgent, open.ID, templates.TerminalSize{Rows: 24, Cols: 80}); !errors.Is(err, templates.ErrSessionNotFound) {
+	if _, err := svc.OpenTerminal(ctx, tplAgent, open.ID, templates.TerminalSize{Rows: 24, Cols: 80}); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("an agent opens the terminal: %v", err)
 	}
 	fs.environ = "LEAKED=fake-key-5c1e\x00"
@@ -348,7 +349,7 @@ func TestSetupSweepOnFake(t *testing.T) {
 	if live := liveSandboxes(w.fk); len(live) != 0 {
 		t.Errorf("sandboxes left: %v", live)
 	}
-	if _, err := w.sys.Sweep(ctx, tplAgent); !errors.Is(err, authz.ErrDenied) {
+	if _, err := w.sys.Sweep(ctx, tplAgent); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("an agent's sweep: %v", err)
 	}
 	// A setup lease whose session ended without destroying it (a crash

@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
@@ -154,7 +155,7 @@ func TestTemplateFlowOnDocker(t *testing.T) {
 	if _, err := cli.ImageInspect(ctx, ref[strings.Index(ref, "@")+1:]); !cerrdefs.IsNotFound(err) {
 		t.Errorf("the deleted template's image: inspect %v, want not found", err)
 	}
-	if _, err := svc.Revoke(ctx, tplOps, tpl2.ID, templates.RevokeOptions{}); !errors.Is(err, templates.ErrConflict) {
+	if _, err := svc.Revoke(ctx, tplOps, tpl2.ID, templates.RevokeOptions{}); !errors.Is(err, errcode.ErrConflict) {
 		t.Errorf("revoke of a deleted template: %v, want ErrConflict", err)
 	}
 }

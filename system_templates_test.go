@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
@@ -198,7 +199,7 @@ func TestTemplateFlowOnTheFake(t *testing.T) {
 	if got, _ := svc.Get(ctx, tplOps, tpl1.ID); got.State != templates.StateSuperseded {
 		t.Errorf("the previous template is %s, want superseded", got.State)
 	}
-	if _, err := svc.Rollback(ctx, tplOps, tpl2.ID); !errors.Is(err, templates.ErrConflict) {
+	if _, err := svc.Rollback(ctx, tplOps, tpl2.ID); !errors.Is(err, errcode.ErrConflict) {
 		t.Errorf("rollback to the active template: %v, want ErrConflict", err)
 	}
 	if tpl1, err = svc.Rollback(ctx, tplOps, tpl1.ID); err != nil || tpl1.State != templates.StateActive {
@@ -247,7 +248,7 @@ func TestTemplateFlowOnTheFake(t *testing.T) {
 		tpl1.DeleteReceipt.EvidenceKind != drivers.EvidenceProvider {
 		t.Errorf("after the sweep: %+v", tpl1)
 	}
-	if _, err := svc.Promote(ctx, tplOps, tpl1.ID); !errors.Is(err, templates.ErrConflict) {
+	if _, err := svc.Promote(ctx, tplOps, tpl1.ID); !errors.Is(err, errcode.ErrConflict) {
 		t.Errorf("promote of a deleted template: %v, want ErrConflict", err)
 	}
 }
@@ -262,10 +263,10 @@ func TestTemplateAuthorization(t *testing.T) {
 	h := w.acquire(t, lease.Ephemeral)
 	defer w.release(t, h, drivers.Destroy)
 	svc := w.sys.Templates()
-	if _, err := svc.Capture(ctx, tplBoard, h.ID(), "x"); !errors.Is(err, authz.ErrDenied) {
+	if _, err := svc.Capture(ctx, tplBoard, h.ID(), "x"); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("board member capture: %v, want ErrDenied", err)
 	}
-	if _, err := svc.Capture(ctx, tplAgent, h.ID(), "x"); !errors.Is(err, templates.ErrNotFound) {
+	if _, err := svc.Capture(ctx, tplAgent, h.ID(), "x"); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("agent capture: %v, want ErrNotFound", err)
 	}
 	tpl, err := svc.Capture(ctx, tplOps, h.ID(), "x")
@@ -276,7 +277,7 @@ func TestTemplateAuthorization(t *testing.T) {
 	if err != nil || len(list) != 1 || !list[0].Redacted || list[0].Identity != "" || list[0].SourceFingerprint != "" || list[0].Lease != "" {
 		t.Errorf("board member list: %+v, %v; want one redacted template", list, err)
 	}
-	if _, err := svc.Promote(ctx, tplBoard, tpl.ID); !errors.Is(err, authz.ErrDenied) {
+	if _, err := svc.Promote(ctx, tplBoard, tpl.ID); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("board member promote: %v, want ErrDenied", err)
 	}
 	for name, f := range map[string]func() error{
@@ -286,11 +287,11 @@ func TestTemplateAuthorization(t *testing.T) {
 		"promote": func() error { _, err := svc.Promote(ctx, tplAgent, tpl.ID); return err },
 		"revoke":  func() error { _, err := svc.Revoke(ctx, tplAgent, tpl.ID, templates.RevokeOptions{}); return err },
 	} {
-		if err := f(); !errors.Is(err, templates.ErrNotFound) {
+		if err := f(); !errors.Is(err, errcode.ErrNotFound) {
 			t.Errorf("agent %s: %v, want ErrNotFound", name, err)
 		}
 	}
-	if _, err := svc.Sweep(ctx, tplBoard); !errors.Is(err, authz.ErrDenied) {
+	if _, err := svc.Sweep(ctx, tplBoard); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("board member sweep: %v, want ErrDenied", err)
 	}
 	if got, _ := svc.Get(ctx, tplOps, tpl.ID); got.State != templates.StateCaptured {
@@ -312,7 +313,7 @@ func TestFailedCaptureIsRecorded(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "disk full") || tpl == nil || tpl.State != templates.StateFailed || !strings.Contains(tpl.FailureReason, "disk full") {
 		t.Fatalf("failed capture: %+v, %v", tpl, err)
 	}
-	if _, err := w.sys.Templates().Promote(ctx, tplOps, tpl.ID); !errors.Is(err, templates.ErrConflict) {
+	if _, err := w.sys.Templates().Promote(ctx, tplOps, tpl.ID); !errors.Is(err, errcode.ErrConflict) {
 		t.Errorf("promote of a failed template: %v, want ErrConflict", err)
 	}
 }
@@ -421,7 +422,7 @@ func TestTemplateDrift(t *testing.T) {
 	w.release(t, other, drivers.Destroy)
 	update("r2", "")
 	drift(environment.DriftDetached, w.img)
-	if _, err := w.sys.Templates().Rollback(ctx, tplOps, tpl.ID); !errors.Is(err, templates.ErrConflict) {
+	if _, err := w.sys.Templates().Rollback(ctx, tplOps, tpl.ID); !errors.Is(err, errcode.ErrConflict) {
 		t.Errorf("rollback of the active template: %v, want ErrConflict", err)
 	}
 	rev := w.view(t).Revision
@@ -536,11 +537,11 @@ func TestTwoPromotesAtOnceOverOnePostgres(t *testing.T) {
 		wg.Wait()
 		v := a.view(t)
 		switch {
-		case errs[0] == nil && errors.Is(errs[1], templates.ErrConflict) && errors.Is(errs[1], environment.ErrConflict):
+		case errs[0] == nil && errors.Is(errs[1], errcode.ErrConflict) && errors.Is(errs[1], errcode.ErrConflict):
 			if v.ActiveTemplate.ID != want[0] {
 				t.Errorf("round %d: replica a won but the pointer names %s, want %s", round, v.ActiveTemplate.ID, want[0])
 			}
-		case errs[1] == nil && errors.Is(errs[0], templates.ErrConflict) && errors.Is(errs[0], environment.ErrConflict):
+		case errs[1] == nil && errors.Is(errs[0], errcode.ErrConflict) && errors.Is(errs[0], errcode.ErrConflict):
 			if v.ActiveTemplate.ID != want[1] {
 				t.Errorf("round %d: replica b won but the pointer names %s, want %s", round, v.ActiveTemplate.ID, want[1])
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -95,7 +96,7 @@ func TestSetupSessionPastItsTimeRefusedWhenUsed(t *testing.T) {
 			if resp == nil || resp.StatusCode != http.StatusConflict {
 				return errors.New("refused, but not with 409: " + err.Error())
 			}
-			return templates.ErrConflict
+			return errcode.ErrConflict
 		},
 		"open the terminal": func(id, _ string) error {
 			ts, err := svc.OpenTerminal(ctx, tplOps, id, templates.TerminalSize{Rows: 24, Cols: 80})
@@ -134,7 +135,7 @@ func TestSetupSessionPastItsTimeRefusedWhenUsed(t *testing.T) {
 			if err := st.Templates.UpdateSession(ctx, cur); err != nil {
 				t.Fatal(err)
 			}
-			if err := do(ses.ID, m.Token); !errors.Is(err, templates.ErrConflict) {
+			if err := do(ses.ID, m.Token); !errors.Is(err, errcode.ErrConflict) {
 				t.Errorf("%s: %s: %v, want a refusal wrapping ErrConflict", when, use, err)
 			}
 			got, err := svc.Session(ctx, tplOps, ses.ID)

@@ -21,6 +21,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/images/resolve"
 	"github.com/berthdev/berth/internal/prpwire"
@@ -74,7 +75,7 @@ func TestSystemWiring(t *testing.T) {
 	if len(br.Assignments) != 1 || len(br.ReusableLeases) != 1 || br.Deletable() {
 		t.Fatalf("blast radius = %+v; want one binding, one reusable lease, not deletable", br)
 	}
-	if _, err := sys.Catalog().Delete(ctx, op, v.ID, br.Revision); !errors.Is(err, environment.ErrConflict) {
+	if _, err := sys.Catalog().Delete(ctx, op, v.ID, br.Revision); !errors.Is(err, errcode.ErrConflict) {
 		t.Fatalf("delete with a reusable lease: %v, want ErrConflict", err)
 	}
 
@@ -94,7 +95,7 @@ func TestSystemWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = sys.Assignments().Resolve(ctx, op, authz.Scope{Company: "acme", Workspace: "ws_1"}, 0)
-	if !errors.Is(err, environment.ErrNotFound) {
+	if !errors.Is(err, errcode.ErrNotFound) {
 		t.Fatalf("resolve after delete: %v, want no binding (ErrNotFound)", err)
 	}
 }
@@ -180,8 +181,8 @@ func TestRunHealthChecks(t *testing.T) {
 	}
 	// A principal who may not probe is refused at once; nothing is measured.
 	agent := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
-	if err := sys.RunHealthChecks(ctx, agent, time.Hour); !errors.Is(err, authz.ErrDenied) {
-		t.Fatalf("RunHealthChecks for an agent: %v, want authz.ErrDenied", err)
+	if err := sys.RunHealthChecks(ctx, agent, time.Hour); !errors.Is(err, errcode.ErrDenied) {
+		t.Fatalf("RunHealthChecks for an agent: %v, want errcode.ErrDenied", err)
 	}
 	if n := fk.Calls("health"); n != 0 {
 		t.Fatalf("a refused round measured %d times", n)
@@ -238,7 +239,7 @@ func TestSystemRunners(t *testing.T) {
 	op := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 	// Tickets are minted for leases recorded active in the store, bound
 	// to the recorded company (issue 22 item 1).
-	if _, _, err := a.Runners().MintTicket(ctx, op, controller.TicketRequest{Lease: "lse_1", Run: "r1", Scope: prp.ScopeTask}); !errors.Is(err, controller.ErrNotFound) {
+	if _, _, err := a.Runners().MintTicket(ctx, op, controller.TicketRequest{Lease: "lse_1", Run: "r1", Scope: prp.ScopeTask}); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("a ticket for a lease the store does not hold: %v, want ErrNotFound", err)
 	}
 	leasetest.RecordActive(t, stores[0].Leases, "lse_1", "acme")
@@ -264,7 +265,7 @@ func TestSystemRunners(t *testing.T) {
 		t.Errorf("replayed ticket: %d, want 401", got)
 	}
 	stranger := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"globex"}}
-	if _, _, err := a.Runners().MintTicket(ctx, stranger, controller.TicketRequest{Lease: "lse_1", Run: "r1", Company: "globex", Scope: prp.ScopeTask}); !errors.Is(err, controller.ErrNotFound) || strings.Contains(err.Error(), "acme") {
+	if _, _, err := a.Runners().MintTicket(ctx, stranger, controller.TicketRequest{Lease: "lse_1", Run: "r1", Company: "globex", Scope: prp.ScopeTask}); !errors.Is(err, errcode.ErrNotFound) || strings.Contains(err.Error(), "acme") {
 		t.Errorf("an agent of another company minting a ticket: %v, want ErrNotFound naming no company", err)
 	}
 }

@@ -193,7 +193,7 @@ func (r Resource) String() string {
 
 // Authorizer decides whether a principal may perform an action (AUTH-1). The
 // host provides it; DefaultPolicy implements CFG-2 and PRB-7. Authorize
-// returns nil to allow, or an error wrapping ErrDenied that names the
+// returns nil to allow, or an error wrapping errcode.ErrDenied that names the
 // principal's role and the action and never contains a secret. It must not
 // block on I/O for long: it is called on every catalog operation.
 type Authorizer interface {
@@ -209,10 +209,24 @@ func (f AuthorizerFunc) Authorize(ctx context.Context, p Principal, a Action, r 
 }
 
 // Denied returns the error an Authorizer returns to refuse p the action a on
-// r: it wraps ErrDenied and names the role, principal id, action and
-// resource.
+// r: it wraps errcode.ErrDenied and names the role, principal id, action and
+// resource; its sentence for a person (errcode.MessageOf) names the action
+// and the resource by name.
 func Denied(p Principal, a Action, r Resource) error {
-	return fmt.Errorf("%s may not %s %s: %w", p, a, r, ErrDenied)
+	what := r.Kind
+	if what == "" {
+		what = "resource"
+	}
+	switch {
+	case r.Name != "":
+		what += fmt.Sprintf(" %q", r.Name)
+	case r.ID != "":
+		what += " " + r.ID
+	}
+	return &errcode.Error{
+		Message: fmt.Sprintf("You are not allowed to %s %s: ask an instance admin or operator if you need to.", a, what),
+		Err:     fmt.Errorf("%s may not %s %s: %w", p, a, r, errcode.ErrDenied),
+	}
 }
 
 // DefaultPolicy is the Authorizer of CFG-2 and PRB-7:
@@ -304,12 +318,6 @@ func agentMayLease(p Principal, r Resource) bool {
 	}
 	return s.Agent == "" || s.Agent == p.ID
 }
-
-// ErrDenied is what an Authorizer's refusal wraps: the principal may see
-// the resource but may not perform the action on it. A record the principal
-// may not read is reported as missing (the package's own not-found error),
-// never as denied, so that a refusal tells nothing of other tenants.
-var ErrDenied = errcode.New(errcode.Denied, "permission denied")
 
 // Scope is what a run needs a target for: its company (required) and the
 // workspace, project and agent it belongs to ("" when it has none). The

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/errcode"
 )
 
 // The four principals of every table (CFG-2). The agent holds a company
@@ -105,7 +106,7 @@ func TestDefaultPolicy(t *testing.T) {
 					}
 					return
 				}
-				wantErr(t, err, authz.ErrDenied)
+				wantErr(t, err, errcode.ErrDenied)
 				wantText(t, err, string(pr.p.Role), string(r.action))
 			})
 		}
@@ -119,7 +120,7 @@ func TestDefaultPolicyUnknownPrincipal(t *testing.T) {
 	for _, p := range []authz.Principal{{}, {ID: "x", Role: "root"}, {ID: "y", Role: "Agent"}} {
 		for _, a := range []authz.Action{authz.ActionRead, authz.ActionCreate, authz.ActionProbe} {
 			err := authz.DefaultPolicy{}.Authorize(context.Background(), p, a, authz.Resource{Kind: "environment"})
-			wantErr(t, err, authz.ErrDenied)
+			wantErr(t, err, errcode.ErrDenied)
 		}
 	}
 }

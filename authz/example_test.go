@@ -7,11 +7,12 @@ import (
 	"slices"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/errcode"
 )
 
 // DefaultPolicy is berth's own Authorizer: operators may do everything,
 // agents read the redacted view and lease only through a binding's scope of
-// a company they hold a grant for. A refusal wraps ErrDenied and names the
+// a company they hold a grant for. A refusal wraps errcode.ErrDenied and names the
 // role, the principal, the action and the resource.
 func ExampleDefaultPolicy() {
 	ctx := context.Background()
@@ -23,7 +24,7 @@ func ExampleDefaultPolicy() {
 	fmt.Println(policy.Authorize(ctx, operator, authz.ActionUpdate, env))
 	fmt.Println(policy.Authorize(ctx, agent, authz.ActionRead, env))
 	err := policy.Authorize(ctx, agent, authz.ActionUpdate, env)
-	fmt.Println(errors.Is(err, authz.ErrDenied), err)
+	fmt.Println(errors.Is(err, errcode.ErrDenied), err)
 
 	// Agents lease through a scope, never by environment id.
 	byScope := env
@@ -32,7 +33,7 @@ func ExampleDefaultPolicy() {
 	fmt.Println(policy.Authorize(ctx, agent, authz.ActionLease, byScope))
 	byID := env
 	byID.Company = "acme"
-	fmt.Println(errors.Is(policy.Authorize(ctx, agent, authz.ActionLease, byID), authz.ErrDenied))
+	fmt.Println(errors.Is(policy.Authorize(ctx, agent, authz.ActionLease, byID), errcode.ErrDenied))
 	// Output:
 	// <nil>
 	// <nil>

@@ -18,7 +18,7 @@ func TestCodeOfIsASubCodeOfErrcode(t *testing.T) {
 	for _, err := range []error{
 		drivers.ErrUnreachable, drivers.ErrTLSUnverified, drivers.ErrAuth, drivers.ErrHostKeyMismatch,
 		drivers.ErrHostKeyUnknown, config.ErrCredentialsMissing, drivers.ErrImageNotFound,
-		drivers.ErrImageInactive, drivers.ErrNotFound, drivers.ErrTransient, drivers.ErrUnsupported,
+		drivers.ErrImageInactive, errcode.ErrNotFound, drivers.ErrTransient, drivers.ErrUnsupported,
 		drivers.ErrUnavailable, drivers.ErrTimeout, config.ErrInvalid,
 		&config.Error{Driver: "ssh", Field: "host", Reason: "required"},
 		context.Canceled, context.DeadlineExceeded, nil,

@@ -14,51 +14,49 @@ import (
 // Each carries its errcode.ErrorCode (errcode.Code finds it): unreachable,
 // auth_failed (ErrAuth, ErrTLSUnverified, ErrHostKeyMismatch,
 // ErrHostKeyUnknown), invalid (config.ErrCredentialsMissing and config.ErrInvalid of drivers/config),
-// not_found (ErrImageNotFound, ErrNotFound), unavailable (ErrImageInactive,
+// not_found (ErrImageNotFound, errcode.ErrNotFound), unavailable (ErrImageInactive,
 // ErrTransient, ErrUnavailable), unsupported, timeout, and conflict
 // (ErrReleased). Code and CodeOf give the finer PRB-5 sub-code.
 var (
 	// ErrUnreachable: the target host or sandbox could not be reached (an
 	// SSH host, a Daytona toolbox). A provider control plane that cannot be
 	// reached (the Docker engine, the Daytona API) is ErrUnavailable.
-	ErrUnreachable = errcode.New(errcode.Unreachable, "target unreachable")
+	ErrUnreachable error = reasoned(errcode.Unreachable, CodeUnreachable, "target unreachable")
 	// ErrTLSUnverified: a server certificate failed verification. It is an
 	// identity failure, like a host key mismatch, and is never retried.
-	ErrTLSUnverified = errcode.New(errcode.AuthFailed, "tls certificate not verified")
+	ErrTLSUnverified error = reasoned(errcode.AuthFailed, CodeTLSUnverified, "tls certificate not verified")
 	// ErrAuth: the target refused the credentials.
-	ErrAuth = errcode.New(errcode.AuthFailed, "authentication failed")
+	ErrAuth error = reasoned(errcode.AuthFailed, CodeAuthFailed, "authentication failed")
 	// ErrHostKeyMismatch: the host offered a key other than the one trusted for it.
-	ErrHostKeyMismatch = errcode.New(errcode.AuthFailed, "host key mismatch")
+	ErrHostKeyMismatch error = reasoned(errcode.AuthFailed, CodeHostKeyMismatch, "host key mismatch")
 	// ErrHostKeyUnknown: no trusted key is configured for the host.
-	ErrHostKeyUnknown = errcode.New(errcode.AuthFailed, "host key unknown")
+	ErrHostKeyUnknown error = reasoned(errcode.AuthFailed, CodeHostKeyUnknown, "host key unknown")
 	// ErrImageNotFound: the configured image or snapshot does not exist.
-	ErrImageNotFound = errcode.New(errcode.NotFound, "image not found")
+	ErrImageNotFound error = reasoned(errcode.NotFound, CodeImageNotFound, "image not found")
 	// ErrImageInactive: the provider reports the pinned snapshot inactive
 	// (idle too long). It still exists, so it does not invalidate a
 	// qualification; reactivating it by id makes it usable again.
-	ErrImageInactive = errcode.New(errcode.Unavailable, "image inactive")
-	// ErrNotFound: the sandbox (or other named object) does not exist.
-	ErrNotFound = errcode.New(errcode.NotFound, "not found")
+	ErrImageInactive error = reasoned(errcode.Unavailable, CodeImageInactive, "image inactive")
 	// ErrTransient: a failure worth retrying (rate limit, state change in
 	// progress, connection reset, provider 5xx). Its Transient method
 	// returns true, which is how internal/retry's default classifier knows
 	// it without importing this package; its code is errcode.Unavailable.
 	ErrTransient error = transientError{}
 	// ErrUnsupported: the driver does not offer the operation.
-	ErrUnsupported = errcode.New(errcode.Unsupported, "unsupported")
+	ErrUnsupported error = reasoned(errcode.Unsupported, CodeUnsupported, "unsupported")
 	// ErrUnavailable: the provider cannot be used now: its control plane
 	// (Docker engine, Daytona API) cannot be reached or refuses service, the
 	// driver is not registered, or a test-only driver is used outside test
 	// mode.
-	ErrUnavailable = errcode.New(errcode.Unavailable, "provider unavailable")
+	ErrUnavailable error = reasoned(errcode.Unavailable, CodeProviderUnavailable, "provider unavailable")
 	// ErrTimeout: the provider gave up on an operation within its own time
 	// limit (distinct from the caller's context deadline).
-	ErrTimeout = errcode.New(errcode.Timeout, "timed out")
+	ErrTimeout error = reasoned(errcode.Timeout, CodeTimeout, "timed out")
 	// ErrReleased: the sandbox handle was already released.
-	ErrReleased = errcode.New(errcode.Conflict, "sandbox released")
+	ErrReleased error = &errcode.Error{Code: errcode.Conflict, Reason: "released", Err: errors.New("sandbox released")}
 	// ErrInUse: the provider refused to remove something (a template's
 	// image or snapshot) that sandboxes still use; retry once they are gone.
-	ErrInUse = errcode.New(errcode.Conflict, "in use")
+	ErrInUse error = &errcode.Error{Code: errcode.Conflict, Reason: "in_use", Err: errors.New("in use")}
 )
 
 // Code is the probe's stable, machine-readable failure code (PRB-5): what
@@ -180,7 +178,7 @@ func CodeOf(err error) Code {
 		return CodeCancelled
 	case errors.Is(err, ErrUnreachable):
 		return CodeUnreachable
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, errcode.ErrNotFound):
 		return CodeNotFound
 	case errors.Is(err, ErrTransient):
 		return CodeTransient
@@ -189,9 +187,21 @@ func CodeOf(err error) Code {
 	}
 }
 
+// transientReason gives ErrTransient its reason (and errcode's
+// ErrUnavailable).
+var transientReason = &errcode.Error{Code: errcode.Unavailable, Reason: string(CodeTransient)}
+
 // transientError is the type of ErrTransient.
 type transientError struct{}
 
 func (transientError) Error() string                { return "transient failure" }
+func (transientError) Unwrap() error                { return transientReason }
 func (transientError) Transient() bool              { return true }
 func (transientError) ErrorCode() errcode.ErrorCode { return errcode.Unavailable }
+
+// reasoned returns a sentinel of the driver contract: an *errcode.Error of
+// code with reason r, whose text is text; errors.Is matches it to
+// errcode's sentinel of code as well as to itself.
+func reasoned(code errcode.ErrorCode, r Code, text string) error {
+	return &errcode.Error{Code: code, Reason: string(r), Err: errors.New(text)}
+}

@@ -21,7 +21,7 @@ import (
 // Resumer is an optional interface that may be implemented by a Driver
 // (capability CapReuse). Resume returns a handle to the recorded sandbox
 // providerLeaseID, starting it if it is stopped, and waits until it runs
-// within the context's deadline. It returns an error wrapping ErrNotFound
+// within the context's deadline. It returns an error wrapping errcode.ErrNotFound
 // when the provider has no such sandbox. If a Driver does not implement
 // Resumer, reusable lease policies are refused for it.
 type Resumer interface {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // BindingKind is the level an assignment binding applies at (ASG-1).
@@ -99,18 +101,18 @@ const maxBindingIDLen = 200
 // Validate checks the shape of b: a known kind; for the instance default no
 // key and no company; for the other kinds a key and a company; an
 // environment id; ids without control characters or surrounding space, at
-// most 200 bytes each. It returns an error wrapping ErrInvalid that names
+// most 200 bytes each. It returns an error wrapping errcode.ErrInvalid that names
 // the field.
 func (b Binding) Validate() error {
 	if !b.Kind.Valid() {
-		return fmt.Errorf("environment: binding: field \"kind\": %q is not one of workspace, project, agent, instance_default: %w", b.Kind, ErrInvalid)
+		return fmt.Errorf("environment: binding: field \"kind\": %q is not one of workspace, project, agent, instance_default: %w", b.Kind, errcode.ErrInvalid)
 	}
 	if b.Kind == BindingInstanceDefault {
 		if b.Key != "" {
-			return fmt.Errorf("environment: %s: field \"key\": must be empty for the instance default: %w", b, ErrInvalid)
+			return fmt.Errorf("environment: %s: field \"key\": must be empty for the instance default: %w", b, errcode.ErrInvalid)
 		}
 		if b.Company != "" {
-			return fmt.Errorf("environment: %s: field \"company\": must be empty: the instance default applies to every company: %w", b, ErrInvalid)
+			return fmt.Errorf("environment: %s: field \"company\": must be empty: the instance default applies to every company: %w", b, errcode.ErrInvalid)
 		}
 	} else {
 		if err := checkBindingID(b, "key", b.Key); err != nil {
@@ -138,7 +140,7 @@ func checkBindingID(b Binding, field, v string) error {
 	if reason == "" {
 		return nil
 	}
-	return fmt.Errorf("environment: %s: field %q: %s: %w", b, field, reason, ErrInvalid)
+	return fmt.Errorf("environment: %s: field %q: %s: %w", b, field, reason, errcode.ErrInvalid)
 }
 
 // BindingFilter selects bindings in BindingStore.ListBindings. Zero fields
@@ -156,19 +158,19 @@ type BindingFilter struct {
 // stores and returns copies. It does not check that environments exist:
 // Assignments does.
 type BindingStore interface {
-	// PutBinding stores b. b.Validate must pass (else ErrInvalid) and
-	// b.Revision must be baseRevision+1 (else ErrConflict). With
-	// baseRevision 0 it inserts b and returns an error wrapping ErrConflict
+	// PutBinding stores b. b.Validate must pass (else errcode.ErrInvalid) and
+	// b.Revision must be baseRevision+1 (else errcode.ErrConflict). With
+	// baseRevision 0 it inserts b and returns an error wrapping errcode.ErrConflict
 	// if a binding with b's kind, company and key exists (a binding of
 	// another company with the same kind and key is another binding). Otherwise it replaces the
-	// stored binding if its revision equals baseRevision, else ErrConflict
-	// (ErrNotFound if none is stored). Nothing changes on error.
+	// stored binding if its revision equals baseRevision, else errcode.ErrConflict
+	// (errcode.ErrNotFound if none is stored). Nothing changes on error.
 	PutBinding(ctx context.Context, b *Binding, baseRevision int64) error
 	// GetBinding returns the binding with ref's kind, company and key, or
-	// an error wrapping ErrNotFound.
+	// an error wrapping errcode.ErrNotFound.
 	GetBinding(ctx context.Context, ref BindingRef) (*Binding, error)
 	// DeleteBinding removes the binding ref if its stored revision equals
-	// baseRevision, else ErrConflict (ErrNotFound if absent).
+	// baseRevision, else errcode.ErrConflict (errcode.ErrNotFound if absent).
 	DeleteBinding(ctx context.Context, ref BindingRef, baseRevision int64) error
 	// ListBindings returns the matching bindings sorted by kind, then key,
 	// then company (byte order).
@@ -188,7 +190,7 @@ type BindingStore interface {
 // ListBindings answer.
 type TargetReader interface {
 	// GetEnvironmentBindings returns environment id, or an error wrapping
-	// ErrNotFound, and the bindings whose EnvironmentID is id, sorted as
+	// errcode.ErrNotFound, and the bindings whose EnvironmentID is id, sorted as
 	// ListBindings sorts them.
 	GetEnvironmentBindings(ctx context.Context, id string) (*Environment, []*Binding, error)
 }

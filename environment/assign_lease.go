@@ -6,6 +6,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // LeaseTarget authorizes p to lease a target and returns the environment
@@ -15,7 +16,7 @@ import (
 // (scope not nil; company must then be "" or the scope's company, and the
 // scope's company is returned) or environment environmentID leased for
 // company (scope nil; company required): exactly one of the two, else
-// ErrInvalid. required lists the capabilities the caller needs (CAP-4). It asks the Authorizer for ActionLease on the environment
+// errcode.ErrInvalid. required lists the capabilities the caller needs (CAP-4). It asks the Authorizer for ActionLease on the environment
 // with Company (and Scope, for a scope) set, so that the host decides
 // whether the principal belongs to the scope. Through a scope, the binding
 // is resolved here, from the store, as Resolve does (ASG-1..3). By id, the
@@ -54,12 +55,12 @@ type leaseTarget struct {
 func (a *Assignments) leaseTarget(ctx context.Context, p authz.Principal, req leaseTargetRequest) (*leaseTarget, error) {
 	switch {
 	case (req.EnvironmentID == "") == (req.Scope == nil):
-		return nil, fmt.Errorf("environment: lease target: exactly one of an environment id and a scope is required: %w", ErrInvalid)
+		return nil, fmt.Errorf("environment: lease target: exactly one of an environment id and a scope is required: %w", errcode.ErrInvalid)
 	case req.Scope != nil:
 		return a.leaseScope(ctx, p, *req.Scope, req.Company, req.Required)
 	}
 	if req.Company == "" {
-		return nil, fmt.Errorf("environment: lease of environment %s: field \"company\": required: %w", req.EnvironmentID, ErrInvalid)
+		return nil, fmt.Errorf("environment: lease of environment %s: field \"company\": required: %w", req.EnvironmentID, errcode.ErrInvalid)
 	}
 	// A refusal names only what the caller named: the id and its company.
 	asked := authz.Resource{Kind: authz.ResourceKindEnvironment, ID: req.EnvironmentID, Company: req.Company}
@@ -103,10 +104,10 @@ func (a *Assignments) targetByID(ctx context.Context, id string) (env *Environme
 
 func (a *Assignments) leaseScope(ctx context.Context, p authz.Principal, scope authz.Scope, company string, required drivers.Set) (*leaseTarget, error) {
 	if scope.Company == "" {
-		return nil, fmt.Errorf("environment: lease: scope field \"company\": required: %w", ErrInvalid)
+		return nil, fmt.Errorf("environment: lease: scope field \"company\": required: %w", errcode.ErrInvalid)
 	}
 	if company != "" && company != scope.Company {
-		return nil, fmt.Errorf("environment: lease for company %q through a scope of company %q: %w", company, scope.Company, ErrInvalid)
+		return nil, fmt.Errorf("environment: lease for company %q through a scope of company %q: %w", company, scope.Company, errcode.ErrInvalid)
 	}
 	sc := scope
 	// Authorize before resolving, so that a refusal names no environment.
@@ -150,7 +151,7 @@ func (a *Assignments) boundElsewhere(ctx context.Context, envID string, bs []*Bi
 		}
 	}
 	if other {
-		return fmt.Errorf("environment: %s is bound to another company and cannot be leased for company %q (ASG-3): %w", label, company, authz.ErrDenied)
+		return fmt.Errorf("environment: %s is bound to another company and cannot be leased for company %q (ASG-3): %w", label, company, errcode.ErrDenied)
 	}
 	return nil
 }
@@ -167,7 +168,7 @@ func (a *Assignments) Authorize(ctx context.Context, p authz.Principal, act auth
 // the Authorizer for authz.ActionProbe on the draft (a draft lease is a
 // draft probe's), then passes the part of the gate that needs no saved
 // environment, the instance settings (CFG-9, Gate.Admit). A refusal wraps
-// authz.ErrDenied, or drivers.ErrUnavailable with
+// errcode.ErrDenied, or drivers.ErrUnavailable with
 // instance.ErrEnvironmentsDisabled or instance.ErrManagedSandboxOnly (a
 // host driver). A driver that is not registered passes here; the lease
 // layer refuses it. It never calls a provider.

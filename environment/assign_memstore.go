@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // memoryBindingStore is NewMemoryBindingStore's BindingStore.
@@ -29,24 +31,24 @@ func (m *memoryBindingStore) PutBinding(ctx context.Context, b *Binding, baseRev
 		return err
 	}
 	if b == nil {
-		return fmt.Errorf("environment: put binding: nil binding: %w", ErrInvalid)
+		return fmt.Errorf("environment: put binding: nil binding: %w", errcode.ErrInvalid)
 	}
 	if err := b.Validate(); err != nil {
 		return err
 	}
 	if b.Revision != baseRevision+1 || baseRevision < 0 {
-		return fmt.Errorf("environment: %s: revision %d does not follow base revision %d: %w", b, b.Revision, baseRevision, ErrConflict)
+		return fmt.Errorf("environment: %s: revision %d does not follow base revision %d: %w", b, b.Revision, baseRevision, errcode.ErrConflict)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur, ok := m.bindings[b.BindingRef]
 	switch {
 	case baseRevision == 0 && ok:
-		return fmt.Errorf("environment: %s already exists at revision %d: %w", b, cur.Revision, ErrConflict)
+		return fmt.Errorf("environment: %s already exists at revision %d: %w", b, cur.Revision, errcode.ErrConflict)
 	case baseRevision > 0 && !ok:
-		return fmt.Errorf("environment: %s: %w", b, ErrNotFound)
+		return fmt.Errorf("environment: %s: %w", b, errcode.ErrNotFound)
 	case baseRevision > 0 && cur.Revision != baseRevision:
-		return fmt.Errorf("environment: %s: stale revision %d, stored revision is %d: %w", b, baseRevision, cur.Revision, ErrConflict)
+		return fmt.Errorf("environment: %s: stale revision %d, stored revision is %d: %w", b, baseRevision, cur.Revision, errcode.ErrConflict)
 	}
 	c := *b
 	m.bindings[b.BindingRef] = &c
@@ -62,7 +64,7 @@ func (m *memoryBindingStore) GetBinding(ctx context.Context, ref BindingRef) (*B
 	defer m.mu.RUnlock()
 	b, ok := m.bindings[ref]
 	if !ok {
-		return nil, fmt.Errorf("environment: %s binding: %w", Binding{BindingRef: ref}, ErrNotFound)
+		return nil, fmt.Errorf("environment: %s binding: %w", Binding{BindingRef: ref}, errcode.ErrNotFound)
 	}
 	c := *b
 	return &c, nil
@@ -77,10 +79,10 @@ func (m *memoryBindingStore) DeleteBinding(ctx context.Context, ref BindingRef, 
 	defer m.mu.Unlock()
 	cur, ok := m.bindings[ref]
 	if !ok {
-		return fmt.Errorf("environment: %s: %w", Binding{BindingRef: ref}, ErrNotFound)
+		return fmt.Errorf("environment: %s: %w", Binding{BindingRef: ref}, errcode.ErrNotFound)
 	}
 	if cur.Revision != baseRevision {
-		return fmt.Errorf("environment: %s: stale revision %d, stored revision is %d: %w", cur, baseRevision, cur.Revision, ErrConflict)
+		return fmt.Errorf("environment: %s: stale revision %d, stored revision is %d: %w", cur, baseRevision, cur.Revision, errcode.ErrConflict)
 	}
 	delete(m.bindings, ref)
 	return nil

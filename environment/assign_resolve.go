@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // scopeKey returns s's key for kind, and whether the scope has one (the
@@ -49,12 +50,12 @@ type Resolution struct {
 // usable, else Resolve returns an *Error naming it and never tries a
 // weaker binding or the local host (ASG-2): its company must be the
 // scope's (ErrDenied otherwise, ASG-3); the environment must exist
-// (ErrNotFound), be active (ErrArchived) and have a registered, available
+// (errcode.ErrNotFound), be active (ErrArchived) and have a registered, available
 // driver that is not a test driver outside test mode
 // (drivers.ErrUnavailable), a config its driver still accepts, and an
 // effective capability set covering required (drivers.ErrUnsupported; the
 // error names the missing capabilities, CAP-4). When no binding applies it
-// returns an error wrapping ErrNoBinding (and so ErrNotFound). A store error
+// returns an error wrapping ErrNoBinding (and so errcode.ErrNotFound). A store error
 // is returned, never skipped. Resolve needs ActionRead on the bindings of
 // the scope's company (Resource Kind authz.ResourceKindBinding, Company and Scope
 // set); a binding of another company is refused without naming that
@@ -63,7 +64,7 @@ type Resolution struct {
 // lease.Manager.Acquire, which resolves with LeaseTarget.
 func (a *Assignments) Resolve(ctx context.Context, p authz.Principal, scope authz.Scope, required drivers.Set) (*Resolution, error) {
 	if scope.Company == "" {
-		return nil, fmt.Errorf("environment: resolve: field \"company\": required: %w", ErrInvalid)
+		return nil, fmt.Errorf("environment: resolve: field \"company\": required: %w", errcode.ErrInvalid)
 	}
 	sc := scope
 	if err := a.authorize(ctx, p, authz.ActionRead, authz.Resource{Kind: authz.ResourceKindBinding, Company: scope.Company, Scope: &sc}); err != nil {
@@ -79,7 +80,7 @@ func (a *Assignments) Resolve(ctx context.Context, p authz.Principal, scope auth
 // environment when they could be read with it (a TargetReader), else nil.
 func (a *Assignments) resolve(ctx context.Context, scope authz.Scope, required drivers.Set, withBindings bool) (res *Resolution, bs []*Binding, err error) {
 	if scope.Company == "" {
-		return nil, nil, fmt.Errorf("environment: resolve: field \"company\": required: %w", ErrInvalid)
+		return nil, nil, fmt.Errorf("environment: resolve: field \"company\": required: %w", errcode.ErrInvalid)
 	}
 	for _, kind := range bindingKinds() {
 		key, ok := scopeKey(scope, kind)
@@ -91,7 +92,7 @@ func (a *Assignments) resolve(ctx context.Context, scope authz.Scope, required d
 			ref.Company = ""
 		}
 		b, err := a.bindings.GetBinding(ctx, ref)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, errcode.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -119,7 +120,7 @@ func (a *Assignments) check(ctx context.Context, scope authz.Scope, b *Binding, 
 	}
 	if b.Company != "" && b.Company != scope.Company {
 		// Name neither the other company nor its environment (ASG-3).
-		return nil, nil, &Error{Binding: &Binding{BindingRef: b.BindingRef}, Environment: "(not shown)", Err: authz.ErrDenied,
+		return nil, nil, &Error{Binding: &Binding{BindingRef: b.BindingRef}, Environment: "(not shown)", Err: errcode.ErrDenied,
 			Reason: fmt.Sprintf("the binding belongs to another company and cannot be used by company %q (ASG-3)", scope.Company)}
 	}
 	var env *Environment
@@ -130,8 +131,8 @@ func (a *Assignments) check(ctx context.Context, scope authz.Scope, b *Binding, 
 	} else {
 		env, err = a.envs.GetEnvironment(ctx, b.EnvironmentID)
 	}
-	if errors.Is(err, ErrNotFound) {
-		return nil, nil, refuse(b.EnvironmentID, ErrNotFound, "the bound environment no longer exists")
+	if errors.Is(err, errcode.ErrNotFound) {
+		return nil, nil, refuse(b.EnvironmentID, errcode.ErrNotFound, "the bound environment no longer exists")
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("environment: %s: reading environment %s: %w", b, b.EnvironmentID, err)
@@ -153,7 +154,7 @@ func (a *Assignments) check(ctx context.Context, scope authz.Scope, b *Binding, 
 // CheckLease is the ASG-4 check that the lease layer runs before it uses a
 // lease for the resolved target: the lease must be of the resolved
 // environment and of the resolution's company. It returns nil when both
-// match, else an error wrapping ErrTargetMismatch (and so ErrConflict) that
+// match, else an error wrapping ErrTargetMismatch (and so errcode.ErrConflict) that
 // names the binding, the resolved environment and company, and the lease's;
 // an empty value on either side is a mismatch, never a guess. It is pure:
 // no I/O.

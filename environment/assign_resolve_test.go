@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 // fullScope has a workspace, a project and an agent of company acme.
@@ -144,7 +145,7 @@ func TestResolveRefusals(t *testing.T) {
 		{
 			name:     "nothing bound is an error, not the host",
 			bindings: nil, scope: fullScope,
-			wantErr:  []error{environment.ErrNoBinding, environment.ErrNotFound},
+			wantErr:  []error{environment.ErrNoBinding, errcode.ErrNotFound},
 			wantText: []string{`company "acme"`, "workspace ws_1", "no workspace, project or agent binding and no instance default"},
 		},
 		{
@@ -162,13 +163,13 @@ func TestResolveRefusals(t *testing.T) {
 		{
 			name:     "deleted project target is an error; the agent default is not used",
 			bindings: []bind{projectBind("p_1", "acme", "missing"), agentBind("agent_1", "acme", "full")},
-			scope:    fullScope, wantErr: []error{environment.ErrNotFound},
+			scope:    fullScope, wantErr: []error{errcode.ErrNotFound},
 			wantRef: ref(projectBind("p_1", "acme", "")), wantText: []string{"project p_1 binding", "env_missing", "no longer exists"},
 		},
 		{
 			name:     "deleted instance default is an error, not the host",
 			bindings: []bind{defaultBind("missing")}, scope: fullScope,
-			wantErr: []error{environment.ErrNotFound}, wantRef: ref(defaultBind("")),
+			wantErr: []error{errcode.ErrNotFound}, wantRef: ref(defaultBind("")),
 			wantText: []string{"instance default binding", "env_missing"},
 		},
 		{
@@ -207,13 +208,13 @@ func TestResolveRefusals(t *testing.T) {
 		{
 			name:     "a stored config the driver no longer accepts is refused (CFG-8)",
 			bindings: []bind{projectBind("p_1", "acme", "broken"), defaultBind("full")},
-			scope:    fullScope, wantErr: []error{config.ErrInvalid, environment.ErrInvalid},
+			scope:    fullScope, wantErr: []error{config.ErrInvalid, errcode.ErrInvalid},
 			wantRef: ref(projectBind("p_1", "acme", "")), wantText: []string{`"broken"`, "cpus"},
 		},
 		{
 			name:     "a scope without a company is invalid",
 			bindings: []bind{defaultBind("full")}, scope: authz.Scope{Workspace: "ws_1"},
-			wantErr: []error{environment.ErrInvalid}, wantText: []string{`"company"`},
+			wantErr: []error{errcode.ErrInvalid}, wantText: []string{`"company"`},
 		},
 	}
 	for _, tc := range tests {
@@ -234,7 +235,7 @@ func TestResolveRefusals(t *testing.T) {
 			}
 			wantErr(t, err, tc.wantErr...)
 			wantText(t, err, tc.wantText...)
-			if strings.Contains(err.Error(), "globex") || strings.Contains(err.Error(), f.ids["full"]) && errors.Is(err, authz.ErrDenied) {
+			if strings.Contains(err.Error(), "globex") || strings.Contains(err.Error(), f.ids["full"]) && errors.Is(err, errcode.ErrDenied) {
 				t.Errorf("refusal %q names another tenant's company or environment (ASG-3)", err)
 			}
 			if strings.Contains(err.Error(), f.ids["host"]) && !failingBindsTo(tc.bindings, "host", tc.wantRef) {
@@ -341,7 +342,7 @@ func TestResolutionCheckLease(t *testing.T) {
 				}
 				return
 			}
-			wantErr(t, err, environment.ErrTargetMismatch, environment.ErrConflict)
+			wantErr(t, err, environment.ErrTargetMismatch, errcode.ErrConflict)
 			wantText(t, err, append([]string{"ASG-4"}, tc.wantInText...)...)
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // Assignments manages assignment bindings and resolves execution targets
@@ -62,12 +63,12 @@ func NewAssignments(bindings BindingStore, envs Store, reg *drivers.Registry, op
 // the instance default, which must have none). The company is part of the
 // binding's identity: two companies bind the same key independently. baseRevision is the
 // revision of the binding the change is based on: 0 creates a new
-// binding (ErrConflict if one exists), n > 0 replaces revision n
-// (ErrConflict if stale), AnyRevision creates or replaces whatever is
+// binding (errcode.ErrConflict if one exists), n > 0 replaces revision n
+// (errcode.ErrConflict if stale), AnyRevision creates or replaces whatever is
 // stored. It needs ActionBind on the environment for req.Company (instance
 // admins and local
 // operators under DefaultPolicy; agents are denied). The environment must
-// exist (ErrNotFound; reported as denied to principals who may not bind), be
+// exist (errcode.ErrNotFound; reported as denied to principals who may not bind), be
 // active (ErrArchived), and have a registered, available driver that is not
 // a test driver outside test mode (drivers.ErrUnavailable).
 // If the environment is deleted or archived while Set runs, Set removes the
@@ -114,7 +115,7 @@ func (a *Assignments) set(ctx context.Context, p authz.Principal, b Binding, env
 		return nil, fmt.Errorf("environment: cannot bind %s to environment %s: %w", b, labelOf(env), why)
 	}
 	if base < AnyRevision {
-		return nil, fmt.Errorf("environment: %s: field \"baseRevision\": %d is not a revision: %w", b, base, ErrInvalid)
+		return nil, fmt.Errorf("environment: %s: field \"baseRevision\": %d is not a revision: %w", b, base, errcode.ErrInvalid)
 	}
 	now := a.clock.Now().UTC()
 	var err error
@@ -128,7 +129,7 @@ func (a *Assignments) set(ctx context.Context, p authz.Principal, b Binding, env
 		if err == nil {
 			return a.confirm(ctx, &put)
 		}
-		if base != AnyRevision || !(errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound)) {
+		if base != AnyRevision || !(errors.Is(err, errcode.ErrConflict) || errors.Is(err, errcode.ErrNotFound)) {
 			break
 		}
 	}
@@ -147,14 +148,14 @@ func (a *Assignments) prepare(ctx context.Context, p authz.Principal, b Binding,
 	}
 	cur, err := a.bindings.GetBinding(ctx, b.BindingRef)
 	switch {
-	case errors.Is(err, ErrNotFound) && base == AnyRevision:
+	case errors.Is(err, errcode.ErrNotFound) && base == AnyRevision:
 		put.Revision, put.CreatedAt, put.CreatedBy = 1, now, p.ID
 		return put, nil
 	case err != nil:
 		return put, fmt.Errorf("environment: binding %s: %w", b, err)
 	}
 	if base != AnyRevision && cur.Revision != base {
-		return put, fmt.Errorf("environment: %s: stale revision %d, stored revision is %d: %w", cur, base, cur.Revision, ErrConflict)
+		return put, fmt.Errorf("environment: %s: stale revision %d, stored revision is %d: %w", cur, base, cur.Revision, errcode.ErrConflict)
 	}
 	put.Revision, put.CreatedAt, put.CreatedBy = cur.Revision+1, cur.CreatedAt, cur.CreatedBy
 	return put, nil
@@ -168,8 +169,8 @@ func (a *Assignments) confirm(ctx context.Context, b *Binding) (*Binding, error)
 	env, err := a.envs.GetEnvironment(ctx, b.EnvironmentID)
 	var why error
 	switch {
-	case errors.Is(err, ErrNotFound):
-		why = fmt.Errorf("environment %s was deleted meanwhile: %w", b.EnvironmentID, ErrNotFound)
+	case errors.Is(err, errcode.ErrNotFound):
+		why = fmt.Errorf("environment %s was deleted meanwhile: %w", b.EnvironmentID, errcode.ErrNotFound)
 	case err != nil:
 		why = err
 	case env.Status != StatusActive:
@@ -178,7 +179,7 @@ func (a *Assignments) confirm(ctx context.Context, b *Binding) (*Binding, error)
 	if why == nil {
 		return b, nil
 	}
-	if derr := a.bindings.DeleteBinding(context.WithoutCancel(ctx), b.BindingRef, b.Revision); derr != nil && !errors.Is(derr, ErrNotFound) {
+	if derr := a.bindings.DeleteBinding(context.WithoutCancel(ctx), b.BindingRef, b.Revision); derr != nil && !errors.Is(derr, errcode.ErrNotFound) {
 		why = errors.Join(why, fmt.Errorf("removing the binding again failed: %w", derr))
 	}
 	return nil, fmt.Errorf("environment: binding %s: %w", b, why)
@@ -196,7 +197,7 @@ func (a *Assignments) unusable(env *Environment) error {
 
 // Clear removes the binding ref at baseRevision (AnyRevision: whatever is
 // stored). It needs ActionBind for ref.Company, asked before anything is
-// read. A missing binding is ErrNotFound; a stale revision is ErrConflict.
+// read. A missing binding is errcode.ErrNotFound; a stale revision is errcode.ErrConflict.
 func (a *Assignments) Clear(ctx context.Context, p authz.Principal, ref BindingRef, baseRevision int64) error {
 	if err := a.authorize(ctx, p, authz.ActionBind, bindingResource(ref)); err != nil {
 		return err
@@ -219,7 +220,7 @@ func (a *Assignments) Clear(ctx context.Context, p authz.Principal, ref BindingR
 
 // Show returns the binding ref. It needs ActionRead for ref.Company, asked
 // before anything is read. A missing binding and one the principal may not
-// read are one answer, an error wrapping ErrNotFound that names only ref
+// read are one answer, an error wrapping errcode.ErrNotFound that names only ref
 // (authz's rule: a record the principal may not read is reported as
 // missing), so a refusal tells nothing of another company's bindings.
 func (a *Assignments) Show(ctx context.Context, p authz.Principal, ref BindingRef) (*Binding, error) {
@@ -228,7 +229,7 @@ func (a *Assignments) Show(ctx context.Context, p authz.Principal, ref BindingRe
 	}
 	b, err := a.bindings.GetBinding(ctx, ref)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, errcode.ErrNotFound):
 		return nil, missingBinding(ref)
 	case err != nil:
 		return nil, fmt.Errorf("environment: reading the %s: %w", Binding{BindingRef: ref}, err)
@@ -239,7 +240,7 @@ func (a *Assignments) Show(ctx context.Context, p authz.Principal, ref BindingRe
 // missingBinding is Show's answer for a binding that is missing or that
 // the principal may not read.
 func missingBinding(ref BindingRef) error {
-	return fmt.Errorf("environment: no %s: %w", Binding{BindingRef: ref}, ErrNotFound)
+	return fmt.Errorf("environment: no %s: %w", Binding{BindingRef: ref}, errcode.ErrNotFound)
 }
 
 // List returns the bindings matching f that p may read (ActionRead for each
@@ -311,7 +312,7 @@ func (a *Assignments) clearEnvironment(ctx context.Context, envID string) error 
 func (a *Assignments) protected(ctx context.Context, env *Environment) string {
 	b, err := a.bindings.GetBinding(ctx, BindingRef{Kind: BindingInstanceDefault})
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, errcode.ErrNotFound):
 		return ""
 	case err != nil:
 		return fmt.Sprintf("cannot tell whether it is the instance default: %v", err)
@@ -331,7 +332,7 @@ func (a *Assignments) authorize(ctx context.Context, p authz.Principal, act auth
 	if err == nil {
 		return nil
 	}
-	if !errors.Is(err, authz.ErrDenied) {
+	if !errors.Is(err, errcode.ErrDenied) {
 		err = fmt.Errorf("%w: %w", authz.Denied(p, act, r), err)
 	}
 	if act.IsMutation() {

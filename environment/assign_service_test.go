@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 // TestSetAuthorization (CFG-2, AUTH-1): binding is a mutation; only
@@ -28,9 +29,9 @@ func TestSetAuthorization(t *testing.T) {
 			b, err := environment.Bind(f.asg, context.Background(), tc.p, req)
 			allowed := tc.p.Role == authz.RoleInstanceAdmin || tc.p.Role == authz.RoleLocalOperator
 			if !allowed {
-				wantErr(t, err, authz.ErrDenied)
+				wantErr(t, err, errcode.ErrDenied)
 				wantText(t, err, string(tc.p.Role), "bind")
-				if _, gerr := f.bindings.GetBinding(context.Background(), environment.BindingRef{Kind: req.Kind, Key: req.Key}); !errors.Is(gerr, environment.ErrNotFound) {
+				if _, gerr := f.bindings.GetBinding(context.Background(), environment.BindingRef{Kind: req.Kind, Key: req.Key}); !errors.Is(gerr, errcode.ErrNotFound) {
 					t.Errorf("denied bind stored a binding (get: %v)", gerr)
 				}
 				return
@@ -73,10 +74,10 @@ func TestSetRefusals(t *testing.T) {
 	}{
 		{name: "a missing environment is not found", p: admin, env: "missing",
 			req:     environment.SetBinding{Kind: environment.BindingProject, Key: "p_1", Company: "acme"},
-			wantErr: []error{environment.ErrNotFound}},
+			wantErr: []error{errcode.ErrNotFound}},
 		{name: "a missing environment is denied to an agent, not revealed", p: agent, env: "missing",
 			req:     environment.SetBinding{Kind: environment.BindingProject, Key: "p_1", Company: "acme"},
-			wantErr: []error{authz.ErrDenied}},
+			wantErr: []error{errcode.ErrDenied}},
 		{name: "an archived environment cannot be bound", p: admin, env: "old",
 			req:     environment.SetBinding{Kind: environment.BindingProject, Key: "p_1", Company: "acme"},
 			wantErr: []error{environment.ErrArchived}, wantText: []string{"project p_1 binding", `"old"`}},
@@ -91,24 +92,24 @@ func TestSetRefusals(t *testing.T) {
 			wantErr: []error{drivers.ErrUnavailable}, wantText: []string{"for tests only"}},
 		{name: "an unknown kind is invalid", p: admin, env: "full",
 			req:     environment.SetBinding{Kind: "team", Key: "t_1", Company: "acme"},
-			wantErr: []error{environment.ErrInvalid}, wantText: []string{`"kind"`}},
+			wantErr: []error{errcode.ErrInvalid}, wantText: []string{`"kind"`}},
 		{name: "a workspace binding needs a company", p: admin, env: "full",
 			req:     environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_1"},
-			wantErr: []error{environment.ErrInvalid}, wantText: []string{`"company"`}},
+			wantErr: []error{errcode.ErrInvalid}, wantText: []string{`"company"`}},
 		{name: "the instance default has no company", p: admin, env: "full",
 			req:     environment.SetBinding{Kind: environment.BindingInstanceDefault, Company: "acme"},
-			wantErr: []error{environment.ErrInvalid}, wantText: []string{`"company"`}},
+			wantErr: []error{errcode.ErrInvalid}, wantText: []string{`"company"`}},
 		{name: "creating over an existing binding is a conflict", p: admin, env: "lean",
 			existing: []bind{wsBind("ws_1", "acme", "full")},
 			req:      environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_1", Company: "acme"},
-			wantErr:  []error{environment.ErrConflict}},
+			wantErr:  []error{errcode.ErrConflict}},
 		{name: "a stale base revision is a conflict", p: admin, env: "lean",
 			existing: []bind{wsBind("ws_1", "acme", "full")},
 			req:      environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_1", Company: "acme", BaseRevision: 2},
-			wantErr:  []error{environment.ErrConflict}, wantText: []string{"stale revision 2"}},
+			wantErr:  []error{errcode.ErrConflict}, wantText: []string{"stale revision 2"}},
 		{name: "replacing a missing binding is not found", p: admin, env: "lean",
 			req:     environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_1", Company: "acme", BaseRevision: 1},
-			wantErr: []error{environment.ErrNotFound}},
+			wantErr: []error{errcode.ErrNotFound}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,16 +174,16 @@ func TestSetRevisions(t *testing.T) {
 		t.Errorf("AnyRevision on a new key = %+v, %v; want revision 1", fresh, err)
 	}
 
-	wantErr(t, f.asg.Clear(ctx, admin, third.BindingRef, 2), environment.ErrConflict)
-	wantErr(t, f.asg.Clear(ctx, agent, third.BindingRef, 3), authz.ErrDenied)
-	wantErr(t, f.asg.Clear(ctx, board, third.BindingRef, environment.AnyRevision), authz.ErrDenied)
+	wantErr(t, f.asg.Clear(ctx, admin, third.BindingRef, 2), errcode.ErrConflict)
+	wantErr(t, f.asg.Clear(ctx, agent, third.BindingRef, 3), errcode.ErrDenied)
+	wantErr(t, f.asg.Clear(ctx, board, third.BindingRef, environment.AnyRevision), errcode.ErrDenied)
 	if err := f.asg.Clear(ctx, operator, third.BindingRef, 3); err != nil {
 		t.Fatalf("Clear: %v", err)
 	}
-	wantErr(t, f.asg.Clear(ctx, admin, third.BindingRef, environment.AnyRevision), environment.ErrNotFound)
-	wantErr(t, f.asg.Clear(ctx, agent, third.BindingRef, environment.AnyRevision), authz.ErrDenied)
+	wantErr(t, f.asg.Clear(ctx, admin, third.BindingRef, environment.AnyRevision), errcode.ErrNotFound)
+	wantErr(t, f.asg.Clear(ctx, agent, third.BindingRef, environment.AnyRevision), errcode.ErrDenied)
 	_, err = f.asg.Show(ctx, admin, third.BindingRef)
-	wantErr(t, err, environment.ErrNotFound)
+	wantErr(t, err, errcode.ErrNotFound)
 	if err := f.asg.Clear(ctx, admin, fresh.BindingRef, environment.AnyRevision); err != nil {
 		t.Fatalf("Clear with AnyRevision: %v", err)
 	}
@@ -239,7 +240,7 @@ func TestListBindings(t *testing.T) {
 	t.Run("board member reads another company's binding as missing", func(t *testing.T) {
 		t.Parallel()
 		_, err := scoped.Show(ctx, board, environment.BindingRef{Kind: environment.BindingWorkspace, Key: "ws_2"})
-		wantErr(t, err, environment.ErrNotFound)
+		wantErr(t, err, errcode.ErrNotFound)
 	})
 }
 
@@ -377,7 +378,7 @@ func TestSetRacingDelete(t *testing.T) {
 	f := newAsgFixtureOn(t, store, environment.NewMemoryBindingStore(), nil)
 	store.victim = f.ids["full"]
 	_, err := environment.Bind(f.asg, ctx, admin, environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_1", Company: "acme", EnvironmentID: f.ids["full"]})
-	wantErr(t, err, environment.ErrNotFound)
+	wantErr(t, err, errcode.ErrNotFound)
 	wantText(t, err, "deleted meanwhile")
 	left, err := f.bindings.ListBindings(ctx, environment.BindingFilter{})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 // oneStore is one value that is the Store, the BindingStore and a
@@ -89,15 +90,15 @@ func TestALeaseTargetIsOneReadOfATargetReader(t *testing.T) {
 		t.Errorf("LeaseTarget of the workspace key globex bound, for acme = %v, want ErrNoBinding naming nothing of globex (binding keys are per company, ASG-3)", err)
 	}
 	_, err = environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.ids["lean"], Company: "acme"})
-	if !errors.Is(err, authz.ErrDenied) {
+	if !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("LeaseTarget of an environment globex bound, for acme = %v, want ErrDenied (ASG-3)", err)
 	}
 	if _, err := environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.ids["lean"], Company: "globex"}); err != nil {
 		t.Errorf("LeaseTarget of an environment globex bound, for globex: %v", err)
 	}
 	_, err = environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: "env_missing", Company: "acme"})
-	if !errors.Is(err, environment.ErrNotFound) {
-		t.Errorf("LeaseTarget of a missing environment = %v, want ErrNotFound", err)
+	if !errors.Is(err, errcode.ErrNotFound) {
+		t.Errorf("LeaseTarget of a missing environment = %v, want errcode.ErrNotFound", err)
 	}
 
 	// Two values are never taken for one: each store is read apart.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 var globexAgent = authz.Principal{ID: "agent_g", Role: authz.RoleAgent, Companies: []string{"globex"}}
@@ -18,7 +19,7 @@ func wsRef(company, key string) environment.BindingRef {
 
 // Show authorizes before it tells anything (issue 51, authz's rule): a
 // binding of a company the principal holds no grant for reads exactly as
-// a missing one (ErrNotFound, the same message), never as a refusal, so
+// a missing one (errcode.ErrNotFound, the same message), never as a refusal, so
 // globex's agent cannot tell acme's bound keys from unbound ones.
 func TestShowOfAnotherCompanysBindingReadsAsMissing(t *testing.T) {
 	t.Parallel()
@@ -29,8 +30,8 @@ func TestShowOfAnotherCompanysBindingReadsAsMissing(t *testing.T) {
 	_, errUnbound := f.asg.Show(ctx, globexAgent, wsRef("acme", "ws_none"))
 	_, errOwn := f.asg.Show(ctx, globexAgent, wsRef("globex", "ws_a"))
 	for name, err := range map[string]error{"acme's bound key": errBound, "acme's unbound key": errUnbound, "its own unbound key": errOwn} {
-		wantErr(t, err, environment.ErrNotFound)
-		if errors.Is(err, authz.ErrDenied) {
+		wantErr(t, err, errcode.ErrNotFound)
+		if errors.Is(err, errcode.ErrDenied) {
 			t.Errorf("%s: %v is a refusal, want not found", name, err)
 		}
 	}
@@ -64,7 +65,7 @@ func TestTwoCompaniesBindOneWorkspaceKey(t *testing.T) {
 		}
 	}
 	_, err := environment.Bind(f.asg, ctx, admin, environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws", Company: "acme", EnvironmentID: f.ids["lean"]})
-	wantErr(t, err, environment.ErrConflict)
+	wantErr(t, err, errcode.ErrConflict)
 	if err := f.asg.Clear(ctx, admin, a.BindingRef, environment.AnyRevision); err != nil {
 		t.Fatal(err)
 	}

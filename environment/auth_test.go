@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 // recordingAuthorizer records every decision it is asked for and denies
@@ -63,7 +64,7 @@ func TestCatalogUsesHostAuthorizer(t *testing.T) {
 	}
 	name := "renamed"
 	_, err = f.cat.Update(ctx, admin, v.ID, environment.UpdateRequest{BaseRevision: 1, Name: &name})
-	wantErr(t, err, authz.ErrDenied)
+	wantErr(t, err, errcode.ErrDenied)
 	wantText(t, err, "host says no", "update")
 	if got, _ := f.cat.Get(ctx, admin, v.ID); got.Name != "by-host-policy" || got.Revision != 1 {
 		t.Errorf("denied update changed the record: %+v", got)

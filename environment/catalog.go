@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/secretcfg"
 )
@@ -190,7 +191,7 @@ func (c *Catalog) create(ctx context.Context, p authz.Principal, req CreateReque
 			return nil, fmt.Errorf("environment %s: %w", label, err)
 		}
 		if len(existing) > 0 {
-			return nil, &Error{Environment: label, Field: "driver", Err: ErrConflict,
+			return nil, &Error{Environment: label, Field: "driver", Err: errcode.ErrConflict,
 				Reason: fmt.Sprintf("only one %q environment is allowed per instance and %q (%s) exists", req.Driver, existing[0].Name, existing[0].ID)}
 		}
 	}
@@ -208,7 +209,7 @@ func (c *Catalog) create(ctx context.Context, p authz.Principal, req CreateReque
 		}
 	}
 	if field := storedSecretField(schema, cfg); field != "" {
-		return nil, &Error{Environment: label, Field: field, Err: ErrInvalid,
+		return nil, &Error{Environment: label, Field: field, Err: errcode.ErrInvalid,
 			Reason: "a new environment cannot point at a stored secret; paste the secret value (CFG-3)"}
 	}
 	id := c.newID()
@@ -235,7 +236,7 @@ func (c *Catalog) create(ctx context.Context, p authz.Principal, req CreateReque
 // only, env vars, metadata) for principals allowed ActionReadConfig, the
 // redacted view (no config, no env vars, no metadata, CFG-2) for those
 // allowed only ActionRead, and an error wrapping ErrDenied otherwise. A
-// missing environment is ErrNotFound, reported only to principals allowed to
+// missing environment is errcode.ErrNotFound, reported only to principals allowed to
 // read.
 func (c *Catalog) Get(ctx context.Context, p authz.Principal, id string) (*View, error) {
 	env, err := c.load(ctx, p, authz.ActionRead, id)
@@ -279,7 +280,7 @@ func (c *Catalog) List(ctx context.Context, p authz.Principal, f ListFilter) ([]
 // resolves them itself, and other packages get only a Scrubber): it does no
 // authorization, and the returned Config holds secret
 // values that must not be logged or shown (the returned Environment holds
-// references only). It fails with ErrNotFound, with drivers.ErrUnavailable
+// references only). It fails with errcode.ErrNotFound, with drivers.ErrUnavailable
 // when the driver is not registered or is a test driver outside test mode,
 // and with a ConfigError naming the environment and field when the stored
 // config no longer validates (CFG-8). Archived environments are returned
@@ -299,7 +300,7 @@ func (c *Catalog) resolvedConfig(ctx context.Context, id string) (*Environment, 
 		return nil, nil, &ConfigError{ID: env.ID, Name: env.Name, Err: err}
 	}
 	if plain := secretcfg.PlainSecrets(schema, cfg); len(plain) > 0 {
-		return nil, nil, &Error{Environment: label, Field: "config." + plain[0], Err: ErrInvalid,
+		return nil, nil, &Error{Environment: label, Field: "config." + plain[0], Err: errcode.ErrInvalid,
 			Reason: "stored config holds an inline secret instead of a reference; update the environment"}
 	}
 	resolved, err := secretcfg.ResolveSecrets(ctx, schema, cfg, c.secrets.Get)
@@ -340,7 +341,7 @@ func (c *Catalog) Draft(ctx context.Context, p authz.Principal, req CreateReques
 		return nil, nil, &ConfigError{Name: name, Err: err}
 	}
 	if field := storedSecretField(schema, cfg); field != "" {
-		return nil, nil, &Error{Environment: label, Field: field, Err: ErrInvalid,
+		return nil, nil, &Error{Environment: label, Field: field, Err: errcode.ErrInvalid,
 			Reason: "a draft cannot point at a stored secret; paste the value or probe the saved environment"}
 	}
 	d, err := c.reg.Lookup(req.Driver)
@@ -358,6 +359,9 @@ func (c *Catalog) load(ctx context.Context, p authz.Principal, a authz.Action, i
 	if err != nil {
 		if aerr := c.authorize(ctx, p, a, authz.Resource{Kind: authz.ResourceKindEnvironment, ID: id}); aerr != nil {
 			return nil, aerr
+		}
+		if errors.Is(err, errcode.ErrNotFound) {
+			err = &errcode.Error{Message: fmt.Sprintf("Could not find environment %s: check the id or name.", id), Err: err}
 		}
 		return nil, err
 	}
@@ -381,7 +385,7 @@ func (c *Catalog) authorize(ctx context.Context, p authz.Principal, a authz.Acti
 	if err == nil {
 		return nil
 	}
-	if !errors.Is(err, authz.ErrDenied) {
+	if !errors.Is(err, errcode.ErrDenied) {
 		err = fmt.Errorf("%w: %w", authz.Denied(p, a, r), err)
 	}
 	if a.IsMutation() || a == authz.ActionProbe {
@@ -395,15 +399,15 @@ func (c *Catalog) authorize(ctx context.Context, p authz.Principal, a authz.Acti
 // schemaFor returns the schema of a registered, usable driver.
 func (c *Catalog) schemaFor(label, driver string) (*config.Schema, error) {
 	if driver == "" {
-		return nil, &Error{Environment: label, Field: "driver", Reason: "required", Err: ErrInvalid}
+		return nil, &Error{Environment: label, Field: "driver", Reason: "required", Err: errcode.ErrInvalid}
 	}
 	d, err := c.reg.Lookup(driver)
 	if err != nil {
-		return nil, &Error{Environment: label, Field: "driver", Err: errors.Join(ErrInvalid, err),
+		return nil, &Error{Environment: label, Field: "driver", Err: errors.Join(errcode.ErrInvalid, err),
 			Reason: fmt.Sprintf("driver %q is not registered in this instance (%v)", driver, drivers.ErrUnavailable)}
 	}
 	if c.gate.isTestDriver(driver) && !c.gate.testMode {
-		return nil, &Error{Environment: label, Field: "driver", Err: errors.Join(ErrInvalid, drivers.ErrUnavailable),
+		return nil, &Error{Environment: label, Field: "driver", Err: errors.Join(errcode.ErrInvalid, drivers.ErrUnavailable),
 			Reason: fmt.Sprintf("driver %q is for tests only and cannot be saved as a working target unless the host enables test mode (CFG-4)", driver)}
 	}
 	return d.Schema(), nil

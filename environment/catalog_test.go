@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 // TestCreateGetRoundTrip (CFG-1): a saved environment is an instance-scoped
@@ -59,8 +60,8 @@ func testCreateGetRoundTrip(t *testing.T, f *fixture) {
 	if diff := cmp.Diff(environment.SecretInfo{ID: secrets[0].ID, Owner: "env_001", Field: "apiKey", Versions: []int64{1}}, secrets[0]); diff != "" {
 		t.Errorf("secret (-want +got):\n%s", diff)
 	}
-	if _, err := f.cat.Get(ctx, admin, "env_nope"); !errors.Is(err, environment.ErrNotFound) {
-		t.Errorf("Get of a missing id: got %v, want ErrNotFound", err)
+	if _, err := f.cat.Get(ctx, admin, "env_nope"); !errors.Is(err, errcode.ErrNotFound) {
+		t.Errorf("Get of a missing id: got %v, want errcode.ErrNotFound", err)
 	}
 }
 
@@ -115,13 +116,13 @@ func TestCatalogAuthorization(t *testing.T) {
 				privileged := pr.p.Role == authz.RoleInstanceAdmin || pr.p.Role == authz.RoleLocalOperator
 				if privileged {
 					if o.name == "update of a missing id" {
-						wantErr(t, err, environment.ErrNotFound)
+						wantErr(t, err, errcode.ErrNotFound)
 					} else if err != nil {
 						t.Fatalf("want allowed, got %v", err)
 					}
 					return
 				}
-				wantErr(t, err, authz.ErrDenied)
+				wantErr(t, err, errcode.ErrDenied)
 				wantText(t, err, string(pr.p.Role))
 				after, _ := f.store.GetEnvironment(ctx, v.ID)
 				if diff := cmp.Diff(before, after); diff != "" {
@@ -184,13 +185,13 @@ func TestExclusiveLocal(t *testing.T) {
 	f := newFixture(t, nil)
 	first := f.mustCreate(t, environment.CreateRequest{Name: "this machine", Driver: "local"})
 	_, err := f.cat.Create(ctx, operator, environment.CreateRequest{Name: "another", Driver: "local"})
-	wantErr(t, err, environment.ErrConflict)
+	wantErr(t, err, errcode.ErrConflict)
 	wantText(t, err, `environment "another"`, `field "driver"`, "this machine")
 	if _, err := f.cat.Archive(ctx, admin, first.ID, 1); err != nil {
 		t.Fatal(err)
 	}
 	_, err = f.cat.Create(ctx, admin, environment.CreateRequest{Name: "after archive", Driver: "local"})
-	wantErr(t, err, environment.ErrConflict)
+	wantErr(t, err, errcode.ErrConflict)
 	if n := f.count(t); n != 1 {
 		t.Errorf("store holds %d environments, want 1", n)
 	}
@@ -211,7 +212,7 @@ func TestExclusiveLocal(t *testing.T) {
 			switch {
 			case err == nil:
 				ok++
-			case !errors.Is(err, environment.ErrConflict):
+			case !errors.Is(err, errcode.ErrConflict):
 				t.Errorf("unexpected error %v", err)
 			}
 		}
@@ -261,7 +262,7 @@ func TestTestDrivers(t *testing.T) {
 					}
 					continue
 				}
-				wantErr(t, err, environment.ErrInvalid, drivers.ErrUnavailable)
+				wantErr(t, err, errcode.ErrInvalid, drivers.ErrUnavailable)
 				wantText(t, err, `environment "t-`+p.ID+`"`, `field "driver"`, "test mode")
 			}
 			if want := map[bool]int{true: 0, false: 2}[tc.wantErr]; f.count(t) != want {
@@ -321,7 +322,7 @@ func TestStaleRevision(t *testing.T) {
 				before, _ := f.store.GetEnvironment(ctx, v.ID)
 				secretsBefore := environment.ListSecrets(f.secrets)
 				err := op(f, v.ID, base)
-				wantErr(t, err, environment.ErrConflict)
+				wantErr(t, err, errcode.ErrConflict)
 				wantText(t, err, `"build" (env_001)`, "baseRevision", "stale revision")
 				after, _ := f.store.GetEnvironment(ctx, v.ID)
 				if diff := cmp.Diff(before, after); diff != "" {
@@ -351,7 +352,7 @@ func TestStaleRevision(t *testing.T) {
 		for _, err := range errs {
 			if err == nil {
 				ok++
-			} else if !errors.Is(err, environment.ErrConflict) {
+			} else if !errors.Is(err, errcode.ErrConflict) {
 				t.Errorf("unexpected error %v", err)
 			}
 		}
@@ -379,7 +380,7 @@ func TestDuplicateName(t *testing.T) {
 	f.mustCreate(t, remoteRequest("build"))
 	other := f.mustCreate(t, remoteRequest("other"))
 	_, err := f.cat.Create(ctx, admin, remoteRequest("build"))
-	wantErr(t, err, environment.ErrConflict)
+	wantErr(t, err, errcode.ErrConflict)
 	wantText(t, err, `environment "build"`, "name already used")
 	if f.count(t) != 2 || len(environment.ListSecrets(f.secrets)) != 2 {
 		t.Errorf("refused create left %d environments and secrets %+v, want 2 and 2", f.count(t), environment.ListSecrets(f.secrets))
@@ -387,7 +388,7 @@ func TestDuplicateName(t *testing.T) {
 	name := "build"
 	_, err = f.cat.Update(ctx, admin, other.ID, environment.UpdateRequest{BaseRevision: 1, Name: &name,
 		Config: map[string]any{"host": "h", "apiKey": "new value"}})
-	wantErr(t, err, environment.ErrConflict)
+	wantErr(t, err, errcode.ErrConflict)
 	if got, _ := f.cat.Get(ctx, admin, other.ID); got.Name != "other" || got.Revision != 1 {
 		t.Errorf("refused rename changed the record: %+v", got)
 	}
@@ -416,7 +417,7 @@ func TestUnavailableDriver(t *testing.T) {
 	wantErr(t, err, drivers.ErrUnavailable)
 	d := "x"
 	_, err = bare.Update(ctx, admin, v.ID, environment.UpdateRequest{BaseRevision: 1, Description: &d})
-	wantErr(t, err, drivers.ErrUnavailable, environment.ErrInvalid)
+	wantErr(t, err, drivers.ErrUnavailable, errcode.ErrInvalid)
 	wantText(t, err, `environment "build" (env_001)`, `field "driver"`)
 	// It can still be deleted, secrets included.
 	if _, err := bare.Delete(ctx, admin, v.ID, 1); err != nil || len(environment.ListSecrets(f.secrets)) != 0 {

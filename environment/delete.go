@@ -188,9 +188,9 @@ func refIDs(rs []Reference) string {
 	return strings.Join(ids, ", ")
 }
 
-// Delete removes environment id at baseRevision (else ErrConflict) after
+// Delete removes environment id at baseRevision (else errcode.ErrConflict) after
 // computing its blast radius (CFG-7). It is refused with a
-// *Error with the Radius (wrapping ErrConflict) while a reusable lease is live,
+// *Error with the Radius (wrapping errcode.ErrConflict) while a reusable lease is live,
 // while a cleanup is pending, or for a protected environment. After the
 // record is gone it clears the references of every ReferenceClearer
 // (bindings, ASG-5) and deletes the environment's secrets. It returns the
@@ -216,7 +216,7 @@ func (c *Catalog) Delete(ctx context.Context, p authz.Principal, id string, base
 func (c *Catalog) delete(ctx context.Context, env *Environment, base int64) (*BlastRadius, error) {
 	label := labelOf(env)
 	if base != env.Revision {
-		return nil, &Error{Environment: label, Field: "baseRevision", Err: ErrConflict,
+		return nil, &Error{Environment: label, Field: "baseRevision", Err: errStaleRevision,
 			Reason: fmt.Sprintf("stale revision %d: the stored revision is %d (CFG-6)", base, env.Revision)}
 	}
 	b, err := c.blastRadius(ctx, env)

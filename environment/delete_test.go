@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -113,7 +114,7 @@ func TestDelete(t *testing.T) {
 				t.Errorf("Delete's radius (-want +got):\n%s", diff)
 			}
 			if len(tc.blockers) > 0 {
-				wantErr(t, err, environment.ErrConflict)
+				wantErr(t, err, errcode.ErrConflict)
 				wantText(t, err, `environment "build" (env_001): delete refused`, tc.blockers[0])
 				var refused *environment.Error
 				if !errors.As(err, &refused) {
@@ -130,8 +131,8 @@ func TestDelete(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := f.store.GetEnvironment(ctx, v.ID); !errors.Is(err, environment.ErrNotFound) {
-				t.Errorf("after Delete, Get = %v, want ErrNotFound", err)
+			if _, err := f.store.GetEnvironment(ctx, v.ID); !errors.Is(err, errcode.ErrNotFound) {
+				t.Errorf("after Delete, Get = %v, want errcode.ErrNotFound", err)
 			}
 			if diff := cmp.Diff(map[string][]environment.Reference{other.ID: {ref("binding", "project:p_9")}}, binds.bindings); diff != "" {
 				t.Errorf("bindings after delete (-want +got):\n%s", diff) // ASG-5
@@ -188,7 +189,7 @@ func TestArchiveRestore(t *testing.T) {
 		t.Fatalf("Archive = %+v, %v", a, err)
 	}
 	_, err = f.cat.Archive(ctx, admin, v.ID, 2)
-	wantErr(t, err, environment.ErrConflict)
+	wantErr(t, err, errcode.ErrConflict)
 	wantText(t, err, "already archived")
 	archived, err := f.cat.List(ctx, admin, environment.ListFilter{Status: environment.StatusArchived})
 	if err != nil || len(archived) != 1 {

@@ -45,7 +45,7 @@
 //     binding of a scope of a company they hold a grant for (LeaseTarget);
 //     they are denied every mutation, every probe and every sweep, whatever
 //     their grants.
-//     Refusals wrap authz.ErrDenied and name role, principal and action. A
+//     Refusals wrap errcode.ErrDenied and name role, principal and action. A
 //     missing environment is reported as denied to those who may not act.
 //   - Secrets (CFG-3): a secret pasted into a config is moved into the
 //     SecretStore and the config keeps a config.SecretRef; an
@@ -91,7 +91,7 @@
 //     empty; values up to 4096); every text valid UTF-8 without NUL. A
 //     request beyond one is an *Error naming the field.
 //   - Revisions (CFG-6): Update, Archive, Restore and Delete carry the
-//     revision they were based on; a stale one is ErrConflict and nothing
+//     revision they were based on; a stale one is errcode.ErrConflict and nothing
 //     changes.
 //   - Active template (IMG-6): Environment.ActiveTemplate is server-owned;
 //     only the templates package changes it, by a revision-checked update that
@@ -115,7 +115,7 @@
 //     lease manager drains the pool).
 //   - Errors name things (CFG-8): config errors are *ConfigError naming the
 //     environment (name, and id once saved) and each field, wrapping
-//     config.ErrInvalid and ErrInvalid; other request errors are
+//     config.ErrInvalid and errcode.ErrInvalid; other request errors are
 //     *Error. On any error nothing is saved and no secret is left in
 //     the SecretStore.
 //   - Logging: one slog line per mutation (and per refused one), with ids,

@@ -8,6 +8,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 // TestDraft (PRB-4, PRB-7): a draft is validated like a create but nothing is
@@ -23,7 +24,7 @@ func TestDraft(t *testing.T) {
 			d, cfg, err := f.cat.Draft(ctx, pr.p, environment.CreateRequest{Driver: "remote",
 				Config: map[string]any{"host": "h", "apiKey": canary}})
 			if pr.p.Role == authz.RoleBoardMember || pr.p.Role == authz.RoleAgent {
-				wantErr(t, err, authz.ErrDenied)
+				wantErr(t, err, errcode.ErrDenied)
 				wantText(t, err, "probe")
 				return
 			}
@@ -43,13 +44,13 @@ func TestDraft(t *testing.T) {
 		f := newFixture(t, nil)
 		ctx := context.Background()
 		_, _, err := f.cat.Draft(ctx, admin, environment.CreateRequest{Driver: "remote", Config: map[string]any{"apiKey": "k"}})
-		wantErr(t, err, environment.ErrInvalid, config.ErrInvalid)
+		wantErr(t, err, errcode.ErrInvalid, config.ErrInvalid)
 		wantText(t, err, `environment "draft"`, `field "host"`)
 		_, _, err = f.cat.Draft(ctx, admin, environment.CreateRequest{Driver: "fake"})
 		wantErr(t, err, drivers.ErrUnavailable)
 		_, _, err = f.cat.Draft(ctx, admin, environment.CreateRequest{Driver: "remote",
 			Config: map[string]any{"host": "h", "apiKey": config.SecretRef{ID: "sec_x", Version: 1}}})
-		wantErr(t, err, environment.ErrInvalid)
+		wantErr(t, err, errcode.ErrInvalid)
 		wantText(t, err, `field "config.apiKey"`)
 	})
 }

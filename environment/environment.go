@@ -2,6 +2,7 @@ package environment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -84,25 +85,23 @@ type ActiveTemplate struct {
 
 // Errors of the environment package's contract (stores return them too).
 var (
-	// ErrNotFound: no environment (or binding) with that id.
-	ErrNotFound = errcode.New(errcode.NotFound, "environment: not found")
-	// ErrConflict: a stale revision, a duplicate id or name, or a second
-	// environment of an exclusive driver (CFG-4, CFG-6).
-	ErrConflict = errcode.New(errcode.Conflict, "environment: conflict")
-	// ErrInvalid: the request is malformed or names a reserved field (CFG-5, CFG-8).
-	ErrInvalid = errcode.New(errcode.Invalid, "environment: invalid request")
 	// ErrNoBinding is returned (wrapped) by Resolve when no binding
-	// applies to a scope. It wraps ErrNotFound. Resolve never substitutes
+	// applies to a scope. It wraps errcode.ErrNotFound. Resolve never substitutes
 	// the local host or any other environment for a missing binding
 	// (ASG-2).
-	ErrNoBinding = fmt.Errorf("no environment bound: %w", ErrNotFound)
+	ErrNoBinding = fmt.Errorf("no environment bound: %w", errcode.ErrNotFound)
 	// ErrArchived is wrapped by the *Error of Resolve when the bound environment
 	// is archived (ASG-2).
-	ErrArchived = errcode.New(errcode.Conflict, "environment: archived")
+	ErrArchived error = &errcode.Error{Code: errcode.Conflict, Reason: "archived", Err: errors.New("environment: archived")}
 	// ErrTargetMismatch is wrapped by Resolution.CheckLease when a lease does
 	// not belong to the resolution it is used for (ASG-4). It wraps
-	// ErrConflict.
-	ErrTargetMismatch = fmt.Errorf("lease does not match the resolved target: %w", ErrConflict)
+	// errcode.ErrConflict.
+	ErrTargetMismatch = fmt.Errorf("lease does not match the resolved target: %w", errcode.ErrConflict)
+
+	// errStaleRevision is the cause of an update or delete at a base
+	// revision that is not the stored one: a conflict with the reason
+	// stale_revision (docs/errors.md).
+	errStaleRevision error = &errcode.Error{Code: errcode.Conflict, Reason: "stale_revision", Err: errors.New("stale revision")}
 )
 
 // ListFilter selects environments in Store.ListEnvironments. Zero fields
@@ -118,22 +117,22 @@ type ListFilter struct {
 // it stores and returns deep copies, never the caller's maps.
 type Store interface {
 	// CreateEnvironment inserts env (Revision must be 1). It returns an
-	// error wrapping ErrConflict if the id or name is taken, or if
+	// error wrapping errcode.ErrConflict if the id or name is taken, or if
 	// exclusiveDriver and an environment of env.Driver exists: the check
 	// is atomic with the insert (one local environment per instance,
 	// CFG-4).
 	CreateEnvironment(ctx context.Context, env *Environment, exclusiveDriver bool) error
-	// GetEnvironment returns the environment, or an error wrapping ErrNotFound.
+	// GetEnvironment returns the environment, or an error wrapping errcode.ErrNotFound.
 	GetEnvironment(ctx context.Context, id string) (*Environment, error)
 	// ListEnvironments returns the matching environments sorted by name, then id.
 	ListEnvironments(ctx context.Context, f ListFilter) ([]*Environment, error)
 	// UpdateEnvironment replaces the stored environment env.ID if its stored
 	// revision equals baseRevision; env.Revision must be baseRevision+1.
-	// Otherwise it returns an error wrapping ErrConflict and changes nothing
-	// (ErrNotFound if there is no such environment).
+	// Otherwise it returns an error wrapping errcode.ErrConflict and changes nothing
+	// (errcode.ErrNotFound if there is no such environment).
 	UpdateEnvironment(ctx context.Context, env *Environment, baseRevision int64) error
 	// DeleteEnvironment removes env id if its stored revision equals
-	// baseRevision, else ErrConflict (ErrNotFound if absent).
+	// baseRevision, else errcode.ErrConflict (errcode.ErrNotFound if absent).
 	DeleteEnvironment(ctx context.Context, id string, baseRevision int64) error
 }
 

@@ -2,9 +2,12 @@ package environment
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/errmsg"
 )
 
 // Error is a refusal of this package that names what it is about, never
@@ -13,8 +16,8 @@ import (
 // marks an unusable environment apart from a request problem itself:
 //
 //   - A request problem about one field (CFG-5, CFG-8): Field (and
-//     Environment once known) and Reason; it wraps Err (ErrInvalid,
-//     ErrConflict, ...). Its text is `environment "NAME" (ID): field "F":
+//     Environment once known) and Reason; it wraps Err (errcode.ErrInvalid,
+//     errcode.ErrConflict, ...). Its text is `environment "NAME" (ID): field "F":
 //     REASON`, leaving out the parts that are unknown.
 //   - An environment that cannot be a working target now (CAP-3, CAP-4,
 //     CFG-9; see Gate): Environment and Reason, Missing for capabilities
@@ -26,12 +29,12 @@ import (
 //   - A binding that won a resolution and cannot be used (ASG-2, ASG-3):
 //     Binding (kind, key and company) and Environment (`"name" (id)`, or
 //     the id when the record is gone), Reason and Missing; it wraps
-//     ErrNotFound, ErrArchived, drivers.ErrUnavailable,
-//     drivers.ErrUnsupported, authz.ErrDenied (a binding of another
+//     errcode.ErrNotFound, ErrArchived, drivers.ErrUnavailable,
+//     drivers.ErrUnsupported, errcode.ErrDenied (a binding of another
 //     company) or a *ConfigError. Resolve never falls through to a weaker
 //     binding or to the host after it.
 //   - A delete that the blast radius blocks (CFG-7): Radius; it wraps
-//     ErrConflict.
+//     errcode.ErrConflict.
 type Error struct {
 	// Environment names the environment: `"name"` or `"name" (id)`; ""
 	// when the problem was found before the payload was read (malformed
@@ -81,10 +84,45 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the cause (ErrConflict for a refused delete).
+// Unwrap returns the cause (errcode.ErrConflict for a refused delete),
+// behind an *errcode.Error that gives errcode.MessageOf, TargetOf and
+// FieldOf their parts: the environment by name, the field, and a sentence
+// for a person.
 func (e *Error) Unwrap() error {
+	cause := e.Err
 	if e.Radius != nil {
-		return ErrConflict
+		cause = errcode.ErrConflict
 	}
-	return e.Err
+	return &errcode.Error{Target: e.target(), Field: e.Field, Message: e.message(), Err: cause}
+}
+
+// target names the environment for a person: its name before its id.
+func (e *Error) target() string {
+	if e.Radius != nil {
+		return errmsg.Name("environment", strconv.Quote(e.Radius.EnvironmentName))
+	}
+	if e.Environment == "" {
+		return ""
+	}
+	return errmsg.Name("environment", e.Environment)
+}
+
+// message is the sentence of e's kind for a person.
+func (e *Error) message() string {
+	t := e.target()
+	switch {
+	case e.Radius != nil:
+		return errmsg.Sentence(fmt.Sprintf("Could not delete %s: %s", t, strings.Join(e.Radius.Blockers, "; ")))
+	case e.Binding != nil:
+		return errmsg.Sentence(fmt.Sprintf("The %s binding %q leads to %s, which cannot be used: %s", e.Binding.Kind, e.Binding.Key, t, e.Reason))
+	case e.unusable:
+		return errmsg.Sentence(fmt.Sprintf("%s cannot be used now: %s", t, e.Reason))
+	case e.Field != "" && t != "":
+		return errmsg.Sentence(fmt.Sprintf("Field %s of %s: %s", e.Field, t, e.Reason))
+	case e.Field != "":
+		return errmsg.Sentence(fmt.Sprintf("Field %s: %s", e.Field, e.Reason))
+	case t != "":
+		return errmsg.Sentence(fmt.Sprintf("%s: %s", t, e.Reason))
+	}
+	return errmsg.Sentence(e.Reason)
 }

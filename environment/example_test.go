@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 // An operator saves an environment with a pasted API key; the catalog keeps
@@ -44,7 +45,7 @@ func Example() {
 
 	agent := authz.Principal{ID: "agent_7", Role: authz.RoleAgent, Companies: []string{"acme"}}
 	_, err = cat.Archive(ctx, agent, v.ID, v.Revision)
-	fmt.Println(errors.Is(err, authz.ErrDenied), strings.ReplaceAll(err.Error(), v.ID, "ID"))
+	fmt.Println(errors.Is(err, errcode.ErrDenied), strings.ReplaceAll(err.Error(), v.ID, "ID"))
 
 	_, err = environment.DecodeCreateRequest([]byte(`{"name": "x", "driver": "remote", "qualification": {"ok": true}}`))
 	fmt.Println(err)

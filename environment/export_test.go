@@ -1,10 +1,12 @@
 package environment
 
 import (
-	"github.com/berthdev/berth/authz"
 	"time"
 
+	"github.com/berthdev/berth/authz"
+
 	"context"
+
 	"github.com/berthdev/berth/clock"
 
 	"github.com/berthdev/berth/drivers/config"

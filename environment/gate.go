@@ -11,6 +11,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 )
 
@@ -223,7 +224,7 @@ func (g *Gate) lastHealth(ctx context.Context, d drivers.Driver, cfg map[string]
 		return ProviderHealth{}, false, nil
 	}
 	h, err := g.health.GetProviderHealth(ctx, d.Name(), ep)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, errcode.ErrNotFound) {
 		return ProviderHealth{}, false, nil
 	}
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // ProviderHealth is the last measured health of one provider endpoint
@@ -40,7 +41,7 @@ type HealthStore interface {
 	// and endpoint.
 	PutProviderHealth(ctx context.Context, h ProviderHealth) error
 	// GetProviderHealth returns the record of driver and endpoint, or an
-	// error wrapping ErrNotFound when the endpoint was never measured.
+	// error wrapping errcode.ErrNotFound when the endpoint was never measured.
 	GetProviderHealth(ctx context.Context, driver, endpoint string) (ProviderHealth, error)
 	// ListProviderHealth returns every record, sorted by driver, then
 	// endpoint; an empty list when there is none.
@@ -116,7 +117,7 @@ func (m *memoryHealthStore) PutProviderHealth(ctx context.Context, h ProviderHea
 		return err
 	}
 	if h.Driver == "" || h.Endpoint == "" {
-		return fmt.Errorf("environment: provider health needs a driver and an endpoint: %w", ErrInvalid)
+		return fmt.Errorf("environment: provider health needs a driver and an endpoint: %w", errcode.ErrInvalid)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -143,10 +144,10 @@ func (m *memoryHealthStore) GetProviderHealth(ctx context.Context, driver, endpo
 type healthNotFound struct{ driver, endpoint string }
 
 func (e healthNotFound) Error() string {
-	return fmt.Sprintf("environment: health of provider %s at %s: %v", e.driver, e.endpoint, ErrNotFound)
+	return fmt.Sprintf("environment: health of provider %s at %s: %v", e.driver, e.endpoint, errcode.ErrNotFound)
 }
 
-func (e healthNotFound) Unwrap() error { return ErrNotFound }
+func (e healthNotFound) Unwrap() error { return errcode.ErrNotFound }
 
 // ListProviderHealth implements HealthStore.
 func (m *memoryHealthStore) ListProviderHealth(ctx context.Context) ([]ProviderHealth, error) {
@@ -236,7 +237,7 @@ func (c *cachedHealth) GetProviderHealth(ctx context.Context, driver, endpoint s
 	at := time.Now()
 	h, err := c.st.GetProviderHealth(ctx, driver, endpoint)
 	found := err == nil
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, errcode.ErrNotFound) {
 		return h, err
 	}
 	c.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/secretcfg"
 )
 
@@ -53,7 +54,7 @@ func (c *Catalog) RefreshHealth(ctx context.Context, p authz.Principal, id strin
 // the host's background action (see berth's System.RunHealthChecks),
 // taken for p, who needs ActionProbe on the catalog (a Resource of kind
 // environment without an id: instance admins and local operators under
-// DefaultPolicy; a refusal wraps authz.ErrDenied and measures nothing): it
+// DefaultPolicy; a refusal wraps errcode.ErrDenied and measures nothing): it
 // returns nothing but errors and changes no environment. A failed measurement is stored as unavailable; the returned
 // error joins the failures to resolve a config or to store a result, and
 // the context's error when it ends the round early.
@@ -95,7 +96,7 @@ func (c *Catalog) RefreshAllHealth(ctx context.Context, p authz.Principal) error
 func (c *Catalog) measure(ctx context.Context, env *Environment, d drivers.Driver, hc drivers.HealthChecker) (ProviderHealth, error) {
 	ep := hc.Endpoint(config.Config(env.Config))
 	if ep == "" {
-		return ProviderHealth{}, fmt.Errorf("environment %s: the config names no provider endpoint: %w", labelOf(env), ErrInvalid)
+		return ProviderHealth{}, fmt.Errorf("environment %s: the config names no provider endpoint: %w", labelOf(env), errcode.ErrInvalid)
 	}
 	_, cfg, err := c.resolvedConfig(ctx, env.ID)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 // TestProviderHealthGate (CAP-1, CAP-3, ASG-2): a provider never measured
@@ -102,7 +103,7 @@ func TestProviderHealthGate(t *testing.T) {
 
 	// PRB-7: measuring is an operator's action.
 	agent := authz.Principal{ID: "a", Role: authz.RoleAgent, Companies: []string{"acme"}}
-	if _, err := cat.RefreshHealth(ctx, agent, v.ID); !errors.Is(err, authz.ErrDenied) {
+	if _, err := cat.RefreshHealth(ctx, agent, v.ID); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("agent RefreshHealth: %v, want ErrDenied", err)
 	}
 }
@@ -122,8 +123,8 @@ func TestRefreshAllHealth(t *testing.T) {
 		}
 	}
 	for _, p := range []authz.Principal{board, agent, {ID: "u_x"}} {
-		if err := cat.RefreshAllHealth(ctx, p); !errors.Is(err, authz.ErrDenied) {
-			t.Errorf("RefreshAllHealth for %s: %v, want authz.ErrDenied", p, err)
+		if err := cat.RefreshAllHealth(ctx, p); !errors.Is(err, errcode.ErrDenied) {
+			t.Errorf("RefreshAllHealth for %s: %v, want errcode.ErrDenied", p, err)
 		}
 	}
 	if n := fd.Calls("health"); n != 0 {
@@ -154,15 +155,15 @@ func TestCachedHealthStore(t *testing.T) {
 	up.Available, up.Reason = true, ""
 
 	long := environment.CachedHealthStore(shared, time.Hour)
-	if _, err := long.GetProviderHealth(ctx, "fake", "fake region r"); !errors.Is(err, environment.ErrNotFound) {
-		t.Fatalf("never measured: %v, want ErrNotFound", err)
+	if _, err := long.GetProviderHealth(ctx, "fake", "fake region r"); !errors.Is(err, errcode.ErrNotFound) {
+		t.Fatalf("never measured: %v, want errcode.ErrNotFound", err)
 	}
 	// Another replica measures: within the staleness, the absence stands.
 	if err := shared.PutProviderHealth(ctx, down); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := long.GetProviderHealth(ctx, "fake", "fake region r"); !errors.Is(err, environment.ErrNotFound) {
-		t.Errorf("cached absence: %v, want ErrNotFound until the cache ages", err)
+	if _, err := long.GetProviderHealth(ctx, "fake", "fake region r"); !errors.Is(err, errcode.ErrNotFound) {
+		t.Errorf("cached absence: %v, want errcode.ErrNotFound until the cache ages", err)
 	}
 	// Its own put replaces the cached record at once, and writes through.
 	if err := long.PutProviderHealth(ctx, up); err != nil {

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // memoryStore is NewMemoryStore's Store.
@@ -33,21 +35,21 @@ func (m *memoryStore) CreateEnvironment(ctx context.Context, env *Environment, e
 		return err
 	}
 	if env == nil || env.ID == "" {
-		return fmt.Errorf("environment: create: missing id: %w", ErrInvalid)
+		return fmt.Errorf("environment: create: missing id: %w", errcode.ErrInvalid)
 	}
 	if env.Revision != 1 {
-		return fmt.Errorf("environment %s: create: revision is %d, want 1: %w", env.ID, env.Revision, ErrInvalid)
+		return fmt.Errorf("environment %s: create: revision is %d, want 1: %w", env.ID, env.Revision, errcode.ErrInvalid)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.envs[env.ID]; ok {
-		return fmt.Errorf("environment %s: id already exists: %w", env.ID, ErrConflict)
+		return fmt.Errorf("environment %s: id already exists: %w", env.ID, errcode.ErrConflict)
 	}
 	if id, taken := m.names[env.Name]; taken {
-		return fmt.Errorf("environment %q: name already used by %s: %w", env.Name, id, ErrConflict)
+		return fmt.Errorf("environment %q: name already used by %s: %w", env.Name, id, errcode.ErrConflict)
 	}
 	if exclusiveDriver && m.drivers[env.Driver] > 0 {
-		return fmt.Errorf("environment %q: driver %q allows one environment per instance and one exists: %w", env.Name, env.Driver, ErrConflict)
+		return fmt.Errorf("environment %q: driver %q allows one environment per instance and one exists: %w", env.Name, env.Driver, errcode.ErrConflict)
 	}
 	m.envs[env.ID] = cloneEnvironment(env)
 	m.names[env.Name] = env.ID
@@ -64,7 +66,7 @@ func (m *memoryStore) GetEnvironment(ctx context.Context, id string) (*Environme
 	defer m.mu.RUnlock()
 	e, ok := m.envs[id]
 	if !ok {
-		return nil, fmt.Errorf("environment %q: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("environment %q: %w", id, errcode.ErrNotFound)
 	}
 	return cloneEnvironment(e), nil
 }
@@ -98,22 +100,22 @@ func (m *memoryStore) UpdateEnvironment(ctx context.Context, env *Environment, b
 		return err
 	}
 	if env == nil {
-		return fmt.Errorf("environment: update: nil environment: %w", ErrInvalid)
+		return fmt.Errorf("environment: update: nil environment: %w", errcode.ErrInvalid)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur, ok := m.envs[env.ID]
 	if !ok {
-		return fmt.Errorf("environment %q: %w", env.ID, ErrNotFound)
+		return fmt.Errorf("environment %q: %w", env.ID, errcode.ErrNotFound)
 	}
 	if cur.Revision != baseRevision {
-		return fmt.Errorf("environment %q (%s): stale revision %d, stored revision is %d: %w", cur.Name, cur.ID, baseRevision, cur.Revision, ErrConflict)
+		return fmt.Errorf("environment %q (%s): stale revision %d, stored revision is %d: %w", cur.Name, cur.ID, baseRevision, cur.Revision, errcode.ErrConflict)
 	}
 	if env.Revision != baseRevision+1 {
-		return fmt.Errorf("environment %q (%s): new revision %d does not follow base revision %d: %w", cur.Name, cur.ID, env.Revision, baseRevision, ErrConflict)
+		return fmt.Errorf("environment %q (%s): new revision %d does not follow base revision %d: %w", cur.Name, cur.ID, env.Revision, baseRevision, errcode.ErrConflict)
 	}
 	if id, taken := m.names[env.Name]; taken && id != env.ID {
-		return fmt.Errorf("environment %q: name already used by %s: %w", env.Name, id, ErrConflict)
+		return fmt.Errorf("environment %q: name already used by %s: %w", env.Name, id, errcode.ErrConflict)
 	}
 	delete(m.names, cur.Name)
 	m.drivers[cur.Driver]--
@@ -132,10 +134,10 @@ func (m *memoryStore) DeleteEnvironment(ctx context.Context, id string, baseRevi
 	defer m.mu.Unlock()
 	cur, ok := m.envs[id]
 	if !ok {
-		return fmt.Errorf("environment %q: %w", id, ErrNotFound)
+		return fmt.Errorf("environment %q: %w", id, errcode.ErrNotFound)
 	}
 	if cur.Revision != baseRevision {
-		return fmt.Errorf("environment %q (%s): stale revision %d, stored revision is %d: %w", cur.Name, cur.ID, baseRevision, cur.Revision, ErrConflict)
+		return fmt.Errorf("environment %q (%s): stale revision %d, stored revision is %d: %w", cur.Name, cur.ID, baseRevision, cur.Revision, errcode.ErrConflict)
 	}
 	delete(m.envs, id)
 	delete(m.names, cur.Name)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // maxPoolSize bounds Pool.Size.
@@ -56,22 +57,22 @@ func (p *Pool) UnmarshalJSON(b []byte) error {
 	// "MAXAGE" for "maxAge"), and no other member is allowed.
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(b, &members); err != nil {
-		return fmt.Errorf("pool is not a JSON object: %w", ErrInvalid)
+		return fmt.Errorf("pool is not a JSON object: %w", errcode.ErrInvalid)
 	}
 	for k := range members {
 		if k != "size" && k != "maxAge" && k != "runner" {
-			return fmt.Errorf("pool has an unknown member %q (size, maxAge and runner are): %w", k, ErrInvalid)
+			return fmt.Errorf("pool has an unknown member %q (size, maxAge and runner are): %w", k, errcode.ErrInvalid)
 		}
 	}
 	var j poolJSON
 	if err := json.Unmarshal(b, &j); err != nil {
-		return fmt.Errorf("pool: size is a number, maxAge a duration string, runner a boolean: %w", ErrInvalid)
+		return fmt.Errorf("pool: size is a number, maxAge a duration string, runner a boolean: %w", errcode.ErrInvalid)
 	}
 	*p = Pool{Size: j.Size, Runner: j.Runner}
 	if j.MaxAge != "" {
 		d, err := time.ParseDuration(j.MaxAge)
 		if err != nil {
-			return fmt.Errorf("maxAge is not a duration such as \"1h\": %w", ErrInvalid)
+			return fmt.Errorf("maxAge is not a duration such as \"1h\": %w", errcode.ErrInvalid)
 		}
 		p.MaxAge = d
 	}
@@ -97,7 +98,7 @@ func checkPool(label string, d drivers.Driver, p *Pool) error {
 		return nil
 	}
 	bad := func(reason string) error {
-		return &Error{Environment: label, Field: "pool", Reason: reason, Err: ErrInvalid}
+		return &Error{Environment: label, Field: "pool", Reason: reason, Err: errcode.ErrInvalid}
 	}
 	switch {
 	case p.Size < 1 || p.Size > maxPoolSize:

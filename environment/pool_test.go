@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 // The pool setting (issue 31) is validated by the catalog: sizes in
@@ -37,15 +38,15 @@ func TestCatalogPoolSetting(t *testing.T) {
 		{"negative age", environment.Pool{Size: 1, MaxAge: -time.Second}, "maxAge"},
 	} {
 		_, err := cat.Update(ctx, admin, v.ID, environment.UpdateRequest{BaseRevision: v.Revision, Pool: &bad.pool})
-		wantErr(t, err, environment.ErrInvalid)
+		wantErr(t, err, errcode.ErrInvalid)
 		wantText(t, err, `field "pool"`, bad.want)
 	}
 	// A driver that cannot destroy or list by id has no pool.
 	_, err = cat.Create(ctx, admin, environment.CreateRequest{Name: "r", Driver: "remote",
 		Config: map[string]any{"host": "h", "apiKey": canary}, Pool: &environment.Pool{Size: 1}})
-	wantErr(t, err, environment.ErrInvalid)
+	wantErr(t, err, errcode.ErrInvalid)
 	wantText(t, err, `field "pool"`, "lacks capability")
-	if !errors.Is(err, environment.ErrInvalid) {
+	if !errors.Is(err, errcode.ErrInvalid) {
 		t.Fatal(err)
 	}
 	upd, err := cat.Update(ctx, admin, v.ID, environment.UpdateRequest{BaseRevision: v.Revision, Pool: &environment.Pool{Size: 5, Runner: true}})

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // CreateRequest is what an operator submits to create an environment.
@@ -77,7 +79,7 @@ func (r UpdateRequest) LogValue() slog.Value {
 // DecodeCreateRequest decodes a JSON create payload strictly: exactly one
 // JSON object, no unknown fields, no reserved server-owned fields (CFG-5),
 // values of the right types. Numbers in config are kept exact
-// (json.Number). Every error wraps ErrInvalid and names the field; no
+// (json.Number). Every error wraps errcode.ErrInvalid and names the field; no
 // error quotes a value.
 func DecodeCreateRequest(data []byte) (CreateRequest, error) {
 	var r CreateRequest
@@ -100,7 +102,7 @@ func DecodeUpdateRequest(data []byte) (UpdateRequest, error) {
 		return UpdateRequest{}, err
 	}
 	if r.BaseRevision <= 0 {
-		return UpdateRequest{}, &Error{Field: "baseRevision", Reason: "required: the revision the update is based on (CFG-6)", Err: ErrInvalid}
+		return UpdateRequest{}, &Error{Field: "baseRevision", Reason: "required: the revision the update is based on (CFG-6)", Err: errcode.ErrInvalid}
 	}
 	if err := checkMetadata(r.Metadata); err != nil {
 		return UpdateRequest{}, err
@@ -126,23 +128,23 @@ func decodeStrict(data []byte, v any, allowed []string, immutable map[string]str
 		// encoding/json would replace invalid UTF-8 with U+FFFD: refuse
 		// it instead, naming the top-level field that holds it.
 		if !utf8.Valid(top[k]) {
-			return &Error{Field: fieldKey(strings.ToValidUTF8(k, "?")), Reason: "not valid UTF-8", Err: ErrInvalid}
+			return &Error{Field: fieldKey(strings.ToValidUTF8(k, "?")), Reason: "not valid UTF-8", Err: errcode.ErrInvalid}
 		}
 	}
 	if top == nil {
-		return &Error{Reason: "malformed JSON: want an object, got null", Err: ErrInvalid}
+		return &Error{Reason: "malformed JSON: want an object, got null", Err: errcode.ErrInvalid}
 	}
 	for _, k := range slices.Sorted(maps.Keys(top)) {
 		if isReservedField(k) {
-			return &Error{Field: k, Reason: "reserved server-owned field; it cannot be set by a request (CFG-5)", Err: ErrInvalid}
+			return &Error{Field: k, Reason: "reserved server-owned field; it cannot be set by a request (CFG-5)", Err: errcode.ErrInvalid}
 		}
 		for name, why := range immutable {
 			if strings.EqualFold(k, name) {
-				return &Error{Field: k, Reason: why, Err: ErrInvalid}
+				return &Error{Field: k, Reason: why, Err: errcode.ErrInvalid}
 			}
 		}
 		if !slices.Contains(allowed, k) {
-			return &Error{Field: k, Reason: fmt.Sprintf("unknown field (known: %s)", strings.Join(allowed, ", ")), Err: ErrInvalid}
+			return &Error{Field: k, Reason: fmt.Sprintf("unknown field (known: %s)", strings.Join(allowed, ", ")), Err: errcode.ErrInvalid}
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -160,12 +162,12 @@ func decodeOne(data []byte, v any) error {
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
 		if errors.Is(err, io.EOF) {
-			return &Error{Reason: "malformed JSON: empty payload", Err: ErrInvalid}
+			return &Error{Reason: "malformed JSON: empty payload", Err: errcode.ErrInvalid}
 		}
 		return jsonError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return &Error{Reason: "malformed JSON: unexpected data after the JSON object", Err: ErrInvalid}
+		return &Error{Reason: "malformed JSON: unexpected data after the JSON object", Err: errcode.ErrInvalid}
 	}
 	return nil
 }
@@ -177,26 +179,26 @@ func jsonError(err error) error {
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syn):
-		return &Error{Reason: fmt.Sprintf("malformed JSON at byte %d: %s", syn.Offset, syn.Error()), Err: ErrInvalid}
+		return &Error{Reason: fmt.Sprintf("malformed JSON at byte %d: %s", syn.Offset, syn.Error()), Err: errcode.ErrInvalid}
 	case errors.As(err, &typ):
 		// The top-level field only: Go 1.27 adds a map's key ("env.A"),
 		// which Go 1.26 does not, and a key is the caller's data.
 		field, _, _ := strings.Cut(typ.Field, ".")
 		if field == "" {
 			got, _, _ := strings.Cut(typ.Value, " ")
-			return &Error{Reason: fmt.Sprintf("malformed JSON: want an object, got %s", got), Err: ErrInvalid}
+			return &Error{Reason: fmt.Sprintf("malformed JSON: want an object, got %s", got), Err: errcode.ErrInvalid}
 		}
 		got, _, _ := strings.Cut(typ.Value, " ") // "number 12" -> "number": never quote a value
-		return &Error{Field: field, Reason: fmt.Sprintf("want %s, got %s", jsonTypeName(typ.Type.String()), got), Err: ErrInvalid}
+		return &Error{Field: field, Reason: fmt.Sprintf("want %s, got %s", jsonTypeName(typ.Type.String()), got), Err: errcode.ErrInvalid}
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return &Error{Reason: "malformed JSON: unexpected end of input", Err: ErrInvalid}
+		return &Error{Reason: "malformed JSON: unexpected end of input", Err: errcode.ErrInvalid}
 	}
 	const unknown = "json: unknown field "
 	if msg := err.Error(); strings.HasPrefix(msg, unknown) {
 		name := strings.Trim(strings.TrimPrefix(msg, unknown), `"`)
-		return &Error{Field: name, Reason: "unknown field", Err: ErrInvalid}
+		return &Error{Field: name, Reason: "unknown field", Err: errcode.ErrInvalid}
 	}
-	return &Error{Reason: "malformed JSON: " + err.Error(), Err: ErrInvalid}
+	return &Error{Reason: "malformed JSON: " + err.Error(), Err: errcode.ErrInvalid}
 }
 
 // jsonTypeName names a Go type of the request structs in JSON words.

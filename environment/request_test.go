@@ -11,11 +11,12 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/google/go-cmp/cmp"
 )
 
 // TestDecodeCreateRequest (CFG-5): payloads are decoded strictly; every
-// error wraps ErrInvalid and names the field; none quotes a value.
+// error wraps errcode.ErrInvalid and names the field; none quotes a value.
 func TestDecodeCreateRequest(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -63,7 +64,7 @@ func TestDecodeCreateRequest(t *testing.T) {
 				}
 				return
 			}
-			wantErr(t, err, environment.ErrInvalid)
+			wantErr(t, err, errcode.ErrInvalid)
 			wantText(t, err, tc.want...)
 			if strings.Contains(err.Error(), canary) || strings.Contains(err.Error(), "12345") {
 				t.Errorf("error quotes a value: %q", err)
@@ -106,14 +107,14 @@ func TestDecodeUpdateRequest(t *testing.T) {
 				}
 				return
 			}
-			wantErr(t, err, environment.ErrInvalid)
+			wantErr(t, err, errcode.ErrInvalid)
 			wantText(t, err, tc.want...)
 		})
 	}
 }
 
 // TestBadInputSavesNothing (CFG-5, CFG-8): every rejected create names the
-// environment and the field, wraps ErrInvalid (and config.ErrInvalid for
+// environment and the field, wraps errcode.ErrInvalid (and config.ErrInvalid for
 // config errors), and leaves neither a record nor a secret behind.
 func TestBadInputSavesNothing(t *testing.T) {
 	t.Parallel()
@@ -129,81 +130,81 @@ func TestBadInputSavesNothing(t *testing.T) {
 		want    []string
 	}{
 		{"missing required field", base(func(r *environment.CreateRequest) { delete(r.Config, "host") }),
-			[]error{environment.ErrInvalid, config.ErrInvalid}, []string{`environment "bad-one"`, `field "host"`, "required"}},
+			[]error{errcode.ErrInvalid, config.ErrInvalid}, []string{`environment "bad-one"`, `field "host"`, "required"}},
 		{"missing required secret", base(func(r *environment.CreateRequest) { delete(r.Config, "apiKey") }),
-			[]error{environment.ErrInvalid, config.ErrInvalid, config.ErrCredentialsMissing}, []string{`field "apiKey"`, "required"}},
+			[]error{errcode.ErrInvalid, config.ErrInvalid, config.ErrCredentialsMissing}, []string{`field "apiKey"`, "required"}},
 		{"wrong type", base(func(r *environment.CreateRequest) { r.Config["port"] = "twenty-two" }),
-			[]error{environment.ErrInvalid, config.ErrInvalid}, []string{`environment "bad-one"`, `field "port"`, "want integer"}},
+			[]error{errcode.ErrInvalid, config.ErrInvalid}, []string{`environment "bad-one"`, `field "port"`, "want integer"}},
 		{"secret of the wrong type", base(func(r *environment.CreateRequest) { r.Config["token"] = 42 }),
-			[]error{environment.ErrInvalid, config.ErrInvalid}, []string{`field "token"`}},
+			[]error{errcode.ErrInvalid, config.ErrInvalid}, []string{`field "token"`}},
 		{"unknown config field", base(func(r *environment.CreateRequest) { r.Config["hostname"] = "x" }),
-			[]error{environment.ErrInvalid, config.ErrInvalid}, []string{`environment "bad-one"`, `field "hostname"`, "unknown field"}},
+			[]error{errcode.ErrInvalid, config.ErrInvalid}, []string{`environment "bad-one"`, `field "hostname"`, "unknown field"}},
 		{"two bad fields both named", base(func(r *environment.CreateRequest) { delete(r.Config, "host"); r.Config["mode"] = "turbo" }),
-			[]error{environment.ErrInvalid, config.ErrInvalid}, []string{`field "host"`, `field "mode"`}},
+			[]error{errcode.ErrInvalid, config.ErrInvalid}, []string{`field "host"`, `field "mode"`}},
 		{"secret reference on create", base(func(r *environment.CreateRequest) {
 			r.Config["token"] = map[string]any{"$secret": "sec_other", "version": 1}
-		}), []error{environment.ErrInvalid}, []string{`environment "bad-one"`, `field "config.token"`, "paste the secret value"}},
+		}), []error{errcode.ErrInvalid}, []string{`environment "bad-one"`, `field "config.token"`, "paste the secret value"}},
 		{"unregistered driver", base(func(r *environment.CreateRequest) { r.Driver = "daytona" }),
-			[]error{environment.ErrInvalid, drivers.ErrUnavailable}, []string{`environment "bad-one"`, `field "driver"`, "not registered"}},
+			[]error{errcode.ErrInvalid, drivers.ErrUnavailable}, []string{`environment "bad-one"`, `field "driver"`, "not registered"}},
 		{"no driver", base(func(r *environment.CreateRequest) { r.Driver = "" }),
-			[]error{environment.ErrInvalid}, []string{`field "driver"`, "required"}},
+			[]error{errcode.ErrInvalid}, []string{`field "driver"`, "required"}},
 		{"no name", base(func(r *environment.CreateRequest) { r.Name = "" }),
-			[]error{environment.ErrInvalid}, []string{`field "name"`, "required"}},
+			[]error{errcode.ErrInvalid}, []string{`field "name"`, "required"}},
 		{"name with spaces around", base(func(r *environment.CreateRequest) { r.Name = " x " }),
-			[]error{environment.ErrInvalid}, []string{`field "name"`}},
+			[]error{errcode.ErrInvalid}, []string{`field "name"`}},
 		{"reserved metadata", base(func(r *environment.CreateRequest) { r.Metadata["berth.qualification"] = "yes" }),
-			[]error{environment.ErrInvalid}, []string{`environment "bad-one"`, `field "metadata.berth.qualification"`, "reserved"}},
+			[]error{errcode.ErrInvalid}, []string{`environment "bad-one"`, `field "metadata.berth.qualification"`, "reserved"}},
 		// CFG-5: server-owned fields inside config are refused as reserved,
 		// not as unknown fields, and the field is named.
 		{"reserved field in config", base(func(r *environment.CreateRequest) { r.Config["qualification"] = map[string]any{"ok": true} }),
-			[]error{environment.ErrInvalid}, []string{`environment "bad-one"`, `field "config.qualification"`, "reserved"}},
+			[]error{errcode.ErrInvalid}, []string{`environment "bad-one"`, `field "config.qualification"`, "reserved"}},
 		{"reserved platform in config any case", base(func(r *environment.CreateRequest) { r.Config["Platform"] = "linux/amd64" }),
-			[]error{environment.ErrInvalid}, []string{`field "config.Platform"`, "reserved"}},
+			[]error{errcode.ErrInvalid}, []string{`field "config.Platform"`, "reserved"}},
 		{"qualification imitation in config", base(func(r *environment.CreateRequest) { r.Config["platformQualificationRecorded"] = true }),
-			[]error{environment.ErrInvalid}, []string{`field "config.platformQualificationRecorded"`, "reserved"}},
+			[]error{errcode.ErrInvalid}, []string{`field "config.platformQualificationRecorded"`, "reserved"}},
 		// Metadata keys that imitate server-owned qualification state, in any case.
 		{"metadata imitates qualified", base(func(r *environment.CreateRequest) { r.Metadata["QUALIFIED"] = "true" }),
-			[]error{environment.ErrInvalid}, []string{`field "metadata.QUALIFIED"`, "reserved"}},
+			[]error{errcode.ErrInvalid}, []string{`field "metadata.QUALIFIED"`, "reserved"}},
 		{"metadata imitates recorded flag", base(func(r *environment.CreateRequest) { r.Metadata["platform_qualification_recorded"] = "true" }),
-			[]error{environment.ErrInvalid}, []string{`field "metadata.platform_qualification_recorded"`, "reserved"}},
+			[]error{errcode.ErrInvalid}, []string{`field "metadata.platform_qualification_recorded"`, "reserved"}},
 		{"metadata imitates image identity", base(func(r *environment.CreateRequest) { r.Metadata["Image-Identity"] = "sha256:x" }),
-			[]error{environment.ErrInvalid}, []string{`field "metadata.Image-Identity"`, "reserved"}},
+			[]error{errcode.ErrInvalid}, []string{`field "metadata.Image-Identity"`, "reserved"}},
 		{"bad env name", base(func(r *environment.CreateRequest) { r.Env["1BAD"] = "x" }),
-			[]error{environment.ErrInvalid}, []string{`field "env.1BAD"`}},
+			[]error{errcode.ErrInvalid}, []string{`field "env.1BAD"`}},
 		{"credential in env var", base(func(r *environment.CreateRequest) { r.Env["GITHUB_TOKEN"] = canary }),
-			[]error{environment.ErrInvalid}, []string{`environment "bad-one"`, `field "env.GITHUB_TOKEN"`, "credential"}},
+			[]error{errcode.ErrInvalid}, []string{`environment "bad-one"`, `field "env.GITHUB_TOKEN"`, "credential"}},
 		// Issue 11 item 5: limits, empty keys, NUL bytes and invalid UTF-8.
 		{"empty metadata key", base(func(r *environment.CreateRequest) { r.Metadata[""] = "x" }),
-			[]error{environment.ErrInvalid}, []string{`environment "bad-one"`, `field "metadata"`, "empty key"}},
+			[]error{errcode.ErrInvalid}, []string{`environment "bad-one"`, `field "metadata"`, "empty key"}},
 		{"NUL in a metadata value", base(func(r *environment.CreateRequest) { r.Metadata["team"] = "in\x00fra" }),
-			[]error{environment.ErrInvalid}, []string{`field "metadata.team"`, "value contains a NUL byte"}},
+			[]error{errcode.ErrInvalid}, []string{`field "metadata.team"`, "value contains a NUL byte"}},
 		{"NUL in a metadata key", base(func(r *environment.CreateRequest) { r.Metadata["te\x00am"] = "x" }),
-			[]error{environment.ErrInvalid}, []string{`field "metadata.te\x00am"`, "key contains a NUL byte"}},
+			[]error{errcode.ErrInvalid}, []string{`field "metadata.te\x00am"`, "key contains a NUL byte"}},
 		{"invalid UTF-8 metadata value", base(func(r *environment.CreateRequest) { r.Metadata["team"] = "in\xfffra" }),
-			[]error{environment.ErrInvalid}, []string{`field "metadata.team"`, "value not valid UTF-8"}},
+			[]error{errcode.ErrInvalid}, []string{`field "metadata.team"`, "value not valid UTF-8"}},
 		{"metadata key too long", base(func(r *environment.CreateRequest) {
 			r.Metadata[strings.Repeat("k", 128+1)] = "x"
-		}), []error{environment.ErrInvalid}, []string{`field "metadata.kkkk`, "key longer than 128 bytes"}},
+		}), []error{errcode.ErrInvalid}, []string{`field "metadata.kkkk`, "key longer than 128 bytes"}},
 		{"metadata value too long", base(func(r *environment.CreateRequest) {
 			r.Metadata["team"] = strings.Repeat("v", 4096+1)
-		}), []error{environment.ErrInvalid}, []string{`field "metadata.team"`, "value longer than 4096 bytes"}},
+		}), []error{errcode.ErrInvalid}, []string{`field "metadata.team"`, "value longer than 4096 bytes"}},
 		{"too many metadata entries", base(func(r *environment.CreateRequest) {
 			for i := range 64 + 1 {
 				r.Metadata[fmt.Sprintf("k%d", i)] = "v"
 			}
-		}), []error{environment.ErrInvalid}, []string{`field "metadata"`, "more than 64 entries"}},
+		}), []error{errcode.ErrInvalid}, []string{`field "metadata"`, "more than 64 entries"}},
 		{"10 MiB env value", base(func(r *environment.CreateRequest) { r.Env["GREETING"] = canary + strings.Repeat("x", 10<<20) }),
-			[]error{environment.ErrInvalid}, []string{`field "env.GREETING"`, "value longer than 32768 bytes"}},
+			[]error{errcode.ErrInvalid}, []string{`field "env.GREETING"`, "value longer than 32768 bytes"}},
 		{"invalid UTF-8 env value", base(func(r *environment.CreateRequest) { r.Env["GREETING"] = canary + "\xff" }),
-			[]error{environment.ErrInvalid}, []string{`field "env.GREETING"`, "value not valid UTF-8"}},
+			[]error{errcode.ErrInvalid}, []string{`field "env.GREETING"`, "value not valid UTF-8"}},
 		{"NUL in the description", base(func(r *environment.CreateRequest) { r.Description = "a\x00b" }),
-			[]error{environment.ErrInvalid}, []string{`field "description"`, "NUL"}},
+			[]error{errcode.ErrInvalid}, []string{`field "description"`, "NUL"}},
 		{"10 MiB config string", base(func(r *environment.CreateRequest) { r.Config["host"] = strings.Repeat("h", 10<<20) }),
-			[]error{environment.ErrInvalid, config.ErrInvalid}, []string{`field "host"`, "longer than 65536 bytes"}},
+			[]error{errcode.ErrInvalid, config.ErrInvalid}, []string{`field "host"`, "longer than 65536 bytes"}},
 		{"NUL in a secret", base(func(r *environment.CreateRequest) { r.Config["apiKey"] = canary + "\x00" }),
-			[]error{environment.ErrInvalid, config.ErrInvalid}, []string{`field "apiKey"`, "NUL"}},
+			[]error{errcode.ErrInvalid, config.ErrInvalid}, []string{`field "apiKey"`, "NUL"}},
 		{"invalid UTF-8 in a secret", base(func(r *environment.CreateRequest) { r.Config["apiKey"] = canary + "\xc3" }),
-			[]error{environment.ErrInvalid, config.ErrInvalid}, []string{`field "apiKey"`, "not valid UTF-8"}},
+			[]error{errcode.ErrInvalid, config.ErrInvalid}, []string{`field "apiKey"`, "not valid UTF-8"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -235,7 +236,7 @@ func TestConfigErrorNamesSavedEnvironment(t *testing.T) {
 	v := f.mustCreate(t, remoteRequest("build"))
 	_, err := f.cat.Update(ctx, operator, v.ID, environment.UpdateRequest{BaseRevision: 1,
 		Config: map[string]any{"host": "h", "apiKey": "x", "timeout": "soon", "mode": "turbo"}})
-	wantErr(t, err, environment.ErrInvalid, config.ErrInvalid)
+	wantErr(t, err, errcode.ErrInvalid, config.ErrInvalid)
 	wantText(t, err, `environment "build" (env_001): remote config: field "timeout"`, `environment "build" (env_001): remote config: field "mode"`)
 	var ce *environment.ConfigError
 	if !errors.As(err, &ce) {
@@ -258,7 +259,7 @@ func TestConfigErrorNamesSavedEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = resolvedConfig(f.cat, ctx, v.ID)
-	wantErr(t, err, environment.ErrInvalid, config.ErrInvalid)
+	wantErr(t, err, errcode.ErrInvalid, config.ErrInvalid)
 	wantText(t, err, `environment "build" (env_001)`, `field "port"`)
 }
 
@@ -272,7 +273,7 @@ func TestReservedConfigOnUpdateAndDraft(t *testing.T) {
 	v := f.mustCreate(t, remoteRequest("build"))
 	_, err := f.cat.Update(ctx, operator, v.ID, environment.UpdateRequest{BaseRevision: v.Revision,
 		Config: map[string]any{"host": "h", "apiKey": "x", "configFingerprint": "abc"}})
-	wantErr(t, err, environment.ErrInvalid)
+	wantErr(t, err, errcode.ErrInvalid)
 	wantText(t, err, `environment "build"`, `field "config.configFingerprint"`, "reserved")
 	after, err := f.cat.Get(ctx, operator, v.ID)
 	if err != nil || after.Revision != v.Revision {
@@ -281,7 +282,7 @@ func TestReservedConfigOnUpdateAndDraft(t *testing.T) {
 	req := remoteRequest("draft")
 	req.Config["is_qualified"] = true
 	_, _, err = f.cat.Draft(ctx, operator, req)
-	wantErr(t, err, environment.ErrInvalid)
+	wantErr(t, err, errcode.ErrInvalid)
 	wantText(t, err, `field "config.is_qualified"`, "reserved")
 }
 

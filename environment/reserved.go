@@ -8,6 +8,7 @@ import (
 	"unicode"
 
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 )
 
 // reservedFields are the payload fields that belong to the server (CFG-5).
@@ -25,7 +26,7 @@ var reservedFields = []string{
 // platform data that only probes write. A create or update payload naming
 // one (in any letter case) at its top level or inside its config, unless
 // the driver's schema declares a config field of that name, is rejected
-// with an error wrapping ErrInvalid that names the field, and nothing is
+// with an error wrapping errcode.ErrInvalid that names the field, and nothing is
 // saved. The slice is a fresh copy.
 func reservedFieldsCopy() []string { return slices.Clone(reservedFields) }
 
@@ -79,24 +80,24 @@ func isReservedField(name string) bool {
 // not valid UTF-8 or hold a NUL byte.
 func checkMetadata(md map[string]string) error {
 	if len(md) > maxMetadataEntries {
-		return &Error{Field: "metadata", Reason: fmt.Sprintf("more than %d entries", maxMetadataEntries), Err: ErrInvalid}
+		return &Error{Field: "metadata", Reason: fmt.Sprintf("more than %d entries", maxMetadataEntries), Err: errcode.ErrInvalid}
 	}
 	for _, k := range slices.Sorted(maps.Keys(md)) {
 		field := "metadata." + fieldKey(k)
 		if k == "" {
-			return &Error{Field: "metadata", Reason: "empty key", Err: ErrInvalid}
+			return &Error{Field: "metadata", Reason: "empty key", Err: errcode.ErrInvalid}
 		}
 		if reason := checkText(k, maxMetadataKeyLen); reason != "" {
-			return &Error{Field: field, Reason: "key " + reason, Err: ErrInvalid}
+			return &Error{Field: field, Reason: "key " + reason, Err: errcode.ErrInvalid}
 		}
 		if strings.IndexFunc(k, unicode.IsControl) >= 0 {
-			return &Error{Field: field, Reason: "key contains control characters", Err: ErrInvalid}
+			return &Error{Field: field, Reason: "key contains control characters", Err: errcode.ErrInvalid}
 		}
 		if reason := checkText(md[k], maxMetadataValueLen); reason != "" {
-			return &Error{Field: field, Reason: "value " + reason, Err: ErrInvalid}
+			return &Error{Field: field, Reason: "value " + reason, Err: errcode.ErrInvalid}
 		}
 		if isReservedMetadataKey(k) {
-			return &Error{Field: field, Reason: "reserved server-owned metadata key (CFG-5)", Err: ErrInvalid}
+			return &Error{Field: field, Reason: "reserved server-owned metadata key (CFG-5)", Err: errcode.ErrInvalid}
 		}
 	}
 	return nil
@@ -112,7 +113,7 @@ func checkReservedConfig(label string, schema *config.Schema, raw map[string]any
 			continue
 		}
 		if isReservedField(k) || strings.Contains(fold(k), "qualif") {
-			return &Error{Environment: label, Field: "config." + k, Err: ErrInvalid,
+			return &Error{Environment: label, Field: "config." + k, Err: errcode.ErrInvalid,
 				Reason: "reserved server-owned field; it cannot be set by a request (CFG-5)"}
 		}
 	}

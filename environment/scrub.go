@@ -14,7 +14,7 @@ import (
 // reasons). It needs ActionProbe (instance admins and local operators under
 // DefaultPolicy). The values stay inside the function: nothing returns them,
 // and the function holds them only as long as the caller keeps it. Errors:
-// authorization, ErrNotFound, and a config whose secrets cannot be resolved
+// authorization, errcode.ErrNotFound, and a config whose secrets cannot be resolved
 // (wrapping the SecretStore's error); none holds a secret value.
 func (c *Catalog) Scrubber(ctx context.Context, p authz.Principal, id string) (func(string) string, error) {
 	if _, err := c.load(ctx, p, authz.ActionProbe, id); err != nil {

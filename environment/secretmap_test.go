@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 // TestSecretMapLifecycle (issue 11 item 2, CFG-3): each value of a
@@ -104,7 +105,7 @@ func testSecretMapLifecycle(t *testing.T, f *fixture) {
 	refB := config.Config(b.Config).SecretMapRefs("env")["GITHUB_TOKEN"]
 	for name, ref := range map[string]config.SecretRef{"foreign": refB, "stale": {ID: refs["GITHUB_TOKEN"].ID, Version: 7}} {
 		_, err := update(2, map[string]any{"GITHUB_TOKEN": ref, "MODE": refs["MODE"]})
-		wantErr(t, err, environment.ErrInvalid)
+		wantErr(t, err, errcode.ErrInvalid)
 		wantText(t, err, "config.env.GITHUB_TOKEN", ref.String())
 		if err != nil && (strings.Contains(err.Error(), canary) || strings.Contains(err.Error(), other)) {
 			t.Errorf("%s reference: error holds a value: %v", name, err)
@@ -154,10 +155,10 @@ func TestSecretMapReferenceRefusedOnCreate(t *testing.T) {
 	req := remoteRequest("thief")
 	req.Config["env"] = map[string]any{"TOKEN": ref}
 	_, err := f.cat.Create(context.Background(), admin, req)
-	wantErr(t, err, environment.ErrInvalid)
+	wantErr(t, err, errcode.ErrInvalid)
 	wantText(t, err, "config.env.TOKEN", "stored secret")
 	_, _, err = f.cat.Draft(context.Background(), admin, req)
-	wantErr(t, err, environment.ErrInvalid)
+	wantErr(t, err, errcode.ErrInvalid)
 	wantText(t, err, "config.env.TOKEN")
 }
 
@@ -180,7 +181,7 @@ func TestScrubber(t *testing.T) {
 		t.Errorf("a text without secrets changed: %q", got)
 	}
 	board := authz.Principal{ID: "b", Role: authz.RoleBoardMember}
-	if _, err := f.cat.Scrubber(ctx, board, v.ID); !errors.Is(err, authz.ErrDenied) {
+	if _, err := f.cat.Scrubber(ctx, board, v.ID); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("board member Scrubber: %v, want ErrDenied", err)
 	}
 }

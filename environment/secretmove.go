@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/secretcfg"
 )
 
@@ -70,7 +71,7 @@ func (c *Catalog) moveSecrets(ctx context.Context, label, owner string, schema *
 		if hadOld {
 			ref, err = c.secrets.Replace(ctx, old, value)
 		}
-		if !hadOld || errors.Is(err, ErrNotFound) {
+		if !hadOld || errors.Is(err, errcode.ErrNotFound) {
 			// No secret yet, or the stored one is gone: start a new one.
 			ref, err = c.secrets.Put(ctx, owner, secretName(field, key), value)
 		}
@@ -126,7 +127,7 @@ func (c *Catalog) moveSecrets(ctx context.Context, label, owner string, schema *
 func supersededSecrets(label string, schema *config.Schema, cfg, prev config.Config) ([]config.SecretRef, error) {
 	var out []config.SecretRef
 	foreign := func(field, key string, ref config.SecretRef) error {
-		return &Error{Environment: label, Field: configPath(field, key), Err: ErrInvalid,
+		return &Error{Environment: label, Field: configPath(field, key), Err: errcode.ErrInvalid,
 			Reason: fmt.Sprintf("secret reference %s is not the one stored for this field of this environment; keep the stored reference or paste a new value (CFG-3)", ref)}
 	}
 	for _, f := range schema.Fields {

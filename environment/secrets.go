@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 )
 
 // SecretStore keeps secret values (SSH private keys, provider API keys) out
@@ -25,10 +26,10 @@ type SecretStore interface {
 	Put(ctx context.Context, owner, field, value string) (config.SecretRef, error)
 	// Replace stores value as the next version of ref.ID and returns the new
 	// reference (latest Version + 1). It returns an error wrapping
-	// ErrNotFound if the secret does not exist.
+	// errcode.ErrNotFound if the secret does not exist.
 	Replace(ctx context.Context, ref config.SecretRef, value string) (config.SecretRef, error)
 	// Get returns the value of exactly ref's version, or an error wrapping
-	// ErrNotFound (the error names the reference, never a value).
+	// errcode.ErrNotFound (the error names the reference, never a value).
 	Get(ctx context.Context, ref config.SecretRef) (string, error)
 	// Delete removes version ref.Version of ref.ID, or the whole secret when
 	// ref.Version is 0. Deleting something absent is not an error.
@@ -89,7 +90,7 @@ func (m *memorySecretStore) Replace(ctx context.Context, ref config.SecretRef, v
 	defer m.mu.Unlock()
 	s := m.secrets[ref.ID]
 	if s == nil {
-		return config.SecretRef{}, fmt.Errorf("environment: secret %s: %w", ref, ErrNotFound)
+		return config.SecretRef{}, fmt.Errorf("environment: secret %s: %w", ref, errcode.ErrNotFound)
 	}
 	s.latest++
 	s.values[s.latest] = value
@@ -108,7 +109,7 @@ func (m *memorySecretStore) Get(ctx context.Context, ref config.SecretRef) (stri
 			return v, nil
 		}
 	}
-	return "", fmt.Errorf("environment: secret %s: %w", ref, ErrNotFound)
+	return "", fmt.Errorf("environment: secret %s: %w", ref, errcode.ErrNotFound)
 }
 
 // Delete implements SecretStore.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -89,7 +90,7 @@ func testSecretLifecycle(t *testing.T, f *fixture) {
 		before, _ := f.store.GetEnvironment(ctx, a.ID)
 		secretsBefore := environment.ListSecrets(f.secrets)
 		_, err := update(3, map[string]any{"host": "h", "apiKey": map[string]any{"$secret": ref.ID, "version": ref.Version}})
-		wantErr(t, err, environment.ErrInvalid)
+		wantErr(t, err, errcode.ErrInvalid)
 		wantText(t, err, `environment "a" (env_001)`, `field "config.apiKey"`)
 		after, _ := f.store.GetEnvironment(ctx, a.ID)
 		if diff := cmp.Diff(before, after); diff != "" {
@@ -159,7 +160,7 @@ func TestMemorySecretStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.Get(ctx, r1)
-	wantErr(t, err, environment.ErrNotFound)
+	wantErr(t, err, errcode.ErrNotFound)
 	wantText(t, err, r1.String())
 	if strings.Contains(err.Error(), canary) {
 		t.Errorf("error holds the value: %q", err)
@@ -171,7 +172,7 @@ func TestMemorySecretStore(t *testing.T) {
 		t.Errorf("Delete(whole) = %v, left %+v", err, environment.ListSecrets(s))
 	}
 	_, err = s.Replace(ctx, r2, "v3")
-	wantErr(t, err, environment.ErrNotFound)
+	wantErr(t, err, errcode.ErrNotFound)
 	if err := s.Delete(ctx, r2); err != nil {
 		t.Errorf("deleting an absent secret: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/secretcfg"
 )
 
@@ -120,11 +121,11 @@ func (s *memorySecretUseStore) usedLocked(r config.SecretRef) bool {
 // checkUses refuses a use without a lease or a version.
 func checkUses(lease string, refs []config.SecretRef) error {
 	if lease == "" {
-		return fmt.Errorf("environment: recording secret uses: no lease id: %w", ErrInvalid)
+		return fmt.Errorf("environment: recording secret uses: no lease id: %w", errcode.ErrInvalid)
 	}
 	for _, r := range refs {
 		if r.ID == "" || r.Version <= 0 {
-			return fmt.Errorf("environment: lease %s: secret use %s needs an id and a version: %w", lease, r, ErrInvalid)
+			return fmt.Errorf("environment: lease %s: secret use %s needs an id and a version: %w", lease, r, errcode.ErrInvalid)
 		}
 	}
 	return nil

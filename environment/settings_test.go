@@ -135,7 +135,7 @@ func TestDisabledEnvironmentsRefuseResolutionAndLeases(t *testing.T) {
 		wantRefused(t, "AdmitDraft("+d+")", f.asg.AdmitDraft(ctx, admin, d, "acme"), instance.ErrEnvironmentsDisabled, "enableEnvironments")
 	}
 	// A principal who may not probe is still denied first.
-	if err := f.asg.AdmitDraft(ctx, agent, "fake", "acme"); !errors.Is(err, authz.ErrDenied) {
+	if err := f.asg.AdmitDraft(ctx, agent, "fake", "acme"); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("AdmitDraft as an agent = %v, want ErrDenied", err)
 	}
 

@@ -7,10 +7,11 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 )
 
 // Update applies req to environment id if req.BaseRevision is its current
-// revision (CFG-6); otherwise it returns an error wrapping ErrConflict and
+// revision (CFG-6); otherwise it returns an error wrapping errcode.ErrConflict and
 // nothing changes. A new Config is normalized by the driver's schema
 // (errors name the environment and field, CFG-8). In it each secret field
 // holds either the reference the full view showed (kept) or a pasted value
@@ -40,11 +41,11 @@ func (c *Catalog) Update(ctx context.Context, p authz.Principal, id string, req 
 func (c *Catalog) update(ctx context.Context, p authz.Principal, cur *Environment, req UpdateRequest) (*Environment, error) {
 	label := labelOf(cur)
 	if req.BaseRevision <= 0 {
-		return nil, &Error{Environment: label, Field: "baseRevision", Err: ErrInvalid,
+		return nil, &Error{Environment: label, Field: "baseRevision", Err: errcode.ErrInvalid,
 			Reason: "required: the revision the update is based on (CFG-6)"}
 	}
 	if req.BaseRevision != cur.Revision {
-		return nil, &Error{Environment: label, Field: "baseRevision", Err: ErrConflict,
+		return nil, &Error{Environment: label, Field: "baseRevision", Err: errStaleRevision,
 			Reason: fmt.Sprintf("stale revision %d: the stored revision is %d; reload and apply the change again (CFG-6)", req.BaseRevision, cur.Revision)}
 	}
 	next := cloneEnvironment(cur)
@@ -109,8 +110,8 @@ func (c *Catalog) update(ctx context.Context, p authz.Principal, cur *Environmen
 }
 
 // Archive sets environment id to StatusArchived (kept for history; cannot
-// be bound or leased, ASG-2) if baseRevision is current (else ErrConflict).
-// Archiving an archived environment is an error wrapping ErrConflict. It
+// be bound or leased, ASG-2) if baseRevision is current (else errcode.ErrConflict).
+// Archiving an archived environment is an error wrapping errcode.ErrConflict. It
 // needs ActionArchive (CFG-2) and returns the full view.
 func (c *Catalog) Archive(ctx context.Context, p authz.Principal, id string, baseRevision int64) (*View, error) {
 	return c.setStatus(ctx, p, id, baseRevision, StatusArchived, "environment archived")
@@ -134,10 +135,10 @@ func (c *Catalog) setStatus(ctx context.Context, p authz.Principal, id string, b
 	}
 	switch {
 	case base != cur.Revision:
-		return fail(&Error{Environment: label, Field: "baseRevision", Err: ErrConflict,
+		return fail(&Error{Environment: label, Field: "baseRevision", Err: errStaleRevision,
 			Reason: fmt.Sprintf("stale revision %d: the stored revision is %d (CFG-6)", base, cur.Revision)})
 	case cur.Status == to:
-		return fail(&Error{Environment: label, Field: "status", Err: ErrConflict, Reason: "already " + string(to)})
+		return fail(&Error{Environment: label, Field: "status", Err: errcode.ErrConflict, Reason: "already " + string(to)})
 	}
 	next := cloneEnvironment(cur)
 	next.Status = to

@@ -5,17 +5,20 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/errmsg"
 )
 
 // Limits and rules of request fields (the package doc lists them for
 // hosts). The limits and rules are on the free-text fields of an
 // environment. A create or update beyond one is refused with a *Error
-// naming the field (wrapping ErrInvalid). Every text (names, descriptions,
+// naming the field (wrapping errcode.ErrInvalid). Every text (names, descriptions,
 // env values, metadata keys and values) must also be valid UTF-8 without
 // NUL bytes: the stores would alter invalid UTF-8 and cut C strings at a
 // NUL, so berth refuses both rather than store something else than it was
@@ -81,7 +84,7 @@ func fieldKey(k string) string {
 // names the environment (name and id when it is saved, the name when it is
 // being created) and every failing field. It wraps Err, the driver schema's
 // error (so errors.Is(err, config.ErrInvalid) holds and errors.As
-// finds each *config.Error), and ErrInvalid. It never holds a secret
+// finds each *config.Error), and errcode.ErrInvalid. It never holds a secret
 // value.
 type ConfigError struct {
 	ID   string // "" while creating
@@ -116,8 +119,38 @@ func (e *ConfigError) Fields() []string {
 	return out
 }
 
-// Unwrap returns the schema error and ErrInvalid.
-func (e *ConfigError) Unwrap() []error { return []error{e.Err, ErrInvalid} }
+// Unwrap returns the schema error and errcode.ErrInvalid, behind an
+// *errcode.Error that names the environment and its first failing field
+// (config.NAME) for errcode.TargetOf, FieldOf and MessageOf.
+func (e *ConfigError) Unwrap() []error {
+	person := &errcode.Error{Target: errmsg.Name("environment", strconv.Quote(e.Name))}
+	var first error
+	for _, err := range flatten(e.Err) {
+		var ce *config.Error
+		if !errors.As(err, &ce) {
+			continue
+		}
+		if errors.Is(err, config.ErrCredentialsMissing) {
+			first = err
+			break
+		}
+		if first == nil && ce.Field != "" {
+			first = err
+		}
+	}
+	if first != nil {
+		if f := errcode.FieldOf(first); f != "" {
+			person.Field = "config." + f
+		}
+		person.Reason = errcode.ReasonOf(first) // missing_credentials before invalid_config
+		m := []rune(strings.TrimSuffix(errcode.MessageOf(first), "."))
+		if len(m) > 0 {
+			m[0] = unicode.ToLower(m[0])
+		}
+		person.Message = errmsg.Sentence(fmt.Sprintf("Environment %q: %s", e.Name, string(m)))
+	}
+	return []error{person, e.Err, errcode.ErrInvalid}
+}
 
 // flatten splits an errors.Join tree into its leaves; a *config.Error
 // is a leaf.
@@ -142,10 +175,10 @@ func flatten(err error) []error {
 // names the environment in errors.
 func validateFields(label, name, description string, env, metadata map[string]string) error {
 	if err := checkName(name); err != nil {
-		return &Error{Environment: label, Field: "name", Reason: err.Error(), Err: ErrInvalid}
+		return &Error{Environment: label, Field: "name", Reason: err.Error(), Err: errcode.ErrInvalid}
 	}
 	if reason := checkText(description, maxDescriptionLen); reason != "" {
-		return &Error{Environment: label, Field: "description", Reason: reason, Err: ErrInvalid}
+		return &Error{Environment: label, Field: "description", Reason: reason, Err: errcode.ErrInvalid}
 	}
 	if err := checkEnv(label, env); err != nil {
 		return err
@@ -184,24 +217,24 @@ func checkName(name string) error {
 // shown in the full view.
 func checkEnv(label string, env map[string]string) error {
 	if len(env) > maxEnvVars {
-		return &Error{Environment: label, Field: "env", Err: ErrInvalid,
+		return &Error{Environment: label, Field: "env", Err: errcode.ErrInvalid,
 			Reason: fmt.Sprintf("more than %d variables", maxEnvVars)}
 	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		field := "env." + fieldKey(k)
 		if len(k) > maxEnvNameLen {
-			return &Error{Environment: label, Field: field, Err: ErrInvalid,
+			return &Error{Environment: label, Field: field, Err: errcode.ErrInvalid,
 				Reason: fmt.Sprintf("variable name longer than %d bytes", maxEnvNameLen)}
 		}
 		if !validEnvName(k) {
-			return &Error{Environment: label, Field: field, Err: ErrInvalid,
+			return &Error{Environment: label, Field: field, Err: errcode.ErrInvalid,
 				Reason: "invalid variable name (want letters, digits and underscores, not starting with a digit)"}
 		}
 		if reason := checkText(env[k], maxEnvValueLen); reason != "" {
-			return &Error{Environment: label, Field: field, Reason: "value " + reason, Err: ErrInvalid}
+			return &Error{Environment: label, Field: field, Reason: "value " + reason, Err: errcode.ErrInvalid}
 		}
 		if looksLikeSecretName(k) {
-			return &Error{Environment: label, Field: field, Err: ErrInvalid,
+			return &Error{Environment: label, Field: field, Err: errcode.ErrInvalid,
 				Reason: "looks like a credential; env vars are stored and shown inline, so put credentials in the driver's secret config fields, such as its secret env map config.env (CFG-3)"}
 		}
 	}

@@ -1,6 +1,6 @@
-// Package errcode is berth's one error-code vocabulary: every sentinel
-// error of every berth package carries an ErrorCode, and Code finds it
-// through any wrapping, so a host maps berth's errors to its own statuses
+// Package errcode is berth's one error vocabulary: every error of every
+// berth package carries an ErrorCode, and Code finds it through any
+// wrapping, so a host maps berth's errors to its own statuses
 // in one switch:
 //
 //	switch errcode.Code(err) {
@@ -18,40 +18,53 @@
 //		http.Error(w, err.Error(), http.StatusInternalServerError)
 //	}
 //
-// A package declares its sentinels with New, so that they keep their
-// identity for errors.Is and their text, and gain a code:
+// # One sentinel per code
 //
-//	var ErrNotFound = errcode.New(errcode.NotFound, "lease: not found")
+// ErrNotFound, ErrAlreadyExists, ErrConflict, ErrDenied, ErrInvalid,
+// ErrUnsupported, ErrUnavailable, ErrUnreachable, ErrTimeout,
+// ErrAuthFailed and ErrInternal are what every package and store wraps:
 //
-//	errors.Is(err, lease.ErrNotFound)         // still the way to ask for one sentinel
-//	errcode.Code(err) == errcode.NotFound     // true for every package's not-found
+//	return fmt.Errorf("lease %s: %w", id, errcode.ErrNotFound)
 //
-// An error type decides its own code with an ErrorCode method, or inherits
-// the code of the sentinel it wraps. Context errors map to Canceled and
-// Timeout; nil is OK; an error that carries no code (the host's own, the
-// standard library's) is Unknown.
+//	errors.Is(err, errcode.ErrNotFound)       // every package's not-found
+//	errcode.Code(err) == errcode.NotFound     // the same question, as a code
 //
-// # Sub-codes
+// The few sentinels a package keeps (the driver contract's, such as
+// drivers.ErrHostKeyUnknown) are *Error values with a Reason, or New's
+// sentinels; errors.Is matches either to its code's sentinel too.
 //
-// Where a caller needs more than the set says, a package keeps a finer,
-// stable code of its own, and that code's type has an ErrorCode method
-// that maps it into this set:
+// # Two readers
+//
+// An *Error carries a Reason for programs (a stable string finer than the
+// code), a Message for a person (one sentence naming the target and the
+// fix), the Target and the Field, and the cause as Err; its text is the
+// technical chain, the detail. ReasonOf, MessageOf, FieldOf and TargetOf
+// find them through any wrapping; MessageOf falls back to a generic
+// sentence per code, never to the chain.
+//
+// # Reasons
+//
+// The reasons are the packages' stable codes, which keep their strings
+// (stored records, deployed runners and the API carry them):
 //
 //   - drivers.Code: the probe's stable codes (PRB-5) in probe results and
-//     provider health records (host_key_mismatch is a sub-code of
-//     AuthFailed, provider_unavailable of Unavailable, ...);
-//   - prp.Code: the runner protocol's codes on the wire (the exchange's
-//     refusals, a command's result code), unchanged for deployed runners;
+//     provider health records, and the reasons of the driver contract's
+//     sentinels (host_key_mismatch under AuthFailed, provider_unavailable
+//     under Unavailable, missing_credentials under Invalid, ...);
+//   - prp.Code: the runner protocol's codes on the wire, unchanged for
+//     deployed runners;
 //   - qualification.Code: why a qualification was or was not recorded;
-//   - handover.Code: why a hand-over was refused (AUTH-2's
-//     auth_check_missing, auth_check_version, ... are sub-codes of
-//     Conflict).
+//   - handover.Code: why a hand-over was refused (auth_check_missing,
+//     auth_check_version, ... under Conflict).
+//
+// Each of these types has an ErrorCode method that maps a reason to its
+// code. docs/errors.md lists them all.
 //
 // # Not found, not denied
 //
 // A record the principal may not read is NotFound, exactly as a missing
 // one, so that an answer tells nothing of other tenants; Denied is for an
-// action the principal may not take on a record it can see (authz.ErrDenied).
+// action the principal may not take on a record it can see (ErrDenied).
 //
 // The package is on floor 0 and imports only the standard library.
 package errcode

@@ -32,7 +32,7 @@ const (
 	// not match).
 	Conflict
 	// Denied: the principal may see the record but may not take the action
-	// on it (authz.ErrDenied), or a credential's scope does not allow it.
+	// on it (errcode.ErrDenied), or a credential's scope does not allow it.
 	Denied
 	// Invalid: the request, config or input is malformed; retrying it
 	// unchanged fails the same way.
@@ -118,7 +118,9 @@ type coder interface{ ErrorCode() ErrorCode }
 
 // Code returns the code of err: OK for nil; else the code of the first
 // error in err's chain (as errors.As walks it) that has an
-// ErrorCode() ErrorCode method; else Canceled if err wraps
+// ErrorCode() ErrorCode method (an *Error, a sentinel of this package or
+// of New, a package's own error type) and says a code other than Unknown
+// (an *Error that only adds a message says none); else Canceled if err wraps
 // context.Canceled and Timeout if it wraps context.DeadlineExceeded; else
 // Unknown. A code that an error of berth states wins over a context error
 // wrapped beside it.
@@ -126,9 +128,18 @@ func Code(err error) ErrorCode {
 	if err == nil {
 		return OK
 	}
-	var c coder
-	if errors.As(err, &c) {
-		return c.ErrorCode()
+	code := Unknown
+	walk(err, func(e error) bool {
+		if c, ok := e.(coder); ok {
+			if x := c.ErrorCode(); x != Unknown && x != OK {
+				code = x
+				return true
+			}
+		}
+		return false
+	})
+	if code != Unknown {
+		return code
 	}
 	switch {
 	case errors.Is(err, context.Canceled):
@@ -139,14 +150,81 @@ func Code(err error) ErrorCode {
 	return Unknown
 }
 
+// The sentinels, one per code: every berth package and store wraps these
+// (or an *Error or a sentinel of New with the same code, which errors.Is
+// matches to them), so errors.Is(err, errcode.ErrNotFound) holds for every
+// not-found of every package. OK and Unknown have none; Canceled is
+// context.Canceled.
+var (
+	// ErrNotFound: the record or object does not exist, or the principal
+	// may not read it.
+	ErrNotFound = &sentinel{code: NotFound, text: "not found"}
+	// ErrAlreadyExists: a record with that id or key exists already.
+	ErrAlreadyExists = &sentinel{code: AlreadyExists, text: "already exists"}
+	// ErrConflict: the request conflicts with the current state (a stale
+	// revision, a key held by another, a precondition that does not hold).
+	ErrConflict = &sentinel{code: Conflict, text: "conflict"}
+	// ErrDenied: the principal may not take the action.
+	ErrDenied = &sentinel{code: Denied, text: "permission denied"}
+	// ErrInvalid: the request, config or input is malformed.
+	ErrInvalid = &sentinel{code: Invalid, text: "invalid"}
+	// ErrUnsupported: the driver, target or peer does not offer what was
+	// asked.
+	ErrUnsupported = &sentinel{code: Unsupported, text: "unsupported"}
+	// ErrUnavailable: a provider, service or record cannot be used now.
+	ErrUnavailable = &sentinel{code: Unavailable, text: "unavailable"}
+	// ErrUnreachable: the target could not be reached over the network.
+	ErrUnreachable = &sentinel{code: Unreachable, text: "unreachable"}
+	// ErrTimeout: an operation ran past its deadline.
+	ErrTimeout = &sentinel{code: Timeout, text: "timed out"}
+	// ErrAuthFailed: authentication failed in either direction.
+	ErrAuthFailed = &sentinel{code: AuthFailed, text: "authentication failed"}
+	// ErrInternal: an invariant of berth did not hold.
+	ErrInternal = &sentinel{code: Internal, text: "internal error"}
+)
+
+// sentinelOf returns the sentinel of code c: nil for OK and Unknown,
+// context.Canceled for Canceled.
+func sentinelOf(c ErrorCode) error {
+	switch c {
+	case NotFound:
+		return ErrNotFound
+	case AlreadyExists:
+		return ErrAlreadyExists
+	case Conflict:
+		return ErrConflict
+	case Denied:
+		return ErrDenied
+	case Invalid:
+		return ErrInvalid
+	case Unsupported:
+		return ErrUnsupported
+	case Unavailable:
+		return ErrUnavailable
+	case Unreachable:
+		return ErrUnreachable
+	case Timeout:
+		return ErrTimeout
+	case AuthFailed:
+		return ErrAuthFailed
+	case Internal:
+		return ErrInternal
+	case Canceled:
+		return context.Canceled
+	}
+	return nil
+}
+
 // New returns a sentinel error with text as its message and code as its
 // ErrorCode. Each call returns a distinct value, compared by identity as
-// errors.New's are, so errors.Is finds exactly that sentinel.
+// errors.New's are, so errors.Is finds exactly that sentinel, and also the
+// code's own sentinel (errors.Is(New(NotFound, "x"), ErrNotFound) holds).
+// A sentinel that needs a reason is an *Error (see Error).
 func New(code ErrorCode, text string) error {
 	return &sentinel{code: code, text: text}
 }
 
-// sentinel is New's error.
+// sentinel is New's error and the type of the code sentinels.
 type sentinel struct {
 	code ErrorCode
 	text string
@@ -154,3 +232,9 @@ type sentinel struct {
 
 func (e *sentinel) Error() string        { return e.text }
 func (e *sentinel) ErrorCode() ErrorCode { return e.code }
+
+// Is reports whether target is the sentinel of e's code.
+func (e *sentinel) Is(target error) bool {
+	s := sentinelOf(e.code)
+	return s != nil && target == s
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/berthdev/berth/errcode"
@@ -143,5 +144,142 @@ func TestNewIsASentinel(t *testing.T) {
 	m := map[error]bool{a: true}
 	if !m[a] || m[b] {
 		t.Fatal("a sentinel is not a usable map key by identity")
+	}
+}
+
+// Every code but OK and Unknown has one sentinel, with that code, and
+// errors.Is matches New's sentinels and *Error values of a code to it.
+func TestOneSentinelPerCode(t *testing.T) {
+	t.Parallel()
+	sentinels := map[errcode.ErrorCode]error{
+		errcode.NotFound:      errcode.ErrNotFound,
+		errcode.AlreadyExists: errcode.ErrAlreadyExists,
+		errcode.Conflict:      errcode.ErrConflict,
+		errcode.Denied:        errcode.ErrDenied,
+		errcode.Invalid:       errcode.ErrInvalid,
+		errcode.Unsupported:   errcode.ErrUnsupported,
+		errcode.Unavailable:   errcode.ErrUnavailable,
+		errcode.Unreachable:   errcode.ErrUnreachable,
+		errcode.Timeout:       errcode.ErrTimeout,
+		errcode.AuthFailed:    errcode.ErrAuthFailed,
+		errcode.Internal:      errcode.ErrInternal,
+	}
+	for c, s := range sentinels {
+		if got := errcode.Code(s); got != c {
+			t.Errorf("Code(%v) = %v, want %v", s, got, c)
+		}
+		pkg := errcode.New(c, "pkg: "+c.String())
+		typed := &errcode.Error{Code: c, Target: "x", Err: errors.New("cause")}
+		for name, err := range map[string]error{"New": pkg, "*Error": typed, "wrapped *Error": fmt.Errorf("w: %w", typed)} {
+			if !errors.Is(err, s) {
+				t.Errorf("%v: errors.Is(%s, its code's sentinel) = false", c, name)
+			}
+			for c2, s2 := range sentinels {
+				if c2 != c && errors.Is(err, s2) {
+					t.Errorf("%v: errors.Is(%s, sentinel of %v) = true", c, name, c2)
+				}
+			}
+		}
+	}
+	if !errors.Is(&errcode.Error{Code: errcode.Canceled}, context.Canceled) {
+		t.Error("an *Error of code Canceled is not context.Canceled")
+	}
+}
+
+// The parts of an *Error are found through any wrapping, the outermost
+// first, and a plain error's message is a generic sentence, never the
+// chain.
+func TestParts(t *testing.T) {
+	t.Parallel()
+	hostKey := &errcode.Error{Code: errcode.AuthFailed, Reason: "host_key_unknown", Err: errors.New("host key unknown")}
+	inner := &errcode.Error{
+		Op:      "ssh",
+		Target:  "root@10.0.0.5:22",
+		Message: "The host key of root@10.0.0.5:22 is not trusted yet: check its fingerprint and trust it.",
+		Err:     fmt.Errorf("server offered key SHA256:abc: %w", hostKey),
+	}
+	outer := fmt.Errorf("acquire lease lse_1: %w", &errcode.Error{Target: `environment "build-box"`, Field: "config.host", Err: inner})
+	joined := errors.Join(errors.New("first"), outer)
+	for name, err := range map[string]error{"wrapped": outer, "joined": joined} {
+		if got := errcode.Code(err); got != errcode.AuthFailed {
+			t.Errorf("%s: Code = %v", name, got)
+		}
+		if got := errcode.ReasonOf(err); got != "host_key_unknown" {
+			t.Errorf("%s: ReasonOf = %q", name, got)
+		}
+		if got := errcode.MessageOf(err); got != inner.Message {
+			t.Errorf("%s: MessageOf = %q", name, got)
+		}
+		if got := errcode.FieldOf(err); got != "config.host" {
+			t.Errorf("%s: FieldOf = %q", name, got)
+		}
+		if got := errcode.TargetOf(err); got != `environment "build-box"` {
+			t.Errorf("%s: TargetOf = %q", name, got)
+		}
+		if !errors.Is(err, hostKey) || !errors.Is(err, errcode.ErrAuthFailed) {
+			t.Errorf("%s: errors.Is does not find the sentinels", name)
+		}
+	}
+	wantText := `acquire lease lse_1: environment "build-box": field "config.host": ssh root@10.0.0.5:22: server offered key SHA256:abc: host key unknown`
+	if got := outer.Error(); got != wantText {
+		t.Errorf("Error() = %q\nwant      %q", got, wantText)
+	}
+	if strings.Contains(outer.Error(), inner.Message) {
+		t.Error("the detail repeats the message")
+	}
+
+	for _, tc := range []struct {
+		name string
+		err  error
+		code errcode.ErrorCode
+		msg  string
+	}{
+		{"nil", nil, errcode.OK, ""},
+		{"plain", errors.New("open /secret/path: permission denied"), errcode.Unknown, "The operation failed: the detail says why."},
+		{"sentinel", fmt.Errorf("lease lse_9: %w", errcode.ErrNotFound), errcode.NotFound, "Could not find the record."},
+		{"target, no message", &errcode.Error{Code: errcode.Unreachable, Target: "root@h:22", Err: errors.New("dial tcp: refused")}, errcode.Unreachable,
+			"Could not reach root@h:22: check that it is running and reachable."},
+		{"code from Err", &errcode.Error{Target: `template "go"`, Err: errcode.ErrConflict}, errcode.Conflict,
+			`Could not change template "go": it was changed meanwhile or is in use; reload it and try again.`},
+		{"canceled", fmt.Errorf("x: %w", context.Canceled), errcode.Canceled, "The operation was canceled."},
+	} {
+		if got := errcode.Code(tc.err); got != tc.code {
+			t.Errorf("%s: Code = %v, want %v", tc.name, got, tc.code)
+		}
+		got := errcode.MessageOf(tc.err)
+		if got != tc.msg {
+			t.Errorf("%s: MessageOf = %q, want %q", tc.name, got, tc.msg)
+		}
+		if tc.err != nil && strings.Contains(got, tc.err.Error()) {
+			t.Errorf("%s: the message contains the chain", tc.name)
+		}
+		if errcode.ReasonOf(tc.err) != "" || errcode.FieldOf(tc.err) != "" {
+			t.Errorf("%s: a reason or field without an *Error that says one", tc.name)
+		}
+	}
+	// Every code has a generic sentence, none of them technical.
+	for c := errcode.OK + 1; c <= errcode.Internal; c++ {
+		m := errcode.MessageOf(&errcode.Error{Code: c})
+		if m == "" || !strings.HasSuffix(m, ".") || len(m) > 200 {
+			t.Errorf("%v: generic message %q", c, m)
+		}
+	}
+}
+
+// The zero Error and Errors without a cause still say something.
+func TestErrorText(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  *errcode.Error
+		want string
+	}{
+		{&errcode.Error{}, "unknown"},
+		{&errcode.Error{Code: errcode.Invalid, Field: "name"}, `field "name": invalid`},
+		{&errcode.Error{Reason: "quota", Op: "acquire", Target: `environment "e"`}, `acquire environment "e": quota`},
+		{&errcode.Error{Code: errcode.Denied, Message: "You may not."}, "You may not."},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("Error() = %q, want %q", got, tc.want)
+		}
 	}
 }

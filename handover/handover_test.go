@@ -3,6 +3,7 @@ package handover_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/lease"
@@ -149,17 +151,17 @@ func TestPrepareManagedAccount(t *testing.T) {
 		t.Errorf("prepare with a broken check = %+v, %v; want failed and the error", rec, err)
 	}
 	// Operators only; a malformed reference names the field.
-	if _, err := w.svc.PrepareManagedAccount(ctx, agent, "acme", w.account, "env_1", nil); !errors.Is(err, authz.ErrDenied) {
+	if _, err := w.svc.PrepareManagedAccount(ctx, agent, "acme", w.account, "env_1", nil); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("an agent prepared: %v", err)
 	}
-	if _, err := w.svc.PrepareManagedAccount(ctx, operator, "acme", "acct-1", "env_1", nil); !errors.Is(err, handover.ErrInvalid) || !strings.Contains(err.Error(), "account_ref") {
-		t.Errorf("a malformed reference = %v, want ErrInvalid naming account_ref", err)
+	if _, err := w.svc.PrepareManagedAccount(ctx, operator, "acme", "acct-1", "env_1", nil); !errors.Is(err, errcode.ErrInvalid) || !strings.Contains(err.Error(), "account_ref") {
+		t.Errorf("a malformed reference = %v, want errcode.ErrInvalid naming account_ref", err)
 	}
 	if err := w.svc.Clear(ctx, operator, "acme", w.account); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.svc.Get(ctx, operator, "acme", w.account); !errors.Is(err, handover.ErrNotFound) {
-		t.Errorf("Get after Clear = %v, want ErrNotFound", err)
+	if _, err := w.svc.Get(ctx, operator, "acme", w.account); !errors.Is(err, errcode.ErrNotFound) {
+		t.Errorf("Get after Clear = %v, want errcode.ErrNotFound", err)
 	}
 }
 
@@ -193,7 +195,13 @@ func code(err error) handover.Code {
 	if err == nil {
 		return ""
 	}
-	return handover.Code(controller.CodeOfSecrets(err))
+	c := handover.Code(controller.CodeOfSecrets(err))
+	// The hand-over's code is the error's reason too (issue 50), and a
+	// mismatch speaks to a person without Go identifiers.
+	if r := errcode.ReasonOf(err); r != string(c) {
+		panic(fmt.Sprintf("errcode.ReasonOf = %q, the hand-over's code %q: %v", r, c, err))
+	}
+	return c
 }
 
 // AUTH-2: dispatch lets a managed account through only when the record
@@ -271,7 +279,7 @@ func TestDispatchMatchesExactly(t *testing.T) {
 	if err := w.svc.Check(ctx, operator, other, unknown); code(err) != handover.CodeLeaseMismatch {
 		t.Errorf("lease of another company: %v, want %s", err, handover.CodeLeaseMismatch)
 	}
-	if err := w.svc.Check(ctx, outsider, target, w.uses("p1", "p2")); !errors.Is(err, authz.ErrDenied) {
+	if err := w.svc.Check(ctx, outsider, target, w.uses("p1", "p2")); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("an agent of another company handed over the account: %v", err)
 	}
 	for _, e := range []error{w.svc.Check(ctx, agent, target, w.uses("p1"))} {
@@ -282,7 +290,7 @@ func TestDispatchMatchesExactly(t *testing.T) {
 }
 
 // Issue 22 item 7: a project auth check the principal may not read
-// (another company's) reads as a missing one: ErrNotFound with the same
+// (another company's) reads as a missing one: errcode.ErrNotFound with the same
 // text but for what the caller named; a principal who may read it but not
 // act on it (an agent of the company) is denied.
 func TestAnotherCompanysAuthCheckReadsAsMissing(t *testing.T) {
@@ -305,14 +313,14 @@ func TestAnotherCompanysAuthCheckReadsAsMissing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			errMissing, errForeign := op(operator, missing), op(outsider, w.account)
 			for _, err := range []error{errMissing, errForeign} {
-				if !errors.Is(err, handover.ErrNotFound) || errors.Is(err, authz.ErrDenied) {
-					t.Fatalf("%s = %v, want ErrNotFound (not ErrDenied)", name, err)
+				if !errors.Is(err, errcode.ErrNotFound) || errors.Is(err, errcode.ErrDenied) {
+					t.Fatalf("%s = %v, want errcode.ErrNotFound (not ErrDenied)", name, err)
 				}
 			}
 			if a, b := strings.ReplaceAll(errForeign.Error(), w.account, "REF"), strings.ReplaceAll(errMissing.Error(), missing, "REF"); a != b {
 				t.Errorf("another company's record reads %q, a missing one %q; want one text", a, b)
 			}
-			if err := op(agent, w.account); !errors.Is(err, authz.ErrDenied) || errors.Is(err, handover.ErrNotFound) {
+			if err := op(agent, w.account); !errors.Is(err, errcode.ErrDenied) || errors.Is(err, errcode.ErrNotFound) {
 				t.Errorf("an agent of the company = %v, want ErrDenied (it may see the record)", err)
 			}
 		})

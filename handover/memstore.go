@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // NewMemoryStore returns an in-memory Store for tests and the embedded
@@ -36,7 +38,7 @@ func (m *memoryStore) PutAuthCheck(ctx context.Context, c AuthCheck) error {
 		return err
 	}
 	if c.Company == "" || c.AccountRef == "" {
-		return fmt.Errorf("handover: a project auth check needs a company and an account reference: %w", ErrInvalid)
+		return fmt.Errorf("handover: a project auth check needs a company and an account reference: %w", errcode.ErrInvalid)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -57,7 +59,7 @@ func (m *memoryStore) CompleteAuthCheck(ctx context.Context, company, accountRef
 	c, ok := m.recs[[2]string{company, accountRef}]
 	switch {
 	case !ok:
-		return AuthCheck{}, fmt.Errorf("handover: project auth check of %s for company %q: %w", accountRef, company, ErrNotFound)
+		return AuthCheck{}, fmt.Errorf("handover: project auth check of %s for company %q: %w", accountRef, company, errcode.ErrNotFound)
 	case c.Preparation != prep:
 		return AuthCheck{}, fmt.Errorf("handover: project auth check of %s for company %q: preparation %s: %w", accountRef, company, prep, ErrStale)
 	}
@@ -75,7 +77,7 @@ func (m *memoryStore) GetAuthCheck(ctx context.Context, company, accountRef stri
 	defer m.mu.Unlock()
 	c, ok := m.recs[[2]string{company, accountRef}]
 	if !ok {
-		return AuthCheck{}, fmt.Errorf("handover: project auth check of %s for company %q: %w", accountRef, company, ErrNotFound)
+		return AuthCheck{}, fmt.Errorf("handover: project auth check of %s for company %q: %w", accountRef, company, errcode.ErrNotFound)
 	}
 	return cloneCheck(c), nil
 }
@@ -108,7 +110,7 @@ func (m *memoryStore) DeleteAuthCheck(ctx context.Context, company, accountRef s
 	defer m.mu.Unlock()
 	k := [2]string{company, accountRef}
 	if _, ok := m.recs[k]; !ok {
-		return fmt.Errorf("handover: project auth check of %s for company %q: %w", accountRef, company, ErrNotFound)
+		return fmt.Errorf("handover: project auth check of %s for company %q: %w", accountRef, company, errcode.ErrNotFound)
 	}
 	delete(m.recs, k)
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/errmsg"
 )
 
 // checkVersion is the only project auth check version berth accepts
@@ -88,20 +89,16 @@ type Result struct {
 
 // Errors of this package.
 var (
-	// ErrNotFound: no project auth check for that company and account.
-	ErrNotFound = errcode.New(errcode.NotFound, "handover: not found")
 	// ErrStale: a check result answers a preparation that a newer
 	// preparation (or a clear) replaced; nothing was stored.
-	ErrStale = errcode.New(errcode.Conflict, "handover: the preparation was replaced")
-	// ErrInvalid: a request field is malformed (the error names it).
-	ErrInvalid = errcode.New(errcode.Invalid, "handover: invalid request")
+	ErrStale error = &errcode.Error{Code: errcode.Conflict, Reason: "stale_preparation", Err: errors.New("handover: the preparation was replaced")}
 	// ErrMismatch: a managed account is refused at dispatch: no project
 	// auth check matches exactly (its Code, read with
 	// controller.CodeOfSecrets, says which part).
 	ErrMismatch = errcode.New(errcode.Conflict, "handover: no matching project auth check")
 	// ErrSecretUnknown: a task names a secret env key that the lease's
 	// environment does not have.
-	ErrSecretUnknown = errcode.New(errcode.Invalid, "handover: unknown secret")
+	ErrSecretUnknown error = &errcode.Error{Code: errcode.Invalid, Reason: "secret_unknown", Err: errors.New("handover: unknown secret")}
 )
 
 // Code says why a hand-over was refused: the code of a resolver's or
@@ -167,8 +164,13 @@ func (e *mismatchError) Error() string {
 	return fmt.Sprintf("handover: managed account %s of company %q: %s: %s", e.accountRef, e.company, e.code, e.detail)
 }
 
-// Unwrap returns ErrMismatch.
-func (e *mismatchError) Unwrap() error { return ErrMismatch }
+// Unwrap returns ErrMismatch, behind an *errcode.Error with e's code as
+// its reason and a sentence for a person.
+func (e *mismatchError) Unwrap() error {
+	return &errcode.Error{Reason: string(e.code),
+		Message: errmsg.Sentence(fmt.Sprintf("The managed account %s cannot be handed over for company %q: its project auth check does not match (%s); run the check again", e.accountRef, e.company, e.detail)),
+		Err:     ErrMismatch}
+}
 
 // SecretCode returns code (controller.SecretError).
 func (e *mismatchError) SecretCode() string { return string(e.code) }
@@ -183,7 +185,7 @@ type codedError struct {
 }
 
 func (e *codedError) Error() string      { return e.err.Error() }
-func (e *codedError) Unwrap() error      { return e.err }
+func (e *codedError) Unwrap() error      { return &errcode.Error{Reason: string(e.code), Err: e.err} }
 func (e *codedError) SecretCode() string { return string(e.code) }
 func (e *codedError) ErrorCode() errcode.ErrorCode {
 	if c := errcode.Code(e.err); c != errcode.Unknown {
@@ -236,7 +238,7 @@ func ParseAccountRef(s string) (config.SecretRef, error) {
 	id, v, ok2 := strings.Cut(rest, "@v")
 	n, err := strconv.ParseInt(v, 10, 64)
 	if !ok || !ok2 || id == "" || err != nil || n < 1 || len(s) > 256 || strings.ContainsAny(id, " \t\r\n@") {
-		return config.SecretRef{}, fmt.Errorf("handover: field account_ref %q is not a secret reference secret:ID@vN: %w", s, ErrInvalid)
+		return config.SecretRef{}, fmt.Errorf("handover: field account_ref %q is not a secret reference secret:ID@vN: %w", s, errcode.ErrInvalid)
 	}
 	return config.SecretRef{ID: id, Version: n}, nil
 }
@@ -253,17 +255,17 @@ type Store interface {
 	// record of (company, accountRef) in one conditional update: status,
 	// checkedAt, checkedBy and message. It returns the updated record, or
 	// an error wrapping ErrStale if the record's preparation is another
-	// one (replaced), ErrNotFound if there is none (cleared).
+	// one (replaced), errcode.ErrNotFound if there is none (cleared).
 	CompleteAuthCheck(ctx context.Context, company, accountRef, prep string, status Status, checkedAt time.Time, checkedBy, message string) (AuthCheck, error)
 	// GetAuthCheck returns the record of (company, accountRef), or an
-	// error wrapping ErrNotFound.
+	// error wrapping errcode.ErrNotFound.
 	GetAuthCheck(ctx context.Context, company, accountRef string) (AuthCheck, error)
 	// ListAuthChecks returns the records of company (every company's
 	// when company is ""), sorted by company, then account reference.
 	ListAuthChecks(ctx context.Context, company string) ([]AuthCheck, error)
 	// DeleteAuthCheck removes the record of (company, accountRef); an
-	// error wrapping ErrNotFound if there is none.
+	// error wrapping errcode.ErrNotFound if there is none.
 	DeleteAuthCheck(ctx context.Context, company, accountRef string) error
 }
 
-func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+func isNotFound(err error) bool { return errors.Is(err, errcode.ErrNotFound) }

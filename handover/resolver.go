@@ -7,6 +7,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -122,7 +123,7 @@ func (s *Service) refs(ctx context.Context, t controller.SecretTarget, uses []pr
 			}
 			out[i] = ref
 		default:
-			return nil, fmt.Errorf("handover: secret %s: source %q is unknown: %w", u.Ref, u.Source, ErrInvalid)
+			return nil, fmt.Errorf("handover: secret %s: source %q is unknown: %w", u.Ref, u.Source, errcode.ErrInvalid)
 		}
 	}
 	return out, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp/controller"
 )
@@ -156,7 +157,7 @@ func (s *Service) now() time.Time { return s.o.clock.Now().UTC().Truncate(time.M
 func (s *Service) authorize(ctx context.Context, p authz.Principal, a authz.Action, company, ref string) error {
 	r := authz.Resource{Kind: authz.ResourceKindManagedAccount, ID: ref, Company: company}
 	if err := s.auth.Authorize(ctx, p, a, r); err != nil {
-		if !errors.Is(err, authz.ErrDenied) {
+		if !errors.Is(err, errcode.ErrDenied) {
 			err = fmt.Errorf("%w: %w", authz.Denied(p, a, r), err)
 		}
 		return fmt.Errorf("handover: %w", err)
@@ -185,7 +186,7 @@ func (s *Service) authorizeRecord(ctx context.Context, p authz.Principal, compan
 // and for one the caller may not read alike: one sentinel, one text,
 // naming only what the caller gave.
 func checkNotFound(company, accountRef string) error {
-	return fmt.Errorf("handover: project auth check of %s for company %q: %w", accountRef, company, ErrNotFound)
+	return fmt.Errorf("handover: project auth check of %s for company %q: %w", accountRef, company, errcode.ErrNotFound)
 }
 
 // hideMissing turns a store's not found into checkNotFound.
@@ -226,14 +227,14 @@ func (s *Service) subject(ctx context.Context, id string) (*environment.Environm
 // overtook is not stored (ErrStale).
 func (s *Service) PrepareManagedAccount(ctx context.Context, p authz.Principal, company, accountRef, environmentID string, projects []string) (AuthCheck, error) {
 	if company == "" {
-		return AuthCheck{}, fmt.Errorf("handover: prepare managed account %s: field company is empty: %w", accountRef, ErrInvalid)
+		return AuthCheck{}, fmt.Errorf("handover: prepare managed account %s: field company is empty: %w", accountRef, errcode.ErrInvalid)
 	}
 	if _, err := ParseAccountRef(accountRef); err != nil {
 		return AuthCheck{}, err
 	}
 	for _, pr := range projects {
 		if pr == "" || len(pr) > 256 {
-			return AuthCheck{}, fmt.Errorf("handover: prepare managed account %s: field projects holds an empty or too long id: %w", accountRef, ErrInvalid)
+			return AuthCheck{}, fmt.Errorf("handover: prepare managed account %s: field projects holds an empty or too long id: %w", accountRef, errcode.ErrInvalid)
 		}
 	}
 	if err := s.authorize(ctx, p, authz.ActionAuthCheck, company, accountRef); err != nil {
@@ -292,7 +293,7 @@ func (s *Service) complete(ctx context.Context, rec AuthCheck, res Result, by st
 // accountRef), for hosts whose check answers later than the preparation
 // returns. It authorizes p (authz.ActionAuthCheck); an answer for a
 // preparation that a newer one replaced is ErrStale and stores nothing.
-// A record p may not read is ErrNotFound, as a missing one.
+// A record p may not read is errcode.ErrNotFound, as a missing one.
 func (s *Service) RecordResult(ctx context.Context, p authz.Principal, company, accountRef, prep string, res Result) (AuthCheck, error) {
 	if err := s.authorizeRecord(ctx, p, company, accountRef); err != nil {
 		return AuthCheck{}, err
@@ -302,7 +303,7 @@ func (s *Service) RecordResult(ctx context.Context, p authz.Principal, company, 
 }
 
 // Get returns the record of (company, accountRef) after authorizing p
-// (authz.ActionAuthCheck); ErrNotFound if there is none, and the
+// (authz.ActionAuthCheck); errcode.ErrNotFound if there is none, and the
 // same error (one text) if p may not read it.
 func (s *Service) Get(ctx context.Context, p authz.Principal, company, accountRef string) (AuthCheck, error) {
 	if err := s.authorizeRecord(ctx, p, company, accountRef); err != nil {
@@ -323,7 +324,7 @@ func (s *Service) List(ctx context.Context, p authz.Principal, company string) (
 
 // Clear removes the record of (company, accountRef) after authorizing p
 // (authz.ActionAuthCheck): the account is refused until the next
-// preparation succeeds. ErrNotFound if there is none, and the same error
+// preparation succeeds. errcode.ErrNotFound if there is none, and the same error
 // (one text) if p may not read it.
 func (s *Service) Clear(ctx context.Context, p authz.Principal, company, accountRef string) error {
 	if err := s.authorizeRecord(ctx, p, company, accountRef); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 )
 
@@ -31,9 +32,9 @@ func ExampleService() {
 	// A change based on a stale revision is refused; an agent may not change them.
 	off := false
 	_, err = svc.Update(ctx, admin, instance.Update{EnableEnvironments: &off, Revision: 0})
-	fmt.Println(errors.Is(err, instance.ErrConflict))
+	fmt.Println(errors.Is(err, errcode.ErrConflict))
 	_, err = svc.Update(ctx, agent, instance.Update{EnableEnvironments: &off, Revision: instance.AnyRevision})
-	fmt.Println(errors.Is(err, authz.ErrDenied))
+	fmt.Println(errors.Is(err, errcode.ErrDenied))
 	// Output:
 	// enableEnvironments=true enableManagedSandboxOnly=false quotaPerCompany=8 quotaPerCompanyEnvironment=4 (revision 0) <nil>
 	// enableEnvironments=true enableManagedSandboxOnly=true quotaPerCompany=8 quotaPerCompanyEnvironment=4 (revision 1) admin <nil>

@@ -72,11 +72,11 @@ func TestOnlyInstanceAdminsUpdate(t *testing.T) {
 	svc, _ := instance.NewService(instance.NewMemoryStore(), nil)
 	for _, p := range []authz.Principal{board, agent, nobody} {
 		_, err := svc.Update(ctx, p, instance.Update{EnableEnvironments: ptr(false), Revision: instance.AnyRevision})
-		if !errors.Is(err, authz.ErrDenied) || errcode.Code(err) != errcode.Denied {
+		if !errors.Is(err, errcode.ErrDenied) || errcode.Code(err) != errcode.Denied {
 			t.Errorf("Update as %s = %v, want ErrDenied", p, err)
 		}
 	}
-	if _, err := svc.Get(ctx, nobody); !errors.Is(err, authz.ErrDenied) {
+	if _, err := svc.Get(ctx, nobody); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("Get without a role = %v, want ErrDenied", err)
 	}
 	if s, _ := svc.Get(ctx, admin); s != instance.Defaults() {
@@ -109,8 +109,8 @@ func TestUpdateRecordsWhoAndWhenWithOptimisticRevisions(t *testing.T) {
 		t.Errorf("first update = %+v, want %+v", s, want)
 	}
 	clk.Advance(time.Minute)
-	if _, err := svc.Update(ctx, operator, instance.Update{EnableEnvironments: ptr(true), Revision: 0}); !errors.Is(err, instance.ErrConflict) || errcode.Code(err) != errcode.Conflict {
-		t.Errorf("update at stale revision 0 = %v, want ErrConflict", err)
+	if _, err := svc.Update(ctx, operator, instance.Update{EnableEnvironments: ptr(true), Revision: 0}); !errors.Is(err, errcode.ErrConflict) || errcode.Code(err) != errcode.Conflict {
+		t.Errorf("update at stale revision 0 = %v, want errcode.ErrConflict", err)
 	}
 	if got, _ := svc.Get(ctx, admin); got != want {
 		t.Errorf("after the conflict the settings are %+v, want %+v", got, want)
@@ -129,17 +129,17 @@ func TestUpdateRecordsWhoAndWhenWithOptimisticRevisions(t *testing.T) {
 	if err != nil || s.QuotaPerCompany != 0 || s.QuotaPerCompanyEnvironment != 2 || !s.ManagedSandboxOnly || s.Revision != 3 {
 		t.Errorf("quota update = %+v, %v", s, err)
 	}
-	if _, err := svc.Update(ctx, admin, instance.Update{QuotaPerCompany: ptr(-1), Revision: 3}); !errors.Is(err, instance.ErrInvalid) {
-		t.Errorf("a negative quota = %v, want ErrInvalid", err)
+	if _, err := svc.Update(ctx, admin, instance.Update{QuotaPerCompany: ptr(-1), Revision: 3}); !errors.Is(err, errcode.ErrInvalid) {
+		t.Errorf("a negative quota = %v, want errcode.ErrInvalid", err)
 	}
-	if _, err := svc.Update(ctx, board, instance.Update{QuotaPerCompany: ptr(100), Revision: 3}); !errors.Is(err, authz.ErrDenied) {
+	if _, err := svc.Update(ctx, board, instance.Update{QuotaPerCompany: ptr(100), Revision: 3}); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("a board member raising the quota = %v, want ErrDenied", err)
 	}
-	if _, err := svc.Update(ctx, admin, instance.Update{Revision: 3}); !errors.Is(err, instance.ErrInvalid) {
-		t.Errorf("an update setting nothing = %v, want ErrInvalid", err)
+	if _, err := svc.Update(ctx, admin, instance.Update{Revision: 3}); !errors.Is(err, errcode.ErrInvalid) {
+		t.Errorf("an update setting nothing = %v, want errcode.ErrInvalid", err)
 	}
-	if _, err := svc.Update(ctx, admin, instance.Update{EnableEnvironments: ptr(true), Revision: -2}); !errors.Is(err, instance.ErrInvalid) {
-		t.Errorf("an update at revision -2 = %v, want ErrInvalid", err)
+	if _, err := svc.Update(ctx, admin, instance.Update{EnableEnvironments: ptr(true), Revision: -2}); !errors.Is(err, errcode.ErrInvalid) {
+		t.Errorf("an update at revision -2 = %v, want errcode.ErrInvalid", err)
 	}
 	s, err = svc.Update(ctx, admin, instance.Update{ManagedSandboxOnly: ptr(false), Revision: instance.AnyRevision})
 	if err != nil || s.Revision != 4 || s.ManagedSandboxOnly || !s.EnableEnvironments || s.QuotaPerCompanyEnvironment != 2 {
@@ -282,8 +282,8 @@ func TestConcurrentUpdatesOfOneRevision(t *testing.T) {
 			t.Errorf("updates %d and %d were both accepted at revision 0", won, i)
 		case r.err == nil:
 			won = i
-		case !errors.Is(r.err, instance.ErrConflict):
-			t.Errorf("update %d: %v, want nil or ErrConflict", i, r.err)
+		case !errors.Is(r.err, errcode.ErrConflict):
+			t.Errorf("update %d: %v, want nil or errcode.ErrConflict", i, r.err)
 		}
 	}
 	if won < 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/errcode"
 )
 
 // defaultMaxStaleness is Options.MaxStaleness's default: how old the
@@ -54,17 +55,17 @@ type Update struct {
 	// ManagedSandboxOnly, if not nil, sets Settings.ManagedSandboxOnly.
 	ManagedSandboxOnly *bool `json:"enableManagedSandboxOnly,omitempty"`
 	// QuotaPerCompany, if not nil, sets Settings.QuotaPerCompany (0: no
-	// limit; negative is ErrInvalid).
+	// limit; negative is errcode.ErrInvalid).
 	QuotaPerCompany *int `json:"quotaPerCompany,omitempty"`
 	// QuotaPerCompanyEnvironment, if not nil, sets
 	// Settings.QuotaPerCompanyEnvironment (0: no limit; negative is
-	// ErrInvalid).
+	// errcode.ErrInvalid).
 	QuotaPerCompanyEnvironment *int `json:"quotaPerCompanyEnvironment,omitempty"`
 	// Revision is the revision the change is based on: the Settings.Revision
 	// the caller read (0 when it read the defaults). A stale one is a
 	// conflict. AnyRevision writes over whatever is stored (read again and
 	// retried a few times when another writer wins in between; under
-	// sustained contention it may still end in ErrConflict).
+	// sustained contention it may still end in errcode.ErrConflict).
 	Revision int64 `json:"revision"`
 }
 
@@ -114,7 +115,7 @@ var resource = authz.Resource{Kind: authz.ResourceKindInstanceSettings}
 // revision 0, when none were ever written). Any principal the Authorizer
 // lets read the resource authz.ResourceKindInstanceSettings may: under
 // authz.DefaultPolicy every known role (instance admins, local operators,
-// board members, agents); a refusal wraps authz.ErrDenied (the settings
+// board members, agents); a refusal wraps errcode.ErrDenied (the settings
 // are instance-wide, so a refusal reveals nothing).
 func (s *Service) Get(ctx context.Context, p authz.Principal) (Settings, error) {
 	if err := s.authorize(ctx, p, authz.ActionRead); err != nil {
@@ -127,9 +128,9 @@ func (s *Service) Get(ctx context.Context, p authz.Principal) (Settings, error) 
 // one more than before, UpdatedAt now and UpdatedBy p.ID. Only a principal
 // the Authorizer lets update authz.ResourceKindInstanceSettings may: under
 // authz.DefaultPolicy instance admins and local operators (who have an
-// instance admin's powers); others get an error wrapping authz.ErrDenied.
-// A u.Revision other than the stored one is ErrConflict (nothing written);
-// an update that sets nothing is ErrInvalid. The change is seen at once by
+// instance admin's powers); others get an error wrapping errcode.ErrDenied.
+// A u.Revision other than the stored one is errcode.ErrConflict (nothing written);
+// an update that sets nothing is errcode.ErrInvalid. The change is seen at once by
 // this Service's Reader, and by other processes' Readers within their
 // MaxStaleness.
 func (s *Service) Update(ctx context.Context, p authz.Principal, u Update) (Settings, error) {
@@ -138,13 +139,13 @@ func (s *Service) Update(ctx context.Context, p authz.Principal, u Update) (Sett
 	}
 	switch {
 	case u.EnableEnvironments == nil && u.ManagedSandboxOnly == nil && u.QuotaPerCompany == nil && u.QuotaPerCompanyEnvironment == nil:
-		return Settings{}, fmt.Errorf("instance: settings update: fields \"enableEnvironments\", \"enableManagedSandboxOnly\", \"quotaPerCompany\" and \"quotaPerCompanyEnvironment\": none is set, nothing to change: %w", ErrInvalid)
+		return Settings{}, fmt.Errorf("instance: settings update: fields \"enableEnvironments\", \"enableManagedSandboxOnly\", \"quotaPerCompany\" and \"quotaPerCompanyEnvironment\": none is set, nothing to change: %w", errcode.ErrInvalid)
 	case u.QuotaPerCompany != nil && *u.QuotaPerCompany < 0:
-		return Settings{}, fmt.Errorf("instance: settings update: field \"quotaPerCompany\": %d is negative (0 sets no limit): %w", *u.QuotaPerCompany, ErrInvalid)
+		return Settings{}, fmt.Errorf("instance: settings update: field \"quotaPerCompany\": %d is negative (0 sets no limit): %w", *u.QuotaPerCompany, errcode.ErrInvalid)
 	case u.QuotaPerCompanyEnvironment != nil && *u.QuotaPerCompanyEnvironment < 0:
-		return Settings{}, fmt.Errorf("instance: settings update: field \"quotaPerCompanyEnvironment\": %d is negative (0 sets no limit): %w", *u.QuotaPerCompanyEnvironment, ErrInvalid)
+		return Settings{}, fmt.Errorf("instance: settings update: field \"quotaPerCompanyEnvironment\": %d is negative (0 sets no limit): %w", *u.QuotaPerCompanyEnvironment, errcode.ErrInvalid)
 	case u.Revision < AnyRevision:
-		return Settings{}, fmt.Errorf("instance: settings update: field \"revision\": %d is not a revision: %w", u.Revision, ErrInvalid)
+		return Settings{}, fmt.Errorf("instance: settings update: field \"revision\": %d is not a revision: %w", u.Revision, errcode.ErrInvalid)
 	}
 	const attempts = 5
 	var err error
@@ -155,7 +156,7 @@ func (s *Service) Update(ctx context.Context, p authz.Principal, u Update) (Sett
 			return Settings{}, err
 		}
 		if u.Revision != AnyRevision && cur.Revision != u.Revision {
-			err = fmt.Errorf("instance: settings update: stale revision %d, stored revision is %d: %w", u.Revision, cur.Revision, ErrConflict)
+			err = fmt.Errorf("instance: settings update: stale revision %d, stored revision is %d: %w", u.Revision, cur.Revision, errcode.ErrConflict)
 			break
 		}
 		next = cur
@@ -181,9 +182,13 @@ func (s *Service) Update(ctx context.Context, p authz.Principal, u Update) (Sett
 			return next, nil
 		}
 		err = fmt.Errorf("instance: settings update at revision %d: %w", cur.Revision, err)
-		if u.Revision != AnyRevision || !errors.Is(err, ErrConflict) {
+		if u.Revision != AnyRevision || !errors.Is(err, errcode.ErrConflict) {
 			break
 		}
+	}
+	if errors.Is(err, errcode.ErrConflict) {
+		err = &errcode.Error{Code: errcode.Conflict, Reason: reasonStaleRevision, Target: "the instance settings",
+			Message: "The instance settings were changed by someone else since you read them: reload them and apply your change again.", Err: err}
 	}
 	s.log.LogAttrs(ctx, slog.LevelWarn, "instance settings update failed",
 		slog.String("actor", p.ID), slog.String("role", string(p.Role)), slog.String("error", err.Error()))
@@ -205,7 +210,7 @@ func (s *Service) authorize(ctx context.Context, p authz.Principal, a authz.Acti
 	if err == nil {
 		return nil
 	}
-	if !errors.Is(err, authz.ErrDenied) {
+	if !errors.Is(err, errcode.ErrDenied) {
 		err = fmt.Errorf("%w: %w", authz.Denied(p, a, resource), err)
 	}
 	if a.IsMutation() {
@@ -218,7 +223,7 @@ func (s *Service) authorize(ctx context.Context, p authz.Principal, a authz.Acti
 // readStore returns the stored record, or Defaults when none was written.
 func readStore(ctx context.Context, st Store) (Settings, error) {
 	cur, err := st.GetSettings(ctx)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, errcode.ErrNotFound) {
 		return Defaults(), nil
 	}
 	if err != nil {
@@ -288,3 +293,7 @@ func (c *cache) offerAt(s Settings, at time.Time) {
 	}
 	c.cur, c.at, c.valid = s, at, true
 }
+
+// reasonStaleRevision is the reason of an update at a revision that is
+// no longer the stored one (docs/errors.md).
+const reasonStaleRevision = "stale_revision"

@@ -2,6 +2,7 @@ package instance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -84,10 +85,14 @@ const reasonManagedSandboxOnly = "managed_sandbox_only"
 // setting. It is pure: no I/O.
 func (s Settings) Admit(driver string, host bool) error {
 	if !s.EnableEnvironments {
-		return fmt.Errorf("the instance setting enableEnvironments is off: no environment can be a working target until an instance admin enables environments: %w", ErrEnvironmentsDisabled)
+		return &errcode.Error{Reason: "environments_disabled",
+			Message: "Environments are disabled in this instance: an instance admin can turn on enableEnvironments in the settings.",
+			Err:     fmt.Errorf("the instance setting enableEnvironments is off: no environment can be a working target until an instance admin enables environments: %w", ErrEnvironmentsDisabled)}
 	}
 	if host && s.ManagedSandboxOnly {
-		return fmt.Errorf("driver %q is a host driver and the instance setting enableManagedSandboxOnly is on (only managed sandboxes can be targets): %w", driver, ErrManagedSandboxOnly)
+		return &errcode.Error{Reason: reasonManagedSandboxOnly,
+			Message: fmt.Sprintf("Only managed sandboxes may be targets in this instance, and %s is a host driver: choose a sandbox driver, or an instance admin turns off enableManagedSandboxOnly.", driver),
+			Err:     fmt.Errorf("driver %q is a host driver and the instance setting enableManagedSandboxOnly is on (only managed sandboxes can be targets): %w", driver, ErrManagedSandboxOnly)}
 	}
 	return nil
 }
@@ -103,21 +108,12 @@ type Reader interface {
 
 // The sentinel errors of the package.
 var (
-	// ErrNotFound: no settings record was ever written (Store.GetSettings;
-	// the service and the Reader then use Defaults).
-	ErrNotFound = errcode.New(errcode.NotFound, "instance settings not found")
-	// ErrConflict: the settings were written at another revision than the
-	// one given (a stale revision); the record is unchanged.
-	ErrConflict = errcode.New(errcode.Conflict, "instance settings revision conflict")
-	// ErrInvalid: a malformed update (nothing to change, a negative
-	// revision or quota).
-	ErrInvalid = errcode.New(errcode.Invalid, "invalid instance settings")
 	// ErrEnvironmentsDisabled: Settings.EnableEnvironments is off, so no
 	// environment can become a working target (CFG-9).
-	ErrEnvironmentsDisabled = errcode.New(errcode.Unavailable, "environments are disabled in this instance")
+	ErrEnvironmentsDisabled error = &errcode.Error{Code: errcode.Unavailable, Reason: "environments_disabled", Err: errors.New("environments are disabled in this instance")}
 	// ErrManagedSandboxOnly: Settings.ManagedSandboxOnly is on and the
 	// target is a host driver's (CFG-9, CAP-3). Its text is
 	// "managed_sandbox_only", the probe's result code
 	// (drivers.CodeManagedSandboxOnly).
-	ErrManagedSandboxOnly = errcode.New(errcode.Unavailable, reasonManagedSandboxOnly)
+	ErrManagedSandboxOnly error = &errcode.Error{Code: errcode.Unavailable, Reason: reasonManagedSandboxOnly, Err: errors.New(reasonManagedSandboxOnly)}
 )

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // Store keeps the one settings record of an instance. Implementations:
@@ -12,13 +14,13 @@ import (
 // suite. A Store is safe for concurrent use.
 type Store interface {
 	// GetSettings returns the stored record, or an error wrapping
-	// ErrNotFound when none was ever written.
+	// errcode.ErrNotFound when none was ever written.
 	GetSettings(ctx context.Context) (Settings, error)
 	// PutSettings stores s if the stored record is at revision
 	// s.Revision-1 (no record at all for s.Revision 1), atomically across
 	// processes sharing the store; otherwise it returns an error wrapping
-	// ErrConflict and leaves the record unchanged. A revision below 1 is
-	// ErrInvalid.
+	// errcode.ErrConflict and leaves the record unchanged. A revision below 1 is
+	// errcode.ErrInvalid.
 	PutSettings(ctx context.Context, s Settings) error
 }
 
@@ -42,7 +44,7 @@ func (m *memoryStore) GetSettings(ctx context.Context) (Settings, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.rec == nil {
-		return Settings{}, fmt.Errorf("instance: settings: %w", ErrNotFound)
+		return Settings{}, fmt.Errorf("instance: settings: %w", errcode.ErrNotFound)
 	}
 	return *m.rec, nil
 }
@@ -53,7 +55,7 @@ func (m *memoryStore) PutSettings(ctx context.Context, s Settings) error {
 		return err
 	}
 	if s.Revision < 1 {
-		return fmt.Errorf("instance: settings: field \"revision\": %d is not a stored revision (1, 2, ...): %w", s.Revision, ErrInvalid)
+		return fmt.Errorf("instance: settings: field \"revision\": %d is not a stored revision (1, 2, ...): %w", s.Revision, errcode.ErrInvalid)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -62,7 +64,7 @@ func (m *memoryStore) PutSettings(ctx context.Context, s Settings) error {
 		have = m.rec.Revision
 	}
 	if have != s.Revision-1 {
-		return fmt.Errorf("instance: settings: writing revision %d over stored revision %d: %w", s.Revision, have, ErrConflict)
+		return fmt.Errorf("instance: settings: writing revision %d over stored revision %d: %w", s.Revision, have, errcode.ErrConflict)
 	}
 	c := s
 	m.rec = &c

@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/secretcfg"
 )
 
@@ -122,7 +123,7 @@ func (a *acq) reusable() bool { return a.reuseKey != "" }
 // resource carries the id and Company, through a scope also the Scope, and
 // the binding is resolved from the store (environment.Assignments.
 // LeaseTarget). A company never leases an environment bound to other
-// companies only. Refusals wrap authz.ErrDenied and name neither
+// companies only. Refusals wrap errcode.ErrDenied and name neither
 // another company nor an environment the caller did not name.
 //
 // A durable starting record is written before the driver is asked to create
@@ -135,8 +136,8 @@ func (a *acq) reusable() bool { return a.reuseKey != "" }
 // (LEASE-5). The same run acquiring again gets the same lease, and
 // concurrent acquisitions of one reuse key make one sandbox (LEASE-8).
 //
-// Errors: ErrInvalid for a malformed request; authz.ErrDenied;
-// environment.ErrNotFound (and ErrNoBinding) for a missing target;
+// Errors: errcode.ErrInvalid for a malformed request; errcode.ErrDenied;
+// errcode.ErrNotFound (and ErrNoBinding) for a missing target;
 // drivers.ErrUnavailable for an unregistered, unavailable driver or an
 // archived environment (also environment.ErrArchived), and for a target
 // the instance settings refuse (CFG-9, through the Assignments' gate: also
@@ -232,9 +233,9 @@ func (m *Manager) prepareFor(ctx context.Context, env *environment.Environment, 
 	draft := req.Draft != nil
 	switch {
 	case req.Company == "" && !draft:
-		return nil, fmt.Errorf("lease: acquire: company is required: %w", ErrInvalid)
+		return nil, fmt.Errorf("lease: acquire: company is required: %w", errcode.ErrInvalid)
 	case draft && req.Policy != "" && req.Policy != Ephemeral:
-		return nil, fmt.Errorf("lease: acquire: a draft lease is ephemeral, not %s: %w", req.Policy, ErrInvalid)
+		return nil, fmt.Errorf("lease: acquire: a draft lease is ephemeral, not %s: %w", req.Policy, errcode.ErrInvalid)
 	}
 	name := envLabel{env} // formatted only in an error
 	if env.Status == environment.StatusArchived {
@@ -244,7 +245,7 @@ func (m *Manager) prepareFor(ctx context.Context, env *environment.Environment, 
 		req.Policy = Ephemeral
 	}
 	if !req.Policy.Valid() {
-		return nil, fmt.Errorf("lease: acquire %s: unknown policy %q: %w", name, req.Policy, ErrInvalid)
+		return nil, fmt.Errorf("lease: acquire %s: unknown policy %q: %w", name, req.Policy, errcode.ErrInvalid)
 	}
 	drv, err := m.reg.Lookup(env.Driver)
 	if err != nil {
@@ -484,7 +485,7 @@ func (m *Manager) acquire(ctx context.Context, a *acq) (*Handle, error) {
 			// A reuse key is usually held (the sandbox to resume): read first.
 			var err error
 			existing, err = m.store.FindByReuseKey(ctx, a.reuseKey)
-			if err != nil && !errors.Is(err, ErrNotFound) {
+			if err != nil && !errors.Is(err, errcode.ErrNotFound) {
 				return nil, fmt.Errorf("lease: acquire environment %s: %w", a.env.ID, err)
 			}
 		}
@@ -529,7 +530,7 @@ func (m *Manager) acquire(ctx context.Context, a *acq) (*Handle, error) {
 				}
 				return h, uerr
 			}
-			if !errors.Is(err, ErrConflict) || holder == nil {
+			if !errors.Is(err, errcode.ErrConflict) || holder == nil {
 				return nil, fmt.Errorf("lease: write-ahead record for environment %s refused; nothing was created: %w", a.env.ID, err)
 			}
 			if a.runKey == "" || holder.RunKey != a.runKey {
@@ -544,7 +545,7 @@ func (m *Manager) acquire(ctx context.Context, a *acq) (*Handle, error) {
 		}
 		return h, err
 	}
-	return nil, fmt.Errorf("lease: acquire environment %s: too many concurrent changes: %w", a.env.ID, ErrConflict)
+	return nil, fmt.Errorf("lease: acquire environment %s: too many concurrent changes: %w", a.env.ID, errcode.ErrConflict)
 }
 
 func (m *Manager) newLease(a *acq) *Lease {
@@ -595,7 +596,7 @@ func (m *Manager) useExisting(ctx context.Context, a *acq, l *Lease) (h *Handle,
 	case StatusActive:
 		if !a.reusable() {
 			return nil, false, fmt.Errorf("lease %s of run %s (environment %s) is active in another process or with an earlier configuration; release it first: %w",
-				l.ID, l.Run, l.Environment, ErrConflict)
+				l.ID, l.Run, l.Environment, errcode.ErrConflict)
 		}
 	}
 	return m.resume(ctx, a, l)

@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 )
@@ -173,8 +174,8 @@ func TestAcquireRefusals(t *testing.T) {
 		{"unregistered driver", nil,
 			func(w *world, r *lease.AcquireRequest) { e := *w.env; e.Driver = "nope"; w.save(&e) }, drivers.ErrUnavailable, "nope"},
 		{"unavailable driver", &fake.Options{Unavailable: errors.New("disabled")}, nil, drivers.ErrUnavailable, "disabled"},
-		{"no company", nil, func(w *world, r *lease.AcquireRequest) { r.Company = "" }, lease.ErrInvalid, "company"},
-		{"unknown policy", nil, func(w *world, r *lease.AcquireRequest) { r.Policy = "forever" }, lease.ErrInvalid, "forever"},
+		{"no company", nil, func(w *world, r *lease.AcquireRequest) { r.Company = "" }, errcode.ErrInvalid, "company"},
+		{"unknown policy", nil, func(w *world, r *lease.AcquireRequest) { r.Policy = "forever" }, errcode.ErrInvalid, "forever"},
 		{"a secret value instead of a reference (CFG-3)", nil,
 			func(w *world, r *lease.AcquireRequest) {
 				e := *w.env
@@ -402,11 +403,11 @@ func TestAcquireThroughAScope(t *testing.T) {
 	if l := h.Lease(); l.Company != "acme" || l.Environment != w.env.ID || l.Workspace != "ws" {
 		t.Errorf("lease for %s/%s in %q, want acme/%s in ws", l.Company, l.Environment, l.Workspace, w.env.ID)
 	}
-	if _, err := w.m.Acquire(bg, op, lease.AcquireRequest{Scope: scope, Company: "evil", Run: "r3"}); !errors.Is(err, environment.ErrInvalid) {
-		t.Errorf("scope of acme for company evil: %v, want ErrInvalid", err)
+	if _, err := w.m.Acquire(bg, op, lease.AcquireRequest{Scope: scope, Company: "evil", Run: "r3"}); !errors.Is(err, errcode.ErrInvalid) {
+		t.Errorf("scope of acme for company evil: %v, want errcode.ErrInvalid", err)
 	}
-	if _, err := w.m.Acquire(bg, op, lease.AcquireRequest{Scope: scope, EnvironmentID: w.env.ID, Run: "r4"}); !errors.Is(err, lease.ErrInvalid) {
-		t.Errorf("scope and id: %v, want ErrInvalid", err)
+	if _, err := w.m.Acquire(bg, op, lease.AcquireRequest{Scope: scope, EnvironmentID: w.env.ID, Run: "r4"}); !errors.Is(err, errcode.ErrInvalid) {
+		t.Errorf("scope and id: %v, want errcode.ErrInvalid", err)
 	}
 	if n := w.fk.Calls("create"); n != 1 {
 		t.Errorf("creates = %d, want 1", n)
@@ -465,11 +466,11 @@ func TestDraftLeases(t *testing.T) {
 	if l, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil || l.Cleanup != lease.CleanupConfirmed {
 		t.Fatalf("release: %+v, %v", l, err)
 	}
-	if _, err := w.m.Acquire(bg, op, lease.AcquireRequest{Draft: draft, Policy: lease.ReuseByEnvironment}); !errors.Is(err, lease.ErrInvalid) {
-		t.Errorf("reusable draft: %v, want ErrInvalid", err)
+	if _, err := w.m.Acquire(bg, op, lease.AcquireRequest{Draft: draft, Policy: lease.ReuseByEnvironment}); !errors.Is(err, errcode.ErrInvalid) {
+		t.Errorf("reusable draft: %v, want errcode.ErrInvalid", err)
 	}
 	agent := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
-	if _, err := w.m.Acquire(bg, agent, lease.AcquireRequest{Draft: draft}); !errors.Is(err, authz.ErrDenied) {
+	if _, err := w.m.Acquire(bg, agent, lease.AcquireRequest{Draft: draft}); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("draft by an agent: %v, want ErrDenied (PRB-7)", err)
 	}
 	w.save(&environment.Environment{ID: "pasted", Name: "pasted", Driver: w.fk.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1})

@@ -8,6 +8,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 // target authorizes p for req and returns the environment to lease; it
@@ -21,7 +22,7 @@ func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireReq
 		}
 	}
 	if named != 1 {
-		return nil, fmt.Errorf("lease: acquire: exactly one of an environment id, a scope and a draft is required: %w", ErrInvalid)
+		return nil, fmt.Errorf("lease: acquire: exactly one of an environment id, a scope and a draft is required: %w", errcode.ErrInvalid)
 	}
 	if req.Draft != nil {
 		r := authz.Resource{Kind: authz.ResourceKindEnvironment, Driver: req.Draft.Driver, Company: req.Company}
@@ -40,10 +41,10 @@ func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireReq
 			Status: environment.StatusActive, Config: req.Draft.Config}, nil
 	}
 	if m.asg == nil {
-		return nil, fmt.Errorf("lease: acquire: the manager has no Assignments (NewManager) to read environments and bindings from: %w", ErrInvalid)
+		return nil, fmt.Errorf("lease: acquire: the manager has no Assignments (NewManager) to read environments and bindings from: %w", errcode.ErrInvalid)
 	}
 	if req.EnvironmentID != "" && req.Company == "" {
-		return nil, fmt.Errorf("lease: acquire environment %s: company is required: %w", req.EnvironmentID, ErrInvalid)
+		return nil, fmt.Errorf("lease: acquire environment %s: company is required: %w", req.EnvironmentID, errcode.ErrInvalid)
 	}
 	required := req.Required
 	if req.Policy.reusable() {
@@ -70,7 +71,7 @@ func (m *Manager) authorize(ctx context.Context, p authz.Principal, a authz.Acti
 		return m.asg.Authorize(ctx, p, a, r)
 	}
 	err := authz.DefaultPolicy{}.Authorize(ctx, p, a, r)
-	if err != nil && !errors.Is(err, authz.ErrDenied) {
+	if err != nil && !errors.Is(err, errcode.ErrDenied) {
 		err = fmt.Errorf("%w: %w", authz.Denied(p, a, r), err)
 	}
 	return err
@@ -84,13 +85,13 @@ func leaseResource(l *Lease) authz.Resource {
 // authorizeLease decides a on lease l for p, who named it by id. A lease
 // p may not read (authz.ActionRead, or a itself) reads as a missing
 // one (notFound); one it may read but not act on is refused with an error
-// wrapping authz.ErrDenied that names only the id.
+// wrapping errcode.ErrDenied that names only the id.
 func (m *Manager) authorizeLease(ctx context.Context, p authz.Principal, a authz.Action, l *Lease) error {
 	if m.authorize(ctx, p, a, leaseResource(l)) == nil {
 		return nil
 	}
 	if a != authz.ActionRead && m.authorize(ctx, p, authz.ActionRead, leaseResource(l)) == nil {
-		return fmt.Errorf("lease %s: %s may not %s it: %w", l.ID, p, a, authz.ErrDenied)
+		return fmt.Errorf("lease %s: %s may not %s it: %w", l.ID, p, a, errcode.ErrDenied)
 	}
 	return notFound(l.ID)
 }
@@ -99,14 +100,15 @@ func (m *Manager) authorizeLease(ctx context.Context, p authz.Principal, a authz
 // principal may not read alike: one sentinel, one text, naming only the id
 // the caller gave (issue 22 item 7).
 func notFound(id string) error {
-	return fmt.Errorf("lease %s: %w", id, ErrNotFound)
+	return &errcode.Error{Message: fmt.Sprintf("Could not find lease %s: it does not exist or you may not see it.", id),
+		Err: fmt.Errorf("lease %s: %w", id, errcode.ErrNotFound)}
 }
 
 // load reads lease id for p, authorizing a (authorizeLease). A missing
 // lease and one p may not read are the same notFound.
 func (m *Manager) load(ctx context.Context, p authz.Principal, a authz.Action, id string) (*Lease, error) {
 	l, err := m.store.GetLease(ctx, id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, errcode.ErrNotFound) {
 		return nil, notFound(id)
 	}
 	if err != nil {
@@ -122,7 +124,7 @@ func (m *Manager) load(ctx context.Context, p authz.Principal, a authz.Action, i
 // allowed authz.ActionReadConfig on it (instance admins and local
 // operators under DefaultPolicy), else the redacted record (no config, no
 // metadata; Redacted set) for those allowed ActionRead (principals of the
-// lease's company), else an error wrapping ErrNotFound with the text a
+// lease's company), else an error wrapping errcode.ErrNotFound with the text a
 // missing lease gives, naming nothing but the id (CFG-2, ASG-3, issue 22
 // item 7).
 func (m *Manager) Get(ctx context.Context, p authz.Principal, id string) (*Lease, error) {

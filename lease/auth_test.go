@@ -9,6 +9,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -61,7 +62,7 @@ func TestAcquireAuthorization(t *testing.T) {
 		ok   bool
 		errs []error // each must be wrapped when !ok
 	}
-	allow, denied := want{ok: true}, want{errs: []error{authz.ErrDenied}}
+	allow, denied := want{ok: true}, want{errs: []error{errcode.ErrDenied}}
 	archived := want{errs: []error{drivers.ErrUnavailable, environment.ErrArchived}}
 	noBinding := want{errs: []error{environment.ErrNoBinding}}
 	tests := []struct {
@@ -205,7 +206,7 @@ func TestReleaseAndReadAuthorization(t *testing.T) {
 				}
 				if want.read {
 					// A lease it can see: denied, naming only the id.
-					if !errors.Is(err, authz.ErrDenied) || errors.Is(err, lease.ErrNotFound) {
+					if !errors.Is(err, errcode.ErrDenied) || errors.Is(err, errcode.ErrNotFound) {
 						t.Fatalf("Release: %v; want ErrDenied", err)
 					}
 					wantNoTenantLeak(t, err, "", "")
@@ -221,21 +222,21 @@ func TestReleaseAndReadAuthorization(t *testing.T) {
 	for i, p := range roles {
 		w := authWorld(t)
 		_, err := w.m.Sweep(bg, p)
-		if allowed := i < 2; allowed != (err == nil) || !allowed && !errors.Is(err, authz.ErrDenied) {
+		if allowed := i < 2; allowed != (err == nil) || !allowed && !errors.Is(err, errcode.ErrDenied) {
 			t.Errorf("Sweep as %s: %v, want allowed=%v", p, err, allowed)
 		}
 	}
 	w := authWorld(t)
 	for _, p := range roles {
-		if _, err := w.m.Release(bg, p, "lse-missing", lease.ReleaseOptions{}); !errors.Is(err, lease.ErrNotFound) || errors.Is(err, authz.ErrDenied) {
-			t.Errorf("%s releasing a missing lease: %v, want ErrNotFound", p.Role, err)
+		if _, err := w.m.Release(bg, p, "lse-missing", lease.ReleaseOptions{}); !errors.Is(err, errcode.ErrNotFound) || errors.Is(err, errcode.ErrDenied) {
+			t.Errorf("%s releasing a missing lease: %v, want errcode.ErrNotFound", p.Role, err)
 		}
 	}
 }
 
 // wantReadsAsMissing fails unless err, the refusal of op by p of lease id
 // (which exists and p may not read), is what op of a missing lease gives
-// p: ErrNotFound (never ErrDenied), the same text but for the id, naming
+// p: errcode.ErrNotFound (never ErrDenied), the same text but for the id, naming
 // no tenant (issue 22 item 7).
 func wantReadsAsMissing(t *testing.T, op string, w *world, p authz.Principal, err error, id string) {
 	t.Helper()
@@ -249,8 +250,8 @@ func wantReadsAsMissing(t *testing.T, op string, w *world, p authz.Principal, er
 	default:
 		t.Fatalf("no missing-lease case for %s", op)
 	}
-	if !errors.Is(err, lease.ErrNotFound) || errors.Is(err, authz.ErrDenied) {
-		t.Fatalf("%s of another company's lease: %v; want ErrNotFound, as a missing one", op, err)
+	if !errors.Is(err, errcode.ErrNotFound) || errors.Is(err, errcode.ErrDenied) {
+		t.Fatalf("%s of another company's lease: %v; want errcode.ErrNotFound, as a missing one", op, err)
 	}
 	if errMissing == nil {
 		t.Fatalf("%s of a missing lease succeeded", op)

@@ -47,8 +47,8 @@
 // ActionLease and ActionRead on the lease's company; records are redacted
 // (no config, no metadata) for principals without ActionReadConfig; a
 // Sweep needs ActionSweep. A lease the principal may not read reads as a
-// missing one (ErrNotFound, the same text); refusals of actions on what
-// it may see wrap authz.ErrDenied; neither names another tenant's
+// missing one (errcode.ErrNotFound, the same text); refusals of actions on what
+// it may see wrap errcode.ErrDenied; neither names another tenant's
 // company or environment.
 //
 // Write-ahead (LEASE-2): a lease record with the internal status starting is

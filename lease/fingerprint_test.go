@@ -9,6 +9,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -65,8 +66,8 @@ func TestFingerprintOfNonJSONValueIsAnError(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			fp, err := lease.Fingerprint(fk, config.Config{"region": v})
-			if !errors.Is(err, lease.ErrInvalid) || fp != "" || !strings.Contains(err.Error(), fk.Name()) {
-				t.Errorf("Fingerprint = %q, %v; want \"\" and ErrInvalid naming %q", fp, err, fk.Name())
+			if !errors.Is(err, errcode.ErrInvalid) || fp != "" || !strings.Contains(err.Error(), fk.Name()) {
+				t.Errorf("Fingerprint = %q, %v; want \"\" and errcode.ErrInvalid naming %q", fp, err, fk.Name())
 			}
 		})
 	}
@@ -81,8 +82,8 @@ func TestActiveLeaseIsNeverReplacedUnderItsRun(t *testing.T) {
 	w.env.Config = w.env.Config.Clone()
 	w.env.Config["region"] = "elsewhere-2"
 	_, err := w.m.Acquire(bg, op, w.req(lease.ReuseByEnvironment, "run-2"))
-	if !errors.Is(err, lease.ErrConflict) {
-		t.Fatalf("Acquire with a changed identity while in use: %v, want ErrConflict", err)
+	if !errors.Is(err, errcode.ErrConflict) {
+		t.Fatalf("Acquire with a changed identity while in use: %v, want errcode.ErrConflict", err)
 	}
 	if st := w.state(h.SandboxID()); st != drivers.StateRunning {
 		t.Fatalf("in-use sandbox %s, want running", st)
@@ -103,8 +104,8 @@ func TestActiveRunLeaseInAnotherProcess(t *testing.T) {
 	w := newWorld(t, worldOpts{})
 	w.acquire(lease.Ephemeral, "run-1")
 	_, err := w.newManager(nil).Acquire(bg, op, w.req(lease.Ephemeral, "run-1"))
-	if !errors.Is(err, lease.ErrConflict) {
-		t.Errorf("Acquire from another process: %v, want ErrConflict", err)
+	if !errors.Is(err, errcode.ErrConflict) {
+		t.Errorf("Acquire from another process: %v, want errcode.ErrConflict", err)
 	}
 	if n := w.fk.Calls("create"); n != 1 {
 		t.Errorf("creates = %d, want 1", n)

@@ -16,6 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 )
@@ -171,7 +172,7 @@ func (w *world) save(env *environment.Environment) {
 	if err == nil && cur.Status == env.Status && cur.Driver == env.Driver && reflect.DeepEqual(cur.Config, env.Config) && reflect.DeepEqual(cur.Pool, env.Pool) {
 		return
 	}
-	if errors.Is(err, environment.ErrNotFound) {
+	if errors.Is(err, errcode.ErrNotFound) {
 		if err := w.envs.CreateEnvironment(ctx, env, false); err != nil {
 			w.t.Fatal(err)
 		}

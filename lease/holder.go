@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // A host lease (local, ssh) is a session that lives in the process of the
@@ -100,7 +101,7 @@ func (m *Manager) renewHolderOnce(ctx context.Context, id string) (retry bool) {
 	upd := l.Clone()
 	upd.HolderUntil = now.Add(m.holderTTL())
 	err = m.store.UpdateLease(ctx, upd)
-	if errors.Is(err, ErrConflict) {
+	if errors.Is(err, errcode.ErrConflict) {
 		return true
 	}
 	if err != nil {

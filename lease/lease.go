@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"errors"
 	"maps"
 	"time"
 
@@ -324,26 +325,19 @@ func (l *Lease) claimFree(owner string, now time.Time) bool {
 
 // Errors of the lease package's contract.
 var (
-	// ErrNotFound: no lease with that id or key.
-	ErrNotFound = errcode.New(errcode.NotFound, "lease: not found")
-	// ErrConflict: a stale version in a compare-and-set update, or a key
-	// (reuse key, run key, id) already held by another lease.
-	ErrConflict = errcode.New(errcode.Conflict, "lease: conflict")
 	// ErrClaimed: another manager holds a live claim on the lease.
-	ErrClaimed = errcode.New(errcode.Conflict, "lease: claimed by another manager")
+	ErrClaimed error = &errcode.Error{Code: errcode.Conflict, Reason: "lease_claimed", Err: errors.New("lease: claimed by another manager")}
 	// ErrPreserved: a reusable lease's sandbox could not be resumed; the
 	// lease and its sandbox were kept and nothing replaced them (LEASE-5).
-	ErrPreserved = errcode.New(errcode.Unavailable, "lease: preserved")
+	ErrPreserved error = &errcode.Error{Code: errcode.Unavailable, Reason: "lease_preserved", Err: errors.New("lease: preserved")}
 	// ErrCleanupPending: a release or start failure left the lease pending
 	// cleanup; a Sweep retries it (LEASE-6, LEASE-7).
-	ErrCleanupPending = errcode.New(errcode.Unavailable, "lease: cleanup pending")
-	// ErrInvalid: the request is malformed.
-	ErrInvalid = errcode.New(errcode.Invalid, "lease: invalid request")
+	ErrCleanupPending error = &errcode.Error{Code: errcode.Unavailable, Reason: "cleanup_pending", Err: errors.New("lease: cleanup pending")}
 	// ErrStartupBudget: the sandbox did not start within the startup
 	// budget (LEASE-3).
-	ErrStartupBudget = errcode.New(errcode.Timeout, "lease: startup budget exhausted")
+	ErrStartupBudget error = &errcode.Error{Code: errcode.Timeout, Reason: "startup_budget", Err: errors.New("lease: startup budget exhausted")}
 	// ErrImageMismatch: the live sandbox does not run the image identity
 	// the lease started from (the active template's, IMG-3); the sandbox
 	// was destroyed.
-	ErrImageMismatch = errcode.New(errcode.Conflict, "lease: live image does not match")
+	ErrImageMismatch error = &errcode.Error{Code: errcode.Conflict, Reason: "image_mismatch", Err: errors.New("lease: live image does not match")}
 )

@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/internal/retry"
@@ -307,7 +308,7 @@ func (m *Manager) retryPolicy() retry.Policy {
 // vars, keys and references alike) are left out, so that tuning a timeout or
 // rotating an env token keeps a sandbox reusable while changing the image,
 // target or account does not. An identity value that has no JSON encoding (a channel,
-// a function, a NaN) is an error wrapping ErrInvalid that names the driver;
+// a function, a NaN) is an error wrapping errcode.ErrInvalid that names the driver;
 // reuseFingerprint never panics.
 func reuseFingerprint(d drivers.Driver, cfg config.Config) (string, error) {
 	p := secretcfg.Partition(d.Schema(), cfg)
@@ -317,7 +318,7 @@ func reuseFingerprint(d drivers.Driver, cfg config.Config) (string, error) {
 		Secrets  map[string]config.SecretRef `json:"secrets"`
 	}{d.Name(), p.Identity, p.Secrets})
 	if err != nil {
-		return "", fmt.Errorf("lease: fingerprint of a %s config: identity values must be JSON values: %v: %w", d.Name(), err, ErrInvalid)
+		return "", fmt.Errorf("lease: fingerprint of a %s config: identity values must be JSON values: %v: %w", d.Name(), err, errcode.ErrInvalid)
 	}
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:]), nil

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // memoryStore is NewMemoryStore's Store, for tests and single-process hosts. One
@@ -164,10 +166,10 @@ func (s *memoryStore) InsertLease(ctx context.Context, l *Lease) (*Lease, error)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.leases[l.ID]; ok {
-		return nil, fmt.Errorf("lease %s: id taken: %w", l.ID, ErrConflict)
+		return nil, fmt.Errorf("lease %s: id taken: %w", l.ID, errcode.ErrConflict)
 	}
 	if o := s.keyHolderLocked(l); o != nil {
-		return o.shallow(), fmt.Errorf("lease %s: key held by lease %s: %w", l.ID, o.ID, ErrConflict)
+		return o.shallow(), fmt.Errorf("lease %s: key held by lease %s: %w", l.ID, o.ID, errcode.ErrConflict)
 	}
 	l.Version = 1
 	s.putLocked(l)
@@ -186,10 +188,10 @@ func (s *memoryStore) InsertLeaseWithin(ctx context.Context, l *Lease, q Quotas)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.leases[l.ID]; ok {
-		return nil, fmt.Errorf("lease %s: id taken: %w", l.ID, ErrConflict)
+		return nil, fmt.Errorf("lease %s: id taken: %w", l.ID, errcode.ErrConflict)
 	}
 	if o := s.keyHolderLocked(l); o != nil {
-		return o.shallow(), fmt.Errorf("lease %s: key held by lease %s: %w", l.ID, o.ID, ErrConflict)
+		return o.shallow(), fmt.Errorf("lease %s: key held by lease %s: %w", l.ID, o.ID, errcode.ErrConflict)
 	}
 	all, onEnv := s.countLiveLocked(l.Company, l.Environment)
 	if err := q.Admit(l.Company, l.Environment, all, onEnv); err != nil {
@@ -222,7 +224,7 @@ func (s *memoryStore) GetLease(ctx context.Context, id string) (*Lease, error) {
 	defer s.mu.Unlock()
 	l, ok := s.leases[id]
 	if !ok {
-		return nil, fmt.Errorf("lease %s: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("lease %s: %w", id, errcode.ErrNotFound)
 	}
 	return l.shallow(), nil
 }
@@ -236,13 +238,13 @@ func (s *memoryStore) UpdateLease(ctx context.Context, l *Lease) error {
 	defer s.mu.Unlock()
 	old, ok := s.leases[l.ID]
 	if !ok {
-		return fmt.Errorf("lease %s: %w", l.ID, ErrNotFound)
+		return fmt.Errorf("lease %s: %w", l.ID, errcode.ErrNotFound)
 	}
 	if old.Version != l.Version {
-		return fmt.Errorf("lease %s: stored version %d, update based on %d: %w", l.ID, old.Version, l.Version, ErrConflict)
+		return fmt.Errorf("lease %s: stored version %d, update based on %d: %w", l.ID, old.Version, l.Version, errcode.ErrConflict)
 	}
 	if o := s.keyHolderLocked(l); o != nil {
-		return fmt.Errorf("lease %s: key held by lease %s: %w", l.ID, o.ID, ErrConflict)
+		return fmt.Errorf("lease %s: key held by lease %s: %w", l.ID, o.ID, errcode.ErrConflict)
 	}
 	l.Version++
 	s.putLocked(l)
@@ -268,7 +270,7 @@ func (s *memoryStore) findBy(ctx context.Context, key string, index map[string]s
 	if id, ok := index[key]; ok && key != "" {
 		return s.leases[id].shallow(), nil
 	}
-	return nil, fmt.Errorf("lease key %q: %w", key, ErrNotFound)
+	return nil, fmt.Errorf("lease key %q: %w", key, errcode.ErrNotFound)
 }
 
 // ListLeases implements Store.
@@ -333,7 +335,7 @@ func (s *memoryStore) claim(ctx context.Context, id, owner string, now, until ti
 	defer s.mu.Unlock()
 	l, ok := s.leases[id]
 	if !ok {
-		return nil, fmt.Errorf("lease %s: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("lease %s: %w", id, errcode.ErrNotFound)
 	}
 	if !l.claimFree(owner, now) {
 		return l.shallow(), fmt.Errorf("lease %s: claimed by %s until %s: %w", id, l.ClaimedBy, l.ClaimedUntil.Format(time.RFC3339), ErrClaimed)
@@ -381,10 +383,10 @@ func (s *memoryStore) DeleteLease(ctx context.Context, id string, version int64)
 	defer s.mu.Unlock()
 	l, ok := s.leases[id]
 	if !ok {
-		return fmt.Errorf("lease %s: %w", id, ErrNotFound)
+		return fmt.Errorf("lease %s: %w", id, errcode.ErrNotFound)
 	}
 	if l.Version != version {
-		return fmt.Errorf("lease %s: stored version %d, delete based on %d: %w", id, l.Version, version, ErrConflict)
+		return fmt.Errorf("lease %s: stored version %d, delete based on %d: %w", id, l.Version, version, errcode.ErrConflict)
 	}
 	s.deleteLocked(l)
 	return nil
@@ -450,12 +452,12 @@ func (s *memoryStore) AdoptPooled(ctx context.Context, ad Adoption) (*Lease, err
 		}
 	}
 	if len(cand) == 0 {
-		return nil, fmt.Errorf("lease: no pooled member of environment %s with fingerprint %s: %w", ad.Environment, ad.Fingerprint, ErrNotFound)
+		return nil, fmt.Errorf("lease: no pooled member of environment %s with fingerprint %s: %w", ad.Environment, ad.Fingerprint, errcode.ErrNotFound)
 	}
 	sortLeases(cand)
 	upd := ad.adopt(cand[0])
 	if o := s.keyHolderLocked(upd); o != nil {
-		return nil, fmt.Errorf("lease %s: adopting it: key held by lease %s: %w", upd.ID, o.ID, ErrConflict)
+		return nil, fmt.Errorf("lease %s: adopting it: key held by lease %s: %w", upd.ID, o.ID, errcode.ErrConflict)
 	}
 	if ad.Quotas.Limits(upd.Company) {
 		all, onEnv := s.countLiveLocked(upd.Company, upd.Environment)

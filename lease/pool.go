@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/retry"
 )
 
@@ -89,7 +90,7 @@ func (m *Manager) adopt(ctx context.Context, a *acq) (*Handle, error) {
 	for range 4 { // a member whose sandbox is gone is marked and the next one tried
 		l, err := m.store.AdoptPooled(ctx, Adoption{Environment: a.env.ID, Fingerprint: a.fp, Runner: a.runner, Now: m.now(), Lease: m.newLease(a), Quotas: a.quotas})
 		switch {
-		case errors.Is(err, ErrNotFound), errors.Is(err, ErrConflict):
+		case errors.Is(err, errcode.ErrNotFound), errors.Is(err, errcode.ErrConflict):
 			return nil, nil
 		case errors.Is(err, ErrQuota):
 			return nil, err
@@ -125,7 +126,7 @@ func (m *Manager) startAdopted(ctx context.Context, a *acq, l *Lease) (*Handle, 
 	}
 	now := m.now()
 	if err != nil {
-		if errors.Is(err, drivers.ErrNotFound) {
+		if sandboxGone(err) {
 			upd := l.Clone()
 			upd.Status, upd.Cleanup, upd.ReleasedAt = StatusFailed, CleanupConfirmed, now
 			upd.CleanupEvidence = fmt.Sprintf("adoption: provider has no sandbox %s", l.ProviderLeaseID)

@@ -29,7 +29,8 @@ type Quotas struct {
 // ErrQuota: an acquisition was refused because the company is at a limit
 // of Options.Quotas; nothing was written or allocated. The error names the
 // limit and the company's own count, never another company's.
-var ErrQuota = errcode.New(errcode.Unavailable, "lease: quota reached")
+// Its reason is "quota_exceeded" (errcode.ReasonOf).
+var ErrQuota error = &errcode.Error{Code: errcode.Unavailable, Reason: "quota_exceeded", Err: errors.New("lease: quota reached")}
 
 // Limits reports whether q limits the leases of company: it sets a limit,
 // and company is a company (not "" and not authz.InstanceCompany, whose
@@ -55,12 +56,14 @@ func (q Quotas) Admit(company, environment string, live, onEnvironment int) erro
 		return nil
 	}
 	if q.PerCompany > 0 && live >= q.PerCompany {
-		return fmt.Errorf("lease: acquire environment %s: company %s has %d live leases, its limit (quota per company: Quotas.PerCompany or the instance setting quotaPerCompany) is %d; release one first: %w",
-			environment, company, live, q.PerCompany, ErrQuota)
+		return &errcode.Error{Message: fmt.Sprintf("Company %s has %d live leases, its limit: release one before leasing environment %s.", company, live, environment),
+			Err: fmt.Errorf("lease: acquire environment %s: company %s has %d live leases, its limit (quota per company: Quotas.PerCompany or the instance setting quotaPerCompany) is %d; release one first: %w",
+				environment, company, live, q.PerCompany, ErrQuota)}
 	}
 	if q.PerCompanyEnvironment > 0 && onEnvironment >= q.PerCompanyEnvironment {
-		return fmt.Errorf("lease: acquire environment %s: company %s has %d live leases of this environment, its limit (quota per company and environment: Quotas.PerCompanyEnvironment or the instance setting quotaPerCompanyEnvironment) is %d; release one first: %w",
-			environment, company, onEnvironment, q.PerCompanyEnvironment, ErrQuota)
+		return &errcode.Error{Message: fmt.Sprintf("Company %s has %d live leases of environment %s, its limit: release one before leasing it again.", company, onEnvironment, environment),
+			Err: fmt.Errorf("lease: acquire environment %s: company %s has %d live leases of this environment, its limit (quota per company and environment: Quotas.PerCompanyEnvironment or the instance setting quotaPerCompanyEnvironment) is %d; release one first: %w",
+				environment, company, onEnvironment, q.PerCompanyEnvironment, ErrQuota)}
 	}
 	return nil
 }
@@ -158,7 +161,7 @@ func (m *Manager) runLeaseOr(ctx context.Context, a *acq, qerr error) (*Lease, e
 	}
 	l, err := m.store.FindByRunKey(ctx, a.runKey)
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, errcode.ErrNotFound) {
 			return nil, qerr
 		}
 		return nil, fmt.Errorf("lease: acquire environment %s: %w", a.env.ID, err)

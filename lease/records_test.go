@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -41,8 +42,8 @@ func TestDraftRecordRemovedOnceCleanupIsProven(t *testing.T) {
 	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
 		t.Fatalf("Release: %+v, %v; want released with proof", l, err)
 	}
-	if _, err := w.store.GetLease(bg, h.ID()); !errors.Is(err, lease.ErrNotFound) {
-		t.Errorf("the draft's record after a proven cleanup: %v, want removed (ErrNotFound)", err)
+	if _, err := w.store.GetLease(bg, h.ID()); !errors.Is(err, errcode.ErrNotFound) {
+		t.Errorf("the draft's record after a proven cleanup: %v, want removed (errcode.ErrNotFound)", err)
 	}
 	if st := w.state(h.SandboxID()); st != drivers.StateDestroyed {
 		t.Errorf("sandbox %s, want destroyed", st)
@@ -71,7 +72,7 @@ func TestDraftRecordKeptWhileCleanupIsUnproven(t *testing.T) {
 	if err != nil || rep.CleanedUp != 1 {
 		t.Fatalf("Sweep = %+v, %v; want the cleanup proven", rep, err)
 	}
-	if _, err := w.store.GetLease(bg, h.ID()); !errors.Is(err, lease.ErrNotFound) {
+	if _, err := w.store.GetLease(bg, h.ID()); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("the draft's record after the sweep proved its cleanup: %v, want removed", err)
 	}
 }
@@ -104,7 +105,7 @@ func TestRetentionPrunesEndedLeases(t *testing.T) {
 	if err != nil || rep.Pruned != 1 {
 		t.Fatalf("sweep after the retention = %+v, %v; want one record pruned", rep, err)
 	}
-	if _, err := w.store.GetLease(bg, done.ID()); !errors.Is(err, lease.ErrNotFound) {
+	if _, err := w.store.GetLease(bg, done.ID()); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("the ended lease after its retention: %v, want pruned", err)
 	}
 	if _, err := w.store.GetLease(bg, live.ID()); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // ReleaseOptions say how a lease ends.
@@ -48,8 +49,8 @@ type ReleaseOptions struct {
 // p must be allowed authz.ActionLease on the lease (instance admins,
 // local operators, and principals of the lease's company that may lease,
 // under DefaultPolicy). A lease p may not read is refused as a missing one
-// (ErrNotFound, the same text); one it may read but not release (a board
-// member of its company) with authz.ErrDenied; both name only the
+// (errcode.ErrNotFound, the same text); one it may read but not release (a board
+// member of its company) with errcode.ErrDenied; both name only the
 // id.
 func (m *Manager) Release(ctx context.Context, p authz.Principal, id string, opts ReleaseOptions) (*Lease, error) {
 	if _, err := m.load(ctx, p, authz.ActionLease, id); err != nil {
@@ -124,7 +125,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 		return m.cleanup(ctx, l)
 	default:
 		m.unclaim(ctx, l, "")
-		return l, fmt.Errorf("lease %s is %s; it can be released once it is active: %w", id, l.Status, ErrConflict)
+		return l, fmt.Errorf("lease %s is %s; it can be released once it is active: %w", id, l.Status, errcode.ErrConflict)
 	}
 	d := opts.Disposition
 	if l.Policy == RetainOnFailure && opts.RunFailed {

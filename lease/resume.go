@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/retry"
 	"github.com/berthdev/berth/internal/secretcfg"
 )
@@ -38,14 +39,14 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 	case l.Fingerprint != a.fp && l.Status == StatusActive && (l.ExpiresAt.IsZero() || l.ExpiresAt.After(now)):
 		// Never pull a sandbox from under a run that uses it.
 		return nil, false, fmt.Errorf("lease %s is in use by run %s with an earlier configuration of environment %s; it is replaced once released or expired: %w",
-			l.ID, l.Run, l.Environment, ErrConflict)
+			l.ID, l.Run, l.Environment, errcode.ErrConflict)
 	case l.Fingerprint != a.fp && l.Labels[LabelTemplate] != a.templateID():
 		return m.replace(ctx, a, l, ReplaceTemplateChanged, "")
 	case l.Fingerprint != a.fp:
 		return m.replace(ctx, a, l, ReplaceIdentityMismatch, "")
 	case preparedForOtherRunner(a, l) && l.Status == StatusActive && (l.ExpiresAt.IsZero() || l.ExpiresAt.After(now)):
 		return nil, false, fmt.Errorf("lease %s is in use by run %s with another runner binary (sha256 %s); it is replaced once released or expired: %w",
-			l.ID, l.Run, runnerSum(l.Runner), ErrConflict)
+			l.ID, l.Run, runnerSum(l.Runner), errcode.ErrConflict)
 	case preparedForOtherRunner(a, l):
 		return m.replace(ctx, a, l, ReplaceRunnerMismatch, "")
 	case l.Status != StatusStarting && !l.ExpiresAt.IsZero() && !l.ExpiresAt.After(now):
@@ -113,7 +114,7 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 		m.cacheHandle(h)
 		return h, false, nil
 	}
-	if errors.Is(err, drivers.ErrNotFound) {
+	if sandboxGone(err) {
 		return m.replace(ctx, a, cl, ReplaceNotFound, owner)
 	}
 	m.unclaim(ctx, cl, "resume failed: "+err.Error())
@@ -122,4 +123,11 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 	}
 	return nil, false, fmt.Errorf("lease %s preserved: resuming sandbox %s of environment %s failed and no replacement was created: %w: %w",
 		l.ID, pid, l.Environment, ErrPreserved, err)
+}
+
+// sandboxGone reports whether a driver's err says the sandbox itself is
+// gone: a not-found that is not the image's (drivers.ErrImageNotFound is
+// a not-found too, and leaves the sandbox's fate unknown).
+func sandboxGone(err error) bool {
+	return errors.Is(err, errcode.ErrNotFound) && !errors.Is(err, drivers.ErrImageNotFound)
 }

@@ -50,7 +50,7 @@ import (
 type Store interface {
 	// InsertLease writes l as a new lease with Version 1 (it sets
 	// l.Version). If l.ID exists, or another lease holds l.ReuseKey or
-	// l.RunKey, it writes nothing and returns an error wrapping ErrConflict
+	// l.RunKey, it writes nothing and returns an error wrapping errcode.ErrConflict
 	// together with that other lease (nil when only the id collided).
 	InsertLease(ctx context.Context, l *Lease) (holder *Lease, err error)
 	// InsertLeaseWithin is InsertLease with q checked in the same step:
@@ -64,19 +64,19 @@ type Store interface {
 	// never pass a limit together. A q that does not limit l.Company
 	// (Quotas.Limits) makes it InsertLease.
 	InsertLeaseWithin(ctx context.Context, l *Lease, q Quotas) (holder *Lease, err error)
-	// GetLease returns the lease id, or an error wrapping ErrNotFound.
+	// GetLease returns the lease id, or an error wrapping errcode.ErrNotFound.
 	GetLease(ctx context.Context, id string) (*Lease, error)
 	// UpdateLease replaces the stored lease l.ID if its stored version
 	// equals l.Version, and then sets l.Version (and the stored one) to
 	// l.Version+1. A stale version, or a ReuseKey or RunKey held by another
-	// lease, is an error wrapping ErrConflict and changes nothing; a missing
-	// lease is ErrNotFound.
+	// lease, is an error wrapping errcode.ErrConflict and changes nothing; a missing
+	// lease is errcode.ErrNotFound.
 	UpdateLease(ctx context.Context, l *Lease) error
 	// FindByReuseKey returns the lease holding the reuse key, or an error
-	// wrapping ErrNotFound.
+	// wrapping errcode.ErrNotFound.
 	FindByReuseKey(ctx context.Context, key string) (*Lease, error)
 	// FindByRunKey returns the lease holding the run key, or an error
-	// wrapping ErrNotFound.
+	// wrapping errcode.ErrNotFound.
 	FindByRunKey(ctx context.Context, key string) (*Lease, error)
 	// ListLeases returns the leases matching f, ordered by AcquiredAt, then
 	// ID.
@@ -95,8 +95,8 @@ type Store interface {
 	ClaimForSweep(ctx context.Context, owner string, now, until time.Time, limit int) ([]*Lease, error)
 	// DeleteLease removes lease id if its stored version equals version
 	// (compare-and-set): the record of a draft lease once its cleanup is
-	// proven (PRB-4). A stale version is an error wrapping ErrConflict, a
-	// missing lease ErrNotFound; either way nothing is removed.
+	// proven (PRB-4). A stale version is an error wrapping errcode.ErrConflict, a
+	// missing lease errcode.ErrNotFound; either way nothing is removed.
 	DeleteLease(ctx context.Context, id string, version int64) error
 	// PruneLeases removes up to limit (limit <= 0: no limit) ended leases
 	// (Ended) whose ReleasedAt is set and before before, and on which
@@ -116,8 +116,8 @@ type Store interface {
 	// Version by one and returns it; its id, provider lease id, labels,
 	// config, runner and fingerprint stay. Of concurrent adoptions (any
 	// processes) each member goes to one (LEASE-10). No matching member is
-	// an error wrapping ErrNotFound; a ReuseKey or RunKey another lease
-	// holds is an error wrapping ErrConflict, and nothing changes then.
+	// an error wrapping errcode.ErrNotFound; a ReuseKey or RunKey another lease
+	// holds is an error wrapping errcode.ErrConflict, and nothing changes then.
 	// When ad.Quotas limits ad.Lease.Company, the adoption counts the
 	// company's live leases in the same step, serialized per company as
 	// InsertLeaseWithin, and one past a limit is an error wrapping

@@ -9,6 +9,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/retry"
 )
 
@@ -50,7 +51,7 @@ type SweepReport struct {
 //
 // A sweep is an operator action: p must be allowed authz.ActionSweep
 // (instance admins and local operators under DefaultPolicy), else the error
-// wraps authz.ErrDenied and nothing is done.
+// wraps errcode.ErrDenied and nothing is done.
 func (m *Manager) Sweep(ctx context.Context, p authz.Principal) (SweepReport, error) {
 	var rep SweepReport
 	if err := m.authorize(ctx, p, authz.ActionSweep, authz.Resource{Kind: authz.ResourceKindLease}); err != nil {
@@ -183,7 +184,7 @@ func (m *Manager) owned(ctx context.Context, info drivers.SandboxInfo, listedAt 
 	if id != "" {
 		l, err := m.store.GetLease(ctx, id)
 		switch {
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, errcode.ErrNotFound):
 		case err != nil:
 			return true
 		case ownedByLabel(l, info, m.now()):

@@ -8,6 +8,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 )
 
@@ -33,7 +34,7 @@ func startFromTemplate(a *acq, schema *config.Schema) error {
 	}
 	id, err := images.ParseIdentity(t.Identity)
 	if err != nil || id.IsZero() {
-		return fmt.Errorf("active template %s has no usable identity %q: %v: %w", t.ID, t.Identity, err, ErrInvalid)
+		return fmt.Errorf("active template %s has no usable identity %q: %v: %w", t.ID, t.Identity, err, errcode.ErrInvalid)
 	}
 	if schema.ImageField == "" {
 		return fmt.Errorf("driver %q has no image field to start from template %s: %w", a.drv.Name(), t.ID, drivers.ErrUnsupported)
@@ -93,7 +94,7 @@ func (m *Manager) acquireVerified(ctx context.Context, a *acq) (*Handle, error) 
 // (drivers.Resumer) with its recorded config. Host leases (local, ssh) are
 // refused with an error wrapping drivers.ErrUnsupported: they live in the
 // process that holds them. A lease that is not active or retained is an
-// error wrapping ErrConflict. The handle acts for the lease as Acquire's
+// error wrapping errcode.ErrConflict. The handle acts for the lease as Acquire's
 // does; releasing it releases the lease.
 func (m *Manager) Open(ctx context.Context, p authz.Principal, id string) (*Handle, error) {
 	l, err := m.load(ctx, p, authz.ActionLease, id)
@@ -101,7 +102,7 @@ func (m *Manager) Open(ctx context.Context, p authz.Principal, id string) (*Hand
 		return nil, err
 	}
 	if l.Status != StatusActive && l.Status != StatusRetained {
-		return nil, fmt.Errorf("lease %s is %s, not a live lease: %w", id, l.Status, ErrConflict)
+		return nil, fmt.Errorf("lease %s is %s, not a live lease: %w", id, l.Status, errcode.ErrConflict)
 	}
 	drv, err := m.reg.Lookup(l.Provider)
 	if err != nil {
@@ -119,7 +120,7 @@ func (m *Manager) Open(ctx context.Context, p authz.Principal, id string) (*Hand
 		return nil, fmt.Errorf("lease %s: %w", id, err)
 	}
 	if l.ProviderLeaseID == "" {
-		return nil, fmt.Errorf("lease %s has no provider sandbox yet: %w", id, ErrConflict)
+		return nil, fmt.Errorf("lease %s has no provider sandbox yet: %w", id, errcode.ErrConflict)
 	}
 	cfg, err := m.resolveConfig(ctx, drv, l.Config)
 	if err != nil {
@@ -143,7 +144,7 @@ func (m *Manager) Open(ctx context.Context, p authz.Principal, id string) (*Hand
 // account does not. Those who bind a record to the config a lease runs
 // (handover's project auth checks) use it, so that a template change is a
 // config change for them too. It does no I/O; an identity value without a
-// JSON encoding is an error wrapping ErrInvalid.
+// JSON encoding is an error wrapping errcode.ErrInvalid.
 func EnvironmentFingerprint(d drivers.Driver, env *environment.Environment) (string, error) {
 	a := &acq{env: env, drv: d, snapshot: env.Config.Clone()}
 	if err := startFromTemplate(a, d.Schema()); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -42,14 +43,14 @@ func TestOpenResumesALiveSandboxLease(t *testing.T) {
 		t.Errorf("exec through the opened handle: %+v, %v", res, err)
 	}
 	stranger := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"globex"}}
-	if _, err := other.Open(ctx, stranger, h.ID()); !errors.Is(err, lease.ErrNotFound) {
-		t.Errorf("Open by an agent of another company: %v, want ErrNotFound", err)
+	if _, err := other.Open(ctx, stranger, h.ID()); !errors.Is(err, errcode.ErrNotFound) {
+		t.Errorf("Open by an agent of another company: %v, want errcode.ErrNotFound", err)
 	}
 	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Open(ctx, op, h.ID()); !errors.Is(err, lease.ErrConflict) {
-		t.Errorf("Open of a released lease: %v, want ErrConflict", err)
+	if _, err := other.Open(ctx, op, h.ID()); !errors.Is(err, errcode.ErrConflict) {
+		t.Errorf("Open of a released lease: %v, want errcode.ErrConflict", err)
 	}
 }
 

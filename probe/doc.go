@@ -65,9 +65,10 @@
 // name and the working directory the driver verified at acquire; an ssh
 // probe (PRB-2) reports the remote working directory the server resolved
 // at acquire (the ssh driver connects with strict host key checking). Both
-// measure the platform with the same one-Exec script, and their summaries
-// say plainly that the probe did NOT validate an adapter, a workspace or
-// task execution. Host targets have no image: they are never qualified, and
+// measure the platform with the same one-Exec script, and their results
+// say plainly (Result.NotValidated, a field of its own) that the probe did
+// NOT validate an adapter, a workspace or task execution. A result's
+// Message is one sentence for a person; Summary the longer account. Host targets have no image: they are never qualified, and
 // their results say so in the qualification diagnostic
 // (qualification.CodeHostTarget).
 //

@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/qualification"
 )
 
@@ -28,7 +29,7 @@ import (
 // recorded: the diagnostic is always qualification.CodeNotSaved.
 //
 // It returns an error only when the principal is denied (wrapping
-// authz.ErrDenied), driver is empty (ErrInvalid) or the instance settings
+// errcode.ErrDenied), driver is empty (errcode.ErrInvalid) or the instance settings
 // disable environments (instance.ErrEnvironmentsDisabled, CFG-9); an
 // invalid config, an unregistered driver or a host driver under
 // managed-sandbox-only (drivers.CodeManagedSandboxOnly) is a Result with
@@ -41,7 +42,7 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr authz.Principal, driver stri
 		return nil, err
 	}
 	if driver == "" {
-		return nil, fmt.Errorf("probe: a draft probe needs a driver name: %w", ErrInvalid)
+		return nil, fmt.Errorf("probe: a draft probe needs a driver name: %w", errcode.ErrInvalid)
 	}
 	// CFG-9: with environments disabled nothing is probed or measured.
 	if err := p.gate.Admit(ctx, nil); err != nil {
@@ -69,7 +70,7 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr authz.Principal, driver stri
 	)
 	r.stage(ctx, stageResolve, func(ctx context.Context) (string, drivers.Code, error) {
 		d, c, err := p.cat.Draft(ctx, pr, environment.CreateRequest{Name: "draft", Driver: driver, Config: rawConfig})
-		if errors.Is(err, authz.ErrDenied) {
+		if errors.Is(err, errcode.ErrDenied) {
 			denied = err
 			return "", "", err
 		}

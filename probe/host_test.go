@@ -54,10 +54,13 @@ func TestLocalProbe(t *testing.T) {
 	if res.Hostname != host || res.Cwd != dir || res.Target != "host "+host {
 		t.Errorf("hostname %q, cwd %q, target %q; want %q, %q", res.Hostname, res.Cwd, res.Target, host, dir)
 	}
-	for _, s := range []string{notValidatedNote, host, dir, env.ID, "usable"} {
+	for _, s := range []string{host, dir, env.ID, "usable"} {
 		if !strings.Contains(res.Summary, s) {
 			t.Errorf("summary lacks %q: %q", s, res.Summary)
 		}
+	}
+	if res.NotValidated != notValidatedNote || !strings.Contains(res.Message, host) || len(res.Message) > 200 {
+		t.Errorf("not validated %q, message %q", res.NotValidated, res.Message)
 	}
 	if diff := cmp.Diff([]string{stageResolve, stageAcquire, stageDetect, stageRelease}, stageNames(res)); diff != "" {
 		t.Errorf("stages (-want +got):\n%s", diff)
@@ -95,8 +98,12 @@ func TestLocalProbeMissingWorkdir(t *testing.T) {
 	if res.OK || res.Code != drivers.CodeNotFound || res.Cwd != "" || res.Hostname != "" {
 		t.Fatalf("ok=%v code=%s cwd=%q: %s", res.OK, res.Code, res.Cwd, res.Summary)
 	}
-	if !strings.Contains(res.Summary, env.ID) || !strings.Contains(res.Summary, "acquire") || !strings.Contains(res.Summary, notValidatedNote) {
-		t.Errorf("summary %q", res.Summary)
+	if !strings.Contains(res.Summary, env.ID) || !strings.Contains(res.Summary, "acquire") || strings.Contains(res.Summary, notValidatedNote) || res.NotValidated != notValidatedNote {
+		t.Errorf("summary %q, not validated %q: want the note apart from the summary", res.Summary, res.NotValidated)
+	}
+	// The message is one sentence for a person naming the target.
+	if m := res.Message; m == "" || len(m) > 200 || !strings.Contains(m, res.Target) || strings.Contains(m, "NOT validate") {
+		t.Errorf("message %q", m)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/berthdev/berth/authz"
@@ -13,6 +14,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/errmsg"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
@@ -40,10 +42,6 @@ const (
 	// defaultOutputLimit caps the detection script's output.
 	defaultOutputLimit = 64 << 10
 )
-
-// ErrInvalid is wrapped by errors about a malformed probe request (no
-// company for a saved probe, no driver for a draft).
-var ErrInvalid = errcode.New(errcode.Invalid, "probe: invalid request")
 
 // Options configure a Prober. nil means defaults.
 //
@@ -195,7 +193,7 @@ func New(src Sources, opts *Options) *Prober {
 }
 
 // authorize decides with the catalog's Authorizer (PRB-7); a refusal wraps
-// authz.ErrDenied.
+// errcode.ErrDenied.
 func (p *Prober) authorize(ctx context.Context, pr authz.Principal, a authz.Action, r authz.Resource) error {
 	err := p.cat.Authorize(ctx, pr, a, r)
 	if err == nil {
@@ -210,7 +208,7 @@ func (p *Prober) authorize(ctx context.Context, pr authz.Principal, a authz.Acti
 // load authorizes action a on environment id for company and reads it.
 // A principal who may not perform a at all is denied before anything is
 // read, so that existence does not leak; a missing environment is an error
-// wrapping environment.ErrNotFound. The View names the environment even when
+// wrapping errcode.ErrNotFound. The View names the environment even when
 // its config can no longer be resolved.
 func (p *Prober) load(ctx context.Context, pr authz.Principal, a authz.Action, id, company string) (*environment.View, error) {
 	if err := p.authorize(ctx, pr, a, authz.Resource{Kind: authz.ResourceKindEnvironment, ID: id, Company: company}); err != nil {
@@ -276,6 +274,7 @@ func (r *run) stage(ctx context.Context, n string, fn func(ctx context.Context) 
 			code = codeOf(err)
 		}
 		s.Code, s.Error = code, r.scrub.scrub(err.Error())
+		s.Message = r.scrub.scrub(r.stageMessage(n, err))
 		r.fail(code)
 	}
 	r.res.Stages = append(r.res.Stages, s)
@@ -283,6 +282,24 @@ func (r *run) stage(ctx context.Context, n string, fn func(ctx context.Context) 
 		r.progress(s)
 	}
 	return err == nil
+}
+
+// stageMessage is the sentence for a person about stage n's err: the
+// error's own message (errcode.MessageOf), prefixed with what was probed
+// when it does not name the target.
+func (r *run) stageMessage(n string, err error) string {
+	m := errcode.MessageOf(err)
+	generic := errcode.MessageOf(&errcode.Error{Code: errcode.Code(err), Target: errcode.TargetOf(err)})
+	_, addr, _ := strings.Cut(r.res.Target, "@")
+	if m != generic || r.res.Target != "" && (strings.Contains(m, r.res.Target) || addr != "" && strings.Contains(m, addr)) {
+		// A message written where the cause is known names its target.
+		return errmsg.Sentence(m)
+	}
+	what := r.res.Target
+	if r.res.EnvironmentName != "" {
+		what = fmt.Sprintf("environment %q (%s)", r.res.EnvironmentName, r.res.Target)
+	}
+	return errmsg.Sentence(fmt.Sprintf("Probe of %s failed at %s: %s", what, n, m))
 }
 
 // skip records stage n as skipped because an earlier stage failed.
@@ -305,6 +322,7 @@ func (r *run) fail(code drivers.Code) {
 func (r *run) finish(ctx context.Context) *Result {
 	r.res.Duration = time.Since(r.start)
 	r.res.Summary = r.scrub.scrub(r.res.Summary)
+	r.res.Message = r.scrub.scrub(r.res.Message)
 	r.p.o.Logger.LogAttrs(ctx, slog.LevelInfo, "probe finished",
 		slog.String("environment", r.res.Environment), slog.String("driver", r.res.Driver),
 		slog.String("target", r.res.Target), slog.Bool("ok", r.res.OK), slog.String("code", string(r.res.Code)),

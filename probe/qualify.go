@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/internal/secretcfg"
@@ -87,7 +88,7 @@ func (p *Prober) Qualification(ctx context.Context, pr authz.Principal, envID, c
 		return qualification.View{}, err
 	}
 	rec, err := p.quals.GetQualification(ctx, company, envID)
-	if errors.Is(err, qualification.ErrNotFound) {
+	if errors.Is(err, errcode.ErrNotFound) {
 		rec, err = qualification.Record{}, nil
 	}
 	if err != nil {

@@ -61,8 +61,11 @@ type Stage struct {
 	Running bool `json:"running,omitempty"`
 	// Code is the stable code of the stage's failure, "" when OK.
 	Code drivers.Code `json:"code,omitempty"`
-	// Error says what failed; never a secret.
+	// Error says what failed, the technical chain; never a secret.
 	Error string `json:"error,omitempty"`
+	// Message is the failure as one sentence for a person
+	// (errcode.MessageOf of the stage's error); "" when OK.
+	Message string `json:"message,omitempty"`
 	// Note says what the stage found or why it was a no-op.
 	Note string `json:"note,omitempty"`
 }
@@ -108,8 +111,20 @@ type Result struct {
 	// ssh-like drivers, the host name for local, "provider <driver>" (with
 	// its region when configured) for sandbox drivers.
 	Target string `json:"target"`
-	// Summary is one or two sentences for an operator, naming the target.
+	// Message is one sentence for a person (at most 200 characters, no
+	// requirement IDs): what was reached, or what failed and the fix when
+	// there is one (the failed stage's Message), naming the target.
+	Message string `json:"message"`
+	// Summary is the longer account for an operator's log: what was
+	// reached and measured, or the stage that failed with its code and
+	// error; the cleanup. The qualification (QualificationDiagnostic) and
+	// what the probe did not validate (NotValidated) are fields of their
+	// own, not part of it.
 	Summary string `json:"summary"`
+	// NotValidated says plainly what a host probe did not validate (an
+	// adapter, a workspace, task execution; PRB-1); "" for sandbox
+	// targets.
+	NotValidated string `json:"notValidated,omitempty"`
 	// Code is drivers.CodeOK, or the stable code of the first failure
 	// (drivers.CodeCleanupFailed for an unconfirmed cleanup).
 	Code drivers.Code `json:"code"`

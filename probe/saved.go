@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/errmsg"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
@@ -29,8 +32,8 @@ import (
 // the result carries the diagnostic either way.
 //
 // It returns an error only when the principal is denied (wrapping
-// authz.ErrDenied), the environment does not exist
-// (environment.ErrNotFound), the request is malformed (ErrInvalid) or the
+// errcode.ErrDenied), the environment does not exist
+// (errcode.ErrNotFound), the request is malformed (errcode.ErrInvalid) or the
 // instance settings disable environments (instance.ErrEnvironmentsDisabled,
 // CFG-9: nothing is measured or acquired). A host driver's target while
 // the settings allow managed sandboxes only is a Result failed at the
@@ -44,7 +47,7 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 		return nil, err
 	}
 	if opts.Company == "" {
-		return nil, fmt.Errorf("probe: environment %s: a company is required (the lease and qualification are company-bound): %w", envID, ErrInvalid)
+		return nil, fmt.Errorf("probe: environment %s: a company is required (the lease and qualification are company-bound): %w", envID, errcode.ErrInvalid)
 	}
 	// CFG-9: with environments disabled nothing is probed or measured.
 	if err := p.gate.Admit(ctx, nil); err != nil {
@@ -88,7 +91,8 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 			return "", "", err
 		}
 		if h != nil && h.Status == environment.HealthUnavailable {
-			return "", h.Code, fmt.Errorf("provider %s at %s is unavailable: %s: %w", d.Name(), h.Endpoint, h.Reason, drivers.ErrUnavailable)
+			return "", h.Code, &errcode.Error{Message: providerMessage(d.Name(), h.Endpoint, h.Code),
+				Err: fmt.Errorf("provider %s at %s is unavailable: %s: %w", d.Name(), h.Endpoint, h.Reason, drivers.ErrUnavailable)}
 		}
 		if _, _, err := p.gate.Check(ctx, e, 0); err != nil {
 			return "", "", err
@@ -204,7 +208,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 			// The manager removes a draft's record once its cleanup is
 			// proven (PRB-4); say so only if the store agrees.
 			_, gerr := p.leases.Get(ctx, pr, h.ID())
-			c.RecordRemoved = errors.Is(gerr, lease.ErrNotFound)
+			c.RecordRemoved = errors.Is(gerr, errcode.ErrNotFound)
 		}
 		if draft && !c.Confirmed {
 			c.Evidence += "; the draft's pending_cleanup lease record (no secret) stays until a sweep proves the cleanup"
@@ -317,7 +321,7 @@ func (p *Prober) qualify(ctx context.Context, r *run, drv drivers.Driver, env *e
 	if !r.res.OK {
 		st, _ := r.failedStage()
 		diag := qualification.Diagnostic{Code: qualification.CodeProbeFailed,
-			Message: fmt.Sprintf("the probe failed at stage %s (%s), so nothing was qualified: %s", st.Name, st.Code, st.Error)}
+			Message: fmt.Sprintf("the probe failed at stage %s (%s), so nothing was qualified", st.Name, st.Code)}
 		if st.Name == stageRelease {
 			// Every measurement ran: Evaluate names the condition that
 			// failed (cleanup_not_confirmed), and never records.
@@ -334,7 +338,7 @@ func (p *Prober) qualify(ctx context.Context, r *run, drv drivers.Driver, env *e
 		rec, diag := p.evaluate(r, drv, env, company)
 		if diag.Code == qualification.CodeRecorded {
 			if err := p.quals.PutQualification(ctx, rec); err != nil {
-				diag = qualification.Diagnostic{Code: qualification.CodeRecordFailed, Message: "every condition held, but storing the record failed: " + err.Error()}
+				diag = qualification.Diagnostic{Code: qualification.CodeRecordFailed, Message: "every condition held, but storing the record failed; probe again"}
 				r.res.QualificationDiagnostic = &diag
 				return "", drivers.CodeInternal, err
 			}
@@ -395,4 +399,26 @@ func (p *Prober) invalidate(ctx context.Context, r *run, drv drivers.Driver, env
 		return false
 	}
 	return true
+}
+
+// providerMessage is the sentence for a person about a provider whose
+// health check failed with code: the provider by name and endpoint, and
+// what to check.
+func providerMessage(driver, endpoint string, code drivers.Code) string {
+	name := driver
+	if name != "" {
+		name = strings.ToUpper(name[:1]) + name[1:]
+	}
+	at, _, _ := strings.Cut(endpoint, " ") // the endpoint, without the account reference
+	switch code {
+	case drivers.CodeAuthFailed:
+		return errmsg.Sentence(fmt.Sprintf("%s at %s refused the credentials: check the API key and its organization", name, at))
+	case drivers.CodeTLSUnverified:
+		return errmsg.Sentence(fmt.Sprintf("The certificate of %s at %s failed verification: check the endpoint and the certificate it trusts", name, at))
+	case drivers.CodeTimeout:
+		return errmsg.Sentence(fmt.Sprintf("%s at %s did not answer in time: try again later", name, at))
+	case drivers.CodeProviderUnavailable, drivers.CodeUnreachable:
+		return errmsg.Sentence(fmt.Sprintf("%s at %s cannot be reached: check that it is running and the endpoint setting", name, at))
+	}
+	return errmsg.Sentence(fmt.Sprintf("%s at %s cannot be used now: try again later", name, at))
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/lease"
@@ -229,8 +230,8 @@ func TestUnpinnedImagesDoNotQualify(t *testing.T) {
 			if d := res.QualificationDiagnostic; d.Code != want || !strings.Contains(d.Message, tt.reason) {
 				t.Errorf("diagnostic %s; want code %s and reason %q", d, want, tt.reason)
 			}
-			if !strings.Contains(res.Summary, res.QualificationDiagnostic.Message) {
-				t.Errorf("summary does not carry the diagnostic: %q", res.Summary)
+			if strings.Contains(res.Summary, res.QualificationDiagnostic.Message) {
+				t.Errorf("the summary repeats the diagnostic, a field of its own: %q", res.Summary)
 			}
 			_, err := w.quals.GetQualification(ctx, "acme", env.ID)
 			if tt.recorded != (err == nil) {
@@ -270,7 +271,7 @@ func TestDeletedSnapshotFails(t *testing.T) {
 	if res.PlatformQualificationRecorded || res.Hostname != "" || !res.Platform.IsZero() {
 		t.Errorf("a failed acquire measured something: %+v", res)
 	}
-	if _, err := w.quals.GetQualification(ctx, "acme", env.ID); !errors.Is(err, qualification.ErrNotFound) {
+	if _, err := w.quals.GetQualification(ctx, "acme", env.ID); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("a record exists: %v", err)
 	}
 }
@@ -335,7 +336,7 @@ func TestUnconfirmedCleanupNotRecorded(t *testing.T) {
 			if !strings.Contains(res.Summary, "pending cleanup") || !strings.Contains(res.Summary, res.LeaseID) {
 				t.Errorf("summary does not report the pending cleanup: %q", res.Summary)
 			}
-			if _, err := w.quals.GetQualification(ctx, "acme", env.ID); !errors.Is(err, qualification.ErrNotFound) {
+			if _, err := w.quals.GetQualification(ctx, "acme", env.ID); !errors.Is(err, errcode.ErrNotFound) {
 				t.Errorf("a record exists: %v", err)
 			}
 		})
@@ -354,12 +355,12 @@ func TestProbeAuthorization(t *testing.T) {
 	for _, pr := range []authz.Principal{agent, board, {ID: "nobody"}} {
 		for _, id := range []string{env.ID, "env_missing"} {
 			res, err := w.prober.Probe(ctx, pr, id, Request{Company: "acme"})
-			if !errors.Is(err, authz.ErrDenied) || res != nil {
+			if !errors.Is(err, errcode.ErrDenied) || res != nil {
 				t.Errorf("%s probing %s: %v, %v; want denied", pr, id, res, err)
 			}
 		}
 		res, err := w.prober.ProbeDraft(ctx, pr, "fake", map[string]any{"image": img.String()}, Request{})
-		if !errors.Is(err, authz.ErrDenied) || res != nil {
+		if !errors.Is(err, errcode.ErrDenied) || res != nil {
 			t.Errorf("%s draft probe: %v, %v; want denied", pr, res, err)
 		}
 	}
@@ -367,7 +368,7 @@ func TestProbeAuthorization(t *testing.T) {
 		t.Errorf("denied probes made %d provider calls", n)
 	}
 	for _, pr := range []authz.Principal{admin, operator} {
-		if _, err := w.prober.Probe(ctx, pr, "env_missing", Request{Company: "acme"}); !errors.Is(err, environment.ErrNotFound) {
+		if _, err := w.prober.Probe(ctx, pr, "env_missing", Request{Company: "acme"}); !errors.Is(err, errcode.ErrNotFound) {
 			t.Errorf("%s probing a missing environment: %v; want not found", pr, err)
 		}
 		res, err := w.prober.Probe(ctx, pr, env.ID, Request{Company: "acme"})
@@ -375,7 +376,7 @@ func TestProbeAuthorization(t *testing.T) {
 			t.Errorf("%s: %v, %+v", pr, err, res)
 		}
 	}
-	if _, err := w.prober.Probe(ctx, admin, env.ID, Request{}); !errors.Is(err, ErrInvalid) {
+	if _, err := w.prober.Probe(ctx, admin, env.ID, Request{}); !errors.Is(err, errcode.ErrInvalid) {
 		t.Errorf("probe without company: %v", err)
 	}
 }
@@ -394,7 +395,7 @@ func TestQualificationFieldsRejected(t *testing.T) {
 			w := newWorld(t, worldOpts{})
 			_, err = w.cat.Create(context.Background(), admin, req)
 		}
-		if !errors.Is(err, environment.ErrInvalid) || !strings.Contains(strings.ToLower(err.Error()), "qualification") {
+		if !errors.Is(err, errcode.ErrInvalid) || !strings.Contains(strings.ToLower(err.Error()), "qualification") {
 			t.Errorf("%s: %v; want a rejection naming the field", body, err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/internal/errmsg"
 )
 
 // notValidatedNote is what every host probe summary says plainly (PRB-1).
@@ -46,12 +47,16 @@ func (r *run) label() string {
 	return fmt.Sprintf("environment %s (%q, driver %s, %s)", res.Environment, res.EnvironmentName, res.Driver, res.Target)
 }
 
-// summarize writes the Result's summary: what was reached and measured, or
-// where it failed; the cleanup; the qualification; and, for host targets,
+// summarize writes the Result's summary (what was reached and measured,
+// or where it failed; the cleanup), its message and, for host targets,
 // what the probe did not validate.
 func summarize(r *run, d drivers.Driver) string {
 	res := r.res
 	host := d != nil && d.Capabilities().Kind == drivers.KindHost
+	if host {
+		res.NotValidated = notValidatedNote
+	}
+	res.Message = message(r)
 	var b strings.Builder
 	if res.OK {
 		switch {
@@ -95,15 +100,29 @@ func summarize(r *run, d drivers.Driver) string {
 			}
 		}
 	}
-	if diag := res.QualificationDiagnostic; diag != nil {
-		if res.PlatformQualificationRecorded {
-			fmt.Fprintf(&b, " Qualification recorded: %s.", diag.Message)
-		} else {
-			fmt.Fprintf(&b, " Qualification not recorded (%s): %s.", diag.Code, diag.Message)
-		}
-	}
-	if host {
-		b.WriteString(" " + notValidatedNote)
-	}
 	return b.String()
+}
+
+// message is the Result's sentence for a person: what was reached, or the
+// failed stage's message.
+func message(r *run) string {
+	res := r.res
+	if !res.OK {
+		if st, ok := r.failedStage(); ok && st.Message != "" {
+			return st.Message
+		}
+		return errmsg.Sentence(fmt.Sprintf("The probe of %s failed", res.Target))
+	}
+	what := res.Target
+	if res.EnvironmentName != "" {
+		what = fmt.Sprintf("%s of environment %q", res.Target, res.EnvironmentName)
+	}
+	m := "Reached " + what
+	if res.Cwd != "" {
+		m += ": working directory " + res.Cwd
+	}
+	if !res.Platform.IsZero() {
+		m += ", platform " + res.Platform.String()
+	}
+	return errmsg.Sentence(m)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -38,18 +39,18 @@ var ticketLen = len(ticketPrefix) + base64.RawURLEncoding.EncodedLen(32)
 // with HTTP 401 before any upgrade.
 var (
 	// ErrTicketMalformed: the text is not a ticket.
-	ErrTicketMalformed = errcode.New(errcode.AuthFailed, "prp: ticket malformed")
+	ErrTicketMalformed = wireError(errcode.AuthFailed, codeTicketMalformed, "prp: ticket malformed")
 	// ErrTicketUnknown: no ticket with that hash exists.
-	ErrTicketUnknown = errcode.New(errcode.AuthFailed, "prp: ticket unknown")
+	ErrTicketUnknown = wireError(errcode.AuthFailed, codeTicketUnknown, "prp: ticket unknown")
 	// ErrTicketExpired: the ticket's expiry has passed.
-	ErrTicketExpired = errcode.New(errcode.AuthFailed, "prp: ticket expired")
+	ErrTicketExpired = wireError(errcode.AuthFailed, codeTicketExpired, "prp: ticket expired")
 	// ErrTicketReplayed: the ticket was already exchanged.
-	ErrTicketReplayed = errcode.New(errcode.AuthFailed, "prp: ticket replayed")
+	ErrTicketReplayed = wireError(errcode.AuthFailed, codeTicketReplayed, "prp: ticket replayed")
 	// ErrTicketForeign: the ticket belongs to another lease than the one
 	// the exchange is for.
-	ErrTicketForeign = errcode.New(errcode.AuthFailed, "prp: ticket foreign")
+	ErrTicketForeign = wireError(errcode.AuthFailed, codeTicketForeign, "prp: ticket foreign")
 	// ErrTicketExists: a ticket with that hash was already created.
-	ErrTicketExists = errcode.New(errcode.AlreadyExists, "prp: ticket exists")
+	ErrTicketExists = wireError(errcode.AlreadyExists, codeTicketExists, "prp: ticket exists")
 )
 
 // Ticket is a one-use bootstrap secret (PRP-2): 32 random bytes. Only its
@@ -117,4 +118,11 @@ type TicketRecord struct {
 	// controller's Attach: the session it creates (or resumes) is one the
 	// holder's tasks go to and the lease's release stops.
 	Holder bool
+}
+
+// wireError is a sentinel of the protocol: an *errcode.Error of code whose
+// reason is the wire code c (unchanged for deployed runners) and whose
+// text is text.
+func wireError(code errcode.ErrorCode, c Code, text string) error {
+	return &errcode.Error{Code: code, Reason: string(c), Err: errors.New(text)}
 }

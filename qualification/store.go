@@ -10,12 +10,7 @@ import (
 )
 
 // Errors of the store contract.
-var (
-	// ErrNotFound: no record for the company and environment.
-	ErrNotFound = errcode.New(errcode.NotFound, "qualification: record not found")
-	// ErrInvalidRecord: a record without company or environment.
-	ErrInvalidRecord = errcode.New(errcode.Invalid, "qualification: invalid record")
-)
+var ()
 
 // Store persists qualification records, one per (company, environment)
 // (QUAL-2, QUAL-4). Implementations: NewMemoryStore here, and SQLite and
@@ -25,10 +20,10 @@ var (
 type Store interface {
 	// PutQualification stores rec, replacing the record of the same
 	// company and environment. A record without company or environment is
-	// refused with an error wrapping ErrInvalidRecord, and nothing changes.
+	// refused with an error wrapping errcode.ErrInvalid, and nothing changes.
 	PutQualification(ctx context.Context, rec Record) error
 	// GetQualification returns the record of company for environment, or an
-	// error wrapping ErrNotFound. Another company's record is never
+	// error wrapping errcode.ErrNotFound. Another company's record is never
 	// returned (QUAL-4).
 	GetQualification(ctx context.Context, company, environment string) (Record, error)
 	// ListQualifications returns every company's record for environment,
@@ -39,11 +34,11 @@ type Store interface {
 	DeleteQualifications(ctx context.Context, environment string) error
 }
 
-// CheckRecord returns an error wrapping ErrInvalidRecord when rec cannot be
+// CheckRecord returns an error wrapping errcode.ErrInvalid when rec cannot be
 // stored: it lacks a company or an environment. Stores call it in Put.
 func CheckRecord(rec Record) error {
 	if rec.Company == "" || rec.Environment == "" {
-		return fmt.Errorf("%w: company %q, environment %q: both are required", ErrInvalidRecord, rec.Company, rec.Environment)
+		return fmt.Errorf("%w: company %q, environment %q: both are required", errcode.ErrInvalid, rec.Company, rec.Environment)
 	}
 	return nil
 }
@@ -83,7 +78,7 @@ func (m *memoryStore) GetQualification(ctx context.Context, company, environment
 	defer m.mu.Unlock()
 	rec, ok := m.recs[memKey{company, environment}]
 	if !ok {
-		return Record{}, fmt.Errorf("%w: company %q, environment %q", ErrNotFound, company, environment)
+		return Record{}, fmt.Errorf("%w: company %q, environment %q", errcode.ErrNotFound, company, environment)
 	}
 	return rec, nil
 }

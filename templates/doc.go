@@ -13,7 +13,7 @@
 // (environment.Environment.ActiveTemplate, a server-owned field): it holds
 // the template's id, identity and source fingerprint, and changes only by a
 // compare-and-swap on the environment's revision that bumps it, so of two
-// operators promoting at once one wins and the other gets ErrConflict
+// operators promoting at once one wins and the other gets errcode.ErrConflict
 // (CFG-6). The lease package reads it without importing this package, and
 // starts leases from the template while it applies (drift relinked,
 // IMG-6, IMG-8).

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/errcode"
 )
 
 // memoryStore is NewMemoryStore's Store.
@@ -39,15 +40,15 @@ func (m *memoryStore) InsertTemplate(ctx context.Context, t *Template) error {
 		return err
 	}
 	if t == nil || t.ID == "" {
-		return fmt.Errorf("custom: insert template: missing id: %w", ErrInvalid)
+		return fmt.Errorf("custom: insert template: missing id: %w", errcode.ErrInvalid)
 	}
 	if t.Version != 1 {
-		return fmt.Errorf("custom: insert template %s: version %d, want 1: %w", t.ID, t.Version, ErrInvalid)
+		return fmt.Errorf("custom: insert template %s: version %d, want 1: %w", t.ID, t.Version, errcode.ErrInvalid)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.templates[t.ID]; ok {
-		return fmt.Errorf("custom: template %s: id already exists: %w", t.ID, ErrConflict)
+		return fmt.Errorf("custom: template %s: id already exists: %w", t.ID, errcode.ErrConflict)
 	}
 	m.templates[t.ID] = t.Clone()
 	return nil
@@ -62,7 +63,7 @@ func (m *memoryStore) GetTemplate(ctx context.Context, id string) (*Template, er
 	defer m.mu.Unlock()
 	t, ok := m.templates[id]
 	if !ok {
-		return nil, fmt.Errorf("custom: template %q: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("custom: template %q: %w", id, errcode.ErrNotFound)
 	}
 	return t.Clone(), nil
 }
@@ -93,16 +94,16 @@ func (m *memoryStore) UpdateTemplate(ctx context.Context, t *Template) error {
 		return err
 	}
 	if t == nil {
-		return fmt.Errorf("custom: update template: nil template: %w", ErrInvalid)
+		return fmt.Errorf("custom: update template: nil template: %w", errcode.ErrInvalid)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur, ok := m.templates[t.ID]
 	if !ok {
-		return fmt.Errorf("custom: template %q: %w", t.ID, ErrNotFound)
+		return fmt.Errorf("custom: template %q: %w", t.ID, errcode.ErrNotFound)
 	}
 	if cur.Version != t.Version-1 {
-		return fmt.Errorf("custom: template %s: version %d does not follow stored version %d: %w", t.ID, t.Version, cur.Version, ErrConflict)
+		return fmt.Errorf("custom: template %s: version %d does not follow stored version %d: %w", t.ID, t.Version, cur.Version, errcode.ErrConflict)
 	}
 	m.templates[t.ID] = t.Clone()
 	return nil
@@ -114,7 +115,7 @@ func (m *memoryStore) AppendEvent(ctx context.Context, e *Event) error {
 		return err
 	}
 	if e == nil || e.Environment == "" {
-		return fmt.Errorf("custom: append event: missing environment: %w", ErrInvalid)
+		return fmt.Errorf("custom: append event: missing environment: %w", errcode.ErrInvalid)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -147,15 +148,15 @@ func (m *memoryStore) InsertSession(ctx context.Context, s *Session) error {
 		return err
 	}
 	if s == nil || s.ID == "" || s.Environment == "" {
-		return fmt.Errorf("custom: insert setup session: missing id or environment: %w", ErrInvalid)
+		return fmt.Errorf("custom: insert setup session: missing id or environment: %w", errcode.ErrInvalid)
 	}
 	if s.Version != 1 {
-		return fmt.Errorf("custom: insert setup session %s: version %d, want 1: %w", s.ID, s.Version, ErrInvalid)
+		return fmt.Errorf("custom: insert setup session %s: version %d, want 1: %w", s.ID, s.Version, errcode.ErrInvalid)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.sessions[s.ID]; ok {
-		return fmt.Errorf("custom: setup session %s: id already exists: %w", s.ID, ErrConflict)
+		return fmt.Errorf("custom: setup session %s: id already exists: %w", s.ID, errcode.ErrConflict)
 	}
 	if s.State.Active() {
 		for _, o := range m.sessions {
@@ -177,7 +178,7 @@ func (m *memoryStore) GetSession(ctx context.Context, id string) (*Session, erro
 	defer m.mu.Unlock()
 	s, ok := m.sessions[id]
 	if !ok {
-		return nil, fmt.Errorf("custom: setup session %q: %w", id, ErrSessionNotFound)
+		return nil, fmt.Errorf("custom: setup session %q: %w", id, errcode.ErrNotFound)
 	}
 	return s.Clone(), nil
 }
@@ -208,16 +209,16 @@ func (m *memoryStore) UpdateSession(ctx context.Context, s *Session) error {
 		return err
 	}
 	if s == nil {
-		return fmt.Errorf("custom: update setup session: nil session: %w", ErrInvalid)
+		return fmt.Errorf("custom: update setup session: nil session: %w", errcode.ErrInvalid)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur, ok := m.sessions[s.ID]
 	if !ok {
-		return fmt.Errorf("custom: setup session %q: %w", s.ID, ErrSessionNotFound)
+		return fmt.Errorf("custom: setup session %q: %w", s.ID, errcode.ErrNotFound)
 	}
 	if cur.Version != s.Version-1 {
-		return fmt.Errorf("custom: setup session %s: version %d does not follow stored version %d: %w", s.ID, s.Version, cur.Version, ErrConflict)
+		return fmt.Errorf("custom: setup session %s: version %d does not follow stored version %d: %w", s.ID, s.Version, cur.Version, errcode.ErrConflict)
 	}
 	if s.State.Active() && !cur.State.Active() {
 		for _, o := range m.sessions {
@@ -236,7 +237,7 @@ func (m *memoryStore) AppendSessionEvent(ctx context.Context, e *SessionEvent) e
 		return err
 	}
 	if e == nil || e.Session == "" {
-		return fmt.Errorf("custom: append session event: missing session: %w", ErrInvalid)
+		return fmt.Errorf("custom: append session event: missing session: %w", errcode.ErrInvalid)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -270,12 +271,12 @@ func (m *memoryStore) InsertTerminalToken(ctx context.Context, t *TerminalToken)
 		return err
 	}
 	if t == nil || t.Hash == "" {
-		return fmt.Errorf("custom: insert terminal token: missing hash: %w", ErrInvalid)
+		return fmt.Errorf("custom: insert terminal token: missing hash: %w", errcode.ErrInvalid)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.tokens[t.Hash]; ok {
-		return fmt.Errorf("custom: terminal token of session %s: hash already exists: %w", t.Session, ErrConflict)
+		return fmt.Errorf("custom: terminal token of session %s: hash already exists: %w", t.Session, errcode.ErrConflict)
 	}
 	m.tokens[t.Hash] = &memToken{t: *t}
 	return nil

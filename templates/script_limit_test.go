@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // endless yields 'x' forever, counting what was read.
@@ -25,7 +27,7 @@ func TestParseScriptBounded(t *testing.T) {
 	src := &endless{}
 	r := io.MultiReader(strings.NewReader(`{"steps": [{"run": ["true"]}], "pad": "`), io.LimitReader(src, 2*maxScriptBytes))
 	_, err := parseScript(r)
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "16777216 bytes") {
+	if !errors.Is(err, errcode.ErrInvalid) || !strings.Contains(err.Error(), "16777216 bytes") {
 		t.Errorf("a script past the bound: %v", err)
 	}
 	if src.n > maxScriptBytes+64<<10 {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/berthdev/berth/authz"
@@ -14,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/secretcfg"
 	"github.com/berthdev/berth/lease"
@@ -142,12 +144,12 @@ func (s *Service) authorize(ctx context.Context, p authz.Principal, a authz.Acti
 		return nil
 	}
 	if a != authz.ActionRead && s.o.Authorizer.Authorize(ctx, p, authz.ActionRead, r) == nil {
-		if !errors.Is(err, authz.ErrDenied) {
+		if !errors.Is(err, errcode.ErrDenied) {
 			err = fmt.Errorf("%w: %w", authz.Denied(p, a, r), err)
 		}
 		return err
 	}
-	return fmt.Errorf("custom: %s: %w", named, ErrNotFound)
+	return fmt.Errorf("custom: %s: %w", named, errcode.ErrNotFound)
 }
 
 // view returns t as p may read it: the full template for principals
@@ -168,8 +170,8 @@ func (s *Service) view(ctx context.Context, p authz.Principal, t *Template) *Tem
 // load reads template id and authorizes a on it.
 func (s *Service) load(ctx context.Context, p authz.Principal, a authz.Action, id string) (*Template, error) {
 	t, err := s.src.Templates.GetTemplate(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("custom: template %s: %w", id, ErrNotFound)
+	if errors.Is(err, errcode.ErrNotFound) {
+		return nil, fmt.Errorf("custom: template %s: %w", id, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("custom: template %s: %w", id, err)
@@ -180,7 +182,7 @@ func (s *Service) load(ctx context.Context, p authz.Principal, a authz.Action, i
 	return t, nil
 }
 
-// Get returns template id as p may read it (ErrNotFound for a missing
+// Get returns template id as p may read it (errcode.ErrNotFound for a missing
 // template and for one p may not read alike).
 func (s *Service) Get(ctx context.Context, p authz.Principal, id string) (*Template, error) {
 	t, err := s.load(ctx, p, authz.ActionRead, id)
@@ -250,8 +252,8 @@ func (s *Service) Capture(ctx context.Context, p authz.Principal, leaseID, name 
 // nil, fills the template's setup fields before it is stored.
 func (s *Service) capture(ctx context.Context, p authz.Principal, leaseID, name string, h *lease.Handle, mark func(*Template)) (*Template, error) {
 	l, err := s.src.LeaseRecords.GetLease(ctx, leaseID)
-	if errors.Is(err, lease.ErrNotFound) {
-		return nil, fmt.Errorf("custom: capture: lease %s: %w", leaseID, ErrNotFound)
+	if errors.Is(err, errcode.ErrNotFound) {
+		return nil, fmt.Errorf("custom: capture: lease %s: %w", leaseID, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("custom: capture: lease %s: %w", leaseID, err)
@@ -264,8 +266,8 @@ func (s *Service) capture(ctx context.Context, p authz.Principal, leaseID, name 
 		return nil, err
 	}
 	if !drivers.Effective(d, 0).Has(drivers.CapTemplateCapture) {
-		return nil, fmt.Errorf("custom: capture: environment %s: driver %q lacks capability %s: %w",
-			env.ID, d.Name(), drivers.CapTemplateCapture, drivers.ErrUnsupported)
+		return nil, lacks(env.Name, d.Name(), drivers.CapTemplateCapture, "capture a custom image",
+			fmt.Errorf("custom: capture: environment %s: driver %q lacks capability %s: %w", env.ID, d.Name(), drivers.CapTemplateCapture, drivers.ErrUnsupported))
 	}
 	source := (&environment.Environment{Config: l.Config}).SourceFingerprint(d)
 	if from := l.Labels[lease.LabelTemplate]; from != "" {
@@ -317,7 +319,7 @@ func (s *Service) capture(ctx context.Context, p authz.Principal, leaseID, name 
 // is promoted (else ErrSourceMismatch, IMG-6). The pointer changes by
 // compare-and-swap on the environment's revision, bumping it: of two
 // promotes at once one wins and the other gets an error wrapping
-// ErrConflict (and environment.ErrConflict), changing nothing (CFG-6).
+// errcode.ErrConflict (and errcode.ErrConflict), changing nothing (CFG-6).
 // The previous template becomes superseded, and the change is appended to
 // the history. p needs authz.ActionSetup.
 func (s *Service) Promote(ctx context.Context, p authz.Principal, id string) (*Template, error) {
@@ -326,7 +328,7 @@ func (s *Service) Promote(ctx context.Context, p authz.Principal, id string) (*T
 
 // Rollback promotes superseded template id again, as a new promote
 // recorded as ActionRollback: nothing is undone in place. A template that
-// is not superseded is an error wrapping ErrConflict.
+// is not superseded is an error wrapping errcode.ErrConflict.
 func (s *Service) Rollback(ctx context.Context, p authz.Principal, id string) (*Template, error) {
 	return s.promote(ctx, p, id, ActionRollback)
 }
@@ -338,17 +340,19 @@ func (s *Service) promote(ctx context.Context, p authz.Principal, id string, act
 	}
 	switch {
 	case action == ActionRollback && t.State != StateSuperseded:
-		return nil, fmt.Errorf("custom: rollback to template %s: it is %s, not superseded: %w", id, t.State, ErrConflict)
+		return nil, refusal(fmt.Sprintf("Cannot roll back to template %s: it is %s, and only a superseded template can be rolled back to.", t.label(), t.State),
+			fmt.Errorf("custom: rollback to template %s: it is %s, not superseded: %w", id, t.State, errcode.ErrConflict))
 	case t.State != StateCaptured && t.State != StateSuperseded:
-		return nil, fmt.Errorf("custom: promote template %s: it is %s: %w", id, t.State, ErrConflict)
+		return nil, refusal(fmt.Sprintf("Cannot promote template %s: it is %s; only a captured or superseded template can be promoted.", t.label(), t.State),
+			fmt.Errorf("custom: promote template %s: it is %s: %w", id, t.State, errcode.ErrConflict))
 	}
 	env, d, err := s.environment(ctx, t.Environment)
 	if err != nil {
 		return nil, err
 	}
 	if cur := env.SourceFingerprint(d); cur != t.SourceFingerprint {
-		return nil, fmt.Errorf("custom: %s template %s: environment %s's image, target or account changed since the capture: %w",
-			action, id, env.ID, ErrSourceMismatch)
+		return nil, refusal(fmt.Sprintf("Cannot %s template %s: the image, target or account of environment %q changed since the capture; capture a new template.", action, t.label(), env.Name),
+			fmt.Errorf("custom: %s template %s: environment %s's image, target or account changed since the capture: %w", action, id, env.ID, ErrSourceMismatch))
 	}
 	from := ""
 	if env.ActiveTemplate != nil {
@@ -417,8 +421,8 @@ func (s *Service) swap(ctx context.Context, p authz.Principal, env *environment.
 	next.UpdatedAt = s.o.clock.Now().UTC()
 	next.UpdatedBy = p.ID
 	if err := s.src.Environments.UpdateEnvironment(ctx, &next, env.Revision); err != nil {
-		if errors.Is(err, environment.ErrConflict) {
-			return 0, fmt.Errorf("environment %s changed since it was read (revision %d): %w: %w", env.ID, env.Revision, ErrConflict, err)
+		if errors.Is(err, errcode.ErrConflict) {
+			return 0, fmt.Errorf("environment %s changed since it was read (revision %d): %w: %w", env.ID, env.Revision, errcode.ErrConflict, err)
 		}
 		return 0, fmt.Errorf("environment %s: %w", env.ID, err)
 	}
@@ -437,14 +441,14 @@ func (s *Service) transition(ctx context.Context, t *Template, f func(*Template)
 		if err == nil {
 			return next, nil
 		}
-		if !errors.Is(err, ErrConflict) {
+		if !errors.Is(err, errcode.ErrConflict) {
 			return nil, fmt.Errorf("custom: template %s: %w", t.ID, err)
 		}
 		if t, err = s.src.Templates.GetTemplate(ctx, t.ID); err != nil {
 			return nil, fmt.Errorf("custom: template %s: %w", t.ID, err)
 		}
 	}
-	return nil, fmt.Errorf("custom: template %s: too many concurrent changes: %w", t.ID, ErrConflict)
+	return nil, fmt.Errorf("custom: template %s: too many concurrent changes: %w", t.ID, errcode.ErrConflict)
 }
 
 func (s *Service) record(ctx context.Context, e *Event) {
@@ -464,7 +468,7 @@ func (s *Service) record(ctx context.Context, e *Event) {
 // why) and Sweep retries it. A driver that cannot delete templates is
 // refused with opts.Delete before anything changes (drivers.ErrUnsupported,
 // IMG-7). Revoking a revoked template without Delete is an error wrapping
-// ErrConflict. p needs authz.ActionSetup.
+// errcode.ErrConflict. p needs authz.ActionSetup.
 func (s *Service) Revoke(ctx context.Context, p authz.Principal, id string, opts RevokeOptions) (*Template, error) {
 	t, err := s.load(ctx, p, authz.ActionSetup, id)
 	if err != nil {
@@ -472,9 +476,11 @@ func (s *Service) Revoke(ctx context.Context, p authz.Principal, id string, opts
 	}
 	switch {
 	case t.State == StateDeleted:
-		return nil, fmt.Errorf("custom: revoke template %s: it is deleted: %w", id, ErrConflict)
+		return nil, refusal(fmt.Sprintf("Cannot revoke template %s: it is deleted.", t.label()),
+			fmt.Errorf("custom: revoke template %s: it is deleted: %w", id, errcode.ErrConflict))
 	case t.State == StateRevoked && !opts.Delete:
-		return nil, fmt.Errorf("custom: revoke template %s: already revoked: %w", id, ErrConflict)
+		return nil, refusal(fmt.Sprintf("Template %s is already revoked.", t.label()),
+			fmt.Errorf("custom: revoke template %s: already revoked: %w", id, errcode.ErrConflict))
 	}
 	env, d, err := s.environment(ctx, t.Environment)
 	if err != nil {
@@ -617,4 +623,17 @@ func (s *Service) users(ctx context.Context, t *Template) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// refusal is err with message, a sentence for a person.
+func refusal(message string, err error) error {
+	return &errcode.Error{Message: message, Err: err}
+}
+
+// label names t for a person: its name, else its id.
+func (t *Template) label() string {
+	if t.Name != "" {
+		return strconv.Quote(t.Name)
+	}
+	return t.ID
 }

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/errmsg"
 )
 
 // SessionState is a setup session's state (IMG-4): starting ->
@@ -129,11 +131,22 @@ type SessionFilter struct {
 
 // ErrSessionActive: the environment already has an active setup session
 // (the store's unique constraint refused a second one); code conflict.
-var ErrSessionActive = errcode.New(errcode.Conflict, "custom: the environment has an active setup session")
+var ErrSessionActive error = &errcode.Error{Code: errcode.Conflict, Reason: "setup_session_active",
+	Message: "The environment already has an active setup session: finish or cancel it first.",
+	Err:     errors.New("custom: the environment has an active setup session")}
 
-// ErrSessionNotFound: no setup session with that id (or one the principal
-// may not read).
-var ErrSessionNotFound = errcode.New(errcode.NotFound, "custom: setup session not found")
+// badStep is a setup script's step n that is malformed.
+func badStep(n int, err error) error {
+	return &errcode.Error{Field: "script", Message: errmsg.Sentence(fmt.Sprintf("The setup script is not valid at step %d: %v", n, err)),
+		Err: fmt.Errorf("custom: setup script: step %d: %v: %w", n, err, errcode.ErrInvalid)}
+}
+
+// lacks is the refusal of an action (what, for a person) that the
+// environment's driver lacks capability c for.
+func lacks(env, driver string, c drivers.Capability, what string, err error) error {
+	return &errcode.Error{Message: fmt.Sprintf("Environment %q cannot %s: its driver %s lacks the capability %s; use an environment whose driver has it.", env, what, driver, c),
+		Err: err}
+}
 
 // setupScript is a scripted setup: steps run in order in the setup sandbox
 // (IMG-4). Its JSON form is
@@ -178,25 +191,25 @@ func parseScript(r io.Reader) (*setupScript, error) {
 		return nil, fmt.Errorf("custom: reading the setup script: %w", err)
 	}
 	if len(data) > maxScriptBytes {
-		return nil, fmt.Errorf("custom: setup script: longer than %d bytes, the most a script may be: %w", maxScriptBytes, ErrInvalid)
+		return nil, fmt.Errorf("custom: setup script: longer than %d bytes, the most a script may be: %w", maxScriptBytes, errcode.ErrInvalid)
 	}
 	var top struct {
 		Steps []json.RawMessage `json:"steps"`
 	}
 	if err := strictDecode(data, &top); err != nil {
-		return nil, fmt.Errorf("custom: setup script: %v: %w", err, ErrInvalid)
+		return nil, fmt.Errorf("custom: setup script: %v: %w", err, errcode.ErrInvalid)
 	}
 	if len(top.Steps) == 0 {
-		return nil, fmt.Errorf("custom: setup script: no steps: %w", ErrInvalid)
+		return nil, fmt.Errorf("custom: setup script: no steps: %w", errcode.ErrInvalid)
 	}
 	sc := &setupScript{}
 	for i, raw := range top.Steps {
 		var st setupStep
 		if err := strictDecode(raw, &st); err != nil {
-			return nil, fmt.Errorf("custom: setup script: step %d: %v: %w", i+1, err, ErrInvalid)
+			return nil, badStep(i+1, err)
 		}
 		if err := st.check(); err != nil {
-			return nil, fmt.Errorf("custom: setup script: step %d: %v: %w", i+1, err, ErrInvalid)
+			return nil, badStep(i+1, err)
 		}
 		sc.Steps = append(sc.Steps, st)
 	}
@@ -282,18 +295,18 @@ const (
 
 // SessionStore is the setup session part of Store.
 type SessionStore interface {
-	// InsertSession stores s (Version must be 1): ErrConflict if the id is
+	// InsertSession stores s (Version must be 1): errcode.ErrConflict if the id is
 	// taken, an error wrapping ErrSessionActive if s is active and its
 	// environment has an active session already (a unique constraint:
 	// of concurrent inserts, also from several processes, one wins).
 	InsertSession(ctx context.Context, s *Session) error
 	// GetSession returns the session, or an error wrapping
-	// ErrSessionNotFound.
+	// errcode.ErrNotFound.
 	GetSession(ctx context.Context, id string) (*Session, error)
 	// ListSessions returns the matching sessions by CreatedAt, then id.
 	ListSessions(ctx context.Context, f SessionFilter) ([]*Session, error)
 	// UpdateSession replaces session s.ID if its stored Version is
-	// s.Version-1; otherwise ErrConflict (ErrSessionNotFound if absent).
+	// s.Version-1; otherwise errcode.ErrConflict (errcode.ErrNotFound if absent).
 	UpdateSession(ctx context.Context, s *Session) error
 	// AppendSessionEvent appends e to its session's events, setting e.Seq
 	// to one more than the session's last.
@@ -302,7 +315,7 @@ type SessionStore interface {
 	// Seq.
 	ListSessionEvents(ctx context.Context, session string, after int64) ([]*SessionEvent, error)
 	// InsertTerminalToken stores a terminal token's record (its hash,
-	// never the token); ErrConflict if the hash is taken.
+	// never the token); errcode.ErrConflict if the hash is taken.
 	InsertTerminalToken(ctx context.Context, t *TerminalToken) error
 	// RedeemTerminalToken marks the token with hash used and returns its
 	// record, if it exists, is unused, expires after now, and was minted
@@ -336,4 +349,4 @@ type TerminalToken struct {
 
 // ErrTokenInvalid: a terminal token that is unknown, used, expired, or
 // presented for another session, path or principal.
-var ErrTokenInvalid = errcode.New(errcode.AuthFailed, "custom: terminal token invalid, used or expired")
+var ErrTokenInvalid error = &errcode.Error{Code: errcode.AuthFailed, Reason: "terminal_token_invalid", Err: errors.New("custom: terminal token invalid, used or expired")}

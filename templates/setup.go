@@ -87,13 +87,13 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 	caps := drivers.Effective(d, 0)
 	required := drivers.NewSet(drivers.CapTemplateCapture)
 	if !caps.Has(drivers.CapTemplateCapture) {
-		return nil, fmt.Errorf("custom: setup of environment %s: driver %q lacks capability %s: %w",
-			env.ID, d.Name(), drivers.CapTemplateCapture, drivers.ErrUnsupported)
+		return nil, lacks(env.Name, d.Name(), drivers.CapTemplateCapture, "capture a custom image",
+			fmt.Errorf("custom: setup of environment %s: driver %q lacks capability %s: %w", env.ID, d.Name(), drivers.CapTemplateCapture, drivers.ErrUnsupported))
 	}
 	if req.Interactive {
 		if !caps.Has(drivers.CapTerminal) {
-			return nil, fmt.Errorf("custom: interactive setup of environment %s: driver %q lacks capability %s: %w",
-				env.ID, d.Name(), drivers.CapTerminal, drivers.ErrUnsupported)
+			return nil, lacks(env.Name, d.Name(), drivers.CapTerminal, "open a terminal for an interactive setup",
+				fmt.Errorf("custom: interactive setup of environment %s: driver %q lacks capability %s: %w", env.ID, d.Name(), drivers.CapTerminal, drivers.ErrUnsupported))
 		}
 		required = required.With(drivers.CapTerminal)
 	}
@@ -103,7 +103,7 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 			return nil, err
 		}
 	} else if !req.Interactive {
-		return nil, fmt.Errorf("custom: setup of environment %s: neither a script nor an interactive session: %w", env.ID, ErrInvalid)
+		return nil, fmt.Errorf("custom: setup of environment %s: neither a script nor an interactive session: %w", env.ID, errcode.ErrInvalid)
 	}
 	base := s.base(env, d)
 	now := s.o.clock.Now().UTC()
@@ -175,7 +175,7 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 }
 
 // ErrStepFailed: a scripted step exited non-zero or could not run.
-var ErrStepFailed = errcode.New(errcode.Invalid, "custom: setup step failed")
+var ErrStepFailed error = &errcode.Error{Code: errcode.Invalid, Reason: "step_failed", Err: errors.New("custom: setup step failed")}
 
 func (st setupStep) describe() string {
 	if st.Write != nil {
@@ -340,7 +340,7 @@ func (s *Service) secretValues(ctx context.Context, env *environment.Environment
 func (s *Service) captureSession(ctx context.Context, p authz.Principal, ses *Session, h *lease.Handle, promote bool, progress func(*SessionEvent)) (*Session, error) {
 	var err error
 	if ses, err = s.moveSession(ctx, ses, SessionCapturing, nil, SessionStarting, SessionWaiting); err != nil {
-		if errors.Is(err, ErrConflict) && ses.State.Active() {
+		if errors.Is(err, errcode.ErrConflict) && ses.State.Active() {
 			// Another capture works on it: its sandbox is not this
 			// call's to destroy.
 			return ses, err
@@ -374,7 +374,7 @@ func (s *Service) captureSession(ctx context.Context, p authz.Principal, ses *Se
 		}
 		for _, v := range vals {
 			if v != "" && bytes.Contains(res.Stdout, []byte(v)) {
-				err := fmt.Errorf("custom: setup session %s: a secret env value of environment %s is in the sandbox's process environment, which the image would carry: %w", ses.ID, env.ID, ErrInvalid)
+				err := fmt.Errorf("custom: setup session %s: a secret env value of environment %s is in the sandbox's process environment, which the image would carry: %w", ses.ID, env.ID, errcode.ErrInvalid)
 				return s.fail(ctx, p, ses, h, "a secret env value is in the image environment; not captured", progress, err)
 			}
 		}
@@ -476,7 +476,7 @@ func (s *Service) destroy(ctx context.Context, p authz.Principal, id string) str
 
 // moveSession moves ses to state to, applying mutate too, if its stored
 // state is one of from; otherwise (a sweep or a cancel ended it
-// meanwhile) nothing changes and the error wraps ErrConflict.
+// meanwhile) nothing changes and the error wraps errcode.ErrConflict.
 func (s *Service) moveSession(ctx context.Context, ses *Session, to SessionState, mutate func(*Session), from ...SessionState) (*Session, error) {
 	moved := false
 	next, err := s.updateSession(ctx, ses, func(x *Session) {
@@ -494,7 +494,7 @@ func (s *Service) moveSession(ctx context.Context, ses *Session, to SessionState
 		return next, err
 	}
 	if !moved {
-		return next, fmt.Errorf("custom: setup session %s: it became %s meanwhile, not moved to %s: %w", ses.ID, next.State, to, ErrConflict)
+		return next, fmt.Errorf("custom: setup session %s: it became %s meanwhile, not moved to %s: %w", ses.ID, next.State, to, errcode.ErrConflict)
 	}
 	return next, nil
 }
@@ -511,7 +511,7 @@ func (s *Service) updateSession(ctx context.Context, ses *Session, f func(*Sessi
 		if err == nil {
 			return next, nil
 		}
-		if !errors.Is(err, ErrConflict) {
+		if !errors.Is(err, errcode.ErrConflict) {
 			return ses, fmt.Errorf("custom: setup session %s: %w", ses.ID, err)
 		}
 		cur, gerr := s.src.Templates.GetSession(context.WithoutCancel(ctx), ses.ID)
@@ -520,7 +520,7 @@ func (s *Service) updateSession(ctx context.Context, ses *Session, f func(*Sessi
 		}
 		ses = cur
 	}
-	return ses, fmt.Errorf("custom: setup session %s: too many concurrent changes: %w", ses.ID, ErrConflict)
+	return ses, fmt.Errorf("custom: setup session %s: too many concurrent changes: %w", ses.ID, errcode.ErrConflict)
 }
 
 // event stores a progress event (a failure to store is logged).
@@ -602,7 +602,7 @@ func expired(ses *Session, now time.Time) string {
 // checkTime refuses to use a session past its TTL or its cap (what names
 // the use: "terminal token", "terminal", "capture"), whether or not a sweep
 // ran: an active one is ended as timed_out there and then (its sandbox
-// destroyed with proof, as Sweep would), and the error wraps ErrConflict.
+// destroyed with proof, as Sweep would), and the error wraps errcode.ErrConflict.
 // A session within its time is nil.
 func (s *Service) checkTime(ctx context.Context, p authz.Principal, ses *Session, what string) error {
 	why := expired(ses, s.o.clock.Now())
@@ -614,21 +614,21 @@ func (s *Service) checkTime(ctx context.Context, p authz.Principal, ses *Session
 			s.o.Logger.Warn("custom: ending a setup session past its time", "session", ses.ID, "err", err)
 		}
 	}
-	return fmt.Errorf("custom: %s of setup session %s: the session is %s (it timed out): %w", what, ses.ID, why, ErrConflict)
+	return fmt.Errorf("custom: %s of setup session %s: the session is %s (it timed out): %w", what, ses.ID, why, errcode.ErrConflict)
 }
 
 // loadSession reads session id and authorizes a on it.
 func (s *Service) loadSession(ctx context.Context, p authz.Principal, a authz.Action, id string) (*Session, error) {
 	ses, err := s.src.Templates.GetSession(ctx, id)
-	if errors.Is(err, ErrSessionNotFound) {
-		return nil, fmt.Errorf("custom: setup session %s: %w", id, ErrSessionNotFound)
+	if errors.Is(err, errcode.ErrNotFound) {
+		return nil, fmt.Errorf("custom: setup session %s: %w", id, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("custom: setup session %s: %w", id, err)
 	}
 	if err := s.authorize(ctx, p, a, sessionResource(ses.Environment, ses.ID), "setup session "+id); err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return nil, fmt.Errorf("custom: setup session %s: %w", id, ErrSessionNotFound)
+		if errors.Is(err, errcode.ErrNotFound) {
+			return nil, fmt.Errorf("custom: setup session %s: %w", id, errcode.ErrNotFound)
 		}
 		return nil, err
 	}
@@ -636,7 +636,7 @@ func (s *Service) loadSession(ctx context.Context, p authz.Principal, a authz.Ac
 }
 
 // Session returns setup session id (board members read sessions, without
-// provider internals; agents get ErrSessionNotFound, as for a missing
+// provider internals; agents get errcode.ErrNotFound, as for a missing
 // one).
 func (s *Service) Session(ctx context.Context, p authz.Principal, id string) (*Session, error) {
 	ses, err := s.loadSession(ctx, p, authz.ActionRead, id)
@@ -694,7 +694,7 @@ func (s *Service) Events(ctx context.Context, p authz.Principal, id string, afte
 // promote the template is promoted. What setup steps and the terminal
 // wrote (shell history included) is captured as it is. A session in
 // another state, or past its TTL or cap (which ends it as timed_out, see
-// Sweep), is an error wrapping ErrConflict. p needs authz.ActionSetup.
+// Sweep), is an error wrapping errcode.ErrConflict. p needs authz.ActionSetup.
 func (s *Service) CaptureSession(ctx context.Context, p authz.Principal, id string, promote bool) (*Session, error) {
 	ses, err := s.loadSession(ctx, p, authz.ActionSetup, id)
 	if err != nil {
@@ -704,7 +704,7 @@ func (s *Service) CaptureSession(ctx context.Context, p authz.Principal, id stri
 		return ses, err
 	}
 	if ses.State != SessionWaiting {
-		return ses, fmt.Errorf("custom: capture of setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, ErrConflict)
+		return ses, fmt.Errorf("custom: capture of setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, errcode.ErrConflict)
 	}
 	s.terms.closeSession(id)
 	defer s.heartbeat(ses)()
@@ -718,7 +718,7 @@ func (s *Service) CaptureSession(ctx context.Context, p authz.Principal, id stri
 // Cancel ends an active session as cancelled and destroys its sandbox with
 // proof. A capture that was running meanwhile leaves no template to promote:
 // the one it still made is revoked (and deleted where the driver can). A
-// session that ended is an error wrapping ErrConflict. p needs
+// session that ended is an error wrapping errcode.ErrConflict. p needs
 // authz.ActionSetup.
 func (s *Service) Cancel(ctx context.Context, p authz.Principal, id string) (*Session, error) {
 	ses, err := s.loadSession(ctx, p, authz.ActionSetup, id)
@@ -726,7 +726,7 @@ func (s *Service) Cancel(ctx context.Context, p authz.Principal, id string) (*Se
 		return nil, err
 	}
 	if !ses.State.Active() {
-		return ses, fmt.Errorf("custom: cancel of setup session %s: it is %s: %w", id, ses.State, ErrConflict)
+		return ses, fmt.Errorf("custom: cancel of setup session %s: it is %s: %w", id, ses.State, errcode.ErrConflict)
 	}
 	return s.end(ctx, p, ses, SessionCancelled, "cancelled by "+p.ID)
 }
@@ -747,7 +747,7 @@ func (s *Service) end(ctx context.Context, p authz.Principal, ses *Session, stat
 		return ses, err
 	}
 	if next.State != state {
-		return next, fmt.Errorf("custom: setup session %s: it became %s meanwhile: %w", ses.ID, next.State, ErrConflict)
+		return next, fmt.Errorf("custom: setup session %s: it became %s meanwhile: %w", ses.ID, next.State, errcode.ErrConflict)
 	}
 	cleanup, err := s.destroySessionLeases(ctx, p, next)
 	if err != nil {
@@ -845,7 +845,7 @@ func (s *Service) SweepSessions(ctx context.Context, p authz.Principal) (Session
 		if err == nil && ses.State.Active() {
 			continue
 		}
-		if err != nil && !errors.Is(err, ErrSessionNotFound) {
+		if err != nil && !errors.Is(err, errcode.ErrNotFound) {
 			continue
 		}
 		s.destroy(ctx, p, l.ID)

@@ -2,6 +2,7 @@ package templates
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/berthdev/berth/drivers"
@@ -137,15 +138,15 @@ type Filter struct {
 // store/postgres); all pass templatestest.RunStoreTests. A Store is safe for
 // concurrent use and stores and returns deep copies.
 type Store interface {
-	// InsertTemplate stores t (Version must be 1); ErrConflict if the id
+	// InsertTemplate stores t (Version must be 1); errcode.ErrConflict if the id
 	// is taken.
 	InsertTemplate(ctx context.Context, t *Template) error
-	// GetTemplate returns the template, or an error wrapping ErrNotFound.
+	// GetTemplate returns the template, or an error wrapping errcode.ErrNotFound.
 	GetTemplate(ctx context.Context, id string) (*Template, error)
 	// ListTemplates returns the matching templates by CreatedAt, then id.
 	ListTemplates(ctx context.Context, f Filter) ([]*Template, error)
 	// UpdateTemplate replaces template t.ID if its stored Version is
-	// t.Version-1; otherwise ErrConflict (ErrNotFound if absent) and
+	// t.Version-1; otherwise errcode.ErrConflict (errcode.ErrNotFound if absent) and
 	// nothing changes.
 	UpdateTemplate(ctx context.Context, t *Template) error
 	// AppendEvent appends e to its environment's history, setting e.Seq
@@ -159,17 +160,8 @@ type Store interface {
 
 // Errors of the custom images contract.
 var (
-	// ErrNotFound: no template with that id (or one the principal may not
-	// read).
-	ErrNotFound = errcode.New(errcode.NotFound, "custom: template not found")
-	// ErrConflict: a stale version or revision (two promotes at once: one
-	// wins, CFG-6), a taken id, or a state change the template's state does
-	// not allow.
-	ErrConflict = errcode.New(errcode.Conflict, "custom: conflict")
-	// ErrInvalid: a malformed request.
-	ErrInvalid = errcode.New(errcode.Invalid, "custom: invalid request")
 	// ErrSourceMismatch: the template was captured from another source
 	// config than the environment's current one (IMG-6); it cannot be
 	// promoted until the change is undone.
-	ErrSourceMismatch = errcode.New(errcode.Conflict, "custom: template does not match the environment's source config")
+	ErrSourceMismatch error = &errcode.Error{Code: errcode.Conflict, Reason: "source_mismatch", Err: errors.New("custom: template does not match the environment's source config")}
 )

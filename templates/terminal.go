@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // TerminalSize is a terminal's window size.
@@ -73,7 +74,7 @@ type sessionTerminal struct {
 func (t *sessionTerminal) Write(b []byte) (int, error) {
 	if !t.s.o.clock.Now().Before(t.deadline) {
 		_ = t.Close()
-		return 0, fmt.Errorf("custom: terminal of setup session %s: the session is past its cap: %w", t.id, ErrConflict)
+		return 0, fmt.Errorf("custom: terminal of setup session %s: the session is past its cap: %w", t.id, errcode.ErrConflict)
 	}
 	n, err := t.TerminalSession.Write(b)
 	t.mu.Lock()
@@ -99,7 +100,7 @@ func (t *sessionTerminal) Close() error {
 // OpenTerminal opens an interactive terminal (a PTY running the sandbox's
 // login shell) in the setup sandbox of session id, which must be waiting
 // for the operator and within its TTL and cap (else an error wrapping
-// ErrConflict; one past its time is ended as timed_out); a driver without
+// errcode.ErrConflict; one past its time is ended as timed_out); a driver without
 // the terminal capability is refused naming it (drivers.ErrUnsupported,
 // IMG-7). The PTY lives in this process; input extends the session's TTL
 // up to its cap, and input past the cap closes it; capturing or ending the
@@ -114,14 +115,21 @@ func (s *Service) OpenTerminal(ctx context.Context, p authz.Principal, id string
 		return nil, err
 	}
 	if ses.State != SessionWaiting {
-		return nil, fmt.Errorf("custom: terminal of setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, ErrConflict)
+		what := "setup session " + id
+		if ses.Name != "" {
+			what = fmt.Sprintf("setup session %q", ses.Name)
+		}
+		return nil, &errcode.Error{Reason: "setup_session_not_waiting",
+			Message: fmt.Sprintf("Cannot open a terminal in %s: its sandbox is %s, not waiting for you; start a new interactive setup.", what, ses.State),
+			Err:     fmt.Errorf("custom: terminal of setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, errcode.ErrConflict)}
 	}
 	d, err := s.src.Drivers.Lookup(ses.Driver)
 	if err != nil {
 		return nil, fmt.Errorf("custom: terminal of setup session %s: %w", id, err)
 	}
 	if !drivers.Effective(d, 0).Has(drivers.CapTerminal) {
-		return nil, fmt.Errorf("custom: terminal of setup session %s: driver %q lacks capability %s: %w", id, d.Name(), drivers.CapTerminal, drivers.ErrUnsupported)
+		return nil, &errcode.Error{Message: fmt.Sprintf("Cannot open a terminal in setup session %s: its driver %s lacks the capability %s.", id, d.Name(), drivers.CapTerminal),
+			Err: fmt.Errorf("custom: terminal of setup session %s: driver %q lacks capability %s: %w", id, d.Name(), drivers.CapTerminal, drivers.ErrUnsupported)}
 	}
 	h, err := s.src.Leases.Open(ctx, p, ses.Lease)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // terminalTokenTTL is how long a minted terminal token may be redeemed.
@@ -40,7 +41,7 @@ type MintedToken struct {
 // redeemable once within 60 seconds, bound to the session, to p and
 // to the URL path the TerminalHandler serves it on. The session must be
 // waiting for the operator and within its TTL and cap (one past its time
-// is ended as timed_out: ErrConflict). p needs authz.ActionSetup.
+// is ended as timed_out: errcode.ErrConflict). p needs authz.ActionSetup.
 func (s *Service) MintTerminalToken(ctx context.Context, p authz.Principal, id, path string) (*MintedToken, error) {
 	ses, err := s.loadSession(ctx, p, authz.ActionSetup, id)
 	if err != nil {
@@ -50,10 +51,10 @@ func (s *Service) MintTerminalToken(ctx context.Context, p authz.Principal, id, 
 		return nil, err
 	}
 	if ses.State != SessionWaiting {
-		return nil, fmt.Errorf("custom: terminal token for setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, ErrConflict)
+		return nil, fmt.Errorf("custom: terminal token for setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, errcode.ErrConflict)
 	}
 	if path == "" {
-		return nil, fmt.Errorf("custom: terminal token for setup session %s: no URL path: %w", id, ErrInvalid)
+		return nil, fmt.Errorf("custom: terminal token for setup session %s: no URL path: %w", id, errcode.ErrInvalid)
 	}
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {

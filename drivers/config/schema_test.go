@@ -12,6 +12,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/secretcfg"
 )
 
@@ -303,7 +304,7 @@ func TestCodeOf(t *testing.T) {
 		// or a transient one, whatever else the error carries.
 		{errors.Join(drivers.ErrAuth, drivers.ErrTLSUnverified), drivers.CodeTLSUnverified},
 		{errors.Join(drivers.ErrTransient, drivers.ErrTLSUnverified), drivers.CodeTLSUnverified},
-		{wrap(drivers.ErrNotFound), drivers.CodeNotFound},
+		{wrap(errcode.ErrNotFound), drivers.CodeNotFound},
 		{wrap(drivers.ErrTransient), drivers.CodeTransient},
 		{wrap(drivers.ErrUnsupported), drivers.CodeUnsupported},
 		{wrap(drivers.ErrUnavailable), drivers.CodeProviderUnavailable},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 )
 
@@ -86,7 +87,7 @@ func (sb *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (ima
 			return images.Identity{}, fmt.Errorf("daytona: captured snapshot %s (%q) at %s is %s%s", snap.ID, name, host, snap.State, reason)
 		case err == nil:
 			last = snap.State
-		case !errors.Is(err, drivers.ErrNotFound):
+		case !errors.Is(err, errcode.ErrNotFound):
 			return images.Identity{}, fmt.Errorf("daytona: capturing sandbox %s as %q: %w", sb.id, name, err)
 		default:
 			// Not saved yet: a sandbox that errored will not save it.
@@ -176,14 +177,14 @@ func (d *driver) DeleteTemplate(ctx context.Context, cfg config.Config, id image
 	sid := id.SnapshotID()
 	host := s.c.api.Host
 	err = s.c.deleteSnapshot(ctx, sid)
-	if err != nil && !errors.Is(err, drivers.ErrNotFound) {
+	if err != nil && !errors.Is(err, errcode.ErrNotFound) {
 		return drivers.Receipt{}, fmt.Errorf("daytona: deleting snapshot %s: %w", sid, err)
 	}
 	p := d.poller()
 	for removing := false; ; removing = true {
 		snap, err := s.c.getSnapshot(ctx, sid)
 		switch {
-		case errors.Is(err, drivers.ErrNotFound):
+		case errors.Is(err, errcode.ErrNotFound):
 			return drivers.Receipt{
 				State: drivers.StateDestroyed, Confirmed: true, ConfirmedAt: time.Now().UTC(),
 				Evidence: "GET /snapshots/" + sid + ": 404", EvidenceKind: drivers.EvidenceProvider,

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // client is a focused client of the Daytona REST API and of the toolbox API
@@ -54,7 +55,16 @@ func (e *apiError) Error() string {
 	return s
 }
 
-func (e *apiError) Unwrap() error { return e.kind }
+// Unwrap returns the sentinel of the status; a refused key also gets a
+// sentence for a person (errcode.MessageOf).
+func (e *apiError) Unwrap() error {
+	if e.kind == drivers.ErrAuth {
+		return &errcode.Error{Target: "Daytona at " + e.host,
+			Message: fmt.Sprintf("Daytona at %s refused the API key (%d %s): check the key and its organization.", e.host, e.status, http.StatusText(e.status)),
+			Err:     e.kind}
+	}
+	return e.kind
+}
 
 // statusKind maps an HTTP status to the drivers sentinel.
 func statusKind(status int) error {
@@ -62,7 +72,7 @@ func statusKind(status int) error {
 	case status == http.StatusUnauthorized, status == http.StatusForbidden:
 		return drivers.ErrAuth
 	case status == http.StatusNotFound:
-		return drivers.ErrNotFound
+		return errcode.ErrNotFound
 	case status == http.StatusRequestTimeout:
 		return drivers.ErrTimeout
 	case status == http.StatusConflict, status == http.StatusTooManyRequests, status >= 500:

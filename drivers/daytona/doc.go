@@ -72,7 +72,7 @@
 //     as binary messages, keystrokes as messages, the exit code in the
 //     close frame's JSON reason), POST /process/pty/{id}/resize, DELETE
 //     /process/pty/{id}.
-//   - Errors: 401/403 drivers.ErrAuth, 404 drivers.ErrNotFound, 408
+//   - Errors: 401/403 drivers.ErrAuth, 404 errcode.ErrNotFound, 408
 //     drivers.ErrTimeout, 409 (state change in progress), 429 (Retry-After
 //     honoured) and 5xx drivers.ErrTransient; an API that cannot be dialled
 //     is drivers.ErrUnavailable (the provider's control plane), a toolbox

@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 )
 
 // Name is the name of the daytona driver.
@@ -192,16 +193,20 @@ func (d *driver) open(cfg config.Config) (*settings, error) {
 // looked up by name to find a replacement.
 func (s *settings) verifiedSnapshot(ctx context.Context) (*apiSnapshot, error) {
 	snap, err := s.c.getSnapshot(ctx, s.snapshotID)
-	if errors.Is(err, drivers.ErrNotFound) {
-		return nil, fmt.Errorf("daytona: snapshot id %s at %s: %w (snapshots are never resolved by name): %w",
-			s.snapshotID, s.c.api.Host, drivers.ErrImageNotFound, err)
+	if errors.Is(err, errcode.ErrNotFound) {
+		return nil, &errcode.Error{Target: "snapshot " + s.snapshotID,
+			Message: fmt.Sprintf("The snapshot %s no longer exists at Daytona (%s): choose or capture another snapshot for this environment.", s.snapshotID, s.c.api.Host),
+			Err: fmt.Errorf("daytona: snapshot id %s at %s: %w (snapshots are never resolved by name): %w",
+				s.snapshotID, s.c.api.Host, drivers.ErrImageNotFound, err)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("daytona: snapshot id %s: %w", s.snapshotID, err)
 	}
 	if snap.ID != s.snapshotID {
-		return nil, fmt.Errorf("daytona: snapshot id %s at %s: the API answered with snapshot %s: %w",
-			s.snapshotID, s.c.api.Host, snap.ID, drivers.ErrImageNotFound)
+		return nil, &errcode.Error{Target: "snapshot " + s.snapshotID,
+			Message: fmt.Sprintf("The snapshot %s no longer exists at Daytona (%s): choose or capture another snapshot for this environment.", s.snapshotID, s.c.api.Host),
+			Err: fmt.Errorf("daytona: snapshot id %s at %s: the API answered with snapshot %s: %w",
+				s.snapshotID, s.c.api.Host, snap.ID, drivers.ErrImageNotFound)}
 	}
 	switch snap.State {
 	case snapshotActive:
@@ -388,7 +393,7 @@ func (d *driver) cleanup(s *settings, id string) {
 // stopped or archived, and waits within ctx's deadline until it is started.
 // A sandbox still starting (also one whose earlier acquire ran out of
 // budget) is waited for. A sandbox the API does not know, or one being
-// deleted, is drivers.ErrNotFound; one in state error the provider's reason.
+// deleted, is errcode.ErrNotFound; one in state error the provider's reason.
 func (d *driver) Resume(ctx context.Context, cfg config.Config, providerLeaseID string) (drivers.Sandbox, error) {
 	s, err := d.open(cfg)
 	if err != nil {
@@ -400,7 +405,7 @@ func (d *driver) Resume(ctx context.Context, cfg config.Config, providerLeaseID 
 	}
 	if sb.ID != providerLeaseID {
 		// The API also matches names; a name is not the recorded sandbox.
-		return nil, fmt.Errorf("daytona: resuming sandbox %s at %s: %w", providerLeaseID, s.c.api.Host, drivers.ErrNotFound)
+		return nil, fmt.Errorf("daytona: resuming sandbox %s at %s: %w", providerLeaseID, s.c.api.Host, errcode.ErrNotFound)
 	}
 	sb, err = d.waitStarted(ctx, s, sb)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
+	"github.com/berthdev/berth/errcode"
 )
 
 // assertNoKey fails the test when the driver's log holds the API key
@@ -71,7 +72,7 @@ func TestAPIKeyNeverInErrorsOrLogs(t *testing.T) {
 	ds, _ := drivers.DriverAs[drivers.Destroyer](e.drv)
 	r, _ := drivers.DriverAs[drivers.Resumer](e.drv)
 	_, err = r.Resume(ctx, cfg, sb.ID())
-	if !errors.Is(err, drivers.ErrNotFound) || !strings.Contains(err.Error(), sb.ID()) || !strings.Contains(err.Error(), host) {
+	if !errors.Is(err, errcode.ErrNotFound) || !strings.Contains(err.Error(), sb.ID()) || !strings.Contains(err.Error(), host) {
 		t.Errorf("Resume of a deleted sandbox: %v; want ErrNotFound naming %s and %s", err, sb.ID(), host)
 	}
 	if _, err := ds.Destroy(ctx, cfg, sb.ID()); err != nil {

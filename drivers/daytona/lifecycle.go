@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 )
 
 // poller spaces reads of a sandbox's state: PollInterval doubling to
@@ -44,7 +45,7 @@ func (d *driver) waitStarted(ctx context.Context, s *settings, sb *apiSandbox) (
 		settled := sb.DesiredState == "" || sb.DesiredState == sb.State
 		switch {
 		case sb.DesiredState == desiredDestroyed || sb.State == stateDestroyed:
-			return nil, fmt.Errorf("daytona: sandbox %s at %s is being deleted: %w", sb.ID, host, drivers.ErrNotFound)
+			return nil, fmt.Errorf("daytona: sandbox %s at %s is being deleted: %w", sb.ID, host, errcode.ErrNotFound)
 		case sb.State == stateError || sb.State == stateBuildFailed:
 			reason := sb.ErrorReason
 			if reason == "" {
@@ -91,7 +92,7 @@ func (d *driver) destroy(ctx context.Context, s *settings, id string) (drivers.R
 		}
 		return err
 	})
-	if err != nil && !errors.Is(err, drivers.ErrNotFound) {
+	if err != nil && !errors.Is(err, errcode.ErrNotFound) {
 		return drivers.Receipt{}, fmt.Errorf("daytona: deleting sandbox %s at %s: %w", id, s.c.api.Host, err)
 	}
 	return d.waitGone(ctx, s, id, "after delete")
@@ -105,7 +106,7 @@ func (d *driver) waitGone(ctx context.Context, s *settings, id, why string) (dri
 	for {
 		sb, err := s.c.getSandbox(ctx, id)
 		switch {
-		case errors.Is(err, drivers.ErrNotFound):
+		case errors.Is(err, errcode.ErrNotFound):
 			return drivers.Receipt{
 				ProviderLeaseID: id, State: drivers.StateDestroyed, Confirmed: true, EvidenceKind: drivers.EvidenceProvider, ConfirmedAt: time.Now(),
 				Evidence: fmt.Sprintf("GET /sandbox/%s at %s: 404 %s", id, host, why),
@@ -132,7 +133,7 @@ func (d *driver) stop(ctx context.Context, s *settings, id string) (drivers.Rece
 	host := s.c.api.Host
 	_, err := s.c.sandboxAction(ctx, id, "stop")
 	switch {
-	case errors.Is(err, drivers.ErrNotFound):
+	case errors.Is(err, errcode.ErrNotFound):
 		return d.waitGone(ctx, s, id, "after stop")
 	case statusOf(err) == http.StatusBadRequest && strings.Contains(messageOf(err), "stoppable"):
 		// Already stopped or archived: the read-back below decides.
@@ -143,7 +144,7 @@ func (d *driver) stop(ctx context.Context, s *settings, id string) (drivers.Rece
 	for {
 		sb, err := s.c.getSandbox(ctx, id)
 		switch {
-		case errors.Is(err, drivers.ErrNotFound):
+		case errors.Is(err, errcode.ErrNotFound):
 			return d.waitGone(ctx, s, id, "after stop")
 		case err != nil:
 			return drivers.Receipt{}, fmt.Errorf("daytona: confirming sandbox %s stopped: %w", id, err)

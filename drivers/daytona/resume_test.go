@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 )
 
@@ -66,7 +67,7 @@ func TestResumeStates(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "runner lost") {
 		t.Fatalf("Resume into a failing start: %v, want the provider's reason", err)
 	}
-	if _, err := r.Resume(ctx, cfg, sb.ID()); err == nil || errors.Is(err, drivers.ErrNotFound) {
+	if _, err := r.Resume(ctx, cfg, sb.ID()); err == nil || errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("Resume of an errored sandbox: %v, want the error state, not not-found", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/retry"
 )
 
@@ -58,7 +59,7 @@ func TestBackoffDo(t *testing.T) {
 		{"success at once", time.Minute, 0, transient, 1, nil, false},
 		{"two transient failures then success", time.Minute, 2, transient, 3, nil, false},
 		{"a non-transient error is not retried", time.Minute, -1, fmt.Errorf("x: %w", drivers.ErrAuth), 1, drivers.ErrAuth, false},
-		{"not found is not retried", time.Minute, -1, fmt.Errorf("x: %w", drivers.ErrNotFound), 1, drivers.ErrNotFound, false},
+		{"not found is not retried", time.Minute, -1, fmt.Errorf("x: %w", errcode.ErrNotFound), 1, errcode.ErrNotFound, false},
 		{"transient forever stops before the deadline", 150 * time.Millisecond, -1, transient, -1, drivers.ErrTransient, true},
 		{"a Retry-After past the deadline is not waited for", time.Minute, -1,
 			&apiError{op: "GET /x", host: "h", status: http.StatusTooManyRequests, retryAfter: time.Hour, kind: drivers.ErrTransient},

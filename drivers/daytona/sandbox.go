@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 )
 
@@ -293,7 +294,7 @@ func (sb *sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
 	}
 	snap, err := sb.s.c.getSnapshot(ctx, sb.s.snapshotID)
 	switch {
-	case errors.Is(err, drivers.ErrNotFound):
+	case errors.Is(err, errcode.ErrNotFound):
 		return images.Identity{}, fmt.Errorf("daytona: image identity of sandbox %s: snapshot id %s: %w: %w",
 			sb.id, sb.s.snapshotID, drivers.ErrImageNotFound, err)
 	case err != nil:

@@ -16,6 +16,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/driverkit"
+	"github.com/berthdev/berth/errcode"
 )
 
 // apiPtyCreate is the toolbox's PtyCreateRequest.
@@ -283,7 +284,7 @@ func (t *terminal) deleteSession() {
 	ctx, cancel := context.WithTimeout(context.Background(), t.sb.d.opts.CleanupTimeout)
 	defer cancel()
 	err := t.sb.s.c.send(ctx, t.tb, http.MethodDelete, "process/pty/"+url.PathEscape(t.id), nil, nil, nil)
-	if err != nil && !errors.Is(err, drivers.ErrNotFound) {
+	if err != nil && !errors.Is(err, errcode.ErrNotFound) {
 		t.sb.d.opts.Logger.Warn("daytona: deleting a terminal session failed", "sandbox", t.sb.id, "session", t.id, "err", err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 )
 
 // idleScript is the container's main process: it idles until stopped and
@@ -152,17 +153,17 @@ func (s *sandbox) waitRunning(ctx context.Context) (container.InspectResponse, e
 }
 
 // inspectManaged inspects a container that berth made; a missing container
-// or one without labelManaged is an error wrapping drivers.ErrNotFound.
+// or one without labelManaged is an error wrapping errcode.ErrNotFound.
 func inspectManaged(ctx context.Context, cli *client.Client, host, id string) (container.InspectResponse, error) {
 	if id == "" {
-		return container.InspectResponse{}, fmt.Errorf("docker %s: empty container id: %w", host, drivers.ErrNotFound)
+		return container.InspectResponse{}, fmt.Errorf("docker %s: empty container id: %w", host, errcode.ErrNotFound)
 	}
 	ins, err := cli.ContainerInspect(ctx, id)
 	if err != nil {
 		return ins, engineErr(host, "inspect container "+id, err)
 	}
 	if ins.Config == nil || ins.Config.Labels[labelManaged] != "true" {
-		return ins, fmt.Errorf("docker %s: container %s is not a berth sandbox (no %s label): %w", host, id, labelManaged, drivers.ErrNotFound)
+		return ins, fmt.Errorf("docker %s: container %s is not a berth sandbox (no %s label): %w", host, id, labelManaged, errcode.ErrNotFound)
 	}
 	return ins, nil
 }

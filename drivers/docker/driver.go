@@ -24,6 +24,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 )
 
 // Name is the driver's name.
@@ -168,6 +169,14 @@ func (d *driver) client(host string) (*client.Client, error) {
 	return c, nil
 }
 
+// engineDown gives err, an engine that cannot be reached, a sentence for
+// a person naming the engine and the fix.
+func engineDown(host string, err error) error {
+	return &errcode.Error{Target: "the Docker engine at " + host,
+		Message: fmt.Sprintf("The Docker engine at %s is not reachable: start it or fix the docker host setting.", host),
+		Err:     err}
+}
+
 // engineErr classifies an engine error by the PRB-5 table: a certificate
 // that failed verification is drivers.ErrTLSUnverified, an engine that
 // cannot be reached is drivers.ErrUnavailable (the engine is the provider's
@@ -182,9 +191,9 @@ func engineErr(host, what string, err error) error {
 	case isTLSErr(err):
 		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrTLSUnverified)
 	case client.IsErrConnectionFailed(err), isNetErr(err):
-		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrUnavailable)
+		return engineDown(host, fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrUnavailable))
 	case cerrdefs.IsNotFound(err):
-		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrNotFound)
+		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, errcode.ErrNotFound)
 	case cerrdefs.IsUnavailable(err):
 		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrTransient)
 	}
@@ -325,7 +334,7 @@ func (d *driver) Acquire(ctx context.Context, raw config.Config, req drivers.Acq
 
 // Resume returns a handle to the berth container providerLeaseID, starting
 // it if it is stopped, and waits until it runs. A container that does not
-// exist, or was not made by berth, is an error wrapping drivers.ErrNotFound.
+// exist, or was not made by berth, is an error wrapping errcode.ErrNotFound.
 // A container made with AcquireRequest.Runner keeps its mounts: its handle
 // hosts the runner it was created with (HostRunner refuses another sum).
 func (d *driver) Resume(ctx context.Context, raw config.Config, providerLeaseID string) (drivers.Sandbox, error) {

@@ -39,7 +39,7 @@ func (d *driver) CheckHealth(ctx context.Context, cfg config.Config) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("docker %s: ping: %w: %w", host, drivers.ErrUnavailable, ctx.Err())
 		}
-		return fmt.Errorf("docker %s: ping: %v: %w", host, err, drivers.ErrUnavailable)
+		return engineDown(host, fmt.Errorf("docker %s: ping: %v: %w", host, err, drivers.ErrUnavailable))
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 )
 
@@ -122,7 +123,7 @@ func TestOrphanIsListedAndDestroyed(t *testing.T) {
 		t.Errorf("List(%v) (-want +got):\n%s", labels, diff)
 	}
 
-	if _, err := e.drv.Destroy(ctx, cfg, foreign.ID); !errors.Is(err, drivers.ErrNotFound) {
+	if _, err := e.drv.Destroy(ctx, cfg, foreign.ID); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("Destroy of a container berth did not make: err = %v, want ErrNotFound", err)
 	}
 	if _, err := e.cli.ContainerInspect(ctx, foreign.ID); err != nil {

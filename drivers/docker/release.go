@@ -102,7 +102,7 @@ func destroyContainer(ctx context.Context, cli *client.Client, host, id string) 
 // returns the engine's confirmation. A container that is already gone
 // yields a confirmed StateDestroyed receipt; a container that exists but was
 // not made by berth (no labelManaged) is refused with an error wrapping
-// drivers.ErrNotFound and left alone. A confirmed destroy removes the
+// errcode.ErrNotFound and left alone. A confirmed destroy removes the
 // container's runner directory (found through its mounts).
 func (d *driver) Destroy(ctx context.Context, raw config.Config, providerLeaseID string) (drivers.Receipt, error) {
 	cfg, err := d.parseConfig(raw)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 )
 
@@ -31,7 +32,7 @@ func testResumeUnknown(t *testing.T, ctx context.Context, h Harness) {
 		t.Fatal(err)
 	}
 	_, err = r.Resume(ctx, h.Config(), "berth-conformance-no-such-sandbox-"+uniqueSuffix())
-	if !errors.Is(err, drivers.ErrNotFound) {
+	if !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("Resume of an unknown id: err = %v, want ErrNotFound", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 )
 
@@ -304,7 +305,7 @@ func (d *Driver) waitRunning(ctx context.Context, id string) (drivers.Sandbox, e
 		d.mu.Unlock()
 		switch {
 		case b == nil:
-			return nil, fmt.Errorf("fake: sandbox %s vanished while starting: %w", id, drivers.ErrNotFound)
+			return nil, fmt.Errorf("fake: sandbox %s vanished while starting: %w", id, errcode.ErrNotFound)
 		case st == drivers.StateRunning:
 			return &sandbox{d: d, id: id}, nil
 		case st != drivers.StateStarting:
@@ -320,7 +321,7 @@ func (d *Driver) waitRunning(ctx context.Context, id string) (drivers.Sandbox, e
 
 // Resume returns a handle to the sandbox id once it runs, starting a stopped
 // one again (an opStart, with the current start delay). An unknown, lost or
-// destroyed sandbox is an error wrapping drivers.ErrNotFound.
+// destroyed sandbox is an error wrapping errcode.ErrNotFound.
 func (d *Driver) Resume(ctx context.Context, cfg config.Config, id string) (drivers.Sandbox, error) {
 	if err := d.enter(ctx, cfg, "resume "+id); err != nil {
 		return nil, err
@@ -331,7 +332,7 @@ func (d *Driver) Resume(ctx context.Context, cfg config.Config, id string) (driv
 	switch now := d.o.Clock.Now(); {
 	case err != nil:
 	case !ok || b.State == drivers.StateDestroyed:
-		err = fmt.Errorf("fake: resume %s: %w", id, drivers.ErrNotFound)
+		err = fmt.Errorf("fake: resume %s: %w", id, errcode.ErrNotFound)
 	case b.stateAt(now) == drivers.StateError:
 		err = fmt.Errorf("fake: resume %s: sandbox failed to start", id)
 	case b.State == drivers.StateStopped:
@@ -415,7 +416,7 @@ func (d *Driver) terminate(id string, disp drivers.Disposition) (drivers.Receipt
 
 // DeleteTemplate deletes an image or snapshot of this provider, with a
 // confirmed receipt, also when it is gone. Another provider's snapshot is an
-// error wrapping drivers.ErrNotFound; a template that sandboxes not yet
+// error wrapping errcode.ErrNotFound; a template that sandboxes not yet
 // destroyed were created from, one wrapping drivers.ErrInUse naming them.
 func (d *Driver) DeleteTemplate(ctx context.Context, cfg config.Config, id images.Identity) (drivers.Receipt, error) {
 	if err := d.enter(ctx, cfg, "delete template "+id.String()); err != nil {
@@ -427,7 +428,7 @@ func (d *Driver) DeleteTemplate(ctx context.Context, cfg config.Config, id image
 		return drivers.Receipt{}, err
 	}
 	if id.Kind() == images.KindSnapshot && id.Provider() != d.provider {
-		return drivers.Receipt{}, fmt.Errorf("fake: delete template %s: not a snapshot of provider %q: %w", id, d.provider, drivers.ErrNotFound)
+		return drivers.Receipt{}, fmt.Errorf("fake: delete template %s: not a snapshot of provider %q: %w", id, d.provider, errcode.ErrNotFound)
 	}
 	var users []string
 	for _, b := range d.boxes {
@@ -618,8 +619,8 @@ func (d *Driver) ClearFaults() {
 func (d *Driver) SetStartDelay(delay time.Duration) { d.locked(func() { d.o.StartDelay = delay }) }
 
 // Lose makes the sandbox id vanish, as if deleted behind berth's back: Exec
-// and Resume fail with drivers.ErrNotFound, List omits it, a destroy is
-// confirmed. An unknown id is an error wrapping drivers.ErrNotFound.
+// and Resume fail with errcode.ErrNotFound, List omits it, a destroy is
+// confirmed. An unknown id is an error wrapping errcode.ErrNotFound.
 func (d *Driver) Lose(id string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -628,7 +629,7 @@ func (d *Driver) Lose(id string) error {
 		delete(d.boxes, id)
 		return nil
 	}
-	return fmt.Errorf("fake: lose %s: %w", id, drivers.ErrNotFound)
+	return fmt.Errorf("fake: lose %s: %w", id, errcode.ErrNotFound)
 }
 
 // Calls returns how many times the operation op (named as Fault.Op names

@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/errcode"
 )
 
 var bg = context.Background()
@@ -229,23 +230,23 @@ func TestLoseSandbox(t *testing.T) {
 	if err := d.Lose(sb.ID()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sb.Exec(bg, drivers.Command{Argv: []string{"true"}}); !errors.Is(err, drivers.ErrNotFound) {
+	if _, err := sb.Exec(bg, drivers.Command{Argv: []string{"true"}}); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("Exec in a lost sandbox: err = %v, want ErrNotFound", err)
 	}
-	if _, err := d.Resume(bg, config.Config{}, sb.ID()); !errors.Is(err, drivers.ErrNotFound) {
+	if _, err := d.Resume(bg, config.Config{}, sb.ID()); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("Resume of a lost sandbox: err = %v, want ErrNotFound", err)
 	}
 	if l, _ := d.List(bg, config.Config{}, map[string]string{"k": "v"}); len(l) != 0 {
 		t.Errorf("List reports a lost sandbox: %v", l)
 	}
-	if _, err := sb.Release(bg, drivers.Keep); !errors.Is(err, drivers.ErrNotFound) {
+	if _, err := sb.Release(bg, drivers.Keep); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("Release(keep) of a lost sandbox: err = %v, want ErrNotFound", err)
 	}
 	r, err := sb.Release(bg, drivers.Destroy)
 	if err != nil || !r.Proves(sb.ID(), drivers.Destroy) {
 		t.Errorf("Release(destroy) of a lost sandbox: %+v, %v; want a confirmed not-found receipt", r, err)
 	}
-	if err := d.Lose("fake-99"); !errors.Is(err, drivers.ErrNotFound) {
+	if err := d.Lose("fake-99"); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("Lose(unknown): %v", err)
 	}
 }

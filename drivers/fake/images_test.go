@@ -8,6 +8,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/secretcfg"
 )
@@ -134,7 +135,7 @@ func TestCaptureAndDeleteTemplate(t *testing.T) {
 	if got, err := acquireImage(t, d, "snapshot-name:tpl"); err != nil || got != id {
 		t.Errorf("acquire captured: %v, %v", got, err)
 	}
-	if _, err := d.DeleteTemplate(bg, config.Config{}, images.MustParseIdentity("snapshot:fake/"+id.SnapshotID())); !errors.Is(err, drivers.ErrNotFound) {
+	if _, err := d.DeleteTemplate(bg, config.Config{}, images.MustParseIdentity("snapshot:fake/"+id.SnapshotID())); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("DeleteTemplate of another provider's id: %v, want ErrNotFound", err)
 	}
 	if _, err := d.DeleteTemplate(bg, config.Config{}, id); err != nil {

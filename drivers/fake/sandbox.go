@@ -21,6 +21,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/driverkit"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/runner"
 )
@@ -58,7 +59,7 @@ func (s *sandbox) begin(ctx context.Context, op opKind) (context.Context, *box, 
 	}
 	switch b, ok := s.d.boxes[s.id]; {
 	case !ok || b.State == drivers.StateDestroyed:
-		return fail(fmt.Errorf("sandbox %w", drivers.ErrNotFound))
+		return fail(fmt.Errorf("sandbox %w", errcode.ErrNotFound))
 	case b.stateAt(s.d.o.Clock.Now()) != drivers.StateRunning:
 		return fail(fmt.Errorf("sandbox is %s, not running", b.State))
 	default:
@@ -69,7 +70,7 @@ func (s *sandbox) begin(ctx context.Context, op opKind) (context.Context, *box, 
 // Exec runs cmd as Start does and waits for it, keeping at most cmd.Limit()
 // bytes of each stream. A command whose sandbox stops or vanishes ends
 // killed (ExitCode -1, Signal "KILL"). After Release it returns
-// drivers.ErrReleased; a lost or destroyed sandbox gives drivers.ErrNotFound.
+// drivers.ErrReleased; a lost or destroyed sandbox gives errcode.ErrNotFound.
 func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
 	stdout, stderr := driverkit.NewOutputBuffer(cmd.Limit()), driverkit.NewOutputBuffer(cmd.Limit())
 	p, err := s.start(ctx, opExec, cmd, stdout, stderr, s.d.run)
@@ -191,7 +192,7 @@ func (p *process) CloseStdin() error { return p.stdin.Close() }
 // Release ends the handle: Keep with the state read back; Stop and Destroy
 // with a confirmed receipt (also for a lost sandbox), a fault's error (the
 // handle stays), or a lie's receipt (FakeStop). A second Release returns
-// drivers.ErrReleased; Keep of a lost sandbox, drivers.ErrNotFound.
+// drivers.ErrReleased; Keep of a lost sandbox, errcode.ErrNotFound.
 func (s *sandbox) Release(ctx context.Context, disp drivers.Disposition) (r drivers.Receipt, err error) {
 	s.relMu.Lock()
 	defer s.relMu.Unlock()
@@ -203,7 +204,7 @@ func (s *sandbox) Release(ctx context.Context, disp drivers.Disposition) (r driv
 	case disp == drivers.Keep:
 		st, ok := s.d.State(s.id)
 		if !ok || st == drivers.StateDestroyed {
-			return r, fmt.Errorf("fake: keep %s: sandbox %w", s.id, drivers.ErrNotFound)
+			return r, fmt.Errorf("fake: keep %s: sandbox %w", s.id, errcode.ErrNotFound)
 		}
 		r = drivers.Receipt{ProviderLeaseID: s.id, State: st, Confirmed: true, ConfirmedAt: s.d.o.Clock.Now(), Evidence: "kept; state read back: " + string(st)}
 	case disp == drivers.Stop || disp == drivers.Destroy:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 )
 
 // Name is the driver name.
@@ -106,7 +107,7 @@ func (d *driver) Schema() *config.Schema { return d.schema }
 // Acquire opens a session. The working directory is the config's workdir,
 // else req.Workspace, else the process's working directory; it must be an
 // existing directory that the process may enter and read (else an error
-// wrapping drivers.ErrNotFound), and is reported resolved (symlinks
+// wrapping errcode.ErrNotFound), and is reported resolved (symlinks
 // evaluated) by Workspace.Dir. The shell must be an executable file (else an
 // error wrapping config.ErrInvalid). The provider lease id is
 // "local://<hostname><workdir>#<n>".
@@ -156,7 +157,7 @@ func usableDir(dir string) (string, error) {
 	}
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("local: workdir %q does not exist: %w", dir, drivers.ErrNotFound)
+			return "", fmt.Errorf("local: workdir %q does not exist: %w", dir, errcode.ErrNotFound)
 		}
 		return "", fmt.Errorf("local: workdir %q: %w", dir, err)
 	}
@@ -165,10 +166,10 @@ func usableDir(dir string) (string, error) {
 		return "", fmt.Errorf("local: workdir %q: %w", dir, err)
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("local: workdir %q is not a directory: %w", dir, drivers.ErrNotFound)
+		return "", fmt.Errorf("local: workdir %q is not a directory: %w", dir, errcode.ErrNotFound)
 	}
 	if err := syscall.Access(abs, 0x1|0x4); err != nil { // X_OK|R_OK
-		return "", fmt.Errorf("local: workdir %q is not usable: %v: %w", dir, err, drivers.ErrNotFound)
+		return "", fmt.Errorf("local: workdir %q is not usable: %v: %w", dir, err, errcode.ErrNotFound)
 	}
 	return abs, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/local"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/proctest"
 	"github.com/berthdev/berth/internal/testenv"
 )
@@ -125,7 +126,7 @@ func TestUnusableWorkdir(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = d.Acquire(context.Background(), cfg, drivers.AcquireRequest{})
-		if !errors.Is(err, drivers.ErrNotFound) || !strings.Contains(err.Error(), dir) {
+		if !errors.Is(err, errcode.ErrNotFound) || !strings.Contains(err.Error(), dir) {
 			t.Errorf("Acquire(workdir %q): err = %v, want ErrNotFound naming the dir", dir, err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 	xssh "golang.org/x/crypto/ssh"
 )
 
@@ -25,7 +26,9 @@ func dialTCP(ctx context.Context, addr string) (net.Conn, error) {
 		if cerr := context.Cause(ctx); cerr != nil && ctx.Err() != nil {
 			return nil, fmt.Errorf("ssh %s: connect: %w: %w", addr, drivers.ErrUnreachable, cerr)
 		}
-		return nil, fmt.Errorf("ssh %s: %w: %v", addr, drivers.ErrUnreachable, err)
+		return nil, &errcode.Error{Op: "ssh", Target: addr,
+			Message: fmt.Sprintf("Could not connect to %s: check that the host is up, sshd listens on that port and no firewall blocks it.", addr),
+			Err:     fmt.Errorf("%w: %v", drivers.ErrUnreachable, err)}
 	}
 	return c, nil
 }
@@ -75,13 +78,17 @@ func classifyHandshake(ctx context.Context, addr, user string, err error) error 
 		<-ctx.Done()
 		cause := context.Cause(ctx)
 		if errors.Is(cause, errConnectTimeout) {
-			return fmt.Errorf("ssh %s: handshake did not finish within connect_timeout: %w", who, drivers.ErrTimeout)
+			return &errcode.Error{Op: "ssh", Target: who,
+				Message: fmt.Sprintf("The SSH handshake with %s did not finish within connect_timeout: check that sshd answers, or raise connect_timeout.", who),
+				Err:     fmt.Errorf("handshake did not finish within connect_timeout: %w", drivers.ErrTimeout)}
 		}
 		return fmt.Errorf("ssh %s: handshake: %w", who, cause)
 	case errors.As(err, new(*xssh.AlgorithmNegotiationError)):
 		return fmt.Errorf("ssh %s: handshake: %w: %w", who, drivers.ErrUnreachable, err)
 	case strings.Contains(err.Error(), "unable to authenticate"):
-		return fmt.Errorf("ssh %s: the server refused the private key: %w", who, drivers.ErrAuth)
+		return &errcode.Error{Op: "ssh", Target: who,
+			Message: fmt.Sprintf("The SSH server at %s refused the private key: check the user and that the key is in its authorized_keys.", who),
+			Err:     fmt.Errorf("the server refused the private key: %w", drivers.ErrAuth)}
 	default:
 		return fmt.Errorf("ssh %s: handshake: %w: %v", who, drivers.ErrUnreachable, err)
 	}
@@ -121,7 +128,9 @@ func dialAlgos(ctx context.Context, t *target, algos []string) (*xssh.Client, er
 	conn, err := dialTCP(ctx, addr)
 	if err != nil {
 		if errors.Is(context.Cause(ctx), errConnectTimeout) {
-			return nil, fmt.Errorf("ssh %s: connect did not finish within connect_timeout: %w", addr, drivers.ErrUnreachable)
+			return nil, &errcode.Error{Op: "ssh", Target: addr,
+				Message: fmt.Sprintf("Could not connect to %s within connect_timeout: check that the host is up and reachable, or raise connect_timeout.", addr),
+				Err:     fmt.Errorf("connect did not finish within connect_timeout: %w", drivers.ErrUnreachable)}
 		}
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 	xssh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
@@ -55,8 +56,21 @@ func (e *HostKeyError) Error() string {
 	}
 }
 
-// Unwrap returns the sentinel.
-func (e *HostKeyError) Unwrap() error { return e.Err }
+// Unwrap returns the sentinel, behind an *errcode.Error that names the
+// target and says to a person what to check (errcode.MessageOf).
+func (e *HostKeyError) Unwrap() error {
+	addr := joinHostPort(e.Host, e.Port)
+	var m string
+	switch {
+	case e.Revoked:
+		m = fmt.Sprintf("The host key of %s is revoked in known_hosts: do not connect until the server's key is replaced.", addr)
+	case len(e.Trusted) == 0:
+		m = fmt.Sprintf("The host key of %s is not trusted yet: check that %s is the server's key, then trust it.", addr, e.Fingerprint)
+	default:
+		m = fmt.Sprintf("The host key of %s changed to %s, which known_hosts does not trust: check the server before trusting the new key.", addr, e.Fingerprint)
+	}
+	return &errcode.Error{Target: addr, Message: m, Err: e.Err}
+}
 
 // hostKeyDB is a parsed list of known_hosts lines.
 type hostKeyDB struct {

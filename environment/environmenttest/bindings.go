@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 // RunBindingStoreTests runs the environment.BindingStore conformance suite
@@ -129,7 +130,7 @@ func testBindInstanceDefault(t *testing.T, s environment.BindingStore) {
 	got := mustGetBinding(t, s, environment.BindingRef{Kind: environment.BindingInstanceDefault})
 	diff(t, "GetBinding(instance default)", want, got)
 	second := sampleBinding(environment.BindingInstanceDefault, "", "", "env-2")
-	wantErr(t, "second instance default", s.PutBinding(context.Background(), second, 0), environment.ErrConflict)
+	wantErr(t, "second instance default", s.PutBinding(context.Background(), second, 0), errcode.ErrConflict)
 	diff(t, "instance default after a refused second one", want,
 		mustGetBinding(t, s, environment.BindingRef{Kind: environment.BindingInstanceDefault}))
 }
@@ -146,9 +147,9 @@ func testBindKeysExact(t *testing.T, s environment.BindingStore) {
 		}
 	}
 	_, err := s.GetBinding(context.Background(), ws("ws-1 "))
-	wantErr(t, "get with a trailing space", err, environment.ErrNotFound)
+	wantErr(t, "get with a trailing space", err, errcode.ErrNotFound)
 	_, err = s.GetBinding(context.Background(), environment.BindingRef{Kind: environment.BindingAgent, Company: "acme", Key: "ws-1"})
-	wantErr(t, "get of another kind", err, environment.ErrNotFound)
+	wantErr(t, "get of another kind", err, errcode.ErrNotFound)
 }
 
 // Issue 51: a binding is identified by (kind, company, key). Two companies
@@ -163,8 +164,8 @@ func testBindKeyPerCompany(t *testing.T, s environment.BindingStore) {
 	diff(t, "acme's ws", acme, mustGetBinding(t, s, acme.BindingRef))
 	diff(t, "globex's ws", globex, mustGetBinding(t, s, globex.BindingRef))
 	_, err := s.GetBinding(ctx, environment.BindingRef{Kind: environment.BindingWorkspace, Company: "initech", Key: "ws"})
-	wantErr(t, "a third company's ws", err, environment.ErrNotFound)
-	wantErr(t, "acme's ws again", s.PutBinding(ctx, sampleBinding(environment.BindingWorkspace, "ws", "acme", "env-x"), 0), environment.ErrConflict)
+	wantErr(t, "a third company's ws", err, errcode.ErrNotFound)
+	wantErr(t, "acme's ws again", s.PutBinding(ctx, sampleBinding(environment.BindingWorkspace, "ws", "acme", "env-x"), 0), errcode.ErrConflict)
 	n := nextBinding(globex, "env-g2")
 	mustPut(t, s, n, 1)
 	diff(t, "acme's ws after globex's replace", acme, mustGetBinding(t, s, acme.BindingRef))
@@ -176,7 +177,7 @@ func testBindKeyPerCompany(t *testing.T, s environment.BindingStore) {
 	mustPut(t, s, acme, 0)
 	diff(t, "every ws, by company", []*environment.Binding{acme, n}, mustList(t, s, environment.BindingFilter{Kind: environment.BindingWorkspace}))
 	mustPut(t, s, sampleBinding(environment.BindingInstanceDefault, "", "", "env-1"), 0)
-	wantErr(t, "a second instance default", s.PutBinding(ctx, sampleBinding(environment.BindingInstanceDefault, "", "", "env-2"), 0), environment.ErrConflict)
+	wantErr(t, "a second instance default", s.PutBinding(ctx, sampleBinding(environment.BindingInstanceDefault, "", "", "env-2"), 0), errcode.ErrConflict)
 }
 
 func testBindInvalid(t *testing.T, s environment.BindingStore) {
@@ -191,7 +192,7 @@ func testBindInvalid(t *testing.T, s environment.BindingStore) {
 		"nil binding is refused as such": nil,
 	}
 	for name, b := range bad {
-		wantErr(t, name, s.PutBinding(context.Background(), b, 0), environment.ErrInvalid)
+		wantErr(t, name, s.PutBinding(context.Background(), b, 0), errcode.ErrInvalid)
 	}
 	if list := mustList(t, s, environment.BindingFilter{}); len(list) != 0 {
 		t.Errorf("invalid puts stored %v", refsOf(list))
@@ -201,19 +202,19 @@ func testBindInvalid(t *testing.T, s environment.BindingStore) {
 func testBindDuplicate(t *testing.T, s environment.BindingStore) {
 	want := sampleBinding(environment.BindingAgent, "agent-1", "acme", "env-1")
 	mustPut(t, s, want, 0)
-	wantErr(t, "duplicate insert", s.PutBinding(context.Background(), sampleBinding(environment.BindingAgent, "agent-1", "acme", "env-2"), 0), environment.ErrConflict)
+	wantErr(t, "duplicate insert", s.PutBinding(context.Background(), sampleBinding(environment.BindingAgent, "agent-1", "acme", "env-2"), 0), errcode.ErrConflict)
 	diff(t, "binding after a refused duplicate", want, mustGetBinding(t, s, want.BindingRef))
 }
 
 func testBindRevisionSequence(t *testing.T, s environment.BindingStore) {
 	b := sampleBinding(environment.BindingProject, "p-1", "acme", "env-1")
 	b.Revision = 2
-	wantErr(t, "insert at revision 2", s.PutBinding(context.Background(), b, 0), environment.ErrConflict)
+	wantErr(t, "insert at revision 2", s.PutBinding(context.Background(), b, 0), errcode.ErrConflict)
 	b.Revision = 1
 	mustPut(t, s, b, 0)
 	n := nextBinding(b, "env-2")
 	n.Revision = 3
-	wantErr(t, "replace skipping a revision", s.PutBinding(context.Background(), n, 1), environment.ErrConflict)
+	wantErr(t, "replace skipping a revision", s.PutBinding(context.Background(), n, 1), errcode.ErrConflict)
 	diff(t, "binding after refused puts", b, mustGetBinding(t, s, b.BindingRef))
 }
 
@@ -234,13 +235,13 @@ func testBindReplaceStale(t *testing.T, s environment.BindingStore) {
 	n := nextBinding(b, "env-2")
 	mustPut(t, s, n, 1)
 	stale := nextBinding(b, "env-3") // based on revision 1 again
-	wantErr(t, "stale replace", s.PutBinding(context.Background(), stale, 1), environment.ErrConflict)
+	wantErr(t, "stale replace", s.PutBinding(context.Background(), stale, 1), errcode.ErrConflict)
 	diff(t, "binding after a stale replace", n, mustGetBinding(t, s, b.BindingRef))
 }
 
 func testBindReplaceMissing(t *testing.T, s environment.BindingStore) {
 	b := nextBinding(sampleBinding(environment.BindingAgent, "a-1", "acme", "env-1"), "env-2")
-	wantErr(t, "replace of a missing binding", s.PutBinding(context.Background(), b, 1), environment.ErrNotFound)
+	wantErr(t, "replace of a missing binding", s.PutBinding(context.Background(), b, 1), errcode.ErrNotFound)
 	if list := mustList(t, s, environment.BindingFilter{}); len(list) != 0 {
 		t.Errorf("replace of a missing binding stored %v", refsOf(list))
 	}
@@ -253,7 +254,7 @@ func countWins(t *testing.T, errs []error) int {
 		switch {
 		case err == nil:
 			wins++
-		case !errors.Is(err, environment.ErrConflict):
+		case !errors.Is(err, errcode.ErrConflict):
 			t.Errorf("writer %d: got %v, want success or a conflict", i, err)
 		}
 	}
@@ -300,14 +301,14 @@ func testBindDelete(t *testing.T, s environment.BindingStore) {
 	mustPut(t, s, b, 0)
 	mustPut(t, s, nextBinding(b, "env-2"), 1)
 	ctx := context.Background()
-	wantErr(t, "delete with a stale revision", s.DeleteBinding(ctx, b.BindingRef, 1), environment.ErrConflict)
+	wantErr(t, "delete with a stale revision", s.DeleteBinding(ctx, b.BindingRef, 1), errcode.ErrConflict)
 	mustGetBinding(t, s, b.BindingRef)
 	if err := s.DeleteBinding(ctx, b.BindingRef, 2); err != nil {
 		t.Fatalf("DeleteBinding at the stored revision: %v", err)
 	}
 	_, err := s.GetBinding(ctx, b.BindingRef)
-	wantErr(t, "get after delete", err, environment.ErrNotFound)
-	wantErr(t, "delete again", s.DeleteBinding(ctx, b.BindingRef, 2), environment.ErrNotFound)
+	wantErr(t, "get after delete", err, errcode.ErrNotFound)
+	wantErr(t, "delete again", s.DeleteBinding(ctx, b.BindingRef, 2), errcode.ErrNotFound)
 }
 
 func listFixture(t *testing.T, s environment.BindingStore) {
@@ -401,7 +402,7 @@ func testBindTargetReader(t *testing.T, s environment.BindingStore) {
 		}
 		diff(t, "GetEnvironmentBindings("+id+") bindings", want, bs)
 	}
-	if env, bs, err := tr.GetEnvironmentBindings(ctx, "env-9"); !errors.Is(err, environment.ErrNotFound) || env != nil || len(bs) != 0 {
+	if env, bs, err := tr.GetEnvironmentBindings(ctx, "env-9"); !errors.Is(err, errcode.ErrNotFound) || env != nil || len(bs) != 0 {
 		t.Errorf("GetEnvironmentBindings of a missing environment = %v, %v, %v; want ErrNotFound and nothing", env, bs, err)
 	}
 	cctx, cancel := context.WithCancel(ctx)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
@@ -165,16 +166,16 @@ func testEnvSecretRef(t *testing.T, s environment.Store) {
 func testEnvDuplicateID(t *testing.T, s environment.Store) {
 	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), false)
 	err := s.CreateEnvironment(context.Background(), sampleEnv("env-1", "beta", "docker"), false)
-	wantErr(t, "create with a taken id", err, environment.ErrConflict)
+	wantErr(t, "create with a taken id", err, errcode.ErrConflict)
 	diff(t, "stored environment", sampleEnv("env-1", "alpha", "ssh"), mustGet(t, s, "env-1"), configAsJSON)
 }
 
 func testEnvDuplicateName(t *testing.T, s environment.Store) {
 	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), false)
 	err := s.CreateEnvironment(context.Background(), sampleEnv("env-2", "alpha", "docker"), false)
-	wantErr(t, "create with a taken name", err, environment.ErrConflict)
+	wantErr(t, "create with a taken name", err, errcode.ErrConflict)
 	_, err = s.GetEnvironment(context.Background(), "env-2")
-	wantErr(t, "get refused environment", err, environment.ErrNotFound)
+	wantErr(t, "get refused environment", err, errcode.ErrNotFound)
 }
 
 func testEnvCreateRevision(t *testing.T, s environment.Store) {
@@ -186,7 +187,7 @@ func testEnvCreateRevision(t *testing.T, s environment.Store) {
 		}
 	}
 	_, err := s.GetEnvironment(context.Background(), "env-1")
-	wantErr(t, "get refused environment", err, environment.ErrNotFound)
+	wantErr(t, "get refused environment", err, errcode.ErrNotFound)
 }
 
 // CFG-4: one environment of an exclusive driver per instance.
@@ -195,13 +196,13 @@ func testEnvExclusive(t *testing.T, s environment.Store) {
 	excl := true
 	mustCreate(t, s, sampleEnv("local-1", "local one", "local"), excl)
 	err := s.CreateEnvironment(ctx, sampleEnv("local-2", "local two", "local"), excl)
-	wantErr(t, "second exclusive create", err, environment.ErrConflict)
+	wantErr(t, "second exclusive create", err, errcode.ErrConflict)
 	// Other drivers are not affected.
 	mustCreate(t, s, sampleEnv("ssh-1", "ssh one", "ssh"), excl)
 	mustCreate(t, s, sampleEnv("docker-1", "docker one", "docker"), false)
 	// An exclusive create also sees environments created without the option.
 	err = s.CreateEnvironment(ctx, sampleEnv("docker-2", "docker two", "docker"), excl)
-	wantErr(t, "exclusive create beside a non-exclusive one", err, environment.ErrConflict)
+	wantErr(t, "exclusive create beside a non-exclusive one", err, errcode.ErrConflict)
 	// After a delete, the driver is free again.
 	if err := s.DeleteEnvironment(ctx, "local-1", 1); err != nil {
 		t.Fatal(err)
@@ -229,7 +230,7 @@ func testEnvExclusiveConcurrent(t *testing.T, s environment.Store) {
 		switch {
 		case err == nil:
 			wins++
-		case !errors.Is(err, environment.ErrConflict):
+		case !errors.Is(err, errcode.ErrConflict):
 			t.Errorf("create %d: got %v, want nil or ErrConflict", i, err)
 		}
 	}

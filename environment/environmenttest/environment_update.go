@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 // next returns a copy of e edited as an update from e's revision would be.
@@ -48,7 +49,7 @@ func testEnvUpdateStale(t *testing.T, s environment.Store) {
 		t.Fatal(err)
 	}
 	stale := next(sampleEnv("env-1", "alpha", "ssh"), "stale edit")
-	wantErr(t, "update from revision 1 after revision 2", s.UpdateEnvironment(ctx, stale, 1), environment.ErrConflict)
+	wantErr(t, "update from revision 1 after revision 2", s.UpdateEnvironment(ctx, stale, 1), errcode.ErrConflict)
 	// A revision that does not follow the base is refused too.
 	skip := next(v2, "skipping")
 	skip.Revision = 7
@@ -57,7 +58,7 @@ func testEnvUpdateStale(t *testing.T, s environment.Store) {
 	}
 	diff(t, "after refused updates", v2, mustGet(t, s, "env-1"), configAsJSON)
 	missing := next(sampleEnv("nope", "nope", "ssh"), "x")
-	wantErr(t, "update of a missing environment", s.UpdateEnvironment(ctx, missing, 1), environment.ErrNotFound)
+	wantErr(t, "update of a missing environment", s.UpdateEnvironment(ctx, missing, 1), errcode.ErrNotFound)
 }
 
 func testEnvUpdateTakenName(t *testing.T, s environment.Store) {
@@ -65,7 +66,7 @@ func testEnvUpdateTakenName(t *testing.T, s environment.Store) {
 	mustCreate(t, s, sampleEnv("env-2", "beta", "ssh"), false)
 	upd := next(sampleEnv("env-2", "beta", "ssh"), "x")
 	upd.Name = "alpha"
-	wantErr(t, "rename onto a taken name", s.UpdateEnvironment(context.Background(), upd, 1), environment.ErrConflict)
+	wantErr(t, "rename onto a taken name", s.UpdateEnvironment(context.Background(), upd, 1), errcode.ErrConflict)
 	diff(t, "after refused rename", sampleEnv("env-2", "beta", "ssh"), mustGet(t, s, "env-2"), configAsJSON)
 }
 
@@ -85,7 +86,7 @@ func testEnvUpdateConcurrent(t *testing.T, s environment.Store) {
 				t.Errorf("writers %d and %d both succeeded from revision 1", winner, i)
 			}
 			winner = i
-		case !errors.Is(err, environment.ErrConflict):
+		case !errors.Is(err, errcode.ErrConflict):
 			t.Errorf("writer %d: got %v, want nil or ErrConflict", i, err)
 		}
 	}
@@ -102,7 +103,7 @@ func testEnvDelete(t *testing.T, s environment.Store) {
 	if err := s.UpdateEnvironment(ctx, next(sampleEnv("env-1", "alpha", "ssh"), "v2"), 1); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, "delete with a stale revision", s.DeleteEnvironment(ctx, "env-1", 1), environment.ErrConflict)
+	wantErr(t, "delete with a stale revision", s.DeleteEnvironment(ctx, "env-1", 1), errcode.ErrConflict)
 	if got := mustGet(t, s, "env-1"); got.Revision != 2 {
 		t.Errorf("after refused delete: revision %d, want 2", got.Revision)
 	}
@@ -110,8 +111,8 @@ func testEnvDelete(t *testing.T, s environment.Store) {
 		t.Fatalf("delete with the right revision: %v", err)
 	}
 	_, err := s.GetEnvironment(ctx, "env-1")
-	wantErr(t, "get after delete", err, environment.ErrNotFound)
-	wantErr(t, "delete again", s.DeleteEnvironment(ctx, "env-1", 2), environment.ErrNotFound)
+	wantErr(t, "get after delete", err, errcode.ErrNotFound)
+	wantErr(t, "delete again", s.DeleteEnvironment(ctx, "env-1", 2), errcode.ErrNotFound)
 	// The id and name are free again.
 	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), false)
 }
@@ -120,10 +121,10 @@ func testEnvNotFound(t *testing.T, s environment.Store) {
 	ctx := context.Background()
 	mustCreate(t, s, sampleEnv("env-1", "alpha", "ssh"), false)
 	_, err := s.GetEnvironment(ctx, "env-2")
-	wantErr(t, "get missing", err, environment.ErrNotFound)
+	wantErr(t, "get missing", err, errcode.ErrNotFound)
 	_, err = s.GetEnvironment(ctx, "")
-	wantErr(t, "get empty id", err, environment.ErrNotFound)
-	wantErr(t, "delete missing", s.DeleteEnvironment(ctx, "env-2", 1), environment.ErrNotFound)
+	wantErr(t, "get empty id", err, errcode.ErrNotFound)
+	wantErr(t, "delete missing", s.DeleteEnvironment(ctx, "env-2", 1), errcode.ErrNotFound)
 }
 
 // Every call honours cancellation (CONVENTIONS 7): a cancelled context
@@ -141,7 +142,7 @@ func testEnvCancelled(t *testing.T, s environment.Store) {
 	wantErr(t, "delete", s.DeleteEnvironment(ctx, "env-1", 1), context.Canceled)
 
 	_, err = s.GetEnvironment(context.Background(), "env-2")
-	wantErr(t, "get environment created with a cancelled context", err, environment.ErrNotFound)
+	wantErr(t, "get environment created with a cancelled context", err, errcode.ErrNotFound)
 	diff(t, "after cancelled update and delete", sampleEnv("env-1", "alpha", "ssh"), mustGet(t, s, "env-1"), configAsJSON)
 }
 
@@ -170,7 +171,7 @@ func testEnvActiveTemplate(t *testing.T, s environment.Store) {
 	}
 	stale := v2
 	stale.ActiveTemplate = &environment.ActiveTemplate{ID: "tpl-2", Identity: "snapshot:fake/snap-2"}
-	wantErr(t, "pointer change from a stale revision", s.UpdateEnvironment(ctx, &stale, 1), environment.ErrConflict)
+	wantErr(t, "pointer change from a stale revision", s.UpdateEnvironment(ctx, &stale, 1), errcode.ErrConflict)
 	diff(t, "pointer after a stale change", ptr, mustGet(t, s, "env-1").ActiveTemplate)
 	v3 := v2
 	v3.ActiveTemplate, v3.Revision = nil, 3

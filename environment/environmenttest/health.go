@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -27,7 +28,7 @@ func RunHealthStoreTests(t *testing.T, newStore func(t *testing.T) environment.H
 		run  func(t *testing.T, s environment.HealthStore)
 	}{
 		{"a never measured endpoint is not found", func(t *testing.T, s environment.HealthStore) {
-			if _, err := s.GetProviderHealth(ctx, "docker", "unix:///nowhere"); !errors.Is(err, environment.ErrNotFound) {
+			if _, err := s.GetProviderHealth(ctx, "docker", "unix:///nowhere"); !errors.Is(err, errcode.ErrNotFound) {
 				t.Errorf("Get of a missing record: %v, want ErrNotFound", err)
 			}
 			if l, err := s.ListProviderHealth(ctx); err != nil || len(l) != 0 {
@@ -89,7 +90,7 @@ func RunHealthStoreTests(t *testing.T, newStore func(t *testing.T) environment.H
 		}},
 		{"a record without driver or endpoint is invalid", func(t *testing.T, s environment.HealthStore) {
 			for _, h := range []environment.ProviderHealth{{Endpoint: "x"}, {Driver: "docker"}} {
-				if err := s.PutProviderHealth(ctx, h); !errors.Is(err, environment.ErrInvalid) {
+				if err := s.PutProviderHealth(ctx, h); !errors.Is(err, errcode.ErrInvalid) {
 					t.Errorf("Put(%+v) = %v, want ErrInvalid", h, err)
 				}
 			}

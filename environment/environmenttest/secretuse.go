@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 // RunSecretUseStoreTests runs the environment.SecretUseStore conformance
@@ -97,10 +98,10 @@ func RunSecretUseStoreTests(t *testing.T, newStore func(t *testing.T) environmen
 			want(t, "ReleaseSecrets(L1)", free, err, v("a", 1))
 		}},
 		{"a use without a lease or a version is invalid", func(t *testing.T, s environment.SecretUseStore) {
-			if err := s.UseSecrets(ctx, "", []config.SecretRef{v("a", 1)}); !errors.Is(err, environment.ErrInvalid) {
+			if err := s.UseSecrets(ctx, "", []config.SecretRef{v("a", 1)}); !errors.Is(err, errcode.ErrInvalid) {
 				t.Errorf("UseSecrets without a lease: %v, want ErrInvalid", err)
 			}
-			if err := s.UseSecrets(ctx, "L1", []config.SecretRef{v("a", 0)}); !errors.Is(err, environment.ErrInvalid) {
+			if err := s.UseSecrets(ctx, "L1", []config.SecretRef{v("a", 0)}); !errors.Is(err, errcode.ErrInvalid) {
 				t.Errorf("UseSecrets without a version: %v, want ErrInvalid", err)
 			}
 		}},

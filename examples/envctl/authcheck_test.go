@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/prp"
 )
@@ -66,7 +67,7 @@ func TestManagedAccountSecret(t *testing.T) {
 	if err != nil || u.Source != prp.SecretFromManagedAccount || u.File != ".agent/account.json" {
 		t.Errorf("managedAccountSecret = %+v, %v", u, err)
 	}
-	if _, err := managedAccountSecret("sec_1", "f", nil); !errors.Is(err, handover.ErrInvalid) {
+	if _, err := managedAccountSecret("sec_1", "f", nil); !errors.Is(err, errcode.ErrInvalid) {
 		t.Errorf("a malformed reference = %v, want ErrInvalid", err)
 	}
 	if _, err := managedAccountSecret("secret:sec_1@v2", "a/../x", nil); err == nil {

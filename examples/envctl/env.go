@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 const envUsage = `usage: envctl env COMMAND [FLAGS]
@@ -254,7 +255,8 @@ func lookupID(ctx context.Context, g *globals, cat *environment.Catalog, s strin
 			return v.ID, nil
 		}
 	}
-	return "", fmt.Errorf("environment %q: %w", s, environment.ErrNotFound)
+	return "", &errcode.Error{Target: fmt.Sprintf("environment %q", s),
+		Message: fmt.Sprintf("Could not find environment %q: check the name or id with 'envctl env list'.", s), Err: errcode.ErrNotFound}
 }
 
 // onlyFlag refuses any flag of fs that was set besides the allowed ones.

@@ -10,8 +10,9 @@ import (
 	"time"
 )
 
-// A failed command's error line gains berth's code (issue 24 item 3); an
-// error berth did not classify prints as before.
+// A failed command prints the sentence for a person with berth's code
+// (issue 50), the detail with --verbose and the error shape with --json;
+// an error berth did not classify prints as before.
 func TestErrorLineGainsTheCode(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -21,8 +22,13 @@ func TestErrorLineGainsTheCode(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--db", db, "env", "show", "env_nope"}, "envctl: environment \"env_nope\": environment: not found (code not_found)\n"},
-		{[]string{"--db", db, "--as", "agent:a1@acme", "lease", "release", "l_nope"}, "envctl: lease l_nope: lease: not found (code not_found)\n"},
+		{[]string{"--db", db, "env", "show", "env_nope"}, "envctl: Could not find environment \"env_nope\": check the name or id with 'envctl env list'. (code not_found)\n"},
+		{[]string{"--db", db, "--as", "agent:a1@acme", "lease", "release", "l_nope"},
+			"envctl: Could not find lease l_nope: it does not exist or you may not see it. (code not_found)\n"},
+		{[]string{"--db", db, "--verbose", "env", "show", "env_nope"},
+			"envctl: Could not find environment \"env_nope\": check the name or id with 'envctl env list'. (code not_found)\ndetail: environment \"env_nope\": not found\n"},
+		{[]string{"--db", db, "--json", "env", "show", "env_nope"},
+			`{"error":{"code":"not_found","detail":"environment \"env_nope\": not found","field":"","message":"Could not find environment \"env_nope\": check the name or id with 'envctl env list'.","reason":"","target":"environment \"env_nope\""}}` + "\n"},
 	} {
 		var stderr strings.Builder
 		cmd := envctlProcess(ctx, tc.args...)

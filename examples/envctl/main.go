@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	envctl [--db PATH] [--json] [--as ROLE[:ID][@COMPANY,...]] [--test-mode] COMMAND [ARGS]
+//	envctl [--db PATH] [--json] [--verbose] [--as ROLE[:ID][@COMPANY,...]] [--test-mode] COMMAND [ARGS]
 //
 // Commands:
 //
@@ -57,6 +57,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -78,6 +79,7 @@ import (
 type globals struct {
 	db       string
 	json     bool
+	verbose  bool
 	as       authz.Principal
 	testMode bool
 	// claimGrace, if > 0, is berth.Options.Leases.ClaimGrace (lease acquire and
@@ -109,12 +111,13 @@ type globals struct {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	g := &globals{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin}
+	err := runWith(ctx, g, os.Args[1:])
 	stop()
 	if err != nil {
 		var es *exitStatus
 		if !errors.Is(err, errUsage) && !errors.As(err, &es) {
-			fmt.Fprintln(os.Stderr, errorLine(err))
+			fmt.Fprint(os.Stderr, errorText(err, g.json, g.verbose))
 		}
 		os.Exit(exitCode(err))
 	}
@@ -122,13 +125,39 @@ func main() {
 
 var errUsage = errors.New("usage")
 
-// errorLine is the line envctl prints for a failed command: the error and,
-// when berth classified it, its code ("envctl: ERR (code not_found)").
-func errorLine(err error) string {
-	if c := errcode.Code(err); c != errcode.Unknown {
-		return fmt.Sprintf("envctl: %v (code %s)", err, c)
+// errorText is what envctl prints for a failed command. By default one
+// line: the sentence for a person (errcode.MessageOf, which carries the
+// fix) with the code and the reason, "envctl: MESSAGE (code not_found)";
+// with verbose a second line with the detail, the technical chain; with
+// asJSON the API's error shape as one JSON object. An error berth did not
+// classify (envctl's own: a flag, a file) prints its text, the only
+// thing it has.
+func errorText(err error, asJSON, verbose bool) string {
+	c := errcode.Code(err)
+	if asJSON {
+		b, _ := json.Marshal(map[string]any{"error": map[string]string{
+			"code": c.String(), "reason": errcode.ReasonOf(err), "message": errcode.MessageOf(err),
+			"detail": err.Error(), "field": errcode.FieldOf(err), "target": errcode.TargetOf(err),
+		}})
+		return string(b) + "\n"
 	}
-	return "envctl: " + err.Error()
+	if c == errcode.Unknown {
+		return "envctl: " + err.Error() + "\n"
+	}
+	line := fmt.Sprintf("envctl: %s (code %s", errcode.MessageOf(err), c)
+	if r := errcode.ReasonOf(err); r != "" {
+		line += ", reason " + r
+	}
+	line += ")\n"
+	if verbose {
+		line += "detail: " + err.Error() + "\n"
+	}
+	return line
+}
+
+// errorLine is errorText's default line, without its newline.
+func errorLine(err error) string {
+	return strings.TrimSuffix(errorText(err, false, false), "\n")
 }
 
 func exitCode(err error) int {
@@ -142,7 +171,7 @@ func exitCode(err error) int {
 	return 1
 }
 
-const usage = `usage: envctl [--db PATH] [--json] [--as ROLE[:ID][@COMPANY,...]] [--test-mode] COMMAND [ARGS]
+const usage = `usage: envctl [--db PATH] [--json] [--verbose] [--as ROLE[:ID][@COMPANY,...]] [--test-mode] COMMAND [ARGS]
 
 commands:
   demo                       run the main job end to end on a temporary store
@@ -194,7 +223,8 @@ func runWith(ctx context.Context, g *globals, args []string) error {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	fs.StringVar(&g.db, "db", defaultDB(), "SQLite database file")
-	fs.BoolVar(&g.json, "json", false, "print JSON")
+	fs.BoolVar(&g.json, "json", false, "print JSON (a failed command prints its error as JSON too)")
+	fs.BoolVar(&g.verbose, "verbose", false, "print a failed command's detail (the technical chain) after its message")
 	as := fs.String("as", "local_operator:envctl", "act as ROLE[:ID][@COMPANY,...] (roles: instance_admin, local_operator, board_member, agent; @ lists company grants)")
 	fs.BoolVar(&g.testMode, "test-mode", false, "allow test-only drivers (fake) as saved targets")
 	if err := fs.Parse(args); err != nil {

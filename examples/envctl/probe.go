@@ -168,7 +168,7 @@ func printProbe(w io.Writer, res *probe.Result) {
 	if !res.OK {
 		verdict = "FAILED (" + string(res.Code) + ")"
 	}
-	fmt.Fprintf(w, "probe %s: %s\n", verdict, res.Summary)
+	fmt.Fprintf(w, "probe %s: %s\n", verdict, res.Message)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  STAGE\tRESULT\tDURATION\tNOTE")
 	for _, st := range res.Stages {
@@ -212,4 +212,8 @@ func printProbe(w io.Writer, res *probe.Result) {
 	if d := res.QualificationDiagnostic; d != nil {
 		fmt.Fprintf(w, "  qualification: %s\n", d)
 	}
+	if res.NotValidated != "" {
+		fmt.Fprintf(w, "  not validated: %s\n", res.NotValidated)
+	}
+	fmt.Fprintf(w, "  detail: %s\n", res.Summary)
 }

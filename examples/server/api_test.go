@@ -164,7 +164,8 @@ func TestDrivers(t *testing.T) {
 	}
 }
 
-// A required secret left out is the code missing_credentials (400) on its
+// A required secret left out is the code invalid with the reason
+// missing_credentials (400) on its
 // field, at create and at update, on both stores, even beside another
 // invalid field; other config errors stay invalid.
 func TestMissingCredentialsCode(t *testing.T) {
@@ -173,7 +174,8 @@ func TestMissingCredentialsCode(t *testing.T) {
 			e := newEnv(t, kind, &envOpts{drivers: []drivers.Driver{fake.New(&fake.Options{APIKey: "k-0123456789"})}})
 			create := call{method: "POST", path: "/api/v1/environments", token: tokAdmin,
 				body: map[string]any{"name": "keyless", "driver": "fake", "config": map[string]any{"cpus": 0}}}
-			if er := e.must(t, http.StatusBadRequest, create).err(t); er.Code != "missing_credentials" || er.Field != "config.api_key" || er.Target != "keyless" {
+			if er := e.must(t, http.StatusBadRequest, create).err(t); er.Code != "invalid" || er.Reason != "missing_credentials" || er.Field != "config.api_key" || er.Target != `environment "keyless"` ||
+				!strings.Contains(er.Message, "api_key") {
 				t.Errorf("create without the required api_key: %+v", er)
 			}
 			create.body = map[string]any{"name": "keyed", "driver": "fake", "config": map[string]any{"api_key": "k-0123456789", "cpus": 0}}
@@ -185,7 +187,7 @@ func TestMissingCredentialsCode(t *testing.T) {
 			e.must(t, http.StatusCreated, create).decode(t, &v)
 			patch := call{method: "PATCH", path: "/api/v1/environments/" + v.ID, token: tokAdmin, header: map[string]string{"If-Match": `"1"`},
 				body: map[string]any{"config": map[string]any{"region": "local-2"}}}
-			if er := e.must(t, http.StatusBadRequest, patch).err(t); er.Code != "missing_credentials" || er.Field != "config.api_key" {
+			if er := e.must(t, http.StatusBadRequest, patch).err(t); er.Code != "invalid" || er.Reason != "missing_credentials" || er.Field != "config.api_key" {
 				t.Errorf("an update dropping the required api_key: %+v", er)
 			}
 			if strings.Contains(string(e.bodies), "k-0123456789") {

@@ -9,6 +9,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
@@ -255,7 +256,7 @@ func (s *server) showAssignment(w http.ResponseWriter, r *http.Request) {
 		b, err = s.sys.Assignments().Show(r.Context(), principalOf(r), ref)
 	}
 	if err == nil {
-		err = belongs(r, b.Company, environment.ErrNotFound)
+		err = belongs(r, b.Company, errcode.ErrNotFound)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -274,7 +275,7 @@ func (s *server) clearAssignment(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var b *environment.Binding
 		if b, err = s.sys.Assignments().Show(r.Context(), principalOf(r), ref); err == nil {
-			err = belongs(r, b.Company, environment.ErrNotFound)
+			err = belongs(r, b.Company, errcode.ErrNotFound)
 		}
 	}
 	if err == nil {
@@ -337,7 +338,7 @@ func (s *server) companyLease(r *http.Request) (*lease.Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := belongs(r, l.Company, fmt.Errorf("lease %s: %w", r.PathValue("id"), lease.ErrNotFound)); err != nil {
+	if err := belongs(r, l.Company, fmt.Errorf("lease %s: %w", r.PathValue("id"), errcode.ErrNotFound)); err != nil {
 		return nil, err
 	}
 	return l, nil

@@ -37,22 +37,31 @@ func TestStatusOfEveryCode(t *testing.T) {
 		err    error
 		status int
 		code   string
+		reason string
 		field  string
 		target string
 	}{
-		{errUnauthenticated, 401, "auth_failed", "", ""},
-		{&fieldErr{err: errIfMatchMissing, field: "If-Match"}, 428, "invalid", "If-Match", ""},
-		{&environment.Error{Environment: `"box" (env_1)`, Field: "baseRevision", Err: environment.ErrConflict}, 412, "conflict", "baseRevision", `"box" (env_1)`},
-		{&environment.Error{Environment: `"box"`, Field: "name", Err: environment.ErrConflict}, 409, "conflict", "name", `"box"`},
-		{fmt.Errorf("lease l1: %w", lease.ErrNotFound), 404, "not_found", "", ""},
-		{authz.Denied(authz.Principal{ID: "a", Role: authz.RoleAgent}, authz.ActionUpdate, authz.Resource{Kind: "environment", ID: "env_1"}), 403, "denied", "", ""},
-		{&environment.Error{Environment: `"box" (env_1)`, Err: drivers.ErrUnavailable}, 503, "unavailable", "", `"box" (env_1)`},
-		{&http.MaxBytesError{Limit: 1}, 413, "invalid", "", ""},
-		{errors.New("plain"), 500, "unknown", "", ""},
+		{errUnauthenticated, 401, "auth_failed", "", "", ""},
+		{&fieldErr{err: errIfMatchMissing, field: "If-Match"}, 428, "invalid", "", "If-Match", ""},
+		{&environment.Error{Environment: `"box" (env_1)`, Field: "baseRevision", Err: errcode.ErrConflict}, 412, "conflict", "", "baseRevision", `environment "box"`},
+		{&environment.Error{Environment: `"box"`, Field: "name", Err: errcode.ErrConflict}, 409, "conflict", "", "name", `environment "box"`},
+		{fmt.Errorf("lease l1: %w", errcode.ErrNotFound), 404, "not_found", "", "", ""},
+		{authz.Denied(authz.Principal{ID: "a", Role: authz.RoleAgent}, authz.ActionUpdate, authz.Resource{Kind: "environment", ID: "env_1"}), 403, "denied", "", "", ""},
+		{&environment.Error{Environment: `"box" (env_1)`, Err: drivers.ErrUnavailable}, 503, "unavailable", "provider_unavailable", "", `environment "box"`},
+		{&http.MaxBytesError{Limit: 1}, 413, "invalid", "", "", ""},
+		{errors.New("plain"), 500, "unknown", "", "", ""},
+		{fmt.Errorf("settings: %w", &errcode.Error{Code: errcode.Conflict, Reason: "stale_revision", Err: errcode.ErrConflict}), 412, "conflict", "stale_revision", "", ""},
+		{invalid("limit", "want 1..200, got %q", "0"), 400, "invalid", "", "limit", ""},
+		{fmt.Errorf("acquire: %w", lease.ErrQuota), 429, "unavailable", "quota_exceeded", "", ""},
 	} {
 		e := errorBody(tc.err)
-		if got := statusOf(tc.err); got != tc.status || e.Code != tc.code || e.Field != tc.field || e.Target != tc.target {
-			t.Errorf("%v: status %d, %+v; want %d, code %s, field %q, target %q", tc.err, got, e, tc.status, tc.code, tc.field, tc.target)
+		if got := statusOf(tc.err); got != tc.status || e.Code != tc.code || e.Reason != tc.reason || e.Field != tc.field || e.Target != tc.target {
+			t.Errorf("%v: status %d, %+v; want %d, code %s, reason %q, field %q, target %q", tc.err, got, e, tc.status, tc.code, tc.reason, tc.field, tc.target)
+		}
+		// Two readers: a sentence for a person, never the chain, and the
+		// chain as the detail.
+		if e.Message == "" || e.Message == tc.err.Error() || len(e.Message) > 200 || e.Detail != tc.err.Error() {
+			t.Errorf("%v: message %q, detail %q", tc.err, e.Message, e.Detail)
 		}
 	}
 }

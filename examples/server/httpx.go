@@ -18,11 +18,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
-	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/errmsg"
 )
 
 // maxBody bounds every request body.
@@ -55,15 +54,24 @@ func (e *fieldErr) Error() string {
 }
 func (e *fieldErr) Unwrap() error { return e.err }
 
-// invalid returns an invalid-request error naming field.
+// invalid returns an invalid-request error naming field, with a sentence
+// for a person.
 func invalid(field, format string, a ...any) error {
-	return &fieldErr{err: fmt.Errorf("%s: %w", fmt.Sprintf(format, a...), environment.ErrInvalid), field: field}
+	what := fmt.Sprintf(format, a...)
+	return &errcode.Error{Code: errcode.Invalid, Field: field,
+		Message: errmsg.Sentence(fmt.Sprintf("%s: %s", field, what)),
+		Err:     fmt.Errorf("%s: %s: %w", field, what, errcode.ErrInvalid)}
 }
 
-// apiError is the error shape of every API response that fails.
+// apiError is the error shape of every API response that fails: the
+// coarse code and the finer reason for programs, one sentence for a
+// person, the technical chain as the detail, and the field and target
+// the error is about.
 type apiError struct {
 	Code    string `json:"code"`
+	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message"`
+	Detail  string `json:"detail,omitempty"`
 	Field   string `json:"field,omitempty"`
 	Target  string `json:"target,omitempty"`
 }
@@ -81,10 +89,10 @@ func statusOf(err error) int {
 		return http.StatusPreconditionRequired
 	case errors.Is(err, errMethod):
 		return http.StatusMethodNotAllowed
-	case errors.Is(err, errTooManyStreams):
+	case errors.Is(err, errTooManyStreams), errcode.ReasonOf(err) == "quota_exceeded":
 		return http.StatusTooManyRequests
 	case errors.As(err, &fe) && fe.Field == "baseRevision" && errcode.Code(err) == errcode.Conflict,
-		errors.Is(err, instance.ErrConflict): // the settings' only conflict is a stale revision
+		errcode.ReasonOf(err) == "stale_revision":
 		return http.StatusPreconditionFailed // a stale If-Match
 	}
 	var mbe *http.MaxBytesError
@@ -112,17 +120,12 @@ func statusOf(err error) int {
 	return http.StatusInternalServerError
 }
 
-// codeOf is the error code shown for err.
+// codeOf is the error code shown for err: always one of errcode's names
+// (a finer cause such as missing_credentials is the reason).
 func codeOf(err error) string {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return errcode.Invalid.String()
-	}
-	// A required secret that is absent is the driver code
-	// missing_credentials (drivers.CodeOf), still a 400: the operator
-	// pastes a credential, the config is otherwise well formed.
-	if errors.Is(err, config.ErrCredentialsMissing) {
-		return string(drivers.CodeMissingCredentials)
 	}
 	c := errcode.Code(err)
 	if c == errcode.OK {
@@ -131,36 +134,38 @@ func codeOf(err error) string {
 	return c.String()
 }
 
-// errorBody builds the error shape of err: its code, its text, the field
-// and the target it names.
+// errorBody builds the error shape of err (see apiError). The parts come
+// from errcode (ReasonOf, MessageOf, FieldOf, TargetOf); the server's own
+// field errors and the environment package's errors fill what is left.
 func errorBody(err error) apiError {
-	e := apiError{Code: codeOf(err), Message: err.Error()}
+	e := apiError{Code: codeOf(err), Reason: errcode.ReasonOf(err), Message: errcode.MessageOf(err), Detail: err.Error(),
+		Field: errcode.FieldOf(err), Target: errcode.TargetOf(err)}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		e.Message = fmt.Sprintf("The request body is larger than %d bytes, the most this server reads.", mbe.Limit)
+	}
 	var fe *fieldErr
 	var ee *environment.Error
 	var ce *environment.ConfigError
-	isEnv := errors.As(err, &ee)
 	switch {
+	case e.Field != "":
 	case errors.As(err, &fe):
 		e.Field, e.Target = fe.field, fe.target
-	case isEnv && ee.Field != "":
-		e.Field, e.Target = ee.Field, ee.Environment
+	case errors.As(err, &ee) && ee.Field != "":
+		e.Field = ee.Field
 	}
-	if errors.As(err, &ce) {
-		if f, ok := missingSecret(ce.Err); ok && e.Field == "" {
-			e.Field = "config." + f // the field the code is about
-		}
-		if f := ce.Fields(); len(f) > 0 && e.Field == "" {
+	if errors.As(err, &ce) && e.Field == "" {
+		if f, ok := missingSecret(ce.Err); ok {
+			e.Field = "config." + f // the field the reason is about
+		} else if f := ce.Fields(); len(f) > 0 {
 			e.Field = "config." + f[0]
 		}
-		if e.Target == "" {
-			e.Target = ce.Name
-		}
-	}
-	if e.Target == "" && isEnv {
-		e.Target = ee.Environment
 	}
 	if e.Target == "" && fe != nil {
 		e.Target = fe.target
+	}
+	if e.Target == "" && ce != nil {
+		e.Target = ce.Name
 	}
 	return e
 }
@@ -430,11 +435,13 @@ func (s *server) idempotent(next http.HandlerFunc) http.HandlerFunc {
 			case err != nil:
 				s.writeError(w, r, err)
 			case grantedTo != grantee:
-				s.writeError(w, r, &fieldErr{err: fmt.Errorf("server: this Idempotency-Key was recorded for another grant of this credential: %w", environment.ErrConflict), field: "Idempotency-Key"})
+				s.writeError(w, r, &fieldErr{err: fmt.Errorf("server: this Idempotency-Key was recorded for another grant of this credential: %w", errcode.ErrConflict), field: "Idempotency-Key"})
 			case req != fp:
-				s.writeError(w, r, &fieldErr{err: fmt.Errorf("server: this Idempotency-Key was used for another request: %w", environment.ErrConflict), field: "Idempotency-Key"})
+				s.writeError(w, r, &errcode.Error{Field: "Idempotency-Key", Message: "This Idempotency-Key was used for another request: use a new key for a new request.",
+					Err: fmt.Errorf("server: this Idempotency-Key was used for another request: %w", errcode.ErrConflict)})
 			case st == 0:
-				s.writeError(w, r, &fieldErr{err: fmt.Errorf("server: the first request with this Idempotency-Key is still running: %w", environment.ErrConflict), field: "Idempotency-Key"})
+				s.writeError(w, r, &errcode.Error{Field: "Idempotency-Key", Message: "The first request with this Idempotency-Key is still running: wait for it, then retry.",
+					Err: fmt.Errorf("server: the first request with this Idempotency-Key is still running: %w", errcode.ErrConflict)})
 			default:
 				var kept map[string]string
 				json.Unmarshal([]byte(hdrs), &kept)
@@ -485,7 +492,7 @@ const (
 func ifMatch(r *http.Request) (int64, error) {
 	v := strings.TrimSpace(r.Header.Get("If-Match"))
 	if v == "" {
-		return 0, &fieldErr{err: errIfMatchMissing, field: "If-Match"}
+		return 0, &errcode.Error{Field: "If-Match", Message: "The If-Match header is required: send the ETag that a GET of the record returned.", Err: errIfMatchMissing}
 	}
 	n, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(v, "W/"), `"`), 10, 64)
 	if err != nil || n <= 0 {

@@ -27,9 +27,10 @@
 // token, its controls shown only where the library's authorizer allows them
 // (a board member sees the redacted view and no mutation control, an agent
 // gets no page). Secret fields are write-only: the page shows "set (version
-// N)", never a value. Errors have one shape, {"error": {"code", "message",
-// "field", "target"}}; a required secret left out is the code
-// missing_credentials on its field (config.NAME).
+// N)", never a value. Errors have one shape, {"error": {"code", "reason",
+// "message", "detail", "field", "target"}} (docs/server.md); a required
+// secret left out is the code invalid with the reason missing_credentials
+// on its field (config.NAME).
 //
 // Custom images (UI-4): /api/v1/environments/{id}/templates and
 // /template-history, /api/v1/templates/{id}/promote|rollback|revoke,

@@ -21,6 +21,7 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/store"
 	"github.com/berthdev/berth/templates"
 )
@@ -215,7 +216,7 @@ func (s *server) ensureLocal(ctx context.Context) error {
 		Name: "local", Description: "This host (managed by the server)", Driver: "local",
 		Metadata: map[string]string{managedMeta: "examples/server"},
 	})
-	if err != nil && !errors.Is(err, environment.ErrConflict) {
+	if err != nil && !errors.Is(err, errcode.ErrConflict) {
 		return fmt.Errorf("server: create the managed local environment: %w", err)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
 )
 
@@ -28,7 +29,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) handover.Store) {
 	}
 	t.Run("put get round trip and replace", func(t *testing.T) {
 		s := newStore(t)
-		if _, err := s.GetAuthCheck(ctx, "acme", "secret:a@v1"); !errors.Is(err, handover.ErrNotFound) {
+		if _, err := s.GetAuthCheck(ctx, "acme", "secret:a@v1"); !errors.Is(err, errcode.ErrNotFound) {
 			t.Fatalf("Get of nothing = %v, want ErrNotFound", err)
 		}
 		a := rec("acme", "secret:a@v1", "prep_1")
@@ -52,13 +53,13 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) handover.Store) {
 			t.Errorf("after a replace (-put +got):\n%s", d)
 		}
 		// Another company's record of the same account is another key.
-		if _, err := s.GetAuthCheck(ctx, "globex", "secret:a@v1"); !errors.Is(err, handover.ErrNotFound) {
+		if _, err := s.GetAuthCheck(ctx, "globex", "secret:a@v1"); !errors.Is(err, errcode.ErrNotFound) {
 			t.Errorf("Get for another company = %v, want ErrNotFound", err)
 		}
 	})
 	t.Run("complete only the current preparation", func(t *testing.T) {
 		s := newStore(t)
-		if _, err := s.CompleteAuthCheck(ctx, "acme", "secret:a@v1", "prep_1", handover.StatusSucceeded, at, "op-1", ""); !errors.Is(err, handover.ErrNotFound) {
+		if _, err := s.CompleteAuthCheck(ctx, "acme", "secret:a@v1", "prep_1", handover.StatusSucceeded, at, "op-1", ""); !errors.Is(err, errcode.ErrNotFound) {
 			t.Errorf("Complete of nothing = %v, want ErrNotFound", err)
 		}
 		if err := s.PutAuthCheck(ctx, rec("acme", "secret:a@v1", "prep_1")); err != nil {
@@ -112,10 +113,10 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) handover.Store) {
 		if err := s.DeleteAuthCheck(ctx, "acme", "secret:b@v1"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.DeleteAuthCheck(ctx, "acme", "secret:b@v1"); !errors.Is(err, handover.ErrNotFound) {
+		if err := s.DeleteAuthCheck(ctx, "acme", "secret:b@v1"); !errors.Is(err, errcode.ErrNotFound) {
 			t.Errorf("second Delete = %v, want ErrNotFound", err)
 		}
-		if _, err := s.CompleteAuthCheck(ctx, "acme", "secret:b@v1", "prep_acme", handover.StatusSucceeded, at, "op", ""); !errors.Is(err, handover.ErrNotFound) {
+		if _, err := s.CompleteAuthCheck(ctx, "acme", "secret:b@v1", "prep_acme", handover.StatusSucceeded, at, "op", ""); !errors.Is(err, errcode.ErrNotFound) {
 			t.Errorf("Complete after a clear = %v, want ErrNotFound", err)
 		}
 		if _, err := s.GetAuthCheck(ctx, "globex", "secret:b@v1"); err != nil {

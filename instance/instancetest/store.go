@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 )
 
@@ -43,7 +44,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) instance.Store) {
 
 	t.Run("nothing written is not found", func(t *testing.T) {
 		s := newStore(t)
-		if _, err := s.GetSettings(ctx); !errors.Is(err, instance.ErrNotFound) {
+		if _, err := s.GetSettings(ctx); !errors.Is(err, errcode.ErrNotFound) {
 			t.Errorf("GetSettings of an empty store = %v, want ErrNotFound", err)
 		}
 	})
@@ -72,7 +73,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) instance.Store) {
 			t.Fatal(err)
 		}
 		for _, rev := range []int64{1, 3, 7} {
-			if err := s.PutSettings(ctx, rec(rev, true, true, "intruder")); !errors.Is(err, instance.ErrConflict) {
+			if err := s.PutSettings(ctx, rec(rev, true, true, "intruder")); !errors.Is(err, errcode.ErrConflict) {
 				t.Errorf("PutSettings at revision %d over revision 1 = %v, want ErrConflict", rev, err)
 			}
 		}
@@ -80,17 +81,17 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) instance.Store) {
 	})
 	t.Run("the first write must be revision 1", func(t *testing.T) {
 		s := newStore(t)
-		if err := s.PutSettings(ctx, rec(2, true, true, "x")); !errors.Is(err, instance.ErrConflict) {
+		if err := s.PutSettings(ctx, rec(2, true, true, "x")); !errors.Is(err, errcode.ErrConflict) {
 			t.Errorf("PutSettings at revision 2 on an empty store = %v, want ErrConflict", err)
 		}
-		if _, err := s.GetSettings(ctx); !errors.Is(err, instance.ErrNotFound) {
+		if _, err := s.GetSettings(ctx); !errors.Is(err, errcode.ErrNotFound) {
 			t.Errorf("after the refused write GetSettings = %v, want ErrNotFound", err)
 		}
 	})
 	t.Run("a revision below 1 is invalid", func(t *testing.T) {
 		s := newStore(t)
 		for _, rev := range []int64{0, -1} {
-			if err := s.PutSettings(ctx, rec(rev, true, false, "x")); !errors.Is(err, instance.ErrInvalid) {
+			if err := s.PutSettings(ctx, rec(rev, true, false, "x")); !errors.Is(err, errcode.ErrInvalid) {
 				t.Errorf("PutSettings at revision %d = %v, want ErrInvalid", rev, err)
 			}
 		}
@@ -116,7 +117,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) instance.Store) {
 				t.Errorf("writers %d and %d both wrote revision 2", winner, i)
 			case err == nil:
 				winner = i
-			case !errors.Is(err, instance.ErrConflict):
+			case !errors.Is(err, errcode.ErrConflict):
 				t.Errorf("writer %d: %v, want nil or ErrConflict", i, err)
 			}
 		}
@@ -132,7 +133,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) instance.Store) {
 		if err := s.PutSettings(cctx, rec(1, true, false, "x")); err == nil {
 			t.Error("PutSettings on a cancelled context succeeded")
 		}
-		if _, err := s.GetSettings(ctx); !errors.Is(err, instance.ErrNotFound) {
+		if _, err := s.GetSettings(ctx); !errors.Is(err, errcode.ErrNotFound) {
 			t.Errorf("after a cancelled write GetSettings = %v, want ErrNotFound", err)
 		}
 	})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -130,7 +131,7 @@ func testRoundTrip(t *testing.T, s lease.Store) {
 	if ref, ok := got.Config.SecretRef("api_key"); !ok || ref != (config.SecretRef{ID: "s1", Version: 2}) {
 		t.Errorf("config secret reference = %v, %v; want secret:s1@v2", ref, ok)
 	}
-	if _, err := s.GetLease(ctx, "nope"); !errors.Is(err, lease.ErrNotFound) {
+	if _, err := s.GetLease(ctx, "nope"); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("GetLease(missing): %v, want ErrNotFound", err)
 	}
 	// The runner binary is kept across updates, and a lease without one
@@ -151,7 +152,7 @@ func testRoundTrip(t *testing.T, s lease.Store) {
 func testDuplicateID(t *testing.T, s lease.Store) {
 	mustInsert(t, s, Sample("l1", lease.StatusActive, "", ""))
 	holder, err := s.InsertLease(context.Background(), Sample("l1", lease.StatusActive, "", ""))
-	if !errors.Is(err, lease.ErrConflict) || holder != nil {
+	if !errors.Is(err, errcode.ErrConflict) || holder != nil {
 		t.Errorf("InsertLease(dup id): %v, holder %v; want ErrConflict, nil", err, holder)
 	}
 }
@@ -159,13 +160,13 @@ func testDuplicateID(t *testing.T, s lease.Store) {
 func testReuseKeyUnique(t *testing.T, s lease.Store) {
 	mustInsert(t, s, Sample("a", lease.StatusStarting, "rk", ""))
 	holder, err := s.InsertLease(context.Background(), Sample("b", lease.StatusStarting, "rk", ""))
-	if !errors.Is(err, lease.ErrConflict) {
+	if !errors.Is(err, errcode.ErrConflict) {
 		t.Fatalf("InsertLease(held reuse key): %v, want ErrConflict", err)
 	}
 	if holder == nil || holder.ID != "a" {
 		t.Errorf("holder = %v, want lease a", holder)
 	}
-	if _, err := s.GetLease(context.Background(), "b"); !errors.Is(err, lease.ErrNotFound) {
+	if _, err := s.GetLease(context.Background(), "b"); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("refused lease was stored: %v", err)
 	}
 	mustInsert(t, s, Sample("c", lease.StatusStarting, "rk2", ""))
@@ -176,7 +177,7 @@ func testReuseKeyUnique(t *testing.T, s lease.Store) {
 func testRunKeyUnique(t *testing.T, s lease.Store) {
 	mustInsert(t, s, Sample("a", lease.StatusStarting, "", "run"))
 	holder, err := s.InsertLease(context.Background(), Sample("b", lease.StatusStarting, "", "run"))
-	if !errors.Is(err, lease.ErrConflict) || holder == nil || holder.ID != "a" {
+	if !errors.Is(err, errcode.ErrConflict) || holder == nil || holder.ID != "a" {
 		t.Errorf("InsertLease(held run key): %v, holder %v; want ErrConflict and lease a", err, holder)
 	}
 }
@@ -194,7 +195,7 @@ func testUpdateCAS(t *testing.T, s lease.Store) {
 		t.Errorf("Version after update = %d, want 2", l.Version)
 	}
 	stale.Status = lease.StatusFailed
-	if err := s.UpdateLease(ctx, stale); !errors.Is(err, lease.ErrConflict) {
+	if err := s.UpdateLease(ctx, stale); !errors.Is(err, errcode.ErrConflict) {
 		t.Errorf("UpdateLease(stale): %v, want ErrConflict", err)
 	}
 	got := mustGet(t, s, "a")
@@ -203,7 +204,7 @@ func testUpdateCAS(t *testing.T, s lease.Store) {
 	}
 	missing := Sample("zz", lease.StatusActive, "", "")
 	missing.Version = 1
-	if err := s.UpdateLease(ctx, missing); !errors.Is(err, lease.ErrNotFound) {
+	if err := s.UpdateLease(ctx, missing); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("UpdateLease(missing): %v, want ErrNotFound", err)
 	}
 }
@@ -217,7 +218,7 @@ func testUpdateKeyConflict(t *testing.T, s lease.Store) {
 	} {
 		b := mustGet(t, s, "b")
 		mod(b)
-		if err := s.UpdateLease(context.Background(), b); !errors.Is(err, lease.ErrConflict) {
+		if err := s.UpdateLease(context.Background(), b); !errors.Is(err, errcode.ErrConflict) {
 			t.Errorf("UpdateLease(taking a held key): %v, want ErrConflict", err)
 		}
 	}
@@ -247,10 +248,10 @@ func testFind(t *testing.T, s lease.Store) {
 		t.Errorf("FindByRunKey: %v, %v; want lease b", l, err)
 	}
 	for _, key := range []string{"", "other"} {
-		if _, err := s.FindByReuseKey(ctx, key); !errors.Is(err, lease.ErrNotFound) {
+		if _, err := s.FindByReuseKey(ctx, key); !errors.Is(err, errcode.ErrNotFound) {
 			t.Errorf("FindByReuseKey(%q): %v, want ErrNotFound", key, err)
 		}
-		if _, err := s.FindByRunKey(ctx, key); !errors.Is(err, lease.ErrNotFound) {
+		if _, err := s.FindByRunKey(ctx, key); !errors.Is(err, errcode.ErrNotFound) {
 			t.Errorf("FindByRunKey(%q): %v, want ErrNotFound", key, err)
 		}
 	}
@@ -325,7 +326,7 @@ func testClaim(t *testing.T, s lease.Store) {
 	if err != nil || l.ClaimedBy != "o2" {
 		t.Errorf("ClaimLease(expired claim): %v, %v; want o2", l, err)
 	}
-	if _, err := s.ClaimLease(ctx, "zz", "o1", t0, t0); !errors.Is(err, lease.ErrNotFound) {
+	if _, err := s.ClaimLease(ctx, "zz", "o1", t0, t0); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("ClaimLease(missing): %v, want ErrNotFound", err)
 	}
 }
@@ -369,7 +370,7 @@ func testClaimForRelease(t *testing.T, s lease.Store) {
 			t.Errorf("ClaimLeaseForRelease(%s, held by other): %v, %v; want ErrClaimed and the holder", st, held, err)
 		}
 	}
-	if _, err := rc.ClaimLeaseForRelease(ctx, "zz", "o1", t0, until); !errors.Is(err, lease.ErrNotFound) {
+	if _, err := rc.ClaimLeaseForRelease(ctx, "zz", "o1", t0, until); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("ClaimLeaseForRelease(missing): %v, want ErrNotFound", err)
 	}
 }
@@ -444,7 +445,7 @@ func testConcurrentInsert(t *testing.T, s lease.Store) {
 			switch {
 			case err == nil:
 				won++
-			case errors.Is(err, lease.ErrConflict):
+			case errors.Is(err, errcode.ErrConflict):
 				conflicts++
 			default:
 				t.Errorf("InsertLease: %v", err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -83,7 +84,7 @@ func testAdoptPooled(t *testing.T, s lease.Store) {
 	}
 	// A run key already held: refused, nothing changes.
 	_, err = s.AdoptPooled(ctx, adoption("fp1", "r1", "adopter-2"))
-	if !errors.Is(err, lease.ErrConflict) {
+	if !errors.Is(err, errcode.ErrConflict) {
 		t.Fatalf("adoption with a held run key: %v, want ErrConflict", err)
 	}
 	if l := mustGet(t, s, "young"); l.Status != lease.StatusPooled || l.Version != 1 || l.Company != authz.InstanceCompany {
@@ -93,7 +94,7 @@ func testAdoptPooled(t *testing.T, s lease.Store) {
 	if err != nil || got2.ID != "young" {
 		t.Fatalf("second adoption: %v, %v; want young", got2, err)
 	}
-	if _, err := s.AdoptPooled(ctx, adoption("fp1", "r3", "adopter-3")); !errors.Is(err, lease.ErrNotFound) {
+	if _, err := s.AdoptPooled(ctx, adoption("fp1", "r3", "adopter-3")); !errors.Is(err, errcode.ErrNotFound) {
 		t.Fatalf("adoption with no free member left: %v, want ErrNotFound", err)
 	}
 	// The runner member goes only to an adoption for that runner.
@@ -130,7 +131,7 @@ func testConcurrentAdopt(t *testing.T, s lease.Store) {
 			defer wg.Done()
 			run := fmt.Sprintf("r%d", i)
 			l, err := s.AdoptPooled(ctx, adoption("fp1", run, "owner-"+run))
-			if errors.Is(err, lease.ErrNotFound) {
+			if errors.Is(err, errcode.ErrNotFound) {
 				return
 			}
 			if err != nil {

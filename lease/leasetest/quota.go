@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -64,7 +65,7 @@ func testInsertWithinQuota(t *testing.T, s lease.Store) {
 		t.Errorf("a fourth live lease of acme within 3 per company: %v, want ErrQuota", err)
 	}
 	for _, id := range []string{"q-env1", "q-env3"} {
-		if _, err := s.GetLease(ctx, id); !errors.Is(err, lease.ErrNotFound) {
+		if _, err := s.GetLease(ctx, id); !errors.Is(err, errcode.ErrNotFound) {
 			t.Errorf("refused lease %s was written: %v", id, err)
 		}
 	}
@@ -100,7 +101,7 @@ func testInsertWithinQuota(t *testing.T, s lease.Store) {
 	dup := Sample("keyed-2", lease.StatusStarting, "", "run-key")
 	dup.Company = "initech"
 	holder, err := s.InsertLeaseWithin(ctx, dup, q)
-	if !errors.Is(err, lease.ErrConflict) || holder == nil || holder.ID != "keyed" {
+	if !errors.Is(err, errcode.ErrConflict) || holder == nil || holder.ID != "keyed" {
 		t.Errorf("insert of a held run key within quotas: %v, %v; want ErrConflict with its holder", holder, err)
 	}
 	// No limit: InsertLease.

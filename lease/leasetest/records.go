@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -63,7 +64,7 @@ func testDelete(t *testing.T, s lease.Store) {
 	ctx := context.Background()
 	l := Sample("a", lease.StatusActive, "", "run-key")
 	mustInsert(t, s, l)
-	if err := s.DeleteLease(ctx, "a", l.Version+1); !errors.Is(err, lease.ErrConflict) {
+	if err := s.DeleteLease(ctx, "a", l.Version+1); !errors.Is(err, errcode.ErrConflict) {
 		t.Errorf("DeleteLease with a stale version: %v, want ErrConflict", err)
 	}
 	if _, err := s.GetLease(ctx, "a"); err != nil {
@@ -72,10 +73,10 @@ func testDelete(t *testing.T, s lease.Store) {
 	if err := s.DeleteLease(ctx, "a", l.Version); err != nil {
 		t.Fatalf("DeleteLease: %v", err)
 	}
-	if _, err := s.GetLease(ctx, "a"); !errors.Is(err, lease.ErrNotFound) {
+	if _, err := s.GetLease(ctx, "a"); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("GetLease after delete: %v, want ErrNotFound", err)
 	}
-	if err := s.DeleteLease(ctx, "a", l.Version); !errors.Is(err, lease.ErrNotFound) {
+	if err := s.DeleteLease(ctx, "a", l.Version); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("DeleteLease of a missing lease: %v, want ErrNotFound", err)
 	}
 	if _, err := s.InsertLease(ctx, Sample("b", lease.StatusActive, "", "run-key")); err != nil {

@@ -50,7 +50,7 @@ type AttachRequest struct {
 	Scope prp.Scope
 	// Run is the run the session is for. Default: the lease's run, else a
 	// new id. A run that starts with prp.PoolRunPrefix is refused
-	// (lease.ErrInvalid): such runs are warm-pool members' (pool.go).
+	// (errcode.ErrInvalid): such runs are warm-pool members' (pool.go).
 	Run string
 	// TicketTTL bounds the bootstrap ticket. Default prpwire.MaxTicketTTL (one
 	// minute for a probe).
@@ -115,7 +115,7 @@ func (a *Attachment) Events(ctx context.Context, after uint64, limit int) ([]Sto
 // (in this process or another replica) or a ticket the host minted
 // connected: for a host that restarted, or a follower that reconnects. It
 // authorizes p on the session as every session call does (a session p may
-// not read is ErrNotFound, one it may read but not act on authz.ErrDenied)
+// not read is errcode.ErrNotFound, one it may read but not act on errcode.ErrDenied)
 // and serves nothing: the runner reconnects to the controller it knows.
 func (c *Controller) Reattach(ctx context.Context, p authz.Principal, session string) (*Attachment, error) {
 	s, err := c.session(ctx, p, session)
@@ -149,8 +149,8 @@ func (a *attachment) close() {
 // this controller on the ingress for as long as the lease lasts (until the
 // lease manager's LeaseEnded, or Close), mints a one-use ticket of
 // req.Scope for the lease (authorized as MintTicket authorizes: a lease
-// p may not read is ErrNotFound, one it may read but not lease
-// authz.ErrDenied; nothing is installed then), launches the runner
+// p may not read is errcode.ErrNotFound, one it may read but not lease
+// errcode.ErrDenied; nothing is installed then), launches the runner
 // detached and waits for the hello on the session of that ticket: the
 // holder's own session (Session.Holder), never another session of the
 // lease and run. When the holder's own session for the run and scope

@@ -16,6 +16,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
@@ -202,7 +203,7 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 type TicketRequest struct {
 	Lease string
 	// Run is the run of the runner; one that starts with
-	// prp.PoolRunPrefix is refused (lease.ErrInvalid): such runs are
+	// prp.PoolRunPrefix is refused (errcode.ErrInvalid): such runs are
 	// warm-pool members', which only the lease manager starts.
 	Run string
 	// Company, if set, must be the lease's recorded company; the ticket
@@ -227,10 +228,10 @@ type TicketRequest struct {
 // stored, and it expires no later than the lease. The ticket's text
 // (Ticket.String) is the secret to hand to the runner. A lease that does
 // not exist and one p may not read are refused alike, with an error
-// wrapping ErrNotFound that names only the id; a lease p may read but not
-// lease is refused with authz.ErrDenied; a lease that is not active
-// with lease.ErrConflict, and a req.Company that is not the lease's with
-// lease.ErrInvalid.
+// wrapping errcode.ErrNotFound that names only the id; a lease p may read but not
+// lease is refused with errcode.ErrDenied; a lease that is not active
+// with errcode.ErrConflict, and a req.Company that is not the lease's with
+// errcode.ErrInvalid.
 func (c *Controller) MintTicket(ctx context.Context, p authz.Principal, req TicketRequest) (prp.Ticket, prp.TicketRecord, error) {
 	if req.Holder != nil && req.Holder.ID() != req.Lease {
 		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: field Holder is the handle of another lease", req.Lease)
@@ -266,7 +267,7 @@ func (c *Controller) mintTicket(ctx context.Context, p authz.Principal, req Tick
 	if poolMember(l) {
 		// A warm-pool member's runner is started by the lease manager
 		// only (startPoolRunner), never for a principal.
-		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: the lease is a warm-pool member, not adopted: %w", req.Lease, lease.ErrConflict)
+		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: the lease is a warm-pool member, not adopted: %w", req.Lease, errcode.ErrConflict)
 	}
 	if holder && l.Runner == nil {
 		// The lease manager asks for the stop of a lease's tasks only when
@@ -281,7 +282,7 @@ func (c *Controller) mintTicket(ctx context.Context, p authz.Principal, req Tick
 // already: l must be active, or a warm-pool member (startPoolRunner).
 func (c *Controller) mintFor(ctx context.Context, l *lease.Lease, req TicketRequest, resume string, holder bool) (prp.Ticket, prp.TicketRecord, error) {
 	if req.Company != "" && req.Company != l.Company {
-		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: company %q is not the lease's: %w", req.Lease, req.Company, lease.ErrInvalid)
+		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: company %q is not the lease's: %w", req.Lease, req.Company, errcode.ErrInvalid)
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	end, ok := leaseEnd(l, now)
@@ -289,7 +290,7 @@ func (c *Controller) mintFor(ctx context.Context, l *lease.Lease, req TicketRequ
 		end, ok = l.ExpiresAt, l.ExpiresAt.IsZero() || now.Before(l.ExpiresAt)
 	}
 	if !ok {
-		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: the lease is %s, not active: %w", req.Lease, l.Status, lease.ErrConflict)
+		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: the lease is %s, not active: %w", req.Lease, l.Status, errcode.ErrConflict)
 	}
 	ttl := cmp.Or(req.TTL, prpwire.MaxTicketTTL)
 	t, err := prp.NewTicket()
@@ -373,7 +374,7 @@ func (c *Controller) exchange(w http.ResponseWriter, r *http.Request) {
 // controller (its platform, version and capabilities), and whether there
 // was one. p must be allowed to read the session's lease: a session that
 // does not exist and one p may not read are the same not found (an error
-// wrapping ErrNotFound), read from the store.
+// wrapping errcode.ErrNotFound), read from the store.
 func (c *Controller) sessionHello(ctx context.Context, p authz.Principal, session string) (prpwire.Hello, bool, error) {
 	s, err := c.session(ctx, p, session)
 	if err != nil {

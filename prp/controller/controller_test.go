@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/prp"
@@ -185,8 +186,8 @@ func TestProbeIdentityRefusesTasks(t *testing.T) {
 	}
 	// Another company's principal learns nothing of the session, not even
 	// that it exists (issue 24: Hello takes the principal).
-	if h, ok, err := s.c.Hello(ctx, stranger, session); !errors.Is(err, controller.ErrNotFound) || ok || h.RunnerVersion != "" {
-		t.Errorf("Hello for a stranger = %+v, %v, %v; want ErrNotFound and nothing", h, ok, err)
+	if h, ok, err := s.c.Hello(ctx, stranger, session); !errors.Is(err, errcode.ErrNotFound) || ok || h.RunnerVersion != "" {
+		t.Errorf("Hello for a stranger = %+v, %v, %v; want errcode.ErrNotFound and nothing", h, ok, err)
 	}
 	if _, err := s.c.StartTask(ctx, operator, session, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"true"}}); !errors.Is(err, prp.ErrScopeDenied) {
 		t.Errorf("StartTask on a probe session = %v, want ErrScopeDenied", err)

@@ -9,18 +9,19 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 )
 
 // session loads session and authorizes p on its lease (ActionLease of the
 // session's company, authorizeRecord). An unknown session and one p may
-// not read are the same not found (ErrNotFound, one text naming only the
+// not read are the same not found (errcode.ErrNotFound, one text naming only the
 // id the caller gave); a session p may read but not act on is denied
-// (authz.ErrDenied), naming only the id.
+// (errcode.ErrDenied), naming only the id.
 func (c *Controller) session(ctx context.Context, p authz.Principal, id string) (Session, error) {
 	s, err := c.o.Store.GetSession(ctx, id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, errcode.ErrNotFound) {
 		return Session{}, notFound("session", id)
 	}
 	if err != nil {

@@ -43,7 +43,7 @@
 //     its lease on every replica (a renewed token never outlives it; a live
 //     connection whose lease ended is closed as unauthorized);
 //     and a session or lease the principal may not read is refused as a
-//     missing one (ErrNotFound, one text), "denied" kept for what it can
+//     missing one (errcode.ErrNotFound, one text), "denied" kept for what it can
 //     see.
 //
 //   - One connection: authentication before Accept, the session's
@@ -133,7 +133,7 @@
 //     runner connects on a session of authz.InstanceCompany for the run
 //     prp.PoolRunPrefix plus the member's id, minted for the member's
 //     record by the lease manager's hook only (MintTicket refuses a member
-//     with lease.ErrConflict). Such a session runs no command: dispatch
+//     with errcode.ErrConflict). Such a session runs no command: dispatch
 //     refuses one with prp.ErrScopeDenied for every principal, and its
 //     writer sends none. The Attach of the lease that adopted the member
 //     takes the session over (Store.HandOverSession: once, in one
@@ -152,7 +152,7 @@
 //     which nudges the member's live runner to reconnect and exits, or
 //     resumes the session when that runner is gone).
 //     Runs that start with prp.PoolRunPrefix are no principal's: Attach and
-//     MintTicket refuse them (lease.ErrInvalid), and no session is handed
+//     MintTicket refuse them (errcode.ErrInvalid), and no session is handed
 //     over to one. The calls that authorize once and then wait (Task.Wait,
 //     the result wait) refuse a session of the instance, so a wait
 //     authorized before a hand-over never reads the adopting company's

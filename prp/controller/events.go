@@ -168,7 +168,7 @@ func (a *accounting) decide(ctx context.Context, seq uint64, ev prp.Event, now t
 			// a command a broken journal holds), only a result a command
 			// still waits for.
 			r, err := c.o.Store.GetCommand(ctx, a.sess.ID, ev.Result.CommandID)
-			if errors.Is(err, ErrNotFound) || (err == nil && r.State.Terminal()) {
+			if errors.Is(err, errcode.ErrNotFound) || (err == nil && r.State.Terminal()) {
 				return discard("the session's event cap, or a probe session")
 			}
 			if err != nil {
@@ -272,7 +272,7 @@ func (c *Controller) intake(ctx context.Context, sess Session, items []intakeIte
 		if r.Event.Kind == prp.EventResult {
 			// Always, even for an event stored before: a crash may have
 			// come between the two writes.
-			if _, err := c.o.Store.CompleteCommand(ctx, sess.ID, *r.Event.Result, r.StoredAt); err != nil && !errors.Is(err, ErrNotFound) {
+			if _, err := c.o.Store.CompleteCommand(ctx, sess.ID, *r.Event.Result, r.StoredAt); err != nil && !errors.Is(err, errcode.ErrNotFound) {
 				return err
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
 )
@@ -21,7 +22,7 @@ import (
 // replica on one store sees the same records.
 type LeaseReader interface {
 	// GetLease returns the lease id, or an error wrapping
-	// lease.ErrNotFound.
+	// errcode.ErrNotFound.
 	GetLease(ctx context.Context, id string) (*lease.Lease, error)
 }
 
@@ -34,7 +35,7 @@ var errLeaseOver = errors.New("the session's lease is no longer active")
 // one alike (one sentinel, one text): it names the kind and the id the
 // caller gave, nothing else.
 func notFound(kind, id string) error {
-	return fmt.Errorf("controller: %s %q: %w", kind, id, ErrNotFound)
+	return fmt.Errorf("controller: %s %q: %w", kind, id, errcode.ErrNotFound)
 }
 
 // leaseResource describes the lease of a session or ticket for
@@ -47,7 +48,7 @@ func leaseResource(id, company string) authz.Resource {
 // caller named a record (kind id) that stands on r: a principal who may
 // neither act on r nor read it (authz.ActionRead) gets notFound, as
 // for a missing record; one who may read it but not act on it gets a
-// refusal wrapping authz.ErrDenied that names only the id.
+// refusal wrapping errcode.ErrDenied that names only the id.
 func (c *Controller) authorizeRecord(ctx context.Context, p authz.Principal, r authz.Resource, kind, id string) error {
 	if c.o.Authorizer.Authorize(ctx, p, authz.ActionLease, r) == nil {
 		return nil
@@ -55,7 +56,7 @@ func (c *Controller) authorizeRecord(ctx context.Context, p authz.Principal, r a
 	if c.o.Authorizer.Authorize(ctx, p, authz.ActionRead, r) != nil {
 		return notFound(kind, id)
 	}
-	return fmt.Errorf("controller: %s %q: %s may not %s it: %w", kind, id, p, authz.ActionLease, authz.ErrDenied)
+	return fmt.Errorf("controller: %s %q: %s may not %s it: %w", kind, id, p, authz.ActionLease, errcode.ErrDenied)
 }
 
 // leaseFor reads lease id from the lease records and authorizes p on it
@@ -63,7 +64,7 @@ func (c *Controller) authorizeRecord(ctx context.Context, p authz.Principal, r a
 // not found.
 func (c *Controller) leaseFor(ctx context.Context, p authz.Principal, id string) (*lease.Lease, error) {
 	l, err := c.leases.GetLease(ctx, id)
-	if errors.Is(err, lease.ErrNotFound) {
+	if errors.Is(err, errcode.ErrNotFound) {
 		return nil, notFound("lease", id)
 	}
 	if err != nil {
@@ -91,7 +92,7 @@ func leaseEnd(l *lease.Lease, now time.Time) (time.Time, bool) {
 func (c *Controller) sessionLease(ctx context.Context, s Session, now time.Time) (time.Time, error) {
 	l, err := c.leases.GetLease(ctx, s.Lease)
 	switch {
-	case errors.Is(err, lease.ErrNotFound):
+	case errors.Is(err, errcode.ErrNotFound):
 		return time.Time{}, fmt.Errorf("session %s: lease %s is gone: %w", s.ID, s.Lease, errLeaseOver)
 	case err != nil:
 		return time.Time{}, fmt.Errorf("session %s: read lease %s: %w", s.ID, s.Lease, err)

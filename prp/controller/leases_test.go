@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -22,12 +23,12 @@ import (
 )
 
 // wantHidden fails unless err is the refusal of a record the caller may
-// not read: controller.ErrNotFound, never ErrDenied, naming the id the
+// not read: errcode.ErrNotFound, never ErrDenied, naming the id the
 // caller gave and no company (issue 22 items 7, 8).
 func wantHidden(t *testing.T, what string, err error, id string) {
 	t.Helper()
-	if !errors.Is(err, controller.ErrNotFound) || errors.Is(err, authz.ErrDenied) {
-		t.Errorf("%s = %v, want ErrNotFound (not ErrDenied)", what, err)
+	if !errors.Is(err, errcode.ErrNotFound) || errors.Is(err, errcode.ErrDenied) {
+		t.Errorf("%s = %v, want errcode.ErrNotFound (not ErrDenied)", what, err)
 		return
 	}
 	if msg := err.Error(); !strings.Contains(msg, id) || strings.Contains(msg, "co-1") || strings.Contains(msg, "co-2") {
@@ -37,7 +38,7 @@ func wantHidden(t *testing.T, what string, err error, id string) {
 
 // Issue 22 items 1, 7, 8: everywhere a principal names a session or a
 // lease, a record it may not read (another company's) reads exactly as a
-// missing one: ErrNotFound, the same text but for the id; a record it may
+// missing one: errcode.ErrNotFound, the same text but for the id; a record it may
 // read but not act on (a board member of the company) is denied, naming
 // only the id.
 func TestARecordThePrincipalMayNotReadReadsAsAMissingOne(t *testing.T) {
@@ -94,7 +95,7 @@ func TestARecordThePrincipalMayNotReadReadsAsAMissingOne(t *testing.T) {
 			}
 		}
 		errBoard := op(board, real)
-		if !errors.Is(errBoard, authz.ErrDenied) || errors.Is(errBoard, controller.ErrNotFound) || !strings.Contains(errBoard.Error(), real) {
+		if !errors.Is(errBoard, errcode.ErrDenied) || errors.Is(errBoard, errcode.ErrNotFound) || !strings.Contains(errBoard.Error(), real) {
 			t.Errorf("a board member of the company = %v, want ErrDenied naming %s (the record is visible to it)", errBoard, real)
 		}
 	}
@@ -125,8 +126,8 @@ func TestATicketCarriesTheLeasesRecordedCompany(t *testing.T) {
 	}
 	// A principal of both companies names the other one.
 	both := authz.Principal{ID: "bot-2", Role: authz.RoleAgent, Companies: []string{"co-1", "co-2"}}
-	if _, _, err := s.c.MintTicket(ctx, both, controller.TicketRequest{Lease: "lease-1", Run: "run-1", Company: "co-2", Scope: prp.ScopeTask}); !errors.Is(err, lease.ErrInvalid) {
-		t.Errorf("MintTicket naming another company than the lease's = %v, want lease.ErrInvalid", err)
+	if _, _, err := s.c.MintTicket(ctx, both, controller.TicketRequest{Lease: "lease-1", Run: "run-1", Company: "co-2", Scope: prp.ScopeTask}); !errors.Is(err, errcode.ErrInvalid) {
+		t.Errorf("MintTicket naming another company than the lease's = %v, want errcode.ErrInvalid", err)
 	}
 	l, err := ls.GetLease(ctx, "lease-1")
 	if err != nil {
@@ -136,8 +137,8 @@ func TestATicketCarriesTheLeasesRecordedCompany(t *testing.T) {
 	if err := ls.UpdateLease(ctx, l); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.c.MintTicket(ctx, admin, controller.TicketRequest{Lease: "lease-1", Run: "run-1", Scope: prp.ScopeTask}); !errors.Is(err, lease.ErrConflict) {
-		t.Errorf("MintTicket for a released lease = %v, want lease.ErrConflict", err)
+	if _, _, err := s.c.MintTicket(ctx, admin, controller.TicketRequest{Lease: "lease-1", Run: "run-1", Scope: prp.ScopeTask}); !errors.Is(err, errcode.ErrConflict) {
+		t.Errorf("MintTicket for a released lease = %v, want errcode.ErrConflict", err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 )
@@ -60,7 +61,7 @@ func (s *memoryStore) CreateSession(ctx context.Context, r Session) error {
 	defer s.mu.Unlock()
 	s.init()
 	if _, ok := s.sessions[r.ID]; ok {
-		return fmt.Errorf("controller: session %s: %w", r.ID, ErrExists)
+		return fmt.Errorf("controller: session %s: %w", r.ID, errcode.ErrAlreadyExists)
 	}
 	r.ConnectedUntil = time.Time{}
 	s.sessions[r.ID] = r
@@ -76,7 +77,7 @@ func (s *memoryStore) GetSession(ctx context.Context, id string) (Session, error
 	defer s.mu.Unlock()
 	r, ok := s.sessions[id]
 	if !ok {
-		return Session{}, fmt.Errorf("controller: session %q: %w", id, ErrNotFound)
+		return Session{}, fmt.Errorf("controller: session %q: %w", id, errcode.ErrNotFound)
 	}
 	r.ConnectedUntil = s.conns[id].until
 	return r, nil
@@ -91,7 +92,7 @@ func (s *memoryStore) ClaimConnection(ctx context.Context, session, conn string,
 	defer s.mu.Unlock()
 	s.init()
 	if _, ok := s.sessions[session]; !ok {
-		return false, fmt.Errorf("controller: session %q: %w", session, ErrNotFound)
+		return false, fmt.Errorf("controller: session %q: %w", session, errcode.ErrNotFound)
 	}
 	if c, ok := s.conns[session]; ok && c.conn != conn && c.until.After(now) {
 		return false, nil
@@ -126,7 +127,7 @@ func (s *memoryStore) HandOverSession(ctx context.Context, session, company, run
 	r, ok := s.sessions[session]
 	switch {
 	case !ok:
-		return false, fmt.Errorf("controller: session %q: %w", session, ErrNotFound)
+		return false, fmt.Errorf("controller: session %q: %w", session, errcode.ErrNotFound)
 	case r.Company != authz.InstanceCompany:
 		return false, nil
 	}
@@ -194,7 +195,7 @@ func (s *memoryStore) GetCommand(ctx context.Context, session, id string) (Comma
 			return copyCommand(r), nil
 		}
 	}
-	return CommandRecord{}, fmt.Errorf("controller: command %q of session %s: %w", id, session, ErrNotFound)
+	return CommandRecord{}, fmt.Errorf("controller: command %q of session %s: %w", id, session, errcode.ErrNotFound)
 }
 
 // CommandsAfter implements Store.
@@ -233,7 +234,7 @@ func (s *memoryStore) CompleteCommand(ctx context.Context, session string, res p
 		}
 		return copyCommand(cmds[i]), nil
 	}
-	return CommandRecord{}, fmt.Errorf("controller: complete command %q of session %s: %w", res.CommandID, session, ErrNotFound)
+	return CommandRecord{}, fmt.Errorf("controller: complete command %q of session %s: %w", res.CommandID, session, errcode.ErrNotFound)
 }
 
 // PutEvent implements Store.
@@ -338,7 +339,7 @@ func (s *memoryStore) ClaimSecrets(ctx context.Context, session, id string, _ ti
 			return true, nil
 		}
 	}
-	return false, fmt.Errorf("controller: command %q of session %s: %w", id, session, ErrNotFound)
+	return false, fmt.Errorf("controller: command %q of session %s: %w", id, session, errcode.ErrNotFound)
 }
 
 // validSession checks a session record's fields.

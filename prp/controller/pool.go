@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
@@ -45,7 +46,7 @@ func poolRun(leaseID string) string { return prp.PoolRunPrefix + leaseID }
 // prefix): field names the request field, for the error.
 func tenantRun(field, run string) error {
 	if strings.HasPrefix(run, prp.PoolRunPrefix) {
-		return fmt.Errorf("field %s %q: runs that start with %q are reserved for warm-pool members: %w", field, run, prp.PoolRunPrefix, lease.ErrInvalid)
+		return fmt.Errorf("field %s %q: runs that start with %q are reserved for warm-pool members: %w", field, run, prp.PoolRunPrefix, errcode.ErrInvalid)
 	}
 	return nil
 }

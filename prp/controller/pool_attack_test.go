@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -138,7 +139,7 @@ func TestPoolOperatorWaitingOnThePoolSessionSeesNothingOfTheAdopter(t *testing.T
 // the store refuses a hand-over to one too. Found open: Attach handed the
 // member's session over to the run "pool.lease-1" and MintTicket minted
 // tickets for pool runs on tenants' leases. Fixed: Attach, MintTicket and
-// Store.HandOverSession refuse them (lease.ErrInvalid).
+// Store.HandOverSession refuse them (errcode.ErrInvalid).
 func TestPoolRunsAreNoTenantsRuns(t *testing.T) {
 	t.Parallel()
 	w, st := newPoolWorld(t)
@@ -149,14 +150,14 @@ func TestPoolRunsAreNoTenantsRuns(t *testing.T) {
 	if h.ID() != "lease-1" {
 		t.Fatalf("acquired %s, want the member", h.ID())
 	}
-	if _, err := w.s.c.Attach(ctx, leaseOperator, h, controller.AttachRequest{Run: prp.PoolRunPrefix + "lease-1"}); !errors.Is(err, lease.ErrInvalid) {
-		t.Errorf("Attach for the run %slease-1: %v, want lease.ErrInvalid", prp.PoolRunPrefix, err)
+	if _, err := w.s.c.Attach(ctx, leaseOperator, h, controller.AttachRequest{Run: prp.PoolRunPrefix + "lease-1"}); !errors.Is(err, errcode.ErrInvalid) {
+		t.Errorf("Attach for the run %slease-1: %v, want errcode.ErrInvalid", prp.PoolRunPrefix, err)
 	}
 	if s, err := st.GetSession(ctx, pool.ID); err != nil || s.Company != authz.InstanceCompany {
 		t.Errorf("the member's session after the refused Attach: %+v, %v; want still the instance's", s, err)
 	}
-	if _, _, err := w.s.c.MintTicket(ctx, leaseOperator, controller.TicketRequest{Lease: "lease-1", Run: prp.PoolRunPrefix + "x", Scope: prp.ScopeTask}); !errors.Is(err, lease.ErrInvalid) {
-		t.Errorf("a ticket for a pool run: %v, want lease.ErrInvalid", err)
+	if _, _, err := w.s.c.MintTicket(ctx, leaseOperator, controller.TicketRequest{Lease: "lease-1", Run: prp.PoolRunPrefix + "x", Scope: prp.ScopeTask}); !errors.Is(err, errcode.ErrInvalid) {
+		t.Errorf("a ticket for a pool run: %v, want errcode.ErrInvalid", err)
 	}
 	if _, err := st.HandOverSession(ctx, pool.ID, "co-1", prp.PoolRunPrefix+"x"); err == nil {
 		t.Error("the store handed the session over to a pool run")

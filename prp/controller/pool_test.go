@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
@@ -109,8 +110,8 @@ func TestRunnerPoolMemberIsConnectedAheadAndHandedOver(t *testing.T) {
 	if _, err := w.s.c.StartTask(ctx, leaseOperator, pool.ID, "early", prp.TaskStart{TaskID: "t-early", Argv: []string{"true"}}); !errors.Is(err, prp.ErrScopeDenied) {
 		t.Errorf("a task on the pool member's session: %v, want ErrScopeDenied", err)
 	}
-	if _, _, err := w.s.c.MintTicket(ctx, leaseOperator, controller.TicketRequest{Lease: "lease-1", Run: "run-x", Scope: prp.ScopeTask}); !errors.Is(err, lease.ErrConflict) {
-		t.Errorf("a ticket for the pool member: %v, want lease.ErrConflict", err)
+	if _, _, err := w.s.c.MintTicket(ctx, leaseOperator, controller.TicketRequest{Lease: "lease-1", Run: "run-x", Scope: prp.ScopeTask}); !errors.Is(err, errcode.ErrConflict) {
+		t.Errorf("a ticket for the pool member: %v, want errcode.ErrConflict", err)
 	}
 	if n, _ := st.CommandsAfter(ctx, pool.ID, 0, 0); len(n) != 0 {
 		t.Errorf("commands journaled on the pool session: %d, want 0", len(n))

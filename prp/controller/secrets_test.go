@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"github.com/berthdev/berth/internal/prpwire"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -17,6 +16,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/prpwire"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/internal/syncbuf"
@@ -248,7 +250,7 @@ func TestSecretsRefusedAtDispatchAndDelivery(t *testing.T) {
 	if _, err := s.c.StartTask(ctx, operator, session, "c1", ts); err == nil || !strings.Contains(err.Error(), "NOPE") {
 		t.Fatalf("dispatch with an unknown secret = %v, want a refusal naming it", err)
 	}
-	if _, err := s.c.Wait(ctx, operator, session, "c1"); !errors.Is(err, controller.ErrNotFound) {
+	if _, err := s.c.Wait(ctx, operator, session, "c1"); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("a refused dispatch was journaled: %v", err)
 	}
 	if _, err := s.c.StartTask(ctx, operator, session, "c2", secretTask("t2", work, out)); err != nil {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/prpwire"
 )
 
@@ -25,7 +26,7 @@ type outputSink interface {
 	// acks events only after Sync (PRP-5).
 	Sync(ctx context.Context, session string) error
 	// ReadOutput returns the bytes at ref, or an error wrapping
-	// ErrNotFound if they are not there.
+	// errcode.ErrNotFound if they are not there.
 	ReadOutput(ctx context.Context, ref OutputRef) ([]byte, error)
 }
 
@@ -186,7 +187,7 @@ func (s *fileSink) ReadOutput(ctx context.Context, ref OutputRef) ([]byte, error
 	}
 	f, err := os.Open(filepath.Join(s.dir, ref.File))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("controller: file sink: %s: %w", ref.File, ErrNotFound)
+		return nil, fmt.Errorf("controller: file sink: %s: %w", ref.File, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("controller: file sink: %w", err)
@@ -195,7 +196,7 @@ func (s *fileSink) ReadOutput(ctx context.Context, ref OutputRef) ([]byte, error
 	b := make([]byte, ref.Length)
 	if _, err := f.ReadAt(b, ref.Offset); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("controller: file sink: %s at %d+%d: %w", ref.File, ref.Offset, ref.Length, ErrNotFound)
+			return nil, fmt.Errorf("controller: file sink: %s at %d+%d: %w", ref.File, ref.Offset, ref.Length, errcode.ErrNotFound)
 		}
 		return nil, fmt.Errorf("controller: file sink: read %s: %w", ref.File, err)
 	}

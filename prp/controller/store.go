@@ -10,10 +10,6 @@ import (
 
 // Store errors.
 var (
-	// ErrNotFound: no session or command with that id exists.
-	ErrNotFound = errcode.New(errcode.NotFound, "controller: not found")
-	// ErrExists: a session with that id was already created.
-	ErrExists = errcode.New(errcode.AlreadyExists, "controller: already exists")
 	// ErrIdempotencyConflict: a command id was used before in the session
 	// with another body (another digest) (PRP-4).
 	ErrIdempotencyConflict = errcode.New(errcode.Conflict, "controller: idempotency conflict")
@@ -83,16 +79,16 @@ type EventRecord struct {
 // store/sqlite and store/postgres; each passes controllertest.RunStoreTests. A Store is safe
 // for concurrent use, and for use by several controller replicas at once.
 type Store interface {
-	// CreateSession stores s; ErrExists if a session with s.ID exists.
+	// CreateSession stores s; errcode.ErrAlreadyExists if a session with s.ID exists.
 	CreateSession(ctx context.Context, s Session) error
-	// GetSession returns the session with id, or ErrNotFound.
+	// GetSession returns the session with id, or errcode.ErrNotFound.
 	GetSession(ctx context.Context, id string) (Session, error)
 	// ClaimConnection records that connection conn is the session's live
 	// connection until until, in one conditional update that succeeds
 	// only if no other connection's claim on the session lasts past now
 	// (on any replica); conn renews its own claim the same way. It
 	// returns false, nil when another connection holds a live claim, and
-	// ErrNotFound for an unknown session.
+	// errcode.ErrNotFound for an unknown session.
 	ClaimConnection(ctx context.Context, session, conn string, until, now time.Time) (bool, error)
 	// ReleaseConnection drops conn's claim on session, if it holds it.
 	ReleaseConnection(ctx context.Context, session, conn string) error
@@ -105,7 +101,7 @@ type Store interface {
 	// that succeeds only while the session is still the instance's. It
 	// returns true when this call handed it over; false, nil when the
 	// session is another company's (a session is handed over once, never
-	// twice); ErrNotFound for an unknown session.
+	// twice); errcode.ErrNotFound for an unknown session.
 	HandOverSession(ctx context.Context, session, company, run string) (bool, error)
 
 	// AppendCommand journals c in session under the next seq (last+1) in
@@ -114,7 +110,7 @@ type Store interface {
 	// returns that record and existed true when the digests match, else
 	// ErrIdempotencyConflict; nothing is journaled then.
 	AppendCommand(ctx context.Context, session string, c prp.Command, now time.Time) (r CommandRecord, existed bool, err error)
-	// GetCommand returns the command id of session, or ErrNotFound.
+	// GetCommand returns the command id of session, or errcode.ErrNotFound.
 	GetCommand(ctx context.Context, session, id string) (CommandRecord, error)
 	// CommandsAfter returns the commands of session with seq > after, in
 	// seq order, at most limit (all if limit <= 0).
@@ -122,7 +118,7 @@ type Store interface {
 	// CompleteCommand stores res as the result of command res.CommandID of
 	// session and marks it done (indeterminate for an indeterminate
 	// result). The first result wins: completing a completed command
-	// changes nothing and returns the stored record. ErrNotFound if the
+	// changes nothing and returns the stored record. errcode.ErrNotFound if the
 	// command is not journaled.
 	CompleteCommand(ctx context.Context, session string, res prp.Result, now time.Time) (CommandRecord, error)
 
@@ -143,7 +139,7 @@ type Store interface {
 	// one call (on any replica) that made the claim, false for every call
 	// after it. The controller sends a secrets frame only after a claim
 	// returned true, so a value goes out at most once per command, across
-	// reconnects and replicas. ErrNotFound if the command is not
+	// reconnects and replicas. errcode.ErrNotFound if the command is not
 	// journaled.
 	ClaimSecrets(ctx context.Context, session, id string, now time.Time) (bool, error)
 

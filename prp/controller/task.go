@@ -55,7 +55,7 @@ type TaskSpec struct {
 
 // Start starts spec's task on the attached runner for p: it authorizes p
 // on the session (as every session call: a session p may not read is
-// ErrNotFound, one it may read but not act on authz.ErrDenied), checks
+// errcode.ErrNotFound, one it may read but not act on errcode.ErrDenied), checks
 // the task's secrets with p (Options.Secrets; a refusal is a SecretError
 // and journals nothing) and journals the task.start command, which the
 // runner gets on its connection, now or when it reconnects (PRP-4). A

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/qualification"
 )
@@ -51,7 +52,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) qualification.Store
 		fn   func(t *testing.T, s qualification.Store)
 	}{
 		{"missing record is ErrNotFound", func(t *testing.T, s qualification.Store) {
-			if _, err := s.GetQualification(ctx, "acme", "env-1"); !errors.Is(err, qualification.ErrNotFound) {
+			if _, err := s.GetQualification(ctx, "acme", "env-1"); !errors.Is(err, errcode.ErrNotFound) {
 				t.Errorf("Get of a missing record: %v, want ErrNotFound", err)
 			}
 		}},
@@ -103,7 +104,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) qualification.Store
 		// QUAL-4
 		{"record for company A is not returned for company B", func(t *testing.T, s qualification.Store) {
 			mustPut(t, s, record("company-a", "env-1", 1))
-			if got, err := s.GetQualification(ctx, "company-b", "env-1"); !errors.Is(err, qualification.ErrNotFound) {
+			if got, err := s.GetQualification(ctx, "company-b", "env-1"); !errors.Is(err, errcode.ErrNotFound) {
 				t.Errorf("Get for company B = %+v, %v; want ErrNotFound", got, err)
 			}
 		}},
@@ -133,7 +134,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) qualification.Store
 				t.Fatal(err)
 			}
 			for _, c := range []string{"alpha", "beta"} {
-				if _, err := s.GetQualification(ctx, c, "env-1"); !errors.Is(err, qualification.ErrNotFound) {
+				if _, err := s.GetQualification(ctx, c, "env-1"); !errors.Is(err, errcode.ErrNotFound) {
 					t.Errorf("Get(%s, env-1) after delete: %v, want ErrNotFound", c, err)
 				}
 			}
@@ -151,7 +152,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) qualification.Store
 		{"record without company or environment is refused and not stored", func(t *testing.T, s qualification.Store) {
 			noCompany, noEnv := record("", "env-1", 1), record("acme", "", 2)
 			for _, r := range []qualification.Record{noCompany, noEnv} {
-				if err := s.PutQualification(ctx, r); !errors.Is(err, qualification.ErrInvalidRecord) {
+				if err := s.PutQualification(ctx, r); !errors.Is(err, errcode.ErrInvalid) {
 					t.Errorf("Put(company %q, environment %q): %v, want ErrInvalidRecord", r.Company, r.Environment, err)
 				}
 			}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/templates"
 )
 
@@ -112,13 +113,13 @@ func testRoundTrip(t *testing.T, s templates.Store) {
 	minimal := &templates.Template{ID: "tpl-2", Environment: "env-1", State: templates.StateFailed, Version: 1}
 	mustInsert(t, s, minimal)
 	diff(t, "minimal round trip", minimal, mustGet(t, s, "tpl-2"))
-	wantErr(t, "insert with version 2", s.InsertTemplate(context.Background(), &templates.Template{ID: "tpl-3", Environment: "env-1", Version: 2}), templates.ErrInvalid)
+	wantErr(t, "insert with version 2", s.InsertTemplate(context.Background(), &templates.Template{ID: "tpl-3", Environment: "env-1", Version: 2}), errcode.ErrInvalid)
 }
 
 func testDuplicate(t *testing.T, s templates.Store) {
 	mustInsert(t, s, sample("tpl-1", "env-1", baseTime))
 	other := sample("tpl-1", "env-2", baseTime)
-	wantErr(t, "insert of a taken id", s.InsertTemplate(context.Background(), other), templates.ErrConflict)
+	wantErr(t, "insert of a taken id", s.InsertTemplate(context.Background(), other), errcode.ErrConflict)
 	if got := mustGet(t, s, "tpl-1"); got.Environment != "env-1" {
 		t.Errorf("a refused insert changed the stored template: environment %q", got.Environment)
 	}
@@ -135,11 +136,11 @@ func testUpdateVersion(t *testing.T, s templates.Store) {
 	diff(t, "after update", v2, mustGet(t, s, "tpl-1"))
 	stale := v2.Clone()
 	stale.State = templates.StateRevoked // still version 2: based on 1
-	wantErr(t, "stale update", s.UpdateTemplate(ctx, stale), templates.ErrConflict)
+	wantErr(t, "stale update", s.UpdateTemplate(ctx, stale), errcode.ErrConflict)
 	diff(t, "after a stale update", v2, mustGet(t, s, "tpl-1"))
 	missing := sample("nope", "env-1", baseTime)
 	missing.Version = 2
-	wantErr(t, "update of a missing template", s.UpdateTemplate(ctx, missing), templates.ErrNotFound)
+	wantErr(t, "update of a missing template", s.UpdateTemplate(ctx, missing), errcode.ErrNotFound)
 }
 
 func testUpdateConcurrent(t *testing.T, s templates.Store) {
@@ -160,7 +161,7 @@ func testUpdateConcurrent(t *testing.T, s templates.Store) {
 			switch {
 			case err == nil:
 				wins++
-			case errors.Is(err, templates.ErrConflict):
+			case errors.Is(err, errcode.ErrConflict):
 				conflicts++
 			default:
 				t.Errorf("UpdateTemplate: %v", err)
@@ -225,7 +226,7 @@ func testEvents(t *testing.T, s templates.Store) {
 
 func testNotFound(t *testing.T, s templates.Store) {
 	_, err := s.GetTemplate(context.Background(), "nope")
-	wantErr(t, "get of a missing template", err, templates.ErrNotFound)
+	wantErr(t, "get of a missing template", err, errcode.ErrNotFound)
 }
 
 func testCancelled(t *testing.T, s templates.Store) {
@@ -260,8 +261,8 @@ func testSessionRoundTrip(t *testing.T, s templates.Store) {
 		t.Fatal(err)
 	}
 	diff(t, "session round trip", full, got)
-	wantErr(t, "insert of a taken session id", s.InsertSession(ctx, sampleSession("ses-1", "env-2", templates.SessionCaptured, baseTime)), templates.ErrConflict)
-	wantErr(t, "insert with version 2", s.InsertSession(ctx, &templates.Session{ID: "ses-2", Environment: "env-1", Version: 2}), templates.ErrInvalid)
+	wantErr(t, "insert of a taken session id", s.InsertSession(ctx, sampleSession("ses-1", "env-2", templates.SessionCaptured, baseTime)), errcode.ErrConflict)
+	wantErr(t, "insert with version 2", s.InsertSession(ctx, &templates.Session{ID: "ses-2", Environment: "env-1", Version: 2}), errcode.ErrInvalid)
 	v2 := got.Clone()
 	v2.State, v2.Version = templates.SessionCapturing, 2
 	if err := s.UpdateSession(ctx, v2); err != nil {
@@ -269,15 +270,15 @@ func testSessionRoundTrip(t *testing.T, s templates.Store) {
 	}
 	stale := v2.Clone()
 	stale.State = templates.SessionCancelled
-	wantErr(t, "stale session update", s.UpdateSession(ctx, stale), templates.ErrConflict)
+	wantErr(t, "stale session update", s.UpdateSession(ctx, stale), errcode.ErrConflict)
 	if got, _ := s.GetSession(ctx, "ses-1"); got == nil || got.State != templates.SessionCapturing {
 		t.Errorf("after a stale update: %+v", got)
 	}
 	_, err = s.GetSession(ctx, "nope")
-	wantErr(t, "get of a missing session", err, templates.ErrSessionNotFound)
+	wantErr(t, "get of a missing session", err, errcode.ErrNotFound)
 	missing := sampleSession("nope", "env-1", templates.SessionCancelled, baseTime)
 	missing.Version = 2
-	wantErr(t, "update of a missing session", s.UpdateSession(ctx, missing), templates.ErrSessionNotFound)
+	wantErr(t, "update of a missing session", s.UpdateSession(ctx, missing), errcode.ErrNotFound)
 }
 
 func testSessionOneActive(t *testing.T, s templates.Store) {
@@ -422,7 +423,7 @@ func testTerminalTokens(t *testing.T, s templates.Store) {
 	if err := s.InsertTerminalToken(ctx, tok); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, "a taken hash", s.InsertTerminalToken(ctx, tok), templates.ErrConflict)
+	wantErr(t, "a taken hash", s.InsertTerminalToken(ctx, tok), errcode.ErrConflict)
 	expired := *tok
 	expired.Hash = fmt.Sprintf("%064x", 2)
 	if err := s.InsertTerminalToken(ctx, &expired); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 // Store is the DEMO environment.SecretStore of envctl and examples/server,
@@ -198,7 +199,7 @@ func (s *Store) Replace(ctx context.Context, ref config.SecretRef, value string)
 	err := s.update(ctx, func(m map[string]*sealedSecret) error {
 		sec, ok := m[ref.ID]
 		if !ok {
-			return fmt.Errorf("secretfile: secret %s: %w", ref.ID, environment.ErrNotFound)
+			return fmt.Errorf("secretfile: secret %s: %w", ref.ID, errcode.ErrNotFound)
 		}
 		v = sec.Latest + 1
 		sealed, err := s.seal(ref.ID, v, value)
@@ -232,11 +233,11 @@ func (s *Store) Get(ctx context.Context, ref config.SecretRef) (string, error) {
 	}
 	sec, ok := m[ref.ID]
 	if !ok {
-		return "", fmt.Errorf("secretfile: secret %s: %w", ref, environment.ErrNotFound)
+		return "", fmt.Errorf("secretfile: secret %s: %w", ref, errcode.ErrNotFound)
 	}
 	sealed, ok := sec.Sealed[fmt.Sprint(ref.Version)]
 	if !ok {
-		return "", fmt.Errorf("secretfile: secret %s: %w", ref, environment.ErrNotFound)
+		return "", fmt.Errorf("secretfile: secret %s: %w", ref, errcode.ErrNotFound)
 	}
 	return s.open(ref.ID, ref.Version, sealed)
 }

@@ -38,6 +38,11 @@
     return (res.body && res.body.error) || { code: "unknown", message: "HTTP " + res.status };
   }
 
+  // errLine is an API error for a person: its message, and its reason
+  // (else its code) for a search; the detail (the technical chain) is
+  // the element's title, shown on hover.
+  function errLine(e) { return e.message + " (" + (e.reason || e.code) + ")"; }
+
   function setText(el, text) { if (el) el.textContent = text; }
 
   function companyPath(rest) { return "/api/v1/companies/" + encodeURIComponent(company) + rest; }
@@ -197,12 +202,14 @@
     }
     if (slot) {
       const f = slot.closest(".field");
-      const missing = e.code === "missing_credentials" ? "missing credentials: " : "";
-      slot.textContent = missing + e.message + " (" + e.code + ")";
+      const missing = e.reason === "missing_credentials" ? "missing credentials: " : "";
+      slot.textContent = missing + errLine(e);
+      slot.title = e.detail || "";
       const input = f && f.querySelector("input, textarea, select");
       if (input) input.setAttribute("aria-invalid", "true");
     } else {
-      fe.textContent = e.message + " (" + e.code + ")";
+      fe.textContent = errLine(e);
+      fe.title = e.detail || "";
       fe.hidden = false;
     }
   }
@@ -304,20 +311,29 @@
       if (res.status !== 200) {
         out.className = "result failed";
         const e = errOf(res);
-        setText(out, "Test failed: " + e.message + " (" + e.code + ")");
+        setText(out, "Test failed: " + errLine(e));
         return;
       }
       const r = res.body;
       const q = r.qualificationDiagnostic;
       const qual = r.platformQualificationRecorded ? "qualification recorded"
         : "no qualification recorded" + (q ? ": " + q.message + " (" + q.code + ")" : "");
-      if (r.ok) {
-        out.className = "result ok";
-        setText(out, "Reached " + r.target + ": cwd " + r.cwd + ", platform " + platformText(r.platform) + ". " + qual + ".");
-      } else {
-        out.className = "result failed";
-        setText(out, "Failed (" + r.code + "): " + r.summary + " " + qual + ".");
-      }
+      // Three parts apart: the connection (one sentence, the summary on
+      // hover), the qualification, and what the probe did not validate.
+      const part = function (cls, text) {
+        const s = document.createElement("span");
+        s.className = cls;
+        s.textContent = text;
+        return s;
+      };
+      const conn = r.ok
+        ? part("probe-connection", "Reached " + r.target + ": cwd " + r.cwd + ", platform " + platformText(r.platform) + ".")
+        : part("probe-connection", "Failed (" + r.code + "): " + (r.message || r.summary));
+      conn.title = r.summary;
+      const parts = [conn, " ", part("probe-qualification", qual + ".")];
+      if (r.notValidated) parts.push(" ", part("probe-not-validated", r.notValidated));
+      out.className = r.ok ? "result ok" : "result failed";
+      out.replaceChildren.apply(out, parts);
     });
   });
 
@@ -333,7 +349,7 @@
       if (res.status !== 200) {
         const e = errOf(res);
         out.className = "result failed";
-        setText(out, "Check failed: " + e.message + " (" + e.code + ")");
+        setText(out, "Check failed: " + errLine(e));
         return;
       }
       const h = res.body;
@@ -359,7 +375,7 @@
       const e = errOf(res);
       out.className = "result failed";
       setText(out, (res.status === 412 ? "changed by someone else: reload, then " + verb + " again"
-        : "Not " + (verb === "archive" ? "archived" : "restored") + ": " + e.message) + " (" + e.code + ")");
+        : "Not " + (verb === "archive" ? "archived" : "restored") + ": " + e.message) + " (" + (e.reason || e.code) + ")");
     });
   });
 
@@ -424,7 +440,7 @@
         { "If-Match": '"' + pending.revision + '"' });
       if (res.status === 200) { window.location.href = pageURL({}); return; }
       const e = errOf(res);
-      setText(document.getElementById("delete-status"), "Not deleted: " + e.message + " (" + e.code + ")");
+      setText(document.getElementById("delete-status"), "Not deleted: " + errLine(e));
     });
   }
 
@@ -453,7 +469,7 @@
         st.append(a, " to see the saved settings, then change them again.");
         return;
       }
-      setText(st, "Not saved: " + e.message + " (" + e.code + ")");
+      setText(st, "Not saved: " + errLine(e));
     });
   }
 
@@ -471,7 +487,7 @@
         { environmentId: document.getElementById("bind-env").value }, { "If-Match": "*" });
       if (res.status === 200) { window.location.reload(); return; }
       const e = errOf(res);
-      setText(st, "Not assigned: " + e.message + " (" + e.code + ")");
+      setText(st, "Not assigned: " + errLine(e));
     });
   }
   const rform = document.getElementById("resolve-form");
@@ -488,7 +504,7 @@
       const res = await api("POST", companyPath("/resolve"), body);
       if (res.status !== 200) {
         const e = errOf(res);
-        setText(out, "No target: " + e.message + " (" + e.code + ")");
+        setText(out, "No target: " + errLine(e));
         return;
       }
       const r = res.body;
@@ -556,7 +572,7 @@
       const res = await api("POST", companyPath("/runs"), body, { "Idempotency-Key": "page-" + Date.now() + "-" + Math.random() });
       if (res.status !== 202) {
         const e = errOf(res);
-        errEl.textContent = e.message + " (" + e.code + ")";
+        errEl.textContent = errLine(e);
         errEl.hidden = false;
         setText(document.getElementById("run-status"), "not started");
         return;

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/prpwire"
 
 	"github.com/google/go-cmp/cmp"
@@ -50,10 +51,10 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) controller.Store) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("GetSession (-want +got):\n%s", diff)
 		}
-		if err := s.CreateSession(ctx, want); !errors.Is(err, controller.ErrExists) {
+		if err := s.CreateSession(ctx, want); !errors.Is(err, errcode.ErrAlreadyExists) {
 			t.Errorf("second CreateSession = %v, want ErrExists", err)
 		}
-		if _, err := s.GetSession(ctx, "s_2"); !errors.Is(err, controller.ErrNotFound) {
+		if _, err := s.GetSession(ctx, "s_2"); !errors.Is(err, errcode.ErrNotFound) {
 			t.Errorf("GetSession of an unknown session = %v, want ErrNotFound", err)
 		}
 	})
@@ -108,7 +109,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) controller.Store) {
 		if ok, err := s.HandOverSession(ctx, tenant.ID, "co-2", "run-2"); err != nil || ok {
 			t.Errorf("HandOverSession of a tenant's session = %t, %v; want false, nil", ok, err)
 		}
-		if _, err := s.HandOverSession(ctx, "s_none", "co-2", "run-2"); !errors.Is(err, controller.ErrNotFound) {
+		if _, err := s.HandOverSession(ctx, "s_none", "co-2", "run-2"); !errors.Is(err, errcode.ErrNotFound) {
 			t.Errorf("HandOverSession of an unknown session = %v, want ErrNotFound", err)
 		}
 		// Racing hand-overs: exactly one wins.
@@ -169,7 +170,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) controller.Store) {
 		if ok, err := s.ClaimConnection(ctx, "s_1", "c_c", now.Add(5*time.Minute), now.Add(3*time.Minute)); err != nil || !ok {
 			t.Errorf("a claim after the release = %t, %v; want true", ok, err)
 		}
-		if _, err := s.ClaimConnection(ctx, "s_9", "c_a", now.Add(time.Minute), now); !errors.Is(err, controller.ErrNotFound) {
+		if _, err := s.ClaimConnection(ctx, "s_9", "c_a", now.Add(time.Minute), now); !errors.Is(err, errcode.ErrNotFound) {
 			t.Errorf("a claim on an unknown session = %v, want ErrNotFound", err)
 		}
 	})
@@ -301,10 +302,10 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) controller.Store) {
 		if diff := cmp.Diff(res, *got.Result); diff != "" || !got.UpdatedAt.Equal(now.Add(time.Second)) {
 			t.Errorf("GetCommand result (-want +got):\n%s updated %v", diff, got.UpdatedAt)
 		}
-		if _, err := s.CompleteCommand(ctx, "s_1", prp.Result{CommandID: "c9", Status: prp.ResultDone}, now); !errors.Is(err, controller.ErrNotFound) {
+		if _, err := s.CompleteCommand(ctx, "s_1", prp.Result{CommandID: "c9", Status: prp.ResultDone}, now); !errors.Is(err, errcode.ErrNotFound) {
 			t.Errorf("CompleteCommand of an unknown command = %v, want ErrNotFound", err)
 		}
-		if _, err := s.GetCommand(ctx, "s_1", "c9"); !errors.Is(err, controller.ErrNotFound) {
+		if _, err := s.GetCommand(ctx, "s_1", "c9"); !errors.Is(err, errcode.ErrNotFound) {
 			t.Errorf("GetCommand of an unknown command = %v, want ErrNotFound", err)
 		}
 		if _, _, err := s.AppendCommand(ctx, "s_1", start("c2", "echo"), now); err != nil {
@@ -413,7 +414,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) controller.Store) {
 		if ok, err := s.ClaimSecrets(ctx, "s_1", "c2", now); !ok || err != nil {
 			t.Errorf("the first claim of c2 = %v, %v; want true", ok, err)
 		}
-		if _, err := s.ClaimSecrets(ctx, "s_1", "c3", now); !errors.Is(err, controller.ErrNotFound) {
+		if _, err := s.ClaimSecrets(ctx, "s_1", "c3", now); !errors.Is(err, errcode.ErrNotFound) {
 			t.Errorf("a claim of an unknown command = %v, want ErrNotFound", err)
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 var _ environment.BindingStore = (*DB)(nil)
@@ -34,13 +35,13 @@ func scanBinding(s scanner) (*environment.Binding, error) {
 // writers from one base revision exactly one wins.
 func (db *DB) PutBinding(ctx context.Context, b *environment.Binding, baseRevision int64) error {
 	if b == nil {
-		return fmt.Errorf("sqlstore: put binding: nil binding: %w", environment.ErrInvalid)
+		return fmt.Errorf("sqlstore: put binding: nil binding: %w", errcode.ErrInvalid)
 	}
 	if err := b.Validate(); err != nil {
 		return fmt.Errorf("sqlstore: put binding: %w", err)
 	}
 	if baseRevision < 0 || b.Revision != baseRevision+1 {
-		return fmt.Errorf("sqlstore: put %s: revision %d does not follow base revision %d: %w", b, b.Revision, baseRevision, environment.ErrConflict)
+		return fmt.Errorf("sqlstore: put %s: revision %d does not follow base revision %d: %w", b, b.Revision, baseRevision, errcode.ErrConflict)
 	}
 	if baseRevision == 0 {
 		_, err := db.writes().exec(ctx, `INSERT INTO environment_bindings (`+bindingColumns+`)
@@ -48,7 +49,7 @@ func (db *DB) PutBinding(ctx context.Context, b *environment.Binding, baseRevisi
 			string(b.Kind), b.Key, b.Company, b.EnvironmentID, b.Revision,
 			nanos(b.CreatedAt), nanos(b.UpdatedAt), b.CreatedBy, b.UpdatedBy)
 		if _, dup := uniqueViolation(err); dup {
-			return fmt.Errorf("sqlstore: put %s: it already exists: %w", b, environment.ErrConflict)
+			return fmt.Errorf("sqlstore: put %s: it already exists: %w", b, errcode.ErrConflict)
 		}
 		if err != nil {
 			return fmt.Errorf("sqlstore: put %s: %w", b, err)
@@ -63,7 +64,7 @@ func (db *DB) PutBinding(ctx context.Context, b *environment.Binding, baseRevisi
 	if err == nil {
 		err = db.bindingChanged(ctx, res, "put", b.BindingRef, baseRevision)
 	}
-	if err == nil || errors.Is(err, environment.ErrConflict) || errors.Is(err, environment.ErrNotFound) {
+	if err == nil || errors.Is(err, errcode.ErrConflict) || errors.Is(err, errcode.ErrNotFound) {
 		return err
 	}
 	return fmt.Errorf("sqlstore: put %s: %w", b, err)
@@ -80,12 +81,12 @@ func (db *DB) bindingChanged(ctx context.Context, res sql.Result, op string, ref
 	err = db.writes().queryRow(ctx, "SELECT revision FROM environment_bindings WHERE kind = ? AND company = ? AND binding_key = ?",
 		string(ref.Kind), ref.Company, ref.Key).Scan(&stored)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("sqlstore: %s %s: %w", op, environment.Binding{BindingRef: ref}, environment.ErrNotFound)
+		return fmt.Errorf("sqlstore: %s %s: %w", op, environment.Binding{BindingRef: ref}, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return err
 	}
-	return fmt.Errorf("sqlstore: %s %s: stale revision %d (stored %d): %w", op, environment.Binding{BindingRef: ref}, base, stored, environment.ErrConflict)
+	return fmt.Errorf("sqlstore: %s %s: stale revision %d (stored %d): %w", op, environment.Binding{BindingRef: ref}, base, stored, errcode.ErrConflict)
 }
 
 // GetBinding implements environment.BindingStore.
@@ -93,7 +94,7 @@ func (db *DB) GetBinding(ctx context.Context, ref environment.BindingRef) (*envi
 	b, err := scanBinding(db.reads().queryRow(ctx, "SELECT "+bindingColumns+
 		" FROM environment_bindings WHERE kind = ? AND company = ? AND binding_key = ?", string(ref.Kind), ref.Company, ref.Key))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("sqlstore: %s: %w", environment.Binding{BindingRef: ref}, environment.ErrNotFound)
+		return nil, fmt.Errorf("sqlstore: %s: %w", environment.Binding{BindingRef: ref}, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: get %s: %w", environment.Binding{BindingRef: ref}, err)
@@ -109,7 +110,7 @@ func (db *DB) DeleteBinding(ctx context.Context, ref environment.BindingRef, bas
 	if err == nil {
 		err = db.bindingChanged(ctx, res, "delete", ref, baseRevision)
 	}
-	if err == nil || errors.Is(err, environment.ErrConflict) || errors.Is(err, environment.ErrNotFound) {
+	if err == nil || errors.Is(err, errcode.ErrConflict) || errors.Is(err, errcode.ErrNotFound) {
 		return err
 	}
 	return fmt.Errorf("sqlstore: delete %s: %w", environment.Binding{BindingRef: ref}, err)
@@ -221,7 +222,7 @@ func (db *DB) GetEnvironmentBindings(ctx context.Context, id string) (*environme
 		return nil, nil, fmt.Errorf("sqlstore: get environment %q and its bindings: %w", id, err)
 	}
 	if env == nil {
-		return nil, nil, fmt.Errorf("sqlstore: environment %q: %w", id, environment.ErrNotFound)
+		return nil, nil, fmt.Errorf("sqlstore: environment %q: %w", id, errcode.ErrNotFound)
 	}
 	return env, bs, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 var _ environment.Store = (*DB)(nil)
@@ -94,7 +95,7 @@ func scanEnv(s scanner) (*environment.Environment, error) {
 }
 
 // envConflict turns a unique violation into an error wrapping
-// environment.ErrConflict that says which value is taken.
+// errcode.ErrConflict that says which value is taken.
 func envConflict(op string, e *environment.Environment, err error) error {
 	what, ok := uniqueViolation(err)
 	if !ok {
@@ -102,11 +103,11 @@ func envConflict(op string, e *environment.Environment, err error) error {
 	}
 	switch {
 	case strings.Contains(what, "exclusive"):
-		return fmt.Errorf("sqlstore: %s environment %q: driver %q allows one environment per instance: %w", op, e.ID, e.Driver, environment.ErrConflict)
+		return fmt.Errorf("sqlstore: %s environment %q: driver %q allows one environment per instance: %w", op, e.ID, e.Driver, errcode.ErrConflict)
 	case strings.Contains(what, "name"):
-		return fmt.Errorf("sqlstore: %s environment %q: name %q is taken: %w", op, e.ID, e.Name, environment.ErrConflict)
+		return fmt.Errorf("sqlstore: %s environment %q: name %q is taken: %w", op, e.ID, e.Name, errcode.ErrConflict)
 	default:
-		return fmt.Errorf("sqlstore: %s environment %q: id is taken: %w", op, e.ID, environment.ErrConflict)
+		return fmt.Errorf("sqlstore: %s environment %q: id is taken: %w", op, e.ID, errcode.ErrConflict)
 	}
 }
 
@@ -116,14 +117,14 @@ func envConflict(op string, e *environment.Environment, err error) error {
 // because the record carries the driver in a unique column.
 func (db *DB) CreateEnvironment(ctx context.Context, e *environment.Environment, exclusiveDriver bool) error {
 	if e == nil || e.ID == "" {
-		return fmt.Errorf("sqlstore: create environment: empty id: %w", environment.ErrInvalid)
+		return fmt.Errorf("sqlstore: create environment: empty id: %w", errcode.ErrInvalid)
 	}
 	if e.Revision != 1 {
-		return fmt.Errorf("sqlstore: create environment %q: revision %d, want 1: %w", e.ID, e.Revision, environment.ErrInvalid)
+		return fmt.Errorf("sqlstore: create environment %q: revision %d, want 1: %w", e.ID, e.Revision, errcode.ErrInvalid)
 	}
 	r, err := encodeEnv(e)
 	if err != nil {
-		return fmt.Errorf("sqlstore: create environment %q: %w: %w", e.ID, environment.ErrInvalid, err)
+		return fmt.Errorf("sqlstore: create environment %q: %w: %w", e.ID, errcode.ErrInvalid, err)
 	}
 	var exclusive sql.NullString
 	if exclusiveDriver {
@@ -148,12 +149,12 @@ func (db *DB) CreateEnvironment(ctx context.Context, e *environment.Environment,
 				return err
 			}
 			if n > 0 {
-				return fmt.Errorf("sqlstore: create environment %q: driver %q allows one environment per instance: %w", e.ID, e.Driver, environment.ErrConflict)
+				return fmt.Errorf("sqlstore: create environment %q: driver %q allows one environment per instance: %w", e.ID, e.Driver, errcode.ErrConflict)
 			}
 			return insert(tx)
 		})
 	}
-	if err == nil || errors.Is(err, environment.ErrConflict) {
+	if err == nil || errors.Is(err, errcode.ErrConflict) {
 		return err
 	}
 	if cerr := envConflict("create", e, err); cerr != nil {
@@ -166,7 +167,7 @@ func (db *DB) CreateEnvironment(ctx context.Context, e *environment.Environment,
 func (db *DB) GetEnvironment(ctx context.Context, id string) (*environment.Environment, error) {
 	e, err := scanEnv(db.reads().queryRow(ctx, "SELECT "+envColumns+" FROM environments WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("sqlstore: environment %q: %w", id, environment.ErrNotFound)
+		return nil, fmt.Errorf("sqlstore: environment %q: %w", id, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: get environment %q: %w", id, err)
@@ -220,12 +221,12 @@ func (db *DB) changedOne(ctx context.Context, res sql.Result, op, id string, bas
 	var stored int64
 	err = db.writes().queryRow(ctx, "SELECT revision FROM environments WHERE id = ?", id).Scan(&stored)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("sqlstore: %s environment %q: %w", op, id, environment.ErrNotFound)
+		return fmt.Errorf("sqlstore: %s environment %q: %w", op, id, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return err
 	}
-	return fmt.Errorf("sqlstore: %s environment %q: stale revision %d (stored %d): %w", op, id, base, stored, environment.ErrConflict)
+	return fmt.Errorf("sqlstore: %s environment %q: stale revision %d (stored %d): %w", op, id, base, stored, errcode.ErrConflict)
 }
 
 // UpdateEnvironment implements environment.Store with one revision-checked
@@ -235,14 +236,14 @@ func (db *DB) changedOne(ctx context.Context, res sql.Result, op, id string, bas
 // environment created exclusive stays exclusive for its (new) driver.
 func (db *DB) UpdateEnvironment(ctx context.Context, e *environment.Environment, baseRevision int64) error {
 	if e == nil || e.ID == "" {
-		return fmt.Errorf("sqlstore: update environment: empty id: %w", environment.ErrInvalid)
+		return fmt.Errorf("sqlstore: update environment: empty id: %w", errcode.ErrInvalid)
 	}
 	if e.Revision != baseRevision+1 {
-		return fmt.Errorf("sqlstore: update environment %q: revision %d does not follow base revision %d: %w", e.ID, e.Revision, baseRevision, environment.ErrConflict)
+		return fmt.Errorf("sqlstore: update environment %q: revision %d does not follow base revision %d: %w", e.ID, e.Revision, baseRevision, errcode.ErrConflict)
 	}
 	r, err := encodeEnv(e)
 	if err != nil {
-		return fmt.Errorf("sqlstore: update environment %q: %w: %w", e.ID, environment.ErrInvalid, err)
+		return fmt.Errorf("sqlstore: update environment %q: %w: %w", e.ID, errcode.ErrInvalid, err)
 	}
 	res, err := db.writes().exec(ctx, `UPDATE environments SET name = ?, description = ?, driver = ?, status = ?,
 		config = ?, env = ?, metadata = ?, revision = ?, created_at = ?, updated_at = ?,
@@ -255,7 +256,7 @@ func (db *DB) UpdateEnvironment(ctx context.Context, e *environment.Environment,
 	if err == nil {
 		err = db.changedOne(ctx, res, "update", e.ID, baseRevision)
 	}
-	if err == nil || errors.Is(err, environment.ErrConflict) || errors.Is(err, environment.ErrNotFound) {
+	if err == nil || errors.Is(err, errcode.ErrConflict) || errors.Is(err, errcode.ErrNotFound) {
 		return err
 	}
 	if cerr := envConflict("update", e, err); cerr != nil {
@@ -271,7 +272,7 @@ func (db *DB) DeleteEnvironment(ctx context.Context, id string, baseRevision int
 	if err == nil {
 		err = db.changedOne(ctx, res, "delete", id, baseRevision)
 	}
-	if err == nil || errors.Is(err, environment.ErrConflict) || errors.Is(err, environment.ErrNotFound) {
+	if err == nil || errors.Is(err, errcode.ErrConflict) || errors.Is(err, errcode.ErrNotFound) {
 		return err
 	}
 	return fmt.Errorf("sqlstore: delete environment %q: %w", id, err)

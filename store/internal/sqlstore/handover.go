@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
 )
 
@@ -38,7 +39,7 @@ func scanAuthCheck(s scanner) (handover.AuthCheck, error) {
 // account_ref).
 func (db *DB) PutAuthCheck(ctx context.Context, c handover.AuthCheck) error {
 	if c.Company == "" || c.AccountRef == "" {
-		return fmt.Errorf("sqlstore: a project auth check needs a company and an account reference: %w", handover.ErrInvalid)
+		return fmt.Errorf("sqlstore: a project auth check needs a company and an account reference: %w", errcode.ErrInvalid)
 	}
 	projects := c.Projects
 	if projects == nil {
@@ -82,7 +83,7 @@ func (db *DB) CompleteAuthCheck(ctx context.Context, company, accountRef, prep s
 		out, err = scanAuthCheck(tx.queryRow(ctx, "SELECT "+authCheckColumns+" FROM auth_checks WHERE company = ? AND account_ref = ?", company, accountRef))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			return handover.ErrNotFound
+			return errcode.ErrNotFound
 		case err != nil:
 			return err
 		case n == 0:
@@ -100,7 +101,7 @@ func (db *DB) CompleteAuthCheck(ctx context.Context, company, accountRef, prep s
 func (db *DB) GetAuthCheck(ctx context.Context, company, accountRef string) (handover.AuthCheck, error) {
 	c, err := scanAuthCheck(db.reads().queryRow(ctx, "SELECT "+authCheckColumns+" FROM auth_checks WHERE company = ? AND account_ref = ?", company, accountRef))
 	if errors.Is(err, sql.ErrNoRows) {
-		return handover.AuthCheck{}, fmt.Errorf("sqlstore: project auth check of %s for company %q: %w", accountRef, company, handover.ErrNotFound)
+		return handover.AuthCheck{}, fmt.Errorf("sqlstore: project auth check of %s for company %q: %w", accountRef, company, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return handover.AuthCheck{}, fmt.Errorf("sqlstore: get project auth check of %s for company %q: %w", accountRef, company, err)
@@ -129,7 +130,7 @@ func (db *DB) DeleteAuthCheck(ctx context.Context, company, accountRef string) e
 	if err == nil {
 		var n int64
 		if n, err = res.RowsAffected(); err == nil && n == 0 {
-			return fmt.Errorf("sqlstore: project auth check of %s for company %q: %w", accountRef, company, handover.ErrNotFound)
+			return fmt.Errorf("sqlstore: project auth check of %s for company %q: %w", accountRef, company, errcode.ErrNotFound)
 		}
 	}
 	if err != nil {

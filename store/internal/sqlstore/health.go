@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 var _ environment.HealthStore = (*DB)(nil)
@@ -29,7 +30,7 @@ func scanHealth(s scanner) (environment.ProviderHealth, error) {
 // the (driver, endpoint) key, so the last write of any process wins.
 func (db *DB) PutProviderHealth(ctx context.Context, h environment.ProviderHealth) error {
 	if h.Driver == "" || h.Endpoint == "" {
-		return fmt.Errorf("sqlstore: provider health needs a driver and an endpoint: %w", environment.ErrInvalid)
+		return fmt.Errorf("sqlstore: provider health needs a driver and an endpoint: %w", errcode.ErrInvalid)
 	}
 	_, err := db.writes().exec(ctx, `INSERT INTO provider_health (`+healthColumns+`) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (driver, endpoint) DO UPDATE SET available = excluded.available, code = excluded.code,
@@ -42,11 +43,11 @@ func (db *DB) PutProviderHealth(ctx context.Context, h environment.ProviderHealt
 }
 
 // GetProviderHealth implements environment.HealthStore: the record of
-// driver and endpoint, or an error wrapping environment.ErrNotFound.
+// driver and endpoint, or an error wrapping errcode.ErrNotFound.
 func (db *DB) GetProviderHealth(ctx context.Context, driver, endpoint string) (environment.ProviderHealth, error) {
 	h, err := scanHealth(db.reads().queryRow(ctx, "SELECT "+healthColumns+" FROM provider_health WHERE driver = ? AND endpoint = ?", driver, endpoint))
 	if errors.Is(err, sql.ErrNoRows) {
-		return environment.ProviderHealth{}, fmt.Errorf("sqlstore: health of provider %s at %s: %w", driver, endpoint, environment.ErrNotFound)
+		return environment.ProviderHealth{}, fmt.Errorf("sqlstore: health of provider %s at %s: %w", driver, endpoint, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return environment.ProviderHealth{}, fmt.Errorf("sqlstore: get health of provider %s at %s: %w", driver, endpoint, err)

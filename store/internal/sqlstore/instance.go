@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 )
 
@@ -14,14 +15,14 @@ var _ instance.Store = (*DB)(nil)
 const settingsColumns = `enable_environments, managed_sandbox_only, quota_per_company, quota_per_company_environment, revision, updated_at, updated_by`
 
 // GetSettings implements instance.Store: the one row, or an error wrapping
-// instance.ErrNotFound.
+// errcode.ErrNotFound.
 func (db *DB) GetSettings(ctx context.Context) (instance.Settings, error) {
 	var s instance.Settings
 	var at sql.NullInt64
 	err := db.reads().queryRow(ctx, "SELECT "+settingsColumns+" FROM instance_settings WHERE id = 1").
 		Scan(&s.EnableEnvironments, &s.ManagedSandboxOnly, &s.QuotaPerCompany, &s.QuotaPerCompanyEnvironment, &s.Revision, &at, &s.UpdatedBy)
 	if errors.Is(err, sql.ErrNoRows) {
-		return instance.Settings{}, fmt.Errorf("sqlstore: instance settings: %w", instance.ErrNotFound)
+		return instance.Settings{}, fmt.Errorf("sqlstore: instance settings: %w", errcode.ErrNotFound)
 	}
 	if err != nil {
 		return instance.Settings{}, fmt.Errorf("sqlstore: get instance settings: %w", err)
@@ -36,7 +37,7 @@ func (db *DB) GetSettings(ctx context.Context) (instance.Settings, error) {
 // processes never both write one revision.
 func (db *DB) PutSettings(ctx context.Context, s instance.Settings) error {
 	if s.Revision < 1 {
-		return fmt.Errorf("sqlstore: instance settings: field \"revision\": %d is not a stored revision (1, 2, ...): %w", s.Revision, instance.ErrInvalid)
+		return fmt.Errorf("sqlstore: instance settings: field \"revision\": %d is not a stored revision (1, 2, ...): %w", s.Revision, errcode.ErrInvalid)
 	}
 	var (
 		res sql.Result
@@ -60,7 +61,7 @@ func (db *DB) PutSettings(ctx context.Context, s instance.Settings) error {
 		return fmt.Errorf("sqlstore: put instance settings at revision %d: %w", s.Revision, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("sqlstore: put instance settings at revision %d: the stored revision is not %d: %w", s.Revision, s.Revision-1, instance.ErrConflict)
+		return fmt.Errorf("sqlstore: put instance settings at revision %d: the stored revision is not %d: %w", s.Revision, s.Revision-1, errcode.ErrConflict)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -348,7 +349,7 @@ func (db *DB) InsertLease(ctx context.Context, l *lease.Lease) (*lease.Lease, er
 		var one int
 		err = db.writes().queryRow(ctx, "SELECT 1 FROM leases WHERE id = ?", l.ID).Scan(&one)
 		if err == nil {
-			return nil, fmt.Errorf("sqlstore: insert lease %s: id taken: %w", l.ID, lease.ErrConflict)
+			return nil, fmt.Errorf("sqlstore: insert lease %s: id taken: %w", l.ID, errcode.ErrConflict)
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("sqlstore: insert lease %s: %w", l.ID, err)
@@ -358,17 +359,17 @@ func (db *DB) InsertLease(ctx context.Context, l *lease.Lease) (*lease.Lease, er
 			return nil, fmt.Errorf("sqlstore: insert lease %s: find key holder: %w", l.ID, err)
 		}
 		if holder != nil {
-			return holder, fmt.Errorf("sqlstore: insert lease %s: key held by lease %s: %w", l.ID, holder.ID, lease.ErrConflict)
+			return holder, fmt.Errorf("sqlstore: insert lease %s: key held by lease %s: %w", l.ID, holder.ID, errcode.ErrConflict)
 		}
 	}
-	return nil, fmt.Errorf("sqlstore: insert lease %s: its keys kept changing hands: %w", l.ID, lease.ErrConflict)
+	return nil, fmt.Errorf("sqlstore: insert lease %s: its keys kept changing hands: %w", l.ID, errcode.ErrConflict)
 }
 
 // GetLease implements lease.Store.
 func (db *DB) GetLease(ctx context.Context, id string) (*lease.Lease, error) {
 	l, err := scanLease(db.reads().queryRow(ctx, "SELECT "+leaseColumns+" FROM leases WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("sqlstore: lease %s: %w", id, lease.ErrNotFound)
+		return nil, fmt.Errorf("sqlstore: lease %s: %w", id, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: get lease %s: %w", id, err)
@@ -403,9 +404,9 @@ func (db *DB) UpdateLease(ctx context.Context, l *lease.Lease) error {
 		db.leaseRows.drop(l.ID)
 		if _, ok := uniqueViolation(err); ok {
 			if holder, herr := db.leaseKeyHolder(ctx, l); herr == nil && holder != nil {
-				return fmt.Errorf("sqlstore: update lease %s: key held by lease %s: %w", l.ID, holder.ID, lease.ErrConflict)
+				return fmt.Errorf("sqlstore: update lease %s: key held by lease %s: %w", l.ID, holder.ID, errcode.ErrConflict)
 			}
-			return fmt.Errorf("sqlstore: update lease %s: key held by another lease: %w", l.ID, lease.ErrConflict)
+			return fmt.Errorf("sqlstore: update lease %s: key held by another lease: %w", l.ID, errcode.ErrConflict)
 		}
 		return fmt.Errorf("sqlstore: update lease %s: %w", l.ID, err)
 	}
@@ -419,11 +420,11 @@ func (db *DB) UpdateLease(ctx context.Context, l *lease.Lease) error {
 		err := db.writes().queryRow(ctx, "SELECT version FROM leases WHERE id = ?", l.ID).Scan(&stored)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			return fmt.Errorf("sqlstore: update lease %s: %w", l.ID, lease.ErrNotFound)
+			return fmt.Errorf("sqlstore: update lease %s: %w", l.ID, errcode.ErrNotFound)
 		case err != nil:
 			return fmt.Errorf("sqlstore: update lease %s: %w", l.ID, err)
 		}
-		return fmt.Errorf("sqlstore: update lease %s: stored version %d, update based on %d: %w", l.ID, stored, l.Version, lease.ErrConflict)
+		return fmt.Errorf("sqlstore: update lease %s: stored version %d, update based on %d: %w", l.ID, stored, l.Version, errcode.ErrConflict)
 	}
 	l.Version++
 	db.leaseRows.put(args, l)
@@ -443,11 +444,11 @@ func (db *DB) FindByRunKey(ctx context.Context, key string) (*lease.Lease, error
 // findLeaseBy returns the lease whose column (reuse_key or run_key) is key.
 func (db *DB) findLeaseBy(ctx context.Context, column, key string) (*lease.Lease, error) {
 	if key == "" {
-		return nil, fmt.Errorf("sqlstore: lease with empty %s: %w", column, lease.ErrNotFound)
+		return nil, fmt.Errorf("sqlstore: lease with empty %s: %w", column, errcode.ErrNotFound)
 	}
 	l, err := scanLease(db.reads().queryRow(ctx, "SELECT "+leaseColumns+" FROM leases WHERE "+column+" = ?", key))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("sqlstore: lease with %s %q: %w", column, key, lease.ErrNotFound)
+		return nil, fmt.Errorf("sqlstore: lease with %s %q: %w", column, key, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: find lease by %s %q: %w", column, key, err)
@@ -721,7 +722,7 @@ func (db *DB) DeleteLease(ctx context.Context, id string, version int64) error {
 	if err != nil {
 		return err
 	}
-	return fmt.Errorf("sqlstore: delete lease %s: stored version %d, delete based on %d: %w", id, cur.Version, version, lease.ErrConflict)
+	return fmt.Errorf("sqlstore: delete lease %s: stored version %d, delete based on %d: %w", id, cur.Version, version, errcode.ErrConflict)
 }
 
 // PruneLeases implements lease.Store in one DELETE of the ended leases
@@ -795,7 +796,7 @@ func (db *DB) AdoptPooled(ctx context.Context, ad lease.Adoption) (*lease.Lease,
 func (db *DB) adoptOn(ctx context.Context, h handle, ad lease.Adoption) (*lease.Lease, error) {
 	a := ad.Lease
 	if a == nil {
-		return nil, fmt.Errorf("sqlstore: adopt a pooled lease of environment %s: no adopting lease: %w", ad.Environment, lease.ErrInvalid)
+		return nil, fmt.Errorf("sqlstore: adopt a pooled lease of environment %s: no adopting lease: %w", ad.Environment, errcode.ErrInvalid)
 	}
 	metadata, err := jsonText(a.Metadata)
 	if err != nil {
@@ -834,10 +835,10 @@ func (db *DB) adoptOn(ctx context.Context, h handle, ad lease.Adoption) (*lease.
 	l, err := scanLease(h.queryRow(ctx, q, args...))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return nil, fmt.Errorf("sqlstore: no pooled member of environment %s with fingerprint %s: %w", ad.Environment, ad.Fingerprint, lease.ErrNotFound)
+		return nil, fmt.Errorf("sqlstore: no pooled member of environment %s with fingerprint %s: %w", ad.Environment, ad.Fingerprint, errcode.ErrNotFound)
 	case err != nil:
 		if _, ok := uniqueViolation(err); ok {
-			return nil, fmt.Errorf("sqlstore: adopt a pooled lease of environment %s: key held by another lease: %w", ad.Environment, lease.ErrConflict)
+			return nil, fmt.Errorf("sqlstore: adopt a pooled lease of environment %s: key held by another lease: %w", ad.Environment, errcode.ErrConflict)
 		}
 		return nil, fmt.Errorf("sqlstore: adopt a pooled lease of environment %s: %w", ad.Environment, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -86,15 +87,15 @@ func (db *DB) InsertLeaseWithin(ctx context.Context, l *lease.Lease, q lease.Quo
 		}
 		var one int
 		if err := db.writes().queryRow(ctx, "SELECT 1 FROM leases WHERE id = ?", l.ID).Scan(&one); err == nil {
-			return nil, fmt.Errorf("sqlstore: insert lease %s: id taken: %w", l.ID, lease.ErrConflict)
+			return nil, fmt.Errorf("sqlstore: insert lease %s: id taken: %w", l.ID, errcode.ErrConflict)
 		}
 		holder, err := db.leaseKeyHolder(ctx, l)
 		if err != nil {
 			return nil, fmt.Errorf("sqlstore: insert lease %s: find key holder: %w", l.ID, err)
 		}
 		if holder != nil {
-			return holder, fmt.Errorf("sqlstore: insert lease %s: key held by lease %s: %w", l.ID, holder.ID, lease.ErrConflict)
+			return holder, fmt.Errorf("sqlstore: insert lease %s: key held by lease %s: %w", l.ID, holder.ID, errcode.ErrConflict)
 		}
 	}
-	return nil, fmt.Errorf("sqlstore: insert lease %s: its keys kept changing hands: %w", l.ID, lease.ErrConflict)
+	return nil, fmt.Errorf("sqlstore: insert lease %s: its keys kept changing hands: %w", l.ID, errcode.ErrConflict)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -64,7 +65,7 @@ func TestLeaseUpdateOfChangedColumnsOnly(t *testing.T) {
 		// a's remembered version is stale now: refused, nothing changes.
 		stale := upd.Clone()
 		stale.FailureReason = "stale"
-		if err := a.UpdateLease(ctx, stale); !errors.Is(err, lease.ErrConflict) {
+		if err := a.UpdateLease(ctx, stale); !errors.Is(err, errcode.ErrConflict) {
 			t.Fatalf("update from a stale version: %v, want ErrConflict", err)
 		}
 		check(other)

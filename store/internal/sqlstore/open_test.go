@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/testenv"
 )
 
@@ -151,7 +152,7 @@ func twoStores(t *testing.T, a, b *DB) {
 		switch {
 		case err == nil:
 			wins++
-		case !errors.Is(err, environment.ErrConflict):
+		case !errors.Is(err, errcode.ErrConflict):
 			t.Errorf("exclusive create: %v", err)
 		}
 	}
@@ -184,7 +185,7 @@ func twoStores(t *testing.T, a, b *DB) {
 		switch {
 		case err == nil:
 			wins++
-		case !errors.Is(err, environment.ErrConflict):
+		case !errors.Is(err, errcode.ErrConflict):
 			t.Errorf("update: %v", err)
 		}
 	}

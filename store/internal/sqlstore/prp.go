@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -102,7 +103,7 @@ func (s *PRPStore) CreateSession(ctx context.Context, r controller.Session) erro
 	_, err := s.db.writes().exec(ctx, `INSERT INTO prp_sessions (id, lease, run, company, scope, created_at, ticket, holder) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.Lease, r.Run, r.Company, string(r.Scope), nanos(r.CreatedAt), sql.NullString{String: r.Ticket, Valid: r.Ticket != ""}, r.Holder)
 	if _, dup := uniqueViolation(err); dup {
-		return fmt.Errorf("sqlstore: session %s: %w", r.ID, controller.ErrExists)
+		return fmt.Errorf("sqlstore: session %s: %w", r.ID, errcode.ErrAlreadyExists)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlstore: create session %s: %w", r.ID, err)
@@ -114,7 +115,7 @@ func (s *PRPStore) CreateSession(ctx context.Context, r controller.Session) erro
 func (s *PRPStore) GetSession(ctx context.Context, id string) (controller.Session, error) {
 	r, err := scanSession(s.db.reads().queryRow(ctx, `SELECT `+sessionColumns+` FROM prp_sessions WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return controller.Session{}, fmt.Errorf("sqlstore: session %q: %w", id, controller.ErrNotFound)
+		return controller.Session{}, fmt.Errorf("sqlstore: session %q: %w", id, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return controller.Session{}, fmt.Errorf("sqlstore: get session %q: %w", id, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -93,7 +94,7 @@ func (s *PRPStore) AppendCommand(ctx context.Context, session string, c prp.Comm
 func (s *PRPStore) GetCommand(ctx context.Context, session, id string) (controller.CommandRecord, error) {
 	r, err := scanCommand(s.db.reads().queryRow(ctx, "SELECT "+commandColumns+" FROM prp_commands WHERE session = ? AND id = ?", session, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return controller.CommandRecord{}, fmt.Errorf("sqlstore: command %q of session %s: %w", id, session, controller.ErrNotFound)
+		return controller.CommandRecord{}, fmt.Errorf("sqlstore: command %q of session %s: %w", id, session, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return controller.CommandRecord{}, fmt.Errorf("sqlstore: get command %q of session %s: %w", id, session, err)
@@ -136,7 +137,7 @@ func (s *PRPStore) CompleteCommand(ctx context.Context, session string, res prp.
 	}
 	r, err := scanCommand(s.db.writes().queryRow(ctx, "SELECT "+commandColumns+" FROM prp_commands WHERE session = ? AND id = ?", session, res.CommandID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return controller.CommandRecord{}, fmt.Errorf("sqlstore: complete command %q of session %s: %w", res.CommandID, session, controller.ErrNotFound)
+		return controller.CommandRecord{}, fmt.Errorf("sqlstore: complete command %q of session %s: %w", res.CommandID, session, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return controller.CommandRecord{}, fmt.Errorf("sqlstore: complete command %s of session %s: %w", res.CommandID, session, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/qualification"
 )
@@ -71,13 +72,13 @@ func (db *DB) PutQualification(ctx context.Context, rec qualification.Record) er
 }
 
 // GetQualification implements qualification.Store: the record of company
-// for environment, or an error wrapping qualification.ErrNotFound. The
+// for environment, or an error wrapping errcode.ErrNotFound. The
 // look-up is by both keys, so another company's record is never returned
 // (QUAL-4).
 func (db *DB) GetQualification(ctx context.Context, company, environment string) (qualification.Record, error) {
 	r, err := scanQual(db.reads().queryRow(ctx, "SELECT "+qualColumns+" FROM qualifications WHERE company = ? AND environment_id = ?", company, environment))
 	if errors.Is(err, sql.ErrNoRows) {
-		return qualification.Record{}, fmt.Errorf("sqlstore: qualification of company %q for environment %q: %w", company, environment, qualification.ErrNotFound)
+		return qualification.Record{}, fmt.Errorf("sqlstore: qualification of company %q for environment %q: %w", company, environment, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return qualification.Record{}, fmt.Errorf("sqlstore: get qualification of company %q for environment %q: %w", company, environment, err)

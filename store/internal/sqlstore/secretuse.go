@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 var _ environment.SecretUseStore = (*DB)(nil)
@@ -33,7 +34,7 @@ const usedSQL = `EXISTS (SELECT 1 FROM secret_uses u WHERE u.secret_id = ? AND (
 func (db *DB) UseSecrets(ctx context.Context, lease string, refs []config.SecretRef) error {
 	for _, r := range refs {
 		if lease == "" || r.ID == "" || r.Version <= 0 {
-			return fmt.Errorf("sqlstore: lease %q: secret use %s needs a lease, an id and a version: %w", lease, r, environment.ErrInvalid)
+			return fmt.Errorf("sqlstore: lease %q: secret use %s needs a lease, an id and a version: %w", lease, r, errcode.ErrInvalid)
 		}
 	}
 	err := db.inTx(ctx, func(tx handle) error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/templates"
 )
 
@@ -43,10 +44,10 @@ func scanSetupSession(s scanner) (*templates.Session, error) {
 // environment.
 func (db *DB) InsertSession(ctx context.Context, s *templates.Session) error {
 	if s == nil || s.ID == "" || s.Environment == "" {
-		return fmt.Errorf("sqlstore: insert setup session: missing id or environment: %w", templates.ErrInvalid)
+		return fmt.Errorf("sqlstore: insert setup session: missing id or environment: %w", errcode.ErrInvalid)
 	}
 	if s.Version != 1 {
-		return fmt.Errorf("sqlstore: insert setup session %s: version %d, want 1: %w", s.ID, s.Version, templates.ErrInvalid)
+		return fmt.Errorf("sqlstore: insert setup session %s: version %d, want 1: %w", s.ID, s.Version, errcode.ErrInvalid)
 	}
 	doc, err := json.Marshal(s)
 	if err != nil {
@@ -58,7 +59,7 @@ func (db *DB) InsertSession(ctx context.Context, s *templates.Session) error {
 		if activeViolation(what) {
 			return fmt.Errorf("sqlstore: setup session %s of environment %s: %w", s.ID, s.Environment, templates.ErrSessionActive)
 		}
-		return fmt.Errorf("sqlstore: setup session %s: id already exists: %w", s.ID, templates.ErrConflict)
+		return fmt.Errorf("sqlstore: setup session %s: id already exists: %w", s.ID, errcode.ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlstore: insert setup session %s: %w", s.ID, err)
@@ -70,7 +71,7 @@ func (db *DB) InsertSession(ctx context.Context, s *templates.Session) error {
 func (db *DB) GetSession(ctx context.Context, id string) (*templates.Session, error) {
 	s, err := scanSetupSession(db.reads().queryRow(ctx, "SELECT doc FROM setup_sessions WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("sqlstore: setup session %q: %w", id, templates.ErrSessionNotFound)
+		return nil, fmt.Errorf("sqlstore: setup session %q: %w", id, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: get setup session %q: %w", id, err)
@@ -101,7 +102,7 @@ func (db *DB) ListSessions(ctx context.Context, f templates.SessionFilter) ([]*t
 // statement.
 func (db *DB) UpdateSession(ctx context.Context, s *templates.Session) error {
 	if s == nil || s.ID == "" {
-		return fmt.Errorf("sqlstore: update setup session: missing id: %w", templates.ErrInvalid)
+		return fmt.Errorf("sqlstore: update setup session: missing id: %w", errcode.ErrInvalid)
 	}
 	doc, err := json.Marshal(s)
 	if err != nil {
@@ -121,19 +122,19 @@ func (db *DB) UpdateSession(ctx context.Context, s *templates.Session) error {
 	var stored int64
 	err = db.writes().queryRow(ctx, "SELECT version FROM setup_sessions WHERE id = ?", s.ID).Scan(&stored)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("sqlstore: setup session %q: %w", s.ID, templates.ErrSessionNotFound)
+		return fmt.Errorf("sqlstore: setup session %q: %w", s.ID, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlstore: update setup session %s: %w", s.ID, err)
 	}
-	return fmt.Errorf("sqlstore: setup session %s: version %d does not follow stored version %d: %w", s.ID, s.Version, stored, templates.ErrConflict)
+	return fmt.Errorf("sqlstore: setup session %s: version %d does not follow stored version %d: %w", s.ID, s.Version, stored, errcode.ErrConflict)
 }
 
 // AppendSessionEvent implements templates.Store as AppendEvent does: the
 // next seq in one transaction, a collision on the primary key retried.
 func (db *DB) AppendSessionEvent(ctx context.Context, e *templates.SessionEvent) error {
 	if e == nil || e.Session == "" {
-		return fmt.Errorf("sqlstore: append session event: missing session: %w", templates.ErrInvalid)
+		return fmt.Errorf("sqlstore: append session event: missing session: %w", errcode.ErrInvalid)
 	}
 	var err error
 	for range maxKeyAttempts {
@@ -182,7 +183,7 @@ func (db *DB) ListSessionEvents(ctx context.Context, session string, after int64
 // InsertTerminalToken implements templates.Store.
 func (db *DB) InsertTerminalToken(ctx context.Context, t *templates.TerminalToken) error {
 	if t == nil || t.Hash == "" {
-		return fmt.Errorf("sqlstore: insert terminal token: missing hash: %w", templates.ErrInvalid)
+		return fmt.Errorf("sqlstore: insert terminal token: missing hash: %w", errcode.ErrInvalid)
 	}
 	doc, err := json.Marshal(t)
 	if err != nil {
@@ -191,7 +192,7 @@ func (db *DB) InsertTerminalToken(ctx context.Context, t *templates.TerminalToke
 	_, err = db.writes().exec(ctx, "INSERT INTO setup_terminal_tokens (hash, expires_at, used, principal, role, path, doc) VALUES (?, ?, 0, ?, ?, ?, ?)",
 		t.Hash, t.ExpiresAt.UnixNano(), t.Principal, string(t.Role), t.Path, string(doc))
 	if _, dup := uniqueViolation(err); dup {
-		return fmt.Errorf("sqlstore: terminal token of session %s: hash already exists: %w", t.Session, templates.ErrConflict)
+		return fmt.Errorf("sqlstore: terminal token of session %s: hash already exists: %w", t.Session, errcode.ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlstore: insert terminal token of session %s: %w", t.Session, err)

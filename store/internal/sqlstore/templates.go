@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/templates"
 )
 
@@ -34,10 +35,10 @@ func scanTemplate(s scanner) (*templates.Template, error) {
 // InsertTemplate implements templates.Store.
 func (db *DB) InsertTemplate(ctx context.Context, t *templates.Template) error {
 	if t == nil || t.ID == "" {
-		return fmt.Errorf("sqlstore: insert template: missing id: %w", templates.ErrInvalid)
+		return fmt.Errorf("sqlstore: insert template: missing id: %w", errcode.ErrInvalid)
 	}
 	if t.Version != 1 {
-		return fmt.Errorf("sqlstore: insert template %s: version %d, want 1: %w", t.ID, t.Version, templates.ErrInvalid)
+		return fmt.Errorf("sqlstore: insert template %s: version %d, want 1: %w", t.ID, t.Version, errcode.ErrInvalid)
 	}
 	doc, err := json.Marshal(t)
 	if err != nil {
@@ -46,7 +47,7 @@ func (db *DB) InsertTemplate(ctx context.Context, t *templates.Template) error {
 	_, err = db.writes().exec(ctx, `INSERT INTO templates (id, environment, created_at, delete_wanted, version, doc) VALUES (?, ?, ?, ?, ?, ?)`,
 		t.ID, t.Environment, nanos(t.CreatedAt), wanted(t), t.Version, string(doc))
 	if _, dup := uniqueViolation(err); dup {
-		return fmt.Errorf("sqlstore: template %s: id already exists: %w", t.ID, templates.ErrConflict)
+		return fmt.Errorf("sqlstore: template %s: id already exists: %w", t.ID, errcode.ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlstore: insert template %s: %w", t.ID, err)
@@ -58,7 +59,7 @@ func (db *DB) InsertTemplate(ctx context.Context, t *templates.Template) error {
 func (db *DB) GetTemplate(ctx context.Context, id string) (*templates.Template, error) {
 	t, err := scanTemplate(db.reads().queryRow(ctx, "SELECT doc FROM templates WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("sqlstore: template %q: %w", id, templates.ErrNotFound)
+		return nil, fmt.Errorf("sqlstore: template %q: %w", id, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: get template %q: %w", id, err)
@@ -89,7 +90,7 @@ func (db *DB) ListTemplates(ctx context.Context, f templates.Filter) ([]*templat
 // statement.
 func (db *DB) UpdateTemplate(ctx context.Context, t *templates.Template) error {
 	if t == nil || t.ID == "" {
-		return fmt.Errorf("sqlstore: update template: missing id: %w", templates.ErrInvalid)
+		return fmt.Errorf("sqlstore: update template: missing id: %w", errcode.ErrInvalid)
 	}
 	doc, err := json.Marshal(t)
 	if err != nil {
@@ -107,12 +108,12 @@ func (db *DB) UpdateTemplate(ctx context.Context, t *templates.Template) error {
 	var stored int64
 	err = db.writes().queryRow(ctx, "SELECT version FROM templates WHERE id = ?", t.ID).Scan(&stored)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("sqlstore: template %q: %w", t.ID, templates.ErrNotFound)
+		return fmt.Errorf("sqlstore: template %q: %w", t.ID, errcode.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlstore: update template %s: %w", t.ID, err)
 	}
-	return fmt.Errorf("sqlstore: template %s: version %d does not follow stored version %d: %w", t.ID, t.Version, stored, templates.ErrConflict)
+	return fmt.Errorf("sqlstore: template %s: version %d does not follow stored version %d: %w", t.ID, t.Version, stored, errcode.ErrConflict)
 }
 
 // AppendEvent implements templates.Store: the next seq of the environment in
@@ -120,7 +121,7 @@ func (db *DB) UpdateTemplate(ctx context.Context, t *templates.Template) error {
 // on the primary key and the loser starts over.
 func (db *DB) AppendEvent(ctx context.Context, e *templates.Event) error {
 	if e == nil || e.Environment == "" {
-		return fmt.Errorf("sqlstore: append event: missing environment: %w", templates.ErrInvalid)
+		return fmt.Errorf("sqlstore: append event: missing environment: %w", errcode.ErrInvalid)
 	}
 	var err error
 	for range maxKeyAttempts {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment/environmenttest"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/testenv"
@@ -202,7 +203,7 @@ func checkUpgraded(t *testing.T, db *DB) {
 	}
 	fresh := &lease.Lease{ID: "lease_new", Company: "acme", Environment: "env_ssh", Status: lease.StatusStarting,
 		Policy: lease.Ephemeral, Provider: "ssh", AcquiredAt: now, Fingerprint: "sha256:ee", ReuseKey: "reuse-ws-1"}
-	if _, err := db.InsertLease(ctx, fresh); !errors.Is(err, lease.ErrConflict) {
+	if _, err := db.InsertLease(ctx, fresh); !errors.Is(err, errcode.ErrConflict) {
 		t.Errorf("InsertLease with the reuse key of an upgraded live lease = %v, want ErrConflict", err)
 	}
 	fresh.ReuseKey = "reuse-new"
