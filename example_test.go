@@ -58,13 +58,13 @@ func Example() {
 		return
 	}
 	fmt.Print(string(out.Stdout))
-	l, err := sys.Leases().Release(ctx, agent, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := sys.Leases().Release(ctx, agent, h.ID(), lease.ReleaseOptions{Disposition: lease.Destroy})
 	fmt.Println(l.Status, l.Cleanup, err)
 
 	// By environment id: instance admins and local operators.
 	h, err = sys.Leases().Acquire(ctx, operator, lease.AcquireRequest{Company: "acme", EnvironmentID: view.ID})
 	fmt.Println(h.Lease().Environment == view.ID, err)
-	l, err = sys.Leases().Release(ctx, operator, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err = sys.Leases().Release(ctx, operator, h.ID(), lease.ReleaseOptions{Disposition: lease.Destroy})
 	fmt.Println(l.Status, l.Cleanup, err)
 
 	// An agent may not lease by id.

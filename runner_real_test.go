@@ -124,7 +124,7 @@ func attachRunner(t testing.TB, ctx context.Context, sys *berth.System, name, dr
 		t.Fatal(err)
 	}
 	spec := *h.Lease().Runner
-	t.Cleanup(func() { _, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy}) })
+	t.Cleanup(func() { _, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: lease.Destroy}) })
 	att, err := sys.Runners().Attach(ctx, realOperator, h, controller.AttachRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +296,7 @@ func TestRunnerTasksInRealTargets(t *testing.T) {
 				t.Errorf("processes of the stopped task left: %v", left)
 			}
 
-			l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+			l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 			if err != nil {
 				t.Fatalf("Release: %v", err)
 			}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -42,9 +41,17 @@ type Options struct {
 	// Drivers are the drivers to register. Default: local.New(nil) only;
 	// name the others (fake.New for tests and demos).
 	Drivers []drivers.Driver
-	// Secrets is the host's secret store. Default: an in-memory one, whose
-	// secrets are lost when the process ends.
+	// Secrets is the host's secret store. Nil with memory stores: an
+	// in-memory one, whose secrets are lost when the process ends. Nil
+	// with durable Stores (Stores.Durable: store/sqlite, store/postgres)
+	// is refused, naming this field, unless MemorySecrets asks for the
+	// in-memory store: after a restart no lease whose cleanup needs a
+	// credential could be released or swept.
 	Secrets environment.SecretStore
+	// MemorySecrets lets durable Stores go with the in-memory secret store
+	// when Secrets is nil (tests and demos whose secrets may be lost).
+	// Default false: New refuses that combination.
+	MemorySecrets bool
 	// TestMode lets test-only drivers (fake) be saved as working targets
 	// (CFG-4). Default false.
 	TestMode bool
@@ -254,7 +261,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		o = *opts
 	}
 	st := o.Stores
-	if missing := st.Missing(); len(missing) == reflect.TypeFor[store.Stores]().NumField() {
+	if missing := st.Missing(); len(missing) == len(store.Stores{}.Missing()) {
 		st = store.Memory()
 	} else if len(missing) > 0 {
 		return nil, fmt.Errorf("berth: Options.Stores sets some stores and leaves %s nil: set every field (store.Memory() for the ones kept in memory), or none for memory stores", strings.Join(prefixed("Stores.", missing), ", "))
@@ -265,6 +272,9 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	}
 	secrets := o.Secrets
 	if secrets == nil {
+		if st.Durable && !o.MemorySecrets {
+			return nil, errors.New("berth: Options.Stores are durable and Options.Secrets is nil: the secrets of configs would be kept in memory and lost at a restart, leaving leases that need a credential unreleasable; set Options.Secrets to the host's secret store (or Options.MemorySecrets in tests)")
+		}
 		secrets = environment.NewMemorySecretStore()
 	}
 	reg := drivers.NewRegistry(ds...)

@@ -120,7 +120,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	released := false
 	defer func() {
 		if !released {
-			_, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+			_, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: lease.Destroy})
 		}
 	}()
 	att, err := sys.Runners().Attach(ctx, op, h, controller.AttachRequest{})
@@ -329,7 +329,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	if len(state) == 0 {
 		t.Error("the runner's state directory is empty")
 	}
-	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	released = true
 	if err != nil || l.Cleanup != lease.CleanupConfirmed {
 		t.Errorf("release = %+v, %v; want cleanup confirmed", l, err)

@@ -78,7 +78,7 @@ func TestPoolOnDaytona(t *testing.T) {
 		if err != nil || string(res.Stdout) != "adopted\n" {
 			t.Fatalf("exec: %+v, %v", res, err)
 		}
-		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 			t.Fatal(err)
 		}
 	}

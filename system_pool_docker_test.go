@@ -88,7 +88,7 @@ func TestPoolOnDocker(t *testing.T) {
 	if err != nil || string(res.Stdout) != "adopted\n" {
 		t.Fatalf("exec: %+v, %v", res, err)
 	}
-	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 	// Close drains nothing: a new System adopts the other member by id.
@@ -106,7 +106,7 @@ func TestPoolOnDocker(t *testing.T) {
 	if !adopted {
 		t.Fatalf("the restarted System made container %s instead of adopting a member", h2.Lease().ProviderLeaseID)
 	}
-	if _, err := h2.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h2.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 	// Wait for the refills the adoptions started, then delete: the drain

@@ -136,7 +136,7 @@ func TestRunnerPoolOnDocker(t *testing.T) {
 		if err != nil || len(ss) != 1 || ss[0].Company != "acme" || ss[0].Run != runID {
 			t.Errorf("%s: sessions of the adopted lease %+v, %v; want the member's one, handed over", runID, ss, err)
 		}
-		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 			t.Fatalf("%s: release: %v", runID, err)
 		}
 	}

@@ -78,7 +78,7 @@ func TestRunnerPoolAgentAndBoardMemberOnDocker(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() {
-				if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+				if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 					t.Errorf("release: %v", err)
 				}
 			}()

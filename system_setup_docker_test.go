@@ -99,7 +99,7 @@ func TestScriptedSetupOnDocker(t *testing.T) {
 	if h.Lease().Labels[lease.LabelTemplate] != tpl.ID {
 		t.Errorf("new lease labels %v, want template %s", h.Lease().Labels, tpl.ID)
 	}
-	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 

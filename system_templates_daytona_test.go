@@ -75,7 +75,7 @@ func TestTemplateFlowOnDaytona(t *testing.T) {
 	}
 	release := func(h *lease.Handle) {
 		t.Helper()
-		if _, err := sys.Leases().Release(ctx, tplOps, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+		if _, err := sys.Leases().Release(ctx, tplOps, h.ID(), lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 			t.Fatalf("release %s: %v", h.ID(), err)
 		}
 	}

@@ -31,7 +31,7 @@ func Example() {
 	res, _ := h.Exec(ctx, drivers.Command{Argv: []string{"echo", "hello"}})
 	fmt.Print(string(res.Stdout))
 
-	l, _ := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Stop})
+	l, _ := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Stop})
 	fmt.Println(l.Status, l.Cleanup, l.ReuseKey != "")
 
 	// The next run resumes the stopped sandbox.

@@ -73,7 +73,7 @@ func TestHandleIsPortable(t *testing.T) {
 		t.Errorf("Raw(nil): %v, want ErrUnsupported", err)
 	}
 
-	l, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
 		t.Fatalf("Release: %+v, %v", l, err)
 	}

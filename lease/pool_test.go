@@ -101,7 +101,7 @@ func TestPoolAdoption(t *testing.T) {
 		t.Fatalf("same run: lease %s, want %s", again.Lease().ID, l.ID)
 	}
 	// An adopted member serves one lease: released, its sandbox goes.
-	rel, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	rel, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil || rel.Status != lease.StatusReleased || w.state(l.ProviderLeaseID) != drivers.StateDestroyed {
 		t.Fatalf("release: %+v, %v, sandbox %s", rel, err, w.state(l.ProviderLeaseID))
 	}

@@ -45,7 +45,7 @@ func TestOpenResumesALiveSandboxLease(t *testing.T) {
 	if _, err := other.Open(ctx, stranger, h.ID()); !errors.Is(err, lease.ErrNotFound) {
 		t.Errorf("Open by an agent of another company: %v, want ErrNotFound", err)
 	}
-	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := other.Open(ctx, op, h.ID()); !errors.Is(err, lease.ErrConflict) {
@@ -59,7 +59,7 @@ func TestOpenRefusesHostLeases(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOpts{wrap: func(f *fake.Driver, _ lease.Store) drivers.Driver { return hostFake{f} }})
 	h := w.acquire(lease.Ephemeral, "")
-	defer h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	defer h.Release(context.Background(), lease.ReleaseOptions{Disposition: lease.Destroy})
 	if _, err := w.newManager(nil).Open(context.Background(), op, h.ID()); !errors.Is(err, drivers.ErrUnsupported) {
 		t.Errorf("Open of a host lease: %v, want ErrUnsupported", err)
 	}
@@ -73,7 +73,7 @@ func TestLeaseStartsFromTheAppliedTemplate(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, worldOpts{})
 	before := w.acquire(lease.ReuseByEnvironment, "r1")
-	if _, err := before.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Stop}); err != nil {
+	if _, err := before.Release(ctx, lease.ReleaseOptions{Disposition: lease.Stop}); err != nil {
 		t.Fatal(err)
 	}
 	src := w.acquire(lease.Ephemeral, "")

@@ -188,7 +188,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 	// The release runs even after the probe's context ended, on its own
 	// deadline (Options.cleanupTimeout).
 	r.stage(context.WithoutCancel(ctx), stageRelease, func(ctx context.Context) (string, drivers.Code, error) {
-		l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+		l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 		c := &Cleanup{}
 		r.res.Cleanup = c
 		if l != nil {

@@ -464,7 +464,7 @@ func (e *redactedError) Unwrap() error { return e.cause }
 // status ("confirmed" once proven; a pending one is retried by the lease
 // sweep).
 func (s *Service) destroy(ctx context.Context, p authz.Principal, id string) string {
-	l, err := s.src.Leases.Release(context.WithoutCancel(ctx), p, id, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := s.src.Leases.Release(context.WithoutCancel(ctx), p, id, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil {
 		s.o.Logger.Warn("custom: destroying a setup sandbox", "lease", id, "err", err)
 		if l == nil {

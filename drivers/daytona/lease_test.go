@@ -76,7 +76,7 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 	if got := e.srv.Calls(fakeapi.RouteCreateSandbox); got != 1 {
 		t.Errorf("%d creates, want 1", got)
 	}
-	l, err := m.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := m.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil || l.Cleanup != lease.CleanupConfirmed {
 		t.Fatalf("release: %+v, %v", l, err)
 	}

@@ -513,7 +513,7 @@ func (b *bench) attachRunner(t *benchTB, d drivers.Driver, config map[string]any
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_, _ = h.Release(cctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+		_, _ = h.Release(cctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	})
 	att, err := sys.Runners().Attach(ctx, b.g.as, h, controller.AttachRequest{})
 	if err != nil {

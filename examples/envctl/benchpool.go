@@ -58,7 +58,7 @@ func (b *bench) dockerPoolRows(t *benchTB) []benchRow {
 		if h.Lease().Labels[lease.LabelPool] != "member" {
 			t.Fatalf("lease %d was not adopted from the pool", n)
 		}
-		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 			t.Fatalf("release: %v", err)
 		}
 		return took
@@ -151,7 +151,7 @@ func (b *bench) dockerRunnerPoolRows(t *benchTB) []benchRow {
 		if h.Lease().Labels[lease.LabelPool] != "member" {
 			t.Fatalf("lease %d was not adopted from the pool", n)
 		}
-		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 			t.Fatalf("release: %v", err)
 		}
 		return took

@@ -146,7 +146,7 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 		}
 		fmt.Fprintf(w, "     $ %s\n     %s (exit %d, %s)\n", strings.Join(argv, " "),
 			strings.TrimSpace(string(res.Stdout)), res.ExitCode, res.Duration.Round(1000))
-		after, err := sys.Leases().Release(ctx, operator, l.ID, lease.ReleaseOptions{Disposition: drivers.Destroy})
+		after, err := sys.Leases().Release(ctx, operator, l.ID, lease.ReleaseOptions{Disposition: lease.Destroy})
 		if err != nil && !errors.Is(err, lease.ErrCleanupPending) {
 			return fmt.Errorf("release %s: %w", v, err)
 		}

@@ -353,7 +353,7 @@ func lastSeq(evs []controller.StoredEvent) uint64 {
 func releaseRun(ctx context.Context, g *globals, h *lease.Handle, rep *runReport) (rerr, jerr error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	l, rerr := h.Release(rctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, rerr := h.Release(rctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	rep.Receipt = l
 	if l != nil && !g.json {
 		fmt.Fprintf(g.stderr, "envctl: lease %s %s, cleanup %s", l.ID, l.Status, dash(string(l.Cleanup)))

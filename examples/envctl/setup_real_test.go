@@ -189,7 +189,7 @@ func TestInteractiveSetupThroughTmux(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _, _ = h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}) }()
+	defer func() { _, _ = h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}) }()
 	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"cat", "/tmux-file"}})
 	if err != nil || string(res.Stdout) != "typed-in-tmux\n" {
 		t.Errorf("a new lease reads %q, %v", res.Stdout, err)

@@ -77,7 +77,7 @@ func attachFailing(t *testing.T, drv drivers.Driver, cfg map[string]any, spec dr
 		if before != nil {
 			before(h)
 		}
-		if _, err := h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+		if _, err := h.Release(context.Background(), lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 			t.Errorf("release: %v", err)
 		}
 	}()
