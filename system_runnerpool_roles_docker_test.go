@@ -3,6 +3,7 @@ package berth_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,8 @@ import (
 
 // Issue 49, item 5: on an environment with a runner pool, an agent's and a
 // board member's runs adopt a member and run their task on its runner, as
-// an operator's do. Their handles' Lease() is the redacted view (no
+// an operator's do: the agent's through Handle.Run, the board member's
+// through the controller's Attach and Start. Their handles' Lease() is the redacted view (no
 // labels), which once made Attach miss the adoption and fail with "a
 // runner is already attached to the lease in this process". DefaultPolicy
 // lets no board member lease; the host's policy here lets them lease for
@@ -64,16 +66,12 @@ func TestRunnerPoolAgentAndBoardMemberOnDocker(t *testing.T) {
 	if rep, err := sys.Leases().MaintainPools(ctx, ops); err != nil || rep.Created != 2 {
 		t.Fatalf("MaintainPools: %+v, %v", rep, err)
 	}
-	set, err := sys.RunnerSet()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, p := range []authz.Principal{
 		{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}},
 		{ID: "bea", Role: authz.RoleBoardMember, Companies: []string{"acme"}},
 	} {
 		t.Run(string(p.Role), func(t *testing.T) {
-			h, err := sys.Leases().Acquire(ctx, p, lease.AcquireRequest{Scope: &authz.Scope{Company: "acme", Workspace: "ws"}, Runner: set})
+			h, err := sys.Leases().Acquire(ctx, p, lease.AcquireRequest{Scope: &authz.Scope{Company: "acme", Workspace: "ws"}, WithRunner: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,23 +87,39 @@ func TestRunnerPoolAgentAndBoardMemberOnDocker(t *testing.T) {
 			if err != nil || rec.Labels[lease.LabelPool] != "member" {
 				t.Fatalf("lease %s not adopted from the pool: %+v, %v", h.ID(), rec, err)
 			}
-			var stages []controller.AttachStage
-			att, err := sys.Runners().Attach(ctx, p, h, controller.AttachRequest{Progress: func(s controller.AttachStage) { stages = append(stages, s) }})
-			if err != nil {
-				t.Fatalf("attach: %v", err)
-			}
-			// The adopted member's runner is connected: nothing is launched.
-			if got, want := stageList(stages), stageList([]controller.AttachStage{controller.AttachInstalling, controller.AttachConnected}); got != want {
-				t.Errorf("attach stages %s, want %s", got, want)
-			}
-			var out bytes.Buffer
-			task, err := att.Start(ctx, p, controller.TaskSpec{TaskStart: prp.TaskStart{Argv: []string{"sh", "-c", "echo pooled-run"}}, Stdout: &out})
-			if err != nil {
-				t.Fatalf("start: %v", err)
-			}
-			exit, err := task.Wait(ctx)
-			if err != nil || exit.Code != 0 || strings.TrimSpace(out.String()) != "pooled-run" {
-				t.Fatalf("task: %+v, %v, output %q", exit, err, out.String())
+			if p.Role == authz.RoleAgent {
+				// Through Handle.Run: the handle carries the agent's authority.
+				task, err := h.Run(ctx, lease.Command{Argv: []string{"sh", "-c", "echo pooled-run"}})
+				if err != nil {
+					t.Fatalf("run: %v", err)
+				}
+				b, err := io.ReadAll(task.Stream(ctx))
+				if err != nil || strings.TrimSpace(string(b)) != "pooled-run" {
+					t.Fatalf("task output %q, %v", b, err)
+				}
+				if exit, err := task.Wait(ctx); err != nil || exit.Code != 0 {
+					t.Fatalf("task: %+v, %v", exit, err)
+				}
+			} else {
+				// Through the controller's Attach and Start.
+				var stages []controller.AttachStage
+				att, err := sys.Runners().Attach(ctx, p, h, controller.AttachRequest{Progress: func(s controller.AttachStage) { stages = append(stages, s) }})
+				if err != nil {
+					t.Fatalf("attach: %v", err)
+				}
+				// The adopted member's runner is connected: nothing is launched.
+				if got, want := stageList(stages), stageList([]controller.AttachStage{controller.AttachInstalling, controller.AttachConnected}); got != want {
+					t.Errorf("attach stages %s, want %s", got, want)
+				}
+				var out bytes.Buffer
+				task, err := att.Start(ctx, p, controller.TaskSpec{TaskStart: prp.TaskStart{Argv: []string{"sh", "-c", "echo pooled-run"}}, Stdout: &out})
+				if err != nil {
+					t.Fatalf("start: %v", err)
+				}
+				exit, err := task.Wait(ctx)
+				if err != nil || exit.Code != 0 || strings.TrimSpace(out.String()) != "pooled-run" {
+					t.Fatalf("task: %+v, %v, output %q", exit, err, out.String())
+				}
 			}
 			ss, err := stores.Runners.LeaseSessions(ctx, h.ID())
 			if err != nil || len(ss) != 1 || ss[0].Company != "acme" {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/images"
 )
@@ -34,6 +35,10 @@ type Handle struct {
 	sandbox drivers.Sandbox
 	resumed bool
 	beat    *beat // the holder's heartbeat of a host lease; nil otherwise
+	// p is the principal the handle was acquired (or opened) for, whose
+	// authority Run acts with; acquired says it was set (forCaller).
+	p        authz.Principal
+	acquired bool
 }
 
 // Lease returns a copy of the lease record as of the acquisition, as the
@@ -78,6 +83,10 @@ func (h *Handle) Release(ctx context.Context, opts ReleaseOptions) (*Lease, erro
 
 // Exec runs a bounded command in the sandbox (drivers.Sandbox.Exec): a
 // non-zero exit is not an error; on cancellation the process tree is ended.
+// Exec is the driver's own process, for targets without a runner and short
+// checks: its output is returned whole, nothing of it is stored, and it
+// ends with ctx. An agent's tasks run with Run (through berth's runner:
+// output stored and streamed, a stop with proof).
 // Like every command a Handle runs, its environment carries the variable BERTH_LEASE set to
 // the lease id.
 func (h *Handle) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {

@@ -523,6 +523,7 @@ func (c *Controller) leaseEnded(lease string) {
 	c.mu.Lock()
 	a := c.attached[lease]
 	delete(c.attached, lease)
+	delete(c.runs, lease)
 	var conns []*liveConn
 	for _, lc := range c.live {
 		if lc.sess.Lease == lease {
