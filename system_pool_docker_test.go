@@ -84,7 +84,7 @@ func TestPoolOnDocker(t *testing.T) {
 	if err != nil || ins.Config.Labels["berth.lease"] != l.ID || ins.Config.Labels[lease.LabelPool] != "member" {
 		t.Fatalf("the adopted lease %s runs in container %s labelled %v (%v)", l.ID, l.ProviderLeaseID, ins.Config.Labels, err)
 	}
-	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "echo adopted"}})
+	res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", "echo adopted"}})
 	if err != nil || string(res.Stdout) != "adopted\n" {
 		t.Fatalf("exec: %+v, %v", res, err)
 	}

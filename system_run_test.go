@@ -248,7 +248,8 @@ func TestRunOnTheLease(t *testing.T) {
 }
 
 // Issue 49 item 1: Run refuses what it cannot do, starting nothing: a lease
-// acquired without a runner, an empty argv, stdin over MaxRunStdin.
+// acquired without a runner, an empty argv, stdin over MaxRunStdin; Exec
+// takes the same Command and refuses a task's secrets.
 func TestRunRefusals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -256,6 +257,17 @@ func TestRunRefusals(t *testing.T) {
 	plain := w.acquire(t, false)
 	if _, err := plain.Run(ctx, lease.Command{Argv: []string{"true"}}); !errors.Is(err, drivers.ErrUnsupported) {
 		t.Errorf("run on a lease without a runner: %v, want ErrUnsupported", err)
+	}
+	// Exec takes the same Command: a secret is a task's, refused there;
+	// a deadline ends the process.
+	if _, err := plain.Exec(ctx, lease.Command{Argv: []string{"true"}, Secrets: []prp.SecretUse{{Source: prp.SecretFromEnvironment, Ref: "T", Env: "T"}}}); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("exec with secrets: %v, want ErrInvalid", err)
+	}
+	if res, err := plain.Exec(ctx, lease.Command{Argv: []string{"echo", "ok"}, Deadline: time.Now().Add(time.Minute)}); err != nil || string(res.Stdout) != "ok\n" {
+		t.Errorf("exec before its deadline: %+v, %v", res, err)
+	}
+	if _, err := plain.Exec(ctx, lease.Command{Argv: []string{"sleep", "600"}, Deadline: time.Now().Add(200 * time.Millisecond)}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("exec past its deadline: %v, want context.DeadlineExceeded", err)
 	}
 	h := w.acquire(t, true)
 	if _, err := h.Run(ctx, lease.Command{}); !errors.Is(err, lease.ErrInvalid) {

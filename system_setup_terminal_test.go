@@ -266,7 +266,7 @@ func TestWebTerminalOnDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _, _ = lh.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}) }()
-	res, err := lh.Exec(ctx, drivers.Command{Argv: []string{"cat", "/typed-file"}})
+	res, err := lh.Exec(ctx, lease.Command{Argv: []string{"cat", "/typed-file"}})
 	if err != nil || string(res.Stdout) != "typed-in-terminal\n" {
 		t.Errorf("a new lease reads %q, %v", res.Stdout, err)
 	}

@@ -67,7 +67,7 @@ func TestTemplateFlowOnDaytona(t *testing.T) {
 	}
 	exec := func(h *lease.Handle, script string) string {
 		t.Helper()
-		res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", script}})
+		res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", script}})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("exec %q: %+v, %v", script, res, err)
 		}

@@ -49,7 +49,7 @@ func TestTemplateFlowOnDocker(t *testing.T) {
 	w := &tplWorld{sys: sys, env: env, img: img.Ref}
 	exec := func(h *lease.Handle, script string) string {
 		t.Helper()
-		res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", script}})
+		res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", script}})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("exec %q: %+v, %v", script, res, err)
 		}
@@ -188,7 +188,7 @@ func TestTemplateFromCaptureRepositoryOnDocker(t *testing.T) {
 	w := &tplWorld{sys: sys, env: env, img: img.Ref}
 	svc := sys.Templates()
 	src := w.acquire(t, lease.Ephemeral)
-	if res, err := src.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "echo pushed > /tpl-marker"}}); err != nil || res.ExitCode != 0 {
+	if res, err := src.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", "echo pushed > /tpl-marker"}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("write the marker: %+v, %v", res, err)
 	}
 	tpl, err := svc.Capture(ctx, tplOps, src.ID(), "pushed")
@@ -210,7 +210,7 @@ func TestTemplateFromCaptureRepositoryOnDocker(t *testing.T) {
 		t.Fatalf("remove the engine's copy: %v", err)
 	}
 	h := w.acquire(t, lease.Ephemeral)
-	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"cat", "/tpl-marker"}})
+	res, err := h.Exec(ctx, lease.Command{Argv: []string{"cat", "/tpl-marker"}})
 	if err != nil || strings.TrimSpace(string(res.Stdout)) != "pushed" {
 		t.Errorf("a lease pulled from the registry reads %+v, %v", res, err)
 	}

@@ -36,7 +36,7 @@ func TestAcquireExecRelease(t *testing.T) {
 	if !l.ExpiresAt.Equal(t0.Add(leaseTTL)) || l.Uses != 1 || l.Fingerprint == "" {
 		t.Errorf("lease: expires %s uses %d fingerprint %q", l.ExpiresAt, l.Uses, l.Fingerprint)
 	}
-	res, err := h.Exec(bg, drivers.Command{Argv: []string{"echo", "hi"}})
+	res, err := h.Exec(bg, lease.Command{Argv: []string{"echo", "hi"}})
 	if err != nil || strings.TrimSpace(string(res.Stdout)) != "hi" {
 		t.Fatalf("Exec: %v, %v", res, err)
 	}

@@ -5,7 +5,7 @@
 //	h, err := m.Acquire(ctx, operator, lease.AcquireRequest{
 //		Company: "acme", EnvironmentID: envID, Run: "run-1",
 //		Policy: lease.ReuseByEnvironment})
-//	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"make"}})
+//	res, err := h.Exec(ctx, lease.Command{Argv: []string{"make"}}) // or h.Run: a task through the runner
 //	l, err := h.Release(ctx, lease.ReleaseOptions{}) // the policy decides: stopped, resumable
 //	// l.Status, l.Cleanup
 //	report, err := m.Sweep(ctx, operator) // what crashes left behind

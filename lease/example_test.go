@@ -28,7 +28,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	res, _ := h.Exec(ctx, drivers.Command{Argv: []string{"echo", "hello"}})
+	res, _ := h.Exec(ctx, lease.Command{Argv: []string{"echo", "hello"}})
 	fmt.Print(string(res.Stdout))
 
 	l, _ := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Stop})

@@ -203,7 +203,7 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 			}
 		case r < 36: // exec
 			if len(handles) > 0 {
-				_, _ = handles[rng.IntN(len(handles))].Exec(bg, drivers.Command{Argv: []string{"true"}})
+				_, _ = handles[rng.IntN(len(handles))].Exec(bg, lease.Command{Argv: []string{"true"}})
 			}
 		case r < 50: // release
 			if len(handles) > 0 {

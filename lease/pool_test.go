@@ -86,7 +86,7 @@ func TestPoolAdoption(t *testing.T) {
 	if l.ID != members[0] || l.ProviderLeaseID != m.ProviderLeaseID || l.Company != "acme" || l.Run != "run-1" || l.Status != lease.StatusActive || l.Uses != 1 {
 		t.Fatalf("adopted lease %+v; want member %s (sandbox %s) for acme", l, members[0], m.ProviderLeaseID)
 	}
-	if res, err := h.Exec(ctx, drivers.Command{Argv: []string{"true"}}); err != nil || res.ExitCode != 0 {
+	if res, err := h.Exec(ctx, lease.Command{Argv: []string{"true"}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("exec on the adopted sandbox: %+v, %v", res, err)
 	}
 	lease.WaitPoolRefills(w.m)

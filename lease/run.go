@@ -17,11 +17,11 @@ import (
 // command.
 const MaxRunStdin = 1 << 20
 
-// Command is a task that Handle.Run runs through berth's runner in the
-// lease's sandbox. Argv, Env, Dir, Stdin and OutputLimit mean what they
-// mean for Handle.Exec (drivers.Command), and Deadline bounds the task as
-// ctx bounds Exec; the other fields are a task's own. The zero Command is
-// refused (no Argv).
+// Command is a command for the lease's sandbox: a task that Handle.Run
+// runs through berth's runner, or a process of the driver's that
+// Handle.Exec runs. Argv, Env, Dir, Stdin, OutputLimit and Deadline serve
+// both; TaskID, Secrets and StopGrace are a task's own (Exec refuses
+// Secrets). The zero Command is refused (no Argv).
 type Command struct {
 	// Argv is the program and its arguments; Argv[0] is looked up in PATH.
 	// Required.
@@ -35,13 +35,15 @@ type Command struct {
 	// else Run fails and starts nothing) and given to the task as its
 	// standard input. Default nil: an empty standard input.
 	Stdin io.Reader
-	// OutputLimit caps the output bytes stored of the task (both streams);
-	// past it the output is counted and discarded and the exit says
-	// Truncated; the task is not stopped. 0 means no cap but the
-	// controller's per-session one (1 GiB by default).
+	// OutputLimit caps the output: for Run the bytes stored of the task
+	// (both streams; past it the output is counted and discarded, the exit
+	// says Truncated, the task is not stopped; 0 means no cap but the
+	// controller's per-session one, 1 GiB by default); for Exec the bytes
+	// kept of stdout and of stderr each (0 means 1 MiB; Result.Truncated).
 	OutputLimit int64
-	// Deadline, if not zero, is when the runner ends the task (Exit.TimedOut).
-	// Default: none; Task.Stop ends it.
+	// Deadline, if not zero, is when the command is ended: a task by the
+	// runner (Exit.TimedOut), Exec's process as at ctx's deadline. Default
+	// none.
 	Deadline time.Time
 	// TaskID names the task. Run with a TaskID that ran before on the
 	// lease returns that task and starts nothing again (a retry after an

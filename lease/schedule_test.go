@@ -141,7 +141,7 @@ func runSchedule(t *testing.T, seed uint64) (int, scheduleStats, []string) {
 			}
 		case r < 42: // exec
 			if len(handles) > 0 {
-				_, _ = handles[rng.IntN(len(handles))].Exec(bg, drivers.Command{Argv: []string{"true"}})
+				_, _ = handles[rng.IntN(len(handles))].Exec(bg, lease.Command{Argv: []string{"true"}})
 			}
 		case r < 62: // release, by the holder or by the other replica
 			if len(handles) > 0 {

@@ -38,7 +38,7 @@ func TestOpenResumesALiveSandboxLease(t *testing.T) {
 	if o.SandboxID() != h.SandboxID() || !o.Resumed() {
 		t.Errorf("opened sandbox %s (resumed %v), want %s resumed", o.SandboxID(), o.Resumed(), h.SandboxID())
 	}
-	if res, err := o.Exec(ctx, drivers.Command{Argv: []string{"echo", "hi"}}); err != nil || string(res.Stdout) != "hi\n" {
+	if res, err := o.Exec(ctx, lease.Command{Argv: []string{"echo", "hi"}}); err != nil || string(res.Stdout) != "hi\n" {
 		t.Errorf("exec through the opened handle: %+v, %v", res, err)
 	}
 	stranger := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"globex"}}

@@ -227,7 +227,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 // measure runs the detect stage, and the image stage for sandbox drivers.
 func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, h *lease.Handle) {
 	r.stage(ctx, stageDetect, func(ctx context.Context) (string, drivers.Code, error) {
-		res, err := h.Exec(ctx, drivers.Command{Argv: qualify.DetectArgv(), OutputLimit: defaultOutputLimit})
+		res, err := h.Exec(ctx, lease.Command{Argv: qualify.DetectArgv(), OutputLimit: defaultOutputLimit})
 		if err != nil {
 			return "", "", err
 		}

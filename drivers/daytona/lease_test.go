@@ -69,7 +69,7 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 		t.Errorf("second acquisition: resumed %v, sandbox %s lease %s; want a resume of %s (lease %s)",
 			h.Resumed(), h.SandboxID(), h.ID(), first.ProviderLeaseID, first.ID)
 	}
-	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", `echo "resumed $BERTH_SANDBOX"`}})
+	res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", `echo "resumed $BERTH_SANDBOX"`}})
 	if err != nil || string(res.Stdout) != "resumed 1\n" {
 		t.Fatalf("exec in the resumed sandbox: %v %+v", err, res)
 	}

@@ -50,7 +50,7 @@ func (b *bench) dockerPoolRows(t *benchTB) []benchRow {
 		if err != nil {
 			t.Fatalf("acquire: %v", err)
 		}
-		res, err := h.Exec(ctx, drivers.Command{Argv: []string{"true"}})
+		res, err := h.Exec(ctx, lease.Command{Argv: []string{"true"}})
 		took := time.Since(start)
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("exec true: %v %+v", err, res)

@@ -140,7 +140,7 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 		l := h.Lease()
 		fmt.Fprintf(w, "   %s: lease %s acquired (%s %s)\n", v.Name, l.ID, l.Provider, l.ProviderLeaseID)
 		argv := []string{"uname", "-sm"}
-		res, err := h.Exec(ctx, drivers.Command{Argv: argv, Env: v.Env})
+		res, err := h.Exec(ctx, lease.Command{Argv: argv, Env: v.Env})
 		if err != nil {
 			return fmt.Errorf("exec on %s: %w", v, err)
 		}
