@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -277,13 +279,34 @@ func TestRunRefusals(t *testing.T) {
 	if _, err := h.Run(ctx, lease.Command{Argv: []string{"cat"}, Stdin: big}); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("run with too much stdin: %v, want ErrInvalid", err)
 	}
-	// Without runner binaries, WithRunner is refused before anything is written.
+	// Without a runner binary named, WithRunner builds the runner from
+	// berth's source (package runnerbin, into the user's cache) before
+	// anything is allocated, and Run runs on it.
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
 	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{fake.New(nil)}, TestMode: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sys.Close()
-	if _, err := sys.Leases().Acquire(ctx, w.ops, lease.AcquireRequest{Company: "acme", EnvironmentID: "env_x", WithRunner: true}); !errors.Is(err, drivers.ErrUnsupported) {
-		t.Errorf("WithRunner and no runner binary: %v, want ErrUnsupported", err)
+	env, err := sys.Catalog().Create(ctx, w.ops, environment.CreateRequest{Name: "built", Driver: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	built, err := sys.Leases().Acquire(ctx, w.ops, lease.AcquireRequest{Company: "acme", EnvironmentID: env.ID, WithRunner: true})
+	if err != nil {
+		t.Fatalf("WithRunner and no runner binary named: %v", err)
+	}
+	defer built.Release(context.WithoutCancel(ctx), lease.ReleaseOptions{})
+	if r := built.Lease().Runner; r == nil || !strings.Contains(r.Binary, filepath.Join("berth", "runner")) {
+		t.Errorf("the lease's runner %+v, want the one runnerbin built in the user's cache", r)
+	}
+	task, err := built.Run(ctx, lease.Command{Argv: []string{"echo", "built"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(task.Stream(ctx)); err != nil || string(b) != "built\n" {
+		t.Errorf("task printed %q, %v", b, err)
 	}
 }

@@ -11,10 +11,10 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/examples/internal/runnerbuild"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/runnerbin"
 )
 
 // poolSize is the warm pool of the docker-pool workload.
@@ -101,7 +101,7 @@ func (b *bench) dockerRunnerPoolRows(t *benchTB) []benchRow {
 	ctx := t.ctx
 	cliBin := lookPath(t, "docker", "the docker CLI")
 	img, run := dockerImage(t)
-	bin, err := runnerbuild.Binary(ctx, runtime.GOARCH, &runnerbuild.Options{Progress: func(msg string) { fmt.Fprintln(b.g.stderr, "envctl bench: "+msg) }})
+	bin, err := runnerbin.Binary(ctx, runtime.GOARCH, &runnerbin.Options{Progress: func(msg string) { fmt.Fprintln(b.g.stderr, "envctl bench: "+msg) }})
 	if err != nil {
 		t.Skipf("no runner binary: %v", err)
 	}

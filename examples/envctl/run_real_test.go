@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/examples/internal/runnerbuild"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
+	"github.com/berthdev/berth/runnerbin"
 )
 
 // realEnvConfigs saves a Docker environment (busybox, network none) and an
@@ -201,7 +201,7 @@ func TestRunWithoutARunnerFlagInRealTargets(t *testing.T) {
 	t.Setenv(RunnerBinaryEnv, "")
 	c := newCLI(t)
 	cache := t.TempDir()
-	c.runnerBuild = &runnerbuild.Options{CacheDir: cache}
+	c.runnerBuild = &runnerbin.Options{CacheDir: cache}
 	c.ok("env", "create", "--name", "here", "--driver", "local", "--config", writeFile(t, `{"workdir":"`+t.TempDir()+`"}`))
 	cli := testenv.Docker(t)
 	reg := testenv.StartRegistry(t, nil)

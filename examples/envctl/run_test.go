@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/examples/internal/runnerbuild"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/runnerbin"
 )
 
 // fakeRunnerBinary writes a file to stand for the runner binary (an ELF
@@ -181,7 +181,7 @@ func TestRunWithoutARunnerFlagBuildsTheRunnerOnce(t *testing.T) {
 	t.Setenv(RunnerBinaryEnv, "")
 	c := newCLI(t)
 	cache := t.TempDir()
-	c.runnerBuild = &runnerbuild.Options{CacheDir: cache}
+	c.runnerBuild = &runnerbin.Options{CacheDir: cache}
 	c.createFake("sbx", `{"image":"`+c.fake.DefaultImageIdentity().String()+`"}`)
 	out, errOut, err := c.exec("", "run", "sbx", "--company", "acme", "--", "echo", "hi")
 	if err != nil || out != "hi\n" {
@@ -219,11 +219,11 @@ func TestRunWithoutARunnerBinaryOrAGoCommandSaysHowToNameOne(t *testing.T) {
 	t.Setenv(RunnerBinaryEnv, "")
 	for _, tc := range []struct {
 		name string
-		o    runnerbuild.Options
+		o    runnerbin.Options
 		want string
 	}{
-		{"no go command", runnerbuild.Options{Go: "/nonexistent/go"}, "no go command"},
-		{"no source", runnerbuild.Options{SourceDir: "/nonexistent/src"}, "source is not available"},
+		{"no go command", runnerbin.Options{Go: "/nonexistent/go"}, "no go command"},
+		{"no source", runnerbin.Options{SourceDir: "/nonexistent/src"}, "source is not available"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCLI(t)
