@@ -19,19 +19,12 @@ import (
 // proof and releases the lease.
 func Example() {
 	ctx := context.Background()
-	// The fake driver runs berth's runner in this process: any binary of
-	// this architecture stands for the runner's (a host on real targets
-	// names none, or cmd/berth-runner's).
-	self, err := os.Executable()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
 	sys, err := berth.New(ctx, &berth.Options{
 		// Stores: db.Stores() of store/sqlite or store/postgres; none for memory stores.
-		Drivers:      []drivers.Driver{fake.New(nil)},
-		TestMode:     true, // the fake driver is for tests only
-		RunnerBinary: self,
+		Drivers:  []drivers.Driver{fake.New(nil)},
+		TestMode: true, // the fake driver is for tests only
+		// No RunnerBinary: the runner is built from berth's source when a
+		// lease first needs it (package runnerbin).
 	})
 	if err != nil {
 		fmt.Println(err)
