@@ -111,7 +111,7 @@ func TestHostLeaseReceiptsNameTheirEvidence(t *testing.T) {
 				t.Fatalf("runner processes of lease %s: %v, want one", h.ID(), pids)
 			}
 
-			l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+			l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 			if err != nil {
 				t.Fatalf("Release: %v", err)
 			}

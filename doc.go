@@ -15,6 +15,7 @@
 //	sys, err := berth.New(ctx, &berth.Options{
 //		Stores:  db.Stores(), // or none: memory stores
 //		Drivers: []drivers.Driver{local.New(nil), ssh.New(nil)},
+//		Secrets: mySecretStore, // required with durable stores
 //	})
 //	if err != nil { ... }
 //	defer sys.Close()

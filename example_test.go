@@ -2,28 +2,29 @@ package berth_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"os"
 
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/errcode"
-	"github.com/berthdev/berth/lease"
 )
 
-// Example mirrors the README's "Composing berth": an operator saves an
+// Example runs the README's host program (hostProgram, in
+// hostprogram_test.go) on the fake driver: an operator saves an
 // environment and binds a workspace to it; an agent leases it through its
-// scope's binding (berth resolves the binding itself), and the operator
-// leases it by environment id. It runs on the fake driver.
+// scope with a runner, runs a task, streams its output, stops it with
+// proof and releases the lease.
 func Example() {
 	ctx := context.Background()
 	sys, err := berth.New(ctx, &berth.Options{
 		// Stores: db.Stores() of store/sqlite or store/postgres; none for memory stores.
 		Drivers:  []drivers.Driver{fake.New(nil)},
 		TestMode: true, // the fake driver is for tests only
+		// No RunnerBinary: the runner is built from berth's source when a
+		// lease first needs it (package runnerbin).
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -31,50 +32,20 @@ func Example() {
 	}
 	defer sys.Close()
 	operator := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
-	agent := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
-
 	view, err := sys.Catalog().Create(ctx, operator, environment.CreateRequest{Name: "sandboxes", Driver: "fake"})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	_, err = sys.Assignments().Set(ctx, operator, environment.Binding{BindingRef: environment.BindingRef{Kind: environment.BindingWorkspace, Key: "ws", Company: "acme"}, EnvironmentID: view.ID}, 0)
+	_, err = sys.Assignments().Set(ctx, operator, environment.Binding{BindingRef: environment.BindingRef{Kind: environment.BindingWorkspace, Company: "acme", Key: "ws"}, EnvironmentID: view.ID}, 0)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-
-	// Through a scope: the way agents lease.
-	h, err := sys.Leases().Acquire(ctx, agent, lease.AcquireRequest{
-		Scope:    &authz.Scope{Company: "acme", Workspace: "ws"},
-		Required: drivers.NewSet(drivers.CapExec),
-	})
-	if err != nil {
+	if err := hostProgram(ctx, sys, os.Stdout); err != nil {
 		fmt.Println(err)
-		return
 	}
-	out, err := h.Exec(ctx, drivers.Command{Argv: []string{"echo", "hello"}})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Print(string(out.Stdout))
-	l, err := sys.Leases().Release(ctx, agent, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
-	fmt.Println(l.Status, l.Cleanup, err)
-
-	// By environment id: instance admins and local operators.
-	h, err = sys.Leases().Acquire(ctx, operator, lease.AcquireRequest{Company: "acme", EnvironmentID: view.ID})
-	fmt.Println(h.Lease().Environment == view.ID, err)
-	l, err = sys.Leases().Release(ctx, operator, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
-	fmt.Println(l.Status, l.Cleanup, err)
-
-	// An agent may not lease by id.
-	_, err = sys.Leases().Acquire(ctx, agent, lease.AcquireRequest{Company: "acme", EnvironmentID: view.ID})
-	fmt.Println(errors.Is(err, errcode.ErrDenied))
 	// Output:
-	// hello
-	// released confirmed <nil>
-	// true <nil>
-	// released confirmed <nil>
-	// true
+	// tests started
+	// stopped: true, lease released confirmed
 }

@@ -131,7 +131,7 @@ func BenchmarkRunner100TasksVsSSH(b *testing.B) {
 	})
 	ctx := context.Background()
 	a.task(b)
-	if _, err := a.h.Exec(ctx, drivers.Command{Argv: []string{"true"}}); err != nil {
+	if _, err := a.h.Exec(ctx, lease.Command{Argv: []string{"true"}}); err != nil {
 		b.Fatal(err)
 	}
 	var ours, driver, cm time.Duration
@@ -144,7 +144,7 @@ func BenchmarkRunner100TasksVsSSH(b *testing.B) {
 		b.StopTimer()
 		t0 = time.Now()
 		for range 100 {
-			res, err := a.h.Exec(ctx, drivers.Command{Argv: []string{"true"}})
+			res, err := a.h.Exec(ctx, lease.Command{Argv: []string{"true"}})
 			if err != nil || res.ExitCode != 0 {
 				b.Fatalf("exec: %+v, %v", res, err)
 			}

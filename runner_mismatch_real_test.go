@@ -74,7 +74,7 @@ func TestAReusedDockerSandboxOfAnotherRunnerIsReplaced(t *testing.T) {
 			t.Fatalf("task = %+v, %v", exit, err)
 		}
 		sum := att.Hello().BinarySHA256
-		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Stop}); err != nil {
+		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Stop}); err != nil {
 			t.Fatal(err)
 		}
 		l, err := sys.Leases().Get(ctx, realOperator, h.ID())

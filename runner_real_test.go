@@ -61,7 +61,7 @@ func dockerTarget(t testing.TB) realTarget {
 		// In the container: /proc of its pid namespace (the [x] keeps
 		// grep's own command line from matching).
 		pat := marker[:len(marker)-1] + "[" + marker[len(marker)-1:] + "]"
-		res, err := h.Exec(context.Background(), drivers.Command{Argv: []string{"sh", "-c",
+		res, err := h.Exec(context.Background(), lease.Command{Argv: []string{"sh", "-c",
 			`for p in /proc/[0-9]*; do s=$(cat $p/stat 2>/dev/null) || continue; case "$s" in *") Z "*) continue;; esac; tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -q "` + pat + `" && echo ${p#/proc/}; done; true`}})
 		if err != nil {
 			t.Fatalf("scan the container's /proc: %v", err)
@@ -124,7 +124,7 @@ func attachRunner(t testing.TB, ctx context.Context, sys *berth.System, name, dr
 		t.Fatal(err)
 	}
 	spec := *h.Lease().Runner
-	t.Cleanup(func() { _, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy}) })
+	t.Cleanup(func() { _, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: lease.Destroy}) })
 	att, err := sys.Runners().Attach(ctx, realOperator, h, controller.AttachRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +245,7 @@ func TestRunnerTasksInRealTargets(t *testing.T) {
 			// A task that names no working directory runs in the sandbox's
 			// default one, as the handle's commands do (never "/" by
 			// accident of how the runner was launched).
-			res, err := h.Exec(ctx, drivers.Command{Argv: []string{"pwd"}})
+			res, err := h.Exec(ctx, lease.Command{Argv: []string{"pwd"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -296,7 +296,7 @@ func TestRunnerTasksInRealTargets(t *testing.T) {
 				t.Errorf("processes of the stopped task left: %v", left)
 			}
 
-			l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+			l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 			if err != nil {
 				t.Fatalf("Release: %v", err)
 			}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/runnerbin"
 	"github.com/berthdev/berth/store"
 	"github.com/berthdev/berth/templates"
 )
@@ -43,9 +43,17 @@ type Options struct {
 	// Drivers are the drivers to register. Default: local.New(nil) only;
 	// name the others (fake.New for tests and demos).
 	Drivers []drivers.Driver
-	// Secrets is the host's secret store. Default: an in-memory one, whose
-	// secrets are lost when the process ends.
+	// Secrets is the host's secret store. Nil with memory stores: an
+	// in-memory one, whose secrets are lost when the process ends. Nil
+	// with durable Stores (Stores.Durable: store/sqlite, store/postgres)
+	// is refused, naming this field, unless MemorySecrets asks for the
+	// in-memory store: after a restart no lease whose cleanup needs a
+	// credential could be released or swept.
 	Secrets environment.SecretStore
+	// MemorySecrets lets durable Stores go with the in-memory secret store
+	// when Secrets is nil (tests and demos whose secrets may be lost).
+	// Default false: New refuses that combination.
+	MemorySecrets bool
 	// TestMode lets test-only drivers (fake) be saved as working targets
 	// (CFG-4). Default false.
 	TestMode bool
@@ -89,9 +97,11 @@ type Options struct {
 	RunnerSigner *prp.Signer
 	// RunnerBinary is the path, on this host, of berth's runner binary (a
 	// static Linux build of cmd/berth-runner) that leases host for
-	// runner-based runs and probes (System.RunnerSet). Default "": none;
-	// runner-based probes then fail as unsupported. The library reads no
-	// environment variable for it (examples/envctl reads
+	// runner-based runs and probes (System.RunnerSet). Default "": the
+	// runner is built from berth's source with the go command when a lease
+	// first needs it (package runnerbin), and without a go command or the
+	// source such a lease is refused, naming this field. The library reads
+	// no environment variable for it (examples/envctl reads
 	// BERTH_RUNNER_BINARY).
 	RunnerBinary string
 	// RunnerSet, when not nil, is the runner binaries of System.RunnerSet
@@ -230,17 +240,31 @@ func (s *System) Settings() *instance.Service { return s.settings }
 
 // RunnerSet returns Options.RunnerSet, or else the drivers.RunnerSet of
 // Options.RunnerBinary (its architecture and SHA-256, read once on the
-// first call and kept), for lease.AcquireRequest.Runner (controller.Attach
-// reads the binary from the lease) and the runner-based probe. Without
-// either it returns an error wrapping drivers.ErrUnsupported.
+// first call and kept), or else, when neither names a binary, a set that
+// builds the runner from berth's source for the architecture a target
+// reports (package runnerbin: once per source and go version, into the
+// user's cache; the build runs before anything is allocated, and without
+// a go command or berth's source the acquisition fails with an error
+// wrapping runnerbin.ErrNoGo or ErrNoSource that says how to name a
+// binary). It is what lease.AcquireRequest.WithRunner, runner pools and
+// the runner-based probe use.
 func (s *System) RunnerSet() (*drivers.RunnerSet, error) {
 	if s.runnerSet != nil {
 		return s.runnerSet, nil
 	}
-	if s.runnerBinary == "" {
-		return nil, fmt.Errorf("berth: no runner binary configured (Options.RunnerBinary; build one with CGO_ENABLED=0 go build -o berth-runner ./cmd/berth-runner): %w", drivers.ErrUnsupported)
-	}
-	s.specOnce.Do(func() { s.spec, s.specErr = controller.RunnerSetFromFiles(s.runnerBinary) })
+	s.specOnce.Do(func() {
+		if s.runnerBinary == "" {
+			s.spec = &drivers.RunnerSet{Build: func(ctx context.Context, arch string) (drivers.RunnerSpec, error) {
+				bin, err := runnerbin.Binary(ctx, arch, &runnerbin.Options{Progress: func(msg string) { s.log.Info("berth: " + msg) }})
+				if err != nil {
+					return drivers.RunnerSpec{}, fmt.Errorf("berth: no runner binary for %s (Options.RunnerBinary): %w", arch, err)
+				}
+				return controller.RunnerSpecFromFile(bin)
+			}}
+			return
+		}
+		s.spec, s.specErr = controller.RunnerSetFromFiles(s.runnerBinary)
+	})
 	return s.spec, s.specErr
 }
 
@@ -255,7 +279,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		o = *opts
 	}
 	st := o.Stores
-	if missing := st.Missing(); len(missing) == reflect.TypeFor[store.Stores]().NumField() {
+	if missing := st.Missing(); len(missing) == len(store.Stores{}.Missing()) {
 		st = store.Memory()
 	} else if len(missing) > 0 {
 		return nil, fmt.Errorf("berth: Options.Stores sets some stores and leaves %s nil: set every field (store.Memory() for the ones kept in memory), or none for memory stores", strings.Join(prefixed("Stores.", missing), ", "))
@@ -266,6 +290,9 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	}
 	secrets := o.Secrets
 	if secrets == nil {
+		if st.Durable && !o.MemorySecrets {
+			return nil, errors.New("berth: Options.Stores are durable and Options.Secrets is nil: the secrets of configs would be kept in memory and lost at a restart, leaving leases that need a credential unreleasable; set Options.Secrets to the host's secret store (or Options.MemorySecrets in tests)")
+		}
 		secrets = environment.NewMemorySecretStore()
 	}
 	reg := drivers.NewRegistry(ds...)

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/berthdev/berth/internal/prpwire"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthdev/berth/internal/prpwire"
 
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/authz"
@@ -120,7 +121,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	released := false
 	defer func() {
 		if !released {
-			_, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+			_, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: lease.Destroy})
 		}
 	}()
 	att, err := sys.Runners().Attach(ctx, op, h, controller.AttachRequest{})
@@ -150,7 +151,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 			Secrets: []prp.SecretUse{{Source: prp.SecretFromManagedAccount, Ref: account, File: file, Projects: projects}}}
 	}
 	reader := []string{"sh", "-c", `m=$(stat -c %a "$ACCOUNT_FILE") && s=$(sha256sum < "$ACCOUNT_FILE") && echo "mode=$m sum=${s%% *}" && touch .agent/read && while [ -e .agent/hold ]; do sleep 0.05; done`}
-	if res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "mkdir -p .agent && touch .agent/hold"}}); err != nil || res.ExitCode != 0 {
+	if res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", "mkdir -p .agent && touch .agent/hold"}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("prepare the hold file: %+v, %v", res, err)
 	}
 	readTask, err := att.Start(ctx, agent, controller.TaskSpec{CommandID: "c-read", TaskStart: task("read", reader, "p2", "p1")})
@@ -158,7 +159,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 		t.Fatalf("a matching record was refused: %v", err)
 	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		res, err := h.Exec(ctx, drivers.Command{Argv: []string{"test", "-e", ".agent/read"}})
+		res, err := h.Exec(ctx, lease.Command{Argv: []string{"test", "-e", ".agent/read"}})
 		if err == nil && res.ExitCode == 0 {
 			break
 		}
@@ -190,7 +191,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 			t.Errorf("docker inspect of %s does not name it", h.SandboxID())
 		}
 	}
-	if res, err := h.Exec(ctx, drivers.Command{Argv: []string{"rm", ".agent/hold"}}); err != nil || res.ExitCode != 0 {
+	if res, err := h.Exec(ctx, lease.Command{Argv: []string{"rm", ".agent/hold"}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("release the hold: %+v, %v", res, err)
 	}
 	if exit, err := readTask.Wait(ctx); err != nil || exit.Code != 0 {
@@ -204,7 +205,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 		t.Errorf("the task printed %q, want %q (the account's digest from a 0600 file)", got, want)
 	}
 	// The file lives as long as the task.
-	if res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "test -e " + file + " && echo present || echo gone"}}); err != nil ||
+	if res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", "test -e " + file + " && echo present || echo gone"}}); err != nil ||
 		strings.TrimSpace(string(res.Stdout)) != "gone" {
 		t.Errorf("after the task the account file is %q (%v), want gone", res.Stdout, err)
 	}
@@ -298,7 +299,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 		!strings.Contains(fmt.Sprint(err), string(prp.ResultRejected)+" ("+string(prpwire.CodeSecretsUnavailable)+"): "+string(handover.CodeCheckMissing)+":") {
 		t.Errorf("a record cleared before delivery: %+v, %v; want not run: rejected (%s): %s..., nothing run", exit, err, prpwire.CodeSecretsUnavailable, handover.CodeCheckMissing)
 	}
-	if res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "test -e refused-ran && echo ran || echo none"}}); err != nil ||
+	if res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", "test -e refused-ran && echo ran || echo none"}}); err != nil ||
 		strings.TrimSpace(string(res.Stdout)) != "none" {
 		t.Errorf("a refused task ran: %q, %v", res.Stdout, err)
 	}
@@ -329,7 +330,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	if len(state) == 0 {
 		t.Error("the runner's state directory is empty")
 	}
-	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	released = true
 	if err != nil || l.Cleanup != lease.CleanupConfirmed {
 		t.Errorf("release = %+v, %v; want cleanup confirmed", l, err)
@@ -367,7 +368,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 func runnerState(t *testing.T, ctx context.Context, tg realTarget, h *lease.Handle) []byte {
 	t.Helper()
 	if tg.driver == docker.Name {
-		res, err := h.Exec(ctx, drivers.Command{Argv: []string{"tar", "-cf", "-", "/.berth/state"}})
+		res, err := h.Exec(ctx, lease.Command{Argv: []string{"tar", "-cf", "-", "/.berth/state"}})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("tar the runner's state: %v (exit %d: %s)", err, res.ExitCode, res.Stderr)
 		}

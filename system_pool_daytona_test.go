@@ -74,11 +74,11 @@ func TestPoolOnDaytona(t *testing.T) {
 			t.Fatalf("run %s got sandbox %s, not a member", run, h.Lease().ProviderLeaseID)
 		}
 		delete(members, h.Lease().ProviderLeaseID)
-		res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "echo adopted"}})
+		res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", "echo adopted"}})
 		if err != nil || string(res.Stdout) != "adopted\n" {
 			t.Fatalf("exec: %+v, %v", res, err)
 		}
-		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 			t.Fatal(err)
 		}
 	}

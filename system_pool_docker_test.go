@@ -86,11 +86,11 @@ func TestPoolOnDocker(t *testing.T) {
 	if err != nil || ins.Config.Labels["berth.lease"] != l.ID || ins.Config.Labels[lease.LabelPool] != "member" {
 		t.Fatalf("the adopted lease %s runs in container %s labelled %v (%v)", l.ID, l.ProviderLeaseID, ins.Config.Labels, err)
 	}
-	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "echo adopted"}})
+	res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", "echo adopted"}})
 	if err != nil || string(res.Stdout) != "adopted\n" {
 		t.Fatalf("exec: %+v, %v", res, err)
 	}
-	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 	// Close drains nothing: a new System adopts the other member by id.
@@ -108,7 +108,7 @@ func TestPoolOnDocker(t *testing.T) {
 	if !adopted {
 		t.Fatalf("the restarted System made container %s instead of adopting a member", h2.Lease().ProviderLeaseID)
 	}
-	if _, err := h2.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h2.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 	// Refill after the adoptions, then delete: the drain destroys every

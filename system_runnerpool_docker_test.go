@@ -127,7 +127,7 @@ func TestRunnerPoolOnDocker(t *testing.T) {
 		}
 		// One runner serves the container: a relaunch on a state
 		// directory another live runner holds runs nothing.
-		res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c",
+		res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c",
 			`n=0; for p in /proc/[0-9]*; do case "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" in /.berth/bin/berth-runner*) n=$((n+1));; esac; done; echo $n`}})
 		if err != nil || strings.TrimSpace(string(res.Stdout)) != "1" {
 			t.Errorf("%s: runner processes in the container: %q, %v; want 1", runID, res.Stdout, err)
@@ -136,7 +136,7 @@ func TestRunnerPoolOnDocker(t *testing.T) {
 		if err != nil || len(ss) != 1 || ss[0].Company != "acme" || ss[0].Run != runID {
 			t.Errorf("%s: sessions of the adopted lease %+v, %v; want the member's one, handed over", runID, ss, err)
 		}
-		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 			t.Fatalf("%s: release: %v", runID, err)
 		}
 	}

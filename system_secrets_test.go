@@ -77,7 +77,7 @@ func TestSecretsOutliveTheirLeases(t *testing.T) {
 			// The release fails unproven, so the lease waits for a sweep;
 			// the sweep runs in the other System (another process).
 			fk.RefuseStop(pid, errors.New("provider busy"))
-			if _, err := a.Leases().Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
+			if _, err := a.Leases().Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: lease.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
 				t.Fatalf("Release with a refused destroy: %v, want ErrCleanupPending", err)
 			}
 			fk.ClearFaults()

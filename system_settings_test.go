@@ -42,7 +42,7 @@ func systemSettingsOn(t *testing.T, url string) {
 	ctx := context.Background()
 	st := openStores(t, url)
 	fk := fake.New(nil)
-	sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk, local.New(nil)}, TestMode: true})
+	sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk, local.New(nil)}, TestMode: true, MemorySecrets: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func systemSettingsOn(t *testing.T, url string) {
 	if _, err := sys.Prober().Probe(ctx, admin, box.ID, probe.Request{Company: "acme"}); !errors.Is(err, instance.ErrEnvironmentsDisabled) {
 		t.Errorf("Probe while disabled = %v, want ErrEnvironmentsDisabled", err)
 	}
-	if _, err := kept.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := kept.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Errorf("Release while disabled: %v", err)
 	}
 	if _, err := sys.Leases().Sweep(ctx, admin); err != nil {
@@ -110,7 +110,7 @@ func systemSettingsOn(t *testing.T, url string) {
 	if err != nil {
 		t.Fatalf("Acquire of the sandbox under managed-sandbox-only: %v", err)
 	}
-	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 }

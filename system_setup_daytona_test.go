@@ -66,8 +66,8 @@ func TestScriptedSetupOnDaytona(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _, _ = h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}) }()
-	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", `cat "$HOME/mark"`}})
+	defer func() { _, _ = h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}) }()
+	res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", `cat "$HOME/mark"`}})
 	if err != nil || res.ExitCode != 0 || string(res.Stdout) != "set-up-by-script\n" {
 		t.Errorf("a new lease reads %q (%+v, %v)", res.Stdout, res, err)
 	}
@@ -136,8 +136,8 @@ func TestInteractiveSetupOnDaytona(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _, _ = h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}) }()
-	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", `cat "$HOME/term-mark"`}})
+	defer func() { _, _ = h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}) }()
+	res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", `cat "$HOME/term-mark"`}})
 	if err != nil || string(res.Stdout) != "typed-on-daytona\n" {
 		t.Errorf("a new lease reads %q (%+v, %v)", res.Stdout, res, err)
 	}

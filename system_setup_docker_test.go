@@ -92,14 +92,14 @@ func TestScriptedSetupOnDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "ls -l /opt/tools/motd | cut -c1-10; cat /opt/tools/motd /opt/tools/token-check"}})
+	res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", "ls -l /opt/tools/motd | cut -c1-10; cat /opt/tools/motd /opt/tools/token-check"}})
 	if err != nil || res.ExitCode != 0 || string(res.Stdout) != "-rw-r-----\nmade by setup\ntoken-seen\n" {
 		t.Errorf("a new lease reads %q (exit %v, %v)", res.Stdout, res, err)
 	}
 	if h.Lease().Labels[lease.LabelTemplate] != tpl.ID {
 		t.Errorf("new lease labels %v, want template %s", h.Lease().Labels, tpl.ID)
 	}
-	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -265,8 +265,8 @@ func TestWebTerminalOnDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _, _ = lh.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}) }()
-	res, err := lh.Exec(ctx, drivers.Command{Argv: []string{"cat", "/typed-file"}})
+	defer func() { _, _ = lh.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}) }()
+	res, err := lh.Exec(ctx, lease.Command{Argv: []string{"cat", "/typed-file"}})
 	if err != nil || string(res.Stdout) != "typed-in-terminal\n" {
 		t.Errorf("a new lease reads %q, %v", res.Stdout, err)
 	}

@@ -510,7 +510,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 			}
 			// mid-promote: the capture was recorded and the sandbox
 			// destroyed; the process died before the pointer moved.
-			if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+			if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 				t.Fatal(err)
 			}
 			next = next.Clone()
@@ -606,13 +606,13 @@ func TestTwoSetupsAtOnceOverOnePostgres(t *testing.T) {
 	fk := fake.New(&fake.Options{Handlers: fs.handlers()})
 	gate := &sync.WaitGroup{}
 	stA, stB := openStores(t, url), openStores(t, url)
-	a := newTplWorld(t, &berth.Options{Stores: stA, Drivers: []drivers.Driver{fk}, TestMode: true}, fk)
+	a := newTplWorld(t, &berth.Options{Stores: stA, Drivers: []drivers.Driver{fk}, TestMode: true, MemorySecrets: true}, fk)
 	a.create(t, "setup-race")
 	stA.Templates = barrierSessions{stA.Templates, gate}
 	stB.Templates = barrierSessions{stB.Templates, gate}
 	var systems []*berth.System
 	for _, st := range []store.Stores{stA, stB} {
-		sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk}, TestMode: true})
+		sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk}, TestMode: true, MemorySecrets: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -44,7 +44,24 @@ func TestNewStores(t *testing.T) {
 	}
 	defer sys.Close()
 
-	sys2, err := berth.New(ctx, &berth.Options{Stores: durable})
+	// Issue 49: durable stores with no secret store are refused, naming
+	// Options.Secrets; the host's store, or memory secrets asked for by
+	// name, are taken.
+	if !durable.Durable || store.Memory().Durable {
+		t.Fatalf("Durable: SQL %t, memory %t; want true, false", durable.Durable, store.Memory().Durable)
+	}
+	if sys, err := berth.New(ctx, &berth.Options{Stores: durable}); err == nil || !strings.Contains(err.Error(), "Options.Secrets") {
+		if sys != nil {
+			sys.Close()
+		}
+		t.Fatalf("New with durable stores and no Secrets: %v; want an error naming Options.Secrets", err)
+	}
+	withSecrets, err := berth.New(ctx, &berth.Options{Stores: durable, Secrets: environment.NewMemorySecretStore()})
+	if err != nil {
+		t.Fatalf("New with durable stores and the host's Secrets: %v", err)
+	}
+	withSecrets.Close()
+	sys2, err := berth.New(ctx, &berth.Options{Stores: durable, MemorySecrets: true})
 	if err != nil {
 		t.Fatal(err)
 	}

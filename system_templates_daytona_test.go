@@ -67,7 +67,7 @@ func TestTemplateFlowOnDaytona(t *testing.T) {
 	}
 	exec := func(h *lease.Handle, script string) string {
 		t.Helper()
-		res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", script}})
+		res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", script}})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("exec %q: %+v, %v", script, res, err)
 		}
@@ -75,7 +75,7 @@ func TestTemplateFlowOnDaytona(t *testing.T) {
 	}
 	release := func(h *lease.Handle) {
 		t.Helper()
-		if _, err := sys.Leases().Release(ctx, tplOps, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+		if _, err := sys.Leases().Release(ctx, tplOps, h.ID(), lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 			t.Fatalf("release %s: %v", h.ID(), err)
 		}
 	}

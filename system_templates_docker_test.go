@@ -50,7 +50,7 @@ func TestTemplateFlowOnDocker(t *testing.T) {
 	w := &tplWorld{sys: sys, env: env, img: img.Ref}
 	exec := func(h *lease.Handle, script string) string {
 		t.Helper()
-		res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", script}})
+		res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", script}})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("exec %q: %+v, %v", script, res, err)
 		}
@@ -63,14 +63,14 @@ func TestTemplateFlowOnDocker(t *testing.T) {
 		t.Fatal("not qualified after the probe")
 	}
 	reused := w.acquire(t, lease.ReuseByEnvironment)
-	w.release(t, reused, drivers.Stop)
+	w.release(t, reused, lease.Stop)
 	src := w.acquire(t, lease.Ephemeral)
 	exec(src, "echo captured-by-berth > /tpl-marker")
 	tpl1, err := svc.Capture(ctx, tplOps, src.ID(), "issue 27")
 	if err != nil {
 		t.Fatalf("Capture: %v", err)
 	}
-	w.release(t, src, drivers.Destroy)
+	w.release(t, src, lease.Destroy)
 	if tpl1.State != templates.StateCaptured || !strings.HasPrefix(tpl1.Identity, "berth.local/templates/") {
 		t.Fatalf("captured %+v", tpl1)
 	}
@@ -101,7 +101,7 @@ func TestTemplateFlowOnDocker(t *testing.T) {
 	if got := exec(r2, "cat /tpl-marker"); got != "captured-by-berth" {
 		t.Errorf("the replacement reads %q", got)
 	}
-	w.release(t, r2, drivers.Destroy)
+	w.release(t, r2, lease.Destroy)
 
 	exec(h, "echo second > /tpl-marker")
 	tpl2, err := svc.Capture(ctx, tplOps, h.ID(), "issue 27 second")
@@ -115,7 +115,7 @@ func TestTemplateFlowOnDocker(t *testing.T) {
 	if got := exec(h2, "cat /tpl-marker"); got != "second" {
 		t.Errorf("a lease of the second template reads %q", got)
 	}
-	w.release(t, h2, drivers.Destroy)
+	w.release(t, h2, lease.Destroy)
 	if _, err := svc.Rollback(ctx, tplOps, tpl1.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestTemplateFlowOnDocker(t *testing.T) {
 	if got := exec(h3, "cat /tpl-marker"); got != "captured-by-berth" {
 		t.Errorf("a lease after the rollback reads %q", got)
 	}
-	w.release(t, h3, drivers.Destroy)
+	w.release(t, h3, lease.Destroy)
 
 	// h (from tpl1) is still live: the deletion waits.
 	tpl1, err = svc.Revoke(ctx, tplOps, tpl1.ID, templates.RevokeOptions{Delete: true})
@@ -134,7 +134,7 @@ func TestTemplateFlowOnDocker(t *testing.T) {
 	if _, err := cli.ImageInspect(ctx, ref[strings.Index(ref, "@")+1:]); err != nil {
 		t.Fatalf("the template's image is gone while a lease uses it: %v", err)
 	}
-	w.release(t, h, drivers.Destroy)
+	w.release(t, h, lease.Destroy)
 	// The second template was committed from a container of the first, so
 	// its image is a child of the first's: the engine refuses to remove
 	// the first while the second exists. The second goes first, at once:
@@ -189,14 +189,14 @@ func TestTemplateFromCaptureRepositoryOnDocker(t *testing.T) {
 	w := &tplWorld{sys: sys, env: env, img: img.Ref}
 	svc := sys.Templates()
 	src := w.acquire(t, lease.Ephemeral)
-	if res, err := src.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "echo pushed > /tpl-marker"}}); err != nil || res.ExitCode != 0 {
+	if res, err := src.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", "echo pushed > /tpl-marker"}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("write the marker: %+v, %v", res, err)
 	}
 	tpl, err := svc.Capture(ctx, tplOps, src.ID(), "pushed")
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.release(t, src, drivers.Destroy)
+	w.release(t, src, lease.Destroy)
 	if !strings.HasPrefix(tpl.Identity, repo+"@sha256:") {
 		t.Fatalf("identity %s, want %s@sha256:...", tpl.Identity, repo)
 	}
@@ -211,14 +211,14 @@ func TestTemplateFromCaptureRepositoryOnDocker(t *testing.T) {
 		t.Fatalf("remove the engine's copy: %v", err)
 	}
 	h := w.acquire(t, lease.Ephemeral)
-	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"cat", "/tpl-marker"}})
+	res, err := h.Exec(ctx, lease.Command{Argv: []string{"cat", "/tpl-marker"}})
 	if err != nil || strings.TrimSpace(string(res.Stdout)) != "pushed" {
 		t.Errorf("a lease pulled from the registry reads %+v, %v", res, err)
 	}
 	if got := w.identity(t, h); got != tpl.Identity {
 		t.Errorf("it reports %s, want %s", got, tpl.Identity)
 	}
-	w.release(t, h, drivers.Destroy)
+	w.release(t, h, lease.Destroy)
 	tpl, err = svc.Revoke(ctx, tplOps, tpl.ID, templates.RevokeOptions{Delete: true})
 	if err != nil || tpl.State != templates.StateDeleted || tpl.DeleteReceipt == nil || !strings.Contains(tpl.DeleteReceipt.Evidence, "registry") {
 		t.Fatalf("revoke with deletion: %+v, %v", tpl, err)

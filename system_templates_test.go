@@ -79,7 +79,7 @@ func (w *tplWorld) acquire(t *testing.T, policy lease.Policy) *lease.Handle {
 	return h
 }
 
-func (w *tplWorld) release(t *testing.T, h *lease.Handle, d drivers.Disposition) {
+func (w *tplWorld) release(t *testing.T, h *lease.Handle, d lease.Disposition) {
 	t.Helper()
 	if _, err := w.sys.Leases().Release(context.Background(), tplOps, h.ID(), lease.ReleaseOptions{Disposition: d}); err != nil {
 		t.Fatalf("release %s: %v", h.ID(), err)
@@ -140,7 +140,7 @@ func TestTemplateFlowOnTheFake(t *testing.T) {
 		t.Fatal("not qualified after the probe")
 	}
 	reused := w.acquire(t, lease.ReuseByEnvironment)
-	w.release(t, reused, drivers.Stop)
+	w.release(t, reused, lease.Stop)
 
 	src := w.acquire(t, lease.Ephemeral)
 	tpl1, err := svc.Capture(ctx, tplOps, src.ID(), "with tools")
@@ -150,7 +150,7 @@ func TestTemplateFlowOnTheFake(t *testing.T) {
 	if tpl1.State != templates.StateCaptured || !strings.HasPrefix(tpl1.Identity, "snapshot:fake/") || tpl1.Environment != w.env.ID {
 		t.Fatalf("captured %+v", tpl1)
 	}
-	w.release(t, src, drivers.Destroy)
+	w.release(t, src, lease.Destroy)
 	rev := w.view(t).Revision
 
 	tpl1, err = svc.Promote(ctx, tplOps, tpl1.ID)
@@ -180,7 +180,7 @@ func TestTemplateFlowOnTheFake(t *testing.T) {
 	if l := r2.Lease(); l.Replaces != reused.ID() || l.ReplaceReason != lease.ReplaceTemplateChanged {
 		t.Errorf("reusable lease: replaces %q reason %q, want %s and %s (LEASE-4)", l.Replaces, l.ReplaceReason, reused.ID(), lease.ReplaceTemplateChanged)
 	}
-	w.release(t, r2, drivers.Destroy)
+	w.release(t, r2, lease.Destroy)
 	w.probe(t)
 	if !w.qualified(t) {
 		t.Error("a probe after the promote did not qualify the template")
@@ -234,11 +234,11 @@ func TestTemplateFlowOnTheFake(t *testing.T) {
 	if got := w.identity(t, plain); got != w.img {
 		t.Errorf("after revoke a new lease reports %s, want the configured %s", got, w.img)
 	}
-	w.release(t, plain, drivers.Destroy)
+	w.release(t, plain, lease.Destroy)
 	if n, err := svc.Sweep(ctx, tplOps); err != nil || n != 0 {
 		t.Errorf("sweep while a lease uses it: %d, %v; want 0", n, err)
 	}
-	w.release(t, h, drivers.Destroy)
+	w.release(t, h, lease.Destroy)
 	rep, err := w.sys.Sweep(ctx, tplOps)
 	if err != nil || rep.TemplatesDeleted != 1 {
 		t.Fatalf("System.Sweep after the release: %+v, %v; want one template deleted", rep, err)
@@ -261,7 +261,7 @@ func TestTemplateAuthorization(t *testing.T) {
 	w := newTplWorld(t, nil, nil)
 	w.create(t, "tpl-auth")
 	h := w.acquire(t, lease.Ephemeral)
-	defer w.release(t, h, drivers.Destroy)
+	defer w.release(t, h, lease.Destroy)
 	svc := w.sys.Templates()
 	if _, err := svc.Capture(ctx, tplBoard, h.ID(), "x"); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("board member capture: %v, want ErrDenied", err)
@@ -307,7 +307,7 @@ func TestFailedCaptureIsRecorded(t *testing.T) {
 	w := newTplWorld(t, nil, nil)
 	w.create(t, "tpl-fail")
 	h := w.acquire(t, lease.Ephemeral)
-	defer w.release(t, h, drivers.Destroy)
+	defer w.release(t, h, lease.Destroy)
 	w.fk.Inject(fake.Fault{Op: "capture", Err: errors.New("disk full")})
 	tpl, err := w.sys.Templates().Capture(ctx, tplOps, h.ID(), "x")
 	if err == nil || !strings.Contains(err.Error(), "disk full") || tpl == nil || tpl.State != templates.StateFailed || !strings.Contains(tpl.FailureReason, "disk full") {
@@ -328,7 +328,7 @@ func TestRevokeDeleteRefusedWithoutTheCapability(t *testing.T) {
 	w.create(t, "tpl-nodelete")
 	h := w.acquire(t, lease.Ephemeral)
 	tpl, err := w.sys.Templates().Capture(ctx, tplOps, h.ID(), "x")
-	w.release(t, h, drivers.Destroy)
+	w.release(t, h, lease.Destroy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestCaptureRefusedWithoutTheCapability(t *testing.T) {
 	w := newTplWorld(t, nil, fk)
 	w.create(t, "tpl-nocap")
 	h := w.acquire(t, lease.Ephemeral)
-	defer w.release(t, h, drivers.Destroy)
+	defer w.release(t, h, lease.Destroy)
 	_, err := w.sys.Templates().Capture(ctx, tplOps, h.ID(), "x")
 	if !errors.Is(err, drivers.ErrUnsupported) || !strings.Contains(err.Error(), `"nocap"`) || !strings.Contains(err.Error(), "template_capture") {
 		t.Fatalf("capture on a driver without template_capture: %v", err)
@@ -382,7 +382,7 @@ func TestTemplateDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.release(t, src, drivers.Destroy)
+	w.release(t, src, lease.Destroy)
 	if _, err := w.sys.Templates().Promote(ctx, tplOps, tpl.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func TestTemplateDrift(t *testing.T) {
 		if got := w.identity(t, h); got != image {
 			t.Errorf("drift %s: a new lease reports %s, want %s", want, got, image)
 		}
-		w.release(t, h, drivers.Destroy)
+		w.release(t, h, lease.Destroy)
 	}
 	drift(environment.DriftRelinked, tpl.Identity)
 	other := w.acquire(t, lease.Ephemeral)
@@ -419,7 +419,7 @@ func TestTemplateDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.release(t, other, drivers.Destroy)
+	w.release(t, other, lease.Destroy)
 	update("r2", "")
 	drift(environment.DriftDetached, w.img)
 	if _, err := w.sys.Templates().Rollback(ctx, tplOps, tpl.ID); !errors.Is(err, errcode.ErrConflict) {
@@ -448,12 +448,12 @@ func TestTemplateLeaseVerifiesTheLiveImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.release(t, src, drivers.Destroy)
+	w.release(t, src, lease.Destroy)
 	if _, err := w.sys.Templates().Promote(ctx, tplOps, tpl.ID); err != nil {
 		t.Fatal(err)
 	}
 	r := w.acquire(t, lease.ReuseByEnvironment)
-	w.release(t, r, drivers.Stop)
+	w.release(t, r, lease.Stop)
 	w.fk.ReportWrongImage(r.SandboxID())
 	_, err = w.sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{Company: "acme", EnvironmentID: w.env.ID, Policy: lease.ReuseByEnvironment})
 	if !errors.Is(err, lease.ErrImageMismatch) {
@@ -485,7 +485,7 @@ func TestTwoPromotesAtOnceOverOnePostgres(t *testing.T) {
 	fk := fake.New(nil)
 	gate := &sync.WaitGroup{}
 	stA, stB := openStores(t, url), openStores(t, url)
-	a := newTplWorld(t, &berth.Options{Stores: stA, Drivers: []drivers.Driver{fk}, TestMode: true}, fk)
+	a := newTplWorld(t, &berth.Options{Stores: stA, Drivers: []drivers.Driver{fk}, TestMode: true, MemorySecrets: true}, fk)
 	a.create(t, "tpl-race")
 	var tpls []*templates.Template
 	for range 2 {
@@ -494,17 +494,17 @@ func TestTwoPromotesAtOnceOverOnePostgres(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a.release(t, h, drivers.Destroy)
+		a.release(t, h, lease.Destroy)
 		tpls = append(tpls, tpl)
 	}
 	stA.Environments = barrierEnvs{stA.Environments, gate}
 	stB.Environments = barrierEnvs{stB.Environments, gate}
-	ra, err := berth.New(ctx, &berth.Options{Stores: stA, Drivers: []drivers.Driver{fk}, TestMode: true})
+	ra, err := berth.New(ctx, &berth.Options{Stores: stA, Drivers: []drivers.Driver{fk}, TestMode: true, MemorySecrets: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ra.Close()
-	rb, err := berth.New(ctx, &berth.Options{Stores: stB, Drivers: []drivers.Driver{fk}, TestMode: true})
+	rb, err := berth.New(ctx, &berth.Options{Stores: stB, Drivers: []drivers.Driver{fk}, TestMode: true, MemorySecrets: true})
 	if err != nil {
 		t.Fatal(err)
 	}

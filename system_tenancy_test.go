@@ -216,7 +216,7 @@ func TestQuotaHoldsAcrossTwoSystemsOnOnePostgres(t *testing.T) {
 		t.Errorf("%d granted, %d refused, %d live, %d sandboxes created; want 4, 16, 4 and 4", len(granted), refused, len(live), fk.Calls("create"))
 	}
 	for _, h := range granted {
-		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 			t.Error(err)
 		}
 	}

@@ -64,7 +64,7 @@ func TestSystemWiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sys.Leases().Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: drivers.Stop}); err != nil {
+	if _, err := sys.Leases().Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: lease.Stop}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -81,7 +81,7 @@ func TestSystemWiring(t *testing.T) {
 
 	// Destroying the sandbox ends the reusable lease; the delete then goes
 	// through and takes the binding with it.
-	if _, err := sys.Leases().Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := sys.Leases().Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 	br, err = sys.Catalog().BlastRadius(ctx, op, v.ID)
@@ -225,7 +225,7 @@ func TestSystemRunners(t *testing.T) {
 	open := func() *berth.System {
 		st := openStores(t, url)
 		stores = append(stores, st)
-		sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fake.New(nil)}, TestMode: true})
+		sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fake.New(nil)}, TestMode: true, MemorySecrets: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -306,7 +306,7 @@ func TestSystemReleasesRunnerLeasesThroughTheController(t *testing.T) {
 	for !sysTaskEvent(ctx, t, att, prp.EventStarted, "sys-sleep") {
 		time.Sleep(10 * time.Millisecond)
 	}
-	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil {
 		t.Fatal(err)
 	}

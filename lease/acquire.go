@@ -77,8 +77,16 @@ type AcquireRequest struct {
 	// architecture, with an error wrapping drivers.ErrUnsupported; nothing
 	// is written or created. The picked binary is handed to the driver,
 	// which prepares the sandbox for it at creation (Docker's bind mount),
-	// and recorded on the lease (Lease.Runner).
+	// and recorded on the lease (Lease.Runner). Default nil: no runner,
+	// unless WithRunner.
 	Runner *drivers.RunnerSet
+	// WithRunner acquires the sandbox to host the System's runner, for
+	// Handle.Run: as Runner set to the binaries berth.New was given
+	// (berth.Options.RunnerBinary, RunnerSet, or the one it builds). Where
+	// no runner binary can be had the acquisition fails before anything is
+	// written, with an error wrapping drivers.ErrUnsupported. Ignored when
+	// Runner is set. Default false.
+	WithRunner bool
 }
 
 // Draft is an unsaved target: a driver and a config normalized by its
@@ -151,6 +159,13 @@ func (a *acq) reusable() bool { return a.reuseKey != "" }
 // bounded by the startup budget plus Options.ClaimGrace, and each caller
 // returns as soon as its own ctx ends (an error wrapping ctx.Err()).
 func (m *Manager) Acquire(ctx context.Context, p authz.Principal, req AcquireRequest) (*Handle, error) {
+	if req.WithRunner && req.Runner == nil {
+		set, err := m.systemRunners()
+		if err != nil {
+			return nil, err
+		}
+		req.Runner = set
+	}
 	a, err := m.prepare(ctx, p, req)
 	if err != nil {
 		return nil, err
@@ -211,6 +226,7 @@ func (m *Manager) Acquire(ctx context.Context, p authz.Principal, req AcquireReq
 // may read the config: Handle.Lease hands out deep copies of it.
 func (m *Manager) forCaller(ctx context.Context, p authz.Principal, h *Handle) *Handle {
 	c := *h
+	c.p, c.acquired = p, true
 	c.shown = h.lease
 	if m.authorize(ctx, p, authz.ActionReadConfig, leaseResource(h.lease)) != nil {
 		c.shown = h.lease.redactCopy()

@@ -37,11 +37,11 @@ func TestAcquireExecRelease(t *testing.T) {
 	if !l.ExpiresAt.Equal(t0.Add(leaseTTL)) || l.Uses != 1 || l.Fingerprint == "" {
 		t.Errorf("lease: expires %s uses %d fingerprint %q", l.ExpiresAt, l.Uses, l.Fingerprint)
 	}
-	res, err := h.Exec(bg, drivers.Command{Argv: []string{"echo", "hi"}})
+	res, err := h.Exec(bg, lease.Command{Argv: []string{"echo", "hi"}})
 	if err != nil || strings.TrimSpace(string(res.Stdout)) != "hi" {
 		t.Fatalf("Exec: %v, %v", res, err)
 	}
-	rel, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	rel, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil {
 		t.Fatalf("Release: %v", err)
 	}
@@ -51,7 +51,7 @@ func TestAcquireExecRelease(t *testing.T) {
 	if st := w.state(l.ProviderLeaseID); st != drivers.StateDestroyed {
 		t.Errorf("sandbox state %s, want destroyed", st)
 	}
-	again, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	again, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil || again.Status != lease.StatusReleased {
 		t.Errorf("second Release: %v, %v; want the released lease", again, err)
 	}
@@ -241,7 +241,7 @@ func TestSameRunIsIdempotent(t *testing.T) {
 			}
 			// After release, the run gets a fresh lease.
 			if !lease.Reusable(p) {
-				if _, err := h1.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+				if _, err := h1.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 					t.Fatal(err)
 				}
 				if h4 := w.acquire(p, "run-1"); h4.ID() == h1.ID() {
@@ -305,7 +305,7 @@ func TestSecretsAreReferencesOnTheRecord(t *testing.T) {
 	}
 	before := w.secretLookups.Load()
 	w.fk.FakeStop(l.ProviderLeaseID, "unconfirmed")
-	if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
+	if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
 		t.Fatalf("Release: %v, want ErrCleanupPending", err)
 	}
 	w.fk.ClearFaults()
@@ -337,10 +337,10 @@ func TestUsage(t *testing.T) {
 	reusable := w.acquire(lease.ReuseByEnvironment, "b")
 	pending := w.acquire(lease.Ephemeral, "c")
 	w.fk.RefuseStop(pending.SandboxID(), nil)
-	if _, err := pending.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
+	if _, err := pending.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
 		t.Fatalf("Release: %v", err)
 	}
-	if _, err := reusable.Release(bg, lease.ReleaseOptions{Disposition: drivers.Stop}); err != nil {
+	if _, err := reusable.Release(bg, lease.ReleaseOptions{Disposition: lease.Stop}); err != nil {
 		t.Fatal(err)
 	}
 	// The hook NewManager returns for the catalog (any manager over the
@@ -463,7 +463,7 @@ func TestDraftLeases(t *testing.T) {
 	if _, has := rec.Config["api_key"]; has {
 		t.Errorf("the draft record holds the secret field: %v", rec.Config)
 	}
-	if l, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil || l.Cleanup != lease.CleanupConfirmed {
+	if l, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil || l.Cleanup != lease.CleanupConfirmed {
 		t.Fatalf("release: %+v, %v", l, err)
 	}
 	if _, err := w.m.Acquire(bg, op, lease.AcquireRequest{Draft: draft, Policy: lease.ReuseByEnvironment}); !errors.Is(err, errcode.ErrInvalid) {

@@ -191,7 +191,7 @@ func TestReleaseAndReadAuthorization(t *testing.T) {
 					}
 				}
 
-				l, err := w.m.Release(bg, p, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+				l, err := w.m.Release(bg, p, h.ID(), lease.ReleaseOptions{Disposition: lease.Destroy})
 				if want.release {
 					if err != nil || l.Status != lease.StatusReleased {
 						t.Fatalf("Release: %+v, %v; want released", l, err)
@@ -246,7 +246,7 @@ func wantReadsAsMissing(t *testing.T, op string, w *world, p authz.Principal, er
 	case "Get":
 		_, errMissing = w.m.Get(bg, p, missing)
 	case "Release":
-		_, errMissing = w.m.Release(bg, p, missing, lease.ReleaseOptions{Disposition: drivers.Destroy})
+		_, errMissing = w.m.Release(bg, p, missing, lease.ReleaseOptions{Disposition: lease.Destroy})
 	default:
 		t.Fatalf("no missing-lease case for %s", op)
 	}

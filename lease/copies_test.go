@@ -80,14 +80,14 @@ func TestReturnedLeasesAreTheCallers(t *testing.T) {
 
 	// The releases: a's through its handle, b's through the manager by a
 	// principal who reads it redacted (its runner stays, without path).
-	la, err := a.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	la, err := a.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stored[a.ID()] = w.get(a.ID()).Clone()
 	scribble("Handle.Release", la)
 	check("Handle.Release")
-	lb, err := w.m.Release(bg, roleAgent, b.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	lb, err := w.m.Release(bg, roleAgent, b.ID(), lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,16 +5,17 @@
 //	h, err := m.Acquire(ctx, operator, lease.AcquireRequest{
 //		Company: "acme", EnvironmentID: envID, Run: "run-1",
 //		Policy: lease.ReuseByEnvironment})
-//	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"make"}})
-//	l, err := h.Release(ctx, lease.ReleaseOptions{
-//		Disposition: drivers.Stop}) // l.Status, l.Cleanup
+//	res, err := h.Exec(ctx, lease.Command{Argv: []string{"make"}}) // or h.Run: a task through the runner
+//	l, err := h.Release(ctx, lease.ReleaseOptions{}) // the policy decides: stopped, resumable
+//	// l.Status, l.Cleanup
 //	report, err := m.Sweep(ctx, operator) // what crashes left behind
 //
 // Manager is the entry point: Acquire returns a Handle, a portable value
 // that runs commands, terminals, image reports and captures on
 // the live sandbox and releases through the manager (the raw sandbox only
 // inside Handle.Raw, scoped as database/sql.Conn.Raw and unsafe for
-// lifecycle); Release ends it with a disposition; Get and List read lease
+// lifecycle); Release ends it with a disposition (the zero one lets the
+// lease's policy decide: ByPolicy); Get and List read lease
 // records; Sweep cleans up what crashes and failures left behind. Lease is
 // the record; Store persists it, NewMemoryStore returns the in-memory
 // implementation, and package leasetest holds the conformance suite every

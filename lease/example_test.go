@@ -28,10 +28,10 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	res, _ := h.Exec(ctx, drivers.Command{Argv: []string{"echo", "hello"}})
+	res, _ := h.Exec(ctx, lease.Command{Argv: []string{"echo", "hello"}})
 	fmt.Print(string(res.Stdout))
 
-	l, _ := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Stop})
+	l, _ := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Stop})
 	fmt.Println(l.Status, l.Cleanup, l.ReuseKey != "")
 
 	// The next run resumes the stopped sandbox.

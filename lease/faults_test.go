@@ -281,7 +281,7 @@ func TestSlowEphemeralStartIsDestroyed(t *testing.T) {
 func stoppedReusable(t *testing.T, w *world) string {
 	t.Helper()
 	h := w.acquire(lease.ReuseByEnvironment, "run-1")
-	l, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Stop})
+	l, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Stop})
 	if err != nil || l.Status != lease.StatusReleased || l.ReuseKey == "" || w.state(l.ProviderLeaseID) != drivers.StateStopped {
 		t.Fatalf("stop release: %+v, %v", l, err)
 	}

@@ -88,7 +88,7 @@ func TestActiveLeaseIsNeverReplacedUnderItsRun(t *testing.T) {
 	if st := w.state(h.SandboxID()); st != drivers.StateRunning {
 		t.Fatalf("in-use sandbox %s, want running", st)
 	}
-	if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Keep}); err != nil {
+	if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Keep}); err != nil {
 		t.Fatal(err)
 	}
 	h2 := w.acquire(lease.ReuseByEnvironment, "run-2")

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 )
 
@@ -34,6 +37,10 @@ type Handle struct {
 	sandbox drivers.Sandbox
 	resumed bool
 	beat    *beat // the holder's heartbeat of a host lease; nil otherwise
+	// p is the principal the handle was acquired (or opened) for, whose
+	// authority Run acts with; acquired says it was set (forCaller).
+	p        authz.Principal
+	acquired bool
 }
 
 // Lease returns a copy of the lease record as of the acquisition, as the
@@ -77,11 +84,31 @@ func (h *Handle) Release(ctx context.Context, opts ReleaseOptions) (*Lease, erro
 }
 
 // Exec runs a bounded command in the sandbox (drivers.Sandbox.Exec): a
-// non-zero exit is not an error; on cancellation the process tree is ended.
+// non-zero exit is not an error; on cancellation, or at cmd.Deadline, the
+// process tree is ended. cmd is Run's type: Argv, Env, Dir, Stdin and
+// OutputLimit (here per stream, 0: 1 MiB) are the driver's
+// drivers.Command; TaskID and StopGrace mean nothing here, and Secrets is
+// refused (errcode.ErrInvalid): only a task gets them.
+// Exec is the driver's own process, for targets without a runner and short
+// checks: its output is returned whole, nothing of it is stored, and it
+// ends with ctx. An agent's tasks run with Run (through berth's runner:
+// output stored and streamed, a stop with proof).
 // Like every command a Handle runs, its environment carries the variable BERTH_LEASE set to
 // the lease id.
-func (h *Handle) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Result, error) {
-	return h.sandbox.Exec(ctx, tagged(cmd, h.lease.ID))
+func (h *Handle) Exec(ctx context.Context, cmd Command) (*drivers.Result, error) {
+	if len(cmd.Secrets) > 0 {
+		return nil, h.wrap(fmt.Errorf("exec %q: field Secrets is for a task (Run): Exec would run without them: %w", argv0(cmd.Argv), errcode.ErrInvalid))
+	}
+	if cmd.OutputLimit > math.MaxInt32 {
+		cmd.OutputLimit = math.MaxInt32
+	}
+	if !cmd.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, cmd.Deadline)
+		defer cancel()
+	}
+	dc := drivers.Command{Argv: cmd.Argv, Env: cmd.Env, Dir: cmd.Dir, Stdin: cmd.Stdin, OutputLimit: int(cmd.OutputLimit)}
+	return h.sandbox.Exec(ctx, tagged(dc, h.lease.ID))
 }
 
 // start starts a streamed process (drivers.StreamExecer); an error wraps

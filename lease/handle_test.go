@@ -33,7 +33,7 @@ func TestHandleIsPortable(t *testing.T) {
 
 	w := newWorld(t, worldOpts{fake: &fake.Options{Undeclared: drivers.NewSet(drivers.CapTerminal)}})
 	h := w.acquire(lease.Ephemeral, "r")
-	res, err := h.Exec(bg, drivers.Command{Argv: []string{"echo", "hi"}})
+	res, err := h.Exec(bg, lease.Command{Argv: []string{"echo", "hi"}})
 	if err != nil || string(res.Stdout) != "hi\n" {
 		t.Fatalf("Exec: %+v, %v", res, err)
 	}
@@ -73,14 +73,14 @@ func TestHandleIsPortable(t *testing.T) {
 		t.Errorf("Raw(nil): %v, want ErrUnsupported", err)
 	}
 
-	l, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
 		t.Fatalf("Release: %+v, %v", l, err)
 	}
 	if got := w.get(h.ID()); got.Status != lease.StatusReleased || got.CleanupEvidence == "" {
 		t.Errorf("record after the handle's release: %s, evidence %q", got.Status, got.CleanupEvidence)
 	}
-	if _, err := h.Exec(bg, drivers.Command{Argv: []string{"true"}}); !errors.Is(err, drivers.ErrReleased) {
+	if _, err := h.Exec(bg, lease.Command{Argv: []string{"true"}}); !errors.Is(err, drivers.ErrReleased) {
 		t.Errorf("Exec after release: %v, want ErrReleased", err)
 	}
 }

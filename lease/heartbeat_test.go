@@ -59,7 +59,7 @@ func TestHolderRenewsItsClaim(t *testing.T) {
 			runtime.Gosched()
 		}
 	}
-	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 	l, _ := store.GetLease(ctx, h.ID())

@@ -118,7 +118,7 @@ func TestHostLeaseReleasedWithoutItsHandle(t *testing.T) {
 		t.Fatalf("the host lease records no holder: %+v", h.Lease())
 	}
 
-	l, err := mB.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := mB.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: lease.Destroy})
 	if !errors.Is(err, lease.ErrCleanupPending) {
 		t.Fatalf("B's release: %v, want ErrCleanupPending", err)
 	}
@@ -140,7 +140,7 @@ func TestHostLeaseReleasedWithoutItsHandle(t *testing.T) {
 		t.Fatal("the sleep is gone although nobody ended it")
 	}
 
-	l, err = h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err = h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed || !strings.Contains(l.CleanupEvidence, "killed process groups") {
 		t.Fatalf("A's release: %+v, %v; want released, confirmed by the killed process groups", l, err)
 	}
@@ -167,7 +167,7 @@ func TestHostLeaseOfAGoneHolderEndsByACheck(t *testing.T) {
 	_ = mA.Close() // A stops renewing its claim and keeps its session
 
 	mB := r.manager(clock.NewFake(time.Now().Add(time.Hour)))
-	l, err := mB.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := mB.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
 		t.Fatalf("B's release after A's claim expired: %+v, %v; want released by a check", l, err)
 	}
@@ -185,7 +185,7 @@ func TestHostLeaseOfAGoneHolderEndsByACheck(t *testing.T) {
 		t.Error("the sleep still runs after the checked release")
 	}
 	// A, back, finds the lease ended and frees its session.
-	if l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil || l.Status != lease.StatusReleased {
+	if l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil || l.Status != lease.StatusReleased {
 		t.Errorf("A's release of the lease B ended: %+v, %v", l, err)
 	}
 }

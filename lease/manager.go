@@ -107,8 +107,9 @@ type Options struct {
 	// PoolRunners returns the runner binaries members of a runner pool
 	// (environment.Pool.Runner) are prepared for (AcquireRequest.Runner:
 	// the driver fixes what the runner needs at create, Docker's bind
-	// mount); an acquisition for the same binary adopts them. Default nil:
-	// a runner pool's refill fails with an error wrapping
+	// mount); an acquisition for the same binary adopts them. It is also
+	// the set of AcquireRequest.WithRunner. Default nil: a runner pool's
+	// refill and a WithRunner acquisition fail with an error wrapping
 	// drivers.ErrUnsupported. berth.New sets it to System.RunnerSet.
 	PoolRunners func() (*drivers.RunnerSet, error)
 	// Settings reads the instance settings (CFG-9): while they disable

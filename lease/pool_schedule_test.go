@@ -126,7 +126,7 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 	w.save(&env2)
 	envIDs := []string{w.env.ID, w.env.ID, env2.ID}
 	policies := []lease.Policy{lease.Ephemeral, lease.Ephemeral, lease.ReuseByEnvironment, lease.RetainOnFailure}
-	dispositions := []drivers.Disposition{drivers.Keep, drivers.Stop, drivers.Destroy}
+	dispositions := []lease.Disposition{lease.ByPolicy, lease.Keep, lease.Stop, lease.Destroy}
 	process := func(c *crasher) *lease.Manager {
 		o := w.options()
 		listEnvs(o)
@@ -203,12 +203,12 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 			}
 		case r < 36: // exec
 			if len(handles) > 0 {
-				_, _ = handles[rng.IntN(len(handles))].Exec(bg, drivers.Command{Argv: []string{"true"}})
+				_, _ = handles[rng.IntN(len(handles))].Exec(bg, lease.Command{Argv: []string{"true"}})
 			}
 		case r < 50: // release
 			if len(handles) > 0 {
 				i := rng.IntN(len(handles))
-				opts := lease.ReleaseOptions{Disposition: dispositions[rng.IntN(3)], RunFailed: rng.IntN(3) == 0}
+				opts := lease.ReleaseOptions{Disposition: dispositions[rng.IntN(len(dispositions))], RunFailed: rng.IntN(3) == 0}
 				if rng.IntN(3) == 0 {
 					_, _ = other.Release(bg, op, handles[i].ID(), opts)
 				} else {

@@ -86,7 +86,7 @@ func TestPoolAdoption(t *testing.T) {
 	if l.ID != members[0] || l.ProviderLeaseID != m.ProviderLeaseID || l.Company != "acme" || l.Run != "run-1" || l.Status != lease.StatusActive || l.Uses != 1 {
 		t.Fatalf("adopted lease %+v; want member %s (sandbox %s) for acme", l, members[0], m.ProviderLeaseID)
 	}
-	if res, err := h.Exec(ctx, drivers.Command{Argv: []string{"true"}}); err != nil || res.ExitCode != 0 {
+	if res, err := h.Exec(ctx, lease.Command{Argv: []string{"true"}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("exec on the adopted sandbox: %+v, %v", res, err)
 	}
 	lease.WaitPoolRefills(w.m)
@@ -101,7 +101,7 @@ func TestPoolAdoption(t *testing.T) {
 		t.Fatalf("same run: lease %s, want %s", again.Lease().ID, l.ID)
 	}
 	// An adopted member serves one lease: released, its sandbox goes.
-	rel, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	rel, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil || rel.Status != lease.StatusReleased || w.state(l.ProviderLeaseID) != drivers.StateDestroyed {
 		t.Fatalf("release: %+v, %v, sandbox %s", rel, err, w.state(l.ProviderLeaseID))
 	}

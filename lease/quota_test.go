@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
@@ -71,7 +70,7 @@ func TestQuotas(t *testing.T) {
 		t.Fatalf("fourth lease of acme: %v", err)
 	}
 	// A release frees its place.
-	if _, err := h1.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h1.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := acquire("acme", "env-2", "r5"); err != nil {

@@ -38,7 +38,7 @@ func TestDraftRecordRemovedOnceCleanupIsProven(t *testing.T) {
 	// a proven release removes it.
 	w := newWorld(t, worldOpts{})
 	h := draftHandle(t, w)
-	l, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
 		t.Fatalf("Release: %+v, %v; want released with proof", l, err)
 	}
@@ -57,7 +57,7 @@ func TestDraftRecordKeptWhileCleanupIsUnproven(t *testing.T) {
 	w := newWorld(t, worldOpts{})
 	h := draftHandle(t, w)
 	w.fk.RefuseStop(h.SandboxID(), errors.New("provider busy"))
-	if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
+	if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
 		t.Fatalf("Release with a refused destroy: %v, want ErrCleanupPending", err)
 	}
 	rec := w.get(h.ID())
@@ -85,7 +85,7 @@ func TestRetentionPrunesEndedLeases(t *testing.T) {
 	const retention = 72 * time.Hour
 	w := newWorld(t, worldOpts{options: func(o *lease.Options) { o.PruneAfter = retention }})
 	done := w.acquire(lease.Ephemeral, "r1")
-	if _, err := done.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := done.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 	live := w.acquire(lease.ReuseByEnvironment, "r2")

@@ -11,17 +11,103 @@ import (
 	"github.com/berthdev/berth/errcode"
 )
 
-// ReleaseOptions say how a lease ends.
+// ReleaseOptions say how a lease ends. The zero ReleaseOptions let the
+// lease's policy decide (ByPolicy): an ephemeral lease's sandbox is
+// destroyed, a reusable lease's is stopped and kept resumable; nothing is
+// left running unless Keep is asked for by name.
 type ReleaseOptions struct {
-	// Disposition: drivers.Keep leaves the sandbox running (retained),
-	// drivers.Stop stops it and keeps it resumable (released),
-	// drivers.Destroy removes it (released) (LEASE-6).
-	Disposition drivers.Disposition
+	// Disposition says what happens to the sandbox (LEASE-6). The zero
+	// value, ByPolicy, lets the lease's policy decide; Keep leaves the
+	// sandbox running (retained), Stop stops it and keeps it resumable
+	// (released), Destroy removes it (released).
+	Disposition Disposition
 	// RunFailed says the run failed. A RetainOnFailure lease is then kept
-	// (retained) whatever the disposition.
+	// (retained) whatever the disposition. Default false: the run
+	// succeeded.
 	RunFailed bool
-	// Reason is recorded as the failure reason when RunFailed.
+	// Reason is recorded as the failure reason when RunFailed. Default
+	// "": none recorded.
 	Reason string
+}
+
+// Disposition says what a release does with a lease's sandbox. The zero
+// value is ByPolicy. The stored record keeps the driver's disposition
+// (Lease.CleanupDisposition, a drivers.Disposition), never this one.
+type Disposition int
+
+// The dispositions of a release.
+const (
+	// ByPolicy lets the lease's policy decide: an Ephemeral or
+	// RetainOnFailure lease is destroyed (a failed run of a
+	// RetainOnFailure lease is kept), a reusable lease
+	// (ReuseByEnvironment, ReuseByWorkspace) is stopped and kept
+	// resumable when its driver can resume it (drivers.CapReuse), else
+	// kept running.
+	ByPolicy Disposition = iota
+	// Keep leaves the sandbox running: the lease is retained for
+	// DefaultResumableTTL and may be acquired again or swept.
+	Keep
+	// Stop stops the sandbox and keeps it resumable (host drivers: ends
+	// the session).
+	Stop
+	// Destroy removes the sandbox at the provider (host drivers: ends the
+	// session).
+	Destroy
+)
+
+// String returns "policy", "keep", "stop" or "destroy".
+func (d Disposition) String() string {
+	switch d {
+	case ByPolicy:
+		return "policy"
+	case Keep:
+		return "keep"
+	case Stop:
+		return "stop"
+	case Destroy:
+		return "destroy"
+	}
+	return fmt.Sprintf("disposition(%d)", int(d))
+}
+
+// MarshalText implements encoding.TextMarshaler: String's text.
+func (d Disposition) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler: "policy" (or empty),
+// "keep", "stop" or "destroy"; anything else is an error wrapping
+// errcode.ErrInvalid that quotes it.
+func (d *Disposition) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*d = ByPolicy
+		return nil
+	}
+	for _, v := range []Disposition{ByPolicy, Keep, Stop, Destroy} {
+		if string(b) == v.String() {
+			*d = v
+			return nil
+		}
+	}
+	return fmt.Errorf("lease: unknown disposition %q (policy, keep, stop or destroy): %w", b, errcode.ErrInvalid)
+}
+
+// driverDisposition returns what releasing l with d does to the sandbox
+// of driver drv (see ByPolicy).
+func driverDisposition(d Disposition, l *Lease, drv drivers.Driver) drivers.Disposition {
+	switch d {
+	case Keep:
+		return drivers.Keep
+	case Stop:
+		return drivers.Stop
+	case Destroy:
+		return drivers.Destroy
+	}
+	if !l.Policy.reusable() {
+		return drivers.Destroy
+	}
+	if drv != nil && drivers.Effective(drv, 0).Has(drivers.CapReuse) {
+		return drivers.Stop
+	}
+	return drivers.Keep
 }
 
 // Release ends the active (or retained) lease id. A confirmed release
@@ -90,7 +176,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 	var l *Lease
 	var err error
 	aheadDone := false
-	if rc := m.claimerForRelease(); rc != nil && opts.Disposition != drivers.Keep && !opts.RunFailed {
+	if rc := m.claimerForRelease(); rc != nil && (opts.Disposition == Stop || opts.Disposition == Destroy) && !opts.RunFailed {
 		l, err = rc.ClaimLeaseForRelease(ctx, id, owner, now, now.Add(m.o.knobs.CleanupBudget))
 		aheadDone = err == nil && (l.Status == StatusActive || l.Status == StatusRetained)
 	} else {
@@ -104,7 +190,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 	}
 	switch {
 	case l.Status == StatusActive, l.Status == StatusRetained:
-	case l.Status == StatusReleased && l.holdsSandbox() && opts.Disposition == drivers.Destroy && !opts.RunFailed:
+	case l.Status == StatusReleased && l.holdsSandbox() && opts.Disposition == Destroy && !opts.RunFailed:
 		// A stopped, resumable sandbox of a reusable lease: destroying it
 		// ends the reuse (and unblocks deleting its environment, CFG-7).
 	case l.Status == StatusReleased, l.Status == StatusExpired, l.Status == StatusFailed:
@@ -127,14 +213,14 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 		m.unclaim(ctx, l, "")
 		return l, fmt.Errorf("lease %s is %s; it can be released once it is active: %w", id, l.Status, errcode.ErrConflict)
 	}
-	d := opts.Disposition
-	if l.Policy == RetainOnFailure && opts.RunFailed {
-		d = drivers.Keep
-	}
 	drv, err := m.reg.Lookup(l.Provider)
 	if err != nil {
 		m.unclaim(ctx, l, "")
 		return l, fmt.Errorf("lease %s: release: %w", id, err)
+	}
+	d := driverDisposition(opts.Disposition, l, drv)
+	if l.Policy == RetainOnFailure && opts.RunFailed {
+		d = drivers.Keep
 	}
 	var sb drivers.Sandbox
 	if h := m.liveHandle(id); h != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -27,15 +28,23 @@ func TestReleaseDispositions(t *testing.T) {
 		sandbox   drivers.State
 		resumable bool
 	}{
-		{"keep retains", lease.Ephemeral, lease.ReleaseOptions{Disposition: drivers.Keep}, lease.StatusRetained, drivers.StateRunning, false},
-		{"stop of an ephemeral lease", lease.Ephemeral, lease.ReleaseOptions{Disposition: drivers.Stop}, lease.StatusReleased, drivers.StateStopped, false},
-		{"stop of a reusable lease keeps it resumable", lease.ReuseByWorkspace, lease.ReleaseOptions{Disposition: drivers.Stop}, lease.StatusReleased, drivers.StateStopped, true},
-		{"keep of a reusable lease", lease.ReuseByEnvironment, lease.ReleaseOptions{Disposition: drivers.Keep}, lease.StatusRetained, drivers.StateRunning, true},
-		{"destroy", lease.ReuseByEnvironment, lease.ReleaseOptions{Disposition: drivers.Destroy}, lease.StatusReleased, drivers.StateDestroyed, false},
+		{"keep retains", lease.Ephemeral, lease.ReleaseOptions{Disposition: lease.Keep}, lease.StatusRetained, drivers.StateRunning, false},
+		{"stop of an ephemeral lease", lease.Ephemeral, lease.ReleaseOptions{Disposition: lease.Stop}, lease.StatusReleased, drivers.StateStopped, false},
+		{"stop of a reusable lease keeps it resumable", lease.ReuseByWorkspace, lease.ReleaseOptions{Disposition: lease.Stop}, lease.StatusReleased, drivers.StateStopped, true},
+		{"keep of a reusable lease", lease.ReuseByEnvironment, lease.ReleaseOptions{Disposition: lease.Keep}, lease.StatusRetained, drivers.StateRunning, true},
+		{"destroy", lease.ReuseByEnvironment, lease.ReleaseOptions{Disposition: lease.Destroy}, lease.StatusReleased, drivers.StateDestroyed, false},
 		{"retain on failure keeps a failed run's sandbox", lease.RetainOnFailure,
-			lease.ReleaseOptions{Disposition: drivers.Destroy, RunFailed: true, Reason: "tests failed"}, lease.StatusRetained, drivers.StateRunning, false},
+			lease.ReleaseOptions{Disposition: lease.Destroy, RunFailed: true, Reason: "tests failed"}, lease.StatusRetained, drivers.StateRunning, false},
 		{"retain on failure destroys after success", lease.RetainOnFailure,
-			lease.ReleaseOptions{Disposition: drivers.Destroy}, lease.StatusReleased, drivers.StateDestroyed, false},
+			lease.ReleaseOptions{Disposition: lease.Destroy}, lease.StatusReleased, drivers.StateDestroyed, false},
+		// Issue 49: the zero options let the policy decide; nothing is
+		// left running unless Keep is asked for by name.
+		{"zero options destroy an ephemeral lease", lease.Ephemeral, lease.ReleaseOptions{}, lease.StatusReleased, drivers.StateDestroyed, false},
+		{"zero options stop a reusable lease resumable", lease.ReuseByWorkspace, lease.ReleaseOptions{}, lease.StatusReleased, drivers.StateStopped, true},
+		{"zero options stop a reusable-by-environment lease resumable", lease.ReuseByEnvironment, lease.ReleaseOptions{}, lease.StatusReleased, drivers.StateStopped, true},
+		{"zero options destroy a retain-on-failure lease after success", lease.RetainOnFailure, lease.ReleaseOptions{}, lease.StatusReleased, drivers.StateDestroyed, false},
+		{"zero options keep a retain-on-failure lease's failed run", lease.RetainOnFailure,
+			lease.ReleaseOptions{RunFailed: true, Reason: "tests failed"}, lease.StatusRetained, drivers.StateRunning, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,7 +96,7 @@ func TestUnconfirmedStopIsNotProof(t *testing.T) {
 		{"stop refused", func(fk *fake.Driver, pid string) { fk.RefuseStop(pid, nil) }},
 	}
 	for _, tt := range tests {
-		for _, d := range []drivers.Disposition{drivers.Stop, drivers.Destroy} {
+		for _, d := range []lease.Disposition{lease.Stop, lease.Destroy} {
 			t.Run(tt.name+"/"+d.String(), func(t *testing.T) {
 				t.Parallel()
 				w := newWorld(t, worldOpts{})
@@ -139,7 +148,7 @@ func TestSweepExpiresAndDestroysOrphans(t *testing.T) {
 	w := newWorld(t, worldOpts{})
 	active := w.acquire(lease.Ephemeral, "a")
 	kept := w.acquire(lease.Ephemeral, "b")
-	if _, err := kept.Release(bg, lease.ReleaseOptions{Disposition: drivers.Keep}); err != nil {
+	if _, err := kept.Release(bg, lease.ReleaseOptions{Disposition: lease.Keep}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := w.env.Config
@@ -160,7 +169,7 @@ func TestSweepExpiresAndDestroysOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := done.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := done.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := w.m.Sweep(bg, op)
@@ -204,7 +213,7 @@ func TestConcurrentSweepsCleanEachLeaseOnce(t *testing.T) {
 	for i := range n {
 		h := w.acquire(lease.Ephemeral, "r"+string(rune('a'+i)))
 		w.fk.RefuseStop(h.SandboxID(), nil)
-		if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
+		if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
 			t.Fatal(err)
 		}
 	}
@@ -231,18 +240,18 @@ func TestDestroyingAStoppedReusableLease(t *testing.T) {
 	// reuse, while Stop or Keep on it change nothing.
 	w := newWorld(t, worldOpts{})
 	h := w.acquire(lease.ReuseByEnvironment, "r")
-	stopped, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Stop})
+	stopped, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Stop})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pid := stopped.ProviderLeaseID
-	for _, d := range []drivers.Disposition{drivers.Stop, drivers.Keep} {
+	for _, d := range []lease.Disposition{lease.Stop, lease.Keep} {
 		l, err := w.m.Release(bg, op, stopped.ID, lease.ReleaseOptions{Disposition: d})
 		if err != nil || l.ReuseKey == "" || w.state(pid) != drivers.StateStopped {
 			t.Fatalf("release %s of a stopped reusable lease: err %v, reuse key %q, sandbox %s; want unchanged", d, err, l.ReuseKey, w.state(pid))
 		}
 	}
-	l, err := w.m.Release(bg, op, stopped.ID, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := w.m.Release(bg, op, stopped.ID, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,5 +318,26 @@ func TestSweepReadsTheLiveLeasesOncePerEnvironment(t *testing.T) {
 	// The orphan alone is read by id (its label) and by provider id.
 	if gets1 != 1 || gets2 != 1 || lists2 != lists1 {
 		t.Errorf("a sweep read %d leases by id and listed %d times with 2 live sandboxes, %d and %d with 20; want 1 read by id (the orphan's) and as many lists", gets1, lists1, gets2, lists2)
+	}
+}
+
+func TestDispositionText(t *testing.T) {
+	t.Parallel()
+	for _, d := range []lease.Disposition{lease.ByPolicy, lease.Keep, lease.Stop, lease.Destroy} {
+		b, err := d.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got lease.Disposition
+		if err := got.UnmarshalText(b); err != nil || got != d {
+			t.Errorf("%s: round trip gives %s, %v", d, got, err)
+		}
+	}
+	var d lease.Disposition = lease.Destroy
+	if err := d.UnmarshalText(nil); err != nil || d != lease.ByPolicy {
+		t.Errorf("empty text: %s, %v; want policy", d, err)
+	}
+	if err := d.UnmarshalText([]byte("retain")); !errors.Is(err, errcode.ErrInvalid) {
+		t.Errorf("unknown text: %v, want errcode.ErrInvalid", err)
 	}
 }

@@ -75,7 +75,7 @@ func TestFailedReleaseWriteLeavesLeaseToTheSweep(t *testing.T) {
 				w.fk.RefuseStop(pid, errors.New("provider busy"))
 			}
 			fs.broken.Store(true)
-			if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); err == nil {
+			if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); err == nil {
 				t.Fatal("Release succeeded although its final write failed")
 			}
 			fs.broken.Store(false)

@@ -131,14 +131,14 @@ func TestAReusedSandboxOfAnotherRunnerIsReplaced(t *testing.T) {
 		return h
 	}
 	first := acquire("r1", "ab")
-	if _, err := first.Release(bg, lease.ReleaseOptions{Disposition: drivers.Stop}); err != nil {
+	if _, err := first.Release(bg, lease.ReleaseOptions{Disposition: lease.Stop}); err != nil {
 		t.Fatal(err)
 	}
 	same := acquire("r2", "ab")
 	if same.ID() != first.ID() || same.SandboxID() != first.SandboxID() {
 		t.Fatalf("the same binary got lease %s sandbox %s, want %s's %s resumed", same.ID(), same.SandboxID(), first.ID(), first.SandboxID())
 	}
-	if _, err := same.Release(bg, lease.ReleaseOptions{Disposition: drivers.Stop}); err != nil {
+	if _, err := same.Release(bg, lease.ReleaseOptions{Disposition: lease.Stop}); err != nil {
 		t.Fatal(err)
 	}
 	other := acquire("r3", "cd")
@@ -188,7 +188,7 @@ func TestOnlyALeaseWithARunnerHasItsTasksStopped(t *testing.T) {
 	}
 	plain := w.acquire(lease.Ephemeral, "plain")
 	for _, h := range []*lease.Handle{plain, withRunner} {
-		if l, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil || l.Status != lease.StatusReleased {
+		if l, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil || l.Status != lease.StatusReleased {
 			t.Fatalf("Release(%s) = %v, %v", h.ID(), l, err)
 		}
 	}

@@ -98,7 +98,7 @@ func runSchedule(t *testing.T, seed uint64) (int, scheduleStats, []string) {
 	envs := []*environment.Environment{w.env, &env2}
 	w.save(&env2)
 	policies := []lease.Policy{lease.Ephemeral, lease.ReuseByEnvironment, lease.ReuseByWorkspace, lease.RetainOnFailure}
-	dispositions := []drivers.Disposition{drivers.Keep, drivers.Stop, drivers.Destroy}
+	dispositions := []lease.Disposition{lease.ByPolicy, lease.Keep, lease.Stop, lease.Destroy}
 
 	proc := newCrasher()
 	m := w.process(proc)
@@ -141,12 +141,12 @@ func runSchedule(t *testing.T, seed uint64) (int, scheduleStats, []string) {
 			}
 		case r < 42: // exec
 			if len(handles) > 0 {
-				_, _ = handles[rng.IntN(len(handles))].Exec(bg, drivers.Command{Argv: []string{"true"}})
+				_, _ = handles[rng.IntN(len(handles))].Exec(bg, lease.Command{Argv: []string{"true"}})
 			}
 		case r < 62: // release, by the holder or by the other replica
 			if len(handles) > 0 {
 				i := rng.IntN(len(handles))
-				opts := lease.ReleaseOptions{Disposition: dispositions[rng.IntN(3)], RunFailed: rng.IntN(3) == 0}
+				opts := lease.ReleaseOptions{Disposition: dispositions[rng.IntN(len(dispositions))], RunFailed: rng.IntN(3) == 0}
 				if rng.IntN(3) == 0 {
 					st.OtherReleases++
 					_, _ = other.Release(bg, op, handles[i].ID(), opts)

@@ -88,7 +88,7 @@ func TestDisabledEnvironmentsRefuseAcquisitionNotReleaseOrSweep(t *testing.T) {
 	}
 
 	// Releases and sweeps go on.
-	l, err := w.m.Release(bg, op, released.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := w.m.Release(bg, op, released.ID(), lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
 		t.Fatalf("Release while disabled = %+v, %v; want released with a confirmed cleanup", l, err)
 	}
@@ -132,7 +132,7 @@ func TestManagedSandboxOnlyRefusesHostLeases(t *testing.T) {
 		t.Errorf("refused host acquisitions wrote %d lease records", len(ls))
 	}
 	h := w.acquire(lease.Ephemeral, "sandbox-run")
-	if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -80,7 +80,7 @@ func (m *Manager) acquireVerified(ctx context.Context, a *acq) (*Handle, error) 
 	if err != nil {
 		why = fmt.Sprintf("could not report its image: %v", err)
 	}
-	if _, rerr := m.release(context.WithoutCancel(ctx), h.lease.ID, ReleaseOptions{Disposition: drivers.Destroy}); rerr != nil {
+	if _, rerr := m.release(context.WithoutCancel(ctx), h.lease.ID, ReleaseOptions{Disposition: Destroy}); rerr != nil {
 		why += fmt.Sprintf("; its destroy is pending: %v", rerr)
 	}
 	return nil, fmt.Errorf("lease %s: environment %s: the sandbox started from template %s (%s) %s: %w",

@@ -39,14 +39,14 @@ func TestOpenResumesALiveSandboxLease(t *testing.T) {
 	if o.SandboxID() != h.SandboxID() || !o.Resumed() {
 		t.Errorf("opened sandbox %s (resumed %v), want %s resumed", o.SandboxID(), o.Resumed(), h.SandboxID())
 	}
-	if res, err := o.Exec(ctx, drivers.Command{Argv: []string{"echo", "hi"}}); err != nil || string(res.Stdout) != "hi\n" {
+	if res, err := o.Exec(ctx, lease.Command{Argv: []string{"echo", "hi"}}); err != nil || string(res.Stdout) != "hi\n" {
 		t.Errorf("exec through the opened handle: %+v, %v", res, err)
 	}
 	stranger := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"globex"}}
 	if _, err := other.Open(ctx, stranger, h.ID()); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("Open by an agent of another company: %v, want errcode.ErrNotFound", err)
 	}
-	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := other.Open(ctx, op, h.ID()); !errors.Is(err, errcode.ErrConflict) {
@@ -60,7 +60,7 @@ func TestOpenRefusesHostLeases(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOpts{wrap: func(f *fake.Driver, _ lease.Store) drivers.Driver { return hostFake{f} }})
 	h := w.acquire(lease.Ephemeral, "")
-	defer h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	defer h.Release(context.Background(), lease.ReleaseOptions{Disposition: lease.Destroy})
 	if _, err := w.newManager(nil).Open(context.Background(), op, h.ID()); !errors.Is(err, drivers.ErrUnsupported) {
 		t.Errorf("Open of a host lease: %v, want ErrUnsupported", err)
 	}
@@ -74,7 +74,7 @@ func TestLeaseStartsFromTheAppliedTemplate(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, worldOpts{})
 	before := w.acquire(lease.ReuseByEnvironment, "r1")
-	if _, err := before.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Stop}); err != nil {
+	if _, err := before.Release(ctx, lease.ReleaseOptions{Disposition: lease.Stop}); err != nil {
 		t.Fatal(err)
 	}
 	src := w.acquire(lease.Ephemeral, "")

@@ -192,7 +192,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 	// The release runs even after the probe's context ended, on its own
 	// deadline (Options.cleanupTimeout).
 	r.stage(context.WithoutCancel(ctx), stageRelease, func(ctx context.Context) (string, drivers.Code, error) {
-		l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+		l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 		c := &Cleanup{}
 		r.res.Cleanup = c
 		if l != nil {
@@ -231,7 +231,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 // measure runs the detect stage, and the image stage for sandbox drivers.
 func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, h *lease.Handle) {
 	r.stage(ctx, stageDetect, func(ctx context.Context) (string, drivers.Code, error) {
-		res, err := h.Exec(ctx, drivers.Command{Argv: qualify.DetectArgv(), OutputLimit: defaultOutputLimit})
+		res, err := h.Exec(ctx, lease.Command{Argv: qualify.DetectArgv(), OutputLimit: defaultOutputLimit})
 		if err != nil {
 			return "", "", err
 		}

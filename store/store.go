@@ -61,6 +61,12 @@ type Stores struct {
 	// Templates holds the captured templates of environments and the
 	// history of their active pointers (package templates).
 	Templates templates.Store
+	// Durable marks stores whose records outlive the process: store/sqlite
+	// and store/postgres set it, Memory does not. berth.New then refuses
+	// to keep the secrets of configs in memory (Options.Secrets): a lease
+	// whose cleanup needs a credential could not be released or swept
+	// after a restart. The zero value (false) claims nothing.
+	Durable bool
 }
 
 // RunnerStore is the store of the runner protocol: its one-use tickets
@@ -71,14 +77,14 @@ type RunnerStore interface {
 	controller.Store
 }
 
-// Missing returns the names of the nil fields of s ("Leases", ...), in
-// field order; none is nil. A field added to Stores is covered without
-// editing Missing.
+// Missing returns the names of the nil store fields of s ("Leases", ...),
+// in field order; none is nil. A store field added to Stores is covered
+// without editing Missing; Durable is no store and never listed.
 func (s Stores) Missing() []string {
 	var out []string
 	v := reflect.ValueOf(s)
 	for i := range v.NumField() {
-		if v.Field(i).IsNil() {
+		if f := v.Field(i); f.Kind() == reflect.Interface && f.IsNil() {
 			out = append(out, v.Type().Field(i).Name)
 		}
 	}

@@ -56,7 +56,7 @@ func ExampleService() {
 	tpl, err = sys.Templates().Revoke(ctx, op, tpl.ID, templates.RevokeOptions{Delete: true})
 	fmt.Println(tpl.State, tpl.DeleteWanted, err)
 	for _, l := range []*lease.Handle{src, h} {
-		_, _ = l.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+		_, _ = l.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	}
 	n, err := sys.Templates().Sweep(ctx, op)
 	fmt.Println("deleted:", n, err)

@@ -126,9 +126,10 @@ func NewService(src Sources, opts *Options) (*Service, environment.UsageReporter
 type RevokeOptions struct {
 	// Delete asks for the template's deletion at the provider: at once when
 	// no live lease uses it, else recorded (Template.DeleteWanted) for
-	// Sweep.
+	// Sweep. Default false: the template is revoked and kept at the
+	// provider.
 	Delete bool
-	// Reason is recorded as the revoke reason.
+	// Reason is recorded as the revoke reason. Default "": none.
 	Reason string
 }
 

@@ -188,10 +188,10 @@ func (st setupStep) describe() string {
 // runStep runs st in h's sandbox; it returns "" on success, else why not
 // (the tail of its stderr, redacted of vals).
 func (s *Service) runStep(ctx context.Context, h *lease.Handle, st setupStep, vals []string) string {
-	cmd := drivers.Command{Argv: st.Run, OutputLimit: 64 << 10}
+	cmd := lease.Command{Argv: st.Run, OutputLimit: 64 << 10}
 	if st.Write != nil {
 		mode, _ := st.Write.mode()
-		cmd = drivers.Command{Argv: []string{"sh", "-c", WriteFileScript, "sh", st.Write.Path, mode}, Stdin: strings.NewReader(st.Write.Content)}
+		cmd = lease.Command{Argv: []string{"sh", "-c", WriteFileScript, "sh", st.Write.Path, mode}, Stdin: strings.NewReader(st.Write.Content)}
 	}
 	res, err := h.Exec(ctx, cmd)
 	if err != nil {
@@ -353,7 +353,7 @@ func (s *Service) captureSession(ctx context.Context, p authz.Principal, ses *Se
 	}
 	vals := s.secretValues(ctx, env, d)
 	s.event(ctx, ses, 0, "removing berth's own files from the sandbox", progress)
-	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", CleanScript}, OutputLimit: 64 << 10})
+	res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", CleanScript}, OutputLimit: 64 << 10})
 	if err == nil && res.ExitCode != 0 {
 		err = fmt.Errorf("exited %d: %s", res.ExitCode, redactedTail(res, vals, 512))
 	}
@@ -361,7 +361,7 @@ func (s *Service) captureSession(ctx context.Context, p authz.Principal, ses *Se
 		return s.fail(ctx, p, ses, h, "removing berth's files before the capture: "+err.Error(), progress, err)
 	}
 	if len(vals) > 0 {
-		res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", EnvironScript}, OutputLimit: 1 << 20})
+		res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", EnvironScript}, OutputLimit: 1 << 20})
 		if err != nil {
 			return s.fail(ctx, p, ses, h, "reading the image environment: "+err.Error(), progress, err)
 		}
@@ -464,7 +464,7 @@ func (e *redactedError) Unwrap() error { return e.cause }
 // status ("confirmed" once proven; a pending one is retried by the lease
 // sweep).
 func (s *Service) destroy(ctx context.Context, p authz.Principal, id string) string {
-	l, err := s.src.Leases.Release(context.WithoutCancel(ctx), p, id, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := s.src.Leases.Release(context.WithoutCancel(ctx), p, id, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil {
 		s.o.Logger.Warn("custom: destroying a setup sandbox", "lease", id, "err", err)
 		if l == nil {

@@ -82,6 +82,7 @@ type TerminalHandlerOptions struct {
 	Principal func(r *http.Request) (authz.Principal, error)
 	// OriginPatterns are the allowed browser origins besides the
 	// request's own host (websocket.AcceptOptions.OriginPatterns).
+	// Default none: only the request's own host.
 	OriginPatterns []string
 	// RingBytes bounds the output kept per terminal for reconnects;
 	// default 1 MiB.

@@ -69,14 +69,14 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 		t.Errorf("second acquisition: resumed %v, sandbox %s lease %s; want a resume of %s (lease %s)",
 			h.Resumed(), h.SandboxID(), h.ID(), first.ProviderLeaseID, first.ID)
 	}
-	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", `echo "resumed $BERTH_SANDBOX"`}})
+	res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", `echo "resumed $BERTH_SANDBOX"`}})
 	if err != nil || string(res.Stdout) != "resumed 1\n" {
 		t.Fatalf("exec in the resumed sandbox: %v %+v", err, res)
 	}
 	if got := e.srv.Calls(fakeapi.RouteCreateSandbox); got != 1 {
 		t.Errorf("%d creates, want 1", got)
 	}
-	l, err := m.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := m.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil || l.Cleanup != lease.CleanupConfirmed {
 		t.Fatalf("release: %+v, %v", l, err)
 	}

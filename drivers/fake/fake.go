@@ -45,10 +45,11 @@ type Options struct {
 	Name string // default Name; also the snapshots' provider if a valid provider name
 	// Undeclared lists capabilities the fake does not declare, though it
 	// implements them all: to test that such a capability is never used.
+	// Default none: the fake declares every capability.
 	Undeclared    drivers.Set
 	Clock         clock.Clock   // runs slow starts and sleep; default the wall clock
 	StartupBudget time.Duration // the provider-declared startup budget; default none
-	StartDelay    time.Duration // how long sandboxes stay starting on Clock
+	StartDelay    time.Duration // how long sandboxes stay starting on Clock; default 0: started at once
 	// Platform names the operating system sandboxes report through the
 	// built-in commands and the detection script: "debian-12" (Debian 12
 	// on x86_64, glibc 2.36; the default, also for ""), "alpine" (Alpine
@@ -57,7 +58,8 @@ type Options struct {
 	Platform string
 	// Handlers run Go code for commands, before the built-ins. The key is
 	// argv[0] or its base name ("make"), or, for "sh -c SCRIPT ...", the
-	// whole SCRIPT (qualify.DetectScript, or a test's script).
+	// whole SCRIPT (qualify.DetectScript, or a test's script). Default
+	// none: the built-ins only.
 	Handlers    map[string]HandlerFunc
 	APIKey      string // if not "", the api_key every operation needs (else drivers.ErrAuth)
 	DeleteInUse bool   // DeleteTemplate deletes what sandboxes use (as Daytona); default ErrInUse (as Docker)

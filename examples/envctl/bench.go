@@ -30,7 +30,6 @@ import (
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/examples/internal/runnerbuild"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/images/resolve"
 	"github.com/berthdev/berth/internal/testenv"
@@ -38,6 +37,7 @@ import (
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/runnerbin"
 )
 
 const benchUsage = `usage: envctl bench [--only W,...] [--quick] [--json]
@@ -471,7 +471,7 @@ func (b *bench) dockerRow(t *benchTB) []benchRow {
 }
 
 // attachedRunner is a berth System with one leased target whose runner
-// (built from the module's source by runnerbuild) is attached.
+// (built from the module's source by runnerbin) is attached.
 type attachedRunner struct {
 	sys *berth.System
 	h   *lease.Handle
@@ -485,7 +485,7 @@ type attachedRunner struct {
 // controller's per-session output cap.
 func (b *bench) attachRunner(t *benchTB, d drivers.Driver, config map[string]any, maxOutput int64) *attachedRunner {
 	ctx := t.ctx
-	bin, err := runnerbuild.Binary(ctx, runtime.GOARCH, &runnerbuild.Options{Progress: func(msg string) { fmt.Fprintln(b.g.stderr, "envctl bench: "+msg) }})
+	bin, err := runnerbin.Binary(ctx, runtime.GOARCH, &runnerbin.Options{Progress: func(msg string) { fmt.Fprintln(b.g.stderr, "envctl bench: "+msg) }})
 	if err != nil {
 		t.Skipf("no runner binary: %v", err)
 	}
@@ -513,7 +513,7 @@ func (b *bench) attachRunner(t *benchTB, d drivers.Driver, config map[string]any
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_, _ = h.Release(cctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+		_, _ = h.Release(cctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	})
 	att, err := sys.Runners().Attach(ctx, b.g.as, h, controller.AttachRequest{})
 	if err != nil {

@@ -11,10 +11,10 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/examples/internal/runnerbuild"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/runnerbin"
 )
 
 // poolSize is the warm pool of the docker-pool workload.
@@ -50,7 +50,7 @@ func (b *bench) dockerPoolRows(t *benchTB) []benchRow {
 		if err != nil {
 			t.Fatalf("acquire: %v", err)
 		}
-		res, err := h.Exec(ctx, drivers.Command{Argv: []string{"true"}})
+		res, err := h.Exec(ctx, lease.Command{Argv: []string{"true"}})
 		took := time.Since(start)
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("exec true: %v %+v", err, res)
@@ -58,7 +58,7 @@ func (b *bench) dockerPoolRows(t *benchTB) []benchRow {
 		if h.Lease().Labels[lease.LabelPool] != "member" {
 			t.Fatalf("lease %d was not adopted from the pool", n)
 		}
-		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 			t.Fatalf("release: %v", err)
 		}
 		return took
@@ -101,7 +101,7 @@ func (b *bench) dockerRunnerPoolRows(t *benchTB) []benchRow {
 	ctx := t.ctx
 	cliBin := lookPath(t, "docker", "the docker CLI")
 	img, run := dockerImage(t)
-	bin, err := runnerbuild.Binary(ctx, runtime.GOARCH, &runnerbuild.Options{Progress: func(msg string) { fmt.Fprintln(b.g.stderr, "envctl bench: "+msg) }})
+	bin, err := runnerbin.Binary(ctx, runtime.GOARCH, &runnerbin.Options{Progress: func(msg string) { fmt.Fprintln(b.g.stderr, "envctl bench: "+msg) }})
 	if err != nil {
 		t.Skipf("no runner binary: %v", err)
 	}
@@ -151,7 +151,7 @@ func (b *bench) dockerRunnerPoolRows(t *benchTB) []benchRow {
 		if h.Lease().Labels[lease.LabelPool] != "member" {
 			t.Fatalf("lease %d was not adopted from the pool", n)
 		}
-		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 			t.Fatalf("release: %v", err)
 		}
 		return took

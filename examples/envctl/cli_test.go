@@ -16,7 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
-	"github.com/berthdev/berth/examples/internal/runnerbuild"
+	"github.com/berthdev/berth/runnerbin"
 )
 
 // cli runs envctl commands in-process against one SQLite file, with one fake
@@ -27,7 +27,7 @@ type cli struct {
 	fake    *fake.Driver
 	drivers []drivers.Driver
 	// runnerBuild, when not nil, is globals.runnerBuild of every command.
-	runnerBuild *runnerbuild.Options
+	runnerBuild *runnerbin.Options
 	// all collects every output, to check that no secret was printed.
 	all strings.Builder
 }

@@ -140,13 +140,13 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 		l := h.Lease()
 		fmt.Fprintf(w, "   %s: lease %s acquired (%s %s)\n", v.Name, l.ID, l.Provider, l.ProviderLeaseID)
 		argv := []string{"uname", "-sm"}
-		res, err := h.Exec(ctx, drivers.Command{Argv: argv, Env: v.Env})
+		res, err := h.Exec(ctx, lease.Command{Argv: argv, Env: v.Env})
 		if err != nil {
 			return fmt.Errorf("exec on %s: %w", v, err)
 		}
 		fmt.Fprintf(w, "     $ %s\n     %s (exit %d, %s)\n", strings.Join(argv, " "),
 			strings.TrimSpace(string(res.Stdout)), res.ExitCode, res.Duration.Round(1000))
-		after, err := sys.Leases().Release(ctx, operator, l.ID, lease.ReleaseOptions{Disposition: drivers.Destroy})
+		after, err := sys.Leases().Release(ctx, operator, l.ID, lease.ReleaseOptions{Disposition: lease.Destroy})
 		if err != nil && !errors.Is(err, lease.ErrCleanupPending) {
 			return fmt.Errorf("release %s: %w", v, err)
 		}

@@ -91,7 +91,7 @@ func runLease(ctx context.Context, g *globals, args []string) error {
 		}
 		return leaseAcquire(ctx, g, envArg, req, *require)
 	case "release":
-		disp := fs.String("disposition", "destroy", "keep, stop or destroy")
+		disp := fs.String("disposition", "destroy", "policy, keep, stop or destroy")
 		failed := fs.Bool("failed", false, "the run failed (a retain_on_failure lease is kept)")
 		reason := fs.String("reason", "", "failure reason recorded with --failed")
 		pos, err := parseInterleaved(fs, args)
@@ -99,9 +99,9 @@ func runLease(ctx context.Context, g *globals, args []string) error {
 			fmt.Fprint(g.stderr, leaseUsage)
 			return errUsage
 		}
-		var d drivers.Disposition
+		var d lease.Disposition
 		if err := d.UnmarshalText([]byte(*disp)); err != nil {
-			return fmt.Errorf("lease release %s: flag --disposition: %q is not keep, stop or destroy", pos[0], *disp)
+			return fmt.Errorf("lease release %s: flag --disposition: %q is not policy, keep, stop or destroy", pos[0], *disp)
 		}
 		return leaseRelease(ctx, g, pos[0], lease.ReleaseOptions{Disposition: d, RunFailed: *failed, Reason: *reason})
 	case "list":

@@ -72,7 +72,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
-	"github.com/berthdev/berth/examples/internal/runnerbuild"
+	"github.com/berthdev/berth/runnerbin"
 )
 
 // globals are the flags every command takes.
@@ -103,7 +103,7 @@ type globals struct {
 	// runnerBuild, when not nil, configures run's build of the runner
 	// from source when no binary is named (tests: an empty cache, no go
 	// command).
-	runnerBuild *runnerbuild.Options
+	runnerBuild *runnerbin.Options
 	// runnerSet, when not nil, is berth.Options.RunnerSet (probe --runner
 	// without a binary: the runner is built from source for the target).
 	runnerSet *drivers.RunnerSet

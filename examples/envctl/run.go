@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -34,10 +35,10 @@ const runUsage = `usage: envctl run ENV --company C [--workspace W] [--run R] [-
        envctl run --company C [--workspace W] [--project P] [--agent A] [...] -- ARGV...
 
 run executes ARGV in a leased sandbox through berth's runner: it leases ENV
-(by id or name; without ENV through the binding of the scope), installs and
-starts the runner there (a progress line on stderr while it installs and
-connects), starts the task, and streams its stdout and stderr live to this
-process's stdout and stderr, byte for byte. Ctrl-C stops the task: the
+(by id or name; without ENV through the binding of the scope) with a
+runner, runs the task on the lease (installing, starting and connecting
+the runner first: a progress line on stderr), and streams its stdout and
+stderr live to this process's stdout and stderr, byte for byte. Ctrl-C stops the task: the
 runner ends its whole process tree and proves it (the proof is printed).
 Then the lease is released (destroy), which stops and verifies every task
 of the lease again before the sandbox goes, and its receipt is printed to
@@ -77,9 +78,9 @@ it runs: envctl prints the code that names the part that did not match
 (auth_check_missing, _version, _status, _fingerprint, _provider,
 _projects), releases the lease and exits 1.
 
---json prints, instead of the live output, the task's event log (every
-stored event, output bytes base64-encoded), the stop proofs and the lease
-receipt as one JSON object on stdout.
+--json prints, instead of the live output, the task's stored output (its
+chunks in order, each naming its stream, bytes base64-encoded), its exit,
+the stop proofs and the lease receipt as one JSON object on stdout.
 `
 
 // exitStatus is the exit code of a task that envctl passes on (main
@@ -163,18 +164,20 @@ type accountUse struct {
 
 // runReport is what --json prints.
 type runReport struct {
-	Lease    string                   `json:"lease"`
-	Session  string                   `json:"session"`
-	Task     string                   `json:"task"`
-	Runner   string                   `json:"runner"`
-	Events   []controller.StoredEvent `json:"events"`
-	Exit     *prp.Exit                `json:"exit,omitempty"`
-	Stopped  bool                     `json:"stopped"`
-	Proofs   []controller.Proof       `json:"proofs,omitempty"`
-	Receipt  *lease.Lease             `json:"receipt,omitempty"`
-	ExitCode int                      `json:"exitCode"`
+	Lease    string              `json:"lease"`
+	Task     string              `json:"task"`
+	Runner   string              `json:"runner"` // the runner binary's SHA-256
+	Output   []lease.OutputChunk `json:"output"`
+	Exit     *prp.Exit           `json:"exit,omitempty"`
+	Stopped  bool                `json:"stopped"`
+	Proofs   []prp.StopProof     `json:"proofs,omitempty"`
+	Receipt  *lease.Lease        `json:"receipt,omitempty"`
+	ExitCode int                 `json:"exitCode"`
 }
 
+// runTask leases the target with a runner and runs argv through
+// lease.Handle.Run: the handle carries g.as's authority, so no principal
+// is passed again and no controller call is made here.
 func runTask(ctx context.Context, g *globals, what string, pos []string, req lease.AcquireRequest, argv []string, acct *accountUse) (err error) {
 	progress := func(format string, a ...any) {
 		if !g.json {
@@ -212,51 +215,39 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 		}
 	}()
 	progress("lease %s (%s, sandbox %s)", h.ID(), h.Provider(), h.SandboxID())
-	actx, acancel := context.WithTimeout(ctx, cmp.Or(g.connectTimeout, 2*time.Minute))
-	defer acancel()
-	att, err := sys.Runners().Attach(actx, g.as, h, controller.AttachRequest{Progress: func(s controller.AttachStage) {
-		switch s {
-		case controller.AttachInstalling:
-			progress("installing the runner (sha256 %s)...", h.Lease().Runner.SHA256[:12])
-		case controller.AttachLaunching:
-			progress("launching the runner...")
-		case controller.AttachConnecting:
-			progress("connecting...")
-		}
-	}})
-	if err != nil {
-		return fmt.Errorf("run %s: %w", what, err)
+	if r := h.Lease().Runner; r != nil {
+		rep.Runner = r.SHA256
 	}
-	rep.Session, rep.Runner = att.Session(), att.Hello().RunnerVersion
-	progress("runner %s connected (%s)", att.Hello().RunnerVersion, att.Hello().Platform)
-	spec := controller.TaskSpec{TaskStart: prp.TaskStart{Argv: argv}, StopGrace: 2 * time.Second}
-	if spec.TaskID, err = prp.NewID("task"); err != nil {
+	cmd := lease.Command{Argv: argv, StopGrace: 2 * time.Second}
+	if cmd.TaskID, err = prp.NewID("task"); err != nil {
 		return err
 	}
-	rep.Task = spec.TaskID
-	if !g.json {
-		spec.Stdout, spec.Stderr = g.stdout, g.stderr
-		spec.Started = func(pid int) { progress("task %s started (pid %d)", rep.Task, pid) }
-	}
+	rep.Task = cmd.TaskID
 	if acct != nil {
 		file := cmp.Or(acct.file, "/tmp/berth-managed-account-"+strings.TrimPrefix(rep.Task, "task_"))
 		use, err := managedAccountSecret(acct.ref, file, acct.projects)
 		if err != nil {
 			return fmt.Errorf("run %s: flag --managed-account: %w", what, err)
 		}
-		spec.Secrets = []prp.SecretUse{use}
-		spec.Env = map[string]string{ManagedAccountFileEnv: file}
+		cmd.Secrets = []prp.SecretUse{use}
+		cmd.Env = map[string]string{ManagedAccountFileEnv: file}
 	}
-	task, err := att.Start(ctx, g.as, spec)
+	progress("starting the runner (sha256 %s) and the task...", shortSum(rep.Runner))
+	actx, acancel := context.WithTimeout(ctx, cmp.Or(g.connectTimeout, 2*time.Minute))
+	task, err := h.Run(actx, cmd)
+	acancel()
 	if err != nil {
 		if se := controller.SecretError(nil); acct != nil && errors.As(err, &se) {
 			return fmt.Errorf("run %s: managed account %s refused (%s): %w", what, acct.ref, se.SecretCode(), err)
 		}
 		return fmt.Errorf("run %s: start the task: %w", what, err)
 	}
+	progress("task %s started on the runner", task.ID())
 
-	// Wait streams the output until the task exits; Ctrl-C (ctx ends)
-	// stops it with proof and keeps waiting until its exit is stored.
+	// The output is streamed (or, with --json, collected) from the store as
+	// it comes, stdout and stderr each to its own, byte for byte; Wait
+	// returns the exit. Ctrl-C (ctx ends) stops the task with proof and
+	// keeps reading until its exit is stored.
 	type outcome struct {
 		exit prp.Exit
 		err  error
@@ -266,7 +257,8 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 		exit, err := task.Wait(context.WithoutCancel(ctx))
 		done <- outcome{exit, err}
 	}()
-	defer func() { rep.Events = runEvents(ctx, g, att) }()
+	streamed := make(chan error, 1)
+	go func() { streamed <- copyOutput(context.WithoutCancel(ctx), g, task, rep) }()
 	var o outcome
 	select {
 	case o = <-done:
@@ -277,7 +269,7 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 		p, serr := task.Stop(sctx)
 		cancel()
 		if p.TaskID != "" {
-			rep.Proofs = []controller.Proof{p}
+			rep.Proofs = []prp.StopProof{p}
 			printProof(g, p)
 		}
 		if serr != nil {
@@ -288,12 +280,16 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 			if o.err == nil {
 				rep.Exit = &o.exit
 			}
+			<-streamed
 		case <-time.After(30 * time.Second): // stopped with proof; its exit was not stored
 		}
 		return &exitStatus{code: 130}
 	}
 	if o.err != nil {
 		return fmt.Errorf("run %s: task %s: %w", what, task.ID(), o.err)
+	}
+	if err := <-streamed; err != nil {
+		return fmt.Errorf("run %s: output of task %s: %w", what, task.ID(), err)
 	}
 	rep.Exit = &o.exit
 	code := o.exit.Code
@@ -310,41 +306,55 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 	return nil
 }
 
+// copyOutput reads the task's stored output until it ended: each chunk to
+// envctl's stdout or stderr as the task wrote it, or, with --json, into
+// the report.
+func copyOutput(ctx context.Context, g *globals, task *lease.Task, rep *runReport) error {
+	for after := uint64(0); ; {
+		cs, err := task.Output(ctx, after)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			after = c.Seq
+			if g.json {
+				rep.Output = append(rep.Output, c)
+				continue
+			}
+			w := g.stdout
+			if c.Stream == prp.Stderr {
+				w = g.stderr
+			}
+			if _, err := w.Write(c.Data); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// shortSum returns the first 12 digits of a SHA-256, or "?".
+func shortSum(sum string) string {
+	if len(sum) < 12 {
+		return "?"
+	}
+	return sum[:12]
+}
+
 // printProof prints the runner's stop proof: its word (runner_attested),
 // never "verified": the lease's release checks from outside.
-func printProof(g *globals, p controller.Proof) {
+func printProof(g *globals, p prp.StopProof) {
 	if g.json {
 		return
 	}
 	fmt.Fprintf(g.stderr, "envctl: stop proof of task %s, attested by the runner (%s): complete %t, methods %s, survivors %v",
-		p.TaskID, p.Evidence, p.Complete, strings.Join(p.Methods, "+"), p.Survivors)
+		p.TaskID, drivers.EvidenceRunnerAttested, p.Complete, strings.Join(p.Methods, "+"), p.Survivors)
 	if len(p.Failed) > 0 {
 		fmt.Fprintf(g.stderr, ", checks that could not run %v", p.Failed)
 	}
 	fmt.Fprintln(g.stderr)
-}
-
-// runEvents returns the session's stored events for --json (nil without
-// --json).
-func runEvents(ctx context.Context, g *globals, att *controller.Attachment) []controller.StoredEvent {
-	if !g.json {
-		return nil
-	}
-	var out []controller.StoredEvent
-	for {
-		evs, err := att.Events(context.WithoutCancel(ctx), lastSeq(out), 0)
-		if err != nil || len(evs) == 0 {
-			return out
-		}
-		out = append(out, evs...)
-	}
-}
-
-func lastSeq(evs []controller.StoredEvent) uint64 {
-	if len(evs) == 0 {
-		return 0
-	}
-	return evs[len(evs)-1].Seq
 }
 
 // releaseRun releases the lease of envctl run (destroy) and prints its
@@ -353,7 +363,7 @@ func lastSeq(evs []controller.StoredEvent) uint64 {
 func releaseRun(ctx context.Context, g *globals, h *lease.Handle, rep *runReport) (rerr, jerr error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	l, rerr := h.Release(rctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, rerr := h.Release(rctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	rep.Receipt = l
 	if l != nil && !g.json {
 		fmt.Fprintf(g.stderr, "envctl: lease %s %s, cleanup %s", l.ID, l.Status, dash(string(l.Cleanup)))
@@ -368,7 +378,7 @@ func releaseRun(ctx context.Context, g *globals, h *lease.Handle, rep *runReport
 		}
 		fmt.Fprintln(g.stderr)
 	}
-	if g.json && rep.Session != "" {
+	if g.json && rep.Task != "" {
 		jerr = writeJSON(g.stdout, rep)
 	}
 	return rerr, jerr

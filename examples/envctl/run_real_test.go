@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/examples/internal/runnerbuild"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
+	"github.com/berthdev/berth/runnerbin"
 )
 
 // realEnvConfigs saves a Docker environment (busybox, network none) and an
@@ -80,12 +80,12 @@ func TestRunInRealTargets(t *testing.T) {
 			if out != "a\x00b\n\xff" {
 				t.Errorf("stdout %q, want the task's bytes exactly", out)
 			}
-			wantContains(t, "stderr", errOut, "to-stderr", "installing the runner", "connecting...",
+			wantContains(t, "stderr", errOut, "to-stderr", "starting the runner (sha256 ", "started on the runner",
 				"cleanup confirmed by", "(runner (runner_attested): 1 task(s) of 1 runner session(s) stopped, attested by the runner")
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			errW := &notifyWriter{want: "started (pid", hit: make(chan struct{})}
+			errW := &notifyWriter{want: "started on the runner", hit: make(chan struct{})}
 			var stdout bytes.Buffer
 			g := &globals{stdout: &stdout, stderr: errW, stdin: strings.NewReader(""), drivers: c.drivers}
 			marker := "5" + time.Now().Format("150405")
@@ -201,7 +201,7 @@ func TestRunWithoutARunnerFlagInRealTargets(t *testing.T) {
 	t.Setenv(RunnerBinaryEnv, "")
 	c := newCLI(t)
 	cache := t.TempDir()
-	c.runnerBuild = &runnerbuild.Options{CacheDir: cache}
+	c.runnerBuild = &runnerbin.Options{CacheDir: cache}
 	c.ok("env", "create", "--name", "here", "--driver", "local", "--config", writeFile(t, `{"workdir":"`+t.TempDir()+`"}`))
 	cli := testenv.Docker(t)
 	reg := testenv.StartRegistry(t, nil)
@@ -222,7 +222,7 @@ func TestRunWithoutARunnerFlagInRealTargets(t *testing.T) {
 		if built != (i == 0) {
 			t.Errorf("run %s: built the runner %t, want %t (an empty cache first, then a hit)\nstderr:\n%s", name, built, i == 0, errOut)
 		}
-		wantContains(t, name+" stderr", errOut, "to-stderr", "installing the runner", "connecting...", "cleanup confirmed by")
+		wantContains(t, name+" stderr", errOut, "to-stderr", "starting the runner (sha256 ", "started on the runner", "cleanup confirmed by")
 	}
 	if bins, _ := filepath.Glob(filepath.Join(cache, "*-linux-"+runtime.GOARCH, "berth-runner")); len(bins) != 1 {
 		t.Errorf("cached runners %v, want one", bins)

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/examples/internal/runnerbuild"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/runnerbin"
 )
 
 // fakeRunnerBinary writes a file to stand for the runner binary (an ELF
@@ -70,7 +70,7 @@ func TestRunStreamsOutputAndExitsWithTheTasksCode(t *testing.T) {
 	if out != "a\x00b\n\xff" {
 		t.Errorf("stdout = %q, want the task's bytes exactly", out)
 	}
-	wantContains(t, "stderr", errOut, "to-stderr", "installing the runner", "launching the runner", "connecting...", "connected",
+	wantContains(t, "stderr", errOut, "to-stderr", "starting the runner (sha256 ", "started on the runner",
 		"released, cleanup confirmed by provider (runner (runner_attested): 1 task(s) of 1 runner session(s) stopped, attested by the runner")
 	if strings.Contains(out, "envctl:") {
 		t.Errorf("progress went to stdout: %q", out)
@@ -90,7 +90,7 @@ func TestRunCtrlCStopsTheTaskWithProof(t *testing.T) {
 	bin := fakeRunnerBinary(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	errW := &notifyWriter{want: "started (pid", hit: make(chan struct{})}
+	errW := &notifyWriter{want: "started on the runner", hit: make(chan struct{})}
 	var out bytes.Buffer
 	g := &globals{stdout: &out, stderr: errW, stdin: strings.NewReader(""), drivers: c.drivers}
 	go func() {
@@ -136,32 +136,34 @@ func processesWith(s string) []string {
 	return out
 }
 
-// --json prints the event log, the exit and the receipt as one object.
-func TestRunJSONPrintsTheEventLog(t *testing.T) {
+// --json prints the task's stored output, the exit and the receipt as one
+// object.
+func TestRunJSONPrintsTheOutput(t *testing.T) {
 	c := newCLI(t)
 	c.createFake("sbx", `{"image":"`+c.fake.DefaultImageIdentity().String()+`"}`)
 	var rep struct {
-		Lease    string `json:"lease"`
-		Task     string `json:"task"`
-		Events   []struct{ Event prp.Event }
-		Exit     *prp.Exit    `json:"exit"`
-		Receipt  *lease.Lease `json:"receipt"`
-		ExitCode int          `json:"exitCode"`
+		Lease    string              `json:"lease"`
+		Task     string              `json:"task"`
+		Runner   string              `json:"runner"`
+		Output   []lease.OutputChunk `json:"output"`
+		Exit     *prp.Exit           `json:"exit"`
+		Receipt  *lease.Lease        `json:"receipt"`
+		ExitCode int                 `json:"exitCode"`
 	}
-	c.okJSON(&rep, "run", "sbx", "--company", "acme", "--runner-binary", fakeRunnerBinary(t), "--", "printf", "x%sy", "-")
-	var got []byte
-	kinds := map[prp.EventKind]bool{}
-	for _, e := range rep.Events {
-		kinds[e.Event.Kind] = true
-		if e.Event.Kind == prp.EventOutput && e.Event.TaskID == rep.Task {
-			got = append(got, e.Event.Output.Data...)
+	c.okJSON(&rep, "run", "sbx", "--company", "acme", "--runner-binary", fakeRunnerBinary(t), "--", "sh", "-c", "printf x%sy -; printf e >&2")
+	var stdout, stderr []byte
+	for _, ch := range rep.Output {
+		if ch.Stream == prp.Stderr {
+			stderr = append(stderr, ch.Data...)
+		} else {
+			stdout = append(stdout, ch.Data...)
 		}
 	}
-	if string(got) != "x-y" || rep.Exit == nil || rep.Exit.Code != 0 || rep.ExitCode != 0 {
-		t.Errorf("event log output %q exit %+v code %d, want x-y and 0", got, rep.Exit, rep.ExitCode)
+	if string(stdout) != "x-y" || string(stderr) != "e" || rep.Exit == nil || rep.Exit.Code != 0 || rep.ExitCode != 0 {
+		t.Errorf("output %q / %q exit %+v code %d, want x-y / e and 0", stdout, stderr, rep.Exit, rep.ExitCode)
 	}
-	if !kinds[prp.EventStarted] || !kinds[prp.EventExit] {
-		t.Errorf("event kinds %v, want task.started and task.exit", kinds)
+	if len(rep.Runner) != 64 || !strings.HasPrefix(rep.Task, "task_") {
+		t.Errorf("runner %q task %q, want the runner's SHA-256 and a task id", rep.Runner, rep.Task)
 	}
 	if rep.Receipt == nil || rep.Receipt.ID != rep.Lease || rep.Receipt.Cleanup != lease.CleanupConfirmed {
 		t.Errorf("receipt %+v, want the confirmed release of lease %s", rep.Receipt, rep.Lease)
@@ -179,7 +181,7 @@ func TestRunWithoutARunnerFlagBuildsTheRunnerOnce(t *testing.T) {
 	t.Setenv(RunnerBinaryEnv, "")
 	c := newCLI(t)
 	cache := t.TempDir()
-	c.runnerBuild = &runnerbuild.Options{CacheDir: cache}
+	c.runnerBuild = &runnerbin.Options{CacheDir: cache}
 	c.createFake("sbx", `{"image":"`+c.fake.DefaultImageIdentity().String()+`"}`)
 	out, errOut, err := c.exec("", "run", "sbx", "--company", "acme", "--", "echo", "hi")
 	if err != nil || out != "hi\n" {
@@ -217,11 +219,11 @@ func TestRunWithoutARunnerBinaryOrAGoCommandSaysHowToNameOne(t *testing.T) {
 	t.Setenv(RunnerBinaryEnv, "")
 	for _, tc := range []struct {
 		name string
-		o    runnerbuild.Options
+		o    runnerbin.Options
 		want string
 	}{
-		{"no go command", runnerbuild.Options{Go: "/nonexistent/go"}, "no go command"},
-		{"no source", runnerbuild.Options{SourceDir: "/nonexistent/src"}, "source is not available"},
+		{"no go command", runnerbin.Options{Go: "/nonexistent/go"}, "no go command"},
+		{"no source", runnerbin.Options{SourceDir: "/nonexistent/src"}, "source is not available"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCLI(t)

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
@@ -82,7 +81,7 @@ func TestSecretEnvDocker(t *testing.T) {
 	if h.SandboxID() != l.ProviderLeaseID {
 		t.Errorf("second acquisition got sandbox %s, want the reusable %s", h.SandboxID(), l.ProviderLeaseID)
 	}
-	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", `echo "$GITHUB_TOKEN"`}})
+	res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", `echo "$GITHUB_TOKEN"`}})
 	if err != nil || string(res.Stdout) != canary+"\n" {
 		t.Errorf("the command inside sees GITHUB_TOKEN=%q (%v), want the secret", res.Stdout, err)
 	}

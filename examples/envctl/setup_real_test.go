@@ -20,7 +20,6 @@ import (
 	"github.com/docker/docker/api/types/filters"
 
 	"github.com/berthdev/berth/authz"
-	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
@@ -189,8 +188,8 @@ func TestInteractiveSetupThroughTmux(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _, _ = h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}) }()
-	res, err := h.Exec(ctx, drivers.Command{Argv: []string{"cat", "/tmux-file"}})
+	defer func() { _, _ = h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}) }()
+	res, err := h.Exec(ctx, lease.Command{Argv: []string{"cat", "/tmux-file"}})
 	if err != nil || string(res.Stdout) != "typed-in-tmux\n" {
 		t.Errorf("a new lease reads %q, %v", res.Stdout, err)
 	}

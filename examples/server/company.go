@@ -363,7 +363,7 @@ type releaseBody struct {
 func (s *server) releaseLease(w http.ResponseWriter, r *http.Request) {
 	var body releaseBody
 	err := decode(w, r, &body, true)
-	opts := lease.ReleaseOptions{Disposition: drivers.Destroy, RunFailed: body.RunFailed, Reason: body.Reason}
+	opts := lease.ReleaseOptions{Disposition: lease.Destroy, RunFailed: body.RunFailed, Reason: body.Reason}
 	if err == nil && body.Disposition != "" {
 		if uerr := opts.Disposition.UnmarshalText([]byte(body.Disposition)); uerr != nil {
 			err = invalid("disposition", "want keep, stop or destroy")

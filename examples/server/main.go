@@ -63,9 +63,9 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/examples/internal/runnerbuild"
 	"github.com/berthdev/berth/examples/internal/secretfile"
 	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/runnerbin"
 )
 
 // RunnerBinaryEnv names a runner binary to use instead of building one
@@ -190,9 +190,9 @@ func runnerSet(log *slog.Logger) (*drivers.RunnerSet, error) {
 		}
 		return drivers.RunnerSetOf(spec), nil
 	}
-	o := &runnerbuild.Options{Progress: func(msg string) { log.Info("runner build", "progress", msg) }}
+	o := &runnerbin.Options{Progress: func(msg string) { log.Info("runner build", "progress", msg) }}
 	return &drivers.RunnerSet{Build: func(ctx context.Context, arch string) (drivers.RunnerSpec, error) {
-		bin, err := runnerbuild.Binary(ctx, arch, o)
+		bin, err := runnerbin.Binary(ctx, arch, o)
 		if err != nil {
 			return drivers.RunnerSpec{}, fmt.Errorf("no runner binary: set $%s, or run the server from the module's source: %w", RunnerBinaryEnv, err)
 		}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
-	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
@@ -303,7 +302,7 @@ func (rs *runs) execute(ctx context.Context, rn *taskRun, h *lease.Handle, argv 
 	defer func() {
 		rctx, c := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer c()
-		l, err := h.Release(rctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+		l, err := h.Release(rctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 		now := time.Now().UTC()
 		rn.free() // the run's place under the caps is free before it reads as ended
 		rn.mu.Lock()

@@ -86,7 +86,7 @@ func (r Result) String() string {
 // and then its database. It lifts the instance's lease quotas (its
 // settings): the workloads hold more live leases of one company.
 func OpenSystem(ctx context.Context, storeURL string, fk *fake.Driver) (sys *berth.System, close func() error, err error) {
-	opts := &berth.Options{Drivers: []drivers.Driver{fk}, TestMode: true, Leases: &lease.Options{InstanceID: InstanceID}}
+	opts := &berth.Options{Drivers: []drivers.Driver{fk}, TestMode: true, MemorySecrets: true, Leases: &lease.Options{InstanceID: InstanceID}}
 	var closeDB func() error
 	switch {
 	case storeURL == "" || storeURL == "memory":
@@ -181,7 +181,7 @@ func cycle(ctx context.Context, sys *berth.System, env, run string) error {
 	if err != nil {
 		return fmt.Errorf("benchload: acquire: %w", err)
 	}
-	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		return fmt.Errorf("benchload: release %s: %w", h.ID(), err)
 	}
 	return nil

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/berthdev/berth"
-	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/lease"
 )
@@ -79,7 +78,7 @@ func Replicas(ctx context.Context, dsn string, replicas, workersPer int, provide
 			return Result{}, fmt.Errorf("benchload: acquire a lease to leave pending: %w", err)
 		}
 		fk.RefuseStop(h.SandboxID(), errors.New("benchload: destroy refused"))
-		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
+		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
 			return Result{}, fmt.Errorf("benchload: release %s while the provider refuses: %v, want it pending cleanup", h.ID(), err)
 		}
 		pending++
@@ -177,7 +176,7 @@ func releaseAll(ctx context.Context, sys *berth.System) error {
 		if l.Status != lease.StatusActive && l.Status != lease.StatusRetained {
 			continue
 		}
-		if _, err := sys.Leases().Release(ctx, operator, l.ID, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil && !errors.Is(err, lease.ErrClaimed) {
+		if _, err := sys.Leases().Release(ctx, operator, l.ID, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil && !errors.Is(err, lease.ErrClaimed) {
 			errs = append(errs, err)
 		}
 	}

@@ -189,10 +189,10 @@ func managerLease(b *testing.B, ctx context.Context, m *lease.Manager, op authz.
 		b.Fatalf("berth lease %d: acquire: %v", i, err)
 	}
 	if res, err := h.Exec(ctx, drivers.Command{Argv: []string{"true"}}); err != nil || res.ExitCode != 0 {
-		_, _ = h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+		_, _ = h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 		b.Fatalf("berth lease %d: exec true: %v %+v", i, err, res)
 	}
-	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil || l.Cleanup != lease.CleanupConfirmed {
 		b.Fatalf("berth lease %d: release: %v (cleanup %v)", i, err, l)
 	}

@@ -73,7 +73,7 @@ func BenchmarkAcquireRelease(b *testing.B, ctx context.Context, store lease.Stor
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -173,7 +173,13 @@ func (a *attachment) close() {
 // installed (instance.ErrEnvironmentsDisabled,
 // instance.ErrManagedSandboxOnly).
 func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Handle, req AttachRequest) (*Attachment, error) {
-	l := h.Lease()
+	// Every decision below reads the stored record, never h.Lease(): for a
+	// principal who may not read configs that is the redacted view, without
+	// the labels that tell an adopted warm-pool member (issue 49).
+	l, err := c.leaseFor(ctx, p, h.ID())
+	if err != nil {
+		return nil, err
+	}
 	fail := func(err error) (*Attachment, error) {
 		return nil, fmt.Errorf("controller: attach a runner to lease %s: %w", l.ID, err)
 	}
@@ -207,9 +213,6 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 			ttl = time.Minute
 		}
 	}
-	if _, err := c.leaseFor(ctx, p, l.ID); err != nil {
-		return nil, err
-	}
 	// CFG-9: no run starts while the instance settings refuse the target.
 	if err := c.admit(ctx, l.Provider, h.Kind() == drivers.KindHost); err != nil {
 		return fail(err)
@@ -220,7 +223,7 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 		}
 	}
 	progress(AttachInstalling)
-	in, detach, err := c.serve(ctx, h, false)
+	in, detach, err := c.serve(ctx, h, l, false)
 	if err != nil {
 		return fail(err)
 	}
@@ -301,14 +304,13 @@ func (c *Controller) awaitHello(ctx context.Context, h *lease.Handle, in drivers
 }
 
 // serve opens the ingress of h's sandbox (installing the runner the lease
-// records) and serves this controller on it until the lease ends
+// records; l is h's stored record, never a redacted view) and serves this controller on it until the lease ends
 // (leaseEnded) or Close; it returns the ingress and the func that closes it
 // again. A lease has at most one attached runner in this process: one
 // already attached is an error, except the ingress a warm-pool member's
 // runner was started on (pool), which the lease that adopted the member
 // takes over once. pool marks the ingress of such a member.
-func (c *Controller) serve(ctx context.Context, h *lease.Handle, pool bool) (drivers.RunnerIngress, func(), error) {
-	l := h.Lease()
+func (c *Controller) serve(ctx context.Context, h *lease.Handle, l *lease.Lease, pool bool) (drivers.RunnerIngress, func(), error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -521,6 +523,7 @@ func (c *Controller) leaseEnded(lease string) {
 	c.mu.Lock()
 	a := c.attached[lease]
 	delete(c.attached, lease)
+	delete(c.runs, lease)
 	var conns []*liveConn
 	for _, lc := range c.live {
 		if lc.sess.Lease == lease {

@@ -77,7 +77,7 @@ func attachFailing(t *testing.T, drv drivers.Driver, cfg map[string]any, spec dr
 		if before != nil {
 			before(h)
 		}
-		if _, err := h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+		if _, err := h.Release(context.Background(), lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 			t.Errorf("release: %v", err)
 		}
 	}()
@@ -132,7 +132,7 @@ func TestAttachErrorCarriesTheRunnersLogSSH(t *testing.T) {
 	}
 	sb, err := attachFailing(t, ssh.New(nil), cfg, spec, 10*time.Second, func(h *lease.Handle) {
 		// The upload stays after the lease (keyed by its sum): remove it.
-		_, _ = h.Exec(context.Background(), drivers.Command{Argv: []string{"sh", "-c", `rm -f "$HOME/.cache/berth/runner/` + spec.SHA256 + `"`}})
+		_, _ = h.Exec(context.Background(), lease.Command{Argv: []string{"sh", "-c", `rm -f "$HOME/.cache/berth/runner/` + spec.SHA256 + `"`}})
 	})
 	checkAttachError(t, err, sb, spec.SHA256+": applet not found")
 }

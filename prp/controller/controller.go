@@ -110,6 +110,10 @@ type Controller struct {
 	// attached holds the ingress servers of the runners Attach connected,
 	// by lease (attach.go).
 	attached map[string]*attachment
+	// runs holds the attachment Handle.Run uses per lease, and runLocks
+	// the lease's first Run while it attaches (run.go).
+	runs     map[string]*Attachment
+	runLocks map[string]chan struct{}
 
 	// secretFrames counts the secrets frames sent (for tests).
 	secretFrames atomic.Int64
@@ -151,7 +155,8 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 	if opts != nil {
 		o = *opts
 	}
-	c := &Controller{o: o, signer: signer, leases: leases, secrets: secrets, changed: make(chan struct{}), live: map[string]*liveConn{}, hellos: map[string]prpwire.Hello{}, attached: map[string]*attachment{}}
+	c := &Controller{o: o, signer: signer, leases: leases, secrets: secrets, changed: make(chan struct{}), live: map[string]*liveConn{}, hellos: map[string]prpwire.Hello{}, attached: map[string]*attachment{},
+		runs: map[string]*Attachment{}, runLocks: map[string]chan struct{}{}}
 	if c.o.Tickets == nil {
 		c.o.Tickets = prpwire.NewMemoryTicketStore()
 	}

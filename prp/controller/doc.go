@@ -13,6 +13,13 @@
 //	exit, err := task.Wait(ctx) // exit.Code
 //	proof, err := task.Stop(ctx) // runner_attested
 //
+// A host rarely calls these: lease.Handle.Run does all of it for the
+// principal the lease was acquired for, through the hook New returns
+// (run.go: the first Run of a lease attaches its runner once in this
+// process and later ones reuse it). Attach and Start are for hosts that
+// need their progress, the runner's hello or tickets of their own; a lease
+// attached with Attach in a process is not also run with Handle.Run there.
+//
 // Principals, hooks and handles: every exported method of the Controller
 // that acts for someone takes the acting authz.Principal right after its
 // context and asks the Authorizer (internal/apicheck checks it; Close,

@@ -70,7 +70,7 @@ func Example() {
 	}
 	fmt.Println("exit", exit.Code)
 
-	l, _ := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, _ := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	fmt.Println(l.Status, l.Cleanup, l.CleanupEvidenceKind)
 	// Output:
 	// hello from the task

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
@@ -31,6 +32,16 @@ func (t taskStopper) StopTasks(ctx context.Context, leaseID string) (lease.TaskS
 
 // LeaseEnded implements lease.TaskStopper (leaseEnded).
 func (t taskStopper) LeaseEnded(leaseID string) { t.c.leaseEnded(leaseID) }
+
+// RunTask is the lease manager's hook for lease.Handle.Run (runTask,
+// run.go): it acts for p, the principal the handle was acquired for.
+func (t taskStopper) RunTask(ctx context.Context, p authz.Principal, h *lease.Handle, cmd lease.Command) (any, error) {
+	rt, err := t.c.runTask(ctx, p, h, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
 
 // StartPoolRunner is the lease manager's hook for the members of runner
 // pools (startPoolRunner, pool.go).

@@ -154,7 +154,7 @@ func TestReleaseStopsAndVerifiesTheRunnersTasksFirst(t *testing.T) {
 	}
 	waitTaskState(t, w.s, att.Session(), "t-release", controller.TaskRunning)
 
-	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil {
 		t.Fatalf("Release: %v", err)
 	}
@@ -235,7 +235,7 @@ func TestAnIncompleteProofLeavesTheLeasePendingAndTheSweepRetries(t *testing.T) 
 	}
 	wait(t, w.s, session, "c1")
 
-	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if !errors.Is(err, lease.ErrCleanupPending) || !errors.Is(err, controller.ErrProofIncomplete) {
 		t.Fatalf("Release = %v, want ErrCleanupPending wrapping ErrProofIncomplete", err)
 	}
@@ -280,7 +280,7 @@ func TestAnUnreachableRunnerLeavesTheLeasePendingAndTheSweepDestroys(t *testing.
 	waitTaskState(t, w.s, att.Session(), "t-unreach", controller.TaskRunning)
 	w.s.tasks.LeaseEnded(h.ID()) // the ingress closes: the runner cannot come back
 
-	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if !errors.Is(err, lease.ErrCleanupPending) || !strings.Contains(err.Error(), "not answered") {
 		t.Fatalf("Release = %v, want ErrCleanupPending saying the stop was not answered", err)
 	}
@@ -332,7 +332,7 @@ func TestARunnerAttestedProofAloneNeverEndsALease(t *testing.T) {
 	}
 
 	w.fk.FakeStop(h.SandboxID(), "unconfirmed")
-	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if !errors.Is(err, lease.ErrCleanupPending) {
 		t.Fatalf("Release = %v, want ErrCleanupPending: the runner's word alone is no proof", err)
 	}
@@ -369,7 +369,7 @@ func TestAttachIsAuthorized(t *testing.T) {
 	if n := w.fk.TotalCalls() - calls; n != 0 {
 		t.Errorf("a refused Attach made %d provider calls", n)
 	}
-	if _, err := h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h.Release(context.Background(), lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -412,7 +412,7 @@ func TestDisconnectDropsTheConnectionNotTheRunner(t *testing.T) {
 	if string(out) != want.String() {
 		t.Errorf("output after the cut:\n%q\nwant\n%q", out, want.String())
 	}
-	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -439,7 +439,7 @@ func TestAHolderTicketNeedsALeaseAcquiredForARunner(t *testing.T) {
 	if _, _, err := w.s.c.MintTicket(ctx, leaseOperator, controller.TicketRequest{Lease: h.ID(), Run: "run-1", Company: "co-1", Scope: prp.ScopeTask}); err != nil {
 		t.Errorf("a ticket that is not the holder's: %v", err)
 	}
-	if l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil || l.Status != lease.StatusReleased {
+	if l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil || l.Status != lease.StatusReleased {
 		t.Fatalf("Release = %v, %v", l, err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
@@ -98,7 +97,7 @@ func TestAttachUsesOnlyItsOwnSession(t *testing.T) {
 
 	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer rcancel()
-	l, err := h.Release(rctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := h.Release(rctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil {
 		t.Fatalf("Release (waits on the other session?): %v", err)
 	}

@@ -72,6 +72,18 @@ func poolMember(l *lease.Lease) bool {
 		(l.Status == lease.StatusStarting || l.Status == lease.StatusPooled)
 }
 
+// storedLease returns the stored record of h's lease, for the calls that
+// act for no principal (the lease manager's pool hooks). Decisions read
+// the record, never h.Lease(), which is redacted for a principal who may
+// not read configs: no labels, so no pool mark (issue 49).
+func (c *Controller) storedLease(ctx context.Context, h *lease.Handle) (*lease.Lease, error) {
+	l, err := c.leases.GetLease(ctx, h.ID())
+	if err != nil {
+		return nil, fmt.Errorf("read the lease record: %w", err)
+	}
+	return l, nil
+}
+
 // adoptedMember reports whether l is a lease that adopted a warm-pool
 // member (its record is the member's).
 func adoptedMember(l *lease.Lease) bool {
@@ -113,9 +125,12 @@ func poolSessionLease(s Session, l *lease.Lease, now time.Time) (time.Time, erro
 // destroys the member. It acts for no principal: it is not an entry point
 // (taskStopper).
 func (c *Controller) startPoolRunner(ctx context.Context, h *lease.Handle) error {
-	l := h.Lease()
 	fail := func(err error) error {
-		return fmt.Errorf("controller: start the runner of pool member %s: %w", l.ID, err)
+		return fmt.Errorf("controller: start the runner of pool member %s: %w", h.ID(), err)
+	}
+	l, err := c.storedLease(ctx, h)
+	if err != nil {
+		return fail(err)
 	}
 	switch {
 	case l.Runner == nil:
@@ -126,20 +141,19 @@ func (c *Controller) startPoolRunner(ctx context.Context, h *lease.Handle) error
 	if err := c.admit(ctx, l.Provider, h.Kind() == drivers.KindHost); err != nil {
 		return fail(err)
 	}
-	if err := c.launchPoolRunner(ctx, h, poolRun(l.ID), ""); err != nil {
+	if err := c.launchPoolRunner(ctx, h, l, poolRun(l.ID), ""); err != nil {
 		return fail(err)
 	}
 	return nil
 }
 
 // launchPoolRunner serves this controller on the ingress of h, a warm-pool
-// member, mints a one-use holder ticket of the instance for run (a resume
+// member whose stored record is l, mints a one-use holder ticket of the instance for run (a resume
 // ticket of session resume, if not empty), launches the runner with it
 // and returns once the ticket's session is connected here; on failure the
 // ingress is closed again.
-func (c *Controller) launchPoolRunner(ctx context.Context, h *lease.Handle, run, resume string) error {
-	l := h.Lease()
-	in, detach, err := c.serve(ctx, h, true)
+func (c *Controller) launchPoolRunner(ctx context.Context, h *lease.Handle, l *lease.Lease, run, resume string) error {
+	in, detach, err := c.serve(ctx, h, l, true)
 	if err != nil {
 		return err
 	}
@@ -200,9 +214,12 @@ func (c *Controller) poolRunnerConnected(ctx context.Context, leaseID string) (b
 // connected here; ctx (the member's startup budget) bounds it, and on
 // failure the ingress is closed again.
 func (c *Controller) reconnectPoolRunner(ctx context.Context, h *lease.Handle) error {
-	l := h.Lease()
 	fail := func(err error) error {
-		return fmt.Errorf("controller: reconnect the runner of pool member %s: %w", l.ID, err)
+		return fmt.Errorf("controller: reconnect the runner of pool member %s: %w", h.ID(), err)
+	}
+	l, err := c.storedLease(ctx, h)
+	if err != nil {
+		return fail(err)
 	}
 	if l.Runner == nil || !poolMember(l) || l.Status != lease.StatusPooled {
 		return fail(errors.New("the lease is not a pooled runner member of the instance"))
@@ -217,7 +234,7 @@ func (c *Controller) reconnectPoolRunner(ctx context.Context, h *lease.Handle) e
 	if s == nil {
 		return fail(errors.New("the member has no runner session"))
 	}
-	if err := c.launchPoolRunner(ctx, h, s.Run, s.ID); err != nil {
+	if err := c.launchPoolRunner(ctx, h, l, s.Run, s.ID); err != nil {
 		return fail(err)
 	}
 	return nil

@@ -127,7 +127,7 @@ func TestPoolOperatorWaitingOnThePoolSessionSeesNothingOfTheAdopter(t *testing.T
 	if _, err := w.s.c.Output(ctx, poolOperator, pool.ID, "t-co1", prp.Stdout); err == nil {
 		t.Error("the pool operator read co-1's output through Output")
 	}
-	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -166,7 +166,7 @@ func TestPoolRunsAreNoTenantsRuns(t *testing.T) {
 	if err != nil || att.Session() != pool.ID || att.Run() != "run-1" {
 		t.Fatalf("Attach = %v, %v; want the member's session for run-1", att, err)
 	}
-	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -198,7 +198,7 @@ func TestStrangerCannotTakeOverTheAdoptedMembersSession(t *testing.T) {
 	if err != nil || att.Session() != pool.ID || att.Company() != "co-1" {
 		t.Fatalf("the owner's Attach = %v, %v", att, err)
 	}
-	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -259,7 +259,7 @@ func TestPoolSessionSecretsAreResolvedForTheAdopter(t *testing.T) {
 	if len(res.targets) != 1 || res.targets[0] != want {
 		t.Errorf("secrets resolved for %+v, want once for %+v", res.targets, want)
 	}
-	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -343,7 +343,7 @@ func TestPoolHandOverOnAnotherReplica(t *testing.T) {
 	if ok, err := st.HandOverSession(ctx, pool.ID, "co-1", "run-9"); err != nil || ok {
 		t.Errorf("a second hand-over: %t, %v; want false", ok, err)
 	}
-	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -387,7 +387,7 @@ func TestPoolMemberWhoseRunnerFailsLeaksNothing(t *testing.T) {
 			if h.ID() == "lease-1" {
 				t.Error("the failed member was adopted")
 			}
-			if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+			if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -155,7 +155,7 @@ func TestRunnerPoolMemberIsConnectedAheadAndHandedOver(t *testing.T) {
 	if _, err := w.s.c.StartTask(ctx, stranger, pool.ID, "steal", prp.TaskStart{TaskID: "t-steal", Argv: []string{"true"}}); err == nil {
 		t.Error("a stranger started a task on the adopted session")
 	}
-	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 	// The member served one lease: the next acquisition gets another.
@@ -163,7 +163,7 @@ func TestRunnerPoolMemberIsConnectedAheadAndHandedOver(t *testing.T) {
 	if h2.ID() == "lease-1" {
 		t.Error("the released member was adopted again")
 	}
-	if _, err := h2.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h2.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -218,7 +218,7 @@ func TestRunnerPoolMemberReconnectsAfterTheHandOver(t *testing.T) {
 	if n := w.s.c.Handovers(); n != 1 {
 		t.Errorf("%d hand-over renewals, want 1", n)
 	}
-	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -67,7 +67,7 @@ func TestDisabledEnvironmentsRefuseAttachAndStart(t *testing.T) {
 	if err != nil || out.String() != "before\n" {
 		t.Errorf("Output of the task started before = %q, %v", out.String(), err)
 	}
-	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil || l.Cleanup != lease.CleanupConfirmed {
 		t.Errorf("Release while disabled = %+v, %v; want a confirmed cleanup", l, err)
 	}

@@ -43,7 +43,7 @@ func attachFake(t *testing.T, w *leaseWorld) (*lease.Handle, *controller.Attachm
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	h := w.acquire(t)
-	t.Cleanup(func() { _, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy}) })
+	t.Cleanup(func() { _, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: lease.Destroy}) })
 	att, err := w.s.c.Attach(ctx, leaseOperator, h, controller.AttachRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +200,7 @@ func TestAttachReadsTheRunnerFromTheLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer plain.Release(context.Background(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	defer plain.Release(context.Background(), lease.ReleaseOptions{Disposition: lease.Destroy})
 	if _, err := w.s.c.Attach(ctx, leaseOperator, plain, controller.AttachRequest{}); !errors.Is(err, drivers.ErrUnsupported) ||
 		!strings.Contains(err.Error(), "AcquireRequest.Runner") {
 		t.Errorf("Attach to a lease without a runner = %v, want unsupported naming AcquireRequest.Runner", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/ssh"
+	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/store/postgres"
 )
 
@@ -29,6 +30,7 @@ func ExampleOpen() {
 	sys, err := berth.New(ctx, &berth.Options{
 		Stores:  db.Stores(),
 		Drivers: []drivers.Driver{ssh.New(nil), docker.New(nil)},
+		Secrets: hostSecrets, // required with durable stores: the host's secret manager
 	})
 	if err != nil {
 		log.Print(err)
@@ -37,3 +39,7 @@ func ExampleOpen() {
 	defer sys.Close()
 	// Serve sys.Catalog(), sys.Leases(), ... to operators and agents.
 }
+
+// hostSecrets stands for the host's secret manager (an
+// environment.SecretStore over Vault, a cloud KMS, ...).
+var hostSecrets environment.SecretStore = environment.NewMemorySecretStore()

@@ -39,6 +39,9 @@ func ExampleOpen() {
 			Stores:   db.Stores(),
 			Drivers:  []drivers.Driver{fake.New(nil)},
 			TestMode: true, // the fake driver is for tests only
+			// A host passes its secret manager as Secrets; this example's
+			// configs hold no secret, so it asks for memory secrets by name.
+			MemorySecrets: true,
 		})
 		if err != nil {
 			return err

@@ -78,7 +78,7 @@ func acquireReleaseCycle(b testing.TB, store lease.Store) func(i int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy}); err != nil {
+		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 			b.Fatal(err)
 		}
 	}

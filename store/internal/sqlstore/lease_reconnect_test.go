@@ -26,7 +26,7 @@ func TestReleaseAfterPostgresDroppedConnections(t *testing.T) {
 	if n := testenv.DropPostgresConnections(t, url); n == 0 {
 		t.Fatal("no connection was dropped; the test would prove nothing")
 	}
-	l, err := r.managers[0].Release(ctx, leaseOperator, h.ID(), lease.ReleaseOptions{Disposition: drivers.Destroy})
+	l, err := r.managers[0].Release(ctx, leaseOperator, h.ID(), lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil {
 		t.Fatalf("release after the connections dropped: %v", err)
 	}

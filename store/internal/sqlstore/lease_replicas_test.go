@@ -195,7 +195,7 @@ func testSweepEachCleanupOnce(t *testing.T, r *replicas) {
 		}
 		pid := h.Lease().ProviderLeaseID
 		r.provider.RefuseStop(pid, nil)
-		l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: drivers.Destroy})
+		l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 		if !errors.Is(err, lease.ErrCleanupPending) || l.Status != lease.StatusPendingCleanup {
 			t.Fatalf("release %d with a refused destroy: status %s, %v; want pending_cleanup, ErrCleanupPending", i, l.Status, err)
 		}

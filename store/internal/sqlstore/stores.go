@@ -4,7 +4,7 @@ import "github.com/berthdev/berth/store"
 
 // Stores returns db as the store of every berth package: one database
 // serves them all, and replicas opening it share every record (the runner
-// protocol's tickets, sessions and journal included).
+// protocol's tickets, sessions and journal included). Durable is set.
 func (db *DB) Stores() store.Stores {
 	return store.Stores{
 		Environments:   db,
@@ -17,5 +17,6 @@ func (db *DB) Stores() store.Stores {
 		Runners:        db.PRP(),
 		Settings:       db,
 		Templates:      db,
+		Durable:        true,
 	}
 }

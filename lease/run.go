@@ -1,0 +1,248 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/prp"
+)
+
+// MaxRunStdin is the most bytes of Command.Stdin that Handle.Run sends with
+// a task: the runner gets its standard input whole, with the start
+// command.
+const MaxRunStdin = 1 << 20
+
+// Command is a command for the lease's sandbox: a task that Handle.Run
+// runs through berth's runner, or a process of the driver's that
+// Handle.Exec runs. Argv, Env, Dir, Stdin, OutputLimit and Deadline serve
+// both; TaskID, Secrets and StopGrace are a task's own (Exec refuses
+// Secrets). The zero Command is refused (no Argv).
+type Command struct {
+	// Argv is the program and its arguments; Argv[0] is looked up in PATH.
+	// Required.
+	Argv []string
+	// Env adds variables to the task's environment. Default none.
+	Env map[string]string
+	// Dir is the working directory; "" means the runner's (the sandbox's
+	// default).
+	Dir string
+	// Stdin, if not nil, is read to its end (at most MaxRunStdin bytes,
+	// else Run fails and starts nothing) and given to the task as its
+	// standard input. Default nil: an empty standard input.
+	Stdin io.Reader
+	// OutputLimit caps the output: for Run the bytes stored of the task
+	// (both streams; past it the output is counted and discarded, the exit
+	// says Truncated, the task is not stopped; 0 means no cap but the
+	// controller's per-session one, 1 GiB by default); for Exec the bytes
+	// kept of stdout and of stderr each (0 means 1 MiB; Result.Truncated).
+	OutputLimit int64
+	// Deadline, if not zero, is when the command is ended: a task by the
+	// runner (Exit.TimedOut), Exec's process as at ctx's deadline. Default
+	// none.
+	Deadline time.Time
+	// TaskID names the task. Run with a TaskID that ran before on the
+	// lease returns that task and starts nothing again (a retry after an
+	// error, or after the host restarted). Default "": a new id.
+	TaskID string
+	// Secrets are references to the secret values the task needs: an
+	// environment's secret as an environment variable or a file, or a
+	// managed account for the run's projects (prp.SecretUse). Their values
+	// go to the runner in a separate frame, never in the command; a
+	// refused reference fails Run and starts nothing. Default none.
+	Secrets []prp.SecretUse
+	// StopGrace is how long Task.Stop lets the task's processes exit
+	// after SIGTERM before SIGKILL. Default 5 seconds.
+	StopGrace time.Duration
+}
+
+// OutputChunk is a piece of a task's stored output (Task.Output).
+type OutputChunk struct {
+	// Seq is the chunk's place in the lease's runner session: pass the
+	// last chunk's Seq to the next Task.Output call.
+	Seq uint64
+	// Stream is prp.Stdout or prp.Stderr.
+	Stream prp.Stream
+	// Offset is where Data starts in Stream.
+	Offset int64
+	// Data is the output.
+	Data []byte
+	// Truncated counts bytes of the chunk discarded past an output limit.
+	Truncated int64
+}
+
+// taskRunner is what a TaskStopper may also be (the runner controller's
+// is): RunTask connects the runner of h's lease (once per lease in this
+// process; a warm-pool member's runner is taken over) and starts cmd on
+// it for p, the principal h was acquired for. It returns a value with the
+// methods of taskControl. It is the manager's hook for Handle.Run, not an
+// entry point.
+type taskRunner interface {
+	RunTask(ctx context.Context, p authz.Principal, h *Handle, cmd Command) (any, error)
+}
+
+// taskControl is what RunTask returns: the runner controller's task,
+// acting for the principal it was started for.
+type taskControl interface {
+	ID() string
+	Wait(ctx context.Context) (prp.Exit, error)
+	Output(ctx context.Context, after uint64) ([]OutputChunk, error)
+	Stop(ctx context.Context) (prp.StopProof, error)
+}
+
+// Run starts cmd as a task through berth's runner in the sandbox and
+// returns its Task: the lease must have been acquired with a runner
+// (AcquireRequest.WithRunner or Runner), else the error wraps
+// drivers.ErrUnsupported. The first Run of a lease in this process
+// installs and connects its runner (a runner pool's member is connected
+// already); later ones reuse it. Run acts with the authority Acquire
+// granted (as every Handle method): the principal the handle was acquired
+// for is asked again, not a second one. The task keeps running when ctx
+// ends: ctx bounds only the start. A task whose secrets are refused, or
+// that the instance settings refuse, starts nothing.
+//
+// Use Run for an agent's tasks: output is stored and can be read from any
+// offset, a task survives a lost connection, and Stop proves what it
+// stopped. Exec and Start are the driver's own processes, for targets
+// without a runner and short checks.
+func (h *Handle) Run(ctx context.Context, cmd Command) (*Task, error) {
+	fail := func(err error) (*Task, error) {
+		return nil, fmt.Errorf("lease %s: run %q: %w", h.lease.ID, argv0(cmd.Argv), err)
+	}
+	if len(cmd.Argv) == 0 {
+		return fail(fmt.Errorf("field Argv is empty: %w", errcode.ErrInvalid))
+	}
+	if h.lease.Runner == nil {
+		return fail(fmt.Errorf("the lease was acquired without a runner (AcquireRequest.WithRunner): %w", drivers.ErrUnsupported))
+	}
+	if !h.acquired {
+		return fail(fmt.Errorf("the handle was made for no principal (Manager.Acquire or Open make handles that run tasks): %w", drivers.ErrUnsupported))
+	}
+	tr, ok := h.m.tasks.(taskRunner)
+	if !ok {
+		return fail(fmt.Errorf("the lease manager has no runner controller (berth.New wires one): %w", drivers.ErrUnsupported))
+	}
+	v, err := tr.RunTask(ctx, h.p, h, cmd)
+	if err != nil {
+		return nil, err
+	}
+	tc, ok := v.(taskControl)
+	if !ok {
+		return fail(errors.New("the runner controller returned no task"))
+	}
+	return &Task{c: tc, lease: h.lease.ID}, nil
+}
+
+func argv0(argv []string) string {
+	if len(argv) == 0 {
+		return ""
+	}
+	return argv[0]
+}
+
+// Task is a task running through berth's runner in a lease's sandbox
+// (Handle.Run). Its methods take no principal: they act with the
+// authority of the principal the lease was acquired for. The task's output
+// is stored as it comes: Output and Stream read it from any point, whether
+// or not someone is in Wait, and several readers may follow it. It is safe
+// for concurrent use.
+type Task struct {
+	c     taskControl
+	lease string
+}
+
+// ID returns the task's id (Command.TaskID, or the one Run made).
+func (t *Task) ID() string { return t.c.ID() }
+
+// Lease returns the id of the task's lease.
+func (t *Task) Lease() string { return t.lease }
+
+// Wait waits until the task ended and returns how: Exit.Code, or -1 and
+// Exit.Signal; Exit.Truncated when output was discarded past a limit,
+// Exit.TimedOut when Command.Deadline ended it. It does not stop the task
+// when ctx ends (an error wrapping ctx.Err()). A task the runner did not
+// run (refused, or unknown after a crash of the runner) is an error
+// naming why.
+func (t *Task) Wait(ctx context.Context) (prp.Exit, error) { return t.c.Wait(ctx) }
+
+// Output returns the task's stored output chunks (both streams, in the
+// order they were stored) after the chunk whose Seq is after (0: from the
+// start), at most 256 of them; it waits until there is at least one. Once
+// the task ended and every chunk was returned it returns io.EOF. A reader
+// that comes back later (another process, after a restart) passes the Seq
+// of the last chunk it got and misses nothing. ctx bounds the wait.
+func (t *Task) Output(ctx context.Context, after uint64) ([]OutputChunk, error) {
+	return t.c.Output(ctx, after)
+}
+
+// Stream returns a reader of the task's output, stdout and stderr in the
+// order they were stored, from the start; it blocks for more while the
+// task runs and returns io.EOF once the task ended and all of its output
+// was read. It does not need Wait, and Wait does not consume it. ctx
+// bounds every Read (a Read after ctx ended returns its error).
+func (t *Task) Stream(ctx context.Context) io.Reader {
+	return &taskStream{ctx: ctx, t: t}
+}
+
+// Stop stops the task's whole process tree (SIGTERM, Command.StopGrace,
+// SIGKILL) and returns the runner's stop proof. The proof is the runner's
+// word (attested, drivers.EvidenceRunnerAttested): releasing the lease
+// checks from outside before it counts. A proof that is incomplete, names
+// a survivor or a check that could not run is returned with an error.
+// Stopping again returns the same proof. ctx bounds the wait for the
+// runner.
+func (t *Task) Stop(ctx context.Context) (prp.StopProof, error) { return t.c.Stop(ctx) }
+
+// taskStream is Task.Stream's reader.
+type taskStream struct {
+	ctx  context.Context
+	t    *Task
+	seq  uint64
+	buf  []byte
+	rest []OutputChunk
+	err  error
+}
+
+func (s *taskStream) Read(p []byte) (int, error) {
+	for len(s.buf) == 0 {
+		if len(s.rest) > 0 {
+			s.buf, s.seq, s.rest = s.rest[0].Data, s.rest[0].Seq, s.rest[1:]
+			continue
+		}
+		if s.err != nil {
+			return 0, s.err
+		}
+		if len(p) == 0 {
+			return 0, nil
+		}
+		cs, err := s.t.c.Output(s.ctx, s.seq)
+		switch {
+		case errors.Is(err, io.EOF):
+			s.err = io.EOF
+		case err != nil:
+			return 0, err // not sticky: a later Read with time left goes on
+		}
+		s.rest = cs
+	}
+	n := copy(p, s.buf)
+	s.buf = s.buf[n:]
+	return n, nil
+}
+
+// systemRunners returns the runner binaries of AcquireRequest.WithRunner
+// (Options.PoolRunners).
+func (m *Manager) systemRunners() (*drivers.RunnerSet, error) {
+	if m.o.PoolRunners == nil {
+		return nil, fmt.Errorf("lease: acquire with a runner: the manager has no runner binaries (berth.Options.RunnerBinary): %w", drivers.ErrUnsupported)
+	}
+	set, err := m.o.PoolRunners()
+	if err != nil {
+		return nil, fmt.Errorf("lease: acquire with a runner: %w", err)
+	}
+	return set, nil
+}
