@@ -430,7 +430,7 @@ func (s *server) idempotent(next http.HandlerFunc) http.HandlerFunc {
 			case err != nil:
 				s.writeError(w, r, err)
 			case grantedTo != grantee:
-				s.writeError(w, r, &fieldErr{err: fmt.Errorf("server: this Idempotency-Key was recorded for another grant of this credential: %w", environment.ErrConflict), field: "Idempotency-Key"})
+				s.writeError(w, r, &fieldErr{err: errOtherGrant, field: "Idempotency-Key"})
 			case req != fp:
 				s.writeError(w, r, &fieldErr{err: fmt.Errorf("server: this Idempotency-Key was used for another request: %w", environment.ErrConflict), field: "Idempotency-Key"})
 			case st == 0:

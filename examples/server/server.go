@@ -21,6 +21,7 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/store"
 	"github.com/berthdev/berth/templates"
 )
@@ -353,6 +354,10 @@ func (s *server) mayRunIn(r *http.Request) error {
 	return s.sys.Catalog().Authorize(r.Context(), principalOf(r), authz.ActionLease,
 		authz.Resource{Kind: authz.ResourceKindLease, Company: r.PathValue("company")})
 }
+
+// errOtherGrant refuses an idempotent replay to a credential whose grant
+// changed since the record was made.
+var errOtherGrant = errcode.New(errcode.Conflict, "server: this Idempotency-Key was recorded for another grant of this credential: use a new key")
 
 // granteeOf is the grant an idempotency record is replayed to: role, id
 // and companies.
