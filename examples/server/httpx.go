@@ -435,7 +435,8 @@ func (s *server) idempotent(next http.HandlerFunc) http.HandlerFunc {
 			case err != nil:
 				s.writeError(w, r, err)
 			case grantedTo != grantee:
-				s.writeError(w, r, &fieldErr{err: fmt.Errorf("server: this Idempotency-Key was recorded for another grant of this credential: %w", errcode.ErrConflict), field: "Idempotency-Key"})
+				s.writeError(w, r, &errcode.Error{Field: "Idempotency-Key", Message: "This Idempotency-Key was recorded for another grant of your credential: use a new key.",
+					Err: fmt.Errorf("server: Idempotency-Key: %w", errOtherGrant)})
 			case req != fp:
 				s.writeError(w, r, &errcode.Error{Field: "Idempotency-Key", Message: "This Idempotency-Key was used for another request: use a new key for a new request.",
 					Err: fmt.Errorf("server: this Idempotency-Key was used for another request: %w", errcode.ErrConflict)})

@@ -355,6 +355,10 @@ func (s *server) mayRunIn(r *http.Request) error {
 		authz.Resource{Kind: authz.ResourceKindLease, Company: r.PathValue("company")})
 }
 
+// errOtherGrant refuses an idempotent replay to a credential whose grant
+// changed since the record was made.
+var errOtherGrant = errcode.New(errcode.Conflict, "server: this Idempotency-Key was recorded for another grant of this credential: use a new key")
+
 // granteeOf is the grant an idempotency record is replayed to: role, id
 // and companies.
 func granteeOf(p authz.Principal) string {
