@@ -166,14 +166,15 @@ func TestQuotaHoldsAcrossTwoSystemsOnOnePostgres(t *testing.T) {
 	url := testenv.Postgres(t)
 	fk := fake.New(nil)
 	img := fk.AddImage("registry.fake.test/team/app:v1").String()
-	newSystem := func() *berth.System {
-		sys, err := berth.New(ctx, &berth.Options{Stores: openStores(t, url), Drivers: []drivers.Driver{fk}, TestMode: true})
+	newSystemOn := func(st store.Stores) *berth.System {
+		sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk}, TestMode: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = sys.Close() })
 		return sys
 	}
+	newSystem := func() *berth.System { return newSystemOn(openStores(t, url)) }
 	a := newSystem()
 	four := 4
 	if _, err := a.Settings().Update(ctx, tplOps, instance.Update{QuotaPerCompany: &four, Revision: instance.AnyRevision}); err != nil {
@@ -220,6 +221,36 @@ func TestQuotaHoldsAcrossTwoSystemsOnOnePostgres(t *testing.T) {
 			t.Error(err)
 		}
 	}
+
+	// The worst interleaving, in order: a replica whose own count is stale
+	// (it counted before another replica's 4 inserts) still cannot add a
+	// fifth: the store counts again in the step that writes.
+	for i := range 4 {
+		if _, err := a.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{EnvironmentID: env.ID, Company: "acme", Run: fmt.Sprintf("again-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := openStores(t, url)
+	st.Leases = staleCount{st.Leases}
+	late := newSystemOn(st)
+	_, err = late.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{EnvironmentID: env.ID, Company: "acme", Run: "late"})
+	if !errors.Is(err, lease.ErrQuota) {
+		t.Errorf("a fifth lease through a replica whose count was stale: %v, want ErrQuota", err)
+	}
+	if live, err := a.Leases().List(ctx, tplOps, lease.Filter{Company: "acme", Live: true}); err != nil || len(live) != 4 {
+		t.Errorf("%d live leases of acme, %v; want 4", len(live), err)
+	}
+}
+
+// staleCount is a lease store whose list of a company's live leases is
+// empty: a replica that counted before another one's inserts.
+type staleCount struct{ lease.Store }
+
+func (s staleCount) ListLeases(ctx context.Context, f lease.Filter) ([]*lease.Lease, error) {
+	if f.Company != "" && f.Live {
+		return nil, nil
+	}
+	return s.Store.ListLeases(ctx, f)
 }
 
 // A warm pool starts filling when its environment is saved (issue 51):

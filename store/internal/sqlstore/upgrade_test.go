@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/environment/environmenttest"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
@@ -118,6 +119,20 @@ func checkUpgraded(t *testing.T, db *DB) {
 	for _, b := range r.bindings {
 		got, err := db.GetBinding(ctx, b.BindingRef)
 		check("binding "+b.String(), b, got, err)
+	}
+	// Binding keys are per company since bindings' migration 2 (issue 51):
+	// another company binds an upgraded binding's key beside it.
+	for _, b := range r.bindings {
+		if b.Kind == environment.BindingInstanceDefault {
+			continue
+		}
+		other := *b
+		other.Company, other.Revision = "company-beside-"+b.Company, 1
+		if err := db.PutBinding(ctx, &other, 0); err != nil {
+			t.Errorf("another company's %s beside the upgraded one: %v", b.BindingRef, err)
+		}
+		got, err := db.GetBinding(ctx, b.BindingRef)
+		check("binding "+b.String()+" beside another company's", b, got, err)
 	}
 	for _, h := range r.health {
 		got, err := db.GetProviderHealth(ctx, h.Driver, h.Endpoint)
