@@ -26,6 +26,7 @@ import (
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/qualification"
+	"github.com/berthdev/berth/runnerbin"
 	"github.com/berthdev/berth/templates"
 )
 
@@ -48,6 +49,9 @@ var sentinelCodes = map[string]struct {
 	"errcode.ErrTimeout":       {errcode.ErrTimeout, errcode.Timeout},
 	"errcode.ErrAuthFailed":    {errcode.ErrAuthFailed, errcode.AuthFailed},
 	"errcode.ErrInternal":      {errcode.ErrInternal, errcode.Internal},
+
+	"runnerbin.ErrNoSource": {runnerbin.ErrNoSource, errcode.Unsupported},
+	"runnerbin.ErrNoGo":     {runnerbin.ErrNoGo, errcode.Unsupported},
 
 	"drivers.ErrUnreachable":               {drivers.ErrUnreachable, errcode.Unreachable},
 	"drivers.ErrTLSUnverified":             {drivers.ErrTLSUnverified, errcode.AuthFailed},

@@ -167,7 +167,7 @@ func TestQuotaHoldsAcrossTwoSystemsOnOnePostgres(t *testing.T) {
 	fk := fake.New(nil)
 	img := fk.AddImage("registry.fake.test/team/app:v1").String()
 	newSystemOn := func(st store.Stores) *berth.System {
-		sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk}, TestMode: true})
+		sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk}, TestMode: true, MemorySecrets: true})
 		if err != nil {
 			t.Fatal(err)
 		}

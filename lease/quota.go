@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"sync"
 
 	"github.com/berthdev/berth/authz"
@@ -126,6 +127,20 @@ func (m *Manager) checkQuota(ctx context.Context, a *acq) error {
 		}
 	}
 	return q.Admit(a.req.Company, a.env.ID, len(ls), onEnv)
+}
+
+// quotaNamed returns err, a quota refusal, with a message that names a's
+// environment by its name (the store that refused knows only its id);
+// other errors as they are.
+func quotaNamed(a *acq, err error) error {
+	if !errors.Is(err, ErrQuota) || a.env == nil || a.env.Name == "" {
+		return err
+	}
+	msg := errcode.MessageOf(err)
+	if !strings.Contains(msg, a.env.ID) {
+		return err
+	}
+	return &errcode.Error{Message: strings.ReplaceAll(msg, "environment "+a.env.ID, fmt.Sprintf("environment %q", a.env.Name)), Err: err}
 }
 
 // lockQuota serializes, in this manager, the quota check of a's company

@@ -65,7 +65,10 @@ func startFromTemplate(a *acq, schema *config.Schema) error {
 // identity, else it is destroyed and the error wraps ErrImageMismatch.
 func (m *Manager) acquireVerified(ctx context.Context, a *acq) (*Handle, error) {
 	h, err := m.acquire(ctx, a)
-	if err != nil || a.template == nil {
+	if err != nil {
+		return h, quotaNamed(a, err)
+	}
+	if a.template == nil {
 		return h, err
 	}
 	ir, cerr := capability(h, drivers.SandboxAs[drivers.ImageReporter])
