@@ -7,6 +7,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -334,5 +335,66 @@ func TestEverySubCodeMaps(t *testing.T) {
 		if got := m("no_such_code"); got != errcode.Unknown {
 			t.Errorf("an unknown sub-code maps to %v, want unknown", got)
 		}
+	}
+}
+
+// Every reason an *errcode.Error literal of the module sets is listed in
+// docs/errors.md: reasons are API, and a new one is documented where a
+// host looks for them (issue 50).
+func TestEveryReasonIsDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("docs/errors.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	err = filepath.WalkDir(".", func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if de.IsDir() {
+			if n := de.Name(); p != "." && (n == "testdata" || strings.HasPrefix(n, ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.CompositeLit)
+			if !ok {
+				return true
+			}
+			sel, ok := lit.Type.(*ast.SelectorExpr)
+			if !ok || sel.Sel.Name != "Error" || fmt.Sprint(sel.X) != "errcode" {
+				return true
+			}
+			for _, el := range lit.Elts {
+				kv, ok := el.(*ast.KeyValueExpr)
+				if !ok || fmt.Sprint(kv.Key) != "Reason" {
+					continue
+				}
+				if s, ok := kv.Value.(*ast.BasicLit); ok && s.Kind == token.STRING {
+					r, _ := strconv.Unquote(s.Value)
+					found++
+					if !strings.Contains(string(doc), "`"+r+"`") {
+						t.Errorf("%s: reason %q is not listed in docs/errors.md", p, r)
+					}
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found < 10 {
+		t.Fatalf("found %d reasons; the source walk is broken", found)
 	}
 }

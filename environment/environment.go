@@ -89,14 +89,14 @@ var (
 	// applies to a scope. It wraps errcode.ErrNotFound. Resolve never substitutes
 	// the local host or any other environment for a missing binding
 	// (ASG-2).
-	ErrNoBinding = fmt.Errorf("no environment bound: %w", errcode.ErrNotFound)
+	ErrNoBinding error = &errcode.Error{Reason: "no_binding", Err: fmt.Errorf("no environment bound: %w", errcode.ErrNotFound)}
 	// ErrArchived is wrapped by the *Error of Resolve when the bound environment
 	// is archived (ASG-2).
 	ErrArchived error = &errcode.Error{Code: errcode.Conflict, Reason: "archived", Err: errors.New("environment: archived")}
 	// ErrTargetMismatch is wrapped by Resolution.CheckLease when a lease does
 	// not belong to the resolution it is used for (ASG-4). It wraps
 	// errcode.ErrConflict.
-	ErrTargetMismatch = fmt.Errorf("lease does not match the resolved target: %w", errcode.ErrConflict)
+	ErrTargetMismatch error = &errcode.Error{Reason: "target_mismatch", Err: fmt.Errorf("lease does not match the resolved target: %w", errcode.ErrConflict)}
 
 	// errStaleRevision is the cause of an update or delete at a base
 	// revision that is not the stored one: a conflict with the reason

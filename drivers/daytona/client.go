@@ -187,7 +187,16 @@ func (c *client) sendLimit(ctx context.Context, base *url.URL, method, path stri
 		case isDial(err):
 			kind = drivers.ErrUnreachable // the sandbox's toolbox
 		}
-		return fmt.Errorf("daytona: %s at %s: %w: %s", op, u.Host, kind, c.scrub(transportReason(err)))
+		err = fmt.Errorf("daytona: %s at %s: %w: %s", op, u.Host, kind, c.scrub(transportReason(err)))
+		switch kind {
+		case drivers.ErrUnavailable:
+			return &errcode.Error{Message: fmt.Sprintf("Daytona at %s cannot be reached: check the api_url setting and the network path to it.", u.Host), Err: err}
+		case drivers.ErrUnreachable:
+			return &errcode.Error{Message: fmt.Sprintf("The sandbox's toolbox at %s cannot be reached: check that the sandbox is running.", u.Host), Err: err}
+		case drivers.ErrTLSUnverified:
+			return &errcode.Error{Message: fmt.Sprintf("The certificate of %s failed verification: check the api_url and the certificate it presents.", u.Host), Err: err}
+		}
+		return err
 	}
 	defer resp.Body.Close()
 	c.log.DebugContext(ctx, "daytona request", "op", op, "host", u.Host, "status", resp.StatusCode, "elapsed", time.Since(start))

@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
+	"github.com/berthdev/berth/errcode"
 )
 
 // CheckHealth against the fake API (CAP-3, PRB-5): a live API and a valid
@@ -48,6 +49,8 @@ func TestCheckHealth(t *testing.T) {
 	bad[daytona.FieldAPIKey] = "dtn_wrong_key_0123456789abcdef"
 	if err := e.drv.CheckHealth(ctx, bad); !errors.Is(err, drivers.ErrAuth) || strings.Contains(err.Error(), "dtn_wrong_key") {
 		t.Errorf("CheckHealth with a refused key = %v, want ErrAuth without the key", err)
+	} else if m := errcode.MessageOf(err); !strings.Contains(m, "refused the API key") || !strings.Contains(m, "401") || strings.Contains(m, "dtn_wrong_key") {
+		t.Errorf("a refused key's message %q: want it to say so with the status, without the key", m)
 	}
 
 	e.srv.InjectFault(fakeapi.Fault{Route: fakeapi.RouteHealth, Status: http.StatusServiceUnavailable, Message: "Service Unavailable"})
@@ -72,5 +75,7 @@ func TestCheckHealthTLSUnverified(t *testing.T) {
 	}
 	if err := drv.CheckHealth(context.Background(), cfg); !errors.Is(err, drivers.ErrTLSUnverified) || drivers.CodeOf(err) != drivers.CodeTLSUnverified {
 		t.Errorf("CheckHealth against an untrusted certificate = %v (code %s)", err, drivers.CodeOf(err))
+	} else if m := errcode.MessageOf(err); !strings.Contains(m, "certificate") || !strings.Contains(m, "failed verification") {
+		t.Errorf("an untrusted certificate's message %q", m)
 	}
 }

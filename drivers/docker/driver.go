@@ -189,7 +189,8 @@ func engineErr(host, what string, err error) error {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("docker %s: %s: %w", host, what, err)
 	case isTLSErr(err):
-		return fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrTLSUnverified)
+		return &errcode.Error{Message: fmt.Sprintf("The certificate of the Docker engine at %s failed verification: check the docker host setting and its TLS certificates.", host),
+			Err: fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrTLSUnverified)}
 	case client.IsErrConnectionFailed(err), isNetErr(err):
 		return engineDown(host, fmt.Errorf("docker %s: %s: %v: %w", host, what, err, drivers.ErrUnavailable))
 	case cerrdefs.IsNotFound(err):

@@ -9,6 +9,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/docker"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/testenv"
 )
 
@@ -35,5 +36,9 @@ func TestCheckHealth(t *testing.T) {
 	err := hc.CheckHealth(testCtx(t), cfg)
 	if !errors.Is(err, drivers.ErrUnavailable) || drivers.CodeOf(err) != drivers.CodeProviderUnavailable || !strings.Contains(err.Error(), dead) {
 		t.Errorf("CheckHealth of a dead socket: %v (code %s); want ErrUnavailable naming %s", err, drivers.CodeOf(err), dead)
+	}
+	// A person reads one sentence naming the engine and the fix.
+	if m := errcode.MessageOf(err); !strings.Contains(m, "Docker engine at "+dead) || !strings.Contains(m, "start it") {
+		t.Errorf("the message of a dead engine: %q", m)
 	}
 }

@@ -202,7 +202,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 func (s *server) writeJSON(w http.ResponseWriter, _ *http.Request, st int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		st, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"server: encoding the response failed"}}`)
+		st, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"The server could not encode its answer: please report it.","detail":"server: encoding the response failed"}}`)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
