@@ -354,7 +354,7 @@ func (s *server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Req
 				return r, false
 			}
 			if got := r.Header.Get(csrfHeader); subtle.ConstantTimeCompare([]byte(got), []byte(sess.csrf)) != 1 {
-				s.writeError(w, r, &fieldErr{err: errCSRF, field: csrfHeader})
+				s.writeError(w, r, &errcode.Error{Field: csrfHeader, Message: "This change did not come with your session's CSRF token: reload the page and try again.", Err: errCSRF})
 				return r, false
 			}
 		}
@@ -372,6 +372,11 @@ func (s *server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Req
 // errCrossSite refuses a browser request that another site made.
 var errCrossSite = errcode.New(errcode.Denied, "server: a cross-site request is refused (log in and act from this server's own page)")
 
+// crossSite is errCrossSite about request header field.
+func crossSite(field string) error {
+	return &errcode.Error{Field: field, Message: "This request came from another site and was refused: act from this server's own page.", Err: errCrossSite}
+}
+
 // checkOrigin refuses a state-changing browser request that did not come
 // from the server's own origin: Sec-Fetch-Site other than same-origin,
 // or an Origin other than this server's. An Origin of "null" passes only
@@ -382,7 +387,7 @@ var errCrossSite = errcode.New(errcode.Denied, "server: a cross-site request is 
 func (s *server) checkOrigin(r *http.Request) error {
 	sfs := r.Header.Get("Sec-Fetch-Site")
 	if sfs != "" && sfs != "same-origin" {
-		return &fieldErr{err: errCrossSite, field: "Sec-Fetch-Site"}
+		return crossSite("Sec-Fetch-Site")
 	}
 	o := r.Header.Get("Origin")
 	switch {
@@ -392,14 +397,14 @@ func (s *server) checkOrigin(r *http.Request) error {
 		if sfs == "same-origin" {
 			return nil
 		}
-		return &fieldErr{err: errCrossSite, field: "Origin"}
+		return crossSite("Origin")
 	}
 	scheme := "http"
 	if s.tls || r.TLS != nil {
 		scheme = "https"
 	}
 	if o != scheme+"://"+r.Host {
-		return &fieldErr{err: errCrossSite, field: "Origin"}
+		return crossSite("Origin")
 	}
 	return nil
 }

@@ -216,10 +216,12 @@ func (rs *runs) start(ctx context.Context, p authz.Principal, company string, bo
 	switch {
 	case rs.inFlight[ck] >= lim.maxRunsPerCompany:
 		rs.mu.Unlock()
-		return nil, fmt.Errorf("%w: company %q has %d runs in flight (-max-runs-per-company %d); retry once one ended", errTooManyRuns, company, rs.inFlight[ck], lim.maxRunsPerCompany)
+		return nil, &errcode.Error{Message: fmt.Sprintf("Company %s has %d runs in flight, its limit: retry once one has ended.", company, rs.inFlight[ck]),
+			Err: fmt.Errorf("%w: company %q has %d runs in flight (-max-runs-per-company %d); retry once one ended", errTooManyRuns, company, rs.inFlight[ck], lim.maxRunsPerCompany)}
 	case rs.inFlight[pk] >= lim.maxRunsPerPrincipal:
 		rs.mu.Unlock()
-		return nil, fmt.Errorf("%w: %s has %d runs in flight (-max-runs-per-principal %d); retry once one ended", errTooManyRuns, p, rs.inFlight[pk], lim.maxRunsPerPrincipal)
+		return nil, &errcode.Error{Message: fmt.Sprintf("You have %d runs in flight, your limit: retry once one has ended.", rs.inFlight[pk]),
+			Err: fmt.Errorf("%w: %s has %d runs in flight (-max-runs-per-principal %d); retry once one ended", errTooManyRuns, p, rs.inFlight[pk], lim.maxRunsPerPrincipal)}
 	}
 	rs.inFlight[ck]++
 	rs.inFlight[pk]++
