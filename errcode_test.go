@@ -26,6 +26,7 @@ import (
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/qualification"
+	"github.com/berthdev/berth/runnerbin"
 	"github.com/berthdev/berth/templates"
 )
 
@@ -114,6 +115,9 @@ var sentinelCodes = map[string]struct {
 	"prp/controller.ErrOutputGap":           {controller.ErrOutputGap, errcode.Internal},
 	"prp/controller.ErrTaskNotRun":          {controller.ErrTaskNotRun, errcode.Conflict},
 	"prp/controller.ErrEventsLost":          {controller.ErrEventsLost, errcode.Internal},
+
+	"runnerbin.ErrNoSource": {runnerbin.ErrNoSource, errcode.Unsupported},
+	"runnerbin.ErrNoGo":     {runnerbin.ErrNoGo, errcode.Unsupported},
 }
 
 // errorTypeCodes is every exported error type of every public package, as
