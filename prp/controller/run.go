@@ -99,10 +99,28 @@ func (c *Controller) runAttachment(ctx context.Context, p authz.Principal, h *le
 		return nil, fmt.Errorf("controller: run on lease %s: %w", id, err)
 	}
 	for i := len(ss) - 1; i >= 0; i-- {
-		if s := ss[i]; s.Holder && s.Scope == prp.ScopeTask && s.Company != authz.InstanceCompany && !strings.HasPrefix(s.Run, prp.PoolRunPrefix) {
-			req.Run = s.Run
-			break
+		s := ss[i]
+		if !s.Holder || s.Scope != prp.ScopeTask || s.Company == authz.InstanceCompany || strings.HasPrefix(s.Run, prp.PoolRunPrefix) {
+			continue
 		}
+		req.Run = s.Run
+		// A runner a host's own Attach connected in this process: Run
+		// uses its session (a second Attach would find the lease
+		// attached).
+		c.mu.Lock()
+		at, live := c.attached[id], c.live[s.ID] != nil
+		c.mu.Unlock()
+		if at != nil && !at.pool && live {
+			a, err := c.Reattach(ctx, p, s.ID)
+			if err != nil {
+				return nil, err
+			}
+			c.mu.Lock()
+			c.runs[id] = a
+			c.mu.Unlock()
+			return a, nil
+		}
+		break
 	}
 	a, err := c.Attach(ctx, p, h, req)
 	if err != nil {
