@@ -50,10 +50,6 @@ var sentinelCodes = map[string]struct {
 	"errcode.ErrTimeout":       {errcode.ErrTimeout, errcode.Timeout},
 	"errcode.ErrAuthFailed":    {errcode.ErrAuthFailed, errcode.AuthFailed},
 	"errcode.ErrInternal":      {errcode.ErrInternal, errcode.Internal},
-
-	"runnerbin.ErrNoSource": {runnerbin.ErrNoSource, errcode.Unsupported},
-	"runnerbin.ErrNoGo":     {runnerbin.ErrNoGo, errcode.Unsupported},
-
 	"drivers.ErrUnreachable":               {drivers.ErrUnreachable, errcode.Unreachable},
 	"drivers.ErrTLSUnverified":             {drivers.ErrTLSUnverified, errcode.AuthFailed},
 	"drivers.ErrAuth":                      {drivers.ErrAuth, errcode.AuthFailed},
@@ -106,6 +102,9 @@ var sentinelCodes = map[string]struct {
 	"prp/controller.ErrOutputGap":           {controller.ErrOutputGap, errcode.Internal},
 	"prp/controller.ErrTaskNotRun":          {controller.ErrTaskNotRun, errcode.Conflict},
 	"prp/controller.ErrEventsLost":          {controller.ErrEventsLost, errcode.Internal},
+
+	"runnerbin.ErrNoSource": {runnerbin.ErrNoSource, errcode.Unsupported},
+	"runnerbin.ErrNoGo":     {runnerbin.ErrNoGo, errcode.Unsupported},
 }
 
 // errorTypeCodes is every exported error type of every public package, as

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -31,6 +32,14 @@ import (
 // TestMain removes the runner binary testenv.RunnerBinary builds and
 // stops the PostgreSQL cluster testenv.Postgres starts.
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(reattachDirEnv); dir != "" {
+		// A host process of TestReattachAfterKill9OnDocker.
+		if err := reattachHost(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	code := m.Run()
 	testenv.RemoveRunnerBinary()
 	if err := testenv.StopPostgres(); err != nil && code == 0 {

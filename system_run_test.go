@@ -22,6 +22,7 @@ import (
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
 )
 
 // runWorld is a System on the fake driver (which runs berth's runner in
@@ -309,5 +310,28 @@ func TestRunRefusals(t *testing.T) {
 	}
 	if b, err := io.ReadAll(task.Stream(ctx)); err != nil || string(b) != "built\n" {
 		t.Errorf("task printed %q, %v", b, err)
+	}
+}
+
+// A lease whose runner the host attached itself (Controller.Attach) in
+// this process runs tasks with Handle.Run on that runner's session.
+func TestRunAfterAHostsOwnAttach(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := newRunWorld(t)
+	h := w.acquire(t, true)
+	att, err := w.sys.Runners().Attach(ctx, w.agent, h, controller.AttachRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := h.Run(ctx, lease.Command{Argv: []string{"echo", "same runner"}})
+	if err != nil {
+		t.Fatalf("run after attach: %v", err)
+	}
+	if b, err := io.ReadAll(task.Stream(ctx)); err != nil || string(b) != "same runner\n" {
+		t.Errorf("task printed %q, %v", b, err)
+	}
+	if ids := w.sys.Runners().ConnectedSessions(); len(ids) != 1 || ids[0] != att.Session() {
+		t.Errorf("connected sessions %v, want only the attached one %s", ids, att.Session())
 	}
 }

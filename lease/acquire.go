@@ -45,6 +45,8 @@ type AcquireRequest struct {
 	Workspace string
 	// Run identifies the run. Acquiring again with the same Company, Run and
 	// environment while the lease is active returns the same lease (LEASE-8).
+	// Default "": acquisitions are not matched by run (a reusable policy
+	// still reuses by its key).
 	Run string
 	// Policy defaults to Ephemeral.
 	Policy Policy
@@ -54,9 +56,10 @@ type AcquireRequest struct {
 	Budget time.Duration
 	// Required lists capabilities the caller needs; an environment whose
 	// effective set lacks one is refused naming it (CAP-4). Reusable
-	// policies add drivers.CapReuse.
+	// policies add drivers.CapReuse, Runner and WithRunner
+	// drivers.CapRunnerIngress. Default empty: nothing beyond those.
 	Required drivers.Set
-	// Metadata is copied onto a new lease record.
+	// Metadata is copied onto a new lease record. Default none.
 	Metadata map[string]string
 	// Draft acquires for an unsaved config (a draft probe, PRB-4); it needs
 	// authz.ActionProbe. The config may hold pasted secret values and

@@ -84,6 +84,10 @@ type OutputChunk struct {
 // entry point.
 type taskRunner interface {
 	RunTask(ctx context.Context, p authz.Principal, h *Handle, cmd Command) (any, error)
+	// ReattachTask connects the runner of h's lease as RunTask does (a
+	// runner gone with the process that served it is relaunched with a
+	// resume ticket) and returns task id of the lease's own session.
+	ReattachTask(ctx context.Context, p authz.Principal, h *Handle, id string) (any, error)
 }
 
 // taskControl is what RunTask returns: the runner controller's task,
@@ -128,6 +132,47 @@ func (h *Handle) Run(ctx context.Context, cmd Command) (*Task, error) {
 		return fail(fmt.Errorf("the lease manager has no runner controller (berth.New wires one): %w", drivers.ErrUnsupported))
 	}
 	v, err := tr.RunTask(ctx, h.p, h, cmd)
+	if err != nil {
+		return nil, err
+	}
+	tc, ok := v.(taskControl)
+	if !ok {
+		return fail(errors.New("the runner controller returned no task"))
+	}
+	return &Task{c: tc, lease: h.lease.ID}, nil
+}
+
+// Reattach returns the Task id that Run started on the lease, in this
+// process or another (a host that restarted, or another replica: open the
+// lease with Manager.Open first). It connects the lease's runner as Run
+// does: the runner's ingress is served from this process, and a runner
+// that lost the process it reached (killed with it) is relaunched with a
+// resume ticket of the lease's runner session, so that it replays its
+// state directory; a runner still alive on its state directory reconnects
+// instead, and no second runner stays. The task's output is read on from
+// any chunk (Task.Output's after), byte for byte as stored, and Stop
+// still gives the runner's proof. It reads nothing of the task: an id
+// that never ran shows in Wait and Output as a task that never ends. ctx
+// bounds the connection. A lease acquired without a runner is an error
+// wrapping drivers.ErrUnsupported.
+func (h *Handle) Reattach(ctx context.Context, taskID string) (*Task, error) {
+	fail := func(err error) (*Task, error) {
+		return nil, fmt.Errorf("lease %s: reattach task %q: %w", h.lease.ID, taskID, err)
+	}
+	if taskID == "" {
+		return fail(fmt.Errorf("the task id is empty: %w", errcode.ErrInvalid))
+	}
+	if h.lease.Runner == nil {
+		return fail(fmt.Errorf("the lease was acquired without a runner: %w", drivers.ErrUnsupported))
+	}
+	if !h.acquired {
+		return fail(fmt.Errorf("the handle was made for no principal: %w", drivers.ErrUnsupported))
+	}
+	tr, ok := h.m.tasks.(taskRunner)
+	if !ok {
+		return fail(fmt.Errorf("the lease manager has no runner controller (berth.New wires one): %w", drivers.ErrUnsupported))
+	}
+	v, err := tr.ReattachTask(ctx, h.p, h, taskID)
 	if err != nil {
 		return nil, err
 	}

@@ -188,7 +188,7 @@ func managerLease(b *testing.B, ctx context.Context, m *lease.Manager, op authz.
 	if err != nil {
 		b.Fatalf("berth lease %d: acquire: %v", i, err)
 	}
-	if res, err := h.Exec(ctx, drivers.Command{Argv: []string{"true"}}); err != nil || res.ExitCode != 0 {
+	if res, err := h.Exec(ctx, lease.Command{Argv: []string{"true"}}); err != nil || res.ExitCode != 0 {
 		_, _ = h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 		b.Fatalf("berth lease %d: exec true: %v %+v", i, err, res)
 	}

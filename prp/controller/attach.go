@@ -117,6 +117,9 @@ func (a *Attachment) Events(ctx context.Context, after uint64, limit int) ([]Sto
 // authorizes p on the session as every session call does (a session p may
 // not read is errcode.ErrNotFound, one it may read but not act on errcode.ErrDenied)
 // and serves nothing: the runner reconnects to the controller it knows.
+// After a restart of the host, whose process served the runner's ingress,
+// lease.Handle.Reattach (on a handle of lease.Manager.Open) serves it again
+// and relaunches the runner with a resume ticket where it is gone.
 func (c *Controller) Reattach(ctx context.Context, p authz.Principal, session string) (*Attachment, error) {
 	s, err := c.session(ctx, p, session)
 	if err != nil {

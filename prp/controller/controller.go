@@ -204,18 +204,24 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 }
 
 // TicketRequest says what a ticket grants: a runner for one lease and run,
-// with a scope. TTL zero means prpwire.MaxTicketTTL.
+// with a scope.
 type TicketRequest struct {
+	// Lease is the lease's id. Required.
 	Lease string
-	// Run is the run of the runner; one that starts with
-	// prp.PoolRunPrefix is refused (errcode.ErrInvalid): such runs are
-	// warm-pool members', which only the lease manager starts.
+	// Run is the run of the runner (required: an empty or malformed one is
+	// refused); one that starts with prp.PoolRunPrefix is refused
+	// (errcode.ErrInvalid): such runs are warm-pool members', which only the
+	// lease manager starts.
 	Run string
 	// Company, if set, must be the lease's recorded company; the ticket
 	// carries the recorded one either way.
 	Company string
-	Scope   prp.Scope
-	TTL     time.Duration
+	// Scope is the runner's identity. Default "": prp.ScopeTask, as
+	// Attach's.
+	Scope prp.Scope
+	// TTL bounds the ticket (and the lease's end does). Default 0: five
+	// minutes, the longest a ticket lives.
+	TTL time.Duration
 	// Holder, if not nil, is the handle of lease Lease held in this
 	// process: the ticket is the holder's, and the session its exchange
 	// creates is one the lease's release stops (StopTasks). Attach sets
@@ -262,6 +268,7 @@ func (c *Controller) mintResumeTicket(ctx context.Context, p authz.Principal, se
 // mintTicket is MintTicket of a resume ticket for session resume (if not
 // empty) or of a holder ticket (Attach's).
 func (c *Controller) mintTicket(ctx context.Context, p authz.Principal, req TicketRequest, resume string, holder bool) (prp.Ticket, prp.TicketRecord, error) {
+	req.Scope = cmp.Or(req.Scope, prp.ScopeTask)
 	if err := tenantRun("run", req.Run); err != nil {
 		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint ticket for lease %s: %w", req.Lease, err)
 	}

@@ -17,8 +17,8 @@
 // principal the lease was acquired for, through the hook New returns
 // (run.go: the first Run of a lease attaches its runner once in this
 // process and later ones reuse it). Attach and Start are for hosts that
-// need their progress, the runner's hello or tickets of their own; a lease
-// attached with Attach in a process is not also run with Handle.Run there.
+// need their progress, the runner's hello or tickets of their own; Run on
+// a lease a host attached itself uses that runner's session.
 //
 // Principals, hooks and handles: every exported method of the Controller
 // that acts for someone takes the acting authz.Principal right after its

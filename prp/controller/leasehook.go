@@ -43,6 +43,17 @@ func (t taskStopper) RunTask(ctx context.Context, p authz.Principal, h *lease.Ha
 	return rt, nil
 }
 
+// ReattachTask is the lease manager's hook for lease.Handle.Reattach
+// (reattachTask, run.go): it acts for p, the principal the handle was
+// acquired or opened for.
+func (t taskStopper) ReattachTask(ctx context.Context, p authz.Principal, h *lease.Handle, id string) (any, error) {
+	rt, err := t.c.reattachTask(ctx, p, h, id)
+	if err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
 // StartPoolRunner is the lease manager's hook for the members of runner
 // pools (startPoolRunner, pool.go).
 func (t taskStopper) StartPoolRunner(ctx context.Context, h *lease.Handle) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/errcode"
@@ -41,6 +42,20 @@ func (c *Controller) runTask(ctx context.Context, p authz.Principal, h *lease.Ha
 	return &runTask{t}, nil
 }
 
+// reattachTask is the lease manager's ReattachTask (lease.Handle.Reattach):
+// it connects the runner of h's lease for p as runTask does (Attach: a
+// runner that is not connected is relaunched with a resume ticket of the
+// lease's own session) and returns the handle of task id on that session.
+// p's right to the session is checked by each call of the task, as for
+// every session call.
+func (c *Controller) reattachTask(ctx context.Context, p authz.Principal, h *lease.Handle, id string) (*runTask, error) {
+	a, err := c.runAttachment(ctx, p, h)
+	if err != nil {
+		return nil, err
+	}
+	return &runTask{a.Task(id, "")}, nil
+}
+
 // runAttachment returns the attachment of h's lease that Run uses in this
 // process, acting for p: the first Run of the lease attaches its runner
 // (concurrent ones wait for it), the others copy it for their principal.
@@ -75,7 +90,40 @@ func (c *Controller) runAttachment(ctx context.Context, p authz.Principal, h *le
 		delete(c.runLocks, id)
 		c.mu.Unlock()
 	}()
-	a, err := c.Attach(ctx, p, h, AttachRequest{})
+	// The lease's runner session, if it has one (a process before this
+	// one attached it): its run, so that Attach takes that session on
+	// (its runner reconnects, or is relaunched with a resume ticket)
+	// instead of making a session of a new run.
+	var req AttachRequest
+	ss, err := c.o.Store.LeaseSessions(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("controller: run on lease %s: %w", id, err)
+	}
+	for i := len(ss) - 1; i >= 0; i-- {
+		s := ss[i]
+		if !s.Holder || s.Scope != prp.ScopeTask || s.Company == authz.InstanceCompany || strings.HasPrefix(s.Run, prp.PoolRunPrefix) {
+			continue
+		}
+		req.Run = s.Run
+		// A runner a host's own Attach connected in this process: Run
+		// uses its session (a second Attach would find the lease
+		// attached).
+		c.mu.Lock()
+		at, live := c.attached[id], c.live[s.ID] != nil
+		c.mu.Unlock()
+		if at != nil && !at.pool && live {
+			a, err := c.Reattach(ctx, p, s.ID)
+			if err != nil {
+				return nil, err
+			}
+			c.mu.Lock()
+			c.runs[id] = a
+			c.mu.Unlock()
+			return a, nil
+		}
+		break
+	}
+	a, err := c.Attach(ctx, p, h, req)
 	if err != nil {
 		return nil, err
 	}
