@@ -56,9 +56,18 @@ VULNDB              := $(TOOLS)/vulndb-$(VULNDB_VERSION)
 # everywhere.
 TEST_GCFLAGS ?= modernc.org/...=-d=checkptr=0
 
-test: prereqs build-local lint vulncheck
-	BERTH_REQUIRE_REAL=1 $(GO) run ./internal/cmd/testreport -slowest 10 -show '^TestAPICounts$$' -- -race -gcflags '$(TEST_GCFLAGS)' -timeout 30m ./...
-	$(MAKE) --no-print-directory fuzz
+# Each of its four steps prints how long it took ("make test: ... took
+# Ns"), so a slow machine's run says where its time went.
+test:
+	@s=$$(date +%s); $(MAKE) --no-print-directory prereqs || exit $$?; \
+	  echo "make test: the Debian packages took $$(( $$(date +%s) - s ))s"
+	@s=$$(date +%s); $(MAKE) --no-print-directory build-local lint vulncheck || exit $$?; \
+	  echo "make test: the build with the machine's Go, staticcheck and govulncheck took $$(( $$(date +%s) - s ))s"
+	@s=$$(date +%s); echo "BERTH_REQUIRE_REAL=1 $(GO) run ./internal/cmd/testreport -slowest 10 -show '^TestAPICounts$$' -- -race -gcflags '$(TEST_GCFLAGS)' -timeout 30m ./..."; \
+	  BERTH_REQUIRE_REAL=1 $(GO) run ./internal/cmd/testreport -slowest 10 -show '^TestAPICounts$$' -- -race -gcflags '$(TEST_GCFLAGS)' -timeout 30m ./...; rc=$$?; \
+	  echo "make test: the suite took $$(( $$(date +%s) - s ))s"; exit $$rc
+	@s=$$(date +%s); $(MAKE) --no-print-directory fuzz || exit $$?; \
+	  echo "make test: the fuzz targets took $$(( $$(date +%s) - s ))s"
 
 # prereqs installs the Debian packages the tests use, only when missing.
 prereqs:
