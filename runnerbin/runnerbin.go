@@ -53,14 +53,14 @@ import (
 	"github.com/berthdev/berth/errcode"
 )
 
-// Module is the module path the runner is built from.
-const Module = "github.com/berthdev/berth"
+// module is the module path the runner is built from.
+const module = "github.com/berthdev/berth"
 
-// Package is the runner's main package.
-const Package = Module + "/cmd/berth-runner"
+// pkgPath is the runner's main package.
+const pkgPath = module + "/cmd/berth-runner"
 
-// BuildHint says how to build a runner binary by hand.
-const BuildHint = "CGO_ENABLED=0 GOOS=linux go build -o berth-runner " + Package
+// buildHint says how to build a runner binary by hand.
+const buildHint = "CGO_ENABLED=0 GOOS=linux go build -o berth-runner " + pkgPath
 
 var (
 	// ErrNoSource is wrapped when berth's source cannot be found: this
@@ -113,7 +113,7 @@ func Binary(ctx context.Context, arch string, o *Options) (string, error) {
 	goCmd := cmp.Or(opt.Go, "go")
 	goPath, err := exec.LookPath(goCmd)
 	if err != nil {
-		return "", fmt.Errorf("runnerbin: %w (%v): install Go, or name a runner binary (berth.Options.RunnerBinary; %s)", ErrNoGo, err, BuildHint)
+		return "", fmt.Errorf("runnerbin: %w (%v): install Go, or name a runner binary (berth.Options.RunnerBinary; %s)", ErrNoGo, err, buildHint)
 	}
 	cache := opt.CacheDir
 	if cache == "" {
@@ -127,7 +127,7 @@ func Binary(ctx context.Context, arch string, o *Options) (string, error) {
 		env: append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)}
 	if src := opt.SourceDir; src != "" {
 		if !isModuleRoot(src) {
-			return "", fmt.Errorf("runnerbin: %w: Options.SourceDir %q holds no go.mod of %s", ErrNoSource, src, Module)
+			return "", fmt.Errorf("runnerbin: %w: Options.SourceDir %q holds no go.mod of %s", ErrNoSource, src, module)
 		}
 		return b.fromCheckout(ctx, src)
 	}
@@ -140,7 +140,7 @@ func Binary(ctx context.Context, arch string, o *Options) (string, error) {
 	if v := buildInfoVersion(); v != "" {
 		return b.fromModuleCache(ctx, v)
 	}
-	return "", fmt.Errorf("runnerbin: %w (this program was built without it: -trimpath and no module version of %s); name a runner binary (berth.Options.RunnerBinary; %s)", ErrNoSource, Module, BuildHint)
+	return "", fmt.Errorf("runnerbin: %w (this program was built without it: -trimpath and no module version of %s); name a runner binary (berth.Options.RunnerBinary; %s)", ErrNoSource, module, buildHint)
 }
 
 // builder builds the runner for linux/arch.
@@ -167,27 +167,27 @@ func (b builder) fromModuleCache(ctx context.Context, version string) (string, e
 		return "", fmt.Errorf("runnerbin: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	mod := fmt.Sprintf("module berth.runnerbin.local/build\n\ngo 1.26\n\nrequire %s %s\n", Module, version)
+	mod := fmt.Sprintf("module berth.runnerbin.local/build\n\ngo 1.26\n\nrequire %s %s\n", module, version)
 	if err := os.WriteFile(filepath.Join(tmp, "go.mod"), []byte(mod), 0o644); err != nil {
 		return "", fmt.Errorf("runnerbin: %w", err)
 	}
 	env := append(slices.Clone(b.env), "GOPROXY=off", "GOFLAGS=-mod=mod", "GOSUMDB=off", "GOWORK=off")
-	dl := exec.CommandContext(ctx, b.goPath, "mod", "download", "-json", Module+"@"+version)
+	dl := exec.CommandContext(ctx, b.goPath, "mod", "download", "-json", module+"@"+version)
 	dl.Dir, dl.Env = tmp, env
 	out, err := dl.Output()
 	var info struct{ Dir, Sum, Error string }
 	if jerr := json.Unmarshal(out, &info); err != nil || jerr != nil || info.Error != "" || info.Sum == "" {
 		return "", fmt.Errorf("runnerbin: %w: %s@%s is not in the module cache (GOPROXY=off): %v %s; name a runner binary (berth.Options.RunnerBinary; %s)",
-			ErrNoSource, Module, version, err, strings.TrimSpace(info.Error), BuildHint)
+			ErrNoSource, module, version, err, strings.TrimSpace(info.Error), buildHint)
 	}
 	v, err := b.goVersion(ctx, tmp)
 	if err != nil {
 		return "", err
 	}
-	h := sha256.Sum256([]byte("go " + v + "\nmodule " + Module + "@" + version + " " + info.Sum + "\n"))
+	h := sha256.Sum256([]byte("go " + v + "\nmodule " + module + "@" + version + " " + info.Sum + "\n"))
 	bb := b
 	bb.env = env
-	return bb.build(ctx, hex.EncodeToString(h[:]), tmp, info.Dir, Package)
+	return bb.build(ctx, hex.EncodeToString(h[:]), tmp, info.Dir, pkgPath)
 }
 
 // build runs go build of pkg in dir into the cache directory of key,
@@ -226,7 +226,7 @@ func (b builder) build(ctx context.Context, key, dir, src, pkg string) (string, 
 // runner is built from on the builder's platform.
 func (b builder) checkoutKey(ctx context.Context, src string) (string, error) {
 	cmd := exec.CommandContext(ctx, b.goPath, "list", "-deps",
-		"-f", `{{if .Module}}{{if eq .Module.Path "`+Module+`"}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{range .EmbedFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}{{end}}`,
+		"-f", `{{if .Module}}{{if eq .Module.Path "`+module+`"}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{range .EmbedFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}{{end}}`,
 		"./cmd/berth-runner")
 	cmd.Dir, cmd.Env = src, b.env
 	var stderr bytes.Buffer
@@ -309,7 +309,7 @@ func buildInfoVersion() string {
 		return ""
 	}
 	for _, d := range bi.Deps {
-		if d.Path == Module && d.Replace == nil && d.Version != "" && d.Version != "(devel)" {
+		if d.Path == module && d.Replace == nil && d.Version != "" && d.Version != "(devel)" {
 			return d.Version
 		}
 	}
@@ -324,7 +324,7 @@ func isModuleRoot(dir string) bool {
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
 		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" {
-			return f[1] == Module
+			return f[1] == module
 		}
 	}
 	return false

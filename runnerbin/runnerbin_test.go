@@ -157,7 +157,7 @@ func TestBinaryFromTheModuleCache(t *testing.T) {
 	if err := os.MkdirAll(proxy, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	arch := exec.CommandContext(ctx, "git", "-C", root, "archive", "--format=zip", "--prefix="+Module+"@"+version+"/", "-o", filepath.Join(proxy, version+".zip"),
+	arch := exec.CommandContext(ctx, "git", "-C", root, "archive", "--format=zip", "--prefix="+module+"@"+version+"/", "-o", filepath.Join(proxy, version+".zip"),
 		"HEAD", "--", ".", ":(exclude)internal/tcbench")
 	if out, err := arch.CombinedOutput(); err != nil {
 		t.Fatalf("git archive: %v\n%s", err, out)
@@ -189,10 +189,10 @@ func TestBinaryFromTheModuleCache(t *testing.T) {
 	if err := os.MkdirAll(host, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(host, "go.mod"), []byte("module example.com/host\n\ngo 1.26\n\nrequire "+Module+" "+version+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(host, "go.mod"), []byte("module example.com/host\n\ngo 1.26\n\nrequire "+module+" "+version+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fill := exec.CommandContext(ctx, goPath, "list", "-deps", Package)
+	fill := exec.CommandContext(ctx, goPath, "list", "-deps", pkgPath)
 	fill.Dir, fill.Env = host, append(env, "CGO_ENABLED=0", "GOOS=linux")
 	if out, err := fill.CombinedOutput(); err != nil {
 		t.Fatalf("fill the module cache: %v\n%s", err, out)
@@ -207,14 +207,14 @@ func TestBinaryFromTheModuleCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkRunner(t, bin, runtime.GOARCH)
-	if len(said) != 1 || !strings.Contains(said[0], filepath.Join(modcache, Module+"@"+version)) {
-		t.Errorf("progress %q; want one build from the module cache's %s@%s", said, Module, version)
+	if len(said) != 1 || !strings.Contains(said[0], filepath.Join(modcache, module+"@"+version)) {
+		t.Errorf("progress %q; want one build from the module cache's %s@%s", said, module, version)
 	}
 	again, err := b.fromModuleCache(ctx, version)
 	if err != nil || again != bin || len(said) != 1 {
 		t.Errorf("second build: %s, %v, progress %q; want %s from the cache", again, err, said, bin)
 	}
-	if v := cacheVersion(filepath.Join(modcache, Module+"@"+version)); v != version {
+	if v := cacheVersion(filepath.Join(modcache, module+"@"+version)); v != version {
 		t.Errorf("cacheVersion of the module cache's directory = %q, want %s", v, version)
 	}
 }
