@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/prp"
@@ -330,7 +331,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	// lease, so reads are cached for up to one second (this System's own
 	// measurements replace the cached record at once; another replica's
 	// are seen within that age).
-	health := environment.CachedHealthStore(st.Health, 0)
+	health := envhook.CachedHealth(st.Health, 0).(environment.HealthStore)
 	// One keeper: the catalog retires secrets, the lease manager keeps them
 	// while a lease that is not proven clean uses them (CFG-7, LEASE-9).
 	keeper := environment.NewSecretKeeper(st.SecretUses, secrets, logger)
@@ -376,16 +377,15 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	}, &co)
 	// The catalog shows, clears and protects the Assignments' bindings
 	// itself, and counts leases through the manager's hook.
-	sys.catalog = environment.NewCatalog(st.Environments, reg, secrets, sys.assignments, &environment.Options{
-		TestMode:       o.TestMode,
-		Authorizer:     o.Authorizer,
-		Logger:         o.Logger,
-		UsageReporters: []environment.UsageReporter{leaseUsage, setupUsage},
-		Health:         health,
-		SecretKeeper:   keeper,
-		Settings:       settings,
-		Protected:      o.Protected,
-	})
+	catOpts := &environment.Options{
+		TestMode:   o.TestMode,
+		Authorizer: o.Authorizer,
+		Logger:     o.Logger,
+		Health:     health,
+		Settings:   settings,
+	}
+	envhook.WireCatalog(catOpts, keeper, []environment.UsageReporter{leaseUsage, setupUsage}, o.Protected)
+	sys.catalog = environment.NewCatalog(st.Environments, reg, secrets, sys.assignments, catOpts)
 	popts := probe.Options{Logger: o.Logger, Runner: &probe.RunnerProbe{Controller: sys.runners, Runners: sys.RunnerSet}}
 	sys.prober = probe.New(probe.Sources{
 		Catalog: sys.catalog, Environments: st.Environments, Drivers: reg, Leases: sys.leases, Qualifications: st.Qualifications,

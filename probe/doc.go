@@ -44,7 +44,7 @@
 //     stageDetect); the release then proves the cleanup as for any probe.
 //     Options.Runner names the controller and the runner binary.
 //   - Prober.ProbeDraft, the probe of an unsaved config
-//     (environment.Catalog.Draft; nothing saved: the draft lease's
+//     (the catalog's draft validation; nothing saved: the draft lease's
 //     write-ahead record, which keeps no secret, is removed once the
 //     cleanup is proven, and stays pending_cleanup only while it is not;
 //     never a qualification, PRB-4, LEASE-2).

@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
@@ -85,7 +86,7 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 			// The measured fact saved as the config's forwarding knob.
 			cfg[ssh.FieldForwarding] = res.Forwarding
 			env := &environment.Environment{ID: "env_1", Name: "box", Driver: "ssh", Status: environment.StatusActive, Config: cfg}
-			_, eff, err := environment.NewGate(reg, nil).Check(ctx, env, drivers.NewSet(drivers.CapExec, drivers.CapRunnerIngress))
+			_, eff, err := envhook.Check(environment.NewGate(reg, nil), ctx, env, drivers.NewSet(drivers.CapExec, drivers.CapRunnerIngress))
 			var ue *environment.Error
 			switch {
 			case want != ssh.ForwardingNone && (err != nil || !eff.Has(drivers.CapRunnerIngress)):

@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/errmsg"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/lease"
@@ -72,7 +73,7 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 		}
 		// The secret values stay in the catalog; the lease manager resolves
 		// them itself for the acquisition.
-		sc, err := p.cat.Scrubber(ctx, pr, envID)
+		sc, err := envhook.Scrubber(p.cat, ctx, pr, envID)
 		if err != nil {
 			return "", "", err
 		}
@@ -94,7 +95,7 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 			return "", h.Code, &errcode.Error{Message: providerMessage(d.Name(), h.Endpoint, h.Code),
 				Err: fmt.Errorf("provider %s at %s is unavailable: %s: %w", d.Name(), h.Endpoint, h.Reason, drivers.ErrUnavailable)}
 		}
-		if _, _, err := p.gate.Check(ctx, e, 0); err != nil {
+		if _, _, err := envhook.Check(p.gate, ctx, e, 0); err != nil {
 			return "", "", err
 		}
 		note := fmt.Sprintf("driver %s (%s)", d.Name(), d.Capabilities().Kind)
