@@ -19,6 +19,7 @@ import (
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/probehook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/prp"
@@ -386,13 +387,13 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	}
 	envhook.WireCatalog(catOpts, keeper, []environment.UsageReporter{leaseUsage, setupUsage}, o.Protected)
 	sys.catalog = environment.NewCatalog(st.Environments, reg, secrets, sys.assignments, catOpts)
-	popts := probe.Options{Logger: o.Logger, Runner: &probe.RunnerProbe{Controller: sys.runners, Runners: sys.RunnerSet}}
-	sys.prober = probe.New(probe.Sources{
+	sys.prober = probehook.New(probehook.Sources{
 		Catalog: sys.catalog, Environments: st.Environments, Drivers: reg, Leases: sys.leases, Qualifications: st.Qualifications,
 		// The gate the catalog and the assignments pass: one test mode,
 		// one health store, one settings Reader.
-		Gate: environment.NewGate(reg, &environment.Options{TestMode: o.TestMode, Health: health, Settings: settings}),
-	}, &popts)
+		Gate:   environment.NewGate(reg, &environment.Options{TestMode: o.TestMode, Health: health, Settings: settings}),
+		Logger: o.Logger, Controller: sys.runners, Runners: sys.RunnerSet,
+	}).(*probe.Prober)
 	return sys, nil
 }
 

@@ -40,7 +40,7 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 			cat := environment.NewCatalog(envs, reg, secrets, nil, nil)
 			asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
 			m, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
-			p := New(testSources(cat, envs, reg, m, qualification.NewMemoryStore(), false), nil)
+			p := newProber(testSources(cat, envs, reg, m, qualification.NewMemoryStore(), false), nil)
 			cfg := map[string]any{
 				ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
 				ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: t.TempDir(),
@@ -73,8 +73,8 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 				t.Cleanup(func() { c.Close() })
 				bin := testenv.RunnerBinary(t)
 				leases, _ := lease.NewManager(lstore, reg, asg, tasks, &lease.Options{Secrets: secrets.Get})
-				rp := New(testSources(cat, envs, reg, leases, qualification.NewMemoryStore(), false), &Options{Runner: &RunnerProbe{Controller: c,
-					Runners: func() (*drivers.RunnerSet, error) { return controller.RunnerSetFromFiles(bin) }}})
+				rp := newProber(testSources(cat, envs, reg, leases, qualification.NewMemoryStore(), false), &options{runner: &runnerProbe{controller: c,
+					runners: func() (*drivers.RunnerSet, error) { return controller.RunnerSetFromFiles(bin) }}})
 				rres, err := rp.Probe(ctx, admin, v.ID, Request{Company: "acme", Runner: true})
 				if err != nil {
 					t.Fatal(err)

@@ -191,7 +191,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 		p.measure(ctx, r, drv, h)
 	}
 	// The release runs even after the probe's context ended, on its own
-	// deadline (Options.cleanupTimeout).
+	// deadline (options.cleanupTimeout).
 	r.stage(context.WithoutCancel(ctx), stageRelease, func(ctx context.Context) (string, drivers.Code, error) {
 		l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 		c := &Cleanup{}
@@ -395,7 +395,7 @@ func (p *Prober) invalidate(ctx context.Context, r *run, drv drivers.Driver, env
 	at := p.o.clock.Now()
 	reason := fmt.Sprintf("a probe at %s found image %s gone: the provider reported it not found", at.UTC().Format(time.RFC3339), rec.Image)
 	if err := p.quals.PutQualification(ctx, rec.Invalidate(reason, at)); err != nil {
-		p.o.Logger.LogAttrs(ctx, slog.LevelError, "recording an invalidated qualification failed",
+		p.o.logger.LogAttrs(ctx, slog.LevelError, "recording an invalidated qualification failed",
 			slog.String("environment", env.ID), slog.String("company", company), slog.String("error", err.Error()))
 		return false
 	}
