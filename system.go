@@ -19,6 +19,7 @@ import (
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/handoverhook"
 	"github.com/berthdev/berth/internal/probehook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
@@ -222,7 +223,7 @@ func (s *System) Runners() *controller.Controller { return s.runners }
 
 // Handover returns the hand-over service, which prepares managed accounts
 // (project auth checks, AUTH-2) and checks the secrets of runner tasks for
-// Runners; the resolver handover.New returns with it, which New gives the
+// Runners; the resolver berth.New builds with it (internal/handoverhook), which New gives the
 // controller, resolves them at delivery: a task's secret env keys from its
 // lease's config, and managed accounts only while their project auth check
 // matches exactly.
@@ -310,15 +311,12 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	// The hooks one service gives another are values their constructors
 	// return (hooks.go), never exported methods anyone holding a service
 	// could call for no principal.
-	var (
-		resolver controller.SecretResolver
-		err      error
-	)
-	sys.handover, resolver, err = handover.New(handover.Sources{Checks: st.AuthChecks, Environments: st.Environments, Drivers: reg, Leases: st.Leases, Secrets: secrets},
-		&handover.Options{Authorizer: o.Authorizer, Checker: o.ProjectAuthChecker, Logger: o.Logger})
+	hsvc, resolver, err := handoverhook.New(handoverhook.Sources{Checks: st.AuthChecks, Environments: st.Environments, Drivers: reg, Leases: st.Leases, Secrets: secrets,
+		Authorizer: o.Authorizer, Checker: o.ProjectAuthChecker, Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}
+	sys.handover = hsvc.(*handover.Service)
 	sys.taskSecrets = &taskSecrets{SecretResolver: resolver}
 	// The runner controller (its secrets through the Handover) before the
 	// lease manager: the manager stops and verifies the runners' tasks
