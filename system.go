@@ -21,6 +21,7 @@ import (
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/handoverhook"
 	"github.com/berthdev/berth/internal/probehook"
+	"github.com/berthdev/berth/internal/templatehook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/prp"
@@ -369,11 +370,11 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	if co.Logger == nil {
 		co.Logger = o.Logger
 	}
-	co.Secrets = secrets.Get
-	var setupUsage environment.UsageReporter
-	sys.templates, setupUsage = templates.NewService(templates.Sources{
+	tsvc, setupUsage := templatehook.New(templatehook.Sources{
 		Templates: st.Templates, Environments: st.Environments, Drivers: reg, Leases: sys.leases, LeaseRecords: st.Leases,
+		Secrets: secrets.Get,
 	}, &co)
+	sys.templates = tsvc.(*templates.Service)
 	// The catalog shows, clears and protects the Assignments' bindings
 	// itself, and counts leases through the manager's hook.
 	catOpts := &environment.Options{
