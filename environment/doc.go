@@ -111,7 +111,7 @@
 //     so that it drains them at once.
 //   - Blast radius (CFG-7): Delete first gathers bindings, leases, pool
 //     members (PooledLeases, not blocking) and setup sessions from the
-//     UsageReporters, refuses while a reusable lease is live, a cleanup is
+//     usage reporters, refuses while a reusable lease is live, a cleanup is
 //     pending, or the environment is protected, and clears references
 //     through ReferenceClearer once the record is gone (bindings; the
 //     lease manager drains the pool).
