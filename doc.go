@@ -46,7 +46,7 @@
 // hand-over resolving a task's secret values, the catalog counting a
 // delete's bindings and leases) is a hook: a value a constructor returns
 // or takes (lease.NewManager's TaskStopper from controller.New, the
-// controller.SecretResolver from handover.New, the lease manager's
+// controller.SecretResolver built with the hand-over service (internal/handoverhook), the lease manager's
 // environment.UsageReporter, the Assignments given to
 // environment.NewCatalog), never an exported method anyone holding the
 // service could call for no principal; New wires them (hooks.go). Handles

@@ -18,6 +18,10 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/handoverhook"
+	"github.com/berthdev/berth/internal/probehook"
+	"github.com/berthdev/berth/internal/templatehook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/prp"
@@ -220,7 +224,7 @@ func (s *System) Runners() *controller.Controller { return s.runners }
 
 // Handover returns the hand-over service, which prepares managed accounts
 // (project auth checks, AUTH-2) and checks the secrets of runner tasks for
-// Runners; the resolver handover.New returns with it, which New gives the
+// Runners; the resolver berth.New builds with it (internal/handoverhook), which New gives the
 // controller, resolves them at delivery: a task's secret env keys from its
 // lease's config, and managed accounts only while their project auth check
 // matches exactly.
@@ -308,15 +312,12 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	// The hooks one service gives another are values their constructors
 	// return (hooks.go), never exported methods anyone holding a service
 	// could call for no principal.
-	var (
-		resolver controller.SecretResolver
-		err      error
-	)
-	sys.handover, resolver, err = handover.New(handover.Sources{Checks: st.AuthChecks, Environments: st.Environments, Drivers: reg, Leases: st.Leases, Secrets: secrets},
-		&handover.Options{Authorizer: o.Authorizer, Checker: o.ProjectAuthChecker, Logger: o.Logger})
+	hsvc, resolver, err := handoverhook.New(handoverhook.Sources{Checks: st.AuthChecks, Environments: st.Environments, Drivers: reg, Leases: st.Leases, Secrets: secrets,
+		Authorizer: o.Authorizer, Checker: o.ProjectAuthChecker, Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}
+	sys.handover = hsvc.(*handover.Service)
 	sys.taskSecrets = &taskSecrets{SecretResolver: resolver}
 	// The runner controller (its secrets through the Handover) before the
 	// lease manager: the manager stops and verifies the runners' tasks
@@ -330,7 +331,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	// lease, so reads are cached for up to one second (this System's own
 	// measurements replace the cached record at once; another replica's
 	// are seen within that age).
-	health := environment.CachedHealthStore(st.Health, 0)
+	health := envhook.CachedHealth(st.Health, 0).(environment.HealthStore)
 	// One keeper: the catalog retires secrets, the lease manager keeps them
 	// while a lease that is not proven clean uses them (CFG-7, LEASE-9).
 	keeper := environment.NewSecretKeeper(st.SecretUses, secrets, logger)
@@ -369,30 +370,29 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	if co.Logger == nil {
 		co.Logger = o.Logger
 	}
-	co.Secrets = secrets.Get
-	var setupUsage environment.UsageReporter
-	sys.templates, setupUsage = templates.NewService(templates.Sources{
+	tsvc, setupUsage := templatehook.New(templatehook.Sources{
 		Templates: st.Templates, Environments: st.Environments, Drivers: reg, Leases: sys.leases, LeaseRecords: st.Leases,
+		Secrets: secrets.Get,
 	}, &co)
+	sys.templates = tsvc.(*templates.Service)
 	// The catalog shows, clears and protects the Assignments' bindings
 	// itself, and counts leases through the manager's hook.
-	sys.catalog = environment.NewCatalog(st.Environments, reg, secrets, sys.assignments, &environment.Options{
-		TestMode:       o.TestMode,
-		Authorizer:     o.Authorizer,
-		Logger:         o.Logger,
-		UsageReporters: []environment.UsageReporter{leaseUsage, setupUsage},
-		Health:         health,
-		SecretKeeper:   keeper,
-		Settings:       settings,
-		Protected:      o.Protected,
-	})
-	popts := probe.Options{Logger: o.Logger, Runner: &probe.RunnerProbe{Controller: sys.runners, Runners: sys.RunnerSet}}
-	sys.prober = probe.New(probe.Sources{
+	catOpts := &environment.Options{
+		TestMode:   o.TestMode,
+		Authorizer: o.Authorizer,
+		Logger:     o.Logger,
+		Health:     health,
+		Settings:   settings,
+	}
+	envhook.WireCatalog(catOpts, keeper, []environment.UsageReporter{leaseUsage, setupUsage}, o.Protected)
+	sys.catalog = environment.NewCatalog(st.Environments, reg, secrets, sys.assignments, catOpts)
+	sys.prober = probehook.New(probehook.Sources{
 		Catalog: sys.catalog, Environments: st.Environments, Drivers: reg, Leases: sys.leases, Qualifications: st.Qualifications,
 		// The gate the catalog and the assignments pass: one test mode,
 		// one health store, one settings Reader.
-		Gate: environment.NewGate(reg, &environment.Options{TestMode: o.TestMode, Health: health, Settings: settings}),
-	}, &popts)
+		Gate:   environment.NewGate(reg, &environment.Options{TestMode: o.TestMode, Health: health, Settings: settings}),
+		Logger: o.Logger, Controller: sys.runners, Runners: sys.RunnerSet,
+	}).(*probe.Prober)
 	return sys, nil
 }
 

@@ -78,7 +78,7 @@ func (a *Assignments) leaseTarget(ctx context.Context, p authz.Principal, req le
 	}
 	// The one gate (CAP-3, CAP-4): archived, driver, test mode, provider
 	// health last measured, config, required capabilities.
-	if _, _, err := a.gate.Check(ctx, env, req.Required); err != nil {
+	if _, _, err := a.gate.check(ctx, env, req.Required); err != nil {
 		return nil, err
 	}
 	if err := a.boundElsewhere(ctx, env.ID, bs, req.Company, "environment "+env.ID); err != nil {

@@ -139,7 +139,7 @@ func (a *Assignments) check(ctx context.Context, scope authz.Scope, b *Binding, 
 	}
 	// The one gate (CAP-3): archived, driver, test mode, provider health
 	// last measured, config, capabilities.
-	_, eff, err := a.gate.Check(ctx, env, required)
+	_, eff, err := a.gate.check(ctx, env, required)
 	var ue *Error
 	if errors.As(err, &ue) && ue.unusable {
 		bc := *b

@@ -35,20 +35,6 @@ type Options struct {
 	// per refused resolution; no line holds a config value, an env var
 	// value or a secret. Default: discard.
 	Logger *slog.Logger
-	// UsageReporters (Catalog only) tell what else references an
-	// environment (CFG-7): leases, setup sessions; the bindings of the
-	// catalog's Assignments are always shown. They are the hooks other
-	// services' constructors return (lease.NewManager's), not their
-	// exported methods. Those that also implement ReferenceClearer have
-	// their references cleared when the environment is deleted. Default
-	// none.
-	UsageReporters []UsageReporter
-	// Protected (Catalog only), if not nil, returns a non-empty reason when
-	// env must not be deleted (a host's managed environment, CFG-7); the
-	// instance default of the catalog's Assignments is always protected.
-	// It gets the context of the call that asks (BlastRadius, Delete) and
-	// may block on it. Default: nothing is protected.
-	Protected func(ctx context.Context, env *Environment) (reason string)
 	// Health keeps the provider health last measured (CAP-3), shown in
 	// listings and read by the Gate that saving, resolution and leasing
 	// pass. Default: an in-memory store private to the service built (pass
@@ -63,12 +49,16 @@ type Options struct {
 	// Views show a host environment's refusal under managed-sandbox-only
 	// in View.Unavailable.
 	Settings instance.Reader
-	// SecretKeeper (Catalog only), if not nil, keeps the secrets that an
-	// update supersedes or a delete gives up while a lease not proven
-	// clean uses them (give the lease manager the same keeper). Default
-	// nil: they are deleted at once, and leases that use them can no
-	// longer be cleaned up by another process; a host with leases sets it.
-	SecretKeeper *SecretKeeper
+
+	// The catalog's hooks only berth.New wires (internal/envhook's
+	// WireCatalog): the lease manager's and the setup sessions' usage
+	// reporters, the host's Protected, the SecretKeeper shared with the
+	// lease manager. Without them nothing else references an environment,
+	// nothing but the instance default is protected, and secrets an update
+	// supersedes are deleted at once.
+	usageReporters []UsageReporter
+	protected      func(ctx context.Context, env *Environment) string
+	secretKeeper   *SecretKeeper
 
 	// The rest is set by this package's tests only (export_test.go).
 
@@ -134,11 +124,11 @@ func NewCatalog(store Store, reg *drivers.Registry, secrets SecretStore, asg *As
 		log:       cm.log,
 		clock:     cm.clock,
 		newID:     o.newID,
-		reporters: slices.Clone(o.UsageReporters),
-		protected: o.Protected,
+		reporters: slices.Clone(o.usageReporters),
+		protected: o.protected,
 		health:    cm.health,
 		gate:      cm.gate,
-		keeper:    o.SecretKeeper,
+		keeper:    o.secretKeeper,
 	}
 	if c.exclusive == nil {
 		c.exclusive = []string{"local"}
@@ -277,7 +267,7 @@ func (c *Catalog) List(ctx context.Context, p authz.Principal, f ListFilter) ([]
 // config normalized by the driver's schema and its secret references resolved
 // to values: the config a driver's Acquire takes. It is not exported (no
 // host reaches secret values through berth's API; the lease manager
-// resolves them itself, and other packages get only a Scrubber): it does no
+// resolves them itself, and other packages get only a scrubber): it does no
 // authorization, and the returned Config holds secret
 // values that must not be logged or shown (the returned Environment holds
 // references only). It fails with errcode.ErrNotFound, with drivers.ErrUnavailable
@@ -311,13 +301,13 @@ func (c *Catalog) resolvedConfig(ctx context.Context, id string) (*Environment, 
 	return env, resolved, nil
 }
 
-// Draft validates req as Create would (fields, driver, test mode, schema)
+// draft validates req as Create would (fields, driver, test mode, schema)
 // without saving anything or touching the secret store, for draft probes of
 // an unsaved config (PRB-4). It needs ActionProbe (PRB-7). The name may be
 // empty. It returns the driver and the normalized config, whose secret
 // fields still hold the pasted values: the config must not be logged or
 // shown. A config pointing at a stored secret is refused.
-func (c *Catalog) Draft(ctx context.Context, p authz.Principal, req CreateRequest) (drivers.Driver, config.Config, error) {
+func (c *Catalog) draft(ctx context.Context, p authz.Principal, req CreateRequest) (drivers.Driver, config.Config, error) {
 	if err := c.authorize(ctx, p, authz.ActionProbe, authz.Resource{Kind: authz.ResourceKindEnvironment, Name: req.Name, Driver: req.Driver}); err != nil {
 		return nil, nil, err
 	}

@@ -84,13 +84,12 @@ func TestDelete(t *testing.T) {
 			leases := &usageTable{usage: map[string]environment.Usage{}}
 			binds := &bindingTable{bindings: map[string][]environment.Reference{}}
 			f := newFixture(t, func(o *environment.Options) {
-				o.UsageReporters = []environment.UsageReporter{binds, leases}
-				o.Protected = func(_ context.Context, env *environment.Environment) string {
+				o.WireCatalog(nil, []environment.UsageReporter{binds, leases}, func(_ context.Context, env *environment.Environment) string {
 					if env.Name == "build" {
 						return tc.protected
 					}
 					return ""
-				}
+				})
 			})
 			v := f.mustCreate(t, remoteRequest("build"))
 			other := f.mustCreate(t, remoteRequest("other"))
@@ -156,7 +155,7 @@ func TestDeleteReporterFailures(t *testing.T) {
 	t.Run("usage unknown", func(t *testing.T) {
 		t.Parallel()
 		leases := &usageTable{err: errors.New("lease store down")}
-		f := newFixture(t, func(o *environment.Options) { o.UsageReporters = []environment.UsageReporter{leases} })
+		f := newFixture(t, func(o *environment.Options) { o.WireCatalog(nil, []environment.UsageReporter{leases}, nil) })
 		v := f.mustCreate(t, remoteRequest("build"))
 		_, err := f.cat.Delete(ctx, admin, v.ID, 1)
 		wantText(t, err, `environment "build" (env_001)`, "lease store down")
@@ -167,7 +166,7 @@ func TestDeleteReporterFailures(t *testing.T) {
 	t.Run("clear fails", func(t *testing.T) {
 		t.Parallel()
 		binds := &bindingTable{bindings: map[string][]environment.Reference{}, clearErr: errors.New("binding store down")}
-		f := newFixture(t, func(o *environment.Options) { o.UsageReporters = []environment.UsageReporter{binds} })
+		f := newFixture(t, func(o *environment.Options) { o.WireCatalog(nil, []environment.UsageReporter{binds}, nil) })
 		v := f.mustCreate(t, remoteRequest("build"))
 		_, err := f.cat.Delete(ctx, admin, v.ID, 1)
 		wantText(t, err, "deleted, but clearing its references failed", "binding store down")

@@ -14,12 +14,13 @@
 // assignments, opts) and its methods Create, Get, List, Update, Archive,
 // Restore, BlastRadius and Delete. Every method takes an authz.Principal
 // and asks the authz.Authorizer first; authz.DefaultPolicy is CFG-2 /
-// PRB-7. Draft is for the probe layer: it returns an unsaved config with its
-// pasted secret values, validated for a draft probe (PRB-4), and saves
-// nothing. The resolved config of a saved environment (secret values) is
-// not exported: the lease manager resolves secrets itself through the
-// host's SecretStore, and a prober gets only Scrubber, a
-// function that redacts those values in its texts.
+// PRB-7. The probe layer's draft validation (an unsaved config with its
+// pasted secret values, validated for a draft probe, PRB-4, saving
+// nothing) is no exported method: berth's prober reaches it through
+// internal/envhook. The resolved config of a saved environment (secret
+// values) is not exported: the lease manager resolves secrets itself
+// through the host's SecretStore, and the prober gets only a scrubber, a
+// function that redacts those values in its texts (internal/envhook).
 //
 // Hooks: every exported method of Catalog and Assignments that acts for
 // someone takes the principal right after its context (internal/apicheck
@@ -28,8 +29,9 @@
 // bindings for the blast radius, their clearing and the instance default's
 // protection through unexported methods; other services' usage counts
 // (the lease manager's) are the environment.UsageReporter values their
-// constructors return, passed in Options.UsageReporters. berth.New wires
-// them. The catalog hands out no raw store and no Gate: a host builds a
+// constructors return, which berth.New wires into the catalog with the
+// SecretKeeper and the host's Protected (internal/envhook: no exported
+// field). The catalog hands out no raw store and no Gate: a host builds a
 // Gate with NewGate from the same Options (test mode, health store and
 // instance settings Reader, Options.Settings: the Reader
 // instance.NewService returns; CFG-9 refusals wrap
@@ -64,7 +66,7 @@
 //   - Secrets live as long as the leases that use them (CFG-7, LEASE-9):
 //     the version an update supersedes and the secrets of a
 //     deleted environment are retired through the one place
-//     (retireSecrets). With a SecretKeeper (Options.SecretKeeper, shared
+//     (retireSecrets). With a SecretKeeper (wired by berth.New, shared
 //     with the lease manager) a retired secret that a lease not proven
 //     clean uses is kept in the SecretStore, its uses recorded in a
 //     SecretUseStore (berth's own store), and deleted once the last such
@@ -109,7 +111,7 @@
 //     so that it drains them at once.
 //   - Blast radius (CFG-7): Delete first gathers bindings, leases, pool
 //     members (PooledLeases, not blocking) and setup sessions from the
-//     UsageReporters, refuses while a reusable lease is live, a cleanup is
+//     usage reporters, refuses while a reusable lease is live, a cleanup is
 //     pending, or the environment is protected, and clears references
 //     through ReferenceClearer once the record is gone (bindings; the
 //     lease manager drains the pool).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/clock"
 
+	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 )
 
@@ -93,4 +94,26 @@ type SetBinding struct {
 // Bind is a.Set with req.
 func Bind(a *Assignments, ctx context.Context, p authz.Principal, req SetBinding) (*Binding, error) {
 	return a.Set(ctx, p, Binding{BindingRef: BindingRef{Kind: req.Kind, Key: req.Key, Company: req.Company}, EnvironmentID: req.EnvironmentID}, req.BaseRevision)
+}
+
+// The hooks only berth's own packages call (internal/envhook), under their
+// former exported names for this package's external tests.
+
+func (c *Catalog) Draft(ctx context.Context, p authz.Principal, req CreateRequest) (drivers.Driver, config.Config, error) {
+	return c.draft(ctx, p, req)
+}
+
+func (c *Catalog) Scrubber(ctx context.Context, p authz.Principal, id string) (func(string) string, error) {
+	return c.scrubber(ctx, p, id)
+}
+
+func (g *Gate) Check(ctx context.Context, env *Environment, required drivers.Set) (drivers.Driver, drivers.Set, error) {
+	return g.check(ctx, env, required)
+}
+
+var CachedHealthStore = cachedHealthStore
+
+// WireCatalog sets the catalog hooks berth.New wires (envhook.WireCatalog).
+func (o *Options) WireCatalog(keeper *SecretKeeper, reporters []UsageReporter, protected func(context.Context, *Environment) string) {
+	o.secretKeeper, o.usageReporters, o.protected = keeper, reporters, protected
 }

@@ -99,11 +99,11 @@ func NewGate(reg *drivers.Registry, opts *Options) *Gate {
 // isTestDriver reports whether name is a test-only driver (CFG-4).
 func (g *Gate) isTestDriver(name string) bool { return slices.Contains(g.testNames, name) }
 
-// Check returns env's driver and effective capability set when env can be a
+// check returns env's driver and effective capability set when env can be a
 // working target and its effective set covers required, else an
 // *Error naming env (see Gate and Error). A failing health store or settings read is
 // returned as it is, never taken as "available".
-func (g *Gate) Check(ctx context.Context, env *Environment, required drivers.Set) (drivers.Driver, drivers.Set, error) {
+func (g *Gate) check(ctx context.Context, env *Environment, required drivers.Set) (drivers.Driver, drivers.Set, error) {
 	refuse := func(err error, format string, args ...any) (drivers.Driver, drivers.Set, error) {
 		return nil, 0, &Error{unusable: true, Environment: labelOf(env), Reason: fmt.Sprintf(format, args...), Err: err}
 	}

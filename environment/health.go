@@ -167,18 +167,18 @@ func (m *memoryHealthStore) ListProviderHealth(ctx context.Context) ([]ProviderH
 }
 
 // defaultHealthStaleness is how old a provider health record a
-// CachedHealthStore answers with: the age of the instance settings'
+// cachedHealthStore answers with: the age of the instance settings'
 // cache too.
 const defaultHealthStaleness = time.Second
 
-// CachedHealthStore wraps st with a cache of its reads for the gate, which
+// cachedHealthStore wraps st with a cache of its reads for the gate, which
 // reads an environment's provider health on every lease: a record, or
 // its absence, is answered from the cache for up to maxStaleness
 // (one second when 0). A put through the wrapper replaces the
 // cached record at once, so this process sees its own measurements
 // immediately; another process's measurement is seen within
 // maxStaleness. A negative maxStaleness returns st. Lists are not cached.
-func CachedHealthStore(st HealthStore, maxStaleness time.Duration) HealthStore {
+func cachedHealthStore(st HealthStore, maxStaleness time.Duration) HealthStore {
 	if maxStaleness < 0 {
 		return st
 	}

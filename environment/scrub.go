@@ -7,7 +7,7 @@ import (
 	"github.com/berthdev/berth/authz"
 )
 
-// Scrubber returns a function that replaces, in a text, every secret value
+// scrubber returns a function that replaces, in a text, every secret value
 // that environment id's config holds (secret fields and secret-map values)
 // with config.Redacted: a second line of defence, behind the drivers' own
 // guarantee, for texts built from provider answers (probe results, health
@@ -16,7 +16,7 @@ import (
 // and the function holds them only as long as the caller keeps it. Errors:
 // authorization, errcode.ErrNotFound, and a config whose secrets cannot be resolved
 // (wrapping the SecretStore's error); none holds a secret value.
-func (c *Catalog) Scrubber(ctx context.Context, p authz.Principal, id string) (func(string) string, error) {
+func (c *Catalog) scrubber(ctx context.Context, p authz.Principal, id string) (func(string) string, error) {
 	if _, err := c.load(ctx, p, authz.ActionProbe, id); err != nil {
 		return nil, err
 	}

@@ -146,7 +146,7 @@ func sortRefs(refs []config.SecretRef) {
 // SecretKeeper deletes a secret (or version) from the SecretStore only
 // once no saved config and no lease that is not proven clean references it
 // (CFG-7, LEASE-9). The catalog retires what a saved config stops
-// referencing (Options.SecretKeeper), and the lease manager records the
+// referencing (the keeper berth.New wires into it), and the lease manager records the
 // references of each lease record and releases them once the lease is
 // proven clean (lease.Options.SecretKeeper); give both the same keeper. It
 // is safe for concurrent use.

@@ -22,8 +22,8 @@ import (
 // env values, metadata keys and values) must also be valid UTF-8 without
 // NUL bytes: the stores would alter invalid UTF-8 and cut C strings at a
 // NUL, so berth refuses both rather than store something else than it was
-// given. Config fields have the limits of config.MaxStringLen and
-// config.MaxEntries.
+// given. Config fields have the limits of drivers/config: a string at
+// most 64 KiB, a list or map at most 1024 entries.
 const (
 	// maxNameLen is the longest name, in bytes.
 	maxNameLen = 128

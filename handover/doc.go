@@ -3,10 +3,8 @@
 // references, resolved at delivery and never stored, and managed accounts,
 // handed over only while a project auth check matches exactly.
 //
-//	svc, resolver, err := handover.New(handover.Sources{Checks: checks,
-//		Environments: envs, Drivers: reg, Leases: leases,
-//		Secrets: secrets}, &handover.Options{Checker: checker})
-//	c, tasks, err := controller.New(signer, leases, resolver, copts)
+//	svc := sys.Handover() // berth.New wires it; the host's Checker is
+//	                      // berth.Options.ProjectAuthChecker
 //	rec, err := svc.PrepareManagedAccount(ctx, operator, "acme",
 //		accountRef, envID, []string{"web", "api"}) // rec.Status
 //	err = svc.Check(ctx, agent, target, uses) // at dispatch
@@ -27,14 +25,14 @@
 //     Store is the record's store interface; handovertest holds its
 //     conformance suite, which NewMemoryStore's store, store/sqlite and
 //     store/postgres pass.
-//   - Service, New(Sources, *Options), which returns the
-//     Service and the controller.SecretResolver to give
-//     prp/controller.New. PrepareManagedAccount
+//   - Service, which berth.New builds (internal/handoverhook) with the
+//     controller.SecretResolver it gives the runner controller, and hands
+//     out as System.Handover. PrepareManagedAccount
 //     replaces any earlier record of the key with a pending one and runs
 //     the host's Checker (the project auth check berth cannot know);
 //     RecordResult, Get, List and Clear are for hosts and operators. Each
 //     authorizes authz.ActionAuthCheck.
-//   - The resolver New returns, of an unexported type: its
+//   - The resolver berth.New gets with the Service, of an unexported type: its
 //     Resolve returns plaintext values for no principal, so it is no
 //     method of the Service, whose every exported method takes the
 //     principal (internal/apicheck checks it). Check (Service.Check, at

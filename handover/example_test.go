@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
+	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
@@ -28,64 +27,61 @@ func ExampleService_PrepareManagedAccount() {
 	operator := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 	agent := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
 
+	sys, err := berth.New(ctx, &berth.Options{
+		Drivers:  []drivers.Driver{fake.New(nil)},
+		TestMode: true, // the fake driver is for tests only
+		// The host's project auth check: here, every project may.
+		ProjectAuthChecker: handover.CheckerFunc(func(_ context.Context, _ handover.CheckRequest) (handover.Result, error) {
+			return handover.Result{Succeeded: true}, nil
+		}),
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sys.Close()
 	// The host's secret store holds the managed account; berth keeps
 	// only its reference.
-	secrets := environment.NewMemorySecretStore()
-	account, err := secrets.Put(ctx, "host", "account", "the account's credentials")
+	account, err := sys.Secrets().Put(ctx, "host", "account", "the account's credentials")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	// A saved environment of the fake driver and a lease of it.
-	envs := environment.NewMemoryStore()
-	env := &environment.Environment{ID: "env_1", Name: "sbx", Driver: "fake", Status: environment.StatusActive, Config: config.Config{}, Revision: 1}
-	if err := envs.CreateEnvironment(ctx, env, false); err != nil {
-		fmt.Println(err)
-		return
-	}
-	reg := drivers.NewRegistry(fake.New(nil))
-	drv, _ := reg.Lookup("fake")
-	fp, err := lease.EnvironmentFingerprint(drv, env)
+	// A saved environment of the fake driver, bound to a workspace, and an
+	// agent's lease of it.
+	env, err := sys.Catalog().Create(ctx, operator, environment.CreateRequest{Name: "sbx", Driver: "fake"})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	leases := lease.NewMemoryStore()
-	_, err = leases.InsertLease(ctx, &lease.Lease{ID: "lease_1", Company: "acme", Environment: "env_1", Run: "run-1",
-		Status: lease.StatusActive, Policy: lease.Ephemeral, Provider: "fake", Fingerprint: fp, Config: env.Config.Clone(), AcquiredAt: time.Now()})
+	_, err = sys.Assignments().Set(ctx, operator, environment.Binding{BindingRef: environment.BindingRef{
+		Kind: environment.BindingWorkspace, Company: "acme", Key: "ws"}, EnvironmentID: env.ID}, 0)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
+	h, err := sys.Leases().Acquire(ctx, agent, lease.AcquireRequest{Scope: &authz.Scope{Company: "acme", Workspace: "ws"}, Run: "run-1"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer h.Release(context.WithoutCancel(ctx), lease.ReleaseOptions{})
 
-	svc, resolver, err := handover.New(handover.Sources{Checks: handover.NewMemoryStore(), Environments: envs, Drivers: reg, Leases: leases, Secrets: secrets},
-		&handover.Options{Checker: handover.CheckerFunc(func(_ context.Context, _ handover.CheckRequest) (handover.Result, error) {
-			// The host's project auth check: here, every project may.
-			return handover.Result{Succeeded: true}, nil
-		})})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	rec, err := svc.PrepareManagedAccount(ctx, operator, "acme", account.String(), "env_1", []string{"web", "api"})
+	svc := sys.Handover()
+	rec, err := svc.PrepareManagedAccount(ctx, operator, "acme", account.String(), env.ID, []string{"web", "api"})
 	fmt.Println(rec.Status, rec.Projects, err)
 
 	// At dispatch: a task of the lease's runner asks for the account.
-	target := controller.SecretTarget{Session: "s_1", Lease: "lease_1", Run: "run-1", Company: "acme"}
+	target := controller.SecretTarget{Session: "s_1", Lease: h.ID(), Run: "run-1", Company: "acme"}
 	use := func(projects ...string) []prp.SecretUse {
 		return []prp.SecretUse{{Source: prp.SecretFromManagedAccount, Ref: account.String(), File: "account.json", Projects: projects}}
 	}
 	fmt.Println(svc.Check(ctx, agent, target, use("api", "web")))
-	// At delivery, the controller asks the resolver New returned (no
-	// method of the Service) for the values.
-	vals, err := resolver.Resolve(ctx, target, use("api", "web"))
-	fmt.Println(len(vals), err)
 	err = svc.Check(ctx, agent, target, use("api", "web", "billing"))
 	code := handover.Code(controller.CodeOfSecrets(err))
 	fmt.Println(errors.Is(err, handover.ErrMismatch), code == handover.CodeCheckProjects, code)
 	// Output:
 	// succeeded [api web] <nil>
 	// <nil>
-	// 1 <nil>
 	// true true auth_check_projects
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
+	"github.com/berthdev/berth/internal/handoverhook"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
@@ -39,7 +40,7 @@ const (
 // over memory stores (nothing is allocated: the service reads records).
 type world struct {
 	svc     *handover.Service
-	res     controller.SecretResolver // the hook handover.New returned
+	res     controller.SecretResolver // the hook handoverhook.New returned
 	envs    environment.Store
 	leases  lease.Store
 	checks  handover.Store
@@ -80,9 +81,9 @@ func newWorld(t *testing.T, checker bool) *world {
 	if _, err := w.leases.InsertLease(ctx, w.lease); err != nil {
 		t.Fatal(err)
 	}
-	opts := &handover.Options{Logger: slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	var chk handover.Checker
 	if checker {
-		opts.Checker = handover.CheckerFunc(func(_ context.Context, req handover.CheckRequest) (handover.Result, error) {
+		chk = handover.CheckerFunc(func(_ context.Context, req handover.CheckRequest) (handover.Result, error) {
 			w.asked = append(w.asked, req)
 			for _, p := range req.Projects {
 				switch p {
@@ -95,9 +96,12 @@ func newWorld(t *testing.T, checker bool) *world {
 			return handover.Result{Succeeded: true}, nil
 		})
 	}
-	if w.svc, w.res, err = handover.New(handover.Sources{Checks: w.checks, Environments: w.envs, Drivers: reg, Leases: w.leases, Secrets: secrets}, opts); err != nil {
+	svc, res, err := handoverhook.New(handoverhook.Sources{Checks: w.checks, Environments: w.envs, Drivers: reg, Leases: w.leases, Secrets: secrets,
+		Checker: chk, Logger: slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
 		t.Fatal(err)
 	}
+	w.svc, w.res = svc.(*handover.Service), res
 	t.Cleanup(func() {
 		if strings.Contains(w.logs.String(), "canary") {
 			t.Errorf("the service's log holds a secret value:\n%s", w.logs.String())

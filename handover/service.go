@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/handoverhook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp/controller"
 )
@@ -52,8 +53,9 @@ func (f CheckerFunc) CheckProjectAuth(ctx context.Context, req CheckRequest) (Re
 	return f(ctx, req)
 }
 
-// Sources are what a Service reads and writes. Every field is required.
-type Sources struct {
+// sources are what a Service reads and writes (internal/handoverhook
+// documents each). Every field is required.
+type sources struct {
 	// Checks stores the project auth check records.
 	Checks Store
 	// Environments and Drivers give the prepared environment's
@@ -68,8 +70,9 @@ type Sources struct {
 	Secrets environment.SecretStore
 }
 
-// Options configure a Service; nil means every default.
-type Options struct {
+// options configure a Service (internal/handoverhook documents each);
+// nil means every default.
+type options struct {
 	// Authorizer decides ActionAuthCheck and ActionUseAccount. Default:
 	// authz.DefaultPolicy.
 	Authorizer authz.Authorizer
@@ -93,20 +96,34 @@ type Options struct {
 // runner tasks: it implements controller.SecretResolver. Safe for
 // concurrent use.
 type Service struct {
-	src  Sources
-	o    Options
+	src  sources
+	o    options
 	log  *slog.Logger
 	auth authz.Authorizer
 }
 
-// New returns a Service over src, and the hook the runner controller needs
-// from it: the controller.SecretResolver to give prp/controller.New. The
-// resolver's Check is Service.Check (authorized with the dispatching
-// principal); its Resolve returns plaintext secret values at delivery, for
-// no principal (the dispatch was authorized), so it is handed to the
-// composer here and is no method of the Service, which anyone holding it
-// could call.
-func New(src Sources, opts *Options) (*Service, controller.SecretResolver, error) {
+func init() {
+	handoverhook.New = func(src handoverhook.Sources) (any, controller.SecretResolver, error) {
+		s := sources{Environments: src.Environments, Drivers: src.Drivers, Leases: src.Leases, Secrets: src.Secrets}
+		s.Checks, _ = src.Checks.(Store)
+		o := &options{Authorizer: src.Authorizer, Logger: src.Logger}
+		o.Checker, _ = src.Checker.(Checker)
+		svc, res, err := newService(s, o)
+		if err != nil {
+			return nil, nil, err
+		}
+		return svc, res, nil
+	}
+}
+
+// newService returns a Service over src, and the hook the runner
+// controller needs from it: the controller.SecretResolver to give
+// prp/controller.New. The resolver's Check is Service.Check (authorized
+// with the dispatching principal); its Resolve returns plaintext secret
+// values at delivery, for no principal (the dispatch was authorized), so it
+// is handed to berth.New (internal/handoverhook) and is no method of the
+// Service, which anyone holding it could call.
+func newService(src sources, opts *options) (*Service, controller.SecretResolver, error) {
 	switch {
 	case src.Checks == nil:
 		return nil, nil, errors.New("handover: sources: field Checks is required")
@@ -119,7 +136,7 @@ func New(src Sources, opts *Options) (*Service, controller.SecretResolver, error
 	case src.Secrets == nil:
 		return nil, nil, errors.New("handover: sources: field Secrets is required")
 	}
-	var o Options
+	var o options
 	if opts != nil {
 		o = *opts
 	}

@@ -104,7 +104,7 @@ func TestUpdateRecordsWhoAndWhenWithOptimisticRevisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := instance.Settings{EnableEnvironments: false, Revision: 1, UpdatedAt: clk.Now(), UpdatedBy: admin.ID,
-		QuotaPerCompany: instance.DefaultQuotaPerCompany, QuotaPerCompanyEnvironment: instance.DefaultQuotaPerCompanyEnvironment}
+		QuotaPerCompany: 8, QuotaPerCompanyEnvironment: 4}
 	if s != want {
 		t.Errorf("first update = %+v, want %+v", s, want)
 	}
@@ -120,7 +120,7 @@ func TestUpdateRecordsWhoAndWhenWithOptimisticRevisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = instance.Settings{EnableEnvironments: true, ManagedSandboxOnly: true, Revision: 2, UpdatedAt: clk.Now(), UpdatedBy: operator.ID,
-		QuotaPerCompany: instance.DefaultQuotaPerCompany, QuotaPerCompanyEnvironment: instance.DefaultQuotaPerCompanyEnvironment}
+		QuotaPerCompany: 8, QuotaPerCompanyEnvironment: 4}
 	if s != want {
 		t.Errorf("second update = %+v, want %+v", s, want)
 	}

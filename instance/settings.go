@@ -28,11 +28,11 @@ type Settings struct {
 	// environment (lease.Quotas.PerCompany); 0 sets no limit. Every
 	// lease manager of the instance (berth.New wires it; envctl and every
 	// replica of a host) enforces it. When never set it is
-	// DefaultQuotaPerCompany (8).
+	// 8 (Defaults).
 	QuotaPerCompany int `json:"quotaPerCompany"`
 	// QuotaPerCompanyEnvironment limits the live leases of one company on
 	// one environment (lease.Quotas.PerCompanyEnvironment); 0 sets no
-	// limit. When never set it is DefaultQuotaPerCompanyEnvironment (4).
+	// limit. When never set it is 4 (Defaults).
 	QuotaPerCompanyEnvironment int `json:"quotaPerCompanyEnvironment"`
 	// Revision counts the writes: 0 for the defaults (never written), then
 	// 1, 2, ... Service.Update takes the revision it read, and a stale one
@@ -49,8 +49,8 @@ type Settings struct {
 // The lease quotas in force when they were never set (Defaults; a record
 // written before the quotas were settings has them too).
 const (
-	DefaultQuotaPerCompany            = 8
-	DefaultQuotaPerCompanyEnvironment = 4
+	defaultQuotaPerCompany            = 8
+	defaultQuotaPerCompanyEnvironment = 4
 )
 
 // Defaults returns the settings in force when no record was ever written:
@@ -61,7 +61,7 @@ const (
 // false at its first start.
 func Defaults() Settings {
 	return Settings{EnableEnvironments: true,
-		QuotaPerCompany: DefaultQuotaPerCompany, QuotaPerCompanyEnvironment: DefaultQuotaPerCompanyEnvironment}
+		QuotaPerCompany: defaultQuotaPerCompany, QuotaPerCompanyEnvironment: defaultQuotaPerCompanyEnvironment}
 }
 
 // String returns `enableEnvironments=true enableManagedSandboxOnly=false

@@ -31,7 +31,7 @@ func TestStageDeadlineWithoutCallerDeadline(t *testing.T) {
 			return -1, ctx.Err()
 		},
 	}}})
-	w.prober = New(w.sources(), &Options{stageTimeouts: stageTimeouts{Detect: 50 * time.Millisecond}})
+	w.prober = newProber(w.sources(), &options{stageTimeouts: stageTimeouts{Detect: 50 * time.Millisecond}})
 	img := w.fake.AddImage("registry.fake.test/team/app:v1")
 	env := w.create(t, "hangs", img.String())
 	res := w.probe(t, env.ID, "acme")
@@ -62,7 +62,7 @@ func sshProber(t *testing.T, st stageTimeouts) (*Prober, *environment.Catalog) {
 	cat := environment.NewCatalog(envs, reg, secrets, nil, nil)
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
 	leases, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
-	return New(testSources(cat, envs, reg, leases, qualification.NewMemoryStore(), false), &Options{stageTimeouts: st}), cat
+	return newProber(testSources(cat, envs, reg, leases, qualification.NewMemoryStore(), false), &options{stageTimeouts: st}), cat
 }
 
 // A TCP server that accepts and never speaks is a timeout, not an

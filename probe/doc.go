@@ -2,9 +2,7 @@
 // drivers with a pinned image, records a platform qualification
 // (PRB-1..8, QUAL-1..7).
 //
-//	p := probe.New(probe.Sources{Catalog: cat, Environments: store,
-//		Gate: gate, Drivers: reg, Leases: leases,
-//		Qualifications: quals}, nil)
+//	p := sys.Prober() // sys is the *berth.System berth.New returned
 //	res, err := p.Probe(ctx, admin, envID, probe.Request{Company: "acme"})
 //	fmt.Println(res.OK, res.Code, res.Summary, res.Cleanup.Confirmed)
 //	res, err = p.ProbeDraft(ctx, admin, "ssh", rawConfig) // nothing saved
@@ -12,12 +10,11 @@
 //
 // The parts:
 //
-//   - New(Sources, *Options): its required collaborators in Sources (the
-//     catalog, the environments as stored for the qualification subject,
-//     the availability Gate, the drivers, the lease manager, the
-//     qualification store), Options (a logger, the runner-based probes'
-//     controller) and the stage runner; Request.Progress reports each
-//     stage.
+//   - The Prober, which berth.New builds over the System's own catalog,
+//     environments as stored (for the qualification subject),
+//     availability gate, drivers, lease manager, qualification store,
+//     logger and runner controller (internal/probehook), and hands out as
+//     System.Prober; Request.Progress reports each stage.
 //     Authorization is the catalog's (environment.Catalog.Authorize), so
 //     a host sets its policy once; every exported method of the Prober
 //     takes the principal (internal/apicheck checks it), and the Prober
@@ -42,9 +39,9 @@
 //     hello's platform (measured in the sandbox with the same ground-floor
 //     parser) and version are the evidence (stageRunner in place of
 //     stageDetect); the release then proves the cleanup as for any probe.
-//     Options.Runner names the controller and the runner binary.
+//     The System's runner controller and runner binaries serve it.
 //   - Prober.ProbeDraft, the probe of an unsaved config
-//     (environment.Catalog.Draft; nothing saved: the draft lease's
+//     (the catalog's draft validation; nothing saved: the draft lease's
 //     write-ahead record, which keeps no secret, is removed once the
 //     cleanup is proven, and stays pending_cleanup only while it is not;
 //     never a qualification, PRB-4, LEASE-2).
@@ -74,8 +71,11 @@
 //
 // # Failures
 //
-// Every stage has a deadline (listed at Options; the release's runs even
-// after the caller's context ended). A
+// Every stage has a deadline (PRB-5): resolve 30 s, acquire 5 min
+// (retries included), detect 2 min, runner 2 min (install, launch, hello),
+// image 30 s, qualify 30 s, and the release 1 min, which runs even after
+// the caller's context ended. The caller's context bounds every stage but
+// the release. A
 // stage that runs past it fails with drivers.CodeTimeout naming the stage
 // and the target, so a host that accepts a connection and never answers, or
 // never finishes the detection command, cannot hang a probe. After the

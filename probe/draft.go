@@ -11,12 +11,13 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/qualification"
 )
 
 // ProbeDraft probes an unsaved config of driver (PRB-4): the catalog
 // validates it as Create would, without saving anything or touching the
-// secret store (environment.Catalog.Draft, which needs ActionProbe), and the
+// secret store (which needs ActionProbe), and the
 // probe then checks reachability on a fresh ephemeral draft lease
 // (lease.AcquireRequest.Draft): it runs the detection script, reads the live
 // image (sandbox drivers) and destroys what it acquired. Like every lease,
@@ -69,7 +70,7 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr authz.Principal, driver stri
 		denied error
 	)
 	r.stage(ctx, stageResolve, func(ctx context.Context) (string, drivers.Code, error) {
-		d, c, err := p.cat.Draft(ctx, pr, environment.CreateRequest{Name: "draft", Driver: driver, Config: rawConfig})
+		d, c, err := envhook.Draft(p.cat, ctx, pr, driver, rawConfig)
 		if errors.Is(err, errcode.ErrDenied) {
 			denied = err
 			return "", "", err

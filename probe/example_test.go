@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
-	"github.com/berthdev/berth/qualification"
 )
 
 // Probing a saved environment whose image is pinned by digest records a
@@ -19,18 +18,15 @@ func ExampleProber_Probe() {
 	ctx := context.Background()
 	fk := fake.New(nil)
 	img := fk.AddImage("registry.fake.test/team/app:v1") // push a tag; pin its digest
-	reg := drivers.NewRegistry(fk)
-	secrets := environment.NewMemorySecretStore()
-	envs := environment.NewMemoryStore()
-	cat := environment.NewCatalog(envs, reg, secrets, nil, &environment.Options{TestMode: true})
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
-	leases, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
-	p := probe.New(probe.Sources{Catalog: cat, Environments: envs, Drivers: reg, Leases: leases,
-		Qualifications: qualification.NewMemoryStore(),
-		Gate:           environment.NewGate(reg, &environment.Options{TestMode: true})}, nil)
+	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{fk}, TestMode: true})
+	if err != nil {
+		panic(err)
+	}
+	defer sys.Close()
+	p := sys.Prober()
 
 	admin := authz.Principal{ID: "root", Role: authz.RoleInstanceAdmin}
-	env, err := cat.Create(ctx, admin, environment.CreateRequest{
+	env, err := sys.Catalog().Create(ctx, admin, environment.CreateRequest{
 		Name: "pinned", Driver: "fake", Config: map[string]any{"image": img.String()},
 	})
 	if err != nil {

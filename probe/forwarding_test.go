@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
@@ -39,7 +40,7 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 			cat := environment.NewCatalog(envs, reg, secrets, nil, nil)
 			asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
 			m, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
-			p := New(testSources(cat, envs, reg, m, qualification.NewMemoryStore(), false), nil)
+			p := newProber(testSources(cat, envs, reg, m, qualification.NewMemoryStore(), false), nil)
 			cfg := map[string]any{
 				ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
 				ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: t.TempDir(),
@@ -72,8 +73,8 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 				t.Cleanup(func() { c.Close() })
 				bin := testenv.RunnerBinary(t)
 				leases, _ := lease.NewManager(lstore, reg, asg, tasks, &lease.Options{Secrets: secrets.Get})
-				rp := New(testSources(cat, envs, reg, leases, qualification.NewMemoryStore(), false), &Options{Runner: &RunnerProbe{Controller: c,
-					Runners: func() (*drivers.RunnerSet, error) { return controller.RunnerSetFromFiles(bin) }}})
+				rp := newProber(testSources(cat, envs, reg, leases, qualification.NewMemoryStore(), false), &options{runner: &runnerProbe{controller: c,
+					runners: func() (*drivers.RunnerSet, error) { return controller.RunnerSetFromFiles(bin) }}})
 				rres, err := rp.Probe(ctx, admin, v.ID, Request{Company: "acme", Runner: true})
 				if err != nil {
 					t.Fatal(err)
@@ -85,7 +86,7 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 			// The measured fact saved as the config's forwarding knob.
 			cfg[ssh.FieldForwarding] = res.Forwarding
 			env := &environment.Environment{ID: "env_1", Name: "box", Driver: "ssh", Status: environment.StatusActive, Config: cfg}
-			_, eff, err := environment.NewGate(reg, nil).Check(ctx, env, drivers.NewSet(drivers.CapExec, drivers.CapRunnerIngress))
+			_, eff, err := envhook.Check(environment.NewGate(reg, nil), ctx, env, drivers.NewSet(drivers.CapExec, drivers.CapRunnerIngress))
 			var ue *environment.Error
 			switch {
 			case want != ssh.ForwardingNone && (err != nil || !eff.Has(drivers.CapRunnerIngress)):

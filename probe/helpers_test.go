@@ -78,19 +78,19 @@ func newWorld(t *testing.T, o worldOpts) *world {
 		w.progress = func(s Stage) { w.stages <- s }
 	}
 	w.envs = envs
-	w.prober = New(w.sources(), &Options{})
+	w.prober = newProber(w.sources(), &options{})
 	return w
 }
 
-// sources are the world's Sources for New (in test mode).
-func (w *world) sources() Sources {
+// sources are the world's Sources for newProber (in test mode).
+func (w *world) sources() sources {
 	return testSources(w.cat, w.envs, w.reg, w.leases, w.quals, true)
 }
 
 // testSources are the Sources of a test prober over cat, envs, reg,
 // leases and quals, with a gate of testMode.
-func testSources(cat *environment.Catalog, envs environment.Store, reg *drivers.Registry, leases *lease.Manager, quals qualification.Store, testMode bool) Sources {
-	return Sources{Catalog: cat, Environments: envs, Drivers: reg, Leases: leases, Qualifications: quals,
+func testSources(cat *environment.Catalog, envs environment.Store, reg *drivers.Registry, leases *lease.Manager, quals qualification.Store, testMode bool) sources {
+	return sources{Catalog: cat, Environments: envs, Drivers: reg, Leases: leases, Qualifications: quals,
 		Gate: environment.NewGate(reg, &environment.Options{TestMode: testMode})}
 }
 

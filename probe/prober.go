@@ -15,12 +15,13 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/errmsg"
+	"github.com/berthdev/berth/internal/probehook"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
 
-// The stage deadlines and the detection output cap (see Options).
+// The stage deadlines and the detection output cap (see options).
 const (
 	// defaultCleanupTimeout bounds the release of a probe's lease.
 	defaultCleanupTimeout = time.Minute
@@ -43,7 +44,8 @@ const (
 	defaultOutputLimit = 64 << 10
 )
 
-// Options configure a Prober. nil means defaults.
+// options configure a Prober (berth.New sets logger and runner through
+// internal/probehook; tests the rest). nil means defaults.
 //
 // Every stage runs on its own deadline (PRB-5): resolve 30 s, acquire 5
 // min (retries included), detect 2 min, runner 2 min (install, launch,
@@ -52,13 +54,13 @@ const (
 // fails with drivers.CodeTimeout and an error naming the stage and the
 // target; the stages after it are skipped, and the release still runs.
 // The caller's context bounds every stage but the release.
-type Options struct {
-	// Logger receives one line per probe (target, code, duration); never a
+type options struct {
+	// logger receives one line per probe (target, code, duration); never a
 	// secret or a config value. Default: discard.
-	Logger *slog.Logger
-	// Runner configures runner-based probes (Request.Runner). Default nil:
+	logger *slog.Logger
+	// runner configures runner-based probes (Request.Runner). Default nil:
 	// they fail as unsupported.
-	Runner *RunnerProbe
+	runner *runnerProbe
 
 	// clock stamps results and evidence. Default the wall clock. Stage
 	// durations are always measured on the wall clock.
@@ -71,7 +73,7 @@ type Options struct {
 }
 
 // stageTimeouts are the deadlines of the probe stages other than release
-// (see Options.cleanupTimeout). A zero field takes its default. The
+// (see options.cleanupTimeout). A zero field takes its default. The
 // caller's context still bounds every stage but the release.
 type stageTimeouts struct {
 	Resolve time.Duration // default defaultResolveTimeout
@@ -121,8 +123,9 @@ type Request struct {
 	// runner starts under a short-lived probe identity that answers hello
 	// and refuses every task, and its hello's platform (measured in the
 	// sandbox by the same detection parser) and version are the probe's
-	// evidence (stage stageRunner). Needs Options.Runner; without it the
-	// probe fails at acquire with drivers.CodeUnsupported.
+	// evidence (stage stageRunner). Needs a runner controller (berth.New
+	// gives the System's); without it the probe fails at acquire with
+	// drivers.CodeUnsupported.
 	Runner bool
 	// Progress, if not nil, is called when each stage of this probe starts
 	// (Stage.Running set) and when it ends, from the probing goroutine, so
@@ -140,51 +143,39 @@ type Prober struct {
 	reg    *drivers.Registry
 	leases *lease.Manager
 	quals  qualification.Store
-	o      Options
+	o      options
 }
 
-// Sources are what a Prober reads and acts through. Every field is
-// required.
-type Sources struct {
-	// Catalog authorizes every probe (PRB-7), reads the principal's view
-	// of saved environments, resolves drafts and measures provider health.
-	Catalog *environment.Catalog
-	// Environments is the catalog's store. The Prober reads saved
-	// environments through it as stored (config with secret references,
-	// never values), and only what it derives without showing, after the
-	// catalog authorized the principal: the qualification subject of
-	// Prober.Qualification (its fingerprint covers the secret references
-	// that the principal's redacted view leaves out).
-	Environments environment.Store
-	// Gate is the availability check a saved environment passes before
-	// its lease (CAP-3): the gate of the catalog's test mode and health
-	// store (environment.NewGate with the same Options).
-	Gate *environment.Gate
-	// Drivers are the registered drivers.
-	Drivers *drivers.Registry
-	// Leases acquires and releases the probes' ephemeral leases, for the
-	// probing principal.
-	Leases *lease.Manager
-	// Qualifications keeps the qualification records (QUAL-1..7).
-	Qualifications qualification.Store
+// sources are what a Prober reads and acts through (internal/probehook
+// documents each).
+type sources = probehook.Sources
+
+func init() {
+	probehook.New = func(src probehook.Sources) any {
+		o := &options{logger: src.Logger}
+		if src.Controller != nil && src.Runners != nil {
+			o.runner = &runnerProbe{controller: src.Controller, runners: src.Runners}
+		}
+		return newProber(src, o)
+	}
 }
 
-// New returns a Prober over src. It panics if a field of src is nil (a
-// programming error of the host).
-func New(src Sources, opts *Options) *Prober {
+// newProber returns a Prober over src. It panics if a required field of
+// src is nil (a programming error of berth).
+func newProber(src sources, opts *options) *Prober {
 	if src.Catalog == nil || src.Environments == nil || src.Gate == nil || src.Drivers == nil || src.Leases == nil || src.Qualifications == nil {
-		panic("probe: New needs every field of Sources: a catalog, its environments, a gate, a driver registry, a lease manager and a qualification store")
+		panic("probe: a Prober needs a catalog, its environments, a gate, a driver registry, a lease manager and a qualification store")
 	}
 	cat, reg, leases, quals := src.Catalog, src.Drivers, src.Leases, src.Qualifications
-	var o Options
+	var o options
 	if opts != nil {
 		o = *opts
 	}
 	if o.clock == nil {
 		o.clock = clock.Real{}
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
 	}
 	if o.cleanupTimeout <= 0 {
 		o.cleanupTimeout = defaultCleanupTimeout
@@ -199,7 +190,7 @@ func (p *Prober) authorize(ctx context.Context, pr authz.Principal, a authz.Acti
 	if err == nil {
 		return nil
 	}
-	p.o.Logger.LogAttrs(ctx, slog.LevelWarn, "probe denied",
+	p.o.logger.LogAttrs(ctx, slog.LevelWarn, "probe denied",
 		slog.String("action", string(a)), slog.String("resource", r.String()),
 		slog.String("actor", pr.ID), slog.String("role", string(pr.Role)))
 	return err
@@ -323,7 +314,7 @@ func (r *run) finish(ctx context.Context) *Result {
 	r.res.Duration = time.Since(r.start)
 	r.res.Summary = r.scrub.scrub(r.res.Summary)
 	r.res.Message = r.scrub.scrub(r.res.Message)
-	r.p.o.Logger.LogAttrs(ctx, slog.LevelInfo, "probe finished",
+	r.p.o.logger.LogAttrs(ctx, slog.LevelInfo, "probe finished",
 		slog.String("environment", r.res.Environment), slog.String("driver", r.res.Driver),
 		slog.String("target", r.res.Target), slog.Bool("ok", r.res.OK), slog.String("code", string(r.res.Code)),
 		slog.Bool("qualified", r.res.PlatformQualificationRecorded), slog.Duration("duration", r.res.Duration))

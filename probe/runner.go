@@ -12,24 +12,24 @@ import (
 	"github.com/berthdev/berth/prp/controller"
 )
 
-// RunnerProbe configures runner-based probes (Request.Runner, PRP-8).
-type RunnerProbe struct {
-	// Controller attaches the runner (controller.Controller.Attach) and
+// runnerProbe configures runner-based probes (Request.Runner, PRP-8).
+type runnerProbe struct {
+	// controller attaches the runner (controller.Controller.Attach) and
 	// serves it for the probe's lease. Required.
-	Controller *controller.Controller
-	// Runners returns the runner binaries on this host, one per
+	controller *controller.Controller
+	// runners returns the runner binaries on this host, one per
 	// architecture (for example controller.RunnerSetFromFiles of paths);
 	// the lease picks the one of the target's architecture. Required.
-	Runners func() (*drivers.RunnerSet, error)
+	runners func() (*drivers.RunnerSet, error)
 }
 
 // runnerSet returns the runner binaries of a runner-based probe, or an
 // error wrapping drivers.ErrUnsupported when the Prober has none.
 func (p *Prober) runnerSet() (*drivers.RunnerSet, error) {
-	if p.o.Runner == nil || p.o.Runner.Controller == nil || p.o.Runner.Runners == nil {
-		return nil, fmt.Errorf("probe: a runner-based probe needs Options.Runner (a controller and a runner binary): %w", drivers.ErrUnsupported)
+	if p.o.runner == nil || p.o.runner.controller == nil || p.o.runner.runners == nil {
+		return nil, fmt.Errorf("probe: a runner-based probe needs a runner controller and a runner binary: %w", drivers.ErrUnsupported)
 	}
-	set, err := p.o.Runner.Runners()
+	set, err := p.o.runner.runners()
 	if err != nil {
 		return nil, fmt.Errorf("probe: runner binary: %w", err)
 	}
@@ -45,7 +45,7 @@ func (p *Prober) runnerSet() (*drivers.RunnerSet, error) {
 // closes the ingress).
 func (p *Prober) measureByRunner(ctx context.Context, pr authz.Principal, r *run, drv drivers.Driver, h *lease.Handle) {
 	ok := r.stage(ctx, stageRunner, func(ctx context.Context) (string, drivers.Code, error) {
-		att, err := p.o.Runner.Controller.Attach(ctx, pr, h, controller.AttachRequest{Scope: prp.ScopeProbe})
+		att, err := p.o.runner.controller.Attach(ctx, pr, h, controller.AttachRequest{Scope: prp.ScopeProbe})
 		if err != nil {
 			return "", "", err
 		}

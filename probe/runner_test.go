@@ -31,7 +31,7 @@ func runnerWorld(t *testing.T) (*world, *controller.Controller, controller.Store
 	t.Cleanup(func() { c.Close() })
 	w.leases, _ = lease.NewManager(w.lstore, w.reg, w.asg, tasks, &lease.Options{Secrets: w.secrets.Get})
 	set := drivers.RunnerSetOf(drivers.RunnerSpec{Binary: "/opt/berth/berth-runner", SHA256: strings.Repeat("cd", 32), Arch: runtime.GOARCH})
-	w.prober = New(w.sources(), &Options{Runner: &RunnerProbe{Controller: c, Runners: func() (*drivers.RunnerSet, error) { return set, nil }}})
+	w.prober = newProber(w.sources(), &options{runner: &runnerProbe{controller: c, runners: func() (*drivers.RunnerSet, error) { return set, nil }}})
 	return w, c, cs
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/errmsg"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/lease"
@@ -72,7 +73,7 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 		}
 		// The secret values stay in the catalog; the lease manager resolves
 		// them itself for the acquisition.
-		sc, err := p.cat.Scrubber(ctx, pr, envID)
+		sc, err := envhook.Scrubber(p.cat, ctx, pr, envID)
 		if err != nil {
 			return "", "", err
 		}
@@ -94,7 +95,7 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 			return "", h.Code, &errcode.Error{Message: providerMessage(d.Name(), h.Endpoint, h.Code),
 				Err: fmt.Errorf("provider %s at %s is unavailable: %s: %w", d.Name(), h.Endpoint, h.Reason, drivers.ErrUnavailable)}
 		}
-		if _, _, err := p.gate.Check(ctx, e, 0); err != nil {
+		if _, _, err := envhook.Check(p.gate, ctx, e, 0); err != nil {
 			return "", "", err
 		}
 		note := fmt.Sprintf("driver %s (%s)", d.Name(), d.Capabilities().Kind)
@@ -190,7 +191,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 		p.measure(ctx, r, drv, h)
 	}
 	// The release runs even after the probe's context ended, on its own
-	// deadline (Options.cleanupTimeout).
+	// deadline (options.cleanupTimeout).
 	r.stage(context.WithoutCancel(ctx), stageRelease, func(ctx context.Context) (string, drivers.Code, error) {
 		l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 		c := &Cleanup{}
@@ -394,7 +395,7 @@ func (p *Prober) invalidate(ctx context.Context, r *run, drv drivers.Driver, env
 	at := p.o.clock.Now()
 	reason := fmt.Sprintf("a probe at %s found image %s gone: the provider reported it not found", at.UTC().Format(time.RFC3339), rec.Image)
 	if err := p.quals.PutQualification(ctx, rec.Invalidate(reason, at)); err != nil {
-		p.o.Logger.LogAttrs(ctx, slog.LevelError, "recording an invalidated qualification failed",
+		p.o.logger.LogAttrs(ctx, slog.LevelError, "recording an invalidated qualification failed",
 			slog.String("environment", env.ID), slog.String("company", company), slog.String("error", err.Error()))
 		return false
 	}

@@ -26,7 +26,7 @@ func settingsWorld(t *testing.T) (*world, *instance.Service) {
 	w.leases, _ = lease.NewManager(w.lstore, w.reg, w.asg, nil, &lease.Options{Secrets: w.secrets.Get})
 	src := w.sources()
 	src.Gate = environment.NewGate(w.reg, &environment.Options{TestMode: true, Settings: reader})
-	w.prober = New(src, &Options{})
+	w.prober = newProber(src, &options{})
 	return w, svc
 }
 

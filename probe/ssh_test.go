@@ -30,7 +30,7 @@ func TestSSHProbe(t *testing.T) {
 	lstore := lease.NewMemoryStore()
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
 	m, _ := lease.NewManager(lstore, reg, asg, nil, &lease.Options{Secrets: secrets.Get})
-	p := New(testSources(cat, envs, reg, m, qualification.NewMemoryStore(), false), nil)
+	p := newProber(testSources(cat, envs, reg, m, qualification.NewMemoryStore(), false), nil)
 
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {

@@ -18,12 +18,13 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/secretcfg"
+	"github.com/berthdev/berth/internal/templatehook"
 	"github.com/berthdev/berth/lease"
 )
 
-// Sources are what a Service reads and acts through; every field is
-// required.
-type Sources struct {
+// sources are what a Service reads and acts through
+// (internal/templatehook documents each); every field is required.
+type sources struct {
 	// Templates is the template and history store.
 	Templates Store
 	// Environments holds the environment records whose ActiveTemplate the
@@ -37,16 +38,16 @@ type Sources struct {
 	// LeaseRecords is the lease store, read to find live leases that use a
 	// template before deleting it (IMG-8).
 	LeaseRecords lease.Store
+	// Secrets resolves the secret references of an environment's config
+	// for a provider deletion (as lease.Options.Secrets); nil: a deletion
+	// that needs a credential fails and stays wanted.
+	Secrets func(ctx context.Context, ref config.SecretRef) (string, error)
 }
 
 // Options configure a Service; nil means the defaults.
 type Options struct {
 	// Authorizer decides every action; default authz.DefaultPolicy.
 	Authorizer authz.Authorizer
-	// Secrets resolves the secret references of an environment's config
-	// for a provider deletion (as lease.Options.Secrets); default: none, so a
-	// deletion that needs a credential fails and stays wanted.
-	Secrets func(ctx context.Context, ref config.SecretRef) (string, error)
 	// Logger receives failures of best-effort steps; default discard.
 	Logger *slog.Logger
 	// SessionTTL is how long a setup session lives without activity
@@ -71,17 +72,26 @@ type Options struct {
 // board members read without provider internals, agents nothing. It is
 // safe for concurrent use, also from several processes over one SQL store.
 type Service struct {
-	src   Sources
+	src   sources
 	o     Options
 	terms *terminals
 }
 
-// NewService returns a Service over src, and the hook the catalog needs
+func init() {
+	templatehook.New = func(src templatehook.Sources, opts any) (any, environment.UsageReporter) {
+		s := sources{Environments: src.Environments, Drivers: src.Drivers, Leases: src.Leases, LeaseRecords: src.LeaseRecords, Secrets: src.Secrets}
+		s.Templates, _ = src.Templates.(Store)
+		o, _ := opts.(*Options)
+		return newService(s, o)
+	}
+}
+
+// newService returns a Service over src, and the hook the catalog needs
 // from it: the environment.UsageReporter that lists the active setup
-// sessions of an environment for its blast radius (CFG-7), to give
-// environment.Options.UsageReporters. It acts for no principal, so it is
-// no method of the Service.
-func NewService(src Sources, opts *Options) (*Service, environment.UsageReporter) {
+// sessions of an environment for its blast radius (CFG-7), which berth.New
+// wires into the catalog. It acts for no principal, so it is no method of
+// the Service.
+func newService(src sources, opts *Options) (*Service, environment.UsageReporter) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -594,10 +604,10 @@ func (s *Service) deleteAtProvider(ctx context.Context, t *Template) (note strin
 }
 
 func (s *Service) lookup(ctx context.Context, ref config.SecretRef) (string, error) {
-	if s.o.Secrets == nil {
+	if s.src.Secrets == nil {
 		return "", fmt.Errorf("custom: no secret resolver configured for %s: %w", ref, config.ErrCredentialsMissing)
 	}
-	return s.o.Secrets(ctx, ref)
+	return s.src.Secrets(ctx, ref)
 }
 
 // users returns the live leases of t's environment that use t: labelled

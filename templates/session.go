@@ -2,7 +2,6 @@ package templates
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -292,44 +291,6 @@ const (
 	// environment an image made from it carries.
 	EnvironScript = `cat /proc/1/environ`
 )
-
-// SessionStore is the setup session part of Store.
-type SessionStore interface {
-	// InsertSession stores s (Version must be 1): errcode.ErrConflict if the id is
-	// taken, an error wrapping ErrSessionActive if s is active and its
-	// environment has an active session already (a unique constraint:
-	// of concurrent inserts, also from several processes, one wins).
-	InsertSession(ctx context.Context, s *Session) error
-	// GetSession returns the session, or an error wrapping
-	// errcode.ErrNotFound.
-	GetSession(ctx context.Context, id string) (*Session, error)
-	// ListSessions returns the matching sessions by CreatedAt, then id.
-	ListSessions(ctx context.Context, f SessionFilter) ([]*Session, error)
-	// UpdateSession replaces session s.ID if its stored Version is
-	// s.Version-1; otherwise errcode.ErrConflict (errcode.ErrNotFound if absent).
-	UpdateSession(ctx context.Context, s *Session) error
-	// AppendSessionEvent appends e to its session's events, setting e.Seq
-	// to one more than the session's last.
-	AppendSessionEvent(ctx context.Context, e *SessionEvent) error
-	// ListSessionEvents returns the session's events with Seq > after, by
-	// Seq.
-	ListSessionEvents(ctx context.Context, session string, after int64) ([]*SessionEvent, error)
-	// InsertTerminalToken stores a terminal token's record (its hash,
-	// never the token); errcode.ErrConflict if the hash is taken.
-	InsertTerminalToken(ctx context.Context, t *TerminalToken) error
-	// RedeemTerminalToken marks the token with hash used and returns its
-	// record, if it exists, is unused, expires after now, and was minted
-	// for p (its ID and Role) and path; else an error wrapping
-	// ErrTokenInvalid, and the record is left as it was: a token presented
-	// by another principal or on another path is not used up. The match
-	// and the mark are one step. Of concurrent redemptions, also from
-	// several processes, one wins.
-	RedeemTerminalToken(ctx context.Context, hash string, p authz.Principal, path string, now time.Time) (*TerminalToken, error)
-	// PruneTerminalTokens removes the token records that expire before
-	// before (used or not: none can be redeemed any more) and returns how
-	// many it removed.
-	PruneTerminalTokens(ctx context.Context, before time.Time) (int, error)
-}
 
 // TerminalToken is the stored record of a terminal token
 // (Service.MintTerminalToken): only the token's hash is kept.

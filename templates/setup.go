@@ -322,7 +322,7 @@ func (s *Service) redactor(ctx context.Context, env *environment.Environment, d 
 // secretValues resolves the environment's secret values (nil when they
 // cannot be resolved: nothing to compare with).
 func (s *Service) secretValues(ctx context.Context, env *environment.Environment, d drivers.Driver) []string {
-	if s.o.Secrets == nil {
+	if s.src.Secrets == nil {
 		return nil
 	}
 	cfg, err := secretcfg.ResolveSecrets(ctx, d.Schema(), env.Config, s.lookup)
@@ -859,8 +859,9 @@ func (s *Service) SweepSessions(ctx context.Context, p authz.Principal) (Session
 	return rep, nil
 }
 
-// usageReporter is the Service's hook for the catalog, returned by
-// NewService: an unexported type, as it answers for no principal.
+// usageReporter is the Service's hook for the catalog, which berth.New
+// gets with the Service (internal/templatehook): an unexported type, as it
+// answers for no principal.
 type usageReporter struct{ s *Service }
 
 var _ environment.UsageReporter = usageReporter{}

@@ -14,9 +14,10 @@
 //
 // Guarantees:
 //   - Schema.Normalize validates and normalizes (types, defaults, required
-//     fields, unknown fields refused, the limits MaxStringLen and MaxEntries,
-//     no NUL bytes or invalid UTF-8, and the labels rule: a StringMap field
-//     named "labels" may have no empty key and no key starting "berth.") and
+//     fields, unknown fields refused, a string at most 64 KiB and a list
+//     or map at most 1024 entries, no NUL bytes or invalid UTF-8, and the
+//     labels rule: a StringMap field named "labels" may have no empty key
+//     and no key starting "berth.") and
 //     reports every problem as a *Error naming the driver and the field,
 //     never quoting a secret value.
 //   - Kinds drive what happens to a field: KindSecret values are moved out

@@ -115,13 +115,14 @@ func (t Type) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
 // field: a value beyond one is refused with a *Error naming the field
 // (never quoting the value).
 const (
-	// MaxStringLen is the longest string a config holds, in bytes:
-	// a String or secret value, an element of a StringList, a key or a
-	// value of a StringMap. It fits PEM keys and certificate chains.
-	MaxStringLen = 64 << 10
-	// MaxEntries is the most elements a StringList and the most
-	// entries a StringMap holds.
-	MaxEntries = 1024
+	// maxStringLen is the longest string a config holds, in bytes
+	// (64 KiB): a String or secret value, an element of a StringList, a
+	// key or a value of a StringMap. It fits PEM keys and certificate
+	// chains.
+	maxStringLen = 64 << 10
+	// maxEntries is the most elements a StringList and the most
+	// entries a StringMap holds (1024).
+	maxEntries = 1024
 )
 
 // Field describes one config field.
@@ -466,14 +467,14 @@ func normalizeValue(f Field, v any) (any, error) {
 }
 
 // checkStrings checks every string of a normalized value against
-// MaxStringLen and MaxEntries, and refuses NUL bytes and invalid
+// maxStringLen and maxEntries, and refuses NUL bytes and invalid
 // UTF-8 (which stores would cut or alter). Its errors name the list index or
 // map key, never a value.
 func checkStrings(v any) error {
 	check := func(s string) error {
 		switch {
-		case len(s) > MaxStringLen:
-			return fmt.Errorf("longer than %d bytes", MaxStringLen)
+		case len(s) > maxStringLen:
+			return fmt.Errorf("longer than %d bytes", maxStringLen)
 		case strings.IndexByte(s, 0) >= 0:
 			return errors.New("contains a NUL byte")
 		case !utf8.ValidString(s):
@@ -485,8 +486,8 @@ func checkStrings(v any) error {
 	case string:
 		return check(t)
 	case []string:
-		if len(t) > MaxEntries {
-			return fmt.Errorf("more than %d elements", MaxEntries)
+		if len(t) > maxEntries {
+			return fmt.Errorf("more than %d elements", maxEntries)
 		}
 		for i, e := range t {
 			if err := check(e); err != nil {
@@ -494,8 +495,8 @@ func checkStrings(v any) error {
 			}
 		}
 	case map[string]string:
-		if len(t) > MaxEntries {
-			return fmt.Errorf("more than %d entries", MaxEntries)
+		if len(t) > maxEntries {
+			return fmt.Errorf("more than %d entries", maxEntries)
 		}
 		for _, k := range slices.Sorted(maps.Keys(t)) {
 			if err := check(k); err != nil {
@@ -509,8 +510,8 @@ func checkStrings(v any) error {
 			}
 		}
 	case map[string]any:
-		if len(t) > MaxEntries {
-			return fmt.Errorf("more than %d entries", MaxEntries)
+		if len(t) > maxEntries {
+			return fmt.Errorf("more than %d entries", maxEntries)
 		}
 		for _, k := range slices.Sorted(maps.Keys(t)) {
 			if err := check(k); err != nil {

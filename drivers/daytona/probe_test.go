@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/probehook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/qualification"
@@ -32,9 +33,9 @@ func TestProbeReportsImageInactive(t *testing.T) {
 	cat := environment.NewCatalog(envs, reg, secrets, nil, &environment.Options{TestMode: true})
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
 	leases, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
-	p := probe.New(probe.Sources{Catalog: cat, Environments: envs, Drivers: reg, Leases: leases,
+	p := probehook.New(probehook.Sources{Catalog: cat, Environments: envs, Drivers: reg, Leases: leases,
 		Qualifications: qualification.NewMemoryStore(),
-		Gate:           environment.NewGate(reg, &environment.Options{TestMode: true})}, nil)
+		Gate:           environment.NewGate(reg, &environment.Options{TestMode: true})}).(*probe.Prober)
 	admin := authz.Principal{ID: "root", Role: authz.RoleInstanceAdmin}
 	env, err := cat.Create(ctx, admin, environment.CreateRequest{Name: "daytona", Driver: daytona.Name, Config: map[string]any{
 		daytona.FieldAPIURL: e.srv.URL(), daytona.FieldAPIKey: e.srv.APIKey(), daytona.FieldSnapshotID: e.snap.ID,

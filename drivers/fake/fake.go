@@ -513,25 +513,23 @@ func (o opKind) String() string {
 // Op names one provider operation of the fake, for counters
 // (Driver.Calls) and fault injection (Fault, Driver.FailNth). A string
 // constant converts to it ("exec" is OpExec); a name the fake does not know
-// makes the call panic, a mistake of the test that passed it.
+// makes the call panic, a mistake of the test that passed it. Besides the
+// constants, the fake knows "stream" (StreamExecer.Start), "terminal"
+// (Terminal.OpenTerminal), "image_identity" (ImageReporter.ImageIdentity),
+// "capture" (Capturer.Capture), "delete_template"
+// (TemplateDeleter.DeleteTemplate), "health" (drivers.HealthChecker) and
+// "runner" (drivers.RunnerHost.HostRunner and RunnerIngress.Launch).
 type Op string
 
-// The operations.
+// The operations a host's tests most often count or fail.
 const (
-	OpCreate         Op = "create"          // the create call of Acquire, before a sandbox exists
-	OpStart          Op = "start"           // starts a created sandbox (Acquire, after Allocated) or a stopped one (Resume)
-	OpExec           Op = "exec"            // Sandbox.Exec
-	OpStream         Op = "stream"          // StreamExecer.Start
-	OpTerminal       Op = "terminal"        // Terminal.OpenTerminal
-	OpStop           Op = "stop"            // Release(Stop)
-	OpDestroy        Op = "destroy"         // Release(Destroy) and Destroyer.Destroy
-	OpResume         Op = "resume"          // Resumer.Resume
-	OpList           Op = "list"            // Lister.List
-	OpImageIdentity  Op = "image_identity"  // ImageReporter.ImageIdentity
-	OpCapture        Op = "capture"         // Capturer.Capture
-	OpDeleteTemplate Op = "delete_template" // TemplateDeleter.DeleteTemplate
-	OpHealth         Op = "health"          // drivers.HealthChecker.CheckHealth
-	OpRunner         Op = "runner"          // drivers.RunnerHost.HostRunner and RunnerIngress.Launch
+	OpCreate  Op = "create"  // the create call of Acquire, before a sandbox exists
+	OpStart   Op = "start"   // starts a created sandbox (Acquire, after Allocated) or a stopped one (Resume)
+	OpExec    Op = "exec"    // Sandbox.Exec
+	OpStop    Op = "stop"    // Release(Stop)
+	OpDestroy Op = "destroy" // Release(Destroy) and Destroyer.Destroy
+	OpResume  Op = "resume"  // Resumer.Resume
+	OpList    Op = "list"    // Lister.List
 )
 
 // parseOp returns the operation op names; it panics on another name.

@@ -57,8 +57,6 @@ type Options struct {
 	// Whatever it is, plain-HTTP requests to hosts that are neither loopback
 	// nor listed in InsecureRegistries are refused before they reach it.
 	Transport http.RoundTripper
-	// Clock tells the time for cache expiry. Default: the wall clock.
-	Clock clock.Clock
 	// TTL is how long a resolution is cached. 0 means 5 minutes; a negative
 	// TTL disables the cache (concurrent pins are still coalesced).
 	TTL time.Duration
@@ -68,6 +66,10 @@ type Options struct {
 	InsecureRegistries []string
 	// Logger receives debug records of registry requests. Default: discard.
 	Logger *slog.Logger
+
+	// clock tells the time for cache expiry; set by this package's tests.
+	// Default: the wall clock.
+	clock clock.Clock
 }
 
 // Result is one resolution.
@@ -130,7 +132,7 @@ func New(opts *Options) *Resolver {
 	r := &Resolver{
 		kc:       opts.Keychain,
 		rt:       opts.Transport,
-		clk:      opts.Clock,
+		clk:      opts.clock,
 		ttl:      opts.TTL,
 		insecure: map[string]bool{},
 		log:      opts.Logger,

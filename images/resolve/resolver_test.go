@@ -102,7 +102,7 @@ func TestTagPushedTwiceResolvesToNewDigest(t *testing.T) {
 	t.Parallel()
 	reg := testenv.StartRegistry(t, nil)
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	r := New(&Options{Clock: clk, TTL: time.Minute})
+	r := New(&Options{clock: clk, TTL: time.Minute})
 	ctx := context.Background()
 	tag := images.MustParseReference(reg.Host + "/team/app:v1")
 
@@ -377,7 +377,7 @@ func TestOneCallerGivingUpLeavesTheOthers(t *testing.T) {
 func TestCacheIsBounded(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Unix(0, 0))
-	r := New(&Options{Clock: clk})
+	r := New(&Options{clock: clk})
 	for i := range maxEntries + 10 {
 		r.cache[key{ref: string(rune('a'+i%26)) + time.Duration(i).String()}] = entry{expires: clk.Now().Add(time.Hour)}
 		r.pruneLocked()
