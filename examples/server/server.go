@@ -154,10 +154,11 @@ func newServer(ctx context.Context, o options) (*server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var runners *controller.Options
-	if o.runnerDir != "" {
-		runners = &controller.Options{DataDir: o.runnerDir}
-	}
+	// A runner's connection to a dead replica is known dead after three
+	// heartbeats: a third of the run claim's expiry, so that a replica
+	// taking a run over reconnects its runner about when the claim lapsed.
+	lim := o.limits.withDefaults()
+	runners := &controller.Options{DataDir: o.runnerDir, Heartbeat: lim.runClaimTTL / 3}
 	var signer *prp.Signer
 	if o.runnerKey != nil {
 		var err error
