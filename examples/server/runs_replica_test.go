@@ -2,8 +2,13 @@ package main
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/local"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -23,7 +28,8 @@ func (e *tenv) runIDs(t testing.TB, company, state, token string) map[string]run
 
 // Runs live in the server's tables: a run started on one replica is read,
 // listed (GET …/runs?state=) and stopped with proof through another
-// replica on the same PostgreSQL; the stop goes to the replica that holds
+// replica on the same PostgreSQL, and its lease expires with its
+// deadline (plus runLeaseMargin), not the lease TTL; the stop goes to the replica that holds
 // the run, which releases its lease with a receipt. Another company's
 // board member lists none of them.
 func TestRunsAreReadableAndStoppableFromEveryReplica(t *testing.T) {
@@ -35,6 +41,12 @@ func TestRunsAreReadableAndStoppableFromEveryReplica(t *testing.T) {
 	got := other.waitRun(t, "acme", long.ID, tokAdmin, func(v runView) bool { return true })
 	if got.Status != runRunning || got.Lease == "" || got.Task == "" {
 		t.Errorf("the run read on the other replica: %+v", got)
+	}
+	// The run's lease expires with the run: its deadline plus the margin.
+	var l lease.Lease
+	other.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/companies/acme/leases/" + got.Lease, token: tokAdmin}).decode(t, &l)
+	if want := got.Deadline.Add(runLeaseMargin); !l.ExpiresAt.Equal(want) {
+		t.Errorf("the run's lease expires at %s, want its deadline plus %s: %s", l.ExpiresAt, runLeaseMargin, want)
 	}
 	if _, ok := other.runIDs(t, "acme", "live", tokAdmin)[long.ID]; !ok {
 		t.Errorf("the other replica does not list the live run")
@@ -54,5 +66,39 @@ func TestRunsAreReadableAndStoppableFromEveryReplica(t *testing.T) {
 	}
 	if _, ok := e.runIDs(t, "acme", runStopped, tokAdmin)[long.ID]; !ok {
 		t.Errorf("the stopped run is not listed as stopped")
+	}
+}
+
+// A run on a host lease (local, ssh) cannot be taken over: the lease's
+// session lives in the process that acquired it (Manager.Open refuses
+// it). When its server's claim lapsed, the replica's maintenance marks
+// the run lost, naming why and what ends its processes, instead of
+// leaving it running forever in the list. Real runner on the local
+// driver.
+func TestRunOnAHostLeaseIsMarkedLostWhenItsServerIsGone(t *testing.T) {
+	spec, err := runnerSpecOf(testenv.RunnerBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, "sqlite", &envOpts{drivers: []drivers.Driver{local.New(nil)}, runnerSet: drivers.RunnerSetOf(spec)})
+	var envs struct {
+		Items []environment.View `json:"items"`
+	}
+	e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/environments", token: tokAdmin}).decode(t, &envs)
+	if len(envs.Items) != 1 {
+		t.Fatalf("environments %+v, want the managed local one", envs.Items)
+	}
+	run := e.startRun(t, "acme", tokAdmin, map[string]any{"environmentId": envs.Items[0].ID, "argv": []string{"sleep", "600"}})
+	e.waitRun(t, "acme", run.ID, tokAdmin, func(v runView) bool { return v.Status == runRunning })
+	// The server that ran it is gone: its claim lapsed.
+	if _, err := e.s.host.db.ExecContext(t.Context(), `UPDATE server_runs SET holder = 'gone', holder_until = 0 WHERE id = ?`, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.s.runs.takeOver(t.Context()); n != 1 || err != nil {
+		t.Fatalf("took over %d runs, %v", n, err)
+	}
+	got := e.waitRun(t, "acme", run.ID, tokAdmin, ended)
+	if got.Status != runLost || got.Error == nil || !strings.Contains(got.Error.Message+got.Error.Detail, "host lease") {
+		t.Errorf("the run of a gone server on a host lease: %+v (error %+v)", got, got.Error)
 	}
 }
