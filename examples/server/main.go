@@ -17,7 +17,11 @@
 // (/api/v1/sessions); `server login-link -data DIR` prints a fresh
 // one-time link. Runs are capped per company and per principal
 // (-max-runs-per-company, -max-runs-per-principal), each has a deadline
-// (-run-timeout) and is forgotten after -run-retention; the server
+// (-run-timeout) and is forgotten after -run-retention. Runs live in the
+// server's tables: the replica running one holds a claim on it
+// (-run-claim), and when the claim lapses (a replica killed, or a
+// restart) another replica reattaches the run's task (-runner-dir, shared
+// by replicas, holds the runners' output and signing key); the server
 // sweeps, keeps the warm pools and measures provider health every
 // -sweep-interval, one replica at a time.
 //
@@ -82,6 +86,7 @@ type flagValues struct {
 	shutdownTimeout              time.Duration
 	maxStreams                   int
 	xtermDir                     string
+	runnerDir                    string
 	sessionIdle                  time.Duration
 	limits                       limits
 }
@@ -134,6 +139,7 @@ func parseFlags(args []string, stderr io.Writer) (*flagValues, error) {
 	fs.IntVar(&c.limits.maxRunsPerPrincipal, "max-runs-per-principal", 4, "runs in flight per principal (more are refused with 429)")
 	fs.DurationVar(&c.limits.runTimeout, "run-timeout", 15*time.Minute, "deadline of a run that names no timeoutSeconds (at most 1h)")
 	fs.DurationVar(&c.limits.runRetention, "run-retention", 24*time.Hour, "how long an ended run stays readable")
+	fs.StringVar(&c.runnerDir, "runner-dir", "", "the runners' directory: their output and the key their tokens are signed with (default: runners in -data); replicas share one, so that any of them takes a run over and reads its output")
 	fs.DurationVar(&c.limits.runClaimTTL, "run-claim", 30*time.Second, "how long a replica's claim on a run it holds lasts without a heartbeat; once lapsed, another replica's sweep takes the run over")
 	fs.DurationVar(&c.limits.sweepInterval, "sweep-interval", time.Minute, "period of the sweep, pool maintenance and health checks (jittered; one replica at a time; 0: none)")
 	if err := fs.Parse(args); err != nil {
@@ -243,12 +249,19 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 	if err != nil {
 		return err
 	}
-	key, err := runnerKey(filepath.Join(c.data, "runner.key"))
+	rdir := c.runnerDir
+	if rdir == "" {
+		rdir = filepath.Join(c.data, "runners")
+	}
+	if err := os.MkdirAll(rdir, 0o700); err != nil {
+		return fmt.Errorf("-runner-dir: %w", err)
+	}
+	key, err := runnerKey(filepath.Join(rdir, "signing.key"))
 	if err != nil {
 		return err
 	}
 	s, err := newServer(ctx, options{
-		runnerDir: filepath.Join(c.data, "runner-output"), runnerKey: key,
+		runnerDir: filepath.Join(rdir, "output"), runnerKey: key,
 		stores: stores, host: host, drivers: drvs, testMode: c.testMode, tokenFile: tokens,
 		sessionIdle: c.sessionIdle, limits: c.limits, log: log, tls: c.tlsCert != "", runnerSet: rset, maxStreams: c.maxStreams, secrets: secrets,
 		xtermDir: c.xtermDir,

@@ -75,10 +75,11 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// startServerProc starts the server with the Docker driver over data (its
-// runners' output directory and signing key) and store ("" for SQLite in
-// data), maintenance every second and run claims of 3 s.
-func startServerProc(t *testing.T, data, store string) *serverProc {
+// startServerProc starts the server with the Docker driver over data,
+// the runners' directory runners (output and signing key; "": in data)
+// and store ("" for SQLite in data), maintenance every second and run
+// claims of 3 s.
+func startServerProc(t *testing.T, data, runners, store string) *serverProc {
 	t.Helper()
 	tokens := filepath.Join(data, "tokens.json")
 	if err := os.WriteFile(tokens, []byte(testTokens), 0o600); err != nil {
@@ -88,6 +89,9 @@ func startServerProc(t *testing.T, data, store string) *serverProc {
 		"-sweep-interval", "1s", "-run-claim", "3s", "-xterm-dir", ""}
 	if store != "" {
 		args = append(args, "-store", store)
+	}
+	if runners != "" {
+		args = append(args, "-runner-dir", runners)
 	}
 	b, _ := json.Marshal(args)
 	cmd := exec.Command(os.Args[0])
@@ -227,7 +231,7 @@ func TestRunSurvivesKill9OfItsServerOnDocker(t *testing.T) {
 	mark := randomMark()
 	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", mark)
 	data := t.TempDir()
-	a := startServerProc(t, data, "")
+	a := startServerProc(t, data, "", "")
 	env := dockerRunEnv(t, a, "box", img.Ref, mark)
 	run := a.startRun(t, "acme", tokAdmin, map[string]any{"environmentId": env, "argv": counter, "timeoutSeconds": 600})
 	short := a.startRun(t, "acme", tokAdmin, map[string]any{"environmentId": env, "argv": []string{"sh", "-c", "sleep 4; echo bye; exit 7"}, "timeoutSeconds": 600})
@@ -236,7 +240,7 @@ func TestRunSurvivesKill9OfItsServerOnDocker(t *testing.T) {
 	a.kill9(t)
 	time.Sleep(5 * time.Second) // the short task ends while no server is up
 
-	b := startServerProc(t, data, "")
+	b := startServerProc(t, data, "", "")
 	out, _, _ := b.readLines(t, "acme", run.ID, checkCountAtLeast(before)+200)
 	n := checkCount(t, out)
 	if !strings.HasPrefix(out, before[:ends[len(ends)-1]]) {
@@ -285,9 +289,11 @@ func TestReplicaTakesOverRunsOfAKilledReplicaOnDocker(t *testing.T) {
 	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", markLong)
 	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", markShort)
 	dsn := testenv.Postgres(t)
-	data := t.TempDir()
-	a := startServerProc(t, data, dsn)
-	b := startServerProc(t, data, dsn)
+	// Each replica has its data directory; they share the database and
+	// the runners' directory.
+	runners := t.TempDir()
+	a := startServerProc(t, t.TempDir(), runners, dsn)
+	b := startServerProc(t, t.TempDir(), runners, dsn)
 	envLong := dockerRunEnv(t, a, "long", img.Ref, markLong)
 	envShort := dockerRunEnv(t, a, "short", img.Ref, markShort)
 	long := a.startRun(t, "acme", tokAdmin, map[string]any{"environmentId": envLong, "argv": counter, "timeoutSeconds": 600})
