@@ -238,13 +238,13 @@ func (rs *runs) start(ctx context.Context, p authz.Principal, company string, bo
 	} else {
 		req.Scope = &authz.Scope{Company: company, Workspace: body.Workspace, Project: body.Project, Agent: body.Agent}
 	}
-	rs.prune(rs.s.now())
+	rs.prune(time.Now())
 	lim := rs.s.limits
 	timeout := time.Duration(body.TimeoutSeconds) * time.Second
 	if timeout <= 0 {
 		timeout = lim.runTimeout
 	}
-	now := rs.s.now().UTC()
+	now := time.Now().UTC()
 	deadline := now.Add(timeout)
 	// The lease ends with the run: past its deadline and the margin for
 	// the stop, any replica's sweep destroys it, even with no server left
@@ -350,7 +350,7 @@ func (rs *runs) release(ctx context.Context, rn *taskRun, h *lease.Handle) {
 	rctx, c := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer c()
 	l, err := h.Release(rctx, lease.ReleaseOptions{Disposition: lease.Destroy})
-	now := rs.s.now().UTC()
+	now := time.Now().UTC()
 	rn.mu.Lock()
 	rn.view.Receipt, rn.view.EndedAt = l, &now
 	if err != nil && rn.view.Error == nil {
@@ -446,7 +446,7 @@ const runLost = "lost"
 // its run is marked lost, and its lease is left to the sweep, which ends
 // its processes by their tag once the lease holder's claim expired.
 func (rs *runs) adopt(ctx context.Context, id string) (bool, error) {
-	now := rs.s.now()
+	now := time.Now()
 	ok, err := rs.s.host.takeRun(ctx, id, rs.holder, now, now.Add(rs.claimTTL()))
 	if err != nil || !ok {
 		return false, err
@@ -468,7 +468,7 @@ func (rs *runs) adopt(ctx context.Context, id string) (bool, error) {
 	end := func(status string, err error) {
 		defer rs.wg.Done()
 		defer close(rn.done)
-		now := rs.s.now().UTC()
+		now := time.Now().UTC()
 		e := errorBody(err)
 		rn.mu.Lock()
 		rn.view.Status, rn.view.Error, rn.view.EndedAt = status, &e, &now
@@ -520,7 +520,7 @@ func (rs *runs) adopt(ctx context.Context, id string) (bool, error) {
 // takeOver adopts every run whose holder's claim lapsed; it returns how
 // many it took.
 func (rs *runs) takeOver(ctx context.Context) (int, error) {
-	ids, err := rs.s.host.lapsedRuns(ctx, rs.s.now())
+	ids, err := rs.s.host.lapsedRuns(ctx, time.Now())
 	if err != nil {
 		return 0, err
 	}
@@ -544,7 +544,7 @@ func (rs *runs) takeOver(ctx context.Context) (int, error) {
 func (rs *runs) heartbeat(ctx context.Context) {
 	renew := time.Time{}
 	for {
-		now := rs.s.now()
+		now := time.Now()
 		if !now.Before(renew) {
 			if err := rs.s.host.renewRuns(ctx, rs.holder, now.Add(rs.claimTTL())); err != nil && ctx.Err() == nil {
 				rs.s.log.Warn("runs: renewing the claims", "error", err.Error())
