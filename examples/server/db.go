@@ -302,6 +302,24 @@ func (h *hostDB) renewRuns(ctx context.Context, holder string, until time.Time) 
 	return err
 }
 
+// heldRuns returns the runs holder holds that have not ended.
+func (h *hostDB) heldRuns(ctx context.Context, holder string) (map[string]bool, error) {
+	rows, err := h.db.QueryContext(ctx, h.q(`SELECT id FROM server_runs WHERE holder = ? AND ended_at = 0`), holder)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	held := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		held[id] = true
+	}
+	return held, rows.Err()
+}
+
 // dropRunClaim lets the claim of holder on run id lapse at once.
 func (h *hostDB) dropRunClaim(ctx context.Context, id, holder string) {
 	_, _ = h.db.ExecContext(ctx, h.q(`UPDATE server_runs SET holder_until = 0 WHERE id = ? AND holder = ?`), id, holder)

@@ -144,6 +144,11 @@ type taskRun struct {
 	task  *lease.Task
 	done  chan struct{}
 	stop  chan struct{} // closed by a stop request
+	// lost is closed when another replica took the run over (this one
+	// was cut off from the database past the claim's expiry): this
+	// replica lets go of it, stopping and releasing nothing.
+	lost     chan struct{}
+	lostOnce sync.Once
 }
 
 func (r *taskRun) snapshot() runView {
@@ -270,7 +275,7 @@ func (rs *runs) start(ctx context.Context, p authz.Principal, company string, bo
 		return nil, err
 	}
 	rec.view.Lease, rec.view.Environment = h.ID(), h.Lease().Environment
-	rn := &taskRun{view: rec.view, owner: p, done: make(chan struct{}), stop: make(chan struct{})}
+	rn := &taskRun{view: rec.view, owner: p, done: make(chan struct{}), stop: make(chan struct{}), lost: make(chan struct{})}
 	rs.save(ctx, rn)
 	rs.mu.Lock()
 	rs.byID[id] = rn
@@ -366,7 +371,12 @@ func (rs *runs) release(ctx context.Context, rn *taskRun, h *lease.Handle) {
 // releases h. adopted says the task was reattached (it may have ended
 // while no server held the run: its exit is in the controller's store).
 func (rs *runs) watch(ctx context.Context, rn *taskRun, h *lease.Handle, task *lease.Task, adopted bool) {
-	defer rs.release(ctx, rn, h)
+	release := true
+	defer func() {
+		if release {
+			rs.release(ctx, rn, h)
+		}
+	}()
 	rn.mu.Lock()
 	rn.task, rn.view.Task, rn.view.Status = task, task.ID(), runRunning
 	rn.mu.Unlock()
@@ -402,6 +412,10 @@ func (rs *runs) watch(ctx context.Context, rn *taskRun, h *lease.Handle, task *l
 	select {
 	case o := <-done:
 		exited(o)
+		return
+	case <-rn.lost:
+		release = false
+		rs.s.log.Warn("runs: another replica took the run over; letting go of it here", "run", rn.view.ID)
 		return
 	case <-ctx.Done():
 	case <-rn.stop:
@@ -455,7 +469,7 @@ func (rs *runs) adopt(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	rn := &taskRun{view: rec.view, owner: rec.owner, done: make(chan struct{}), stop: make(chan struct{})}
+	rn := &taskRun{view: rec.view, owner: rec.owner, done: make(chan struct{}), stop: make(chan struct{}), lost: make(chan struct{})}
 	rs.mu.Lock()
 	if rs.closed {
 		rs.mu.Unlock()
@@ -551,6 +565,7 @@ func (rs *runs) heartbeat(ctx context.Context) {
 			}
 			renew = now.Add(rs.claimTTL() / 3)
 		}
+		rs.letGo(ctx)
 		ids, err := rs.s.host.stopRequested(ctx, rs.holder)
 		if err == nil {
 			for _, id := range ids {
@@ -561,6 +576,38 @@ func (rs *runs) heartbeat(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-time.After(time.Second):
+		}
+	}
+}
+
+// letGo lets go of the runs this replica follows that another replica
+// took over (their claims lapsed while this one could not renew them).
+func (rs *runs) letGo(ctx context.Context) {
+	// The runs followed before the read: one recorded after it is not
+	// taken for lost.
+	var live []*taskRun
+	rs.mu.Lock()
+	for _, rn := range rs.byID {
+		rn.mu.Lock()
+		if rn.view.EndedAt == nil {
+			live = append(live, rn)
+		}
+		rn.mu.Unlock()
+	}
+	rs.mu.Unlock()
+	if len(live) == 0 {
+		return
+	}
+	held, err := rs.s.host.heldRuns(ctx, rs.holder)
+	if err != nil {
+		return
+	}
+	for _, rn := range live {
+		rn.mu.Lock()
+		gone := rn.view.EndedAt == nil && !held[rn.view.ID]
+		rn.mu.Unlock()
+		if gone {
+			rn.lostOnce.Do(func() { close(rn.lost) })
 		}
 	}
 }

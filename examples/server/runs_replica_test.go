@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/local"
@@ -100,5 +101,36 @@ func TestRunOnAHostLeaseIsMarkedLostWhenItsServerIsGone(t *testing.T) {
 	got := e.waitRun(t, "acme", run.ID, tokAdmin, ended)
 	if got.Status != runLost || got.Error == nil || !strings.Contains(got.Error.Message+got.Error.Detail, "host lease") {
 		t.Errorf("the run of a gone server on a host lease: %+v (error %+v)", got, got.Error)
+	}
+}
+
+// A replica that finds another one holding a run it follows (it was cut
+// off from the database past the claim's expiry, and the run was taken
+// over) lets go of it: it stops nothing and releases nothing, so the
+// replica that took it over is not undone; the lease stays active.
+func TestAReplicaLetsGoOfARunAnotherTookOver(t *testing.T) {
+	e := newEnv(t, "sqlite", nil)
+	v := e.createFake(t, "box")
+	run := e.startRun(t, "acme", tokAdmin, map[string]any{"environmentId": v.ID, "argv": []string{"sleep", "600"}})
+	e.waitRun(t, "acme", run.ID, tokAdmin, func(v runView) bool { return v.Status == runRunning })
+	e.s.runs.mu.Lock()
+	rn := e.s.runs.byID[run.ID]
+	e.s.runs.mu.Unlock()
+	if _, err := e.s.host.db.ExecContext(t.Context(), `UPDATE server_runs SET holder = 'another-replica' WHERE id = ?`, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	select { // the heartbeat (every second) sees it; the bound only ends a hung test
+	case <-rn.done:
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the replica still follows the run another one took over")
+	}
+	got := e.waitRun(t, "acme", run.ID, tokAdmin, func(runView) bool { return true })
+	if got.EndedAt != nil || len(got.Proofs) != 0 || got.Receipt != nil {
+		t.Errorf("the run another replica holds was ended here: %+v", got)
+	}
+	var l lease.Lease
+	e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/companies/acme/leases/" + got.Lease, token: tokAdmin}).decode(t, &l)
+	if l.Status != lease.StatusActive {
+		t.Errorf("the lease of the run another replica holds: %s, want active", l.Status)
 	}
 }
