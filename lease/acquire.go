@@ -90,6 +90,22 @@ type AcquireRequest struct {
 	// written, with an error wrapping drivers.ErrUnsupported. Ignored when
 	// Runner is set. Default false.
 	WithRunner bool
+	// Expires, if not zero, is when the lease expires, instead of the
+	// manager's lease TTL (24 h by default) after each acquisition: a
+	// Sweep after it stops the lease's runner tasks and destroys its
+	// sandbox with proof, as for any expired lease. A host bounding a run
+	// passes the run's deadline plus a margin, so that nothing of the run
+	// outlives it even when no process of the host is left to stop it.
+	// Default zero: the TTL.
+	Expires time.Time
+}
+
+// expiry is when a lease acquired by a at now expires.
+func (m *Manager) expiry(a *acq, now time.Time) time.Time {
+	if !a.req.Expires.IsZero() {
+		return a.req.Expires
+	}
+	return now.Add(m.o.knobs.LeaseTTL)
 }
 
 // Draft is an unsaved target: a driver and a config normalized by its
@@ -656,7 +672,7 @@ func (m *Manager) touch(ctx context.Context, l *Lease, a *acq) {
 		return
 	}
 	upd := l.Clone()
-	upd.Run, upd.LastUsedAt, upd.ExpiresAt = a.req.Run, now, now.Add(m.o.knobs.LeaseTTL)
+	upd.Run, upd.LastUsedAt, upd.ExpiresAt = a.req.Run, now, m.expiry(a, now)
 	upd.Uses++
 	if err := m.store.UpdateLease(ctx, upd); err != nil {
 		m.o.Logger.Debug("lease: recording reuse", "lease", l.ID, "err", err)

@@ -125,7 +125,7 @@ func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error)
 		upd := cur
 		// Drivers that never call Allocated (host sessions) are recorded here.
 		upd.ProviderLeaseID = sb.ID()
-		upd.Status, upd.LastUsedAt, upd.ExpiresAt, upd.Uses = StatusActive, now, now.Add(m.o.knobs.LeaseTTL), 1
+		upd.Status, upd.LastUsedAt, upd.ExpiresAt, upd.Uses = StatusActive, now, m.expiry(a, now), 1
 		if a.member {
 			// A warm-pool member waits for adoption (pool.go): it ages by
 			// the pool's max age, which the pool pass enforces.

@@ -156,7 +156,7 @@ func (m *Manager) startAdopted(ctx context.Context, a *acq, l *Lease) (*Handle, 
 		return nil, true, nil
 	}
 	upd := l.shallow()
-	upd.Status, upd.LastUsedAt, upd.ExpiresAt, upd.Uses = StatusActive, now, now.Add(m.o.knobs.LeaseTTL), 1
+	upd.Status, upd.LastUsedAt, upd.ExpiresAt, upd.Uses = StatusActive, now, m.expiry(a, now), 1
 	upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
 	if err := m.store.UpdateLease(wctx, upd); err != nil {
 		return nil, false, m.failStart(wctx, a, l, l.ProviderLeaseID, sb, fmt.Errorf("recording the adopted pool member: %w", err))

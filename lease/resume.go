@@ -98,7 +98,7 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 		now = m.now()
 		upd := cl.Clone()
 		upd.Status, upd.Run, upd.Workspace = StatusActive, a.req.Run, a.req.Workspace
-		upd.LastUsedAt, upd.ExpiresAt, upd.ReleasedAt = now, now.Add(m.o.knobs.LeaseTTL), time.Time{}
+		upd.LastUsedAt, upd.ExpiresAt, upd.ReleasedAt = now, m.expiry(a, now), time.Time{}
 		upd.Uses++
 		upd.FailureReason, upd.Cleanup, upd.CleanupEvidence, upd.CleanupEvidenceKind = "", CleanupNone, "", drivers.EvidenceNone
 		upd.Config = a.snapshot.Clone()

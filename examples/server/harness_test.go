@@ -32,6 +32,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(serverChildEnv) != "" {
+		os.Exit(serverChildMain())
+	}
 	code := 0
 	func() {
 		defer testenv.RemoveRunnerBinary()

@@ -17,7 +17,11 @@
 // (/api/v1/sessions); `server login-link -data DIR` prints a fresh
 // one-time link. Runs are capped per company and per principal
 // (-max-runs-per-company, -max-runs-per-principal), each has a deadline
-// (-run-timeout) and is forgotten after -run-retention; the server
+// (-run-timeout) and is forgotten after -run-retention. Runs live in the
+// server's tables: the replica running one holds a claim on it
+// (-run-claim), and when the claim lapses (a replica killed, or a
+// restart) another replica reattaches the run's task (-runner-dir, shared
+// by replicas, holds the runners' output and signing key); the server
 // sweeps, keeps the warm pools and measures provider health every
 // -sweep-interval, one replica at a time.
 //
@@ -48,6 +52,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -81,6 +86,7 @@ type flagValues struct {
 	shutdownTimeout              time.Duration
 	maxStreams                   int
 	xtermDir                     string
+	runnerDir                    string
 	sessionIdle                  time.Duration
 	limits                       limits
 }
@@ -133,6 +139,8 @@ func parseFlags(args []string, stderr io.Writer) (*flagValues, error) {
 	fs.IntVar(&c.limits.maxRunsPerPrincipal, "max-runs-per-principal", 4, "runs in flight per principal (more are refused with 429)")
 	fs.DurationVar(&c.limits.runTimeout, "run-timeout", 15*time.Minute, "deadline of a run that names no timeoutSeconds (at most 1h)")
 	fs.DurationVar(&c.limits.runRetention, "run-retention", 24*time.Hour, "how long an ended run stays readable")
+	fs.StringVar(&c.runnerDir, "runner-dir", "", "the runners' directory: their output and the key their tokens are signed with (default: runners in -data); replicas share one, so that any of them takes a run over and reads its output")
+	fs.DurationVar(&c.limits.runClaimTTL, "run-claim", 30*time.Second, "how long a replica's claim on a run it holds lasts without a heartbeat; once lapsed, another replica's sweep takes the run over")
 	fs.DurationVar(&c.limits.sweepInterval, "sweep-interval", time.Minute, "period of the sweep, pool maintenance and health checks (jittered; one replica at a time; 0: none)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -146,6 +154,8 @@ func parseFlags(args []string, stderr io.Writer) (*flagValues, error) {
 		return nil, fmt.Errorf("-run-timeout %s: want more than 0 and at most %s", c.limits.runTimeout, maxRunTimeout)
 	case c.limits.runRetention <= 0:
 		return nil, errors.New("-run-retention must be positive")
+	case c.limits.runClaimTTL < 3*time.Second:
+		return nil, errors.New("-run-claim must be at least 3s")
 	case c.limits.sweepInterval < 0:
 		return nil, errors.New("-sweep-interval must not be negative")
 	}
@@ -239,7 +249,19 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 	if err != nil {
 		return err
 	}
+	rdir := c.runnerDir
+	if rdir == "" {
+		rdir = filepath.Join(c.data, "runners")
+	}
+	if err := os.MkdirAll(rdir, 0o700); err != nil {
+		return fmt.Errorf("-runner-dir: %w", err)
+	}
+	key, err := runnerKey(filepath.Join(rdir, "signing.key"))
+	if err != nil {
+		return err
+	}
 	s, err := newServer(ctx, options{
+		runnerDir: filepath.Join(rdir, "output"), runnerKey: key,
 		stores: stores, host: host, drivers: drvs, testMode: c.testMode, tokenFile: tokens,
 		sessionIdle: c.sessionIdle, limits: c.limits, log: log, tls: c.tlsCert != "", runnerSet: rset, maxStreams: c.maxStreams, secrets: secrets,
 		xtermDir: c.xtermDir,
@@ -371,6 +393,39 @@ func newHTTPServer(h http.Handler) *http.Server {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 	}
+}
+
+// runnerKey reads the runners' signing key from path, made (32 random
+// bytes, mode 0600) when there is none: a restarted server, and every
+// replica sharing the data directory, verify the tokens of the runners
+// another process launched.
+func runnerKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		b = make([]byte, 32)
+		if _, err := rand.Read(b); err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, os.ErrExist) {
+			return runnerKey(path) // another replica made it first
+		}
+		if err != nil {
+			return nil, fmt.Errorf("server: the runners' signing key %s: %w", path, err)
+		}
+		if _, err := f.Write(b); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("server: the runners' signing key %s: %w", path, err)
+		}
+		return b, f.Close()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("server: the runners' signing key %s: %w", path, err)
+	}
+	if len(b) < 32 {
+		return nil, fmt.Errorf("server: the runners' signing key %s has %d bytes, want 32 (remove it to make a new one)", path, len(b))
+	}
+	return b, nil
 }
 
 // runnerSpecOf reads a runner binary's spec.

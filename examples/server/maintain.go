@@ -40,8 +40,12 @@ func (h *hostDB) claimTimer(ctx context.Context, name, holder string, now time.T
 type maintenanceReport struct {
 	// Claimed is false when another replica holds the timers' claim: the
 	// round then only pruned this replica's ended runs.
-	Claimed            bool
-	RunsPruned         int
+	Claimed    bool
+	RunsPruned int
+	// RunsTakenOver counts the runs whose holder's claim lapsed that this
+	// replica took over (every replica looks, each round).
+	RunsTakenOver      int
+	TakeOverErr        error
 	SweepErr           error
 	PoolsErr           error
 	HealthErr          error
@@ -49,13 +53,16 @@ type maintenanceReport struct {
 	PoolMembersCreated int
 }
 
-// maintain runs one maintenance round: it prunes this replica's ended
-// runs and, when it holds the timers' claim (one replica at a time, the
+// maintain runs one maintenance round: it prunes the ended runs, takes
+// over the runs whose holder's claim lapsed (a replica that died, or this
+// one before a restart: reattached, or stopped with proof past their
+// deadline) and, when it holds the timers' claim (one replica at a time, the
 // claim lasting three periods so that a dead holder is replaced),
 // sweeps the System (setup sessions past their TTL, leases, template
 // deletions), keeps the warm pools filled and measures provider health.
 func (s *server) maintain(ctx context.Context, holder string) (maintenanceReport, error) {
 	rep := maintenanceReport{RunsPruned: s.runs.prune(s.now())}
+	rep.RunsTakenOver, rep.TakeOverErr = s.runs.takeOver(ctx)
 	ttl := 3 * max(s.limits.sweepInterval, time.Minute)
 	ok, err := s.host.claimTimer(ctx, maintenanceClaim, holder, s.now(), ttl)
 	if err != nil || !ok {
@@ -84,8 +91,8 @@ func (s *server) runMaintenance(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		attrs := []any{"claimed", rep.Claimed, "runs_pruned", rep.RunsPruned, "leases_expired", rep.LeasesExpired, "pool_members_created", rep.PoolMembersCreated}
-		for name, e := range map[string]error{"error": err, "sweep_error": rep.SweepErr, "pools_error": rep.PoolsErr, "health_error": rep.HealthErr} {
+		attrs := []any{"claimed", rep.Claimed, "runs_pruned", rep.RunsPruned, "runs_taken_over", rep.RunsTakenOver, "leases_expired", rep.LeasesExpired, "pool_members_created", rep.PoolMembersCreated}
+		for name, e := range map[string]error{"error": err, "sweep_error": rep.SweepErr, "pools_error": rep.PoolsErr, "health_error": rep.HealthErr, "takeover_error": rep.TakeOverErr} {
 			if e != nil {
 				attrs = append(attrs, name, e.Error())
 			}

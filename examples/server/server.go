@@ -22,6 +22,8 @@ import (
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/store"
 	"github.com/berthdev/berth/templates"
 )
@@ -52,6 +54,10 @@ type server struct {
 	// for them.
 	stopMaintenance context.CancelFunc
 	maintenance     sync.WaitGroup
+	// stopHeartbeat ends the renewal of this replica's claims on its
+	// runs (after they stopped).
+	stopHeartbeat context.CancelFunc
+	heartbeat     sync.WaitGroup
 
 	mux    *http.ServeMux
 	routes []route
@@ -80,6 +86,14 @@ type options struct {
 	runnerSet  *drivers.RunnerSet
 	maxStreams int
 	secrets    environment.SecretStore
+	// runnerDir is the runners' output directory (the controller's
+	// DataDir: chunk files the store indexes) and runnerKey the key the
+	// runners' tokens are signed with: both outlive a restart, and
+	// replicas share them, so that any replica reattaches a run's runner
+	// and reads its output. "" and nil: a temporary directory and a key of
+	// this process (runs do not survive a restart).
+	runnerDir string
+	runnerKey []byte
 	// xtermDir is node-xterm's directory (lib/ holds xterm.js 3.8.1's
 	// modules and xterm.css), served bundled under /xterm/ for the page's
 	// terminal; "" serves none (a plain line terminal). See xterm.go.
@@ -140,14 +154,28 @@ func newServer(ctx context.Context, o options) (*server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// A runner's connection to a dead replica is known dead after three
+	// heartbeats: a third of the run claim's expiry, so that a replica
+	// taking a run over reconnects its runner about when the claim lapsed.
+	lim := o.limits.withDefaults()
+	runners := &controller.Options{DataDir: o.runnerDir, Heartbeat: lim.runClaimTTL / 3}
+	var signer *prp.Signer
+	if o.runnerKey != nil {
+		var err error
+		if signer, err = prp.NewSigner("server", map[string][]byte{"server": o.runnerKey}); err != nil {
+			return nil, fmt.Errorf("server: the runners' signing key: %w", err)
+		}
+	}
 	sys, err := berth.New(ctx, &berth.Options{
-		Stores:    o.stores,
-		Drivers:   o.drivers,
-		Secrets:   o.secrets,
-		TestMode:  o.testMode,
-		Logger:    log,
-		RunnerSet: o.runnerSet,
-		Protected: protectLocal,
+		Runners:      runners,
+		RunnerSigner: signer,
+		Stores:       o.stores,
+		Drivers:      o.drivers,
+		Secrets:      o.secrets,
+		TestMode:     o.testMode,
+		Logger:       log,
+		RunnerSet:    o.runnerSet,
+		Protected:    protectLocal,
 	})
 	if err != nil {
 		return nil, err
@@ -181,6 +209,13 @@ func newServer(ctx context.Context, o options) (*server, error) {
 	go func() {
 		defer s.maintenance.Done()
 		s.runMaintenance(mctx)
+	}()
+	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopHeartbeat = hcancel
+	s.heartbeat.Add(1)
+	go func() {
+		defer s.heartbeat.Done()
+		s.runs.heartbeat(hctx)
 	}()
 	return s, nil
 }
@@ -323,6 +358,7 @@ func (s *server) registerRoutes() {
 	s.handle("GET", c+"/auth-checks/{account}", s.getAuthCheck)
 	s.handle("DELETE", c+"/auth-checks/{account}", s.clearAuthCheck)
 	s.handle("POST", c+"/runs", s.authorizeFirst(s.mayRunIn, s.idempotent(s.startRun)))
+	s.handle("GET", c+"/runs", s.listRuns)
 	s.handle("GET", c+"/runs/{id}", s.getRun)
 	s.handle("GET", c+"/runs/{id}/output", s.runOutput)
 	s.handle("POST", c+"/runs/{id}/stop", s.stopRun)
@@ -376,7 +412,10 @@ func (s *server) Close(ctx context.Context) error {
 	s.beginShutdown()
 	s.stopMaintenance()
 	s.maintenance.Wait()
-	return errors.Join(s.runs.stopAll(ctx), s.sys.Close())
+	err := s.runs.stopAll(ctx)
+	s.stopHeartbeat()
+	s.heartbeat.Wait()
+	return errors.Join(err, s.sys.Close())
 }
 
 // streamLimit bounds the open event streams per principal.

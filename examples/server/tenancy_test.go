@@ -389,13 +389,13 @@ func TestTenancyFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := limits{maxRunsPerCompany: 8, maxRunsPerPrincipal: 4, runTimeout: 15 * time.Minute, runRetention: 24 * time.Hour, sweepInterval: time.Minute}
+	want := limits{maxRunsPerCompany: 8, maxRunsPerPrincipal: 4, runTimeout: 15 * time.Minute, runRetention: 24 * time.Hour, sweepInterval: time.Minute, runClaimTTL: 30 * time.Second}
 	if c.limits != want || c.sessionIdle != 30*time.Minute {
 		t.Errorf("defaults %+v, idle %s; want %+v, 30m", c.limits, c.sessionIdle, want)
 	}
 	for _, args := range [][]string{
 		{"-run-timeout", "61m"}, {"-run-timeout", "0s"}, {"-max-runs-per-company", "0"}, {"-max-runs-per-principal", "-1"},
-		{"-session-idle", "0s"}, {"-run-retention", "0s"}, {"-sweep-interval", "-1s"},
+		{"-session-idle", "0s"}, {"-run-retention", "0s"}, {"-sweep-interval", "-1s"}, {"-run-claim", "1s"},
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil || !strings.Contains(err.Error(), args[0]) {
 			t.Errorf("parseFlags(%q) = %v, want an error naming the flag", args, err)
