@@ -20,6 +20,8 @@ import (
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/qualify"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
@@ -60,7 +62,7 @@ func ofProbe(t *testing.T, res *probe.Result, err error) spoken {
 	if res.OK {
 		t.Fatalf("the probe succeeded: %s", res.Summary)
 	}
-	s := spoken{code: res.Code.ErrorCode(), reason: string(res.Code), message: res.Message}
+	s := spoken{code: reason.Code(res.Code), reason: string(res.Code), message: res.Message}
 	for _, st := range res.Stages {
 		if !st.OK && !st.Skipped {
 			s.detail = st.Error
@@ -206,7 +208,7 @@ func TestFailuresSpeakToPeople(t *testing.T) {
 				t.Fatalf("probe: %v, %+v", err, res)
 			}
 			d := res.QualificationDiagnostic
-			return spoken{code: d.Code.ErrorCode(), reason: string(d.Code), message: d.Message, detail: res.Summary}
+			return spoken{code: qualify.ErrorCode(d.Code), reason: d.Code, message: d.Message, detail: res.Summary}
 		}, errcode.Conflict, "image_not_pinned", "registry.fake.test/team/app:v1", "floating"},
 		{"terminal on a stopped sandbox", func(t *testing.T) spoken {
 			v := create(t, "setup-box", fake.Name, map[string]any{"api_key": "k-0123456789"})
