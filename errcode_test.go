@@ -23,10 +23,11 @@ import (
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/prpwire"
+	"github.com/berthdev/berth/internal/qualify"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
-	"github.com/berthdev/berth/qualification"
 	"github.com/berthdev/berth/runnerbin"
 	"github.com/berthdev/berth/templates"
 )
@@ -121,14 +122,14 @@ var errorTypeCodes = map[string]struct {
 	"environment.Error":               {&environment.Error{Field: "name", Reason: "taken", Err: errcode.ErrConflict}, errcode.Conflict},
 	"environment.Error (binding)":     {&environment.Error{Reason: "another company's", Err: errcode.ErrDenied}, errcode.Denied},
 	"environment.Error (unusable)":    {&environment.Error{Reason: "driver not registered", Err: drivers.ErrUnavailable}, errcode.Unavailable},
-	"prp/controller.SecretError":      {refusedAccount{handover.CodeCheckProjects}, errcode.Conflict},
+	"prp/controller.SecretError":      {refusedAccount{"auth_check_projects"}, errcode.Conflict},
 	"authz.Denied (func, not a type)": {authz.Denied(authz.Principal{ID: "a", Role: authz.RoleAgent}, authz.ActionDelete, authz.Resource{}), errcode.Denied},
 }
 
 // refusedAccount is shaped as handover's refused managed account (an
-// unexported type): a controller.SecretError with a handover.Code that
+// unexported type): a controller.SecretError with a string that
 // wraps handover.ErrMismatch.
-type refusedAccount struct{ code handover.Code }
+type refusedAccount struct{ code string }
 
 func (e refusedAccount) Error() string      { return "managed account refused: " + string(e.code) }
 func (e refusedAccount) Unwrap() error      { return handover.ErrMismatch }
@@ -136,12 +137,11 @@ func (e refusedAccount) SecretCode() string { return string(e.code) }
 
 // publicDecls parses every non-test .go file of the module's public
 // packages (internal, examples and testdata trees left out) and returns
-// the exported package-level vars named Err..., the exported types named
-// ...Error, and the string constants of the sub-code types, each as
+// the exported package-level vars named Err... and the exported types
+// named ...Error, each as
 // "pkg/path.Name" (the path relative to the module root).
-func publicDecls(t *testing.T) (sentinels, errTypes []string, subCodes map[string][]string) {
+func publicDecls(t *testing.T) (sentinels, errTypes []string) {
 	t.Helper()
-	subCodes = map[string][]string{}
 	err := filepath.WalkDir(".", func(p string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -175,15 +175,9 @@ func publicDecls(t *testing.T) (sentinels, errTypes []string, subCodes map[strin
 						errTypes = append(errTypes, pkg+"."+s.Name.Name)
 					}
 				case *ast.ValueSpec:
-					for i, n := range s.Names {
+					for _, n := range s.Names {
 						if g.Tok == token.VAR && n.IsExported() && strings.HasPrefix(n.Name, "Err") {
 							sentinels = append(sentinels, pkg+"."+n.Name)
-						}
-						if id, ok := s.Type.(*ast.Ident); g.Tok == token.CONST && ok && id.Name == "Code" && i < len(s.Values) {
-							if lit, ok := s.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-								v, _ := strconv.Unquote(lit.Value)
-								subCodes[pkg] = append(subCodes[pkg], v)
-							}
 						}
 					}
 				}
@@ -196,7 +190,7 @@ func publicDecls(t *testing.T) (sentinels, errTypes []string, subCodes map[strin
 	}
 	sort.Strings(sentinels)
 	sort.Strings(errTypes)
-	return sentinels, errTypes, subCodes
+	return sentinels, errTypes
 }
 
 // Every exported sentinel of every public package carries its code, and
@@ -204,7 +198,7 @@ func publicDecls(t *testing.T) (sentinels, errTypes []string, subCodes map[strin
 // code) fails here. errors.Is still finds each sentinel by identity.
 func TestEverySentinelCarriesItsCode(t *testing.T) {
 	t.Parallel()
-	sentinels, _, _ := publicDecls(t)
+	sentinels, _ := publicDecls(t)
 	if len(sentinels) < 50 {
 		t.Fatalf("found %d sentinels; the source walk is broken", len(sentinels))
 	}
@@ -257,7 +251,7 @@ func codeSentinel(c errcode.ErrorCode) error {
 }
 
 // The driver contract's sentinels carry their PRB-5 code as their reason,
-// so errcode.ReasonOf and drivers.CodeOf agree on them; the runner
+// so errcode.ReasonOf and internal/reason.Of agree on them; the runner
 // protocol's carry their wire code (internal/prpwire.CodeOf).
 func TestDriverSentinelsCarryTheirReason(t *testing.T) {
 	t.Parallel()
@@ -272,8 +266,8 @@ func TestDriverSentinelsCarryTheirReason(t *testing.T) {
 		if !strings.HasPrefix(name, "drivers") {
 			continue
 		}
-		want := drivers.CodeOf(tc.err)
-		if want == drivers.CodeInternal || want == drivers.CodeNotFound || name == "drivers.ErrReleased" || name == "drivers.ErrInUse" {
+		want := reason.Of(tc.err)
+		if want == reason.Internal || want == reason.NotFound || name == "drivers.ErrReleased" || name == "drivers.ErrInUse" {
 			continue
 		}
 		err := fmt.Errorf("ssh root@h:22: %w", tc.err)
@@ -287,7 +281,7 @@ func TestDriverSentinelsCarryTheirReason(t *testing.T) {
 // error type without a row fails here.
 func TestEveryErrorTypeHasItsCode(t *testing.T) {
 	t.Parallel()
-	_, types, _ := publicDecls(t)
+	_, types := publicDecls(t)
 	for _, name := range types {
 		if _, ok := errorTypeCodes[name]; !ok {
 			t.Errorf("%s is an exported error type without a row in errorTypeCodes", name)
@@ -300,39 +294,78 @@ func TestEveryErrorTypeHasItsCode(t *testing.T) {
 	}
 }
 
-// The sub-codes of each package (its Code constants, parsed from the
-// source) map into the set: none is left unknown, so a new sub-code
-// without a mapping fails here. drivers.CodeInternal is CodeOf's code for
-// an error no sentinel classifies, and so Unknown.
-func TestEverySubCodeMaps(t *testing.T) {
-	t.Parallel()
-	_, _, subCodes := publicDecls(t)
-	mappers := map[string]func(string) errcode.ErrorCode{
-		"drivers":       func(s string) errcode.ErrorCode { return drivers.Code(s).ErrorCode() },
-		"prp":           func(s string) errcode.ErrorCode { return prp.Code(s).ErrorCode() },
-		"qualification": func(s string) errcode.ErrorCode { return qualification.Code(s).ErrorCode() },
-		"handover":      func(s string) errcode.ErrorCode { return handover.Code(s).ErrorCode() },
+// reasonFiles are the files that declare the reasons of the probe, the
+// qualification, the runner protocol and the hand-over as string constants
+// (issue 50: the reasons replaced four exported sub-code types), each with
+// the function that maps a reason into errcode's set (nil when that lives
+// unexported in its package and the package's own test checks it).
+var reasonFiles = map[string]func(string) errcode.ErrorCode{
+	"internal/reason/reason.go": reason.Code,
+	"internal/qualify/codes.go": qualify.ErrorCode,
+	"internal/prpwire/codes.go": func(s string) errcode.ErrorCode { return prpwire.Code(s).ErrorCode() },
+	"handover/record.go":        nil,
+}
+
+// constStrings returns the string constants declared in the Go file p,
+// untyped or of handover's reasonCode (its other constants are no
+// reasons).
+func constStrings(t *testing.T, p string) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for pkg, codes := range subCodes {
-		m, ok := mappers[pkg]
-		if !ok {
-			t.Errorf("package %s declares Code constants %v; a sub-code type needs an ErrorCode method and a mapper here", pkg, codes)
+	var out []string
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
 			continue
 		}
-		for _, c := range codes {
-			if got := m(c); got == errcode.Unknown && !(pkg == "drivers" && c == string(drivers.CodeInternal)) {
-				t.Errorf("%s code %q maps to %v", pkg, c, got)
+		for _, s := range g.Specs {
+			vs := s.(*ast.ValueSpec)
+			if id, ok := vs.Type.(*ast.Ident); vs.Type != nil && (!ok || id.Name != "reasonCode") {
+				continue
+			}
+			for _, v := range vs.Values {
+				if lit, ok := v.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					r, _ := strconv.Unquote(lit.Value)
+					out = append(out, r)
+				}
 			}
 		}
 	}
-	for pkg := range mappers {
-		if len(subCodes[pkg]) == 0 {
-			t.Errorf("no Code constants found in %s; the source walk is broken", pkg)
-		}
+	return out
+}
+
+// Every reason of the probe, the qualification, the runner protocol and
+// the hand-over (parsed from the source) maps into errcode's set (none is
+// left unknown, so a new reason without a mapping fails here) and is
+// listed in docs/errors.md. The probe's "internal" is the code of an error
+// no sentinel classifies, and so unknown.
+func TestEveryReasonMaps(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("docs/errors.md")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, m := range mappers {
-		if got := m("no_such_code"); got != errcode.Unknown {
-			t.Errorf("an unknown sub-code maps to %v, want unknown", got)
+	for file, m := range reasonFiles {
+		rs := constStrings(t, file)
+		if len(rs) < 8 {
+			t.Errorf("%s: found %d reasons; the source walk is broken", file, len(rs))
+		}
+		for _, r := range rs {
+			if !strings.Contains(string(doc), "`"+r+"`") {
+				t.Errorf("%s: reason %q is not listed in docs/errors.md", file, r)
+			}
+			if m == nil {
+				continue
+			}
+			if got := m(r); got == errcode.Unknown && !(file == "internal/reason/reason.go" && r == reason.Internal) {
+				t.Errorf("%s: reason %q maps to %v", file, r, got)
+			}
+		}
+		if m != nil && m("no_such_code") != errcode.Unknown {
+			t.Errorf("%s: an unknown reason maps to %v, want unknown", file, m("no_such_code"))
 		}
 	}
 }

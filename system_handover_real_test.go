@@ -213,7 +213,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	// Each mismatch is refused at dispatch with the part that did not
 	// match; nothing runs.
 	touch := []string{"sh", "-c", "touch refused-ran"}
-	refused := func(what, id string, want handover.Code, projects ...string) {
+	refused := func(what, id string, want string, projects ...string) {
 		t.Helper()
 		_, err := att.Start(ctx, agent, controller.TaskSpec{CommandID: "c-" + id, TaskStart: task(id, touch, projects...)})
 		if !errors.Is(err, handover.ErrMismatch) || controller.CodeOfSecrets(err) != string(want) {
@@ -223,8 +223,8 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 			t.Errorf("%s: the refusal holds the account: %v", what, err)
 		}
 	}
-	refused("one project added", "added", handover.CodeCheckProjects, "p1", "p2", "p3")
-	refused("one project removed", "removed", handover.CodeCheckProjects, "p1")
+	refused("one project added", "added", "auth_check_projects", "p1", "p2", "p3")
+	refused("one project removed", "removed", "auth_check_projects", "p1")
 	recB, err := sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envB.ID, []string{"p1", "p2"})
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +239,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 			t.Fatal(err)
 		}
 	}
-	refused("prepared for another provider (environment b, same config)", "provider", handover.CodeCheckProvider, "p1", "p2")
+	refused("prepared for another provider (environment b, same config)", "provider", "auth_check_provider", "p1", "p2")
 	rec, err := sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"})
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	if err := st.AuthChecks.PutAuthCheck(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	refused("a record of version 2", "v2", handover.CodeCheckVersion, "p1", "p2")
+	refused("a record of version 2", "v2", "auth_check_version", "p1", "p2")
 	edited := map[string]any{}
 	for k, v := range tg.config {
 		edited[k] = v
@@ -265,11 +265,11 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	if rec, err = sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"}); err != nil || rec.Fingerprint == h.Lease().Fingerprint {
 		t.Fatalf("prepare after the edit = %+v, %v; want a new fingerprint", rec, err)
 	}
-	refused("prepared after a config edit, the lease runs the old config", "edit", handover.CodeCheckFingerprint, "p1", "p2")
+	refused("prepared after a config edit, the lease runs the old config", "edit", "auth_check_fingerprint", "p1", "p2")
 	if err := sys.Handover().Clear(ctx, op, "acme", account); err != nil {
 		t.Fatal(err)
 	}
-	refused("cleared", "cleared", handover.CodeCheckMissing, "p1", "p2")
+	refused("cleared", "cleared", "auth_check_missing", "p1", "p2")
 
 	// Delivery checks again: a record cleared after the dispatch passed
 	// (before the command reached the runner) makes the runner refuse the
@@ -296,8 +296,8 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 		t.Fatalf("dispatch with a matching record: %v", err)
 	}
 	if exit, err := lateTask.Wait(ctx); !errors.Is(err, controller.ErrTaskNotRun) ||
-		!strings.Contains(fmt.Sprint(err), string(prp.ResultRejected)+" ("+string(prpwire.CodeSecretsUnavailable)+"): "+string(handover.CodeCheckMissing)+":") {
-		t.Errorf("a record cleared before delivery: %+v, %v; want not run: rejected (%s): %s..., nothing run", exit, err, prpwire.CodeSecretsUnavailable, handover.CodeCheckMissing)
+		!strings.Contains(fmt.Sprint(err), string(prp.ResultRejected)+" ("+string(prpwire.CodeSecretsUnavailable)+"): "+"auth_check_missing"+":") {
+		t.Errorf("a record cleared before delivery: %+v, %v; want not run: rejected (%s): %s..., nothing run", exit, err, prpwire.CodeSecretsUnavailable, "auth_check_missing")
 	}
 	if res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", "test -e refused-ran && echo ran || echo none"}}); err != nil ||
 		strings.TrimSpace(string(res.Stdout)) != "none" {

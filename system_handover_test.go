@@ -158,7 +158,7 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 			Argv:    []string{"sh", "-c", `cp .agent/account "$1/account" && stat -c %a .agent/account > "$1/mode" && echo handed`, "sh", out},
 			Secrets: []prp.SecretUse{{Source: prp.SecretFromManagedAccount, Ref: account, File: ".agent/account", Projects: projects}}}
 	}
-	refused := func(what, id string, want handover.Code, projects ...string) {
+	refused := func(what, id string, want string, projects ...string) {
 		t.Helper()
 		_, err := att.Start(ctx, agent, controller.TaskSpec{CommandID: id, TaskStart: task(id, projects...)})
 		if !errors.Is(err, handover.ErrMismatch) || controller.CodeOfSecrets(err) != string(want) {
@@ -184,12 +184,12 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 	}
 
 	// Each mismatch is refused with the part that did not match.
-	refused("one project added", "c2", handover.CodeCheckProjects, "p1", "p2", "p3")
-	refused("one project removed", "c3", handover.CodeCheckProjects, "p1")
+	refused("one project added", "c2", "auth_check_projects", "p1", "p2", "p3")
+	refused("one project removed", "c3", "auth_check_projects", "p1")
 	if _, err := sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envB.ID, []string{"p1", "p2"}); err != nil {
 		t.Fatal(err)
 	}
-	refused("prepared for another provider (environment b, same config)", "c4", handover.CodeCheckProvider, "p1", "p2")
+	refused("prepared for another provider (environment b, same config)", "c4", "auth_check_provider", "p1", "p2")
 	rec, err := sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"})
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +198,7 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 	if err := st.AuthChecks.PutAuthCheck(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	refused("a record of version 2", "c5", handover.CodeCheckVersion, "p1", "p2")
+	refused("a record of version 2", "c5", "auth_check_version", "p1", "p2")
 	edited := map[string]any{"image": fk.DefaultImageIdentity().String(), "region": "eu-2"}
 	if _, err := sys.Catalog().Update(ctx, op, envA.ID, environment.UpdateRequest{BaseRevision: envA.Revision, Config: edited}); err != nil {
 		t.Fatal(err)
@@ -206,11 +206,11 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 	if _, err := sys.Handover().PrepareManagedAccount(ctx, op, "acme", account, envA.ID, []string{"p1", "p2"}); err != nil {
 		t.Fatal(err)
 	}
-	refused("prepared after a config edit, the lease runs the old config", "c6", handover.CodeCheckFingerprint, "p1", "p2")
+	refused("prepared after a config edit, the lease runs the old config", "c6", "auth_check_fingerprint", "p1", "p2")
 	if err := sys.Handover().Clear(ctx, op, "acme", account); err != nil {
 		t.Fatal(err)
 	}
-	refused("cleared", "c7", handover.CodeCheckMissing, "p1", "p2")
+	refused("cleared", "c7", "auth_check_missing", "p1", "p2")
 
 	// Canary: events (output read back), lease records, logs, the
 	// database's files, the runner's state and the output sink.

@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
@@ -103,7 +104,7 @@ func systemSettingsOn(t *testing.T, url string) {
 		t.Errorf("Acquire of the host under managed-sandbox-only = %v, want ErrManagedSandboxOnly", err)
 	}
 	res, err := sys.Prober().Probe(ctx, admin, host.ID, probe.Request{Company: "acme"})
-	if err != nil || res.OK || res.Code != drivers.CodeManagedSandboxOnly {
+	if err != nil || res.OK || res.Code != reason.ManagedSandboxOnly {
 		t.Errorf("Probe of the host under managed-sandbox-only = %+v, %v; want code managed_sandbox_only", res, err)
 	}
 	h, err := sys.Leases().Acquire(ctx, admin, lease.AcquireRequest{Company: "acme", EnvironmentID: box.ID})

@@ -36,9 +36,9 @@
 // provider, cgroup, tag_scan, runner_attested).
 //
 // Errors are sentinels that every driver wraps with context;
-// each carries its errcode.ErrorCode (errcode.Code finds it), and CodeOf
-// maps them to the finer stable codes of probe results (PRB-5), a Code
-// being a sub-code of errcode's set (Code.ErrorCode).
+// each carries its errcode.ErrorCode (errcode.Code finds it) and a reason,
+// the finer stable code that probe results carry (errcode.ReasonOf finds
+// it; docs/errors.md lists the reasons).
 //
 // Registry holds the drivers a host composed; there is no global registry.
 // Package drivers/drivertest is the conformance suite every driver passes.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/errcode"
 )
 
 // A host composes its drivers in a Registry, normalizes a config with the
@@ -23,7 +24,7 @@ func Example() {
 
 	// A bad value is refused by the schema, naming the field.
 	_, err = d.Schema().Normalize(map[string]any{"image": fake.DefaultImage, "cpus": 0})
-	fmt.Println(drivers.CodeOf(err), "-", err)
+	fmt.Println(errcode.ReasonOf(err), "-", err)
 
 	cfg, err := d.Schema().Normalize(map[string]any{"image": fake.DefaultImage})
 	if err != nil {
@@ -52,7 +53,7 @@ func Example() {
 	// A missing image is ErrImageNotFound, code image_not_found.
 	cfg["image"] = "registry.example/none:1"
 	_, err = d.Acquire(ctx, cfg, drivers.AcquireRequest{})
-	fmt.Println(drivers.CodeOf(err))
+	fmt.Println(errcode.ReasonOf(err))
 	// Output:
 	// invalid_config - fake config: field "cpus": must be between 1 and 64
 	// streamed

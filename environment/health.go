@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
 )
 
@@ -22,9 +21,10 @@ type ProviderHealth struct {
 	Endpoint string `json:"endpoint"`
 	// Available is true when the provider served the ping.
 	Available bool `json:"available"`
-	// Code is the stable code of the failure (drivers.CodeOf); "" when
+	// Code is the stable code of the failure, one of the probe's reasons
+	// (docs/errors.md; "provider_unavailable" when the ping failed); "" when
 	// Available.
-	Code drivers.Code `json:"code,omitempty"`
+	Code string `json:"code,omitempty"`
 	// Reason says what failed; never a secret. "" when Available.
 	Reason string `json:"reason,omitempty"`
 	// CheckedAt is when the measurement ended.
@@ -67,7 +67,7 @@ const (
 type HealthView struct {
 	Status   HealthStatus `json:"status"`
 	Endpoint string       `json:"endpoint"`
-	Code     drivers.Code `json:"code,omitempty"`
+	Code     string       `json:"code,omitempty"`
 	Reason   string       `json:"reason,omitempty"`
 	// CheckedAt is nil when never measured.
 	CheckedAt *time.Time `json:"checkedAt,omitempty"`

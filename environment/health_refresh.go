@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/secretcfg"
 )
 
@@ -113,9 +114,9 @@ func (c *Catalog) measure(ctx context.Context, env *Environment, d drivers.Drive
 	}
 	h := ProviderHealth{Driver: d.Name(), Endpoint: ep, Available: perr == nil, CheckedAt: c.clock.Now().UTC()}
 	if perr != nil {
-		h.Code, h.Reason = drivers.CodeOf(perr), scrub(perr.Error(), secrets)
+		h.Code, h.Reason = reason.Of(perr), scrub(perr.Error(), secrets)
 		if errors.Is(perr, context.DeadlineExceeded) {
-			h.Code = drivers.CodeProviderUnavailable
+			h.Code = reason.ProviderUnavailable
 			h.Reason = fmt.Sprintf("no answer within %s: %s", c.healthTTL, h.Reason)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/reason"
 )
 
 // TestProviderHealthGate (CAP-1, CAP-3, ASG-2): a provider never measured
@@ -58,7 +59,7 @@ func TestProviderHealthGate(t *testing.T) {
 
 	fd.Inject(fake.Fault{Op: "health", Err: errors.New("control plane answers 503")})
 	h, err := cat.RefreshHealth(ctx, admin, v.ID)
-	if err != nil || h == nil || h.Status != environment.HealthUnavailable || h.Code != drivers.CodeProviderUnavailable ||
+	if err != nil || h == nil || h.Status != environment.HealthUnavailable || h.Code != reason.ProviderUnavailable ||
 		!strings.Contains(h.Reason, "503") || h.CheckedAt == nil || h.Endpoint != "fake region eu-1" {
 		t.Fatalf("RefreshHealth of a failing provider = %+v, %v", h, err)
 	}

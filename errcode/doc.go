@@ -44,21 +44,17 @@
 //
 // # Reasons
 //
-// The reasons are the packages' stable codes, which keep their strings
-// (stored records, deployed runners and the API carry them):
-//
-//   - drivers.Code: the probe's stable codes (PRB-5) in probe results and
-//     provider health records, and the reasons of the driver contract's
-//     sentinels (host_key_mismatch under AuthFailed, provider_unavailable
-//     under Unavailable, missing_credentials under Invalid, ...);
-//   - prp.Code: the runner protocol's codes on the wire, unchanged for
-//     deployed runners;
-//   - qualification.Code: why a qualification was or was not recorded;
-//   - handover.Code: why a hand-over was refused (auth_check_missing,
-//     auth_check_version, ... under Conflict).
-//
-// Each of these types has an ErrorCode method that maps a reason to its
-// code. docs/errors.md lists them all.
+// A reason is a stable string finer than the code, and the strings are
+// the API (there are no Go constants for them): the probe's stable codes
+// in probe results and provider health records, which are also the
+// reasons of the driver contract's sentinels (host_key_mismatch under
+// AuthFailed, provider_unavailable under Unavailable, missing_credentials
+// under Invalid, ...); the runner protocol's codes on the wire, unchanged
+// for deployed runners; the qualification's codes; and the hand-over's
+// refusals (auth_check_missing, auth_check_version, ... under Conflict).
+// They never change their strings (stored records, deployed runners and
+// the API carry them). docs/errors.md lists them all with the code each
+// is finer than.
 //
 // # Not found, not denied
 //

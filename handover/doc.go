@@ -19,9 +19,10 @@
 //     AccountField, such as Daytona's API key, else the environment id), the
 //     sorted project ids, when and by whom it was prepared and answered. At
 //     dispatch and delivery it is compared with the lease and the project
-//     set, and a refusal wraps ErrMismatch and carries a Code naming the
+//     set, and a refusal wraps ErrMismatch and carries a reason naming the
 //     part that differs (auth_check_missing, auth_check_version, ...,
-//     sub-codes of errcode.Conflict; controller.CodeOfSecrets reads it).
+//     finer than errcode.Conflict; errcode.ReasonOf and
+//     controller.CodeOfSecrets read it).
 //     Store is the record's store interface; handovertest holds its
 //     conformance suite, which NewMemoryStore's store, store/sqlite and
 //     store/postgres pass.

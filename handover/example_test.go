@@ -78,8 +78,8 @@ func ExampleService_PrepareManagedAccount() {
 	}
 	fmt.Println(svc.Check(ctx, agent, target, use("api", "web")))
 	err = svc.Check(ctx, agent, target, use("api", "web", "billing"))
-	code := handover.Code(controller.CodeOfSecrets(err))
-	fmt.Println(errors.Is(err, handover.ErrMismatch), code == handover.CodeCheckProjects, code)
+	code := controller.CodeOfSecrets(err)
+	fmt.Println(errors.Is(err, handover.ErrMismatch), code == "auth_check_projects", code)
 	// Output:
 	// succeeded [api web] <nil>
 	// <nil>

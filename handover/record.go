@@ -93,7 +93,7 @@ var (
 	// preparation (or a clear) replaced; nothing was stored.
 	ErrStale error = &errcode.Error{Code: errcode.Conflict, Reason: "stale_preparation", Err: errors.New("handover: the preparation was replaced")}
 	// ErrMismatch: a managed account is refused at dispatch: no project
-	// auth check matches exactly (its Code, read with
+	// auth check matches exactly (its reason, read with errcode.ReasonOf or
 	// controller.CodeOfSecrets, says which part).
 	ErrMismatch = errcode.New(errcode.Conflict, "handover: no matching project auth check")
 	// ErrSecretUnknown: a task names a secret env key that the lease's
@@ -101,33 +101,34 @@ var (
 	ErrSecretUnknown error = &errcode.Error{Code: errcode.Invalid, Reason: "secret_unknown", Err: errors.New("handover: unknown secret")}
 )
 
-// Code says why a hand-over was refused: the code of a resolver's or
-// Service.Check's error (controller.CodeOfSecrets), and the code the runner's
-// refusal of the command reports (prp.Result.Message starts with it). The
-// strings travel to the runner and back and never change. Code is a
-// sub-code of errcode's set: ErrorCode maps it.
-type Code string
+// reasonCode says why a hand-over was refused: the reason of a resolver's
+// or Service.Check's error (errcode.ReasonOf, controller.CodeOfSecrets),
+// and the code the runner's refusal of the command reports
+// (prp.Result.Message starts with it). The strings travel to the runner
+// and back, are listed in docs/errors.md and never change; ErrorCode maps
+// one into errcode's set.
+type reasonCode string
 
 // Codes of a refused hand-over.
 const (
-	// CodeCheckMissing: no project auth check is recorded for the company
+	// reasonCheckMissing: no project auth check is recorded for the company
 	// and account.
-	CodeCheckMissing Code = "auth_check_missing"
-	// CodeCheckVersion: the check is of another version than 1.
-	CodeCheckVersion Code = "auth_check_version"
-	// CodeCheckStatus: the check has not succeeded.
-	CodeCheckStatus Code = "auth_check_status"
-	// CodeCheckFingerprint: the check was prepared for another config.
-	CodeCheckFingerprint Code = "auth_check_fingerprint"
-	// CodeCheckProvider: the check was prepared for another provider.
-	CodeCheckProvider Code = "auth_check_provider"
-	// CodeCheckProjects: the check was prepared for other projects.
-	CodeCheckProjects Code = "auth_check_projects"
-	// CodeSecretUnknown: a secret env key the lease's environment lacks.
-	CodeSecretUnknown Code = "secret_unknown"
-	// CodeLeaseMismatch: the session's lease is unknown, not active or of
+	reasonCheckMissing reasonCode = "auth_check_missing"
+	// reasonCheckVersion: the check is of another version than 1.
+	reasonCheckVersion reasonCode = "auth_check_version"
+	// reasonCheckStatus: the check has not succeeded.
+	reasonCheckStatus reasonCode = "auth_check_status"
+	// reasonCheckFingerprint: the check was prepared for another config.
+	reasonCheckFingerprint reasonCode = "auth_check_fingerprint"
+	// reasonCheckProvider: the check was prepared for another provider.
+	reasonCheckProvider reasonCode = "auth_check_provider"
+	// reasonCheckProjects: the check was prepared for other projects.
+	reasonCheckProjects reasonCode = "auth_check_projects"
+	// reasonSecretUnknown: a secret env key the lease's environment lacks.
+	reasonSecretUnknown reasonCode = "secret_unknown"
+	// reasonLeaseMismatch: the session's lease is unknown, not active or of
 	// another company.
-	CodeLeaseMismatch Code = "lease_mismatch"
+	reasonLeaseMismatch reasonCode = "lease_mismatch"
 )
 
 // ErrorCode returns the code of errcode's set that c is a sub-code of:
@@ -135,24 +136,24 @@ const (
 // match: ErrMismatch's code), Invalid for secret_unknown (ErrSecretUnknown's),
 // NotFound for lease_mismatch (a lease of another company is reported as
 // missing), Unknown for a string that is none of the codes.
-func (c Code) ErrorCode() errcode.ErrorCode {
+func (c reasonCode) ErrorCode() errcode.ErrorCode {
 	switch c {
-	case CodeCheckMissing, CodeCheckVersion, CodeCheckStatus, CodeCheckFingerprint, CodeCheckProvider, CodeCheckProjects:
+	case reasonCheckMissing, reasonCheckVersion, reasonCheckStatus, reasonCheckFingerprint, reasonCheckProvider, reasonCheckProjects:
 		return errcode.Conflict
-	case CodeSecretUnknown:
+	case reasonSecretUnknown:
 		return errcode.Invalid
-	case CodeLeaseMismatch:
+	case reasonLeaseMismatch:
 		return errcode.NotFound
 	}
 	return errcode.Unknown
 }
 
 // mismatchError is a refused managed account: code names the part of the
-// project auth check that did not match (CodeCheckMissing, ...Version,
+// project auth check that did not match (reasonCheckMissing, ...Version,
 // ...Status, ...Fingerprint, ...Provider, ...Projects). It wraps
 // ErrMismatch and implements controller.SecretError.
 type mismatchError struct {
-	code       Code
+	code       reasonCode
 	company    string
 	accountRef string
 	detail     string
@@ -177,10 +178,10 @@ func (e *mismatchError) SecretCode() string { return string(e.code) }
 
 // codedError carries a stable code for controller.CodeOfSecrets. Its
 // errcode is the wrapped error's when that has one (a store that is down
-// stays unavailable), else its Code's (a lease of another company is not
+// stays unavailable), else its reason's (a lease of another company is not
 // found).
 type codedError struct {
-	code Code
+	code reasonCode
 	err  error
 }
 
@@ -200,21 +201,21 @@ func (e *codedError) ErrorCode() errcode.ErrorCode {
 // status, fingerprint, provider, projects (compared sorted, without
 // duplicates).
 func (c AuthCheck) match(fingerprint string, provider Provider, projects []string) error {
-	mis := func(code Code, format string, args ...any) error {
+	mis := func(code reasonCode, format string, args ...any) error {
 		return &mismatchError{code: code, company: c.Company, accountRef: c.AccountRef, detail: fmt.Sprintf(format, args...)}
 	}
 	switch {
 	case c.Version != checkVersion:
-		return mis(CodeCheckVersion, "the check is of version %d, want %d", c.Version, checkVersion)
+		return mis(reasonCheckVersion, "the check is of version %d, want %d", c.Version, checkVersion)
 	case c.Status != StatusSucceeded:
-		return mis(CodeCheckStatus, "the check is %s, not succeeded", c.Status)
+		return mis(reasonCheckStatus, "the check is %s, not succeeded", c.Status)
 	case c.Fingerprint != fingerprint:
-		return mis(CodeCheckFingerprint, "the check was prepared for config %s, the lease runs %s", c.Fingerprint, fingerprint)
+		return mis(reasonCheckFingerprint, "the check was prepared for config %s, the lease runs %s", c.Fingerprint, fingerprint)
 	case c.Provider != provider:
-		return mis(CodeCheckProvider, "the check was prepared for provider %s, the lease is of %s", c.Provider, provider)
+		return mis(reasonCheckProvider, "the check was prepared for provider %s, the lease is of %s", c.Provider, provider)
 	}
 	if want := normalizeProjects(projects); !slices.Equal(c.Projects, want) {
-		return mis(CodeCheckProjects, "the check was prepared for projects %v, the task is for %v", c.Projects, want)
+		return mis(reasonCheckProjects, "the check was prepared for projects %v, the task is for %v", c.Projects, want)
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func (r secretResolver) Resolve(ctx context.Context, t controller.SecretTarget, 
 // be allowed authz.ActionUseAccount for t.Company and a project
 // auth check that matches exactly the lease's fingerprint and provider
 // and the use's projects (AUTH-2; the error wraps ErrMismatch, and its
-// Code, read with controller.CodeOfSecrets, names the part that did not). Nothing is read from the secret store.
+// reason, read with errcode.ReasonOf or controller.CodeOfSecrets, names the part that did not). Nothing is read from the secret store.
 func (s *Service) Check(ctx context.Context, p authz.Principal, t controller.SecretTarget, uses []prp.SecretUse) error {
 	for _, u := range uses {
 		if u.Source == prp.SecretFromManagedAccount {
@@ -83,11 +83,11 @@ func (s *Service) refs(ctx context.Context, t controller.SecretTarget, uses []pr
 	l, err := s.src.Leases.GetLease(ctx, t.Lease)
 	switch {
 	case err != nil:
-		return nil, &codedError{CodeLeaseMismatch, fmt.Errorf("handover: lease %s of session %s: %w", t.Lease, t.Session, err)}
+		return nil, &codedError{reasonLeaseMismatch, fmt.Errorf("handover: lease %s of session %s: %w", t.Lease, t.Session, err)}
 	case l.Company != t.Company:
-		return nil, &codedError{CodeLeaseMismatch, fmt.Errorf("handover: lease %s is not of the session's company", t.Lease)}
+		return nil, &codedError{reasonLeaseMismatch, fmt.Errorf("handover: lease %s is not of the session's company", t.Lease)}
 	case l.Status != lease.StatusActive:
-		return nil, &codedError{CodeLeaseMismatch, fmt.Errorf("handover: lease %s is %s, not active", t.Lease, l.Status)}
+		return nil, &codedError{reasonLeaseMismatch, fmt.Errorf("handover: lease %s is %s, not active", t.Lease, l.Status)}
 	}
 	drv, err := s.src.Drivers.Lookup(l.Provider)
 	if err != nil {
@@ -111,7 +111,7 @@ func (s *Service) refs(ctx context.Context, t controller.SecretTarget, uses []pr
 				}
 			}
 			if !found {
-				return nil, &codedError{CodeSecretUnknown, fmt.Errorf("handover: secret env %s: the environment of lease %s has no such secret: %w", u.Ref, t.Lease, ErrSecretUnknown)}
+				return nil, &codedError{reasonSecretUnknown, fmt.Errorf("handover: secret env %s: the environment of lease %s has no such secret: %w", u.Ref, t.Lease, ErrSecretUnknown)}
 			}
 		case prp.SecretFromManagedAccount:
 			ref, err := ParseAccountRef(u.Ref)
@@ -137,7 +137,7 @@ func (s *Service) match(ctx context.Context, l *lease.Lease, schema *config.Sche
 		if !isNotFound(err) {
 			return fmt.Errorf("handover: managed account %s: %w", u.Ref, err)
 		}
-		return &mismatchError{code: CodeCheckMissing, company: company, accountRef: u.Ref, detail: "no project auth check is recorded"}
+		return &mismatchError{code: reasonCheckMissing, company: company, accountRef: u.Ref, detail: "no project auth check is recorded"}
 	}
 	prov := Provider{Driver: l.Provider, Account: s.o.providerAccount(schema, l.Config, l.Environment)}
 	return rec.match(l.Fingerprint, prov, slices.Clone(u.Projects))

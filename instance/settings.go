@@ -74,7 +74,7 @@ func (s Settings) String() string {
 // reasonManagedSandboxOnly is the reason a host driver is unavailable while
 // Settings.ManagedSandboxOnly is on (CAP-3): the text of
 // ErrManagedSandboxOnly, and the probe's result code
-// (drivers.CodeManagedSandboxOnly).
+// ("managed_sandbox_only").
 const reasonManagedSandboxOnly = "managed_sandbox_only"
 
 // Admit returns nil when s lets a target of the driver named driver become
@@ -114,6 +114,6 @@ var (
 	// ErrManagedSandboxOnly: Settings.ManagedSandboxOnly is on and the
 	// target is a host driver's (CFG-9, CAP-3). Its text is
 	// "managed_sandbox_only", the probe's result code
-	// (drivers.CodeManagedSandboxOnly).
+	// ("managed_sandbox_only").
 	ErrManagedSandboxOnly error = &errcode.Error{Code: errcode.Unavailable, Reason: reasonManagedSandboxOnly, Err: errors.New(reasonManagedSandboxOnly)}
 )

@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/qualify"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
@@ -35,11 +36,11 @@ func TestStageDeadlineWithoutCallerDeadline(t *testing.T) {
 	img := w.fake.AddImage("registry.fake.test/team/app:v1")
 	env := w.create(t, "hangs", img.String())
 	res := w.probe(t, env.ID, "acme")
-	if res.OK || res.Code != drivers.CodeTimeout {
+	if res.OK || res.Code != reason.Timeout {
 		t.Fatalf("ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
 	}
 	st, _ := res.Stage(stageDetect)
-	if st.OK || st.Code != drivers.CodeTimeout || !strings.Contains(st.Error, "stage detect") || !strings.Contains(st.Error, res.Target) {
+	if st.OK || st.Code != reason.Timeout || !strings.Contains(st.Error, "stage detect") || !strings.Contains(st.Error, res.Target) {
 		t.Errorf("detect stage %+v; want a timeout naming the stage and target %q", st, res.Target)
 	}
 	wantSkippedAfter(t, res, stageDetect)
@@ -96,10 +97,10 @@ func TestSilentServerIsTimeout(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.OK || res.Code != drivers.CodeTimeout || res.Target != target {
+			if res.OK || res.Code != reason.Timeout || res.Target != target {
 				t.Fatalf("ok=%v code=%s target=%q: %s", res.OK, res.Code, res.Target, res.Summary)
 			}
-			if st, _ := res.Stage(stageAcquire); st.Code != drivers.CodeTimeout || !strings.Contains(res.Summary, target) {
+			if st, _ := res.Stage(stageAcquire); st.Code != reason.Timeout || !strings.Contains(res.Summary, target) {
 				t.Errorf("acquire stage %+v; summary %q", st, res.Summary)
 			}
 			wantSkippedAfter(t, res, stageAcquire)
@@ -143,16 +144,16 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.OK || res.Code != drivers.CodeTimeout {
+	if res.OK || res.Code != reason.Timeout {
 		t.Fatalf("ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
 	}
-	if st, _ := res.Stage(stageDetect); st.Code != drivers.CodeTimeout || !strings.Contains(st.Error, "stage detect") {
+	if st, _ := res.Stage(stageDetect); st.Code != reason.Timeout || !strings.Contains(st.Error, "stage detect") {
 		t.Errorf("detect stage %+v", st)
 	}
 	if c := res.Cleanup; c == nil || !c.Confirmed {
 		t.Errorf("cleanup %+v", c)
 	}
-	if diagCode(res) != qualification.CodeHostTarget {
+	if diagCode(res) != qualify.HostTarget {
 		t.Errorf("diagnostic %+v", res.QualificationDiagnostic)
 	}
 }
@@ -168,7 +169,7 @@ func TestInvalidSSHDraftNamesHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.OK || res.Code != drivers.CodeInvalidConfig || res.Target != "ci@build-7.internal:22" || !strings.Contains(res.Summary, "ci@build-7.internal:22") {
+	if res.OK || res.Code != reason.InvalidConfig || res.Target != "ci@build-7.internal:22" || !strings.Contains(res.Summary, "ci@build-7.internal:22") {
 		t.Fatalf("ok=%v code=%s target=%q: %s", res.OK, res.Code, res.Target, res.Summary)
 	}
 }

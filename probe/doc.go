@@ -67,7 +67,7 @@
 // NOT validate an adapter, a workspace or task execution. A result's
 // Message is one sentence for a person; Summary the longer account. Host targets have no image: they are never qualified, and
 // their results say so in the qualification diagnostic
-// (qualification.CodeHostTarget).
+// ("host_target").
 //
 // # Failures
 //
@@ -76,20 +76,19 @@
 // image 30 s, qualify 30 s, and the release 1 min, which runs even after
 // the caller's context ended. The caller's context bounds every stage but
 // the release. A
-// stage that runs past it fails with drivers.CodeTimeout naming the stage
+// stage that runs past it fails with "timeout" naming the stage
 // and the target, so a host that accepts a connection and never answers, or
 // never finishes the detection command, cannot hang a probe. After the
 // first failure the later stages are recorded as skipped (never "ok"), and
 // the qualification diagnostic names that failure
-// (qualification.CodeProbeFailed).
+// ("probe_failed").
 //
 // Probe and ProbeDraft return errors only for authorization, not-found and
 // malformed requests. Every target failure is a Result with OK false, the
-// stable code of the first failed stage (drivers.CodeOf, plus
-// drivers.CodeCleanupFailed for an unconfirmed cleanup,
-// drivers.CodePlatformUnknown and drivers.CodeArchived; a sub-code of
-// errcode's set: Result.Code.ErrorCode() classifies it) and per-stage
-// timings (PRB-5). A failed acquisition is
+// stable code of the first failed stage (the reason of the driver's error,
+// errcode.ReasonOf, plus "cleanup_failed" for an unconfirmed cleanup,
+// "platform_unknown" and "archived"; docs/errors.md lists these reasons
+// with the errcode code each is finer than) and per-stage timings (PRB-5). A failed acquisition is
 // the probe's failure: nothing else, and never the server host, is tried in
 // its place (PRB-8). A lease whose cleanup is not confirmed is left pending
 // cleanup by the lease manager and reported in Result.Cleanup.

@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/qualification"
 )
 
@@ -27,13 +28,13 @@ import (
 // (Cleanup.RecordRemoved): a draft probe leaves nothing behind. Only an
 // unproven cleanup leaves a pending_cleanup record (no secret) for a sweep,
 // and Cleanup says so. Nothing else is saved, and a qualification is never
-// recorded: the diagnostic is always qualification.CodeNotSaved.
+// recorded: the diagnostic is always "not_saved".
 //
 // It returns an error only when the principal is denied (wrapping
 // errcode.ErrDenied), driver is empty (errcode.ErrInvalid) or the instance settings
 // disable environments (instance.ErrEnvironmentsDisabled, CFG-9); an
 // invalid config, an unregistered driver or a host driver under
-// managed-sandbox-only (drivers.CodeManagedSandboxOnly) is a Result with
+// managed-sandbox-only ("managed_sandbox_only") is a Result with
 // OK false.
 //
 // Of req, a draft probe uses Progress; Company, Workspace and Runner are
@@ -69,7 +70,7 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr authz.Principal, driver stri
 		cfg    config.Config
 		denied error
 	)
-	r.stage(ctx, stageResolve, func(ctx context.Context) (string, drivers.Code, error) {
+	r.stage(ctx, stageResolve, func(ctx context.Context) (string, string, error) {
 		d, c, err := envhook.Draft(p.cat, ctx, pr, driver, rawConfig)
 		if errors.Is(err, errcode.ErrDenied) {
 			denied = err
@@ -103,7 +104,7 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr authz.Principal, driver stri
 		Status: environment.StatusActive, Config: cfg}
 	p.probeSaved(ctx, pr, r, env, drv, Request{}, true)
 	clear(cfg)
-	diag := qualification.Diagnostic{Code: qualification.CodeNotSaved,
+	diag := qualification.Diagnostic{Code: qualify.NotSaved,
 		Message: "a draft probe never records a qualification; save the environment and probe it"}
 	r.res.QualificationDiagnostic = &diag
 	if r.res.Hostname != "" && drv != nil && drv.Capabilities().Kind == drivers.KindHost && r.res.Target == "host "+drv.Name() {

@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
@@ -79,7 +80,7 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if rres.OK || rres.Code != drivers.CodeUnsupported {
+				if rres.OK || rres.Code != reason.Unsupported {
 					t.Errorf("probe --runner: ok %v code %s (%s), want unsupported", rres.OK, rres.Code, rres.Summary)
 				}
 			}

@@ -171,7 +171,7 @@ func stageNames(res *Result) []string {
 	return out
 }
 
-func diagCode(res *Result) qualification.Code {
+func diagCode(res *Result) string {
 	if res.QualificationDiagnostic == nil {
 		return ""
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/qualify"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/qualification"
 )
 
 func (w *world) createLocal(t *testing.T, dir string) *environment.View {
@@ -47,7 +47,7 @@ func TestLocalProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.OK || res.Code != drivers.CodeOK {
+	if !res.OK || res.Code != reason.OK {
 		t.Fatalf("local probe failed: %s", res.Summary)
 	}
 	host, _ := os.Hostname()
@@ -69,7 +69,7 @@ func TestLocalProbe(t *testing.T) {
 		t.Errorf("platform %q", res.Platform)
 	}
 	// PRB-6: the result says why nothing was recorded.
-	if diagCode(res) != qualification.CodeHostTarget || res.PlatformQualificationRecorded || !strings.Contains(res.QualificationDiagnostic.Message, "no image to qualify") {
+	if diagCode(res) != qualify.HostTarget || res.PlatformQualificationRecorded || !strings.Contains(res.QualificationDiagnostic.Message, "no image to qualify") {
 		t.Errorf("a host probe's qualification diagnostic: %+v, recorded %v", res.QualificationDiagnostic, res.PlatformQualificationRecorded)
 	}
 	if c := res.Cleanup; c == nil || !c.Confirmed || c.LeaseStatus != lease.StatusReleased {
@@ -95,7 +95,7 @@ func TestLocalProbeMissingWorkdir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.OK || res.Code != drivers.CodeNotFound || res.Cwd != "" || res.Hostname != "" {
+	if res.OK || res.Code != reason.NotFound || res.Cwd != "" || res.Hostname != "" {
 		t.Fatalf("ok=%v code=%s cwd=%q: %s", res.OK, res.Code, res.Cwd, res.Summary)
 	}
 	if !strings.Contains(res.Summary, env.ID) || !strings.Contains(res.Summary, "acquire") || strings.Contains(res.Summary, notValidatedNote) || res.NotValidated != notValidatedNote {
@@ -115,12 +115,12 @@ func TestNoFallbackToHost(t *testing.T) {
 		name   string
 		opts   *fake.Options
 		inject func(d *fake.Driver)
-		code   drivers.Code
+		code   string
 		stage  string
 	}{
-		{"provider unreachable", nil, func(d *fake.Driver) { d.FailNth("create", 1, drivers.ErrUnreachable) }, drivers.CodeUnreachable, stageAcquire},
-		{"credentials refused", nil, func(d *fake.Driver) { d.FailNth("create", 1, drivers.ErrAuth) }, drivers.CodeAuthFailed, stageAcquire},
-		{"provider unavailable", &fake.Options{Unavailable: errors.New("switched off")}, func(*fake.Driver) {}, drivers.CodeProviderUnavailable, stageResolve},
+		{"provider unreachable", nil, func(d *fake.Driver) { d.FailNth("create", 1, drivers.ErrUnreachable) }, reason.Unreachable, stageAcquire},
+		{"credentials refused", nil, func(d *fake.Driver) { d.FailNth("create", 1, drivers.ErrAuth) }, reason.AuthFailed, stageAcquire},
+		{"provider unavailable", &fake.Options{Unavailable: errors.New("switched off")}, func(*fake.Driver) {}, reason.ProviderUnavailable, stageResolve},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -142,7 +142,7 @@ func TestNoFallbackToHost(t *testing.T) {
 			// The first failure is named; every later stage is skipped,
 			// never ok, and the diagnostic names the failure.
 			wantSkippedAfter(t, res, tt.stage)
-			if diagCode(res) != qualification.CodeProbeFailed || !strings.Contains(res.QualificationDiagnostic.Message, "stage "+string(tt.stage)) {
+			if diagCode(res) != qualify.ProbeFailed || !strings.Contains(res.QualificationDiagnostic.Message, "stage "+string(tt.stage)) {
 				t.Errorf("diagnostic %+v", res.QualificationDiagnostic)
 			}
 			if res.PlatformQualificationRecorded || len(w.fake.Sandboxes()) != 0 {
@@ -198,7 +198,7 @@ func TestDraftProbe(t *testing.T) {
 	if len(events) != 2*len(res.Stages) || len(events) == 0 || !events[0].Running || events[len(events)-1].Name != res.Stages[len(res.Stages)-1].Name {
 		t.Errorf("progress of the draft probe: %d events %+v for %d stages", len(events), events, len(res.Stages))
 	}
-	if res.PlatformQualificationRecorded || diagCode(res) != qualification.CodeNotSaved {
+	if res.PlatformQualificationRecorded || diagCode(res) != qualify.NotSaved {
 		t.Errorf("diagnostic %+v", res.QualificationDiagnostic)
 	}
 	if c := res.Cleanup; c == nil || !c.Confirmed || c.PendingCleanup {
@@ -252,7 +252,7 @@ func TestDraftProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.OK || res.Code != drivers.CodeInvalidConfig || !strings.Contains(res.Summary, "cpus") {
+	if res.OK || res.Code != reason.InvalidConfig || !strings.Contains(res.Summary, "cpus") {
 		t.Errorf("invalid draft: %s %s", res.Code, res.Summary)
 	}
 	if w.fake.TotalCalls() != before {
@@ -260,7 +260,7 @@ func TestDraftProbe(t *testing.T) {
 	}
 	// An unknown driver is a failed result too.
 	res, err = w.prober.ProbeDraft(ctx, admin, "nope", nil, Request{})
-	if err != nil || res.OK || res.Code != drivers.CodeInvalidConfig && res.Code != drivers.CodeProviderUnavailable {
+	if err != nil || res.OK || res.Code != reason.InvalidConfig && res.Code != reason.ProviderUnavailable {
 		t.Errorf("unknown driver: %+v, %v", res, err)
 	}
 }
@@ -275,7 +275,7 @@ func TestDraftProbeUnconfirmedCleanup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.OK || res.Code != drivers.CodeCleanupFailed || res.Cleanup == nil || !res.Cleanup.PendingCleanup || res.Cleanup.Confirmed {
+	if res.OK || res.Code != reason.CleanupFailed || res.Cleanup == nil || !res.Cleanup.PendingCleanup || res.Cleanup.Confirmed {
 		t.Fatalf("%+v: %s", res.Cleanup, res.Summary)
 	}
 	if !strings.Contains(res.Summary, "pending cleanup; a sweep retries it") {
@@ -307,16 +307,16 @@ func TestProbeTimeoutStillCleansUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.OK || res.Code != drivers.CodeTimeout {
+	if res.OK || res.Code != reason.Timeout {
 		t.Fatalf("ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
 	}
-	if st, _ := res.Stage(stageDetect); st.OK || st.Code != drivers.CodeTimeout {
+	if st, _ := res.Stage(stageDetect); st.OK || st.Code != reason.Timeout {
 		t.Errorf("detect stage %+v", st)
 	}
 	if c := res.Cleanup; c == nil || !c.Confirmed || c.LeaseStatus != lease.StatusReleased {
 		t.Errorf("cleanup after the deadline: %+v", c)
 	}
-	if res.PlatformQualificationRecorded || diagCode(res) != qualification.CodeProbeFailed || !strings.Contains(res.QualificationDiagnostic.Message, "stage detect") {
+	if res.PlatformQualificationRecorded || diagCode(res) != qualify.ProbeFailed || !strings.Contains(res.QualificationDiagnostic.Message, "stage detect") {
 		t.Errorf("diagnostic %+v", res.QualificationDiagnostic)
 	}
 	wantSkippedAfter(t, res, stageDetect)
@@ -335,7 +335,7 @@ func TestFailedStartPendingCleanup(t *testing.T) {
 	w.fake.RefuseStop(id, drivers.ErrUnreachable)
 
 	res := w.probe(t, env.ID, "acme")
-	if res.OK || res.Code != drivers.CodeUnreachable {
+	if res.OK || res.Code != reason.Unreachable {
 		t.Fatalf("ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
 	}
 	if c := res.Cleanup; c == nil || c.Confirmed || !c.PendingCleanup || c.LeaseStatus != lease.StatusPendingCleanup {

@@ -17,6 +17,7 @@ import (
 	"github.com/berthdev/berth/internal/errmsg"
 	"github.com/berthdev/berth/internal/probehook"
 	"github.com/berthdev/berth/internal/qualify"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
@@ -51,7 +52,7 @@ const (
 // min (retries included), detect 2 min, runner 2 min (install, launch,
 // hello), image 30 s, qualify 30 s, and the release 1 min, which runs even
 // after the probe's context ended. A stage that runs past its deadline
-// fails with drivers.CodeTimeout and an error naming the stage and the
+// fails with "timeout" and an error naming the stage and the
 // target; the stages after it are skipped, and the release still runs.
 // The caller's context bounds every stage but the release.
 type options struct {
@@ -125,7 +126,7 @@ type Request struct {
 	// sandbox by the same detection parser) and version are the probe's
 	// evidence (stage stageRunner). Needs a runner controller (berth.New
 	// gives the System's); without it the probe fails at acquire with
-	// drivers.CodeUnsupported.
+	// "unsupported".
 	Runner bool
 	// Progress, if not nil, is called when each stage of this probe starts
 	// (Stage.Running set) and when it ends, from the probing goroutine, so
@@ -227,7 +228,7 @@ type run struct {
 }
 
 func (p *Prober) newRun(driver string, progress func(Stage)) *run {
-	return &run{p: p, start: time.Now(), progress: progress, res: &Result{Driver: driver, OK: true, Code: drivers.CodeOK, StartedAt: p.o.clock.Now(), Stages: []Stage{}}}
+	return &run{p: p, start: time.Now(), progress: progress, res: &Result{Driver: driver, OK: true, Code: reason.OK, StartedAt: p.o.clock.Now(), Stages: []Stage{}}}
 }
 
 // errStageDeadline is the cause of a stage's deadline.
@@ -237,10 +238,10 @@ var errStageDeadline = errors.New("stage deadline")
 // times it, reports progress and records it. A failure marks the probe
 // failed; the first failure sets the Result's code. code, if not "",
 // overrides the code derived from the error. A stage whose deadline fired
-// fails with drivers.CodeTimeout and an error naming the stage and the
+// fails with "timeout" and an error naming the stage and the
 // target, whatever the error fn returned. Once the probe has failed, every
 // later stage but the release is recorded as skipped and fn is not called.
-func (r *run) stage(ctx context.Context, n string, fn func(ctx context.Context) (note string, code drivers.Code, err error)) bool {
+func (r *run) stage(ctx context.Context, n string, fn func(ctx context.Context) (note string, code string, err error)) bool {
 	if !r.res.OK && n != stageRelease {
 		r.skip(n)
 		return false
@@ -258,7 +259,7 @@ func (r *run) stage(ctx context.Context, n string, fn func(ctx context.Context) 
 		// The stage's own deadline fired (a driver may notice it through
 		// a socket deadline a moment before sctx reports done).
 		if ctx.Err() == nil && (errors.Is(context.Cause(sctx), errStageDeadline) || !time.Now().Before(t0.Add(limit))) {
-			code = drivers.CodeTimeout
+			code = reason.Timeout
 			err = fmt.Errorf("stage %s on %s ran past its deadline of %s: %w", n, r.res.Target, limit, err)
 		}
 		if code == "" {
@@ -303,7 +304,7 @@ func (r *run) skip(n string) {
 	}
 }
 
-func (r *run) fail(code drivers.Code) {
+func (r *run) fail(code string) {
 	if r.res.OK {
 		r.res.OK, r.res.Code = false, code
 	}
@@ -333,16 +334,16 @@ func (r *run) failedStage() (Stage, bool) {
 
 // codeOf maps an error to a stable code: the drivers' mapping, plus the
 // lease and probe errors it does not know.
-func codeOf(err error) drivers.Code {
+func codeOf(err error) string {
 	switch {
 	case errors.Is(err, qualify.ErrDetection):
-		return drivers.CodePlatformUnknown
+		return reason.PlatformUnknown
 	case errors.Is(err, lease.ErrStartupBudget):
-		return drivers.CodeTimeout
+		return reason.Timeout
 	case errors.Is(err, instance.ErrManagedSandboxOnly):
-		return drivers.CodeManagedSandboxOnly
+		return reason.ManagedSandboxOnly
 	case errors.Is(err, instance.ErrEnvironmentsDisabled):
-		return drivers.CodeEnvironmentsDisabled
+		return reason.EnvironmentsDisabled
 	}
-	return drivers.CodeOf(err)
+	return reason.Of(err)
 }

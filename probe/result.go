@@ -4,7 +4,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/secretcfg"
@@ -60,7 +59,7 @@ type Stage struct {
 	// starts; stages in a Result never have it.
 	Running bool `json:"running,omitempty"`
 	// Code is the stable code of the stage's failure, "" when OK.
-	Code drivers.Code `json:"code,omitempty"`
+	Code string `json:"code,omitempty"`
 	// Error says what failed, the technical chain; never a secret.
 	Error string `json:"error,omitempty"`
 	// Message is the failure as one sentence for a person
@@ -125,9 +124,9 @@ type Result struct {
 	// adapter, a workspace, task execution; PRB-1); "" for sandbox
 	// targets.
 	NotValidated string `json:"notValidated,omitempty"`
-	// Code is drivers.CodeOK, or the stable code of the first failure
-	// (drivers.CodeCleanupFailed for an unconfirmed cleanup).
-	Code drivers.Code `json:"code"`
+	// Code is "ok", or the stable code of the first failure
+	// ("cleanup_failed" for an unconfirmed cleanup).
+	Code string `json:"code"`
 	// Stages lists the stages that ran, in order, with their timings.
 	Stages []Stage `json:"stages"`
 	// Hostname and Cwd are the target's host name and its verified working
@@ -161,9 +160,9 @@ type Result struct {
 	PlatformQualificationRecorded bool `json:"platformQualificationRecorded"`
 	// QualificationDiagnostic says why a qualification was or was not
 	// recorded (PRB-6); never nil: host targets say they have no image to
-	// qualify (qualification.CodeHostTarget), drafts that they are not
+	// qualify ("host_target"), drafts that they are not
 	// saved, and a failed probe names its first failed stage
-	// (qualification.CodeProbeFailed).
+	// ("probe_failed").
 	QualificationDiagnostic *qualification.Diagnostic `json:"qualificationDiagnostic,omitempty"`
 	// StartedAt and Duration time the whole probe.
 	StartedAt time.Time     `json:"startedAt"`

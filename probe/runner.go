@@ -7,6 +7,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/internal/qualify"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -44,7 +45,7 @@ func (p *Prober) runnerSet() (*drivers.RunnerSet, error) {
 // that follows ends the lease (the lease hook finds no task to stop and
 // closes the ingress).
 func (p *Prober) measureByRunner(ctx context.Context, pr authz.Principal, r *run, drv drivers.Driver, h *lease.Handle) {
-	ok := r.stage(ctx, stageRunner, func(ctx context.Context) (string, drivers.Code, error) {
+	ok := r.stage(ctx, stageRunner, func(ctx context.Context) (string, string, error) {
 		att, err := p.o.runner.controller.Attach(ctx, pr, h, controller.AttachRequest{Scope: prp.ScopeProbe})
 		if err != nil {
 			return "", "", err
@@ -52,7 +53,7 @@ func (p *Prober) measureByRunner(ctx context.Context, pr authz.Principal, r *run
 		hello := att.Hello()
 		r.res.RunnerVersion, r.res.RunnerSHA256 = hello.RunnerVersion, hello.BinarySHA256
 		if hello.Platform.OS == "" || hello.Platform.Arch == "" {
-			return "", drivers.CodePlatformUnknown, fmt.Errorf("runner %s in lease %s: its hello reports no platform: %w", hello.RunnerVersion, h.ID(), qualify.ErrDetection)
+			return "", reason.PlatformUnknown, fmt.Errorf("runner %s in lease %s: its hello reports no platform: %w", hello.RunnerVersion, h.ID(), qualify.ErrDetection)
 		}
 		r.res.Platform = hello.Platform
 		return fmt.Sprintf("runner %s (sha256 %s) under a probe identity: %s", hello.RunnerVersion, short(hello.BinarySHA256), hello.Platform), "", nil

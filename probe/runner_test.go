@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -96,7 +97,7 @@ func TestARunnerProbeWithoutARunnerIsUnsupported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.OK || res.Code != drivers.CodeUnsupported || len(w.fake.Sandboxes()) != 0 {
+	if res.OK || res.Code != reason.Unsupported || len(w.fake.Sandboxes()) != 0 {
 		t.Errorf("ok %t code %s sandboxes %d, want unsupported and nothing allocated", res.OK, res.Code, len(w.fake.Sandboxes()))
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/errmsg"
 	"github.com/berthdev/berth/internal/qualify"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
@@ -38,7 +39,7 @@ import (
 // instance settings disable environments (instance.ErrEnvironmentsDisabled,
 // CFG-9: nothing is measured or acquired). A host driver's target while
 // the settings allow managed sandboxes only is a Result failed at the
-// resolve stage with drivers.CodeManagedSandboxOnly. Every
+// resolve stage with "managed_sandbox_only". Every
 // failure of the target is a Result with OK false, a stable Code and the
 // failed stage (PRB-5). A failed acquisition is a failed probe: nothing
 // else is ever tried in its place (PRB-8).
@@ -62,9 +63,9 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 		env *environment.Environment
 		drv drivers.Driver
 	)
-	r.stage(ctx, stageResolve, func(ctx context.Context) (string, drivers.Code, error) {
+	r.stage(ctx, stageResolve, func(ctx context.Context) (string, string, error) {
 		if v.Status == environment.StatusArchived {
-			return "", drivers.CodeArchived, fmt.Errorf("environment %s (%q) is archived; restore it to probe it", v.ID, v.Name)
+			return "", reason.Archived, fmt.Errorf("environment %s (%q) is archived; restore it to probe it", v.ID, v.Name)
 		}
 		e := &v.Environment // secret references only
 		d, err := p.reg.Lookup(e.Driver)
@@ -106,11 +107,11 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 	})
 	p.probeSaved(ctx, pr, r, env, drv, opts, false)
 	invalidated := false
-	if r.res.Code == drivers.CodeImageNotFound && drv != nil && drv.Capabilities().Kind == drivers.KindSandbox {
+	if r.res.Code == reason.ImageNotFound && drv != nil && drv.Capabilities().Kind == drivers.KindSandbox {
 		invalidated = p.invalidate(ctx, r, drv, env, opts.Company)
 	}
 	if drv != nil && drv.Capabilities().Kind == drivers.KindHost {
-		diag := qualification.Diagnostic{Code: qualification.CodeHostTarget,
+		diag := qualification.Diagnostic{Code: qualify.HostTarget,
 			Message: fmt.Sprintf("driver %s is a host target: it has no image to qualify, so nothing was recorded", drv.Name())}
 		r.res.QualificationDiagnostic = &diag
 	} else {
@@ -135,7 +136,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 		purpose = "draft-probe"
 	}
 	var h *lease.Handle
-	ok := r.stage(ctx, stageAcquire, func(ctx context.Context) (string, drivers.Code, error) {
+	ok := r.stage(ctx, stageAcquire, func(ctx context.Context) (string, string, error) {
 		req := lease.AcquireRequest{
 			Company: opts.Company, Workspace: opts.Workspace,
 			Policy:   lease.Ephemeral, // no Run: never coalesced with, or reusing, another lease
@@ -166,7 +167,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 		if h.Resumed() {
 			// Cannot happen for an ephemeral lease without a run; refuse
 			// rather than measure a reused sandbox (PRB-3).
-			return "", drivers.CodeInternal, fmt.Errorf("lease %s resumed a recorded sandbox; a probe needs a fresh one", h.ID())
+			return "", reason.Internal, fmt.Errorf("lease %s resumed a recorded sandbox; a probe needs a fresh one", h.ID())
 		}
 		return fmt.Sprintf("fresh lease %s, sandbox %s", h.ID(), h.SandboxID()), "", nil
 	})
@@ -192,7 +193,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 	}
 	// The release runs even after the probe's context ended, on its own
 	// deadline (options.cleanupTimeout).
-	r.stage(context.WithoutCancel(ctx), stageRelease, func(ctx context.Context) (string, drivers.Code, error) {
+	r.stage(context.WithoutCancel(ctx), stageRelease, func(ctx context.Context) (string, string, error) {
 		l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 		c := &Cleanup{}
 		r.res.Cleanup = c
@@ -223,7 +224,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 			if l == nil || errors.Is(err, lease.ErrCleanupPending) {
 				c.PendingCleanup = true
 			}
-			return "", drivers.CodeCleanupFailed, err
+			return "", reason.CleanupFailed, err
 		}
 		return "cleanup confirmed: " + c.Evidence, "", nil
 	})
@@ -231,7 +232,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 
 // measure runs the detect stage, and the image stage for sandbox drivers.
 func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, h *lease.Handle) {
-	r.stage(ctx, stageDetect, func(ctx context.Context) (string, drivers.Code, error) {
+	r.stage(ctx, stageDetect, func(ctx context.Context) (string, string, error) {
 		res, err := h.Exec(ctx, lease.Command{Argv: qualify.DetectArgv(), OutputLimit: defaultOutputLimit})
 		if err != nil {
 			return "", "", err
@@ -301,7 +302,7 @@ func (p *Prober) measureImage(ctx context.Context, r *run, drv drivers.Driver, h
 	if drv.Capabilities().Kind != drivers.KindSandbox {
 		return
 	}
-	r.stage(ctx, stageImage, func(ctx context.Context) (string, drivers.Code, error) {
+	r.stage(ctx, stageImage, func(ctx context.Context) (string, string, error) {
 		id, err := h.ImageIdentity(ctx)
 		if errors.Is(err, drivers.ErrUnsupported) {
 			return fmt.Sprintf("driver %s does not report the live image identity", drv.Name()), "", nil
@@ -317,16 +318,16 @@ func (p *Prober) measureImage(ctx context.Context, r *run, drv drivers.Driver, h
 // qualify runs the qualify stage: evaluate the evidence of a saved sandbox
 // probe and store the record when every QUAL-1 condition held. After a
 // failed stage it evaluates nothing: the stage is skipped and the
-// diagnostic names the first failure (qualification.CodeProbeFailed).
+// diagnostic names the first failure ("probe_failed").
 func (p *Prober) qualify(ctx context.Context, r *run, drv drivers.Driver, env *environment.Environment, company string) {
 	if !r.res.OK {
 		st, _ := r.failedStage()
-		diag := qualification.Diagnostic{Code: qualification.CodeProbeFailed,
+		diag := qualification.Diagnostic{Code: qualify.ProbeFailed,
 			Message: fmt.Sprintf("the probe failed at stage %s (%s), so nothing was qualified", st.Name, st.Code)}
 		if st.Name == stageRelease {
 			// Every measurement ran: Evaluate names the condition that
 			// failed (cleanup_not_confirmed), and never records.
-			if _, d := p.evaluate(r, drv, env, company); d.Code != qualification.CodeRecorded {
+			if _, d := p.evaluate(r, drv, env, company); d.Code != qualify.Recorded {
 				diag = d
 			}
 		}
@@ -335,13 +336,13 @@ func (p *Prober) qualify(ctx context.Context, r *run, drv drivers.Driver, env *e
 		r.skip(stageQualify)
 		return
 	}
-	r.stage(ctx, stageQualify, func(ctx context.Context) (string, drivers.Code, error) {
+	r.stage(ctx, stageQualify, func(ctx context.Context) (string, string, error) {
 		rec, diag := p.evaluate(r, drv, env, company)
-		if diag.Code == qualification.CodeRecorded {
+		if diag.Code == qualify.Recorded {
 			if err := p.quals.PutQualification(ctx, rec); err != nil {
-				diag = qualification.Diagnostic{Code: qualification.CodeRecordFailed, Message: "every condition held, but storing the record failed; probe again"}
+				diag = qualification.Diagnostic{Code: qualify.RecordFailed, Message: "every condition held, but storing the record failed; probe again"}
 				r.res.QualificationDiagnostic = &diag
-				return "", drivers.CodeInternal, err
+				return "", reason.Internal, err
 			}
 			r.res.PlatformQualificationRecorded = true
 		}
@@ -370,7 +371,7 @@ func (p *Prober) evaluate(r *run, drv drivers.Driver, env *environment.Environme
 		At:               p.o.clock.Now(),
 	}
 	rec, diag := qualify.Evaluate(subj, ev)
-	if diag.Code == qualification.CodeImageNotPinned && imgProblem != "" {
+	if diag.Code == qualify.ImageNotPinned && imgProblem != "" {
 		diag.Message = imgProblem
 	}
 	return rec, diag
@@ -405,20 +406,20 @@ func (p *Prober) invalidate(ctx context.Context, r *run, drv drivers.Driver, env
 // providerMessage is the sentence for a person about a provider whose
 // health check failed with code: the provider by name and endpoint, and
 // what to check.
-func providerMessage(driver, endpoint string, code drivers.Code) string {
+func providerMessage(driver, endpoint string, code string) string {
 	name := driver
 	if name != "" {
 		name = strings.ToUpper(name[:1]) + name[1:]
 	}
 	at, _, _ := strings.Cut(endpoint, " ") // the endpoint, without the account reference
 	switch code {
-	case drivers.CodeAuthFailed:
+	case reason.AuthFailed:
 		return errmsg.Sentence(fmt.Sprintf("%s at %s refused the credentials: check the API key and its organization", name, at))
-	case drivers.CodeTLSUnverified:
+	case reason.TLSUnverified:
 		return errmsg.Sentence(fmt.Sprintf("The certificate of %s at %s failed verification: check the endpoint and the certificate it trusts", name, at))
-	case drivers.CodeTimeout:
+	case reason.Timeout:
 		return errmsg.Sentence(fmt.Sprintf("%s at %s did not answer in time: try again later", name, at))
-	case drivers.CodeProviderUnavailable, drivers.CodeUnreachable:
+	case reason.ProviderUnavailable, reason.Unreachable:
 		return errmsg.Sentence(fmt.Sprintf("%s at %s cannot be reached: check that it is running and the endpoint setting", name, at))
 	}
 	return errmsg.Sentence(fmt.Sprintf("%s at %s cannot be used now: try again later", name, at))

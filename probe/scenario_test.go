@@ -19,8 +19,8 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/qualify"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/qualification"
 )
 
 // The scenario tests follow the verification recipe of issue 4, one test
@@ -36,10 +36,10 @@ func TestPinnedImageRecordsQualification(t *testing.T) {
 	env := w.create(t, "pinned", img.String())
 
 	res := w.probe(t, env.ID, "acme")
-	if !res.OK || res.Code != drivers.CodeOK {
+	if !res.OK || res.Code != reason.OK {
 		t.Fatalf("probe failed: %s", res.Summary)
 	}
-	if !res.PlatformQualificationRecorded || diagCode(res) != qualification.CodeRecorded {
+	if !res.PlatformQualificationRecorded || diagCode(res) != qualify.Recorded {
 		t.Fatalf("not recorded: %+v", res.QualificationDiagnostic)
 	}
 	want := []string{stageResolve, stageAcquire, stageDetect, stageImage, stageRelease, stageQualify}
@@ -165,7 +165,7 @@ func TestChangesInvalidateQualification(t *testing.T) {
 			if tt.stillGood {
 				return
 			}
-			if d.Code != qualification.CodeStale || view.Platform != nil {
+			if d.Code != qualify.Stale || view.Platform != nil {
 				t.Errorf("stale record: %s, view %+v", d, view)
 			}
 			res := w.probe(t, env.ID, "acme")
@@ -223,9 +223,9 @@ func TestUnpinnedImagesDoNotQualify(t *testing.T) {
 			if res.PlatformQualificationRecorded != tt.recorded {
 				t.Fatalf("recorded = %v, want %v: %+v", res.PlatformQualificationRecorded, tt.recorded, res.QualificationDiagnostic)
 			}
-			want := qualification.CodeImageNotPinned
+			want := qualify.ImageNotPinned
 			if tt.recorded {
-				want = qualification.CodeRecorded
+				want = qualify.Recorded
 			}
 			if d := res.QualificationDiagnostic; d.Code != want || !strings.Contains(d.Message, tt.reason) {
 				t.Errorf("diagnostic %s; want code %s and reason %q", d, want, tt.reason)
@@ -256,10 +256,10 @@ func TestDeletedSnapshotFails(t *testing.T) {
 	}
 
 	res := w.probe(t, env.ID, "acme")
-	if res.OK || res.Code != drivers.CodeImageNotFound {
+	if res.OK || res.Code != reason.ImageNotFound {
 		t.Fatalf("probe of a deleted snapshot: ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
 	}
-	if st, _ := res.Stage(stageAcquire); st.OK || st.Code != drivers.CodeImageNotFound {
+	if st, _ := res.Stage(stageAcquire); st.OK || st.Code != reason.ImageNotFound {
 		t.Errorf("acquire stage %+v", st)
 	}
 	if n := len(w.fake.Sandboxes()); n != 0 {
@@ -292,7 +292,7 @@ func TestWrongLiveImageNotRecorded(t *testing.T) {
 	if res.ImageIdentity == img || res.ImageIdentity.IsZero() {
 		t.Fatalf("live image %s", res.ImageIdentity)
 	}
-	if res.PlatformQualificationRecorded || diagCode(res) != qualification.CodeIdentityMismatch {
+	if res.PlatformQualificationRecorded || diagCode(res) != qualify.IdentityMismatch {
 		t.Errorf("diagnostic %+v", res.QualificationDiagnostic)
 	}
 }
@@ -319,14 +319,14 @@ func TestUnconfirmedCleanupNotRecorded(t *testing.T) {
 			tt.inject(w.fake, w.nextSandbox())
 
 			res := w.probe(t, env.ID, "acme")
-			if res.OK || res.Code != drivers.CodeCleanupFailed {
+			if res.OK || res.Code != reason.CleanupFailed {
 				t.Fatalf("ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
 			}
 			c := res.Cleanup
 			if c == nil || c.Confirmed || !c.PendingCleanup || c.LeaseStatus != lease.StatusPendingCleanup {
 				t.Fatalf("cleanup %+v", c)
 			}
-			if res.PlatformQualificationRecorded || diagCode(res) != qualification.CodeCleanupNotConfirmed {
+			if res.PlatformQualificationRecorded || diagCode(res) != qualify.CleanupNotConfirmed {
 				t.Errorf("diagnostic %+v", res.QualificationDiagnostic)
 			}
 			l, err := w.lstore.GetLease(ctx, res.LeaseID)
@@ -419,7 +419,7 @@ func TestQualificationIsCompanyBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, d := qualify.Valid(recA, subjB); ok || d.Code != qualification.CodeOtherCompany {
+	if ok, d := qualify.Valid(recA, subjB); ok || d.Code != qualify.OtherCompany {
 		t.Errorf("A's record for B: %v %s", ok, d)
 	}
 	vB, err := w.prober.Qualification(ctx, admin, env.ID, "globex")
@@ -520,13 +520,13 @@ func TestGoneIdentityInvalidatesRecord(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		break_  func(w *world, snap string)
-		code    drivers.Code
-		viewNow qualification.Code
+		code    string
+		viewNow string
 	}{
-		{"deleted snapshot", func(w *world, snap string) { w.fake.DeleteSnapshot(snap) }, drivers.CodeImageNotFound, qualification.CodeInvalidated},
+		{"deleted snapshot", func(w *world, snap string) { w.fake.DeleteSnapshot(snap) }, reason.ImageNotFound, qualify.Invalidated},
 		{"inactive snapshot", func(w *world, _ string) {
 			w.fake.FailNth("create", 2, fmt.Errorf("snapshot is inactive: %w", drivers.ErrImageInactive))
-		}, drivers.CodeImageInactive, qualification.CodeQualified},
+		}, reason.ImageInactive, qualify.Qualified},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -548,7 +548,7 @@ func TestGoneIdentityInvalidatesRecord(t *testing.T) {
 			if v.Code != tc.viewNow {
 				t.Fatalf("view after %s: %+v, want %s", tc.name, v, tc.viewNow)
 			}
-			if tc.viewNow == qualification.CodeInvalidated {
+			if tc.viewNow == qualify.Invalidated {
 				if v.Qualified || v.InvalidatedAt == nil || !strings.Contains(v.Reason, "not found") || v.Platform != nil {
 					t.Errorf("invalidated view %+v", v)
 				}

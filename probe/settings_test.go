@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -106,11 +106,11 @@ func TestProbeOfAHostTargetUnderManagedSandboxOnly(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 		first, _ := (&run{res: res}).failedStage()
-		if res.OK || res.Code != drivers.CodeManagedSandboxOnly || first.Name != stageResolve || !strings.Contains(first.Error, "managed_sandbox_only") {
+		if res.OK || res.Code != reason.ManagedSandboxOnly || first.Name != stageResolve || !strings.Contains(first.Error, "managed_sandbox_only") {
 			t.Errorf("%s = ok %v code %s, failed stage %s (%s); want managed_sandbox_only at resolve", what, res.OK, res.Code, first.Name, first.Error)
 		}
-		if res.Code.ErrorCode() != errcode.Unavailable {
-			t.Errorf("%s: code %s maps to %v, want unavailable", what, res.Code, res.Code.ErrorCode())
+		if reason.Code(res.Code) != errcode.Unavailable {
+			t.Errorf("%s: code %s maps to %v, want unavailable", what, res.Code, reason.Code(res.Code))
 		}
 	}
 	res, err := w.prober.Probe(ctx, admin, host.ID, Request{Company: "acme"})

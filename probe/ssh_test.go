@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
@@ -82,7 +83,7 @@ func TestSSHProbe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.OK || res.Code != drivers.CodeHostKeyMismatch || res.Cwd != "" || !res.Platform.IsZero() {
+		if res.OK || res.Code != reason.HostKeyMismatch || res.Cwd != "" || !res.Platform.IsZero() {
 			t.Fatalf("ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
 		}
 		if !strings.Contains(res.Summary, target) || !strings.Contains(res.Summary, "host_key_mismatch") {

@@ -24,9 +24,10 @@
 //     JournalState, Event (a command's Result, task output as Output
 //     chunks of a Stream, the task's Exit, a StopProof). The runner's
 //     hello is internal/prpwire's (controller.Hello is what a host reads).
-//   - Stable codes: Code (a result's code and every refusal on the wire; a
-//     sub-code of errcode's set that Code.ErrorCode maps) and the sentinel
-//     errors of the ticket store and of a scope (ErrScopeDenied).
+//   - Stable codes: a result's Code and every refusal on the wire carry the
+//     protocol's codes, reasons listed in docs/errors.md with the errcode
+//     code each is finer than; the sentinel errors of the ticket store and
+//     of a scope (ErrScopeDenied) carry theirs (errcode.ReasonOf).
 //   - Tickets: Ticket (32 random bytes, handed to a runner once, stored
 //     only as its TicketHash), TicketRecord, Scope, and the TicketStore
 //     interface a store implements (store.Memory's memory store, the SQL

@@ -62,24 +62,6 @@ const (
 	ResultIndeterminate ResultStatus = "indeterminate"
 )
 
-// The codes of a command's result (Result.Code), which the runner sets
-// (events_lost: the controller): internal/prpwire exports them; Code.ErrorCode
-// classifies every one.
-const (
-	codeIdempotencyConflict    Code = "idempotency_conflict"
-	codeProbeIdentity          Code = "probe_identity"
-	codeScopeDenied            Code = "scope_denied"
-	codeStartFailed            Code = "start_failed"
-	codeUnknownTask            Code = "unknown_task"
-	codeTaskExists             Code = "task_exists"
-	codeInterrupted            Code = "interrupted"
-	codeJournalUnauthenticated Code = "journal_unauthenticated"
-	codeSecretsMissing         Code = "secrets_missing"
-	codeSecretsUnavailable     Code = "secrets_unavailable"
-	codeSecretFile             Code = "secret_file_refused"
-	codeEventsLost             Code = "events_lost"
-)
-
 // Result is the outcome of one command.
 type Result struct {
 	CommandID string       `json:"command_id"`
@@ -88,8 +70,10 @@ type Result struct {
 	// from the journal; nothing ran again.
 	Duplicate bool `json:"duplicate,omitempty"`
 	// Code says why a command was rejected or is indeterminate ("" when it
-	// is done); Code.ErrorCode classifies it.
-	Code    Code   `json:"code,omitempty"`
+	// is done): a stable code of the runner protocol, a reason of
+	// docs/errors.md ("scope_denied", "start_failed", "interrupted", ...)
+	// that says the errcode code it is finer than.
+	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
 	// Exit is set for a task.start that ran to its end.
 	Exit *Exit `json:"exit,omitempty"`

@@ -12,7 +12,7 @@ import (
 // connection is for, or a task under a probe identity (PRP-7, PRP-8);
 // Attachment.Start of a probe-scoped attachment wraps it too. Its code is
 // scope_denied.
-var ErrScopeDenied = wireError(errcode.Denied, codeScopeDenied, "prp: scope denied")
+var ErrScopeDenied = wireError(errcode.Denied, "scope_denied", "prp: scope denied")
 
 // keyIDRE is the form of a key id, in NewSigner and in a token.
 var keyIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)

@@ -35,22 +35,23 @@ const ticketPrefix = "prpt1_"
 // characters of 32 random bytes.
 var ticketLen = len(ticketPrefix) + base64.RawURLEncoding.EncodedLen(32)
 
-// Ticket errors, each with a stable code (Code). The exchange answers them
+// Ticket errors, each with a stable code on the wire, its reason
+// (errcode.ReasonOf). The exchange answers them
 // with HTTP 401 before any upgrade.
 var (
 	// ErrTicketMalformed: the text is not a ticket.
-	ErrTicketMalformed = wireError(errcode.AuthFailed, codeTicketMalformed, "prp: ticket malformed")
+	ErrTicketMalformed = wireError(errcode.AuthFailed, "ticket_malformed", "prp: ticket malformed")
 	// ErrTicketUnknown: no ticket with that hash exists.
-	ErrTicketUnknown = wireError(errcode.AuthFailed, codeTicketUnknown, "prp: ticket unknown")
+	ErrTicketUnknown = wireError(errcode.AuthFailed, "ticket_unknown", "prp: ticket unknown")
 	// ErrTicketExpired: the ticket's expiry has passed.
-	ErrTicketExpired = wireError(errcode.AuthFailed, codeTicketExpired, "prp: ticket expired")
+	ErrTicketExpired = wireError(errcode.AuthFailed, "ticket_expired", "prp: ticket expired")
 	// ErrTicketReplayed: the ticket was already exchanged.
-	ErrTicketReplayed = wireError(errcode.AuthFailed, codeTicketReplayed, "prp: ticket replayed")
+	ErrTicketReplayed = wireError(errcode.AuthFailed, "ticket_replayed", "prp: ticket replayed")
 	// ErrTicketForeign: the ticket belongs to another lease than the one
 	// the exchange is for.
-	ErrTicketForeign = wireError(errcode.AuthFailed, codeTicketForeign, "prp: ticket foreign")
+	ErrTicketForeign = wireError(errcode.AuthFailed, "ticket_foreign", "prp: ticket foreign")
 	// ErrTicketExists: a ticket with that hash was already created.
-	ErrTicketExists = wireError(errcode.AlreadyExists, codeTicketExists, "prp: ticket exists")
+	ErrTicketExists = wireError(errcode.AlreadyExists, "ticket_exists", "prp: ticket exists")
 )
 
 // Ticket is a one-use bootstrap secret (PRP-2): 32 random bytes. Only its
@@ -123,6 +124,6 @@ type TicketRecord struct {
 // wireError is a sentinel of the protocol: an *errcode.Error of code whose
 // reason is the wire code c (unchanged for deployed runners) and whose
 // text is text.
-func wireError(code errcode.ErrorCode, c Code, text string) error {
-	return &errcode.Error{Code: code, Reason: string(c), Err: errors.New(text)}
+func wireError(code errcode.ErrorCode, c, text string) error {
+	return &errcode.Error{Code: code, Reason: c, Err: errors.New(text)}
 }

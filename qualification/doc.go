@@ -12,7 +12,8 @@
 //   - View, the public read of an environment's qualification for one
 //     company without private metadata (QUAL-7), and Diagnostic, what a
 //     probe says about recording one (probe.Result); both carry a stable
-//     Code (CodeRecorded, CodeQualified, CodeStale, CodeNoRecord, ...).
+//     code, a reason of docs/errors.md ("recorded", "qualified",
+//     "stale_fingerprint", "no_record", ...).
 //   - Platform, the measured os/arch/libc/kernel, normalized, with a text
 //     form (String, ParsePlatform, MarshalText), and the alias tables of OS
 //     and architecture names (NormalizeOS, NormalizeArch) that drivers

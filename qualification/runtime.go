@@ -44,21 +44,21 @@ func (r Requirement) normalize() Requirement {
 // The codes of a Verdict (Verdict.Code).
 const (
 	// verdictOK: a requirement is met.
-	verdictOK Code = "ok"
+	verdictOK = "ok"
 	// verdictNoRequirements: the artifact lists no platform.
-	verdictNoRequirements Code = "no_requirements"
+	verdictNoRequirements = "no_requirements"
 	// verdictNotMeasured: the platform was not measured.
-	verdictNotMeasured Code = "platform_not_measured"
+	verdictNotMeasured = "platform_not_measured"
 	// verdictUnsupportedPlatform: no build for the OS and architecture.
-	verdictUnsupportedPlatform Code = "unsupported_platform"
+	verdictUnsupportedPlatform = "unsupported_platform"
 	// verdictLibcMismatch: builds exist for the OS and architecture, but
 	// for another libc family (glibc vs musl), or the platform has none.
-	verdictLibcMismatch Code = "libc_mismatch"
+	verdictLibcMismatch = "libc_mismatch"
 	// verdictLibcTooOld: the platform's libc is older than required.
-	verdictLibcTooOld Code = "libc_too_old"
+	verdictLibcTooOld = "libc_too_old"
 	// verdictLibcUnknown: the platform's libc family or version is unknown,
 	// so a libc requirement cannot be shown to hold.
-	verdictLibcUnknown Code = "libc_unknown"
+	verdictLibcUnknown = "libc_unknown"
 )
 
 // Verdict says whether a platform can run an artifact and why not.
@@ -70,7 +70,7 @@ type Verdict struct {
 	// build for the OS and architecture), "libc_mismatch" (builds for
 	// another libc family, or the platform has none), "libc_too_old", or
 	// "libc_unknown" (the platform's libc cannot be shown to meet one).
-	Code Code `json:"code"`
+	Code string `json:"code"`
 	// Reason is a human message ("needs glibc >= 2.36, platform has glibc 2.31").
 	Reason string `json:"reason"`
 	// Match is the requirement that was met (OK) or came closest (same OS

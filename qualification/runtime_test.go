@@ -20,7 +20,7 @@ func TestCanRun(t *testing.T) {
 		p       string
 		reqs    []Requirement
 		ok      bool
-		code    Code
+		code    string
 		mention string
 	}{
 		{"glibc 2.36 meets glibc >= 2.36", "linux/amd64 libc=glibc:2.36", artifact, true, verdictOK, "glibc"},

@@ -8,12 +8,12 @@ import "time"
 // the fingerprint, provider internals. Building it does no I/O (CAP-1).
 type View struct {
 	Qualified bool   `json:"qualified"`
-	Code      Code   `json:"code"`
+	Code      string `json:"code"`
 	Reason    string `json:"reason"`
 	// Platform and RecordedAt are set only when Qualified.
 	Platform   *Platform  `json:"platform,omitempty"`
 	RecordedAt *time.Time `json:"recordedAt,omitempty"`
 	// InvalidatedAt is set only when the record applies to the current
-	// subject but a later probe found its identity gone (CodeInvalidated).
+	// subject but a later probe found its identity gone ("invalidated").
 	InvalidatedAt *time.Time `json:"invalidatedAt,omitempty"`
 }

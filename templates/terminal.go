@@ -115,13 +115,7 @@ func (s *Service) OpenTerminal(ctx context.Context, p authz.Principal, id string
 		return nil, err
 	}
 	if ses.State != SessionWaiting {
-		what := "setup session " + id
-		if ses.Name != "" {
-			what = fmt.Sprintf("setup session %q", ses.Name)
-		}
-		return nil, &errcode.Error{Reason: "setup_session_not_waiting",
-			Message: fmt.Sprintf("Cannot open a terminal in %s: its sandbox is %s, not waiting for you; start a new interactive setup.", what, ses.State),
-			Err:     fmt.Errorf("custom: terminal of setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, errcode.ErrConflict)}
+		return nil, notWaiting(ses, fmt.Errorf("custom: terminal of setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, errcode.ErrConflict))
 	}
 	d, err := s.src.Drivers.Lookup(ses.Driver)
 	if err != nil {
@@ -148,4 +142,16 @@ func (s *Service) OpenTerminal(ctx context.Context, p authz.Principal, id string
 	s.terms.add(id, st)
 	s.touch(ctx, ses)
 	return st, nil
+}
+
+// notWaiting is the refusal of a terminal (or of its token) in setup
+// session ses, which is not waiting for the operator; err is the chain.
+func notWaiting(ses *Session, err error) error {
+	what := "setup session " + ses.ID
+	if ses.Name != "" {
+		what = fmt.Sprintf("setup session %q", ses.Name)
+	}
+	return &errcode.Error{Reason: "setup_session_not_waiting",
+		Message: fmt.Sprintf("Cannot open a terminal in %s: its sandbox is %s, not waiting for you; start a new interactive setup.", what, ses.State),
+		Err:     err}
 }

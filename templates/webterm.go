@@ -51,7 +51,7 @@ func (s *Service) MintTerminalToken(ctx context.Context, p authz.Principal, id, 
 		return nil, err
 	}
 	if ses.State != SessionWaiting {
-		return nil, fmt.Errorf("custom: terminal token for setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, errcode.ErrConflict)
+		return nil, notWaiting(ses, fmt.Errorf("custom: terminal token for setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, errcode.ErrConflict))
 	}
 	if path == "" {
 		return nil, fmt.Errorf("custom: terminal token for setup session %s: no URL path: %w", id, errcode.ErrInvalid)

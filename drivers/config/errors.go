@@ -8,7 +8,7 @@ import (
 	"github.com/berthdev/berth/internal/errmsg"
 )
 
-// The sentinels of a config's validation; drivers.CodeOf maps them to
+// The sentinels of a config's validation; their reasons are
 // invalid_config and missing_credentials.
 var (
 	// ErrInvalid: a config failed schema validation; see Error.

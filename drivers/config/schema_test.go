@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/secretcfg"
 )
 
@@ -289,41 +290,41 @@ func TestCodeOf(t *testing.T) {
 	wrap := func(err error) error { return fmt.Errorf("ssh a@b:22: %w", err) }
 	for _, tc := range []struct {
 		err  error
-		want drivers.Code
+		want string
 	}{
-		{nil, drivers.CodeOK},
-		{wrap(drivers.ErrUnreachable), drivers.CodeUnreachable},
-		{wrap(drivers.ErrAuth), drivers.CodeAuthFailed},
-		{wrap(drivers.ErrHostKeyMismatch), drivers.CodeHostKeyMismatch},
-		{wrap(drivers.ErrHostKeyUnknown), drivers.CodeHostKeyUnknown},
-		{wrap(config.ErrCredentialsMissing), drivers.CodeMissingCredentials},
-		{wrap(drivers.ErrImageNotFound), drivers.CodeImageNotFound},
-		{wrap(drivers.ErrImageInactive), drivers.CodeImageInactive},
-		{wrap(drivers.ErrTLSUnverified), drivers.CodeTLSUnverified},
+		{nil, reason.OK},
+		{wrap(drivers.ErrUnreachable), reason.Unreachable},
+		{wrap(drivers.ErrAuth), reason.AuthFailed},
+		{wrap(drivers.ErrHostKeyMismatch), reason.HostKeyMismatch},
+		{wrap(drivers.ErrHostKeyUnknown), reason.HostKeyUnknown},
+		{wrap(config.ErrCredentialsMissing), reason.MissingCredentials},
+		{wrap(drivers.ErrImageNotFound), reason.ImageNotFound},
+		{wrap(drivers.ErrImageInactive), reason.ImageInactive},
+		{wrap(drivers.ErrTLSUnverified), reason.TLSUnverified},
 		// A certificate failure is an identity failure, never an auth failure
 		// or a transient one, whatever else the error carries.
-		{errors.Join(drivers.ErrAuth, drivers.ErrTLSUnverified), drivers.CodeTLSUnverified},
-		{errors.Join(drivers.ErrTransient, drivers.ErrTLSUnverified), drivers.CodeTLSUnverified},
-		{wrap(errcode.ErrNotFound), drivers.CodeNotFound},
-		{wrap(drivers.ErrTransient), drivers.CodeTransient},
-		{wrap(drivers.ErrUnsupported), drivers.CodeUnsupported},
-		{wrap(drivers.ErrUnavailable), drivers.CodeProviderUnavailable},
-		{wrap(drivers.ErrTimeout), drivers.CodeTimeout},
-		{wrap(context.DeadlineExceeded), drivers.CodeTimeout},
-		{wrap(context.Canceled), drivers.CodeCancelled},
-		{wrap(config.ErrInvalid), drivers.CodeInvalidConfig},
-		{errors.New("boom"), drivers.CodeInternal},
+		{errors.Join(drivers.ErrAuth, drivers.ErrTLSUnverified), reason.TLSUnverified},
+		{errors.Join(drivers.ErrTransient, drivers.ErrTLSUnverified), reason.TLSUnverified},
+		{wrap(errcode.ErrNotFound), reason.NotFound},
+		{wrap(drivers.ErrTransient), reason.Transient},
+		{wrap(drivers.ErrUnsupported), reason.Unsupported},
+		{wrap(drivers.ErrUnavailable), reason.ProviderUnavailable},
+		{wrap(drivers.ErrTimeout), reason.Timeout},
+		{wrap(context.DeadlineExceeded), reason.Timeout},
+		{wrap(context.Canceled), reason.Cancelled},
+		{wrap(config.ErrInvalid), reason.InvalidConfig},
+		{errors.New("boom"), reason.Internal},
 		// A missing secret is a config error but reported as missing credentials.
-		{&config.Error{Driver: "d", Field: "key", Reason: "required"}, drivers.CodeInvalidConfig},
-		{errors.Join(drivers.ErrTransient, drivers.ErrHostKeyMismatch), drivers.CodeHostKeyMismatch},
+		{&config.Error{Driver: "d", Field: "key", Reason: "required"}, reason.InvalidConfig},
+		{errors.Join(drivers.ErrTransient, drivers.ErrHostKeyMismatch), reason.HostKeyMismatch},
 	} {
-		if got := drivers.CodeOf(tc.err); got != tc.want {
+		if got := reason.Of(tc.err); got != tc.want {
 			t.Errorf("CodeOf(%v) = %q, want %q", tc.err, got, tc.want)
 		}
 	}
 	_, err := testSchema().Normalize(map[string]any{"host": "h"})
-	if got := drivers.CodeOf(err); got != drivers.CodeMissingCredentials {
-		t.Errorf("CodeOf(missing secret) = %q, want %q", got, drivers.CodeMissingCredentials)
+	if got := reason.Of(err); got != reason.MissingCredentials {
+		t.Errorf("CodeOf(missing secret) = %q, want %q", got, reason.MissingCredentials)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/reason"
 )
 
 // allocations records Allocated calls.
@@ -139,8 +140,8 @@ func TestDeletedSnapshotIDIsNotResolvedByName(t *testing.T) {
 	if !errors.Is(err, drivers.ErrImageNotFound) {
 		t.Fatalf("Acquire of a deleted snapshot id: err = %v, want ErrImageNotFound", err)
 	}
-	if got := drivers.CodeOf(err); got != drivers.CodeImageNotFound {
-		t.Errorf("CodeOf = %s, want %s", got, drivers.CodeImageNotFound)
+	if got := reason.Of(err); got != reason.ImageNotFound {
+		t.Errorf("CodeOf = %s, want %s", got, reason.ImageNotFound)
 	}
 	if !strings.Contains(err.Error(), old.ID) {
 		t.Errorf("error %q does not name the snapshot id", err)
@@ -290,8 +291,8 @@ func TestExecTimeoutIsErrTimeout(t *testing.T) {
 	if !errors.Is(err, drivers.ErrTimeout) || ctx.Err() != nil {
 		t.Fatalf("Exec past the toolbox timeout: err = %v (ctx %v), want ErrTimeout", err, ctx.Err())
 	}
-	if got := drivers.CodeOf(err); got != drivers.CodeTimeout {
-		t.Errorf("CodeOf = %s, want %s", got, drivers.CodeTimeout)
+	if got := reason.Of(err); got != reason.Timeout {
+		t.Errorf("CodeOf = %s, want %s", got, reason.Timeout)
 	}
 	if !strings.Contains(err.Error(), sb.ID()) {
 		t.Errorf("error %q does not name the sandbox", err)
@@ -485,7 +486,7 @@ func TestUnreachableAPI(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	_, err := e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{})
-	if !errors.Is(err, drivers.ErrUnavailable) || drivers.CodeOf(err) != drivers.CodeProviderUnavailable {
+	if !errors.Is(err, drivers.ErrUnavailable) || reason.Of(err) != reason.ProviderUnavailable {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
 	host := strings.TrimPrefix(strings.TrimSuffix(e.srv.URL(), "/api"), "http://")

@@ -5,6 +5,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
+	"github.com/berthdev/berth/errcode"
 )
 
 // A host registers the daytona driver and saves a config through its
@@ -36,11 +37,11 @@ func ExampleNew() {
 
 	raw[daytona.FieldSnapshotID] = "python-dev"
 	_, err = schema.Normalize(raw)
-	fmt.Println(drivers.CodeOf(err), "-", err)
+	fmt.Println(errcode.ReasonOf(err), "-", err)
 	raw[daytona.FieldSnapshotID] = "8a1f6c2e-3b7d-4e9a-9c0f-5d2b1e7a4c36"
 	raw[daytona.FieldAPIURL] = "http://daytona.example/api"
 	_, err = schema.Normalize(raw)
-	fmt.Println(drivers.CodeOf(err), "-", err)
+	fmt.Println(errcode.ReasonOf(err), "-", err)
 	// Output:
 	// daytona sandbox false
 	// account: api_key image: snapshot_id

@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/reason"
 )
 
 // CheckHealth against the fake API (CAP-3, PRB-5): a live API and a valid
@@ -54,8 +55,8 @@ func TestCheckHealth(t *testing.T) {
 	}
 
 	e.srv.InjectFault(fakeapi.Fault{Route: fakeapi.RouteHealth, Status: http.StatusServiceUnavailable, Message: "Service Unavailable"})
-	if err := e.drv.CheckHealth(ctx, cfg); !errors.Is(err, drivers.ErrUnavailable) || drivers.CodeOf(err) != drivers.CodeProviderUnavailable {
-		t.Errorf("CheckHealth of an API that is not live = %v (code %s), want ErrUnavailable", err, drivers.CodeOf(err))
+	if err := e.drv.CheckHealth(ctx, cfg); !errors.Is(err, drivers.ErrUnavailable) || reason.Of(err) != reason.ProviderUnavailable {
+		t.Errorf("CheckHealth of an API that is not live = %v (code %s), want ErrUnavailable", err, reason.Of(err))
 	}
 }
 
@@ -73,8 +74,8 @@ func TestCheckHealthTLSUnverified(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := drv.CheckHealth(context.Background(), cfg); !errors.Is(err, drivers.ErrTLSUnverified) || drivers.CodeOf(err) != drivers.CodeTLSUnverified {
-		t.Errorf("CheckHealth against an untrusted certificate = %v (code %s)", err, drivers.CodeOf(err))
+	if err := drv.CheckHealth(context.Background(), cfg); !errors.Is(err, drivers.ErrTLSUnverified) || reason.Of(err) != reason.TLSUnverified {
+		t.Errorf("CheckHealth against an untrusted certificate = %v (code %s)", err, reason.Of(err))
 	} else if m := errcode.MessageOf(err); !strings.Contains(m, "certificate") || !strings.Contains(m, "failed verification") {
 		t.Errorf("an untrusted certificate's message %q", m)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/reason"
 )
 
 // assertNoKey fails the test when the driver's log holds the API key
@@ -39,7 +40,7 @@ func TestAPIKeyNeverInErrorsOrLogs(t *testing.T) {
 	wrong := e.config(t, e.snap.ID)
 	wrong[daytona.FieldAPIKey] = "dtn_wrong_key_0123456789abcdef"
 	_, err := e.drv.Acquire(ctx, wrong, drivers.AcquireRequest{})
-	if !errors.Is(err, drivers.ErrAuth) || drivers.CodeOf(err) != drivers.CodeAuthFailed {
+	if !errors.Is(err, drivers.ErrAuth) || reason.Of(err) != reason.AuthFailed {
 		t.Errorf("Acquire with a wrong key: err = %v, want ErrAuth", err)
 	}
 	if err != nil && (strings.Contains(err.Error(), "dtn_wrong_key") || !strings.Contains(err.Error(), host)) {

@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/probehook"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/qualification"
@@ -48,7 +49,7 @@ func TestProbeReportsImageInactive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.OK || res.Code != drivers.CodeImageInactive {
-		t.Errorf("probe of an inactive snapshot: ok %v code %s, want %s", res.OK, res.Code, drivers.CodeImageInactive)
+	if res.OK || res.Code != reason.ImageInactive {
+		t.Errorf("probe of an inactive snapshot: ok %v code %s, want %s", res.OK, res.Code, reason.ImageInactive)
 	}
 }

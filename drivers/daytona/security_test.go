@@ -17,6 +17,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
+	"github.com/berthdev/berth/internal/reason"
 )
 
 // tokenTrap is a loopback server that records every Authorization header
@@ -226,8 +227,8 @@ func TestTLSVerificationFailureIsPermanent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err = drv.Acquire(ctx, cfg, drivers.AcquireRequest{})
-	if !errors.Is(err, drivers.ErrTLSUnverified) || drivers.CodeOf(err) != drivers.CodeTLSUnverified {
-		t.Fatalf("Acquire against an untrusted certificate: err = %v (code %s), want ErrTLSUnverified", err, drivers.CodeOf(err))
+	if !errors.Is(err, drivers.ErrTLSUnverified) || reason.Of(err) != reason.TLSUnverified {
+		t.Fatalf("Acquire against an untrusted certificate: err = %v (code %s), want ErrTLSUnverified", err, reason.Of(err))
 	}
 	if errors.Is(err, drivers.ErrTransient) {
 		t.Errorf("err = %v also wraps ErrTransient", err)

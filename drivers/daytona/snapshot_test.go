@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/reason"
 )
 
 // Issue #13 item 2, QUAL-6, PRB-5: a pinned snapshot Daytona marked
@@ -75,8 +76,8 @@ func TestInactiveSnapshotWithoutReactivation(t *testing.T) {
 	if !errors.Is(err, drivers.ErrImageInactive) || errors.Is(err, drivers.ErrImageNotFound) {
 		t.Fatalf("Acquire from an inactive snapshot with reactivation off: err = %v, want ErrImageInactive only", err)
 	}
-	if got := drivers.CodeOf(err); got != drivers.CodeImageInactive {
-		t.Errorf("CodeOf = %s, want %s", got, drivers.CodeImageInactive)
+	if got := reason.Of(err); got != reason.ImageInactive {
+		t.Errorf("CodeOf = %s, want %s", got, reason.ImageInactive)
 	}
 	if !strings.Contains(err.Error(), e.snap.ID) || !strings.Contains(err.Error(), daytona.FieldReactivateSnapshot) {
 		t.Errorf("error %q does not name the snapshot id and the knob", err)

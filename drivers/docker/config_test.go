@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/docker"
+	"github.com/berthdev/berth/internal/reason"
 )
 
 const pinned = "127.0.0.1:5000/berth/busybox@sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -120,8 +121,8 @@ func TestDeadEngineIsProviderUnavailable(t *testing.T) {
 	if !errors.Is(err, drivers.ErrUnavailable) || errors.Is(err, drivers.ErrUnreachable) || !strings.Contains(err.Error(), host) {
 		t.Errorf("Acquire: err = %v, want ErrUnavailable (not ErrUnreachable) naming %s", err, host)
 	}
-	if got := drivers.CodeOf(err); got != drivers.CodeProviderUnavailable {
-		t.Errorf("CodeOf(Acquire error) = %s, want %s", got, drivers.CodeProviderUnavailable)
+	if got := reason.Of(err); got != reason.ProviderUnavailable {
+		t.Errorf("CodeOf(Acquire error) = %s, want %s", got, reason.ProviderUnavailable)
 	}
 	if _, err := d.List(ctx, cfg, nil); !errors.Is(err, drivers.ErrUnavailable) {
 		t.Errorf("List: err = %v, want ErrUnavailable", err)

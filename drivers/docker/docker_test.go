@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 )
@@ -260,7 +261,7 @@ func TestMissingImageIsImageNotFound(t *testing.T) {
 				_, _ = sb.Release(ctx, drivers.Destroy)
 				t.Fatalf("Acquire of %s succeeded", tc.ref)
 			}
-			if !errors.Is(err, drivers.ErrImageNotFound) || drivers.CodeOf(err) != drivers.CodeImageNotFound {
+			if !errors.Is(err, drivers.ErrImageNotFound) || reason.Of(err) != reason.ImageNotFound {
 				t.Errorf("Acquire of %s: err = %v, want ErrImageNotFound", tc.ref, err)
 			}
 			if !strings.Contains(err.Error(), tc.ref) {

@@ -12,6 +12,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/reason"
 )
 
 // PRB-5: an engine endpoint whose certificate fails verification is
@@ -37,7 +38,7 @@ func TestEngineCertificateFailureIsTLSUnverified(t *testing.T) {
 	if !errors.Is(err, drivers.ErrTLSUnverified) || errors.Is(err, drivers.ErrUnavailable) || !strings.Contains(err.Error(), host) {
 		t.Errorf("engineErr = %v, want ErrTLSUnverified (not ErrUnavailable) naming %s", err, host)
 	}
-	if got := drivers.CodeOf(err); got != drivers.CodeTLSUnverified {
-		t.Errorf("CodeOf = %s, want %s", got, drivers.CodeTLSUnverified)
+	if got := reason.Of(err); got != reason.TLSUnverified {
+		t.Errorf("CodeOf = %s, want %s", got, reason.TLSUnverified)
 	}
 }

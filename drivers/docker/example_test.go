@@ -3,8 +3,8 @@ package docker_test
 import (
 	"fmt"
 
-	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
+	"github.com/berthdev/berth/errcode"
 )
 
 // A host registers the docker driver and saves a config through its
@@ -38,7 +38,7 @@ func ExampleNew() {
 
 	raw[docker.FieldNetwork] = "host"
 	_, err = schema.Normalize(raw)
-	fmt.Println(drivers.CodeOf(err), "-", err)
+	fmt.Println(errcode.ReasonOf(err), "-", err)
 	// Output:
 	// docker sandbox 1m0s
 	// digest true <nil>

@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/testenv"
 )
 
@@ -34,8 +35,8 @@ func TestCheckHealth(t *testing.T) {
 		t.Errorf("Endpoint = %q, want %q", ep, dead)
 	}
 	err := hc.CheckHealth(testCtx(t), cfg)
-	if !errors.Is(err, drivers.ErrUnavailable) || drivers.CodeOf(err) != drivers.CodeProviderUnavailable || !strings.Contains(err.Error(), dead) {
-		t.Errorf("CheckHealth of a dead socket: %v (code %s); want ErrUnavailable naming %s", err, drivers.CodeOf(err), dead)
+	if !errors.Is(err, drivers.ErrUnavailable) || reason.Of(err) != reason.ProviderUnavailable || !strings.Contains(err.Error(), dead) {
+		t.Errorf("CheckHealth of a dead socket: %v (code %s); want ErrUnavailable naming %s", err, reason.Of(err), dead)
 	}
 	// A person reads one sentence naming the engine and the fix.
 	if m := errcode.MessageOf(err); !strings.Contains(m, "Docker engine at "+dead) || !strings.Contains(m, "start it") {

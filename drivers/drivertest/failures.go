@@ -9,12 +9,14 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/internal/reason"
 )
 
 // Failure names one way a config can be broken. The suite asks a
 // FailureHarness for a config broken that way and asserts that the driver
 // answers with the sentinel of SPEC PRB-5's error table (errors.Is and
-// drivers.CodeOf), whether the answer comes from Normalize or from Acquire.
+// its probe code, the reason errcode.ReasonOf reads), whether the answer
+// comes from Normalize or from Acquire.
 type Failure int
 
 // The failures the suite checks, with the sentinel each must produce.
@@ -117,7 +119,7 @@ func (f Failure) want(b Broken) (error, error) {
 // acquired). It reports applies false, and no error, when h is not a
 // FailureHarness or says f does not apply. Otherwise it returns nil when
 // the driver's error matches the error table's sentinel with errors.Is,
-// maps to that sentinel's drivers.Code, and contains no secret field's
+// maps to that sentinel's probe code (its reason), and contains no secret field's
 // value; else an error that says what was wrong. It honours ctx.
 func CheckFailure(ctx context.Context, h Harness, f Failure) (applies bool, err error) {
 	fh, ok := h.(FailureHarness)
@@ -146,7 +148,7 @@ func CheckFailure(ctx context.Context, h Harness, f Failure) (applies bool, err 
 	if !errors.Is(got, want) {
 		return true, fmt.Errorf("%s: driver %q: err = %v; want it to wrap %v (errors.Is)", f, d.Name(), got, want)
 	}
-	if code, wantCode := drivers.CodeOf(got), drivers.CodeOf(want); code != wantCode {
+	if code, wantCode := reason.Of(got), reason.Of(want); code != wantCode {
 		return true, fmt.Errorf("%s: driver %q: err = %v has code %s; want %s (it also wraps a sentinel of higher precedence)", f, d.Name(), got, code, wantCode)
 	}
 	if leaked := secretIn(d.Schema(), b.Config, got.Error()); leaked != "" {

@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/reason"
 )
 
 var bg = context.Background()
@@ -105,7 +106,7 @@ func TestFailNth(t *testing.T) {
 	}
 	d.FailNth("exec", 2, nil) // nil: transient
 	run(t, sb, drivers.Command{Argv: []string{"true"}})
-	if _, err := sb.Exec(bg, drivers.Command{Argv: []string{"true"}}); !errors.Is(err, drivers.ErrTransient) || drivers.CodeOf(err) != drivers.CodeTransient {
+	if _, err := sb.Exec(bg, drivers.Command{Argv: []string{"true"}}); !errors.Is(err, drivers.ErrTransient) || reason.Of(err) != reason.Transient {
 		t.Errorf("2nd exec: err = %v, want ErrTransient", err)
 	}
 	run(t, sb, drivers.Command{Argv: []string{"true"}})

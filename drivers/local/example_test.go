@@ -5,6 +5,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/local"
+	"github.com/berthdev/berth/errcode"
 )
 
 // A host registers the local driver (the machine berth runs on) and saves a
@@ -33,7 +34,7 @@ func ExampleNew() {
 		fmt.Println(f.Name, f.Kind)
 	}
 	_, err = schema.Normalize(map[string]any{"host": "elsewhere"})
-	fmt.Println(drivers.CodeOf(err), "-", err)
+	fmt.Println(errcode.ReasonOf(err), "-", err)
 	// Output:
 	// local host exec,stream_exec,runner_ingress true
 	// /srv/agents/ws-1 /bin/sh

@@ -12,9 +12,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	xssh "golang.org/x/crypto/ssh"
+
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
-	xssh "golang.org/x/crypto/ssh"
+	"github.com/berthdev/berth/internal/reason"
 )
 
 // dialTCP connects to addr within ctx. Failures wrap drivers.ErrUnreachable
@@ -225,7 +227,7 @@ func (p *pool) get(ctx context.Context, t *target) (*conn, error) {
 		p.mu.Unlock()
 		c.dialErr = err
 		close(c.ready)
-		p.log.Debug("ssh dial failed", "addr", t.addr(), "user", t.user, "code", drivers.CodeOf(err))
+		p.log.Debug("ssh dial failed", "addr", t.addr(), "user", t.user, "code", reason.Of(err))
 		return nil, err
 	}
 	c.client = client

@@ -13,12 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/config"
-	"github.com/berthdev/berth/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 	xssh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/internal/reason"
+	"github.com/berthdev/berth/internal/testenv"
 )
 
 // PRB-2: strict host key checking against the real sshd. Each refusal names
@@ -99,8 +101,8 @@ func TestWrongClientKeyIsErrAuth(t *testing.T) {
 	if !errors.Is(err, drivers.ErrAuth) {
 		t.Fatalf("error %v; want ErrAuth", err)
 	}
-	if drivers.CodeOf(err) != drivers.CodeAuthFailed {
-		t.Errorf("code %s", drivers.CodeOf(err))
+	if reason.Of(err) != reason.AuthFailed {
+		t.Errorf("code %s", reason.Of(err))
 	}
 }
 
@@ -145,8 +147,8 @@ func TestUnreachable(t *testing.T) {
 		if !errors.Is(err, drivers.ErrUnreachable) || errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 			t.Fatalf("error %v; want ErrUnreachable from a refused connection", err)
 		}
-		if got := drivers.CodeOf(err); got != drivers.CodeUnreachable {
-			t.Errorf("CodeOf = %s, want %s (PRB-5)", got, drivers.CodeUnreachable)
+		if got := reason.Of(err); got != reason.Unreachable {
+			t.Errorf("CodeOf = %s, want %s (PRB-5)", got, reason.Unreachable)
 		}
 	})
 	t.Run("silent server hits connect_timeout: code timeout (PRB-5)", func(t *testing.T) {
@@ -156,8 +158,8 @@ func TestUnreachable(t *testing.T) {
 			m[fieldConnectTimeout] = "200ms"
 		})
 		_, err := e.d.Acquire(testCtx(t), cfg, drivers.AcquireRequest{})
-		if !errors.Is(err, drivers.ErrTimeout) || drivers.CodeOf(err) != drivers.CodeTimeout {
-			t.Fatalf("error %v (code %s); want ErrTimeout, code timeout", err, drivers.CodeOf(err))
+		if !errors.Is(err, drivers.ErrTimeout) || reason.Of(err) != reason.Timeout {
+			t.Fatalf("error %v (code %s); want ErrTimeout, code timeout", err, reason.Of(err))
 		}
 	})
 	t.Run("dial honours cancellation", func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/internal/proctest"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/testenv"
 )
 
@@ -160,7 +161,7 @@ func TestRunnerOnAServerThatForwardsNothingIsUnsupported(t *testing.T) {
 	sb := e.acquire(t, e.config(t, nil))
 	bin, sum := testenv.RunnerBinarySum(t)
 	_, err := sb.HostRunner(testCtx(t), drivers.RunnerSpec{Binary: bin, SHA256: sum})
-	if !errors.Is(err, drivers.ErrUnsupported) || drivers.CodeOf(err) != drivers.CodeUnsupported ||
+	if !errors.Is(err, drivers.ErrUnsupported) || reason.Of(err) != reason.Unsupported ||
 		!strings.Contains(err.Error(), "streamlocal-forward@openssh.com") || !strings.Contains(err.Error(), "tcpip-forward") ||
 		strings.Contains(err.Error(), "AllowStreamLocalForwarding") {
 		t.Errorf("HostRunner = %v, want ErrUnsupported (code unsupported) naming both refused forwards and no OpenSSH setting", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/ssh"
+	"github.com/berthdev/berth/errcode"
 )
 
 // A host registers the ssh driver and saves a target's config through its
@@ -52,7 +53,7 @@ func ExampleNew() {
 	fmt.Println(cfg.Int(ssh.FieldPort), cfg.String(ssh.FieldWorkdir), schema.Redact(cfg).String(ssh.FieldPrivateKey))
 
 	_, err = schema.Normalize(map[string]any{ssh.FieldHost: "build-1.example", ssh.FieldUser: "agent"})
-	fmt.Println(drivers.CodeOf(err), "-", err)
+	fmt.Println(errcode.ReasonOf(err), "-", err)
 
 	raw[ssh.FieldForwarding] = ssh.ForwardingNone
 	if cfg, err = schema.Normalize(raw); err != nil {

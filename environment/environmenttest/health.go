@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/drivers"
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
-	"github.com/google/go-cmp/cmp"
+	"github.com/berthdev/berth/internal/reason"
 )
 
 // RunHealthStoreTests runs the environment.HealthStore conformance suite
@@ -21,7 +22,7 @@ func RunHealthStoreTests(t *testing.T, newStore func(t *testing.T) environment.H
 	ctx := context.Background()
 	at := time.Date(2026, 11, 30, 9, 0, 0, 123456000, time.UTC)
 	down := environment.ProviderHealth{Driver: "docker", Endpoint: "unix:///var/run/docker.sock",
-		Code: drivers.CodeProviderUnavailable, Reason: "engine not answering", CheckedAt: at}
+		Code: reason.ProviderUnavailable, Reason: "engine not answering", CheckedAt: at}
 	timeEqual := cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })
 	tests := []struct {
 		name string

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/probe"
 )
 
@@ -125,9 +128,23 @@ func runProbe(ctx context.Context, g *globals, args []string) error {
 		printProbe(g.stdout, res)
 	}
 	if !res.OK {
-		return fmt.Errorf("probe of %s failed: %s", res.Target, res.Code)
+		return probeFailure(res)
 	}
 	return nil
+}
+
+// probeFailure is a failed probe as an error for both readers: its code
+// is the one the result's code (a reason) is finer than, its message the
+// result's sentence, its detail the failed stage's error.
+func probeFailure(res *probe.Result) error {
+	cause := "probe failed (" + res.Code + ")"
+	for _, st := range res.Stages {
+		if !st.OK && !st.Skipped {
+			cause = fmt.Sprintf("probe failed at stage %s (%s): %s", st.Name, res.Code, st.Error)
+			break
+		}
+	}
+	return &errcode.Error{Code: reason.Code(res.Code), Reason: res.Code, Target: res.Target, Message: res.Message, Err: errors.New(cause)}
 }
 
 // progressLines is a probe.Request.Progress that writes each stage to

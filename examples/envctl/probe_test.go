@@ -8,7 +8,6 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/probe"
-	"github.com/berthdev/berth/qualification"
 )
 
 // TestProbeCommands: probing a fake environment with a pinned image shows
@@ -83,7 +82,7 @@ func TestProbeCommands(t *testing.T) {
 	res = probe.Result{}
 	c.okJSON(&res, "probe", "--draft", "--driver", "fake", "--config", cfg)
 	if !res.OK || !res.Draft || res.PlatformQualificationRecorded || res.QualificationDiagnostic == nil ||
-		res.QualificationDiagnostic.Code != qualification.CodeNotSaved {
+		res.QualificationDiagnostic.Code != "not_saved" {
 		t.Errorf("draft probe: %+v", res)
 	}
 	if after := c.ok("--json", "env", "list"); after != before {
@@ -98,7 +97,7 @@ func TestProbeCommands(t *testing.T) {
 	if err == nil {
 		t.Fatalf("a probe whose create fails succeeded:\n%s", out)
 	}
-	if json.Unmarshal([]byte(out), &res) != nil || res.OK || res.Code != drivers.CodeOf(drivers.ErrAuth) {
+	if json.Unmarshal([]byte(out), &res) != nil || res.OK || res.Code != "auth_failed" {
 		t.Errorf("failing probe: err=%v\n%s", err, out)
 	}
 	wantContains(t, "failed probe error", err.Error(), "failed", string(res.Code))

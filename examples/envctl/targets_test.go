@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/drivers/docker"
@@ -62,7 +61,7 @@ func TestProbeSSH(t *testing.T) {
 	create("impostor", srv.MismatchedKnownHostsLine())
 	var res probe.Result
 	out, _, err = c.exec("", "--json", "probe", "impostor", "--company", "acme")
-	if err == nil || json.Unmarshal([]byte(out), &res) != nil || res.OK || res.Code != drivers.CodeHostKeyMismatch || res.Cwd != "" {
+	if err == nil || json.Unmarshal([]byte(out), &res) != nil || res.OK || res.Code != "host_key_mismatch" || res.Cwd != "" {
 		t.Errorf("probe with a mismatched host key: err=%v code=%s\n%s", err, res.Code, out)
 	}
 	if all := c.all.String(); strings.Contains(all, "PRIVATE KEY") || strings.Contains(all, srv.ClientKeyPEM()) {
@@ -135,7 +134,7 @@ func TestDockerWithoutEngine(t *testing.T) {
 		t.Fatalf("probe without an engine: err=%v\n%s", err, out)
 	}
 	st, _ := res.Stage("resolve")
-	if res.OK || res.Code != drivers.CodeProviderUnavailable || st.OK || st.Code != drivers.CodeProviderUnavailable || !strings.Contains(st.Error, sock) {
+	if res.OK || res.Code != "provider_unavailable" || st.OK || st.Code != "provider_unavailable" || !strings.Contains(st.Error, sock) {
 		t.Errorf("probe without an engine: code %s, resolve stage %+v; want provider_unavailable naming the socket", res.Code, st)
 	}
 	if acq, _ := res.Stage("acquire"); !acq.Skipped {

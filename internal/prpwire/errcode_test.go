@@ -25,7 +25,7 @@ func TestWireCodesMapIntoErrcode(t *testing.T) {
 		}
 	}
 	// The strings on the wire do not change.
-	for code, want := range map[prp.Code]string{
+	for code, want := range map[prpwire.Code]string{
 		prpwire.CodeTicketReplayed: "ticket_replayed", prpwire.CodeTokenMissing: "token_missing",
 		prpwire.CodeSessionUnknown: "session_unknown", prpwire.CodeLeaseEnded: "lease_ended",
 		prpwire.CodeEventsLost: "events_lost", prpwire.CodeSecretFile: "secret_file_refused",
@@ -35,7 +35,7 @@ func TestWireCodesMapIntoErrcode(t *testing.T) {
 			t.Errorf("wire code %q, want %q", code, want)
 		}
 	}
-	for code, want := range map[prp.Code]errcode.ErrorCode{
+	for code, want := range map[prpwire.Code]errcode.ErrorCode{
 		"": errcode.OK, prpwire.CodeTokenMissing: errcode.AuthFailed, prpwire.CodeScopeDenied: errcode.Denied,
 		prpwire.CodeUnknownTask: errcode.NotFound, prpwire.CodeEventsLost: errcode.Internal,
 		prpwire.CodeStoreUnavailable: errcode.Unavailable, "from_a_newer_runner": errcode.Unknown,

@@ -49,8 +49,8 @@ type ExchangeResponse struct {
 // 401 for ticket and token errors): a stable code and a message that
 // names no secret.
 type ErrorResponse struct {
-	Code    prp.Code `json:"code"`
-	Message string   `json:"message"`
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
 }
 
 // Exchanger turns tickets into connection tokens (PRP-2). It is the

@@ -19,7 +19,7 @@ const (
 // controller right before that command on the same connection and only
 // then (never on a redelivery of a command that has a result). The runner
 // keeps them in memory only and hands them to the task; they are never
-// journaled, stored or echoed in an event. prp.Code and Message, set instead of
+// journaled, stored or echoed in an event. Code and Message, set instead of
 // Values, say why the controller could not resolve them (the runner then
 // refuses the command with that code; Message names references, never a
 // value).

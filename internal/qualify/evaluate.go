@@ -60,40 +60,40 @@ type Evidence struct {
 // Otherwise it returns the zero Record and a diagnostic naming the first
 // condition that failed, in that order. It is pure.
 func Evaluate(s Subject, ev Evidence) (qualification.Record, qualification.Diagnostic) {
-	fail := func(c qualification.Code, format string, args ...any) (qualification.Record, qualification.Diagnostic) {
+	fail := func(c string, format string, args ...any) (qualification.Record, qualification.Diagnostic) {
 		return qualification.Record{}, qualification.Diagnostic{Code: c, Message: fmt.Sprintf(format, args...)}
 	}
 	if !s.Saved || s.Environment == "" {
-		return fail(qualification.CodeNotSaved, "the environment is not saved: a draft probe never records a qualification")
+		return fail(NotSaved, "the environment is not saved: a draft probe never records a qualification")
 	}
 	if s.Company == "" {
-		return fail(qualification.CodeNoCompany, "no company: a qualification is recorded for one company")
+		return fail(NoCompany, "no company: a qualification is recorded for one company")
 	}
 	if s.Fingerprint == "" {
-		return fail(qualification.CodeNoFingerprint, "no config fingerprint for environment %s", s.Environment)
+		return fail(NoFingerprint, "no config fingerprint for environment %s", s.Environment)
 	}
 	want, ok := s.Image.Identity()
 	if !ok {
-		return fail(qualification.CodeImageNotPinned, "%s", notPinnedMessage(s.Image))
+		return fail(ImageNotPinned, "%s", notPinnedMessage(s.Image))
 	}
 	if ev.LiveImage.IsZero() {
-		return fail(qualification.CodeIdentityNotReported, "the live sandbox did not report its image identity; expected %s", want)
+		return fail(IdentityNotReported, "the live sandbox did not report its image identity; expected %s", want)
 	}
 	if ev.LiveImage != want {
-		return fail(qualification.CodeIdentityMismatch, "the live sandbox runs %s, but the environment is configured with %s", ev.LiveImage, want)
+		return fail(IdentityMismatch, "the live sandbox runs %s, but the environment is configured with %s", ev.LiveImage, want)
 	}
 	p := ev.Platform.Normalize()
 	if p.OS == "" || p.Arch == "" {
-		return fail(qualification.CodePlatformNotMeasured, "the platform (os, arch, libc) was not measured")
+		return fail(PlatformNotMeasured, "the platform (os, arch, libc) was not measured")
 	}
 	if err := p.Validate(); err != nil {
-		return fail(qualification.CodePlatformNotMeasured, "the platform measurement is not usable: %v", err)
+		return fail(PlatformNotMeasured, "the platform measurement is not usable: %v", err)
 	}
 	if !ev.CleanupConfirmed {
-		return fail(qualification.CodeCleanupNotConfirmed, "the probe lease's cleanup was not confirmed by the provider; the lease is pending cleanup")
+		return fail(CleanupNotConfirmed, "the probe lease's cleanup was not confirmed by the provider; the lease is pending cleanup")
 	}
 	if ev.LeaseID == "" || ev.At.IsZero() {
-		return fail(qualification.CodeIncompleteEvidence, "the evidence lacks the probe lease id or the probe time")
+		return fail(IncompleteEvidence, "the evidence lacks the probe lease id or the probe time")
 	}
 	rec := qualification.Record{
 		Company:     s.Company,
@@ -105,7 +105,7 @@ func Evaluate(s Subject, ev Evidence) (qualification.Record, qualification.Diagn
 		LeaseID:     ev.LeaseID,
 		RecordedAt:  ev.At,
 	}
-	return rec, qualification.Diagnostic{Code: qualification.CodeRecorded, Message: fmt.Sprintf("qualified %s on %s", want, p)}
+	return rec, qualification.Diagnostic{Code: Recorded, Message: fmt.Sprintf("qualified %s on %s", want, p)}
 }
 
 func notPinnedMessage(r images.Reference) string {
@@ -127,34 +127,34 @@ func notPinnedMessage(r images.Reference) string {
 // record is never reused. The diagnostic is CodeQualified when valid, else
 // says why not.
 func Valid(rec qualification.Record, cur Subject) (bool, qualification.Diagnostic) {
-	no := func(c qualification.Code, format string, args ...any) (bool, qualification.Diagnostic) {
+	no := func(c string, format string, args ...any) (bool, qualification.Diagnostic) {
 		return false, qualification.Diagnostic{Code: c, Message: fmt.Sprintf(format, args...)}
 	}
 	switch {
 	case rec == qualification.Record{}:
-		return no(qualification.CodeNoRecord, "no qualification is recorded; probe the saved environment with a pinned image")
+		return no(NoRecord, "no qualification is recorded; probe the saved environment with a pinned image")
 	case rec.Company != cur.Company:
-		return no(qualification.CodeOtherCompany, "the qualification was recorded for another company")
+		return no(OtherCompany, "the qualification was recorded for another company")
 	case rec.Environment != cur.Environment:
-		return no(qualification.CodeOtherEnvironment, "the qualification was recorded for another environment")
+		return no(OtherEnvironment, "the qualification was recorded for another environment")
 	case !cur.Saved:
-		return no(qualification.CodeNotSaved, "the environment is not saved")
+		return no(NotSaved, "the environment is not saved")
 	case rec.Fingerprint != cur.Fingerprint:
-		return no(qualification.CodeStale, "the target, account, image or template changed since the qualification; probe again")
+		return no(Stale, "the target, account, image or template changed since the qualification; probe again")
 	case rec.Template != cur.Template:
-		return no(qualification.CodeStale, "the active template changed since the qualification; probe again")
+		return no(Stale, "the active template changed since the qualification; probe again")
 	}
 	want, ok := cur.Image.Identity()
 	if !ok {
-		return no(qualification.CodeImageNotPinned, "%s", notPinnedMessage(cur.Image))
+		return no(ImageNotPinned, "%s", notPinnedMessage(cur.Image))
 	}
 	if want != rec.Image {
-		return no(qualification.CodeStale, "the image changed since the qualification; probe again")
+		return no(Stale, "the image changed since the qualification; probe again")
 	}
 	if !rec.InvalidatedAt.IsZero() {
-		return no(qualification.CodeInvalidated, "invalidated at %s: %s", rec.InvalidatedAt.UTC().Format(time.RFC3339), rec.InvalidReason)
+		return no(Invalidated, "invalidated at %s: %s", rec.InvalidatedAt.UTC().Format(time.RFC3339), rec.InvalidReason)
 	}
-	return true, qualification.Diagnostic{Code: qualification.CodeQualified, Message: fmt.Sprintf("qualified on %s at %s", rec.Platform, rec.RecordedAt.UTC().Format(time.RFC3339))}
+	return true, qualification.Diagnostic{Code: Qualified, Message: fmt.Sprintf("qualified on %s at %s", rec.Platform, rec.RecordedAt.UTC().Format(time.RFC3339))}
 }
 
 // NewView returns the view of rec (the zero Record when none is stored)
@@ -167,7 +167,7 @@ func NewView(rec qualification.Record, cur Subject) qualification.View {
 		p, at := rec.Platform, rec.RecordedAt.UTC()
 		v.Platform, v.RecordedAt = &p, &at
 	}
-	if d.Code == qualification.CodeInvalidated {
+	if d.Code == Invalidated {
 		at := rec.InvalidatedAt.UTC()
 		v.InvalidatedAt = &at
 	}

@@ -2,10 +2,11 @@ package qualify
 
 import (
 	"encoding/json"
-	"github.com/berthdev/berth/qualification"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthdev/berth/qualification"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -37,46 +38,46 @@ func TestEvaluate(t *testing.T) {
 		name     string
 		subject  func(*Subject)
 		evidence func(*Evidence)
-		code     qualification.Code
+		code     string
 		mention  string // the message must contain this
 	}{
-		{"pinned image, same live identity, measured platform and confirmed cleanup records", nil, nil, qualification.CodeRecorded, pinnedID.String()},
-		{"a draft (unsaved) config never records", func(s *Subject) { s.Saved = false }, nil, qualification.CodeNotSaved, "draft"},
-		{"an environment without id is not saved", func(s *Subject) { s.Environment = "" }, nil, qualification.CodeNotSaved, "not saved"},
-		{"no company, no record", func(s *Subject) { s.Company = "" }, nil, qualification.CodeNoCompany, "company"},
-		{"no fingerprint, no record", func(s *Subject) { s.Fingerprint = "" }, nil, qualification.CodeNoFingerprint, "env-1"},
+		{"pinned image, same live identity, measured platform and confirmed cleanup records", nil, nil, Recorded, pinnedID.String()},
+		{"a draft (unsaved) config never records", func(s *Subject) { s.Saved = false }, nil, NotSaved, "draft"},
+		{"an environment without id is not saved", func(s *Subject) { s.Environment = "" }, nil, NotSaved, "not saved"},
+		{"no company, no record", func(s *Subject) { s.Company = "" }, nil, NoCompany, "company"},
+		{"no fingerprint, no record", func(s *Subject) { s.Fingerprint = "" }, nil, NoFingerprint, "env-1"},
 		{"a mutable tag never qualifies even though the probe succeeded", func(s *Subject) {
 			s.Image = images.MustParseReference("127.0.0.1:5000/app:v1")
-		}, nil, qualification.CodeImageNotPinned, `"127.0.0.1:5000/app:v1" is a mutable tag`},
-		{"the implicit latest tag never qualifies", func(s *Subject) { s.Image = images.MustParseReference("alpine") }, nil, qualification.CodeImageNotPinned, "alpine:latest"},
-		{"a provider default image never qualifies", func(s *Subject) { s.Image = images.Reference{} }, nil, qualification.CodeImageNotPinned, "provider default"},
+		}, nil, ImageNotPinned, `"127.0.0.1:5000/app:v1" is a mutable tag`},
+		{"the implicit latest tag never qualifies", func(s *Subject) { s.Image = images.MustParseReference("alpine") }, nil, ImageNotPinned, "alpine:latest"},
+		{"a provider default image never qualifies", func(s *Subject) { s.Image = images.Reference{} }, nil, ImageNotPinned, "provider default"},
 		{"a snapshot known only by name never qualifies", func(s *Subject) {
 			s.Image = images.MustParseReference("snapshot-name:daytona/my-snap")
-		}, nil, qualification.CodeImageNotPinned, `"my-snap" is known only by its name`},
+		}, nil, ImageNotPinned, `"my-snap" is known only by its name`},
 		{"the first failed condition wins: unsaved before unpinned", func(s *Subject) {
 			s.Saved, s.Image = false, images.Reference{}
-		}, func(e *Evidence) { e.CleanupConfirmed = false }, qualification.CodeNotSaved, "not saved"},
-		{"a live sandbox that reports no image is not recorded", nil, func(e *Evidence) { e.LiveImage = images.Identity{} }, qualification.CodeIdentityNotReported, pinnedID.String()},
+		}, func(e *Evidence) { e.CleanupConfirmed = false }, NotSaved, "not saved"},
+		{"a live sandbox that reports no image is not recorded", nil, func(e *Evidence) { e.LiveImage = images.Identity{} }, IdentityNotReported, pinnedID.String()},
 		{"a live sandbox running another image is not recorded", nil, func(e *Evidence) {
 			e.LiveImage = images.MustParseIdentity("127.0.0.1:5000/app@" + digestB)
-		}, qualification.CodeIdentityMismatch, digestB},
+		}, IdentityMismatch, digestB},
 		{"the same digest in another repository is another identity", nil, func(e *Evidence) {
 			e.LiveImage = images.MustParseIdentity("127.0.0.1:5000/other@" + digestA)
-		}, qualification.CodeIdentityMismatch, "other"},
+		}, IdentityMismatch, "other"},
 		{"a snapshot id qualifies when the live sandbox reports that id", func(s *Subject) {
 			s.Image = images.MustParseReference("snapshot:daytona/snap-123")
-		}, func(e *Evidence) { e.LiveImage = images.MustParseIdentity("snapshot:daytona/snap-123") }, qualification.CodeRecorded, "snap-123"},
+		}, func(e *Evidence) { e.LiveImage = images.MustParseIdentity("snapshot:daytona/snap-123") }, Recorded, "snap-123"},
 		{"a replacement snapshot with another id is a mismatch", func(s *Subject) {
 			s.Image = images.MustParseReference("snapshot:daytona/snap-123")
-		}, func(e *Evidence) { e.LiveImage = images.MustParseIdentity("snapshot:daytona/snap-456") }, qualification.CodeIdentityMismatch, "snap-456"},
-		{"an unmeasured platform is not recorded", nil, func(e *Evidence) { e.Platform = qualification.Platform{} }, qualification.CodePlatformNotMeasured, "not measured"},
-		{"a platform with only a kernel is not measured", nil, func(e *Evidence) { e.Platform = qualification.Platform{Kernel: "6.1"} }, qualification.CodePlatformNotMeasured, "not measured"},
+		}, func(e *Evidence) { e.LiveImage = images.MustParseIdentity("snapshot:daytona/snap-456") }, IdentityMismatch, "snap-456"},
+		{"an unmeasured platform is not recorded", nil, func(e *Evidence) { e.Platform = qualification.Platform{} }, PlatformNotMeasured, "not measured"},
+		{"a platform with only a kernel is not measured", nil, func(e *Evidence) { e.Platform = qualification.Platform{Kernel: "6.1"} }, PlatformNotMeasured, "not measured"},
 		{"an invalid platform measurement is not recorded", nil, func(e *Evidence) {
 			e.Platform = qualification.Platform{OS: "linux", Arch: "amd64", Kernel: "has space"}
-		}, qualification.CodePlatformNotMeasured, "kernel"},
-		{"unconfirmed cleanup is not recorded", nil, func(e *Evidence) { e.CleanupConfirmed = false }, qualification.CodeCleanupNotConfirmed, "pending cleanup"},
-		{"evidence without a lease id is incomplete", nil, func(e *Evidence) { e.LeaseID = "" }, qualification.CodeIncompleteEvidence, "lease"},
-		{"evidence without a time is incomplete", nil, func(e *Evidence) { e.At = time.Time{} }, qualification.CodeIncompleteEvidence, "time"},
+		}, PlatformNotMeasured, "kernel"},
+		{"unconfirmed cleanup is not recorded", nil, func(e *Evidence) { e.CleanupConfirmed = false }, CleanupNotConfirmed, "pending cleanup"},
+		{"evidence without a lease id is incomplete", nil, func(e *Evidence) { e.LeaseID = "" }, IncompleteEvidence, "lease"},
+		{"evidence without a time is incomplete", nil, func(e *Evidence) { e.At = time.Time{} }, IncompleteEvidence, "time"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,7 +96,7 @@ func TestEvaluate(t *testing.T) {
 			if !strings.Contains(d.Message, tt.mention) {
 				t.Errorf("message %q does not mention %q", d.Message, tt.mention)
 			}
-			if recorded(d) != (tt.code == qualification.CodeRecorded) || (rec == qualification.Record{}) == (tt.code == qualification.CodeRecorded) {
+			if recorded(d) != (tt.code == Recorded) || (rec == qualification.Record{}) == (tt.code == Recorded) {
 				t.Errorf("OK() = %v, record zero = %v for code %s", recorded(d), (rec == qualification.Record{}), d.Code)
 			}
 		})
@@ -145,25 +146,25 @@ func TestValid(t *testing.T) {
 		name   string
 		change func(*Subject)
 		rec    func(*qualification.Record)
-		code   qualification.Code
+		code   string
 	}{
-		{"the same subject is qualified", nil, nil, qualification.CodeQualified},
-		{"rename keeps the record (names are not fingerprint inputs)", withInput(func(*FingerprintInput) {}), nil, qualification.CodeQualified},
-		{"record for company A does not qualify company B", func(s *Subject) { s.Company = "other-co" }, nil, qualification.CodeOtherCompany},
-		{"record for one environment does not qualify another", func(s *Subject) { s.Environment = "env-2" }, nil, qualification.CodeOtherEnvironment},
-		{"a deleted environment is not qualified", func(s *Subject) { s.Saved = false }, nil, qualification.CodeNotSaved},
-		{"stale fingerprint is never reused: target changed", withInput(func(in *FingerprintInput) { in.Target["host"] = "10.9.9.9" }), nil, qualification.CodeStale},
+		{"the same subject is qualified", nil, nil, Qualified},
+		{"rename keeps the record (names are not fingerprint inputs)", withInput(func(*FingerprintInput) {}), nil, Qualified},
+		{"record for company A does not qualify company B", func(s *Subject) { s.Company = "other-co" }, nil, OtherCompany},
+		{"record for one environment does not qualify another", func(s *Subject) { s.Environment = "env-2" }, nil, OtherEnvironment},
+		{"a deleted environment is not qualified", func(s *Subject) { s.Saved = false }, nil, NotSaved},
+		{"stale fingerprint is never reused: target changed", withInput(func(in *FingerprintInput) { in.Target["host"] = "10.9.9.9" }), nil, Stale},
 		{"stale fingerprint is never reused: account secret version changed", withInput(func(in *FingerprintInput) {
 			in.Secrets = map[string]SecretRef{"privateKey": {ID: "sec-1", Version: 4}}
-		}), nil, qualification.CodeStale},
-		{"stale fingerprint is never reused: image changed", withInput(func(in *FingerprintInput) { in.Image = "127.0.0.1:5000/app@" + digestB }), nil, qualification.CodeStale},
-		{"stale fingerprint is never reused: active template changed", withInput(func(in *FingerprintInput) { in.Template = "snapshot:fake/tpl-2" }), nil, qualification.CodeStale},
-		{"a changed template is stale even if the caller forgot it in the fingerprint", func(s *Subject) { s.Template = "snapshot:fake/tpl-9" }, nil, qualification.CodeStale},
-		{"an image switched to a tag no longer qualifies", func(s *Subject) { s.Image = images.MustParseReference("127.0.0.1:5000/app:v1") }, nil, qualification.CodeImageNotPinned},
+		}), nil, Stale},
+		{"stale fingerprint is never reused: image changed", withInput(func(in *FingerprintInput) { in.Image = "127.0.0.1:5000/app@" + digestB }), nil, Stale},
+		{"stale fingerprint is never reused: active template changed", withInput(func(in *FingerprintInput) { in.Template = "snapshot:fake/tpl-2" }), nil, Stale},
+		{"a changed template is stale even if the caller forgot it in the fingerprint", func(s *Subject) { s.Template = "snapshot:fake/tpl-9" }, nil, Stale},
+		{"an image switched to a tag no longer qualifies", func(s *Subject) { s.Image = images.MustParseReference("127.0.0.1:5000/app:v1") }, nil, ImageNotPinned},
 		{"a record whose image differs from the configured one is stale", nil, func(r *qualification.Record) {
 			r.Image = images.MustParseIdentity("127.0.0.1:5000/app@" + digestB)
-		}, qualification.CodeStale},
-		{"no record is not qualified", nil, func(r *qualification.Record) { *r = qualification.Record{} }, qualification.CodeNoRecord},
+		}, Stale},
+		{"no record is not qualified", nil, func(r *qualification.Record) { *r = qualification.Record{} }, NoRecord},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -176,7 +177,7 @@ func TestValid(t *testing.T) {
 				tt.rec(&r)
 			}
 			ok, d := Valid(r, cur)
-			if d.Code != tt.code || ok != (tt.code == qualification.CodeQualified) || recorded(d) != ok {
+			if d.Code != tt.code || ok != (tt.code == Qualified) || recorded(d) != ok {
 				t.Errorf("Valid = %v, %s (%s); want code %s", ok, d.Code, d.Message, tt.code)
 			}
 		})
@@ -209,15 +210,15 @@ func TestView(t *testing.T) {
 	stale := subject()
 	stale.Fingerprint = "sha256:changed"
 	sv := NewView(rec, stale)
-	if sv.Qualified || sv.Code != qualification.CodeStale || sv.Platform != nil || sv.RecordedAt != nil || sv.Reason == "" {
+	if sv.Qualified || sv.Code != Stale || sv.Platform != nil || sv.RecordedAt != nil || sv.Reason == "" {
 		t.Errorf("view of a stale record = %+v; want not qualified with a reason and no platform", sv)
 	}
 	other := subject()
 	other.Company = "other-co"
-	if ov := NewView(rec, other); ov.Qualified || ov.Code != qualification.CodeOtherCompany || ov.Platform != nil {
+	if ov := NewView(rec, other); ov.Qualified || ov.Code != OtherCompany || ov.Platform != nil {
 		t.Errorf("view for another company = %+v", ov)
 	}
-	if nv := NewView(qualification.Record{}, subject()); nv.Qualified || nv.Code != qualification.CodeNoRecord {
+	if nv := NewView(qualification.Record{}, subject()); nv.Qualified || nv.Code != NoRecord {
 		t.Errorf("view without a record = %+v", nv)
 	}
 }
@@ -250,5 +251,5 @@ func TestRecordJSON(t *testing.T) {
 
 // recorded reports whether d says a record was made or applies.
 func recorded(d qualification.Diagnostic) bool {
-	return d.Code == qualification.CodeRecorded || d.Code == qualification.CodeQualified
+	return d.Code == Recorded || d.Code == Qualified
 }

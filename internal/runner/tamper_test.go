@@ -3,11 +3,12 @@ package runner
 import (
 	"bytes"
 	"context"
-	"github.com/berthdev/berth/internal/prpwire"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/berthdev/berth/internal/prpwire"
 
 	"github.com/berthdev/berth/prp"
 )
@@ -56,7 +57,7 @@ func TestJournalRecordsAreAuthenticated(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j2.close()
-	codes := map[string]prp.Code{}
+	codes := map[string]string{}
 	for _, e := range interrupted {
 		codes[e.ID] = e.Result.Code
 		if e.Result.Status != prp.ResultIndeterminate {

@@ -260,9 +260,9 @@ func TestTicketReplayFailsAcrossReplicas(t *testing.T) {
 // exchangeResult is the decoded body of an exchange: an ExchangeResponse's
 // fields or an ErrorResponse's code.
 type exchangeResult struct {
-	Session string   `json:"session"`
-	Token   string   `json:"token"`
-	Code    prp.Code `json:"code"`
+	Session string       `json:"session"`
+	Token   string       `json:"token"`
+	Code    prpwire.Code `json:"code"`
 }
 
 // exchange POSTs a ticket exchange to s and returns the status and body.

@@ -51,7 +51,7 @@ type SecretResolver interface {
 
 // SecretError is an error of a SecretResolver with a stable code (such as
 // a project auth check's mismatch, AUTH-2): the resolver's own sub-code
-// (handover.Code for berth's resolver), which travels to the runner with
+// (the reasons auth_check_missing, ... of docs/errors.md for berth's resolver), which travels to the runner with
 // the refused secrets; errcode.Code of the error classifies it.
 type SecretError interface {
 	error

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 )
@@ -22,7 +21,7 @@ func scanHealth(s scanner) (environment.ProviderHealth, error) {
 	if err := s.Scan(&h.Driver, &h.Endpoint, &h.Available, &code, &h.Reason, &at); err != nil {
 		return environment.ProviderHealth{}, err
 	}
-	h.Code, h.CheckedAt = drivers.Code(code), fromNanos(at)
+	h.Code, h.CheckedAt = string(code), fromNanos(at)
 	return h, nil
 }
 

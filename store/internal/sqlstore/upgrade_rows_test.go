@@ -92,7 +92,7 @@ func makeUpgradeRows() upgradeRows {
 	}}
 	r.health = []environment.ProviderHealth{
 		{Driver: "docker", Endpoint: "unix:///var/run/docker.sock", Available: true, CheckedAt: t(4 * time.Minute)},
-		{Driver: "daytona", Endpoint: "https://daytona.example.test", Available: false, Code: drivers.Code("unavailable"), Reason: "connection refused", CheckedAt: t(5 * time.Minute)},
+		{Driver: "daytona", Endpoint: "https://daytona.example.test", Available: false, Code: string("unavailable"), Reason: "connection refused", CheckedAt: t(5 * time.Minute)},
 	}
 	r.secretUses = map[string][]config.SecretRef{
 		"lease_active": {{ID: "sec_key", Version: 1}, {ID: "sec_key", Version: 2}},
