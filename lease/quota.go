@@ -57,12 +57,12 @@ func (q Quotas) Admit(company, environment string, live, onEnvironment int) erro
 		return nil
 	}
 	if q.PerCompany > 0 && live >= q.PerCompany {
-		return &errcode.Error{Message: fmt.Sprintf("Company %s has %d live leases, its limit: release one before leasing environment %s.", company, live, environment),
+		return &errcode.Error{Message: fmt.Sprintf("Company %s is at its limit of live leases (%d): release one before leasing environment %s.", company, q.PerCompany, environment),
 			Err: fmt.Errorf("lease: acquire environment %s: company %s has %d live leases, its limit (quota per company: Quotas.PerCompany or the instance setting quotaPerCompany) is %d; release one first: %w",
 				environment, company, live, q.PerCompany, ErrQuota)}
 	}
 	if q.PerCompanyEnvironment > 0 && onEnvironment >= q.PerCompanyEnvironment {
-		return &errcode.Error{Message: fmt.Sprintf("Company %s has %d live leases of environment %s, its limit: release one before leasing it again.", company, onEnvironment, environment),
+		return &errcode.Error{Message: fmt.Sprintf("Company %s is at its limit of live leases on environment %s (%d): release one before leasing it again.", company, environment, q.PerCompanyEnvironment),
 			Err: fmt.Errorf("lease: acquire environment %s: company %s has %d live leases of this environment, its limit (quota per company and environment: Quotas.PerCompanyEnvironment or the instance setting quotaPerCompanyEnvironment) is %d; release one first: %w",
 				environment, company, onEnvironment, q.PerCompanyEnvironment, ErrQuota)}
 	}
