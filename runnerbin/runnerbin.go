@@ -37,7 +37,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
-	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -51,6 +50,7 @@ import (
 	"strings"
 
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/elfarch"
 )
 
 // module is the module path the runner is built from.
@@ -345,39 +345,10 @@ func checkPath(path, arch string) (string, error) {
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		return "", fmt.Errorf("runnerbin: runner binary %q is not a regular file", abs)
 	}
-	if a := elfArch(f); a != "" && a != arch {
+	if a := elfarch.Of(f); a != "" && a != arch {
 		return "", fmt.Errorf("runnerbin: runner binary %q is for %s, not %s", abs, a, arch)
 	}
 	return abs, nil
-}
-
-// elfArch returns the GOARCH of the ELF file f, or "".
-func elfArch(f io.ReaderAt) string {
-	ef, err := elf.NewFile(f)
-	if err != nil {
-		return ""
-	}
-	defer ef.Close()
-	switch ef.Machine {
-	case elf.EM_X86_64:
-		return "amd64"
-	case elf.EM_AARCH64:
-		return "arm64"
-	case elf.EM_386:
-		return "386"
-	case elf.EM_ARM:
-		return "arm"
-	case elf.EM_RISCV:
-		return "riscv64"
-	case elf.EM_S390:
-		return "s390x"
-	case elf.EM_PPC64:
-		if ef.Data == elf.ELFDATA2LSB {
-			return "ppc64le"
-		}
-		return "ppc64"
-	}
-	return ""
 }
 
 func validArch(a string) bool {

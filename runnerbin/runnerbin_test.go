@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthdev/berth/internal/elfarch"
 )
 
 func needGo(t *testing.T) string {
@@ -34,7 +36,7 @@ func checkRunner(t *testing.T, bin, arch string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if got := elfArch(f); got != arch {
+	if got := elfarch.Of(f); got != arch {
 		t.Errorf("%s is an ELF file for %q, want %s", bin, got, arch)
 	}
 	if fi, err := f.Stat(); err != nil || fi.Mode()&0o100 == 0 {

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"crypto/sha256"
-	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/elfarch"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
@@ -577,7 +577,7 @@ func RunnerSpecFromFile(path string) (drivers.RunnerSpec, error) {
 	if _, err := io.Copy(hash, f); err != nil {
 		return drivers.RunnerSpec{}, fmt.Errorf("controller: runner binary %q: %w", abs, err)
 	}
-	return drivers.RunnerSpec{Binary: abs, SHA256: hex.EncodeToString(hash.Sum(nil)), Arch: elfArch(f)}, nil
+	return drivers.RunnerSpec{Binary: abs, SHA256: hex.EncodeToString(hash.Sum(nil)), Arch: elfarch.Of(f)}, nil
 }
 
 // RunnerSetFromFiles returns the drivers.RunnerSet of the runner binaries
@@ -600,37 +600,6 @@ func RunnerSetFromFiles(paths ...string) (*drivers.RunnerSet, error) {
 		set.Binaries[spec.Arch] = spec
 	}
 	return set, nil
-}
-
-// elfArch returns the GOARCH of the ELF file f, or "".
-func elfArch(f io.ReaderAt) string {
-	ef, err := elf.NewFile(f)
-	if err != nil {
-		return ""
-	}
-	defer ef.Close()
-	switch ef.Machine {
-	case elf.EM_X86_64:
-		return "amd64"
-	case elf.EM_AARCH64:
-		return "arm64"
-	case elf.EM_386:
-		return "386"
-	case elf.EM_ARM:
-		return "arm"
-	case elf.EM_RISCV:
-		if ef.Class == elf.ELFCLASS64 {
-			return "riscv64"
-		}
-	case elf.EM_PPC64:
-		if ef.Data == elf.ELFDATA2LSB {
-			return "ppc64le"
-		}
-		return "ppc64"
-	case elf.EM_S390:
-		return "s390x"
-	}
-	return ""
 }
 
 // Disconnect authorizes p on session and drops its runner's connection to
