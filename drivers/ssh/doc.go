@@ -100,7 +100,9 @@
 // copied. Uploaded binaries stay after the lease, keyed by their sum, for
 // later leases; an operator removes the directory to reclaim the space. The
 // ingress is opened before anything is uploaded: a remote forward of the
-// unix socket /tmp/berth-<uid>/<lease nonce>/prp.sock
+// unix socket /tmp/berth-<uid>/<lease key>/prp.sock (the key derived
+// from the berth lease id, so that a session opened again for the lease
+// from another process finds the same directory)
 // (streamlocal-forward@openssh.com; OpenSSH's AllowStreamLocalForwarding,
 // on by default), in directories of mode 0700 owned by the login user. A
 // server that refuses it (Dropbear forwards TCP only) gets a TCP remote
