@@ -35,7 +35,8 @@ type Sources struct {
 	// (lease.Manager.Open).
 	Leases *lease.Manager
 	// LeaseRecords is the lease store, read to find live leases that use a
-	// template before deleting it (IMG-8).
+	// template before deleting it (IMG-8), and for the stored record of a
+	// setup session's lease (its labels, which a redacted view lacks).
 	LeaseRecords lease.Store
 }
 

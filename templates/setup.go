@@ -142,8 +142,14 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 	if err != nil {
 		return s.fail(ctx, p, ses, nil, fmt.Sprintf("leasing the setup sandbox: %v", err), req.Progress, err)
 	}
+	// The stored record, never h.Lease(): for a principal who may not read
+	// configs that is the redacted view, without the labels (issue 49).
+	rec, err := s.src.LeaseRecords.GetLease(ctx, h.ID())
+	if err != nil {
+		return s.fail(ctx, p, ses, h, fmt.Sprintf("reading the setup lease %s: %v", h.ID(), err), req.Progress, err)
+	}
 	if ses, err = s.updateSession(ctx, ses, func(x *Session) {
-		x.Lease, x.BaseTemplate = h.ID(), h.Lease().Labels[lease.LabelTemplate]
+		x.Lease, x.BaseTemplate = h.ID(), rec.Labels[lease.LabelTemplate]
 	}); err != nil {
 		s.destroy(ctx, p, h.ID())
 		return nil, err
