@@ -42,7 +42,8 @@ type Driver interface {
 type AcquireRequest struct {
 	// LeaseID is the berth lease id the sandbox is acquired for. Host
 	// drivers may derive state from it that another process finds again
-	// (the ssh driver's runner directory). Default "": none.
+	// (the ssh driver's runner directory), so two live sandboxes of one
+	// target must not share it. Default "": none.
 	LeaseID string
 	// Labels are attached to the sandbox at the provider where the provider
 	// has labels (sandbox drivers), so that sweeps find sandboxes by them.
