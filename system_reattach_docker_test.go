@@ -148,6 +148,19 @@ func TestReattachAfterKill9OnSSH(t *testing.T) {
 		ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: t.TempDir()})
 }
 
+// TestReattachAfterKill9OnDropbear is TestReattachAfterKill9OnSSH on
+// Dropbear, which forwards no unix socket: the runner's ingress is a TCP
+// port on the server's loopback, which the lease directory records so that
+// the new process forwards the same port (max_sessions 2, as for the
+// driver's Dropbear suite).
+func TestReattachAfterKill9OnDropbear(t *testing.T) {
+	srv := testenv.Dropbear(t)
+	testReattachAfterKill9(t, ssh.Name, map[string]any{
+		ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
+		ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: t.TempDir(),
+		"max_sessions": 2})
+}
+
 func testReattachAfterKill9(t *testing.T, driver string, cfg map[string]any) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -116,7 +116,9 @@
 // calls) opens and closes such a forward and reports "unix", "tcp" or
 // "none". Its host side is one listener for the lease: when the pooled
 // connection breaks, the ingress redials it through the pool and opens the
-// forward again at the same path (or port), first removing the socket file
+// forward again at the same path (or port; a TCP forward's address is
+// recorded in the lease directory, so a session another process opens for
+// the lease asks for the same port), first removing the socket file
 // the old forward left behind (sshd's default StreamLocalBindUnlink no
 // keeps it). Launch starts the runner through driverkit.LaunchRunnerByExec,
 // detached in its own session, so a dropped connection does not end it; its

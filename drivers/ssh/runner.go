@@ -56,8 +56,10 @@ import (
 // lease (the lease manager's Open after the host restarted) has the same
 // lease directory: the same state directory, and the same socket path, at
 // which a runner launched by the first process reconnects by itself. A TCP
-// forward's port is the server's pick and is not recorded: a runner of a
-// process that is gone cannot reach the new one's port. Launch marks the runner's environment (driverkit.RunnerMarkEnv,
+// forward's address is recorded in the lease directory (tcpAddrFile), and
+// the first forward of a later session asks for that port again (falling
+// back to a port the server picks when it is taken: a runner launched by
+// a process that is gone then cannot reach this one). Launch marks the runner's environment (driverkit.RunnerMarkEnv,
 // inherited by its tasks); Release ends every marked process of the login
 // user (SIGTERM, then SIGKILL) and removes the lease directory.
 
@@ -509,8 +511,20 @@ func (in *ingress) listen(ctx context.Context) (net.Listener, error) {
 		ln, err = cl.ListenUnix(in.sock)
 		switch {
 		case err != nil && first && refused(err):
+			// The port an earlier session of the lease forwarded (another
+			// process, before a restart), so that its runner reaches this
+			// one; else one the server picks, recorded for the next.
+			saved := in.savedTCP(ctx)
 			var terr error
-			ln, terr = cl.Listen("tcp", "127.0.0.1:0")
+			if saved != "" {
+				ln, terr = cl.Listen("tcp", saved)
+			}
+			if saved == "" || terr != nil {
+				ln, terr = cl.Listen("tcp", "127.0.0.1:0")
+			}
+			if terr == nil && ln.Addr().String() != saved {
+				in.saveTCP(ctx, ln.Addr().String())
+			}
 			if terr != nil {
 				if refused(terr) {
 					return nil, fmt.Errorf("the server %s refused to forward a unix socket (streamlocal-forward@openssh.com %s) and a TCP port on its loopback (tcpip-forward 127.0.0.1:0)%s: %w",
@@ -530,6 +544,34 @@ func (in *ingress) listen(ctx context.Context) (net.Listener, error) {
 	in.forwards++
 	in.mu.Unlock()
 	return ln, nil
+}
+
+// tcpAddrFile is the file of the lease directory that records the loopback
+// address of the lease's TCP forward (savedTCP).
+const tcpAddrFile = "tcp-forward"
+
+// savedTCP returns the loopback address an earlier session of the lease
+// recorded for its TCP forward (saveTCP), or "".
+func (in *ingress) savedTCP(ctx context.Context) string {
+	out, code, err := in.sb.c.control(ctx, "cat -- "+shQuote(in.dir+"/"+tcpAddrFile)+" 2>/dev/null")
+	addr := strings.TrimSpace(out)
+	host, port, serr := net.SplitHostPort(addr)
+	if err != nil || code != 0 || serr != nil || host != "127.0.0.1" {
+		return ""
+	}
+	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+		return ""
+	}
+	return addr
+}
+
+// saveTCP records addr as the lease's TCP forward in the lease directory,
+// best effort: without it a later session's runner cannot reach a
+// runner launched by this one.
+func (in *ingress) saveTCP(ctx context.Context, addr string) {
+	if _, code, err := in.sb.c.control(ctx, "printf '%s\\n' "+shQuote(addr)+" > "+shQuote(in.dir+"/"+tcpAddrFile)); err != nil || code != 0 {
+		in.sb.d.log.Info("ssh runner ingress: recording the TCP forward's port", "id", in.sb.id, "exit", code, "error", err)
+	}
 }
 
 // What a server forwards for the runner's ingress (MeasureForwarding, the
