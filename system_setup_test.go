@@ -657,3 +657,37 @@ func TestTwoSetupsAtOnceOverOnePostgres(t *testing.T) {
 		t.Errorf("sandboxes left: %v", live)
 	}
 }
+
+// Issue 49 (a found bug): the setup session records the template its
+// sandbox started from (Session.BaseTemplate) from the stored lease
+// record, never from the handle's view, which for a principal who may not
+// read configs is redacted (no labels). A host's Authorizer that lets a
+// setup operator run setups but not read configs: the session of that
+// operator's setup from the active template names the template, as an
+// admin's does. Fake driver.
+func TestSetupByAnOperatorWhoMayNotReadConfigsOnFake(t *testing.T) {
+	ctx := context.Background()
+	setupOp := authz.Principal{ID: "setup-op", Role: authz.RoleBoardMember, Companies: []string{"acme"}}
+	az := authz.AuthorizerFunc(func(ctx context.Context, p authz.Principal, a authz.Action, r authz.Resource) error {
+		if p.ID == setupOp.ID && a != authz.ActionReadConfig {
+			return nil
+		}
+		return authz.DefaultPolicy{}.Authorize(ctx, p, a, r)
+	})
+	w, _ := newSetupWorld(t, &berth.Options{Authorizer: az}, nil)
+	svc := w.sys.Templates()
+	first, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Name: "motd", Script: strings.NewReader(fakeScript), Promote: true})
+	if err != nil || first.State != templates.SessionPromoted {
+		t.Fatalf("the admin's first setup: %+v, %v", first, err)
+	}
+	ses, err := svc.Setup(ctx, setupOp, templates.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["true"]}]}`)})
+	if err != nil {
+		t.Fatalf("the setup operator's setup: %v", err)
+	}
+	if ses.State != templates.SessionCaptured || ses.BaseTemplate != first.Template {
+		t.Errorf("the setup operator's session from the active template %s: state %s, base template %q", first.Template, ses.State, ses.BaseTemplate)
+	}
+	if l, err := w.sys.Leases().Get(ctx, setupOp, ses.Lease); err != nil || !l.Redacted {
+		t.Errorf("the setup operator reads the lease %+v, %v; want the redacted view (the case of the bug)", l, err)
+	}
+}

@@ -35,27 +35,37 @@ type Driver interface {
 }
 
 // AcquireRequest carries what the lease layer knows about one acquisition.
+// The zero AcquireRequest acquires a sandbox for no lease: no labels of
+// berth's (so no sweep finds it by label: the caller must release it),
+// the config's workspace, no runner; a host driver's session then gets a
+// lease directory of its own.
 type AcquireRequest struct {
-	// LeaseID is the berth lease id the sandbox is acquired for.
+	// LeaseID is the berth lease id the sandbox is acquired for. Host
+	// drivers may derive state from it that another process finds again
+	// (the ssh driver's runner directory), so two live sandboxes of one
+	// target must not share it. Default "": none.
 	LeaseID string
 	// Labels are attached to the sandbox at the provider where the provider
 	// has labels (sandbox drivers), so that sweeps find sandboxes by them.
+	// Default none.
 	Labels map[string]string
 	// Workspace is an optional working directory hint for host drivers.
+	// Default "": the config's working directory.
 	Workspace string
 	// Allocated, if not nil, is called once, as soon as the provider has
 	// assigned the sandbox's provider lease id and before Acquire waits for
 	// it to start (LEASE-2, LEASE-4), with Acquire's context (its values and
 	// cancellation; the callback writes to a store and may block), and
 	// never after Acquire has returned. If it returns an error, Acquire
-	// destroys the sandbox (best effort) and returns that error.
+	// destroys the sandbox (best effort) and returns that error. Default
+	// nil: nothing is told.
 	Allocated func(ctx context.Context, providerLeaseID string) error
 	// Runner, if not nil, says the sandbox will host berth's runner
 	// (RunnerHost). A driver that must prepare for it at creation does so
 	// (Docker mounts the binary and the ingress directory). A driver that
 	// cannot host a runner for this config refuses before allocating
 	// anything, with an error wrapping ErrUnsupported that names
-	// runner_ingress.
+	// runner_ingress. Default nil: no runner.
 	Runner *RunnerSpec
 }
 

@@ -105,11 +105,15 @@ type StreamExecer interface {
 	Start(ctx context.Context, cmd Command, stdout, stderr io.Writer) (Process, error)
 }
 
-// TerminalRequest opens an interactive session.
+// TerminalRequest opens an interactive session. The zero TerminalRequest
+// opens the sandbox's login shell in its default directory, with no added
+// environment, the driver's default window size and TERM xterm-256color.
 type TerminalRequest struct {
-	Argv []string // default: the sandbox's login shell
-	Env  map[string]string
-	Dir  string
+	Argv []string          // default: the sandbox's login shell
+	Env  map[string]string // added to the session's environment; default none
+	Dir  string            // default: the sandbox's default directory
+	// Rows and Cols are the window size; 0 (either) leaves the driver's
+	// default (24x80 where the driver sets one). Resize changes it later.
 	Rows int
 	Cols int
 	Term string // TERM; default "xterm-256color"
@@ -134,11 +138,16 @@ type Terminal interface {
 	OpenTerminal(ctx context.Context, req TerminalRequest) (TerminalSession, error)
 }
 
-// CaptureRequest names a captured image.
+// CaptureRequest names a captured image. The zero CaptureRequest captures
+// under the driver's default name ("template" where a name is derived)
+// with no labels of the caller's.
 type CaptureRequest struct {
 	// Name is a human-readable name for the template; providers may derive
-	// a repository or snapshot name from it.
-	Name   string
+	// a repository or snapshot name from it. Default "": the driver's
+	// default name.
+	Name string
+	// Labels are added to the captured image where the provider has
+	// labels (Docker); providers without them ignore them. Default none.
 	Labels map[string]string
 }
 
@@ -151,6 +160,8 @@ type Capturer interface {
 }
 
 // RunnerSpec names berth's runner binary for a sandbox that will host it.
+// The zero RunnerSpec names none: Validate refuses it, and so does every
+// driver's HostRunner, before anything is installed.
 type RunnerSpec struct {
 	// Binary is the path, on the berth host, of a static Linux runner
 	// binary for the sandbox's architecture that takes the flags of

@@ -22,6 +22,13 @@ const maxPoolSize = 64
 //
 // In JSON: {"size": 2, "maxAge": "1h", "runner": false}; maxAge is a Go
 // duration string, "" or absent for no age limit.
+//
+// The zero Pool starts nothing: Catalog.Create refuses it (Size must be
+// 1..64), and in an UpdateRequest it removes the pool (a sweep drains its
+// members). A pool with a zero MaxAge keeps each member until it is
+// adopted or retired (a config, template or size change, an archive):
+// on a provider that bills running sandboxes, Size members are billed
+// for as long as the pool exists.
 type Pool struct {
 	// Size is how many members the pool keeps ready, 1..64. A
 	// catalog update with Size 0 removes the pool.

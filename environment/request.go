@@ -19,13 +19,23 @@ import (
 // Config is the raw driver config: secret fields hold pasted values, which
 // Catalog.Create moves into the SecretStore (CFG-3). A CreateRequest may hold
 // secret values, so its String and LogValue show only name and driver.
+// The zero CreateRequest is refused (errcode.ErrInvalid naming the field):
+// Name and Driver are required; every other field may be left zero, and
+// none costs anything then (no pool, so no sandbox is started ahead).
 type CreateRequest struct {
-	Name        string            `json:"name"`
-	Description string            `json:"description,omitempty"`
-	Driver      string            `json:"driver"`
-	Config      map[string]any    `json:"config,omitempty"`
-	Env         map[string]string `json:"env,omitempty"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
+	// Name is the environment's name. Required.
+	Name string `json:"name"`
+	// Description is free text for people. Default "".
+	Description string `json:"description,omitempty"`
+	// Driver names a registered driver. Required.
+	Driver string `json:"driver"`
+	// Config is the raw driver config; nil is the driver's defaults,
+	// which the driver's schema may refuse (its required fields).
+	Config map[string]any `json:"config,omitempty"`
+	// Env is added to the environment of every command. Default none.
+	Env map[string]string `json:"env,omitempty"`
+	// Metadata is the host's own key/value notes. Default none.
+	Metadata map[string]string `json:"metadata,omitempty"`
 	// Pool is the warm pool setting, nil for none (see Pool).
 	Pool *Pool `json:"pool,omitempty"`
 }
@@ -50,7 +60,9 @@ func (r CreateRequest) LogValue() slog.Value {
 // showed (kept unchanged) or a newly pasted value (stored as the secret's next
 // version). A non-nil Env or Metadata (even empty) replaces the map. The
 // driver cannot be changed; the status changes through Archive and Restore.
-// Like CreateRequest, its String and LogValue hide values.
+// Like CreateRequest, its String and LogValue hide values. The zero
+// UpdateRequest is refused (errcode.ErrInvalid naming baseRevision): it
+// changes nothing.
 type UpdateRequest struct {
 	BaseRevision int64             `json:"baseRevision"`
 	Name         *string           `json:"name,omitempty"`

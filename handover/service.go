@@ -25,6 +25,8 @@ import (
 // sandboxes of Provider made from a config of Fingerprint (the prepared
 // environment Environment). It holds references, never the account's
 // value; the host resolves the account itself if its check needs it.
+// berth fills it (every field) when it asks the host's Checker; a host
+// does not build one, so its zero value is never asked.
 type CheckRequest struct {
 	Principal   authz.Principal
 	Company     string

@@ -28,6 +28,11 @@ const startupTimeoutField = "startup_timeout"
 // environment bound to a scope, resolved by the manager from the store) or
 // Draft (an unsaved config, for draft probes). The manager fetches the
 // saved record itself; a caller never hands it a record or a resolution.
+// The zero AcquireRequest is refused (errcode.ErrInvalid) before anything
+// is written or allocated: it names no environment. A request that names
+// one (with EnvironmentID, and its Company) and leaves the rest zero gets
+// an ephemeral lease, destroyed at its zero-options Release, and a sweep
+// expires it after its TTL.
 type AcquireRequest struct {
 	// EnvironmentID names a saved environment. Under DefaultPolicy only
 	// instance admins and local operators lease by id; Company is required.

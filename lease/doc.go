@@ -112,7 +112,14 @@
 // claim expired, the lease ends only by a check: over a fresh session the
 // manager kills the processes tagged with the lease id and verifies by a
 // /proc scan that none is left; if it cannot check, the lease stays
-// pending_cleanup.
+// pending_cleanup. Manager.Open in another process takes an ssh lease
+// over once its holder's claim expired (a holder killed with -9 stops
+// renewing): it writes itself as the holder by compare-and-set and opens a
+// fresh session of the lease, whose runner directory on the server is
+// named after the lease id, so that Handle.Reattach finds the runner the
+// first holder launched; that session's release also runs the tag check.
+// A local lease is refused (drivers.ErrUnsupported): its runner directory
+// is a temporary directory of the acquiring process.
 //
 // Runner binaries: AcquireRequest.Runner is a drivers.RunnerSet, one
 // binary per architecture. Before the write-ahead record, the manager asks

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
@@ -223,4 +224,100 @@ func breQuote(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// hostReopener is a host driver whose Acquire for a lease id opens that
+// lease's session again from any process: the same workspace and the same
+// runner directory (state, ingress path), so that a runner the first
+// process launched is found (the ssh driver). The local driver is not one:
+// its runner directory is a temporary directory the acquiring process
+// made, and its ingress a socket served by that process alone.
+type hostReopener interface{ ReopensLeaseSessions() bool }
+
+// openHost is Manager.Open of a host lease that has no live handle here
+// (l, as loaded and authorized for p). The lease's session lives in its
+// holder's process (LEASE-7), so this manager becomes the holder first:
+// it waits, within ctx, until the holder's claim (and any operation's
+// claim) expired, takes the lease over by a compare-and-set write of
+// itself as Holder, and then opens a fresh session of the driver for the
+// lease (drivers.AcquireRequest.LeaseID), whose provider lease id must be
+// the recorded one. A holder that is alive renews its claim, so another
+// replica never takes a live session over; a holder killed with -9 stops
+// renewing and its claim expires after three heartbeats (30 seconds). If
+// the session cannot be opened after the takeover, the claim written is
+// left to expire. A driver that is no hostReopener is refused with an
+// error wrapping drivers.ErrUnsupported.
+func (m *Manager) openHost(ctx context.Context, p authz.Principal, drv drivers.Driver, l *Lease) (*Handle, error) {
+	if r, ok := drv.(hostReopener); !ok || !r.ReopensLeaseSessions() {
+		return nil, fmt.Errorf("lease %s is a host lease of driver %q, whose session and runner directory belong to the process that acquired it: no other process can open it; release it from that process, or let a sweep check the host once its claim expired: %w",
+			l.ID, drv.Name(), drivers.ErrUnsupported)
+	}
+	for {
+		now := m.now()
+		var until time.Time
+		if l.Holder != "" && l.Holder != m.owner && l.HolderUntil.After(now) {
+			until = l.HolderUntil
+		}
+		if l.ClaimedBy != "" && l.ClaimedUntil.After(now) && l.ClaimedUntil.After(until) {
+			until = l.ClaimedUntil
+		}
+		if !until.IsZero() {
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("lease %s: its host session is held by manager %s (claim renewed until %s), and it was still held when the wait for it ended; a holder that is gone stops renewing, so open it again once the claim expired: %w: %w",
+					l.ID, l.Holder, l.HolderUntil.UTC().Format(time.RFC3339), errcode.ErrConflict, ctx.Err())
+			case <-clock.At(m.o.Clock, until.Add(time.Millisecond)):
+			}
+		} else {
+			upd := l.Clone()
+			m.hold(upd, now)
+			err := m.store.UpdateLease(ctx, upd)
+			if err == nil {
+				return m.reopenHost(ctx, p, drv, upd)
+			}
+			if !errors.Is(err, errcode.ErrConflict) {
+				return nil, fmt.Errorf("lease %s: take over the host session: %w", l.ID, err)
+			}
+		}
+		cur, err := m.store.GetLease(ctx, l.ID)
+		if err != nil {
+			return nil, fmt.Errorf("lease %s: %w", l.ID, err)
+		}
+		if cur.Status != StatusActive && cur.Status != StatusRetained {
+			return nil, fmt.Errorf("lease %s is %s, not a live lease: %w", l.ID, cur.Status, errcode.ErrConflict)
+		}
+		l = cur
+	}
+}
+
+// reopenHost opens the session of the host lease l, which this manager
+// now holds (openHost), and returns its handle for p, kept as the live
+// one (its heartbeat started).
+func (m *Manager) reopenHost(ctx context.Context, p authz.Principal, drv drivers.Driver, l *Lease) (*Handle, error) {
+	cfg, err := m.resolveConfig(ctx, drv, l.Config)
+	if err != nil {
+		return nil, fmt.Errorf("lease %s: %w", l.ID, err)
+	}
+	sb, err := drv.Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: l.ID, Workspace: l.Workspace, Runner: cloneRunner(l.Runner)})
+	if err != nil {
+		return nil, fmt.Errorf("lease %s: open its host session again: %w", l.ID, err)
+	}
+	if l.ProviderLeaseID != "" && sb.ID() != l.ProviderLeaseID {
+		_, _ = sb.Release(context.WithoutCancel(ctx), drivers.Keep)
+		return nil, fmt.Errorf("lease %s: the host session opened again is %s, not the recorded %s (the workspace changed): %w",
+			l.ID, sb.ID(), l.ProviderLeaseID, errcode.ErrConflict)
+	}
+	h := &Handle{m: m, lease: l, driver: drv, sandbox: sb, resumed: true}
+	m.startBeat(h)
+	m.mu.Lock()
+	if cur := m.live[l.ID]; cur != nil {
+		// A concurrent Open of this manager won: its session is the one.
+		m.mu.Unlock()
+		h.stopBeat()
+		_, _ = sb.Release(context.WithoutCancel(ctx), drivers.Keep)
+		return m.forCaller(ctx, p, cur), nil
+	}
+	m.live[l.ID] = h
+	m.mu.Unlock()
+	return m.forCaller(ctx, p, h), nil
 }

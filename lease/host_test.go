@@ -12,8 +12,10 @@ import (
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 )
@@ -187,5 +189,102 @@ func TestHostLeaseOfAGoneHolderEndsByACheck(t *testing.T) {
 	// A, back, finds the lease ended and frees its session.
 	if l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil || l.Status != lease.StatusReleased {
 		t.Errorf("A's release of the lease B ended: %+v, %v", l, err)
+	}
+}
+
+// TestOpenTakesOverAHostLeaseOfAGoneHolder (issue 49 item 2): manager A
+// acquires an ssh lease on OpenSSH's sshd and starts a sleep. B's Open
+// while A's claim lasts waits and ends with its ctx, an error wrapping
+// errcode.ErrConflict that names A. C's Open once A's claim expired (C's
+// clock is an hour on) takes the lease over: the record names C as holder,
+// the session is the recorded one, its commands run, and C's release ends
+// A's sleep too (the tag check over C's session, since A's commands carry
+// the lease's tag, not C's session's) with a confirmed receipt.
+func TestOpenTakesOverAHostLeaseOfAGoneHolder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newSSHReplicas(t, "1618")
+	mA := r.manager(nil)
+	h := r.startSleep(mA)
+	// A, back at the end, frees its session (its connection would keep
+	// sshd's connection process).
+	t.Cleanup(func() { _, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: lease.Destroy}) })
+	holder := h.Lease().Holder
+	_ = mA.Close() // A stops renewing its claim and keeps its session
+
+	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err := r.manager(nil).Open(wctx, op, h.ID())
+	cancel()
+	if !errors.Is(err, errcode.ErrConflict) || !strings.Contains(err.Error(), holder) || !strings.Contains(err.Error(), h.ID()) {
+		t.Fatalf("B's Open while A's claim lasts: %v; want a conflict naming the lease and holder %s", err, holder)
+	}
+
+	mC := r.manager(clock.NewFake(time.Now().Add(time.Hour)))
+	hC, err := mC.Open(ctx, op, h.ID())
+	if err != nil {
+		t.Fatalf("C's Open after A's claim expired: %v", err)
+	}
+	if got := hC.Lease().Holder; got == "" || got == holder {
+		t.Errorf("holder after C's Open: %q; want C, not A (%s)", got, holder)
+	}
+	if stored, err := r.store.GetLease(ctx, h.ID()); err != nil || stored.Holder != hC.Lease().Holder {
+		t.Errorf("stored holder after C's Open: %+v, %v", stored, err)
+	}
+	if hC.SandboxID() != h.SandboxID() {
+		t.Errorf("C's session %s, want the recorded %s", hC.SandboxID(), h.SandboxID())
+	}
+	res, err := hC.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", "echo $BERTH_LEASE"}})
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != h.ID() {
+		t.Fatalf("a command of C's session: %+v, %v", res, err)
+	}
+	l, err := hC.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
+	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
+		t.Fatalf("C's release: %+v, %v", l, err)
+	}
+	if !strings.Contains(l.CleanupEvidence, "BERTH_LEASE="+h.ID()) {
+		t.Errorf("evidence %q lacks the tag check", l.CleanupEvidence)
+	}
+	if r.sleeping() {
+		t.Error("A's sleep still runs after C's release")
+	}
+}
+
+// TestOpenRefusesALocalLeaseOfAnotherManager (issue 49 item 2): a local
+// lease's runner directory and ingress belong to the process that
+// acquired it, so another manager's Open refuses it, naming the lease,
+// with an error wrapping drivers.ErrUnsupported; the holder's own Open
+// returns its live handle.
+func TestOpenRefusesALocalLeaseOfAnotherManager(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	drv := local.New(nil)
+	reg := drivers.NewRegistry(drv)
+	cfg, err := drv.Schema().Normalize(map[string]any{local.FieldWorkdir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	envs := environment.NewMemoryStore()
+	if err := envs.CreateEnvironment(ctx, &environment.Environment{ID: "here", Name: "here", Driver: drv.Name(),
+		Status: environment.StatusActive, Config: cfg, Revision: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	store := lease.NewMemoryStore()
+	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
+	mA, _ := lease.NewManager(store, reg, asg, nil, nil)
+	defer mA.Close()
+	mB, _ := lease.NewManager(store, reg, asg, nil, nil)
+	defer mB.Close()
+	h, err := mA.Acquire(ctx, op, lease.AcquireRequest{EnvironmentID: "here", Company: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = h.Release(ctx, lease.ReleaseOptions{}) }()
+	_, err = mB.Open(ctx, op, h.ID())
+	if !errors.Is(err, drivers.ErrUnsupported) || !strings.Contains(err.Error(), h.ID()) || !strings.Contains(err.Error(), "local") {
+		t.Errorf("another manager's Open of a local lease: %v; want unsupported, naming the lease and driver", err)
+	}
+	o, err := mA.Open(ctx, op, h.ID())
+	if err != nil || o.SandboxID() != h.SandboxID() {
+		t.Errorf("the holder's own Open: %v", err)
 	}
 }

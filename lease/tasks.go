@@ -156,10 +156,16 @@ func hostCheck(ctx context.Context, sb drivers.Sandbox, id string) (string, driv
 }
 
 // endRunners runs killRunners for a host lease with a live session whose
-// runner sessions exist (or could not be asked), and joins its evidence
-// to ev. kind is the host check's (drivers.EvidenceNone when none ran).
+// runner sessions exist (or could not be asked), or whose session this
+// manager opened again after another holder (Manager.Open: the first
+// holder's commands carry the lease's tag, not this session's), and joins
+// its evidence to ev. kind is the host check's (drivers.EvidenceNone when
+// none ran).
 func (m *Manager) endRunners(ctx context.Context, drv drivers.Driver, sb drivers.Sandbox, l *Lease, runners bool, ev string) (string, drivers.EvidenceKind, error) {
-	if !runners || sb == nil || drv.Capabilities().Kind != drivers.KindHost {
+	if sb == nil || drv.Capabilities().Kind != drivers.KindHost {
+		return ev, drivers.EvidenceNone, nil
+	}
+	if h := m.liveHandle(l.ID); !runners && (h == nil || !h.resumed) {
 		return ev, drivers.EvidenceNone, nil
 	}
 	kev, kind, err := m.killRunners(ctx, sb, l)

@@ -94,11 +94,18 @@ func (m *Manager) acquireVerified(ctx context.Context, a *acq) (*Handle, error) 
 // allowed authz.ActionLease on it (as for Release; a lease p may not read
 // is not found). A lease this manager holds gets its live handle; one
 // another process acquired is resumed by its provider lease id
-// (drivers.Resumer) with its recorded config. Host leases (local, ssh) are
-// refused with an error wrapping drivers.ErrUnsupported: they live in the
-// process that holds them. A lease that is not active or retained is an
-// error wrapping errcode.ErrConflict. The handle acts for the lease as Acquire's
-// does; releasing it releases the lease.
+// (drivers.Resumer) with its recorded config. A host lease (ssh) whose
+// session another process holds is taken over once that holder is gone:
+// Open waits, within ctx, until the holder's claim expired (a holder
+// killed with -9 stops renewing it; it lasts three heartbeats, 30
+// seconds), writes this manager as the holder and opens a fresh session
+// for the lease, whose runner directory is the first one's; while the
+// holder lives it keeps renewing, and Open ends with ctx (an error wrapping
+// errcode.ErrConflict naming the holder). Local leases are refused with an
+// error wrapping drivers.ErrUnsupported: their runner's directory and
+// ingress belong to the process that acquired them. A lease that is not
+// active or retained is an error wrapping errcode.ErrConflict. The handle
+// acts for the lease as Acquire's does; releasing it releases the lease.
 func (m *Manager) Open(ctx context.Context, p authz.Principal, id string) (*Handle, error) {
 	l, err := m.load(ctx, p, authz.ActionLease, id)
 	if err != nil {
@@ -111,12 +118,11 @@ func (m *Manager) Open(ctx context.Context, p authz.Principal, id string) (*Hand
 	if err != nil {
 		return nil, fmt.Errorf("lease %s: %w", id, err)
 	}
-	if drv.Capabilities().Kind == drivers.KindHost {
-		return nil, fmt.Errorf("lease %s is a host lease of driver %q: it lives in the process that holds it and cannot be opened elsewhere: %w",
-			id, drv.Name(), drivers.ErrUnsupported)
-	}
 	if h := m.liveHandle(id); h != nil {
 		return m.forCaller(ctx, p, h), nil
+	}
+	if drv.Capabilities().Kind == drivers.KindHost {
+		return m.openHost(ctx, p, drv, l)
 	}
 	resumer, err := drivers.DriverAs[drivers.Resumer](drv)
 	if err != nil {

@@ -36,7 +36,8 @@ type sources struct {
 	// (lease.Manager.Open).
 	Leases *lease.Manager
 	// LeaseRecords is the lease store, read to find live leases that use a
-	// template before deleting it (IMG-8).
+	// template before deleting it (IMG-8), and for the stored record of a
+	// setup session's lease (its labels, which a redacted view lacks).
 	LeaseRecords lease.Store
 	// Secrets resolves the secret references of an environment's config
 	// for a provider deletion (as lease.Options.Secrets); nil: a deletion

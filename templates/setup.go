@@ -23,24 +23,31 @@ import (
 // sweep finds the sandbox of a session that crashed before recording it.
 const metaSetupSession = "berth.setup-session"
 
-// SetupRequest starts a setup session (Service.Setup).
+// SetupRequest starts a setup session (Service.Setup). The zero
+// SetupRequest is refused before anything is allocated: it names no
+// environment, and a setup needs a Script or Interactive. A session that
+// starts a sandbox ends it: a failed step, a capture and Cancel destroy it
+// with proof, and a session left alone expires after its TTL, when a
+// Sweep destroys its sandbox.
 type SetupRequest struct {
-	// Environment is the environment's id.
+	// Environment is the environment's id. Required.
 	Environment string
-	// Name names the template captured.
+	// Name names the template captured. Default "": the driver's default
+	// name.
 	Name string
 	// Script, if not nil, holds the JSON script (see the package doc). It is read
 	// only after the driver's capabilities were checked.
 	Script io.Reader
 	// Interactive leaves the session waiting_for_user after the steps,
-	// for Service.OpenTerminal and then CaptureSession or Cancel. Without
-	// it the session captures once the steps succeed.
+	// for Service.OpenTerminal and then CaptureSession or Cancel. Default
+	// false: the session captures once the steps succeed.
 	Interactive bool
 	// Promote promotes the template a non-interactive session captured
-	// (or reused).
+	// (or reused). Default false: the template is captured, not promoted.
 	Promote bool
 	// Rebuild builds even when a finished template has the script's
-	// content hash.
+	// content hash. Default false: that template answers, and no sandbox
+	// is allocated.
 	Rebuild bool
 	// Progress, if not nil, is called with each progress event once it is
 	// stored (the same events Service.Events returns).
@@ -142,8 +149,14 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 	if err != nil {
 		return s.fail(ctx, p, ses, nil, fmt.Sprintf("leasing the setup sandbox: %v", err), req.Progress, err)
 	}
+	// The stored record, never h.Lease(): for a principal who may not read
+	// configs that is the redacted view, without the labels (issue 49).
+	rec, err := s.src.LeaseRecords.GetLease(ctx, h.ID())
+	if err != nil {
+		return s.fail(ctx, p, ses, h, fmt.Sprintf("reading the setup lease %s: %v", h.ID(), err), req.Progress, err)
+	}
 	if ses, err = s.updateSession(ctx, ses, func(x *Session) {
-		x.Lease, x.BaseTemplate = h.ID(), h.Lease().Labels[lease.LabelTemplate]
+		x.Lease, x.BaseTemplate = h.ID(), rec.Labels[lease.LabelTemplate]
 	}); err != nil {
 		s.destroy(ctx, p, h.ID())
 		return nil, err

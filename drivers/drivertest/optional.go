@@ -409,7 +409,7 @@ func testRunnerIngress(t *testing.T, ctx context.Context, h Harness) {
 		t.Fatalf("the driver declares %s but the harness does not implement drivertest.RunnerHarness", drivers.CapRunnerIngress)
 	}
 	spec := rh.RunnerSpec(t)
-	sb := acquire(t, ctx, h, drivers.AcquireRequest{LeaseID: "runner-ingress", Runner: &spec})
+	sb := acquire(t, ctx, h, drivers.AcquireRequest{LeaseID: "runner-ingress-" + uniqueSuffix(), Runner: &spec})
 	host, err := drivers.SandboxAs[drivers.RunnerHost](sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {
 		t.Fatal(err)

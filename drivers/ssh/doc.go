@@ -100,7 +100,9 @@
 // copied. Uploaded binaries stay after the lease, keyed by their sum, for
 // later leases; an operator removes the directory to reclaim the space. The
 // ingress is opened before anything is uploaded: a remote forward of the
-// unix socket /tmp/berth-<uid>/<lease nonce>/prp.sock
+// unix socket /tmp/berth-<uid>/<lease key>/prp.sock (the key derived
+// from the berth lease id, so that a session opened again for the lease
+// from another process finds the same directory)
 // (streamlocal-forward@openssh.com; OpenSSH's AllowStreamLocalForwarding,
 // on by default), in directories of mode 0700 owned by the login user. A
 // server that refuses it (Dropbear forwards TCP only) gets a TCP remote
@@ -114,7 +116,9 @@
 // calls) opens and closes such a forward and reports "unix", "tcp" or
 // "none". Its host side is one listener for the lease: when the pooled
 // connection breaks, the ingress redials it through the pool and opens the
-// forward again at the same path (or port), first removing the socket file
+// forward again at the same path (or port; a TCP forward's address is
+// recorded in the lease directory, so a session another process opens for
+// the lease asks for the same port), first removing the socket file
 // the old forward left behind (sshd's default StreamLocalBindUnlink no
 // keeps it). Launch starts the runner through driverkit.LaunchRunnerByExec,
 // detached in its own session, so a dropped connection does not end it; its

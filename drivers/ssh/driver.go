@@ -114,7 +114,7 @@ func (d *driver) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 	if err != nil {
 		return nil, err
 	}
-	sb := &sandbox{d: d, c: c, t: t, running: map[*process]struct{}{}, nonce: newNonce()}
+	sb := &sandbox{d: d, c: c, t: t, running: map[*process]struct{}{}, nonce: newNonce(), dirKey: leaseDirKey(req.LeaseID)}
 	wd := pathExpr(t.workdir, `"$HOME"`)
 	if req.Workspace != "" {
 		wd = pathExpr(req.Workspace, wd)
@@ -164,3 +164,11 @@ func (t *target) String() string { return "ssh://" + t.user + "@" + t.addr() }
 
 // GoString is String, so that %#v does not print the signer.
 func (t *target) GoString() string { return t.String() }
+
+// ReopensLeaseSessions reports that an Acquire for a berth lease id
+// (drivers.AcquireRequest.LeaseID) opens that lease's session again from
+// any process: its workspace follows from the config and the lease's
+// workspace, its lease directory (runner state, ingress socket) from the
+// lease id. The lease manager's Open uses it to take over a host lease
+// whose holder is gone.
+func (d *driver) ReopensLeaseSessions() bool { return true }

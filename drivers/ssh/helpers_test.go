@@ -63,7 +63,9 @@ func (e *env) acquire(t testing.TB, cfg config.Config) *sandbox {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sb, err := e.d.Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: "lease-1"})
+	// A lease id of its own: the lease directory is named after it, and
+	// tests run in parallel on one account.
+	sb, err := e.d.Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: "lease-1-" + newNonce()})
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}

@@ -35,7 +35,7 @@ import (
 //
 // The ingress is opened before anything is uploaded. It is a remote
 // forward (streamlocal-forward@openssh.com) of the socket
-// /tmp/berth-<uid>/<lease nonce>/prp.sock, in directories of mode 0700
+// /tmp/berth-<uid>/<lease key>/prp.sock, in directories of mode 0700
 // owned by the login user. A server that refuses to forward unix sockets
 // (Dropbear forwards TCP only; OpenSSH with AllowStreamLocalForwarding no)
 // gets a TCP remote forward (tcpip-forward) bound to its loopback,
@@ -51,7 +51,15 @@ import (
 // removing the socket file the old forward left behind (sshd's default
 // StreamLocalBindUnlink no keeps it, and the next bind would fail with
 // "Address already in use"); a TCP forward asks for the same port again. Runners' state directories are in the same
-// lease directory. Launch marks the runner's environment (driverkit.RunnerMarkEnv,
+// lease directory. The lease key is derived from the berth lease id
+// (leaseDirKey), so that a session another process opens for the same
+// lease (the lease manager's Open after the host restarted) has the same
+// lease directory: the same state directory, and the same socket path, at
+// which a runner launched by the first process reconnects by itself. A TCP
+// forward's address is recorded in the lease directory (tcpAddrFile), and
+// the first forward of a later session asks for that port again (falling
+// back to a port the server picks when it is taken: a runner launched by
+// a process that is gone then cannot reach this one). Launch marks the runner's environment (driverkit.RunnerMarkEnv,
 // inherited by its tasks); Release ends every marked process of the login
 // user (SIGTERM, then SIGKILL) and removes the lease directory.
 
@@ -104,11 +112,23 @@ func leaseDirScript(nonce string) string {
 		`rm -f "$d/` + ingressSocketName + `" && printf '%s\n' "$d"`
 }
 
-// newNonce returns 16 random hex digits: the lease directory's name.
+// newNonce returns 16 random hex digits: a session's command tags.
 func newNonce() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return hex.EncodeToString(b[:])
+}
+
+// leaseDirKey returns the name of the lease directory of berth lease id
+// (runner.go's notes): 16 hex digits of its SHA-256, so that a session
+// another process opens for the same lease (lease.Manager.Open after a
+// restart) finds the runner state and ingress path of the first; for no
+// lease id, random ones.
+func leaseDirKey(leaseID string) string {
+	if leaseID == "" {
+		return newNonce()
+	}
+	return shortHash("lease-dir\x00" + leaseID)
 }
 
 // shortHash returns 16 hex digits of the SHA-256 of s: a file name for a
@@ -147,7 +167,7 @@ func (sb *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (dri
 	if sb.ingress != nil {
 		return nil, fmt.Errorf("ssh %s: host runner: an ingress is already open", sb.id)
 	}
-	res, err := sb.run(ctx, sb.c.command(leaseDirScript(sb.nonce)), drivers.Command{OutputLimit: 8 << 10})
+	res, err := sb.run(ctx, sb.c.command(leaseDirScript(sb.dirKey)), drivers.Command{OutputLimit: 8 << 10})
 	if err != nil {
 		return nil, fmt.Errorf("ssh %s: host runner: lease directory: %w", sb.id, err)
 	}
@@ -278,7 +298,7 @@ func (sb *sandbox) closeRunner(ctx context.Context) (int, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, sb.t.connectTimeout+20*time.Second)
 	defer cancel()
-	out, code, err := sb.c.control(ctx, endRunnersScript(sb.nonce))
+	out, code, err := sb.c.control(ctx, endRunnersScript(sb.dirKey))
 	if err != nil {
 		return 0, fmt.Errorf("ssh %s: release: ending the lease's runners: %w", sb.id, err)
 	}
@@ -409,7 +429,7 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	for k, v := range req.Env {
 		env[k] = v
 	}
-	env[driverkit.RunnerMarkEnv] = in.sb.nonce
+	env[driverkit.RunnerMarkEnv] = in.sb.dirKey
 	req.Env = env
 	in.mu.Lock()
 	binary := in.binary
@@ -491,8 +511,20 @@ func (in *ingress) listen(ctx context.Context) (net.Listener, error) {
 		ln, err = cl.ListenUnix(in.sock)
 		switch {
 		case err != nil && first && refused(err):
+			// The port an earlier session of the lease forwarded (another
+			// process, before a restart), so that its runner reaches this
+			// one; else one the server picks, recorded for the next.
+			saved := in.savedTCP(ctx)
 			var terr error
-			ln, terr = cl.Listen("tcp", "127.0.0.1:0")
+			if saved != "" {
+				ln, terr = cl.Listen("tcp", saved)
+			}
+			if saved == "" || terr != nil {
+				ln, terr = cl.Listen("tcp", "127.0.0.1:0")
+			}
+			if terr == nil && ln.Addr().String() != saved {
+				in.saveTCP(ctx, ln.Addr().String())
+			}
 			if terr != nil {
 				if refused(terr) {
 					return nil, fmt.Errorf("the server %s refused to forward a unix socket (streamlocal-forward@openssh.com %s) and a TCP port on its loopback (tcpip-forward 127.0.0.1:0)%s: %w",
@@ -514,6 +546,34 @@ func (in *ingress) listen(ctx context.Context) (net.Listener, error) {
 	return ln, nil
 }
 
+// tcpAddrFile is the file of the lease directory that records the loopback
+// address of the lease's TCP forward (savedTCP).
+const tcpAddrFile = "tcp-forward"
+
+// savedTCP returns the loopback address an earlier session of the lease
+// recorded for its TCP forward (saveTCP), or "".
+func (in *ingress) savedTCP(ctx context.Context) string {
+	out, code, err := in.sb.c.control(ctx, "cat -- "+shQuote(in.dir+"/"+tcpAddrFile)+" 2>/dev/null")
+	addr := strings.TrimSpace(out)
+	host, port, serr := net.SplitHostPort(addr)
+	if err != nil || code != 0 || serr != nil || host != "127.0.0.1" {
+		return ""
+	}
+	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+		return ""
+	}
+	return addr
+}
+
+// saveTCP records addr as the lease's TCP forward in the lease directory,
+// best effort: without it a later session's runner cannot reach a
+// runner launched by this one.
+func (in *ingress) saveTCP(ctx context.Context, addr string) {
+	if _, code, err := in.sb.c.control(ctx, "printf '%s\\n' "+shQuote(addr)+" > "+shQuote(in.dir+"/"+tcpAddrFile)); err != nil || code != 0 {
+		in.sb.d.log.Info("ssh runner ingress: recording the TCP forward's port", "id", in.sb.id, "exit", code, "error", err)
+	}
+}
+
 // What a server forwards for the runner's ingress (MeasureForwarding, the
 // forwarding knob).
 const (
@@ -533,7 +593,7 @@ const (
 func (sb *sandbox) MeasureForwarding(ctx context.Context) (string, error) {
 	sb.runnerMu.Lock()
 	defer sb.runnerMu.Unlock()
-	res, err := sb.run(ctx, sb.c.command(leaseDirScript(sb.nonce)), drivers.Command{OutputLimit: 8 << 10})
+	res, err := sb.run(ctx, sb.c.command(leaseDirScript(sb.dirKey)), drivers.Command{OutputLimit: 8 << 10})
 	if err != nil {
 		return "", fmt.Errorf("ssh %s: measure forwarding: lease directory: %w", sb.id, err)
 	}

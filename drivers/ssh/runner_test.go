@@ -507,7 +507,7 @@ func testReleaseEndsRunners(t *testing.T, unprivileged bool) {
 	}
 	res, err := sb.Exec(ctx, drivers.Command{
 		Argv: []string{"sh", "-c", `setsid sleep 300 </dev/null >/dev/null 2>&1 &`},
-		Env:  map[string]string{driverkit.RunnerMarkEnv: sb.nonce},
+		Env:  map[string]string{driverkit.RunnerMarkEnv: sb.dirKey},
 	})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("start the escapee: %v, %+v", err, res)
@@ -519,7 +519,7 @@ func testReleaseEndsRunners(t *testing.T, unprivileged bool) {
 	if len(runners) != 1 {
 		t.Fatalf("runner processes %v, want one", runners)
 	}
-	marked := markedPIDs(sb.nonce)
+	marked := markedPIDs(sb.dirKey)
 	t.Cleanup(func() {
 		for _, pid := range marked {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -537,7 +537,7 @@ func testReleaseEndsRunners(t *testing.T, unprivileged bool) {
 	if left := runnerPIDs(in.sock); len(left) != 0 {
 		t.Errorf("runner processes after Release: %v", left)
 	}
-	if left := markedPIDs(sb.nonce); len(left) != 0 {
+	if left := markedPIDs(sb.dirKey); len(left) != 0 {
 		t.Errorf("marked processes after Release: %v", left)
 	}
 	if !rc.Confirmed || !strings.Contains(rc.Evidence, "2 runner processes ended") {

@@ -44,9 +44,12 @@ type sandbox struct {
 	relDone  chan struct{}
 	relErr   error
 
-	// The runner (runner.go): nonce names the lease directory on the
-	// server, fixed for the lease; leaseDir is its path once created.
+	// nonce tags the session's commands (random per session); dirKey
+	// names the lease directory on the server (runner.go), fixed for the
+	// berth lease across processes (leaseDirKey); leaseDir is its path
+	// once created.
 	nonce    string
+	dirKey   string
 	runnerMu sync.Mutex
 	ingress  *ingress
 	leaseDir string
