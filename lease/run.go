@@ -121,23 +121,38 @@ func (h *Handle) Run(ctx context.Context, cmd Command) (*Task, error) {
 	if len(cmd.Argv) == 0 {
 		return fail(fmt.Errorf("field Argv is empty: %w", errcode.ErrInvalid))
 	}
+	tr, err := h.taskRunner()
+	if err != nil {
+		return fail(err)
+	}
+	return h.task(tr.RunTask(ctx, h.p, h, cmd))
+}
+
+// taskRunner returns the controller that runs h's tasks, or why there is
+// none: a lease without a runner, a handle of no principal, a manager
+// berth.New did not wire.
+func (h *Handle) taskRunner() (taskRunner, error) {
 	if h.lease.Runner == nil {
-		return fail(fmt.Errorf("the lease was acquired without a runner (AcquireRequest.WithRunner): %w", drivers.ErrUnsupported))
+		return nil, fmt.Errorf("the lease was acquired without a runner (AcquireRequest.WithRunner): %w", drivers.ErrUnsupported)
 	}
 	if !h.acquired {
-		return fail(fmt.Errorf("the handle was made for no principal (Manager.Acquire or Open make handles that run tasks): %w", drivers.ErrUnsupported))
+		return nil, fmt.Errorf("the handle was made for no principal (Manager.Acquire or Open make handles that run tasks): %w", drivers.ErrUnsupported)
 	}
 	tr, ok := h.m.tasks.(taskRunner)
 	if !ok {
-		return fail(fmt.Errorf("the lease manager has no runner controller (berth.New wires one): %w", drivers.ErrUnsupported))
+		return nil, fmt.Errorf("the lease manager has no runner controller (berth.New wires one): %w", drivers.ErrUnsupported)
 	}
-	v, err := tr.RunTask(ctx, h.p, h, cmd)
+	return tr, nil
+}
+
+// task wraps what the controller's RunTask or ReattachTask returned.
+func (h *Handle) task(v any, err error) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
 	tc, ok := v.(taskControl)
 	if !ok {
-		return fail(errors.New("the runner controller returned no task"))
+		return nil, fmt.Errorf("lease %s: the runner controller returned no task", h.lease.ID)
 	}
 	return &Task{c: tc, lease: h.lease.ID}, nil
 }
@@ -162,25 +177,11 @@ func (h *Handle) Reattach(ctx context.Context, taskID string) (*Task, error) {
 	if taskID == "" {
 		return fail(fmt.Errorf("the task id is empty: %w", errcode.ErrInvalid))
 	}
-	if h.lease.Runner == nil {
-		return fail(fmt.Errorf("the lease was acquired without a runner: %w", drivers.ErrUnsupported))
-	}
-	if !h.acquired {
-		return fail(fmt.Errorf("the handle was made for no principal: %w", drivers.ErrUnsupported))
-	}
-	tr, ok := h.m.tasks.(taskRunner)
-	if !ok {
-		return fail(fmt.Errorf("the lease manager has no runner controller (berth.New wires one): %w", drivers.ErrUnsupported))
-	}
-	v, err := tr.ReattachTask(ctx, h.p, h, taskID)
+	tr, err := h.taskRunner()
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
-	tc, ok := v.(taskControl)
-	if !ok {
-		return fail(errors.New("the runner controller returned no task"))
-	}
-	return &Task{c: tc, lease: h.lease.ID}, nil
+	return h.task(tr.ReattachTask(ctx, h.p, h, taskID))
 }
 
 func argv0(argv []string) string {
