@@ -2,8 +2,6 @@ package berth_test
 
 import (
 	"context"
-	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,7 +9,6 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/ssh"
@@ -76,24 +73,7 @@ func TestFailuresSpeakToPeople(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	srv := testenv.SSHD(t)
-	day, err := daytonatest.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(day.Close)
-	snap, err := day.CreateSnapshot("berth-base:1.0", "debian:12.7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	fx := errtable.Fixture{SSHHost: srv.Host(), SSHPort: srv.Port(), SSHUser: srv.User(), ClientKey: srv.ClientKeyPEM(),
-		UnauthorizedKey: srv.UnauthorizedKeyPEM(), KnownHosts: srv.KnownHostsLine(), MismatchedKnown: srv.MismatchedKnownHostsLine(),
-		Workdir: dir, ClosedPort: closedPort(t), DaytonaURL: day.URL(), DaytonaKey: day.APIKey(), DaytonaOrg: day.OrganizationID(),
-		DaytonaSnapshot: snap.ID, FakeMutableImage: "registry.fake.test/team/app:v1", FakeKey: "k-0123456789"}
+	fx := testenv.ErrTableFixture(t, "registry.fake.test/team/app:v1", "k-0123456789")
 	fk := fake.New(&fake.Options{APIKey: fx.FakeKey})
 	fk.AddImage(fx.FakeMutableImage)
 	newSystem := func(t *testing.T, leases *lease.Options) *berth.System {
@@ -191,16 +171,4 @@ func check(t *testing.T, r errtable.Row, got spoken) {
 		t.Error(p)
 	}
 	t.Logf("%s (%s): %s\n\tdetail: %s", got.code, got.reason, got.message, got.detail)
-}
-
-// closedPort returns a local TCP port nothing listens on.
-func closedPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	return port
 }

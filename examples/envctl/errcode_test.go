@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/internal/errtable"
 	"github.com/berthdev/berth/internal/qualify"
@@ -88,30 +86,7 @@ func TestErrorLinesSpeakToPeople(t *testing.T) {
 		}
 		return string(out)
 	}
-	srv := testenv.SSHD(t)
-	day, err := daytonatest.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(day.Close)
-	snap, err := day.CreateSnapshot("berth-base:1.0", "debian:12.7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	work, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	fx := errtable.Fixture{SSHHost: srv.Host(), SSHPort: srv.Port(), SSHUser: srv.User(), ClientKey: srv.ClientKeyPEM(),
-		UnauthorizedKey: srv.UnauthorizedKeyPEM(), KnownHosts: srv.KnownHostsLine(), MismatchedKnown: srv.MismatchedKnownHostsLine(),
-		Workdir: work, ClosedPort: closed, DaytonaURL: day.URL(), DaytonaKey: day.APIKey(), DaytonaOrg: day.OrganizationID(),
-		DaytonaSnapshot: snap.ID, FakeMutableImage: fake.DefaultImage, FakeKey: "k-0123456789"}
+	fx := testenv.ErrTableFixture(t, fake.DefaultImage, "k-0123456789")
 	create := func(t *testing.T, e errtable.Env) string {
 		t.Helper()
 		b, err := json.Marshal(e.Config)

@@ -2,15 +2,12 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/ssh"
@@ -35,30 +32,7 @@ import (
 // sentence and its failed stage's error the detail.
 func TestErrorShapeTable(t *testing.T) {
 	t.Parallel()
-	srv := testenv.SSHD(t)
-	day, err := daytonatest.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(day.Close)
-	snap, err := day.CreateSnapshot("berth-base:1.0", "debian:12.7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	fx := errtable.Fixture{SSHHost: srv.Host(), SSHPort: srv.Port(), SSHUser: srv.User(), ClientKey: srv.ClientKeyPEM(),
-		UnauthorizedKey: srv.UnauthorizedKeyPEM(), KnownHosts: srv.KnownHostsLine(), MismatchedKnown: srv.MismatchedKnownHostsLine(),
-		Workdir: dir, ClosedPort: closed, DaytonaURL: day.URL(), DaytonaKey: day.APIKey(), DaytonaOrg: day.OrganizationID(),
-		DaytonaSnapshot: snap.ID, FakeMutableImage: "registry.fake.test/team/app:v1", FakeKey: "k-0123456789"}
+	fx := testenv.ErrTableFixture(t, "registry.fake.test/team/app:v1", "k-0123456789")
 	fk := fake.New(&fake.Options{APIKey: fx.FakeKey})
 	fk.AddImage(fx.FakeMutableImage)
 	e := newEnv(t, "sqlite", &envOpts{drivers: []drivers.Driver{ssh.New(nil), docker.New(nil), fk,
