@@ -15,7 +15,6 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/internal/testenv"
-	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/store"
@@ -30,12 +29,7 @@ import (
 func TestHostProgramOnDocker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cli := testenv.Docker(t)
-	reg := testenv.StartRegistry(t, nil)
-	img := testimage.Busybox(t, reg, nil)
-	run := randomHex(t)
-	testenv.RemoveRegistryImagesAtCleanup(t, cli, reg.Host)
-	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", run)
+	cli, img, run := dockerRig(t)
 	stores := store.Memory()
 	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{docker.New(nil)}, Stores: stores, RunnerBinary: testenv.RunnerBinary(t)})
 	if err != nil {
@@ -76,12 +70,7 @@ func TestHostProgramOnDocker(t *testing.T) {
 func TestRunSecretEnvOnDocker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cli := testenv.Docker(t)
-	reg := testenv.StartRegistry(t, nil)
-	img := testimage.Busybox(t, reg, nil)
-	run := randomHex(t)
-	testenv.RemoveRegistryImagesAtCleanup(t, cli, reg.Host)
-	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", run)
+	_, img, run := dockerRig(t)
 	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{docker.New(nil)}, RunnerBinary: testenv.RunnerBinary(t)})
 	if err != nil {
 		t.Fatal(err)

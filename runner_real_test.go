@@ -22,7 +22,6 @@ import (
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
-	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -45,12 +44,7 @@ var realOperator = authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 
 // dockerTarget is a busybox container without a network.
 func dockerTarget(t testing.TB) realTarget {
-	cli := testenv.Docker(t)
-	reg := testenv.StartRegistry(t, nil)
-	img := testimage.Busybox(t, reg, nil)
-	run := randomHex(t)
-	testenv.RemoveRegistryImagesAtCleanup(t, cli, reg.Host)
-	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", run)
+	_, img, run := dockerRig(t)
 	return realTarget{driver: docker.Name, config: map[string]any{
 		docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run},
 	}, cut: func(t *testing.T, sys *berth.System, session string) {

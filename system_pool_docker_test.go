@@ -12,8 +12,6 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/internal/testenv"
-	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
 )
@@ -27,12 +25,7 @@ import (
 // receipts, and no container of the run is left.
 func TestPoolOnDocker(t *testing.T) {
 	ctx := context.Background()
-	cli := testenv.Docker(t)
-	reg := testenv.StartRegistry(t, nil)
-	img := testimage.Busybox(t, reg, nil)
-	run := randomHex(t)
-	testenv.RemoveRegistryImagesAtCleanup(t, cli, reg.Host)
-	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", run)
+	cli, img, run := dockerRig(t)
 	ops := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 	stores := store.Memory()
 	newSys := func() *berth.System {

@@ -28,7 +28,6 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/internal/testenv"
-	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -129,12 +128,7 @@ func reattachHost(dir string) error {
 // started twice), and the release ends the lease with proof. Real Docker
 // engine, real sshd, real runner binary.
 func TestReattachAfterKill9OnDocker(t *testing.T) {
-	cli := testenv.Docker(t)
-	reg := testenv.StartRegistry(t, nil)
-	img := testimage.Busybox(t, reg, nil)
-	run := randomHex(t)
-	testenv.RemoveRegistryImagesAtCleanup(t, cli, reg.Host)
-	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", run)
+	_, img, run := dockerRig(t)
 	testReattachAfterKill9(t, docker.Name, map[string]any{docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run}})
 }
 

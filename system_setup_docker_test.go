@@ -19,7 +19,6 @@ import (
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
-	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/templates"
 )
@@ -34,13 +33,8 @@ const setupToken = "setup-token-7f3a91"
 // script again is answered with the template: no container is created.
 func TestScriptedSetupOnDocker(t *testing.T) {
 	ctx := context.Background()
-	cli := testenv.Docker(t)
-	reg := testenv.StartRegistry(t, nil)
-	img := testimage.Busybox(t, reg, nil)
-	run := randomHex(t)
-	testenv.RemoveRegistryImagesAtCleanup(t, cli, reg.Host)
+	cli, img, run := dockerRig(t)
 	testenv.RemoveImagesAtCleanup(t, cli, "test.berth/run", run)
-	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", run)
 	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{docker.New(nil)}})
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,6 @@ import (
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
-	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
 	"github.com/berthdev/berth/templates"
@@ -116,13 +115,8 @@ func tail(s string) string {
 // was typed is captured.
 func TestWebTerminalOnDocker(t *testing.T) {
 	ctx := context.Background()
-	cli := testenv.Docker(t)
-	reg := testenv.StartRegistry(t, nil)
-	img := testimage.Busybox(t, reg, nil)
-	run := randomHex(t)
-	testenv.RemoveRegistryImagesAtCleanup(t, cli, reg.Host)
+	cli, img, run := dockerRig(t)
 	testenv.RemoveImagesAtCleanup(t, cli, "test.berth/run", run)
-	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", run)
 	st := store.Memory()
 	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{docker.New(nil)}, Stores: st})
 	if err != nil {
