@@ -121,14 +121,24 @@ func logSlow(t *testing.T, start time.Time, what string) {
 	}
 }
 
-// source returns the page's DOM as HTML.
+// source returns the page's DOM as HTML. It is read by evaluating
+// document.documentElement.outerHTML in the page as it is then: reading a
+// node by the id a DOM snapshot gave it fails ("No node with given id")
+// when the page navigated in between (a save reloads it), so a navigation
+// that ends the evaluation is tried again, as waitJS does.
 func (b tab) source() string {
 	b.t.Helper()
-	s, err := chromedp.Run(b.ctx, chromedp.OuterHTML(chromedp.CSS("html")))
-	if err != nil {
-		b.t.Fatal(err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string]("document.documentElement.outerHTML"))
+		if err == nil {
+			return s
+		}
+		if time.Now().After(deadline) || b.ctx.Err() != nil {
+			b.t.Fatalf("read the page's source: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return s
 }
 
 // newTab opens another tab in the same browser context as parent.
