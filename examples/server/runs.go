@@ -456,9 +456,10 @@ const runLost = "lost"
 // relaunched with a resume ticket), or starts it when its holder died
 // before it did (the same task id: nothing runs twice), and follows it as
 // start does. A run past its deadline is stopped with proof and its lease
-// released with a receipt. A host lease (local, ssh) cannot be reattached:
-// its run is marked lost, and its lease is left to the sweep, which ends
-// its processes by their tag once the lease holder's claim expired.
+// released with a receipt. A local lease cannot be reattached by another
+// process (its sandbox is the process that acquired it; an SSH lease is
+// reopened once its holder's claim expired): its run is marked lost, and
+// its lease is left to the sweep, which ends its processes by their tag.
 func (rs *runs) adopt(ctx context.Context, id string) (bool, error) {
 	now := time.Now()
 	ok, err := rs.s.host.takeRun(ctx, id, rs.holder, now, now.Add(rs.claimTTL()))
@@ -503,7 +504,7 @@ func (rs *runs) adopt(ctx context.Context, id string) (bool, error) {
 			rn.mu.Unlock()
 			end(runLost, fmt.Errorf("the server running the run stopped and its lease %s ended without it (%s): %w", l.ID, l.Status, err))
 		default:
-			end(runLost, fmt.Errorf("the server running the run stopped and its lease %s cannot be reattached (a host lease, local or ssh, lives in the process that acquired it; the sweep ends its processes once its holder's claim expired): %w", rec.view.Lease, err))
+			end(runLost, fmt.Errorf("the server running the run stopped and its lease %s cannot be reattached (a local host lease lives in the process that acquired it; the sweep ends its processes once its holder's claim expired): %w", rec.view.Lease, err))
 		}
 		return true, nil
 	}

@@ -70,12 +70,12 @@ func TestRunsAreReadableAndStoppableFromEveryReplica(t *testing.T) {
 	}
 }
 
-// A run on a host lease (local, ssh) cannot be taken over: the lease's
-// session lives in the process that acquired it (Manager.Open refuses
-// it). When its server's claim lapsed, the replica's maintenance marks
-// the run lost, naming why and what ends its processes, instead of
-// leaving it running forever in the list. Real runner on the local
-// driver.
+// A run on a local lease cannot be taken over by another replica: the
+// lease's sandbox is the process that acquired it (another manager's
+// Manager.Open refuses it; an SSH lease is reopened instead). When its
+// server's claim lapsed, the other replica's maintenance marks the run
+// lost, naming why and what ends its processes, instead of leaving it
+// running forever in the list. Real runner on the local driver.
 func TestRunOnAHostLeaseIsMarkedLostWhenItsServerIsGone(t *testing.T) {
 	spec, err := runnerSpecOf(testenv.RunnerBinary(t))
 	if err != nil {
@@ -95,10 +95,15 @@ func TestRunOnAHostLeaseIsMarkedLostWhenItsServerIsGone(t *testing.T) {
 	if _, err := e.s.host.db.ExecContext(t.Context(), `UPDATE server_runs SET holder = 'gone', holder_until = 0 WHERE id = ?`, run.ID); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := e.s.runs.takeOver(t.Context()); n != 1 || err != nil {
+	set, err := parseTokens("tokens.json", []byte(testTokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := e.restartOpts(t, set, 4, limits{}, local.New(nil))
+	if n, err := other.s.runs.takeOver(t.Context()); n != 1 || err != nil {
 		t.Fatalf("took over %d runs, %v", n, err)
 	}
-	got := e.waitRun(t, "acme", run.ID, tokAdmin, ended)
+	got := other.waitRun(t, "acme", run.ID, tokAdmin, ended)
 	if got.Status != runLost || got.Error == nil || !strings.Contains(got.Error.Message+got.Error.Detail, "host lease") {
 		t.Errorf("the run of a gone server on a host lease: %+v (error %+v)", got, got.Error)
 	}

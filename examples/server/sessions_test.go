@@ -62,8 +62,9 @@ func (e *tenv) restart(t testing.TB, tokens string) *tenv {
 }
 
 // restartOpts starts another server on e's database with the token set
-// set, maxStreams stream slots and lim.
-func (e *tenv) restartOpts(t testing.TB, set tokenSet, maxStreams int, lim limits) *tenv {
+// set, maxStreams stream slots and lim, and drvs as its drivers (the fake
+// when none).
+func (e *tenv) restartOpts(t testing.TB, set tokenSet, maxStreams int, lim limits, drvs ...drivers.Driver) *tenv {
 	t.Helper()
 	o := &tenv{t: t, logs: e.logs, dir: t.TempDir(), dsn: e.dsn}
 	ctx := context.Background()
@@ -79,7 +80,10 @@ func (e *tenv) restartOpts(t testing.TB, set tokenSet, maxStreams int, lim limit
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.s, err = newServer(ctx, options{stores: st, host: host, drivers: []drivers.Driver{fake.New(nil)}, testMode: true, tokens: set,
+	if len(drvs) == 0 {
+		drvs = []drivers.Driver{fake.New(nil)}
+	}
+	o.s, err = newServer(ctx, options{stores: st, host: host, drivers: drvs, testMode: true, tokens: set,
 		log: slog.New(slog.NewTextHandler(e.logs, nil)), runnerSet: drivers.RunnerSetOf(spec), maxStreams: maxStreams, secrets: secrets, limits: lim})
 	if err != nil {
 		closeDB()
