@@ -17,7 +17,6 @@ import (
 	"github.com/berthdev/berth/internal/errtable"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/internal/reason"
-	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/store"
@@ -73,7 +72,7 @@ func TestFailuresSpeakToPeople(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	fx := testenv.ErrTableFixture(t, "registry.fake.test/team/app:v1", "k-0123456789")
+	fx := errtable.NewFixture(t, "registry.fake.test/team/app:v1", "k-0123456789")
 	fk := fake.New(&fake.Options{APIKey: fx.FakeKey})
 	fk.AddImage(fx.FakeMutableImage)
 	newSystem := func(t *testing.T, leases *lease.Options) *berth.System {

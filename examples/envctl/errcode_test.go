@@ -15,7 +15,6 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/internal/errtable"
 	"github.com/berthdev/berth/internal/qualify"
-	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/probe"
 )
 
@@ -86,7 +85,7 @@ func TestErrorLinesSpeakToPeople(t *testing.T) {
 		}
 		return string(out)
 	}
-	fx := testenv.ErrTableFixture(t, fake.DefaultImage, "k-0123456789")
+	fx := errtable.NewFixture(t, fake.DefaultImage, "k-0123456789")
 	create := func(t *testing.T, e errtable.Env) string {
 		t.Helper()
 		b, err := json.Marshal(e.Config)

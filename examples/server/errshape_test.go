@@ -15,7 +15,6 @@ import (
 	"github.com/berthdev/berth/internal/errtable"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/internal/reason"
-	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/templates"
 )
@@ -32,7 +31,7 @@ import (
 // sentence and its failed stage's error the detail.
 func TestErrorShapeTable(t *testing.T) {
 	t.Parallel()
-	fx := testenv.ErrTableFixture(t, "registry.fake.test/team/app:v1", "k-0123456789")
+	fx := errtable.NewFixture(t, "registry.fake.test/team/app:v1", "k-0123456789")
 	fk := fake.New(&fake.Options{APIKey: fx.FakeKey})
 	fk.AddImage(fx.FakeMutableImage)
 	e := newEnv(t, "sqlite", &envOpts{drivers: []drivers.Driver{ssh.New(nil), docker.New(nil), fk,

@@ -4,8 +4,10 @@
 // provoke it on which environment, and what both readers must get: the
 // code and the reason for a program, one sentence naming the target for a
 // person, the chain as the detail. Check says what is wrong with what a
-// surface answered. Tests only; it imports no berth package, so each
-// surface provokes the failure with its own calls.
+// surface answered. NewFixture starts the real components the rows
+// need. Tests only; it imports no berth package but the test harness and
+// the fake Daytona API, so each surface provokes the failure with its own
+// calls.
 package errtable
 
 import (

@@ -1,4 +1,4 @@
-package testenv
+package errtable
 
 import (
 	"net"
@@ -6,18 +6,18 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers/daytona/daytonatest"
-	"github.com/berthdev/berth/internal/errtable"
+	"github.com/berthdev/berth/internal/testenv"
 )
 
-// ErrTableFixture starts the real components the table of provoked
-// failures (internal/errtable) needs and returns its Fixture: an sshd (its
+// NewFixture starts the real components the table of provoked
+// failures needs and returns its Fixture: an sshd (its
 // keys and known_hosts lines), a fake Daytona API with one snapshot, a
 // loopback port nothing listens on, and a work directory. fakeImage and
 // fakeKey are the fake driver's mutable tag and api_key, which each
 // surface registers with its own fake driver. Everything stops with t.
-func ErrTableFixture(t testing.TB, fakeImage, fakeKey string) errtable.Fixture {
+func NewFixture(t testing.TB, fakeImage, fakeKey string) Fixture {
 	t.Helper()
-	srv := SSHD(t)
+	srv := testenv.SSHD(t)
 	day, err := daytonatest.New(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func ErrTableFixture(t testing.TB, fakeImage, fakeKey string) errtable.Fixture {
 	}
 	closed := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	return errtable.Fixture{SSHHost: srv.Host(), SSHPort: srv.Port(), SSHUser: srv.User(), ClientKey: srv.ClientKeyPEM(),
+	return Fixture{SSHHost: srv.Host(), SSHPort: srv.Port(), SSHUser: srv.User(), ClientKey: srv.ClientKeyPEM(),
 		UnauthorizedKey: srv.UnauthorizedKeyPEM(), KnownHosts: srv.KnownHostsLine(), MismatchedKnown: srv.MismatchedKnownHostsLine(),
 		Workdir: work, ClosedPort: closed, DaytonaURL: day.URL(), DaytonaKey: day.APIKey(), DaytonaOrg: day.OrganizationID(),
 		DaytonaSnapshot: snap.ID, FakeMutableImage: fakeImage, FakeKey: fakeKey}
