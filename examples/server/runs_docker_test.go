@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +23,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
@@ -55,24 +54,7 @@ func serverChildMain() int {
 type serverProc struct {
 	*tenv
 	cmd    *exec.Cmd
-	stderr *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	stderr *syncbuf.Buffer
 }
 
 // startServerProc starts the server with the Docker driver over data,
@@ -96,7 +78,7 @@ func startServerProc(t *testing.T, data, runners, store string) *serverProc {
 	b, _ := json.Marshal(args)
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), serverChildEnv+"="+string(b), RunnerBinaryEnv+"="+testenv.RunnerBinary(t))
-	p := &serverProc{cmd: cmd, stderr: &syncBuffer{}}
+	p := &serverProc{cmd: cmd, stderr: &syncbuf.Buffer{}}
 	cmd.Stderr = p.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
