@@ -190,6 +190,16 @@ func containersOf(t *testing.T, cli *client.Client, mark string) []container.Sum
 	return left
 }
 
+// describeContainers names containers with their state and berth lease
+// label, for a failure's message.
+func describeContainers(cs []container.Summary) string {
+	var parts []string
+	for _, c := range cs {
+		parts = append(parts, fmt.Sprintf("%s (%s, %s, labels %v)", strings.Join(c.Names, ","), c.State, c.Status, c.Labels))
+	}
+	return strings.Join(parts, "; ")
+}
+
 func randomMark() string {
 	b := make([]byte, 6)
 	rand.Read(b)
@@ -248,7 +258,7 @@ func TestRunSurvivesKill9OfItsServerOnDocker(t *testing.T) {
 		t.Errorf("the stop after the restart: %+v (error %+v)", stopped, stopped.Error)
 	}
 	if left := containersOf(t, cli, mark); len(left) != 0 {
-		t.Errorf("%d containers left after the runs ended", len(left))
+		t.Errorf("%d containers left after the runs ended: %s; the ended run's receipt %+v, error %+v", len(left), describeContainers(left), done.Receipt, done.Error)
 	}
 	t.Logf("%d lines read across the kill (%d before it)", n, strings.Count(before, "\n"))
 }
