@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/errtable"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/internal/reason"
@@ -79,7 +80,7 @@ func TestFailuresSpeakToPeople(t *testing.T) {
 		sys, err := berth.New(ctx, &berth.Options{
 			Drivers: []drivers.Driver{ssh.New(nil), docker.New(nil), fk,
 				daytona.New(&daytona.Options{PollInterval: time.Millisecond, PollMax: 20 * time.Millisecond, RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond})},
-			Stores: store.Memory(), Secrets: environment.NewMemorySecretStore(), TestMode: true, Leases: leases,
+			Stores: store.Memory(), Secrets: envhook.NewMemorySecretStore().(environment.SecretStore), TestMode: true, Leases: leases,
 		})
 		if err != nil {
 			t.Fatal(err)

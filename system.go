@@ -297,7 +297,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		if st.Durable && !o.MemorySecrets {
 			return nil, errors.New("berth: Options.Stores are durable and Options.Secrets is nil: the secrets of configs would be kept in memory and lost at a restart, leaving leases that need a credential unreleasable; set Options.Secrets to the host's secret store (or Options.MemorySecrets in tests)")
 		}
-		secrets = environment.NewMemorySecretStore()
+		secrets = envhook.NewMemorySecretStore().(environment.SecretStore)
 	}
 	reg := drivers.NewRegistry(ds...)
 	logger := o.Logger
@@ -334,16 +334,16 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	health := envhook.CachedHealth(st.Health, 0).(environment.HealthStore)
 	// One keeper: the catalog retires secrets, the lease manager keeps them
 	// while a lease that is not proven clean uses them (CFG-7, LEASE-9).
-	keeper := environment.NewSecretKeeper(st.SecretUses, secrets, logger)
+	keeper := envhook.NewSecretKeeper(st.SecretUses, secrets, logger)
 	// One Authorizer decides for the catalog, the assignments and the lease
 	// manager (which asks the assignments' Authorizer).
-	sys.assignments = environment.NewAssignments(st.Bindings, st.Environments, reg, &environment.Options{
+	sys.assignments = envhook.NewAssignments(st.Bindings, st.Environments, reg, &envhook.Options{
 		TestMode:   o.TestMode,
 		Authorizer: o.Authorizer,
 		Logger:     o.Logger,
 		Health:     health,
 		Settings:   settings,
-	})
+	}).(*environment.Assignments)
 	envs := st.Environments
 	var lo lease.Options
 	if o.Leases != nil {
@@ -377,20 +377,21 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	sys.templates = tsvc.(*templates.Service)
 	// The catalog shows, clears and protects the Assignments' bindings
 	// itself, and counts leases through the manager's hook.
-	catOpts := &environment.Options{
+	sys.catalog = envhook.NewCatalog(st.Environments, reg, secrets, sys.assignments, &envhook.Options{
 		TestMode:   o.TestMode,
 		Authorizer: o.Authorizer,
 		Logger:     o.Logger,
 		Health:     health,
 		Settings:   settings,
-	}
-	envhook.WireCatalog(catOpts, keeper, []environment.UsageReporter{leaseUsage, setupUsage}, o.Protected)
-	sys.catalog = environment.NewCatalog(st.Environments, reg, secrets, sys.assignments, catOpts)
+		Keeper:     keeper,
+		Reporters:  []any{leaseUsage, setupUsage},
+		Protected:  o.Protected,
+	}).(*environment.Catalog)
 	sys.prober = probehook.New(probehook.Sources{
 		Catalog: sys.catalog, Environments: st.Environments, Drivers: reg, Leases: sys.leases, Qualifications: st.Qualifications,
 		// The gate the catalog and the assignments pass: one test mode,
 		// one health store, one settings Reader.
-		Gate:   environment.NewGate(reg, &environment.Options{TestMode: o.TestMode, Health: health, Settings: settings}),
+		Gate:   envhook.NewGate(reg, &envhook.Options{TestMode: o.TestMode, Health: health, Settings: settings}),
 		Logger: o.Logger, Controller: sys.runners, Runners: sys.RunnerSet,
 	}).(*probe.Prober)
 	return sys, nil

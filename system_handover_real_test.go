@@ -25,6 +25,7 @@ import (
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -79,7 +80,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	}
 	var logs syncbuf.Buffer
 	lg := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	secrets := environment.NewMemorySecretStore()
+	secrets := envhook.NewMemorySecretStore().(environment.SecretStore)
 	sinkDir := filepath.Join(dir, "sink")
 	st := openStores(t, storeURL)
 	sys, err := berth.New(ctx, &berth.Options{Stores: st, Secrets: secrets, Logger: lg, RunnerBinary: bin,

@@ -22,6 +22,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -74,7 +75,7 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 		storeURL = testenv.Postgres(t)
 	}
 	var logs syncbuf.Buffer
-	secrets := environment.NewMemorySecretStore()
+	secrets := envhook.NewMemorySecretStore().(environment.SecretStore)
 	fk := fake.New(nil)
 	sinkDir := filepath.Join(dir, "sink")
 	st := openStores(t, storeURL)

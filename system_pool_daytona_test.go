@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
 )
@@ -33,7 +34,7 @@ func TestPoolOnDaytona(t *testing.T) {
 		t.Fatal(err)
 	}
 	stores := store.Memory()
-	secrets := environment.NewMemorySecretStore()
+	secrets := envhook.NewMemorySecretStore().(environment.SecretStore)
 	newSys := func() *berth.System {
 		drv := daytona.New(&daytona.Options{PollInterval: time.Millisecond, PollMax: 20 * time.Millisecond,
 			RetryBase: time.Millisecond, RetryMax: 20 * time.Millisecond, CleanupTimeout: 10 * time.Second})

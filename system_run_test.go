@@ -20,6 +20,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -42,7 +43,7 @@ func newRunWorld(t *testing.T) *runWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &runWorld{secrets: environment.NewMemorySecretStore(),
+	w := &runWorld{secrets: envhook.NewMemorySecretStore().(environment.SecretStore),
 		agent: authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}},
 		ops:   authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}}
 	w.sys, err = berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{fake.New(nil)}, TestMode: true, RunnerBinary: self, Secrets: w.secrets,

@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -25,7 +26,7 @@ func TestSecretsOutliveTheirLeases(t *testing.T) {
 			ctx := context.Background()
 			const key = "k-original-1234"
 			fk := fake.New(&fake.Options{APIKey: key})
-			secrets := environment.NewMemorySecretStore()
+			secrets := envhook.NewMemorySecretStore().(environment.SecretStore)
 			url := "sqlite://" + filepath.Join(t.TempDir(), "berth.db")
 			open := func() *berth.System {
 				sys, err := berth.New(ctx, &berth.Options{Stores: openStores(t, url), Drivers: []drivers.Driver{fk}, TestMode: true, Secrets: secrets})

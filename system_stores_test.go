@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
 )
@@ -56,7 +57,7 @@ func TestNewStores(t *testing.T) {
 		}
 		t.Fatalf("New with durable stores and no Secrets: %v; want an error naming Options.Secrets", err)
 	}
-	withSecrets, err := berth.New(ctx, &berth.Options{Stores: durable, Secrets: environment.NewMemorySecretStore()})
+	withSecrets, err := berth.New(ctx, &berth.Options{Stores: durable, Secrets: envhook.NewMemorySecretStore().(environment.SecretStore)})
 	if err != nil {
 		t.Fatalf("New with durable stores and the host's Secrets: %v", err)
 	}

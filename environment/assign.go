@@ -157,6 +157,18 @@ type BindingFilter struct {
 // BindingStore is safe for concurrent use, each method is atomic, and it
 // stores and returns copies. It does not check that environments exist:
 // Assignments does.
+//
+// A value that is both the Store and the BindingStore (one pointer, as the
+// SQL stores are) may also have the method
+//
+//	GetEnvironmentBindings(ctx context.Context, id string) (*Environment, []*Binding, error)
+//
+// which returns environment id (or an error wrapping errcode.ErrNotFound)
+// and the bindings whose EnvironmentID is id, sorted as ListBindings sorts
+// them, in one read of one snapshot: the assignments then read a lease
+// target in one round trip to the database instead of two. The binding
+// suite checks that it answers what GetEnvironment and ListBindings
+// answer.
 type BindingStore interface {
 	// PutBinding stores b. b.Validate must pass (else errcode.ErrInvalid) and
 	// b.Revision must be baseRevision+1 (else errcode.ErrConflict). With
@@ -181,16 +193,8 @@ type BindingStore interface {
 	DeleteEnvironmentBindings(ctx context.Context, envID string) (int, error)
 }
 
-// TargetReader is what a value that is both the Store and the BindingStore
-// of an Assignments may also be (the SQL stores are): one read, in one
-// snapshot, of an environment and of the bindings that point at it. The
-// Assignments read a lease target with it (by id, or once a scope's
-// binding named it): one round trip to the database instead of two. It passes the environment/environmenttest
-// binding suite's check that it answers what GetEnvironment and
-// ListBindings answer.
-type TargetReader interface {
-	// GetEnvironmentBindings returns environment id, or an error wrapping
-	// errcode.ErrNotFound, and the bindings whose EnvironmentID is id, sorted as
-	// ListBindings sorts them.
+// targetReader is what a value that is both the Store and the BindingStore
+// of an Assignments may also be (see BindingStore; the SQL stores are).
+type targetReader interface {
 	GetEnvironmentBindings(ctx context.Context, id string) (*Environment, []*Binding, error)
 }

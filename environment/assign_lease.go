@@ -9,33 +9,11 @@ import (
 	"github.com/berthdev/berth/errcode"
 )
 
-// LeaseTarget authorizes p to lease a target and returns the environment
-// record (secret references only) and the company the lease is for, for
-// the lease layer (lease.Manager.Acquire); hosts lease through that, not
-// through this. The target is either the environment bound to scope
-// (scope not nil; company must then be "" or the scope's company, and the
-// scope's company is returned) or environment environmentID leased for
-// company (scope nil; company required): exactly one of the two, else
-// errcode.ErrInvalid. required lists the capabilities the caller needs (CAP-4). It asks the Authorizer for ActionLease on the environment
-// with Company (and Scope, for a scope) set, so that the host decides
-// whether the principal belongs to the scope. Through a scope, the binding
-// is resolved here, from the store, as Resolve does (ASG-1..3). By id, the
-// environment must exist (a missing one is reported as denied to principals
-// who may not lease it at all) and must not be archived (ErrArchived).
-// Either way a company never leases an environment bound (by a workspace,
-// project or agent binding) only to other companies: that is ErrDenied,
-// and the refusal names neither the other company nor, unless the caller
-// named it, the environment. It never calls a provider.
-func (a *Assignments) LeaseTarget(ctx context.Context, p authz.Principal, scope *authz.Scope, environmentID, company string, required drivers.Set) (*Environment, string, error) {
-	t, err := a.leaseTarget(ctx, p, leaseTargetRequest{EnvironmentID: environmentID, Company: company, Scope: scope, Required: required})
-	if err != nil {
-		return nil, "", err
-	}
-	return t.Environment, t.Company, nil
-}
-
-// leaseTargetRequest names what a principal wants to lease (see
-// LeaseTarget).
+// leaseTargetRequest names what a principal wants to lease
+// (envhook.LeaseTarget): the environment bound to Scope (Scope not nil;
+// Company "" or the scope's) or environment EnvironmentID leased for
+// Company (Scope nil; Company required), and the capabilities the caller
+// needs (CAP-4).
 type leaseTargetRequest struct {
 	EnvironmentID string
 	Company       string
@@ -88,7 +66,7 @@ func (a *Assignments) leaseTarget(ctx context.Context, p authz.Principal, req le
 }
 
 // targetByID reads environment id and, when the Store and the BindingStore
-// are one TargetReader, the bindings that point at it in the same read
+// are one targetReader, the bindings that point at it in the same read
 // (bs nil means they were not read).
 func (a *Assignments) targetByID(ctx context.Context, id string) (env *Environment, bs []*Binding, err error) {
 	if a.targets != nil {
@@ -156,28 +134,21 @@ func (a *Assignments) boundElsewhere(ctx context.Context, envID string, bs []*Bi
 	return nil
 }
 
-// Authorize decides whether p may perform act on r with the Authorizer of
-// the assignments (the catalog's), so that the lease layer decides with the
-// same policy. A refusal wraps ErrDenied.
-func (a *Assignments) Authorize(ctx context.Context, p authz.Principal, act authz.Action, r authz.Resource) error {
-	return a.authorize(ctx, p, act, r)
-}
-
-// AdmitDraft authorizes p to lease a draft (an unsaved config) of driver
+// admitDraft authorizes p to lease a draft (an unsaved config) of driver
 // for company, for the lease layer (lease.AcquireRequest.Draft): it asks
 // the Authorizer for authz.ActionProbe on the draft (a draft lease is a
 // draft probe's), then passes the part of the gate that needs no saved
-// environment, the instance settings (CFG-9, Gate.Admit). A refusal wraps
+// environment, the instance settings (CFG-9, gate.admit). A refusal wraps
 // errcode.ErrDenied, or drivers.ErrUnavailable with
 // instance.ErrEnvironmentsDisabled or instance.ErrManagedSandboxOnly (a
 // host driver). A driver that is not registered passes here; the lease
 // layer refuses it. It never calls a provider.
-func (a *Assignments) AdmitDraft(ctx context.Context, p authz.Principal, driver, company string) error {
+func (a *Assignments) admitDraft(ctx context.Context, p authz.Principal, driver, company string) error {
 	if err := a.authorize(ctx, p, authz.ActionProbe, authz.Resource{Kind: authz.ResourceKindEnvironment, Driver: driver, Company: company}); err != nil {
 		return err
 	}
 	d, _ := a.reg.Lookup(driver)
-	if err := a.gate.Admit(ctx, d); err != nil {
+	if err := a.gate.admit(ctx, d); err != nil {
 		return fmt.Errorf("environment: draft of driver %q: %w", driver, err)
 	}
 	return nil

@@ -21,7 +21,7 @@ var _ BindingStore = (*memoryBindingStore)(nil)
 // NewMemoryBindingStore returns an empty in-memory BindingStore for tests,
 // demos and single-process hosts. Every method runs under one lock, so each
 // is atomic; it stores and returns copies. It is safe for concurrent use.
-func NewMemoryBindingStore() BindingStore {
+func newMemoryBindingStore() BindingStore {
 	return &memoryBindingStore{bindings: map[BindingRef]*Binding{}}
 }
 

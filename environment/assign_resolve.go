@@ -77,7 +77,7 @@ func (a *Assignments) Resolve(ctx context.Context, p authz.Principal, scope auth
 // resolve is Resolve without authorization.
 //
 // With withBindings, bs are the bindings that point at the resolved
-// environment when they could be read with it (a TargetReader), else nil.
+// environment when they could be read with it (a targetReader), else nil.
 func (a *Assignments) resolve(ctx context.Context, scope authz.Scope, required drivers.Set, withBindings bool) (res *Resolution, bs []*Binding, err error) {
 	if scope.Company == "" {
 		return nil, nil, fmt.Errorf("environment: resolve: field \"company\": required: %w", errcode.ErrInvalid)

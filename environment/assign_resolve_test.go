@@ -3,7 +3,6 @@ package environment_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -362,41 +361,4 @@ func TestResolveThenLeaseMismatch(t *testing.T) {
 	if err := res.CheckLease(f.ids["full"], "acme"); err != nil {
 		t.Errorf("lease of the resolved environment refused: %v", err)
 	}
-}
-
-func ExampleAssignments_Resolve() {
-	ctx := context.Background()
-	reg := assignRegistry()
-	envs := environment.NewMemoryStore()
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
-	n := 0
-	cat := environment.NewCatalog(envs, reg, environment.NewMemorySecretStore(), asg, environment.WithTestOptions(&environment.Options{TestMode: true},
-		environment.TestOptions{NewID: func() string { n++; return fmt.Sprintf("env_%d", n) }}))
-	op := authz.Principal{ID: "u_1", Role: authz.RoleLocalOperator}
-	sandbox, _ := cat.Create(ctx, op, environment.CreateRequest{Name: "sandboxes", Driver: "fake"})
-	host, _ := cat.Create(ctx, op, environment.CreateRequest{Name: "this host", Driver: "local"})
-
-	_, _ = environment.Bind(asg, ctx, op, environment.SetBinding{Kind: environment.BindingInstanceDefault, EnvironmentID: host.ID})
-	_, _ = environment.Bind(asg, ctx, op, environment.SetBinding{Kind: environment.BindingProject, Key: "p_1", Company: "acme", EnvironmentID: sandbox.ID})
-
-	res, _ := asg.Resolve(ctx, op, authz.Scope{Company: "acme", Project: "p_1"}, drivers.NewSet(drivers.CapReuse))
-	fmt.Println(res.Binding.String(), "->", res.Environment.Name)
-	res, _ = asg.Resolve(ctx, op, authz.Scope{Company: "acme", Project: "p_2"}, 0)
-	fmt.Println(res.Binding.String(), "->", res.Environment.Name)
-
-	// The bound host cannot resume sandboxes: an error, not another target.
-	_, err := asg.Resolve(ctx, op, authz.Scope{Company: "acme", Project: "p_2"}, drivers.NewSet(drivers.CapReuse))
-	fmt.Println(errors.Is(err, drivers.ErrUnsupported))
-
-	// Deleting the sandbox environment clears its binding (ASG-5).
-	b, _ := cat.Delete(ctx, op, sandbox.ID, sandbox.Revision)
-	fmt.Println("cleared:", b.Assignments[0].ID)
-	res, _ = asg.Resolve(ctx, op, authz.Scope{Company: "acme", Project: "p_1"}, 0)
-	fmt.Println(res.Binding.String(), "->", res.Environment.Name)
-	// Output:
-	// project p_1 binding of company "acme" -> sandboxes
-	// instance default binding -> this host
-	// true
-	// cleared: project:p_1
-	// instance default binding -> this host
 }

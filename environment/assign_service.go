@@ -25,13 +25,13 @@ type Assignments struct {
 	bindings BindingStore
 	envs     Store
 	reg      *drivers.Registry
-	gate     *Gate
+	gate     *gate
 	authz    authz.Authorizer
 	log      *slog.Logger
 	clock    clock.Clock
 	// targets is envs when it is also bindings (one pointer) and a
-	// TargetReader, else nil.
-	targets TargetReader
+	// targetReader, else nil.
+	targets targetReader
 }
 
 // NewAssignments returns the assignment service over bindings, the
@@ -39,9 +39,9 @@ type Assignments struct {
 // nil (a programming error of the host). It reads the fields of opts it
 // shares with NewCatalog (TestMode, Authorizer, Logger,
 // Health, Settings) and ignores the catalog's own: a host passes the same
-// *Options to both, so that they agree on test mode and read one health
+// *options to both, so that they agree on test mode and read one health
 // store and one instance settings Reader.
-func NewAssignments(bindings BindingStore, envs Store, reg *drivers.Registry, opts *Options) *Assignments {
+func newAssignments(bindings BindingStore, envs Store, reg *drivers.Registry, opts *options) *Assignments {
 	if bindings == nil || envs == nil || reg == nil {
 		panic("environment: NewAssignments needs a binding store, an environment store and a driver registry")
 	}
@@ -52,7 +52,7 @@ func NewAssignments(bindings BindingStore, envs Store, reg *drivers.Registry, op
 	}
 	// One value serves both only if it is one pointer (pointers compare
 	// without panicking, whatever they point at).
-	if tr, ok := envs.(TargetReader); ok && reflect.TypeOf(envs).Kind() == reflect.Pointer && any(envs) == any(bindings) {
+	if tr, ok := envs.(targetReader); ok && reflect.TypeOf(envs).Kind() == reflect.Pointer && any(envs) == any(bindings) {
 		a.targets = tr
 	}
 	return a
@@ -192,7 +192,7 @@ func (a *Assignments) unusable(env *Environment) error {
 	if env.Status != StatusActive {
 		return fmt.Errorf("it is %s: %w", env.Status, ErrArchived)
 	}
-	return a.gate.DriverStatus(env.Driver)
+	return a.gate.driverStatus(env.Driver)
 }
 
 // Clear removes the binding ref at baseRevision (AnyRevision: whatever is
@@ -274,17 +274,17 @@ func (a *Assignments) environmentUsage(ctx context.Context, envID string) (Usage
 	var u Usage
 	for _, b := range bs {
 		u.Assignments = append(u.Assignments, Reference{
-			Kind: "binding", ID: b.BindingRef.ID(), Company: b.Company,
+			Kind: "binding", ID: b.BindingRef.id(), Company: b.Company,
 			Detail: fmt.Sprintf("%s, revision %d", b, b.Revision),
 		})
 	}
 	return u, nil
 }
 
-// ID is the Reference.ID of the binding in a blast radius and its
+// id is the Reference.ID of the binding in a blast radius and its
 // authorization resource id: "workspace:ws_1", "project:p_1", "agent:a_1"
 // or "instance_default".
-func (ref BindingRef) ID() string {
+func (ref BindingRef) id() string {
 	if ref.Kind == BindingInstanceDefault {
 		return string(ref.Kind)
 	}
@@ -323,7 +323,7 @@ func (a *Assignments) protected(ctx context.Context, env *Environment) string {
 }
 
 func bindingResource(ref BindingRef) authz.Resource {
-	return authz.Resource{Kind: authz.ResourceKindBinding, ID: ref.ID(), Company: ref.Company}
+	return authz.Resource{Kind: authz.ResourceKindBinding, ID: ref.id(), Company: ref.Company}
 }
 
 // authorize asks the Authorizer and makes sure a refusal wraps ErrDenied.

@@ -14,51 +14,37 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/secretcfg"
 )
 
-// Options configures a Catalog, an Assignments and a Gate; a host passes
-// the same Options to NewAssignments, NewCatalog and NewGate so that they
-// agree on test mode and read one health store and one instance settings
-// Reader. The zero value (or a nil *Options) gives the defaults documented
-// on each field; fields marked (Catalog only) are ignored by the others.
-type Options struct {
+// options configure a Catalog, an Assignments and a gate: what
+// envhook.Options sets (berth.New gives the three the same), with the
+// defaults documented there, and the knobs only this package's tests set.
+type options struct {
 	// TestMode lets environments of test drivers (the "fake" driver) be
-	// saved, bound, resolved and leased (CFG-4). Default false: the fake
-	// driver is refused as a working target.
+	// saved, bound, resolved and leased (CFG-4).
 	TestMode bool
-	// Authorizer decides every action (AUTH-1). Default DefaultPolicy:
-	// only instance admins and local operators change environments and
-	// bindings.
+	// Authorizer decides every action (AUTH-1); nil: DefaultPolicy.
 	Authorizer authz.Authorizer
-	// Logger receives one line per mutation (and per refused mutation), and
-	// per refused resolution; no line holds a config value, an env var
-	// value or a secret. Default: discard.
+	// Logger receives one line per mutation (and per refused mutation),
+	// and per refused resolution; nil: discard.
 	Logger *slog.Logger
-	// Health keeps the provider health last measured (CAP-3), shown in
-	// listings and read by the Gate that saving, resolution and leasing
-	// pass. Default: an in-memory store private to the service built (pass
-	// the host's store so that they and other processes share it). A
-	// provider never measured counts as available.
+	// Health keeps the provider health last measured (CAP-3); nil: an
+	// in-memory store private to the service built.
 	Health HealthStore
-	// Settings reads the instance settings (CFG-9) for the Gate that
-	// resolution and leasing pass: the Reader instance.NewService returns,
-	// which keeps what it read for a short, documented staleness bound so
-	// that the gate costs no store round trip per acquisition. Default
-	// nil: instance.Defaults (environments enabled, host drivers allowed).
-	// Views show a host environment's refusal under managed-sandbox-only
-	// in View.Unavailable.
+	// Settings reads the instance settings (CFG-9) for the gate; nil:
+	// instance.Defaults.
 	Settings instance.Reader
 
-	// The catalog's hooks only berth.New wires (internal/envhook's
-	// WireCatalog): the lease manager's and the setup sessions' usage
-	// reporters, the host's Protected, the SecretKeeper shared with the
-	// lease manager. Without them nothing else references an environment,
-	// nothing but the instance default is protected, and secrets an update
-	// supersedes are deleted at once.
+	// The catalog's hooks (envhook.Options): the lease manager's and the
+	// setup sessions' usage reporters, the host's Protected, the secret
+	// keeper shared with the lease manager. Without them nothing else
+	// references an environment, nothing but the instance default is
+	// protected, and secrets an update supersedes are deleted at once.
 	usageReporters []UsageReporter
 	protected      func(ctx context.Context, env *Environment) string
-	secretKeeper   *SecretKeeper
+	secretKeeper   envhook.SecretKeeper
 
 	// The rest is set by this package's tests only (export_test.go).
 
@@ -95,24 +81,25 @@ type Catalog struct {
 	reporters []UsageReporter
 	protected func(context.Context, *Environment) string
 	health    HealthStore
-	gate      *Gate
+	gate      *gate
 	healthTTL time.Duration
-	keeper    *SecretKeeper
+	keeper    envhook.SecretKeeper
 }
 
-// NewCatalog returns a catalog over store, the drivers of reg and secrets.
+// newCatalog returns a catalog over store, the drivers of reg and secrets
+// (envhook.NewCatalog).
 // asg, if not nil, is the assignment service whose bindings point at the
 // catalog's environments: a delete's blast radius shows them, the delete
 // clears them (ASG-5) and the instance default is protected from it
 // (CFG-7); the catalog calls asg for that through unexported methods, so
 // no holder of either service can clear or list bindings without the
 // Authorizer. nil means no bindings (a catalog used alone). It panics if
-// store, reg or secrets is nil (a programming error of the host).
-func NewCatalog(store Store, reg *drivers.Registry, secrets SecretStore, asg *Assignments, opts *Options) *Catalog {
+// store, reg or secrets is nil (a programming error of berth).
+func newCatalog(store Store, reg *drivers.Registry, secrets SecretStore, asg *Assignments, opts *options) *Catalog {
 	if store == nil || reg == nil || secrets == nil {
-		panic("environment: NewCatalog needs a store, a driver registry and a secret store")
+		panic("environment: a catalog needs a store, a driver registry and a secret store")
 	}
-	var o Options
+	var o options
 	if opts != nil {
 		o = *opts
 	}
@@ -263,6 +250,26 @@ func (c *Catalog) List(ctx context.Context, p authz.Principal, f ListFilter) ([]
 	return out, nil
 }
 
+// Drivers returns the drivers registered in this instance, sorted by name, as the catalog's availability gate sees them: a driver
+// that reports itself unavailable, or a test driver (the "fake" driver)
+// outside test mode (CFG-4), is unavailable with no effective
+// capabilities and a Reason wrapping drivers.ErrUnavailable's text. The
+// instance settings (CFG-9) are not applied: instance.Settings.Admit says
+// whether they let a driver's targets be used. It needs ActionRead on
+// environments, as List does, and calls no provider (CAP-1).
+func (c *Catalog) Drivers(ctx context.Context, p authz.Principal) ([]drivers.DriverInfo, error) {
+	if err := c.authorize(ctx, p, authz.ActionRead, authz.Resource{Kind: authz.ResourceKindEnvironment}); err != nil {
+		return nil, err
+	}
+	infos := c.reg.List()
+	for i, info := range infos {
+		if err := c.gate.driverStatus(info.Name); err != nil && info.Available {
+			infos[i].Available, infos[i].Reason, infos[i].Effective = false, err.Error(), 0
+		}
+	}
+	return infos, nil
+}
+
 // resolvedConfig loads environment id and returns it together with its
 // config normalized by the driver's schema and its secret references resolved
 // to values: the config a driver's Acquire takes. It is not exported (no
@@ -361,8 +368,6 @@ func (c *Catalog) load(ctx context.Context, p authz.Principal, a authz.Action, i
 	return env, nil
 }
 
-// authorize asks the Authorizer and makes sure a refusal wraps ErrDenied
-// even if a host's Authorizer forgot to.
 // Authorize decides whether p may perform a on r with the catalog's
 // Authorizer, so that the layers above (probe, hosts) decide with the same
 // policy. A refusal wraps ErrDenied and is logged for mutations and probes.
@@ -370,6 +375,8 @@ func (c *Catalog) Authorize(ctx context.Context, p authz.Principal, a authz.Acti
 	return c.authorize(ctx, p, a, r)
 }
 
+// authorize asks the Authorizer and makes sure a refusal wraps ErrDenied
+// even if a host's Authorizer forgot to.
 func (c *Catalog) authorize(ctx context.Context, p authz.Principal, a authz.Action, r authz.Resource) error {
 	err := c.authz.Authorize(ctx, p, a, r)
 	if err == nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/secretcfg"
 )
 
@@ -17,7 +18,10 @@ import (
 // a setup session. It holds ids and a short description, never a secret.
 type Reference struct {
 	// Kind is what refers: "binding", "lease", "setup_session", ...
-	Kind    string `json:"kind"`
+	Kind string `json:"kind"`
+	// ID names the referrer: a lease or session id; for a binding its
+	// kind and key, "workspace:ws_1", "project:p_1", "agent:a_1", or
+	// "instance_default" (also the binding's authz.Resource ID).
 	ID      string `json:"id"`
 	Company string `json:"company,omitempty"`
 	// Detail is a short human-readable description ("workspace ws_1
@@ -81,18 +85,6 @@ func (u *Usage) add(o Usage) {
 // must not block on the fill.
 type UsageReporter interface {
 	EnvironmentUsage(ctx context.Context, envID string) (Usage, error)
-}
-
-// ReferenceClearer is an optional interface that may be implemented by a
-// UsageReporter that owns references which must go with the environment
-// (assignment bindings, ASG-5). Catalog.Delete calls ClearEnvironment after
-// the environment is deleted. If a UsageReporter does not implement
-// ReferenceClearer, Delete leaves its references alone (leases and sessions
-// end by their own rules).
-type ReferenceClearer interface {
-	// ClearEnvironment removes every reference to envID it owns. It is
-	// idempotent.
-	ClearEnvironment(ctx context.Context, envID string) error
 }
 
 // archiveObserver is what a UsageReporter may add (see UsageReporter).
@@ -224,7 +216,7 @@ func (c *Catalog) delete(ctx context.Context, env *Environment, base int64) (*Bl
 		return nil, err
 	}
 	if !b.Deletable() {
-		return b, &Error{Radius: b}
+		return b, &Error{radius: b}
 	}
 	if err := c.store.DeleteEnvironment(ctx, env.ID, base); err != nil {
 		return b, fmt.Errorf("environment %s: %w", label, err)
@@ -238,7 +230,7 @@ func (c *Catalog) delete(ctx context.Context, env *Environment, base int64) (*Bl
 		}
 	}
 	for _, r := range c.reporters {
-		if cl, ok := r.(ReferenceClearer); ok {
+		if cl, ok := r.(envhook.ReferenceClearer); ok {
 			if err := cl.ClearEnvironment(ctx, env.ID); err != nil {
 				errs = append(errs, fmt.Errorf("environment %s deleted, but clearing its references failed: %w", label, err))
 			}

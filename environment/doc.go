@@ -1,8 +1,8 @@
 // Package environment is berth's catalog of execution environments: saved,
 // instance-scoped targets (CFG-1) with authorization (AUTH-1).
 //
-//	asg := environment.NewAssignments(bindings, store, reg, opts)
-//	cat := environment.NewCatalog(store, reg, secrets, asg, opts)
+//	asg := environment.newAssignments(bindings, store, reg, opts)
+//	cat := environment.newCatalog(store, reg, secrets, asg, opts)
 //	req, err := environment.DecodeCreateRequest(body) // strict JSON
 //	v, err := cat.Create(ctx, operator, req) // pasted secrets -> refs
 //	_, err = asg.Set(ctx, operator, environment.Binding{
@@ -10,7 +10,7 @@
 //		EnvironmentID: v.ID}, 0) // 0: a new binding
 //	res, err := asg.Resolve(ctx, agent, scope, nil) // strongest binding
 //
-// Catalog is the entry point: NewCatalog(store, registry, secrets,
+// Catalog is the entry point: newCatalog(store, registry, secrets,
 // assignments, opts) and its methods Create, Get, List, Update, Archive,
 // Restore, BlastRadius and Delete. Every method takes an authz.Principal
 // and asks the authz.Authorizer first; authz.DefaultPolicy is CFG-2 /
@@ -149,7 +149,7 @@
 // (CFG-7).
 // NewMemoryBindingStore keeps bindings in memory, store/sqlite and
 // store/postgres in SQLite and PostgreSQL. A value that is both the
-// Store and the BindingStore (the SQL stores) may also be a TargetReader:
+// Store and the BindingStore (the SQL stores) may also be a targetReader:
 // LeaseTarget then reads the target environment (by id or through a
 // scope's binding) and its bindings in one statement.
 //

@@ -11,9 +11,9 @@ import (
 )
 
 // Error is a refusal of this package that names what it is about, never
-// a secret value or an env var value. It is one of four kinds: a refused
-// delete sets Radius, an unusable binding sets Binding, and the package
-// marks an unusable environment apart from a request problem itself:
+// a secret value or an env var value. It is one of four kinds: an
+// unusable binding sets Binding, and the package marks a refused delete
+// and an unusable environment apart from a request problem itself:
 //
 //   - A request problem about one field (CFG-5, CFG-8): Field (and
 //     Environment once known) and Reason; it wraps Err (errcode.ErrInvalid,
@@ -33,8 +33,8 @@ import (
 //     drivers.ErrUnsupported, errcode.ErrDenied (a binding of another
 //     company) or a *ConfigError. Resolve never falls through to a weaker
 //     binding or to the host after it.
-//   - A delete that the blast radius blocks (CFG-7): Radius; it wraps
-//     errcode.ErrConflict.
+//   - A delete that the blast radius blocks (CFG-7): Catalog.Delete
+//     returns the radius with it; it wraps errcode.ErrConflict.
 type Error struct {
 	// Environment names the environment: `"name"` or `"name" (id)`; ""
 	// when the problem was found before the payload was read (malformed
@@ -50,12 +50,12 @@ type Error struct {
 	Binding *Binding
 	// Missing lists the required capabilities the environment lacks.
 	Missing []drivers.Capability
-	// Radius is the blast radius that blocks a delete; nil for the other
-	// kinds.
-	Radius *BlastRadius
 	// Err is the cause (see above).
 	Err error
 
+	// radius is the blast radius that blocks a delete; nil for the other
+	// kinds.
+	radius *BlastRadius
 	// unusable marks the second kind, the only one its fields do not tell
 	// (a request problem may name no field either).
 	unusable bool
@@ -64,8 +64,8 @@ type Error struct {
 // Error returns the text of e's kind (see Error).
 func (e *Error) Error() string {
 	switch {
-	case e.Radius != nil:
-		return fmt.Sprintf("environment %q (%s): delete refused: %s", e.Radius.EnvironmentName, e.Radius.EnvironmentID, strings.Join(e.Radius.Blockers, "; "))
+	case e.radius != nil:
+		return fmt.Sprintf("environment %q (%s): delete refused: %s", e.radius.EnvironmentName, e.radius.EnvironmentID, strings.Join(e.radius.Blockers, "; "))
 	case e.Binding != nil:
 		return fmt.Sprintf("environment: %s -> environment %s: %s; not falling back to a weaker binding or the host (ASG-2)",
 			e.Binding, e.Environment, e.Reason)
@@ -90,7 +90,7 @@ func (e *Error) Error() string {
 // for a person.
 func (e *Error) Unwrap() error {
 	cause := e.Err
-	if e.Radius != nil {
+	if e.radius != nil {
 		cause = errcode.ErrConflict
 	}
 	return &errcode.Error{Target: e.target(), Field: e.Field, Message: e.message(), Err: cause}
@@ -98,8 +98,8 @@ func (e *Error) Unwrap() error {
 
 // target names the environment for a person: its name before its id.
 func (e *Error) target() string {
-	if e.Radius != nil {
-		return errmsg.Name("environment", strconv.Quote(e.Radius.EnvironmentName))
+	if e.radius != nil {
+		return errmsg.Name("environment", strconv.Quote(e.radius.EnvironmentName))
 	}
 	if e.Environment == "" {
 		return ""
@@ -111,8 +111,8 @@ func (e *Error) target() string {
 func (e *Error) message() string {
 	t := e.target()
 	switch {
-	case e.Radius != nil:
-		return errmsg.Sentence(fmt.Sprintf("Could not delete %s: %s", t, strings.Join(e.Radius.Blockers, "; ")))
+	case e.radius != nil:
+		return errmsg.Sentence(fmt.Sprintf("Could not delete %s: %s", t, strings.Join(e.radius.Blockers, "; ")))
 	case e.Binding != nil:
 		return errmsg.Sentence(fmt.Sprintf("The %s binding %q leads to %s, which cannot be used: %s", e.Binding.Kind, e.Binding.Key, t, e.Reason))
 	case e.unusable:

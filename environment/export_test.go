@@ -11,6 +11,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/internal/envhook"
 )
 
 // ResolvedConfigForTest exposes the unexported resolved config to this
@@ -113,7 +114,62 @@ func (g *Gate) Check(ctx context.Context, env *Environment, required drivers.Set
 
 var CachedHealthStore = cachedHealthStore
 
-// WireCatalog sets the catalog hooks berth.New wires (envhook.WireCatalog).
+// WireCatalog sets the catalog hooks berth.New wires (envhook.Options'
+// Keeper, Reporters and Protected).
 func (o *Options) WireCatalog(keeper *SecretKeeper, reporters []UsageReporter, protected func(context.Context, *Environment) string) {
-	o.secretKeeper, o.usageReporters, o.protected = keeper, reporters, protected
+	o.secretKeeper = nil
+	if keeper != nil {
+		o.secretKeeper = keeper
+	}
+	o.usageReporters, o.protected = reporters, protected
 }
+
+// The constructors, types and methods berth.New and berth's other packages
+// reach through internal/envhook, under their former exported names for
+// this package's external tests.
+
+type (
+	Options          = options
+	Gate             = gate
+	SecretKeeper     = secretKeeper
+	TargetReader     = targetReader
+	ReferenceClearer = envhook.ReferenceClearer
+)
+
+var (
+	NewCatalog              = newCatalog
+	NewAssignments          = newAssignments
+	NewGate                 = newGate
+	NewSecretKeeper         = newSecretKeeper
+	NewMemoryStore          = newMemoryStore
+	NewMemoryBindingStore   = newMemoryBindingStore
+	NewMemoryHealthStore    = newMemoryHealthStore
+	NewMemorySecretUseStore = newMemorySecretUseStore
+	NewMemorySecretStore    = newMemorySecretStore
+)
+
+func (a *Assignments) LeaseTarget(ctx context.Context, p authz.Principal, scope *authz.Scope, environmentID, company string, required drivers.Set) (*Environment, string, error) {
+	t, err := a.leaseTarget(ctx, p, leaseTargetRequest{EnvironmentID: environmentID, Company: company, Scope: scope, Required: required})
+	if err != nil {
+		return nil, "", err
+	}
+	return t.Environment, t.Company, nil
+}
+
+func (a *Assignments) AdmitDraft(ctx context.Context, p authz.Principal, driver, company string) error {
+	return a.admitDraft(ctx, p, driver, company)
+}
+
+func (a *Assignments) Authorize(ctx context.Context, p authz.Principal, act authz.Action, r authz.Resource) error {
+	return a.authorize(ctx, p, act, r)
+}
+
+func (e *Environment) SourceFingerprint(d drivers.Driver) string { return e.sourceFingerprint(d) }
+
+func (e *Environment) AppliedTemplate(d drivers.Driver) *ActiveTemplate { return e.appliedTemplate(d) }
+
+func (g *gate) DriverStatus(name string) error { return g.driverStatus(name) }
+
+func (g *gate) Admit(ctx context.Context, d drivers.Driver) error { return g.admit(ctx, d) }
+
+func (ref BindingRef) ID() string { return ref.id() }

@@ -29,7 +29,7 @@ import (
 // effective capabilities lack one that is required. It reads the health
 // store and never measures: it calls no provider (CAP-1). A Gate is safe
 // for concurrent use.
-type Gate struct {
+type gate struct {
 	reg       *drivers.Registry
 	health    HealthStore
 	settings  instance.Reader
@@ -82,28 +82,28 @@ func (c *effectiveCache) put(env *Environment, d drivers.Driver, eff drivers.Set
 // Health and Settings of opts (nil: defaults) and ignores the rest; pass
 // the Options given to NewCatalog and NewAssignments so that the three
 // agree. It panics if reg is nil.
-func NewGate(reg *drivers.Registry, opts *Options) *Gate {
+func newGate(reg *drivers.Registry, opts *options) *gate {
 	if reg == nil {
 		panic("environment: NewGate needs a driver registry")
 	}
-	var o Options
+	var o options
 	if opts != nil {
 		o = *opts
 	}
 	if o.Health == nil {
-		o.Health = NewMemoryHealthStore()
+		o.Health = newMemoryHealthStore()
 	}
-	return &Gate{reg: reg, health: o.Health, settings: o.Settings, testMode: o.TestMode, testNames: append([]string{"fake"}, o.testDrivers...)}
+	return &gate{reg: reg, health: o.Health, settings: o.Settings, testMode: o.TestMode, testNames: append([]string{"fake"}, o.testDrivers...)}
 }
 
 // isTestDriver reports whether name is a test-only driver (CFG-4).
-func (g *Gate) isTestDriver(name string) bool { return slices.Contains(g.testNames, name) }
+func (g *gate) isTestDriver(name string) bool { return slices.Contains(g.testNames, name) }
 
 // check returns env's driver and effective capability set when env can be a
 // working target and its effective set covers required, else an
 // *Error naming env (see Gate and Error). A failing health store or settings read is
 // returned as it is, never taken as "available".
-func (g *Gate) check(ctx context.Context, env *Environment, required drivers.Set) (drivers.Driver, drivers.Set, error) {
+func (g *gate) check(ctx context.Context, env *Environment, required drivers.Set) (drivers.Driver, drivers.Set, error) {
 	refuse := func(err error, format string, args ...any) (drivers.Driver, drivers.Set, error) {
 		return nil, 0, &Error{unusable: true, Environment: labelOf(env), Reason: fmt.Sprintf(format, args...), Err: err}
 	}
@@ -157,7 +157,7 @@ func (g *Gate) check(ctx context.Context, env *Environment, required drivers.Set
 // registered, is not a test driver outside test mode, and does not report
 // itself unavailable), else an error wrapping drivers.ErrUnavailable that
 // says why. It reads nothing and calls no provider.
-func (g *Gate) DriverStatus(name string) error {
+func (g *gate) driverStatus(name string) error {
 	_, reason, err := g.driverOf(name)
 	if err != nil {
 		return fmt.Errorf("%s: %w", reason, drivers.ErrUnavailable)
@@ -173,7 +173,7 @@ func (g *Gate) DriverStatus(name string) error {
 // what has none (draft probes and draft leases). It reads the settings
 // through Options.Settings and calls no provider; a failing read is
 // returned, never taken as "enabled".
-func (g *Gate) Admit(ctx context.Context, d drivers.Driver) error {
+func (g *gate) admit(ctx context.Context, d drivers.Driver) error {
 	set, err := g.instanceSettings(ctx)
 	if err != nil {
 		return fmt.Errorf("environment: %w", err)
@@ -190,14 +190,14 @@ func (g *Gate) Admit(ctx context.Context, d drivers.Driver) error {
 
 // instanceSettings returns the settings in force (instance.Defaults
 // without a Reader).
-func (g *Gate) instanceSettings(ctx context.Context) (instance.Settings, error) {
+func (g *gate) instanceSettings(ctx context.Context) (instance.Settings, error) {
 	if g.settings == nil {
 		return instance.Defaults(), nil
 	}
 	return g.settings.Current(ctx)
 }
 
-func (g *Gate) driverOf(name string) (drivers.Driver, string, error) {
+func (g *gate) driverOf(name string) (drivers.Driver, string, error) {
 	d, err := g.reg.Lookup(name)
 	if err != nil {
 		return nil, fmt.Sprintf("driver %q is not registered in this instance", name), err
@@ -214,7 +214,7 @@ func (g *Gate) driverOf(name string) (drivers.Driver, string, error) {
 // lastHealth returns the last measured health of the provider endpoint cfg
 // addresses, and false when it was never measured or d has no provider
 // health.
-func (g *Gate) lastHealth(ctx context.Context, d drivers.Driver, cfg map[string]any) (ProviderHealth, bool, error) {
+func (g *gate) lastHealth(ctx context.Context, d drivers.Driver, cfg map[string]any) (ProviderHealth, bool, error) {
 	hc, err := drivers.DriverAs[drivers.HealthChecker](d)
 	if err != nil {
 		return ProviderHealth{}, false, nil
@@ -236,7 +236,7 @@ func (g *Gate) lastHealth(ctx context.Context, d drivers.Driver, cfg map[string]
 // healthView returns the health an environment's listing shows: nil when
 // its driver has no provider health (or is not registered), else the last
 // measurement or "not measured". It never measures.
-func (g *Gate) healthView(ctx context.Context, env *Environment) (*HealthView, error) {
+func (g *gate) healthView(ctx context.Context, env *Environment) (*HealthView, error) {
 	d, err := g.reg.Lookup(env.Driver)
 	if err != nil {
 		return nil, nil

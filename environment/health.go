@@ -107,7 +107,7 @@ var _ HealthStore = (*memoryHealthStore)(nil)
 
 // NewMemoryHealthStore returns an empty in-memory HealthStore, safe for
 // concurrent use.
-func NewMemoryHealthStore() HealthStore {
+func newMemoryHealthStore() HealthStore {
 	return &memoryHealthStore{recs: map[[2]string]ProviderHealth{}}
 }
 

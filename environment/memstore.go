@@ -25,7 +25,7 @@ var _ Store = (*memoryStore)(nil)
 // tests and demos. It is safe for concurrent use, stores and returns deep
 // copies, and checks revisions, uniqueness and exclusive drivers under one
 // lock, so each operation is atomic.
-func NewMemoryStore() Store {
+func newMemoryStore() Store {
 	return &memoryStore{envs: map[string]*Environment{}, names: map[string]string{}, drivers: map[string]int{}}
 }
 

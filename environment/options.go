@@ -15,12 +15,12 @@ type common struct {
 	log    *slog.Logger
 	clock  clock.Clock
 	health HealthStore
-	gate   *Gate
+	gate   *gate
 }
 
 // common returns the shared setup of o; a nil o means defaults.
-func (o *Options) common(reg *drivers.Registry) common {
-	var v Options
+func (o *options) common(reg *drivers.Registry) common {
+	var v options
 	if o != nil {
 		v = *o
 	}
@@ -35,9 +35,9 @@ func (o *Options) common(reg *drivers.Registry) common {
 		c.clock = clock.Real{}
 	}
 	if c.health == nil {
-		c.health = NewMemoryHealthStore()
+		c.health = newMemoryHealthStore()
 	}
 	v.Health = c.health
-	c.gate = NewGate(reg, &v)
+	c.gate = newGate(reg, &v)
 	return c
 }

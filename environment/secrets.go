@@ -61,7 +61,7 @@ var _ SecretStore = (*memorySecretStore)(nil)
 // NewMemorySecretStore returns an empty in-memory SecretStore for tests
 // and the embedded default, safe for concurrent use. Put makes ids of
 // "sec_" and 16 random hex digits.
-func NewMemorySecretStore() SecretStore {
+func newMemorySecretStore() SecretStore {
 	return &memorySecretStore{secrets: map[string]*memSecret{}}
 }
 

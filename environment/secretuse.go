@@ -56,7 +56,7 @@ type memorySecretUseStore struct {
 
 // NewMemorySecretUseStore returns an empty in-memory SecretUseStore for
 // tests and the embedded default, safe for concurrent use.
-func NewMemorySecretUseStore() SecretUseStore {
+func newMemorySecretUseStore() SecretUseStore {
 	return &memorySecretUseStore{uses: map[string][]config.SecretRef{}, retired: map[config.SecretRef]bool{}}
 }
 
@@ -150,7 +150,7 @@ func sortRefs(refs []config.SecretRef) {
 // references of each lease record and releases them once the lease is
 // proven clean (lease.Options.SecretKeeper); give both the same keeper. It
 // is safe for concurrent use.
-type SecretKeeper struct {
+type secretKeeper struct {
 	uses    SecretUseStore
 	secrets SecretStore
 	log     *slog.Logger
@@ -159,18 +159,18 @@ type SecretKeeper struct {
 // NewSecretKeeper returns a keeper that tracks uses in uses and deletes
 // from secrets. log (nil: discard) gets a line for every deletion that
 // failed, naming the reference only.
-func NewSecretKeeper(uses SecretUseStore, secrets SecretStore, log *slog.Logger) *SecretKeeper {
+func newSecretKeeper(uses SecretUseStore, secrets SecretStore, log *slog.Logger) *secretKeeper {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &SecretKeeper{uses: uses, secrets: secrets, log: log}
+	return &secretKeeper{uses: uses, secrets: secrets, log: log}
 }
 
 // Use records that lease uses the secret references of cfg (secret fields
 // and secret-map values). Call it before the lease record holding cfg is
 // written, so that no retirement deletes them in between; an error means
 // nothing may be written that depends on them.
-func (k *SecretKeeper) Use(ctx context.Context, lease string, cfg config.Config) error {
+func (k *secretKeeper) Use(ctx context.Context, lease string, cfg config.Config) error {
 	refs := secretcfg.SecretRefs(cfg)
 	if len(refs) == 0 {
 		return nil
@@ -183,7 +183,7 @@ func (k *SecretKeeper) Use(ctx context.Context, lease string, cfg config.Config)
 
 // Release drops the uses of lease, which is proven clean, and deletes the
 // retired secrets that no lease uses any more.
-func (k *SecretKeeper) Release(ctx context.Context, lease string) error {
+func (k *secretKeeper) Release(ctx context.Context, lease string) error {
 	free, err := k.uses.ReleaseSecrets(ctx, lease)
 	if err != nil {
 		return fmt.Errorf("lease %s: releasing the secrets it used: %w", lease, err)
@@ -196,7 +196,7 @@ func (k *SecretKeeper) Release(ctx context.Context, lease string) error {
 // no lease uses; the others are deleted by the Release of the last lease
 // that uses them. If the uses cannot be read, nothing is deleted (a secret
 // is kept rather than taken from a lease's cleanup) and the error says so.
-func (k *SecretKeeper) Retire(ctx context.Context, refs []config.SecretRef) error {
+func (k *secretKeeper) Retire(ctx context.Context, refs []config.SecretRef) error {
 	if len(refs) == 0 {
 		return nil
 	}
@@ -208,7 +208,7 @@ func (k *SecretKeeper) Retire(ctx context.Context, refs []config.SecretRef) erro
 	return nil
 }
 
-func (k *SecretKeeper) delete(ctx context.Context, refs []config.SecretRef) {
+func (k *secretKeeper) delete(ctx context.Context, refs []config.SecretRef) {
 	ctx = context.WithoutCancel(ctx)
 	for _, r := range refs {
 		if err := k.secrets.Delete(ctx, r); err != nil {

@@ -15,7 +15,7 @@ import (
 // normalized image; never knobs, metadata or names. It does no I/O. The
 // probe's qualification fingerprint is built from the same parts (plus
 // the applied template's identity).
-func (e *Environment) SourceFingerprint(d drivers.Driver) string {
+func (e *Environment) sourceFingerprint(d drivers.Driver) string {
 	return qualify.SourceFingerprint(sourceInput(d, e.Config))
 }
 
@@ -26,7 +26,7 @@ func (e *Environment) drift(d drivers.Driver) Drift {
 	switch {
 	case e.ActiveTemplate == nil:
 		return DriftNone
-	case d != nil && e.ActiveTemplate.SourceFingerprint == e.SourceFingerprint(d):
+	case d != nil && e.ActiveTemplate.SourceFingerprint == e.sourceFingerprint(d):
 		return DriftRelinked
 	}
 	return DriftDetached
@@ -35,7 +35,7 @@ func (e *Environment) drift(d drivers.Driver) Drift {
 // AppliedTemplate returns a copy of the active template with its Drift
 // when it applies to e's current config (DriftRelinked), else nil: what a
 // lease starts from and what the qualification fingerprint covers (IMG-8).
-func (e *Environment) AppliedTemplate(d drivers.Driver) *ActiveTemplate {
+func (e *Environment) appliedTemplate(d drivers.Driver) *ActiveTemplate {
 	if e.drift(d) != DriftRelinked {
 		return nil
 	}

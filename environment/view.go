@@ -45,7 +45,7 @@ func (c *Catalog) withHealth(ctx context.Context, v *View, env *Environment) (*V
 	if d, err := c.reg.Lookup(env.Driver); err == nil && v.Unavailable == "" {
 		// CFG-9: the instance settings' refusal (a cached read); the
 		// record itself stays readable.
-		aerr := c.gate.Admit(ctx, d)
+		aerr := c.gate.admit(ctx, d)
 		switch {
 		case errors.Is(aerr, instance.ErrEnvironmentsDisabled), errors.Is(aerr, instance.ErrManagedSandboxOnly):
 			v.Unavailable = aerr.Error()
@@ -83,7 +83,7 @@ func (c *Catalog) view(env *Environment, full bool) *View {
 		},
 		Redacted: !full,
 	}
-	if err := c.gate.DriverStatus(env.Driver); err != nil {
+	if err := c.gate.driverStatus(env.Driver); err != nil {
 		v.Unavailable = err.Error()
 	}
 	d, _ := c.reg.Lookup(env.Driver)

@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/handoverhook"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/lease"
@@ -55,8 +56,8 @@ type world struct {
 func newWorld(t *testing.T, checker bool) *world {
 	t.Helper()
 	ctx := context.Background()
-	w := &world{envs: environment.NewMemoryStore(), leases: lease.NewMemoryStore(), checks: handover.NewMemoryStore(), logs: &syncbuf.Buffer{}}
-	secrets := environment.NewMemorySecretStore()
+	w := &world{envs: envhook.NewMemoryStore().(environment.Store), leases: lease.NewMemoryStore(), checks: handover.NewMemoryStore(), logs: &syncbuf.Buffer{}}
+	secrets := envhook.NewMemorySecretStore().(environment.SecretStore)
 	var err error
 	if w.apiKey, err = secrets.Put(ctx, "env_1", "api_key", "canary-api-key"); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/envhook"
 )
 
 // target authorizes p for req and returns the environment to lease; it
@@ -30,7 +31,7 @@ func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireReq
 		// too (CFG-9).
 		var err error
 		if m.asg != nil {
-			err = m.asg.AdmitDraft(ctx, p, req.Draft.Driver, req.Company)
+			err = envhook.AdmitDraft(m.asg, ctx, p, req.Draft.Driver, req.Company)
 		} else {
 			err = m.authorize(ctx, p, authz.ActionProbe, r)
 		}
@@ -50,7 +51,7 @@ func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireReq
 	if req.Policy.reusable() {
 		required = required.With(drivers.CapReuse)
 	}
-	env, company, err := m.asg.LeaseTarget(ctx, p, req.Scope, req.EnvironmentID, req.Company, required)
+	target, company, err := envhook.LeaseTarget(m.asg, ctx, p, req.Scope, req.EnvironmentID, req.Company, required)
 	switch {
 	case errors.Is(err, environment.ErrArchived):
 		return nil, fmt.Errorf("lease: %w: %w", err, drivers.ErrUnavailable)
@@ -61,14 +62,14 @@ func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireReq
 	if req.Scope != nil && req.Workspace == "" {
 		req.Workspace = req.Scope.Workspace
 	}
-	return env, nil
+	return target.(*environment.Environment), nil
 }
 
 // authorize asks the Authorizer of the manager's Assignments (the catalog's),
 // else authz.DefaultPolicy, whether p may perform a on r.
 func (m *Manager) authorize(ctx context.Context, p authz.Principal, a authz.Action, r authz.Resource) error {
 	if m.asg != nil {
-		return m.asg.Authorize(ctx, p, a, r)
+		return envhook.Authorize(m.asg, ctx, p, a, r)
 	}
 	err := authz.DefaultPolicy{}.Authorize(ctx, p, a, r)
 	if err != nil && !errors.Is(err, errcode.ErrDenied) {

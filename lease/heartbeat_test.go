@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 )
@@ -28,14 +29,14 @@ func TestHolderRenewsItsClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	envs := environment.NewMemoryStore()
+	envs := envhook.NewMemoryStore().(environment.Store)
 	if err := envs.CreateEnvironment(ctx, &environment.Environment{ID: "here", Name: "here", Driver: drv.Name(),
 		Status: environment.StatusActive, Config: cfg, Revision: 1}, false); err != nil {
 		t.Fatal(err)
 	}
 	store := lease.NewMemoryStore()
 	const beat = 10 * time.Second
-	m, _ := lease.NewManager(store, reg, environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil), nil, knobbed(&lease.Options{Clock: clk}, func(k *leasetune.Knobs) { k.HostHeartbeat = beat }))
+	m, _ := lease.NewManager(store, reg, envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, nil).(*environment.Assignments), nil, knobbed(&lease.Options{Clock: clk}, func(k *leasetune.Knobs) { k.HostHeartbeat = beat }))
 	defer m.Close()
 	h, err := m.Acquire(ctx, op, lease.AcquireRequest{EnvironmentID: "here", Company: "acme"})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 )
@@ -154,8 +155,8 @@ func newWorld(t testing.TB, wo worldOpts) *world {
 		t.Fatal(err)
 	}
 	w.env = &environment.Environment{ID: "env-1", Name: "sandbox one", Driver: w.fk.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
-	w.envs, w.binds = environment.NewMemoryStore(), environment.NewMemoryBindingStore()
-	w.asg = environment.NewAssignments(w.binds, w.envs, w.reg, &environment.Options{TestMode: true})
+	w.envs, w.binds = envhook.NewMemoryStore().(environment.Store), envhook.NewMemoryBindingStore().(environment.BindingStore)
+	w.asg = envhook.NewAssignments(w.binds, w.envs, w.reg, &envhook.Options{TestMode: true}).(*environment.Assignments)
 	w.save(w.env)
 	w.m = w.newManager(wo.options)
 	return w

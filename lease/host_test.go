@@ -16,6 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 )
@@ -51,9 +52,9 @@ func newSSHReplicas(t *testing.T, secs string) *sshReplicas {
 		ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
 		ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: dir,
 	}
-	envs, secrets := environment.NewMemoryStore(), environment.NewMemorySecretStore()
+	envs, secrets := envhook.NewMemoryStore().(environment.Store), envhook.NewMemorySecretStore().(environment.SecretStore)
 	reg := drivers.NewRegistry(ssh.New(nil))
-	v, err := environment.NewCatalog(envs, reg, secrets, nil, nil).Create(ctx, op, environment.CreateRequest{Name: "box", Driver: "ssh", Config: raw})
+	v, err := envhook.NewCatalog(envs, reg, secrets, nil, nil).(*environment.Catalog).Create(ctx, op, environment.CreateRequest{Name: "box", Driver: "ssh", Config: raw})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func newSSHReplicas(t *testing.T, secs string) *sshReplicas {
 		t.Fatal(err)
 	}
 	return &sshReplicas{t: t, envID: v.ID, store: lease.NewMemoryStore(), secrets: secrets, cfg: cfg, secs: secs,
-		asg: environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)}
+		asg: envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, nil).(*environment.Assignments)}
 }
 
 // manager returns a replica's manager on clk (nil: the wall clock).
@@ -263,13 +264,13 @@ func TestOpenRefusesALocalLeaseOfAnotherManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	envs := environment.NewMemoryStore()
+	envs := envhook.NewMemoryStore().(environment.Store)
 	if err := envs.CreateEnvironment(ctx, &environment.Environment{ID: "here", Name: "here", Driver: drv.Name(),
 		Status: environment.StatusActive, Config: cfg, Revision: 1}, false); err != nil {
 		t.Fatal(err)
 	}
 	store := lease.NewMemoryStore()
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
+	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, nil).(*environment.Assignments)
 	mA, _ := lease.NewManager(store, reg, asg, nil, nil)
 	defer mA.Close()
 	mB, _ := lease.NewManager(store, reg, asg, nil, nil)

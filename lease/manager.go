@@ -20,6 +20,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/internal/retry"
 	"github.com/berthdev/berth/internal/secretcfg"
@@ -86,9 +87,9 @@ type Options struct {
 	// that a secret the catalog retired (an update superseded it, its
 	// environment was deleted) stays in the SecretStore until the last
 	// lease that uses it is clean and sweeps always have the credentials
-	// they need (CFG-7, LEASE-9). Give the catalog the same keeper
-	// (environment.Options.SecretKeeper). Default nil: nothing is recorded.
-	SecretKeeper *environment.SecretKeeper
+	// they need (CFG-7, LEASE-9). berth.New gives the catalog the same
+	// keeper (internal/envhook). Default nil: nothing is recorded.
+	SecretKeeper envhook.SecretKeeper
 	// SweepEnvironments, if not nil, lists the environments whose providers
 	// a Sweep searches for orphans. Default: every environment that appears
 	// on a lease in the store (with the config recorded on its newest lease).
@@ -185,7 +186,7 @@ type Manager struct {
 // leases have no runner tasks to stop.
 //
 // The returned environment.UsageReporter is the manager's hook for the
-// catalog's blast radius (environment.Options.UsageReporters, CFG-7): it
+// catalog's blast radius (envhook.Options.UsageReporters, CFG-7): it
 // lists the active (and starting), reusable and pending-cleanup leases of
 // an environment, one Reference of kind "lease" each (a lease may be both
 // active and reusable), reading the live records only (Filter.Live) and

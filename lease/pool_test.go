@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -225,7 +226,7 @@ func TestPoolDrainOnDelete(t *testing.T) {
 	if err != nil || len(u.PooledLeases) != 2 || len(u.ActiveLeases) != 0 {
 		t.Fatalf("usage: %+v, %v; want 2 pooled leases", u, err)
 	}
-	if err := usage.(environment.ReferenceClearer).ClearEnvironment(ctx, w.env.ID); err != nil {
+	if err := usage.(envhook.ReferenceClearer).ClearEnvironment(ctx, w.env.ID); err != nil {
 		t.Fatal(err)
 	}
 	if got := w.pooled(); len(got) != 0 || len(w.liveSandboxes()) != 0 {
@@ -340,7 +341,7 @@ func TestPoolFollowsTheActiveTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := *cur
-	next.ActiveTemplate = &environment.ActiveTemplate{ID: "tpl-1", Identity: id.String(), SourceFingerprint: cur.SourceFingerprint(w.fk)}
+	next.ActiveTemplate = &environment.ActiveTemplate{ID: "tpl-1", Identity: id.String(), SourceFingerprint: envhook.SourceFingerprint(cur, w.fk)}
 	next.Revision++
 	if err := w.envs.UpdateEnvironment(ctx, &next, cur.Revision); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -126,8 +127,8 @@ func TestSecretsRetiredWhileStartingMakeNoSandbox(t *testing.T) {
 	// resolved it and before its record holds it. No sandbox may be made
 	// whose cleanup could not resolve its credentials.
 	ctx := context.Background()
-	secrets := environment.NewMemorySecretStore()
-	keeper := environment.NewSecretKeeper(environment.NewMemorySecretUseStore(), secrets, nil)
+	secrets := envhook.NewMemorySecretStore().(environment.SecretStore)
+	keeper := envhook.NewSecretKeeper(envhook.NewMemorySecretUseStore().(environment.SecretUseStore), secrets, nil)
 	ref, err := secrets.Put(ctx, "env-1", "api_key", "k-123")
 	if err != nil {
 		t.Fatal(err)

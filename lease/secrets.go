@@ -3,7 +3,7 @@ package lease
 import (
 	"context"
 
-	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/secretcfg"
 )
 
@@ -21,7 +21,7 @@ import (
 //     pending_cleanup record stays until a release or sweep proves it).
 type recordStore struct {
 	Store
-	k   *environment.SecretKeeper // nil: no secret tracking
+	k   envhook.SecretKeeper // nil: no secret tracking
 	log func(msg string, args ...any)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -19,7 +20,7 @@ import (
 // service and returns it.
 func withSettings(w *world) *instance.Service {
 	svc, reader := instance.NewService(instance.NewMemoryStore(), nil)
-	w.asg = environment.NewAssignments(w.binds, w.envs, w.reg, &environment.Options{TestMode: true, Settings: reader})
+	w.asg = envhook.NewAssignments(w.binds, w.envs, w.reg, &envhook.Options{TestMode: true, Settings: reader}).(*environment.Assignments)
 	w.m = w.newManager(nil)
 	return svc
 }

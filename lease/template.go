@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/envhook"
 )
 
 // templateID is the id of the template the acquisition starts from, or "".
@@ -28,7 +29,7 @@ func (a *acq) templateID() string {
 // fingerprint then covers it, and the record is labelled LabelTemplate. A
 // detached or absent template leaves the configured image.
 func startFromTemplate(a *acq, schema *config.Schema) error {
-	t := a.env.AppliedTemplate(a.drv)
+	t, _ := envhook.AppliedTemplate(a.env, a.drv).(*environment.ActiveTemplate)
 	if t == nil {
 		return nil
 	}

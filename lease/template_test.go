@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -99,7 +100,7 @@ func TestLeaseStartsFromTheAppliedTemplate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	setPointer(cur.SourceFingerprint(w.fk))
+	setPointer(envhook.SourceFingerprint(cur, w.fk))
 	after, err := w.m.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: w.env.ID, Workspace: "/work", Run: "r2", Policy: lease.ReuseByEnvironment})
 	if err != nil {
 		t.Fatal(err)

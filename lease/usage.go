@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 )
 
 // leaseUsage is the Manager's hook for the catalog's blast radius, returned
@@ -13,8 +14,8 @@ import (
 type leaseUsage struct{ m *Manager }
 
 var (
-	_ environment.UsageReporter    = leaseUsage{}
-	_ environment.ReferenceClearer = leaseUsage{}
+	_ environment.UsageReporter = leaseUsage{}
+	_ envhook.ReferenceClearer  = leaseUsage{}
 )
 
 // EnvironmentUsage implements environment.UsageReporter.

@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/testenv"
@@ -58,10 +59,10 @@ func TestStageDeadlineWithoutCallerDeadline(t *testing.T) {
 func sshProber(t *testing.T, st stageTimeouts) (*Prober, *environment.Catalog) {
 	t.Helper()
 	reg := drivers.NewRegistry(ssh.New(nil))
-	secrets := environment.NewMemorySecretStore()
-	envs := environment.NewMemoryStore()
-	cat := environment.NewCatalog(envs, reg, secrets, nil, nil)
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
+	secrets := envhook.NewMemorySecretStore().(environment.SecretStore)
+	envs := envhook.NewMemoryStore().(environment.Store)
+	cat := envhook.NewCatalog(envs, reg, secrets, nil, nil).(*environment.Catalog)
+	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, nil).(*environment.Assignments)
 	leases, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
 	return newProber(testSources(cat, envs, reg, leases, qualification.NewMemoryStore(), false), &options{stageTimeouts: st}), cat
 }

@@ -36,10 +36,10 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 			ctx := context.Background()
 			sshDrv := ssh.New(nil)
 			reg := drivers.NewRegistry(sshDrv)
-			secrets := environment.NewMemorySecretStore()
-			envs := environment.NewMemoryStore()
-			cat := environment.NewCatalog(envs, reg, secrets, nil, nil)
-			asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
+			secrets := envhook.NewMemorySecretStore().(environment.SecretStore)
+			envs := envhook.NewMemoryStore().(environment.Store)
+			cat := envhook.NewCatalog(envs, reg, secrets, nil, nil).(*environment.Catalog)
+			asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, nil).(*environment.Assignments)
 			m, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
 			p := newProber(testSources(cat, envs, reg, m, qualification.NewMemoryStore(), false), nil)
 			cfg := map[string]any{
@@ -87,7 +87,7 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 			// The measured fact saved as the config's forwarding knob.
 			cfg[ssh.FieldForwarding] = res.Forwarding
 			env := &environment.Environment{ID: "env_1", Name: "box", Driver: "ssh", Status: environment.StatusActive, Config: cfg}
-			_, eff, err := envhook.Check(environment.NewGate(reg, nil), ctx, env, drivers.NewSet(drivers.CapExec, drivers.CapRunnerIngress))
+			_, eff, err := envhook.Check(envhook.NewGate(reg, nil), ctx, env, drivers.NewSet(drivers.CapExec, drivers.CapRunnerIngress))
 			var ue *environment.Error
 			switch {
 			case want != ssh.ForwardingNone && (err != nil || !eff.Has(drivers.CapRunnerIngress)):

@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
@@ -65,11 +66,11 @@ func newWorld(t *testing.T, o worldOpts) *world {
 	t.Helper()
 	w := &world{fake: fake.New(o.fake)}
 	w.reg = drivers.NewRegistry(w.fake, local.New(nil))
-	w.secrets = &putCounter{SecretStore: environment.NewMemorySecretStore()}
-	envs := environment.NewMemoryStore()
-	w.cat = environment.NewCatalog(envs, w.reg, w.secrets, nil, &environment.Options{TestMode: true})
+	w.secrets = &putCounter{SecretStore: envhook.NewMemorySecretStore().(environment.SecretStore)}
+	envs := envhook.NewMemoryStore().(environment.Store)
+	w.cat = envhook.NewCatalog(envs, w.reg, w.secrets, nil, &envhook.Options{TestMode: true}).(*environment.Catalog)
 	w.lstore = lease.NewMemoryStore()
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, w.reg, &environment.Options{TestMode: true})
+	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, w.reg, &envhook.Options{TestMode: true}).(*environment.Assignments)
 	w.asg = asg
 	w.leases, _ = lease.NewManager(w.lstore, w.reg, asg, nil, &lease.Options{Secrets: w.secrets.Get})
 	w.quals = qualification.NewMemoryStore()
@@ -91,7 +92,7 @@ func (w *world) sources() sources {
 // leases and quals, with a gate of testMode.
 func testSources(cat *environment.Catalog, envs environment.Store, reg *drivers.Registry, leases *lease.Manager, quals qualification.Store, testMode bool) sources {
 	return sources{Catalog: cat, Environments: envs, Drivers: reg, Leases: leases, Qualifications: quals,
-		Gate: environment.NewGate(reg, &environment.Options{TestMode: testMode})}
+		Gate: envhook.NewGate(reg, &envhook.Options{TestMode: testMode})}
 }
 
 // create saves a fake environment with image (and the canary api_key).

@@ -140,7 +140,7 @@ type Request struct {
 type Prober struct {
 	cat    *environment.Catalog
 	envs   environment.Store
-	gate   *environment.Gate
+	gate   any // what envhook.NewGate returns
 	reg    *drivers.Registry
 	leases *lease.Manager
 	quals  qualification.Store

@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/internal/secretcfg"
 	"github.com/berthdev/berth/qualification"
@@ -54,7 +55,7 @@ func subjectOf(d drivers.Driver, env *environment.Environment, company string) (
 		image = ref.String()
 	}
 	template := ""
-	if t := env.AppliedTemplate(d); t != nil {
+	if t, _ := envhook.AppliedTemplate(env, d).(*environment.ActiveTemplate); t != nil {
 		if id, err := images.ParseIdentity(t.Identity); err == nil && !id.IsZero() {
 			template, ref, imgProblem = id.String(), id.Reference(), ""
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
 )
@@ -20,12 +21,12 @@ func settingsWorld(t *testing.T) (*world, *instance.Service) {
 	t.Helper()
 	w := newWorld(t, worldOpts{})
 	svc, reader := instance.NewService(instance.NewMemoryStore(), nil)
-	opts := &environment.Options{TestMode: true, Settings: reader}
-	w.cat = environment.NewCatalog(w.envs, w.reg, w.secrets, nil, opts)
-	w.asg = environment.NewAssignments(environment.NewMemoryBindingStore(), w.envs, w.reg, opts)
+	opts := &envhook.Options{TestMode: true, Settings: reader}
+	w.cat = envhook.NewCatalog(w.envs, w.reg, w.secrets, nil, opts).(*environment.Catalog)
+	w.asg = envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), w.envs, w.reg, opts).(*environment.Assignments)
 	w.leases, _ = lease.NewManager(w.lstore, w.reg, w.asg, nil, &lease.Options{Secrets: w.secrets.Get})
 	src := w.sources()
-	src.Gate = environment.NewGate(w.reg, &environment.Options{TestMode: true, Settings: reader})
+	src.Gate = envhook.NewGate(w.reg, &envhook.Options{TestMode: true, Settings: reader})
 	w.prober = newProber(src, &options{})
 	return w, svc
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -25,11 +26,11 @@ func TestSSHProbe(t *testing.T) {
 	ctx := context.Background()
 	sshDrv := ssh.New(nil)
 	reg := drivers.NewRegistry(sshDrv)
-	secrets := environment.NewMemorySecretStore()
-	envs := environment.NewMemoryStore()
-	cat := environment.NewCatalog(envs, reg, secrets, nil, nil)
+	secrets := envhook.NewMemorySecretStore().(environment.SecretStore)
+	envs := envhook.NewMemoryStore().(environment.Store)
+	cat := envhook.NewCatalog(envs, reg, secrets, nil, nil).(*environment.Catalog)
 	lstore := lease.NewMemoryStore()
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
+	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, nil).(*environment.Assignments)
 	m, _ := lease.NewManager(lstore, reg, asg, nil, &lease.Options{Secrets: secrets.Get})
 	p := newProber(testSources(cat, envs, reg, m, qualification.NewMemoryStore(), false), nil)
 

@@ -7,6 +7,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/envhook"
 )
 
 // IMG-6, IMG-8, QUAL-3: without a template the qualification fingerprint
@@ -23,11 +24,11 @@ func TestSubjectCoversTheAppliedTemplate(t *testing.T) {
 	if problem != "" {
 		t.Fatal(problem)
 	}
-	if src := env.SourceFingerprint(d); plain.Fingerprint != src {
+	if src := envhook.SourceFingerprint(env, d); plain.Fingerprint != src {
 		t.Fatalf("fingerprint without a template %s, source fingerprint %s: want equal", plain.Fingerprint, src)
 	}
 	tid := images.MustParseIdentity("snapshot:fake/snap-1")
-	env.ActiveTemplate = &environment.ActiveTemplate{ID: "tpl-1", Identity: tid.String(), SourceFingerprint: env.SourceFingerprint(d)}
+	env.ActiveTemplate = &environment.ActiveTemplate{ID: "tpl-1", Identity: tid.String(), SourceFingerprint: envhook.SourceFingerprint(env, d)}
 	with, _ := subjectOf(d, env, "acme")
 	if with.Fingerprint == plain.Fingerprint || with.Template != tid.String() {
 		t.Errorf("with a relinked template: fingerprint changed %v, template %q; want changed and %q", with.Fingerprint != plain.Fingerprint, with.Template, tid)

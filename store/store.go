@@ -22,6 +22,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
@@ -95,10 +96,10 @@ func (s Stores) Missing() []string {
 // Their contents live as long as the values, in this process only.
 func Memory() Stores {
 	return Stores{
-		Environments:   environment.NewMemoryStore(),
-		Bindings:       environment.NewMemoryBindingStore(),
-		Health:         environment.NewMemoryHealthStore(),
-		SecretUses:     environment.NewMemorySecretUseStore(),
+		Environments:   envhook.NewMemoryStore().(environment.Store),
+		Bindings:       envhook.NewMemoryBindingStore().(environment.BindingStore),
+		Health:         envhook.NewMemoryHealthStore().(environment.HealthStore),
+		SecretUses:     envhook.NewMemorySecretUseStore().(environment.SecretUseStore),
 		Qualifications: qualification.NewMemoryStore(),
 		Leases:         lease.NewMemoryStore(),
 		AuthChecks:     handover.NewMemoryStore(),

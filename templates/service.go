@@ -17,6 +17,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/secretcfg"
 	"github.com/berthdev/berth/internal/templatehook"
 	"github.com/berthdev/berth/lease"
@@ -281,7 +282,7 @@ func (s *Service) capture(ctx context.Context, p authz.Principal, leaseID, name 
 		return nil, lacks(env.Name, d.Name(), drivers.CapTemplateCapture, "capture a custom image",
 			fmt.Errorf("custom: capture: environment %s: driver %q lacks capability %s: %w", env.ID, d.Name(), drivers.CapTemplateCapture, drivers.ErrUnsupported))
 	}
-	source := (&environment.Environment{Config: l.Config}).SourceFingerprint(d)
+	source := envhook.SourceFingerprint(&environment.Environment{Config: l.Config}, d)
 	if from := l.Labels[lease.LabelTemplate]; from != "" {
 		prev, err := s.src.Templates.GetTemplate(ctx, from)
 		if err != nil {
@@ -362,7 +363,7 @@ func (s *Service) promote(ctx context.Context, p authz.Principal, id string, act
 	if err != nil {
 		return nil, err
 	}
-	if cur := env.SourceFingerprint(d); cur != t.SourceFingerprint {
+	if cur := envhook.SourceFingerprint(env, d); cur != t.SourceFingerprint {
 		return nil, refusal(fmt.Sprintf("Cannot %s template %s: the image, target or account of environment %q changed since the capture; capture a new template.", action, t.label(), env.Name),
 			fmt.Errorf("custom: %s template %s: environment %s's image, target or account changed since the capture: %w", action, id, env.ID, ErrSourceMismatch))
 	}

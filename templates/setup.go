@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/secretcfg"
 	"github.com/berthdev/berth/lease"
 )
@@ -263,7 +264,7 @@ func redact(msg string, vals []string) string {
 // applies (leases start from it), else the configured source, with the
 // platform (the driver).
 func (s *Service) base(env *environment.Environment, d drivers.Driver) string {
-	src := env.SourceFingerprint(d)
+	src := envhook.SourceFingerprint(env, d)
 	if at := env.ActiveTemplate; at != nil && at.SourceFingerprint == src {
 		return "template:" + at.Identity + "|driver=" + d.Name()
 	}

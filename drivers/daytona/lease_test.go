@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -25,7 +26,7 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	e := newEnv(t, envOptions{clk: clk, knobs: fakeapi.Knobs{StartDelay: 2 * time.Minute}})
 
-	secrets := environment.NewMemorySecretStore()
+	secrets := envhook.NewMemorySecretStore().(environment.SecretStore)
 	cfg := e.config(t, e.snap.ID)
 	ref, err := secrets.Put(ctx, "env-1", daytona.FieldAPIKey, cfg.String(daytona.FieldAPIKey))
 	if err != nil {
@@ -39,12 +40,12 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 	}
 	cfg[daytona.FieldEnv] = map[string]any{"BERTH_SANDBOX": envRef}
 	env := &environment.Environment{ID: "env-1", Name: "daytona", Driver: e.drv.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
-	envs := environment.NewMemoryStore()
+	envs := envhook.NewMemoryStore().(environment.Store)
 	if err := envs.CreateEnvironment(ctx, env, false); err != nil {
 		t.Fatal(err)
 	}
 	reg := drivers.NewRegistry(e.drv)
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
+	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, nil).(*environment.Assignments)
 	lstore := lease.NewMemoryStore()
 	m, _ := lease.NewManager(lstore, reg, asg, nil, &lease.Options{Secrets: secrets.Get})
 	op := authz.Principal{ID: "op", Role: authz.RoleLocalOperator}
@@ -109,7 +110,7 @@ func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
 			t.Errorf("activity during the sweep: %v", err)
 		}
 	}})
-	secrets := environment.NewMemorySecretStore()
+	secrets := envhook.NewMemorySecretStore().(environment.SecretStore)
 	cfg := e.config(t, e.snap.ID)
 	ref, err := secrets.Put(ctx, "env-1", daytona.FieldAPIKey, cfg.String(daytona.FieldAPIKey))
 	if err != nil {
@@ -119,12 +120,12 @@ func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
 	envCfg[daytona.FieldAPIKey] = ref
 	delete(envCfg, daytona.FieldEnv) // a saved config holds references only
 	env := &environment.Environment{ID: "env-1", Name: "daytona", Driver: e.drv.Name(), Status: environment.StatusActive, Config: envCfg, Revision: 1}
-	envs := environment.NewMemoryStore()
+	envs := envhook.NewMemoryStore().(environment.Store)
 	if err := envs.CreateEnvironment(ctx, env, false); err != nil {
 		t.Fatal(err)
 	}
 	reg := drivers.NewRegistry(e.drv)
-	m, _ := lease.NewManager(lease.NewMemoryStore(), reg, environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil), nil, &lease.Options{
+	m, _ := lease.NewManager(lease.NewMemoryStore(), reg, envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, nil).(*environment.Assignments), nil, &lease.Options{
 		Secrets:           secrets.Get,
 		SweepEnvironments: func(context.Context) ([]*environment.Environment, error) { return []*environment.Environment{env}, nil }})
 	op := authz.Principal{ID: "op", Role: authz.RoleLocalOperator}

@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/probehook"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
@@ -29,14 +30,14 @@ func TestProbeReportsImageInactive(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := drivers.NewRegistry(e.drv)
-	secrets := environment.NewMemorySecretStore()
-	envs := environment.NewMemoryStore()
-	cat := environment.NewCatalog(envs, reg, secrets, nil, &environment.Options{TestMode: true})
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
+	secrets := envhook.NewMemorySecretStore().(environment.SecretStore)
+	envs := envhook.NewMemoryStore().(environment.Store)
+	cat := envhook.NewCatalog(envs, reg, secrets, nil, &envhook.Options{TestMode: true}).(*environment.Catalog)
+	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, &envhook.Options{TestMode: true}).(*environment.Assignments)
 	leases, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
 	p := probehook.New(probehook.Sources{Catalog: cat, Environments: envs, Drivers: reg, Leases: leases,
 		Qualifications: qualification.NewMemoryStore(),
-		Gate:           environment.NewGate(reg, &environment.Options{TestMode: true})}).(*probe.Prober)
+		Gate:           envhook.NewGate(reg, &envhook.Options{TestMode: true})}).(*probe.Prober)
 	admin := authz.Principal{ID: "root", Role: authz.RoleInstanceAdmin}
 	env, err := cat.Create(ctx, admin, environment.CreateRequest{Name: "daytona", Driver: daytona.Name, Config: map[string]any{
 		daytona.FieldAPIURL: e.srv.URL(), daytona.FieldAPIKey: e.srv.APIKey(), daytona.FieldSnapshotID: e.snap.ID,

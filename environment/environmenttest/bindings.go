@@ -97,10 +97,16 @@ func mustList(t *testing.T, s environment.BindingStore, f environment.BindingFil
 	return list
 }
 
+// refsOf names each binding of list as "KIND:KEY" ("instance_default"
+// for the instance default), in order.
 func refsOf(list []*environment.Binding) []string {
 	out := []string{}
 	for _, b := range list {
-		out = append(out, b.BindingRef.ID())
+		id := string(b.Kind)
+		if b.Kind != environment.BindingInstanceDefault {
+			id += ":" + b.Key
+		}
+		out = append(out, id)
 	}
 	return out
 }
@@ -376,14 +382,21 @@ func testBindCancelled(t *testing.T, s environment.BindingStore) {
 	diff(t, "bindings after cancelled calls", []string{"workspace:ws-1"}, refsOf(mustList(t, s, environment.BindingFilter{})))
 }
 
-// A store that is also the environment.Store and an
-// environment.TargetReader (the SQL stores) reads an environment and its
+// targetReader is the optional method of a value that is both the
+// environment.Store and the environment.BindingStore (see
+// environment.BindingStore).
+type targetReader interface {
+	GetEnvironmentBindings(ctx context.Context, id string) (*environment.Environment, []*environment.Binding, error)
+}
+
+// A store that is also the environment.Store and has
+// GetEnvironmentBindings (the SQL stores) reads an environment and its
 // bindings in one read; it must answer what the two reads answer.
 func testBindTargetReader(t *testing.T, s environment.BindingStore) {
-	tr, ok := s.(environment.TargetReader)
+	tr, ok := s.(targetReader)
 	envs, isStore := s.(environment.Store)
 	if !ok || !isStore {
-		t.Skip("the binding store is not also an environment.Store and an environment.TargetReader")
+		t.Skip("the binding store is not also an environment.Store with GetEnvironmentBindings")
 	}
 	ctx := context.Background()
 	for _, id := range []string{"env-1", "env-2", "env-3"} {

@@ -14,7 +14,6 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
-	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/examples/internal/secretfile"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
@@ -47,12 +46,11 @@ type system struct {
 	db     *sqlite.DB
 }
 
-// gate returns the availability gate berth.New gives the System's catalog,
-// assignments and prober: the registered drivers in testMode, with the
-// stores' provider health and instance settings.
-func (s *system) gate(testMode bool) *environment.Gate {
+// settings returns a Reader of the stores' instance settings, as the
+// System's availability gate reads them.
+func (s *system) settings() instance.Reader {
 	_, settings := instance.NewService(s.stores.Settings, nil)
-	return environment.NewGate(s.Drivers(), &environment.Options{TestMode: testMode, Health: s.stores.Health, Settings: settings})
+	return settings
 }
 
 // Close closes the System and then its database.
@@ -109,7 +107,7 @@ func runDrivers(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
-	rows, err := driverRows(ctx, sys.Drivers(), sys.gate(g.testMode), health)
+	rows, err := driverRows(ctx, sys.Catalog(), g.as, sys.settings(), health)
 	if err != nil {
 		return err
 	}

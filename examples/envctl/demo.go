@@ -72,7 +72,7 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 	fmt.Fprintf(w, "store: SQLite at %s (temporary); secrets sealed in %s\n", dbPath, filepath.Base(dbPath)+".secrets")
 
 	section("Drivers and what they can do (reading this allocates nothing)")
-	rows, err := driverRows(ctx, sys.Drivers(), (&system{System: sys, stores: db.Stores(), db: db}).gate(true), nil)
+	rows, err := driverRows(ctx, sys.Catalog(), operator, (&system{System: sys, stores: db.Stores(), db: db}).settings(), nil)
 	if err != nil {
 		return err
 	}
@@ -181,23 +181,23 @@ type driverRow struct {
 	Health []environment.ProviderHealth `json:"health,omitempty"`
 }
 
-// driverRows describes every registered driver through gate (the instance
-// settings included: a host driver under managed-sandbox-only is
-// unavailable with the reason managed_sandbox_only), with the health
-// records of health.
-func driverRows(ctx context.Context, reg *drivers.Registry, gate *environment.Gate, health []environment.ProviderHealth) ([]driverRow, error) {
+// driverRows describes every registered driver as the catalog's gate sees
+// it for p (test mode included), with the instance settings that settings
+// reads (a host driver under managed-sandbox-only is unavailable with the
+// reason managed_sandbox_only) and the health records of health.
+func driverRows(ctx context.Context, cat *environment.Catalog, p authz.Principal, settings instance.Reader, health []environment.ProviderHealth) ([]driverRow, error) {
+	infos, err := cat.Drivers(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	set, err := settings.Current(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("environment: %w", err)
+	}
 	var rows []driverRow
-	for _, info := range reg.List() {
-		err := gate.DriverStatus(info.Name)
-		if err == nil {
-			d, _ := reg.Lookup(info.Name)
-			err = gate.Admit(ctx, d)
-			if err != nil && !errors.Is(err, instance.ErrEnvironmentsDisabled) && !errors.Is(err, instance.ErrManagedSandboxOnly) {
-				return nil, err
-			}
-		}
-		if err != nil && info.Available {
-			info.Available, info.Reason, info.Effective = false, err.Error(), 0
+	for _, info := range infos {
+		if err := set.Admit(info.Name, info.Kind == drivers.KindHost); err != nil && info.Available {
+			info.Available, info.Reason, info.Effective = false, fmt.Errorf("%w: %w", err, drivers.ErrUnavailable).Error(), 0
 		}
 		row := driverRow{DriverInfo: info}
 		for _, h := range health {

@@ -359,12 +359,13 @@ func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Re
 	if err != nil {
 		return nil, err
 	}
+	infos, err := s.sys.Catalog().Drivers(ctx, p)
+	if err != nil {
+		return nil, err
+	}
 	hostDriver := map[string]bool{}
-	for _, info := range s.sys.Drivers().List() {
+	for _, info := range infos {
 		hostDriver[info.Name] = info.Kind == drivers.KindHost
-		if err := s.gate.DriverStatus(info.Name); err != nil && info.Available {
-			info.Available, info.Reason, info.Effective = false, err.Error(), 0
-		}
 		if err := st.Admit(info.Name, info.Kind == drivers.KindHost); err != nil && info.Available {
 			info.Available, info.Reason, info.Effective = false, err.Error(), 0
 		}

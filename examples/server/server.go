@@ -33,7 +33,6 @@ import (
 type server struct {
 	sys    *berth.System
 	stores store.Stores
-	gate   *environment.Gate
 	host   *hostDB
 	tokens *tokenSource
 	log    *slog.Logger
@@ -188,7 +187,6 @@ func newServer(ctx context.Context, o options) (*server, error) {
 	s := &server{
 		sys: sys, stores: o.stores, host: o.host, tokens: tokens, log: log, tls: o.tls, xtermDir: o.xtermDir,
 		limits:  o.limits.withDefaults(),
-		gate:    environment.NewGate(sys.Drivers(), &environment.Options{TestMode: o.testMode, Health: o.stores.Health}),
 		now:     time.Now,
 		mux:     http.NewServeMux(),
 		closing: make(chan struct{}),

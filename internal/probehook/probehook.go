@@ -30,8 +30,8 @@ type Sources struct {
 	Environments environment.Store
 	// Gate is the availability check a saved environment passes before
 	// its lease (CAP-3): the gate of the catalog's test mode and health
-	// store (environment.NewGate with the same Options).
-	Gate *environment.Gate
+	// store: what envhook.NewGate returns with the same Options.
+	Gate any
 	// Drivers are the registered drivers.
 	Drivers *drivers.Registry
 	// Leases acquires and releases the probes' ephemeral leases, for the

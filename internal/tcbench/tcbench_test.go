@@ -17,6 +17,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
@@ -170,12 +171,12 @@ func driverLease(b *testing.B, ctx context.Context, drv *docker.Driver, cfg map[
 func leaseManager(b *testing.B, drv *docker.Driver, cfg map[string]any) (*lease.Manager, *environment.Environment) {
 	ctx := context.Background()
 	env := &environment.Environment{ID: "tcbench-env", Name: "tcbench", Driver: drv.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
-	envs := environment.NewMemoryStore()
+	envs := envhook.NewMemoryStore().(environment.Store)
 	if err := envs.CreateEnvironment(ctx, env, false); err != nil {
 		b.Fatal(err)
 	}
 	reg := drivers.NewRegistry(drv)
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
+	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, &envhook.Options{TestMode: true}).(*environment.Assignments)
 	m, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{InstanceID: "tcbench"})
 	b.Cleanup(func() { _ = m.Close() })
 	return m, env

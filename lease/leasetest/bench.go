@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -34,12 +35,12 @@ func BenchmarkAcquireRelease(b *testing.B, ctx context.Context, store lease.Stor
 		b.Fatal(err)
 	}
 	env := &environment.Environment{ID: "bench-env", Name: "bench", Driver: fk.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
-	envs := environment.NewMemoryStore()
+	envs := envhook.NewMemoryStore().(environment.Store)
 	if err := envs.CreateEnvironment(ctx, env, false); err != nil {
 		b.Fatal(err)
 	}
 	reg := drivers.NewRegistry(fk)
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
+	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, &envhook.Options{TestMode: true}).(*environment.Assignments)
 	m, _ := lease.NewManager(store, reg, asg, nil, &lease.Options{InstanceID: "bench"})
 	op := authz.Principal{ID: "bench", Role: authz.RoleLocalOperator}
 

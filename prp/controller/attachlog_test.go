@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
@@ -56,15 +57,15 @@ func attachFailing(t *testing.T, drv drivers.Driver, cfg map[string]any, spec dr
 	leases := lease.NewMemoryStore()
 	s := newServer(t, serverOptions{Leases: leases, Options: controller.Options{Authorizer: leasePolicy}})
 	ctx := context.Background()
-	envs, secrets := environment.NewMemoryStore(), environment.NewMemorySecretStore()
+	envs, secrets := envhook.NewMemoryStore().(environment.Store), envhook.NewMemorySecretStore().(environment.SecretStore)
 	reg := drivers.NewRegistry(drv)
 	t.Cleanup(func() { reg.Close() })
-	v, err := environment.NewCatalog(envs, reg, secrets, nil, &environment.Options{TestMode: true, Authorizer: leasePolicy}).
+	v, err := envhook.NewCatalog(envs, reg, secrets, nil, &envhook.Options{TestMode: true, Authorizer: leasePolicy}).(*environment.Catalog).
 		Create(ctx, leaseOperator, environment.CreateRequest{Name: "target", Driver: drv.Name(), Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true, Authorizer: leasePolicy})
+	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, &envhook.Options{TestMode: true, Authorizer: leasePolicy}).(*environment.Assignments)
 	m, _ := lease.NewManager(leases, reg, asg, s.tasks, &lease.Options{InstanceID: "test", Secrets: secrets.Get})
 	t.Cleanup(func() { m.Close() })
 	actx, cancel := context.WithTimeout(ctx, 2*time.Minute)

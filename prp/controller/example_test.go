@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -24,10 +25,10 @@ func Example() {
 	ctx := context.Background()
 	fk := fake.New(nil)
 	cfg, _ := fk.Schema().Normalize(map[string]any{"region": "local-1"})
-	envs := environment.NewMemoryStore()
+	envs := envhook.NewMemoryStore().(environment.Store)
 	_ = envs.CreateEnvironment(ctx, &environment.Environment{ID: "env-1", Name: "scratch", Driver: "fake", Status: environment.StatusActive, Config: cfg, Revision: 1}, false)
 	reg := drivers.NewRegistry(fk)
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
+	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, &envhook.Options{TestMode: true}).(*environment.Assignments)
 	leases := lease.NewMemoryStore()
 	signer, _ := prp.NewSigner("k1", map[string][]byte{"k1": []byte(strings.Repeat("k", 32))})
 	dir, _ := os.MkdirTemp("", "berth-example-")

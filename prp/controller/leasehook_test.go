@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
@@ -78,7 +79,7 @@ func composeLeaseWorld(t *testing.T, o serverOptions, mod func(*environment.Envi
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	envs := environment.NewMemoryStore()
+	envs := envhook.NewMemoryStore().(environment.Store)
 	env := &environment.Environment{ID: "env-1", Name: "scratch", Driver: "fake", Status: environment.StatusActive, Config: cfg, Revision: 1}
 	if mod != nil {
 		mod(env)
@@ -87,7 +88,7 @@ func composeLeaseWorld(t *testing.T, o serverOptions, mod func(*environment.Envi
 		t.Fatal(err)
 	}
 	reg := drivers.NewRegistry(fk)
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true, Authorizer: leasePolicy})
+	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, &envhook.Options{TestMode: true, Authorizer: leasePolicy}).(*environment.Assignments)
 	var n atomic.Int64
 	lo := &lease.Options{InstanceID: "test",
 		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {

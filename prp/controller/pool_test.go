@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp"
@@ -53,7 +54,7 @@ func newPoolReplicas(t *testing.T, az authz.Authorizer, secrets controller.Secre
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	envs := environment.NewMemoryStore()
+	envs := envhook.NewMemoryStore().(environment.Store)
 	env := &environment.Environment{ID: "env-1", Name: "pooled", Driver: "fake", Status: environment.StatusActive, Config: cfg, Revision: 1,
 		Pool: pool}
 	if pool == nil {
@@ -63,7 +64,7 @@ func newPoolReplicas(t *testing.T, az authz.Authorizer, secrets controller.Secre
 		t.Fatal(err)
 	}
 	reg := drivers.NewRegistry(fk)
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true, Authorizer: leasePolicy})
+	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, &envhook.Options{TestMode: true, Authorizer: leasePolicy}).(*environment.Assignments)
 	var n atomic.Int64
 	lo := &lease.Options{InstanceID: "test",
 		ManualPoolRefill: true,

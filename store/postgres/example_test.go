@@ -40,6 +40,7 @@ func ExampleOpen() {
 	// Serve sys.Catalog(), sys.Leases(), ... to operators and agents.
 }
 
-// hostSecrets stands for the host's secret manager (an
-// environment.SecretStore over Vault, a cloud KMS, ...).
-var hostSecrets environment.SecretStore = environment.NewMemorySecretStore()
+// hostSecrets stands for the host's secret manager: its
+// environment.SecretStore over Vault, a cloud KMS, ... (tests pass
+// berth.Options.MemorySecrets instead).
+var hostSecrets environment.SecretStore

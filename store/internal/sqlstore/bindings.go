@@ -167,7 +167,10 @@ func (db *DB) DeleteEnvironmentBindings(ctx context.Context, envID string) (int,
 	return int(n), nil
 }
 
-var _ environment.TargetReader = (*DB)(nil)
+// DB has environment.BindingStore's optional one-read method (see there).
+var _ interface {
+	GetEnvironmentBindings(ctx context.Context, id string) (*environment.Environment, []*environment.Binding, error)
+} = (*DB)(nil)
 
 // targetSQL reads an environment and the bindings that point at it: one
 // row per binding, or one row with an empty kind when there is none.

@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -275,11 +276,11 @@ var leaseOperator = authz.Principal{ID: "op", Role: authz.RoleLocalOperator}
 // holding envs, for lease managers to read environments from.
 func assignmentsWith(tb testing.TB, reg *drivers.Registry, envs ...*environment.Environment) *environment.Assignments {
 	tb.Helper()
-	st := environment.NewMemoryStore()
+	st := envhook.NewMemoryStore().(environment.Store)
 	for _, e := range envs {
 		if err := st.CreateEnvironment(context.Background(), e, false); err != nil {
 			tb.Fatal(err)
 		}
 	}
-	return environment.NewAssignments(environment.NewMemoryBindingStore(), st, reg, &environment.Options{TestMode: true})
+	return envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), st, reg, &envhook.Options{TestMode: true}).(*environment.Assignments)
 }
