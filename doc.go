@@ -47,8 +47,8 @@
 // delete's bindings and leases) is a hook: a value a constructor returns
 // or takes (lease.NewManager's TaskStopper from controller.New, the
 // controller.SecretResolver built with the hand-over service (internal/handoverhook), the lease manager's
-// environment.UsageReporter, the Assignments given to
-// environment.NewCatalog), never an exported method anyone holding the
+// environment.UsageReporter, the Assignments the catalog is built with
+// through internal/envhook), never an exported method anyone holding the
 // service could call for no principal; New wires them (hooks.go). Handles
 // (lease.Handle, the controller's Attachment) take no principal: they are
 // the authority granted when they were opened.

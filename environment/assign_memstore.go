@@ -10,7 +10,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 )
 
-// memoryBindingStore is NewMemoryBindingStore's BindingStore.
+// memoryBindingStore is newMemoryBindingStore's BindingStore.
 type memoryBindingStore struct {
 	mu       sync.RWMutex
 	bindings map[BindingRef]*Binding
@@ -18,7 +18,7 @@ type memoryBindingStore struct {
 
 var _ BindingStore = (*memoryBindingStore)(nil)
 
-// NewMemoryBindingStore returns an empty in-memory BindingStore for tests,
+// newMemoryBindingStore returns an empty in-memory BindingStore for tests,
 // demos and single-process hosts. Every method runs under one lock, so each
 // is atomic; it stores and returns copies. It is safe for concurrent use.
 func newMemoryBindingStore() BindingStore {

@@ -28,8 +28,8 @@ func scopeKey(s authz.Scope, kind BindingKind) (string, bool) {
 
 // Resolution is the execution target of a scope (ASG-1): the binding that
 // won and the environment it points at, checked usable for the required
-// capabilities at resolution time. The lease layer resolves its own (through
-// Assignments.LeaseTarget) and never takes one from a caller; a host checks
+// capabilities at resolution time. The lease layer resolves its own
+// (lease.Manager.Acquire) and never takes one from a caller; a host checks
 // a lease against one with Resolution.CheckLease (ASG-4).
 type Resolution struct {
 	Scope authz.Scope `json:"scope"`
@@ -61,7 +61,7 @@ type Resolution struct {
 // set); a binding of another company is refused without naming that
 // company or its environment. It does no I/O beyond the two stores: it
 // never calls a provider (CAP-1). Leasing through a scope is
-// lease.Manager.Acquire, which resolves with LeaseTarget.
+// lease.Manager.Acquire, which resolves the same way.
 func (a *Assignments) Resolve(ctx context.Context, p authz.Principal, scope authz.Scope, required drivers.Set) (*Resolution, error) {
 	if scope.Company == "" {
 		return nil, fmt.Errorf("environment: resolve: field \"company\": required: %w", errcode.ErrInvalid)

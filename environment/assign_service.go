@@ -16,11 +16,12 @@ import (
 
 // Assignments manages assignment bindings and resolves execution targets
 // (ASG-1..5). It reads environments from the catalog's Store and drivers
-// from the Registry, and keeps bindings in a BindingStore. Give it to
-// NewCatalog: the catalog shows the bindings of an environment in the
-// delete's blast radius, clears them after the delete and protects the
-// instance default (CFG-7, ASG-5), through unexported methods that answer
-// for no principal. It is safe for concurrent use.
+// from the Registry, and keeps bindings in a BindingStore; a host gets it
+// from berth.New (System.Assignments). The catalog shows the bindings of
+// an environment in the delete's blast radius, clears them after the
+// delete and protects the instance default (CFG-7, ASG-5), through
+// unexported methods that answer for no principal. It is safe for
+// concurrent use.
 type Assignments struct {
 	bindings BindingStore
 	envs     Store
@@ -34,16 +35,16 @@ type Assignments struct {
 	targets targetReader
 }
 
-// NewAssignments returns the assignment service over bindings, the
-// environments of envs and the drivers of reg. It panics if one of them is
-// nil (a programming error of the host). It reads the fields of opts it
-// shares with NewCatalog (TestMode, Authorizer, Logger,
-// Health, Settings) and ignores the catalog's own: a host passes the same
-// *options to both, so that they agree on test mode and read one health
-// store and one instance settings Reader.
+// newAssignments returns the assignment service over bindings, the
+// environments of envs and the drivers of reg (envhook.NewAssignments). It
+// panics if one of them is nil (a programming error of berth). It reads
+// the fields of opts it shares with the catalog (TestMode, Authorizer,
+// Logger, Health, Settings) and ignores the catalog's own: berth.New
+// gives both the same, so that they agree on test mode and read one
+// health store and one instance settings Reader.
 func newAssignments(bindings BindingStore, envs Store, reg *drivers.Registry, opts *options) *Assignments {
 	if bindings == nil || envs == nil || reg == nil {
-		panic("environment: NewAssignments needs a binding store, an environment store and a driver registry")
+		panic("environment: the assignments need a binding store, an environment store and a driver registry")
 	}
 	cm := opts.common(reg)
 	a := &Assignments{
@@ -262,7 +263,7 @@ func (a *Assignments) List(ctx context.Context, p authz.Principal, f BindingFilt
 	return out, nil
 }
 
-// environmentUsage is the catalog's hook (NewCatalog): the bindings that
+// environmentUsage is the catalog's hook (newCatalog): the bindings that
 // point at envID, as references of kind "binding" (CFG-7). It reads the
 // binding store only and answers for no principal: the catalog authorized
 // the blast radius or the delete.
@@ -291,7 +292,7 @@ func (ref BindingRef) id() string {
 	return string(ref.Kind) + ":" + ref.Key
 }
 
-// clearEnvironment is the catalog's hook (NewCatalog): it removes every
+// clearEnvironment is the catalog's hook (newCatalog): it removes every
 // binding of envID once the environment is deleted (ASG-5). It is
 // idempotent.
 func (a *Assignments) clearEnvironment(ctx context.Context, envID string) error {
@@ -304,7 +305,7 @@ func (a *Assignments) clearEnvironment(ctx context.Context, envID string) error 
 	return nil
 }
 
-// protected is the catalog's hook (NewCatalog): it reports that env is the
+// protected is the catalog's hook (newCatalog): it reports that env is the
 // instance default and must not be deleted (CFG-7): it returns a reason
 // when the instance default binding points at env, "" otherwise. When the
 // binding store cannot be read (ctx ended included) it returns a reason

@@ -47,7 +47,7 @@ type Usage struct {
 	// PooledLeases are warm-pool members waiting for adoption
 	// (environment.Pool); they do not block a delete, which drains them
 	// (destroyed with receipts, through the lease manager's
-	// ReferenceClearer).
+	// ClearEnvironment).
 	PooledLeases []Reference `json:"pooledLeases,omitempty"`
 }
 
@@ -82,7 +82,9 @@ func (u *Usage) add(o Usage) {
 // which the catalog calls after it saved env with a warm pool (created,
 // updated or restored; env is a copy of the stored record): the lease
 // manager starts filling the pool then, rather than at the next sweep. It
-// must not block on the fill.
+// must not block on the fill. And it may have ClearEnvironment
+// (envhook.ReferenceClearer), which the catalog's Delete calls once the
+// environment is gone, for the references it owns.
 type UsageReporter interface {
 	EnvironmentUsage(ctx context.Context, envID string) (Usage, error)
 }
@@ -181,11 +183,11 @@ func refIDs(rs []Reference) string {
 }
 
 // Delete removes environment id at baseRevision (else errcode.ErrConflict) after
-// computing its blast radius (CFG-7). It is refused with a
-// *Error with the Radius (wrapping errcode.ErrConflict) while a reusable lease is live,
+// computing its blast radius (CFG-7). It is refused with the radius and an
+// *Error (wrapping errcode.ErrConflict) while a reusable lease is live,
 // while a cleanup is pending, or for a protected environment. After the
-// record is gone it clears the references of every ReferenceClearer
-// (bindings, ASG-5) and deletes the environment's secrets. It returns the
+// record is gone it has every usage reporter that owns references clear
+// them (bindings, ASG-5; envhook.ReferenceClearer) and deletes the environment's secrets. It returns the
 // blast radius it acted on; if clearing references fails, the environment
 // is deleted and the error says which clear failed. It needs ActionDelete.
 func (c *Catalog) Delete(ctx context.Context, p authz.Principal, id string, baseRevision int64) (*BlastRadius, error) {

@@ -1,8 +1,8 @@
 // Package environment is berth's catalog of execution environments: saved,
 // instance-scoped targets (CFG-1) with authorization (AUTH-1).
 //
-//	asg := environment.newAssignments(bindings, store, reg, opts)
-//	cat := environment.newCatalog(store, reg, secrets, asg, opts)
+//	sys, err := berth.New(ctx, opts) // the catalog and the assignments, wired
+//	cat, asg := sys.Catalog(), sys.Assignments()
 //	req, err := environment.DecodeCreateRequest(body) // strict JSON
 //	v, err := cat.Create(ctx, operator, req) // pasted secrets -> refs
 //	_, err = asg.Set(ctx, operator, environment.Binding{
@@ -10,32 +10,35 @@
 //		EnvironmentID: v.ID}, 0) // 0: a new binding
 //	res, err := asg.Resolve(ctx, agent, scope, nil) // strongest binding
 //
-// Catalog is the entry point: newCatalog(store, registry, secrets,
-// assignments, opts) and its methods Create, Get, List, Update, Archive,
-// Restore, BlastRadius and Delete. Every method takes an authz.Principal
-// and asks the authz.Authorizer first; authz.DefaultPolicy is CFG-2 /
-// PRB-7. The probe layer's draft validation (an unsaved config with its
-// pasted secret values, validated for a draft probe, PRB-4, saving
-// nothing) is no exported method: berth's prober reaches it through
-// internal/envhook. The resolved config of a saved environment (secret
-// values) is not exported: the lease manager resolves secrets itself
-// through the host's SecretStore, and the prober gets only a scrubber, a
-// function that redacts those values in its texts (internal/envhook).
+// Catalog is the entry point, which a host gets from berth.New
+// (System.Catalog) over its stores and secret store: its methods Create,
+// Get, List, Update, Archive, Restore, BlastRadius, Delete, RefreshHealth,
+// RefreshAllHealth, Drivers and Authorize. Every method takes an
+// authz.Principal and asks the authz.Authorizer first;
+// authz.DefaultPolicy is CFG-2 / PRB-7. The probe layer's draft
+// validation (an unsaved config with its pasted secret values, validated
+// for a draft probe, PRB-4, saving nothing) is no exported method:
+// berth's prober reaches it through internal/envhook. The resolved config
+// of a saved environment (secret values) is not exported: the lease
+// manager resolves secrets itself through the host's SecretStore, and the
+// prober gets only a scrubber, a function that redacts those values in
+// its texts (internal/envhook).
 //
 // Hooks: every exported method of Catalog and Assignments that acts for
 // someone takes the principal right after its context (internal/apicheck
 // checks it); what a service calls in another at composition is no
-// exported method. NewCatalog takes the Assignments and reaches its
-// bindings for the blast radius, their clearing and the instance default's
-// protection through unexported methods; other services' usage counts
-// (the lease manager's) are the environment.UsageReporter values their
+// exported method. berth.New builds the catalog, the assignments, the
+// availability gate they share and the secret keeper through
+// internal/envhook: the catalog reaches the assignments' bindings for the
+// blast radius, their clearing and the instance default's protection
+// through unexported methods; other services' usage counts (the lease
+// manager's, the setup sessions') are the UsageReporter values their
 // constructors return, which berth.New wires into the catalog with the
-// SecretKeeper and the host's Protected (internal/envhook: no exported
-// field). The catalog hands out no raw store and no Gate: a host builds a
-// Gate with NewGate from the same Options (test mode, health store and
-// instance settings Reader, Options.Settings: the Reader
-// instance.NewService returns; CFG-9 refusals wrap
-// instance.ErrEnvironmentsDisabled or instance.ErrManagedSandboxOnly).
+// secret keeper and the host's Protected. The lease layer's way in
+// (authorizing a lease of a saved target or of a draft) is an
+// internal/envhook function too. The catalog hands out no raw store and
+// no gate; Catalog.Drivers shows the gate's verdict on each driver (test
+// mode included), and View.Unavailable its verdict on an environment.
 //
 // Guarantees:
 //
@@ -44,7 +47,8 @@
 //     probe, bind or run setups, and only they see the full view. Board
 //     members get the redacted view (no config, no env vars, no metadata).
 //     Agents get the redacted view too and may lease only through a
-//     binding of a scope of a company they hold a grant for (LeaseTarget);
+//     binding of a scope of a company they hold a grant for (the lease
+//     manager asks);
 //     they are denied every mutation, every probe and every sweep, whatever
 //     their grants.
 //     Refusals wrap errcode.ErrDenied and name role, principal and action. A
@@ -66,7 +70,7 @@
 //   - Secrets live as long as the leases that use them (CFG-7, LEASE-9):
 //     the version an update supersedes and the secrets of a
 //     deleted environment are retired through the one place
-//     (retireSecrets). With a SecretKeeper (wired by berth.New, shared
+//     (retireSecrets). With the secret keeper (wired by berth.New, shared
 //     with the lease manager) a retired secret that a lease not proven
 //     clean uses is kept in the SecretStore, its uses recorded in a
 //     SecretUseStore (berth's own store), and deleted once the last such
@@ -75,7 +79,7 @@
 //   - Exclusivity and test drivers (CFG-4): at most one environment of each
 //     exclusive driver (default "local") per instance, checked atomically by
 //     the Store; the "fake" driver cannot be saved
-//     or resolved unless Options.TestMode.
+//     or resolved unless berth.Options.TestMode.
 //   - Reserved fields (CFG-5): payloads naming a server-owned field (in any
 //     letter case: id, status, revision, createdAt, updatedAt, createdBy,
 //     updatedBy, qualification and its variants, platform and its
@@ -112,9 +116,9 @@
 //   - Blast radius (CFG-7): Delete first gathers bindings, leases, pool
 //     members (PooledLeases, not blocking) and setup sessions from the
 //     usage reporters, refuses while a reusable lease is live, a cleanup is
-//     pending, or the environment is protected, and clears references
-//     through ReferenceClearer once the record is gone (bindings; the
-//     lease manager drains the pool).
+//     pending, or the environment is protected, and has the reporters
+//     that own references clear them once the record is gone (bindings;
+//     the lease manager drains the pool).
 //   - Errors name things (CFG-8): config errors are *ConfigError naming the
 //     environment (name, and id once saved) and each field, wrapping
 //     config.ErrInvalid and errcode.ErrInvalid; other request errors are
@@ -138,27 +142,29 @@
 // binding, never a fall-through to a weaker binding or the host (ASG-2,
 // ASG-3); nothing bound is ErrNoBinding; a binding of another company is
 // refused without naming that company or its environment. Resolve takes
-// the principal (ActionRead on the company's bindings). LeaseTarget
-// is the lease layer's way in: it authorizes ActionLease
-// (with the Scope, so that the host decides whether the principal belongs
-// to it), resolves the binding from the store or reads the environment by
-// id, and refuses an environment bound to other companies only.
-// Resolution.CheckLease checks a lease against a resolution (ASG-4). Given to
-// NewCatalog, the Assignments' bindings show in a delete's blast radius and
-// are cleared after it (ASG-5), and the instance default cannot be deleted
-// (CFG-7).
-// NewMemoryBindingStore keeps bindings in memory, store/sqlite and
-// store/postgres in SQLite and PostgreSQL. A value that is both the
-// Store and the BindingStore (the SQL stores) may also be a targetReader:
-// LeaseTarget then reads the target environment (by id or through a
-// scope's binding) and its bindings in one statement.
+// the principal (ActionRead on the company's bindings). The lease layer
+// resolves its own target (lease.Manager.Acquire): it authorizes
+// ActionLease (with the Scope, so that the host decides whether the
+// principal belongs to it), resolves the binding from the store or reads
+// the environment by id, and refuses an environment bound to other
+// companies only. Resolution.CheckLease checks a lease against a
+// resolution (ASG-4). The catalog shows the Assignments' bindings in a
+// delete's blast radius and clears them after it (ASG-5), and the
+// instance default cannot be deleted (CFG-7). store.Memory keeps bindings
+// in memory, store/sqlite and store/postgres in SQLite and PostgreSQL; a
+// value that is both the Store and the BindingStore may read a lease
+// target and its bindings in one statement (see BindingStore).
 //
-// Availability (CAP-1, CAP-3): the
-// Gate is the one check that resolution, probes and lease acquisition pass:
+// Availability (CAP-1, CAP-3): one
+// gate is the check that resolution, probes and lease acquisition pass:
 // archived, driver not registered, test driver outside test mode, a driver
 // reporting itself unavailable, a provider endpoint last measured
 // unavailable, a config that no longer validates, or a missing required
-// capability refuse the environment with an *Error. Provider health
+// capability refuse the environment with an *Error, and so do the
+// instance settings (CFG-9) while they disable environments or, for a host
+// driver, allow managed sandboxes only (wrapping
+// instance.ErrEnvironmentsDisabled or instance.ErrManagedSandboxOnly).
+// Provider health
 // (drivers.HealthChecker) is measured by Catalog.RefreshHealth (an
 // operator's refresh, and every probe before it gates) and by
 // Catalog.RefreshAllHealth (the host's background round, for a principal
@@ -167,6 +173,6 @@
 // and List with its time, never measured by them; a provider never
 // measured counts as available and shows "not measured".
 //
-// Store is the persistence contract; NewMemoryStore keeps it in memory,
+// Store is the persistence contract; store.Memory keeps it in memory,
 // store/sqlite and store/postgres in SQLite and PostgreSQL.
 package environment

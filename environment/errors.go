@@ -20,8 +20,8 @@ import (
 //     errcode.ErrConflict, ...). Its text is `environment "NAME" (ID): field "F":
 //     REASON`, leaving out the parts that are unknown.
 //   - An environment that cannot be a working target now (CAP-3, CAP-4,
-//     CFG-9; see Gate): Environment and Reason, Missing for capabilities
-//     it lacks; it wraps ErrArchived, drivers.ErrUnavailable,
+//     CFG-9; see the package doc, Availability): Environment and Reason,
+//     Missing for capabilities it lacks; it wraps ErrArchived, drivers.ErrUnavailable,
 //     drivers.ErrUnsupported, a *ConfigError, or
 //     instance.ErrEnvironmentsDisabled or instance.ErrManagedSandboxOnly
 //     (with drivers.ErrUnavailable). Its text is `environment "NAME" (ID)

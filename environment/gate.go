@@ -15,7 +15,7 @@ import (
 	"github.com/berthdev/berth/instance"
 )
 
-// Gate is the one check that decides whether an environment can become a
+// gate is the one check that decides whether an environment can become a
 // working target now (CAP-3, CAP-4, CFG-4, CFG-9, ASG-2). Resolution, probes
 // and lease acquisition all pass it, so none of them is a way around
 // another. It refuses every environment while the instance settings
@@ -27,8 +27,9 @@ import (
 // unavailable (drivers.Available), whose provider endpoint was last
 // measured unavailable, whose stored config no longer validates, or whose
 // effective capabilities lack one that is required. It reads the health
-// store and never measures: it calls no provider (CAP-1). A Gate is safe
-// for concurrent use.
+// store and never measures: it calls no provider (CAP-1). A gate is safe
+// for concurrent use. berth.New builds one (envhook.NewGate) for the
+// catalog, the assignments and the prober alike.
 type gate struct {
 	reg       *drivers.Registry
 	health    HealthStore
@@ -78,13 +79,13 @@ func (c *effectiveCache) put(env *Environment, d drivers.Driver, eff drivers.Set
 	c.m[effectiveKey{env.ID, env.Revision, d.Name()}] = eff
 }
 
-// NewGate returns the gate over the drivers of reg. It reads TestMode,
-// Health and Settings of opts (nil: defaults) and ignores the rest; pass
-// the Options given to NewCatalog and NewAssignments so that the three
-// agree. It panics if reg is nil.
+// newGate returns the gate over the drivers of reg. It reads TestMode,
+// Health and Settings of opts (nil: defaults) and ignores the rest; the
+// catalog and the assignments build theirs from the same options, so that
+// the three agree. It panics if reg is nil.
 func newGate(reg *drivers.Registry, opts *options) *gate {
 	if reg == nil {
-		panic("environment: NewGate needs a driver registry")
+		panic("environment: a gate needs a driver registry")
 	}
 	var o options
 	if opts != nil {
@@ -101,7 +102,7 @@ func (g *gate) isTestDriver(name string) bool { return slices.Contains(g.testNam
 
 // check returns env's driver and effective capability set when env can be a
 // working target and its effective set covers required, else an
-// *Error naming env (see Gate and Error). A failing health store or settings read is
+// *Error naming env (see gate and Error). A failing health store or settings read is
 // returned as it is, never taken as "available".
 func (g *gate) check(ctx context.Context, env *Environment, required drivers.Set) (drivers.Driver, drivers.Set, error) {
 	refuse := func(err error, format string, args ...any) (drivers.Driver, drivers.Set, error) {
@@ -153,7 +154,7 @@ func (g *gate) check(ctx context.Context, env *Environment, required drivers.Set
 	return d, eff, nil
 }
 
-// DriverStatus returns nil when the driver name can be used at all (it is
+// driverStatus returns nil when the driver name can be used at all (it is
 // registered, is not a test driver outside test mode, and does not report
 // itself unavailable), else an error wrapping drivers.ErrUnavailable that
 // says why. It reads nothing and calls no provider.
@@ -165,13 +166,13 @@ func (g *gate) driverStatus(name string) error {
 	return nil
 }
 
-// Admit returns nil when the instance settings (CFG-9) let targets of
+// admit returns nil when the instance settings (CFG-9) let targets of
 // driver d become working targets, else an error wrapping
 // drivers.ErrUnavailable and instance.ErrEnvironmentsDisabled (d may be nil
 // to ask only that) or instance.ErrManagedSandboxOnly (d is a host
-// driver). It is the part of Check that depends on no environment, for
+// driver). It is the part of check that depends on no environment, for
 // what has none (draft probes and draft leases). It reads the settings
-// through Options.Settings and calls no provider; a failing read is
+// through options.Settings and calls no provider; a failing read is
 // returned, never taken as "enabled".
 func (g *gate) admit(ctx context.Context, d drivers.Driver) error {
 	set, err := g.instanceSettings(ctx)

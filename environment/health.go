@@ -97,7 +97,7 @@ func healthView(endpoint string, h ProviderHealth, measured bool) *HealthView {
 	return v
 }
 
-// memoryHealthStore is NewMemoryHealthStore's HealthStore.
+// memoryHealthStore is newMemoryHealthStore's HealthStore.
 type memoryHealthStore struct {
 	mu   sync.Mutex
 	recs map[[2]string]ProviderHealth
@@ -105,7 +105,7 @@ type memoryHealthStore struct {
 
 var _ HealthStore = (*memoryHealthStore)(nil)
 
-// NewMemoryHealthStore returns an empty in-memory HealthStore, safe for
+// newMemoryHealthStore returns an empty in-memory HealthStore, safe for
 // concurrent use.
 func newMemoryHealthStore() HealthStore {
 	return &memoryHealthStore{recs: map[[2]string]ProviderHealth{}}

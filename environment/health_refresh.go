@@ -17,7 +17,7 @@ import (
 )
 
 // defaultHealthTimeout bounds one provider health measurement when
-// Options.HealthTimeout is zero.
+// options.healthTimeout is zero.
 const defaultHealthTimeout = 10 * time.Second
 
 // RefreshHealth measures now the health of the provider endpoint that
@@ -28,8 +28,8 @@ const defaultHealthTimeout = 10 * time.Second
 // when the driver has no provider health (host targets). A failed
 // measurement is a result (Status unavailable, with the code and reason),
 // not an error; errors are authorization, not-found, an unresolvable config
-// and store failures. The measurement is bounded by Options.HealthTimeout
-// and ctx, and allocates nothing at the provider.
+// and store failures. The measurement is bounded by 10 seconds and ctx,
+// and allocates nothing at the provider.
 func (c *Catalog) RefreshHealth(ctx context.Context, p authz.Principal, id string) (*HealthView, error) {
 	env, err := c.load(ctx, p, authz.ActionProbe, id)
 	if err != nil {

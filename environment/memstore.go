@@ -11,7 +11,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 )
 
-// memoryStore is NewMemoryStore's Store.
+// memoryStore is newMemoryStore's Store.
 type memoryStore struct {
 	mu      sync.RWMutex
 	envs    map[string]*Environment
@@ -21,10 +21,11 @@ type memoryStore struct {
 
 var _ Store = (*memoryStore)(nil)
 
-// NewMemoryStore returns an empty in-memory Store: the embedded default for
-// tests and demos. It is safe for concurrent use, stores and returns deep
-// copies, and checks revisions, uniqueness and exclusive drivers under one
-// lock, so each operation is atomic.
+// newMemoryStore returns an empty in-memory Store (envhook.NewMemoryStore,
+// store.Memory): the embedded default for tests and demos. It is safe for
+// concurrent use, stores and returns deep copies, and checks revisions,
+// uniqueness and exclusive drivers under one lock, so each operation is
+// atomic.
 func newMemoryStore() Store {
 	return &memoryStore{envs: map[string]*Environment{}, names: map[string]string{}, drivers: map[string]int{}}
 }

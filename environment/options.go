@@ -8,8 +8,8 @@ import (
 	"github.com/berthdev/berth/drivers"
 )
 
-// common is what NewCatalog and NewAssignments build alike from the
-// Options fields they share, with the defaults documented there.
+// common is what newCatalog and newAssignments build alike from the
+// options fields they share, with the defaults documented there.
 type common struct {
 	authz  authz.Authorizer
 	log    *slog.Logger

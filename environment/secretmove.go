@@ -171,7 +171,7 @@ func supersededSecrets(label string, schema *config.Schema, cfg, prev config.Con
 // longer references: the versions an update superseded and the secrets of a
 // deleted environment. It is the one place where secrets that leases may
 // still reference are given up (rollbacks of never-saved secrets use
-// dropSecrets). With a SecretKeeper (wired by berth.New) a secret that a
+// dropSecrets). With a secret keeper (wired by berth.New) a secret that a
 // lease not proven clean uses is kept, marked retired, until the last such
 // lease is proven clean (CFG-7, LEASE-9); without one it is deleted now.
 func (c *Catalog) retireSecrets(ctx context.Context, refs []config.SecretRef) {

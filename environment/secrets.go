@@ -44,7 +44,7 @@ type secretInfo struct {
 	Versions []int64 `json:"versions"`
 }
 
-// memorySecretStore is NewMemorySecretStore's SecretStore.
+// memorySecretStore is newMemorySecretStore's SecretStore.
 type memorySecretStore struct {
 	mu      sync.Mutex
 	secrets map[string]*memSecret
@@ -58,8 +58,9 @@ type memSecret struct {
 
 var _ SecretStore = (*memorySecretStore)(nil)
 
-// NewMemorySecretStore returns an empty in-memory SecretStore for tests
-// and the embedded default, safe for concurrent use. Put makes ids of
+// newMemorySecretStore returns an empty in-memory SecretStore for tests
+// and the embedded default (envhook.NewMemorySecretStore; berth.New without
+// Options.Secrets), safe for concurrent use. Put makes ids of
 // "sec_" and 16 random hex digits.
 func newMemorySecretStore() SecretStore {
 	return &memorySecretStore{secrets: map[string]*memSecret{}}

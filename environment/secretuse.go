@@ -47,14 +47,14 @@ func covers(r, u config.SecretRef) bool {
 	return r.ID == u.ID && (r.Version == 0 || r.Version == u.Version)
 }
 
-// memorySecretUseStore is NewMemorySecretUseStore's SecretUseStore.
+// memorySecretUseStore is newMemorySecretUseStore's SecretUseStore.
 type memorySecretUseStore struct {
 	mu      sync.Mutex
 	uses    map[string][]config.SecretRef // lease -> refs
 	retired map[config.SecretRef]bool
 }
 
-// NewMemorySecretUseStore returns an empty in-memory SecretUseStore for
+// newMemorySecretUseStore returns an empty in-memory SecretUseStore for
 // tests and the embedded default, safe for concurrent use.
 func newMemorySecretUseStore() SecretUseStore {
 	return &memorySecretUseStore{uses: map[string][]config.SecretRef{}, retired: map[config.SecretRef]bool{}}
@@ -143,20 +143,20 @@ func sortRefs(refs []config.SecretRef) {
 	})
 }
 
-// SecretKeeper deletes a secret (or version) from the SecretStore only
-// once no saved config and no lease that is not proven clean references it
-// (CFG-7, LEASE-9). The catalog retires what a saved config stops
-// referencing (the keeper berth.New wires into it), and the lease manager records the
-// references of each lease record and releases them once the lease is
-// proven clean (lease.Options.SecretKeeper); give both the same keeper. It
-// is safe for concurrent use.
+// secretKeeper is the envhook.SecretKeeper: it deletes a secret (or
+// version) from the SecretStore only once no saved config and no lease
+// that is not proven clean references it (CFG-7, LEASE-9). The catalog
+// retires what a saved config stops referencing, and the lease manager
+// records the references of each lease record and releases them once the
+// lease is proven clean (lease.Options.SecretKeeper); berth.New gives both
+// the same keeper. It is safe for concurrent use.
 type secretKeeper struct {
 	uses    SecretUseStore
 	secrets SecretStore
 	log     *slog.Logger
 }
 
-// NewSecretKeeper returns a keeper that tracks uses in uses and deletes
+// newSecretKeeper returns a keeper that tracks uses in uses and deletes
 // from secrets. log (nil: discard) gets a line for every deletion that
 // failed, naming the reference only.
 func newSecretKeeper(uses SecretUseStore, secrets SecretStore, log *slog.Logger) *secretKeeper {

@@ -6,7 +6,7 @@
 // and changed only by instance admins.
 //
 //	svc, reader := instance.NewService(stores.Settings, nil)
-//	gate := environment.NewGate(reg, &environment.Options{Settings: reader})
+//	set, err := reader.Current(ctx)  // what the environment gate reads
 //	s, err := svc.Get(ctx, anyone)   // instance.Defaults() until first written
 //	off := false
 //	s, err = svc.Update(ctx, admin, instance.Update{EnableEnvironments: &off, Revision: s.Revision})

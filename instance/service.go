@@ -80,7 +80,7 @@ type Service struct {
 }
 
 // NewService returns the service over st and the Reader the environment
-// gate reads (environment.Options.Settings): a hook for no principal,
+// gate reads (berth.New wires it): a hook for no principal,
 // not an entry point, so it is returned here rather than exported as a
 // method. The Reader keeps the settings it read for Options.MaxStaleness;
 // the Service's reads and updates refresh it. It panics if st is nil.

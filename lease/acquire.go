@@ -153,8 +153,8 @@ func (a *acq) reusable() bool { return a.reuseKey != "" }
 // Authorization (AUTH-1, ASG-3): the manager asks the Authorizer of the
 // Assignments it was built with (NewManager) for authz.ActionLease; by environment id the
 // resource carries the id and Company, through a scope also the Scope, and
-// the binding is resolved from the store (environment.Assignments.
-// LeaseTarget). A company never leases an environment bound to other
+// the binding is resolved from the store as Assignments.Resolve does. A
+// company never leases an environment bound to other
 // companies only. Refusals wrap errcode.ErrDenied and name neither
 // another company nor an environment the caller did not name.
 //

@@ -41,8 +41,8 @@
 // and Sweep takes the acting authz.Principal and asks the Authorizer
 // of the manager's Assignments. Acquire names an environment by id
 // (instance admins and local operators under DefaultPolicy) or a Scope,
-// whose binding the manager resolves from the store
-// (environment.Assignments.LeaseTarget); the record is fetched by the
+// whose binding the manager resolves from the store through the
+// Assignments (as Assignments.Resolve does); the record is fetched by the
 // manager, never taken from the caller. A company never leases an
 // environment bound to other companies only. Releases and reads need
 // ActionLease and ActionRead on the lease's company; records are redacted
@@ -82,7 +82,7 @@
 // returns an error wrapping ErrPreserved; nothing replaces it silently.
 //
 // Templates (IMG-8): while an environment's active template applies to its
-// config (environment.Environment.AppliedTemplate, drift relinked), a lease
+// config (environment.ActiveTemplate.Drift relinked), a lease
 // starts from the template's identity as its image (so the reuse
 // fingerprint covers it), is labelled LabelTemplate, and its live identity
 // is checked (ErrImageMismatch, the sandbox destroyed). Manager.Open hands
@@ -194,7 +194,8 @@
 // pending_cleanup for the next sweep. A crash leaves a starting member,
 // or an adopted one not yet active, to the sweep like any starting lease.
 // The catalog's archive and delete drain the pool through NewManager's
-// usage hook (environment.UsageReporter with its archive hook, environment.ReferenceClearer),
+// usage hook (environment.UsageReporter with its archive hook and
+// ClearEnvironment),
 // and the blast radius lists members as PooledLeases. Close drains
 // nothing. A runner pool (environment.Pool.Runner) prepares its members
 // for the binary of Options.PoolRunners at create (recorded as

@@ -186,7 +186,7 @@ type Manager struct {
 // leases have no runner tasks to stop.
 //
 // The returned environment.UsageReporter is the manager's hook for the
-// catalog's blast radius (envhook.Options.UsageReporters, CFG-7): it
+// catalog's blast radius (berth.New wires it, CFG-7): it
 // lists the active (and starting), reusable and pending-cleanup leases of
 // an environment, one Reference of kind "lease" each (a lease may be both
 // active and reusable), reading the live records only (Filter.Live) and

@@ -46,7 +46,7 @@ func (u leaseUsage) EnvironmentUsage(ctx context.Context, envID string) (environ
 	return eu, nil
 }
 
-// ClearEnvironment implements environment.ReferenceClearer: after the
+// ClearEnvironment implements envhook.ReferenceClearer: after the
 // catalog deleted environment envID it drains the environment's warm pool,
 // destroying each member with a receipt (CFG-7). A member whose destroy
 // is not proven stays pending_cleanup for the next Sweep.

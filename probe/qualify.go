@@ -27,14 +27,14 @@ func imageReference(d drivers.Driver, cfg config.Config) (images.Reference, erro
 // subjectOf builds the qualification subject of a saved environment for
 // company (QUAL-2, QUAL-3): the fingerprint covers the driver, the schema's
 // identity fields, the secret references with their versions, the image
-// and the active template while it applies (environment.Environment.
-// AppliedTemplate: drift relinked, IMG-6, IMG-8), so promote, rollback,
+// and the active template while it applies (envhook.AppliedTemplate:
+// drift relinked, IMG-6, IMG-8), so promote, rollback,
 // revoke and drift make older records stale. With a template the expected
 // live image is the template's identity: the probe's lease starts from it.
 // Knobs and metadata stay out, so a rename or a timeout change keeps a
 // record. Without a template the fingerprint equals
 // qualify.Fingerprint of the environment's source input (a test
-// checks it against Environment.SourceFingerprint).
+// checks it against envhook.SourceFingerprint).
 // imgProblem is set when the image field could not be read as a reference.
 func subjectOf(d drivers.Driver, env *environment.Environment, company string) (subj qualify.Subject, imgProblem string) {
 	schema := d.Schema()

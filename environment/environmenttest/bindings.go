@@ -37,7 +37,7 @@ func RunBindingStoreTests(t *testing.T, newStore func(t *testing.T) environment.
 		{"list filters and sorts by kind then key", testBindList},
 		{"deleting an environment's bindings removes exactly those, once", testBindDeleteEnvironment},
 		{"a cancelled context is honoured", testBindCancelled},
-		{"a TargetReader answers what GetEnvironment and ListBindings answer", testBindTargetReader},
+		{"GetEnvironmentBindings answers what GetEnvironment and ListBindings answer", testBindTargetReader},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,7 +34,7 @@ import (
 // beyond file modes, and every write rewrites the file. A host plugs in its
 // own secret manager (Vault, a cloud KMS, the OS keyring) through the
 // four methods of environment.SecretStore; tests use
-// environment.NewMemorySecretStore.
+// berth.Options.MemorySecrets.
 type Store struct {
 	mu   sync.Mutex // orders this process's goroutines
 	path string     // the sealed values

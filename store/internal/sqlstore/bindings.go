@@ -190,8 +190,8 @@ func qualified(cols, alias string) string {
 	return strings.Join(parts, ", ")
 }
 
-// GetEnvironmentBindings implements environment.TargetReader in one
-// statement (a LEFT JOIN), so in one snapshot.
+// GetEnvironmentBindings is environment.BindingStore's optional one-read
+// method, in one statement (a LEFT JOIN), so in one snapshot.
 func (db *DB) GetEnvironmentBindings(ctx context.Context, id string) (*environment.Environment, []*environment.Binding, error) {
 	q := targetSQL + " ORDER BY b.kind" + db.d.collateC() + ", b.binding_key" + db.d.collateC() + ", b.company" + db.d.collateC()
 	rows, err := db.reads().query(ctx, q, id)
