@@ -127,17 +127,27 @@ var (
 	// deletion that failed, naming the reference only.
 	NewSecretKeeper func(uses, secrets any, log *slog.Logger) SecretKeeper
 
-	// NewMemoryStore, NewMemoryBindingStore, NewMemoryHealthStore,
-	// NewMemorySecretUseStore and NewMemorySecretStore return an empty
-	// in-memory environment.Store, BindingStore, HealthStore,
-	// SecretUseStore and SecretStore: what store.Memory and berth.New (for
-	// its secrets) use, and berth's own tests. They pass the
-	// environment/environmenttest suites.
-	NewMemoryStore          func() any
-	NewMemoryBindingStore   func() any
-	NewMemoryHealthStore    func() any
+	// NewMemoryStore returns an empty in-memory environment.Store: what
+	// store.Memory uses, and berth's own tests. Like the other memory
+	// stores here, it passes its environment/environmenttest suite.
+	NewMemoryStore func() any
+
+	// NewMemoryBindingStore returns an empty in-memory
+	// environment.BindingStore (store.Memory's).
+	NewMemoryBindingStore func() any
+
+	// NewMemoryHealthStore returns an empty in-memory
+	// environment.HealthStore (store.Memory's).
+	NewMemoryHealthStore func() any
+
+	// NewMemorySecretUseStore returns an empty in-memory
+	// environment.SecretUseStore (store.Memory's).
 	NewMemorySecretUseStore func() any
-	NewMemorySecretStore    func() any
+
+	// NewMemorySecretStore returns an empty in-memory
+	// environment.SecretStore: berth.New's when Options.Secrets is nil
+	// (memory stores, or Options.MemorySecrets).
+	NewMemorySecretStore func() any
 
 	// CachedHealth wraps st (an environment.HealthStore) with a cache of
 	// its reads for the gate, which reads an environment's provider health
