@@ -44,9 +44,9 @@ func TestPoolOnDaytona(t *testing.T) {
 		return sys
 	}
 	sys := newSys()
-	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "daytona-pool", Driver: daytona.Name, Config: map[string]any{
-		daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldOrganizationID: srv.OrganizationID(),
-		daytona.FieldSnapshotID: base.ID,
+	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "daytona-pool", Driver: "daytona", Config: map[string]any{
+		"api_url": srv.URL(), "api_key": srv.APIKey(), "organization_id": srv.OrganizationID(),
+		"snapshot_id": base.ID,
 	}, Pool: &environment.Pool{Size: 2}})
 	if err != nil {
 		t.Fatal(err)

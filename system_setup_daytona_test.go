@@ -39,9 +39,9 @@ func TestScriptedSetupOnDaytona(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sys.Close() })
-	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "daytona-setup", Driver: daytona.Name, Config: map[string]any{
-		daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldOrganizationID: srv.OrganizationID(),
-		daytona.FieldSnapshotID: base.ID,
+	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "daytona-setup", Driver: "daytona", Config: map[string]any{
+		"api_url": srv.URL(), "api_key": srv.APIKey(), "organization_id": srv.OrganizationID(),
+		"snapshot_id": base.ID,
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -97,9 +97,9 @@ func TestInteractiveSetupOnDaytona(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sys.Close() })
-	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "daytona-term", Driver: daytona.Name, Config: map[string]any{
-		daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldOrganizationID: srv.OrganizationID(),
-		daytona.FieldSnapshotID: base.ID,
+	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "daytona-term", Driver: "daytona", Config: map[string]any{
+		"api_url": srv.URL(), "api_key": srv.APIKey(), "organization_id": srv.OrganizationID(),
+		"snapshot_id": base.ID,
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 )
 
@@ -45,7 +44,7 @@ func TestExecAcrossDaemonVersionsAndShells(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
 				cfg := e.config(t, e.snap.ID)
-				delete(cfg, daytona.FieldEnv) // a secret env needs envs (TestSecretEnvOnOldDaemonIsRefused)
+				delete(cfg, "env") // a secret env needs envs (TestSecretEnvOnOldDaemonIsRefused)
 				sb, err := e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{})
 				if err != nil {
 					t.Fatal(err)
@@ -77,7 +76,7 @@ func TestExecTooLargeForOldDaemonIsRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cfg := e.config(t, e.snap.ID)
-	delete(cfg, daytona.FieldEnv) // refused for its own reason on this daemon
+	delete(cfg, "env") // refused for its own reason on this daemon
 	sb, err := e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{})
 	if err != nil {
 		t.Fatal(err)

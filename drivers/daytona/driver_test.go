@@ -155,7 +155,7 @@ func TestDeletedSnapshotIDIsNotResolvedByName(t *testing.T) {
 
 	// A snapshot name in place of the id is refused by the schema (QUAL-5).
 	_, err = e.drv.Schema().Normalize(map[string]any{
-		daytona.FieldAPIURL: e.srv.URL(), daytona.FieldAPIKey: "k", daytona.FieldSnapshotID: old.Name,
+		"api_url": e.srv.URL(), "api_key": "k", "snapshot_id": old.Name,
 	})
 	if !errors.Is(err, config.ErrInvalid) {
 		t.Errorf("Normalize with a snapshot name: err = %v, want config.ErrInvalid", err)

@@ -38,7 +38,7 @@ func TestCheckHealth(t *testing.T) {
 
 	stored := cfg.Clone()
 	ref := config.SecretRef{ID: "sec_1", Version: 2}
-	stored[daytona.FieldAPIKey] = ref
+	stored["api_key"] = ref
 	if ep := e.drv.Endpoint(stored); ep != e.srv.URL()+" account "+ref.String() {
 		t.Errorf("Endpoint of a stored config = %q", ep)
 	}
@@ -47,7 +47,7 @@ func TestCheckHealth(t *testing.T) {
 	}
 
 	bad := cfg.Clone()
-	bad[daytona.FieldAPIKey] = "dtn_wrong_key_0123456789abcdef"
+	bad["api_key"] = "dtn_wrong_key_0123456789abcdef"
 	if err := e.drv.CheckHealth(ctx, bad); !errors.Is(err, drivers.ErrAuth) || strings.Contains(err.Error(), "dtn_wrong_key") {
 		t.Errorf("CheckHealth with a refused key = %v, want ErrAuth without the key", err)
 	} else if m := errcode.MessageOf(err); !strings.Contains(m, "refused the API key") || !strings.Contains(m, "401") || strings.Contains(m, "dtn_wrong_key") {
@@ -70,7 +70,7 @@ func TestCheckHealthTLSUnverified(t *testing.T) {
 	}
 	t.Cleanup(srv.Close)
 	drv := daytona.NewConcrete(nil)
-	cfg, err := drv.Schema().Normalize(map[string]any{daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldSnapshotID: "0b6c1a9e-8d2f-4c3b-9a1e-5f7d2c4b6a80"})
+	cfg, err := drv.Schema().Normalize(map[string]any{"api_url": srv.URL(), "api_key": srv.APIKey(), "snapshot_id": "0b6c1a9e-8d2f-4c3b-9a1e-5f7d2c4b6a80"})
 	if err != nil {
 		t.Fatal(err)
 	}

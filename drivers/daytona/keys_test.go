@@ -38,7 +38,7 @@ func TestAPIKeyNeverInErrorsOrLogs(t *testing.T) {
 
 	// A refused key.
 	wrong := e.config(t, e.snap.ID)
-	wrong[daytona.FieldAPIKey] = "dtn_wrong_key_0123456789abcdef"
+	wrong["api_key"] = "dtn_wrong_key_0123456789abcdef"
 	_, err := e.drv.Acquire(ctx, wrong, drivers.AcquireRequest{})
 	if !errors.Is(err, drivers.ErrAuth) || reason.Of(err) != reason.AuthFailed {
 		t.Errorf("Acquire with a wrong key: err = %v, want ErrAuth", err)

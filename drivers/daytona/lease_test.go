@@ -9,7 +9,6 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
@@ -27,17 +26,17 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 
 	secrets := environment.NewMemorySecretStore()
 	cfg := e.config(t, e.snap.ID)
-	ref, err := secrets.Put(ctx, "env-1", daytona.FieldAPIKey, cfg.String(daytona.FieldAPIKey))
+	ref, err := secrets.Put(ctx, "env-1", "api_key", cfg.String("api_key"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg[daytona.FieldAPIKey] = ref
+	cfg["api_key"] = ref
 	// The secret env is stored as the catalog would: a reference per value.
-	envRef, err := secrets.Put(ctx, "env-1", daytona.FieldEnv+".BERTH_SANDBOX", "1")
+	envRef, err := secrets.Put(ctx, "env-1", "env"+".BERTH_SANDBOX", "1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg[daytona.FieldEnv] = map[string]any{"BERTH_SANDBOX": envRef}
+	cfg["env"] = map[string]any{"BERTH_SANDBOX": envRef}
 	env := &environment.Environment{ID: "env-1", Name: "daytona", Driver: e.drv.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
 	envs := environment.NewMemoryStore()
 	if err := envs.CreateEnvironment(ctx, env, false); err != nil {
@@ -111,13 +110,13 @@ func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
 	}})
 	secrets := environment.NewMemorySecretStore()
 	cfg := e.config(t, e.snap.ID)
-	ref, err := secrets.Put(ctx, "env-1", daytona.FieldAPIKey, cfg.String(daytona.FieldAPIKey))
+	ref, err := secrets.Put(ctx, "env-1", "api_key", cfg.String("api_key"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	envCfg := cfg.Clone()
-	envCfg[daytona.FieldAPIKey] = ref
-	delete(envCfg, daytona.FieldEnv) // a saved config holds references only
+	envCfg["api_key"] = ref
+	delete(envCfg, "env") // a saved config holds references only
 	env := &environment.Environment{ID: "env-1", Name: "daytona", Driver: e.drv.Name(), Status: environment.StatusActive, Config: envCfg, Revision: 1}
 	envs := environment.NewMemoryStore()
 	if err := envs.CreateEnvironment(ctx, env, false); err != nil {

@@ -38,8 +38,8 @@ func TestProbeReportsImageInactive(t *testing.T) {
 		Qualifications: qualification.NewMemoryStore(),
 		Gate:           environment.NewGate(reg, &environment.Options{TestMode: true})}).(*probe.Prober)
 	admin := authz.Principal{ID: "root", Role: authz.RoleInstanceAdmin}
-	env, err := cat.Create(ctx, admin, environment.CreateRequest{Name: "daytona", Driver: daytona.Name, Config: map[string]any{
-		daytona.FieldAPIURL: e.srv.URL(), daytona.FieldAPIKey: e.srv.APIKey(), daytona.FieldSnapshotID: e.snap.ID,
+	env, err := cat.Create(ctx, admin, environment.CreateRequest{Name: "daytona", Driver: "daytona", Config: map[string]any{
+		"api_url": e.srv.URL(), "api_key": e.srv.APIKey(), "snapshot_id": e.snap.ID,
 		daytona.FieldReactivateSnapshot: false,
 	}})
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
-	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 )
 
@@ -20,7 +19,7 @@ const envCanary = "CANARY-ENV-TOKEN-2b94c1"
 func secretEnvConfig(t *testing.T, e *env) config.Config {
 	t.Helper()
 	cfg := e.config(t, e.snap.ID)
-	cfg[daytona.FieldEnv] = map[string]any{"GITHUB_TOKEN": envCanary, "SHARED": "from-config"}
+	cfg["env"] = map[string]any{"GITHUB_TOKEN": envCanary, "SHARED": "from-config"}
 	return cfg
 }
 
@@ -33,8 +32,8 @@ func TestSecretEnvTravelsPerCommand(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if f, _ := e.drv.Schema().Field(daytona.FieldEnv); f.Kind != config.KindSecretMap {
-		t.Fatalf("field %q is %s, want secret_map", daytona.FieldEnv, f.Kind)
+	if f, _ := e.drv.Schema().Field("env"); f.Kind != config.KindSecretMap {
+		t.Fatalf("field %q is %s, want secret_map", "env", f.Kind)
 	}
 	sb, err := e.drv.Acquire(ctx, secretEnvConfig(t, e), drivers.AcquireRequest{})
 	if err != nil {
@@ -111,7 +110,7 @@ func TestSecretEnvOnOldDaemonIsRefused(t *testing.T) {
 			}
 
 			plain := e.config(t, e.snap.ID)
-			delete(plain, daytona.FieldEnv)
+			delete(plain, "env")
 			sb2, err := e.drv.Acquire(ctx, plain, drivers.AcquireRequest{})
 			if err != nil {
 				t.Fatal(err)

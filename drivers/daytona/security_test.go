@@ -177,8 +177,8 @@ func TestAPIURLNeedsHTTPSOffLoopback(t *testing.T) {
 		"https://u:p@app.daytona.io/": false,
 	} {
 		_, err := drv.Schema().Normalize(map[string]any{
-			daytona.FieldAPIURL: url, daytona.FieldAPIKey: "k",
-			daytona.FieldSnapshotID: "0b5f6f3e-8f43-4d7c-9a0e-5a3c2b1d4e6f",
+			"api_url": url, "api_key": "k",
+			"snapshot_id": "0b5f6f3e-8f43-4d7c-9a0e-5a3c2b1d4e6f",
 		})
 		if (err == nil) != ok {
 			t.Errorf("api_url %q: err = %v, want accepted %v", url, err, ok)
@@ -219,7 +219,7 @@ func TestTLSVerificationFailureIsPermanent(t *testing.T) {
 		RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond,
 	})
 	cfg, err := drv.Schema().Normalize(map[string]any{
-		daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldSnapshotID: snap.ID,
+		"api_url": srv.URL(), "api_key": srv.APIKey(), "snapshot_id": snap.ID,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/images"
 )
@@ -233,7 +232,7 @@ func TestDeleteTemplateOfAGoneSnapshot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	_, id := e.capture(t, ctx, "tpl")
-	never, err := images.SnapshotIdentity(daytona.Name, uuid.NewString())
+	never, err := images.SnapshotIdentity("daytona", uuid.NewString())
 	if err != nil {
 		t.Fatal(err)
 	}

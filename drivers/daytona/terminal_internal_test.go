@@ -24,7 +24,7 @@ func TestTerminalOutputIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := newDriver(&Options{PollInterval: time.Millisecond, PollMax: 5 * time.Millisecond})
-	cfg, err := d.Schema().Normalize(map[string]any{FieldAPIURL: srv.URL(), FieldAPIKey: srv.APIKey(), FieldSnapshotID: snap.ID})
+	cfg, err := d.Schema().Normalize(map[string]any{fieldAPIURL: srv.URL(), fieldAPIKey: srv.APIKey(), fieldSnapshotID: snap.ID})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -182,7 +182,7 @@ func runnerSpec(t testing.TB) drivers.RunnerSpec {
 // hardenedRunnerConfig is the strictest config: no network, a read-only
 // root and a non-root user.
 func (e *env) hardenedRunnerConfig() config.Config {
-	return e.config(e.img.Ref, map[string]any{docker.FieldNetwork: "none", docker.FieldReadonlyRootfs: true,
+	return e.config(e.img.Ref, map[string]any{"network": "none", docker.FieldReadonlyRootfs: true,
 		docker.FieldWorkdir: "/workspace", docker.FieldUser: "1234:2345", docker.FieldMemory: "256m"})
 }
 
@@ -409,11 +409,11 @@ func TestTCPEngineNarrowsRunnerIngressAway(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	tcp, err := d.Schema().Normalize(map[string]any{docker.FieldHost: "tcp://" + addr, docker.FieldImage: "busybox:1"})
+	tcp, err := d.Schema().Normalize(map[string]any{"host": "tcp://" + addr, "image": "busybox:1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	unix, err := d.Schema().Normalize(map[string]any{docker.FieldImage: "busybox:1"})
+	unix, err := d.Schema().Normalize(map[string]any{"image": "busybox:1"})
 	if err != nil {
 		t.Fatal(err)
 	}

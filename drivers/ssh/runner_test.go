@@ -488,7 +488,7 @@ func testReleaseEndsRunners(t *testing.T, unprivileged bool) {
 	if unprivileged {
 		acct, h := e.srv.UnprivilegedLogin(t)
 		home = h
-		cfg = e.config(t, func(raw map[string]any) { raw[FieldUser], raw[FieldWorkdir] = acct.Name, h })
+		cfg = e.config(t, func(raw map[string]any) { raw[fieldUser], raw[fieldWorkdir] = acct.Name, h })
 	}
 	sb := e.acquire(t, cfg)
 	ri, err := sb.HostRunner(ctx, drivers.RunnerSpec{Binary: bin, SHA256: sum})

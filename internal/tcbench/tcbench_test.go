@@ -71,8 +71,8 @@ func BenchmarkDockerLeaseVsTestcontainers(b *testing.B) {
 	drv := docker.New(nil)
 	b.Cleanup(func() { _ = drv.Close() })
 	cfg, err := drv.Schema().Normalize(map[string]any{
-		docker.FieldImage:  img.Ref,
-		docker.FieldLabels: map[string]any{runLabel: run},
+		"image":  img.Ref,
+		"labels": map[string]any{runLabel: run},
 	})
 	if err != nil {
 		b.Fatal(err)
