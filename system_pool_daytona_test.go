@@ -8,8 +8,8 @@ import (
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
 )
@@ -23,7 +23,7 @@ import (
 // afterwards.
 func TestPoolOnDaytona(t *testing.T) {
 	ctx := context.Background()
-	srv, err := daytonatest.New(nil)
+	srv, err := daytonafake.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/templates"
 )
@@ -23,7 +23,7 @@ import (
 // step's file.
 func TestScriptedSetupOnDaytona(t *testing.T) {
 	ctx := context.Background()
-	srv, err := daytonatest.New(nil)
+	srv, err := daytonafake.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestScriptedSetupOnDaytona(t *testing.T) {
 // the shell, exit, capture and promote; a new lease sees the file.
 func TestInteractiveSetupOnDaytona(t *testing.T) {
 	ctx := context.Background()
-	srv, err := daytonatest.New(nil)
+	srv, err := daytonafake.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,9 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/internal/testenv"
 )
 
@@ -23,21 +23,21 @@ type syncBuffer = testenv.Buffer
 // env is one fake Daytona server, a snapshot on it, and a driver with fast
 // polling and retries.
 type env struct {
-	srv  *fakeapi.Server
+	srv  *daytonafake.Server
 	drv  daytona.Concrete
-	snap fakeapi.Snapshot
+	snap daytonafake.Snapshot
 	log  *syncBuffer
 }
 
 type envOptions struct {
-	knobs     fakeapi.Knobs
+	knobs     daytonafake.Knobs
 	clk       clock.Clock
 	afterCall func(route string, status int)
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
-	srv, err := fakeapi.New(&fakeapi.Options{Clock: o.clk, Knobs: o.knobs, AfterCall: o.afterCall})
+	srv, err := daytonafake.New(&daytonafake.Options{Clock: o.clk, Knobs: o.knobs, AfterCall: o.afterCall})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func deadURL() string {
 // the sandbox is started (two reads are needed), so every acquire goes
 // through the driver's wait.
 func newHarness(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
-	e := newEnv(tb, envOptions{knobs: fakeapi.Knobs{StartPolls: 2}})
+	e := newEnv(tb, envOptions{knobs: daytonafake.Knobs{StartPolls: 2}})
 	tb.Cleanup(func() { assertNoKey(tb, e) })
 	return &harness{e: e, cfg: e.config(tb, e.snap.ID)}, nil
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/internal/reason"
 )
 
@@ -29,10 +29,10 @@ func TestCheckHealth(t *testing.T) {
 	if err := e.drv.CheckHealth(ctx, cfg); err != nil {
 		t.Fatalf("CheckHealth of a live API: %v", err)
 	}
-	if n := e.srv.Calls(fakeapi.RouteCreateSandbox); n != 0 {
+	if n := e.srv.Calls(daytonafake.RouteCreateSandbox); n != 0 {
 		t.Errorf("a health check created %d sandboxes", n)
 	}
-	if n := e.srv.Calls(fakeapi.RouteHealth); n != 1 {
+	if n := e.srv.Calls(daytonafake.RouteHealth); n != 1 {
 		t.Errorf("GET /health called %d times, want 1", n)
 	}
 
@@ -54,7 +54,7 @@ func TestCheckHealth(t *testing.T) {
 		t.Errorf("a refused key's message %q: want it to say so with the status, without the key", m)
 	}
 
-	e.srv.InjectFault(fakeapi.Fault{Route: fakeapi.RouteHealth, Status: http.StatusServiceUnavailable, Message: "Service Unavailable"})
+	e.srv.InjectFault(daytonafake.Fault{Route: daytonafake.RouteHealth, Status: http.StatusServiceUnavailable, Message: "Service Unavailable"})
 	if err := e.drv.CheckHealth(ctx, cfg); !errors.Is(err, drivers.ErrUnavailable) || reason.Of(err) != reason.ProviderUnavailable {
 		t.Errorf("CheckHealth of an API that is not live = %v (code %s), want ErrUnavailable", err, reason.Of(err))
 	}
@@ -64,7 +64,7 @@ func TestCheckHealth(t *testing.T) {
 // health check too, never unavailable (PRB-5).
 func TestCheckHealthTLSUnverified(t *testing.T) {
 	t.Parallel()
-	srv, err := fakeapi.New(&fakeapi.Options{TLS: true})
+	srv, err := daytonafake.New(&daytonafake.Options{TLS: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -22,7 +22,7 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	e := newEnv(t, envOptions{clk: clk, knobs: fakeapi.Knobs{StartDelay: 2 * time.Minute}})
+	e := newEnv(t, envOptions{clk: clk, knobs: daytonafake.Knobs{StartDelay: 2 * time.Minute}})
 
 	secrets := environment.NewMemorySecretStore()
 	cfg := e.config(t, e.snap.ID)
@@ -72,7 +72,7 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 	if err != nil || string(res.Stdout) != "resumed 1\n" {
 		t.Fatalf("exec in the resumed sandbox: %v %+v", err, res)
 	}
-	if got := e.srv.Calls(fakeapi.RouteCreateSandbox); got != 1 {
+	if got := e.srv.Calls(daytonafake.RouteCreateSandbox); got != 1 {
 		t.Errorf("%d creates, want 1", got)
 	}
 	l, err := m.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: lease.Destroy})
@@ -95,10 +95,10 @@ func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
 		busy    drivers.Sandbox // an orphan used while the sweep lists
 		touched bool
 	)
-	e := newEnv(t, envOptions{knobs: fakeapi.Knobs{PageSize: 2}, afterCall: func(route string, status int) {
+	e := newEnv(t, envOptions{knobs: daytonafake.Knobs{PageSize: 2}, afterCall: func(route string, status int) {
 		mu.Lock()
 		sb := busy
-		first := route == fakeapi.RouteListSandboxes && status == 200 && !touched && sb != nil
+		first := route == daytonafake.RouteListSandboxes && status == 200 && !touched && sb != nil
 		touched = touched || first
 		mu.Unlock()
 		if !first {
@@ -165,7 +165,7 @@ func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
 	if v, _ := e.srv.Sandbox(h.SandboxID()); v.State != "started" || v.DesiredState != "started" {
 		t.Errorf("the leased sandbox is %s/%s after the sweep, want started", v.State, v.DesiredState)
 	}
-	if calls := e.srv.Calls(fakeapi.RouteListSandboxes); calls < 3 {
+	if calls := e.srv.Calls(daytonafake.RouteListSandboxes); calls < 3 {
 		t.Errorf("%d list pages read, want at least 3 (6 sandboxes, 2 per page)", calls)
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/internal/probehook"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
@@ -25,7 +25,7 @@ func TestProbeReportsImageInactive(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := e.srv.AgeSnapshot(e.snap.ID, fakeapi.SnapshotIdleLimit+time.Hour); err != nil {
+	if err := e.srv.AgeSnapshot(e.snap.ID, daytonafake.SnapshotIdleLimit+time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	reg := drivers.NewRegistry(e.drv)

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/daytonafake"
 )
 
 // post sends an authenticated API request straight to the fake.
@@ -33,7 +33,7 @@ func post(t *testing.T, e *env, path string) {
 // refuses one in state error with the provider's reason.
 func TestResumeStates(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{knobs: fakeapi.Knobs{StartPolls: 1}})
+	e := newEnv(t, envOptions{knobs: daytonafake.Knobs{StartPolls: 1}})
 	cfg := e.config(t, e.snap.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -61,7 +61,7 @@ func TestResumeStates(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e.srv.SetKnobs(func(k *fakeapi.Knobs) { k.FailStart = "runner lost" })
+	e.srv.SetKnobs(func(k *daytonafake.Knobs) { k.FailStart = "runner lost" })
 	_, err = r.Resume(ctx, cfg, sb.ID())
 	if err == nil || !strings.Contains(err.Error(), "runner lost") {
 		t.Fatalf("Resume into a failing start: %v, want the provider's reason", err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
+	"github.com/berthdev/berth/internal/daytonafake"
 )
 
 const envCanary = "CANARY-ENV-TOKEN-2b94c1"
@@ -73,7 +73,7 @@ func TestSecretEnvOnOldDaemonIsRefused(t *testing.T) {
 	for _, version := range []string{"0.166.2", "0.150.0", ""} {
 		t.Run("daemon "+version, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, envOptions{knobs: fakeapi.Knobs{DaemonVersion: version, NoDaemonVersion: version == ""}})
+			e := newEnv(t, envOptions{knobs: daytonafake.Knobs{DaemonVersion: version, NoDaemonVersion: version == ""}})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			sb, err := e.drv.Acquire(ctx, secretEnvConfig(t, e), drivers.AcquireRequest{})
@@ -105,7 +105,7 @@ func TestSecretEnvOnOldDaemonIsRefused(t *testing.T) {
 				ts.Close()
 			}
 			check("OpenTerminal", err)
-			if n := e.srv.Calls(fakeapi.RouteExecute); n != 0 {
+			if n := e.srv.Calls(daytonafake.RouteExecute); n != 0 {
 				t.Errorf("%d execute requests reached the toolbox, want none", n)
 			}
 

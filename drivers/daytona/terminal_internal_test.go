@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
+	"github.com/berthdev/berth/internal/daytonafake"
 )
 
 // Issue #13 item 10: terminal output nobody reads is held up to a bound,
@@ -14,7 +14,7 @@ import (
 // status.
 func TestTerminalOutputIsBounded(t *testing.T) {
 	t.Parallel()
-	srv, err := fakeapi.New(nil)
+	srv, err := daytonafake.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func TestSecretsOutliveLeasesDocker(t *testing.T) {
 // key the sweep needs to destroy the sandbox.
 func TestSecretsOutliveLeasesDaytona(t *testing.T) {
 	t.Parallel()
-	srv, err := daytonatest.New(nil)
+	srv, err := daytonatest.New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,8 +91,8 @@ func TestSecretsOutliveLeasesDaytona(t *testing.T) {
 	}
 	c := newCLI(t)
 	c.ok("env", "create", "--name", "cloud", "--driver", "daytona", "--config", configFile(t, map[string]any{
-		"api_url": srv.URL(), "api_key": srv.APIKey(), "organization_id": srv.OrganizationID(),
-		"snapshot_id": snap.ID,
+		"api_url": srv.URL(), "api_key": srv.APIKey(),
+		"snapshot_id": snap,
 	}))
 	var l lease.Lease
 	c.okJSON(&l, "lease", "acquire", "cloud", "--company", "acme", "--run", "r1")

@@ -202,7 +202,7 @@ func TestFakeUnavailableOutsideTestMode(t *testing.T) {
 // sandbox and records the qualification for the pinned snapshot id.
 func TestProbeDaytona(t *testing.T) {
 	t.Parallel()
-	srv, err := daytonatest.New(nil)
+	srv, err := daytonatest.New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,12 +214,12 @@ func TestProbeDaytona(t *testing.T) {
 	c := newCLI(t)
 	const canaryFree = "daytonatest-key" // the fake's key: must not be printed either
 	c.ok("env", "create", "--name", "cloud", "--driver", "daytona", "--config", configFile(t, map[string]any{
-		"api_url": srv.URL(), "api_key": srv.APIKey(), "organization_id": srv.OrganizationID(),
-		"snapshot_id": snap.ID,
+		"api_url": srv.URL(), "api_key": srv.APIKey(),
+		"snapshot_id": snap,
 	}))
 	var res probe.Result
 	c.okJSON(&res, "probe", "cloud", "--company", "acme")
-	if !res.OK || res.ImageIdentity.IsZero() || !strings.Contains(res.ImageIdentity.String(), snap.ID) ||
+	if !res.OK || res.ImageIdentity.IsZero() || !strings.Contains(res.ImageIdentity.String(), snap) ||
 		res.Cleanup == nil || !res.Cleanup.Confirmed || res.Platform.OS != "linux" {
 		t.Errorf("daytona probe: ok=%t image=%s cleanup=%+v platform=%s\n%s", res.OK, res.ImageIdentity, res.Cleanup, res.Platform, res.Summary)
 	}
