@@ -44,7 +44,7 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 	subtest(t, "exec after release", newHarness, testExecAfterRelease)
 	subtest(t, "cancellation stops a running command promptly", newHarness, testCancel)
 	subtest(t, "parallel acquire exec release", newHarness, testParallel)
-	for _, f := range Failures() {
+	for _, f := range failures() {
 		subtest(t, "error table: "+f.String(), newHarness, testFailure(f))
 	}
 	gated(t, "resume of an unknown id is not found", drivers.CapReuse, newHarness, testResumeUnknown)
