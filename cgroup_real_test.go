@@ -12,7 +12,6 @@ import (
 
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/internal/proctest"
@@ -127,7 +126,7 @@ func TestHostLeaseReceiptsNameTheirEvidence(t *testing.T) {
 			}
 			switch tg.want {
 			case drivers.EvidenceCgroup:
-				if !strings.Contains(l.CleanupEvidence, "cgroup ") || !strings.Contains(l.CleanupEvidence, "/"+driverkit.CgroupParent+"/"+h.ID()) {
+				if !strings.Contains(l.CleanupEvidence, "cgroup ") || !strings.Contains(l.CleanupEvidence, "/berth/"+h.ID()) {
 					t.Errorf("receipt %q does not name the lease's cgroup", l.CleanupEvidence)
 				}
 				if alive(pid) {

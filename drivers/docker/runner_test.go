@@ -20,7 +20,6 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/docker"
-	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/internal/proctest"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -165,7 +164,7 @@ func (h *prpHost) session(ctx context.Context, sb drivers.Sandbox) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	res, _ := sb.Exec(context.Background(), drivers.Command{Argv: []string{"cat", docker.RunnerStateDir + "/" + driverkit.RunnerLogName}})
+	res, _ := sb.Exec(context.Background(), drivers.Command{Argv: []string{"cat", docker.RunnerStateDir + "/" + "runner.log"}})
 	if res != nil {
 		h.t.Logf("runner log:\n%s%s", res.Stdout, res.Stderr)
 	}

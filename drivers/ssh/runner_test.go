@@ -102,7 +102,7 @@ func (r *runnerRig) launch(t *testing.T) (session, ticket string) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		if t.Failed() {
-			b, _ := os.ReadFile(r.stateDir("lease-1") + "/" + driverkit.RunnerLogName)
+			b, _ := os.ReadFile(r.stateDir("lease-1") + "/" + "runner.log")
 			t.Logf("runner.log:\n%s", b)
 		}
 	})
