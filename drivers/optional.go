@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/berthdev/berth/images"
 )
@@ -33,7 +32,6 @@ type SandboxInfo struct {
 	ProviderLeaseID string            `json:"providerLeaseId"`
 	Labels          map[string]string `json:"labels,omitempty"`
 	State           State             `json:"state"`
-	CreatedAt       time.Time         `json:"createdAt,omitzero"`
 }
 
 // Lister is an optional interface that may be implemented by a Driver
@@ -361,7 +359,8 @@ type RunnerIngress interface {
 	net.Listener
 	// Endpoint is the controller URL a runner in the sandbox dials, as
 	// its --controller flag: "unix:" and an absolute socket path in the
-	// sandbox (UnixScheme), or an absolute http(s) URL.
+	// sandbox ("unix:/run/berth/prp.sock", for an ingress that sends no IP
+	// traffic), or an absolute http(s) URL.
 	Endpoint() string
 	// Launch starts the installed runner detached from the driver's
 	// connection (in its own session, its output to a log file in its
@@ -369,7 +368,7 @@ type RunnerIngress interface {
 	// returns once it is started. The runner dials Endpoint.
 	Launch(ctx context.Context, req RunnerLaunch) error
 	// LogTail returns at most the last limit bytes (limit is clamped to
-	// 1..MaxRunnerLogTail) of the log of the runner last launched through
+	// 1..65536, 64 KiB: driverkit.ClampLogTail) of the log of the runner last launched through
 	// this ingress: what the runner wrote before it failed to reach the
 	// host (a wrong architecture, a crash, a refused ticket). It is nil
 	// when nothing was launched or nothing logged yet. The log never holds

@@ -48,7 +48,7 @@ func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireReq
 	}
 	required := req.Required
 	if req.Policy.reusable() {
-		required = required.With(drivers.CapReuse)
+		required |= drivers.NewSet(drivers.CapReuse)
 	}
 	env, company, err := m.asg.LeaseTarget(ctx, p, req.Scope, req.EnvironmentID, req.Company, required)
 	switch {

@@ -433,11 +433,7 @@ func (d *driver) List(ctx context.Context, cfg config.Config, labels map[string]
 		if !hasLabels(it.Labels, labels) {
 			continue
 		}
-		info := drivers.SandboxInfo{ProviderLeaseID: it.ID, Labels: it.Labels, State: publicState(&it)}
-		if t, err := time.Parse(time.RFC3339Nano, it.CreatedAt); err == nil {
-			info.CreatedAt = t
-		}
-		out = append(out, info)
+		out = append(out, drivers.SandboxInfo{ProviderLeaseID: it.ID, Labels: it.Labels, State: publicState(&it)})
 	}
 	return out, nil
 }

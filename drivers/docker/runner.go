@@ -44,7 +44,7 @@ const (
 )
 
 // runnerEndpoint is the --controller value of a runner in the container.
-const runnerEndpoint = drivers.UnixScheme + runnerSocketDir + "/" + runnerSocketName
+const runnerEndpoint = "unix:" + runnerSocketDir + "/" + runnerSocketName
 
 // hostDirName is the name, in a container's host directory, of the
 // directory mounted at runnerSocketDir.

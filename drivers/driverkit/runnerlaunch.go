@@ -103,9 +103,12 @@ func LaunchRunnerByExec(ctx context.Context, sb drivers.Sandbox, binary, endpoin
 // is no such file.
 const logTailScript = `[ -f "$1" ] || exit 0; exec tail -c "$2" "$1"`
 
-// ClampLogTail returns n clamped to 1..drivers.MaxRunnerLogTail, as
-// RunnerIngress.LogTail takes its max.
-func ClampLogTail(n int) int { return min(max(n, 1), drivers.MaxRunnerLogTail) }
+// maxLogTail is the most RunnerIngress.LogTail returns: 64 KiB.
+const maxLogTail = 64 << 10
+
+// ClampLogTail returns n clamped to 1..65536 (64 KiB), as
+// RunnerIngress.LogTail takes its limit.
+func ClampLogTail(n int) int { return min(max(n, 1), maxLogTail) }
 
 // RunnerLogTailByExec returns at most the last limit bytes (clamped by
 // ClampLogTail) of stateDir/runner.log, the log LaunchRunnerByExec

@@ -15,7 +15,7 @@ import (
 func ExampleNew() {
 	reg := drivers.NewRegistry(local.New(nil))
 	defer reg.Close()
-	info := reg.Describe("local")
+	info := reg.List()[0]
 	fmt.Println(info.Name, info.Kind, info.Effective, info.Available)
 
 	d, err := reg.Lookup("local")

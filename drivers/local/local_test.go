@@ -391,7 +391,7 @@ func TestReleaseRemovesTheRunnerDirectory(t *testing.T) {
 	}
 }
 
-// The ingress's endpoint is drivers.UnixScheme and an absolute socket path.
+// The ingress's endpoint is "unix:" and an absolute socket path.
 func TestEndpointIsUnixScheme(t *testing.T) {
 	sb := acquire(t, map[string]any{"workdir": t.TempDir()})
 	bin, sum := testenv.RunnerBinarySum(t)
@@ -400,8 +400,8 @@ func TestEndpointIsUnixScheme(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	if !strings.HasPrefix(in.Endpoint(), drivers.UnixScheme+"/") {
-		t.Errorf("Endpoint = %q, want %s and an absolute path", in.Endpoint(), drivers.UnixScheme)
+	if !strings.HasPrefix(in.Endpoint(), "unix:/") {
+		t.Errorf("Endpoint = %q, want unix: and an absolute path", in.Endpoint())
 	}
 }
 

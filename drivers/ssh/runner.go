@@ -350,7 +350,7 @@ func (in *ingress) Endpoint() string {
 	if in.tcp != "" {
 		return "http://" + in.tcp
 	}
-	return drivers.UnixScheme + in.sock
+	return "unix:" + in.sock
 }
 
 // Addr returns the socket's path on the server, or the TCP address on its

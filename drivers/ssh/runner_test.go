@@ -133,7 +133,7 @@ func (r *runnerRig) waitSession(t *testing.T, not string) string {
 // runnerPIDs returns the live processes whose argv is a runner dialing
 // the socket sock.
 func runnerPIDs(sock string) []int {
-	return proctest.LivePIDs("\x00--controller\x00" + drivers.UnixScheme + sock + "\x00")
+	return proctest.LivePIDs("\x00--controller\x00" + "unix:" + sock + "\x00")
 }
 
 // PRP over SSH: a real runner, uploaded and launched through the ingress,
