@@ -197,8 +197,8 @@ func TestSandboxCapabilitiesComeFromTheLiveSandbox(t *testing.T) {
 		want drivers.Set
 	}{
 		{"plain", &plainSandbox{}, exec},
-		{"streaming", &streamSandbox{}, exec|drivers.NewSet(drivers.CapStreamExec)},
-		{"image reporter", &imageSandbox{}, exec|drivers.NewSet(drivers.CapImageIdentity)},
+		{"streaming", &streamSandbox{}, exec | drivers.NewSet(drivers.CapStreamExec)},
+		{"image reporter", &imageSandbox{}, exec | drivers.NewSet(drivers.CapImageIdentity)},
 		{"wrapper hides the interface", hidingWrapper{&imageSandbox{}}, exec},
 	} {
 		got := exec
