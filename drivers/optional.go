@@ -222,11 +222,11 @@ func RunnerSetOf(specs ...RunnerSpec) *RunnerSet {
 	return s
 }
 
-// Validate reports whether every binary of s is well-formed
+// validate reports whether every binary of s is well-formed
 // (RunnerSpec.Validate) and keyed by a GOARCH that agrees with its Arch
 // where that is known, naming the architecture that is not, and whether s
 // names a binary or a Build at all.
-func (s *RunnerSet) Validate() error {
+func (s *RunnerSet) validate() error {
 	if len(s.Binaries) == 0 && s.Build == nil {
 		return errors.New("runner set: no binary and no Build")
 	}
@@ -256,8 +256,13 @@ func (s *RunnerSet) arches() []string {
 // known before allocation) and Binaries holds exactly one binary, it
 // returns that one: the driver checks at install whether it fits.
 // Otherwise an error wrapping ErrUnsupported names the architecture and
-// the ones s has; Build's error is returned wrapped.
+// the ones s has; Build's error is returned wrapped. A set that names no
+// binary and no Build, a malformed binary (RunnerSpec.Validate) or one
+// keyed by a GOARCH other than its Arch is an error naming it.
 func (s *RunnerSet) For(ctx context.Context, arch string) (RunnerSpec, error) {
+	if err := s.validate(); err != nil {
+		return RunnerSpec{}, err
+	}
 	if arch == "" {
 		if len(s.Binaries) == 1 {
 			for a, spec := range s.Binaries {

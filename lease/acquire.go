@@ -299,9 +299,6 @@ func (m *Manager) prepareFor(ctx context.Context, env *environment.Environment, 
 		required |= drivers.NewSet(drivers.CapReuse)
 	}
 	if req.Runner != nil {
-		if err := req.Runner.Validate(); err != nil {
-			return nil, fmt.Errorf("lease: %s: %w", name, err)
-		}
 		required |= drivers.NewSet(drivers.CapRunnerIngress)
 	}
 	if missing := drivers.Effective(drv, 0).Missing(required); len(missing) > 0 {
