@@ -12,7 +12,6 @@ import (
 
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/internal/proctest"
@@ -45,21 +44,21 @@ func TestHostLeaseReceiptsNameTheirEvidence(t *testing.T) {
 	}
 	targets := map[string]func(t *testing.T) target{
 		"local-root": func(t *testing.T) target {
-			return target{local.Name, map[string]any{local.FieldWorkdir: t.TempDir()}, t.TempDir(), drivers.EvidenceCgroup}
+			return target{"local", map[string]any{"workdir": t.TempDir()}, t.TempDir(), drivers.EvidenceCgroup}
 		},
 		"ssh-root": func(t *testing.T) target {
 			srv := testenv.SSHD(t)
-			return target{ssh.Name, map[string]any{
-				ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
-				ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: t.TempDir(),
+			return target{"ssh", map[string]any{
+				"host": srv.Host(), "port": srv.Port(), "user": srv.User(),
+				"private_key": srv.ClientKeyPEM(), "known_hosts": []any{srv.KnownHostsLine()}, "workdir": t.TempDir(),
 			}, t.TempDir(), drivers.EvidenceCgroup}
 		},
 		"ssh-unprivileged": func(t *testing.T) target {
 			srv := testenv.SSHD(t)
 			acct, home := srv.UnprivilegedLogin(t)
-			return target{ssh.Name, map[string]any{
-				ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: acct.Name,
-				ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: home,
+			return target{"ssh", map[string]any{
+				"host": srv.Host(), "port": srv.Port(), "user": acct.Name,
+				"private_key": srv.ClientKeyPEM(), "known_hosts": []any{srv.KnownHostsLine()}, "workdir": home,
 			}, acct.Dir(t), drivers.EvidenceTagScan}
 		},
 	}
@@ -127,7 +126,7 @@ func TestHostLeaseReceiptsNameTheirEvidence(t *testing.T) {
 			}
 			switch tg.want {
 			case drivers.EvidenceCgroup:
-				if !strings.Contains(l.CleanupEvidence, "cgroup ") || !strings.Contains(l.CleanupEvidence, "/"+driverkit.CgroupParent+"/"+h.ID()) {
+				if !strings.Contains(l.CleanupEvidence, "cgroup ") || !strings.Contains(l.CleanupEvidence, "/berth/"+h.ID()) {
 					t.Errorf("receipt %q does not name the lease's cgroup", l.CleanupEvidence)
 				}
 				if alive(pid) {

@@ -17,7 +17,6 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
-	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
@@ -117,7 +116,6 @@ var errorTypeCodes = map[string]struct {
 }{
 	"errcode.Error":                   {&errcode.Error{Code: errcode.Conflict, Target: "x", Err: errcode.ErrNotFound}, errcode.Conflict},
 	"drivers/config.Error":            {&config.Error{Driver: "ssh", Field: "host", Reason: "required"}, errcode.Invalid},
-	"drivers/ssh.HostKeyError":        {&ssh.HostKeyError{Host: "h", Port: 22, Err: drivers.ErrHostKeyMismatch}, errcode.AuthFailed},
 	"environment.ConfigError":         {&environment.ConfigError{Name: "e", Err: &config.Error{Driver: "ssh", Field: "host", Reason: "required"}}, errcode.Invalid},
 	"environment.Error":               {&environment.Error{Field: "name", Reason: "taken", Err: errcode.ErrConflict}, errcode.Conflict},
 	"environment.Error (binding)":     {&environment.Error{Reason: "another company's", Err: errcode.ErrDenied}, errcode.Denied},

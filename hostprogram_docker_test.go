@@ -37,8 +37,8 @@ func TestHostProgramOnDocker(t *testing.T) {
 	}
 	defer sys.Close()
 	ops := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
-	env, err := sys.Catalog().Create(ctx, ops, environment.CreateRequest{Name: "host-program", Driver: docker.Name,
-		Config: map[string]any{docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run}}})
+	env, err := sys.Catalog().Create(ctx, ops, environment.CreateRequest{Name: "host-program", Driver: "docker",
+		Config: map[string]any{"image": img.Ref, "network": "none", "labels": map[string]any{"test.berth/run": run}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,9 +77,9 @@ func TestRunSecretEnvOnDocker(t *testing.T) {
 	}
 	defer sys.Close()
 	ops := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
-	env, err := sys.Catalog().Create(ctx, ops, environment.CreateRequest{Name: "secret-env", Driver: docker.Name,
-		Config: map[string]any{docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run},
-			docker.FieldEnv: map[string]any{"TOKEN": "token-canary"}}})
+	env, err := sys.Catalog().Create(ctx, ops, environment.CreateRequest{Name: "secret-env", Driver: "docker",
+		Config: map[string]any{"image": img.Ref, "network": "none", "labels": map[string]any{"test.berth/run": run},
+			"env": map[string]any{"TOKEN": "token-canary"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,8 +45,8 @@ var realOperator = authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 // dockerTarget is a busybox container without a network.
 func dockerTarget(t testing.TB) realTarget {
 	_, img, run := dockerRig(t)
-	return realTarget{driver: docker.Name, config: map[string]any{
-		docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run},
+	return realTarget{driver: "docker", config: map[string]any{
+		"image": img.Ref, "network": "none", "labels": map[string]any{"test.berth/run": run},
 	}, cut: func(t *testing.T, sys *berth.System, session string) {
 		if ok, err := sys.Runners().Disconnect(context.Background(), realOperator, session); err != nil || !ok {
 			t.Fatalf("Disconnect = %t, %v", ok, err)
@@ -67,9 +67,9 @@ func dockerTarget(t testing.TB) realTarget {
 // sshTarget is this host through the test sshd.
 func sshTarget(t testing.TB) realTarget {
 	srv := testenv.SSHD(t)
-	return realTarget{driver: ssh.Name, sshd: srv, config: map[string]any{
-		ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
-		ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: t.TempDir(),
+	return realTarget{driver: "ssh", sshd: srv, config: map[string]any{
+		"host": srv.Host(), "port": srv.Port(), "user": srv.User(),
+		"private_key": srv.ClientKeyPEM(), "known_hosts": []any{srv.KnownHostsLine()}, "workdir": t.TempDir(),
 	}, cut: func(t *testing.T, _ *berth.System, _ string) {
 		// Kill sshd's per-connection processes: the TCP connection (and
 		// the remote forward) drops; the runner runs in its own session.
@@ -89,7 +89,7 @@ func sshTarget(t testing.TB) realTarget {
 // is the controller dropping the runner's connection (the runner dials a
 // unix socket on this host).
 func localTarget(t testing.TB) realTarget {
-	return realTarget{driver: local.Name, config: map[string]any{local.FieldWorkdir: t.TempDir()},
+	return realTarget{driver: "local", config: map[string]any{"workdir": t.TempDir()},
 		cut: func(t *testing.T, sys *berth.System, session string) {
 			if ok, err := sys.Runners().Disconnect(context.Background(), realOperator, session); err != nil || !ok {
 				t.Fatalf("Disconnect = %t, %v", ok, err)

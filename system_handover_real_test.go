@@ -144,7 +144,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	// The runner runs in "/": a task names its working directory.
 	const file = ".agent/account"
 	cwd := "/"
-	if w, ok := tg.config[ssh.FieldWorkdir].(string); ok {
+	if w, ok := tg.config["workdir"].(string); ok {
 		cwd = w
 	}
 	task := func(id string, argv []string, projects ...string) prp.TaskStart {
@@ -179,7 +179,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 		}
 		scanned++
 	}
-	if tg.driver == docker.Name {
+	if tg.driver == "docker" {
 		ins, err := testenv.Docker(t).ContainerInspect(ctx, h.SandboxID())
 		if err != nil {
 			t.Fatal(err)
@@ -255,10 +255,10 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 		edited[k] = v
 	}
 	switch tg.driver {
-	case docker.Name:
-		edited[docker.FieldRegistryAuth] = "robot:pull-token" // a secret field: a new reference, a new fingerprint
-	case ssh.Name:
-		edited[ssh.FieldWorkdir] = t.TempDir()
+	case "docker":
+		edited["registry_auth"] = "robot:pull-token" // a secret field: a new reference, a new fingerprint
+	case "ssh":
+		edited["workdir"] = t.TempDir()
 	}
 	if _, err := sys.Catalog().Update(ctx, op, envA.ID, environment.UpdateRequest{BaseRevision: envA.Revision, Config: edited}); err != nil {
 		t.Fatal(err)
@@ -368,7 +368,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 // (this host).
 func runnerState(t *testing.T, ctx context.Context, tg realTarget, h *lease.Handle) []byte {
 	t.Helper()
-	if tg.driver == docker.Name {
+	if tg.driver == "docker" {
 		res, err := h.Exec(ctx, lease.Command{Argv: []string{"tar", "-cf", "-", "/.berth/state"}})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("tar the runner's state: %v (exit %d: %s)", err, res.ExitCode, res.Stderr)

@@ -8,9 +8,9 @@ import (
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
 )
@@ -24,7 +24,7 @@ import (
 // afterwards.
 func TestPoolOnDaytona(t *testing.T) {
 	ctx := context.Background()
-	srv, err := daytonatest.New(nil)
+	srv, err := daytonafake.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,9 +45,9 @@ func TestPoolOnDaytona(t *testing.T) {
 		return sys
 	}
 	sys := newSys()
-	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "daytona-pool", Driver: daytona.Name, Config: map[string]any{
-		daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldOrganizationID: srv.OrganizationID(),
-		daytona.FieldSnapshotID: base.ID,
+	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "daytona-pool", Driver: "daytona", Config: map[string]any{
+		"api_url": srv.URL(), "api_key": srv.APIKey(), "organization_id": srv.OrganizationID(),
+		"snapshot_id": base.ID,
 	}, Pool: &environment.Pool{Size: 2}})
 	if err != nil {
 		t.Fatal(err)

@@ -38,8 +38,8 @@ func TestPoolOnDocker(t *testing.T) {
 		return sys
 	}
 	sys := newSys()
-	env, err := sys.Catalog().Create(ctx, ops, environment.CreateRequest{Name: "pool-docker", Driver: docker.Name,
-		Config: map[string]any{docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run}},
+	env, err := sys.Catalog().Create(ctx, ops, environment.CreateRequest{Name: "pool-docker", Driver: "docker",
+		Config: map[string]any{"image": img.Ref, "network": "none", "labels": map[string]any{"test.berth/run": run}},
 		Pool:   &environment.Pool{Size: 2}})
 	if err != nil {
 		t.Fatal(err)

@@ -129,7 +129,7 @@ func reattachHost(dir string) error {
 // engine, real sshd, real runner binary.
 func TestReattachAfterKill9OnDocker(t *testing.T) {
 	_, img, run := dockerRig(t)
-	testReattachAfterKill9(t, docker.Name, map[string]any{docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run}})
+	testReattachAfterKill9(t, "docker", map[string]any{"image": img.Ref, "network": "none", "labels": map[string]any{"test.berth/run": run}})
 }
 
 // TestReattachAfterKill9OnSSH is TestReattachAfterKill9OnDocker on an SSH
@@ -137,9 +137,9 @@ func TestReattachAfterKill9OnDocker(t *testing.T) {
 // socket forward.
 func TestReattachAfterKill9OnSSH(t *testing.T) {
 	srv := testenv.SSHD(t)
-	testReattachAfterKill9(t, ssh.Name, map[string]any{
-		ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
-		ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: t.TempDir()})
+	testReattachAfterKill9(t, "ssh", map[string]any{
+		"host": srv.Host(), "port": srv.Port(), "user": srv.User(),
+		"private_key": srv.ClientKeyPEM(), "known_hosts": []any{srv.KnownHostsLine()}, "workdir": t.TempDir()})
 }
 
 // TestReattachAfterKill9OnDropbear is TestReattachAfterKill9OnSSH on
@@ -149,9 +149,9 @@ func TestReattachAfterKill9OnSSH(t *testing.T) {
 // driver's Dropbear suite).
 func TestReattachAfterKill9OnDropbear(t *testing.T) {
 	srv := testenv.Dropbear(t)
-	testReattachAfterKill9(t, ssh.Name, map[string]any{
-		ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
-		ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: t.TempDir(),
+	testReattachAfterKill9(t, "ssh", map[string]any{
+		"host": srv.Host(), "port": srv.Port(), "user": srv.User(),
+		"private_key": srv.ClientKeyPEM(), "known_hosts": []any{srv.KnownHostsLine()}, "workdir": t.TempDir(),
 		"max_sessions": 2})
 }
 

@@ -59,8 +59,8 @@ func TestRunnerPoolOnDocker(t *testing.T) {
 		return sys
 	}
 	sys := newSys()
-	env, err := sys.Catalog().Create(ctx, ops, environment.CreateRequest{Name: "runner-pool-docker", Driver: docker.Name,
-		Config: map[string]any{docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run}},
+	env, err := sys.Catalog().Create(ctx, ops, environment.CreateRequest{Name: "runner-pool-docker", Driver: "docker",
+		Config: map[string]any{"image": img.Ref, "network": "none", "labels": map[string]any{"test.berth/run": run}},
 		Pool:   &environment.Pool{Size: 3, Runner: true}})
 	if err != nil {
 		t.Fatal(err)

@@ -47,8 +47,8 @@ func TestRunnerPoolAgentAndBoardMemberOnDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sys.Close()
-	env, err := sys.Catalog().Create(ctx, ops, environment.CreateRequest{Name: "runner-pool-roles", Driver: docker.Name,
-		Config: map[string]any{docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run}},
+	env, err := sys.Catalog().Create(ctx, ops, environment.CreateRequest{Name: "runner-pool-roles", Driver: "docker",
+		Config: map[string]any{"image": img.Ref, "network": "none", "labels": map[string]any{"test.berth/run": run}},
 		Pool:   &environment.Pool{Size: 2, Runner: true}})
 	if err != nil {
 		t.Fatal(err)

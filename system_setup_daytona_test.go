@@ -10,8 +10,8 @@ import (
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/templates"
 )
@@ -23,7 +23,7 @@ import (
 // step's file.
 func TestScriptedSetupOnDaytona(t *testing.T) {
 	ctx := context.Background()
-	srv, err := daytonatest.New(nil)
+	srv, err := daytonafake.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,9 +39,9 @@ func TestScriptedSetupOnDaytona(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sys.Close() })
-	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "daytona-setup", Driver: daytona.Name, Config: map[string]any{
-		daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldOrganizationID: srv.OrganizationID(),
-		daytona.FieldSnapshotID: base.ID,
+	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "daytona-setup", Driver: "daytona", Config: map[string]any{
+		"api_url": srv.URL(), "api_key": srv.APIKey(), "organization_id": srv.OrganizationID(),
+		"snapshot_id": base.ID,
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestScriptedSetupOnDaytona(t *testing.T) {
 // the shell, exit, capture and promote; a new lease sees the file.
 func TestInteractiveSetupOnDaytona(t *testing.T) {
 	ctx := context.Background()
-	srv, err := daytonatest.New(nil)
+	srv, err := daytonafake.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,9 +97,9 @@ func TestInteractiveSetupOnDaytona(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sys.Close() })
-	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "daytona-term", Driver: daytona.Name, Config: map[string]any{
-		daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldOrganizationID: srv.OrganizationID(),
-		daytona.FieldSnapshotID: base.ID,
+	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "daytona-term", Driver: "daytona", Config: map[string]any{
+		"api_url": srv.URL(), "api_key": srv.APIKey(), "organization_id": srv.OrganizationID(),
+		"snapshot_id": base.ID,
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -40,9 +40,9 @@ func TestScriptedSetupOnDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sys.Close()
-	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "setup-docker", Driver: docker.Name, Config: map[string]any{
-		docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run},
-		docker.FieldEnv: map[string]any{"SETUP_TOKEN": setupToken}}})
+	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "setup-docker", Driver: "docker", Config: map[string]any{
+		"image": img.Ref, "network": "none", "labels": map[string]any{"test.berth/run": run},
+		"env": map[string]any{"SETUP_TOKEN": setupToken}}})
 	if err != nil {
 		t.Fatal(err)
 	}

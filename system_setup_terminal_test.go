@@ -124,8 +124,8 @@ func TestWebTerminalOnDocker(t *testing.T) {
 	}
 	defer sys.Close()
 	mkEnv := func(name string) *environment.View {
-		v, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: name, Driver: docker.Name, Config: map[string]any{
-			docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run}}})
+		v, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: name, Driver: "docker", Config: map[string]any{
+			"image": img.Ref, "network": "none", "labels": map[string]any{"test.berth/run": run}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package berth_test
 import (
 	"context"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -88,7 +87,7 @@ func TestDefaultDriversAreLocalOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sys.Close()
-	if names := sys.Drivers().Names(); !slices.Equal(names, []string{"local"}) {
-		t.Errorf("default drivers %v, want [local]", names)
+	if infos := sys.Drivers().List(); len(infos) != 1 || infos[0].Name != "local" {
+		t.Errorf("default drivers %+v, want local only", infos)
 	}
 }

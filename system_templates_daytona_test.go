@@ -9,14 +9,14 @@ import (
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/templates"
 )
 
 // Issue 27 on Daytona (its fake API, which follows daytonaio/daytona
-// v0.190.0's snapshot rules, drivers/daytona/daytonatest): a file written
+// v0.190.0's snapshot rules, internal/daytonafake): a file written
 // in a lease's sandbox is captured into a snapshot; once promoted, new
 // leases start from the snapshot, see the file and report its identity;
 // Daytona deletes a snapshot whatever uses it, so revoke with deletion
@@ -26,7 +26,7 @@ import (
 // applies again.
 func TestTemplateFlowOnDaytona(t *testing.T) {
 	ctx := context.Background()
-	srv, err := daytonatest.New(nil)
+	srv, err := daytonafake.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,9 +42,9 @@ func TestTemplateFlowOnDaytona(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sys.Close() })
-	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "daytona", Driver: daytona.Name, Config: map[string]any{
-		daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldOrganizationID: srv.OrganizationID(),
-		daytona.FieldSnapshotID: base.ID,
+	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "daytona", Driver: "daytona", Config: map[string]any{
+		"api_url": srv.URL(), "api_key": srv.APIKey(), "organization_id": srv.OrganizationID(),
+		"snapshot_id": base.ID,
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -42,8 +42,8 @@ func TestTemplateFlowOnDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sys.Close()
-	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "tpl-docker", Driver: docker.Name, Config: map[string]any{
-		docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run}}})
+	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "tpl-docker", Driver: "docker", Config: map[string]any{
+		"image": img.Ref, "network": "none", "labels": map[string]any{"test.berth/run": run}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,8 +180,8 @@ func TestTemplateFromCaptureRepositoryOnDocker(t *testing.T) {
 	}
 	defer sys.Close()
 	repo := reg.Host + "/berth/templates"
-	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "tpl-pushed", Driver: docker.Name, Config: map[string]any{
-		docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run},
+	env, err := sys.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "tpl-pushed", Driver: "docker", Config: map[string]any{
+		"image": img.Ref, "network": "none", "labels": map[string]any{"test.berth/run": run},
 		"capture_repository": repo}})
 	if err != nil {
 		t.Fatal(err)

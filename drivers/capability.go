@@ -63,8 +63,8 @@ func (c Capability) String() string {
 	return fmt.Sprintf("capability(%d)", uint8(c))
 }
 
-// ParseCapability returns the capability with the given stable name.
-func ParseCapability(s string) (Capability, error) {
+// parseCapability returns the capability with the given stable name.
+func parseCapability(s string) (Capability, error) {
 	for i, n := range capNames {
 		if n == s {
 			return Capability(i), nil
@@ -81,9 +81,10 @@ func (c Capability) MarshalText() ([]byte, error) {
 	return []byte(c.String()), nil
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler.
+// UnmarshalText implements encoding.TextUnmarshaler: it reads a stable
+// name ("exec", "stream_exec", ...); an unknown name is an error.
 func (c *Capability) UnmarshalText(b []byte) error {
-	v, err := ParseCapability(string(b))
+	v, err := parseCapability(string(b))
 	if err != nil {
 		return err
 	}
@@ -91,48 +92,39 @@ func (c *Capability) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Set is an immutable set of capabilities. The zero Set is empty.
+// Set is an immutable set of capabilities. The zero Set is empty. Sets
+// combine with Go's bit operators: a|b holds both, a&b what they share,
+// a&^b a without b.
 type Set uint32
 
 // Sets of capabilities that resolution (CAP-2) and the conformance suite
 // plan with.
 const (
-	// AllCapabilities holds every capability.
-	AllCapabilities Set = 1<<numCapabilities - 1
-	// DriverLevel holds the capabilities tied to an optional interface of a
+	// allCapabilities holds every capability.
+	allCapabilities Set = 1<<numCapabilities - 1
+	// driverLevel holds the capabilities tied to an optional interface of a
 	// Driver (Resumer, Lister, Destroyer, TemplateDeleter).
-	DriverLevel Set = 1<<CapReuse | 1<<CapList | 1<<CapDestroyByID | 1<<CapTemplateDelete
-	// SandboxLevel holds the capabilities tied to an optional interface of a
+	driverLevel Set = 1<<CapReuse | 1<<CapList | 1<<CapDestroyByID | 1<<CapTemplateDelete
+	// sandboxLevel holds the capabilities tied to an optional interface of a
 	// Sandbox (StreamExecer, ImageReporter, Terminal, Capturer,
 	// RunnerHost). Only a live sandbox can show that they are implemented.
-	SandboxLevel Set = 1<<CapStreamExec | 1<<CapImageIdentity | 1<<CapTerminal | 1<<CapTemplateCapture | 1<<CapRunnerIngress
+	sandboxLevel Set = 1<<CapStreamExec | 1<<CapImageIdentity | 1<<CapTerminal | 1<<CapTemplateCapture | 1<<CapRunnerIngress
 )
 
-// NewSet returns the set holding caps.
+// NewSet returns the set holding caps; an unknown capability is left out.
+// s|NewSet(c) is s plus c.
 func NewSet(caps ...Capability) Set {
 	var s Set
 	for _, c := range caps {
-		s = s.With(c)
+		if c < numCapabilities {
+			s |= 1 << c
+		}
 	}
 	return s
 }
 
 // Has reports whether c is in s.
 func (s Set) Has(c Capability) bool { return c < numCapabilities && s&(1<<c) != 0 }
-
-// With returns s plus c.
-func (s Set) With(c Capability) Set {
-	if c >= numCapabilities {
-		return s
-	}
-	return s | 1<<c
-}
-
-// Without returns s minus the capabilities in other.
-func (s Set) Without(other Set) Set { return s &^ other }
-
-// Intersect returns the capabilities in both s and other.
-func (s Set) Intersect(other Set) Set { return s & other }
 
 // Missing returns the capabilities of required that s lacks, in declaration order.
 func (s Set) Missing(required Set) []Capability { return (required &^ s).List() }

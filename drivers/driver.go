@@ -101,19 +101,9 @@ type Command struct {
 	OutputLimit int
 }
 
-// Output limits, and the form of a runner's controller URL.
-const (
-	// defaultOutputLimit is the per-stream output cap of Exec when
-	// Command.OutputLimit is 0: 1 MiB.
-	defaultOutputLimit = 1 << 20
-	// MaxRunnerLogTail is the most RunnerIngress.LogTail returns.
-	MaxRunnerLogTail = 64 << 10
-	// UnixScheme prefixes a controller URL that names a unix socket rather
-	// than a host: "unix:/run/berth/prp.sock", the form of
-	// RunnerIngress.Endpoint for an ingress that sends no IP traffic. The
-	// runner (internal/runner) reads it in its --controller flag.
-	UnixScheme = "unix:"
-)
+// defaultOutputLimit is the per-stream output cap of Exec when
+// Command.OutputLimit is 0: 1 MiB.
+const defaultOutputLimit = 1 << 20
 
 // Limit returns the effective output limit of c.
 func (c Command) Limit() int {
@@ -174,12 +164,12 @@ func (d *Disposition) UnmarshalText(b []byte) error {
 	return fmt.Errorf("drivers: unknown disposition %q", b)
 }
 
-// State is a sandbox state as a provider reported it.
+// State is a sandbox state as a provider reported it; "" when the
+// provider reported none the driver knows.
 type State string
 
 // The states a Receipt or SandboxInfo reports.
 const (
-	StateUnknown   State = ""
 	StateStarting  State = "starting"
 	StateRunning   State = "running"
 	StateStopped   State = "stopped"

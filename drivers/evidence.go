@@ -29,33 +29,3 @@ const (
 	// enough alone to end a lease.
 	EvidenceRunnerAttested EvidenceKind = "runner_attested"
 )
-
-// Ends reports whether evidence of kind k is enough to end a lease: the
-// provider's confirmation, an emptied cgroup or berth's own tag scan. A
-// runner's attestation and no evidence are not.
-func (k EvidenceKind) Ends() bool {
-	return k == EvidenceProvider || k == EvidenceCgroup || k == EvidenceTagScan
-}
-
-// Stronger returns the stronger of k and o in the order provider, cgroup,
-// tag_scan, runner_attested, none.
-func (k EvidenceKind) Stronger(o EvidenceKind) EvidenceKind {
-	if evidenceRank(o) > evidenceRank(k) {
-		return o
-	}
-	return k
-}
-
-func evidenceRank(k EvidenceKind) int {
-	switch k {
-	case EvidenceProvider:
-		return 4
-	case EvidenceCgroup:
-		return 3
-	case EvidenceTagScan:
-		return 2
-	case EvidenceRunnerAttested:
-		return 1
-	}
-	return 0
-}

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/berthdev/berth/images"
 )
@@ -33,7 +32,6 @@ type SandboxInfo struct {
 	ProviderLeaseID string            `json:"providerLeaseId"`
 	Labels          map[string]string `json:"labels,omitempty"`
 	State           State             `json:"state"`
-	CreatedAt       time.Time         `json:"createdAt,omitzero"`
 }
 
 // Lister is an optional interface that may be implemented by a Driver
@@ -224,11 +222,11 @@ func RunnerSetOf(specs ...RunnerSpec) *RunnerSet {
 	return s
 }
 
-// Validate reports whether every binary of s is well-formed
+// validate reports whether every binary of s is well-formed
 // (RunnerSpec.Validate) and keyed by a GOARCH that agrees with its Arch
 // where that is known, naming the architecture that is not, and whether s
 // names a binary or a Build at all.
-func (s *RunnerSet) Validate() error {
+func (s *RunnerSet) validate() error {
 	if len(s.Binaries) == 0 && s.Build == nil {
 		return errors.New("runner set: no binary and no Build")
 	}
@@ -258,8 +256,13 @@ func (s *RunnerSet) arches() []string {
 // known before allocation) and Binaries holds exactly one binary, it
 // returns that one: the driver checks at install whether it fits.
 // Otherwise an error wrapping ErrUnsupported names the architecture and
-// the ones s has; Build's error is returned wrapped.
+// the ones s has; Build's error is returned wrapped. A set that names no
+// binary and no Build, a malformed binary (RunnerSpec.Validate) or one
+// keyed by a GOARCH other than its Arch is an error naming it.
 func (s *RunnerSet) For(ctx context.Context, arch string) (RunnerSpec, error) {
+	if err := s.validate(); err != nil {
+		return RunnerSpec{}, err
+	}
 	if arch == "" {
 		if len(s.Binaries) == 1 {
 			for a, spec := range s.Binaries {
@@ -361,7 +364,8 @@ type RunnerIngress interface {
 	net.Listener
 	// Endpoint is the controller URL a runner in the sandbox dials, as
 	// its --controller flag: "unix:" and an absolute socket path in the
-	// sandbox (UnixScheme), or an absolute http(s) URL.
+	// sandbox ("unix:/run/berth/prp.sock", for an ingress that sends no IP
+	// traffic), or an absolute http(s) URL.
 	Endpoint() string
 	// Launch starts the installed runner detached from the driver's
 	// connection (in its own session, its output to a log file in its
@@ -369,7 +373,7 @@ type RunnerIngress interface {
 	// returns once it is started. The runner dials Endpoint.
 	Launch(ctx context.Context, req RunnerLaunch) error
 	// LogTail returns at most the last limit bytes (limit is clamped to
-	// 1..MaxRunnerLogTail) of the log of the runner last launched through
+	// 1..65536, 64 KiB: driverkit.ClampLogTail) of the log of the runner last launched through
 	// this ingress: what the runner wrote before it failed to reach the
 	// host (a wrong architecture, a crash, a refused ticket). It is nil
 	// when nothing was launched or nothing logged yet. The log never holds

@@ -62,9 +62,6 @@ func (r *Registry) Close() error {
 	return r.closeErr
 }
 
-// Names returns the registered driver names, sorted.
-func (r *Registry) Names() []string { return slices.Clone(r.names) }
-
 // DriverInfo describes a registered driver for listings. Building it does no
 // I/O and allocates nothing at any provider (CAP-1).
 type DriverInfo struct {
@@ -77,13 +74,8 @@ type DriverInfo struct {
 	StartupBudget time.Duration `json:"startupBudget,omitempty"`
 }
 
-// Describe returns the DriverInfo of the named driver; an unregistered name is
-// described as unavailable, with the reason.
-func (r *Registry) Describe(name string) DriverInfo {
-	d, err := r.Lookup(name)
-	if err != nil {
-		return DriverInfo{Name: name, Reason: err.Error()}
-	}
+// describe returns the DriverInfo of the registered driver d.
+func describe(name string, d Driver) DriverInfo {
 	c := d.Capabilities()
 	info := DriverInfo{
 		Name:          name,
@@ -104,7 +96,7 @@ func (r *Registry) Describe(name string) DriverInfo {
 func (r *Registry) List() []DriverInfo {
 	out := make([]DriverInfo, 0, len(r.names))
 	for _, n := range r.names {
-		out = append(out, r.Describe(n))
+		out = append(out, describe(n, r.byName[n]))
 	}
 	return out
 }

@@ -15,46 +15,22 @@ import (
 // what discovery reads without allocating anything (CAP-1), and the
 // conformance suite proves declared == implemented for every driver.
 
-// Implemented returns CapExec plus the driver-level capabilities d really
+// implemented returns CapExec plus the driver-level capabilities d really
 // provides, by type assertion on d. It never calls a method of d.
-// Sandbox-level capabilities are read from a live sandbox with
-// SandboxImplemented.
-func Implemented(d Driver) Set {
+// Sandbox-level capabilities are read from a live sandbox (SandboxAs).
+func implemented(d Driver) Set {
 	s := NewSet(CapExec)
 	if _, ok := d.(Resumer); ok {
-		s = s.With(CapReuse)
+		s |= NewSet(CapReuse)
 	}
 	if _, ok := d.(Lister); ok {
-		s = s.With(CapList)
+		s |= NewSet(CapList)
 	}
 	if _, ok := d.(Destroyer); ok {
-		s = s.With(CapDestroyByID)
+		s |= NewSet(CapDestroyByID)
 	}
 	if _, ok := d.(TemplateDeleter); ok {
-		s = s.With(CapTemplateDelete)
-	}
-	return s
-}
-
-// SandboxImplemented returns CapExec plus the sandbox-level capabilities the
-// live sandbox sb really provides, by type assertion on sb. It never calls a
-// method of sb. A wrapper type that hides an interface hides the capability.
-func SandboxImplemented(sb Sandbox) Set {
-	s := NewSet(CapExec)
-	if _, ok := sb.(StreamExecer); ok {
-		s = s.With(CapStreamExec)
-	}
-	if _, ok := sb.(ImageReporter); ok {
-		s = s.With(CapImageIdentity)
-	}
-	if _, ok := sb.(Terminal); ok {
-		s = s.With(CapTerminal)
-	}
-	if _, ok := sb.(Capturer); ok {
-		s = s.With(CapTemplateCapture)
-	}
-	if _, ok := sb.(RunnerHost); ok {
-		s = s.With(CapRunnerIngress)
+		s |= NewSet(CapTemplateDelete)
 	}
 	return s
 }
@@ -91,7 +67,7 @@ func Effective(d Driver, narrowed Set) Set {
 	if Available(d) != nil {
 		return 0
 	}
-	return d.Capabilities().Declared.Intersect(Implemented(d) | SandboxLevel).Without(narrowed)
+	return d.Capabilities().Declared & (implemented(d) | sandboxLevel) &^ narrowed
 }
 
 // Narrowing returns the narrowing to pass to SandboxAs for the live
@@ -99,7 +75,7 @@ func Effective(d Driver, narrowed Set) Set {
 // narrowed (undeclared, not implemented by the driver, narrowed, or all of
 // them when d is unavailable). It does no I/O.
 func Narrowing(d Driver, narrowed Set) Set {
-	return AllCapabilities.Without(Effective(d, narrowed))
+	return allCapabilities &^ Effective(d, narrowed)
 }
 
 // ConfigNarrowing returns the capabilities that cfg narrows away for d

@@ -23,8 +23,8 @@ func TestGateHonoursConfigNarrowing(t *testing.T) {
 	g := environment.NewGate(drivers.NewRegistry(d), nil)
 	ctx := context.Background()
 	check := func(host string) (drivers.Set, error) {
-		env := &environment.Environment{ID: "env_1", Name: "box", Driver: docker.Name, Status: environment.StatusActive,
-			Config: config.Config{docker.FieldHost: host, docker.FieldImage: "busybox:1"}}
+		env := &environment.Environment{ID: "env_1", Name: "box", Driver: "docker", Status: environment.StatusActive,
+			Config: config.Config{"host": host, "image": "busybox:1"}}
 		_, eff, err := g.Check(ctx, env, drivers.NewSet(drivers.CapExec, drivers.CapRunnerIngress))
 		return eff, err
 	}

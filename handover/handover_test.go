@@ -65,8 +65,8 @@ func newWorld(t *testing.T, checker bool) *world {
 	token, _ := secrets.Put(ctx, "env_1", "env.TOKEN", tokenValue)
 	acct, _ := secrets.Put(ctx, "host", "account", accountValue)
 	w.account = acct.String()
-	cfg := config.Config{daytona.FieldAPIURL: "https://daytona.example/api", daytona.FieldAPIKey: w.apiKey,
-		daytona.FieldSnapshotID: "snap-1", daytona.FieldEnv: map[string]any{"TOKEN": token}}
+	cfg := config.Config{"api_url": "https://daytona.example/api", "api_key": w.apiKey,
+		"snapshot_id": "snap-1", "env": map[string]any{"TOKEN": token}}
 	w.env = &environment.Environment{ID: "env_1", Name: "sbx", Driver: "daytona", Status: environment.StatusActive, Config: cfg, Revision: 1}
 	if err := w.envs.CreateEnvironment(ctx, w.env, false); err != nil {
 		t.Fatal(err)
@@ -262,7 +262,7 @@ func TestDispatchMatchesExactly(t *testing.T) {
 	}
 	// A config edit: the new preparation is for the new fingerprint, the
 	// lease still runs the old config.
-	w.env.Config[daytona.FieldSnapshotID] = "snap-2"
+	w.env.Config["snapshot_id"] = "snap-2"
 	w.env.Revision = 2
 	if err := w.envs.UpdateEnvironment(ctx, w.env, 1); err != nil {
 		t.Fatal(err)

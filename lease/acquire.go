@@ -296,13 +296,10 @@ func (m *Manager) prepareFor(ctx context.Context, env *environment.Environment, 
 	}
 	required := req.Required
 	if req.Policy.reusable() {
-		required = required.With(drivers.CapReuse)
+		required |= drivers.NewSet(drivers.CapReuse)
 	}
 	if req.Runner != nil {
-		if err := req.Runner.Validate(); err != nil {
-			return nil, fmt.Errorf("lease: %s: %w", name, err)
-		}
-		required = required.With(drivers.CapRunnerIngress)
+		required |= drivers.NewSet(drivers.CapRunnerIngress)
 	}
 	if missing := drivers.Effective(drv, 0).Missing(required); len(missing) > 0 {
 		return nil, fmt.Errorf("lease: %s: driver %q lacks capability %s needed by this request (policy %s): %w",

@@ -49,7 +49,7 @@ func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireReq
 	}
 	required := req.Required
 	if req.Policy.reusable() {
-		required = required.With(drivers.CapReuse)
+		required |= drivers.NewSet(drivers.CapReuse)
 	}
 	target, company, err := envhook.LeaseTarget(m.asg, ctx, p, req.Scope, req.EnvironmentID, req.Company, required)
 	switch {

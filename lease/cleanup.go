@@ -97,7 +97,7 @@ func (m *Manager) cleanup(ctx context.Context, l *Lease) (*Lease, error) {
 		}
 		rc, err := m.terminate(ctx, drv, l, sb, l.CleanupDisposition, false)
 		proven, evidence, kind, cerr = proof(rc, err, l.ProviderLeaseID, l.CleanupDisposition)
-		kind = kind.Stronger(hostKind)
+		kind = strongerEvidence(kind, hostKind)
 		if proven && kerr != nil {
 			// A host lease whose runner survived the tag check is not clean.
 			proven, cerr = false, kerr
@@ -132,7 +132,7 @@ func (m *Manager) cleanup(ctx context.Context, l *Lease) (*Lease, error) {
 
 // proof turns a receipt into a verdict (LEASE-7): only a confirmed receipt
 // for the same provider lease id in the asked-for state, standing on
-// evidence that may end a lease (drivers.EvidenceKind.Ends: never the
+// evidence that may end a lease (evidenceEnds: never the
 // runner's attestation), proves anything. It returns the evidence and its
 // kind (a confirmed receipt that names none is the provider's).
 func proof(rc drivers.Receipt, err error, pid string, d drivers.Disposition) (bool, string, drivers.EvidenceKind, error) {
@@ -143,7 +143,7 @@ func proof(rc drivers.Receipt, err error, pid string, d drivers.Disposition) (bo
 	if kind == drivers.EvidenceNone {
 		kind = drivers.EvidenceProvider
 	}
-	if !rc.Proves(pid, d) || !kind.Ends() {
+	if !rc.Proves(pid, d) || !evidenceEnds(kind) {
 		return false, "", drivers.EvidenceNone, fmt.Errorf("%s of sandbox %s not confirmed by the provider or a check of berth's own (receipt: id %q, state %q, confirmed %t, evidence %s %q)",
 			d, pid, rc.ProviderLeaseID, rc.State, rc.Confirmed, rc.EvidenceKind, rc.Evidence)
 	}

@@ -25,7 +25,7 @@ func TestHolderRenewsItsClaim(t *testing.T) {
 	clk := clock.NewFake(t0)
 	drv := local.New(nil)
 	reg := drivers.NewRegistry(drv)
-	cfg, err := drv.Schema().Normalize(map[string]any{local.FieldWorkdir: t.TempDir()})
+	cfg, err := drv.Schema().Normalize(map[string]any{"workdir": t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,8 +49,8 @@ func newSSHReplicas(t *testing.T, secs string) *sshReplicas {
 		t.Fatal(err)
 	}
 	raw := map[string]any{
-		ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
-		ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: dir,
+		"host": srv.Host(), "port": srv.Port(), "user": srv.User(),
+		"private_key": srv.ClientKeyPEM(), "known_hosts": []any{srv.KnownHostsLine()}, "workdir": dir,
 	}
 	envs, secrets := envhook.NewMemoryStore().(environment.Store), envhook.NewMemorySecretStore().(environment.SecretStore)
 	reg := drivers.NewRegistry(ssh.New(nil))
@@ -260,7 +260,7 @@ func TestOpenRefusesALocalLeaseOfAnotherManager(t *testing.T) {
 	ctx := context.Background()
 	drv := local.New(nil)
 	reg := drivers.NewRegistry(drv)
-	cfg, err := drv.Schema().Normalize(map[string]any{local.FieldWorkdir: t.TempDir()})
+	cfg, err := drv.Schema().Normalize(map[string]any{"workdir": t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

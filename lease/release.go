@@ -286,7 +286,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 	}
 	rc, terr := m.terminate(ctx, drv, upd, sb, d, true)
 	proven, evidence, kind, perr := proof(rc, terr, upd.ProviderLeaseID, d)
-	kind = kind.Stronger(hostKind)
+	kind = strongerEvidence(kind, hostKind)
 	evidence = withCaveat(withRunner(runnerEv, evidence), kind)
 	m.dropHandle(id)
 	if !proven {

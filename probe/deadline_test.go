@@ -77,9 +77,9 @@ func TestSilentServerIsTimeout(t *testing.T) {
 	port := testenv.SilentListener(t)
 	cfg := func(connectTimeout string) map[string]any {
 		return map[string]any{
-			ssh.FieldHost: "127.0.0.1", ssh.FieldPort: port, ssh.FieldUser: "nobody",
-			ssh.FieldPrivateKey: srv.ClientKeyPEM(), "connect_timeout": connectTimeout,
-			ssh.FieldKnownHosts: []any{strings.Replace(srv.KnownHostsLine(), strconv.Itoa(srv.Port()), strconv.Itoa(port), 1)},
+			"host": "127.0.0.1", "port": port, "user": "nobody",
+			"private_key": srv.ClientKeyPEM(), "connect_timeout": connectTimeout,
+			"known_hosts": []any{strings.Replace(srv.KnownHostsLine(), strconv.Itoa(srv.Port()), strconv.Itoa(port), 1)},
 		}
 	}
 	target := "nobody@127.0.0.1:" + strconv.Itoa(port)
@@ -135,8 +135,8 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
 	}
 	ctx := context.Background()
 	v, err := cat.Create(ctx, admin, environment.CreateRequest{Name: "silent-detect", Driver: "ssh", Config: map[string]any{
-		ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
-		ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: dir,
+		"host": srv.Host(), "port": srv.Port(), "user": srv.User(),
+		"private_key": srv.ClientKeyPEM(), "known_hosts": []any{srv.KnownHostsLine()}, "workdir": dir,
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +165,7 @@ func TestInvalidSSHDraftNamesHost(t *testing.T) {
 	t.Parallel()
 	p, _ := sshProber(t, stageTimeouts{})
 	res, err := p.ProbeDraft(context.Background(), admin, "ssh", map[string]any{
-		ssh.FieldHost: "build-7.internal", ssh.FieldUser: "ci", ssh.FieldPrivateKey: "not a key",
+		"host": "build-7.internal", "user": "ci", "private_key": "not a key",
 	}, Request{})
 	if err != nil {
 		t.Fatal(err)

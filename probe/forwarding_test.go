@@ -26,11 +26,11 @@ import (
 // refuses a run that needs the runner before anything is allocated.
 func TestSSHProbeMeasuresForwarding(t *testing.T) {
 	servers := map[string]func(t *testing.T) *testenv.SSHServer{
-		ssh.ForwardingUnix: func(t *testing.T) *testenv.SSHServer { return testenv.SSHD(t) },
-		ssh.ForwardingTCP:  func(t *testing.T) *testenv.SSHServer { return testenv.Dropbear(t) },
-		ssh.ForwardingNone: func(t *testing.T) *testenv.SSHServer { return testenv.Dropbear(t, "-k") },
+		"unix": func(t *testing.T) *testenv.SSHServer { return testenv.SSHD(t) },
+		"tcp":  func(t *testing.T) *testenv.SSHServer { return testenv.Dropbear(t) },
+		"none": func(t *testing.T) *testenv.SSHServer { return testenv.Dropbear(t, "-k") },
 	}
-	for _, want := range []string{ssh.ForwardingUnix, ssh.ForwardingTCP, ssh.ForwardingNone} {
+	for _, want := range []string{"unix", "tcp", "none"} {
 		t.Run(want, func(t *testing.T) {
 			srv := servers[want](t)
 			ctx := context.Background()
@@ -43,8 +43,8 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 			m, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
 			p := newProber(testSources(cat, envs, reg, m, qualification.NewMemoryStore(), false), nil)
 			cfg := map[string]any{
-				ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
-				ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: t.TempDir(),
+				"host": srv.Host(), "port": srv.Port(), "user": srv.User(),
+				"private_key": srv.ClientKeyPEM(), "known_hosts": []any{srv.KnownHostsLine()}, "workdir": t.TempDir(),
 			}
 			v, err := cat.Create(ctx, admin, environment.CreateRequest{Name: "box", Driver: "ssh", Config: cfg})
 			if err != nil {
@@ -60,7 +60,7 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 			if res.Cleanup == nil || !res.Cleanup.Confirmed {
 				t.Errorf("cleanup %+v", res.Cleanup)
 			}
-			if want == ssh.ForwardingNone {
+			if want == "none" {
 				// probe --runner on that server: unsupported, never internal.
 				signer, err := prp.NewSigner("k1", map[string][]byte{"k1": []byte(strings.Repeat("k", 32))})
 				if err != nil {
@@ -85,14 +85,14 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 				}
 			}
 			// The measured fact saved as the config's forwarding knob.
-			cfg[ssh.FieldForwarding] = res.Forwarding
+			cfg["forwarding"] = res.Forwarding
 			env := &environment.Environment{ID: "env_1", Name: "box", Driver: "ssh", Status: environment.StatusActive, Config: cfg}
 			_, eff, err := envhook.Check(envhook.NewGate(reg, nil), ctx, env, drivers.NewSet(drivers.CapExec, drivers.CapRunnerIngress))
 			var ue *environment.Error
 			switch {
-			case want != ssh.ForwardingNone && (err != nil || !eff.Has(drivers.CapRunnerIngress)):
+			case want != "none" && (err != nil || !eff.Has(drivers.CapRunnerIngress)):
 				t.Errorf("gate: effective %s, %v; want runner_ingress", eff, err)
-			case want == ssh.ForwardingNone && (!errors.As(err, &ue) || !slices.Equal(ue.Missing, []drivers.Capability{drivers.CapRunnerIngress})):
+			case want == "none" && (!errors.As(err, &ue) || !slices.Equal(ue.Missing, []drivers.Capability{drivers.CapRunnerIngress})):
 				t.Errorf("gate: %v, want an *environment.Error missing runner_ingress", err)
 			}
 		})

@@ -443,7 +443,7 @@ func TestReadsAllocateNothing(t *testing.T) {
 	if _, err := w.prober.Qualification(ctx, board, env.ID, "acme"); err != nil {
 		t.Fatal(err)
 	}
-	if info := w.reg.Describe("fake"); !info.Available || !info.Effective.Has(drivers.CapImageIdentity) {
+	if info := w.reg.List()[0]; info.Name != "fake" || !info.Available || !info.Effective.Has(drivers.CapImageIdentity) {
 		t.Errorf("describe %+v", info)
 	}
 	_ = w.reg.List()

@@ -40,8 +40,8 @@ func TestSSHProbe(t *testing.T) {
 	}
 	create := func(name, knownHost string) string {
 		v, err := cat.Create(ctx, admin, environment.CreateRequest{Name: name, Driver: "ssh", Config: map[string]any{
-			ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
-			ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{knownHost}, ssh.FieldWorkdir: dir,
+			"host": srv.Host(), "port": srv.Port(), "user": srv.User(),
+			"private_key": srv.ClientKeyPEM(), "known_hosts": []any{knownHost}, "workdir": dir,
 		}})
 		if err != nil {
 			t.Fatal(err)

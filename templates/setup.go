@@ -103,7 +103,7 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 			return nil, lacks(env.Name, d.Name(), drivers.CapTerminal, "open a terminal for an interactive setup",
 				fmt.Errorf("custom: interactive setup of environment %s: driver %q lacks capability %s: %w", env.ID, d.Name(), drivers.CapTerminal, drivers.ErrUnsupported))
 		}
-		required = required.With(drivers.CapTerminal)
+		required |= drivers.NewSet(drivers.CapTerminal)
 	}
 	var script *setupScript
 	if req.Script != nil {

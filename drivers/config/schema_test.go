@@ -261,30 +261,6 @@ func TestReceiptProves(t *testing.T) {
 	}
 }
 
-// PRP-6: which evidence ends a lease, and which is stronger.
-func TestEvidenceKinds(t *testing.T) {
-	t.Parallel()
-	for k, want := range map[drivers.EvidenceKind]bool{
-		drivers.EvidenceProvider: true, drivers.EvidenceCgroup: true, drivers.EvidenceTagScan: true,
-		drivers.EvidenceRunnerAttested: false, drivers.EvidenceNone: false, "made-up": false,
-	} {
-		if got := k.Ends(); got != want {
-			t.Errorf("%q.Ends() = %t, want %t", k, got, want)
-		}
-	}
-	order := []drivers.EvidenceKind{drivers.EvidenceNone, drivers.EvidenceRunnerAttested, drivers.EvidenceTagScan, drivers.EvidenceCgroup, drivers.EvidenceProvider}
-	for i, weak := range order {
-		for _, strong := range order[i:] {
-			if got := weak.Stronger(strong); got != strong {
-				t.Errorf("%q.Stronger(%q) = %q", weak, strong, got)
-			}
-			if got := strong.Stronger(weak); got != strong {
-				t.Errorf("%q.Stronger(%q) = %q", strong, weak, got)
-			}
-		}
-	}
-}
-
 func TestCodeOf(t *testing.T) {
 	t.Parallel()
 	wrap := func(err error) error { return fmt.Errorf("ssh a@b:22: %w", err) }

@@ -2,7 +2,7 @@ package daytona
 
 // Wire types of the Daytona REST API (libs/api-client-go/api/openapi.yaml)
 // and of the toolbox API (libs/toolbox-api-client-go/api/openapi.yaml). The
-// JSON names are the API's exactly: the fake server (internal/fakeapi) rejects
+// JSON names are the API's exactly: the fake server (internal/daytonafake) rejects
 // unknown fields, so a misspelt name fails the tests instead of being
 // silently ignored, as the real API would.
 

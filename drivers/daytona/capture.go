@@ -78,7 +78,7 @@ func (sb *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (ima
 			if uuid.Validate(snap.ID) != nil {
 				return images.Identity{}, fmt.Errorf("daytona: captured snapshot %q at %s has id %q, not a UUID", name, host, snap.ID)
 			}
-			return images.SnapshotIdentity(Name, snap.ID)
+			return images.SnapshotIdentity(driverName, snap.ID)
 		case err == nil && (snap.State == snapshotErrorState || snap.State == snapshotBuildFail || snap.State == snapshotRemoving):
 			reason := ""
 			if snap.ErrorReason != nil {
@@ -167,7 +167,7 @@ func (sb *sandbox) requestSnapshot(ctx context.Context, p *poller, name string) 
 // first. A snapshot left in another state than removing after a delete the
 // API accepted is an error, not a receipt.
 func (d *driver) DeleteTemplate(ctx context.Context, cfg config.Config, id images.Identity) (drivers.Receipt, error) {
-	if id.Kind() != images.KindSnapshot || id.Provider() != Name {
+	if id.Kind() != images.KindSnapshot || id.Provider() != driverName {
 		return drivers.Receipt{}, fmt.Errorf("daytona: %q is not a daytona snapshot identity: %w", id, config.ErrInvalid)
 	}
 	s, err := d.open(cfg)

@@ -10,8 +10,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
+	"github.com/berthdev/berth/internal/daytonafake"
 )
 
 // requireShell returns the path of shell, failing under BERTH_REQUIRE_REAL
@@ -41,11 +40,11 @@ func TestExecAcrossDaemonVersionsAndShells(t *testing.T) {
 		for _, version := range []string{"0.190.0", "0.166.2", "0.155.0", "0.150.0", ""} {
 			t.Run(shell+"/"+version, func(t *testing.T) {
 				t.Parallel()
-				e := newEnv(t, envOptions{knobs: fakeapi.Knobs{Shell: path, DaemonVersion: version, NoDaemonVersion: version == ""}})
+				e := newEnv(t, envOptions{knobs: daytonafake.Knobs{Shell: path, DaemonVersion: version, NoDaemonVersion: version == ""}})
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
 				cfg := e.config(t, e.snap.ID)
-				delete(cfg, daytona.FieldEnv) // a secret env needs envs (TestSecretEnvOnOldDaemonIsRefused)
+				delete(cfg, "env") // a secret env needs envs (TestSecretEnvOnOldDaemonIsRefused)
 				sb, err := e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{})
 				if err != nil {
 					t.Fatal(err)
@@ -73,11 +72,11 @@ func TestExecAcrossDaemonVersionsAndShells(t *testing.T) {
 // drivers.ErrUnsupported naming the daemon version, not cut.
 func TestExecTooLargeForOldDaemonIsRefused(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{knobs: fakeapi.Knobs{DaemonVersion: "0.150.0"}})
+	e := newEnv(t, envOptions{knobs: daytonafake.Knobs{DaemonVersion: "0.150.0"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cfg := e.config(t, e.snap.ID)
-	delete(cfg, daytona.FieldEnv) // refused for its own reason on this daemon
+	delete(cfg, "env") // refused for its own reason on this daemon
 	sb, err := e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +86,7 @@ func TestExecTooLargeForOldDaemonIsRefused(t *testing.T) {
 	if !errors.Is(err, drivers.ErrUnsupported) || !strings.Contains(err.Error(), "0.150.0") {
 		t.Errorf("Exec of a 200 KiB stdin on daemon 0.150.0: err = %v, want ErrUnsupported naming the version", err)
 	}
-	if n := e.srv.Calls(fakeapi.RouteExecute); n != 0 {
+	if n := e.srv.Calls(daytonafake.RouteExecute); n != 0 {
 		t.Errorf("%d execute requests, want none", n)
 	}
 }
@@ -97,7 +96,7 @@ func TestExecTooLargeForOldDaemonIsRefused(t *testing.T) {
 // answer is still whole, stdin included.
 func TestExecSurvivesAReplayedRequest(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{knobs: fakeapi.Knobs{ReplayExecute: true}})
+	e := newEnv(t, envOptions{knobs: daytonafake.Knobs{ReplayExecute: true}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sb, err := e.drv.Acquire(ctx, e.config(t, e.snap.ID), drivers.AcquireRequest{})

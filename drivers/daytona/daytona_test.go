@@ -11,9 +11,9 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/internal/testenv"
 )
 
@@ -23,21 +23,21 @@ type syncBuffer = testenv.Buffer
 // env is one fake Daytona server, a snapshot on it, and a driver with fast
 // polling and retries.
 type env struct {
-	srv  *fakeapi.Server
+	srv  *daytonafake.Server
 	drv  daytona.Concrete
-	snap fakeapi.Snapshot
+	snap daytonafake.Snapshot
 	log  *syncBuffer
 }
 
 type envOptions struct {
-	knobs     fakeapi.Knobs
+	knobs     daytonafake.Knobs
 	clk       clock.Clock
 	afterCall func(route string, status int)
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
-	srv, err := fakeapi.New(&fakeapi.Options{Clock: o.clk, Knobs: o.knobs, AfterCall: o.afterCall})
+	srv, err := daytonafake.New(&daytonafake.Options{Clock: o.clk, Knobs: o.knobs, AfterCall: o.afterCall})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,12 +60,12 @@ func newEnv(t testing.TB, o envOptions) *env {
 func (e *env) config(t testing.TB, snapshotID string) config.Config {
 	t.Helper()
 	cfg, err := e.drv.Schema().Normalize(map[string]any{
-		daytona.FieldAPIURL:           e.srv.URL(),
-		daytona.FieldAPIKey:           e.srv.APIKey(),
-		daytona.FieldOrganizationID:   e.srv.OrganizationID(),
-		daytona.FieldSnapshotID:       snapshotID,
+		"api_url":                     e.srv.URL(),
+		"api_key":                     e.srv.APIKey(),
+		"organization_id":             e.srv.OrganizationID(),
+		"snapshot_id":                 snapshotID,
 		daytona.FieldLabels:           map[string]any{"test/suite": "daytona"},
-		daytona.FieldEnv:              map[string]any{"BERTH_SANDBOX": "1"},
+		"env":                         map[string]any{"BERTH_SANDBOX": "1"},
 		daytona.FieldAutoStopInterval: int64(30),
 	})
 	if err != nil {
@@ -85,11 +85,11 @@ func (h *harness) Config() config.Config  { return h.cfg }
 func (h *harness) Close()                 {}
 
 func (h *harness) ConfigWithImage(id images.Identity) (config.Config, bool) {
-	if id.Kind() != images.KindSnapshot || id.Provider() != daytona.Name {
+	if id.Kind() != images.KindSnapshot || id.Provider() != "daytona" {
 		return nil, false
 	}
 	cfg := h.cfg.Clone()
-	cfg[daytona.FieldSnapshotID] = id.SnapshotID()
+	cfg["snapshot_id"] = id.SnapshotID()
 	return cfg, true
 }
 
@@ -105,16 +105,16 @@ func (h *harness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
 	}
 	switch f {
 	case drivertest.FailUnreachable:
-		raw[daytona.FieldAPIURL] = deadURL()
+		raw["api_url"] = deadURL()
 		return drivertest.Broken{Config: raw, Layer: drivers.ErrUnavailable}, true
 	case drivertest.FailBadCredentials:
-		raw[daytona.FieldAPIKey] = "not-" + h.e.srv.APIKey()
+		raw["api_key"] = "not-" + h.e.srv.APIKey()
 		return drivertest.Broken{Config: raw}, true
 	case drivertest.FailMissingCredentials:
-		delete(raw, daytona.FieldAPIKey)
+		delete(raw, "api_key")
 		return drivertest.Broken{Config: raw}, true
 	case drivertest.FailUnknownImage:
-		raw[daytona.FieldSnapshotID] = "00000000-0000-4000-8000-00000000dead" // a UUID the server never issued
+		raw["snapshot_id"] = "00000000-0000-4000-8000-00000000dead" // a UUID the server never issued
 		return drivertest.Broken{Config: raw}, true
 	}
 	return drivertest.Broken{}, false
@@ -135,7 +135,7 @@ func deadURL() string {
 // the sandbox is started (two reads are needed), so every acquire goes
 // through the driver's wait.
 func newHarness(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
-	e := newEnv(tb, envOptions{knobs: fakeapi.Knobs{StartPolls: 2}})
+	e := newEnv(tb, envOptions{knobs: daytonafake.Knobs{StartPolls: 2}})
 	tb.Cleanup(func() { assertNoKey(tb, e) })
 	return &harness{e: e, cfg: e.config(tb, e.snap.ID)}, nil
 }

@@ -18,8 +18,9 @@
 // New and the driver's Acquire are the entry points. The HTTP client maps errors
 // and keeps the transport safe (redaction, token origins, redirects, TLS);
 // retries run on internal/retry. A fake Daytona server that keeps the real
-// API's rules (internal/fakeapi, and for hosts' tests its small public face
-// daytonatest) runs the driver and the conformance suite in the tests.
+// API's rules (internal/daytonafake) runs the driver and the conformance
+// suite in the tests; drivers/daytona/daytonatest is its small public face
+// for hosts' tests.
 //
 // # Covered
 //

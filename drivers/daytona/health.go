@@ -18,16 +18,16 @@ var _ drivers.HealthChecker = (*driver)(nil)
 // account secret:sec_1@v2"). A config holding a pasted key (a draft) names
 // no account: the key itself is never part of an endpoint. No I/O.
 func (d *driver) Endpoint(cfg config.Config) string {
-	api := cfg.String(FieldAPIURL)
+	api := cfg.String(fieldAPIURL)
 	if api == "" {
-		if f, ok := d.schema.Field(FieldAPIURL); ok {
+		if f, ok := d.schema.Field(fieldAPIURL); ok {
 			api, _ = f.Default.(string)
 		}
 	}
 	if api == "" {
 		return ""
 	}
-	if ref, ok := cfg.SecretRef(FieldAPIKey); ok {
+	if ref, ok := cfg.SecretRef(fieldAPIKey); ok {
 		return api + " account " + ref.String()
 	}
 	return api + " account (unsaved key)"

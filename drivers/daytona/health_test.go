@@ -11,8 +11,8 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/internal/reason"
 )
 
@@ -29,16 +29,16 @@ func TestCheckHealth(t *testing.T) {
 	if err := e.drv.CheckHealth(ctx, cfg); err != nil {
 		t.Fatalf("CheckHealth of a live API: %v", err)
 	}
-	if n := e.srv.Calls(fakeapi.RouteCreateSandbox); n != 0 {
+	if n := e.srv.Calls(daytonafake.RouteCreateSandbox); n != 0 {
 		t.Errorf("a health check created %d sandboxes", n)
 	}
-	if n := e.srv.Calls(fakeapi.RouteHealth); n != 1 {
+	if n := e.srv.Calls(daytonafake.RouteHealth); n != 1 {
 		t.Errorf("GET /health called %d times, want 1", n)
 	}
 
 	stored := cfg.Clone()
 	ref := config.SecretRef{ID: "sec_1", Version: 2}
-	stored[daytona.FieldAPIKey] = ref
+	stored["api_key"] = ref
 	if ep := e.drv.Endpoint(stored); ep != e.srv.URL()+" account "+ref.String() {
 		t.Errorf("Endpoint of a stored config = %q", ep)
 	}
@@ -47,14 +47,14 @@ func TestCheckHealth(t *testing.T) {
 	}
 
 	bad := cfg.Clone()
-	bad[daytona.FieldAPIKey] = "dtn_wrong_key_0123456789abcdef"
+	bad["api_key"] = "dtn_wrong_key_0123456789abcdef"
 	if err := e.drv.CheckHealth(ctx, bad); !errors.Is(err, drivers.ErrAuth) || strings.Contains(err.Error(), "dtn_wrong_key") {
 		t.Errorf("CheckHealth with a refused key = %v, want ErrAuth without the key", err)
 	} else if m := errcode.MessageOf(err); !strings.Contains(m, "refused the API key") || !strings.Contains(m, "401") || strings.Contains(m, "dtn_wrong_key") {
 		t.Errorf("a refused key's message %q: want it to say so with the status, without the key", m)
 	}
 
-	e.srv.InjectFault(fakeapi.Fault{Route: fakeapi.RouteHealth, Status: http.StatusServiceUnavailable, Message: "Service Unavailable"})
+	e.srv.InjectFault(daytonafake.Fault{Route: daytonafake.RouteHealth, Status: http.StatusServiceUnavailable, Message: "Service Unavailable"})
 	if err := e.drv.CheckHealth(ctx, cfg); !errors.Is(err, drivers.ErrUnavailable) || reason.Of(err) != reason.ProviderUnavailable {
 		t.Errorf("CheckHealth of an API that is not live = %v (code %s), want ErrUnavailable", err, reason.Of(err))
 	}
@@ -64,13 +64,13 @@ func TestCheckHealth(t *testing.T) {
 // health check too, never unavailable (PRB-5).
 func TestCheckHealthTLSUnverified(t *testing.T) {
 	t.Parallel()
-	srv, err := fakeapi.New(&fakeapi.Options{TLS: true})
+	srv, err := daytonafake.New(&daytonafake.Options{TLS: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
 	drv := daytona.NewConcrete(nil)
-	cfg, err := drv.Schema().Normalize(map[string]any{daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldSnapshotID: "0b6c1a9e-8d2f-4c3b-9a1e-5f7d2c4b6a80"})
+	cfg, err := drv.Schema().Normalize(map[string]any{"api_url": srv.URL(), "api_key": srv.APIKey(), "snapshot_id": "0b6c1a9e-8d2f-4c3b-9a1e-5f7d2c4b6a80"})
 	if err != nil {
 		t.Fatal(err)
 	}

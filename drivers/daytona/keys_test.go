@@ -13,8 +13,8 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/internal/reason"
 )
 
@@ -38,7 +38,7 @@ func TestAPIKeyNeverInErrorsOrLogs(t *testing.T) {
 
 	// A refused key.
 	wrong := e.config(t, e.snap.ID)
-	wrong[daytona.FieldAPIKey] = "dtn_wrong_key_0123456789abcdef"
+	wrong["api_key"] = "dtn_wrong_key_0123456789abcdef"
 	_, err := e.drv.Acquire(ctx, wrong, drivers.AcquireRequest{})
 	if !errors.Is(err, drivers.ErrAuth) || reason.Of(err) != reason.AuthFailed {
 		t.Errorf("Acquire with a wrong key: err = %v, want ErrAuth", err)
@@ -49,7 +49,7 @@ func TestAPIKeyNeverInErrorsOrLogs(t *testing.T) {
 
 	// A provider that echoes the key in its message.
 	cfg := e.config(t, e.snap.ID)
-	e.srv.InjectFault(fakeapi.Fault{Route: fakeapi.RouteGetSnapshot, Status: 400,
+	e.srv.InjectFault(daytonafake.Fault{Route: daytonafake.RouteGetSnapshot, Status: 400,
 		Message: "bad token " + e.srv.APIKey()})
 	_, err = e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{})
 	if err == nil || strings.Contains(err.Error(), e.srv.APIKey()) || !strings.Contains(err.Error(), config.Redacted) {

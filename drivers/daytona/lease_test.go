@@ -9,10 +9,9 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -24,21 +23,21 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	e := newEnv(t, envOptions{clk: clk, knobs: fakeapi.Knobs{StartDelay: 2 * time.Minute}})
+	e := newEnv(t, envOptions{clk: clk, knobs: daytonafake.Knobs{StartDelay: 2 * time.Minute}})
 
 	secrets := envhook.NewMemorySecretStore().(environment.SecretStore)
 	cfg := e.config(t, e.snap.ID)
-	ref, err := secrets.Put(ctx, "env-1", daytona.FieldAPIKey, cfg.String(daytona.FieldAPIKey))
+	ref, err := secrets.Put(ctx, "env-1", "api_key", cfg.String("api_key"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg[daytona.FieldAPIKey] = ref
+	cfg["api_key"] = ref
 	// The secret env is stored as the catalog would: a reference per value.
-	envRef, err := secrets.Put(ctx, "env-1", daytona.FieldEnv+".BERTH_SANDBOX", "1")
+	envRef, err := secrets.Put(ctx, "env-1", "env"+".BERTH_SANDBOX", "1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg[daytona.FieldEnv] = map[string]any{"BERTH_SANDBOX": envRef}
+	cfg["env"] = map[string]any{"BERTH_SANDBOX": envRef}
 	env := &environment.Environment{ID: "env-1", Name: "daytona", Driver: e.drv.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
 	envs := envhook.NewMemoryStore().(environment.Store)
 	if err := envs.CreateEnvironment(ctx, env, false); err != nil {
@@ -74,7 +73,7 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 	if err != nil || string(res.Stdout) != "resumed 1\n" {
 		t.Fatalf("exec in the resumed sandbox: %v %+v", err, res)
 	}
-	if got := e.srv.Calls(fakeapi.RouteCreateSandbox); got != 1 {
+	if got := e.srv.Calls(daytonafake.RouteCreateSandbox); got != 1 {
 		t.Errorf("%d creates, want 1", got)
 	}
 	l, err := m.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: lease.Destroy})
@@ -97,10 +96,10 @@ func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
 		busy    drivers.Sandbox // an orphan used while the sweep lists
 		touched bool
 	)
-	e := newEnv(t, envOptions{knobs: fakeapi.Knobs{PageSize: 2}, afterCall: func(route string, status int) {
+	e := newEnv(t, envOptions{knobs: daytonafake.Knobs{PageSize: 2}, afterCall: func(route string, status int) {
 		mu.Lock()
 		sb := busy
-		first := route == fakeapi.RouteListSandboxes && status == 200 && !touched && sb != nil
+		first := route == daytonafake.RouteListSandboxes && status == 200 && !touched && sb != nil
 		touched = touched || first
 		mu.Unlock()
 		if !first {
@@ -112,13 +111,13 @@ func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
 	}})
 	secrets := envhook.NewMemorySecretStore().(environment.SecretStore)
 	cfg := e.config(t, e.snap.ID)
-	ref, err := secrets.Put(ctx, "env-1", daytona.FieldAPIKey, cfg.String(daytona.FieldAPIKey))
+	ref, err := secrets.Put(ctx, "env-1", "api_key", cfg.String("api_key"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	envCfg := cfg.Clone()
-	envCfg[daytona.FieldAPIKey] = ref
-	delete(envCfg, daytona.FieldEnv) // a saved config holds references only
+	envCfg["api_key"] = ref
+	delete(envCfg, "env") // a saved config holds references only
 	env := &environment.Environment{ID: "env-1", Name: "daytona", Driver: e.drv.Name(), Status: environment.StatusActive, Config: envCfg, Revision: 1}
 	envs := envhook.NewMemoryStore().(environment.Store)
 	if err := envs.CreateEnvironment(ctx, env, false); err != nil {
@@ -167,7 +166,7 @@ func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
 	if v, _ := e.srv.Sandbox(h.SandboxID()); v.State != "started" || v.DesiredState != "started" {
 		t.Errorf("the leased sandbox is %s/%s after the sweep, want started", v.State, v.DesiredState)
 	}
-	if calls := e.srv.Calls(fakeapi.RouteListSandboxes); calls < 3 {
+	if calls := e.srv.Calls(daytonafake.RouteListSandboxes); calls < 3 {
 		t.Errorf("%d list pages read, want at least 3 (6 sandboxes, 2 per page)", calls)
 	}
 }

@@ -21,7 +21,7 @@ func TestOrganizationHeaderIsIgnoredForAPIKeys(t *testing.T) {
 	defer cancel()
 	cfg := e.config(t, e.snap.ID)
 	other := "6f1c9f0e-3a52-4d3b-9c1e-0d7f2b8a4c11"
-	cfg[daytona.FieldOrganizationID] = other
+	cfg["organization_id"] = other
 	sb, err := e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{})
 	if err != nil {
 		t.Fatalf("Acquire with another organization id and an API key: %v", err)
@@ -39,8 +39,8 @@ func TestConfigLabelsReservedPrefix(t *testing.T) {
 	t.Parallel()
 	drv := daytona.NewConcrete(nil)
 	base := map[string]any{
-		daytona.FieldAPIURL: "https://app.daytona.io/api", daytona.FieldAPIKey: "k",
-		daytona.FieldSnapshotID: "0b5f6f3e-8f43-4d7c-9a0e-5a3c2b1d4e6f",
+		"api_url": "https://app.daytona.io/api", "api_key": "k",
+		"snapshot_id": "0b5f6f3e-8f43-4d7c-9a0e-5a3c2b1d4e6f",
 	}
 	base[daytona.FieldLabels] = map[string]any{"berth.lease": "forged"}
 	if _, err := drv.Schema().Normalize(base); err == nil || !strings.Contains(err.Error(), "berth.lease") {

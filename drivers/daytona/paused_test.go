@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
+	"github.com/berthdev/berth/internal/daytonafake"
 )
 
 // Issue #13 item 5: a paused VM sandbox, and one still pausing, is resumed
@@ -14,7 +14,7 @@ import (
 // deadline; a paused sandbox can be stopped.
 func TestPausedSandboxIsResumed(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{knobs: fakeapi.Knobs{SandboxClass: "linux-vm", StopDelay: 30 * time.Millisecond}})
+	e := newEnv(t, envOptions{knobs: daytonafake.Knobs{SandboxClass: "linux-vm", StopDelay: 30 * time.Millisecond}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cfg := e.config(t, e.snap.ID)

@@ -8,9 +8,9 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/internal/probehook"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
@@ -26,7 +26,7 @@ func TestProbeReportsImageInactive(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := e.srv.AgeSnapshot(e.snap.ID, fakeapi.SnapshotIdleLimit+time.Hour); err != nil {
+	if err := e.srv.AgeSnapshot(e.snap.ID, daytonafake.SnapshotIdleLimit+time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	reg := drivers.NewRegistry(e.drv)
@@ -39,8 +39,8 @@ func TestProbeReportsImageInactive(t *testing.T) {
 		Qualifications: qualification.NewMemoryStore(),
 		Gate:           envhook.NewGate(reg, &envhook.Options{TestMode: true})}).(*probe.Prober)
 	admin := authz.Principal{ID: "root", Role: authz.RoleInstanceAdmin}
-	env, err := cat.Create(ctx, admin, environment.CreateRequest{Name: "daytona", Driver: daytona.Name, Config: map[string]any{
-		daytona.FieldAPIURL: e.srv.URL(), daytona.FieldAPIKey: e.srv.APIKey(), daytona.FieldSnapshotID: e.snap.ID,
+	env, err := cat.Create(ctx, admin, environment.CreateRequest{Name: "daytona", Driver: "daytona", Config: map[string]any{
+		"api_url": e.srv.URL(), "api_key": e.srv.APIKey(), "snapshot_id": e.snap.ID,
 		daytona.FieldReactivateSnapshot: false,
 	}})
 	if err != nil {

@@ -9,10 +9,9 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/daytonafake"
 )
 
 // post sends an authenticated API request straight to the fake.
@@ -34,7 +33,7 @@ func post(t *testing.T, e *env, path string) {
 // refuses one in state error with the provider's reason.
 func TestResumeStates(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{knobs: fakeapi.Knobs{StartPolls: 1}})
+	e := newEnv(t, envOptions{knobs: daytonafake.Knobs{StartPolls: 1}})
 	cfg := e.config(t, e.snap.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -62,7 +61,7 @@ func TestResumeStates(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e.srv.SetKnobs(func(k *fakeapi.Knobs) { k.FailStart = "runner lost" })
+	e.srv.SetKnobs(func(k *daytonafake.Knobs) { k.FailStart = "runner lost" })
 	_, err = r.Resume(ctx, cfg, sb.ID())
 	if err == nil || !strings.Contains(err.Error(), "runner lost") {
 		t.Fatalf("Resume into a failing start: %v, want the provider's reason", err)
@@ -96,7 +95,7 @@ func TestCaptureCarriesTheSandboxFiles(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Capture: %v", err)
 	}
-	if id.Kind() != images.KindSnapshot || id.Provider() != daytona.Name || id.SnapshotID() == e.snap.ID {
+	if id.Kind() != images.KindSnapshot || id.Provider() != "daytona" || id.SnapshotID() == e.snap.ID {
 		t.Fatalf("Capture = %v, want a new daytona snapshot id", id)
 	}
 	if snap, ok := e.srv.LookupSnapshot(id.SnapshotID()); !ok || !strings.HasPrefix(snap.Name, "my-template") {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
+	"github.com/berthdev/berth/internal/daytonafake"
 )
 
 // The driver has no runner ingress: Acquire with a Runner is refused with
@@ -38,7 +38,7 @@ func TestRunnerRefusedBeforeAnythingIsAllocated(t *testing.T) {
 	if allocated {
 		t.Error("Allocated was called")
 	}
-	for _, route := range []string{fakeapi.RouteCreateSandbox, fakeapi.RouteGetSnapshot} {
+	for _, route := range []string{daytonafake.RouteCreateSandbox, daytonafake.RouteGetSnapshot} {
 		if n := e.srv.Calls(route); n != 0 {
 			t.Errorf("%d calls to %s, want 0", n, route)
 		}
@@ -55,7 +55,7 @@ func TestRunnerRefusedBeforeAnythingIsAllocated(t *testing.T) {
 	if _, err := sb.Release(ctx, drivers.Destroy); err != nil {
 		t.Errorf("Release: %v", err)
 	}
-	if n := e.srv.Calls(fakeapi.RouteCreateSandbox); n != 1 {
+	if n := e.srv.Calls(daytonafake.RouteCreateSandbox); n != 1 {
 		t.Errorf("%d creates after the control acquire, want 1", n)
 	}
 }

@@ -56,7 +56,7 @@ func (sb *sandbox) configEnvAllowed() error {
 		version = fmt.Sprintf("is version %s", sb.shape.version)
 	}
 	return fmt.Errorf("the config's env (field %q) is sent only in a request's envs, which the sandbox's daemon ignores before %s and this daemon %s; "+
-		"refused rather than inlined into the command or dropped: %w", FieldEnv, daemonEnvs, version, drivers.ErrUnsupported)
+		"refused rather than inlined into the command or dropped: %w", fieldEnv, daemonEnvs, version, drivers.ErrUnsupported)
 }
 
 // commandEnvs returns the envs of one request: the config's env overridden
@@ -311,7 +311,7 @@ func (sb *sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
 		return images.Identity{}, fmt.Errorf("daytona: sandbox %s at %s was created before snapshot %s (%q) existed: %w",
 			sb.id, sb.s.c.api.Host, snap.ID, snap.Name, drivers.ErrImageNotFound)
 	}
-	return images.SnapshotIdentity(Name, snap.ID)
+	return images.SnapshotIdentity(driverName, snap.ID)
 }
 
 // createdBefore reports whether timestamp a is before b; false when either

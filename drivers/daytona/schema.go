@@ -15,34 +15,34 @@ import (
 
 // Config field names of the daytona driver.
 const (
-	// FieldAPIURL is the API base URL (Identity, required), for example
+	// fieldAPIURL is the API base URL (Identity, required), for example
 	// https://app.daytona.io/api.
-	FieldAPIURL = "api_url"
-	// FieldAPIKey is the API key sent as a bearer token (Secret, required).
-	FieldAPIKey = "api_key"
-	// FieldOrganizationID is sent as X-Daytona-Organization-ID (Identity,
+	fieldAPIURL = "api_url"
+	// fieldAPIKey is the API key sent as a bearer token (Secret, required).
+	fieldAPIKey = "api_key"
+	// fieldOrganizationID is sent as X-Daytona-Organization-ID (Identity,
 	// optional). Daytona reads that header only for JWT (user session)
 	// credentials; with an API key, what this driver sends, the key's own
 	// organization is used and the header does nothing. The driver never
 	// relies on it for scoping: when a sandbox the API returns belongs to
 	// another organization than this field names, the driver logs a
 	// warning; it goes by sandbox ids and labels, never by organization.
-	FieldOrganizationID = "organization_id"
-	// FieldSnapshotID is the id (a UUID) of the snapshot sandboxes are
+	fieldOrganizationID = "organization_id"
+	// fieldSnapshotID is the id (a UUID) of the snapshot sandboxes are
 	// created from (Identity, required; the schema's ImageField). A snapshot
 	// name is refused: names do not qualify (QUAL-5, QUAL-6).
-	FieldSnapshotID = "snapshot_id"
+	fieldSnapshotID = "snapshot_id"
 	// fieldTarget is the region sandboxes are created in (Identity,
 	// optional; absent: the organization's default region).
 	fieldTarget = "target"
-	// FieldEnv holds environment variables of every command (a
+	// fieldEnv holds environment variables of every command (a
 	// config.KindSecretMap: each value is kept in the host's secret store).
 	// They travel in each request's envs (process/execute and PTY
 	// sessions), never in the sandbox's create-time env, which the API
 	// shows. Daemons before v0.167.0 ignore envs: there a non-empty env is
 	// refused with drivers.ErrUnsupported naming the daemon version, never
 	// inlined into the command or dropped.
-	FieldEnv = "env"
+	fieldEnv = "env"
 	// fieldLabels holds extra labels of every sandbox (Metadata); the
 	// acquire request's labels win on a clash.
 	fieldLabels = "labels"
@@ -83,30 +83,30 @@ func newSchema() *config.Schema {
 		}
 	}
 	return &config.Schema{
-		Driver:     Name,
-		ImageField: FieldSnapshotID,
+		Driver:     driverName,
+		ImageField: fieldSnapshotID,
 		// The API key's reference names the Daytona account (AUTH-2).
-		AccountField: FieldAPIKey,
+		AccountField: fieldAPIKey,
 		// The snapshot id is the provider's own id: pinned (QUAL-6).
 		ImageReference: func(cfg config.Config) (images.Reference, error) {
-			id, err := images.SnapshotIdentity(Name, cfg.String(FieldSnapshotID))
+			id, err := images.SnapshotIdentity(driverName, cfg.String(fieldSnapshotID))
 			if err != nil {
 				return images.Reference{}, err
 			}
 			return id.Reference(), nil
 		},
 		Fields: []config.Field{
-			{Name: FieldAPIURL, Kind: config.KindIdentity, Type: config.TypeString, Required: true,
+			{Name: fieldAPIURL, Kind: config.KindIdentity, Type: config.TypeString, Required: true,
 				Doc: "Daytona API base URL, for example https://app.daytona.io/api", Check: checkAPIURL},
-			{Name: FieldAPIKey, Kind: config.KindSecret, Type: config.TypeString, Required: true,
+			{Name: fieldAPIKey, Kind: config.KindSecret, Type: config.TypeString, Required: true,
 				Doc: "Daytona API key"},
-			{Name: FieldOrganizationID, Kind: config.KindIdentity, Type: config.TypeString,
+			{Name: fieldOrganizationID, Kind: config.KindIdentity, Type: config.TypeString,
 				Doc: "organization id sent as X-Daytona-Organization-ID; effective only with JWTs, ignored for API keys"},
-			{Name: FieldSnapshotID, Kind: config.KindIdentity, Type: config.TypeString, Required: true,
+			{Name: fieldSnapshotID, Kind: config.KindIdentity, Type: config.TypeString, Required: true,
 				Doc: "id (UUID) of the snapshot sandboxes are created from; never a name", Check: checkSnapshotID},
 			{Name: fieldTarget, Kind: config.KindIdentity, Type: config.TypeString,
 				Doc: "region; absent: the organization's default"},
-			{Name: FieldEnv, Kind: config.KindSecretMap, Type: config.TypeStringMap, Check: checkEnvField,
+			{Name: fieldEnv, Kind: config.KindSecretMap, Type: config.TypeStringMap, Check: checkEnvField,
 				Doc: "environment variables of every command, for tokens and other secrets as well: each value is kept in the secret store " +
 					"and sent with each command (needs sandbox daemon v0.167.0 or later), never in the sandbox's own env; a command's own env wins on a clash"},
 			{Name: fieldLabels, Kind: config.KindMetadata, Type: config.TypeStringMap,

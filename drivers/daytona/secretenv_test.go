@@ -10,8 +10,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
-	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
+	"github.com/berthdev/berth/internal/daytonafake"
 )
 
 const envCanary = "CANARY-ENV-TOKEN-2b94c1"
@@ -20,7 +19,7 @@ const envCanary = "CANARY-ENV-TOKEN-2b94c1"
 func secretEnvConfig(t *testing.T, e *env) config.Config {
 	t.Helper()
 	cfg := e.config(t, e.snap.ID)
-	cfg[daytona.FieldEnv] = map[string]any{"GITHUB_TOKEN": envCanary, "SHARED": "from-config"}
+	cfg["env"] = map[string]any{"GITHUB_TOKEN": envCanary, "SHARED": "from-config"}
 	return cfg
 }
 
@@ -33,8 +32,8 @@ func TestSecretEnvTravelsPerCommand(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if f, _ := e.drv.Schema().Field(daytona.FieldEnv); f.Kind != config.KindSecretMap {
-		t.Fatalf("field %q is %s, want secret_map", daytona.FieldEnv, f.Kind)
+	if f, _ := e.drv.Schema().Field("env"); f.Kind != config.KindSecretMap {
+		t.Fatalf("field %q is %s, want secret_map", "env", f.Kind)
 	}
 	sb, err := e.drv.Acquire(ctx, secretEnvConfig(t, e), drivers.AcquireRequest{})
 	if err != nil {
@@ -74,7 +73,7 @@ func TestSecretEnvOnOldDaemonIsRefused(t *testing.T) {
 	for _, version := range []string{"0.166.2", "0.150.0", ""} {
 		t.Run("daemon "+version, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, envOptions{knobs: fakeapi.Knobs{DaemonVersion: version, NoDaemonVersion: version == ""}})
+			e := newEnv(t, envOptions{knobs: daytonafake.Knobs{DaemonVersion: version, NoDaemonVersion: version == ""}})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			sb, err := e.drv.Acquire(ctx, secretEnvConfig(t, e), drivers.AcquireRequest{})
@@ -106,12 +105,12 @@ func TestSecretEnvOnOldDaemonIsRefused(t *testing.T) {
 				ts.Close()
 			}
 			check("OpenTerminal", err)
-			if n := e.srv.Calls(fakeapi.RouteExecute); n != 0 {
+			if n := e.srv.Calls(daytonafake.RouteExecute); n != 0 {
 				t.Errorf("%d execute requests reached the toolbox, want none", n)
 			}
 
 			plain := e.config(t, e.snap.ID)
-			delete(plain, daytona.FieldEnv)
+			delete(plain, "env")
 			sb2, err := e.drv.Acquire(ctx, plain, drivers.AcquireRequest{})
 			if err != nil {
 				t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
+	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/internal/reason"
 )
 
@@ -63,7 +63,7 @@ func TestAPIKeyRedactedAcrossTruncation(t *testing.T) {
 		"provider cut the token: " + key[:9],         // a prefix of the key
 		"middle of it: " + key[3:12] + " end",        // an inner run of 9 bytes
 	} {
-		e.srv.InjectFault(fakeapi.Fault{Route: fakeapi.RouteGetSnapshot, Status: 400, Message: msg})
+		e.srv.InjectFault(daytonafake.Fault{Route: daytonafake.RouteGetSnapshot, Status: 400, Message: msg})
 		_, err := e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{})
 		if err == nil {
 			t.Fatalf("Acquire with a faulted snapshot read succeeded")
@@ -119,7 +119,7 @@ func TestRedirectToAnotherPortIsRefused(t *testing.T) {
 	trap := newTokenTrap(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	e.srv.InjectFault(fakeapi.Fault{Route: fakeapi.RouteGetSnapshot, Count: -1,
+	e.srv.InjectFault(daytonafake.Fault{Route: daytonafake.RouteGetSnapshot, Count: -1,
 		Location: trap.srv.URL + "/api/snapshots/" + e.snap.ID})
 	_, err := e.drv.Acquire(ctx, e.config(t, e.snap.ID), drivers.AcquireRequest{})
 	if err == nil || !strings.Contains(err.Error(), "redirect refused") {
@@ -128,7 +128,7 @@ func TestRedirectToAnotherPortIsRefused(t *testing.T) {
 	if got := trap.seen(); len(got) != 0 {
 		t.Errorf("the redirect target got %d requests (Authorization %q)", len(got), got)
 	}
-	if n := e.srv.Calls(fakeapi.RouteGetSnapshot); n != 1 {
+	if n := e.srv.Calls(daytonafake.RouteGetSnapshot); n != 1 {
 		t.Errorf("%d snapshot reads, want 1: a refused redirect is not retried", n)
 	}
 }
@@ -146,7 +146,7 @@ func TestTokenNotSentToPlainHTTPToolboxElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Release(context.Background(), drivers.Destroy)
-	e.srv.SetKnobs(func(k *fakeapi.Knobs) { k.ToolboxProxyURL = trap.srv.URL + "/toolbox" })
+	e.srv.SetKnobs(func(k *daytonafake.Knobs) { k.ToolboxProxyURL = trap.srv.URL + "/toolbox" })
 	// A fresh handle reads the proxy URL the API reports now.
 	r, _ := drivers.DriverAs[drivers.Resumer](e.drv)
 	again, err := r.Resume(ctx, e.config(t, e.snap.ID), sb.ID())
@@ -177,8 +177,8 @@ func TestAPIURLNeedsHTTPSOffLoopback(t *testing.T) {
 		"https://u:p@app.daytona.io/": false,
 	} {
 		_, err := drv.Schema().Normalize(map[string]any{
-			daytona.FieldAPIURL: url, daytona.FieldAPIKey: "k",
-			daytona.FieldSnapshotID: "0b5f6f3e-8f43-4d7c-9a0e-5a3c2b1d4e6f",
+			"api_url": url, "api_key": "k",
+			"snapshot_id": "0b5f6f3e-8f43-4d7c-9a0e-5a3c2b1d4e6f",
 		})
 		if (err == nil) != ok {
 			t.Errorf("api_url %q: err = %v, want accepted %v", url, err, ok)
@@ -204,7 +204,7 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // ErrTLSUnverified (code tls_unverified), tried once and never retried.
 func TestTLSVerificationFailureIsPermanent(t *testing.T) {
 	t.Parallel()
-	srv, err := fakeapi.New(&fakeapi.Options{TLS: true})
+	srv, err := daytonafake.New(&daytonafake.Options{TLS: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestTLSVerificationFailureIsPermanent(t *testing.T) {
 		RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond,
 	})
 	cfg, err := drv.Schema().Normalize(map[string]any{
-		daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldSnapshotID: snap.ID,
+		"api_url": srv.URL(), "api_key": srv.APIKey(), "snapshot_id": snap.ID,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/internal/reason"
 )
 
@@ -20,10 +20,10 @@ import (
 // that id.
 func TestInactiveSnapshotIsReactivatedByID(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{knobs: fakeapi.Knobs{SnapshotDelay: 20 * time.Millisecond}})
+	e := newEnv(t, envOptions{knobs: daytonafake.Knobs{SnapshotDelay: 20 * time.Millisecond}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := e.srv.AgeSnapshot(e.snap.ID, fakeapi.SnapshotIdleLimit+time.Hour); err != nil {
+	if err := e.srv.AgeSnapshot(e.snap.ID, daytonafake.SnapshotIdleLimit+time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if s, _ := e.srv.LookupSnapshot(e.snap.ID); s.State != "inactive" {
@@ -34,7 +34,7 @@ func TestInactiveSnapshotIsReactivatedByID(t *testing.T) {
 		t.Fatalf("Acquire from an inactive snapshot: %v", err)
 	}
 	defer sb.Release(context.Background(), drivers.Destroy)
-	if n := e.srv.Calls(fakeapi.RouteActivateSnapshot); n != 1 {
+	if n := e.srv.Calls(daytonafake.RouteActivateSnapshot); n != 1 {
 		t.Errorf("%d activations, want 1", n)
 	}
 	if s, _ := e.srv.LookupSnapshot(e.snap.ID); s.State != "active" {
@@ -63,7 +63,7 @@ func TestInactiveSnapshotWithoutReactivation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Release(context.Background(), drivers.Destroy)
-	if err := e.srv.AgeSnapshot(e.snap.ID, fakeapi.SnapshotIdleLimit+time.Hour); err != nil {
+	if err := e.srv.AgeSnapshot(e.snap.ID, daytonafake.SnapshotIdleLimit+time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	ir, _ := drivers.SandboxAs[drivers.ImageReporter](sb, 0)
@@ -71,7 +71,7 @@ func TestInactiveSnapshotWithoutReactivation(t *testing.T) {
 	if want := images.MustParseIdentity("snapshot:daytona/" + e.snap.ID); err != nil || id != want {
 		t.Errorf("ImageIdentity of a live sandbox whose snapshot went inactive = %v, %v; want %v", id, err, want)
 	}
-	creates := e.srv.Calls(fakeapi.RouteCreateSandbox)
+	creates := e.srv.Calls(daytonafake.RouteCreateSandbox)
 	_, err = e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{})
 	if !errors.Is(err, drivers.ErrImageInactive) || errors.Is(err, drivers.ErrImageNotFound) {
 		t.Fatalf("Acquire from an inactive snapshot with reactivation off: err = %v, want ErrImageInactive only", err)
@@ -82,10 +82,10 @@ func TestInactiveSnapshotWithoutReactivation(t *testing.T) {
 	if !strings.Contains(err.Error(), e.snap.ID) || !strings.Contains(err.Error(), daytona.FieldReactivateSnapshot) {
 		t.Errorf("error %q does not name the snapshot id and the knob", err)
 	}
-	if n := e.srv.Calls(fakeapi.RouteActivateSnapshot); n != 0 {
+	if n := e.srv.Calls(daytonafake.RouteActivateSnapshot); n != 0 {
 		t.Errorf("%d activations with reactivation off", n)
 	}
-	if got := e.srv.Calls(fakeapi.RouteCreateSandbox); got != creates {
+	if got := e.srv.Calls(daytonafake.RouteCreateSandbox); got != creates {
 		t.Errorf("a sandbox was requested from an inactive snapshot")
 	}
 }
@@ -97,14 +97,14 @@ func TestInactiveSnapshotInCooldown(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := e.srv.AgeSnapshot(e.snap.ID, fakeapi.SnapshotIdleLimit+time.Minute); err != nil {
+	if err := e.srv.AgeSnapshot(e.snap.ID, daytonafake.SnapshotIdleLimit+time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	_, err := e.drv.Acquire(ctx, e.config(t, e.snap.ID), drivers.AcquireRequest{})
 	if !errors.Is(err, drivers.ErrImageInactive) || ctx.Err() != nil {
 		t.Fatalf("Acquire while the activation is refused: err = %v, want ErrImageInactive before the deadline", err)
 	}
-	if n := e.srv.Calls(fakeapi.RouteActivateSnapshot); n != 1 {
+	if n := e.srv.Calls(daytonafake.RouteActivateSnapshot); n != 1 {
 		t.Errorf("%d activations, want 1", n)
 	}
 }
@@ -116,7 +116,7 @@ func TestInactiveSnapshotInCooldown(t *testing.T) {
 func TestCaptureWaitsForTheSnapshot(t *testing.T) {
 	t.Parallel()
 	for _, old := range []bool{false, true} {
-		e := newEnv(t, envOptions{knobs: fakeapi.Knobs{SnapshotDelay: 30 * time.Millisecond, SnapshotBeforeRestore: old}})
+		e := newEnv(t, envOptions{knobs: daytonafake.Knobs{SnapshotDelay: 30 * time.Millisecond, SnapshotBeforeRestore: old}})
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		sb, err := e.drv.Acquire(ctx, e.config(t, e.snap.ID), drivers.AcquireRequest{})
 		if err != nil {

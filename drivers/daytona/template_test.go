@@ -13,9 +13,8 @@ import (
 
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/daytonafake"
 )
 
 // post sends an empty-bodied or JSON POST to the fake's API as the
@@ -57,7 +56,7 @@ func (e *env) capture(t *testing.T, ctx context.Context, name string) (drivers.S
 // sandbox rests and is then made; both snapshots exist, active.
 func TestCaptureWaitsThroughAnotherCapture(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{knobs: fakeapi.Knobs{StopDelay: 100 * time.Millisecond}})
+	e := newEnv(t, envOptions{knobs: daytonafake.Knobs{StopDelay: 100 * time.Millisecond}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	sb, err := e.drv.Acquire(ctx, e.config(t, e.snap.ID), drivers.AcquireRequest{})
@@ -71,13 +70,13 @@ func TestCaptureWaitsThroughAnotherCapture(t *testing.T) {
 	if v, _ := e.srv.Sandbox(sb.ID()); v.State != "snapshotting" {
 		t.Fatalf("the sandbox is %s, want snapshotting", v.State)
 	}
-	requests := e.srv.Calls(fakeapi.RouteSnapshotSandbox)
+	requests := e.srv.Calls(daytonafake.RouteSnapshotSandbox)
 	c, _ := drivers.SandboxAs[drivers.Capturer](sb, 0)
 	id, err := c.Capture(ctx, drivers.CaptureRequest{Name: "second"})
 	if err != nil {
 		t.Fatalf("Capture while snapshotting: %v", err)
 	}
-	if n := e.srv.Calls(fakeapi.RouteSnapshotSandbox) - requests; n < 2 {
+	if n := e.srv.Calls(daytonafake.RouteSnapshotSandbox) - requests; n < 2 {
 		t.Errorf("Capture asked %d times; want a refusal while snapshotting, then the request", n)
 	}
 	if s, ok := e.srv.LookupSnapshot(id.SnapshotID()); !ok || s.State != "active" || !strings.HasPrefix(s.Name, "second-") {
@@ -90,7 +89,7 @@ func TestCaptureWaitsThroughAnotherCapture(t *testing.T) {
 // deadline.
 func TestCaptureOfAPausedSandboxFails(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{knobs: fakeapi.Knobs{SandboxClass: "linux-vm"}})
+	e := newEnv(t, envOptions{knobs: daytonafake.Knobs{SandboxClass: "linux-vm"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	sb, err := e.drv.Acquire(ctx, e.config(t, e.snap.ID), drivers.AcquireRequest{})
@@ -138,7 +137,7 @@ func TestCaptureNamesAreValidSnapshotNames(t *testing.T) {
 func TestDeleteTemplateInUseWaitsThroughRemoving(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	e := newEnv(t, envOptions{clk: clk, knobs: fakeapi.Knobs{StopDelay: time.Minute}})
+	e := newEnv(t, envOptions{clk: clk, knobs: daytonafake.Knobs{StopDelay: time.Minute}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	sb, err := e.drv.Acquire(ctx, e.config(t, e.snap.ID), drivers.AcquireRequest{})
@@ -170,7 +169,7 @@ func TestDeleteTemplateInUseWaitsThroughRemoving(t *testing.T) {
 	}
 	defer from.Release(context.Background(), drivers.Destroy)
 	// Runs first: the releases above must not wait for the fake clock.
-	defer e.srv.SetKnobs(func(k *fakeapi.Knobs) { k.StopDelay = 0 })
+	defer e.srv.SetKnobs(func(k *daytonafake.Knobs) { k.StopDelay = 0 })
 	td, _ := drivers.DriverAs[drivers.TemplateDeleter](e.drv)
 
 	// The delete is accepted; the read-back sees removing and waits. A
@@ -181,12 +180,12 @@ func TestDeleteTemplateInUseWaitsThroughRemoving(t *testing.T) {
 		err error
 	}
 	done := make(chan result, 1)
-	gets := e.srv.Calls(fakeapi.RouteGetSnapshot)
+	gets := e.srv.Calls(daytonafake.RouteGetSnapshot)
 	go func() {
 		rc, err := td.DeleteTemplate(short, e.config(t, e.snap.ID), id)
 		done <- result{rc, err}
 	}()
-	for e.srv.Calls(fakeapi.RouteGetSnapshot) < gets+2 {
+	for e.srv.Calls(daytonafake.RouteGetSnapshot) < gets+2 {
 		if ctx.Err() != nil {
 			t.Fatal("DeleteTemplate never read the snapshot back twice")
 		}
@@ -233,7 +232,7 @@ func TestDeleteTemplateOfAGoneSnapshot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	_, id := e.capture(t, ctx, "tpl")
-	never, err := images.SnapshotIdentity(daytona.Name, uuid.NewString())
+	never, err := images.SnapshotIdentity("daytona", uuid.NewString())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +243,7 @@ func TestDeleteTemplateOfAGoneSnapshot(t *testing.T) {
 			t.Errorf("DeleteTemplate #%d of %s = %+v, %v; want a confirmed receipt", i+1, tid, rc, err)
 		}
 	}
-	if n := e.srv.Calls(fakeapi.RouteDeleteSnapshot); n != 3 {
+	if n := e.srv.Calls(daytonafake.RouteDeleteSnapshot); n != 3 {
 		t.Errorf("%d DELETE requests, want 3 (a 404 is not retried)", n)
 	}
 }

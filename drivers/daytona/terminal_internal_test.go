@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
+	"github.com/berthdev/berth/internal/daytonafake"
 )
 
 // Issue #13 item 10: terminal output nobody reads is held up to a bound,
@@ -14,7 +14,7 @@ import (
 // status.
 func TestTerminalOutputIsBounded(t *testing.T) {
 	t.Parallel()
-	srv, err := fakeapi.New(nil)
+	srv, err := daytonafake.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,7 @@ func TestTerminalOutputIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := newDriver(&Options{PollInterval: time.Millisecond, PollMax: 5 * time.Millisecond})
-	cfg, err := d.Schema().Normalize(map[string]any{FieldAPIURL: srv.URL(), FieldAPIKey: srv.APIKey(), FieldSnapshotID: snap.ID})
+	cfg, err := d.Schema().Normalize(map[string]any{fieldAPIURL: srv.URL(), fieldAPIKey: srv.APIKey(), fieldSnapshotID: snap.ID})
 	if err != nil {
 		t.Fatal(err)
 	}

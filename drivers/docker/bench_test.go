@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/prp/controller"
@@ -80,7 +79,7 @@ func BenchmarkAcquireExecDestroyVsDockerRun(b *testing.B) {
 	}
 	b.StopTimer()
 	p := startCallProxy(b, e.cli.DaemonHost())
-	pcfg := e.config(e.img.Ref, map[string]any{docker.FieldHost: p.host})
+	pcfg := e.config(e.img.Ref, map[string]any{"host": p.host})
 	runLease(b, e.drv, pcfg) // resolves the image on this host (a new cache key)
 	p.take()
 	runLease(b, e.drv, pcfg)

@@ -222,7 +222,7 @@ func TestEngineCallsPerLease(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	p := startCallProxy(t, e.cli.DaemonHost())
-	cfg := e.config(e.img.Ref, map[string]any{docker.FieldHost: p.host})
+	cfg := e.config(e.img.Ref, map[string]any{"host": p.host})
 
 	first := p.take()
 	runLease(t, e.drv, cfg)
@@ -288,7 +288,7 @@ func TestDestroyAnswerLost(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	p := startCallProxy(t, e.cli.DaemonHost())
-	cfg := e.config(e.img.Ref, map[string]any{docker.FieldHost: p.host})
+	cfg := e.config(e.img.Ref, map[string]any{"host": p.host})
 	ctx := context.Background()
 	sb, err := e.drv.Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: "lost"})
 	if err != nil {
@@ -332,7 +332,7 @@ func TestCreateAnswerLost(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	p := startCallProxy(t, e.cli.DaemonHost())
-	cfg := e.config(e.img.Ref, map[string]any{docker.FieldHost: p.host})
+	cfg := e.config(e.img.Ref, map[string]any{"host": p.host})
 	ctx := context.Background()
 	var lost sync.Once
 	p.mu.Lock()

@@ -22,20 +22,20 @@ import (
 
 // Config field names.
 const (
-	FieldHost           = "host"
-	FieldImage          = "image"
-	FieldRegistryAuth   = "registry_auth"
+	fieldHost           = "host"
+	fieldImage          = "image"
+	fieldRegistryAuth   = "registry_auth"
 	fieldPullPolicy     = "pull_policy"
 	fieldCPUs           = "cpus"
 	fieldMemory         = "memory"
 	fieldPidsLimit      = "pids_limit"
-	FieldNetwork        = "network"
+	fieldNetwork        = "network"
 	fieldPorts          = "ports"
 	fieldReadonlyRootfs = "readonly_rootfs"
 	fieldUser           = "user"
 	fieldWorkdir        = "workdir"
-	FieldEnv            = "env"
-	FieldLabels         = "labels"
+	fieldEnv            = "env"
+	fieldLabels         = "labels"
 	fieldStartupTimeout = "startup_timeout"
 	fieldCaptureRepo    = "capture_repository"
 )
@@ -96,14 +96,14 @@ func defaultHost() string {
 
 func newSchema(host string) *config.Schema {
 	return &config.Schema{
-		Driver:     Name,
-		ImageField: FieldImage,
+		Driver:     driverName,
+		ImageField: fieldImage,
 		Fields: []config.Field{
-			{Name: FieldHost, Kind: config.KindIdentity, Type: config.TypeString, Default: host, Check: checkHost,
+			{Name: fieldHost, Kind: config.KindIdentity, Type: config.TypeString, Default: host, Check: checkHost,
 				Doc: "Docker engine host (unix:///var/run/docker.sock, tcp://HOST:2376, ssh is not supported); default: DOCKER_HOST of the berth host, else the default socket. TLS settings come from DOCKER_CERT_PATH / DOCKER_TLS_VERIFY of the berth host."},
-			{Name: FieldImage, Kind: config.KindIdentity, Type: config.TypeString, Required: true, Check: checkImage,
+			{Name: fieldImage, Kind: config.KindIdentity, Type: config.TypeString, Required: true, Check: checkImage,
 				Doc: "image reference; pin it as repo@sha256:... for qualification. berth.local/templates/NAME@sha256:ID names a template captured into the engine only."},
-			{Name: FieldRegistryAuth, Kind: config.KindSecret, Type: config.TypeString, Check: checkAuth,
+			{Name: fieldRegistryAuth, Kind: config.KindSecret, Type: config.TypeString, Check: checkAuth,
 				Doc: `registry credential for pulls and capture pushes: "username:password", or a bare bearer token (sent as the registry token)`},
 			{Name: fieldPullPolicy, Kind: config.KindKnob, Type: config.TypeString, Default: pullMissing, Enum: []string{pullMissing, pullAlways, pullNever},
 				Doc: "when to pull a tag: missing (default), always, never; a pinned digest is pulled only when missing"},
@@ -113,7 +113,7 @@ func newSchema(host string) *config.Schema {
 				Doc: `memory limit in bytes or with a unit ("512m", "2g"); swap is disabled; default "1g"`},
 			{Name: fieldPidsLimit, Kind: config.KindKnob, Type: config.TypeInt, Default: int64(defaultPidsLimit), Check: checkPids,
 				Doc: "maximum number of processes in the container; default 512"},
-			{Name: FieldNetwork, Kind: config.KindKnob, Type: config.TypeString, Default: defaultNetwork, Check: checkNetwork,
+			{Name: fieldNetwork, Kind: config.KindKnob, Type: config.TypeString, Default: defaultNetwork, Check: checkNetwork,
 				Doc: `network: "none" (default: no network), "bridge" or a user network name; "host" and "container:..." are refused`},
 			{Name: fieldPorts, Kind: config.KindKnob, Type: config.TypeStringList, Check: checkPorts,
 				Doc: `container ports to publish ("8080", "8080/tcp"), always on 127.0.0.1 with an ephemeral host port; needs a network other than none`},
@@ -128,11 +128,11 @@ func newSchema(host string) *config.Schema {
 					`and may lack write access to directories the image made for root (give it readonly_rootfs, whose tmpfs workdir it owns, or an image made for it)`},
 			{Name: fieldWorkdir, Kind: config.KindKnob, Type: config.TypeString, Default: defaultWorkdir, Check: checkAbs,
 				Doc: `default working directory of commands; default "/". With readonly_rootfs it is a writable tmpfs and must not be "/"`},
-			{Name: FieldEnv, Kind: config.KindSecretMap, Type: config.TypeStringMap, Check: checkEnv,
+			{Name: fieldEnv, Kind: config.KindSecretMap, Type: config.TypeStringMap, Check: checkEnv,
 				Doc: "environment variables of every command (exec, stream, terminal), for tokens and other secrets as well: " +
 					"each value is kept in the secret store and handed to each command when it starts, never put in the container's own " +
 					"environment (which docker inspect shows) or in a captured template; a command's own env wins on a clash"},
-			{Name: FieldLabels, Kind: config.KindMetadata, Type: config.TypeStringMap, Check: checkLabels,
+			{Name: fieldLabels, Kind: config.KindMetadata, Type: config.TypeStringMap, Check: checkLabels,
 				Doc: `extra container labels; keys starting with "berth." are reserved`},
 			{Name: fieldStartupTimeout, Kind: config.KindKnob, Type: config.TypeDuration, Default: defaultStartupTimeout.String(),
 				Doc: "time an acquire may take (pull, create, start), within the caller's deadline; default 60s"},
@@ -140,11 +140,11 @@ func newSchema(host string) *config.Schema {
 				Doc: "repository captured templates are pushed to (REGISTRY/PATH); default: none, templates stay in the engine as berth.local/templates/NAME"},
 		},
 		Check: func(c config.Config) error {
-			if len(c.Strings(fieldPorts)) > 0 && c.String(FieldNetwork) == "none" {
-				return &config.Error{Driver: Name, Field: fieldPorts, Reason: `publishing ports needs a network other than "none"`}
+			if len(c.Strings(fieldPorts)) > 0 && c.String(fieldNetwork) == "none" {
+				return &config.Error{Driver: driverName, Field: fieldPorts, Reason: `publishing ports needs a network other than "none"`}
 			}
 			if c.Bool(fieldReadonlyRootfs) && path.Clean(c.String(fieldWorkdir)) == "/" {
-				return &config.Error{Driver: Name, Field: fieldWorkdir,
+				return &config.Error{Driver: driverName, Field: fieldWorkdir,
 					Reason: `readonly_rootfs needs a writable workdir other than "/" (it gets a tmpfs), such as "/workspace"`}
 			}
 			return nil
@@ -316,7 +316,7 @@ func encodeAuth(secret string, ref name.Reference) (string, error) {
 	}
 	s, err := registry.EncodeAuthConfig(ac)
 	if err != nil {
-		return "", fmt.Errorf("docker config: field %q: cannot encode the credential: %w", FieldRegistryAuth, config.ErrInvalid)
+		return "", fmt.Errorf("docker config: field %q: cannot encode the credential: %w", fieldRegistryAuth, config.ErrInvalid)
 	}
 	return s, nil
 }
@@ -329,31 +329,31 @@ func (d *driver) parseConfig(raw config.Config) (*settings, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, isRef := cfg.SecretRef(FieldRegistryAuth); isRef {
-		return nil, fmt.Errorf("docker config: field %q holds an unresolved secret reference: %w", FieldRegistryAuth, config.ErrCredentialsMissing)
+	if _, isRef := cfg.SecretRef(fieldRegistryAuth); isRef {
+		return nil, fmt.Errorf("docker config: field %q holds an unresolved secret reference: %w", fieldRegistryAuth, config.ErrCredentialsMissing)
 	}
-	if refs := cfg.SecretMapRefs(FieldEnv); len(refs) > 0 {
+	if refs := cfg.SecretMapRefs(fieldEnv); len(refs) > 0 {
 		return nil, fmt.Errorf("docker config: field %q: key %q holds an unresolved secret reference: %w",
-			FieldEnv, slices.Sorted(maps.Keys(refs))[0], config.ErrCredentialsMissing)
+			fieldEnv, slices.Sorted(maps.Keys(refs))[0], config.ErrCredentialsMissing)
 	}
 	c := &settings{
-		host:        cfg.String(FieldHost),
-		image:       cfg.String(FieldImage),
+		host:        cfg.String(fieldHost),
+		image:       cfg.String(fieldImage),
 		pullPolicy:  cfg.String(fieldPullPolicy),
 		pids:        cfg.Int(fieldPidsLimit),
-		network:     cfg.String(FieldNetwork),
+		network:     cfg.String(fieldNetwork),
 		readonly:    cfg.Bool(fieldReadonlyRootfs),
 		user:        cfg.String(fieldUser),
 		workdir:     cfg.String(fieldWorkdir),
-		env:         maps.Clone(cfg.StringMap(FieldEnv)),
-		labels:      maps.Clone(cfg.StringMap(FieldLabels)),
+		env:         maps.Clone(cfg.StringMap(fieldEnv)),
+		labels:      maps.Clone(cfg.StringMap(fieldLabels)),
 		startup:     cfg.Duration(fieldStartupTimeout),
 		captureRepo: cfg.String(fieldCaptureRepo),
 	}
 	if c.ref, err = parseImage(c.image); err != nil {
 		return nil, err
 	}
-	c.secret = cfg.String(FieldRegistryAuth)
+	c.secret = cfg.String(fieldRegistryAuth)
 	if c.auth, err = encodeAuth(c.secret, c.ref); err != nil {
 		return nil, err
 	}

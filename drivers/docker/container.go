@@ -182,7 +182,7 @@ func stateOf(status container.ContainerState) drivers.State {
 	case container.StateRemoving:
 		return drivers.StateDestroyed
 	}
-	return drivers.StateUnknown
+	return ""
 }
 
 // Evidence of a destroy receipt, by what the engine answered.

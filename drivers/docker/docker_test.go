@@ -78,7 +78,7 @@ func TestHardenedByDefault(t *testing.T) {
 		},
 		{
 			name:      "published port only on loopback",
-			overrides: map[string]any{docker.FieldNetwork: "bridge", docker.FieldPorts: []any{"8080"}},
+			overrides: map[string]any{"network": "bridge", docker.FieldPorts: []any{"8080"}},
 			network:   "bridge",
 			ports:     nat.PortMap{"8080/tcp": {{HostIP: "127.0.0.1", HostPort: ""}}},
 			pids:      docker.DefaultPidsLimit,

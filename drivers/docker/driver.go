@@ -28,7 +28,7 @@ import (
 )
 
 // Name is the driver's name.
-const Name = "docker"
+const driverName = "docker"
 
 // Labels that the driver puts on every container it creates, on top of the
 // AcquireRequest's labels and the config's extra labels.
@@ -122,7 +122,7 @@ func newDriver(opts *Options) *driver {
 }
 
 // Name returns "docker".
-func (d *driver) Name() string { return Name }
+func (d *driver) Name() string { return driverName }
 
 // Capabilities declares every capability; runner ingress only for an
 // engine that shares this host's filesystem (see NarrowedBy). No I/O.

@@ -21,9 +21,9 @@ func ExampleNew() {
 
 	schema := d.Schema()
 	raw := map[string]any{ // as json.Unmarshal gives it
-		docker.FieldImage: "ghcr.io/acme/agent@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-		"memory":          "2g",
-		docker.FieldEnv:   map[string]any{"GITHUB_TOKEN": "ghp_example"},
+		"image":  "ghcr.io/acme/agent@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+		"memory": "2g",
+		"env":    map[string]any{"GITHUB_TOKEN": "ghp_example"},
 	}
 	cfg, err := schema.Normalize(raw)
 	if err != nil {
@@ -33,10 +33,10 @@ func ExampleNew() {
 	ref, err := schema.Image(cfg)
 	_, pinned := ref.Identity()
 	fmt.Println(ref.Kind(), pinned, err)
-	fmt.Println(cfg.String(docker.FieldNetwork), cfg.String("memory"), cfg.Int("pids_limit"))
-	fmt.Println(schema.Redact(cfg)[docker.FieldEnv])
+	fmt.Println(cfg.String("network"), cfg.String("memory"), cfg.Int("pids_limit"))
+	fmt.Println(schema.Redact(cfg)["env"])
 
-	raw[docker.FieldNetwork] = "host"
+	raw["network"] = "host"
 	_, err = schema.Normalize(raw)
 	fmt.Println(errcode.ReasonOf(err), "-", err)
 	// Output:

@@ -57,8 +57,8 @@ func newEnv(tb testing.TB) *env {
 func (e *env) config(ref string, overrides map[string]any) config.Config {
 	e.tb.Helper()
 	raw := map[string]any{
-		docker.FieldImage:  ref,
-		docker.FieldLabels: map[string]any{runLabel: e.run},
+		"image":  ref,
+		"labels": map[string]any{runLabel: e.run},
 		// The conformance suite starts 32 sandboxes at once while the other
 		// tests run; a loaded engine starts them one after another.
 		docker.FieldStartupTimeout: "2m",
@@ -132,18 +132,18 @@ func (h *harness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
 	}
 	switch f {
 	case drivertest.FailUnreachable:
-		raw[docker.FieldHost] = h.broken.deadHost
+		raw["host"] = h.broken.deadHost
 		return drivertest.Broken{Config: raw, Layer: drivers.ErrUnavailable}, true
 	case drivertest.FailBadCredentials:
-		raw[docker.FieldImage] = h.broken.authImg
-		raw[docker.FieldRegistryAuth] = authUser + ":not-" + authPassword
+		raw["image"] = h.broken.authImg
+		raw["registry_auth"] = authUser + ":not-" + authPassword
 		return drivertest.Broken{Config: raw}, true
 	case drivertest.FailMissingCredentials:
-		raw[docker.FieldImage] = h.broken.authImg
-		raw[docker.FieldRegistryAuth] = map[string]any{"$secret": "conformance-registry", "version": 1}
+		raw["image"] = h.broken.authImg
+		raw["registry_auth"] = map[string]any{"$secret": "conformance-registry", "version": 1}
 		return drivertest.Broken{Config: raw}, true
 	case drivertest.FailUnknownImage:
-		raw[docker.FieldImage] = h.e.reg.Host + "/berth/no-such-image@sha256:" + strings.Repeat("0", 64)
+		raw["image"] = h.e.reg.Host + "/berth/no-such-image@sha256:" + strings.Repeat("0", 64)
 		return drivertest.Broken{Config: raw}, true
 	}
 	return drivertest.Broken{}, false
@@ -181,7 +181,7 @@ func (h *harness) Config() config.Config  { return h.cfg.Clone() }
 func (h *harness) Close()                 {}
 func (h *harness) ConfigWithImage(id images.Identity) (config.Config, bool) {
 	c := h.cfg.Clone()
-	c[docker.FieldImage] = id.String()
+	c["image"] = id.String()
 	return c, true
 }
 

@@ -14,10 +14,10 @@ var _ drivers.HealthChecker = (*driver)(nil)
 // addresses (its host field, else the driver's default host). It does no
 // I/O.
 func (d *driver) Endpoint(cfg config.Config) string {
-	if h := cfg.String(FieldHost); h != "" {
+	if h := cfg.String(fieldHost); h != "" {
 		return h
 	}
-	if f, ok := d.schema.Field(FieldHost); ok {
+	if f, ok := d.schema.Field(fieldHost); ok {
 		if h, _ := f.Default.(string); h != "" {
 			return h
 		}

@@ -22,7 +22,7 @@ func TestCheckHealth(t *testing.T) {
 	d := docker.NewConcrete(&docker.Options{Host: cli.DaemonHost()})
 	t.Cleanup(func() { _ = d.Close() })
 	var hc drivers.HealthChecker = d
-	cfg := config.Config{docker.FieldImage: "x"}
+	cfg := config.Config{"image": "x"}
 	if ep := hc.Endpoint(cfg); ep != cli.DaemonHost() {
 		t.Errorf("Endpoint of a config without host = %q, want the default %q", ep, cli.DaemonHost())
 	}
@@ -30,7 +30,7 @@ func TestCheckHealth(t *testing.T) {
 		t.Fatalf("CheckHealth of the live engine: %v", err)
 	}
 	dead := "unix://" + filepath.Join(t.TempDir(), "no-engine.sock")
-	cfg = config.Config{docker.FieldHost: dead}
+	cfg = config.Config{"host": dead}
 	if ep := hc.Endpoint(cfg); ep != dead {
 		t.Errorf("Endpoint = %q, want %q", ep, dead)
 	}

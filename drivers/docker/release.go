@@ -58,7 +58,7 @@ func confirmState(ctx context.Context, cli *client.Client, host, id string) (dri
 	if err != nil {
 		return drivers.Receipt{ProviderLeaseID: id}, engineErr(host, "inspect container "+id, err)
 	}
-	st := drivers.StateUnknown
+	st := drivers.State("")
 	status := "unknown"
 	if ins.State != nil {
 		st, status = stateOf(ins.State.Status), ins.State.Status
@@ -155,7 +155,7 @@ func (d *driver) List(ctx context.Context, raw config.Config, labels map[string]
 		if st == drivers.StateDestroyed {
 			continue
 		}
-		out = append(out, drivers.SandboxInfo{ProviderLeaseID: c.ID, Labels: c.Labels, State: st, CreatedAt: time.Unix(c.Created, 0).UTC()})
+		out = append(out, drivers.SandboxInfo{ProviderLeaseID: c.ID, Labels: c.Labels, State: st})
 	}
 	return out, nil
 }

@@ -44,7 +44,7 @@ const (
 )
 
 // runnerEndpoint is the --controller value of a runner in the container.
-const runnerEndpoint = drivers.UnixScheme + runnerSocketDir + "/" + runnerSocketName
+const runnerEndpoint = "unix:" + runnerSocketDir + "/" + runnerSocketName
 
 // hostDirName is the name, in a container's host directory, of the
 // directory mounted at runnerSocketDir.
@@ -55,9 +55,9 @@ const hostDirName = "run"
 // of engine host that shares this host's filesystem (the runner binary and
 // the ingress socket are bind-mounted from it). No I/O.
 func (d *driver) NarrowedBy(cfg config.Config) drivers.Set {
-	host := cfg.String(FieldHost)
+	host := cfg.String(fieldHost)
 	if host == "" {
-		if f, ok := d.schema.Field(FieldHost); ok {
+		if f, ok := d.schema.Field(fieldHost); ok {
 			host, _ = f.Default.(string)
 		}
 	}

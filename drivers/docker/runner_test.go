@@ -20,7 +20,6 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/docker"
-	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/internal/proctest"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -165,7 +164,7 @@ func (h *prpHost) session(ctx context.Context, sb drivers.Sandbox) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	res, _ := sb.Exec(context.Background(), drivers.Command{Argv: []string{"cat", docker.RunnerStateDir + "/" + driverkit.RunnerLogName}})
+	res, _ := sb.Exec(context.Background(), drivers.Command{Argv: []string{"cat", docker.RunnerStateDir + "/" + "runner.log"}})
 	if res != nil {
 		h.t.Logf("runner log:\n%s%s", res.Stdout, res.Stderr)
 	}
@@ -182,7 +181,7 @@ func runnerSpec(t testing.TB) drivers.RunnerSpec {
 // hardenedRunnerConfig is the strictest config: no network, a read-only
 // root and a non-root user.
 func (e *env) hardenedRunnerConfig() config.Config {
-	return e.config(e.img.Ref, map[string]any{docker.FieldNetwork: "none", docker.FieldReadonlyRootfs: true,
+	return e.config(e.img.Ref, map[string]any{"network": "none", docker.FieldReadonlyRootfs: true,
 		docker.FieldWorkdir: "/workspace", docker.FieldUser: "1234:2345", docker.FieldMemory: "256m"})
 }
 
@@ -409,11 +408,11 @@ func TestTCPEngineNarrowsRunnerIngressAway(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	tcp, err := d.Schema().Normalize(map[string]any{docker.FieldHost: "tcp://" + addr, docker.FieldImage: "busybox:1"})
+	tcp, err := d.Schema().Normalize(map[string]any{"host": "tcp://" + addr, "image": "busybox:1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	unix, err := d.Schema().Normalize(map[string]any{docker.FieldImage: "busybox:1"})
+	unix, err := d.Schema().Normalize(map[string]any{"image": "busybox:1"})
 	if err != nil {
 		t.Fatal(err)
 	}

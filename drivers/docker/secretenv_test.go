@@ -23,10 +23,10 @@ func TestSecretEnvReachesCommandsNotTheContainer(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testCtx(t)
-	if f, _ := e.drv.Schema().Field(docker.FieldEnv); f.Kind != config.KindSecretMap {
-		t.Fatalf("field %q is %s, want secret_map", docker.FieldEnv, f.Kind)
+	if f, _ := e.drv.Schema().Field("env"); f.Kind != config.KindSecretMap {
+		t.Fatalf("field %q is %s, want secret_map", "env", f.Kind)
 	}
-	cfg := e.config(e.img.Ref, map[string]any{docker.FieldEnv: map[string]any{"GITHUB_TOKEN": envCanary, "SHARED": "from-config"}})
+	cfg := e.config(e.img.Ref, map[string]any{"env": map[string]any{"GITHUB_TOKEN": envCanary, "SHARED": "from-config"}})
 	sb := e.acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: "lease-secret-env"})
 
 	_, raw, err := e.cli.ContainerInspectWithRaw(ctx, sb.ID(), false)
@@ -80,8 +80,8 @@ func TestUnresolvedSecretEnvIsRefused(t *testing.T) {
 	t.Parallel()
 	drv := docker.NewConcrete(nil)
 	defer drv.Close()
-	cfg := config.Config{docker.FieldImage: "busybox@sha256:" + strings.Repeat("a", 64),
-		docker.FieldEnv: map[string]any{"GITHUB_TOKEN": map[string]any{"$secret": "sec_1", "version": float64(1)}}}
+	cfg := config.Config{"image": "busybox@sha256:" + strings.Repeat("a", 64),
+		"env": map[string]any{"GITHUB_TOKEN": map[string]any{"$secret": "sec_1", "version": float64(1)}}}
 	_, err := drv.Acquire(testCtx(t), cfg, drivers.AcquireRequest{})
 	if !errors.Is(err, config.ErrCredentialsMissing) || !strings.Contains(err.Error(), `"env"`) || !strings.Contains(err.Error(), "GITHUB_TOKEN") {
 		t.Errorf("Acquire with an unresolved env reference: %v; want ErrCredentialsMissing naming env and GITHUB_TOKEN", err)

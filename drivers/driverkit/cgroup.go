@@ -2,7 +2,7 @@ package driverkit
 
 // Where a host account can create one (root on a host with a writable
 // cgroup2 mount), LaunchRunnerByExec starts the runner, and so every task
-// it starts, in a cgroup of its own per lease: CgroupParent/<lease> under
+// it starts, in a cgroup of its own per lease: berth/<lease> under
 // the first cgroup2 mount of the host. The lease's release check
 // (CgroupKillScript, run by the lease manager over a fresh session) kills
 // it with cgroup.kill, waits until it is empty and removes it: evidence
@@ -13,9 +13,9 @@ package driverkit
 // (not root, no writable cgroup2 mount) the runner runs without one and
 // the check falls back to the tag scan (EvidenceTagScan).
 
-// CgroupParent is the directory, under the host's cgroup2 mount, of the
+// cgroupParent is the directory, under the host's cgroup2 mount, of the
 // per-lease cgroups of runners.
-const CgroupParent = "berth"
+const cgroupParent = "berth"
 
 // cgroupEnterScript moves the shell running it into the lease's cgroup
 // ("$lease" names it) when the account is root and a cgroup2 mount takes
@@ -24,7 +24,7 @@ const CgroupParent = "berth"
 const cgroupEnterScript = `if [ -n "$lease" ] && [ "$(id -u 2>/dev/null)" = 0 ] && [ -r /proc/self/mounts ]; then
 	while read -r _ m t _; do
 		[ "$t" = cgroup2 ] || continue
-		d="$m/` + CgroupParent + `/$lease"
+		d="$m/` + cgroupParent + `/$lease"
 		mkdir -p "$d" 2>/dev/null && echo $$ > "$d/cgroup.procs" 2>/dev/null
 		break
 	done < /proc/self/mounts
@@ -32,7 +32,7 @@ fi
 `
 
 // CgroupKillScript ($1 = the lease id, a name without "/") ends the
-// lease's cgroup from outside it: when CgroupParent/<lease> exists under
+// lease's cgroup from outside it: when cgroupParent/<lease> exists under
 // the host's first cgroup2 mount, it writes cgroup.kill (where the kernel
 // has it; else it SIGKILLs every pid in cgroup.procs, repeatedly), waits
 // (up to about five seconds) until cgroup.events says "populated 0",
@@ -47,7 +47,7 @@ d=
 if [ -r /proc/self/mounts ]; then
 	while read -r _ m t _; do
 		[ "$t" = cgroup2 ] || continue
-		[ -d "$m/` + CgroupParent + `/$id" ] && d="$m/` + CgroupParent + `/$id"
+		[ -d "$m/` + cgroupParent + `/$id" ] && d="$m/` + cgroupParent + `/$id"
 		break
 	done < /proc/self/mounts
 fi

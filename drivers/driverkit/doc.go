@@ -19,13 +19,14 @@
 // For runner ingress on sandboxes that run a POSIX shell,
 // LaunchRunnerByExec starts the runner detached through two Execs (the
 // ticket in a 0600 file, never in an argv), its output appended to
-// RunnerLogName in its state directory, and RunnerLogTailByExec reads that
+// runner.log in its state directory, and RunnerLogTailByExec reads that
 // log's end (tail -c) for RunnerIngress.LogTail, which the controller puts
 // in its error when a runner never says hello. Host drivers mark the
 // runners they launch with RunnerMarkEnv.
 //
 // Where a host account can make one (root, a writable cgroup2 mount),
 // LaunchRunnerByExec starts the runner in a cgroup of the lease's own
-// (CgroupParent), which CgroupKillScript, run by the lease manager, ends
-// from outside: the evidence drivers.EvidenceCgroup (PRP-6).
+// (berth/<lease> under the host's cgroup2 mount), which CgroupKillScript,
+// run by the lease manager, ends from outside: the evidence
+// drivers.EvidenceCgroup (PRP-6).
 package driverkit

@@ -19,9 +19,9 @@ import (
 // end by this mark, not by the sandbox's process groups.
 const RunnerMarkEnv = "BERTH_HOSTED_RUNNER"
 
-// RunnerLogName is the file, in the runner's state directory, that
+// runnerLogName is the file, in the runner's state directory, that
 // LaunchRunnerByExec appends the runner's output to.
-const RunnerLogName = "runner.log"
+const runnerLogName = "runner.log"
 
 // writeTicketScript writes standard input to "$1" with mode 0600 (the
 // directory "$2" is created 0700 first), through a temporary name so that
@@ -54,7 +54,7 @@ fi`
 // working directory (its tasks' default), with req.Env, its output
 // appended to stateDir/runner.log. Nothing secret is in an argv. Where the
 // sandbox's account is root and the host has a writable cgroup2 mount, the
-// runner starts in the lease's own cgroup (CgroupParent, CgroupKillScript).
+// runner starts in the lease's own cgroup (cgroupParent, CgroupKillScript).
 func LaunchRunnerByExec(ctx context.Context, sb drivers.Sandbox, binary, endpoint, stateDir string, req drivers.RunnerLaunch) error {
 	for _, f := range []struct{ name, v string }{{"binary", binary}, {"state directory", stateDir}} {
 		if !strings.HasPrefix(f.v, "/") || strings.ContainsRune(f.v, 0) {
@@ -87,7 +87,7 @@ func LaunchRunnerByExec(ctx context.Context, sb drivers.Sandbox, binary, endpoin
 	// cannot read the runner's environment (the runner is not dumpable,
 	// so another process of its account cannot) finds it by its command
 	// line, which /proc shows to every process.
-	argv := []string{"sh", "-c", launchScript, "sh", strings.TrimSuffix(stateDir, "/") + "/" + RunnerLogName, cg,
+	argv := []string{"sh", "-c", launchScript, "sh", strings.TrimSuffix(stateDir, "/") + "/" + runnerLogName, cg,
 		binary, "--controller", endpoint, "--lease=" + req.Lease, "--ticket-file", ticketFile, "--state-dir=" + stateDir}
 	res, err = sb.Exec(ctx, drivers.Command{Argv: argv, Env: req.Env})
 	if err != nil {
@@ -103,9 +103,12 @@ func LaunchRunnerByExec(ctx context.Context, sb drivers.Sandbox, binary, endpoin
 // is no such file.
 const logTailScript = `[ -f "$1" ] || exit 0; exec tail -c "$2" "$1"`
 
-// ClampLogTail returns n clamped to 1..drivers.MaxRunnerLogTail, as
-// RunnerIngress.LogTail takes its max.
-func ClampLogTail(n int) int { return min(max(n, 1), drivers.MaxRunnerLogTail) }
+// maxLogTail is the most RunnerIngress.LogTail returns: 64 KiB.
+const maxLogTail = 64 << 10
+
+// ClampLogTail returns n clamped to 1..65536 (64 KiB), as
+// RunnerIngress.LogTail takes its limit.
+func ClampLogTail(n int) int { return min(max(n, 1), maxLogTail) }
 
 // RunnerLogTailByExec returns at most the last limit bytes (clamped by
 // ClampLogTail) of stateDir/runner.log, the log LaunchRunnerByExec
@@ -117,7 +120,7 @@ func RunnerLogTailByExec(ctx context.Context, sb drivers.Sandbox, stateDir strin
 		return nil, fmt.Errorf("runner log of %s: state directory %q: want an absolute path", sb.ID(), stateDir)
 	}
 	n := ClampLogTail(limit)
-	file := strings.TrimSuffix(stateDir, "/") + "/" + RunnerLogName
+	file := strings.TrimSuffix(stateDir, "/") + "/" + runnerLogName
 	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", logTailScript, "sh", file, strconv.Itoa(n)}, OutputLimit: n})
 	if err != nil {
 		return nil, fmt.Errorf("runner log of %s: %s: %w", sb.ID(), file, err)

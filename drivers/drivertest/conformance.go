@@ -44,7 +44,7 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 	subtest(t, "exec after release", newHarness, testExecAfterRelease)
 	subtest(t, "cancellation stops a running command promptly", newHarness, testCancel)
 	subtest(t, "parallel acquire exec release", newHarness, testParallel)
-	for _, f := range Failures() {
+	for _, f := range failures() {
 		subtest(t, "error table: "+f.String(), newHarness, testFailure(f))
 	}
 	gated(t, "resume of an unknown id is not found", drivers.CapReuse, newHarness, testResumeUnknown)
@@ -74,7 +74,8 @@ func testCapabilities(t *testing.T, _ context.Context, h Harness) {
 	if diff := cmp.Diff(c1, c2); diff != "" {
 		t.Errorf("Capabilities changed between calls (-first +second):\n%s", diff)
 	}
-	for _, msg := range declaredMismatch(d.Name(), "driver", c1.Declared, drivers.Implemented(d), drivers.DriverLevel) {
+	impl, scope := implemented(d, driverLevel)
+	for _, msg := range declaredMismatch(d.Name(), "driver", c1.Declared, impl, scope) {
 		t.Error(msg)
 	}
 	if !c1.Declared.Has(drivers.CapExec) {
@@ -117,8 +118,8 @@ func testCapabilities(t *testing.T, _ context.Context, h Harness) {
 		}
 	}
 	// Listing through a registry reads only static data.
-	info := drivers.NewRegistry(d).Describe(d.Name())
-	if info.Effective.Without(c1.Declared) != 0 {
+	info := drivers.NewRegistry(d).List()[0]
+	if info.Effective&^c1.Declared != 0 {
 		t.Errorf("effective %s exceeds declared %s", info.Effective, c1.Declared)
 	}
 	// The harness config normalizes to itself (it is already normalized).
@@ -133,7 +134,8 @@ func testCapabilities(t *testing.T, _ context.Context, h Harness) {
 func testLiveCapabilities(t *testing.T, ctx context.Context, h Harness) {
 	d := h.Driver()
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{LeaseID: "conformance-" + uniqueSuffix()})
-	for _, msg := range declaredMismatch(d.Name(), "live sandbox", d.Capabilities().Declared, drivers.SandboxImplemented(sb), drivers.SandboxLevel) {
+	impl, scope := implemented(sb, sandboxLevel)
+	for _, msg := range declaredMismatch(d.Name(), "live sandbox", d.Capabilities().Declared, impl, scope) {
 		t.Error(msg)
 	}
 }
@@ -141,12 +143,12 @@ func testLiveCapabilities(t *testing.T, ctx context.Context, h Harness) {
 // declaredMismatch compares declared and implemented within scope and
 // describes each difference; nil when they agree.
 func declaredMismatch(driver, what string, declared, implemented, scope drivers.Set) []string {
-	declared, implemented = declared.Intersect(scope), implemented.Intersect(scope)
+	declared, implemented = declared&scope, implemented&scope
 	var out []string
-	if extra := declared.Without(implemented); extra != 0 {
+	if extra := declared &^ implemented; extra != 0 {
 		out = append(out, fmt.Sprintf("driver %q declares %s but its %s does not implement it (CAP-2)", driver, extra, what))
 	}
-	if missing := implemented.Without(declared); missing != 0 {
+	if missing := implemented &^ declared; missing != 0 {
 		out = append(out, fmt.Sprintf("driver %q does not declare %s although its %s implements it (CAP-2)", driver, missing, what))
 	}
 	return out

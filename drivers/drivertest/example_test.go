@@ -64,9 +64,9 @@ func (h *acmeHarness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
 //	func TestConformance(t *testing.T) { drivertest.RunConformanceTests(t, newAcmeHarness) }
 //	func BenchmarkDriver(b *testing.B) { drivertest.RunBenchmarks(b, newAcmeHarness) }
 //
-// Here the harness is checked the way the suite checks it: its config runs
-// a POSIX sh script, and each failure of the error table is checked with
-// CheckFailure.
+// Here the harness is tried by hand: its config runs a POSIX sh script,
+// and it says which failures of the error table apply to its driver (the
+// suite checks each of those against its sentinel).
 func Example_thirdPartyHarness() {
 	ctx := context.Background()
 	h, err := newAcmeHarness(ctx, nil)
@@ -86,22 +86,38 @@ func Example_thirdPartyHarness() {
 	if _, err := sb.Release(ctx, drivers.Destroy); err != nil {
 		panic(err)
 	}
-	for _, f := range drivertest.Failures() {
-		applies, err := drivertest.CheckFailure(ctx, h, f)
-		switch {
-		case !applies:
+	fh := h.(drivertest.FailureHarness)
+	for _, f := range []drivertest.Failure{drivertest.FailUnreachable, drivertest.FailBadCredentials,
+		drivertest.FailMissingCredentials, drivertest.FailUnknownImage, drivertest.FailHostKeyMismatch} {
+		if _, applies := fh.Broken(f); applies {
+			fmt.Printf("%s: checked\n", f)
+		} else {
 			fmt.Printf("%s: does not apply\n", f)
-		case err != nil:
-			fmt.Printf("%s: FAIL %v\n", f, err)
-		default:
-			fmt.Printf("%s: ok\n", f)
 		}
 	}
 	// Output:
 	// acme: hello from sh
 	// unreachable: does not apply
-	// bad credentials: ok
-	// missing credentials: ok
-	// unknown image: ok
+	// bad credentials: checked
+	// missing credentials: checked
+	// unknown image: checked
 	// host key mismatch: does not apply
+}
+
+// The example's harness passes every failure of the error table that
+// applies to it, as the suite checks it.
+func TestAcmeHarnessFailures(t *testing.T) {
+	ctx := context.Background()
+	h, err := newAcmeHarness(ctx, t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	for _, f := range drivertest.Failures() {
+		applies, err := drivertest.CheckFailure(ctx, h, f)
+		want := f != drivertest.FailUnreachable && f != drivertest.FailHostKeyMismatch
+		if applies != want || err != nil {
+			t.Errorf("%s: applies %v (want %v), err %v", f, applies, want, err)
+		}
+	}
 }

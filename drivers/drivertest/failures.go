@@ -40,8 +40,8 @@ const (
 	FailHostKeyMismatch
 )
 
-// Failures returns every Failure, in the order the suite checks them.
-func Failures() []Failure {
+// failures returns every Failure, in the order the suite checks them.
+func failures() []Failure {
 	return []Failure{FailUnreachable, FailBadCredentials, FailMissingCredentials, FailUnknownImage, FailHostKeyMismatch}
 }
 
@@ -84,7 +84,6 @@ type Broken struct {
 // Harness whose driver can be given a broken config. If a Harness does not
 // implement it, the suite skips its error-table subtests and says so.
 type FailureHarness interface {
-	Harness
 	// Broken returns a config that reaches the harness's target except
 	// for f, and false when f does not apply to the driver (a driver
 	// without images has no unknown image, one without host keys no host
@@ -113,7 +112,7 @@ func (f Failure) want(b Broken) (error, error) {
 	return nil, fmt.Errorf("harness: unknown failure %d", int(f))
 }
 
-// CheckFailure runs the suite's check of f on h: it asks h for a config
+// checkFailure runs the suite's check of f on h: it asks h for a config
 // broken that way, normalizes it with the driver's schema and, when that
 // succeeds, acquires with it (destroying a sandbox that is wrongly
 // acquired). It reports applies false, and no error, when h is not a
@@ -121,7 +120,7 @@ func (f Failure) want(b Broken) (error, error) {
 // the driver's error matches the error table's sentinel with errors.Is,
 // maps to that sentinel's probe code (its reason), and contains no secret field's
 // value; else an error that says what was wrong. It honours ctx.
-func CheckFailure(ctx context.Context, h Harness, f Failure) (applies bool, err error) {
+func checkFailure(ctx context.Context, h Harness, f Failure) (applies bool, err error) {
 	fh, ok := h.(FailureHarness)
 	if !ok {
 		return false, nil
@@ -197,7 +196,7 @@ func testFailure(f Failure) func(t *testing.T, ctx context.Context, h Harness) {
 		var applies bool
 		var err error
 		within(t, bound, "Acquire with a config broken by "+f.String(), func() {
-			applies, err = CheckFailure(ctx, h, f)
+			applies, err = checkFailure(ctx, h, f)
 		})
 		if !applies {
 			t.Skipf("the harness says %s does not apply to driver %q", f, h.Driver().Name())

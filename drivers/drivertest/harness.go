@@ -36,7 +36,6 @@ const defaultParallel = 32
 // sandboxes. If a Harness does not implement it, or Parallel returns less
 // than 1, the parallel subtest runs 32 workers.
 type ParallelHarness interface {
-	Harness
 	// Parallel returns how many workers the parallel subtest runs at once.
 	Parallel() int
 }
@@ -46,7 +45,6 @@ type ParallelHarness interface {
 // built for the harness's target (a static build of cmd/berth-runner, with
 // its SHA-256); it may register cleanups on tb.
 type RunnerHarness interface {
-	Harness
 	RunnerSpec(tb testing.TB) drivers.RunnerSpec
 }
 

@@ -23,7 +23,6 @@ import (
 // template). If a Harness does not implement it, the suite checks capture
 // and template deletion without acquiring the captured image.
 type ImageHarness interface {
-	Harness
 	ConfigWithImage(id images.Identity) (config.Config, bool)
 }
 

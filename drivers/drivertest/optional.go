@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 )
@@ -60,7 +62,8 @@ func testStopResume(t *testing.T, ctx context.Context, h Harness) {
 	if again.ID() != sb.ID() {
 		t.Errorf("resumed ID %q, want %q", again.ID(), sb.ID())
 	}
-	for _, msg := range declaredMismatch(h.Driver().Name(), "resumed sandbox", h.Driver().Capabilities().Declared, drivers.SandboxImplemented(again), drivers.SandboxLevel) {
+	impl, scope := implemented(again, sandboxLevel)
+	for _, msg := range declaredMismatch(h.Driver().Name(), "resumed sandbox", h.Driver().Capabilities().Declared, impl, scope) {
 		t.Error(msg)
 	}
 	if got := string(execOK(t, ctx, again, drivers.Command{Argv: []string{"echo", "after"}}).Stdout); got != "after\n" {
@@ -501,7 +504,7 @@ func checkRunnerLogTail(t *testing.T, ctx context.Context, in drivers.RunnerIngr
 	deadline := time.Now().Add(time.Until(deadlineOr(ctx, 30*time.Second)))
 	var tail []byte
 	for {
-		b, err := in.LogTail(ctx, drivers.MaxRunnerLogTail)
+		b, err := in.LogTail(ctx, driverkit.ClampLogTail(math.MaxInt))
 		if err != nil {
 			t.Errorf("round %d: LogTail after the refused exchange: %v", round, err)
 			return

@@ -9,15 +9,14 @@ import (
 	"github.com/berthdev/berth/internal/proctest"
 )
 
-// HostProcessHarness is an optional interface of a RunnerHarness whose
-// runners are processes of the machine the suite runs on (the local
+// HostProcessHarness is an optional interface that may be implemented by
+// a Harness that also implements RunnerHarness, whose runners are processes of the machine the suite runs on (the local
 // driver, an SSH server or a container engine on this host), so that the
 // suite finds them in /proc. RunnersAreHostProcesses returns true where
 // that holds; the suite then checks that a launched runner is one process
 // that holds the ticket in neither its argv nor its environment, and that
 // Release(Destroy) ends it.
 type HostProcessHarness interface {
-	RunnerHarness
 	RunnersAreHostProcesses() bool
 }
 
@@ -28,10 +27,11 @@ type HostProcessHarness interface {
 // not the end of the launching command's process group).
 func testRunnerProcess(t *testing.T, ctx context.Context, h Harness) {
 	ph, ok := h.(HostProcessHarness)
-	if !ok || !ph.RunnersAreHostProcesses() {
+	rh, isRunner := h.(RunnerHarness)
+	if !ok || !isRunner || !ph.RunnersAreHostProcesses() {
 		t.Skipf("the harness of driver %q does not say its runners are processes of this host (drivertest.HostProcessHarness)", h.Driver().Name())
 	}
-	spec := ph.RunnerSpec(t)
+	spec := rh.RunnerSpec(t)
 	sb := acquire(t, ctx, h, drivers.AcquireRequest{LeaseID: "runner-process-" + uniqueSuffix(), Runner: &spec})
 	host, err := drivers.SandboxAs[drivers.RunnerHost](sb, drivers.Narrowing(h.Driver(), 0))
 	if err != nil {

@@ -93,8 +93,7 @@ type SandboxRecord struct {
 	State   drivers.State
 	Labels  map[string]string
 	Image   images.Identity
-	leaseID string    // AcquireRequest.LeaseID
-	created time.Time // reported by List as CreatedAt
+	leaseID string // AcquireRequest.LeaseID
 }
 
 // box is one sandbox at the fake provider. Guarded by Driver.mu.
@@ -187,10 +186,15 @@ func New(opts *Options) *Driver {
 		panic("fake: unknown Options.Platform " + strconv.Quote(d.o.Platform))
 	}
 	d.platform = plat
-	d.declared = drivers.AllCapabilities.Without(d.o.Undeclared)
+	d.declared = allCapabilities &^ d.o.Undeclared
 	d.schema, d.defaultImg = d.newSchema(), d.AddImage(DefaultImage)
 	return d
 }
+
+// allCapabilities is every capability: the fake implements them all.
+var allCapabilities = drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList,
+	drivers.CapDestroyByID, drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapTemplateCapture,
+	drivers.CapTemplateDelete, drivers.CapRunnerIngress)
 
 func (d *Driver) newSchema() *config.Schema {
 	image := func(v any) error {
@@ -278,7 +282,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 	}
 	d.seq++
 	now := d.o.Clock.Now()
-	b := &box{SandboxRecord: SandboxRecord{ID: d.name + "-" + strconv.Itoa(d.seq), Image: img, created: now, leaseID: req.LeaseID}, labels: labelPairs(req.Labels)}
+	b := &box{SandboxRecord: SandboxRecord{ID: d.name + "-" + strconv.Itoa(d.seq), Image: img, leaseID: req.LeaseID}, labels: labelPairs(req.Labels)}
 	b.boot(now, d.o.StartDelay)
 	d.boxes[b.ID] = b
 	d.mu.Unlock()
@@ -300,7 +304,7 @@ func (d *Driver) waitRunning(ctx context.Context, id string) (drivers.Sandbox, e
 	for {
 		d.mu.Lock()
 		b, now := d.boxes[id], d.o.Clock.Now()
-		st, wait := drivers.StateUnknown, time.Duration(0)
+		st, wait := drivers.State(""), time.Duration(0)
 		if b != nil {
 			st, wait = b.stateAt(now), b.readyAt.Sub(now)
 		}
@@ -366,7 +370,7 @@ func (d *Driver) List(ctx context.Context, cfg config.Config, labels map[string]
 			continue
 		}
 		if b.carries(labels) {
-			out = append(out, drivers.SandboxInfo{ProviderLeaseID: b.ID, Labels: b.labelMap(), State: b.State, CreatedAt: b.created})
+			out = append(out, drivers.SandboxInfo{ProviderLeaseID: b.ID, Labels: b.labelMap(), State: b.State})
 		}
 	}
 	slices.SortFunc(out, func(a, b drivers.SandboxInfo) int { return byID(a.ProviderLeaseID, b.ProviderLeaseID) })
@@ -457,7 +461,7 @@ func (d *Driver) Sandboxes() []SandboxRecord {
 	defer d.mu.Unlock()
 	out, now := make([]SandboxRecord, 0, len(d.boxes)), d.o.Clock.Now()
 	for _, b := range d.boxes {
-		out = append(out, SandboxRecord{ID: b.ID, leaseID: b.leaseID, State: b.stateAt(now), Labels: b.labelMap(), Image: b.Image, created: b.created})
+		out = append(out, SandboxRecord{ID: b.ID, leaseID: b.leaseID, State: b.stateAt(now), Labels: b.labelMap(), Image: b.Image})
 	}
 	slices.SortFunc(out, func(a, b SandboxRecord) int { return byID(a.ID, b.ID) })
 	return out
@@ -470,7 +474,7 @@ func (d *Driver) State(id string) (drivers.State, bool) {
 	if b, ok := d.boxes[id]; ok {
 		return b.stateAt(d.o.Clock.Now()), true
 	}
-	return drivers.StateUnknown, false
+	return "", false
 }
 
 // DefaultImageIdentity returns what DefaultImage named at New.

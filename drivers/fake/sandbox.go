@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -376,7 +377,7 @@ type ingress struct {
 }
 
 // Endpoint returns "unix:" and the socket's path.
-func (in *ingress) Endpoint() string { return drivers.UnixScheme + in.sock }
+func (in *ingress) Endpoint() string { return "unix:" + in.sock }
 
 // Close closes the listener and removes its directory, not the runner.
 func (in *ingress) Close() error {
@@ -426,7 +427,7 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	return nil
 }
 
-// LogTail returns the last limit bytes (at most drivers.MaxRunnerLogTail) of
+// LogTail returns the last limit bytes (at most 64 KiB: driverkit.ClampLogTail) of
 // what the last Launch's runner logged: its slog text and the error it
 // ended with, as cmd/berth-runner writes them; nil before any Launch.
 func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
@@ -439,7 +440,7 @@ func (in *ingress) LogTail(ctx context.Context, limit int) ([]byte, error) {
 	return bytes.Clone(l.buf[max(0, len(l.buf)-driverkit.ClampLogTail(limit)):]), nil
 }
 
-// tailLog keeps the last drivers.MaxRunnerLogTail bytes written to it.
+// tailLog keeps the last 64 KiB written to it (what LogTail may return).
 type tailLog struct {
 	mu  sync.Mutex
 	buf []byte
@@ -449,7 +450,7 @@ func (l *tailLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.buf = append(l.buf, p...)
-	if over := len(l.buf) - drivers.MaxRunnerLogTail; over > 0 {
+	if over := len(l.buf) - driverkit.ClampLogTail(math.MaxInt); over > 0 {
 		l.buf = append(l.buf[:0], l.buf[over:]...)
 	}
 	return len(p), nil

@@ -6,7 +6,6 @@
 //	d := local.New(nil) // or drivers.NewRegistry(local.New(nil), ...)
 //	cfg, err := d.Schema().Normalize(map[string]any{"workdir": dir})
 //	sb, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: id})
-//	fmt.Println(sb.(local.Workspace).Dir()) // dir, symlinks resolved
 //	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"make"}})
 //	r, err := sb.Release(ctx, drivers.Destroy) // ends what it left
 //
@@ -14,9 +13,9 @@
 // os/exec, each in its own process group; cancellation kills the whole
 // group and WaitDelay keeps pipes held by grandchildren from hanging.
 // Release kills what the session left running and confirms it through
-// /proc. The driver declares exec, stream_exec and runner_ingress. Its
-// sandboxes implement Workspace, which reports the host name and working
-// directory for the local probe (PRB-1).
+// /proc. The driver declares exec, stream_exec and runner_ingress. A session's
+// working directory is resolved at Acquire (symlinks evaluated) and is
+// the default directory of its commands.
 //
 // Runner ingress (drivers.RunnerHost): HostRunner installs nothing; it
 // checks that spec.Binary is a regular executable file whose SHA-256 is

@@ -15,21 +15,21 @@ import (
 func ExampleNew() {
 	reg := drivers.NewRegistry(local.New(nil))
 	defer reg.Close()
-	info := reg.Describe(local.Name)
+	info := reg.List()[0]
 	fmt.Println(info.Name, info.Kind, info.Effective, info.Available)
 
-	d, err := reg.Lookup(local.Name)
+	d, err := reg.Lookup("local")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	schema := d.Schema()
-	cfg, err := schema.Normalize(map[string]any{local.FieldWorkdir: "/srv/agents/ws-1"})
+	cfg, err := schema.Normalize(map[string]any{"workdir": "/srv/agents/ws-1"})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(cfg.String(local.FieldWorkdir), cfg.String("shell"))
+	fmt.Println(cfg.String("workdir"), cfg.String("shell"))
 	for _, f := range schema.Fields {
 		fmt.Println(f.Name, f.Kind)
 	}

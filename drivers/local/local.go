@@ -17,11 +17,11 @@ import (
 )
 
 // Name is the driver name.
-const Name = "local"
+const driverName = "local"
 
 // Config field names of the local driver.
 const (
-	FieldWorkdir = "workdir"
+	fieldWorkdir = "workdir"
 	fieldShell   = "shell"
 )
 
@@ -53,7 +53,7 @@ var _ drivers.Driver = (*driver)(nil)
 // New returns the local driver, the host target: it runs commands on the
 // machine berth runs on. Acquire opens a session in a working directory;
 // Release ends it and every process it started. The driver also implements
-// drivers.ArchReporter, and its sandboxes Workspace, drivers.StreamExecer and
+// drivers.ArchReporter, and its sandboxes drivers.StreamExecer and
 // drivers.RunnerHost. It is safe for concurrent use; nil opts means defaults.
 func New(opts *Options) drivers.Driver {
 	var o Options
@@ -68,10 +68,10 @@ func New(opts *Options) drivers.Driver {
 		d.grace = 5 * time.Second
 	}
 	d.schema = &config.Schema{
-		Driver: Name,
+		Driver: driverName,
 		Fields: []config.Field{
 			{
-				Name: FieldWorkdir, Kind: config.KindIdentity, Type: config.TypeString,
+				Name: fieldWorkdir, Kind: config.KindIdentity, Type: config.TypeString,
 				Doc:   "absolute working directory of the session; absent: the process's working directory at acquire",
 				Check: checkAbs,
 			},
@@ -93,7 +93,7 @@ func checkAbs(v any) error {
 }
 
 // Name returns "local".
-func (d *driver) Name() string { return Name }
+func (d *driver) Name() string { return driverName }
 
 // Capabilities returns Kind host with exec, stream_exec and runner_ingress
 // declared. No I/O.
@@ -107,15 +107,15 @@ func (d *driver) Schema() *config.Schema { return d.schema }
 // Acquire opens a session. The working directory is the config's workdir,
 // else req.Workspace, else the process's working directory; it must be an
 // existing directory that the process may enter and read (else an error
-// wrapping errcode.ErrNotFound), and is reported resolved (symlinks
-// evaluated) by Workspace.Dir. The shell must be an executable file (else an
+// wrapping errcode.ErrNotFound), and is resolved (symlinks evaluated): the
+// default directory of commands. The shell must be an executable file (else an
 // error wrapping config.ErrInvalid). The provider lease id is
 // "local://<hostname><workdir>#<n>".
 func (d *driver) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("local: acquire: %w", err)
 	}
-	dir := cfg.String(FieldWorkdir)
+	dir := cfg.String(fieldWorkdir)
 	if dir == "" {
 		dir = req.Workspace
 	}
@@ -135,7 +135,7 @@ func (d *driver) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 		shell = defaultShell
 	}
 	if fi, err := os.Stat(shell); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return nil, &config.Error{Driver: Name, Field: fieldShell, Reason: fmt.Sprintf("%q is not an executable file", shell)}
+		return nil, &config.Error{Driver: driverName, Field: fieldShell, Reason: fmt.Sprintf("%q is not an executable file", shell)}
 	}
 	host, err := os.Hostname()
 	if err != nil {
@@ -174,21 +174,6 @@ func usableDir(dir string) (string, error) {
 	return abs, nil
 }
 
-// Workspace is implemented by every sandbox the local driver returns:
-// reads of the session that no other driver has. Assert it on a
-// drivers.Sandbox from this driver's Acquire; the values are fixed at
-// Acquire and the calls do no I/O.
-type Workspace interface {
-	drivers.Sandbox
-	// Hostname returns the host name read at Acquire (PRB-1).
-	Hostname() string
-	// Dir returns the session's working directory, absolute with symlinks
-	// resolved, verified usable at Acquire (PRB-1).
-	Dir() string
-	// Shell returns the shell that runs "sh" commands.
-	Shell() string
-}
-
 // sandbox is a session on the local host. Safe for concurrent use.
 type sandbox struct {
 	d     *driver
@@ -210,7 +195,6 @@ type sandbox struct {
 
 var (
 	_ drivers.Sandbox      = (*sandbox)(nil)
-	_ Workspace            = (*sandbox)(nil)
 	_ drivers.StreamExecer = (*sandbox)(nil)
 	_ drivers.RunnerHost   = (*sandbox)(nil)
 )

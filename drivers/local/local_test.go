@@ -69,7 +69,16 @@ func TestConformance(t *testing.T) {
 
 func BenchmarkDriver(b *testing.B) { drivertest.RunBenchmarks(b, newHarness) }
 
-func acquire(t *testing.T, raw map[string]any) local.Workspace {
+// workspace is what a local session reads without I/O: its host name,
+// working directory and shell, fixed at Acquire.
+type workspace interface {
+	drivers.Sandbox
+	Hostname() string
+	Dir() string
+	Shell() string
+}
+
+func acquire(t *testing.T, raw map[string]any) workspace {
 	t.Helper()
 	d := local.New(nil)
 	cfg, err := d.Schema().Normalize(raw)
@@ -81,7 +90,7 @@ func acquire(t *testing.T, raw map[string]any) local.Workspace {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sb.Release(context.Background(), drivers.Destroy) })
-	return sb.(local.Workspace)
+	return sb.(workspace)
 }
 
 // PRB-1: the session reports the host name and its verified directory.
@@ -382,7 +391,7 @@ func TestReleaseRemovesTheRunnerDirectory(t *testing.T) {
 	}
 }
 
-// The ingress's endpoint is drivers.UnixScheme and an absolute socket path.
+// The ingress's endpoint is "unix:" and an absolute socket path.
 func TestEndpointIsUnixScheme(t *testing.T) {
 	sb := acquire(t, map[string]any{"workdir": t.TempDir()})
 	bin, sum := testenv.RunnerBinarySum(t)
@@ -391,8 +400,8 @@ func TestEndpointIsUnixScheme(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	if !strings.HasPrefix(in.Endpoint(), drivers.UnixScheme+"/") {
-		t.Errorf("Endpoint = %q, want %s and an absolute path", in.Endpoint(), drivers.UnixScheme)
+	if !strings.HasPrefix(in.Endpoint(), "unix:/") {
+		t.Errorf("Endpoint = %q, want unix: and an absolute path", in.Endpoint())
 	}
 }
 

@@ -152,7 +152,7 @@ type ingress struct {
 var _ drivers.RunnerIngress = (*ingress)(nil)
 
 // Endpoint returns "unix:" and the socket's path.
-func (in *ingress) Endpoint() string { return drivers.UnixScheme + in.sock }
+func (in *ingress) Endpoint() string { return "unix:" + in.sock }
 
 // Close closes the listener, which removes the socket. It stops no
 // runner; a second Close does nothing.

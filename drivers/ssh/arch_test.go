@@ -20,8 +20,8 @@ func TestRunnerArchReportsTheHostsArchitecture(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cfg := e.config(t, nil)
-	wd := cfg.String(FieldWorkdir) + "/not-made"
-	cfg[FieldWorkdir] = wd
+	wd := cfg.String(fieldWorkdir) + "/not-made"
+	cfg[fieldWorkdir] = wd
 	ar, err := drivers.DriverAs[drivers.ArchReporter](e.d)
 	if err != nil {
 		t.Fatal(err)

@@ -15,16 +15,16 @@ import (
 
 // The config fields of the ssh driver.
 const (
-	FieldHost           = "host"
-	FieldPort           = "port"
-	FieldUser           = "user"
-	FieldPrivateKey     = "private_key"
-	FieldKnownHosts     = "known_hosts"
-	FieldWorkdir        = "workdir"
+	fieldHost           = "host"
+	fieldPort           = "port"
+	fieldUser           = "user"
+	fieldPrivateKey     = "private_key"
+	fieldKnownHosts     = "known_hosts"
+	fieldWorkdir        = "workdir"
 	fieldConnectTimeout = "connect_timeout"
 	fieldKeepalive      = "keepalive"
 	fieldMaxSessions    = "max_sessions"
-	FieldForwarding     = "forwarding"
+	fieldForwarding     = "forwarding"
 )
 
 // defaultMaxSessions is the default of max_sessions: OpenSSH's default
@@ -33,20 +33,20 @@ const defaultMaxSessions = 10
 
 func newSchema() *config.Schema {
 	return &config.Schema{
-		Driver: Name,
+		Driver: driverName,
 		Fields: []config.Field{
-			{Name: FieldHost, Kind: config.KindIdentity, Type: config.TypeString, Required: true,
+			{Name: fieldHost, Kind: config.KindIdentity, Type: config.TypeString, Required: true,
 				Doc: "host name or IP address of the SSH server", Check: checkHost},
-			{Name: FieldPort, Kind: config.KindIdentity, Type: config.TypeInt, Default: int64(22),
+			{Name: fieldPort, Kind: config.KindIdentity, Type: config.TypeInt, Default: int64(22),
 				Doc: "TCP port of the SSH server", Check: checkPort},
-			{Name: FieldUser, Kind: config.KindIdentity, Type: config.TypeString, Required: true,
+			{Name: fieldUser, Kind: config.KindIdentity, Type: config.TypeString, Required: true,
 				Doc: "login user", Check: checkUser},
-			{Name: FieldPrivateKey, Kind: config.KindSecret, Type: config.TypeString, Required: true,
+			{Name: fieldPrivateKey, Kind: config.KindSecret, Type: config.TypeString, Required: true,
 				Doc: "unencrypted private key in PEM form (OpenSSH, PKCS#1, PKCS#8 or SEC1)", Check: checkPrivateKey},
-			{Name: FieldKnownHosts, Kind: config.KindIdentity, Type: config.TypeStringList,
+			{Name: fieldKnownHosts, Kind: config.KindIdentity, Type: config.TypeStringList,
 				Doc:   "trusted host keys as known_hosts lines; without a line for the host every connection is refused (see ScanHostKey)",
 				Check: checkKnownHosts},
-			{Name: FieldWorkdir, Kind: config.KindIdentity, Type: config.TypeString, Default: "~",
+			{Name: fieldWorkdir, Kind: config.KindIdentity, Type: config.TypeString, Default: "~",
 				Doc:   `remote workspace directory, created if missing: "~" is the login user's home, "~/x" and relative paths are under it, absolute paths are used as given`,
 				Check: checkWorkdir},
 			{Name: fieldConnectTimeout, Kind: config.KindKnob, Type: config.TypeDuration, Default: "10s",
@@ -56,7 +56,7 @@ func newSchema() *config.Schema {
 			{Name: fieldMaxSessions, Kind: config.KindKnob, Type: config.TypeInt, Default: int64(defaultMaxSessions),
 				Doc:   "the server's MaxSessions: channels opened at once on one connection (one is kept for control commands)",
 				Check: checkMaxSessions},
-			{Name: FieldForwarding, Kind: config.KindKnob, Type: config.TypeString, Check: checkForwarding,
+			{Name: fieldForwarding, Kind: config.KindKnob, Type: config.TypeString, Check: checkForwarding,
 				Doc: `what the server forwards for the runner's ingress, as a probe measured it (probe.Result.Forwarding): "unix", "tcp" or "none"; ` +
 					`"none" narrows runner_ingress away (CAP-2), so a run that needs the runner is refused before anything is allocated; absent: not measured (the driver tries a unix socket, then TCP)`},
 		},
@@ -73,7 +73,7 @@ func checkHost(v any) error {
 
 func checkForwarding(v any) error {
 	switch s, _ := v.(string); s {
-	case "", ForwardingUnix, ForwardingTCP, ForwardingNone:
+	case "", forwardingUnix, forwardingTCP, forwardingNone:
 		return nil
 	default:
 		return fmt.Errorf("%q is not one of unix, tcp, none", s)
@@ -177,13 +177,13 @@ func joinHostPort(host string, port int) string {
 // contain the private key.
 func parseTarget(schema *config.Schema, cfg config.Config) (*target, error) {
 	cfgErr := func(field, reason string) error {
-		return &config.Error{Driver: Name, Field: field, Reason: reason}
+		return &config.Error{Driver: driverName, Field: field, Reason: reason}
 	}
 	t := &target{
-		host:           cfg.String(FieldHost),
-		port:           int(cfg.Int(FieldPort)),
-		user:           cfg.String(FieldUser),
-		workdir:        cfg.String(FieldWorkdir),
+		host:           cfg.String(fieldHost),
+		port:           int(cfg.Int(fieldPort)),
+		user:           cfg.String(fieldUser),
+		workdir:        cfg.String(fieldWorkdir),
 		connectTimeout: cfg.Duration(fieldConnectTimeout),
 		keepalive:      cfg.Duration(fieldKeepalive),
 		maxSessions:    int(cfg.Int(fieldMaxSessions)),
@@ -205,38 +205,38 @@ func parseTarget(schema *config.Schema, cfg config.Config) (*target, error) {
 		v     any
 		check func(any) error
 	}{
-		{FieldHost, t.host, checkHost},
-		{FieldPort, int64(t.port), checkPort},
-		{FieldUser, t.user, checkUser},
-		{FieldWorkdir, t.workdir, checkWorkdir},
+		{fieldHost, t.host, checkHost},
+		{fieldPort, int64(t.port), checkPort},
+		{fieldUser, t.user, checkUser},
+		{fieldWorkdir, t.workdir, checkWorkdir},
 		{fieldMaxSessions, int64(t.maxSessions), checkMaxSessions},
 	} {
 		if err := c.check(c.v); err != nil {
 			return nil, cfgErr(c.field, err.Error())
 		}
 	}
-	if _, isRef := cfg.SecretRef(FieldPrivateKey); isRef {
+	if _, isRef := cfg.SecretRef(fieldPrivateKey); isRef {
 		return nil, fmt.Errorf("ssh %s@%s: private_key is an unresolved secret reference: %w", t.user, t.addr(), config.ErrCredentialsMissing)
 	}
-	key := cfg.String(FieldPrivateKey)
+	key := cfg.String(fieldPrivateKey)
 	if key == "" {
 		return nil, fmt.Errorf("ssh %s@%s: private_key is missing: %w", t.user, t.addr(), config.ErrCredentialsMissing)
 	}
 	signer, err := parseSigner(key)
 	if err != nil {
-		return nil, cfgErr(FieldPrivateKey, err.Error())
+		return nil, cfgErr(fieldPrivateKey, err.Error())
 	}
 	t.signer = signer
-	known, err := parseKnownHosts(cfg.Strings(FieldKnownHosts))
+	known, err := parseKnownHosts(cfg.Strings(fieldKnownHosts))
 	if err != nil {
-		return nil, cfgErr(FieldKnownHosts, err.Error())
+		return nil, cfgErr(fieldKnownHosts, err.Error())
 	}
 	t.known = known
 
 	h := sha256.New()
 	for _, part := range []string{
 		t.host, strconv.Itoa(t.port), t.user,
-		strings.Join(cfg.Strings(FieldKnownHosts), "\n"),
+		strings.Join(cfg.Strings(fieldKnownHosts), "\n"),
 		string(signer.PublicKey().Marshal()),
 		t.keepalive.String(), strconv.Itoa(t.maxSessions),
 	} {

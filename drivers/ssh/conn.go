@@ -68,7 +68,7 @@ func classifyHandshake(ctx context.Context, addr, user string, err error) error 
 	if user != "" {
 		who = user + "@" + addr
 	}
-	var hk *HostKeyError
+	var hk *hostKeyError
 	switch {
 	case err == nil:
 		return nil

@@ -43,7 +43,7 @@ func TestHostKeyRefusals(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cfg := e.config(t, func(m map[string]any) { m[FieldKnownHosts] = tc.known })
+			cfg := e.config(t, func(m map[string]any) { m[fieldKnownHosts] = tc.known })
 			sb, err := e.d.Acquire(testCtx(t), cfg, drivers.AcquireRequest{})
 			if err == nil {
 				sb.Release(context.Background(), drivers.Destroy)
@@ -52,12 +52,12 @@ func TestHostKeyRefusals(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("error %v; want %v", err, tc.want)
 			}
-			var hk *HostKeyError
+			var hk *hostKeyError
 			if !errors.As(err, &hk) {
-				t.Fatalf("error %T is not a *HostKeyError", err)
+				t.Fatalf("error %T is not a *hostKeyError", err)
 			}
 			if hk.Fingerprint != e.srv.HostKeyFingerprint() || hk.Host != e.srv.Host() || hk.Port != e.srv.Port() || len(hk.Trusted) != tc.trusted {
-				t.Errorf("HostKeyError %+v; want fingerprint %s for %s", hk, e.srv.HostKeyFingerprint(), e.srv.Addr())
+				t.Errorf("hostKeyError %+v; want fingerprint %s for %s", hk, e.srv.HostKeyFingerprint(), e.srv.Addr())
 			}
 			for _, s := range []string{e.srv.Addr(), e.srv.HostKeyFingerprint()} {
 				if !strings.Contains(err.Error(), s) {
@@ -83,7 +83,7 @@ func TestScanHostKeyReturnsTheOfferedKey(t *testing.T) {
 		t.Errorf("fingerprint %s; want %s", fp, e.srv.HostKeyFingerprint())
 	}
 	// The scanned line, once saved, lets the driver connect.
-	sb := e.acquire(t, e.config(t, func(m map[string]any) { m[FieldKnownHosts] = []any{line} }))
+	sb := e.acquire(t, e.config(t, func(m map[string]any) { m[fieldKnownHosts] = []any{line} }))
 	if sb.Cwd() == "" {
 		t.Error("empty cwd")
 	}
@@ -96,7 +96,7 @@ func TestScanHostKeyReturnsTheOfferedKey(t *testing.T) {
 func TestWrongClientKeyIsErrAuth(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	cfg := e.config(t, func(m map[string]any) { m[FieldPrivateKey] = e.srv.UnauthorizedKeyPEM() })
+	cfg := e.config(t, func(m map[string]any) { m[fieldPrivateKey] = e.srv.UnauthorizedKeyPEM() })
 	_, err := e.d.Acquire(testCtx(t), cfg, drivers.AcquireRequest{})
 	if !errors.Is(err, drivers.ErrAuth) {
 		t.Fatalf("error %v; want ErrAuth", err)
@@ -138,7 +138,7 @@ func TestUnreachable(t *testing.T) {
 		// A long connect_timeout and caller deadline: the error must come
 		// from the refused connection, not from a timer.
 		cfg := e.config(t, func(m map[string]any) {
-			m[FieldPort] = closedPort(t)
+			m[fieldPort] = closedPort(t)
 			m[fieldConnectTimeout] = "10m"
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -154,7 +154,7 @@ func TestUnreachable(t *testing.T) {
 	t.Run("silent server hits connect_timeout: code timeout (PRB-5)", func(t *testing.T) {
 		t.Parallel()
 		cfg := e.config(t, func(m map[string]any) {
-			m[FieldPort] = testenv.SilentListener(t)
+			m[fieldPort] = testenv.SilentListener(t)
 			m[fieldConnectTimeout] = "200ms"
 		})
 		_, err := e.d.Acquire(testCtx(t), cfg, drivers.AcquireRequest{})
@@ -165,7 +165,7 @@ func TestUnreachable(t *testing.T) {
 	t.Run("dial honours cancellation", func(t *testing.T) {
 		t.Parallel()
 		cfg := e.config(t, func(m map[string]any) {
-			m[FieldPort] = testenv.SilentListener(t)
+			m[fieldPort] = testenv.SilentListener(t)
 			m[fieldConnectTimeout] = "10m"
 		})
 		ctx, cancel := context.WithCancel(context.Background())

@@ -23,8 +23,9 @@
 //
 // Host keys: only keys listed in known_hosts for the host and port are
 // accepted. No entry refuses the connection with drivers.ErrHostKeyUnknown,
-// another key with drivers.ErrHostKeyMismatch; both are *HostKeyError
-// values naming host, port and the offered key's SHA256 fingerprint. Trust
+// another key with drivers.ErrHostKeyMismatch; the error's text and
+// errcode.MessageOf name host, port and the offered key's SHA256
+// fingerprint (errcode.TargetOf is host:port). Trust
 // on first use is only ScanHostKey, which returns the offered key as a
 // known_hosts line for an operator to check and save. A refused client key
 // is drivers.ErrAuth; a refused port, or one whose connect does not finish,
@@ -39,7 +40,7 @@
 // control commands; further commands queue.
 //
 // Acquire creates the workspace directory (mkdir -p) and reads back its
-// physical path: Workspace.Cwd, and the path of the provider lease id
+// physical path: the default directory of commands, and the path of the provider lease id
 // "ssh://user@host:port/path". workdir "~" (the default) is the login
 // user's home; "~/x" and relative paths are under the home; absolute paths
 // are used as given. AcquireRequest.Workspace, if set, replaces the workdir

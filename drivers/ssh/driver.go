@@ -16,7 +16,7 @@ import (
 )
 
 // Name is the driver name (the driver's Name and its schema's driver).
-const Name = "ssh"
+const driverName = "ssh"
 
 // Options configure a driver. A nil *Options means defaults.
 type Options struct {
@@ -42,14 +42,13 @@ var (
 	_ drivers.Sandbox      = (*sandbox)(nil)
 	_ drivers.StreamExecer = (*sandbox)(nil)
 	_ drivers.Terminal     = (*sandbox)(nil)
-	_ Workspace            = (*sandbox)(nil)
 	_ drivers.RunnerHost   = (*sandbox)(nil)
 )
 
 // New returns the ssh driver: a host driver (drivers.KindHost) whose leases
 // are sessions on an SSH server, reached with public-key authentication and
 // strict host key checking. The driver also implements drivers.ArchReporter
-// and drivers.ConfigNarrower; its sandboxes implement Workspace,
+// and drivers.ConfigNarrower; its sandboxes implement
 // drivers.StreamExecer, drivers.Terminal and drivers.RunnerHost. It is safe
 // for concurrent use; connections are shared by leases of the same config
 // through a reference-counted pool. opts may be nil.
@@ -71,7 +70,7 @@ func newDriver(opts *Options) *driver {
 }
 
 // Name returns "ssh".
-func (d *driver) Name() string { return Name }
+func (d *driver) Name() string { return driverName }
 
 // Capabilities declares a host driver with exec, streaming exec, terminals
 // and runner ingress. It does no I/O.
@@ -86,7 +85,7 @@ func (d *driver) Capabilities() drivers.Capabilities {
 // is "none" (a probe found that the server forwards neither a unix socket
 // nor a TCP port) narrows runner_ingress away. No I/O.
 func (d *driver) NarrowedBy(cfg config.Config) drivers.Set {
-	if cfg.String(FieldForwarding) == ForwardingNone {
+	if cfg.String(fieldForwarding) == forwardingNone {
 		return drivers.NewSet(drivers.CapRunnerIngress)
 	}
 	return 0

@@ -178,11 +178,11 @@ func TestRunnerOnAServerThatForwardsNothingIsUnsupported(t *testing.T) {
 // "tcp" and absent do not; another value is refused naming the field.
 func TestForwardingNarrowsRunnerIngress(t *testing.T) {
 	d := newDriver(nil)
-	base := map[string]any{FieldHost: "h", FieldUser: "u", FieldPrivateKey: pemOf(t), FieldKnownHosts: []any{}}
-	for f, want := range map[string]bool{"": true, ForwardingUnix: true, ForwardingTCP: true, ForwardingNone: false} {
+	base := map[string]any{fieldHost: "h", fieldUser: "u", fieldPrivateKey: pemOf(t), fieldKnownHosts: []any{}}
+	for f, want := range map[string]bool{"": true, forwardingUnix: true, forwardingTCP: true, forwardingNone: false} {
 		raw := maps.Clone(base)
 		if f != "" {
-			raw[FieldForwarding] = f
+			raw[fieldForwarding] = f
 		}
 		cfg, err := d.Schema().Normalize(raw)
 		if err != nil {
@@ -193,9 +193,9 @@ func TestForwardingNarrowsRunnerIngress(t *testing.T) {
 		}
 	}
 	raw := maps.Clone(base)
-	raw[FieldForwarding] = "udp"
-	if _, err := d.Schema().Normalize(raw); err == nil || !strings.Contains(err.Error(), FieldForwarding) {
-		t.Errorf("forwarding udp: %v, want an error naming %s", err, FieldForwarding)
+	raw[fieldForwarding] = "udp"
+	if _, err := d.Schema().Normalize(raw); err == nil || !strings.Contains(err.Error(), fieldForwarding) {
+		t.Errorf("forwarding udp: %v, want an error naming %s", err, fieldForwarding)
 	}
 }
 

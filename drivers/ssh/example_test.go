@@ -39,23 +39,23 @@ func ExampleNew() {
 		}
 	}
 	raw := map[string]any{ // as json.Unmarshal gives it
-		ssh.FieldHost:       "build-1.example",
-		ssh.FieldUser:       "agent",
-		ssh.FieldPrivateKey: pemText,
+		"host":        "build-1.example",
+		"user":        "agent",
+		"private_key": pemText,
 		// The line ssh.ScanHostKey returned, checked by the operator.
-		ssh.FieldKnownHosts: []any{"build-1.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPAnHI7BLd1ahQ0hv4V4kbXr9qCvf0VG4BfJVWJJ6zuH"},
+		"known_hosts": []any{"build-1.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPAnHI7BLd1ahQ0hv4V4kbXr9qCvf0VG4BfJVWJJ6zuH"},
 	}
 	cfg, err := schema.Normalize(raw)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(cfg.Int(ssh.FieldPort), cfg.String(ssh.FieldWorkdir), schema.Redact(cfg).String(ssh.FieldPrivateKey))
+	fmt.Println(cfg.Int("port"), cfg.String("workdir"), schema.Redact(cfg).String("private_key"))
 
-	_, err = schema.Normalize(map[string]any{ssh.FieldHost: "build-1.example", ssh.FieldUser: "agent"})
+	_, err = schema.Normalize(map[string]any{"host": "build-1.example", "user": "agent"})
 	fmt.Println(errcode.ReasonOf(err), "-", err)
 
-	raw[ssh.FieldForwarding] = ssh.ForwardingNone
+	raw["forwarding"] = "none"
 	if cfg, err = schema.Normalize(raw); err != nil {
 		fmt.Println(err)
 		return

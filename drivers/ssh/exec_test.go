@@ -340,7 +340,7 @@ func TestAcquireWorkspace(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := e.config(t, func(m map[string]any) { m[FieldWorkdir] = tc.workdir })
+			cfg := e.config(t, func(m map[string]any) { m[fieldWorkdir] = tc.workdir })
 			var allocated string
 			sbi, err := e.d.Acquire(testCtx(t), cfg, drivers.AcquireRequest{Workspace: tc.workspace, Allocated: func(_ context.Context, id string) error { allocated = id; return nil }})
 			if err != nil {
@@ -358,7 +358,7 @@ func TestAcquireWorkspace(t *testing.T) {
 		})
 	}
 	t.Run("uncreatable workspace is an error", func(t *testing.T) {
-		cfg := e.config(t, func(m map[string]any) { m[FieldWorkdir] = "/proc/berth-no" })
+		cfg := e.config(t, func(m map[string]any) { m[fieldWorkdir] = "/proc/berth-no" })
 		if sb, err := e.d.Acquire(testCtx(t), cfg, drivers.AcquireRequest{}); err == nil {
 			sb.Release(context.Background(), drivers.Destroy)
 			t.Fatal("no error")
@@ -382,16 +382,16 @@ func TestPrivateKeyNeverLeaks(t *testing.T) {
 		corrupt := strings.Replace(key, "A", "*", 3)
 		truncated := key[:len(key)/2]
 		for _, raw := range []string{corrupt, truncated, strings.ReplaceAll(key, "-----", "")} {
-			_, err := e.d.Schema().Normalize(map[string]any{FieldHost: "h", FieldUser: "u", FieldPrivateKey: raw})
+			_, err := e.d.Schema().Normalize(map[string]any{fieldHost: "h", fieldUser: "u", fieldPrivateKey: raw})
 			add(err)
 			add(checkPrivateKey(raw))
 		}
 	}
-	_, err := e.d.Acquire(ctx, e.config(t, func(m map[string]any) { m[FieldPrivateKey] = e.srv.UnauthorizedKeyPEM() }), drivers.AcquireRequest{})
+	_, err := e.d.Acquire(ctx, e.config(t, func(m map[string]any) { m[fieldPrivateKey] = e.srv.UnauthorizedKeyPEM() }), drivers.AcquireRequest{})
 	add(err)
-	_, err = e.d.Acquire(ctx, e.config(t, func(m map[string]any) { m[FieldKnownHosts] = []any{} }), drivers.AcquireRequest{})
+	_, err = e.d.Acquire(ctx, e.config(t, func(m map[string]any) { m[fieldKnownHosts] = []any{} }), drivers.AcquireRequest{})
 	add(err)
-	_, err = e.d.Acquire(ctx, e.config(t, func(m map[string]any) { m[FieldPort] = closedPort(t) }), drivers.AcquireRequest{})
+	_, err = e.d.Acquire(ctx, e.config(t, func(m map[string]any) { m[fieldPort] = closedPort(t) }), drivers.AcquireRequest{})
 	add(err)
 	cfg := e.config(t, nil)
 	sb := e.acquire(t, cfg)

@@ -36,12 +36,12 @@ func envOn(srv *testenv.SSHServer) *env {
 // raw returns the config fields for the server, before normalization.
 func (e *env) raw(t testing.TB) map[string]any {
 	return map[string]any{
-		FieldHost:        e.srv.Host(),
-		FieldPort:        e.srv.Port(),
-		FieldUser:        e.srv.User(),
-		FieldPrivateKey:  e.srv.ClientKeyPEM(),
-		FieldKnownHosts:  []any{e.srv.KnownHostsLine()},
-		FieldWorkdir:     t.TempDir(),
+		fieldHost:        e.srv.Host(),
+		fieldPort:        e.srv.Port(),
+		fieldUser:        e.srv.User(),
+		fieldPrivateKey:  e.srv.ClientKeyPEM(),
+		fieldKnownHosts:  []any{e.srv.KnownHostsLine()},
+		fieldWorkdir:     t.TempDir(),
 		fieldMaxSessions: 10,
 	}
 }

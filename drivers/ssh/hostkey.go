@@ -20,12 +20,12 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 )
 
-// HostKeyError reports a host key that strict checking refused. It wraps
+// hostKeyError reports a host key that strict checking refused. It wraps
 // drivers.ErrHostKeyUnknown (no trusted key for the host) or
 // drivers.ErrHostKeyMismatch (the host offered another key, or a revoked
 // one). It names the host, the port and the offered key's fingerprint so that
 // an operator can compare it with the server's.
-type HostKeyError struct {
+type hostKeyError struct {
 	// Host and Port are the target as configured.
 	Host string
 	Port int
@@ -44,7 +44,7 @@ type HostKeyError struct {
 
 // Error names the host and port, the sentinel, and the offered key's type
 // and fingerprint; for an unknown host it says how to trust the key.
-func (e *HostKeyError) Error() string {
+func (e *hostKeyError) Error() string {
 	addr := joinHostPort(e.Host, e.Port)
 	switch {
 	case e.Revoked:
@@ -58,7 +58,7 @@ func (e *HostKeyError) Error() string {
 
 // Unwrap returns the sentinel, behind an *errcode.Error that names the
 // target and says to a person what to check (errcode.MessageOf).
-func (e *HostKeyError) Unwrap() error {
+func (e *hostKeyError) Unwrap() error {
 	addr := joinHostPort(e.Host, e.Port)
 	var m string
 	switch {
@@ -261,7 +261,7 @@ func algorithms(keys []xssh.PublicKey) []string {
 // trusted, non-revoked key for host:port.
 func (db *hostKeyDB) callback(host string, port int) xssh.HostKeyCallback {
 	return func(_ string, _ net.Addr, key xssh.PublicKey) error {
-		e := &HostKeyError{Host: host, Port: port, KeyType: key.Type(), Fingerprint: xssh.FingerprintSHA256(key)}
+		e := &hostKeyError{Host: host, Port: port, KeyType: key.Type(), Fingerprint: xssh.FingerprintSHA256(key)}
 		if db.revoked(key) {
 			e.Revoked, e.Err = true, drivers.ErrHostKeyMismatch
 			return e

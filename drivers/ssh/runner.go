@@ -350,7 +350,7 @@ func (in *ingress) Endpoint() string {
 	if in.tcp != "" {
 		return "http://" + in.tcp
 	}
-	return drivers.UnixScheme + in.sock
+	return "unix:" + in.sock
 }
 
 // Addr returns the socket's path on the server, or the TCP address on its
@@ -577,16 +577,16 @@ func (in *ingress) saveTCP(ctx context.Context, addr string) {
 // What a server forwards for the runner's ingress (MeasureForwarding, the
 // forwarding knob).
 const (
-	ForwardingUnix = "unix" // a unix socket (streamlocal-forward@openssh.com)
-	ForwardingTCP  = "tcp"  // a TCP port on its loopback only
-	ForwardingNone = "none" // neither
+	forwardingUnix = "unix" // a unix socket (streamlocal-forward@openssh.com)
+	forwardingTCP  = "tcp"  // a TCP port on its loopback only
+	forwardingNone = "none" // neither
 )
 
 // MeasureForwarding reports what the server forwards for the runner's
 // ingress: it opens a remote forward of a unix socket in the lease
 // directory, else of a TCP port on the server's loopback, and closes it at
 // once; nothing is uploaded and no runner starts. It returns
-// ForwardingUnix, ForwardingTCP or ForwardingNone (both refused); an error
+// "unix", "tcp" or "none" (both refused); an error
 // means the measurement itself failed (the connection). The probe reports
 // it (probe.Result.Forwarding); a config with forwarding "none" narrows
 // runner_ingress away.
@@ -612,7 +612,7 @@ func (sb *sandbox) MeasureForwarding(ctx context.Context) (string, error) {
 	if err == nil {
 		_ = ln.Close()
 		_, _, _ = sb.c.control(ctx, "rm -f -- "+shQuote(dir+"/probe.sock"))
-		return ForwardingUnix, nil
+		return forwardingUnix, nil
 	}
 	if !refused(err) {
 		return "", fmt.Errorf("ssh %s: measure forwarding: streamlocal-forward@openssh.com: %w", sb.id, err)
@@ -620,12 +620,12 @@ func (sb *sandbox) MeasureForwarding(ctx context.Context) (string, error) {
 	ln, err = cl.Listen("tcp", "127.0.0.1:0")
 	if err == nil {
 		_ = ln.Close()
-		return ForwardingTCP, nil
+		return forwardingTCP, nil
 	}
 	if !refused(err) {
 		return "", fmt.Errorf("ssh %s: measure forwarding: tcpip-forward: %w", sb.id, err)
 	}
-	return ForwardingNone, nil
+	return forwardingNone, nil
 }
 
 // refused reports whether err is the server's answer "no" to a forward

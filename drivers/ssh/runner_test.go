@@ -102,7 +102,7 @@ func (r *runnerRig) launch(t *testing.T) (session, ticket string) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		if t.Failed() {
-			b, _ := os.ReadFile(r.stateDir("lease-1") + "/" + driverkit.RunnerLogName)
+			b, _ := os.ReadFile(r.stateDir("lease-1") + "/" + "runner.log")
 			t.Logf("runner.log:\n%s", b)
 		}
 	})
@@ -133,7 +133,7 @@ func (r *runnerRig) waitSession(t *testing.T, not string) string {
 // runnerPIDs returns the live processes whose argv is a runner dialing
 // the socket sock.
 func runnerPIDs(sock string) []int {
-	return proctest.LivePIDs("\x00--controller\x00" + drivers.UnixScheme + sock + "\x00")
+	return proctest.LivePIDs("\x00--controller\x00" + "unix:" + sock + "\x00")
 }
 
 // PRP over SSH: a real runner, uploaded and launched through the ingress,
@@ -488,7 +488,7 @@ func testReleaseEndsRunners(t *testing.T, unprivileged bool) {
 	if unprivileged {
 		acct, h := e.srv.UnprivilegedLogin(t)
 		home = h
-		cfg = e.config(t, func(raw map[string]any) { raw[FieldUser], raw[FieldWorkdir] = acct.Name, h })
+		cfg = e.config(t, func(raw map[string]any) { raw[fieldUser], raw[fieldWorkdir] = acct.Name, h })
 	}
 	sb := e.acquire(t, cfg)
 	ri, err := sb.HostRunner(ctx, drivers.RunnerSpec{Binary: bin, SHA256: sum})

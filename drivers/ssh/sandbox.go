@@ -16,17 +16,6 @@ import (
 	"github.com/berthdev/berth/drivers/driverkit"
 )
 
-// Workspace is implemented by every sandbox the ssh driver returns: a read
-// of the session that no other driver has. Assert it on a drivers.Sandbox
-// from this driver's Acquire.
-type Workspace interface {
-	drivers.Sandbox
-	// Cwd returns the workspace directory as the server resolved it at
-	// Acquire (absolute, symlinks resolved): the default directory of
-	// commands. No I/O.
-	Cwd() string
-}
-
 // sandbox is an ssh lease: a session on the host through the pooled
 // connection of its config. It is safe for concurrent use; commands run at
 // once up to the server's MaxSessions (max_sessions) and queue beyond.

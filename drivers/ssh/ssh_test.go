@@ -34,16 +34,16 @@ func (h *harness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
 	raw := maps.Clone(h.raw)
 	switch f {
 	case drivertest.FailUnreachable:
-		raw[FieldPort] = h.dead
+		raw[fieldPort] = h.dead
 		return drivertest.Broken{Config: raw, Layer: drivers.ErrUnreachable}, true
 	case drivertest.FailBadCredentials:
-		raw[FieldPrivateKey] = h.e.srv.UnauthorizedKeyPEM()
+		raw[fieldPrivateKey] = h.e.srv.UnauthorizedKeyPEM()
 		return drivertest.Broken{Config: raw}, true
 	case drivertest.FailMissingCredentials:
-		delete(raw, FieldPrivateKey)
+		delete(raw, fieldPrivateKey)
 		return drivertest.Broken{Config: raw}, true
 	case drivertest.FailHostKeyMismatch:
-		raw[FieldKnownHosts] = []any{h.e.srv.MismatchedKnownHostsLine()}
+		raw[fieldKnownHosts] = []any{h.e.srv.MismatchedKnownHostsLine()}
 		return drivertest.Broken{Config: raw}, true
 	}
 	return drivertest.Broken{}, false

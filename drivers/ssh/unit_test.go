@@ -43,7 +43,7 @@ func TestSchemaNormalize(t *testing.T) {
 	line := knownhosts.Line([]string{"example.com:2222"}, hostKey)
 	d := newDriver(nil)
 	base := func() map[string]any {
-		return map[string]any{FieldHost: "example.com", FieldUser: "dev", FieldPrivateKey: key}
+		return map[string]any{fieldHost: "example.com", fieldUser: "dev", fieldPrivateKey: key}
 	}
 	tests := []struct {
 		name    string
@@ -53,24 +53,24 @@ func TestSchemaNormalize(t *testing.T) {
 	}{
 		{"minimal config gets defaults", func(map[string]any) {}, nil, ""},
 		{"full config", func(m map[string]any) {
-			m[FieldPort] = 2222
-			m[FieldKnownHosts] = []any{line, "# comment", ""}
-			m[FieldWorkdir] = "~/ws"
+			m[fieldPort] = 2222
+			m[fieldKnownHosts] = []any{line, "# comment", ""}
+			m[fieldWorkdir] = "~/ws"
 			m[fieldConnectTimeout] = "3s"
 			m[fieldKeepalive] = "30s"
 			m[fieldMaxSessions] = 20
 		}, nil, ""},
 		{"secret reference is accepted unresolved", func(m map[string]any) {
-			m[FieldPrivateKey] = map[string]any{"$secret": "k1", "version": float64(2)}
+			m[fieldPrivateKey] = map[string]any{"$secret": "k1", "version": float64(2)}
 		}, nil, ""},
-		{"missing key", func(m map[string]any) { delete(m, FieldPrivateKey) }, config.ErrCredentialsMissing, FieldPrivateKey},
-		{"missing host", func(m map[string]any) { delete(m, FieldHost) }, config.ErrInvalid, FieldHost},
-		{"port out of range", func(m map[string]any) { m[FieldPort] = 70000 }, config.ErrInvalid, FieldPort},
-		{"user with @", func(m map[string]any) { m[FieldUser] = "a@b" }, config.ErrInvalid, FieldUser},
-		{"garbage key", func(m map[string]any) { m[FieldPrivateKey] = "not a key" }, config.ErrInvalid, FieldPrivateKey},
-		{"encrypted key", func(m map[string]any) { m[FieldPrivateKey] = encrypted }, config.ErrInvalid, FieldPrivateKey},
-		{"bad known_hosts line", func(m map[string]any) { m[FieldKnownHosts] = []any{"example.com ssh-ed25519 AAAA!!"} }, config.ErrInvalid, FieldKnownHosts},
-		{"cert-authority is not supported", func(m map[string]any) { m[FieldKnownHosts] = []any{"@cert-authority " + line} }, config.ErrInvalid, FieldKnownHosts},
+		{"missing key", func(m map[string]any) { delete(m, fieldPrivateKey) }, config.ErrCredentialsMissing, fieldPrivateKey},
+		{"missing host", func(m map[string]any) { delete(m, fieldHost) }, config.ErrInvalid, fieldHost},
+		{"port out of range", func(m map[string]any) { m[fieldPort] = 70000 }, config.ErrInvalid, fieldPort},
+		{"user with @", func(m map[string]any) { m[fieldUser] = "a@b" }, config.ErrInvalid, fieldUser},
+		{"garbage key", func(m map[string]any) { m[fieldPrivateKey] = "not a key" }, config.ErrInvalid, fieldPrivateKey},
+		{"encrypted key", func(m map[string]any) { m[fieldPrivateKey] = encrypted }, config.ErrInvalid, fieldPrivateKey},
+		{"bad known_hosts line", func(m map[string]any) { m[fieldKnownHosts] = []any{"example.com ssh-ed25519 AAAA!!"} }, config.ErrInvalid, fieldKnownHosts},
+		{"cert-authority is not supported", func(m map[string]any) { m[fieldKnownHosts] = []any{"@cert-authority " + line} }, config.ErrInvalid, fieldKnownHosts},
 		{"max_sessions below 2", func(m map[string]any) { m[fieldMaxSessions] = 1 }, config.ErrInvalid, fieldMaxSessions},
 		{"unknown field", func(m map[string]any) { m["password"] = "x" }, config.ErrInvalid, "password"},
 	}
@@ -84,7 +84,7 @@ func TestSchemaNormalize(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Normalize: %v", err)
 				}
-				if cfg.Int(FieldPort) == 0 || cfg.String(FieldWorkdir) == "" || cfg.Duration(fieldConnectTimeout) == 0 {
+				if cfg.Int(fieldPort) == 0 || cfg.String(fieldWorkdir) == "" || cfg.Duration(fieldConnectTimeout) == 0 {
 					t.Errorf("defaults missing: %v", d.Schema().Redact(cfg))
 				}
 				return
@@ -110,10 +110,10 @@ func TestSchemaNormalize(t *testing.T) {
 			kinds[f.Name] = f.Kind
 		}
 		want := map[string]config.Kind{
-			FieldHost: config.KindIdentity, FieldPort: config.KindIdentity, FieldUser: config.KindIdentity,
-			FieldPrivateKey: config.KindSecret, FieldKnownHosts: config.KindIdentity, FieldWorkdir: config.KindIdentity,
+			fieldHost: config.KindIdentity, fieldPort: config.KindIdentity, fieldUser: config.KindIdentity,
+			fieldPrivateKey: config.KindSecret, fieldKnownHosts: config.KindIdentity, fieldWorkdir: config.KindIdentity,
 			fieldConnectTimeout: config.KindKnob, fieldKeepalive: config.KindKnob, fieldMaxSessions: config.KindKnob,
-			FieldForwarding: config.KindKnob,
+			fieldForwarding: config.KindKnob,
 		}
 		if diff := cmp.Diff(want, kinds); diff != "" {
 			t.Errorf("field kinds (-want +got):\n%s", diff)

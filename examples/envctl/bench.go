@@ -313,8 +313,8 @@ type sshTarget struct {
 func newSSHTarget(t *benchTB) *sshTarget {
 	srv := testenv.SSHD(t)
 	return &sshTarget{srv: srv, raw: map[string]any{
-		ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
-		ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: t.TempDir(),
+		"host": srv.Host(), "port": srv.Port(), "user": srv.User(),
+		"private_key": srv.ClientKeyPEM(), "known_hosts": []any{srv.KnownHostsLine()}, "workdir": t.TempDir(),
 	}}
 }
 
@@ -435,7 +435,7 @@ func (b *bench) dockerRow(t *benchTB) []benchRow {
 	img, run := dockerImage(t)
 	d := docker.New(nil)
 	t.Cleanup(func() { _ = d.Close() })
-	cfg, err := d.Schema().Normalize(map[string]any{docker.FieldImage: img.Ref, docker.FieldLabels: map[string]any{benchLabel: run}})
+	cfg, err := d.Schema().Normalize(map[string]any{"image": img.Ref, "labels": map[string]any{benchLabel: run}})
 	if err != nil {
 		t.Fatalf("docker config: %v", err)
 	}
@@ -548,7 +548,7 @@ func (b *bench) runnerTaskRow(t *benchTB) []benchRow {
 	img, run := dockerImage(t)
 	d := docker.New(nil)
 	a := b.attachRunner(t, d, map[string]any{
-		docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{benchLabel: run},
+		"image": img.Ref, "network": "none", "labels": map[string]any{benchLabel: run},
 	}, 0)
 	anchor := func() *exec.Cmd { return exec.CommandContext(t.ctx, cliBin, "exec", a.h.SandboxID(), "true") }
 	a.task(t, "true")

@@ -35,8 +35,8 @@ func (b *bench) dockerPoolRows(t *benchTB) []benchRow {
 		t.Fatalf("berth.New: %v", err)
 	}
 	t.Cleanup(func() { sys.Close() })
-	env, err := sys.Catalog().Create(ctx, b.g.as, environment.CreateRequest{Name: "bench-docker-pool", Driver: docker.Name,
-		Config: map[string]any{docker.FieldImage: img.Ref, docker.FieldLabels: map[string]any{benchLabel: run}},
+	env, err := sys.Catalog().Create(ctx, b.g.as, environment.CreateRequest{Name: "bench-docker-pool", Driver: "docker",
+		Config: map[string]any{"image": img.Ref, "labels": map[string]any{benchLabel: run}},
 		Pool:   &environment.Pool{Size: poolSize}})
 	if err != nil {
 		t.Fatalf("save the target: %v", err)
@@ -110,8 +110,8 @@ func (b *bench) dockerRunnerPoolRows(t *benchTB) []benchRow {
 		t.Fatalf("berth.New: %v", err)
 	}
 	t.Cleanup(func() { sys.Close() })
-	env, err := sys.Catalog().Create(ctx, b.g.as, environment.CreateRequest{Name: "bench-docker-runner-pool", Driver: docker.Name,
-		Config: map[string]any{docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{benchLabel: run}},
+	env, err := sys.Catalog().Create(ctx, b.g.as, environment.CreateRequest{Name: "bench-docker-runner-pool", Driver: "docker",
+		Config: map[string]any{"image": img.Ref, "network": "none", "labels": map[string]any{benchLabel: run}},
 		Pool:   &environment.Pool{Size: poolSize, Runner: true}})
 	if err != nil {
 		t.Fatalf("save the target: %v", err)

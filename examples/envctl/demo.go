@@ -82,7 +82,7 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 
 	section(fmt.Sprintf("Save two environments as %s", operator))
 	hostEnv, err := sys.Catalog().Create(ctx, operator, environment.CreateRequest{
-		Name: "this-host", Description: "the machine envctl runs on", Driver: local.Name,
+		Name: "this-host", Description: "the machine envctl runs on", Driver: "local",
 		Config: map[string]any{"workdir": workdir},
 	})
 	if err != nil {
@@ -104,7 +104,7 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 		fmt.Fprintf(w, "   the pasted api_key was moved to the secret store; the config keeps only %s\n", ref)
 	}
 	_, err = sys.Catalog().Create(ctx, operator, environment.CreateRequest{
-		Name: "second-host", Driver: local.Name, Config: map[string]any{"workdir": workdir},
+		Name: "second-host", Driver: "local", Config: map[string]any{"workdir": workdir},
 	})
 	fmt.Fprintf(w, "   a second local environment is refused: %v\n", err)
 
@@ -125,7 +125,7 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 	if err := printView(&globals{stdout: indent(w, "     ")}, boardView); err != nil {
 		return err
 	}
-	_, err = sys.Catalog().Create(ctx, agent, environment.CreateRequest{Name: "agent-made", Driver: local.Name})
+	_, err = sys.Catalog().Create(ctx, agent, environment.CreateRequest{Name: "agent-made", Driver: "local"})
 	fmt.Fprintf(w, "   an agent trying to create an environment: %v\n", err)
 
 	section("Run a command on each environment, then release it")

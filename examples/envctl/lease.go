@@ -330,11 +330,11 @@ func parseCaps(s string) (drivers.Set, error) {
 		if name == "" {
 			continue
 		}
-		c, err := drivers.ParseCapability(name)
-		if err != nil {
+		var c drivers.Capability
+		if err := c.UnmarshalText([]byte(name)); err != nil {
 			return 0, err
 		}
-		set = set.With(c)
+		set |= drivers.NewSet(c)
 	}
 	return set, nil
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers/config"
-	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
@@ -37,22 +36,22 @@ func TestSecretEnvDocker(t *testing.T) {
 
 	c := newCLI(t)
 	c.ok("env", "create", "--name", "web", "--driver", "docker", "--config", configFile(t, map[string]any{
-		docker.FieldImage: img.Ref, docker.FieldLabels: map[string]string{runLabel: run}, "startup_timeout": "2m",
-		docker.FieldEnv: map[string]string{"GITHUB_TOKEN": canary},
+		"image": img.Ref, "labels": map[string]string{runLabel: run}, "startup_timeout": "2m",
+		"env": map[string]string{"GITHUB_TOKEN": canary},
 	}))
 	var view environment.View
 	c.okJSON(&view, "env", "show", "web")
-	ref, ok := config.Config(view.Config).SecretMapRefs(docker.FieldEnv)["GITHUB_TOKEN"]
+	ref, ok := config.Config(view.Config).SecretMapRefs("env")["GITHUB_TOKEN"]
 	if !ok {
-		t.Fatalf("env show: config.env holds no reference for GITHUB_TOKEN: %v", view.Config[docker.FieldEnv])
+		t.Fatalf("env show: config.env holds no reference for GITHUB_TOKEN: %v", view.Config["env"])
 	}
 	// The top-level env still refuses a credential-like name.
-	_, errOut := c.fail("env", "create", "--name", "top", "--driver", "docker", "--config", configFile(t, map[string]any{docker.FieldImage: img.Ref}),
+	_, errOut := c.fail("env", "create", "--name", "top", "--driver", "docker", "--config", configFile(t, map[string]any{"image": img.Ref}),
 		"--env", "GITHUB_TOKEN="+canary)
 	wantContains(t, "--env GITHUB_TOKEN refusal", errOut, "env.GITHUB_TOKEN", "looks like a credential")
 	// A reference of another secret is refused without a value.
 	cfg := map[string]any(config.Config(view.Config).Clone())
-	cfg[docker.FieldEnv] = map[string]any{"GITHUB_TOKEN": config.SecretRef{ID: ref.ID, Version: ref.Version + 5}}
+	cfg["env"] = map[string]any{"GITHUB_TOKEN": config.SecretRef{ID: ref.ID, Version: ref.Version + 5}}
 	body, _ := json.Marshal(map[string]any{"baseRevision": view.Revision, "config": cfg})
 	_, errOut = c.fail("env", "update", "web", "--json-body", writeFile(t, string(body)))
 	wantContains(t, "foreign reference refusal", errOut, "config.env.GITHUB_TOKEN")

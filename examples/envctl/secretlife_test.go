@@ -2,21 +2,18 @@ package main
 
 import (
 	"context"
+	"github.com/berthdev/berth/drivers/daytona/daytonatest"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/internal/testimage"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/store/sqlite"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
-	"github.com/berthdev/berth/drivers/docker"
-	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/internal/testenv"
-	"github.com/berthdev/berth/internal/testimage"
-	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/store/sqlite"
 )
 
 // TestSecretsOutliveLeasesDocker (issue 11 item 1; CFG-7, LEASE-6,
@@ -52,8 +49,8 @@ func TestSecretsOutliveLeasesDocker(t *testing.T) {
 		t.Run(change, func(t *testing.T) {
 			c := newCLI(t)
 			cfg := map[string]any{
-				docker.FieldImage: img.Ref, docker.FieldLabels: map[string]string{runLabel: run}, "startup_timeout": "2m",
-				docker.FieldRegistryAuth: user + ":" + pass, "pull_policy": "always",
+				"image": img.Ref, "labels": map[string]string{runLabel: run}, "startup_timeout": "2m",
+				"registry_auth": user + ":" + pass, "pull_policy": "always",
 			}
 			c.ok("env", "create", "--name", "web", "--driver", "docker", "--config", configFile(t, cfg))
 			var l lease.Lease
@@ -61,7 +58,7 @@ func TestSecretsOutliveLeasesDocker(t *testing.T) {
 			if _, err := cli.ContainerInspect(context.Background(), l.ProviderLeaseID); err != nil {
 				t.Fatalf("the leased container: %v", err)
 			}
-			changeEnvironment(t, c, change, "web", docker.FieldRegistryAuth, user+":rotated-"+pass)
+			changeEnvironment(t, c, change, "web", "registry_auth", user+":rotated-"+pass)
 			expireLease(t, c, l.ID)
 			var rep lease.SweepReport
 			c.okJSON(&rep, "lease", "sweep")
@@ -83,7 +80,7 @@ func TestSecretsOutliveLeasesDocker(t *testing.T) {
 // key the sweep needs to destroy the sandbox.
 func TestSecretsOutliveLeasesDaytona(t *testing.T) {
 	t.Parallel()
-	srv, err := daytonatest.New(nil)
+	srv, err := daytonatest.New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,8 +91,8 @@ func TestSecretsOutliveLeasesDaytona(t *testing.T) {
 	}
 	c := newCLI(t)
 	c.ok("env", "create", "--name", "cloud", "--driver", "daytona", "--config", configFile(t, map[string]any{
-		daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldOrganizationID: srv.OrganizationID(),
-		daytona.FieldSnapshotID: snap.ID,
+		"api_url": srv.URL(), "api_key": srv.APIKey(),
+		"snapshot_id": snap,
 	}))
 	var l lease.Lease
 	c.okJSON(&l, "lease", "acquire", "cloud", "--company", "acme", "--run", "r1")

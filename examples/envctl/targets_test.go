@@ -4,18 +4,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/berthdev/berth/drivers/daytona/daytonatest"
+	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/internal/testimage"
+	"github.com/berthdev/berth/probe"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
-	"github.com/berthdev/berth/drivers/docker"
-	"github.com/berthdev/berth/drivers/ssh"
-	"github.com/berthdev/berth/internal/testenv"
-	"github.com/berthdev/berth/internal/testimage"
-	"github.com/berthdev/berth/probe"
 )
 
 // configFile writes cfg as a JSON config file and returns its path.
@@ -43,8 +39,8 @@ func TestProbeSSH(t *testing.T) {
 	}
 	create := func(name, knownHost string) {
 		c.ok("env", "create", "--name", name, "--driver", "ssh", "--config", configFile(t, map[string]any{
-			ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
-			ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []string{knownHost}, ssh.FieldWorkdir: dir,
+			"host": srv.Host(), "port": srv.Port(), "user": srv.User(),
+			"private_key": srv.ClientKeyPEM(), "known_hosts": []string{knownHost}, "workdir": dir,
 		}))
 	}
 	create("box", srv.KnownHostsLine())
@@ -86,7 +82,7 @@ func TestProbeDocker(t *testing.T) {
 	c := newCLI(t)
 	create := func(name, ref string) {
 		c.ok("env", "create", "--name", name, "--driver", "docker", "--config", configFile(t, map[string]any{
-			docker.FieldImage: ref, docker.FieldLabels: map[string]string{runLabel: run}, "startup_timeout": "2m",
+			"image": ref, "labels": map[string]string{runLabel: run}, "startup_timeout": "2m",
 		}))
 	}
 	create("pinned", img.Ref)
@@ -122,7 +118,7 @@ func TestDockerWithoutEngine(t *testing.T) {
 	wantContains(t, "drivers", c.ok("drivers"), "docker", "sandbox")
 	sock := filepath.Join(t.TempDir(), "no-engine.sock")
 	c.ok("env", "create", "--name", "gone", "--driver", "docker", "--config", configFile(t, map[string]any{
-		docker.FieldHost: "unix://" + sock, docker.FieldImage: "127.0.0.1:5/berth/none@sha256:" + strings.Repeat("a", 64),
+		"host": "unix://" + sock, "image": "127.0.0.1:5/berth/none@sha256:" + strings.Repeat("a", 64),
 	}))
 	wantContains(t, "env list before any measurement", c.ok("env", "list"), "gone", "not measured")
 	c.ok("assign", "set", "default", "gone")
@@ -206,7 +202,7 @@ func TestFakeUnavailableOutsideTestMode(t *testing.T) {
 // sandbox and records the qualification for the pinned snapshot id.
 func TestProbeDaytona(t *testing.T) {
 	t.Parallel()
-	srv, err := daytonatest.New(nil)
+	srv, err := daytonatest.New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,12 +214,12 @@ func TestProbeDaytona(t *testing.T) {
 	c := newCLI(t)
 	const canaryFree = "daytonatest-key" // the fake's key: must not be printed either
 	c.ok("env", "create", "--name", "cloud", "--driver", "daytona", "--config", configFile(t, map[string]any{
-		daytona.FieldAPIURL: srv.URL(), daytona.FieldAPIKey: srv.APIKey(), daytona.FieldOrganizationID: srv.OrganizationID(),
-		daytona.FieldSnapshotID: snap.ID,
+		"api_url": srv.URL(), "api_key": srv.APIKey(),
+		"snapshot_id": snap,
 	}))
 	var res probe.Result
 	c.okJSON(&res, "probe", "cloud", "--company", "acme")
-	if !res.OK || res.ImageIdentity.IsZero() || !strings.Contains(res.ImageIdentity.String(), snap.ID) ||
+	if !res.OK || res.ImageIdentity.IsZero() || !strings.Contains(res.ImageIdentity.String(), snap) ||
 		res.Cleanup == nil || !res.Cleanup.Confirmed || res.Platform.OS != "linux" {
 		t.Errorf("daytona probe: ok=%t image=%s cleanup=%+v platform=%s\n%s", res.OK, res.ImageIdentity, res.Cleanup, res.Platform, res.Summary)
 	}

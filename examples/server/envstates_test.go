@@ -15,10 +15,10 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/examples/internal/secretfile"
+	"github.com/berthdev/berth/internal/daytonafake"
 )
 
 // attr returns attribute name of the first element matching css ("" when
@@ -231,7 +231,7 @@ func TestDaytonaOnThePageInABrowser(t *testing.T) {
 	kb := make([]byte, 8)
 	rand.Read(kb)
 	apiKey := "dtn-" + hex.EncodeToString(kb)
-	srv, err := daytonatest.New(&daytonatest.Options{APIKey: apiKey})
+	srv, err := daytonafake.New(&daytonafake.Options{APIKey: apiKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,14 +276,14 @@ func TestDaytonaOnThePageInABrowser(t *testing.T) {
 	if s := admin.waitText("#result-"+id, "Reached"); !strings.Contains(s, "platform linux/") {
 		t.Errorf("the Test result: %q", s)
 	}
-	if srv.Calls(daytonatest.RouteCreateSandbox) == 0 {
+	if srv.Calls(daytonafake.RouteCreateSandbox) == 0 {
 		t.Error("Test created no sandbox on the fake")
 	}
 	admin.do("check the provider", chromedp.Click(chromedp.CSS(row+" button.health")))
 	if s := admin.waitText("#result-"+id, "Provider "); !strings.Contains(s, srv.URL()) || !strings.Contains(s, ": available") {
 		t.Errorf("the provider check: %q", s)
 	}
-	if srv.Calls(daytonatest.RouteHealth) == 0 {
+	if srv.Calls(daytonafake.RouteHealth) == 0 {
 		t.Error("Check provider did not call the fake's health route")
 	}
 	screenshot(t, admin.ctx, "d02-daytona-test-and-health")

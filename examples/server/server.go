@@ -195,7 +195,7 @@ func newServer(ctx context.Context, o options) (*server, error) {
 	// Stream slots are per credential (identityOf), not per "ROLE ID".
 	s.streams = &streamLimit{max: max(o.maxStreams, 1), open: map[string]int{}}
 	s.registerRoutes()
-	if slices.Contains(sys.Drivers().Names(), "local") {
+	if _, err := sys.Drivers().Lookup("local"); err == nil {
 		if err := s.ensureLocal(ctx); err != nil {
 			sys.Close()
 			return nil, err

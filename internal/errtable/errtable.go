@@ -63,7 +63,7 @@ type Row struct {
 
 // Fixture is what a test's real components answer at: an sshd
 // (internal/testenv.SSHD), a local port nothing listens on, the fake
-// Daytona API (drivers/daytona/daytonatest) with a snapshot, and an image
+// Daytona API (internal/daytonafake) with a snapshot, and an image
 // tag the fake driver knows.
 type Fixture struct {
 	SSHHost          string

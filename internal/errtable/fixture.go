@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
+	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/internal/testenv"
 )
 
@@ -18,7 +18,7 @@ import (
 func NewFixture(t testing.TB, fakeImage, fakeKey string) Fixture {
 	t.Helper()
 	srv := testenv.SSHD(t)
-	day, err := daytonatest.New(nil)
+	day, err := daytonafake.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

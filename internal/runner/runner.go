@@ -66,7 +66,7 @@ type Runner struct {
 
 // New returns a Runner for the controller's PRP base URL (http, https, ws
 // or wss; "exchange" and "connect" are resolved against it), or for
-// "unix:" (drivers.UnixScheme) and the absolute path of a unix socket at which the controller
+// "unix:" and the absolute path of a unix socket at which the controller
 // serves its PRP endpoints at the root (a sandbox's runner ingress), keeping its
 // journal and outbox in stateDir (created 0700); its token and state key it
 // keeps in memory only. It connects nothing before Run, which first

@@ -11,7 +11,7 @@ import (
 // than a host: "unix:/run/berth/prp.sock". The controller serves its PRP
 // endpoints at the socket's root. This is how a runner reaches the host
 // through a sandbox's runner ingress (drivers.RunnerIngress), which sends
-// no IP traffic. It is drivers.UnixScheme (a test keeps them equal); the
+// no IP traffic: the form drivers.RunnerIngress.Endpoint documents; the
 // runner imports no driver package.
 const unixScheme = "unix:"
 

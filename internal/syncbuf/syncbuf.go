@@ -1,6 +1,6 @@
 // Package syncbuf holds Buffer, a bytes buffer safe for concurrent writers.
 // It imports only the standard library, so that public test helpers
-// (drivers/daytona/daytonatest) and internal/testenv share it without
+// (internal/daytonafake) and internal/testenv share it without
 // either importing the other.
 package syncbuf
 

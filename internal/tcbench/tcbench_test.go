@@ -72,8 +72,8 @@ func BenchmarkDockerLeaseVsTestcontainers(b *testing.B) {
 	drv := docker.New(nil)
 	b.Cleanup(func() { _ = drv.Close() })
 	cfg, err := drv.Schema().Normalize(map[string]any{
-		docker.FieldImage:  img.Ref,
-		docker.FieldLabels: map[string]any{runLabel: run},
+		"image":  img.Ref,
+		"labels": map[string]any{runLabel: run},
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -152,7 +152,7 @@ func testcontainersLease(b *testing.B, ctx context.Context, ref, run string) {
 
 // driverLease is one sandbox lifecycle of berth's Docker driver, with the
 // destroy proven by its receipt.
-func driverLease(b *testing.B, ctx context.Context, drv *docker.Driver, cfg map[string]any) {
+func driverLease(b *testing.B, ctx context.Context, drv docker.Driver, cfg map[string]any) {
 	sb, err := drv.Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: "tcbench"})
 	if err != nil {
 		b.Fatalf("berth driver: acquire: %v", err)
@@ -168,7 +168,7 @@ func driverLease(b *testing.B, ctx context.Context, drv *docker.Driver, cfg map[
 
 // leaseManager returns a lease manager over a memory store with drv and a
 // saved environment of cfg.
-func leaseManager(b *testing.B, drv *docker.Driver, cfg map[string]any) (*lease.Manager, *environment.Environment) {
+func leaseManager(b *testing.B, drv docker.Driver, cfg map[string]any) (*lease.Manager, *environment.Environment) {
 	ctx := context.Background()
 	env := &environment.Environment{ID: "tcbench-env", Name: "tcbench", Driver: drv.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1}
 	envs := envhook.NewMemoryStore().(environment.Store)

@@ -115,7 +115,7 @@ func checkAttachError(t *testing.T, err error, sandbox, want string) {
 func TestAttachErrorCarriesTheRunnersLogLocal(t *testing.T) {
 	t.Parallel()
 	spec := brokenRunner(t, []byte("#!/bin/sh\necho 'berth-test: cannot start: exec format error (simulated)' >&2\nprintf 'binary\\001\\033[31m junk\\n' >&2\nexit 1\n"))
-	sb, err := attachFailing(t, local.New(nil), map[string]any{local.FieldWorkdir: t.TempDir()}, spec, 3*time.Second, nil)
+	sb, err := attachFailing(t, local.New(nil), map[string]any{"workdir": t.TempDir()}, spec, 3*time.Second, nil)
 	checkAttachError(t, err, sb, "berth-test: cannot start: exec format error (simulated)")
 	if strings.Contains(err.Error(), "\x01") || strings.Contains(err.Error(), "\x1b") {
 		t.Errorf("Attach error %q holds control bytes of the log", err)
@@ -128,8 +128,8 @@ func TestAttachErrorCarriesTheRunnersLogSSH(t *testing.T) {
 	srv := testenv.SSHD(t)
 	spec := busyboxRunner(t)
 	cfg := map[string]any{
-		ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
-		ssh.FieldPrivateKey: srv.ClientKeyPEM(), ssh.FieldKnownHosts: []any{srv.KnownHostsLine()}, ssh.FieldWorkdir: t.TempDir(),
+		"host": srv.Host(), "port": srv.Port(), "user": srv.User(),
+		"private_key": srv.ClientKeyPEM(), "known_hosts": []any{srv.KnownHostsLine()}, "workdir": t.TempDir(),
 	}
 	sb, err := attachFailing(t, ssh.New(nil), cfg, spec, 10*time.Second, func(h *lease.Handle) {
 		// The upload stays after the lease (keyed by its sum): remove it.
@@ -151,7 +151,7 @@ func TestAttachErrorCarriesTheRunnersLogDocker(t *testing.T) {
 	testenv.RemoveRegistryImagesAtCleanup(t, cli, reg.Host)
 	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", run)
 	spec := busyboxRunner(t)
-	cfg := map[string]any{docker.FieldImage: img.Ref, docker.FieldNetwork: "none", docker.FieldLabels: map[string]any{"test.berth/run": run}}
+	cfg := map[string]any{"image": img.Ref, "network": "none", "labels": map[string]any{"test.berth/run": run}}
 	sb, err := attachFailing(t, docker.New(nil), cfg, spec, 10*time.Second, nil)
 	checkAttachError(t, err, sb, "berth-runner: applet not found")
 }

@@ -1,4 +1,4 @@
-// Package fakeapi is a fake Daytona API and toolbox proxy for tests, whole:
+// Package daytonafake is a fake Daytona API and toolbox proxy for tests, whole:
 // the daytona driver's own tests use it, and drivers/daytona/daytonatest
 // wraps the little that hosts' tests need. It is an
 // httptest server on 127.0.0.1 that keeps the real API's rules as read in
@@ -7,13 +7,13 @@
 // and the daemon's apps/daemon/pkg/toolbox/process/execute.go).
 //
 //	clk := clock.NewFake(time.Now())
-//	srv, err := fakeapi.New(&fakeapi.Options{Clock: clk})
+//	srv, err := daytonafake.New(&daytonafake.Options{Clock: clk})
 //	defer srv.Close()
 //	snap, err := srv.CreateSnapshot("base:1.0", "debian:12.7")
 //	cfg := map[string]any{"api_url": srv.URL(), "api_key": srv.APIKey(),
 //		"snapshot_id": snap.ID} // for daytona.New(nil)
-//	srv.InjectFault(fakeapi.Fault{
-//		Route: fakeapi.RouteCreateSandbox, Status: 503})
+//	srv.InjectFault(daytonafake.Fault{
+//		Route: daytonafake.RouteCreateSandbox, Status: 503})
 //	srv.Advance(time.Second) // due transitions finish; no sleeps
 //
 // New and Options make a server; Knobs set timing and failures, Fault
@@ -105,4 +105,4 @@
 // Time: transitions finish when the server's clock passes their delay and
 // enough reads happened (Knobs.StartDelay, StartPolls, StopDelay). With a
 // *clock.Fake the test decides when, through Server.Advance; no sleeps.
-package fakeapi
+package daytonafake

@@ -1,4 +1,4 @@
-package fakeapi_test
+package daytonafake_test
 
 import (
 	"bytes"
@@ -14,20 +14,20 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/berthdev/berth/clock"
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
+	"github.com/berthdev/berth/internal/daytonafake"
 )
 
 // client speaks raw HTTP to the fake.
 type client struct {
 	t   *testing.T
-	srv *fakeapi.Server
+	srv *daytonafake.Server
 	key string
 }
 
-func newServer(t *testing.T, knobs fakeapi.Knobs) (*fakeapi.Server, *clock.Fake, *client) {
+func newServer(t *testing.T, knobs daytonafake.Knobs) (*daytonafake.Server, *clock.Fake, *client) {
 	t.Helper()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	srv, err := fakeapi.New(&fakeapi.Options{Clock: clk, Knobs: knobs})
+	srv, err := daytonafake.New(&daytonafake.Options{Clock: clk, Knobs: knobs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func (c *client) want(method, path string, body any, status int) map[string]any 
 
 func TestAuth(t *testing.T) {
 	t.Parallel()
-	srv, _, c := newServer(t, fakeapi.Knobs{})
+	srv, _, c := newServer(t, daytonafake.Knobs{})
 	c.key = "wrong"
 	out := c.want("GET", "/sandbox", nil, 401)
 	if out["statusCode"] != float64(401) || out["message"] == "" {
@@ -94,7 +94,7 @@ func TestAuth(t *testing.T) {
 // while a change is pending; soft delete then 404.
 func TestSandboxStateMachine(t *testing.T) {
 	t.Parallel()
-	srv, _, c := newServer(t, fakeapi.Knobs{StartDelay: time.Minute, StopDelay: time.Minute})
+	srv, _, c := newServer(t, daytonafake.Knobs{StartDelay: time.Minute, StopDelay: time.Minute})
 	snap, err := srv.CreateSnapshot("base:1", "debian:12")
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +140,7 @@ func TestSandboxStateMachine(t *testing.T) {
 
 func TestCreateRules(t *testing.T) {
 	t.Parallel()
-	srv, _, c := newServer(t, fakeapi.Knobs{})
+	srv, _, c := newServer(t, daytonafake.Knobs{})
 	snap, err := srv.CreateSnapshot("base:1", "debian:12")
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +165,7 @@ func TestCreateRules(t *testing.T) {
 
 func TestSnapshotRules(t *testing.T) {
 	t.Parallel()
-	srv, _, c := newServer(t, fakeapi.Knobs{})
+	srv, _, c := newServer(t, daytonafake.Knobs{})
 	for _, tc := range []struct {
 		name, image string
 		want        int
@@ -197,7 +197,7 @@ func TestSnapshotRules(t *testing.T) {
 // kills the command, stdout and stderr combined.
 func TestExecute(t *testing.T) {
 	t.Parallel()
-	srv, _, c := newServer(t, fakeapi.Knobs{})
+	srv, _, c := newServer(t, daytonafake.Knobs{})
 	snap, _ := srv.CreateSnapshot("base:1", "debian:12")
 	sb := c.want("POST", "/sandbox", map[string]any{"snapshot": snap.ID}, 200)
 	exec := srv.ToolboxProxyURL() + "/" + sb["id"].(string) + "/process/execute"
@@ -220,7 +220,7 @@ func TestExecute(t *testing.T) {
 // List: labels filter and cursor pages.
 func TestListPages(t *testing.T) {
 	t.Parallel()
-	srv, _, c := newServer(t, fakeapi.Knobs{})
+	srv, _, c := newServer(t, daytonafake.Knobs{})
 	snap, _ := srv.CreateSnapshot("base:1", "debian:12")
 	for i := range 5 {
 		labels := map[string]string{"run": "x"}
@@ -255,8 +255,8 @@ func TestListPages(t *testing.T) {
 
 func TestFaults(t *testing.T) {
 	t.Parallel()
-	srv, _, c := newServer(t, fakeapi.Knobs{})
-	srv.InjectFault(fakeapi.Fault{Route: fakeapi.RouteListSandboxes, Nth: 2, Count: 2, Status: 429, RetryAfter: "3"})
+	srv, _, c := newServer(t, daytonafake.Knobs{})
+	srv.InjectFault(daytonafake.Fault{Route: daytonafake.RouteListSandboxes, Nth: 2, Count: 2, Status: 429, RetryAfter: "3"})
 	got := []int{}
 	for range 4 {
 		s, _ := c.do("GET", "/sandbox", nil)
@@ -265,14 +265,14 @@ func TestFaults(t *testing.T) {
 	if want := []int{200, 429, 429, 200}; !slices.Equal(got, want) {
 		t.Errorf("statuses %v, want %v", got, want)
 	}
-	if n := srv.Calls(fakeapi.RouteListSandboxes); n != 4 {
+	if n := srv.Calls(daytonafake.RouteListSandboxes); n != 4 {
 		t.Errorf("Calls = %d, want 4", n)
 	}
 }
 
 func TestPtyRules(t *testing.T) {
 	t.Parallel()
-	srv, _, c := newServer(t, fakeapi.Knobs{})
+	srv, _, c := newServer(t, daytonafake.Knobs{})
 	snap, _ := srv.CreateSnapshot("base:1", "debian:12")
 	sb := c.want("POST", "/sandbox", map[string]any{"snapshot": snap.ID}, 200)
 	base := srv.ToolboxProxyURL() + "/" + sb["id"].(string) + "/process/pty"

@@ -1,4 +1,4 @@
-package fakeapi
+package daytonafake
 
 import (
 	"maps"

@@ -1,4 +1,4 @@
-package fakeapi
+package daytonafake
 
 import (
 	"errors"
@@ -429,7 +429,7 @@ func (s *Server) snapshotSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	prev := sb.state
 	name := *req.Name
-	image := "fakeapi.local/" + sb.id + ":" + name
+	image := "daytonafake.local/" + sb.id + ":" + name
 	s.begin(sb, "snapshotting", prev, s.knobs.StopDelay, 0)
 	cpu, mem, disk := sb.cpu, sb.mem, sb.disk
 	save := func() {

@@ -1,11 +1,11 @@
-package fakeapi_test
+package daytonafake_test
 
 import (
 	"net/url"
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
+	"github.com/berthdev/berth/internal/daytonafake"
 )
 
 // The snapshot lifecycle of v0.190.0: created pending, then active; aged
@@ -13,7 +13,7 @@ import (
 // not within 10 minutes of the deactivation, pending, then active.
 func TestSnapshotActivationRules(t *testing.T) {
 	t.Parallel()
-	srv, _, c := newServer(t, fakeapi.Knobs{SnapshotDelay: time.Minute})
+	srv, _, c := newServer(t, daytonafake.Knobs{SnapshotDelay: time.Minute})
 	made := c.want("POST", "/snapshots", map[string]any{"name": "s", "imageName": "debian:12"}, 200)
 	if made["state"] != "pending" {
 		t.Errorf("a new snapshot is %v, want pending", made["state"])
@@ -24,7 +24,7 @@ func TestSnapshotActivationRules(t *testing.T) {
 		t.Fatalf("after the delay the snapshot is %v, want active", got["state"])
 	}
 	c.want("POST", "/snapshots/"+id+"/activate", nil, 400) // already active
-	if err := srv.AgeSnapshot(id, fakeapi.SnapshotIdleLimit+5*time.Minute); err != nil {
+	if err := srv.AgeSnapshot(id, daytonafake.SnapshotIdleLimit+5*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	c.want("POST", "/sandbox", map[string]any{"snapshot": id}, 400) // "Snapshot <id> is inactive"
@@ -42,7 +42,7 @@ func TestSnapshotActivationRules(t *testing.T) {
 // cursor on it; sort=createdAt&order=asc is stable while sandboxes are used.
 func TestListSortAndCursor(t *testing.T) {
 	t.Parallel()
-	srv, _, c := newServer(t, fakeapi.Knobs{PageSize: 1})
+	srv, _, c := newServer(t, daytonafake.Knobs{PageSize: 1})
 	snap, _ := srv.CreateSnapshot("base:1", "debian:12")
 	var ids []string
 	for range 3 {
@@ -90,7 +90,7 @@ func TestListSortAndCursor(t *testing.T) {
 // active, never pending.
 func TestSnapshotFromSandboxRules(t *testing.T) {
 	t.Parallel()
-	srv, _, c := newServer(t, fakeapi.Knobs{StopDelay: time.Minute})
+	srv, _, c := newServer(t, daytonafake.Knobs{StopDelay: time.Minute})
 	snap, _ := srv.CreateSnapshot("base:1", "debian:12")
 	sb := c.want("POST", "/sandbox", map[string]any{"snapshot": snap.ID}, 200)
 	id := sb["id"].(string)
@@ -130,7 +130,7 @@ func TestSnapshotFromSandboxRules(t *testing.T) {
 // name, an unsafe one, one outside the format, no image name.
 func TestCreateSnapshotNameRules(t *testing.T) {
 	t.Parallel()
-	_, _, c := newServer(t, fakeapi.Knobs{})
+	_, _, c := newServer(t, daytonafake.Knobs{})
 	for _, tc := range []struct {
 		body map[string]any
 		msg  string
@@ -157,7 +157,7 @@ func TestCreateSnapshotNameRules(t *testing.T) {
 // while new creates from it are refused.
 func TestDeleteSnapshotRules(t *testing.T) {
 	t.Parallel()
-	srv, _, c := newServer(t, fakeapi.Knobs{StopDelay: time.Minute})
+	srv, _, c := newServer(t, daytonafake.Knobs{StopDelay: time.Minute})
 	snap, _ := srv.CreateSnapshot("base:1", "debian:12")
 	sb := c.want("POST", "/sandbox", map[string]any{"snapshot": snap.ID}, 200)
 	id := sb["id"].(string)
