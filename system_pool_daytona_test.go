@@ -9,8 +9,8 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/daytonafake"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
 )
