@@ -24,14 +24,14 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/images/resolve"
+	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
 	"github.com/berthdev/berth/probe"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/store"
 )
 

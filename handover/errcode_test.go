@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/errcode"
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prp"
 )
 
 // A refused hand-over carries its reason (a string of docs/errors.md, on the wire to

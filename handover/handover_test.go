@@ -18,11 +18,11 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
+	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/handoverhook"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 var (

@@ -15,9 +15,9 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/handoverhook"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 // CheckRequest is what the host's project auth check is asked: whether

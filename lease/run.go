@@ -10,7 +10,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prp"
 )
 
 // MaxRunStdin is the most bytes of Command.Stdin that Handle.Run sends with

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/handover"
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prp"
 )
 
 const authCheckUsage = `usage:

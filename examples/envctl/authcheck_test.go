@@ -7,7 +7,7 @@ import (
 
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prp"
 )
 
 // TestAuthCheckCommands drives auth-check record/show/clear (AUTH-2): a

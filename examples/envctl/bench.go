@@ -32,11 +32,11 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/images/resolve"
+	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/runnerbin"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/runnerbin"
 )
 

@@ -69,7 +69,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/examples/internal/secretfile"
-	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/runnerbin"
 )
 

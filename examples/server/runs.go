@@ -13,8 +13,8 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
 )
 
 var timeZero time.Time

@@ -22,8 +22,8 @@ import (
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/store"
 	"github.com/berthdev/berth/templates"
 )

@@ -12,8 +12,8 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 // Sources are what a handover Service reads and acts through, and how it
