@@ -21,7 +21,6 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/internal/controller"
-	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -130,7 +129,7 @@ func TestRunOnTheLease(t *testing.T) {
 		var whole, stdout, stderr bytes.Buffer
 		for _, c := range all {
 			whole.Write(c.Data)
-			if c.Stream == prp.Stderr {
+			if c.Stream == "stderr" {
 				stderr.Write(c.Data)
 			} else {
 				stdout.Write(c.Data)
@@ -215,7 +214,7 @@ func TestRunOnTheLease(t *testing.T) {
 		}
 		dir := t.TempDir()
 		task, err := h.Run(ctx, lease.Command{Argv: []string{"cat", "account"}, Dir: dir,
-			Secrets: []prp.SecretUse{{Source: prp.SecretFromManagedAccount, Ref: ref.String(), File: "account", Projects: []string{"p1"}}}})
+			Secrets: []lease.SecretUse{{Source: lease.SecretFromManagedAccount, Ref: ref.String(), File: "account", Projects: []string{"p1"}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +222,7 @@ func TestRunOnTheLease(t *testing.T) {
 			t.Errorf("the task read %q, %v", b, err)
 		}
 		_, err = h.Run(ctx, lease.Command{Argv: []string{"true"},
-			Secrets: []prp.SecretUse{{Source: prp.SecretFromManagedAccount, Ref: ref.String(), File: "account", Projects: []string{"other"}}}})
+			Secrets: []lease.SecretUse{{Source: lease.SecretFromManagedAccount, Ref: ref.String(), File: "account", Projects: []string{"other"}}}})
 		if !errors.Is(err, handover.ErrMismatch) {
 			t.Errorf("an account for other projects: %v, want handover.ErrMismatch", err)
 		}
@@ -264,7 +263,7 @@ func TestRunRefusals(t *testing.T) {
 	}
 	// Exec takes the same Command: a secret is a task's, refused there;
 	// a deadline ends the process.
-	if _, err := plain.Exec(ctx, lease.Command{Argv: []string{"true"}, Secrets: []prp.SecretUse{{Source: prp.SecretFromEnvironment, Ref: "T", Env: "T"}}}); !errors.Is(err, errcode.ErrInvalid) {
+	if _, err := plain.Exec(ctx, lease.Command{Argv: []string{"true"}, Secrets: []lease.SecretUse{{Source: lease.SecretFromEnvironment, Ref: "T", Env: "T"}}}); !errors.Is(err, errcode.ErrInvalid) {
 		t.Errorf("exec with secrets: %v, want ErrInvalid", err)
 	}
 	if res, err := plain.Exec(ctx, lease.Command{Argv: []string{"echo", "ok"}, Deadline: time.Now().Add(time.Minute)}); err != nil || string(res.Stdout) != "ok\n" {
@@ -320,7 +319,7 @@ func TestRunAfterAHostsOwnAttach(t *testing.T) {
 	defer cancel()
 	w := newRunWorld(t)
 	h := w.acquire(t, true)
-	att, err := w.sys.Runners().Attach(ctx, w.agent, h, controller.AttachRequest{})
+	att, err := berth.Runners(w.sys).Attach(ctx, w.agent, h, controller.AttachRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +330,7 @@ func TestRunAfterAHostsOwnAttach(t *testing.T) {
 	if b, err := io.ReadAll(task.Stream(ctx)); err != nil || string(b) != "same runner\n" {
 		t.Errorf("task printed %q, %v", b, err)
 	}
-	if ids := w.sys.Runners().ConnectedSessions(); len(ids) != 1 || ids[0] != att.Session() {
+	if ids := berth.Runners(w.sys).ConnectedSessions(); len(ids) != 1 || ids[0] != att.Session() {
 		t.Errorf("connected sessions %v, want only the attached one %s", ids, att.Session())
 	}
 }

@@ -2,14 +2,9 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 	"unicode"
@@ -17,11 +12,11 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/internal/elfarch"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
+	"github.com/berthdev/berth/runnerbin"
 )
 
 // AttachStage is a step of Attach, reported to AttachRequest.Progress.
@@ -556,38 +551,14 @@ func (c *Controller) closeAttachments() {
 	}
 }
 
-// RunnerSpecFromFile returns the drivers.RunnerSpec of the runner binary
-// at path (made absolute): its SHA-256 over the file's contents and, for
-// an ELF file, the GOARCH its header names (Arch; "" for another format).
-// It reads the whole file; an error names the path.
-func RunnerSpecFromFile(path string) (drivers.RunnerSpec, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return drivers.RunnerSpec{}, fmt.Errorf("controller: runner binary %q: %w", path, err)
-	}
-	f, err := os.Open(abs)
-	if err != nil {
-		return drivers.RunnerSpec{}, fmt.Errorf("controller: runner binary: %w", err)
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return drivers.RunnerSpec{}, fmt.Errorf("controller: runner binary %q: not a regular file", abs)
-	}
-	hash := sha256.New()
-	if _, err := io.Copy(hash, f); err != nil {
-		return drivers.RunnerSpec{}, fmt.Errorf("controller: runner binary %q: %w", abs, err)
-	}
-	return drivers.RunnerSpec{Binary: abs, SHA256: hex.EncodeToString(hash.Sum(nil)), Arch: elfarch.Of(f)}, nil
-}
-
 // RunnerSetFromFiles returns the drivers.RunnerSet of the runner binaries
-// at paths (RunnerSpecFromFile), keyed by the architecture each one's ELF
+// at paths (runnerbin.Spec), keyed by the architecture each one's ELF
 // header names. A binary whose architecture is unknown, or two for one
 // architecture, is an error naming the path.
 func RunnerSetFromFiles(paths ...string) (*drivers.RunnerSet, error) {
 	set := &drivers.RunnerSet{Binaries: map[string]drivers.RunnerSpec{}}
 	for _, p := range paths {
-		spec, err := RunnerSpecFromFile(p)
+		spec, err := runnerbin.Spec(p)
 		if err != nil {
 			return nil, err
 		}

@@ -213,7 +213,7 @@ func TestTicketReplayFailsAcrossReplicas(t *testing.T) {
 	signer := testSigner(t)
 	replica := func() *server {
 		db := openStores(t, url)
-		return newServer(t, serverOptions{Signer: signer, Options: controller.Options{Tickets: db.Runners, Store: db.Runners}})
+		return newServer(t, serverOptions{Signer: signer, Options: controller.Options{Tickets: db.Runners.(controller.RunnerStore), Store: db.Runners.(controller.RunnerStore)}})
 	}
 	a, b := replica(), replica()
 	tk := a.ticket(t, prp.ScopeTask)

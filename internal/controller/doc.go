@@ -122,8 +122,8 @@
 //     waits for the hello on the session of that ticket (never another
 //     session of the lease); without one by ctx's deadline, its error
 //     names the sandbox and carries the printable end of the runner's log
-//     (RunnerIngress.LogTail, maxAttachLogTail); RunnerSpecFromFile (the
-//     sum and the ELF header's architecture) and RunnerSetFromFiles.
+//     (RunnerIngress.LogTail, maxAttachLogTail); RunnerSetFromFiles
+//     (runnerbin.Spec of each binary, keyed by its architecture).
 //
 //   - The controller's hook for the lease manager, the
 //     lease.TaskStopper that New returns next to the Controller (an

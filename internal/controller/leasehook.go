@@ -54,6 +54,16 @@ func (t taskStopper) ReattachTask(ctx context.Context, p authz.Principal, h *lea
 	return rt, nil
 }
 
+// FindTask is the lease manager's hook for lease.Manager.Task (findTask,
+// run.go): it acts for p, whom the manager authorized on the lease.
+func (t taskStopper) FindTask(ctx context.Context, p authz.Principal, leaseID, id string) (any, error) {
+	rt, err := t.c.findTask(ctx, p, leaseID, id)
+	if err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
 // StartPoolRunner is the lease manager's hook for the members of runner
 // pools (startPoolRunner, pool.go).
 func (t taskStopper) StartPoolRunner(ctx context.Context, h *lease.Handle) error {

@@ -320,7 +320,7 @@ func TestAnEndedLeaseIsRefusedOnEveryReplica(t *testing.T) {
 	replica := func() *server {
 		db := openStores(t, url)
 		dbs = append(dbs, db)
-		return newServer(t, serverOptions{Signer: signer, Leases: db.Leases, Options: controller.Options{Tickets: db.Runners, Store: db.Runners, DataDir: t.TempDir()}})
+		return newServer(t, serverOptions{Signer: signer, Leases: db.Leases, Options: controller.Options{Tickets: db.Runners.(controller.RunnerStore), Store: db.Runners.(controller.RunnerStore), DataDir: t.TempDir()}})
 	}
 	a, b := replica(), replica()
 	leasetest.RecordActive(t, dbs[0].Leases, "lease-1", "co-1")
@@ -333,7 +333,7 @@ func TestAnEndedLeaseIsRefusedOnEveryReplica(t *testing.T) {
 		ws.CloseNow()
 		// The session has one live connection on any replica: the next
 		// connects once this one's claim is gone from the store.
-		for claimed(t, dbs[0].Runners, "lease-1") {
+		for claimed(t, dbs[0].Runners.(controller.RunnerStore), "lease-1") {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}

@@ -118,7 +118,7 @@ func TestTwoReplicasOnOnePostgreSQLNeverRunACommandTwice(t *testing.T) {
 	dataDir := t.TempDir()
 	replica := func() *server {
 		db := openStores(t, url)
-		return newServer(t, serverOptions{Signer: signer, Options: controller.Options{Tickets: db.Runners, Store: db.Runners, DataDir: dataDir}})
+		return newServer(t, serverOptions{Signer: signer, Options: controller.Options{Tickets: db.Runners.(controller.RunnerStore), Store: db.Runners.(controller.RunnerStore), DataDir: dataDir}})
 	}
 	a, b := replica(), replica()
 	addr := func(s *server) string { return s.srv.Listener.Addr().String() }

@@ -35,7 +35,7 @@ func (c *Controller) runTask(ctx context.Context, p authz.Principal, h *lease.Ha
 		return nil, err
 	}
 	t, err := a.Start(ctx, p, TaskSpec{TaskStart: prp.TaskStart{TaskID: cmd.TaskID, Argv: cmd.Argv, Env: cmd.Env, Cwd: cmd.Dir,
-		Deadline: cmd.Deadline, OutputLimit: cmd.OutputLimit, Stdin: stdin, Secrets: cmd.Secrets}, StopGrace: cmd.StopGrace})
+		Deadline: cmd.Deadline, OutputLimit: cmd.OutputLimit, Stdin: stdin, Secrets: SecretUses(cmd.Secrets)}, StopGrace: cmd.StopGrace})
 	if err != nil {
 		return nil, err
 	}
@@ -54,6 +54,47 @@ func (c *Controller) reattachTask(ctx context.Context, p authz.Principal, h *lea
 		return nil, err
 	}
 	return &runTask{a.Task(id, "")}, nil
+}
+
+// findTask is the lease manager's FindTask (lease.Manager.Task): the
+// handle of task id on the lease's own runner session (the latest one the
+// holder's Attach made for a task run of the lease's company), for p,
+// without attaching anything: whoever holds the lease serves its runner.
+// A lease without such a session is an error wrapping
+// errcode.ErrNotFound.
+func (c *Controller) findTask(ctx context.Context, p authz.Principal, leaseID, id string) (*runTask, error) {
+	l, err := c.leases.GetLease(ctx, leaseID)
+	if err != nil {
+		return nil, fmt.Errorf("controller: task %s of lease %s: %w", id, leaseID, err)
+	}
+	ss, err := c.o.Store.LeaseSessions(ctx, leaseID)
+	if err != nil {
+		return nil, fmt.Errorf("controller: task %s of lease %s: %w", id, leaseID, err)
+	}
+	for i := len(ss) - 1; i >= 0; i-- {
+		s := ss[i]
+		if !s.Holder || s.Scope != prp.ScopeTask || s.Company != l.Company {
+			continue
+		}
+		a, err := c.Reattach(ctx, p, s.ID)
+		if err != nil {
+			return nil, err
+		}
+		return &runTask{a.Task(id, "")}, nil
+	}
+	return nil, fmt.Errorf("controller: task %s of lease %s: the lease has no runner session yet: %w", id, leaseID, errcode.ErrNotFound)
+}
+
+// SecretUses returns uses as the runner protocol's secret references.
+func SecretUses(uses []lease.SecretUse) []prp.SecretUse {
+	if uses == nil {
+		return nil
+	}
+	out := make([]prp.SecretUse, len(uses))
+	for i, u := range uses {
+		out[i] = prp.SecretUse{Source: prp.SecretSource(u.Source), Ref: u.Ref, Env: u.Env, File: u.File, Projects: u.Projects}
+	}
+	return out
 }
 
 // runAttachment returns the attachment of h's lease that Run uses in this
@@ -139,18 +180,21 @@ type runTask struct{ t *Task }
 
 func (r *runTask) ID() string { return r.t.ID() }
 
-func (r *runTask) Wait(ctx context.Context) (prp.Exit, error) { return r.t.Wait(ctx) }
+func (r *runTask) Wait(ctx context.Context) (lease.Exit, error) {
+	e, err := r.t.Wait(ctx)
+	return lease.Exit(e), err
+}
 
 func (r *runTask) Output(ctx context.Context, after uint64) ([]lease.OutputChunk, error) {
 	cs, err := r.t.Output(ctx, after)
 	out := make([]lease.OutputChunk, len(cs))
 	for i, ch := range cs {
-		out[i] = lease.OutputChunk{Seq: ch.Seq, Stream: ch.Stream, Offset: ch.Offset, Data: ch.Data, Truncated: ch.Truncated}
+		out[i] = lease.OutputChunk{Seq: ch.Seq, Stream: string(ch.Stream), Offset: ch.Offset, Data: ch.Data, Truncated: ch.Truncated}
 	}
 	return out, err
 }
 
-func (r *runTask) Stop(ctx context.Context) (prp.StopProof, error) {
+func (r *runTask) Stop(ctx context.Context) (lease.StopProof, error) {
 	pr, err := r.t.Stop(ctx)
-	return pr.StopProof, err
+	return lease.StopProof(pr.StopProof), err
 }

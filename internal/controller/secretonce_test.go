@@ -71,7 +71,7 @@ func TestSecretValueGoesOutOncePerCommand(t *testing.T) {
 		dataDir := t.TempDir()
 		replica := func() *server {
 			db := openStores(t, url)
-			return newServer(t, serverOptions{Signer: signer, Secrets: res, Options: controller.Options{Tickets: db.Runners, Store: db.Runners, DataDir: dataDir}})
+			return newServer(t, serverOptions{Signer: signer, Secrets: res, Options: controller.Options{Tickets: db.Runners.(controller.RunnerStore), Store: db.Runners.(controller.RunnerStore), DataDir: dataDir}})
 		}
 		a, b := replica(), replica()
 		_, token := exchangeToken(t, a, a.ticket(t, prp.ScopeTask))

@@ -152,7 +152,7 @@ func TestSecretValuesReachOnlyTheTask(t *testing.T) {
 			db := openStores(t, url)
 			var clog, rlog syncbuf.Buffer
 			dataDir := t.TempDir()
-			s := newServer(t, serverOptions{Secrets: mapResolver{values: map[string]string{"TOKEN": canary + "-env", "secret:acct@v1": canary + "-account"}}, Options: controller.Options{Store: db.Runners, Tickets: db.Runners, DataDir: dataDir,
+			s := newServer(t, serverOptions{Secrets: mapResolver{values: map[string]string{"TOKEN": canary + "-env", "secret:acct@v1": canary + "-account"}}, Options: controller.Options{Store: db.Runners.(controller.RunnerStore), Tickets: db.Runners.(controller.RunnerStore), DataDir: dataDir,
 				Logger: slog.New(slog.NewTextHandler(&clog, &slog.HandlerOptions{Level: slog.LevelDebug}))}})
 			stateDir := t.TempDir()
 			startLoggedChild(t, s, stateDir, true, &rlog)
@@ -183,7 +183,7 @@ func TestSecretValuesReachOnlyTheTask(t *testing.T) {
 			var evs bytes.Buffer
 			fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			last, err := db.Runners.LastEventSeq(ctx, session)
+			last, err := db.Runners.(controller.RunnerStore).LastEventSeq(ctx, session)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -204,7 +204,7 @@ func TestSecretValuesReachOnlyTheTask(t *testing.T) {
 			if !bytes.Contains(evs.Bytes(), []byte("ran")) {
 				t.Errorf("the events lack the task's output: %s", evs.String())
 			}
-			cmds, err := db.Runners.CommandsAfter(ctx, session, 0, 0)
+			cmds, err := db.Runners.(controller.RunnerStore).CommandsAfter(ctx, session, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,6 +18,21 @@ var (
 	ErrProofIncomplete = errcode.New(errcode.Unavailable, "controller: stop proof incomplete")
 )
 
+// RunnerStore is the runner protocol's whole store: its one-use tickets
+// and the controller's Store. store.Stores.Runners holds one, sealed
+// (SealStore): the records are the protocol's own, so that only berth's
+// stores (the memory one, store/sqlite and store/postgres) implement it.
+type RunnerStore interface {
+	prp.TicketStore
+	Store
+}
+
+// SealStore returns s as a store.RunnerStore (a value of package store's
+// own type, which embeds s): how berth's SQL stores fill
+// store.Stores.Runners. Package store sets it in its init; berth.New
+// reads the RunnerStore back with a type assertion.
+var SealStore func(s RunnerStore) any
+
 // Session is a runner session: created by the ticket exchange, resumed by
 // every connection that presents a token for it.
 type Session struct {
