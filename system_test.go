@@ -231,7 +231,7 @@ func TestSystemRunners(t *testing.T) {
 		}
 		t.Cleanup(func() { sys.Close() })
 		if berth.Runners(sys) == nil {
-			t.Fatal("System.Runners is nil")
+			t.Fatal("the System has no runner controller")
 		}
 		return sys
 	}

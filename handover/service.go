@@ -120,7 +120,7 @@ func init() {
 
 // newService returns a Service over src, and the hook the runner
 // controller needs from it: the controller.SecretResolver to give
-// prp/controller.New. The resolver's Check is Service.Check (authorized
+// controller.New. The resolver's Check is Service.Check's (authorized
 // with the dispatching principal); its Resolve returns plaintext secret
 // values at delivery, for no principal (the dispatch was authorized), so it
 // is handed to berth.New (internal/handoverhook) and is no method of the

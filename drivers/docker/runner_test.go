@@ -72,7 +72,7 @@ func (l *trackingListener) cut() int {
 	return n
 }
 
-// prpHost is a real prp/controller (memory store) served on a container's
+// prpHost is a real internal/controller (memory store) served on a container's
 // runner ingress.
 type prpHost struct {
 	t      testing.TB

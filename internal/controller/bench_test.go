@@ -26,8 +26,8 @@ import (
 // with b.ReportMetric; no time is asserted. The runner is the real binary
 // (cmd/berth-runner) as a child process, on loopback.
 //
-//	go test -run '^$' -bench . -benchtime 5x ./prp/controller/ -args -bench.stream-bytes=1073741824
-//	go test -run '^$' -bench StopProof -benchtime 200x ./prp/controller/
+//	go test -run '^$' -bench . -benchtime 5x ./internal/controller/ -args -bench.stream-bytes=1073741824
+//	go test -run '^$' -bench StopProof -benchtime 200x ./internal/controller/
 
 var streamBytes = flag.Int64("bench.stream-bytes", 64<<20, "bytes the stream throughput benchmark's task writes to stdout per iteration (1073741824: the issue's 1 GiB)")
 

@@ -24,7 +24,7 @@ import (
 	"github.com/berthdev/berth/qualification"
 )
 
-// The chaos test's knobs: go test ./prp/controller -run Chaos -args
+// The chaos test's knobs: go test ./internal/controller -run Chaos -args
 // -chaos.cuts=1000 -chaos.seed=7 -chaos.lines=1800000.
 var (
 	chaosCuts  = flag.Int("chaos.cuts", 1000, "connections the chaos test cuts at seeded byte counts")

@@ -13,19 +13,21 @@
 //	exit, err := task.Wait(ctx) // exit.Code
 //	proof, err := task.Stop(ctx) // runner_attested
 //
-// A host rarely calls these: lease.Handle.Run does all of it for the
+// It is berth's own (issue 48: it was the public prp/controller): no host
+// calls it. berth.New builds it over store.Stores.Runners (a sealed
+// store.RunnerStore: SealStore) from Options' Runner fields, and
+// lease.Handle.Run, Handle.Reattach and Manager.Task do all of it for the
 // principal the lease was acquired for, through the hook New returns
 // (run.go: the first Run of a lease attaches its runner once in this
-// process and later ones reuse it). Attach and Start are for hosts that
-// need their progress, the runner's hello or tickets of their own; Run on
-// a lease a host attached itself uses that runner's session.
+// process and later ones reuse it). Attach and Start stay for berth's own
+// tests and the runner-based probe (the probe scope); Run on a lease
+// attached that way uses that runner's session.
 //
 // Principals, hooks and handles: every exported method of the Controller
 // that acts for someone takes the acting authz.Principal right after its
-// context and asks the Authorizer (internal/apicheck checks it; Close,
-// ServeHTTP, where runners authenticate with tickets and tokens, and
-// Connected and ConnectedSessions, pure reads of this process's own
-// connections, are the exceptions). New(signer, leases, secrets, opts)
+// context and asks the Authorizer (Close, ServeHTTP, where runners
+// authenticate with tickets and tokens, and ConnectedSessions, a pure
+// read of this process's own connections, are the exceptions). New(signer, leases, secrets, opts)
 // takes its required collaborators and the host's SecretResolver hook as
 // arguments and returns the lease manager's hook, a lease.TaskStopper,
 // next to the Controller; berth.New wires them. The Attachment Attach

@@ -47,7 +47,7 @@ type Sources struct {
 }
 
 // New returns the *handover.Service over src and the resolver to give
-// prp/controller.New: its Check is Service.Check (authorized with the
+// controller.New: its Check is Service.Check's (authorized with the
 // dispatching principal), its Resolve returns plaintext secret values at
 // delivery, for no principal.
 var New func(src Sources) (svc any, resolver controller.SecretResolver, err error)

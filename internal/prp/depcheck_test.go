@@ -17,7 +17,7 @@ func floorZero(p string) bool {
 		return true
 	case p == "github.com/berthdev/berth/qualification", p == "github.com/berthdev/berth/images", p == "github.com/berthdev/berth/errcode":
 		return true
-	case strings.HasPrefix(p, "github.com/berthdev/berth/internal/prp") && !onFloorFour(p):
+	case p == "github.com/berthdev/berth/internal/prp" || strings.HasPrefix(p, "github.com/berthdev/berth/internal/prp/"):
 		return true
 	case p == "github.com/berthdev/berth/internal/prpkeys":
 		return true // the Signer's keys, for internal/prpwire
@@ -25,18 +25,11 @@ func floorZero(p string) bool {
 	return false
 }
 
-// onFloorFour reports whether p is prp/controller or below it: the
-// controller sits on floor 4 (README's package table, checked by the root
-// package's TestImportsRunDownwards) and no floor-0 prp package imports it.
-func onFloorFour(p string) bool {
-	return p == "github.com/berthdev/berth/internal/controller" || strings.HasPrefix(p, "github.com/berthdev/berth/internal/controller/")
-}
-
-// The prp packages but the controller stay on floor 0: their direct imports are the standard
+// The prp packages stay on floor 0: their direct imports are the standard
 // library, golang.org/x, coder/websocket, qualification, images, errcode and prp.
 func TestFloorZero(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}:{{join .Imports " "}}`, "github.com/berthdev/berth/prp/...").Output()
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}:{{join .Imports " "}}`, "github.com/berthdev/berth/internal/prp/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -46,8 +39,8 @@ func TestFloorZero(t *testing.T) {
 	}
 	for _, line := range lines {
 		pkg, imports, _ := strings.Cut(line, ":")
-		if strings.HasPrefix(pkg, "github.com/berthdev/berth/internal/prp/prptest") || onFloorFour(pkg) {
-			continue // test support may import testing helpers; the controller is floor 4
+		if strings.HasPrefix(pkg, "github.com/berthdev/berth/internal/prp/prptest") {
+			continue // test support may import testing helpers
 		}
 		for _, p := range strings.Fields(imports) {
 			if !floorZero(p) {

@@ -1,11 +1,13 @@
 // Package prp holds the data of berth's runner protocol (PRP, SPEC
-// PRP-1..8) that hosts and store authors name: what a task is, what a
-// runner reports about it, and the one-use tickets that let a runner in.
-// The protocol runs between berth's runner inside a sandbox (the binary
-// cmd/berth-runner) and the controller in the host (prp/controller, which
-// System.Runners returns); its frames, codec, handshake, tokens and limits
-// are berth's own (internal/prpwire) and no host needs them. It does no
-// I/O besides crypto/rand.
+// PRP-1..8): what a task is, what a runner reports about it, and the
+// one-use tickets that let a runner in. The protocol runs between berth's
+// runner inside a sandbox (the binary cmd/berth-runner, internal/runner)
+// and the controller in the host (internal/controller, which berth.New
+// wires behind lease.Handle.Run); its frames, codec, handshake, tokens and
+// limits are internal/prpwire's. It is berth's own (issue 48): a host
+// reads what it needs through package lease (lease.Exit, lease.StopProof,
+// lease.SecretUse), and store.Stores.Runners, the store of these records,
+// is sealed. It does no I/O besides crypto/rand.
 //
 //	exit, err := task.Wait(ctx) // a controller.Task started with a TaskSpec
 //	                            // that embeds prp.TaskStart{Argv: ...}
@@ -23,25 +25,19 @@
 //     task.stop, with an idempotency digest the controller sets) with its
 //     JournalState, Event (a command's Result, task output as Output
 //     chunks of a Stream, the task's Exit, a StopProof). The runner's
-//     hello is internal/prpwire's (controller.Hello is what a host reads).
+//     hello is internal/prpwire's.
 //   - Stable codes: a result's Code and every refusal on the wire carry the
 //     protocol's codes, reasons listed in docs/errors.md with the errcode
 //     code each is finer than; the sentinel errors of the ticket store and
 //     of a scope (ErrScopeDenied) carry theirs (errcode.ReasonOf).
 //   - Tickets: Ticket (32 random bytes, handed to a runner once, stored
 //     only as its TicketHash), TicketRecord, Scope, and the TicketStore
-//     interface a store implements (store.Memory's memory store, the SQL
-//     stores; prp/prptest is its conformance suite).
+//     interface berth's stores implement (the memory one, the SQL stores;
+//     prp/prptest is its conformance suite).
 //   - Signer, the opaque keys of the runners' connection tokens that
-//     replicas share (berth.Options.RunnerSigner), and NewID.
+//     replicas share (berth.Options.RunnerKeys), and NewID.
 //
-// Why prp/controller (floor 4) lives under this floor-0 package: the
-// folder is the protocol. Its data (here) stays on floor 0, below
-// everything that names it (handover's secret checks, the stores, the
-// runner), while the controller serves runners on top of leases, the
-// instance settings and authorization, so it sits on floor 4. The README's
-// package table gives each its floor; prp's own depcheck test keeps prp
-// and prptest on floor 0. Splitting the folder (prp as a top-level data
-// package, the controller elsewhere) would rename the import path hosts
-// use for the controller for no gain in what imports what.
+// It sits on floor 0, below everything that names it (the controller, the
+// hand-over's secret checks, the stores, the runner); its depcheck test
+// keeps it and prptest there.
 package prp

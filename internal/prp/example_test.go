@@ -25,7 +25,7 @@ func ExampleNewID() {
 }
 
 // A task starts with a TaskStart (embedded in the controller's TaskSpec,
-// see prp/controller). A secret the task needs is a SecretUse: a
+// see internal/controller). A secret the task needs is a SecretUse: a
 // reference, never the value, handed to the task as an env var or a file;
 // Validate refuses a malformed one before anything is sent.
 func ExampleSecretUse_Validate() {

@@ -20,9 +20,9 @@ var keyIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 // Signer holds the keys with which berth signs and verifies the runners'
 // connection tokens (HMAC-SHA-256 under named keys: the current key signs,
 // every key verifies, so keys can rotate) and derives each session's state
-// key. It is opaque: a host builds one with NewSigner and hands it to
-// berth.New (Options.RunnerSigner), so that replicas share the keys; it
-// never hands the keys back. A Signer is safe for concurrent use and never
+// key. It is opaque: berth.New builds one with NewSigner from
+// Options.RunnerKeys (replicas share the keys); it never hands the keys
+// back. A Signer is safe for concurrent use and never
 // changes after NewSigner; a nil *Signer has no keys (nothing it signs
 // verifies).
 type Signer prpkeys.Keys

@@ -1,5 +1,5 @@
 // Package controllertest holds the conformance suite every
-// controller.Store passes: the memory store in prp/controller, the SQL
+// controller.Store passes: the memory store in internal/controller, the SQL
 // stores in berth's store package.
 package controllertest
 
