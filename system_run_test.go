@@ -150,6 +150,42 @@ func TestRunOnTheLease(t *testing.T) {
 		}
 	})
 
+	t.Run("Manager.Task reads a task without taking the lease", func(t *testing.T) {
+		task, err := h.Run(ctx, lease.Command{TaskID: "task_read", Argv: []string{"sh", "-c", "echo seen; echo err >&2; exit 3"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := task.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// A reader (another replica, or this one without the handle) finds
+		// the task by ids and reads what is stored.
+		found, err := w.sys.Leases().Task(ctx, w.agent, h.ID(), "task_read")
+		if err != nil || found.ID() != "task_read" || found.Lease() != h.ID() {
+			t.Fatalf("Manager.Task: %v, %v", found, err)
+		}
+		exit, err := found.Wait(ctx)
+		if err != nil || exit.Code != 3 {
+			t.Errorf("wait: %+v, %v; want code 3", exit, err)
+		}
+		if b, err := io.ReadAll(found.Stream(ctx)); err != nil || (string(b) != "seen\nerr\n" && string(b) != "err\nseen\n") {
+			t.Errorf("stream: %q, %v", b, err)
+		}
+		// A lease of another company is missing for the agent; a lease
+		// whose runner never connected has no task session yet.
+		if _, err := w.sys.Leases().Task(ctx, authz.Principal{ID: "other", Role: authz.RoleAgent, Companies: []string{"globex"}}, h.ID(), "task_read"); !errors.Is(err, errcode.ErrNotFound) {
+			t.Errorf("another company's agent: %v, want not found", err)
+		}
+		fresh := w.acquire(t, true)
+		if _, err := w.sys.Leases().Task(ctx, w.agent, fresh.ID(), "task_read"); !errors.Is(err, errcode.ErrNotFound) {
+			t.Errorf("a lease without a runner session: %v, want not found", err)
+		}
+		plain := w.acquire(t, false)
+		if _, err := w.sys.Leases().Task(ctx, w.agent, plain.ID(), "task_read"); !errors.Is(err, drivers.ErrUnsupported) {
+			t.Errorf("a lease without a runner: %v, want unsupported", err)
+		}
+	})
+
 	t.Run("a task id that ran before starts nothing again", func(t *testing.T) {
 		cmd := lease.Command{TaskID: "task_once", Argv: []string{"sh", "-c", "echo ran >> \"$0\"", t.TempDir() + "/count"}}
 		first, err := h.Run(ctx, cmd)
