@@ -14,11 +14,11 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
+	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/proctest"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 // escapeScript ($1 = pid file, $2 = sleep marker) leaves a process that

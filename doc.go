@@ -22,14 +22,16 @@
 //	view, err := sys.Catalog().Create(ctx, operator, environment.CreateRequest{...})
 //
 // New composes a System (a driver registry, the catalog, the assignments,
-// the lease manager, the custom images service, the prober, the runner
-// controller, the secret hand-over and the instance settings) with
+// the lease manager, the custom images service, the prober, berth's
+// runner controller, the secret hand-over and the instance settings) with
 // sensible defaults, reachable through its accessors (Catalog,
-// Assignments, Leases, Templates, Prober, Runners, Handover, Settings,
-// Drivers, Secrets); System.RunHealthChecks keeps provider health measured
-// in the background. A service's own knobs are its package's Options
-// (Options.Leases, Options.Templates, Options.Runners), which New completes
-// with the wiring. Pinning image tags to digests is images/resolve's
+// Assignments, Leases, Templates, Prober, Handover, Settings, Drivers,
+// Secrets); the runner controller has none: a host runs tasks through the
+// lease manager (lease.Handle.Run). System.RunHealthChecks keeps provider
+// health measured in the background. A service's own knobs are its
+// package's Options (Options.Leases, Options.Templates), which New
+// completes with the wiring; the runner controller's are Options' Runner
+// fields. Pinning image tags to digests is images/resolve's
 // Resolver, which a host makes itself (resolve.New). The root package opens no database:
 // Options.Stores (package store) names each package's store, and
 // store/sqlite and store/postgres open a database and return them all, so a
@@ -39,19 +41,20 @@
 // itself.
 //
 // Every exported method of a service (the catalog, the assignments, the
-// lease manager, the prober, the runner controller, the hand-over) that
+// lease manager, the prober, the hand-over) that
 // acts for someone takes the acting authz.Principal right after its
 // context, and the library's Authorizer decides. What one service calls in
 // another at composition (the controller stopping a lease's tasks, the
 // hand-over resolving a task's secret values, the catalog counting a
 // delete's bindings and leases) is a hook: a value a constructor returns
-// or takes (lease.NewManager's TaskStopper from controller.New, the
-// controller.SecretResolver built with the hand-over service (internal/handoverhook), the lease manager's
+// or takes (lease.NewManager's TaskStopper from the runner controller,
+// the secret resolver built with the hand-over service
+// (internal/handoverhook), the lease manager's
 // environment.UsageReporter, the Assignments the catalog is built with
 // through internal/envhook), never an exported method anyone holding the
 // service could call for no principal; New wires them (hooks.go). Handles
-// (lease.Handle, the controller's Attachment) take no principal: they are
-// the authority granted when they were opened.
+// (lease.Handle, lease.Task) take no principal: they are the authority
+// granted when they were opened.
 //
 // The packages, from the bottom up (imports only run downwards):
 //
@@ -65,26 +68,21 @@
 //     config and its schema (validation, secrets, redaction). drivers/local,
 //     drivers/ssh, drivers/docker, drivers/daytona and drivers/fake implement
 //     it, and drivers/drivertest is the conformance suite they all pass.
-//   - prp, prp/controller: the runner protocol's data (tasks, commands,
-//     events, exits, stop proofs, tickets and the token Signer; its wire
-//     machinery is internal, as is the runner that executes tasks inside a
-//     sandbox: cmd/berth-runner is its binary); and the controller the host serves
-//     (System.Runners()), which attaches a leased sandbox's runner (Attach
-//     installs the binary the lease records: System.RunnerSet of
-//     Options.RunnerBinary given at acquisition) and returns a handle
-//     whose Start runs tasks (a controller.Task: Wait, Output, Stop),
-//     stores events and verifies stop proofs; it is the lease manager's
-//     task hook (controller.New returns it), so a lease's release or sweep
-//     stops and verifies its runner tasks first. A task's secrets travel as references in the
-//     command and as values in a separate frame delivered once, never
-//     stored.
 //   - environment: the catalog (create, read, update, archive, delete with
 //     blast radius), secrets moved into a SecretStore, redaction, the
 //     authorization policy, assignment bindings with Resolve, provider
 //     health and the one availability gate.
 //   - lease: acquisition for a principal (by environment id, or through a
 //     scope's binding) with write-ahead records, startup budgets, reuse,
-//     termination proofs and sweeps; callers hold a portable Handle.
+//     termination proofs and sweeps; callers hold a portable Handle,
+//     whose Run runs an agent's tasks through berth's runner in the
+//     sandbox (lease.Task: Wait, Output, Stream, Stop with the runner's
+//     stop proof). The runner (cmd/berth-runner, runnerbin builds it) and
+//     the protocol's controller, which New wires as the lease manager's
+//     task hook (a release or sweep stops and verifies its runner tasks
+//     first), are berth's own (internal/controller). A task's secrets
+//     travel as references in the command and as values in a separate
+//     frame delivered once, never stored.
 //   - probe: local, host, saved-sandbox and draft probes with platform
 //     detection (in one command, or from a runner's hello under a probe
 //     identity) and qualification recording.

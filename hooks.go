@@ -5,8 +5,8 @@ import (
 	"sync"
 
 	"github.com/berthdev/berth/authz"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/prp"
 )
 
 // The hooks one service gives another are values their constructors

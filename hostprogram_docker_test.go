@@ -16,7 +16,6 @@ import (
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/store"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -89,7 +88,7 @@ func TestRunSecretEnvOnDocker(t *testing.T) {
 	}
 	defer h.Release(context.WithoutCancel(ctx), lease.ReleaseOptions{})
 	task, err := h.Run(ctx, lease.Command{Argv: []string{"sh", "-c", `echo "got $GH_TOKEN"`},
-		Secrets: []prp.SecretUse{{Source: prp.SecretFromEnvironment, Ref: "TOKEN", Env: "GH_TOKEN"}}})
+		Secrets: []lease.SecretUse{{Source: lease.SecretFromEnvironment, Ref: "TOKEN", Env: "GH_TOKEN"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +96,7 @@ func TestRunSecretEnvOnDocker(t *testing.T) {
 	if err != nil || string(b) != "got token-canary\n" {
 		t.Errorf("the task printed %q, %v", b, err)
 	}
-	_, err = h.Run(ctx, lease.Command{Argv: []string{"true"}, Secrets: []prp.SecretUse{{Source: prp.SecretFromEnvironment, Ref: "OTHER", Env: "OTHER"}}})
+	_, err = h.Run(ctx, lease.Command{Argv: []string{"true"}, Secrets: []lease.SecretUse{{Source: lease.SecretFromEnvironment, Ref: "OTHER", Env: "OTHER"}}})
 	if !errors.Is(err, handover.ErrSecretUnknown) {
 		t.Errorf("a secret the environment has not: %v, want handover.ErrSecretUnknown", err)
 	}

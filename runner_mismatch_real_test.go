@@ -11,10 +11,11 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/runnerbin"
 )
 
 // issue 26: a Docker container's runner bind mount is fixed when it is
@@ -62,7 +63,7 @@ func TestAReusedDockerSandboxOfAnotherRunnerIsReplaced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		att, err := sys.Runners().Attach(ctx, realOperator, h, controller.AttachRequest{})
+		att, err := berth.Runners(sys).Attach(ctx, realOperator, h, controller.AttachRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +91,7 @@ func TestAReusedDockerSandboxOfAnotherRunnerIsReplaced(t *testing.T) {
 			same.ID, same.ProviderLeaseID, sumSame, first.ID, first.ProviderLeaseID, sum1)
 	}
 	repl, sum2 := run(other, "run-3")
-	want, err := controller.RunnerSpecFromFile(other)
+	want, err := runnerbin.Spec(other)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,10 +21,10 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 // realTarget is a saved environment of a real driver for runner tests.
@@ -48,7 +48,7 @@ func dockerTarget(t testing.TB) realTarget {
 	return realTarget{driver: "docker", config: map[string]any{
 		"image": img.Ref, "network": "none", "labels": map[string]any{"test.berth/run": run},
 	}, cut: func(t *testing.T, sys *berth.System, session string) {
-		if ok, err := sys.Runners().Disconnect(context.Background(), realOperator, session); err != nil || !ok {
+		if ok, err := berth.Runners(sys).Disconnect(context.Background(), realOperator, session); err != nil || !ok {
 			t.Fatalf("Disconnect = %t, %v", ok, err)
 		}
 	}, left: func(t *testing.T, h *lease.Handle, marker string) []string {
@@ -91,7 +91,7 @@ func sshTarget(t testing.TB) realTarget {
 func localTarget(t testing.TB) realTarget {
 	return realTarget{driver: "local", config: map[string]any{"workdir": t.TempDir()},
 		cut: func(t *testing.T, sys *berth.System, session string) {
-			if ok, err := sys.Runners().Disconnect(context.Background(), realOperator, session); err != nil || !ok {
+			if ok, err := berth.Runners(sys).Disconnect(context.Background(), realOperator, session); err != nil || !ok {
 				t.Fatalf("Disconnect = %t, %v", ok, err)
 			}
 		}, left: func(_ *testing.T, _ *lease.Handle, marker string) []string {
@@ -119,7 +119,7 @@ func attachRunner(t testing.TB, ctx context.Context, sys *berth.System, name, dr
 	}
 	spec := *h.Lease().Runner
 	t.Cleanup(func() { _, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: lease.Destroy}) })
-	att, err := sys.Runners().Attach(ctx, realOperator, h, controller.AttachRequest{})
+	att, err := berth.Runners(sys).Attach(ctx, realOperator, h, controller.AttachRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestRunnerTasksInRealTargets(t *testing.T) {
 			}
 			output := func(id string, s prp.Stream) string {
 				t.Helper()
-				b, err := sys.Runners().Output(ctx, realOperator, att.Session(), id, s)
+				b, err := berth.Runners(sys).Output(ctx, realOperator, att.Session(), id, s)
 				if err != nil {
 					t.Fatal(err)
 				}

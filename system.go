@@ -3,6 +3,8 @@ package berth
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,14 +20,14 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/handoverhook"
 	"github.com/berthdev/berth/internal/probehook"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/templatehook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/runnerbin"
 	"github.com/berthdev/berth/store"
 	"github.com/berthdev/berth/templates"
@@ -85,20 +87,33 @@ type Options struct {
 	// minutes and 4 hours). Nil means its defaults. Authorizer and Logger
 	// left nil are Options'; Secrets is New's to wire and is ignored here.
 	Templates *templates.Options
-	// Runners configures the runner protocol's controller (System.Runners).
-	// Fields left zero are filled: Tickets and Store with Stores.Runners
-	// (SQLite and PostgreSQL share them across replicas; the memory store
-	// keeps them in this process), Authorizer with Options.Authorizer and
-	// Settings with the System's instance settings. Without a DataDir, output chunk files go to a directory
-	// New makes under os.TempDir and Close removes. The controller's
-	// collaborators are New's to wire: a read-only view of the System's
-	// lease records (tickets are bound to the lease's company; sessions
-	// end with their lease) and System.Handover's secret resolver.
-	Runners *controller.Options
-	// RunnerSigner mints and verifies the runners' connection tokens.
-	// Default: a random key of this process; replicas must pass one Signer
-	// with shared keys.
-	RunnerSigner *prp.Signer
+	// RunnerKeys sign and verify the runners' connection tokens
+	// (HMAC-SHA-256): the first signs, every one verifies, so keys can
+	// rotate (put the new key first; drop the old one once no token it
+	// signed can be alive, 15 minutes later). Each is at least 32 bytes.
+	// Replicas that share Stores.Runners must pass the same keys. Default:
+	// a random key of this process.
+	RunnerKeys [][]byte
+	// RunnerDir is the directory where berth's runner controller keeps
+	// the output of tasks (chunk files per runner session, which
+	// Stores.Runners indexes); replicas that share Stores.Runners share it
+	// too. Default "": a directory New makes under os.TempDir and Close
+	// removes.
+	RunnerDir string
+	// RunnerHeartbeat is how often a connected runner and the controller
+	// ping each other; a side that hears nothing for three heartbeats
+	// closes the connection, and the runner reconnects (to any replica)
+	// and resumes. Default 10 seconds.
+	RunnerHeartbeat time.Duration
+	// RunnerMaxOutput caps the output bytes stored of one lease's runner
+	// session, over all its tasks (lease.Command.OutputLimit caps a
+	// task's share). Past it the output is counted and discarded and the
+	// task's lease.Exit says Truncated; the task is not stopped. Default
+	// 1 GiB.
+	RunnerMaxOutput int64
+	// runnerPoll is how often the controller's waiters re-read the store
+	// (tests shorten it, export_test.go). Default 500 ms.
+	runnerPoll time.Duration
 	// RunnerBinary is the path, on this host, of berth's runner binary (a
 	// static Linux build of cmd/berth-runner) that leases host for
 	// runner-based runs and probes (System.RunnerSet). Default "": the
@@ -213,21 +228,12 @@ func (s *System) Sweep(ctx context.Context, p authz.Principal) (SweepReport, err
 // and records qualifications (PRB-1..8, QUAL-1..7).
 func (s *System) Prober() *probe.Prober { return s.prober }
 
-// Runners returns the runner protocol's controller (PRP): Attach connects
-// a leased sandbox's runner (serving the controller on the sandbox's
-// ingress) and returns a handle whose Start runs tasks (controller.Task:
-// Wait, Output, Stop); it is also an http.Handler for runners that dial
-// over HTTP. New gives the lease manager the controller's task hook (the
-// lease.TaskStopper that controller.New returns): releasing or sweeping a
-// lease stops and verifies its runner tasks first.
-func (s *System) Runners() *controller.Controller { return s.runners }
-
 // Handover returns the hand-over service, which prepares managed accounts
-// (project auth checks, AUTH-2) and checks the secrets of runner tasks for
-// Runners; the resolver berth.New builds with it (internal/handoverhook), which New gives the
-// controller, resolves them at delivery: a task's secret env keys from its
-// lease's config, and managed accounts only while their project auth check
-// matches exactly.
+// (project auth checks, AUTH-2) and checks the secrets of runner tasks
+// (lease.Command.Secrets); the resolver berth.New builds with it
+// (internal/handoverhook), which New gives the runner controller, resolves
+// them at delivery: a task's secret env keys from its lease's config, and
+// managed accounts only while their project auth check matches exactly.
 func (s *System) Handover() *handover.Service { return s.handover }
 
 // Settings returns the instance settings service (CFG-9): Get for any
@@ -263,20 +269,33 @@ func (s *System) RunnerSet() (*drivers.RunnerSet, error) {
 				if err != nil {
 					return drivers.RunnerSpec{}, fmt.Errorf("berth: no runner binary for %s (Options.RunnerBinary): %w", arch, err)
 				}
-				return controller.RunnerSpecFromFile(bin)
+				return runnerbin.Spec(bin)
 			}}
 			return
 		}
-		s.spec, s.specErr = controller.RunnerSetFromFiles(s.runnerBinary)
+		s.spec, s.specErr = runnerSetOf(s.runnerBinary)
 	})
 	return s.spec, s.specErr
 }
 
+// runnerSetOf returns the set of the one runner binary at path, keyed by
+// the architecture its ELF header names.
+func runnerSetOf(path string) (*drivers.RunnerSet, error) {
+	spec, err := runnerbin.Spec(path)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Arch == "" {
+		return nil, fmt.Errorf("berth: runner binary %q: not a Linux executable of a known architecture", spec.Binary)
+	}
+	return drivers.RunnerSetOf(spec), nil
+}
+
 // New composes a System over opts.Stores (memory stores when empty). It
 // opens no database: the host opens one with store/sqlite or
-// store/postgres and passes its Stores. Unless Options.Runners names a
-// DataDir, New makes the runners' output directory under
-// os.TempDir; everything else is wiring and does no I/O.
+// store/postgres and passes its Stores. Unless Options.RunnerDir names
+// one, New makes the runners' output directory under os.TempDir;
+// everything else is wiring and does no I/O.
 func New(ctx context.Context, opts *Options) (*System, error) {
 	var o Options
 	if opts != nil {
@@ -406,39 +425,31 @@ func prefixed(prefix string, names []string) []string {
 	return out
 }
 
-// composeRunners builds System.Runners from o.Runners with the defaults
-// Options.Runners documents (and the instance settings Reader when it
-// names none), and returns the controller's hook for the lease manager.
+// composeRunners builds the runner controller over st.Runners from o's
+// Runner fields with the defaults they document (and the instance
+// settings Reader), and returns its hook for the lease manager.
 func (s *System) composeRunners(st store.Stores, o Options, settings instance.Reader) (lease.TaskStopper, error) {
-	var co controller.Options
-	if o.Runners != nil {
-		co = *o.Runners
+	rs, ok := st.Runners.(controller.RunnerStore)
+	if !ok {
+		return nil, fmt.Errorf("berth: Options.Stores.Runners is %T, not a runner store berth made: set it from store.Memory(), store/sqlite or store/postgres", st.Runners)
 	}
-	if co.Tickets == nil {
-		co.Tickets = st.Runners
-	}
-	if co.Store == nil {
-		co.Store = st.Runners
-	}
-	if co.Authorizer == nil {
-		co.Authorizer = o.Authorizer
-	}
-	if co.Logger == nil {
-		co.Logger = o.Logger
-	}
-	if co.Settings == nil {
-		co.Settings = settings
-	}
-	signer := o.RunnerSigner
-	if signer == nil {
+	co := controller.Options{Tickets: rs, Store: rs, Authorizer: o.Authorizer, Logger: o.Logger, Settings: settings,
+		DataDir: o.RunnerDir, Heartbeat: o.RunnerHeartbeat, MaxSessionOutput: o.RunnerMaxOutput, Poll: o.runnerPoll}
+	keys := o.RunnerKeys
+	if len(keys) == 0 {
 		key := make([]byte, 32)
 		if _, err := rand.Read(key); err != nil {
 			return nil, fmt.Errorf("berth: runner signing key: %w", err)
 		}
-		var err error
-		if signer, err = prp.NewSigner("process", map[string][]byte{"process": key}); err != nil {
-			return nil, err
-		}
+		keys = [][]byte{key}
+	}
+	byID := make(map[string][]byte, len(keys))
+	for _, k := range keys {
+		byID[keyID(k)] = k
+	}
+	signer, err := prp.NewSigner(keyID(keys[0]), byID)
+	if err != nil {
+		return nil, fmt.Errorf("berth: Options.RunnerKeys: %w", err)
 	}
 	if co.DataDir == "" {
 		dir, err := os.MkdirTemp("", "berth-prp-")
@@ -456,6 +467,13 @@ func (s *System) composeRunners(st store.Stores, o Options, settings instance.Re
 	}
 	s.runners = c
 	return tasks, nil
+}
+
+// keyID names a runner key in the tokens it signs: the start of its
+// SHA-256, the same on every replica that has the key.
+func keyID(key []byte) string {
+	sum := sha256.Sum256(key)
+	return hex.EncodeToString(sum[:8])
 }
 
 // leaseRecords is the runner controller's view of the lease store

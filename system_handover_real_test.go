@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/internal/prpwire"
-
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
@@ -25,12 +23,13 @@ import (
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
+	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/prp"
+	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 // TestManagedAccountHandoverInRealTargets (AUTH-2, issue 18) through the
@@ -84,8 +83,8 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	sinkDir := filepath.Join(dir, "sink")
 	st := openStores(t, storeURL)
 	sys, err := berth.New(ctx, &berth.Options{Stores: st, Secrets: secrets, Logger: lg, RunnerBinary: bin,
-		Drivers: []drivers.Driver{docker.New(&docker.Options{Logger: lg}), ssh.New(&ssh.Options{Logger: lg})},
-		Runners: &controller.Options{DataDir: sinkDir},
+		Drivers:   []drivers.Driver{docker.New(&docker.Options{Logger: lg}), ssh.New(&ssh.Options{Logger: lg})},
+		RunnerDir: sinkDir,
 		ProjectAuthChecker: handover.CheckerFunc(func(context.Context, handover.CheckRequest) (handover.Result, error) {
 			return handover.Result{Succeeded: true}, nil
 		})})
@@ -125,7 +124,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 			_, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: lease.Destroy})
 		}
 	}()
-	att, err := sys.Runners().Attach(ctx, op, h, controller.AttachRequest{})
+	att, err := berth.Runners(sys).Attach(ctx, op, h, controller.AttachRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +164,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 			break
 		}
 		if time.Now().After(deadline) {
-			out, _ := sys.Runners().Output(ctx, op, att.Session(), "read", prp.Stderr)
+			out, _ := berth.Runners(sys).Output(ctx, op, att.Session(), "read", prp.Stderr)
 			t.Fatalf("the task never read the account (stderr %q)", out)
 		}
 	}
@@ -198,7 +197,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	if exit, err := readTask.Wait(ctx); err != nil || exit.Code != 0 {
 		t.Fatalf("the reading task = %+v, %v; want exit 0", exit, err)
 	}
-	out, err := sys.Runners().Output(ctx, agent, att.Session(), "read", prp.Stdout)
+	out, err := berth.Runners(sys).Output(ctx, agent, att.Session(), "read", prp.Stdout)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,12 +22,12 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
+	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 // TestMain removes the runner binary testenv.RunnerBinary builds and
@@ -79,17 +79,17 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 	fk := fake.New(nil)
 	sinkDir := filepath.Join(dir, "sink")
 	st := openStores(t, storeURL)
-	sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk}, TestMode: true,
+	sys, err := berth.New(ctx, berth.WithRunnerPoll(&berth.Options{Stores: st, Drivers: []drivers.Driver{fk}, TestMode: true,
 		Secrets: secrets, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Runners: &controller.Options{DataDir: sinkDir, Heartbeat: time.Second, Poll: 50 * time.Millisecond},
+		RunnerDir: sinkDir, RunnerHeartbeat: time.Second,
 		ProjectAuthChecker: handover.CheckerFunc(func(context.Context, handover.CheckRequest) (handover.Result, error) {
 			return handover.Result{Succeeded: true}, nil
-		})})
+		})}, 50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sys.Close()
-	srv := httptest.NewServer(sys.Runners())
+	srv := httptest.NewServer(berth.Runners(sys))
 	defer srv.Close()
 
 	op := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
@@ -116,7 +116,7 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 		t.Fatal(err)
 	}
 
-	tk, _, err := sys.Runners().MintTicket(ctx, op, controller.TicketRequest{Lease: h.ID(), Run: "run-1", Company: "acme", Scope: prp.ScopeTask})
+	tk, _, err := berth.Runners(sys).MintTicket(ctx, op, controller.TicketRequest{Lease: h.ID(), Run: "run-1", Company: "acme", Scope: prp.ScopeTask})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,14 +141,14 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 	}()
 	var session string
 	for deadline := time.Now().Add(time.Minute); session == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if ids := sys.Runners().ConnectedSessions(); len(ids) > 0 {
+		if ids := berth.Runners(sys).ConnectedSessions(); len(ids) > 0 {
 			session = ids[0]
 		}
 	}
 	if session == "" {
 		t.Fatal("no runner connected within a minute")
 	}
-	att, err := sys.Runners().Reattach(ctx, agent, session)
+	att, err := berth.Runners(sys).Reattach(ctx, agent, session)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,8 +29,6 @@ import (
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/store/sqlite"
 )
 
@@ -57,16 +55,12 @@ func reattachSystem(ctx context.Context, dir string, c reattachConfig) (*berth.S
 	if err != nil {
 		return nil, nil, err
 	}
-	signer, err := prp.NewSigner("k1", map[string][]byte{"k1": bytes.Repeat([]byte("r"), 32)})
-	if err != nil {
-		return nil, nil, err
-	}
 	lo := &lease.Options{}
 	leasetune.Update(&lo.Tuning, func(k *leasetune.Knobs) { k.HostHeartbeat = reattachHeartbeat })
 	sys, err := berth.New(ctx, &berth.Options{Stores: db.Stores(), Secrets: fileSecrets(filepath.Join(dir, "secrets")),
 		Drivers: []drivers.Driver{docker.New(nil), ssh.New(nil)}, Leases: lo,
-		RunnerBinary: c.Runner, RunnerSigner: signer,
-		Runners: &controller.Options{DataDir: filepath.Join(dir, "output"), Heartbeat: time.Second}})
+		RunnerBinary: c.Runner, RunnerKeys: [][]byte{bytes.Repeat([]byte("r"), 32)},
+		RunnerDir: filepath.Join(dir, "output"), RunnerHeartbeat: time.Second})
 	if err != nil {
 		db.Close()
 		return nil, nil, err
@@ -226,7 +220,7 @@ func testReattachAfterKill9(t *testing.T, driver string, cfg map[string]any) {
 		if res != nil {
 			t.Logf("runner log and processes:\n%s%s", res.Stdout, res.Stderr)
 		}
-		t.Logf("connected sessions here: %v", sys.Runners().ConnectedSessions())
+		t.Logf("connected sessions here: %v", berth.Runners(sys).ConnectedSessions())
 		t.Fatalf("reattach: %v", err)
 	}
 	t.Logf("%s: reattached %s %.1fs after the kill (opened %.1fs after it)", driver, taskID, time.Since(killed).Seconds(), opened.Seconds())
@@ -247,7 +241,7 @@ func testReattachAfterKill9(t *testing.T, driver string, cfg map[string]any) {
 			want = caughtUp + 100
 		}
 		for _, ch := range cs {
-			if ch.Stream != prp.Stdout {
+			if ch.Stream != "stdout" {
 				t.Fatalf("stderr output %q", ch.Data)
 			}
 			out = append(out, ch.Data...)

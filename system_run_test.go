@@ -20,10 +20,9 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
+	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 // runWorld is a System on the fake driver (which runs berth's runner in
@@ -131,7 +130,7 @@ func TestRunOnTheLease(t *testing.T) {
 		var whole, stdout, stderr bytes.Buffer
 		for _, c := range all {
 			whole.Write(c.Data)
-			if c.Stream == prp.Stderr {
+			if c.Stream == "stderr" {
 				stderr.Write(c.Data)
 			} else {
 				stdout.Write(c.Data)
@@ -149,6 +148,42 @@ func TestRunOnTheLease(t *testing.T) {
 		cs, err := task.Output(ctx, all[0].Seq)
 		if err != nil || len(cs) != len(all)-1 || (len(cs) > 0 && cs[0].Seq != all[1].Seq) {
 			t.Errorf("output after seq %d: %d chunks, %v; want the %d after it", all[0].Seq, len(cs), err, len(all)-1)
+		}
+	})
+
+	t.Run("Manager.Task reads a task without taking the lease", func(t *testing.T) {
+		task, err := h.Run(ctx, lease.Command{TaskID: "task_read", Argv: []string{"sh", "-c", "echo seen; echo err >&2; exit 3"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := task.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// A reader (another replica, or this one without the handle) finds
+		// the task by ids and reads what is stored.
+		found, err := w.sys.Leases().Task(ctx, w.agent, h.ID(), "task_read")
+		if err != nil || found.ID() != "task_read" || found.Lease() != h.ID() {
+			t.Fatalf("Manager.Task: %v, %v", found, err)
+		}
+		exit, err := found.Wait(ctx)
+		if err != nil || exit.Code != 3 {
+			t.Errorf("wait: %+v, %v; want code 3", exit, err)
+		}
+		if b, err := io.ReadAll(found.Stream(ctx)); err != nil || (string(b) != "seen\nerr\n" && string(b) != "err\nseen\n") {
+			t.Errorf("stream: %q, %v", b, err)
+		}
+		// A lease of another company is missing for the agent; a lease
+		// whose runner never connected has no task session yet.
+		if _, err := w.sys.Leases().Task(ctx, authz.Principal{ID: "other", Role: authz.RoleAgent, Companies: []string{"globex"}}, h.ID(), "task_read"); !errors.Is(err, errcode.ErrNotFound) {
+			t.Errorf("another company's agent: %v, want not found", err)
+		}
+		fresh := w.acquire(t, true)
+		if _, err := w.sys.Leases().Task(ctx, w.agent, fresh.ID(), "task_read"); !errors.Is(err, errcode.ErrNotFound) {
+			t.Errorf("a lease without a runner session: %v, want not found", err)
+		}
+		plain := w.acquire(t, false)
+		if _, err := w.sys.Leases().Task(ctx, w.agent, plain.ID(), "task_read"); !errors.Is(err, drivers.ErrUnsupported) {
+			t.Errorf("a lease without a runner: %v, want unsupported", err)
 		}
 	})
 
@@ -216,7 +251,7 @@ func TestRunOnTheLease(t *testing.T) {
 		}
 		dir := t.TempDir()
 		task, err := h.Run(ctx, lease.Command{Argv: []string{"cat", "account"}, Dir: dir,
-			Secrets: []prp.SecretUse{{Source: prp.SecretFromManagedAccount, Ref: ref.String(), File: "account", Projects: []string{"p1"}}}})
+			Secrets: []lease.SecretUse{{Source: lease.SecretFromManagedAccount, Ref: ref.String(), File: "account", Projects: []string{"p1"}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +259,7 @@ func TestRunOnTheLease(t *testing.T) {
 			t.Errorf("the task read %q, %v", b, err)
 		}
 		_, err = h.Run(ctx, lease.Command{Argv: []string{"true"},
-			Secrets: []prp.SecretUse{{Source: prp.SecretFromManagedAccount, Ref: ref.String(), File: "account", Projects: []string{"other"}}}})
+			Secrets: []lease.SecretUse{{Source: lease.SecretFromManagedAccount, Ref: ref.String(), File: "account", Projects: []string{"other"}}}})
 		if !errors.Is(err, handover.ErrMismatch) {
 			t.Errorf("an account for other projects: %v, want handover.ErrMismatch", err)
 		}
@@ -265,7 +300,7 @@ func TestRunRefusals(t *testing.T) {
 	}
 	// Exec takes the same Command: a secret is a task's, refused there;
 	// a deadline ends the process.
-	if _, err := plain.Exec(ctx, lease.Command{Argv: []string{"true"}, Secrets: []prp.SecretUse{{Source: prp.SecretFromEnvironment, Ref: "T", Env: "T"}}}); !errors.Is(err, errcode.ErrInvalid) {
+	if _, err := plain.Exec(ctx, lease.Command{Argv: []string{"true"}, Secrets: []lease.SecretUse{{Source: lease.SecretFromEnvironment, Ref: "T", Env: "T"}}}); !errors.Is(err, errcode.ErrInvalid) {
 		t.Errorf("exec with secrets: %v, want ErrInvalid", err)
 	}
 	if res, err := plain.Exec(ctx, lease.Command{Argv: []string{"echo", "ok"}, Deadline: time.Now().Add(time.Minute)}); err != nil || string(res.Stdout) != "ok\n" {
@@ -321,7 +356,7 @@ func TestRunAfterAHostsOwnAttach(t *testing.T) {
 	defer cancel()
 	w := newRunWorld(t)
 	h := w.acquire(t, true)
-	att, err := w.sys.Runners().Attach(ctx, w.agent, h, controller.AttachRequest{})
+	att, err := berth.Runners(w.sys).Attach(ctx, w.agent, h, controller.AttachRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +367,7 @@ func TestRunAfterAHostsOwnAttach(t *testing.T) {
 	if b, err := io.ReadAll(task.Stream(ctx)); err != nil || string(b) != "same runner\n" {
 		t.Errorf("task printed %q, %v", b, err)
 	}
-	if ids := w.sys.Runners().ConnectedSessions(); len(ids) != 1 || ids[0] != att.Session() {
+	if ids := berth.Runners(w.sys).ConnectedSessions(); len(ids) != 1 || ids[0] != att.Session() {
 		t.Errorf("connected sessions %v, want only the attached one %s", ids, att.Session())
 	}
 }

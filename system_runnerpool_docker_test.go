@@ -15,10 +15,10 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/store"
 )
 
@@ -42,17 +42,14 @@ func TestRunnerPoolOnDocker(t *testing.T) {
 	bin := testenv.RunnerBinary(t)
 	ops := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 	stores := store.Memory()
-	tickets := &recordedTickets{RunnerStore: stores.Runners}
-	stores.Runners = tickets
+	tickets := &recordedTickets{RunnerStore: stores.Runners.(controller.RunnerStore)}
+	stores.Runners = controller.SealStore(tickets).(store.RunnerStore)
 	// Replicas (here: a process and the one after its restart) share the
 	// runners' signing key.
-	signer, err := prp.NewSigner("k1", map[string][]byte{"k1": bytes.Repeat([]byte("k"), 32)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := [][]byte{bytes.Repeat([]byte("k"), 32)}
 	newSys := func() *berth.System {
 		sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{docker.New(nil)}, Stores: stores, RunnerBinary: bin,
-			Leases: &lease.Options{ManualPoolRefill: true}, RunnerSigner: signer})
+			Leases: &lease.Options{ManualPoolRefill: true}, RunnerKeys: keys})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,12 +70,12 @@ func TestRunnerPoolOnDocker(t *testing.T) {
 		t.Fatalf("pooled members: %v, %v", members, err)
 	}
 	for _, m := range members {
-		ss, err := stores.Runners.LeaseSessions(ctx, m.ID)
-		if err != nil || len(ss) != 1 || ss[0].Company != authz.InstanceCompany || !slices.Contains(sys.Runners().ConnectedSessions(), ss[0].ID) {
+		ss, err := tickets.LeaseSessions(ctx, m.ID)
+		if err != nil || len(ss) != 1 || ss[0].Company != authz.InstanceCompany || !slices.Contains(berth.Runners(sys).ConnectedSessions(), ss[0].ID) {
 			t.Fatalf("member %s: sessions %+v, %v; want one of the instance, connected", m.ID, ss, err)
 		}
-		if _, err := sys.Runners().Reattach(ctx, ops, ss[0].ID); err == nil {
-			att, _ := sys.Runners().Reattach(ctx, ops, ss[0].ID)
+		if _, err := berth.Runners(sys).Reattach(ctx, ops, ss[0].ID); err == nil {
+			att, _ := berth.Runners(sys).Reattach(ctx, ops, ss[0].ID)
 			if _, err := att.Start(ctx, ops, controller.TaskSpec{TaskStart: prp.TaskStart{Argv: []string{"true"}}}); !errors.Is(err, prp.ErrScopeDenied) {
 				t.Errorf("a task on member %s before adoption: %v, want ErrScopeDenied", m.ID, err)
 			}
@@ -99,7 +96,7 @@ func TestRunnerPoolOnDocker(t *testing.T) {
 		}
 		var stages []controller.AttachStage
 		attachStart := time.Now()
-		att, err := sys.Runners().Attach(ctx, ops, h, controller.AttachRequest{Progress: func(s controller.AttachStage) { stages = append(stages, s) }})
+		att, err := berth.Runners(sys).Attach(ctx, ops, h, controller.AttachRequest{Progress: func(s controller.AttachStage) { stages = append(stages, s) }})
 		if err != nil {
 			t.Fatalf("%s: attach: %v", runID, err)
 		}
@@ -126,7 +123,7 @@ func TestRunnerPoolOnDocker(t *testing.T) {
 		if err != nil || strings.TrimSpace(string(res.Stdout)) != "1" {
 			t.Errorf("%s: runner processes in the container: %q, %v; want 1", runID, res.Stdout, err)
 		}
-		ss, err := stores.Runners.LeaseSessions(ctx, h.ID())
+		ss, err := tickets.LeaseSessions(ctx, h.ID())
 		if err != nil || len(ss) != 1 || ss[0].Company != "acme" || ss[0].Run != runID {
 			t.Errorf("%s: sessions of the adopted lease %+v, %v; want the member's one, handed over", runID, ss, err)
 		}
@@ -153,7 +150,7 @@ func TestRunnerPoolOnDocker(t *testing.T) {
 			continue
 		}
 		resumes++
-		if _, err := stores.Runners.ConsumeTicket(ctx, r.Hash, r.Lease, r.Resume, time.Now().UTC()); !errors.Is(err, prp.ErrTicketReplayed) {
+		if _, err := tickets.ConsumeTicket(ctx, r.Hash, r.Lease, r.Resume, time.Now().UTC()); !errors.Is(err, prp.ErrTicketReplayed) {
 			t.Errorf("the resume ticket of session %s after the attach: %v, want it used up (ErrTicketReplayed)", r.Resume, err)
 		}
 	}
@@ -194,7 +191,7 @@ func stageList(ss []controller.AttachStage) string {
 
 // recordedTickets is a runner store that records the tickets created.
 type recordedTickets struct {
-	store.RunnerStore
+	controller.RunnerStore
 	mu   sync.Mutex
 	recs []prp.TicketRecord
 }

@@ -13,10 +13,10 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/store"
 )
 
@@ -97,7 +97,7 @@ func TestRunnerPoolAgentAndBoardMemberOnDocker(t *testing.T) {
 			} else {
 				// Through the controller's Attach and Start.
 				var stages []controller.AttachStage
-				att, err := sys.Runners().Attach(ctx, p, h, controller.AttachRequest{Progress: func(s controller.AttachStage) { stages = append(stages, s) }})
+				att, err := berth.Runners(sys).Attach(ctx, p, h, controller.AttachRequest{Progress: func(s controller.AttachStage) { stages = append(stages, s) }})
 				if err != nil {
 					t.Fatalf("attach: %v", err)
 				}
@@ -115,7 +115,7 @@ func TestRunnerPoolAgentAndBoardMemberOnDocker(t *testing.T) {
 					t.Fatalf("task: %+v, %v, output %q", exit, err, out.String())
 				}
 			}
-			ss, err := stores.Runners.LeaseSessions(ctx, h.ID())
+			ss, err := stores.Runners.(controller.RunnerStore).LeaseSessions(ctx, h.ID())
 			if err != nil || len(ss) != 1 || ss[0].Company != "acme" {
 				t.Errorf("sessions of the adopted lease %+v, %v; want the member's one, handed over to acme", ss, err)
 			}

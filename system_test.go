@@ -24,14 +24,14 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/images/resolve"
+	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
 	"github.com/berthdev/berth/probe"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/store"
 )
 
@@ -230,8 +230,8 @@ func TestSystemRunners(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { sys.Close() })
-		if sys.Runners() == nil {
-			t.Fatal("System.Runners is nil")
+		if berth.Runners(sys) == nil {
+			t.Fatal("the System has no runner controller")
 		}
 		return sys
 	}
@@ -239,15 +239,15 @@ func TestSystemRunners(t *testing.T) {
 	op := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 	// Tickets are minted for leases recorded active in the store, bound
 	// to the recorded company (issue 22 item 1).
-	if _, _, err := a.Runners().MintTicket(ctx, op, controller.TicketRequest{Lease: "lse_1", Run: "r1", Scope: prp.ScopeTask}); !errors.Is(err, errcode.ErrNotFound) {
+	if _, _, err := berth.Runners(a).MintTicket(ctx, op, controller.TicketRequest{Lease: "lse_1", Run: "r1", Scope: prp.ScopeTask}); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("a ticket for a lease the store does not hold: %v, want ErrNotFound", err)
 	}
 	leasetest.RecordActive(t, stores[0].Leases, "lse_1", "acme")
-	tk, _, err := a.Runners().MintTicket(ctx, op, controller.TicketRequest{Lease: "lse_1", Run: "r1", Company: "acme", Scope: prp.ScopeTask})
+	tk, _, err := berth.Runners(a).MintTicket(ctx, op, controller.TicketRequest{Lease: "lse_1", Run: "r1", Company: "acme", Scope: prp.ScopeTask})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(b.Runners())
+	srv := httptest.NewServer(berth.Runners(b))
 	defer srv.Close()
 	exchange := func() int {
 		body, _ := json.Marshal(prpwire.ExchangeRequest{Ticket: tk.String(), Lease: "lse_1"})
@@ -265,7 +265,7 @@ func TestSystemRunners(t *testing.T) {
 		t.Errorf("replayed ticket: %d, want 401", got)
 	}
 	stranger := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"globex"}}
-	if _, _, err := a.Runners().MintTicket(ctx, stranger, controller.TicketRequest{Lease: "lse_1", Run: "r1", Company: "globex", Scope: prp.ScopeTask}); !errors.Is(err, errcode.ErrNotFound) || strings.Contains(err.Error(), "acme") {
+	if _, _, err := berth.Runners(a).MintTicket(ctx, stranger, controller.TicketRequest{Lease: "lse_1", Run: "r1", Company: "globex", Scope: prp.ScopeTask}); !errors.Is(err, errcode.ErrNotFound) || strings.Contains(err.Error(), "acme") {
 		t.Errorf("an agent of another company minting a ticket: %v, want ErrNotFound naming no company", err)
 	}
 }
@@ -296,7 +296,7 @@ func TestSystemReleasesRunnerLeasesThroughTheController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	att, err := sys.Runners().Attach(ctx, operator, h, controller.AttachRequest{})
+	att, err := berth.Runners(sys).Attach(ctx, operator, h, controller.AttachRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

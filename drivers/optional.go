@@ -169,7 +169,7 @@ type RunnerSpec struct {
 	// are keyed by it: a sandbox that already holds this sum copies nothing.
 	SHA256 string `json:"sha256"`
 	// Arch is the GOARCH the binary is built for ("amd64", "arm64"), as
-	// its ELF header says (controller.RunnerSpecFromFile reads it); ""
+	// its ELF header says (runnerbin.Spec reads it); ""
 	// when unknown. RunnerSet keys by it.
 	Arch string `json:"arch,omitempty"`
 }
@@ -206,7 +206,7 @@ type RunnerSet struct {
 }
 
 // RunnerSetOf returns a set of specs keyed by their Arch (RunnerSpec.Arch,
-// which RunnerSpecFromFile reads from the binary). It panics on a spec
+// which runnerbin.Spec reads from the binary). It panics on a spec
 // without Arch or two for one architecture: a programmer's error.
 func RunnerSetOf(specs ...RunnerSpec) *RunnerSet {
 	s := &RunnerSet{Binaries: map[string]RunnerSpec{}}

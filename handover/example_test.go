@@ -10,10 +10,9 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 // An operator prepares the hand-over of a managed account to a company's
@@ -71,14 +70,14 @@ func ExampleService_PrepareManagedAccount() {
 	rec, err := svc.PrepareManagedAccount(ctx, operator, "acme", account.String(), env.ID, []string{"web", "api"})
 	fmt.Println(rec.Status, rec.Projects, err)
 
-	// At dispatch: a task of the lease's runner asks for the account.
-	target := controller.SecretTarget{Session: "s_1", Lease: h.ID(), Run: "run-1", Company: "acme"}
-	use := func(projects ...string) []prp.SecretUse {
-		return []prp.SecretUse{{Source: prp.SecretFromManagedAccount, Ref: account.String(), File: "account.json", Projects: projects}}
+	// Before a task of the lease's runner asks for the account (Handle.Run
+	// checks the same at dispatch).
+	use := func(projects ...string) []lease.SecretUse {
+		return []lease.SecretUse{{Source: lease.SecretFromManagedAccount, Ref: account.String(), File: "account.json", Projects: projects}}
 	}
-	fmt.Println(svc.Check(ctx, agent, target, use("api", "web")))
-	err = svc.Check(ctx, agent, target, use("api", "web", "billing"))
-	code := controller.CodeOfSecrets(err)
+	fmt.Println(svc.Check(ctx, agent, "acme", h.ID(), use("api", "web")))
+	err = svc.Check(ctx, agent, "acme", h.ID(), use("api", "web", "billing"))
+	code := errcode.ReasonOf(err)
 	fmt.Println(errors.Is(err, handover.ErrMismatch), code == "auth_check_projects", code)
 	// Output:
 	// succeeded [api web] <nil>

@@ -18,12 +18,11 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
+	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/handoverhook"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 var (
@@ -113,10 +112,10 @@ func newWorld(t *testing.T, checker bool) *world {
 
 var target = controller.SecretTarget{Session: "s_1", Lease: "lease_1", Run: "run-1", Company: "acme"}
 
-func (w *world) uses(projects ...string) []prp.SecretUse {
-	return []prp.SecretUse{
-		{Source: prp.SecretFromEnvironment, Ref: "TOKEN", Env: "TOKEN"},
-		{Source: prp.SecretFromManagedAccount, Ref: w.account, File: "account.json", Projects: projects},
+func (w *world) uses(projects ...string) []lease.SecretUse {
+	return []lease.SecretUse{
+		{Source: lease.SecretFromEnvironment, Ref: "TOKEN", Env: "TOKEN"},
+		{Source: lease.SecretFromManagedAccount, Ref: w.account, File: "account.json", Projects: projects},
 	}
 }
 
@@ -181,7 +180,7 @@ func TestRecordResultLater(t *testing.T) {
 	if err != nil || first.Status != handover.StatusPending {
 		t.Fatalf("prepare = %+v, %v; want pending", first, err)
 	}
-	if err := w.svc.Check(ctx, agent, target, w.uses("p1")); code(err) != "auth_check_status" {
+	if err := w.svc.Check(ctx, agent, target.Company, target.Lease, w.uses("p1")); code(err) != "auth_check_status" {
 		t.Errorf("dispatch on a pending check = %v, want %s", err, "auth_check_status")
 	}
 	second, _ := w.svc.PrepareManagedAccount(ctx, operator, "acme", w.account, "env_1", []string{"p1"})
@@ -191,7 +190,7 @@ func TestRecordResultLater(t *testing.T) {
 	if _, err := w.svc.RecordResult(ctx, operator, "acme", w.account, second.Preparation, handover.Result{Succeeded: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.svc.Check(ctx, agent, target, w.uses("p1")); err != nil {
+	if err := w.svc.Check(ctx, agent, target.Company, target.Lease, w.uses("p1")); err != nil {
 		t.Errorf("dispatch after the answer = %v", err)
 	}
 }
@@ -218,17 +217,17 @@ func TestDispatchMatchesExactly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	w := newWorld(t, true)
-	if err := w.svc.Check(ctx, agent, target, w.uses("p1", "p2")); code(err) != "auth_check_missing" || !errors.Is(err, handover.ErrMismatch) {
+	if err := w.svc.Check(ctx, agent, target.Company, target.Lease, w.uses("p1", "p2")); code(err) != "auth_check_missing" || !errors.Is(err, handover.ErrMismatch) {
 		t.Errorf("no record: %v, want %s", err, "auth_check_missing")
 	}
 	good, err := w.svc.PrepareManagedAccount(ctx, operator, "acme", w.account, "env_1", []string{"p1", "p2"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.svc.Check(ctx, agent, target, w.uses("p2", "p1")); err != nil {
+	if err := w.svc.Check(ctx, agent, target.Company, target.Lease, w.uses("p2", "p1")); err != nil {
 		t.Fatalf("exact match refused: %v", err)
 	}
-	vals, err := w.res.Resolve(ctx, target, w.uses("p1", "p2"))
+	vals, err := w.res.Resolve(ctx, target, controller.SecretUses(w.uses("p1", "p2")))
 	if err != nil || len(vals) != 2 || vals[0] != tokenValue || vals[1] != accountValue {
 		t.Fatalf("Resolve = %d values, %v; want the token and the account", len(vals), err)
 	}
@@ -252,11 +251,11 @@ func TestDispatchMatchesExactly(t *testing.T) {
 		if err := w.checks.PutAuthCheck(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
-		err := w.svc.Check(ctx, agent, target, w.uses(tc.projects...))
+		err := w.svc.Check(ctx, agent, target.Company, target.Lease, w.uses(tc.projects...))
 		if code(err) != tc.want {
 			t.Errorf("%s: Check = %v, want %s", tc.name, err, tc.want)
 		}
-		if _, err := w.res.Resolve(ctx, target, w.uses(tc.projects...)); code(err) != tc.want {
+		if _, err := w.res.Resolve(ctx, target, controller.SecretUses(w.uses(tc.projects...))); code(err) != tc.want {
 			t.Errorf("%s: Resolve = %v, want %s", tc.name, err, tc.want)
 		}
 	}
@@ -270,24 +269,24 @@ func TestDispatchMatchesExactly(t *testing.T) {
 	if _, err := w.svc.PrepareManagedAccount(ctx, operator, "acme", w.account, "env_1", []string{"p1", "p2"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.svc.Check(ctx, agent, target, w.uses("p1", "p2")); code(err) != "auth_check_fingerprint" {
+	if err := w.svc.Check(ctx, agent, target.Company, target.Lease, w.uses("p1", "p2")); code(err) != "auth_check_fingerprint" {
 		t.Errorf("after a config edit: %v, want %s", err, "auth_check_fingerprint")
 	}
 	// Secret env keys come from the lease's environment only.
-	unknown := []prp.SecretUse{{Source: prp.SecretFromEnvironment, Ref: "OTHER", Env: "OTHER"}}
-	if err := w.svc.Check(ctx, agent, target, unknown); code(err) != "secret_unknown" || !errors.Is(err, handover.ErrSecretUnknown) {
+	unknown := []lease.SecretUse{{Source: lease.SecretFromEnvironment, Ref: "OTHER", Env: "OTHER"}}
+	if err := w.svc.Check(ctx, agent, target.Company, target.Lease, unknown); code(err) != "secret_unknown" || !errors.Is(err, handover.ErrSecretUnknown) {
 		t.Errorf("unknown secret env key: %v, want %s", err, "secret_unknown")
 	}
 	// Another company's session, or an agent of another company.
 	other := target
 	other.Company = "globex"
-	if err := w.svc.Check(ctx, operator, other, unknown); code(err) != "lease_mismatch" {
+	if err := w.svc.Check(ctx, operator, other.Company, other.Lease, unknown); code(err) != "lease_mismatch" {
 		t.Errorf("lease of another company: %v, want %s", err, "lease_mismatch")
 	}
-	if err := w.svc.Check(ctx, outsider, target, w.uses("p1", "p2")); !errors.Is(err, errcode.ErrDenied) {
+	if err := w.svc.Check(ctx, outsider, target.Company, target.Lease, w.uses("p1", "p2")); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("an agent of another company handed over the account: %v", err)
 	}
-	for _, e := range []error{w.svc.Check(ctx, agent, target, w.uses("p1"))} {
+	for _, e := range []error{w.svc.Check(ctx, agent, target.Company, target.Lease, w.uses("p1"))} {
 		if e != nil && (strings.Contains(e.Error(), accountValue) || strings.Contains(e.Error(), tokenValue)) {
 			t.Errorf("an error holds a secret value: %v", e)
 		}

@@ -93,8 +93,8 @@ var (
 	// preparation (or a clear) replaced; nothing was stored.
 	ErrStale error = &errcode.Error{Code: errcode.Conflict, Reason: "stale_preparation", Err: errors.New("handover: the preparation was replaced")}
 	// ErrMismatch: a managed account is refused at dispatch: no project
-	// auth check matches exactly (its reason, read with errcode.ReasonOf or
-	// controller.CodeOfSecrets, says which part).
+	// auth check matches exactly (its reason, read with errcode.ReasonOf,
+	// says which part).
 	ErrMismatch = errcode.New(errcode.Conflict, "handover: no matching project auth check")
 	// ErrSecretUnknown: a task names a secret env key that the lease's
 	// environment does not have.
@@ -102,9 +102,8 @@ var (
 )
 
 // reasonCode says why a hand-over was refused: the reason of a resolver's
-// or Service.Check's error (errcode.ReasonOf, controller.CodeOfSecrets),
-// and the code the runner's refusal of the command reports
-// (prp.Result.Message starts with it). The strings travel to the runner
+// or Service.Check's error (errcode.ReasonOf), and the code the runner's
+// refusal of the command reports (its result's message starts with it). The strings travel to the runner
 // and back, are listed in docs/errors.md and never change; ErrorCode maps
 // one into errcode's set.
 type reasonCode string

@@ -8,9 +8,9 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 // secretResolver is the Service's hook for the runner controller, returned
@@ -21,9 +21,9 @@ type secretResolver struct{ s *Service }
 
 var _ controller.SecretResolver = secretResolver{}
 
-// Check implements controller.SecretResolver with Service.Check.
+// Check implements controller.SecretResolver (Service.check).
 func (r secretResolver) Check(ctx context.Context, p authz.Principal, t controller.SecretTarget, uses []prp.SecretUse) error {
-	return r.s.Check(ctx, p, t, uses)
+	return r.s.check(ctx, p, t, uses)
 }
 
 // Resolve implements controller.SecretResolver (Service.resolve).
@@ -31,16 +31,24 @@ func (r secretResolver) Resolve(ctx context.Context, t controller.SecretTarget, 
 	return r.s.resolve(ctx, t, uses)
 }
 
-// Check is the dispatch-time check of a task's secret uses (the resolver
-// New returns calls it as controller.SecretResolver.Check), and a host may
-// call it to ask the same question first: every use must
-// be deliverable to the runner of t's lease. A secret env key must be in
-// the secret env map of the lease's config; a managed account needs p to
-// be allowed authz.ActionUseAccount for t.Company and a project
+// Check asks, for p, the question lease.Handle.Run asks of a task's
+// secret uses before it starts the task: every use must be deliverable to
+// the runner of lease leaseID of company. The lease must be an active
+// lease of company (else the reason is lease_mismatch). A secret env key
+// must be in the secret env map of the lease's config; a managed account
+// needs p to be allowed authz.ActionUseAccount for company and a project
 // auth check that matches exactly the lease's fingerprint and provider
 // and the use's projects (AUTH-2; the error wraps ErrMismatch, and its
-// reason, read with errcode.ReasonOf or controller.CodeOfSecrets, names the part that did not). Nothing is read from the secret store.
-func (s *Service) Check(ctx context.Context, p authz.Principal, t controller.SecretTarget, uses []prp.SecretUse) error {
+// reason, read with errcode.ReasonOf, names the part that did not).
+// Nothing is read from the secret store.
+func (s *Service) Check(ctx context.Context, p authz.Principal, company, leaseID string, uses []lease.SecretUse) error {
+	return s.check(ctx, p, controller.SecretTarget{Lease: leaseID, Company: company}, controller.SecretUses(uses))
+}
+
+// check is the dispatch-time check of a task's secret uses (Check, and
+// the resolver New returns as controller.SecretResolver.Check) for the
+// runner session t.
+func (s *Service) check(ctx context.Context, p authz.Principal, t controller.SecretTarget, uses []prp.SecretUse) error {
 	for _, u := range uses {
 		if u.Source == prp.SecretFromManagedAccount {
 			if err := s.authorize(ctx, p, authz.ActionUseAccount, t.Company, u.Ref); err != nil {

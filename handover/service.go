@@ -15,9 +15,9 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/handoverhook"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 // CheckRequest is what the host's project auth check is asked: whether
@@ -120,7 +120,7 @@ func init() {
 
 // newService returns a Service over src, and the hook the runner
 // controller needs from it: the controller.SecretResolver to give
-// prp/controller.New. The resolver's Check is Service.Check (authorized
+// controller.New. The resolver's Check is Service.Check's (authorized
 // with the dispatching principal); its Resolve returns plaintext secret
 // values at delivery, for no principal (the dispatch was authorized), so it
 // is handed to berth.New (internal/handoverhook) and is no method of the

@@ -28,9 +28,10 @@
 // (internal/apicheck checks it). What the manager and other services call
 // in each other at composition is not an exported method: NewManager takes
 // the Assignments (for environments, bindings and the Authorizer) and the
-// runner controller's TaskStopper (the value prp/controller.New returns),
-// and returns, next to the Manager, the environment.UsageReporter that
-// counts leases for the catalog's delete blast radius. berth.New
+// runner controller's TaskStopper (berth.New builds it with berth's
+// runner controller, internal/controller), and returns, next to the
+// Manager, the environment.UsageReporter that counts leases for the
+// catalog's delete blast radius. berth.New
 // wires them. A Handle's methods take no principal: the Handle is the
 // authority Acquire granted to the principal who acquired it, as an open
 // *os.File is.
@@ -132,7 +133,7 @@
 // resumed for another binary: it is replaced, ReplaceRunnerMismatch.
 //
 // Runner tasks (PRP-6): with a TaskStopper (NewManager's tasks, the hook
-// prp/controller.New returns), a release that stops or destroys, and every
+// berth's runner controller returns), a release that stops or destroys, and every
 // cleanup (a Sweep, a Release of a pending_cleanup lease), first has every
 // runner task of the lease stopped and verified. An unproven stop (an
 // incomplete proof, a runner that does not answer within the one-minute cleanup budget)
@@ -206,7 +207,7 @@
 // controller's; without it the refill returns an error wrapping
 // drivers.ErrUnsupported), on a session of authz.InstanceCompany that runs no
 // command; the lease that adopts the member takes that session over when
-// it attaches its runner (prp/controller's Attach: the session gets the
+// it attaches its runner (the runner controller's Attach: the session gets the
 // lease's company and run once, and the runner's token is renewed with
 // them before any command), so its first task starts on a connected
 // runner. A member whose runner does not connect within the startup

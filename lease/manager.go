@@ -171,7 +171,7 @@ type Manager struct {
 // authz.DefaultPolicy.
 //
 // tasks, if not nil, is the runner protocol's hook (the lease.TaskStopper
-// that prp/controller.New returns): it stops and verifies the runner
+// that berth's runner controller returns): it stops and verifies the runner
 // tasks of a lease before its release or cleanup stops or destroys the
 // sandbox (PRP-6). An unproven stop leaves the lease pending_cleanup with
 // the reason; the cleanup that retries it (a Sweep, a second Release) asks

@@ -365,7 +365,7 @@ func TestPoolFollowsTheActiveTemplate(t *testing.T) {
 
 // poolRunnerHook is the runner protocol's side of the lease manager for
 // runner pools, recorded: StartPoolRunner sees each member while it
-// starts (the controller's own is tested in prp/controller and on Docker
+// starts (the controller's own is tested in internal/controller and on Docker
 // at the root).
 type poolRunnerHook struct {
 	mu       sync.Mutex

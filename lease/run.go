@@ -10,7 +10,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prp"
 )
 
 // MaxRunStdin is the most bytes of Command.Stdin that Handle.Run sends with
@@ -52,10 +52,10 @@ type Command struct {
 	TaskID string
 	// Secrets are references to the secret values the task needs: an
 	// environment's secret as an environment variable or a file, or a
-	// managed account for the run's projects (prp.SecretUse). Their values
+	// managed account for the run's projects (SecretUse). Their values
 	// go to the runner in a separate frame, never in the command; a
 	// refused reference fails Run and starts nothing. Default none.
-	Secrets []prp.SecretUse
+	Secrets []SecretUse
 	// StopGrace is how long Task.Stop lets the task's processes exit
 	// after SIGTERM before SIGKILL. Default 5 seconds.
 	StopGrace time.Duration
@@ -66,14 +66,85 @@ type OutputChunk struct {
 	// Seq is the chunk's place in the lease's runner session: pass the
 	// last chunk's Seq to the next Task.Output call.
 	Seq uint64
-	// Stream is prp.Stdout or prp.Stderr.
-	Stream prp.Stream
+	// Stream is "stdout" or "stderr".
+	Stream string
 	// Offset is where Data starts in Stream.
 	Offset int64
 	// Data is the output.
 	Data []byte
 	// Truncated counts bytes of the chunk discarded past an output limit.
 	Truncated int64
+}
+
+// SecretSource says where the value of a SecretUse comes from.
+type SecretSource string
+
+// The secret sources.
+const (
+	// SecretFromEnvironment: Ref is a key of the secret env map (the
+	// config.KindSecretMap field, such as docker's and daytona's
+	// config.env) of the environment the lease was made from.
+	SecretFromEnvironment SecretSource = "environment"
+	// SecretFromManagedAccount: Ref is a managed-account reference (a
+	// secret reference "secret:ID@vN" in the host's secret store), handed
+	// over only while a project auth check matches exactly (package
+	// handover, AUTH-2).
+	SecretFromManagedAccount SecretSource = "managed_account"
+)
+
+// SecretUse is a reference to one secret value a task needs
+// (Command.Secrets): where the value comes from and where the task gets
+// it, as the environment variable Env or the file File (written with mode
+// 0600 before the task starts, removed when it ends; a relative path is
+// relative to the task's directory). Exactly one of Env and File is set.
+// The runner gets the values in a separate frame, delivered once right
+// before the task starts; they are never journaled, stored or echoed.
+type SecretUse struct {
+	Source SecretSource `json:"source"`
+	Ref    string       `json:"ref"`
+	Env    string       `json:"env,omitempty"`
+	File   string       `json:"file,omitempty"`
+	// Projects are the project ids of the run the managed account is
+	// handed to; they are compared, sorted, with the project auth check's
+	// (AUTH-2). Only for SecretFromManagedAccount.
+	Projects []string `json:"projects,omitempty"`
+}
+
+// Validate checks u as Run does: a known source, a reference of at most
+// 256 printable characters, exactly one of a valid env name (not a BERTH_
+// name: those are the runner's) and a clean file path, and projects only
+// for a managed account.
+func (u *SecretUse) Validate() error {
+	w := prp.SecretUse{Source: prp.SecretSource(u.Source), Ref: u.Ref, Env: u.Env, File: u.File, Projects: u.Projects}
+	return w.Validate()
+}
+
+// Exit is how a task ended (Task.Wait). Code is -1 when a signal ended
+// it (Signal names it); Error says why the runner could not run it as
+// asked; Truncated says an output limit cut the stored output; TimedOut
+// says Command.Deadline ended it.
+type Exit struct {
+	Code      int    `json:"code"`
+	Signal    string `json:"signal,omitempty"`
+	Error     string `json:"error,omitempty"`
+	Truncated bool   `json:"truncated,omitempty"`
+	TimedOut  bool   `json:"timed_out,omitempty"`
+}
+
+// StopProof is the runner's evidence that a task's processes are gone
+// (Task.Stop, PRP-6): its word (drivers.EvidenceRunnerAttested), which a
+// lease's release checks from outside before it counts. Methods are the
+// checks that ran: "process_group" (kill(-pgid, 0) found no process) and
+// "proc_tag_scan" (no process in /proc carries the task's tag); a check
+// that could not run is in Failed. Complete is true only when every method
+// ran and found no survivor (Survivors lists the process ids found).
+type StopProof struct {
+	TaskID     string    `json:"task_id"`
+	Methods    []string  `json:"methods"`
+	Failed     []string  `json:"failed,omitempty"`
+	Survivors  []int     `json:"survivors"`
+	VerifiedAt time.Time `json:"verified_at"`
+	Complete   bool      `json:"complete"`
 }
 
 // taskRunner is what a TaskStopper may also be (the runner controller's
@@ -88,15 +159,19 @@ type taskRunner interface {
 	// runner gone with the process that served it is relaunched with a
 	// resume ticket) and returns task id of the lease's own session.
 	ReattachTask(ctx context.Context, p authz.Principal, h *Handle, id string) (any, error)
+	// FindTask returns task id of lease's own runner session for p
+	// without connecting the runner (Manager.Task), or an error wrapping
+	// errcode.ErrNotFound while the lease has no such session.
+	FindTask(ctx context.Context, p authz.Principal, lease, id string) (any, error)
 }
 
 // taskControl is what RunTask returns: the runner controller's task,
 // acting for the principal it was started for.
 type taskControl interface {
 	ID() string
-	Wait(ctx context.Context) (prp.Exit, error)
+	Wait(ctx context.Context) (Exit, error)
 	Output(ctx context.Context, after uint64) ([]OutputChunk, error)
-	Stop(ctx context.Context) (prp.StopProof, error)
+	Stop(ctx context.Context) (StopProof, error)
 }
 
 // Run starts cmd as a task through berth's runner in the sandbox and
@@ -184,6 +259,47 @@ func (h *Handle) Reattach(ctx context.Context, taskID string) (*Task, error) {
 	return h.task(tr.ReattachTask(ctx, h.p, h, taskID))
 }
 
+// Task returns the Task taskID that Handle.Run started on lease leaseID,
+// in this process or another (a replica), for p, without taking the lease
+// or connecting its runner: the process that holds the lease serves the
+// runner, and replicas share the runners' store (Stores.Runners) and
+// output directory (berth.Options.RunnerDir). Its Output, Stream and Wait
+// read what is stored; Stop has the holder's connection deliver the
+// stop. p needs authz.ActionRead on the lease, and each call of the Task
+// is authorized as p. A lease acquired without a runner is an error
+// wrapping drivers.ErrUnsupported; one whose runner was not connected yet
+// (no runner session) an error wrapping errcode.ErrNotFound. It reads
+// nothing of the task: an id that never ran shows in Wait and Output as a
+// task that never ends.
+func (m *Manager) Task(ctx context.Context, p authz.Principal, leaseID, taskID string) (*Task, error) {
+	fail := func(err error) (*Task, error) {
+		return nil, fmt.Errorf("lease %s: task %q: %w", leaseID, taskID, err)
+	}
+	if taskID == "" {
+		return fail(fmt.Errorf("the task id is empty: %w", errcode.ErrInvalid))
+	}
+	l, err := m.load(ctx, p, authz.ActionRead, leaseID)
+	if err != nil {
+		return nil, err
+	}
+	if l.Runner == nil {
+		return fail(fmt.Errorf("the lease was acquired without a runner (AcquireRequest.WithRunner): %w", drivers.ErrUnsupported))
+	}
+	tr, ok := m.tasks.(taskRunner)
+	if !ok {
+		return fail(fmt.Errorf("the lease manager has no runner controller (berth.New wires one): %w", drivers.ErrUnsupported))
+	}
+	v, err := tr.FindTask(ctx, p, leaseID, taskID)
+	if err != nil {
+		return nil, err
+	}
+	tc, ok := v.(taskControl)
+	if !ok {
+		return fail(errors.New("the runner controller returned no task"))
+	}
+	return &Task{c: tc, lease: leaseID}, nil
+}
+
 func argv0(argv []string) string {
 	if len(argv) == 0 {
 		return ""
@@ -214,7 +330,7 @@ func (t *Task) Lease() string { return t.lease }
 // when ctx ends (an error wrapping ctx.Err()). A task the runner did not
 // run (refused, or unknown after a crash of the runner) is an error
 // naming why.
-func (t *Task) Wait(ctx context.Context) (prp.Exit, error) { return t.c.Wait(ctx) }
+func (t *Task) Wait(ctx context.Context) (Exit, error) { return t.c.Wait(ctx) }
 
 // Output returns the task's stored output chunks (both streams, in the
 // order they were stored) after the chunk whose Seq is after (0: from the
@@ -242,7 +358,7 @@ func (t *Task) Stream(ctx context.Context) io.Reader {
 // a survivor or a check that could not run is returned with an error.
 // Stopping again returns the same proof. ctx bounds the wait for the
 // runner.
-func (t *Task) Stop(ctx context.Context) (prp.StopProof, error) { return t.c.Stop(ctx) }
+func (t *Task) Stop(ctx context.Context) (StopProof, error) { return t.c.Stop(ctx) }
 
 // taskStream is Task.Stream's reader.
 type taskStream struct {

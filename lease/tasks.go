@@ -11,9 +11,10 @@ import (
 )
 
 // TaskStopper is the lease manager's hook into the runner protocol
-// (NewManager's tasks argument: the value prp/controller.New returns next
-// to its Controller, of an unexported type, so that no holder of the
-// Controller can stop a lease's tasks without the Authorizer). Before a
+// (NewManager's tasks argument: the value berth's runner controller,
+// internal/controller, returns next to its Controller, of an unexported
+// type, so that no holder of the Controller can stop a lease's tasks
+// without the Authorizer). Before a
 // release or a cleanup stops or destroys a lease's sandbox, the manager
 // calls StopTasks: every task of every runner session of the lease must be
 // stopped and its stop verified (PRP-6). The manager calls it only after

@@ -34,8 +34,9 @@
 //     says so.
 //   - The runner-based probe (Request.Runner, PRP-8): the
 //     lease is acquired to host berth's runner, which starts under a
-//     short-lived probe identity (prp.ScopeProbe: it answers hello and
-//     refuses every task) through controller.Controller.Attach; its
+//     short-lived probe identity (the probe scope: it answers hello and
+//     refuses every task) through berth's runner controller
+//     (internal/controller); its
 //     hello's platform (measured in the sandbox with the same ground-floor
 //     parser) and version are the evidence (stageRunner in place of
 //     stageDetect); the release then proves the cleanup as for any probe.

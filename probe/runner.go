@@ -6,11 +6,11 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 // runnerProbe configures runner-based probes (Request.Runner, PRP-8).

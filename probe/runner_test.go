@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 // runnerWorld is a world whose lease manager stops runner tasks through a

@@ -49,6 +49,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/elfarch"
 )
@@ -328,6 +329,32 @@ func isModuleRoot(dir string) bool {
 		}
 	}
 	return false
+}
+
+// Spec returns the drivers.RunnerSpec of the runner binary at path: its
+// absolute path, the hex SHA-256 of its bytes and, when it is an ELF file
+// of a known architecture, that architecture (Arch "" otherwise: a driver
+// finds out at install). It is what lease.AcquireRequest.Runner and
+// berth.Options.RunnerSet carry. A path that is not a regular file is an
+// error.
+func Spec(path string) (drivers.RunnerSpec, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return drivers.RunnerSpec{}, fmt.Errorf("runnerbin: runner binary %q: %w", path, err)
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return drivers.RunnerSpec{}, fmt.Errorf("runnerbin: runner binary: %w", err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return drivers.RunnerSpec{}, fmt.Errorf("runnerbin: runner binary %q: not a regular file", abs)
+	}
+	hash := sha256.New()
+	if _, err := io.Copy(hash, f); err != nil {
+		return drivers.RunnerSpec{}, fmt.Errorf("runnerbin: runner binary %q: %w", abs, err)
+	}
+	return drivers.RunnerSpec{Binary: abs, SHA256: hex.EncodeToString(hash.Sum(nil)), Arch: elfarch.Of(f)}, nil
 }
 
 // checkPath returns path made absolute when it is a regular file and not

@@ -22,11 +22,11 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/qualification"
 	"github.com/berthdev/berth/templates"
 )
@@ -54,7 +54,9 @@ type Stores struct {
 	// (AUTH-2).
 	AuthChecks handover.Store
 	// Runners holds the runner protocol's tickets, sessions, command
-	// journal and events (shared by every replica of a SQL store).
+	// journal and events (shared by every replica of a SQL store). Only
+	// berth's stores make one (RunnerStore): a store of another author
+	// sets it from Memory() (runner sessions then live in this process).
 	Runners RunnerStore
 	// Settings holds the instance settings (CFG-9): whether environments
 	// are enabled and whether only managed sandboxes may be targets.
@@ -70,12 +72,24 @@ type Stores struct {
 	Durable bool
 }
 
-// RunnerStore is the store of the runner protocol: its one-use tickets
-// (prp.TicketStore) and the controller's sessions, command journal and
-// events (controller.Store).
+// RunnerStore is the store of berth's runner protocol: its one-use
+// tickets and the runner controller's sessions, command journal and
+// events. Its records are the protocol's own wire records, which change
+// with the protocol, so it is sealed: only berth's stores implement it
+// (Memory's, store/sqlite's and store/postgres's Stores().Runners), and a
+// host passes the one its store constructor returns.
 type RunnerStore interface {
-	prp.TicketStore
-	controller.Store
+	runnerStore()
+}
+
+// sealedRunners is the one implementation of RunnerStore: berth's own
+// runner store inside (berth.New reads it back).
+type sealedRunners struct{ controller.RunnerStore }
+
+func (sealedRunners) runnerStore() {}
+
+func init() {
+	controller.SealStore = func(s controller.RunnerStore) any { return sealedRunners{s} }
 }
 
 // Missing returns the names of the nil store fields of s ("Leases", ...),
@@ -110,9 +124,9 @@ func Memory() Stores {
 }
 
 // newMemoryRunnerStore returns an empty memory RunnerStore: the runner
-// protocol's memory ticket store and the controller's memory Store (controller.NewMemoryStore).
+// protocol's memory ticket store and the controller's memory store.
 func newMemoryRunnerStore() RunnerStore {
-	return memoryRunners{prpwire.NewMemoryTicketStore(), controller.NewMemoryStore()}
+	return sealedRunners{memoryRunners{prpwire.NewMemoryTicketStore(), controller.NewMemoryStore()}}
 }
 
 type memoryRunners struct {

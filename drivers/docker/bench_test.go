@@ -9,8 +9,8 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/drivertest"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
+	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/prp"
 )
 
 // BenchmarkAcquireExecDestroyVsDockerRun measures one sandbox lifecycle

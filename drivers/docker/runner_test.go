@@ -20,12 +20,12 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/docker"
+	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/proctest"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 // operator may act on co-1's runners.
@@ -71,7 +71,7 @@ func (l *trackingListener) cut() int {
 	return n
 }
 
-// prpHost is a real prp/controller (memory store) served on a container's
+// prpHost is a real internal/controller (memory store) served on a container's
 // runner ingress.
 type prpHost struct {
 	t      testing.TB

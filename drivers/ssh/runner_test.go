@@ -25,12 +25,12 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/driverkit"
+	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/proctest"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 var runnerOperator = authz.Principal{ID: "op-1", Role: authz.RoleAgent, Companies: []string{"co-1"}}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/handover"
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/lease"
 )
 
 const authCheckUsage = `usage:
@@ -191,16 +191,16 @@ func printAuthCheck(g *globals, r handover.AuthCheck) {
 
 // managedAccountSecret is the secret use a task carries to get managed
 // account ref written (0600) at path for projects: what `envctl run
-// --managed-account REF` puts into its task.start (prp.TaskStart.Secrets).
-// System.Runners resolves it through System.Handover at dispatch and
+// --managed-account REF` puts into its task (lease.Command.Secrets).
+// Handle.Run resolves it through System.Handover at dispatch and
 // delivery, only while the project auth check matches exactly.
-func managedAccountSecret(ref, path string, projects []string) (prp.SecretUse, error) {
+func managedAccountSecret(ref, path string, projects []string) (lease.SecretUse, error) {
 	if _, err := handover.ParseAccountRef(ref); err != nil {
-		return prp.SecretUse{}, err
+		return lease.SecretUse{}, err
 	}
-	u := prp.SecretUse{Source: prp.SecretFromManagedAccount, Ref: ref, File: path, Projects: projects}
+	u := lease.SecretUse{Source: lease.SecretFromManagedAccount, Ref: ref, File: path, Projects: projects}
 	if err := u.Validate(); err != nil {
-		return prp.SecretUse{}, fmt.Errorf("managed account %s: %w", ref, err)
+		return lease.SecretUse{}, fmt.Errorf("managed account %s: %w", ref, err)
 	}
 	return u, nil
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/lease"
 )
 
 // TestAuthCheckCommands drives auth-check record/show/clear (AUTH-2): a
@@ -64,7 +64,7 @@ func TestAuthCheckCommands(t *testing.T) {
 // What `envctl run --managed-account REF` puts into its task.
 func TestManagedAccountSecret(t *testing.T) {
 	u, err := managedAccountSecret("secret:sec_1@v2", ".agent/account.json", []string{"p1"})
-	if err != nil || u.Source != prp.SecretFromManagedAccount || u.File != ".agent/account.json" {
+	if err != nil || u.Source != lease.SecretFromManagedAccount || u.File != ".agent/account.json" {
 		t.Errorf("managedAccountSecret = %+v, %v", u, err)
 	}
 	if _, err := managedAccountSecret("sec_1", "f", nil); !errors.Is(err, errcode.ErrInvalid) {

@@ -25,7 +25,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/berthdev/berth"
-	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/ssh"
@@ -35,8 +34,6 @@ import (
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/runnerbin"
 )
 
@@ -470,29 +467,25 @@ func (b *bench) dockerRow(t *benchTB) []benchRow {
 	return []benchRow{row(t, "docker lease (acquire, exec true, destroy)", "docker run --rm IMAGE true", "ms", ms(ours, n), ms(theirs, n))}
 }
 
-// attachedRunner is a berth System with one leased target whose runner
-// (built from the module's source by runnerbin) is attached.
+// attachedRunner is a berth System with one target leased with its
+// runner (built from the module's source by runnerbin); the first task
+// connects the runner.
 type attachedRunner struct {
 	sys *berth.System
 	h   *lease.Handle
-	att *controller.Attachment
-	as  authz.Principal
 	n   int
 }
 
-// attachRunner composes a System (memory stores) with d, saves the target,
-// leases it with the runner and attaches it. maxOutput, if > 0, is the
-// controller's per-session output cap.
+// attachRunner composes a System (memory stores) with d, saves the target
+// and leases it with the runner. maxOutput, if > 0, is the runner
+// controller's per-session output cap (berth.Options.RunnerMaxOutput).
 func (b *bench) attachRunner(t *benchTB, d drivers.Driver, config map[string]any, maxOutput int64) *attachedRunner {
 	ctx := t.ctx
 	bin, err := runnerbin.Binary(ctx, runtime.GOARCH, &runnerbin.Options{Progress: func(msg string) { fmt.Fprintln(b.g.stderr, "envctl bench: "+msg) }})
 	if err != nil {
 		t.Skipf("no runner binary: %v", err)
 	}
-	opts := &berth.Options{Drivers: []drivers.Driver{d}, RunnerBinary: bin}
-	if maxOutput > 0 {
-		opts.Runners = &controller.Options{MaxSessionOutput: maxOutput}
-	}
+	opts := &berth.Options{Drivers: []drivers.Driver{d}, RunnerBinary: bin, RunnerMaxOutput: maxOutput}
 	sys, err := berth.New(ctx, opts)
 	if err != nil {
 		t.Fatalf("berth.New: %v", err)
@@ -515,20 +508,16 @@ func (b *bench) attachRunner(t *benchTB, d drivers.Driver, config map[string]any
 		defer cancel()
 		_, _ = h.Release(cctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	})
-	att, err := sys.Runners().Attach(ctx, b.g.as, h, controller.AttachRequest{})
-	if err != nil {
-		t.Fatalf("attach the runner: %v", err)
-	}
-	return &attachedRunner{sys: sys, h: h, att: att, as: b.g.as}
+	return &attachedRunner{sys: sys, h: h}
 }
 
-// task runs argv through the runner and returns the time from Start to
-// its stored exit.
+// task runs argv through the runner (Handle.Run; the first one connects
+// it) and returns the time from Run to its stored exit.
 func (a *attachedRunner) task(t *benchTB, argv ...string) time.Duration {
 	a.n++
 	id := "t" + strconv.Itoa(a.n)
 	start := time.Now()
-	task, err := a.att.Start(t.ctx, a.as, controller.TaskSpec{TaskStart: prp.TaskStart{TaskID: id, Argv: argv}})
+	task, err := a.h.Run(t.ctx, lease.Command{TaskID: id, Argv: argv})
 	if err != nil {
 		t.Fatalf("task %s: %v", id, err)
 	}

@@ -12,8 +12,6 @@ import (
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/runnerbin"
 )
 
@@ -94,9 +92,9 @@ func pct(ds []time.Duration, p int) float64 {
 }
 
 // dockerRunnerPoolRows: acquire from a runner pool (each member's runner
-// launched and connected ahead) through the Attach that takes the
-// member's session over (nothing launched) to the first runner task
-// `true` completed, vs `docker run --rm IMAGE true`, p50 and p99.
+// launched and connected ahead) through the first Handle.Run, which takes
+// the member's session over (nothing launched), to its task `true`
+// completed, vs `docker run --rm IMAGE true`, p50 and p99.
 func (b *bench) dockerRunnerPoolRows(t *benchTB) []benchRow {
 	ctx := t.ctx
 	cliBin := lookPath(t, "docker", "the docker CLI")
@@ -129,17 +127,7 @@ func (b *bench) dockerRunnerPoolRows(t *benchTB) []benchRow {
 		if err != nil {
 			t.Fatalf("acquire: %v", err)
 		}
-		launched := false
-		att, err := sys.Runners().Attach(ctx, b.g.as, h, controller.AttachRequest{Progress: func(s controller.AttachStage) {
-			launched = launched || s == controller.AttachLaunching
-		}})
-		if err != nil {
-			t.Fatalf("attach: %v", err)
-		}
-		if launched {
-			t.Fatalf("lease %d: the attach launched a runner: the member's was not connected ahead", n)
-		}
-		task, err := att.Start(ctx, b.g.as, controller.TaskSpec{TaskStart: prp.TaskStart{TaskID: "t1", Argv: []string{"true"}}})
+		task, err := h.Run(ctx, lease.Command{TaskID: "t1", Argv: []string{"true"}})
 		if err != nil {
 			t.Fatalf("task: %v", err)
 		}

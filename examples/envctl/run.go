@@ -3,6 +3,8 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,9 +16,9 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 // RunnerBinaryEnv is the environment variable envctl reads for the runner
@@ -168,9 +170,9 @@ type runReport struct {
 	Task     string              `json:"task"`
 	Runner   string              `json:"runner"` // the runner binary's SHA-256
 	Output   []lease.OutputChunk `json:"output"`
-	Exit     *prp.Exit           `json:"exit,omitempty"`
+	Exit     *lease.Exit         `json:"exit,omitempty"`
 	Stopped  bool                `json:"stopped"`
-	Proofs   []prp.StopProof     `json:"proofs,omitempty"`
+	Proofs   []lease.StopProof   `json:"proofs,omitempty"`
 	Receipt  *lease.Lease        `json:"receipt,omitempty"`
 	ExitCode int                 `json:"exitCode"`
 }
@@ -219,7 +221,7 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 		rep.Runner = r.SHA256
 	}
 	cmd := lease.Command{Argv: argv, StopGrace: 2 * time.Second}
-	if cmd.TaskID, err = prp.NewID("task"); err != nil {
+	if cmd.TaskID, err = newID("task"); err != nil {
 		return err
 	}
 	rep.Task = cmd.TaskID
@@ -229,7 +231,7 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 		if err != nil {
 			return fmt.Errorf("run %s: flag --managed-account: %w", what, err)
 		}
-		cmd.Secrets = []prp.SecretUse{use}
+		cmd.Secrets = []lease.SecretUse{use}
 		cmd.Env = map[string]string{ManagedAccountFileEnv: file}
 	}
 	progress("starting the runner (sha256 %s) and the task...", shortSum(rep.Runner))
@@ -237,8 +239,8 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 	task, err := h.Run(actx, cmd)
 	acancel()
 	if err != nil {
-		if se := controller.SecretError(nil); acct != nil && errors.As(err, &se) {
-			return fmt.Errorf("run %s: managed account %s refused (%s): %w", what, acct.ref, se.SecretCode(), err)
+		if reason := secretRefusal(err); acct != nil && reason != "" {
+			return fmt.Errorf("run %s: managed account %s refused (%s): %w", what, acct.ref, reason, err)
 		}
 		return fmt.Errorf("run %s: start the task: %w", what, err)
 	}
@@ -249,7 +251,7 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 	// returns the exit. Ctrl-C (ctx ends) stops the task with proof and
 	// keeps reading until its exit is stored.
 	type outcome struct {
-		exit prp.Exit
+		exit lease.Exit
 		err  error
 	}
 	done := make(chan outcome, 1)
@@ -269,7 +271,7 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 		p, serr := task.Stop(sctx)
 		cancel()
 		if p.TaskID != "" {
-			rep.Proofs = []prp.StopProof{p}
+			rep.Proofs = []lease.StopProof{p}
 			printProof(g, p)
 		}
 		if serr != nil {
@@ -306,6 +308,28 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 	return nil
 }
 
+// newID returns prefix, "_" and 16 random bytes in hex: a task id as
+// berth makes them.
+func newID(prefix string) (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("new id: %w", err)
+	}
+	return prefix + "_" + hex.EncodeToString(b[:]), nil
+}
+
+// secretRefusal returns the reason (docs/errors.md) for which a task's
+// secrets were refused at dispatch: a managed account whose project auth
+// check does not match (handover.ErrMismatch), an unknown secret env key,
+// or a lease that is not the session's; "" for another error.
+func secretRefusal(err error) string {
+	r := errcode.ReasonOf(err)
+	if errors.Is(err, handover.ErrMismatch) || errors.Is(err, handover.ErrSecretUnknown) || r == "lease_mismatch" {
+		return r
+	}
+	return ""
+}
+
 // copyOutput reads the task's stored output until it ended: each chunk to
 // envctl's stdout or stderr as the task wrote it, or, with --json, into
 // the report.
@@ -325,7 +349,7 @@ func copyOutput(ctx context.Context, g *globals, task *lease.Task, rep *runRepor
 				continue
 			}
 			w := g.stdout
-			if c.Stream == prp.Stderr {
+			if c.Stream == "stderr" {
 				w = g.stderr
 			}
 			if _, err := w.Write(c.Data); err != nil {
@@ -345,7 +369,7 @@ func shortSum(sum string) string {
 
 // printProof prints the runner's stop proof: its word (runner_attested),
 // never "verified": the lease's release checks from outside.
-func printProof(g *globals, p prp.StopProof) {
+func printProof(g *globals, p lease.StopProof) {
 	if g.json {
 		return
 	}

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/runnerbin"
 )
 
@@ -146,14 +146,14 @@ func TestRunJSONPrintsTheOutput(t *testing.T) {
 		Task     string              `json:"task"`
 		Runner   string              `json:"runner"`
 		Output   []lease.OutputChunk `json:"output"`
-		Exit     *prp.Exit           `json:"exit"`
+		Exit     *lease.Exit         `json:"exit"`
 		Receipt  *lease.Lease        `json:"receipt"`
 		ExitCode int                 `json:"exitCode"`
 	}
 	c.okJSON(&rep, "run", "sbx", "--company", "acme", "--runner-binary", fakeRunnerBinary(t), "--", "sh", "-c", "printf x%sy -; printf e >&2")
 	var stdout, stderr []byte
 	for _, ch := range rep.Output {
-		if ch.Stream == prp.Stderr {
+		if ch.Stream == "stderr" {
 			stderr = append(stderr, ch.Data...)
 		} else {
 			stdout = append(stdout, ch.Data...)

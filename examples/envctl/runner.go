@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/runnerbin"
 )
 
@@ -19,7 +18,7 @@ import (
 // error says how to name a binary instead.
 func runnerSet(g *globals, progress func(format string, a ...any)) (*drivers.RunnerSet, error) {
 	if g.runnerBinary != "" {
-		spec, err := controller.RunnerSpecFromFile(g.runnerBinary)
+		spec, err := runnerbin.Spec(g.runnerBinary)
 		if err != nil {
 			return nil, fmt.Errorf("flag --runner-binary: %w (build one with: %s)", err, runnerBuildHint)
 		}
@@ -41,6 +40,6 @@ func runnerSet(g *globals, progress func(format string, a ...any)) (*drivers.Run
 			return drivers.RunnerSpec{}, fmt.Errorf("no runner binary: pass --runner-binary PATH or set $%s; building one from the module's source failed: %w; build one with: %s",
 				RunnerBinaryEnv, err, runnerBuildHint)
 		}
-		return controller.RunnerSpecFromFile(bin)
+		return runnerbin.Spec(bin)
 	}}, nil
 }

@@ -69,7 +69,6 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/examples/internal/secretfile"
-	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/runnerbin"
 )
 
@@ -194,7 +193,7 @@ func checkListen(addr string, tls bool) error {
 // does; once per source and architecture, into the user's cache).
 func runnerSet(log *slog.Logger) (*drivers.RunnerSet, error) {
 	if bin := os.Getenv(RunnerBinaryEnv); bin != "" {
-		spec, err := controller.RunnerSpecFromFile(bin)
+		spec, err := runnerbin.Spec(bin)
 		if err != nil {
 			return nil, fmt.Errorf("$%s: %w", RunnerBinaryEnv, err)
 		}
@@ -206,7 +205,7 @@ func runnerSet(log *slog.Logger) (*drivers.RunnerSet, error) {
 		if err != nil {
 			return drivers.RunnerSpec{}, fmt.Errorf("no runner binary: set $%s, or run the server from the module's source: %w", RunnerBinaryEnv, err)
 		}
-		return controller.RunnerSpecFromFile(bin)
+		return runnerbin.Spec(bin)
 	}}, nil
 }
 
@@ -430,5 +429,5 @@ func runnerKey(path string) ([]byte, error) {
 
 // runnerSpecOf reads a runner binary's spec.
 func runnerSpecOf(path string) (drivers.RunnerSpec, error) {
-	return controller.RunnerSpecFromFile(path)
+	return runnerbin.Spec(path)
 }

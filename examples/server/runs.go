@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +16,6 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
 )
 
 var timeZero time.Time
@@ -116,7 +117,7 @@ type runView struct {
 	Status      string       `json:"status"`
 	Lease       string       `json:"leaseId,omitempty"`
 	Task        string       `json:"taskId,omitempty"`
-	Exit        *prp.Exit    `json:"exit,omitempty"`
+	Exit        *lease.Exit  `json:"exit,omitempty"`
 	Error       *apiError    `json:"error,omitempty"`
 	Proofs      []runProof   `json:"proofs,omitempty"`
 	Receipt     *lease.Lease `json:"receipt,omitempty"`
@@ -131,7 +132,7 @@ type runView struct {
 // (drivers.EvidenceRunnerAttested); the lease's receipt is what checked
 // the sandbox from outside.
 type runProof struct {
-	prp.StopProof
+	lease.StopProof
 	Evidence drivers.EvidenceKind `json:"evidence"`
 }
 
@@ -229,11 +230,11 @@ func (s *server) startRun(w http.ResponseWriter, r *http.Request) {
 // task through the runner, waits for it and releases the lease (destroy),
 // whose receipt the run keeps.
 func (rs *runs) start(ctx context.Context, p authz.Principal, company string, body runBody) (*taskRun, error) {
-	id, err := prp.NewID("run")
+	id, err := newID("run")
 	if err != nil {
 		return nil, err
 	}
-	taskID, err := prp.NewID("task")
+	taskID, err := newID("task")
 	if err != nil {
 		return nil, err
 	}
@@ -382,7 +383,7 @@ func (rs *runs) watch(ctx context.Context, rn *taskRun, h *lease.Handle, task *l
 	rn.mu.Unlock()
 	rs.save(ctx, rn)
 	type outcome struct {
-		exit prp.Exit
+		exit lease.Exit
 		err  error
 	}
 	done := make(chan outcome, 1)
@@ -697,6 +698,16 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 	}{items})
 }
 
+// newID returns prefix, "_" and 16 random bytes in hex: a run's or a
+// task's id.
+func newID(prefix string) (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("new id: %w", err)
+	}
+	return prefix + "_" + hex.EncodeToString(b[:]), nil
+}
+
 // outputChunk is one piece of a run's output.
 type outputChunk struct {
 	Seq       uint64 `json:"seq"`
@@ -719,9 +730,9 @@ type outputReader func(ctx context.Context, after uint64) ([]outputChunk, error)
 
 // outputOf returns the reader of run rec's output for p, or nil while the
 // run has no task: this replica's task when it holds the run, else the
-// task found again through the controller's store (the runner's session
-// of the run's lease; the output bytes are read from the runners' output
-// directory, which replicas share).
+// task found again through the lease manager (Manager.Task: the
+// runner's session of the run's lease; the output bytes are read from
+// the runners' output directory, which replicas share).
 func (rs *runs) outputOf(ctx context.Context, p authz.Principal, rec *runRecord) (outputReader, error) {
 	rs.mu.Lock()
 	rn := rs.byID[rec.view.ID]
@@ -740,32 +751,16 @@ func (rs *runs) outputOf(ctx context.Context, p authz.Principal, rec *runRecord)
 	if rec.view.Status == runStarting || rec.view.Lease == "" || rec.view.Task == "" {
 		return nil, nil
 	}
-	ss, err := rs.s.stores.Runners.LeaseSessions(ctx, rec.view.Lease)
+	t, err := rs.s.sys.Leases().Task(ctx, p, rec.view.Lease, rec.view.Task)
+	if errors.Is(err, errcode.ErrNotFound) {
+		return nil, nil // its runner is not connected yet
+	}
 	if err != nil {
 		return nil, err
 	}
-	session := ""
-	for i := len(ss) - 1; i >= 0; i-- {
-		if s := ss[i]; s.Holder && s.Scope == prp.ScopeTask && s.Company == rec.view.Company {
-			session = s.ID
-			break
-		}
-	}
-	if session == "" {
-		return nil, nil
-	}
-	a, err := rs.s.sys.Runners().Reattach(ctx, p, session)
-	if err != nil {
-		return nil, err
-	}
-	t := a.Task(rec.view.Task, "")
 	return func(ctx context.Context, after uint64) ([]outputChunk, error) {
 		cs, err := t.Output(ctx, after)
-		out := []outputChunk{}
-		for _, c := range cs {
-			out = append(out, outputChunk{Seq: c.Seq, Stream: string(c.Stream), Offset: c.Offset, Text: string(c.Data), Truncated: c.Truncated})
-		}
-		return out, err
+		return chunksOf(cs), err
 	}, nil
 }
 

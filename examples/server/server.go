@@ -22,8 +22,6 @@ import (
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/store"
 	"github.com/berthdev/berth/templates"
 )
@@ -157,24 +155,21 @@ func newServer(ctx context.Context, o options) (*server, error) {
 	// heartbeats: a third of the run claim's expiry, so that a replica
 	// taking a run over reconnects its runner about when the claim lapsed.
 	lim := o.limits.withDefaults()
-	runners := &controller.Options{DataDir: o.runnerDir, Heartbeat: lim.runClaimTTL / 3}
-	var signer *prp.Signer
+	var keys [][]byte
 	if o.runnerKey != nil {
-		var err error
-		if signer, err = prp.NewSigner("server", map[string][]byte{"server": o.runnerKey}); err != nil {
-			return nil, fmt.Errorf("server: the runners' signing key: %w", err)
-		}
+		keys = [][]byte{o.runnerKey}
 	}
 	sys, err := berth.New(ctx, &berth.Options{
-		Runners:      runners,
-		RunnerSigner: signer,
-		Stores:       o.stores,
-		Drivers:      o.drivers,
-		Secrets:      o.secrets,
-		TestMode:     o.testMode,
-		Logger:       log,
-		RunnerSet:    o.runnerSet,
-		Protected:    protectLocal,
+		RunnerDir:       o.runnerDir,
+		RunnerHeartbeat: lim.runClaimTTL / 3,
+		RunnerKeys:      keys,
+		Stores:          o.stores,
+		Drivers:         o.drivers,
+		Secrets:         o.secrets,
+		TestMode:        o.testMode,
+		Logger:          log,
+		RunnerSet:       o.runnerSet,
+		Protected:       protectLocal,
 	})
 	if err != nil {
 		return nil, err

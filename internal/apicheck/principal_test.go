@@ -15,16 +15,15 @@ import (
 // services are the service types of the library, by package directory:
 // their exported methods are entry points that act for someone (issue 24,
 // CONVENTIONS 18 and 24). A new service (the custom-images service when it
-// lands) gets a row. Handles (lease.Handle, the controller's attachment
-// and task values) are not services: they are the authority granted when
-// they were opened, and their methods take no principal.
+// lands) gets a row. Handles (lease.Handle, lease.Task) are not services:
+// they are the authority granted when they were opened, and their methods
+// take no principal.
 var services = map[string][]string{
-	"environment":    {"Catalog", "Assignments"},
-	"lease":          {"Manager"},
-	"probe":          {"Prober"},
-	"prp/controller": {"Controller"},
-	"handover":       {"Service"},
-	"instance":       {"Service"},
+	"environment": {"Catalog", "Assignments"},
+	"lease":       {"Manager"},
+	"probe":       {"Prober"},
+	"handover":    {"Service"},
+	"instance":    {"Service"},
 }
 
 // principalExempt lists the exported service methods that take no
@@ -33,10 +32,7 @@ var services = map[string][]string{
 // session or an environment, takes the principal and asks the Authorizer;
 // a hook one service gives another is wired by berth.New, not exported.
 var principalExempt = map[string]string{
-	"lease.Manager.Close":                         "stops this process's own heartbeats; acts on no record",
-	"prp/controller.Controller.Close":             "closes this process's own connections; acts on no record",
-	"prp/controller.Controller.ServeHTTP":         "the runners' endpoint: a runner authenticates with its ticket or token, never as a principal",
-	"prp/controller.Controller.ConnectedSessions": "a pure read of this process's own connections (the ids it serves)",
+	"lease.Manager.Close": "stops this process's own heartbeats; acts on no record",
 }
 
 // Issue 24 item 1 (CONVENTIONS 18, 24): every exported method of a service

@@ -12,8 +12,8 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 // Sources are what a handover Service reads and acts through, and how it
@@ -47,7 +47,7 @@ type Sources struct {
 }
 
 // New returns the *handover.Service over src and the resolver to give
-// prp/controller.New: its Check is Service.Check (authorized with the
+// controller.New: its Check is Service.Check's (authorized with the
 // dispatching principal), its Resolve returns plaintext secret values at
 // delivery, for no principal.
 var New func(src Sources) (svc any, resolver controller.SecretResolver, err error)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/qualification"
 )
 

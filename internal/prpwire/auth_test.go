@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prp"
+	"github.com/berthdev/berth/internal/prp/prptest"
 	"github.com/berthdev/berth/internal/prpwire"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/prptest"
 )
 
 func TestMemoryTicketStore(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prp"
 )
 
 // CapBinaryOutput gates binary output frames: when the runner offers it in

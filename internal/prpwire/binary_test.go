@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prp"
 
 	"github.com/google/go-cmp/cmp"
 )

@@ -5,7 +5,7 @@ import (
 
 	"github.com/berthdev/berth/errcode"
 
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prp"
 )
 
 // Code is a stable code of the runner protocol: the code of a refused

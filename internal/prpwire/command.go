@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prp"
 )
 
 // ValidID reports whether s is a valid id of a message, session, command,

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
-	"github.com/berthdev/berth/prp"
 )
 
 // The wire code of each prp sentinel (CodeOf, unchanged for deployed

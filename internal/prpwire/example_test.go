@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
-	"github.com/berthdev/berth/prp"
 )
 
 // A controller mints a one-use ticket for a lease, keeps only its hash,

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prp"
 )
 
 // ExchangePath is the HTTP path, relative to the controller's PRP base URL,

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prp"
 )
 
 // FuzzDecodeFrame: the decoder never panics, and whatever it accepts

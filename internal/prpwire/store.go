@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prp"
 )
 
 // NewMemoryTicketStore returns an empty prp.TicketStore in memory, safe for

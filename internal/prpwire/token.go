@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpkeys"
-	"github.com/berthdev/berth/prp"
 )
 
 // Token errors, each with a stable code (CodeOf).

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prp"
 )
 
 // MaxTicketTTL is the longest a ticket lives (PRP-2): ValidateTicketRecord

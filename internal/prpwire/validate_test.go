@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prp"
 )
 
 func validCommand() prp.Command {

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prp"
 
 	"github.com/berthdev/berth/errcode"
 )

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prp"
 
 	"github.com/google/go-cmp/cmp"
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
-	"github.com/berthdev/berth/prp"
 )
 
 // credentials are what the runner got from its exchange. They live in the

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
-	"github.com/berthdev/berth/prp"
 )
 
 // queued is a command received on the connection, in seq order.

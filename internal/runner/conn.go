@@ -14,8 +14,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
-	"github.com/berthdev/berth/prp"
 )
 
 // capabilities the runner offers in its hello.

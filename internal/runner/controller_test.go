@@ -15,9 +15,9 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/runner"
-	"github.com/berthdev/berth/prp"
 )
 
 // testController is a minimal controller for the runner's tests: the ticket

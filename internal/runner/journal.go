@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prp"
 )
 
 // journalEntry is one line of the command journal. The last line for a

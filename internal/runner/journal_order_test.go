@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prp"
 )
 
 // PRP-4: the task.start a later command for the same task finds is the

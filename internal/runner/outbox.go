@@ -15,8 +15,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
-	"github.com/berthdev/berth/prp"
 )
 
 // outbox holds the runner's events until the controller acknowledges them

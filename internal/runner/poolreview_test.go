@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/runner"
-	"github.com/berthdev/berth/prp"
 )
 
 // Adversarial review of issue 31's runner side: the retarget of a

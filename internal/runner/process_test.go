@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/testenv"
-	"github.com/berthdev/berth/prp"
 )
 
 func TestMain(m *testing.M) {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/runner"
-	"github.com/berthdev/berth/prp"
 )
 
 func sequence(n int) []byte {

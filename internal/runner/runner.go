@@ -20,8 +20,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
-	"github.com/berthdev/berth/prp"
 )
 
 // Runner is the runner side of PRP: it connects to the controller, reports

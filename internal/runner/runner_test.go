@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/runner"
-	"github.com/berthdev/berth/prp"
 	"github.com/berthdev/berth/qualification"
 )
 

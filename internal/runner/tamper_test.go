@@ -10,7 +10,7 @@ import (
 
 	"github.com/berthdev/berth/internal/prpwire"
 
-	"github.com/berthdev/berth/prp"
+	"github.com/berthdev/berth/internal/prp"
 )
 
 // Issue 22 item 2: a journal line a task changed, forged or whose

@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
-	"github.com/berthdev/berth/prp"
 )
 
 // task is a running task: its leader process heads its own process group,

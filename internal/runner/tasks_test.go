@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/runner"
-	"github.com/berthdev/berth/prp"
 )
 
 // PRP-6: a task past its deadline is stopped (with a proof) and its exit

@@ -12,7 +12,7 @@ import (
 // stands for a runner binary where none is executed (the fake driver runs
 // internal/runner in-process): an ELF header of linux/runtime.GOARCH and
 // nothing else, so that its architecture reads as this host's
-// (controller.RunnerSpecFromFile). It returns the path.
+// (runnerbin.Spec). It returns the path.
 func FakeRunnerBinary(t testing.TB) string {
 	t.Helper()
 	machine := map[string]uint16{"amd64": 62, "arm64": 183, "386": 3, "arm": 40, "riscv64": 243, "ppc64le": 21, "s390x": 22}[runtime.GOARCH]

@@ -6,9 +6,11 @@
 //
 // Each package owns its suite (environment/environmenttest,
 // qualification/qualificationtest, lease/leasetest, handover/handovertest,
-// templates/templatestest, prp/prptest, prp/controller/controllertest,
-// instance/instancetest); this package only calls
-// them, one subtest per Stores field.
+// templates/templatestest, instance/instancetest, and the runner
+// protocol's internal/prp/prptest and internal/controller/controllertest:
+// Stores.Runners is sealed, and a store of another author sets it from
+// store.Memory()); this package only calls them, one subtest per Stores
+// field.
 package storetest
 
 import (
@@ -20,12 +22,12 @@ import (
 	"github.com/berthdev/berth/handover/handovertest"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/instance/instancetest"
+	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/controller/controllertest"
+	"github.com/berthdev/berth/internal/prp"
+	"github.com/berthdev/berth/internal/prp/prptest"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
-	"github.com/berthdev/berth/prp/controller/controllertest"
-	"github.com/berthdev/berth/prp/prptest"
 	"github.com/berthdev/berth/qualification"
 	"github.com/berthdev/berth/qualification/qualificationtest"
 	"github.com/berthdev/berth/store"
@@ -68,10 +70,10 @@ func RunStoreTests(t *testing.T, newStores func(t *testing.T) store.Stores) {
 		handovertest.RunStoreTests(t, func(t *testing.T) handover.Store { return stores(t).AuthChecks })
 	})
 	t.Run("Runners/Tickets", func(t *testing.T) {
-		prptest.RunTicketStoreTests(t, func(t *testing.T) prp.TicketStore { return stores(t).Runners })
+		prptest.RunTicketStoreTests(t, func(t *testing.T) prp.TicketStore { return runners(t, stores(t)) })
 	})
 	t.Run("Runners/Controller", func(t *testing.T) {
-		controllertest.RunStoreTests(t, func(t *testing.T) controller.Store { return stores(t).Runners })
+		controllertest.RunStoreTests(t, func(t *testing.T) controller.Store { return runners(t, stores(t)) })
 	})
 	t.Run("Settings", func(t *testing.T) {
 		instancetest.RunStoreTests(t, func(t *testing.T) instance.Store { return stores(t).Settings })
@@ -79,4 +81,14 @@ func RunStoreTests(t *testing.T, newStores func(t *testing.T) store.Stores) {
 	t.Run("Templates", func(t *testing.T) {
 		templatestest.RunStoreTests(t, func(t *testing.T) templates.Store { return stores(t).Templates })
 	})
+}
+
+// runners returns the runner store inside s.Runners (sealed: berth's own).
+func runners(t *testing.T, s store.Stores) controller.RunnerStore {
+	t.Helper()
+	r, ok := s.Runners.(controller.RunnerStore)
+	if !ok {
+		t.Fatalf("Stores.Runners is %T, not a runner store berth made (store.Memory, store/sqlite, store/postgres)", s.Runners)
+	}
+	return r
 }

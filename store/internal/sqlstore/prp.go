@@ -11,9 +11,9 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 // PRPStore is the runner protocol's part of the store: it implements

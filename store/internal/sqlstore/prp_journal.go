@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 )
 
 const commandColumns = `session, seq, command, state, result, created_at, updated_at`

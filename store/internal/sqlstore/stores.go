@@ -1,6 +1,9 @@
 package sqlstore
 
-import "github.com/berthdev/berth/store"
+import (
+	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/store"
+)
 
 // Stores returns db as the store of every berth package: one database
 // serves them all, and replicas opening it share every record (the runner
@@ -14,7 +17,7 @@ func (db *DB) Stores() store.Stores {
 		Qualifications: db,
 		Leases:         db,
 		AuthChecks:     db,
-		Runners:        db.PRP(),
+		Runners:        controller.SealStore(db.PRP()).(store.RunnerStore),
 		Settings:       db,
 		Templates:      db,
 		Durable:        true,

@@ -10,10 +10,10 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
-	"github.com/berthdev/berth/prp/controller"
 	"github.com/berthdev/berth/qualification"
 )
 

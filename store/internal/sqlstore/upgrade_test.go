@@ -17,10 +17,10 @@ import (
 	"github.com/berthdev/berth/environment/environmenttest"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/prp"
 )
 
 // Issue 25: a database written by the code before the store per package

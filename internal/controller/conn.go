@@ -1,0 +1,589 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/internal/prp"
+	"github.com/berthdev/berth/internal/prpwire"
+)
+
+// liveConn is one welcomed runner connection.
+type liveConn struct {
+	c       *Controller
+	ws      *websocket.Conn
+	sess    Session
+	claims  prpwire.Claims
+	version int
+	cancel  context.CancelFunc
+	// conn is the connection's id in the store's claim
+	// (Store.ClaimConnection).
+	conn string
+	// binary: output events may come in binary frames (CapBinaryOutput
+	// granted).
+	binary bool
+	// leaseEnd is the session's lease's end as read at connect (zero:
+	// none); the writer reads the lease again by then (renewal).
+	leaseEnd time.Time
+	// sentSeq is the highest command seq the runner may have got (its
+	// resume cursor, then every command the writer sends, stored before
+	// it is sent): the intake reads the journal for an event's task only
+	// when it grew (accounting.started), so events of made-up tasks cost
+	// the store nothing.
+	sentSeq atomic.Uint64
+
+	// stored is the highest event seq stored (the reader's); the writer
+	// acks it after Sync.
+	mu     sync.Mutex
+	stored uint64
+	ackCh  chan struct{}
+	// welcomeAck is the event seq the welcome acked: the writer's first
+	// "acked". It is not read from stored, which the reader may have
+	// advanced before the writer goroutine runs.
+	welcomeAck uint64
+}
+
+func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
+	// Authenticate before Accept (PRP-2): a bad token is a 401, never an
+	// upgrade.
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		writeJSON(w, http.StatusUnauthorized, prpwire.ErrorResponse{Code: prpwire.CodeTokenMissing, Message: "an Authorization: Bearer token is required"})
+		return
+	}
+	claims, err := prpwire.Verify(c.signer, tok, time.Now())
+	if err != nil {
+		writeJSON(w, http.StatusUnauthorized, prpwire.ErrorResponse{Code: prpwire.CodeOf(err), Message: err.Error()})
+		return
+	}
+	sess, err := c.o.Store.GetSession(r.Context(), claims.Session)
+	if err != nil || sess.Lease != claims.Lease || sess.Run != claims.Run && !handedOverFrom(sess, claims) || sess.Scope != claims.Scope {
+		c.log.Warn("controller: connect: no session for the token", "session", claims.Session, "err", err)
+		writeJSON(w, http.StatusUnauthorized, prpwire.ErrorResponse{Code: prpwire.CodeSessionUnknown, Message: "no session " + claims.Session})
+		return
+	}
+	leaseEnd, ok := c.connectLease(w, r, sess)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		writeJSON(w, http.StatusServiceUnavailable, prpwire.ErrorResponse{Code: prpwire.CodeClosed, Message: "the controller is closed"})
+		return
+	}
+	conn, ok := c.claimConnection(w, r, sess.ID)
+	if !ok {
+		return
+	}
+	release := sync.OnceFunc(func() { c.releaseConnection(sess.ID, conn) })
+	defer release()
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{prpwire.Subprotocol}})
+	if err != nil {
+		return
+	}
+	ws.SetReadLimit(int64(c.limits.MaxFrame))
+	defer ws.CloseNow()
+	if ws.Subprotocol() != prpwire.Subprotocol {
+		ws.Close(prpwire.CloseSubprotocol, "subprotocol "+prpwire.Subprotocol+" required")
+		return
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	lc, h, err := c.handshake(ctx, ws, sess, claims)
+	if err != nil {
+		c.log.Info("controller: handshake", "session", sess.ID, "err", err)
+		return
+	}
+	lc.cancel, lc.conn, lc.leaseEnd = cancel, conn, leaseEnd
+	lc.sentSeq.Store(h.Resume.LastCommandSeq)
+	c.mu.Lock()
+	c.live[sess.ID] = lc
+	c.hellos[sess.ID] = h
+	c.mu.Unlock()
+	c.notify()
+	defer func() {
+		// The claim goes first: once Connected reports false, a new
+		// connection of the session is not refused for this one.
+		release()
+		c.mu.Lock()
+		if c.live[sess.ID] == lc {
+			delete(c.live, sess.ID)
+		}
+		c.mu.Unlock()
+		c.notify()
+		c.closeIfLeaseOver(sess.ID)
+	}()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := lc.writer(ctx, h.Resume.LastCommandSeq); err != nil && ctx.Err() == nil {
+			c.log.Info("controller: writer", "session", sess.ID, "err", err)
+		}
+		cancel()
+		ws.CloseNow()
+	})
+	wg.Go(func() { lc.heartbeat(ctx) })
+	err = lc.reader(ctx)
+	if ctx.Err() == nil {
+		c.log.Info("controller: reader", "session", sess.ID, "err", err)
+	}
+	cancel()
+	ws.CloseNow()
+	wg.Wait()
+}
+
+// closeIfLeaseOver closes this process's ingress server of the lease of
+// session when that lease is over (sessionLease: errLeaseOver), once a
+// connection of the session ended. The lease manager's LeaseEnded closes
+// it only in the process whose manager ended the lease: a warm-pool
+// member retired, or the lease that adopted it released, on another
+// replica would otherwise leave the ingress served here until Close. A
+// failed read leaves it (the next connection's end tries again).
+func (c *Controller) closeIfLeaseOver(session string) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.limits.DeadAfter)
+	defer cancel()
+	s, err := c.o.Store.GetSession(ctx, session)
+	if err != nil {
+		return
+	}
+	if _, err := c.sessionLease(ctx, s, time.Now()); !errors.Is(err, errLeaseOver) {
+		return
+	}
+	c.mu.Lock()
+	a := c.attached[s.Lease]
+	if a != nil {
+		delete(c.attached, s.Lease)
+	}
+	c.mu.Unlock()
+	if a != nil {
+		c.log.Info("controller: the lease is over: its ingress is closed", "lease", s.Lease, "session", s.ID)
+		go a.close()
+	}
+}
+
+// claimConnection claims sess's one live connection in the store (on any
+// replica) before the upgrade and returns the connection's id. A session
+// whose live connection is another's is refused (HTTP 409,
+// session_connected): a second connection never replaces the first, so a
+// task that got hold of its runner's token could not take over the
+// session. The claim lasts DeadAfter and the heartbeat renews it; a dead
+// connection's claim ends within DeadAfter, so a runner whose connection
+// dropped reconnects after that at the latest.
+func (c *Controller) claimConnection(w http.ResponseWriter, r *http.Request, session string) (string, bool) {
+	conn, err := prp.NewID("c")
+	if err == nil {
+		now := time.Now()
+		var ok bool
+		if ok, err = c.o.Store.ClaimConnection(r.Context(), session, conn, now.Add(c.limits.DeadAfter), now); err == nil && !ok {
+			writeJSON(w, http.StatusConflict, prpwire.ErrorResponse{Code: prpwire.CodeSessionConnected, Message: "session " + session + " is connected already"})
+			return "", false
+		}
+	}
+	if err != nil {
+		c.log.Error("controller: connect: claim the connection", "session", session, "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, prpwire.ErrorResponse{Code: prpwire.CodeStoreUnavailable, Message: "the store is unavailable"})
+		return "", false
+	}
+	return conn, true
+}
+
+// releaseConnection drops the claim of connection conn of session.
+func (c *Controller) releaseConnection(session, conn string) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.limits.DeadAfter)
+	defer cancel()
+	if err := c.o.Store.ReleaseConnection(ctx, session, conn); err != nil {
+		c.log.Warn("controller: release the connection", "session", session, "err", err)
+	}
+}
+
+// handshake reads the hello and sends the welcome (PRP-3).
+func (c *Controller) handshake(ctx context.Context, ws *websocket.Conn, sess Session, claims prpwire.Claims) (*liveConn, prpwire.Hello, error) {
+	hctx, cancel := context.WithTimeout(ctx, c.limits.DeadAfter)
+	_, b, err := ws.Read(hctx)
+	cancel()
+	if err != nil {
+		return nil, prpwire.Hello{}, fmt.Errorf("read hello: %w", err)
+	}
+	env, err := prpwire.DecodeFrame(b, c.limits.MaxFrame)
+	var h prpwire.Hello
+	if err == nil && env.Type != prpwire.TypeHello {
+		err = fmt.Errorf("%w: first frame is a %s, want a hello", prpwire.ErrFrame, env.Type)
+	}
+	if err == nil {
+		err = prpwire.DecodeBody(env, &h)
+	}
+	if err != nil {
+		ws.Close(prpwire.CloseProtocolError, string(prpwire.CodeOf(err)))
+		return nil, prpwire.Hello{}, err
+	}
+	v, err := prpwire.Negotiate(h.MinVersion, h.MaxVersion, prpwire.MinVersion, prpwire.MaxVersion)
+	if err != nil {
+		ws.Close(prpwire.CloseVersionUnsupported, string(prpwire.CodeOf(err)))
+		return nil, h, err
+	}
+	ack, err := c.o.Store.LastEventSeq(ctx, sess.ID)
+	if err == nil {
+		// Events the runner no longer has and the store never got are
+		// recorded as lost, and the session's commands fail loudly.
+		ack, err = c.lostEvents(ctx, sess, h, ack)
+	}
+	if err != nil {
+		ws.Close(websocket.StatusInternalError, "store unavailable")
+		return nil, h, err
+	}
+	wel := c.limits
+	wel.Version, wel.Session, wel.EventAck, wel.NextCommandSeq = v, sess.ID, ack, h.Resume.LastCommandSeq+1
+	wel.TokenExpiry = claims.ExpiresAt
+	// A probe identity is granted nothing (PRP-8).
+	wel.Capabilities = []prpwire.Capability{}
+	if sess.Scope == prp.ScopeTask {
+		wel.Capabilities = prpwire.GrantCapabilities(h.Capabilities, c.grant)
+	}
+	lc := &liveConn{c: c, ws: ws, sess: sess, claims: claims, version: v, stored: ack, welcomeAck: ack, ackCh: make(chan struct{}, 1),
+		binary: prpwire.Has(wel.Capabilities, prpwire.CapBinaryOutput)}
+	if err := lc.send(ctx, prpwire.TypeWelcome, 0, ack, wel); err != nil {
+		return nil, h, fmt.Errorf("send welcome: %w", err)
+	}
+	return lc, h, nil
+}
+
+// send writes one frame; only the writer goroutine calls it after the
+// welcome.
+func (lc *liveConn) send(ctx context.Context, t prpwire.Type, seq, ack uint64, body any) error {
+	id, err := prp.NewID("m")
+	if err != nil {
+		return err
+	}
+	env, err := prpwire.NewEnvelope(lc.version, t, id, lc.sess.ID, body)
+	if err != nil {
+		return err
+	}
+	env.Seq, env.Ack = seq, ack
+	b, err := prpwire.EncodeFrame(env, lc.c.limits.MaxFrame)
+	if err != nil {
+		return err
+	}
+	return lc.ws.Write(ctx, websocket.MessageText, b)
+}
+
+// writer is the connection's one writer: commands in seq order from the
+// journal (from the runner's cursor on), acks after the sink's Sync, and
+// token renewals at half life.
+func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
+	c := lc.c
+	acked := lc.welcomeAck
+	// The session and claims as the runner holds them: a warm-pool
+	// member's change once, when the adopting lease takes it over.
+	sess, claims := lc.sess, lc.claims
+	expiry := claims.ExpiresAt
+	renewAt := expiry.Add(-c.o.tokenTTL / 2)
+	if !lc.leaseEnd.IsZero() && lc.leaseEnd.Before(renewAt) {
+		renewAt = lc.leaseEnd
+	}
+	for {
+		ch := c.changes()
+		var cmds []CommandRecord
+		if claims.Company == authz.InstanceCompany {
+			// A warm-pool member's runner gets no command: first its
+			// token with the adopting lease's claims (pool.go).
+			ns, cl, ok, err := lc.handedOver(ctx, sess, acked)
+			if errors.Is(err, errLeaseOver) {
+				lc.ws.Close(prpwire.CloseUnauthorized, "lease ended")
+			}
+			if err != nil {
+				return err
+			}
+			if ok {
+				sess, claims, expiry = ns, cl, cl.ExpiresAt
+				renewAt = expiry.Add(-c.o.tokenTTL / 2)
+			}
+		}
+		if claims.Company != authz.InstanceCompany {
+			var err error
+			if cmds, err = c.o.Store.CommandsAfter(ctx, sess.ID, sent, 64); err != nil {
+				return err
+			}
+		}
+		for _, r := range cmds {
+			// Secret values go right before their command, in their own
+			// frame, resolved now and never stored (PRP "secrets in
+			// commands").
+			sv, ok, err := lc.secretsFor(ctx, sess, r)
+			if err != nil {
+				return err
+			}
+			if ok {
+				if err := lc.send(ctx, prpwire.TypeSecrets, 0, acked, sv); err != nil {
+					return err
+				}
+				c.secretFrames.Add(1)
+			}
+			lc.sentSeq.Store(r.Seq)
+			if err := lc.send(ctx, prpwire.TypeCommand, r.Seq, acked, r.Command); err != nil {
+				return err
+			}
+			sent = r.Seq
+		}
+		lc.mu.Lock()
+		stored := lc.stored
+		lc.mu.Unlock()
+		if stored > acked {
+			// Durable before the ack (PRP-5): the metadata is in the
+			// store already; the bytes are once the sink synced.
+			if err := c.sink.Sync(ctx, lc.sess.ID); err != nil {
+				return err
+			}
+			if err := lc.send(ctx, prpwire.TypeAck, 0, stored, nil); err != nil {
+				return err
+			}
+			acked = stored
+		}
+		if lc.sess.Scope == prp.ScopeTask && !time.Now().Before(renewAt) {
+			// Renewed only while the lease is active, never past its end
+			// (renewal, leases.go).
+			tok, cl, next, err := lc.renewal(ctx, sess, claims, expiry)
+			if errors.Is(err, errLeaseOver) {
+				lc.ws.Close(prpwire.CloseUnauthorized, "lease ended")
+			}
+			if err != nil {
+				return err
+			}
+			if tok != "" {
+				if err := lc.send(ctx, prpwire.TypeToken, 0, acked, prpwire.TokenRenewal{Token: tok, ExpiresAt: cl.ExpiresAt}); err != nil {
+					return err
+				}
+				claims, expiry = cl, cl.ExpiresAt
+			}
+			renewAt = next
+		}
+		if len(cmds) == 64 {
+			continue
+		}
+		// Commands other replicas journaled arrive with the poll; a task
+		// session also wakes for its renewal (a probe token is never
+		// renewed: its writer must not spin on a renewal time long past).
+		next := c.o.Poll
+		if lc.sess.Scope == prp.ScopeTask {
+			next = min(max(time.Until(renewAt), time.Millisecond), next)
+		}
+		wake := time.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			wake.Stop()
+			return ctx.Err()
+		case <-ch:
+		case <-lc.ackCh:
+		case <-wake.C:
+		}
+		wake.Stop()
+	}
+}
+
+// heartbeat pings every heartbeat interval; a peer that does not answer
+// within dead-after is dropped.
+func (lc *liveConn) heartbeat(ctx context.Context) {
+	t := time.NewTicker(lc.c.limits.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, lc.c.limits.DeadAfter)
+		err := lc.ws.Ping(pctx)
+		if err == nil {
+			// The peer answered: its claim lasts another DeadAfter.
+			now := time.Now()
+			var ok bool
+			if ok, err = lc.c.o.Store.ClaimConnection(pctx, lc.sess.ID, lc.conn, now.Add(lc.c.limits.DeadAfter), now); err == nil && !ok {
+				err = errors.New("another connection claimed the session")
+			}
+		}
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				lc.c.log.Info("controller: runner missed its heartbeats", "session", lc.sess.ID, "err", err)
+				lc.ws.Close(prpwire.CloseDead, "heartbeat missed")
+				lc.cancel()
+			}
+			return
+		}
+	}
+}
+
+// reader is the connection's one reader: events in seq order, their
+// output bytes written to the sink at once (the frame's buffer is reused),
+// their metadata handed to the intake goroutine, which stores it in
+// batches (every event read while the previous batch was written, at most
+// maxEventBatch) before they count as stored; a gap closes the connection
+// (the runner resumes from the ack).
+func (lc *liveConn) reader(ctx context.Context) error {
+	acct, err := lc.c.newAccounting(ctx, lc.sess, lc.sentSeq.Load)
+	if err != nil {
+		lc.ws.Close(websocket.StatusInternalError, "store unavailable")
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	recs := make(chan intakeItem, maxEventBatch)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := lc.intake(ctx, recs); err != nil {
+			cancel(err)
+			if !errors.Is(err, context.Canceled) {
+				lc.ws.Close(websocket.StatusInternalError, "store unavailable")
+			}
+		}
+	})
+	err = lc.read(ctx, recs, acct)
+	close(recs)
+	wg.Wait()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
+}
+
+// intake stores the records the reader hands over, in batches, and then
+// advances the stored seq and wakes the writer to ack.
+func (lc *liveConn) intake(ctx context.Context, recs <-chan intakeItem) error {
+	batch := make([]intakeItem, 0, maxEventBatch)
+	for r := range recs {
+		batch = append(batch[:0], r)
+	more:
+		for len(batch) < maxEventBatch {
+			select {
+			case r, ok := <-recs:
+				if !ok {
+					break more
+				}
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		if err := lc.c.intake(ctx, lc.sess, batch); err != nil {
+			return err
+		}
+		lc.mu.Lock()
+		lc.stored = batch[len(batch)-1].rec.Seq
+		lc.mu.Unlock()
+		lc.wakeWriter()
+	}
+	return nil
+}
+
+// read reads frames until the connection ends, checks each event's seq
+// against the last one read, and hands the events on as acct decided.
+func (lc *liveConn) read(ctx context.Context, recs chan<- intakeItem, acct *accounting) error {
+	lc.mu.Lock()
+	last := lc.stored // the last event seq read
+	lc.mu.Unlock()
+	buf := make([]byte, 0, 64<<10) // the frame, reused: the records keep nothing of it
+	for {
+		typ, rd, err := lc.ws.Reader(ctx)
+		if err != nil {
+			return err
+		}
+		if buf, err = readMessage(rd, buf[:0]); err != nil {
+			return err
+		}
+		var seq uint64
+		var ev prp.Event
+		if typ == websocket.MessageBinary {
+			// One parse, no copy: the output bytes go from this buffer to
+			// the sink.
+			var f prpwire.OutputFrame
+			if !lc.binary {
+				err = fmt.Errorf("%w: a binary frame, but %s was not granted", prpwire.ErrFrame, prpwire.CapBinaryOutput)
+			} else if f, err = prpwire.DecodeOutputFrame(buf, lc.c.limits.MaxFrame); err == nil && (f.Session != lc.sess.ID || f.Version != lc.version) {
+				err = fmt.Errorf("%w: output frame for session %q version %d on session %s version %d", prpwire.ErrFrame, f.Session, f.Version, lc.sess.ID, lc.version)
+			}
+			if err != nil {
+				lc.ws.Close(prpwire.CloseProtocolError, string(prpwire.CodeOf(err)))
+				return err
+			}
+			seq, ev = f.Seq, f.Event()
+		} else {
+			env, err := prpwire.DecodeFrame(buf, lc.c.limits.MaxFrame)
+			if err == nil && env.Session != lc.sess.ID {
+				err = fmt.Errorf("%w: frame for session %q on session %s", prpwire.ErrFrame, env.Session, lc.sess.ID)
+			}
+			if err != nil {
+				lc.ws.Close(prpwire.CloseProtocolError, string(prpwire.CodeOf(err)))
+				return err
+			}
+			switch env.Type {
+			case prpwire.TypeAck:
+				continue
+			case prpwire.TypeEvent:
+			default:
+				lc.ws.Close(prpwire.CloseProtocolError, "unexpected "+string(env.Type))
+				return fmt.Errorf("%w: unexpected %s from a runner", prpwire.ErrFrame, env.Type)
+			}
+			if err := prpwire.DecodeBody(env, &ev); err != nil {
+				lc.ws.Close(prpwire.CloseProtocolError, string(prpwire.CodeOf(err)))
+				return err
+			}
+			seq = env.Seq
+		}
+		switch prpwire.CheckSeq(last, seq) {
+		case prpwire.SeqGap:
+			lc.ws.Close(prpwire.CloseSequenceGap, fmt.Sprintf("event %d after %d", seq, last))
+			return fmt.Errorf("event seq %d after %d", seq, last)
+		case prpwire.SeqDuplicate:
+			lc.wakeWriter() // re-ack: the runner missed our ack
+			continue
+		}
+		rec, err := acct.decide(ctx, seq, ev, time.Now().UTC())
+		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				lc.ws.Close(websocket.StatusInternalError, "sink unavailable")
+			}
+			return err
+		}
+		select {
+		case recs <- rec:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		last = seq
+	}
+}
+
+// readMessage appends the rest of a message to buf (the connection's read
+// limit bounds it) and returns it.
+func readMessage(rd io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+func (lc *liveConn) wakeWriter() {
+	select {
+	case lc.ackCh <- struct{}{}:
+	default:
+	}
+}
