@@ -28,7 +28,7 @@ func TestImageReference(t *testing.T) {
 		kind   images.RefKind
 		wantID string // identity text for pinned references
 	}{
-		{"fake default", fk, "", images.RefNone, ""},
+		{"fake default", fk, "", "", ""},
 		{"fake tag", fk, "registry.fake.test/app:v1", images.RefTag, ""},
 		{"fake bare repo", fk, "alpine", images.RefTag, ""},
 		{"fake digest", fk, "registry.fake.test/app@" + digest, images.RefDigest, "registry.fake.test/app@" + digest},

@@ -12,7 +12,6 @@ import (
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/errcode"
-	"github.com/berthdev/berth/images"
 )
 
 // post sends an authenticated API request straight to the fake.
@@ -96,7 +95,7 @@ func TestCaptureCarriesTheSandboxFiles(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Capture: %v", err)
 	}
-	if id.Kind() != images.KindSnapshot || id.Provider() != daytona.Name || id.SnapshotID() == e.snap.ID {
+	if id.SnapshotID() == "" || id.Provider() != daytona.Name || id.SnapshotID() == e.snap.ID {
 		t.Fatalf("Capture = %v, want a new daytona snapshot id", id)
 	}
 	if snap, ok := e.srv.LookupSnapshot(id.SnapshotID()); !ok || !strings.HasPrefix(snap.Name, "my-template") {

@@ -30,7 +30,7 @@ func (h imageHarness) RunnerSpec(testing.TB) drivers.RunnerSpec {
 }
 func (h imageHarness) ConfigWithImage(id images.Identity) (config.Config, bool) {
 	ref := id.String()
-	if id.Kind() == images.KindSnapshot {
+	if id.SnapshotID() != "" {
 		ref = fake.SnapshotPrefix + id.SnapshotID()
 	}
 	return config.Config{"image": ref}, true

@@ -429,7 +429,7 @@ func (d *Driver) DeleteTemplate(ctx context.Context, cfg config.Config, id image
 	if err := d.callLocked(opDeleteTemplate, ""); err != nil {
 		return drivers.Receipt{}, err
 	}
-	if id.Kind() == images.KindSnapshot && id.Provider() != d.provider {
+	if id.SnapshotID() != "" && id.Provider() != d.provider {
 		return drivers.Receipt{}, fmt.Errorf("fake: delete template %s: not a snapshot of provider %q: %w", id, d.provider, errcode.ErrNotFound)
 	}
 	var users []string
@@ -732,7 +732,7 @@ func (d *Driver) parseImage(raw string) (images.Reference, error) {
 // malformed or snapshot reference.
 func (d *Driver) AddImage(ref string) images.Identity {
 	r, err := images.ParseReference(ref)
-	if err != nil || !r.IsOCI() {
+	if err != nil || r.Repository() == "" {
 		panic(fmt.Sprintf("fake: AddImage(%q): not an OCI reference: %v", ref, err))
 	}
 	d.mu.Lock()

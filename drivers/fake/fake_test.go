@@ -29,7 +29,7 @@ func (h *harness) Config() config.Config {
 
 func (h *harness) ConfigWithImage(id images.Identity) (config.Config, bool) {
 	ref := id.String()
-	if id.Kind() == images.KindSnapshot {
+	if id.SnapshotID() != "" {
 		ref = fake.SnapshotPrefix + id.SnapshotID()
 	}
 	cfg := h.Config()

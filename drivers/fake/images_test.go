@@ -31,7 +31,7 @@ func TestTagsAndDigests(t *testing.T) {
 	t.Parallel()
 	d := fake.New(nil)
 	v1 := d.AddImage("example.test/app:1")
-	if v1.Kind() != images.KindDigest || v1.Repository() != "example.test/app" {
+	if v1.Digest() == "" || v1.Repository() != "example.test/app" {
 		t.Fatalf("AddImage = %v", v1)
 	}
 	if again := fake.New(nil).AddImage("example.test/app:1"); again != v1 {

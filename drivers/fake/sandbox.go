@@ -231,7 +231,7 @@ func (s *sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
 	switch {
 	case !wrong:
 		return b.Image, nil
-	case b.Image.Kind() == images.KindSnapshot:
+	case b.Image.SnapshotID() != "":
 		return images.SnapshotIdentity(s.d.provider, "wrong-"+b.Image.SnapshotID())
 	}
 	return images.DigestIdentity(b.Image.Repository(), fakeDigest("wrong:"+b.Image.Digest()))
