@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/store"
 	"github.com/berthdev/berth/templates"
 )
@@ -133,7 +134,7 @@ func TestSetupProviderErrorRedacted(t *testing.T) {
 	ctx := context.Background()
 	const secret = "fake-key-77aa-echoed"
 	w, _ := newSetupWorld(t, nil, &fake.Options{APIKey: secret})
-	w.fk.Inject(fake.Fault{Op: "create", Err: errors.New("provider refused the request signed with " + secret)})
+	fakectl.Of(w.fk).Inject(fakectl.Fault{Op: "create", Err: errors.New("provider refused the request signed with " + secret)})
 	ses, err := w.sys.Templates().Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["true"]}]}`)})
 	if err == nil || ses == nil || ses.State != templates.SessionFailed {
 		t.Fatalf("setup with a failing create: %+v, %v", ses, err)
@@ -300,8 +301,8 @@ func TestSetupCaptureAndTerminalErrorsRedacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	echo := errors.New("provider refused the request signed with " + secret)
-	w.fk.Inject(fake.Fault{Op: "terminal", Err: echo})
-	w.fk.Inject(fake.Fault{Op: "capture", Err: echo})
+	fakectl.Of(w.fk).Inject(fakectl.Fault{Op: "terminal", Err: echo})
+	fakectl.Of(w.fk).Inject(fakectl.Fault{Op: "capture", Err: echo})
 	if _, err := svc.OpenTerminal(ctx, tplOps, ses.ID, templates.TerminalSize{Rows: 24, Cols: 80}); err == nil || strings.Contains(err.Error(), secret) {
 		t.Errorf("OpenTerminal with a provider error echoing the secret: %v", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
@@ -129,7 +130,7 @@ func newSetupWorld(t *testing.T, o *berth.Options, fo *fake.Options) (*tplWorld,
 
 func liveSandboxes(fk *fake.Driver) []string {
 	var out []string
-	for _, sb := range fk.Sandboxes() {
+	for _, sb := range fakectl.Of(fk).Sandboxes() {
 		if sb.State != drivers.StateDestroyed {
 			out = append(out, sb.ID)
 		}
@@ -187,7 +188,7 @@ func TestScriptedSetupOnFake(t *testing.T) {
 		t.Errorf("events: %q ... %q (%s)", all[2].Message, all[len(all)-1].Message, all[len(all)-1].State)
 	}
 
-	creates := w.fk.Calls("create")
+	creates := fakectl.Of(w.fk).Calls("create")
 	again, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Name: "motd", Script: strings.NewReader(fakeScript)})
 	if err != nil {
 		t.Fatalf("Setup again: %v", err)
@@ -195,7 +196,7 @@ func TestScriptedSetupOnFake(t *testing.T) {
 	if !again.Reused || again.Template != ses.Template || again.Lease != "" || again.State != templates.SessionPromoted {
 		t.Errorf("the same script again: %+v", again)
 	}
-	if n := w.fk.Calls("create"); n != creates {
+	if n := fakectl.Of(w.fk).Calls("create"); n != creates {
 		t.Errorf("the same script again created %d sandboxes", n-creates)
 	}
 	other, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["true"]}]}`)})
@@ -302,8 +303,8 @@ func TestSetupRefusalsOnFake(t *testing.T) {
 		if !errors.Is(err, drivers.ErrUnsupported) || !strings.Contains(err.Error(), tc.undeclared.String()) || !strings.Contains(err.Error(), nw.fk.Name()) {
 			t.Errorf("without %s: %v", tc.undeclared, err)
 		}
-		if read.n != 0 || nw.fk.Calls("create") != 0 {
-			t.Errorf("without %s: %d script bytes read, %d sandboxes created", tc.undeclared, read.n, nw.fk.Calls("create"))
+		if read.n != 0 || fakectl.Of(nw.fk).Calls("create") != 0 {
+			t.Errorf("without %s: %d script bytes read, %d sandboxes created", tc.undeclared, read.n, fakectl.Of(nw.fk).Calls("create"))
 		}
 		if tc.undeclared == drivers.CapTerminal {
 			ses, err := nw.sys.Templates().Setup(ctx, tplOps, templates.SetupRequest{Environment: nw.env.ID, Script: strings.NewReader(fakeScript)})
@@ -531,10 +532,10 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 				}
 			}
 		}
-		live, destroysBefore := len(liveSandboxes(w.fk)), w.fk.Calls("destroy")
+		live, destroysBefore := len(liveSandboxes(w.fk)), fakectl.Of(w.fk).Calls("destroy")
 		injected := live > 0 && rng.IntN(2) == 0
 		if injected { // the first destroy of the sweep fails once, not as a transient error
-			w.fk.FailNth("destroy", destroysBefore+1, errors.New("fake: provider refused the delete"))
+			fakectl.Of(w.fk).FailNth("destroy", destroysBefore+1, errors.New("fake: provider refused the delete"))
 		}
 		for range 2 {
 			if _, err := w.sys.Sweep(ctx, tplOps); err != nil {
@@ -544,7 +545,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 		if left := liveSandboxes(w.fk); len(left) != 0 {
 			t.Errorf("seed %d %v: sandboxes left: %v", seed, schedule, left)
 		}
-		if n := w.fk.Calls("destroy") - destroysBefore; injected && n < live+1 || n < live {
+		if n := fakectl.Of(w.fk).Calls("destroy") - destroysBefore; injected && n < live+1 || n < live {
 			t.Errorf("seed %d %v: %d destroy calls for %d sandboxes (a failure injected: %t)", seed, schedule, n, live, injected)
 		}
 		ls, err := st.Leases.ListLeases(ctx, lease.Filter{Company: authz.InstanceCompany})
@@ -645,8 +646,8 @@ func TestTwoSetupsAtOnceOverOnePostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if won != 1 || len(list) != 1 || fk.Calls("create") != 1 {
-		t.Errorf("%d started, %d stored, %d sandboxes created; want 1, 1 and 1", won, len(list), fk.Calls("create"))
+	if won != 1 || len(list) != 1 || fakectl.Of(fk).Calls("create") != 1 {
+		t.Errorf("%d started, %d stored, %d sandboxes created; want 1, 1 and 1", won, len(list), fakectl.Of(fk).Calls("create"))
 	}
 	if len(list) == 1 {
 		if _, err := systems[1].Templates().Cancel(ctx, tplOps, list[0].ID); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
@@ -213,8 +214,8 @@ func TestQuotaHoldsAcrossTwoSystemsOnOnePostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(granted) != 4 || refused != 16 || len(live) != 4 || fk.Calls("create") != 4 {
-		t.Errorf("%d granted, %d refused, %d live, %d sandboxes created; want 4, 16, 4 and 4", len(granted), refused, len(live), fk.Calls("create"))
+	if len(granted) != 4 || refused != 16 || len(live) != 4 || fakectl.Of(fk).Calls("create") != 4 {
+		t.Errorf("%d granted, %d refused, %d live, %d sandboxes created; want 4, 16, 4 and 4", len(granted), refused, len(live), fakectl.Of(fk).Calls("create"))
 	}
 	for _, h := range granted {
 		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
