@@ -21,6 +21,8 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/fakectl"
+	"github.com/berthdev/berth/internal/setupscript"
+	"github.com/berthdev/berth/internal/templatehook"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
@@ -28,15 +30,15 @@ import (
 )
 
 // fakeFS is a file system per fake sandbox for the commands setup sends:
-// templates.WriteFileScript writes, "cat PATH" reads, templates.CleanScript and
-// templates.EnvironScript answer as a clean sandbox would (environ, if set,
+// setupscript.WriteFile writes, "cat PATH" reads, setupscript.Clean and
+// setupscript.Environ answer as a clean sandbox would (environ, if set,
 // is what process 1 shows).
 type fakeFS struct {
 	mu      sync.Mutex
 	files   map[string]map[string]string // sandbox -> path -> content
 	cleaned int
 	environ string
-	// cleanGate, if not nil, holds every templates.CleanScript until it is
+	// cleanGate, if not nil, holds every setupscript.Clean until it is
 	// closed; each arrival is sent on cleanArrived first.
 	cleanGate    chan struct{}
 	cleanArrived chan struct{}
@@ -45,7 +47,7 @@ type fakeFS struct {
 func (f *fakeFS) handlers() map[string]fake.HandlerFunc {
 	f.files = map[string]map[string]string{}
 	return map[string]fake.HandlerFunc{
-		templates.WriteFileScript: func(_ context.Context, inv fake.Invocation) (int, error) {
+		setupscript.WriteFile: func(_ context.Context, inv fake.Invocation) (int, error) {
 			b, err := io.ReadAll(inv.Stdin)
 			if err != nil {
 				return 1, err
@@ -58,7 +60,7 @@ func (f *fakeFS) handlers() map[string]fake.HandlerFunc {
 			f.files[inv.SandboxID][inv.Argv[4]] = string(b) + " mode=" + inv.Argv[5]
 			return 0, nil
 		},
-		templates.CleanScript: func(context.Context, fake.Invocation) (int, error) {
+		setupscript.Clean: func(context.Context, fake.Invocation) (int, error) {
 			if f.cleanGate != nil {
 				f.cleanArrived <- struct{}{}
 				<-f.cleanGate
@@ -68,7 +70,7 @@ func (f *fakeFS) handlers() map[string]fake.HandlerFunc {
 			f.cleaned++
 			return 0, nil
 		},
-		templates.EnvironScript: func(_ context.Context, inv fake.Invocation) (int, error) {
+		setupscript.Environ: func(_ context.Context, inv fake.Invocation) (int, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			fmt.Fprintf(inv.Stdout, "PATH=/bin\x00%s", f.environ)
@@ -242,7 +244,7 @@ func TestSetupRefusalsOnFake(t *testing.T) {
 		t.Errorf("bad mode: %v", err)
 	}
 	ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["fail-step"]}]}`)})
-	if !errors.Is(err, templates.ErrStepFailed) || ses == nil || ses.State != templates.SessionFailed || !strings.Contains(ses.FailureReason, "step 1: exited 3: no such package") {
+	if errcode.ReasonOf(err) != "step_failed" || ses == nil || ses.State != templates.SessionFailed || !strings.Contains(ses.FailureReason, "step 1: exited 3: no such package") {
 		t.Errorf("failed step: %+v, %v", ses, err)
 	}
 	if live := liveSandboxes(w.fk); len(live) != 0 {
@@ -277,7 +279,7 @@ func TestSetupRefusalsOnFake(t *testing.T) {
 	if _, err := svc.Cancel(ctx, tplBoard, open.ID); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("a board member cancels: %v", err)
 	}
-	if _, err := svc.OpenTerminal(ctx, tplAgent, open.ID, templates.TerminalSize{Rows: 24, Cols: 80}); !errors.Is(err, errcode.ErrNotFound) {
+	if _, err := svc.OpenTerminal(ctx, tplAgent, open.ID, 24, 80); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("an agent opens the terminal: %v", err)
 	}
 	fs.environ = "LEAKED=fake-key-5c1e\x00"
@@ -381,15 +383,16 @@ func TestWebTerminalRingResetOnFake(t *testing.T) {
 		t.Fatal(err)
 	}
 	const ring = 64
-	srv := httptest.NewServer(svc.TerminalHandler(templates.TerminalHandlerOptions{RingBytes: ring,
-		Principal: func(*http.Request) (authz.Principal, error) { return tplOps, nil }}))
+	h := svc.TerminalHandler(func(*http.Request) (authz.Principal, error) { return tplOps, nil })
+	templatehook.SetTerminalRing(h, ring)
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 	mint := func() string {
-		m, err := svc.MintTerminalToken(ctx, tplOps, ses.ID, "/")
+		m, _, err := svc.MintTerminalToken(ctx, tplOps, ses.ID, "/")
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m.Token
+		return m
 	}
 	tc, _, err := termDial(t, srv.URL, "/", "ops", url.Values{"token": {mint()}})
 	if err != nil {
@@ -497,9 +500,9 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 			if point == "after-create" {
 				continue
 			}
-			next := ses.Clone()
+			next := *ses
 			next.State, next.Lease, next.Version = templates.SessionCapturing, h.ID(), 2
-			if err := st.Templates.UpdateSession(ctx, next); err != nil {
+			if err := st.Templates.UpdateSession(ctx, &next); err != nil {
 				t.Fatal(err)
 			}
 			tpl, err := svc.Capture(ctx, tplOps, h.ID(), "half")
@@ -514,9 +517,8 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 			if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 				t.Fatal(err)
 			}
-			next = next.Clone()
 			next.State, next.Template, next.Version = templates.SessionCaptured, tpl.ID, 3
-			if err := st.Templates.UpdateSession(ctx, next); err != nil {
+			if err := st.Templates.UpdateSession(ctx, &next); err != nil {
 				t.Fatal(err)
 			}
 			if point == "mid-promote-swapped" { // the pointer moved, the template states did not
@@ -557,7 +559,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 				t.Errorf("seed %d %v: setup lease %s is %s, cleanup %q", seed, schedule, l.ID, l.Status, l.Cleanup)
 			}
 		}
-		sessions, err := st.Templates.ListSessions(ctx, templates.SessionFilter{})
+		sessions, err := st.Templates.ListSessions(ctx, templates.Filter{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -427,8 +427,8 @@ func TestTemplateDrift(t *testing.T) {
 		t.Errorf("rollback of the active template: %v, want ErrConflict", err)
 	}
 	rev := w.view(t).Revision
-	if _, err := w.sys.Templates().Promote(ctx, tplOps, later.ID); !errors.Is(err, templates.ErrSourceMismatch) {
-		t.Errorf("promote of a template captured from another source config: %v, want ErrSourceMismatch", err)
+	if _, err := w.sys.Templates().Promote(ctx, tplOps, later.ID); errcode.ReasonOf(err) != "source_mismatch" || !errors.Is(err, errcode.ErrConflict) {
+		t.Errorf("promote of a template captured from another source config: %v, want a conflict of reason source_mismatch", err)
 	}
 	if v := w.view(t); v.Revision != rev || v.ActiveTemplate.ID != tpl.ID {
 		t.Errorf("a refused promote changed the environment: revision %d (was %d), pointer %+v", v.Revision, rev, v.ActiveTemplate)

@@ -40,14 +40,13 @@ func TestTerminalTokenNotBurnedByAnotherPrincipal(t *testing.T) {
 	defer func() { _, _ = svc.Cancel(ctx, tplOps, ses.ID) }()
 	other := authz.Principal{ID: "ops-2", Role: authz.RoleInstanceAdmin}
 	who := map[string]authz.Principal{"ops": tplOps, "ops-2": other}
-	h := svc.TerminalHandler(templates.TerminalHandlerOptions{
-		Principal: func(r *http.Request) (authz.Principal, error) { return who[r.Header.Get("X-Test-As")], nil }})
+	h := svc.TerminalHandler(func(r *http.Request) (authz.Principal, error) { return who[r.Header.Get("X-Test-As")], nil })
 	mux := http.NewServeMux()
 	mux.Handle("/term", h)
 	mux.Handle("/other", h)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	m, err := svc.MintTerminalToken(ctx, tplOps, ses.ID, "/term")
+	m, _, err := svc.MintTerminalToken(ctx, tplOps, ses.ID, "/term")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,12 +54,12 @@ func TestTerminalTokenNotBurnedByAnotherPrincipal(t *testing.T) {
 		{"another principal", "/term", "ops-2"},
 		{"its principal on another path", "/other", "ops"},
 	} {
-		_, resp, err := termDial(t, srv.URL, tc.path, tc.as, url.Values{"token": {m.Token}})
+		_, resp, err := termDial(t, srv.URL, tc.path, tc.as, url.Values{"token": {m}})
 		if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("%s: %v, response %v; want 401 before any upgrade", tc.name, err, resp)
 		}
 	}
-	own, _, err := termDial(t, srv.URL, "/term", "ops", url.Values{"token": {m.Token}})
+	own, _, err := termDial(t, srv.URL, "/term", "ops", url.Values{"token": {m}})
 	if err != nil {
 		t.Fatalf("the owner after the refusals: %v (the token was used up by someone else)", err)
 	}
@@ -80,12 +79,11 @@ func TestSetupSessionPastItsTimeRefusedWhenUsed(t *testing.T) {
 	st := store.Memory()
 	w, _ := newSetupWorld(t, &berth.Options{Stores: st}, nil)
 	svc := w.sys.Templates()
-	srv := httptest.NewServer(svc.TerminalHandler(templates.TerminalHandlerOptions{
-		Principal: func(*http.Request) (authz.Principal, error) { return tplOps, nil }}))
+	srv := httptest.NewServer(svc.TerminalHandler(func(*http.Request) (authz.Principal, error) { return tplOps, nil }))
 	defer srv.Close()
 	uses := map[string]func(id, token string) error{
 		"mint a terminal token": func(id, _ string) error {
-			_, err := svc.MintTerminalToken(ctx, tplOps, id, "/")
+			_, _, err := svc.MintTerminalToken(ctx, tplOps, id, "/")
 			return err
 		},
 		"redeem a token minted while it was live": func(_, token string) error {
@@ -100,7 +98,7 @@ func TestSetupSessionPastItsTimeRefusedWhenUsed(t *testing.T) {
 			return errcode.ErrConflict
 		},
 		"open the terminal": func(id, _ string) error {
-			ts, err := svc.OpenTerminal(ctx, tplOps, id, templates.TerminalSize{Rows: 24, Cols: 80})
+			ts, err := svc.OpenTerminal(ctx, tplOps, id, 24, 80)
 			if err == nil {
 				_ = ts.Close()
 			}
@@ -123,7 +121,7 @@ func TestSetupSessionPastItsTimeRefusedWhenUsed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := svc.MintTerminalToken(ctx, tplOps, ses.ID, "/")
+			m, _, err := svc.MintTerminalToken(ctx, tplOps, ses.ID, "/")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +134,7 @@ func TestSetupSessionPastItsTimeRefusedWhenUsed(t *testing.T) {
 			if err := st.Templates.UpdateSession(ctx, cur); err != nil {
 				t.Fatal(err)
 			}
-			if err := do(ses.ID, m.Token); !errors.Is(err, errcode.ErrConflict) {
+			if err := do(ses.ID, m); !errors.Is(err, errcode.ErrConflict) {
 				t.Errorf("%s: %s: %v, want a refusal wrapping ErrConflict", when, use, err)
 			}
 			got, err := svc.Session(ctx, tplOps, ses.ID)
