@@ -125,7 +125,7 @@ func TestFailuresSpeakToPeople(t *testing.T) {
 			if _, err := sys.Templates().Cancel(ctx, admin, ses.ID); err != nil {
 				t.Fatal(err)
 			}
-			_, err = sys.Templates().OpenTerminal(ctx, admin, ses.ID, templates.TerminalSize{Rows: 24, Cols: 80})
+			_, err = sys.Templates().OpenTerminal(ctx, admin, ses.ID, 24, 80)
 			return ofError(err)
 		case errtable.Quota:
 			qsys := newSystem(t, &lease.Options{Quotas: lease.Quotas{PerCompany: 1}})

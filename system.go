@@ -82,10 +82,10 @@ type Options struct {
 	// manager's collaborators (Secrets, SecretKeeper, PoolRunners,
 	// Settings, SweepEnvironments) are New's to wire and are ignored here.
 	Leases *lease.Options
-	// Templates configures the custom images service (System.Templates),
-	// such as the setup sessions' SessionTTL and SessionMaxTTL (default 30
-	// minutes and 4 hours). Nil means its defaults. Authorizer and Logger
-	// left nil are Options'; Secrets is New's to wire and is ignored here.
+	// Templates configures the custom images service (System.Templates):
+	// the setup sessions' SessionTTL and SessionMaxTTL (default 30 minutes
+	// and 4 hours). Nil means its defaults. It decides with Authorizer and
+	// logs to Logger.
 	Templates *templates.Options
 	// RunnerKeys sign and verify the runners' connection tokens
 	// (HMAC-SHA-256): the first signs, every one verifies, so keys can
@@ -197,24 +197,25 @@ type SweepReport struct {
 	// TemplatesDeleted counts templates whose wanted deletion the sweep
 	// confirmed at the provider (templates.Service.Sweep).
 	TemplatesDeleted int `json:"templatesDeleted"`
-	// Sessions is the setup sessions' sweep (templates.Service.SweepSessions):
-	// sessions past their TTL ended, their sandboxes destroyed.
+	// Sessions is the setup sessions' sweep: sessions past their TTL
+	// ended, their sandboxes destroyed.
 	Sessions templates.SessionSweepReport `json:"sessions"`
 }
 
 // Sweep ends the setup sessions past their TTL and destroys the sandboxes
-// of ended ones (templates.Service.SweepSessions), sweeps the lease store
+// of ended ones, sweeps the lease store
 // (lease.Manager.Sweep) and then retries the
 // wanted template deletions (templates.Service.Sweep: a template is deleted
 // at the provider only once no live lease uses it). p must be allowed
 // authz.ActionSweep. The first error is returned with what was done.
 func (s *System) Sweep(ctx context.Context, p authz.Principal) (SweepReport, error) {
 	var r SweepReport
-	var err error
 	// Setup sessions first: the leases of the sessions it ends are
 	// released there, and a cleanup left pending is retried by the lease
 	// sweep right after.
-	if r.Sessions, err = s.templates.SweepSessions(ctx, p); err != nil {
+	rep, err := templatehook.SweepSessions(s.templates, ctx, p)
+	r.Sessions, _ = rep.(templates.SessionSweepReport)
+	if err != nil {
 		return r, err
 	}
 	if r.Leases, err = s.leases.Sweep(ctx, p); err != nil {
@@ -379,20 +380,10 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	}
 	var leaseUsage environment.UsageReporter
 	sys.leases, leaseUsage = lease.NewManager(st.Leases, reg, sys.assignments, tasks, &lo)
-	var co templates.Options
-	if o.Templates != nil {
-		co = *o.Templates
-	}
-	if co.Authorizer == nil {
-		co.Authorizer = o.Authorizer
-	}
-	if co.Logger == nil {
-		co.Logger = o.Logger
-	}
 	tsvc, setupUsage := templatehook.New(templatehook.Sources{
 		Templates: st.Templates, Environments: st.Environments, Drivers: reg, Leases: sys.leases, LeaseRecords: st.Leases,
-		Secrets: secrets.Get,
-	}, &co)
+		Secrets: secrets.Get, Authorizer: o.Authorizer, Logger: o.Logger,
+	}, o.Templates)
 	sys.templates = tsvc.(*templates.Service)
 	// The catalog shows, clears and protects the Assignments' bindings
 	// itself, and counts leases through the manager's hook.

@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -77,11 +78,11 @@ func TestSecretsOutliveTheirLeases(t *testing.T) {
 
 			// The release fails unproven, so the lease waits for a sweep;
 			// the sweep runs in the other System (another process).
-			fk.RefuseStop(pid, errors.New("provider busy"))
+			fakectl.Of(fk).RefuseStop(pid, errors.New("provider busy"))
 			if _, err := a.Leases().Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: lease.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
 				t.Fatalf("Release with a refused destroy: %v, want ErrCleanupPending", err)
 			}
-			fk.ClearFaults()
+			fakectl.Of(fk).ClearFaults()
 			if _, err := secrets.Get(ctx, ref); err != nil {
 				t.Fatalf("the secret of a lease pending cleanup is gone: %v", err)
 			}
@@ -96,7 +97,7 @@ func TestSecretsOutliveTheirLeases(t *testing.T) {
 			if rep.CleanedUp != 1 || rep.StillPending != 0 {
 				t.Fatalf("sweep report %+v; want the pending cleanup proven", rep)
 			}
-			if st, _ := fk.State(pid); st != drivers.StateDestroyed {
+			if st, _ := fakectl.Of(fk).State(pid); st != drivers.StateDestroyed {
 				t.Errorf("sandbox %s after the sweep, want destroyed", st)
 			}
 			l, err := b.Leases().Get(ctx, op, h.ID())

@@ -109,7 +109,7 @@ func TestInteractiveSetupOnDaytona(t *testing.T) {
 	if err != nil || ses.State != templates.SessionWaiting {
 		t.Fatalf("Setup: %+v, %v", ses, err)
 	}
-	pty, err := svc.OpenTerminal(ctx, tplOps, ses.ID, templates.TerminalSize{Rows: 30, Cols: 90})
+	pty, err := svc.OpenTerminal(ctx, tplOps, ses.ID, 30, 90)
 	if err != nil {
 		t.Fatal(err)
 	}

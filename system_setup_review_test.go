@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/store"
 	"github.com/berthdev/berth/templates"
 )
@@ -36,7 +37,7 @@ func TestSetupStepStderrRedactedBeforeTail(t *testing.T) {
 	} {
 		script := `{"steps": [{"run": ["leak-step", "` + secret + `", "` + tc.before + `", "` + tc.after + `"]}]}`
 		ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(script)})
-		if !errors.Is(err, templates.ErrStepFailed) || ses == nil || ses.State != templates.SessionFailed {
+		if errcode.ReasonOf(err) != "step_failed" || ses == nil || ses.State != templates.SessionFailed {
 			t.Fatalf("%s: %+v, %v", tc.name, ses, err)
 		}
 		texts := []string{err.Error(), ses.FailureReason}
@@ -133,7 +134,7 @@ func TestSetupProviderErrorRedacted(t *testing.T) {
 	ctx := context.Background()
 	const secret = "fake-key-77aa-echoed"
 	w, _ := newSetupWorld(t, nil, &fake.Options{APIKey: secret})
-	w.fk.Inject(fake.Fault{Op: "create", Err: errors.New("provider refused the request signed with " + secret)})
+	fakectl.Of(w.fk).Inject(fakectl.Fault{Op: "create", Err: errors.New("provider refused the request signed with " + secret)})
 	ses, err := w.sys.Templates().Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["true"]}]}`)})
 	if err == nil || ses == nil || ses.State != templates.SessionFailed {
 		t.Fatalf("setup with a failing create: %+v, %v", ses, err)
@@ -164,15 +165,14 @@ func TestWebTerminalProcessBoundToPrincipal(t *testing.T) {
 	}
 	other := authz.Principal{ID: "ops-2", Role: authz.RoleInstanceAdmin}
 	who := map[string]authz.Principal{"ops": tplOps, "ops-2": other}
-	srv := httptest.NewServer(svc.TerminalHandler(templates.TerminalHandlerOptions{
-		Principal: func(r *http.Request) (authz.Principal, error) { return who[r.Header.Get("X-Test-As")], nil }}))
+	srv := httptest.NewServer(svc.TerminalHandler(func(r *http.Request) (authz.Principal, error) { return who[r.Header.Get("X-Test-As")], nil }))
 	defer srv.Close()
 	mint := func(p authz.Principal) string {
-		m, err := svc.MintTerminalToken(ctx, p, ses.ID, "/")
+		m, _, err := svc.MintTerminalToken(ctx, p, ses.ID, "/")
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m.Token
+		return m
 	}
 	first, _, err := termDial(t, srv.URL, "/", "ops", url.Values{"token": {mint(tplOps)}})
 	if err != nil {
@@ -300,9 +300,9 @@ func TestSetupCaptureAndTerminalErrorsRedacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	echo := errors.New("provider refused the request signed with " + secret)
-	w.fk.Inject(fake.Fault{Op: "terminal", Err: echo})
-	w.fk.Inject(fake.Fault{Op: "capture", Err: echo})
-	if _, err := svc.OpenTerminal(ctx, tplOps, ses.ID, templates.TerminalSize{Rows: 24, Cols: 80}); err == nil || strings.Contains(err.Error(), secret) {
+	fakectl.Of(w.fk).Inject(fakectl.Fault{Op: "terminal", Err: echo})
+	fakectl.Of(w.fk).Inject(fakectl.Fault{Op: "capture", Err: echo})
+	if _, err := svc.OpenTerminal(ctx, tplOps, ses.ID, 24, 80); err == nil || strings.Contains(err.Error(), secret) {
 		t.Errorf("OpenTerminal with a provider error echoing the secret: %v", err)
 	}
 	got, err := svc.CaptureSession(ctx, tplOps, ses.ID, false)

@@ -22,6 +22,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/templatehook"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
@@ -142,13 +143,14 @@ func TestWebTerminalOnDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _, _ = svc.Cancel(ctx, tplOps, ses2.ID) }()
-	h := svc.TerminalHandler(templates.TerminalHandlerOptions{RingBytes: 4 << 20, Principal: func(r *http.Request) (authz.Principal, error) {
+	h := svc.TerminalHandler(func(r *http.Request) (authz.Principal, error) {
 		p, ok := termPrincipals[r.Header.Get("X-Test-As")]
 		if !ok {
 			return authz.Principal{}, errors.New("unknown")
 		}
 		return p, nil
-	}})
+	})
+	templatehook.SetTerminalRing(h, 4<<20)
 	mux := http.NewServeMux()
 	mux.Handle("/term", h)
 	mux.Handle("/other", h)
@@ -156,11 +158,11 @@ func TestWebTerminalOnDocker(t *testing.T) {
 	defer srv.Close()
 	mint := func(id, path string) string {
 		t.Helper()
-		m, err := svc.MintTerminalToken(ctx, tplOps, id, path)
+		m, _, err := svc.MintTerminalToken(ctx, tplOps, id, path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m.Token
+		return m
 	}
 
 	tok := mint(ses.ID, "/term")
@@ -197,10 +199,11 @@ func TestWebTerminalOnDocker(t *testing.T) {
 
 	// Refused before the upgrade: reused, expired, another session,
 	// another path, another principal.
+	// Its hash as the service stores it: the token, principal and path.
 	expired := "bt_expired-token-for-the-test"
-	sum := sha256.Sum256([]byte(expired))
-	if err := st.Templates.InsertTerminalToken(ctx, &templates.TerminalToken{Hash: hex.EncodeToString(sum[:]), Session: ses.ID, Principal: tplOps.ID,
-		Role: tplOps.Role, Path: "/term", CreatedAt: time.Now().Add(-2 * time.Minute), ExpiresAt: time.Now().Add(-time.Minute)}); err != nil {
+	sum := sha256.Sum256([]byte("berth-terminal-token-v2\x00" + expired + "\x00" + tplOps.ID + "\x00" + string(tplOps.Role) + "\x00/term"))
+	if err := st.Templates.InsertTerminalToken(ctx, &templates.TerminalToken{Hash: hex.EncodeToString(sum[:]), Session: ses.ID,
+		ExpiresAt: time.Now().Add(-time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

@@ -20,6 +20,9 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/fakectl"
+	"github.com/berthdev/berth/internal/setupscript"
+	"github.com/berthdev/berth/internal/templatehook"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
@@ -27,15 +30,15 @@ import (
 )
 
 // fakeFS is a file system per fake sandbox for the commands setup sends:
-// templates.WriteFileScript writes, "cat PATH" reads, templates.CleanScript and
-// templates.EnvironScript answer as a clean sandbox would (environ, if set,
+// setupscript.WriteFile writes, "cat PATH" reads, setupscript.Clean and
+// setupscript.Environ answer as a clean sandbox would (environ, if set,
 // is what process 1 shows).
 type fakeFS struct {
 	mu      sync.Mutex
 	files   map[string]map[string]string // sandbox -> path -> content
 	cleaned int
 	environ string
-	// cleanGate, if not nil, holds every templates.CleanScript until it is
+	// cleanGate, if not nil, holds every setupscript.Clean until it is
 	// closed; each arrival is sent on cleanArrived first.
 	cleanGate    chan struct{}
 	cleanArrived chan struct{}
@@ -44,7 +47,7 @@ type fakeFS struct {
 func (f *fakeFS) handlers() map[string]fake.HandlerFunc {
 	f.files = map[string]map[string]string{}
 	return map[string]fake.HandlerFunc{
-		templates.WriteFileScript: func(_ context.Context, inv fake.Invocation) (int, error) {
+		setupscript.WriteFile: func(_ context.Context, inv fake.Invocation) (int, error) {
 			b, err := io.ReadAll(inv.Stdin)
 			if err != nil {
 				return 1, err
@@ -57,7 +60,7 @@ func (f *fakeFS) handlers() map[string]fake.HandlerFunc {
 			f.files[inv.SandboxID][inv.Argv[4]] = string(b) + " mode=" + inv.Argv[5]
 			return 0, nil
 		},
-		templates.CleanScript: func(context.Context, fake.Invocation) (int, error) {
+		setupscript.Clean: func(context.Context, fake.Invocation) (int, error) {
 			if f.cleanGate != nil {
 				f.cleanArrived <- struct{}{}
 				<-f.cleanGate
@@ -67,7 +70,7 @@ func (f *fakeFS) handlers() map[string]fake.HandlerFunc {
 			f.cleaned++
 			return 0, nil
 		},
-		templates.EnvironScript: func(_ context.Context, inv fake.Invocation) (int, error) {
+		setupscript.Environ: func(_ context.Context, inv fake.Invocation) (int, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			fmt.Fprintf(inv.Stdout, "PATH=/bin\x00%s", f.environ)
@@ -129,7 +132,7 @@ func newSetupWorld(t *testing.T, o *berth.Options, fo *fake.Options) (*tplWorld,
 
 func liveSandboxes(fk *fake.Driver) []string {
 	var out []string
-	for _, sb := range fk.Sandboxes() {
+	for _, sb := range fakectl.Of(fk).Sandboxes() {
 		if sb.State != drivers.StateDestroyed {
 			out = append(out, sb.ID)
 		}
@@ -187,7 +190,7 @@ func TestScriptedSetupOnFake(t *testing.T) {
 		t.Errorf("events: %q ... %q (%s)", all[2].Message, all[len(all)-1].Message, all[len(all)-1].State)
 	}
 
-	creates := w.fk.Calls("create")
+	creates := fakectl.Of(w.fk).Calls("create")
 	again, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Name: "motd", Script: strings.NewReader(fakeScript)})
 	if err != nil {
 		t.Fatalf("Setup again: %v", err)
@@ -195,7 +198,7 @@ func TestScriptedSetupOnFake(t *testing.T) {
 	if !again.Reused || again.Template != ses.Template || again.Lease != "" || again.State != templates.SessionPromoted {
 		t.Errorf("the same script again: %+v", again)
 	}
-	if n := w.fk.Calls("create"); n != creates {
+	if n := fakectl.Of(w.fk).Calls("create"); n != creates {
 		t.Errorf("the same script again created %d sandboxes", n-creates)
 	}
 	other, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["true"]}]}`)})
@@ -241,7 +244,7 @@ func TestSetupRefusalsOnFake(t *testing.T) {
 		t.Errorf("bad mode: %v", err)
 	}
 	ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Script: strings.NewReader(`{"steps": [{"run": ["fail-step"]}]}`)})
-	if !errors.Is(err, templates.ErrStepFailed) || ses == nil || ses.State != templates.SessionFailed || !strings.Contains(ses.FailureReason, "step 1: exited 3: no such package") {
+	if errcode.ReasonOf(err) != "step_failed" || ses == nil || ses.State != templates.SessionFailed || !strings.Contains(ses.FailureReason, "step 1: exited 3: no such package") {
 		t.Errorf("failed step: %+v, %v", ses, err)
 	}
 	if live := liveSandboxes(w.fk); len(live) != 0 {
@@ -276,7 +279,7 @@ func TestSetupRefusalsOnFake(t *testing.T) {
 	if _, err := svc.Cancel(ctx, tplBoard, open.ID); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("a board member cancels: %v", err)
 	}
-	if _, err := svc.OpenTerminal(ctx, tplAgent, open.ID, templates.TerminalSize{Rows: 24, Cols: 80}); !errors.Is(err, errcode.ErrNotFound) {
+	if _, err := svc.OpenTerminal(ctx, tplAgent, open.ID, 24, 80); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("an agent opens the terminal: %v", err)
 	}
 	fs.environ = "LEAKED=fake-key-5c1e\x00"
@@ -302,8 +305,8 @@ func TestSetupRefusalsOnFake(t *testing.T) {
 		if !errors.Is(err, drivers.ErrUnsupported) || !strings.Contains(err.Error(), tc.undeclared.String()) || !strings.Contains(err.Error(), nw.fk.Name()) {
 			t.Errorf("without %s: %v", tc.undeclared, err)
 		}
-		if read.n != 0 || nw.fk.Calls("create") != 0 {
-			t.Errorf("without %s: %d script bytes read, %d sandboxes created", tc.undeclared, read.n, nw.fk.Calls("create"))
+		if read.n != 0 || fakectl.Of(nw.fk).Calls("create") != 0 {
+			t.Errorf("without %s: %d script bytes read, %d sandboxes created", tc.undeclared, read.n, fakectl.Of(nw.fk).Calls("create"))
 		}
 		if tc.undeclared == drivers.CapTerminal {
 			ses, err := nw.sys.Templates().Setup(ctx, tplOps, templates.SetupRequest{Environment: nw.env.ID, Script: strings.NewReader(fakeScript)})
@@ -380,15 +383,16 @@ func TestWebTerminalRingResetOnFake(t *testing.T) {
 		t.Fatal(err)
 	}
 	const ring = 64
-	srv := httptest.NewServer(svc.TerminalHandler(templates.TerminalHandlerOptions{RingBytes: ring,
-		Principal: func(*http.Request) (authz.Principal, error) { return tplOps, nil }}))
+	h := svc.TerminalHandler(func(*http.Request) (authz.Principal, error) { return tplOps, nil })
+	templatehook.SetTerminalRing(h, ring)
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 	mint := func() string {
-		m, err := svc.MintTerminalToken(ctx, tplOps, ses.ID, "/")
+		m, _, err := svc.MintTerminalToken(ctx, tplOps, ses.ID, "/")
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m.Token
+		return m
 	}
 	tc, _, err := termDial(t, srv.URL, "/", "ops", url.Values{"token": {mint()}})
 	if err != nil {
@@ -496,9 +500,9 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 			if point == "after-create" {
 				continue
 			}
-			next := ses.Clone()
+			next := *ses
 			next.State, next.Lease, next.Version = templates.SessionCapturing, h.ID(), 2
-			if err := st.Templates.UpdateSession(ctx, next); err != nil {
+			if err := st.Templates.UpdateSession(ctx, &next); err != nil {
 				t.Fatal(err)
 			}
 			tpl, err := svc.Capture(ctx, tplOps, h.ID(), "half")
@@ -513,9 +517,8 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 			if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 				t.Fatal(err)
 			}
-			next = next.Clone()
 			next.State, next.Template, next.Version = templates.SessionCaptured, tpl.ID, 3
-			if err := st.Templates.UpdateSession(ctx, next); err != nil {
+			if err := st.Templates.UpdateSession(ctx, &next); err != nil {
 				t.Fatal(err)
 			}
 			if point == "mid-promote-swapped" { // the pointer moved, the template states did not
@@ -531,10 +534,10 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 				}
 			}
 		}
-		live, destroysBefore := len(liveSandboxes(w.fk)), w.fk.Calls("destroy")
+		live, destroysBefore := len(liveSandboxes(w.fk)), fakectl.Of(w.fk).Calls("destroy")
 		injected := live > 0 && rng.IntN(2) == 0
 		if injected { // the first destroy of the sweep fails once, not as a transient error
-			w.fk.FailNth("destroy", destroysBefore+1, errors.New("fake: provider refused the delete"))
+			fakectl.Of(w.fk).FailNth("destroy", destroysBefore+1, errors.New("fake: provider refused the delete"))
 		}
 		for range 2 {
 			if _, err := w.sys.Sweep(ctx, tplOps); err != nil {
@@ -544,7 +547,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 		if left := liveSandboxes(w.fk); len(left) != 0 {
 			t.Errorf("seed %d %v: sandboxes left: %v", seed, schedule, left)
 		}
-		if n := w.fk.Calls("destroy") - destroysBefore; injected && n < live+1 || n < live {
+		if n := fakectl.Of(w.fk).Calls("destroy") - destroysBefore; injected && n < live+1 || n < live {
 			t.Errorf("seed %d %v: %d destroy calls for %d sandboxes (a failure injected: %t)", seed, schedule, n, live, injected)
 		}
 		ls, err := st.Leases.ListLeases(ctx, lease.Filter{Company: authz.InstanceCompany})
@@ -556,7 +559,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 				t.Errorf("seed %d %v: setup lease %s is %s, cleanup %q", seed, schedule, l.ID, l.Status, l.Cleanup)
 			}
 		}
-		sessions, err := st.Templates.ListSessions(ctx, templates.SessionFilter{})
+		sessions, err := st.Templates.ListSessions(ctx, templates.Filter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -645,8 +648,8 @@ func TestTwoSetupsAtOnceOverOnePostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if won != 1 || len(list) != 1 || fk.Calls("create") != 1 {
-		t.Errorf("%d started, %d stored, %d sandboxes created; want 1, 1 and 1", won, len(list), fk.Calls("create"))
+	if won != 1 || len(list) != 1 || fakectl.Of(fk).Calls("create") != 1 {
+		t.Errorf("%d started, %d stored, %d sandboxes created; want 1, 1 and 1", won, len(list), fakectl.Of(fk).Calls("create"))
 	}
 	if len(list) == 1 {
 		if _, err := systems[1].Templates().Cancel(ctx, tplOps, list[0].ID); err != nil {

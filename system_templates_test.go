@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
@@ -308,7 +309,7 @@ func TestFailedCaptureIsRecorded(t *testing.T) {
 	w.create(t, "tpl-fail")
 	h := w.acquire(t, lease.Ephemeral)
 	defer w.release(t, h, lease.Destroy)
-	w.fk.Inject(fake.Fault{Op: "capture", Err: errors.New("disk full")})
+	fakectl.Of(w.fk).Inject(fakectl.Fault{Op: "capture", Err: errors.New("disk full")})
 	tpl, err := w.sys.Templates().Capture(ctx, tplOps, h.ID(), "x")
 	if err == nil || !strings.Contains(err.Error(), "disk full") || tpl == nil || tpl.State != templates.StateFailed || !strings.Contains(tpl.FailureReason, "disk full") {
 		t.Fatalf("failed capture: %+v, %v", tpl, err)
@@ -426,8 +427,8 @@ func TestTemplateDrift(t *testing.T) {
 		t.Errorf("rollback of the active template: %v, want ErrConflict", err)
 	}
 	rev := w.view(t).Revision
-	if _, err := w.sys.Templates().Promote(ctx, tplOps, later.ID); !errors.Is(err, templates.ErrSourceMismatch) {
-		t.Errorf("promote of a template captured from another source config: %v, want ErrSourceMismatch", err)
+	if _, err := w.sys.Templates().Promote(ctx, tplOps, later.ID); errcode.ReasonOf(err) != "source_mismatch" || !errors.Is(err, errcode.ErrConflict) {
+		t.Errorf("promote of a template captured from another source config: %v, want a conflict of reason source_mismatch", err)
 	}
 	if v := w.view(t); v.Revision != rev || v.ActiveTemplate.ID != tpl.ID {
 		t.Errorf("a refused promote changed the environment: revision %d (was %d), pointer %+v", v.Revision, rev, v.ActiveTemplate)
@@ -454,7 +455,7 @@ func TestTemplateLeaseVerifiesTheLiveImage(t *testing.T) {
 	}
 	r := w.acquire(t, lease.ReuseByEnvironment)
 	w.release(t, r, lease.Stop)
-	w.fk.ReportWrongImage(r.SandboxID())
+	fakectl.Of(w.fk).ReportWrongImage(r.SandboxID())
 	_, err = w.sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{Company: "acme", EnvironmentID: w.env.ID, Policy: lease.ReuseByEnvironment})
 	if !errors.Is(err, lease.ErrImageMismatch) {
 		t.Fatalf("resume of a sandbox that reports another image: %v, want ErrImageMismatch", err)

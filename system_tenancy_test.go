@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
@@ -39,14 +40,13 @@ func TestTerminalTokenNotBurnedByAnotherPrincipal(t *testing.T) {
 	defer func() { _, _ = svc.Cancel(ctx, tplOps, ses.ID) }()
 	other := authz.Principal{ID: "ops-2", Role: authz.RoleInstanceAdmin}
 	who := map[string]authz.Principal{"ops": tplOps, "ops-2": other}
-	h := svc.TerminalHandler(templates.TerminalHandlerOptions{
-		Principal: func(r *http.Request) (authz.Principal, error) { return who[r.Header.Get("X-Test-As")], nil }})
+	h := svc.TerminalHandler(func(r *http.Request) (authz.Principal, error) { return who[r.Header.Get("X-Test-As")], nil })
 	mux := http.NewServeMux()
 	mux.Handle("/term", h)
 	mux.Handle("/other", h)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	m, err := svc.MintTerminalToken(ctx, tplOps, ses.ID, "/term")
+	m, _, err := svc.MintTerminalToken(ctx, tplOps, ses.ID, "/term")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,12 +54,12 @@ func TestTerminalTokenNotBurnedByAnotherPrincipal(t *testing.T) {
 		{"another principal", "/term", "ops-2"},
 		{"its principal on another path", "/other", "ops"},
 	} {
-		_, resp, err := termDial(t, srv.URL, tc.path, tc.as, url.Values{"token": {m.Token}})
+		_, resp, err := termDial(t, srv.URL, tc.path, tc.as, url.Values{"token": {m}})
 		if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("%s: %v, response %v; want 401 before any upgrade", tc.name, err, resp)
 		}
 	}
-	own, _, err := termDial(t, srv.URL, "/term", "ops", url.Values{"token": {m.Token}})
+	own, _, err := termDial(t, srv.URL, "/term", "ops", url.Values{"token": {m}})
 	if err != nil {
 		t.Fatalf("the owner after the refusals: %v (the token was used up by someone else)", err)
 	}
@@ -79,12 +79,11 @@ func TestSetupSessionPastItsTimeRefusedWhenUsed(t *testing.T) {
 	st := store.Memory()
 	w, _ := newSetupWorld(t, &berth.Options{Stores: st}, nil)
 	svc := w.sys.Templates()
-	srv := httptest.NewServer(svc.TerminalHandler(templates.TerminalHandlerOptions{
-		Principal: func(*http.Request) (authz.Principal, error) { return tplOps, nil }}))
+	srv := httptest.NewServer(svc.TerminalHandler(func(*http.Request) (authz.Principal, error) { return tplOps, nil }))
 	defer srv.Close()
 	uses := map[string]func(id, token string) error{
 		"mint a terminal token": func(id, _ string) error {
-			_, err := svc.MintTerminalToken(ctx, tplOps, id, "/")
+			_, _, err := svc.MintTerminalToken(ctx, tplOps, id, "/")
 			return err
 		},
 		"redeem a token minted while it was live": func(_, token string) error {
@@ -99,7 +98,7 @@ func TestSetupSessionPastItsTimeRefusedWhenUsed(t *testing.T) {
 			return errcode.ErrConflict
 		},
 		"open the terminal": func(id, _ string) error {
-			ts, err := svc.OpenTerminal(ctx, tplOps, id, templates.TerminalSize{Rows: 24, Cols: 80})
+			ts, err := svc.OpenTerminal(ctx, tplOps, id, 24, 80)
 			if err == nil {
 				_ = ts.Close()
 			}
@@ -122,7 +121,7 @@ func TestSetupSessionPastItsTimeRefusedWhenUsed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := svc.MintTerminalToken(ctx, tplOps, ses.ID, "/")
+			m, _, err := svc.MintTerminalToken(ctx, tplOps, ses.ID, "/")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +134,7 @@ func TestSetupSessionPastItsTimeRefusedWhenUsed(t *testing.T) {
 			if err := st.Templates.UpdateSession(ctx, cur); err != nil {
 				t.Fatal(err)
 			}
-			if err := do(ses.ID, m.Token); !errors.Is(err, errcode.ErrConflict) {
+			if err := do(ses.ID, m); !errors.Is(err, errcode.ErrConflict) {
 				t.Errorf("%s: %s: %v, want a refusal wrapping ErrConflict", when, use, err)
 			}
 			got, err := svc.Session(ctx, tplOps, ses.ID)
@@ -213,8 +212,8 @@ func TestQuotaHoldsAcrossTwoSystemsOnOnePostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(granted) != 4 || refused != 16 || len(live) != 4 || fk.Calls("create") != 4 {
-		t.Errorf("%d granted, %d refused, %d live, %d sandboxes created; want 4, 16, 4 and 4", len(granted), refused, len(live), fk.Calls("create"))
+	if len(granted) != 4 || refused != 16 || len(live) != 4 || fakectl.Of(fk).Calls("create") != 4 {
+		t.Errorf("%d granted, %d refused, %d live, %d sandboxes created; want 4, 16, 4 and 4", len(granted), refused, len(live), fakectl.Of(fk).Calls("create"))
 	}
 	for _, h := range granted {
 		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {

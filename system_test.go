@@ -25,6 +25,7 @@ import (
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/images/resolve"
 	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/testenv"
@@ -167,7 +168,7 @@ func TestSystemComposesEveryService(t *testing.T) {
 func TestRunHealthChecks(t *testing.T) {
 	ctx := context.Background()
 	fk := fake.New(nil)
-	fk.Inject(fake.Fault{Op: "health", Err: errors.New("api answers 503")})
+	fakectl.Of(fk).Inject(fakectl.Fault{Op: "health", Err: errors.New("api answers 503")})
 	st := store.Memory()
 	sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk}, TestMode: true})
 	if err != nil {
@@ -184,7 +185,7 @@ func TestRunHealthChecks(t *testing.T) {
 	if err := sys.RunHealthChecks(ctx, agent, time.Hour); !errors.Is(err, errcode.ErrDenied) {
 		t.Fatalf("RunHealthChecks for an agent: %v, want errcode.ErrDenied", err)
 	}
-	if n := fk.Calls("health"); n != 0 {
+	if n := fakectl.Of(fk).Calls("health"); n != 0 {
 		t.Fatalf("a refused round measured %d times", n)
 	}
 	rctx, cancel := context.WithCancel(ctx)

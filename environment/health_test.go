@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/reason"
 )
 
@@ -57,13 +58,13 @@ func TestProviderHealthGate(t *testing.T) {
 		t.Fatalf("a provider never measured must count as available: %v", err)
 	}
 
-	fd.Inject(fake.Fault{Op: "health", Err: errors.New("control plane answers 503")})
+	fakectl.Of(fd).Inject(fakectl.Fault{Op: "health", Err: errors.New("control plane answers 503")})
 	h, err := cat.RefreshHealth(ctx, admin, v.ID)
 	if err != nil || h == nil || h.Status != environment.HealthUnavailable || h.Code != reason.ProviderUnavailable ||
 		!strings.Contains(h.Reason, "503") || h.CheckedAt == nil || h.Endpoint != "fake region eu-1" {
 		t.Fatalf("RefreshHealth of a failing provider = %+v, %v", h, err)
 	}
-	calls := fd.Calls("health")
+	calls := fakectl.Of(fd).Calls("health")
 	for _, c := range []*environment.Catalog{cat, other} {
 		got := list(c)
 		if got.Health == nil || got.Health.Status != environment.HealthUnavailable || !strings.Contains(got.Unavailable, "503") ||
@@ -74,7 +75,7 @@ func TestProviderHealthGate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := fd.Calls("health"); n != calls {
+	if n := fakectl.Of(fd).Calls("health"); n != calls {
 		t.Errorf("listings measured the provider %d times (CAP-1)", n-calls)
 	}
 	_, err = asg.Resolve(ctx, admin, scope, 0)
@@ -91,7 +92,7 @@ func TestProviderHealthGate(t *testing.T) {
 		t.Errorf("Gate.Check: %v, want ErrUnavailable", err)
 	}
 
-	fd.ClearFaults()
+	fakectl.Of(fd).ClearFaults()
 	if h, err := other.RefreshHealth(ctx, admin, v.ID); err != nil || h.Status != environment.HealthAvailable {
 		t.Fatalf("RefreshHealth after recovery = %+v, %v", h, err)
 	}
@@ -128,13 +129,13 @@ func TestRefreshAllHealth(t *testing.T) {
 			t.Errorf("RefreshAllHealth for %s: %v, want errcode.ErrDenied", p, err)
 		}
 	}
-	if n := fd.Calls("health"); n != 0 {
+	if n := fakectl.Of(fd).Calls("health"); n != 0 {
 		t.Errorf("refused rounds measured %d times", n)
 	}
 	if err := cat.RefreshAllHealth(ctx, admin); err != nil {
 		t.Fatal(err)
 	}
-	if n := fd.Calls("health"); n != 2 {
+	if n := fakectl.Of(fd).Calls("health"); n != 2 {
 		t.Errorf("%d health checks for 2 endpoints", n)
 	}
 	hs, err := health.ListProviderHealth(ctx)

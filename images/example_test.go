@@ -47,7 +47,7 @@ func ExampleParseReference_invalid() {
 }
 
 // An Identity is what a live sandbox runs: a manifest digest in a
-// repository, or a provider snapshot id. Its text form round-trips through
+// repository (Digest), or a provider snapshot id (Provider, SnapshotID). Its text form round-trips through
 // ParseIdentity, and a pinned Reference names one.
 func ExampleIdentity() {
 	id, err := images.DigestIdentity("alpine", "sha256:"+"ab"+"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd")
@@ -56,16 +56,16 @@ func ExampleIdentity() {
 		return
 	}
 	again, err := images.ParseIdentity(id.String())
-	fmt.Println(id, id.Kind(), again == id, err)
+	fmt.Println(id, id.Digest() != "", again == id, err)
 
 	ref := images.MustParseReference("snapshot:daytona/snap-42")
 	snap, ok := ref.Identity()
-	fmt.Println(snap, snap.Kind(), ok)
+	fmt.Println(snap, snap.Provider(), snap.SnapshotID(), ok)
 
 	_, ok = images.MustParseReference("alpine:3").Identity()
 	fmt.Println("a tag has an identity:", ok)
 	// Output:
-	// index.docker.io/library/alpine@sha256:ab0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd digest true <nil>
-	// snapshot:daytona/snap-42 snapshot true
+	// index.docker.io/library/alpine@sha256:ab0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd true true <nil>
+	// snapshot:daytona/snap-42 daytona snap-42 true
 	// a tag has an identity: false
 }

@@ -10,39 +10,28 @@ import (
 	"github.com/berthdev/berth/errcode"
 )
 
-// IdentityKind says what an Identity names.
-type IdentityKind int
+// identityKind says what an Identity names.
+type identityKind int
 
 const (
-	// KindNone is the zero Identity: no image is known.
-	KindNone IdentityKind = iota
-	// KindDigest is an OCI image pinned by its manifest digest (repo@sha256:...).
-	KindDigest
-	// KindSnapshot is a provider snapshot named by the id the provider assigned
+	// kindNone is the zero Identity: no image is known.
+	kindNone identityKind = iota
+	// kindDigest is an OCI image pinned by its manifest digest (repo@sha256:...).
+	kindDigest
+	// kindSnapshot is a provider snapshot named by the id the provider assigned
 	// to it (for example a Daytona snapshot UUID).
-	KindSnapshot
+	kindSnapshot
 )
-
-// String returns "none", "digest" or "snapshot".
-func (k IdentityKind) String() string {
-	switch k {
-	case KindDigest:
-		return "digest"
-	case KindSnapshot:
-		return "snapshot"
-	default:
-		return "none"
-	}
-}
 
 // Identity is the immutable identity of an image: an OCI manifest digest in a
 // repository, or a provider snapshot id. It is a comparable value type; the
-// zero Identity names nothing.
+// zero Identity names nothing (IsZero). Digest is not "" for a digest
+// identity, SnapshotID not "" for a snapshot identity: that is its kind.
 //
 // The text form is "repo@sha256:<hex>" for a digest and
 // "snapshot:<provider>/<id>" for a provider snapshot.
 type Identity struct {
-	kind     IdentityKind
+	kind     identityKind
 	repo     string // normalized repository, digest identities only
 	digest   string // "sha256:<hex>", digest identities only
 	provider string // snapshot identities only
@@ -73,7 +62,7 @@ func DigestIdentity(repo, digest string) (Identity, error) {
 	if !repoPathRE.MatchString(r.RepositoryStr()) {
 		return Identity{}, fmt.Errorf("%w: repository %q: path is not lowercase components separated by /", errInvalidIdentity, repo)
 	}
-	return Identity{kind: KindDigest, repo: r.Name(), digest: digest}, nil
+	return Identity{kind: kindDigest, repo: r.Name(), digest: digest}, nil
 }
 
 // SnapshotIdentity returns the identity of a provider snapshot by the id the
@@ -85,7 +74,7 @@ func SnapshotIdentity(provider, id string) (Identity, error) {
 	if !snapshotIDRE.MatchString(id) {
 		return Identity{}, fmt.Errorf("%w: snapshot id %q", errInvalidIdentity, id)
 	}
-	return Identity{kind: KindSnapshot, provider: provider, id: id}, nil
+	return Identity{kind: kindSnapshot, provider: provider, id: id}, nil
 }
 
 // ParseIdentity parses the text form written by Identity.String. The empty
@@ -118,11 +107,8 @@ func MustParseIdentity(s string) Identity {
 	return id
 }
 
-// Kind reports what the identity names.
-func (i Identity) Kind() IdentityKind { return i.kind }
-
 // IsZero reports whether i names nothing.
-func (i Identity) IsZero() bool { return i.kind == KindNone }
+func (i Identity) IsZero() bool { return i.kind == kindNone }
 
 // Repository returns the normalized repository of a digest identity, or "".
 func (i Identity) Repository() string { return i.repo }
@@ -139,9 +125,9 @@ func (i Identity) SnapshotID() string { return i.id }
 // String returns the text form; "" for the zero Identity.
 func (i Identity) String() string {
 	switch i.kind {
-	case KindDigest:
+	case kindDigest:
 		return i.repo + "@" + i.digest
-	case KindSnapshot:
+	case kindSnapshot:
 		return "snapshot:" + i.provider + "/" + i.id
 	default:
 		return ""
@@ -166,9 +152,9 @@ func (i *Identity) UnmarshalText(b []byte) error {
 // and the zero Reference for the zero Identity.
 func (i Identity) Reference() Reference {
 	switch i.kind {
-	case KindDigest:
+	case kindDigest:
 		return Reference{kind: RefDigest, repo: i.repo, digest: i.digest}
-	case KindSnapshot:
+	case kindSnapshot:
 		return Reference{kind: RefSnapshotID, provider: i.provider, snapshot: i.id}
 	default:
 		return Reference{}

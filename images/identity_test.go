@@ -33,7 +33,7 @@ func TestParseIdentityGood(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := facts{id.Kind().String(), id.String(), id.Repository(), id.Digest(), id.Provider(), id.SnapshotID()}
+			got := facts{kindName(id), id.String(), id.Repository(), id.Digest(), id.Provider(), id.SnapshotID()}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("ParseIdentity(%q) (-want +got):\n%s", tt.in, diff)
 			}
@@ -79,4 +79,15 @@ func TestIdentityText(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"id":"nope"}`), &out); !errors.Is(err, errInvalidIdentity) {
 		t.Errorf("unmarshal of a bad identity: %v", err)
 	}
+}
+
+// kindName names what id names: "none", "digest" or "snapshot".
+func kindName(id Identity) string {
+	switch {
+	case id.Digest() != "":
+		return "digest"
+	case id.SnapshotID() != "":
+		return "snapshot"
+	}
+	return "none"
 }

@@ -11,43 +11,26 @@ import (
 	"github.com/berthdev/berth/errcode"
 )
 
-// RefKind says what a Reference names.
-type RefKind int
+// RefKind says what a Reference names; it prints as itself. The zero
+// Reference (IsZero: no image configured, a provider default, which is
+// mutable) has the empty RefKind.
+type RefKind string
 
 const (
-	// RefNone is the zero Reference: no image configured (a provider
-	// default). It is mutable.
-	RefNone RefKind = iota
 	// RefTag is an OCI reference by tag (repo:tag, or a bare repo, which
 	// means repo:latest). It is mutable.
-	RefTag
+	RefTag RefKind = "tag"
 	// RefDigest is an OCI reference pinned by manifest digest
 	// (repo@sha256:<hex>). It is immutable.
-	RefDigest
+	RefDigest RefKind = "digest"
 	// RefSnapshotID is a provider snapshot referenced by the id the provider
 	// assigned ("snapshot:<provider>/<id>"). It is immutable.
-	RefSnapshotID
+	RefSnapshotID RefKind = "snapshot-id"
 	// RefSnapshotName is a provider snapshot known only by its name
 	// ("snapshot-name:<provider>/<name>"). It is mutable: the provider may
 	// resolve the name to another snapshot at any time.
-	RefSnapshotName
+	RefSnapshotName RefKind = "snapshot-name"
 )
-
-// String returns "none", "tag", "digest", "snapshot-id" or "snapshot-name".
-func (k RefKind) String() string {
-	switch k {
-	case RefTag:
-		return "tag"
-	case RefDigest:
-		return "digest"
-	case RefSnapshotID:
-		return "snapshot-id"
-	case RefSnapshotName:
-		return "snapshot-name"
-	default:
-		return "none"
-	}
-}
 
 // errInvalidReference is wrapped, with the input quoted, by the errors of
 // ParseReference: errcode.Code says errcode.Invalid.
@@ -182,28 +165,17 @@ func MustParseReference(s string) Reference {
 	return r
 }
 
-// Kind reports what the reference names.
+// Kind reports what the reference names; "" for the zero Reference.
 func (r Reference) Kind() RefKind { return r.kind }
 
 // IsZero reports whether r names no image (a provider default).
-func (r Reference) IsZero() bool { return r.kind == RefNone }
-
-// IsOCI reports whether r is an OCI registry reference (tag or digest).
-func (r Reference) IsOCI() bool { return r.kind == RefTag || r.kind == RefDigest }
+func (r Reference) IsZero() bool { return r.kind == "" }
 
 // Repository returns the normalized repository of an OCI reference
-// ("alpine" gives "index.docker.io/library/alpine"), or "".
+// (RefTag, RefDigest): "alpine" gives "index.docker.io/library/alpine",
+// whose registry host is what comes before the first "/". It is "" for a
+// snapshot reference and the zero Reference, which no registry serves.
 func (r Reference) Repository() string { return r.repo }
-
-// Registry returns the registry host of an OCI reference
-// ("index.docker.io", "127.0.0.1:5000"), or "".
-func (r Reference) Registry() string {
-	if !r.IsOCI() {
-		return ""
-	}
-	reg, _, _ := strings.Cut(r.repo, "/")
-	return reg
-}
 
 // Tag returns the tag of a tag reference ("latest" when it was implicit),
 // or "".
@@ -225,27 +197,12 @@ func (r Reference) SnapshotName() string {
 func (r Reference) Identity() (Identity, bool) {
 	switch r.kind {
 	case RefDigest:
-		return Identity{kind: KindDigest, repo: r.repo, digest: r.digest}, true
+		return Identity{kind: kindDigest, repo: r.repo, digest: r.digest}, true
 	case RefSnapshotID:
-		return Identity{kind: KindSnapshot, provider: r.provider, id: r.snapshot}, true
+		return Identity{kind: kindSnapshot, provider: r.provider, id: r.snapshot}, true
 	default:
 		return Identity{}, false
 	}
-}
-
-// Name returns r as a go-containerregistry reference, for registry calls,
-// and false for snapshot references and the zero Reference. opts are passed
-// to name.ParseReference (for example name.Insecure).
-func (r Reference) Name(opts ...name.Option) (name.Reference, bool) {
-	if !r.IsOCI() {
-		return nil, false
-	}
-	n, err := name.ParseReference(r.String(), opts...)
-	if err != nil {
-		// Unreachable: r was parsed by the same rules.
-		return nil, false
-	}
-	return n, true
 }
 
 // String returns the normalized text form; "" for the zero Reference.

@@ -16,6 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 )
@@ -31,7 +32,7 @@ func TestAcquireExecRelease(t *testing.T) {
 		t.Fatalf("lease after acquire: status %s, provider %s/%s; want active fake/%s", l.Status, l.Provider, l.ProviderLeaseID, h.SandboxID())
 	}
 	wantLabels := map[string]string{"berth.instance": "test-instance", "berth.environment": "env-1", "berth.lease": h.ID()}
-	if diff := cmp.Diff(wantLabels, w.fk.Sandboxes()[0].Labels); diff != "" {
+	if diff := cmp.Diff(wantLabels, fakectl.Of(w.fk).Sandboxes()[0].Labels); diff != "" {
 		t.Errorf("provider labels (-want +got):\n%s", diff)
 	}
 	if !l.ExpiresAt.Equal(t0.Add(leaseTTL)) || l.Uses != 1 || l.Fingerprint == "" {
@@ -110,7 +111,7 @@ func TestWriteAheadAndBudgetPrecedence(t *testing.T) {
 			t.Parallel()
 			claimed := make(chan time.Time, 1)
 			w := newWorld(t, worldOpts{
-				fake: &fake.Options{StartupBudget: tt.provider},
+				startupBudget: tt.provider,
 				wrap: func(fk *fake.Driver, s lease.Store) drivers.Driver {
 					return writeAheadDriver{Driver: fk, store: s, t: t, claimed: claimed}
 				},
@@ -147,7 +148,7 @@ func TestRejectedInsertCreatesNothing(t *testing.T) {
 	if !errors.Is(err, errStoreDown) || !strings.Contains(err.Error(), "nothing was created") {
 		t.Errorf("Acquire: %v, want the store error saying nothing was created", err)
 	}
-	if n := w.fk.Calls("create"); n != 0 {
+	if n := fakectl.Of(w.fk).Calls("create"); n != 0 {
 		t.Errorf("provider create called %d times, want 0", n)
 	}
 }
@@ -206,7 +207,7 @@ func TestAcquireRefusals(t *testing.T) {
 			if strings.Contains(err.Error(), "pasted-secret") {
 				t.Errorf("error leaks the secret: %v", err)
 			}
-			if n := w.fk.TotalCalls(); n != 0 {
+			if n := fakectl.Of(w.fk).TotalCalls(); n != 0 {
 				t.Errorf("refused acquisition made %d provider calls", n)
 			}
 			if ls, _ := w.store.ListLeases(bg, lease.Filter{}); len(ls) != 0 {
@@ -228,7 +229,7 @@ func TestSameRunIsIdempotent(t *testing.T) {
 			if h1.ID() != h2.ID() || h1.SandboxID() != h2.SandboxID() {
 				t.Errorf("second acquire in the run: lease %s/%s, want %s/%s", h2.ID(), h2.SandboxID(), h1.ID(), h1.SandboxID())
 			}
-			if n := w.fk.Calls("create"); n != 1 {
+			if n := fakectl.Of(w.fk).Calls("create"); n != 1 {
 				t.Errorf("creates = %d, want 1", n)
 			}
 			h3 := w.acquire(p, "run-2")
@@ -285,7 +286,7 @@ func TestConcurrentAcquisitionsOfOneReuseKeyMakeOneSandbox(t *testing.T) {
 	if got := slices.Compact(slices.Sorted(slices.Values(ids))); len(got) != 1 {
 		t.Errorf("leases handed out: %v, want one", got)
 	}
-	if n := w.fk.Calls("create"); n != 1 {
+	if n := fakectl.Of(w.fk).Calls("create"); n != 1 {
 		t.Errorf("provider creates = %d, want 1", n)
 	}
 	if got := w.liveSandboxes(); len(got) != 1 {
@@ -304,11 +305,11 @@ func TestSecretsAreReferencesOnTheRecord(t *testing.T) {
 		t.Errorf("recorded api_key = %v, want the secret reference", l.Config["api_key"])
 	}
 	before := w.secretLookups.Load()
-	w.fk.FakeStop(l.ProviderLeaseID, "unconfirmed")
+	fakectl.Of(w.fk).FakeStop(l.ProviderLeaseID, "unconfirmed")
 	if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
 		t.Fatalf("Release: %v, want ErrCleanupPending", err)
 	}
-	w.fk.ClearFaults()
+	fakectl.Of(w.fk).ClearFaults()
 	rep, err := w.m.Sweep(bg, op)
 	if err != nil || rep.CleanedUp != 1 {
 		t.Fatalf("Sweep: %+v, %v; want one cleanup", rep, err)
@@ -336,7 +337,7 @@ func TestUsage(t *testing.T) {
 	w.acquire(lease.Ephemeral, "a")
 	reusable := w.acquire(lease.ReuseByEnvironment, "b")
 	pending := w.acquire(lease.Ephemeral, "c")
-	w.fk.RefuseStop(pending.SandboxID(), nil)
+	fakectl.Of(w.fk).RefuseStop(pending.SandboxID(), nil)
 	if _, err := pending.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
 		t.Fatalf("Release: %v", err)
 	}
@@ -409,7 +410,7 @@ func TestAcquireThroughAScope(t *testing.T) {
 	if _, err := w.m.Acquire(bg, op, lease.AcquireRequest{Scope: scope, EnvironmentID: w.env.ID, Run: "r4"}); !errors.Is(err, errcode.ErrInvalid) {
 		t.Errorf("scope and id: %v, want errcode.ErrInvalid", err)
 	}
-	if n := w.fk.Calls("create"); n != 1 {
+	if n := fakectl.Of(w.fk).Calls("create"); n != 1 {
 		t.Errorf("creates = %d, want 1", n)
 	}
 }

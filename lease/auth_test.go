@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -115,7 +116,7 @@ func TestAcquireAuthorization(t *testing.T) {
 					tenant = req.Scope.Company
 				}
 				wantNoTenantLeak(t, err, tenant, req.EnvironmentID)
-				if n := w.fk.TotalCalls(); n != 0 {
+				if n := fakectl.Of(w.fk).TotalCalls(); n != 0 {
 					t.Errorf("a refused acquisition made %d provider calls", n)
 				}
 			})

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -22,7 +22,7 @@ func TestCoalescedCallersCancelAlone(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			const delay = 30 * time.Second // the start waits for the test to advance the fake clock
-			w := newWorld(t, worldOpts{fake: &fake.Options{StartDelay: delay}})
+			w := newWorld(t, worldOpts{startDelay: delay})
 			joined := make(chan string, 2)
 			lease.SetJoinHook(w.m, func(key string) { joined <- key })
 
@@ -71,7 +71,7 @@ func TestCoalescedCallersCancelAlone(t *testing.T) {
 			if l := w.get(o.h.ID()); l.Status != lease.StatusActive {
 				t.Errorf("lease %s is %s, want active", l.ID, l.Status)
 			}
-			if n := w.fk.Calls("create"); n != 1 {
+			if n := fakectl.Of(w.fk).Calls("create"); n != 1 {
 				t.Errorf("%d creates, want 1", n)
 			}
 		})

@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -44,7 +45,7 @@ func TestCrashDuringAcquisition(t *testing.T) {
 			if !errors.Is(err, errCrashed) {
 				t.Fatalf("Acquire in the crashing process: %v, want the crash", err)
 			}
-			if got := len(w.fk.Sandboxes()); got != tt.wantSandboxes {
+			if got := len(fakectl.Of(w.fk).Sandboxes()); got != tt.wantSandboxes {
 				t.Fatalf("sandboxes at the provider after the crash: %d, want %d", got, tt.wantSandboxes)
 			}
 			ls, _ := w.store.ListLeases(bg, lease.Filter{})
@@ -121,22 +122,22 @@ func TestCreateFailsAfterAllocating(t *testing.T) {
 	}{
 		{
 			name:       "a permanent start failure destroys the sandbox (LEASE-2)",
-			setup:      func(fk *fake.Driver) { fk.FailNth("start", 1, errPermanent) },
+			setup:      func(fk *fake.Driver) { fakectl.Of(fk).FailNth("start", 1, errPermanent) },
 			wantErr:    errPermanent,
 			wantStatus: lease.StatusFailed, wantCreates: 1,
 			wantStates: map[string]drivers.State{"fake-1": drivers.StateDestroyed},
 		},
 		{
 			name:       "a transient start failure is retried after destroying the first sandbox (LEASE-3)",
-			setup:      func(fk *fake.Driver) { fk.FailNth("start", 1, nil) },
+			setup:      func(fk *fake.Driver) { fakectl.Of(fk).FailNth("start", 1, nil) },
 			wantStatus: lease.StatusActive, wantCreates: 2,
 			wantStates: map[string]drivers.State{"fake-1": drivers.StateDestroyed, "fake-2": drivers.StateRunning},
 		},
 		{
 			name: "a failed start whose sandbox cannot be destroyed stays pending cleanup (LEASE-6)",
 			setup: func(fk *fake.Driver) {
-				fk.FailNth("start", 1, errPermanent)
-				fk.RefuseStop("fake-1", errPermanent)
+				fakectl.Of(fk).FailNth("start", 1, errPermanent)
+				fakectl.Of(fk).RefuseStop("fake-1", errPermanent)
 			},
 			wantErr:    lease.ErrCleanupPending,
 			wantStatus: lease.StatusPendingCleanup, wantCreates: 1,
@@ -145,22 +146,25 @@ func TestCreateFailsAfterAllocating(t *testing.T) {
 		{
 			name: "a transient failure whose sandbox cannot be destroyed is not retried",
 			setup: func(fk *fake.Driver) {
-				fk.FailNth("start", 1, nil)
-				fk.RefuseStop("fake-1", errPermanent)
+				fakectl.Of(fk).FailNth("start", 1, nil)
+				fakectl.Of(fk).RefuseStop("fake-1", errPermanent)
 			},
 			wantErr:    lease.ErrCleanupPending,
 			wantStatus: lease.StatusPendingCleanup, wantCreates: 1,
 			wantStates: map[string]drivers.State{"fake-1": drivers.StateError},
 		},
 		{
-			name:       "transient create failures without allocation are retried",
-			setup:      func(fk *fake.Driver) { fk.FailNth("create", 1, nil); fk.FailNth("create", 2, nil) },
+			name: "transient create failures without allocation are retried",
+			setup: func(fk *fake.Driver) {
+				fakectl.Of(fk).FailNth("create", 1, nil)
+				fakectl.Of(fk).FailNth("create", 2, nil)
+			},
 			wantStatus: lease.StatusActive, wantCreates: 3,
 			wantStates: map[string]drivers.State{"fake-1": drivers.StateRunning},
 		},
 		{
 			name:       "a permanent create failure is not retried",
-			setup:      func(fk *fake.Driver) { fk.FailNth("create", 1, errPermanent) },
+			setup:      func(fk *fake.Driver) { fakectl.Of(fk).FailNth("create", 1, errPermanent) },
 			wantErr:    errPermanent,
 			wantStatus: lease.StatusFailed, wantCreates: 1,
 			wantStates: map[string]drivers.State{},
@@ -182,18 +186,18 @@ func TestCreateFailsAfterAllocating(t *testing.T) {
 			if h != nil && h.SandboxID() != ls[0].ProviderLeaseID {
 				t.Errorf("handle sandbox %s, record %s", h.SandboxID(), ls[0].ProviderLeaseID)
 			}
-			if n := w.fk.Calls("create"); n != tt.wantCreates {
+			if n := fakectl.Of(w.fk).Calls("create"); n != tt.wantCreates {
 				t.Errorf("creates = %d, want %d", n, tt.wantCreates)
 			}
 			got := map[string]drivers.State{}
-			for _, s := range w.fk.Sandboxes() {
+			for _, s := range fakectl.Of(w.fk).Sandboxes() {
 				got[s.ID] = s.State
 			}
 			if diff := cmp.Diff(tt.wantStates, got); diff != "" {
 				t.Errorf("provider sandboxes (-want +got):\n%s", diff)
 			}
 			if tt.wantStatus == lease.StatusPendingCleanup {
-				w.fk.ClearFaults()
+				fakectl.Of(w.fk).ClearFaults()
 				if rep, err := w.m.Sweep(bg, op); err != nil || rep.CleanedUp != 1 {
 					t.Errorf("Sweep: %+v, %v", rep, err)
 				}
@@ -234,7 +238,7 @@ func TestSlowStartIsResumedByTheNextAcquisition(t *testing.T) {
 	// LEASE-3, LEASE-4: a start longer than the budget fails the acquisition
 	// at the budget; the sandbox finishes starting and the next acquisition
 	// resumes that same sandbox.
-	w := newWorld(t, worldOpts{fake: &fake.Options{StartDelay: 3 * budget}})
+	w := newWorld(t, worldOpts{startDelay: 3 * budget})
 	var err error
 	w.advanceWhenStarting(budget, func() { _, err = w.m.Acquire(bg, op, w.req(lease.ReuseByEnvironment, "run-1")) })
 	if !errors.Is(err, lease.ErrStartupBudget) || !strings.Contains(err.Error(), "retained") {
@@ -248,12 +252,12 @@ func TestSlowStartIsResumedByTheNextAcquisition(t *testing.T) {
 		t.Fatalf("lease after the slow start: %+v", ls)
 	}
 	w.clk.Advance(2 * budget) // the sandbox finishes starting
-	w.fk.SetStartDelay(0)
+	fakectl.Of(w.fk).SetStartDelay(0)
 	h := w.acquire(lease.ReuseByEnvironment, "run-2")
 	if !h.Resumed() || h.ID() != ls[0].ID || h.SandboxID() != "fake-1" {
 		t.Errorf("second acquisition: lease %s sandbox %s resumed %t; want %s fake-1 resumed", h.ID(), h.SandboxID(), h.Resumed(), ls[0].ID)
 	}
-	if n := w.fk.Calls("create"); n != 1 {
+	if n := fakectl.Of(w.fk).Calls("create"); n != 1 {
 		t.Errorf("creates = %d, want 1", n)
 	}
 	if l := w.get(h.ID()); l.Status != lease.StatusActive || l.Run != "run-2" || l.Uses != 1 {
@@ -264,7 +268,7 @@ func TestSlowStartIsResumedByTheNextAcquisition(t *testing.T) {
 func TestSlowEphemeralStartIsDestroyed(t *testing.T) {
 	t.Parallel()
 	// LEASE-3: an ephemeral sandbox that did not start in time is destroyed.
-	w := newWorld(t, worldOpts{fake: &fake.Options{StartDelay: 3 * budget}})
+	w := newWorld(t, worldOpts{startDelay: 3 * budget})
 	var err error
 	w.advanceWhenStarting(budget, func() { _, err = w.m.Acquire(bg, op, w.req(lease.Ephemeral, "r")) })
 	if !errors.Is(err, lease.ErrStartupBudget) {
@@ -294,7 +298,7 @@ func TestFailedResumePreservesTheLease(t *testing.T) {
 	// lease and its sandbox, creates nothing, and says so.
 	w := newWorld(t, worldOpts{})
 	id := stoppedReusable(t, w)
-	w.fk.Inject(fake.Fault{Op: "resume", Err: errPermanent})
+	fakectl.Of(w.fk).Inject(fakectl.Fault{Op: "resume", Err: errPermanent})
 	_, err := w.m.Acquire(bg, op, w.req(lease.ReuseByEnvironment, "run-2"))
 	if !errors.Is(err, lease.ErrPreserved) || !errors.Is(err, errPermanent) || !strings.Contains(err.Error(), "preserved") {
 		t.Fatalf("Acquire: %v, want ErrPreserved wrapping the cause", err)
@@ -303,14 +307,14 @@ func TestFailedResumePreservesTheLease(t *testing.T) {
 	if l.Status != lease.StatusReleased || l.ReuseKey == "" || l.ProviderLeaseID != "fake-1" || l.ClaimedBy != "" {
 		t.Errorf("preserved lease: %+v", l)
 	}
-	if n := w.fk.Calls("create"); n != 1 {
+	if n := fakectl.Of(w.fk).Calls("create"); n != 1 {
 		t.Errorf("creates = %d, want 1 (no silent replacement)", n)
 	}
 	if st := w.state("fake-1"); st != drivers.StateStopped {
 		t.Errorf("sandbox %s, want stopped (kept)", st)
 	}
 	// Once the provider recovers, the same sandbox is resumed.
-	w.fk.ClearFaults()
+	fakectl.Of(w.fk).ClearFaults()
 	h := w.acquire(lease.ReuseByEnvironment, "run-3")
 	if h.ID() != id || h.SandboxID() != "fake-1" || !h.Resumed() {
 		t.Errorf("after recovery: lease %s sandbox %s", h.ID(), h.SandboxID())
@@ -321,10 +325,10 @@ func TestTransientResumeFailureIsRetried(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOpts{})
 	id := stoppedReusable(t, w)
-	w.fk.FailNth("resume", 1, nil)
+	fakectl.Of(w.fk).FailNth("resume", 1, nil)
 	h := w.acquire(lease.ReuseByEnvironment, "run-2")
-	if h.ID() != id || w.fk.Calls("resume") != 2 {
-		t.Errorf("lease %s after %d resumes, want %s after 2", h.ID(), w.fk.Calls("resume"), id)
+	if h.ID() != id || fakectl.Of(w.fk).Calls("resume") != 2 {
+		t.Errorf("lease %s after %d resumes, want %s after 2", h.ID(), fakectl.Of(w.fk).Calls("resume"), id)
 	}
 }
 
@@ -340,7 +344,7 @@ func TestReplacementReasons(t *testing.T) {
 		oldSandbox drivers.State
 	}{
 		{"the provider lost the sandbox", func(w *world, pid string) {
-			if err := w.fk.Lose(pid); err != nil {
+			if err := fakectl.Of(w.fk).Lose(pid); err != nil {
 				w.t.Fatal(err)
 			}
 		}, lease.ReplaceNotFound, lease.StatusFailed, "lost"},

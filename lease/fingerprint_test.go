@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -107,7 +108,7 @@ func TestActiveRunLeaseInAnotherProcess(t *testing.T) {
 	if !errors.Is(err, errcode.ErrConflict) {
 		t.Errorf("Acquire from another process: %v, want errcode.ErrConflict", err)
 	}
-	if n := w.fk.Calls("create"); n != 1 {
+	if n := fakectl.Of(w.fk).Calls("create"); n != 1 {
 		t.Errorf("creates = %d, want 1", n)
 	}
 }
@@ -124,7 +125,7 @@ func TestAnotherProcessSharesAnActiveReusableSandbox(t *testing.T) {
 	if h2.ID() != h1.ID() || h2.SandboxID() != h1.SandboxID() || !h2.Resumed() {
 		t.Errorf("second replica: lease %s sandbox %s; want %s %s resumed", h2.ID(), h2.SandboxID(), h1.ID(), h1.SandboxID())
 	}
-	if n := w.fk.Calls("create"); n != 1 {
+	if n := fakectl.Of(w.fk).Calls("create"); n != 1 {
 		t.Errorf("creates = %d, want 1", n)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 )
@@ -121,11 +122,13 @@ type world struct {
 }
 
 type worldOpts struct {
-	fake    *fake.Options
-	store   lease.Store
-	wrap    func(*fake.Driver, lease.Store) drivers.Driver // wraps the fake for the registry
-	config  map[string]any                                 // raw environment config
-	options func(*lease.Options)
+	fake *fake.Options
+	// startDelay and startupBudget are the fake's (fakectl.Controls).
+	startDelay, startupBudget time.Duration
+	store                     lease.Store
+	wrap                      func(*fake.Driver, lease.Store) drivers.Driver // wraps the fake for the registry
+	config                    map[string]any                                 // raw environment config
+	options                   func(*lease.Options)
 }
 
 func newWorld(t testing.TB, wo worldOpts) *world {
@@ -135,8 +138,11 @@ func newWorld(t testing.TB, wo worldOpts) *world {
 	if wo.fake != nil {
 		fo = *wo.fake
 	}
-	fo.Clock = &stepClock{Fake: f, w: w.fkw}
 	w.fk = fake.New(&fo)
+	ctl := fakectl.Of(w.fk)
+	ctl.SetClock(&stepClock{Fake: f, w: w.fkw})
+	ctl.SetStartDelay(wo.startDelay)
+	ctl.SetStartupBudget(wo.startupBudget)
 	w.store = wo.store
 	if w.store == nil {
 		w.store = lease.NewMemoryStore()
@@ -249,7 +255,7 @@ func (w *world) get(id string) *lease.Lease {
 }
 
 func (w *world) state(id string) drivers.State {
-	st, ok := w.fk.State(id)
+	st, ok := fakectl.Of(w.fk).State(id)
 	if !ok {
 		return "lost"
 	}
@@ -260,7 +266,7 @@ func (w *world) state(id string) drivers.State {
 // destroyed.
 func (w *world) liveSandboxes() []string {
 	var out []string
-	for _, s := range w.fk.Sandboxes() {
+	for _, s := range fakectl.Of(w.fk).Sandboxes() {
 		if s.State != drivers.StateDestroyed {
 			out = append(out, s.ID)
 		}

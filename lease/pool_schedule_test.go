@@ -13,6 +13,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 )
@@ -139,7 +140,7 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 	var handles []*lease.Handle
 	adoptedBy := map[string]string{} // member id -> the run that adopted it
 	pickSandbox := func() string {
-		all := w.fk.Sandboxes()
+		all := fakectl.Of(w.fk).Sandboxes()
 		if len(all) == 0 {
 			return "fake-1"
 		}
@@ -236,11 +237,11 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 			switch rng.IntN(4) {
 			case 0, 1:
 				op := schedOps[rng.IntN(len(schedOps))]
-				w.fk.FailNth(op, w.fk.Calls(op)+1+rng.IntN(3), err)
+				fakectl.Of(w.fk).FailNth(op, fakectl.Of(w.fk).Calls(op)+1+rng.IntN(3), err)
 			case 2:
-				w.fk.RefuseStop(pickSandbox(), err)
+				fakectl.Of(w.fk).RefuseStop(pickSandbox(), err)
 			case 3:
-				_ = w.fk.Lose(pickSandbox())
+				_ = fakectl.Of(w.fk).Lose(pickSandbox())
 			}
 		case r < 86: // arm a crash of the current process
 			proc.arm(1 + rng.IntN(8))
@@ -280,7 +281,7 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 	}
 	m.Close()
 	other.Close()
-	w.fk.ClearFaults()
+	fakectl.Of(w.fk).ClearFaults()
 	final := w.newManager(listEnvs)
 	defer final.Close()
 	w.clk.Advance(budget + claimGrace + cleanupB + time.Second)

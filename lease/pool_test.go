@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -311,7 +312,7 @@ func TestPoolAdoptionVerifiesLiveImage(t *testing.T) {
 		t.Fatalf("members %v", members)
 	}
 	bad := w.get(members[0])
-	w.fk.ReportWrongImage(bad.ProviderLeaseID)
+	fakectl.Of(w.fk).ReportWrongImage(bad.ProviderLeaseID)
 	h := w.acquire(lease.Ephemeral, "run-1")
 	if h.Lease().ID != members[1] {
 		t.Fatalf("adopted %s, want %s (the member with the right image)", h.Lease().ID, members[1])

@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -33,7 +34,7 @@ func TestQuotas(t *testing.T) {
 	if _, err := acquire("acme", "env-1", "r2"); err != nil {
 		t.Fatal(err)
 	}
-	leases, sandboxes := len(mustList(t, w.store)), len(w.fk.Sandboxes())
+	leases, sandboxes := len(mustList(t, w.store)), len(fakectl.Of(w.fk).Sandboxes())
 	_, err = acquire("acme", "env-1", "r3")
 	if !errors.Is(err, lease.ErrQuota) {
 		t.Fatalf("third lease of acme on env-1: %v, want ErrQuota", err)
@@ -43,7 +44,7 @@ func TestQuotas(t *testing.T) {
 			t.Errorf("quota error %q does not say %q", err, want)
 		}
 	}
-	if n, s := len(mustList(t, w.store)), len(w.fk.Sandboxes()); n != leases || s != sandboxes {
+	if n, s := len(mustList(t, w.store)), len(fakectl.Of(w.fk).Sandboxes()); n != leases || s != sandboxes {
 		t.Fatalf("a refused acquisition wrote %d records and created %d sandboxes", n-leases, s-sandboxes)
 	}
 	// The same run gets its lease back: it adds none.

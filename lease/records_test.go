@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -57,7 +58,7 @@ func TestDraftRecordKeptWhileCleanupIsUnproven(t *testing.T) {
 	// any secret field, until a sweep proves it; then it goes.
 	w := newWorld(t, worldOpts{})
 	h := draftHandle(t, w)
-	w.fk.RefuseStop(h.SandboxID(), errors.New("provider busy"))
+	fakectl.Of(w.fk).RefuseStop(h.SandboxID(), errors.New("provider busy"))
 	if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
 		t.Fatalf("Release with a refused destroy: %v, want ErrCleanupPending", err)
 	}
@@ -68,7 +69,7 @@ func TestDraftRecordKeptWhileCleanupIsUnproven(t *testing.T) {
 	if _, has := rec.Config["api_key"]; has {
 		t.Errorf("the pending record holds the secret field")
 	}
-	w.fk.ClearFaults()
+	fakectl.Of(w.fk).ClearFaults()
 	rep, err := w.newManager(nil).Sweep(bg, op)
 	if err != nil || rep.CleanedUp != 1 {
 		t.Fatalf("Sweep = %+v, %v; want the cleanup proven", rep, err)

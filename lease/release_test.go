@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -89,11 +90,11 @@ func TestUnconfirmedStopIsNotProof(t *testing.T) {
 		name   string
 		inject func(fk *fake.Driver, pid string)
 	}{
-		{"stop accepted but not confirmed", func(fk *fake.Driver, pid string) { fk.FakeStop(pid, "unconfirmed") }},
-		{"confirmation for another sandbox", func(fk *fake.Driver, pid string) { fk.FakeStop(pid, "foreign_id") }},
+		{"stop accepted but not confirmed", func(fk *fake.Driver, pid string) { fakectl.Of(fk).FakeStop(pid, "unconfirmed") }},
+		{"confirmation for another sandbox", func(fk *fake.Driver, pid string) { fakectl.Of(fk).FakeStop(pid, "foreign_id") }},
 		// PRP-6: a runner's attestation alone never ends a lease.
-		{"confirmed by the runner's word only", func(fk *fake.Driver, pid string) { fk.FakeStop(pid, "runner_attested") }},
-		{"stop refused", func(fk *fake.Driver, pid string) { fk.RefuseStop(pid, nil) }},
+		{"confirmed by the runner's word only", func(fk *fake.Driver, pid string) { fakectl.Of(fk).FakeStop(pid, "runner_attested") }},
+		{"stop refused", func(fk *fake.Driver, pid string) { fakectl.Of(fk).RefuseStop(pid, nil) }},
 	}
 	for _, tt := range tests {
 		for _, d := range []lease.Disposition{lease.Stop, lease.Destroy} {
@@ -121,7 +122,7 @@ func TestUnconfirmedStopIsNotProof(t *testing.T) {
 				if got := w.get(l.ID); got.Status != lease.StatusPendingCleanup || got.CleanupAttempts != 1 {
 					t.Errorf("after failed sweep: %s attempts %d", got.Status, got.CleanupAttempts)
 				}
-				w.fk.ClearFaults()
+				fakectl.Of(w.fk).ClearFaults()
 				rep, err = w.m.Sweep(bg, op)
 				if err != nil || rep.CleanedUp != 1 {
 					t.Errorf("Sweep: %+v, %v", rep, err)
@@ -212,13 +213,13 @@ func TestConcurrentSweepsCleanEachLeaseOnce(t *testing.T) {
 	const n = 20
 	for i := range n {
 		h := w.acquire(lease.Ephemeral, "r"+string(rune('a'+i)))
-		w.fk.RefuseStop(h.SandboxID(), nil)
+		fakectl.Of(w.fk).RefuseStop(h.SandboxID(), nil)
 		if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
 			t.Fatal(err)
 		}
 	}
-	w.fk.ClearFaults()
-	before := w.fk.Calls("destroy")
+	fakectl.Of(w.fk).ClearFaults()
+	before := fakectl.Of(w.fk).Calls("destroy")
 	m2 := w.newManager(nil)
 	var r1, r2 lease.SweepReport
 	d1 := inBackground(func() { r1, _ = w.m.Sweep(bg, op) })
@@ -228,7 +229,7 @@ func TestConcurrentSweepsCleanEachLeaseOnce(t *testing.T) {
 	if r1.CleanedUp+r2.CleanedUp != n || r1.Claimed+r2.Claimed != n {
 		t.Errorf("sweeps cleaned %d+%d (claimed %d+%d), want %d in all", r1.CleanedUp, r2.CleanedUp, r1.Claimed, r2.Claimed, n)
 	}
-	if got := w.fk.Calls("destroy") - before; got != n {
+	if got := fakectl.Of(w.fk).Calls("destroy") - before; got != n {
 		t.Errorf("provider destroys = %d, want %d (each cleanup once)", got, n)
 	}
 }

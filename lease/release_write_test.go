@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -72,14 +73,14 @@ func TestFailedReleaseWriteLeavesLeaseToTheSweep(t *testing.T) {
 			h := w.acquire(lease.Ephemeral, "r")
 			pid := h.SandboxID()
 			if refuse {
-				w.fk.RefuseStop(pid, errors.New("provider busy"))
+				fakectl.Of(w.fk).RefuseStop(pid, errors.New("provider busy"))
 			}
 			fs.broken.Store(true)
 			if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); err == nil {
 				t.Fatal("Release succeeded although its final write failed")
 			}
 			fs.broken.Store(false)
-			w.fk.ClearFaults()
+			fakectl.Of(w.fk).ClearFaults()
 			if l := w.get(h.Lease().ID); l.Status != lease.StatusActive {
 				t.Fatalf("stored lease %s after the failed write, want active (the write never landed)", l.Status)
 			}

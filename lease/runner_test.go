@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -71,7 +72,7 @@ func TestATargetOfAnArchitectureWithoutARunnerIsRefusedBeforeAllocation(t *testi
 		!strings.Contains(err.Error(), "linux/"+runtime.GOARCH) {
 		t.Fatalf("Acquire = %v, want unsupported naming %s", err, runtime.GOARCH)
 	}
-	if n := len(w.fk.Sandboxes()); n != 0 {
+	if n := len(fakectl.Of(w.fk).Sandboxes()); n != 0 {
 		t.Errorf("%d sandboxes allocated", n)
 	}
 	if ls, _ := w.store.ListLeases(bg, lease.Filter{}); len(ls) != 0 {
@@ -82,7 +83,7 @@ func TestATargetOfAnArchitectureWithoutARunnerIsRefusedBeforeAllocation(t *testi
 	var asked []string
 	req.Runner = &drivers.RunnerSet{Build: func(ctx context.Context, arch string) (drivers.RunnerSpec, error) {
 		asked = append(asked, arch)
-		if n := len(w.fk.Sandboxes()); n != 0 {
+		if n := len(fakectl.Of(w.fk).Sandboxes()); n != 0 {
 			t.Errorf("Build called after %d sandboxes were allocated", n)
 		}
 		return drivers.RunnerSpec{Binary: "/cache/berth-runner", SHA256: strings.Repeat("ef", 32)}, nil
@@ -101,7 +102,7 @@ func TestATargetOfAnArchitectureWithoutARunnerIsRefusedBeforeAllocation(t *testi
 		t.Errorf("Build asked for %v, want once for %s", asked, runtime.GOARCH)
 	}
 	// A Build that fails refuses before allocation, with its error.
-	n := len(w.fk.Sandboxes())
+	n := len(fakectl.Of(w.fk).Sandboxes())
 	req.Run = "r4"
 	req.Runner = &drivers.RunnerSet{Build: func(context.Context, string) (drivers.RunnerSpec, error) {
 		return drivers.RunnerSpec{}, errors.New("no go command")
@@ -109,7 +110,7 @@ func TestATargetOfAnArchitectureWithoutARunnerIsRefusedBeforeAllocation(t *testi
 	if _, err := w.m.Acquire(bg, op, req); err == nil || !strings.Contains(err.Error(), "no go command") {
 		t.Errorf("Acquire with a failing Build = %v, want its error", err)
 	}
-	if len(w.fk.Sandboxes()) != n {
+	if len(fakectl.Of(w.fk).Sandboxes()) != n {
 		t.Error("a sandbox was allocated after the Build failed")
 	}
 }

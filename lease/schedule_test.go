@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -60,7 +60,7 @@ func TestRandomFaultSchedules(t *testing.T) {
 	}
 }
 
-var schedOps = []fake.Op{fake.OpCreate, fake.OpStart, fake.OpStop, fake.OpDestroy, fake.OpResume, fake.OpList, fake.OpExec}
+var schedOps = []string{"create", "start", "stop", "destroy", "resume", "list", "exec"}
 
 // scheduleStats counts what schedules did.
 type scheduleStats struct {
@@ -107,7 +107,7 @@ func runSchedule(t *testing.T, seed uint64) (int, scheduleStats, []string) {
 	other := w.newManager(nil)
 	var handles []*lease.Handle
 	pickSandbox := func() string {
-		all := w.fk.Sandboxes()
+		all := fakectl.Of(w.fk).Sandboxes()
 		if len(all) == 0 {
 			return "fake-1"
 		}
@@ -126,9 +126,9 @@ func runSchedule(t *testing.T, seed uint64) (int, scheduleStats, []string) {
 			acquire := func() { h, _ = m.Acquire(bg, op, req) }
 			if rng.IntN(8) == 0 { // a start longer than the budget
 				st.SlowStarts++
-				w.fk.SetStartDelay(3 * budget)
+				fakectl.Of(w.fk).SetStartDelay(3 * budget)
 				w.advanceWhenStarting(2*budget, acquire)
-				w.fk.SetStartDelay(0)
+				fakectl.Of(w.fk).SetStartDelay(0)
 				w.clk.Advance(3 * budget)
 			} else {
 				acquire()
@@ -163,13 +163,13 @@ func runSchedule(t *testing.T, seed uint64) (int, scheduleStats, []string) {
 			switch rng.IntN(5) {
 			case 0, 1:
 				op := schedOps[rng.IntN(len(schedOps))]
-				w.fk.FailNth(op, w.fk.Calls(op)+1+rng.IntN(3), err)
+				fakectl.Of(w.fk).FailNth(op, fakectl.Of(w.fk).Calls(op)+1+rng.IntN(3), err)
 			case 2:
-				w.fk.RefuseStop(pickSandbox(), err)
+				fakectl.Of(w.fk).RefuseStop(pickSandbox(), err)
 			case 3:
-				w.fk.FakeStop(pickSandbox(), []string{"unconfirmed", "foreign_id"}[rng.IntN(2)])
+				fakectl.Of(w.fk).FakeStop(pickSandbox(), []string{"unconfirmed", "foreign_id"}[rng.IntN(2)])
 			case 4:
-				_ = w.fk.Lose(pickSandbox())
+				_ = fakectl.Of(w.fk).Lose(pickSandbox())
 			}
 		case r < 85: // arm a crash of the current process
 			proc.arm(1 + rng.IntN(8))
@@ -193,8 +193,8 @@ func runSchedule(t *testing.T, seed uint64) (int, scheduleStats, []string) {
 		}
 	}
 	// The faults stop; a fresh process sweeps once every claim has expired.
-	w.fk.ClearFaults()
-	w.fk.SetStartDelay(0)
+	fakectl.Of(w.fk).ClearFaults()
+	fakectl.Of(w.fk).SetStartDelay(0)
 	final := w.newManager(nil)
 	w.clk.Advance(budget + claimGrace + cleanupB + time.Second)
 	var problems []string
@@ -211,7 +211,7 @@ func runSchedule(t *testing.T, seed uint64) (int, scheduleStats, []string) {
 			break
 		}
 	}
-	st.Sandboxes = len(w.fk.Sandboxes())
+	st.Sandboxes = len(fakectl.Of(w.fk).Sandboxes())
 	leaks, problems := checkOwnership(w, problems)
 	return leaks, st, problems
 }
@@ -237,7 +237,7 @@ func checkOwnership(w *world, problems []string) (int, []string) {
 		}
 	}
 	leaks := 0
-	for _, s := range w.fk.Sandboxes() {
+	for _, s := range fakectl.Of(w.fk).Sandboxes() {
 		if s.State == drivers.StateDestroyed {
 			continue
 		}

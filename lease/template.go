@@ -41,7 +41,7 @@ func startFromTemplate(a *acq, schema *config.Schema) error {
 		return fmt.Errorf("driver %q has no image field to start from template %s: %w", a.drv.Name(), t.ID, drivers.ErrUnsupported)
 	}
 	candidates := []string{id.String()}
-	if id.Kind() == images.KindSnapshot {
+	if id.SnapshotID() != "" {
 		candidates = append(candidates, id.SnapshotID())
 	}
 	for _, c := range candidates {

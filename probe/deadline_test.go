@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/testenv"
@@ -48,7 +49,7 @@ func TestStageDeadlineWithoutCallerDeadline(t *testing.T) {
 	if c := res.Cleanup; c == nil || !c.Confirmed || c.LeaseStatus != lease.StatusReleased {
 		t.Errorf("cleanup %+v", c)
 	}
-	for _, sb := range w.fake.Sandboxes() {
+	for _, sb := range fakectl.Of(w.fake).Sandboxes() {
 		if sb.State != drivers.StateDestroyed {
 			t.Errorf("sandbox %s left %s", sb.ID, sb.State)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/qualify"
 )
 
@@ -51,8 +52,8 @@ func TestDetectScriptOnFake(t *testing.T) {
 			if det.Hostname != sb.ID() || det.Cwd != "/root" {
 				t.Errorf("hostname %q, cwd %q; want %q, %q", det.Hostname, det.Cwd, sb.ID(), "/root")
 			}
-			if d.Calls("exec") != 1 {
-				t.Errorf("exec calls = %d, want exactly one", d.Calls("exec"))
+			if fakectl.Of(d).Calls("exec") != 1 {
+				t.Errorf("exec calls = %d, want exactly one", fakectl.Of(d).Calls("exec"))
 			}
 		})
 	}

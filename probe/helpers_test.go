@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
@@ -149,7 +150,7 @@ func (w *world) probe(t *testing.T, id, company string) *Result {
 
 // nextSandbox is the provider id the fake gives its next sandbox.
 func (w *world) nextSandbox() string {
-	return "fake-" + strconv.Itoa(len(w.fake.Sandboxes())+1)
+	return "fake-" + strconv.Itoa(len(fakectl.Of(w.fake).Sandboxes())+1)
 }
 
 // assertNoSecret fails when the result's JSON or summary holds the canary.

@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
@@ -118,8 +119,8 @@ func TestNoFallbackToHost(t *testing.T) {
 		code   string
 		stage  string
 	}{
-		{"provider unreachable", nil, func(d *fake.Driver) { d.FailNth("create", 1, drivers.ErrUnreachable) }, reason.Unreachable, stageAcquire},
-		{"credentials refused", nil, func(d *fake.Driver) { d.FailNth("create", 1, drivers.ErrAuth) }, reason.AuthFailed, stageAcquire},
+		{"provider unreachable", nil, func(d *fake.Driver) { fakectl.Of(d).FailNth("create", 1, drivers.ErrUnreachable) }, reason.Unreachable, stageAcquire},
+		{"credentials refused", nil, func(d *fake.Driver) { fakectl.Of(d).FailNth("create", 1, drivers.ErrAuth) }, reason.AuthFailed, stageAcquire},
 		{"provider unavailable", &fake.Options{Unavailable: errors.New("switched off")}, func(*fake.Driver) {}, reason.ProviderUnavailable, stageResolve},
 	}
 	for _, tt := range tests {
@@ -145,8 +146,8 @@ func TestNoFallbackToHost(t *testing.T) {
 			if diagCode(res) != qualify.ProbeFailed || !strings.Contains(res.QualificationDiagnostic.Message, "stage "+string(tt.stage)) {
 				t.Errorf("diagnostic %+v", res.QualificationDiagnostic)
 			}
-			if res.PlatformQualificationRecorded || len(w.fake.Sandboxes()) != 0 {
-				t.Errorf("recorded %v, sandboxes %+v", res.PlatformQualificationRecorded, w.fake.Sandboxes())
+			if res.PlatformQualificationRecorded || len(fakectl.Of(w.fake).Sandboxes()) != 0 {
+				t.Errorf("recorded %v, sandboxes %+v", res.PlatformQualificationRecorded, fakectl.Of(w.fake).Sandboxes())
 			}
 			if !strings.Contains(res.Summary, env.ID) || !strings.Contains(res.Summary, "driver fake") || !strings.Contains(res.Summary, string(tt.code)) {
 				t.Errorf("summary %q", res.Summary)
@@ -164,7 +165,7 @@ func TestResultScrubsSecrets(t *testing.T) {
 	w := newWorld(t, worldOpts{})
 	img := w.fake.AddImage("registry.fake.test/team/app:v1")
 	env := w.create(t, "e", img.String())
-	w.fake.FailNth("create", 1, errors.New("bad key "+canary+": "+drivers.ErrAuth.Error()))
+	fakectl.Of(w.fake).FailNth("create", 1, errors.New("bad key "+canary+": "+drivers.ErrAuth.Error()))
 	res := w.probe(t, env.ID, "acme") // asserts the canary is absent
 	if res.OK || !strings.Contains(res.Summary, config.Redacted) {
 		t.Errorf("summary %q", res.Summary)
@@ -220,14 +221,14 @@ func TestDraftProbe(t *testing.T) {
 	if !res.Cleanup.RecordRemoved || res.Cleanup.LeaseStatus != lease.StatusReleased {
 		t.Errorf("cleanup %+v; want the record removed after the release", res.Cleanup)
 	}
-	sbs := w.fake.Sandboxes()
+	sbs := fakectl.Of(w.fake).Sandboxes()
 	if len(sbs) != 1 || sbs[0].State != drivers.StateDestroyed || sbs[0].Labels["berth.lease"] != res.LeaseID {
 		t.Errorf("sandboxes %+v", sbs)
 	}
 
 	// An unproven cleanup leaves a pending_cleanup record without the
 	// secret field, and the result says so.
-	w.fake.Inject(fake.Fault{Op: "destroy", Err: errors.New("provider busy")})
+	fakectl.Of(w.fake).Inject(fakectl.Fault{Op: "destroy", Err: errors.New("provider busy")})
 	res, err = w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"image": img.String(), "api_key": canary}, Request{})
 	if err != nil {
 		t.Fatal(err)
@@ -244,10 +245,10 @@ func TestDraftProbe(t *testing.T) {
 	if _, has := ls[0].Config["api_key"]; has {
 		t.Errorf("the pending draft record holds the secret field: %v", ls[0].Config)
 	}
-	w.fake.ClearFaults()
+	fakectl.Of(w.fake).ClearFaults()
 
 	// An invalid draft fails at resolve with invalid_config and allocates nothing.
-	before := w.fake.TotalCalls()
+	before := fakectl.Of(w.fake).TotalCalls()
 	res, err = w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"cpus": 1000}, Request{})
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +256,7 @@ func TestDraftProbe(t *testing.T) {
 	if res.OK || res.Code != reason.InvalidConfig || !strings.Contains(res.Summary, "cpus") {
 		t.Errorf("invalid draft: %s %s", res.Code, res.Summary)
 	}
-	if w.fake.TotalCalls() != before {
+	if fakectl.Of(w.fake).TotalCalls() != before {
 		t.Errorf("an invalid draft called the provider")
 	}
 	// An unknown driver is a failed result too.
@@ -270,7 +271,7 @@ func TestDraftProbe(t *testing.T) {
 func TestDraftProbeUnconfirmedCleanup(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOpts{})
-	w.fake.FakeStop(w.nextSandbox(), "unconfirmed")
+	fakectl.Of(w.fake).FakeStop(w.nextSandbox(), "unconfirmed")
 	res, err := w.prober.ProbeDraft(context.Background(), admin, "fake", nil, Request{})
 	if err != nil {
 		t.Fatal(err)
@@ -331,8 +332,8 @@ func TestFailedStartPendingCleanup(t *testing.T) {
 	img := w.fake.AddImage("registry.fake.test/team/app:v1")
 	env := w.create(t, "e", img.String())
 	id := w.nextSandbox()
-	w.fake.FailNth("start", 1, drivers.ErrUnreachable)
-	w.fake.RefuseStop(id, drivers.ErrUnreachable)
+	fakectl.Of(w.fake).FailNth("start", 1, drivers.ErrUnreachable)
+	fakectl.Of(w.fake).RefuseStop(id, drivers.ErrUnreachable)
 
 	res := w.probe(t, env.ID, "acme")
 	if res.OK || res.Code != reason.Unreachable {

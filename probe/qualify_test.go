@@ -9,6 +9,7 @@ import (
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/reason"
 )
 
@@ -28,7 +29,7 @@ func TestImageReference(t *testing.T) {
 		kind   images.RefKind
 		wantID string // identity text for pinned references
 	}{
-		{"fake default", fk, "", images.RefNone, ""},
+		{"fake default", fk, "", "", ""},
 		{"fake tag", fk, "registry.fake.test/app:v1", images.RefTag, ""},
 		{"fake bare repo", fk, "alpine", images.RefTag, ""},
 		{"fake digest", fk, "registry.fake.test/app@" + digest, images.RefDigest, "registry.fake.test/app@" + digest},
@@ -70,7 +71,7 @@ func TestArchivedEnvironmentNotProbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := w.probe(t, env.ID, "acme")
-	if res.OK || res.Code != reason.Archived || w.fake.TotalCalls() != 0 {
-		t.Errorf("ok=%v code=%s calls=%d: %s", res.OK, res.Code, w.fake.TotalCalls(), res.Summary)
+	if res.OK || res.Code != reason.Archived || fakectl.Of(w.fake).TotalCalls() != 0 {
+		t.Errorf("ok=%v code=%s calls=%d: %s", res.OK, res.Code, fakectl.Of(w.fake).TotalCalls(), res.Summary)
 	}
 }

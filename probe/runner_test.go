@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
@@ -97,8 +98,8 @@ func TestARunnerProbeWithoutARunnerIsUnsupported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.OK || res.Code != reason.Unsupported || len(w.fake.Sandboxes()) != 0 {
-		t.Errorf("ok %t code %s sandboxes %d, want unsupported and nothing allocated", res.OK, res.Code, len(w.fake.Sandboxes()))
+	if res.OK || res.Code != reason.Unsupported || len(fakectl.Of(w.fake).Sandboxes()) != 0 {
+		t.Errorf("ok %t code %s sandboxes %d, want unsupported and nothing allocated", res.OK, res.Code, len(fakectl.Of(w.fake).Sandboxes()))
 	}
 }
 

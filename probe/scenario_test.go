@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
@@ -203,11 +204,11 @@ func TestUnpinnedImagesDoNotQualify(t *testing.T) {
 		}, false, "mutable tag"},
 		{"provider default", func(w *world) string { return "" }, false, "provider default"},
 		{"snapshot known only by name", func(w *world) string {
-			w.fake.AddSnapshot("base")
+			fakectl.Of(w.fake).AddSnapshot("base")
 			return "snapshot-name:base"
 		}, false, "known only by its name"},
 		{"snapshot by provider id", func(w *world) string {
-			return "snapshot:" + w.fake.AddSnapshot("base")
+			return "snapshot:" + fakectl.Of(w.fake).AddSnapshot("base")
 		}, true, "qualified snapshot:fake/"},
 	}
 	for _, tt := range tests {
@@ -247,10 +248,10 @@ func TestDeletedSnapshotFails(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	w := newWorld(t, worldOpts{})
-	old := w.fake.AddSnapshot("base")
+	old := fakectl.Of(w.fake).AddSnapshot("base")
 	env := w.create(t, "snap", "snapshot:"+old)
-	w.fake.DeleteSnapshot(old)
-	replacement := w.fake.AddSnapshot("base")
+	fakectl.Of(w.fake).DeleteSnapshot(old)
+	replacement := fakectl.Of(w.fake).AddSnapshot("base")
 	if replacement == old {
 		t.Fatal("the replacement has the deleted id")
 	}
@@ -262,10 +263,10 @@ func TestDeletedSnapshotFails(t *testing.T) {
 	if st, _ := res.Stage(stageAcquire); st.OK || st.Code != reason.ImageNotFound {
 		t.Errorf("acquire stage %+v", st)
 	}
-	if n := len(w.fake.Sandboxes()); n != 0 {
-		t.Errorf("%d sandboxes were created: %+v", n, w.fake.Sandboxes())
+	if n := len(fakectl.Of(w.fake).Sandboxes()); n != 0 {
+		t.Errorf("%d sandboxes were created: %+v", n, fakectl.Of(w.fake).Sandboxes())
 	}
-	if n := w.fake.Calls("start") + w.fake.Calls("exec"); n != 0 {
+	if n := fakectl.Of(w.fake).Calls("start") + fakectl.Of(w.fake).Calls("exec"); n != 0 {
 		t.Errorf("%d start/exec calls; want none", n)
 	}
 	if res.PlatformQualificationRecorded || res.Hostname != "" || !res.Platform.IsZero() {
@@ -283,7 +284,7 @@ func TestWrongLiveImageNotRecorded(t *testing.T) {
 	w := newWorld(t, worldOpts{})
 	img := w.fake.AddImage("registry.fake.test/team/app:v1")
 	env := w.create(t, "e", img.String())
-	w.fake.ReportWrongImage(w.nextSandbox())
+	fakectl.Of(w.fake).ReportWrongImage(w.nextSandbox())
 
 	res := w.probe(t, env.ID, "acme")
 	if !res.OK {
@@ -305,9 +306,9 @@ func TestUnconfirmedCleanupNotRecorded(t *testing.T) {
 		name   string
 		inject func(d *fake.Driver, id string)
 	}{
-		{"stop accepted but not confirmed", func(d *fake.Driver, id string) { d.FakeStop(id, "unconfirmed") }},
-		{"confirmation for another sandbox", func(d *fake.Driver, id string) { d.FakeStop(id, "foreign_id") }},
-		{"stop refused", func(d *fake.Driver, id string) { d.RefuseStop(id, drivers.ErrUnreachable) }},
+		{"stop accepted but not confirmed", func(d *fake.Driver, id string) { fakectl.Of(d).FakeStop(id, "unconfirmed") }},
+		{"confirmation for another sandbox", func(d *fake.Driver, id string) { fakectl.Of(d).FakeStop(id, "foreign_id") }},
+		{"stop refused", func(d *fake.Driver, id string) { fakectl.Of(d).RefuseStop(id, drivers.ErrUnreachable) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -364,7 +365,7 @@ func TestProbeAuthorization(t *testing.T) {
 			t.Errorf("%s draft probe: %v, %v; want denied", pr, res, err)
 		}
 	}
-	if n := w.fake.TotalCalls(); n != 0 {
+	if n := fakectl.Of(w.fake).TotalCalls(); n != 0 {
 		t.Errorf("denied probes made %d provider calls", n)
 	}
 	for _, pr := range []authz.Principal{admin, operator} {
@@ -448,16 +449,16 @@ func TestReadsAllocateNothing(t *testing.T) {
 	}
 	_ = w.reg.List()
 	_ = drivers.Effective(w.fake, 0)
-	if n := w.fake.TotalCalls(); n != 0 || len(w.fake.Sandboxes()) != 0 {
-		t.Errorf("reads made %d provider calls and %d sandboxes", n, len(w.fake.Sandboxes()))
+	if n := fakectl.Of(w.fake).TotalCalls(); n != 0 || len(fakectl.Of(w.fake).Sandboxes()) != 0 {
+		t.Errorf("reads made %d provider calls and %d sandboxes", n, len(fakectl.Of(w.fake).Sandboxes()))
 	}
 	// After a probe, reading its qualification still calls nothing.
 	w.probe(t, env.ID, "acme")
-	before := w.fake.TotalCalls()
+	before := fakectl.Of(w.fake).TotalCalls()
 	if v, err := w.prober.Qualification(ctx, admin, env.ID, "acme"); err != nil || !v.Qualified {
 		t.Fatalf("view %+v, %v", v, err)
 	}
-	if n := w.fake.TotalCalls() - before; n != 0 {
+	if n := fakectl.Of(w.fake).TotalCalls() - before; n != 0 {
 		t.Errorf("reading the qualification made %d provider calls", n)
 	}
 }
@@ -470,10 +471,10 @@ func TestEveryProbeIsFresh(t *testing.T) {
 	env := w.create(t, "e", img.String())
 	a := w.probe(t, env.ID, "acme")
 	b := w.probe(t, env.ID, "acme")
-	if a.LeaseID == b.LeaseID || w.fake.Calls("create") != 2 || w.fake.Calls("resume") != 0 {
-		t.Errorf("leases %s, %s; creates %d, resumes %d", a.LeaseID, b.LeaseID, w.fake.Calls("create"), w.fake.Calls("resume"))
+	if a.LeaseID == b.LeaseID || fakectl.Of(w.fake).Calls("create") != 2 || fakectl.Of(w.fake).Calls("resume") != 0 {
+		t.Errorf("leases %s, %s; creates %d, resumes %d", a.LeaseID, b.LeaseID, fakectl.Of(w.fake).Calls("create"), fakectl.Of(w.fake).Calls("resume"))
 	}
-	for _, sb := range w.fake.Sandboxes() {
+	for _, sb := range fakectl.Of(w.fake).Sandboxes() {
 		if sb.State != drivers.StateDestroyed {
 			t.Errorf("sandbox %s left %s", sb.ID, sb.State)
 		}
@@ -523,15 +524,15 @@ func TestGoneIdentityInvalidatesRecord(t *testing.T) {
 		code    string
 		viewNow string
 	}{
-		{"deleted snapshot", func(w *world, snap string) { w.fake.DeleteSnapshot(snap) }, reason.ImageNotFound, qualify.Invalidated},
+		{"deleted snapshot", func(w *world, snap string) { fakectl.Of(w.fake).DeleteSnapshot(snap) }, reason.ImageNotFound, qualify.Invalidated},
 		{"inactive snapshot", func(w *world, _ string) {
-			w.fake.FailNth("create", 2, fmt.Errorf("snapshot is inactive: %w", drivers.ErrImageInactive))
+			fakectl.Of(w.fake).FailNth("create", 2, fmt.Errorf("snapshot is inactive: %w", drivers.ErrImageInactive))
 		}, reason.ImageInactive, qualify.Qualified},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, worldOpts{})
-			snap := w.fake.AddSnapshot("base")
+			snap := fakectl.Of(w.fake).AddSnapshot("base")
 			env := w.create(t, "snap", "snapshot:"+snap)
 			if res := w.probe(t, env.ID, "acme"); !res.PlatformQualificationRecorded {
 				t.Fatalf("first probe did not qualify: %s", res.Summary)

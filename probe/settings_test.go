@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
 )
@@ -47,8 +48,8 @@ func (w *world) nothingLeased(t *testing.T, what string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ls) != 0 || len(w.fake.Sandboxes()) != 0 {
-		t.Errorf("%s left %d lease records and %d sandboxes", what, len(ls), len(w.fake.Sandboxes()))
+	if len(ls) != 0 || len(fakectl.Of(w.fake).Sandboxes()) != 0 {
+		t.Errorf("%s left %d lease records and %d sandboxes", what, len(ls), len(fakectl.Of(w.fake).Sandboxes()))
 	}
 }
 

@@ -24,14 +24,14 @@
 // start from it once it is promoted. Capture only a lease whose sandbox
 // ran nothing you would not run for every company. A plain Capture takes
 // the sandbox as it is; a setup session first removes berth's own runner
-// state (CleanScript) and refuses a secret env value in the image
+// state (under /.berth/state) and refuses a secret env value in the image
 // environment.
 //
 // Setup sessions (IMG-4, IMG-7) prepare a template in a setup sandbox:
 //
 //	ses, err := svc.Setup(ctx, operator, templates.SetupRequest{Environment: envID, Script: f, Promote: true})
 //	ses, err = svc.Setup(ctx, operator, templates.SetupRequest{Environment: envID, Interactive: true})
-//	pty, err := svc.OpenTerminal(ctx, operator, ses.ID, templates.TerminalSize{Rows: 24, Cols: 80})
+//	pty, err := svc.OpenTerminal(ctx, operator, ses.ID, 24, 80) // rows, columns
 //	ses, err = svc.CaptureSession(ctx, operator, ses.ID, false)
 //
 // The setup sandbox is a lease of company authz.InstanceCompany (Run: the
@@ -42,7 +42,7 @@
 // waiting_for_user, capturing), enforced by the store's unique
 // constraint, so two processes over one database cannot both start one
 // (ErrSessionActive). A TTL (Options.SessionTTL) is pushed back by steps
-// and terminal input up to Options.SessionMaxTTL; SweepSessions ends the
+// and terminal input up to Options.SessionMaxTTL; System.Sweep ends the
 // sessions past it, also those whose process died, and destroys the
 // sandboxes of ended sessions. Progress events are stored with a cursor
 // (Events after N). A script (SetupRequest.Script, at most 16 MiB) is
@@ -64,12 +64,12 @@
 // refused and scripted setup works.
 //
 // The terminal (IMG-5): OpenTerminal returns the PTY in process; for the
-// web, MintTerminalToken returns a single-use token (only its SHA-256
-// stored, 60 s, bound to session, principal and URL path) that
-// TerminalHandler redeems before it upgrades with coder/websocket; the
-// store redeems only a token presented by its principal on its path, so
-// nobody else can use one up. Binary
-// frames carry output and keystrokes; JSON text frames attached, reset,
+// web, MintTerminalToken returns a single-use token (60 s, bound to
+// session, principal and URL path: the store keeps only the SHA-256 of the
+// token with its principal and path) that TerminalHandler redeems before
+// it upgrades with coder/websocket; a token presented by anyone else, or
+// on another path, hashes to no record, so nobody else can use one up.
+// Binary frames carry output and keystrokes; JSON text frames attached, reset,
 // exit and resize. A ring of each PTY's output, indexed by byte offset,
 // lets a client reconnect (process, offset) and get exactly the missing
 // bytes, or reset and the tail. A PTY lives in the process that opened it.

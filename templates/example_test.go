@@ -73,13 +73,10 @@ func ExampleService() {
 // sandbox leased under the instance company, berth removes its own files,
 // captures, destroys the sandbox with proof and promotes; the same script
 // again is answered with that template and builds nothing. On the fake
-// driver, whose handlers stand in for the sandbox's shell.
+// driver, which answers the setup's own scripts as a clean sandbox would.
 func ExampleService_Setup() {
 	ctx := context.Background()
-	ok := func(context.Context, fake.Invocation) (int, error) { return 0, nil }
-	fk := fake.New(&fake.Options{Handlers: map[string]fake.HandlerFunc{
-		templates.WriteFileScript: ok, templates.CleanScript: ok, templates.EnvironScript: ok,
-	}})
+	fk := fake.New(nil)
 	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{fk}, TestMode: true})
 	if err != nil {
 		fmt.Println(err)

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/errcode"
 )
 
@@ -50,7 +49,7 @@ func (m *memoryStore) InsertTemplate(ctx context.Context, t *Template) error {
 	if _, ok := m.templates[t.ID]; ok {
 		return fmt.Errorf("custom: template %s: id already exists: %w", t.ID, errcode.ErrConflict)
 	}
-	m.templates[t.ID] = t.Clone()
+	m.templates[t.ID] = t.clone()
 	return nil
 }
 
@@ -65,7 +64,7 @@ func (m *memoryStore) GetTemplate(ctx context.Context, id string) (*Template, er
 	if !ok {
 		return nil, fmt.Errorf("custom: template %q: %w", id, errcode.ErrNotFound)
 	}
-	return t.Clone(), nil
+	return t.clone(), nil
 }
 
 // ListTemplates implements Store.
@@ -79,7 +78,7 @@ func (m *memoryStore) ListTemplates(ctx context.Context, f Filter) ([]*Template,
 		if f.Environment != "" && t.Environment != f.Environment || f.DeleteWanted && !t.DeleteWanted {
 			continue
 		}
-		out = append(out, t.Clone())
+		out = append(out, t.clone())
 	}
 	m.mu.Unlock()
 	slices.SortFunc(out, func(a, b *Template) int {
@@ -105,7 +104,7 @@ func (m *memoryStore) UpdateTemplate(ctx context.Context, t *Template) error {
 	if cur.Version != t.Version-1 {
 		return fmt.Errorf("custom: template %s: version %d does not follow stored version %d: %w", t.ID, t.Version, cur.Version, errcode.ErrConflict)
 	}
-	m.templates[t.ID] = t.Clone()
+	m.templates[t.ID] = t.clone()
 	return nil
 }
 
@@ -165,7 +164,7 @@ func (m *memoryStore) InsertSession(ctx context.Context, s *Session) error {
 			}
 		}
 	}
-	m.sessions[s.ID] = s.Clone()
+	m.sessions[s.ID] = s.clone()
 	return nil
 }
 
@@ -180,11 +179,11 @@ func (m *memoryStore) GetSession(ctx context.Context, id string) (*Session, erro
 	if !ok {
 		return nil, fmt.Errorf("custom: setup session %q: %w", id, errcode.ErrNotFound)
 	}
-	return s.Clone(), nil
+	return s.clone(), nil
 }
 
 // ListSessions implements Store.
-func (m *memoryStore) ListSessions(ctx context.Context, f SessionFilter) ([]*Session, error) {
+func (m *memoryStore) ListSessions(ctx context.Context, f Filter) ([]*Session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -194,7 +193,7 @@ func (m *memoryStore) ListSessions(ctx context.Context, f SessionFilter) ([]*Ses
 		if f.Environment != "" && s.Environment != f.Environment || f.Active && !s.State.Active() {
 			continue
 		}
-		out = append(out, s.Clone())
+		out = append(out, s.clone())
 	}
 	m.mu.Unlock()
 	slices.SortFunc(out, func(a, b *Session) int {
@@ -227,7 +226,7 @@ func (m *memoryStore) UpdateSession(ctx context.Context, s *Session) error {
 			}
 		}
 	}
-	m.sessions[s.ID] = s.Clone()
+	m.sessions[s.ID] = s.clone()
 	return nil
 }
 
@@ -300,14 +299,14 @@ func (m *memoryStore) PruneTerminalTokens(ctx context.Context, before time.Time)
 }
 
 // RedeemTerminalToken implements Store.
-func (m *memoryStore) RedeemTerminalToken(ctx context.Context, hash string, p authz.Principal, path string, now time.Time) (*TerminalToken, error) {
+func (m *memoryStore) RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*TerminalToken, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec, ok := m.tokens[hash]
-	if !ok || rec.used || !rec.t.ExpiresAt.After(now) || rec.t.Principal != p.ID || rec.t.Role != p.Role || rec.t.Path != path {
+	if !ok || rec.used || !rec.t.ExpiresAt.After(now) {
 		return nil, fmt.Errorf("custom: redeem terminal token: %w", ErrTokenInvalid)
 	}
 	rec.used = true

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -44,14 +45,18 @@ type sources struct {
 	// for a provider deletion (as lease.Options.Secrets); nil: a deletion
 	// that needs a credential fails and stays wanted.
 	Secrets func(ctx context.Context, ref config.SecretRef) (string, error)
+	// authorizer decides every action (the System's); default
+	// authz.DefaultPolicy.
+	authorizer authz.Authorizer
+	// logger receives failures of best-effort steps (the System's);
+	// default discard.
+	logger *slog.Logger
 }
 
-// Options configure a Service; nil means the defaults.
+// Options configure the Service of berth.Options.Templates; nil means the
+// defaults. It decides with the System's authorizer
+// (berth.Options.Authorizer) and logs to its logger.
 type Options struct {
-	// Authorizer decides every action; default authz.DefaultPolicy.
-	Authorizer authz.Authorizer
-	// Logger receives failures of best-effort steps; default discard.
-	Logger *slog.Logger
 	// SessionTTL is how long a setup session lives without activity
 	// (steps, terminal input); default 30 minutes.
 	SessionTTL time.Duration
@@ -81,11 +86,16 @@ type Service struct {
 
 func init() {
 	templatehook.New = func(src templatehook.Sources, opts any) (any, environment.UsageReporter) {
-		s := sources{Environments: src.Environments, Drivers: src.Drivers, Leases: src.Leases, LeaseRecords: src.LeaseRecords, Secrets: src.Secrets}
+		s := sources{Environments: src.Environments, Drivers: src.Drivers, Leases: src.Leases, LeaseRecords: src.LeaseRecords, Secrets: src.Secrets,
+			authorizer: src.Authorizer, logger: src.Logger}
 		s.Templates, _ = src.Templates.(Store)
 		o, _ := opts.(*Options)
 		return newService(s, o)
 	}
+	templatehook.SweepSessions = func(svc any, ctx context.Context, p authz.Principal) (any, error) {
+		return svc.(*Service).sweepSessions(ctx, p)
+	}
+	templatehook.SetTerminalRing = func(h http.Handler, n int) { h.(*termHandler).ring = n }
 }
 
 // newService returns a Service over src, and the hook the catalog needs
@@ -98,8 +108,8 @@ func newService(src sources, opts *Options) (*Service, environment.UsageReporter
 	if opts != nil {
 		o = *opts
 	}
-	if o.Authorizer == nil {
-		o.Authorizer = authz.DefaultPolicy{}
+	if src.authorizer == nil {
+		src.authorizer = authz.DefaultPolicy{}
 	}
 	if o.clock == nil {
 		o.clock = clock.Real{}
@@ -111,8 +121,8 @@ func newService(src sources, opts *Options) (*Service, environment.UsageReporter
 			return "tpl_" + hex.EncodeToString(b)
 		}
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+	if src.logger == nil {
+		src.logger = slog.New(slog.DiscardHandler)
 	}
 	if o.SessionTTL <= 0 {
 		o.SessionTTL = 30 * time.Minute
@@ -152,11 +162,11 @@ func resource(envID, id, driver string) authz.Resource {
 // authorize decides a for p on r; a refusal of a principal that may not
 // even read is reported as not found, naming only what the caller gave.
 func (s *Service) authorize(ctx context.Context, p authz.Principal, a authz.Action, r authz.Resource, named string) error {
-	err := s.o.Authorizer.Authorize(ctx, p, a, r)
+	err := s.src.authorizer.Authorize(ctx, p, a, r)
 	if err == nil {
 		return nil
 	}
-	if a != authz.ActionRead && s.o.Authorizer.Authorize(ctx, p, authz.ActionRead, r) == nil {
+	if a != authz.ActionRead && s.src.authorizer.Authorize(ctx, p, authz.ActionRead, r) == nil {
 		if !errors.Is(err, errcode.ErrDenied) {
 			err = fmt.Errorf("%w: %w", authz.Denied(p, a, r), err)
 		}
@@ -168,8 +178,8 @@ func (s *Service) authorize(ctx context.Context, p authz.Principal, a authz.Acti
 // view returns t as p may read it: the full template for principals
 // allowed authz.ActionReadConfig, else without provider internals.
 func (s *Service) view(ctx context.Context, p authz.Principal, t *Template) *Template {
-	c := t.Clone()
-	if s.o.Authorizer.Authorize(ctx, p, authz.ActionReadConfig, resource(t.Environment, t.ID, t.Driver)) == nil {
+	c := t.clone()
+	if s.src.authorizer.Authorize(ctx, p, authz.ActionReadConfig, resource(t.Environment, t.ID, t.Driver)) == nil {
 		return c
 	}
 	c.Identity, c.SourceFingerprint, c.Lease, c.ContentHash, c.DeleteNote = "", "", "", "", ""
@@ -329,30 +339,30 @@ func (s *Service) capture(ctx context.Context, p authz.Principal, leaseID, name 
 // Promote makes template id the environment's active template: leases then
 // start from it while it applies (IMG-8). Only a captured or superseded
 // template whose source fingerprint equals the environment's current one
-// is promoted (else ErrSourceMismatch, IMG-6). The pointer changes by
+// is promoted (else errSourceMismatch, IMG-6). The pointer changes by
 // compare-and-swap on the environment's revision, bumping it: of two
 // promotes at once one wins and the other gets an error wrapping
 // errcode.ErrConflict (and errcode.ErrConflict), changing nothing (CFG-6).
 // The previous template becomes superseded, and the change is appended to
 // the history. p needs authz.ActionSetup.
 func (s *Service) Promote(ctx context.Context, p authz.Principal, id string) (*Template, error) {
-	return s.promote(ctx, p, id, ActionPromote)
+	return s.promote(ctx, p, id, actionPromote)
 }
 
 // Rollback promotes superseded template id again, as a new promote
-// recorded as ActionRollback: nothing is undone in place. A template that
+// recorded as actionRollback: nothing is undone in place. A template that
 // is not superseded is an error wrapping errcode.ErrConflict.
 func (s *Service) Rollback(ctx context.Context, p authz.Principal, id string) (*Template, error) {
-	return s.promote(ctx, p, id, ActionRollback)
+	return s.promote(ctx, p, id, actionRollback)
 }
 
-func (s *Service) promote(ctx context.Context, p authz.Principal, id string, action EventAction) (*Template, error) {
+func (s *Service) promote(ctx context.Context, p authz.Principal, id string, action string) (*Template, error) {
 	t, err := s.load(ctx, p, authz.ActionSetup, id)
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case action == ActionRollback && t.State != StateSuperseded:
+	case action == actionRollback && t.State != StateSuperseded:
 		return nil, refusal(fmt.Sprintf("Cannot roll back to template %s: it is %s, and only a superseded template can be rolled back to.", t.label(), t.State),
 			fmt.Errorf("custom: rollback to template %s: it is %s, not superseded: %w", id, t.State, errcode.ErrConflict))
 	case t.State != StateCaptured && t.State != StateSuperseded:
@@ -365,7 +375,7 @@ func (s *Service) promote(ctx context.Context, p authz.Principal, id string, act
 	}
 	if cur := envhook.SourceFingerprint(env, d); cur != t.SourceFingerprint {
 		return nil, refusal(fmt.Sprintf("Cannot %s template %s: the image, target or account of environment %q changed since the capture; capture a new template.", action, t.label(), env.Name),
-			fmt.Errorf("custom: %s template %s: environment %s's image, target or account changed since the capture: %w", action, id, env.ID, ErrSourceMismatch))
+			fmt.Errorf("custom: %s template %s: environment %s's image, target or account changed since the capture: %w", action, id, env.ID, errSourceMismatch))
 	}
 	from := ""
 	if env.ActiveTemplate != nil {
@@ -393,7 +403,7 @@ func (s *Service) promote(ctx context.Context, p authz.Principal, id string, act
 func (s *Service) reconcile(ctx context.Context, envID string) {
 	env, err := s.src.Environments.GetEnvironment(ctx, envID)
 	if err != nil {
-		s.o.Logger.Warn("custom: reading the pointer to reconcile template states", "environment", envID, "err", err)
+		s.src.logger.Warn("custom: reading the pointer to reconcile template states", "environment", envID, "err", err)
 		return
 	}
 	active := ""
@@ -402,7 +412,7 @@ func (s *Service) reconcile(ctx context.Context, envID string) {
 	}
 	list, err := s.src.Templates.ListTemplates(ctx, Filter{Environment: envID})
 	if err != nil {
-		s.o.Logger.Warn("custom: listing templates to reconcile their states", "environment", envID, "err", err)
+		s.src.logger.Warn("custom: listing templates to reconcile their states", "environment", envID, "err", err)
 		return
 	}
 	for _, t := range list {
@@ -420,7 +430,7 @@ func (s *Service) reconcile(ctx context.Context, envID string) {
 				t.State = want
 			}
 		}); err != nil {
-			s.o.Logger.Warn("custom: template state", "template", t.ID, "state", want, "err", err)
+			s.src.logger.Warn("custom: template state", "template", t.ID, "state", want, "err", err)
 		}
 	}
 }
@@ -446,7 +456,7 @@ func (s *Service) swap(ctx context.Context, p authz.Principal, env *environment.
 // concurrent version change.
 func (s *Service) transition(ctx context.Context, t *Template, f func(*Template)) (*Template, error) {
 	for range 8 {
-		next := t.Clone()
+		next := t.clone()
 		f(next)
 		next.Version = t.Version + 1
 		next.UpdatedAt = s.o.clock.Now().UTC()
@@ -467,7 +477,7 @@ func (s *Service) transition(ctx context.Context, t *Template, f func(*Template)
 func (s *Service) record(ctx context.Context, e *Event) {
 	e.At = s.o.clock.Now().UTC()
 	if err := s.src.Templates.AppendEvent(context.WithoutCancel(ctx), e); err != nil {
-		s.o.Logger.Error("custom: recording a pointer change", "environment", e.Environment, "to", e.To, "err", err)
+		s.src.logger.Error("custom: recording a pointer change", "environment", e.Environment, "to", e.To, "err", err)
 	}
 }
 
@@ -508,7 +518,7 @@ func (s *Service) Revoke(ctx context.Context, p authz.Principal, id string, opts
 		if err != nil {
 			return nil, fmt.Errorf("custom: revoke template %s: %w", id, err)
 		}
-		s.record(ctx, &Event{Environment: env.ID, Action: ActionRevoke, From: t.ID, Actor: p.ID, Revision: rev, Reason: opts.Reason})
+		s.record(ctx, &Event{Environment: env.ID, Action: actionRevoke, From: t.ID, Actor: p.ID, Revision: rev, Reason: opts.Reason})
 	}
 	if t.State != StateRevoked {
 		now := s.o.clock.Now().UTC()
@@ -532,7 +542,7 @@ func (s *Service) Revoke(ctx context.Context, p authz.Principal, id string, opts
 // no live lease uses any more, storing the receipts; it returns how many
 // templates it deleted. p needs authz.ActionSweep.
 func (s *Service) Sweep(ctx context.Context, p authz.Principal) (int, error) {
-	if err := s.o.Authorizer.Authorize(ctx, p, authz.ActionSweep, resource("", "", "")); err != nil {
+	if err := s.src.authorizer.Authorize(ctx, p, authz.ActionSweep, resource("", "", "")); err != nil {
 		return 0, fmt.Errorf("custom: sweep: %w", err)
 	}
 	list, err := s.src.Templates.ListTemplates(ctx, Filter{DeleteWanted: true})
@@ -563,7 +573,7 @@ func (s *Service) tryDelete(ctx context.Context, t *Template) *Template {
 		}
 	})
 	if err != nil {
-		s.o.Logger.Warn("custom: recording a template deletion", "template", t.ID, "err", err)
+		s.src.logger.Warn("custom: recording a template deletion", "template", t.ID, "err", err)
 		return t
 	}
 	return next

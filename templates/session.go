@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/errmsg"
@@ -98,8 +97,8 @@ type Session struct {
 	Version int64 `json:"version"`
 }
 
-// Clone returns a copy of s.
-func (s *Session) Clone() *Session {
+// clone returns a copy of s.
+func (s *Session) clone() *Session {
 	if s == nil {
 		return nil
 	}
@@ -118,14 +117,6 @@ type SessionEvent struct {
 	// Step is the 1-based step the event is about (0: none).
 	Step    int    `json:"step,omitempty"`
 	Message string `json:"message"`
-}
-
-// SessionFilter selects sessions in Store.ListSessions; zero fields match
-// everything.
-type SessionFilter struct {
-	Environment string
-	// Active matches only sessions in an active state.
-	Active bool
 }
 
 // ErrSessionActive: the environment already has an active setup session
@@ -275,36 +266,16 @@ func (sc *setupScript) hash(base string) string {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
-// What setup runs in the sandbox besides the steps: each is an argv of sh
-// -c with the script named here (a fake driver's Options.Handlers answer
-// them by it).
-const (
-	// WriteFileScript writes its stdin to $1 with mode $2, making the
-	// parent directories; nothing is staged elsewhere.
-	WriteFileScript = `umask 022 && mkdir -p "$(dirname "$1")" && cat > "$1" && chmod "$2" "$1"`
-	// CleanScript removes what berth put into the sandbox before a capture:
-	// the runner's state (tickets, logs) under /.berth/state. Setup itself
-	// stages nothing (a write step streams its content on stdin). A
-	// missing directory is fine.
-	CleanScript = `if [ -d /.berth/state ]; then find /.berth/state -mindepth 1 -delete; fi`
-	// EnvironScript prints the environment of the sandbox's process 1, the
-	// environment an image made from it carries.
-	EnvironScript = `cat /proc/1/environ`
-)
-
 // TerminalToken is the stored record of a terminal token
-// (Service.MintTerminalToken): only the token's hash is kept.
+// (Service.MintTerminalToken): the token itself is never kept.
 type TerminalToken struct {
-	// Hash is the hex SHA-256 of the token.
+	// Hash is the hex SHA-256 of the token together with the principal
+	// (its ID and Role) it was minted for and the URL path it may be
+	// redeemed on: the service presents the hash of what a request
+	// carries, so a store matches the hash only.
 	Hash    string `json:"hash"`
 	Session string `json:"session"`
-	// Principal is the id of the principal it was minted for, Role its
-	// role.
-	Principal string     `json:"principal"`
-	Role      authz.Role `json:"role"`
-	// Path is the URL path it may be redeemed on.
-	Path      string    `json:"path"`
-	CreatedAt time.Time `json:"createdAt"`
+	// ExpiresAt is the end of the 60 seconds it may be redeemed in.
 	ExpiresAt time.Time `json:"expiresAt"`
 }
 

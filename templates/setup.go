@@ -16,6 +16,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/secretcfg"
+	"github.com/berthdev/berth/internal/setupscript"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -173,7 +174,7 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 			s.event(ctx, ses, i+1, fmt.Sprintf("step %d/%d: %s", i+1, len(script.Steps), red(st.describe())), req.Progress)
 			if msg := s.runStep(ctx, h, st, vals); msg != "" {
 				reason := fmt.Sprintf("step %d: %s", i+1, red(msg))
-				return s.fail(ctx, p, ses, h, reason, req.Progress, fmt.Errorf("%s: %w", reason, ErrStepFailed))
+				return s.fail(ctx, p, ses, h, reason, req.Progress, fmt.Errorf("%s: %w", reason, errStepFailed))
 			}
 			ses = s.touch(ctx, ses)
 		}
@@ -188,8 +189,9 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 	return s.captureSession(ctx, p, ses, h, req.Promote, req.Progress)
 }
 
-// ErrStepFailed: a scripted step exited non-zero or could not run.
-var ErrStepFailed error = &errcode.Error{Code: errcode.Invalid, Reason: "step_failed", Err: errors.New("custom: setup step failed")}
+// errStepFailed (reason "step_failed"): a scripted step exited non-zero or
+// could not run.
+var errStepFailed error = &errcode.Error{Code: errcode.Invalid, Reason: "step_failed", Err: errors.New("custom: setup step failed")}
 
 func (st setupStep) describe() string {
 	if st.Write != nil {
@@ -205,7 +207,7 @@ func (s *Service) runStep(ctx context.Context, h *lease.Handle, st setupStep, va
 	cmd := lease.Command{Argv: st.Run, OutputLimit: 64 << 10}
 	if st.Write != nil {
 		mode, _ := st.Write.mode()
-		cmd = lease.Command{Argv: []string{"sh", "-c", WriteFileScript, "sh", st.Write.Path, mode}, Stdin: strings.NewReader(st.Write.Content)}
+		cmd = lease.Command{Argv: []string{"sh", "-c", setupscript.WriteFile, "sh", st.Write.Path, mode}, Stdin: strings.NewReader(st.Write.Content)}
 	}
 	res, err := h.Exec(ctx, cmd)
 	if err != nil {
@@ -279,7 +281,7 @@ func (s *Service) base(env *environment.Environment, d drivers.Driver) string {
 func (s *Service) reusable(ctx context.Context, env *environment.Environment, script *setupScript, hash string) *Template {
 	list, err := s.src.Templates.ListTemplates(ctx, Filter{Environment: env.ID})
 	if err != nil {
-		s.o.Logger.Warn("custom: listing templates for reuse", "environment", env.ID, "err", err)
+		s.src.logger.Warn("custom: listing templates for reuse", "environment", env.ID, "err", err)
 		return nil
 	}
 	for i := len(list) - 1; i >= 0; i-- {
@@ -341,7 +343,7 @@ func (s *Service) secretValues(ctx context.Context, env *environment.Environment
 	}
 	cfg, err := secretcfg.ResolveSecrets(ctx, d.Schema(), env.Config, s.lookup)
 	if err != nil {
-		s.o.Logger.Warn("custom: resolving the environment's secrets for the setup checks", "environment", env.ID, "err", err)
+		s.src.logger.Warn("custom: resolving the environment's secrets for the setup checks", "environment", env.ID, "err", err)
 		return nil
 	}
 	vals := secretcfg.SecretValues(d.Schema(), cfg)
@@ -367,7 +369,7 @@ func (s *Service) captureSession(ctx context.Context, p authz.Principal, ses *Se
 	}
 	vals := s.secretValues(ctx, env, d)
 	s.event(ctx, ses, 0, "removing berth's own files from the sandbox", progress)
-	res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", CleanScript}, OutputLimit: 64 << 10})
+	res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", setupscript.Clean}, OutputLimit: 64 << 10})
 	if err == nil && res.ExitCode != 0 {
 		err = fmt.Errorf("exited %d: %s", res.ExitCode, redactedTail(res, vals, 512))
 	}
@@ -375,7 +377,7 @@ func (s *Service) captureSession(ctx context.Context, p authz.Principal, ses *Se
 		return s.fail(ctx, p, ses, h, "removing berth's files before the capture: "+err.Error(), progress, err)
 	}
 	if len(vals) > 0 {
-		res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", EnvironScript}, OutputLimit: 1 << 20})
+		res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", setupscript.Environ}, OutputLimit: 1 << 20})
 		if err != nil {
 			return s.fail(ctx, p, ses, h, "reading the image environment: "+err.Error(), progress, err)
 		}
@@ -431,7 +433,7 @@ func (s *Service) discardCapture(ctx context.Context, p authz.Principal, ses *Se
 	opts := RevokeOptions{Reason: fmt.Sprintf("its setup session %s became %s during the capture", ses.ID, ses.State),
 		Delete: drivers.Effective(d, 0).Has(drivers.CapTemplateDelete)}
 	if _, err := s.Revoke(ctx, p, t.ID, opts); err != nil {
-		s.o.Logger.Warn("custom: revoking the template of a setup session that ended during its capture", "session", ses.ID, "template", t.ID, "err", err)
+		s.src.logger.Warn("custom: revoking the template of a setup session that ended during its capture", "session", ses.ID, "template", t.ID, "err", err)
 		return
 	}
 	s.event(ctx, ses, 0, fmt.Sprintf("template %s revoked: %s", t.ID, opts.Reason), nil)
@@ -480,7 +482,7 @@ func (e *redactedError) Unwrap() error { return e.cause }
 func (s *Service) destroy(ctx context.Context, p authz.Principal, id string) string {
 	l, err := s.src.Leases.Release(context.WithoutCancel(ctx), p, id, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil {
-		s.o.Logger.Warn("custom: destroying a setup sandbox", "lease", id, "err", err)
+		s.src.logger.Warn("custom: destroying a setup sandbox", "lease", id, "err", err)
 		if l == nil {
 			return "error: " + err.Error()
 		}
@@ -517,7 +519,7 @@ func (s *Service) moveSession(ctx context.Context, ses *Session, to SessionState
 // version change; f sees the latest stored session.
 func (s *Service) updateSession(ctx context.Context, ses *Session, f func(*Session)) (*Session, error) {
 	for range 8 {
-		next := ses.Clone()
+		next := ses.clone()
 		f(next)
 		next.Version = ses.Version + 1
 		next.UpdatedAt = s.o.clock.Now().UTC()
@@ -541,7 +543,7 @@ func (s *Service) updateSession(ctx context.Context, ses *Session, f func(*Sessi
 func (s *Service) event(ctx context.Context, ses *Session, step int, msg string, progress func(*SessionEvent)) {
 	e := &SessionEvent{Session: ses.ID, At: s.o.clock.Now().UTC(), State: ses.State, Step: step, Message: msg}
 	if err := s.src.Templates.AppendSessionEvent(context.WithoutCancel(ctx), e); err != nil {
-		s.o.Logger.Warn("custom: recording a setup progress event", "session", ses.ID, "err", err)
+		s.src.logger.Warn("custom: recording a setup progress event", "session", ses.ID, "err", err)
 		return
 	}
 	if progress != nil {
@@ -595,7 +597,7 @@ func (s *Service) touch(ctx context.Context, ses *Session) *Session {
 		}
 	})
 	if err != nil {
-		s.o.Logger.Warn("custom: extending a setup session's TTL", "session", ses.ID, "err", err)
+		s.src.logger.Warn("custom: extending a setup session's TTL", "session", ses.ID, "err", err)
 		return ses
 	}
 	return next
@@ -625,7 +627,7 @@ func (s *Service) checkTime(ctx context.Context, p authz.Principal, ses *Session
 	}
 	if ses.State.Active() {
 		if _, err := s.end(context.WithoutCancel(ctx), p, ses, SessionTimedOut, why); err != nil {
-			s.o.Logger.Warn("custom: ending a setup session past its time", "session", ses.ID, "err", err)
+			s.src.logger.Warn("custom: ending a setup session past its time", "session", ses.ID, "err", err)
 		}
 	}
 	return fmt.Errorf("custom: %s of setup session %s: the session is %s (it timed out): %w", what, ses.ID, why, errcode.ErrConflict)
@@ -664,8 +666,8 @@ func (s *Service) Session(ctx context.Context, p authz.Principal, id string) (*S
 // content hash (provider internals) for principals not allowed
 // authz.ActionReadConfig.
 func (s *Service) sessionView(ctx context.Context, p authz.Principal, ses *Session) *Session {
-	c := ses.Clone()
-	if s.o.Authorizer.Authorize(ctx, p, authz.ActionReadConfig, sessionResource(ses.Environment, ses.ID)) != nil {
+	c := ses.clone()
+	if s.src.authorizer.Authorize(ctx, p, authz.ActionReadConfig, sessionResource(ses.Environment, ses.ID)) != nil {
 		c.Base, c.ContentHash = "", ""
 	}
 	return c
@@ -677,7 +679,7 @@ func (s *Service) Sessions(ctx context.Context, p authz.Principal, envID string)
 	if err := s.authorize(ctx, p, authz.ActionRead, sessionResource(envID, ""), "setup sessions of environment "+envID); err != nil {
 		return nil, err
 	}
-	list, err := s.src.Templates.ListSessions(ctx, SessionFilter{Environment: envID})
+	list, err := s.src.Templates.ListSessions(ctx, Filter{Environment: envID})
 	if err != nil {
 		return nil, fmt.Errorf("custom: setup sessions of environment %s: %w", envID, err)
 	}
@@ -765,7 +767,7 @@ func (s *Service) end(ctx context.Context, p authz.Principal, ses *Session, stat
 	}
 	cleanup, err := s.destroySessionLeases(ctx, p, next)
 	if err != nil {
-		s.o.Logger.Warn("custom: destroying a setup session's sandboxes", "session", ses.ID, "err", err)
+		s.src.logger.Warn("custom: destroying a setup session's sandboxes", "session", ses.ID, "err", err)
 	}
 	if cleanup != "" {
 		if n, err := s.updateSession(ctx, next, func(x *Session) { x.LeaseCleanup = cleanup }); err == nil {
@@ -794,7 +796,8 @@ func (s *Service) destroySessionLeases(ctx context.Context, p authz.Principal, s
 	return cleanup, nil
 }
 
-// SessionSweepReport counts what SweepSessions did.
+// SessionSweepReport counts what the setup sessions' part of a sweep did
+// (berth.SweepReport.Sessions).
 type SessionSweepReport struct {
 	// TimedOut counts active sessions past their TTL or cap, ended.
 	TimedOut int `json:"timedOut"`
@@ -806,7 +809,8 @@ type SessionSweepReport struct {
 	TokensPruned int `json:"tokensPruned"`
 }
 
-// SweepSessions ends the active sessions past their TTL (or cap) as
+// sweepSessions (System.Sweep, through internal/templatehook) ends the
+// active sessions past their TTL (or cap) as
 // timed_out, also those whose process was killed, destroys the live setup
 // leases of every session that is not active any more (or not recorded at
 // all: a crash between the lease and the session's write), and makes the
@@ -815,13 +819,13 @@ type SessionSweepReport struct {
 // records. Several replicas may sweep at once: session changes are
 // version-checked and lease releases idempotent. p needs
 // authz.ActionSweep.
-func (s *Service) SweepSessions(ctx context.Context, p authz.Principal) (SessionSweepReport, error) {
+func (s *Service) sweepSessions(ctx context.Context, p authz.Principal) (SessionSweepReport, error) {
 	var rep SessionSweepReport
-	if err := s.o.Authorizer.Authorize(ctx, p, authz.ActionSweep, resource("", "", "")); err != nil {
+	if err := s.src.authorizer.Authorize(ctx, p, authz.ActionSweep, resource("", "", "")); err != nil {
 		return rep, fmt.Errorf("custom: sweep of setup sessions: %w", err)
 	}
 	now := s.o.clock.Now()
-	active, err := s.src.Templates.ListSessions(ctx, SessionFilter{Active: true})
+	active, err := s.src.Templates.ListSessions(ctx, Filter{Active: true})
 	if err != nil {
 		return rep, fmt.Errorf("custom: sweep of setup sessions: %w", err)
 	}
@@ -884,7 +888,7 @@ var _ environment.UsageReporter = usageReporter{}
 // sessions of envID, for the blast radius (CFG-7). Their sandboxes are
 // live leases of the environment and show among its active leases too.
 func (r usageReporter) EnvironmentUsage(ctx context.Context, envID string) (environment.Usage, error) {
-	list, err := r.s.src.Templates.ListSessions(ctx, SessionFilter{Environment: envID, Active: true})
+	list, err := r.s.src.Templates.ListSessions(ctx, Filter{Environment: envID, Active: true})
 	if err != nil {
 		return environment.Usage{}, fmt.Errorf("custom: setup sessions of environment %s: %w", envID, err)
 	}

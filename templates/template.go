@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
 )
@@ -81,8 +80,8 @@ type Template struct {
 	Redacted bool `json:"redacted,omitempty"`
 }
 
-// Clone returns a deep copy of t.
-func (t *Template) Clone() *Template {
+// clone returns a deep copy of t.
+func (t *Template) clone() *Template {
 	if t == nil {
 		return nil
 	}
@@ -94,28 +93,25 @@ func (t *Template) Clone() *Template {
 	return &c
 }
 
-// EventAction says what an Event did to the active pointer.
-type EventAction string
-
-// The pointer changes.
+// The pointer changes (Event.Action).
 const (
-	// ActionPromote: the pointer moved to a captured template.
-	ActionPromote EventAction = "promote"
-	// ActionRollback: the pointer moved back to a superseded template (a
-	// new promote, nothing undone in place).
-	ActionRollback EventAction = "rollback"
-	// ActionRevoke: the active template was revoked and the pointer
-	// cleared (no fall back to the previous one).
-	ActionRevoke EventAction = "revoke"
+	actionPromote  = "promote"
+	actionRollback = "rollback"
+	actionRevoke   = "revoke"
 )
 
 // Event is one change of an environment's active pointer, in the
 // append-only history: who, when, from, to, why.
 type Event struct {
 	// Seq orders an environment's events; the store assigns it.
-	Seq         int64       `json:"seq"`
-	Environment string      `json:"environment"`
-	Action      EventAction `json:"action"`
+	Seq         int64  `json:"seq"`
+	Environment string `json:"environment"`
+	// Action says what the change did to the pointer: "promote" (it moved
+	// to a captured template), "rollback" (it moved back to a superseded
+	// template: a new promote, nothing undone in place) or "revoke" (the
+	// active template was revoked and the pointer cleared, with no fall
+	// back to the previous one).
+	Action string `json:"action"`
 	// From and To are template ids; "" for no template.
 	From   string    `json:"from,omitempty"`
 	To     string    `json:"to,omitempty"`
@@ -126,12 +122,16 @@ type Event struct {
 	Revision int64 `json:"revision"`
 }
 
-// Filter selects templates in Store.ListTemplates; zero fields match
-// everything.
+// Filter selects templates in Store.ListTemplates and setup sessions in
+// Store.ListSessions; zero fields match everything.
 type Filter struct {
 	Environment string
-	// DeleteWanted matches only templates whose deletion is wanted.
+	// DeleteWanted matches only templates whose deletion is wanted
+	// (ListTemplates; ListSessions ignores it).
 	DeleteWanted bool
+	// Active matches only sessions in an active state (ListSessions;
+	// ListTemplates ignores it).
+	Active bool
 }
 
 // Store persists templates and the pointer history. Implementations: the
@@ -167,7 +167,7 @@ type Store interface {
 	// errcode.ErrNotFound.
 	GetSession(ctx context.Context, id string) (*Session, error)
 	// ListSessions returns the matching sessions by CreatedAt, then id.
-	ListSessions(ctx context.Context, f SessionFilter) ([]*Session, error)
+	ListSessions(ctx context.Context, f Filter) ([]*Session, error)
 	// UpdateSession replaces session s.ID if its stored Version is
 	// s.Version-1; otherwise errcode.ErrConflict (errcode.ErrNotFound if absent).
 	UpdateSession(ctx context.Context, s *Session) error
@@ -180,24 +180,23 @@ type Store interface {
 	// InsertTerminalToken stores a terminal token's record (its hash,
 	// never the token); errcode.ErrConflict if the hash is taken.
 	InsertTerminalToken(ctx context.Context, t *TerminalToken) error
-	// RedeemTerminalToken marks the token with hash used and returns its
-	// record, if it exists, is unused, expires after now, and was minted
-	// for p (its ID and Role) and path; else an error wrapping
-	// ErrTokenInvalid, and the record is left as it was: a token presented
-	// by another principal or on another path is not used up. The match
-	// and the mark are one step. Of concurrent redemptions, also from
-	// several processes, one wins.
-	RedeemTerminalToken(ctx context.Context, hash string, p authz.Principal, path string, now time.Time) (*TerminalToken, error)
+	// RedeemTerminalToken marks the token record with hash used and
+	// returns it, if it exists, is unused and expires after now; else an
+	// error wrapping ErrTokenInvalid, and nothing changes. The match and
+	// the mark are one step. Of concurrent redemptions, also from several
+	// processes, one wins.
+	RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*TerminalToken, error)
 	// PruneTerminalTokens removes the token records that expire before
 	// before (used or not: none can be redeemed any more) and returns how
 	// many it removed.
 	PruneTerminalTokens(ctx context.Context, before time.Time) (int, error)
 }
 
-// Errors of the custom images contract.
+// The errors of the custom images contract that are no store's: a host
+// tells them by errcode.ReasonOf.
 var (
-	// ErrSourceMismatch: the template was captured from another source
+	// errSourceMismatch (reason "source_mismatch"): the template was captured from another source
 	// config than the environment's current one (IMG-6); it cannot be
 	// promoted until the change is undone.
-	ErrSourceMismatch error = &errcode.Error{Code: errcode.Conflict, Reason: "source_mismatch", Err: errors.New("custom: template does not match the environment's source config")}
+	errSourceMismatch error = &errcode.Error{Code: errcode.Conflict, Reason: "source_mismatch", Err: errors.New("custom: template does not match the environment's source config")}
 )

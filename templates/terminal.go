@@ -11,12 +11,6 @@ import (
 	"github.com/berthdev/berth/errcode"
 )
 
-// TerminalSize is a terminal's window size.
-type TerminalSize struct {
-	Rows int `json:"rows"`
-	Cols int `json:"cols"`
-}
-
 // terminals are the PTYs this process opened, by session: a capture or an
 // end of the session closes them.
 type terminals struct {
@@ -104,9 +98,10 @@ func (t *sessionTerminal) Close() error {
 // the terminal capability is refused naming it (drivers.ErrUnsupported,
 // IMG-7). The PTY lives in this process; input extends the session's TTL
 // up to its cap, and input past the cap closes it; capturing or ending the
-// session closes it. The caller closes it too.
-// p needs authz.ActionSetup.
-func (s *Service) OpenTerminal(ctx context.Context, p authz.Principal, id string, size TerminalSize) (drivers.TerminalSession, error) {
+// session closes it. The caller closes it too. rows and cols are its
+// window size (0, either: the driver's default); Resize changes it. p
+// needs authz.ActionSetup.
+func (s *Service) OpenTerminal(ctx context.Context, p authz.Principal, id string, rows, cols int) (drivers.TerminalSession, error) {
 	ses, err := s.loadSession(ctx, p, authz.ActionSetup, id)
 	if err != nil {
 		return nil, err
@@ -129,7 +124,7 @@ func (s *Service) OpenTerminal(ctx context.Context, p authz.Principal, id string
 	if err != nil {
 		return nil, fmt.Errorf("custom: terminal of setup session %s: %w", id, err)
 	}
-	ts, err := h.OpenTerminal(ctx, drivers.TerminalRequest{Rows: size.Rows, Cols: size.Cols})
+	ts, err := h.OpenTerminal(ctx, drivers.TerminalRequest{Rows: rows, Cols: cols})
 	if err != nil {
 		err = fmt.Errorf("custom: terminal of setup session %s: %w", id, err)
 		if env, d, eerr := s.environment(ctx, ses.Environment); eerr == nil {

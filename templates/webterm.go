@@ -27,66 +27,48 @@ const terminalTokenTTL = 60 * time.Second
 // defaultTerminalRing is the default size of a web terminal's output ring.
 const defaultTerminalRing = 1 << 20
 
-// MintedToken is a terminal token as MintTerminalToken returns it: the
-// token travels once, to the client; the store keeps its hash.
-type MintedToken struct {
-	Token     string    `json:"token"`
-	Session   string    `json:"session"`
-	Path      string    `json:"path"`
-	ExpiresAt time.Time `json:"expiresAt"`
-}
-
 // MintTerminalToken mints a single-use token for the web terminal of
-// session id (IMG-5): random (32 bytes), only its SHA-256 stored,
-// redeemable once within 60 seconds, bound to the session, to p and
-// to the URL path the TerminalHandler serves it on. The session must be
-// waiting for the operator and within its TTL and cap (one past its time
-// is ended as timed_out: errcode.ErrConflict). p needs authz.ActionSetup.
-func (s *Service) MintTerminalToken(ctx context.Context, p authz.Principal, id, path string) (*MintedToken, error) {
+// session id (IMG-5) and returns it with the time it expires: random (32
+// bytes), redeemable once within 60 seconds, bound to the session, to p
+// and to the URL path the TerminalHandler serves it on. The token travels
+// once, to the client; the store keeps only the SHA-256 of it with p and
+// path (TerminalToken.Hash). The session must be waiting for the operator
+// and within its TTL and cap (one past its time is ended as timed_out:
+// errcode.ErrConflict). p needs authz.ActionSetup.
+func (s *Service) MintTerminalToken(ctx context.Context, p authz.Principal, id, path string) (token string, expiresAt time.Time, err error) {
 	ses, err := s.loadSession(ctx, p, authz.ActionSetup, id)
 	if err != nil {
-		return nil, err
+		return "", time.Time{}, err
 	}
 	if err := s.checkTime(ctx, p, ses, "terminal token"); err != nil {
-		return nil, err
+		return "", time.Time{}, err
 	}
 	if ses.State != SessionWaiting {
-		return nil, notWaiting(ses, fmt.Errorf("custom: terminal token for setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, errcode.ErrConflict))
+		return "", time.Time{}, notWaiting(ses, fmt.Errorf("custom: terminal token for setup session %s: it is %s, not %s: %w", id, ses.State, SessionWaiting, errcode.ErrConflict))
 	}
 	if path == "" {
-		return nil, fmt.Errorf("custom: terminal token for setup session %s: no URL path: %w", id, errcode.ErrInvalid)
+		return "", time.Time{}, fmt.Errorf("custom: terminal token for setup session %s: no URL path: %w", id, errcode.ErrInvalid)
 	}
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
-		return nil, fmt.Errorf("custom: terminal token for setup session %s: %w", id, err)
+		return "", time.Time{}, fmt.Errorf("custom: terminal token for setup session %s: %w", id, err)
 	}
 	tok := "bt_" + hex.EncodeToString(b)
 	now := s.o.clock.Now().UTC()
-	rec := &TerminalToken{Hash: tokenHash(tok), Session: id, Principal: p.ID, Role: p.Role, Path: path, CreatedAt: now, ExpiresAt: now.Add(terminalTokenTTL)}
+	rec := &TerminalToken{Hash: tokenHash(tok, p, path), Session: id, ExpiresAt: now.Add(terminalTokenTTL)}
 	if err := s.src.Templates.InsertTerminalToken(ctx, rec); err != nil {
-		return nil, fmt.Errorf("custom: terminal token for setup session %s: %w", id, err)
+		return "", time.Time{}, fmt.Errorf("custom: terminal token for setup session %s: %w", id, err)
 	}
-	return &MintedToken{Token: tok, Session: id, Path: path, ExpiresAt: rec.ExpiresAt}, nil
+	return tok, rec.ExpiresAt, nil
 }
 
-func tokenHash(tok string) string {
-	sum := sha256.Sum256([]byte(tok))
+// tokenHash is the stored hash of token tok presented by p on path: the
+// hex SHA-256 of all three, so a token presented by another principal (or
+// with another role) or on another path hashes to no stored record and
+// uses up nothing.
+func tokenHash(tok string, p authz.Principal, path string) string {
+	sum := sha256.Sum256([]byte("berth-terminal-token-v2\x00" + tok + "\x00" + p.ID + "\x00" + string(p.Role) + "\x00" + path))
 	return hex.EncodeToString(sum[:])
-}
-
-// TerminalHandlerOptions configure Service.TerminalHandler.
-type TerminalHandlerOptions struct {
-	// Principal returns the principal of a request (the host's
-	// authentication); it must equal the one the token was minted for.
-	// Required.
-	Principal func(r *http.Request) (authz.Principal, error)
-	// OriginPatterns are the allowed browser origins besides the
-	// request's own host (websocket.AcceptOptions.OriginPatterns).
-	// Default none: only the request's own host.
-	OriginPatterns []string
-	// RingBytes bounds the output kept per terminal for reconnects;
-	// default 1 MiB.
-	RingBytes int
 }
 
 // Control frames (JSON text frames). The server sends "attached" (or
@@ -105,47 +87,49 @@ type controlFrame struct {
 	Error  string `json:"error,omitempty"`
 }
 
-// TerminalHandler returns the web terminal's http.Handler (IMG-5). A
-// request carries ?token=T (browsers cannot set WebSocket headers), and
-// for a reconnect &process=P&offset=N. The token is redeemed before the
-// upgrade, and only when it was minted for the request's principal
-// (opts.Principal) and path: an unknown, used or expired token, or one
+// TerminalHandler returns the web terminal's http.Handler (IMG-5).
+// principal returns the principal of a request (the host's
+// authentication); it must equal the one the token was minted for.
+// originPatterns are the allowed browser origins besides the request's own
+// host (websocket.AcceptOptions.OriginPatterns; none: only the request's
+// own host). A request carries ?token=T (browsers cannot set WebSocket
+// headers), and for a reconnect &process=P&offset=N. The token is redeemed
+// before the upgrade, and only when it was minted for the request's
+// principal and path: an unknown, used or expired token, or one
 // minted for another path or another principal, is refused with 401 and
 // no upgrade, and is not used up by that refusal; one for a session that
 // is not waiting any more or is past its TTL or cap (ended as timed_out
 // there and then), or not the request's "session", is refused with 403 or
 // 409; the token
 // never appears in an answer or a log. Then the connection is upgraded
-// with coder/websocket (opts.OriginPatterns). Output and keystrokes
-// travel in binary frames; resize, exit and reset are JSON text frames.
-// Each PTY keeps a ring of its last opts.RingBytes of output indexed by
-// byte offset: a reconnect to the same process with offset N receives
+// with coder/websocket. Output and keystrokes travel in binary frames;
+// resize, exit and reset are JSON text frames. Each PTY keeps a ring of
+// its last MiB of output indexed by byte offset: a reconnect to the same process with offset N receives
 // "attached" and exactly the bytes from N, or "reset" and the ring's tail
 // when N is gone (never the whole ring blindly). The PTY lives in this
 // process and belongs to the principal that opened it: a process unknown
 // here (another replica's, or one that ended), or another principal's,
 // gets a fresh shell and "reset".
-func (s *Service) TerminalHandler(opts TerminalHandlerOptions) http.Handler {
-	if opts.RingBytes <= 0 {
-		opts.RingBytes = defaultTerminalRing
-	}
-	return &termHandler{s: s, o: opts, procs: map[string]*termProc{}}
+func (s *Service) TerminalHandler(principal func(r *http.Request) (authz.Principal, error), originPatterns ...string) http.Handler {
+	return &termHandler{s: s, principal: principal, origins: originPatterns, ring: defaultTerminalRing, procs: map[string]*termProc{}}
 }
 
 type termHandler struct {
-	s     *Service
-	o     TerminalHandlerOptions
-	mu    sync.Mutex
-	procs map[string]*termProc
+	s         *Service
+	principal func(r *http.Request) (authz.Principal, error)
+	origins   []string
+	ring      int // bytes of output kept per PTY (templatehook.SetTerminalRing)
+	mu        sync.Mutex
+	procs     map[string]*termProc
 }
 
 func (h *termHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	if h.o.Principal == nil {
+	if h.principal == nil {
 		http.Error(w, "terminal handler has no principal resolver", http.StatusInternalServerError)
 		return
 	}
-	p, err := h.o.Principal(r)
+	p, err := h.principal(r)
 	if err != nil {
 		http.Error(w, "unauthenticated", http.StatusUnauthorized)
 		return
@@ -156,10 +140,10 @@ func (h *termHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing token", http.StatusUnauthorized)
 		return
 	}
-	// The store redeems the token only for this principal on this path,
-	// in one step: a token presented by anyone else, or elsewhere, is
+	// The hash binds the token to this principal and this path: a token
+	// presented by anyone else, or elsewhere, matches no record, is
 	// refused and stays usable by its owner.
-	rec, err := h.s.src.Templates.RedeemTerminalToken(ctx, tokenHash(tok), p, r.URL.Path, h.s.o.clock.Now())
+	rec, err := h.s.src.Templates.RedeemTerminalToken(ctx, tokenHash(tok, p, r.URL.Path), h.s.o.clock.Now())
 	if err != nil {
 		if errors.Is(err, ErrTokenInvalid) {
 			http.Error(w, "terminal token invalid, used, expired, or not yours for this path", http.StatusUnauthorized)
@@ -203,14 +187,14 @@ func (h *termHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if proc == nil {
 		if proc, err = h.open(ctx, p, ses.ID); err != nil {
 			http.Error(w, "opening the terminal failed", http.StatusBadGateway)
-			h.s.o.Logger.Warn("custom: web terminal", "session", ses.ID, "err", err)
+			h.s.src.logger.Warn("custom: web terminal", "session", ses.ID, "err", err)
 			return
 		}
 		offset = 0
 	} else {
 		reset = false
 	}
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: h.o.OriginPatterns})
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: h.origins})
 	if err != nil {
 		return
 	}
@@ -221,13 +205,13 @@ func (h *termHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // open starts a PTY of session id in this process.
 func (h *termHandler) open(ctx context.Context, p authz.Principal, id string) (*termProc, error) {
-	ts, err := h.s.OpenTerminal(context.WithoutCancel(ctx), p, id, TerminalSize{Rows: 24, Cols: 80})
+	ts, err := h.s.OpenTerminal(context.WithoutCancel(ctx), p, id, 24, 80)
 	if err != nil {
 		return nil, err
 	}
 	b := make([]byte, 9)
 	_, _ = rand.Read(b)
-	proc := &termProc{id: "prc_" + hex.EncodeToString(b), session: id, principal: p.ID, role: p.Role, ts: ts, ring: make([]byte, h.o.RingBytes), done: make(chan struct{})}
+	proc := &termProc{id: "prc_" + hex.EncodeToString(b), session: id, principal: p.ID, role: p.Role, ts: ts, ring: make([]byte, h.ring), done: make(chan struct{})}
 	proc.cond = sync.NewCond(&proc.mu)
 	h.mu.Lock()
 	h.procs[proc.id] = proc

@@ -167,7 +167,7 @@ func (sb *sandbox) requestSnapshot(ctx context.Context, p *poller, name string) 
 // first. A snapshot left in another state than removing after a delete the
 // API accepted is an error, not a receipt.
 func (d *driver) DeleteTemplate(ctx context.Context, cfg config.Config, id images.Identity) (drivers.Receipt, error) {
-	if id.Kind() != images.KindSnapshot || id.Provider() != driverName {
+	if id.SnapshotID() == "" || id.Provider() != driverName {
 		return drivers.Receipt{}, fmt.Errorf("daytona: %q is not a daytona snapshot identity: %w", id, config.ErrInvalid)
 	}
 	s, err := d.open(cfg)

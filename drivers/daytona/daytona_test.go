@@ -85,7 +85,7 @@ func (h *harness) Config() config.Config  { return h.cfg }
 func (h *harness) Close()                 {}
 
 func (h *harness) ConfigWithImage(id images.Identity) (config.Config, bool) {
-	if id.Kind() != images.KindSnapshot || id.Provider() != "daytona" {
+	if id.SnapshotID() == "" || id.Provider() != "daytona" {
 		return nil, false
 	}
 	cfg := h.cfg.Clone()

@@ -164,7 +164,7 @@ const emptyAuth = "e30="
 // Untagged parent images are left alone (noprune): the delete removes the
 // template and nothing else.
 func (d *driver) DeleteTemplate(ctx context.Context, raw config.Config, id images.Identity) (drivers.Receipt, error) {
-	if id.Kind() != images.KindDigest {
+	if id.Digest() == "" {
 		return drivers.Receipt{}, fmt.Errorf("docker: template %q is not an image digest: %w", id, config.ErrInvalid)
 	}
 	cfg, err := d.parseConfig(raw)

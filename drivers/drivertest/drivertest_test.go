@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/internal/fakectl"
 )
 
 type harness struct{ d drivers.Driver }
@@ -150,7 +151,7 @@ func (h brokenHarness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
 	case drivertest.FailUnreachable:
 		wrong := fmt.Errorf("connection refused: %w", drivers.ErrUnreachable)
 		d := fake.New(&fake.Options{Name: "fake-wrong"})
-		d.Inject(fake.Fault{Op: "create", Err: wrong})
+		fakectl.Of(d).Inject(fakectl.Fault{Op: "create", Err: wrong})
 		return drivertest.Broken{Driver: d, Config: map[string]any{}, Layer: drivers.ErrUnavailable}, true
 	}
 	return drivertest.Broken{}, false
@@ -222,7 +223,7 @@ func TestCheckFailureApplicability(t *testing.T) {
 	if !applies || err == nil || !strings.Contains(err.Error(), "not the driver under test") {
 		t.Errorf("a harness whose broken driver is another one: applies %v err %v, want true and an error naming it", applies, err)
 	}
-	if n := d.Calls("create"); n != 0 {
+	if n := fakectl.Of(d).Calls("create"); n != 0 {
 		t.Errorf("%d creates, want none", n)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/fakectl"
 )
 
 // imageHarness is the fake's harness with drivertest.ImageHarness, so that
@@ -30,8 +31,8 @@ func (h imageHarness) RunnerSpec(testing.TB) drivers.RunnerSpec {
 }
 func (h imageHarness) ConfigWithImage(id images.Identity) (config.Config, bool) {
 	ref := id.String()
-	if id.Kind() == images.KindSnapshot {
-		ref = fake.SnapshotPrefix + id.SnapshotID()
+	if id.SnapshotID() != "" {
+		ref = "snapshot:" + id.SnapshotID()
 	}
 	return config.Config{"image": ref}, true
 }
@@ -58,7 +59,7 @@ type refusesInUse struct {
 
 func (d refusesInUse) DeleteTemplate(ctx context.Context, cfg config.Config, id images.Identity) (drivers.Receipt, error) {
 	used := d.mode == inUseForever
-	for _, b := range d.Sandboxes() {
+	for _, b := range fakectl.Of(d.Driver).Sandboxes() {
 		if b.Image == id && b.State != drivers.StateDestroyed {
 			used = true
 		}
@@ -81,13 +82,13 @@ func (d refusesInUse) DeleteTemplate(ctx context.Context, cfg config.Config, id 
 }
 
 // IMG-8: a driver whose provider refuses to delete a template in use passes
-// the suite, as one that deletes it anyway does (the fake with DeleteInUse,
+// the suite, as one that deletes it anyway does (the fake that deletes what is in use,
 // as Daytona; drivers/fake's TestConformance runs its refusing default, as
 // Docker); both with sandboxes from the template.
 func TestSuiteAcceptsAnInUseRefusal(t *testing.T) {
 	for name, d := range map[string]drivers.Driver{
-		"refuses": refusesInUse{Driver: fake.New(&fake.Options{Handlers: suiteScripts, DeleteInUse: true})},
-		"deletes": fake.New(&fake.Options{Handlers: suiteScripts, DeleteInUse: true}),
+		"refuses": refusesInUse{Driver: deletesInUse(&fake.Options{Handlers: suiteScripts})},
+		"deletes": deletesInUse(&fake.Options{Handlers: suiteScripts}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			drivertest.RunConformanceTests(t, func(context.Context, testing.TB) (drivertest.Harness, error) {
@@ -100,5 +101,13 @@ func TestSuiteAcceptsAnInUseRefusal(t *testing.T) {
 // wrongInUse is a wrong driver of wrongDrivers: the fake whose template
 // delete breaks the in-use contract as mode says.
 func wrongInUse(mode inUse) drivertest.Harness {
-	return imageHarness{refusesInUse{Driver: fake.New(&fake.Options{Name: "fake-wrong", Handlers: suiteScripts, DeleteInUse: true}), mode: mode}}
+	return imageHarness{refusesInUse{Driver: deletesInUse(&fake.Options{Name: "fake-wrong", Handlers: suiteScripts}), mode: mode}}
+}
+
+// deletesInUse returns a fake that deletes a template sandboxes use (as
+// Daytona).
+func deletesInUse(o *fake.Options) *fake.Driver {
+	d := fake.New(o)
+	fakectl.Of(d).SetDeleteInUse(true)
+	return d
 }

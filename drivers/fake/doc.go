@@ -10,21 +10,24 @@
 //	}})
 //	sb, err := d.Acquire(ctx, config.Config{}, drivers.AcquireRequest{})
 //	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"make"}})
-//	d.FailNth("destroy", 1, nil) // the first destroy fails
 //	_, err = sb.Release(ctx, drivers.Destroy)
 //
 // Provider state lives in the Driver: sandboxes ("fake-1", ...) and their
-// states, labels and images; tags, digests and snapshots; call counts
-// (Calls); and faults, deterministic and never sleeping (FailNth,
-// RefuseStop, FakeStop, Lose, ReportWrongImage, slow starts on a clock).
+// states, labels and images; tags and digests (AddImage, DefaultImage) and
+// snapshots. The faults berth's own tests inject (deterministic and never
+// sleeping), its call counts and its sandbox table are internal
+// (internal/fakectl).
 //
 // Commands run in Go, never on the host, and the fake has no shell
 // interpreter: it runs a command's argv. A handler of Options.Handlers runs
 // first, found by argv[0], by its base name, or, for "sh -c SCRIPT ...",
 // by the whole SCRIPT. Then come the built-ins, which are what berth
-// itself sends: qualify.DetectScript (answered from
-// Options.Platform), true, false, echo [-n], uname (-s -n -r -v -m -o -a),
-// cat (stdin, /etc/os-release, /etc/hostname), sleep (on Options.Clock),
+// itself sends: the platform detection script (answered from
+// Options.Platform), the scripts a setup session of package templates runs
+// (answered as a clean sandbox would: a file write succeeds and keeps
+// nothing, there is nothing of berth's to remove, process 1 has an empty
+// environment), true, false, echo [-n], uname (-s -n -r -v -m -o -a),
+// cat (stdin, /etc/os-release, /etc/hostname), sleep (on the driver's clock),
 // env, pwd, exit [N], and sh -c of ONE such command: its words split with
 // 'single' and "double" quotes, backslashes, $NAME, ${NAME} and $0..$9.
 // Anything else (another program, a list, a pipeline, a redirection, a

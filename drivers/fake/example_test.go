@@ -2,7 +2,6 @@ package fake_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -84,37 +83,6 @@ func Example_handlers() {
 func Example_capabilities() {
 	d := fake.New(&fake.Options{Undeclared: drivers.NewSet(drivers.CapTerminal)})
 	fmt.Println(drivers.Effective(d, drivers.NewSet(drivers.CapRunnerIngress)))
-	fmt.Println("provider calls:", d.TotalCalls())
 	// Output:
 	// exec,stream_exec,reuse,list,destroy_by_id,image_identity,template_capture,template_delete
-	// provider calls: 0
-}
-
-// Faults are deterministic: the second create fails, a refused stop leaves
-// the sandbox running, and a faked stop is no proof.
-func Example_faultInjection() {
-	ctx := context.Background()
-	d := fake.New(nil)
-	d.FailNth("create", 2, drivers.ErrTransient)
-
-	a, _ := d.Acquire(ctx, config.Config{}, drivers.AcquireRequest{})
-	_, err := d.Acquire(ctx, config.Config{}, drivers.AcquireRequest{})
-	fmt.Println("second create transient:", errors.Is(err, drivers.ErrTransient))
-
-	d.RefuseStop(a.ID(), drivers.ErrUnreachable)
-	_, err = a.Release(ctx, drivers.Stop)
-	st, _ := d.State(a.ID())
-	fmt.Println("refused:", errors.Is(err, drivers.ErrUnreachable), st)
-
-	d.ClearFaults()
-	d.FakeStop(a.ID(), "unconfirmed")
-	r, _ := a.Release(ctx, drivers.Stop)
-	st, _ = d.State(a.ID())
-	fmt.Println("faked:", r.Proves(a.ID(), drivers.Stop), st)
-	fmt.Println("creates:", d.Calls("create"), "stops:", d.Calls("stop"))
-	// Output:
-	// second create transient: true
-	// refused: true running
-	// faked: false running
-	// creates: 2 stops: 2
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/internal/qualify"
+	"github.com/berthdev/berth/internal/setupscript"
 )
 
 // Invocation is one command run by a HandlerFunc.
@@ -77,8 +78,8 @@ func echo(_ *Driver, _ context.Context, inv Invocation, args []string) (int, err
 	return 0, nil
 }
 
-// run runs inv.Argv: a handler, the detection script, a built-in, or sh -c
-// of one command. It fails only when ctx ended or a handler failed.
+// run runs inv.Argv: a handler, the detection script, a setup session's
+// script, a built-in, or sh -c of one command. It fails only when ctx ended or a handler failed.
 func (d *Driver) run(ctx context.Context, inv Invocation) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return -1, err
@@ -108,6 +109,14 @@ func (d *Driver) run(ctx context.Context, inv Invocation) (int, error) {
 	case script == qualify.DetectScript:
 		d.detect(inv)
 		return 0, nil
+	case script == setupscript.WriteFile:
+		// A clean sandbox writes the file; the fake keeps no files.
+		if _, err := io.Copy(io.Discard, inv.Stdin); err != nil {
+			return -1, err
+		}
+		return 0, nil
+	case script == setupscript.Clean, script == setupscript.Environ:
+		return 0, nil // nothing of berth's to remove; process 1 has no environment
 	}
 	words, err := splitWords(script, inv.Env, argv[3:])
 	if err != nil {
@@ -200,7 +209,7 @@ func (d *Driver) sleep(ctx context.Context, inv Invocation, args []string) (int,
 		return 1, nil
 	}
 	select {
-	case <-d.o.Clock.After(time.Duration(f * float64(unit))):
+	case <-d.clock.After(time.Duration(f * float64(unit))):
 		return 0, nil
 	case <-ctx.Done():
 		return -1, ctx.Err()

@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/fakectl"
 )
 
 // Name is the default driver name (Options.Name) and the provider of
@@ -46,10 +47,7 @@ type Options struct {
 	// Undeclared lists capabilities the fake does not declare, though it
 	// implements them all: to test that such a capability is never used.
 	// Default none: the fake declares every capability.
-	Undeclared    drivers.Set
-	Clock         clock.Clock   // runs slow starts and sleep; default the wall clock
-	StartupBudget time.Duration // the provider-declared startup budget; default none
-	StartDelay    time.Duration // how long sandboxes stay starting on Clock; default 0: started at once
+	Undeclared drivers.Set
 	// Platform names the operating system sandboxes report through the
 	// built-in commands and the detection script: "debian-12" (Debian 12
 	// on x86_64, glibc 2.36; the default, also for ""), "alpine" (Alpine
@@ -58,11 +56,10 @@ type Options struct {
 	Platform string
 	// Handlers run Go code for commands, before the built-ins. The key is
 	// argv[0] or its base name ("make"), or, for "sh -c SCRIPT ...", the
-	// whole SCRIPT (qualify.DetectScript, or a test's script). Default
-	// none: the built-ins only.
-	Handlers    map[string]HandlerFunc
-	APIKey      string // if not "", the api_key every operation needs (else drivers.ErrAuth)
-	DeleteInUse bool   // DeleteTemplate deletes what sandboxes use (as Daytona); default ErrInUse (as Docker)
+	// whole SCRIPT (a test's script, or one berth sends, to answer it
+	// otherwise). Default none: the built-ins only.
+	Handlers map[string]HandlerFunc
+	APIKey   string // if not "", the api_key every operation needs (else drivers.ErrAuth)
 	// Unavailable, if not nil, is what Availability reports: the driver is
 	// listed as unavailable and has no effective capabilities (CAP-3).
 	Unavailable error
@@ -71,7 +68,11 @@ type Options struct {
 // Driver is the fake provider and its driver; its state is shared by all
 // its sandboxes. It is safe for concurrent use.
 type Driver struct {
-	o              Options // StartDelay guarded by mu
+	o              Options
+	clock          clock.Clock   // runs slow starts and sleep; default the wall clock
+	startupBudget  time.Duration // the provider-declared startup budget; default none
+	startDelay     time.Duration // how long sandboxes stay starting on clock; guarded by mu
+	deleteInUse    bool          // DeleteTemplate deletes what sandboxes use (as Daytona); guarded by mu
 	name, provider string
 	declared       drivers.Set
 	platform       platform
@@ -87,22 +88,14 @@ type Driver struct {
 	wrongImage     map[string]bool
 }
 
-// SandboxRecord is one sandbox as Driver.Sandboxes reports it.
-type SandboxRecord struct {
-	ID      string
-	State   drivers.State
-	Labels  map[string]string
-	Image   images.Identity
-	leaseID string // AcquireRequest.LeaseID
-}
-
 // box is one sandbox at the fake provider. Guarded by Driver.mu.
 type box struct {
-	SandboxRecord          // State StateStarting resolves to running at readyAt; Labels unset (labels)
-	labels        []string // the labels as key, value pairs: a third of a small map's size, for a table that keeps every sandbox
-	readyAt       time.Time
-	alive         context.Context // cancelled and dropped (end) when the sandbox stops or vanishes
-	cancel        context.CancelFunc
+	fakectl.Sandbox          // State StateStarting resolves to running at readyAt; Labels unset (labels)
+	leaseID         string   // AcquireRequest.LeaseID
+	labels          []string // the labels as key, value pairs: a third of a small map's size, for a table that keeps every sandbox
+	readyAt         time.Time
+	alive           context.Context // cancelled and dropped (end) when the sandbox stops or vanishes
+	cancel          context.CancelFunc
 }
 
 func (b *box) boot(now time.Time, delay time.Duration) {
@@ -180,7 +173,7 @@ func New(opts *Options) *Driver {
 	if _, err := images.SnapshotIdentity(d.name, "x"); err == nil {
 		d.provider = d.name
 	}
-	d.o.Clock = cmp.Or[clock.Clock](d.o.Clock, clock.Real{})
+	d.clock = clock.Real{}
 	plat, ok := platforms[cmp.Or(d.o.Platform, platformDebian12)]
 	if !ok {
 		panic("fake: unknown Options.Platform " + strconv.Quote(d.o.Platform))
@@ -195,6 +188,13 @@ func New(opts *Options) *Driver {
 var allCapabilities = drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList,
 	drivers.CapDestroyByID, drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapTemplateCapture,
 	drivers.CapTemplateDelete, drivers.CapRunnerIngress)
+
+// controls are the test controls of a Driver (internal/fakectl).
+type controls Driver
+
+func init() {
+	fakectl.Of = func(d any) fakectl.Controls { return (*controls)(d.(*Driver)) }
+}
 
 func (d *Driver) newSchema() *config.Schema {
 	image := func(v any) error {
@@ -225,7 +225,7 @@ func (d *Driver) Name() string { return d.name }
 
 // Capabilities declares every capability but Options.Undeclared. No I/O.
 func (d *Driver) Capabilities() drivers.Capabilities {
-	return drivers.Capabilities{Kind: drivers.KindSandbox, Declared: d.declared, StartupBudget: d.o.StartupBudget}
+	return drivers.Capabilities{Kind: drivers.KindSandbox, Declared: d.declared, StartupBudget: d.startupBudget}
 }
 
 // Schema returns the config schema, the same pointer on every call.
@@ -281,9 +281,9 @@ func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 		return nil, cmp.Or(cerr, err)
 	}
 	d.seq++
-	now := d.o.Clock.Now()
-	b := &box{SandboxRecord: SandboxRecord{ID: d.name + "-" + strconv.Itoa(d.seq), Image: img, leaseID: req.LeaseID}, labels: labelPairs(req.Labels)}
-	b.boot(now, d.o.StartDelay)
+	now := d.clock.Now()
+	b := &box{Sandbox: fakectl.Sandbox{ID: d.name + "-" + strconv.Itoa(d.seq), Image: img}, leaseID: req.LeaseID, labels: labelPairs(req.Labels)}
+	b.boot(now, d.startDelay)
 	d.boxes[b.ID] = b
 	d.mu.Unlock()
 	st := drivers.StateDestroyed
@@ -303,7 +303,7 @@ func (d *Driver) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 func (d *Driver) waitRunning(ctx context.Context, id string) (drivers.Sandbox, error) {
 	for {
 		d.mu.Lock()
-		b, now := d.boxes[id], d.o.Clock.Now()
+		b, now := d.boxes[id], d.clock.Now()
 		st, wait := drivers.State(""), time.Duration(0)
 		if b != nil {
 			st, wait = b.stateAt(now), b.readyAt.Sub(now)
@@ -318,7 +318,7 @@ func (d *Driver) waitRunning(ctx context.Context, id string) (drivers.Sandbox, e
 			return nil, fmt.Errorf("fake: sandbox %s is %s, not starting", id, st)
 		}
 		select {
-		case <-d.o.Clock.After(wait):
+		case <-d.clock.After(wait):
 		case <-ctx.Done():
 			return nil, fmt.Errorf("fake: sandbox %s still starting: %w", id, ctx.Err())
 		}
@@ -335,7 +335,7 @@ func (d *Driver) Resume(ctx context.Context, cfg config.Config, id string) (driv
 	d.mu.Lock()
 	err := d.callLocked(opResume, id)
 	b, ok := d.boxes[id]
-	switch now := d.o.Clock.Now(); {
+	switch now := d.clock.Now(); {
 	case err != nil:
 	case !ok || b.State == drivers.StateDestroyed:
 		err = fmt.Errorf("fake: resume %s: %w", id, errcode.ErrNotFound)
@@ -343,7 +343,7 @@ func (d *Driver) Resume(ctx context.Context, cfg config.Config, id string) (driv
 		err = fmt.Errorf("fake: resume %s: sandbox failed to start", id)
 	case b.State == drivers.StateStopped:
 		if err = d.callLocked(opStart, id); err == nil {
-			b.boot(now, d.o.StartDelay)
+			b.boot(now, d.startDelay)
 		}
 	}
 	d.mu.Unlock()
@@ -366,7 +366,7 @@ func (d *Driver) List(ctx context.Context, cfg config.Config, labels map[string]
 	defer d.mu.Unlock()
 	var out []drivers.SandboxInfo
 	for _, b := range d.boxes {
-		if b.stateAt(d.o.Clock.Now()) == drivers.StateDestroyed {
+		if b.stateAt(d.clock.Now()) == drivers.StateDestroyed {
 			continue
 		}
 		if b.carries(labels) {
@@ -388,7 +388,7 @@ func (d *Driver) Destroy(ctx context.Context, cfg config.Config, providerLeaseID
 
 // proof is a confirmed receipt on ev, of kind (default EvidenceProvider).
 func (d *Driver) proof(id string, st drivers.State, kind drivers.EvidenceKind, ev string) drivers.Receipt {
-	return drivers.Receipt{ProviderLeaseID: id, State: st, Confirmed: true, EvidenceKind: cmp.Or(kind, drivers.EvidenceProvider), ConfirmedAt: d.o.Clock.Now(), Evidence: ev}
+	return drivers.Receipt{ProviderLeaseID: id, State: st, Confirmed: true, EvidenceKind: cmp.Or(kind, drivers.EvidenceProvider), ConfirmedAt: d.clock.Now(), Evidence: ev}
 }
 
 // terminate stops or destroys the sandbox id and reads its state back.
@@ -433,7 +433,7 @@ func (d *Driver) DeleteTemplate(ctx context.Context, cfg config.Config, id image
 	if err := d.callLocked(opDeleteTemplate, ""); err != nil {
 		return drivers.Receipt{}, err
 	}
-	if id.Kind() == images.KindSnapshot && id.Provider() != d.provider {
+	if id.SnapshotID() != "" && id.Provider() != d.provider {
 		return drivers.Receipt{}, fmt.Errorf("fake: delete template %s: not a snapshot of provider %q: %w", id, d.provider, errcode.ErrNotFound)
 	}
 	var users []string
@@ -442,7 +442,7 @@ func (d *Driver) DeleteTemplate(ctx context.Context, cfg config.Config, id image
 			users = append(users, b.ID)
 		}
 	}
-	if slices.SortFunc(users, byID); len(users) > 0 && !d.o.DeleteInUse {
+	if slices.SortFunc(users, byID); len(users) > 0 && !d.deleteInUse {
 		return drivers.Receipt{}, fmt.Errorf("fake: delete template %s: in use by sandbox %s: %w", id, strings.Join(users, ", "), drivers.ErrInUse)
 	}
 	d.images.remove(id)
@@ -454,25 +454,26 @@ func (d *Driver) DeleteTemplate(ctx context.Context, cfg config.Config, id image
 // byID orders provider ids "name-N" by N.
 func byID(a, b string) int { return cmp.Or(len(a)-len(b), cmp.Compare(a, b)) }
 
-// Sandboxes returns every sandbox the provider knows (destroyed, not lost),
-// sorted by id, for leak checks. It is not counted.
-func (d *Driver) Sandboxes() []SandboxRecord {
+// Sandboxes implements fakectl.Controls.
+func (c *controls) Sandboxes() []fakectl.Sandbox {
+	d := (*Driver)(c)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out, now := make([]SandboxRecord, 0, len(d.boxes)), d.o.Clock.Now()
+	out, now := make([]fakectl.Sandbox, 0, len(d.boxes)), d.clock.Now()
 	for _, b := range d.boxes {
-		out = append(out, SandboxRecord{ID: b.ID, leaseID: b.leaseID, State: b.stateAt(now), Labels: b.labelMap(), Image: b.Image})
+		out = append(out, fakectl.Sandbox{ID: b.ID, State: b.stateAt(now), Labels: b.labelMap(), Image: b.Image})
 	}
-	slices.SortFunc(out, func(a, b SandboxRecord) int { return byID(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b fakectl.Sandbox) int { return byID(a.ID, b.ID) })
 	return out
 }
 
-// State returns the state of the sandbox id, false if unknown or lost.
-func (d *Driver) State(id string) (drivers.State, bool) {
+// State implements fakectl.Controls.
+func (c *controls) State(id string) (drivers.State, bool) {
+	d := (*Driver)(c)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if b, ok := d.boxes[id]; ok {
-		return b.stateAt(d.o.Clock.Now()), true
+		return b.stateAt(d.clock.Now()), true
 	}
 	return "", false
 }
@@ -480,8 +481,8 @@ func (d *Driver) State(id string) (drivers.State, bool) {
 // DefaultImageIdentity returns what DefaultImage named at New.
 func (d *Driver) DefaultImageIdentity() images.Identity { return d.defaultImg }
 
-// opKind is one provider operation of the fake, for counters (Driver.Calls)
-// and fault injection (Fault), which name it by its String. Every call is
+// opKind is one provider operation of the fake, for counters and fault
+// injection (fakectl.Controls), which name it by its String. Every call is
 // counted, failed ones included.
 type opKind int
 
@@ -514,54 +515,23 @@ func (o opKind) String() string {
 	return fmt.Sprintf("op(%d)", int(o))
 }
 
-// Op names one provider operation of the fake, for counters
-// (Driver.Calls) and fault injection (Fault, Driver.FailNth). A string
-// constant converts to it ("exec" is OpExec); a name the fake does not know
-// makes the call panic, a mistake of the test that passed it. Besides the
-// constants, the fake knows "stream" (StreamExecer.Start), "terminal"
-// (Terminal.OpenTerminal), "image_identity" (ImageReporter.ImageIdentity),
-// "capture" (Capturer.Capture), "delete_template"
-// (TemplateDeleter.DeleteTemplate), "health" (drivers.HealthChecker) and
-// "runner" (drivers.RunnerHost.HostRunner and RunnerIngress.Launch).
-type Op string
-
-// The operations a host's tests most often count or fail.
-const (
-	OpCreate  Op = "create"  // the create call of Acquire, before a sandbox exists
-	OpStart   Op = "start"   // starts a created sandbox (Acquire, after Allocated) or a stopped one (Resume)
-	OpExec    Op = "exec"    // Sandbox.Exec
-	OpStop    Op = "stop"    // Release(Stop)
-	OpDestroy Op = "destroy" // Release(Destroy) and Destroyer.Destroy
-	OpResume  Op = "resume"  // Resumer.Resume
-	OpList    Op = "list"    // Lister.List
-)
-
 // parseOp returns the operation op names; it panics on another name.
-func parseOp(op Op) opKind {
-	if i := slices.Index(opNames, string(op)); i >= 0 {
+func parseOp(op string) opKind {
+	if i := slices.Index(opNames, op); i >= 0 {
 		return opKind(i)
 	}
-	panic(fmt.Sprintf("fake: unknown operation %q (want one of %s)", string(op), strings.Join(opNames, ", ")))
+	panic(fmt.Sprintf("fake: unknown operation %q (want one of %s)", op, strings.Join(opNames, ", ")))
 }
 
-// Fault makes calls of one operation fail. Faults are deterministic: they
-// depend only on call counts and sandbox ids, never on time.
-type Fault struct {
-	// Op is the operation that fails, every call of it until ClearFaults;
-	// Inject panics on a name the fake does not know.
-	Op  Op
-	Err error // returned, wrapped; nil: an error wrapping drivers.ErrTransient
-}
-
-// fault is an injected Fault.
+// fault is an injected fakectl.Fault.
 type fault struct {
 	op  opKind
 	err error
-	// nth, if > 0, fails only the nth call of op (1-based, as Driver.Calls
-	// counts): Driver.FailNth sets it.
+	// nth, if > 0, fails only the nth call of op (1-based, as Calls
+	// counts): FailNth sets it.
 	nth int
 	// sandbox, if not "", fails only calls about that provider lease id:
-	// Driver.RefuseStop sets it.
+	// RefuseStop sets it.
 	sandbox string
 }
 
@@ -572,60 +542,61 @@ const (
 	lieRunnerAttested = "runner_attested" // a confirmed receipt on the runner's word only (drivers.EvidenceRunnerAttested)
 )
 
-// Inject adds a fault. It is safe to call while the driver is in use.
-func (d *Driver) Inject(f Fault) { d.inject(fault{op: parseOp(f.Op), err: f.Err}) }
+// Inject implements fakectl.Controls.
+func (c *controls) Inject(f fakectl.Fault) { (*Driver)(c).inject(fault{op: parseOp(f.Op), err: f.Err}) }
 
 func (d *Driver) inject(f fault) { d.locked(func() { d.faults = append(d.faults, f) }) }
 
-// FailNth makes the nth call (1-based, counted from the driver's creation)
-// of the operation op (named as Fault.Op names it) fail with err (nil: an
-// error wrapping drivers.ErrTransient).
-func (d *Driver) FailNth(op Op, n int, err error) {
+// FailNth implements fakectl.Controls.
+func (c *controls) FailNth(op string, n int, err error) {
 	if n <= 0 {
 		panic("fake: FailNth needs n >= 1")
 	}
-	d.inject(fault{op: parseOp(op), nth: n, err: err})
+	(*Driver)(c).inject(fault{op: parseOp(op), nth: n, err: err})
 }
 
-// RefuseStop makes every stop and destroy (Release and Destroy) of the
-// sandbox id fail with err, as a Fault does, leaving its state unchanged.
-func (d *Driver) RefuseStop(id string, err error) {
+// RefuseStop implements fakectl.Controls.
+func (c *controls) RefuseStop(id string, err error) {
+	d := (*Driver)(c)
 	d.inject(fault{op: opStop, sandbox: id, err: err})
 	d.inject(fault{op: opDestroy, sandbox: id, err: err})
 }
 
-// FakeStop makes every stop and destroy of the sandbox id return a receipt
-// that is not proof (drivers.Receipt.Proves) and leave the sandbox running,
-// until ClearFaults. lie says which: "unconfirmed" (an unconfirmed
-// receipt, "stop accepted"), "foreign_id" (a confirmed receipt for another
-// provider lease id) or "runner_attested" (a confirmed receipt on the
-// runner's word only, drivers.EvidenceRunnerAttested). It panics on another
-// lie.
-func (d *Driver) FakeStop(id, lie string) {
+// FakeStop implements fakectl.Controls.
+func (c *controls) FakeStop(id, lie string) {
 	if lie != lieUnconfirmed && lie != lieForeignID && lie != lieRunnerAttested {
 		panic(fmt.Sprintf("fake: unknown lie %q", lie))
 	}
-	d.locked(func() { d.lies[id] = lie })
+	(*Driver)(c).locked(func() { c.lies[id] = lie })
 }
 
-// ReportWrongImage makes ImageIdentity of the sandbox id report an image
-// other than the one it runs, until ClearFaults.
-func (d *Driver) ReportWrongImage(id string) { d.locked(func() { d.wrongImage[id] = true }) }
-
-// ClearFaults removes every injected fault, stop lie and wrong image report.
-// Call counts are kept.
-func (d *Driver) ClearFaults() {
-	d.locked(func() { d.faults, d.lies, d.wrongImage = nil, map[string]string{}, map[string]bool{} })
+// ReportWrongImage implements fakectl.Controls.
+func (c *controls) ReportWrongImage(id string) {
+	(*Driver)(c).locked(func() { c.wrongImage[id] = true })
 }
 
-// SetStartDelay sets how long, on the driver's clock, sandboxes created or
-// resumed from now on stay starting (Options.StartDelay).
-func (d *Driver) SetStartDelay(delay time.Duration) { d.locked(func() { d.o.StartDelay = delay }) }
+// ClearFaults implements fakectl.Controls.
+func (c *controls) ClearFaults() {
+	(*Driver)(c).locked(func() { c.faults, c.lies, c.wrongImage = nil, map[string]string{}, map[string]bool{} })
+}
 
-// Lose makes the sandbox id vanish, as if deleted behind berth's back: Exec
-// and Resume fail with errcode.ErrNotFound, List omits it, a destroy is
-// confirmed. An unknown id is an error wrapping errcode.ErrNotFound.
-func (d *Driver) Lose(id string) error {
+// SetStartDelay implements fakectl.Controls.
+func (c *controls) SetStartDelay(delay time.Duration) {
+	(*Driver)(c).locked(func() { c.startDelay = delay })
+}
+
+// SetClock implements fakectl.Controls.
+func (c *controls) SetClock(clk clock.Clock) { c.clock = clk }
+
+// SetStartupBudget implements fakectl.Controls.
+func (c *controls) SetStartupBudget(budget time.Duration) { c.startupBudget = budget }
+
+// SetDeleteInUse implements fakectl.Controls.
+func (c *controls) SetDeleteInUse(on bool) { (*Driver)(c).locked(func() { c.deleteInUse = on }) }
+
+// Lose implements fakectl.Controls.
+func (c *controls) Lose(id string) error {
+	d := (*Driver)(c)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if b, ok := d.boxes[id]; ok {
@@ -636,20 +607,18 @@ func (d *Driver) Lose(id string) error {
 	return fmt.Errorf("fake: lose %s: %w", id, errcode.ErrNotFound)
 }
 
-// Calls returns how many times the operation op (named as Fault.Op names
-// it) was called, failed calls included. It panics on another name.
-func (d *Driver) Calls(op Op) (n int) {
+// Calls implements fakectl.Controls.
+func (c *controls) Calls(op string) (n int) {
 	o := parseOp(op)
-	d.locked(func() { n = d.calls[o] })
+	(*Driver)(c).locked(func() { n = c.calls[o] })
 	return n
 }
 
-// TotalCalls returns the number of operations called so far: 0 shows that
-// reading capabilities, schemas or listings allocated nothing (CAP-1).
-func (d *Driver) TotalCalls() (n int) {
-	d.locked(func() {
-		for _, c := range d.calls {
-			n += c
+// TotalCalls implements fakectl.Controls.
+func (c *controls) TotalCalls() (n int) {
+	(*Driver)(c).locked(func() {
+		for _, k := range c.calls {
+			n += k
 		}
 	})
 	return n
@@ -685,7 +654,7 @@ const (
 	// DefaultImage is the tag every image table starts with, which sandboxes
 	// without an image run (a provider default: QUAL-5).
 	DefaultImage       = "registry.fake.test/berth/base:latest"
-	SnapshotPrefix     = "snapshot:"      // "snapshot:<id>", or an identity's "snapshot:<provider>/<id>"
+	snapshotPrefix     = "snapshot:"      // "snapshot:<id>", or an identity's "snapshot:<provider>/<id>"
 	snapshotNamePrefix = "snapshot-name:" // "snapshot-name:<name>", resolved at each Acquire
 )
 
@@ -715,11 +684,11 @@ func (t *imageTable) remove(id images.Identity) {
 
 func fakeDigest(seed string) string { return fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(seed))) }
 
-// parseImage reads an image config value: SnapshotPrefix and
+// parseImage reads an image config value: snapshotPrefix and
 // snapshotNamePrefix without a provider name this provider's snapshots; ""
 // is the provider default (the zero Reference).
 func (d *Driver) parseImage(raw string) (images.Reference, error) {
-	for _, p := range []string{snapshotNamePrefix, SnapshotPrefix} {
+	for _, p := range []string{snapshotNamePrefix, snapshotPrefix} {
 		if rest, ok := strings.CutPrefix(raw, p); ok && !strings.Contains(rest, "/") {
 			raw = p + d.provider + "/" + rest
 		}
@@ -736,7 +705,7 @@ func (d *Driver) parseImage(raw string) (images.Reference, error) {
 // malformed or snapshot reference.
 func (d *Driver) AddImage(ref string) images.Identity {
 	r, err := images.ParseReference(ref)
-	if err != nil || !r.IsOCI() {
+	if err != nil || r.Repository() == "" {
 		panic(fmt.Sprintf("fake: AddImage(%q): not an OCI reference: %v", ref, err))
 	}
 	d.mu.Lock()
@@ -750,10 +719,9 @@ func (d *Driver) AddImage(ref string) images.Identity {
 	})
 }
 
-// AddSnapshot creates a snapshot named snapName and returns its provider id
-// (derived from the name and its earlier snapshots). The name now resolves
-// to it; an older snapshot of the name keeps its id until deleted.
-func (d *Driver) AddSnapshot(snapName string) string {
+// AddSnapshot implements fakectl.Controls.
+func (c *controls) AddSnapshot(snapName string) string {
+	d := (*Driver)(c)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.images.push(snapshotNamePrefix+snapName, func(seed string) (images.Identity, error) {
@@ -761,10 +729,9 @@ func (d *Driver) AddSnapshot(snapName string) string {
 	}).SnapshotID()
 }
 
-// DeleteSnapshot deletes the snapshot id at the provider, used or not: its
-// name no longer resolves to it, and an Acquire of the id fails with
-// drivers.ErrImageNotFound, even when a new snapshot takes the name (QUAL-6).
-func (d *Driver) DeleteSnapshot(id string) {
+// DeleteSnapshot implements fakectl.Controls.
+func (c *controls) DeleteSnapshot(id string) {
+	d := (*Driver)(c)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if sid, err := images.SnapshotIdentity(d.provider, id); err == nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/fakectl"
 )
 
 type harness struct {
@@ -29,8 +30,8 @@ func (h *harness) Config() config.Config {
 
 func (h *harness) ConfigWithImage(id images.Identity) (config.Config, bool) {
 	ref := id.String()
-	if id.Kind() == images.KindSnapshot {
-		ref = fake.SnapshotPrefix + id.SnapshotID()
+	if id.SnapshotID() != "" {
+		ref = "snapshot:" + id.SnapshotID()
 	}
 	cfg := h.Config()
 	cfg["image"] = ref
@@ -58,7 +59,7 @@ func (h *harness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
 	case drivertest.FailUnreachable:
 		dead := fmt.Errorf("control plane refused the connection: %w", drivers.ErrUnavailable)
 		d := fake.New(nil)
-		d.Inject(fake.Fault{Op: "create", Err: dead})
+		fakectl.Of(d).Inject(fakectl.Fault{Op: "create", Err: dead})
 		return drivertest.Broken{Driver: d, Config: raw, Layer: drivers.ErrUnavailable}, true
 	case drivertest.FailBadCredentials:
 		raw["api_key"] = "not-" + fakeAPIKey

@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/reason"
 )
 
@@ -29,7 +30,7 @@ func mustAcquire(t *testing.T, d *fake.Driver, req drivers.AcquireRequest) drive
 
 func state(t *testing.T, d *fake.Driver, id string) drivers.State {
 	t.Helper()
-	st, ok := d.State(id)
+	st, ok := fakectl.Of(d).State(id)
 	if !ok {
 		return "lost"
 	}
@@ -47,8 +48,8 @@ func TestReadingCapabilitiesCallsNothing(t *testing.T) {
 	if _, err := drivers.DriverAs[drivers.Lister](d); err != nil {
 		t.Fatal(err)
 	}
-	if n := d.TotalCalls(); n != 0 || len(d.Sandboxes()) != 0 {
-		t.Errorf("TotalCalls = %d, sandboxes %v; want none", n, d.Sandboxes())
+	if n := fakectl.Of(d).TotalCalls(); n != 0 || len(fakectl.Of(d).Sandboxes()) != 0 {
+		t.Errorf("TotalCalls = %d, sandboxes %v; want none", n, fakectl.Of(d).Sandboxes())
 	}
 }
 
@@ -85,7 +86,9 @@ func TestDeclarationOptions(t *testing.T) {
 	if info := drivers.NewRegistry(down).List()[0]; info.Available || info.Reason == "" {
 		t.Errorf("Describe(unavailable) = %+v", info)
 	}
-	if b := fake.New(&fake.Options{StartupBudget: time.Minute}).Capabilities().StartupBudget; b != time.Minute {
+	budgeted := fake.New(nil)
+	fakectl.Of(budgeted).SetStartupBudget(time.Minute)
+	if b := budgeted.Capabilities().StartupBudget; b != time.Minute {
 		t.Errorf("StartupBudget = %s", b)
 	}
 }
@@ -94,35 +97,35 @@ func TestFailNth(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("boom")
 	d := fake.New(nil)
-	d.FailNth("create", 2, boom)
+	fakectl.Of(d).FailNth("create", 2, boom)
 	mustAcquire(t, d, drivers.AcquireRequest{})
 	if _, err := d.Acquire(bg, config.Config{}, drivers.AcquireRequest{}); !errors.Is(err, boom) {
 		t.Errorf("2nd Acquire: err = %v, want boom", err)
 	}
 	sb := mustAcquire(t, d, drivers.AcquireRequest{})
-	if got := d.Calls("create"); got != 3 {
+	if got := fakectl.Of(d).Calls("create"); got != 3 {
 		t.Errorf("Calls(create) = %d, want 3", got)
 	}
-	if got := len(d.Sandboxes()); got != 2 {
+	if got := len(fakectl.Of(d).Sandboxes()); got != 2 {
 		t.Errorf("%d sandboxes, want 2: a failed create allocates nothing", got)
 	}
-	d.FailNth("exec", 2, nil) // nil: transient
+	fakectl.Of(d).FailNth("exec", 2, nil) // nil: transient
 	run(t, sb, drivers.Command{Argv: []string{"true"}})
 	if _, err := sb.Exec(bg, drivers.Command{Argv: []string{"true"}}); !errors.Is(err, drivers.ErrTransient) || reason.Of(err) != reason.Transient {
 		t.Errorf("2nd exec: err = %v, want ErrTransient", err)
 	}
 	run(t, sb, drivers.Command{Argv: []string{"true"}})
-	d.Inject(fake.Fault{Op: "list", Err: drivers.ErrUnreachable}) // every call
+	fakectl.Of(d).Inject(fakectl.Fault{Op: "list", Err: drivers.ErrUnreachable}) // every call
 	for range 2 {
 		if _, err := d.List(bg, config.Config{}, nil); !errors.Is(err, drivers.ErrUnreachable) {
 			t.Errorf("List: err = %v, want ErrUnreachable", err)
 		}
 	}
-	d.ClearFaults()
+	fakectl.Of(d).ClearFaults()
 	if _, err := d.List(bg, config.Config{}, nil); err != nil {
 		t.Errorf("List after ClearFaults: %v", err)
 	}
-	if got := d.Calls("list"); got != 3 {
+	if got := fakectl.Of(d).Calls("list"); got != 3 {
 		t.Errorf("Calls(list) = %d, want 3", got)
 	}
 }
@@ -131,7 +134,7 @@ func TestFailNth(t *testing.T) {
 func TestFailedStartLeavesAllocatedSandbox(t *testing.T) {
 	t.Parallel()
 	d := fake.New(nil)
-	d.FailNth("start", 1, nil)
+	fakectl.Of(d).FailNth("start", 1, nil)
 	var allocated string
 	_, err := d.Acquire(bg, config.Config{}, drivers.AcquireRequest{Allocated: func(_ context.Context, id string) error { allocated = id; return nil }})
 	if !errors.Is(err, drivers.ErrTransient) {
@@ -150,7 +153,9 @@ func TestFailedStartLeavesAllocatedSandbox(t *testing.T) {
 func TestSlowStartOutlivesCancelledAcquire(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	d := fake.New(&fake.Options{Clock: clk, StartDelay: 2 * time.Minute})
+	d := fake.New(nil)
+	fakectl.Of(d).SetClock(clk)
+	fakectl.Of(d).SetStartDelay(2 * time.Minute)
 	ctx, cancel := context.WithCancel(bg)
 	allocated := make(chan string, 1)
 	done := make(chan error, 1)
@@ -184,16 +189,17 @@ func TestSlowStartOutlivesCancelledAcquire(t *testing.T) {
 	if got := run(t, sb, drivers.Command{Argv: []string{"echo", "up"}}); got.Stdout != "up\n" {
 		t.Errorf("exec after resume: %+v", got)
 	}
-	if d.Calls("create") != 1 || len(d.Sandboxes()) != 1 {
-		t.Errorf("creates %d, sandboxes %d; want 1 and 1", d.Calls("create"), len(d.Sandboxes()))
+	if fakectl.Of(d).Calls("create") != 1 || len(fakectl.Of(d).Sandboxes()) != 1 {
+		t.Errorf("creates %d, sandboxes %d; want 1 and 1", fakectl.Of(d).Calls("create"), len(fakectl.Of(d).Sandboxes()))
 	}
 }
 
 func TestSlowStartCompletesWhenClockPasses(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	d := fake.New(&fake.Options{Clock: clk})
-	d.SetStartDelay(30 * time.Second)
+	d := fake.New(nil)
+	fakectl.Of(d).SetClock(clk)
+	fakectl.Of(d).SetStartDelay(30 * time.Second)
 	done := make(chan error, 1)
 	go func() {
 		_, err := d.Acquire(bg, config.Config{}, drivers.AcquireRequest{})
@@ -209,7 +215,8 @@ func TestSlowStartCompletesWhenClockPasses(t *testing.T) {
 func TestSleepWaitsOnTheClock(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	d := fake.New(&fake.Options{Clock: clk})
+	d := fake.New(nil)
+	fakectl.Of(d).SetClock(clk)
 	sb := mustAcquire(t, d, drivers.AcquireRequest{})
 	done := make(chan out, 1)
 	go func() { done <- run(t, sb, drivers.Command{Argv: []string{"sh", "-c", "sleep 90"}}) }()
@@ -230,7 +237,7 @@ func TestLoseSandbox(t *testing.T) {
 	t.Parallel()
 	d := fake.New(nil)
 	sb := mustAcquire(t, d, drivers.AcquireRequest{Labels: map[string]string{"k": "v"}})
-	if err := d.Lose(sb.ID()); err != nil {
+	if err := fakectl.Of(d).Lose(sb.ID()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := sb.Exec(bg, drivers.Command{Argv: []string{"true"}}); !errors.Is(err, errcode.ErrNotFound) {
@@ -249,7 +256,7 @@ func TestLoseSandbox(t *testing.T) {
 	if err != nil || !r.Proves(sb.ID(), drivers.Destroy) {
 		t.Errorf("Release(destroy) of a lost sandbox: %+v, %v; want a confirmed not-found receipt", r, err)
 	}
-	if err := d.Lose("fake-99"); !errors.Is(err, errcode.ErrNotFound) {
+	if err := fakectl.Of(d).Lose("fake-99"); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("Lose(unknown): %v", err)
 	}
 }
@@ -260,7 +267,7 @@ func TestRefuseStop(t *testing.T) {
 	d := fake.New(nil)
 	sb := mustAcquire(t, d, drivers.AcquireRequest{})
 	other := mustAcquire(t, d, drivers.AcquireRequest{})
-	d.RefuseStop(sb.ID(), drivers.ErrUnreachable)
+	fakectl.Of(d).RefuseStop(sb.ID(), drivers.ErrUnreachable)
 	for _, disp := range []drivers.Disposition{drivers.Stop, drivers.Destroy} {
 		if _, err := sb.Release(bg, disp); !errors.Is(err, drivers.ErrUnreachable) {
 			t.Errorf("Release(%s): err = %v, want ErrUnreachable", disp, err)
@@ -276,7 +283,7 @@ func TestRefuseStop(t *testing.T) {
 	if r, err := other.Release(bg, drivers.Destroy); err != nil || !r.Proves(other.ID(), drivers.Destroy) {
 		t.Errorf("other sandbox: %+v, %v", r, err)
 	}
-	d.ClearFaults()
+	fakectl.Of(d).ClearFaults()
 	if r, err := sb.Release(bg, drivers.Stop); err != nil || !r.Proves(sb.ID(), drivers.Stop) {
 		t.Errorf("retried stop: %+v, %v", r, err)
 	}
@@ -288,7 +295,7 @@ func TestFakeStop(t *testing.T) {
 	for _, lie := range []string{"unconfirmed", "foreign_id"} {
 		d := fake.New(nil)
 		sb := mustAcquire(t, d, drivers.AcquireRequest{})
-		d.FakeStop(sb.ID(), lie)
+		fakectl.Of(d).FakeStop(sb.ID(), lie)
 		r, err := sb.Release(bg, drivers.Stop)
 		if err != nil {
 			t.Fatalf("lie %s: Release: %v", lie, err)
@@ -332,7 +339,7 @@ func TestReleaseDispositions(t *testing.T) {
 		}
 	}
 	var got []drivers.State
-	for _, s := range d.Sandboxes() {
+	for _, s := range fakectl.Of(d).Sandboxes() {
 		got = append(got, s.State)
 	}
 	if diff := cmp.Diff([]drivers.State{drivers.StateRunning, drivers.StateStopped, drivers.StateDestroyed}, got); diff != "" {
@@ -402,7 +409,7 @@ func TestWrongImage(t *testing.T) {
 	if err != nil || real != d.DefaultImageIdentity() {
 		t.Fatalf("ImageIdentity = %v, %v; want %v", real, err, d.DefaultImageIdentity())
 	}
-	d.ReportWrongImage(sb.ID())
+	fakectl.Of(d).ReportWrongImage(sb.ID())
 	wrong, err := ir.ImageIdentity(bg)
 	if err != nil || wrong == real || wrong.IsZero() || wrong.Repository() != real.Repository() {
 		t.Errorf("wrong ImageIdentity = %v, %v; want another digest of %s", wrong, err, real.Repository())
@@ -487,7 +494,7 @@ func TestLabels(t *testing.T) {
 		}
 	}
 	want := map[string]map[string]string{both.ID(): {"a": "1", "b": "2"}, none.ID(): nil, empty.ID(): {}, gone.ID(): {"a": "1"}}
-	for _, s := range d.Sandboxes() {
+	for _, s := range fakectl.Of(d).Sandboxes() {
 		if diff := cmp.Diff(want[s.ID], s.Labels); diff != "" || (s.Labels == nil) != (want[s.ID] == nil) {
 			t.Errorf("Sandboxes: labels of %s (%s) (-want +got):\n%s", s.ID, s.State, diff)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/secretcfg"
 )
 
@@ -31,7 +32,7 @@ func TestTagsAndDigests(t *testing.T) {
 	t.Parallel()
 	d := fake.New(nil)
 	v1 := d.AddImage("example.test/app:1")
-	if v1.Kind() != images.KindDigest || v1.Repository() != "example.test/app" {
+	if v1.Digest() == "" || v1.Repository() != "example.test/app" {
 		t.Fatalf("AddImage = %v", v1)
 	}
 	if again := fake.New(nil).AddImage("example.test/app:1"); again != v1 {
@@ -69,15 +70,15 @@ func TestTagsAndDigests(t *testing.T) {
 func TestSnapshots(t *testing.T) {
 	t.Parallel()
 	d := fake.New(nil)
-	id1 := d.AddSnapshot("base")
+	id1 := fakectl.Of(d).AddSnapshot("base")
 	want1, _ := images.SnapshotIdentity(fake.Name, id1)
 	for _, ref := range []string{"snapshot:" + id1, "snapshot:fake/" + id1, "snapshot-name:base"} {
 		if got, err := acquireImage(t, d, ref); err != nil || got != want1 {
 			t.Errorf("acquire %q: %v, %v; want %v", ref, got, err, want1)
 		}
 	}
-	d.DeleteSnapshot(id1)
-	id2 := d.AddSnapshot("base")
+	fakectl.Of(d).DeleteSnapshot(id1)
+	id2 := fakectl.Of(d).AddSnapshot("base")
 	if id2 == id1 {
 		t.Fatalf("new snapshot reused id %q", id1)
 	}
@@ -153,11 +154,11 @@ func TestCaptureAndDeleteTemplate(t *testing.T) {
 func TestDeleteTemplateInUse(t *testing.T) {
 	t.Parallel()
 	d := fake.New(nil)
-	snap, err := images.SnapshotIdentity(fake.Name, d.AddSnapshot("tpl"))
+	snap, err := images.SnapshotIdentity(fake.Name, fakectl.Of(d).AddSnapshot("tpl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for ref, tpl := range map[string]images.Identity{"example.test/app:1": d.AddImage("example.test/app:1"), fake.SnapshotPrefix + snap.SnapshotID(): snap} {
+	for ref, tpl := range map[string]images.Identity{"example.test/app:1": d.AddImage("example.test/app:1"), "snapshot:" + snap.SnapshotID(): snap} {
 		cfg, err := d.Schema().Normalize(map[string]any{"image": ref})
 		if err != nil {
 			t.Fatal(err)

@@ -61,7 +61,7 @@ func (s *sandbox) begin(ctx context.Context, op opKind) (context.Context, *box, 
 	switch b, ok := s.d.boxes[s.id]; {
 	case !ok || b.State == drivers.StateDestroyed:
 		return fail(fmt.Errorf("sandbox %w", errcode.ErrNotFound))
-	case b.stateAt(s.d.o.Clock.Now()) != drivers.StateRunning:
+	case b.stateAt(s.d.clock.Now()) != drivers.StateRunning:
 		return fail(fmt.Errorf("sandbox is %s, not running", b.State))
 	default:
 		return b.alive, b, nil
@@ -129,14 +129,14 @@ func (s *sandbox) start(ctx context.Context, op opKind, cmd drivers.Command, std
 	maps.Copy(env, cmd.Env) // over the defaults
 	var mu sync.Mutex
 	inv := Invocation{Argv: cmd.Argv, Env: env, Dir: cmp.Or(cmd.Dir, defaultDir), Stdin: pr, Stdout: lockedWriter{&mu, stdout}, Stderr: lockedWriter{&mu, stderr}, SandboxID: s.id, host: host}
-	start := s.d.o.Clock.Now()
+	start := s.d.clock.Now()
 	go func() {
 		defer close(p.done)
 		code, err := run(rctx, inv)
 		pr.Close()
 		stop()
 		cancel()
-		res := &drivers.Result{ExitCode: code, Duration: s.d.o.Clock.Now().Sub(start)}
+		res := &drivers.Result{ExitCode: code, Duration: s.d.clock.Now().Sub(start)}
 		switch sig := p.signal.Load(); {
 		case sig != nil:
 			res.ExitCode, res.Signal = -1, *sig
@@ -203,11 +203,11 @@ func (s *sandbox) Release(ctx context.Context, disp drivers.Disposition) (r driv
 	case ctx.Err() != nil:
 		return r, fmt.Errorf("fake: release %s: %w", s.id, ctx.Err())
 	case disp == drivers.Keep:
-		st, ok := s.d.State(s.id)
+		st, ok := (*controls)(s.d).State(s.id)
 		if !ok || st == drivers.StateDestroyed {
 			return r, fmt.Errorf("fake: keep %s: sandbox %w", s.id, errcode.ErrNotFound)
 		}
-		r = drivers.Receipt{ProviderLeaseID: s.id, State: st, Confirmed: true, ConfirmedAt: s.d.o.Clock.Now(), Evidence: "kept; state read back: " + string(st)}
+		r = drivers.Receipt{ProviderLeaseID: s.id, State: st, Confirmed: true, ConfirmedAt: s.d.clock.Now(), Evidence: "kept; state read back: " + string(st)}
 	case disp == drivers.Stop || disp == drivers.Destroy:
 		if r, err = s.d.terminate(s.id, disp); err != nil {
 			return drivers.Receipt{}, err
@@ -232,7 +232,7 @@ func (s *sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
 	switch {
 	case !wrong:
 		return b.Image, nil
-	case b.Image.Kind() == images.KindSnapshot:
+	case b.Image.SnapshotID() != "":
 		return images.SnapshotIdentity(s.d.provider, "wrong-"+b.Image.SnapshotID())
 	}
 	return images.DigestIdentity(b.Image.Repository(), fakeDigest("wrong:"+b.Image.Digest()))
@@ -244,7 +244,7 @@ func (s *sandbox) Capture(ctx context.Context, req drivers.CaptureRequest) (imag
 	if _, _, err := s.begin(ctx, opCapture); err != nil {
 		return images.Identity{}, err
 	}
-	return images.SnapshotIdentity(s.d.provider, s.d.AddSnapshot(cmp.Or(req.Name, "capture-"+s.id)))
+	return images.SnapshotIdentity(s.d.provider, (*controls)(s.d).AddSnapshot(cmp.Or(req.Name, "capture-"+s.id)))
 }
 
 // termSession is the fake's terminal (see OpenTerminal); its screen is an

@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -32,7 +33,7 @@ func TestLeaseCommands(t *testing.T) {
 	if l.Status != lease.StatusActive || l.Company != "acme" || l.Environment != envID || l.ProviderLeaseID == "" {
 		t.Fatalf("acquired lease: %+v", l)
 	}
-	if st, ok := c.fake.State(l.ProviderLeaseID); !ok || st != drivers.StateRunning {
+	if st, ok := fakectl.Of(c.fake).State(l.ProviderLeaseID); !ok || st != drivers.StateRunning {
 		t.Fatalf("sandbox %s at the provider: %v %v", l.ProviderLeaseID, st, ok)
 	}
 	// LEASE-8: the same run acquiring again from another process (a new
@@ -40,7 +41,7 @@ func TestLeaseCommands(t *testing.T) {
 	// lease, and no second sandbox is made.
 	_, msg := c.fail("lease", "acquire", envID, "--company", "acme", "--run", "r1")
 	wantContains(t, "second acquire of run r1", msg, l.ID, "release it first")
-	if n := len(c.fake.Sandboxes()); n != 1 {
+	if n := len(fakectl.Of(c.fake).Sandboxes()); n != 1 {
 		t.Errorf("second acquire of run r1: %d sandboxes, want 1", n)
 	}
 	wantContains(t, "lease list", c.ok("lease", "list", "--status", "active"), l.ID, "active", "acme", l.ProviderLeaseID)
@@ -53,7 +54,7 @@ func TestLeaseCommands(t *testing.T) {
 	// Release: destroyed at the provider, proven by its receipt (LEASE-7).
 	out := c.ok("lease", "release", l.ID, "--disposition", "destroy")
 	wantContains(t, "release", out, "released", "cleanup: confirmed")
-	if st, _ := c.fake.State(l.ProviderLeaseID); st != drivers.StateDestroyed {
+	if st, _ := fakectl.Of(c.fake).State(l.ProviderLeaseID); st != drivers.StateDestroyed {
 		t.Errorf("after release the sandbox is %s, want destroyed", st)
 	}
 	// Releasing an ended lease returns it unchanged.
@@ -72,11 +73,11 @@ func TestLeaseCommands(t *testing.T) {
 	// retries it once the provider cooperates (LEASE-7, LEASE-9).
 	var stuck lease.Lease
 	c.okJSON(&stuck, "lease", "acquire", "sbx", "--company", "acme", "--run", "r3")
-	c.fake.RefuseStop(stuck.ProviderLeaseID, errors.New("provider busy"))
+	fakectl.Of(c.fake).RefuseStop(stuck.ProviderLeaseID, errors.New("provider busy"))
 	_, msg = c.fail("lease", "release", stuck.ID)
 	wantContains(t, "refused release", msg, stuck.ID, "cleanup pending")
 	wantContains(t, "pending list", c.ok("lease", "list", "--status", "pending_cleanup"), stuck.ID)
-	c.fake.ClearFaults()
+	fakectl.Of(c.fake).ClearFaults()
 
 	// An orphan: a sandbox labelled by this instance that no lease owns.
 	orphan, err := c.fake.Acquire(context.Background(), config.Config{}, drivers.AcquireRequest{
@@ -95,7 +96,7 @@ func TestLeaseCommands(t *testing.T) {
 		orphan.ID():           drivers.StateDestroyed,
 		kept.ProviderLeaseID:  drivers.StateRunning, // owned by the retained lease
 	} {
-		if st, _ := c.fake.State(id); st != want {
+		if st, _ := fakectl.Of(c.fake).State(id); st != want {
 			t.Errorf("after sweep sandbox %s is %s, want %s", id, st, want)
 		}
 	}
@@ -134,7 +135,7 @@ func TestLeaseErrors(t *testing.T) {
 			}
 		}
 	}
-	if n := len(c.fake.Sandboxes()); n != 0 {
+	if n := len(fakectl.Of(c.fake).Sandboxes()); n != 0 {
 		t.Errorf("refused commands created %d sandboxes", n)
 	}
 }

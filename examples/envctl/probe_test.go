@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/probe"
 )
 
@@ -44,7 +44,7 @@ func TestProbeCommands(t *testing.T) {
 		res.Cleanup == nil || !res.Cleanup.Confirmed || len(res.Stages) != 6 {
 		t.Errorf("probe --json: %+v", res)
 	}
-	for _, sb := range c.fake.Sandboxes() {
+	for _, sb := range fakectl.Of(c.fake).Sandboxes() {
 		if sb.State != drivers.StateDestroyed {
 			t.Errorf("probe left sandbox %s %s", sb.ID, sb.State)
 		}
@@ -90,10 +90,10 @@ func TestProbeCommands(t *testing.T) {
 	}
 
 	// A failed probe prints its result and exits non-zero with the code.
-	c.fake.Inject(fake.Fault{Op: "create", Err: drivers.ErrAuth})
+	fakectl.Of(c.fake).Inject(fakectl.Fault{Op: "create", Err: drivers.ErrAuth})
 	res = probe.Result{}
 	out, _, err = c.exec("", "--json", "probe", "pinned", "--company", "acme")
-	c.fake.ClearFaults()
+	fakectl.Of(c.fake).ClearFaults()
 	if err == nil {
 		t.Fatalf("a probe whose create fails succeeded:\n%s", out)
 	}

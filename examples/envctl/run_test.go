@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -232,7 +233,7 @@ func TestRunWithoutARunnerBinaryOrAGoCommandSaysHowToNameOne(t *testing.T) {
 			c.createFake("sbx", `{"image":"`+c.fake.DefaultImageIdentity().String()+`"}`)
 			_, msg := c.fail("run", "sbx", "--company", "acme", "--", "true")
 			wantContains(t, "error", msg, "no runner binary", "--runner-binary", RunnerBinaryEnv, runnerBuildHint, tc.want, "for "+runtime.GOARCH)
-			if n := len(c.fake.Sandboxes()); n != 0 {
+			if n := len(fakectl.Of(c.fake).Sandboxes()); n != 0 {
 				t.Errorf("%d sandboxes made without a runner binary", n)
 			}
 		})
@@ -282,7 +283,7 @@ func TestRunManagedAccountFlags(t *testing.T) {
 		_, msg := c.fail(append(tc.args[:1:1], append([]string{"--runner-binary", bin}, tc.args[1:]...)...)...)
 		wantContains(t, strings.Join(tc.args, " "), msg, tc.want)
 	}
-	if n := len(c.fake.Sandboxes()); n != 0 {
+	if n := len(fakectl.Of(c.fake).Sandboxes()); n != 0 {
 		t.Errorf("%d sandboxes made for refused flags", n)
 	}
 	_, errOut, err := c.exec("", "run", "sbx", "--company", "acme", "--runner-binary", bin, "--managed-account", "secret:sec_none@v1", "--", "true")

@@ -254,15 +254,15 @@ func (in *input) ask(g *globals, q string) bool {
 // terminal opens the session's terminal on this process's terminal: raw
 // mode when stdin is one, SIGWINCH forwarded, until the shell exits.
 func terminal(ctx context.Context, g *globals, svc *templates.Service, id string, in *input) error {
-	size := templates.TerminalSize{Rows: 24, Cols: 80}
+	rows, cols := 24, 80
 	fd := -1
 	if f, ok := g.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		fd = int(f.Fd())
 		if w, h, err := term.GetSize(fd); err == nil {
-			size = templates.TerminalSize{Rows: h, Cols: w}
+			rows, cols = h, w
 		}
 	}
-	ts, err := svc.OpenTerminal(ctx, g.as, id, size)
+	ts, err := svc.OpenTerminal(ctx, g.as, id, rows, cols)
 	if err != nil {
 		return fmt.Errorf("image terminal %s: %w", id, err)
 	}

@@ -68,7 +68,7 @@ func TestImageTemplates(t *testing.T) {
 	}
 	var hist []templates.Event
 	c.okJSON(&hist, "image", "history", "tpl")
-	if len(hist) != 3 || hist[2].Action != templates.ActionRollback || hist[2].To != tpl.ID {
+	if len(hist) != 3 || hist[2].Action != "rollback" || hist[2].To != tpl.ID {
 		t.Errorf("image history --json: %+v", hist)
 	}
 	wantContains(t, "image history", c.ok("image", "history", "tpl"), "promote: none -> "+tpl.ID, "rollback: "+second.ID+" -> "+tpl.ID)

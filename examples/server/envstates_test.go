@@ -19,6 +19,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/examples/internal/secretfile"
 	"github.com/berthdev/berth/internal/daytonafake"
+	"github.com/berthdev/berth/internal/fakectl"
 )
 
 // attr returns attribute name of the first element matching css ("" when
@@ -57,7 +58,7 @@ func (e *tenv) getEnv(t *testing.T, id string) environment.View {
 // reason in the row with the library's whole error on hover.
 func TestEnvironmentsPageStatesInABrowser(t *testing.T) {
 	fk := fake.New(nil)
-	snap := fk.AddSnapshot("base")
+	snap := fakectl.Of(fk).AddSnapshot("base")
 	e := newEnv(t, "sqlite", &envOpts{drivers: []drivers.Driver{fk}})
 	admin, page, _ := imagesPage(t, e)
 
@@ -76,7 +77,7 @@ func TestEnvironmentsPageStatesInABrowser(t *testing.T) {
 	if s := admin.text("#qualification"); !strings.HasPrefix(s, "recorded: linux/") {
 		t.Errorf("the qualification after the first Test: %q", s)
 	}
-	fk.DeleteSnapshot(snap)
+	fakectl.Of(fk).DeleteSnapshot(snap)
 	admin.do("test snap again", chromedp.Click(chromedp.CSS(row+" button.test")))
 	if s := admin.waitText("#result-"+v.ID, "Failed"); !strings.Contains(s, "image_not_found") || !strings.Contains(s, "invalidated") {
 		t.Errorf("the second Test's result: %q", s)

@@ -87,7 +87,7 @@ func reconnectKeepsBytes(t *testing.T, b tab, typeLine func(string), mark string
 // a board member reading without controls.
 func TestImagesPanelPlainTerminalInABrowser(t *testing.T) {
 	narrow := fake.New(&fake.Options{Name: "fake-narrow", Undeclared: drivers.NewSet(drivers.CapTemplateCapture, drivers.CapTerminal)})
-	e := newEnv(t, "sqlite", &envOpts{drivers: []drivers.Driver{setupFake(nil), narrow}})
+	e := newEnv(t, "sqlite", &envOpts{drivers: []drivers.Driver{fake.New(nil), narrow}})
 	env := e.createFake(t, "imgbox")
 	var nv environment.View
 	e.must(t, http.StatusCreated, call{method: "POST", path: "/api/v1/environments", token: tokAdmin,

@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -184,7 +185,7 @@ func checkLoad(tb testing.TB, e *tenv, drv *fake.Driver, envIDs []string, st *lo
 	}
 	e.must(tb, http.StatusOK, call{method: "POST", path: "/api/v1/sweep", token: tokOperator})
 	live := 0
-	for _, sb := range drv.Sandboxes() {
+	for _, sb := range fakectl.Of(drv).Sandboxes() {
 		if sb.State != drivers.StateDestroyed {
 			live++
 		}

@@ -23,7 +23,6 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/store"
-	"github.com/berthdev/berth/templates"
 )
 
 // server is the host service: berth's System, the server's own tables,
@@ -120,29 +119,12 @@ func driversNamed(names []string, testMode bool, log *slog.Logger) ([]drivers.Dr
 			if !testMode {
 				return nil, errors.New("-drivers: the fake driver needs -test-mode")
 			}
-			out = append(out, setupFake(nil))
+			out = append(out, fake.New(nil))
 		default:
 			return nil, fmt.Errorf("-drivers: unknown driver %q (local, ssh, docker, daytona, fake)", n)
 		}
 	}
 	return out, nil
-}
-
-// setupFake returns a fake driver (test mode) whose handlers stand in for
-// the sandbox shell's answers to the scripts a setup session runs (the
-// file writes, berth's cleanup before a capture, the image environment),
-// so setup sessions work on it as on a real driver.
-func setupFake(o *fake.Options) *fake.Driver {
-	if o == nil {
-		o = &fake.Options{}
-	}
-	ok := func(context.Context, fake.Invocation) (int, error) { return 0, nil }
-	h := map[string]fake.HandlerFunc{templates.WriteFileScript: ok, templates.CleanScript: ok, templates.EnvironScript: ok}
-	for k, v := range o.Handlers {
-		h[k] = v
-	}
-	o.Handlers = h
-	return fake.New(o)
 }
 
 // newServer composes berth over o.stores and registers the API.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/templates"
@@ -34,9 +35,7 @@ func (s *server) registerTemplateRoutes() {
 	// and to the principal) is redeemed by the library before it upgrades;
 	// the principal is the one the server's authentication found. No
 	// OriginPatterns: only the server's own origin may connect.
-	term := s.sys.Templates().TerminalHandler(templates.TerminalHandlerOptions{
-		Principal: func(r *http.Request) (authz.Principal, error) { return principalOf(r), nil },
-	})
+	term := s.sys.Templates().TerminalHandler(func(r *http.Request) (authz.Principal, error) { return principalOf(r), nil })
 	s.handle("GET", terminalPattern, term.ServeHTTP)
 }
 
@@ -280,11 +279,21 @@ func (s *server) writeSession(w http.ResponseWriter, r *http.Request, action str
 // in this answer only, never in a log.
 func (s *server) mintTerminalToken(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	tok, err := s.sys.Templates().MintTerminalToken(r.Context(), principalOf(r), id, terminalPath(id))
+	path := terminalPath(id)
+	tok, expires, err := s.sys.Templates().MintTerminalToken(r.Context(), principalOf(r), id, path)
 	s.audit(r, "setup.terminal-token", "", err, "session", id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusCreated, tok)
+	s.writeJSON(w, r, http.StatusCreated, terminalToken{Token: tok, Session: id, Path: path, ExpiresAt: expires})
+}
+
+// terminalToken is the answer of POST .../terminal-token: the token
+// travels once, to the client.
+type terminalToken struct {
+	Token     string    `json:"token"`
+	Session   string    `json:"session"`
+	Path      string    `json:"path"`
+	ExpiresAt time.Time `json:"expiresAt"`
 }

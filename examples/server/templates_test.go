@@ -48,7 +48,7 @@ func TestTemplateAndSetupAPI(t *testing.T) {
 
 func templateAndSetupAPI(t *testing.T, kind string) {
 	narrow := fake.New(&fake.Options{Name: "fake-narrow", Undeclared: drivers.NewSet(drivers.CapTemplateCapture, drivers.CapTerminal)})
-	e := newEnv(t, kind, &envOpts{drivers: []drivers.Driver{setupFake(nil), narrow}})
+	e := newEnv(t, kind, &envOpts{drivers: []drivers.Driver{fake.New(nil), narrow}})
 	env := e.createFake(t, "imgbox")
 
 	start := call{method: "POST", path: "/api/v1/environments/" + env.ID + "/setup-sessions", token: tokOperator,
@@ -96,7 +96,7 @@ func templateAndSetupAPI(t *testing.T, kind string) {
 	// opens it once, for the operator only.
 	mint := call{method: "POST", path: "/api/v1/setup-sessions/" + ses.ID + "/terminal-token", token: tokOperator}
 	e.must(t, http.StatusForbidden, call{method: mint.method, path: mint.path, token: tokBoard})
-	var tok templates.MintedToken
+	var tok terminalToken
 	e.must(t, http.StatusCreated, mint).decode(t, &tok)
 	if tok.Path != terminalPath(ses.ID) || tok.Token == "" {
 		t.Fatalf("minted %+v", tok)
@@ -165,7 +165,7 @@ func templateAndSetupAPI(t *testing.T, kind string) {
 	}
 	var hist items[templates.Event]
 	e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/environments/" + env.ID + "/template-history", token: tokOperator}).decode(t, &hist)
-	if len(hist.Items) != 1 || hist.Items[0].Action != templates.ActionPromote || hist.Items[0].To != captured.Template || hist.Items[0].Actor == "" {
+	if len(hist.Items) != 1 || hist.Items[0].Action != "promote" || hist.Items[0].To != captured.Template || hist.Items[0].Actor == "" {
 		t.Fatalf("history %+v", hist.Items)
 	}
 	// Promoting the active one again is a conflict; rollback of a
@@ -200,7 +200,7 @@ func templateAndSetupAPI(t *testing.T, kind string) {
 		t.Errorf("after the revoke the active template is %+v", after.ActiveTemplate)
 	}
 	e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/environments/" + env.ID + "/template-history", token: tokOperator}).decode(t, &hist)
-	if len(hist.Items) != 4 || hist.Items[1].To != s2p.Template || hist.Items[2].Action != templates.ActionRollback || hist.Items[3].Action != templates.ActionRevoke {
+	if len(hist.Items) != 4 || hist.Items[1].To != s2p.Template || hist.Items[2].Action != "rollback" || hist.Items[3].Action != "revoke" {
 		t.Errorf("history %+v", hist.Items)
 	}
 

@@ -33,11 +33,11 @@ type manifest struct {
 func (r *Resolver) fetch(ctx context.Context, ref images.Reference, platform v1.Platform) (Result, error) {
 	quoted := ref.String()
 	var opts []name.Option
-	if r.plainHTTPAllowed(ref.Registry()) {
+	if registry, _, _ := strings.Cut(ref.Repository(), "/"); r.plainHTTPAllowed(registry) {
 		opts = append(opts, name.Insecure)
 	}
-	nref, ok := ref.Name(opts...)
-	if !ok {
+	nref, err := name.ParseReference(quoted, opts...)
+	if ref.Repository() == "" || err != nil {
 		return Result{}, fmt.Errorf("resolve %q: %w", quoted, errNotRegistry)
 	}
 	puller, err := remote.NewPuller(remote.WithTransport(r.rt), remote.WithAuthFromKeychain(r.kc))

@@ -1,6 +1,7 @@
 package resolve
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -188,8 +189,8 @@ func (r *Resolver) Pin(ctx context.Context, ref images.Reference, platform v1.Pl
 // that is neither loopback nor in Options.InsecureRegistries), Unavailable
 // (any other registry or network failure).
 func (r *Resolver) Resolve(ctx context.Context, ref images.Reference, platform v1.Platform) (Result, error) {
-	if !ref.IsOCI() {
-		return Result{}, fmt.Errorf("resolve %q (%s): %w", ref.String(), ref.Kind(), errNotRegistry)
+	if ref.Repository() == "" {
+		return Result{}, fmt.Errorf("resolve %q (%s): %w", ref.String(), cmp.Or(string(ref.Kind()), "none"), errNotRegistry)
 	}
 	if platform.OS == "" && platform.Architecture == "" {
 		platform = defaultPlatform()

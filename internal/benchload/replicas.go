@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -27,7 +28,7 @@ const sweepPause = 200 * time.Millisecond
 // Replicas runs replicas host replicas (separate berth.Systems, each with
 // its own connection pool, as separate processes would be) on the one
 // PostgreSQL database at dsn, with one fake provider whose sandboxes take
-// providerDelay to start (fake.Options.StartDelay, on the wall clock), for
+// providerDelay to start (fakectl.Controls.SetStartDelay, on the wall clock), for
 // dur. Each replica runs workersPer workers doing ephemeral acquire+release
 // cycles (Ops); before every 64th cycle (staggered across workers) each
 // worker also acquires one reusable environment (lease.ReuseByEnvironment: one reuse
@@ -44,7 +45,8 @@ const sweepPause = 200 * time.Millisecond
 // the run and ten more sweeps of every replica.
 func Replicas(ctx context.Context, dsn string, replicas, workersPer int, providerDelay, dur time.Duration) (res Result, err error) {
 	replicas, workersPer = max(replicas, 1), max(workersPer, 1)
-	fk := fake.New(&fake.Options{StartDelay: providerDelay})
+	fk := fake.New(nil)
+	fakectl.Of(fk).SetStartDelay(providerDelay)
 	systems := make([]*berth.System, 0, replicas)
 	for range replicas {
 		sys, closeSys, err := OpenSystem(ctx, dsn, fk)
@@ -77,13 +79,13 @@ func Replicas(ctx context.Context, dsn string, replicas, workersPer int, provide
 		if err != nil {
 			return Result{}, fmt.Errorf("benchload: acquire a lease to leave pending: %w", err)
 		}
-		fk.RefuseStop(h.SandboxID(), errors.New("benchload: destroy refused"))
+		fakectl.Of(fk).RefuseStop(h.SandboxID(), errors.New("benchload: destroy refused"))
 		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); !errors.Is(err, lease.ErrCleanupPending) {
 			return Result{}, fmt.Errorf("benchload: release %s while the provider refuses: %v, want it pending cleanup", h.ID(), err)
 		}
 		pending++
 	}
-	fk.ClearFaults()
+	fakectl.Of(fk).ClearFaults()
 
 	var processed atomic.Int64
 	var sweepErr error
@@ -149,7 +151,7 @@ func Replicas(ctx context.Context, dsn string, replicas, workersPer int, provide
 	res.CleanupsProcessed = int(processed.Load())
 	res.TwiceProcessed = max(res.CleanupsProcessed-pending, 0)
 	made := 0
-	for _, sb := range fk.Sandboxes() {
+	for _, sb := range fakectl.Of(fk).Sandboxes() {
 		if sb.Labels["berth.environment"] == reuse {
 			made++
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/lease"
@@ -243,7 +244,7 @@ func TestAnIncompleteProofLeavesTheLeasePendingAndTheSweepRetries(t *testing.T) 
 	if l.Status != lease.StatusPendingCleanup || l.Cleanup != lease.CleanupPending || !strings.Contains(l.FailureReason, "task t1") || !strings.Contains(l.FailureReason, "/proc is not readable") {
 		t.Errorf("lease %s/%s reason %q, want pending_cleanup naming task t1 and the check that could not run", l.Status, l.Cleanup, l.FailureReason)
 	}
-	if st, ok := w.fk.State(h.SandboxID()); !ok || st != drivers.StateRunning {
+	if st, ok := fakectl.Of(w.fk).State(h.SandboxID()); !ok || st != drivers.StateRunning {
 		t.Errorf("sandbox state %v (exists %t); want it left running while the stop is unproven", st, ok)
 	}
 
@@ -300,7 +301,7 @@ func TestAnUnreachableRunnerLeavesTheLeasePendingAndTheSweepDestroys(t *testing.
 		!strings.Contains(got.CleanupEvidence, "not proven stopped") || !strings.Contains(got.CleanupEvidence, "the sandbox's own proof instead") {
 		t.Errorf("after the sweep: %s/%s evidence %q, want confirmed by the sandbox's destroy, saying the runner could not prove the stop", got.Status, got.Cleanup, got.CleanupEvidence)
 	}
-	if st, ok := w.fk.State(h.SandboxID()); ok && st != drivers.StateDestroyed {
+	if st, ok := fakectl.Of(w.fk).State(h.SandboxID()); ok && st != drivers.StateDestroyed {
 		t.Errorf("the sandbox is %s after the sweep, want destroyed", st)
 	}
 }
@@ -332,7 +333,7 @@ func TestARunnerAttestedProofAloneNeverEndsALease(t *testing.T) {
 		t.Errorf("proof evidence %q, want runner_attested, which ends no lease", proofs[0].Evidence)
 	}
 
-	w.fk.FakeStop(h.SandboxID(), "unconfirmed")
+	fakectl.Of(w.fk).FakeStop(h.SandboxID(), "unconfirmed")
 	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if !errors.Is(err, lease.ErrCleanupPending) {
 		t.Fatalf("Release = %v, want ErrCleanupPending: the runner's word alone is no proof", err)
@@ -340,11 +341,11 @@ func TestARunnerAttestedProofAloneNeverEndsALease(t *testing.T) {
 	if l.Status != lease.StatusPendingCleanup || l.Cleanup != lease.CleanupPending || l.CleanupEvidenceKind != drivers.EvidenceNone {
 		t.Errorf("lease %s/%s evidence %q, want pending_cleanup with no evidence", l.Status, l.Cleanup, l.CleanupEvidenceKind)
 	}
-	if st, ok := w.fk.State(h.SandboxID()); !ok || st != drivers.StateRunning {
+	if st, ok := fakectl.Of(w.fk).State(h.SandboxID()); !ok || st != drivers.StateRunning {
 		t.Errorf("sandbox state %v (exists %t); want it still running", st, ok)
 	}
 
-	w.fk.ClearFaults()
+	fakectl.Of(w.fk).ClearFaults()
 	if rep, err := w.m.Sweep(ctx, leaseOperator); err != nil || rep.CleanedUp != 1 {
 		t.Fatalf("Sweep = %+v, %v; want the pending cleanup done", rep, err)
 	}
@@ -364,10 +365,10 @@ func TestAttachIsAuthorized(t *testing.T) {
 	t.Parallel()
 	w := newLeaseWorld(t, time.Minute)
 	h := w.acquire(t)
-	calls := w.fk.TotalCalls()
+	calls := fakectl.Of(w.fk).TotalCalls()
 	_, err := w.s.c.Attach(context.Background(), stranger, h, controller.AttachRequest{})
 	wantHidden(t, "Attach by a stranger", err, h.ID())
-	if n := w.fk.TotalCalls() - calls; n != 0 {
+	if n := fakectl.Of(w.fk).TotalCalls() - calls; n != 0 {
 		t.Errorf("a refused Attach made %d provider calls", n)
 	}
 	if _, err := h.Release(context.Background(), lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/lease"
 )
@@ -363,7 +364,7 @@ func TestPoolMemberWhoseRunnerFailsLeaksNothing(t *testing.T) {
 			w, st := newPoolWorld(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			w.fk.FailNth("runner", tc.nth, errors.New("no runner for you"))
+			fakectl.Of(w.fk).FailNth("runner", tc.nth, errors.New("no runner for you"))
 			rep, _ := w.m.MaintainPools(ctx, leaseOperator)
 			if rep.Created != 0 || rep.CreateFailed != 1 {
 				t.Fatalf("MaintainPools = %+v; want the one member's start failed", rep)
@@ -372,7 +373,7 @@ func TestPoolMemberWhoseRunnerFailsLeaksNothing(t *testing.T) {
 			if err != nil || l.Status == lease.StatusPooled || l.Cleanup != lease.CleanupConfirmed {
 				t.Fatalf("the failed member: %+v, %v; want ended with a confirmed cleanup", l, err)
 			}
-			for _, sb := range w.fk.Sandboxes() {
+			for _, sb := range fakectl.Of(w.fk).Sandboxes() {
 				if sb.State != drivers.StateDestroyed {
 					t.Errorf("sandbox %s of the failed member is %s, want destroyed", sb.ID, sb.State)
 				}

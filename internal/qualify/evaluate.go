@@ -109,12 +109,12 @@ func Evaluate(s Subject, ev Evidence) (qualification.Record, qualification.Diagn
 }
 
 func notPinnedMessage(r images.Reference) string {
-	switch r.Kind() {
-	case images.RefNone:
+	switch {
+	case r.IsZero():
 		return "no image is configured: a provider default image never qualifies; configure repo@sha256:<digest> or a provider snapshot id"
-	case images.RefTag:
+	case r.Kind() == images.RefTag:
 		return fmt.Sprintf("image %q is a mutable tag: pin it by digest (repo@sha256:...) to qualify", r.String())
-	case images.RefSnapshotName:
+	case r.Kind() == images.RefSnapshotName:
 		return fmt.Sprintf("snapshot %q is known only by its name: reference it by its provider id to qualify", r.SnapshotName())
 	default:
 		return fmt.Sprintf("image %q is not pinned", r.String())

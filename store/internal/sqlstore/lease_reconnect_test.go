@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 )
@@ -41,7 +42,7 @@ func TestReleaseAfterPostgresDroppedConnections(t *testing.T) {
 	if stored.Status != lease.StatusReleased || stored.ClaimedBy != "" {
 		t.Errorf("stored lease is %s claimed by %q; want released and unclaimed", stored.Status, stored.ClaimedBy)
 	}
-	if st, ok := r.provider.State(l.ProviderLeaseID); !ok || st != drivers.StateDestroyed {
+	if st, ok := fakectl.Of(r.provider.Driver).State(l.ProviderLeaseID); !ok || st != drivers.StateDestroyed {
 		t.Errorf("sandbox %s is %s (known: %v), want destroyed", l.ProviderLeaseID, st, ok)
 	}
 }

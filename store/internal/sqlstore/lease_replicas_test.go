@@ -16,6 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -135,10 +136,10 @@ func TestReplicasOneSandboxPerReuseKey(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	if got := r.provider.Calls("create"); got != 1 {
+	if got := fakectl.Of(r.provider.Driver).Calls("create"); got != 1 {
 		t.Errorf("the provider was asked to create %d sandboxes, want 1", got)
 	}
-	if sbs := r.provider.Sandboxes(); len(sbs) != 1 {
+	if sbs := fakectl.Of(r.provider.Driver).Sandboxes(); len(sbs) != 1 {
 		t.Errorf("the provider holds %d sandboxes, want 1: %+v", len(sbs), sbs)
 	}
 	for i := range n {
@@ -195,14 +196,14 @@ func testSweepEachCleanupOnce(t *testing.T, r *replicas) {
 			t.Fatalf("acquire %d: %v", i, err)
 		}
 		pid := h.Lease().ProviderLeaseID
-		r.provider.RefuseStop(pid, nil)
+		fakectl.Of(r.provider.Driver).RefuseStop(pid, nil)
 		l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 		if !errors.Is(err, lease.ErrCleanupPending) || l.Status != lease.StatusPendingCleanup {
 			t.Fatalf("release %d with a refused destroy: status %s, %v; want pending_cleanup, ErrCleanupPending", i, l.Status, err)
 		}
 		pending[h.ID()] = pid
 	}
-	r.provider.ClearFaults()
+	fakectl.Of(r.provider.Driver).ClearFaults()
 	if got := r.provider.destroyCounts(); len(got) != 0 {
 		t.Fatalf("destroy-by-id calls before the sweeps: %v", got)
 	}
@@ -263,7 +264,7 @@ func testSweepEachCleanupOnce(t *testing.T, r *replicas) {
 			t.Errorf("lease %s: status %s, cleanup %q, %d cleanup attempts; want released, confirmed, 1",
 				id, l.Status, l.Cleanup, l.CleanupAttempts)
 		}
-		if st, _ := r.provider.State(pid); st != drivers.StateDestroyed {
+		if st, _ := fakectl.Of(r.provider.Driver).State(pid); st != drivers.StateDestroyed {
 			t.Errorf("sandbox %s of lease %s is %s, want destroyed", pid, id, st)
 		}
 	}

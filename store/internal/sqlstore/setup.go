@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/templates"
 )
@@ -80,7 +79,7 @@ func (db *DB) GetSession(ctx context.Context, id string) (*templates.Session, er
 }
 
 // ListSessions implements templates.Store.
-func (db *DB) ListSessions(ctx context.Context, f templates.SessionFilter) ([]*templates.Session, error) {
+func (db *DB) ListSessions(ctx context.Context, f templates.Filter) ([]*templates.Session, error) {
 	q := "SELECT doc FROM setup_sessions WHERE 1 = 1"
 	var args []any
 	if f.Environment != "" {
@@ -189,8 +188,8 @@ func (db *DB) InsertTerminalToken(ctx context.Context, t *templates.TerminalToke
 	if err != nil {
 		return fmt.Errorf("sqlstore: insert terminal token of session %s: %w", t.Session, err)
 	}
-	_, err = db.writes().exec(ctx, "INSERT INTO setup_terminal_tokens (hash, expires_at, used, principal, role, path, doc) VALUES (?, ?, 0, ?, ?, ?, ?)",
-		t.Hash, t.ExpiresAt.UnixNano(), t.Principal, string(t.Role), t.Path, string(doc))
+	_, err = db.writes().exec(ctx, "INSERT INTO setup_terminal_tokens (hash, expires_at, used, doc) VALUES (?, ?, 0, ?)",
+		t.Hash, t.ExpiresAt.UnixNano(), string(doc))
 	if _, dup := uniqueViolation(err); dup {
 		return fmt.Errorf("sqlstore: terminal token of session %s: hash already exists: %w", t.Session, errcode.ErrConflict)
 	}
@@ -213,12 +212,13 @@ func (db *DB) PruneTerminalTokens(ctx context.Context, before time.Time) (int, e
 	return int(n), nil
 }
 
-// RedeemTerminalToken implements templates.Store with one conditional UPDATE
-// that matches the principal and the path too: of concurrent redemptions
-// exactly one changes the row, and a mismatch changes nothing.
-func (db *DB) RedeemTerminalToken(ctx context.Context, hash string, p authz.Principal, path string, now time.Time) (*templates.TerminalToken, error) {
-	res, err := db.writes().exec(ctx, "UPDATE setup_terminal_tokens SET used = 1 WHERE hash = ? AND used = 0 AND expires_at > ? AND principal = ? AND role = ? AND path = ?",
-		hash, now.UnixNano(), p.ID, string(p.Role), path)
+// RedeemTerminalToken implements templates.Store with one conditional
+// UPDATE: of concurrent redemptions exactly one changes the row. The hash
+// binds the token to its principal and path (the principal, role and path
+// columns of migration 3 stay empty).
+func (db *DB) RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*templates.TerminalToken, error) {
+	res, err := db.writes().exec(ctx, "UPDATE setup_terminal_tokens SET used = 1 WHERE hash = ? AND used = 0 AND expires_at > ?",
+		hash, now.UnixNano())
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: redeem terminal token: %w", err)
 	}
