@@ -79,9 +79,8 @@ var sentinelCodes = map[string]struct {
 	"instance.ErrEnvironmentsDisabled": {instance.ErrEnvironmentsDisabled, errcode.Unavailable},
 	"instance.ErrManagedSandboxOnly":   {instance.ErrManagedSandboxOnly, errcode.Unavailable},
 
-	"handover.ErrStale":         {handover.ErrStale, errcode.Conflict},
-	"handover.ErrMismatch":      {handover.ErrMismatch, errcode.Conflict},
-	"handover.ErrSecretUnknown": {handover.ErrSecretUnknown, errcode.Invalid},
+	"handover.ErrStale":    {handover.ErrStale, errcode.Conflict},
+	"handover.ErrMismatch": {handover.ErrMismatch, errcode.Conflict},
 
 	"prp.ErrScopeDenied":     {prp.ErrScopeDenied, errcode.Denied},
 	"prp.ErrTicketMalformed": {prp.ErrTicketMalformed, errcode.AuthFailed},

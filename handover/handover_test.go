@@ -49,7 +49,7 @@ type world struct {
 	account string // the managed account's reference
 	apiKey  config.SecretRef
 	logs    *syncbuf.Buffer
-	asked   []handover.CheckRequest
+	asked   []handover.AuthCheck
 }
 
 func newWorld(t *testing.T, checker bool) *world {
@@ -83,7 +83,7 @@ func newWorld(t *testing.T, checker bool) *world {
 	}
 	var chk handover.Checker
 	if checker {
-		chk = handover.CheckerFunc(func(_ context.Context, req handover.CheckRequest) (handover.Result, error) {
+		chk = checkerFunc(func(_ context.Context, _ authz.Principal, req handover.AuthCheck) (handover.Result, error) {
 			w.asked = append(w.asked, req)
 			for _, p := range req.Projects {
 				switch p {
@@ -274,7 +274,7 @@ func TestDispatchMatchesExactly(t *testing.T) {
 	}
 	// Secret env keys come from the lease's environment only.
 	unknown := []prp.SecretUse{{Source: prp.SecretFromEnvironment, Ref: "OTHER", Env: "OTHER"}}
-	if err := w.svc.Check(ctx, agent, target, unknown); code(err) != "secret_unknown" || !errors.Is(err, handover.ErrSecretUnknown) {
+	if err := w.svc.Check(ctx, agent, target, unknown); code(err) != "secret_unknown" || errcode.Code(err) != errcode.Invalid {
 		t.Errorf("unknown secret env key: %v, want %s", err, "secret_unknown")
 	}
 	// Another company's session, or an agent of another company.
@@ -332,4 +332,11 @@ func TestAnotherCompanysAuthCheckReadsAsMissing(t *testing.T) {
 	if got, err := w.svc.Get(ctx, operator, "acme", w.account); err != nil || got.Preparation != rec.Preparation {
 		t.Errorf("after the refusals the record is %+v, %v; want it unchanged", got, err)
 	}
+}
+
+// checkerFunc adapts a function to handover.Checker.
+type checkerFunc func(ctx context.Context, p authz.Principal, check handover.AuthCheck) (handover.Result, error)
+
+func (f checkerFunc) CheckProjectAuth(ctx context.Context, p authz.Principal, check handover.AuthCheck) (handover.Result, error) {
+	return f(ctx, p, check)
 }

@@ -96,10 +96,11 @@ var (
 	// auth check matches exactly (its reason, read with errcode.ReasonOf or
 	// controller.CodeOfSecrets, says which part).
 	ErrMismatch = errcode.New(errcode.Conflict, "handover: no matching project auth check")
-	// ErrSecretUnknown: a task names a secret env key that the lease's
-	// environment does not have.
-	ErrSecretUnknown error = &errcode.Error{Code: errcode.Invalid, Reason: "secret_unknown", Err: errors.New("handover: unknown secret")}
 )
+
+// errSecretUnknown: a task names a secret env key that the lease's
+// environment does not have (reason secret_unknown, code Invalid).
+var errSecretUnknown error = &errcode.Error{Code: errcode.Invalid, Reason: "secret_unknown", Err: errors.New("handover: unknown secret")}
 
 // reasonCode says why a hand-over was refused: the reason of a resolver's
 // or Service.Check's error (errcode.ReasonOf, controller.CodeOfSecrets),
@@ -133,7 +134,7 @@ const (
 
 // ErrorCode returns the code of errcode's set that c is a sub-code of:
 // Conflict for the auth_check_* codes (the project auth check does not
-// match: ErrMismatch's code), Invalid for secret_unknown (ErrSecretUnknown's),
+// match: ErrMismatch's code), Invalid for secret_unknown,
 // NotFound for lease_mismatch (a lease of another company is reported as
 // missing), Unknown for a string that is none of the codes.
 func (c reasonCode) ErrorCode() errcode.ErrorCode {

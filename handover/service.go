@@ -20,39 +20,20 @@ import (
 	"github.com/berthdev/berth/prp/controller"
 )
 
-// CheckRequest is what the host's project auth check is asked: whether
-// the managed account AccountRef may be used by Company's Projects on
-// sandboxes of Provider made from a config of Fingerprint (the prepared
-// environment Environment). It holds references, never the account's
-// value; the host resolves the account itself if its check needs it.
-// berth fills it (every field) when it asks the host's Checker; a host
-// does not build one, so its zero value is never asked.
-type CheckRequest struct {
-	Principal   authz.Principal
-	Company     string
-	AccountRef  string
-	Environment string
-	Version     int
-	Fingerprint string
-	Provider    Provider
-	Projects    []string
-}
-
 // Checker is the project auth check the host implements (berth cannot
 // know the agent harness: the seed's check_project_auth). CheckProjectAuth
+// is asked whether the managed account check.AccountRef may be used by
+// check.Company's check.Projects on sandboxes of check.Provider made from
+// a config of check.Fingerprint (the prepared environment
+// check.Environment), for p, the principal who prepares it: check is the
+// pending record PrepareManagedAccount just stored (every field set but
+// the answer's). It holds references, never the account's value; the host
+// resolves the account itself if its check needs it. CheckProjectAuth
 // returns the answer, or an error when the check could not run (the
 // record then says failed). It honours ctx and never puts a secret in its
 // result or error.
 type Checker interface {
-	CheckProjectAuth(ctx context.Context, req CheckRequest) (Result, error)
-}
-
-// CheckerFunc adapts a function to Checker.
-type CheckerFunc func(ctx context.Context, req CheckRequest) (Result, error)
-
-// CheckProjectAuth calls f.
-func (f CheckerFunc) CheckProjectAuth(ctx context.Context, req CheckRequest) (Result, error) {
-	return f(ctx, req)
+	CheckProjectAuth(ctx context.Context, p authz.Principal, check AuthCheck) (Result, error)
 }
 
 // sources are what a Service reads and writes (internal/handoverhook
@@ -276,8 +257,7 @@ func (s *Service) PrepareManagedAccount(ctx context.Context, p authz.Principal, 
 	if s.o.Checker == nil {
 		return rec, nil
 	}
-	res, cerr := s.o.Checker.CheckProjectAuth(ctx, CheckRequest{Principal: p, Company: company, AccountRef: accountRef,
-		Environment: env.ID, Version: checkVersion, Fingerprint: fp, Provider: prov, Projects: rec.Projects})
+	res, cerr := s.o.Checker.CheckProjectAuth(ctx, p, cloneCheck(rec))
 	if cerr != nil {
 		res = Result{Message: "the project auth check could not run: " + cerr.Error()}
 	}
