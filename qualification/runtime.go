@@ -34,7 +34,7 @@ func (r Requirement) String() string {
 }
 
 func (r Requirement) normalize() Requirement {
-	r.OS = NormalizeOS(r.OS)
+	r.OS = normalizeOS(r.OS)
 	r.Arch, r.Variant = NormalizeArch(r.Arch, r.Variant)
 	r.Libc = normalizeLibc(string(r.Libc))
 	r.MinLibcVersion = strings.TrimSpace(r.MinLibcVersion)

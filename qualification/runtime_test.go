@@ -46,7 +46,7 @@ func TestCanRun(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			v := CanRun(MustParsePlatform(tt.p), tt.reqs)
+			v := CanRun(mustParsePlatform(tt.p), tt.reqs)
 			if v.OK != tt.ok || v.Code != tt.code {
 				t.Fatalf("CanRun(%q) = %v %s (%s); want %v %s", tt.p, v.OK, v.Code, v.Reason, tt.ok, tt.code)
 			}
