@@ -83,8 +83,8 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	sinkDir := filepath.Join(dir, "sink")
 	st := openStores(t, storeURL)
 	sys, err := berth.New(ctx, &berth.Options{Stores: st, Secrets: secrets, Logger: lg, RunnerBinary: bin,
-		Drivers: []drivers.Driver{docker.New(&docker.Options{Logger: lg}), ssh.New(&ssh.Options{Logger: lg})},
-		Runners: &controller.Options{DataDir: sinkDir},
+		Drivers:            []drivers.Driver{docker.New(&docker.Options{Logger: lg}), ssh.New(&ssh.Options{Logger: lg})},
+		Runners:            &controller.Options{DataDir: sinkDir},
 		ProjectAuthChecker: everyProject{}})
 	if err != nil {
 		t.Fatal(err)

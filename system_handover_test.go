@@ -80,7 +80,7 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 	st := openStores(t, storeURL)
 	sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk}, TestMode: true,
 		Secrets: secrets, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Runners: &controller.Options{DataDir: sinkDir, Heartbeat: time.Second, Poll: 50 * time.Millisecond},
+		Runners:            &controller.Options{DataDir: sinkDir, Heartbeat: time.Second, Poll: 50 * time.Millisecond},
 		ProjectAuthChecker: everyProject{}})
 	if err != nil {
 		t.Fatal(err)

@@ -58,7 +58,7 @@ func TestOf(t *testing.T) {
 		Stages: []probe.Stage{{Name: "resolve", OK: true, Duration: time.Second}, {Name: "acquire", Code: "timeout", Error: "slow"},
 			{Name: "detect", Note: "skipped: stage acquire failed (timeout)"}},
 		ImageIdentity: img, Platform: qualification.Platform{OS: "linux", Arch: "amd64", Libc: qualification.LibcUnknown},
-		Cleanup:       &probe.Cleanup{LeaseStatus: lease.StatusReleased, Confirmed: true}, QualificationDiagnostic: &qualification.Diagnostic{Code: "not_saved"}}
+		Cleanup: &probe.Cleanup{LeaseStatus: lease.StatusReleased, Confirmed: true}, QualificationDiagnostic: &qualification.Diagnostic{Code: "not_saved"}}
 	b, err := json.Marshal(Of(res))
 	if err != nil {
 		t.Fatal(err)
