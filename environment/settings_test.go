@@ -61,8 +61,10 @@ func newSettingsFixture(t *testing.T) *settingsFixture {
 
 func (f *settingsFixture) set(t *testing.T, enable, managed bool) {
 	t.Helper()
-	if _, err := f.svc.Update(context.Background(), admin, instance.Update{
-		EnableEnvironments: &enable, ManagedSandboxOnly: &managed, Revision: instance.AnyRevision}); err != nil {
+	if _, err := f.svc.Update(context.Background(), admin, instance.AnyRevision, func(c *instance.Settings) error {
+		c.EnableEnvironments, c.ManagedSandboxOnly = enable, managed
+		return nil
+	}); err != nil {
 		t.Fatalf("settings update: %v", err)
 	}
 }

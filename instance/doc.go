@@ -9,7 +9,7 @@
 //	gate := environment.NewGate(reg, &environment.Options{Settings: reader})
 //	s, err := svc.Get(ctx, anyone)   // instance.Defaults() until first written
 //	off := false
-//	s, err = svc.Update(ctx, admin, instance.Update{EnableEnvironments: &off, Revision: s.Revision})
+//	s, err = svc.Update(ctx, admin, s.Revision, func(c *instance.Settings) error { c.EnableEnvironments = off; return nil })
 //
 // berth.New wires this itself (System.Settings). Start with Settings and
 // its Admit (the pure decision the environment gate makes for every

@@ -23,7 +23,7 @@ func ExampleService() {
 	fmt.Println(s, err)
 
 	on := true
-	s, err = svc.Update(ctx, admin, instance.Update{ManagedSandboxOnly: &on, Revision: s.Revision})
+	s, err = svc.Update(ctx, admin, s.Revision, func(c *instance.Settings) error { c.ManagedSandboxOnly = on; return nil })
 	fmt.Println(s, s.UpdatedBy, err)
 	fmt.Println(s.Admit("docker", false))
 	err = s.Admit("ssh", true) // a host driver
@@ -31,9 +31,9 @@ func ExampleService() {
 
 	// A change based on a stale revision is refused; an agent may not change them.
 	off := false
-	_, err = svc.Update(ctx, admin, instance.Update{EnableEnvironments: &off, Revision: 0})
+	_, err = svc.Update(ctx, admin, 0, func(c *instance.Settings) error { c.EnableEnvironments = off; return nil })
 	fmt.Println(errors.Is(err, errcode.ErrConflict))
-	_, err = svc.Update(ctx, agent, instance.Update{EnableEnvironments: &off, Revision: instance.AnyRevision})
+	_, err = svc.Update(ctx, agent, instance.AnyRevision, func(c *instance.Settings) error { c.EnableEnvironments = off; return nil })
 	fmt.Println(errors.Is(err, errcode.ErrDenied))
 	// Output:
 	// enableEnvironments=true enableManagedSandboxOnly=false quotaPerCompany=8 quotaPerCompanyEnvironment=4 (revision 0) <nil>

@@ -20,7 +20,7 @@ import (
 // the same store) changed them.
 const defaultMaxStaleness = time.Second
 
-// AnyRevision as Update.Revision writes over whatever is stored.
+// AnyRevision as Update's revision writes over whatever is stored.
 const AnyRevision int64 = -1
 
 // maxReadWait bounds one shared store read of the Reader.
@@ -46,27 +46,6 @@ type Options struct {
 	// one second; negative: no cache, every Current
 	// reads the store.
 	MaxStaleness time.Duration
-}
-
-// Update changes the settings. A nil field keeps its value.
-type Update struct {
-	// EnableEnvironments, if not nil, sets Settings.EnableEnvironments.
-	EnableEnvironments *bool `json:"enableEnvironments,omitempty"`
-	// ManagedSandboxOnly, if not nil, sets Settings.ManagedSandboxOnly.
-	ManagedSandboxOnly *bool `json:"enableManagedSandboxOnly,omitempty"`
-	// QuotaPerCompany, if not nil, sets Settings.QuotaPerCompany (0: no
-	// limit; negative is errcode.ErrInvalid).
-	QuotaPerCompany *int `json:"quotaPerCompany,omitempty"`
-	// QuotaPerCompanyEnvironment, if not nil, sets
-	// Settings.QuotaPerCompanyEnvironment (0: no limit; negative is
-	// errcode.ErrInvalid).
-	QuotaPerCompanyEnvironment *int `json:"quotaPerCompanyEnvironment,omitempty"`
-	// Revision is the revision the change is based on: the Settings.Revision
-	// the caller read (0 when it read the defaults). A stale one is a
-	// conflict. AnyRevision writes over whatever is stored (read again and
-	// retried a few times when another writer wins in between; under
-	// sustained contention it may still end in errcode.ErrConflict).
-	Revision int64 `json:"revision"`
 }
 
 // Service reads and changes the instance settings for a principal. It is
@@ -124,28 +103,29 @@ func (s *Service) Get(ctx context.Context, p authz.Principal) (Settings, error) 
 	return s.read(ctx)
 }
 
-// Update applies u for p and returns the settings stored, with Revision
-// one more than before, UpdatedAt now and UpdatedBy p.ID. Only a principal
-// the Authorizer lets update authz.ResourceKindInstanceSettings may: under
-// authz.DefaultPolicy instance admins and local operators (who have an
-// instance admin's powers); others get an error wrapping errcode.ErrDenied.
-// A u.Revision other than the stored one is errcode.ErrConflict (nothing written);
-// an update that sets nothing is errcode.ErrInvalid. The change is seen at once by
-// this Service's Reader, and by other processes' Readers within their
-// MaxStaleness.
-func (s *Service) Update(ctx context.Context, p authz.Principal, u Update) (Settings, error) {
+// Update changes the settings for p: change sets the fields it changes
+// in a copy of the settings in force, and the result is stored with
+// Revision one more than before, UpdatedAt now and UpdatedBy p.ID, and
+// returned (change's own Revision, UpdatedAt and UpdatedBy are ignored).
+// An error of change is returned as it is, and nothing is written.
+// revision is the Settings.Revision the change is based on (0 while the
+// caller read the defaults); a stale one is errcode.ErrConflict and
+// nothing is written. AnyRevision writes over whatever is stored: the
+// settings are read again and change applied again when another writer
+// wins in between (a few times: under sustained contention it may still
+// end in errcode.ErrConflict). A negative quota is errcode.ErrInvalid
+// (0 sets no limit). Only a principal the Authorizer lets update
+// authz.ResourceKindInstanceSettings may: under authz.DefaultPolicy
+// instance admins and local operators (who have an instance admin's
+// powers); others get an error wrapping errcode.ErrDenied, and change is
+// not called. The change is seen at once by this Service's Reader, and by
+// other processes' Readers within their MaxStaleness.
+func (s *Service) Update(ctx context.Context, p authz.Principal, revision int64, change func(*Settings) error) (Settings, error) {
 	if err := s.authorize(ctx, p, authz.ActionUpdate); err != nil {
 		return Settings{}, err
 	}
-	switch {
-	case u.EnableEnvironments == nil && u.ManagedSandboxOnly == nil && u.QuotaPerCompany == nil && u.QuotaPerCompanyEnvironment == nil:
-		return Settings{}, fmt.Errorf("instance: settings update: fields \"enableEnvironments\", \"enableManagedSandboxOnly\", \"quotaPerCompany\" and \"quotaPerCompanyEnvironment\": none is set, nothing to change: %w", errcode.ErrInvalid)
-	case u.QuotaPerCompany != nil && *u.QuotaPerCompany < 0:
-		return Settings{}, fmt.Errorf("instance: settings update: field \"quotaPerCompany\": %d is negative (0 sets no limit): %w", *u.QuotaPerCompany, errcode.ErrInvalid)
-	case u.QuotaPerCompanyEnvironment != nil && *u.QuotaPerCompanyEnvironment < 0:
-		return Settings{}, fmt.Errorf("instance: settings update: field \"quotaPerCompanyEnvironment\": %d is negative (0 sets no limit): %w", *u.QuotaPerCompanyEnvironment, errcode.ErrInvalid)
-	case u.Revision < AnyRevision:
-		return Settings{}, fmt.Errorf("instance: settings update: field \"revision\": %d is not a revision: %w", u.Revision, errcode.ErrInvalid)
+	if revision < AnyRevision {
+		return Settings{}, fmt.Errorf("instance: settings update: field \"revision\": %d is not a revision: %w", revision, errcode.ErrInvalid)
 	}
 	const attempts = 5
 	var err error
@@ -155,22 +135,21 @@ func (s *Service) Update(ctx context.Context, p authz.Principal, u Update) (Sett
 		if err != nil {
 			return Settings{}, err
 		}
-		if u.Revision != AnyRevision && cur.Revision != u.Revision {
-			err = fmt.Errorf("instance: settings update: stale revision %d, stored revision is %d: %w", u.Revision, cur.Revision, errcode.ErrConflict)
+		if revision != AnyRevision && cur.Revision != revision {
+			err = fmt.Errorf("instance: settings update: stale revision %d, stored revision is %d: %w", revision, cur.Revision, errcode.ErrConflict)
 			break
 		}
 		next = cur
-		if u.EnableEnvironments != nil {
-			next.EnableEnvironments = *u.EnableEnvironments
+		if change != nil {
+			if err := change(&next); err != nil {
+				return Settings{}, err
+			}
 		}
-		if u.ManagedSandboxOnly != nil {
-			next.ManagedSandboxOnly = *u.ManagedSandboxOnly
-		}
-		if u.QuotaPerCompany != nil {
-			next.QuotaPerCompany = *u.QuotaPerCompany
-		}
-		if u.QuotaPerCompanyEnvironment != nil {
-			next.QuotaPerCompanyEnvironment = *u.QuotaPerCompanyEnvironment
+		switch {
+		case next.QuotaPerCompany < 0:
+			return Settings{}, fmt.Errorf("instance: settings update: field \"quotaPerCompany\": %d is negative (0 sets no limit): %w", next.QuotaPerCompany, errcode.ErrInvalid)
+		case next.QuotaPerCompanyEnvironment < 0:
+			return Settings{}, fmt.Errorf("instance: settings update: field \"quotaPerCompanyEnvironment\": %d is negative (0 sets no limit): %w", next.QuotaPerCompanyEnvironment, errcode.ErrInvalid)
 		}
 		next.Revision, next.UpdatedAt, next.UpdatedBy = cur.Revision+1, s.clock.Now().UTC(), p.ID
 		if err = s.st.PutSettings(ctx, next); err == nil {
@@ -182,7 +161,7 @@ func (s *Service) Update(ctx context.Context, p authz.Principal, u Update) (Sett
 			return next, nil
 		}
 		err = fmt.Errorf("instance: settings update at revision %d: %w", cur.Revision, err)
-		if u.Revision != AnyRevision || !errors.Is(err, errcode.ErrConflict) {
+		if revision != AnyRevision || !errors.Is(err, errcode.ErrConflict) {
 			break
 		}
 	}

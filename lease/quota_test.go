@@ -109,7 +109,10 @@ func TestQuotasFromInstanceSettings(t *testing.T) {
 			w := newWorld(t, worldOpts{})
 			svc, reader := instance.NewService(instance.NewMemoryStore(), nil)
 			if tc.perCompany != nil {
-				if _, err := svc.Update(ctx, op, instance.Update{QuotaPerCompany: tc.perCompany, QuotaPerCompanyEnvironment: tc.perE, Revision: instance.AnyRevision}); err != nil {
+				if _, err := svc.Update(ctx, op, instance.AnyRevision, func(c *instance.Settings) error {
+					c.QuotaPerCompany, c.QuotaPerCompanyEnvironment = *tc.perCompany, *tc.perE
+					return nil
+				}); err != nil {
 					t.Fatal(err)
 				}
 			}

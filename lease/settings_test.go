@@ -26,8 +26,10 @@ func withSettings(w *world) *instance.Service {
 
 func setSettings(t *testing.T, svc *instance.Service, enable, managed bool) {
 	t.Helper()
-	if _, err := svc.Update(context.Background(), op, instance.Update{
-		EnableEnvironments: &enable, ManagedSandboxOnly: &managed, Revision: instance.AnyRevision}); err != nil {
+	if _, err := svc.Update(context.Background(), op, instance.AnyRevision, func(c *instance.Settings) error {
+		c.EnableEnvironments, c.ManagedSandboxOnly = enable, managed
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 }

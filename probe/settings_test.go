@@ -32,8 +32,10 @@ func settingsWorld(t *testing.T) (*world, *instance.Service) {
 
 func updateSettings(t *testing.T, svc *instance.Service, enable, managed bool) {
 	t.Helper()
-	if _, err := svc.Update(context.Background(), admin, instance.Update{
-		EnableEnvironments: &enable, ManagedSandboxOnly: &managed, Revision: instance.AnyRevision}); err != nil {
+	if _, err := svc.Update(context.Background(), admin, instance.AnyRevision, func(c *instance.Settings) error {
+		c.EnableEnvironments, c.ManagedSandboxOnly = enable, managed
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -25,7 +25,7 @@ func TestDisabledEnvironmentsRefuseAttachAndStart(t *testing.T) {
 	svc, reader := instance.NewService(instance.NewMemoryStore(), nil)
 	set := func(enable bool) {
 		t.Helper()
-		if _, err := svc.Update(ctx, leaseOperator, instance.Update{EnableEnvironments: &enable, Revision: instance.AnyRevision}); err != nil {
+		if _, err := svc.Update(ctx, leaseOperator, instance.AnyRevision, func(c *instance.Settings) error { c.EnableEnvironments = enable; return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -29,7 +29,7 @@ func BenchmarkSettingsReader(b *testing.B) {
 			db := openTest(b, tc.url(b))
 			svc, reader := instance.NewService(db, nil)
 			on := true
-			if _, err := svc.Update(ctx, authz.Principal{ID: "op", Role: authz.RoleLocalOperator}, instance.Update{ManagedSandboxOnly: &on}); err != nil {
+			if _, err := svc.Update(ctx, authz.Principal{ID: "op", Role: authz.RoleLocalOperator}, 0, func(c *instance.Settings) error { c.ManagedSandboxOnly = on; return nil }); err != nil {
 				b.Fatal(err)
 			}
 			n := 0
