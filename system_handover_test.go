@@ -254,6 +254,6 @@ func testManagedAccountHandover(t *testing.T, kind string) {
 // the account.
 type everyProject struct{}
 
-func (everyProject) CheckProjectAuth(context.Context, authz.Principal, handover.AuthCheck) (handover.Result, error) {
-	return handover.Result{Succeeded: true}, nil
+func (everyProject) CheckProjectAuth(context.Context, authz.Principal, handover.AuthCheck) (handover.Status, string, error) {
+	return handover.StatusSucceeded, "", nil
 }

@@ -88,6 +88,6 @@ func ExampleService_PrepareManagedAccount() {
 // use the account.
 type everyProject struct{}
 
-func (everyProject) CheckProjectAuth(context.Context, authz.Principal, handover.AuthCheck) (handover.Result, error) {
-	return handover.Result{Succeeded: true}, nil
+func (everyProject) CheckProjectAuth(context.Context, authz.Principal, handover.AuthCheck) (handover.Status, string, error) {
+	return handover.StatusSucceeded, "", nil
 }

@@ -79,14 +79,6 @@ type AuthCheck struct {
 	Message string `json:"message,omitempty"`
 }
 
-// Result is the host's answer to a project auth check.
-type Result struct {
-	Succeeded bool
-	// Message says why the check failed (or a note on success); it must
-	// hold no secret. At most 1024 bytes are kept.
-	Message string
-}
-
 // Errors of this package.
 var (
 	// ErrStale: a check result answers a preparation that a newer

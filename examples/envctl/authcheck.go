@@ -133,8 +133,7 @@ func authCheckRecord(ctx context.Context, g *globals, envArg, company, account, 
 	if err != nil {
 		return err
 	}
-	rec, err = sys.Handover().RecordResult(ctx, g.as, company, account, rec.Preparation,
-		handover.Result{Succeeded: st == handover.StatusSucceeded, Message: message})
+	rec, err = sys.Handover().RecordResult(ctx, g.as, company, account, rec.Preparation, st, message)
 	if err != nil {
 		return err
 	}

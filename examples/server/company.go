@@ -423,7 +423,7 @@ func (s *server) recordAuthCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		rec, err = s.sys.Handover().RecordResult(r.Context(), principalOf(r), company, account, rec.Preparation,
-			handover.Result{Succeeded: body.Status == string(handover.StatusSucceeded), Message: body.Message})
+			handover.Status(body.Status), body.Message)
 	}
 	s.audit(r, "auth_check.record", body.EnvironmentID, err, "company", company)
 	if err != nil {
