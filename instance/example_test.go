@@ -20,11 +20,11 @@ func ExampleService() {
 	agent := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
 
 	s, err := svc.Get(ctx, agent)
-	fmt.Println(s, err)
+	fmt.Println(s.EnableEnvironments, s.ManagedSandboxOnly, s.QuotaPerCompany, s.QuotaPerCompanyEnvironment, s.Revision, err)
 
 	on := true
 	s, err = svc.Update(ctx, admin, s.Revision, func(c *instance.Settings) error { c.ManagedSandboxOnly = on; return nil })
-	fmt.Println(s, s.UpdatedBy, err)
+	fmt.Println(s.ManagedSandboxOnly, s.Revision, s.UpdatedBy, err)
 	fmt.Println(s.Admit("docker", false))
 	err = s.Admit("ssh", true) // a host driver
 	fmt.Println(errors.Is(err, instance.ErrManagedSandboxOnly), err)
@@ -36,8 +36,8 @@ func ExampleService() {
 	_, err = svc.Update(ctx, agent, instance.AnyRevision, func(c *instance.Settings) error { c.EnableEnvironments = off; return nil })
 	fmt.Println(errors.Is(err, errcode.ErrDenied))
 	// Output:
-	// enableEnvironments=true enableManagedSandboxOnly=false quotaPerCompany=8 quotaPerCompanyEnvironment=4 (revision 0) <nil>
-	// enableEnvironments=true enableManagedSandboxOnly=true quotaPerCompany=8 quotaPerCompanyEnvironment=4 (revision 1) admin <nil>
+	// true false 8 4 0 <nil>
+	// true 1 admin <nil>
 	// <nil>
 	// true driver "ssh" is a host driver and the instance setting enableManagedSandboxOnly is on (only managed sandboxes can be targets): managed_sandbox_only
 	// true

@@ -64,13 +64,6 @@ func Defaults() Settings {
 		QuotaPerCompany: defaultQuotaPerCompany, QuotaPerCompanyEnvironment: defaultQuotaPerCompanyEnvironment}
 }
 
-// String returns `enableEnvironments=true enableManagedSandboxOnly=false
-// quotaPerCompany=8 quotaPerCompanyEnvironment=4 (revision 3)`.
-func (s Settings) String() string {
-	return fmt.Sprintf("enableEnvironments=%t enableManagedSandboxOnly=%t quotaPerCompany=%d quotaPerCompanyEnvironment=%d (revision %d)",
-		s.EnableEnvironments, s.ManagedSandboxOnly, s.QuotaPerCompany, s.QuotaPerCompanyEnvironment, s.Revision)
-}
-
 // reasonManagedSandboxOnly is the reason a host driver is unavailable while
 // Settings.ManagedSandboxOnly is on (CAP-3): the text of
 // ErrManagedSandboxOnly, and the probe's result code
