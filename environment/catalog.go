@@ -42,7 +42,7 @@ type Options struct {
 	// provider never measured counts as available.
 	Health HealthStore
 	// Settings reads the instance settings (CFG-9) for the Gate that
-	// resolution and leasing pass: the Reader instance.NewService returns,
+	// resolution and leasing pass: berth.New passes the System's Reader,
 	// which keeps what it read for a short, documented staleness bound so
 	// that the gate costs no store round trip per acquisition. Default
 	// nil: instance.Defaults (environments enabled, host drivers allowed).

@@ -33,8 +33,7 @@
 // SecretKeeper and the host's Protected (internal/envhook: no exported
 // field). The catalog hands out no raw store and no Gate: a host builds a
 // Gate with NewGate from the same Options (test mode, health store and
-// instance settings Reader, Options.Settings: the Reader
-// instance.NewService returns; CFG-9 refusals wrap
+// instance settings Reader, Options.Settings; CFG-9 refusals wrap
 // instance.ErrEnvironmentsDisabled or instance.ErrManagedSandboxOnly).
 //
 // Guarantees:

@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/instancehook"
 )
 
 // settingsFixture is a catalog and its assignments over memory stores that
@@ -30,7 +31,8 @@ type settingsFixture struct {
 func newSettingsFixture(t *testing.T) *settingsFixture {
 	t.Helper()
 	ctx := context.Background()
-	svc, reader := instance.NewService(instance.NewMemoryStore(), nil)
+	hs, hr := instancehook.New(instance.NewMemoryStore(), instancehook.Options{})
+	svc, reader := hs.(*instance.Service), hr.(instance.Reader)
 	reg := drivers.NewRegistry(fake.New(nil), local.New(nil))
 	envs, bindings := environment.NewMemoryStore(), environment.NewMemoryBindingStore()
 	opts := &environment.Options{TestMode: true, Settings: reader}

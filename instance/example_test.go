@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
@@ -15,7 +16,13 @@ import (
 // read. Admit is the decision the environment gate makes with them.
 func ExampleService() {
 	ctx := context.Background()
-	svc, _ := instance.NewService(instance.NewMemoryStore(), nil) // a host passes stores.Settings
+	sys, err := berth.New(ctx, nil) // memory stores; a host passes its own
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sys.Close()
+	svc := sys.Settings()
 	admin := authz.Principal{ID: "admin", Role: authz.RoleInstanceAdmin}
 	agent := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
 

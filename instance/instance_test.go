@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/instance/instancetest"
+	"github.com/berthdev/berth/internal/instancehook"
 )
 
 var (
@@ -184,7 +185,7 @@ func TestReaderCachesWithinTheStalenessBound(t *testing.T) {
 
 	// No cache: every read reaches the store.
 	st2 := &countingStore{Store: instance.NewMemoryStore()}
-	_, r2 := instance.NewService(st2, instance.WithClock(&instance.Options{MaxStaleness: -1}, clk))
+	_, r2 := instance.NewService(st2, instance.WithClock(&instancehook.Options{MaxStaleness: -1}, clk))
 	for range 3 {
 		if _, err := r2.Current(ctx); err != nil {
 			t.Fatal(err)

@@ -13,9 +13,10 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/instancehook"
 )
 
-// defaultMaxStaleness is Options.MaxStaleness's default: how old the
+// defaultMaxStaleness is instancehook.Options.MaxStaleness's default: how old the
 // settings the Reader returns may be when another process (a replica on
 // the same store) changed them.
 const defaultMaxStaleness = time.Second
@@ -25,28 +26,6 @@ const AnyRevision int64 = -1
 
 // maxReadWait bounds one shared store read of the Reader.
 const maxReadWait = 30 * time.Second
-
-// Options configure a Service; nil means defaults.
-type Options struct {
-	// Authorizer decides reads (authz.ActionRead) and updates
-	// (authz.ActionUpdate) of the resource authz.ResourceKindInstanceSettings.
-	// Default authz.DefaultPolicy: every known role reads, instance
-	// admins and local operators update.
-	Authorizer authz.Authorizer
-	// Logger receives one line per update and per refused update. Default:
-	// discard.
-	Logger *slog.Logger
-	// clock stamps UpdatedAt and ages the Reader's cache; the wall clock
-	// when nil (tests set it through export_test.go).
-	clock clock.Clock
-	// MaxStaleness bounds how old the settings the Reader returns may be:
-	// it reads the store again once its copy is older. Updates through
-	// this Service are seen by its Reader at once; a change by another
-	// process (a replica on the same store) within MaxStaleness. Default
-	// one second; negative: no cache, every Current
-	// reads the store.
-	MaxStaleness time.Duration
-}
 
 // Service reads and changes the instance settings for a principal. It is
 // safe for concurrent use.
@@ -58,18 +37,21 @@ type Service struct {
 	cache *cache
 }
 
-// NewService returns the service over st and the Reader the environment
-// gate reads (environment.Options.Settings): a hook for no principal,
-// not an entry point, so it is returned here rather than exported as a
-// method. The Reader keeps the settings it read for Options.MaxStaleness;
-// the Service's reads and updates refresh it. It panics if st is nil.
-func NewService(st Store, opts *Options) (*Service, Reader) {
-	if st == nil {
-		panic("instance: NewService needs a Store")
+func init() {
+	instancehook.New = func(st any, o instancehook.Options) (any, any) {
+		svc, r := newService(st.(Store), o)
+		return svc, r
 	}
-	var o Options
-	if opts != nil {
-		o = *opts
+}
+
+// newService returns the service over st and the Reader the environment
+// gate reads (environment.Options.Settings): a hook for no principal,
+// not an entry point, so it is built by berth.New (internal/instancehook)
+// rather than exported as a method. The Reader keeps the settings it read
+// for o.MaxStaleness; the Service's reads and updates refresh it.
+func newService(st Store, o instancehook.Options) (*Service, Reader) {
+	if st == nil {
+		panic("instance: a Service needs a Store")
 	}
 	if o.Authorizer == nil {
 		o.Authorizer = authz.DefaultPolicy{}
@@ -77,14 +59,14 @@ func NewService(st Store, opts *Options) (*Service, Reader) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.clock == nil {
-		o.clock = clock.Real{}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
 	}
 	if o.MaxStaleness == 0 {
 		o.MaxStaleness = defaultMaxStaleness
 	}
-	c := &cache{st: st, clock: o.clock, max: o.MaxStaleness}
-	return &Service{st: st, authz: o.Authorizer, log: o.Logger, clock: o.clock, cache: c}, c
+	c := &cache{st: st, clock: o.Clock, max: o.MaxStaleness}
+	return &Service{st: st, authz: o.Authorizer, log: o.Logger, clock: o.Clock, cache: c}, c
 }
 
 // resource is what every request of the service is about.
@@ -119,7 +101,7 @@ func (s *Service) Get(ctx context.Context, p authz.Principal) (Settings, error) 
 // instance admins and local operators (who have an instance admin's
 // powers); others get an error wrapping errcode.ErrDenied, and change is
 // not called. The change is seen at once by this Service's Reader, and by
-// other processes' Readers within their MaxStaleness.
+// other processes' Readers within a second.
 func (s *Service) Update(ctx context.Context, p authz.Principal, revision int64, change func(*Settings) error) (Settings, error) {
 	if err := s.authorize(ctx, p, authz.ActionUpdate); err != nil {
 		return Settings{}, err
@@ -211,7 +193,7 @@ func readStore(ctx context.Context, st Store) (Settings, error) {
 	return cur, nil
 }
 
-// cache is the Reader NewService returns: the last settings read, kept
+// cache is the Reader newService returns: the last settings read, kept
 // for max; concurrent reads of an expired copy share one store read.
 type cache struct {
 	st    Store

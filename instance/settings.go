@@ -91,9 +91,9 @@ func (s Settings) Admit(driver string, host bool) error {
 }
 
 // Reader reads the settings in force, for no principal: it is the hook
-// NewService returns for the environment gate (environment.Options.
-// Settings), which reads it on every resolution, probe and lease
-// acquisition. Current returns Defaults when no record was ever written,
+// berth.New builds with the System's Service for the environment gate
+// (environment.Options.Settings), which reads it on every resolution,
+// probe and lease acquisition; it keeps what it read for a second. Current returns Defaults when no record was ever written,
 // and the store's error (never the defaults) when the read fails.
 type Reader interface {
 	Current(ctx context.Context) (Settings, error)

@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/instancehook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -533,7 +534,8 @@ func TestRunnerPoolMembersArePreparedForTheRunner(t *testing.T) {
 // enabled, the pass fills the pool.
 func TestPoolRefillHonoursInstanceSettings(t *testing.T) {
 	t.Parallel()
-	svc, reader := instance.NewService(instance.NewMemoryStore(), nil)
+	hs, hr := instancehook.New(instance.NewMemoryStore(), instancehook.Options{})
+	svc, reader := hs.(*instance.Service), hr.(instance.Reader)
 	w := poolWorld(t, 2, 0, func(o *lease.Options) { o.Settings, o.ManualPoolRefill = reader, true })
 	setSettings(t, svc, false, false)
 	if rep := w.maintain(w.m); rep.Created != 0 || len(w.pooled()) != 0 {

@@ -12,13 +12,15 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/instancehook"
 	"github.com/berthdev/berth/lease"
 )
 
 // withSettings rebuilds w's assignments and manager over a settings
 // service and returns it.
 func withSettings(w *world) *instance.Service {
-	svc, reader := instance.NewService(instance.NewMemoryStore(), nil)
+	hs, hr := instancehook.New(instance.NewMemoryStore(), instancehook.Options{})
+	svc, reader := hs.(*instance.Service), hr.(instance.Reader)
 	w.asg = environment.NewAssignments(w.binds, w.envs, w.reg, &environment.Options{TestMode: true, Settings: reader})
 	w.m = w.newManager(nil)
 	return svc

@@ -9,6 +9,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/instancehook"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
 )
@@ -19,7 +20,8 @@ import (
 func settingsWorld(t *testing.T) (*world, *instance.Service) {
 	t.Helper()
 	w := newWorld(t, worldOpts{})
-	svc, reader := instance.NewService(instance.NewMemoryStore(), nil)
+	hs, hr := instancehook.New(instance.NewMemoryStore(), instancehook.Options{})
+	svc, reader := hs.(*instance.Service), hr.(instance.Reader)
 	opts := &environment.Options{TestMode: true, Settings: reader}
 	w.cat = environment.NewCatalog(w.envs, w.reg, w.secrets, nil, opts)
 	w.asg = environment.NewAssignments(environment.NewMemoryBindingStore(), w.envs, w.reg, opts)

@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/examples/internal/secretfile"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
@@ -51,8 +52,19 @@ type system struct {
 // assignments and prober: the registered drivers in testMode, with the
 // stores' provider health and instance settings.
 func (s *system) gate(testMode bool) *environment.Gate {
-	_, settings := instance.NewService(s.stores.Settings, nil)
-	return environment.NewGate(s.Drivers(), &environment.Options{TestMode: testMode, Health: s.stores.Health, Settings: settings})
+	return environment.NewGate(s.Drivers(), &environment.Options{TestMode: testMode, Health: s.stores.Health, Settings: settingsReader{s.stores.Settings}})
+}
+
+// settingsReader is an instance.Reader over the settings store: the
+// stored settings, or the defaults while none were written.
+type settingsReader struct{ st instance.Store }
+
+func (r settingsReader) Current(ctx context.Context) (instance.Settings, error) {
+	s, err := r.st.GetSettings(ctx)
+	if errors.Is(err, errcode.ErrNotFound) {
+		return instance.Defaults(), nil
+	}
+	return s, err
 }
 
 // Close closes the System and then its database.
