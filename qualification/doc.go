@@ -18,7 +18,8 @@
 //     form (String, ParsePlatform, MarshalText), and the alias table of
 //     architecture names (NormalizeArch) that drivers reporting a platform
 //     share (Platform.Normalize applies it and the OS names' table).
-//   - CanRun, whether a platform meets a runner artifact's Requirements and
+//   - CanRun, whether a platform meets one of the platforms a runner
+//     artifact supports (each a Platform, its LibcVersion the minimum) and
 //     why not, as a Verdict (QUAL-8).
 //   - Record, what a probe stores (only the library writes one, CFG-5),
 //     and the Store interface with NewMemoryStore; store implementations

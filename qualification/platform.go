@@ -20,7 +20,8 @@ const (
 	LibcMusl LibcFamily = "musl"
 	// LibcNone is a platform without a dynamic C library that binaries
 	// could link against (busybox-only images, macOS's libSystem for Linux
-	// binaries), or, in a Requirement, a static binary that needs none.
+	// binaries), or, in a platform CanRun is given as supported, a static
+	// binary that needs none.
 	LibcNone LibcFamily = "none"
 	// LibcUnknown is a measured platform whose libc could not be told.
 	LibcUnknown LibcFamily = "unknown"
