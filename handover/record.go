@@ -42,8 +42,8 @@ type Provider struct {
 	Account string `json:"account"`
 }
 
-// String returns "driver/account"; it holds no secret value.
-func (p Provider) String() string { return p.Driver + "/" + p.Account }
+// text returns "driver/account"; it holds no secret value.
+func (p Provider) text() string { return p.Driver + "/" + p.Account }
 
 // AuthCheck is the record of a project auth check of a managed account
 // (AUTH-2), keyed by (Company, AccountRef). It holds references and ids,
@@ -205,7 +205,7 @@ func (c AuthCheck) match(fingerprint string, provider Provider, projects []strin
 	case c.Fingerprint != fingerprint:
 		return mis(reasonCheckFingerprint, "the check was prepared for config %s, the lease runs %s", c.Fingerprint, fingerprint)
 	case c.Provider != provider:
-		return mis(reasonCheckProvider, "the check was prepared for provider %s, the lease is of %s", c.Provider, provider)
+		return mis(reasonCheckProvider, "the check was prepared for provider %s, the lease is of %s", c.Provider.text(), provider.text())
 	}
 	if want := normalizeProjects(projects); !slices.Equal(c.Projects, want) {
 		return mis(reasonCheckProjects, "the check was prepared for projects %v, the task is for %v", c.Projects, want)

@@ -256,7 +256,7 @@ func (s *Service) PrepareManagedAccount(ctx context.Context, p authz.Principal, 
 		return AuthCheck{}, fmt.Errorf("handover: prepare managed account %s of company %q: %w", accountRef, company, err)
 	}
 	s.log.Info("managed account prepared", "company", company, "account", accountRef, "environment", env.ID,
-		"fingerprint", fp, "provider", prov.String(), "projects", rec.Projects, "actor", p.ID)
+		"fingerprint", fp, "provider", prov.text(), "projects", rec.Projects, "actor", p.ID)
 	if s.o.Checker == nil {
 		return rec, nil
 	}
