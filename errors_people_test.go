@@ -52,7 +52,7 @@ func ofProbe(t *testing.T, res *probe.Result, err error) spoken {
 	}
 	s := spoken{code: reason.Code(res.Code), reason: string(res.Code), message: res.Message}
 	for _, st := range res.Stages {
-		if !st.OK && !st.Skipped {
+		if !st.OK && st.Code != "" { // failed, not skipped
 			s.detail = st.Error
 			break
 		}

@@ -3,7 +3,6 @@ package berth_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"testing"
 	"time"
@@ -13,7 +12,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
-	"github.com/berthdev/berth/handover"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store"
@@ -97,8 +96,8 @@ func TestRunSecretEnvOnDocker(t *testing.T) {
 		t.Errorf("the task printed %q, %v", b, err)
 	}
 	_, err = h.Run(ctx, lease.Command{Argv: []string{"true"}, Secrets: []lease.SecretUse{{Source: lease.SecretFromEnvironment, Ref: "OTHER", Env: "OTHER"}}})
-	if !errors.Is(err, handover.ErrSecretUnknown) {
-		t.Errorf("a secret the environment has not: %v, want handover.ErrSecretUnknown", err)
+	if errcode.ReasonOf(err) != "secret_unknown" {
+		t.Errorf("a secret the environment has not: %v, want reason secret_unknown", err)
 	}
 	if l, err := h.Release(ctx, lease.ReleaseOptions{}); err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
 		t.Errorf("release: %+v, %v", l, err)

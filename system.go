@@ -23,6 +23,7 @@ import (
 	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/handoverhook"
+	"github.com/berthdev/berth/internal/instancehook"
 	"github.com/berthdev/berth/internal/probehook"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/templatehook"
@@ -327,8 +328,9 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 	sys := &System{drivers: reg, secrets: secrets, log: logger, runnerBinary: o.RunnerBinary, runnerSet: o.RunnerSet}
 	// CFG-9: one settings service; its cached Reader is what every gate
 	// reads (no store round trip per acquisition while the copy is fresh).
-	var settings instance.Reader
-	sys.settings, settings = instance.NewService(st.Settings, &instance.Options{Authorizer: o.Authorizer, Logger: o.Logger})
+	isvc, ireader := instancehook.New(st.Settings, instancehook.Options{Authorizer: o.Authorizer, Logger: o.Logger})
+	sys.settings = isvc.(*instance.Service)
+	settings := ireader.(instance.Reader)
 	// The hooks one service gives another are values their constructors
 	// return (hooks.go), never exported methods anyone holding a service
 	// could call for no principal.

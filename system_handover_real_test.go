@@ -83,11 +83,9 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	sinkDir := filepath.Join(dir, "sink")
 	st := openStores(t, storeURL)
 	sys, err := berth.New(ctx, &berth.Options{Stores: st, Secrets: secrets, Logger: lg, RunnerBinary: bin,
-		Drivers:   []drivers.Driver{docker.New(&docker.Options{Logger: lg}), ssh.New(&ssh.Options{Logger: lg})},
-		RunnerDir: sinkDir,
-		ProjectAuthChecker: handover.CheckerFunc(func(context.Context, handover.CheckRequest) (handover.Result, error) {
-			return handover.Result{Succeeded: true}, nil
-		})})
+		Drivers:            []drivers.Driver{docker.New(&docker.Options{Logger: lg}), ssh.New(&ssh.Options{Logger: lg})},
+		RunnerDir:          sinkDir,
+		ProjectAuthChecker: everyProject{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,9 +46,7 @@ func newRunWorld(t *testing.T) *runWorld {
 		agent: authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}},
 		ops:   authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}}
 	w.sys, err = berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{fake.New(nil)}, TestMode: true, RunnerBinary: self, Secrets: w.secrets,
-		ProjectAuthChecker: handover.CheckerFunc(func(context.Context, handover.CheckRequest) (handover.Result, error) {
-			return handover.Result{Succeeded: true}, nil
-		})})
+		ProjectAuthChecker: everyProject{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func systemSettingsOn(t *testing.T, url string) {
 	if s, err := sys.Settings().Get(ctx, board); err != nil || s != instance.Defaults() {
 		t.Fatalf("Get before any write = %+v, %v; want the defaults", s, err)
 	}
-	if _, err := sys.Settings().Update(ctx, board, instance.Update{EnableEnvironments: &off}); !errors.Is(err, errcode.ErrDenied) {
+	if _, err := sys.Settings().Update(ctx, board, 0, func(c *instance.Settings) error { c.EnableEnvironments = off; return nil }); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("a board member's update = %v, want ErrDenied", err)
 	}
 	box, err := sys.Catalog().Create(ctx, admin, environment.CreateRequest{Name: "box", Driver: fk.Name()})
@@ -71,7 +71,7 @@ func systemSettingsOn(t *testing.T, url string) {
 		t.Fatal(err)
 	}
 
-	s, err := sys.Settings().Update(ctx, admin, instance.Update{EnableEnvironments: &off, Revision: 0})
+	s, err := sys.Settings().Update(ctx, admin, 0, func(c *instance.Settings) error { c.EnableEnvironments = off; return nil })
 	if err != nil || s.Revision != 1 || s.EnableEnvironments || s.UpdatedBy != admin.ID || s.UpdatedAt.IsZero() {
 		t.Fatalf("disable = %+v, %v", s, err)
 	}
@@ -93,11 +93,11 @@ func systemSettingsOn(t *testing.T, url string) {
 	if _, err := sys.Catalog().List(ctx, board, environment.ListFilter{}); err != nil {
 		t.Errorf("List while disabled: %v", err)
 	}
-	if _, err := sys.Settings().Update(ctx, admin, instance.Update{EnableEnvironments: &on, Revision: 0}); !errors.Is(err, errcode.ErrConflict) {
+	if _, err := sys.Settings().Update(ctx, admin, 0, func(c *instance.Settings) error { c.EnableEnvironments = on; return nil }); !errors.Is(err, errcode.ErrConflict) {
 		t.Errorf("update at stale revision 0 = %v, want ErrConflict", err)
 	}
 
-	if _, err := sys.Settings().Update(ctx, admin, instance.Update{EnableEnvironments: &on, ManagedSandboxOnly: &on, Revision: 1}); err != nil {
+	if _, err := sys.Settings().Update(ctx, admin, 1, func(c *instance.Settings) error { c.EnableEnvironments = on; c.ManagedSandboxOnly = on; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := sys.Leases().Acquire(ctx, admin, lease.AcquireRequest{Company: "acme", EnvironmentID: host.ID}); !errors.Is(err, instance.ErrManagedSandboxOnly) {

@@ -176,7 +176,7 @@ func TestQuotaHoldsAcrossTwoSystemsOnOnePostgres(t *testing.T) {
 	newSystem := func() *berth.System { return newSystemOn(openStores(t, url)) }
 	a := newSystem()
 	four := 4
-	if _, err := a.Settings().Update(ctx, tplOps, instance.Update{QuotaPerCompany: &four, Revision: instance.AnyRevision}); err != nil {
+	if _, err := a.Settings().Update(ctx, tplOps, instance.AnyRevision, func(c *instance.Settings) error { c.QuotaPerCompany = four; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	env, err := a.Catalog().Create(ctx, tplOps, environment.CreateRequest{Name: "quota-race", Driver: fk.Name(),

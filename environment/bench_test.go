@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/instancehook"
 )
 
 // BenchmarkCatalogCreateGet measures Catalog.Create followed by Catalog.Get
@@ -56,7 +57,7 @@ func BenchmarkCatalogCreateGet(b *testing.B) {
 
 // BenchmarkGateCheckSettings measures Gate.Check (the check of every
 // resolution, probe and lease acquisition) with the instance settings read
-// through instance.NewService's cached Reader, against the anchor of the
+// through the instance settings' cached Reader, against the anchor of the
 // same gate without settings in the same run: "x-no-settings" is the cost
 // as a multiple of it (CFG-9: the settings add no store round trip while
 // the copy is fresh). "x-uncached" is the same with MaxStaleness -1 (a
@@ -78,8 +79,9 @@ func BenchmarkGateCheckSettings(b *testing.B) {
 		}
 		return float64(time.Since(start).Nanoseconds()) / float64(n)
 	}
-	_, cached := instance.NewService(instance.NewMemoryStore(), nil)
-	_, uncached := instance.NewService(instance.NewMemoryStore(), &instance.Options{MaxStaleness: -1})
+	_, hr := instancehook.New(instance.NewMemoryStore(), instancehook.Options{})
+	_, hu := instancehook.New(instance.NewMemoryStore(), instancehook.Options{MaxStaleness: -1})
+	cached, uncached := hr.(instance.Reader), hu.(instance.Reader)
 	g := gate(cached)
 	b.ReportAllocs()
 	n := 0

@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/instancehook"
 )
 
 // settingsFixture is a catalog and its assignments over memory stores that
@@ -30,7 +31,8 @@ type settingsFixture struct {
 func newSettingsFixture(t *testing.T) *settingsFixture {
 	t.Helper()
 	ctx := context.Background()
-	svc, reader := instance.NewService(instance.NewMemoryStore(), nil)
+	hs, hr := instancehook.New(instance.NewMemoryStore(), instancehook.Options{})
+	svc, reader := hs.(*instance.Service), hr.(instance.Reader)
 	reg := drivers.NewRegistry(fake.New(nil), local.New(nil))
 	envs, bindings := environment.NewMemoryStore(), environment.NewMemoryBindingStore()
 	opts := &environment.Options{TestMode: true, Settings: reader}
@@ -61,8 +63,10 @@ func newSettingsFixture(t *testing.T) *settingsFixture {
 
 func (f *settingsFixture) set(t *testing.T, enable, managed bool) {
 	t.Helper()
-	if _, err := f.svc.Update(context.Background(), admin, instance.Update{
-		EnableEnvironments: &enable, ManagedSandboxOnly: &managed, Revision: instance.AnyRevision}); err != nil {
+	if _, err := f.svc.Update(context.Background(), admin, instance.AnyRevision, func(c *instance.Settings) error {
+		c.EnableEnvironments, c.ManagedSandboxOnly = enable, managed
+		return nil
+	}); err != nil {
 		t.Fatalf("settings update: %v", err)
 	}
 }

@@ -18,11 +18,12 @@
 //		http.Error(w, err.Error(), http.StatusInternalServerError)
 //	}
 //
-// # One sentinel per code
+// # The record sentinels
 //
-// ErrNotFound, ErrAlreadyExists, ErrConflict, ErrDenied, ErrInvalid,
-// ErrUnsupported, ErrUnavailable, ErrUnreachable, ErrTimeout,
-// ErrAuthFailed and ErrInternal are what every package and store wraps:
+// ErrNotFound, ErrAlreadyExists, ErrConflict, ErrDenied and ErrInvalid,
+// the codes a service or store says about a record or a request, are what
+// every package and store wraps (the other codes have no sentinel:
+// errcode.Code says them):
 //
 //	return fmt.Errorf("lease %s: %w", id, errcode.ErrNotFound)
 //
@@ -31,7 +32,8 @@
 //
 // The few sentinels a package keeps (the driver contract's, such as
 // drivers.ErrHostKeyUnknown) are *Error values with a Reason, or New's
-// sentinels; errors.Is matches either to its code's sentinel too.
+// sentinels; errors.Is matches either to its code's sentinel too, when
+// the code has one.
 //
 // # Two readers
 //

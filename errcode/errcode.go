@@ -150,11 +150,12 @@ func Code(err error) ErrorCode {
 	return Unknown
 }
 
-// The sentinels, one per code: every berth package and store wraps these
-// (or an *Error or a sentinel of New with the same code, which errors.Is
-// matches to them), so errors.Is(err, errcode.ErrNotFound) holds for every
-// not-found of every package. OK and Unknown have none; Canceled is
-// context.Canceled.
+// The sentinels every berth package and store wraps (or an *Error or a
+// sentinel of New with the same code, which errors.Is matches to them), so
+// errors.Is(err, errcode.ErrNotFound) holds for every not-found of every
+// package: the codes a store or a service returns about its records. The
+// other codes have no sentinel (errcode.Code(err) says them); Canceled's
+// is context.Canceled.
 var (
 	// ErrNotFound: the record or object does not exist, or the principal
 	// may not read it.
@@ -168,23 +169,10 @@ var (
 	ErrDenied = &sentinel{code: Denied, text: "permission denied"}
 	// ErrInvalid: the request, config or input is malformed.
 	ErrInvalid = &sentinel{code: Invalid, text: "invalid"}
-	// ErrUnsupported: the driver, target or peer does not offer what was
-	// asked.
-	ErrUnsupported = &sentinel{code: Unsupported, text: "unsupported"}
-	// ErrUnavailable: a provider, service or record cannot be used now.
-	ErrUnavailable = &sentinel{code: Unavailable, text: "unavailable"}
-	// ErrUnreachable: the target could not be reached over the network.
-	ErrUnreachable = &sentinel{code: Unreachable, text: "unreachable"}
-	// ErrTimeout: an operation ran past its deadline.
-	ErrTimeout = &sentinel{code: Timeout, text: "timed out"}
-	// ErrAuthFailed: authentication failed in either direction.
-	ErrAuthFailed = &sentinel{code: AuthFailed, text: "authentication failed"}
-	// ErrInternal: an invariant of berth did not hold.
-	ErrInternal = &sentinel{code: Internal, text: "internal error"}
 )
 
-// sentinelOf returns the sentinel of code c: nil for OK and Unknown,
-// context.Canceled for Canceled.
+// sentinelOf returns the sentinel of code c: context.Canceled for
+// Canceled, nil for a code without one.
 func sentinelOf(c ErrorCode) error {
 	switch c {
 	case NotFound:
@@ -197,18 +185,6 @@ func sentinelOf(c ErrorCode) error {
 		return ErrDenied
 	case Invalid:
 		return ErrInvalid
-	case Unsupported:
-		return ErrUnsupported
-	case Unavailable:
-		return ErrUnavailable
-	case Unreachable:
-		return ErrUnreachable
-	case Timeout:
-		return ErrTimeout
-	case AuthFailed:
-		return ErrAuthFailed
-	case Internal:
-		return ErrInternal
 	case Canceled:
 		return context.Canceled
 	}
@@ -218,7 +194,8 @@ func sentinelOf(c ErrorCode) error {
 // New returns a sentinel error with text as its message and code as its
 // ErrorCode. Each call returns a distinct value, compared by identity as
 // errors.New's are, so errors.Is finds exactly that sentinel, and also the
-// code's own sentinel (errors.Is(New(NotFound, "x"), ErrNotFound) holds).
+// code's sentinel when it has one (errors.Is(New(NotFound, "x"),
+// ErrNotFound) holds).
 // A sentinel that needs a reason is an *Error (see Error).
 func New(code ErrorCode, text string) error {
 	return &sentinel{code: code, text: text}

@@ -147,8 +147,9 @@ func TestNewIsASentinel(t *testing.T) {
 	}
 }
 
-// Every code but OK and Unknown has one sentinel, with that code, and
-// errors.Is matches New's sentinels and *Error values of a code to it.
+// The record codes have one sentinel each, with that code, and errors.Is
+// matches New's sentinels and *Error values of a code to it (and of no
+// other code, also of the codes without a sentinel).
 func TestOneSentinelPerCode(t *testing.T) {
 	t.Parallel()
 	sentinels := map[errcode.ErrorCode]error{
@@ -157,25 +158,25 @@ func TestOneSentinelPerCode(t *testing.T) {
 		errcode.Conflict:      errcode.ErrConflict,
 		errcode.Denied:        errcode.ErrDenied,
 		errcode.Invalid:       errcode.ErrInvalid,
-		errcode.Unsupported:   errcode.ErrUnsupported,
-		errcode.Unavailable:   errcode.ErrUnavailable,
-		errcode.Unreachable:   errcode.ErrUnreachable,
-		errcode.Timeout:       errcode.ErrTimeout,
-		errcode.AuthFailed:    errcode.ErrAuthFailed,
-		errcode.Internal:      errcode.ErrInternal,
+		errcode.Unsupported:   nil,
+		errcode.Unavailable:   nil,
+		errcode.Unreachable:   nil,
+		errcode.Timeout:       nil,
+		errcode.AuthFailed:    nil,
+		errcode.Internal:      nil,
 	}
 	for c, s := range sentinels {
-		if got := errcode.Code(s); got != c {
+		if got := errcode.Code(s); s != nil && got != c {
 			t.Errorf("Code(%v) = %v, want %v", s, got, c)
 		}
 		pkg := errcode.New(c, "pkg: "+c.String())
 		typed := &errcode.Error{Code: c, Target: "x", Err: errors.New("cause")}
 		for name, err := range map[string]error{"New": pkg, "*Error": typed, "wrapped *Error": fmt.Errorf("w: %w", typed)} {
-			if !errors.Is(err, s) {
+			if s != nil && !errors.Is(err, s) {
 				t.Errorf("%v: errors.Is(%s, its code's sentinel) = false", c, name)
 			}
 			for c2, s2 := range sentinels {
-				if c2 != c && errors.Is(err, s2) {
+				if c2 != c && s2 != nil && errors.Is(err, s2) {
 					t.Errorf("%v: errors.Is(%s, sentinel of %v) = true", c, name, c2)
 				}
 			}
@@ -216,7 +217,7 @@ func TestParts(t *testing.T) {
 		if got := errcode.TargetOf(err); got != `environment "build-box"` {
 			t.Errorf("%s: TargetOf = %q", name, got)
 		}
-		if !errors.Is(err, hostKey) || !errors.Is(err, errcode.ErrAuthFailed) {
+		if !errors.Is(err, hostKey) {
 			t.Errorf("%s: errors.Is does not find the sentinels", name)
 		}
 	}

@@ -29,7 +29,7 @@ import (
 //		Reason: "host_key_unknown", Err: errors.New("host key unknown")}
 //
 // errors.Is(e, s) holds for the sentinel s of e's Code (ErrNotFound for
-// NotFound, ...) and for everything Err's chain holds. Code, ReasonOf,
+// NotFound, ...; context.Canceled for Canceled) and for everything Err's chain holds. Code, ReasonOf,
 // MessageOf, FieldOf and TargetOf find an *Error's parts through any
 // wrapping.
 type Error struct {

@@ -30,9 +30,7 @@ func ExampleService_PrepareManagedAccount() {
 		Drivers:  []drivers.Driver{fake.New(nil)},
 		TestMode: true, // the fake driver is for tests only
 		// The host's project auth check: here, every project may.
-		ProjectAuthChecker: handover.CheckerFunc(func(_ context.Context, _ handover.CheckRequest) (handover.Result, error) {
-			return handover.Result{Succeeded: true}, nil
-		}),
+		ProjectAuthChecker: everyProject{},
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -83,4 +81,12 @@ func ExampleService_PrepareManagedAccount() {
 	// succeeded [api web] <nil>
 	// <nil>
 	// true true auth_check_projects
+}
+
+// everyProject is a host's project auth check that lets every project
+// use the account.
+type everyProject struct{}
+
+func (everyProject) CheckProjectAuth(context.Context, authz.Principal, handover.AuthCheck) (handover.Status, string, error) {
+	return handover.StatusSucceeded, "", nil
 }

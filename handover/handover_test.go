@@ -49,7 +49,7 @@ type world struct {
 	account string // the managed account's reference
 	apiKey  config.SecretRef
 	logs    *syncbuf.Buffer
-	asked   []handover.CheckRequest
+	asked   []handover.AuthCheck
 }
 
 func newWorld(t *testing.T, checker bool) *world {
@@ -83,17 +83,19 @@ func newWorld(t *testing.T, checker bool) *world {
 	}
 	var chk handover.Checker
 	if checker {
-		chk = handover.CheckerFunc(func(_ context.Context, req handover.CheckRequest) (handover.Result, error) {
+		chk = checkerFunc(func(_ context.Context, _ authz.Principal, req handover.AuthCheck) (handover.Status, string, error) {
 			w.asked = append(w.asked, req)
 			for _, p := range req.Projects {
 				switch p {
 				case "denied":
-					return handover.Result{Message: "project denied has no access"}, nil
+					return handover.StatusFailed, "project denied has no access", nil
 				case "broken":
-					return handover.Result{}, errors.New("harness unreachable")
+					return "", "", errors.New("harness unreachable")
+				case "later":
+					return handover.StatusPending, "", nil
 				}
 			}
-			return handover.Result{Succeeded: true}, nil
+			return handover.StatusSucceeded, "", nil
 		})
 	}
 	svc, res, err := handoverhook.New(handoverhook.Sources{Checks: w.checks, Environments: w.envs, Drivers: reg, Leases: w.leases, Secrets: secrets,
@@ -169,9 +171,9 @@ func TestPrepareManagedAccount(t *testing.T) {
 	}
 }
 
-// AUTH-2: without a Checker a preparation stays pending (refused) until
-// the host records the answer; an answer to a replaced preparation is
-// stale and stores nothing.
+// AUTH-2: without a Checker, or with one that answers later, a
+// preparation stays pending (refused) until the host records the answer;
+// an answer to a replaced preparation is stale and stores nothing.
 func TestRecordResultLater(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -184,14 +186,27 @@ func TestRecordResultLater(t *testing.T) {
 		t.Errorf("dispatch on a pending check = %v, want %s", err, "auth_check_status")
 	}
 	second, _ := w.svc.PrepareManagedAccount(ctx, operator, "acme", w.account, "env_1", []string{"p1"})
-	if _, err := w.svc.RecordResult(ctx, operator, "acme", w.account, first.Preparation, handover.Result{Succeeded: true}); !errors.Is(err, handover.ErrStale) {
+	if _, err := w.svc.RecordResult(ctx, operator, "acme", w.account, first.Preparation, handover.StatusSucceeded, ""); !errors.Is(err, handover.ErrStale) {
 		t.Errorf("answer to a replaced preparation = %v, want ErrStale", err)
 	}
-	if _, err := w.svc.RecordResult(ctx, operator, "acme", w.account, second.Preparation, handover.Result{Succeeded: true}); err != nil {
+	if _, err := w.svc.RecordResult(ctx, operator, "acme", w.account, second.Preparation, handover.StatusPending, ""); !errors.Is(err, errcode.ErrInvalid) {
+		t.Errorf("a pending answer = %v, want errcode.ErrInvalid", err)
+	}
+	if _, err := w.svc.RecordResult(ctx, operator, "acme", w.account, second.Preparation, handover.StatusSucceeded, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.svc.Check(ctx, agent, target.Company, target.Lease, w.uses("p1")); err != nil {
 		t.Errorf("dispatch after the answer = %v", err)
+	}
+
+	// A Checker that answers later leaves the preparation pending too.
+	w = newWorld(t, true)
+	rec, err := w.svc.PrepareManagedAccount(ctx, operator, "acme", w.account, "env_1", []string{"later"})
+	if err != nil || rec.Status != handover.StatusPending || len(w.asked) != 1 {
+		t.Fatalf("prepare with a check that answers later = %+v, %v; want pending", rec, err)
+	}
+	if rec, err = w.svc.RecordResult(ctx, operator, "acme", w.account, rec.Preparation, handover.StatusFailed, "no access"); err != nil || rec.Status != handover.StatusFailed || rec.Message != "no access" {
+		t.Errorf("the later answer = %+v, %v", rec, err)
 	}
 }
 
@@ -274,7 +289,7 @@ func TestDispatchMatchesExactly(t *testing.T) {
 	}
 	// Secret env keys come from the lease's environment only.
 	unknown := []lease.SecretUse{{Source: lease.SecretFromEnvironment, Ref: "OTHER", Env: "OTHER"}}
-	if err := w.svc.Check(ctx, agent, target.Company, target.Lease, unknown); code(err) != "secret_unknown" || !errors.Is(err, handover.ErrSecretUnknown) {
+	if err := w.svc.Check(ctx, agent, target.Company, target.Lease, unknown); code(err) != "secret_unknown" || errcode.Code(err) != errcode.Invalid {
 		t.Errorf("unknown secret env key: %v, want %s", err, "secret_unknown")
 	}
 	// Another company's session, or an agent of another company.
@@ -309,7 +324,7 @@ func TestAnotherCompanysAuthCheckReadsAsMissing(t *testing.T) {
 	for name, op := range map[string]func(p authz.Principal, ref string) error{
 		"Get": func(p authz.Principal, ref string) error { _, err := w.svc.Get(ctx, p, "acme", ref); return err },
 		"RecordResult": func(p authz.Principal, ref string) error {
-			_, err := w.svc.RecordResult(ctx, p, "acme", ref, rec.Preparation, handover.Result{Succeeded: true})
+			_, err := w.svc.RecordResult(ctx, p, "acme", ref, rec.Preparation, handover.StatusSucceeded, "")
 			return err
 		},
 		"Clear": func(p authz.Principal, ref string) error { return w.svc.Clear(ctx, p, "acme", ref) },
@@ -332,4 +347,11 @@ func TestAnotherCompanysAuthCheckReadsAsMissing(t *testing.T) {
 	if got, err := w.svc.Get(ctx, operator, "acme", w.account); err != nil || got.Preparation != rec.Preparation {
 		t.Errorf("after the refusals the record is %+v, %v; want it unchanged", got, err)
 	}
+}
+
+// checkerFunc adapts a function to handover.Checker.
+type checkerFunc func(ctx context.Context, p authz.Principal, check handover.AuthCheck) (handover.Status, string, error)
+
+func (f checkerFunc) CheckProjectAuth(ctx context.Context, p authz.Principal, check handover.AuthCheck) (handover.Status, string, error) {
+	return f(ctx, p, check)
 }

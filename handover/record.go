@@ -42,8 +42,8 @@ type Provider struct {
 	Account string `json:"account"`
 }
 
-// String returns "driver/account"; it holds no secret value.
-func (p Provider) String() string { return p.Driver + "/" + p.Account }
+// text returns "driver/account"; it holds no secret value.
+func (p Provider) text() string { return p.Driver + "/" + p.Account }
 
 // AuthCheck is the record of a project auth check of a managed account
 // (AUTH-2), keyed by (Company, AccountRef). It holds references and ids,
@@ -79,14 +79,6 @@ type AuthCheck struct {
 	Message string `json:"message,omitempty"`
 }
 
-// Result is the host's answer to a project auth check.
-type Result struct {
-	Succeeded bool
-	// Message says why the check failed (or a note on success); it must
-	// hold no secret. At most 1024 bytes are kept.
-	Message string
-}
-
 // Errors of this package.
 var (
 	// ErrStale: a check result answers a preparation that a newer
@@ -96,10 +88,11 @@ var (
 	// auth check matches exactly (its reason, read with errcode.ReasonOf,
 	// says which part).
 	ErrMismatch = errcode.New(errcode.Conflict, "handover: no matching project auth check")
-	// ErrSecretUnknown: a task names a secret env key that the lease's
-	// environment does not have.
-	ErrSecretUnknown error = &errcode.Error{Code: errcode.Invalid, Reason: "secret_unknown", Err: errors.New("handover: unknown secret")}
 )
+
+// errSecretUnknown: a task names a secret env key that the lease's
+// environment does not have (reason secret_unknown, code Invalid).
+var errSecretUnknown error = &errcode.Error{Code: errcode.Invalid, Reason: "secret_unknown", Err: errors.New("handover: unknown secret")}
 
 // reasonCode says why a hand-over was refused: the reason of a resolver's
 // or Service.Check's error (errcode.ReasonOf), and the code the runner's
@@ -132,7 +125,7 @@ const (
 
 // ErrorCode returns the code of errcode's set that c is a sub-code of:
 // Conflict for the auth_check_* codes (the project auth check does not
-// match: ErrMismatch's code), Invalid for secret_unknown (ErrSecretUnknown's),
+// match: ErrMismatch's code), Invalid for secret_unknown,
 // NotFound for lease_mismatch (a lease of another company is reported as
 // missing), Unknown for a string that is none of the codes.
 func (c reasonCode) ErrorCode() errcode.ErrorCode {
@@ -211,7 +204,7 @@ func (c AuthCheck) match(fingerprint string, provider Provider, projects []strin
 	case c.Fingerprint != fingerprint:
 		return mis(reasonCheckFingerprint, "the check was prepared for config %s, the lease runs %s", c.Fingerprint, fingerprint)
 	case c.Provider != provider:
-		return mis(reasonCheckProvider, "the check was prepared for provider %s, the lease is of %s", c.Provider, provider)
+		return mis(reasonCheckProvider, "the check was prepared for provider %s, the lease is of %s", c.Provider.text(), provider.text())
 	}
 	if want := normalizeProjects(projects); !slices.Equal(c.Projects, want) {
 		return mis(reasonCheckProjects, "the check was prepared for projects %v, the task is for %v", c.Projects, want)

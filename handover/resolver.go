@@ -119,7 +119,7 @@ func (s *Service) refs(ctx context.Context, t controller.SecretTarget, uses []pr
 				}
 			}
 			if !found {
-				return nil, &codedError{reasonSecretUnknown, fmt.Errorf("handover: secret env %s: the environment of lease %s has no such secret: %w", u.Ref, t.Lease, ErrSecretUnknown)}
+				return nil, &codedError{reasonSecretUnknown, fmt.Errorf("handover: secret env %s: the environment of lease %s has no such secret: %w", u.Ref, t.Lease, errSecretUnknown)}
 			}
 		case prp.SecretFromManagedAccount:
 			ref, err := ParseAccountRef(u.Ref)

@@ -20,39 +20,23 @@ import (
 	"github.com/berthdev/berth/lease"
 )
 
-// CheckRequest is what the host's project auth check is asked: whether
-// the managed account AccountRef may be used by Company's Projects on
-// sandboxes of Provider made from a config of Fingerprint (the prepared
-// environment Environment). It holds references, never the account's
-// value; the host resolves the account itself if its check needs it.
-// berth fills it (every field) when it asks the host's Checker; a host
-// does not build one, so its zero value is never asked.
-type CheckRequest struct {
-	Principal   authz.Principal
-	Company     string
-	AccountRef  string
-	Environment string
-	Version     int
-	Fingerprint string
-	Provider    Provider
-	Projects    []string
-}
-
 // Checker is the project auth check the host implements (berth cannot
 // know the agent harness: the seed's check_project_auth). CheckProjectAuth
-// returns the answer, or an error when the check could not run (the
-// record then says failed). It honours ctx and never puts a secret in its
-// result or error.
+// is asked whether the managed account check.AccountRef may be used by
+// check.Company's check.Projects on sandboxes of check.Provider made from
+// a config of check.Fingerprint (the prepared environment
+// check.Environment), for p, the principal who prepares it: check is the
+// pending record PrepareManagedAccount just stored (every field set but
+// the answer's). It holds references, never the account's value; the host
+// resolves the account itself if its check needs it. CheckProjectAuth
+// returns the answer: StatusSucceeded or StatusFailed with a message (why
+// it failed, or a note on success; at most 1024 bytes are kept), or
+// StatusPending when the host answers later (RecordResult); or an error
+// when the check could not run (the record then says failed). Any other
+// status is recorded as failed. It honours ctx and never puts a secret in
+// its message or error.
 type Checker interface {
-	CheckProjectAuth(ctx context.Context, req CheckRequest) (Result, error)
-}
-
-// CheckerFunc adapts a function to Checker.
-type CheckerFunc func(ctx context.Context, req CheckRequest) (Result, error)
-
-// CheckProjectAuth calls f.
-func (f CheckerFunc) CheckProjectAuth(ctx context.Context, req CheckRequest) (Result, error) {
-	return f(ctx, req)
+	CheckProjectAuth(ctx context.Context, p authz.Principal, check AuthCheck) (status Status, message string, err error)
 }
 
 // sources are what a Service reads and writes (internal/handoverhook
@@ -241,9 +225,9 @@ func (s *Service) subject(ctx context.Context, id string) (*environment.Environm
 // fingerprint, provider and the sorted project set, so that the old
 // validation is gone whatever the check says, then runs the host's
 // Checker and stores its answer (failed, with the error, when the check
-// could not run; the error is returned too). Without a Checker the record
-// stays pending for RecordResult. An answer that a newer preparation
-// overtook is not stored (ErrStale).
+// could not run; the error is returned too). Without a Checker, or when
+// it answers StatusPending, the record stays pending for RecordResult. An
+// answer that a newer preparation overtook is not stored (ErrStale).
 func (s *Service) PrepareManagedAccount(ctx context.Context, p authz.Principal, company, accountRef, environmentID string, projects []string) (AuthCheck, error) {
 	if company == "" {
 		return AuthCheck{}, fmt.Errorf("handover: prepare managed account %s: field company is empty: %w", accountRef, errcode.ErrInvalid)
@@ -272,16 +256,20 @@ func (s *Service) PrepareManagedAccount(ctx context.Context, p authz.Principal, 
 		return AuthCheck{}, fmt.Errorf("handover: prepare managed account %s of company %q: %w", accountRef, company, err)
 	}
 	s.log.Info("managed account prepared", "company", company, "account", accountRef, "environment", env.ID,
-		"fingerprint", fp, "provider", prov.String(), "projects", rec.Projects, "actor", p.ID)
+		"fingerprint", fp, "provider", prov.text(), "projects", rec.Projects, "actor", p.ID)
 	if s.o.Checker == nil {
 		return rec, nil
 	}
-	res, cerr := s.o.Checker.CheckProjectAuth(ctx, CheckRequest{Principal: p, Company: company, AccountRef: accountRef,
-		Environment: env.ID, Version: checkVersion, Fingerprint: fp, Provider: prov, Projects: rec.Projects})
-	if cerr != nil {
-		res = Result{Message: "the project auth check could not run: " + cerr.Error()}
+	st, msg, cerr := s.o.Checker.CheckProjectAuth(ctx, p, cloneCheck(rec))
+	switch {
+	case cerr != nil:
+		st, msg = StatusFailed, "the project auth check could not run: "+cerr.Error()
+	case st == StatusPending:
+		return rec, nil
+	case st != StatusSucceeded:
+		st = StatusFailed
 	}
-	done, err := s.complete(context.WithoutCancel(ctx), rec, res, p.ID)
+	done, err := s.complete(context.WithoutCancel(ctx), rec, st, msg, p.ID)
 	if err != nil {
 		return rec, errors.Join(err, cerr)
 	}
@@ -291,12 +279,9 @@ func (s *Service) PrepareManagedAccount(ctx context.Context, p authz.Principal, 
 	return done, nil
 }
 
-func (s *Service) complete(ctx context.Context, rec AuthCheck, res Result, by string) (AuthCheck, error) {
-	st := StatusFailed
-	if res.Succeeded {
-		st = StatusSucceeded
-	}
-	msg := res.Message
+// complete stores the answer st (succeeded or failed) with msg to rec's
+// preparation.
+func (s *Service) complete(ctx context.Context, rec AuthCheck, st Status, msg string, by string) (AuthCheck, error) {
 	if len(msg) > 1024 {
 		msg = msg[:1024]
 	}
@@ -310,14 +295,20 @@ func (s *Service) complete(ctx context.Context, rec AuthCheck, res Result, by st
 
 // RecordResult stores the host's answer to preparation prep of (company,
 // accountRef), for hosts whose check answers later than the preparation
-// returns. It authorizes p (authz.ActionAuthCheck); an answer for a
-// preparation that a newer one replaced is ErrStale and stores nothing.
-// A record p may not read is errcode.ErrNotFound, as a missing one.
-func (s *Service) RecordResult(ctx context.Context, p authz.Principal, company, accountRef, prep string, res Result) (AuthCheck, error) {
+// returns: status StatusSucceeded or StatusFailed (another is
+// errcode.ErrInvalid), and message, why it failed or a note on success
+// (no secret; at most 1024 bytes are kept). It authorizes p
+// (authz.ActionAuthCheck); an answer for a preparation that a newer one
+// replaced is ErrStale and stores nothing. A record p may not read is
+// errcode.ErrNotFound, as a missing one.
+func (s *Service) RecordResult(ctx context.Context, p authz.Principal, company, accountRef, prep string, status Status, message string) (AuthCheck, error) {
+	if status != StatusSucceeded && status != StatusFailed {
+		return AuthCheck{}, fmt.Errorf("handover: record the project auth check of %s for company %q: field status %q: want succeeded or failed: %w", accountRef, company, status, errcode.ErrInvalid)
+	}
 	if err := s.authorizeRecord(ctx, p, company, accountRef); err != nil {
 		return AuthCheck{}, err
 	}
-	rec, err := s.complete(ctx, AuthCheck{Company: company, AccountRef: accountRef, Preparation: prep}, res, p.ID)
+	rec, err := s.complete(ctx, AuthCheck{Company: company, AccountRef: accountRef, Preparation: prep}, status, message, p.ID)
 	return rec, hideMissing(err, company, accountRef)
 }
 

@@ -5,13 +5,15 @@
 // QuotaPerCompanyEnvironment; lease.Options.Settings), kept in the store
 // and changed only by instance admins.
 //
-//	svc, reader := instance.NewService(stores.Settings, nil)
-//	set, err := reader.Current(ctx)  // what the environment gate reads
-//	s, err := svc.Get(ctx, anyone)   // instance.Defaults() until first written
-//	off := false
-//	s, err = svc.Update(ctx, admin, instance.Update{EnableEnvironments: &off, Revision: s.Revision})
+//	svc := sys.Settings() // sys is the *berth.System berth.New returned
+//	s, err := svc.Get(ctx, anyone) // instance.Defaults() until first written
+//	s, err = svc.Update(ctx, admin, s.Revision, func(c *instance.Settings) error {
+//		c.EnableEnvironments = false
+//		return nil
+//	})
 //
-// berth.New wires this itself (System.Settings). Start with Settings and
+// berth.New builds the Service (internal/instancehook) over the store of
+// Options.Stores and hands it out as System.Settings. Start with Settings and
 // its Admit (the pure decision the environment gate makes for every
 // resolution, probe and lease acquisition), then Service (reads by any
 // known principal, updates by instance admins with an optimistic revision)
@@ -24,9 +26,9 @@
 // working; a host that wants the source product's "enable it first"
 // writes EnableEnvironments false at its first start.
 //
-// The gate reads the settings through the Reader NewService returns, never
-// the store directly: the Reader keeps what it read for
-// Options.MaxStaleness (one second by default), so a lease acquisition
-// costs no store round trip while the copy is fresh; this Service's own
-// updates are seen at once, another replica's within MaxStaleness.
+// The gate reads the settings through the Reader berth.New builds with the
+// Service, never the store directly: the Reader keeps what it read for a
+// second, so a lease acquisition costs no store round trip while the copy
+// is fresh; the System's own updates are seen at once, another replica's
+// within the second.
 package instance

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
@@ -15,29 +16,35 @@ import (
 // read. Admit is the decision the environment gate makes with them.
 func ExampleService() {
 	ctx := context.Background()
-	svc, _ := instance.NewService(instance.NewMemoryStore(), nil) // a host passes stores.Settings
+	sys, err := berth.New(ctx, nil) // memory stores; a host passes its own
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sys.Close()
+	svc := sys.Settings()
 	admin := authz.Principal{ID: "admin", Role: authz.RoleInstanceAdmin}
 	agent := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
 
 	s, err := svc.Get(ctx, agent)
-	fmt.Println(s, err)
+	fmt.Println(s.EnableEnvironments, s.ManagedSandboxOnly, s.QuotaPerCompany, s.QuotaPerCompanyEnvironment, s.Revision, err)
 
 	on := true
-	s, err = svc.Update(ctx, admin, instance.Update{ManagedSandboxOnly: &on, Revision: s.Revision})
-	fmt.Println(s, s.UpdatedBy, err)
+	s, err = svc.Update(ctx, admin, s.Revision, func(c *instance.Settings) error { c.ManagedSandboxOnly = on; return nil })
+	fmt.Println(s.ManagedSandboxOnly, s.Revision, s.UpdatedBy, err)
 	fmt.Println(s.Admit("docker", false))
 	err = s.Admit("ssh", true) // a host driver
 	fmt.Println(errors.Is(err, instance.ErrManagedSandboxOnly), err)
 
 	// A change based on a stale revision is refused; an agent may not change them.
 	off := false
-	_, err = svc.Update(ctx, admin, instance.Update{EnableEnvironments: &off, Revision: 0})
+	_, err = svc.Update(ctx, admin, 0, func(c *instance.Settings) error { c.EnableEnvironments = off; return nil })
 	fmt.Println(errors.Is(err, errcode.ErrConflict))
-	_, err = svc.Update(ctx, agent, instance.Update{EnableEnvironments: &off, Revision: instance.AnyRevision})
+	_, err = svc.Update(ctx, agent, instance.AnyRevision, func(c *instance.Settings) error { c.EnableEnvironments = off; return nil })
 	fmt.Println(errors.Is(err, errcode.ErrDenied))
 	// Output:
-	// enableEnvironments=true enableManagedSandboxOnly=false quotaPerCompany=8 quotaPerCompanyEnvironment=4 (revision 0) <nil>
-	// enableEnvironments=true enableManagedSandboxOnly=true quotaPerCompany=8 quotaPerCompanyEnvironment=4 (revision 1) admin <nil>
+	// true false 8 4 0 <nil>
+	// true 1 admin <nil>
 	// <nil>
 	// true driver "ssh" is a host driver and the instance setting enableManagedSandboxOnly is on (only managed sandboxes can be targets): managed_sandbox_only
 	// true

@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/instance/instancetest"
+	"github.com/berthdev/berth/internal/instancehook"
 )
 
 var (
@@ -24,8 +25,6 @@ var (
 	agent    = authz.Principal{ID: "agent-1", Role: authz.RoleAgent, Companies: []string{"acme"}}
 	nobody   = authz.Principal{ID: "x"}
 )
-
-func ptr[T any](v T) *T { return &v }
 
 func TestMemoryStorePassesTheSuite(t *testing.T) {
 	t.Parallel()
@@ -71,7 +70,7 @@ func TestOnlyInstanceAdminsUpdate(t *testing.T) {
 	ctx := context.Background()
 	svc, _ := instance.NewService(instance.NewMemoryStore(), nil)
 	for _, p := range []authz.Principal{board, agent, nobody} {
-		_, err := svc.Update(ctx, p, instance.Update{EnableEnvironments: ptr(false), Revision: instance.AnyRevision})
+		_, err := svc.Update(ctx, p, instance.AnyRevision, func(c *instance.Settings) error { c.EnableEnvironments = false; return nil })
 		if !errors.Is(err, errcode.ErrDenied) || errcode.Code(err) != errcode.Denied {
 			t.Errorf("Update as %s = %v, want ErrDenied", p, err)
 		}
@@ -82,7 +81,7 @@ func TestOnlyInstanceAdminsUpdate(t *testing.T) {
 	if s, _ := svc.Get(ctx, admin); s != instance.Defaults() {
 		t.Errorf("after refused updates the settings are %+v", s)
 	}
-	s, err := svc.Update(ctx, operator, instance.Update{ManagedSandboxOnly: ptr(true)})
+	s, err := svc.Update(ctx, operator, 0, func(c *instance.Settings) error { c.ManagedSandboxOnly = true; return nil })
 	if err != nil {
 		t.Fatalf("Update as a local operator: %v", err)
 	}
@@ -99,7 +98,7 @@ func TestUpdateRecordsWhoAndWhenWithOptimisticRevisions(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC))
 	svc, _ := instance.NewService(instance.NewMemoryStore(), instance.WithClock(nil, clk))
-	s, err := svc.Update(ctx, admin, instance.Update{EnableEnvironments: ptr(false), Revision: 0})
+	s, err := svc.Update(ctx, admin, 0, func(c *instance.Settings) error { c.EnableEnvironments = false; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,13 +108,13 @@ func TestUpdateRecordsWhoAndWhenWithOptimisticRevisions(t *testing.T) {
 		t.Errorf("first update = %+v, want %+v", s, want)
 	}
 	clk.Advance(time.Minute)
-	if _, err := svc.Update(ctx, operator, instance.Update{EnableEnvironments: ptr(true), Revision: 0}); !errors.Is(err, errcode.ErrConflict) || errcode.Code(err) != errcode.Conflict {
+	if _, err := svc.Update(ctx, operator, 0, func(c *instance.Settings) error { c.EnableEnvironments = true; return nil }); !errors.Is(err, errcode.ErrConflict) || errcode.Code(err) != errcode.Conflict {
 		t.Errorf("update at stale revision 0 = %v, want errcode.ErrConflict", err)
 	}
 	if got, _ := svc.Get(ctx, admin); got != want {
 		t.Errorf("after the conflict the settings are %+v, want %+v", got, want)
 	}
-	s, err = svc.Update(ctx, operator, instance.Update{EnableEnvironments: ptr(true), ManagedSandboxOnly: ptr(true), Revision: 1})
+	s, err = svc.Update(ctx, operator, 1, func(c *instance.Settings) error { c.EnableEnvironments = true; c.ManagedSandboxOnly = true; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,23 +124,20 @@ func TestUpdateRecordsWhoAndWhenWithOptimisticRevisions(t *testing.T) {
 		t.Errorf("second update = %+v, want %+v", s, want)
 	}
 	// The quotas are settings: 0 sets no limit, a negative one is invalid.
-	s, err = svc.Update(ctx, admin, instance.Update{QuotaPerCompany: ptr(0), QuotaPerCompanyEnvironment: ptr(2), Revision: 2})
+	s, err = svc.Update(ctx, admin, 2, func(c *instance.Settings) error { c.QuotaPerCompany = 0; c.QuotaPerCompanyEnvironment = 2; return nil })
 	if err != nil || s.QuotaPerCompany != 0 || s.QuotaPerCompanyEnvironment != 2 || !s.ManagedSandboxOnly || s.Revision != 3 {
 		t.Errorf("quota update = %+v, %v", s, err)
 	}
-	if _, err := svc.Update(ctx, admin, instance.Update{QuotaPerCompany: ptr(-1), Revision: 3}); !errors.Is(err, errcode.ErrInvalid) {
+	if _, err := svc.Update(ctx, admin, 3, func(c *instance.Settings) error { c.QuotaPerCompany = -1; return nil }); !errors.Is(err, errcode.ErrInvalid) {
 		t.Errorf("a negative quota = %v, want errcode.ErrInvalid", err)
 	}
-	if _, err := svc.Update(ctx, board, instance.Update{QuotaPerCompany: ptr(100), Revision: 3}); !errors.Is(err, errcode.ErrDenied) {
+	if _, err := svc.Update(ctx, board, 3, func(c *instance.Settings) error { c.QuotaPerCompany = 100; return nil }); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("a board member raising the quota = %v, want ErrDenied", err)
 	}
-	if _, err := svc.Update(ctx, admin, instance.Update{Revision: 3}); !errors.Is(err, errcode.ErrInvalid) {
-		t.Errorf("an update setting nothing = %v, want errcode.ErrInvalid", err)
-	}
-	if _, err := svc.Update(ctx, admin, instance.Update{EnableEnvironments: ptr(true), Revision: -2}); !errors.Is(err, errcode.ErrInvalid) {
+	if _, err := svc.Update(ctx, admin, -2, func(c *instance.Settings) error { c.EnableEnvironments = true; return nil }); !errors.Is(err, errcode.ErrInvalid) {
 		t.Errorf("an update at revision -2 = %v, want errcode.ErrInvalid", err)
 	}
-	s, err = svc.Update(ctx, admin, instance.Update{ManagedSandboxOnly: ptr(false), Revision: instance.AnyRevision})
+	s, err = svc.Update(ctx, admin, instance.AnyRevision, func(c *instance.Settings) error { c.ManagedSandboxOnly = false; return nil })
 	if err != nil || s.Revision != 4 || s.ManagedSandboxOnly || !s.EnableEnvironments || s.QuotaPerCompanyEnvironment != 2 {
 		t.Errorf("an update at AnyRevision = %+v, %v", s, err)
 	}
@@ -168,14 +164,14 @@ func TestReaderCachesWithinTheStalenessBound(t *testing.T) {
 		t.Errorf("100 reads within the bound reached the store %d times, want 1", n)
 	}
 	// This process's update: at once.
-	if _, err := mine.Update(ctx, admin, instance.Update{EnableEnvironments: ptr(false), Revision: 0}); err != nil {
+	if _, err := mine.Update(ctx, admin, 0, func(c *instance.Settings) error { c.EnableEnvironments = false; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if s, _ := r.Current(ctx); s.EnableEnvironments || s.Revision != 1 {
 		t.Errorf("after this service's update Current = %+v, want revision 1 with environments off", s)
 	}
 	// Another replica's update: after the bound.
-	if _, err := other.Update(ctx, admin, instance.Update{EnableEnvironments: ptr(true), Revision: 1}); err != nil {
+	if _, err := other.Update(ctx, admin, 1, func(c *instance.Settings) error { c.EnableEnvironments = true; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(instance.DefaultMaxStaleness / 2)
@@ -189,7 +185,7 @@ func TestReaderCachesWithinTheStalenessBound(t *testing.T) {
 
 	// No cache: every read reaches the store.
 	st2 := &countingStore{Store: instance.NewMemoryStore()}
-	_, r2 := instance.NewService(st2, instance.WithClock(&instance.Options{MaxStaleness: -1}, clk))
+	_, r2 := instance.NewService(st2, instance.WithClock(&instancehook.Options{MaxStaleness: -1}, clk))
 	for range 3 {
 		if _, err := r2.Current(ctx); err != nil {
 			t.Fatal(err)
@@ -270,7 +266,7 @@ func TestConcurrentUpdatesOfOneRevision(t *testing.T) {
 		svc, _ := instance.NewService(st, nil) // one service per replica
 		wg.Go(func() {
 			p := authz.Principal{ID: fmt.Sprintf("admin-%d", i), Role: authz.RoleInstanceAdmin}
-			s, err := svc.Update(ctx, p, instance.Update{ManagedSandboxOnly: ptr(i%2 == 0), Revision: 0})
+			s, err := svc.Update(ctx, p, 0, func(c *instance.Settings) error { c.ManagedSandboxOnly = i%2 == 0; return nil })
 			results[i] = result{s, err}
 		})
 	}

@@ -13,61 +13,19 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/instancehook"
 )
 
-// defaultMaxStaleness is Options.MaxStaleness's default: how old the
+// defaultMaxStaleness is instancehook.Options.MaxStaleness's default: how old the
 // settings the Reader returns may be when another process (a replica on
 // the same store) changed them.
 const defaultMaxStaleness = time.Second
 
-// AnyRevision as Update.Revision writes over whatever is stored.
+// AnyRevision as Update's revision writes over whatever is stored.
 const AnyRevision int64 = -1
 
 // maxReadWait bounds one shared store read of the Reader.
 const maxReadWait = 30 * time.Second
-
-// Options configure a Service; nil means defaults.
-type Options struct {
-	// Authorizer decides reads (authz.ActionRead) and updates
-	// (authz.ActionUpdate) of the resource authz.ResourceKindInstanceSettings.
-	// Default authz.DefaultPolicy: every known role reads, instance
-	// admins and local operators update.
-	Authorizer authz.Authorizer
-	// Logger receives one line per update and per refused update. Default:
-	// discard.
-	Logger *slog.Logger
-	// clock stamps UpdatedAt and ages the Reader's cache; the wall clock
-	// when nil (tests set it through export_test.go).
-	clock clock.Clock
-	// MaxStaleness bounds how old the settings the Reader returns may be:
-	// it reads the store again once its copy is older. Updates through
-	// this Service are seen by its Reader at once; a change by another
-	// process (a replica on the same store) within MaxStaleness. Default
-	// one second; negative: no cache, every Current
-	// reads the store.
-	MaxStaleness time.Duration
-}
-
-// Update changes the settings. A nil field keeps its value.
-type Update struct {
-	// EnableEnvironments, if not nil, sets Settings.EnableEnvironments.
-	EnableEnvironments *bool `json:"enableEnvironments,omitempty"`
-	// ManagedSandboxOnly, if not nil, sets Settings.ManagedSandboxOnly.
-	ManagedSandboxOnly *bool `json:"enableManagedSandboxOnly,omitempty"`
-	// QuotaPerCompany, if not nil, sets Settings.QuotaPerCompany (0: no
-	// limit; negative is errcode.ErrInvalid).
-	QuotaPerCompany *int `json:"quotaPerCompany,omitempty"`
-	// QuotaPerCompanyEnvironment, if not nil, sets
-	// Settings.QuotaPerCompanyEnvironment (0: no limit; negative is
-	// errcode.ErrInvalid).
-	QuotaPerCompanyEnvironment *int `json:"quotaPerCompanyEnvironment,omitempty"`
-	// Revision is the revision the change is based on: the Settings.Revision
-	// the caller read (0 when it read the defaults). A stale one is a
-	// conflict. AnyRevision writes over whatever is stored (read again and
-	// retried a few times when another writer wins in between; under
-	// sustained contention it may still end in errcode.ErrConflict).
-	Revision int64 `json:"revision"`
-}
 
 // Service reads and changes the instance settings for a principal. It is
 // safe for concurrent use.
@@ -79,18 +37,21 @@ type Service struct {
 	cache *cache
 }
 
-// NewService returns the service over st and the Reader the environment
-// gate reads (berth.New wires it): a hook for no principal,
-// not an entry point, so it is returned here rather than exported as a
-// method. The Reader keeps the settings it read for Options.MaxStaleness;
-// the Service's reads and updates refresh it. It panics if st is nil.
-func NewService(st Store, opts *Options) (*Service, Reader) {
-	if st == nil {
-		panic("instance: NewService needs a Store")
+func init() {
+	instancehook.New = func(st any, o instancehook.Options) (any, any) {
+		svc, r := newService(st.(Store), o)
+		return svc, r
 	}
-	var o Options
-	if opts != nil {
-		o = *opts
+}
+
+// newService returns the service over st and the Reader the environment
+// gate reads (environment.Options.Settings): a hook for no principal,
+// not an entry point, so it is built by berth.New (internal/instancehook)
+// rather than exported as a method. The Reader keeps the settings it read
+// for o.MaxStaleness; the Service's reads and updates refresh it.
+func newService(st Store, o instancehook.Options) (*Service, Reader) {
+	if st == nil {
+		panic("instance: a Service needs a Store")
 	}
 	if o.Authorizer == nil {
 		o.Authorizer = authz.DefaultPolicy{}
@@ -98,14 +59,14 @@ func NewService(st Store, opts *Options) (*Service, Reader) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.clock == nil {
-		o.clock = clock.Real{}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
 	}
 	if o.MaxStaleness == 0 {
 		o.MaxStaleness = defaultMaxStaleness
 	}
-	c := &cache{st: st, clock: o.clock, max: o.MaxStaleness}
-	return &Service{st: st, authz: o.Authorizer, log: o.Logger, clock: o.clock, cache: c}, c
+	c := &cache{st: st, clock: o.Clock, max: o.MaxStaleness}
+	return &Service{st: st, authz: o.Authorizer, log: o.Logger, clock: o.Clock, cache: c}, c
 }
 
 // resource is what every request of the service is about.
@@ -124,28 +85,29 @@ func (s *Service) Get(ctx context.Context, p authz.Principal) (Settings, error) 
 	return s.read(ctx)
 }
 
-// Update applies u for p and returns the settings stored, with Revision
-// one more than before, UpdatedAt now and UpdatedBy p.ID. Only a principal
-// the Authorizer lets update authz.ResourceKindInstanceSettings may: under
-// authz.DefaultPolicy instance admins and local operators (who have an
-// instance admin's powers); others get an error wrapping errcode.ErrDenied.
-// A u.Revision other than the stored one is errcode.ErrConflict (nothing written);
-// an update that sets nothing is errcode.ErrInvalid. The change is seen at once by
-// this Service's Reader, and by other processes' Readers within their
-// MaxStaleness.
-func (s *Service) Update(ctx context.Context, p authz.Principal, u Update) (Settings, error) {
+// Update changes the settings for p: change sets the fields it changes
+// in a copy of the settings in force, and the result is stored with
+// Revision one more than before, UpdatedAt now and UpdatedBy p.ID, and
+// returned (change's own Revision, UpdatedAt and UpdatedBy are ignored).
+// An error of change is returned as it is, and nothing is written.
+// revision is the Settings.Revision the change is based on (0 while the
+// caller read the defaults); a stale one is errcode.ErrConflict and
+// nothing is written. AnyRevision writes over whatever is stored: the
+// settings are read again and change applied again when another writer
+// wins in between (a few times: under sustained contention it may still
+// end in errcode.ErrConflict). A negative quota is errcode.ErrInvalid
+// (0 sets no limit). Only a principal the Authorizer lets update
+// authz.ResourceKindInstanceSettings may: under authz.DefaultPolicy
+// instance admins and local operators (who have an instance admin's
+// powers); others get an error wrapping errcode.ErrDenied, and change is
+// not called. The change is seen at once by this Service's Reader, and by
+// other processes' Readers within a second.
+func (s *Service) Update(ctx context.Context, p authz.Principal, revision int64, change func(*Settings) error) (Settings, error) {
 	if err := s.authorize(ctx, p, authz.ActionUpdate); err != nil {
 		return Settings{}, err
 	}
-	switch {
-	case u.EnableEnvironments == nil && u.ManagedSandboxOnly == nil && u.QuotaPerCompany == nil && u.QuotaPerCompanyEnvironment == nil:
-		return Settings{}, fmt.Errorf("instance: settings update: fields \"enableEnvironments\", \"enableManagedSandboxOnly\", \"quotaPerCompany\" and \"quotaPerCompanyEnvironment\": none is set, nothing to change: %w", errcode.ErrInvalid)
-	case u.QuotaPerCompany != nil && *u.QuotaPerCompany < 0:
-		return Settings{}, fmt.Errorf("instance: settings update: field \"quotaPerCompany\": %d is negative (0 sets no limit): %w", *u.QuotaPerCompany, errcode.ErrInvalid)
-	case u.QuotaPerCompanyEnvironment != nil && *u.QuotaPerCompanyEnvironment < 0:
-		return Settings{}, fmt.Errorf("instance: settings update: field \"quotaPerCompanyEnvironment\": %d is negative (0 sets no limit): %w", *u.QuotaPerCompanyEnvironment, errcode.ErrInvalid)
-	case u.Revision < AnyRevision:
-		return Settings{}, fmt.Errorf("instance: settings update: field \"revision\": %d is not a revision: %w", u.Revision, errcode.ErrInvalid)
+	if revision < AnyRevision {
+		return Settings{}, fmt.Errorf("instance: settings update: field \"revision\": %d is not a revision: %w", revision, errcode.ErrInvalid)
 	}
 	const attempts = 5
 	var err error
@@ -155,22 +117,21 @@ func (s *Service) Update(ctx context.Context, p authz.Principal, u Update) (Sett
 		if err != nil {
 			return Settings{}, err
 		}
-		if u.Revision != AnyRevision && cur.Revision != u.Revision {
-			err = fmt.Errorf("instance: settings update: stale revision %d, stored revision is %d: %w", u.Revision, cur.Revision, errcode.ErrConflict)
+		if revision != AnyRevision && cur.Revision != revision {
+			err = fmt.Errorf("instance: settings update: stale revision %d, stored revision is %d: %w", revision, cur.Revision, errcode.ErrConflict)
 			break
 		}
 		next = cur
-		if u.EnableEnvironments != nil {
-			next.EnableEnvironments = *u.EnableEnvironments
+		if change != nil {
+			if err := change(&next); err != nil {
+				return Settings{}, err
+			}
 		}
-		if u.ManagedSandboxOnly != nil {
-			next.ManagedSandboxOnly = *u.ManagedSandboxOnly
-		}
-		if u.QuotaPerCompany != nil {
-			next.QuotaPerCompany = *u.QuotaPerCompany
-		}
-		if u.QuotaPerCompanyEnvironment != nil {
-			next.QuotaPerCompanyEnvironment = *u.QuotaPerCompanyEnvironment
+		switch {
+		case next.QuotaPerCompany < 0:
+			return Settings{}, fmt.Errorf("instance: settings update: field \"quotaPerCompany\": %d is negative (0 sets no limit): %w", next.QuotaPerCompany, errcode.ErrInvalid)
+		case next.QuotaPerCompanyEnvironment < 0:
+			return Settings{}, fmt.Errorf("instance: settings update: field \"quotaPerCompanyEnvironment\": %d is negative (0 sets no limit): %w", next.QuotaPerCompanyEnvironment, errcode.ErrInvalid)
 		}
 		next.Revision, next.UpdatedAt, next.UpdatedBy = cur.Revision+1, s.clock.Now().UTC(), p.ID
 		if err = s.st.PutSettings(ctx, next); err == nil {
@@ -182,7 +143,7 @@ func (s *Service) Update(ctx context.Context, p authz.Principal, u Update) (Sett
 			return next, nil
 		}
 		err = fmt.Errorf("instance: settings update at revision %d: %w", cur.Revision, err)
-		if u.Revision != AnyRevision || !errors.Is(err, errcode.ErrConflict) {
+		if revision != AnyRevision || !errors.Is(err, errcode.ErrConflict) {
 			break
 		}
 	}
@@ -232,7 +193,7 @@ func readStore(ctx context.Context, st Store) (Settings, error) {
 	return cur, nil
 }
 
-// cache is the Reader NewService returns: the last settings read, kept
+// cache is the Reader newService returns: the last settings read, kept
 // for max; concurrent reads of an expired copy share one store read.
 type cache struct {
 	st    Store

@@ -64,13 +64,6 @@ func Defaults() Settings {
 		QuotaPerCompany: defaultQuotaPerCompany, QuotaPerCompanyEnvironment: defaultQuotaPerCompanyEnvironment}
 }
 
-// String returns `enableEnvironments=true enableManagedSandboxOnly=false
-// quotaPerCompany=8 quotaPerCompanyEnvironment=4 (revision 3)`.
-func (s Settings) String() string {
-	return fmt.Sprintf("enableEnvironments=%t enableManagedSandboxOnly=%t quotaPerCompany=%d quotaPerCompanyEnvironment=%d (revision %d)",
-		s.EnableEnvironments, s.ManagedSandboxOnly, s.QuotaPerCompany, s.QuotaPerCompanyEnvironment, s.Revision)
-}
-
 // reasonManagedSandboxOnly is the reason a host driver is unavailable while
 // Settings.ManagedSandboxOnly is on (CAP-3): the text of
 // ErrManagedSandboxOnly, and the probe's result code
@@ -98,9 +91,9 @@ func (s Settings) Admit(driver string, host bool) error {
 }
 
 // Reader reads the settings in force, for no principal: it is the hook
-// NewService returns for the environment gate (berth.New wires it), which
-// reads it on every resolution, probe and lease
-// acquisition. Current returns Defaults when no record was ever written,
+// berth.New builds with the System's Service for the environment gate
+// (environment.Options.Settings), which reads it on every resolution,
+// probe and lease acquisition; it keeps what it read for a second. Current returns Defaults when no record was ever written,
 // and the store's error (never the defaults) when the read fails.
 type Reader interface {
 	Current(ctx context.Context) (Settings, error)

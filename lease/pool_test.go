@@ -16,6 +16,7 @@ import (
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/fakectl"
+	"github.com/berthdev/berth/internal/instancehook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -535,7 +536,8 @@ func TestRunnerPoolMembersArePreparedForTheRunner(t *testing.T) {
 // enabled, the pass fills the pool.
 func TestPoolRefillHonoursInstanceSettings(t *testing.T) {
 	t.Parallel()
-	svc, reader := instance.NewService(instance.NewMemoryStore(), nil)
+	hs, hr := instancehook.New(instance.NewMemoryStore(), instancehook.Options{})
+	svc, reader := hs.(*instance.Service), hr.(instance.Reader)
 	w := poolWorld(t, 2, 0, func(o *lease.Options) { o.Settings, o.ManualPoolRefill = reader, true })
 	setSettings(t, svc, false, false)
 	if rep := w.maintain(w.m); rep.Created != 0 || len(w.pooled()) != 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/fakectl"
+	"github.com/berthdev/berth/internal/instancehook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -108,9 +109,13 @@ func TestQuotasFromInstanceSettings(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, worldOpts{})
-			svc, reader := instance.NewService(instance.NewMemoryStore(), nil)
+			hs, hr := instancehook.New(instance.NewMemoryStore(), instancehook.Options{})
+			svc, reader := hs.(*instance.Service), hr.(instance.Reader)
 			if tc.perCompany != nil {
-				if _, err := svc.Update(ctx, op, instance.Update{QuotaPerCompany: tc.perCompany, QuotaPerCompanyEnvironment: tc.perE, Revision: instance.AnyRevision}); err != nil {
+				if _, err := svc.Update(ctx, op, instance.AnyRevision, func(c *instance.Settings) error {
+					c.QuotaPerCompany, c.QuotaPerCompanyEnvironment = *tc.perCompany, *tc.perE
+					return nil
+				}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -13,13 +13,15 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/instancehook"
 	"github.com/berthdev/berth/lease"
 )
 
 // withSettings rebuilds w's assignments and manager over a settings
 // service and returns it.
 func withSettings(w *world) *instance.Service {
-	svc, reader := instance.NewService(instance.NewMemoryStore(), nil)
+	hs, hr := instancehook.New(instance.NewMemoryStore(), instancehook.Options{})
+	svc, reader := hs.(*instance.Service), hr.(instance.Reader)
 	w.asg = envhook.NewAssignments(w.binds, w.envs, w.reg, &envhook.Options{TestMode: true, Settings: reader}).(*environment.Assignments)
 	w.m = w.newManager(nil)
 	return svc
@@ -27,8 +29,10 @@ func withSettings(w *world) *instance.Service {
 
 func setSettings(t *testing.T, svc *instance.Service, enable, managed bool) {
 	t.Helper()
-	if _, err := svc.Update(context.Background(), op, instance.Update{
-		EnableEnvironments: &enable, ManagedSandboxOnly: &managed, Revision: instance.AnyRevision}); err != nil {
+	if _, err := svc.Update(context.Background(), op, instance.AnyRevision, func(c *instance.Settings) error {
+		c.EnableEnvironments, c.ManagedSandboxOnly = enable, managed
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 }

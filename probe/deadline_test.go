@@ -41,7 +41,7 @@ func TestStageDeadlineWithoutCallerDeadline(t *testing.T) {
 	if res.OK || res.Code != reason.Timeout {
 		t.Fatalf("ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
 	}
-	st, _ := res.Stage(stageDetect)
+	st, _ := stageOf(res, stageDetect)
 	if st.OK || st.Code != reason.Timeout || !strings.Contains(st.Error, "stage detect") || !strings.Contains(st.Error, res.Target) {
 		t.Errorf("detect stage %+v; want a timeout naming the stage and target %q", st, res.Target)
 	}
@@ -102,7 +102,7 @@ func TestSilentServerIsTimeout(t *testing.T) {
 			if res.OK || res.Code != reason.Timeout || res.Target != target {
 				t.Fatalf("ok=%v code=%s target=%q: %s", res.OK, res.Code, res.Target, res.Summary)
 			}
-			if st, _ := res.Stage(stageAcquire); st.Code != reason.Timeout || !strings.Contains(res.Summary, target) {
+			if st, _ := stageOf(res, stageAcquire); st.Code != reason.Timeout || !strings.Contains(res.Summary, target) {
 				t.Errorf("acquire stage %+v; summary %q", st, res.Summary)
 			}
 			wantSkippedAfter(t, res, stageAcquire)
@@ -149,7 +149,7 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
 	if res.OK || res.Code != reason.Timeout {
 		t.Fatalf("ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
 	}
-	if st, _ := res.Stage(stageDetect); st.Code != reason.Timeout || !strings.Contains(st.Error, "stage detect") {
+	if st, _ := stageOf(res, stageDetect); st.Code != reason.Timeout || !strings.Contains(st.Error, "stage detect") {
 		t.Errorf("detect stage %+v", st)
 	}
 	if c := res.Cleanup; c == nil || !c.Confirmed {

@@ -51,7 +51,7 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr authz.Principal, driver stri
 		return nil, fmt.Errorf("probe: draft of driver %q: %w", driver, err)
 	}
 	r := p.newRun(driver, req.Progress)
-	r.res.Draft = true
+	r.draft = true
 	r.res.Target = "provider " + driver
 	if d, err := p.reg.Lookup(driver); err == nil {
 		// Scrub the pasted secrets, whatever the validation says of them.

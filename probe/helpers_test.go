@@ -53,9 +53,9 @@ type world struct {
 	quals   qualification.Store
 	asg     *environment.Assignments
 	prober  *Prober
-	stages  chan Stage // progress events, when asked for
+	stages  chan event // progress events, when asked for
 	// progress is the Request.Progress of w.probe, when asked for.
-	progress func(Stage)
+	progress func(Stage, bool)
 }
 
 type worldOpts struct {
@@ -76,8 +76,8 @@ func newWorld(t *testing.T, o worldOpts) *world {
 	w.leases, _ = lease.NewManager(w.lstore, w.reg, asg, nil, &lease.Options{Secrets: w.secrets.Get})
 	w.quals = qualification.NewMemoryStore()
 	if o.progress {
-		w.stages = make(chan Stage, 64)
-		w.progress = func(s Stage) { w.stages <- s }
+		w.stages = make(chan event, 64)
+		w.progress = func(s Stage, running bool) { w.stages <- event{s, running} }
 	}
 	w.envs = envs
 	w.prober = newProber(w.sources(), &options{})
@@ -179,3 +179,22 @@ func diagCode(res *Result) string {
 	}
 	return res.QualificationDiagnostic.Code
 }
+
+// event is one Request.Progress call.
+type event struct {
+	Stage
+	running bool
+}
+
+// stageOf returns the stage of res named n, and false if it did not run.
+func stageOf(res *Result, n string) (Stage, bool) {
+	for _, s := range res.Stages {
+		if s.Name == n {
+			return s, true
+		}
+	}
+	return Stage{}, false
+}
+
+// skipped reports whether st did not run because an earlier stage failed.
+func skipped(st Stage) bool { return !st.OK && st.Code == "" }

@@ -134,10 +134,10 @@ func TestNoFallbackToHost(t *testing.T) {
 			if res.OK || res.Code != tt.code {
 				t.Fatalf("ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
 			}
-			if st, ok := res.Stage(tt.stage); !ok || st.OK || st.Code != tt.code {
+			if st, ok := stageOf(res, tt.stage); !ok || st.OK || st.Code != tt.code {
 				t.Errorf("stage %s: %+v", tt.stage, st)
 			}
-			if st, _ := res.Stage(stageDetect); !st.Skipped || st.OK || res.Hostname != "" || !res.Platform.IsZero() {
+			if st, _ := stageOf(res, stageDetect); !skipped(st) || st.OK || res.Hostname != "" || !res.Platform.IsZero() {
 				t.Errorf("something was measured after a failed allocation: %+v", res)
 			}
 			// The first failure is named; every later stage is skipped,
@@ -152,7 +152,7 @@ func TestNoFallbackToHost(t *testing.T) {
 			if !strings.Contains(res.Summary, env.ID) || !strings.Contains(res.Summary, "driver fake") || !strings.Contains(res.Summary, string(tt.code)) {
 				t.Errorf("summary %q", res.Summary)
 			}
-			if st, _ := res.Stage(tt.stage); st.Duration <= 0 {
+			if st, _ := stageOf(res, tt.stage); st.Duration <= 0 {
 				t.Errorf("stage %s has no timing", tt.stage)
 			}
 		})
@@ -186,17 +186,17 @@ func TestDraftProbe(t *testing.T) {
 	img := w.fake.AddImage("registry.fake.test/team/app:v1")
 
 	// Issue 25: the request's Progress sees each stage start and end.
-	var events []Stage
+	var events []event
 	res, err := w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{"image": img.String(), "api_key": canary},
-		Request{Progress: func(s Stage) { events = append(events, s) }})
+		Request{Progress: func(s Stage, running bool) { events = append(events, event{s, running}) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	assertNoSecret(t, res)
-	if !res.OK || !res.Draft || res.ImageIdentity != img || res.Platform.Arch == "" {
+	if !res.OK || res.Environment != "" || res.ImageIdentity != img || res.Platform.Arch == "" {
 		t.Fatalf("draft probe: %s", res.Summary)
 	}
-	if len(events) != 2*len(res.Stages) || len(events) == 0 || !events[0].Running || events[len(events)-1].Name != res.Stages[len(res.Stages)-1].Name {
+	if len(events) != 2*len(res.Stages) || len(events) == 0 || !events[0].running || events[len(events)-1].Name != res.Stages[len(res.Stages)-1].Name {
 		t.Errorf("progress of the draft probe: %d events %+v for %d stages", len(events), events, len(res.Stages))
 	}
 	if res.PlatformQualificationRecorded || diagCode(res) != qualify.NotSaved {
@@ -311,7 +311,7 @@ func TestProbeTimeoutStillCleansUp(t *testing.T) {
 	if res.OK || res.Code != reason.Timeout {
 		t.Fatalf("ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
 	}
-	if st, _ := res.Stage(stageDetect); st.OK || st.Code != reason.Timeout {
+	if st, _ := stageOf(res, stageDetect); st.OK || st.Code != reason.Timeout {
 		t.Errorf("detect stage %+v", st)
 	}
 	if c := res.Cleanup; c == nil || !c.Confirmed || c.LeaseStatus != lease.StatusReleased {
@@ -349,7 +349,7 @@ func TestFailedStartPendingCleanup(t *testing.T) {
 	if err != nil || len(ls) != 1 || ls[0].Status != lease.StatusPendingCleanup {
 		t.Errorf("leases %+v, %v", ls, err)
 	}
-	if st, _ := res.Stage(stageDetect); !st.Skipped || st.OK {
+	if st, _ := stageOf(res, stageDetect); !skipped(st) || st.OK {
 		t.Errorf("detect after a failed start: %+v, want skipped", st)
 	}
 }
@@ -363,8 +363,8 @@ func wantSkippedAfter(t *testing.T, res *Result, failed string) {
 		switch {
 		case st.Name == failed:
 			seen = true
-		case seen && st.Name == stageRelease && !st.Skipped:
-		case seen && (!st.Skipped || st.OK):
+		case seen && st.Name == stageRelease && !skipped(st):
+		case seen && !skipped(st):
 			t.Errorf("stage %s after the failed %s: %+v, want skipped", st.Name, failed, st)
 		}
 	}

@@ -129,9 +129,11 @@ type Request struct {
 	// "unsupported".
 	Runner bool
 	// Progress, if not nil, is called when each stage of this probe starts
-	// (Stage.Running set) and when it ends, from the probing goroutine, so
-	// that a CLI can show progress. It must not block for long.
-	Progress func(Stage)
+	// (running true, only the stage's Name set) and when it ends or is
+	// skipped (running false, the stage as the Result will hold it), from
+	// the probing goroutine, so that a CLI can show progress. It must not
+	// block for long.
+	Progress func(st Stage, running bool)
 }
 
 // Prober probes execution targets (PRB-1..8): saved environments through a
@@ -223,11 +225,13 @@ type run struct {
 	res   *Result
 	scrub scrubber
 	start time.Time
+	// draft is set for ProbeDraft's run.
+	draft bool
 	// progress is Request.Progress.
-	progress func(Stage)
+	progress func(Stage, bool)
 }
 
-func (p *Prober) newRun(driver string, progress func(Stage)) *run {
+func (p *Prober) newRun(driver string, progress func(Stage, bool)) *run {
 	return &run{p: p, start: time.Now(), progress: progress, res: &Result{Driver: driver, OK: true, Code: reason.OK, StartedAt: p.o.clock.Now(), Stages: []Stage{}}}
 }
 
@@ -247,7 +251,7 @@ func (r *run) stage(ctx context.Context, n string, fn func(ctx context.Context) 
 		return false
 	}
 	if r.progress != nil {
-		r.progress(Stage{Name: n, Running: true})
+		r.progress(Stage{Name: n}, true)
 	}
 	limit := r.p.o.stageTimeouts.of(n, r.p.o.cleanupTimeout)
 	t0 := time.Now() // before the deadline is set, so t0+limit is not after it
@@ -271,7 +275,7 @@ func (r *run) stage(ctx context.Context, n string, fn func(ctx context.Context) 
 	}
 	r.res.Stages = append(r.res.Stages, s)
 	if r.progress != nil {
-		r.progress(s)
+		r.progress(s, false)
 	}
 	return err == nil
 }
@@ -297,10 +301,10 @@ func (r *run) stageMessage(n string, err error) string {
 // skip records stage n as skipped because an earlier stage failed.
 func (r *run) skip(n string) {
 	first, _ := r.failedStage()
-	s := Stage{Name: n, Skipped: true, Note: fmt.Sprintf("skipped: stage %s failed (%s)", first.Name, first.Code)}
+	s := Stage{Name: n, Note: fmt.Sprintf("skipped: stage %s failed (%s)", first.Name, first.Code)}
 	r.res.Stages = append(r.res.Stages, s)
 	if r.progress != nil {
-		r.progress(s)
+		r.progress(s, false)
 	}
 }
 
@@ -322,10 +326,10 @@ func (r *run) finish(ctx context.Context) *Result {
 	return r.res
 }
 
-// failedStage returns the first failed stage.
+// failedStage returns the first failed stage (a skipped one has no code).
 func (r *run) failedStage() (Stage, bool) {
 	for _, s := range r.res.Stages {
-		if !s.OK && !s.Skipped {
+		if !s.OK && s.Code != "" {
 			return s, true
 		}
 	}

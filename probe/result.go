@@ -49,16 +49,12 @@ type Stage struct {
 	Name string `json:"name"`
 	// Duration is how long the stage took (wall clock).
 	Duration time.Duration `json:"duration"`
-	// OK is true when the stage ran and succeeded; false when it failed or
-	// was skipped.
+	// OK is true when the stage ran and succeeded; false when it failed
+	// (Code says why) or was skipped: it did not run because an earlier
+	// stage failed, and then its Code is "" and Note names that stage.
 	OK bool `json:"ok"`
-	// Skipped is true when the stage did not run because an earlier stage
-	// failed; Note names that stage. A skipped stage is never OK.
-	Skipped bool `json:"skipped,omitempty"`
-	// Running is set only in Request.Progress calls made when the stage
-	// starts; stages in a Result never have it.
-	Running bool `json:"running,omitempty"`
-	// Code is the stable code of the stage's failure, "" when OK.
+	// Code is the stable code of the stage's failure; "" when OK or
+	// skipped.
 	Code string `json:"code,omitempty"`
 	// Error says what failed, the technical chain; never a secret.
 	Error string `json:"error,omitempty"`
@@ -101,11 +97,9 @@ type Result struct {
 	// Driver is the driver name.
 	Driver string `json:"driver"`
 	// Environment and EnvironmentName identify the saved environment; ""
-	// for a draft.
+	// for a draft (ProbeDraft's results).
 	Environment     string `json:"environment,omitempty"`
 	EnvironmentName string `json:"environmentName,omitempty"`
-	// Draft is true for ProbeDraft results.
-	Draft bool `json:"draft,omitempty"`
 	// Target names what was probed without secrets: "user@host:port" for
 	// ssh-like drivers, the host name for local, "provider <driver>" (with
 	// its region when configured) for sandbox drivers.
@@ -167,16 +161,6 @@ type Result struct {
 	// StartedAt and Duration time the whole probe.
 	StartedAt time.Time     `json:"startedAt"`
 	Duration  time.Duration `json:"duration"`
-}
-
-// Stage returns the stage named n, and false if it did not run.
-func (r *Result) Stage(n string) (Stage, bool) {
-	for _, s := range r.Stages {
-		if s.Name == n {
-			return s, true
-		}
-	}
-	return Stage{}, false
 }
 
 // scrubber replaces known secret values in texts that go into a Result, as

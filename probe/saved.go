@@ -395,7 +395,10 @@ func (p *Prober) invalidate(ctx context.Context, r *run, drv drivers.Driver, env
 	}
 	at := p.o.clock.Now()
 	reason := fmt.Sprintf("a probe at %s found image %s gone: the provider reported it not found", at.UTC().Format(time.RFC3339), rec.Image)
-	if err := p.quals.PutQualification(ctx, rec.Invalidate(reason, at)); err != nil {
+	// The platform and time of the original record stay for its history;
+	// it never applies again (QUAL-3).
+	rec.InvalidatedAt, rec.InvalidReason = at.UTC(), reason
+	if err := p.quals.PutQualification(ctx, rec); err != nil {
 		p.o.logger.LogAttrs(ctx, slog.LevelError, "recording an invalidated qualification failed",
 			slog.String("environment", env.ID), slog.String("company", company), slog.String("error", err.Error()))
 		return false

@@ -48,7 +48,7 @@ func TestPinnedImageRecordsQualification(t *testing.T) {
 		t.Errorf("stages (-want +got):\n%s", diff)
 	}
 	for _, s := range res.Stages {
-		if !s.OK || s.Running || s.Error != "" {
+		if !s.OK || s.Error != "" {
 			t.Errorf("stage %+v", s)
 		}
 	}
@@ -96,7 +96,7 @@ func TestPinnedImageRecordsQualification(t *testing.T) {
 	close(w.stages)
 	var events []string
 	for s := range w.stages {
-		events = append(events, string(s.Name)+map[bool]string{true: "...", false: " done"}[s.Running])
+		events = append(events, string(s.Name)+map[bool]string{true: "...", false: " done"}[s.running])
 	}
 	if len(events) != 2*len(want) || events[0] != "resolve..." || events[len(events)-1] != "qualify done" {
 		t.Errorf("progress events %q", events)
@@ -260,7 +260,7 @@ func TestDeletedSnapshotFails(t *testing.T) {
 	if res.OK || res.Code != reason.ImageNotFound {
 		t.Fatalf("probe of a deleted snapshot: ok=%v code=%s: %s", res.OK, res.Code, res.Summary)
 	}
-	if st, _ := res.Stage(stageAcquire); st.OK || st.Code != reason.ImageNotFound {
+	if st, _ := stageOf(res, stageAcquire); st.OK || st.Code != reason.ImageNotFound {
 		t.Errorf("acquire stage %+v", st)
 	}
 	if n := len(fakectl.Of(w.fake).Sandboxes()); n != 0 {

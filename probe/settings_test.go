@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/fakectl"
+	"github.com/berthdev/berth/internal/instancehook"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
 )
@@ -21,7 +22,8 @@ import (
 func settingsWorld(t *testing.T) (*world, *instance.Service) {
 	t.Helper()
 	w := newWorld(t, worldOpts{})
-	svc, reader := instance.NewService(instance.NewMemoryStore(), nil)
+	hs, hr := instancehook.New(instance.NewMemoryStore(), instancehook.Options{})
+	svc, reader := hs.(*instance.Service), hr.(instance.Reader)
 	opts := &envhook.Options{TestMode: true, Settings: reader}
 	w.cat = envhook.NewCatalog(w.envs, w.reg, w.secrets, nil, opts).(*environment.Catalog)
 	w.asg = envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), w.envs, w.reg, opts).(*environment.Assignments)
@@ -34,8 +36,10 @@ func settingsWorld(t *testing.T) (*world, *instance.Service) {
 
 func updateSettings(t *testing.T, svc *instance.Service, enable, managed bool) {
 	t.Helper()
-	if _, err := svc.Update(context.Background(), admin, instance.Update{
-		EnableEnvironments: &enable, ManagedSandboxOnly: &managed, Revision: instance.AnyRevision}); err != nil {
+	if _, err := svc.Update(context.Background(), admin, instance.AnyRevision, func(c *instance.Settings) error {
+		c.EnableEnvironments, c.ManagedSandboxOnly = enable, managed
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -41,7 +41,7 @@ func targetOf(d drivers.Driver, cfg config.Config) string {
 // provider fake (region local-1))`, or `draft config (driver ssh, ...)`.
 func (r *run) label() string {
 	res := r.res
-	if res.Draft {
+	if r.draft {
 		return fmt.Sprintf("draft config (driver %s, %s)", res.Driver, res.Target)
 	}
 	return fmt.Sprintf("environment %s (%q, driver %s, %s)", res.Environment, res.EnvironmentName, res.Driver, res.Target)

@@ -15,15 +15,15 @@
 //     code, a reason of docs/errors.md ("recorded", "qualified",
 //     "stale_fingerprint", "no_record", ...).
 //   - Platform, the measured os/arch/libc/kernel, normalized, with a text
-//     form (String, ParsePlatform, MarshalText), and the alias tables of OS
-//     and architecture names (NormalizeOS, NormalizeArch) that drivers
-//     reporting a platform share.
-//   - CanRun, whether a platform meets a runner artifact's Requirements and
+//     form (String, ParsePlatform, MarshalText), and the alias table of
+//     architecture names (NormalizeArch) that drivers reporting a platform
+//     share (Platform.Normalize applies it and the OS names' table).
+//   - CanRun, whether a platform meets one of the platforms a runner
+//     artifact supports (each a Platform, its LibcVersion the minimum) and
 //     why not, as a Verdict (QUAL-8).
 //   - Record, what a probe stores (only the library writes one, CFG-5),
 //     and the Store interface with NewMemoryStore; store implementations
-//     check records with CheckRecord and prove themselves with
-//     qualificationtest.RunStoreTests.
+//     prove themselves with qualificationtest.RunStoreTests.
 //
 // The package imports no driver, lease, probe or environment code and does
 // no I/O; a dependency test fails if that changes. Its only berth

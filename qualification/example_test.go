@@ -15,8 +15,8 @@ func ExampleCanRun() {
 	}
 	fmt.Println(p)
 
-	builds := []qualification.Requirement{
-		{OS: "linux", Arch: "amd64", Libc: qualification.LibcGlibc, MinLibcVersion: "2.36"},
+	builds := []qualification.Platform{
+		{OS: "linux", Arch: "amd64", Libc: qualification.LibcGlibc, LibcVersion: "2.36"},
 		{OS: "linux", Arch: "arm64", Libc: qualification.LibcNone},
 	}
 	v := qualification.CanRun(p, builds)

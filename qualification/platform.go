@@ -20,7 +20,8 @@ const (
 	LibcMusl LibcFamily = "musl"
 	// LibcNone is a platform without a dynamic C library that binaries
 	// could link against (busybox-only images, macOS's libSystem for Linux
-	// binaries), or, in a Requirement, a static binary that needs none.
+	// binaries), or, in a platform CanRun is given as supported, a static
+	// binary that needs none.
 	LibcNone LibcFamily = "none"
 	// LibcUnknown is a measured platform whose libc could not be told.
 	LibcUnknown LibcFamily = "unknown"
@@ -89,9 +90,9 @@ var libcAliases = map[string]LibcFamily{
 	"unknown": LibcUnknown,
 }
 
-// NormalizeOS returns the canonical name of an operating system name
+// normalizeOS returns the canonical name of an operating system name
 // ("Linux" is "linux", "Darwin" and "macOS" are "darwin").
-func NormalizeOS(s string) string {
+func normalizeOS(s string) string {
 	s = strings.ToLower(strings.TrimSpace(s))
 	if a, ok := osAliases[s]; ok {
 		return a
@@ -132,7 +133,7 @@ func normalizeLibc(s string) LibcFamily {
 // LibcUnknown; LibcNone and LibcUnknown carry no version. It does not
 // validate; see Validate.
 func (p Platform) Normalize() Platform {
-	p.OS = NormalizeOS(p.OS)
+	p.OS = normalizeOS(p.OS)
 	p.Arch, p.Variant = NormalizeArch(p.Arch, p.Variant)
 	p.Libc = normalizeLibc(string(p.Libc))
 	if p.Libc == "" && p.measured() {
@@ -269,16 +270,6 @@ func ParsePlatform(s string) (Platform, error) {
 		return Platform{}, fmt.Errorf("%w %q: %w", errInvalidPlatform, s, err)
 	}
 	return p, nil
-}
-
-// MustParsePlatform is ParsePlatform that panics on error; for tests and
-// constants.
-func MustParsePlatform(s string) Platform {
-	p, err := ParsePlatform(s)
-	if err != nil {
-		panic(err)
-	}
-	return p
 }
 
 // MarshalText implements encoding.TextMarshaler; the zero Platform is "".

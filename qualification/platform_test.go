@@ -47,7 +47,7 @@ func TestParsePlatformGood(t *testing.T) {
 			if got.String() != tt.text {
 				t.Errorf("String() = %q, want %q", got.String(), tt.text)
 			}
-			if again := MustParsePlatform(got.String()); again != got {
+			if again := mustParsePlatform(got.String()); again != got {
 				t.Errorf("round trip: %+v != %+v", again, got)
 			}
 		})
@@ -120,7 +120,7 @@ func TestPlatformText(t *testing.T) {
 	type doc struct {
 		P Platform `json:"p"`
 	}
-	in := doc{P: MustParsePlatform("linux/arm64 libc=glibc:2.36")}
+	in := doc{P: mustParsePlatform("linux/arm64 libc=glibc:2.36")}
 	b, err := json.Marshal(in)
 	if err != nil {
 		t.Fatal(err)
@@ -137,10 +137,10 @@ func TestPlatformText(t *testing.T) {
 	}
 	defer func() {
 		if recover() == nil {
-			t.Error("MustParsePlatform of a bad platform did not panic")
+			t.Error("mustParsePlatform of a bad platform did not panic")
 		}
 	}()
-	MustParsePlatform("bad")
+	mustParsePlatform("bad")
 }
 
 // FuzzParsePlatform checks that every accepted platform is normalized and
@@ -169,4 +169,13 @@ func FuzzParsePlatform(f *testing.F) {
 			t.Fatalf("round trip %q -> %q -> %+v, %v", s, p.String(), again, err)
 		}
 	})
+}
+
+// mustParsePlatform is ParsePlatform that panics on error; for tests.
+func mustParsePlatform(s string) Platform {
+	p, err := ParsePlatform(s)
+	if err != nil {
+		panic(err)
+	}
+	return p
 }

@@ -43,13 +43,3 @@ type Record struct {
 	// stands. It names the identity, never a secret.
 	InvalidReason string `json:"invalidReason,omitempty"`
 }
-
-// Invalidate returns r marked invalid at at for reason: the provider said
-// the qualified identity is gone (a deleted snapshot, a removed image). An
-// identity the provider reports inactive is not gone and does not
-// invalidate a record. The platform and time of the original record are
-// kept for the record's history; it never applies again.
-func (r Record) Invalidate(reason string, at time.Time) Record {
-	r.InvalidatedAt, r.InvalidReason = at.UTC(), reason
-	return r
-}

@@ -6,38 +6,30 @@ import (
 	"strings"
 )
 
-// Requirement is one platform a runner artifact supports (QUAL-8): an OS,
-// an architecture (and optional variant), and the C library it needs. Libc
-// "" or LibcNone means a static binary that runs on any libc;
-// MinLibcVersion "" means any version of the family.
-type Requirement struct {
-	OS             string     `json:"os"`
-	Arch           string     `json:"arch"`
-	Variant        string     `json:"variant,omitempty"`
-	Libc           LibcFamily `json:"libc,omitempty"`
-	MinLibcVersion string     `json:"minLibcVersion,omitempty"`
-}
-
-// String returns "os/arch[/variant][ libc[>=version]]".
-func (r Requirement) String() string {
+// requirementText returns a supported platform r as CanRun's reasons
+// name it: "os/arch[/variant][ libc[>=version]]".
+func requirementText(r Platform) string {
 	s := r.OS + "/" + r.Arch
 	if r.Variant != "" {
 		s += "/" + r.Variant
 	}
 	if r.Libc != "" {
 		s += " " + string(r.Libc)
-		if r.MinLibcVersion != "" {
-			s += ">=" + r.MinLibcVersion
+		if r.LibcVersion != "" {
+			s += ">=" + r.LibcVersion
 		}
 	}
 	return s
 }
 
-func (r Requirement) normalize() Requirement {
-	r.OS = NormalizeOS(r.OS)
+// normalizeRequirement normalizes the names of a supported platform r,
+// keeping an unset libc family unset (a static build) and its version
+// (the minimum).
+func normalizeRequirement(r Platform) Platform {
+	r.OS = normalizeOS(r.OS)
 	r.Arch, r.Variant = NormalizeArch(r.Arch, r.Variant)
 	r.Libc = normalizeLibc(string(r.Libc))
-	r.MinLibcVersion = strings.TrimSpace(r.MinLibcVersion)
+	r.LibcVersion = strings.TrimSpace(r.LibcVersion)
 	return r
 }
 
@@ -73,30 +65,34 @@ type Verdict struct {
 	Code string `json:"code"`
 	// Reason is a human message ("needs glibc >= 2.36, platform has glibc 2.31").
 	Reason string `json:"reason"`
-	// Match is the requirement that was met (OK) or came closest (same OS
-	// and architecture); the zero Requirement when none did.
-	Match Requirement `json:"match"`
+	// Match is the supported platform that was met (OK) or came closest
+	// (same OS and architecture); the zero Platform when none did.
+	Match Platform `json:"match,omitzero"`
 }
 
-// CanRun reports whether platform p can run an artifact that supports reqs
-// (QUAL-8). A requirement is met when OS and architecture match (and the
-// variant, when it names one), and its libc family and minimum version hold:
-// glibc needs glibc, musl needs musl, versions compare numerically (2.31 <
-// 2.36), and a static binary (libc none or "") runs on any libc. It is
-// pure and conservative: an unknown libc meets no libc requirement.
-func CanRun(p Platform, reqs []Requirement) Verdict {
+// CanRun reports whether platform p can run an artifact built for the
+// platforms supported (QUAL-8): each names an OS, an architecture (and
+// optional variant) and the C library the build needs, its LibcVersion
+// being the minimum version ("" any version of the family); Libc "" or
+// LibcNone is a static build that runs on any libc, and Kernel and the
+// release are not read. A supported platform is met when OS and
+// architecture match (and the variant, when it names one), and its libc
+// family and minimum version hold: glibc needs glibc, musl needs musl,
+// versions compare numerically (2.31 < 2.36). It is pure and
+// conservative: an unknown libc meets no libc requirement.
+func CanRun(p Platform, supported []Platform) Verdict {
 	p = p.Normalize()
 	if !p.measured() {
 		return Verdict{Code: verdictNotMeasured, Reason: "the platform was not measured"}
 	}
-	if len(reqs) == 0 {
+	if len(supported) == 0 {
 		return Verdict{Code: verdictNoRequirements, Reason: "the artifact lists no supported platform"}
 	}
 	var closest *Verdict
 	var listed []string
-	for _, r := range reqs {
-		r = r.normalize()
-		listed = append(listed, r.String())
+	for _, r := range supported {
+		r = normalizeRequirement(r)
+		listed = append(listed, requirementText(r))
 		if r.OS != p.OS || r.Arch != p.Arch || (r.Variant != "" && r.Variant != p.Variant) {
 			continue
 		}
@@ -119,7 +115,7 @@ func CanRun(p Platform, reqs []Requirement) Verdict {
 		Reason: fmt.Sprintf("no build for %s; the artifact supports %s", plat, strings.Join(listed, ", "))}
 }
 
-func checkLibc(p Platform, r Requirement) Verdict {
+func checkLibc(p Platform, r Platform) Verdict {
 	v := Verdict{Match: r}
 	if r.Libc == "" || r.Libc == LibcNone {
 		v.OK, v.Code, v.Reason = true, verdictOK, fmt.Sprintf("static build for %s/%s", r.OS, r.Arch)
@@ -136,22 +132,22 @@ func checkLibc(p Platform, r Requirement) Verdict {
 		v.Code, v.Reason = verdictLibcMismatch, fmt.Sprintf("needs %s, but the platform has %s", r.Libc, p.Libc)
 		return v
 	}
-	if r.MinLibcVersion != "" {
+	if r.LibcVersion != "" {
 		if p.LibcVersion == "" {
-			v.Code, v.Reason = verdictLibcUnknown, fmt.Sprintf("needs %s >= %s, but the platform's %s version is unknown", r.Libc, r.MinLibcVersion, p.Libc)
+			v.Code, v.Reason = verdictLibcUnknown, fmt.Sprintf("needs %s >= %s, but the platform's %s version is unknown", r.Libc, r.LibcVersion, p.Libc)
 			return v
 		}
-		c, ok := compareVersions(p.LibcVersion, r.MinLibcVersion)
+		c, ok := compareVersions(p.LibcVersion, r.LibcVersion)
 		if !ok {
-			v.Code, v.Reason = verdictLibcUnknown, fmt.Sprintf("cannot compare %s version %q with %q", p.Libc, p.LibcVersion, r.MinLibcVersion)
+			v.Code, v.Reason = verdictLibcUnknown, fmt.Sprintf("cannot compare %s version %q with %q", p.Libc, p.LibcVersion, r.LibcVersion)
 			return v
 		}
 		if c < 0 {
-			v.Code, v.Reason = verdictLibcTooOld, fmt.Sprintf("needs %s >= %s, but the platform has %s %s", r.Libc, r.MinLibcVersion, p.Libc, p.LibcVersion)
+			v.Code, v.Reason = verdictLibcTooOld, fmt.Sprintf("needs %s >= %s, but the platform has %s %s", r.Libc, r.LibcVersion, p.Libc, p.LibcVersion)
 			return v
 		}
 	}
-	v.OK, v.Code, v.Reason = true, verdictOK, fmt.Sprintf("%s build runs on %s %s", r, p.Libc, p.LibcVersion)
+	v.OK, v.Code, v.Reason = true, verdictOK, fmt.Sprintf("%s build runs on %s %s", requirementText(r), p.Libc, p.LibcVersion)
 	return v
 }
 

@@ -8,17 +8,17 @@ import (
 // QUAL-8: whether a qualified platform can run a runner artifact, and why not.
 func TestCanRun(t *testing.T) {
 	t.Parallel()
-	artifact := []Requirement{
-		{OS: "linux", Arch: "amd64", Libc: LibcGlibc, MinLibcVersion: "2.36"},
-		{OS: "linux", Arch: "amd64", Libc: LibcMusl, MinLibcVersion: "1.2"},
-		{OS: "linux", Arch: "arm64", Libc: LibcGlibc, MinLibcVersion: "2.31"},
+	artifact := []Platform{
+		{OS: "linux", Arch: "amd64", Libc: LibcGlibc, LibcVersion: "2.36"},
+		{OS: "linux", Arch: "amd64", Libc: LibcMusl, LibcVersion: "1.2"},
+		{OS: "linux", Arch: "arm64", Libc: LibcGlibc, LibcVersion: "2.31"},
 		{OS: "darwin", Arch: "arm64"},
 	}
-	static := []Requirement{{OS: "linux", Arch: "amd64", Libc: LibcNone}}
+	static := []Platform{{OS: "linux", Arch: "amd64", Libc: LibcNone}}
 	tests := []struct {
 		name    string
 		p       string
-		reqs    []Requirement
+		reqs    []Platform
 		ok      bool
 		code    string
 		mention string
@@ -40,13 +40,13 @@ func TestCanRun(t *testing.T) {
 		{"no build for the OS", "windows/amd64", artifact, false, verdictUnsupportedPlatform, "linux/amd64 glibc>=2.36"},
 		{"an unmeasured platform runs nothing", "", artifact, false, verdictNotMeasured, "not measured"},
 		{"an artifact without requirements runs nowhere", "linux/amd64 libc=glibc:2.36", nil, false, verdictNoRequirements, "no supported platform"},
-		{"requirement names are normalized too", "linux/amd64 libc=glibc:2.36", []Requirement{{OS: "Linux", Arch: "x86_64", Libc: "GNU", MinLibcVersion: "2.17"}}, true, verdictOK, ""},
-		{"a variant requirement must match", "linux/armv7l libc=glibc:2.36", []Requirement{{OS: "linux", Arch: "arm", Variant: "v6"}}, false, verdictUnsupportedPlatform, "linux/arm/v7"},
+		{"requirement names are normalized too", "linux/amd64 libc=glibc:2.36", []Platform{{OS: "Linux", Arch: "x86_64", Libc: "GNU", LibcVersion: "2.17"}}, true, verdictOK, ""},
+		{"a variant requirement must match", "linux/armv7l libc=glibc:2.36", []Platform{{OS: "linux", Arch: "arm", Variant: "v6"}}, false, verdictUnsupportedPlatform, "linux/arm/v7"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			v := CanRun(MustParsePlatform(tt.p), tt.reqs)
+			v := CanRun(mustParsePlatform(tt.p), tt.reqs)
 			if v.OK != tt.ok || v.Code != tt.code {
 				t.Fatalf("CanRun(%q) = %v %s (%s); want %v %s", tt.p, v.OK, v.Code, v.Reason, tt.ok, tt.code)
 			}

@@ -9,9 +9,6 @@ import (
 	"github.com/berthdev/berth/errcode"
 )
 
-// Errors of the store contract.
-var ()
-
 // Store persists qualification records, one per (company, environment)
 // (QUAL-2, QUAL-4). Implementations: NewMemoryStore here, and SQLite and
 // PostgreSQL in store/sqlite and store/postgres; all pass qualificationtest.RunStoreTests.
@@ -34,9 +31,9 @@ type Store interface {
 	DeleteQualifications(ctx context.Context, environment string) error
 }
 
-// CheckRecord returns an error wrapping errcode.ErrInvalid when rec cannot be
-// stored: it lacks a company or an environment. Stores call it in Put.
-func CheckRecord(rec Record) error {
+// checkRecord returns an error wrapping errcode.ErrInvalid when rec cannot be
+// stored: it lacks a company or an environment.
+func checkRecord(rec Record) error {
 	if rec.Company == "" || rec.Environment == "" {
 		return fmt.Errorf("%w: company %q, environment %q: both are required", errcode.ErrInvalid, rec.Company, rec.Environment)
 	}
@@ -60,7 +57,7 @@ func (m *memoryStore) PutQualification(ctx context.Context, rec Record) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := CheckRecord(rec); err != nil {
+	if err := checkRecord(rec); err != nil {
 		return err
 	}
 	m.mu.Lock()

@@ -35,10 +35,10 @@ func ExampleMemory() {
 	}
 	defer sys.Close()
 	s, err := sys.Settings().Get(ctx, authz.Principal{ID: "ops", Role: authz.RoleLocalOperator})
-	fmt.Println(s, err)
+	fmt.Println(s.EnableEnvironments, s.Revision, err)
 	// Output:
 	// [Environments Bindings Health SecretUses Qualifications Leases AuthChecks Runners Templates]
 	// berth: Options.Stores sets some stores and leaves Stores.Environments, Stores.Bindings, Stores.Health, Stores.SecretUses, Stores.Qualifications, Stores.Leases, Stores.AuthChecks, Stores.Runners, Stores.Templates nil: set every field (store.Memory() for the ones kept in memory), or none for memory stores
 	// []
-	// enableEnvironments=true enableManagedSandboxOnly=false quotaPerCompany=8 quotaPerCompanyEnvironment=4 (revision 0) <nil>
+	// true 0 <nil>
 }

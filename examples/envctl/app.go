@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/examples/internal/secretfile"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/lease"
@@ -47,10 +48,19 @@ type system struct {
 }
 
 // settings returns a Reader of the stores' instance settings, as the
-// System's availability gate reads them.
-func (s *system) settings() instance.Reader {
-	_, settings := instance.NewService(s.stores.Settings, nil)
-	return settings
+// System's availability gate reads them: the stored settings, or the
+// defaults while none were written.
+func (s *system) settings() instance.Reader { return settingsReader{s.stores.Settings} }
+
+// settingsReader is an instance.Reader over the settings store.
+type settingsReader struct{ st instance.Store }
+
+func (r settingsReader) Current(ctx context.Context) (instance.Settings, error) {
+	s, err := r.st.GetSettings(ctx)
+	if errors.Is(err, errcode.ErrNotFound) {
+		return instance.Defaults(), nil
+	}
+	return s, err
 }
 
 // Close closes the System and then its database.

@@ -133,8 +133,7 @@ func authCheckRecord(ctx context.Context, g *globals, envArg, company, account, 
 	if err != nil {
 		return err
 	}
-	rec, err = sys.Handover().RecordResult(ctx, g.as, company, account, rec.Preparation,
-		handover.Result{Succeeded: st == handover.StatusSucceeded, Message: message})
+	rec, err = sys.Handover().RecordResult(ctx, g.as, company, account, rec.Preparation, st, message)
 	if err != nil {
 		return err
 	}
@@ -182,7 +181,7 @@ func printAuthCheck(g *globals, r handover.AuthCheck) {
 		checked = r.CheckedAt.Format(time.RFC3339) + " by " + r.CheckedBy
 	}
 	fmt.Fprintf(g.stdout, "%s for company %q: %s (version %d), environment %s, provider %s, projects [%s], fingerprint %s, checked %s",
-		r.AccountRef, r.Company, r.Status, r.Version, r.Environment, r.Provider, strings.Join(r.Projects, ","), r.Fingerprint, checked)
+		r.AccountRef, r.Company, r.Status, r.Version, r.Environment, r.Provider.Driver+"/"+r.Provider.Account, strings.Join(r.Projects, ","), r.Fingerprint, checked)
 	if r.Message != "" {
 		fmt.Fprintf(g.stdout, ": %s", r.Message)
 	}

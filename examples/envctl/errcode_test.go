@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/examples/internal/probejson"
 	"github.com/berthdev/berth/internal/errtable"
 	"github.com/berthdev/berth/internal/qualify"
-	"github.com/berthdev/berth/probe"
 )
 
 // A failed command prints the sentence for a person with berth's code
@@ -175,7 +175,7 @@ func TestErrorLinesSpeakToPeople(t *testing.T) {
 			if tc.row.Action == errtable.Qualify {
 				// The probe succeeds; its diagnostic is in the JSON result.
 				out, err := envctlProcess(ctx, append([]string{"--db", db, "--json"}, args...)...).Output()
-				var res probe.Result
+				var res probejson.Result
 				if err != nil || json.Unmarshal(out, &res) != nil || !res.OK || res.QualificationDiagnostic == nil {
 					t.Fatalf("envctl --json %v: %v\n%s", args, err, out)
 				}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/examples/internal/probejson"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/probe"
 )
@@ -121,7 +122,7 @@ func runProbe(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	if g.json {
-		if err := writeJSON(g.stdout, res); err != nil {
+		if err := writeJSON(g.stdout, probejson.Of(res)); err != nil {
 			return err
 		}
 	} else {
@@ -139,7 +140,7 @@ func runProbe(ctx context.Context, g *globals, args []string) error {
 func probeFailure(res *probe.Result) error {
 	cause := "probe failed (" + res.Code + ")"
 	for _, st := range res.Stages {
-		if !st.OK && !st.Skipped {
+		if !st.OK && st.Code != "" { // failed, not skipped
 			cause = fmt.Sprintf("probe failed at stage %s (%s): %s", st.Name, res.Code, st.Error)
 			break
 		}
@@ -149,9 +150,9 @@ func probeFailure(res *probe.Result) error {
 
 // progressLines is a probe.Request.Progress that writes each stage to
 // g.stderr as it completes.
-func progressLines(g *globals) func(probe.Stage) {
-	return func(st probe.Stage) {
-		if st.Running {
+func progressLines(g *globals) func(probe.Stage, bool) {
+	return func(st probe.Stage, running bool) {
+		if running {
 			return
 		}
 		fmt.Fprintf(g.stderr, "  %s\n", stageLine(st))
@@ -161,7 +162,7 @@ func progressLines(g *globals) func(probe.Stage) {
 // stageLine is one completed stage: "acquire  ok      1.2s  note".
 func stageLine(st probe.Stage) string {
 	verdict := "ok"
-	if st.Skipped {
+	if !st.OK && st.Code == "" {
 		verdict = "skipped"
 	} else if !st.OK {
 		verdict = "FAILED"
@@ -190,7 +191,7 @@ func printProbe(w io.Writer, res *probe.Result) {
 	fmt.Fprintln(tw, "  STAGE\tRESULT\tDURATION\tNOTE")
 	for _, st := range res.Stages {
 		ok := "ok"
-		if st.Skipped {
+		if !st.OK && st.Code == "" {
 			ok = "skipped"
 		} else if !st.OK {
 			ok = "failed"

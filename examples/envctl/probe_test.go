@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/examples/internal/probejson"
 	"github.com/berthdev/berth/internal/fakectl"
-	"github.com/berthdev/berth/probe"
 )
 
 // TestProbeCommands: probing a fake environment with a pinned image shows
@@ -38,7 +38,7 @@ func TestProbeCommands(t *testing.T) {
 	wantContains(t, "probe output", out, "probe OK", "platform: linux/amd64", "libc=glibc", "image: "+c.fake.DefaultImageIdentity().String(),
 		"cleanup: confirmed=true", "platform qualification recorded: true")
 
-	var res probe.Result
+	var res probejson.Result
 	c.okJSON(&res, "probe", "pinned", "--company", "acme")
 	if !res.OK || !res.PlatformQualificationRecorded || res.Platform.OS != "linux" || res.Platform.Arch != "amd64" ||
 		res.Cleanup == nil || !res.Cleanup.Confirmed || len(res.Stages) != 6 {
@@ -64,7 +64,7 @@ func TestProbeCommands(t *testing.T) {
 
 	// A mutable tag probes fine and does not qualify, saying why (QUAL-5).
 	c.createFake("tagged", `{"image":"`+"registry.fake.test/berth/base:latest"+`"}`)
-	res = probe.Result{}
+	res = probejson.Result{}
 	c.okJSON(&res, "probe", "tagged", "--company", "acme")
 	if !res.OK || res.PlatformQualificationRecorded || res.QualificationDiagnostic == nil {
 		t.Errorf("probe of a mutable tag: ok=%t recorded=%t diag=%v", res.OK, res.PlatformQualificationRecorded, res.QualificationDiagnostic)
@@ -79,7 +79,7 @@ func TestProbeCommands(t *testing.T) {
 	// PRB-4: a draft probe saves no environment and never qualifies.
 	before := c.ok("--json", "env", "list")
 	cfg := writeFile(t, `{"image":"`+c.fake.DefaultImageIdentity().String()+`"}`)
-	res = probe.Result{}
+	res = probejson.Result{}
 	c.okJSON(&res, "probe", "--draft", "--driver", "fake", "--config", cfg)
 	if !res.OK || !res.Draft || res.PlatformQualificationRecorded || res.QualificationDiagnostic == nil ||
 		res.QualificationDiagnostic.Code != "not_saved" {
@@ -91,7 +91,7 @@ func TestProbeCommands(t *testing.T) {
 
 	// A failed probe prints its result and exits non-zero with the code.
 	fakectl.Of(c.fake).Inject(fakectl.Fault{Op: "create", Err: drivers.ErrAuth})
-	res = probe.Result{}
+	res = probejson.Result{}
 	out, _, err = c.exec("", "--json", "probe", "pinned", "--company", "acme")
 	fakectl.Of(c.fake).ClearFaults()
 	if err == nil {

@@ -324,7 +324,7 @@ func newID(prefix string) (string, error) {
 // or a lease that is not the session's; "" for another error.
 func secretRefusal(err error) string {
 	r := errcode.ReasonOf(err)
-	if errors.Is(err, handover.ErrMismatch) || errors.Is(err, handover.ErrSecretUnknown) || r == "lease_mismatch" {
+	if errors.Is(err, handover.ErrMismatch) || r == "secret_unknown" || r == "lease_mismatch" {
 		return r
 	}
 	return ""

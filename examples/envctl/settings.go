@@ -111,8 +111,21 @@ func runSettings(ctx context.Context, g *globals, args []string) error {
 	if args[0] == "show" {
 		s, err = sys.Settings().Get(ctx, g.as)
 	} else {
-		s, err = sys.Settings().Update(ctx, g.as, instance.Update{EnableEnvironments: enable.v, ManagedSandboxOnly: managed.v,
-			QuotaPerCompany: perCompany.v, QuotaPerCompanyEnvironment: perEnv.v, Revision: revision})
+		s, err = sys.Settings().Update(ctx, g.as, revision, func(c *instance.Settings) error {
+			if enable.v != nil {
+				c.EnableEnvironments = *enable.v
+			}
+			if managed.v != nil {
+				c.ManagedSandboxOnly = *managed.v
+			}
+			if perCompany.v != nil {
+				c.QuotaPerCompany = *perCompany.v
+			}
+			if perEnv.v != nil {
+				c.QuotaPerCompanyEnvironment = *perEnv.v
+			}
+			return nil
+		})
 	}
 	if err != nil {
 		return err

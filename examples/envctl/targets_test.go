@@ -4,14 +4,15 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"github.com/berthdev/berth/drivers/daytona/daytonatest"
-	"github.com/berthdev/berth/internal/testenv"
-	"github.com/berthdev/berth/internal/testimage"
-	"github.com/berthdev/berth/probe"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/berthdev/berth/drivers/daytona/daytonatest"
+	"github.com/berthdev/berth/examples/internal/probejson"
+	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/internal/testimage"
 )
 
 // configFile writes cfg as a JSON config file and returns its path.
@@ -55,7 +56,7 @@ func TestProbeSSH(t *testing.T) {
 	wantContains(t, "ssh progress", progress, "acquire", "detect", "release")
 
 	create("impostor", srv.MismatchedKnownHostsLine())
-	var res probe.Result
+	var res probejson.Result
 	out, _, err = c.exec("", "--json", "probe", "impostor", "--company", "acme")
 	if err == nil || json.Unmarshal([]byte(out), &res) != nil || res.OK || res.Code != "host_key_mismatch" || res.Cwd != "" {
 		t.Errorf("probe with a mismatched host key: err=%v code=%s\n%s", err, res.Code, out)
@@ -88,7 +89,7 @@ func TestProbeDocker(t *testing.T) {
 	create("pinned", img.Ref)
 	create("tagged", img.TagRef)
 
-	var res probe.Result
+	var res probejson.Result
 	c.okJSON(&res, "probe", "pinned", "--company", "acme")
 	if !res.OK || !res.PlatformQualificationRecorded || res.ImageIdentity.String() != img.Ref ||
 		res.Platform.OS != "linux" || res.Cleanup == nil || !res.Cleanup.Confirmed {
@@ -97,7 +98,7 @@ func TestProbeDocker(t *testing.T) {
 	}
 	wantContains(t, "qualification show", c.ok("qualification", "show", "pinned", "--company", "acme"), "is qualified", "linux/")
 
-	res = probe.Result{}
+	res = probejson.Result{}
 	c.okJSON(&res, "probe", "tagged", "--company", "acme")
 	if !res.OK || res.PlatformQualificationRecorded || res.QualificationDiagnostic == nil {
 		t.Errorf("docker probe of a tag: ok=%t recorded=%t diag=%v", res.OK, res.PlatformQualificationRecorded, res.QualificationDiagnostic)
@@ -124,16 +125,16 @@ func TestDockerWithoutEngine(t *testing.T) {
 	c.ok("assign", "set", "default", "gone")
 	wantContains(t, "resolve before any measurement", c.ok("assign", "resolve", "--company", "acme"), "gone")
 
-	var res probe.Result
+	var res probejson.Result
 	out, _, err := c.exec("", "--json", "probe", "gone", "--company", "acme")
 	if err == nil || json.Unmarshal([]byte(out), &res) != nil {
 		t.Fatalf("probe without an engine: err=%v\n%s", err, out)
 	}
-	st, _ := res.Stage("resolve")
+	st, _ := stageOf(res, "resolve")
 	if res.OK || res.Code != "provider_unavailable" || st.OK || st.Code != "provider_unavailable" || !strings.Contains(st.Error, sock) {
 		t.Errorf("probe without an engine: code %s, resolve stage %+v; want provider_unavailable naming the socket", res.Code, st)
 	}
-	if acq, _ := res.Stage("acquire"); !acq.Skipped {
+	if acq, _ := stageOf(res, "acquire"); !acq.Skipped {
 		t.Errorf("acquire ran after the provider was found unavailable: %+v", acq)
 	}
 	list := c.ok("env", "list")
@@ -217,7 +218,7 @@ func TestProbeDaytona(t *testing.T) {
 		"api_url": srv.URL(), "api_key": srv.APIKey(),
 		"snapshot_id": snap,
 	}))
-	var res probe.Result
+	var res probejson.Result
 	c.okJSON(&res, "probe", "cloud", "--company", "acme")
 	if !res.OK || res.ImageIdentity.IsZero() || !strings.Contains(res.ImageIdentity.String(), snap) ||
 		res.Cleanup == nil || !res.Cleanup.Confirmed || res.Platform.OS != "linux" {
@@ -241,4 +242,14 @@ func randomHex(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
+}
+
+// stageOf returns the stage of res named n, and false if it did not run.
+func stageOf(res probejson.Result, n string) (probejson.Stage, bool) {
+	for _, s := range res.Stages {
+		if s.Name == n {
+			return s, true
+		}
+	}
+	return probejson.Stage{}, false
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/examples/internal/probejson"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
@@ -83,7 +84,7 @@ func (s *server) runProbe(w http.ResponseWriter, r *http.Request, envID string, 
 			s.writeError(w, r, err)
 			return
 		}
-		s.writeJSON(w, r, http.StatusOK, res)
+		s.writeJSON(w, r, http.StatusOK, probejson.Of(res))
 		return
 	}
 	ev, release, err := s.openEvents(w, r)
@@ -92,16 +93,16 @@ func (s *server) runProbe(w http.ResponseWriter, r *http.Request, envID string, 
 		return
 	}
 	defer release()
-	stages := make(chan probe.Stage, 64)
+	stages := make(chan probejson.Stage, 64)
 	type outcome struct {
 		res *probe.Result
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := do(probe.Request{Company: company, Progress: func(st probe.Stage) {
+		res, err := do(probe.Request{Company: company, Progress: func(st probe.Stage, running bool) {
 			select {
-			case stages <- st:
+			case stages <- probejson.StageOf(st, running):
 			default: // a slow reader loses progress lines, never the result
 			}
 		}})
@@ -124,7 +125,7 @@ func (s *server) runProbe(w http.ResponseWriter, r *http.Request, envID string, 
 				}{errorBody(o.err)})
 				return
 			}
-			ev.send("result", "", o.res)
+			ev.send("result", "", probejson.Of(o.res))
 			return
 		}
 	}
@@ -422,7 +423,7 @@ func (s *server) recordAuthCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		rec, err = s.sys.Handover().RecordResult(r.Context(), principalOf(r), company, account, rec.Preparation,
-			handover.Result{Succeeded: body.Status == string(handover.StatusSucceeded), Message: body.Message})
+			handover.Status(body.Status), body.Message)
 	}
 	s.audit(r, "auth_check.record", body.EnvironmentID, err, "company", company)
 	if err != nil {

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/examples/internal/probejson"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/probe"
 )
 
 // waitRun polls a run until it ends (no timing is asserted: the bound
@@ -44,7 +44,7 @@ func (e *tenv) startRun(t testing.TB, company, token string, body map[string]any
 func TestProbes(t *testing.T) {
 	e := newEnv(t, "sqlite", nil)
 	v := e.createFake(t, "box")
-	var res probe.Result
+	var res probejson.Result
 	e.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/companies/acme/environments/" + v.ID + "/probe", token: tokOperator}).decode(t, &res)
 	if !res.OK || res.Platform.OS == "" {
 		t.Errorf("probe %+v", res)

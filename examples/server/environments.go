@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 )
 
 // driverView is one driver of GET /api/v1/drivers: its capabilities and
@@ -241,10 +243,7 @@ func (s *server) patchSettings(w http.ResponseWriter, r *http.Request) {
 	}
 	var st instance.Settings
 	if err == nil {
-		st, err = s.sys.Settings().Update(r.Context(), principalOf(r), instance.Update{
-			EnableEnvironments: body.EnableEnvironments, ManagedSandboxOnly: body.ManagedSandboxOnly,
-			QuotaPerCompany: body.QuotaPerCompany, QuotaPerCompanyEnvironment: body.QuotaPerCompanyEnvironment, Revision: rev,
-		})
+		st, err = s.sys.Settings().Update(r.Context(), principalOf(r), rev, body.apply)
 	}
 	s.audit(r, "settings.update", "", err)
 	if err != nil {
@@ -264,6 +263,26 @@ type settingsPatch struct {
 	// (0: no limit).
 	QuotaPerCompany            *int `json:"quotaPerCompany,omitempty"`
 	QuotaPerCompanyEnvironment *int `json:"quotaPerCompanyEnvironment,omitempty"`
+}
+
+// apply sets the fields p names in s; a patch that names none is invalid.
+func (p settingsPatch) apply(s *instance.Settings) error {
+	if p == (settingsPatch{}) {
+		return fmt.Errorf("instance: settings update: fields \"enableEnvironments\", \"enableManagedSandboxOnly\", \"quotaPerCompany\" and \"quotaPerCompanyEnvironment\": none is set, nothing to change: %w", errcode.ErrInvalid)
+	}
+	if p.EnableEnvironments != nil {
+		s.EnableEnvironments = *p.EnableEnvironments
+	}
+	if p.ManagedSandboxOnly != nil {
+		s.ManagedSandboxOnly = *p.ManagedSandboxOnly
+	}
+	if p.QuotaPerCompany != nil {
+		s.QuotaPerCompany = *p.QuotaPerCompany
+	}
+	if p.QuotaPerCompanyEnvironment != nil {
+		s.QuotaPerCompanyEnvironment = *p.QuotaPerCompanyEnvironment
+	}
+	return nil
 }
 
 // settingsIfMatch is ifMatch for the instance settings, whose revision is

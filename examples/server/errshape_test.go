@@ -12,10 +12,10 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/examples/internal/probejson"
 	"github.com/berthdev/berth/internal/errtable"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/internal/reason"
-	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/templates"
 )
 
@@ -45,8 +45,8 @@ func TestErrorShapeTable(t *testing.T) {
 			body: map[string]any{"name": env.Name, "driver": env.Driver, "config": env.Config}}).decode(t, &v)
 		return v
 	}
-	probeOf := func(t *testing.T, env errtable.Env) probe.Result {
-		var res probe.Result
+	probeOf := func(t *testing.T, env errtable.Env) probejson.Result {
+		var res probejson.Result
 		e.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/companies/acme/environments/" + create(t, env).ID + "/probe",
 			token: tokAdmin, body: map[string]any{}}).decode(t, &res)
 		return res

@@ -15,10 +15,10 @@ import (
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/examples/internal/probejson"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
-	"github.com/berthdev/berth/probe"
 )
 
 // CFG-3, PRB-1/2/5: an SSH environment with a pasted key (real sshd): the
@@ -37,7 +37,7 @@ func TestSSHPastedKeyAndProbe(t *testing.T) {
 			e.must(t, http.StatusCreated, call{method: "POST", path: "/api/v1/environments", token: tokAdmin,
 				body: map[string]any{"name": "host", "driver": "ssh", "config": cfg}}).decode(t, &v)
 			e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/environments/" + v.ID, token: tokAdmin})
-			var res probe.Result
+			var res probejson.Result
 			e.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/companies/acme/environments/" + v.ID + "/probe", token: tokAdmin}).decode(t, &res)
 			if !res.OK || res.Cwd == "" || res.Platform.OS != "linux" {
 				t.Errorf("probe of the sshd host: %+v", res)

@@ -113,7 +113,11 @@ func OpenSystem(ctx context.Context, storeURL string, fk *fake.Driver) (sys *ber
 	// The workloads hold more live leases of one company than the
 	// instance's default lease quotas allow: the bench's instance has none.
 	none := 0
-	if _, err := sys.Settings().Update(ctx, operator, instance.Update{QuotaPerCompany: &none, QuotaPerCompanyEnvironment: &none, Revision: instance.AnyRevision}); err != nil {
+	if _, err := sys.Settings().Update(ctx, operator, instance.AnyRevision, func(c *instance.Settings) error {
+		c.QuotaPerCompany = none
+		c.QuotaPerCompanyEnvironment = none
+		return nil
+	}); err != nil {
 		return nil, nil, errors.Join(fmt.Errorf("benchload: lifting the lease quotas: %w", err), sys.Close(), closeDB())
 	}
 	return sys, func() error { return errors.Join(sys.Close(), closeDB()) }, nil

@@ -74,8 +74,8 @@ type Options struct {
 	// output as JSON envelopes (base64) like runners that do not offer
 	// binary frames (tests of that path).
 	jsonOutput bool
-	// Settings reads the instance settings (CFG-9; the Reader
-	// instance.NewService returns): with environments disabled, Attach
+	// Settings reads the instance settings (CFG-9; an
+	// instance.Reader): with environments disabled, Attach
 	// and Attachment.Start refuse with an error wrapping
 	// instance.ErrEnvironmentsDisabled, and under managed-sandbox-only
 	// Attach refuses a host driver's lease (instance.ErrManagedSandboxOnly;

@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/instancehook"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/lease"
 )
@@ -22,10 +23,11 @@ func TestDisabledEnvironmentsRefuseAttachAndStart(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	svc, reader := instance.NewService(instance.NewMemoryStore(), nil)
+	hs, hr := instancehook.New(instance.NewMemoryStore(), instancehook.Options{})
+	svc, reader := hs.(*instance.Service), hr.(instance.Reader)
 	set := func(enable bool) {
 		t.Helper()
-		if _, err := svc.Update(ctx, leaseOperator, instance.Update{EnableEnvironments: &enable, Revision: instance.AnyRevision}); err != nil {
+		if _, err := svc.Update(ctx, leaseOperator, instance.AnyRevision, func(c *instance.Settings) error { c.EnableEnvironments = enable; return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -119,7 +119,7 @@ func TestHelloRoundTrip(t *testing.T) {
 	t.Parallel()
 	h := Hello{MinVersion: 1, MaxVersion: 1, RunnerVersion: "v0.1", BinarySHA256: strings.Repeat("ab", 32),
 		Capabilities: []Capability{CapTasks}, Resume: Resume{LastCommandSeq: 4, OldestUnackedEvent: 9, NextEventSeq: 12}}
-	h.Platform = qualification.MustParsePlatform("linux/amd64 libc=glibc:2.36 kernel=6.1.0")
+	h.Platform = mustPlatform("linux/amd64 libc=glibc:2.36 kernel=6.1.0")
 	e := mustEnvelope(t, TypeHello, 0, h)
 	frame, err := EncodeFrame(e, 0)
 	if err != nil {
@@ -175,4 +175,13 @@ func TestNegotiate(t *testing.T) {
 	if diff := cmp.Diff([]Capability{CapStdin, CapTasks}, got); diff != "" {
 		t.Errorf("GrantCapabilities (-want +got):\n%s", diff)
 	}
+}
+
+// mustPlatform is qualification.ParsePlatform that panics on error.
+func mustPlatform(s string) qualification.Platform {
+	p, err := qualification.ParsePlatform(s)
+	if err != nil {
+		panic(err)
+	}
+	return p
 }

@@ -133,7 +133,7 @@ func ParseDetection(output string) (Detection, error) {
 	}
 	var d Detection
 	p := qualification.Platform{
-		OS:     qualification.NormalizeOS(firstLine(secs[secOS])),
+		OS:     qualification.Platform{OS: firstLine(secs[secOS])}.Normalize().OS,
 		Kernel: firstLine(secs[secKernel]),
 	}
 	p.Arch, p.Variant = qualification.NormalizeArch(firstLine(secs[secArch]), "")

@@ -29,23 +29,23 @@ func TestParseDetectionRealOutputs(t *testing.T) {
 		want Detection
 	}{
 		{"debian12-glibc.txt", Detection{
-			Platform: qualification.MustParsePlatform("linux/amd64 libc=glibc:2.36 kernel=6.18.44-fc-v782 release=debian:12"),
+			Platform: mustPlatform("linux/amd64 libc=glibc:2.36 kernel=6.18.44-fc-v782 release=debian:12"),
 			Hostname: "vm", Cwd: "/work/main/probe", PrettyName: "Debian GNU/Linux 12 (bookworm)",
 		}},
 		{"alpine319-musl.txt", Detection{
-			Platform: qualification.MustParsePlatform("linux/amd64 libc=musl:1.2.4 kernel=6.6.16-0-lts release=alpine:3.19.1"),
+			Platform: mustPlatform("linux/amd64 libc=musl:1.2.4 kernel=6.6.16-0-lts release=alpine:3.19.1"),
 			Hostname: "3f2c1a9e0b7d", Cwd: "/", PrettyName: "Alpine Linux v3.19",
 		}},
 		{"busybox-static.txt", Detection{
-			Platform: qualification.MustParsePlatform("linux/amd64 libc=none kernel=6.18.44-fc-v782"),
+			Platform: mustPlatform("linux/amd64 libc=none kernel=6.18.44-fc-v782"),
 			Hostname: "37456d9716b4", Cwd: "/",
 		}},
 		{"macos14-arm64.txt", Detection{
-			Platform: qualification.MustParsePlatform("darwin/arm64 libc=none kernel=23.4.0 release=macos:14.4.1"),
+			Platform: mustPlatform("darwin/arm64 libc=none kernel=23.4.0 release=macos:14.4.1"),
 			Hostname: "mbp.local", Cwd: "/Users/dev", PrettyName: "macOS 14.4.1",
 		}},
 		{"macos-no-sw_vers.txt", Detection{
-			Platform: qualification.MustParsePlatform("darwin/arm64 libc=none kernel=23.4.0"),
+			Platform: mustPlatform("darwin/arm64 libc=none kernel=23.4.0"),
 			Hostname: "mbp.local", Cwd: "/Users/dev",
 		}},
 	}
@@ -135,4 +135,13 @@ func TestParseDetectionErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mustPlatform is qualification.ParsePlatform that panics on error.
+func mustPlatform(s string) qualification.Platform {
+	p, err := qualification.ParsePlatform(s)
+	if err != nil {
+		panic(err)
+	}
+	return p
 }

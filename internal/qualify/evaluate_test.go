@@ -17,7 +17,7 @@ var (
 	probeTime = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	pinnedRef = images.MustParseReference("127.0.0.1:5000/app@" + digestA)
 	pinnedID  = images.MustParseIdentity("127.0.0.1:5000/app@" + digestA)
-	debian    = qualification.MustParsePlatform("linux/amd64 libc=glibc:2.36 kernel=6.1.0-18-amd64 release=debian:12")
+	debian    = mustPlatform("linux/amd64 libc=glibc:2.36 kernel=6.1.0-18-amd64 release=debian:12")
 )
 
 func subject() Subject {

@@ -127,7 +127,7 @@ func TestProbeIdentityRefusesEveryTask(t *testing.T) {
 	c := newController(t)
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "marker")
-	plat := qualification.MustParsePlatform("linux/amd64 libc=musl:1.2.4 kernel=6.1.0")
+	plat := mustPlatform("linux/amd64 libc=musl:1.2.4 kernel=6.1.0")
 	startRunner(t, c, filepath.Join(dir, "state"), runner.Options{Ticket: c.ticket("lease-1", prp.ScopeProbe, time.Minute),
 		Platform: func(context.Context) (qualification.Platform, error) { return plat, nil }})
 	c.command(startCmd("c1", "t1", "sh", "-c", "touch "+marker))
@@ -259,4 +259,13 @@ func TestInvalidTokenRefusedBeforeUpgrade(t *testing.T) {
 	if c.conns != 0 {
 		t.Errorf("%d connections upgraded with an invalid token", c.conns)
 	}
+}
+
+// mustPlatform is qualification.ParsePlatform that panics on error.
+func mustPlatform(s string) qualification.Platform {
+	p, err := qualification.ParsePlatform(s)
+	if err != nil {
+		panic(err)
+	}
+	return p
 }

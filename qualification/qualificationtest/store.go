@@ -34,9 +34,10 @@ func record(company, environment string, n int) qualification.Record {
 		Fingerprint: fmt.Sprintf("sha256:%064x", n),
 		Image:       images.MustParseIdentity(fmt.Sprintf("127.0.0.1:5000/app@sha256:%064x", n+1)),
 		Template:    fmt.Sprintf("snapshot:fake/template-%d", n),
-		Platform:    qualification.MustParsePlatform("linux/amd64 libc=glibc:2.36 kernel=6.1.0-18-amd64 release=debian:12"),
-		LeaseID:     fmt.Sprintf("lease-%d", n),
-		RecordedAt:  time.Date(2026, 11, 29, 10, 0, n%60, 123456000, time.UTC),
+		Platform: qualification.Platform{OS: "linux", Arch: "amd64", Libc: qualification.LibcGlibc, LibcVersion: "2.36",
+			Kernel: "6.1.0-18-amd64", ReleaseID: "debian", ReleaseVersion: "12"},
+		LeaseID:    fmt.Sprintf("lease-%d", n),
+		RecordedAt: time.Date(2026, 11, 29, 10, 0, n%60, 123456000, time.UTC),
 	}
 }
 
@@ -69,7 +70,8 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) qualification.Store
 		}},
 		// QUAL-3: an invalidation round-trips with its reason and time.
 		{"an invalidated record round-trips", func(t *testing.T, s qualification.Store) {
-			want := record("acme", "env-1", 3).Invalidate("snapshot snap-9 not found at the provider", time.Date(2026, 11, 30, 8, 0, 0, 654321000, time.UTC))
+			want := record("acme", "env-1", 3)
+			want.InvalidatedAt, want.InvalidReason = time.Date(2026, 11, 30, 8, 0, 0, 654321000, time.UTC), "snapshot snap-9 not found at the provider"
 			mustPut(t, s, want)
 			got, err := s.GetQualification(ctx, "acme", "env-1")
 			if err != nil {

@@ -7,13 +7,14 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/instancehook"
 	"github.com/berthdev/berth/internal/testenv"
 )
 
 // BenchmarkSettingsReader measures what the gate pays for the instance
 // settings on every resolution, probe and lease acquisition (CFG-9): the
-// cached Reader of instance.NewService (a store read at most once per
-// second, instance.Options.MaxStaleness's default) over a database holding a record. The
+// cached Reader of the instance settings (internal/instancehook: a store
+// read at most once per second) over a database holding a record. The
 // anchor, in the same run on the same database, is the store read an
 // uncached gate would make per check (GetSettings); x_store_read is the
 // cached read as a fraction of it.
@@ -27,9 +28,10 @@ func BenchmarkSettingsReader(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			ctx := context.Background()
 			db := openTest(b, tc.url(b))
-			svc, reader := instance.NewService(db, nil)
+			hs, hr := instancehook.New(db, instancehook.Options{})
+			svc, reader := hs.(*instance.Service), hr.(instance.Reader)
 			on := true
-			if _, err := svc.Update(ctx, authz.Principal{ID: "op", Role: authz.RoleLocalOperator}, instance.Update{ManagedSandboxOnly: &on}); err != nil {
+			if _, err := svc.Update(ctx, authz.Principal{ID: "op", Role: authz.RoleLocalOperator}, 0, func(c *instance.Settings) error { c.ManagedSandboxOnly = on; return nil }); err != nil {
 				b.Fatal(err)
 			}
 			n := 0

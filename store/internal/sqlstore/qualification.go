@@ -43,11 +43,11 @@ func scanQual(s scanner) (qualification.Record, error) {
 // PutQualification implements qualification.Store with one upsert on the
 // (company, environment) primary key, so that concurrent puts in any
 // processes leave exactly one record per company and environment. A record
-// without company or environment is refused (qualification.CheckRecord)
-// before the database is touched.
+// without company or environment is refused before the database is
+// touched.
 func (db *DB) PutQualification(ctx context.Context, rec qualification.Record) error {
-	if err := qualification.CheckRecord(rec); err != nil {
-		return fmt.Errorf("sqlstore: put qualification: %w", err)
+	if rec.Company == "" || rec.Environment == "" {
+		return fmt.Errorf("sqlstore: put qualification: %w: company %q, environment %q: both are required", errcode.ErrInvalid, rec.Company, rec.Environment)
 	}
 	p := rec.Platform
 	_, err := db.writes().exec(ctx, `INSERT INTO qualifications (`+qualColumns+`)

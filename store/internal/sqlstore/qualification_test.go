@@ -24,12 +24,12 @@ func TestQualificationRecordRoundTrip(t *testing.T) {
 	records := []qualification.Record{{
 		Company: "acme", Environment: "env-snapshot", Fingerprint: "sha256:01",
 		Image: snap, Template: "snapshot:daytona/tpl-1",
-		Platform:   qualification.MustParsePlatform("linux/arm64/v8 libc=musl:1.2.4 kernel=6.6.14-0-lts release=alpine:3.19.1"),
+		Platform:   mustPlatform("linux/arm64/v8 libc=musl:1.2.4 kernel=6.6.14-0-lts release=alpine:3.19.1"),
 		LeaseID:    "lse_1",
 		RecordedAt: time.Date(2026, 11, 29, 10, 0, 0, 123456789, time.UTC),
 	}, {
 		Company: "acme", Environment: "env-bare", Fingerprint: "sha256:02",
-		Platform: qualification.MustParsePlatform("darwin/arm64 release=macos:14.4.1"),
+		Platform: mustPlatform("darwin/arm64 release=macos:14.4.1"),
 	}}
 	for _, db := range []struct {
 		name string
@@ -53,4 +53,13 @@ func TestQualificationRecordRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mustPlatform is qualification.ParsePlatform that panics on error.
+func mustPlatform(s string) qualification.Platform {
+	p, err := qualification.ParsePlatform(s)
+	if err != nil {
+		panic(err)
+	}
+	return p
 }

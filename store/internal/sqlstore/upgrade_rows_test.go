@@ -102,13 +102,13 @@ func makeUpgradeRows() upgradeRows {
 	r.qualifications = []qualification.Record{{
 		Company: "acme", Environment: "env_docker", Fingerprint: "sha256:" + fmt.Sprintf("%064x", 11),
 		Image:    images.MustParseIdentity("127.0.0.1:5000/debian@sha256:" + fmt.Sprintf("%064x", 7)),
-		Platform: qualification.MustParsePlatform("linux/amd64 libc=glibc:2.36 kernel=6.1.0-18-amd64 release=debian:12"),
+		Platform: mustPlatform("linux/amd64 libc=glibc:2.36 kernel=6.1.0-18-amd64 release=debian:12"),
 		LeaseID:  "lease_released", RecordedAt: t(6 * time.Minute),
 	}, {
 		Company: "globex", Environment: "env_docker", Fingerprint: "sha256:" + fmt.Sprintf("%064x", 12),
 		Image:    images.MustParseIdentity("127.0.0.1:5000/debian@sha256:" + fmt.Sprintf("%064x", 7)),
 		Template: "snapshot:fake/template-1",
-		Platform: qualification.MustParsePlatform("linux/arm64 libc=musl:1.2.4 release=alpine:3.19"),
+		Platform: mustPlatform("linux/arm64 libc=musl:1.2.4 release=alpine:3.19"),
 		LeaseID:  "lease_q2", RecordedAt: t(7 * time.Minute), InvalidatedAt: t(8 * time.Minute), InvalidReason: "image moved",
 	}}
 	labels := func(id string) map[string]string {
