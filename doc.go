@@ -45,7 +45,8 @@
 // another at composition (the controller stopping a lease's tasks, the
 // hand-over resolving a task's secret values, the catalog counting a
 // delete's bindings and leases) is a hook: a value a constructor returns
-// or takes (lease.NewManager's TaskStopper from controller.New, the
+// or takes (the lease manager's TaskStopper from controller.New, given it
+// through internal/leasehook, the
 // controller.SecretResolver built with the hand-over service (internal/handoverhook), the lease manager's
 // environment.UsageReporter, the Assignments given to
 // environment.NewCatalog), never an exported method anyone holding the

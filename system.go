@@ -20,6 +20,7 @@ import (
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/handoverhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/probehook"
 	"github.com/berthdev/berth/internal/templatehook"
 	"github.com/berthdev/berth/lease"
@@ -74,11 +75,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Leases configures the lease manager (System.Leases): the
 	// installation's InstanceID that labels every sandbox so that sweeps
-	// find this instance's orphans, ClaimGrace, PruneAfter,
-	// Quotas, ManualPoolRefill, ... (see lease.Options for each default).
-	// Nil means lease's defaults. Logger left nil is Options.Logger; the
-	// manager's collaborators (Secrets, SecretKeeper, PoolRunners,
-	// Settings, SweepEnvironments) are New's to wire and are ignored here.
+	// find this instance's orphans, ClaimGrace, PruneAfter, Quotas and
+	// ManualPoolRefill (see lease.Options for each default). Nil means
+	// lease's defaults. The manager logs to Logger; its collaborators
+	// (the secret store and keeper, the instance settings, the runner
+	// controller and binaries, the saved environments) are New's to wire.
 	Leases *lease.Options
 	// Templates configures the custom images service (System.Templates),
 	// such as the setup sessions' SessionTTL and SessionMaxTTL (default 30
@@ -218,7 +219,7 @@ func (s *System) Prober() *probe.Prober { return s.prober }
 // ingress) and returns a handle whose Start runs tasks (controller.Task:
 // Wait, Output, Stop); it is also an http.Handler for runners that dial
 // over HTTP. New gives the lease manager the controller's task hook (the
-// lease.TaskStopper that controller.New returns): releasing or sweeping a
+// value controller.New returns next to the Controller): releasing or sweeping a
 // lease stops and verifies its runner tasks first.
 func (s *System) Runners() *controller.Controller { return s.runners }
 
@@ -345,21 +346,17 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Settings:   settings,
 	})
 	envs := st.Environments
-	var lo lease.Options
-	if o.Leases != nil {
-		lo = *o.Leases
-	}
-	if lo.Logger == nil {
-		lo.Logger = o.Logger
-	}
-	lo.Secrets, lo.SecretKeeper, lo.Settings = secrets.Get, keeper, settings
-	// Members of runner pools are prepared for the System's runner.
-	lo.PoolRunners = func() (*drivers.RunnerSet, error) { return sys.RunnerSet() }
-	lo.SweepEnvironments = func(ctx context.Context) ([]*environment.Environment, error) {
-		return envs.ListEnvironments(ctx, environment.ListFilter{})
-	}
-	var leaseUsage environment.UsageReporter
-	sys.leases, leaseUsage = lease.NewManager(st.Leases, reg, sys.assignments, tasks, &lo)
+	// Members of runner pools are prepared for the System's runner; the
+	// orphan search and the pools cover every saved environment.
+	mgr, leaseUsage := leasehook.New(leasehook.Sources{
+		Store: st.Leases, Drivers: reg, Assignments: sys.assignments, Options: o.Leases, Tasks: tasks,
+		Logger: o.Logger, Secrets: secrets.Get, SecretKeeper: keeper, Settings: settings,
+		PoolRunners: func() (*drivers.RunnerSet, error) { return sys.RunnerSet() },
+		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
+			return envs.ListEnvironments(ctx, environment.ListFilter{})
+		},
+	})
+	sys.leases = mgr.(*lease.Manager)
 	var co templates.Options
 	if o.Templates != nil {
 		co = *o.Templates
@@ -408,7 +405,7 @@ func prefixed(prefix string, names []string) []string {
 // composeRunners builds System.Runners from o.Runners with the defaults
 // Options.Runners documents (and the instance settings Reader when it
 // names none), and returns the controller's hook for the lease manager.
-func (s *System) composeRunners(st store.Stores, o Options, settings instance.Reader) (lease.TaskStopper, error) {
+func (s *System) composeRunners(st store.Stores, o Options, settings instance.Reader) (leasehook.TaskStopper, error) {
 	var co controller.Options
 	if o.Runners != nil {
 		co = *o.Runners
@@ -501,7 +498,8 @@ func (s *System) RunHealthChecks(ctx context.Context, p authz.Principal, interva
 }
 
 // Close stops the lease manager's host lease heartbeats (it releases
-// nothing; see lease.Manager.Close), closes the runner controller and the
+// nothing: their claims expire and other replicas end them by a check),
+// closes the runner controller and the
 // registered drivers that implement io.Closer (see drivers.Registry.Close),
 // and returns their joined errors. It closes no store: the host closes the
 // database it opened, after the System.
@@ -510,7 +508,7 @@ func (s *System) Close() error {
 		return nil
 	}
 	if s.leases != nil {
-		_ = s.leases.Close()
+		_ = leasehook.Close(s.leases)
 	}
 	var errs []error
 	if s.runners != nil {

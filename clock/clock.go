@@ -8,9 +8,9 @@
 //	clk.Advance(5 * time.Minute) // its timer fires; nothing slept
 //
 // Real is the wall clock; Fake moves only when its owner advances it.
-// Options fields across berth (fake.Options.Clock, lease.Options.Clock,
-// ...) take a Clock, so adopters can run the fake driver's delays and the
-// lease manager's time on a Fake. It imports nothing of berth (floor 0).
+// Options fields across berth (fake.Options.Clock, ...) take a Clock, so
+// adopters can run the fake driver's delays on a Fake (berth's own tests
+// run the lease manager's time on one too). It imports nothing of berth (floor 0).
 package clock
 
 import (

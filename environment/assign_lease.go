@@ -164,7 +164,7 @@ func (a *Assignments) Authorize(ctx context.Context, p authz.Principal, act auth
 }
 
 // AdmitDraft authorizes p to lease a draft (an unsaved config) of driver
-// for company, for the lease layer (lease.AcquireRequest.Draft): it asks
+// for company, for the lease layer (a draft probe's lease): it asks
 // the Authorizer for authz.ActionProbe on the draft (a draft lease is a
 // draft probe's), then passes the part of the gate that needs no saved
 // environment, the instance settings (CFG-9, Gate.Admit). A refusal wraps

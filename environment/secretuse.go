@@ -148,7 +148,7 @@ func sortRefs(refs []config.SecretRef) {
 // (CFG-7, LEASE-9). The catalog retires what a saved config stops
 // referencing (the keeper berth.New wires into it), and the lease manager records the
 // references of each lease record and releases them once the lease is
-// proven clean (lease.Options.SecretKeeper); give both the same keeper. It
+// proven clean (internal/leasehook.Sources.SecretKeeper); give both the same keeper. It
 // is safe for concurrent use.
 type SecretKeeper struct {
 	uses    SecretUseStore

@@ -16,6 +16,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/handoverhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/prp/controller"
 )
@@ -226,7 +227,7 @@ func (s *Service) subject(ctx context.Context, id string) (*environment.Environm
 	if err != nil {
 		return nil, "", Provider{}, fmt.Errorf("handover: environment %s (%s): %w", env.ID, env.Name, err)
 	}
-	fp, err := lease.EnvironmentFingerprint(drv, env) // with the active template's image (IMG-8)
+	fp, err := leasehook.Fingerprint(drv, env) // with the active template's image (IMG-8)
 	if err != nil {
 		return nil, "", Provider{}, fmt.Errorf("handover: environment %s (%s): %w", env.ID, env.Name, err)
 	}

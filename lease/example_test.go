@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
@@ -12,18 +13,30 @@ import (
 	"github.com/berthdev/berth/lease"
 )
 
+// A host gets its lease manager from berth.New (System.Leases): acquire a
+// reusable lease, run a command, stop it, and resume it in the next run.
 func Example() {
 	ctx := context.Background()
-	fk := fake.New(nil)
-	cfg, _ := fk.Schema().Normalize(map[string]any{"region": "local-1"})
-	envs := environment.NewMemoryStore() // a host passes its store.Stores fields
-	_ = envs.CreateEnvironment(ctx, &environment.Environment{ID: "env-1", Name: "scratch", Driver: "fake", Status: environment.StatusActive, Config: cfg, Revision: 1}, false)
-	reg := drivers.NewRegistry(fk)
-	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
-	m, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{InstanceID: "example"})
+	sys, err := berth.New(ctx, &berth.Options{
+		// Stores: db.Stores() of store/sqlite or store/postgres; none for memory stores.
+		Drivers:  []drivers.Driver{fake.New(nil)},
+		TestMode: true, // the fake driver is for tests only
+		Leases:   &lease.Options{InstanceID: "example"},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sys.Close()
 	operator := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
+	env, err := sys.Catalog().Create(ctx, operator, environment.CreateRequest{Name: "scratch", Driver: "fake", Config: map[string]any{"region": "local-1"}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	m := sys.Leases()
 
-	h, err := m.Acquire(ctx, operator, lease.AcquireRequest{Company: "acme", EnvironmentID: "env-1", Run: "run-1", Policy: lease.ReuseByEnvironment})
+	h, err := m.Acquire(ctx, operator, lease.AcquireRequest{Company: "acme", EnvironmentID: env.ID, Run: "run-1", Policy: lease.ReuseByEnvironment})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -35,7 +48,7 @@ func Example() {
 	fmt.Println(l.Status, l.Cleanup, l.ReuseKey != "")
 
 	// The next run resumes the stopped sandbox.
-	h2, _ := m.Acquire(ctx, operator, lease.AcquireRequest{Company: "acme", EnvironmentID: "env-1", Run: "run-2", Policy: lease.ReuseByEnvironment})
+	h2, _ := m.Acquire(ctx, operator, lease.AcquireRequest{Company: "acme", EnvironmentID: env.ID, Run: "run-2", Policy: lease.ReuseByEnvironment})
 	fmt.Println(h2.ID() == h.ID(), h2.Resumed(), strings.HasPrefix(h2.SandboxID(), "fake-"))
 	// Output:
 	// hello

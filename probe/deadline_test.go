@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/testenv"
@@ -62,7 +63,8 @@ func sshProber(t *testing.T, st stageTimeouts) (*Prober, *environment.Catalog) {
 	envs := environment.NewMemoryStore()
 	cat := environment.NewCatalog(envs, reg, secrets, nil, nil)
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
-	leases, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
+	mgr, _ := leasehook.New(leasehook.Sources{Store: lease.NewMemoryStore(), Drivers: reg, Assignments: asg, Secrets: secrets.Get})
+	leases := mgr.(*lease.Manager)
 	return newProber(testSources(cat, envs, reg, leases, qualification.NewMemoryStore(), false), &options{stageTimeouts: st}), cat
 }
 

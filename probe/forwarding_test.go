@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -40,7 +41,8 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 			envs := environment.NewMemoryStore()
 			cat := environment.NewCatalog(envs, reg, secrets, nil, nil)
 			asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
-			m, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
+			mgr, _ := leasehook.New(leasehook.Sources{Store: lease.NewMemoryStore(), Drivers: reg, Assignments: asg, Secrets: secrets.Get})
+			m := mgr.(*lease.Manager)
 			p := newProber(testSources(cat, envs, reg, m, qualification.NewMemoryStore(), false), nil)
 			cfg := map[string]any{
 				ssh.FieldHost: srv.Host(), ssh.FieldPort: srv.Port(), ssh.FieldUser: srv.User(),
@@ -73,7 +75,8 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 				}
 				t.Cleanup(func() { c.Close() })
 				bin := testenv.RunnerBinary(t)
-				leases, _ := lease.NewManager(lstore, reg, asg, tasks, &lease.Options{Secrets: secrets.Get})
+				mgr, _ := leasehook.New(leasehook.Sources{Store: lstore, Drivers: reg, Assignments: asg, Tasks: tasks, Secrets: secrets.Get})
+				leases := mgr.(*lease.Manager)
 				rp := newProber(testSources(cat, envs, reg, leases, qualification.NewMemoryStore(), false), &options{runner: &runnerProbe{controller: c,
 					runners: func() (*drivers.RunnerSet, error) { return controller.RunnerSetFromFiles(bin) }}})
 				rres, err := rp.Probe(ctx, admin, v.ID, Request{Company: "acme", Runner: true})

@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
@@ -71,7 +72,8 @@ func newWorld(t *testing.T, o worldOpts) *world {
 	w.lstore = lease.NewMemoryStore()
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, w.reg, &environment.Options{TestMode: true})
 	w.asg = asg
-	w.leases, _ = lease.NewManager(w.lstore, w.reg, asg, nil, &lease.Options{Secrets: w.secrets.Get})
+	mgr, _ := leasehook.New(leasehook.Sources{Store: w.lstore, Drivers: w.reg, Assignments: asg, Secrets: w.secrets.Get})
+	w.leases = mgr.(*lease.Manager)
 	w.quals = qualification.NewMemoryStore()
 	if o.progress {
 		w.stages = make(chan Stage, 64)

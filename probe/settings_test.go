@@ -9,6 +9,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
 )
@@ -23,7 +24,8 @@ func settingsWorld(t *testing.T) (*world, *instance.Service) {
 	opts := &environment.Options{TestMode: true, Settings: reader}
 	w.cat = environment.NewCatalog(w.envs, w.reg, w.secrets, nil, opts)
 	w.asg = environment.NewAssignments(environment.NewMemoryBindingStore(), w.envs, w.reg, opts)
-	w.leases, _ = lease.NewManager(w.lstore, w.reg, w.asg, nil, &lease.Options{Secrets: w.secrets.Get})
+	mgr, _ := leasehook.New(leasehook.Sources{Store: w.lstore, Drivers: w.reg, Assignments: w.asg, Secrets: w.secrets.Get})
+	w.leases = mgr.(*lease.Manager)
 	src := w.sources()
 	src.Gate = environment.NewGate(w.reg, &environment.Options{TestMode: true, Settings: reader})
 	w.prober = newProber(src, &options{})

@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -30,7 +31,8 @@ func TestSSHProbe(t *testing.T) {
 	cat := environment.NewCatalog(envs, reg, secrets, nil, nil)
 	lstore := lease.NewMemoryStore()
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, nil)
-	m, _ := lease.NewManager(lstore, reg, asg, nil, &lease.Options{Secrets: secrets.Get})
+	mgr, _ := leasehook.New(leasehook.Sources{Store: lstore, Drivers: reg, Assignments: asg, Secrets: secrets.Get})
+	m := mgr.(*lease.Manager)
 	p := newProber(testSources(cat, envs, reg, m, qualification.NewMemoryStore(), false), nil)
 
 	dir, err := filepath.EvalSymlinks(t.TempDir())

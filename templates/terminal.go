@@ -9,6 +9,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/leasehook"
 )
 
 // TerminalSize is a terminal's window size.
@@ -129,7 +130,7 @@ func (s *Service) OpenTerminal(ctx context.Context, p authz.Principal, id string
 	if err != nil {
 		return nil, fmt.Errorf("custom: terminal of setup session %s: %w", id, err)
 	}
-	ts, err := h.OpenTerminal(ctx, drivers.TerminalRequest{Rows: size.Rows, Cols: size.Cols})
+	ts, err := leasehook.OpenTerminal(h, ctx, drivers.TerminalRequest{Rows: size.Rows, Cols: size.Cols})
 	if err != nil {
 		err = fmt.Errorf("custom: terminal of setup session %s: %w", id, err)
 		if env, d, eerr := s.environment(ctx, ses.Environment); eerr == nil {

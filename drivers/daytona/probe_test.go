@@ -10,6 +10,7 @@ import (
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/daytona/internal/fakeapi"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/probehook"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
@@ -33,7 +34,8 @@ func TestProbeReportsImageInactive(t *testing.T) {
 	envs := environment.NewMemoryStore()
 	cat := environment.NewCatalog(envs, reg, secrets, nil, &environment.Options{TestMode: true})
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
-	leases, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
+	mgr, _ := leasehook.New(leasehook.Sources{Store: lease.NewMemoryStore(), Drivers: reg, Assignments: asg, Secrets: secrets.Get})
+	leases := mgr.(*lease.Manager)
 	p := probehook.New(probehook.Sources{Catalog: cat, Environments: envs, Drivers: reg, Leases: leases,
 		Qualifications: qualification.NewMemoryStore(),
 		Gate:           environment.NewGate(reg, &environment.Options{TestMode: true})}).(*probe.Prober)

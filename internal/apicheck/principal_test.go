@@ -33,7 +33,6 @@ var services = map[string][]string{
 // session or an environment, takes the principal and asks the Authorizer;
 // a hook one service gives another is wired by berth.New, not exported.
 var principalExempt = map[string]string{
-	"lease.Manager.Close":                         "stops this process's own heartbeats; acts on no record",
 	"prp/controller.Controller.Close":             "closes this process's own connections; acts on no record",
 	"prp/controller.Controller.ServeHTTP":         "the runners' endpoint: a runner authenticates with its ticket or token, never as a principal",
 	"prp/controller.Controller.ConnectedSessions": "a pure read of this process's own connections (the ids it serves)",

@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -40,7 +41,8 @@ func BenchmarkAcquireRelease(b *testing.B, ctx context.Context, store lease.Stor
 	}
 	reg := drivers.NewRegistry(fk)
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true})
-	m, _ := lease.NewManager(store, reg, asg, nil, &lease.Options{InstanceID: "bench"})
+	mgr, _ := leasehook.New(leasehook.Sources{Store: store, Drivers: reg, Assignments: asg, Options: &lease.Options{InstanceID: "bench"}})
+	m := mgr.(*lease.Manager)
 	op := authz.Principal{ID: "bench", Role: authz.RoleLocalOperator}
 
 	// kept-B/cycle is measured from here, before the anchor, whose heap is

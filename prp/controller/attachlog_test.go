@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
@@ -65,8 +66,9 @@ func attachFailing(t *testing.T, drv drivers.Driver, cfg map[string]any, spec dr
 		t.Fatal(err)
 	}
 	asg := environment.NewAssignments(environment.NewMemoryBindingStore(), envs, reg, &environment.Options{TestMode: true, Authorizer: leasePolicy})
-	m, _ := lease.NewManager(leases, reg, asg, s.tasks, &lease.Options{InstanceID: "test", Secrets: secrets.Get})
-	t.Cleanup(func() { m.Close() })
+	mgr, _ := leasehook.New(leasehook.Sources{Store: leases, Drivers: reg, Assignments: asg, Tasks: s.tasks, Options: &lease.Options{InstanceID: "test"}, Secrets: secrets.Get})
+	m := mgr.(*lease.Manager)
+	t.Cleanup(func() { leasehook.Close(m) })
 	actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	h, err := m.Acquire(actx, leaseOperator, lease.AcquireRequest{Company: "co-1", EnvironmentID: v.ID, Run: "run-1", Runner: &drivers.RunnerSet{Binaries: map[string]drivers.RunnerSpec{runtime.GOARCH: spec}}})
